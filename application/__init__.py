@@ -1,0 +1,1 @@
+"""Use cases: command/query handlers and the relay, written against ports (abstract classes)."""

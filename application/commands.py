@@ -1,0 +1,128 @@
+"""Request and response models of the contact use cases. Built from the domain's constrained
+types, so one set of limits validates both; the OpenAPI document is generated from these."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic.alias_generators import to_camel
+
+from application.ports import ContactSummary, Page
+from domain.contact import Contact
+from domain.values import Company, CompanyName, Description, EmailAddress, Name, PersonName
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+    )
+
+
+class CreateContact(Model):
+    """Body of POST /contacts: either `companyName` or a full `company`."""
+
+    first_name: PersonName
+    last_name: PersonName
+    email: EmailAddress
+    description: Description = ""
+    company_name: CompanyName | None = None
+    company: Company | None = None
+
+    @model_validator(mode="after")
+    def _one_company(self) -> CreateContact:
+        if (self.company_name is None) == (self.company is None):
+            raise ValueError("send exactly one of companyName or company")
+        return self
+
+    def to_company(self) -> Company:
+        if self.company is not None:
+            return self.company
+        assert self.company_name is not None
+        return Company(company_name=self.company_name)
+
+
+class PatchContact(Model):
+    """Body of PATCH /contacts/{id}: any of the aspects; each changed one raises one event."""
+
+    name: Name | None = None
+    email: EmailAddress | None = None
+    description: Description | None = None
+    company: Company | None = None
+
+    @model_validator(mode="after")
+    def _something(self) -> PatchContact:
+        given = {f for f in self.model_fields_set if getattr(self, f) is not None}
+        if not given:
+            raise ValueError("send at least one of name, email, description, company")
+        return self
+
+
+class UpdateName(Name):
+    """Body of POST /contacts/{id}/update-name."""
+
+
+class UpdateEmail(Model):
+    email: EmailAddress
+
+
+class UpdateDescription(Model):
+    description: Description
+
+
+class UpdateCompany(Company):
+    """Body of POST /contacts/{id}/update-company."""
+
+
+class ContactView(Model):
+    id: str
+    name: Name
+    email: str
+    description: str
+    company: Company
+    created_at: datetime
+    modified_at: datetime
+    version: int
+
+    @classmethod
+    def of(cls, contact: Contact) -> ContactView:
+        return cls(
+            id=contact.id,
+            name=contact.name,
+            email=contact.email,
+            description=contact.description,
+            company=contact.company,
+            created_at=contact.created_at,
+            modified_at=contact.modified_at,
+            version=contact.version,
+        )
+
+
+class ContactListItem(Model):
+    id: str
+    email: str
+    full_name: str
+    company_name: str
+
+    @classmethod
+    def of(cls, summary: ContactSummary) -> ContactListItem:
+        return cls(
+            id=summary.id,
+            email=summary.email,
+            full_name=summary.full_name,
+            company_name=summary.company_name,
+        )
+
+
+class ContactPage(Model):
+    items: list[ContactListItem]
+    continuation_token: str | None
+    has_more: bool
+
+    @classmethod
+    def of(cls, page: Page) -> ContactPage:
+        return cls(
+            items=[ContactListItem.of(s) for s in page.items],
+            continuation_token=page.continuation_token,
+            has_more=page.continuation_token is not None,
+        )

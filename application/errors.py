@@ -1,0 +1,48 @@
+"""Application errors. Adapters translate storage/broker failures into these once; the HTTP
+entrypoint maps each to one problem response."""
+
+from __future__ import annotations
+
+
+class ApplicationError(Exception):
+    """Base of every error a use case reports to its caller."""
+
+
+class ContactNotFoundError(ApplicationError):
+    def __init__(self, contact_id: str) -> None:
+        super().__init__(f"contact {contact_id} not found")
+        self.contact_id = contact_id
+
+
+class AlreadyExistsError(ApplicationError):
+    """A document with the same id already exists (409)."""
+
+
+class PreconditionFailedError(ApplicationError):
+    """The contact changed since the caller (or this request) read it: stale etag (412)."""
+
+
+class TransientStoreError(ApplicationError):
+    """The store cannot serve the request now; the caller may retry after `retry_after` s."""
+
+    status: int = 503
+
+    def __init__(self, message: str, *, retry_after: float = 1.0) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class ThrottledError(TransientStoreError):
+    """The store throttled the request (Cosmos 429)."""
+
+    status = 429
+
+
+class StoreUnavailableError(TransientStoreError):
+    """The store is unavailable or timed out (503)."""
+
+    status = 503
+
+
+class InvalidContinuationError(ApplicationError):
+    """A paging continuation token that the store does not accept (400)."""

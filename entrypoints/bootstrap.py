@@ -1,0 +1,78 @@
+"""The composition root: everything the functions use, built lazily once per process from the
+validated settings. Tests install their own (`override`) with in-memory fakes."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from application.ports import UnitOfWork
+from application.relay import Relay
+from application.service import ContactService
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class Dependencies:
+    uow: Callable[[], UnitOfWork]
+    relay_factory: Callable[[], Relay]
+    _relay: Relay | None = None
+
+    def __post_init__(self) -> None:
+        self.service = ContactService(self.uow)
+        self._relay_lock = threading.Lock()
+
+    @property
+    def relay(self) -> Relay:
+        with self._relay_lock:
+            if self._relay is None:
+                self._relay = self.relay_factory()
+            return self._relay
+
+
+_lock = threading.Lock()
+_current: Dependencies | None = None
+
+
+def production() -> Dependencies:
+    """Wire the Cosmos and Service Bus adapters from the settings (validated here, once)."""
+    from infra.cosmos.client import contacts_container, cosmos_client
+    from infra.cosmos.unit_of_work import CosmosQuarantine, CosmosUnitOfWork
+    from infra.servicebus.publisher import ServiceBusPublisher
+    from infra.settings import load_settings
+
+    settings = load_settings()
+    container = contacts_container(cosmos_client(settings), settings)
+    logger.info(
+        "dependencies built: database=%s container=%s topic=%s identity_cosmos=%s",
+        settings.cosmos_database,
+        settings.cosmos_container,
+        settings.servicebus_topic,
+        settings.cosmos_connection is None,
+    )
+
+    def relay() -> Relay:
+        return Relay(ServiceBusPublisher(settings), CosmosQuarantine(container))
+
+    return Dependencies(
+        uow=lambda: CosmosUnitOfWork(container, event_ttl_seconds=settings.event_ttl_seconds),
+        relay_factory=relay,
+    )
+
+
+def dependencies() -> Dependencies:
+    global _current
+    with _lock:
+        if _current is None:
+            _current = production()
+        return _current
+
+
+def override(deps: Dependencies | None) -> None:
+    """Install (or with None, forget) the dependencies; for tests and local tools."""
+    global _current
+    with _lock:
+        _current = deps

@@ -1,0 +1,147 @@
+"""RFC 9457 problem responses, and the one place application errors become HTTP statuses."""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Callable, Sequence
+from functools import wraps
+from typing import Any, ParamSpec
+
+import azure.functions as func
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from application.errors import (
+    AlreadyExistsError,
+    ContactNotFoundError,
+    InvalidContinuationError,
+    PreconditionFailedError,
+    TransientStoreError,
+)
+from domain.errors import DomainError
+from infra.settings import SettingsError
+
+logger = logging.getLogger(__name__)
+PROBLEM_JSON = "application/problem+json"
+
+
+class FieldError(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    field: str
+    message: str
+
+
+class Problem(BaseModel):
+    """An RFC 9457 problem document."""
+
+    model_config = ConfigDict(frozen=True)
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str | None = None
+    errors: list[FieldError] | None = None
+
+
+class HttpProblemError(Exception):
+    """Raised by the HTTP layer to answer with a problem response."""
+
+    def __init__(
+        self,
+        status: int,
+        title: str,
+        detail: str | None = None,
+        *,
+        errors: Sequence[FieldError] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(detail or title)
+        self.problem = Problem(
+            title=title, status=status, detail=detail, errors=list(errors) if errors else None
+        )
+        self.headers = headers or {}
+
+    def response(self) -> func.HttpResponse:
+        return func.HttpResponse(
+            self.problem.model_dump_json(exclude_none=True),
+            status_code=self.problem.status,
+            headers=self.headers,
+            mimetype=PROBLEM_JSON,
+        )
+
+
+def field_errors(exc: ValidationError, *, prefix: str = "") -> list[FieldError]:
+    errors = []
+    for error in exc.errors(include_url=False):
+        loc = [str(p) for p in error["loc"]]
+        field = ".".join(([prefix] if prefix else []) + loc) or "$"
+        message = error["msg"].removeprefix("Value error, ")
+        errors.append(FieldError(field=field, message=message))
+    return errors
+
+
+def bad_request(detail: str, field: str) -> HttpProblemError:
+    return HttpProblemError(
+        400, "Bad Request", detail, errors=[FieldError(field=field, message=detail)]
+    )
+
+
+def from_exception(exc: Exception) -> HttpProblemError:
+    """Map an error raised by a use case to its problem; unknown errors become a bare 500."""
+    match exc:
+        case HttpProblemError():
+            return exc
+        case ValidationError():
+            return HttpProblemError(400, "Bad Request", "the request is not valid",
+                               errors=field_errors(exc))
+        case ContactNotFoundError():
+            return HttpProblemError(404, "Not Found", "no such contact")
+        case PreconditionFailedError():
+            return HttpProblemError(412, "Precondition Failed",
+                               "the contact has changed; read it again and retry with its ETag")
+        case AlreadyExistsError():
+            return HttpProblemError(409, "Conflict", "the resource already exists")
+        case DomainError():
+            return HttpProblemError(409, "Conflict", str(exc))
+        case InvalidContinuationError():
+            return bad_request("the continuation token is not valid", "continuationToken")
+        case TransientStoreError():
+            seconds = str(max(1, math.ceil(exc.retry_after)))
+            title = "Too Many Requests" if exc.status == 429 else "Service Unavailable"
+            return HttpProblemError(
+                exc.status, title, "the store is busy or unavailable; retry later",
+                headers={"Retry-After": seconds},
+            )
+        case SettingsError():
+            logger.error("configuration error: %s", exc)
+            return HttpProblemError(503, "Service Unavailable", "the service is not configured",
+                               headers={"Retry-After": "30"})
+    logger.error("unhandled error", exc_info=exc)
+    return HttpProblemError(500, "Internal Server Error", "an unexpected error occurred")
+
+
+P = ParamSpec("P")
+
+
+def problem_boundary(
+    handler: Callable[P, func.HttpResponse],
+) -> Callable[P, func.HttpResponse]:
+    """Every error leaves as a problem response; no stack trace reaches a client."""
+
+    @wraps(handler)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> func.HttpResponse:
+        try:
+            return handler(*args, **kwargs)
+        except Exception as exc:  # the boundary: translate everything
+            return from_exception(exc).response()
+
+    return wrapper
+
+
+def json_response(body: Any, *, status: int = 200, headers: dict[str, str] | None = None
+                  ) -> func.HttpResponse:
+    payload = body.model_dump_json(by_alias=True) if isinstance(body, BaseModel) else json.dumps(
+        body, separators=(",", ":")
+    )
+    return func.HttpResponse(payload, status_code=status, headers=headers,
+                             mimetype="application/json")

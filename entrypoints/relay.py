@@ -1,0 +1,14 @@
+"""Relay glue: the trigger's documents as plain dicts, handed to the relay use case."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from application.relay import Relay, RelayReport
+
+
+def relay_documents(documents: Iterable[Mapping[str, Any]], relay: Relay) -> RelayReport:
+    """Relay one trigger invocation. Raises when a send fails, so the retry policy redelivers
+    the same documents and the lease does not move."""
+    return relay.relay(dict(doc) for doc in documents)

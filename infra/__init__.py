@@ -1,0 +1,2 @@
+"""Adapters: the Cosmos DB unit of work and quarantine, the Service Bus publisher, settings.
+Imports application and domain; neither imports infra."""

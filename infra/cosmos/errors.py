@@ -1,0 +1,68 @@
+"""Cosmos failures translated once into application errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+
+from azure.core.exceptions import ServiceRequestError, ServiceResponseError
+from azure.cosmos.exceptions import (
+    CosmosBatchOperationError,
+    CosmosClientTimeoutError,
+    CosmosHttpResponseError,
+)
+
+from application.errors import (
+    AlreadyExistsError,
+    ApplicationError,
+    ContactNotFoundError,
+    InvalidContinuationError,
+    PreconditionFailedError,
+    StoreUnavailableError,
+    ThrottledError,
+)
+
+
+def _retry_after(headers: Mapping[str, str] | None) -> float:
+    if headers:
+        value = headers.get("x-ms-retry-after-ms") or headers.get("Retry-After-Ms")
+        if value:
+            try:
+                return max(float(value) / 1000.0, 0.001)
+            except ValueError:
+                pass
+    return 1.0
+
+
+def translate(status: int, message: str, headers: Mapping[str, str] | None = None,
+              *, contact_id: str = "") -> ApplicationError:
+    if status == 404:
+        return ContactNotFoundError(contact_id)
+    if status == 409:
+        return AlreadyExistsError(message)
+    if status == 412:
+        return PreconditionFailedError(message)
+    if status == 429:
+        return ThrottledError("the store is throttling requests", retry_after=_retry_after(headers))
+    if status == 400:
+        return InvalidContinuationError(message)
+    return StoreUnavailableError(f"the store answered {status}", retry_after=_retry_after(headers))
+
+
+@contextmanager
+def cosmos_errors(contact_id: str = "") -> Iterator[None]:
+    """Translate every Cosmos failure raised inside into an application error."""
+    try:
+        yield
+    except CosmosBatchOperationError as exc:
+        failed = exc.operation_responses[exc.error_index] if exc.operation_responses else {}
+        status = int(failed.get("statusCode", exc.status_code or 500))
+        raise translate(status, "batch operation failed", exc.headers,
+                        contact_id=contact_id) from None
+    except CosmosClientTimeoutError:
+        raise StoreUnavailableError("the store timed out") from None
+    except CosmosHttpResponseError as exc:
+        raise translate(int(exc.status_code or 503), exc.reason or "cosmos error", exc.headers,
+                        contact_id=contact_id) from None
+    except (ServiceRequestError, ServiceResponseError):
+        raise StoreUnavailableError("the store is unreachable") from None

@@ -1,0 +1,107 @@
+"""The relay's publisher: the azure-servicebus SDK, one client and one sender per process,
+created lazily. Connection string or managed identity."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusMessageBatch
+from azure.servicebus.exceptions import MessageSizeExceededError
+
+from application.ports import MessageBatch, MessagePublisher, OutboxMessage
+from infra.settings import Settings, SettingsError
+
+logger = logging.getLogger(__name__)
+
+
+def servicebus_client(settings: Settings) -> ServiceBusClient:
+    if settings.servicebus_connection is not None:
+        return ServiceBusClient.from_connection_string(
+            settings.servicebus_connection.get_secret_value()
+        )
+    if settings.servicebus_namespace:
+        from azure.identity import DefaultAzureCredential
+
+        return ServiceBusClient(settings.servicebus_namespace, credential=DefaultAzureCredential())
+    raise SettingsError(
+        "invalid settings: set ServiceBusConnection (connection string) or "
+        "ServiceBusConnection__fullyQualifiedNamespace (managed identity) to relay events"
+    )
+
+
+def to_servicebus_message(message: OutboxMessage) -> ServiceBusMessage:
+    return ServiceBusMessage(
+        message.body,
+        content_type=message.content_type,
+        subject=message.subject,
+        message_id=message.message_id,
+        session_id=message.session_id,
+        application_properties={k: v for k, v in message.application_properties.items()},
+    )
+
+
+class ServiceBusBatch(MessageBatch):
+    def __init__(self, batch: ServiceBusMessageBatch) -> None:
+        self.batch = batch
+        self._count = 0
+
+    def try_add(self, message: OutboxMessage) -> bool:
+        try:
+            self.batch.add_message(to_servicebus_message(message))
+        except MessageSizeExceededError:
+            return False
+        self._count += 1
+        return True
+
+    def __len__(self) -> int:
+        return self._count
+
+
+class ServiceBusPublisher(MessagePublisher):
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+        self._lock = threading.Lock()
+        self._client: ServiceBusClient | None = None
+        self._sender: Any = None
+
+    def _get_sender(self) -> Any:
+        with self._lock:
+            if self._sender is None:
+                if self._client is None:
+                    self._client = servicebus_client(self._settings)
+                self._sender = self._client.get_topic_sender(self._settings.servicebus_topic)
+            return self._sender
+
+    def create_batch(self) -> MessageBatch:
+        try:
+            return ServiceBusBatch(self._get_sender().create_message_batch())
+        except Exception:
+            self._reset()
+            raise
+
+    def send(self, batch: MessageBatch) -> None:
+        assert isinstance(batch, ServiceBusBatch)
+        try:
+            self._get_sender().send_messages(batch.batch)
+        except Exception:
+            # A broken link is not reused: the retried invocation opens a fresh one.
+            self._reset()
+            raise
+
+    def _reset(self) -> None:
+        with self._lock:
+            sender, self._sender = self._sender, None
+        if sender is not None:
+            try:
+                sender.close()
+            except Exception:  # closing a broken sender may fail too
+                logger.debug("closing a failed sender raised", exc_info=True)
+
+    def close(self) -> None:
+        self._reset()
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None:
+            client.close()
