@@ -22,7 +22,7 @@ class Dependencies:
     _relay: Relay | None = None
 
     def __post_init__(self) -> None:
-        self.service = ContactService(self.uow)
+        self.service = ContactService(lambda: self.uow())
         self._relay_lock = threading.Lock()
 
     @property

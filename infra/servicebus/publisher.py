@@ -31,6 +31,10 @@ def servicebus_client(settings: Settings) -> ServiceBusClient:
     )
 
 
+def _properties(message: OutboxMessage) -> dict[str | bytes, Any]:
+    return dict(message.application_properties.items())
+
+
 def to_servicebus_message(message: OutboxMessage) -> ServiceBusMessage:
     return ServiceBusMessage(
         message.body,
@@ -38,7 +42,7 @@ def to_servicebus_message(message: OutboxMessage) -> ServiceBusMessage:
         subject=message.subject,
         message_id=message.message_id,
         session_id=message.session_id,
-        application_properties={k: v for k, v in message.application_properties.items()},
+        application_properties=_properties(message),
     )
 
 

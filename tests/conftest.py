@@ -1,0 +1,50 @@
+"""Shared fixtures. The Functions app is indexed once per process (`get_functions()` may be
+called only once), and its dependencies are replaced by in-memory fakes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from azure.functions.decorators.function_app import Function
+import pytest
+
+from application.relay import Relay
+from entrypoints import bootstrap
+from tests.fakes import FakePublisher, InMemoryQuarantine, InMemoryStore, uow_factory
+
+_INDEXED: dict[str, Function] | None = None
+
+
+def indexed_functions() -> dict[str, Function]:
+    global _INDEXED
+    if _INDEXED is None:
+        import function_app
+
+        _INDEXED = {str(f.get_function_name()): f for f in function_app.app.get_functions()}
+    return _INDEXED
+
+
+@pytest.fixture(scope="session")
+def functions() -> dict[str, Function]:
+    return indexed_functions()
+
+
+class FakeWorld:
+    def __init__(self) -> None:
+        self.store = InMemoryStore()
+        self.publisher = FakePublisher()
+        self.quarantine = InMemoryQuarantine()
+        self.deps = bootstrap.Dependencies(
+            uow=uow_factory(self.store),
+            relay_factory=lambda: Relay(self.publisher, self.quarantine),
+        )
+
+
+@pytest.fixture
+def world() -> Iterator[FakeWorld]:
+    w = FakeWorld()
+    bootstrap.override(w.deps)
+    try:
+        yield w
+    finally:
+        bootstrap.override(None)

@@ -1,0 +1,28 @@
+"""The in-memory fake held to the unit-of-work contract."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.contract.unit_of_work_contract import ContractWorld, UnitOfWorkContract
+from tests.fakes import InMemoryStore, uow_factory
+
+
+class InMemoryWorld(ContractWorld):
+    def __init__(self) -> None:
+        self.store = InMemoryStore()
+        self.uow = uow_factory(self.store)
+
+    def plant(self, document: dict[str, Any]) -> None:
+        self.store.put(document)
+
+    def documents(self, partition_key: str) -> list[dict[str, Any]]:
+        return [d for (pk, _), d in self.store.documents.items() if pk == partition_key]
+
+
+class TestInMemoryUnitOfWork(UnitOfWorkContract):
+    @pytest.fixture
+    def world(self) -> ContractWorld:
+        return InMemoryWorld()

@@ -1,0 +1,227 @@
+"""In-memory fakes of the project's own ports. Each is held to the same contract suite as the
+real adapter (tests/contract), so a unit test on a fake says something true of production."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from application.errors import (
+    AlreadyExistsError,
+    ApplicationError,
+    ContactNotFoundError,
+    InvalidContinuationError,
+    PreconditionFailedError,
+)
+from application.outbox import CONTACT_TYPE, event_document, quarantine_document
+from application.ports import (
+    ContactRepository,
+    ContactSummary,
+    MessageBatch,
+    MessagePublisher,
+    OutboxMessage,
+    Page,
+    Quarantine,
+    UnitOfWork,
+)
+from domain.contact import Contact
+from infra.cosmos.documents import contact_document, contact_from_document
+
+Operation = tuple[str, dict[str, Any], str | None]  # kind, document, if-match etag
+
+
+class InMemoryStore:
+    """Documents by (partition key, id) with etags; batches are atomic like Cosmos'."""
+
+    def __init__(self) -> None:
+        self.documents: dict[tuple[str, str], dict[str, Any]] = {}
+        self._etags = itertools.count(1)
+        self._lock = threading.Lock()
+        self.fail_next: ApplicationError | None = None
+        self.batches = 0
+
+    def put(self, document: dict[str, Any]) -> None:
+        """Write outside any unit of work (tests plant documents this way)."""
+        with self._lock:
+            self._store(dict(document))
+
+    def read(self, partition_key: str, doc_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            doc = self.documents.get((partition_key, doc_id))
+            return dict(doc) if doc else None
+
+    def batch(self, partition_key: str, operations: list[Operation]) -> list[str]:
+        with self._lock:
+            if self.fail_next is not None:
+                failure, self.fail_next = self.fail_next, None
+                raise failure
+            for kind, doc, etag in operations:
+                key = (partition_key, doc["id"])
+                if doc["partitionKey"] != partition_key:
+                    raise ValueError("batch operations must share the partition key")
+                current = self.documents.get(key)
+                if kind == "create" and current is not None:
+                    raise AlreadyExistsError(f"document {doc['id']} exists")
+                if kind == "replace":
+                    if current is None:
+                        raise ContactNotFoundError(doc["id"])
+                    if etag is not None and current["_etag"] != etag:
+                        raise PreconditionFailedError("etag mismatch")
+            self.batches += 1
+            return [self._store(dict(doc)) for _, doc, _ in operations]
+
+    def _store(self, doc: dict[str, Any]) -> str:
+        doc["_etag"] = f'"{next(self._etags):08x}-0000-0000-0000-000000000000"'
+        self.documents[(doc["partitionKey"], doc["id"])] = doc
+        return str(doc["_etag"])
+
+    def of_type(self, kind: str) -> list[dict[str, Any]]:
+        with self._lock:
+            return [dict(d) for d in self.documents.values() if d.get("type") == kind]
+
+
+class InMemoryContactRepository(ContactRepository):
+    def __init__(self, store: InMemoryStore) -> None:
+        self._store = store
+        self.tracked: dict[str, Contact] = {}
+        self.new: set[str] = set()
+        self.etags: dict[str, str] = {}
+
+    def add(self, contact: Contact) -> None:
+        self.tracked[contact.id] = contact
+        self.new.add(contact.id)
+
+    def get(self, contact_id: str) -> Contact:
+        doc = self._store.read(contact_id, contact_id)
+        if doc is None or doc.get("type") != CONTACT_TYPE:
+            raise ContactNotFoundError(contact_id)
+        contact = contact_from_document(doc)
+        self.tracked[contact_id] = contact
+        self.etags[contact_id] = doc["_etag"]
+        return contact
+
+    def etag(self, contact_id: str) -> str:
+        return self.etags[contact_id]
+
+    def list_page(self, *, page_size: int, continuation: str | None) -> Page:
+        live = sorted(
+            (d for d in self._store.of_type(CONTACT_TYPE) if not d["data"]["deleted"]),
+            key=lambda d: d["id"],
+        )
+        start = 0
+        if continuation is not None:
+            if not continuation.startswith("mem:") or not continuation[4:].isdigit():
+                raise InvalidContinuationError("bad continuation token")
+            start = int(continuation[4:])
+        rows = live[start : start + page_size]
+        end = start + len(rows)
+        items = [
+            ContactSummary(
+                id=d["id"],
+                email=d["data"]["email"],
+                full_name=f"{d['data']['name']['firstName']} {d['data']['name']['lastName']}",
+                company_name=d["data"]["company"]["companyName"],
+            )
+            for d in rows
+        ]
+        return Page(items=items, continuation_token=f"mem:{end}" if end < len(live) else None)
+
+
+class InMemoryUnitOfWork(UnitOfWork):
+    def __init__(self, store: InMemoryStore, *, event_ttl_seconds: int = 864000) -> None:
+        self.store = store
+        self.ttl = event_ttl_seconds
+        self.contacts: InMemoryContactRepository = InMemoryContactRepository(store)
+        self.committed = False
+        self.healthy: ApplicationError | None = None
+
+    def commit(self, *, traceparent: str | None = None) -> None:
+        repo = self.contacts
+        for contact_id, contact in repo.tracked.items():
+            events = contact.collect_events()
+            if not events and contact_id not in repo.new:
+                continue
+            ops: list[Operation] = []
+            if contact_id in repo.new:
+                ops.append(("create", contact_document(contact), None))
+            else:
+                ops.append(("replace", contact_document(contact), repo.etags[contact_id]))
+            for event in events:
+                if traceparent and event.traceparent is None:
+                    event = event.model_copy(update={"traceparent": traceparent})
+                ops.append(("create", event_document(event, ttl_seconds=self.ttl), None))
+            etags = self.store.batch(contact_id, ops)
+            repo.new.discard(contact_id)
+            repo.etags[contact_id] = etags[0]
+        self.committed = True
+
+    def rollback(self) -> None:
+        for contact in self.contacts.tracked.values():
+            contact.collect_events()
+        self.contacts.tracked.clear()
+        self.contacts.new.clear()
+
+    def ping(self) -> None:
+        if self.healthy is not None:
+            raise self.healthy
+
+
+def uow_factory(store: InMemoryStore, **kwargs: Any) -> Callable[[], InMemoryUnitOfWork]:
+    return lambda: InMemoryUnitOfWork(store, **kwargs)
+
+
+class SizeLimitedBatch(MessageBatch):
+    """Counts body bytes plus a fixed per-message overhead against a limit, like the SDK."""
+
+    OVERHEAD = 64
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.messages: list[OutboxMessage] = []
+        self.size = 0
+
+    def try_add(self, message: OutboxMessage) -> bool:
+        size = len(message.body) + len(message.message_id) + self.OVERHEAD
+        if self.size + size > self.limit:
+            return False
+        self.messages.append(message)
+        self.size += size
+        return True
+
+    def __len__(self) -> int:
+        return len(self.messages)
+
+
+class FakePublisher(MessagePublisher):
+    """Records sent batches; fails the n-th send when told to (after earlier ones went out)."""
+
+    def __init__(self, *, max_batch_bytes: int = 4096, fail_on_send: int | None = None) -> None:
+        self.max_batch_bytes = max_batch_bytes
+        self.sent: list[list[OutboxMessage]] = []
+        self.fail_on_send = fail_on_send
+        self.attempts = 0
+
+    def create_batch(self) -> MessageBatch:
+        return SizeLimitedBatch(self.max_batch_bytes)
+
+    def send(self, batch: MessageBatch) -> None:
+        assert isinstance(batch, SizeLimitedBatch)
+        self.attempts += 1
+        if self.fail_on_send is not None and self.attempts == self.fail_on_send:
+            raise ConnectionError("broker unavailable")
+        self.sent.append(list(batch.messages))
+
+    @property
+    def messages(self) -> list[OutboxMessage]:
+        return [m for batch in self.sent for m in batch]
+
+
+class InMemoryQuarantine(Quarantine):
+    def __init__(self) -> None:
+        self.documents: dict[str, dict[str, Any]] = {}
+
+    def put(self, document: dict[str, Any], *, reason: str) -> None:
+        doc = quarantine_document(document, reason=reason)
+        self.documents[doc["id"]] = doc

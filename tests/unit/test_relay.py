@@ -1,0 +1,148 @@
+"""The relay with a fake publisher that enforces a batch size limit."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from application.outbox import event_document
+from application.relay import Relay
+from domain.contact import Contact
+from domain.events import DomainEvent
+from domain.values import Company, Name
+from tests.fakes import FakePublisher, InMemoryQuarantine
+
+TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def history(n_changes: int, *, first: str = "Ada") -> list[dict[str, Any]]:
+    contact = Contact.create(name=Name(first_name=first, last_name="L"), email="a@example.com",
+                             company=Company(company_name="E"))
+    for i in range(n_changes):
+        contact.describe(f"change {i}")
+    events: list[DomainEvent] = contact.collect_events()
+    return [event_document(e.model_copy(update={"traceparent": TRACE}), ttl_seconds=60)
+            for e in events]
+
+
+def relay(
+    publisher: FakePublisher | None = None,
+) -> tuple[Relay, FakePublisher, InMemoryQuarantine]:
+    publisher = publisher or FakePublisher()
+    quarantine = InMemoryQuarantine()
+    return Relay(publisher, quarantine), publisher, quarantine
+
+
+def test_maps_each_event_to_a_message_as_the_topic_expects() -> None:
+    r, publisher, _ = relay()
+    [doc] = history(0)
+    r.relay([doc])
+    [message] = publisher.messages
+    data = doc["data"]
+    assert message.message_id == data["id"]
+    assert message.session_id == data["contactId"]
+    assert message.subject == "ContactCreatedEvent"
+    assert message.content_type == "application/json"
+    assert json.loads(message.body) == data
+    assert message.application_properties == {
+        "contactId": data["contactId"], "version": 1, "action": "ContactCreatedEvent",
+        "traceparent": TRACE, "Diagnostic-Id": TRACE}
+
+
+def test_groups_by_contact_and_orders_by_version_whatever_the_feed_order() -> None:
+    a, b = history(3, first="A"), history(2, first="B")
+    feed = [a[3], b[1], a[0], b[2], a[2], b[0], a[1]]
+    r, publisher, _ = relay()
+    r.relay(feed)
+    sent = [(m.session_id, m.version) for m in publisher.messages]
+    a_id, b_id = a[0]["partitionKey"], b[0]["partitionKey"]
+    assert [v for s, v in sent if s == a_id] == [1, 2, 3, 4]
+    assert [v for s, v in sent if s == b_id] == [1, 2, 3]
+    assert len(sent) == 7
+
+
+def test_a_full_batch_is_sent_and_a_new_one_started_never_failing() -> None:
+    docs = history(29)
+    r, publisher, _ = relay(FakePublisher(max_batch_bytes=2000))
+    report = r.relay(docs)
+    assert len(publisher.sent) > 1
+    assert all(sum(len(m.body) + 100 for m in b) <= 2000 + 100 * len(b) for b in publisher.sent)
+    assert [m.version for m in publisher.messages] == list(range(1, 31))
+    assert report.sent == 30 and report.batches == len(publisher.sent)
+
+
+def test_a_failing_send_is_raised_so_the_invocation_is_retried() -> None:
+    docs = history(29)
+    r, publisher, _ = relay(FakePublisher(max_batch_bytes=2000, fail_on_send=2))
+    with pytest.raises(ConnectionError):
+        r.relay(docs)
+    first_batch = len(publisher.messages)
+    assert 0 < first_batch < 30
+    # The retry delivers the same documents again: everything goes out, the first batch twice
+    # (the topic's duplicate detection drops those by MessageId).
+    r.relay(docs)
+    ids = [m.message_id for m in publisher.messages]
+    assert set(ids) == {d["id"] for d in docs}
+    assert len(ids) == 30 + first_batch
+
+
+def test_non_event_documents_are_skipped() -> None:
+    r, publisher, _ = relay()
+    contact_doc = {"id": "c", "partitionKey": "c", "type": "contact", "data": {}}
+    quarantined = {"id": "quarantine-x", "partitionKey": "c", "type": "quarantinedEvent"}
+    report = r.relay([contact_doc, quarantined, *history(0)])
+    assert report.skipped == 2 and len(publisher.messages) == 1
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (lambda d: d.pop("data"), "no 'data'"),
+        (lambda d: d["data"].pop("action"), "action"),
+        (lambda d: d["data"].update(version="two"), "version"),
+        (lambda d: d["data"].update(contactId=""), "contactId"),
+    ],
+)
+def test_malformed_events_are_quarantined_with_a_reason_and_the_rest_go_on(
+    mutate: Any, reason: str
+) -> None:
+    docs = history(2)
+    mutate(docs[1])
+    r, publisher, quarantine = relay()
+    report = r.relay(docs)
+    assert [m.message_id for m in publisher.messages] == [docs[0]["id"], docs[2]["id"]]
+    [kept] = quarantine.documents.values()
+    assert reason in kept["reason"]
+    assert kept["data"]["id"] == docs[1]["id"]
+    assert report.quarantined == [docs[1]["id"]]
+
+
+def test_an_event_larger_than_a_message_is_quarantined_and_later_events_still_go() -> None:
+    docs = history(2) + history(1, first="Other")
+    docs[1]["data"]["description"] = "x" * 5000
+    r, publisher, quarantine = relay(FakePublisher(max_batch_bytes=4096))
+    r.relay(docs)
+    assert docs[1]["id"] not in {m.message_id for m in publisher.messages}
+    assert len(publisher.messages) == 4
+    [kept] = quarantine.documents.values()
+    assert "larger than" in kept["reason"]
+
+
+def test_a_repeated_event_in_one_invocation_is_sent_once() -> None:
+    docs = history(1)
+    r, publisher, _ = relay()
+    r.relay([*docs, docs[0]])
+    assert len(publisher.messages) == 2
+
+
+def test_the_trigger_function_relays_the_documents_it_is_given(
+    functions: dict[str, Any], world: Any
+) -> None:
+    import azure.functions as func
+
+    docs = history(2)
+    documents = func.DocumentList([func.Document.from_dict(d) for d in docs])
+    functions["relay_events"].get_user_function()(documents)
+    assert [m.version for m in world.publisher.messages] == [1, 2, 3]

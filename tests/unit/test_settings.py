@@ -1,0 +1,52 @@
+from __future__ import annotations
+
+import pytest
+
+from infra.settings import Settings, SettingsError, load_settings
+
+
+def test_defaults_apply_when_only_a_connection_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CosmosDBConnection", "AccountEndpoint=https://x:8081/;AccountKey=a2V5;")
+    s = load_settings()
+    assert (s.cosmos_database, s.cosmos_container, s.cosmos_lease_container) == (
+        "outbox", "contacts", "leases")
+    assert (s.servicebus_topic, s.event_ttl_seconds) == ("contact-events", 864000)
+    assert (s.feed_poll_delay_ms, s.max_items_per_invocation) == (1000, 100)
+    assert s.cosmos_verify_tls is True
+    assert not s.has_servicebus
+
+
+def test_identity_based_connections_are_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CosmosDBConnection", raising=False)
+    monkeypatch.setenv("CosmosDBConnection__accountEndpoint", "https://acct.documents.azure.com")
+    monkeypatch.setenv("ServiceBusConnection__fullyQualifiedNamespace", "ns.servicebus.windows.net")
+    s = load_settings()
+    assert s.cosmos_connection is None
+    assert s.has_servicebus
+
+
+def test_missing_cosmos_connection_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CosmosDBConnection", raising=False)
+    monkeypatch.delenv("CosmosDBConnection__accountEndpoint", raising=False)
+    with pytest.raises(SettingsError, match="CosmosDBConnection"):
+        load_settings()
+
+
+def test_errors_name_the_setting_and_never_echo_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CosmosDBConnection", "AccountEndpoint=https://x/;AccountKey=c2VjcmV0;")
+    monkeypatch.setenv("EVENT_TTL_SECONDS", "ten days")
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    assert "EVENT_TTL_SECONDS" in str(info.value)
+    assert "c2VjcmV0" not in str(info.value)
+    assert "c2VjcmV0" not in repr(Settings.model_construct())
+
+
+def test_setting_names_are_the_documented_app_settings() -> None:
+    names = {f.alias for f in Settings.model_fields.values()}
+    assert names == {
+        "CosmosDBConnection", "CosmosDBConnection__accountEndpoint", "COSMOS_DATABASE",
+        "COSMOS_CONTAINER", "COSMOS_LEASE_CONTAINER", "COSMOS_VERIFY_TLS",
+        "ServiceBusConnection", "ServiceBusConnection__fullyQualifiedNamespace",
+        "SERVICEBUS_TOPIC", "EVENT_TTL_SECONDS", "FEED_POLL_DELAY_MS", "MAX_ITEMS_PER_INVOCATION",
+    }
