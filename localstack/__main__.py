@@ -1,0 +1,3 @@
+from localstack.stack import main
+
+raise SystemExit(main())

@@ -1,0 +1,300 @@
+"""The local stack: Cosmos endpoint + Service Bus endpoint + Azurite + the Functions runner
+hosting function_app.py, wired through a generated local.settings.json.
+
+`python -m localstack` (what `make run` calls) starts it on the well-known ports and serves
+until Ctrl-C; tests use `Stack` on free ports and stop/kill parts of it to inject faults.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from localstack.cosmos.launcher import CosmosEndpoint, start_cosmos
+from localstack.provision import provision
+from localstack.runner.launcher import RunningRunner, start_runner
+from localstack.servicebus.launcher import ServiceBusEndpoint, start_servicebus
+
+logger = logging.getLogger("localstack")
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "local.settings.sample.json"
+NODE_BIN = ROOT / "localstack" / "node_modules" / ".bin"
+
+
+@dataclass
+class Ports:
+    cosmos: int = 8081
+    servicebus: int = 5672
+    runner: int = 7071
+    azurite: tuple[int, int, int] = (10000, 10001, 10002)
+
+    @classmethod
+    def free(cls) -> Ports:
+        return cls(cosmos=0, servicebus=0, runner=0, azurite=(0, 0, 0))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+@dataclass
+class Stack:
+    workdir: Path
+    ports: Ports = field(default_factory=Ports)
+    with_servicebus: bool = True
+    with_azurite: bool = False
+    with_runner: bool = True
+    settings_overrides: dict[str, str] = field(default_factory=dict)
+    duplicate_window_seconds: float | None = None
+    cosmos: CosmosEndpoint | None = None
+    servicebus: ServiceBusEndpoint | None = None
+    runner: RunningRunner | None = None
+    azurite: subprocess.Popen[bytes] | None = None
+    settings_file: Path | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> Stack:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.cosmos = start_cosmos(port=self.ports.cosmos, log_path=self.workdir / "cosmos.log")
+            if self.with_servicebus:
+                self.start_servicebus()
+            if self.with_azurite:
+                self._start_azurite()
+            values = self.settings()
+            provision(
+                self.cosmos.connection_string,
+                database=values["COSMOS_DATABASE"],
+                container=values["COSMOS_CONTAINER"],
+                lease_container=values["COSMOS_LEASE_CONTAINER"],
+                verify_tls=self.cosmos.verify_tls,
+            )
+            self.settings_file = self.workdir / "local.settings.json"
+            write_settings(self.settings_file, values)
+            if self.with_runner:
+                self.start_runner()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for stop in (self.stop_runner, self.stop_servicebus, self._stop_azurite, self._stop_cosmos):
+            with suppress(Exception):
+                stop()
+
+    def __enter__(self) -> Stack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- parts, for fault injection ----------------------------------------------------------
+
+    def start_servicebus(self) -> ServiceBusEndpoint:
+        port = self.servicebus.port if self.servicebus else self.ports.servicebus
+        self.servicebus = start_servicebus(
+            port=port, log_path=self.workdir / "servicebus.log",
+            duplicate_window_seconds=self.duplicate_window_seconds,
+        )
+        self.ports.servicebus = self.servicebus.port
+        return self.servicebus
+
+    def stop_servicebus(self) -> None:
+        if self.servicebus is not None:
+            self.servicebus.stop()
+
+    def start_runner(self, **overrides: str) -> RunningRunner:
+        assert self.settings_file is not None
+        port = self.runner.port if self.runner else self.ports.runner
+        self.runner = start_runner(
+            app_dir=ROOT, settings_file=self.settings_file, port=port,
+            settings={**self.settings_overrides, **overrides},
+            log_path=self.workdir / "runner.log",
+        )
+        self.ports.runner = self.runner.port
+        return self.runner
+
+    def stop_runner(self) -> None:
+        if self.runner is not None:
+            self.runner.stop()
+
+    def kill_runner(self) -> None:
+        if self.runner is not None:
+            self.runner.kill()
+
+    def _stop_cosmos(self) -> None:
+        if self.cosmos is not None:
+            self.cosmos.stop()
+
+    def _start_azurite(self) -> None:
+        exe = NODE_BIN / "azurite"
+        if not exe.exists():
+            raise RuntimeError("azurite is not installed: run `npm ci --prefix localstack`")
+        blob, queue, table = (p or free_port() for p in self.ports.azurite)
+        self.ports.azurite = (blob, queue, table)
+        data = self.workdir / "azurite"
+        data.mkdir(exist_ok=True)
+        log = (self.workdir / "azurite.log").open("ab")
+        self.azurite = subprocess.Popen(
+            [str(exe), "--silent", "--skipApiVersionCheck", "--loose", "--location", str(data),
+             "--blobHost", "127.0.0.1", "--blobPort", str(blob),
+             "--queueHost", "127.0.0.1", "--queuePort", str(queue),
+             "--tableHost", "127.0.0.1", "--tablePort", str(table)],
+            stdout=log, stderr=subprocess.STDOUT,
+        )
+        deadline = time.monotonic() + 30
+        while not port_in_use(blob):
+            if self.azurite.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"azurite did not start; see {self.workdir / 'azurite.log'}")
+            time.sleep(0.1)
+
+    def _stop_azurite(self) -> None:
+        if self.azurite is not None and self.azurite.poll() is None:
+            self.azurite.terminate()
+            try:
+                self.azurite.wait(10)
+            except subprocess.TimeoutExpired:
+                self.azurite.kill()
+
+    # -- settings ----------------------------------------------------------------------------
+
+    def settings(self) -> dict[str, str]:
+        """The sample's values with this stack's real endpoints."""
+        values: dict[str, str] = json.loads(SAMPLE.read_text())["Values"]
+        assert self.cosmos is not None
+        values["CosmosDBConnection"] = self.cosmos.connection_string
+        values["COSMOS_VERIFY_TLS"] = "true" if self.cosmos.verify_tls else "false"
+        if self.servicebus is not None:
+            values["ServiceBusConnection"] = self.servicebus.connection_string
+        if self.with_azurite:
+            blob, queue, table = self.ports.azurite
+            values["AzureWebJobsStorage"] = azurite_connection_string(blob, queue, table)
+        values.update(self.settings_overrides)
+        return values
+
+    @property
+    def api_url(self) -> str:
+        assert self.runner is not None
+        return self.runner.url
+
+
+def azurite_connection_string(blob: int, queue: int, table: int) -> str:
+    if (blob, queue, table) == (10000, 10001, 10002):
+        return "UseDevelopmentStorage=true"
+    account = "devstoreaccount1"
+    key = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+    return (f"DefaultEndpointsProtocol=http;AccountName={account};AccountKey={key};"
+            f"BlobEndpoint=http://127.0.0.1:{blob}/{account};"
+            f"QueueEndpoint=http://127.0.0.1:{queue}/{account};"
+            f"TableEndpoint=http://127.0.0.1:{table}/{account};")
+
+
+def write_settings(path: Path, values: Mapping[str, str]) -> None:
+    sample = json.loads(SAMPLE.read_text())
+    sample["Values"] = dict(values)
+    path.write_text(json.dumps(sample, indent=2) + "\n")
+
+
+@contextmanager
+def running_stack(workdir: Path, **kwargs: object) -> Iterator[Stack]:
+    stack = Stack(workdir=workdir, ports=Ports.free(), **kwargs)  # type: ignore[arg-type]
+    with stack:
+        yield stack
+
+
+# -- `make run` ---------------------------------------------------------------------------------
+
+PIDFILE = ROOT / ".stack" / "pids.json"
+EXAMPLE = json.dumps({"firstName": "Ada", "lastName": "Lovelace", "email": "ada@example.com",
+                      "companyName": "Engines"}, separators=(",", ":"))
+
+
+def _kill_leftovers() -> None:
+    """A previous run killed without cleanup may have left servers on our ports."""
+    if not PIDFILE.exists():
+        return
+    with suppress(Exception):
+        for pid in json.loads(PIDFILE.read_text()):
+            with suppress(ProcessLookupError, PermissionError):
+                os.kill(int(pid), signal.SIGTERM)
+        time.sleep(0.5)
+    PIDFILE.unlink(missing_ok=True)
+
+
+def main() -> int:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    _kill_leftovers()
+    ports = Ports()
+    busy = [p for p in (ports.cosmos, ports.servicebus, ports.runner, *ports.azurite)
+            if port_in_use(p)]
+    if busy:
+        print(f"ports already in use: {busy} (another `make run`?); stop it first")
+        return 1
+    workdir = ROOT / ".stack"
+    with suppress(FileNotFoundError):
+        shutil.rmtree(workdir / "azurite")
+    stack = Stack(workdir=workdir, ports=ports, with_azurite=True)
+    stopping = False
+
+    def on_signal(signum: int, _frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    print("starting the local stack (Cosmos, Service Bus, Azurite, Functions runner)...",
+          flush=True)
+    stack.start()
+    procs = [p.process.pid for p in (stack.cosmos, stack.servicebus, stack.runner) if p]
+    if stack.azurite:
+        procs.append(stack.azurite.pid)
+    PIDFILE.write_text(json.dumps(procs))
+    assert stack.settings_file is not None
+    shutil.copyfile(stack.settings_file, ROOT / "local.settings.json")
+    api = stack.api_url
+    print(f"""
+  API          {api}   (OpenAPI: {api}/openapi.json, health: {api}/health)
+  Cosmos DB    {stack.cosmos.endpoint if stack.cosmos else ''}  (well-known emulator key)
+  Service Bus  amqp://127.0.0.1:{stack.ports.servicebus}  topic contact-events / all-events
+  Azurite      blob/queue/table on {', '.join(map(str, stack.ports.azurite))}
+  Settings     local.settings.json (generated; `func start` works against this stack)
+  Logs         .stack/*.log      Watch events: make tail
+
+  curl -s -X POST {api}/contacts -H 'content-type: application/json' \\
+       -d '{EXAMPLE}'
+
+Ctrl-C stops everything.""", flush=True)
+    try:
+        while not stopping:
+            for name, proc in (("cosmos", stack.cosmos), ("servicebus", stack.servicebus),
+                               ("runner", stack.runner)):
+                if proc is not None and proc.process.poll() is not None:
+                    print(f"{name} exited ({proc.process.returncode}); see .stack/{name}.log")
+                    stopping = True
+            time.sleep(0.5)
+    finally:
+        print("stopping...", flush=True)
+        stack.stop()
+        PIDFILE.unlink(missing_ok=True)
+    return 0

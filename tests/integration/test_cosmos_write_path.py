@@ -1,0 +1,95 @@
+"""The Cosmos adapter on the local endpoint through the real SDK: the unit-of-work contract,
+one batch per command, and TTL expiry of event documents."""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
+
+from application.outbox import EVENT_TYPE
+from infra.cosmos.unit_of_work import CosmosUnitOfWork
+from localstack.stack import Stack
+from tests.contract.unit_of_work_contract import (
+    ContractWorld,
+    UnitOfWorkContract,
+    new_contact,
+)
+from tests.httpclient import Client
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cosmos(stack: Stack) -> Iterator[CosmosClient]:
+    assert stack.cosmos is not None
+    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
+    client = CosmosClient.from_connection_string(stack.cosmos.connection_string,
+                                                 connection_verify=stack.cosmos.verify_tls)
+    yield client
+
+
+def fresh_container(cosmos: CosmosClient, name: str) -> ContainerProxy:
+    db = cosmos.create_database_if_not_exists("contract")
+    return db.create_container_if_not_exists(
+        name, partition_key=PartitionKey(path="/partitionKey"), default_ttl=-1)
+
+
+class CosmosWorld(ContractWorld):
+    def __init__(self, container: ContainerProxy, ttl: int = 864000) -> None:
+        self.container = container
+        self.uow = lambda: CosmosUnitOfWork(container, event_ttl_seconds=ttl)
+
+    def plant(self, document: dict[str, Any]) -> None:
+        self.container.create_item(document)
+
+    def documents(self, partition_key: str) -> list[dict[str, Any]]:
+        return list(self.container.query_items("SELECT * FROM c", partition_key=partition_key))
+
+
+class TestCosmosUnitOfWork(UnitOfWorkContract):
+    @pytest.fixture
+    def world(self, cosmos: CosmosClient, request: pytest.FixtureRequest) -> ContractWorld:
+        import uuid
+
+        return CosmosWorld(fresh_container(cosmos, f"c{uuid.uuid4().hex[:12]}"))
+
+
+def test_a_create_over_http_writes_one_contact_and_one_event_in_its_partition(
+    stack: Stack, cosmos: CosmosClient
+) -> None:
+    client = Client(stack.api_url)
+    try:
+        reply = client.request("POST", "/contacts", json_body={
+            "firstName": "One", "lastName": "Batch", "email": "one@example.com",
+            "companyName": "C"})
+    finally:
+        client.close()
+    cid = reply.json()["id"]
+    values = stack.settings()
+    container = cosmos.get_database_client(values["COSMOS_DATABASE"]).get_container_client(
+        values["COSMOS_CONTAINER"])
+    docs = list(container.query_items("SELECT * FROM c", partition_key=cid))
+    assert sorted(d["type"] for d in docs) == ["contact", EVENT_TYPE]
+    event = next(d for d in docs if d["type"] == EVENT_TYPE)
+    assert event["ttl"] == int(values["EVENT_TTL_SECONDS"])
+    contact = next(d for d in docs if d["type"] == "contact")
+    assert contact["ttl"] == -1 and "_etag" not in contact["data"]
+    assert event["_ts"] == contact["_ts"]
+
+
+def test_event_documents_expire_by_ttl_and_the_contact_stays(cosmos: CosmosClient) -> None:
+    world = CosmosWorld(fresh_container(cosmos, "ttl"), ttl=1)
+    contact = new_contact()
+    with world.uow() as uow:
+        uow.contacts.add(contact)
+        uow.commit()
+    assert len(world.documents(contact.id)) == 2
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and len(world.documents(contact.id)) > 1:
+        time.sleep(0.25)
+    assert [d["type"] for d in world.documents(contact.id)] == ["contact"]
