@@ -1,0 +1,343 @@
+// Contacts outbox service: Cosmos DB (outbox) -> change feed trigger (relay) -> Service Bus topic.
+//
+//   azd up                                   (azure.yaml, main.parameters.json)
+//   az deployment group create -g <rg> -f deploy/main.bicep -p environmentName=<env>
+//   func azure functionapp publish <functionAppName output>
+//
+// Everything authenticates with Entra ID through one user-assigned managed identity:
+// Cosmos DB, Service Bus, the host storage account and Application Insights all have local
+// (key) auth disabled, and the app settings hold endpoints and the identity's client id only.
+// Resource group scope, so the same template works for azd and for `az deployment group`.
+targetScope = 'resourceGroup'
+
+@minLength(1)
+@maxLength(40)
+@description('Environment name (azd env name); seeds the default resource names.')
+param environmentName string
+
+@description('Region of every resource. The Flex Consumption plan is not offered in every region: az functionapp list-flexconsumption-locations.')
+param location string = resourceGroup().location
+
+@description('Object id of the deploying user (azd sets it): given data-plane roles to run the integration suites and watch the subscription. Empty: none.')
+param principalId string = ''
+
+@description('Type of principalId.')
+@allowed([
+  'User'
+  'ServicePrincipal'
+  'Group'
+])
+param principalType string = 'User'
+
+// ---- names (empty = derived from environmentName) ----
+param functionAppName string = ''
+param relayFunctionAppName string = ''
+param cosmosAccountName string = ''
+param serviceBusNamespaceName string = ''
+param storageAccountName string = ''
+param applicationInsightsName string = ''
+param logAnalyticsName string = ''
+param identityName string = ''
+
+@description('Database name (COSMOS_DATABASE).')
+param cosmosDatabaseName string = 'outbox'
+
+@description('Outbox container name (COSMOS_CONTAINER).')
+param cosmosContainerName string = 'contacts'
+
+@description('Lease container name (COSMOS_LEASE_CONTAINER).')
+param cosmosLeaseContainerName string = 'leases'
+
+@description('Cosmos DB serverless (true) or provisioned autoscale throughput (false).')
+param cosmosServerless bool = true
+
+@description('Topic name (SERVICEBUS_TOPIC).')
+param serviceBusTopicName string = 'contact-events'
+
+@description('Session-enabled subscription created for consumers.')
+param serviceBusSubscriptionName string = 'all-events'
+
+@description('Service Bus tier: Standard, or Premium for isolation, 1 MB batches and VNet support.')
+@allowed([
+  'Standard'
+  'Premium'
+])
+param serviceBusSku string = 'Standard'
+
+@description('Duplicate detection window (ISO 8601, PT20S..P7D). It must exceed the longest gap between a relay send and its retry, or a resend after a long outage is delivered twice. Fixed at topic creation.')
+param duplicateDetectionHistoryTimeWindow string = 'P1D'
+
+@description('Seconds an event document lives in Cosmos (EVENT_TTL_SECONDS). Must outlive any relay outage: an event that expires before it is relayed is lost.')
+@minValue(3600)
+param eventTtlSeconds int = 864000
+
+@description('Change feed poll delay in milliseconds (FEED_POLL_DELAY_MS).')
+@minValue(100)
+param feedPollDelayMs int = 1000
+
+@description('Maximum documents per relay invocation (MAX_ITEMS_PER_INVOCATION).')
+@minValue(1)
+@maxValue(1000)
+param maxItemsPerInvocation int = 100
+
+@description('Deploy the relay as a second Function App (API app: trigger disabled; relay app: contact HTTP functions disabled) so they scale, deploy and fail separately.')
+param splitRelay bool = false
+
+@description('Flex Consumption: maximum instances per app.')
+@minValue(1)
+@maxValue(1000)
+param maximumInstanceCount int = 100
+
+@description('Flex Consumption: memory per instance.')
+@allowed([
+  512
+  2048
+  4096
+])
+param instanceMemoryMB int = 2048
+
+var abbrs = loadJsonContent('abbreviations.json')
+var token = toLower(uniqueString(subscription().id, resourceGroup().id, environmentName, location))
+var tags = {
+  'azd-env-name': environmentName
+}
+var appName = !empty(functionAppName) ? functionAppName : '${abbrs.webSitesFunctions}api-${token}'
+var relayAppName = !empty(relayFunctionAppName) ? relayFunctionAppName : '${abbrs.webSitesFunctions}relay-${token}'
+var hostStorageName = !empty(storageAccountName) ? storageAccountName : '${abbrs.storageStorageAccounts}${token}'
+
+// Azure built-in role definition ids.
+var storageBlobDataOwnerRoleId = 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b'
+var storageQueueDataContributorRoleId = '974c5e8b-45b9-4653-ba55-5f855dd0fb88'
+var storageTableDataContributorRoleId = '0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3'
+var monitoringMetricsPublisherRoleId = '3913510d-42f4-4e42-8a64-420c390055eb'
+
+var appPrincipal = {
+  id: identity.properties.principalId
+  type: 'ServicePrincipal'
+}
+var developerPrincipals = empty(principalId) ? [] : [
+  {
+    id: principalId
+    type: principalType
+  }
+]
+
+// ---- identity ----
+resource identity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = {
+  name: !empty(identityName) ? identityName : '${abbrs.managedIdentityUserAssignedIdentities}${token}'
+  location: location
+  tags: tags
+}
+
+// ---- monitoring ----
+resource logAnalytics 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
+  name: !empty(logAnalyticsName) ? logAnalyticsName : '${abbrs.operationalInsightsWorkspaces}${token}'
+  location: location
+  tags: tags
+  properties: {
+    sku: {
+      name: 'PerGB2018'
+    }
+    retentionInDays: 30
+  }
+}
+
+resource applicationInsights 'Microsoft.Insights/components@2020-02-02' = {
+  name: !empty(applicationInsightsName) ? applicationInsightsName : '${abbrs.insightsComponents}${token}'
+  location: location
+  tags: tags
+  kind: 'web'
+  properties: {
+    Application_Type: 'web'
+    WorkspaceResourceId: logAnalytics.id
+    // Entra ID ingestion only: the connection string alone cannot send telemetry, so it is
+    // not a secret. The app authenticates with APPLICATIONINSIGHTS_AUTHENTICATION_STRING.
+    DisableLocalAuth: true
+  }
+}
+
+resource metricsPublisher 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(applicationInsights.id, identity.id, monitoringMetricsPublisherRoleId)
+  scope: applicationInsights
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', monitoringMetricsPublisherRoleId)
+    principalId: identity.properties.principalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// ---- host storage (AzureWebJobsStorage + deployment packages) ----
+resource storage 'Microsoft.Storage/storageAccounts@2023-05-01' = {
+  //checkov:skip=CKV_AZURE_35: Flex Consumption without VNet integration reaches its host storage over the public endpoint, so the default action must be Allow; shared keys are disabled, so only Entra ID principals with a data role get in. See deploy/README.md (private deployment).
+  //checkov:skip=CKV_AZURE_59: same reason as CKV_AZURE_35: public endpoint needed without VNet integration; key auth is off.
+  //checkov:skip=CKV_AZURE_43: the name is computed ('st' + uniqueString = 15 lowercase alphanumerics, valid); checkov cannot evaluate the expression.
+  //checkov:skip=CKV_AZURE_206: host storage holds leases/timers and rebuildable deployment packages; LRS is enough (change the sku for ZRS/GRS).
+  name: hostStorageName
+  location: location
+  tags: tags
+  kind: 'StorageV2'
+  sku: {
+    name: 'Standard_LRS'
+  }
+  properties: {
+    accessTier: 'Hot'
+    allowBlobPublicAccess: false
+    allowSharedKeyAccess: false
+    defaultToOAuthAuthentication: true
+    minimumTlsVersion: 'TLS1_2'
+    supportsHttpsTrafficOnly: true
+    publicNetworkAccess: 'Enabled'
+    networkAcls: {
+      defaultAction: 'Allow'
+      bypass: 'AzureServices'
+    }
+  }
+}
+
+resource storageBlobDataOwner 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(storage.id, identity.id, storageBlobDataOwnerRoleId)
+  scope: storage
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageBlobDataOwnerRoleId)
+    principalId: identity.properties.principalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource storageQueueDataContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(storage.id, identity.id, storageQueueDataContributorRoleId)
+  scope: storage
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageQueueDataContributorRoleId)
+    principalId: identity.properties.principalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+resource storageTableDataContributor 'Microsoft.Authorization/roleAssignments@2022-04-01' = {
+  name: guid(storage.id, identity.id, storageTableDataContributorRoleId)
+  scope: storage
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', storageTableDataContributorRoleId)
+    principalId: identity.properties.principalId
+    principalType: 'ServicePrincipal'
+  }
+}
+
+// ---- data plane ----
+module cosmos 'modules/cosmos.bicep' = {
+  name: 'cosmos'
+  params: {
+    accountName: !empty(cosmosAccountName) ? cosmosAccountName : '${abbrs.documentDBDatabaseAccounts}${token}'
+    location: location
+    tags: tags
+    databaseName: cosmosDatabaseName
+    containerName: cosmosContainerName
+    leaseContainerName: cosmosLeaseContainerName
+    serverless: cosmosServerless
+    dataContributorPrincipalIds: concat([
+      identity.properties.principalId
+    ], empty(principalId) ? [] : [
+      principalId
+    ])
+  }
+}
+
+module serviceBus 'modules/servicebus.bicep' = {
+  name: 'servicebus'
+  params: {
+    namespaceName: !empty(serviceBusNamespaceName) ? serviceBusNamespaceName : '${abbrs.serviceBusNamespaces}${token}'
+    location: location
+    tags: tags
+    skuName: serviceBusSku
+    topicName: serviceBusTopicName
+    subscriptionName: serviceBusSubscriptionName
+    duplicateDetectionHistoryTimeWindow: duplicateDetectionHistoryTimeWindow
+    senderPrincipals: concat([
+      appPrincipal
+    ], developerPrincipals)
+    receiverPrincipals: developerPrincipals
+  }
+}
+
+// ---- compute ----
+module api 'modules/functionapp.bicep' = {
+  name: 'functionapp-api'
+  params: {
+    name: appName
+    planName: '${abbrs.webServerFarms}api-${token}'
+    location: location
+    tags: tags
+    azdServiceName: 'api'
+    appRole: splitRelay ? 'api' : 'all'
+    maximumInstanceCount: maximumInstanceCount
+    instanceMemoryMB: instanceMemoryMB
+    storageAccountName: storage.name
+    identityId: identity.id
+    identityClientId: identity.properties.clientId
+    applicationInsightsConnectionString: applicationInsights.properties.ConnectionString
+    cosmosEndpoint: cosmos.outputs.endpoint
+    serviceBusFullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
+    cosmosDatabase: cosmos.outputs.databaseName
+    cosmosContainer: cosmos.outputs.containerName
+    cosmosLeaseContainer: cosmos.outputs.leaseContainerName
+    serviceBusTopic: serviceBus.outputs.topicName
+    eventTtlSeconds: eventTtlSeconds
+    feedPollDelayMs: feedPollDelayMs
+    maxItemsPerInvocation: maxItemsPerInvocation
+  }
+  dependsOn: [
+    storageBlobDataOwner
+    storageQueueDataContributor
+    storageTableDataContributor
+    metricsPublisher
+  ]
+}
+
+module relay 'modules/functionapp.bicep' = if (splitRelay) {
+  name: 'functionapp-relay'
+  params: {
+    name: relayAppName
+    planName: '${abbrs.webServerFarms}relay-${token}'
+    location: location
+    tags: tags
+    azdServiceName: 'relay'
+    appRole: 'relay'
+    maximumInstanceCount: maximumInstanceCount
+    instanceMemoryMB: instanceMemoryMB
+    storageAccountName: storage.name
+    identityId: identity.id
+    identityClientId: identity.properties.clientId
+    applicationInsightsConnectionString: applicationInsights.properties.ConnectionString
+    cosmosEndpoint: cosmos.outputs.endpoint
+    serviceBusFullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
+    cosmosDatabase: cosmos.outputs.databaseName
+    cosmosContainer: cosmos.outputs.containerName
+    cosmosLeaseContainer: cosmos.outputs.leaseContainerName
+    serviceBusTopic: serviceBus.outputs.topicName
+    eventTtlSeconds: eventTtlSeconds
+    feedPollDelayMs: feedPollDelayMs
+    maxItemsPerInvocation: maxItemsPerInvocation
+  }
+  dependsOn: [
+    storageBlobDataOwner
+    storageQueueDataContributor
+    storageTableDataContributor
+    metricsPublisher
+  ]
+}
+
+// ---- outputs (azd stores them in .azure/<env>/.env) ----
+output AZURE_LOCATION string = location
+output AZURE_FUNCTION_APP_NAME string = api.outputs.name
+output AZURE_FUNCTION_APP_URL string = api.outputs.url
+output AZURE_RELAY_FUNCTION_APP_NAME string = splitRelay ? relayAppName : api.outputs.name
+output AZURE_MANAGED_IDENTITY_CLIENT_ID string = identity.properties.clientId
+output COSMOS_ENDPOINT string = cosmos.outputs.endpoint
+output COSMOS_DATABASE string = cosmos.outputs.databaseName
+output COSMOS_CONTAINER string = cosmos.outputs.containerName
+output COSMOS_LEASE_CONTAINER string = cosmos.outputs.leaseContainerName
+output SERVICEBUS_FULLY_QUALIFIED_NAMESPACE string = serviceBus.outputs.fullyQualifiedNamespace
+output SERVICEBUS_TOPIC string = serviceBus.outputs.topicName
+output SERVICEBUS_SUBSCRIPTION string = serviceBus.outputs.subscriptionName
+output APPLICATIONINSIGHTS_NAME string = applicationInsights.name

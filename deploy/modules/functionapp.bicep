@@ -1,0 +1,289 @@
+// One Function App on the Flex Consumption plan (Linux, Python), with its own plan (Flex allows
+// one app per plan) and its own deployment-package container in the shared host storage account.
+// Every connection is identity based through the user-assigned managed identity: no keys or
+// connection strings in app settings.
+
+@description('Function App name (globally unique: <name>.azurewebsites.net).')
+param name string
+
+@description('Region of the app and its plan.')
+param location string
+
+@description('Tags for every resource (azd-service-name is added here).')
+param tags object = {}
+
+@description('azd service name this app is deployed as (azure.yaml).')
+param azdServiceName string = 'api'
+
+@description('Flex Consumption plan name.')
+param planName string
+
+@description('Which functions run here: all, api (change-feed trigger disabled) or relay (contact HTTP functions disabled).')
+@allowed([
+  'all'
+  'api'
+  'relay'
+])
+param appRole string = 'all'
+
+@description('Python version of the Functions runtime.')
+@allowed([
+  '3.11'
+  '3.12'
+])
+param pythonVersion string = '3.11'
+
+@description('Maximum number of instances the app scales out to.')
+@minValue(1)
+@maxValue(1000)
+param maximumInstanceCount int = 100
+
+@description('Memory of each instance.')
+@allowed([
+  512
+  2048
+  4096
+])
+param instanceMemoryMB int = 2048
+
+@description('Existing storage account for the host (AzureWebJobsStorage) and the deployment package.')
+param storageAccountName string
+
+@description('Resource id of the user-assigned managed identity the app runs as.')
+param identityId string
+
+@description('Client id of that identity.')
+param identityClientId string
+
+@description('Application Insights connection string (not a secret: the component accepts Entra ID auth only).')
+param applicationInsightsConnectionString string
+
+@description('Cosmos DB account endpoint, https://<account>.documents.azure.com:443/.')
+param cosmosEndpoint string
+
+@description('Service Bus fully qualified namespace, <namespace>.servicebus.windows.net.')
+param serviceBusFullyQualifiedNamespace string
+
+param cosmosDatabase string
+param cosmosContainer string
+param cosmosLeaseContainer string
+param serviceBusTopic string
+
+@description('Seconds an event document lives in Cosmos before TTL deletes it; must outlive any relay outage.')
+@minValue(3600)
+param eventTtlSeconds int = 864000
+
+@description('Change feed poll delay of the relay trigger, in milliseconds.')
+@minValue(100)
+param feedPollDelayMs int = 1000
+
+@description('Maximum documents per relay invocation.')
+@minValue(1)
+@maxValue(1000)
+param maxItemsPerInvocation int = 100
+
+// Functions as named in function_app.py. Disabled with the official
+// AzureWebJobs.<function name>.Disabled app setting, so one package serves every role.
+var contactHttpFunctions = [
+  'create_contact'
+  'get_contact'
+  'list_contacts'
+  'patch_contact'
+  'update_contact_name'
+  'update_contact_email'
+  'update_contact_description'
+  'update_contact_company'
+  'delete_contact'
+  'openapi'
+]
+var relayFunctions = [
+  'relay_events'
+]
+// The relay app keeps `health` so it still has a probe.
+var disabledByRole = {
+  all: []
+  api: relayFunctions
+  relay: contactHttpFunctions
+}
+var disabledFunctions = disabledByRole[appRole]
+var disabledFunctionSettings = [for functionName in disabledFunctions: {
+  name: 'AzureWebJobs.${functionName}.Disabled'
+  value: 'true'
+}]
+
+var deploymentContainerName = 'app-package-${take(toLower(name), 32)}-${take(uniqueString(name, resourceGroup().id), 7)}'
+
+var appSettings = [
+  // Host storage, identity based (Flex Consumption).
+  {
+    name: 'AzureWebJobsStorage__accountName'
+    value: storageAccount.name
+  }
+  {
+    name: 'AzureWebJobsStorage__credential'
+    value: 'managedidentity'
+  }
+  {
+    name: 'AzureWebJobsStorage__clientId'
+    value: identityClientId
+  }
+  // Cosmos DB trigger connection (Functions extension) ...
+  {
+    name: 'CosmosDBConnection__accountEndpoint'
+    value: cosmosEndpoint
+  }
+  {
+    name: 'CosmosDBConnection__credential'
+    value: 'managedidentity'
+  }
+  {
+    name: 'CosmosDBConnection__clientId'
+    value: identityClientId
+  }
+  // ... and the Service Bus connection the relay's SDK client uses.
+  {
+    name: 'ServiceBusConnection__fullyQualifiedNamespace'
+    value: serviceBusFullyQualifiedNamespace
+  }
+  {
+    name: 'ServiceBusConnection__credential'
+    value: 'managedidentity'
+  }
+  {
+    name: 'ServiceBusConnection__clientId'
+    value: identityClientId
+  }
+  // DefaultAzureCredential in the app's own code picks the user-assigned identity from this.
+  {
+    name: 'AZURE_CLIENT_ID'
+    value: identityClientId
+  }
+  // Telemetry with Entra ID auth (the component has local auth disabled).
+  {
+    name: 'APPLICATIONINSIGHTS_CONNECTION_STRING'
+    value: applicationInsightsConnectionString
+  }
+  {
+    name: 'APPLICATIONINSIGHTS_AUTHENTICATION_STRING'
+    value: 'ClientId=${identityClientId};Authorization=AAD'
+  }
+  // The app's own settings (infra/settings.py).
+  {
+    name: 'COSMOS_DATABASE'
+    value: cosmosDatabase
+  }
+  {
+    name: 'COSMOS_CONTAINER'
+    value: cosmosContainer
+  }
+  {
+    name: 'COSMOS_LEASE_CONTAINER'
+    value: cosmosLeaseContainer
+  }
+  {
+    name: 'SERVICEBUS_TOPIC'
+    value: serviceBusTopic
+  }
+  {
+    name: 'EVENT_TTL_SECONDS'
+    value: string(eventTtlSeconds)
+  }
+  {
+    name: 'FEED_POLL_DELAY_MS'
+    value: string(feedPollDelayMs)
+  }
+  {
+    name: 'MAX_ITEMS_PER_INVOCATION'
+    value: string(maxItemsPerInvocation)
+  }
+]
+
+resource storageAccount 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {
+  name: storageAccountName
+}
+
+resource blobService 'Microsoft.Storage/storageAccounts/blobServices@2023-05-01' existing = {
+  parent: storageAccount
+  name: 'default'
+}
+
+resource deploymentContainer 'Microsoft.Storage/storageAccounts/blobServices/containers@2023-05-01' = {
+  parent: blobService
+  name: deploymentContainerName
+  properties: {
+    publicAccess: 'None'
+  }
+}
+
+resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
+  //checkov:skip=CKV_AZURE_225: zone redundancy on Flex Consumption is region-dependent and needs always-ready instances (cost); scale-to-zero is the default here. Set properties.zoneRedundant where supported for production.
+  name: planName
+  location: location
+  tags: tags
+  kind: 'functionapp'
+  sku: {
+    tier: 'FlexConsumption'
+    name: 'FC1'
+  }
+  properties: {
+    reserved: true
+  }
+}
+
+resource site 'Microsoft.Web/sites@2024-04-01' = {
+  //checkov:skip=CKV_AZURE_212: Flex Consumption scales per function group and to zero; a minimum instance count is configured with alwaysReady, not siteConfig. Add alwaysReady for the http group if cold starts matter.
+  //checkov:skip=CKV_AZURE_213: App Service health check (instance eviction) does not apply to Flex Consumption; the app exposes anonymous GET /api/health for external probes (e.g. an Application Insights availability test).
+  //checkov:skip=CKV_AZURE_222: the contact API is a public HTTP API protected by function keys; put it behind API Management or private endpoints for a private deployment.
+  //checkov:skip=CKV_AZURE_17: callers authenticate with function keys (or Entra ID via APIM / App Service auth), not client certificates.
+  name: name
+  location: location
+  tags: union(tags, {
+    'azd-service-name': azdServiceName
+  })
+  kind: 'functionapp,linux'
+  identity: {
+    type: 'UserAssigned'
+    userAssignedIdentities: {
+      '${identityId}': {}
+    }
+  }
+  properties: {
+    serverFarmId: plan.id
+    httpsOnly: true
+    publicNetworkAccess: 'Enabled'
+    clientCertEnabled: false
+    functionAppConfig: {
+      deployment: {
+        storage: {
+          type: 'blobContainer'
+          value: '${storageAccount.properties.primaryEndpoints.blob}${deploymentContainerName}'
+          authentication: {
+            type: 'UserAssignedIdentity'
+            userAssignedIdentityResourceId: identityId
+          }
+        }
+      }
+      scaleAndConcurrency: {
+        maximumInstanceCount: maximumInstanceCount
+        instanceMemoryMB: instanceMemoryMB
+      }
+      runtime: {
+        name: 'python'
+        version: pythonVersion
+      }
+    }
+    siteConfig: {
+      minTlsVersion: '1.2'
+      http20Enabled: true
+      ftpsState: 'Disabled'
+      appSettings: concat(appSettings, disabledFunctionSettings)
+    }
+  }
+  dependsOn: [
+    deploymentContainer
+  ]
+}
+
+output name string = site.name
+output defaultHostName string = site.properties.defaultHostName
+output url string = 'https://${site.properties.defaultHostName}'

@@ -1,0 +1,130 @@
+// Service Bus: the topic the relay publishes domain events to.
+// Duplicate detection is what makes relay retries harmless: a resent event has the same
+// MessageId (the event id) and the topic drops it, as long as the resend happens inside the
+// duplicate detection window. The window must therefore exceed the longest gap between a first
+// send and its retry (relay retry back-off caps at 1 minute; a host restart or an outage of the
+// namespace can stretch that to hours). Both duplicate detection and its window can only be set
+// when the topic is created. No autoDeleteOnIdle: an outbox topic that is quiet for a weekend
+// must still exist on Monday.
+
+@description('Service Bus namespace name (globally unique).')
+param namespaceName string
+
+@description('Region of the namespace.')
+param location string
+
+@description('Tags for every resource.')
+param tags object = {}
+
+@description('Standard (default) or Premium. Basic has no topics and no duplicate detection.')
+@allowed([
+  'Standard'
+  'Premium'
+])
+param skuName string = 'Standard'
+
+@description('Messaging units when Premium.')
+@allowed([
+  1
+  2
+  4
+  8
+  16
+])
+param premiumCapacity int = 1
+
+@description('Topic name (app setting SERVICEBUS_TOPIC).')
+param topicName string
+
+@description('ISO 8601 duplicate detection window, 20 s (PT20S) .. 7 days (P7D). Must exceed the longest relay retry gap.')
+param duplicateDetectionHistoryTimeWindow string = 'P1D'
+
+@description('ISO 8601 time to live of messages in the topic and subscription.')
+param defaultMessageTimeToLive string = 'P14D'
+
+@description('Session-enabled subscription for consumers (FIFO per contact).')
+param subscriptionName string
+
+@description('Deliveries before a message moves to the subscription dead-letter queue.')
+@minValue(1)
+param maxDeliveryCount int = 10
+
+@description('Principals given Azure Service Bus Data Sender on the topic (the relay): [{ id, type }], type ServicePrincipal | User | Group.')
+param senderPrincipals array = []
+
+@description('Principals given Azure Service Bus Data Receiver on the subscription (consumers, developers): [{ id, type }].')
+param receiverPrincipals array = []
+
+var serviceBusDataSenderRoleId = '69a216fc-b8fb-44d8-bc22-1f3c2b7d47d5'
+var serviceBusDataReceiverRoleId = '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0'
+
+resource namespace 'Microsoft.ServiceBus/namespaces@2022-10-01-preview' = {
+  name: namespaceName
+  location: location
+  tags: tags
+  sku: {
+    name: skuName
+    tier: skuName
+    capacity: skuName == 'Premium' ? premiumCapacity : null
+  }
+  properties: {
+    disableLocalAuth: true
+    minimumTlsVersion: '1.2'
+    publicNetworkAccess: 'Enabled'
+  }
+}
+
+resource topic 'Microsoft.ServiceBus/namespaces/topics@2022-10-01-preview' = {
+  parent: namespace
+  name: topicName
+  properties: {
+    requiresDuplicateDetection: true
+    duplicateDetectionHistoryTimeWindow: duplicateDetectionHistoryTimeWindow
+    supportOrdering: true
+    enablePartitioning: false
+    enableBatchedOperations: true
+    defaultMessageTimeToLive: defaultMessageTimeToLive
+    maxSizeInMegabytes: 5120
+    // autoDeleteOnIdle deliberately not set: the default is "never".
+  }
+}
+
+resource subscription 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2022-10-01-preview' = {
+  parent: topic
+  name: subscriptionName
+  properties: {
+    requiresSession: true
+    deadLetteringOnMessageExpiration: true
+    deadLetteringOnFilterEvaluationExceptions: true
+    maxDeliveryCount: maxDeliveryCount
+    lockDuration: 'PT1M'
+    defaultMessageTimeToLive: defaultMessageTimeToLive
+    enableBatchedOperations: true
+  }
+}
+
+resource sender 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for principal in senderPrincipals: {
+  name: guid(topic.id, principal.id, serviceBusDataSenderRoleId)
+  scope: topic
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataSenderRoleId)
+    principalId: principal.id
+    principalType: principal.type
+  }
+}]
+
+resource receiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for principal in receiverPrincipals: {
+  name: guid(subscription.id, principal.id, serviceBusDataReceiverRoleId)
+  scope: subscription
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataReceiverRoleId)
+    principalId: principal.id
+    principalType: principal.type
+  }
+}]
+
+output namespaceName string = namespace.name
+// serviceBusEndpoint is https://<name>.servicebus.windows.net:443/ (or a sovereign cloud's suffix).
+output fullyQualifiedNamespace string = split(split(namespace.properties.serviceBusEndpoint, '//')[1], ':')[0]
+output topicName string = topic.name
+output subscriptionName string = subscription.name

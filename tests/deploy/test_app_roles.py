@@ -1,0 +1,55 @@
+"""One package, three roles: all functions, API only, relay only (by app setting)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.deploy import functions
+from tests.deploy import templates as t
+from tests.deploy.templates import FUNCTION_APP_MODULE, MAIN
+
+needs_app = pytest.mark.skipif(not functions.FUNCTION_APP.exists(), reason="no function_app.py yet")
+
+
+def disabled_by_role() -> dict[str, list[str]]:
+    table = t.variable(FUNCTION_APP_MODULE, "disabledByRole")
+    return {role: t.string_list(FUNCTION_APP_MODULE, v) if v else [] for role, v in table.items()}
+
+
+def test_roles_are_all_api_and_relay() -> None:
+    assert t.allowed(FUNCTION_APP_MODULE, "appRole") == ["all", "api", "relay"]
+    assert t.default(FUNCTION_APP_MODULE, "appRole") == "all"
+    assert set(disabled_by_role()) == {"all", "api", "relay"}
+
+
+def test_functions_are_disabled_with_the_official_app_setting() -> None:
+    loop = t.variable(FUNCTION_APP_MODULE, "disabledFunctionSettings")
+    assert loop["config"] == {"name": "AzureWebJobs.${functionName}.Disabled", "value": "true"}
+    assert loop["loop_type"]["detail"]["array_name"] == "disabledFunctions"
+
+
+def test_all_role_disables_nothing_api_disables_the_relay_relay_keeps_only_health() -> None:
+    roles = disabled_by_role()
+    assert roles["all"] == []
+    assert roles["api"] == ["relay_events"]
+    assert "health" not in roles["relay"]
+    assert "relay_events" not in roles["relay"]
+
+
+@needs_app
+def test_role_lists_name_exactly_the_functions_of_function_app() -> None:
+    roles = disabled_by_role()
+    assert set(roles["api"]) == functions.trigger_functions()
+    assert set(roles["relay"]) == functions.http_functions() - {"health"}
+
+
+def test_split_deploys_a_second_app_in_the_relay_role_only_when_asked() -> None:
+    modules = t.modules(MAIN)
+    assert modules["relay"]["condition"] == "splitRelay"
+    assert modules["relay"]["path"] == FUNCTION_APP_MODULE.resolve()
+    assert modules["relay"]["params"]["appRole"] == "relay"
+    assert modules["api"]["condition"] is None
+    assert modules["api"]["params"]["azdServiceName"] == "api"
+    api_role = modules["api"]["params"]["appRole"]["operator"]["operands"]
+    assert api_role == {"condition": "splitRelay", "true_value": "api", "false_value": "all"}
+    assert t.default(MAIN, "splitRelay") is False

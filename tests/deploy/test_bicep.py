@@ -1,0 +1,312 @@
+"""The Bicep templates declare what the outbox needs in Azure (parsed, not deployed)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.deploy import templates as t
+from tests.deploy.templates import DEPLOY, FUNCTION_APP_MODULE, MAIN, ROOT
+
+COSMOS = DEPLOY / "modules" / "cosmos.bicep"
+SERVICEBUS = DEPLOY / "modules" / "servicebus.bicep"
+
+COSMOS_DATA_CONTRIBUTOR = "00000000-0000-0000-0000-000000000002"
+SERVICEBUS_DATA_SENDER = "69a216fc-b8fb-44d8-bc22-1f3c2b7d47d5"
+STORAGE_BLOB_DATA_OWNER = "b7e6dc6d-f1e8-4753-8033-0f276bb0955b"
+STORAGE_QUEUE_DATA_CONTRIBUTOR = "974c5e8b-45b9-4653-ba55-5f855dd0fb88"
+STORAGE_TABLE_DATA_CONTRIBUTOR = "0a9a7e1f-b9d0-4cc4-a60d-0319b160aaa3"
+MONITORING_METRICS_PUBLISHER = "3913510d-42f4-4e42-8a64-420c390055eb"
+
+APP_IDENTITY_PRINCIPAL = "identity.properties.principalId"
+RELAY_MAX_RETRY_GAP_SECONDS = 60.0  # function_app.py: maximum_interval="00:01:00"
+
+
+@pytest.mark.parametrize("path", t.bicep_files(), ids=lambda p: str(p.relative_to(DEPLOY)))
+def test_every_template_parses(path: Path) -> None:
+    assert t.parse(path)
+
+
+# ---- Cosmos DB ----
+
+
+def test_cosmos_account_is_nosql_session_consistent_and_keyless() -> None:
+    account = t.one("Microsoft.DocumentDB/databaseAccounts")
+    props = account.properties
+    assert account.config["kind"] == "GlobalDocumentDB"
+    assert props["consistencyPolicy"]["defaultConsistencyLevel"] == "Session"
+    assert props["disableLocalAuth"] is True
+    assert props["disableKeyBasedMetadataWriteAccess"] is True
+    assert props["minimalTlsVersion"] == "Tls12"
+
+
+def test_contacts_container_has_partition_key_ttl_on_and_etag_not_indexed() -> None:
+    container = t.one("Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers", "contacts")
+    resource = container.properties["resource"]
+    assert resource["partitionKey"]["paths"] == ["/partitionKey"]
+    assert t.value(resource["defaultTtl"]) == -1
+    excluded = [p["path"] for p in resource["indexingPolicy"]["excludedPaths"]]
+    assert '/"_etag"/?' in excluded
+
+
+def test_lease_container_is_partitioned_by_id() -> None:
+    leases = t.one("Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers", "leases")
+    assert leases.properties["resource"]["partitionKey"]["paths"] == ["/id"]
+
+
+def test_container_names_default_to_the_app_defaults() -> None:
+    assert t.default(MAIN, "cosmosDatabaseName") == "outbox"
+    assert t.default(MAIN, "cosmosContainerName") == "contacts"
+    assert t.default(MAIN, "cosmosLeaseContainerName") == "leases"
+
+
+def test_app_identity_gets_cosmos_built_in_data_contributor() -> None:
+    assignment = t.one("Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments")
+    assert COSMOS_DATA_CONTRIBUTOR in t.role_definition(assignment)
+    cosmos_params = t.modules(MAIN)["cosmos"]["params"]
+    assert APP_IDENTITY_PRINCIPAL in t.references(cosmos_params["dataContributorPrincipalIds"])
+
+
+# ---- Service Bus ----
+
+
+def test_servicebus_namespace_is_standard_by_default_premium_selectable_and_keyless() -> None:
+    assert t.allowed(MAIN, "serviceBusSku") == ["Standard", "Premium"]
+    assert t.default(MAIN, "serviceBusSku") == "Standard"
+    assert t.modules(MAIN)["serviceBus"]["params"]["skuName"] == "serviceBusSku"
+    namespace = t.one("Microsoft.ServiceBus/namespaces")
+    assert namespace.properties["disableLocalAuth"] is True
+
+
+def test_topic_drops_duplicates_keeps_order_and_never_deletes_itself() -> None:
+    topic = t.one("Microsoft.ServiceBus/namespaces/topics").properties
+    assert topic["requiresDuplicateDetection"] is True
+    assert topic["duplicateDetectionHistoryTimeWindow"] == "duplicateDetectionHistoryTimeWindow"
+    assert topic["supportOrdering"] is True
+    assert "autoDeleteOnIdle" not in topic  # the default: never
+
+
+def test_duplicate_window_is_a_parameter_of_one_day_that_outlasts_relay_retries() -> None:
+    passed = t.modules(MAIN)["serviceBus"]["params"]["duplicateDetectionHistoryTimeWindow"]
+    assert passed == "duplicateDetectionHistoryTimeWindow"
+    for path in (MAIN, SERVICEBUS):
+        window = t.iso_duration_seconds(t.default(path, "duplicateDetectionHistoryTimeWindow"))
+        assert window == 86400
+        assert 20 <= window <= 7 * 86400  # Service Bus limits
+        assert window > relay_max_retry_gap_seconds()
+
+
+def relay_max_retry_gap_seconds() -> float:
+    app = ROOT / "function_app.py"
+    if app.exists():
+        match = re.search(r'maximum_interval\s*=\s*"(\d+):(\d\d):(\d\d)"', app.read_text("utf-8"))
+        if match:
+            h, m, s = (int(g) for g in match.groups())
+            return float(h * 3600 + m * 60 + s)
+    return RELAY_MAX_RETRY_GAP_SECONDS
+
+
+def test_consumer_subscription_requires_sessions_and_dead_letters() -> None:
+    subscription = t.one("Microsoft.ServiceBus/namespaces/topics/subscriptions").properties
+    assert subscription["requiresSession"] is True
+    assert subscription["deadLetteringOnMessageExpiration"] is True
+    assert subscription["maxDeliveryCount"] == "maxDeliveryCount"
+    assert "autoDeleteOnIdle" not in subscription
+
+
+def test_app_identity_may_send_to_the_topic() -> None:
+    senders = [
+        r
+        for r in t.resources("Microsoft.Authorization/roleAssignments")
+        if SERVICEBUS_DATA_SENDER in t.role_definition(r)
+    ]
+    assert len(senders) == 1 and senders[0].config["scope"] == "topic"
+    sb_params = t.modules(MAIN)["serviceBus"]["params"]
+    assert "appPrincipal" in t.references(sb_params["senderPrincipals"])
+    app_principal = t.variable(MAIN, "appPrincipal")
+    assert t.reference(app_principal["id"]) == APP_IDENTITY_PRINCIPAL
+    assert app_principal["type"] == "ServicePrincipal"
+
+
+def test_azure_entity_names_match_the_local_service_bus_config() -> None:
+    config = t.json_file(ROOT / "localstack" / "servicebus" / "config.json")
+    topics = {
+        topic["Name"]: topic for ns in config["UserConfig"]["Namespaces"] for topic in ns["Topics"]
+    }
+    topic = topics[t.default(MAIN, "serviceBusTopicName")]
+    assert topic["Properties"]["RequiresDuplicateDetection"] is True
+    subscriptions = {s["Name"]: s for s in topic["Subscriptions"]}
+    subscription = subscriptions[t.default(MAIN, "serviceBusSubscriptionName")]
+    assert subscription["Properties"]["RequiresSession"] is True
+
+
+# ---- Function App, identity, monitoring ----
+
+
+def test_function_app_runs_python_311_on_flex_consumption_as_the_user_assigned_identity() -> None:
+    plan = t.one("Microsoft.Web/serverfarms")
+    assert plan.config["sku"] == {"tier": "FlexConsumption", "name": "FC1"}
+    site = t.one("Microsoft.Web/sites")
+    assert site.config["identity"]["type"] == "UserAssigned"
+    config = site.properties["functionAppConfig"]
+    assert config["runtime"] == {"name": "python", "version": "pythonVersion"}
+    assert t.default(FUNCTION_APP_MODULE, "pythonVersion") == "3.11"
+    auth = config["deployment"]["storage"]["authentication"]
+    assert auth == {"type": "UserAssignedIdentity", "userAssignedIdentityResourceId": "identityId"}
+    assert site.properties["httpsOnly"] is True
+
+
+def test_connections_are_identity_based_with_the_user_assigned_client_id() -> None:
+    settings = t.app_settings()
+    for connection in ("AzureWebJobsStorage", "CosmosDBConnection", "ServiceBusConnection"):
+        assert settings[f"{connection}__credential"] == "managedidentity"
+        assert settings[f"{connection}__clientId"] == "identityClientId"
+    assert settings["CosmosDBConnection__accountEndpoint"] == "cosmosEndpoint"
+    assert settings["ServiceBusConnection__fullyQualifiedNamespace"] == (
+        "serviceBusFullyQualifiedNamespace"
+    )
+    assert settings["AZURE_CLIENT_ID"] == "identityClientId"
+    assert "Authorization=AAD" in settings["APPLICATIONINSIGHTS_AUTHENTICATION_STRING"]
+
+
+def test_no_keys_or_connection_strings_in_app_settings() -> None:
+    settings = t.app_settings()
+    # The connection-string forms must not be set in Azure (identity forms are).
+    assert not {"AzureWebJobsStorage", "CosmosDBConnection", "ServiceBusConnection"} & set(settings)
+    # Flex Consumption rejects these: the runtime comes from functionAppConfig.runtime.
+    assert not {"FUNCTIONS_WORKER_RUNTIME", "FUNCTIONS_EXTENSION_VERSION"} & set(settings)
+    secret_markers = (
+        "accountkey",
+        "sharedaccesskey",
+        "listkeys",
+        "connectionstrings",
+        "primarykey",
+    )
+    for name, node in settings.items():
+        text = str(node).lower()
+        assert not any(marker in text for marker in secret_markers), name
+    for path in t.bicep_files():
+        text = path.read_text("utf-8")
+        assert "listKeys(" not in text and "listConnectionStrings(" not in text, path.name
+
+
+def test_host_storage_is_keyless_and_the_identity_has_the_host_roles() -> None:
+    storage = t.one("Microsoft.Storage/storageAccounts", "storage").properties
+    assert storage["allowSharedKeyAccess"] is False
+    assert storage["allowBlobPublicAccess"] is False
+    assigned = {
+        role
+        for r in t.resources("Microsoft.Authorization/roleAssignments")
+        if r.file == MAIN and r.config["scope"] == "storage"
+        for role in (
+            STORAGE_BLOB_DATA_OWNER,
+            STORAGE_QUEUE_DATA_CONTRIBUTOR,
+            STORAGE_TABLE_DATA_CONTRIBUTOR,
+        )
+        if role in t.role_definition(r)
+        and t.reference(r.properties["principalId"]) == APP_IDENTITY_PRINCIPAL
+    }
+    assert assigned == {
+        STORAGE_BLOB_DATA_OWNER,
+        STORAGE_QUEUE_DATA_CONTRIBUTOR,
+        STORAGE_TABLE_DATA_CONTRIBUTOR,
+    }
+
+
+def test_application_insights_takes_entra_id_telemetry_only() -> None:
+    component = t.one("Microsoft.Insights/components").properties
+    assert component["DisableLocalAuth"] is True
+    assert t.reference(component["WorkspaceResourceId"]) == "logAnalytics.id"
+    publisher = t.one("Microsoft.Authorization/roleAssignments", "metricsPublisher")
+    assert MONITORING_METRICS_PUBLISHER in t.role_definition(publisher)
+    assert publisher.config["scope"] == "applicationInsights"
+
+
+def test_every_role_assignment_names_its_principal_type() -> None:
+    # Without principalType a fresh identity may not have replicated yet and the assignment fails.
+    for r in t.resources("Microsoft.Authorization/roleAssignments"):
+        assert "principalType" in r.properties, f"{r.file.name}:{r.symbol}"
+
+
+# ---- parameters, outputs, modules ----
+
+
+@pytest.mark.parametrize(
+    ("name", "expected"),
+    [("eventTtlSeconds", 864000), ("feedPollDelayMs", 1000), ("maxItemsPerInvocation", 100)],
+)
+def test_tunables_are_parameters_with_the_app_defaults(name: str, expected: int) -> None:
+    assert t.default(MAIN, name) == expected
+
+
+def test_region_is_a_parameter_defaulting_to_the_resource_group() -> None:
+    assert "resource_group" in str(t.default(MAIN, "location"))
+
+
+def test_names_are_parameters() -> None:
+    params = t.parse(MAIN)["parameters"]
+    for name in (
+        "environmentName",
+        "functionAppName",
+        "cosmosAccountName",
+        "serviceBusNamespaceName",
+        "storageAccountName",
+        "serviceBusTopicName",
+    ):
+        assert name in params
+
+
+def test_outputs_name_the_function_app_and_the_endpoints() -> None:
+    outputs = t.parse(MAIN)["outputs"]
+    for name in (
+        "AZURE_FUNCTION_APP_NAME",
+        "AZURE_FUNCTION_APP_URL",
+        "AZURE_RELAY_FUNCTION_APP_NAME",
+        "COSMOS_ENDPOINT",
+        "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE",
+        "SERVICEBUS_TOPIC",
+        "SERVICEBUS_SUBSCRIPTION",
+    ):
+        assert name in outputs
+    assert not any("secure" in str(o["decorators"]) for o in outputs.values())
+
+
+def test_module_calls_match_module_parameters() -> None:
+    """What `bicep build` would reject: unknown params, or a required param not passed."""
+    for path in [MAIN]:
+        for symbol, module in t.modules(path).items():
+            declared = t.parse(module["path"])["parameters"]
+            passed = set(module["params"])
+            assert passed <= set(declared), f"{symbol}: unknown {passed - set(declared)}"
+            required = {n for n, p in declared.items() if "default" not in p}
+            assert required <= passed, f"{symbol}: missing {required - passed}"
+
+
+def test_azd_parameters_file_only_sets_declared_parameters() -> None:
+    parameters = t.json_file(DEPLOY / "main.parameters.json")["parameters"]
+    declared = t.parse(MAIN)["parameters"]
+    assert set(parameters) <= set(declared)
+    assert parameters["environmentName"]["value"] == "${AZURE_ENV_NAME}"
+
+
+def test_checkov_skips_are_justified_in_place() -> None:
+    pattern = re.compile(r"checkov:skip=([A-Z0-9_]+)(.*)")
+    found = 0
+    for path in t.bicep_files():
+        for line in path.read_text("utf-8").splitlines():
+            match = pattern.search(line)
+            if match:
+                found += 1
+                assert line.lstrip().startswith("//"), line
+                reason = match.group(2).lstrip(":").strip()
+                assert len(reason) >= 20, f"{path.name}: {match.group(1)} has no reason"
+    assert found > 0
+
+
+def test_checkov_is_pinned_exactly() -> None:
+    script = (DEPLOY / "checkov.sh").read_text("utf-8")
+    assert re.search(r'CHECKOV_VERSION="\d+\.\d+\.\d+"', script)
+    assert '"checkov==$CHECKOV_VERSION"' in script
+    assert "--framework bicep" in script
