@@ -1,0 +1,59 @@
+"""``python -m localstack.servicebus``: run the local Service Bus endpoint until SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from localstack.servicebus.broker import Broker
+from localstack.servicebus.config import DEFAULT_CONFIG, connection_string, load_config
+from localstack.servicebus.server import Server
+
+
+async def _serve(args: argparse.Namespace) -> None:
+    config = load_config(Path(args.config), duplicate_window_seconds=args.duplicate_window_seconds)
+    server = Server(Broker(config))
+    port = await server.start(args.host, args.port)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    print(
+        json.dumps(
+            {"ready": True, "port": port, "connection_string": connection_string(args.host, port)}
+        ),
+        flush=True,
+    )
+    await stop.wait()
+    await server.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m localstack.servicebus")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=5672)
+    parser.add_argument("--config", default=str(DEFAULT_CONFIG))
+    parser.add_argument(
+        "--duplicate-window-seconds",
+        type=float,
+        default=None,
+        help="override DuplicateDetectionHistoryTimeWindow of every entity",
+    )
+    parser.add_argument("--log-level", default="WARNING")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    asyncio.run(_serve(args))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

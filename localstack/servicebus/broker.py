@@ -1,0 +1,262 @@
+"""In-memory Service Bus entities: topics/queues with duplicate detection, subscriptions with
+peek-lock, sessions, delivery counts and dead-lettering.
+
+Nothing here is persisted: a restart of the endpoint loses undelivered messages and the
+duplicate detection history.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from localstack.servicebus.config import NamespaceConfig, ReceiverEntityConfig, SenderEntityConfig
+
+logger = logging.getLogger(__name__)
+
+DEAD_LETTER_SUFFIX = "/$deadletterqueue"
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class StoredMessage:
+    """One message in one receiver entity. ``bare`` holds the encoded bare-message sections."""
+
+    seq: int
+    message_id: str | None
+    session_id: str | None
+    properties_raw: bytes
+    app_properties: dict[Any, Any] | None
+    app_properties_raw: bytes
+    body_raw: bytes
+    annotations: dict[Any, Any]
+    header: list[Any]
+    enqueued_ms: int
+    delivery_count: int = 0
+    lock_token: uuid.UUID | None = None
+    locked_until_ms: int = 0
+    owner: object | None = None
+    deferred: bool = False
+
+    def copy_for(self, seq: int) -> StoredMessage:
+        return StoredMessage(
+            seq=seq,
+            message_id=self.message_id,
+            session_id=self.session_id,
+            properties_raw=self.properties_raw,
+            app_properties=dict(self.app_properties) if self.app_properties else None,
+            app_properties_raw=self.app_properties_raw,
+            body_raw=self.body_raw,
+            annotations=dict(self.annotations),
+            header=list(self.header),
+            enqueued_ms=self.enqueued_ms,
+        )
+
+
+@dataclass
+class ReceiverEntity:
+    """A queue, a subscription, or the dead-letter queue of one of them."""
+
+    path: str
+    config: ReceiverEntityConfig
+    broker: Broker
+    is_dead_letter: bool = False
+    messages: dict[int, StoredMessage] = field(default_factory=dict)
+    session_owners: dict[str, object] = field(default_factory=dict)
+    session_state: dict[str, bytes | None] = field(default_factory=dict)
+    dead_letter: ReceiverEntity | None = None
+
+    @property
+    def requires_session(self) -> bool:
+        return self.config.requires_session and not self.is_dead_letter
+
+    def enqueue(self, message: StoredMessage) -> None:
+        self.messages[message.seq] = message
+        self.broker.changed()
+
+    def _available(self, m: StoredMessage) -> bool:
+        return m.owner is None and not m.deferred
+
+    def acquire(
+        self, owner: object, session_id: str | None, *, delete: bool
+    ) -> StoredMessage | None:
+        """Next available message for ``owner`` (FIFO; per session when ``session_id``)."""
+        for m in self.messages.values():
+            if not self._available(m):
+                continue
+            if self.requires_session and m.session_id != session_id:
+                continue
+            if delete:
+                del self.messages[m.seq]
+                return m
+            m.owner = owner
+            m.lock_token = uuid.uuid4()
+            m.locked_until_ms = now_ms() + int(self.config.lock_duration * 1000)
+            self.broker.locks[m.lock_token] = (self, m.seq)
+            return m
+        return None
+
+    def next_free_session(self) -> str | None:
+        for m in self.messages.values():
+            if (
+                m.session_id is not None
+                and self._available(m)
+                and m.session_id not in self.session_owners
+            ):
+                return m.session_id
+        return None
+
+    def by_lock(self, token: uuid.UUID) -> StoredMessage | None:
+        entry = self.broker.locks.get(token)
+        if entry is None or entry[0] is not self:
+            return None
+        m = self.messages.get(entry[1])
+        if m is None or m.lock_token != token:
+            return None
+        return m
+
+    def _unlock(self, m: StoredMessage) -> None:
+        if m.lock_token is not None:
+            self.broker.locks.pop(m.lock_token, None)
+        m.lock_token = None
+        m.owner = None
+        m.locked_until_ms = 0
+
+    def complete(self, m: StoredMessage) -> None:
+        self._unlock(m)
+        self.messages.pop(m.seq, None)
+        self.broker.changed()
+
+    def release(self, m: StoredMessage, *, count: bool) -> None:
+        """Make a locked message available again (abandon / lock expiry / released)."""
+        self._unlock(m)
+        if count:
+            m.delivery_count += 1
+            if m.delivery_count >= self.config.max_delivery_count and not self.is_dead_letter:
+                self.dead_letter_message(
+                    m,
+                    reason="MaxDeliveryCountExceeded",
+                    description=(
+                        f"Message could not be consumed after {self.config.max_delivery_count}"
+                        " delivery attempts."
+                    ),
+                )
+                return
+        self.broker.changed()
+
+    def defer(self, m: StoredMessage) -> None:
+        self._unlock(m)
+        m.deferred = True
+        self.broker.changed()
+
+    def dead_letter_message(
+        self, m: StoredMessage, *, reason: str | None, description: str | None
+    ) -> None:
+        self._unlock(m)
+        self.messages.pop(m.seq, None)
+        target = self.dead_letter
+        if target is None:
+            return
+        copy = m.copy_for(self.broker.next_seq())
+        copy.delivery_count = m.delivery_count
+        props = dict(copy.app_properties or {})
+        if reason is not None:
+            props[b"DeadLetterReason"] = reason
+        if description is not None:
+            props[b"DeadLetterErrorDescription"] = description
+        copy.app_properties = props
+        copy.app_properties_raw = b""  # re-encoded on delivery
+        copy.annotations[b"x-opt-deadletter-source"] = self.path
+        target.enqueue(copy)
+
+    def release_owner(self, owner: object) -> None:
+        """A receiver link went away: its locks and session locks end."""
+        for m in list(self.messages.values()):
+            if m.owner is owner:
+                self.release(m, count=True)
+        for sid, o in list(self.session_owners.items()):
+            if o is owner:
+                del self.session_owners[sid]
+        self.broker.changed()
+
+    def expire_locks(self, now: int) -> None:
+        for m in list(self.messages.values()):
+            # Messages of a session stay locked while the session is held by its receiver.
+            if m.owner is not None and m.session_id is None and m.locked_until_ms < now:
+                logger.info("lock expired on %s seq %s", self.path, m.seq)
+                self.release(m, count=True)
+
+
+@dataclass
+class SenderEntity:
+    """A topic (fan-out to subscriptions) or a queue (one receiver entity)."""
+
+    config: SenderEntityConfig
+    targets: list[ReceiverEntity]
+    seen: dict[str, float] = field(default_factory=dict)
+
+    def is_duplicate(self, message_id: str | None) -> bool:
+        if not self.config.requires_duplicate_detection or message_id is None:
+            return False
+        now = time.monotonic()
+        for key, expiry in list(self.seen.items()):
+            if expiry < now:
+                del self.seen[key]
+        if message_id in self.seen:
+            return True
+        self.seen[message_id] = now + self.config.duplicate_window
+        return False
+
+    @property
+    def requires_session(self) -> bool:
+        return any(t.requires_session for t in self.targets)
+
+
+class Broker:
+    """All entities of the namespace."""
+
+    def __init__(self, config: NamespaceConfig) -> None:
+        self.namespace = config.name
+        self.senders: dict[str, SenderEntity] = {}
+        self.receivers: dict[str, ReceiverEntity] = {}
+        self.locks: dict[uuid.UUID, tuple[ReceiverEntity, int]] = {}
+        self._seq = 0
+        self.on_change: Callable[[], None] = lambda: None
+        for entity in config.entities:
+            targets: list[ReceiverEntity] = []
+            for sub in entity.subscriptions:
+                path = entity.name if entity.is_queue else f"{entity.name}/Subscriptions/{sub.name}"
+                receiver = ReceiverEntity(path=path, config=sub, broker=self)
+                dlq = ReceiverEntity(
+                    path=path + "/$DeadLetterQueue", config=sub, broker=self, is_dead_letter=True
+                )
+                receiver.dead_letter = dlq
+                self.receivers[path.lower()] = receiver
+                self.receivers[dlq.path.lower()] = dlq
+                targets.append(receiver)
+            self.senders[entity.name.lower()] = SenderEntity(config=entity, targets=targets)
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def changed(self) -> None:
+        self.on_change()
+
+    def sender(self, path: str) -> SenderEntity | None:
+        return self.senders.get(path.lower())
+
+    def receiver(self, path: str) -> ReceiverEntity | None:
+        return self.receivers.get(path.lower())
+
+    def expire_locks(self) -> None:
+        now = now_ms()
+        for entity in list(self.receivers.values()):
+            entity.expire_locks(now)

@@ -1,0 +1,112 @@
+"""Entities from a JSON file in the shape of the official Service Bus emulator's Config.json."""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_CONFIG = Path(__file__).with_name("config.json")
+MAX_MESSAGE_SIZE = 256 * 1024
+SAS_KEY_VALUE = "SAS_KEY_VALUE"  # the emulator's well-known placeholder key; not checked
+
+
+def connection_string(host: str, port: int) -> str:
+    """The ``UseDevelopmentEmulator=true`` connection string for an endpoint (plain AMQP)."""
+    return (
+        f"Endpoint=sb://{host}:{port};SharedAccessKeyName=RootManageSharedAccessKey;"
+        f"SharedAccessKey={SAS_KEY_VALUE};UseDevelopmentEmulator=true;"
+    )
+
+
+_DURATION = re.compile(
+    r"^P(?:(?P<d>\d+(?:\.\d+)?)D)?(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?"
+    r"(?:(?P<s>\d+(?:\.\d+)?)S)?)?$"
+)
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in an ISO 8601 duration such as ``PT20S``, ``PT1M`` or ``P14D``."""
+    match = _DURATION.match(text.strip())
+    if not match:
+        raise ValueError(f"not an ISO 8601 duration: {text!r}")
+    parts = {k: float(v) if v else 0.0 for k, v in match.groupdict().items()}
+    return parts["d"] * 86400 + parts["h"] * 3600 + parts["m"] * 60 + parts["s"]
+
+
+@dataclass
+class ReceiverEntityConfig:
+    """A queue or a subscription: where messages wait for receivers."""
+
+    name: str
+    requires_session: bool = False
+    max_delivery_count: int = 10
+    lock_duration: float = 60.0
+
+
+@dataclass
+class SenderEntityConfig:
+    """A queue or a topic: where messages are sent (duplicate detection lives here)."""
+
+    name: str
+    requires_duplicate_detection: bool = False
+    duplicate_window: float = 600.0
+    subscriptions: list[ReceiverEntityConfig] = field(default_factory=list)
+    is_queue: bool = False
+
+
+@dataclass
+class NamespaceConfig:
+    name: str
+    entities: list[SenderEntityConfig]
+
+
+def _receiver(name: str, props: dict[str, Any]) -> ReceiverEntityConfig:
+    return ReceiverEntityConfig(
+        name=name,
+        requires_session=bool(props.get("RequiresSession", False)),
+        max_delivery_count=int(props.get("MaxDeliveryCount", 10)),
+        lock_duration=parse_duration(str(props.get("LockDuration", "PT1M"))),
+    )
+
+
+def _sender(name: str, props: dict[str, Any]) -> SenderEntityConfig:
+    return SenderEntityConfig(
+        name=name,
+        requires_duplicate_detection=bool(props.get("RequiresDuplicateDetection", False)),
+        duplicate_window=parse_duration(
+            str(props.get("DuplicateDetectionHistoryTimeWindow", "PT10M"))
+        ),
+    )
+
+
+def load_config(path: Path, *, duplicate_window_seconds: float | None = None) -> NamespaceConfig:
+    """Read the emulator-format config.
+
+    ``duplicate_window_seconds`` overrides the duplicate detection window of every entity.
+    """
+    raw = json.loads(path.read_text(encoding="utf-8"))
+    namespaces = raw["UserConfig"]["Namespaces"]
+    if not namespaces:
+        raise ValueError("config has no namespace")
+    ns = namespaces[0]
+    entities: list[SenderEntityConfig] = []
+    for queue in ns.get("Queues", []) or []:
+        props = queue.get("Properties", {}) or {}
+        entity = _sender(queue["Name"], props)
+        entity.is_queue = True
+        entity.subscriptions = [_receiver(queue["Name"], props)]
+        entities.append(entity)
+    for topic in ns.get("Topics", []) or []:
+        entity = _sender(topic["Name"], topic.get("Properties", {}) or {})
+        entity.subscriptions = [
+            _receiver(sub["Name"], sub.get("Properties", {}) or {})
+            for sub in topic.get("Subscriptions", []) or []
+        ]
+        entities.append(entity)
+    if duplicate_window_seconds is not None:
+        for entity in entities:
+            entity.duplicate_window = duplicate_window_seconds
+    return NamespaceConfig(name=str(ns.get("Name", "sbemulatorns")), entities=entities)

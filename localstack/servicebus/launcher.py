@@ -1,0 +1,116 @@
+"""Start the local Service Bus endpoint as a subprocess (so tests can stop and restart it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from localstack.servicebus.config import DEFAULT_CONFIG, connection_string
+
+_REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class ServiceBusEndpoint:
+    """A running endpoint process. ``stop()`` ends it; state is lost (in memory only)."""
+
+    host: str
+    port: int
+    process: subprocess.Popen[str]
+    _log: IO[str] | None = None
+
+    @property
+    def connection_string(self) -> str:
+        return connection_string(self.host, self.port)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=timeout)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def start_servicebus(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    config: Path = DEFAULT_CONFIG,
+    log_path: Path | None = None,
+    timeout: float = 20.0,
+    duplicate_window_seconds: float | None = None,
+    log_level: str = "INFO",
+) -> ServiceBusEndpoint:
+    """Run ``python -m localstack.servicebus`` and wait for its ready line.
+
+    Pass the ``port`` of a stopped endpoint to start a new one on the same port.
+    """
+    cmd = [
+        sys.executable,
+        "-m",
+        "localstack.servicebus",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--config",
+        str(config),
+        "--log-level",
+        log_level,
+    ]
+    if duplicate_window_seconds is not None:
+        cmd += ["--duplicate-window-seconds", str(duplicate_window_seconds)]
+    log = log_path.open("a", encoding="utf-8") if log_path is not None else None
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(_REPO_ROOT), env.get("PYTHONPATH", "")) if p
+    )
+    process = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=log if log is not None else subprocess.DEVNULL,
+        text=True,
+        env=env,
+    )
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or process.poll() is not None:
+                break
+            if selector.select(remaining):
+                line = process.stdout.readline()
+                if not line:
+                    break
+                ready = json.loads(line)
+                if ready.get("ready"):
+                    return ServiceBusEndpoint(
+                        host=host, port=int(ready["port"]), process=process, _log=log
+                    )
+    finally:
+        selector.close()
+    process.kill()
+    process.wait()
+    if log is not None:
+        log.close()
+    raise RuntimeError(
+        f"Service Bus endpoint did not become ready within {timeout} s (port {port})"
+    )

@@ -1,0 +1,369 @@
+"""Conformance of a Service Bus endpoint through the unmodified azure-servicebus SDK (sync)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+import pytest
+from azure.servicebus import (
+    NEXT_AVAILABLE_SESSION,
+    ServiceBusClient,
+    ServiceBusMessage,
+    ServiceBusReceivedMessage,
+    ServiceBusReceiveMode,
+    ServiceBusSender,
+    ServiceBusSubQueue,
+)
+from azure.servicebus.exceptions import (
+    MessageSizeExceededError,
+    OperationTimeoutError,
+    ServiceBusError,
+)
+
+from localstack.servicebus.launcher import start_servicebus
+
+from .conftest import (
+    CONFIG,
+    DUPLICATE_WINDOW_SECONDS,
+    QUEUE,
+    SUBSCRIPTION,
+    TOPIC,
+    Target,
+)
+
+pytestmark = pytest.mark.conformance
+
+# Client-side speed knobs only: with prefetch on and keep_alive=0 the SDK starts no keep-alive
+# thread, whose 1 s sleeps otherwise delay every receiver close.
+FAST: dict[str, Any] = {"prefetch_count": 1, "keep_alive": 0}
+
+
+def _sid() -> str:
+    return f"contact-{uuid.uuid4()}"
+
+
+def _event(session_id: str, version: int, **extra: Any) -> ServiceBusMessage:
+    return ServiceBusMessage(
+        json.dumps({"version": version}),
+        content_type="application/json",
+        subject="ContactCreated" if version == 1 else "ContactUpdated",
+        message_id=f"{session_id}:{version}",
+        session_id=session_id,
+        application_properties={"contactId": session_id, "version": version},
+        **extra,
+    )
+
+
+def _drain_session(
+    client: ServiceBusClient, session_id: str, *, expected: int, seconds: float = 10.0
+) -> list[ServiceBusReceivedMessage]:
+    """Receive and complete messages of one session until ``expected`` arrived or time is up."""
+    got: list[ServiceBusReceivedMessage] = []
+    deadline = time.monotonic() + seconds
+    with client.get_subscription_receiver(
+        TOPIC, SUBSCRIPTION, **FAST, session_id=session_id, max_wait_time=1
+    ) as receiver:
+        while len(got) < expected and time.monotonic() < deadline:
+            batch = receiver.receive_messages(
+                max_message_count=expected - len(got), max_wait_time=1
+            )
+            for message in batch:
+                receiver.complete_message(message)
+                got.append(message)
+    return got
+
+
+def _version(message: ServiceBusReceivedMessage) -> int:
+    return int(json.loads(str(message))["version"])
+
+
+def test_round_trip_keeps_every_property(
+    client: ServiceBusClient, topic_sender: ServiceBusSender
+) -> None:
+    sid = _sid()
+    topic_sender.send_messages(_event(sid, 1))
+    [message] = _drain_session(client, sid, expected=1)
+    assert json.loads(str(message)) == {"version": 1}
+    assert message.content_type == "application/json"
+    assert message.subject == "ContactCreated"
+    assert message.message_id == f"{sid}:1"
+    assert message.session_id == sid
+    props = message.application_properties or {}
+    assert props[b"contactId"] in (sid, sid.encode())
+    assert props[b"version"] == 1
+    assert message.sequence_number is not None
+    assert message.enqueued_time_utc is not None
+
+
+def test_batch_of_many_messages_arrives_in_order(
+    client: ServiceBusClient, topic_sender: ServiceBusSender
+) -> None:
+    sid = _sid()
+    batch = topic_sender.create_message_batch()
+    for version in range(1, 201):
+        batch.add_message(_event(sid, version))
+    topic_sender.send_messages(batch)
+    got = _drain_session(client, sid, expected=200)
+    assert [_version(m) for m in got] == list(range(1, 201))
+
+
+def test_full_batches_sized_by_the_sdk_are_accepted(
+    client: ServiceBusClient, topic_sender: ServiceBusSender
+) -> None:
+    sid = _sid()
+    body = "x" * 10_000
+    sent = 0
+    batch = topic_sender.create_message_batch()
+    for i in range(60):
+        message = ServiceBusMessage(body, message_id=f"{sid}:{i}", session_id=sid)
+        try:
+            batch.add_message(message)
+        except ValueError:
+            topic_sender.send_messages(batch)
+            sent += len(batch)
+            batch = topic_sender.create_message_batch()
+            batch.add_message(message)
+    topic_sender.send_messages(batch)
+    sent += len(batch)
+    got = _drain_session(client, sid, expected=60)
+    assert sent == 60
+    assert len(got) == 60
+
+
+def test_duplicate_message_id_is_dropped_inside_the_window(
+    client: ServiceBusClient, topic_sender: ServiceBusSender
+) -> None:
+    sid = _sid()
+    topic_sender.send_messages(_event(sid, 1))
+    topic_sender.send_messages(_event(sid, 1))  # accepted, silently dropped
+    topic_sender.send_messages(_event(sid, 2))
+    got: list[ServiceBusReceivedMessage] = []
+    with client.get_subscription_receiver(
+        TOPIC, SUBSCRIPTION, **FAST, session_id=sid, max_wait_time=1
+    ) as receiver:
+        deadline = time.monotonic() + 10
+        while len(got) < 2 and time.monotonic() < deadline:
+            for message in receiver.receive_messages(max_message_count=2 - len(got)):
+                receiver.complete_message(message)
+                got.append(message)
+        extra = receiver.receive_messages(max_message_count=1, max_wait_time=0.5)
+    assert [m.message_id for m in got] == [f"{sid}:1", f"{sid}:2"]
+    assert extra == []
+
+
+def test_duplicate_message_id_is_accepted_after_the_window(
+    local_only: Target, client: ServiceBusClient, topic_sender: ServiceBusSender
+) -> None:
+    sid = _sid()
+    topic_sender.send_messages(_event(sid, 1))
+    time.sleep(DUPLICATE_WINDOW_SECONDS + 0.5)
+    topic_sender.send_messages(_event(sid, 1))
+    got = _drain_session(client, sid, expected=2)
+    assert [m.message_id for m in got] == [f"{sid}:1", f"{sid}:1"]
+
+
+def test_sessions_are_fifo_and_next_available_takes_each_then_times_out(
+    fresh_servicebus: Target,
+) -> None:
+    sessions = [_sid() for _ in range(3)]
+    with ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client:
+        with client.get_topic_sender(TOPIC, keep_alive=0) as sender:
+            for version in range(1, 6):  # interleaved sessions
+                for sid in sessions:
+                    sender.send_messages(_event(sid, version))
+        seen: dict[str, list[int]] = {}
+        for _ in range(len(sessions)):
+            with client.get_subscription_receiver(
+                TOPIC, SUBSCRIPTION, **FAST, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2
+            ) as receiver:
+                session_id = receiver.session.session_id
+                assert session_id in sessions
+                assert session_id not in seen
+                versions = seen.setdefault(session_id, [])
+                deadline = time.monotonic() + 5
+                while len(versions) < 5 and time.monotonic() < deadline:
+                    batch = receiver.receive_messages(
+                        max_message_count=5 - len(versions), max_wait_time=1
+                    )
+                    for message in batch:
+                        assert message.session_id == session_id
+                        versions.append(_version(message))
+                        receiver.complete_message(message)
+        assert seen == {sid: [1, 2, 3, 4, 5] for sid in sessions}
+        with (
+            pytest.raises(OperationTimeoutError),
+            client.get_subscription_receiver(
+                TOPIC, SUBSCRIPTION, **FAST, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1
+            ) as idle,
+        ):
+            idle.receive_messages(max_message_count=1, max_wait_time=1)
+
+
+def test_a_locked_session_is_not_given_to_a_second_receiver(fresh_servicebus: Target) -> None:
+    first, second = _sid(), _sid()
+    with ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client:
+        with client.get_topic_sender(TOPIC, keep_alive=0) as sender:
+            sender.send_messages([_event(first, 1), _event(second, 1)])
+        with (
+            client.get_subscription_receiver(
+                TOPIC, SUBSCRIPTION, **FAST, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2
+            ) as one,
+            client.get_subscription_receiver(
+                TOPIC, SUBSCRIPTION, **FAST, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=2
+            ) as two,
+        ):
+            assert {one.session.session_id, two.session.session_id} == {first, second}
+
+
+def test_abandon_redelivers_with_incremented_delivery_count(
+    client: ServiceBusClient, topic_sender: ServiceBusSender
+) -> None:
+    sid = _sid()
+    topic_sender.send_messages(_event(sid, 1))
+    with client.get_subscription_receiver(
+        TOPIC, SUBSCRIPTION, **FAST, session_id=sid, max_wait_time=2
+    ) as receiver:
+        [first] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        receiver.abandon_message(first)
+        [again] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        receiver.complete_message(again)
+    assert again.message_id == first.message_id
+    assert first.delivery_count is not None
+    assert again.delivery_count == first.delivery_count + 1
+
+
+def test_dead_letter_after_max_delivery_count(
+    client: ServiceBusClient, topic_sender: ServiceBusSender
+) -> None:
+    sid = _sid()
+    max_delivery_count = 10  # all-events
+    topic_sender.send_messages(_event(sid, 1))
+    with client.get_subscription_receiver(
+        TOPIC, SUBSCRIPTION, **FAST, session_id=sid, max_wait_time=2
+    ) as receiver:
+        for _ in range(max_delivery_count):
+            [message] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+            receiver.abandon_message(message)
+        assert receiver.receive_messages(max_message_count=1, max_wait_time=0.5) == []
+    dead = _read_dead_letters(client, expected=f"{sid}:1")
+    assert dead.dead_letter_reason == "MaxDeliveryCountExceeded"
+
+
+def _read_dead_letters(client: ServiceBusClient, *, expected: str) -> ServiceBusReceivedMessage:
+    deadline = time.monotonic() + 10
+    with client.get_subscription_receiver(
+        TOPIC, SUBSCRIPTION, sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=1
+    ) as dlq:
+        while time.monotonic() < deadline:
+            for message in dlq.receive_messages(max_message_count=1, max_wait_time=1):
+                dlq.complete_message(message)
+                if message.message_id == expected:
+                    return message
+    raise AssertionError(f"{expected} not found in the dead-letter queue")
+
+
+def test_explicit_dead_letter_keeps_reason(
+    client: ServiceBusClient, topic_sender: ServiceBusSender
+) -> None:
+    sid = _sid()
+    topic_sender.send_messages(_event(sid, 1))
+    with client.get_subscription_receiver(
+        TOPIC, SUBSCRIPTION, **FAST, session_id=sid, max_wait_time=2
+    ) as receiver:
+        [message] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        receiver.dead_letter_message(message, reason="poison", error_description="bad data")
+    dead = _read_dead_letters(client, expected=f"{sid}:1")
+    assert dead.dead_letter_reason == "poison"
+    assert dead.dead_letter_error_description == "bad data"
+
+
+def test_message_without_session_id_is_rejected_on_a_session_entity(
+    topic_sender: ServiceBusSender,
+) -> None:
+    with pytest.raises(ServiceBusError):
+        topic_sender.send_messages(ServiceBusMessage("no session", message_id=str(uuid.uuid4())))
+
+
+def test_oversized_message_is_rejected(topic_sender: ServiceBusSender) -> None:
+    with pytest.raises(MessageSizeExceededError):
+        topic_sender.send_messages(ServiceBusMessage(b"x" * 300_000, session_id=_sid()))
+
+
+def test_sender_works_again_after_endpoint_restart_on_same_port(fresh_servicebus: Target) -> None:
+    endpoint = fresh_servicebus.endpoint
+    assert endpoint is not None
+    sid = _sid()
+    restarted = None
+    try:
+        with ServiceBusClient.from_connection_string(
+            fresh_servicebus.connection_string, retry_backoff_factor=0.1
+        ) as client:
+            with client.get_topic_sender(TOPIC, keep_alive=0) as sender:
+                sender.send_messages(_event(sid, 1))
+                endpoint.stop()
+                restarted = start_servicebus(port=endpoint.port, config=CONFIG)
+                sender.send_messages(_event(sid, 2))
+            got = _drain_session(client, sid, expected=1)
+    finally:
+        if restarted is not None:
+            restarted.stop()
+    # State is in memory: the message sent before the restart is gone, the one after arrives.
+    assert [m.message_id for m in got] == [f"{sid}:2"]
+
+
+# ---- non-session queue (local test config only) ------------------------------------------
+
+
+def test_peek_lock_complete_renew_and_lock_expiry(
+    local_only: Target, client: ServiceBusClient
+) -> None:
+    with client.get_queue_sender(QUEUE, keep_alive=0) as sender:
+        sender.send_messages([ServiceBusMessage("a"), ServiceBusMessage("b")])
+    with client.get_queue_receiver(QUEUE, max_wait_time=1) as receiver:
+        messages = receiver.receive_messages(max_message_count=2, max_wait_time=5)
+        assert [str(m) for m in messages] == ["a", "b"]
+        receiver.complete_message(messages[0])
+        assert receiver.renew_message_lock(messages[1]) is not None
+        # "b" is not settled: after its 1 s lock it comes back with a higher delivery count
+        again: list[ServiceBusReceivedMessage] = []
+        deadline = time.monotonic() + 10
+        while not again and time.monotonic() < deadline:
+            again = receiver.receive_messages(max_message_count=1, max_wait_time=1)
+        assert [str(m) for m in again] == ["b"]
+        assert again[0].delivery_count == (messages[1].delivery_count or 0) + 1
+        receiver.complete_message(again[0])
+
+
+def test_peek_defer_and_receive_and_delete(local_only: Target, client: ServiceBusClient) -> None:
+    with client.get_queue_sender(QUEUE, keep_alive=0) as sender:
+        sender.send_messages([ServiceBusMessage("later"), ServiceBusMessage("now")])
+    with client.get_queue_receiver(QUEUE, max_wait_time=1) as receiver:
+        peeked = receiver.peek_messages(max_message_count=5)
+        assert [str(m) for m in peeked] == ["later", "now"]
+        [later] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        receiver.defer_message(later)
+        assert later.sequence_number is not None
+        [deferred] = receiver.receive_deferred_messages([later.sequence_number])
+        assert str(deferred) == "later"
+        receiver.complete_message(deferred)
+    with client.get_queue_receiver(
+        QUEUE, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=1
+    ) as deleting:
+        assert [str(m) for m in deleting.receive_messages(max_wait_time=5)] == ["now"]
+        assert deleting.receive_messages(max_wait_time=0.5) == []
+
+
+def test_session_state_round_trip(client: ServiceBusClient, topic_sender: ServiceBusSender) -> None:
+    sid = _sid()
+    topic_sender.send_messages(_event(sid, 1))
+    with client.get_subscription_receiver(
+        TOPIC, SUBSCRIPTION, **FAST, session_id=sid, max_wait_time=2
+    ) as receiver:
+        receiver.session.set_state(b"checkpoint-1")
+        assert receiver.session.get_state() == b"checkpoint-1"
+        receiver.session.renew_lock()
+        for message in receiver.receive_messages(max_message_count=1, max_wait_time=5):
+            receiver.complete_message(message)

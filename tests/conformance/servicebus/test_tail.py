@@ -1,0 +1,52 @@
+"""The tail tool prints each event of every session, in order per session."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+from localstack.servicebus.tail import tail
+
+from .conftest import SUBSCRIPTION, TOPIC, Target
+
+pytestmark = pytest.mark.conformance
+
+
+def test_tail_prints_one_line_per_event(fresh_servicebus: Target) -> None:
+    with (
+        ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client,
+        client.get_topic_sender(TOPIC, keep_alive=0) as sender,
+    ):
+        sender.send_messages(
+            [
+                ServiceBusMessage(
+                    f'{{"v": {v}}}',
+                    subject="ContactUpdated",
+                    message_id=f"{sid}:{v}",
+                    session_id=sid,
+                    application_properties={"contactId": sid, "version": v},
+                )
+                for v in (1, 2)
+                for sid in ("c-1", "c-2")
+            ]
+        )
+    out = io.StringIO()
+    printed = tail(
+        fresh_servicebus.connection_string,
+        topic=TOPIC,
+        subscription=SUBSCRIPTION,
+        wait_seconds=2,
+        out=out,
+        max_messages=4,
+    )
+    lines = out.getvalue().splitlines()
+    assert printed == 4
+    for sid in ("c-1", "c-2"):
+        mine = [line for line in lines if line.startswith(f"session={sid} ")]
+        assert [f"id={sid}:1" in mine[0], f"id={sid}:2" in mine[1]] == [True, True]
+    assert (
+        'subject=ContactUpdated id=c-1:1 props={"contactId": "c-1", "version": 1} body={"v": 1}'
+        in (lines[0] + lines[1] + lines[2] + lines[3])
+    )
