@@ -1,0 +1,96 @@
+"use strict";
+// Effective partition key (hash partitioning V2), as the Azure Cosmos SDKs compute it:
+// MurmurHash3 x64 128 over the binary encoding of the partition key components,
+// bytes reversed, top two bits cleared, upper-case hex. Used to scope the change feed
+// when the SDK sends x-ms-start-epk / x-ms-end-epk (feed range of one partition key).
+
+const MASK = (1n << 64n) - 1n;
+const C1 = 0x87c37b91114253d5n;
+const C2 = 0x4cf5ad432745937fn;
+
+const rotl = (v, s) => ((v << BigInt(s)) | (v >> BigInt(64 - s))) & MASK;
+const mul = (a, b) => (a * b) & MASK;
+const add = (a, b) => (a + b) & MASK;
+
+function fmix(v) {
+  let k = v;
+  k ^= k >> 33n;
+  k = mul(k, 0xff51afd7ed558ccdn);
+  k ^= k >> 33n;
+  k = mul(k, 0xc4ceb9fe1a85ec53n);
+  k ^= k >> 33n;
+  return k;
+}
+
+function readLE(buf, pos, n) {
+  let v = 0n;
+  for (let i = n - 1; i >= 0; i -= 1) v = (v << 8n) | BigInt(buf[pos + i]);
+  return v;
+}
+
+function murmur3x64128(buf) {
+  let h1 = 0n;
+  let h2 = 0n;
+  const len = buf.length;
+  let pos = 0;
+  while (pos + 16 <= len) {
+    let k1 = readLE(buf, pos, 8);
+    let k2 = readLE(buf, pos + 8, 8);
+    k1 = mul(rotl(mul(k1, C1), 31), C2);
+    h1 ^= k1;
+    h1 = add(mul(add(rotl(h1, 27), h2), 5n), 0x52dce729n);
+    k2 = mul(rotl(mul(k2, C2), 33), C1);
+    h2 ^= k2;
+    h2 = add(mul(add(rotl(h2, 31), h1), 5n), 0x38495ab5n);
+    pos += 16;
+  }
+  const n = len & 15;
+  let k1 = 0n;
+  let k2 = 0n;
+  for (let i = Math.min(n, 15); i >= 9; i -= 1) k2 ^= BigInt(buf[pos + i - 1]) << BigInt((i - 9) * 8);
+  k2 = mul(rotl(mul(k2, C2), 33), C1);
+  h2 ^= k2;
+  for (let i = Math.min(n, 8); i >= 1; i -= 1) k1 ^= BigInt(buf[pos + i - 1]) << BigInt((i - 1) * 8);
+  k1 = mul(rotl(mul(k1, C1), 31), C2);
+  h1 ^= k1;
+  h1 ^= BigInt(len);
+  h2 ^= BigInt(len);
+  h1 = add(h1, h2);
+  h2 = add(h2, h1);
+  h1 = fmix(h1);
+  h2 = fmix(h2);
+  h1 = add(h1, h2);
+  h2 = add(h2, h1);
+  return [h1, h2];
+}
+
+function encodeComponent(value) {
+  if (value === true) return Buffer.from([0x03]);
+  if (value === false) return Buffer.from([0x02]);
+  if (value === null || (typeof value === "object" && !Array.isArray(value) && Object.keys(value).length === 0)) {
+    return Buffer.from([0x01]);
+  }
+  if (typeof value === "number") {
+    const b = Buffer.alloc(9);
+    b[0] = 0x05;
+    b.writeDoubleLE(value, 1);
+    return b;
+  }
+  if (typeof value === "string") {
+    return Buffer.concat([Buffer.from([0x08]), Buffer.from(value, "utf8"), Buffer.from([0xff])]);
+  }
+  return Buffer.from([0x00]); // undefined
+}
+
+/** EPK string of a list of partition key component values (hash V2). */
+function effectivePartitionKeyV2(components) {
+  const [low, high] = murmur3x64128(Buffer.concat(components.map(encodeComponent)));
+  const bytes = Buffer.alloc(16);
+  bytes.writeBigUInt64LE(low, 0);
+  bytes.writeBigUInt64LE(high, 8);
+  bytes.reverse();
+  bytes[0] &= 0x3f;
+  return bytes.toString("hex").toUpperCase();
+}
+
+module.exports = { effectivePartitionKeyV2 };

@@ -1,0 +1,923 @@
+#!/usr/bin/env node
+"use strict";
+/*
+ * Local Cosmos DB endpoint for the contacts outbox stack.
+ *
+ * Built at start-up on top of the unmodified npm package @vercel/cosmosdb-server 1.0.1:
+ * its in-memory account model (databases, containers, documents, partition key ranges),
+ * its SQL query engine and its routes are reused as they are; this file puts a request
+ * handler in front of them that serves the document-level operations itself, closing
+ * the gaps of 1.0.1 that the azure-cosmos Python SDK hits (see DESIGN.md §7):
+ *
+ *   - atomic transactional batch (x-ms-cosmos-batch-atomic), 424 for the other ops,
+ *     per-op ifMatch, replace/upsert/patch inside a batch, <= 100 operations;
+ *   - proper 404 / 409 / 412 / 304 on point operations;
+ *   - incremental change feed (A-IM: Incremental feed) with etag (LSN) continuations,
+ *     start from beginning / now / point in time, paging, partition-key and EPK scope;
+ *   - TTL (container defaultTtl + item ttl), lazily on access plus a periodic sweep;
+ *   - queries scoped to the x-ms-documentdb-partitionkey header;
+ *   - HTTP keep-alive.
+ * Everything else (databases, containers, pkranges, UDFs, account) goes to the package.
+ *
+ * CLI: node server.js [--host 127.0.0.1] [--port 0] [--no-ssl] [--log-requests]
+ * Prints one JSON line on stdout when ready: {"ready":true,"port":N,"endpoint":"..."}.
+ */
+
+const fs = require("fs");
+const http = require("http");
+const https = require("https");
+const path = require("path");
+const crypto = require("crypto");
+
+const PKG_DIR = path.dirname(require.resolve("@vercel/cosmosdb-server/package.json"));
+const Account = require("@vercel/cosmosdb-server/lib/account").default;
+const packageRoutes = require("@vercel/cosmosdb-server/lib/routes").default;
+const { patchOperation } = require("@vercel/cosmosdb-server/lib/handler/_patch-operations");
+const { effectivePartitionKeyV2 } = require("./epk");
+
+const MAX_BATCH_OPERATIONS = 100;
+const MAX_BATCH_BYTES = 2 * 1024 * 1024;
+const MAX_DOCUMENT_BYTES = 2 * 1024 * 1024;
+const SWEEP_INTERVAL_MS = 1000;
+
+// ---------------------------------------------------------------- errors / responses
+
+class CosmosError extends Error {
+  constructor(statusCode, code, message, subStatus) {
+    super(message);
+    this.statusCode = statusCode;
+    this.code = code;
+    this.subStatus = subStatus;
+  }
+}
+
+const notFound = () =>
+  new CosmosError(404, "NotFound", "Entity with the specified id does not exist in the system.");
+const conflict = () =>
+  new CosmosError(409, "Conflict", "Entity with the specified id already exists in the system.");
+const preconditionFailed = () =>
+  new CosmosError(
+    412,
+    "PreconditionFailed",
+    "Operation cannot be performed because one of the specified precondition is not met."
+  );
+const badRequest = message => new CosmosError(400, "BadRequest", message);
+
+function send(req, res, statusCode, body, headers = {}) {
+  res.statusCode = statusCode;
+  res.setHeader("content-type", "application/json");
+  res.setHeader("x-ms-activity-id", crypto.randomUUID());
+  res.setHeader("x-ms-request-charge", "1");
+  res.setHeader("x-ms-serviceversion", "version=2.14.0.0");
+  res.setHeader("date", new Date().toUTCString());
+  if (body && typeof body === "object" && !Array.isArray(body) && body._etag && !headers.etag) {
+    res.setHeader("etag", body._etag);
+  }
+  for (const [k, v] of Object.entries(headers)) {
+    if (v !== undefined && v !== null) res.setHeader(k, v);
+  }
+  if (body === undefined || statusCode === 204 || statusCode === 304) {
+    res.end();
+  } else {
+    res.end(JSON.stringify(body));
+  }
+}
+
+function sendError(req, res, err) {
+  const headers = {};
+  if (err.subStatus !== undefined) headers["x-ms-substatus"] = String(err.subStatus);
+  send(req, res, err.statusCode, { code: err.code, message: err.message }, headers);
+}
+
+// ---------------------------------------------------------------- request helpers
+
+function readBody(req) {
+  return new Promise((resolve, reject) => {
+    const chunks = [];
+    req.on("data", c => chunks.push(c));
+    req.on("end", () => resolve(Buffer.concat(chunks)));
+    req.on("error", reject);
+  });
+}
+
+const tooLarge = () => new CosmosError(413, "RequestEntityTooLarge", "Request size is too large");
+
+async function readJson(req, limit) {
+  const raw = await readBody(req);
+  if (limit && raw.length > limit) throw tooLarge();
+  if (raw.length === 0) return undefined;
+  try {
+    return JSON.parse(raw.toString("utf8"));
+  } catch (e) {
+    throw badRequest("The request payload is invalid JSON.");
+  }
+}
+
+function header(req, name) {
+  const v = req.headers[name];
+  return Array.isArray(v) ? v[0] : v;
+}
+
+const isTrue = (req, name) => String(header(req, name) || "").toLowerCase() === "true";
+
+/** Partition key components from the x-ms-documentdb-partitionkey header, or null. */
+function headerPartitionKey(req) {
+  const raw = header(req, "x-ms-documentdb-partitionkey");
+  if (raw === undefined) return null;
+  let parsed;
+  try {
+    parsed = JSON.parse(raw);
+  } catch (e) {
+    throw badRequest(`Partition key ${raw} is invalid.`);
+  }
+  if (!Array.isArray(parsed)) parsed = [parsed];
+  return parsed;
+}
+
+/** The vercel store keys documents by the first partition key value (undefined for `{}`). */
+function storeKey(components) {
+  if (!components || components.length === 0) return undefined;
+  const v = components[0];
+  if (v && typeof v === "object") return undefined; // [{}] = undefined / none
+  return v;
+}
+
+function unquote(etag) {
+  return String(etag).replace(/^W\//, "").replace(/^"(.*)"$/, "$1");
+}
+
+// ---------------------------------------------------------------- model helpers
+
+let globalLsn = 0;
+
+function getPath(obj, pathSegments) {
+  let cur = obj;
+  for (const seg of pathSegments) {
+    if (cur === null || typeof cur !== "object") return undefined;
+    cur = cur[seg];
+  }
+  return cur;
+}
+
+function pkPaths(colData) {
+  const paths = ((colData && colData.partitionKey) || {}).paths || [];
+  return paths.map(p => p.slice(1).split("/"));
+}
+
+/** Partition key component values of a document (undefined when missing). */
+function docPartitionComponents(colData, doc) {
+  const paths = pkPaths(colData);
+  if (paths.length === 0) return [doc.id];
+  return paths.map(p => getPath(doc, p));
+}
+
+function sameComponents(a, b) {
+  return JSON.stringify(a.map(v => (v === undefined ? {} : v))) ===
+    JSON.stringify(b.map(v => (v === undefined ? {} : v)));
+}
+
+function stamp(doc, lsn) {
+  Object.defineProperty(doc, "__lsn", { value: lsn, enumerable: false, configurable: true, writable: true });
+  Object.defineProperty(doc, "__mtime", { value: Date.now(), enumerable: false, configurable: true, writable: true });
+  // real Cosmos etags are quoted strings
+  if (!String(doc._etag).startsWith('"')) doc._etag = `"${doc._etag}"`;
+  return doc;
+}
+
+function lsnOf(doc) {
+  return doc.__lsn || 0;
+}
+
+/** Effective TTL in seconds (>0) of a document, or null when it never expires. */
+function effectiveTtl(colData, doc) {
+  const def = colData.defaultTtl;
+  if (def === undefined || def === null) return null; // TTL off on the container
+  let ttl = def;
+  if (typeof doc.ttl === "number" && Number.isFinite(doc.ttl)) ttl = doc.ttl;
+  if (ttl === -1 || ttl <= 0) return null;
+  return ttl;
+}
+
+function isExpired(colData, doc, now) {
+  const ttl = effectiveTtl(colData, doc);
+  if (ttl === null) return false;
+  const mtime = doc.__mtime || doc._ts * 1000;
+  return now >= mtime + ttl * 1000;
+}
+
+function stripInternal(doc) {
+  return doc; // internal fields are non-enumerable
+}
+
+class Store {
+  constructor(collection) {
+    this.collection = collection;
+    this.docs = collection.documents;
+  }
+
+  get colData() {
+    return this.collection.read();
+  }
+
+  /** Live document by id + store key; expired documents are deleted on access. */
+  get(id, key) {
+    const doc = this.collection.document(id, key === undefined || key === null || key === "" ? id : key).read();
+    if (!doc) return null;
+    if (key !== undefined && doc && !sameStoreKey(storeKey(docPartitionComponents(this.colData, doc)), key)) {
+      return null;
+    }
+    if (isExpired(this.colData, doc, Date.now())) {
+      this.remove(doc);
+      return null;
+    }
+    return doc;
+  }
+
+  remove(doc) {
+    const key = storeKey(docPartitionComponents(this.colData, doc));
+    this.docs.delete(doc.id, key === undefined || key === null || key === "" ? doc.id : key);
+  }
+
+  /** All live documents (expired ones are deleted on the way). */
+  all() {
+    const now = Date.now();
+    const colData = this.colData;
+    const out = [];
+    const expired = [];
+    for (const item of this.docs._data.values()) {
+      const doc = item.read();
+      if (!doc) continue;
+      if (isExpired(colData, doc, now)) expired.push(doc);
+      else out.push(doc);
+    }
+    expired.forEach(d => this.remove(d));
+    return out;
+  }
+
+  insert(body, lsn) {
+    return stamp(this.docs.create(body), lsn);
+  }
+
+  overwrite(body, old, lsn) {
+    return stamp(this.docs.replace(body, old), lsn);
+  }
+
+  /** Put a previous version (or absence) back: used to roll back a failed batch. */
+  restore(id, key, previous) {
+    const current = this.collection.document(id, key === undefined || key === null || key === "" ? id : key).read();
+    if (current) this.remove(current);
+    if (previous) this.docs._set(previous);
+  }
+}
+
+function sameStoreKey(a, b) {
+  return JSON.stringify(a === undefined ? null : a) === JSON.stringify(b === undefined ? null : b);
+}
+
+// ---------------------------------------------------------------- document operations
+
+function validateBody(body) {
+  if (!body || typeof body !== "object" || Array.isArray(body)) throw badRequest("The input content is invalid.");
+  if (typeof body.id !== "string" || body.id.length === 0) {
+    throw badRequest("The input content is invalid because the required properties - 'id; ' - are missing");
+  }
+  if (/[/\\?#]/.test(body.id)) throw badRequest("The input name is invalid.");
+}
+
+function checkPartition(store, body, pk) {
+  if (pk === null) return;
+  const fromDoc = docPartitionComponents(store.colData, body);
+  if (!sameComponents(fromDoc, pk)) {
+    throw new CosmosError(
+      400,
+      "BadRequest",
+      "PartitionKey extracted from the document doesn't match the one specified in the header.",
+      1001
+    );
+  }
+}
+
+function keyFor(store, body, pk) {
+  return pk !== null ? storeKey(pk) : storeKey(docPartitionComponents(store.colData, body));
+}
+
+function opCreate(store, body, pk, lsn) {
+  validateBody(body);
+  checkPartition(store, body, pk);
+  const key = keyFor(store, body, pk);
+  if (store.get(body.id, key)) throw conflict();
+  return { statusCode: 201, doc: store.insert(body, lsn), undo: () => store.restore(body.id, key, null) };
+}
+
+function opReplace(store, id, body, pk, ifMatch, lsn) {
+  validateBody(body);
+  if (id !== undefined && id !== body.id) throw badRequest("The id in the body does not match the id of the request.");
+  checkPartition(store, body, pk);
+  const key = keyFor(store, body, pk);
+  const old = store.get(body.id, key);
+  if (!old) throw notFound();
+  if (ifMatch && unquote(ifMatch) !== unquote(old._etag)) throw preconditionFailed();
+  return { statusCode: 200, doc: store.overwrite(body, old, lsn), undo: () => store.restore(body.id, key, old) };
+}
+
+function opUpsert(store, body, pk, ifMatch, lsn) {
+  validateBody(body);
+  checkPartition(store, body, pk);
+  const key = keyFor(store, body, pk);
+  const old = store.get(body.id, key);
+  if (ifMatch && (!old || unquote(ifMatch) !== unquote(old._etag))) throw preconditionFailed();
+  if (old) {
+    return { statusCode: 200, doc: store.overwrite(body, old, lsn), undo: () => store.restore(body.id, key, old) };
+  }
+  return { statusCode: 201, doc: store.insert(body, lsn), undo: () => store.restore(body.id, key, null) };
+}
+
+function opRead(store, id, pk, ifNoneMatch) {
+  const doc = store.get(id, storeKey(pk));
+  if (!doc) throw notFound();
+  if (ifNoneMatch && unquote(ifNoneMatch) === unquote(doc._etag)) {
+    return { statusCode: 304, doc, undo: () => {} };
+  }
+  return { statusCode: 200, doc, undo: () => {} };
+}
+
+function opDelete(store, id, pk, ifMatch) {
+  const key = storeKey(pk);
+  const old = store.get(id, key);
+  if (!old) throw notFound();
+  if (ifMatch && unquote(ifMatch) !== unquote(old._etag)) throw preconditionFailed();
+  store.remove(old);
+  return { statusCode: 204, doc: undefined, undo: () => store.restore(id, key, old) };
+}
+
+function opPatch(store, id, patch, pk, ifMatch, lsn) {
+  const key = storeKey(pk);
+  const old = store.get(id, key);
+  if (!old) throw notFound();
+  if (ifMatch && unquote(ifMatch) !== unquote(old._etag)) throw preconditionFailed();
+  let operations;
+  let condition;
+  if (Array.isArray(patch)) operations = patch;
+  else if (patch && Array.isArray(patch.operations)) {
+    operations = patch.operations;
+    condition = patch.condition;
+  } else throw badRequest("Invalid patch request: check syntax of patch specification.");
+  const result = patchOperation(store.collection, {
+    id,
+    partitionKey: JSON.stringify([key === undefined ? {} : key]),
+    operations,
+    condition
+  });
+  if (result.statusCode >= 400) {
+    const body = result.body || {};
+    throw new CosmosError(result.statusCode, body.code || "BadRequest", body.message || "patch failed");
+  }
+  const doc = store.get(id, key);
+  stamp(doc, lsn);
+  return { statusCode: 200, doc, undo: () => store.restore(id, key, old) };
+}
+
+// ---------------------------------------------------------------- handlers
+
+function resolveStore(account, dbId, collId) {
+  const database = account.database(dbId);
+  if (!database.read()) throw notFound();
+  const collection = database.collection(collId);
+  if (!collection.read()) throw notFound();
+  return new Store(collection);
+}
+
+function docHeaders(doc) {
+  return doc ? { etag: doc._etag } : {};
+}
+
+function handleBatch(req, res, store, ops) {
+  if (!Array.isArray(ops)) throw badRequest("Invalid batch request body.");
+  if (ops.length === 0) throw badRequest("The batch request did not have any operations to be executed.");
+  if (ops.length > MAX_BATCH_OPERATIONS) {
+    throw new CosmosError(400, "BadRequest", `Batch request has more operations than what is supported (${MAX_BATCH_OPERATIONS}).`);
+  }
+  const pk = headerPartitionKey(req);
+  const atomic = isTrue(req, "x-ms-cosmos-batch-atomic") || header(req, "x-ms-cosmos-batch-atomic") === undefined;
+  const lsn = ++globalLsn; // one transaction = one LSN, like the service
+  const results = [];
+  const undos = [];
+  let failedIndex = -1;
+  for (let i = 0; i < ops.length; i += 1) {
+    const op = ops[i] || {};
+    if (failedIndex >= 0 && atomic) {
+      results.push({ statusCode: 424, requestCharge: 0 });
+      continue;
+    }
+    try {
+      let r;
+      const type = String(op.operationType || "");
+      switch (type) {
+        case "Create":
+          r = opCreate(store, op.resourceBody, pk, lsn);
+          break;
+        case "Upsert":
+          r = opUpsert(store, op.resourceBody, pk, op.ifMatch, lsn);
+          break;
+        case "Replace":
+          r = opReplace(store, op.id, op.resourceBody, pk, op.ifMatch, lsn);
+          break;
+        case "Read":
+          r = opRead(store, op.id, pk, op.ifNoneMatch);
+          break;
+        case "Delete":
+          r = opDelete(store, op.id, pk, op.ifMatch);
+          break;
+        case "Patch":
+          r = opPatch(store, op.id, op.resourceBody, pk, op.ifMatch, lsn);
+          break;
+        default:
+          throw badRequest(`Operation type '${type}' is not supported in Batch.`);
+      }
+      undos.push(r.undo);
+      const entry = { statusCode: r.statusCode, requestCharge: 1 };
+      if (r.doc) {
+        entry.eTag = r.doc._etag;
+        entry.resourceBody = r.doc;
+      }
+      results.push(entry);
+    } catch (err) {
+      if (!(err instanceof CosmosError)) throw err;
+      const entry = { statusCode: err.statusCode, requestCharge: 1, message: err.message };
+      if (err.subStatus !== undefined) entry.subStatusCode = err.subStatus;
+      results.push(entry);
+      if (atomic) {
+        failedIndex = i;
+        // roll back everything applied so far, newest first, and mark earlier ops 424
+        for (let j = undos.length - 1; j >= 0; j -= 1) undos[j]();
+        for (let j = 0; j < i; j += 1) results[j] = { statusCode: 424, requestCharge: 0 };
+      }
+    }
+  }
+  if (atomic && failedIndex >= 0) {
+    // the service answers a failed transactional batch with 207 Multi-Status
+    send(req, res, 207, results, { "x-ms-substatus": String(results[failedIndex].subStatusCode || 0) });
+    return;
+  }
+  send(req, res, 200, results);
+}
+
+function queryDocuments(store, docs, body, req) {
+  const maxItemCount = parseInt(header(req, "x-ms-max-item-count") || "-1", 10);
+  const contRaw = header(req, "x-ms-continuation");
+  let continuation = null;
+  if (contRaw) {
+    try {
+      continuation = JSON.parse(contRaw);
+    } catch (e) {
+      throw badRequest("Invalid continuation token");
+    }
+  }
+  const colData = store.colData;
+  const compositeIndexes = ((colData.indexingPolicy || {}).compositeIndexes) || [];
+  const q = store.docs._getQuery(body.query);
+  try {
+    return q.exec(docs, {
+      parameters: body.parameters || [],
+      udf: store.docs._userDefinedFunctions(),
+      maxItemCount: maxItemCount > 0 ? maxItemCount : undefined,
+      continuation,
+      compositeIndexes
+    });
+  } catch (err) {
+    throw badRequest(err.message);
+  }
+}
+
+function sendFeed(req, res, store, result) {
+  const headers = { "x-ms-item-count": String(result.result.length) };
+  if (result.continuation) headers["x-ms-continuation"] = JSON.stringify(result.continuation);
+  send(req, res, 200, { _rid: store.colData._rid, Documents: result.result, _count: result.result.length }, headers);
+}
+
+function scopedDocs(req, store) {
+  const pk = headerPartitionKey(req);
+  const docs = store.all();
+  if (pk === null) return docs;
+  const colData = store.colData;
+  return docs.filter(d => sameComponents(docPartitionComponents(colData, d), pk));
+}
+
+async function handleQuery(req, res, store) {
+  let body = await readJson(req);
+  if (typeof body === "string") body = { query: body };
+  if (!body || typeof body.query !== "string") throw badRequest("missing query");
+  let result;
+  try {
+    result = queryDocuments(store, scopedDocs(req, store), body, req);
+  } catch (err) {
+    if (err instanceof CosmosError) throw err;
+    throw badRequest(err.message);
+  }
+  sendFeed(req, res, store, result);
+}
+
+function handleReadFeed(req, res, store) {
+  const result = queryDocuments(store, scopedDocs(req, store), { query: "SELECT * FROM c" }, req);
+  sendFeed(req, res, store, result);
+}
+
+function docEpk(colData, doc) {
+  const comps = docPartitionComponents(colData, doc).map(v => (v === undefined ? {} : v));
+  return effectivePartitionKeyV2(comps);
+}
+
+function handleChangeFeed(req, res, store) {
+  const aim = String(header(req, "a-im") || "");
+  if (!/incremental feed/i.test(aim)) {
+    throw badRequest(`Change feed mode '${aim}' is not supported by the local endpoint.`);
+  }
+  const colData = store.colData;
+  const ifNoneMatch = header(req, "if-none-match");
+  const ifModifiedSince = header(req, "if-modified-since");
+  const current = globalLsn;
+  let sinceLsn = 0;
+  let sinceMs = null;
+  if (ifNoneMatch === "*") {
+    sinceLsn = current;
+  } else if (ifNoneMatch) {
+    const n = parseInt(unquote(ifNoneMatch), 10);
+    if (!Number.isFinite(n) || n < 0) throw badRequest(`Invalid change feed continuation '${ifNoneMatch}'.`);
+    sinceLsn = n;
+  } else if (ifModifiedSince) {
+    const t = Date.parse(ifModifiedSince);
+    if (Number.isNaN(t)) throw badRequest(`Invalid If-Modified-Since '${ifModifiedSince}'.`);
+    sinceMs = t;
+  }
+  const pk = headerPartitionKey(req);
+  const startEpk = header(req, "x-ms-start-epk");
+  const endEpk = header(req, "x-ms-end-epk");
+  const epkScoped = startEpk !== undefined && endEpk !== undefined && !(startEpk === "" && endEpk === "FF");
+
+  let docs = store.all().filter(d => lsnOf(d) > sinceLsn);
+  if (sinceMs !== null) docs = docs.filter(d => (d.__mtime || d._ts * 1000) >= sinceMs - (sinceMs % 1000));
+  if (pk !== null) docs = docs.filter(d => sameComponents(docPartitionComponents(colData, d), pk));
+  if (epkScoped) {
+    docs = docs.filter(d => {
+      const e = docEpk(colData, d);
+      return e === startEpk || (e >= startEpk && e < endEpk);
+    });
+  }
+  docs.sort((a, b) => lsnOf(a) - lsnOf(b) || a.__mtime - b.__mtime);
+
+  const maxItemCount = parseInt(header(req, "x-ms-max-item-count") || "-1", 10);
+  let page = docs;
+  if (maxItemCount > 0 && docs.length > maxItemCount) {
+    // never split one transaction (same LSN) across pages
+    let end = maxItemCount;
+    while (end < docs.length && lsnOf(docs[end]) === lsnOf(docs[end - 1])) end += 1;
+    page = docs.slice(0, end);
+  }
+  const truncated = page.length < docs.length;
+  const etagLsn = truncated ? lsnOf(page[page.length - 1]) : Math.max(current, sinceLsn);
+  const etag = `"${etagLsn}"`;
+  if (page.length === 0) {
+    send(req, res, 304, undefined, { etag, "x-ms-item-count": "0" });
+    return;
+  }
+  const out = page.map(d => ({ ...d, _lsn: lsnOf(d) }));
+  send(req, res, 200, { _rid: colData._rid, Documents: out, _count: out.length }, {
+    etag,
+    "x-ms-item-count": String(out.length),
+    lsn: String(current),
+    "x-ms-global-committed-lsn": String(current)
+  });
+}
+
+/** Returns true when the request was handled here (document-level operations). */
+async function handleDocuments(account, req, res, segs) {
+  // /dbs/{db}/colls/{coll}/docs[/{id}]
+  if (segs.length < 5 || segs[0] !== "dbs" || segs[2] !== "colls" || segs[4] !== "docs" || segs.length > 6) {
+    return false;
+  }
+  const store = resolveStore(account, segs[1], segs[3]);
+  const method = req.method;
+  const pk = () => headerPartitionKey(req);
+  if (segs.length === 5) {
+    if (method === "GET") {
+      if (header(req, "a-im")) handleChangeFeed(req, res, store);
+      else handleReadFeed(req, res, store);
+      return true;
+    }
+    if (method !== "POST") throw new CosmosError(405, "MethodNotAllowed", "Method not allowed");
+    const contentType = String(header(req, "content-type") || "");
+    if (isTrue(req, "x-ms-documentdb-isquery") || contentType.startsWith("application/query+json")) {
+      if (isTrue(req, "x-ms-cosmos-is-query-plan-request")) {
+        throw new CosmosError(400, "BadRequest", "Query plans are not supported by the local endpoint.");
+      }
+      await handleQuery(req, res, store);
+      return true;
+    }
+    const raw = await readBody(req);
+    let body;
+    try {
+      body = JSON.parse(raw.toString("utf8"));
+    } catch (e) {
+      throw badRequest("The request payload is invalid JSON.");
+    }
+    if (isTrue(req, "x-ms-cosmos-is-batch-request")) {
+      if (raw.length > MAX_BATCH_BYTES) throw tooLarge();
+      handleBatch(req, res, store, body);
+      return true;
+    }
+    if (raw.length > MAX_DOCUMENT_BYTES) throw tooLarge();
+    const lsn = ++globalLsn;
+    const r = isTrue(req, "x-ms-documentdb-is-upsert")
+      ? opUpsert(store, body, pk(), header(req, "if-match"), lsn)
+      : opCreate(store, body, pk(), lsn);
+    send(req, res, r.statusCode, r.doc, docHeaders(r.doc));
+    return true;
+  }
+  const id = segs[5];
+  if (method === "GET") {
+    const r = opRead(store, id, pk(), header(req, "if-none-match"));
+    send(req, res, r.statusCode, r.statusCode === 304 ? undefined : r.doc, docHeaders(r.doc));
+    return true;
+  }
+  if (method === "DELETE") {
+    const r = opDelete(store, id, pk(), header(req, "if-match"));
+    send(req, res, r.statusCode, undefined);
+    return true;
+  }
+  if (method === "PUT") {
+    const body = await readJson(req, MAX_DOCUMENT_BYTES);
+    const r = opReplace(store, id, body, pk(), header(req, "if-match"), ++globalLsn);
+    send(req, res, r.statusCode, r.doc, docHeaders(r.doc));
+    return true;
+  }
+  if (method === "PATCH") {
+    const body = await readJson(req);
+    const r = opPatch(store, id, body, pk(), header(req, "if-match"), ++globalLsn);
+    send(req, res, r.statusCode, r.doc, docHeaders(r.doc));
+    return true;
+  }
+  throw new CosmosError(405, "MethodNotAllowed", "Method not allowed");
+}
+
+/**
+ * PUT /dbs/{db}/colls/{coll}: 1.0.1 builds a new, empty container object on replace (all
+ * documents lost); the service keeps the documents and only changes the settings.
+ */
+async function handleContainerReplace(account, req, res, segs) {
+  if (req.method !== "PUT" || segs.length !== 4 || segs[0] !== "dbs" || segs[2] !== "colls") return false;
+  const database = account.database(segs[1]);
+  if (!database.read()) throw notFound();
+  const collection = database.collection(segs[3]);
+  const old = collection.read();
+  if (!old) throw notFound();
+  const body = await readJson(req);
+  if (!body || typeof body !== "object" || body.id !== old.id) throw badRequest("The id of a container cannot change.");
+  if (JSON.stringify(body.partitionKey || null) !== JSON.stringify(old.partitionKey || null)) {
+    throw badRequest("Replacing the partition key of a container is not allowed.");
+  }
+  const system = Object.fromEntries(Object.entries(old).filter(([k]) => k.startsWith("_")));
+  const updated = {
+    ...body,
+    ...system,
+    indexingPolicy: body.indexingPolicy || old.indexingPolicy,
+    geospatialConfig: body.geospatialConfig || old.geospatialConfig,
+    _etag: `"${crypto.randomUUID()}"`,
+    _ts: Math.floor(Date.now() / 1000)
+  };
+  collection._data = updated;
+  send(req, res, 200, updated);
+  return true;
+}
+
+/** Everything that is not a document operation: the package's own handlers. */
+async function handleWithPackage(account, req, res) {
+  const route = packageRoutes(req);
+  let body;
+  if (!route) {
+    send(req, res, 400, { code: "BadRequest", message: "no route" });
+    return;
+  }
+  const [params, handler] = route;
+  try {
+    body = await handler(account, req, res, params);
+  } catch (err) {
+    process.stderr.write(`cosmos local: ${err && err.stack}\n`);
+    send(req, res, 500, { code: "InternalServerError", message: String(err && err.message) });
+    return;
+  }
+  const status = res.statusCode || 200;
+  if (status > 399) {
+    const b = body && typeof body === "object" ? body : {};
+    const code = b.code || (status === 404 ? "NotFound" : status === 409 ? "Conflict" : "BadRequest");
+    send(req, res, status, { code, message: b.message || code });
+    return;
+  }
+  if (header(req, "a-im")) {
+    // partition key ranges are read as a change feed by the SDK's routing map cache:
+    // the set never changes (one range), so any known etag is up to date
+    if (header(req, "if-none-match")) {
+      send(req, res, 304, undefined, { etag: '"1"' });
+      return;
+    }
+    send(req, res, status, body === undefined ? {} : body, { etag: '"1"' });
+    return;
+  }
+  send(req, res, status, body === undefined ? {} : body);
+}
+
+function pathSegments(url) {
+  let pathname = url.split("?")[0];
+  return pathname
+    .split("/")
+    .filter(s => s.length > 0)
+    .map(s => {
+      try {
+        return decodeURIComponent(s);
+      } catch (e) {
+        return s;
+      }
+    });
+}
+
+// ---------------------------------------------------------------- fault injection (local only)
+//
+// POST /_localstack/faults {"statusCode":429,"count":3,"retryAfterMs":10,"operations":["POST"]}
+// makes the next `count` document requests (optionally only those HTTP methods) fail with
+// that status (429 carries x-ms-retry-after-ms, like the service). DELETE clears them.
+
+const faults = [];
+
+function takeFault(req, segs) {
+  if (faults.length === 0 || segs[0] !== "dbs" || segs[4] !== "docs") return null;
+  const i = faults.findIndex(f => !f.operations || f.operations.includes(req.method));
+  if (i < 0) return null;
+  const f = faults[i];
+  f.count -= 1;
+  if (f.count <= 0) faults.splice(i, 1);
+  return f;
+}
+
+async function handleControl(req, res, segs) {
+  if (segs[0] !== "_localstack" || segs[1] !== "faults") return false;
+  if (req.method === "DELETE") {
+    faults.length = 0;
+    send(req, res, 204, undefined);
+    return true;
+  }
+  if (req.method === "GET") {
+    send(req, res, 200, { faults });
+    return true;
+  }
+  const body = (await readJson(req)) || {};
+  const statusCode = parseInt(body.statusCode, 10);
+  if (!Number.isInteger(statusCode) || statusCode < 400 || statusCode > 599) throw badRequest("statusCode 4xx/5xx required");
+  faults.push({
+    statusCode,
+    count: Math.max(1, parseInt(body.count || 1, 10)),
+    retryAfterMs: Math.max(0, parseInt(body.retryAfterMs || 10, 10)),
+    operations: Array.isArray(body.operations) ? body.operations.map(String) : null
+  });
+  send(req, res, 201, { faults });
+  return true;
+}
+
+function sendFault(req, res, fault) {
+  req.resume();
+  const headers = {};
+  let code = "ServiceUnavailable";
+  if (fault.statusCode === 429) {
+    headers["x-ms-retry-after-ms"] = String(fault.retryAfterMs);
+    headers["x-ms-substatus"] = "3200";
+    code = "TooManyRequests";
+  } else if (fault.statusCode === 408) code = "RequestTimeout";
+  else if (fault.statusCode < 500) code = "BadRequest";
+  send(req, res, fault.statusCode, { code, message: `injected fault ${fault.statusCode}` }, headers);
+}
+
+function createRequestListener(getAccount, opts) {
+  return (req, res) => {
+    if (opts.logRequests) {
+      process.stderr.write(`${JSON.stringify({ method: req.method, url: req.url, headers: req.headers })}\n`);
+    }
+    (async () => {
+      const account = getAccount();
+      const segs = pathSegments(req.url);
+      try {
+        if (await handleControl(req, res, segs)) return;
+        const fault = takeFault(req, segs);
+        if (fault) {
+          sendFault(req, res, fault);
+          return;
+        }
+        if (await handleDocuments(account, req, res, segs)) return;
+        if (await handleContainerReplace(account, req, res, segs)) return;
+      } catch (err) {
+        if (err instanceof CosmosError) {
+          sendError(req, res, err);
+          return;
+        }
+        throw err;
+      }
+      await handleWithPackage(account, req, res);
+    })().catch(err => {
+      process.stderr.write(`cosmos local: ${err && err.stack}\n`);
+      if (!res.headersSent) send(req, res, 500, { code: "InternalServerError", message: String(err && err.message) });
+      else res.end();
+    });
+  };
+}
+
+// ---------------------------------------------------------------- TTL sweep
+
+function sweep(account) {
+  if (!account) return;
+  for (const dbItem of account.databases._data.values()) {
+    const db = dbItem;
+    if (!db.read()) continue;
+    for (const colItem of db.collections._data.values()) {
+      const colData = colItem.read();
+      if (!colData || colData.defaultTtl === undefined || colData.defaultTtl === null) continue;
+      new Store(colItem).all();
+    }
+  }
+}
+
+// ---------------------------------------------------------------- main
+
+function parseArgs(argv) {
+  const args = { host: "127.0.0.1", port: 0, ssl: true, logRequests: false };
+  for (let i = 0; i < argv.length; i += 1) {
+    const a = argv[i];
+    if (a === "--host") args.host = argv[(i += 1)];
+    else if (a === "--port" || a === "-p") args.port = parseInt(argv[(i += 1)], 10);
+    else if (a === "--no-ssl") args.ssl = false;
+    else if (a === "--log-requests") args.logRequests = true;
+    else if (a === "-h" || a === "--help") {
+      process.stdout.write("usage: server.js [--host 127.0.0.1] [--port 0] [--no-ssl] [--log-requests]\n");
+      process.exit(0);
+    }
+  }
+  if (!Number.isInteger(args.port) || args.port < 0 || args.port > 65535) {
+    process.stderr.write("invalid --port\n");
+    process.exit(2);
+  }
+  return args;
+}
+
+function createServer(opts = {}) {
+  let account;
+  const listener = createRequestListener(() => account, opts);
+  const server = opts.ssl === false
+    ? http.createServer({ keepAlive: true }, listener)
+    : https.createServer(
+        {
+          cert: fs.readFileSync(path.join(PKG_DIR, "cert.pem")),
+          key: fs.readFileSync(path.join(PKG_DIR, "key.pem")),
+          keepAlive: true
+        },
+        listener
+      );
+  server.keepAliveTimeout = 120000;
+  server.headersTimeout = 125000;
+  server.on("listening", () => {
+    const { address, port } = server.address();
+    const host = address === "0.0.0.0" || address === "::" ? "localhost" : address;
+    account = new Account(host, port);
+    if (opts.ssl === false) {
+      const meta = account.read();
+      for (const loc of [...meta.writableLocations, ...meta.readableLocations]) {
+        loc.databaseAccountEndpoint = `http://${host}:${port}/`;
+      }
+    }
+  });
+  const timer = setInterval(() => {
+    try {
+      sweep(account);
+    } catch (err) {
+      process.stderr.write(`cosmos local sweep: ${err && err.stack}\n`);
+    }
+  }, SWEEP_INTERVAL_MS);
+  timer.unref();
+  server.on("close", () => clearInterval(timer));
+  return server;
+}
+
+if (require.main === module) {
+  const args = parseArgs(process.argv.slice(2));
+  const server = createServer(args);
+  server.listen(args.port, args.host, () => {
+    const { port } = server.address();
+    const scheme = args.ssl ? "https" : "http";
+    const host = args.host.includes(":") ? `[${args.host}]` : args.host;
+    process.stdout.write(`${JSON.stringify({ ready: true, port, endpoint: `${scheme}://${host}:${port}/` })}\n`);
+  });
+  const stop = () => {
+    server.close(() => process.exit(0));
+    if (server.closeAllConnections) server.closeAllConnections();
+    setTimeout(() => process.exit(0), 2000).unref();
+  };
+  process.on("SIGTERM", stop);
+  process.on("SIGINT", stop);
+}
+
+module.exports = { createServer };

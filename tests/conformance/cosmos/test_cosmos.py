@@ -1,0 +1,439 @@
+"""Conformance of a Cosmos DB endpoint through the synchronous azure-cosmos SDK.
+
+Only documented Cosmos DB behaviour is asserted, so the suite also runs against the
+official emulator (COSMOS_ENDPOINT / COSMOS_KEY).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any, cast
+
+import pytest
+from azure.core import MatchConditions
+from azure.core.paging import PageIterator
+from azure.cosmos import ContainerProxy, DatabaseProxy, PartitionKey, exceptions
+
+from tests.conformance.cosmos.conftest import PK_PATH, Target, unique
+
+UNCHANGED = MatchConditions.IfNotModified
+
+pytestmark = [
+    pytest.mark.conformance,
+    pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
+]
+
+Doc = dict[str, Any]
+
+
+def doc(doc_id: str, pk: str, **fields: Any) -> Doc:
+    return {"id": doc_id, "partitionKey": pk, **fields}
+
+
+def ids(items: Any) -> list[str]:
+    return [str(i["id"]) for i in items]
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.25)
+    return predicate()
+
+
+def change_feed_etag(container: ContainerProxy) -> str:
+    return str(container.client_connection.last_response_headers["etag"])
+
+
+# ----------------------------------------------------------------- databases / containers
+
+
+def test_create_if_not_exists_is_idempotent_and_keeps_settings(database: DatabaseProxy) -> None:
+    name = unique("c")
+    first = database.create_container_if_not_exists(
+        name, partition_key=PartitionKey(path=PK_PATH), default_ttl=-1
+    )
+    again = database.create_container_if_not_exists(
+        name, partition_key=PartitionKey(path=PK_PATH), default_ttl=-1
+    )
+    props = again.read()
+    assert first.id == again.id == name
+    assert props["partitionKey"]["paths"] == [PK_PATH]
+    assert props["defaultTtl"] == -1
+
+
+# ----------------------------------------------------------------- point operations
+
+
+def test_point_operations_and_status_codes(container: ContainerProxy) -> None:
+    created = container.create_item(doc("a", "p1", v=1))
+    assert created["_etag"]
+    read = container.read_item("a", partition_key="p1")
+    assert read["v"] == 1 and read["_etag"] == created["_etag"]
+
+    with pytest.raises(exceptions.CosmosResourceExistsError) as conflict:
+        container.create_item(doc("a", "p1", v=9))
+    assert conflict.value.status_code == 409
+
+    with pytest.raises(exceptions.CosmosResourceNotFoundError) as missing:
+        container.read_item("missing", partition_key="p1")
+    assert missing.value.status_code == 404
+    with pytest.raises(exceptions.CosmosResourceNotFoundError):
+        container.read_item("a", partition_key="other-partition")
+    with pytest.raises(exceptions.CosmosResourceNotFoundError):
+        container.replace_item("missing", doc("missing", "p1"))
+    with pytest.raises(exceptions.CosmosResourceNotFoundError):
+        container.delete_item("missing", partition_key="p1")
+
+    replaced = container.replace_item(
+        "a", doc("a", "p1", v=2), etag=created["_etag"], match_condition=UNCHANGED
+    )
+    assert replaced["v"] == 2 and replaced["_etag"] != created["_etag"]
+    with pytest.raises(exceptions.CosmosAccessConditionFailedError) as stale:
+        container.replace_item(
+            "a", doc("a", "p1", v=3), etag=created["_etag"], match_condition=UNCHANGED
+        )
+    assert stale.value.status_code == 412
+    with pytest.raises(exceptions.CosmosAccessConditionFailedError):
+        container.delete_item(
+            "a", partition_key="p1", etag=created["_etag"], match_condition=UNCHANGED
+        )
+    assert container.read_item("a", partition_key="p1")["v"] == 2
+
+    upserted = container.upsert_item(doc("a", "p1", v=4))
+    assert upserted["v"] == 4
+    assert container.upsert_item(doc("b", "p1", v=1))["v"] == 1
+    with pytest.raises(exceptions.CosmosAccessConditionFailedError):
+        container.upsert_item(
+            doc("a", "p1", v=5), etag=replaced["_etag"], match_condition=UNCHANGED
+        )
+
+    patched = container.patch_item(
+        "b", partition_key="p1", patch_operations=[{"op": "set", "path": "/v", "value": 7}]
+    )
+    assert patched["v"] == 7
+
+    container.delete_item(
+        "a", partition_key="p1", etag=upserted["_etag"], match_condition=UNCHANGED
+    )
+    with pytest.raises(exceptions.CosmosResourceNotFoundError):
+        container.read_item("a", partition_key="p1")
+    assert sorted(ids(container.read_all_items())) == ["b"]
+
+
+def test_same_id_in_two_partitions_are_two_documents(container: ContainerProxy) -> None:
+    container.create_item(doc("same", "p1", v=1))
+    container.create_item(doc("same", "p2", v=2))
+    assert container.read_item("same", partition_key="p1")["v"] == 1
+    assert container.read_item("same", partition_key="p2")["v"] == 2
+
+
+# ----------------------------------------------------------------- transactional batch
+
+
+def test_batch_applies_all_operation_kinds(container: ContainerProxy) -> None:
+    existing = container.create_item(doc("e", "p1", v=1))
+    container.create_item(doc("gone", "p1"))
+    container.create_item(doc("patch-me", "p1", v=1))
+    results = container.execute_item_batch(
+        batch_operations=[
+            ("create", (doc("n1", "p1", v=1),)),
+            ("upsert", (doc("n2", "p1", v=1),)),
+            ("replace", ("e", doc("e", "p1", v=2)), {"if_match_etag": existing["_etag"]}),
+            ("read", ("e",)),
+            ("delete", ("gone",)),
+            ("patch", ("patch-me", [{"op": "incr", "path": "/v", "value": 5}])),
+            ("upsert", (doc("e", "p1", v=3),)),
+        ],
+        partition_key="p1",
+    )
+    assert [r["statusCode"] for r in results] == [201, 201, 200, 200, 204, 200, 200]
+    assert results[0]["resourceBody"]["id"] == "n1"
+    assert results[3]["resourceBody"]["v"] == 2
+    assert container.read_item("e", partition_key="p1")["v"] == 3
+    assert container.read_item("patch-me", partition_key="p1")["v"] == 6
+    assert sorted(ids(container.read_all_items())) == ["e", "n1", "n2", "patch-me"]
+
+
+@pytest.mark.parametrize(
+    ("failing_op", "status"),
+    [
+        (("create", (doc("dup", "p1"),)), 409),
+        (("replace", ("dup", doc("dup", "p1", v=2)), {"if_match_etag": '"stale"'}), 412),
+        (("replace", ("missing", doc("missing", "p1"))), 404),
+        (("delete", ("missing",)), 404),
+        (("read", ("missing",)), 404),
+    ],
+)
+def test_batch_is_atomic_on_failure(
+    container: ContainerProxy, failing_op: tuple[Any, ...], status: int
+) -> None:
+    container.create_item(doc("dup", "p1", v=1))
+    with pytest.raises(exceptions.CosmosBatchOperationError) as err:
+        container.execute_item_batch(
+            batch_operations=[
+                ("create", (doc("first", "p1"),)),
+                ("upsert", (doc("dup", "p1", v=99),)),
+                failing_op,
+                ("create", (doc("last", "p1"),)),
+            ],
+            partition_key="p1",
+        )
+    assert err.value.error_index == 2
+    assert [int(r["statusCode"]) for r in err.value.operation_responses] == [424, 424, status, 424]
+    assert ids(container.read_all_items()) == ["dup"]
+    assert container.read_item("dup", partition_key="p1")["v"] == 1
+
+
+def test_batch_of_more_than_100_operations_is_rejected(container: ContainerProxy) -> None:
+    ops = [("create", (doc(f"d{i}", "p1"),)) for i in range(101)]
+    with pytest.raises(exceptions.CosmosHttpResponseError):
+        container.execute_item_batch(batch_operations=ops, partition_key="p1")
+    assert list(container.read_all_items()) == []
+
+
+def test_batch_of_100_operations_succeeds(container: ContainerProxy) -> None:
+    ops = [("create", (doc(f"d{i}", "p1"),)) for i in range(100)]
+    results = container.execute_item_batch(batch_operations=ops, partition_key="p1")
+    assert len(results) == 100
+    assert len(list(container.read_all_items())) == 100
+
+
+# ----------------------------------------------------------------- change feed
+
+
+def test_change_feed_from_beginning_latest_version_in_modification_order(
+    container: ContainerProxy,
+) -> None:
+    # the order is guaranteed within a logical partition
+    container.create_item(doc("a", "p1", v=1))
+    container.create_item(doc("b", "p1", v=1))
+    container.upsert_item(doc("a", "p1", v=2))
+    container.create_item(doc("gone", "p1"))
+    container.delete_item("gone", partition_key="p1")
+    items = list(container.query_items_change_feed(start_time="Beginning"))
+    assert ids(items) == ["b", "a"]
+    assert items[1]["v"] == 2
+
+
+def test_change_feed_continuation_returns_only_newer_changes(container: ContainerProxy) -> None:
+    container.create_item(doc("a", "p1"))
+    assert ids(container.query_items_change_feed(start_time="Beginning")) == ["a"]
+    token = change_feed_etag(container)
+    assert ids(container.query_items_change_feed(continuation=token)) == []
+    token = change_feed_etag(container)
+    container.create_item(doc("b", "p1"))
+    container.upsert_item(doc("a", "p1", v=2))
+    assert ids(container.query_items_change_feed(continuation=token)) == ["b", "a"]
+    token = change_feed_etag(container)
+    assert ids(container.query_items_change_feed(continuation=token)) == []
+
+
+def test_change_feed_from_now(container: ContainerProxy) -> None:
+    container.create_item(doc("before", "p1"))
+    assert list(container.query_items_change_feed(start_time="Now")) == []
+    token = change_feed_etag(container)
+    container.create_item(doc("after", "p1"))
+    assert ids(container.query_items_change_feed(continuation=token)) == ["after"]
+
+
+def test_change_feed_from_point_in_time(container: ContainerProxy) -> None:
+    container.create_item(doc("old", "p1"))
+    time.sleep(1.2)  # the start time travels with one-second precision
+    start = datetime.now(UTC)
+    container.create_item(doc("new", "p1"))
+    assert ids(container.query_items_change_feed(start_time=start)) == ["new"]
+
+
+def test_change_feed_pages_by_max_item_count(container: ContainerProxy) -> None:
+    for i in range(7):
+        container.create_item(doc(f"d{i}", "p1"))
+    feed = container.query_items_change_feed(start_time="Beginning", max_item_count=3)
+    pages = [list(p) for p in feed.by_page()]
+    flat = [i for p in pages for i in ids(p)]
+    assert flat == [f"d{i}" for i in range(7)]
+    assert all(len(p) <= 3 for p in pages)
+    assert len([p for p in pages if p]) >= 3
+
+
+def test_change_feed_partition_key_scope(container: ContainerProxy) -> None:
+    container.create_item(doc("a", "p1"))
+    container.create_item(doc("b", "p2"))
+    container.create_item(doc("c", "p1"))
+    assert ids(container.query_items_change_feed(partition_key="p1", start_time="Beginning")) == [
+        "a",
+        "c",
+    ]
+    token = change_feed_etag(container)
+    container.create_item(doc("d", "p2"))
+    container.create_item(doc("e", "p1"))
+    assert ids(container.query_items_change_feed(continuation=token)) == ["e"]
+
+
+def test_change_feed_feed_range_scope(container: ContainerProxy) -> None:
+    for i in range(4):
+        container.create_item(doc(f"d{i}", f"p{i}"))
+    ranges = list(container.read_feed_ranges())
+    assert ranges
+    seen: list[str] = []
+    for feed_range in ranges:
+        feed = container.query_items_change_feed(feed_range=feed_range, start_time="Beginning")
+        seen += ids(feed)
+    assert sorted(seen) == ["d0", "d1", "d2", "d3"]
+
+
+def test_batch_changes_appear_in_change_feed(container: ContainerProxy) -> None:
+    container.execute_item_batch(
+        batch_operations=[
+            ("create", (doc("c1", "p1", type="contact"),)),
+            ("create", (doc("e1", "p1", type="domainEvent", ttl=600),)),
+        ],
+        partition_key="p1",
+    )
+    assert sorted(ids(container.query_items_change_feed(start_time="Beginning"))) == ["c1", "e1"]
+
+
+# ----------------------------------------------------------------- TTL
+
+
+def test_item_ttl_expires_from_reads_queries_and_change_feed(container: ContainerProxy) -> None:
+    container.create_item(doc("short", "p1", ttl=1))
+    container.create_item(doc("forever", "p1", ttl=-1))
+    container.create_item(doc("default", "p1"))
+
+    def expired() -> bool:
+        try:
+            container.read_item("short", partition_key="p1")
+        except exceptions.CosmosResourceNotFoundError:
+            return True
+        return False
+
+    assert wait_until(expired)
+    assert sorted(ids(container.query_items("SELECT * FROM c", partition_key="p1"))) == [
+        "default",
+        "forever",
+    ]
+    assert sorted(ids(container.query_items_change_feed(start_time="Beginning"))) == [
+        "default",
+        "forever",
+    ]
+
+
+def test_container_default_ttl_applies_to_items(database: DatabaseProxy) -> None:
+    container = database.create_container_if_not_exists(
+        unique("c"), partition_key=PartitionKey(path=PK_PATH), default_ttl=1
+    )
+    container.create_item(doc("x", "p1"))
+    container.create_item(doc("keep", "p1", ttl=-1))
+    assert wait_until(lambda: ids(container.read_all_items()) == ["keep"])
+
+
+def test_replace_container_changes_ttl_and_keeps_items(database: DatabaseProxy) -> None:
+    container = database.create_container_if_not_exists(
+        unique("c"), partition_key=PartitionKey(path=PK_PATH)
+    )
+    container.create_item(doc("kept", "p1"))
+    replaced = database.replace_container(
+        container, partition_key=PartitionKey(path=PK_PATH), default_ttl=-1
+    )
+    assert replaced.read()["defaultTtl"] == -1
+    assert ids(replaced.read_all_items()) == ["kept"]
+
+
+def test_item_ttl_ignored_without_container_ttl(database: DatabaseProxy) -> None:
+    container = database.create_container_if_not_exists(
+        unique("c"), partition_key=PartitionKey(path=PK_PATH)
+    )
+    container.create_item(doc("x", "p1", ttl=1))
+    time.sleep(2.2)
+    assert container.read_item("x", partition_key="p1")["id"] == "x"
+
+
+# ----------------------------------------------------------------- queries
+
+
+def test_query_partition_scope_and_cross_partition(container: ContainerProxy) -> None:
+    for i in range(6):
+        container.create_item(doc(f"d{i}", f"p{i % 2}", n=i))
+    scoped = container.query_items("SELECT * FROM c ORDER BY c.n", partition_key="p1")
+    assert ids(scoped) == ["d1", "d3", "d5"]
+    param = container.query_items(
+        "SELECT * FROM c WHERE c.n >= @n ORDER BY c.n",
+        parameters=[{"name": "@n", "value": 2}],
+        partition_key="p0",
+    )
+    assert ids(param) == ["d2", "d4"]
+    everything = container.query_items(
+        "SELECT * FROM c WHERE c.type = 'none' OR c.n >= 0", enable_cross_partition_query=True
+    )
+    assert sorted(ids(everything)) == [f"d{i}" for i in range(6)]
+
+
+def test_query_paging_with_continuation_token(container: ContainerProxy) -> None:
+    for i in range(7):
+        container.create_item(doc(f"d{i}", "p1", n=i))
+    query = "SELECT * FROM c ORDER BY c.n"
+    pager = cast(
+        PageIterator[dict[str, Any]],
+        container.query_items(query, partition_key="p1", max_item_count=3).by_page(),
+    )
+    first = list(next(pager))
+    assert ids(first) == ["d0", "d1", "d2"]
+    token = pager.continuation_token
+    assert token
+    rest: list[str] = []
+    for page in container.query_items(query, partition_key="p1", max_item_count=3).by_page(token):
+        page_items = list(page)
+        assert len(page_items) <= 3
+        rest += ids(page_items)
+    assert rest == ["d3", "d4", "d5", "d6"]
+
+
+def test_cross_partition_query_paging_with_continuation_token(container: ContainerProxy) -> None:
+    for i in range(7):
+        container.create_item(doc(f"d{i}", f"p{i % 3}", n=i, type="contact"))
+    container.create_item(doc("event", "p0", n=99, type="domainEvent"))
+    query = "SELECT c.id, c.n FROM c WHERE c.type = 'contact' ORDER BY c.n"
+    seen: list[str] = []
+    token: str | None = None
+    for _ in range(10):
+        pager = cast(
+            PageIterator[dict[str, Any]],
+            container.query_items(
+                query, enable_cross_partition_query=True, max_item_count=3
+            ).by_page(token),
+        )
+        page = list(next(pager, []))
+        assert len(page) <= 3
+        seen += ids(page)
+        token = pager.continuation_token
+        if not token:
+            break
+    assert seen == [f"d{i}" for i in range(7)]
+
+
+def test_document_over_2_mb_is_rejected(container: ContainerProxy) -> None:
+    with pytest.raises(exceptions.CosmosHttpResponseError) as err:
+        container.create_item(doc("big", "p1", blob="x" * (2 * 1024 * 1024 + 1)))
+    assert err.value.status_code == 413
+
+
+def test_throttled_requests_are_retried_by_the_sdk(
+    cosmos: Target, container: ContainerProxy
+) -> None:
+    if cosmos.local is None:
+        pytest.skip("fault injection is a feature of the local endpoint")
+    cosmos.local.inject_fault(429, count=2, retry_after_ms=5, methods=["POST"])
+    assert container.create_item(doc("a", "p1"))["id"] == "a"
+    cosmos.local.inject_fault(429, count=100, retry_after_ms=1)
+    try:
+        with pytest.raises(exceptions.CosmosHttpResponseError) as err:
+            container.read_item("a", partition_key="p1")
+        assert err.value.status_code == 429
+    finally:
+        cosmos.local.clear_faults()
+    assert container.read_item("a", partition_key="p1")["id"] == "a"
