@@ -35,11 +35,17 @@ def drain(connection_string: str, *, until: Callable[[list[Received]], bool],
     with ServiceBusClient.from_connection_string(connection_string) as client:
         while time.monotonic() < deadline and not until(received):
             try:
+                # keep_alive=0 + prefetch: the SDK starts no keep-alive thread, whose 1 s
+                # sleeps would otherwise delay every close (one receiver per session).
                 with client.get_subscription_receiver(
-                    topic, subscription, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1
+                    topic, subscription, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1,
+                    prefetch_count=100, keep_alive=0,
                 ) as receiver:
+                    wait = 1.0
                     while time.monotonic() < deadline:
-                        batch = receiver.receive_messages(max_message_count=100, max_wait_time=1)
+                        batch = receiver.receive_messages(max_message_count=100,
+                                                          max_wait_time=wait)
+                        wait = 0.2
                         if not batch:
                             break
                         for message in batch:

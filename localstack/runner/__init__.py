@@ -1,0 +1,7 @@
+"""Local Azure Functions runner: HTTP triggers and the Cosmos DB trigger, without Core Tools."""
+
+from __future__ import annotations
+
+from localstack.runner.runner import Runner
+
+__all__ = ["Runner"]

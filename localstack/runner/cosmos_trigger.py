@@ -1,0 +1,402 @@
+"""Cosmos DB trigger: the monitored container's change feed, one lease document per feed range.
+
+Behaviour (matches the Functions host unless noted):
+
+* One lease document per feed range in the lease container (partition key ``/id``), created
+  if missing when the binding says ``createLeaseContainerIfNotExists``. The lease holds the
+  SDK's change-feed continuation token; it is written only after an invocation finished.
+* A failed invocation is retried with the same batch per the function's retry policy
+  (``-1`` = forever) and the lease does not move meanwhile. When the retries are exhausted,
+  or when the function declares no retry policy, the batch is checkpointed anyway and an
+  error is logged -- exactly what the host does.
+* LOCAL DIFFERENCE: with no lease and no ``startFromBeginning``/``startFromTime``, the host
+  starts from "now"; this runner starts from the beginning so that no change is ever missed.
+  ``startFromBeginning: false`` (set explicitly) keeps the host's "now".
+* LOCAL DIFFERENCE: a single runner instance is assumed: a starting runner takes over every
+  lease at once (no lease expiry / load balancing between instances).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+import os
+import socket
+import uuid
+from concurrent.futures import Executor
+from dataclasses import dataclass, field
+from typing import Any
+
+import azure.functions as func
+from azure.cosmos import PartitionKey
+from azure.cosmos.aio import ContainerProxy, CosmosClient, DatabaseProxy
+from azure.cosmos.exceptions import CosmosHttpResponseError
+
+from localstack.runner.app import FunctionSpec
+from localstack.runner.config import SettingError, is_truthy, parse_connection_string, resolve
+
+logger = logging.getLogger("localstack.runner.cosmos")
+
+DEFAULT_FEED_POLL_DELAY_MS = 5000
+DEFAULT_MAX_ITEMS = 100
+_STARTUP_RETRY_SECONDS = 2.0
+_STARTUP_TIMEOUT_SECONDS = 30.0
+
+
+@dataclass
+class CosmosTriggerOptions:
+    """The binding properties of a ``cosmosDBTrigger``, with app settings resolved."""
+
+    connection: str
+    database_name: str
+    container_name: str
+    lease_connection: str
+    lease_database_name: str
+    lease_container_name: str
+    lease_container_prefix: str
+    create_lease_container: bool
+    feed_poll_delay: float
+    max_items: int
+    start_time: dt.datetime | str
+
+    @classmethod
+    def from_binding(cls, binding: dict[str, Any]) -> CosmosTriggerOptions:
+        def opt(key: str) -> Any:
+            return resolve(binding.get(key))
+
+        connection = str(opt("connection") or opt("connectionStringSetting") or "")
+        if not connection:
+            raise SettingError("cosmosDBTrigger needs 'connection'")
+        database = str(opt("databaseName"))
+        start: dt.datetime | str = "Beginning"
+        start_from_time = opt("startFromTime")
+        start_from_beginning = opt("startFromBeginning")
+        if start_from_time:
+            start = dt.datetime.fromisoformat(str(start_from_time).replace("Z", "+00:00"))
+            if start.tzinfo is None:
+                start = start.replace(tzinfo=dt.UTC)
+        elif start_from_beginning is not None and not _as_bool(start_from_beginning):
+            start = "Now"
+        return cls(
+            connection=connection,
+            database_name=database,
+            container_name=str(opt("containerName") or opt("collectionName")),
+            lease_connection=str(opt("leaseConnection") or connection),
+            lease_database_name=str(opt("leaseDatabaseName") or database),
+            lease_container_name=str(
+                opt("leaseContainerName") or opt("leaseCollectionName") or "leases"
+            ),
+            lease_container_prefix=str(
+                opt("leaseContainerPrefix") or opt("leaseCollectionPrefix") or ""
+            ),
+            create_lease_container=_as_bool(
+                opt("createLeaseContainerIfNotExists")
+                or opt("createLeaseCollectionIfNotExists")
+                or False
+            ),
+            feed_poll_delay=int(opt("feedPollDelay") or DEFAULT_FEED_POLL_DELAY_MS) / 1000.0,
+            max_items=int(opt("maxItemsPerInvocation") or DEFAULT_MAX_ITEMS),
+            start_time=start,
+        )
+
+
+def _as_bool(value: Any) -> bool:
+    return value if isinstance(value, bool) else is_truthy(str(value))
+
+
+def cosmos_client_for(setting: str) -> CosmosClient:
+    """A client for the app setting ``setting``: a connection string, or
+    ``<setting>__accountEndpoint`` with DefaultAzureCredential.
+    ``COSMOS_VERIFY_TLS=false`` turns TLS verification off."""
+    verify = os.environ.get("COSMOS_VERIFY_TLS", "true").strip().lower() not in {"false", "0", "no"}
+    value = os.environ.get(setting)
+    if value:
+        parts = parse_connection_string(value)
+        endpoint, key = parts.get("accountendpoint"), parts.get("accountkey")
+        if not endpoint or not key:
+            raise SettingError(f"app setting {setting} lacks AccountEndpoint or AccountKey")
+        return CosmosClient(endpoint, credential=key, connection_verify=verify)
+    endpoint = os.environ.get(f"{setting}__accountEndpoint")
+    if endpoint:
+        from azure.identity.aio import DefaultAzureCredential
+
+        return CosmosClient(endpoint, credential=DefaultAzureCredential(), connection_verify=verify)
+    raise SettingError(f"app setting {setting} (or {setting}__accountEndpoint) is not set")
+
+
+@dataclass
+class Lease:
+    """One lease document; ``doc`` is what is stored."""
+
+    doc: dict[str, Any]
+    processed: int = field(default=0)
+
+    @property
+    def id(self) -> str:
+        return str(self.doc["id"])
+
+    @property
+    def continuation(self) -> str | None:
+        token = self.doc.get("ContinuationToken")
+        return str(token) if token else None
+
+    @property
+    def feed_range(self) -> dict[str, Any]:
+        feed_range: dict[str, Any] = self.doc["feedRange"]
+        return feed_range
+
+
+class CosmosTriggerListener:
+    """Feeds one function from the change feed of its monitored container."""
+
+    def __init__(self, spec: FunctionSpec, executor: Executor, owner: str | None = None) -> None:
+        self.spec = spec
+        self.options = CosmosTriggerOptions.from_binding(spec.trigger)
+        self._executor = executor
+        self._owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._clients: list[CosmosClient] = []
+        self._task: asyncio.Task[None] | None = None
+        self._monitored: ContainerProxy | None = None
+        self._leases_container: ContainerProxy | None = None
+        self._leases: list[Lease] = []
+        self._prefix = ""
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"cosmos-trigger-{self.spec.name}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+        for client in self._clients:
+            with contextlib.suppress(Exception):
+                await client.close()
+        self._clients.clear()
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self._initialise(), _STARTUP_TIMEOUT_SECONDS)
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning(
+                    "cosmos trigger %s: cannot start yet (%s: %s); retrying in %.0fs",
+                    self.spec.name,
+                    type(exc).__name__,
+                    str(exc).splitlines()[0][:200] if str(exc) else "",
+                    _STARTUP_RETRY_SECONDS,
+                )
+                logger.debug("start-up failure", exc_info=True)
+                await self._close_clients()
+                await asyncio.sleep(_STARTUP_RETRY_SECONDS)
+        await self._poll_forever()
+
+    async def _close_clients(self) -> None:
+        for client in self._clients:
+            with contextlib.suppress(Exception):
+                await client.close()
+        self._clients.clear()
+
+    async def _initialise(self) -> None:
+        opts = self.options
+        client = cosmos_client_for(opts.connection)
+        self._clients.append(client)
+        lease_client = client
+        if opts.lease_connection != opts.connection:
+            lease_client = cosmos_client_for(opts.lease_connection)
+            self._clients.append(lease_client)
+        monitored = client.get_database_client(opts.database_name).get_container_client(
+            opts.container_name
+        )
+        await monitored.read()
+        lease_db: DatabaseProxy = lease_client.get_database_client(opts.lease_database_name)
+        if opts.create_lease_container:
+            leases = await lease_db.create_container_if_not_exists(
+                id=opts.lease_container_name, partition_key=PartitionKey(path="/id")
+            )
+        else:
+            leases = lease_db.get_container_client(opts.lease_container_name)
+            await leases.read()
+        account = client.client_connection.url_connection
+        host = account.split("//", 1)[-1].split("/", 1)[0]
+        self._prefix = (
+            f"{opts.lease_container_prefix}{host}_{opts.database_name}_{opts.container_name}.."
+        )
+        existing: dict[str, dict[str, Any]] = {}
+        async for item in leases.query_items(query="SELECT * FROM c"):
+            item_id = str(item.get("id", ""))
+            if item_id.startswith(self._prefix):
+                existing[item_id] = item
+        self._leases = []
+        async for feed_range in monitored.read_feed_ranges():
+            token = _range_token(feed_range)
+            lease_id = f"{self._prefix}{token}"
+            found = existing.get(lease_id)
+            doc: dict[str, Any] = found if found is not None else {
+                "id": lease_id,
+                "version": 1,
+                "LeaseToken": token,
+                "feedRange": feed_range,
+                "ContinuationToken": None,
+                "mode": "LatestVersion",
+                "properties": {"function": self.spec.name},
+            }
+            doc["Owner"] = self._owner
+            doc["timestamp"] = _now()
+            stored = await leases.upsert_item(_clean(doc))
+            self._leases.append(Lease(doc=_clean(stored)))
+        self._monitored = monitored
+        self._leases_container = leases
+        logger.info(
+            "cosmos trigger %s: watching %s/%s, %d lease(s) in %s, poll %.3fs, batch %d, start %s",
+            self.spec.name,
+            opts.database_name,
+            opts.container_name,
+            len(self._leases),
+            opts.lease_container_name,
+            opts.feed_poll_delay,
+            opts.max_items,
+            opts.start_time if isinstance(opts.start_time, str) else opts.start_time.isoformat(),
+        )
+
+    async def _poll_forever(self) -> None:
+        while True:
+            full_page = False
+            for lease in self._leases:
+                try:
+                    full_page |= await self._poll_once(lease)
+                except asyncio.CancelledError:
+                    raise
+                except CosmosHttpResponseError as exc:
+                    logger.warning(
+                        "cosmos trigger %s: change feed read failed (status %s)",
+                        self.spec.name,
+                        exc.status_code,
+                    )
+                except Exception:
+                    logger.exception("cosmos trigger %s: change feed read failed", self.spec.name)
+            if not full_page:
+                await asyncio.sleep(self.options.feed_poll_delay)
+
+    async def _read_page(self, lease: Lease) -> tuple[list[dict[str, Any]], str | None]:
+        monitored = self._monitored
+        assert monitored is not None
+        kwargs: dict[str, Any] = {"max_item_count": self.options.max_items}
+        if lease.continuation:
+            kwargs["continuation"] = lease.continuation
+        else:
+            kwargs["feed_range"] = lease.feed_range
+            kwargs["start_time"] = self.options.start_time
+        pages = monitored.query_items_change_feed(**kwargs).by_page()
+        try:
+            page = await pages.__anext__()
+        except StopAsyncIteration:
+            page = None
+        items = [item async for item in page] if page is not None else []
+        token: str | None
+        if items:
+            token = pages.continuation_token  # type: ignore[attr-defined]
+        else:
+            # nothing new: keep the token the SDK produced (fixes "now"/time starts in place)
+            headers = monitored.client_connection.last_response_headers
+            token = headers.get("etag") if headers else None
+        return items, token if isinstance(token, str) else None
+
+    async def _poll_once(self, lease: Lease) -> bool:
+        items, token = await self._read_page(lease)
+        if not items:
+            pinned = self.options.start_time != "Beginning"
+            if pinned and lease.continuation is None and token and not token.strip('"').isdigit():
+                # pin a "now"/point-in-time start so later polls do not move it forward
+                await self._checkpoint(lease, token, 0)
+            return False
+        await self._deliver(lease, items)
+        await self._checkpoint(lease, token, len(items))
+        return len(items) >= self.options.max_items
+
+    async def _deliver(self, lease: Lease, items: list[dict[str, Any]]) -> None:
+        """Invoke the function with ``items``; retry per policy; return when it may checkpoint."""
+        policy = self.spec.retry
+        retries = 0
+        while True:
+            documents = func.DocumentList([func.Document.from_dict(item) for item in items])
+            try:
+                await self.spec.invoke(
+                    self._executor, {self.spec.trigger_arg: documents}, retry_count=retries
+                )
+                logger.info(
+                    "cosmos trigger %s: delivered %d document(s) from lease %s (retry %d)",
+                    self.spec.name,
+                    len(items),
+                    lease.doc.get("LeaseToken"),
+                    retries,
+                )
+                return
+            except Exception:
+                logger.exception(
+                    "cosmos trigger %s: invocation failed (retry %d)", self.spec.name, retries
+                )
+            if policy is None:
+                logger.error(
+                    "cosmos trigger %s: no retry policy; checkpointing the failed batch of %d "
+                    "(host behaviour)",
+                    self.spec.name,
+                    len(items),
+                )
+                return
+            if not policy.allows(retries):
+                logger.error(
+                    "cosmos trigger %s: %d retries exhausted; checkpointing the failed batch of %d",
+                    self.spec.name,
+                    retries,
+                    len(items),
+                )
+                return
+            retries += 1
+            delay = policy.delay(retries)
+            logger.warning(
+                "cosmos trigger %s: retry %d of %s in %.2fs with the same batch",
+                self.spec.name,
+                retries,
+                "unlimited" if policy.max_retry_count < 0 else policy.max_retry_count,
+                delay,
+            )
+            await asyncio.sleep(delay)
+
+    async def _checkpoint(self, lease: Lease, token: str | None, count: int) -> None:
+        if token is None:
+            logger.error("cosmos trigger %s: no continuation token to checkpoint", self.spec.name)
+            return
+        leases = self._leases_container
+        assert leases is not None
+        doc = dict(lease.doc)
+        doc["ContinuationToken"] = token
+        doc["Owner"] = self._owner
+        doc["timestamp"] = _now()
+        props = dict(doc.get("properties") or {})
+        props["documentsProcessed"] = int(props.get("documentsProcessed", 0)) + count
+        doc["properties"] = props
+        stored = await leases.upsert_item(doc)
+        lease.doc = _clean(stored)
+
+
+def _range_token(feed_range: dict[str, Any]) -> str:
+    rng = feed_range.get("Range", feed_range)
+    if isinstance(rng, dict) and "min" in rng and "max" in rng:
+        return f"{rng['min']}-{rng['max']}"
+    return uuid.uuid5(uuid.NAMESPACE_OID, repr(sorted(feed_range.items()))).hex
+
+
+def _clean(doc: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in doc.items() if not k.startswith("_")}
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.UTC).isoformat()
+

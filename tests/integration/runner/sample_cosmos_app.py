@@ -1,0 +1,63 @@
+"""Sample v2 app with a Cosmos DB trigger (copied into a temp dir as function_app.py).
+
+Every invocation appends one JSON line to SAMPLE_OUT: {"pid", "ok", "ids", "pks"}.
+While the file SAMPLE_FAIL_FLAG exists, invocations fail (after recording the attempt).
+SAMPLE_SLEEP_SECONDS: a successful invocation sleeps after recording its batch, so a runner
+killed meanwhile has delivered the batch but not checkpointed it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import azure.functions as func
+from azure.functions.decorators.function_app import FunctionBuilder
+
+app = func.FunctionApp()
+
+# SAMPLE_MAX_RETRY: max_retry_count of the fixed-delay policy ("-1" = forever, the default);
+# "none" declares no retry policy at all.
+_MAX_RETRY = os.environ.get("SAMPLE_MAX_RETRY", "-1")
+
+
+def _record(docs: func.DocumentList, ok: bool) -> None:
+    line = {
+        "pid": os.getpid(),
+        "ok": ok,
+        "ids": [doc["id"] for doc in docs],
+        "pks": [doc["partitionKey"] for doc in docs],
+    }
+    with Path(os.environ["SAMPLE_OUT"]).open("a", encoding="utf-8") as out:
+        out.write(json.dumps(line) + "\n")
+
+
+def _retry(builder: FunctionBuilder) -> FunctionBuilder:
+    if _MAX_RETRY == "none":
+        return builder
+    decorate = app.retry(
+        strategy="fixed_delay", max_retry_count=_MAX_RETRY, delay_interval="00:00:00.2"
+    )
+    result: FunctionBuilder = decorate(builder)
+    return result
+
+
+@_retry
+@app.cosmos_db_trigger(
+    arg_name="docs",
+    connection="CosmosDBConnection",
+    database_name="%COSMOS_DATABASE%",
+    container_name="%COSMOS_CONTAINER%",
+    lease_container_name="%COSMOS_LEASE_CONTAINER%",
+    create_lease_container_if_not_exists=True,
+    feed_poll_delay=100,
+    max_items_per_invocation=5,
+)
+def relay(docs: func.DocumentList) -> None:
+    if Path(os.environ["SAMPLE_FAIL_FLAG"]).exists():
+        _record(docs, ok=False)
+        raise RuntimeError("injected failure")
+    _record(docs, ok=True)
+    time.sleep(float(os.environ.get("SAMPLE_SLEEP_SECONDS", "0")))
