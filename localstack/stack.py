@@ -63,6 +63,7 @@ class Stack:
     with_runner: bool = True
     settings_overrides: dict[str, str] = field(default_factory=dict)
     duplicate_window_seconds: float | None = None
+    servicebus_settle_delay_ms: float = 0.0
     cosmos: CosmosEndpoint | None = None
     servicebus: ServiceBusEndpoint | None = None
     runner: RunningRunner | None = None
@@ -114,6 +115,7 @@ class Stack:
         self.servicebus = start_servicebus(
             port=port, log_path=self.workdir / "servicebus.log",
             duplicate_window_seconds=self.duplicate_window_seconds,
+            settle_delay_ms=self.servicebus_settle_delay_ms,
         )
         self.ports.servicebus = self.servicebus.port
         return self.servicebus

@@ -41,6 +41,11 @@ logger = logging.getLogger("localstack.runner.cosmos")
 
 DEFAULT_FEED_POLL_DELAY_MS = 5000
 DEFAULT_MAX_ITEMS = 100
+# The Functions host cannot resolve %NAME% in the trigger's int properties, so apps declare
+# literals there. Locally these app settings, when set, override them for every trigger, so
+# the poll delay and batch size can be tuned per environment without a code change.
+POLL_DELAY_OVERRIDE = "FEED_POLL_DELAY_MS"
+MAX_ITEMS_OVERRIDE = "MAX_ITEMS_PER_INVOCATION"
 _STARTUP_RETRY_SECONDS = 2.0
 _STARTUP_TIMEOUT_SECONDS = 30.0
 
@@ -96,8 +101,16 @@ class CosmosTriggerOptions:
                 or opt("createLeaseCollectionIfNotExists")
                 or False
             ),
-            feed_poll_delay=int(opt("feedPollDelay") or DEFAULT_FEED_POLL_DELAY_MS) / 1000.0,
-            max_items=int(opt("maxItemsPerInvocation") or DEFAULT_MAX_ITEMS),
+            feed_poll_delay=int(
+                os.environ.get(POLL_DELAY_OVERRIDE)
+                or opt("feedPollDelay")
+                or DEFAULT_FEED_POLL_DELAY_MS
+            ) / 1000.0,
+            max_items=int(
+                os.environ.get(MAX_ITEMS_OVERRIDE)
+                or opt("maxItemsPerInvocation")
+                or DEFAULT_MAX_ITEMS
+            ),
             start_time=start,
         )
 

@@ -17,7 +17,7 @@ from localstack.servicebus.server import Server
 
 async def _serve(args: argparse.Namespace) -> None:
     config = load_config(Path(args.config), duplicate_window_seconds=args.duplicate_window_seconds)
-    server = Server(Broker(config))
+    server = Server(Broker(config), settle_delay=args.settle_delay_ms / 1000)
     port = await server.start(args.host, args.port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -43,6 +43,13 @@ def main(argv: list[str] | None = None) -> int:
         type=float,
         default=None,
         help="override DuplicateDetectionHistoryTimeWindow of every entity",
+    )
+    parser.add_argument(
+        "--settle-delay-ms",
+        type=float,
+        default=0.0,
+        help="fault injection: answer each send's disposition this late (messages are "
+        "accepted at once)",
     )
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)

@@ -54,6 +54,7 @@ def start_servicebus(
     log_path: Path | None = None,
     timeout: float = 20.0,
     duplicate_window_seconds: float | None = None,
+    settle_delay_ms: float = 0.0,
     log_level: str = "INFO",
 ) -> ServiceBusEndpoint:
     """Run ``python -m localstack.servicebus`` and wait for its ready line.
@@ -75,6 +76,8 @@ def start_servicebus(
     ]
     if duplicate_window_seconds is not None:
         cmd += ["--duplicate-window-seconds", str(duplicate_window_seconds)]
+    if settle_delay_ms:
+        cmd += ["--settle-delay-ms", str(settle_delay_ms)]
     log = log_path.open("a", encoding="utf-8") if log_path is not None else None
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(

@@ -579,21 +579,30 @@ class Connection:
         elif link.kind in ("cbs-in", "mgmt-in"):
             self.server.management(link, payload)
         if not first[4]:
-            self.send(
-                session.channel,
-                perf.DispositionFrame(
-                    role=ROLE_RECEIVER,
-                    first=first[1],
-                    last=first[1],
-                    settled=True,
-                    state=state,
-                    batchable=None,
-                ),
+            disposition = perf.DispositionFrame(
+                role=ROLE_RECEIVER,
+                first=first[1],
+                last=first[1],
+                settled=True,
+                state=state,
+                batchable=None,
             )
+            if link.kind == "send" and self.server.settle_delay > 0:
+                asyncio.get_running_loop().call_later(
+                    self.server.settle_delay, self._send_quietly, session.channel, disposition
+                )
+            else:
+                self.send(session.channel, disposition)
         if link.received >= SENDER_CREDIT // 2:
             link.received = 0
             link.credit = SENDER_CREDIT
             self.send_link_flow(link)
+
+    def _send_quietly(self, channel: int, frame: Any) -> None:
+        try:
+            self.send(channel, frame)
+        except Exception:  # the connection may be gone by then
+            logger.debug("late disposition not sent", exc_info=True)
 
     def on_disposition(self, session: Session, f: list[Any]) -> None:
         if not f[0]:  # only receiver-role dispositions settle our deliveries
@@ -648,8 +657,11 @@ class Connection:
 class Server:
     """The listening endpoint plus its broker."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, *, settle_delay: float = 0.0) -> None:
         self.broker = broker
+        # Fault injection for tests: accept a send at once (receivers see it) but answer its
+        # disposition late, so a sender can be killed while it still waits for the ack.
+        self.settle_delay = settle_delay
         self.connections: set[Connection] = set()
         self.pending: list[Link] = []
         self._pump_scheduled = False

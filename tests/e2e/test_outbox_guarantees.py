@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient
 
-from localstack.stack import Stack
+from localstack.stack import Ports, Stack
 from tests.e2e.subscriber import Received, count_at_least, drain
 from tests.httpclient import Client
 
@@ -131,40 +131,48 @@ def test_service_bus_down_while_writes_continue_loses_nothing(fresh_stack: Stack
                                 "received_after_restart": len(after), "duplicates": 0})
 
 
-def test_relay_killed_mid_batch_resends_and_the_topic_drops_duplicates(
-    fresh_stack: Stack,
-) -> None:
-    assert fresh_stack.servicebus is not None
+def test_relay_killed_mid_batch_resends_and_the_topic_drops_duplicates(tmp_path: Path) -> None:
     from domain.contact import Contact
     from domain.values import Company, Name
     from infra.cosmos.unit_of_work import CosmosUnitOfWork
 
-    fresh_stack.kill_runner()
-    container = contacts_container(fresh_stack)
-    # 600 events of ~0.6 KB written while no relay runs: one invocation of up to 1000
-    # documents needs two or more 256 KB sends, and the endpoint delays each transfer.
-    total = 0
-    for i in range(60):
-        contact = Contact.create(name=Name(first_name=f"K{i}", last_name="Kill"),
-                                 email=f"k{i}@example.com", company=Company(company_name="C"))
-        for u in range(9):
-            contact.describe(f"{u}:" + "x" * 480)
-        uow = CosmosUnitOfWork(container, event_ttl_seconds=864000)
-        uow.contacts.add(contact)
-        uow.commit()
-        total += 10
-    runner = fresh_stack.start_runner(MAX_ITEMS_PER_INVOCATION="1000")
-    conn = fresh_stack.servicebus.connection_string
-    first = drain(conn, until=lambda r: len(r) > 0, timeout=60)  # the first send landed
-    runner.kill()  # mid-invocation: later sends of the batch never happened
-    killed_after = len(first)
-    fresh_stack.start_runner(MAX_ITEMS_PER_INVOCATION="1000")
-    rest = drain(conn, until=count_at_least(total - killed_after), timeout=120)
-    events = stored_events(fresh_stack)
-    assert len(events) == total
-    assert_exactly_once_in_order(first + rest, events)
-    record("relay_killed_mid_batch", {"events": total, "received_before_kill": killed_after,
-                                      "received_after_restart": len(rest), "duplicates": 0})
+    # The endpoint accepts each send at once but acknowledges it 1.5 s late: the relay is
+    # killed while it waits for the first send's ack, before its later sends happen.
+    with Stack(workdir=tmp_path / "stack", ports=Ports.free(), with_runner=False,
+               servicebus_settle_delay_ms=1500,
+               settings_overrides={"FEED_POLL_DELAY_MS": "100",
+                                   "MAX_ITEMS_PER_INVOCATION": "1000"}) as stack:
+        assert stack.servicebus is not None
+        container = contacts_container(stack)
+        # 600 events of ~0.6 KB: one invocation of up to 1000 documents needs 2+ sends.
+        total = 0
+        for i in range(60):
+            contact = Contact.create(name=Name(first_name=f"K{i}", last_name="Kill"),
+                                     email=f"k{i}@example.com", company=Company(company_name="C"))
+            for u in range(9):
+                contact.describe(f"{u}:" + "x" * 480)
+            uow = CosmosUnitOfWork(container, event_ttl_seconds=864000)
+            uow.contacts.add(contact)
+            uow.commit()
+            total += 10
+        runner = stack.start_runner()
+        conn = stack.servicebus.connection_string
+        before = drain(conn, until=lambda r: len(r) > 0, timeout=60)  # the first send landed
+        runner.kill()  # still waiting for that send's ack: its later sends never happen
+        before += drain(conn, until=lambda r: False, timeout=3)
+        assert 0 < len(before) < total, "the kill did not land mid-invocation"
+        stack.start_runner()
+        rest = drain(conn, until=count_at_least(total - len(before)), timeout=120)
+        events = stored_events(stack)
+        assert len(events) == total
+        assert_exactly_once_in_order(before + rest, events)
+        log = (tmp_path / "stack" / "servicebus.log").read_text()
+        dropped = log.count("duplicate message id")
+        assert dropped >= len(before)  # the whole first send came again, and was dropped
+    record("relay_killed_mid_batch", {
+        "events": total, "accepted_before_kill": dropped, "received_before_kill": len(before),
+        "received_after_restart": len(rest), "resends_dropped_as_duplicates": dropped,
+        "duplicates_received": 0})
 
 
 def test_a_poison_event_is_quarantined_and_does_not_block_later_events(
