@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from azure.functions.decorators.function_app import Function
 import pytest
+from azure.functions.decorators.function_app import Function
 
 from application.relay import Relay
 from entrypoints import bootstrap

@@ -1,0 +1,59 @@
+"""`make bench`: every benchmark in one run, printed as figures and ratios (no assertions).
+Results also go to .stack/bench.json."""
+
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+from bench import api, cosmos_sdk, relay_cpu, relay_flow
+from bench.stats import table
+from localstack.stack import ROOT, Ports, Stack
+
+
+def main() -> None:
+    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
+    logging.basicConfig(level=logging.WARNING)
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        print("Cosmos SDK against the local endpoint ...", flush=True)
+        results["cosmos_sdk"] = cosmos_sdk.measure(n=500)
+        print(json.dumps(results["cosmos_sdk"], indent=2, default=str))
+
+        print("\nHTTP API through the runner ...", flush=True)
+        with Stack(workdir=base / "api", ports=Ports.free(), with_servicebus=False) as stack:
+            results["api"] = api.run(stack, n=500)
+        print(table("per call (n=500)", results["api"]["rows"]))
+        print(f"  POST /api/contacts ÷ bare SDK batch of the same 2 documents: "
+              f"{results['api']['post_to_sdk_batch_ratio']:.2f}x")
+        print(f"  runner overhead per HTTP call: POST "
+              f"{results['api']['runner_overhead_ms_post']:.3f} ms, GET "
+              f"{results['api']['runner_overhead_ms_get']:.3f} ms")
+
+        print("\nRelay CPU per event (mapping + batching, no I/O) ...", flush=True)
+        results["relay_cpu"] = relay_cpu.run()
+        print(f"  {results['relay_cpu']}")
+
+        print("\nRelay throughput (backlog of 2000 events over 200 contacts) ...", flush=True)
+        results["relay_throughput"] = relay_flow.throughput(base / "throughput")
+        print(f"  {results['relay_throughput']}")
+
+        for poll in (1000, 100):
+            print(f"\nCommit-to-receive latency, 20 writes/s, FEED_POLL_DELAY_MS={poll} ...",
+                  flush=True)
+            results[f"latency_poll_{poll}"] = relay_flow.latency(base / f"lat{poll}",
+                                                                 poll_ms=poll)
+            print(f"  {results[f'latency_poll_{poll}']}")
+    out = ROOT / ".stack" / "bench.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(results, indent=2, default=str))
+    print(f"\nwritten to {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,93 @@
+"""POST /api/contacts through the runner vs the bare SDK batch of the same two documents, and
+the runner's own overhead per HTTP call (HTTP through the runner minus the same function
+called in-process), measured in one run against one local stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from typing import Any
+
+import azure.functions as func
+from azure.cosmos import CosmosClient
+
+from application.outbox import event_document
+from bench.stats import timed
+from domain.contact import Contact
+from domain.values import Company, Name
+from infra.cosmos.documents import contact_document
+from localstack.stack import Stack
+from tests.httpclient import Client
+
+BODY = {"firstName": "Ada", "lastName": "Lovelace", "email": "ada@example.com",
+        "companyName": "Engines"}
+
+
+def run(stack: Stack, n: int = 500) -> dict[str, Any]:
+    values = stack.settings()
+    assert stack.cosmos is not None
+    cosmos = CosmosClient.from_connection_string(stack.cosmos.connection_string,
+                                                 connection_verify=stack.cosmos.verify_tls)
+    container = cosmos.get_database_client(values["COSMOS_DATABASE"]).get_container_client(
+        values["COSMOS_CONTAINER"])
+
+    def sdk_batch() -> None:
+        contact = Contact.create(name=Name(first_name="Ada", last_name="Lovelace"),
+                                 email="ada@example.com", company=Company(company_name="E"))
+        [event] = contact.collect_events()
+        container.execute_item_batch(
+            batch_operations=[("create", (contact_document(contact),)),
+                              ("create", (event_document(event, ttl_seconds=864000),))],
+            partition_key=contact.id)
+
+    client = Client(stack.api_url)
+
+    def http_post() -> None:
+        reply = client.request("POST", "/contacts", json_body=BODY)
+        assert reply.status == 201
+
+    created = client.request("POST", "/contacts", json_body=BODY).json()["id"]
+
+    def http_get() -> None:
+        assert client.request("GET", f"/contacts/{created}").status == 200
+
+    # The same functions in this process, with the same settings: no HTTP, no runner.
+    os.environ.update(values)
+    import function_app
+    from entrypoints import bootstrap
+
+    bootstrap.override(None)
+    functions = {f.get_function_name(): f.get_user_function()
+                 for f in function_app.app.get_functions()}
+    body = json.dumps(BODY).encode()
+
+    def direct_post() -> None:
+        req = func.HttpRequest("POST", "http://localhost/api/contacts",
+                               headers={"content-type": "application/json"}, body=body)
+        assert functions["create_contact"](req).status_code == 201
+
+    def direct_get() -> None:
+        req = func.HttpRequest("GET", f"http://localhost/api/contacts/{created}", body=b"",
+                               route_params={"id": created})
+        assert functions["get_contact"](req).status_code == 200
+
+    rows = {
+        "SDK execute_item_batch (contact + event)": timed(sdk_batch, n),
+        "POST /api/contacts via runner (HTTP)": timed(http_post, n),
+        "create_contact called in-process": timed(direct_post, n),
+        "GET /api/contacts/{id} via runner (HTTP)": timed(http_get, n),
+        "get_contact called in-process": timed(direct_get, n),
+    }
+    client.close()
+    post, batch = rows["POST /api/contacts via runner (HTTP)"], rows[
+        "SDK execute_item_batch (contact + event)"]
+    return {
+        "rows": rows,
+        "post_to_sdk_batch_ratio": post["median_ms"] / batch["median_ms"],
+        "runner_overhead_ms_post": post["median_ms"]
+        - rows["create_contact called in-process"]["median_ms"],
+        "runner_overhead_ms_get": rows["GET /api/contacts/{id} via runner (HTTP)"]["median_ms"]
+        - rows["get_contact called in-process"]["median_ms"],
+        "unique": str(uuid.uuid4()),
+    }

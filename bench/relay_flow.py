@@ -1,0 +1,120 @@
+"""Relay throughput and sends per invocation with many contacts, and commit-to-receive
+latency at a steady write rate, through the whole local stack."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from azure.servicebus import ServiceBusClient
+
+from bench.stats import percentile
+from domain.contact import Contact
+from domain.values import Company, Name
+from infra.cosmos.unit_of_work import CosmosUnitOfWork
+from localstack.stack import Ports, Stack
+from tests.e2e.subscriber import count_at_least, drain
+from tests.e2e.test_outbox_guarantees import contacts_container
+from tests.httpclient import Client
+
+_LINE = re.compile(r"^(\S+ \S+) INFO application\.relay relay invocation: received=(\d+) "
+                   r"sent=(\d+) batches=(\d+)")
+
+
+def _invocations(log: Path) -> list[tuple[datetime, int, int]]:
+    rows = []
+    for line in log.read_text().splitlines():
+        m = _LINE.match(line)
+        if m and int(m.group(3)):
+            at = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S,%f")
+            rows.append((at, int(m.group(3)), int(m.group(4))))
+    return rows
+
+
+def throughput(workdir: Path, *, contacts: int = 200, changes: int = 9) -> dict[str, Any]:
+    """Events written while no relay runs, then one runner drains the backlog."""
+    with Stack(workdir=workdir, ports=Ports.free(), with_runner=False,
+               settings_overrides={"FEED_POLL_DELAY_MS": "100"}) as stack:
+        container = contacts_container(stack)
+        for i in range(contacts):
+            contact = Contact.create(name=Name(first_name=f"T{i}", last_name="Put"),
+                                     email=f"t{i}@example.com", company=Company(company_name="C"))
+            for u in range(changes):
+                contact.describe(f"change {u}")
+            uow = CosmosUnitOfWork(container, event_ttl_seconds=864000)
+            uow.contacts.add(contact)
+            uow.commit()
+        total = contacts * (changes + 1)
+        started = time.monotonic()
+        stack.start_runner()
+        assert stack.servicebus is not None
+        received = drain(stack.servicebus.connection_string, until=count_at_least(total),
+                         timeout=300)
+        end_to_end = time.monotonic() - started
+        stack.stop_runner()
+        rows = _invocations(workdir / "runner.log")
+    sent = sum(r[1] for r in rows)
+    span = (rows[-1][0] - rows[0][0]).total_seconds() if len(rows) > 1 else float("nan")
+    return {
+        "events": total, "contacts": contacts, "received": len({r.message_id for r in received}),
+        "invocations": len(rows), "sent": sent,
+        "sends_per_invocation": sum(r[2] for r in rows) / max(1, len(rows)),
+        "events_per_invocation": sent / max(1, len(rows)),
+        "relay_events_per_s": sent / span if span and span > 0 else float("nan"),
+        "end_to_end_events_per_s": total / end_to_end,
+    }
+
+
+def latency(workdir: Path, *, poll_ms: int, rate: float = 20.0, seconds: float = 10.0,
+            contacts: int = 5) -> dict[str, Any]:
+    """Updates at a steady rate; each subscriber thread holds one contact's session."""
+    with Stack(workdir=workdir, ports=Ports.free(),
+               settings_overrides={"FEED_POLL_DELAY_MS": str(poll_ms)}) as stack:
+        assert stack.servicebus is not None
+        conn = stack.servicebus.connection_string
+        client = Client(stack.api_url)
+        ids = [client.request("POST", "/contacts", json_body={
+            "firstName": f"L{i}", "lastName": "Lat", "email": f"l{i}@example.com",
+            "companyName": "C"}).json()["id"] for i in range(contacts)]
+        drain(conn, until=count_at_least(contacts), timeout=30)
+        samples: list[float] = []
+        lock = threading.Lock()
+        stop = time.monotonic() + seconds + 5
+
+        def listen(session: str) -> None:
+            with ServiceBusClient.from_connection_string(conn) as sb, \
+                    sb.get_subscription_receiver("contact-events", "all-events",
+                                                 session_id=session, prefetch_count=50,
+                                                 keep_alive=0) as receiver:
+                while time.monotonic() < stop:
+                    for message in receiver.receive_messages(max_message_count=50,
+                                                             max_wait_time=0.5):
+                        now = datetime.now(UTC)
+                        created = datetime.fromisoformat(
+                            json.loads(b"".join(message.body))["createdAt"])
+                        with lock:
+                            samples.append((now - created).total_seconds() * 1000)
+                        receiver.complete_message(message)
+
+        threads = [threading.Thread(target=listen, args=(cid,), daemon=True) for cid in ids]
+        for t in threads:
+            t.start()
+        time.sleep(1)
+        writes = 0
+        start = time.monotonic()
+        while time.monotonic() - start < seconds:
+            cid = ids[writes % contacts]
+            client.request("POST", f"/contacts/{cid}/update-description",
+                           json_body={"description": f"w{writes}"})
+            writes += 1
+            time.sleep(max(0.0, start + writes / rate - time.monotonic()))
+        for t in threads:
+            t.join(seconds + 10)
+        client.close()
+    return {"poll_ms": poll_ms, "writes": writes, "received": len(samples),
+            "p50_ms": percentile(samples, 50), "p99_ms": percentile(samples, 99)}

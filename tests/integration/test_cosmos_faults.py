@@ -1,0 +1,68 @@
+"""Cosmos throttling and outages injected for real at the endpoint: the SDK's own retries
+absorb short bursts; beyond them the API answers 429/503 with Retry-After and writes nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from localstack.stack import Stack
+from tests.httpclient import Client
+
+pytestmark = pytest.mark.integration
+
+ADA = {"firstName": "Thr", "lastName": "Ottle", "email": "t@example.com", "companyName": "C"}
+
+
+@pytest.fixture
+def faults(stack: Stack) -> Iterator[Stack]:
+    assert stack.cosmos is not None
+    try:
+        yield stack
+    finally:
+        stack.cosmos.clear_faults()
+
+
+def contact_count(client: Client) -> int:
+    total, token = 0, ""
+    for _ in range(1000):
+        headers: dict[str, str] = {"x-continuation-token": token} if token else {}
+        page = client.request("GET", "/contacts?pageSize=100", headers=headers).json()
+        total += len(page["items"])
+        token = page["continuationToken"] or ""
+        if not token:
+            return total
+    raise AssertionError("too many pages")
+
+
+def test_a_short_throttling_burst_is_absorbed_by_the_sdk_retries(faults: Stack,
+                                                                  client: Client) -> None:
+    assert faults.cosmos is not None
+    faults.cosmos.inject_fault(429, count=3, retry_after_ms=10, methods=["POST"])
+    assert client.request("POST", "/contacts", json_body=ADA).status == 201
+
+
+def test_sustained_throttling_is_429_with_retry_after_and_nothing_written(
+    faults: Stack, client: Client
+) -> None:
+    assert faults.cosmos is not None
+    before = contact_count(client)
+    faults.cosmos.inject_fault(429, count=1000, retry_after_ms=1500, methods=["POST"])
+    reply = client.request("POST", "/contacts", json_body=ADA)
+    faults.cosmos.clear_faults()
+    assert reply.status == 429, reply.body
+    assert reply.header("retry-after") == "2"
+    assert reply.json()["title"] == "Too Many Requests"
+    assert contact_count(client) == before
+
+
+def test_an_unavailable_store_is_503_with_retry_after(faults: Stack, client: Client) -> None:
+    assert faults.cosmos is not None
+    faults.cosmos.inject_fault(503, count=1000, methods=["GET"])
+    reply = client.request("GET", "/contacts/00000000-0000-0000-0000-000000000001")
+    health = client.request("GET", "/health")
+    faults.cosmos.clear_faults()
+    assert reply.status == 503, reply.body
+    assert reply.header("retry-after")
+    assert health.status == 503
