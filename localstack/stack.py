@@ -246,6 +246,7 @@ def main() -> int:
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
+    logging.getLogger("azure").setLevel(logging.WARNING)  # no per-request SDK HTTP logging
     _kill_leftovers()
     ports = Ports()
     busy = [p for p in (ports.cosmos, ports.servicebus, ports.runner, *ports.azurite)
@@ -299,4 +300,5 @@ Ctrl-C stops everything.""", flush=True)
         print("stopping...", flush=True)
         stack.stop()
         PIDFILE.unlink(missing_ok=True)
+        print("stopped.", flush=True)
     return 0
