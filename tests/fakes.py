@@ -15,7 +15,7 @@ from application.errors import (
     InvalidContinuationError,
     PreconditionFailedError,
 )
-from application.outbox import CONTACT_TYPE, event_document, quarantine_document
+from application.outbox import CONTACT_TYPE, quarantine_document
 from application.ports import (
     ContactRepository,
     ContactSummary,
@@ -27,9 +27,7 @@ from application.ports import (
     UnitOfWork,
 )
 from domain.contact import Contact
-from infra.cosmos.documents import contact_document, contact_from_document
-
-Operation = tuple[str, dict[str, Any], str | None]  # kind, document, if-match etag
+from infra.cosmos.documents import WriteOperation, commit_operations, contact_from_document
 
 
 class InMemoryStore:
@@ -52,7 +50,7 @@ class InMemoryStore:
             doc = self.documents.get((partition_key, doc_id))
             return dict(doc) if doc else None
 
-    def batch(self, partition_key: str, operations: list[Operation]) -> list[str]:
+    def batch(self, partition_key: str, operations: list[WriteOperation]) -> list[str]:
         with self._lock:
             if self.fail_next is not None:
                 failure, self.fail_next = self.fail_next, None
@@ -143,15 +141,13 @@ class InMemoryUnitOfWork(UnitOfWork):
             events = contact.collect_events()
             if not events and contact_id not in repo.new:
                 continue
-            ops: list[Operation] = []
-            if contact_id in repo.new:
-                ops.append(("create", contact_document(contact), None))
-            else:
-                ops.append(("replace", contact_document(contact), repo.etags[contact_id]))
-            for event in events:
-                if traceparent and event.traceparent is None:
-                    event = event.model_copy(update={"traceparent": traceparent})
-                ops.append(("create", event_document(event, ttl_seconds=self.ttl), None))
+            ops = commit_operations(
+                contact,
+                events,
+                etag=None if contact_id in repo.new else repo.etags[contact_id],
+                event_ttl_seconds=self.ttl,
+                traceparent=traceparent,
+            )
             etags = self.store.batch(contact_id, ops)
             repo.new.discard(contact_id)
             repo.etags[contact_id] = etags[0]

@@ -6,8 +6,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from application.outbox import CONTACT_TYPE
+from application.outbox import CONTACT_TYPE, event_document
 from domain.contact import Contact
+from domain.events import DomainEvent
 from domain.values import Company, Name
 
 
@@ -50,3 +51,26 @@ def contact_from_document(document: dict[str, Any]) -> Contact:
         deleted=bool(data.get("deleted", False)),
         deleted_at=datetime.fromisoformat(deleted_at) if deleted_at else None,
     )
+
+
+WriteOperation = tuple[str, dict[str, Any], str | None]  # "create"|"replace", document, if-match
+
+
+def commit_operations(
+    contact: Contact,
+    events: list[DomainEvent],
+    *,
+    etag: str | None,
+    event_ttl_seconds: int,
+    traceparent: str | None,
+) -> list[WriteOperation]:
+    """What one command writes, as one batch in the contact's partition: the contact (create
+    when `etag` is None, else replace conditioned on it), then one create per event."""
+    operations: list[WriteOperation] = [
+        ("create" if etag is None else "replace", contact_document(contact), etag)
+    ]
+    for event in events:
+        if traceparent and event.traceparent is None:
+            event = event.model_copy(update={"traceparent": traceparent})
+        operations.append(("create", event_document(event, ttl_seconds=event_ttl_seconds), None))
+    return operations

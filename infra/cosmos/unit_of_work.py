@@ -9,10 +9,10 @@ from azure.cosmos import ContainerProxy
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
 from application.errors import ContactNotFoundError, PreconditionFailedError
-from application.outbox import CONTACT_TYPE, event_document, quarantine_document
+from application.outbox import CONTACT_TYPE, quarantine_document
 from application.ports import ContactRepository, ContactSummary, Page, Quarantine, UnitOfWork
 from domain.contact import Contact
-from infra.cosmos.documents import contact_document, contact_from_document
+from infra.cosmos.documents import commit_operations, contact_from_document
 from infra.cosmos.errors import cosmos_errors
 
 _PROBE = "health-probe"
@@ -82,18 +82,14 @@ class CosmosUnitOfWork(UnitOfWork):
             events = contact.collect_events()
             if not events and contact_id not in repo.new:
                 continue
-            document = contact_document(contact)
-            operations: list[tuple[Any, ...]] = []
-            if contact_id in repo.new:
-                operations.append(("create", (document,)))
-            else:
-                operations.append(
-                    ("replace", (contact_id, document), {"if_match_etag": repo.etags[contact_id]})
-                )
-            for event in events:
-                if traceparent and event.traceparent is None:
-                    event = event.model_copy(update={"traceparent": traceparent})
-                operations.append(("create", (event_document(event, ttl_seconds=self._ttl),)))
+            planned = commit_operations(
+                contact,
+                events,
+                etag=None if contact_id in repo.new else repo.etags[contact_id],
+                event_ttl_seconds=self._ttl,
+                traceparent=traceparent,
+            )
+            operations = [_sdk_operation(kind, doc, etag) for kind, doc, etag in planned]
             with cosmos_errors(contact_id):
                 results = self._container.execute_item_batch(
                     batch_operations=operations, partition_key=contact_id
@@ -114,6 +110,12 @@ class CosmosUnitOfWork(UnitOfWork):
                 self._container.read_item(item=_PROBE, partition_key=_PROBE)
         except ContactNotFoundError:
             return
+
+
+def _sdk_operation(kind: str, document: dict[str, Any], etag: str | None) -> tuple[Any, ...]:
+    if kind == "replace":
+        return ("replace", (document["id"], document), {"if_match_etag": etag})
+    return (kind, (document,))
 
 
 def _etag_of(result: Any) -> str:
