@@ -1,0 +1,100 @@
+"""The relay with the real Service Bus publisher (azure-servicebus SDK) against the local
+endpoint: real size-limited batches, the SDK's size check quarantining an oversized event, and
+a fresh link after the broker comes back."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from application.outbox import event_document
+from application.relay import Relay
+from domain.contact import Contact
+from domain.values import Company, Name
+from infra.servicebus.publisher import ServiceBusPublisher
+from infra.settings import Settings
+from localstack.servicebus.launcher import ServiceBusEndpoint, start_servicebus
+from tests.e2e.subscriber import count_at_least, drain
+from tests.fakes import InMemoryQuarantine
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def endpoint(tmp_path: Path) -> Iterator[ServiceBusEndpoint]:
+    sb = start_servicebus(log_path=tmp_path / "sb.log")
+    try:
+        yield sb
+    finally:
+        sb.stop()
+
+
+def publisher_for(endpoint: ServiceBusEndpoint) -> ServiceBusPublisher:
+    settings = Settings.model_validate({
+        "CosmosDBConnection": "AccountEndpoint=https://unused/;AccountKey=a2V5;",
+        "ServiceBusConnection": endpoint.connection_string,
+    })
+    return ServiceBusPublisher(settings)
+
+
+def events(contacts: int, changes: int, size: int = 400) -> list[dict[str, Any]]:
+    docs = []
+    for i in range(contacts):
+        contact = Contact.create(name=Name(first_name=f"S{i}", last_name="B"),
+                                 email=f"s{i}@example.com", company=Company(company_name="C"))
+        for u in range(changes):
+            contact.describe(f"{u}:" + "x" * size)
+        docs += [event_document(e, ttl_seconds=60) for e in contact.collect_events()]
+    return docs
+
+
+def test_a_backlog_larger_than_one_batch_is_split_and_all_arrive(
+    endpoint: ServiceBusEndpoint,
+) -> None:
+    publisher = publisher_for(endpoint)
+    docs = events(contacts=20, changes=29)  # 600 events of ~0.6 KB: more than 256 KB
+    try:
+        report = Relay(publisher, InMemoryQuarantine()).relay(docs)
+    finally:
+        publisher.close()
+    assert report.sent == 600 and report.batches >= 2
+    received = drain(endpoint.connection_string, until=count_at_least(600), timeout=60)
+    assert {r.message_id for r in received} == {d["id"] for d in docs}
+
+
+def test_an_event_over_the_message_size_limit_is_quarantined_by_the_sdk_check(
+    endpoint: ServiceBusEndpoint,
+) -> None:
+    publisher = publisher_for(endpoint)
+    docs = events(contacts=1, changes=2)
+    docs[1]["data"]["description"] = "x" * 300_000
+    quarantine = InMemoryQuarantine()
+    try:
+        report = Relay(publisher, quarantine).relay(docs)
+    finally:
+        publisher.close()
+    assert report.sent == 2 and report.quarantined == [docs[1]["id"]]
+    assert "larger than" in next(iter(quarantine.documents.values()))["reason"]
+
+
+def test_after_the_broker_restarts_the_next_attempt_uses_a_fresh_link(tmp_path: Path) -> None:
+    sb = start_servicebus(log_path=tmp_path / "sb.log")
+    publisher = publisher_for(sb)
+    relay = Relay(publisher, InMemoryQuarantine())
+    try:
+        relay.relay(events(contacts=1, changes=0))
+        port = sb.port
+        sb.stop()
+        with pytest.raises(Exception):  # noqa: B017 - whatever the SDK raises, it must raise
+            relay.relay(events(contacts=1, changes=0))
+        sb = start_servicebus(port=port, log_path=tmp_path / "sb2.log")
+        later = events(contacts=2, changes=1)
+        assert relay.relay(later).sent == 4
+        received = drain(sb.connection_string, until=count_at_least(4), timeout=30)
+        assert {r.message_id for r in received} == {d["id"] for d in later}
+    finally:
+        publisher.close()
+        sb.stop()
