@@ -53,6 +53,7 @@ def run(stack: Stack, n: int = 500) -> dict[str, Any]:
         assert client.request("GET", f"/contacts/{created}").status == 200
 
     # The same functions in this process, with the same settings: no HTTP, no runner.
+    saved = dict(os.environ)
     os.environ.update(values)
     import function_app
     from entrypoints import bootstrap
@@ -80,6 +81,9 @@ def run(stack: Stack, n: int = 500) -> dict[str, Any]:
         "get_contact called in-process": timed(direct_get, n),
     }
     client.close()
+    bootstrap.override(None)
+    os.environ.clear()
+    os.environ.update(saved)
     post, batch = rows["POST /api/contacts via runner (HTTP)"], rows[
         "SDK execute_item_batch (contact + event)"]
     return {

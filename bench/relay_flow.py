@@ -92,7 +92,7 @@ def latency(workdir: Path, *, poll_ms: int, rate: float = 20.0, seconds: float =
                                                  session_id=session, prefetch_count=50,
                                                  keep_alive=0) as receiver:
                 while time.monotonic() < stop:
-                    for message in receiver.receive_messages(max_message_count=50,
+                    for message in receiver.receive_messages(max_message_count=1,
                                                              max_wait_time=0.5):
                         now = datetime.now(UTC)
                         created = datetime.fromisoformat(

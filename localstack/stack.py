@@ -129,7 +129,8 @@ class Stack:
         port = self.runner.port if self.runner else self.ports.runner
         self.runner = start_runner(
             app_dir=ROOT, settings_file=self.settings_file, port=port,
-            settings={**self.settings_overrides, **overrides},
+            # Passed explicitly so they win over anything inherited from the environment.
+            settings={**self.settings(), **overrides},
             log_path=self.workdir / "runner.log",
         )
         self.ports.runner = self.runner.port
