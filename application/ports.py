@@ -4,11 +4,13 @@ adapters in `infra/` implement them; one contract suite holds both to the same b
 from __future__ import annotations
 
 import abc
+from collections.abc import Iterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
 
 from domain.contact import Contact
+from domain.events import DomainEvent
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,46 @@ class ContactRepository(abc.ABC):
     @abc.abstractmethod
     def list_page(self, *, page_size: int, continuation: str | None) -> Page:
         """One page of live (not deleted) contacts, and the token of the next page if any."""
+
+
+class TrackingRepository(ContactRepository):
+    """The bookkeeping every implementation shares: which contacts this unit of work loaded or
+    added, and the etag each was read or written with. Subclasses only read and list."""
+
+    def __init__(self) -> None:
+        self.tracked: dict[str, Contact] = {}
+        self.new: set[str] = set()
+        self.etags: dict[str, str] = {}
+
+    def add(self, contact: Contact) -> None:
+        self.tracked[contact.id] = contact
+        self.new.add(contact.id)
+
+    def etag(self, contact_id: str) -> str:
+        return self.etags[contact_id]
+
+    def loaded(self, contact: Contact, etag: str) -> Contact:
+        self.tracked[contact.id] = contact
+        self.etags[contact.id] = etag
+        return contact
+
+    def pending(self) -> Iterator[tuple[Contact, list[DomainEvent], str | None]]:
+        """Each contact to write, the events it raised, and the etag to condition on (None
+        for a new contact). Unchanged contacts are skipped."""
+        for contact_id, contact in self.tracked.items():
+            events = contact.collect_events()
+            if events or contact_id in self.new:
+                yield contact, events, None if contact_id in self.new else self.etags[contact_id]
+
+    def written(self, contact_id: str, etag: str) -> None:
+        self.new.discard(contact_id)
+        self.etags[contact_id] = etag
+
+    def forget(self) -> None:
+        for contact in self.tracked.values():
+            contact.collect_events()
+        self.tracked.clear()
+        self.new.clear()
 
 
 class UnitOfWork(abc.ABC):

@@ -17,13 +17,13 @@ from application.errors import (
 )
 from application.outbox import CONTACT_TYPE, quarantine_document
 from application.ports import (
-    ContactRepository,
     ContactSummary,
     MessageBatch,
     MessagePublisher,
     OutboxMessage,
     Page,
     Quarantine,
+    TrackingRepository,
     UnitOfWork,
 )
 from domain.contact import Contact
@@ -80,28 +80,16 @@ class InMemoryStore:
             return [dict(d) for d in self.documents.values() if d.get("type") == kind]
 
 
-class InMemoryContactRepository(ContactRepository):
+class InMemoryContactRepository(TrackingRepository):
     def __init__(self, store: InMemoryStore) -> None:
+        super().__init__()
         self._store = store
-        self.tracked: dict[str, Contact] = {}
-        self.new: set[str] = set()
-        self.etags: dict[str, str] = {}
-
-    def add(self, contact: Contact) -> None:
-        self.tracked[contact.id] = contact
-        self.new.add(contact.id)
 
     def get(self, contact_id: str) -> Contact:
         doc = self._store.read(contact_id, contact_id)
         if doc is None or doc.get("type") != CONTACT_TYPE:
             raise ContactNotFoundError(contact_id)
-        contact = contact_from_document(doc)
-        self.tracked[contact_id] = contact
-        self.etags[contact_id] = doc["_etag"]
-        return contact
-
-    def etag(self, contact_id: str) -> str:
-        return self.etags[contact_id]
+        return self.loaded(contact_from_document(doc), doc["_etag"])
 
     def list_page(self, *, page_size: int, continuation: str | None) -> Page:
         live = sorted(
@@ -136,28 +124,15 @@ class InMemoryUnitOfWork(UnitOfWork):
         self.healthy: ApplicationError | None = None
 
     def commit(self, *, traceparent: str | None = None) -> None:
-        repo = self.contacts
-        for contact_id, contact in repo.tracked.items():
-            events = contact.collect_events()
-            if not events and contact_id not in repo.new:
-                continue
+        for contact, events, etag in self.contacts.pending():
             ops = commit_operations(
-                contact,
-                events,
-                etag=None if contact_id in repo.new else repo.etags[contact_id],
-                event_ttl_seconds=self.ttl,
-                traceparent=traceparent,
+                contact, events, etag=etag, event_ttl_seconds=self.ttl, traceparent=traceparent
             )
-            etags = self.store.batch(contact_id, ops)
-            repo.new.discard(contact_id)
-            repo.etags[contact_id] = etags[0]
+            self.contacts.written(contact.id, self.store.batch(contact.id, ops)[0])
         self.committed = True
 
     def rollback(self) -> None:
-        for contact in self.contacts.tracked.values():
-            contact.collect_events()
-        self.contacts.tracked.clear()
-        self.contacts.new.clear()
+        self.contacts.forget()
 
     def ping(self) -> None:
         if self.healthy is not None:

@@ -6,11 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 from azure.cosmos import ContainerProxy
-from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
 from application.errors import ContactNotFoundError, PreconditionFailedError
 from application.outbox import CONTACT_TYPE, quarantine_document
-from application.ports import ContactRepository, ContactSummary, Page, Quarantine, UnitOfWork
+from application.ports import ContactSummary, Page, Quarantine, TrackingRepository, UnitOfWork
 from domain.contact import Contact
 from infra.cosmos.documents import commit_operations, contact_from_document
 from infra.cosmos.errors import cosmos_errors
@@ -22,32 +21,17 @@ _LIST_QUERY = (
 )
 
 
-class CosmosContactRepository(ContactRepository):
+class CosmosContactRepository(TrackingRepository):
     def __init__(self, container: ContainerProxy) -> None:
+        super().__init__()
         self._container = container
-        self.tracked: dict[str, Contact] = {}
-        self.new: set[str] = set()
-        self.etags: dict[str, str] = {}
-
-    def add(self, contact: Contact) -> None:
-        self.tracked[contact.id] = contact
-        self.new.add(contact.id)
 
     def get(self, contact_id: str) -> Contact:
-        try:
-            with cosmos_errors(contact_id):
-                document = self._container.read_item(item=contact_id, partition_key=contact_id)
-        except CosmosResourceNotFoundError:  # pragma: no cover - translated above
-            raise ContactNotFoundError(contact_id) from None
+        with cosmos_errors(contact_id):
+            document = self._container.read_item(item=contact_id, partition_key=contact_id)
         if document.get("type") != CONTACT_TYPE:
             raise ContactNotFoundError(contact_id)
-        contact = contact_from_document(document)
-        self.tracked[contact_id] = contact
-        self.etags[contact_id] = document["_etag"]
-        return contact
-
-    def etag(self, contact_id: str) -> str:
-        return self.etags[contact_id]
+        return self.loaded(contact_from_document(document), document["_etag"])
 
     def list_page(self, *, page_size: int, continuation: str | None) -> Page:
         with cosmos_errors():
@@ -77,31 +61,19 @@ class CosmosUnitOfWork(UnitOfWork):
         self.contacts: CosmosContactRepository = CosmosContactRepository(container)
 
     def commit(self, *, traceparent: str | None = None) -> None:
-        repo = self.contacts
-        for contact_id, contact in repo.tracked.items():
-            events = contact.collect_events()
-            if not events and contact_id not in repo.new:
-                continue
+        for contact, events, etag in self.contacts.pending():
             planned = commit_operations(
-                contact,
-                events,
-                etag=None if contact_id in repo.new else repo.etags[contact_id],
-                event_ttl_seconds=self._ttl,
-                traceparent=traceparent,
+                contact, events, etag=etag, event_ttl_seconds=self._ttl, traceparent=traceparent
             )
-            operations = [_sdk_operation(kind, doc, etag) for kind, doc, etag in planned]
-            with cosmos_errors(contact_id):
+            with cosmos_errors(contact.id):
                 results = self._container.execute_item_batch(
-                    batch_operations=operations, partition_key=contact_id
+                    batch_operations=[_sdk_operation(*op) for op in planned],
+                    partition_key=contact.id,
                 )
-            repo.new.discard(contact_id)
-            repo.etags[contact_id] = _etag_of(results[0])
+            self.contacts.written(contact.id, _etag_of(results[0]))
 
     def rollback(self) -> None:
-        for contact in self.contacts.tracked.values():
-            contact.collect_events()
-        self.contacts.tracked.clear()
-        self.contacts.new.clear()
+        self.contacts.forget()
 
     def ping(self) -> None:
         """A 1-RU point read on the data plane; 'not found' means the store answered."""
