@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
 from typing import Any
 
 import azure.functions as func
@@ -93,5 +92,4 @@ def run(stack: Stack, n: int = 500) -> dict[str, Any]:
         - rows["create_contact called in-process"]["median_ms"],
         "runner_overhead_ms_get": rows["GET /api/contacts/{id} via runner (HTTP)"]["median_ms"]
         - rows["get_contact called in-process"]["median_ms"],
-        "unique": str(uuid.uuid4()),
     }

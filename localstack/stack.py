@@ -15,8 +15,8 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager, suppress
+from collections.abc import Mapping
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -215,13 +215,6 @@ def write_settings(path: Path, values: Mapping[str, str]) -> None:
     sample = json.loads(SAMPLE.read_text())
     sample["Values"] = dict(values)
     path.write_text(json.dumps(sample, indent=2) + "\n")
-
-
-@contextmanager
-def running_stack(workdir: Path, **kwargs: object) -> Iterator[Stack]:
-    stack = Stack(workdir=workdir, ports=Ports.free(), **kwargs)  # type: ignore[arg-type]
-    with stack:
-        yield stack
 
 
 # -- `make run` ---------------------------------------------------------------------------------

@@ -15,11 +15,19 @@ from typing import Any
 
 import pytest
 import urllib3
+from azure.core import MatchConditions
 from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionKey
 
 from localstack.cosmos.launcher import CosmosEndpoint, start_cosmos
 
 PK_PATH = "/partitionKey"
+UNCHANGED = MatchConditions.IfNotModified  # the SDK's If-Match condition
+
+Doc = dict[str, Any]
+
+
+def doc(doc_id: str, pk: str, **fields: Any) -> Doc:
+    return {"id": doc_id, "partitionKey": pk, **fields}
 
 
 @dataclass(frozen=True)

@@ -12,25 +12,15 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
-from azure.core import MatchConditions
 from azure.core.paging import PageIterator
 from azure.cosmos import ContainerProxy, DatabaseProxy, PartitionKey, exceptions
 
-from tests.conformance.cosmos.conftest import PK_PATH, Target, unique
-
-UNCHANGED = MatchConditions.IfNotModified
+from tests.conformance.cosmos.conftest import PK_PATH, UNCHANGED, Target, doc, unique
 
 pytestmark = [
     pytest.mark.conformance,
     pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
 ]
-
-Doc = dict[str, Any]
-
-
-def doc(doc_id: str, pk: str, **fields: Any) -> Doc:
-    return {"id": doc_id, "partitionKey": pk, **fields}
-
 
 def ids(items: Any) -> list[str]:
     return [str(i["id"]) for i in items]

@@ -8,25 +8,15 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from azure.core import MatchConditions
 from azure.cosmos import PartitionKey, exceptions
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 
-from tests.conformance.cosmos.conftest import PK_PATH, Target, unique
-
-UNCHANGED = MatchConditions.IfNotModified
+from tests.conformance.cosmos.conftest import PK_PATH, UNCHANGED, Target, doc, unique
 
 pytestmark = [
     pytest.mark.conformance,
     pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
 ]
-
-Doc = dict[str, Any]
-
-
-def doc(doc_id: str, pk: str, **fields: Any) -> Doc:
-    return {"id": doc_id, "partitionKey": pk, **fields}
-
 
 @asynccontextmanager
 async def fresh_container(cosmos: Target) -> AsyncIterator[ContainerProxy]:
