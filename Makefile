@@ -1,9 +1,8 @@
 # Two commands: `make run` (whole system, local stack) and `make test` (everything, from scratch).
 SHELL := /bin/bash
-PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-NODE_STAMP := localstack/node_modules/.installed
+NODE_STAMP := emulators/node_modules/.installed
 PY_STAMP := $(VENV)/.installed
 
 .PHONY: help setup run test unit lint bench tail clean
@@ -15,27 +14,39 @@ help:
 	@echo "make bench  benchmarks (figures, not assertions)"
 	@echo "make tail   print events as the all-events subscription receives them"
 
+RPC_STAMP := $(VENV)/rpc/.installed
+
+# The venv is built from Python 3.13 (PYTHON=... overrides; scripts/find-python says what to
+# install when there is none). A venv of another version is rebuilt.
 $(PY_STAMP): requirements.txt requirements-dev.txt
-	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python 3.11+ is required"'
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@interp=$$(PYTHON="$(PYTHON)" scripts/find-python) || exit 1; \
+	if ! $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null; then \
+	  rm -rf $(VENV); echo "creating $(VENV) with $$interp"; "$$interp" -m venv $(VENV); fi
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	touch $@
 
-$(NODE_STAMP): localstack/package.json localstack/package-lock.json
-	npm ci --prefix localstack --no-audit --no-fund --loglevel=error
+# The Functions RPC messages for the local host, from a published wheel (not installed).
+$(RPC_STAMP): $(PY_STAMP) emulators/functions_host/rpc-protos.txt
+	rm -rf $(VENV)/rpc && mkdir -p $(VENV)/rpc
+	$(PY) -m pip download --quiet --disable-pip-version-check --no-deps --only-binary :all: \
+	  --require-hashes -r emulators/functions_host/rpc-protos.txt -d $(VENV)/rpc
 	touch $@
 
-setup: $(PY_STAMP) $(NODE_STAMP)
+$(NODE_STAMP): emulators/package.json emulators/package-lock.json
+	npm ci --prefix emulators --no-audit --no-fund --loglevel=error
+	touch $@
+
+setup: $(PY_STAMP) $(RPC_STAMP) $(NODE_STAMP)
 
 run: setup
-	$(PY) -m localstack
+	$(PY) -m emulators
 
 lint: $(PY_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	bash deploy/checkov.sh
 
-unit: $(PY_STAMP)
+unit: $(PY_STAMP) $(RPC_STAMP)
 	$(PY) -m pytest tests/unit tests/contract -q
 
 test: setup lint
@@ -45,7 +56,7 @@ bench: setup
 	$(PY) -m bench
 
 tail: setup
-	$(PY) -m localstack.servicebus.tail
+	$(PY) -m emulators.servicebus.tail
 
 clean:
-	rm -rf $(VENV) .venv-checkov localstack/node_modules .stack .pytest_cache .mypy_cache .ruff_cache .coverage
+	rm -rf $(VENV) .venv-checkov emulators/node_modules .stack .pytest_cache .mypy_cache .ruff_cache .coverage

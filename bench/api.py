@@ -15,8 +15,8 @@ from application.outbox import event_document
 from bench.stats import timed
 from domain.contact import Contact
 from domain.values import Company, Name
+from emulators.stack import Stack
 from infra.cosmos.documents import contact_document
-from localstack.stack import Stack
 from tests.httpclient import Client
 
 BODY = {"firstName": "Ada", "lastName": "Lovelace", "email": "ada@example.com",

@@ -16,8 +16,8 @@ from azure.servicebus import ServiceBusClient
 from bench.stats import percentile
 from domain.contact import Contact
 from domain.values import Company, Name
+from emulators.stack import Ports, Stack
 from infra.cosmos.unit_of_work import CosmosUnitOfWork
-from localstack.stack import Ports, Stack
 from tests.e2e.subscriber import count_at_least, drain
 from tests.e2e.test_outbox_guarantees import contacts_container
 from tests.httpclient import Client

@@ -33,7 +33,7 @@ _JSON_TYPE = re.compile(r"application/(?:[\w.+-]+\+)?json", re.IGNORECASE)
 M = TypeVar("M", bound=BaseModel)
 
 
-def read_body(req: func.HttpRequest, model: type[M]) -> M:
+def read_body[M: BaseModel](req: func.HttpRequest, model: type[M]) -> M:
     """413 over 64 KiB, 415 unless JSON, 400 for bad JSON or invalid fields (per field)."""
     body = req.get_body() or b""
     if len(body) > MAX_BODY_BYTES:

@@ -123,7 +123,7 @@ def from_exception(exc: Exception) -> HttpProblemError:
 P = ParamSpec("P")
 
 
-def problem_boundary(
+def problem_boundary[**P](
     handler: Callable[P, func.HttpResponse],
 ) -> Callable[P, func.HttpResponse]:
     """Every error leaves as a problem response; no stack trace reaches a client."""

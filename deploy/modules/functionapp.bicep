@@ -26,12 +26,11 @@ param planName string
 ])
 param appRole string = 'all'
 
-@description('Python version of the Functions runtime.')
+@description('Python version of the Functions runtime (the app needs azure-functions 2.x, Python 3.13+).')
 @allowed([
-  '3.11'
-  '3.12'
+  '3.13'
 ])
-param pythonVersion string = '3.11'
+param pythonVersion string = '3.13'
 
 @description('Maximum number of instances the app scales out to.')
 @minValue(1)

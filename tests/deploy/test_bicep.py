@@ -131,7 +131,7 @@ def test_app_identity_may_send_to_the_topic() -> None:
 
 
 def test_azure_entity_names_match_the_local_service_bus_config() -> None:
-    config = t.json_file(ROOT / "localstack" / "servicebus" / "config.json")
+    config = t.json_file(ROOT / "emulators" / "servicebus" / "config.json")
     topics = {
         topic["Name"]: topic for ns in config["UserConfig"]["Namespaces"] for topic in ns["Topics"]
     }
@@ -152,7 +152,7 @@ def test_function_app_runs_python_311_on_flex_consumption_as_the_user_assigned_i
     assert site.config["identity"]["type"] == "UserAssigned"
     config = site.properties["functionAppConfig"]
     assert config["runtime"] == {"name": "python", "version": "pythonVersion"}
-    assert t.default(FUNCTION_APP_MODULE, "pythonVersion") == "3.11"
+    assert t.default(FUNCTION_APP_MODULE, "pythonVersion") == "3.13"
     auth = config["deployment"]["storage"]["authentication"]
     assert auth == {"type": "UserAssignedIdentity", "userAssignedIdentityResourceId": "identityId"}
     assert site.properties["httpsOnly"] is True

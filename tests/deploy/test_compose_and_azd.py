@@ -8,7 +8,7 @@ import yaml
 
 from tests.deploy.templates import DEPLOY, ROOT
 
-SERVICEBUS_CONFIG = "./localstack/servicebus/config.json"
+SERVICEBUS_CONFIG = "./emulators/servicebus/config.json"
 
 
 def compose() -> dict[str, Any]:

@@ -32,7 +32,7 @@ REQUIRED_PACKAGES = ["domain", "infra"]
 # Must never ship: tests, the local stack, node_modules, templates, local settings, tooling.
 FORBIDDEN_PREFIXES = [
     "tests/",
-    "localstack/",
+    "emulators/",
     "node_modules/",
     "deploy/",
     "bench/",

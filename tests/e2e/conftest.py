@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from localstack.stack import Ports, Stack
+from emulators.stack import Ports, Stack
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient
 
-from localstack.stack import Ports, Stack
+from emulators.stack import Ports, Stack
 from tests.e2e.subscriber import Received, count_at_least, drain
 from tests.httpclient import Client
 

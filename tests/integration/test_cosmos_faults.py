@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from localstack.stack import Stack
+from emulators.stack import Stack
 from tests.httpclient import Client
 
 pytestmark = pytest.mark.integration

@@ -13,8 +13,8 @@ import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 
 from application.outbox import EVENT_TYPE
+from emulators.stack import Stack
 from infra.cosmos.unit_of_work import CosmosUnitOfWork
-from localstack.stack import Stack
 from tests.contract.unit_of_work_contract import (
     ContractWorld,
     UnitOfWorkContract,

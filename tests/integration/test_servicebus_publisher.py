@@ -14,9 +14,9 @@ from application.outbox import event_document
 from application.relay import Relay
 from domain.contact import Contact
 from domain.values import Company, Name
+from emulators.servicebus.launcher import ServiceBusEndpoint, start_servicebus
 from infra.servicebus.publisher import ServiceBusPublisher
 from infra.settings import Settings
-from localstack.servicebus.launcher import ServiceBusEndpoint, start_servicebus
 from tests.e2e.subscriber import count_at_least, drain
 from tests.fakes import InMemoryQuarantine
 

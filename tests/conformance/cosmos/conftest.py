@@ -18,7 +18,7 @@ import urllib3
 from azure.core import MatchConditions
 from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionKey
 
-from localstack.cosmos.launcher import CosmosEndpoint, start_cosmos
+from emulators.cosmos.launcher import CosmosEndpoint, start_cosmos
 
 PK_PATH = "/partitionKey"
 UNCHANGED = MatchConditions.IfNotModified  # the SDK's If-Match condition

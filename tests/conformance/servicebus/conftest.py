@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusSender
 
-from localstack.servicebus.launcher import ServiceBusEndpoint, start_servicebus
+from emulators.servicebus.launcher import ServiceBusEndpoint, start_servicebus
 
 CONFIG = Path(__file__).with_name("config.json")
 TOPIC = "contact-events"

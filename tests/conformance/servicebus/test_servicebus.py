@@ -23,7 +23,7 @@ from azure.servicebus.exceptions import (
     ServiceBusError,
 )
 
-from localstack.servicebus.launcher import start_servicebus
+from emulators.servicebus.launcher import start_servicebus
 
 from .conftest import (
     CONFIG,

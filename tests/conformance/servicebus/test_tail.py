@@ -7,7 +7,7 @@ import io
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
-from localstack.servicebus.tail import tail
+from emulators.servicebus.tail import tail
 
 from .conftest import SUBSCRIPTION, TOPIC, Target
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from localstack.runner.launcher import RunningRunner, start_runner
+from emulators.functions_host.launcher import RunningRunner, start_runner
 
 HERE = Path(__file__).resolve().parent
 

@@ -1,6 +1,6 @@
 """The runner drives a Cosmos DB trigger from the change feed with lease documents.
 
-Needs the local Cosmos endpoint (localstack.cosmos.launcher), or any endpoint given by
+Needs the local Cosmos endpoint (emulators.cosmos.launcher), or any endpoint given by
 COSMOS_ENDPOINT (+ COSMOS_KEY, COSMOS_VERIFY_TLS) such as the official emulator.
 """
 
@@ -19,7 +19,7 @@ import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
-from localstack.runner.launcher import RunningRunner, start_runner
+from emulators.functions_host.launcher import RunningRunner, start_runner
 
 pytestmark = pytest.mark.integration
 
@@ -49,9 +49,9 @@ def cosmos() -> Iterator[Cosmos]:
         yield Cosmos(endpoint, os.environ.get("COSMOS_KEY", EMULATOR_KEY), verify)
         return
     try:
-        from localstack.cosmos.launcher import start_cosmos
+        from emulators.cosmos.launcher import start_cosmos
     except ImportError:
-        pytest.skip("local Cosmos endpoint (localstack.cosmos.launcher) not available yet")
+        pytest.skip("local Cosmos endpoint (emulators.cosmos.launcher) not available yet")
     local = start_cosmos(port=0)
     try:
         yield Cosmos(local.endpoint, local.key, local.verify_tls)

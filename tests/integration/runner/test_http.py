@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from localstack.runner.launcher import RunningRunner, start_runner
-from localstack.runner.testing import call
+from emulators.functions_host.launcher import RunningRunner, start_runner
+from emulators.functions_host.testing import call
 
 pytestmark = pytest.mark.integration
 

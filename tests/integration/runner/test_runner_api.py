@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from localstack.runner import Runner
-from localstack.runner.app import import_app, index_functions
-from localstack.runner.config import HostJson
-from localstack.runner.retry import RetryPolicy, parse_timespan
-from localstack.runner.routing import RouteTable, compile_route
-from localstack.runner.testing import call
+from emulators.functions_host import Runner
+from emulators.functions_host.app import import_app, index_functions
+from emulators.functions_host.config import HostJson
+from emulators.functions_host.retry import RetryPolicy, parse_timespan
+from emulators.functions_host.routing import RouteTable, compile_route
+from emulators.functions_host.testing import call
 
 pytestmark = pytest.mark.integration
 

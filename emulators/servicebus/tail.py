@@ -1,4 +1,4 @@
-"""``python -m localstack.servicebus.tail``: print every event arriving on a subscription.
+"""``python -m emulators.servicebus.tail``: print every event arriving on a subscription.
 
 Takes the next available session in a loop (so every contact's events are seen in order),
 prints one line per message and completes it. Ctrl-C stops it. The connection string comes
@@ -91,7 +91,7 @@ def tail(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m localstack.servicebus.tail")
+    parser = argparse.ArgumentParser(prog="python -m emulators.servicebus.tail")
     parser.add_argument("--connection-string", default=None)
     parser.add_argument("--topic", default=os.environ.get("SERVICEBUS_TOPIC", "contact-events"))
     parser.add_argument("--subscription", default="all-events")

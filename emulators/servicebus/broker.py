@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from localstack.servicebus.config import NamespaceConfig, ReceiverEntityConfig, SenderEntityConfig
+from emulators.servicebus.config import NamespaceConfig, ReceiverEntityConfig, SenderEntityConfig
 
 logger = logging.getLogger(__name__)
 

@@ -34,10 +34,15 @@ from azure.cosmos import PartitionKey
 from azure.cosmos.aio import ContainerProxy, CosmosClient, DatabaseProxy
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
-from localstack.runner.app import FunctionSpec
-from localstack.runner.config import SettingError, is_truthy, parse_connection_string, resolve
+from emulators.functions_host.app import FunctionSpec
+from emulators.functions_host.config import (
+    SettingError,
+    is_truthy,
+    parse_connection_string,
+    resolve,
+)
 
-logger = logging.getLogger("localstack.runner.cosmos")
+logger = logging.getLogger("emulators.functions_host.cosmos")
 
 DEFAULT_FEED_POLL_DELAY_MS = 5000
 DEFAULT_MAX_ITEMS = 100

@@ -12,12 +12,12 @@ from pathlib import Path
 
 from aiohttp import web
 
-from localstack.runner.app import FunctionSpec, import_app, index_functions
-from localstack.runner.config import HostJson, apply_settings, load_local_settings
-from localstack.runner.cosmos_trigger import CosmosTriggerListener
-from localstack.runner.http_host import HttpHost
+from emulators.functions_host.app import FunctionSpec, import_app, index_functions
+from emulators.functions_host.config import HostJson, apply_settings, load_local_settings
+from emulators.functions_host.cosmos_trigger import CosmosTriggerListener
+from emulators.functions_host.http_host import HttpHost
 
-logger = logging.getLogger("localstack.runner")
+logger = logging.getLogger("emulators.functions_host")
 
 _MAX_BODY = 100 * 1024 * 1024  # the Functions host's request size limit
 

@@ -69,7 +69,7 @@ def start_runner(
     log_level: str = "INFO",
     timeout: float = 60.0,
 ) -> RunningRunner:
-    """Start ``python -m localstack.runner`` and wait for its ready line.
+    """Start ``python -m emulators.functions_host`` and wait for its ready line.
 
     ``settings`` become environment variables of the child (they win over
     ``settings_file`` values, as environment variables do with Core Tools).
@@ -85,7 +85,7 @@ def start_runner(
     )
     env["PYTHONUNBUFFERED"] = "1"
     cmd = [
-        sys.executable, "-m", "localstack.runner",
+        sys.executable, "-m", "emulators.functions_host",
         "--app-dir", str(app_dir), "--script", script,
         "--host", host, "--port", str(port), "--log-level", log_level,
     ]  # fmt: skip

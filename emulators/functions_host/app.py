@@ -20,11 +20,11 @@ import azure.functions as func
 from azure.functions.decorators.function_app import Function, FunctionRegister
 from azure.functions.decorators.retry_policy import RETRY_POLICY
 
-from localstack.runner.config import HostJson, is_truthy
-from localstack.runner.context import RunnerContext
-from localstack.runner.retry import RetryPolicy
+from emulators.functions_host.config import HostJson, is_truthy
+from emulators.functions_host.context import RunnerContext
+from emulators.functions_host.retry import RetryPolicy
 
-logger = logging.getLogger("localstack.runner")
+logger = logging.getLogger("emulators.functions_host")
 
 
 class AppLoadError(RuntimeError):

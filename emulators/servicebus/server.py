@@ -29,8 +29,8 @@ from azure.servicebus._pyamqp import message as amqp_message
 from azure.servicebus._pyamqp import performatives as perf
 from azure.servicebus._pyamqp.types import TYPE, VALUE, AMQPTypes
 
-from localstack.servicebus.broker import Broker, ReceiverEntity, SenderEntity, StoredMessage, now_ms
-from localstack.servicebus.config import MAX_MESSAGE_SIZE
+from emulators.servicebus.broker import Broker, ReceiverEntity, SenderEntity, StoredMessage, now_ms
+from emulators.servicebus.config import MAX_MESSAGE_SIZE
 
 logger = logging.getLogger(__name__)
 
@@ -310,7 +310,7 @@ class Connection:
             self.send(
                 0,
                 perf.OpenFrame(
-                    container_id="localstack-servicebus",
+                    container_id="emulators-servicebus",
                     hostname=None,
                     max_frame_size=MAX_FRAME_SIZE,
                     channel_max=65535,

@@ -1,4 +1,4 @@
-"""Start / stop the local Cosmos DB endpoint (``node localstack/cosmos/server.js``).
+"""Start / stop the local Cosmos DB endpoint (``node emulators/cosmos/server.js``).
 
 The endpoint is the npm package ``@vercel/cosmosdb-server`` 1.0.1 extended at start-up
 (atomic batch, incremental change feed, TTL, 404/409/412, keep-alive); the unmodified
@@ -99,7 +99,7 @@ class CosmosEndpoint:
         context.verify_mode = ssl.CERT_NONE  # the package's self-signed certificate
         data = json.dumps(body).encode() if body is not None else None
         request = urllib.request.Request(  # noqa: S310 - our own endpoint URL
-            f"{self.endpoint.rstrip('/')}/_localstack/faults",
+            f"{self.endpoint.rstrip('/')}/_emulators/faults",
             data=data,
             method=method,
             headers={"content-type": "application/json"},
@@ -136,7 +136,7 @@ def start_cosmos(
     """Run the endpoint and wait for its ready line. ``port=0`` lets the OS pick a free port."""
     if not PACKAGE_DIR.is_dir():
         raise CosmosStartError(
-            f"{PACKAGE_DIR} is missing: run `npm ci --prefix localstack` from the repository root"
+            f"{PACKAGE_DIR} is missing: run `npm ci --prefix emulators` from the repository root"
         )
     cmd = [_node(), str(SERVER_JS), "--host", host, "--port", str(port)]
     log: IO[bytes] | None = log_path.open("ab") if log_path is not None else None

@@ -11,11 +11,11 @@ import azure.functions as func
 from aiohttp import web
 from multidict import CIMultiDict
 
-from localstack.runner.app import FunctionSpec
-from localstack.runner.config import resolve
-from localstack.runner.routing import RouteTable
+from emulators.functions_host.app import FunctionSpec
+from emulators.functions_host.config import resolve
+from emulators.functions_host.routing import RouteTable
 
-logger = logging.getLogger("localstack.runner.http")
+logger = logging.getLogger("emulators.functions_host.http")
 
 _ALL_METHODS = None  # an HTTP trigger without ``methods`` accepts every method
 

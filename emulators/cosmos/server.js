@@ -741,7 +741,7 @@ function pathSegments(url) {
 
 // ---------------------------------------------------------------- fault injection (local only)
 //
-// POST /_localstack/faults {"statusCode":429,"count":3,"retryAfterMs":10,"operations":["POST"]}
+// POST /_emulators/faults {"statusCode":429,"count":3,"retryAfterMs":10,"operations":["POST"]}
 // makes the next `count` document requests (optionally only those HTTP methods) fail with
 // that status (429 carries x-ms-retry-after-ms, like the service). DELETE clears them.
 
@@ -758,7 +758,7 @@ function takeFault(req, segs) {
 }
 
 async function handleControl(req, res, segs) {
-  if (segs[0] !== "_localstack" || segs[1] !== "faults") return false;
+  if (segs[0] !== "_emulators" || segs[1] !== "faults") return false;
   if (req.method === "DELETE") {
     faults.length = 0;
     send(req, res, 204, undefined);

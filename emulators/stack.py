@@ -1,7 +1,7 @@
 """The local stack: Cosmos endpoint + Service Bus endpoint + Azurite + the Functions runner
 hosting function_app.py, wired through a generated local.settings.json.
 
-`python -m localstack` (what `make run` calls) starts it on the well-known ports and serves
+`python -m emulators` (what `make run` calls) starts it on the well-known ports and serves
 until Ctrl-C; tests use `Stack` on free ports and stop/kill parts of it to inject faults.
 """
 
@@ -20,15 +20,15 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from localstack.cosmos.launcher import CosmosEndpoint, start_cosmos
-from localstack.provision import provision
-from localstack.runner.launcher import RunningRunner, start_runner
-from localstack.servicebus.launcher import ServiceBusEndpoint, start_servicebus
+from emulators.cosmos.launcher import CosmosEndpoint, start_cosmos
+from emulators.functions_host.launcher import RunningRunner, start_runner
+from emulators.provision import provision
+from emulators.servicebus.launcher import ServiceBusEndpoint, start_servicebus
 
-logger = logging.getLogger("localstack")
+logger = logging.getLogger("emulators")
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "local.settings.sample.json"
-NODE_BIN = ROOT / "localstack" / "node_modules" / ".bin"
+NODE_BIN = ROOT / "emulators" / "node_modules" / ".bin"
 
 
 @dataclass
@@ -151,7 +151,7 @@ class Stack:
     def _start_azurite(self) -> None:
         exe = NODE_BIN / "azurite"
         if not exe.exists():
-            raise RuntimeError("azurite is not installed: run `npm ci --prefix localstack`")
+            raise RuntimeError("azurite is not installed: run `npm ci --prefix emulators`")
         blob, queue, table = (p or free_port() for p in self.ports.azurite)
         self.ports.azurite = (blob, queue, table)
         data = self.workdir / "azurite"

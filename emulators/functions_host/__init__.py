@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from localstack.runner.runner import Runner
+from emulators.functions_host.runner import Runner
 
 __all__ = ["Runner"]

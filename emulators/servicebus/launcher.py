@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from localstack.servicebus.config import DEFAULT_CONFIG, connection_string
+from emulators.servicebus.config import DEFAULT_CONFIG, connection_string
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,14 +57,14 @@ def start_servicebus(
     settle_delay_ms: float = 0.0,
     log_level: str = "INFO",
 ) -> ServiceBusEndpoint:
-    """Run ``python -m localstack.servicebus`` and wait for its ready line.
+    """Run ``python -m emulators.servicebus`` and wait for its ready line.
 
     Pass the ``port`` of a stopped endpoint to start a new one on the same port.
     """
     cmd = [
         sys.executable,
         "-m",
-        "localstack.servicebus",
+        "emulators.servicebus",
         "--host",
         host,
         "--port",

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Generic, TypeVar
+from typing import TypeVar
 
 T = TypeVar("T")
 
@@ -183,7 +183,7 @@ def _split_constraints(body: str) -> list[str]:
 
 
 @dataclass
-class RouteTable(Generic[T]):
+class RouteTable[T]:
     """Routes -> (methods, target). Returns the target, its route values or the allowed methods."""
 
     _entries: list[tuple[CompiledRoute, frozenset[str] | None, T]] = field(default_factory=list)

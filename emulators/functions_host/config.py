@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-logger = logging.getLogger("localstack.runner")
+logger = logging.getLogger("emulators.functions_host")
 
 _EXPRESSION = re.compile(r"%([^%]+)%")
 

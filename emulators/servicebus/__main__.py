@@ -1,4 +1,4 @@
-"""``python -m localstack.servicebus``: run the local Service Bus endpoint until SIGTERM/SIGINT."""
+"""``python -m emulators.servicebus``: run the local Service Bus endpoint until SIGTERM/SIGINT."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ import signal
 import sys
 from pathlib import Path
 
-from localstack.servicebus.broker import Broker
-from localstack.servicebus.config import DEFAULT_CONFIG, connection_string, load_config
-from localstack.servicebus.server import Server
+from emulators.servicebus.broker import Broker
+from emulators.servicebus.config import DEFAULT_CONFIG, connection_string, load_config
+from emulators.servicebus.server import Server
 
 
 async def _serve(args: argparse.Namespace) -> None:
@@ -34,7 +34,7 @@ async def _serve(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m localstack.servicebus")
+    parser = argparse.ArgumentParser(prog="python -m emulators.servicebus")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5672)
     parser.add_argument("--config", default=str(DEFAULT_CONFIG))

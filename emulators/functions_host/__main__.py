@@ -1,6 +1,6 @@
 """Run a Functions app locally.
 
-``python -m localstack.runner --app-dir . --script function_app.py --settings local.settings.json``
+``python -m emulators.functions_host --app-dir . --settings local.settings.json``
 
 Prints one JSON line on stdout when ready: ``{"ready": true, "port": N, "url": "..."}``;
 logs go to stderr. SIGINT/SIGTERM stop it cleanly.
@@ -15,11 +15,11 @@ import logging
 import signal
 import sys
 
-from localstack.runner.runner import Runner
+from emulators.functions_host.runner import Runner
 
 
 def _parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m localstack.runner", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m emulators.functions_host", description=__doc__)
     parser.add_argument("--app-dir", default=".")
     parser.add_argument("--script", default="function_app.py")
     parser.add_argument("--settings", default=None, help="local.settings.json (Values)")

@@ -1,0 +1,3 @@
+from emulators.stack import main
+
+raise SystemExit(main())

@@ -1,3 +1,0 @@
-from localstack.stack import main
-
-raise SystemExit(main())
