@@ -102,6 +102,9 @@ def openapi(req: func.HttpRequest) -> func.HttpResponse:
     container_name="%COSMOS_CONTAINER%",
     lease_container_name="%COSMOS_LEASE_CONTAINER%",
     create_lease_container_if_not_exists=True,
+    # A new lease (first deployment, lease container reset) starts from the oldest event still
+    # stored, not from "now": events written before the relay first ran are not lost.
+    start_from_beginning=True,  # type: ignore[arg-type]  # azure-functions 2.3 types it `time`
     feed_poll_delay=DEFAULT_FEED_POLL_DELAY_MS,
     max_items_per_invocation=DEFAULT_MAX_ITEMS_PER_INVOCATION,
 )

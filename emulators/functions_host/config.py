@@ -73,10 +73,12 @@ def is_truthy(value: str | None) -> bool:
 
 @dataclass(frozen=True)
 class HostJson:
-    """The parts of host.json the runner honours."""
+    """The parts of host.json the local host honours."""
 
     route_prefix: str = "api"
     retry: Mapping[str, Any] | None = None
+    # The Flex Consumption default; host.json "functionTimeout" ("-1" = unbounded) overrides.
+    function_timeout: float | None = 30 * 60.0
 
     @classmethod
     def load(cls, app_dir: Path) -> HostJson:
@@ -89,7 +91,17 @@ class HostJson:
         if isinstance(http, dict) and isinstance(http.get("routePrefix"), str):
             prefix = http["routePrefix"]
         retry = data.get("retry")
-        return cls(route_prefix=prefix.strip("/"), retry=retry if isinstance(retry, dict) else None)
+        timeout: float | None = cls.function_timeout
+        raw_timeout = data.get("functionTimeout")
+        if isinstance(raw_timeout, str):
+            from emulators.functions_host.retry import parse_timespan
+
+            timeout = None if raw_timeout.strip() == "-1" else parse_timespan(raw_timeout)
+        return cls(
+            route_prefix=prefix.strip("/"),
+            retry=retry if isinstance(retry, dict) else None,
+            function_timeout=timeout,
+        )
 
 
 def parse_connection_string(value: str) -> dict[str, str]:

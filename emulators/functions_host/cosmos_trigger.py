@@ -1,19 +1,25 @@
 """Cosmos DB trigger: the monitored container's change feed, one lease document per feed range.
 
-Behaviour (matches the Functions host unless noted):
+As the Functions host (the change feed processor behind it) does:
 
 * One lease document per feed range in the lease container (partition key ``/id``), created
-  if missing when the binding says ``createLeaseContainerIfNotExists``. The lease holds the
-  SDK's change-feed continuation token; it is written only after an invocation finished.
+  if missing when the binding says ``createLeaseContainerIfNotExists``. Each lease is
+  processed on its own and concurrently: a batch that keeps failing holds back only its lease.
+* The lease holds the change-feed continuation; it moves only after an invocation finished
+  -- successfully, or unsuccessfully once the retry policy is exhausted (or when there is
+  none): then the host logs an error and checkpoints anyway.
 * A failed invocation is retried with the same batch per the function's retry policy
-  (``-1`` = forever) and the lease does not move meanwhile. When the retries are exhausted,
-  or when the function declares no retry policy, the batch is checkpointed anyway and an
-  error is logged -- exactly what the host does.
-* LOCAL DIFFERENCE: with no lease and no ``startFromBeginning``/``startFromTime``, the host
-  starts from "now"; this runner starts from the beginning so that no change is ever missed.
-  ``startFromBeginning: false`` (set explicitly) keeps the host's "now".
-* LOCAL DIFFERENCE: a single runner instance is assumed: a starting runner takes over every
-  lease at once (no lease expiry / load balancing between instances).
+  (``-1`` = forever), with the host's randomized exponential back-off; the retry count is
+  kept in memory. On shutdown an unfinished batch is not checkpointed.
+* With no lease the feed starts from "now", unless ``startFromBeginning`` or
+  ``startFromTime`` says otherwise.
+* The documents reach the worker as one JSON array (``TypedData.json``).
+* LOCAL DIFFERENCE: the local Cosmos endpoint has one physical partition, so one lease. The
+  local-only app setting ``FUNCTIONS_HOST_COSMOS_LEASES=N`` splits the feed into N
+  effective-partition-key ranges with a lease each, which behave as the host's leases on
+  N physical partitions (used to test that leases are independent).
+* LOCAL DIFFERENCE: a single host instance is assumed: a starting host takes over every lease
+  at once (no lease expiry or balancing between instances).
 """
 
 from __future__ import annotations
@@ -21,36 +27,34 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import itertools
+import json
 import logging
 import os
 import socket
 import uuid
-from concurrent.futures import Executor
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import azure.functions as func
 from azure.cosmos import PartitionKey
 from azure.cosmos.aio import ContainerProxy, CosmosClient, DatabaseProxy
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
-from emulators.functions_host.app import FunctionSpec
 from emulators.functions_host.config import (
     SettingError,
     is_truthy,
     parse_connection_string,
     resolve,
 )
+from emulators.functions_host.functions import FunctionSpec
+from emulators.functions_host.language_worker import LanguageWorker
+from emulators.functions_host.rpc import protos
 
 logger = logging.getLogger("emulators.functions_host.cosmos")
 
 DEFAULT_FEED_POLL_DELAY_MS = 5000
 DEFAULT_MAX_ITEMS = 100
-# The Functions host cannot resolve %NAME% in the trigger's int properties, so apps declare
-# literals there. Locally these app settings, when set, override them for every trigger, so
-# the poll delay and batch size can be tuned per environment without a code change.
-POLL_DELAY_OVERRIDE = "FEED_POLL_DELAY_MS"
-MAX_ITEMS_OVERRIDE = "MAX_ITEMS_PER_INVOCATION"
 _STARTUP_RETRY_SECONDS = 2.0
 _STARTUP_TIMEOUT_SECONDS = 30.0
 
@@ -80,15 +84,15 @@ class CosmosTriggerOptions:
         if not connection:
             raise SettingError("cosmosDBTrigger needs 'connection'")
         database = str(opt("databaseName"))
-        start: dt.datetime | str = "Beginning"
+        start: dt.datetime | str = "Now"
         start_from_time = opt("startFromTime")
         start_from_beginning = opt("startFromBeginning")
         if start_from_time:
             start = dt.datetime.fromisoformat(str(start_from_time).replace("Z", "+00:00"))
             if start.tzinfo is None:
                 start = start.replace(tzinfo=dt.UTC)
-        elif start_from_beginning is not None and not _as_bool(start_from_beginning):
-            start = "Now"
+        elif start_from_beginning is not None and _as_bool(start_from_beginning):
+            start = "Beginning"
         return cls(
             connection=connection,
             database_name=database,
@@ -106,16 +110,8 @@ class CosmosTriggerOptions:
                 or opt("createLeaseCollectionIfNotExists")
                 or False
             ),
-            feed_poll_delay=int(
-                os.environ.get(POLL_DELAY_OVERRIDE)
-                or opt("feedPollDelay")
-                or DEFAULT_FEED_POLL_DELAY_MS
-            ) / 1000.0,
-            max_items=int(
-                os.environ.get(MAX_ITEMS_OVERRIDE)
-                or opt("maxItemsPerInvocation")
-                or DEFAULT_MAX_ITEMS
-            ),
+            feed_poll_delay=int(opt("feedPollDelay") or DEFAULT_FEED_POLL_DELAY_MS) / 1000.0,
+            max_items=int(opt("maxItemsPerInvocation") or DEFAULT_MAX_ITEMS),
             start_time=start,
         )
 
@@ -169,13 +165,25 @@ class Lease:
 class CosmosTriggerListener:
     """Feeds one function from the change feed of its monitored container."""
 
-    def __init__(self, spec: FunctionSpec, executor: Executor, owner: str | None = None) -> None:
+    def __init__(
+        self,
+        spec: FunctionSpec,
+        worker: LanguageWorker,
+        *,
+        timeout: Callable[[], float | None] = lambda: None,
+        owner: str | None = None,
+    ) -> None:
         self.spec = spec
         self.options = CosmosTriggerOptions.from_binding(spec.trigger)
-        self._executor = executor
+        self._worker = worker
+        self._timeout = timeout
         self._owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self._clients: list[CosmosClient] = []
         self._task: asyncio.Task[None] | None = None
+        self._lease_tasks: list[asyncio.Task[None]] = []
+        # Page reads share one client (and its last response headers): one at a time.
+        # Deliveries, the slow part, run concurrently per lease.
+        self._read_lock = asyncio.Lock()
         self._monitored: ContainerProxy | None = None
         self._leases_container: ContainerProxy | None = None
         self._leases: list[Lease] = []
@@ -185,11 +193,14 @@ class CosmosTriggerListener:
         self._task = asyncio.create_task(self._run(), name=f"cosmos-trigger-{self.spec.name}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        tasks = [*self._lease_tasks, *([self._task] if self._task else [])]
+        for task in tasks:
+            task.cancel()
+        for task in tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+                await task
+        self._task = None
+        self._lease_tasks.clear()
         for client in self._clients:
             with contextlib.suppress(Exception):
                 await client.close()
@@ -213,7 +224,11 @@ class CosmosTriggerListener:
                 logger.debug("start-up failure", exc_info=True)
                 await self._close_clients()
                 await asyncio.sleep(_STARTUP_RETRY_SECONDS)
-        await self._poll_forever()
+        self._lease_tasks = [
+            asyncio.create_task(self._poll_lease(lease), name=f"lease-{lease.id}")
+            for lease in self._leases
+        ]
+        await asyncio.gather(*self._lease_tasks)
 
     async def _close_clients(self) -> None:
         for client in self._clients:
@@ -252,7 +267,11 @@ class CosmosTriggerListener:
             if item_id.startswith(self._prefix):
                 existing[item_id] = item
         self._leases = []
-        async for feed_range in monitored.read_feed_ranges():
+        ranges = [feed_range async for feed_range in monitored.read_feed_ranges()]
+        split = int(os.environ.get("FUNCTIONS_HOST_COSMOS_LEASES", "1") or "1")
+        if split > 1 and len(ranges) == 1:
+            ranges = _split_range(ranges[0], split)
+        for feed_range in ranges:
             token = _range_token(feed_range)
             lease_id = f"{self._prefix}{token}"
             found = existing.get(lease_id)
@@ -283,26 +302,31 @@ class CosmosTriggerListener:
             opts.start_time if isinstance(opts.start_time, str) else opts.start_time.isoformat(),
         )
 
-    async def _poll_forever(self) -> None:
+    async def _poll_lease(self, lease: Lease) -> None:
+        """One lease's loop: read a page, deliver it, checkpoint; wait when caught up."""
         while True:
             full_page = False
-            for lease in self._leases:
-                try:
-                    full_page |= await self._poll_once(lease)
-                except asyncio.CancelledError:
-                    raise
-                except CosmosHttpResponseError as exc:
-                    logger.warning(
-                        "cosmos trigger %s: change feed read failed (status %s)",
-                        self.spec.name,
-                        exc.status_code,
-                    )
-                except Exception:
-                    logger.exception("cosmos trigger %s: change feed read failed", self.spec.name)
+            try:
+                full_page = await self._poll_once(lease)
+            except asyncio.CancelledError:
+                raise
+            except CosmosHttpResponseError as exc:
+                logger.warning(
+                    "cosmos trigger %s: change feed read failed on lease %s (status %s)",
+                    self.spec.name,
+                    lease.doc.get("LeaseToken"),
+                    exc.status_code,
+                )
+            except Exception:
+                logger.exception("cosmos trigger %s: change feed read failed", self.spec.name)
             if not full_page:
                 await asyncio.sleep(self.options.feed_poll_delay)
 
     async def _read_page(self, lease: Lease) -> tuple[list[dict[str, Any]], str | None]:
+        async with self._read_lock:
+            return await self._read_page_locked(lease)
+
+    async def _read_page_locked(self, lease: Lease) -> tuple[list[dict[str, Any]], str | None]:
         monitored = self._monitored
         assert monitored is not None
         kwargs: dict[str, Any] = {"max_item_count": self.options.max_items}
@@ -340,27 +364,42 @@ class CosmosTriggerListener:
 
     async def _deliver(self, lease: Lease, items: list[dict[str, Any]]) -> None:
         """Invoke the function with ``items``; retry per policy; return when it may checkpoint."""
+        pb = protos()
         policy = self.spec.retry
+        backoff = policy.backoff() if policy else None
+        payload = pb.TypedData(json=json.dumps(items, separators=(",", ":")))
         retries = 0
         while True:
-            documents = func.DocumentList([func.Document.from_dict(item) for item in items])
+            error = ""
             try:
-                await self.spec.invoke(
-                    self._executor, {self.spec.trigger_arg: documents}, retry_count=retries
+                answer = await self._worker.invoke(
+                    self.spec.function_id,
+                    [pb.ParameterBinding(name=self.spec.trigger_arg, data=payload)],
+                    retry_count=retries,
+                    max_retry_count=policy.max_retry_count if policy else 0,
+                    time_limit=self._timeout(),
                 )
-                logger.info(
-                    "cosmos trigger %s: delivered %d document(s) from lease %s (retry %d)",
-                    self.spec.name,
-                    len(items),
-                    lease.doc.get("LeaseToken"),
-                    retries,
-                )
-                return
-            except Exception:
-                logger.exception(
-                    "cosmos trigger %s: invocation failed (retry %d)", self.spec.name, retries
-                )
-            if policy is None:
+                if answer.result.status == pb.StatusResult.Success:
+                    logger.info(
+                        "cosmos trigger %s: delivered %d document(s) from lease %s (retry %d)",
+                        self.spec.name,
+                        len(items),
+                        lease.doc.get("LeaseToken"),
+                        retries,
+                    )
+                    return
+                error = answer.result.exception.message.strip()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                error = f"{type(exc).__name__}: {exc}"
+            logger.error(
+                "cosmos trigger %s: invocation failed (retry %d): %s",
+                self.spec.name,
+                retries,
+                error,
+            )
+            if policy is None or backoff is None:
                 logger.error(
                     "cosmos trigger %s: no retry policy; checkpointing the failed batch of %d "
                     "(host behaviour)",
@@ -377,7 +416,7 @@ class CosmosTriggerListener:
                 )
                 return
             retries += 1
-            delay = policy.delay(retries)
+            delay = backoff.next_delay()
             logger.warning(
                 "cosmos trigger %s: retry %d of %s in %.2fs with the same batch",
                 self.spec.name,
@@ -402,6 +441,19 @@ class CosmosTriggerListener:
         doc["properties"] = props
         stored = await leases.upsert_item(doc)
         lease.doc = _clean(stored)
+
+
+def _split_range(feed_range: dict[str, Any], parts: int) -> list[dict[str, Any]]:
+    """``parts`` contiguous sub-ranges of the full effective-partition-key range."""
+    rng = feed_range.get("Range", feed_range)
+    if not (isinstance(rng, dict) and rng.get("min") == "" and rng.get("max") == "FF"):
+        return [feed_range]
+    # hash (v2) effective partition keys begin with a byte in 00..3F: split that space evenly
+    bounds = [""] + [f"{(64 * i) // parts:02X}" for i in range(1, parts)] + ["FF"]
+    return [
+        {"Range": {"isMaxInclusive": False, "isMinInclusive": True, "min": lo, "max": hi}}
+        for lo, hi in itertools.pairwise(bounds)
+    ]
 
 
 def _range_token(feed_range: dict[str, Any]) -> str:

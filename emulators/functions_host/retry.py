@@ -1,15 +1,23 @@
-"""Function retry policies (``@app.retry`` / host.json ``retry``), as the host applies them."""
+"""Function retry policies (``@app.retry`` / host.json ``retry``), as the host applies them.
+
+Exponential back-off is the WebJobs SDK's randomized strategy: the first retry waits the
+minimum interval; each later one waits ``minimum + r * 2^(k-1) * minimum`` (``r`` uniform in
+0.8..1.2, ``k`` counting from 1) until that reaches the maximum, which then holds. The retry
+count lives in memory only (a restarted host starts counting again).
+"""
 
 from __future__ import annotations
 
+import random
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 _TIMESPAN = re.compile(
     r"^\s*(?:(?P<days>\d+)\.)?(?P<h>\d{1,2}):(?P<m>\d{1,2}):(?P<s>\d{1,2}(?:\.\d+)?)\s*$"
 )
+RANDOMIZATION_FACTOR = 0.2
 
 
 def parse_timespan(value: str | int | float) -> float:
@@ -35,7 +43,7 @@ class RetryPolicy:
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any]) -> RetryPolicy:
-        """From the decorator's setting dict (snake_case) or host.json ``retry`` (camelCase)."""
+        """From host.json ``retry`` (camelCase) or the decorator's setting dict (snake_case)."""
         norm = {re.sub(r"[_\s]", "", str(k)).lower(): v for k, v in data.items()}
         strategy = re.sub(r"[_\s]", "", str(norm.get("strategy", ""))).lower()
         if strategy not in {"fixeddelay", "exponentialbackoff"}:
@@ -52,13 +60,54 @@ class RetryPolicy:
         maximum = span("maximuminterval") or max(minimum, 900.0)
         return cls("exponential_backoff", count, minimum_interval=minimum, maximum_interval=maximum)
 
+    @classmethod
+    def from_rpc(cls, options: Any) -> RetryPolicy:
+        """From the ``RpcRetryOptions`` the worker returned with the function's metadata."""
+        strategy = options.DESCRIPTOR.fields_by_name["retry_strategy"].enum_type.values_by_number[
+            options.retry_strategy
+        ].name
+        count = int(options.max_retry_count)
+        if strategy == "fixed_delay":
+            delay = options.delay_interval.ToTimedelta().total_seconds()
+            return cls("fixed_delay", count, delay_interval=delay)
+        return cls(
+            "exponential_backoff",
+            count,
+            minimum_interval=options.minimum_interval.ToTimedelta().total_seconds(),
+            maximum_interval=options.maximum_interval.ToTimedelta().total_seconds(),
+        )
+
     def allows(self, retries_done: int) -> bool:
         """Whether another retry may follow ``retries_done`` retries."""
         return self.max_retry_count < 0 or retries_done < self.max_retry_count
 
-    def delay(self, retry_number: int) -> float:
-        """Seconds to wait before retry number ``retry_number`` (1-based)."""
-        if self.strategy == "fixed_delay":
-            return self.delay_interval
-        exponent = min(retry_number - 1, 30)
-        return float(min(self.maximum_interval, self.minimum_interval * float(2**exponent)))
+    def backoff(self, rng: random.Random | None = None) -> Backoff:
+        """The delays of one failing batch, one per retry."""
+        return Backoff(self, rng or random.Random())
+
+
+@dataclass
+class Backoff:
+    """The host's delay strategy for one execution (state carried from retry to retry)."""
+
+    policy: RetryPolicy
+    rng: random.Random
+    _current: float = field(default=0.0, init=False)
+    _exponent: int = field(default=0, init=False)
+
+    def next_delay(self) -> float:
+        policy = self.policy
+        if policy.strategy == "fixed_delay":
+            return policy.delay_interval
+        if self._current == policy.maximum_interval and self._exponent:
+            return self._current
+        interval = policy.minimum_interval
+        if self._exponent > 0:
+            factor = self.rng.uniform(1.0 - RANDOMIZATION_FACTOR, 1.0 + RANDOMIZATION_FACTOR)
+            interval += factor * (2.0 ** (self._exponent - 1)) * policy.minimum_interval
+        if interval < policy.maximum_interval:
+            self._current = interval
+        else:
+            self._current = policy.maximum_interval
+        self._exponent += 1
+        return self._current

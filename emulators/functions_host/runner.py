@@ -1,4 +1,10 @@
-"""The runner: hosts a v2-programming-model Functions app without Core Tools."""
+"""The local Functions host: serves a v2-programming-model app without Core Tools.
+
+It does the host's jobs -- settings, HTTP listening and the ``RpcHttp`` mapping, the Cosmos DB
+and timer triggers, retry policies, the function timeout, ``AzureWebJobs.<fn>.Disabled`` --
+and leaves indexing, binding conversion and invocation to the real worker library
+(``azure_functions_runtime``) in a worker process, driven with the Functions RPC messages.
+"""
 
 from __future__ import annotations
 
@@ -7,15 +13,16 @@ import logging
 import os
 import threading
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from aiohttp import web
 
-from emulators.functions_host.app import FunctionSpec, import_app, index_functions
 from emulators.functions_host.config import HostJson, apply_settings, load_local_settings
 from emulators.functions_host.cosmos_trigger import CosmosTriggerListener
+from emulators.functions_host.functions import FunctionSpec, specs_from_metadata
 from emulators.functions_host.http_host import HttpHost
+from emulators.functions_host.language_worker import LanguageWorker
+from emulators.functions_host.timer_trigger import TimerListener
 
 logger = logging.getLogger("emulators.functions_host")
 
@@ -23,11 +30,12 @@ _MAX_BODY = 100 * 1024 * 1024  # the Functions host's request size limit
 
 
 class Runner:
-    """Loads the app once and serves it.
+    """Starts the language worker, which indexes the app, and serves the app's functions.
 
     Use ``await start_async()`` / ``await stop_async()`` inside an event loop, or
     ``start()`` / ``stop()`` to run it on a background thread. Settings go into
-    ``os.environ`` of THIS process before the app is imported (as the host does).
+    ``os.environ`` of THIS process (binding expressions resolve against them) and become the
+    worker's environment, as the host does.
     """
 
     def __init__(
@@ -49,9 +57,9 @@ class Runner:
         self.host = host
         self.port = port
         self.functions: list[FunctionSpec] = []
-        self._executor: ThreadPoolExecutor | None = None
+        self.worker: LanguageWorker | None = None
         self._site_runner: web.ServerRunner | None = None
-        self._listeners: list[CosmosTriggerListener] = []
+        self._listeners: list[CosmosTriggerListener | TimerListener] = []
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_event: asyncio.Event | None = None
@@ -63,30 +71,46 @@ class Runner:
         base = f"http://{self.host}:{self.port}"
         return f"{base}/{prefix}" if prefix else base
 
-    def load(self) -> list[FunctionSpec]:
-        """Apply settings, import the app, index it (``get_functions()`` once)."""
+    async def load(self) -> list[FunctionSpec]:
+        """Apply settings, start the worker (it indexes the app), keep the functions' specs."""
         file_values = load_local_settings(self.settings_file) if self.settings_file else {}
         apply_settings(file_values, self.settings)
+        if self.script != "function_app.py":
+            os.environ["PYTHON_SCRIPT_FILE_NAME"] = self.script
         self._host_json = HostJson.load(self.app_dir)
-        app = import_app(self.app_dir, self.script)
-        self.functions = index_functions(app, self._host_json)
+        self.worker = LanguageWorker(self.app_dir, dict(os.environ))
+        metadata = await self.worker.start()
+        self.functions = specs_from_metadata(metadata, self._host_json)
         return self.functions
 
+    def _function_timeout(self) -> float | None:
+        return self._host_json.function_timeout
+
     async def start_async(self) -> None:
-        if not self.functions:
-            self.load()
-        threads = os.environ.get("PYTHON_THREADPOOL_THREAD_COUNT")
-        self._executor = ThreadPoolExecutor(
-            max_workers=int(threads) if threads else None, thread_name_prefix="function"
-        )
-        http_specs = [f for f in self.functions if f.trigger_type == "httpTrigger"]
-        cosmos_specs = [f for f in self.functions if f.trigger_type == "cosmosDBTrigger"]
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop_async()
+            raise
+
+    async def _start(self) -> None:
+        if self.worker is None:
+            await self.load()
+        worker = self.worker
+        assert worker is not None
+        by_type: dict[str, list[FunctionSpec]] = {}
         for spec in self.functions:
-            if spec not in http_specs and spec not in cosmos_specs:
-                logger.warning("function %s: trigger %s not supported; skipped",
-                               spec.name, spec.trigger_type)
+            by_type.setdefault(spec.trigger_type, []).append(spec)
+        for kind, specs in by_type.items():
+            if kind not in {"httpTrigger", "cosmosDBTrigger", "timerTrigger"}:
+                for spec in specs:
+                    logger.warning("function %s: trigger %s not supported", spec.name, kind)
         http_host = HttpHost(
-            http_specs, self._host_json.route_prefix, self._executor, max_body=_MAX_BODY
+            by_type.get("httpTrigger", []),
+            self._host_json.route_prefix,
+            worker,
+            timeout=self._function_timeout,
+            max_body=_MAX_BODY,
         )
         server = web.Server(http_host.handle, access_log=None)
         self._site_runner = web.ServerRunner(server, handle_signals=False)
@@ -96,24 +120,28 @@ class Runner:
         sockets = self._site_runner.addresses
         if sockets:
             self.port = int(sockets[0][1])
-        for spec in cosmos_specs:
-            listener = CosmosTriggerListener(spec, self._executor)
-            listener.start()
-            self._listeners.append(listener)
-        logger.info("runner listening on %s (%d function(s))", self.url, len(self.functions))
+        for spec in by_type.get("cosmosDBTrigger", []):
+            cosmos = CosmosTriggerListener(spec, worker, timeout=self._function_timeout)
+            cosmos.start()
+            self._listeners.append(cosmos)
+        for spec in by_type.get("timerTrigger", []):
+            timer = TimerListener(spec, worker, timeout=self._function_timeout)
+            timer.start()
+            self._listeners.append(timer)
+        logger.info("host listening on %s (%d function(s))", self.url, len(self.functions))
 
     async def stop_async(self) -> None:
-        """Stop accepting HTTP, cancel the poll loops, close clients, drain the pool."""
+        """Stop accepting HTTP, cancel the trigger loops, stop the worker."""
         if self._site_runner is not None:
             await self._site_runner.cleanup()
             self._site_runner = None
         for listener in self._listeners:
             await listener.stop()
         self._listeners.clear()
-        if self._executor is not None:
-            self._executor.shutdown(wait=False, cancel_futures=True)
-            self._executor = None
-        logger.info("runner stopped")
+        if self.worker is not None:
+            await self.worker.stop()
+            self.worker = None
+        logger.info("host stopped")
 
     async def serve_until(self, stop: asyncio.Event) -> None:
         await self.start_async()

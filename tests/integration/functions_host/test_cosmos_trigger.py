@@ -285,3 +285,54 @@ def test_failed_batch_is_checkpointed_without_retry_policy_or_after_exhausted_re
     assert sorted(trigger_env.delivered_ids()) == sorted(d["id"] for d in later)  # moved on
     log = trigger_env.log_path.read_text()
     assert ("no retry policy" in log) if max_retry == "none" else ("retries exhausted" in log)
+
+
+def test_a_stuck_lease_does_not_hold_back_the_others(trigger_env: TriggerEnv) -> None:
+    trigger_env.container.create_item({"id": "stuck-000", "partitionKey": "stuck", "seq": 0})
+    pks = [f"p{i:02d}" for i in range(16)]
+    docs = write_docs(trigger_env.container, pks, per_pk=3)
+    runner = trigger_env.start(FUNCTIONS_HOST_COSMOS_LEASES="2", SAMPLE_FAIL_PK="stuck")
+    try:
+        wait_for(lambda: len(trigger_env.leases()) == 2, "two leases")
+        # the batch with "stuck" fails forever; the other lease needs several batches of 5
+        wait_for(lambda: len(trigger_env.delivered_ids()) >= 10, "the healthy lease's batches")
+        failures = [r for r in trigger_env.records() if not r["ok"]]
+    finally:
+        runner.stop()
+    assert failures and all("stuck-000" in r["ids"] for r in failures)
+    assert "stuck-000" not in trigger_env.delivered_ids()
+    assert set(trigger_env.delivered_ids()) <= {d["id"] for d in docs}
+
+
+def test_a_new_lease_starts_from_now_by_default(trigger_env: TriggerEnv) -> None:
+    before = write_docs(trigger_env.container, ["old"], per_pk=3)
+    runner = trigger_env.start(SAMPLE_FROM_BEGINNING="false")
+    try:
+        wait_for(
+            lambda: any(lease.get("ContinuationToken") for lease in trigger_env.leases()),
+            "the lease pinned at now",
+        )
+        after = write_docs(trigger_env.container, ["new"], per_pk=3)
+        wait_for(
+            lambda: set(trigger_env.delivered_ids()) >= {d["id"] for d in after}, "new documents"
+        )
+    finally:
+        runner.stop()
+    assert not {d["id"] for d in before} & set(trigger_env.delivered_ids())
+
+
+def test_shutdown_does_not_checkpoint_an_unfinished_batch(trigger_env: TriggerEnv) -> None:
+    docs = write_docs(trigger_env.container, ["a"], per_pk=3)
+    runner = trigger_env.start(SAMPLE_SLEEP_SECONDS="30")
+    try:
+        wait_for(lambda: len(trigger_env.delivered_ids()) == 3, "the batch in the function")
+    finally:
+        runner.stop()  # SIGTERM while the invocation sleeps
+    assert runner.process.returncode == 0
+    assert not any(lease.get("ContinuationToken") for lease in trigger_env.leases())
+    runner = trigger_env.start()
+    try:
+        wait_for(lambda: len(trigger_env.delivered_ids()) == 6, "the batch delivered again")
+    finally:
+        runner.stop()
+    assert trigger_env.delivered_ids() == [d["id"] for d in docs] * 2

@@ -1,7 +1,8 @@
 """Sample v2 app with a Cosmos DB trigger (copied into a temp dir as function_app.py).
 
 Every invocation appends one JSON line to SAMPLE_OUT: {"pid", "ok", "ids", "pks"}.
-While the file SAMPLE_FAIL_FLAG exists, invocations fail (after recording the attempt).
+While the file SAMPLE_FAIL_FLAG exists, invocations fail (after recording the attempt); so do
+batches holding a document of partition key SAMPLE_FAIL_PK.
 SAMPLE_SLEEP_SECONDS: a successful invocation sleeps after recording its batch, so a runner
 killed meanwhile has delivered the batch but not checkpointed it.
 """
@@ -21,6 +22,8 @@ app = func.FunctionApp()
 # SAMPLE_MAX_RETRY: max_retry_count of the fixed-delay policy ("-1" = forever, the default);
 # "none" declares no retry policy at all.
 _MAX_RETRY = os.environ.get("SAMPLE_MAX_RETRY", "-1")
+# SAMPLE_FROM_BEGINNING: "false" leaves the host's default, a new lease starts from "now".
+_FROM_BEGINNING = os.environ.get("SAMPLE_FROM_BEGINNING", "true") == "true"
 
 
 def _record(docs: func.DocumentList, ok: bool) -> None:
@@ -37,8 +40,9 @@ def _record(docs: func.DocumentList, ok: bool) -> None:
 def _retry(builder: FunctionBuilder) -> FunctionBuilder:
     if _MAX_RETRY == "none":
         return builder
+    # whole seconds: the worker cannot parse fractional intervals (it fails indexing)
     decorate = app.retry(
-        strategy="fixed_delay", max_retry_count=_MAX_RETRY, delay_interval="00:00:00.2"
+        strategy="fixed_delay", max_retry_count=_MAX_RETRY, delay_interval="00:00:01"
     )
     result: FunctionBuilder = decorate(builder)
     return result
@@ -54,9 +58,13 @@ def _retry(builder: FunctionBuilder) -> FunctionBuilder:
     create_lease_container_if_not_exists=True,
     feed_poll_delay=100,
     max_items_per_invocation=5,
+    start_from_beginning=True if _FROM_BEGINNING else None,  # type: ignore[arg-type]
 )
 def relay(docs: func.DocumentList) -> None:
-    if Path(os.environ["SAMPLE_FAIL_FLAG"]).exists():
+    stuck = os.environ.get("SAMPLE_FAIL_PK")
+    if Path(os.environ["SAMPLE_FAIL_FLAG"]).exists() or any(
+        doc["partitionKey"] == stuck for doc in docs
+    ):
         _record(docs, ok=False)
         raise RuntimeError("injected failure")
     _record(docs, ok=True)

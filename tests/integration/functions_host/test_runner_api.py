@@ -1,9 +1,11 @@
-"""Library API, route templates and retry policies of the runner."""
+"""Library API, route templates and retry policies of the local host."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
+import random
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from emulators.functions_host import Runner
-from emulators.functions_host.app import import_app, index_functions
 from emulators.functions_host.config import HostJson
+from emulators.functions_host.functions import specs_from_metadata
+from emulators.functions_host.language_worker import LanguageWorker
 from emulators.functions_host.retry import RetryPolicy, parse_timespan
 from emulators.functions_host.routing import RouteTable, compile_route
 from emulators.functions_host.testing import call
@@ -74,24 +77,51 @@ def test_retry_policy_is_read_from_the_function_settings(tmp_path: Path) -> None
         "def no_retry(docs: func.DocumentList) -> None:\n"
         "    pass\n"
     )
-    specs = {s.name: s for s in index_functions(import_app(tmp_path, "retry_app.py"), HostJson())}
+    async def index() -> list[object]:
+        env = {**os.environ, "PYTHON_SCRIPT_FILE_NAME": "retry_app.py"}
+        worker = LanguageWorker(tmp_path, env)
+        try:
+            return await worker.start()
+        finally:
+            await worker.stop()
+
+    metadata = asyncio.run(index())
+    specs = {s.name: s for s in specs_from_metadata(metadata, HostJson())}
     policy = specs["relay"].retry
     assert policy == RetryPolicy("exponential_backoff", -1, 0.0, 1.0, 60.0)
     assert specs["no_retry"].retry is None
     assert specs["relay"].trigger["leaseContainerName"] == "l"
 
 
-def test_retry_policy_delays() -> None:
-    backoff = RetryPolicy.from_mapping(
+def test_exponential_backoff_is_the_hosts_randomized_strategy() -> None:
+    policy = RetryPolicy.from_mapping(
         {"strategy": "exponentialBackoff", "maxRetryCount": 3,
-         "minimumInterval": "00:00:01", "maximumInterval": "00:00:05"}
+         "minimumInterval": "00:00:01", "maximumInterval": "00:00:10"}
     )  # fmt: skip
-    assert [backoff.delay(n) for n in (1, 2, 3, 4, 10)] == [1.0, 2.0, 4.0, 5.0, 5.0]
-    assert backoff.allows(2) and not backoff.allows(3)
+    for seed in range(50):
+        backoff = policy.backoff(random.Random(seed))
+        delays = [backoff.next_delay() for _ in range(8)]
+        assert delays[0] == 1.0  # the first retry waits the minimum
+        # then minimum + r * 2^(k-1) * minimum, r in [0.8, 1.2], until the maximum holds
+        for k, delay in enumerate(delays[1:4], start=1):
+            assert 1.0 + 0.8 * 2 ** (k - 1) <= delay <= 1.0 + 1.2 * 2 ** (k - 1)
+        assert delays[-2:] == [10.0, 10.0]
+        assert delays == sorted(delays)
+    jittered = {policy.backoff(random.Random(seed)).next_delay() for seed in range(5)}
+    second = set()
+    for seed in range(20):
+        backoff = policy.backoff(random.Random(seed))
+        backoff.next_delay()
+        second.add(backoff.next_delay())
+    assert jittered == {1.0} and len(second) > 10  # jitter from the second retry on
+    assert policy.allows(2) and not policy.allows(3)
+
+
+def test_fixed_delay_and_timespans() -> None:
     fixed = RetryPolicy.from_mapping(
         {"strategy": "fixed_delay", "max_retry_count": "-1", "delay_interval": "00:00:00.25"}
     )
-    assert fixed.delay(7) == 0.25
+    assert fixed.backoff().next_delay() == 0.25
     assert fixed.allows(10_000)
     assert parse_timespan("1.00:00:01") == 86401.0
 

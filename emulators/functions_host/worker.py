@@ -1,0 +1,126 @@
+"""The language worker process: what the Azure Python 3.13 worker does around the library.
+
+``python -m emulators.functions_host.worker --host H --port P --worker-id W``
+
+The Functions host starts one such process per app (with the app settings as environment
+and the app folder as working directory). It connects back to the host, says
+``StartStream``, and then answers the host's ``StreamingMessage``s by handing each request
+to ``azure_functions_runtime`` -- worker init (which indexes the app), functions metadata,
+function load, invocation -- exactly as the Azure worker does: the library gets
+``request.request`` (the message) and ``request.properties`` (``host`` and ``protos``), and
+its response goes back unchanged. Invocations run concurrently; sync functions run on the
+library's thread pool.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from emulators.functions_host.rpc import frame, protos, read_message
+
+logger = logging.getLogger("emulators.functions_host.worker")
+
+
+@dataclass
+class LibraryRequest:
+    """What the library's handlers take: the message and the worker's properties."""
+
+    request: Any
+    properties: dict[str, Any] = field(default_factory=dict)
+
+
+class Worker:
+    def __init__(self, host: str, port: int, worker_id: str) -> None:
+        self._host = host
+        self._port = port
+        self._worker_id = worker_id
+        self._writer: asyncio.StreamWriter | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def run(self) -> None:
+        import azure_functions_runtime as library
+
+        reader, self._writer = await asyncio.open_connection(self._host, self._port)
+        pb = protos()
+        self._send(pb.StreamingMessage(start_stream=pb.StartStream(worker_id=self._worker_id)))
+        handlers = {
+            "worker_init_request": ("worker_init_response", library.worker_init_request),
+            "functions_metadata_request": (
+                "function_metadata_response",
+                library.functions_metadata_request,
+            ),
+            "function_load_request": ("function_load_response", library.function_load_request),
+            "invocation_request": ("invocation_response", library.invocation_request),
+            "function_environment_reload_request": (
+                "function_environment_reload_response",
+                library.function_environment_reload_request,
+            ),
+        }
+        while True:
+            message = await read_message(reader)
+            if message is None:
+                break
+            kind = message.WhichOneof("content")
+            if kind == "worker_init_request":
+                init = message.worker_init_request
+                directory = init.function_app_directory
+                if directory and directory not in sys.path:
+                    sys.path.insert(0, directory)
+                library.start_threadpool_executor()
+            if kind == "worker_status_request":
+                self._send(
+                    pb.StreamingMessage(
+                        request_id=message.request_id,
+                        worker_status_response=pb.WorkerStatusResponse(),
+                    )
+                )
+                continue
+            if kind == "worker_terminate":
+                break
+            handler = handlers.get(kind or "")
+            if handler is None:
+                logger.warning("worker: ignoring %s", kind)
+                continue
+            task = asyncio.create_task(self._answer(message, *handler))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+            if kind != "invocation_request":
+                await task  # init, metadata and load are answered in order
+        library.stop_threadpool_executor()
+
+    async def _answer(self, message: Any, response_field: str, handler: Any) -> None:
+        pb = protos()
+        request = LibraryRequest(message, {"host": self._host, "protos": pb})
+        response = await handler(request)
+        self._send(pb.StreamingMessage(request_id=message.request_id, **{response_field: response}))
+
+    def _send(self, message: Any) -> None:
+        assert self._writer is not None
+        self._writer.write(frame(message))
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m emulators.functions_host.worker")
+    parser.add_argument("--host", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--worker-id", required=True)
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=logging.DEBUG if os.environ.get("PYTHON_ENABLE_DEBUG_LOGGING") else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    # The library logs as "azure.functions" (one line per invocation at INFO): warnings only,
+    # like the SDKs' HTTP logging.
+    logging.getLogger("azure").setLevel(logging.WARNING)
+    asyncio.run(Worker(args.host, args.port, args.worker_id).run())
+
+
+if __name__ == "__main__":
+    main()
