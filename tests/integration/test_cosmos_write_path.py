@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 
-from application.outbox import EVENT_TYPE
 from emulators.stack import Stack
+from infra.cosmos.documents import EVENT_TYPE
 from infra.cosmos.unit_of_work import CosmosUnitOfWork
 from tests.contract.unit_of_work_contract import (
     ContractWorld,

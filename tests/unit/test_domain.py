@@ -64,7 +64,8 @@ def test_a_deleted_contact_refuses_changes() -> None:
 
 
 def test_events_are_frozen_and_round_trip_through_their_json() -> None:
-    event = ContactNameUpdated(contact_id="c1", version=2, name=Name(first_name="A", last_name="B"))
+    event = ContactNameUpdated(
+        aggregate_id="c1", version=2, name=Name(first_name="A", last_name="B"))
     with pytest.raises(ValidationError):
         event.version = 3  # type: ignore[misc]
     data = event.model_dump(mode="json", by_alias=True)
