@@ -8,7 +8,7 @@ from typing import Any, cast
 
 from azure.cosmos import ContainerProxy
 
-from application.errors import NotFoundError, PreconditionFailedError
+from application.errors import NotFoundError, PreconditionFailedError, StoreUnavailableError
 from application.outbox import OutboxRecord, Unreadable
 from application.ports import (
     ContactRepository,
@@ -26,7 +26,7 @@ from infra.cosmos.errors import cosmos_errors
 
 _PROBE = "health-probe"
 # Served by the indexing policy (deploy/indexing-policy.json): /type and /data/deleted.
-_LIST_QUERY = (
+LIST_CONTACTS_QUERY = (
     "SELECT c.id, c.data.email, c.data.name, c.data.company.companyName FROM c "
     "WHERE c.type = 'contact' AND c.data.deleted = false"
 )
@@ -50,7 +50,7 @@ class CosmosContactRepository(CosmosRepository[Contact], ContactRepository):
     def list_page(self, *, page_size: int, continuation: str | None) -> Page:
         with cosmos_errors():
             pages: Any = self._container.query_items(
-                _LIST_QUERY, enable_cross_partition_query=True, max_item_count=page_size
+                LIST_CONTACTS_QUERY, enable_cross_partition_query=True, max_item_count=page_size
             ).by_page(continuation)
             rows: list[dict[str, Any]] = list(next(pages, []))
             token = pages.continuation_token
@@ -101,13 +101,22 @@ class CosmosUnitOfWork(UnitOfWork):
             repository.forget()
 
     def ping(self) -> None:
-        """A 1-RU point read on the data plane. A missing probe document means the store
-        answered (healthy); a missing container (404 substatus 1003) is StoreUnavailableError."""
+        """A 1-RU point read of a document that does not exist: "not found" means the store
+        answered. A missing container answers "not found" too (the SDK reads the container's
+        properties first; once it has them the service says 404/1003, which is translated to
+        StoreUnavailableError), so a "not found" is checked with a read of the container's
+        properties: if the container is missing, the store is unavailable, not healthy."""
         try:
             with cosmos_errors():
                 self._container.read_item(item=_PROBE, partition_key=_PROBE)
         except NotFoundError:
-            return
+            try:
+                with cosmos_errors():
+                    self._container.read()
+            except NotFoundError:
+                raise StoreUnavailableError(
+                    "the database or container does not exist", retry_after=30.0
+                ) from None
 
 
 def _sdk_operation(kind: str, document: dict[str, Any], etag: str | None) -> tuple[Any, ...]:
