@@ -20,10 +20,6 @@ class ContactEvent(DomainEvent):
     model_config = ConfigDict(alias_generator=event_aliases("contact"))
     aggregate_type: ClassVar[str] = "contact"
 
-    @property
-    def contact_id(self) -> str:
-        return self.aggregate_id
-
 
 class ContactCreated(ContactEvent):
     action: Literal["ContactCreatedEvent"] = "ContactCreatedEvent"

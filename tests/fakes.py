@@ -137,7 +137,6 @@ class InMemoryUnitOfWork(UnitOfWork):
         self._repositories: dict[type[Aggregate], InMemoryRepository[Any]] = {
             Contact: self.contacts
         }
-        self.committed = False
         self.healthy: ApplicationError | None = None
 
     def repository[A: Aggregate](self, kind: type[A]) -> Repository[A]:
@@ -153,7 +152,6 @@ class InMemoryUnitOfWork(UnitOfWork):
                     traceparent=traceparent,
                 )
                 repository.written(aggregate.id, self.store.batch(aggregate.id, ops)[0])
-        self.committed = True
 
     def rollback(self) -> None:
         for repository in self._repositories.values():
