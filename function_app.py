@@ -86,7 +86,7 @@ def health(req: func.HttpRequest) -> func.HttpResponse:
 
 @app.route(route="openapi.json", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 def openapi(req: func.HttpRequest) -> func.HttpResponse:
-    return func.HttpResponse(json.dumps(openapi_document()), mimetype="application/json")
+    return func.HttpResponse(json.dumps(openapi_document(app)), mimetype="application/json")
 
 
 @app.retry(

@@ -1,11 +1,13 @@
 """Request and response models of the contact use cases. Built from the domain's constrained
-types, so one set of limits validates both; the OpenAPI document is generated from these."""
+types, so one set of limits validates both; the OpenAPI document is generated from these. The
+contact as returned (`ContactView`) is derived from the Contact model itself: a field added to
+the contact appears in the API without being listed here."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, create_model, model_validator
 from pydantic.alias_generators import to_camel
 
 from application.ports import ContactSummary, Page
@@ -15,8 +17,31 @@ from domain.values import Company, CompanyName, Description, EmailAddress, Name,
 
 class Model(BaseModel):
     model_config = ConfigDict(
-        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
+        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True,
+        json_schema_serialization_defaults_required=True,
     )
+
+
+class View(Model):
+    """A read model derived from another model (`view_of`)."""
+
+    @classmethod
+    def of(cls, source: BaseModel) -> Self:
+        """This view of `source`: the fields of `source` that the view has, by name."""
+        return cls.model_validate(source.model_dump(include=set(cls.model_fields)))
+
+
+def view_of(model: type[BaseModel], *, name: str, hidden: set[str]) -> type[View]:
+    """A read model with every field of `model` except `hidden`, with their types and limits."""
+    unknown = hidden - set(model.model_fields)
+    if unknown:
+        raise ValueError(f"{model.__name__} has no fields {sorted(unknown)}")
+    fields: dict[str, Any] = {
+        field: (info.annotation, info)
+        for field, info in model.model_fields.items()
+        if field not in hidden
+    }
+    return create_model(name, __base__=View, __module__=__name__, **fields)
 
 
 class CreateContact(Model):
@@ -74,28 +99,8 @@ class UpdateCompany(Company):
     """Body of POST /contacts/{id}/update-company."""
 
 
-class ContactView(Model):
-    id: str
-    name: Name
-    email: str
-    description: str
-    company: Company
-    created_at: datetime
-    modified_at: datetime
-    version: int
-
-    @classmethod
-    def of(cls, contact: Contact) -> ContactView:
-        return cls(
-            id=contact.id,
-            name=contact.name,
-            email=contact.email,
-            description=contact.description,
-            company=contact.company,
-            created_at=contact.created_at,
-            modified_at=contact.modified_at,
-            version=contact.version,
-        )
+ContactView = view_of(Contact, name="ContactView", hidden={"deleted", "deleted_at"})
+"""A contact as returned: every field of the contact but its deletion marks."""
 
 
 class ContactListItem(Model):

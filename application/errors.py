@@ -8,9 +8,18 @@ class ApplicationError(Exception):
     """Base of every error a use case reports to its caller."""
 
 
-class ContactNotFoundError(ApplicationError):
+class NotFoundError(ApplicationError):
+    """No aggregate of this type with this id (404)."""
+
+    def __init__(self, aggregate_type: str, aggregate_id: str) -> None:
+        super().__init__(f"{aggregate_type} {aggregate_id} not found")
+        self.aggregate_type = aggregate_type
+        self.aggregate_id = aggregate_id
+
+
+class ContactNotFoundError(NotFoundError):
     def __init__(self, contact_id: str) -> None:
-        super().__init__(f"contact {contact_id} not found")
+        super().__init__("contact", contact_id)
         self.contact_id = contact_id
 
 
@@ -19,7 +28,7 @@ class AlreadyExistsError(ApplicationError):
 
 
 class PreconditionFailedError(ApplicationError):
-    """The contact changed since the caller (or this request) read it: stale etag (412)."""
+    """The aggregate changed since the caller (or this request) read it: stale etag (412)."""
 
 
 class TransientStoreError(ApplicationError):

@@ -1,84 +1,91 @@
-"""The outbox record: how a domain event is stored next to its contact, and how a stored event
-becomes a broker message. Written by the unit of work, read by the relay: one definition."""
+"""The outbox record, generic over aggregates: what the relay knows of one stored event, and how
+it becomes a broker message. The store's adapter parses its documents into these at its boundary
+(`infra.cosmos.documents.read_feed`), so the relay never sees a storage key.
+
+The wire format: body = the event's data as stored (JSON), MessageId = event id, SessionId =
+aggregate id, Subject = action, application properties `<aggregateType>Id` (`contactId`),
+`version`, `action`, and `traceparent`/`Diagnostic-Id` when the event carries a trace context.
+"""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Annotated, Any
 
-from application.ports import OutboxMessage
-from domain.events import DomainEvent
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-EVENT_TYPE = "domainEvent"
-CONTACT_TYPE = "contact"
-QUARANTINE_TYPE = "quarantinedEvent"
+Identifier = Annotated[str, Field(min_length=1, max_length=128)]
 
 
 class PoisonEventError(ValueError):
     """A stored event that can never become a valid message."""
 
 
-def event_document(event: DomainEvent, *, ttl_seconds: int) -> dict[str, Any]:
-    """The envelope of one event: same partition as its contact, expiring after `ttl_seconds`."""
-    return {
-        "id": event.id,
-        "partitionKey": event.contact_id,
-        "type": EVENT_TYPE,
-        "data": event.model_dump(mode="json", by_alias=True),
-        "ttl": ttl_seconds,
-    }
+class OutboxRecord(BaseModel):
+    """One stored event, typed. `body` is its data exactly as stored, serialised once;
+    `source` is the stored document, opaque here, kept only to be quarantined."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    event_id: Identifier
+    aggregate_type: Annotated[str, Field(min_length=1)]
+    aggregate_id: Identifier
+    action: Annotated[str, Field(min_length=1)]
+    version: Annotated[StrictInt, Field(ge=1)]
+    created_at: datetime | None = None
+    traceparent: str | None = None
+    body: bytes
+    source: Mapping[str, Any] = Field(default_factory=dict, repr=False, exclude=True)
 
 
-def to_message(document: Mapping[str, Any]) -> OutboxMessage:
-    """Map a stored event to its message. Raises PoisonEventError with the reason when the
-    document is malformed."""
-    data = document.get("data")
-    if not isinstance(data, Mapping):
-        raise PoisonEventError("event document has no 'data' object")
-    event_id, contact_id = data.get("id"), data.get("contactId")
-    action, version = data.get("action"), data.get("version")
-    for field, value in (("id", event_id), ("contactId", contact_id), ("action", action)):
-        if not isinstance(value, str) or not value:
-            raise PoisonEventError(f"event data.{field} must be a non-empty string")
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
-        raise PoisonEventError("event data.version must be a positive integer")
-    assert isinstance(event_id, str) and isinstance(contact_id, str) and isinstance(action, str)
-    if len(event_id) > 128 or len(contact_id) > 128:
-        raise PoisonEventError("event id and contact id must be at most 128 characters")
+@dataclass(frozen=True)
+class Unreadable:
+    """A stored event that could not be parsed, and why; `source` kept for the quarantine."""
+
+    event_id: str
+    reason: str
+    source: Mapping[str, Any] = field(repr=False)
+
+
+@dataclass(frozen=True)
+class NotAnEvent:
+    """A changed document that is not an outbox event (an aggregate, a quarantined event)."""
+
+    document_id: str
+
+
+FeedItem = OutboxRecord | Unreadable | NotAnEvent
+
+
+@dataclass(frozen=True)
+class OutboxMessage:
+    """One event as a broker message: MessageId = event id, SessionId = aggregate id."""
+
+    message_id: str
+    session_id: str
+    subject: str
+    version: int
+    body: bytes
+    application_properties: dict[str, str | int]
+    content_type: str = "application/json"
+
+
+def to_message(record: OutboxRecord) -> OutboxMessage:
     properties: dict[str, str | int] = {
-        "contactId": contact_id,
-        "version": version,
-        "action": action,
+        f"{record.aggregate_type}Id": record.aggregate_id,
+        "version": record.version,
+        "action": record.action,
     }
-    traceparent = data.get("traceparent")
-    if isinstance(traceparent, str) and traceparent:
-        properties["traceparent"] = traceparent
-        properties["Diagnostic-Id"] = traceparent
-    try:
-        body = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
-    except (TypeError, ValueError) as exc:
-        raise PoisonEventError(f"event data is not serialisable: {exc}") from None
+    if record.traceparent:
+        properties["traceparent"] = record.traceparent
+        properties["Diagnostic-Id"] = record.traceparent
     return OutboxMessage(
-        message_id=event_id,
-        session_id=contact_id,
-        subject=action,
-        version=version,
-        body=body,
+        message_id=record.event_id,
+        session_id=record.aggregate_id,
+        subject=record.action,
+        version=record.version,
+        body=record.body,
         application_properties=properties,
     )
-
-
-def quarantine_document(document: Mapping[str, Any], *, reason: str) -> dict[str, Any]:
-    """A copy of a poison event kept (no TTL) with the reason, in the event's own partition.
-    The relay skips it: it is not a `domainEvent`."""
-    source_id = str(document.get("id", "unknown"))
-    partition = document.get("partitionKey")
-    return {
-        "id": f"quarantine-{source_id}",
-        "partitionKey": partition if isinstance(partition, str) else "quarantine",
-        "type": QUARANTINE_TYPE,
-        "reason": reason,
-        "data": {k: v for k, v in document.items() if not k.startswith("_")},
-        "ttl": -1,
-    }

@@ -1,5 +1,8 @@
 """Ports: the small abstract classes the use cases depend on. Fakes subclass them in tests and
-adapters in `infra/` implement them; one contract suite holds both to the same behaviour."""
+adapters in `infra/` implement them; one contract suite holds both to the same behaviour.
+
+The unit of work and its repositories are generic over aggregates (`domain.aggregate`); the
+contact repository adds the one contact-specific query, the list."""
 
 from __future__ import annotations
 
@@ -7,10 +10,10 @@ import abc
 from collections.abc import Iterator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any
 
+from application.outbox import OutboxMessage, OutboxRecord, Unreadable
+from domain.aggregate import Aggregate, DomainEvent
 from domain.contact import Contact
-from domain.events import DomainEvent
 
 
 @dataclass(frozen=True)
@@ -27,68 +30,79 @@ class Page:
     continuation_token: str | None
 
 
-class ContactRepository(abc.ABC):
-    """Contacts of one unit of work. Remembers the etag of every contact it loaded or wrote."""
+class Repository[A: Aggregate](abc.ABC):
+    """Aggregates of one type in one unit of work. Remembers the etag of each it loaded or wrote."""
 
     @abc.abstractmethod
-    def add(self, contact: Contact) -> None:
-        """Track a new contact; it is created on commit."""
+    def add(self, aggregate: A) -> None:
+        """Track a new aggregate; it is created on commit."""
 
     @abc.abstractmethod
-    def get(self, contact_id: str) -> Contact:
-        """Load a contact (deleted ones too). Raises ContactNotFoundError."""
+    def get(self, aggregate_id: str) -> A:
+        """Load an aggregate. Raises NotFoundError."""
 
     @abc.abstractmethod
-    def etag(self, contact_id: str) -> str:
-        """The etag of the contact as last read or written in this unit of work."""
+    def etag(self, aggregate_id: str) -> str:
+        """The etag of the aggregate as last read or written in this unit of work."""
+
+
+class ContactRepository(Repository[Contact]):
+    """Contacts (deleted ones too, for `get`), and the list of live ones."""
 
     @abc.abstractmethod
     def list_page(self, *, page_size: int, continuation: str | None) -> Page:
         """One page of live (not deleted) contacts, and the token of the next page if any."""
 
 
-class TrackingRepository(ContactRepository):
-    """The bookkeeping every implementation shares: which contacts this unit of work loaded or
-    added, and the etag each was read or written with. Subclasses only read and list."""
+class TrackingRepository[A: Aggregate](Repository[A]):
+    """The bookkeeping every implementation shares: which aggregates this unit of work loaded or
+    added, and the etag each was read or written with. Subclasses only read (and list)."""
 
-    def __init__(self) -> None:
-        self.tracked: dict[str, Contact] = {}
+    def __init__(self, kind: type[A]) -> None:
+        self.kind = kind
+        self.tracked: dict[str, A] = {}
         self.new: set[str] = set()
         self.etags: dict[str, str] = {}
 
-    def add(self, contact: Contact) -> None:
-        self.tracked[contact.id] = contact
-        self.new.add(contact.id)
+    def add(self, aggregate: A) -> None:
+        self.tracked[aggregate.id] = aggregate
+        self.new.add(aggregate.id)
 
-    def etag(self, contact_id: str) -> str:
-        return self.etags[contact_id]
+    def get(self, aggregate_id: str) -> A:
+        aggregate, etag = self.read(aggregate_id)
+        self.tracked[aggregate.id] = aggregate
+        self.etags[aggregate.id] = etag
+        return aggregate
 
-    def loaded(self, contact: Contact, etag: str) -> Contact:
-        self.tracked[contact.id] = contact
-        self.etags[contact.id] = etag
-        return contact
+    @abc.abstractmethod
+    def read(self, aggregate_id: str) -> tuple[A, str]:
+        """The stored aggregate and its etag. Raises NotFoundError."""
 
-    def pending(self) -> Iterator[tuple[Contact, list[DomainEvent], str | None]]:
-        """Each contact to write, the events it raised, and the etag to condition on (None
-        for a new contact). Unchanged contacts are skipped."""
-        for contact_id, contact in self.tracked.items():
-            events = contact.collect_events()
-            if events or contact_id in self.new:
-                yield contact, events, None if contact_id in self.new else self.etags[contact_id]
+    def etag(self, aggregate_id: str) -> str:
+        return self.etags[aggregate_id]
 
-    def written(self, contact_id: str, etag: str) -> None:
-        self.new.discard(contact_id)
-        self.etags[contact_id] = etag
+    def pending(self) -> Iterator[tuple[A, list[DomainEvent], str | None]]:
+        """Each aggregate to write, the events it raised, and the etag to condition on (None
+        for a new one). Unchanged aggregates are skipped."""
+        for aggregate_id, aggregate in self.tracked.items():
+            events = aggregate.collect_events()
+            if events or aggregate_id in self.new:
+                etag = None if aggregate_id in self.new else self.etags[aggregate_id]
+                yield aggregate, events, etag
+
+    def written(self, aggregate_id: str, etag: str) -> None:
+        self.new.discard(aggregate_id)
+        self.etags[aggregate_id] = etag
 
     def forget(self) -> None:
-        for contact in self.tracked.values():
-            contact.collect_events()
+        for aggregate in self.tracked.values():
+            aggregate.collect_events()
         self.tracked.clear()
         self.new.clear()
 
 
 class UnitOfWork(abc.ABC):
-    """Nothing is written unless `commit()` runs; a commit writes each changed contact and the
+    """Nothing is written unless `commit()` runs; a commit writes each changed aggregate and the
     events it raised in one atomic batch, conditioned on the etag it was loaded with."""
 
     contacts: ContactRepository
@@ -105,9 +119,14 @@ class UnitOfWork(abc.ABC):
         self.rollback()
 
     @abc.abstractmethod
+    def repository[A: Aggregate](self, kind: type[A]) -> Repository[A]:
+        """The repository of one aggregate type (`contacts` for Contact)."""
+
+    @abc.abstractmethod
     def commit(self, *, traceparent: str | None = None) -> None:
-        """Write the tracked changes atomically. Raises PreconditionFailedError when a contact
-        changed since it was loaded, AlreadyExistsError on an id collision."""
+        """Write the tracked changes atomically, one batch per aggregate. Raises
+        PreconditionFailedError when an aggregate changed since it was loaded,
+        AlreadyExistsError on an id collision."""
 
     @abc.abstractmethod
     def rollback(self) -> None:
@@ -115,20 +134,8 @@ class UnitOfWork(abc.ABC):
 
     @abc.abstractmethod
     def ping(self) -> None:
-        """Check the store is reachable (health). Raises TransientStoreError if not."""
-
-
-@dataclass(frozen=True)
-class OutboxMessage:
-    """One event as a broker message: MessageId = event id, SessionId = contact id."""
-
-    message_id: str
-    session_id: str
-    subject: str
-    version: int
-    body: bytes
-    application_properties: dict[str, str | int]
-    content_type: str = "application/json"
+        """Check the store is reachable and the container exists (health). Raises
+        TransientStoreError if not."""
 
 
 class MessageBatch(abc.ABC):
@@ -153,7 +160,15 @@ class MessagePublisher(abc.ABC):
 
 
 class Quarantine(abc.ABC):
-    """Keeps event documents that cannot become messages, with the reason. Idempotent."""
+    """Keeps stored events that cannot become messages, with the reason. Idempotent."""
 
     @abc.abstractmethod
-    def put(self, document: dict[str, Any], *, reason: str) -> None: ...
+    def put(self, event: OutboxRecord | Unreadable, *, reason: str) -> None: ...
+
+
+
+
+__all__ = [
+    "ContactRepository", "ContactSummary", "MessageBatch", "MessagePublisher", "OutboxMessage",
+    "Page", "Quarantine", "Repository", "TrackingRepository", "UnitOfWork",
+]

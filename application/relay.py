@@ -1,21 +1,27 @@
-"""The relay use case: change-feed documents in, broker messages out.
+"""The relay use case: outbox records in, broker messages out. Generic over aggregates.
 
-Events are grouped per contact (session) and ordered by version inside it, then packed into
+Events are grouped per aggregate (session) and ordered by version inside it, then packed into
 size-limited batches, a new batch whenever one is full. A send failure propagates, so the
-trigger's retry policy redelivers the same documents (the topic drops the duplicates). A
-document that cannot become a message is quarantined with its reason and skipped.
+trigger's retry policy redelivers the same documents (the topic drops the duplicates). An event
+that cannot become a message is quarantined with its reason and skipped.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
-from application.outbox import EVENT_TYPE, PoisonEventError, to_message
-from application.ports import MessagePublisher, OutboxMessage, Quarantine
+from application.outbox import (
+    FeedItem,
+    NotAnEvent,
+    OutboxMessage,
+    OutboxRecord,
+    Unreadable,
+    to_message,
+)
+from application.ports import MessageBatch, MessagePublisher, Quarantine
 
 logger = logging.getLogger(__name__)
 
@@ -35,24 +41,22 @@ class Relay:
         self._publisher = publisher
         self._quarantine = quarantine
 
-    def relay(self, documents: Iterable[Mapping[str, Any]]) -> RelayReport:
+    def relay(self, items: Iterable[FeedItem]) -> RelayReport:
         report = RelayReport()
-        messages: dict[str, tuple[OutboxMessage, Mapping[str, Any]]] = {}
-        for document in documents:
+        messages: dict[str, tuple[OutboxMessage, OutboxRecord]] = {}
+        for item in items:
             report.received += 1
-            if document.get("type") != EVENT_TYPE:
-                report.skipped += 1
-                continue
-            try:
-                message = to_message(document)
-            except PoisonEventError as exc:
-                self._put_aside(document, str(exc), report)
-                continue
-            messages[message.message_id] = (message, document)
-            report.max_lag_ms = _max_lag(report.max_lag_ms, document)
+            match item:
+                case NotAnEvent():
+                    report.skipped += 1
+                case Unreadable():
+                    self._put_aside(item, item.event_id, item.reason, report)
+                case OutboxRecord():
+                    messages[item.event_id] = (to_message(item), item)
+                    report.max_lag_ms = _max_lag(report.max_lag_ms, item)
 
         batch = self._publisher.create_batch()
-        for message, document in _in_session_order(messages.values()):
+        for message, record in _in_session_order(messages.values()):
             if batch.try_add(message):
                 continue
             if len(batch):
@@ -60,7 +64,8 @@ class Relay:
                 batch = self._publisher.create_batch()
             if not batch.try_add(message):
                 self._put_aside(
-                    document,
+                    record,
+                    record.event_id,
                     f"message of {len(message.body)} bytes is larger than the entity's "
                     "message size limit",
                     report,
@@ -79,21 +84,21 @@ class Relay:
         )
         return report
 
-    def _send(self, batch: Any, report: RelayReport) -> None:
+    def _send(self, batch: MessageBatch, report: RelayReport) -> None:
         self._publisher.send(batch)
         report.sent += len(batch)
         report.batches += 1
 
-    def _put_aside(self, document: Mapping[str, Any], reason: str, report: RelayReport) -> None:
-        doc_id = str(document.get("id"))
-        logger.error("relay quarantined event %s: %s", doc_id, reason)
-        self._quarantine.put(dict(document), reason=reason)
-        report.quarantined.append(doc_id)
+    def _put_aside(self, event: OutboxRecord | Unreadable, event_id: str, reason: str,
+                   report: RelayReport) -> None:
+        logger.error("relay quarantined event %s: %s", event_id, reason)
+        self._quarantine.put(event, reason=reason)
+        report.quarantined.append(event_id)
 
 
 def _in_session_order(
-    items: Iterable[tuple[OutboxMessage, Mapping[str, Any]]],
-) -> list[tuple[OutboxMessage, Mapping[str, Any]]]:
+    items: Iterable[tuple[OutboxMessage, OutboxRecord]],
+) -> list[tuple[OutboxMessage, OutboxRecord]]:
     """Sessions in order of first appearance; versions ascending inside each session."""
     first_seen: dict[str, int] = {}
     listed = list(items)
@@ -102,15 +107,10 @@ def _in_session_order(
     return sorted(listed, key=lambda item: (first_seen[item[0].session_id], item[0].version))
 
 
-def _max_lag(current: float | None, document: Mapping[str, Any]) -> float | None:
-    data = document.get("data")
-    created = data.get("createdAt") if isinstance(data, Mapping) else None
-    if not isinstance(created, str):
+def _max_lag(current: float | None, record: OutboxRecord) -> float | None:
+    if record.created_at is None:
         return current
-    try:
-        at = datetime.fromisoformat(created)
-    except ValueError:
-        return current
+    at = record.created_at
     if at.tzinfo is None:
         at = at.replace(tzinfo=UTC)
     lag = (datetime.now(UTC) - at).total_seconds() * 1000

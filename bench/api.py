@@ -11,12 +11,11 @@ from typing import Any
 import azure.functions as func
 from azure.cosmos import CosmosClient
 
-from application.outbox import event_document
 from bench.stats import timed
 from domain.contact import Contact
 from domain.values import Company, Name
 from emulators.stack import Stack
-from infra.cosmos.documents import contact_document
+from infra.cosmos.documents import aggregate_document, event_document
 from tests.httpclient import Client
 
 BODY = {"firstName": "Ada", "lastName": "Lovelace", "email": "ada@example.com",
@@ -36,7 +35,7 @@ def run(stack: Stack, n: int = 500) -> dict[str, Any]:
                                  email="ada@example.com", company=Company(company_name="E"))
         [event] = contact.collect_events()
         container.execute_item_batch(
-            batch_operations=[("create", (contact_document(contact),)),
+            batch_operations=[("create", (aggregate_document(contact),)),
                               ("create", (event_document(event, ttl_seconds=864000),))],
             partition_key=contact.id)
 

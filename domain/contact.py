@@ -1,11 +1,12 @@
-"""The Contact aggregate. It records the events its changes raise; the unit of work drains them."""
+"""The Contact aggregate. It records the events its changes raise; the unit of work drains them.
+Its fields are its stored state: the stored document and the API view are derived from them."""
 
 from __future__ import annotations
 
-import uuid
-from dataclasses import dataclass, field
 from datetime import datetime
+from typing import ClassVar
 
+from domain.aggregate import Aggregate, utcnow
 from domain.errors import ContactDeletedError
 from domain.events import (
     ContactCompanyUpdated,
@@ -14,25 +15,21 @@ from domain.events import (
     ContactDescriptionUpdated,
     ContactEmailUpdated,
     ContactNameUpdated,
-    DomainEvent,
-    utcnow,
 )
-from domain.values import DESCRIPTION, EMAIL, Company, Name
+from domain.values import DESCRIPTION, EMAIL, Company, Description, EmailAddress, Name
 
 
-@dataclass(eq=False)
-class Contact:
-    id: str
+class Contact(Aggregate):
+    aggregate_type: ClassVar[str] = "contact"
+
     name: Name
-    email: str
-    description: str
+    email: EmailAddress
+    description: Description = ""
     company: Company
     created_at: datetime
     modified_at: datetime
-    version: int = 1
     deleted: bool = False
     deleted_at: datetime | None = None
-    events: list[DomainEvent] = field(default_factory=list, repr=False)
 
     @classmethod
     def create(
@@ -44,28 +41,14 @@ class Contact:
         description: str = "",
         contact_id: str | None = None,
     ) -> Contact:
-        email = EMAIL.validate_python(email)
-        description = DESCRIPTION.validate_python(description)
         now = utcnow()
-        contact = cls(
-            id=contact_id or str(uuid.uuid4()),
-            name=name,
-            email=email,
-            description=description,
-            company=company,
-            created_at=now,
-            modified_at=now,
-        )
-        contact.events.append(
-            ContactCreated(
-                contact_id=contact.id,
-                version=contact.version,
-                created_at=now,
-                name=name,
-                email=email,
-                description=description,
-                company=company,
-            )
+        contact = cls.model_validate({
+            "name": name, "email": email, "description": description, "company": company,
+            "created_at": now, "modified_at": now, **({"id": contact_id} if contact_id else {}),
+        })
+        contact._record(
+            ContactCreated, at=now, name=contact.name, email=contact.email,
+            description=contact.description, company=contact.company,
         )
         return contact
 
@@ -73,39 +56,37 @@ class Contact:
         if self._unchanged(self.name, name):
             return
         self.name = name
-        self._raise(ContactNameUpdated, name=name)
+        self._change(ContactNameUpdated, name=name)
 
     def change_email(self, email: str) -> None:
         email = EMAIL.validate_python(email)
         if self._unchanged(self.email, email):
             return
         self.email = email
-        self._raise(ContactEmailUpdated, email=email)
+        self._change(ContactEmailUpdated, email=email)
 
     def describe(self, description: str) -> None:
         description = DESCRIPTION.validate_python(description)
         if self._unchanged(self.description, description):
             return
         self.description = description
-        self._raise(ContactDescriptionUpdated, description=description)
+        self._change(ContactDescriptionUpdated, description=description)
 
     def move_to(self, company: Company) -> None:
         if self._unchanged(self.company, company):
             return
         self.company = company
-        self._raise(ContactCompanyUpdated, company=company)
+        self._change(ContactCompanyUpdated, company=company)
 
     def delete(self) -> None:
         self._refuse_if_deleted()
         now = utcnow()
         self.deleted = True
         self.deleted_at = now
-        self._raise(ContactDeleted, deleted_at=now, at=now)
+        self._change(ContactDeleted, deleted_at=now, at=now)
 
-    def collect_events(self) -> list[DomainEvent]:
-        """Hand over the recorded events (in the order they happened) and forget them."""
-        drained, self.events = self.events, []
-        return drained
+    def _touched(self, at: datetime) -> None:
+        self.modified_at = at
 
     def _unchanged(self, current: object, new: object) -> bool:
         self._refuse_if_deleted()
@@ -114,15 +95,3 @@ class Contact:
     def _refuse_if_deleted(self) -> None:
         if self.deleted:
             raise ContactDeletedError(self.id)
-
-    def _raise(
-        self, kind: type[DomainEvent], *, at: datetime | None = None, **changes: object
-    ) -> None:
-        now = at or utcnow()
-        self.version += 1
-        self.modified_at = now
-        self.events.append(
-            kind.model_validate(
-                {"contact_id": self.id, "version": self.version, "created_at": now, **changes}
-            )
-        )

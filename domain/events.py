@@ -1,41 +1,27 @@
-"""Domain events: frozen, self-identifying (contact id, version, time), named as in the
-reference sample so its subscribers keep working."""
+"""The contact's events: frozen, self-identifying (aggregate type, contact id, version, time),
+named as in the reference sample so its subscribers keep working."""
 
 from __future__ import annotations
 
-import uuid
-from datetime import UTC, datetime
-from typing import Annotated, Literal
+from datetime import datetime
+from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
-from pydantic.alias_generators import to_camel
+from pydantic import ConfigDict, Field, TypeAdapter
 
+from domain.aggregate import DomainEvent, event_aliases, utcnow
 from domain.values import Company, Name
 
-
-def _new_id() -> str:
-    return str(uuid.uuid4())
+__all__ = ["EVENT_ADAPTER", "AnyContactEvent", "ContactEvent", "DomainEvent", "utcnow"]
 
 
-def utcnow() -> datetime:
-    return datetime.now(UTC)
+class ContactEvent(DomainEvent):
+    """Something that happened to one contact; `contactId` on the wire."""
+
+    model_config = ConfigDict(alias_generator=event_aliases("contact"))
+    aggregate_type: ClassVar[str] = "contact"
 
 
-class DomainEvent(BaseModel):
-    """Something that happened to one contact. `version` is the contact's version after it."""
-
-    model_config = ConfigDict(
-        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
-    )
-
-    id: str = Field(default_factory=_new_id)
-    contact_id: str
-    version: int = Field(ge=1)
-    created_at: datetime = Field(default_factory=utcnow)
-    traceparent: str | None = None
-
-
-class ContactCreated(DomainEvent):
+class ContactCreated(ContactEvent):
     action: Literal["ContactCreatedEvent"] = "ContactCreatedEvent"
     name: Name
     email: str
@@ -43,27 +29,27 @@ class ContactCreated(DomainEvent):
     company: Company
 
 
-class ContactNameUpdated(DomainEvent):
+class ContactNameUpdated(ContactEvent):
     action: Literal["ContactNameUpdatedEvent"] = "ContactNameUpdatedEvent"
     name: Name
 
 
-class ContactEmailUpdated(DomainEvent):
+class ContactEmailUpdated(ContactEvent):
     action: Literal["ContactEmailUpdatedEvent"] = "ContactEmailUpdatedEvent"
     email: str
 
 
-class ContactDescriptionUpdated(DomainEvent):
+class ContactDescriptionUpdated(ContactEvent):
     action: Literal["ContactDescriptionUpdatedEvent"] = "ContactDescriptionUpdatedEvent"
     description: str
 
 
-class ContactCompanyUpdated(DomainEvent):
+class ContactCompanyUpdated(ContactEvent):
     action: Literal["ContactCompanyUpdatedEvent"] = "ContactCompanyUpdatedEvent"
     company: Company
 
 
-class ContactDeleted(DomainEvent):
+class ContactDeleted(ContactEvent):
     action: Literal["ContactDeletedEvent"] = "ContactDeletedEvent"
     deleted_at: datetime
 
@@ -79,11 +65,3 @@ AnyContactEvent = Annotated[
 ]
 
 EVENT_ADAPTER: TypeAdapter[AnyContactEvent] = TypeAdapter(AnyContactEvent)
-ACTIONS: tuple[str, ...] = (
-    "ContactCreatedEvent",
-    "ContactNameUpdatedEvent",
-    "ContactEmailUpdatedEvent",
-    "ContactDescriptionUpdatedEvent",
-    "ContactCompanyUpdatedEvent",
-    "ContactDeletedEvent",
-)

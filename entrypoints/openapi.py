@@ -1,13 +1,20 @@
-"""The OpenAPI 3.1 document, generated from the same pydantic models that validate requests and
-shape responses. `OPERATIONS` is checked against the indexed app by a unit test, so routes
-cannot drift either."""
+"""The OpenAPI 3.1 document, generated from the indexed app and the pydantic models.
+
+The route table (function, method, route, auth level) is read from the app as the Functions
+host indexes it (`app.get_functions()`), so it cannot drift from function_app.py. What the
+bindings do not say (statuses, request and response models, whether If-Match applies) is in
+`DOCUMENTATION`, keyed by function name; a test checks both cover the same functions. Limits
+come from where they are enforced: the models, and the HTTP layer's page size and id rule.
+"""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
+import azure.functions as func
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
@@ -21,50 +28,86 @@ from application.commands import (
     UpdateEmail,
     UpdateName,
 )
+from application.service import MAX_PAGE_SIZE
+from entrypoints.http import _ID, DEFAULT_PAGE_SIZE
 from entrypoints.problems import Problem
 
 
 @dataclass(frozen=True)
-class Operation:
-    function: str
-    method: str
-    route: str
+class Documentation:
     summary: str
     status: int
     request: type[BaseModel] | None = None
     response: type[BaseModel] | None = None
-    anonymous: bool = False
     conditional: bool = False
     errors: tuple[int, ...] = (400, 404, 412, 429, 503)
 
 
+@dataclass(frozen=True)
+class Operation:
+    """One HTTP function as the host indexes it, with its documentation."""
+
+    function: str
+    method: str
+    route: str
+    anonymous: bool
+    doc: Documentation
+
+
 _WRITE_ERRORS = (400, 404, 412, 413, 415, 429, 503)
 
-OPERATIONS: tuple[Operation, ...] = (
-    Operation("create_contact", "POST", "contacts", "Create a contact (raises ContactCreated)",
-              201, CreateContact, ContactView, errors=(400, 413, 415, 429, 503)),
-    Operation("list_contacts", "GET", "contacts", "List contacts, one page at a time", 200,
-              None, ContactPage, errors=(400, 429, 503)),
-    Operation("get_contact", "GET", "contacts/{id}", "Read a contact", 200, None, ContactView,
-              errors=(400, 404, 429, 503)),
-    Operation("patch_contact", "PATCH", "contacts/{id}",
-              "Change any of name, email, description, company (one event per changed aspect)",
-              200, PatchContact, ContactView, conditional=True, errors=_WRITE_ERRORS),
-    Operation("update_contact_name", "POST", "contacts/{id}/update-name", "Change the name",
-              204, UpdateName, conditional=True, errors=_WRITE_ERRORS),
-    Operation("update_contact_email", "POST", "contacts/{id}/update-email", "Change the email",
-              204, UpdateEmail, conditional=True, errors=_WRITE_ERRORS),
-    Operation("update_contact_description", "POST", "contacts/{id}/update-description",
-              "Change the description", 204, UpdateDescription, conditional=True,
-              errors=_WRITE_ERRORS),
-    Operation("update_contact_company", "POST", "contacts/{id}/update-company",
-              "Change the company", 204, UpdateCompany, conditional=True, errors=_WRITE_ERRORS),
-    Operation("delete_contact", "DELETE", "contacts/{id}", "Soft-delete a contact", 204,
-              conditional=True, errors=(400, 404, 412, 429, 503)),
-    Operation("health", "GET", "health", "Health: checks the store", 200, anonymous=True,
-              errors=(503,)),
-    Operation("openapi", "GET", "openapi.json", "This document", 200, anonymous=True, errors=()),
-)
+DOCUMENTATION: dict[str, Documentation] = {
+    "create_contact": Documentation(
+        "Create a contact (raises ContactCreated)", 201, CreateContact, ContactView,
+        errors=(400, 413, 415, 429, 503)),
+    "list_contacts": Documentation(
+        "List contacts, one page at a time", 200, None, ContactPage, errors=(400, 429, 503)),
+    "get_contact": Documentation(
+        "Read a contact", 200, None, ContactView, errors=(400, 404, 429, 503)),
+    "patch_contact": Documentation(
+        "Change any of name, email, description, company (one event per changed aspect)",
+        200, PatchContact, ContactView, conditional=True, errors=_WRITE_ERRORS),
+    "update_contact_name": Documentation(
+        "Change the name", 204, UpdateName, conditional=True, errors=_WRITE_ERRORS),
+    "update_contact_email": Documentation(
+        "Change the email", 204, UpdateEmail, conditional=True, errors=_WRITE_ERRORS),
+    "update_contact_description": Documentation(
+        "Change the description", 204, UpdateDescription, conditional=True,
+        errors=_WRITE_ERRORS),
+    "update_contact_company": Documentation(
+        "Change the company", 204, UpdateCompany, conditional=True, errors=_WRITE_ERRORS),
+    "delete_contact": Documentation(
+        "Soft-delete a contact", 204, conditional=True, errors=(400, 404, 412, 429, 503)),
+    "health": Documentation("Health: checks the store", 200, errors=(503,)),
+    "openapi": Documentation("This document", 200, errors=()),
+}
+
+
+def indexed_functions(app: func.FunctionApp) -> list[func.decorators.function_app.Function]:
+    """`app.get_functions()`, which registers the names it returns and refuses to run twice in
+    one process (the worker has already called it when the app is hosted); the registry is
+    left as it was."""
+    registered = app.functions_bindings
+    app.functions_bindings = None
+    try:
+        return app.get_functions()
+    finally:
+        app.functions_bindings = registered
+
+
+def operations(app: func.FunctionApp) -> list[Operation]:
+    """The HTTP functions of the app, in declaration order, with their documentation."""
+    found = []
+    for function in indexed_functions(app):
+        if not function.is_http_function():
+            continue
+        name = str(function.get_function_name())
+        trigger = json.loads(function.get_function_json())["bindings"][0]
+        for method in trigger["methods"]:
+            found.append(Operation(name, str(method).upper(), str(trigger["route"]),
+                                   trigger["authLevel"] == "ANONYMOUS", DOCUMENTATION[name]))
+    return found
+
 
 _STATUS_TEXT = {
     200: "OK", 201: "Created", 204: "No Content", 304: "Not Modified", 400: "Bad Request",
@@ -78,18 +121,20 @@ def _ref(model: type[BaseModel]) -> dict[str, str]:
 
 
 def _operation(op: Operation) -> dict[str, Any]:
+    doc = op.doc
     params: list[dict[str, Any]] = []
     if "{id}" in op.route:
         params.append({"name": "id", "in": "path", "required": True,
-                       "schema": {"type": "string", "maxLength": 128}})
+                       "schema": {"type": "string", "pattern": f"^{_ID.pattern}$"}})
     if op.function == "list_contacts":
         params += [
             {"name": "pageSize", "in": "query",
-             "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 10}},
+             "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE,
+                        "default": DEFAULT_PAGE_SIZE}},
             {"name": "continuationToken", "in": "query", "schema": {"type": "string"}},
             {"name": "x-continuation-token", "in": "header", "schema": {"type": "string"}},
         ]
-    if op.conditional:
+    if doc.conditional:
         params += [
             {"name": "If-Match", "in": "header", "schema": {"type": "string"},
              "description": "ETag of the version you read; a stale one gives 412"},
@@ -98,34 +143,35 @@ def _operation(op: Operation) -> dict[str, Any]:
         ]
     if op.function == "get_contact":
         params.append({"name": "If-None-Match", "in": "header", "schema": {"type": "string"}})
-    success: dict[str, Any] = {"description": _STATUS_TEXT.get(op.status, "OK")}
-    if op.response is not None:
-        success["content"] = {"application/json": {"schema": _ref(op.response)}}
-    if op.status != 200 or op.function in ("get_contact", "patch_contact"):
+    success: dict[str, Any] = {"description": _STATUS_TEXT.get(doc.status, "OK")}
+    if doc.response is not None:
+        success["content"] = {"application/json": {"schema": _ref(doc.response)}}
+    if doc.status != 200 or op.function in ("get_contact", "patch_contact"):
         success["headers"] = {"ETag": {"schema": {"type": "string"}}}
-    responses: dict[str, Any] = {str(op.status): success}
+    responses: dict[str, Any] = {str(doc.status): success}
     if op.function == "get_contact":
         responses["304"] = {"description": "Not Modified"}
-    for status in op.errors:
+    for status in doc.errors:
         responses[str(status)] = {
             "description": _STATUS_TEXT[status],
             "content": {"application/problem+json": {"schema": _ref(Problem)}},
         }
-    result: dict[str, Any] = {"operationId": op.function, "summary": op.summary,
+    result: dict[str, Any] = {"operationId": op.function, "summary": doc.summary,
                               "responses": responses}
     if params:
         result["parameters"] = params
-    if op.request is not None:
+    if doc.request is not None:
         result["requestBody"] = {"required": True,
-                                 "content": {"application/json": {"schema": _ref(op.request)}}}
+                                 "content": {"application/json": {"schema": _ref(doc.request)}}}
     result["security"] = [] if op.anonymous else [{"functionKey": []}]
     return result
 
 
 @cache
-def openapi_document() -> dict[str, Any]:
-    requests = {op.request for op in OPERATIONS if op.request is not None}
-    responses = {op.response for op in OPERATIONS if op.response is not None} | {Problem}
+def openapi_document(app: func.FunctionApp) -> dict[str, Any]:
+    indexed = operations(app)
+    requests = {op.doc.request for op in indexed if op.doc.request is not None}
+    responses = {op.doc.response for op in indexed if op.doc.response is not None} | {Problem}
     entries: list[tuple[type[BaseModel], Any]] = [(m, "validation") for m in requests]
     entries += [(m, "serialization") for m in responses - requests]
     _, schemas = models_json_schema(
@@ -134,7 +180,7 @@ def openapi_document() -> dict[str, Any]:
         ref_template="#/components/schemas/{model}",
     )
     paths: dict[str, dict[str, Any]] = {}
-    for op in OPERATIONS:
+    for op in indexed:
         paths.setdefault(f"/{op.route}", {})[op.method.lower()] = _operation(op)
     return {
         "openapi": "3.1.0",

@@ -14,8 +14,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from application.errors import (
     AlreadyExistsError,
-    ContactNotFoundError,
     InvalidContinuationError,
+    NotFoundError,
     PreconditionFailedError,
     TransientStoreError,
 )
@@ -94,8 +94,8 @@ def from_exception(exc: Exception) -> HttpProblemError:
         case ValidationError():
             return HttpProblemError(400, "Bad Request", "the request is not valid",
                                errors=field_errors(exc))
-        case ContactNotFoundError():
-            return HttpProblemError(404, "Not Found", "no such contact")
+        case NotFoundError():
+            return HttpProblemError(404, "Not Found", f"no such {exc.aggregate_type}")
         case PreconditionFailedError():
             return HttpProblemError(412, "Precondition Failed",
                                "the contact has changed; read it again and retry with its ETag")

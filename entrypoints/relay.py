@@ -1,4 +1,5 @@
-"""Relay glue: the trigger's documents as plain dicts, handed to the relay use case."""
+"""Relay glue: the trigger's documents parsed into typed outbox records at the store's boundary,
+handed to the relay use case."""
 
 from __future__ import annotations
 
@@ -6,9 +7,10 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from application.relay import Relay, RelayReport
+from infra.cosmos.documents import read_feed
 
 
 def relay_documents(documents: Iterable[Mapping[str, Any]], relay: Relay) -> RelayReport:
     """Relay one trigger invocation. Raises when a send fails, so the retry policy redelivers
     the same documents and the lease does not move."""
-    return relay.relay(dict(doc) for doc in documents)
+    return relay.relay(read_feed(documents))

@@ -59,10 +59,6 @@ class Settings(BaseSettings):
             )
         return self
 
-    @property
-    def has_servicebus(self) -> bool:
-        return self.servicebus_connection is not None or bool(self.servicebus_namespace)
-
 
 def load_settings() -> Settings:
     """Read and validate the settings from the environment; errors name settings, not values."""

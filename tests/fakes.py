@@ -1,33 +1,42 @@
 """In-memory fakes of the project's own ports. Each is held to the same contract suite as the
-real adapter (tests/contract), so a unit test on a fake says something true of production."""
+real adapter (tests/contract), so a unit test on a fake says something true of production. The
+fakes write and read the same documents as the Cosmos adapter (`infra.cosmos.documents`)."""
 
 from __future__ import annotations
 
 import itertools
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from application.errors import (
     AlreadyExistsError,
     ApplicationError,
-    ContactNotFoundError,
     InvalidContinuationError,
+    NotFoundError,
     PreconditionFailedError,
 )
-from application.outbox import CONTACT_TYPE, quarantine_document
+from application.outbox import OutboxRecord, Unreadable
 from application.ports import (
+    ContactRepository,
     ContactSummary,
     MessageBatch,
     MessagePublisher,
     OutboxMessage,
     Page,
     Quarantine,
+    Repository,
     TrackingRepository,
     UnitOfWork,
 )
+from domain.aggregate import Aggregate
 from domain.contact import Contact
-from infra.cosmos.documents import WriteOperation, commit_operations, contact_from_document
+from infra.cosmos.documents import (
+    WriteOperation,
+    aggregate_from_document,
+    commit_operations,
+    quarantine_document,
+)
 
 
 class InMemoryStore:
@@ -64,7 +73,7 @@ class InMemoryStore:
                     raise AlreadyExistsError(f"document {doc['id']} exists")
                 if kind == "replace":
                     if current is None:
-                        raise ContactNotFoundError(doc["id"])
+                        raise NotFoundError("document", doc["id"])
                     if etag is not None and current["_etag"] != etag:
                         raise PreconditionFailedError("etag mismatch")
             self.batches += 1
@@ -80,20 +89,25 @@ class InMemoryStore:
             return [dict(d) for d in self.documents.values() if d.get("type") == kind]
 
 
-class InMemoryContactRepository(TrackingRepository):
-    def __init__(self, store: InMemoryStore) -> None:
-        super().__init__()
+class InMemoryRepository[A: Aggregate](TrackingRepository[A]):
+    def __init__(self, store: InMemoryStore, kind: type[A]) -> None:
+        super().__init__(kind)
         self._store = store
 
-    def get(self, contact_id: str) -> Contact:
-        doc = self._store.read(contact_id, contact_id)
-        if doc is None or doc.get("type") != CONTACT_TYPE:
-            raise ContactNotFoundError(contact_id)
-        return self.loaded(contact_from_document(doc), doc["_etag"])
+    def read(self, aggregate_id: str) -> tuple[A, str]:
+        doc = self._store.read(aggregate_id, aggregate_id)
+        if doc is None:
+            raise NotFoundError(self.kind.aggregate_type, aggregate_id)
+        return aggregate_from_document(self.kind, doc), doc["_etag"]
+
+
+class InMemoryContactRepository(InMemoryRepository[Contact], ContactRepository):
+    def __init__(self, store: InMemoryStore) -> None:
+        super().__init__(store, Contact)
 
     def list_page(self, *, page_size: int, continuation: str | None) -> Page:
         live = sorted(
-            (d for d in self._store.of_type(CONTACT_TYPE) if not d["data"]["deleted"]),
+            (d for d in self._store.of_type(Contact.aggregate_type) if not d["data"]["deleted"]),
             key=lambda d: d["id"],
         )
         start = 0
@@ -120,19 +134,28 @@ class InMemoryUnitOfWork(UnitOfWork):
         self.store = store
         self.ttl = event_ttl_seconds
         self.contacts: InMemoryContactRepository = InMemoryContactRepository(store)
-        self.committed = False
+        self._repositories: dict[type[Aggregate], InMemoryRepository[Any]] = {
+            Contact: self.contacts
+        }
         self.healthy: ApplicationError | None = None
 
+    def repository[A: Aggregate](self, kind: type[A]) -> Repository[A]:
+        if kind not in self._repositories:
+            self._repositories[kind] = InMemoryRepository(self.store, kind)
+        return cast(Repository[A], self._repositories[kind])
+
     def commit(self, *, traceparent: str | None = None) -> None:
-        for contact, events, etag in self.contacts.pending():
-            ops = commit_operations(
-                contact, events, etag=etag, event_ttl_seconds=self.ttl, traceparent=traceparent
-            )
-            self.contacts.written(contact.id, self.store.batch(contact.id, ops)[0])
-        self.committed = True
+        for repository in self._repositories.values():
+            for aggregate, events, etag in repository.pending():
+                ops = commit_operations(
+                    aggregate, events, etag=etag, event_ttl_seconds=self.ttl,
+                    traceparent=traceparent,
+                )
+                repository.written(aggregate.id, self.store.batch(aggregate.id, ops)[0])
 
     def rollback(self) -> None:
-        self.contacts.forget()
+        for repository in self._repositories.values():
+            repository.forget()
 
     def ping(self) -> None:
         if self.healthy is not None:
@@ -153,8 +176,12 @@ class SizeLimitedBatch(MessageBatch):
         self.messages: list[OutboxMessage] = []
         self.size = 0
 
+    @classmethod
+    def size_of(cls, message: OutboxMessage) -> int:
+        return len(message.body) + len(message.message_id) + cls.OVERHEAD
+
     def try_add(self, message: OutboxMessage) -> bool:
-        size = len(message.body) + len(message.message_id) + self.OVERHEAD
+        size = self.size_of(message)
         if self.size + size > self.limit:
             return False
         self.messages.append(message)
@@ -193,6 +220,6 @@ class InMemoryQuarantine(Quarantine):
     def __init__(self) -> None:
         self.documents: dict[str, dict[str, Any]] = {}
 
-    def put(self, document: dict[str, Any], *, reason: str) -> None:
-        doc = quarantine_document(document, reason=reason)
+    def put(self, event: OutboxRecord | Unreadable, *, reason: str) -> None:
+        doc = quarantine_document(event.source, reason=reason)
         self.documents[doc["id"]] = doc

@@ -53,6 +53,10 @@ class CosmosError extends Error {
 
 const notFound = () =>
   new CosmosError(404, "NotFound", "Entity with the specified id does not exist in the system.");
+// As the service answers a document operation whose database or container does not exist:
+// 404 with substatus 1003 ("owner resource does not exist"), not a missing document.
+const ownerNotFound = () =>
+  new CosmosError(404, "NotFound", "Owner resource does not exist.", 1003);
 const conflict = () =>
   new CosmosError(409, "Conflict", "Entity with the specified id already exists in the system.");
 const preconditionFailed = () =>
@@ -381,9 +385,9 @@ function opPatch(store, id, patch, pk, ifMatch, lsn) {
 
 function resolveStore(account, dbId, collId) {
   const database = account.database(dbId);
-  if (!database.read()) throw notFound();
+  if (!database.read()) throw ownerNotFound();
   const collection = database.collection(collId);
-  if (!collection.read()) throw notFound();
+  if (!collection.read()) throw ownerNotFound();
   return new Store(collection);
 }
 

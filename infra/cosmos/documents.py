@@ -1,76 +1,156 @@
-"""The contact envelope: the domain model in, the stored document out, and back. The etag and
-other system properties stay here (`_etag`, `_ts`, ...), never in the domain model."""
+"""The stored documents, generic over aggregates. One envelope for every document:
+
+    {"id", "partitionKey": <aggregate id>, "type", "data": {...}, "ttl"}
+
+- an aggregate: `type` = its aggregate type (`contact`), `data` = its fields, camelCase, minus
+  the id (`domain.aggregate.Aggregate`: the model is the one list of fields), `ttl` -1;
+- an event: `type` `domainEvent`, `aggregateType`, `data` = the event (the message body), `ttl`
+  from the settings;
+- a quarantined event: `type` `quarantinedEvent`, the reason, a copy of the event document.
+
+The etag and the other system properties (`_etag`, `_ts`, ...) stay here, never in the domain.
+This module is the boundary both ways: documents are built from the domain here, and parsed
+back into aggregates and typed outbox records here.
+"""
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import datetime
 from typing import Any
 
-from application.outbox import CONTACT_TYPE, event_document
-from domain.contact import Contact
-from domain.events import DomainEvent
-from domain.values import Company, Name
+from pydantic import ValidationError
+
+from application.errors import NotFoundError
+from application.outbox import FeedItem, NotAnEvent, OutboxRecord, PoisonEventError, Unreadable
+from domain.aggregate import Aggregate, DomainEvent
+
+EVENT_TYPE = "domainEvent"
+QUARANTINE_TYPE = "quarantinedEvent"
+# Events written before the envelope named their aggregate were all contact events.
+LEGACY_AGGREGATE_TYPE = "contact"
 
 
-def _iso(value: datetime | None) -> str | None:
-    return None if value is None else value.isoformat().replace("+00:00", "Z")
-
-
-def contact_document(contact: Contact) -> dict[str, Any]:
+def aggregate_document(aggregate: Aggregate) -> dict[str, Any]:
     return {
-        "id": contact.id,
-        "partitionKey": contact.id,
-        "type": CONTACT_TYPE,
-        "data": {
-            "name": contact.name.model_dump(by_alias=True),
-            "email": contact.email,
-            "description": contact.description,
-            "company": contact.company.model_dump(by_alias=True),
-            "createdAt": _iso(contact.created_at),
-            "modifiedAt": _iso(contact.modified_at),
-            "deleted": contact.deleted,
-            "deletedAt": _iso(contact.deleted_at),
-            "version": contact.version,
-        },
+        "id": aggregate.id,
+        "partitionKey": aggregate.id,
+        "type": aggregate.aggregate_type,
+        "data": aggregate.model_dump(mode="json", by_alias=True, exclude={"id"}),
         "ttl": -1,
     }
 
 
-def contact_from_document(document: dict[str, Any]) -> Contact:
-    data = document["data"]
-    deleted_at = data.get("deletedAt")
-    return Contact(
-        id=document["id"],
-        name=Name.model_validate(data["name"]),
-        email=data["email"],
-        description=data.get("description", ""),
-        company=Company.model_validate(data["company"]),
-        created_at=datetime.fromisoformat(data["createdAt"]),
-        modified_at=datetime.fromisoformat(data["modifiedAt"]),
-        version=int(data["version"]),
-        deleted=bool(data.get("deleted", False)),
-        deleted_at=datetime.fromisoformat(deleted_at) if deleted_at else None,
-    )
+def aggregate_from_document[A: Aggregate](kind: type[A], document: Mapping[str, Any]) -> A:
+    """The aggregate a stored document holds. NotFoundError when it is another kind of document
+    (an event or a quarantined event with that id)."""
+    if document.get("type") != kind.aggregate_type:
+        raise NotFoundError(kind.aggregate_type, str(document.get("id")))
+    return kind.model_validate({**document["data"], "id": document["id"]})
+
+
+def event_document(event: DomainEvent, *, ttl_seconds: int) -> dict[str, Any]:
+    """The envelope of one event: same partition as its aggregate, expiring after `ttl_seconds`."""
+    return {
+        "id": event.id,
+        "partitionKey": event.aggregate_id,
+        "type": EVENT_TYPE,
+        "aggregateType": event.aggregate_type,
+        "data": event.model_dump(mode="json", by_alias=True),
+        "ttl": ttl_seconds,
+    }
+
+
+def read_feed(documents: Iterable[Mapping[str, Any]]) -> Iterator[FeedItem]:
+    """Change-feed documents as the relay's typed items: events become outbox records (or
+    Unreadable, with the reason), anything else NotAnEvent."""
+    for document in documents:
+        if document.get("type") != EVENT_TYPE:
+            yield NotAnEvent(str(document.get("id")))
+            continue
+        try:
+            yield outbox_record(document)
+        except PoisonEventError as exc:
+            yield Unreadable(str(document.get("id")), str(exc), _without_system_keys(document))
+
+
+def outbox_record(document: Mapping[str, Any]) -> OutboxRecord:
+    """Parse one stored event. Raises PoisonEventError naming what is wrong."""
+    data = document.get("data")
+    if not isinstance(data, Mapping):
+        raise PoisonEventError("event document has no 'data' object")
+    aggregate_type = document.get("aggregateType", LEGACY_AGGREGATE_TYPE)
+    if not isinstance(aggregate_type, str) or not aggregate_type:
+        raise PoisonEventError("event aggregateType must be a non-empty string")
+    keys = {"event_id": "id", "aggregate_id": f"{aggregate_type}Id", "action": "action",
+            "version": "version"}
+    try:
+        body = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+    except (TypeError, ValueError) as exc:
+        raise PoisonEventError(f"event data is not serialisable: {exc}") from None
+    traceparent = data.get("traceparent")
+    try:
+        return OutboxRecord(
+            **{name: data.get(key) for name, key in keys.items()},
+            aggregate_type=aggregate_type,
+            created_at=_time(data.get("createdAt")),
+            traceparent=traceparent if isinstance(traceparent, str) and traceparent else None,
+            body=body,
+            source=_without_system_keys(document),
+        )
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        key = keys.get(str(error["loc"][0]), str(error["loc"][0]))
+        raise PoisonEventError(f"event data.{key}: {error['msg']}") from None
+
+
+def quarantine_document(document: Mapping[str, Any], *, reason: str) -> dict[str, Any]:
+    """A copy of a poison event kept (no TTL) with the reason, in the event's own partition.
+    The relay skips it: it is not a `domainEvent`."""
+    source_id = str(document.get("id", "unknown"))
+    partition = document.get("partitionKey")
+    return {
+        "id": f"quarantine-{source_id}",
+        "partitionKey": partition if isinstance(partition, str) else "quarantine",
+        "type": QUARANTINE_TYPE,
+        "reason": reason,
+        "data": _without_system_keys(document),
+        "ttl": -1,
+    }
 
 
 WriteOperation = tuple[str, dict[str, Any], str | None]  # "create"|"replace", document, if-match
 
 
 def commit_operations(
-    contact: Contact,
+    aggregate: Aggregate,
     events: list[DomainEvent],
     *,
     etag: str | None,
     event_ttl_seconds: int,
     traceparent: str | None,
 ) -> list[WriteOperation]:
-    """What one command writes, as one batch in the contact's partition: the contact (create
+    """What one command writes, as one batch in the aggregate's partition: the aggregate (create
     when `etag` is None, else replace conditioned on it), then one create per event."""
     operations: list[WriteOperation] = [
-        ("create" if etag is None else "replace", contact_document(contact), etag)
+        ("create" if etag is None else "replace", aggregate_document(aggregate), etag)
     ]
     for event in events:
         if traceparent and event.traceparent is None:
             event = event.model_copy(update={"traceparent": traceparent})
         operations.append(("create", event_document(event, ttl_seconds=event_ttl_seconds), None))
     return operations
+
+
+def _without_system_keys(document: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in document.items() if not k.startswith("_")}
+
+
+def _time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None

@@ -15,12 +15,16 @@ from azure.cosmos.exceptions import (
 from application.errors import (
     AlreadyExistsError,
     ApplicationError,
-    ContactNotFoundError,
     InvalidContinuationError,
+    NotFoundError,
     PreconditionFailedError,
     StoreUnavailableError,
     ThrottledError,
 )
+
+# 404 with this substatus: the database or container itself does not exist ("owner resource
+# does not exist"), a misconfiguration, not a missing document.
+OWNER_RESOURCE_NOT_FOUND = 1003
 
 
 def _retry_after(headers: Mapping[str, str] | None) -> float:
@@ -35,9 +39,13 @@ def _retry_after(headers: Mapping[str, str] | None) -> float:
 
 
 def translate(status: int, message: str, headers: Mapping[str, str] | None = None,
-              *, contact_id: str = "") -> ApplicationError:
+              *, sub_status: int | None = None, aggregate_type: str = "document",
+              aggregate_id: str = "") -> ApplicationError:
+    if status == 404 and sub_status == OWNER_RESOURCE_NOT_FOUND:
+        return StoreUnavailableError("the database or container does not exist",
+                                     retry_after=30.0)
     if status == 404:
-        return ContactNotFoundError(contact_id)
+        return NotFoundError(aggregate_type, aggregate_id)
     if status == 409:
         return AlreadyExistsError(message)
     if status == 412:
@@ -50,19 +58,21 @@ def translate(status: int, message: str, headers: Mapping[str, str] | None = Non
 
 
 @contextmanager
-def cosmos_errors(contact_id: str = "") -> Iterator[None]:
-    """Translate every Cosmos failure raised inside into an application error."""
+def cosmos_errors(aggregate_type: str = "document", aggregate_id: str = "") -> Iterator[None]:
+    """Translate every Cosmos failure raised inside into an application error; a 404 names the
+    aggregate looked for."""
     try:
         yield
     except CosmosBatchOperationError as exc:
         failed = exc.operation_responses[exc.error_index] if exc.operation_responses else {}
         status = int(failed.get("statusCode", exc.status_code or 500))
         raise translate(status, "batch operation failed", exc.headers,
-                        contact_id=contact_id) from None
+                        aggregate_type=aggregate_type, aggregate_id=aggregate_id) from None
     except CosmosClientTimeoutError:
         raise StoreUnavailableError("the store timed out") from None
     except CosmosHttpResponseError as exc:
         raise translate(int(exc.status_code or 503), exc.reason or "cosmos error", exc.headers,
-                        contact_id=contact_id) from None
+                        sub_status=exc.sub_status, aggregate_type=aggregate_type,
+                        aggregate_id=aggregate_id) from None
     except (ServiceRequestError, ServiceResponseError):
         raise StoreUnavailableError("the store is unreachable") from None

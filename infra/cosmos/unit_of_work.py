@@ -1,42 +1,56 @@
-"""The Cosmos DB unit of work: one partition-scoped transactional batch per changed contact,
-carrying the contact (create, or replace conditioned on its etag) and one create per event."""
+"""The Cosmos DB unit of work, generic over aggregates: one partition-scoped transactional batch
+per changed aggregate, carrying the aggregate (create, or replace conditioned on its etag) and
+one create per event."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from azure.cosmos import ContainerProxy
 
-from application.errors import ContactNotFoundError, PreconditionFailedError
-from application.outbox import CONTACT_TYPE, quarantine_document
-from application.ports import ContactSummary, Page, Quarantine, TrackingRepository, UnitOfWork
+from application.errors import NotFoundError, PreconditionFailedError, StoreUnavailableError
+from application.outbox import OutboxRecord, Unreadable
+from application.ports import (
+    ContactRepository,
+    ContactSummary,
+    Page,
+    Quarantine,
+    Repository,
+    TrackingRepository,
+    UnitOfWork,
+)
+from domain.aggregate import Aggregate
 from domain.contact import Contact
-from infra.cosmos.documents import commit_operations, contact_from_document
+from infra.cosmos.documents import aggregate_from_document, commit_operations, quarantine_document
 from infra.cosmos.errors import cosmos_errors
 
 _PROBE = "health-probe"
-_LIST_QUERY = (
+# Served by the indexing policy (deploy/indexing-policy.json): /type and /data/deleted.
+LIST_CONTACTS_QUERY = (
     "SELECT c.id, c.data.email, c.data.name, c.data.company.companyName FROM c "
     "WHERE c.type = 'contact' AND c.data.deleted = false"
 )
 
 
-class CosmosContactRepository(TrackingRepository):
-    def __init__(self, container: ContainerProxy) -> None:
-        super().__init__()
+class CosmosRepository[A: Aggregate](TrackingRepository[A]):
+    def __init__(self, container: ContainerProxy, kind: type[A]) -> None:
+        super().__init__(kind)
         self._container = container
 
-    def get(self, contact_id: str) -> Contact:
-        with cosmos_errors(contact_id):
-            document = self._container.read_item(item=contact_id, partition_key=contact_id)
-        if document.get("type") != CONTACT_TYPE:
-            raise ContactNotFoundError(contact_id)
-        return self.loaded(contact_from_document(document), document["_etag"])
+    def read(self, aggregate_id: str) -> tuple[A, str]:
+        with cosmos_errors(self.kind.aggregate_type, aggregate_id):
+            document = self._container.read_item(item=aggregate_id, partition_key=aggregate_id)
+        return aggregate_from_document(self.kind, document), document["_etag"]
+
+
+class CosmosContactRepository(CosmosRepository[Contact], ContactRepository):
+    def __init__(self, container: ContainerProxy) -> None:
+        super().__init__(container, Contact)
 
     def list_page(self, *, page_size: int, continuation: str | None) -> Page:
         with cosmos_errors():
             pages: Any = self._container.query_items(
-                _LIST_QUERY, enable_cross_partition_query=True, max_item_count=page_size
+                LIST_CONTACTS_QUERY, enable_cross_partition_query=True, max_item_count=page_size
             ).by_page(continuation)
             rows: list[dict[str, Any]] = list(next(pages, []))
             token = pages.continuation_token
@@ -59,29 +73,50 @@ class CosmosUnitOfWork(UnitOfWork):
         self._container = container
         self._ttl = event_ttl_seconds
         self.contacts: CosmosContactRepository = CosmosContactRepository(container)
+        self._repositories: dict[type[Aggregate], CosmosRepository[Any]] = {
+            Contact: self.contacts
+        }
+
+    def repository[A: Aggregate](self, kind: type[A]) -> Repository[A]:
+        if kind not in self._repositories:
+            self._repositories[kind] = CosmosRepository(self._container, kind)
+        return cast(Repository[A], self._repositories[kind])
 
     def commit(self, *, traceparent: str | None = None) -> None:
-        for contact, events, etag in self.contacts.pending():
-            planned = commit_operations(
-                contact, events, etag=etag, event_ttl_seconds=self._ttl, traceparent=traceparent
-            )
-            with cosmos_errors(contact.id):
-                results = self._container.execute_item_batch(
-                    batch_operations=[_sdk_operation(*op) for op in planned],
-                    partition_key=contact.id,
+        for repository in self._repositories.values():
+            for aggregate, events, etag in repository.pending():
+                planned = commit_operations(
+                    aggregate, events, etag=etag, event_ttl_seconds=self._ttl,
+                    traceparent=traceparent,
                 )
-            self.contacts.written(contact.id, _etag_of(results[0]))
+                with cosmos_errors(aggregate.aggregate_type, aggregate.id):
+                    results = self._container.execute_item_batch(
+                        batch_operations=[_sdk_operation(*op) for op in planned],
+                        partition_key=aggregate.id,
+                    )
+                repository.written(aggregate.id, _etag_of(results[0]))
 
     def rollback(self) -> None:
-        self.contacts.forget()
+        for repository in self._repositories.values():
+            repository.forget()
 
     def ping(self) -> None:
-        """A 1-RU point read on the data plane; 'not found' means the store answered."""
+        """A 1-RU point read of a document that does not exist: "not found" means the store
+        answered. A missing container answers "not found" too (the SDK reads the container's
+        properties first; once it has them the service says 404/1003, which is translated to
+        StoreUnavailableError), so a "not found" is checked with a read of the container's
+        properties: if the container is missing, the store is unavailable, not healthy."""
         try:
             with cosmos_errors():
                 self._container.read_item(item=_PROBE, partition_key=_PROBE)
-        except ContactNotFoundError:
-            return
+        except NotFoundError:
+            try:
+                with cosmos_errors():
+                    self._container.read()
+            except NotFoundError:
+                raise StoreUnavailableError(
+                    "the database or container does not exist", retry_after=30.0
+                ) from None
 
 
 def _sdk_operation(kind: str, document: dict[str, Any], etag: str | None) -> tuple[Any, ...]:
@@ -93,17 +128,17 @@ def _sdk_operation(kind: str, document: dict[str, Any], etag: str | None) -> tup
 def _etag_of(result: Any) -> str:
     etag = result.get("eTag") or (result.get("resourceBody") or {}).get("_etag")
     if not etag:
-        raise PreconditionFailedError("the store returned no etag for the written contact")
+        raise PreconditionFailedError("the store returned no etag for the written aggregate")
     return str(etag)
 
 
 class CosmosQuarantine(Quarantine):
-    """Poison events are kept in the contacts container as `quarantinedEvent` documents (no TTL)
-    in the event's own partition, which the relay skips."""
+    """Poison events are kept in the container as `quarantinedEvent` documents (no TTL) in the
+    event's own partition, which the relay skips."""
 
     def __init__(self, container: ContainerProxy) -> None:
         self._container = container
 
-    def put(self, document: dict[str, Any], *, reason: str) -> None:
+    def put(self, event: OutboxRecord | Unreadable, *, reason: str) -> None:
         with cosmos_errors():
-            self._container.upsert_item(quarantine_document(document, reason=reason))
+            self._container.upsert_item(quarantine_document(event.source, reason=reason))

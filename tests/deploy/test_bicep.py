@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from emulators.provision import INDEXING_POLICY_FILE, indexing_policy
+from infra.cosmos.unit_of_work import LIST_CONTACTS_QUERY
 from tests.deploy import templates as t
 from tests.deploy.templates import DEPLOY, FUNCTION_APP_MODULE, MAIN, ROOT
 
@@ -42,13 +44,26 @@ def test_cosmos_account_is_nosql_session_consistent_and_keyless() -> None:
     assert props["minimalTlsVersion"] == "Tls12"
 
 
-def test_contacts_container_has_partition_key_ttl_on_and_etag_not_indexed() -> None:
+def test_contacts_container_has_partition_key_ttl_on_and_the_shared_indexing_policy() -> None:
     container = t.one("Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers", "contacts")
     resource = container.properties["resource"]
     assert resource["partitionKey"]["paths"] == ["/partitionKey"]
     assert t.value(resource["defaultTtl"]) == -1
-    excluded = [p["path"] for p in resource["indexingPolicy"]["excludedPaths"]]
-    assert '/"_etag"/?' in excluded
+    loaded = resource["indexingPolicy"]["function"]
+    assert loaded["type"] == "load_json_content"
+    assert (COSMOS.parent / loaded["parameters"]["file_path"]).resolve() == INDEXING_POLICY_FILE
+
+
+def test_the_indexing_policy_indexes_only_what_the_list_query_filters_on() -> None:
+    policy = indexing_policy()
+    assert policy["indexingMode"] == "consistent"
+    assert [p["path"] for p in policy["excludedPaths"]] == ["/*"]
+    included = {p["path"] for p in policy["includedPaths"]}
+    assert included == {"/type/?", "/data/deleted/?"}
+    # Every path the list query filters on is indexed.
+    where = LIST_CONTACTS_QUERY.split(" WHERE ", 1)[1]
+    filtered = {"/" + "/".join(m.split(".")[1:]) + "/?" for m in re.findall(r"c(?:\.\w+)+", where)}
+    assert filtered == included
 
 
 def test_lease_container_is_partitioned_by_id() -> None:

@@ -10,10 +10,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
+from azure.cosmos import ContainerProxy, CosmosClient
 
-from application.outbox import EVENT_TYPE
+from application.errors import StoreUnavailableError
+from emulators.provision import create_contacts_container
 from emulators.stack import Stack
+from infra.cosmos.documents import EVENT_TYPE
 from infra.cosmos.unit_of_work import CosmosUnitOfWork
 from tests.contract.unit_of_work_contract import (
     ContractWorld,
@@ -41,9 +43,8 @@ def cosmos(request: pytest.FixtureRequest) -> Iterator[CosmosClient]:
 
 
 def fresh_container(cosmos: CosmosClient, name: str) -> ContainerProxy:
-    db = cosmos.create_database_if_not_exists("contract")
-    return db.create_container_if_not_exists(
-        name, partition_key=PartitionKey(path="/partitionKey"), default_ttl=-1)
+    """A container as deployed (partition key, TTL, indexing policy)."""
+    return create_contacts_container(cosmos.create_database_if_not_exists("contract"), name)
 
 
 class CosmosWorld(ContractWorld):
@@ -101,3 +102,16 @@ def test_event_documents_expire_by_ttl_and_the_contact_stays(cosmos: CosmosClien
     while time.monotonic() < deadline and len(world.documents(contact.id)) > 1:
         time.sleep(0.25)
     assert [d["type"] for d in world.documents(contact.id)] == ["contact"]
+
+
+def test_the_health_probe_passes_when_the_container_exists_without_a_probe_document(
+    cosmos: CosmosClient,
+) -> None:
+    CosmosUnitOfWork(fresh_container(cosmos, "health"), event_ttl_seconds=60).ping()
+
+
+def test_the_health_probe_fails_when_the_container_does_not_exist(cosmos: CosmosClient) -> None:
+    missing = cosmos.create_database_if_not_exists("contract").get_container_client("misnamed")
+    with pytest.raises(StoreUnavailableError, match="does not exist"):
+        CosmosUnitOfWork(missing, event_ttl_seconds=60).ping()
+

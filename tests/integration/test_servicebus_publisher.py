@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from application.outbox import event_document
 from application.relay import Relay
 from domain.contact import Contact
 from domain.values import Company, Name
 from emulators.servicebus.launcher import ServiceBusEndpoint, start_servicebus
+from infra.cosmos.documents import event_document, read_feed
 from infra.servicebus.publisher import ServiceBusPublisher
 from infra.settings import Settings
 from tests.e2e.subscriber import count_at_least, drain
@@ -57,7 +57,7 @@ def test_a_backlog_larger_than_one_batch_is_split_and_all_arrive(
     publisher = publisher_for(endpoint)
     docs = events(contacts=20, changes=29)  # 600 events of ~0.6 KB: more than 256 KB
     try:
-        report = Relay(publisher, InMemoryQuarantine()).relay(docs)
+        report = Relay(publisher, InMemoryQuarantine()).relay(read_feed(docs))
     finally:
         publisher.close()
     assert report.sent == 600 and report.batches >= 2
@@ -73,7 +73,7 @@ def test_an_event_over_the_message_size_limit_is_quarantined_by_the_sdk_check(
     docs[1]["data"]["description"] = "x" * 300_000
     quarantine = InMemoryQuarantine()
     try:
-        report = Relay(publisher, quarantine).relay(docs)
+        report = Relay(publisher, quarantine).relay(read_feed(docs))
     finally:
         publisher.close()
     assert report.sent == 2 and report.quarantined == [docs[1]["id"]]
@@ -85,14 +85,14 @@ def test_after_the_broker_restarts_the_next_attempt_uses_a_fresh_link(tmp_path: 
     publisher = publisher_for(sb)
     relay = Relay(publisher, InMemoryQuarantine())
     try:
-        relay.relay(events(contacts=1, changes=0))
+        relay.relay(read_feed(events(contacts=1, changes=0)))
         port = sb.port
         sb.stop()
         with pytest.raises(Exception):  # noqa: B017 - whatever the SDK raises, it must raise
-            relay.relay(events(contacts=1, changes=0))
+            relay.relay(read_feed(events(contacts=1, changes=0)))
         sb = start_servicebus(port=port, log_path=tmp_path / "sb2.log")
         later = events(contacts=2, changes=1)
-        assert relay.relay(later).sent == 4
+        assert relay.relay(read_feed(later)).sent == 4
         received = drain(sb.connection_string, until=count_at_least(4), timeout=30)
         assert {r.message_id for r in received} == {d["id"] for d in later}
     finally:

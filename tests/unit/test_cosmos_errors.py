@@ -13,8 +13,8 @@ from azure.cosmos.exceptions import (
 from application.errors import (
     AlreadyExistsError,
     ApplicationError,
-    ContactNotFoundError,
     InvalidContinuationError,
+    NotFoundError,
     PreconditionFailedError,
     StoreUnavailableError,
     ThrottledError,
@@ -22,13 +22,18 @@ from application.errors import (
 from infra.cosmos.errors import cosmos_errors
 
 
-def http_error(status: int, message: str) -> CosmosHttpResponseError:
-    return CosmosHttpResponseError(status_code=status, message=message)  # type: ignore[no-untyped-call]
+def http_error(status: int, message: str, sub_status: int | None = None
+               ) -> CosmosHttpResponseError:
+    headers = {} if sub_status is None else {"x-ms-substatus": str(sub_status)}
+    error = CosmosHttpResponseError(  # type: ignore[no-untyped-call]
+        status_code=status, message=message)
+    error.headers, error.sub_status = headers, sub_status
+    return error
 
 
 @pytest.mark.parametrize(
     ("status", "expected"),
-    [(404, ContactNotFoundError), (409, AlreadyExistsError), (412, PreconditionFailedError),
+    [(404, NotFoundError), (409, AlreadyExistsError), (412, PreconditionFailedError),
      (429, ThrottledError), (400, InvalidContinuationError), (503, StoreUnavailableError),
      (408, StoreUnavailableError), (500, StoreUnavailableError)],
 )
@@ -65,3 +70,14 @@ def test_translated_errors_do_not_chain_sdk_internals() -> None:
     with pytest.raises(ApplicationError) as info, cosmos_errors():
         raise http_error(503, "AccountKey=secret")
     assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+def test_a_missing_document_names_the_aggregate_looked_for() -> None:
+    with pytest.raises(NotFoundError) as info, cosmos_errors("contact", "c1"):
+        raise http_error(404, "Entity does not exist", sub_status=0)
+    assert (info.value.aggregate_type, info.value.aggregate_id) == ("contact", "c1")
+
+
+def test_a_missing_container_is_unavailable_not_a_missing_document() -> None:
+    with pytest.raises(StoreUnavailableError), cosmos_errors("contact", "c1"):
+        raise http_error(404, "Owner resource does not exist", sub_status=1003)

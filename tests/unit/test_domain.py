@@ -21,7 +21,8 @@ def test_a_new_contact_raises_only_contact_created_at_version_1() -> None:
     contact = ada()
     [event] = contact.collect_events()
     assert isinstance(event, ContactCreated)
-    assert (event.contact_id, event.version, contact.version) == (contact.id, 1, 1)
+    assert (event.aggregate_id, event.version, contact.version) == (contact.id, 1, 1)
+    assert event.model_dump(by_alias=True)["contactId"] == contact.id
 
 
 def test_each_change_raises_one_event_and_grows_the_version_by_one() -> None:
@@ -64,7 +65,8 @@ def test_a_deleted_contact_refuses_changes() -> None:
 
 
 def test_events_are_frozen_and_round_trip_through_their_json() -> None:
-    event = ContactNameUpdated(contact_id="c1", version=2, name=Name(first_name="A", last_name="B"))
+    event = ContactNameUpdated(
+        aggregate_id="c1", version=2, name=Name(first_name="A", last_name="B"))
     with pytest.raises(ValidationError):
         event.version = 3  # type: ignore[misc]
     data = event.model_dump(mode="json", by_alias=True)

@@ -1,18 +1,44 @@
+"""The OpenAPI document: its route table is the indexed app's, its schemas the validating
+models, its limits those the HTTP layer enforces."""
+
 from __future__ import annotations
 
+import json
+import re
+from typing import Any
+
+import function_app
 from application.commands import CreateContact
-from entrypoints.openapi import OPERATIONS, openapi_document
+from application.service import MAX_PAGE_SIZE
+from entrypoints.http import DEFAULT_PAGE_SIZE
+from entrypoints.openapi import DOCUMENTATION, openapi_document
 
 
-def test_the_document_is_openapi_3_1_with_every_operation() -> None:
-    doc = openapi_document()
+def document() -> dict[str, Any]:
+    return openapi_document(function_app.app)
+
+
+def test_the_document_is_openapi_3_1_with_every_http_function_of_the_app(
+    functions: dict[str, Any],
+) -> None:
+    doc = document()
     assert doc["openapi"] == "3.1.0"
-    operations = {(path, method) for path, item in doc["paths"].items() for method in item}
-    assert operations == {(f"/{op.route}", op.method.lower()) for op in OPERATIONS}
+    documented = {(path, method, op["operationId"])
+                  for path, item in doc["paths"].items() for method, op in item.items()}
+    bound = set()
+    for name, function in functions.items():
+        if function.is_http_function():
+            trigger = json.loads(function.get_function_json())["bindings"][0]
+            bound |= {(f"/{trigger['route']}", m.lower(), name) for m in trigger["methods"]}
+    assert documented == bound
+
+
+def test_every_documented_function_exists_in_the_app(functions: dict[str, Any]) -> None:
+    assert set(DOCUMENTATION) == {n for n, f in functions.items() if f.is_http_function()}
 
 
 def test_request_schemas_are_the_validating_models() -> None:
-    schemas = openapi_document()["components"]["schemas"]
+    schemas = document()["components"]["schemas"]
     create = schemas["CreateContact"]
     direct = CreateContact.model_json_schema(
         by_alias=True, ref_template="#/components/schemas/{model}"
@@ -22,15 +48,30 @@ def test_request_schemas_are_the_validating_models() -> None:
     assert create["additionalProperties"] is False
     assert create["properties"]["firstName"]["maxLength"] == 100
     assert set(create["required"]) == {"firstName", "lastName", "email"}
-    post = openapi_document()["paths"]["/contacts"]["post"]
+    post = document()["paths"]["/contacts"]["post"]
     assert post["requestBody"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/CreateContact"}
 
 
-def test_every_reference_resolves() -> None:
-    import json
+def test_the_contact_returned_is_documented_with_every_field_of_the_view() -> None:
+    view = document()["components"]["schemas"]["ContactView"]
+    assert set(view["properties"]) == {
+        "id", "version", "name", "email", "description", "company", "createdAt", "modifiedAt"}
+    assert set(view["required"]) == set(view["properties"])
 
-    doc = openapi_document()
+
+def test_paging_and_id_limits_are_the_ones_the_http_layer_enforces() -> None:
+    get = document()["paths"]["/contacts"]["get"]
+    page_size = next(p for p in get["parameters"] if p["name"] == "pageSize")["schema"]
+    assert (page_size["maximum"], page_size["default"]) == (MAX_PAGE_SIZE, DEFAULT_PAGE_SIZE)
+    one = document()["paths"]["/contacts/{id}"]["get"]
+    pattern = next(p for p in one["parameters"] if p["name"] == "id")["schema"]["pattern"]
+    assert re.fullmatch(pattern, "a" * 128) and not re.fullmatch(pattern, "a" * 129)
+    assert not re.fullmatch(pattern, "-leading-dash")
+
+
+def test_every_reference_resolves() -> None:
+    doc = document()
     text = json.dumps(doc)
     schemas = doc["components"]["schemas"]
     for ref in {part.split('"')[0] for part in text.split('"$ref": "#/components/schemas/')[1:]}:
@@ -38,7 +79,7 @@ def test_every_reference_resolves() -> None:
 
 
 def test_errors_are_problem_documents_and_contact_routes_need_a_key() -> None:
-    doc = openapi_document()
+    doc = document()
     get = doc["paths"]["/contacts/{id}"]["get"]
     assert get["responses"]["404"]["content"]["application/problem+json"]
     assert get["security"] == [{"functionKey": []}]

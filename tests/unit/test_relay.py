@@ -1,4 +1,6 @@
-"""The relay with a fake publisher that enforces a batch size limit."""
+"""The relay with a fake publisher that enforces a batch size limit. Stored documents go through
+the store's boundary parser (`read_feed`) as in production; a second aggregate defined in the
+tests (tests/tickets.py) goes through the same relay."""
 
 from __future__ import annotations
 
@@ -7,12 +9,13 @@ from typing import Any
 
 import pytest
 
-from application.outbox import event_document
-from application.relay import Relay
+from application.relay import Relay, RelayReport
+from domain.aggregate import DomainEvent
 from domain.contact import Contact
-from domain.events import DomainEvent
 from domain.values import Company, Name
-from tests.fakes import FakePublisher, InMemoryQuarantine
+from infra.cosmos.documents import event_document, read_feed
+from tests.fakes import FakePublisher, InMemoryQuarantine, SizeLimitedBatch
+from tests.tickets import Ticket
 
 TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
@@ -27,12 +30,29 @@ def history(n_changes: int, *, first: str = "Ada") -> list[dict[str, Any]]:
             for e in events]
 
 
+def ticket_history(n_changes: int) -> list[dict[str, Any]]:
+    ticket = Ticket.open("Printer on fire")
+    for i in range(n_changes):
+        ticket.retitle(f"Printer on fire, take {i}")
+    return [event_document(e, ttl_seconds=60) for e in ticket.collect_events()]
+
+
+class Relaying:
+    """The relay as the trigger runs it: stored documents parsed at the boundary, then relayed."""
+
+    def __init__(self, publisher: FakePublisher, quarantine: InMemoryQuarantine) -> None:
+        self._relay = Relay(publisher, quarantine)
+
+    def relay(self, documents: list[dict[str, Any]]) -> RelayReport:
+        return self._relay.relay(read_feed(documents))
+
+
 def relay(
     publisher: FakePublisher | None = None,
-) -> tuple[Relay, FakePublisher, InMemoryQuarantine]:
+) -> tuple[Relaying, FakePublisher, InMemoryQuarantine]:
     publisher = publisher or FakePublisher()
     quarantine = InMemoryQuarantine()
-    return Relay(publisher, quarantine), publisher, quarantine
+    return Relaying(publisher, quarantine), publisher, quarantine
 
 
 def test_maps_each_event_to_a_message_as_the_topic_expects() -> None:
@@ -68,7 +88,10 @@ def test_a_full_batch_is_sent_and_a_new_one_started_never_failing() -> None:
     r, publisher, _ = relay(FakePublisher(max_batch_bytes=2000))
     report = r.relay(docs)
     assert len(publisher.sent) > 1
-    assert all(sum(len(m.body) + 100 for m in b) <= 2000 + 100 * len(b) for b in publisher.sent)
+    # Each batch was sent only when full: the next batch's first message did not fit in it.
+    for batch, following in zip(publisher.sent, publisher.sent[1:], strict=False):
+        size = sum(SizeLimitedBatch.size_of(m) for m in batch)
+        assert size + SizeLimitedBatch.size_of(following[0]) > 2000
     assert [m.version for m in publisher.messages] == list(range(1, 31))
     assert report.sent == 30 and report.batches == len(publisher.sent)
 
@@ -102,7 +125,10 @@ def test_non_event_documents_are_skipped() -> None:
         (lambda d: d.pop("data"), "no 'data'"),
         (lambda d: d["data"].pop("action"), "action"),
         (lambda d: d["data"].update(version="two"), "version"),
+        (lambda d: d["data"].update(version=True), "version"),
         (lambda d: d["data"].update(contactId=""), "contactId"),
+        (lambda d: d["data"].update(id="x" * 129), "data.id"),
+        (lambda d: d.update(aggregateType="ticket"), "ticketId"),
     ],
 )
 def test_malformed_events_are_quarantined_with_a_reason_and_the_rest_go_on(
@@ -146,3 +172,27 @@ def test_the_trigger_function_relays_the_documents_it_is_given(
     documents = func.DocumentList([func.Document.from_dict(d) for d in docs])
     functions["relay_events"].get_user_function()(documents)
     assert [m.version for m in world.publisher.messages] == [1, 2, 3]
+
+
+def test_a_second_aggregate_is_relayed_with_its_own_id_property_and_session() -> None:
+    [doc] = ticket_history(0)
+    r, publisher, _ = relay()
+    r.relay([doc])
+    [message] = publisher.messages
+    data = doc["data"]
+    assert message.session_id == data["ticketId"] == doc["partitionKey"]
+    assert message.subject == "TicketOpenedEvent"
+    assert json.loads(message.body) == data
+    assert message.application_properties == {
+        "ticketId": data["ticketId"], "version": 1, "action": "TicketOpenedEvent"}
+
+
+def test_events_of_two_aggregate_types_in_one_feed_keep_their_own_order() -> None:
+    contact, ticket = history(2), ticket_history(2)
+    feed = [ticket[2], contact[1], ticket[0], contact[2], contact[0], ticket[1]]
+    r, publisher, _ = relay()
+    r.relay(feed)
+    sessions: dict[str, list[int]] = {}
+    for m in publisher.messages:
+        sessions.setdefault(m.session_id, []).append(m.version)
+    assert sessions == {ticket[0]["partitionKey"]: [1, 2, 3], contact[0]["partitionKey"]: [1, 2, 3]}
