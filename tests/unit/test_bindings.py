@@ -51,6 +51,7 @@ def test_the_relay_trigger_watches_the_contacts_container_with_leases(
         "containerName": "%COSMOS_CONTAINER%",
         "leaseContainerName": "%COSMOS_LEASE_CONTAINER%",
         "createLeaseContainerIfNotExists": True,
+        "startFromBeginning": True,  # a new lease must not skip events already written
         "feedPollDelay": 1000,
         "maxItemsPerInvocation": 100,
     }
