@@ -75,10 +75,10 @@ class Runner:
         """Apply settings, start the worker (it indexes the app), keep the functions' specs."""
         file_values = load_local_settings(self.settings_file) if self.settings_file else {}
         apply_settings(file_values, self.settings)
-        if self.script != "function_app.py":
-            os.environ["PYTHON_SCRIPT_FILE_NAME"] = self.script
         self._host_json = HostJson.load(self.app_dir)
-        self.worker = LanguageWorker(self.app_dir, dict(os.environ))
+        # the worker's environment only: this process may host other apps (tests do)
+        environment = {**os.environ, "PYTHON_SCRIPT_FILE_NAME": self.script}
+        self.worker = LanguageWorker(self.app_dir, environment)
         metadata = await self.worker.start()
         self.functions = specs_from_metadata(metadata, self._host_json)
         return self.functions
