@@ -4,6 +4,9 @@ Events are grouped per contact (session) and ordered by version inside it, then 
 size-limited batches, a new batch whenever one is full. A send failure propagates, so the
 trigger's retry policy redelivers the same documents (the topic drops the duplicates). A
 document that cannot become a message is quarantined with its reason and skipped.
+
+Every invocation writes one structured log line (fields in `extra`), on failure too, and
+records its metrics and a PRODUCER span per batch through `application.telemetry`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from application.outbox import EVENT_TYPE, PoisonEventError, to_message
-from application.ports import MessagePublisher, OutboxMessage, Quarantine
+from application.ports import MessageBatch, MessagePublisher, OutboxMessage, Quarantine
+from application.telemetry import RelayTelemetry, SentEvent, created_at, error_type
 
 logger = logging.getLogger(__name__)
 
@@ -31,12 +35,28 @@ class RelayReport:
 
 
 class Relay:
-    def __init__(self, publisher: MessagePublisher, quarantine: Quarantine) -> None:
+    def __init__(
+        self,
+        publisher: MessagePublisher,
+        quarantine: Quarantine,
+        telemetry: RelayTelemetry | None = None,
+    ) -> None:
         self._publisher = publisher
         self._quarantine = quarantine
+        self._telemetry = telemetry or RelayTelemetry(destination="unknown")
 
     def relay(self, documents: Iterable[Mapping[str, Any]]) -> RelayReport:
         report = RelayReport()
+        try:
+            self._relay(documents, report)
+        except Exception as exc:
+            self._telemetry.failed(exc)
+            _log(report, exc)
+            raise
+        _log(report, None)
+        return report
+
+    def _relay(self, documents: Iterable[Mapping[str, Any]], report: RelayReport) -> None:
         messages: dict[str, tuple[OutboxMessage, Mapping[str, Any]]] = {}
         for document in documents:
             report.received += 1
@@ -52,13 +72,17 @@ class Relay:
             report.max_lag_ms = _max_lag(report.max_lag_ms, document)
 
         batch = self._publisher.create_batch()
+        in_batch: list[SentEvent] = []
         for message, document in _in_session_order(messages.values()):
             if batch.try_add(message):
+                in_batch.append(_sent_event(message, document))
                 continue
             if len(batch):
-                self._send(batch, report)
-                batch = self._publisher.create_batch()
-            if not batch.try_add(message):
+                self._send(batch, in_batch, report)
+                batch, in_batch = self._publisher.create_batch(), []
+            if batch.try_add(message):
+                in_batch.append(_sent_event(message, document))
+            else:
                 self._put_aside(
                     document,
                     f"message of {len(message.body)} bytes is larger than the entity's "
@@ -66,21 +90,10 @@ class Relay:
                     report,
                 )
         if len(batch):
-            self._send(batch, report)
-        logger.info(
-            "relay invocation: received=%d sent=%d batches=%d skipped=%d quarantined=%d "
-            "max_lag_ms=%s",
-            report.received,
-            report.sent,
-            report.batches,
-            report.skipped,
-            len(report.quarantined),
-            None if report.max_lag_ms is None else round(report.max_lag_ms),
-        )
-        return report
+            self._send(batch, in_batch, report)
 
-    def _send(self, batch: Any, report: RelayReport) -> None:
-        self._publisher.send(batch)
+    def _send(self, batch: MessageBatch, events: list[SentEvent], report: RelayReport) -> None:
+        self._telemetry.send(events, lambda: self._publisher.send(batch))
         report.sent += len(batch)
         report.batches += 1
 
@@ -88,7 +101,38 @@ class Relay:
         doc_id = str(document.get("id"))
         logger.error("relay quarantined event %s: %s", doc_id, reason)
         self._quarantine.put(dict(document), reason=reason)
+        self._telemetry.quarantined()
         report.quarantined.append(doc_id)
+
+
+def _sent_event(message: OutboxMessage, document: Mapping[str, Any]) -> SentEvent:
+    traceparent = message.application_properties.get("traceparent")
+    return SentEvent(traceparent if isinstance(traceparent, str) else None, created_at(document))
+
+
+def _log(report: RelayReport, exc: Exception | None) -> None:
+    """One line per invocation, text for humans and the same values as fields (`extra`), so
+    Application Insights keeps them as custom dimensions; written on failure too."""
+    lag = None if report.max_lag_ms is None else round(report.max_lag_ms)
+    fields: dict[str, object] = {
+        "outbox.outcome": "failed" if exc else "ok",
+        "outbox.received": report.received,
+        "outbox.sent": report.sent,
+        "outbox.batches": report.batches,
+        "outbox.skipped": report.skipped,
+        "outbox.quarantined": len(report.quarantined),
+        "outbox.max_lag_ms": lag,
+    }
+    if exc is not None:
+        fields["error.type"] = error_type(exc)
+    logger.log(
+        logging.ERROR if exc else logging.INFO,
+        "relay invocation %s: received=%d sent=%d batches=%d skipped=%d quarantined=%d "
+        "max_lag_ms=%s%s",
+        fields["outbox.outcome"], report.received, report.sent, report.batches, report.skipped,
+        len(report.quarantined), lag, f" error.type={fields['error.type']}" if exc else "",
+        extra=fields,
+    )
 
 
 def _in_session_order(
@@ -103,15 +147,8 @@ def _in_session_order(
 
 
 def _max_lag(current: float | None, document: Mapping[str, Any]) -> float | None:
-    data = document.get("data")
-    created = data.get("createdAt") if isinstance(data, Mapping) else None
-    if not isinstance(created, str):
+    at = created_at(document)
+    if at is None:
         return current
-    try:
-        at = datetime.fromisoformat(created)
-    except ValueError:
-        return current
-    if at.tzinfo is None:
-        at = at.replace(tzinfo=UTC)
-    lag = (datetime.now(UTC) - at).total_seconds() * 1000
+    lag = (datetime.now(UTC).timestamp() - at) * 1000
     return lag if current is None else max(current, lag)

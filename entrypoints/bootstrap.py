@@ -39,6 +39,7 @@ _current: Dependencies | None = None
 
 def production() -> Dependencies:
     """Wire the Cosmos and Service Bus adapters from the settings (validated here, once)."""
+    from application.telemetry import RelayTelemetry
     from infra.cosmos.client import contacts_container, cosmos_client
     from infra.cosmos.unit_of_work import CosmosQuarantine, CosmosUnitOfWork
     from infra.servicebus.publisher import ServiceBusPublisher
@@ -55,7 +56,8 @@ def production() -> Dependencies:
     )
 
     def relay() -> Relay:
-        return Relay(ServiceBusPublisher(settings), CosmosQuarantine(container))
+        return Relay(ServiceBusPublisher(settings), CosmosQuarantine(container),
+                     RelayTelemetry(destination=settings.servicebus_topic))
 
     return Dependencies(
         uow=lambda: CosmosUnitOfWork(container, event_ttl_seconds=settings.event_ttl_seconds),
