@@ -60,6 +60,19 @@ METRICS: Final[tuple[MetricSpec, ...]] = (
                "Age of the first unprocessed change, per lease and the oldest of all (all)"),
 )
 
+#: The names as deploy/modules/metric-names.json gives them to the Bicep alert rules and the
+#: workbook (`loadJsonContent`); tests/deploy/test_monitoring.py holds the file equal to this.
+BICEP_NAMES: Final[dict[str, str]] = {
+    "relayLag": RELAY_LAG,
+    "sentMessages": SENT_MESSAGES,
+    "operationDuration": OPERATION_DURATION,
+    "relayFailures": RELAY_FAILURES,
+    "quarantined": QUARANTINED,
+    "pending": PENDING,
+    "oldestPendingAge": OLDEST_PENDING_AGE,
+    "allLeases": ALL_LEASES,
+}
+
 # Seconds: from a fast relay (tens of ms) to an outage of hours.
 LAG_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
                       120.0, 300.0, 600.0, 1800.0, 3600.0, 21600.0, 86400.0)
