@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 NODE_STAMP := emulators/node_modules/.installed
 PY_STAMP := $(VENV)/.installed
 
-.PHONY: help setup run test unit lint bench tail clean
+.PHONY: help setup run test unit lint bench tail status clean
 
 help:
 	@echo "make run    start Cosmos + Service Bus + Azurite + the Functions app (http://127.0.0.1:7071/api)"
@@ -13,6 +13,7 @@ help:
 	@echo "make unit   unit + contract tests only (fast, no servers)"
 	@echo "make bench  benchmarks (figures, not assertions)"
 	@echo "make tail   print events as the all-events subscription receives them"
+	@echo "make status one-screen outbox summary (backlog, lag, sent, failures) from .stack/otel"
 
 RPC_STAMP := $(VENV)/rpc/.installed
 
@@ -57,6 +58,9 @@ bench: setup
 
 tail: setup
 	$(PY) -m emulators.servicebus.tail
+
+status: $(PY_STAMP)
+	@$(PY) -m emulators.status
 
 clean:
 	rm -rf $(VENV) .venv-checkov emulators/node_modules .stack .pytest_cache .mypy_cache .ruff_cache .coverage

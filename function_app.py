@@ -1,9 +1,10 @@
 """Azure Functions entrypoint (v2 programming model): bindings -> handlers, nothing else.
 
-No I/O and no settings are read at import: dependencies are built lazily on first use by
-`entrypoints.bootstrap`. Container and database names come from app settings through %NAME%
-expressions. The trigger's poll delay and batch size are literals because the host cannot
-resolve %NAME% in int binding properties.
+No I/O at import: dependencies are built lazily on first use by `entrypoints.bootstrap`.
+Container and database names come from app settings through %NAME% expressions. The host cannot
+resolve %NAME% in int binding properties, but the worker indexes the app with the app settings
+in its environment, so the poll delay, batch size and backlog schedule are read (and validated)
+from FEED_POLL_DELAY_MS, MAX_ITEMS_PER_INVOCATION and BACKLOG_ESTIMATE_SCHEDULE at indexing.
 """
 
 from __future__ import annotations
@@ -16,16 +17,17 @@ from entrypoints import http
 from entrypoints.bootstrap import dependencies
 from entrypoints.openapi import openapi_document
 from entrypoints.problems import problem_boundary
-from entrypoints.relay import relay_documents
-from infra.settings import DEFAULT_FEED_POLL_DELAY_MS, DEFAULT_MAX_ITEMS_PER_INVOCATION
+from entrypoints.relay import estimate_backlog, relay_documents
+from infra.settings import load_trigger_settings
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
+trigger_settings = load_trigger_settings()
 
 
 @app.route(route="contacts", methods=["POST"])
 @problem_boundary
-def create_contact(req: func.HttpRequest) -> func.HttpResponse:
-    return http.create_contact(req, dependencies().service)
+def create_contact(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    return http.create_contact(req, dependencies().service, context.trace_context)
 
 
 @app.route(route="contacts", methods=["GET"])
@@ -42,38 +44,38 @@ def get_contact(req: func.HttpRequest) -> func.HttpResponse:
 
 @app.route(route="contacts/{id}", methods=["PATCH"])
 @problem_boundary
-def patch_contact(req: func.HttpRequest) -> func.HttpResponse:
-    return http.patch_contact(req, dependencies().service)
+def patch_contact(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    return http.patch_contact(req, dependencies().service, context.trace_context)
 
 
 @app.route(route="contacts/{id}/update-name", methods=["POST"])
 @problem_boundary
-def update_contact_name(req: func.HttpRequest) -> func.HttpResponse:
-    return http.update_name(req, dependencies().service)
+def update_contact_name(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    return http.update_name(req, dependencies().service, context.trace_context)
 
 
 @app.route(route="contacts/{id}/update-email", methods=["POST"])
 @problem_boundary
-def update_contact_email(req: func.HttpRequest) -> func.HttpResponse:
-    return http.update_email(req, dependencies().service)
+def update_contact_email(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    return http.update_email(req, dependencies().service, context.trace_context)
 
 
 @app.route(route="contacts/{id}/update-description", methods=["POST"])
 @problem_boundary
-def update_contact_description(req: func.HttpRequest) -> func.HttpResponse:
-    return http.update_description(req, dependencies().service)
+def update_contact_description(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    return http.update_description(req, dependencies().service, context.trace_context)
 
 
 @app.route(route="contacts/{id}/update-company", methods=["POST"])
 @problem_boundary
-def update_contact_company(req: func.HttpRequest) -> func.HttpResponse:
-    return http.update_company(req, dependencies().service)
+def update_contact_company(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    return http.update_company(req, dependencies().service, context.trace_context)
 
 
 @app.route(route="contacts/{id}", methods=["DELETE"])
 @problem_boundary
-def delete_contact(req: func.HttpRequest) -> func.HttpResponse:
-    return http.delete_contact(req, dependencies().service)
+def delete_contact(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+    return http.delete_contact(req, dependencies().service, context.trace_context)
 
 
 @app.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
@@ -105,8 +107,18 @@ def openapi(req: func.HttpRequest) -> func.HttpResponse:
     # A new lease (first deployment, lease container reset) starts from the oldest event still
     # stored, not from "now": events written before the relay first ran are not lost.
     start_from_beginning=True,  # type: ignore[arg-type]  # azure-functions 2.3 types it `time`
-    feed_poll_delay=DEFAULT_FEED_POLL_DELAY_MS,
-    max_items_per_invocation=DEFAULT_MAX_ITEMS_PER_INVOCATION,
+    feed_poll_delay=trigger_settings.feed_poll_delay_ms,
+    max_items_per_invocation=trigger_settings.max_items_per_invocation,
 )
 def relay_events(documents: func.DocumentList) -> None:
     relay_documents((doc.to_dict() for doc in documents), dependencies().relay)
+
+
+@app.timer_trigger(
+    arg_name="timer",
+    schedule=trigger_settings.backlog_estimate_schedule,
+    run_on_startup=False,
+    use_monitor=False,
+)
+def outbox_backlog(timer: func.TimerRequest) -> None:
+    estimate_backlog(dependencies())

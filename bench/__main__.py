@@ -39,6 +39,13 @@ def main() -> None:
         results["relay_cpu"] = relay_cpu.run()
         print(f"  {results['relay_cpu']}")
 
+        print("\nRelay CPU per event, telemetry off vs on (OpenTelemetry SDK) ...", flush=True)
+        results["relay_telemetry_overhead"] = relay_cpu.overhead()
+        over = results["relay_telemetry_overhead"]
+        print(f"  off {over['cpu_us_per_event_off']:.1f} us/event, on "
+              f"{over['cpu_us_per_event_on']:.1f} us/event: ratio {over['on_to_off_ratio']:.3f} "
+              f"(budget < 1.10)")
+
         print("\nRelay throughput (backlog of 2000 events over 200 contacts) ...", flush=True)
         results["relay_throughput"] = relay_flow.throughput(base / "throughput")
         print(f"  {results['relay_throughput']}")

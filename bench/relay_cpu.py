@@ -1,5 +1,9 @@
 """CPU cost per relayed event inside the relay function: mapping + grouping + real
-ServiceBusMessageBatch packing, with sending replaced by a no-op (no I/O)."""
+ServiceBusMessageBatch packing, with sending replaced by a no-op (no I/O).
+
+`overhead()` measures it with telemetry off (the API's no-op providers) and on (the SDK with
+in-memory metric reader and a batch span processor, as a configured worker has), interleaved in
+one run, and reports the ratio."""
 
 from __future__ import annotations
 
@@ -10,6 +14,7 @@ from azure.servicebus import ServiceBusMessageBatch
 
 from application.ports import MessageBatch, MessagePublisher
 from application.relay import Relay
+from application.telemetry import RelayTelemetry
 from domain.contact import Contact
 from domain.values import Company, Name
 from infra.cosmos.documents import event_document, read_feed
@@ -39,10 +44,10 @@ def documents(contacts: int, changes: int) -> list[dict[str, Any]]:
     return docs
 
 
-def run(invocations: int = 50) -> dict[str, float]:
+def run(invocations: int = 50, telemetry: RelayTelemetry | None = None) -> dict[str, float]:
     docs = documents(contacts=20, changes=4)  # 100 events = one default invocation
     publisher = NoSendPublisher()
-    relay = Relay(publisher, InMemoryQuarantine())
+    relay = Relay(publisher, InMemoryQuarantine(), telemetry)
     relay.relay(read_feed(docs))
     start_cpu, start = time.process_time(), time.perf_counter()
     for _ in range(invocations):
@@ -54,5 +59,39 @@ def run(invocations: int = 50) -> dict[str, float]:
             "batches_per_invocation": publisher.sends / (invocations + 1)}
 
 
+def overhead(rounds: int = 7, invocations: int = 40) -> dict[str, float]:
+    """Relay CPU per event, telemetry off vs on, alternating rounds; medians and their ratio."""
+    import logging
+    import statistics
+
+    from opentelemetry import metrics, trace
+    from opentelemetry.sdk.metrics import MeterProvider
+    from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    logging.getLogger("application.relay").setLevel(logging.WARNING)
+    off = RelayTelemetry(destination="contact-events",
+                         meter_provider=metrics.NoOpMeterProvider(),
+                         tracer_provider=trace.NoOpTracerProvider())
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(BatchSpanProcessor(InMemorySpanExporter()))
+    meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
+    on = RelayTelemetry(destination="contact-events", meter_provider=meter_provider,
+                        tracer_provider=tracer_provider)
+    cpu_off, cpu_on = [], []
+    for _ in range(rounds):
+        cpu_off.append(run(invocations, off)["cpu_us_per_event"])
+        cpu_on.append(run(invocations, on)["cpu_us_per_event"])
+    tracer_provider.shutdown()
+    meter_provider.shutdown()
+    median_off, median_on = statistics.median(cpu_off), statistics.median(cpu_on)
+    return {"cpu_us_per_event_off": median_off, "cpu_us_per_event_on": median_on,
+            "on_to_off_ratio": median_on / median_off, "rounds": rounds,
+            "events_per_round": invocations * 100}
+
+
 if __name__ == "__main__":
     print(run())
+    print(overhead())

@@ -80,6 +80,16 @@ param feedPollDelayMs int = 1000
 @maxValue(1000)
 param maxItemsPerInvocation int = 100
 
+@description('NCRONTAB schedule of the backlog estimate (BACKLOG_ESTIMATE_SCHEDULE).')
+param backlogEstimateSchedule string = '0 * * * * *'
+
+@description('Resource id of an action group the outbox alerts notify (empty: the alerts fire without notifications).')
+param alertActionGroupId string = ''
+
+@description('Alert when the oldest pending outbox event is older than this many seconds.')
+@minValue(60)
+param oldestPendingAgeAlertSeconds int = 300
+
 @description('Deploy the relay as a second Function App (API app: trigger disabled; relay app: contact HTTP functions disabled) so they scale, deploy and fail separately.')
 param splitRelay bool = false
 
@@ -285,6 +295,7 @@ module api 'modules/functionapp.bicep' = {
     eventTtlSeconds: eventTtlSeconds
     feedPollDelayMs: feedPollDelayMs
     maxItemsPerInvocation: maxItemsPerInvocation
+    backlogEstimateSchedule: backlogEstimateSchedule
   }
   dependsOn: [
     storageBlobDataOwner
@@ -318,6 +329,7 @@ module relay 'modules/functionapp.bicep' = if (splitRelay) {
     eventTtlSeconds: eventTtlSeconds
     feedPollDelayMs: feedPollDelayMs
     maxItemsPerInvocation: maxItemsPerInvocation
+    backlogEstimateSchedule: backlogEstimateSchedule
   }
   dependsOn: [
     storageBlobDataOwner
@@ -325,6 +337,19 @@ module relay 'modules/functionapp.bicep' = if (splitRelay) {
     storageTableDataContributor
     metricsPublisher
   ]
+}
+
+// ---- monitoring: outbox alert rules and workbook ----
+module monitoring 'modules/monitoring.bicep' = {
+  name: 'monitoring'
+  params: {
+    location: location
+    tags: tags
+    namePrefix: environmentName
+    applicationInsightsId: applicationInsights.id
+    actionGroupId: alertActionGroupId
+    oldestPendingAgeThresholdSeconds: oldestPendingAgeAlertSeconds
+  }
 }
 
 // ---- outputs (azd stores them in .azure/<env>/.env) ----

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from emulators.cosmos.launcher import CosmosEndpoint, start_cosmos
 from emulators.functions_host.launcher import RunningRunner, start_runner
+from emulators.otel import ENV_VAR as OTEL_ENV_VAR
 from emulators.provision import provision
 from emulators.servicebus.launcher import ServiceBusEndpoint, start_servicebus
 
@@ -251,7 +252,10 @@ def main() -> int:
     workdir = ROOT / ".stack"
     with suppress(FileNotFoundError):
         shutil.rmtree(workdir / "azurite")
-    stack = Stack(workdir=workdir, ports=ports, with_azurite=True)
+    # The worker exports telemetry as OTLP/JSON lines here (emulators/otel.py; `make status`).
+    otel_dir = workdir / "otel"
+    stack = Stack(workdir=workdir, ports=ports, with_azurite=True,
+                  settings_overrides={OTEL_ENV_VAR: str(otel_dir)})
     stopping = False
 
     def on_signal(signum: int, _frame: object) -> None:
@@ -277,6 +281,7 @@ def main() -> int:
   Azurite      blob/queue/table on {', '.join(map(str, stack.ports.azurite))}
   Settings     local.settings.json (generated; `func start` works against this stack)
   Logs         .stack/*.log      Watch events: make tail
+  Telemetry    .stack/otel/{{metrics,traces}}.jsonl (OTLP/JSON)   Summary: make status
 
   curl -s -X POST {api}/contacts -H 'content-type: application/json' \\
        -d '{EXAMPLE}'

@@ -6,11 +6,13 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from application.backlog import BacklogEstimator
 from application.ports import UnitOfWork
 from application.relay import Relay
 from application.service import ContactService
+from application.telemetry import RelayTelemetry
 
 logger = logging.getLogger(__name__)
 
@@ -19,6 +21,10 @@ logger = logging.getLogger(__name__)
 class Dependencies:
     uow: Callable[[], UnitOfWork]
     relay_factory: Callable[[], Relay]
+    backlog_factory: Callable[[], BacklogEstimator] | None = None
+    telemetry: RelayTelemetry = field(
+        default_factory=lambda: RelayTelemetry(destination="unknown"))
+    event_ttl_seconds: int = 864000
     _relay: Relay | None = None
 
     def __post_init__(self) -> None:
@@ -32,6 +38,12 @@ class Dependencies:
                 self._relay = self.relay_factory()
             return self._relay
 
+    @property
+    def backlog(self) -> BacklogEstimator:
+        if self.backlog_factory is None:
+            raise RuntimeError("no backlog estimator is configured")
+        return self.backlog_factory()
+
 
 _lock = threading.Lock()
 _current: Dependencies | None = None
@@ -40,12 +52,14 @@ _current: Dependencies | None = None
 def production() -> Dependencies:
     """Wire the Cosmos and Service Bus adapters from the settings (validated here, once)."""
     from infra.cosmos.client import contacts_container, cosmos_client
+    from infra.cosmos.estimator import CosmosBacklogEstimator
     from infra.cosmos.unit_of_work import CosmosQuarantine, CosmosUnitOfWork
     from infra.servicebus.publisher import ServiceBusPublisher
     from infra.settings import load_settings
 
     settings = load_settings()
-    container = contacts_container(cosmos_client(settings), settings)
+    cosmos = cosmos_client(settings)
+    container = contacts_container(cosmos, settings)
     logger.info(
         "dependencies built: database=%s container=%s topic=%s identity_cosmos=%s",
         settings.cosmos_database,
@@ -54,12 +68,22 @@ def production() -> Dependencies:
         settings.cosmos_connection is None,
     )
 
+    telemetry = RelayTelemetry(destination=settings.servicebus_topic)
+
     def relay() -> Relay:
-        return Relay(ServiceBusPublisher(settings), CosmosQuarantine(container))
+        return Relay(ServiceBusPublisher(settings), CosmosQuarantine(container), telemetry)
+
+    def backlog() -> BacklogEstimator:
+        database = cosmos.get_database_client(settings.cosmos_database)
+        return CosmosBacklogEstimator(
+            container, database.get_container_client(settings.cosmos_lease_container))
 
     return Dependencies(
         uow=lambda: CosmosUnitOfWork(container, event_ttl_seconds=settings.event_ttl_seconds),
         relay_factory=relay,
+        backlog_factory=backlog,
+        telemetry=telemetry,
+        event_ttl_seconds=settings.event_ttl_seconds,
     )
 
 

@@ -9,6 +9,7 @@ import secrets
 from typing import TypeVar
 
 import azure.functions as func
+from azure.functions._abc import TraceContext
 from pydantic import BaseModel, ValidationError
 
 from application.commands import (
@@ -68,11 +69,16 @@ def if_match(req: func.HttpRequest) -> str | None:
     return None if value in ("", "*") else value
 
 
-def traceparent(req: func.HttpRequest) -> str:
-    """The caller's W3C trace context, or a new one, carried into the events."""
-    value = (req.headers.get("traceparent") or "").strip().lower()
-    if _TRACEPARENT.fullmatch(value):
-        return value
+def traceparent(req: func.HttpRequest, trace: TraceContext | None = None) -> str:
+    """The W3C trace context carried into the events: the invocation's (the host's
+    `context.trace_context`, which continues the caller's), else the request's `traceparent`
+    header, else a new one. So the events of one request share its trace."""
+    candidates = (trace.trace_parent if trace is not None else None,
+                  req.headers.get("traceparent"))
+    for candidate in candidates:
+        value = (candidate or "").strip().lower()
+        if _TRACEPARENT.fullmatch(value) and value[3:35] != "0" * 32:
+            return value
     return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
 
 
@@ -86,9 +92,11 @@ def _no_content(result: Versioned) -> func.HttpResponse:
     return func.HttpResponse(status_code=204, headers={"ETag": result.etag})
 
 
-def create_contact(req: func.HttpRequest, service: ContactService) -> func.HttpResponse:
+def create_contact(
+    req: func.HttpRequest, service: ContactService, trace: TraceContext | None = None
+) -> func.HttpResponse:
     command = read_body(req, CreateContact)
-    result = service.create(command, traceparent=traceparent(req))
+    result = service.create(command, traceparent=traceparent(req, trace))
     return _contact(result, status=201,
                     extra={"Location": f"/api/contacts/{result.contact.id}"})
 
@@ -113,41 +121,54 @@ def list_contacts(req: func.HttpRequest, service: ContactService) -> func.HttpRe
     return json_response(page, headers=headers)
 
 
-def patch_contact(req: func.HttpRequest, service: ContactService) -> func.HttpResponse:
+def patch_contact(
+    req: func.HttpRequest, service: ContactService, trace: TraceContext | None = None
+) -> func.HttpResponse:
     cid = contact_id(req)
     command = read_body(req, PatchContact)
     return _contact(service.patch(cid, command, if_match=if_match(req),
-                                  traceparent=traceparent(req)))
+                                  traceparent=traceparent(req, trace)))
 
 
-def update_name(req: func.HttpRequest, service: ContactService) -> func.HttpResponse:
+def update_name(
+    req: func.HttpRequest, service: ContactService, trace: TraceContext | None = None
+) -> func.HttpResponse:
     cid = contact_id(req)
     command = read_body(req, UpdateName)
     return _no_content(service.update_name(cid, command, if_match=if_match(req),
-                                           traceparent=traceparent(req)))
+                                           traceparent=traceparent(req, trace)))
 
 
-def update_email(req: func.HttpRequest, service: ContactService) -> func.HttpResponse:
+def update_email(
+    req: func.HttpRequest, service: ContactService, trace: TraceContext | None = None
+) -> func.HttpResponse:
     cid = contact_id(req)
     command = read_body(req, UpdateEmail)
     return _no_content(service.update_email(cid, command, if_match=if_match(req),
-                                            traceparent=traceparent(req)))
+                                            traceparent=traceparent(req, trace)))
 
 
-def update_description(req: func.HttpRequest, service: ContactService) -> func.HttpResponse:
+def update_description(
+    req: func.HttpRequest, service: ContactService, trace: TraceContext | None = None
+) -> func.HttpResponse:
     cid = contact_id(req)
     command = read_body(req, UpdateDescription)
     return _no_content(service.update_description(cid, command, if_match=if_match(req),
-                                                  traceparent=traceparent(req)))
+                                                  traceparent=traceparent(req, trace)))
 
 
-def update_company(req: func.HttpRequest, service: ContactService) -> func.HttpResponse:
+def update_company(
+    req: func.HttpRequest, service: ContactService, trace: TraceContext | None = None
+) -> func.HttpResponse:
     cid = contact_id(req)
     command = read_body(req, UpdateCompany)
     return _no_content(service.update_company(cid, command, if_match=if_match(req),
-                                              traceparent=traceparent(req)))
+                                              traceparent=traceparent(req, trace)))
 
 
-def delete_contact(req: func.HttpRequest, service: ContactService) -> func.HttpResponse:
+def delete_contact(
+    req: func.HttpRequest, service: ContactService, trace: TraceContext | None = None
+) -> func.HttpResponse:
     cid = contact_id(req)
-    return _no_content(service.delete(cid, if_match=if_match(req), traceparent=traceparent(req)))
+    return _no_content(service.delete(cid, if_match=if_match(req),
+                                      traceparent=traceparent(req, trace)))

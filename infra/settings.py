@@ -2,26 +2,47 @@
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from typing import Self
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-# The Functions host cannot resolve %SETTING% in int binding properties
-# (MicrosoftDocs/azure-docs#99714), so the trigger declares these literals; the settings of the
-# same names override them in the local runner only.
+# The host cannot resolve %SETTING% in int binding properties, but the Python worker indexes the
+# app with the app settings in its environment: the trigger reads these at indexing time
+# (`load_trigger_settings`), so the app settings take effect in Azure too.
 DEFAULT_FEED_POLL_DELAY_MS = 1000
 DEFAULT_MAX_ITEMS_PER_INVOCATION = 100
+# NCRONTAB with seconds, as the timer trigger wants it: every minute.
+DEFAULT_BACKLOG_ESTIMATE_SCHEDULE = "0 * * * * *"
 
 
 class SettingsError(ValueError):
     """Settings are missing or invalid. The message names the settings, never their values."""
 
 
-class Settings(BaseSettings):
+class TriggerSettings(BaseSettings):
+    """The settings binding metadata is built from, read when the worker indexes the app."""
+
     model_config = SettingsConfigDict(
         case_sensitive=True, extra="ignore", populate_by_name=False, frozen=True
     )
+
+    feed_poll_delay_ms: int = Field(
+        default=DEFAULT_FEED_POLL_DELAY_MS, alias="FEED_POLL_DELAY_MS", ge=10, le=600_000
+    )
+    max_items_per_invocation: int = Field(
+        default=DEFAULT_MAX_ITEMS_PER_INVOCATION, alias="MAX_ITEMS_PER_INVOCATION", ge=1, le=10_000
+    )
+    backlog_estimate_schedule: str = Field(
+        default=DEFAULT_BACKLOG_ESTIMATE_SCHEDULE,
+        alias="BACKLOG_ESTIMATE_SCHEDULE",
+        pattern=r"^\s*\S+(\s+\S+){5}\s*$",  # six NCRONTAB fields
+    )
+
+
+class Settings(TriggerSettings):
 
     cosmos_connection: SecretStr | None = Field(default=None, alias="CosmosDBConnection")
     cosmos_account_endpoint: str | None = Field(
@@ -43,12 +64,6 @@ class Settings(BaseSettings):
     )
     servicebus_topic: str = Field(default="contact-events", alias="SERVICEBUS_TOPIC", min_length=1)
     event_ttl_seconds: int = Field(default=864000, alias="EVENT_TTL_SECONDS", ge=60)
-    feed_poll_delay_ms: int = Field(
-        default=DEFAULT_FEED_POLL_DELAY_MS, alias="FEED_POLL_DELAY_MS", ge=10, le=600_000
-    )
-    max_items_per_invocation: int = Field(
-        default=DEFAULT_MAX_ITEMS_PER_INVOCATION, alias="MAX_ITEMS_PER_INVOCATION", ge=1, le=10_000
-    )
 
     @model_validator(mode="after")
     def _cosmos_connection_given(self) -> Self:
@@ -60,12 +75,26 @@ class Settings(BaseSettings):
         return self
 
 
+def _problems(exc: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
+    )
+
+
 def load_settings() -> Settings:
     """Read and validate the settings from the environment; errors name settings, not values."""
     try:
         return Settings()
     except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
-        )
-        raise SettingsError(f"invalid settings: {problems}") from None
+        raise SettingsError(f"invalid settings: {_problems(exc)}") from None
+
+
+def load_trigger_settings(environ: Mapping[str, str] | None = None) -> TriggerSettings:
+    """The trigger settings from the environment (no I/O): defaults when unset; a bad value fails
+    indexing with a message naming the setting."""
+    env = os.environ if environ is None else environ
+    names = ("FEED_POLL_DELAY_MS", "MAX_ITEMS_PER_INVOCATION", "BACKLOG_ESTIMATE_SCHEDULE")
+    try:
+        return TriggerSettings.model_validate({n: env[n] for n in names if env.get(n)})
+    except ValidationError as exc:
+        raise SettingsError(f"invalid settings: {_problems(exc)}") from None

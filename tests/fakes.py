@@ -9,6 +9,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, cast
 
+import azure.functions as func
+from azure.functions._abc import RetryContext, TraceContext
+
 from application.errors import (
     AlreadyExistsError,
     ApplicationError,
@@ -223,3 +226,52 @@ class InMemoryQuarantine(Quarantine):
     def put(self, event: OutboxRecord | Unreadable, *, reason: str) -> None:
         doc = quarantine_document(event.source, reason=reason)
         self.documents[doc["id"]] = doc
+
+
+class FakeTraceContext(TraceContext):
+    def __init__(self, trace_parent: str = "", trace_state: str = "") -> None:
+        self._parent, self._state = trace_parent, trace_state
+
+    @property
+    def trace_parent(self) -> str:
+        return self._parent
+
+    @property
+    def trace_state(self) -> str:
+        return self._state
+
+    @property
+    def attributes(self) -> dict[str, str]:
+        return {}
+
+
+class FakeContext(func.Context):
+    """The invocation context the host passes to a parameter named `context`."""
+
+    def __init__(self, function_name: str = "", *, trace_parent: str = "") -> None:
+        self._name = function_name
+        self._trace = FakeTraceContext(trace_parent)
+
+    @property
+    def invocation_id(self) -> str:
+        return "00000000-0000-0000-0000-000000000000"
+
+    @property
+    def thread_local_storage(self) -> Any:
+        return threading.local()
+
+    @property
+    def function_name(self) -> str:
+        return self._name
+
+    @property
+    def function_directory(self) -> str:
+        return ""
+
+    @property
+    def trace_context(self) -> TraceContext:
+        return self._trace
+
+    @property
+    def retry_context(self) -> RetryContext:
+        raise NotImplementedError

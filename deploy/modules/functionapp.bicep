@@ -81,6 +81,9 @@ param feedPollDelayMs int = 1000
 @maxValue(1000)
 param maxItemsPerInvocation int = 100
 
+@description('NCRONTAB schedule of the backlog estimate timer (read at indexing time).')
+param backlogEstimateSchedule string = '0 * * * * *'
+
 // Functions as named in function_app.py. Disabled with the official
 // AzureWebJobs.<function name>.Disabled app setting, so one package serves every role.
 var contactHttpFunctions = [
@@ -97,6 +100,7 @@ var contactHttpFunctions = [
 ]
 var relayFunctions = [
   'relay_events'
+  'outbox_backlog'
 ]
 // The relay app keeps `health` so it still has a probe.
 var disabledByRole = {
@@ -166,6 +170,12 @@ var appSettings = [
     name: 'APPLICATIONINSIGHTS_AUTHENTICATION_STRING'
     value: 'ClientId=${identityClientId};Authorization=AAD'
   }
+  // The Python worker exports the app's OpenTelemetry (opentelemetry-api) through the Azure
+  // Monitor distro; host.json telemetryMode OpenTelemetry does the same for the host.
+  {
+    name: 'PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY'
+    value: 'true'
+  }
   // The app's own settings (infra/settings.py).
   {
     name: 'COSMOS_DATABASE'
@@ -194,6 +204,10 @@ var appSettings = [
   {
     name: 'MAX_ITEMS_PER_INVOCATION'
     value: string(maxItemsPerInvocation)
+  }
+  {
+    name: 'BACKLOG_ESTIMATE_SCHEDULE'
+    value: backlogEstimateSchedule
   }
 ]
 

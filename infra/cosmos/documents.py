@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator, Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import ValidationError
@@ -103,6 +103,16 @@ def outbox_record(document: Mapping[str, Any]) -> OutboxRecord:
         error = exc.errors(include_url=False)[0]
         key = keys.get(str(error["loc"][0]), str(error["loc"][0]))
         raise PoisonEventError(f"event data.{key}: {error['msg']}") from None
+
+
+def document_created_at(document: Mapping[str, Any]) -> float | None:
+    """A stored event's creation time (epoch seconds) from `data.createdAt`, if readable;
+    naive times are UTC."""
+    data = document.get("data")
+    at = _time(data.get("createdAt")) if isinstance(data, Mapping) else None
+    if at is None:
+        return None
+    return (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).timestamp()
 
 
 def quarantine_document(document: Mapping[str, Any], *, reason: str) -> dict[str, Any]:

@@ -31,9 +31,10 @@ def test_functions_are_disabled_with_the_official_app_setting() -> None:
 def test_all_role_disables_nothing_api_disables_the_relay_relay_keeps_only_health() -> None:
     roles = disabled_by_role()
     assert roles["all"] == []
-    assert roles["api"] == ["relay_events"]
+    assert roles["api"] == ["relay_events", "outbox_backlog"]
     assert "health" not in roles["relay"]
     assert "relay_events" not in roles["relay"]
+    assert "outbox_backlog" not in roles["relay"]  # the estimate runs beside the relay
 
 
 @needs_app

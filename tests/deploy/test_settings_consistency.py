@@ -26,7 +26,8 @@ LOCAL_ONLY = {"COSMOS_VERIFY_TLS"}
 # Set by the platform in Azure (Flex Consumption: functionAppConfig.runtime), never an app setting.
 PLATFORM = {"FUNCTIONS_WORKER_RUNTIME", "FUNCTIONS_EXTENSION_VERSION"}
 # Set by the template for the host and the SDKs, not read by the app's settings object.
-HOST_SETTING_PREFIXES = ("AzureWebJobs", "APPLICATIONINSIGHTS_", "AZURE_CLIENT_ID")
+HOST_SETTING_PREFIXES = ("AzureWebJobs", "APPLICATIONINSIGHTS_", "AZURE_CLIENT_ID",
+                         "PYTHON_APPLICATIONINSIGHTS_")
 
 needs_code = pytest.mark.skipif(
     not (ROOT / "infra" / "settings.py").exists() or not functions.FUNCTION_APP.exists(),

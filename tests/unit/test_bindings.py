@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 # The HTTP API of DESIGN.md §4, spelled out: (method, route) -> (function, auth level).
 API = {
@@ -72,3 +78,47 @@ def test_host_json_pins_the_extension_bundle() -> None:
     assert host["extensionBundle"] == {
         "id": "Microsoft.Azure.Functions.ExtensionBundle", "version": "[4.*, 5.0.0)"}
     assert host["extensions"]["http"]["routePrefix"] == "api"
+
+
+INDEX = """
+import json, function_app
+print(json.dumps({f.get_function_name(): json.loads(f.get_function_json())["bindings"][0]
+                  for f in function_app.app.get_functions()}))
+"""
+
+
+def index_with(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """Index the app in a fresh process with these app settings, as the worker does."""
+    root = Path(__file__).resolve().parents[2]
+    clean = {k: v for k, v in os.environ.items()
+             if k not in ("FEED_POLL_DELAY_MS", "MAX_ITEMS_PER_INVOCATION",
+                          "BACKLOG_ESTIMATE_SCHEDULE")}
+    return subprocess.run([sys.executable, "-c", INDEX], cwd=root, env={**clean, **env},
+                          capture_output=True, text=True, check=False)
+
+
+def test_relay_settings_in_the_environment_change_the_indexed_metadata() -> None:
+    result = index_with({"FEED_POLL_DELAY_MS": "250", "MAX_ITEMS_PER_INVOCATION": "40",
+                         "BACKLOG_ESTIMATE_SCHEDULE": "*/5 * * * * *"})
+    assert result.returncode == 0, result.stderr
+    triggers = json.loads(result.stdout)
+    assert triggers["relay_events"]["feedPollDelay"] == 250
+    assert triggers["relay_events"]["maxItemsPerInvocation"] == 40
+    assert triggers["outbox_backlog"]["schedule"] == "*/5 * * * * *"
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("FEED_POLL_DELAY_MS", "soon"), ("FEED_POLL_DELAY_MS", "0"),
+    ("MAX_ITEMS_PER_INVOCATION", "-1"), ("BACKLOG_ESTIMATE_SCHEDULE", "every minute")])
+def test_a_bad_relay_setting_fails_indexing_naming_the_setting(name: str, value: str) -> None:
+    result = index_with({name: value})
+    assert result.returncode != 0
+    assert f"invalid settings: {name}" in result.stderr
+
+
+def test_the_backlog_estimate_runs_on_a_timer(functions: dict[str, Any]) -> None:
+    [trigger] = bindings(functions, "outbox_backlog")
+    assert trigger["type"] == "timerTrigger"
+    assert trigger["schedule"] == "0 * * * * *"
+    assert trigger["runOnStartup"] is False
+    assert trigger["useMonitor"] is False

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import inspect
 import json
 from typing import Any
 
@@ -11,6 +12,7 @@ import pytest
 
 from application.errors import StoreUnavailableError, ThrottledError
 from tests.conftest import FakeWorld
+from tests.fakes import FakeContext
 
 JSON = {"content-type": "application/json"}
 ADA = {"firstName": "Ada", "lastName": "Lovelace", "email": "ada@example.com",
@@ -24,14 +26,19 @@ class Api:
     def call(self, name: str, method: str, path: str, *, body: Any = None,
              raw: bytes | None = None, headers: dict[str, str] | None = None,
              route_params: dict[str, str] | None = None,
-             params: dict[str, str] | None = None) -> func.HttpResponse:
+             params: dict[str, str] | None = None,
+             trace_parent: str = "") -> func.HttpResponse:
         if raw is None:
             raw = b"" if body is None else json.dumps(body).encode()
         hdrs = dict(JSON if body is not None else {})
         hdrs.update(headers or {})
         req = func.HttpRequest(method=method, url=f"http://localhost/api/{path}", headers=hdrs,
                                params=params or {}, route_params=route_params or {}, body=raw)
-        response = self.functions[name].get_user_function()(req)
+        user_function = self.functions[name].get_user_function()
+        if "context" in inspect.signature(user_function).parameters:
+            response = user_function(req, FakeContext(name, trace_parent=trace_parent))
+        else:
+            response = user_function(req)
         assert isinstance(response, func.HttpResponse)
         return response
 
@@ -86,6 +93,16 @@ def test_create_returns_201_location_etag_and_the_contact(api: Api, world: FakeW
     assert event["data"]["action"] == "ContactCreatedEvent"
     assert event["data"]["traceparent"].startswith("00-4bf92f3577b34da6")
     assert world.store.batches == 1
+
+
+def test_events_carry_the_invocation_trace_context_over_the_header(
+    api: Api, world: FakeWorld
+) -> None:
+    invocation = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    api.create(trace_parent=invocation, headers={
+        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})
+    [event] = world.store.of_type("domainEvent")
+    assert event["data"]["traceparent"] == invocation
 
 
 def test_create_accepts_a_full_company_object(api: Api) -> None:

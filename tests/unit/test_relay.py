@@ -13,7 +13,7 @@ from application.relay import Relay, RelayReport
 from domain.aggregate import DomainEvent
 from domain.contact import Contact
 from domain.values import Company, Name
-from infra.cosmos.documents import event_document, read_feed
+from infra.cosmos.documents import document_created_at, event_document, read_feed
 from tests.fakes import FakePublisher, InMemoryQuarantine, SizeLimitedBatch
 from tests.tickets import Ticket
 
@@ -196,3 +196,10 @@ def test_events_of_two_aggregate_types_in_one_feed_keep_their_own_order() -> Non
     for m in publisher.messages:
         sessions.setdefault(m.session_id, []).append(m.version)
     assert sessions == {ticket[0]["partitionKey"]: [1, 2, 3], contact[0]["partitionKey"]: [1, 2, 3]}
+
+
+def test_the_creation_time_of_a_stored_event_is_read_from_its_data() -> None:
+    assert document_created_at({"data": {"createdAt": "2024-01-01T00:00:00+00:00"}}) == 1704067200.0
+    assert document_created_at({"data": {"createdAt": "2024-01-01T00:00:00"}}) == 1704067200.0
+    assert document_created_at({"data": {"createdAt": "yesterday"}}) is None
+    assert document_created_at({}) is None

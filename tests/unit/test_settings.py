@@ -59,4 +59,5 @@ def test_setting_names_are_the_documented_app_settings() -> None:
         "COSMOS_CONTAINER", "COSMOS_LEASE_CONTAINER", "COSMOS_VERIFY_TLS",
         "ServiceBusConnection", "ServiceBusConnection__fullyQualifiedNamespace",
         "SERVICEBUS_TOPIC", "EVENT_TTL_SECONDS", "FEED_POLL_DELAY_MS", "MAX_ITEMS_PER_INVOCATION",
+        "BACKLOG_ESTIMATE_SCHEDULE",
     }

@@ -1,0 +1,181 @@
+"""`make status`: a one-screen summary of the outbox from the local OTLP/JSON files
+(.stack/otel/metrics.jsonl, written by `emulators.otel` in the worker during `make run`).
+
+Backlog, oldest pending age, lag percentiles, messages sent, relay failures, quarantined events.
+When no backlog gauge was exported yet (the timer has not run), the backlog is estimated live
+from the Cosmos endpoint in local.settings.json with the app's own estimator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from application import telemetry as names
+from emulators.otel import METRICS_FILE
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_DIR = ROOT / ".stack" / "otel"
+
+
+@dataclass
+class Histogram:
+    count: int = 0
+    total: float = 0.0
+    bounds: list[float] = field(default_factory=list)
+    buckets: list[int] = field(default_factory=list)
+
+    def quantile(self, q: float) -> float | None:
+        """Linear interpolation inside the bucket holding the q-quantile."""
+        if not self.count or not self.buckets:
+            return None
+        rank, seen = q * self.count, 0
+        for i, n in enumerate(self.buckets):
+            if n and seen + n >= rank:
+                low = self.bounds[i - 1] if i > 0 else 0.0
+                high = self.bounds[i] if i < len(self.bounds) else low * 2 or 1.0
+                return low + (high - low) * (rank - seen) / n
+            seen += n
+        return self.bounds[-1] if self.bounds else None
+
+
+@dataclass
+class Summary:
+    sums: dict[str, float] = field(default_factory=dict)
+    failures_by_type: dict[str, float] = field(default_factory=dict)
+    gauges: dict[tuple[str, str], float] = field(default_factory=dict)
+    lag: Histogram = field(default_factory=Histogram)
+    send: Histogram = field(default_factory=Histogram)
+
+
+def _attrs(point: dict[str, Any]) -> dict[str, Any]:
+    return {a["key"]: next(iter(a["value"].values()), None) for a in point.get("attributes", [])}
+
+
+def _number(point: dict[str, Any]) -> float:
+    return float(point.get("asDouble", point.get("asInt", 0)))
+
+
+def summarise(lines: Iterable[str]) -> Summary:
+    """Cumulative points: the last export of each metric holds its totals."""
+    latest: dict[str, dict[str, Any]] = {}
+    for line in lines:
+        if not line.strip():
+            continue
+        request = json.loads(line)
+        for rm in request.get("resourceMetrics", []):
+            for sm in rm.get("scopeMetrics", []):
+                for metric in sm.get("metrics", []):
+                    latest[metric["name"]] = metric
+    summary = Summary()
+    for name, metric in latest.items():
+        if "sum" in metric:
+            for point in metric["sum"].get("dataPoints", []):
+                summary.sums[name] = summary.sums.get(name, 0.0) + _number(point)
+                if name == names.RELAY_FAILURES:
+                    kind = str(_attrs(point).get("error.type"))
+                    summary.failures_by_type[kind] = (
+                        summary.failures_by_type.get(kind, 0.0) + _number(point))
+        elif "gauge" in metric:
+            for point in metric["gauge"].get("dataPoints", []):
+                summary.gauges[(name, str(_attrs(point).get("outbox.lease")))] = _number(point)
+        elif "histogram" in metric:
+            target = {names.RELAY_LAG: summary.lag,
+                      names.OPERATION_DURATION: summary.send}.get(name)
+            for point in metric["histogram"].get("dataPoints", []) if target else []:
+                assert target is not None
+                target.count += int(point.get("count", 0))
+                target.total += float(point.get("sum", 0.0))
+                counts = [int(c) for c in point.get("bucketCounts", [])]
+                target.bounds = [float(b) for b in point.get("explicitBounds", [])]
+                target.buckets = ([a + b for a, b in zip(target.buckets, counts, strict=True)]
+                                  if len(target.buckets) == len(counts) else counts)
+    return summary
+
+
+def _seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
+
+
+def live_backlog(settings_file: Path) -> tuple[int, float] | None:
+    """(pending, oldest age s) estimated now from the local stack, or None if unreachable."""
+    if not settings_file.exists():
+        return None
+    values = json.loads(settings_file.read_text())["Values"]
+    os.environ.update({k: str(v) for k, v in values.items() if k not in os.environ})
+    try:
+        import warnings
+
+        from application.backlog import report_backlog
+        from application.telemetry import RelayTelemetry
+        from infra.cosmos.client import contacts_container, cosmos_client
+        from infra.cosmos.estimator import CosmosBacklogEstimator
+        from infra.settings import load_settings
+
+        warnings.filterwarnings("ignore", message="Unverified HTTPS request")
+        settings = load_settings()
+        client = cosmos_client(settings)
+        leases = client.get_database_client(settings.cosmos_database).get_container_client(
+            settings.cosmos_lease_container)
+        backlog = report_backlog(
+            CosmosBacklogEstimator(contacts_container(client, settings), leases),
+            RelayTelemetry(destination=settings.servicebus_topic),
+            event_ttl_seconds=settings.event_ttl_seconds)
+    except Exception as exc:  # status is best effort: say why, do not crash
+        print(f"  (live backlog estimate unavailable: {type(exc).__name__})")
+        return None
+    return backlog.pending, backlog.oldest_age_seconds
+
+
+def render(summary: Summary, live: tuple[int, float] | None = None) -> str:
+    pending = summary.gauges.get((names.PENDING, names.ALL_LEASES))
+    oldest = summary.gauges.get((names.OLDEST_PENDING_AGE, names.ALL_LEASES))
+    source = "timer estimate"
+    if pending is None and live is not None:
+        pending, oldest, source = live[0], live[1], "live estimate"
+    leases = sorted(lease for (name, lease) in summary.gauges
+                    if name == names.PENDING and lease != names.ALL_LEASES)
+    lag = summary.lag
+    failures = ", ".join(f"{k}={v:.0f}" for k, v in sorted(summary.failures_by_type.items()))
+    rows = [
+        ("backlog (pending changes)",
+         "-" if pending is None else f"{pending:.0f}  ({source}, {len(leases)} lease(s))"),
+        ("oldest pending age", _seconds(oldest) if pending else "-"),
+        ("relay lag p50 / p95 / p99",
+         " / ".join(_seconds(lag.quantile(q)) for q in (0.5, 0.95, 0.99))
+         + f"  (n={lag.count})"),
+        ("messages sent", f"{summary.sums.get(names.SENT_MESSAGES, 0):.0f}"),
+        ("sends (batches)", f"{summary.send.count}, mean "
+         + _seconds(summary.send.total / summary.send.count if summary.send.count else None)),
+        ("relay failures", f"{summary.sums.get(names.RELAY_FAILURES, 0):.0f}"
+         + (f"  ({failures})" if failures else "")),
+        ("quarantined events", f"{summary.sums.get(names.QUARANTINED, 0):.0f}"),
+    ]
+    width = max(len(k) for k, _ in rows)
+    return "\n".join(["outbox status", *(f"  {k.ljust(width)}  {v}" for k, v in rows)])
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    directory = Path(args[0]) if args else DEFAULT_DIR
+    path = directory / METRICS_FILE
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    if not lines:
+        print(f"no metrics in {path} yet (is `make run` running? exports every 5 s)")
+    summary = summarise(lines)
+    live = None
+    if (names.PENDING, names.ALL_LEASES) not in summary.gauges:
+        live = live_backlog(ROOT / "local.settings.json")
+    print(render(summary, live))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
