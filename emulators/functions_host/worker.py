@@ -19,10 +19,13 @@ import asyncio
 import logging
 import os
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from emulators.functions_host.rpc import frame, protos, read_message
+from emulators.otel import ENV_VAR as OTEL_ENV_VAR
 
 logger = logging.getLogger("emulators.functions_host.worker")
 
@@ -119,7 +122,24 @@ def main(argv: list[str] | None = None) -> None:
     # The library logs as "azure.functions" (one line per invocation at INFO): warnings only,
     # like the SDKs' HTTP logging.
     logging.getLogger("azure").setLevel(logging.WARNING)
-    asyncio.run(Worker(args.host, args.port, args.worker_id).run())
+    shutdown_telemetry = _local_telemetry()
+    try:
+        asyncio.run(Worker(args.host, args.port, args.worker_id).run())
+    finally:
+        shutdown_telemetry()
+
+
+def _local_telemetry() -> Callable[[], None]:
+    """What the Azure worker does with PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY (configure
+    the exporters in the worker, before the app is indexed), done locally with file exporters
+    when OUTBOX_OTEL_DIR is set (emulators/otel.py). Without it the app's opentelemetry-api
+    calls stay no-ops."""
+    directory = os.environ.get(OTEL_ENV_VAR)
+    if not directory:
+        return lambda: None
+    from emulators.otel import configure_file_exporters
+
+    return configure_file_exporters(Path(directory))
 
 
 if __name__ == "__main__":

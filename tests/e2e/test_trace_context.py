@@ -3,9 +3,16 @@ request's trace context (`context.trace_context`), the events keep it, the messa
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
-from emulators.stack import Stack
+from application import telemetry as names
+from emulators.otel import ENV_VAR as OTEL_ENV_VAR
+from emulators.otel import METRICS_FILE, TRACES_FILE
+from emulators.stack import Ports, Stack
+from emulators.status import summarise
 from tests.e2e.subscriber import count_at_least, drain
 from tests.httpclient import Client
 
@@ -30,3 +37,36 @@ def test_a_posts_message_carries_the_trace_id_of_that_request(fresh_stack: Stack
                       timeout=60)
     assert message.properties["traceparent"].split("-")[1] == TRACE_ID
     assert message.properties["Diagnostic-Id"] == message.properties["traceparent"]
+
+
+def test_the_local_worker_exports_the_relays_telemetry_to_files(tmp_path: Path) -> None:
+    """`make run`'s telemetry path: OUTBOX_OTEL_DIR makes the worker process install the
+    file exporters (emulators/otel.py), so the relay's metrics and its PRODUCER span, linked
+    to the request's trace, reach `.stack/otel` and `make status` can read them."""
+    otel_dir = tmp_path / "otel"
+    with Stack(workdir=tmp_path / "stack", ports=Ports.free(),
+               settings_overrides={"FEED_POLL_DELAY_MS": "100",
+                                   OTEL_ENV_VAR: str(otel_dir)}) as stack:
+        client = Client(stack.api_url)
+        try:
+            response = client.request(
+                "POST", "/contacts",
+                json_body={"firstName": "O", "lastName": "Tel", "email": "o@example.com",
+                           "companyName": "Files"},
+                headers={"traceparent": f"00-{TRACE_ID}-eee19b7ec3c1b174-01"})
+        finally:
+            client.close()
+        assert response.status == 201
+        assert stack.servicebus is not None
+        drain(stack.servicebus.connection_string, until=count_at_least(1), timeout=60)
+    # The stack has stopped: the worker flushed on its way out.
+    summary = summarise((otel_dir / METRICS_FILE).read_text("utf-8").splitlines())
+    assert summary.sums[names.SENT_MESSAGES] >= 1
+    assert summary.lag.count >= 1
+    spans = [span
+             for line in (otel_dir / TRACES_FILE).read_text("utf-8").splitlines()
+             for rs in json.loads(line)["resourceSpans"]
+             for ss in rs["scopeSpans"] for span in ss["spans"]]
+    producers = [s for s in spans if s.get("kind") == 4]  # SPAN_KIND_PRODUCER
+    assert producers
+    assert any(link["traceId"] == TRACE_ID for s in producers for link in s.get("links", []))
