@@ -6,11 +6,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from application.ports import UnitOfWork
 from application.relay import Relay
 from application.service import ContactService
+from entrypoints.paging import TokenCodec, derive_key
+
+if TYPE_CHECKING:
+    from infra.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -20,6 +25,8 @@ class Dependencies:
     uow: Callable[[], UnitOfWork]
     relay_factory: Callable[[], Relay]
     _relay: Relay | None = None
+    #: Seals the API's paging tokens. Production derives the key from the store's secret.
+    tokens: TokenCodec = field(default_factory=lambda: TokenCodec(derive_key("local-tests")))
 
     def __post_init__(self) -> None:
         self.service = ContactService(lambda: self.uow())
@@ -60,6 +67,19 @@ def production() -> Dependencies:
     return Dependencies(
         uow=lambda: CosmosUnitOfWork(container, event_ttl_seconds=settings.event_ttl_seconds),
         relay_factory=relay,
+        tokens=TokenCodec(derive_key(token_secret(settings))),
+    )
+
+
+def token_secret(settings: Settings) -> str:
+    """What paging tokens are sealed with: the store's account key when there is one (the same
+    on every instance); with a managed identity there is none, and the account, database and
+    container names are used, so tokens are still strictly checked but not secret."""
+    if settings.cosmos_connection is not None:
+        return settings.cosmos_connection.get_secret_value()
+    return "|".join(
+        (settings.cosmos_account_endpoint or "", settings.cosmos_database,
+         settings.cosmos_container)
     )
 
 

@@ -18,13 +18,22 @@ def test_every_http_operation_is_bound_with_its_route_method_and_auth(
     functions: dict[str, Any],
 ) -> None:
     http = {n for n, f in functions.items() if f.is_http_function()}
-    assert http == {op.function for op in OPERATIONS}
+    assert http - {"not_routed"} == {op.function for op in OPERATIONS}
     for op in OPERATIONS:
         trigger = bindings(functions, op.function)[0]
         assert trigger["type"] == "httpTrigger"
         assert trigger["route"] == op.route
         assert trigger["methods"] == [op.method]
         assert trigger["authLevel"] == ("ANONYMOUS" if op.anonymous else "FUNCTION")
+
+
+def test_the_fallback_takes_every_method_on_a_catch_all_route_without_a_key(
+    functions: dict[str, Any],
+) -> None:
+    [trigger, _] = bindings(functions, "not_routed")
+    assert trigger["route"] == "{*path}"
+    assert "methods" not in trigger or not trigger["methods"]
+    assert trigger["authLevel"] == "ANONYMOUS"
 
 
 @pytest.mark.parametrize("name", ["health", "openapi"])
