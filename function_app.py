@@ -81,11 +81,14 @@ def delete_contact(req: func.HttpRequest) -> func.HttpResponse:
 @app.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 @problem_boundary
 def health(req: func.HttpRequest) -> func.HttpResponse:
+    http.query(req)
     return http.health(lambda: dependencies().uow)
 
 
 @app.route(route="openapi.json", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+@problem_boundary
 def openapi(req: func.HttpRequest) -> func.HttpResponse:
+    http.query(req)
     return func.HttpResponse(json.dumps(openapi_document()), mimetype="application/json")
 
 

@@ -9,6 +9,7 @@ ignore them.
 from __future__ import annotations
 
 import enum
+import re
 from dataclasses import dataclass
 from typing import Literal
 
@@ -41,46 +42,32 @@ class EntityTag:
         return f"W/{self.opaque}" if self.weak else self.opaque
 
 
-def _etagc(ch: str) -> bool:
-    """%x21 / %x23-7E / obs-text (any character above %x7F)."""
-    code = ord(ch)
-    return code == 0x21 or 0x23 <= code <= 0x7E or code >= 0x80
+#: entity-tag = [ "W/" ] DQUOTE *etagc DQUOTE; etagc = %x21 / %x23-7E / obs-text (%x80-FF).
+ENTITY_TAG = r'(?:W/)?"[\x21\x23-\x7e\x80-\xff]*"'
+#: `"*" / #entity-tag` with optional white space and empty list elements (RFC 9110 §5.6.1).
+#: The parser below and the OpenAPI `pattern` of the headers are this one expression.
+TAG_LIST_PATTERN = (
+    rf"^(?:[ \t]*\*[ \t]*|[ \t,]*(?:{ENTITY_TAG}(?:[ \t]*,[ \t,]*{ENTITY_TAG})*)?[ \t,]*)$"
+)
+_TAG_LIST = re.compile(TAG_LIST_PATTERN)
+_TAG = re.compile(ENTITY_TAG)
 
 
 def parse_tag_list(value: str, *, header: str = "If-Match") -> TagList | None:
-    """`*` or the entity tags of a field value; None when it holds no element at all (empty
-    list elements are allowed, RFC 9110 §5.6.1). Raises MalformedConditionError otherwise."""
-    text = value.strip(" \t")
-    if text == "*":
+    """`*` or the entity tags of a field value; None when it holds no element at all. Raises
+    MalformedConditionError for anything that is not `"*" / #entity-tag`."""
+    if not value.strip(" \t,"):
+        return None
+    if not _TAG_LIST.fullmatch(value):
+        raise MalformedConditionError(
+            header, '`*` or a comma-separated list of quoted entity tags, e.g. "abc", W/"abc"'
+        )
+    if value.strip(" \t") == "*":
         return "*"
-    tags: list[EntityTag] = []
-    i, n = 0, len(text)
-    while i < n:
-        ch = text[i]
-        if ch in " \t,":
-            i += 1
-            continue
-        weak = text.startswith("W/", i)
-        if weak:
-            i += 2
-        if i >= n or text[i] != '"':
-            if ch == "*":
-                raise MalformedConditionError(header, "`*` must be the whole field value")
-            raise MalformedConditionError(header, 'an entity tag is a quoted string, e.g. "abc"')
-        end = i + 1
-        while end < n and text[end] != '"':
-            if not _etagc(text[end]):
-                raise MalformedConditionError(header, "an entity tag holds a forbidden character")
-            end += 1
-        if end >= n:
-            raise MalformedConditionError(header, "an entity tag is not closed with a quote")
-        tags.append(EntityTag(text[i : end + 1], weak=weak))
-        i = end + 1
-        while i < n and text[i] in " \t":
-            i += 1
-        if i < n and text[i] != ",":
-            raise MalformedConditionError(header, "entity tags are separated by commas")
-    return tuple(tags) or None
+    return tuple(
+        EntityTag(tag.removeprefix("W/"), weak=tag.startswith("W/"))
+        for tag in _TAG.findall(value)
+    )
 
 
 class Outcome(enum.Enum):

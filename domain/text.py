@@ -31,12 +31,13 @@ def _char(cp: int) -> str:
         return "\\" + chr(cp)
     if cp < 0x20 or cp == 0x7F:
         return f"\\x{cp:02x}"
-    if 0xD800 <= cp <= 0xDFFF:
-        return f"\\u{cp:04x}"
     return chr(cp)
 
 
 def _class(codepoints: list[int]) -> str:
+    # Lone surrogates cannot be written in a JSON-schema (ECMA-262 `u` / Rust) pattern; they are
+    # refused all the same by `refused_character`, and no UTF-8 request can carry one unescaped.
+    codepoints = [cp for cp in codepoints if not 0xD800 <= cp <= 0xDFFF]
     return "".join(
         _char(lo) if lo == hi else f"{_char(lo)}-{_char(hi)}" for lo, hi in _ranges(codepoints)
     )

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Annotated, Any
 
+import pydantic.networks
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -20,7 +21,7 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
-from pydantic.networks import validate_email
+from pydantic.networks import import_email_validator, validate_email
 
 from domain.text import NONBLANK_TEXT_PATTERN, TEXT_PATTERN, refused_character
 
@@ -77,6 +78,18 @@ def _check_email(value: str) -> str:
     return normalized
 
 
+def _special_use_pattern() -> str:
+    """Addresses in the special-use domains email-validator refuses (RFC 6761: .test, .local,
+    .invalid, ...), as a pattern for the schema's `not`: its own list, so the two agree."""
+    import_email_validator()
+    names: list[str] = list(pydantic.networks.email_validator.SPECIAL_USE_DOMAIN_NAMES)
+    either = "|".join(
+        "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in name)
+        for name in sorted(names)
+    )
+    return rf"[@.](?:{either})\.?$"
+
+
 class _EmailSchema:
     @staticmethod
     def __get_pydantic_json_schema__(
@@ -84,6 +97,7 @@ class _EmailSchema:
     ) -> JsonSchemaValue:
         schema = handler(core_schema)
         schema["format"] = "email"
+        schema["not"] = {"pattern": _special_use_pattern()}
         return schema
 
 

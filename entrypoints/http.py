@@ -47,6 +47,17 @@ HEALTH_TIMEOUT_SECONDS = 4.0
 M = TypeVar("M", bound=BaseModel)
 
 
+#: The Functions key may travel in the query as `code` (Azure reads it; the app ignores it).
+KEY_PARAMETER = "code"
+
+
+def query(req: func.HttpRequest, *allowed: str) -> None:
+    """Unknown query parameters are refused (400 naming one), like unknown body fields."""
+    for name in req.params:
+        if name not in allowed and name != KEY_PARAMETER:
+            raise bad_request(f"unknown query parameter {json.dumps(name)}", name)
+
+
 def read_body[M: BaseModel](req: func.HttpRequest, model: type[M]) -> M:
     """413 over 64 KiB, 415 unless JSON, 400 for bad JSON or invalid fields (per field)."""
     return parse_body(req.get_body() or b"", req.headers.get("content-type"), model)
@@ -100,6 +111,7 @@ def _no_content(status: int, etag: str) -> func.HttpResponse:
 
 
 def create_contact(req: func.HttpRequest, service: ContactService) -> func.HttpResponse:
+    query(req)
     command = read_body(req, CreateContact)
     result = service.create(command, traceparent=traceparent(req))
     return _contact(result, status=201,
@@ -107,6 +119,7 @@ def create_contact(req: func.HttpRequest, service: ContactService) -> func.HttpR
 
 
 def get_contact(req: func.HttpRequest, service: ContactService) -> func.HttpResponse:
+    query(req)
     cid = contact_id(req)
     conditions = preconditions(req)
     result = service.get(cid)
@@ -133,11 +146,11 @@ def continuation(req: func.HttpRequest, tokens: TokenCodec) -> Cursor | None:
     """The token from the query or the `x-continuation-token` header (the same one if both)."""
     query = req.params.get("continuationToken")
     header = req.headers.get("x-continuation-token")
-    if query and header and query != header:
+    if query is not None and header is not None and query != header:
         raise bad_request("continuationToken and x-continuation-token differ; send one",
                           "continuationToken")
-    token = query or header
-    if not token:
+    token = query if query is not None else header
+    if token is None:
         return None
     try:
         return tokens.decode(token)
@@ -148,6 +161,7 @@ def continuation(req: func.HttpRequest, tokens: TokenCodec) -> Cursor | None:
 
 def list_contacts(req: func.HttpRequest, service: ContactService,
                   tokens: TokenCodec | None = None) -> func.HttpResponse:
+    query(req, "pageSize", "continuationToken")
     codec = tokens if tokens is not None else dependencies().tokens
     size = page_size(req)
     cursor = continuation(req, codec)
@@ -171,6 +185,7 @@ def _next_page(page: Page, cursor: Cursor | None, tokens: TokenCodec) -> Page:
 
 
 def patch_contact(req: func.HttpRequest, service: ContactService) -> func.HttpResponse:
+    query(req)
     cid = contact_id(req)
     conditions = if_match(req)
     command = read_body(req, PatchContact)
@@ -179,6 +194,7 @@ def patch_contact(req: func.HttpRequest, service: ContactService) -> func.HttpRe
 
 
 def update_name(req: func.HttpRequest, service: ContactService) -> func.HttpResponse:
+    query(req)
     cid = contact_id(req)
     conditions = if_match(req)
     command = read_body(req, UpdateName)
@@ -187,6 +203,7 @@ def update_name(req: func.HttpRequest, service: ContactService) -> func.HttpResp
 
 
 def update_email(req: func.HttpRequest, service: ContactService) -> func.HttpResponse:
+    query(req)
     cid = contact_id(req)
     conditions = if_match(req)
     command = read_body(req, UpdateEmail)
@@ -196,6 +213,7 @@ def update_email(req: func.HttpRequest, service: ContactService) -> func.HttpRes
 
 
 def update_description(req: func.HttpRequest, service: ContactService) -> func.HttpResponse:
+    query(req)
     cid = contact_id(req)
     conditions = if_match(req)
     command = read_body(req, UpdateDescription)
@@ -205,6 +223,7 @@ def update_description(req: func.HttpRequest, service: ContactService) -> func.H
 
 
 def update_company(req: func.HttpRequest, service: ContactService) -> func.HttpResponse:
+    query(req)
     cid = contact_id(req)
     conditions = if_match(req)
     command = read_body(req, UpdateCompany)
@@ -214,6 +233,7 @@ def update_company(req: func.HttpRequest, service: ContactService) -> func.HttpR
 
 
 def delete_contact(req: func.HttpRequest, service: ContactService) -> func.HttpResponse:
+    query(req)
     cid = contact_id(req)
     result = service.delete(cid, if_match=if_match(req), traceparent=traceparent(req))
     return _no_content(204, result.etag)

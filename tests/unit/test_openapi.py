@@ -41,5 +41,5 @@ def test_errors_are_problem_documents_and_contact_routes_need_a_key() -> None:
     doc = openapi_document()
     get = doc["paths"]["/contacts/{id}"]["get"]
     assert get["responses"]["404"]["content"]["application/problem+json"]
-    assert get["security"] == [{"functionKey": []}]
+    assert get["security"] == [{"functionKey": []}, {"functionKeyQuery": []}]
     assert doc["paths"]["/health"]["get"]["security"] == []
