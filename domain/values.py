@@ -82,7 +82,7 @@ def _special_use_pattern() -> str:
     """Addresses in the special-use domains email-validator refuses (RFC 6761: .test, .local,
     .invalid, ...), as a pattern for the schema's `not`: its own list, so the two agree."""
     import_email_validator()
-    names: list[str] = list(pydantic.networks.email_validator.SPECIAL_USE_DOMAIN_NAMES)
+    names: list[str] = list(vars(pydantic.networks)["email_validator"].SPECIAL_USE_DOMAIN_NAMES)
     either = "|".join(
         "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in name)
         for name in sorted(names)
