@@ -18,9 +18,10 @@ from entrypoints.bootstrap import dependencies
 from entrypoints.openapi import openapi_document
 from entrypoints.problems import problem_boundary
 from entrypoints.relay import estimate_backlog, relay_documents
+from entrypoints.routes import FunctionApp, http_routes
 from infra.settings import load_trigger_settings
 
-app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
+app = FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 trigger_settings = load_trigger_settings()
 
 
@@ -33,7 +34,8 @@ def create_contact(req: func.HttpRequest, context: func.Context) -> func.HttpRes
 @app.route(route="contacts", methods=["GET"])
 @problem_boundary
 def list_contacts(req: func.HttpRequest) -> func.HttpResponse:
-    return http.list_contacts(req, dependencies().service)
+    deps = dependencies()
+    return http.list_contacts(req, deps.service, deps.tokens)
 
 
 @app.route(route="contacts/{id}", methods=["GET"])
@@ -81,14 +83,24 @@ def delete_contact(req: func.HttpRequest, context: func.Context) -> func.HttpRes
 @app.route(route="health", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
 @problem_boundary
 def health(req: func.HttpRequest) -> func.HttpResponse:
-    with dependencies().uow() as uow:
-        uow.ping()
-    return func.HttpResponse(json.dumps({"status": "healthy"}), mimetype="application/json")
+    http.query(req)
+    return http.health(lambda: dependencies().uow)
 
 
 @app.route(route="openapi.json", methods=["GET"], auth_level=func.AuthLevel.ANONYMOUS)
+@problem_boundary
 def openapi(req: func.HttpRequest) -> func.HttpResponse:
+    http.query(req)
     return func.HttpResponse(json.dumps(openapi_document(app)), mimetype="application/json")
+
+
+# Lowest precedence (the host ranks catch-all routes last): whatever no function above takes
+# gets a problem document, 404, or 405 with the `Allow` of the app's own routes.
+@app.route(route="{*path}", methods=None,
+           auth_level=func.AuthLevel.ANONYMOUS)
+@problem_boundary
+def not_routed(req: func.HttpRequest) -> func.HttpResponse:
+    return http.fallback(req, http_routes(app.get_functions()))
 
 
 @app.retry(

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Self
 
-from pydantic import BaseModel, ConfigDict, create_model, model_validator
+from pydantic import BaseModel, ConfigDict, create_model, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 from application.ports import ContactSummary, Page
@@ -44,8 +44,43 @@ def view_of(model: type[BaseModel], *, name: str, hidden: set[str]) -> type[View
     return create_model(name, __base__=View, __module__=__name__, **fields)
 
 
-class CreateContact(Model):
+def _omit_null_defaults(extra: dict[str, Any]) -> Any:
+    """JSON-schema hook: optional fields are neither nullable nor `default: null` (null is not
+    accepted, see RequestModel), and the cross-field rules of the model are added as `extra`."""
+
+    def edit(schema: dict[str, Any]) -> None:
+        for name, prop in schema.get("properties", {}).items():
+            if "default" in prop and prop["default"] is None:
+                del prop["default"]
+            branches = prop.get("anyOf", [])
+            if {"type": "null"} in branches:
+                rest = [b for b in branches if b != {"type": "null"}]
+                prop.pop("anyOf")
+                schema["properties"][name] = {**rest[0], **prop} if len(rest) == 1 else {
+                    **prop, "anyOf": rest}
+        schema.update(extra)
+
+    return edit
+
+
+class RequestModel(Model):
+    """A request body. Optional fields are left out, never sent as null (the schema says so
+    too: their types have no null)."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("must not be null; leave the field out instead")
+        return value
+
+
+class CreateContact(RequestModel):
     """Body of POST /contacts: either `companyName` or a full `company`."""
+
+    model_config = ConfigDict(json_schema_extra=_omit_null_defaults(
+        {"oneOf": [{"required": ["companyName"]}, {"required": ["company"]}]}
+    ))
 
     first_name: PersonName
     last_name: PersonName
@@ -67,8 +102,10 @@ class CreateContact(Model):
         return Company(company_name=self.company_name)
 
 
-class PatchContact(Model):
+class PatchContact(RequestModel):
     """Body of PATCH /contacts/{id}: any of the aspects; each changed one raises one event."""
+
+    model_config = ConfigDict(json_schema_extra=_omit_null_defaults({"minProperties": 1}))
 
     name: Name | None = None
     email: EmailAddress | None = None
@@ -77,8 +114,7 @@ class PatchContact(Model):
 
     @model_validator(mode="after")
     def _something(self) -> PatchContact:
-        given = {f for f in self.model_fields_set if getattr(self, f) is not None}
-        if not given:
+        if not self.model_fields_set:
             raise ValueError("send at least one of name, email, description, company")
         return self
 
@@ -87,11 +123,11 @@ class UpdateName(Name):
     """Body of POST /contacts/{id}/update-name."""
 
 
-class UpdateEmail(Model):
+class UpdateEmail(RequestModel):
     email: EmailAddress
 
 
-class UpdateDescription(Model):
+class UpdateDescription(RequestModel):
     description: Description
 
 

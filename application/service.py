@@ -14,12 +14,16 @@ from application.commands import (
     UpdateEmail,
     UpdateName,
 )
+from application.conditional import Outcome, Preconditions
 from application.errors import ContactNotFoundError, PreconditionFailedError
 from application.ports import Page, UnitOfWork
 from domain.contact import Contact
 from domain.values import Company, Name
 
 MAX_PAGE_SIZE = 100
+
+#: The preconditions of a write: parsed ones, or one etag as the store gave it (`If-Match`).
+type Condition = Preconditions | str | None
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,7 @@ class ContactService:
         contact_id: str,
         command: PatchContact,
         *,
-        if_match: str | None = None,
+        if_match: Condition = None,
         traceparent: str | None = None,
     ) -> Versioned:
         def change(contact: Contact) -> None:
@@ -78,7 +82,7 @@ class ContactService:
         return self._change(contact_id, change, if_match=if_match, traceparent=traceparent)
 
     def update_name(
-        self, contact_id: str, command: UpdateName, *, if_match: str | None = None,
+        self, contact_id: str, command: UpdateName, *, if_match: Condition = None,
         traceparent: str | None = None,
     ) -> Versioned:
         name = Name(first_name=command.first_name, last_name=command.last_name)
@@ -87,7 +91,7 @@ class ContactService:
         )
 
     def update_email(
-        self, contact_id: str, command: UpdateEmail, *, if_match: str | None = None,
+        self, contact_id: str, command: UpdateEmail, *, if_match: Condition = None,
         traceparent: str | None = None,
     ) -> Versioned:
         return self._change(
@@ -98,7 +102,7 @@ class ContactService:
         )
 
     def update_description(
-        self, contact_id: str, command: UpdateDescription, *, if_match: str | None = None,
+        self, contact_id: str, command: UpdateDescription, *, if_match: Condition = None,
         traceparent: str | None = None,
     ) -> Versioned:
         return self._change(
@@ -109,7 +113,7 @@ class ContactService:
         )
 
     def update_company(
-        self, contact_id: str, command: UpdateCompany, *, if_match: str | None = None,
+        self, contact_id: str, command: UpdateCompany, *, if_match: Condition = None,
         traceparent: str | None = None,
     ) -> Versioned:
         company = Company.model_validate(command.model_dump())
@@ -118,7 +122,7 @@ class ContactService:
         )
 
     def delete(
-        self, contact_id: str, *, if_match: str | None = None, traceparent: str | None = None
+        self, contact_id: str, *, if_match: Condition = None, traceparent: str | None = None
     ) -> Versioned:
         return self._change(
             contact_id, lambda c: c.delete(), if_match=if_match, traceparent=traceparent
@@ -129,13 +133,18 @@ class ContactService:
         contact_id: str,
         change: Callable[[Contact], None],
         *,
-        if_match: str | None,
+        if_match: Condition,
         traceparent: str | None,
     ) -> Versioned:
+        conditions = Preconditions.matching(if_match) if isinstance(if_match, str) else if_match
         with self._uow() as uow:
             contact = _live(uow, contact_id)
-            if if_match is not None and if_match != uow.contacts.etag(contact_id):
-                raise PreconditionFailedError(f"contact {contact_id} has changed (stale etag)")
+            # The write itself stays conditional on the etag read here (the unit of work), so a
+            # request without preconditions still cannot overwrite a concurrent change.
+            if conditions is not None and conditions.evaluate(
+                uow.contacts.etag(contact_id), safe=False
+            ) is not Outcome.PROCEED:
+                raise PreconditionFailedError(f"contact {contact_id}: a precondition failed")
             change(contact)
             uow.commit(traceparent=traceparent)
             return Versioned(contact, uow.contacts.etag(contact_id))

@@ -7,35 +7,127 @@ The constrained string types are the single source of the limits: the HTTP reque
 from __future__ import annotations
 
 import re
-from typing import Annotated
+from dataclasses import dataclass
+from typing import Annotated, Any
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, StringConstraints, TypeAdapter
+import pydantic.networks
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    GetJsonSchemaHandler,
+    StringConstraints,
+    TypeAdapter,
+)
 from pydantic.alias_generators import to_camel
+from pydantic.json_schema import JsonSchemaValue
+from pydantic.networks import import_email_validator, validate_email
 
-_LABEL = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_EMAIL = re.compile(rf"[^@\s]{{1,64}}@{_LABEL}(?:\.{_LABEL})+")
+from domain.text import NONBLANK_TEXT_PATTERN, TEXT_PATTERN, refused_character
+
+_NONBLANK = re.compile(NONBLANK_TEXT_PATTERN)
+
+
+@dataclass(frozen=True)
+class _TextRule:
+    """Refuses control and invisible characters, strips surrounding white space, and (when
+    `required`) refuses blank values. The length limit applies to the value as sent. Its JSON
+    schema carries the very pattern the check uses."""
+
+    required: bool
+
+    def __call__(self, value: str) -> str:
+        found = refused_character(value)
+        if found is not None:
+            raise ValueError(
+                f"must not contain control or invisible format characters (found {found})"
+            )
+        if self.required and not _NONBLANK.match(value):
+            raise ValueError("must not be blank")
+        return value.strip()
+
+    def __get_pydantic_json_schema__(
+        self, core_schema: Any, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        schema["pattern"] = NONBLANK_TEXT_PATTERN if self.required else TEXT_PATTERN
+        if self.required:
+            schema["minLength"] = 1
+        return schema
+
+
+_REQUIRED = _TextRule(required=True)
+_OPTIONAL = _TextRule(required=False)
 
 
 def _check_email(value: str) -> str:
-    if not _EMAIL.fullmatch(value):
-        raise ValueError("not a valid email address")
-    local, _, domain = value.rpartition("@")
-    return f"{local}@{domain.lower()}"
+    """RFC 5321 addresses only: ASCII, no display name, no quoted local part, no IP literal;
+    checked by email-validator (through pydantic), the domain lowercased."""
+    found = refused_character(value)
+    if found is not None:
+        raise ValueError(f"must not contain control or invisible format characters (found {found})")
+    value = value.strip()
+    if not value.isascii():
+        raise ValueError(
+            "internationalised addresses are not accepted: use ASCII, with the domain in its "
+            "xn-- (punycode) form"
+        )
+    if "<" in value or ">" in value or " " in value:
+        raise ValueError("not a valid email address: send the bare address, without a name")
+    _, normalized = validate_email(value)
+    return normalized
 
 
-PersonName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=100)]
-EmailAddress = Annotated[
-    str,
-    StringConstraints(strip_whitespace=True, min_length=3, max_length=254),
-    AfterValidator(_check_email),
+def _special_use_pattern() -> str:
+    """Addresses in the special-use domains email-validator refuses (RFC 6761: .test, .local,
+    .invalid, ...), as a pattern for the schema's `not`: its own list, so the two agree."""
+    import_email_validator()
+    names: list[str] = list(vars(pydantic.networks)["email_validator"].SPECIAL_USE_DOMAIN_NAMES)
+    either = "|".join(
+        "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in name)
+        for name in sorted(names)
+    )
+    return rf"[@.](?:{either})\.?$"
+
+
+class _EmailSchema:
+    @staticmethod
+    def __get_pydantic_json_schema__(
+        core_schema: Any, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        schema = handler(core_schema)
+        schema["format"] = "email"
+        schema["not"] = {"pattern": _special_use_pattern()}
+        return schema
+
+
+PersonName = Annotated[
+    str, StringConstraints(max_length=100), AfterValidator(_REQUIRED), _REQUIRED
 ]
-Description = Annotated[str, StringConstraints(strip_whitespace=True, max_length=500)]
-CompanyName = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=250)]
-Street = Annotated[str, StringConstraints(strip_whitespace=True, max_length=250)]
-HouseNumber = Annotated[str, StringConstraints(strip_whitespace=True, max_length=10)]
-PostalCode = Annotated[str, StringConstraints(strip_whitespace=True, max_length=25)]
-City = Annotated[str, StringConstraints(strip_whitespace=True, max_length=100)]
-Country = Annotated[str, StringConstraints(strip_whitespace=True, max_length=100)]
+EmailAddress = Annotated[
+    str, StringConstraints(max_length=254), AfterValidator(_check_email), _EmailSchema
+]
+Description = Annotated[
+    str, StringConstraints(max_length=500), AfterValidator(_OPTIONAL), _OPTIONAL
+]
+CompanyName = Annotated[
+    str, StringConstraints(max_length=250), AfterValidator(_REQUIRED), _REQUIRED
+]
+Street = Annotated[
+    str, StringConstraints(max_length=250), AfterValidator(_OPTIONAL), _OPTIONAL
+]
+HouseNumber = Annotated[
+    str, StringConstraints(max_length=10), AfterValidator(_OPTIONAL), _OPTIONAL
+]
+PostalCode = Annotated[
+    str, StringConstraints(max_length=25), AfterValidator(_OPTIONAL), _OPTIONAL
+]
+City = Annotated[
+    str, StringConstraints(max_length=100), AfterValidator(_OPTIONAL), _OPTIONAL
+]
+Country = Annotated[
+    str, StringConstraints(max_length=100), AfterValidator(_OPTIONAL), _OPTIONAL
+]
 
 
 EMAIL: TypeAdapter[str] = TypeAdapter(EmailAddress)

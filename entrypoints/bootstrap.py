@@ -7,12 +7,17 @@ import logging
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from application.backlog import BacklogEstimator
 from application.ports import UnitOfWork
 from application.relay import Relay
 from application.service import ContactService
 from application.telemetry import RelayTelemetry
+from entrypoints.paging import TokenCodec, derive_key
+
+if TYPE_CHECKING:
+    from infra.settings import Settings
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +31,8 @@ class Dependencies:
         default_factory=lambda: RelayTelemetry(destination="unknown"))
     event_ttl_seconds: int = 864000
     _relay: Relay | None = None
+    #: Seals the API's paging tokens. Production derives the key from the store's secret.
+    tokens: TokenCodec = field(default_factory=lambda: TokenCodec(derive_key("local-tests")))
 
     def __post_init__(self) -> None:
         self.service = ContactService(lambda: self.uow())
@@ -84,6 +91,19 @@ def production() -> Dependencies:
         backlog_factory=backlog,
         telemetry=telemetry,
         event_ttl_seconds=settings.event_ttl_seconds,
+        tokens=TokenCodec(derive_key(token_secret(settings))),
+    )
+
+
+def token_secret(settings: Settings) -> str:
+    """What paging tokens are sealed with: the store's account key when there is one (the same
+    on every instance); with a managed identity there is none, and the account, database and
+    container names are used, so tokens are still strictly checked but not secret."""
+    if settings.cosmos_connection is not None:
+        return settings.cosmos_connection.get_secret_value()
+    return "|".join(
+        (settings.cosmos_account_endpoint or "", settings.cosmos_database,
+         settings.cosmos_container)
     )
 
 

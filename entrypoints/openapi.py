@@ -2,9 +2,10 @@
 
 The route table (function, method, route, auth level) is read from the app as the Functions
 host indexes it (`app.get_functions()`), so it cannot drift from function_app.py. What the
-bindings do not say (statuses, request and response models, whether If-Match applies) is in
-`DOCUMENTATION`, keyed by function name; a test checks both cover the same functions. Limits
-come from where they are enforced: the models, and the HTTP layer's page size and id rule.
+bindings do not say (statuses, request and response models, whether preconditions apply) is in
+`DOCUMENTATION`, keyed by function name; a test checks both cover the same functions. The
+catch-all route that answers 404/405 problems is not an operation and is left out. Limits come
+from where they are enforced: the models, the HTTP layer's page size, id and token rules.
 """
 
 from __future__ import annotations
@@ -28,9 +29,12 @@ from application.commands import (
     UpdateEmail,
     UpdateName,
 )
+from application.conditional import TAG_LIST_PATTERN
 from application.service import MAX_PAGE_SIZE
-from entrypoints.http import _ID, DEFAULT_PAGE_SIZE
+from entrypoints.http import DEFAULT_PAGE_SIZE, ID_PATTERN
+from entrypoints.paging import TOKEN_PATTERN
 from entrypoints.problems import Problem
+from entrypoints.requests import MAX_BODY_BYTES
 
 
 @dataclass(frozen=True)
@@ -40,7 +44,7 @@ class Documentation:
     request: type[BaseModel] | None = None
     response: type[BaseModel] | None = None
     conditional: bool = False
-    errors: tuple[int, ...] = (400, 404, 412, 429, 503)
+    errors: tuple[int, ...] = (400, 404, 412, 429, 500, 503)
 
 
 @dataclass(frozen=True)
@@ -54,16 +58,18 @@ class Operation:
     doc: Documentation
 
 
-_WRITE_ERRORS = (400, 404, 412, 413, 415, 429, 503)
+_WRITE_ERRORS = (400, 404, 412, 413, 415, 429, 500, 503)
 
 DOCUMENTATION: dict[str, Documentation] = {
     "create_contact": Documentation(
         "Create a contact (raises ContactCreated)", 201, CreateContact, ContactView,
-        errors=(400, 413, 415, 429, 503)),
+        errors=(400, 409, 413, 415, 429, 500, 503)),
     "list_contacts": Documentation(
-        "List contacts, one page at a time", 200, None, ContactPage, errors=(400, 429, 503)),
+        "List contacts, one page at a time", 200, None, ContactPage,
+        errors=(400, 429, 500, 503)),
     "get_contact": Documentation(
-        "Read a contact", 200, None, ContactView, errors=(400, 404, 429, 503)),
+        "Read a contact", 200, None, ContactView, conditional=True,
+        errors=(400, 404, 412, 429, 500, 503)),
     "patch_contact": Documentation(
         "Change any of name, email, description, company (one event per changed aspect)",
         200, PatchContact, ContactView, conditional=True, errors=_WRITE_ERRORS),
@@ -77,32 +83,24 @@ DOCUMENTATION: dict[str, Documentation] = {
     "update_contact_company": Documentation(
         "Change the company", 204, UpdateCompany, conditional=True, errors=_WRITE_ERRORS),
     "delete_contact": Documentation(
-        "Soft-delete a contact", 204, conditional=True, errors=(400, 404, 412, 429, 503)),
-    "health": Documentation("Health: checks the store", 200, errors=(503,)),
-    "openapi": Documentation("This document", 200, errors=()),
+        "Soft-delete a contact", 204, conditional=True, errors=(400, 404, 412, 429, 500, 503)),
+    "health": Documentation(
+        "Health: checks the store (answers within 5 s)", 200, errors=(400, 500, 503)),
+    "openapi": Documentation("This document", 200, errors=(400,)),
 }
 
 
-def indexed_functions(app: func.FunctionApp) -> list[func.decorators.function_app.Function]:
-    """`app.get_functions()`, which registers the names it returns and refuses to run twice in
-    one process (the worker has already called it when the app is hosted); the registry is
-    left as it was."""
-    registered = app.functions_bindings
-    app.functions_bindings = None
-    try:
-        return app.get_functions()
-    finally:
-        app.functions_bindings = registered
-
-
 def operations(app: func.FunctionApp) -> list[Operation]:
-    """The HTTP functions of the app, in declaration order, with their documentation."""
+    """The HTTP functions of the app, in declaration order, with their documentation. The app
+    is `entrypoints.routes.FunctionApp`, whose `get_functions()` may be called again."""
     found = []
-    for function in indexed_functions(app):
+    for function in app.get_functions():
         if not function.is_http_function():
             continue
         name = str(function.get_function_name())
         trigger = json.loads(function.get_function_json())["bindings"][0]
+        if "{*" in str(trigger["route"]):
+            continue  # the fallback route: not an operation
         for method in trigger["methods"]:
             found.append(Operation(name, str(method).upper(), str(trigger["route"]),
                                    trigger["authLevel"] == "ANONYMOUS", DOCUMENTATION[name]))
@@ -112,8 +110,17 @@ def operations(app: func.FunctionApp) -> list[Operation]:
 _STATUS_TEXT = {
     200: "OK", 201: "Created", 204: "No Content", 304: "Not Modified", 400: "Bad Request",
     404: "Not Found", 409: "Conflict", 412: "Precondition Failed", 413: "Content Too Large",
-    415: "Unsupported Media Type", 429: "Too Many Requests", 503: "Service Unavailable",
+    415: "Unsupported Media Type", 429: "Too Many Requests", 500: "Internal Server Error",
+    503: "Service Unavailable",
 }
+
+_STRING = {"type": "string"}
+_ETAG = {"description": "The entity tag of the stored contact (strong)", "required": True,
+         "schema": _STRING}
+_RETRY_AFTER = {"description": "Seconds to wait before retrying", "required": True,
+                "schema": {"type": "string", "pattern": "^[0-9]+$"}}
+_TOKEN = {"type": "string", "pattern": TOKEN_PATTERN}
+_TAGS = {"type": "string", "pattern": TAG_LIST_PATTERN}
 
 
 def _ref(model: type[BaseModel]) -> dict[str, str]:
@@ -125,37 +132,62 @@ def _operation(op: Operation) -> dict[str, Any]:
     params: list[dict[str, Any]] = []
     if "{id}" in op.route:
         params.append({"name": "id", "in": "path", "required": True,
-                       "schema": {"type": "string", "pattern": f"^{_ID.pattern}$"}})
+                       "schema": {"type": "string", "pattern": ID_PATTERN, "maxLength": 128}})
     if op.function == "list_contacts":
         params += [
             {"name": "pageSize", "in": "query",
              "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE,
                         "default": DEFAULT_PAGE_SIZE}},
-            {"name": "continuationToken", "in": "query", "schema": {"type": "string"}},
-            {"name": "x-continuation-token", "in": "header", "schema": {"type": "string"}},
+            {"name": "continuationToken", "in": "query", "schema": _TOKEN,
+             "description": "The continuationToken of the previous page, unchanged"},
+            {"name": "x-continuation-token", "in": "header", "schema": _TOKEN,
+             "description": "Same as continuationToken (send one, or the same in both)"},
         ]
     if doc.conditional:
         params += [
-            {"name": "If-Match", "in": "header", "schema": {"type": "string"},
-             "description": "ETag of the version you read; a stale one gives 412"},
-            {"name": "ETag", "in": "header", "schema": {"type": "string"},
-             "description": "Same as If-Match, for clients of the reference sample"},
+            {"name": "If-Match", "in": "header", "schema": _TAGS,
+             "description": "`*` or entity tags (strong comparison); no match gives 412"},
+            {"name": "ETag", "in": "header", "schema": _TAGS,
+             "description": "Same as If-Match when there is none, for reference-sample clients"},
+            {"name": "If-None-Match", "in": "header", "schema": _TAGS,
+             "description": "`*` or entity tags (weak comparison); a match gives "
+                            + ("304" if op.method == "GET" else "412")},
         ]
-    if op.function == "get_contact":
-        params.append({"name": "If-None-Match", "in": "header", "schema": {"type": "string"}})
     success: dict[str, Any] = {"description": _STATUS_TEXT.get(doc.status, "OK")}
     if doc.response is not None:
         success["content"] = {"application/json": {"schema": _ref(doc.response)}}
-    if doc.status != 200 or op.function in ("get_contact", "patch_contact"):
-        success["headers"] = {"ETag": {"schema": {"type": "string"}}}
+    elif op.function == "health":
+        success["content"] = {"application/json": {"schema": {
+            "type": "object", "properties": {"status": {"const": "healthy"}},
+            "required": ["status"]}}}
+    elif op.function == "openapi":
+        success["content"] = {"application/json": {"schema": {"type": "object"}}}
+    headers: dict[str, Any] = {}
+    if doc.status == 201:
+        headers["Location"] = {"description": "The new contact", "required": True,
+                               "schema": {"type": "string", "format": "uri-reference"}}
+    if doc.status == 201 or "{id}" in op.route:
+        headers["ETag"] = _ETAG
+    if op.function == "list_contacts":
+        headers["X-Continuation-Token"] = {
+            "description": "The token of the next page; absent on the last page",
+            "schema": _TOKEN}
+    if headers:
+        success["headers"] = headers
     responses: dict[str, Any] = {str(doc.status): success}
     if op.function == "get_contact":
-        responses["304"] = {"description": "Not Modified"}
+        responses["304"] = {"description": "Not Modified (If-None-Match matched); no body",
+                            "headers": {"ETag": _ETAG}}
     for status in doc.errors:
-        responses[str(status)] = {
+        error: dict[str, Any] = {
             "description": _STATUS_TEXT[status],
             "content": {"application/problem+json": {"schema": _ref(Problem)}},
         }
+        if status in (429, 503):
+            error["headers"] = {"Retry-After": _RETRY_AFTER}
+        if status == 413:
+            error["description"] += f" (over {MAX_BODY_BYTES} bytes)"
+        responses[str(status)] = error
     result: dict[str, Any] = {"operationId": op.function, "summary": doc.summary,
                               "responses": responses}
     if params:
@@ -163,7 +195,7 @@ def _operation(op: Operation) -> dict[str, Any]:
     if doc.request is not None:
         result["requestBody"] = {"required": True,
                                  "content": {"application/json": {"schema": _ref(doc.request)}}}
-    result["security"] = [] if op.anonymous else [{"functionKey": []}]
+    result["security"] = [] if op.anonymous else [{"functionKey": []}, {"functionKeyQuery": []}]
     return result
 
 
@@ -192,7 +224,8 @@ def openapi_document(app: func.FunctionApp) -> dict[str, Any]:
         "components": {
             "schemas": schemas.get("$defs", {}),
             "securitySchemes": {
-                "functionKey": {"type": "apiKey", "in": "header", "name": "x-functions-key"}
+                "functionKey": {"type": "apiKey", "in": "header", "name": "x-functions-key"},
+                "functionKeyQuery": {"type": "apiKey", "in": "query", "name": "code"},
             },
         },
     }

@@ -33,13 +33,14 @@ class FieldError(BaseModel):
 
 
 class Problem(BaseModel):
-    """An RFC 9457 problem document."""
+    """An RFC 9457 problem document. `errors` names the field at fault (a JSON path into the
+    body, or the parameter or header name) for validation problems."""
 
     model_config = ConfigDict(frozen=True)
     type: str = "about:blank"
     title: str
     status: int
-    detail: str | None = None
+    detail: str
     errors: list[FieldError] | None = None
 
 
@@ -57,25 +58,39 @@ class HttpProblemError(Exception):
     ) -> None:
         super().__init__(detail or title)
         self.problem = Problem(
-            title=title, status=status, detail=detail, errors=list(errors) if errors else None
+            title=title, status=status, detail=detail or title,
+            errors=list(errors) if errors else None,
         )
         self.headers = headers or {}
 
     def response(self) -> func.HttpResponse:
+        # json.dumps escapes every non-ASCII character, lone surrogates included, so whatever a
+        # client sent and an error message repeats, the document serialises.
         return func.HttpResponse(
-            self.problem.model_dump_json(exclude_none=True),
+            json.dumps(self.problem.model_dump(exclude_none=True), separators=(",", ":")),
             status_code=self.problem.status,
             headers=self.headers,
             mimetype=PROBLEM_JSON,
         )
 
 
+def _printable(text: str, limit: int = 200) -> str:
+    """What a client sent, safe to repeat: control, format and surrogate characters escaped,
+    cut at `limit` characters."""
+    out = "".join(
+        ch if ch.isprintable() and not 0xD800 <= ord(ch) <= 0xDFFF
+        else ch.encode("unicode_escape", "backslashreplace").decode("ascii")
+        for ch in text[:limit]
+    )
+    return out + ("..." if len(text) > limit else "")
+
+
 def field_errors(exc: ValidationError, *, prefix: str = "") -> list[FieldError]:
     errors = []
-    for error in exc.errors(include_url=False):
-        loc = [str(p) for p in error["loc"]]
+    for error in exc.errors(include_url=False, include_input=False, include_context=False):
+        loc = [_printable(str(p)) for p in error["loc"]]
         field = ".".join(([prefix] if prefix else []) + loc) or "$"
-        message = error["msg"].removeprefix("Value error, ")
+        message = _printable(error["msg"].removeprefix("Value error, "), 500)
         errors.append(FieldError(field=field, message=message))
     return errors
 
@@ -104,7 +119,9 @@ def from_exception(exc: Exception) -> HttpProblemError:
         case DomainError():
             return HttpProblemError(409, "Conflict", str(exc))
         case InvalidContinuationError():
-            return bad_request("the continuation token is not valid", "continuationToken")
+            return bad_request("the continuation token is not valid: pass back a "
+                               "continuationToken this API returned, unchanged",
+                               "continuationToken")
         case TransientStoreError():
             seconds = str(max(1, math.ceil(exc.retry_after)))
             title = "Too Many Requests" if exc.status == 429 else "Service Unavailable"

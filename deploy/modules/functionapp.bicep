@@ -97,6 +97,8 @@ var contactHttpFunctions = [
   'update_contact_company'
   'delete_contact'
   'openapi'
+  // The catch-all 404/405 problem route: its Allow lists the contact routes, so it goes with them.
+  'not_routed'
 ]
 var relayFunctions = [
   'relay_events'

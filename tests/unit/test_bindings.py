@@ -36,12 +36,26 @@ def test_the_http_api_is_bound_with_its_routes_methods_and_auth_levels(
 ) -> None:
     bound = {}
     for name, function in functions.items():
-        if function.is_http_function():
+        if function.is_http_function() and name != "not_routed":
             trigger = bindings(functions, name)[0]
             assert trigger["type"] == "httpTrigger"
             for method in trigger["methods"]:
                 bound[(method, trigger["route"])] = (name, trigger["authLevel"])
     assert bound == API
+
+
+def test_the_fallback_takes_every_method_on_a_catch_all_route_without_a_key(
+    functions: dict[str, Any],
+) -> None:
+    [trigger, _] = bindings(functions, "not_routed")
+    assert trigger["route"] == "{*path}"
+    assert "methods" not in trigger or not trigger["methods"]
+    assert trigger["authLevel"] == "ANONYMOUS"
+
+
+@pytest.mark.parametrize("name", ["health", "openapi"])
+def test_health_and_openapi_are_anonymous(functions: dict[str, Any], name: str) -> None:
+    assert bindings(functions, name)[0]["authLevel"] == "ANONYMOUS"
 
 
 def test_the_relay_trigger_watches_the_contacts_container_with_leases(

@@ -27,14 +27,15 @@ def test_the_document_is_openapi_3_1_with_every_http_function_of_the_app(
                   for path, item in doc["paths"].items() for method, op in item.items()}
     bound = set()
     for name, function in functions.items():
-        if function.is_http_function():
+        if function.is_http_function() and name != "not_routed":
             trigger = json.loads(function.get_function_json())["bindings"][0]
             bound |= {(f"/{trigger['route']}", m.lower(), name) for m in trigger["methods"]}
     assert documented == bound
 
 
 def test_every_documented_function_exists_in_the_app(functions: dict[str, Any]) -> None:
-    assert set(DOCUMENTATION) == {n for n, f in functions.items() if f.is_http_function()}
+    http = {n for n, f in functions.items() if f.is_http_function()}
+    assert set(DOCUMENTATION) == http - {"not_routed"}
 
 
 def test_request_schemas_are_the_validating_models() -> None:
@@ -82,5 +83,36 @@ def test_errors_are_problem_documents_and_contact_routes_need_a_key() -> None:
     doc = document()
     get = doc["paths"]["/contacts/{id}"]["get"]
     assert get["responses"]["404"]["content"]["application/problem+json"]
-    assert get["security"] == [{"functionKey": []}]
+    assert get["security"] == [{"functionKey": []}, {"functionKeyQuery": []}]
     assert doc["paths"]["/health"]["get"]["security"] == []
+
+
+def test_response_headers_patterns_formats_and_cross_field_rules_are_declared() -> None:
+    from application.conditional import TAG_LIST_PATTERN
+    from entrypoints.http import ID_PATTERN
+    from entrypoints.paging import TOKEN_PATTERN
+
+    doc = document()
+    paths, schemas = doc["paths"], doc["components"]["schemas"]
+    created = paths["/contacts"]["post"]["responses"]["201"]["headers"]
+    assert created["Location"]["required"] and created["ETag"]["required"]
+    listed = paths["/contacts"]["get"]
+    assert listed["responses"]["200"]["headers"]["X-Continuation-Token"]["schema"]["pattern"] \
+        == TOKEN_PATTERN
+    get = paths["/contacts/{id}"]["get"]
+    assert get["parameters"][0]["schema"]["pattern"] == ID_PATTERN
+    assert {p["name"]: p["schema"]["pattern"] for p in get["parameters"][1:]} == {
+        "If-Match": TAG_LIST_PATTERN, "ETag": TAG_LIST_PATTERN, "If-None-Match": TAG_LIST_PATTERN}
+    for status in ("304",):
+        assert "content" not in get["responses"][status]
+    for route in ("update-name", "update-email", "update-description", "update-company"):
+        no_content = paths[f"/contacts/{{id}}/{route}"]["post"]["responses"]["204"]
+        assert "content" not in no_content and no_content["headers"]["ETag"]["required"]
+    assert schemas["CreateContact"]["properties"]["email"]["format"] == "email"
+    assert schemas["CreateContact"]["oneOf"] == [{"required": ["companyName"]},
+                                                 {"required": ["company"]}]
+    assert schemas["PatchContact"]["minProperties"] == 1
+    assert "null" not in json.dumps(schemas["PatchContact"]["properties"])
+    assert schemas["Problem"]["required"] == ["title", "status", "detail"]
+    throttled = paths["/contacts"]["post"]["responses"]["429"]
+    assert throttled["headers"]["Retry-After"]["required"]

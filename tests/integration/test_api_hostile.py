@@ -1,0 +1,185 @@
+"""Issue 10 over real HTTP: what the host and the app answer together (local Functions host,
+local stack), and bounded waits against a store that hangs (the real azure-cosmos SDK)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from azure.cosmos import CosmosClient
+from pydantic import SecretStr
+
+from application.errors import StoreUnavailableError
+from domain.contact import Contact
+from domain.values import Company, Name
+from emulators.stack import Stack
+from infra.cosmos.client import client_options, contacts_container, cosmos_client
+from infra.cosmos.unit_of_work import CosmosUnitOfWork
+from infra.settings import Settings
+from tests.httpclient import Client
+
+pytestmark = pytest.mark.integration
+
+ADA = {"firstName": "Ada", "lastName": "Lovelace", "email": "hostile@example.com",
+       "companyName": "Engines"}
+
+
+def problem(reply: Any, status: int) -> dict[str, Any]:
+    assert reply.status == status, reply.body
+    assert (reply.header("content-type") or "").startswith("application/problem+json")
+    doc: dict[str, Any] = reply.json()
+    assert doc["status"] == status and doc["type"] and doc["title"] and doc["detail"]
+    return doc
+
+
+def test_an_unknown_route_is_a_404_problem_document(client: Client) -> None:
+    problem(client.request("GET", "/no/such/route"), 404)
+    problem(client.request("GET", "/"), 404)
+
+
+def test_a_known_route_with_a_wrong_method_is_405_with_allow(client: Client) -> None:
+    reply = client.request("PUT", "/contacts/abc")
+    problem(reply, 405)
+    assert reply.header("allow") == "DELETE, GET, PATCH"
+    reply = client.request("GET", "/contacts/abc/update-name")
+    problem(reply, 405)
+    assert reply.header("allow") == "POST"
+
+
+def test_204_and_304_have_no_body(client: Client) -> None:
+    created = client.request("POST", "/contacts", json_body=ADA)
+    cid, etag = created.json()["id"], created.header("etag") or ""
+    not_modified = client.request("GET", f"/contacts/{cid}", headers={"If-None-Match": "*"})
+    assert not_modified.status == 304 and not_modified.body == b""
+    assert not_modified.header("etag") == etag
+    no_content = client.request("POST", f"/contacts/{cid}/update-description",
+                                json_body={"description": "d"}, headers={"If-Match": etag})
+    assert no_content.status == 204 and no_content.body == b""
+
+
+def test_hostile_bodies_are_400_and_write_nothing(client: Client) -> None:
+    before = client.request("GET", "/contacts?pageSize=100").json()["items"]
+    for raw in (b"[" * 5000 + b"]" * 5000, b'{"firstName":' + b"1" * 10000 + b"}",
+                b'{"a":1,"a":2}', b'{"firstName":"\\u0000"}', b"\xff\xfe{"):
+        problem(client.request("POST", "/contacts", raw=raw,
+                               headers={"content-type": "application/json"}), 400)
+    assert client.request("GET", "/contacts?pageSize=100").json()["items"] == before
+
+
+@pytest.fixture
+def hung_store() -> Iterator[int]:
+    """A TCP endpoint that accepts connections and never answers."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(64)
+    accepted: list[socket.socket] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            accepted.append(conn)
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        yield int(server.getsockname()[1])
+    finally:
+        stop.set()
+        server.close()
+        for conn in accepted:
+            conn.close()
+
+
+@pytest.mark.timeout(30)
+def test_a_hung_store_is_a_store_unavailable_error_not_a_hang(hung_store: int) -> None:
+    """The client timeouts bound every wait: without them the SDK waits over a minute and the
+    test's own bound (pytest-timeout) fails it. No duration is asserted."""
+    settings = Settings.model_validate({
+        "CosmosDBConnection": SecretStr(
+            f"AccountEndpoint=https://127.0.0.1:{hung_store}/;AccountKey=a2V5;"),
+        "COSMOS_VERIFY_TLS": "false",
+    })
+    with pytest.raises(StoreUnavailableError):
+        client = cosmos_client(settings)
+        CosmosUnitOfWork(contacts_container(client, settings), event_ttl_seconds=60).ping()
+
+
+class HangingProxy:
+    """Forwards TCP to the local Cosmos endpoint until `hang()`; from then on it swallows
+    everything (open connections included) and answers nothing."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.hanging = threading.Event()
+        self.server = socket.socket()
+        self.server.bind(("127.0.0.1", 0))
+        self.server.listen(64)
+        self.port = int(self.server.getsockname()[1])
+        self.sockets: list[socket.socket] = [self.server]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(("127.0.0.1", self.target_port))
+            self.sockets += [conn, upstream]
+            for a, b in ((conn, upstream), (upstream, conn)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    def _pump(self, source: socket.socket, sink: socket.socket) -> None:
+        try:
+            while data := source.recv(65536):
+                if not self.hanging.is_set():
+                    sink.sendall(data)
+        except OSError:
+            return
+
+    def hang(self) -> None:
+        self.hanging.set()
+
+    def close(self) -> None:
+        for sock in self.sockets:
+            sock.close()
+
+
+@pytest.mark.timeout(40)
+def test_a_store_that_hangs_after_start_fails_reads_and_writes_within_the_bound(
+    stack: Stack,
+) -> None:
+    """Reads and batches on a working client, then the store stops answering: each call ends in
+    StoreUnavailableError (503) well before the SDK's default 65 s read timeout would."""
+    assert stack.cosmos is not None
+    proxy = HangingProxy(stack.cosmos.port)
+    try:
+        settings = Settings.model_validate({
+            "CosmosDBConnection": SecretStr(stack.cosmos.connection_string),
+            "COSMOS_VERIFY_TLS": "false",
+        })
+        # The production options; endpoint discovery off only so that the SDK keeps talking to
+        # the proxy instead of the endpoint the account advertises.
+        client = CosmosClient(f"https://127.0.0.1:{proxy.port}/", credential=stack.cosmos.key,
+                              connection_verify=False, enable_endpoint_discovery=False,
+                              **client_options())
+        container = contacts_container(client, settings)
+        CosmosUnitOfWork(container, event_ttl_seconds=60).ping()
+        proxy.hang()
+        with pytest.raises(StoreUnavailableError):
+            CosmosUnitOfWork(container, event_ttl_seconds=60).ping()
+        with pytest.raises(StoreUnavailableError):
+            unit = CosmosUnitOfWork(container, event_ttl_seconds=60)
+            unit.contacts.add(Contact.create(name=Name(first_name="H", last_name="S"),
+                                             email="h@example.com",
+                                             company=Company(company_name="C")))
+            unit.commit()
+    finally:
+        proxy.close()
