@@ -100,6 +100,10 @@ class HttpHost:
             )
 
     async def _dispatch(self, request: web.BaseRequest) -> tuple[web.Response, FunctionSpec | None]:
+        if not _valid_header_text(request):
+            # Kestrel decodes header values as UTF-8 and refuses anything else (or NUL) before
+            # routing: 400, no body, connection closed ("Malformed request: invalid headers").
+            return web.Response(status=400, headers={"Connection": "close"}), None
         path = request.path
         prefix = self._prefix
         if prefix:
@@ -137,6 +141,16 @@ class HttpHost:
             )
             return web.Response(status=500), spec
         return from_rpc_result(answer.return_value), spec
+
+
+def _valid_header_text(request: web.BaseRequest) -> bool:
+    """aiohttp decodes header bytes as UTF-8 with surrogateescape: a surrogate marks bytes
+    that are not UTF-8."""
+    for key, value in request.headers.items():
+        for text in (key, value):
+            if "\x00" in text or any("\ud800" <= ch <= "\udfff" for ch in text):
+                return False
+    return True
 
 
 def to_rpc_http(request: web.BaseRequest, route_params: dict[str, str], body: bytes) -> Any:

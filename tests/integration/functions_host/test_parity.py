@@ -95,6 +95,31 @@ def test_repeated_headers_are_joined_with_a_comma(parity: RunningRunner) -> None
     assert data["headers"] == {"x-twice": "one,two", "x-empty": ""}
 
 
+def _echo_with_header(parity: RunningRunner, value: bytes) -> tuple[int, bytes, str | None]:
+    import http.client
+
+    conn = http.client.HTTPConnection("127.0.0.1", parity.port, timeout=10)
+    try:
+        conn.putrequest("GET", "/api/echo")
+        conn.putheader("X-Text", value)
+        conn.endheaders()
+        response = conn.getresponse()
+        return response.status, response.read(), response.headers.get("content-type")
+    finally:
+        conn.close()
+
+
+def test_header_values_are_utf_8_and_other_bytes_are_refused_before_the_app(
+    parity: RunningRunner,
+) -> None:
+    """Kestrel decodes header values as UTF-8; other bytes get a bodyless 400 from the host."""
+    status, body, _ = _echo_with_header(parity, "čaj ☕".encode())
+    assert status == 200
+    assert json.loads(body)["headers"]["x-text"] == "čaj ☕"
+    status, body, content_type = _echo_with_header(parity, "café".encode("latin-1"))
+    assert (status, body, content_type) == (400, b"", None)
+
+
 def test_trigger_returning_a_value_without_return_binding_fails_and_is_retried(
     parity: RunningRunner,
 ) -> None:
