@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 NODE_STAMP := emulators/node_modules/.installed
 PY_STAMP := $(VENV)/.installed
 
-.PHONY: help setup run test unit lint bench tail clean
+.PHONY: help setup run test unit lint bench tail clean reset conformance conformance-fast
 
 help:
 	@echo "make run    start Cosmos + Service Bus + Azurite + the Functions app (http://127.0.0.1:7071/api)"
@@ -13,6 +13,8 @@ help:
 	@echo "make unit   unit + contract tests only (fast, no servers)"
 	@echo "make bench  benchmarks (figures, not assertions)"
 	@echo "make tail   print events as the all-events subscription receives them"
+	@echo "make reset  forget the local stack's state (.stack/: documents, leases, messages)"
+	@echo "make conformance  the Azure SDKs' own test files (installed versions) against the stack"
 
 RPC_STAMP := $(VENV)/rpc/.installed
 
@@ -51,6 +53,14 @@ unit: $(PY_STAMP) $(RPC_STAMP)
 
 test: setup lint
 	$(PY) -m pytest -q --cov --cov-report=term
+	$(PY) -m conformance --fast --label fast
+
+# The SDKs' own suites (sdists of the installed azure-cosmos / azure-servicebus from PyPI).
+conformance: setup
+	$(PY) -m conformance --label full --markdown .stack/conformance/results.md
+
+conformance-fast: setup
+	$(PY) -m conformance --fast --label fast
 
 bench: setup
 	$(PY) -m bench

@@ -20,6 +20,7 @@
  * Everything else (databases, containers, pkranges, UDFs, account) goes to the package.
  *
  * CLI: node server.js [--host 127.0.0.1] [--port 0] [--no-ssl] [--log-requests]
+ *      [--cert cert.pem --key key.pem] (default: the package's self-signed certificate)
  * Prints one JSON line on stdout when ready: {"ready":true,"port":N,"endpoint":"..."}.
  */
 
@@ -845,13 +846,15 @@ function sweep(account) {
 // ---------------------------------------------------------------- main
 
 function parseArgs(argv) {
-  const args = { host: "127.0.0.1", port: 0, ssl: true, logRequests: false };
+  const args = { host: "127.0.0.1", port: 0, ssl: true, logRequests: false, cert: null, key: null };
   for (let i = 0; i < argv.length; i += 1) {
     const a = argv[i];
     if (a === "--host") args.host = argv[(i += 1)];
     else if (a === "--port" || a === "-p") args.port = parseInt(argv[(i += 1)], 10);
     else if (a === "--no-ssl") args.ssl = false;
     else if (a === "--log-requests") args.logRequests = true;
+    else if (a === "--cert") args.cert = argv[(i += 1)];
+    else if (a === "--key") args.key = argv[(i += 1)];
     else if (a === "-h" || a === "--help") {
       process.stdout.write("usage: server.js [--host 127.0.0.1] [--port 0] [--no-ssl] [--log-requests]\n");
       process.exit(0);
@@ -871,8 +874,8 @@ function createServer(opts = {}) {
     ? http.createServer({ keepAlive: true }, listener)
     : https.createServer(
         {
-          cert: fs.readFileSync(path.join(PKG_DIR, "cert.pem")),
-          key: fs.readFileSync(path.join(PKG_DIR, "key.pem")),
+          cert: fs.readFileSync(opts.cert || path.join(PKG_DIR, "cert.pem")),
+          key: fs.readFileSync(opts.key || path.join(PKG_DIR, "key.pem")),
           keepAlive: true
         },
         listener

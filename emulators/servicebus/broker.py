@@ -230,18 +230,46 @@ class Broker:
         self._seq = 0
         self.on_change: Callable[[], None] = lambda: None
         for entity in config.entities:
-            targets: list[ReceiverEntity] = []
-            for sub in entity.subscriptions:
-                path = entity.name if entity.is_queue else f"{entity.name}/Subscriptions/{sub.name}"
-                receiver = ReceiverEntity(path=path, config=sub, broker=self)
-                dlq = ReceiverEntity(
-                    path=path + "/$DeadLetterQueue", config=sub, broker=self, is_dead_letter=True
-                )
-                receiver.dead_letter = dlq
-                self.receivers[path.lower()] = receiver
-                self.receivers[dlq.path.lower()] = dlq
-                targets.append(receiver)
-            self.senders[entity.name.lower()] = SenderEntity(config=entity, targets=targets)
+            self.add_entity(entity)
+
+    def add_entity(self, entity: SenderEntityConfig) -> None:
+        """Create a queue or a topic (with its subscriptions); an existing one is replaced."""
+        self.remove_entity(entity.name)
+        targets: list[ReceiverEntity] = []
+        for sub in entity.subscriptions:
+            targets.append(self._add_receiver(entity, sub))
+        self.senders[entity.name.lower()] = SenderEntity(config=entity, targets=targets)
+
+    def add_subscription(self, topic: str, sub: ReceiverEntityConfig) -> None:
+        sender = self.sender(topic)
+        if sender is None or sender.config.is_queue:
+            raise KeyError(topic)
+        sender.config.subscriptions.append(sub)
+        sender.targets.append(self._add_receiver(sender.config, sub))
+
+    def _add_receiver(
+        self, entity: SenderEntityConfig, sub: ReceiverEntityConfig
+    ) -> ReceiverEntity:
+        path = entity.name if entity.is_queue else f"{entity.name}/Subscriptions/{sub.name}"
+        receiver = ReceiverEntity(path=path, config=sub, broker=self)
+        dlq = ReceiverEntity(
+            path=path + "/$DeadLetterQueue", config=sub, broker=self, is_dead_letter=True
+        )
+        receiver.dead_letter = dlq
+        self.receivers[path.lower()] = receiver
+        self.receivers[dlq.path.lower()] = dlq
+        return receiver
+
+    def remove_entity(self, name: str) -> bool:
+        """Delete a queue or a topic with its subscriptions and dead-letter queues."""
+        sender = self.senders.pop(name.lower(), None)
+        if sender is None:
+            return False
+        for target in sender.targets:
+            for receiver in (target, target.dead_letter):
+                if receiver is not None:
+                    self.receivers.pop(receiver.path.lower(), None)
+        return True
 
     def next_seq(self) -> int:
         self._seq += 1
