@@ -20,7 +20,8 @@ _REPO_ROOT = Path(__file__).resolve().parents[2]
 
 @dataclass
 class ServiceBusEndpoint:
-    """A running endpoint process. ``stop()`` ends it; state is lost (in memory only)."""
+    """A running endpoint process. ``stop()`` ends it; its state survives only with a
+    ``state_file`` (saved at stop and once a second)."""
 
     host: str
     port: int
@@ -60,6 +61,7 @@ def start_servicebus(
     log_level: str = "INFO",
     tls: tuple[int, Path, Path] | None = None,
     control: bool = False,
+    state_file: Path | None = None,
 ) -> ServiceBusEndpoint:
     """Run ``python -m emulators.servicebus`` and wait for its ready line.
 
@@ -86,6 +88,8 @@ def start_servicebus(
         cmd += ["--tls-port", str(tls[0]), "--tls-cert", str(tls[1]), "--tls-key", str(tls[2])]
     if control:
         cmd += ["--control-port", "0"]
+    if state_file is not None:
+        cmd += ["--state-file", str(state_file)]
     log = log_path.open("a", encoding="utf-8") if log_path is not None else None
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(

@@ -810,7 +810,7 @@ class Server:
                 logger.info("duplicate message id %s dropped", m.message_id)
                 continue
             for target in entity.targets:
-                target.enqueue(m.copy_for(self.broker.next_seq()))
+                target.enqueue(m.copy_for(target.next_seq()))
 
     # ---- settlement ----------------------------------------------------------------------
     def settle(self, link: Link, token: uuid.UUID | None, state: Any) -> Any:
