@@ -44,16 +44,19 @@ def test_a_resend_across_a_restart_is_dropped_as_a_duplicate(
     restartable: list[ServiceBusEndpoint], tmp_path: Path
 ) -> None:
     session = f"contact-{uuid.uuid4()}"
-    event = {"message_id": f"{session}:1", "session_id": session}
+
+    def event(body: str) -> ServiceBusMessage:
+        return ServiceBusMessage(body, message_id=f"{session}:1", session_id=session)
+
     with (
         ServiceBusClient.from_connection_string(restartable[-1].connection_string) as client,
         client.get_topic_sender(TOPIC) as sender,
     ):
-        sender.send_messages(ServiceBusMessage("v1", **event))
+        sender.send_messages(event("v1"))
     endpoint = _restart(restartable, tmp_path)
     with ServiceBusClient.from_connection_string(endpoint.connection_string) as client:
         with client.get_topic_sender(TOPIC) as sender:
-            sender.send_messages(ServiceBusMessage("v1 again", **event))
+            sender.send_messages(event("v1 again"))
         with client.get_subscription_receiver(
             TOPIC, SUBSCRIPTION, session_id=session, max_wait_time=2
         ) as receiver:
