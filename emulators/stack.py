@@ -28,7 +28,7 @@ from emulators.servicebus.launcher import ServiceBusEndpoint, start_servicebus
 
 logger = logging.getLogger("emulators")
 #: Seconds each part gets to exit on its own before it is killed (Ctrl-C within 3 s).
-STOP_TIMEOUT = 2.0
+STOP_TIMEOUT = 1.5
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "local.settings.sample.json"
 NODE_BIN = ROOT / "emulators" / "node_modules" / ".bin"
@@ -202,12 +202,13 @@ class Stack:
             # Azurite finishes in-flight work on the first SIGINT/SIGTERM but keeps running
             # until a second one; it writes its data (--location) as it goes, so a kill
             # after the grace period loses nothing.
-            self.azurite.terminate()
-            try:
-                self.azurite.wait(STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                self.azurite.kill()
-                self.azurite.wait(STOP_TIMEOUT)
+            for grace in (0.3, STOP_TIMEOUT):
+                self.azurite.send_signal(signal.SIGINT)
+                with suppress(subprocess.TimeoutExpired):
+                    self.azurite.wait(grace)
+                    return
+            self.azurite.kill()
+            self.azurite.wait(STOP_TIMEOUT)
 
     # -- settings ----------------------------------------------------------------------------
 
@@ -379,6 +380,8 @@ Ctrl-C stops everything.""", flush=True)
         started = time.monotonic()
         print("stopping...", flush=True)
         stack.stop()
+        for name, pid in stack.pids():
+            logger.info("%s (pid %s) stopped", name, pid)
         PIDFILE.unlink(missing_ok=True)
         print(f"stopped in {time.monotonic() - started:.1f} s.", flush=True)
     return exit_code
