@@ -68,5 +68,13 @@ bench: setup
 tail: setup
 	$(PY) -m emulators.servicebus.tail
 
+# Forget the local stack's state (Service Bus messages and duplicate history, Azurite data).
+# Refused while a stack runs from this checkout.
+reset:
+	@if [ -s .stack/pids.json ] && $(PY) -c 'import sys; from pathlib import Path; from emulators.stack import running_stack; sys.exit(0 if running_stack(Path(".stack/pids.json")) else 1)'; then \
+	  echo "a local stack is running from this checkout: stop it (Ctrl-C) before make reset"; exit 1; fi
+	rm -rf .stack/state .stack/azurite
+	@echo "local stack state removed"
+
 clean:
 	rm -rf $(VENV) .venv-checkov emulators/node_modules .stack .pytest_cache .mypy_cache .ruff_cache .coverage
