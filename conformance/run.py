@@ -143,10 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     servicebus = None
     results: list[FileResult] = []
     try:
-        servicebus = start_servicebus(
-            log_path=logs / "servicebus.log", tls=(AMQPS_PORT, tls.cert, tls.key), control=True,
-            log_level="WARNING",
-        )
+        if "azure-servicebus" in sdks:
+            servicebus = start_servicebus(
+                log_path=logs / "servicebus.log", tls=(AMQPS_PORT, tls.cert, tls.key),
+                control=True, log_level="WARNING",
+            )
         env = {
             **os.environ,
             "PYTHONPATH": os.pathsep.join([str(SHIMS), str(ROOT)]),
@@ -155,7 +156,8 @@ def main(argv: list[str] | None = None) -> int:
             "CONFORMANCE_CA_BUNDLE": str(tls.bundle),
             "REQUESTS_CA_BUNDLE": str(tls.bundle),
             "SSL_CERT_FILE": str(tls.bundle),
-            "CONFORMANCE_SERVICEBUS_CONTROL": f"127.0.0.1:{servicebus.control_port}",
+            "CONFORMANCE_SERVICEBUS_CONTROL":
+                f"127.0.0.1:{servicebus.control_port if servicebus else 0}",
             "SERVICEBUS_ENDPOINT_SUFFIX": "",
         }
         for sdk in sdks:
