@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 NODE_STAMP := emulators/node_modules/.installed
 PY_STAMP := $(VENV)/.installed
 
-.PHONY: help setup run test unit lint bench tail status clean
+.PHONY: help setup run test unit lint bench tail status clean reset conformance conformance-fast
 
 help:
 	@echo "make run    start Cosmos + Service Bus + Azurite + the Functions app (http://127.0.0.1:7071/api)"
@@ -14,6 +14,8 @@ help:
 	@echo "make bench  benchmarks (figures, not assertions)"
 	@echo "make tail   print events as the all-events subscription receives them"
 	@echo "make status one-screen outbox summary (backlog, lag, sent, failures) from .stack/otel"
+	@echo "make reset  forget the local stack's kept state (Service Bus messages and duplicate history, Azurite, telemetry)"
+	@echo "make conformance  the Azure SDKs' own test files (installed versions) against the stack"
 
 RPC_STAMP := $(VENV)/rpc/.installed
 
@@ -52,6 +54,14 @@ unit: $(PY_STAMP) $(RPC_STAMP)
 
 test: setup lint
 	$(PY) -m pytest -q --cov --cov-report=term
+	$(PY) -m conformance --fast --label fast
+
+# The SDKs' own suites (sdists of the installed azure-cosmos / azure-servicebus from PyPI).
+conformance: setup
+	$(PY) -m conformance --label full --markdown .stack/conformance/results.md
+
+conformance-fast: setup
+	$(PY) -m conformance --fast --label fast
 
 bench: setup
 	$(PY) -m bench
@@ -61,6 +71,14 @@ tail: setup
 
 status: $(PY_STAMP)
 	@$(PY) -m emulators.status
+
+# Forget the local stack's state (Service Bus messages and duplicate history, Azurite data).
+# Refused while a stack runs from this checkout.
+reset:
+	@if [ -s .stack/pids.json ] && $(PY) -c 'import sys; from pathlib import Path; from emulators.stack import running_stack; sys.exit(0 if running_stack(Path(".stack/pids.json")) else 1)'; then \
+	  echo "a local stack is running from this checkout: stop it (Ctrl-C) before make reset"; exit 1; fi
+	rm -rf .stack/state .stack/azurite .stack/otel
+	@echo "local stack state removed"
 
 clean:
 	rm -rf $(VENV) .venv-checkov emulators/node_modules .stack .pytest_cache .mypy_cache .ruff_cache .coverage

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +28,8 @@ from emulators.provision import provision
 from emulators.servicebus.launcher import ServiceBusEndpoint, start_servicebus
 
 logger = logging.getLogger("emulators")
+#: Seconds each part gets to exit on its own before it is killed (Ctrl-C within 3 s).
+STOP_TIMEOUT = 1.5
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "local.settings.sample.json"
 NODE_BIN = ROOT / "emulators" / "node_modules" / ".bin"
@@ -70,6 +73,8 @@ class Stack:
     runner: RunningRunner | None = None
     azurite: subprocess.Popen[bytes] | None = None
     settings_file: Path | None = None
+    #: Where the parts keep state across restarts (None: in memory only, as in tests).
+    state_dir: Path | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -99,9 +104,30 @@ class Stack:
         return self
 
     def stop(self) -> None:
-        for stop in (self.stop_runner, self.stop_servicebus, self._stop_azurite, self._stop_cosmos):
-            with suppress(Exception):
-                stop()
+        """Stop every part at once; each is killed if it has not exited within 2 s."""
+        stop_all([("runner", self.stop_runner), ("servicebus", self.stop_servicebus),
+                  ("azurite", self._stop_azurite), ("cosmos", self._stop_cosmos)])
+
+    def pids(self) -> list[tuple[str, int]]:
+        parts: list[tuple[str, int]] = [
+            (name, part.process.pid)
+            for name, part in (("cosmos", self.cosmos), ("servicebus", self.servicebus),
+                               ("runner", self.runner))
+            if part is not None
+        ]
+        if self.azurite is not None:
+            parts.append(("azurite", self.azurite.pid))
+        return parts
+
+    def dead_part(self) -> tuple[str, int | None] | None:
+        """The first part whose process has exited, with its exit code."""
+        for name, part in (("cosmos", self.cosmos), ("servicebus", self.servicebus),
+                           ("runner", self.runner)):
+            if part is not None and part.process.poll() is not None:
+                return name, part.process.returncode
+        if self.azurite is not None and self.azurite.poll() is not None:
+            return "azurite", self.azurite.returncode
+        return None
 
     def __enter__(self) -> Stack:
         return self.start()
@@ -117,13 +143,14 @@ class Stack:
             port=port, log_path=self.workdir / "servicebus.log",
             duplicate_window_seconds=self.duplicate_window_seconds,
             settle_delay_ms=self.servicebus_settle_delay_ms,
+            state_file=self.state_dir / "servicebus.state" if self.state_dir else None,
         )
         self.ports.servicebus = self.servicebus.port
         return self.servicebus
 
     def stop_servicebus(self) -> None:
         if self.servicebus is not None:
-            self.servicebus.stop()
+            self.servicebus.stop(timeout=STOP_TIMEOUT)
 
     def start_runner(self, **overrides: str) -> RunningRunner:
         assert self.settings_file is not None
@@ -139,7 +166,7 @@ class Stack:
 
     def stop_runner(self) -> None:
         if self.runner is not None:
-            self.runner.stop()
+            self.runner.stop(timeout=STOP_TIMEOUT)
 
     def kill_runner(self) -> None:
         if self.runner is not None:
@@ -147,7 +174,7 @@ class Stack:
 
     def _stop_cosmos(self) -> None:
         if self.cosmos is not None:
-            self.cosmos.stop()
+            self.cosmos.stop(timeout=STOP_TIMEOUT)
 
     def _start_azurite(self) -> None:
         exe = NODE_BIN / "azurite"
@@ -173,11 +200,16 @@ class Stack:
 
     def _stop_azurite(self) -> None:
         if self.azurite is not None and self.azurite.poll() is None:
-            self.azurite.terminate()
-            try:
-                self.azurite.wait(10)
-            except subprocess.TimeoutExpired:
-                self.azurite.kill()
+            # Azurite finishes in-flight work on the first SIGINT/SIGTERM but keeps running
+            # until a second one; it writes its data (--location) as it goes, so a kill
+            # after the grace period loses nothing.
+            for grace in (0.3, STOP_TIMEOUT):
+                self.azurite.send_signal(signal.SIGINT)
+                with suppress(subprocess.TimeoutExpired):
+                    self.azurite.wait(grace)
+                    return
+            self.azurite.kill()
+            self.azurite.wait(STOP_TIMEOUT)
 
     # -- settings ----------------------------------------------------------------------------
 
@@ -225,16 +257,63 @@ EXAMPLE = json.dumps({"firstName": "Ada", "lastName": "Lovelace", "email": "ada@
                       "companyName": "Engines"}, separators=(",", ":"))
 
 
-def _kill_leftovers() -> None:
-    """A previous run killed without cleanup may have left servers on our ports."""
-    if not PIDFILE.exists():
-        return
+@dataclass(frozen=True)
+class OwnProcess:
+    """A process this stack started, recorded so that a later `make run` can tell whether
+    it still runs — by PID *and* kernel start time *and* command line, so a reused PID never
+    passes for one of ours."""
+
+    name: str
+    pid: int
+    start_time: str
+    cmdline: str
+
+    @classmethod
+    def of(cls, name: str, pid: int) -> OwnProcess | None:
+        identity = _identity(pid)
+        return None if identity is None else cls(name, pid, *identity)
+
+    def alive(self) -> bool:
+        return _identity(self.pid) == (self.start_time, self.cmdline)
+
+
+def _identity(pid: int) -> tuple[str, str] | None:
+    """(start time in clock ticks since boot, command line) of a live process, from /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    # the command name (field 2) is in parentheses and may hold spaces: split after it
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] == "Z":  # a zombie has exited
+        return None
+    return fields[19], cmdline.replace(b"\0", b" ").decode("utf-8", "replace").strip()
+
+
+def running_stack(pidfile: Path) -> list[OwnProcess]:
+    """The processes of a stack recorded in ``pidfile`` that still run (never signalled)."""
+    try:
+        recorded = json.loads(pidfile.read_text())
+        procs = [OwnProcess(**entry) for entry in recorded]
+    except (OSError, ValueError, TypeError):
+        return []
+    return [p for p in procs if p.alive()]
+
+
+def stop_all(parts: list[tuple[str, Callable[[], None]]]) -> None:
+    """Stop the parts at once (in parallel); each kills its process if it lingers."""
+    threads = [threading.Thread(target=_quietly, args=(stop,), name=f"stop-{name}")
+               for name, stop in parts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def _quietly(stop: Callable[[], None]) -> None:
     with suppress(Exception):
-        for pid in json.loads(PIDFILE.read_text()):
-            with suppress(ProcessLookupError, PermissionError):
-                os.kill(int(pid), signal.SIGTERM)
-        time.sleep(0.5)
-    PIDFILE.unlink(missing_ok=True)
+        stop()
 
 
 def main() -> int:
@@ -242,35 +321,37 @@ def main() -> int:
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
     )
     logging.getLogger("azure").setLevel(logging.WARNING)  # no per-request SDK HTTP logging
-    _kill_leftovers()
+    running = running_stack(PIDFILE)
+    if running:
+        listed = ", ".join(f"{p.name} (pid {p.pid})" for p in running)
+        print(f"a local stack is already running from this checkout: {listed}.\n"
+              "Stop it first (Ctrl-C in its terminal); it was left untouched.", file=sys.stderr)
+        return 1
+    PIDFILE.unlink(missing_ok=True)  # stale: none of its processes runs any more
     ports = Ports()
     busy = [p for p in (ports.cosmos, ports.servicebus, ports.runner, *ports.azurite)
             if port_in_use(p)]
     if busy:
-        print(f"ports already in use: {busy} (another `make run`?); stop it first")
+        print(f"ports already in use: {busy} (another local stack or emulator?); "
+              "stop it first", file=sys.stderr)
         return 1
     workdir = ROOT / ".stack"
-    with suppress(FileNotFoundError):
-        shutil.rmtree(workdir / "azurite")
     # The worker exports telemetry as OTLP/JSON lines here (emulators/otel.py; `make status`).
     otel_dir = workdir / "otel"
-    stack = Stack(workdir=workdir, ports=ports, with_azurite=True,
+    stack = Stack(workdir=workdir, ports=ports, with_azurite=True, state_dir=workdir / "state",
                   settings_overrides={OTEL_ENV_VAR: str(otel_dir)})
-    stopping = False
+    stopping = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
-        nonlocal stopping
-        stopping = True
+        stopping.set()
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     print("starting the local stack (Cosmos, Service Bus, Azurite, Functions runner)...",
           flush=True)
     stack.start()
-    procs = [p.process.pid for p in (stack.cosmos, stack.servicebus, stack.runner) if p]
-    if stack.azurite:
-        procs.append(stack.azurite.pid)
-    PIDFILE.write_text(json.dumps(procs))
+    own = [OwnProcess.of(name, pid) for name, pid in stack.pids()]
+    PIDFILE.write_text(json.dumps([p.__dict__ for p in own if p is not None]))
     assert stack.settings_file is not None
     shutil.copyfile(stack.settings_file, ROOT / "local.settings.json")
     api = stack.api_url
@@ -280,6 +361,7 @@ def main() -> int:
   Service Bus  amqp://127.0.0.1:{stack.ports.servicebus}  topic contact-events / all-events
   Azurite      blob/queue/table on {', '.join(map(str, stack.ports.azurite))}
   Settings     local.settings.json (generated; `func start` works against this stack)
+  State        .stack/state (kept across restarts; `make reset` forgets it)
   Logs         .stack/*.log      Watch events: make tail
   Telemetry    .stack/otel/{{metrics,traces}}.jsonl (OTLP/JSON)   Summary: make status
 
@@ -287,17 +369,23 @@ def main() -> int:
        -d '{EXAMPLE}'
 
 Ctrl-C stops everything.""", flush=True)
+    exit_code = 0
     try:
-        while not stopping:
-            for name, proc in (("cosmos", stack.cosmos), ("servicebus", stack.servicebus),
-                               ("runner", stack.runner)):
-                if proc is not None and proc.process.poll() is not None:
-                    print(f"{name} exited ({proc.process.returncode}); see .stack/{name}.log")
-                    stopping = True
-            time.sleep(0.5)
+        while not stopping.is_set():
+            dead = stack.dead_part()
+            if dead is not None:
+                name, code = dead
+                print(f"{name} exited unexpectedly (exit code {code}); see .stack/{name}.log. "
+                      "Stopping the stack.", file=sys.stderr, flush=True)
+                exit_code = 1
+                break
+            stopping.wait(0.5)
     finally:
+        started = time.monotonic()
         print("stopping...", flush=True)
         stack.stop()
+        for name, pid in stack.pids():
+            logger.info("%s (pid %s) stopped", name, pid)
         PIDFILE.unlink(missing_ok=True)
-        print("stopped.", flush=True)
-    return 0
+        print(f"stopped in {time.monotonic() - started:.1f} s.", flush=True)
+    return exit_code

@@ -132,13 +132,17 @@ def start_cosmos(
     port: int = 0,
     log_path: Path | None = None,
     timeout: float = 30.0,
+    tls: tuple[Path, Path] | None = None,
+    extra_args: list[str] | None = None,
 ) -> CosmosEndpoint:
     """Run the endpoint and wait for its ready line. ``port=0`` lets the OS pick a free port."""
     if not PACKAGE_DIR.is_dir():
         raise CosmosStartError(
             f"{PACKAGE_DIR} is missing: run `npm ci --prefix emulators` from the repository root"
         )
-    cmd = [_node(), str(SERVER_JS), "--host", host, "--port", str(port)]
+    cmd = [_node(), str(SERVER_JS), "--host", host, "--port", str(port), *(extra_args or [])]
+    if tls is not None:
+        cmd += ["--cert", str(tls[0]), "--key", str(tls[1])]
     log: IO[bytes] | None = log_path.open("ab") if log_path is not None else None
     process = subprocess.Popen(
         cmd,

@@ -20,6 +20,7 @@
  * Everything else (databases, containers, pkranges, UDFs, account) goes to the package.
  *
  * CLI: node server.js [--host 127.0.0.1] [--port 0] [--no-ssl] [--log-requests]
+ *      [--cert cert.pem --key key.pem] (default: the package's self-signed certificate)
  * Prints one JSON line on stdout when ready: {"ready":true,"port":N,"endpoint":"..."}.
  */
 
@@ -28,6 +29,7 @@ const http = require("http");
 const https = require("https");
 const path = require("path");
 const crypto = require("crypto");
+const { Readable } = require("stream");
 
 const PKG_DIR = path.dirname(require.resolve("@vercel/cosmosdb-server/package.json"));
 const Account = require("@vercel/cosmosdb-server/lib/account").default;
@@ -286,6 +288,14 @@ function validateBody(body) {
     throw badRequest("The input content is invalid because the required properties - 'id; ' - are missing");
   }
   if (/[/\\?#]/.test(body.id)) throw badRequest("The input name is invalid.");
+  if (Object.prototype.hasOwnProperty.call(body, "ttl") && !validTtl(body.ttl)) {
+    // the service: a ttl must be -1 or a positive integer (0, null and < -1 are refused)
+    throw badRequest("The value of attribute 'ttl' is invalid. TTL must be either -1 or a positive integer.");
+  }
+}
+
+function validTtl(value) {
+  return Number.isInteger(value) && (value === -1 || value > 0);
 }
 
 function checkPartition(store, body, pk) {
@@ -676,6 +686,7 @@ async function handleContainerReplace(account, req, res, segs) {
   if (!old) throw notFound();
   const body = await readJson(req);
   if (!body || typeof body !== "object" || body.id !== old.id) throw badRequest("The id of a container cannot change.");
+  checkDefaultTtl(body);
   if (JSON.stringify(body.partitionKey || null) !== JSON.stringify(old.partitionKey || null)) {
     throw badRequest("Replacing the partition key of a container is not allowed.");
   }
@@ -691,6 +702,33 @@ async function handleContainerReplace(account, req, res, segs) {
   collection._data = updated;
   send(req, res, 200, updated);
   return true;
+}
+
+function checkDefaultTtl(body) {
+  if (body && Object.prototype.hasOwnProperty.call(body, "defaultTtl") && body.defaultTtl !== null && !validTtl(body.defaultTtl)) {
+    throw badRequest("The value of 'defaultTtl' is invalid. It must be -1 or a positive integer (or omitted to disable TTL).");
+  }
+}
+
+/**
+ * POST /dbs/{db}/colls: validate what 1.0.1 accepts blindly (defaultTtl), then hand the
+ * buffered request to the package. Returns the request to pass on, or null (not ours).
+ */
+async function checkContainerCreate(req, segs) {
+  if (req.method !== "POST" || segs.length !== 3 || segs[0] !== "dbs" || segs[2] !== "colls") return null;
+  const raw = await readBody(req);
+  let body;
+  try {
+    body = raw.length ? JSON.parse(raw.toString("utf8")) : undefined;
+  } catch (e) {
+    throw badRequest("The request payload is invalid JSON.");
+  }
+  checkDefaultTtl(body);
+  const replay = Readable.from([raw]);
+  replay.method = req.method;
+  replay.url = req.url;
+  replay.headers = req.headers;
+  return replay;
 }
 
 /** Everything that is not a document operation: the package's own handlers. */
@@ -815,6 +853,11 @@ function createRequestListener(getAccount, opts) {
         }
         if (await handleDocuments(account, req, res, segs)) return;
         if (await handleContainerReplace(account, req, res, segs)) return;
+        const checked = await checkContainerCreate(req, segs);
+        if (checked) {
+          await handleWithPackage(account, checked, res);
+          return;
+        }
       } catch (err) {
         if (err instanceof CosmosError) {
           sendError(req, res, err);
@@ -849,13 +892,15 @@ function sweep(account) {
 // ---------------------------------------------------------------- main
 
 function parseArgs(argv) {
-  const args = { host: "127.0.0.1", port: 0, ssl: true, logRequests: false };
+  const args = { host: "127.0.0.1", port: 0, ssl: true, logRequests: false, cert: null, key: null };
   for (let i = 0; i < argv.length; i += 1) {
     const a = argv[i];
     if (a === "--host") args.host = argv[(i += 1)];
     else if (a === "--port" || a === "-p") args.port = parseInt(argv[(i += 1)], 10);
     else if (a === "--no-ssl") args.ssl = false;
     else if (a === "--log-requests") args.logRequests = true;
+    else if (a === "--cert") args.cert = argv[(i += 1)];
+    else if (a === "--key") args.key = argv[(i += 1)];
     else if (a === "-h" || a === "--help") {
       process.stdout.write("usage: server.js [--host 127.0.0.1] [--port 0] [--no-ssl] [--log-requests]\n");
       process.exit(0);
@@ -875,8 +920,8 @@ function createServer(opts = {}) {
     ? http.createServer({ keepAlive: true }, listener)
     : https.createServer(
         {
-          cert: fs.readFileSync(path.join(PKG_DIR, "cert.pem")),
-          key: fs.readFileSync(path.join(PKG_DIR, "key.pem")),
+          cert: fs.readFileSync(opts.cert || path.join(PKG_DIR, "cert.pem")),
+          key: fs.readFileSync(opts.key || path.join(PKG_DIR, "key.pem")),
           keepAlive: true
         },
         listener

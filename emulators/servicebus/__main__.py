@@ -7,30 +7,66 @@ import asyncio
 import json
 import logging
 import signal
+import ssl
 import sys
 from pathlib import Path
 
 from emulators.servicebus.broker import Broker
 from emulators.servicebus.config import DEFAULT_CONFIG, connection_string, load_config
+from emulators.servicebus.control import serve_control
 from emulators.servicebus.server import Server
+from emulators.servicebus.state import load, save
 
 
 async def _serve(args: argparse.Namespace) -> None:
     config = load_config(Path(args.config), duplicate_window_seconds=args.duplicate_window_seconds)
-    server = Server(Broker(config), settle_delay=args.settle_delay_ms / 1000)
+    broker = Broker(config)
+    state_file = Path(args.state_file) if args.state_file else None
+    if state_file is not None:
+        load(broker, state_file)
+    server = Server(broker, settle_delay=args.settle_delay_ms / 1000)
     port = await server.start(args.host, args.port)
+    ready: dict[str, object] = {
+        "ready": True, "port": port, "connection_string": connection_string(args.host, port)
+    }
+    if args.tls_port is not None:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.load_cert_chain(args.tls_cert, args.tls_key)
+        ready["tls_port"] = await server.start_tls(args.host, args.tls_port, context)
+    control = None
+    if args.control_port is not None:
+        control, ready["control_port"] = await serve_control(broker, args.host, args.control_port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
-    print(
-        json.dumps(
-            {"ready": True, "port": port, "connection_string": connection_string(args.host, port)}
-        ),
-        flush=True,
-    )
+    print(json.dumps(ready), flush=True)
+    saver = asyncio.create_task(_keep_saving(broker, state_file)) if state_file else None
     await stop.wait()
+    if control is not None:
+        control.close()
     await server.stop()
+    if saver is not None:
+        saver.cancel()
+    if state_file is not None:
+        save(broker, state_file)
+
+
+async def _keep_saving(broker: Broker, path: Path) -> None:
+    dirty = True
+    previous = broker.on_change
+
+    def mark() -> None:
+        nonlocal dirty
+        dirty = True
+        previous()
+
+    broker.on_change = mark
+    while True:
+        await asyncio.sleep(1.0)
+        if dirty:
+            dirty = False
+            save(broker, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,6 +88,17 @@ def main(argv: list[str] | None = None) -> int:
         "accepted at once)",
     )
     parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument(
+        "--state-file", default=None,
+        help="keep messages, locks and duplicate-detection history across restarts",
+    )
+    parser.add_argument("--tls-port", type=int, default=None, help="also listen with amqps")
+    parser.add_argument("--tls-cert", default=None)
+    parser.add_argument("--tls-key", default=None)
+    parser.add_argument(
+        "--control-port", type=int, default=None,
+        help="local-only entity control channel (see emulators/servicebus/control.py)",
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(
         level=args.log_level,

@@ -19,6 +19,9 @@ from emulators.servicebus.config import NamespaceConfig, ReceiverEntityConfig, S
 logger = logging.getLogger(__name__)
 
 DEAD_LETTER_SUFFIX = "/$deadletterqueue"
+#: Owner of a lock that outlived its receiver (restored after a restart): it stays locked
+#: until it expires, as in the service.
+ORPHANED = object()
 
 
 def now_ms() -> int:
@@ -72,6 +75,12 @@ class ReceiverEntity:
     session_owners: dict[str, object] = field(default_factory=dict)
     session_state: dict[str, bytes | None] = field(default_factory=dict)
     dead_letter: ReceiverEntity | None = None
+    last_seq: int = 0
+
+    def next_seq(self) -> int:
+        """Sequence numbers are per entity, as in the service."""
+        self.last_seq += 1
+        return self.last_seq
 
     @property
     def requires_session(self) -> bool:
@@ -164,7 +173,7 @@ class ReceiverEntity:
         target = self.dead_letter
         if target is None:
             return
-        copy = m.copy_for(self.broker.next_seq())
+        copy = m.copy_for(target.next_seq())
         copy.delivery_count = m.delivery_count
         props = dict(copy.app_properties or {})
         if reason is not None:
@@ -188,8 +197,13 @@ class ReceiverEntity:
 
     def expire_locks(self, now: int) -> None:
         for m in list(self.messages.values()):
-            # Messages of a session stay locked while the session is held by its receiver.
-            if m.owner is not None and m.session_id is None and m.locked_until_ms < now:
+            # Messages of a session stay locked while the session is held by its receiver;
+            # a lock restored from the state file (owner ORPHANED) runs out like any other.
+            if (
+                m.owner is not None
+                and (m.session_id is None or m.owner is ORPHANED)
+                and m.locked_until_ms < now
+            ):
                 logger.info("lock expired on %s seq %s", self.path, m.seq)
                 self.release(m, count=True)
 
@@ -205,7 +219,7 @@ class SenderEntity:
     def is_duplicate(self, message_id: str | None) -> bool:
         if not self.config.requires_duplicate_detection or message_id is None:
             return False
-        now = time.monotonic()
+        now = time.time()  # wall clock: the history outlives a restart (state file)
         for key, expiry in list(self.seen.items()):
             if expiry < now:
                 del self.seen[key]
@@ -230,18 +244,46 @@ class Broker:
         self._seq = 0
         self.on_change: Callable[[], None] = lambda: None
         for entity in config.entities:
-            targets: list[ReceiverEntity] = []
-            for sub in entity.subscriptions:
-                path = entity.name if entity.is_queue else f"{entity.name}/Subscriptions/{sub.name}"
-                receiver = ReceiverEntity(path=path, config=sub, broker=self)
-                dlq = ReceiverEntity(
-                    path=path + "/$DeadLetterQueue", config=sub, broker=self, is_dead_letter=True
-                )
-                receiver.dead_letter = dlq
-                self.receivers[path.lower()] = receiver
-                self.receivers[dlq.path.lower()] = dlq
-                targets.append(receiver)
-            self.senders[entity.name.lower()] = SenderEntity(config=entity, targets=targets)
+            self.add_entity(entity)
+
+    def add_entity(self, entity: SenderEntityConfig) -> None:
+        """Create a queue or a topic (with its subscriptions); an existing one is replaced."""
+        self.remove_entity(entity.name)
+        targets: list[ReceiverEntity] = []
+        for sub in entity.subscriptions:
+            targets.append(self._add_receiver(entity, sub))
+        self.senders[entity.name.lower()] = SenderEntity(config=entity, targets=targets)
+
+    def add_subscription(self, topic: str, sub: ReceiverEntityConfig) -> None:
+        sender = self.sender(topic)
+        if sender is None or sender.config.is_queue:
+            raise KeyError(topic)
+        sender.config.subscriptions.append(sub)
+        sender.targets.append(self._add_receiver(sender.config, sub))
+
+    def _add_receiver(
+        self, entity: SenderEntityConfig, sub: ReceiverEntityConfig
+    ) -> ReceiverEntity:
+        path = entity.name if entity.is_queue else f"{entity.name}/Subscriptions/{sub.name}"
+        receiver = ReceiverEntity(path=path, config=sub, broker=self)
+        dlq = ReceiverEntity(
+            path=path + "/$DeadLetterQueue", config=sub, broker=self, is_dead_letter=True
+        )
+        receiver.dead_letter = dlq
+        self.receivers[path.lower()] = receiver
+        self.receivers[dlq.path.lower()] = dlq
+        return receiver
+
+    def remove_entity(self, name: str) -> bool:
+        """Delete a queue or a topic with its subscriptions and dead-letter queues."""
+        sender = self.senders.pop(name.lower(), None)
+        if sender is None:
+            return False
+        for target in sender.targets:
+            for receiver in (target, target.dead_letter):
+                if receiver is not None:
+                    self.receivers.pop(receiver.path.lower(), None)
+        return True
 
     def next_seq(self) -> int:
         self._seq += 1

@@ -82,6 +82,26 @@ def _sender(name: str, props: dict[str, Any]) -> SenderEntityConfig:
     )
 
 
+def queue_config(name: str, props: dict[str, Any]) -> SenderEntityConfig:
+    """A queue from emulator-format ``Properties`` (the same keys as config.json)."""
+    entity = _sender(name, props)
+    entity.is_queue = True
+    entity.subscriptions = [_receiver(name, props)]
+    return entity
+
+
+def topic_config(
+    name: str, props: dict[str, Any], subscriptions: dict[str, dict[str, Any]] | None = None
+) -> SenderEntityConfig:
+    entity = _sender(name, props)
+    entity.subscriptions = [_receiver(n, p) for n, p in (subscriptions or {}).items()]
+    return entity
+
+
+def subscription_config(name: str, props: dict[str, Any]) -> ReceiverEntityConfig:
+    return _receiver(name, props)
+
+
 def load_config(path: Path, *, duplicate_window_seconds: float | None = None) -> NamespaceConfig:
     """Read the emulator-format config.
 
@@ -94,11 +114,7 @@ def load_config(path: Path, *, duplicate_window_seconds: float | None = None) ->
     ns = namespaces[0]
     entities: list[SenderEntityConfig] = []
     for queue in ns.get("Queues", []) or []:
-        props = queue.get("Properties", {}) or {}
-        entity = _sender(queue["Name"], props)
-        entity.is_queue = True
-        entity.subscriptions = [_receiver(queue["Name"], props)]
-        entities.append(entity)
+        entities.append(queue_config(queue["Name"], queue.get("Properties", {}) or {}))
     for topic in ns.get("Topics", []) or []:
         entity = _sender(topic["Name"], topic.get("Properties", {}) or {})
         entity.subscriptions = [

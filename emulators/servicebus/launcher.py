@@ -20,12 +20,15 @@ _REPO_ROOT = Path(__file__).resolve().parents[2]
 
 @dataclass
 class ServiceBusEndpoint:
-    """A running endpoint process. ``stop()`` ends it; state is lost (in memory only)."""
+    """A running endpoint process. ``stop()`` ends it; its state survives only with a
+    ``state_file`` (saved at stop and once a second)."""
 
     host: str
     port: int
     process: subprocess.Popen[str]
     _log: IO[str] | None = None
+    tls_port: int | None = None
+    control_port: int | None = None
 
     @property
     def connection_string(self) -> str:
@@ -56,6 +59,9 @@ def start_servicebus(
     duplicate_window_seconds: float | None = None,
     settle_delay_ms: float = 0.0,
     log_level: str = "INFO",
+    tls: tuple[int, Path, Path] | None = None,
+    control: bool = False,
+    state_file: Path | None = None,
 ) -> ServiceBusEndpoint:
     """Run ``python -m emulators.servicebus`` and wait for its ready line.
 
@@ -78,6 +84,12 @@ def start_servicebus(
         cmd += ["--duplicate-window-seconds", str(duplicate_window_seconds)]
     if settle_delay_ms:
         cmd += ["--settle-delay-ms", str(settle_delay_ms)]
+    if tls is not None:
+        cmd += ["--tls-port", str(tls[0]), "--tls-cert", str(tls[1]), "--tls-key", str(tls[2])]
+    if control:
+        cmd += ["--control-port", "0"]
+    if state_file is not None:
+        cmd += ["--state-file", str(state_file)]
     log = log_path.open("a", encoding="utf-8") if log_path is not None else None
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
@@ -106,7 +118,8 @@ def start_servicebus(
                 ready = json.loads(line)
                 if ready.get("ready"):
                     return ServiceBusEndpoint(
-                        host=host, port=int(ready["port"]), process=process, _log=log
+                        host=host, port=int(ready["port"]), process=process, _log=log,
+                        tls_port=ready.get("tls_port"), control_port=ready.get("control_port"),
                     )
     finally:
         selector.close()

@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -666,6 +667,7 @@ class Server:
         self.pending: list[Link] = []
         self._pump_scheduled = False
         self._server: asyncio.base_events.Server | None = None
+        self._tls_server: asyncio.base_events.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
         broker.on_change = self.schedule_pump
 
@@ -677,11 +679,21 @@ class Server:
         self._sweeper = asyncio.create_task(self._sweep())
         return int(sock.getsockname()[1])
 
+    async def start_tls(self, host: str, port: int, context: ssl.SSLContext) -> int:
+        """A second listener speaking AMQP over TLS (amqps, what clients use without
+        ``UseDevelopmentEmulator``); the same broker behind both."""
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        self._tls_server = await asyncio.start_server(self._on_client, sock=sock, ssl=context)
+        return int(sock.getsockname()[1])
+
     async def stop(self) -> None:
         if self._sweeper is not None:
             self._sweeper.cancel()
-        if self._server is not None:
-            self._server.close()
+        for listener in (self._server, self._tls_server):
+            if listener is not None:
+                listener.close()
         for conn in list(self.connections):
             conn.closed = True
             with contextlib.suppress(Exception):
@@ -798,7 +810,7 @@ class Server:
                 logger.info("duplicate message id %s dropped", m.message_id)
                 continue
             for target in entity.targets:
-                target.enqueue(m.copy_for(self.broker.next_seq()))
+                target.enqueue(m.copy_for(target.next_seq()))
 
     # ---- settlement ----------------------------------------------------------------------
     def settle(self, link: Link, token: uuid.UUID | None, state: Any) -> Any:

@@ -1,7 +1,9 @@
 """``python -m emulators.servicebus.tail``: print every event arriving on a subscription.
 
-Takes the next available session in a loop (so every contact's events are seen in order),
-prints one line per message and completes it. Ctrl-C stops it. The connection string comes
+Reads the ``tail`` subscription of the topic: its own copy of every event (local config
+only), not sessionful, received and deleted, so it never takes a message from another
+consumer of ``all-events`` and sees events of all contacts as they arrive (each contact's in
+order: the topic keeps send order). Ctrl-C stops it at once. The connection string comes
 from ``--connection-string``, else env ``ServiceBusConnection``, else ``Values`` of
 ``local.settings.json`` in the current directory.
 """
@@ -17,11 +19,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from azure.servicebus import (
-    NEXT_AVAILABLE_SESSION,
     ServiceBusClient,
     ServiceBusReceivedMessage,
+    ServiceBusReceiveMode,
 )
-from azure.servicebus.exceptions import OperationTimeoutError, ServiceBusError
+from azure.servicebus.exceptions import ServiceBusError
 
 SETTING = "ServiceBusConnection"
 
@@ -58,8 +60,8 @@ def tail(
     connection_string: str,
     *,
     topic: str,
-    subscription: str,
-    wait_seconds: float = 5.0,
+    subscription: str = "tail",
+    wait_seconds: float = 1.0,
     out: TextIO = sys.stdout,
     max_messages: int | None = None,
 ) -> int:
@@ -69,21 +71,15 @@ def tail(
         while max_messages is None or printed < max_messages:
             try:
                 with client.get_subscription_receiver(
-                    topic,
-                    subscription,
-                    session_id=NEXT_AVAILABLE_SESSION,
-                    max_wait_time=wait_seconds,
+                    topic, subscription, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
+                    prefetch_count=100,
                 ) as receiver:
                     while max_messages is None or printed < max_messages:
-                        batch = receiver.receive_messages(max_message_count=50, max_wait_time=0.5)
-                        if not batch:
-                            break  # session drained: let another session be taken
-                        for message in batch:
+                        for message in receiver.receive_messages(
+                            max_message_count=100, max_wait_time=wait_seconds
+                        ):
                             print(format_event(message), file=out, flush=True)
-                            receiver.complete_message(message)
                             printed += 1
-            except OperationTimeoutError:
-                continue  # no session with messages within wait_seconds
             except ServiceBusError as exc:
                 print(f"# {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
                 time.sleep(1.0)  # endpoint down or restarting: try again shortly
@@ -94,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m emulators.servicebus.tail")
     parser.add_argument("--connection-string", default=None)
     parser.add_argument("--topic", default=os.environ.get("SERVICEBUS_TOPIC", "contact-events"))
-    parser.add_argument("--subscription", default="all-events")
+    parser.add_argument("--subscription", default="tail")
     args = parser.parse_args(argv)
     connection_string = args.connection_string or default_connection_string()
     if not connection_string:

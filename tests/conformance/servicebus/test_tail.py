@@ -1,4 +1,5 @@
-"""The tail tool prints each event of every session, in order per session."""
+"""The tail tool prints each event of every session, in order per session, from its own
+subscription: the messages of ``all-events`` stay for their consumers."""
 
 from __future__ import annotations
 
@@ -36,13 +37,20 @@ def test_tail_prints_one_line_per_event(fresh_servicebus: Target) -> None:
     printed = tail(
         fresh_servicebus.connection_string,
         topic=TOPIC,
-        subscription=SUBSCRIPTION,
+        subscription="tail",
         wait_seconds=2,
         out=out,
         max_messages=4,
     )
     lines = out.getvalue().splitlines()
     assert printed == 4
+    with ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client:
+        untouched = [
+            client.get_subscription_receiver(TOPIC, SUBSCRIPTION, session_id=sid)
+            .peek_messages(max_message_count=10)
+            for sid in ("c-1", "c-2")
+        ]
+    assert [len(peeked) for peeked in untouched] == [2, 2]
     for sid in ("c-1", "c-2"):
         mine = [line for line in lines if line.startswith(f"session={sid} ")]
         assert [f"id={sid}:1" in mine[0], f"id={sid}:2" in mine[1]] == [True, True]

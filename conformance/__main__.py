@@ -1,0 +1,3 @@
+from conformance.run import main
+
+raise SystemExit(main())

@@ -1,0 +1,221 @@
+"""``python -m conformance [--fast] [--sdk NAME] [--label before|after]``.
+
+1. Finds the installed versions of azure-cosmos and azure-servicebus and downloads their
+   source distributions from PyPI (``pip download --no-binary :all: --no-deps``) into
+   ``.stack/conformance/`` (kept as a cache).
+2. Starts the local Cosmos endpoint (free port) and Service Bus endpoint (free AMQP port,
+   amqps on 5671, control channel) with a throw-away CA that the clients trust.
+3. Runs each in-scope test file of the SDK's own ``tests/`` with pytest, unchanged, with
+   ``-p conformance.plugin`` and the shims in ``conformance/shims`` ahead on the path.
+4. Writes per file collected / passed / failed / excluded to
+   ``.stack/conformance/results-<label>.json`` and prints a table (``--markdown FILE`` too).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from conformance.scope import FAST, KNOWN_FAILURES, SCOPE, Exclusions, load_exclusions
+from conformance.tls import make_tls
+from emulators.cosmos.launcher import EMULATOR_KEY, start_cosmos
+from emulators.servicebus.launcher import start_servicebus
+
+ROOT = Path(__file__).resolve().parents[1]
+WORK = ROOT / ".stack" / "conformance"
+SHIMS = Path(__file__).resolve().parent / "shims"
+AMQPS_PORT = 5671
+
+
+@dataclass
+class FileResult:
+    sdk: str
+    file: str
+    collected: int = 0
+    passed: int = 0
+    failed: int = 0
+    skipped: int = 0
+    excluded: int = 0
+    seconds: float = 0.0
+    note: str = ""
+    failures: list[str] = field(default_factory=list)
+    passes: list[str] = field(default_factory=list)
+
+
+def sdist(distribution: str) -> Path:
+    """The extracted source distribution of the installed version (downloaded once)."""
+    version = importlib.metadata.version(distribution)
+    stem = f"{distribution.replace('-', '_')}-{version}"
+    target = WORK / stem
+    if (target / "tests").is_dir():
+        return target
+    WORK.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
+         "--no-binary", ":all:", "--no-deps", f"{distribution}=={version}", "-d", str(WORK)],
+        check=True,
+    )
+    archive = WORK / f"{stem}.tar.gz"
+    with tarfile.open(archive) as tar:
+        tar.extractall(WORK, filter="data")
+    return target
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def run_file(
+    sdk: str, tests_dir: Path, file: str, env: dict[str, str], timeout: float
+) -> FileResult:
+    result = FileResult(sdk=sdk, file=file)
+    report = WORK / "reports" / f"{sdk}-{file.replace('/', '_').removesuffix('.py')}.json"
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.unlink(missing_ok=True)
+    log = report.with_suffix(".log")
+    started = time.monotonic()
+    # -P: the tests' directory must not come first on sys.path (the shims must win);
+    # -c: the SDK's tests dir is inside this repo, whose pytest settings must not apply.
+    ini = WORK / "pytest.ini"
+    ini.write_text("[pytest]\n")
+    cmd = [sys.executable, "-P", "-m", "pytest", file, "-c", str(ini), "--rootdir", str(tests_dir),
+           "-p", "conformance.plugin",
+           "--import-mode=append", "-q", "-rN", "--no-header", "-p", "no:cacheprovider",
+           "-p", "no:cov", "--timeout", "120", "-o", "asyncio_mode=auto",
+           "-W", "ignore::DeprecationWarning"]
+    with log.open("w") as out:
+        try:
+            subprocess.run(cmd, cwd=tests_dir, env={**env, "CONFORMANCE_SDK": sdk,
+                                                    "CONFORMANCE_REPORT": str(report)},
+                           stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            result.note = f"file timed out after {timeout:.0f} s"
+    result.seconds = round(time.monotonic() - started, 1)
+    if not report.exists():
+        result.note = result.note or f"no report (collection error?), see {log}"
+        return result
+    data = json.loads(report.read_text())
+    outcomes: dict[str, str] = data["outcomes"]
+    result.excluded = len(data["excluded"])
+    result.passes = sorted(n for n, o in outcomes.items() if o == "passed")
+    result.passed = len(result.passes)
+    result.skipped = sum(1 for o in outcomes.values() if o == "skipped")
+    result.failures = sorted(n for n, o in outcomes.items() if o in ("failed", "error"))
+    result.failed = len(result.failures)
+    result.collected = len(outcomes) + result.excluded
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m conformance")
+    parser.add_argument("--fast", action="store_true", help="only the curated fast subset")
+    parser.add_argument("--sdk", choices=sorted(SCOPE), action="append")
+    parser.add_argument("--file", action="append", help="only these test files")
+    parser.add_argument("--label", default="latest")
+    parser.add_argument("--markdown", type=Path, default=None)
+    parser.add_argument("--file-timeout", type=float, default=3600.0)
+    args = parser.parse_args(argv)
+    load_exclusions()  # fail early on a malformed exclusions file
+    known = load_exclusions(KNOWN_FAILURES)
+    scope = FAST if args.fast else SCOPE
+    sdks = args.sdk or sorted(scope)
+    if "azure-servicebus" in sdks and not _port_free(AMQPS_PORT):
+        print(f"port {AMQPS_PORT} (amqps) is in use: another conformance run?", file=sys.stderr)
+        return 2
+    dirs = {sdk: sdist(sdk) / "tests" for sdk in sdks}
+    tls = make_tls(WORK / "tls")
+    logs = WORK / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    cosmos = start_cosmos(log_path=logs / "cosmos.log", tls=(tls.cert, tls.key))
+    servicebus = None
+    results: list[FileResult] = []
+    try:
+        if "azure-servicebus" in sdks:
+            servicebus = start_servicebus(
+                log_path=logs / "servicebus.log", tls=(AMQPS_PORT, tls.cert, tls.key),
+                control=True, log_level="WARNING",
+            )
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(SHIMS), str(ROOT)]),
+            "ACCOUNT_HOST": f"https://localhost:{cosmos.port}/",
+            "ACCOUNT_KEY": EMULATOR_KEY,
+            "CONFORMANCE_CA_BUNDLE": str(tls.bundle),
+            "REQUESTS_CA_BUNDLE": str(tls.bundle),
+            "SSL_CERT_FILE": str(tls.bundle),
+            "CONFORMANCE_SERVICEBUS_CONTROL":
+                f"127.0.0.1:{servicebus.control_port if servicebus else 0}",
+            "SERVICEBUS_ENDPOINT_SUFFIX": "",
+        }
+        for sdk in sdks:
+            for file in scope[sdk]:
+                if args.file and file not in args.file:
+                    continue
+                result = run_file(sdk, dirs[sdk], file, env, args.file_timeout)
+                print(_row(result), flush=True)
+                results.append(result)
+    finally:
+        if servicebus is not None:
+            servicebus.stop()
+        cosmos.stop()
+    out = WORK / f"results-{args.label}.json"
+    out.write_text(json.dumps([r.__dict__ for r in results], indent=1))
+    table = markdown(results)
+    print(table)
+    if args.markdown:
+        args.markdown.write_text(table)
+    shutil.rmtree(WORK / "tls", ignore_errors=True)
+    return verdict(results, known)
+
+
+def verdict(results: list[FileResult], known: Exclusions) -> int:
+    """0 when every failure is a listed gap (known-failures.txt) and every listed gap that ran
+    still fails; 1 otherwise, naming each regression and each closed gap."""
+    problems: list[str] = []
+    known_count = 0
+    for r in results:
+        if r.note:
+            problems.append(f"{r.sdk} {r.file}: {r.note}")
+        for nodeid in r.failures:
+            if known.reason(r.sdk, nodeid) is None:
+                problems.append(f"{r.sdk} {nodeid}: failed (not a known gap: a regression?)")
+            else:
+                known_count += 1
+        for nodeid in r.passes:
+            if known.reason(r.sdk, nodeid) is not None:
+                problems.append(f"{r.sdk} {nodeid}: passes now; remove it from "
+                                "conformance/known-failures.txt")
+    total = sum(r.passed for r in results)
+    print(f"conformance: {total} passed, {known_count} known gaps failed as listed, "
+          f"{len(problems)} problems")
+    for problem in problems:
+        print(f"  {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def _row(r: FileResult) -> str:
+    return (f"| {r.sdk} | {r.file} | {r.collected} | {r.passed} | {r.failed} | {r.skipped} | "
+            f"{r.excluded} | {r.seconds} | {r.note} |")
+
+
+def markdown(results: list[FileResult]) -> str:
+    lines = ["| SDK | test file | collected | passed | failed | skipped | excluded | s | note |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    lines += [_row(r) for r in results]
+    return "\n".join(lines) + "\n"
