@@ -22,7 +22,7 @@ from tests.e2e.subscriber import count_at_least, drain
 from tests.e2e.test_outbox_guarantees import contacts_container
 from tests.httpclient import Client
 
-_LINE = re.compile(r"^(\S+ \S+) INFO application\.relay relay invocation: received=(\d+) "
+_LINE = re.compile(r"^(\S+ \S+) INFO application\.relay relay invocation ok: received=(\d+) "
                    r"sent=(\d+) batches=(\d+)")
 
 

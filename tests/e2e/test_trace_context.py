@@ -13,7 +13,7 @@ from emulators.otel import ENV_VAR as OTEL_ENV_VAR
 from emulators.otel import METRICS_FILE, TRACES_FILE
 from emulators.stack import Ports, Stack
 from emulators.status import summarise
-from tests.e2e.subscriber import count_at_least, drain
+from tests.e2e.subscriber import Received, count_at_least, drain
 from tests.httpclient import Client
 
 pytestmark = pytest.mark.e2e
@@ -21,8 +21,9 @@ pytestmark = pytest.mark.e2e
 TRACE_ID = "5b8efff798038103d269b633813fc60c"
 
 
-def test_a_posts_message_carries_the_trace_id_of_that_request(fresh_stack: Stack) -> None:
-    client = Client(fresh_stack.api_url)
+def post_and_receive_one(stack: Stack) -> Received:
+    """POST one contact under TRACE_ID and receive its message from the topic."""
+    client = Client(stack.api_url)
     try:
         response = client.request(
             "POST", "/contacts",
@@ -32,9 +33,13 @@ def test_a_posts_message_carries_the_trace_id_of_that_request(fresh_stack: Stack
     finally:
         client.close()
     assert response.status == 201
-    assert fresh_stack.servicebus is not None
-    [message] = drain(fresh_stack.servicebus.connection_string, until=count_at_least(1),
-                      timeout=60)
+    assert stack.servicebus is not None
+    [message] = drain(stack.servicebus.connection_string, until=count_at_least(1), timeout=60)
+    return message
+
+
+def test_a_posts_message_carries_the_trace_id_of_that_request(fresh_stack: Stack) -> None:
+    message = post_and_receive_one(fresh_stack)
     assert message.properties["traceparent"].split("-")[1] == TRACE_ID
     assert message.properties["Diagnostic-Id"] == message.properties["traceparent"]
 
@@ -47,18 +52,7 @@ def test_the_local_worker_exports_the_relays_telemetry_to_files(tmp_path: Path) 
     with Stack(workdir=tmp_path / "stack", ports=Ports.free(),
                settings_overrides={"FEED_POLL_DELAY_MS": "100",
                                    OTEL_ENV_VAR: str(otel_dir)}) as stack:
-        client = Client(stack.api_url)
-        try:
-            response = client.request(
-                "POST", "/contacts",
-                json_body={"firstName": "O", "lastName": "Tel", "email": "o@example.com",
-                           "companyName": "Files"},
-                headers={"traceparent": f"00-{TRACE_ID}-eee19b7ec3c1b174-01"})
-        finally:
-            client.close()
-        assert response.status == 201
-        assert stack.servicebus is not None
-        drain(stack.servicebus.connection_string, until=count_at_least(1), timeout=60)
+        post_and_receive_one(stack)
     # The stack has stopped: the worker flushed on its way out.
     summary = summarise((otel_dir / METRICS_FILE).read_text("utf-8").splitlines())
     assert summary.sums[names.SENT_MESSAGES] >= 1
