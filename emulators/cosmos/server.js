@@ -76,6 +76,10 @@ function send(req, res, statusCode, body, headers = {}) {
   res.setHeader("x-ms-request-charge", "1");
   res.setHeader("x-ms-serviceversion", "version=2.14.0.0");
   res.setHeader("date", new Date().toUTCString());
+  // The partition's LSN after this operation (a write's own LSN; the latest for a read) and
+  // the session token built from it, as the service sends them ("<range>:<version>#<lsn>").
+  res.setHeader("lsn", String(globalLsn));
+  res.setHeader("x-ms-session-token", `0:-1#${globalLsn}`);
   if (body && typeof body === "object" && !Array.isArray(body) && body._etag && !headers.etag) {
     res.setHeader("etag", body._etag);
   }
@@ -407,9 +411,9 @@ function docHeaders(doc) {
 
 function handleBatch(req, res, store, ops) {
   if (!Array.isArray(ops)) throw badRequest("Invalid batch request body.");
-  if (ops.length === 0) throw badRequest("The batch request did not have any operations to be executed.");
+  if (ops.length === 0) throw badRequest("Batch request has no operations.");
   if (ops.length > MAX_BATCH_OPERATIONS) {
-    throw new CosmosError(400, "BadRequest", `Batch request has more operations than what is supported (${MAX_BATCH_OPERATIONS}).`);
+    throw new CosmosError(400, "BadRequest", "Batch request has more operations than what is supported.");
   }
   const pk = headerPartitionKey(req);
   const atomic = isTrue(req, "x-ms-cosmos-batch-atomic") || header(req, "x-ms-cosmos-batch-atomic") === undefined;
