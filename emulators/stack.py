@@ -81,7 +81,9 @@ class Stack:
     def start(self) -> Stack:
         self.workdir.mkdir(parents=True, exist_ok=True)
         try:
-            self.cosmos = start_cosmos(port=self.ports.cosmos, log_path=self.workdir / "cosmos.log")
+            self.cosmos = start_cosmos(
+                port=self.ports.cosmos, log_path=self.workdir / "cosmos.log",
+                state_file=self.state_dir / "cosmos.json" if self.state_dir else None)
             if self.with_servicebus:
                 self.start_servicebus()
             if self.with_azurite:

@@ -134,8 +134,11 @@ def start_cosmos(
     timeout: float = 30.0,
     tls: tuple[Path, Path] | None = None,
     extra_args: list[str] | None = None,
+    state_file: Path | None = None,
 ) -> CosmosEndpoint:
-    """Run the endpoint and wait for its ready line. ``port=0`` lets the OS pick a free port."""
+    """Run the endpoint and wait for its ready line. ``port=0`` lets the OS pick a free port.
+    With ``state_file`` the endpoint starts from it (when it exists) and writes every change to
+    it within half a second, and once more when stopped."""
     if not PACKAGE_DIR.is_dir():
         raise CosmosStartError(
             f"{PACKAGE_DIR} is missing: run `npm ci --prefix emulators` from the repository root"
@@ -143,6 +146,8 @@ def start_cosmos(
     cmd = [_node(), str(SERVER_JS), "--host", host, "--port", str(port), *(extra_args or [])]
     if tls is not None:
         cmd += ["--cert", str(tls[0]), "--key", str(tls[1])]
+    if state_file is not None:
+        cmd += ["--state-file", str(state_file)]
     log: IO[bytes] | None = log_path.open("ab") if log_path is not None else None
     process = subprocess.Popen(
         cmd,

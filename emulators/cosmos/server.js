@@ -41,6 +41,7 @@ const MAX_BATCH_OPERATIONS = 100;
 const MAX_BATCH_BYTES = 2 * 1024 * 1024;
 const MAX_DOCUMENT_BYTES = 2 * 1024 * 1024;
 const SWEEP_INTERVAL_MS = 1000;
+const STATE_FLUSH_MS = 500;
 
 // ---------------------------------------------------------------- errors / responses
 
@@ -893,6 +894,61 @@ function sweep(account) {
   }
 }
 
+// ---------------------------------------------------------------- persistence
+
+/** Every database, container and live document with its LSN, and the counters that make
+ * resource ids, so a restart restores the same _rid / _self / _etag values (the SDK's change
+ * feed continuations and the trigger's leases name the container by its _rid). */
+function snapshot(account) {
+  const dbs = [];
+  for (const dbItem of account.databases._data.values()) {
+    const db = dbItem.read();
+    if (!db) continue;
+    const colls = [];
+    for (const colItem of dbItem.collections._data.values()) {
+      const col = colItem.read();
+      if (!col) continue;
+      const docs = [];
+      for (const item of colItem.documents._data.values()) {
+        const doc = item.read();
+        if (doc) docs.push({ body: doc, lsn: lsnOf(doc), mtime: doc.__mtime || 0 });
+      }
+      colls.push({ body: col, ridCount: colItem.documents._ridCount, docs });
+    }
+    dbs.push({ body: db, ridCount: dbItem.collections._ridCount, colls });
+  }
+  return { version: 1, globalLsn, ridCount: account.databases._ridCount, dbs };
+}
+
+function restore(account, state) {
+  if (!state || state.version !== 1) throw new Error("unknown state file version");
+  globalLsn = state.globalLsn;
+  account.databases._ridCount = state.ridCount;
+  for (const d of state.dbs) {
+    account.databases._set(d.body);
+    const dbItem = account.database(d.body.id);
+    dbItem.collections._ridCount = d.ridCount;
+    for (const c of d.colls) {
+      dbItem.collections._set(c.body);
+      const colItem = dbItem.collection(c.body.id);
+      colItem.documents._ridCount = c.ridCount;
+      for (const x of c.docs) {
+        colItem.documents._set(x.body);
+        Object.defineProperty(x.body, "__lsn", { value: x.lsn, enumerable: false, configurable: true, writable: true });
+        Object.defineProperty(x.body, "__mtime", { value: x.mtime, enumerable: false, configurable: true, writable: true });
+      }
+    }
+  }
+}
+
+/** Write the snapshot atomically (temporary file, then rename). */
+function persist(account, file) {
+  const tmp = `${file}.tmp`;
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  fs.writeFileSync(tmp, JSON.stringify(snapshot(account)));
+  fs.renameSync(tmp, file);
+}
+
 // ---------------------------------------------------------------- main
 
 function parseArgs(argv) {
@@ -905,8 +961,9 @@ function parseArgs(argv) {
     else if (a === "--log-requests") args.logRequests = true;
     else if (a === "--cert") args.cert = argv[(i += 1)];
     else if (a === "--key") args.key = argv[(i += 1)];
+    else if (a === "--state-file") args.stateFile = argv[(i += 1)];
     else if (a === "-h" || a === "--help") {
-      process.stdout.write("usage: server.js [--host 127.0.0.1] [--port 0] [--no-ssl] [--log-requests]\n");
+      process.stdout.write("usage: server.js [--host 127.0.0.1] [--port 0] [--no-ssl] [--log-requests] [--state-file FILE]\n");
       process.exit(0);
     }
   }
@@ -936,6 +993,9 @@ function createServer(opts = {}) {
     const { address, port } = server.address();
     const host = address === "0.0.0.0" || address === "::" ? "localhost" : address;
     account = new Account(host, port);
+    if (opts.stateFile && fs.existsSync(opts.stateFile)) {
+      restore(account, JSON.parse(fs.readFileSync(opts.stateFile, "utf8")));
+    }
     if (opts.ssl === false) {
       const meta = account.read();
       for (const loc of [...meta.writableLocations, ...meta.readableLocations]) {
@@ -943,6 +1003,26 @@ function createServer(opts = {}) {
       }
     }
   });
+  // With a state file, any change is written within STATE_FLUSH_MS, and once more on stop.
+  server.dirty = false;
+  if (opts.stateFile) {
+    server.on("request", (req, res) => {
+      if (req.method !== "GET" && req.method !== "HEAD") res.on("finish", () => { server.dirty = true; });
+    });
+    const flusher = setInterval(() => server.flush(), STATE_FLUSH_MS);
+    flusher.unref();
+    server.on("close", () => clearInterval(flusher));
+  }
+  server.flush = () => {
+    if (!opts.stateFile || !account || !server.dirty) return;
+    server.dirty = false;
+    try {
+      persist(account, opts.stateFile);
+    } catch (err) {
+      server.dirty = true;
+      process.stderr.write(`cosmos local state: ${err && err.stack}\n`);
+    }
+  };
   const timer = setInterval(() => {
     try {
       sweep(account);
@@ -965,6 +1045,7 @@ if (require.main === module) {
     process.stdout.write(`${JSON.stringify({ ready: true, port, endpoint: `${scheme}://${host}:${port}/` })}\n`);
   });
   const stop = () => {
+    server.flush();
     server.close(() => process.exit(0));
     if (server.closeAllConnections) server.closeAllConnections();
     setTimeout(() => process.exit(0), 2000).unref();

@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -122,6 +123,10 @@ def main(argv: list[str] | None = None) -> None:
     # The library logs as "azure.functions" (one line per invocation at INFO): warnings only,
     # like the SDKs' HTTP logging.
     logging.getLogger("azure").setLevel(logging.WARNING)
+    # Ctrl-C reaches the whole process group: the host decides when its worker stops
+    # (WorkerTerminate, or the host's connection closing), so the worker flushes and exits
+    # cleanly instead of dying mid-invocation with a traceback.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     shutdown_telemetry = _local_telemetry()
     try:
         asyncio.run(Worker(args.host, args.port, args.worker_id).run())
