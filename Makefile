@@ -14,7 +14,7 @@ help:
 	@echo "make bench  benchmarks (figures, not assertions)"
 	@echo "make tail   print events as the all-events subscription receives them"
 	@echo "make status one-screen outbox summary (backlog, lag, sent, failures) from .stack/otel"
-	@echo "make reset  forget the local stack's kept state (Service Bus messages and duplicate history, Azurite, telemetry)"
+	@echo "make reset  forget the local stack's kept state (Cosmos documents and leases, Service Bus messages, Azurite, telemetry)"
 	@echo "make conformance  the Azure SDKs' own test files (installed versions) against the stack"
 
 RPC_STAMP := $(VENV)/rpc/.installed
@@ -72,7 +72,7 @@ tail: setup
 status: $(PY_STAMP)
 	@$(PY) -m emulators.status
 
-# Forget the local stack's state (Service Bus messages and duplicate history, Azurite data).
+# Forget the local stack's state (.stack/state: Cosmos, Service Bus; Azurite data; telemetry).
 # Refused while a stack runs from this checkout.
 reset:
 	@if [ -s .stack/pids.json ] && $(PY) -c 'import sys; from pathlib import Path; from emulators.stack import running_stack; sys.exit(0 if running_stack(Path(".stack/pids.json")) else 1)'; then \
