@@ -131,38 +131,53 @@ def test_service_bus_down_while_writes_continue_loses_nothing(fresh_stack: Stack
                                 "received_after_restart": len(after), "duplicates": 0})
 
 
-def test_relay_killed_mid_batch_resends_and_the_topic_drops_duplicates(tmp_path: Path) -> None:
+def write_large_history(stack: Stack) -> int:
+    """600 events of ~0.6 KB written straight to the store (no relay runs): one invocation of
+    up to 1000 documents needs 2+ sends."""
     from domain.contact import Contact
     from domain.values import Company, Name
     from infra.cosmos.unit_of_work import CosmosUnitOfWork
 
-    # The endpoint accepts each send at once but acknowledges it 1.5 s late: the relay is
-    # killed while it waits for the first send's ack, before its later sends happen.
+    container = contacts_container(stack)
+    total = 0
+    for i in range(60):
+        contact = Contact.create(name=Name(first_name=f"K{i}", last_name="Kill"),
+                                 email=f"k{i}@example.com", company=Company(company_name="C"))
+        for u in range(9):
+            contact.describe(f"{u}:" + "x" * 480)
+        uow = CosmosUnitOfWork(container, event_ttl_seconds=864000)
+        uow.contacts.add(contact)
+        uow.commit()
+        total += 10
+    return total
+
+
+def kill_relay_mid_batch(stack: Stack, total: int) -> list[Received]:
+    """Start the relay, let its first send land, kill it while it waits for that send's ack
+    (the endpoint acknowledges 1.5 s late): its later sends never happen, its lease never
+    moves. Returns what was received before and just after the kill."""
+    assert stack.servicebus is not None
+    runner = stack.start_runner()
+    conn = stack.servicebus.connection_string
+    before = drain(conn, until=lambda r: len(r) > 0, timeout=60)  # the first send landed
+    runner.kill()
+    before += drain(conn, until=lambda r: False, timeout=3)
+    assert 0 < len(before) < total, "the kill did not land mid-invocation"
+    return before
+
+
+RELAY_SETTINGS = {"FEED_POLL_DELAY_MS": "100", "MAX_ITEMS_PER_INVOCATION": "1000"}
+
+
+def test_relay_killed_mid_batch_resends_and_the_topic_drops_duplicates(tmp_path: Path) -> None:
     with Stack(workdir=tmp_path / "stack", ports=Ports.free(), with_runner=False,
-               servicebus_settle_delay_ms=1500,
-               settings_overrides={"FEED_POLL_DELAY_MS": "100",
-                                   "MAX_ITEMS_PER_INVOCATION": "1000"}) as stack:
+               servicebus_settle_delay_ms=1500, settings_overrides=RELAY_SETTINGS) as stack:
         assert stack.servicebus is not None
-        container = contacts_container(stack)
-        # 600 events of ~0.6 KB: one invocation of up to 1000 documents needs 2+ sends.
-        total = 0
-        for i in range(60):
-            contact = Contact.create(name=Name(first_name=f"K{i}", last_name="Kill"),
-                                     email=f"k{i}@example.com", company=Company(company_name="C"))
-            for u in range(9):
-                contact.describe(f"{u}:" + "x" * 480)
-            uow = CosmosUnitOfWork(container, event_ttl_seconds=864000)
-            uow.contacts.add(contact)
-            uow.commit()
-            total += 10
-        runner = stack.start_runner()
-        conn = stack.servicebus.connection_string
-        before = drain(conn, until=lambda r: len(r) > 0, timeout=60)  # the first send landed
-        runner.kill()  # still waiting for that send's ack: its later sends never happen
-        before += drain(conn, until=lambda r: False, timeout=3)
-        assert 0 < len(before) < total, "the kill did not land mid-invocation"
+        total = write_large_history(stack)
+        before = kill_relay_mid_batch(stack, total)
         stack.start_runner()
-        rest = drain(conn, until=count_at_least(total - len(before)), timeout=120)
+        rest = drain(stack.servicebus.connection_string,
+                     until=count_at_least(total - len(before)), timeout=120)
         events = stored_events(stack)
         assert len(events) == total
         assert_exactly_once_in_order(before + rest, events)
@@ -171,6 +186,33 @@ def test_relay_killed_mid_batch_resends_and_the_topic_drops_duplicates(tmp_path:
         assert dropped >= len(before)  # the whole first send came again, and was dropped
     record("relay_killed_mid_batch", {
         "events": total, "accepted_before_kill": dropped, "received_before_kill": len(before),
+        "received_after_restart": len(rest), "resends_dropped_as_duplicates": dropped,
+        "duplicates_received": 0})
+
+
+def test_a_resend_after_the_whole_stack_restarted_is_still_dropped(tmp_path: Path) -> None:
+    """`make run`'s state across a restart: the relay is killed mid-batch, the whole local
+    stack stops and starts again from .stack/state. The relay resumes from its stored lease,
+    resends what the topic already accepted, and the topic's restored duplicate-detection
+    history drops it: every event once, in order."""
+    workdir, state = tmp_path / "stack", tmp_path / "state"
+    with Stack(workdir=workdir, ports=Ports.free(), with_runner=False, state_dir=state,
+               servicebus_settle_delay_ms=1500, settings_overrides=RELAY_SETTINGS) as stack:
+        total = write_large_history(stack)
+        before = kill_relay_mid_batch(stack, total)
+    with Stack(workdir=workdir, ports=Ports.free(), state_dir=state,
+               settings_overrides=RELAY_SETTINGS) as stack:
+        assert stack.servicebus is not None
+        rest = drain(stack.servicebus.connection_string,
+                     until=count_at_least(total - len(before)), timeout=120)
+        rest += drain(stack.servicebus.connection_string, until=lambda r: False, timeout=3)
+        events = stored_events(stack)
+        assert len(events) == total  # the store kept them
+        assert_exactly_once_in_order(before + rest, events)
+        dropped = (workdir / "servicebus.log").read_text().count("duplicate message id")
+        assert dropped >= len(before)
+    record("resend_after_stack_restart", {
+        "events": total, "received_before_restart": len(before),
         "received_after_restart": len(rest), "resends_dropped_as_duplicates": dropped,
         "duplicates_received": 0})
 
