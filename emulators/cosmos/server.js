@@ -514,12 +514,27 @@ function sendFeed(req, res, store, result) {
   send(req, res, 200, { _rid: store.colData._rid, Documents: result.result, _count: result.result.length }, headers);
 }
 
+/** The EPK range a request is scoped to (a feed range), or null for the whole container. */
+function epkScope(req) {
+  const startEpk = header(req, "x-ms-start-epk");
+  const endEpk = header(req, "x-ms-end-epk");
+  if (startEpk === undefined || endEpk === undefined || (startEpk === "" && endEpk === "FF")) return null;
+  return [startEpk, endEpk];
+}
+
+function inEpkScope(colData, doc, scope) {
+  const e = docEpk(colData, doc);
+  return e === scope[0] || (e >= scope[0] && e < scope[1]);
+}
+
 function scopedDocs(req, store) {
   const pk = headerPartitionKey(req);
-  const docs = store.all();
-  if (pk === null) return docs;
+  const scope = epkScope(req);
   const colData = store.colData;
-  return docs.filter(d => sameComponents(docPartitionComponents(colData, d), pk));
+  let docs = store.all();
+  if (pk !== null) docs = docs.filter(d => sameComponents(docPartitionComponents(colData, d), pk));
+  if (scope !== null) docs = docs.filter(d => inEpkScope(colData, d, scope));
+  return docs;
 }
 
 async function handleQuery(req, res, store) {
@@ -569,19 +584,12 @@ function handleChangeFeed(req, res, store) {
     sinceMs = t;
   }
   const pk = headerPartitionKey(req);
-  const startEpk = header(req, "x-ms-start-epk");
-  const endEpk = header(req, "x-ms-end-epk");
-  const epkScoped = startEpk !== undefined && endEpk !== undefined && !(startEpk === "" && endEpk === "FF");
+  const scope = epkScope(req);
 
   let docs = store.all().filter(d => lsnOf(d) > sinceLsn);
   if (sinceMs !== null) docs = docs.filter(d => (d.__mtime || d._ts * 1000) >= sinceMs - (sinceMs % 1000));
   if (pk !== null) docs = docs.filter(d => sameComponents(docPartitionComponents(colData, d), pk));
-  if (epkScoped) {
-    docs = docs.filter(d => {
-      const e = docEpk(colData, d);
-      return e === startEpk || (e >= startEpk && e < endEpk);
-    });
-  }
+  if (scope !== null) docs = docs.filter(d => inEpkScope(colData, d, scope));
   docs.sort((a, b) => lsnOf(a) - lsnOf(b) || a.__mtime - b.__mtime);
 
   const maxItemCount = parseInt(header(req, "x-ms-max-item-count") || "-1", 10);
