@@ -72,7 +72,24 @@ def read_feed(documents: Iterable[Mapping[str, Any]]) -> Iterator[FeedItem]:
         try:
             yield outbox_record(document)
         except PoisonEventError as exc:
-            yield Unreadable(str(document.get("id")), str(exc), _without_system_keys(document))
+            yield unreadable(document, str(exc))
+
+
+def unreadable(document: Mapping[str, Any], reason: str) -> Unreadable:
+    """A stored event that is not a valid outbox record, with what can still be read of it:
+    its partition is its aggregate's id; its action and version if they have the right type."""
+    data = document.get("data")
+    data = data if isinstance(data, Mapping) else {}
+    kind = document.get("aggregateType", LEGACY_AGGREGATE_TYPE)
+    partition = document.get("partitionKey")
+    action, version = data.get("action"), data.get("version")
+    return Unreadable(
+        str(document.get("id")), reason, _without_system_keys(document),
+        aggregate_type=kind if isinstance(kind, str) and kind else None,
+        aggregate_id=partition if isinstance(partition, str) and partition else None,
+        action=action if isinstance(action, str) else None,
+        version=version if type(version) is int else None,
+    )
 
 
 def outbox_record(document: Mapping[str, Any]) -> OutboxRecord:
