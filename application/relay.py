@@ -40,6 +40,8 @@ class RelayReport:
     batches: int = 0
     skipped: int = 0
     quarantined: list[str] = field(default_factory=list)
+    #: why each quarantined event was set aside, by event id
+    reasons: dict[str, str] = field(default_factory=dict)
     #: quarantine notices published (not counted in `sent`)
     notices: int = 0
     max_lag_ms: float | None = None
@@ -113,6 +115,7 @@ class Relay:
         self._quarantine.put(event, reason=reason)
         self._telemetry.quarantined()
         report.quarantined.append(event.event_id)
+        report.reasons[event.event_id] = reason
         notice = quarantine_notice(event, reason)
         if notice is not None and not out.add(
                 notice, SentEvent(getattr(event, "traceparent", None), None), notice=True):
