@@ -159,6 +159,11 @@ class MessagePublisher(abc.ABC):
     @abc.abstractmethod
     def send(self, batch: MessageBatch) -> None: ...
 
+    def refresh(self) -> None:  # noqa: B027  (optional: most publishers have nothing to do)
+        """Forget what was learnt of the entity (a link's message size limit), so the next
+        batch reads it again: a message too large for an empty batch is re-checked once
+        against a fresh link before it is quarantined (the limit may have been raised)."""
+
 
 @dataclass(frozen=True)
 class QuarantinedEvent:

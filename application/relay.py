@@ -137,13 +137,18 @@ class _Outgoing:
         when it does not fit even in an empty batch."""
         if self._batch is None:
             self._batch = self._relay._publisher.create_batch()
+        publisher = self._relay._publisher
         if not self._batch.try_add(message):
-            if not len(self._batch):
-                return False
-            self.flush()
-            self._batch = self._relay._publisher.create_batch()
+            if len(self._batch):
+                self.flush()
+                self._batch = publisher.create_batch()
             if not self._batch.try_add(message):
-                return False
+                # Too large for an empty batch: asked once more on a fresh link, whose limit
+                # may have been raised since this one opened (a namespace moved to Premium).
+                publisher.refresh()
+                self._batch = publisher.create_batch()
+                if not self._batch.try_add(message):
+                    return False
         self._events.append(event)
         self._notices += notice
         return True

@@ -68,6 +68,9 @@ class Stack:
     settings_overrides: dict[str, str] = field(default_factory=dict)
     duplicate_window_seconds: float | None = None
     servicebus_settle_delay_ms: float = 0.0
+    #: The Service Bus endpoint's message size limit in bytes (None: 256 KB, as on Standard);
+    #: change it and call `restart_servicebus()` to move the namespace "to Premium".
+    servicebus_max_message_size: int | None = None
     cosmos: CosmosEndpoint | None = None
     servicebus: ServiceBusEndpoint | None = None
     runner: RunningRunner | None = None
@@ -144,6 +147,7 @@ class Stack:
             duplicate_window_seconds=self.duplicate_window_seconds,
             settle_delay_ms=self.servicebus_settle_delay_ms,
             state_file=self.state_dir / "servicebus.state" if self.state_dir else None,
+            max_message_size=self.servicebus_max_message_size,
         )
         self.ports.servicebus = self.servicebus.port
         return self.servicebus

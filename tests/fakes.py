@@ -217,7 +217,11 @@ class FakePublisher(MessagePublisher):
     """Records sent batches; fails the n-th send when told to (after earlier ones went out)."""
 
     def __init__(self, *, max_batch_bytes: int = 4096, fail_on_send: int | None = None) -> None:
+        #: the limit the current link announced; `entity_limit`, when set, is what a fresh
+        #: link would announce (the entity's limit was raised since this one opened)
         self.max_batch_bytes = max_batch_bytes
+        self.entity_limit: int | None = None
+        self.refreshes = 0
         self.sent: list[list[OutboxMessage]] = []
         self.fail_on_send = fail_on_send
         self.attempts = 0
@@ -231,6 +235,11 @@ class FakePublisher(MessagePublisher):
         if self.fail_on_send is not None and self.attempts == self.fail_on_send:
             raise ConnectionError("broker unavailable")
         self.sent.append(list(batch.messages))
+
+    def refresh(self) -> None:
+        self.refreshes += 1
+        if self.entity_limit is not None:
+            self.max_batch_bytes = self.entity_limit
 
     @property
     def messages(self) -> list[OutboxMessage]:

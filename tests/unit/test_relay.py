@@ -175,6 +175,24 @@ def test_an_event_larger_than_a_message_is_quarantined_and_later_events_still_go
         "action": QUARANTINE_NOTICE_SUBJECT, "eventId": docs[1]["id"]}
 
 
+def test_a_message_too_large_for_the_link_is_tried_once_on_a_fresh_link() -> None:
+    docs = history(2)
+    docs[1]["data"]["description"] = "x" * 5000
+    publisher = FakePublisher(max_batch_bytes=4096)
+    publisher.entity_limit = 64 * 1024  # raised since the link opened
+    r, _, quarantine = relay(publisher)
+    r.relay(docs)
+    assert [m.message_id for m in publisher.messages] == [d["id"] for d in docs]
+    assert quarantine.documents == {} and publisher.refreshes == 1
+
+
+def test_a_full_batch_does_not_refresh_the_link() -> None:
+    docs = history(29)
+    r, publisher, _ = relay(FakePublisher(max_batch_bytes=2048))
+    r.relay(docs)
+    assert len(publisher.sent) > 1 and publisher.refreshes == 0
+
+
 def test_the_notice_id_is_derived_from_the_event_id_only() -> None:
     assert notice_id("e-1") == notice_id("e-1") != notice_id("e-2")
     assert len(notice_id("x" * 128)) == 36  # within Service Bus' 128-character MessageId
