@@ -6,6 +6,9 @@ drained, inside and then outside the topic's duplicate-detection window."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import time
 import urllib.parse
 from collections import defaultdict
@@ -26,6 +29,7 @@ from tests.e2e.test_outbox_guarantees import contacts_container, record, stored_
 from tests.httpclient import Client
 
 pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
 BIG = 300_000  # bytes of description: over the 256 KB of a Standard namespace
 
 
@@ -49,6 +53,14 @@ def plant_history(container: ContainerProxy, first: str, changes: int,
     container.execute_item_batch([(kind, (doc,)) for kind, doc, _ in operations],
                                  partition_key=contact.id)
     return contact.id, ids
+
+
+def cli(stack: Stack, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "emulators.admin", "--api", stack.api_url, *args],
+        capture_output=True, text=True, timeout=60, cwd=ROOT, check=False)
+    assert (done.returncode == 0) == ok, done.stderr
+    return done
 
 
 def per_session(received: list[Received]) -> dict[str, list[tuple[int, str]]]:
@@ -149,6 +161,12 @@ def test_quarantine_notice_replay_after_the_limit_is_raised_and_discard(
         items = api.request("GET", "/outbox/quarantine").json()["items"]
         assert [(i["eventId"], i["status"]) for i in items] == [(a_ids[1], "resolved")]
         assert api.request("GET", "/outbox/status").json()["quarantined"] == 0
+        # The same from the command line.
+        listed_by_cli = json.loads(cli(stack, "quarantine", "list", "--page-size", "1").stdout)
+        assert [i["eventId"] for i in listed_by_cli["items"]] == [a_ids[1]]
+        assert json.loads(cli(stack, "status").stdout)["quarantined"] == 0
+        missing = cli(stack, "quarantine", "discard", "no-such-event", "--reason", "x", ok=False)
+        assert missing.returncode == 1 and json.loads(missing.stderr)["status"] == 404
         unknown = api.request("POST", "/outbox/quarantine/no-such-event/replay")
         assert unknown.status == 404 and unknown.header("content-type") == (
             "application/problem+json")
