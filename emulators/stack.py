@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import signal
 import socket
@@ -342,8 +343,14 @@ def main() -> int:
     workdir = ROOT / ".stack"
     # The worker exports telemetry as OTLP/JSON lines here (emulators/otel.py; `make status`).
     otel_dir = workdir / "otel"
+    # `SERVICEBUS_MAX_MESSAGE_SIZE=1048576 make run`: a namespace with Premium's larger messages.
+    size = os.environ.get("SERVICEBUS_MAX_MESSAGE_SIZE")
+    if size is not None and not size.isdigit():
+        print("SERVICEBUS_MAX_MESSAGE_SIZE must be a number of bytes", file=sys.stderr)
+        return 1
     stack = Stack(workdir=workdir, ports=ports, with_azurite=True, state_dir=workdir / "state",
-                  settings_overrides={OTEL_ENV_VAR: str(otel_dir)})
+                  settings_overrides={OTEL_ENV_VAR: str(otel_dir)},
+                  servicebus_max_message_size=int(size) if size else None)
     stopping = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:
