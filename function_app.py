@@ -13,7 +13,7 @@ import json
 
 import azure.functions as func
 
-from entrypoints import http
+from entrypoints import admin, http
 from entrypoints.bootstrap import dependencies
 from entrypoints.openapi import openapi_document
 from entrypoints.problems import problem_boundary
@@ -92,6 +92,40 @@ def health(req: func.HttpRequest) -> func.HttpResponse:
 def openapi(req: func.HttpRequest) -> func.HttpResponse:
     http.query(req)
     return func.HttpResponse(json.dumps(openapi_document(app)), mimetype="application/json")
+
+
+# The operators' routes (README "Operating the outbox"): the host's master key in Azure.
+@app.route(route="outbox/status", methods=["GET"], auth_level=func.AuthLevel.ADMIN)
+@problem_boundary
+def outbox_status(req: func.HttpRequest) -> func.HttpResponse:
+    return admin.status(req, dependencies().admin)
+
+
+@app.route(route="outbox/quarantine", methods=["GET"], auth_level=func.AuthLevel.ADMIN)
+@problem_boundary
+def list_quarantine(req: func.HttpRequest) -> func.HttpResponse:
+    deps = dependencies()
+    return admin.list_quarantine(req, deps.admin, deps.quarantine_tokens)
+
+
+@app.route(route="outbox/quarantine/{eventId}/replay", methods=["POST"],
+           auth_level=func.AuthLevel.ADMIN)
+@problem_boundary
+def replay_quarantined(req: func.HttpRequest) -> func.HttpResponse:
+    return admin.replay(req, dependencies().admin)
+
+
+@app.route(route="outbox/quarantine/{eventId}", methods=["DELETE"],
+           auth_level=func.AuthLevel.ADMIN)
+@problem_boundary
+def discard_quarantined(req: func.HttpRequest) -> func.HttpResponse:
+    return admin.discard(req, dependencies().admin)
+
+
+@app.route(route="outbox/redrive", methods=["POST"], auth_level=func.AuthLevel.ADMIN)
+@problem_boundary
+def redrive_events(req: func.HttpRequest) -> func.HttpResponse:
+    return admin.redrive(req, dependencies().admin)
 
 
 # Lowest precedence (the host ranks catch-all routes last): whatever no function above takes

@@ -23,6 +23,9 @@ class LeaseBacklog:
     lease: str
     pending: int
     oldest_created_at: float | None
+    #: the instance holding the lease, and when it last wrote it (ISO 8601), when known
+    owner: str | None = None
+    checkpoint_at: str | None = None
 
 
 class BacklogEstimator(abc.ABC):

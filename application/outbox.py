@@ -9,6 +9,8 @@ aggregate id, Subject = action, application properties `<aggregateType>Id` (`con
 
 from __future__ import annotations
 
+import json
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -42,11 +44,16 @@ class OutboxRecord(BaseModel):
 
 @dataclass(frozen=True)
 class Unreadable:
-    """A stored event that could not be parsed, and why; `source` kept for the quarantine."""
+    """A stored event that could not be parsed, and why; `source` kept for the quarantine.
+    What could still be read of it (its aggregate, action, version) is kept for the notice."""
 
     event_id: str
     reason: str
     source: Mapping[str, Any] = field(repr=False)
+    aggregate_type: str | None = None
+    aggregate_id: str | None = None
+    action: str | None = None
+    version: int | None = None
 
 
 @dataclass(frozen=True)
@@ -87,5 +94,51 @@ def to_message(record: OutboxRecord) -> OutboxMessage:
         subject=record.action,
         version=record.version,
         body=record.body,
+        application_properties=properties,
+    )
+
+
+#: The Subject of the notice the relay publishes when it sets an event aside.
+QUARANTINE_NOTICE_SUBJECT = "OutboxEventQuarantined"
+#: Namespace of the notices' MessageIds: uuid5(this, event id), the same for every relay.
+NOTICE_NAMESPACE = uuid.UUID("7c0f4a1e-2b8d-5e3a-9c61-0d5f3b2a9e47")
+
+
+def notice_id(event_id: str) -> str:
+    """The MessageId of the quarantine notice of an event: derived from the event id only, so
+    a notice sent again (relay retry, failed replay) is dropped by duplicate detection, and it
+    never collides with an event's own MessageId (event ids are uuid4, these uuid5)."""
+    return str(uuid.uuid5(NOTICE_NAMESPACE, event_id))
+
+
+def quarantine_notice(event: OutboxRecord | Unreadable, reason: str) -> OutboxMessage | None:
+    """The notice for an event set aside: same session as the event (its aggregate id), with
+    its version, so a subscriber sees it where the event would have been. None when the event's
+    aggregate cannot be read (there is no session to put the notice in)."""
+    if isinstance(event, OutboxRecord):
+        aggregate_type: str | None = event.aggregate_type
+        aggregate_id: str | None = event.aggregate_id
+        action: str | None = event.action
+        version: int | None = event.version
+    else:
+        aggregate_type, aggregate_id = event.aggregate_type, event.aggregate_id
+        action, version = event.action, event.version
+    if not aggregate_id or not aggregate_type:
+        return None
+    body = {"eventId": event.event_id, f"{aggregate_type}Id": aggregate_id, "action": action,
+            "version": version, "reason": reason}
+    properties: dict[str, str | int] = {
+        f"{aggregate_type}Id": aggregate_id,
+        "action": QUARANTINE_NOTICE_SUBJECT,
+        "eventId": event.event_id,
+    }
+    if version is not None:
+        properties["version"] = version
+    return OutboxMessage(
+        message_id=notice_id(event.event_id),
+        session_id=aggregate_id,
+        subject=QUARANTINE_NOTICE_SUBJECT,
+        version=version if version is not None else 0,
+        body=json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode(),
         application_properties=properties,
     )

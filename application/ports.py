@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import datetime
 from types import TracebackType
 
 from application.outbox import OutboxMessage, OutboxRecord, Unreadable
@@ -158,17 +159,83 @@ class MessagePublisher(abc.ABC):
     @abc.abstractmethod
     def send(self, batch: MessageBatch) -> None: ...
 
+    def refresh(self) -> None:  # noqa: B027  (optional: most publishers have nothing to do)
+        """Forget what was learnt of the entity (a link's message size limit), so the next
+        batch reads it again: a message too large for an empty batch is re-checked once
+        against a fresh link before it is quarantined (the limit may have been raised)."""
+
+
+@dataclass(frozen=True)
+class QuarantinedEvent:
+    """A quarantine record: the event set aside (parsed as the relay parses it: `event` is what
+    a replay sends again), why, when, how often it was replayed, and whether it is resolved."""
+
+    event_id: str
+    aggregate_type: str | None
+    #: the event's partition: its aggregate's id
+    aggregate_id: str
+    action: str | None
+    version: int | None
+    reason: str
+    quarantined_at: datetime | None
+    replays: int
+    resolved_at: datetime | None
+    event: OutboxRecord | Unreadable = field(repr=False)
+
+    @property
+    def resolved(self) -> bool:
+        return self.resolved_at is not None
+
+
+@dataclass(frozen=True)
+class QuarantinePage:
+    items: list[QuarantinedEvent]
+    continuation_token: str | None
+
 
 class Quarantine(abc.ABC):
-    """Keeps stored events that cannot become messages, with the reason. Idempotent."""
+    """Keeps stored events that cannot become messages, with the reason; lists, replays'
+    outcomes and discards them."""
 
     @abc.abstractmethod
-    def put(self, event: OutboxRecord | Unreadable, *, reason: str) -> None: ...
+    def put(self, event: OutboxRecord | Unreadable, *, reason: str) -> None:
+        """Keep the event with the reason (idempotent: the same event is one record)."""
+
+    @abc.abstractmethod
+    def get(self, event_id: str) -> QuarantinedEvent:
+        """The record of an event, resolved or not. Raises NotFoundError."""
+
+    @abc.abstractmethod
+    def list_page(self, *, page_size: int, continuation: str | None) -> QuarantinePage:
+        """One page of records (resolved ones too, until they expire), and the next token."""
+
+    @abc.abstractmethod
+    def count(self) -> int:
+        """How many records are not resolved."""
+
+    @abc.abstractmethod
+    def replayed(self, entry: QuarantinedEvent, *, resolved: bool, reason: str,
+                 ttl_seconds: int) -> QuarantinedEvent:
+        """Record a replay of `entry` (as read before the replay): resolved (kept, expiring
+        after `ttl_seconds`) or still quarantined with the new reason; replays + 1."""
+
+    @abc.abstractmethod
+    def discard(self, entry: QuarantinedEvent) -> None:
+        """Delete the record. Raises NotFoundError when it is gone already."""
 
 
+class EventStore(abc.ABC):
+    """The event documents still stored (not yet expired), for a re-drive."""
+
+    @abc.abstractmethod
+    def events_since(
+        self, since: datetime, *, aggregate_id: str | None = None
+    ) -> list[OutboxRecord | Unreadable]:
+        """Every stored event created at or after `since` (of one aggregate if given)."""
 
 
 __all__ = [
-    "ContactRepository", "ContactSummary", "MessageBatch", "MessagePublisher", "OutboxMessage",
-    "Page", "Quarantine", "Repository", "TrackingRepository", "UnitOfWork",
+    "ContactRepository", "ContactSummary", "EventStore", "MessageBatch", "MessagePublisher",
+    "OutboxMessage", "Page", "Quarantine", "QuarantinePage", "QuarantinedEvent", "Repository",
+    "TrackingRepository", "UnitOfWork",
 ]

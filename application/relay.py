@@ -3,7 +3,9 @@
 Events are grouped per aggregate (session) and ordered by version inside it, then packed into
 size-limited batches, a new batch whenever one is full. A send failure propagates, so the
 trigger's retry policy redelivers the same documents (the topic drops the duplicates). An event
-that cannot become a message is quarantined with its reason and skipped.
+that cannot become a message is quarantined with its reason and skipped, and a notice
+(`OutboxEventQuarantined`, MessageId derived from the event id) is published in its session
+where the event would have been, so subscribers can tell "set aside" from "lost".
 
 Every invocation writes one structured log line (fields in `extra`), on failure too, and
 records its metrics and a PRODUCER span per batch through `application.telemetry`.
@@ -22,6 +24,7 @@ from application.outbox import (
     OutboxMessage,
     OutboxRecord,
     Unreadable,
+    quarantine_notice,
     to_message,
 )
 from application.ports import MessageBatch, MessagePublisher, Quarantine
@@ -37,6 +40,10 @@ class RelayReport:
     batches: int = 0
     skipped: int = 0
     quarantined: list[str] = field(default_factory=list)
+    #: why each quarantined event was set aside, by event id
+    reasons: dict[str, str] = field(default_factory=dict)
+    #: quarantine notices published (not counted in `sent`)
+    notices: int = 0
     max_lag_ms: float | None = None
 
 
@@ -63,52 +70,93 @@ class Relay:
         return report
 
     def _relay(self, items: Iterable[FeedItem], report: RelayReport) -> None:
-        messages: dict[str, tuple[OutboxMessage, OutboxRecord]] = {}
+        events: dict[str, OutboxRecord | Unreadable] = {}
         for item in items:
             report.received += 1
             match item:
                 case NotAnEvent():
                     report.skipped += 1
                 case Unreadable():
-                    self._put_aside(item, item.event_id, item.reason, report)
+                    events[item.event_id] = item
                 case OutboxRecord():
-                    messages[item.event_id] = (to_message(item), item)
+                    events[item.event_id] = item
                     report.max_lag_ms = _max_lag(report.max_lag_ms, item)
 
-        batch = self._publisher.create_batch()
-        in_batch: list[SentEvent] = []
-        for message, record in _in_session_order(messages.values()):
-            if batch.try_add(message):
-                in_batch.append(_sent_event(record))
+        out = _Outgoing(self, report)
+        for event in _in_session_order(events.values()):
+            if isinstance(event, Unreadable):
+                self._put_aside(event, event.reason, report, out)
                 continue
-            if len(batch):
-                self._send(batch, in_batch, report)
-                batch, in_batch = self._publisher.create_batch(), []
-            if batch.try_add(message):
-                in_batch.append(_sent_event(record))
-            else:
+            message = to_message(event)
+            if not out.add(message, _sent_event(event), notice=False):
                 self._put_aside(
-                    record,
-                    record.event_id,
+                    event,
                     f"message of {len(message.body)} bytes is larger than the entity's "
                     "message size limit",
                     report,
+                    out,
                 )
-        if len(batch):
-            self._send(batch, in_batch, report)
+        out.flush()
 
-    def _send(self, batch: MessageBatch, events: list[SentEvent], report: RelayReport) -> None:
+    def _send(self, batch: MessageBatch, events: list[SentEvent], report: RelayReport,
+              notices: int) -> None:
         self._telemetry.send(events, lambda: self._publisher.send(batch))
-        report.sent += len(batch)
+        report.sent += len(batch) - notices
+        report.notices += notices
         report.batches += 1
 
     def _put_aside(
-        self, event: OutboxRecord | Unreadable, event_id: str, reason: str, report: RelayReport
+        self, event: OutboxRecord | Unreadable, reason: str, report: RelayReport, out: _Outgoing
     ) -> None:
-        logger.error("relay quarantined event %s: %s", event_id, reason)
+        """Quarantine the event, then publish its notice in its session, where the event would
+        have been (after the earlier versions, before the later ones)."""
+        logger.error("relay quarantined event %s: %s", event.event_id, reason,
+                     extra={"outbox.event_id": event.event_id, "outbox.reason": reason})
         self._quarantine.put(event, reason=reason)
         self._telemetry.quarantined()
-        report.quarantined.append(event_id)
+        report.quarantined.append(event.event_id)
+        report.reasons[event.event_id] = reason
+        notice = quarantine_notice(event, reason)
+        if notice is not None and not out.add(
+                notice, SentEvent(getattr(event, "traceparent", None), None), notice=True):
+            logger.error("the quarantine notice of event %s does not fit in a message",
+                         event.event_id)
+
+
+class _Outgoing:
+    """The batch being filled, in order; a new one whenever it is full."""
+
+    def __init__(self, relay: Relay, report: RelayReport) -> None:
+        self._relay, self._report = relay, report
+        self._batch: MessageBatch | None = None
+        self._events: list[SentEvent] = []
+        self._notices = 0
+
+    def add(self, message: OutboxMessage, event: SentEvent, *, notice: bool) -> bool:
+        """Add the message to the current batch, or to a new one when that is full; False
+        when it does not fit even in an empty batch."""
+        if self._batch is None:
+            self._batch = self._relay._publisher.create_batch()
+        publisher = self._relay._publisher
+        if not self._batch.try_add(message):
+            if len(self._batch):
+                self.flush()
+                self._batch = publisher.create_batch()
+            if not self._batch.try_add(message):
+                # Too large for an empty batch: asked once more on a fresh link, whose limit
+                # may have been raised since this one opened (a namespace moved to Premium).
+                publisher.refresh()
+                self._batch = publisher.create_batch()
+                if not self._batch.try_add(message):
+                    return False
+        self._events.append(event)
+        self._notices += notice
+        return True
+
+    def flush(self) -> None:
+        if self._batch is not None and len(self._batch):
+            self._relay._send(self._batch, self._events, self._report, self._notices)
+        self._batch, self._events, self._notices = None, [], 0
 
 
 def _sent_event(record: OutboxRecord) -> SentEvent:
@@ -142,14 +190,26 @@ def _log(report: RelayReport, exc: Exception | None) -> None:
 
 
 def _in_session_order(
-    items: Iterable[tuple[OutboxMessage, OutboxRecord]],
-) -> list[tuple[OutboxMessage, OutboxRecord]]:
-    """Sessions in order of first appearance; versions ascending inside each session."""
+    events: Iterable[OutboxRecord | Unreadable],
+) -> list[OutboxRecord | Unreadable]:
+    """Sessions in order of first appearance; versions ascending inside each session. An
+    unreadable event goes where its version says, or first in its session when it has none;
+    one whose aggregate cannot be read is a session of its own."""
     first_seen: dict[str, int] = {}
-    listed = list(items)
-    for message, _ in listed:
-        first_seen.setdefault(message.session_id, len(first_seen))
-    return sorted(listed, key=lambda item: (first_seen[item[0].session_id], item[0].version))
+    listed = list(events)
+    for event in listed:
+        first_seen.setdefault(_session(event), len(first_seen))
+    return sorted(listed, key=lambda e: (first_seen[_session(e)], _version(e)))
+
+
+def _session(event: OutboxRecord | Unreadable) -> str:
+    if isinstance(event, OutboxRecord):
+        return event.aggregate_id
+    return event.aggregate_id if event.aggregate_id else f"\0{event.event_id}"
+
+
+def _version(event: OutboxRecord | Unreadable) -> int:
+    return event.version if event.version is not None else 0
 
 
 def _max_lag(current: float | None, record: OutboxRecord) -> float | None:

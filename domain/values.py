@@ -158,3 +158,9 @@ class Company(ValueObject):
     postal_code: PostalCode = ""
     city: City = ""
     country: Country = ""
+
+#: Free text an operator gives for an action (discarding a quarantined event): required, the
+#: same character rules as every text field.
+OperatorReason = Annotated[
+    str, StringConstraints(max_length=500), AfterValidator(_REQUIRED), _REQUIRED
+]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import shutil
 import signal
 import socket
@@ -68,6 +69,9 @@ class Stack:
     settings_overrides: dict[str, str] = field(default_factory=dict)
     duplicate_window_seconds: float | None = None
     servicebus_settle_delay_ms: float = 0.0
+    #: The Service Bus endpoint's message size limit in bytes (None: 256 KB, as on Standard);
+    #: change it and call `restart_servicebus()` to move the namespace "to Premium".
+    servicebus_max_message_size: int | None = None
     cosmos: CosmosEndpoint | None = None
     servicebus: ServiceBusEndpoint | None = None
     runner: RunningRunner | None = None
@@ -146,6 +150,7 @@ class Stack:
             duplicate_window_seconds=self.duplicate_window_seconds,
             settle_delay_ms=self.servicebus_settle_delay_ms,
             state_file=self.state_dir / "servicebus.state" if self.state_dir else None,
+            max_message_size=self.servicebus_max_message_size,
         )
         self.ports.servicebus = self.servicebus.port
         return self.servicebus
@@ -340,8 +345,14 @@ def main() -> int:
     workdir = ROOT / ".stack"
     # The worker exports telemetry as OTLP/JSON lines here (emulators/otel.py; `make status`).
     otel_dir = workdir / "otel"
+    # `SERVICEBUS_MAX_MESSAGE_SIZE=1048576 make run`: a namespace with Premium's larger messages.
+    size = os.environ.get("SERVICEBUS_MAX_MESSAGE_SIZE")
+    if size is not None and not size.isdigit():
+        print("SERVICEBUS_MAX_MESSAGE_SIZE must be a number of bytes", file=sys.stderr)
+        return 1
     stack = Stack(workdir=workdir, ports=ports, with_azurite=True, state_dir=workdir / "state",
-                  settings_overrides={OTEL_ENV_VAR: str(otel_dir)})
+                  settings_overrides={OTEL_ENV_VAR: str(otel_dir)},
+                  servicebus_max_message_size=int(size) if size else None)
     stopping = threading.Event()
 
     def on_signal(signum: int, _frame: object) -> None:

@@ -9,8 +9,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from application.admin import OutboxAdmin
 from application.backlog import BacklogEstimator
-from application.ports import UnitOfWork
+from application.ports import EventStore, Quarantine, UnitOfWork
 from application.relay import Relay
 from application.service import ContactService
 from application.telemetry import RelayTelemetry
@@ -20,6 +21,8 @@ if TYPE_CHECKING:
     from infra.settings import Settings
 
 logger = logging.getLogger(__name__)
+#: Key-derivation purpose of the quarantine list tokens (a label, not a secret).
+QUARANTINE_TOKEN_PURPOSE = "outbox-admin/quarantine-token/v1"  # noqa: S105
 
 
 @dataclass
@@ -33,6 +36,12 @@ class Dependencies:
     _relay: Relay | None = None
     #: Seals the API's paging tokens. Production derives the key from the store's secret.
     tokens: TokenCodec = field(default_factory=lambda: TokenCodec(derive_key("local-tests")))
+    #: The operators' use cases (the admin routes) read the quarantine and the stored events.
+    quarantine_factory: Callable[[], Quarantine] | None = None
+    events_factory: Callable[[], EventStore] | None = None
+    #: Seals the quarantine list's tokens: another purpose, so a contacts token is refused.
+    quarantine_tokens: TokenCodec = field(default_factory=lambda: TokenCodec(
+        derive_key("local-tests", purpose=QUARANTINE_TOKEN_PURPOSE)))
 
     def __post_init__(self) -> None:
         self.service = ContactService(lambda: self.uow())
@@ -44,6 +53,15 @@ class Dependencies:
             if self._relay is None:
                 self._relay = self.relay_factory()
             return self._relay
+
+    @property
+    def admin(self) -> OutboxAdmin:
+        if self.quarantine_factory is None or self.events_factory is None:
+            raise RuntimeError("no quarantine or event store is configured")
+        return OutboxAdmin(
+            quarantine=self.quarantine_factory(), events=self.events_factory(),
+            relay=lambda: self.relay, backlog=lambda: self.backlog,
+            event_ttl_seconds=self.event_ttl_seconds)
 
     @property
     def backlog(self) -> BacklogEstimator:
@@ -60,7 +78,7 @@ def production() -> Dependencies:
     """Wire the Cosmos and Service Bus adapters from the settings (validated here, once)."""
     from infra.cosmos.client import contacts_container, cosmos_client
     from infra.cosmos.estimator import CosmosBacklogEstimator
-    from infra.cosmos.unit_of_work import CosmosQuarantine, CosmosUnitOfWork
+    from infra.cosmos.unit_of_work import CosmosEventStore, CosmosQuarantine, CosmosUnitOfWork
     from infra.servicebus.publisher import ServiceBusPublisher
     from infra.settings import load_settings
 
@@ -92,6 +110,10 @@ def production() -> Dependencies:
         telemetry=telemetry,
         event_ttl_seconds=settings.event_ttl_seconds,
         tokens=TokenCodec(derive_key(token_secret(settings))),
+        quarantine_factory=lambda: CosmosQuarantine(container),
+        events_factory=lambda: CosmosEventStore(container),
+        quarantine_tokens=TokenCodec(derive_key(token_secret(settings),
+                                                purpose=QUARANTINE_TOKEN_PURPOSE)),
     )
 
 

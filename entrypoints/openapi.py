@@ -16,9 +16,19 @@ from functools import cache
 from typing import Any
 
 import azure.functions as func
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 from pydantic.json_schema import models_json_schema
 
+from application.admin import (
+    ID_PATTERN as EVENT_ID_PATTERN,
+)
+from application.admin import (
+    OutboxStatusView,
+    QuarantineItem,
+    QuarantineListPage,
+    RedriveRequest,
+    RedriveView,
+)
 from application.commands import (
     ContactPage,
     ContactView,
@@ -31,6 +41,7 @@ from application.commands import (
 )
 from application.conditional import TAG_LIST_PATTERN
 from application.service import MAX_PAGE_SIZE
+from domain.values import OperatorReason
 from entrypoints.http import DEFAULT_PAGE_SIZE, ID_PATTERN
 from entrypoints.paging import TOKEN_PATTERN
 from entrypoints.problems import Problem
@@ -87,7 +98,29 @@ DOCUMENTATION: dict[str, Documentation] = {
     "health": Documentation(
         "Health: checks the store (answers within 5 s)", 200, errors=(400, 500, 503)),
     "openapi": Documentation("This document", 200, errors=(400,)),
+    "outbox_status": Documentation(
+        "Operators: the relay's backlog per lease and the number of quarantined events", 200,
+        None, OutboxStatusView, errors=(400, 429, 500, 503)),
+    "list_quarantine": Documentation(
+        "Operators: the quarantined events (resolved ones too, until they expire), one page "
+        "at a time", 200, None, QuarantineListPage, errors=(400, 429, 500, 503)),
+    "replay_quarantined": Documentation(
+        "Operators: send a quarantined event through the relay again with its own id; the "
+        "record answered is resolved, or still quarantined with the new reason", 202, None,
+        QuarantineItem, errors=(400, 404, 429, 500, 503)),
+    "discard_quarantined": Documentation(
+        "Operators: delete a quarantine record for good, with the reason (audit log)", 204,
+        errors=(400, 404, 429, 500, 503)),
+    "redrive_events": Documentation(
+        "Operators: publish again every stored event created at or after `since`, per contact "
+        "in version order (duplicates inside the topic's detection window are dropped)", 202,
+        RedriveRequest, RedriveView, errors=(400, 413, 415, 429, 500, 503)),
 }
+
+#: Functions answered with the host's master key in Azure (auth level ADMIN).
+ADMIN_FUNCTIONS = frozenset(
+    {"outbox_status", "list_quarantine", "replay_quarantined", "discard_quarantined",
+     "redrive_events"})
 
 
 def operations(app: func.FunctionApp) -> list[Operation]:
@@ -108,7 +141,8 @@ def operations(app: func.FunctionApp) -> list[Operation]:
 
 
 _STATUS_TEXT = {
-    200: "OK", 201: "Created", 204: "No Content", 304: "Not Modified", 400: "Bad Request",
+    200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 304: "Not Modified",
+    400: "Bad Request",
     404: "Not Found", 409: "Conflict", 412: "Precondition Failed", 413: "Content Too Large",
     415: "Unsupported Media Type", 429: "Too Many Requests", 500: "Internal Server Error",
     503: "Service Unavailable",
@@ -121,6 +155,7 @@ _RETRY_AFTER = {"description": "Seconds to wait before retrying", "required": Tr
                 "schema": {"type": "string", "pattern": "^[0-9]+$"}}
 _TOKEN = {"type": "string", "pattern": TOKEN_PATTERN}
 _TAGS = {"type": "string", "pattern": TAG_LIST_PATTERN}
+_REASON = TypeAdapter(OperatorReason).json_schema()
 
 
 def _ref(model: type[BaseModel]) -> dict[str, str]:
@@ -133,7 +168,15 @@ def _operation(op: Operation) -> dict[str, Any]:
     if "{id}" in op.route:
         params.append({"name": "id", "in": "path", "required": True,
                        "schema": {"type": "string", "pattern": ID_PATTERN, "maxLength": 128}})
-    if op.function == "list_contacts":
+    if "{eventId}" in op.route:
+        params.append({"name": "eventId", "in": "path", "required": True,
+                       "schema": {"type": "string", "pattern": EVENT_ID_PATTERN,
+                                  "maxLength": 128}})
+    if op.function == "discard_quarantined":
+        params.append({"name": "reason", "in": "query", "required": True,
+                       "description": "Why the event is discarded (written to the audit log)",
+                       "schema": _REASON})
+    if op.function in ("list_contacts", "list_quarantine"):
         params += [
             {"name": "pageSize", "in": "query",
              "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE,
@@ -168,7 +211,7 @@ def _operation(op: Operation) -> dict[str, Any]:
                                "schema": {"type": "string", "format": "uri-reference"}}
     if doc.status == 201 or "{id}" in op.route:
         headers["ETag"] = _ETAG
-    if op.function == "list_contacts":
+    if op.function in ("list_contacts", "list_quarantine"):
         headers["X-Continuation-Token"] = {
             "description": "The token of the next page; absent on the last page",
             "schema": _TOKEN}
@@ -195,7 +238,12 @@ def _operation(op: Operation) -> dict[str, Any]:
     if doc.request is not None:
         result["requestBody"] = {"required": True,
                                  "content": {"application/json": {"schema": _ref(doc.request)}}}
-    result["security"] = [] if op.anonymous else [{"functionKey": []}, {"functionKeyQuery": []}]
+    if op.anonymous:
+        result["security"] = []
+    elif op.function in ADMIN_FUNCTIONS:
+        result["security"] = [{"masterKey": []}, {"masterKeyQuery": []}]
+    else:
+        result["security"] = [{"functionKey": []}, {"functionKeyQuery": []}]
     return result
 
 
@@ -226,6 +274,10 @@ def openapi_document(app: func.FunctionApp) -> dict[str, Any]:
             "securitySchemes": {
                 "functionKey": {"type": "apiKey", "in": "header", "name": "x-functions-key"},
                 "functionKeyQuery": {"type": "apiKey", "in": "query", "name": "code"},
+                "masterKey": {"type": "apiKey", "in": "header", "name": "x-functions-key",
+                              "description": "The host's master key (admin routes)"},
+                "masterKeyQuery": {"type": "apiKey", "in": "query", "name": "code",
+                                   "description": "The host's master key (admin routes)"},
             },
         },
     }

@@ -12,6 +12,7 @@ from typing import Any, ParamSpec
 import azure.functions as func
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from application.admin import PublishFailedError
 from application.errors import (
     AlreadyExistsError,
     InvalidContinuationError,
@@ -111,6 +112,12 @@ def from_exception(exc: Exception) -> HttpProblemError:
                                errors=field_errors(exc))
         case NotFoundError():
             return HttpProblemError(404, "Not Found", f"no such {exc.aggregate_type}")
+        case PublishFailedError():
+            logger.error("publishing failed: %s", exc, exc_info=exc.__cause__)
+            return HttpProblemError(503, "Service Unavailable",
+                                    "the message broker did not take the messages; retry later "
+                                    "(what was sent already is dropped as a duplicate)",
+                                    headers={"Retry-After": "5"})
         case PreconditionFailedError():
             return HttpProblemError(412, "Precondition Failed",
                                "the contact has changed; read it again and retry with its ETag")

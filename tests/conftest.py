@@ -10,7 +10,14 @@ from azure.functions.decorators.function_app import Function
 
 from application.relay import Relay
 from entrypoints import bootstrap
-from tests.fakes import FakePublisher, InMemoryQuarantine, InMemoryStore, uow_factory
+from tests.fakes import (
+    FakePublisher,
+    FixedBacklog,
+    InMemoryEventStore,
+    InMemoryQuarantine,
+    InMemoryStore,
+    uow_factory,
+)
 
 _INDEXED: dict[str, Function] | None = None
 
@@ -33,10 +40,14 @@ class FakeWorld:
     def __init__(self) -> None:
         self.store = InMemoryStore()
         self.publisher = FakePublisher()
-        self.quarantine = InMemoryQuarantine()
+        self.quarantine = InMemoryQuarantine(self.store)
+        self.backlog = FixedBacklog()
         self.deps = bootstrap.Dependencies(
             uow=uow_factory(self.store),
             relay_factory=lambda: Relay(self.publisher, self.quarantine),
+            backlog_factory=lambda: self.backlog,
+            quarantine_factory=lambda: self.quarantine,
+            events_factory=lambda: InMemoryEventStore(self.store),
         )
 
 

@@ -7,11 +7,13 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any, cast
 
 import azure.functions as func
 from azure.functions._abc import RetryContext, TraceContext
 
+from application.backlog import BacklogEstimator, LeaseBacklog
 from application.errors import (
     AlreadyExistsError,
     ApplicationError,
@@ -19,15 +21,18 @@ from application.errors import (
     NotFoundError,
     PreconditionFailedError,
 )
-from application.outbox import OutboxRecord, Unreadable
+from application.outbox import NotAnEvent, OutboxRecord, Unreadable
 from application.ports import (
     ContactRepository,
     ContactSummary,
+    EventStore,
     MessageBatch,
     MessagePublisher,
     OutboxMessage,
     Page,
     Quarantine,
+    QuarantinedEvent,
+    QuarantinePage,
     Repository,
     TrackingRepository,
     UnitOfWork,
@@ -35,10 +40,18 @@ from application.ports import (
 from domain.aggregate import Aggregate
 from domain.contact import Contact
 from infra.cosmos.documents import (
+    EVENT_TYPE,
+    QUARANTINE_TYPE,
+    QUARANTINED_EVENT,
     WriteOperation,
     aggregate_from_document,
     commit_operations,
+    created_since,
     quarantine_document,
+    quarantine_id,
+    quarantined_event,
+    read_feed,
+    replayed_document,
 )
 
 
@@ -86,6 +99,11 @@ class InMemoryStore:
         doc["_etag"] = f'"{next(self._etags):08x}-0000-0000-0000-000000000000"'
         self.documents[(doc["partitionKey"], doc["id"])] = doc
         return str(doc["_etag"])
+
+    def delete(self, partition_key: str, doc_id: str) -> None:
+        with self._lock:
+            if self.documents.pop((partition_key, doc_id), None) is None:
+                raise NotFoundError("document", doc_id)
 
     def of_type(self, kind: str) -> list[dict[str, Any]]:
         with self._lock:
@@ -199,7 +217,11 @@ class FakePublisher(MessagePublisher):
     """Records sent batches; fails the n-th send when told to (after earlier ones went out)."""
 
     def __init__(self, *, max_batch_bytes: int = 4096, fail_on_send: int | None = None) -> None:
+        #: the limit the current link announced; `entity_limit`, when set, is what a fresh
+        #: link would announce (the entity's limit was raised since this one opened)
         self.max_batch_bytes = max_batch_bytes
+        self.entity_limit: int | None = None
+        self.refreshes = 0
         self.sent: list[list[OutboxMessage]] = []
         self.fail_on_send = fail_on_send
         self.attempts = 0
@@ -214,18 +236,88 @@ class FakePublisher(MessagePublisher):
             raise ConnectionError("broker unavailable")
         self.sent.append(list(batch.messages))
 
+    def refresh(self) -> None:
+        self.refreshes += 1
+        if self.entity_limit is not None:
+            self.max_batch_bytes = self.entity_limit
+
     @property
     def messages(self) -> list[OutboxMessage]:
         return [m for batch in self.sent for m in batch]
 
 
 class InMemoryQuarantine(Quarantine):
-    def __init__(self) -> None:
-        self.documents: dict[str, dict[str, Any]] = {}
+    """Quarantine records as documents of an in-memory store (its own unless given), written
+    and read with the same document functions as the Cosmos adapter."""
+
+    def __init__(self, store: InMemoryStore | None = None) -> None:
+        self.store = store if store is not None else InMemoryStore()
+
+    @property
+    def documents(self) -> dict[str, dict[str, Any]]:
+        return {d["id"]: d for d in self.store.of_type(QUARANTINE_TYPE)}
 
     def put(self, event: OutboxRecord | Unreadable, *, reason: str) -> None:
-        doc = quarantine_document(event.source, reason=reason)
-        self.documents[doc["id"]] = doc
+        self.store.put(quarantine_document(event.source, reason=reason))
+
+    def _document(self, event_id: str) -> dict[str, Any]:
+        doc = self.documents.get(quarantine_id(event_id))
+        if doc is None:
+            raise NotFoundError(QUARANTINED_EVENT, event_id)
+        return doc
+
+    def get(self, event_id: str) -> QuarantinedEvent:
+        return quarantined_event(self._document(event_id))
+
+    def list_page(self, *, page_size: int, continuation: str | None) -> QuarantinePage:
+        rows = sorted(self.documents.values(), key=lambda d: d["id"])
+        start = 0
+        if continuation is not None:
+            if not continuation.startswith("mem:") or not continuation[4:].isdigit():
+                raise InvalidContinuationError("bad continuation token")
+            start = int(continuation[4:])
+        page = rows[start : start + page_size]
+        end = start + len(page)
+        return QuarantinePage([quarantined_event(d) for d in page],
+                              f"mem:{end}" if end < len(rows) else None)
+
+    def count(self) -> int:
+        return sum(1 for d in self.documents.values() if d.get("status") != "resolved")
+
+    def replayed(self, entry: QuarantinedEvent, *, resolved: bool, reason: str,
+                 ttl_seconds: int) -> QuarantinedEvent:
+        current = self._document(entry.event_id)
+        updated = replayed_document(current, entry, resolved=resolved, reason=reason,
+                                    ttl_seconds=ttl_seconds, now=datetime.now(UTC))
+        self.store.put(updated)
+        return quarantined_event(updated)
+
+    def discard(self, entry: QuarantinedEvent) -> None:
+        self._document(entry.event_id)
+        self.store.delete(entry.aggregate_id, quarantine_id(entry.event_id))
+
+
+class InMemoryEventStore(EventStore):
+    def __init__(self, store: InMemoryStore) -> None:
+        self.store = store
+
+    def events_since(
+        self, since: datetime, *, aggregate_id: str | None = None
+    ) -> list[OutboxRecord | Unreadable]:
+        documents = [d for d in self.store.of_type(EVENT_TYPE)
+                     if (aggregate_id is None or d["partitionKey"] == aggregate_id)
+                     and created_since(d, since)]
+        return [i for i in read_feed(documents) if not isinstance(i, NotAnEvent)]
+
+
+class FixedBacklog(BacklogEstimator):
+    """A backlog estimator that reports what a test sets."""
+
+    def __init__(self, leases: list[LeaseBacklog] | None = None) -> None:
+        self.leases = leases or []
+
+    def estimate(self) -> list[LeaseBacklog]:
+        return list(self.leases)
 
 
 class FakeTraceContext(TraceContext):

@@ -18,7 +18,7 @@ param azdServiceName string = 'api'
 @description('Flex Consumption plan name.')
 param planName string
 
-@description('Which functions run here: all, api (change-feed trigger disabled) or relay (contact HTTP functions disabled).')
+@description('Which functions run here: all, api (change-feed trigger, backlog timer and operators\' routes disabled) or relay (contact HTTP functions disabled; the operators\' routes run here).')
 @allowed([
   'all'
   'api'
@@ -104,10 +104,30 @@ var relayFunctions = [
   'relay_events'
   'outbox_backlog'
 ]
-// The relay app keeps `health` so it still has a probe.
+// The operators' routes (auth level ADMIN: the host's master key). They publish through the
+// relay path and read the leases, so they run where the relay runs: in the relay app when it is
+// split off, never in the api app.
+var adminHttpFunctions = [
+  'outbox_status'
+  'list_quarantine'
+  'replay_quarantined'
+  'discard_quarantined'
+  'redrive_events'
+]
+// What the api app does not run: the relay's functions and the operators' routes.
+var relayAndAdminFunctions = [
+  'relay_events'
+  'outbox_backlog'
+  'outbox_status'
+  'list_quarantine'
+  'replay_quarantined'
+  'discard_quarantined'
+  'redrive_events'
+]
+// The relay app keeps `health` so it still has a probe, and the operators' routes.
 var disabledByRole = {
   all: []
-  api: relayFunctions
+  api: relayAndAdminFunctions
   relay: contactHttpFunctions
 }
 var disabledFunctions = disabledByRole[appRole]

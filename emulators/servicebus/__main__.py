@@ -12,7 +12,12 @@ import sys
 from pathlib import Path
 
 from emulators.servicebus.broker import Broker
-from emulators.servicebus.config import DEFAULT_CONFIG, connection_string, load_config
+from emulators.servicebus.config import (
+    DEFAULT_CONFIG,
+    MAX_MESSAGE_SIZE,
+    connection_string,
+    load_config,
+)
 from emulators.servicebus.control import serve_control
 from emulators.servicebus.server import Server
 from emulators.servicebus.state import load, save
@@ -24,7 +29,8 @@ async def _serve(args: argparse.Namespace) -> None:
     state_file = Path(args.state_file) if args.state_file else None
     if state_file is not None:
         load(broker, state_file)
-    server = Server(broker, settle_delay=args.settle_delay_ms / 1000)
+    server = Server(broker, settle_delay=args.settle_delay_ms / 1000,
+                    max_message_size=args.max_message_size)
     port = await server.start(args.host, args.port)
     ready: dict[str, object] = {
         "ready": True, "port": port, "connection_string": connection_string(args.host, port)
@@ -86,6 +92,11 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="fault injection: answer each send's disposition this late (messages are "
         "accepted at once)",
+    )
+    parser.add_argument(
+        "--max-message-size", type=int, default=MAX_MESSAGE_SIZE,
+        help="largest message or batch a sender may send, in bytes (default 262144, the "
+        "Standard tier's 256 KB; Premium entities allow up to 100 MB)",
     )
     parser.add_argument("--log-level", default="WARNING")
     parser.add_argument(

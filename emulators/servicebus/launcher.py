@@ -62,6 +62,7 @@ def start_servicebus(
     tls: tuple[int, Path, Path] | None = None,
     control: bool = False,
     state_file: Path | None = None,
+    max_message_size: int | None = None,
 ) -> ServiceBusEndpoint:
     """Run ``python -m emulators.servicebus`` and wait for its ready line.
 
@@ -84,6 +85,8 @@ def start_servicebus(
         cmd += ["--duplicate-window-seconds", str(duplicate_window_seconds)]
     if settle_delay_ms:
         cmd += ["--settle-delay-ms", str(settle_delay_ms)]
+    if max_message_size is not None:
+        cmd += ["--max-message-size", str(max_message_size)]
     if tls is not None:
         cmd += ["--tls-port", str(tls[0]), "--tls-cert", str(tls[1]), "--tls-key", str(tls[2])]
     if control:

@@ -379,7 +379,7 @@ class Connection:
                 unsettled=None,
                 incomplete_unsettled=None,
                 initial_delivery_count=0 if role == ROLE_SENDER else None,
-                max_message_size=MAX_MESSAGE_SIZE if role == ROLE_RECEIVER else None,
+                max_message_size=self.server.max_message_size if role == ROLE_RECEIVER else None,
                 offered_capabilities=None,
                 desired_capabilities=None,
                 properties=props,
@@ -658,8 +658,12 @@ class Connection:
 class Server:
     """The listening endpoint plus its broker."""
 
-    def __init__(self, broker: Broker, *, settle_delay: float = 0.0) -> None:
+    def __init__(self, broker: Broker, *, settle_delay: float = 0.0,
+                 max_message_size: int = MAX_MESSAGE_SIZE) -> None:
         self.broker = broker
+        #: The largest message (or batch) a sender may send, announced on each sender's link
+        #: (the SDK sizes its batches by it): 256 KB as on Standard; larger as on Premium.
+        self.max_message_size = max_message_size
         # Fault injection for tests: accept a send at once (receivers see it) but answer its
         # disposition late, so a sender can be killed while it still waits for the ack.
         self.settle_delay = settle_delay
@@ -787,11 +791,11 @@ class Server:
     def accept_send(self, link: Link, payload: bytes, message_format: int) -> None:
         entity = link.sender_entity
         assert entity is not None
-        if len(payload) > MAX_MESSAGE_SIZE:
+        if len(payload) > self.max_message_size:
             raise SendRejectedError(
                 COND_SIZE,
                 f"The received message (size {len(payload)} bytes) exceeds the limit "
-                f"({MAX_MESSAGE_SIZE} bytes) currently allowed on the link.",
+                f"({self.max_message_size} bytes) currently allowed on the link.",
             )
         if message_format == BATCH_FORMAT:
             inner = [value for code, _, value in _split_sections(payload) if code == 0x75]

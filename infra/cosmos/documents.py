@@ -24,10 +24,13 @@ from pydantic import ValidationError
 
 from application.errors import NotFoundError
 from application.outbox import FeedItem, NotAnEvent, OutboxRecord, PoisonEventError, Unreadable
+from application.ports import QuarantinedEvent
 from domain.aggregate import Aggregate, DomainEvent
 
 EVENT_TYPE = "domainEvent"
 QUARANTINE_TYPE = "quarantinedEvent"
+#: The kind named in a 404 for a quarantine record ("no such quarantined event").
+QUARANTINED_EVENT = "quarantined event"
 # Events written before the envelope named their aggregate were all contact events.
 LEGACY_AGGREGATE_TYPE = "contact"
 
@@ -72,7 +75,24 @@ def read_feed(documents: Iterable[Mapping[str, Any]]) -> Iterator[FeedItem]:
         try:
             yield outbox_record(document)
         except PoisonEventError as exc:
-            yield Unreadable(str(document.get("id")), str(exc), _without_system_keys(document))
+            yield unreadable(document, str(exc))
+
+
+def unreadable(document: Mapping[str, Any], reason: str) -> Unreadable:
+    """A stored event that is not a valid outbox record, with what can still be read of it:
+    its partition is its aggregate's id; its action and version if they have the right type."""
+    data = document.get("data")
+    data = data if isinstance(data, Mapping) else {}
+    kind = document.get("aggregateType", LEGACY_AGGREGATE_TYPE)
+    partition = document.get("partitionKey")
+    action, version = data.get("action"), data.get("version")
+    return Unreadable(
+        str(document.get("id")), reason, _without_system_keys(document),
+        aggregate_type=kind if isinstance(kind, str) and kind else None,
+        aggregate_id=partition if isinstance(partition, str) and partition else None,
+        action=action if isinstance(action, str) else None,
+        version=version if type(version) is int else None,
+    )
 
 
 def outbox_record(document: Mapping[str, Any]) -> OutboxRecord:
@@ -115,19 +135,88 @@ def document_created_at(document: Mapping[str, Any]) -> float | None:
     return (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).timestamp()
 
 
-def quarantine_document(document: Mapping[str, Any], *, reason: str) -> dict[str, Any]:
+def quarantine_document(
+    document: Mapping[str, Any], *, reason: str, now: datetime | None = None
+) -> dict[str, Any]:
     """A copy of a poison event kept (no TTL) with the reason, in the event's own partition.
     The relay skips it: it is not a `domainEvent`."""
     source_id = str(document.get("id", "unknown"))
     partition = document.get("partitionKey")
     return {
-        "id": f"quarantine-{source_id}",
+        "id": quarantine_id(source_id),
         "partitionKey": partition if isinstance(partition, str) else "quarantine",
         "type": QUARANTINE_TYPE,
+        "eventId": source_id,
         "reason": reason,
+        "status": "quarantined",
+        "quarantinedAt": (now or datetime.now(UTC)).isoformat(),
+        "replays": 0,
         "data": _without_system_keys(document),
         "ttl": -1,
     }
+
+
+def quarantine_id(event_id: str) -> str:
+    return f"quarantine-{event_id}"
+
+
+def quarantined_event(document: Mapping[str, Any]) -> QuarantinedEvent:
+    """A stored quarantine record, typed; the event it holds parsed as the relay parses it.
+    Records written before the admin API (no status, time or replays) read as quarantined,
+    quarantined at the document's `_ts`."""
+    source = document.get("data")
+    source = source if isinstance(source, Mapping) else {}
+    event_id = str(document.get("eventId") or source.get("id")
+                   or str(document.get("id", "")).removeprefix("quarantine-"))
+    try:
+        event: OutboxRecord | Unreadable = outbox_record(source)
+    except PoisonEventError as exc:
+        event = unreadable(source, str(exc))
+    at = _time(document.get("quarantinedAt"))
+    if at is None and isinstance(document.get("_ts"), int | float):
+        at = datetime.fromtimestamp(float(document["_ts"]), UTC)
+    replays = document.get("replays")
+    partition = document.get("partitionKey")
+    return QuarantinedEvent(
+        event_id=event_id,
+        aggregate_type=event.aggregate_type,
+        aggregate_id=partition if isinstance(partition, str) else "quarantine",
+        action=event.action,
+        version=event.version,
+        reason=str(document.get("reason", "")),
+        quarantined_at=at,
+        replays=replays if type(replays) is int else 0,
+        resolved_at=_time(document.get("resolvedAt")),
+        event=event,
+    )
+
+
+def replayed_document(
+    document: Mapping[str, Any], entry: QuarantinedEvent, *, resolved: bool, reason: str,
+    ttl_seconds: int, now: datetime,
+) -> dict[str, Any]:
+    """The record after a replay: resolved (kept for audit, expiring after `ttl_seconds`), or
+    still quarantined with the new reason; either way one more replay counted."""
+    updated = _without_system_keys(document)
+    updated.update({
+        "eventId": entry.event_id,
+        "replays": entry.replays + 1,
+        "quarantinedAt": (entry.quarantined_at or now).isoformat(),
+        "lastReplayAt": now.isoformat(),
+    })
+    if resolved:
+        updated.update({"status": "resolved", "resolvedAt": now.isoformat(), "ttl": ttl_seconds})
+    else:
+        updated.update({"status": "quarantined", "reason": reason, "ttl": -1})
+        updated.pop("resolvedAt", None)
+    return updated
+
+
+def created_since(document: Mapping[str, Any], since: datetime) -> bool:
+    """Whether a stored event was created at or after `since` (by `data.createdAt`; an event
+    without a readable time is not selected)."""
+    created = document_created_at(document)
+    return created is not None and created >= since.timestamp()
 
 
 WriteOperation = tuple[str, dict[str, Any], str | None]  # "create"|"replace", document, if-match

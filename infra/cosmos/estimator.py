@@ -21,6 +21,7 @@ import base64
 import json
 import logging
 from collections.abc import Iterator, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from azure.cosmos import ContainerProxy
@@ -74,15 +75,16 @@ class CosmosBacklogEstimator(BacklogEstimator):
         for page in pages:
             first = next(iter(page), None)
             break
+        owner, checkpoint = _lease_owner(lease)
         if first is None:
-            return LeaseBacklog(name, 0, None)
+            return LeaseBacklog(name, 0, None, owner, checkpoint)
         latest = latest_lsn(headers)
         first_lsn = int(first.get("_lsn", 0))
         pending = max(1, latest - first_lsn + 1) if latest is not None else 1
         created = document_created_at(first)
         if created is None and isinstance(first.get("_ts"), int | float):
             created = float(first["_ts"])
-        return LeaseBacklog(name, pending, created)
+        return LeaseBacklog(name, pending, created, owner, checkpoint)
 
     def _start(self, lease: Mapping[str, Any]) -> dict[str, Any]:
         token = lease.get("ContinuationToken")
@@ -124,6 +126,17 @@ class CosmosBacklogEstimator(BacklogEstimator):
             },
         }
         return base64.b64encode(json.dumps(state).encode()).decode()
+
+
+def _lease_owner(lease: Mapping[str, Any]) -> tuple[str | None, str | None]:
+    """The lease's `Owner` and its `timestamp` (both processors write them; the document's
+    `_ts` when there is no timestamp). Neither for a range with no lease document."""
+    owner = lease.get("Owner")
+    stamp = lease.get("timestamp")
+    if not isinstance(stamp, str) and isinstance(lease.get("_ts"), int | float):
+        stamp = datetime.fromtimestamp(float(lease["_ts"]), UTC).isoformat()
+    return (owner if isinstance(owner, str) and owner else None,
+            stamp if isinstance(stamp, str) and stamp else None)
 
 
 def _range_name(feed_range: Mapping[str, Any]) -> str:

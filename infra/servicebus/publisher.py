@@ -94,6 +94,10 @@ class ServiceBusPublisher(MessagePublisher):
             self._reset()
             raise
 
+    def refresh(self) -> None:
+        """The next batch comes from a new link, which announces the entity's current limit."""
+        self._reset()
+
     def _reset(self) -> None:
         with self._lock:
             sender, self._sender = self._sender, None

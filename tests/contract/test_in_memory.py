@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
+from tests.contract.quarantine_contract import QuarantineContract, QuarantineWorld
 from tests.contract.unit_of_work_contract import ContractWorld, UnitOfWorkContract
-from tests.fakes import InMemoryStore, uow_factory
+from tests.fakes import InMemoryEventStore, InMemoryQuarantine, InMemoryStore, uow_factory
 
 
 class InMemoryWorld(ContractWorld):
@@ -26,3 +27,19 @@ class TestInMemoryUnitOfWork(UnitOfWorkContract):
     @pytest.fixture
     def world(self) -> ContractWorld:
         return InMemoryWorld()
+
+
+class InMemoryQuarantineWorld(QuarantineWorld):
+    def __init__(self) -> None:
+        self.store = InMemoryStore()
+        self.quarantine = InMemoryQuarantine(self.store)
+        self.events = InMemoryEventStore(self.store)
+
+    def plant(self, document: dict[str, Any]) -> None:
+        self.store.put(document)
+
+
+class TestInMemoryQuarantine(QuarantineContract):
+    @pytest.fixture
+    def world(self) -> QuarantineWorld:
+        return InMemoryQuarantineWorld()

@@ -36,6 +36,21 @@ def http_functions() -> set[str]:
     return {name for name, decorators in functions().items() if "app.route" in decorators}
 
 
+def admin_functions(path: Path = FUNCTION_APP) -> set[str]:
+    """HTTP functions bound with `auth_level=func.AuthLevel.ADMIN` (the host's master key)."""
+    found = set()
+    for node in ast.parse(path.read_text("utf-8")).body:
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        for decorator in node.decorator_list:
+            if isinstance(decorator, ast.Call) and any(
+                k.arg == "auth_level" and isinstance(k.value, ast.Attribute)
+                and k.value.attr == "ADMIN" for k in decorator.keywords
+            ):
+                found.add(node.name)
+    return found
+
+
 def trigger_functions() -> set[str]:
     return {name for name, decorators in functions().items() if "app.route" not in decorators}
 

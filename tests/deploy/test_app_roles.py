@@ -31,7 +31,7 @@ def test_functions_are_disabled_with_the_official_app_setting() -> None:
 def test_all_role_disables_nothing_api_disables_the_relay_relay_keeps_only_health() -> None:
     roles = disabled_by_role()
     assert roles["all"] == []
-    assert roles["api"] == ["relay_events", "outbox_backlog"]
+    assert roles["api"][:2] == ["relay_events", "outbox_backlog"]
     assert "health" not in roles["relay"]
     assert "relay_events" not in roles["relay"]
     assert "outbox_backlog" not in roles["relay"]  # the estimate runs beside the relay
@@ -40,8 +40,19 @@ def test_all_role_disables_nothing_api_disables_the_relay_relay_keeps_only_healt
 @needs_app
 def test_role_lists_name_exactly_the_functions_of_function_app() -> None:
     roles = disabled_by_role()
-    assert set(roles["api"]) == functions.trigger_functions()
-    assert set(roles["relay"]) == functions.http_functions() - {"health"}
+    admin = functions.admin_functions()
+    assert admin == {"outbox_status", "list_quarantine", "replay_quarantined",
+                     "discard_quarantined", "redrive_events"}
+    assert set(roles["api"]) == functions.trigger_functions() | admin
+    assert set(roles["relay"]) == functions.http_functions() - {"health"} - admin
+
+
+@needs_app
+def test_the_operators_routes_run_beside_the_relay_never_in_the_api_app() -> None:
+    admin = t.string_list(FUNCTION_APP_MODULE, "adminHttpFunctions")
+    assert set(admin) == functions.admin_functions()
+    relay = set(t.string_list(FUNCTION_APP_MODULE, "relayFunctions"))
+    assert set(t.string_list(FUNCTION_APP_MODULE, "relayAndAdminFunctions")) == relay | set(admin)
 
 
 def test_split_deploys_a_second_app_in_the_relay_role_only_when_asked() -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient
 
+from application.outbox import QUARANTINE_NOTICE_SUBJECT, notice_id
 from emulators.stack import Ports, Stack
 from tests.e2e.subscriber import Received, count_at_least, drain
 from tests.httpclient import Client
@@ -236,10 +237,14 @@ def test_a_poison_event_is_quarantined_and_does_not_block_later_events(
     finally:
         client.close()
     good = [e for e in stored_events(fresh_stack) if e["id"] != "poison-event-1"]
-    received = drain(fresh_stack.servicebus.connection_string, until=count_at_least(len(good)),
-                     timeout=60)
+    received = drain(fresh_stack.servicebus.connection_string,
+                     until=count_at_least(len(good) + 1), timeout=60)
     assert "poison-event-1" not in {r.message_id for r in received}
-    assert_exactly_once_in_order(received, good)
+    # Subscribers are told: a notice in the contact's session, with the event's version.
+    [notice] = [r for r in received if r.subject == QUARANTINE_NOTICE_SUBJECT]
+    assert (notice.message_id, notice.session_id, notice.version) == (
+        notice_id("poison-event-1"), cid, 99)
+    assert_exactly_once_in_order([r for r in received if r is not notice], good)
     assert len(later) == 2
     kept = container.read_item("quarantine-poison-event-1", partition_key=cid)
     assert kept["type"] == "quarantinedEvent"

@@ -37,7 +37,7 @@ from tests.httpclient import Client
 
 pytestmark = pytest.mark.integration
 
-#: Examples per operation and generation mode; 11 operations x 2 modes x 50 > 1000 cases.
+#: Examples per operation and generation mode; 16 operations x 2 modes x 50 > 1000 cases.
 MAX_EXAMPLES = 50
 MIN_CASES = 1000
 LOCAL_EXCEPTIONS = ["ignored_auth"]

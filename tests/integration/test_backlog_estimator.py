@@ -114,6 +114,7 @@ def test_functions_host_leases_with_etag_continuations_are_read(
     [backlog] = CosmosBacklogEstimator(contacts, leases, lease_prefix="account_").estimate()
     assert backlog.pending == 3
     assert backlog.lease == "0"
+    assert (backlog.owner, backlog.checkpoint_at) == (None, "2024-01-01T00:00:00Z")
 
 
 def test_latest_lsn_is_read_from_the_session_token_like_the_sdk_estimators() -> None:

@@ -24,6 +24,11 @@ API = {
     ("DELETE", "contacts/{id}"): ("delete_contact", "FUNCTION"),
     ("GET", "health"): ("health", "ANONYMOUS"),
     ("GET", "openapi.json"): ("openapi", "ANONYMOUS"),
+    ("GET", "outbox/status"): ("outbox_status", "ADMIN"),
+    ("GET", "outbox/quarantine"): ("list_quarantine", "ADMIN"),
+    ("POST", "outbox/quarantine/{eventId}/replay"): ("replay_quarantined", "ADMIN"),
+    ("DELETE", "outbox/quarantine/{eventId}"): ("discard_quarantined", "ADMIN"),
+    ("POST", "outbox/redrive"): ("redrive_events", "ADMIN"),
 }
 
 

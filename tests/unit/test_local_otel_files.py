@@ -44,7 +44,7 @@ def test_relay_telemetry_lands_in_otlp_json_lines_and_status_sums_it_up(tmp_path
     assert len(span["spanId"]) == 16
 
     summary = summarise((tmp_path / "metrics.jsonl").read_text().splitlines())
-    assert summary.sums[names.SENT_MESSAGES] == 9
+    assert summary.sums[names.SENT_MESSAGES] == 10  # 9 events and the quarantine notice
     assert summary.sums[names.QUARANTINED] == 1
     assert summary.lag.count == 9
     assert summary.gauges[(names.PENDING, names.ALL_LEASES)] == 4

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from application.outbox import QUARANTINE_NOTICE_SUBJECT, notice_id
 from application.relay import Relay, RelayReport
 from domain.aggregate import DomainEvent
 from domain.contact import Contact
@@ -138,7 +139,13 @@ def test_malformed_events_are_quarantined_with_a_reason_and_the_rest_go_on(
     mutate(docs[1])
     r, publisher, quarantine = relay()
     report = r.relay(docs)
-    assert [m.message_id for m in publisher.messages] == [docs[0]["id"], docs[2]["id"]]
+    events = [m for m in publisher.messages if m.subject != QUARANTINE_NOTICE_SUBJECT]
+    assert [m.message_id for m in events] == [docs[0]["id"], docs[2]["id"]]
+    [notice] = [m for m in publisher.messages if m.subject == QUARANTINE_NOTICE_SUBJECT]
+    assert notice.message_id == notice_id(docs[1]["id"])
+    assert notice.session_id == docs[0]["partitionKey"]
+    assert json.loads(notice.body)["eventId"] == docs[1]["id"]
+    assert report.sent == 2 and report.notices == 1
     [kept] = quarantine.documents.values()
     assert reason in kept["reason"]
     assert kept["data"]["id"] == docs[1]["id"]
@@ -151,9 +158,44 @@ def test_an_event_larger_than_a_message_is_quarantined_and_later_events_still_go
     r, publisher, quarantine = relay(FakePublisher(max_batch_bytes=4096))
     r.relay(docs)
     assert docs[1]["id"] not in {m.message_id for m in publisher.messages}
-    assert len(publisher.messages) == 4
     [kept] = quarantine.documents.values()
     assert "larger than" in kept["reason"]
+    # Its notice is published in its place: same session, between versions 1 and 3.
+    assert [(m.message_id, m.version) for m in publisher.messages] == [
+        (docs[0]["id"], 1), (notice_id(docs[1]["id"]), 2), (docs[2]["id"], 3),
+        (docs[3]["id"], 1), (docs[4]["id"], 2)]
+    notice = publisher.messages[1]
+    assert notice.subject == QUARANTINE_NOTICE_SUBJECT
+    assert notice.session_id == docs[1]["data"]["contactId"]
+    assert json.loads(notice.body) == {
+        "eventId": docs[1]["id"], "contactId": docs[1]["data"]["contactId"],
+        "action": "ContactDescriptionUpdatedEvent", "version": 2, "reason": kept["reason"]}
+    assert notice.application_properties == {
+        "contactId": docs[1]["data"]["contactId"], "version": 2,
+        "action": QUARANTINE_NOTICE_SUBJECT, "eventId": docs[1]["id"]}
+
+
+def test_a_message_too_large_for_the_link_is_tried_once_on_a_fresh_link() -> None:
+    docs = history(2)
+    docs[1]["data"]["description"] = "x" * 5000
+    publisher = FakePublisher(max_batch_bytes=4096)
+    publisher.entity_limit = 64 * 1024  # raised since the link opened
+    r, _, quarantine = relay(publisher)
+    r.relay(docs)
+    assert [m.message_id for m in publisher.messages] == [d["id"] for d in docs]
+    assert quarantine.documents == {} and publisher.refreshes == 1
+
+
+def test_a_full_batch_does_not_refresh_the_link() -> None:
+    docs = history(29)
+    r, publisher, _ = relay(FakePublisher(max_batch_bytes=2048))
+    r.relay(docs)
+    assert len(publisher.sent) > 1 and publisher.refreshes == 0
+
+
+def test_the_notice_id_is_derived_from_the_event_id_only() -> None:
+    assert notice_id("e-1") == notice_id("e-1") != notice_id("e-2")
+    assert len(notice_id("x" * 128)) == 36  # within Service Bus' 128-character MessageId
 
 
 def test_a_repeated_event_in_one_invocation_is_sent_once() -> None:

@@ -292,6 +292,28 @@ def test_oversized_message_is_rejected(topic_sender: ServiceBusSender) -> None:
         topic_sender.send_messages(ServiceBusMessage(b"x" * 300_000, session_id=_sid()))
 
 
+def test_the_message_size_limit_is_configurable_as_on_premium(fresh_servicebus: Target) -> None:
+    """Restarted with a 1 MB limit, the endpoint announces it on the sender's link: the SDK
+    sizes its batches by it and a 300 KB message is accepted and received."""
+    endpoint = fresh_servicebus.endpoint
+    assert endpoint is not None
+    endpoint.stop()
+    larger = start_servicebus(port=endpoint.port, config=CONFIG, max_message_size=1024 * 1024)
+    sid = _sid()
+    try:
+        with ServiceBusClient.from_connection_string(larger.connection_string) as client:
+            with client.get_topic_sender(TOPIC, keep_alive=0) as sender:
+                assert sender.create_message_batch().max_size_in_bytes == 1024 * 1024
+                sender.send_messages(ServiceBusMessage(b"x" * 300_000, session_id=sid,
+                                                       message_id=f"{sid}:1"))
+                with pytest.raises(MessageSizeExceededError):
+                    sender.send_messages(ServiceBusMessage(b"x" * 1_100_000, session_id=sid))
+            got = _drain_session(client, sid, expected=1)
+    finally:
+        larger.stop()
+    assert [m.message_id for m in got] == [f"{sid}:1"]
+
+
 def test_sender_works_again_after_endpoint_restart_on_same_port(fresh_servicebus: Target) -> None:
     endpoint = fresh_servicebus.endpoint
     assert endpoint is not None
