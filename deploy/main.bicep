@@ -71,6 +71,10 @@ param duplicateDetectionHistoryTimeWindow string = 'P1D'
 @minValue(3600)
 param eventTtlSeconds int = 864000
 
+@description('CloudEvents source of every relayed message (CLOUDEVENTS_SOURCE): a URI-reference naming this service, e.g. https://contacts.example.com/api/contacts.')
+@minLength(1)
+param cloudEventsSource string = '/contacts'
+
 @description('Change feed poll delay in milliseconds (FEED_POLL_DELAY_MS).')
 @minValue(100)
 param feedPollDelayMs int = 1000
@@ -293,6 +297,7 @@ module api 'modules/functionapp.bicep' = {
     cosmosLeaseContainer: cosmos.outputs.leaseContainerName
     serviceBusTopic: serviceBus.outputs.topicName
     eventTtlSeconds: eventTtlSeconds
+    cloudEventsSource: cloudEventsSource
     feedPollDelayMs: feedPollDelayMs
     maxItemsPerInvocation: maxItemsPerInvocation
     backlogEstimateSchedule: backlogEstimateSchedule
@@ -327,6 +332,7 @@ module relay 'modules/functionapp.bicep' = if (splitRelay) {
     cosmosLeaseContainer: cosmos.outputs.leaseContainerName
     serviceBusTopic: serviceBus.outputs.topicName
     eventTtlSeconds: eventTtlSeconds
+    cloudEventsSource: cloudEventsSource
     feedPollDelayMs: feedPollDelayMs
     maxItemsPerInvocation: maxItemsPerInvocation
     backlogEstimateSchedule: backlogEstimateSchedule
