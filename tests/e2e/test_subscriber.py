@@ -255,11 +255,12 @@ def test_a_gap_left_by_a_quarantined_event_is_held_and_closed_by_its_replay(
     # version 2 is committed with an event too large for the topic: the relay quarantines it
     doc = contacts.read_item(contact, partition_key=contact)
     data = {**doc["data"], "version": 2, "description": "replayed"}
-    event = {"id": f"gap-event-{contact}", "partitionKey": contact, "type": "domainEvent",
-             "aggregateType": "contact", "ttl": 600,
-             "data": {"id": f"gap-event-{contact}", "contactId": contact, "version": 2,
-                      "action": "ContactDescriptionUpdatedEvent",
-                      "createdAt": "2026-01-01T00:00:00Z", "description": "x" * 300_000}}
+    event: dict[str, Any] = {
+        "id": f"gap-event-{contact}", "partitionKey": contact, "type": "domainEvent",
+        "aggregateType": "contact", "ttl": 600,
+        "data": {"id": f"gap-event-{contact}", "contactId": contact, "version": 2,
+                 "action": "ContactDescriptionUpdatedEvent",
+                 "createdAt": "2026-01-01T00:00:00Z", "description": "x" * 300_000}}
     contacts.execute_item_batch(batch_operations=[
         ("replace", (contact, {**doc, "data": data}), {"if_match_etag": doc["_etag"]}),
         ("create", (event,)),
