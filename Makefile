@@ -47,6 +47,7 @@ run: setup
 lint: $(PY_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy subscriber/function_app.py
 	bash deploy/checkov.sh
 
 unit: $(PY_STAMP) $(RPC_STAMP)

@@ -5,6 +5,8 @@ it becomes a broker message. The store's adapter parses its documents into these
 The wire format: body = the event's data as stored (JSON), MessageId = event id, SessionId =
 aggregate id, Subject = action, application properties `<aggregateType>Id` (`contactId`),
 `version`, `action`, and `traceparent`/`Diagnostic-Id` when the event carries a trace context.
+The message also keeps the event's creation time and data schema (if any): the broker adapter
+adds them, with the other CloudEvents attributes, in the AMQP binding's binary content mode.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ class OutboxRecord(BaseModel):
     version: Annotated[StrictInt, Field(ge=1)]
     created_at: datetime | None = None
     traceparent: str | None = None
+    dataschema: str | None = None
     body: bytes
     source: Mapping[str, Any] = Field(default_factory=dict, repr=False, exclude=True)
 
@@ -77,6 +80,8 @@ class OutboxMessage:
     body: bytes
     application_properties: dict[str, str | int]
     content_type: str = "application/json"
+    created_at: datetime | None = None
+    dataschema: str | None = None
 
 
 def to_message(record: OutboxRecord) -> OutboxMessage:
@@ -95,6 +100,8 @@ def to_message(record: OutboxRecord) -> OutboxMessage:
         version=record.version,
         body=record.body,
         application_properties=properties,
+        created_at=record.created_at,
+        dataschema=record.dataschema,
     )
 
 

@@ -32,6 +32,7 @@ param principalType string = 'User'
 // ---- names (empty = derived from environmentName) ----
 param functionAppName string = ''
 param relayFunctionAppName string = ''
+param subscriberFunctionAppName string = ''
 param cosmosAccountName string = ''
 param serviceBusNamespaceName string = ''
 param storageAccountName string = ''
@@ -71,6 +72,10 @@ param duplicateDetectionHistoryTimeWindow string = 'P1D'
 @minValue(3600)
 param eventTtlSeconds int = 864000
 
+@description('CloudEvents source of every relayed message (CLOUDEVENTS_SOURCE): a URI-reference naming this service, e.g. https://contacts.example.com/api/contacts.')
+@minLength(1)
+param cloudEventsSource string = '/contacts'
+
 @description('Change feed poll delay in milliseconds (FEED_POLL_DELAY_MS).')
 @minValue(100)
 param feedPollDelayMs int = 1000
@@ -93,6 +98,19 @@ param oldestPendingAgeAlertSeconds int = 300
 @description('Deploy the relay as a second Function App (API app: trigger disabled; relay app: contact HTTP functions disabled) so they scale, deploy and fail separately.')
 param splitRelay bool = false
 
+@description('Deploy the subscriber app (subscriber/): its own Function App and identity, its session-enabled subscription and its projection container. Publish it with `func azure functionapp publish <AZURE_SUBSCRIBER_FUNCTION_APP_NAME>` from subscriber/.')
+param deploySubscriber bool = false
+
+@description('The subscriber\'s own session-enabled subscription (SUBSCRIBER_SUBSCRIPTION).')
+param subscriberSubscriptionName string = 'contact-projection'
+
+@description('The subscriber\'s projection container (PROJECTION_CONTAINER).')
+param projectionContainerName string = 'contact-projections'
+
+@description('Seconds an inbox record of the subscriber lives (INBOX_TTL_SECONDS): longer than the outbox keeps an event (eventTtlSeconds) and any re-drive.')
+@minValue(3600)
+param inboxTtlSeconds int = 1209600
+
 @description('Flex Consumption: maximum instances per app.')
 @minValue(1)
 @maxValue(1000)
@@ -112,6 +130,7 @@ var tags = {
   'azd-env-name': environmentName
 }
 var appName = !empty(functionAppName) ? functionAppName : '${abbrs.webSitesFunctions}api-${token}'
+var subscriberAppName = !empty(subscriberFunctionAppName) ? subscriberFunctionAppName : '${abbrs.webSitesFunctions}subscriber-${token}'
 var relayAppName = !empty(relayFunctionAppName) ? relayFunctionAppName : '${abbrs.webSitesFunctions}relay-${token}'
 var hostStorageName = !empty(storageAccountName) ? storageAccountName : '${abbrs.storageStorageAccounts}${token}'
 
@@ -138,6 +157,21 @@ resource identity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' 
   location: location
   tags: tags
 }
+
+// The subscriber runs as an identity of its own: receive on its subscription, read/write its
+// projection container, host storage; nothing on the outbox.
+resource subscriberIdentity 'Microsoft.ManagedIdentity/userAssignedIdentities@2023-01-31' = if (deploySubscriber) {
+  name: '${abbrs.managedIdentityUserAssignedIdentities}subscriber-${token}'
+  location: location
+  tags: tags
+}
+
+var subscriberPrincipals = deploySubscriber ? [
+  {
+    id: subscriberIdentity.properties.principalId
+    type: 'ServicePrincipal'
+  }
+] : []
 
 // ---- monitoring ----
 resource logAnalytics 'Microsoft.OperationalInsights/workspaces@2023-09-01' = {
@@ -234,6 +268,32 @@ resource storageTableDataContributor 'Microsoft.Authorization/roleAssignments@20
   }
 }
 
+var subscriberStorageRoleIds = deploySubscriber ? [
+  storageBlobDataOwnerRoleId
+  storageQueueDataContributorRoleId
+  storageTableDataContributorRoleId
+] : []
+
+resource subscriberStorageRoles 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for roleId in subscriberStorageRoleIds: {
+  name: guid(storage.id, subscriberAppName, roleId)
+  scope: storage
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', roleId)
+    principalId: deploySubscriber ? subscriberIdentity.properties.principalId : ''
+    principalType: 'ServicePrincipal'
+  }
+}]
+
+resource subscriberMetricsPublisher 'Microsoft.Authorization/roleAssignments@2022-04-01' = if (deploySubscriber) {
+  name: guid(applicationInsights.id, subscriberAppName, monitoringMetricsPublisherRoleId)
+  scope: applicationInsights
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', monitoringMetricsPublisherRoleId)
+    principalId: deploySubscriber ? subscriberIdentity.properties.principalId : ''
+    principalType: 'ServicePrincipal'
+  }
+}
+
 // ---- data plane ----
 module cosmos 'modules/cosmos.bicep' = {
   name: 'cosmos'
@@ -245,6 +305,8 @@ module cosmos 'modules/cosmos.bicep' = {
     containerName: cosmosContainerName
     leaseContainerName: cosmosLeaseContainerName
     serverless: cosmosServerless
+    projectionContainerName: deploySubscriber ? projectionContainerName : ''
+    projectionContributorPrincipalIds: [for p in subscriberPrincipals: p.id]
     dataContributorPrincipalIds: concat([
       identity.properties.principalId
     ], empty(principalId) ? [] : [
@@ -262,6 +324,8 @@ module serviceBus 'modules/servicebus.bicep' = {
     skuName: serviceBusSku
     topicName: serviceBusTopicName
     subscriptionName: serviceBusSubscriptionName
+    projectionSubscriptionName: deploySubscriber ? subscriberSubscriptionName : ''
+    projectionReceiverPrincipals: subscriberPrincipals
     duplicateDetectionHistoryTimeWindow: duplicateDetectionHistoryTimeWindow
     senderPrincipals: concat([
       appPrincipal
@@ -293,6 +357,7 @@ module api 'modules/functionapp.bicep' = {
     cosmosLeaseContainer: cosmos.outputs.leaseContainerName
     serviceBusTopic: serviceBus.outputs.topicName
     eventTtlSeconds: eventTtlSeconds
+    cloudEventsSource: cloudEventsSource
     feedPollDelayMs: feedPollDelayMs
     maxItemsPerInvocation: maxItemsPerInvocation
     backlogEstimateSchedule: backlogEstimateSchedule
@@ -327,6 +392,7 @@ module relay 'modules/functionapp.bicep' = if (splitRelay) {
     cosmosLeaseContainer: cosmos.outputs.leaseContainerName
     serviceBusTopic: serviceBus.outputs.topicName
     eventTtlSeconds: eventTtlSeconds
+    cloudEventsSource: cloudEventsSource
     feedPollDelayMs: feedPollDelayMs
     maxItemsPerInvocation: maxItemsPerInvocation
     backlogEstimateSchedule: backlogEstimateSchedule
@@ -336,6 +402,32 @@ module relay 'modules/functionapp.bicep' = if (splitRelay) {
     storageQueueDataContributor
     storageTableDataContributor
     metricsPublisher
+  ]
+}
+
+module subscriber 'modules/subscriberapp.bicep' = if (deploySubscriber) {
+  name: 'functionapp-subscriber'
+  params: {
+    name: subscriberAppName
+    planName: '${abbrs.webServerFarms}subscriber-${token}'
+    location: location
+    tags: tags
+    instanceMemoryMB: instanceMemoryMB
+    storageAccountName: storage.name
+    identityId: deploySubscriber ? subscriberIdentity.id : ''
+    identityClientId: deploySubscriber ? subscriberIdentity.properties.clientId : ''
+    applicationInsightsConnectionString: applicationInsights.properties.ConnectionString
+    cosmosEndpoint: cosmos.outputs.endpoint
+    serviceBusFullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
+    cosmosDatabase: cosmos.outputs.databaseName
+    projectionContainer: projectionContainerName
+    serviceBusTopic: serviceBus.outputs.topicName
+    subscriberSubscription: subscriberSubscriptionName
+    inboxTtlSeconds: inboxTtlSeconds
+  }
+  dependsOn: [
+    subscriberStorageRoles
+    subscriberMetricsPublisher
   ]
 }
 
@@ -366,3 +458,6 @@ output SERVICEBUS_FULLY_QUALIFIED_NAMESPACE string = serviceBus.outputs.fullyQua
 output SERVICEBUS_TOPIC string = serviceBus.outputs.topicName
 output SERVICEBUS_SUBSCRIPTION string = serviceBus.outputs.subscriptionName
 output APPLICATIONINSIGHTS_NAME string = applicationInsights.name
+output AZURE_SUBSCRIBER_FUNCTION_APP_NAME string = deploySubscriber ? subscriberAppName : ''
+output SUBSCRIBER_SUBSCRIPTION string = deploySubscriber ? subscriberSubscriptionName : ''
+output PROJECTION_CONTAINER string = deploySubscriber ? projectionContainerName : ''

@@ -1,5 +1,6 @@
 """The local stack: Cosmos endpoint + Service Bus endpoint + Azurite + the Functions runner
-hosting function_app.py, wired through a generated local.settings.json.
+hosting function_app.py (and, beside it on its own port, a second runner hosting the
+subscriber app in subscriber/), wired through a generated local.settings.json.
 
 `python -m emulators` (what `make run` calls) starts it on the well-known ports and serves
 until Ctrl-C; tests use `Stack` on free ports and stop/kill parts of it to inject faults.
@@ -33,6 +34,8 @@ logger = logging.getLogger("emulators")
 STOP_TIMEOUT = 1.5
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "local.settings.sample.json"
+SUBSCRIBER_DIR = ROOT / "subscriber"
+SUBSCRIBER_SAMPLE = SUBSCRIBER_DIR / "local.settings.sample.json"
 NODE_BIN = ROOT / "emulators" / "node_modules" / ".bin"
 
 
@@ -42,10 +45,11 @@ class Ports:
     servicebus: int = 5672
     runner: int = 7071
     azurite: tuple[int, int, int] = (10000, 10001, 10002)
+    subscriber: int = 7072
 
     @classmethod
     def free(cls) -> Ports:
-        return cls(cosmos=0, servicebus=0, runner=0, azurite=(0, 0, 0))
+        return cls(cosmos=0, servicebus=0, runner=0, azurite=(0, 0, 0), subscriber=0)
 
 
 def free_port() -> int:
@@ -66,6 +70,10 @@ class Stack:
     with_servicebus: bool = True
     with_azurite: bool = False
     with_runner: bool = True
+    #: The subscriber app (subscriber/) in a runner of its own, and its projection container.
+    with_subscriber: bool = False
+    subscriber_overrides: dict[str, str] = field(default_factory=dict)
+    subscriber: RunningRunner | None = None
     settings_overrides: dict[str, str] = field(default_factory=dict)
     duplicate_window_seconds: float | None = None
     servicebus_settle_delay_ms: float = 0.0
@@ -98,12 +106,18 @@ class Stack:
                 database=values["COSMOS_DATABASE"],
                 container=values["COSMOS_CONTAINER"],
                 lease_container=values["COSMOS_LEASE_CONTAINER"],
+                projection_container=(
+                    self.subscriber_settings()["PROJECTION_CONTAINER"]
+                    if self.with_subscriber else None
+                ),
                 verify_tls=self.cosmos.verify_tls,
             )
             self.settings_file = self.workdir / "local.settings.json"
             write_settings(self.settings_file, values)
             if self.with_runner:
                 self.start_runner()
+            if self.with_subscriber:
+                self.start_subscriber()
         except BaseException:
             self.stop()
             raise
@@ -111,14 +125,15 @@ class Stack:
 
     def stop(self) -> None:
         """Stop every part at once; each is killed if it has not exited within 2 s."""
-        stop_all([("runner", self.stop_runner), ("servicebus", self.stop_servicebus),
+        stop_all([("runner", self.stop_runner), ("subscriber", self.stop_subscriber),
+                  ("servicebus", self.stop_servicebus),
                   ("azurite", self._stop_azurite), ("cosmos", self._stop_cosmos)])
 
     def pids(self) -> list[tuple[str, int]]:
         parts: list[tuple[str, int]] = [
             (name, part.process.pid)
             for name, part in (("cosmos", self.cosmos), ("servicebus", self.servicebus),
-                               ("runner", self.runner))
+                               ("runner", self.runner), ("subscriber", self.subscriber))
             if part is not None
         ]
         if self.azurite is not None:
@@ -128,7 +143,7 @@ class Stack:
     def dead_part(self) -> tuple[str, int | None] | None:
         """The first part whose process has exited, with its exit code."""
         for name, part in (("cosmos", self.cosmos), ("servicebus", self.servicebus),
-                           ("runner", self.runner)):
+                           ("runner", self.runner), ("subscriber", self.subscriber)):
             if part is not None and part.process.poll() is not None:
                 return name, part.process.returncode
         if self.azurite is not None and self.azurite.poll() is not None:
@@ -174,6 +189,21 @@ class Stack:
     def stop_runner(self) -> None:
         if self.runner is not None:
             self.runner.stop(timeout=STOP_TIMEOUT)
+
+    def start_subscriber(self, **overrides: str) -> RunningRunner:
+        """The subscriber app in a runner of its own (the host runs one app per instance)."""
+        port = self.subscriber.port if self.subscriber else self.ports.subscriber
+        self.subscriber = start_runner(
+            app_dir=SUBSCRIBER_DIR, port=port,
+            settings={**self.subscriber_settings(), **overrides},
+            log_path=self.workdir / "subscriber.log",
+        )
+        self.ports.subscriber = self.subscriber.port
+        return self.subscriber
+
+    def stop_subscriber(self) -> None:
+        if self.subscriber is not None:
+            self.subscriber.stop(timeout=STOP_TIMEOUT)
 
     def kill_runner(self) -> None:
         if self.runner is not None:
@@ -232,6 +262,19 @@ class Stack:
             blob, queue, table = self.ports.azurite
             values["AzureWebJobsStorage"] = azurite_connection_string(blob, queue, table)
         values.update(self.settings_overrides)
+        return values
+
+    def subscriber_settings(self) -> dict[str, str]:
+        """The subscriber sample's values with this stack's real endpoints."""
+        values: dict[str, str] = json.loads(SUBSCRIBER_SAMPLE.read_text())["Values"]
+        main = self.settings()
+        for name in ("CosmosDBConnection", "COSMOS_VERIFY_TLS", "ServiceBusConnection",
+                     "AzureWebJobsStorage", "COSMOS_DATABASE", "SERVICEBUS_TOPIC"):
+            if name in main:
+                values[name] = main[name]
+        if OTEL_ENV_VAR in main:
+            values[OTEL_ENV_VAR] = main[OTEL_ENV_VAR]
+        values.update(self.subscriber_overrides)
         return values
 
     @property
@@ -336,7 +379,8 @@ def main() -> int:
         return 1
     PIDFILE.unlink(missing_ok=True)  # stale: none of its processes runs any more
     ports = Ports()
-    busy = [p for p in (ports.cosmos, ports.servicebus, ports.runner, *ports.azurite)
+    busy = [p for p in (ports.cosmos, ports.servicebus, ports.runner, ports.subscriber,
+                        *ports.azurite)
             if port_in_use(p)]
     if busy:
         print(f"ports already in use: {busy} (another local stack or emulator?); "
@@ -350,7 +394,8 @@ def main() -> int:
     if size is not None and not size.isdigit():
         print("SERVICEBUS_MAX_MESSAGE_SIZE must be a number of bytes", file=sys.stderr)
         return 1
-    stack = Stack(workdir=workdir, ports=ports, with_azurite=True, state_dir=workdir / "state",
+    stack = Stack(workdir=workdir, ports=ports, with_azurite=True, with_subscriber=True,
+                  state_dir=workdir / "state",
                   settings_overrides={OTEL_ENV_VAR: str(otel_dir)},
                   servicebus_max_message_size=int(size) if size else None)
     stopping = threading.Event()
@@ -360,7 +405,8 @@ def main() -> int:
 
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
-    print("starting the local stack (Cosmos, Service Bus, Azurite, Functions runner)...",
+    print("starting the local stack (Cosmos, Service Bus, Azurite, Functions runners for the "
+          "contacts app and the subscriber)...",
           flush=True)
     stack.start()
     own = [OwnProcess.of(name, pid) for name, pid in stack.pids()]
@@ -372,6 +418,8 @@ def main() -> int:
   API          {api}   (OpenAPI: {api}/openapi.json, health: {api}/health)
   Cosmos DB    {stack.cosmos.endpoint if stack.cosmos else ''}  (well-known emulator key)
   Service Bus  amqp://127.0.0.1:{stack.ports.servicebus}  topic contact-events / all-events
+  Subscriber   subscriber/ on port {stack.ports.subscriber}: contact-events / contact-projection
+               -> Cosmos container contact-projections (log: .stack/subscriber.log)
   Azurite      blob/queue/table on {', '.join(map(str, stack.ports.azurite))}
   Settings     local.settings.json (generated; `func start` works against this stack)
   State        .stack/state (kept across restarts; `make reset` forgets it)

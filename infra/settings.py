@@ -5,8 +5,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from typing import Self
+from urllib.parse import urlsplit
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    AliasChoices,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 # The host cannot resolve %SETTING% in int binding properties, but the Python worker indexes the
@@ -14,6 +22,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 # (`load_trigger_settings`), so the app settings take effect in Azure too.
 DEFAULT_FEED_POLL_DELAY_MS = 1000
 DEFAULT_MAX_ITEMS_PER_INVOCATION = 100
+# The CloudEvents source when CLOUDEVENTS_SOURCE is not set: the API's contacts collection.
+DEFAULT_CLOUDEVENTS_SOURCE = "/contacts"
 # NCRONTAB with seconds, as the timer trigger wants it: every minute.
 DEFAULT_BACKLOG_ESTIMATE_SCHEDULE = "0 * * * * *"
 
@@ -64,6 +74,26 @@ class Settings(TriggerSettings):
     )
     servicebus_topic: str = Field(default="contact-events", alias="SERVICEBUS_TOPIC", min_length=1)
     event_ttl_seconds: int = Field(default=864000, alias="EVENT_TTL_SECONDS", ge=60)
+    # The CloudEvents `source` of every message (a URI-reference naming this service).
+    cloudevents_source: str = Field(
+        default=DEFAULT_CLOUDEVENTS_SOURCE, alias="CLOUDEVENTS_SOURCE", min_length=1,
+        max_length=2048,
+    )
+
+    @field_validator("cloudevents_source")
+    @classmethod
+    def _uri_reference(cls, value: str) -> str:
+        """A URI-reference (RFC 3986) with no whitespace or control characters: an absolute URI
+        (`https://...`, `urn:...`) or an absolute path (`/contacts`), never a bare word."""
+        if any(c.isspace() or ord(c) < 0x20 or c in '"<>\\^`{|}' for c in value):
+            raise ValueError("must be a URI-reference: no spaces or reserved characters")
+        try:
+            parts = urlsplit(value)
+        except ValueError:
+            raise ValueError("must be a URI-reference") from None
+        if not parts.scheme and not value.startswith("/"):
+            raise ValueError("must be an absolute URI (https://..., urn:...) or a path (/...)")
+        return value
 
     @model_validator(mode="after")
     def _cosmos_connection_given(self) -> Self:

@@ -23,6 +23,12 @@ param containerName string
 @description('Lease container name (app setting COSMOS_LEASE_CONTAINER).')
 param leaseContainerName string
 
+@description('Projection container of the subscriber app (PROJECTION_CONTAINER); empty: not created.')
+param projectionContainerName string = ''
+
+@description('Principal ids given Cosmos DB Built-in Data Contributor on the projection container only (the subscriber); set only with projectionContainerName.')
+param projectionContributorPrincipalIds array = []
+
 @description('Serverless (pay per request) when true; otherwise the database gets shared autoscale throughput.')
 param serverless bool = true
 
@@ -123,6 +129,50 @@ resource leases 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2
     }
   }
 }
+
+// The subscriber's read model: projection, inbox records (per-item ttl) and held events, all
+// partitioned by contact id; read by id only, so only `type` is indexed.
+resource projections 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers@2024-05-15' = if (!empty(projectionContainerName)) {
+  parent: database
+  name: !empty(projectionContainerName) ? projectionContainerName : 'unused'
+  properties: {
+    resource: {
+      id: projectionContainerName
+      partitionKey: {
+        paths: [
+          '/partitionKey'
+        ]
+        kind: 'Hash'
+        version: 2
+      }
+      defaultTtl: -1
+      indexingPolicy: {
+        indexingMode: 'consistent'
+        automatic: true
+        includedPaths: [
+          {
+            path: '/type/?'
+          }
+        ]
+        excludedPaths: [
+          {
+            path: '/*'
+          }
+        ]
+      }
+    }
+  }
+}
+
+resource projectionDataContributor 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-05-15' = [for principalId in projectionContributorPrincipalIds: {
+  parent: account
+  name: guid(account.id, principalId, cosmosDataContributorRoleId, projectionContainerName)
+  properties: {
+    roleDefinitionId: '${account.id}/sqlRoleDefinitions/${cosmosDataContributorRoleId}'
+    principalId: principalId
+    scope: '${account.id}/dbs/${databaseName}/colls/${projectionContainerName}'
+  }
+}]
 
 resource dataContributor 'Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments@2024-05-15' = [for principalId in dataContributorPrincipalIds: {
   parent: account

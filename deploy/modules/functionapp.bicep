@@ -72,6 +72,10 @@ param serviceBusTopic string
 @minValue(3600)
 param eventTtlSeconds int = 864000
 
+@description('CloudEvents source attribute of every relayed message (a URI-reference).')
+@minLength(1)
+param cloudEventsSource string = '/contacts'
+
 @description('Change feed poll delay of the relay trigger, in milliseconds.')
 @minValue(100)
 param feedPollDelayMs int = 1000
@@ -218,6 +222,10 @@ var appSettings = [
   {
     name: 'EVENT_TTL_SECONDS'
     value: string(eventTtlSeconds)
+  }
+  {
+    name: 'CLOUDEVENTS_SOURCE'
+    value: cloudEventsSource
   }
   {
     name: 'FEED_POLL_DELAY_MS'

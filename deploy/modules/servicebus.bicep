@@ -103,6 +103,36 @@ resource subscription 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2022
   }
 }
 
+@description('The subscriber app\'s own session-enabled subscription; empty: not created.')
+param projectionSubscriptionName string = ''
+
+@description('Principals given Service Bus Data Receiver on the subscriber\'s subscription only.')
+param projectionReceiverPrincipals array = []
+
+resource projectionSubscription 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2022-10-01-preview' = if (!empty(projectionSubscriptionName)) {
+  parent: topic
+  name: !empty(projectionSubscriptionName) ? projectionSubscriptionName : 'unused'
+  properties: {
+    requiresSession: true
+    deadLetteringOnMessageExpiration: true
+    deadLetteringOnFilterEvaluationExceptions: true
+    maxDeliveryCount: maxDeliveryCount
+    lockDuration: 'PT1M'
+    defaultMessageTimeToLive: defaultMessageTimeToLive
+    enableBatchedOperations: true
+  }
+}
+
+resource projectionReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for principal in projectionReceiverPrincipals: {
+  name: guid(projectionSubscription.id, principal.id, serviceBusDataReceiverRoleId)
+  scope: projectionSubscription
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataReceiverRoleId)
+    principalId: principal.id
+    principalType: principal.type
+  }
+}]
+
 resource sender 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for principal in senderPrincipals: {
   name: guid(topic.id, principal.id, serviceBusDataSenderRoleId)
   scope: topic

@@ -79,6 +79,8 @@ class HostJson:
     retry: Mapping[str, Any] | None = None
     # The Flex Consumption default; host.json "functionTimeout" ("-1" = unbounded) overrides.
     function_timeout: float | None = 30 * 60.0
+    # extensions.serviceBus (autoCompleteMessages, maxConcurrentSessions, sessionIdleTimeout...)
+    service_bus: Mapping[str, Any] | None = None
 
     @classmethod
     def load(cls, app_dir: Path) -> HostJson:
@@ -91,6 +93,7 @@ class HostJson:
         if isinstance(http, dict) and isinstance(http.get("routePrefix"), str):
             prefix = http["routePrefix"]
         retry = data.get("retry")
+        service_bus = data.get("extensions", {}).get("serviceBus")
         timeout: float | None = cls.function_timeout
         raw_timeout = data.get("functionTimeout")
         if isinstance(raw_timeout, str):
@@ -101,6 +104,7 @@ class HostJson:
             route_prefix=prefix.strip("/"),
             retry=retry if isinstance(retry, dict) else None,
             function_timeout=timeout,
+            service_bus=service_bus if isinstance(service_bus, dict) else None,
         )
 
 

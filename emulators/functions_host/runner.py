@@ -1,7 +1,8 @@
 """The local Functions host: serves a v2-programming-model app without Core Tools.
 
-It does the host's jobs -- settings, HTTP listening and the ``RpcHttp`` mapping, the Cosmos DB
-and timer triggers, retry policies, the function timeout, ``AzureWebJobs.<fn>.Disabled`` --
+It does the host's jobs -- settings, HTTP listening and the ``RpcHttp`` mapping, the Cosmos DB,
+timer and Service Bus triggers, retry policies, the function timeout,
+``AzureWebJobs.<fn>.Disabled`` --
 and leaves indexing, binding conversion and invocation to the real worker library
 (``azure_functions_runtime``) in a worker process, driven with the Functions RPC messages.
 """
@@ -22,6 +23,7 @@ from emulators.functions_host.cosmos_trigger import CosmosTriggerListener
 from emulators.functions_host.functions import FunctionSpec, specs_from_metadata
 from emulators.functions_host.http_host import HttpHost
 from emulators.functions_host.language_worker import LanguageWorker
+from emulators.functions_host.servicebus_trigger import ServiceBusTriggerListener
 from emulators.functions_host.timer_trigger import TimerListener
 
 logger = logging.getLogger("emulators.functions_host")
@@ -59,7 +61,8 @@ class Runner:
         self.functions: list[FunctionSpec] = []
         self.worker: LanguageWorker | None = None
         self._site_runner: web.ServerRunner | None = None
-        self._listeners: list[CosmosTriggerListener | TimerListener] = []
+        self._listeners: list[CosmosTriggerListener | TimerListener | ServiceBusTriggerListener]
+        self._listeners = []
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_event: asyncio.Event | None = None
@@ -102,7 +105,7 @@ class Runner:
         for spec in self.functions:
             by_type.setdefault(spec.trigger_type, []).append(spec)
         for kind, specs in by_type.items():
-            if kind not in {"httpTrigger", "cosmosDBTrigger", "timerTrigger"}:
+            if kind not in {"httpTrigger", "cosmosDBTrigger", "timerTrigger", "serviceBusTrigger"}:
                 for spec in specs:
                     logger.warning("function %s: trigger %s not supported", spec.name, kind)
         http_host = HttpHost(
@@ -128,6 +131,15 @@ class Runner:
             timer = TimerListener(spec, worker, timeout=self._function_timeout)
             timer.start()
             self._listeners.append(timer)
+        for spec in by_type.get("serviceBusTrigger", []):
+            servicebus = ServiceBusTriggerListener(
+                spec,
+                worker,
+                host_options=self._host_json.service_bus,
+                timeout=self._function_timeout,
+            )
+            servicebus.start()
+            self._listeners.append(servicebus)
         logger.info("host listening on %s (%d function(s))", self.url, len(self.functions))
 
     async def stop_async(self) -> None:

@@ -110,12 +110,14 @@ def outbox_record(document: Mapping[str, Any]) -> OutboxRecord:
     except (TypeError, ValueError) as exc:
         raise PoisonEventError(f"event data is not serialisable: {exc}") from None
     traceparent = data.get("traceparent")
+    dataschema = document.get("dataschema")
     try:
         return OutboxRecord(
             **{name: data.get(key) for name, key in keys.items()},
             aggregate_type=aggregate_type,
             created_at=_time(data.get("createdAt")),
             traceparent=traceparent if isinstance(traceparent, str) and traceparent else None,
+            dataschema=dataschema if isinstance(dataschema, str) and dataschema else None,
             body=body,
             source=_without_system_keys(document),
         )

@@ -1,5 +1,6 @@
 """The relay's publisher: the azure-servicebus SDK, one client and one sender per process,
-created lazily. Connection string or managed identity."""
+created lazily. Connection string or managed identity. Each message carries the outbox's
+properties and the CloudEvents attributes (`infra.servicebus.cloudevents`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusMess
 from azure.servicebus.exceptions import MessageSizeExceededError
 
 from application.ports import MessageBatch, MessagePublisher, OutboxMessage
+from infra.servicebus.cloudevents import DEFAULT_SOURCE, cloudevent_properties
 from infra.settings import Settings, SettingsError
 
 logger = logging.getLogger(__name__)
@@ -31,29 +33,36 @@ def servicebus_client(settings: Settings) -> ServiceBusClient:
     )
 
 
-def _properties(message: OutboxMessage) -> dict[str | bytes, Any]:
-    return dict(message.application_properties.items())
+def _properties(message: OutboxMessage, *, source: str) -> dict[str | bytes, Any]:
+    properties: dict[str | bytes, Any] = dict(message.application_properties.items())
+    properties.update(cloudevent_properties(message, source=source))
+    return properties
 
 
-def to_servicebus_message(message: OutboxMessage) -> ServiceBusMessage:
+def to_servicebus_message(
+    message: OutboxMessage, *, source: str = DEFAULT_SOURCE
+) -> ServiceBusMessage:
+    """The Service Bus message: the outbox's fields and properties, plus the CloudEvents
+    attributes with `source` as the CloudEvents source."""
     return ServiceBusMessage(
         message.body,
         content_type=message.content_type,
         subject=message.subject,
         message_id=message.message_id,
         session_id=message.session_id,
-        application_properties=_properties(message),
+        application_properties=_properties(message, source=source),
     )
 
 
 class ServiceBusBatch(MessageBatch):
-    def __init__(self, batch: ServiceBusMessageBatch) -> None:
+    def __init__(self, batch: ServiceBusMessageBatch, *, source: str = DEFAULT_SOURCE) -> None:
         self.batch = batch
+        self._source = source
         self._count = 0
 
     def try_add(self, message: OutboxMessage) -> bool:
         try:
-            self.batch.add_message(to_servicebus_message(message))
+            self.batch.add_message(to_servicebus_message(message, source=self._source))
         except MessageSizeExceededError:
             return False
         self._count += 1
@@ -80,7 +89,10 @@ class ServiceBusPublisher(MessagePublisher):
 
     def create_batch(self) -> MessageBatch:
         try:
-            return ServiceBusBatch(self._get_sender().create_message_batch())
+            return ServiceBusBatch(
+                self._get_sender().create_message_batch(),
+                source=self._settings.cloudevents_source,
+            )
         except Exception:
             self._reset()
             raise

@@ -78,7 +78,8 @@ def test_container_names_default_to_the_app_defaults() -> None:
 
 
 def test_app_identity_gets_cosmos_built_in_data_contributor() -> None:
-    assignment = t.one("Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments")
+    assignment = t.one(
+        "Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments", "dataContributor")
     assert COSMOS_DATA_CONTRIBUTOR in t.role_definition(assignment)
     cosmos_params = t.modules(MAIN)["cosmos"]["params"]
     assert APP_IDENTITY_PRINCIPAL in t.references(cosmos_params["dataContributorPrincipalIds"])
@@ -124,7 +125,8 @@ def relay_max_retry_gap_seconds() -> float:
 
 
 def test_consumer_subscription_requires_sessions_and_dead_letters() -> None:
-    subscription = t.one("Microsoft.ServiceBus/namespaces/topics/subscriptions").properties
+    subscription = t.one(
+        "Microsoft.ServiceBus/namespaces/topics/subscriptions", "subscription").properties
     assert subscription["requiresSession"] is True
     assert subscription["deadLetteringOnMessageExpiration"] is True
     assert subscription["maxDeliveryCount"] == "maxDeliveryCount"
@@ -161,9 +163,9 @@ def test_azure_entity_names_match_the_local_service_bus_config() -> None:
 
 
 def test_function_app_runs_python_311_on_flex_consumption_as_the_user_assigned_identity() -> None:
-    plan = t.one("Microsoft.Web/serverfarms")
+    plan = t.one("Microsoft.Web/serverfarms", "plan")
     assert plan.config["sku"] == {"tier": "FlexConsumption", "name": "FC1"}
-    site = t.one("Microsoft.Web/sites")
+    site = t.one("Microsoft.Web/sites", "site")
     assert site.config["identity"]["type"] == "UserAssigned"
     config = site.properties["functionAppConfig"]
     assert config["runtime"] == {"name": "python", "version": "pythonVersion"}

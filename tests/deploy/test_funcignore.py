@@ -41,6 +41,7 @@ FORBIDDEN_PREFIXES = [
     ".venv-checkov/",
     ".stack/",
     ".azure/",
+    "subscriber/",
 ]
 FORBIDDEN_FILES = {
     "local.settings.json",

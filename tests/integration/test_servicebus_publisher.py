@@ -5,10 +5,14 @@ a fresh link after the broker comes back."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from azure.servicebus import ServiceBusClient
+from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
+from cloudevents.core.formats.json import JSONFormat
 
 from application.relay import Relay
 from domain.contact import Contact
@@ -98,3 +102,47 @@ def test_after_the_broker_restarts_the_next_attempt_uses_a_fresh_link(tmp_path: 
     finally:
         publisher.close()
         sb.stop()
+
+
+def test_a_received_message_reads_through_the_cloudevents_sdk_as_the_same_event(
+    endpoint: ServiceBusEndpoint,
+) -> None:
+    settings = Settings.model_validate({
+        "CosmosDBConnection": "AccountEndpoint=https://unused/;AccountKey=a2V5;",
+        "ServiceBusConnection": endpoint.connection_string,
+        "CLOUDEVENTS_SOURCE": "https://contacts.example.com/api/contacts",
+    })
+    publisher = ServiceBusPublisher(settings)
+    [doc] = events(contacts=1, changes=0)
+    try:
+        assert Relay(publisher, InMemoryQuarantine()).relay(read_feed([doc])).sent == 1
+    finally:
+        publisher.close()
+    with (
+        ServiceBusClient.from_connection_string(endpoint.connection_string) as client,
+        client.get_subscription_receiver(
+            "contact-events", "all-events", session_id=doc["partitionKey"], max_wait_time=10,
+        ) as receiver,
+    ):
+        [message] = receiver.receive_messages(max_message_count=1, max_wait_time=10)
+        receiver.complete_message(message)
+    amqp = AMQPMessage(
+        properties={"content-type": message.content_type},
+        application_properties={
+            (k.decode() if isinstance(k, bytes) else k): v.decode() if isinstance(v, bytes) else v
+            for k, v in (message.application_properties or {}).items()
+        },
+        application_data=b"".join(message.body),
+    )
+    event = from_binary(amqp, JSONFormat())
+    data = doc["data"]
+    assert (event.get_id(), event.get_type(), event.get_subject()) == (
+        data["id"], data["action"], data["contactId"])
+    assert event.get_source() == "https://contacts.example.com/api/contacts"
+    assert event.get_specversion() == "1.0"
+    assert event.get_time() == datetime.fromisoformat(data["createdAt"])
+    assert event.get_data() == data
+    # What was there before stays.
+    assert message.application_properties is not None
+    assert message.application_properties[b"version"] == 1
+    assert message.message_id == data["id"] and message.session_id == data["contactId"]

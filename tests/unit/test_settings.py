@@ -13,6 +13,7 @@ def test_defaults_apply_when_only_a_connection_is_set(monkeypatch: pytest.Monkey
     assert (s.servicebus_topic, s.event_ttl_seconds) == ("contact-events", 864000)
     assert (s.feed_poll_delay_ms, s.max_items_per_invocation) == (1000, 100)
     assert s.cosmos_verify_tls is True
+    assert s.cloudevents_source == "/contacts"
     assert s.servicebus_connection is None and s.servicebus_namespace is None
 
 
@@ -59,5 +60,25 @@ def test_setting_names_are_the_documented_app_settings() -> None:
         "COSMOS_CONTAINER", "COSMOS_LEASE_CONTAINER", "COSMOS_VERIFY_TLS",
         "ServiceBusConnection", "ServiceBusConnection__fullyQualifiedNamespace",
         "SERVICEBUS_TOPIC", "EVENT_TTL_SECONDS", "FEED_POLL_DELAY_MS", "MAX_ITEMS_PER_INVOCATION",
-        "BACKLOG_ESTIMATE_SCHEDULE",
+        "BACKLOG_ESTIMATE_SCHEDULE", "CLOUDEVENTS_SOURCE",
     }
+
+
+@pytest.mark.parametrize("source", [
+    "https://contacts.example.com/api/contacts", "urn:example:contacts", "/contacts"])
+def test_the_cloudevents_source_takes_a_uri_reference(
+    monkeypatch: pytest.MonkeyPatch, source: str,
+) -> None:
+    monkeypatch.setenv("CosmosDBConnection", "AccountEndpoint=https://x:8081/;AccountKey=a2V5;")
+    monkeypatch.setenv("CLOUDEVENTS_SOURCE", source)
+    assert load_settings().cloudevents_source == source
+
+
+@pytest.mark.parametrize("source", ["contacts", "https://a b", "/x\ny", "http://[::1"])
+def test_a_cloudevents_source_that_is_not_a_uri_names_the_setting(
+    monkeypatch: pytest.MonkeyPatch, source: str,
+) -> None:
+    monkeypatch.setenv("CosmosDBConnection", "AccountEndpoint=https://x:8081/;AccountKey=a2V5;")
+    monkeypatch.setenv("CLOUDEVENTS_SOURCE", source)
+    with pytest.raises(SettingsError, match="CLOUDEVENTS_SOURCE"):
+        load_settings()

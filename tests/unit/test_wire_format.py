@@ -1,15 +1,23 @@
 """The messages subscribers receive, pinned byte for byte by a stored fixture
 (tests/fixtures/wire_format.json, written by the code before the outbox became generic): body,
 MessageId, SessionId, Subject, content type and application properties. Events stored before
-the envelope named their aggregate (no `aggregateType`) still relay to the same message."""
+the envelope named their aggregate (no `aggregateType`) still relay to the same message.
+
+Each case's `cloudevents` (added with issue 14, the pinned fields untouched) pins the CloudEvents
+attributes the Service Bus message adds beside them (AMQP binding, binary content mode); the
+official SDK reads the message back as the same event."""
 
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from azure.servicebus import ServiceBusMessage
+from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
+from cloudevents.core.formats.json import JSONFormat
 
 from application.outbox import OutboxRecord, to_message
 from application.relay import Relay
@@ -47,15 +55,67 @@ def test_the_same_event_stored_today_is_relayed_as_the_same_message(case: dict[s
     assert relayed(document) == case["message"]
 
 
-def test_the_service_bus_message_carries_the_pinned_fields() -> None:
-    case = CASES[0]
-    [item] = read_feed([case["stored"]])
+def servicebus_message(stored: dict[str, Any], **kwargs: Any) -> ServiceBusMessage:
+    [item] = read_feed([stored])
     assert isinstance(item, OutboxRecord)
-    message = to_servicebus_message(to_message(item))
+    return to_servicebus_message(to_message(item), **kwargs)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c["stored"]["data"]["action"])
+def test_the_service_bus_message_carries_the_pinned_fields_and_the_cloudevent(
+    case: dict[str, Any],
+) -> None:
+    message = servicebus_message(case["stored"])
     expected = case["message"]
     assert str(message) == expected["body"]
     assert message.message_id == expected["message_id"]
     assert message.session_id == expected["session_id"]
     assert message.subject == expected["subject"]
     assert message.content_type == expected["content_type"]
-    assert message.application_properties == expected["application_properties"]
+    assert message.application_properties == (
+        expected["application_properties"] | case["cloudevents"])
+
+
+def as_amqp(message: ServiceBusMessage) -> AMQPMessage:
+    """The bare AMQP message as the CloudEvents AMQP binding sees it."""
+    raw = message.raw_amqp_message
+    assert raw.properties is not None and raw.application_properties is not None
+    return AMQPMessage(
+        properties={"content-type": raw.properties.content_type},
+        application_properties={
+            (k.decode() if isinstance(k, bytes) else k): v
+            for k, v in raw.application_properties.items()
+        },
+        application_data=b"".join(raw.body),
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c["stored"]["data"]["action"])
+def test_the_official_sdk_reads_the_message_as_the_same_event(case: dict[str, Any]) -> None:
+    event = from_binary(as_amqp(servicebus_message(case["stored"])), JSONFormat())
+    data = case["stored"]["data"]
+    assert event.get_specversion() == "1.0"
+    assert event.get_id() == data["id"]
+    assert event.get_source() == "/contacts"
+    assert event.get_type() == data["action"]
+    assert event.get_subject() == data["contactId"]
+    assert event.get_time() == datetime.fromisoformat(data["createdAt"])
+    assert event.get_datacontenttype() == "application/json"
+    assert event.get_dataschema() is None
+    assert event.get_data() == data
+
+
+def test_the_source_is_the_configured_one_and_a_stored_dataschema_is_carried() -> None:
+    stored = CASES[1]["stored"] | {"dataschema": "https://example.com/schemas/contact-v1.json"}
+    message = servicebus_message(stored, source="https://contacts.example.com/api/contacts")
+    event = from_binary(as_amqp(message), JSONFormat())
+    assert event.get_source() == "https://contacts.example.com/api/contacts"
+    assert event.get_dataschema() == "https://example.com/schemas/contact-v1.json"
+
+
+def test_an_event_without_a_readable_creation_time_has_no_time_attribute() -> None:
+    stored = json.loads(json.dumps(CASES[1]["stored"]))
+    stored["data"]["createdAt"] = "yesterday"
+    properties = servicebus_message(stored).application_properties
+    assert properties is not None
+    assert "cloudEvents_time" not in properties and "cloudEvents_id" in properties

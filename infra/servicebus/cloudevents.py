@@ -1,0 +1,57 @@
+"""CloudEvents 1.0 on the wire: the AMQP protocol binding's binary content mode.
+
+The body stays the event's data (the CloudEvent `data`), the AMQP `content-type` is its
+`datacontenttype`, and every other attribute is one application property named
+`cloudEvents_<attribute>`:
+
+- `specversion` `1.0`; `id` the event id (= MessageId); `source` this service
+  (`CLOUDEVENTS_SOURCE`); `type` the action (= Subject); `subject` the aggregate id
+  (= SessionId, the contact id); `time` the event's creation (RFC 3339, UTC), when known;
+  `dataschema` when the stored event names one.
+
+Values are the attributes' canonical strings, which the binding allows for every type (a reader
+must accept them as well as native AMQP types). `id` + `source` are unique per event, as the
+spec asks: the event id is a UUID.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from application.outbox import OutboxMessage
+from infra.settings import DEFAULT_CLOUDEVENTS_SOURCE
+
+PREFIX = "cloudEvents_"
+SPECVERSION = "1.0"
+DEFAULT_SOURCE = DEFAULT_CLOUDEVENTS_SOURCE
+
+
+def rfc3339(moment: datetime) -> str:
+    """A timestamp in RFC 3339 (UTC, `Z`); naive times are UTC, as the store writes them."""
+    utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return utc.isoformat().replace("+00:00", "Z")
+
+
+def cloudevent_attributes(message: OutboxMessage, *, source: str) -> dict[str, str]:
+    """The CloudEvents context attributes of one message, without the prefix and without
+    `datacontenttype` (the AMQP content-type carries it)."""
+    attributes = {
+        "specversion": SPECVERSION,
+        "id": message.message_id,
+        "source": source,
+        "type": message.subject,
+        "subject": message.session_id,
+    }
+    if message.created_at is not None:
+        attributes["time"] = rfc3339(message.created_at)
+    if message.dataschema:
+        attributes["dataschema"] = message.dataschema
+    return attributes
+
+
+def cloudevent_properties(message: OutboxMessage, *, source: str) -> dict[str, str]:
+    """The attributes as AMQP application properties (binary content mode)."""
+    return {
+        f"{PREFIX}{name}": value
+        for name, value in cloudevent_attributes(message, source=source).items()
+    }

@@ -1,0 +1,77 @@
+"""The read model of one contact and how events change it. Pure: no storage, no I/O.
+
+The projection keeps `version`, the version of the last event applied. For an incoming event:
+
+- version <= last applied: a duplicate (already applied) -> acknowledged, no effect;
+- version == last + 1: applied;
+- version > last + 1: a gap (an earlier event has not arrived: it was quarantined by the relay,
+  dead-lettered, or is still on its way) -> the event is held until the missing one arrives,
+  then applied with every held event that follows on without a gap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any
+
+from contacts_projection.events import IncomingEvent, UnreadableEventError
+
+PROJECTION_TYPE = "contactProjection"
+# The fields each action sets, as named in the event data (camelCase, as on the wire).
+_FIELDS: dict[str, tuple[str, ...]] = {
+    "ContactCreatedEvent": ("name", "email", "description", "company"),
+    "ContactNameUpdatedEvent": ("name",),
+    "ContactEmailUpdatedEvent": ("email",),
+    "ContactDescriptionUpdatedEvent": ("description",),
+    "ContactCompanyUpdatedEvent": ("company",),
+    "ContactDeletedEvent": ("deletedAt",),
+}
+
+
+class Decision(Enum):
+    APPLY = "apply"
+    DUPLICATE = "duplicate"
+    HOLD = "hold"
+
+
+def last_version(projection: Mapping[str, Any] | None) -> int:
+    return int(projection["version"]) if projection is not None else 0
+
+
+def decide(projection: Mapping[str, Any] | None, event: IncomingEvent) -> Decision:
+    last = last_version(projection)
+    if event.version <= last:
+        return Decision.DUPLICATE
+    if event.version == last + 1:
+        return Decision.APPLY
+    return Decision.HOLD
+
+
+def apply(projection: Mapping[str, Any] | None, event: IncomingEvent) -> dict[str, Any]:
+    """The projection document after `event` (which must be the next version)."""
+    if event.version != last_version(projection) + 1:
+        raise ValueError(f"event version {event.version} does not follow the projection")
+    fields = _FIELDS.get(event.type)
+    if fields is None:
+        raise UnreadableEventError(f"unknown event type {event.type!r}")
+    base: dict[str, Any] = dict(projection) if projection is not None else {
+        "id": event.contact_id,
+        "partitionKey": event.contact_id,
+        "type": PROJECTION_TYPE,
+        "data": {},
+        "deleted": False,
+    }
+    data = dict(base["data"])
+    for name in fields:
+        if name in event.data:
+            data[name] = event.data[name]
+    base = {k: v for k, v in base.items() if not k.startswith("_")}
+    base.update({
+        "data": data,
+        "version": event.version,
+        "deleted": event.type == "ContactDeletedEvent" or bool(base.get("deleted")),
+        "lastEventId": event.event_id,
+        "ttl": -1,
+    })
+    return base

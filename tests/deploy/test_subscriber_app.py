@@ -1,0 +1,134 @@
+"""The subscriber app's deployment: an option of main.bicep (off by default) deploying a Flex
+Consumption app of its own, running as its own identity with Service Bus Data Receiver on its
+own session-enabled subscription and Cosmos data access to its projection container only;
+settings that agree with the code, the local sample and the local broker's entities; and a
+package (`func azure functionapp publish` in subscriber/) with the app and nothing else."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pathspec
+
+import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
+from tests.deploy import functions
+from tests.deploy import templates as t
+from tests.deploy.templates import DEPLOY, MAIN, ROOT
+
+from contacts_projection.settings import (  # isort: skip
+    DEFAULT_INBOX_TTL_SECONDS, SubscriberSettings,
+)
+
+SUBSCRIBER = ROOT / "subscriber"
+MODULE = DEPLOY / "modules" / "subscriberapp.bicep"
+SERVICEBUS_DATA_RECEIVER = "4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0"
+SUBSCRIBER_PRINCIPAL = "subscriberIdentity.properties.principalId"
+
+
+def app_settings() -> dict[str, Any]:
+    return {e["name"]: e["value"] for e in t.variable(MODULE, "appSettings")}
+
+
+def test_the_subscriber_is_an_option_off_by_default() -> None:
+    assert t.default(MAIN, "deploySubscriber") is False
+    module = t.modules(MAIN)["subscriber"]
+    assert module["path"] == MODULE
+    assert "deploySubscriber" in t.references(module["condition"])
+
+
+def test_it_runs_on_flex_consumption_as_its_own_identity() -> None:
+    plan = t.one("Microsoft.Web/serverfarms", "subscriberPlan")
+    assert plan.config["sku"] == {"tier": "FlexConsumption", "name": "FC1"}
+    site = t.one("Microsoft.Web/sites", "subscriberSite")
+    assert site.config["identity"]["type"] == "UserAssigned"
+    assert site.properties["functionAppConfig"]["runtime"] == {
+        "name": "python", "version": "pythonVersion"}
+    params = t.modules(MAIN)["subscriber"]["params"]
+    assert "subscriberIdentity.id" in t.references(params["identityId"])
+    assert "identity.id" not in t.references(params["identityId"])
+
+
+def test_connections_are_identity_based_and_keyless() -> None:
+    settings = app_settings()
+    for connection in ("AzureWebJobsStorage", "CosmosDBConnection", "ServiceBusConnection"):
+        assert settings[f"{connection}__credential"] == "managedidentity"
+        assert settings[f"{connection}__clientId"] == "identityClientId"
+        assert connection not in settings
+    assert settings["ServiceBusConnection__fullyQualifiedNamespace"] == (
+        "serviceBusFullyQualifiedNamespace")
+
+
+def test_its_settings_are_what_the_code_reads_and_the_sample_lists() -> None:
+    code = {f.alias for f in SubscriberSettings.model_fields.values() if f.alias}
+    code |= functions.setting_expressions(SUBSCRIBER / "function_app.py")
+    code -= {"CosmosDBConnection", "COSMOS_VERIFY_TLS"}  # local-only forms
+    template = set(app_settings())
+    families = {name.split("__", 1)[0] for name in template}
+    assert {name for name in code if name.split("__", 1)[0] not in families} == set()
+    sample = t.json_file(SUBSCRIBER / "local.settings.sample.json")["Values"]
+    assert code - {"CosmosDBConnection__accountEndpoint"} <= set(sample)
+    assert sample["SUBSCRIBER_SUBSCRIPTION"] == t.default(MAIN, "subscriberSubscriptionName")
+    assert sample["PROJECTION_CONTAINER"] == t.default(MAIN, "projectionContainerName")
+    assert int(sample["INBOX_TTL_SECONDS"]) == DEFAULT_INBOX_TTL_SECONDS
+    assert t.default(MAIN, "inboxTtlSeconds") == DEFAULT_INBOX_TTL_SECONDS
+    assert t.default(MODULE, "inboxTtlSeconds") == DEFAULT_INBOX_TTL_SECONDS
+
+
+def test_its_subscription_requires_sessions_and_exists_locally() -> None:
+    subscription = t.one(
+        "Microsoft.ServiceBus/namespaces/topics/subscriptions", "projectionSubscription")
+    assert subscription.properties["requiresSession"] is True
+    assert subscription.properties["deadLetteringOnMessageExpiration"] is True
+    config = t.json_file(ROOT / "emulators" / "servicebus" / "config.json")
+    [topic] = [x for ns in config["UserConfig"]["Namespaces"] for x in ns["Topics"]
+               if x["Name"] == t.default(MAIN, "serviceBusTopicName")]
+    local = {s["Name"]: s for s in topic["Subscriptions"]}
+    assert local[t.default(MAIN, "subscriberSubscriptionName")]["Properties"][
+        "RequiresSession"] is True
+
+
+def test_it_may_receive_from_its_subscription_only() -> None:
+    receiver = t.one("Microsoft.Authorization/roleAssignments", "projectionReceiver")
+    assert SERVICEBUS_DATA_RECEIVER in t.role_definition(receiver)
+    assert receiver.config["scope"] == "projectionSubscription"
+    params = t.modules(MAIN)["serviceBus"]["params"]
+    assert t.references(params["projectionReceiverPrincipals"]) == {"subscriberPrincipals"}
+    assert SUBSCRIBER_PRINCIPAL in t.references(t.variable(MAIN, "subscriberPrincipals"))
+
+
+def test_its_container_keeps_ttl_per_item_and_only_it_gets_data_access() -> None:
+    container = t.one("Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers",
+                      "projections")
+    resource = container.properties["resource"]
+    assert resource["partitionKey"]["paths"] == ["/partitionKey"]
+    assert t.value(resource["defaultTtl"]) == -1
+    access = t.one("Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments",
+                   "projectionDataContributor")
+    assert "colls" in str(access.properties["scope"])  # the container, not the account
+    params = t.modules(MAIN)["cosmos"]["params"]
+    assert "subscriberPrincipals" in t.references(params["projectionContributorPrincipalIds"])
+
+
+def package() -> set[str]:
+    spec = pathspec.GitIgnoreSpec.from_lines(
+        (SUBSCRIBER / ".funcignore").read_text("utf-8").splitlines())
+    files = set()
+    for directory, dirnames, filenames in os.walk(SUBSCRIBER):
+        rel_dir = Path(directory).relative_to(SUBSCRIBER)
+        dirnames[:] = [d for d in dirnames if not spec.match_file(f"{(rel_dir / d).as_posix()}/")]
+        for name in filenames:
+            rel = (rel_dir / name).as_posix()
+            if name not in {".funcignore", "local.settings.json"} and not spec.match_file(rel):
+                files.add(rel)
+    return files
+
+
+def test_its_package_has_the_app_and_nothing_local() -> None:
+    files = package()
+    assert {"function_app.py", "host.json", "requirements.txt",
+            "contacts_projection/store.py"} <= files
+    assert not {f for f in files if "local.settings" in f or "__pycache__" in f}
+    requirements = (SUBSCRIBER / "requirements.txt").read_text("utf-8")
+    assert "cloudevents>=2.2,<3" in requirements

@@ -1,0 +1,53 @@
+"""Sample v2 app with a session-enabled Service Bus topic trigger (copied into a temp dir as
+function_app.py).
+
+Every invocation appends one JSON line to SAMPLE_OUT: {"id", "session", "delivery", "seq",
+"body", "props", "content_type", "ok"}. A message whose body has "fail_deliveries": n fails
+its first n deliveries (DeliveryCount 1..n); "sleep": s sleeps s seconds first. SAMPLE_RETRY="fixed"
+declares a fixed-delay retry policy of one retry.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import azure.functions as func
+from azure.functions.decorators.function_app import FunctionBuilder
+
+app = func.FunctionApp()
+
+
+def _retry(builder: FunctionBuilder) -> FunctionBuilder:
+    if os.environ.get("SAMPLE_RETRY") != "fixed":
+        return builder
+    decorate = app.retry(strategy="fixed_delay", max_retry_count="1", delay_interval="00:00:01")
+    result: FunctionBuilder = decorate(builder)
+    return result
+
+
+@_retry
+@app.service_bus_topic_trigger(
+    arg_name="msg",
+    connection="ServiceBusConnection",
+    topic_name="%SAMPLE_TOPIC%",
+    subscription_name="%SAMPLE_SUBSCRIPTION%",
+    is_sessions_enabled=True,
+)
+def on_message(msg: func.ServiceBusMessage) -> None:
+    body: dict[str, Any] = json.loads(msg.get_body())
+    delivery = int(msg.delivery_count or 0)
+    ok = delivery > int(body.get("fail_deliveries", 0))
+    line = {
+        "id": msg.message_id, "session": msg.session_id, "delivery": delivery,
+        "seq": msg.sequence_number, "body": body, "props": msg.application_properties,
+        "content_type": msg.content_type, "ok": ok, "pid": os.getpid(),
+    }
+    with Path(os.environ["SAMPLE_OUT"]).open("a", encoding="utf-8") as out:
+        out.write(json.dumps(line) + "\n")
+    time.sleep(float(body.get("sleep", 0)))
+    if not ok:
+        raise RuntimeError(f"failing delivery {delivery} of {msg.message_id}")

@@ -1,0 +1,51 @@
+"""The subscriber reads what the relay writes: every pinned wire-format message, as sent by
+the contacts app's publisher, reads through the CloudEvents SDK as the same contact event."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
+from application.outbox import OutboxRecord, to_message
+from infra.cosmos.documents import read_feed
+from infra.servicebus.publisher import to_servicebus_message
+
+from contacts_projection.events import UnreadableEventError, from_message  # isort: skip
+
+CASES: list[dict[str, Any]] = json.loads(
+    (Path(__file__).parents[1] / "fixtures" / "wire_format.json").read_text("utf-8"))
+
+
+def sent(stored: dict[str, Any]) -> tuple[bytes, str | None, dict[Any, Any]]:
+    [item] = read_feed([stored])
+    assert isinstance(item, OutboxRecord)
+    message = to_servicebus_message(to_message(item))
+    return str(message).encode(), message.content_type, dict(message.application_properties or {})
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c["stored"]["data"]["action"])
+def test_a_relayed_message_reads_as_its_contact_event(case: dict[str, Any]) -> None:
+    body, content_type, props = sent(case["stored"])
+    event = from_message(body, content_type=content_type, application_properties=props)
+    data = case["stored"]["data"]
+    assert (event.event_id, event.contact_id, event.type, event.version) == (
+        data["id"], data["contactId"], data["action"], data["version"])
+    assert event.data == data and event.source == "/contacts"
+
+
+def test_a_message_without_cloudevents_attributes_is_unreadable() -> None:
+    body, content_type, props = sent(CASES[0]["stored"])
+    plain = {k: v for k, v in props.items() if not str(k).startswith("cloudEvents_")}
+    with pytest.raises(UnreadableEventError):
+        from_message(body, content_type=content_type, application_properties=plain)
+
+
+def test_a_subject_that_is_not_the_contact_of_the_data_is_unreadable() -> None:
+    body, content_type, props = sent(CASES[0]["stored"])
+    props["cloudEvents_subject"] = "someone-else"
+    with pytest.raises(UnreadableEventError, match="subject"):
+        from_message(body, content_type=content_type, application_properties=props)

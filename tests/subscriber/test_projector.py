@@ -1,0 +1,143 @@
+"""The projector against the local Cosmos endpoint (real azure-cosmos SDK): each event changes
+the projection exactly once (inbox record and projection in one transactional batch), in
+version order; an event after a gap is held until the missing one arrives."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from azure.cosmos import ContainerProxy, CosmosClient
+from azure.cosmos.exceptions import CosmosBatchOperationError
+
+import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
+from emulators.cosmos.launcher import start_cosmos
+from emulators.provision import create_projection_container
+
+from contacts_projection.events import IncomingEvent  # isort: skip
+from contacts_projection.store import (  # isort: skip
+    HELD_TYPE, INBOX_TYPE, Outcome, Projector, inbox_id,
+)
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def database() -> Iterator[Any]:
+    cosmos = start_cosmos(port=0)
+    try:
+        client = CosmosClient.from_connection_string(
+            cosmos.connection_string, connection_verify=cosmos.verify_tls)
+        yield client.create_database_if_not_exists("subscriber-tests")
+    finally:
+        cosmos.stop()
+
+
+@pytest.fixture
+def container(database: Any) -> ContainerProxy:
+    return create_projection_container(database, f"p-{uuid.uuid4().hex[:8]}")
+
+
+def events(contact: str) -> list[IncomingEvent]:
+    def ev(version: int, action: str, **data: Any) -> IncomingEvent:
+        body = {"id": str(uuid.uuid4()), "contactId": contact, "version": version,
+                "action": action, **data}
+        return IncomingEvent(event_id=body["id"], contact_id=contact, type=action,
+                             version=version, data=body)
+    return [
+        ev(1, "ContactCreatedEvent", name={"firstName": "A", "lastName": "L"},
+           email="a@example.com", description="d", company={"companyName": "C"}),
+        ev(2, "ContactEmailUpdatedEvent", email="b@example.com"),
+        ev(3, "ContactNameUpdatedEvent", name={"firstName": "B", "lastName": "L"}),
+        ev(4, "ContactDeletedEvent", deletedAt="2025-01-01T00:00:00Z"),
+    ]
+
+
+def documents(container: ContainerProxy, contact: str, kind: str) -> list[dict[str, Any]]:
+    return list(container.query_items(
+        "SELECT * FROM c WHERE c.type = @t", parameters=[{"name": "@t", "value": kind}],
+        partition_key=contact))
+
+
+def test_events_in_order_build_the_projection_with_one_inbox_record_each(
+    container: ContainerProxy,
+) -> None:
+    projector = Projector(container, inbox_ttl_seconds=3600)
+    contact = str(uuid.uuid4())
+    for event in events(contact):
+        assert projector.handle(event).outcome is Outcome.APPLIED
+    projection = container.read_item(contact, partition_key=contact)
+    assert projection["version"] == 4 and projection["deleted"] is True
+    assert projection["data"]["email"] == "b@example.com"
+    assert projection["data"]["name"] == {"firstName": "B", "lastName": "L"}
+    inbox = documents(container, contact, INBOX_TYPE)
+    assert sorted(r["version"] for r in inbox) == [1, 2, 3, 4]
+    assert {r["ttl"] for r in inbox} == {3600}
+
+
+def test_a_redelivered_event_is_acknowledged_without_effect(container: ContainerProxy) -> None:
+    projector = Projector(container, inbox_ttl_seconds=3600)
+    contact = str(uuid.uuid4())
+    first, second, *_ = events(contact)
+    projector.handle(first)
+    projector.handle(second)
+    before = container.read_item(contact, partition_key=contact)
+    assert projector.handle(second).outcome is Outcome.DUPLICATE
+    assert projector.handle(first).outcome is Outcome.DUPLICATE
+    # its inbox record expired: the version check still drops it
+    container.delete_item(inbox_id(first.event_id), partition_key=contact)
+    assert projector.handle(first).outcome is Outcome.DUPLICATE
+    after = container.read_item(contact, partition_key=contact)
+    assert after["_etag"] == before["_etag"]
+
+
+def test_an_event_after_a_gap_is_held_until_the_missing_one_arrives(
+    container: ContainerProxy,
+) -> None:
+    projector = Projector(container, inbox_ttl_seconds=3600)
+    contact = str(uuid.uuid4())
+    one, two, three, four = events(contact)
+    projector.handle(one)
+    held = projector.handle(three)
+    assert (held.outcome, held.missing) == (Outcome.HELD, 2)
+    assert projector.handle(four).outcome is Outcome.HELD
+    assert projector.handle(three).outcome is Outcome.DUPLICATE  # held already: in the inbox
+    assert container.read_item(contact, partition_key=contact)["version"] == 1
+    assert [d["missingVersion"] for d in documents(container, contact, HELD_TYPE)] == [2, 2]
+    closed = projector.handle(two)
+    assert (closed.outcome, closed.applied) == (Outcome.APPLIED, [2, 3, 4])
+    projection = container.read_item(contact, partition_key=contact)
+    assert projection["version"] == 4 and projection["deleted"] is True
+    assert documents(container, contact, HELD_TYPE) == []
+
+
+class RacedProjector(Projector):
+    """Another delivery changes the projection between this one's read and its batch."""
+
+    def __init__(self, container: ContainerProxy) -> None:
+        super().__init__(container, inbox_ttl_seconds=3600)
+        self.container = container
+        self.raced = False
+
+    def _read(self, item: str, partition: str) -> dict[str, Any] | None:
+        document = super()._read(item, partition)
+        if document is not None and item == partition and not self.raced:
+            self.raced = True
+            self.container.replace_item(item, {**document, "touched": True})
+        return document
+
+
+def test_a_batch_that_loses_a_race_writes_neither_the_projection_nor_the_inbox_record(
+    container: ContainerProxy,
+) -> None:
+    contact = str(uuid.uuid4())
+    one, two, *_ = events(contact)
+    Projector(container, inbox_ttl_seconds=3600).handle(one)
+    with pytest.raises(CosmosBatchOperationError):
+        RacedProjector(container).handle(two)
+    assert container.read_item(contact, partition_key=contact)["version"] == 1
+    assert [r["version"] for r in documents(container, contact, INBOX_TYPE)] == [1]
+    # the redelivery applies it
+    assert Projector(container, inbox_ttl_seconds=3600).handle(two).outcome is Outcome.APPLIED
