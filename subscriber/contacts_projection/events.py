@@ -12,6 +12,10 @@ from typing import Any
 from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
 
+#: The type (Subject) of the notice the outbox publishes, in the contact's session, where an
+#: event it set aside (quarantined) would have been; `version` in its data is that event's.
+QUARANTINE_NOTICE = "OutboxEventQuarantined"
+
 
 class UnreadableEventError(ValueError):
     """A message that is not one of the contact events this subscriber understands."""
@@ -59,7 +63,11 @@ def from_message(
         raise UnreadableEventError("event data is not a JSON object")
     version = data.get("version")
     subject = event.get_subject()
-    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+    if event.get_type() == QUARANTINE_NOTICE and version is None:
+        version = 0  # a notice of an event whose version could not be read: nothing to mark
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise UnreadableEventError("event data has no integer version")
+    if version == 0 and event.get_type() != QUARANTINE_NOTICE:
         raise UnreadableEventError("event data has no positive integer version")
     if not subject or data.get("contactId") != subject:
         raise UnreadableEventError("event subject is not the contact id of its data")

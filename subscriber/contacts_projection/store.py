@@ -7,7 +7,11 @@ Documents, all partitioned by contact id (`/partitionKey`):
 - one inbox record per processed event, id `inbox-<event id>`, `type` `inboxRecord`, expiring
   after the inbox TTL (`INBOX_TTL_SECONDS`);
 - one held event per event that arrived after a gap, id `held-<version>`, `type` `heldEvent`,
-  kept (no TTL) until the missing version arrives and it is applied.
+  kept (no TTL) until the missing version arrives and it is applied;
+- one gap record per quarantine notice (the outbox set the event of that version aside), id
+  `gap-<version>`, `type` `quarantinedGap`, with the event id, action and reason: the gap is a
+  known one, not a loss. The events after it are held as for any gap; the record is deleted in
+  the batch that applies that version when the operator replays the event.
 
 An event whose inbox record exists is acknowledged without effect; so is one whose version is
 not above the projection's (which also covers a redelivery after its inbox record expired).
@@ -27,13 +31,14 @@ from typing import Any
 from azure.cosmos import ContainerProxy
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
-from contacts_projection.events import IncomingEvent
-from contacts_projection.projection import Decision, apply, decide
+from contacts_projection.events import QUARANTINE_NOTICE, IncomingEvent
+from contacts_projection.projection import Decision, apply, decide, last_version
 
 logger = logging.getLogger(__name__)
 
 INBOX_TYPE = "inboxRecord"
 HELD_TYPE = "heldEvent"
+GAP_TYPE = "quarantinedGap"
 # Held events applied per batch (a batch holds at most 100 operations: the projection, the
 # inbox record and one delete per held event).
 MAX_HELD_PER_BATCH = 50
@@ -43,6 +48,7 @@ class Outcome(Enum):
     APPLIED = "applied"
     DUPLICATE = "duplicate"
     HELD = "held"
+    GAP_RECORDED = "gap recorded"
 
 
 @dataclass
@@ -58,6 +64,10 @@ def inbox_id(event_id: str) -> str:
 
 def held_id(version: int) -> str:
     return f"held-{version:012d}"
+
+
+def gap_id(version: int) -> str:
+    return f"gap-{version:012d}"
 
 
 def _held_event(document: dict[str, Any]) -> IncomingEvent:
@@ -99,6 +109,8 @@ class Projector:
         if self._read(inbox_id(event.event_id), partition) is not None:
             return Result(Outcome.DUPLICATE)
         projection = self._read(partition, partition)
+        if event.type == QUARANTINE_NOTICE:
+            return self._record_gap(projection, event)
         decision = decide(projection, event)
         if decision is Decision.DUPLICATE:
             return Result(Outcome.DUPLICATE)
@@ -135,6 +147,37 @@ class Projector:
                 return Result(Outcome.APPLIED, applied=applied)
             applied += self._apply(projection, _held_event(nxt), first=False)
 
+    def _record_gap(self, projection: dict[str, Any] | None, event: IncomingEvent) -> Result:
+        """A quarantine notice: the event of `event.version` was set aside by the outbox. Its
+        gap is recorded (with the notice's inbox record, in one batch) unless that version is
+        already applied (a replay came first) or unknown."""
+        partition = event.contact_id
+        if event.version == 0 or event.version <= last_version(projection):
+            return Result(Outcome.DUPLICATE)
+        gap = {
+            "id": gap_id(event.version),
+            "partitionKey": partition,
+            "type": GAP_TYPE,
+            "version": event.version,
+            "eventId": event.data.get("eventId"),
+            "action": event.data.get("action"),
+            "reason": event.data.get("reason"),
+            "noticedAt": datetime.now(UTC).isoformat(),
+            "ttl": -1,
+        }
+        self._container.execute_item_batch(
+            batch_operations=[
+                ("create", (self._inbox_record(event, held=False),)),
+                ("upsert", (gap,)),
+            ],
+            partition_key=partition,
+        )
+        logger.warning(
+            "contact %s: version %d was quarantined by the outbox (event %s): %s",
+            partition, event.version, gap["eventId"], gap["reason"],
+        )
+        return Result(Outcome.GAP_RECORDED, missing=event.version)
+
     def _apply(
         self, projection: dict[str, Any] | None, event: IncomingEvent, *, first: bool
     ) -> list[int]:
@@ -164,5 +207,8 @@ class Projector:
         if first:
             operations.append(("create", (self._inbox_record(event, held=False),)))
         operations += [("delete", (item,)) for item in deletes]
+        # a quarantined version now applied (its replay): its gap record goes in the same batch
+        operations += [("delete", (gap_id(v),)) for v in versions
+                       if self._read(gap_id(v), partition) is not None]
         self._container.execute_item_batch(batch_operations=operations, partition_key=partition)
         return versions

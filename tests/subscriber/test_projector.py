@@ -16,9 +16,9 @@ import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
 from emulators.cosmos.launcher import start_cosmos
 from emulators.provision import create_projection_container
 
-from contacts_projection.events import IncomingEvent  # isort: skip
+from contacts_projection.events import QUARANTINE_NOTICE, IncomingEvent  # isort: skip
 from contacts_projection.store import (  # isort: skip
-    HELD_TYPE, INBOX_TYPE, Outcome, Projector, inbox_id,
+    GAP_TYPE, HELD_TYPE, INBOX_TYPE, Outcome, Projector, inbox_id,
 )
 
 pytestmark = pytest.mark.integration
@@ -141,3 +141,34 @@ def test_a_batch_that_loses_a_race_writes_neither_the_projection_nor_the_inbox_r
     assert [r["version"] for r in documents(container, contact, INBOX_TYPE)] == [1]
     # the redelivery applies it
     assert Projector(container, inbox_ttl_seconds=3600).handle(two).outcome is Outcome.APPLIED
+
+
+def notice(contact: str, version: int) -> IncomingEvent:
+    body = {"eventId": str(uuid.uuid4()), "contactId": contact,
+            "action": "ContactEmailUpdatedEvent", "version": version,
+            "reason": "message of 300000 bytes is too large"}
+    return IncomingEvent(event_id=str(uuid.uuid4()), contact_id=contact,
+                         type=QUARANTINE_NOTICE, version=version, data=body)
+
+
+def test_a_quarantine_notice_records_a_known_gap_that_the_replay_closes(
+    container: ContainerProxy,
+) -> None:
+    projector = Projector(container, inbox_ttl_seconds=3600)
+    contact = str(uuid.uuid4())
+    one, two, three, _ = events(contact)
+    projector.handle(one)
+    told = notice(contact, 2)
+    assert projector.handle(told).outcome is Outcome.GAP_RECORDED
+    assert projector.handle(told).outcome is Outcome.DUPLICATE  # redelivered notice
+    [gap] = documents(container, contact, GAP_TYPE)
+    assert (gap["version"], gap["eventId"], gap["reason"]) == (
+        2, told.data["eventId"], told.data["reason"])
+    assert projector.handle(three).outcome is Outcome.HELD  # later events wait, as for any gap
+    replayed = projector.handle(two)  # the operator replays the quarantined event
+    assert replayed.applied == [2, 3]
+    assert documents(container, contact, GAP_TYPE) == []
+    assert documents(container, contact, HELD_TYPE) == []
+    # a notice that arrives after its event was applied changes nothing
+    assert projector.handle(notice(contact, 2)).outcome is Outcome.DUPLICATE
+    assert documents(container, contact, GAP_TYPE) == []
