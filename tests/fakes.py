@@ -258,7 +258,9 @@ class InMemoryQuarantine(Quarantine):
         return {d["id"]: d for d in self.store.of_type(QUARANTINE_TYPE)}
 
     def put(self, event: OutboxRecord | Unreadable, *, reason: str) -> None:
-        self.store.put(quarantine_document(event.source, reason=reason))
+        fresh = quarantine_document(event.source, reason=reason)
+        self.store.put(quarantine_document(event.source, reason=reason,
+                                           previous=self.documents.get(fresh["id"])))
 
     def _document(self, event_id: str) -> dict[str, Any]:
         doc = self.documents.get(quarantine_id(event_id))

@@ -138,12 +138,21 @@ def document_created_at(document: Mapping[str, Any]) -> float | None:
 
 
 def quarantine_document(
-    document: Mapping[str, Any], *, reason: str, now: datetime | None = None
+    document: Mapping[str, Any], *, reason: str, now: datetime | None = None,
+    previous: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A copy of a poison event kept (no TTL) with the reason, in the event's own partition.
-    The relay skips it: it is not a `domainEvent`."""
+    The relay skips it: it is not a `domainEvent`. Set aside again (a relay retry, a re-drive
+    of an event that still fails) over an existing record (`previous`), it keeps that record's
+    first quarantine time and replay count, and is quarantined (again) with the new reason."""
     source_id = str(document.get("id", "unknown"))
     partition = document.get("partitionKey")
+    kept: dict[str, Any] = {}
+    if previous is not None:
+        if isinstance(previous.get("quarantinedAt"), str):
+            kept["quarantinedAt"] = previous["quarantinedAt"]
+        if isinstance(previous.get("replays"), int):
+            kept["replays"] = previous["replays"]
     return {
         "id": quarantine_id(source_id),
         "partitionKey": partition if isinstance(partition, str) else "quarantine",
@@ -155,6 +164,7 @@ def quarantine_document(
         "replays": 0,
         "data": _without_system_keys(document),
         "ttl": -1,
+        **kept,
     }
 
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 from azure.cosmos import ContainerProxy
+from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
 from application.errors import NotFoundError, PreconditionFailedError, StoreUnavailableError
 from application.outbox import NotAnEvent, OutboxRecord, Unreadable
@@ -163,9 +164,15 @@ class CosmosQuarantine(Quarantine):
         self._clock = clock
 
     def put(self, event: OutboxRecord | Unreadable, *, reason: str) -> None:
+        fresh = quarantine_document(event.source, reason=reason, now=self._clock())
         with cosmos_errors():
-            self._container.upsert_item(
-                quarantine_document(event.source, reason=reason, now=self._clock()))
+            try:
+                previous = self._container.read_item(fresh["id"],
+                                                     partition_key=fresh["partitionKey"])
+            except CosmosResourceNotFoundError:
+                previous = None
+            self._container.upsert_item(quarantine_document(
+                event.source, reason=reason, now=self._clock(), previous=previous))
 
     def _document(self, event_id: str) -> dict[str, Any]:
         with cosmos_errors(QUARANTINED_EVENT, event_id):

@@ -105,6 +105,19 @@ class QuarantineContract:
         assert world.quarantine.get(second["id"]).resolved
         assert world.quarantine.count() == 1
 
+    def test_set_aside_again_it_keeps_its_history_and_is_quarantined_again(
+        self, world: QuarantineWorld
+    ) -> None:
+        doc = stored_events(0)[0]
+        world.quarantine.put(record(doc), reason="too large")
+        first = world.quarantine.get(doc["id"])
+        world.quarantine.replayed(first, resolved=True, reason="", ttl_seconds=60)
+        world.quarantine.put(record(doc), reason="too large again")  # a re-drive, still failing
+        again = world.quarantine.get(doc["id"])
+        assert (again.reason, again.replays, again.resolved) == ("too large again", 1, False)
+        assert again.quarantined_at == first.quarantined_at
+        assert world.quarantine.count() == 1
+
     def test_a_discarded_record_is_gone(self, world: QuarantineWorld) -> None:
         doc = stored_events(0)[0]
         world.quarantine.put(record(doc), reason="r")
