@@ -49,6 +49,7 @@ from emulators.functions_host.config import (
 )
 from emulators.functions_host.functions import FunctionSpec
 from emulators.functions_host.language_worker import LanguageWorker
+from emulators.functions_host.retry import invoke_with_retries
 from emulators.functions_host.rpc import protos
 
 logger = logging.getLogger("emulators.functions_host.cosmos")
@@ -366,65 +367,25 @@ class CosmosTriggerListener:
         """Invoke the function with ``items``; retry per policy; return when it may checkpoint."""
         pb = protos()
         policy = self.spec.retry
-        backoff = policy.backoff() if policy else None
-        payload = pb.TypedData(json=json.dumps(items, separators=(",", ":")))
-        retries = 0
-        while True:
-            error = ""
-            try:
-                answer = await self._worker.invoke(
-                    self.spec.function_id,
-                    [pb.ParameterBinding(name=self.spec.trigger_arg, data=payload)],
-                    retry_count=retries,
-                    max_retry_count=policy.max_retry_count if policy else 0,
-                    time_limit=self._timeout(),
-                )
-                if answer.result.status == pb.StatusResult.Success:
-                    logger.info(
-                        "cosmos trigger %s: delivered %d document(s) from lease %s (retry %d)",
-                        self.spec.name,
-                        len(items),
-                        lease.doc.get("LeaseToken"),
-                        retries,
-                    )
-                    return
-                error = answer.result.exception.message.strip()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                error = f"{type(exc).__name__}: {exc}"
-            logger.error(
-                "cosmos trigger %s: invocation failed (retry %d): %s",
-                self.spec.name,
-                retries,
-                error,
-            )
-            if policy is None or backoff is None:
-                logger.error(
-                    "cosmos trigger %s: no retry policy; checkpointing the failed batch of %d "
-                    "(host behaviour)",
-                    self.spec.name,
-                    len(items),
-                )
-                return
-            if not policy.allows(retries):
-                logger.error(
-                    "cosmos trigger %s: %d retries exhausted; checkpointing the failed batch of %d",
-                    self.spec.name,
-                    retries,
-                    len(items),
-                )
-                return
-            retries += 1
-            delay = backoff.next_delay()
-            logger.warning(
-                "cosmos trigger %s: retry %d of %s in %.2fs with the same batch",
-                self.spec.name,
-                retries,
-                "unlimited" if policy.max_retry_count < 0 else policy.max_retry_count,
-                delay,
-            )
-            await asyncio.sleep(delay)
+        binding = pb.ParameterBinding(
+            name=self.spec.trigger_arg,
+            data=pb.TypedData(json=json.dumps(items, separators=(",", ":"))))
+
+        async def attempt(retries: int, max_retries: int) -> str | None:
+            return await self._worker.try_invoke(
+                self.spec.function_id, [binding], retry_count=retries,
+                max_retry_count=max_retries, time_limit=self._timeout())
+
+        what = f"cosmos trigger {self.spec.name} (lease {lease.doc.get('LeaseToken')})"
+        ok, retries = await invoke_with_retries(policy, attempt, what=what)
+        if ok:
+            logger.info("%s: delivered %d document(s) (retry %d)", what, len(items), retries)
+        elif policy is None:
+            logger.error("%s: no retry policy; checkpointing the failed batch of %d "
+                         "(host behaviour)", what, len(items))
+        else:
+            logger.error("%s: %d retries exhausted; checkpointing the failed batch of %d",
+                         what, retries, len(items))
 
     async def _checkpoint(self, lease: Lease, token: str | None, count: int) -> None:
         if token is None:

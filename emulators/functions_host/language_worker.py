@@ -168,6 +168,21 @@ class LanguageWorker:
 
     # -- messages ----------------------------------------------------------------------------
 
+    async def try_invoke(
+        self, function_id: str, input_data: list[Any], **kwargs: Any
+    ) -> str | None:
+        """``invoke``, as a trigger sees it: None when the function succeeded, else why it
+        failed (the worker's exception message, or the host-side error: timeout, crash)."""
+        try:
+            answer = await self.invoke(function_id, input_data, **kwargs)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        if answer.result.status == protos().StatusResult.Success:
+            return None
+        return str(answer.result.exception.message).strip() or "failed"
+
     async def invoke(
         self,
         function_id: str,

@@ -8,11 +8,15 @@ count lives in memory only (a restarted host starts counting again).
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import random
 import re
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+logger = logging.getLogger("emulators.functions_host.retry")
 
 _TIMESPAN = re.compile(
     r"^\s*(?:(?P<days>\d+)\.)?(?P<h>\d{1,2}):(?P<m>\d{1,2}):(?P<s>\d{1,2}(?:\.\d+)?)\s*$"
@@ -111,3 +115,31 @@ class Backoff:
             self._current = policy.maximum_interval
         self._exponent += 1
         return self._current
+
+
+#: One invocation attempt: given (retry count, max retry count) for the RetryContext, the
+#: failure's message, or None when the function succeeded.
+Attempt = Callable[[int, int], Awaitable[str | None]]
+
+
+async def invoke_with_retries(
+    policy: RetryPolicy | None, attempt: Attempt, *, what: str
+) -> tuple[bool, int]:
+    """Run ``attempt`` until it succeeds or the policy allows no further retry, waiting the
+    host's back-off between tries (every trigger the same way); logs each failure and each
+    retry as ``what``. Returns whether it succeeded and how many retries were made."""
+    backoff = policy.backoff() if policy else None
+    max_retry_count = policy.max_retry_count if policy else 0
+    retries = 0
+    while True:
+        error = await attempt(retries, max_retry_count)
+        if error is None:
+            return True, retries
+        logger.error("%s: invocation failed (retry %d): %s", what, retries, error)
+        if policy is None or backoff is None or not policy.allows(retries):
+            return False, retries
+        retries += 1
+        delay = backoff.next_delay()
+        logger.warning("%s: retry %d of %s in %.2fs", what, retries,
+                       "unlimited" if max_retry_count < 0 else max_retry_count, delay)
+        await asyncio.sleep(delay)

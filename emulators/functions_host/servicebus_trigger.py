@@ -50,7 +50,7 @@ from azure.servicebus.exceptions import OperationTimeoutError, ServiceBusError
 from emulators.functions_host.config import SettingError, is_truthy, resolve
 from emulators.functions_host.functions import FunctionSpec
 from emulators.functions_host.language_worker import LanguageWorker
-from emulators.functions_host.retry import parse_timespan
+from emulators.functions_host.retry import invoke_with_retries, parse_timespan
 from emulators.functions_host.rpc import protos
 
 logger = logging.getLogger("emulators.functions_host.servicebus")
@@ -354,36 +354,17 @@ class ServiceBusTriggerListener:
     async def _invoke(self, message: ServiceBusReceivedMessage) -> bool:
         """Invoke the function with ``message``; retry per policy; whether it succeeded."""
         pb = protos()
-        policy = self.spec.retry
-        backoff = policy.backoff() if policy else None
-        data = body_data(message, self.options.data_type)
+        binding = pb.ParameterBinding(
+            name=self.spec.trigger_arg, data=body_data(message, self.options.data_type))
         metadata = trigger_metadata(message)
-        retries = 0
-        while True:
+
+        async def attempt(retries: int, max_retries: int) -> str | None:
             self.invocations += 1
-            error = ""
-            try:
-                answer = await self._worker.invoke(
-                    self.spec.function_id,
-                    [pb.ParameterBinding(name=self.spec.trigger_arg, data=data)],
-                    trigger_metadata=metadata,
-                    retry_count=retries,
-                    max_retry_count=policy.max_retry_count if policy else 0,
-                    time_limit=self._timeout(),
-                )
-                if answer.result.status == pb.StatusResult.Success:
-                    return True
-                error = answer.result.exception.message.strip()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                error = f"{type(exc).__name__}: {exc}"
-            logger.error(
-                "servicebus trigger %s: message %s (delivery %d) failed (retry %d): %s",
-                self.spec.name, message.message_id, (message.delivery_count or 0) + 1, retries,
-                error,
-            )
-            if policy is None or backoff is None or not policy.allows(retries):
-                return False
-            retries += 1
-            await asyncio.sleep(backoff.next_delay())
+            return await self._worker.try_invoke(
+                self.spec.function_id, [binding], trigger_metadata=metadata,
+                retry_count=retries, max_retry_count=max_retries, time_limit=self._timeout())
+
+        what = (f"servicebus trigger {self.spec.name}: message {message.message_id} "
+                f"(delivery {(message.delivery_count or 0) + 1})")
+        ok, _ = await invoke_with_retries(self.spec.retry, attempt, what=what)
+        return ok

@@ -22,7 +22,7 @@ from croniter import croniter
 from emulators.functions_host.config import resolve
 from emulators.functions_host.functions import FunctionSpec
 from emulators.functions_host.language_worker import LanguageWorker
-from emulators.functions_host.retry import parse_timespan
+from emulators.functions_host.retry import invoke_with_retries, parse_timespan
 from emulators.functions_host.rpc import protos
 
 logger = logging.getLogger("emulators.functions_host.timer")
@@ -113,35 +113,13 @@ class TimerListener:
             },
             "IsPastDue": past_due,
         }
-        policy = self.spec.retry
-        backoff = policy.backoff() if policy else None
-        retries = 0
-        while True:
+        binding = pb.ParameterBinding(
+            name=self.spec.trigger_arg, data=pb.TypedData(json=json.dumps(payload)))
+
+        async def attempt(retries: int, max_retries: int) -> str | None:
             self.invocations += 1
-            error = ""
-            try:
-                answer = await self._worker.invoke(
-                    self.spec.function_id,
-                    [
-                        pb.ParameterBinding(
-                            name=self.spec.trigger_arg, data=pb.TypedData(json=json.dumps(payload))
-                        )
-                    ],
-                    retry_count=retries,
-                    max_retry_count=policy.max_retry_count if policy else 0,
-                    time_limit=self._timeout(),
-                )
-                if answer.result.status == pb.StatusResult.Success:
-                    return
-                error = answer.result.exception.message.strip()
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                error = f"{type(exc).__name__}: {exc}"
-            logger.error(
-                "timer %s: invocation failed (retry %d): %s", self.spec.name, retries, error
-            )
-            if policy is None or backoff is None or not policy.allows(retries):
-                return
-            retries += 1
-            await asyncio.sleep(backoff.next_delay())
+            return await self._worker.try_invoke(
+                self.spec.function_id, [binding], retry_count=retries,
+                max_retry_count=max_retries, time_limit=self._timeout())
+
+        await invoke_with_retries(self.spec.retry, attempt, what=f"timer {self.spec.name}")
