@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import warnings
 
 from azure.cosmos import CosmosClient
 
@@ -12,6 +13,10 @@ from contacts_projection.store import Projector
 
 def cosmos_client(settings: SubscriberSettings) -> CosmosClient:
     verify = settings.cosmos_verify_tls
+    if not verify:
+        # Only for local emulators with self-signed certificates: one warning per request
+        # otherwise.
+        warnings.filterwarnings("ignore", message="Unverified HTTPS request")
     if settings.cosmos_connection is not None:
         return CosmosClient.from_connection_string(
             settings.cosmos_connection.get_secret_value(), connection_verify=verify
