@@ -59,17 +59,25 @@ class CosmosRepository[A: Aggregate](TrackingRepository[A]):
         return aggregate_from_document(self.kind, document), document["_etag"]
 
 
+def one_page(
+    container: ContainerProxy, query: str, page_size: int, continuation: str | None
+) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of a cross-partition query and the SDK's token for the next (None: last)."""
+    with cosmos_errors():
+        pages: Any = container.query_items(
+            query, enable_cross_partition_query=True, max_item_count=page_size
+        ).by_page(continuation)
+        rows: list[dict[str, Any]] = list(next(pages, []))
+        token = pages.continuation_token
+    return rows, token
+
+
 class CosmosContactRepository(CosmosRepository[Contact], ContactRepository):
     def __init__(self, container: ContainerProxy) -> None:
         super().__init__(container, Contact)
 
     def list_page(self, *, page_size: int, continuation: str | None) -> Page:
-        with cosmos_errors():
-            pages: Any = self._container.query_items(
-                LIST_CONTACTS_QUERY, enable_cross_partition_query=True, max_item_count=page_size
-            ).by_page(continuation)
-            rows: list[dict[str, Any]] = list(next(pages, []))
-            token = pages.continuation_token
+        rows, token = one_page(self._container, LIST_CONTACTS_QUERY, page_size, continuation)
         items = [
             ContactSummary(
                 id=row["id"],
@@ -164,15 +172,17 @@ class CosmosQuarantine(Quarantine):
         self._clock = clock
 
     def put(self, event: OutboxRecord | Unreadable, *, reason: str) -> None:
-        fresh = quarantine_document(event.source, reason=reason, now=self._clock())
+        document = quarantine_document(event.source, reason=reason, now=self._clock())
         with cosmos_errors():
             try:
-                previous = self._container.read_item(fresh["id"],
-                                                     partition_key=fresh["partitionKey"])
+                previous = self._container.read_item(document["id"],
+                                                     partition_key=document["partitionKey"])
             except CosmosResourceNotFoundError:
                 previous = None
-            self._container.upsert_item(quarantine_document(
-                event.source, reason=reason, now=self._clock(), previous=previous))
+            if previous is not None:  # set aside again: keep the record's history
+                document = quarantine_document(event.source, reason=reason,
+                                               now=self._clock(), previous=previous)
+            self._container.upsert_item(document)
 
     def _document(self, event_id: str) -> dict[str, Any]:
         with cosmos_errors(QUARANTINED_EVENT, event_id):
@@ -188,12 +198,7 @@ class CosmosQuarantine(Quarantine):
         return quarantined_event(self._document(event_id))
 
     def list_page(self, *, page_size: int, continuation: str | None) -> QuarantinePage:
-        with cosmos_errors():
-            pages: Any = self._container.query_items(
-                QUARANTINE_QUERY, enable_cross_partition_query=True, max_item_count=page_size
-            ).by_page(continuation)
-            rows: list[dict[str, Any]] = list(next(pages, []))
-            token = pages.continuation_token
+        rows, token = one_page(self._container, QUARANTINE_QUERY, page_size, continuation)
         return QuarantinePage([quarantined_event(r) for r in rows], token or None)
 
     def count(self) -> int:

@@ -25,7 +25,12 @@ from domain.values import Company, Name
 from emulators.stack import Ports, Stack
 from infra.cosmos.documents import commit_operations
 from tests.e2e.subscriber import Received, count_at_least, drain
-from tests.e2e.test_outbox_guarantees import contacts_container, record, stored_events
+from tests.e2e.test_outbox_guarantees import (
+    contacts_container,
+    record,
+    stored_events,
+    write_history,
+)
 from tests.httpclient import Client
 
 pytestmark = pytest.mark.e2e
@@ -190,13 +195,13 @@ def test_redrive_inside_then_outside_the_duplicate_detection_window(tmp_path: Pa
         conn = stack.servicebus.connection_string
         api = Client(stack.api_url)
         try:
-            before = _history(api, "early", contacts=2, updates=1)
+            before = write_history(api, 2, 1, "early")
             early = stored_events(stack)
             drain(conn, until=count_at_least(len(early)), timeout=60)
             time.sleep(0.05)
             since = datetime.now(UTC)
             time.sleep(0.05)
-            after = _history(api, "late", contacts=2, updates=2, existing=list(before))
+            after = write_history(api, 2, 2, "late", existing=list(before))
             late_ids = {e["id"] for e in stored_events(stack)
                         if datetime.fromisoformat(e["data"]["createdAt"]) >= since}
             assert len(late_ids) == len(stored_events(stack)) - len(early)
@@ -237,22 +242,3 @@ def test_redrive_inside_then_outside_the_duplicate_detection_window(tmp_path: Pa
         "events_before_T": len(early), "events_since_T": len(late_ids),
         "duplicate_window_s": window, "received_inside_window": len(repeats),
         "dropped_as_duplicates": dropped, "received_outside_window": len(again)})
-
-
-def _history(api: Client, tag: str, *, contacts: int, updates: int,
-             existing: list[str] | None = None) -> list[str]:
-    """New contacts, then `updates` description changes of them and of `existing`: returns the
-    ids of the event-producing writes' contacts."""
-    ids = []
-    for i in range(contacts):
-        reply = api.request("POST", "/contacts", json_body={
-            "firstName": f"{tag}{i}", "lastName": "Ops", "email": f"{tag}{i}@example.com",
-            "companyName": "Outbox"})
-        assert reply.status == 201, reply.body
-        ids.append(reply.json()["id"])
-    for u in range(updates):
-        for cid in ids + (existing or []):
-            reply = api.request("POST", f"/contacts/{cid}/update-description",
-                                json_body={"description": f"{tag} {u}"})
-            assert reply.status == 204, reply.body
-    return ids

@@ -39,7 +39,10 @@ def stored_events(stack: Stack) -> list[dict[str, Any]]:
         "SELECT * FROM c WHERE c.type = 'domainEvent'", enable_cross_partition_query=True))
 
 
-def write_history(client: Client, contacts: int, updates: int, tag: str) -> list[str]:
+def write_history(client: Client, contacts: int, updates: int, tag: str,
+                  existing: list[str] | None = None) -> list[str]:
+    """New contacts, then `updates` description changes of them and of `existing`; returns the
+    new contacts' ids."""
     ids = []
     for i in range(contacts):
         reply = client.request("POST", "/contacts", json_body={
@@ -48,7 +51,7 @@ def write_history(client: Client, contacts: int, updates: int, tag: str) -> list
         assert reply.status == 201, reply.body
         ids.append(reply.json()["id"])
     for u in range(updates):
-        for cid in ids:
+        for cid in ids + (existing or []):
             reply = client.request("POST", f"/contacts/{cid}/update-description",
                                    json_body={"description": f"{tag} update {u}"})
             assert reply.status == 204, reply.body
