@@ -1,8 +1,7 @@
 """In-memory Service Bus entities: topics/queues with duplicate detection, subscriptions with
 peek-lock, sessions, delivery counts and dead-lettering.
 
-Nothing here is persisted: a restart of the endpoint loses undelivered messages and the
-duplicate detection history.
+State survives a restart through ``state.py`` (``--state-file``).
 """
 
 from __future__ import annotations
@@ -47,6 +46,8 @@ class StoredMessage:
     locked_until_ms: int = 0
     owner: object | None = None
     deferred: bool = False
+    #: Epoch ms at which a scheduled message becomes active (0: active since it was sent).
+    scheduled_ms: int = 0
 
     def copy_for(self, seq: int) -> StoredMessage:
         return StoredMessage(
@@ -91,7 +92,26 @@ class ReceiverEntity:
         self.broker.changed()
 
     def _available(self, m: StoredMessage) -> bool:
-        return m.owner is None and not m.deferred
+        return m.owner is None and not m.deferred and not m.scheduled_ms
+
+    def activate_due(self, now: int) -> None:
+        """Scheduled messages whose time has come become active, enqueued at that time."""
+        due = False
+        for m in self.messages.values():
+            if m.scheduled_ms and m.scheduled_ms <= now:
+                m.enqueued_ms = m.scheduled_ms
+                m.scheduled_ms = 0
+                due = True
+        if due:
+            self.broker.changed()
+
+    def cancel_scheduled(self, seq: int) -> bool:
+        m = self.messages.get(seq)
+        if m is None or not m.scheduled_ms:
+            return False
+        del self.messages[seq]
+        self.broker.changed()
+        return True
 
     def acquire(
         self, owner: object, session_id: str | None, *, delete: bool
@@ -208,13 +228,23 @@ class ReceiverEntity:
                 self.release(m, count=True)
 
 
+SCHEDULED_ENQUEUE_TIME = b"x-opt-scheduled-enqueue-time"
+
+
 @dataclass
 class SenderEntity:
-    """A topic (fan-out to subscriptions) or a queue (one receiver entity)."""
+    """A topic (fan-out to subscriptions) or a queue (one receiver entity).
+
+    A message with a scheduled enqueue time in the future waits: in the queue itself (peek
+    shows it, state *scheduled*), or for a topic in the topic until it is due, then goes to
+    each subscription. It keeps the sequence number given at scheduling, which cancels it.
+    """
 
     config: SenderEntityConfig
     targets: list[ReceiverEntity]
     seen: dict[str, float] = field(default_factory=dict)
+    scheduled: dict[int, StoredMessage] = field(default_factory=dict)
+    last_seq: int = 0
 
     def is_duplicate(self, message_id: str | None) -> bool:
         if not self.config.requires_duplicate_detection or message_id is None:
@@ -231,6 +261,50 @@ class SenderEntity:
     @property
     def requires_session(self) -> bool:
         return any(t.requires_session for t in self.targets)
+
+    def accept(self, m: StoredMessage) -> int | None:
+        """Take one sent message; its sequence number when it was scheduled, None when it was
+        enqueued now or dropped as a duplicate."""
+        if self.is_duplicate(m.message_id):
+            logger.info("duplicate message id %s dropped", m.message_id)
+            return None
+        due = m.annotations.get(SCHEDULED_ENQUEUE_TIME)
+        if isinstance(due, int) and due > now_ms():
+            return self.schedule(m, due)
+        self.fan_out(m)
+        return None
+
+    def schedule(self, m: StoredMessage, due_ms: int) -> int:
+        if self.config.is_queue:
+            queue = self.targets[0]
+            copy = m.copy_for(queue.next_seq())
+            copy.scheduled_ms = due_ms
+            queue.enqueue(copy)
+            return copy.seq
+        self.last_seq += 1
+        copy = m.copy_for(self.last_seq)
+        copy.scheduled_ms = due_ms
+        self.scheduled[copy.seq] = copy
+        if self.targets:
+            self.targets[0].broker.changed()
+        return copy.seq
+
+    def fan_out(self, m: StoredMessage) -> None:
+        for target in self.targets:
+            target.enqueue(m.copy_for(target.next_seq()))
+
+    def cancel(self, seq: int) -> bool:
+        if self.config.is_queue:
+            return bool(self.targets) and self.targets[0].cancel_scheduled(seq)
+        return self.scheduled.pop(seq, None) is not None
+
+    def activate_due(self, now: int) -> None:
+        for seq, m in list(self.scheduled.items()):
+            if m.scheduled_ms <= now:
+                del self.scheduled[seq]
+                m.enqueued_ms = m.scheduled_ms
+                m.scheduled_ms = 0
+                self.fan_out(m)
 
 
 class Broker:
@@ -299,6 +373,10 @@ class Broker:
         return self.receivers.get(path.lower())
 
     def expire_locks(self) -> None:
+        """Runs a few times a second: locks run out, scheduled messages come due."""
         now = now_ms()
+        for sender in list(self.senders.values()):
+            sender.activate_due(now)
         for entity in list(self.receivers.values()):
             entity.expire_locks(now)
+            entity.activate_due(now)

@@ -30,7 +30,14 @@ from azure.servicebus._pyamqp import message as amqp_message
 from azure.servicebus._pyamqp import performatives as perf
 from azure.servicebus._pyamqp.types import TYPE, VALUE, AMQPTypes
 
-from emulators.servicebus.broker import Broker, ReceiverEntity, SenderEntity, StoredMessage, now_ms
+from emulators.servicebus.broker import (
+    SCHEDULED_ENQUEUE_TIME,
+    Broker,
+    ReceiverEntity,
+    SenderEntity,
+    StoredMessage,
+    now_ms,
+)
 from emulators.servicebus.config import MAX_MESSAGE_SIZE
 
 logger = logging.getLogger(__name__)
@@ -42,6 +49,7 @@ BIG_WINDOW = 2**31 - 1
 SENDER_CREDIT = 1000
 BATCH_FORMAT = 0x80013700
 SESSION_FILTER = b"com.microsoft:session-filter"
+MESSAGE_STATE = b"x-opt-message-state"
 LOCKED_UNTIL_UTC = b"com.microsoft:locked-until-utc"
 LINK_TIMEOUT = b"com.microsoft:timeout"
 DATETIMEOFFSET_EPOCH = 621355968000000000
@@ -160,6 +168,12 @@ def encode_stored(m: StoredMessage, *, locked: bool) -> bytes:
         if not (isinstance(k, bytes) and k.startswith(b"x-opt-lock"))
     }
     ann[b"x-opt-sequence-number"] = {TYPE: AMQPTypes.long, VALUE: m.seq}
+    scheduled = m.annotations.get(SCHEDULED_ENQUEUE_TIME)
+    if isinstance(scheduled, int):
+        ann[SCHEDULED_ENQUEUE_TIME] = {TYPE: AMQPTypes.timestamp, VALUE: scheduled}
+    # 0 active, 1 deferred, 2 scheduled (ServiceBusMessageState)
+    state = 2 if m.scheduled_ms else 1 if m.deferred else 0
+    ann[MESSAGE_STATE] = {TYPE: AMQPTypes.int, VALUE: state}
     ann[b"x-opt-enqueued-time"] = {TYPE: AMQPTypes.timestamp, VALUE: m.enqueued_ms}
     if locked and m.locked_until_ms:
         ann[b"x-opt-locked-until"] = {TYPE: AMQPTypes.timestamp, VALUE: m.locked_until_ms}
@@ -388,11 +402,9 @@ class Connection:
 
     def refuse_attach(self, link: Link, *, role: bool, condition: bytes, description: str) -> None:
         """Attach then detach with an error, the way the service refuses a link."""
-        if role == ROLE_SENDER:
-            # An address that is not the requested one keeps the SDK's session callback quiet.
-            self.send_attach(link, role=role, source=_source(""), target=_target(None))
-        else:
-            self.send_attach(link, role=role, source=None, target=None)
+        # No source/target: the client's link fails at once with the detach's error, so the
+        # receiver's open raises (it does not report a link that is about to go).
+        self.send_attach(link, role=role, source=None, target=None)
         self.send(
             link.session.channel,
             perf.DetachFrame(handle=link.handle, closed=True, error=_error(condition, description)),
@@ -473,6 +485,16 @@ class Connection:
                     condition=COND_NOT_ALLOWED,
                     description="It is not possible for an entity that requires sessions "
                     "to create a non-sessionful message receiver.",
+                )
+                return
+            if link.is_session and not link.entity.requires_session:
+                self.refuse_attach(
+                    link,
+                    role=ROLE_SENDER,
+                    condition=COND_NOT_ALLOWED,
+                    description="A sessionful message receiver cannot be created on an entity "
+                    "that does not require sessions. Ensure RequiresSession is set to true when "
+                    "creating a Queue or Subscription to enable sessionful behavior.",
                 )
                 return
             if link.is_session:
@@ -810,11 +832,7 @@ class Server:
                 "the SessionId set to a valid value.",
             )
         for m in messages:
-            if entity.is_duplicate(m.message_id):
-                logger.info("duplicate message id %s dropped", m.message_id)
-                continue
-            for target in entity.targets:
-                target.enqueue(m.copy_for(target.next_seq()))
+            entity.accept(m)
 
     # ---- settlement ----------------------------------------------------------------------
     def settle(self, link: Link, token: uuid.UUID | None, state: Any) -> Any:
@@ -884,16 +902,59 @@ class Server:
         body = bytes(amqp_encode.encode_payload(bytearray(), response))
         link.session.conn.send_transfer(reply_link, body, tag=uuid.uuid4().bytes_le, settled=True)
 
+    def _schedule_op(
+        self, op: str, path: str, body: dict[Any, Any]
+    ) -> tuple[int, str, Any, bytes | None]:
+        """schedule-message / cancel-scheduled-message on a queue's or topic's $management."""
+        sender = self.broker.sender(path)
+        if sender is None:
+            return 404, f"The messaging entity '{path}' could not be found.", None, COND_NOT_FOUND
+        if op == "cancel-scheduled-message":
+            for seq in body.get(b"sequence-numbers") or []:
+                sender.cancel(int(seq))  # the service ignores numbers it does not know
+            return 200, "OK", None, None
+        messages = []
+        for entry in body.get(b"messages") or []:
+            m = parse_message(bytes(entry[b"message"]))
+            if sender.requires_session and m.session_id is None:
+                return (
+                    400,
+                    "The SessionId was not set on a message, and it cannot be sent to the entity.",
+                    None,
+                    COND_NOT_ALLOWED,
+                )
+            messages.append(m)
+        numbers = []
+        for m in messages:
+            due = m.annotations.get(SCHEDULED_ENQUEUE_TIME)
+            if not isinstance(due, int):
+                return 400, "The message has no scheduled enqueue time.", None, COND_NOT_ALLOWED
+            if sender.is_duplicate(m.message_id):
+                numbers.append(0)
+                continue
+            numbers.append(sender.schedule(m, max(due, now_ms())))
+        return (
+            200,
+            "OK",
+            {"sequence-numbers": {
+                TYPE: AMQPTypes.array,
+                VALUE: [{TYPE: AMQPTypes.long, VALUE: n} for n in numbers],
+            }},
+            None,
+        )
+
     def _management_op(
         self, link: Link, app: dict[Any, Any], body: dict[Any, Any]
     ) -> tuple[int, str, Any, bytes | None]:
         operation = _text(app.get(b"operation")) or ""
         path = _entity_path(link.address)
         path = path[: -len("$management")].rstrip("/")
+        op = operation.removeprefix("com.microsoft:")
+        if op in ("schedule-message", "cancel-scheduled-message"):
+            return self._schedule_op(op, path, body)
         entity = self.broker.receiver(path)
         if entity is None:
             return 404, f"The messaging entity '{path}' could not be found.", None, COND_NOT_FOUND
-        op = operation.removeprefix("com.microsoft:")
         lock_ms = int(entity.config.lock_duration * 1000)
         if op == "renew-lock":
             expirations = []

@@ -1,6 +1,7 @@
 """Keep the broker's state across restarts in one file (``--state-file``): undelivered and
 deferred messages with their delivery counts, locks with their expiry, per-entity sequence
-numbers, session state and the duplicate-detection history.
+numbers, session state, scheduled messages (in queues and held by topics) and the
+duplicate-detection history.
 
 Written atomically (temp file + rename) at most once a second while something changed, and at
 shutdown; a crash loses at most the last second. The file is this endpoint's own, read back
@@ -37,7 +38,13 @@ def snapshot(broker: Broker) -> dict[str, Any]:
             "session_state": dict(entity.session_state),
         }
     senders = {key: dict(sender.seen) for key, sender in broker.senders.items()}
-    return {"version": VERSION, "receivers": receivers, "senders": senders}
+    scheduled = {
+        key: {"last_seq": sender.last_seq, "messages": list(sender.scheduled.values())}
+        for key, sender in broker.senders.items()
+        if sender.last_seq
+    }
+    return {"version": VERSION, "receivers": receivers, "senders": senders,
+            "scheduled": scheduled}
 
 
 def save(broker: Broker, path: Path) -> None:
@@ -76,4 +83,10 @@ def load(broker: Broker, path: Path) -> None:
         sender = broker.senders.get(key)
         if sender is not None:
             sender.seen.update(seen)
+    for key, saved in data.get("scheduled", {}).items():
+        sender = broker.senders.get(key)
+        if sender is not None:
+            sender.last_seq = saved["last_seq"]
+            sender.scheduled.update((m.seq, m) for m in saved["messages"])
+            restored += len(saved["messages"])
     logger.info("restored %d messages from %s", restored, path)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -84,3 +85,25 @@ def test_undelivered_messages_and_sequence_numbers_survive_a_restart(
                 receiver.complete_message(message)
     assert [str(m) for m in got] == ["a", "b", "c"]
     assert [m.sequence_number for m in got] == [1, 2, 3]
+
+
+def test_messages_scheduled_on_a_topic_survive_a_restart(
+    restartable: list[ServiceBusEndpoint], tmp_path: Path
+) -> None:
+    due = datetime.now(UTC) + timedelta(seconds=2)
+    with (
+        ServiceBusClient.from_connection_string(restartable[-1].connection_string) as client,
+        client.get_topic_sender(TOPIC) as sender,
+    ):
+        [first] = sender.schedule_messages(ServiceBusMessage("a", session_id="s"), due)
+    endpoint = _restart(restartable, tmp_path)
+    with ServiceBusClient.from_connection_string(endpoint.connection_string) as client:
+        with client.get_topic_sender(TOPIC) as sender:
+            [second] = sender.schedule_messages(ServiceBusMessage("b", session_id="s"), due)
+        assert second > first  # the topic's sequence numbers go on
+        with client.get_subscription_receiver(TOPIC, "tail", max_wait_time=1) as receiver:
+            got = receiver.receive_messages(max_message_count=5, max_wait_time=10)
+            got += receiver.receive_messages(max_message_count=5, max_wait_time=1)
+            for message in got:
+                receiver.complete_message(message)
+    assert sorted(str(m) for m in got) == ["a", "b"]
