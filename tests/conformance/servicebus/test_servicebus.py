@@ -442,5 +442,5 @@ def test_a_session_receiver_on_an_entity_without_sessions_is_refused_at_open(
 ) -> None:
     receiver = client.get_queue_receiver(QUEUE, session_id="s", max_wait_time=1)
     with pytest.raises(ServiceBusError):
-        receiver._open_with_retry()  # what the SDK's own test calls; opening is lazy otherwise
+        receiver.receive_messages(max_wait_time=1)  # opens the link
     receiver.close()
