@@ -206,10 +206,16 @@ class ReceiverEntity:
         target.enqueue(copy)
 
     def release_owner(self, owner: object) -> None:
-        """A receiver link went away: its locks and session locks end."""
+        """A receiver link went away. Its session locks end, and with them the locks on the
+        session's messages; other message locks outlive the link until their expiry, as in
+        the service (another receiver can still settle by lock token meanwhile)."""
         for m in list(self.messages.values()):
-            if m.owner is owner:
+            if m.owner is not owner:
+                continue
+            if self.requires_session:
                 self.release(m, count=True)
+            else:
+                m.owner = ORPHANED
         for sid, o in list(self.session_owners.items()):
             if o is owner:
                 del self.session_owners[sid]

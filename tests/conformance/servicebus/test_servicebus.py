@@ -444,3 +444,20 @@ def test_a_session_receiver_on_an_entity_without_sessions_is_refused_at_open(
     with pytest.raises(ServiceBusError):
         receiver.receive_messages(max_wait_time=1)  # opens the link
     receiver.close()
+
+
+def test_a_lock_outlives_its_receiver_and_another_receiver_can_settle_it(
+    fresh_servicebus: Target,
+) -> None:
+    with ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client:
+        with client.get_topic_sender(TOPIC, keep_alive=0) as sender:
+            sender.send_messages(_event(_sid(), 1))
+        # "tail" has no sessions and a 1 minute lock
+        with client.get_subscription_receiver(TOPIC, "tail", **FAST, max_wait_time=1) as first:
+            [message] = first.receive_messages(max_message_count=1, max_wait_time=5)
+        with client.get_subscription_receiver(TOPIC, "tail", **FAST, max_wait_time=1) as second:
+            # the first receiver is gone, its lock is not: nobody else gets the message ...
+            assert second.receive_messages(max_message_count=1, max_wait_time=1) == []
+            # ... and another receiver can still settle it by its lock token
+            second.complete_message(message)
+            assert second.peek_messages(max_message_count=5) == []
