@@ -877,7 +877,7 @@ class Server:
         app = request.application_properties or {}
         message_id = request.properties.message_id if request.properties else None
         if link.kind == "cbs-in":
-            response_app: dict[str, Any] = {"status-code": 202, "status-description": "Accepted"}
+            response_app: dict[str, Any] = self._put_token(app)
             value: Any = None
         else:
             status, description, value, condition = self._management_op(
@@ -901,6 +901,22 @@ class Server:
         )
         body = bytes(amqp_encode.encode_payload(bytearray(), response))
         link.session.conn.send_transfer(reply_link, body, tag=uuid.uuid4().bytes_le, settled=True)
+
+    def _put_token(self, app: dict[Any, Any]) -> dict[str, Any]:
+        """$cbs put-token: any token is accepted (keys are not checked locally), but the
+        service refuses a token whose audience names an entity that does not exist — the
+        client's open fails with an authentication error before any link is attached."""
+        audience = _text(app.get(b"name")) or ""
+        path = audience.split("://", 1)[-1].partition("/")[2].strip("/")
+        for suffix in ("$management", "$deadletterqueue"):
+            if path.lower().endswith(suffix):
+                path = path[: -len(suffix)].rstrip("/")
+        if path and self.broker.sender(path) is None and self.broker.receiver(path) is None:
+            return {
+                "status-code": 404,
+                "status-description": f"The messaging entity '{path}' could not be found.",
+            }
+        return {"status-code": 202, "status-description": "Accepted"}
 
     def _schedule_op(
         self, op: str, path: str, body: dict[Any, Any]
@@ -1014,18 +1030,23 @@ class Server:
                 None,
             )
         if op == "receive-by-sequence-number":
-            out = []
+            out: list[dict[str, Any]] = []
+            # receiver-settle-mode 0: a receive-and-delete receiver, the messages go now
+            delete = body.get(b"receiver-settle-mode") == 0
             for seq in body.get(b"sequence-numbers") or []:
                 m = entity.messages.get(int(seq))
                 if m is None or not m.deferred:
                     return 404, f"Message {seq} not found.", None, COND_MESSAGE_NOT_FOUND
-                m.deferred = False
+                if delete:
+                    entity.messages.pop(m.seq)
+                    self.broker.changed()
+                    out.append({"message": encode_stored(m, locked=False)})
+                    continue
+                # locked by this receiver; still deferred, so out of normal receives
                 m.owner = link
                 m.lock_token = uuid.uuid4()
                 m.locked_until_ms = now_ms() + lock_ms
                 self.broker.locks[m.lock_token] = (entity, m.seq)
-                m.deferred = True  # stays out of normal receives until settled
-                m.owner = link
                 out.append({"message": encode_stored(m, locked=True), "lock-token": m.lock_token})
             return 200, "OK", {"messages": out}, None
         if op == "get-message-sessions":

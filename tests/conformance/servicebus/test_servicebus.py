@@ -20,8 +20,10 @@ from azure.servicebus import (
     ServiceBusSubQueue,
 )
 from azure.servicebus.exceptions import (
+    MessageNotFoundError,
     MessageSizeExceededError,
     OperationTimeoutError,
+    ServiceBusAuthenticationError,
     ServiceBusError,
 )
 
@@ -461,3 +463,35 @@ def test_a_lock_outlives_its_receiver_and_another_receiver_can_settle_it(
             # ... and another receiver can still settle it by its lock token
             second.complete_message(message)
             assert second.peek_messages(max_message_count=5) == []
+
+
+def test_a_client_for_an_entity_that_does_not_exist_fails_to_authenticate(
+    local_only: Target, client: ServiceBusClient
+) -> None:
+    # the service refuses the $cbs token whose audience names no entity, before any link
+    with pytest.raises(ServiceBusAuthenticationError):
+        client.get_queue_receiver("no-such-queue", max_wait_time=1).receive_messages()
+    with (
+        pytest.raises(ServiceBusAuthenticationError),
+        client.get_queue_sender("no-such-queue") as sender,
+    ):
+        sender.send_messages(ServiceBusMessage("x"))
+
+
+def test_deferred_messages_received_in_receive_and_delete_mode_are_gone(
+    fresh_servicebus: Target,
+) -> None:
+    with ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client:
+        with client.get_queue_sender(QUEUE, keep_alive=0) as sender:
+            sender.send_messages(ServiceBusMessage("d"))
+        with client.get_queue_receiver(QUEUE, **FAST, max_wait_time=1) as receiver:
+            [message] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+            receiver.defer_message(message)
+        assert message.sequence_number is not None
+        with client.get_queue_receiver(
+            QUEUE, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=1
+        ) as deleting:
+            [deferred] = deleting.receive_deferred_messages([message.sequence_number])
+            assert str(deferred) == "d"
+            with pytest.raises(MessageNotFoundError):
+                deleting.receive_deferred_messages([message.sequence_number])
