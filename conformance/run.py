@@ -22,6 +22,7 @@ import socket
 import subprocess
 import sys
 import tarfile
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,7 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"port {AMQPS_PORT} (amqps) is in use: another conformance run?", file=sys.stderr)
         return 2
     dirs = {sdk: sdist(sdk) / "tests" for sdk in sdks}
-    tls = make_tls(WORK / "tls")
+    # A CA of this run's own: a second run (Cosmos only: amqps is one fixed port) must not
+    # replace the bundle that this run's clients verify against.
+    WORK.mkdir(parents=True, exist_ok=True)
+    tls_dir = Path(tempfile.mkdtemp(prefix="tls-", dir=WORK))
+    tls = make_tls(tls_dir)
     logs = WORK / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     cosmos = start_cosmos(log_path=logs / "cosmos.log", tls=(tls.cert, tls.key))
@@ -180,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table)
     if args.markdown:
         args.markdown.write_text(table)
-    shutil.rmtree(WORK / "tls", ignore_errors=True)
+    shutil.rmtree(tls_dir, ignore_errors=True)
     return verdict(results, known)
 
 
