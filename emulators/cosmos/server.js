@@ -381,11 +381,15 @@ function opPatch(store, id, patch, pk, ifMatch, lsn) {
     operations = patch.operations;
     condition = patch.condition;
   } else throw badRequest("Invalid patch request: check syntax of patch specification.");
+  if (condition !== undefined && condition !== null) {
+    if (!patchConditionHolds(store, old, condition)) {
+      throw new CosmosError(412, "PreconditionFailed", "Condition specified in the patch request is not satisfied.");
+    }
+  }
   const result = patchOperation(store.collection, {
     id,
     partitionKey: JSON.stringify([key === undefined ? {} : key]),
-    operations,
-    condition
+    operations
   });
   if (result.statusCode >= 400) {
     const body = result.body || {};
@@ -394,6 +398,60 @@ function opPatch(store, id, patch, pk, ifMatch, lsn) {
   const doc = store.get(id, key);
   stamp(doc, lsn);
   return { statusCode: 200, doc, undo: () => store.restore(id, key, old) };
+}
+
+/**
+ * A patch's filter predicate ("from <alias> where <predicate>", any alias, as the service
+ * takes it) evaluated against the document being patched.
+ */
+function patchConditionHolds(store, doc, condition) {
+  const m = /^\s*(?:select\s+\*\s+)?from\s+([A-Za-z_][A-Za-z0-9_]*)\s+where\s+([\s\S]+)$/i.exec(String(condition));
+  if (!m) throw badRequest("Invalid condition in patch request: expected 'from <alias> where <predicate>'.");
+  const [, alias, predicate] = m;
+  let result;
+  try {
+    result = store.docs.query(
+      { query: `SELECT * FROM ${alias} WHERE ${alias}._rid = @rid AND (${predicate})`, parameters: [{ name: "@rid", value: doc._rid }] },
+      {}
+    );
+  } catch (err) {
+    throw badRequest(`Invalid condition in patch request: ${err && err.message}`);
+  }
+  return result.result.length > 0;
+}
+
+/**
+ * Minimal responses (Prefer: return=minimal, the SDK's no_response=True): the service answers
+ * writes with headers only.
+ */
+function wantsMinimal(req) {
+  return /return=minimal/i.test(String(header(req, "prefer") || ""));
+}
+
+/**
+ * A document addressed by its _self link (/dbs/<rid>/colls/<rid>/docs/<rid>) rather than by
+ * names: the last segment is the document's _rid; its id is what the operations key on.
+ */
+function documentIdOf(account, store, segs) {
+  const db = account.database(segs[1]).read();
+  const ridBased = db && db._rid === segs[1] && db.id !== segs[1];
+  if (!ridBased) return segs[5];
+  const item = store.docs._data.get(segs[5]);
+  const doc = item && item.read();
+  if (!doc) throw notFound();
+  return doc.id;
+}
+
+/** POST /dbs/{db}/colls/{coll}/operations/partitionkeydelete: every document of one key. */
+function handlePartitionKeyDelete(account, req, res, segs) {
+  const store = resolveStore(account, segs[1], segs[3]);
+  const pk = headerPartitionKey(req);
+  if (pk === null) throw badRequest("The partition key to delete must be given (x-ms-documentdb-partitionkey).");
+  const key = storeKey(pk);
+  for (const doc of store.all()) {
+    if (sameStoreKey(storeKey(docPartitionComponents(store.colData, doc)), key)) store.remove(doc);
+  }
+  send(req, res, 200, undefined);
 }
 
 // ---------------------------------------------------------------- handlers
@@ -618,6 +676,11 @@ function handleChangeFeed(req, res, store) {
 
 /** Returns true when the request was handled here (document-level operations). */
 async function handleDocuments(account, req, res, segs) {
+  if (req.method === "POST" && segs.length === 6 && segs[0] === "dbs" && segs[2] === "colls" &&
+      segs[4] === "operations" && segs[5] === "partitionkeydelete") {
+    handlePartitionKeyDelete(account, req, res, segs);
+    return true;
+  }
   // /dbs/{db}/colls/{coll}/docs[/{id}]
   if (segs.length < 5 || segs[0] !== "dbs" || segs[2] !== "colls" || segs[4] !== "docs" || segs.length > 6) {
     return false;
@@ -657,10 +720,10 @@ async function handleDocuments(account, req, res, segs) {
     const r = isTrue(req, "x-ms-documentdb-is-upsert")
       ? opUpsert(store, body, pk(), header(req, "if-match"), lsn)
       : opCreate(store, body, pk(), lsn);
-    send(req, res, r.statusCode, r.doc, docHeaders(r.doc));
+    send(req, res, r.statusCode, wantsMinimal(req) ? undefined : r.doc, docHeaders(r.doc));
     return true;
   }
-  const id = segs[5];
+  const id = documentIdOf(account, store, segs);
   if (method === "GET") {
     const r = opRead(store, id, pk(), header(req, "if-none-match"));
     send(req, res, r.statusCode, r.statusCode === 304 ? undefined : r.doc, docHeaders(r.doc));
@@ -674,13 +737,13 @@ async function handleDocuments(account, req, res, segs) {
   if (method === "PUT") {
     const body = await readJson(req, MAX_DOCUMENT_BYTES);
     const r = opReplace(store, id, body, pk(), header(req, "if-match"), ++globalLsn);
-    send(req, res, r.statusCode, r.doc, docHeaders(r.doc));
+    send(req, res, r.statusCode, wantsMinimal(req) ? undefined : r.doc, docHeaders(r.doc));
     return true;
   }
   if (method === "PATCH") {
     const body = await readJson(req);
     const r = opPatch(store, id, body, pk(), header(req, "if-match"), ++globalLsn);
-    send(req, res, r.statusCode, r.doc, docHeaders(r.doc));
+    send(req, res, r.statusCode, wantsMinimal(req) ? undefined : r.doc, docHeaders(r.doc));
     return true;
   }
   throw new CosmosError(405, "MethodNotAllowed", "Method not allowed");

@@ -115,6 +115,45 @@ def test_point_operations_and_status_codes(container: ContainerProxy) -> None:
     assert sorted(ids(container.read_all_items())) == ["b"]
 
 
+def test_conditional_patch_takes_any_alias_and_answers_412_when_unmet(
+    container: ContainerProxy,
+) -> None:
+    container.create_item(doc("c", "p1", n=1))
+    set_n = [{"op": "set", "path": "/n", "value": 2}]
+    for predicate in ("from root where root.n = 5", "FROM c WHERE c.n = 5"):
+        with pytest.raises(exceptions.CosmosAccessConditionFailedError) as unmet:
+            container.patch_item(
+                "c", partition_key="p1", patch_operations=set_n, filter_predicate=predicate
+            )
+        assert unmet.value.status_code == 412
+    patched = container.patch_item(
+        "c", partition_key="p1", patch_operations=set_n,
+        filter_predicate="from root where root.n = 1",
+    )
+    assert patched["n"] == 2
+
+
+def test_items_addressed_by_their_properties_and_minimal_responses(
+    container: ContainerProxy,
+) -> None:
+    created = container.create_item(doc("d", "p1", v=1))
+    # an item dict addresses the document by its _self link (resource ids, not names)
+    assert container.read_item(created, partition_key="p1")["v"] == 1
+    replaced = container.replace_item(created, doc("d", "p1", v=2))
+    assert replaced["v"] == 2
+    # no_response=True: the service answers writes with headers only
+    assert container.create_item(doc("e", "p1"), no_response=True) == {}
+    assert container.upsert_item(doc("e", "p1", v=3), no_response=True) == {}
+    assert container.read_item("e", partition_key="p1")["v"] == 3
+
+
+def test_delete_all_items_of_one_partition_key(container: ContainerProxy) -> None:
+    for item in (doc("f1", "gone"), doc("f2", "gone"), doc("f3", "kept")):
+        container.create_item(item)
+    container.delete_all_items_by_partition_key("gone")
+    assert ids(container.read_all_items()) == ["f3"]
+
+
 def test_same_id_in_two_partitions_are_two_documents(container: ContainerProxy) -> None:
     container.create_item(doc("same", "p1", v=1))
     container.create_item(doc("same", "p2", v=2))
