@@ -552,18 +552,104 @@ function queryDocuments(store, docs, body, req) {
   }
   const colData = store.colData;
   const compositeIndexes = ((colData.indexingPolicy || {}).compositeIndexes) || [];
-  const q = store.docs._getQuery(body.query);
+  const { query: text, parameters } = renameParameters(body.query, body.parameters || []);
+  const shape = queryShape(text, parameters);
+  if (headerPartitionKey(req) === null && shape.aggregateWithoutValue) {
+    throw badRequest("Cross partition query only supports 'VALUE <AggregateFunc>' for aggregates.");
+  }
+  const q = store.docs._getQuery(shape.query);
+  const options = { parameters, udf: store.docs._userDefinedFunctions(), compositeIndexes };
   try {
-    return q.exec(docs, {
-      parameters: body.parameters || [],
-      udf: store.docs._userDefinedFunctions(),
-      maxItemCount: maxItemCount > 0 ? maxItemCount : undefined,
-      continuation,
-      compositeIndexes
-    });
+    if (!shape.distinct && shape.offset === null) {
+      return q.exec(docs, {
+        ...options,
+        maxItemCount: maxItemCount > 0 ? maxItemCount : undefined,
+        continuation
+      });
+    }
+    // DISTINCT and OFFSET/LIMIT, which the package's engine does not parse, are applied to
+    // the whole (ordered) result here; pages are cut from it with a continuation of our own.
+    let rows = q.exec(docs, options).result;
+    if (shape.distinct) {
+      const seen = new Set();
+      rows = rows.filter(row => {
+        const key = canonicalJson(row);
+        if (seen.has(key)) return false;
+        seen.add(key);
+        return true;
+      });
+    }
+    if (shape.offset !== null) rows = rows.slice(shape.offset, shape.offset + shape.limit);
+    const start = continuation && Number.isInteger(continuation.local) ? continuation.local : 0;
+    const end = maxItemCount > 0 ? start + maxItemCount : rows.length;
+    return { result: rows.slice(start, end), continuation: end < rows.length ? { local: end } : null };
   } catch (err) {
     throw badRequest(err.message);
   }
+}
+
+/**
+ * Parameters get names of our own and properties named like keywords are read with brackets:
+ * the package's parser refuses both where the service's does not. String literals are left
+ * as they are.
+ */
+function renameParameters(text, parameters) {
+  const renamed = text.replace(
+    /('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")|@([A-Za-z_][A-Za-z0-9_]*)|\.((?:value|select|from|where|and|or|not|in|between|top|order|by|asc|desc|true|false|null|undefined|join|exists|array|as|like|offset|limit|distinct|group)[A-Za-z0-9_]+)/gi,
+    (match, literal, name, property) => {
+      if (literal !== undefined) return literal;
+      // a property whose name starts with a keyword (c.value1) trips the package's parser
+      if (property !== undefined) return `["${property}"]`;
+      return `@p__${name}`;
+    });
+  return {
+    query: renamed,
+    parameters: parameters.map(p => (p && typeof p.name === "string" && p.name.startsWith("@")
+      ? { ...p, name: `@p__${p.name.slice(1)}` } : p))
+  };
+}
+
+/** JSON with object keys sorted: DISTINCT compares values, not the order of their fields. */
+function canonicalJson(value) {
+  if (value === undefined) return "undefined";
+  if (value === null || typeof value !== "object") return JSON.stringify(value);
+  if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
+  return `{${Object.keys(value).sort().map(k => `${JSON.stringify(k)}:${canonicalJson(value[k])}`).join(",")}}`;
+}
+
+/**
+ * `SELECT DISTINCT ...` and a trailing `OFFSET n LIMIT m` (numbers or parameters) taken off
+ * the query text; the rest goes to the package's engine.
+ */
+function queryShape(text, parameters) {
+  let query = text;
+  let distinct = false;
+  const d = /^(\s*select\s+)distinct\s+/i.exec(query);
+  if (d) {
+    distinct = true;
+    query = d[1] + query.slice(d[0].length);
+  }
+  let offset = null;
+  let limit = null;
+  const o = /\s+offset\s+(@\w+|\d+)\s+limit\s+(@\w+|\d+)\s*$/i.exec(query);
+  if (o) {
+    const value = token => {
+      if (!token.startsWith("@")) return parseInt(token, 10);
+      const p = parameters.find(x => x && x.name === token);
+      if (!p || !Number.isInteger(p.value) || p.value < 0) throw badRequest(`OFFSET/LIMIT parameter ${token} must be a non-negative integer.`);
+      return p.value;
+    };
+    offset = value(o[1]);
+    limit = value(o[2]);
+    query = query.slice(0, o.index);
+  }
+  if (/\bgroup\s+by\b/i.test(query)) {
+    throw badRequest("GROUP BY is not supported by the local endpoint.");
+  }
+  const select = /^\s*select\s+([\s\S]*?)\s+from\s/i.exec(query);
+  const aggregateWithoutValue = !!select && !/^value\s/i.test(select[1]) &&
+    /\b(count|sum|avg|min|max)\s*\(/i.test(select[1]);
+  return { query, distinct, offset, limit, aggregateWithoutValue };
 }
 
 function sendFeed(req, res, store, result) {
@@ -696,10 +782,12 @@ async function handleDocuments(account, req, res, segs) {
     }
     if (method !== "POST") throw new CosmosError(405, "MethodNotAllowed", "Method not allowed");
     const contentType = String(header(req, "content-type") || "");
+    if (isTrue(req, "x-ms-cosmos-is-query-plan-request")) {
+      // the SDK asks for a plan only when the gateway refuses to serve a query itself,
+      // which this endpoint never does
+      throw new CosmosError(400, "BadRequest", "Query plans are not supported by the local endpoint.");
+    }
     if (isTrue(req, "x-ms-documentdb-isquery") || contentType.startsWith("application/query+json")) {
-      if (isTrue(req, "x-ms-cosmos-is-query-plan-request")) {
-        throw new CosmosError(400, "BadRequest", "Query plans are not supported by the local endpoint.");
-      }
       await handleQuery(req, res, store);
       return true;
     }

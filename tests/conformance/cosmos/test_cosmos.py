@@ -402,6 +402,44 @@ def test_query_partition_scope_and_cross_partition(container: ContainerProxy) ->
     assert sorted(ids(everything)) == [f"d{i}" for i in range(6)]
 
 
+def test_query_distinct_offset_limit_and_keyword_like_names(container: ContainerProxy) -> None:
+    for i in range(6):
+        container.create_item(doc(f"q{i}", f"p{i % 2}", group=i // 2, value1=i))
+    distinct = container.query_items(
+        "SELECT DISTINCT VALUE c['group'] FROM c ORDER BY c['group']",
+        enable_cross_partition_query=True,
+    )
+    assert list(distinct) == [0, 1, 2]
+    page = container.query_items(
+        "SELECT VALUE c.id FROM c ORDER BY c.id OFFSET @skip LIMIT 2",
+        parameters=[{"name": "@skip", "value": 1}],
+        enable_cross_partition_query=True,
+    )
+    assert list(page) == ["q1", "q2"]
+    # distinct by value: field order does not matter; pages of one item each
+    pages = container.query_items(
+        "SELECT DISTINCT c['group'] FROM c", enable_cross_partition_query=True,
+        max_item_count=1,
+    ).by_page()
+    assert [list(p) for p in pages] == [[{"group": 0}], [{"group": 1}], [{"group": 2}]]
+    # a property whose name starts with a keyword, a parameter named like one
+    found = container.query_items(
+        "SELECT VALUE c.id FROM c WHERE c.value1 = @value",
+        parameters=[{"name": "@value", "value": 4}], enable_cross_partition_query=True,
+    )
+    assert list(found) == ["q4"]
+
+
+def test_cross_partition_aggregates_need_value(container: ContainerProxy) -> None:
+    container.create_item(doc("a1", "p1"))
+    with pytest.raises(exceptions.CosmosHttpResponseError) as refused:
+        list(container.query_items("SELECT COUNT(1) FROM c", enable_cross_partition_query=True))
+    assert refused.value.status_code == 400
+    assert list(
+        container.query_items("SELECT VALUE COUNT(1) FROM c", enable_cross_partition_query=True)
+    ) == [1]
+
+
 def test_query_paging_with_continuation_token(container: ContainerProxy) -> None:
     for i in range(7):
         container.create_item(doc(f"d{i}", "p1", n=i))
