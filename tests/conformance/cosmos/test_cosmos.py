@@ -435,7 +435,9 @@ def test_cross_partition_aggregates_need_value(container: ContainerProxy) -> Non
     with pytest.raises(exceptions.CosmosHttpResponseError) as refused:
         list(container.query_items("SELECT COUNT(1) FROM c", enable_cross_partition_query=True))
     assert refused.value.status_code == 400
-    counted = container.query_items("SELECT VALUE COUNT(1) FROM c", enable_cross_partition_query=True)
+    counted = container.query_items(
+        "SELECT VALUE COUNT(1) FROM c", enable_cross_partition_query=True
+    )
     assert list(cast(Any, counted)) == [1]
 
 
