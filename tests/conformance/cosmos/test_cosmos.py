@@ -430,6 +430,19 @@ def test_query_distinct_offset_limit_and_keyword_like_names(container: Container
     assert list(cast(Any, found)) == ["q4"]
 
 
+def test_query_metrics_when_asked(container: ContainerProxy) -> None:
+    container.create_item(doc("m1", "p1"))
+    container.create_item(doc("m2", "p1"))
+    list(container.query_items(
+        "SELECT * FROM c WHERE c.id = 'm1'", partition_key="p1", populate_query_metrics=True
+    ))
+    header = container.client_connection.last_response_headers["x-ms-documentdb-query-metrics"]
+    metrics = dict(pair.split("=") for pair in header.split(";"))
+    assert metrics["retrievedDocumentCount"] == "2"
+    assert metrics["outputDocumentCount"] == "1"
+    assert float(metrics["totalExecutionTimeInMs"]) >= 0
+
+
 def test_cross_partition_aggregates_need_value(container: ContainerProxy) -> None:
     container.create_item(doc("a1", "p1"))
     with pytest.raises(exceptions.CosmosHttpResponseError) as refused:
