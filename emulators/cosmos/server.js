@@ -805,6 +805,13 @@ async function handleDocuments(account, req, res, segs) {
     return false;
   }
   const store = resolveStore(account, segs[1], segs[3]);
+  // As the service answers document operations: the container by name and by resource id,
+  // and the partition key range (this endpoint has one, "0"). The SDK files the session
+  // token it receives under the container these name.
+  const colData = store.colData;
+  res.setHeader("x-ms-alt-content-path", `dbs/${account.database(segs[1]).read().id}/colls/${colData.id}`);
+  res.setHeader("x-ms-content-path", colData._rid);
+  res.setHeader("x-ms-documentdb-partitionkeyrangeid", "0");
   const method = req.method;
   const pk = () => headerPartitionKey(req);
   if (segs.length === 5) {
@@ -945,6 +952,12 @@ async function handleWithPackage(account, req, res) {
     return;
   }
   const status = res.statusCode || 200;
+  if (body && Array.isArray(body.PartitionKeyRanges)) {
+    // the service's range ids are strings ("0"); the SDK files session tokens under them
+    body.PartitionKeyRanges = body.PartitionKeyRanges.map(r => ({
+      ...r, id: String(r.id), parents: (r.parents || []).map(String)
+    }));
+  }
   if (status > 399) {
     const b = body && typeof body === "object" ? body : {};
     const code = b.code || (status === 404 ? "NotFound" : status === 409 ? "Conflict" : "BadRequest");

@@ -443,6 +443,17 @@ def test_query_metrics_when_asked(container: ContainerProxy) -> None:
     assert float(metrics["totalExecutionTimeInMs"]) >= 0
 
 
+def test_reads_carry_the_session_token_of_the_write_before(container: ContainerProxy) -> None:
+    container.create_item(doc("s1", "p1"))
+    written = container.client_connection.last_response_headers["x-ms-session-token"]
+    sent: dict[str, str] = {}
+    container.read_item(
+        "s1", partition_key="p1",
+        raw_response_hook=lambda response: sent.update(response.http_request.headers),
+    )
+    assert sent.get("x-ms-session-token") == written
+
+
 def test_cross_partition_aggregates_need_value(container: ContainerProxy) -> None:
     container.create_item(doc("a1", "p1"))
     with pytest.raises(exceptions.CosmosHttpResponseError) as refused:
