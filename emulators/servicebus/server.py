@@ -514,7 +514,7 @@ class Connection:
                     link.session_id = sid
                 else:
                     props = f[13] if isinstance(f[13], dict) else {}
-                    timeout_ms = int(props.get(LINK_TIMEOUT) or 60000)
+                    timeout_ms = int(props.get(LINK_TIMEOUT) or 65000)  # the service default
                     link.active = False
                     link.pending_deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
                     self.server.pending.append(link)
@@ -824,7 +824,7 @@ class Server:
             messages = [parse_message(bytes(data)) for data in inner]
         else:
             messages = [parse_message(payload)]
-        if entity.requires_session and any(m.session_id is None for m in messages):
+        if entity.requires_session and any(not m.session_id for m in messages):
             raise SendRejectedError(
                 COND_NOT_ALLOWED,
                 "The SessionId was not set on a message, and it cannot be sent to the entity. "
@@ -932,7 +932,7 @@ class Server:
         messages = []
         for entry in body.get(b"messages") or []:
             m = parse_message(bytes(entry[b"message"]))
-            if sender.requires_session and m.session_id is None:
+            if sender.requires_session and not m.session_id:
                 return (
                     400,
                     "The SessionId was not set on a message, and it cannot be sent to the entity.",
