@@ -543,7 +543,11 @@ function queryDocuments(store, docs, body, req) {
   const maxItemCount = parseInt(header(req, "x-ms-max-item-count") || "-1", 10);
   const contRaw = header(req, "x-ms-continuation");
   let continuation = null;
-  if (contRaw) {
+  if (contRaw && /^-RID:/.test(contRaw)) {
+    // a service-format token (its resource id names another container's pages): the service
+    // does not resume from a token that is not for this query, it starts from the beginning
+    continuation = null;
+  } else if (contRaw) {
     try {
       continuation = JSON.parse(contRaw);
     } catch (e) {
