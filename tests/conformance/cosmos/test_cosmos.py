@@ -454,6 +454,21 @@ def test_reads_carry_the_session_token_of_the_write_before(container: ContainerP
     assert sent.get("x-ms-session-token") == written
 
 
+def test_a_continuation_token_of_another_container_starts_from_the_beginning(
+    container: ContainerProxy,
+) -> None:
+    container.create_item(doc("t1", "p1"))
+    pages = container.query_items("SELECT * FROM c", partition_key="p1").by_page(
+        continuation_token="-RID:~a0NPAOszCpOChB4AAAAAAA==#RT:1#TRC:2#ISV:2#IEO:65567#QCF:8"
+    )
+    assert [ids(p) for p in pages] == [["t1"]]
+    with pytest.raises(exceptions.CosmosHttpResponseError) as garbage:
+        list(container.query_items(
+            "SELECT * FROM c", partition_key="p1"
+        ).by_page(continuation_token="not a token"))
+    assert garbage.value.status_code == 400
+
+
 def test_cross_partition_aggregates_need_value(container: ContainerProxy) -> None:
     container.create_item(doc("a1", "p1"))
     with pytest.raises(exceptions.CosmosHttpResponseError) as refused:
