@@ -92,7 +92,39 @@ class ReceiverEntity:
         self.broker.changed()
 
     def _available(self, m: StoredMessage) -> bool:
-        return m.owner is None and not m.deferred and not m.scheduled_ms
+        return (
+            m.owner is None and not m.deferred and not m.scheduled_ms
+            and not self._expired(m, now_ms())
+        )
+
+    def _expired(self, m: StoredMessage, now: int) -> bool:
+        """Past its time to live: the message's own (header ttl, ms) or the entity's default,
+        whichever is shorter, counted from when it was enqueued."""
+        if self.is_dead_letter:
+            return False  # dead-lettered messages do not expire
+        limits = []
+        if isinstance(m.header[2], int) and m.header[2] > 0:
+            limits.append(m.header[2])
+        if self.config.default_ttl:
+            limits.append(int(self.config.default_ttl * 1000))
+        return bool(limits) and m.enqueued_ms + min(limits) <= now
+
+    def expire_messages(self, now: int) -> None:
+        """Expired messages that nobody holds leave: to the dead-letter queue when the entity
+        says so (DeadLetteringOnMessageExpiration), otherwise they are dropped."""
+        if self.is_dead_letter:
+            return
+        for m in list(self.messages.values()):
+            if m.owner is not None or m.scheduled_ms or not self._expired(m, now):
+                continue
+            if self.config.dead_lettering_on_expiration:
+                self.dead_letter_message(
+                    m, reason="TTLExpiredException",
+                    description="The message expired and was dead lettered.",
+                )
+            else:
+                self.messages.pop(m.seq, None)
+                self.broker.changed()
 
     def activate_due(self, now: int) -> None:
         """Scheduled messages whose time has come become active, enqueued at that time."""
@@ -379,10 +411,12 @@ class Broker:
         return self.receivers.get(path.lower())
 
     def expire_locks(self) -> None:
-        """Runs a few times a second: locks run out, scheduled messages come due."""
+        """Runs a few times a second: locks run out, scheduled messages come due, messages
+        past their time to live leave."""
         now = now_ms()
         for sender in list(self.senders.values()):
             sender.activate_due(now)
         for entity in list(self.receivers.values()):
             entity.expire_locks(now)
             entity.activate_due(now)
+            entity.expire_messages(now)

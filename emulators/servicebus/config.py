@@ -44,6 +44,9 @@ class ReceiverEntityConfig:
     requires_session: bool = False
     max_delivery_count: int = 10
     lock_duration: float = 60.0
+    #: DefaultMessageTimeToLive in seconds (a message's own time to live can only shorten it)
+    default_ttl: float | None = None
+    dead_lettering_on_expiration: bool = False
 
 
 @dataclass
@@ -69,6 +72,11 @@ def _receiver(name: str, props: dict[str, Any]) -> ReceiverEntityConfig:
         requires_session=bool(props.get("RequiresSession", False)),
         max_delivery_count=int(props.get("MaxDeliveryCount", 10)),
         lock_duration=parse_duration(str(props.get("LockDuration", "PT1M"))),
+        default_ttl=(
+            parse_duration(str(props["DefaultMessageTimeToLive"]))
+            if props.get("DefaultMessageTimeToLive") else None
+        ),
+        dead_lettering_on_expiration=bool(props.get("DeadLetteringOnMessageExpiration", False)),
     )
 
 

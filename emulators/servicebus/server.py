@@ -162,6 +162,20 @@ def encode_stored(m: StoredMessage, *, locked: bool) -> bytes:
         delivery_count=m.delivery_count,
     )
     amqp_encode.encode_value(out, amqp_encode.describe_performative(header))
+    if locked and m.lock_token is not None:
+        # the service gives the lock token in the delivery annotations too
+        amqp_encode.encode_value(
+            out,
+            {
+                TYPE: AMQPTypes.described,
+                VALUE: (
+                    {TYPE: AMQPTypes.ulong, VALUE: 0x71},
+                    amqp_encode.encode_annotations(
+                        {b"x-opt-lock-token": {TYPE: AMQPTypes.uuid, VALUE: m.lock_token}}
+                    ),
+                ),
+            },
+        )
     ann: dict[Any, Any] = {
         k: v
         for k, v in m.annotations.items()

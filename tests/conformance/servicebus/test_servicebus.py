@@ -499,3 +499,27 @@ def test_deferred_messages_received_in_receive_and_delete_mode_are_gone(
             assert str(deferred) == "d"
             with pytest.raises(MessageNotFoundError):
                 deleting.receive_deferred_messages([message.sequence_number])
+
+
+def test_expired_messages_leave_for_the_dead_letter_queue(
+    local_only: Target, client: ServiceBusClient
+) -> None:
+    # "expiring-queue": DeadLetteringOnMessageExpiration true (local test config)
+    with client.get_queue_sender("expiring-queue", keep_alive=0) as sender:
+        short = ServiceBusMessage("short", time_to_live=timedelta(seconds=1))
+        sender.send_messages([short, ServiceBusMessage("kept")])
+    time.sleep(1.5)
+    with client.get_queue_receiver("expiring-queue", max_wait_time=1) as receiver:
+        received = receiver.receive_messages(max_message_count=5, max_wait_time=2)
+        assert [str(m) for m in received] == ["kept"]
+        # the lock token is in the delivery annotations too, as the service sends it
+        annotations = received[0].raw_amqp_message.delivery_annotations or {}
+        assert annotations.get(b"x-opt-lock-token") == received[0].lock_token
+        receiver.complete_message(received[0])
+    with client.get_queue_receiver(
+        "expiring-queue", sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=1
+    ) as dead:
+        [expired] = dead.receive_messages(max_message_count=5, max_wait_time=2)
+        assert str(expired) == "short"
+        assert expired.dead_letter_reason == "TTLExpiredException"
+        dead.complete_message(expired)
