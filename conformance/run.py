@@ -98,7 +98,7 @@ def run_file(
     cmd = [sys.executable, "-P", "-m", "pytest", file, "-c", str(ini), "--rootdir", str(tests_dir),
            "-p", "conformance.plugin",
            "--import-mode=append", "-q", "-rN", "--no-header", "-p", "no:cacheprovider",
-           "-p", "no:cov", "--timeout", "300", "-o", "asyncio_mode=auto",
+           "-p", "no:cov", "--timeout", "600", "-o", "asyncio_mode=auto",
            "-W", "ignore::DeprecationWarning"]
     with log.open("w") as out:
         try:

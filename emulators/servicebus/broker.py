@@ -48,6 +48,8 @@ class StoredMessage:
     deferred: bool = False
     #: Epoch ms at which a scheduled message becomes active (0: active since it was sent).
     scheduled_ms: int = 0
+    #: The sender's delivery annotations, passed on to the receiver as the service does.
+    delivery_annotations: dict[Any, Any] | None = None
 
     def copy_for(self, seq: int) -> StoredMessage:
         return StoredMessage(
@@ -61,6 +63,7 @@ class StoredMessage:
             annotations=dict(self.annotations),
             header=list(self.header),
             enqueued_ms=self.enqueued_ms,
+            delivery_annotations=getattr(self, "delivery_annotations", None),
         )
 
 

@@ -123,6 +123,7 @@ def parse_message(payload: bytes) -> StoredMessage:
     app_raw = b""
     body = bytearray()
     annotations: dict[Any, Any] = {}
+    delivery_annotations: dict[Any, Any] | None = None
     header: list[Any] = []
     for code, raw, value in _split_sections(payload):
         if code == 0x70:
@@ -134,7 +135,7 @@ def parse_message(payload: bytes) -> StoredMessage:
         elif code == 0x74:
             app_raw, app = raw, dict(value or {})
         elif code == 0x71:
-            continue
+            delivery_annotations = dict(value or {})
         else:
             body += raw
     return StoredMessage(
@@ -148,6 +149,7 @@ def parse_message(payload: bytes) -> StoredMessage:
         annotations=annotations,
         header=_pad(header, 5),
         enqueued_ms=now_ms(),
+        delivery_annotations=delivery_annotations,
     )
 
 
@@ -162,17 +164,18 @@ def encode_stored(m: StoredMessage, *, locked: bool) -> bytes:
         delivery_count=m.delivery_count,
     )
     amqp_encode.encode_value(out, amqp_encode.describe_performative(header))
+    delivery: dict[Any, Any] = dict(getattr(m, "delivery_annotations", None) or {})
     if locked and m.lock_token is not None:
         # the service gives the lock token in the delivery annotations too
+        delivery[b"x-opt-lock-token"] = {TYPE: AMQPTypes.uuid, VALUE: m.lock_token}
+    if delivery:
         amqp_encode.encode_value(
             out,
             {
                 TYPE: AMQPTypes.described,
                 VALUE: (
                     {TYPE: AMQPTypes.ulong, VALUE: 0x71},
-                    amqp_encode.encode_annotations(
-                        {b"x-opt-lock-token": {TYPE: AMQPTypes.uuid, VALUE: m.lock_token}}
-                    ),
+                    amqp_encode.encode_annotations(delivery),
                 ),
             },
         )

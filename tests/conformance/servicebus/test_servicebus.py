@@ -19,6 +19,7 @@ from azure.servicebus import (
     ServiceBusSender,
     ServiceBusSubQueue,
 )
+from azure.servicebus.amqp import AmqpAnnotatedMessage
 from azure.servicebus.exceptions import (
     MessageNotFoundError,
     MessageSizeExceededError,
@@ -523,3 +524,18 @@ def test_expired_messages_leave_for_the_dead_letter_queue(
         assert str(expired) == "short"
         assert expired.dead_letter_reason == "TTLExpiredException"
         dead.complete_message(expired)
+
+
+def test_delivery_annotations_reach_the_receiver(fresh_servicebus: Target) -> None:
+    # the SDK's hint says str keys; its own tests (and the wire) use bytes
+    annotations_sent: dict[Any, Any] = {b"delann_key": b"delann_value"}
+    message = AmqpAnnotatedMessage(data_body=b"x", delivery_annotations=annotations_sent)
+    with ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client:
+        with client.get_queue_sender(QUEUE, keep_alive=0) as sender:
+            sender.send_messages(message)
+        with client.get_queue_receiver(
+            QUEUE, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=1
+        ) as receiver:
+            [received] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+    annotations = received.raw_amqp_message.delivery_annotations or {}
+    assert annotations.get(b"delann_key") == b"delann_value"
