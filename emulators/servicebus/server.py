@@ -841,7 +841,7 @@ class Server:
             messages = [parse_message(bytes(data)) for data in inner]
         else:
             messages = [parse_message(payload)]
-        if entity.requires_session and any(not m.session_id for m in messages):
+        if entity.requires_session and any(m.session_id is None for m in messages):
             raise SendRejectedError(
                 COND_NOT_ALLOWED,
                 "The SessionId was not set on a message, and it cannot be sent to the entity. "
@@ -949,7 +949,7 @@ class Server:
         messages = []
         for entry in body.get(b"messages") or []:
             m = parse_message(bytes(entry[b"message"]))
-            if sender.requires_session and not m.session_id:
+            if sender.requires_session and m.session_id is None:
                 return (
                     400,
                     "The SessionId was not set on a message, and it cannot be sent to the entity.",
