@@ -78,6 +78,8 @@ class ReceiverEntity:
     messages: dict[int, StoredMessage] = field(default_factory=dict)
     session_owners: dict[str, object] = field(default_factory=dict)
     session_state: dict[str, bytes | None] = field(default_factory=dict)
+    #: When each session's state was last set (epoch ms): list sessions "updated after".
+    session_updated_ms: dict[str, int] = field(default_factory=dict)
     dead_letter: ReceiverEntity | None = None
     last_seq: int = 0
 

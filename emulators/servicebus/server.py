@@ -50,6 +50,7 @@ SENDER_CREDIT = 1000
 BATCH_FORMAT = 0x80013700
 SESSION_FILTER = b"com.microsoft:session-filter"
 MESSAGE_STATE = b"x-opt-message-state"
+DATETIME_MAX_MS = 253402300800000  # .NET DateTime.MaxValue: "no filter" in get-message-sessions
 LOCKED_UNTIL_UTC = b"com.microsoft:locked-until-utc"
 LINK_TIMEOUT = b"com.microsoft:timeout"
 DATETIMEOFFSET_EPOCH = 621355968000000000
@@ -1028,6 +1029,7 @@ class Server:
                 return 200, "OK", {"session-state": entity.session_state.get(sid)}, None
             state = body.get(b"session-state")
             entity.session_state[sid] = bytes(state) if state is not None else None
+            entity.session_updated_ms[sid] = now_ms()
             return 200, "OK", None, None
         if op == "peek-message":
             start = int(body.get(b"from-sequence-number") or 0)
@@ -1067,6 +1069,13 @@ class Server:
                 out.append({"message": encode_stored(m, locked=True), "lock-token": m.lock_token})
             return 200, "OK", {"messages": out}, None
         if op == "get-message-sessions":
+            since = body.get(b"last-updated-time")
+            if isinstance(since, int) and since < DATETIME_MAX_MS:
+                # a filter (DateTime.MaxValue means none): sessions whose state was set after
+                sessions = sorted(
+                    sid for sid, at in entity.session_updated_ms.items() if at > since
+                )
+                return 200, "OK", {"sessions-ids": sessions, "skip": 0}, None
             sessions = sorted({m.session_id for m in entity.messages.values() if m.session_id})
             return 200, "OK", {"sessions-ids": sessions, "skip": 0}, None
         return (

@@ -535,3 +535,24 @@ def test_delivery_annotations_reach_the_receiver(fresh_servicebus: Target) -> No
             [received] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
     annotations = received.raw_amqp_message.delivery_annotations or {}
     assert annotations.get(b"delann_key") == b"delann_value"
+
+
+def test_sessions_listed_by_when_their_state_was_set(fresh_servicebus: Target) -> None:
+    with ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client:
+        with client.get_topic_sender(TOPIC, keep_alive=0) as sender:
+            sender.send_messages([_event("old", 1), _event("new", 1)])
+        with client.get_subscription_receiver(
+            TOPIC, SUBSCRIPTION, session_id="old", **FAST, max_wait_time=1
+        ) as receiver:
+            receiver.session.set_state(b"old-state")
+        time.sleep(0.05)
+        cutoff = datetime.now(UTC)
+        time.sleep(0.05)
+        with client.get_subscription_receiver(
+            TOPIC, SUBSCRIPTION, session_id="new", **FAST, max_wait_time=1
+        ) as receiver:
+            receiver.session.set_state(b"new-state")
+        assert sorted(client.list_subscription_sessions(TOPIC, SUBSCRIPTION)) == ["new", "old"]
+        assert list(
+            client.list_subscription_sessions(TOPIC, SUBSCRIPTION, state_updated_after=cutoff)
+        ) == ["new"]
