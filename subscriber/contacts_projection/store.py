@@ -125,13 +125,7 @@ class Projector:
                           "data": dict(event.data)},
                 "ttl": -1,
             }
-            self._container.execute_item_batch(
-                batch_operations=[
-                    ("create", (self._inbox_record(event, held=True),)),
-                    ("upsert", (held,)),
-                ],
-                partition_key=partition,
-            )
+            self._write_with_inbox(event, held, held=True)
             logger.warning(
                 "contact %s: event %s version %d held, version %d missing",
                 partition, event.event_id, event.version, missing,
@@ -146,6 +140,18 @@ class Projector:
             if nxt is None:
                 return Result(Outcome.APPLIED, applied=applied)
             applied += self._apply(projection, _held_event(nxt), first=False)
+
+    def _write_with_inbox(self, event: IncomingEvent, record: dict[str, Any], *,
+                          held: bool) -> None:
+        """The event's inbox record and one record of its contact (held event, known gap), in
+        one batch: both or neither."""
+        self._container.execute_item_batch(
+            batch_operations=[
+                ("create", (self._inbox_record(event, held=held),)),
+                ("upsert", (record,)),
+            ],
+            partition_key=event.contact_id,
+        )
 
     def _record_gap(self, projection: dict[str, Any] | None, event: IncomingEvent) -> Result:
         """A quarantine notice: the event of `event.version` was set aside by the outbox. Its
@@ -165,13 +171,7 @@ class Projector:
             "noticedAt": datetime.now(UTC).isoformat(),
             "ttl": -1,
         }
-        self._container.execute_item_batch(
-            batch_operations=[
-                ("create", (self._inbox_record(event, held=False),)),
-                ("upsert", (gap,)),
-            ],
-            partition_key=partition,
-        )
+        self._write_with_inbox(event, gap, held=False)
         logger.warning(
             "contact %s: version %d was quarantined by the outbox (event %s): %s",
             partition, event.version, gap["eventId"], gap["reason"],
