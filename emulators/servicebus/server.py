@@ -65,6 +65,7 @@ COND_SESSION_LOCKED = b"com.microsoft:session-cannot-be-locked"
 COND_SESSION_LOCK_LOST = b"com.microsoft:session-lock-lost"
 COND_TIMEOUT = b"com.microsoft:timeout"
 COND_MESSAGE_NOT_FOUND = b"com.microsoft:message-not-found"
+COND_ARGUMENT_ERROR = b"com.microsoft:argument-error"
 
 
 def _text(value: Any) -> str | None:
@@ -898,9 +899,15 @@ class Server:
             response_app: dict[str, Any] = self._put_token(app)
             value: Any = None
         else:
-            status, description, value, condition = self._management_op(
-                link, app, request.value or {}
-            )
+            try:
+                status, description, value, condition = self._management_op(
+                    link, app, request.value or {}
+                )
+            except (AttributeError, KeyError, TypeError, ValueError) as exc:
+                # a request missing an entry or with one of the wrong type: the service answers
+                # 400; the link and the connection go on
+                status, value, condition = 400, None, COND_ARGUMENT_ERROR
+                description = f"The management request is malformed: {type(exc).__name__} {exc}"
             response_app = {"statusCode": status, "statusDescription": description}
             if condition is not None:
                 response_app["errorCondition"] = {TYPE: AMQPTypes.symbol, VALUE: condition}

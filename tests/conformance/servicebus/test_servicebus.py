@@ -19,6 +19,7 @@ from azure.servicebus import (
     ServiceBusSender,
     ServiceBusSubQueue,
 )
+from azure.servicebus._common import mgmt_handlers
 from azure.servicebus.amqp import AmqpAnnotatedMessage
 from azure.servicebus.exceptions import (
     MessageNotFoundError,
@@ -438,6 +439,26 @@ def test_messages_scheduled_on_a_topic_can_be_cancelled(fresh_servicebus: Target
             assert [m.message_id for m in received] == ["kept:1"]
             for message in received:
                 receiver.complete_message(message)
+
+
+def test_a_malformed_management_request_is_refused_and_the_connection_kept(
+    local_only: Target, client: ServiceBusClient
+) -> None:
+    # a schedule-message request whose entry has no message (no SDK sends one; a hostile or
+    # broken client can): 400, and the same sender goes on working
+    with client.get_queue_sender(QUEUE) as sender:
+        with pytest.raises(ServiceBusError, match="malformed"):
+            sender._mgmt_request_response(
+                b"com.microsoft:schedule-message",
+                {b"messages": [{b"message-id": "no-message"}]},
+                mgmt_handlers.schedule_op,
+                timeout=10,
+            )
+        sender.send_messages(ServiceBusMessage("after"))
+    with client.get_queue_receiver(QUEUE, max_wait_time=5) as receiver:
+        [after] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
+        assert str(after) == "after"
+        receiver.complete_message(after)
 
 
 def test_a_session_receiver_on_an_entity_without_sessions_is_refused_at_open(
