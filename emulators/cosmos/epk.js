@@ -67,9 +67,7 @@ function murmur3x64128(buf) {
 function encodeComponent(value) {
   if (value === true) return Buffer.from([0x03]);
   if (value === false) return Buffer.from([0x02]);
-  if (value === null || (typeof value === "object" && !Array.isArray(value) && Object.keys(value).length === 0)) {
-    return Buffer.from([0x01]);
-  }
+  if (value === null) return Buffer.from([0x01]);
   if (typeof value === "number") {
     const b = Buffer.alloc(9);
     b[0] = 0x05;
@@ -79,7 +77,7 @@ function encodeComponent(value) {
   if (typeof value === "string") {
     return Buffer.concat([Buffer.from([0x08]), Buffer.from(value, "utf8"), Buffer.from([0xff])]);
   }
-  return Buffer.from([0x00]); // undefined
+  return Buffer.from([0x00]); // undefined: the document has no value there ({} on the wire)
 }
 
 /** EPK string of a list of partition key component values (hash V2). */
@@ -93,4 +91,99 @@ function effectivePartitionKeyV2(components) {
   return bytes.toString("hex").toUpperCase();
 }
 
-module.exports = { effectivePartitionKeyV2 };
+// ---------------------------------------------------------------- hash V1 (version 1 containers)
+// MurmurHash3 x86 32 over the components written for hashing (strings cut to 100 characters,
+// "\0"-terminated); the EPK is that hash, as a number, followed by the components, all in
+// the orderable binary encoding, as upper-case hex (what the SDKs send for a V1 container).
+
+function murmur3x8632(buf) {
+  const c1 = 0xcc9e2d51;
+  const c2 = 0x1b873593;
+  let h = 0;
+  const blocks = buf.length & ~3;
+  const mixK = k => Math.imul((Math.imul(k, c1) << 15) | (Math.imul(k, c1) >>> 17), c2);
+  for (let i = 0; i < blocks; i += 4) {
+    h ^= mixK(buf.readInt32LE(i));
+    h = (h << 13) | (h >>> 19);
+    h = (Math.imul(h, 5) + 0xe6546b64) | 0;
+  }
+  let k = 0;
+  const rest = buf.length & 3;
+  if (rest === 3) k ^= buf[blocks + 2] << 16;
+  if (rest >= 2) k ^= buf[blocks + 1] << 8;
+  if (rest >= 1) {
+    k ^= buf[blocks];
+    h ^= mixK(k);
+  }
+  h ^= buf.length;
+  h ^= h >>> 16;
+  h = Math.imul(h, 0x85ebca6b);
+  h ^= h >>> 13;
+  h = Math.imul(h, 0xc2b2ae35);
+  h ^= h >>> 16;
+  return h >>> 0;
+}
+
+/** V1 cuts strings to 100 characters. */
+function truncateV1(value) {
+  if (typeof value === "string") return Array.from(value).slice(0, 100).join("");
+  return value;
+}
+
+/** What V1 hashes: integers as unsigned 32-bit numbers, strings "\0"-terminated. */
+function hashInputV1(value) {
+  if (typeof value === "number" && Number.isSafeInteger(value)) return encodeComponent(value >>> 0);
+  if (typeof value === "string") {
+    return Buffer.concat([Buffer.from([0x08]), Buffer.from(value, "utf8"), Buffer.from([0x00])]);
+  }
+  return encodeComponent(value);
+}
+
+/** A double as an order-preserving unsigned 64-bit number. */
+function orderableBits(value) {
+  const b = Buffer.alloc(8);
+  b.writeDoubleLE(value);
+  const bits = b.readBigUInt64LE();
+  const sign = 1n << 63n;
+  return bits < sign ? bits ^ sign : (MASK + 1n - bits) & MASK;
+}
+
+function binaryV1(value) {
+  if (value === true) return [0x03];
+  if (value === false) return [0x02];
+  if (value === null) return [];
+  if (typeof value === "number") {
+    let payload = orderableBits(value);
+    const out = [0x05, Number(payload >> 56n)];
+    payload = (payload << 8n) & MASK;
+    let byte = 0;
+    let first = true;
+    while (payload !== 0n) {
+      if (!first) out.push(byte);
+      first = false;
+      byte = Number(payload >> 56n) | 0x01;
+      payload = (payload << 7n) & MASK;
+    }
+    out.push(byte & 0xfe);
+    return out;
+  }
+  if (typeof value === "string") {
+    const utf8 = Buffer.from(value, "utf8");
+    const short = utf8.length <= 100;
+    const out = [0x08];
+    for (let i = 0; i < (short ? utf8.length : 101); i += 1) out.push(utf8[i] + 1);
+    if (short) out.push(0x00);
+    return out;
+  }
+  return [0x00]; // undefined
+}
+
+/** EPK string of a list of partition key component values (hash V1). */
+function effectivePartitionKeyV1(components) {
+  const truncated = components.map(truncateV1);
+  const hash = murmur3x8632(Buffer.concat(truncated.map(hashInputV1)));
+  const bytes = [hash, ...truncated].flatMap(binaryV1);
+  return Buffer.from(bytes).toString("hex").toUpperCase();
+}
+
+module.exports = { effectivePartitionKeyV1, effectivePartitionKeyV2 };

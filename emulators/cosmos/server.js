@@ -35,7 +35,8 @@ const PKG_DIR = path.dirname(require.resolve("@vercel/cosmosdb-server/package.js
 const Account = require("@vercel/cosmosdb-server/lib/account").default;
 const packageRoutes = require("@vercel/cosmosdb-server/lib/routes").default;
 const { patchOperation } = require("@vercel/cosmosdb-server/lib/handler/_patch-operations");
-const { effectivePartitionKeyV2 } = require("./epk");
+const { effectivePartitionKeyV1, effectivePartitionKeyV2 } = require("./epk");
+const { needsPlan, queryPlan, rewrittenAggregate } = require("./queryplan");
 
 const MAX_BATCH_OPERATIONS = 100;
 const MAX_BATCH_BYTES = 2 * 1024 * 1024;
@@ -53,6 +54,9 @@ class CosmosError extends Error {
     this.subStatus = subStatus;
   }
 }
+
+// SubStatusCodes.CROSS_PARTITION_QUERY_NOT_SERVABLE: the SDK fetches the query plan and merges
+const CROSS_PARTITION_QUERY_NOT_SERVABLE = 1004;
 
 const notFound = () =>
   new CosmosError(404, "NotFound", "Entity with the specified id does not exist in the system.");
@@ -97,7 +101,9 @@ function send(req, res, statusCode, body, headers = {}) {
 function sendError(req, res, err) {
   const headers = {};
   if (err.subStatus !== undefined) headers["x-ms-substatus"] = String(err.subStatus);
-  send(req, res, err.statusCode, { code: err.code, message: err.message }, headers);
+  const body = { code: err.code, message: err.message };
+  if (err.additionalErrorInfo !== undefined) body.additionalErrorInfo = err.additionalErrorInfo;
+  send(req, res, err.statusCode, body, headers);
 }
 
 // ---------------------------------------------------------------- request helpers
@@ -330,13 +336,28 @@ function opCreate(store, body, pk, lsn) {
 
 function opReplace(store, id, body, pk, ifMatch, lsn) {
   validateBody(body);
-  if (id !== undefined && id !== body.id) throw badRequest("The id in the body does not match the id of the request.");
   checkPartition(store, body, pk);
   const key = keyFor(store, body, pk);
-  const old = store.get(body.id, key);
+  const target = id !== undefined ? id : body.id;
+  const old = store.get(target, key);
   if (!old) throw notFound();
   if (ifMatch && unquote(ifMatch) !== unquote(old._etag)) throw preconditionFailed();
-  return { statusCode: 200, doc: store.overwrite(body, old, lsn), undo: () => store.restore(body.id, key, old) };
+  if (target === body.id) {
+    return { statusCode: 200, doc: store.overwrite(body, old, lsn), undo: () => store.restore(body.id, key, old) };
+  }
+  // an id is not immutable: a replace whose body names another id renames the document
+  // (409 when that id is taken in the partition); the partition key cannot change
+  if (store.get(body.id, key)) throw conflict();
+  store.remove(old);
+  const doc = store.insert(body, lsn);
+  return {
+    statusCode: 200,
+    doc,
+    undo: () => {
+      store.restore(body.id, key, null);
+      store.restore(target, key, old);
+    }
+  };
 }
 
 function opUpsert(store, body, pk, ifMatch, lsn) {
@@ -451,6 +472,7 @@ function handlePartitionKeyDelete(account, req, res, segs) {
   for (const doc of store.all()) {
     if (sameStoreKey(storeKey(docPartitionComponents(store.colData, doc)), key)) store.remove(doc);
   }
+  globalLsn += 1;
   send(req, res, 200, undefined);
 }
 
@@ -557,12 +579,14 @@ function queryDocuments(store, docs, body, req) {
   const colData = store.colData;
   const compositeIndexes = ((colData.indexingPolicy || {}).compositeIndexes) || [];
   const { query: text, parameters } = renameParameters(body.query, body.parameters || []);
+  const options = { parameters, udf: store.docs._userDefinedFunctions(), compositeIndexes };
+  const aggregate = rewrittenAggregate(text);
+  if (aggregate) return { result: [rangeAggregate(store, docs, aggregate, options)], continuation: null };
   const shape = queryShape(text, parameters);
   if (headerPartitionKey(req) === null && shape.aggregateWithoutValue) {
     throw badRequest("Cross partition query only supports 'VALUE <AggregateFunc>' for aggregates.");
   }
   const q = store.docs._getQuery(shape.query);
-  const options = { parameters, udf: store.docs._userDefinedFunctions(), compositeIndexes };
   try {
     if (!shape.distinct && shape.offset === null) {
       return q.exec(docs, {
@@ -590,6 +614,24 @@ function queryDocuments(store, docs, body, req) {
   } catch (err) {
     throw badRequest(err.message);
   }
+}
+
+/**
+ * One partition key range's part of a plan's aggregate (`SELECT VALUE [{"item": AGG(x)}] ...`):
+ * `[{"item": value}]`, the value left out where the aggregate has none (MIN/MAX/AVG over no
+ * documents), AVG as its sum and count, for the SDK to combine across ranges.
+ */
+function rangeAggregate(store, docs, aggregate, options) {
+  const run = name => {
+    const text = `SELECT VALUE ${name}(${aggregate.argument}) ${aggregate.source}`;
+    try {
+      return store.docs._getQuery(text).exec(docs, options).result[0];
+    } catch (err) {
+      throw badRequest(err.message);
+    }
+  };
+  if (aggregate.name !== "avg") return [{ item: run(aggregate.name.toUpperCase()) }];
+  return [{ item: { sum: run("SUM"), count: run("COUNT") } }];
 }
 
 /**
@@ -690,6 +732,15 @@ async function handleQuery(req, res, store) {
   if (typeof body === "string") body = { query: body };
   if (!body || typeof body.query !== "string") throw badRequest("missing query");
   let result;
+  if (headerPartitionKey(req) === null && header(req, "x-ms-documentdb-partitionkeyrangeid") === undefined &&
+      needsPlan(body.query, body.parameters, badRequest)) {
+    // as the service's gateway: the SDK is to fetch the plan and query every range itself
+    const err = new CosmosError(400, "BadRequest",
+      "Cross partition query with TOP/ORDER BY/OFFSET LIMIT/DISTINCT/aggregates is not servable by the gateway.",
+      CROSS_PARTITION_QUERY_NOT_SERVABLE);
+    err.additionalErrorInfo = JSON.stringify(queryPlan(body.query, body.parameters, badRequest));
+    throw err;
+  }
   const started = process.hrtime.bigint();
   const docs = scopedDocs(req, store);
   try {
@@ -739,6 +790,8 @@ function handleReadFeed(req, res, store) {
 
 function docEpk(colData, doc) {
   const comps = docPartitionComponents(colData, doc).map(v => (v === undefined ? {} : v));
+  // a container created with partitionKey.version 1 hashes its keys with V1
+  if ((colData.partitionKey || {}).version === 1) return effectivePartitionKeyV1(comps);
   return effectivePartitionKeyV2(comps);
 }
 
@@ -827,9 +880,11 @@ async function handleDocuments(account, req, res, segs) {
     if (method !== "POST") throw new CosmosError(405, "MethodNotAllowed", "Method not allowed");
     const contentType = String(header(req, "content-type") || "");
     if (isTrue(req, "x-ms-cosmos-is-query-plan-request")) {
-      // the SDK asks for a plan only when the gateway refuses to serve a query itself,
-      // which this endpoint never does
-      throw new CosmosError(400, "BadRequest", "Query plans are not supported by the local endpoint.");
+      let body = await readJson(req);
+      if (typeof body === "string") body = { query: body };
+      if (!body || typeof body.query !== "string") throw badRequest("missing query");
+      send(req, res, 200, queryPlan(body.query, body.parameters, badRequest));
+      return true;
     }
     if (isTrue(req, "x-ms-documentdb-isquery") || contentType.startsWith("application/query+json")) {
       await handleQuery(req, res, store);
@@ -863,6 +918,7 @@ async function handleDocuments(account, req, res, segs) {
   }
   if (method === "DELETE") {
     const r = opDelete(store, id, pk(), header(req, "if-match"));
+    globalLsn += 1; // a delete is a write: the session token it answers is a new one
     send(req, res, r.statusCode, undefined);
     return true;
   }
