@@ -66,6 +66,7 @@ COND_SESSION_LOCK_LOST = b"com.microsoft:session-lock-lost"
 COND_TIMEOUT = b"com.microsoft:timeout"
 COND_MESSAGE_NOT_FOUND = b"com.microsoft:message-not-found"
 COND_ARGUMENT_ERROR = b"com.microsoft:argument-error"
+COND_INVALID_FIELD = b"amqp:invalid-field"
 
 
 def _text(value: Any) -> str | None:
@@ -516,8 +517,18 @@ class Connection:
                     "creating a Queue or Subscription to enable sessionful behavior.",
                 )
                 return
+            raw_sid = filters.get(SESSION_FILTER)
+            if link.is_session and not (raw_sid is None or isinstance(raw_sid, bytes | str)):
+                # a session id is a string (an int from the client is refused at open)
+                self.refuse_attach(
+                    link,
+                    role=ROLE_SENDER,
+                    condition=COND_INVALID_FIELD,
+                    description="The session filter must be a string session id.",
+                )
+                return
             if link.is_session:
-                sid = _text(filters.get(SESSION_FILTER))
+                sid = _text(raw_sid)
                 if sid is not None:
                     owner = link.entity.session_owners.get(sid)
                     if owner is not None and owner is not link:

@@ -6,7 +6,7 @@ import json
 import time
 import uuid
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from azure.servicebus import (
@@ -459,6 +459,15 @@ def test_a_malformed_management_request_is_refused_and_the_connection_kept(
         [after] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
         assert str(after) == "after"
         receiver.complete_message(after)
+
+
+def test_a_session_id_that_is_not_a_string_is_refused_at_open(
+    local_only: Target, client: ServiceBusClient
+) -> None:
+    receiver = client.get_subscription_receiver(
+        TOPIC, SUBSCRIPTION, session_id=cast(Any, 1), max_wait_time=1)
+    with pytest.raises(ServiceBusError), receiver:
+        pass
 
 
 def test_a_session_receiver_on_an_entity_without_sessions_is_refused_at_open(
