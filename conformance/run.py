@@ -160,10 +160,13 @@ def main(argv: list[str] | None = None) -> int:
     if selected & HARD_CODED_ADDRESS_FILES and not cosmos_port:
         print(f"port {COSMOS_EMULATOR_PORT} is in use (make run?): the SDK tests that hard-code "
               "the emulator's address will fail", file=sys.stderr)
-    cosmos = start_cosmos(log_path=logs / "cosmos.log", tls=(tls.cert, tls.key), port=cosmos_port)
+    cosmos = None
     servicebus = None
     results: list[FileResult] = []
     try:
+        cosmos = start_cosmos(
+            log_path=logs / "cosmos.log", tls=(tls.cert, tls.key), port=cosmos_port
+        )
         if "azure-servicebus" in sdks:
             servicebus = start_servicebus(
                 log_path=logs / "servicebus.log", tls=(AMQPS_PORT, tls.cert, tls.key),
@@ -188,17 +191,23 @@ def main(argv: list[str] | None = None) -> int:
                 result = run_file(sdk, dirs[sdk], file, env, args.file_timeout)
                 print(_row(result), flush=True)
                 results.append(result)
+    except KeyboardInterrupt:
+        # Ctrl-C reaches the pytest child too (one process group); stop the endpoints, no verdict
+        print(f"\nconformance: interrupted after {len(results)} file(s); endpoints stopped",
+              file=sys.stderr)
+        return 130
     finally:
         if servicebus is not None:
             servicebus.stop()
-        cosmos.stop()
+        if cosmos is not None:
+            cosmos.stop()
+        shutil.rmtree(tls_dir, ignore_errors=True)
     out = WORK / f"results-{args.label}.json"
     out.write_text(json.dumps([r.__dict__ for r in results], indent=1))
     table = markdown(results)
     print(table)
     if args.markdown:
         args.markdown.write_text(table)
-    shutil.rmtree(tls_dir, ignore_errors=True)
     return verdict(results, known)
 
 
