@@ -19,7 +19,10 @@
 const AGGREGATES = { count: "Count", sum: "Sum", min: "Min", max: "Max", avg: "Average" };
 const KEYWORDS = /^(select|from|where|order\s+by|group\s+by|offset|limit|join)\b/i;
 
-/** Indexes of `text` outside string literals with the bracket depth there. */
+/**
+ * Calls `visit(i, depth)` for each index of `text` outside string literals, with the bracket
+ * depth once that character is taken into account; `visit` returning false stops the scan.
+ */
 function scan(text, visit) {
   let depth = 0;
   for (let i = 0; i < text.length; i += 1) {
@@ -32,7 +35,7 @@ function scan(text, visit) {
     }
     if (ch === "(" || ch === "[" || ch === "{") depth += 1;
     else if (ch === ")" || ch === "]" || ch === "}") depth -= 1;
-    else if (visit(i, depth) === false) return;
+    if (visit(i, depth) === false) return;
   }
 }
 
@@ -72,24 +75,15 @@ function topLevelAggregates(text) {
   return found;
 }
 
-/** Index of the bracket closing the one at `open`. */
+/** Index of the bracket closing the one at `open` (-1 if none). */
 function closing(text, open) {
-  let depth = 0;
-  for (let i = open; i < text.length; i += 1) {
-    const ch = text[i];
-    if (ch === "'" || ch === '"') {
-      let j = i + 1;
-      while (j < text.length && text[j] !== ch) j += text[j] === "\\" ? 2 : 1;
-      i = j;
-      continue;
-    }
-    if (ch === "(" || ch === "[" || ch === "{") depth += 1;
-    else if (ch === ")" || ch === "]" || ch === "}") {
-      depth -= 1;
-      if (depth === 0) return i;
-    }
-  }
-  return -1;
+  let end = -1;
+  scan(text.slice(open), (i, depth) => {
+    if (depth !== 0) return true;
+    end = open + i;
+    return false;
+  });
+  return end;
 }
 
 function intValue(token, parameters, what, badRequest) {
