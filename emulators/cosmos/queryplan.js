@@ -88,7 +88,7 @@ function closing(text, open) {
 
 function intValue(token, parameters, what, badRequest) {
   if (/^\d+$/.test(token)) return parseInt(token, 10);
-  const p = (parameters || []).find(x => x && x.name === token);
+  const p = (Array.isArray(parameters) ? parameters : []).find(x => x && x.name === token);
   if (!p || !Number.isInteger(p.value) || p.value < 0) {
     throw badRequest(`${what} ${token} must be a non-negative integer.`);
   }
@@ -151,6 +151,7 @@ function parse(text, parameters, badRequest) {
   for (const item of shape.value ? [shape.projection] : splitTopLevel(shape.projection)) {
     const expression = item.replace(/\s+as\s+[\w$]+$/i, "").trim();
     for (const agg of topLevelAggregates(expression)) {
+      if (closing(expression, agg.open) < 0) throw badRequest("Syntax error: unbalanced brackets.");
       if (agg.index !== 0 || closing(expression, agg.open) !== expression.length - 1) {
         throw badRequest("Compositions of aggregates and other expressions are not allowed.");
       }

@@ -731,6 +731,9 @@ async function handleQuery(req, res, store) {
   let body = await readJson(req);
   if (typeof body === "string") body = { query: body };
   if (!body || typeof body.query !== "string") throw badRequest("missing query");
+  if (body.parameters !== undefined && body.parameters !== null && !Array.isArray(body.parameters)) {
+    throw badRequest("The query's parameters must be an array of {name, value}.");
+  }
   let result;
   if (headerPartitionKey(req) === null && header(req, "x-ms-documentdb-partitionkeyrangeid") === undefined &&
       needsPlan(body.query, body.parameters, badRequest)) {

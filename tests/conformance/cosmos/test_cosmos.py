@@ -561,6 +561,24 @@ def test_cross_partition_queries_that_need_merging_run_from_the_sdks_query_plan(
     assert run("SELECT * FROM c WHERE c.n = 1") and per_range == ["0"] * 8
 
 
+@pytest.mark.parametrize("query", [
+    "SELECT TOP @top * FROM c",  # a TOP parameter that is not a non-negative integer
+    "SELECT * FROM c ORDER BY c.n OFFSET 1",
+    "SELECT VALUE MAX(c.n FROM c",
+    "SELECT VALUE COUNT(1) + 5 FROM c",
+    "SELECT c.n FROM c GROUP BY c.n",
+])
+def test_malformed_or_unsupported_cross_partition_queries_are_400(
+    container: ContainerProxy, query: str
+) -> None:
+    container.create_item(doc("m", "p1", n=1))
+    with pytest.raises(exceptions.CosmosHttpResponseError) as refused:
+        list(container.query_items(
+            query, parameters=[{"name": "@top", "value": "ten"}], enable_cross_partition_query=True
+        ))
+    assert refused.value.status_code == 400
+
+
 def test_cross_partition_aggregates_need_value(container: ContainerProxy) -> None:
     container.create_item(doc("a1", "p1"))
     with pytest.raises(exceptions.CosmosHttpResponseError) as refused:
