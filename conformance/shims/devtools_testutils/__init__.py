@@ -77,6 +77,12 @@ class AzureRecordedTestCase:
     def create_random_name(self, name: str) -> str:
         return f"{name}{uuid.uuid4().hex[:8]}"
 
+    @staticmethod
+    def await_prepared_test(fn: Callable[..., Any]) -> Callable[..., Any]:
+        """The legacy decorator that ran an async test in its own loop: pytest-asyncio runs
+        it here (asyncio_mode=auto)."""
+        return fn
+
 
 class AzureMgmtRecordedTestCase(AzureRecordedTestCase):
     pass
