@@ -89,7 +89,8 @@ def _port_free(port: int) -> bool:
 
 
 def run_file(
-    sdk: str, tests_dir: Path, file: str, env: dict[str, str], timeout: float
+    sdk: str, tests_dir: Path, file: str, env: dict[str, str], timeout: float,
+    select: str | None = None,
 ) -> FileResult:
     result = FileResult(sdk=sdk, file=file)
     report = WORK / "reports" / f"{sdk}-{file.replace('/', '_').removesuffix('.py')}.json"
@@ -106,6 +107,8 @@ def run_file(
            "--import-mode=append", "-q", "-rN", "--no-header", "-p", "no:cacheprovider",
            "-p", "no:cov", "--timeout", "600", "-o", "asyncio_mode=auto",
            "-W", "ignore::DeprecationWarning"]
+    if select:
+        cmd += ["-k", select]
     with log.open("w") as out:
         try:
             subprocess.run(cmd, cwd=tests_dir, env={**env, "CONFORMANCE_SDK": sdk,
@@ -137,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="latest")
     parser.add_argument("--markdown", type=Path, default=None)
     parser.add_argument("--file-timeout", type=float, default=3600.0)
+    parser.add_argument("--select", metavar="EXPR",
+                        help="only the tests matching this pytest -k expression (re-measuring)")
     args = parser.parse_args(argv)
     load_exclusions()  # fail early on a malformed exclusions file
     known = load_exclusions(KNOWN_FAILURES)
@@ -188,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
             for file in scope[sdk]:
                 if args.file and file not in args.file:
                     continue
-                result = run_file(sdk, dirs[sdk], file, env, args.file_timeout)
+                result = run_file(sdk, dirs[sdk], file, env, args.file_timeout, args.select)
                 print(_row(result), flush=True)
                 results.append(result)
     except KeyboardInterrupt:
