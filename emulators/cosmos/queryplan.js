@@ -110,7 +110,7 @@ function parse(text, parameters, badRequest) {
     throw badRequest("GROUP BY is not supported by the local endpoint.");
   }
   let head = text.slice(select.end, from ? from.index : text.length).trim();
-  const shape = { distinct: false, top: null, value: false };
+  const shape = { distinct: false, top: null, value: false, composed: false };
   let m = /^distinct\s+/i.exec(head);
   if (m) {
     shape.distinct = true;
@@ -153,12 +153,32 @@ function parse(text, parameters, badRequest) {
     for (const agg of topLevelAggregates(expression)) {
       if (closing(expression, agg.open) < 0) throw badRequest("Syntax error: unbalanced brackets.");
       if (agg.index !== 0 || closing(expression, agg.open) !== expression.length - 1) {
-        throw badRequest("Compositions of aggregates and other expressions are not allowed.");
+        shape.composed = true; // an aggregate inside a larger expression: no plan can merge it
+        continue;
       }
       shape.aggregates.push({ name: agg.name, argument: expression.slice(agg.open + 1, -1).trim() });
     }
   }
+  // what the package's engine runs: it parses neither DISTINCT nor OFFSET/LIMIT
+  let engineText = offset ? text.slice(0, offset.index) : text;
+  if (shape.distinct) engineText = engineText.replace(/^(\s*select\s+)distinct\s+/i, "$1");
+  shape.engineText = engineText;
   return shape;
+}
+
+/**
+ * A query as the local engine runs it: its text without DISTINCT and OFFSET/LIMIT (applied
+ * by the caller) and whether it aggregates without VALUE. 400 for GROUP BY and bad syntax.
+ */
+function engineShape(text, parameters, badRequest) {
+  const s = parse(text, parameters, badRequest);
+  return {
+    query: s.engineText,
+    distinct: s.distinct,
+    offset: s.offset,
+    limit: s.limit,
+    aggregateWithoutValue: !s.value && (s.aggregates.length > 0 || s.composed)
+  };
 }
 
 /** The alias the query's FROM gives the documents (`FROM c`, `FROM root r`, `FROM root AS r`). */
@@ -189,7 +209,8 @@ function projectionObject(projection, alias) {
 /** True when a cross-partition query needs the SDK to merge results (the gateway answers 1004). */
 function needsPlan(text, parameters, badRequest) {
   const s = parse(text, parameters, badRequest);
-  return s.distinct || s.top !== null || s.offset !== null || s.orderBy.length > 0 || s.aggregates.length > 0;
+  return s.distinct || s.top !== null || s.offset !== null || s.orderBy.length > 0 ||
+    s.aggregates.length > 0 || s.composed;
 }
 
 /** The service's partitioned query execution info (version 2) for `text`. */
@@ -197,6 +218,7 @@ function queryPlan(text, parameters, badRequest) {
   const s = parse(text, parameters, badRequest);
   const top = s.top !== null ? `TOP ${s.top} ` : "";
   let rewrittenQuery;
+  if (s.composed) throw badRequest("Compositions of aggregates and other expressions are not allowed.");
   if (s.aggregates.length > 0) {
     if (!s.value) {
       throw badRequest("Cross partition query only supports 'VALUE <AggregateFunc>' for aggregates.");
@@ -274,4 +296,4 @@ function rewrittenAggregate(text) {
   };
 }
 
-module.exports = { needsPlan, queryPlan, rewrittenAggregate };
+module.exports = { engineShape, needsPlan, queryPlan, rewrittenAggregate };

@@ -36,7 +36,7 @@ const Account = require("@vercel/cosmosdb-server/lib/account").default;
 const packageRoutes = require("@vercel/cosmosdb-server/lib/routes").default;
 const { patchOperation } = require("@vercel/cosmosdb-server/lib/handler/_patch-operations");
 const { effectivePartitionKeyV1, effectivePartitionKeyV2 } = require("./epk");
-const { needsPlan, queryPlan, rewrittenAggregate } = require("./queryplan");
+const { engineShape, needsPlan, queryPlan, rewrittenAggregate } = require("./queryplan");
 
 const MAX_BATCH_OPERATIONS = 100;
 const MAX_BATCH_BYTES = 2 * 1024 * 1024;
@@ -582,7 +582,7 @@ function queryDocuments(store, docs, body, req) {
   const options = { parameters, udf: store.docs._userDefinedFunctions(), compositeIndexes };
   const aggregate = rewrittenAggregate(text);
   if (aggregate) return { result: [rangeAggregate(store, docs, aggregate, options)], continuation: null };
-  const shape = queryShape(text, parameters);
+  const shape = engineShape(text, parameters, badRequest);
   if (headerPartitionKey(req) === null && shape.aggregateWithoutValue) {
     throw badRequest("Cross partition query only supports 'VALUE <AggregateFunc>' for aggregates.");
   }
@@ -661,41 +661,6 @@ function canonicalJson(value) {
   if (value === null || typeof value !== "object") return JSON.stringify(value);
   if (Array.isArray(value)) return `[${value.map(canonicalJson).join(",")}]`;
   return `{${Object.keys(value).sort().map(k => `${JSON.stringify(k)}:${canonicalJson(value[k])}`).join(",")}}`;
-}
-
-/**
- * `SELECT DISTINCT ...` and a trailing `OFFSET n LIMIT m` (numbers or parameters) taken off
- * the query text; the rest goes to the package's engine.
- */
-function queryShape(text, parameters) {
-  let query = text;
-  let distinct = false;
-  const d = /^(\s*select\s+)distinct\s+/i.exec(query);
-  if (d) {
-    distinct = true;
-    query = d[1] + query.slice(d[0].length);
-  }
-  let offset = null;
-  let limit = null;
-  const o = /\s+offset\s+(@\w+|\d+)\s+limit\s+(@\w+|\d+)\s*$/i.exec(query);
-  if (o) {
-    const value = token => {
-      if (!token.startsWith("@")) return parseInt(token, 10);
-      const p = parameters.find(x => x && x.name === token);
-      if (!p || !Number.isInteger(p.value) || p.value < 0) throw badRequest(`OFFSET/LIMIT parameter ${token} must be a non-negative integer.`);
-      return p.value;
-    };
-    offset = value(o[1]);
-    limit = value(o[2]);
-    query = query.slice(0, o.index);
-  }
-  if (/\bgroup\s+by\b/i.test(query)) {
-    throw badRequest("GROUP BY is not supported by the local endpoint.");
-  }
-  const select = /^\s*select\s+([\s\S]*?)\s+from\s/i.exec(query);
-  const aggregateWithoutValue = !!select && !/^value\s/i.test(select[1]) &&
-    /\b(count|sum|avg|min|max)\s*\(/i.test(select[1]);
-  return { query, distinct, offset, limit, aggregateWithoutValue };
 }
 
 function sendFeed(req, res, store, result, extra = {}) {

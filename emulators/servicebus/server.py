@@ -919,6 +919,8 @@ class Server:
                 # 400; the link and the connection go on
                 status, value, condition = 400, None, COND_ARGUMENT_ERROR
                 description = f"The management request is malformed: {type(exc).__name__} {exc}"
+                logger.warning("refused a malformed $management request on %s: %s",
+                               link.address, description)
             response_app = {"statusCode": status, "statusDescription": description}
             if condition is not None:
                 response_app["errorCondition"] = {TYPE: AMQPTypes.symbol, VALUE: condition}
