@@ -17,18 +17,16 @@ class NotFoundError(ApplicationError):
         self.aggregate_id = aggregate_id
 
 
-class ContactNotFoundError(NotFoundError):
-    def __init__(self, contact_id: str) -> None:
-        super().__init__("contact", contact_id)
-        self.contact_id = contact_id
-
-
 class AlreadyExistsError(ApplicationError):
     """A document with the same id already exists (409)."""
 
 
 class PreconditionFailedError(ApplicationError):
     """The aggregate changed since the caller (or this request) read it: stale etag (412)."""
+
+    def __init__(self, message: str, *, aggregate_type: str = "resource") -> None:
+        super().__init__(message)
+        self.aggregate_type = aggregate_type
 
 
 class TransientStoreError(ApplicationError):

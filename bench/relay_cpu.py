@@ -12,12 +12,12 @@ from typing import Any
 
 from azure.servicebus import ServiceBusMessageBatch
 
-from application.ports import MessageBatch, MessagePublisher
-from application.relay import Relay
-from application.telemetry import RelayTelemetry
+from application.outbox.ports import MessageBatch, MessagePublisher
+from application.outbox.relay import Relay
+from application.outbox.telemetry import RelayTelemetry
 from domain.contact import Contact
 from domain.values import Company, Name
-from infra.cosmos.documents import event_document, read_feed
+from infra.cosmos.documents import event_documents, read_feed
 from infra.servicebus.publisher import ServiceBusBatch
 from tests.fakes import InMemoryQuarantine
 
@@ -40,7 +40,7 @@ def documents(contacts: int, changes: int) -> list[dict[str, Any]]:
                                  email=f"c{i}@example.com", company=Company(company_name="B"))
         for u in range(changes):
             contact.describe(f"change {u}")
-        docs += [event_document(e, ttl_seconds=600) for e in contact.collect_events()]
+        docs += event_documents(contact, ttl_seconds=600)
     return docs
 
 

@@ -47,7 +47,7 @@ def throughput(workdir: Path, *, contacts: int = 200, changes: int = 9) -> dict[
             for u in range(changes):
                 contact.describe(f"change {u}")
             uow = CosmosUnitOfWork(container, event_ttl_seconds=864000)
-            uow.contacts.add(contact)
+            uow.repository(Contact).add(contact)
             uow.commit()
         total = contacts * (changes + 1)
         started = time.monotonic()

@@ -21,6 +21,7 @@ from domain.values import DESCRIPTION, EMAIL, Company, Description, EmailAddress
 
 class Contact(Aggregate):
     aggregate_type: ClassVar[str] = "contact"
+    collection: ClassVar[str] = "contacts"
 
     name: Name
     email: EmailAddress
@@ -51,6 +52,25 @@ class Contact(Aggregate):
             description=contact.description, company=contact.company,
         )
         return contact
+
+    def change(
+        self,
+        *,
+        name: Name | None = None,
+        email: str | None = None,
+        description: str | None = None,
+        company: Company | None = None,
+    ) -> None:
+        """Change any of the aspects given, in this order; each one that differs raises its
+        event, one that is unchanged raises nothing."""
+        if name is not None:
+            self.rename(name)
+        if email is not None:
+            self.change_email(email)
+        if description is not None:
+            self.describe(description)
+        if company is not None:
+            self.move_to(company)
 
     def rename(self, name: Name) -> None:
         if self._unchanged(self.name, name):

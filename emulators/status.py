@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from application import telemetry as names
+from application.outbox import telemetry as names
 from emulators.otel import METRICS_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,8 +113,8 @@ def live_backlog(settings_file: Path) -> tuple[int, float] | None:
     try:
         import warnings
 
-        from application.backlog import report_backlog
-        from application.telemetry import RelayTelemetry
+        from application.outbox.backlog import report_backlog
+        from application.outbox.telemetry import RelayTelemetry
         from infra.cosmos.client import contacts_container, cosmos_client
         from infra.cosmos.estimator import CosmosBacklogEstimator
         from infra.settings import load_settings

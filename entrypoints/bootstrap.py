@@ -9,15 +9,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from application.admin import OutboxAdmin
-from application.backlog import BacklogEstimator
-from application.ports import EventStore, Quarantine, UnitOfWork
-from application.relay import Relay
-from application.service import ContactService
-from application.telemetry import RelayTelemetry
-from entrypoints.paging import TokenCodec, derive_key
+from application.contacts.ports import ContactList
+from application.contacts.service import ContactService
+from application.ports import UnitOfWork
+from entrypoints.contacts import ContactsDependencies
+from entrypoints.http.paging import TokenCodec, derive_key
+from entrypoints.outbox import OutboxDependencies
 
 if TYPE_CHECKING:
+    from azure.cosmos import CosmosClient
+
     from infra.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -27,93 +28,78 @@ QUARANTINE_TOKEN_PURPOSE = "outbox-admin/quarantine-token/v1"  # noqa: S105
 
 @dataclass
 class Dependencies:
+    """This app's dependencies: the contact API's and the outbox's, on one store."""
+
     uow: Callable[[], UnitOfWork]
-    relay_factory: Callable[[], Relay]
-    backlog_factory: Callable[[], BacklogEstimator] | None = None
-    telemetry: RelayTelemetry = field(
-        default_factory=lambda: RelayTelemetry(destination="unknown"))
-    event_ttl_seconds: int = 864000
-    _relay: Relay | None = None
-    #: Seals the API's paging tokens. Production derives the key from the store's secret.
+    contacts: Callable[[], ContactList]
+    outbox: OutboxDependencies
+    #: Seals the contact list's paging tokens. Production derives the key from the store's
+    #: secret.
     tokens: TokenCodec = field(default_factory=lambda: TokenCodec(derive_key("local-tests")))
-    #: The operators' use cases (the admin routes) read the quarantine and the stored events.
-    quarantine_factory: Callable[[], Quarantine] | None = None
-    events_factory: Callable[[], EventStore] | None = None
-    #: Seals the quarantine list's tokens: another purpose, so a contacts token is refused.
-    quarantine_tokens: TokenCodec = field(default_factory=lambda: TokenCodec(
-        derive_key("local-tests", purpose=QUARANTINE_TOKEN_PURPOSE)))
 
     def __post_init__(self) -> None:
-        self.service = ContactService(lambda: self.uow())
-        self._relay_lock = threading.Lock()
+        self.api = ContactsDependencies(
+            service=ContactService(lambda: self.uow(), lambda: self.contacts()),
+            tokens=self.tokens)
 
-    @property
-    def relay(self) -> Relay:
-        with self._relay_lock:
-            if self._relay is None:
-                self._relay = self.relay_factory()
-            return self._relay
-
-    @property
-    def admin(self) -> OutboxAdmin:
-        if self.quarantine_factory is None or self.events_factory is None:
-            raise RuntimeError("no quarantine or event store is configured")
-        return OutboxAdmin(
-            quarantine=self.quarantine_factory(), events=self.events_factory(),
-            relay=lambda: self.relay, backlog=lambda: self.backlog,
-            event_ttl_seconds=self.event_ttl_seconds)
-
-    @property
-    def backlog(self) -> BacklogEstimator:
-        if self.backlog_factory is None:
-            raise RuntimeError("no backlog estimator is configured")
-        return self.backlog_factory()
+    def ping(self) -> None:
+        """Health: the store answers and the container exists."""
+        with self.uow() as unit:
+            unit.ping()
 
 
-_lock = threading.Lock()
-_current: Dependencies | None = None
+def quarantine_tokens(secret: str) -> TokenCodec:
+    return TokenCodec(derive_key(secret, purpose=QUARANTINE_TOKEN_PURPOSE))
+
+
+def production_outbox(settings: Settings, client: CosmosClient) -> OutboxDependencies:
+    """The outbox's adapters on Cosmos DB and Service Bus (Service Bus is reached on first
+    use)."""
+    from application.outbox.relay import Relay
+    from application.outbox.telemetry import RelayTelemetry
+    from infra.cosmos.client import contacts_container, lease_container
+    from infra.cosmos.estimator import CosmosBacklogEstimator
+    from infra.cosmos.outbox import CosmosEventStore, CosmosQuarantine
+    from infra.servicebus.publisher import ServiceBusPublisher
+
+    telemetry = RelayTelemetry(destination=settings.servicebus_topic)
+    container = contacts_container(client, settings)
+
+    def backlog() -> CosmosBacklogEstimator:
+        return CosmosBacklogEstimator(container, lease_container(client, settings))
+
+    return OutboxDependencies(
+        relay_factory=lambda: Relay(ServiceBusPublisher(settings), CosmosQuarantine(container),
+                                    telemetry),
+        quarantine=lambda: CosmosQuarantine(container),
+        events=lambda: CosmosEventStore(container),
+        backlog=backlog,
+        tokens=quarantine_tokens(token_secret(settings)),
+        telemetry=telemetry,
+        event_ttl_seconds=settings.event_ttl_seconds,
+    )
 
 
 def production() -> Dependencies:
     """Wire the Cosmos and Service Bus adapters from the settings (validated here, once)."""
     from infra.cosmos.client import contacts_container, cosmos_client
-    from infra.cosmos.estimator import CosmosBacklogEstimator
-    from infra.cosmos.unit_of_work import CosmosEventStore, CosmosQuarantine, CosmosUnitOfWork
-    from infra.servicebus.publisher import ServiceBusPublisher
+    from infra.cosmos.contacts import CosmosContactList
+    from infra.cosmos.unit_of_work import CosmosUnitOfWork
     from infra.settings import load_settings
 
     settings = load_settings()
-    cosmos = cosmos_client(settings)
-    container = contacts_container(cosmos, settings)
+    client = cosmos_client(settings)
+    container = contacts_container(client, settings)
     logger.info(
         "dependencies built: database=%s container=%s topic=%s identity_cosmos=%s",
-        settings.cosmos_database,
-        settings.cosmos_container,
-        settings.servicebus_topic,
+        settings.cosmos_database, settings.cosmos_container, settings.servicebus_topic,
         settings.cosmos_connection is None,
     )
-
-    telemetry = RelayTelemetry(destination=settings.servicebus_topic)
-
-    def relay() -> Relay:
-        return Relay(ServiceBusPublisher(settings), CosmosQuarantine(container), telemetry)
-
-    def backlog() -> BacklogEstimator:
-        database = cosmos.get_database_client(settings.cosmos_database)
-        return CosmosBacklogEstimator(
-            container, database.get_container_client(settings.cosmos_lease_container))
-
     return Dependencies(
         uow=lambda: CosmosUnitOfWork(container, event_ttl_seconds=settings.event_ttl_seconds),
-        relay_factory=relay,
-        backlog_factory=backlog,
-        telemetry=telemetry,
-        event_ttl_seconds=settings.event_ttl_seconds,
+        contacts=lambda: CosmosContactList(container),
+        outbox=production_outbox(settings, client),
         tokens=TokenCodec(derive_key(token_secret(settings))),
-        quarantine_factory=lambda: CosmosQuarantine(container),
-        events_factory=lambda: CosmosEventStore(container),
-        quarantine_tokens=TokenCodec(derive_key(token_secret(settings),
-                                                purpose=QUARANTINE_TOKEN_PURPOSE)),
     )
 
 
@@ -129,12 +115,33 @@ def token_secret(settings: Settings) -> str:
     )
 
 
+_lock = threading.Lock()
+_current: Dependencies | None = None
+_outbox: OutboxDependencies | None = None
+
+
 def dependencies() -> Dependencies:
     global _current
     with _lock:
         if _current is None:
             _current = production()
         return _current
+
+
+def outbox_dependencies() -> OutboxDependencies:
+    """The outbox's dependencies alone, for an app that registers only the outbox blueprint
+    (and this app's when they are built or overridden)."""
+    global _outbox
+    with _lock:
+        if _current is not None:
+            return _current.outbox
+        if _outbox is None:
+            from infra.cosmos.client import cosmos_client
+            from infra.settings import load_settings
+
+            settings = load_settings()
+            _outbox = production_outbox(settings, cosmos_client(settings))
+        return _outbox
 
 
 def override(deps: Dependencies | None) -> None:

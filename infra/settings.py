@@ -1,4 +1,4 @@
-"""All settings, validated once. Names are the app-setting names (DESIGN.md §6)."""
+"""All settings, validated once. Names are the app-setting names (README "Settings")."""
 
 from __future__ import annotations
 
@@ -22,8 +22,6 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 # (`load_trigger_settings`), so the app settings take effect in Azure too.
 DEFAULT_FEED_POLL_DELAY_MS = 1000
 DEFAULT_MAX_ITEMS_PER_INVOCATION = 100
-# The CloudEvents source when CLOUDEVENTS_SOURCE is not set: the API's contacts collection.
-DEFAULT_CLOUDEVENTS_SOURCE = "/contacts"
 # NCRONTAB with seconds, as the timer trigger wants it: every minute.
 DEFAULT_BACKLOG_ESTIMATE_SCHEDULE = "0 * * * * *"
 
@@ -74,26 +72,44 @@ class Settings(TriggerSettings):
     )
     servicebus_topic: str = Field(default="contact-events", alias="SERVICEBUS_TOPIC", min_length=1)
     event_ttl_seconds: int = Field(default=864000, alias="EVENT_TTL_SECONDS", ge=60)
-    # The CloudEvents `source` of every message (a URI-reference naming this service).
-    cloudevents_source: str = Field(
-        default=DEFAULT_CLOUDEVENTS_SOURCE, alias="CLOUDEVENTS_SOURCE", min_length=1,
-        max_length=2048,
-    )
+    # Put before each aggregate type's CloudEvents source path (`/contacts`): empty (the path
+    # alone), an absolute URI naming this service (`https://crm.example.com`) or a path.
+    cloudevents_source_base: str = Field(
+        default="", alias="CLOUDEVENTS_SOURCE_BASE", max_length=2048)
+    # The setting this one replaced; set, it is refused with a word on what changed.
+    cloudevents_source_replaced: str | None = Field(default=None, alias="CLOUDEVENTS_SOURCE")
 
-    @field_validator("cloudevents_source")
+    @field_validator("cloudevents_source_base")
     @classmethod
     def _uri_reference(cls, value: str) -> str:
-        """A URI-reference (RFC 3986) with no whitespace or control characters: an absolute URI
-        (`https://...`, `urn:...`) or an absolute path (`/contacts`), never a bare word."""
-        if any(c.isspace() or ord(c) < 0x20 or c in '"<>\\^`{|}' for c in value):
-            raise ValueError("must be a URI-reference: no spaces or reserved characters")
+        """Empty, or a URI-reference (RFC 3986) with no whitespace or control characters: an
+        absolute URI (`https://...`, `urn:...`) or an absolute path (`/api`), never a bare
+        word. A trailing `/` is dropped (the source path brings its own)."""
+        if not value:
+            return value
+        if any(c.isspace() or ord(c) < 0x20 or c in '"<>\\^`{|}?#' for c in value):
+            raise ValueError("must be a URI-reference with no query or fragment: no spaces "
+                             "or reserved characters")
         try:
             parts = urlsplit(value)
         except ValueError:
             raise ValueError("must be a URI-reference") from None
         if not parts.scheme and not value.startswith("/"):
             raise ValueError("must be an absolute URI (https://..., urn:...) or a path (/...)")
-        return value
+        return value.rstrip("/")
+
+    @field_validator("cloudevents_source_replaced")
+    @classmethod
+    def _replaced(cls, value: str | None) -> None:
+        if value is not None:
+            raise ValueError(
+                "is replaced by CLOUDEVENTS_SOURCE_BASE: each aggregate type now has its own "
+                "source, <base>/<collection> (e.g. https://crm.example.com/contacts); set the "
+                "base and remove CLOUDEVENTS_SOURCE")
+
+    def cloudevents_source(self, path: str) -> str:
+        """The CloudEvents source of an aggregate type whose source path is `path`."""
+        return f"{self.cloudevents_source_base}{path}"
 
     @model_validator(mode="after")
     def _cosmos_connection_given(self) -> Self:

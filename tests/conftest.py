@@ -8,11 +8,13 @@ from collections.abc import Iterator
 import pytest
 from azure.functions.decorators.function_app import Function
 
-from application.relay import Relay
+from application.outbox.relay import Relay
 from entrypoints import bootstrap
+from entrypoints.outbox import OutboxDependencies
 from tests.fakes import (
     FakePublisher,
     FixedBacklog,
+    InMemoryContactList,
     InMemoryEventStore,
     InMemoryQuarantine,
     InMemoryStore,
@@ -44,10 +46,14 @@ class FakeWorld:
         self.backlog = FixedBacklog()
         self.deps = bootstrap.Dependencies(
             uow=uow_factory(self.store),
-            relay_factory=lambda: Relay(self.publisher, self.quarantine),
-            backlog_factory=lambda: self.backlog,
-            quarantine_factory=lambda: self.quarantine,
-            events_factory=lambda: InMemoryEventStore(self.store),
+            contacts=lambda: InMemoryContactList(self.store),
+            outbox=OutboxDependencies(
+                relay_factory=lambda: Relay(self.publisher, self.quarantine),
+                quarantine=lambda: self.quarantine,
+                events=lambda: InMemoryEventStore(self.store),
+                backlog=lambda: self.backlog,
+                tokens=bootstrap.quarantine_tokens("local-tests"),
+            ),
         )
 
 

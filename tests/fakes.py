@@ -13,7 +13,7 @@ from typing import Any, cast
 import azure.functions as func
 from azure.functions._abc import RetryContext, TraceContext
 
-from application.backlog import BacklogEstimator, LeaseBacklog
+from application.contacts.ports import ContactList, ContactSummary
 from application.errors import (
     AlreadyExistsError,
     ApplicationError,
@@ -21,22 +21,18 @@ from application.errors import (
     NotFoundError,
     PreconditionFailedError,
 )
-from application.outbox import NotAnEvent, OutboxRecord, Unreadable
-from application.ports import (
-    ContactRepository,
-    ContactSummary,
+from application.outbox.ports import (
+    BacklogEstimator,
     EventStore,
+    LeaseBacklog,
     MessageBatch,
     MessagePublisher,
-    OutboxMessage,
-    Page,
     Quarantine,
     QuarantinedEvent,
-    QuarantinePage,
-    Repository,
-    TrackingRepository,
-    UnitOfWork,
 )
+from application.outbox.records import NotAnEvent, OutboxMessage, OutboxRecord, Unreadable
+from application.ports import Page, Repository, UnitOfWork
+from application.tracking import TrackingRepository
 from domain.aggregate import Aggregate
 from domain.contact import Contact
 from infra.cosmos.documents import (
@@ -46,12 +42,12 @@ from infra.cosmos.documents import (
     WriteOperation,
     aggregate_from_document,
     commit_operations,
-    created_since,
     quarantine_document,
     quarantine_id,
     quarantined_event,
     read_feed,
     replayed_document,
+    selected,
 )
 
 
@@ -91,7 +87,8 @@ class InMemoryStore:
                     if current is None:
                         raise NotFoundError("document", doc["id"])
                     if etag is not None and current["_etag"] != etag:
-                        raise PreconditionFailedError("etag mismatch")
+                        raise PreconditionFailedError(
+                            "etag mismatch", aggregate_type=str(doc.get("type", "document")))
             self.batches += 1
             return [self._store(dict(doc)) for _, doc, _ in operations]
 
@@ -122,11 +119,14 @@ class InMemoryRepository[A: Aggregate](TrackingRepository[A]):
         return aggregate_from_document(self.kind, doc), doc["_etag"]
 
 
-class InMemoryContactRepository(InMemoryRepository[Contact], ContactRepository):
-    def __init__(self, store: InMemoryStore) -> None:
-        super().__init__(store, Contact)
+class InMemoryContactList(ContactList):
+    """The live contacts of an in-memory store, by id, as the Cosmos query lists them."""
 
-    def list_page(self, *, page_size: int, continuation: str | None) -> Page:
+    def __init__(self, store: InMemoryStore) -> None:
+        self._store = store
+
+    def list_page(self, *, page_size: int,
+                  continuation: str | None) -> Page[ContactSummary]:
         live = sorted(
             (d for d in self._store.of_type(Contact.aggregate_type) if not d["data"]["deleted"]),
             key=lambda d: d["id"],
@@ -154,10 +154,7 @@ class InMemoryUnitOfWork(UnitOfWork):
     def __init__(self, store: InMemoryStore, *, event_ttl_seconds: int = 864000) -> None:
         self.store = store
         self.ttl = event_ttl_seconds
-        self.contacts: InMemoryContactRepository = InMemoryContactRepository(store)
-        self._repositories: dict[type[Aggregate], InMemoryRepository[Any]] = {
-            Contact: self.contacts
-        }
+        self._repositories: dict[type[Aggregate], InMemoryRepository[Any]] = {}
         self.healthy: ApplicationError | None = None
 
     def repository[A: Aggregate](self, kind: type[A]) -> Repository[A]:
@@ -258,8 +255,8 @@ class InMemoryQuarantine(Quarantine):
         return {d["id"]: d for d in self.store.of_type(QUARANTINE_TYPE)}
 
     def put(self, event: OutboxRecord | Unreadable, *, reason: str) -> None:
-        fresh = quarantine_document(event.source, reason=reason)
-        self.store.put(quarantine_document(event.source, reason=reason,
+        fresh = quarantine_document(event.document, reason=reason)
+        self.store.put(quarantine_document(event.document, reason=reason,
                                            previous=self.documents.get(fresh["id"])))
 
     def _document(self, event_id: str) -> dict[str, Any]:
@@ -271,7 +268,8 @@ class InMemoryQuarantine(Quarantine):
     def get(self, event_id: str) -> QuarantinedEvent:
         return quarantined_event(self._document(event_id))
 
-    def list_page(self, *, page_size: int, continuation: str | None) -> QuarantinePage:
+    def list_page(self, *, page_size: int,
+                  continuation: str | None) -> Page[QuarantinedEvent]:
         rows = sorted(self.documents.values(), key=lambda d: d["id"])
         start = 0
         if continuation is not None:
@@ -280,8 +278,8 @@ class InMemoryQuarantine(Quarantine):
             start = int(continuation[4:])
         page = rows[start : start + page_size]
         end = start + len(page)
-        return QuarantinePage([quarantined_event(d) for d in page],
-                              f"mem:{end}" if end < len(rows) else None)
+        return Page([quarantined_event(d) for d in page],
+                    f"mem:{end}" if end < len(rows) else None)
 
     def count(self) -> int:
         return sum(1 for d in self.documents.values() if d.get("status") != "resolved")
@@ -304,11 +302,12 @@ class InMemoryEventStore(EventStore):
         self.store = store
 
     def events_since(
-        self, since: datetime, *, aggregate_id: str | None = None
+        self, since: datetime, *, aggregate_type: str | None = None,
+        aggregate_id: str | None = None,
     ) -> list[OutboxRecord | Unreadable]:
         documents = [d for d in self.store.of_type(EVENT_TYPE)
                      if (aggregate_id is None or d["partitionKey"] == aggregate_id)
-                     and created_since(d, since)]
+                     and selected(d, since, aggregate_type)]
         return [i for i in read_feed(documents) if not isinstance(i, NotAnEvent)]
 
 

@@ -30,6 +30,7 @@ class TicketRetitled(TicketEvent):
 
 class Ticket(Aggregate):
     aggregate_type: ClassVar[str] = "ticket"
+    collection: ClassVar[str] = "tickets"
 
     title: Title
     priority: int = 3

@@ -56,3 +56,10 @@ def contacts_container(client: CosmosClient, settings: Settings) -> ContainerPro
     return client.get_database_client(settings.cosmos_database).get_container_client(
         settings.cosmos_container
     )
+
+
+def lease_container(client: CosmosClient, settings: Settings) -> ContainerProxy:
+    """The change-feed trigger's lease container (read by the backlog estimate)."""
+    return client.get_database_client(settings.cosmos_database).get_container_client(
+        settings.cosmos_lease_container
+    )

@@ -4,8 +4,9 @@
 
 - an aggregate: `type` = its aggregate type (`contact`), `data` = its fields, camelCase, minus
   the id (`domain.aggregate.Aggregate`: the model is the one list of fields), `ttl` -1;
-- an event: `type` `domainEvent`, `aggregateType`, `data` = the event (the message body), `ttl`
-  from the settings;
+- an event: `type` `domainEvent`, `aggregateType`, `source` (the CloudEvents source path of its
+  aggregate type, `/<collection>`), `data` = the event (the message body), `ttl` from the
+  settings;
 - a quarantined event: `type` `quarantinedEvent`, the reason, a copy of the event document.
 
 The etag and the other system properties (`_etag`, `_ts`, ...) stay here, never in the domain.
@@ -23,8 +24,15 @@ from typing import Any
 from pydantic import ValidationError
 
 from application.errors import NotFoundError
-from application.outbox import FeedItem, NotAnEvent, OutboxRecord, PoisonEventError, Unreadable
-from application.ports import QuarantinedEvent
+from application.outbox.ports import QuarantinedEvent
+from application.outbox.records import (
+    LEGACY_SOURCE,
+    FeedItem,
+    NotAnEvent,
+    OutboxRecord,
+    PoisonEventError,
+    Unreadable,
+)
 from domain.aggregate import Aggregate, DomainEvent
 
 EVENT_TYPE = "domainEvent"
@@ -53,16 +61,31 @@ def aggregate_from_document[A: Aggregate](kind: type[A], document: Mapping[str, 
     return kind.model_validate({**document["data"], "id": document["id"]})
 
 
-def event_document(event: DomainEvent, *, ttl_seconds: int) -> dict[str, Any]:
-    """The envelope of one event: same partition as its aggregate, expiring after `ttl_seconds`."""
+def event_document(event: DomainEvent, *, source: str, ttl_seconds: int) -> dict[str, Any]:
+    """The envelope of one event: same partition as its aggregate, expiring after `ttl_seconds`;
+    `source` is the CloudEvents source path of its aggregate type."""
     return {
         "id": event.id,
         "partitionKey": event.aggregate_id,
         "type": EVENT_TYPE,
         "aggregateType": event.aggregate_type,
+        "source": source,
         "data": event.model_dump(mode="json", by_alias=True),
         "ttl": ttl_seconds,
     }
+
+
+def event_documents(aggregate: Aggregate, *, ttl_seconds: int) -> list[dict[str, Any]]:
+    """The envelopes of the events the aggregate recorded (collected: it forgets them)."""
+    return [event_document(e, source=aggregate.source(), ttl_seconds=ttl_seconds)
+            for e in aggregate.collect_events()]
+
+
+def _event_source(document: Mapping[str, Any]) -> str:
+    """The stored CloudEvents source path; events stored before documents carried it were all
+    contact events (`/contacts`)."""
+    source = document.get("source")
+    return source if isinstance(source, str) and source else LEGACY_SOURCE
 
 
 def read_feed(documents: Iterable[Mapping[str, Any]]) -> Iterator[FeedItem]:
@@ -92,6 +115,7 @@ def unreadable(document: Mapping[str, Any], reason: str) -> Unreadable:
         aggregate_id=partition if isinstance(partition, str) and partition else None,
         action=action if isinstance(action, str) else None,
         version=version if type(version) is int else None,
+        event_source=_event_source(document),
     )
 
 
@@ -117,9 +141,10 @@ def outbox_record(document: Mapping[str, Any]) -> OutboxRecord:
             aggregate_type=aggregate_type,
             created_at=_time(data.get("createdAt")),
             traceparent=traceparent if isinstance(traceparent, str) and traceparent else None,
+            event_source=_event_source(document),
             dataschema=dataschema if isinstance(dataschema, str) and dataschema else None,
             body=body,
-            source=_without_system_keys(document),
+            document=_without_system_keys(document),
         )
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
@@ -176,14 +201,14 @@ def quarantined_event(document: Mapping[str, Any]) -> QuarantinedEvent:
     """A stored quarantine record, typed; the event it holds parsed as the relay parses it.
     Records written before the admin API (no status, time or replays) read as quarantined,
     quarantined at the document's `_ts`."""
-    source = document.get("data")
-    source = source if isinstance(source, Mapping) else {}
-    event_id = str(document.get("eventId") or source.get("id")
+    stored = document.get("data")
+    stored = stored if isinstance(stored, Mapping) else {}
+    event_id = str(document.get("eventId") or stored.get("id")
                    or str(document.get("id", "")).removeprefix("quarantine-"))
     try:
-        event: OutboxRecord | Unreadable = outbox_record(source)
+        event: OutboxRecord | Unreadable = outbox_record(stored)
     except PoisonEventError as exc:
-        event = unreadable(source, str(exc))
+        event = unreadable(stored, str(exc))
     at = _time(document.get("quarantinedAt"))
     if at is None and isinstance(document.get("_ts"), int | float):
         at = datetime.fromtimestamp(float(document["_ts"]), UTC)
@@ -224,9 +249,13 @@ def replayed_document(
     return updated
 
 
-def created_since(document: Mapping[str, Any], since: datetime) -> bool:
-    """Whether a stored event was created at or after `since` (by `data.createdAt`; an event
-    without a readable time is not selected)."""
+def selected(document: Mapping[str, Any], since: datetime,
+             aggregate_type: str | None = None) -> bool:
+    """Whether a stored event is re-driven: created at or after `since` (by `data.createdAt`; an
+    event without a readable time is not selected), of `aggregate_type` when given."""
+    if aggregate_type is not None and document.get(
+            "aggregateType", LEGACY_AGGREGATE_TYPE) != aggregate_type:
+        return False
     created = document_created_at(document)
     return created is not None and created >= since.timestamp()
 
@@ -247,10 +276,12 @@ def commit_operations(
     operations: list[WriteOperation] = [
         ("create" if etag is None else "replace", aggregate_document(aggregate), etag)
     ]
+    source = aggregate.source()
     for event in events:
         if traceparent and event.traceparent is None:
             event = event.model_copy(update={"traceparent": traceparent})
-        operations.append(("create", event_document(event, ttl_seconds=event_ttl_seconds), None))
+        operations.append(("create", event_document(event, source=source,
+                                                    ttl_seconds=event_ttl_seconds), None))
     return operations
 
 

@@ -49,7 +49,7 @@ def translate(status: int, message: str, headers: Mapping[str, str] | None = Non
     if status == 409:
         return AlreadyExistsError(message)
     if status == 412:
-        return PreconditionFailedError(message)
+        return PreconditionFailedError(message, aggregate_type=aggregate_type)
     if status == 429:
         return ThrottledError("the store is throttling requests", retry_after=_retry_after(headers))
     if status == 400:

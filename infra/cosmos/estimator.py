@@ -26,7 +26,7 @@ from typing import Any
 
 from azure.cosmos import ContainerProxy
 
-from application.backlog import BacklogEstimator, LeaseBacklog
+from application.outbox.ports import BacklogEstimator, LeaseBacklog
 from infra.cosmos.documents import document_created_at
 
 logger = logging.getLogger(__name__)

@@ -4,10 +4,10 @@ The body stays the event's data (the CloudEvent `data`), the AMQP `content-type`
 `datacontenttype`, and every other attribute is one application property named
 `cloudEvents_<attribute>`:
 
-- `specversion` `1.0`; `id` the event id (= MessageId); `source` this service
-  (`CLOUDEVENTS_SOURCE`); `type` the action (= Subject); `subject` the aggregate id
-  (= SessionId, the contact id); `time` the event's creation (RFC 3339, UTC), when known;
-  `dataschema` when the stored event names one.
+- `specversion` `1.0`; `id` the event id (= MessageId); `source` the aggregate type's source
+  (`CLOUDEVENTS_SOURCE_BASE` + `/<collection>`: `/contacts`); `type` the action (= Subject);
+  `subject` the aggregate id (= SessionId, the contact id); `time` the event's creation
+  (RFC 3339, UTC), when known; `dataschema` when the stored event names one.
 
 Values are the attributes' canonical strings, which the binding allows for every type (a reader
 must accept them as well as native AMQP types). `id` + `source` are unique per event, as the
@@ -18,12 +18,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from application.outbox import OutboxMessage
-from infra.settings import DEFAULT_CLOUDEVENTS_SOURCE
+from application.outbox.records import OutboxMessage
 
 PREFIX = "cloudEvents_"
 SPECVERSION = "1.0"
-DEFAULT_SOURCE = DEFAULT_CLOUDEVENTS_SOURCE
 
 
 def rfc3339(moment: datetime) -> str:
@@ -32,13 +30,14 @@ def rfc3339(moment: datetime) -> str:
     return utc.isoformat().replace("+00:00", "Z")
 
 
-def cloudevent_attributes(message: OutboxMessage, *, source: str) -> dict[str, str]:
+def cloudevent_attributes(message: OutboxMessage, *, base: str = "") -> dict[str, str]:
     """The CloudEvents context attributes of one message, without the prefix and without
-    `datacontenttype` (the AMQP content-type carries it)."""
+    `datacontenttype` (the AMQP content-type carries it); the source is `base` + the message's
+    source path."""
     attributes = {
         "specversion": SPECVERSION,
         "id": message.message_id,
-        "source": source,
+        "source": f"{base}{message.source}",
         "type": message.subject,
         "subject": message.session_id,
     }
@@ -49,9 +48,9 @@ def cloudevent_attributes(message: OutboxMessage, *, source: str) -> dict[str, s
     return attributes
 
 
-def cloudevent_properties(message: OutboxMessage, *, source: str) -> dict[str, str]:
+def cloudevent_properties(message: OutboxMessage, *, base: str = "") -> dict[str, str]:
     """The attributes as AMQP application properties (binary content mode)."""
     return {
         f"{PREFIX}{name}": value
-        for name, value in cloudevent_attributes(message, source=source).items()
+        for name, value in cloudevent_attributes(message, base=base).items()
     }

@@ -11,8 +11,9 @@ from typing import Any
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusMessageBatch
 from azure.servicebus.exceptions import MessageSizeExceededError
 
-from application.ports import MessageBatch, MessagePublisher, OutboxMessage
-from infra.servicebus.cloudevents import DEFAULT_SOURCE, cloudevent_properties
+from application.outbox.ports import MessageBatch, MessagePublisher
+from application.outbox.records import OutboxMessage
+from infra.servicebus.cloudevents import cloudevent_properties
 from infra.settings import Settings, SettingsError
 
 logger = logging.getLogger(__name__)
@@ -33,36 +34,34 @@ def servicebus_client(settings: Settings) -> ServiceBusClient:
     )
 
 
-def _properties(message: OutboxMessage, *, source: str) -> dict[str | bytes, Any]:
+def _properties(message: OutboxMessage, *, base: str) -> dict[str | bytes, Any]:
     properties: dict[str | bytes, Any] = dict(message.application_properties.items())
-    properties.update(cloudevent_properties(message, source=source))
+    properties.update(cloudevent_properties(message, base=base))
     return properties
 
 
-def to_servicebus_message(
-    message: OutboxMessage, *, source: str = DEFAULT_SOURCE
-) -> ServiceBusMessage:
+def to_servicebus_message(message: OutboxMessage, *, base: str = "") -> ServiceBusMessage:
     """The Service Bus message: the outbox's fields and properties, plus the CloudEvents
-    attributes with `source` as the CloudEvents source."""
+    attributes (the source: `base` + the message's source path)."""
     return ServiceBusMessage(
         message.body,
         content_type=message.content_type,
         subject=message.subject,
         message_id=message.message_id,
         session_id=message.session_id,
-        application_properties=_properties(message, source=source),
+        application_properties=_properties(message, base=base),
     )
 
 
 class ServiceBusBatch(MessageBatch):
-    def __init__(self, batch: ServiceBusMessageBatch, *, source: str = DEFAULT_SOURCE) -> None:
+    def __init__(self, batch: ServiceBusMessageBatch, *, base: str = "") -> None:
         self.batch = batch
-        self._source = source
+        self._base = base
         self._count = 0
 
     def try_add(self, message: OutboxMessage) -> bool:
         try:
-            self.batch.add_message(to_servicebus_message(message, source=self._source))
+            self.batch.add_message(to_servicebus_message(message, base=self._base))
         except MessageSizeExceededError:
             return False
         self._count += 1
@@ -91,7 +90,7 @@ class ServiceBusPublisher(MessagePublisher):
         try:
             return ServiceBusBatch(
                 self._get_sender().create_message_batch(),
-                source=self._settings.cloudevents_source,
+                base=self._settings.cloudevents_source_base,
             )
         except Exception:
             self._reset()

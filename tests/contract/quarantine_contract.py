@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from application.errors import NotFoundError
-from application.outbox import OutboxRecord, Unreadable
-from application.ports import EventStore, Quarantine
+from application.outbox.ports import EventStore, Quarantine
+from application.outbox.records import OutboxRecord, Unreadable
 from domain.contact import Contact
 from domain.values import Company, Name
-from infra.cosmos.documents import event_document, outbox_record, unreadable
+from infra.cosmos.documents import event_documents, outbox_record, unreadable
 
 
 class QuarantineWorld(abc.ABC):
@@ -32,7 +32,7 @@ def stored_events(changes: int, *, created: datetime | None = None) -> list[dict
                              company=Company(company_name="C"))
     for i in range(changes):
         contact.describe(f"change {i}")
-    docs = [event_document(e, ttl_seconds=600) for e in contact.collect_events()]
+    docs = event_documents(contact, ttl_seconds=600)
     if created is not None:
         for doc in docs:
             doc["data"]["createdAt"] = created.isoformat()

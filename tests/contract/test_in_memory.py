@@ -6,9 +6,16 @@ from typing import Any
 
 import pytest
 
+from application.contacts.ports import ContactList
 from tests.contract.quarantine_contract import QuarantineContract, QuarantineWorld
 from tests.contract.unit_of_work_contract import ContractWorld, UnitOfWorkContract
-from tests.fakes import InMemoryEventStore, InMemoryQuarantine, InMemoryStore, uow_factory
+from tests.fakes import (
+    InMemoryContactList,
+    InMemoryEventStore,
+    InMemoryQuarantine,
+    InMemoryStore,
+    uow_factory,
+)
 
 
 class InMemoryWorld(ContractWorld):
@@ -21,6 +28,9 @@ class InMemoryWorld(ContractWorld):
 
     def documents(self, partition_key: str) -> list[dict[str, Any]]:
         return [d for (pk, _), d in self.store.documents.items() if pk == partition_key]
+
+    def contact_list(self) -> ContactList:
+        return InMemoryContactList(self.store)
 
 
 class TestInMemoryUnitOfWork(UnitOfWorkContract):

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from application.contacts.ports import ContactList
 from application.errors import (
     AlreadyExistsError,
     InvalidContinuationError,
@@ -40,6 +41,10 @@ class ContractWorld(abc.ABC):
     @abc.abstractmethod
     def documents(self, partition_key: str) -> list[dict[str, Any]]:
         """Every document stored in one partition."""
+
+    @abc.abstractmethod
+    def contact_list(self) -> ContactList:
+        """The list of live contacts, on the same store."""
 
 
 def new_contact(first: str = "Ada", email: str = "ada@example.com") -> Contact:
@@ -220,18 +225,19 @@ class UnitOfWorkContract:
 
     # ---- contacts ----
 
-    def test_the_contacts_repository_is_the_contact_repository(
+    def test_a_unit_of_work_has_one_repository_per_aggregate_type(
         self, world: ContractWorld
     ) -> None:
         with world.uow() as uow:
-            assert uow.repository(Contact) is uow.contacts
+            assert uow.repository(Contact) is uow.repository(Contact)
+            assert uow.repository(Ticket) is not uow.repository(Contact)  # type: ignore[comparison-overlap]
 
     def test_one_commit_raises_one_event_per_change_with_the_trace_context(
         self, world: ContractWorld
     ) -> None:
         contact = saved(world)
         with world.uow() as uow:
-            loaded = uow.contacts.get(contact.id)
+            loaded = uow.repository(Contact).get(contact.id)
             loaded.rename(Name(first_name="Augusta", last_name="King"))
             loaded.change_email("augusta@example.com")
             uow.commit(traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
@@ -243,20 +249,19 @@ class UnitOfWorkContract:
         assert events[0]["traceparent"] is None
         assert events[1]["traceparent"].startswith("00-0af7651916cd43dd")
         with world.uow() as uow:
-            assert uow.contacts.get(contact.id).version == 3
+            assert uow.repository(Contact).get(contact.id).version == 3
 
     def test_pages_through_live_contacts_with_a_continuation(self, world: ContractWorld) -> None:
         ids = {saved(world, new_contact(first=f"P{i}", email=f"p{i}@example.com")).id
                for i in range(5)}
         deleted = saved(world, new_contact(first="Gone", email="gone@example.com"))
         with world.uow() as uow:
-            uow.contacts.get(deleted.id).delete()
+            uow.repository(Contact).get(deleted.id).delete()
             uow.commit()
         seen = []
         token: str | None = None
         for _ in range(10):
-            with world.uow() as uow:
-                page = uow.contacts.list_page(page_size=2, continuation=token)
+            page = world.contact_list().list_page(page_size=2, continuation=token)
             assert len(page.items) <= 2
             seen += [item for item in page.items if item.id in ids | {deleted.id}]
             token = page.continuation_token
@@ -270,5 +275,5 @@ class UnitOfWorkContract:
             assert item.company_name == "Analytical Engines"
 
     def test_a_garbage_continuation_is_refused(self, world: ContractWorld) -> None:
-        with world.uow() as uow, pytest.raises(InvalidContinuationError):
-            uow.contacts.list_page(page_size=2, continuation="garbage{}")
+        with pytest.raises(InvalidContinuationError):
+            world.contact_list().list_page(page_size=2, continuation="garbage{}")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from emulators.provision import INDEXING_POLICY_FILE, indexing_policy
-from infra.cosmos.unit_of_work import LIST_CONTACTS_QUERY
+from infra.cosmos.contacts import LIST_CONTACTS_QUERY
 from tests.deploy import templates as t
 from tests.deploy.templates import DEPLOY, FUNCTION_APP_MODULE, MAIN, ROOT
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from azure.cosmos import ContainerProxy
 
-from application.outbox import QUARANTINE_NOTICE_SUBJECT, notice_id
+from application.outbox.records import QUARANTINE_NOTICE_SUBJECT, notice_id
 from domain.contact import Contact
 from domain.values import Company, Name
 from emulators.stack import Ports, Stack

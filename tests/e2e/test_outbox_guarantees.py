@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient
 
-from application.outbox import QUARANTINE_NOTICE_SUBJECT, notice_id
+from application.outbox.records import QUARANTINE_NOTICE_SUBJECT, notice_id
+from domain.contact import Contact
 from emulators.stack import Ports, Stack
 from tests.e2e.subscriber import Received, count_at_least, drain
 from tests.httpclient import Client
@@ -138,7 +139,6 @@ def test_service_bus_down_while_writes_continue_loses_nothing(fresh_stack: Stack
 def write_large_history(stack: Stack) -> int:
     """600 events of ~0.6 KB written straight to the store (no relay runs): one invocation of
     up to 1000 documents needs 2+ sends."""
-    from domain.contact import Contact
     from domain.values import Company, Name
     from infra.cosmos.unit_of_work import CosmosUnitOfWork
 
@@ -150,7 +150,7 @@ def write_large_history(stack: Stack) -> int:
         for u in range(9):
             contact.describe(f"{u}:" + "x" * 480)
         uow = CosmosUnitOfWork(container, event_ttl_seconds=864000)
-        uow.contacts.add(contact)
+        uow.repository(Contact).add(contact)
         uow.commit()
         total += 10
     return total

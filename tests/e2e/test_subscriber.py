@@ -21,7 +21,7 @@ from azure.cosmos.exceptions import CosmosResourceNotFoundError
 from azure.servicebus import ServiceBusClient
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from application.outbox import OutboxRecord, to_message
+from application.outbox.records import OutboxRecord, to_message
 from emulators.stack import Ports, Stack
 from infra.cosmos.documents import read_feed
 from infra.servicebus.publisher import to_servicebus_message

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from application import telemetry as names
+from application.outbox import telemetry as names
 from emulators.otel import ENV_VAR as OTEL_ENV_VAR
 from emulators.otel import METRICS_FILE, TRACES_FILE
 from emulators.stack import Ports, Stack

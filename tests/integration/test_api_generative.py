@@ -30,10 +30,9 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import CheckFunction
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
-import function_app
 from emulators.stack import Stack
-from entrypoints.openapi import openapi_document
 from tests.httpclient import Client
+from tests.openapi import openapi_document
 
 pytestmark = pytest.mark.integration
 
@@ -48,7 +47,7 @@ STATUSES: Counter[int] = Counter()
 
 # The document the app serves (test_the_served_document_is_the_generated_one holds them equal);
 # loaded here, not through `schemathesis.pytest.from_fixture`, which pytest 9 breaks.
-schema = schemathesis.openapi.from_dict(openapi_document(function_app.app))
+schema = schemathesis.openapi.from_dict(openapi_document())
 schema.config.generation.update(
     modes=list(schemathesis.GenerationMode), max_examples=MAX_EXAMPLES, database="none",
     # Function keys are the host's business (see above): no key header is generated, and its
@@ -61,7 +60,7 @@ schema.config.checks.update(excluded_check_names=LOCAL_EXCEPTIONS)
 def test_the_served_document_is_the_generated_one(client: Client) -> None:
     reply = client.request("GET", "/openapi.json")
     assert reply.status == 200
-    assert reply.json() == json.loads(json.dumps(openapi_document(function_app.app)))
+    assert reply.json() == json.loads(json.dumps(openapi_document()))
 
 
 @schema.parametrize()

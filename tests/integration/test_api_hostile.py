@@ -177,7 +177,7 @@ def test_a_store_that_hangs_after_start_fails_reads_and_writes_within_the_bound(
             CosmosUnitOfWork(container, event_ttl_seconds=60).ping()
         with pytest.raises(StoreUnavailableError):
             unit = CosmosUnitOfWork(container, event_ttl_seconds=60)
-            unit.contacts.add(Contact.create(name=Name(first_name="H", last_name="S"),
+            unit.repository(Contact).add(Contact.create(name=Name(first_name="H", last_name="S"),
                                              email="h@example.com",
                                              company=Company(company_name="C")))
             unit.commit()

@@ -11,11 +11,12 @@ from pathlib import Path
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 
-from application.backlog import report_backlog
-from application.commands import CreateContact
-from application.service import ContactService
-from application.telemetry import RelayTelemetry
+from application.contacts.commands import CreateContact
+from application.contacts.service import ContactService
+from application.outbox.backlog import report_backlog
+from application.outbox.telemetry import RelayTelemetry
 from emulators.stack import Ports, Stack
+from infra.cosmos.contacts import CosmosContactList
 from infra.cosmos.estimator import CosmosBacklogEstimator, latest_lsn
 from infra.cosmos.unit_of_work import CosmosUnitOfWork
 
@@ -49,7 +50,8 @@ def containers(
 
 
 def create_contacts(container: ContainerProxy, n: int) -> None:
-    service = ContactService(lambda: CosmosUnitOfWork(container, event_ttl_seconds=864000))
+    service = ContactService(lambda: CosmosUnitOfWork(container, event_ttl_seconds=864000),
+                             lambda: CosmosContactList(container))
     for i in range(n):
         service.create(CreateContact.model_validate(
             {"firstName": f"C{i}", "lastName": "Backlog", "email": f"c{i}@example.com",

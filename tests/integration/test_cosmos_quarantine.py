@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient
 
-from infra.cosmos.unit_of_work import CosmosEventStore, CosmosQuarantine
+from infra.cosmos.outbox import CosmosEventStore, CosmosQuarantine
 from tests.contract.quarantine_contract import QuarantineContract, QuarantineWorld
 from tests.integration.test_cosmos_write_path import cosmos, fresh_container
 

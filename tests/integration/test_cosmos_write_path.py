@@ -12,9 +12,12 @@ from typing import Any
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient
 
+from application.contacts.ports import ContactList
 from application.errors import StoreUnavailableError
+from domain.contact import Contact
 from emulators.provision import create_contacts_container
 from emulators.stack import Stack
+from infra.cosmos.contacts import CosmosContactList
 from infra.cosmos.documents import EVENT_TYPE
 from infra.cosmos.unit_of_work import CosmosUnitOfWork
 from tests.contract.unit_of_work_contract import (
@@ -58,6 +61,9 @@ class CosmosWorld(ContractWorld):
     def documents(self, partition_key: str) -> list[dict[str, Any]]:
         return list(self.container.query_items("SELECT * FROM c", partition_key=partition_key))
 
+    def contact_list(self) -> ContactList:
+        return CosmosContactList(self.container)
+
 
 class TestCosmosUnitOfWork(UnitOfWorkContract):
     @pytest.fixture
@@ -95,7 +101,7 @@ def test_event_documents_expire_by_ttl_and_the_contact_stays(cosmos: CosmosClien
     world = CosmosWorld(fresh_container(cosmos, "ttl"), ttl=1)
     contact = new_contact()
     with world.uow() as uow:
-        uow.contacts.add(contact)
+        uow.repository(Contact).add(contact)
         uow.commit()
     assert len(world.documents(contact.id)) == 2
     deadline = time.monotonic() + 15

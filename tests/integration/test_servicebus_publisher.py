@@ -14,11 +14,11 @@ from azure.servicebus import ServiceBusClient
 from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
 
-from application.relay import Relay
+from application.outbox.relay import Relay
 from domain.contact import Contact
 from domain.values import Company, Name
 from emulators.servicebus.launcher import ServiceBusEndpoint, start_servicebus
-from infra.cosmos.documents import event_document, read_feed
+from infra.cosmos.documents import event_documents, read_feed
 from infra.servicebus.publisher import ServiceBusPublisher
 from infra.settings import Settings
 from tests.e2e.subscriber import count_at_least, drain
@@ -51,7 +51,7 @@ def events(contacts: int, changes: int, size: int = 400) -> list[dict[str, Any]]
                                  email=f"s{i}@example.com", company=Company(company_name="C"))
         for u in range(changes):
             contact.describe(f"{u}:" + "x" * size)
-        docs += [event_document(e, ttl_seconds=60) for e in contact.collect_events()]
+        docs += event_documents(contact, ttl_seconds=60)
     return docs
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from application.outbox import OutboxRecord, to_message
+from application.outbox.records import OutboxRecord, to_message
 from infra.cosmos.documents import read_feed
 from infra.servicebus.publisher import to_servicebus_message
 

@@ -11,14 +11,13 @@ from typing import Any
 
 import pytest
 
-from application.admin import parse_instant
-from application.backlog import LeaseBacklog
-from application.outbox import QUARANTINE_NOTICE_SUBJECT, notice_id
+from application.outbox.ports import LeaseBacklog
+from application.outbox.records import QUARANTINE_NOTICE_SUBJECT, notice_id
+from application.outbox.views import parse_instant
 from domain.contact import Contact
 from domain.values import Company, Name
-from entrypoints.paging import Cursor
-from entrypoints.relay import relay_documents
-from infra.cosmos.documents import EVENT_TYPE
+from entrypoints.http.paging import Cursor
+from infra.cosmos.documents import EVENT_TYPE, read_feed
 from tests.conftest import FakeWorld
 from tests.unit.test_http_api import Api, body, problem
 
@@ -38,7 +37,7 @@ def contact(world: FakeWorld, changes: int, *, first: str = "Ada") -> tuple[str,
     for i in range(changes):
         c.describe(f"change {i}")
     with world.deps.uow() as uow:
-        uow.contacts.add(c)
+        uow.repository(Contact).add(c)
         uow.commit()
     return c.id, [e["id"] for e in sorted(events(world, c.id), key=lambda e: e["version"])]
 
@@ -54,7 +53,7 @@ def document(world: FakeWorld, cid: str, eid: str) -> dict[str, Any]:
 
 def relay_all(world: FakeWorld) -> None:
     """What the change-feed trigger would hand the relay: every stored document."""
-    relay_documents(list(world.store.documents.values()), world.deps.relay)
+    world.deps.outbox.relay.relay(read_feed(list(world.store.documents.values())))
 
 
 def too_large(world: FakeWorld) -> tuple[str, list[str]]:
@@ -97,7 +96,7 @@ def test_a_quarantined_event_is_listed_and_its_notice_is_in_its_session_in_order
     assert reply.status_code == 200
     [item] = body(reply)["items"]
     assert item == {
-        "eventId": ids[1], "contactId": cid, "aggregateType": "contact",
+        "eventId": ids[1], "contactId": cid, "aggregateType": "contact", "aggregateId": cid,
         "action": "ContactDescriptionUpdatedEvent", "version": 2,
         "reason": item["reason"], "quarantinedAt": item["quarantinedAt"], "replays": 0,
         "status": "quarantined", "resolvedAt": None}
@@ -136,7 +135,7 @@ def test_replay_after_the_limit_is_raised_sends_it_once_with_its_id_and_resolves
     assert json.loads(message.body)["description"] == "x" * 5000
     # Kept for audit, expiring with the events; no longer counted as quarantined.
     [kept] = world.quarantine.documents.values()
-    assert kept["ttl"] == world.deps.event_ttl_seconds
+    assert kept["ttl"] == world.deps.outbox.event_ttl_seconds
     assert body(api.call("outbox_status", "GET", "outbox/status"))["quarantined"] == 0
     # A second replay is harmless: nothing is sent, the record stays resolved.
     again = body(replay(api, ids[1]))

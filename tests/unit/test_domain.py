@@ -3,9 +3,10 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
+from domain.aggregate import EVENTS
 from domain.contact import Contact
 from domain.errors import ContactDeletedError
-from domain.events import EVENT_ADAPTER, ContactCreated, ContactNameUpdated
+from domain.events import ContactCreated, ContactNameUpdated
 from domain.values import Company, Name
 
 
@@ -72,7 +73,7 @@ def test_events_are_frozen_and_round_trip_through_their_json() -> None:
     data = event.model_dump(mode="json", by_alias=True)
     assert data["action"] == "ContactNameUpdatedEvent"
     assert data["contactId"] == "c1"
-    assert EVENT_ADAPTER.validate_python(data) == event
+    assert EVENTS.parse("contact", data) == event
 
 
 @pytest.mark.parametrize(

@@ -13,14 +13,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from application.commands import CreateContact, PatchContact
+from application.contacts.commands import CreateContact, PatchContact
+from application.contacts.ports import ContactList, ContactSummary
 from application.ports import Page
-from entrypoints import http
-from entrypoints.paging import Cursor, TokenCodec, derive_key
-from entrypoints.problems import HttpProblemError
-from entrypoints.requests import MAX_DEPTH, parse_body, parse_json
+from entrypoints import docs
+from entrypoints.http.paging import Cursor
+from entrypoints.http.problems import HttpProblemError
+from entrypoints.http.requests import MAX_DEPTH, parse_body, parse_json
 from tests.conftest import FakeWorld
-from tests.fakes import InMemoryContactRepository, InMemoryUnitOfWork
+from tests.fakes import FakeContext, InMemoryUnitOfWork
 from tests.unit.test_http_api import ADA, Api, body, created, problem
 
 json_values = st.recursive(
@@ -172,19 +173,17 @@ def test_a_garbage_or_tampered_continuation_token_is_a_400(api: Api, world: Fake
 
 
 def test_a_store_token_that_does_not_move_ends_the_listing_instead_of_looping(
-    world: FakeWorld, monkeypatch: pytest.MonkeyPatch
+    api: Api, world: FakeWorld
 ) -> None:
-    codec = TokenCodec(derive_key("test"))
+    class Stuck(ContactList):
+        def list_page(self, *, page_size: int,
+                      continuation: str | None) -> Page[ContactSummary]:
+            return Page(items=[], continuation_token="stuck")
 
-    def stuck(self: InMemoryContactRepository, *, page_size: int,
-              continuation: str | None) -> Page:
-        return Page(items=[], continuation_token="stuck")
-
-    monkeypatch.setattr(InMemoryContactRepository, "list_page", stuck)
-    token = codec.encode(Cursor(store_token="stuck", page=1))
-    req = func.HttpRequest("GET", "http://localhost/api/contacts", headers={}, params={
-        "continuationToken": token}, body=b"")
-    page = json.loads(http.list_contacts(req, world.deps.service, codec).get_body())
+    world.deps.contacts = Stuck
+    token = world.deps.tokens.encode(Cursor(store_token="stuck", page=1))
+    page = body(api.call("list_contacts", "GET", "contacts",
+                         params={"continuationToken": token}))
     assert page == {"items": [], "continuationToken": None, "hasMore": False}
 
 
@@ -242,11 +241,11 @@ def test_health_answers_503_when_the_store_does_not_answer(
         release.wait(30)
 
     monkeypatch.setattr(InMemoryUnitOfWork, "ping", hang)
-    monkeypatch.setattr(http, "HEALTH_TIMEOUT_SECONDS", 0.2)
+    monkeypatch.setattr(docs, "HEALTH_TIMEOUT_SECONDS", 0.2)
     try:
         req = func.HttpRequest("GET", "http://localhost/api/health", headers={}, params={},
                                body=b"")
-        response = functions["health"].get_user_function()(req)
+        response = functions["health"].get_user_function()(req, FakeContext("health"))
         problem(response, 503)
         assert response.headers["Retry-After"]
     finally:

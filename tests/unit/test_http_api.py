@@ -11,6 +11,7 @@ import azure.functions as func
 import pytest
 
 from application.errors import StoreUnavailableError, ThrottledError
+from domain.contact import Contact
 from tests.conftest import FakeWorld
 from tests.fakes import FakeContext
 
@@ -330,7 +331,7 @@ def test_a_write_racing_another_without_if_match_gets_412(api: Api, world: FakeW
         def commit(self, *, traceparent: str | None = None) -> None:
             # Another writer commits between this request's read and its write.
             with original() as other:
-                other.contacts.get(cid).describe("the other writer")
+                other.repository(Contact).get(cid).describe("the other writer")
                 other.commit()
             super().commit(traceparent=traceparent)
 

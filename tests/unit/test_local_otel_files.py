@@ -10,9 +10,9 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from application import telemetry as names
-from application.relay import Relay
-from application.telemetry import RelayTelemetry
+from application.outbox import telemetry as names
+from application.outbox.relay import Relay
+from application.outbox.telemetry import RelayTelemetry
 from emulators.otel import JsonLinesMetricExporter, JsonLinesSpanExporter
 from emulators.status import render, summarise
 from infra.cosmos.documents import read_feed

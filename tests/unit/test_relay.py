@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from application.outbox import QUARANTINE_NOTICE_SUBJECT, notice_id
-from application.relay import Relay, RelayReport
+from application.outbox.records import QUARANTINE_NOTICE_SUBJECT, notice_id
+from application.outbox.relay import Relay, RelayReport
 from domain.aggregate import DomainEvent
 from domain.contact import Contact
 from domain.values import Company, Name
-from infra.cosmos.documents import document_created_at, event_document, read_feed
+from infra.cosmos.documents import document_created_at, event_document, event_documents, read_feed
 from tests.fakes import FakePublisher, InMemoryQuarantine, SizeLimitedBatch
 from tests.tickets import Ticket
 
@@ -27,15 +27,15 @@ def history(n_changes: int, *, first: str = "Ada") -> list[dict[str, Any]]:
     for i in range(n_changes):
         contact.describe(f"change {i}")
     events: list[DomainEvent] = contact.collect_events()
-    return [event_document(e.model_copy(update={"traceparent": TRACE}), ttl_seconds=60)
-            for e in events]
+    return [event_document(e.model_copy(update={"traceparent": TRACE}),
+                           source=Contact.source(), ttl_seconds=60) for e in events]
 
 
 def ticket_history(n_changes: int) -> list[dict[str, Any]]:
     ticket = Ticket.open("Printer on fire")
     for i in range(n_changes):
         ticket.retitle(f"Printer on fire, take {i}")
-    return [event_document(e, ttl_seconds=60) for e in ticket.collect_events()]
+    return event_documents(ticket, ttl_seconds=60)
 
 
 class Relaying:
@@ -68,8 +68,9 @@ def test_maps_each_event_to_a_message_as_the_topic_expects() -> None:
     assert message.content_type == "application/json"
     assert json.loads(message.body) == data
     assert message.application_properties == {
-        "contactId": data["contactId"], "version": 1, "action": "ContactCreatedEvent",
-        "traceparent": TRACE, "Diagnostic-Id": TRACE}
+        "aggregateType": "contact", "contactId": data["contactId"], "version": 1,
+        "action": "ContactCreatedEvent", "traceparent": TRACE, "Diagnostic-Id": TRACE}
+    assert (message.aggregate_type, message.source) == ("contact", "/contacts")
 
 
 def test_groups_by_contact_and_orders_by_version_whatever_the_feed_order() -> None:
@@ -167,11 +168,13 @@ def test_an_event_larger_than_a_message_is_quarantined_and_later_events_still_go
     notice = publisher.messages[1]
     assert notice.subject == QUARANTINE_NOTICE_SUBJECT
     assert notice.session_id == docs[1]["data"]["contactId"]
+    cid = docs[1]["data"]["contactId"]
     assert json.loads(notice.body) == {
-        "eventId": docs[1]["id"], "contactId": docs[1]["data"]["contactId"],
-        "action": "ContactDescriptionUpdatedEvent", "version": 2, "reason": kept["reason"]}
+        "eventId": docs[1]["id"], "contactId": cid, "aggregateType": "contact",
+        "aggregateId": cid, "action": "ContactDescriptionUpdatedEvent", "version": 2,
+        "reason": kept["reason"]}
     assert notice.application_properties == {
-        "contactId": docs[1]["data"]["contactId"], "version": 2,
+        "aggregateType": "contact", "contactId": cid, "version": 2,
         "action": QUARANTINE_NOTICE_SUBJECT, "eventId": docs[1]["id"]}
 
 
@@ -226,7 +229,9 @@ def test_a_second_aggregate_is_relayed_with_its_own_id_property_and_session() ->
     assert message.subject == "TicketOpenedEvent"
     assert json.loads(message.body) == data
     assert message.application_properties == {
-        "ticketId": data["ticketId"], "version": 1, "action": "TicketOpenedEvent"}
+        "aggregateType": "ticket", "ticketId": data["ticketId"], "version": 1,
+        "action": "TicketOpenedEvent"}
+    assert (message.aggregate_type, message.source) == ("ticket", "/tickets")
 
 
 def test_events_of_two_aggregate_types_in_one_feed_keep_their_own_order() -> None:

@@ -14,7 +14,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic.alias_generators import to_camel
 
-from application.commands import ContactView
+from application.contacts.views import ContactView
 from domain.contact import Contact
 from domain.text import REFUSED_CATEGORIES
 from domain.values import Company, Name
@@ -69,12 +69,12 @@ def contacts(draw: st.DrawFn) -> Contact:
 def saved_and_loaded(contact: Contact) -> Contact:
     store = InMemoryStore()
     with InMemoryUnitOfWork(store) as uow:
-        uow.contacts.add(contact)
+        uow.repository(Contact).add(contact)
         uow.commit()
     # What Cosmos keeps is JSON text: the documents go through it.
     store.documents = {k: json.loads(json.dumps(d)) for k, d in store.documents.items()}
     with InMemoryUnitOfWork(store) as uow:
-        return uow.contacts.get(contact.id)
+        return uow.repository(Contact).get(contact.id)
 
 
 def as_json(contact: Contact) -> dict[str, Any]:

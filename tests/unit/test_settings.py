@@ -13,7 +13,8 @@ def test_defaults_apply_when_only_a_connection_is_set(monkeypatch: pytest.Monkey
     assert (s.servicebus_topic, s.event_ttl_seconds) == ("contact-events", 864000)
     assert (s.feed_poll_delay_ms, s.max_items_per_invocation) == (1000, 100)
     assert s.cosmos_verify_tls is True
-    assert s.cloudevents_source == "/contacts"
+    assert s.cloudevents_source_base == ""
+    assert s.cloudevents_source("/contacts") == "/contacts"
     assert s.servicebus_connection is None and s.servicebus_namespace is None
 
 
@@ -60,25 +61,39 @@ def test_setting_names_are_the_documented_app_settings() -> None:
         "COSMOS_CONTAINER", "COSMOS_LEASE_CONTAINER", "COSMOS_VERIFY_TLS",
         "ServiceBusConnection", "ServiceBusConnection__fullyQualifiedNamespace",
         "SERVICEBUS_TOPIC", "EVENT_TTL_SECONDS", "FEED_POLL_DELAY_MS", "MAX_ITEMS_PER_INVOCATION",
-        "BACKLOG_ESTIMATE_SCHEDULE", "CLOUDEVENTS_SOURCE",
+        "BACKLOG_ESTIMATE_SCHEDULE", "CLOUDEVENTS_SOURCE_BASE", "CLOUDEVENTS_SOURCE",
     }
 
 
-@pytest.mark.parametrize("source", [
-    "https://contacts.example.com/api/contacts", "urn:example:contacts", "/contacts"])
-def test_the_cloudevents_source_takes_a_uri_reference(
-    monkeypatch: pytest.MonkeyPatch, source: str,
+@pytest.mark.parametrize(("base", "source"), [
+    ("https://crm.example.com", "https://crm.example.com/contacts"),
+    ("https://crm.example.com/", "https://crm.example.com/contacts"),
+    ("urn:example:crm", "urn:example:crm/contacts"), ("/api", "/api/contacts"),
+    ("", "/contacts")])
+def test_the_cloudevents_source_base_is_put_before_the_source_path(
+    monkeypatch: pytest.MonkeyPatch, base: str, source: str,
 ) -> None:
     monkeypatch.setenv("CosmosDBConnection", "AccountEndpoint=https://x:8081/;AccountKey=a2V5;")
-    monkeypatch.setenv("CLOUDEVENTS_SOURCE", source)
-    assert load_settings().cloudevents_source == source
+    monkeypatch.setenv("CLOUDEVENTS_SOURCE_BASE", base)
+    assert load_settings().cloudevents_source("/contacts") == source
 
 
-@pytest.mark.parametrize("source", ["contacts", "https://a b", "/x\ny", "http://[::1"])
-def test_a_cloudevents_source_that_is_not_a_uri_names_the_setting(
-    monkeypatch: pytest.MonkeyPatch, source: str,
+@pytest.mark.parametrize("base", ["contacts", "https://a b", "/x\ny", "http://[::1",
+                                  "https://x/?q=1", "https://x/#f"])
+def test_a_cloudevents_source_base_that_is_not_a_uri_names_the_setting(
+    monkeypatch: pytest.MonkeyPatch, base: str,
 ) -> None:
     monkeypatch.setenv("CosmosDBConnection", "AccountEndpoint=https://x:8081/;AccountKey=a2V5;")
-    monkeypatch.setenv("CLOUDEVENTS_SOURCE", source)
-    with pytest.raises(SettingsError, match="CLOUDEVENTS_SOURCE"):
+    monkeypatch.setenv("CLOUDEVENTS_SOURCE_BASE", base)
+    with pytest.raises(SettingsError, match="CLOUDEVENTS_SOURCE_BASE"):
+        load_settings()
+
+
+def test_the_replaced_cloudevents_source_setting_is_refused_with_what_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CosmosDBConnection", "AccountEndpoint=https://x:8081/;AccountKey=a2V5;")
+    monkeypatch.setenv("CLOUDEVENTS_SOURCE", "https://crm.example.com/contacts")
+    with pytest.raises(SettingsError, match=r"CLOUDEVENTS_SOURCE: .*replaced by "
+                                            r"CLOUDEVENTS_SOURCE_BASE"):
         load_settings()

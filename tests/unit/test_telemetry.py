@@ -15,9 +15,9 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from application import telemetry as names
-from application.relay import Relay
-from application.telemetry import RelayTelemetry
+from application.outbox import telemetry as names
+from application.outbox.relay import Relay
+from application.outbox.telemetry import RelayTelemetry
 from infra.cosmos.documents import read_feed
 from tests.fakes import FakePublisher, InMemoryQuarantine
 from tests.unit.test_relay import TRACE, history

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from entrypoints.problems import HttpProblemError, bad_request, field_errors
+from entrypoints.http.problems import HttpProblemError, bad_request, field_errors
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_DEPTH = 16

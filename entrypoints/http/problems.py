@@ -12,7 +12,6 @@ from typing import Any, ParamSpec
 import azure.functions as func
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from application.admin import PublishFailedError
 from application.errors import (
     AlreadyExistsError,
     InvalidContinuationError,
@@ -20,6 +19,7 @@ from application.errors import (
     PreconditionFailedError,
     TransientStoreError,
 )
+from application.outbox.operators import PublishFailedError
 from domain.errors import DomainError
 from infra.settings import SettingsError
 
@@ -109,7 +109,7 @@ def from_exception(exc: Exception) -> HttpProblemError:
             return exc
         case ValidationError():
             return HttpProblemError(400, "Bad Request", "the request is not valid",
-                               errors=field_errors(exc))
+                                    errors=field_errors(exc))
         case NotFoundError():
             return HttpProblemError(404, "Not Found", f"no such {exc.aggregate_type}")
         case PublishFailedError():
@@ -119,8 +119,9 @@ def from_exception(exc: Exception) -> HttpProblemError:
                                     "(what was sent already is dropped as a duplicate)",
                                     headers={"Retry-After": "5"})
         case PreconditionFailedError():
-            return HttpProblemError(412, "Precondition Failed",
-                               "the contact has changed; read it again and retry with its ETag")
+            return HttpProblemError(
+                412, "Precondition Failed",
+                f"the {exc.aggregate_type} has changed; read it again and retry with its ETag")
         case AlreadyExistsError():
             return HttpProblemError(409, "Conflict", "the resource already exists")
         case DomainError():

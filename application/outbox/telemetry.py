@@ -3,13 +3,12 @@ rules and the workbook share) and a small recording facade over `opentelemetry-a
 
 The app never configures an exporter. In Azure the Python worker does (host.json
 `telemetryMode: OpenTelemetry` + `PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY=true`); locally
-`emulators/otel.py` installs the SDK with file exporters; without either, the API is a no-op.
+the local Functions host installs the SDK with file exporters; without either, the API is a no-op.
 Names follow the OpenTelemetry messaging semantic conventions where one exists.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -18,8 +17,6 @@ from typing import Final
 
 from opentelemetry import metrics, trace
 from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
-
-logger = logging.getLogger("application.relay")
 
 INSTRUMENTATION_SCOPE: Final = "contacts_outbox"
 MESSAGING_SYSTEM: Final = "servicebus"

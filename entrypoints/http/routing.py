@@ -17,6 +17,8 @@ from typing import Any
 import azure.functions as func
 from azure.functions.decorators.function_app import Function
 
+from entrypoints.http.problems import HttpProblemError
+
 ALL_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"})
 
 
@@ -83,3 +85,16 @@ def allowed_methods(routes: Iterable[HttpRoute], path: str) -> frozenset[str]:
         if not route.catch_all and route.matches(path):
             allowed |= route.methods
     return allowed
+
+
+def fallback(req: func.HttpRequest, routes: Iterable[HttpRoute]) -> func.HttpResponse:
+    """Requests no function takes: 405 with `Allow` when the path exists, else 404."""
+    path = str(req.route_params.get("path") or "")
+    allowed = allowed_methods(routes, path)
+    if allowed:
+        raise HttpProblemError(
+            405, "Method Not Allowed",
+            f"{req.method.upper()} is not allowed here; allowed: {', '.join(sorted(allowed))}",
+            headers={"Allow": ", ".join(sorted(allowed))},
+        )
+    raise HttpProblemError(404, "Not Found", "no such route")

@@ -4,37 +4,16 @@ a growing backlog. A timer-triggered function runs `report_backlog`."""
 
 from __future__ import annotations
 
-import abc
 import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from application.telemetry import RelayTelemetry
+from application.outbox.ports import BacklogEstimator, LeaseBacklog
+from application.outbox.telemetry import RelayTelemetry
 
-logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class LeaseBacklog:
-    """One lease: the estimated number of changes after its checkpoint, and when the first of
-    them was written (epoch seconds; None when nothing is pending)."""
-
-    lease: str
-    pending: int
-    oldest_created_at: float | None
-    #: the instance holding the lease, and when it last wrote it (ISO 8601), when known
-    owner: str | None = None
-    checkpoint_at: str | None = None
-
-
-class BacklogEstimator(abc.ABC):
-    """Estimates the change-feed backlog of the relay's leases the way the Cosmos DB change feed
-    estimator does: from each lease's continuation, the position and creation time of the
-    first unprocessed change, and the latest position of the range. Reads no more than that."""
-
-    @abc.abstractmethod
-    def estimate(self) -> list[LeaseBacklog]: ...
+#: The log category operators filter on (kept across module moves).
+logger = logging.getLogger("application.backlog")
 
 
 @dataclass(frozen=True)
@@ -55,7 +34,7 @@ def report_backlog(
     older than half the event TTL, log an error every time (events expire unrelayed at TTL)."""
     now = clock()
     leases = estimator.estimate()
-    ages = [(b.lease, b.pending, _age(b, now)) for b in leases]
+    ages = [(b.lease, b.pending, age_seconds(b, now)) for b in leases]
     telemetry.backlog(ages)
     backlog = Backlog(leases, sum(b.pending for b in leases),
                       max((age or 0.0 for _, _, age in ages), default=0.0))
@@ -75,7 +54,8 @@ def report_backlog(
     return backlog
 
 
-def _age(backlog: LeaseBacklog, now: float) -> float | None:
+def age_seconds(backlog: LeaseBacklog, now: float) -> float | None:
+    """How old the first pending change of a lease is at `now` (None when nothing is pending)."""
     if backlog.oldest_created_at is None or backlog.pending == 0:
         return None
     return max(0.0, now - backlog.oldest_created_at)

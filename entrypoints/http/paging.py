@@ -84,3 +84,12 @@ class TokenCodec:
 def derive_key(secret: str, *, purpose: str = "contacts-api/continuation-token/v1") -> bytes:
     """A key for one purpose derived from a configured secret (never the secret itself)."""
     return hmac.new(secret.encode("utf-8"), purpose.encode("ascii"), hashlib.sha256).digest()
+
+
+def next_token(store_token: str | None, cursor: Cursor | None, tokens: TokenCodec) -> str | None:
+    """The API's token of the next page: the store's next token sealed in the API's own. A store
+    token that does not move (the same one back) ends the listing, so no token can loop."""
+    if store_token is None or (cursor is not None and store_token == cursor.store_token):
+        return None
+    number = (cursor.page if cursor else 0) + 1
+    return tokens.encode(Cursor(store_token=store_token, page=number))

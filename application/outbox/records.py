@@ -3,10 +3,11 @@ it becomes a broker message. The store's adapter parses its documents into these
 (`infra.cosmos.documents.read_feed`), so the relay never sees a storage key.
 
 The wire format: body = the event's data as stored (JSON), MessageId = event id, SessionId =
-aggregate id, Subject = action, application properties `<aggregateType>Id` (`contactId`),
-`version`, `action`, and `traceparent`/`Diagnostic-Id` when the event carries a trace context.
-The message also keeps the event's creation time and data schema (if any): the broker adapter
-adds them, with the other CloudEvents attributes, in the AMQP binding's binary content mode.
+aggregate id, Subject = action, application properties `aggregateType`, `<aggregateType>Id`
+(`contactId`), `version`, `action`, and `traceparent`/`Diagnostic-Id` when the event carries a
+trace context. The message also keeps the event's creation time, CloudEvents source path (per
+aggregate type, `/<collection>`) and data schema (if any): the broker adapter adds them, with the
+other CloudEvents attributes, in the AMQP binding's binary content mode.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from typing import Annotated, Any
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
 Identifier = Annotated[str, Field(min_length=1, max_length=128)]
+#: The CloudEvents source path of events stored before documents carried one: they were all
+#: contact events.
+LEGACY_SOURCE = "/contacts"
 
 
 class PoisonEventError(ValueError):
@@ -29,7 +33,8 @@ class PoisonEventError(ValueError):
 
 class OutboxRecord(BaseModel):
     """One stored event, typed. `body` is its data exactly as stored, serialised once;
-    `source` is the stored document, opaque here, kept only to be quarantined."""
+    `event_source` the CloudEvents source path of its aggregate type (`/contacts`);
+    `document` is the stored document, opaque here, kept only to be quarantined."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
@@ -40,23 +45,25 @@ class OutboxRecord(BaseModel):
     version: Annotated[StrictInt, Field(ge=1)]
     created_at: datetime | None = None
     traceparent: str | None = None
+    event_source: Annotated[str, Field(min_length=1)]
     dataschema: str | None = None
     body: bytes
-    source: Mapping[str, Any] = Field(default_factory=dict, repr=False, exclude=True)
+    document: Mapping[str, Any] = Field(default_factory=dict, repr=False, exclude=True)
 
 
 @dataclass(frozen=True)
 class Unreadable:
-    """A stored event that could not be parsed, and why; `source` kept for the quarantine.
+    """A stored event that could not be parsed, and why; `document` kept for the quarantine.
     What could still be read of it (its aggregate, action, version) is kept for the notice."""
 
     event_id: str
     reason: str
-    source: Mapping[str, Any] = field(repr=False)
+    document: Mapping[str, Any] = field(repr=False)
     aggregate_type: str | None = None
     aggregate_id: str | None = None
     action: str | None = None
     version: int | None = None
+    event_source: str = LEGACY_SOURCE
 
 
 @dataclass(frozen=True)
@@ -71,7 +78,8 @@ FeedItem = OutboxRecord | Unreadable | NotAnEvent
 
 @dataclass(frozen=True)
 class OutboxMessage:
-    """One event as a broker message: MessageId = event id, SessionId = aggregate id."""
+    """One event as a broker message: MessageId = event id, SessionId = aggregate id; `source`
+    is the CloudEvents source path of its aggregate type."""
 
     message_id: str
     session_id: str
@@ -79,6 +87,8 @@ class OutboxMessage:
     version: int
     body: bytes
     application_properties: dict[str, str | int]
+    aggregate_type: str
+    source: str
     content_type: str = "application/json"
     created_at: datetime | None = None
     dataschema: str | None = None
@@ -86,6 +96,7 @@ class OutboxMessage:
 
 def to_message(record: OutboxRecord) -> OutboxMessage:
     properties: dict[str, str | int] = {
+        "aggregateType": record.aggregate_type,
         f"{record.aggregate_type}Id": record.aggregate_id,
         "version": record.version,
         "action": record.action,
@@ -100,6 +111,8 @@ def to_message(record: OutboxRecord) -> OutboxMessage:
         version=record.version,
         body=record.body,
         application_properties=properties,
+        aggregate_type=record.aggregate_type,
+        source=record.event_source,
         created_at=record.created_at,
         dataschema=record.dataschema,
     )
@@ -127,14 +140,18 @@ def quarantine_notice(event: OutboxRecord | Unreadable, reason: str) -> OutboxMe
         aggregate_id: str | None = event.aggregate_id
         action: str | None = event.action
         version: int | None = event.version
+        source = event.event_source
     else:
         aggregate_type, aggregate_id = event.aggregate_type, event.aggregate_id
         action, version = event.action, event.version
+        source = event.event_source
     if not aggregate_id or not aggregate_type:
         return None
-    body = {"eventId": event.event_id, f"{aggregate_type}Id": aggregate_id, "action": action,
+    body = {"eventId": event.event_id, f"{aggregate_type}Id": aggregate_id,
+            "aggregateType": aggregate_type, "aggregateId": aggregate_id, "action": action,
             "version": version, "reason": reason}
     properties: dict[str, str | int] = {
+        "aggregateType": aggregate_type,
         f"{aggregate_type}Id": aggregate_id,
         "action": QUARANTINE_NOTICE_SUBJECT,
         "eventId": event.event_id,
@@ -148,4 +165,6 @@ def quarantine_notice(event: OutboxRecord | Unreadable, reason: str) -> OutboxMe
         version=version if version is not None else 0,
         body=json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode(),
         application_properties=properties,
+        aggregate_type=aggregate_type,
+        source=source,
     )

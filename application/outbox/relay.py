@@ -18,7 +18,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from application.outbox import (
+from application.outbox.ports import MessageBatch, MessagePublisher, Quarantine
+from application.outbox.records import (
     FeedItem,
     NotAnEvent,
     OutboxMessage,
@@ -27,10 +28,10 @@ from application.outbox import (
     quarantine_notice,
     to_message,
 )
-from application.ports import MessageBatch, MessagePublisher, Quarantine
-from application.telemetry import RelayTelemetry, SentEvent, error_type
+from application.outbox.telemetry import RelayTelemetry, SentEvent, error_type
 
-logger = logging.getLogger(__name__)
+#: The log category operators filter on (kept across module moves).
+logger = logging.getLogger("application.relay")
 
 
 @dataclass

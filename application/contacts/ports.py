@@ -1,0 +1,27 @@
+"""The one contact-specific port: the list of live contacts (a query the store answers from its
+index; every other read and write goes through the generic unit of work)."""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass
+
+from application.ports import Page
+
+
+@dataclass(frozen=True)
+class ContactSummary:
+    id: str
+    email: str
+    full_name: str
+    company_name: str
+
+
+class ContactList(abc.ABC):
+    """Live (not deleted) contacts, one page at a time."""
+
+    @abc.abstractmethod
+    def list_page(self, *, page_size: int,
+                  continuation: str | None) -> Page[ContactSummary]:
+        """One page of live contacts, and the store's token of the next page if any. Raises
+        InvalidContinuationError for a token the store does not accept."""

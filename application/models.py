@@ -1,0 +1,75 @@
+"""The bases of the API's request and response models, and the identifier rule of every id in a
+route or a body. Built from the domain's constrained types where there is one, so one set of
+limits validates both; the OpenAPI document is generated from these models."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic.alias_generators import to_camel
+
+#: An aggregate or event id in a route or a body (also the OpenAPI pattern).
+ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+ID_MAX_LENGTH = 128
+Identifier = Annotated[str, Field(pattern=ID_PATTERN, max_length=ID_MAX_LENGTH)]
+
+
+class Model(BaseModel):
+    model_config = ConfigDict(
+        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True,
+        json_schema_serialization_defaults_required=True,
+    )
+
+
+class View(Model):
+    """A read model derived from another model (`view_of`)."""
+
+    @classmethod
+    def of(cls, source: BaseModel) -> Self:
+        """This view of `source`: the fields of `source` that the view has, by name."""
+        return cls.model_validate(source.model_dump(include=set(cls.model_fields)))
+
+
+def view_of(model: type[BaseModel], *, name: str, hidden: set[str]) -> type[View]:
+    """A read model with every field of `model` except `hidden`, with their types and limits."""
+    unknown = hidden - set(model.model_fields)
+    if unknown:
+        raise ValueError(f"{model.__name__} has no fields {sorted(unknown)}")
+    fields: dict[str, Any] = {
+        field: (info.annotation, info)
+        for field, info in model.model_fields.items()
+        if field not in hidden
+    }
+    return create_model(name, __base__=View, __module__=model.__module__, **fields)
+
+
+def omit_null_defaults(extra: dict[str, Any]) -> Any:
+    """JSON-schema hook: optional fields are neither nullable nor `default: null` (null is not
+    accepted, see RequestModel), and the cross-field rules of the model are added as `extra`."""
+
+    def edit(schema: dict[str, Any]) -> None:
+        for name, prop in schema.get("properties", {}).items():
+            if "default" in prop and prop["default"] is None:
+                del prop["default"]
+            branches = prop.get("anyOf", [])
+            if {"type": "null"} in branches:
+                rest = [b for b in branches if b != {"type": "null"}]
+                prop.pop("anyOf")
+                schema["properties"][name] = {**rest[0], **prop} if len(rest) == 1 else {
+                    **prop, "anyOf": rest}
+        schema.update(extra)
+
+    return edit
+
+
+class RequestModel(Model):
+    """A request body. Optional fields are left out, never sent as null (the schema says so
+    too: their types have no null)."""
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_null(cls, value: Any) -> Any:
+        if value is None:
+            raise ValueError("must not be null; leave the field out instead")
+        return value

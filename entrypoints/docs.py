@@ -1,0 +1,87 @@
+"""The app's own pages as a Functions blueprint: `/health` (anonymous; pings the store),
+`/openapi.json` (anonymous; generated from the indexed functions' declarations) and the
+lowest-precedence catch-all that answers every request no function takes with a problem
+document (404, or 405 with `Allow` from the app's own routes), so Azure and the local host
+answer alike."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from functools import cache
+from typing import Any
+
+import azure.functions as func
+from azure.functions.decorators.function_app import Function
+
+from domain.aggregate import Aggregate
+from entrypoints.http.openapi import openapi_document
+from entrypoints.http.operations import HttpApi, HttpCall, Reply
+from entrypoints.http.problems import HttpProblemError
+from entrypoints.http.routing import fallback, http_routes
+
+#: /health answers within this many seconds whatever the store does.
+HEALTH_TIMEOUT_SECONDS = 4.0
+_HEALTHY = {"type": "object", "properties": {"status": {"const": "healthy"}},
+            "required": ["status"]}
+
+
+def probe_store(ping: Callable[[], None]) -> Reply:
+    """Ping the store in a thread of its own and answer within HEALTH_TIMEOUT_SECONDS: 200, or
+    503 with Retry-After when the store fails or does not answer in time."""
+    outcome: list[BaseException | None] = []
+
+    def probe() -> None:
+        try:
+            ping()
+            outcome.append(None)
+        except BaseException as exc:  # handed to the request thread
+            outcome.append(exc)
+
+    thread = threading.Thread(target=probe, name="health-probe", daemon=True)
+    thread.start()
+    thread.join(HEALTH_TIMEOUT_SECONDS)
+    if not outcome:
+        raise HttpProblemError(503, "Service Unavailable",
+                               f"the store did not answer within {HEALTH_TIMEOUT_SECONDS:g} s",
+                               headers={"Retry-After": "5"})
+    if outcome[0] is not None:
+        raise outcome[0]
+    return Reply({"status": "healthy"})
+
+
+def docs_blueprint(
+    functions: Callable[[], Sequence[Function]],
+    *,
+    ping: Callable[[], None],
+    title: str,
+    description: str,
+    aggregates: Iterable[type[Aggregate]] = (),
+) -> func.Blueprint:
+    """Health, the OpenAPI document and the fallback of an app whose indexed functions
+    `functions()` gives (`entrypoints.http.routing.FunctionApp.get_functions`); `ping` checks
+    the store; the document describes the events of `aggregates`."""
+    bp = func.Blueprint()  # type: ignore[no-untyped-call]  # untyped in azure-functions
+    api = HttpApi(bp, auth_level=func.AuthLevel.ANONYMOUS)
+    documented = tuple(aggregates)
+
+    @cache
+    def document() -> dict[str, Any]:
+        return openapi_document(functions(), title=title, description=description,
+                                aggregates=documented)
+
+    @api.operation(route="health", method="GET", status=200,
+                   summary=f"Health: checks the store (answers within "
+                           f"{HEALTH_TIMEOUT_SECONDS + 1:g} s)",
+                   response_schema=_HEALTHY, errors=(400, 500, 503))
+    def health(call: HttpCall[None]) -> Reply:
+        return probe_store(ping)
+
+    @api.operation(route="openapi.json", method="GET", status=200, summary="This document",
+                   response_schema={"type": "object"}, errors=(400,))
+    def openapi(call: HttpCall[None]) -> Reply:
+        return Reply(document())
+
+    routes = cache(lambda: http_routes(functions()))
+    api.fallback(lambda req: fallback(req, routes()))
+    return bp
