@@ -3,7 +3,10 @@ projection (contacts_projection). Bindings only; the work is in `contacts_projec
 
 One session = one contact: the host hands a contact's events over one at a time, in order.
 Success completes the message; an exception abandons it (redelivered, then dead-lettered after
-the subscription's MaxDeliveryCount).
+the subscription's MaxDeliveryCount). Only a message that is not an outbox event at all fails:
+an action this subscriber does not handle, or an event of another aggregate type (its
+subscription filters on `aggregateType`, so one arrives only if that filter is missing), is
+recorded and acknowledged, so a new event type never stalls a contact's session.
 """
 
 from __future__ import annotations
@@ -11,8 +14,11 @@ from __future__ import annotations
 import logging
 
 import azure.functions as func
+from contacts_projection import telemetry
 from contacts_projection.bootstrap import projector
-from contacts_projection.events import from_message
+from contacts_projection.events import CONTACT, from_message
+from contacts_projection.projection import IGNORED_ACTIONS
+from contacts_projection.store import Outcome
 
 app = func.FunctionApp()
 logger = logging.getLogger("subscriber")
@@ -32,7 +38,27 @@ def project_contact_events(msg: func.ServiceBusMessage) -> None:
         content_type=msg.content_type,
         application_properties=msg.application_properties,
     )
+    fields = {"eventId": event.event_id, "aggregateType": event.aggregate_type,
+              "aggregateId": event.contact_id, "action": event.type, "version": event.version,
+              "deliveryCount": msg.delivery_count}
+    if event.aggregate_type != CONTACT:
+        telemetry.ignored(event.type, "other aggregate type", event.aggregate_type)
+        logger.warning(
+            "event %s of %s %s ignored: this subscriber projects contacts (is the "
+            "subscription's aggregateType filter missing?)", event.event_id,
+            event.aggregate_type, event.contact_id,
+            extra={**fields, "outcome": "ignored", "reason": "other aggregate type"})
+        return
     result = projector().handle(event)
+    if result.outcome is Outcome.IGNORED:
+        reason = "ignored action" if event.type in IGNORED_ACTIONS else "unknown action"
+        telemetry.ignored(event.type, reason, event.aggregate_type)
+        logger.log(
+            logging.INFO if reason == "ignored action" else logging.WARNING,
+            "event %s (contact %s, version %d): action %s is not projected (%s); its version "
+            "is taken as applied", event.event_id, event.contact_id, event.version, event.type,
+            reason, extra={**fields, "outcome": result.outcome.value, "reason": reason})
+        return
     logger.info(
         "event %s (contact %s, version %d, delivery %s): %s",
         event.event_id, event.contact_id, event.version, msg.delivery_count,

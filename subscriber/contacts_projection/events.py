@@ -15,15 +15,20 @@ from cloudevents.core.formats.json import JSONFormat
 #: The type (Subject) of the notice the outbox publishes, in the contact's session, where an
 #: event it set aside (quarantined) would have been; `version` in its data is that event's.
 QUARANTINE_NOTICE = "OutboxEventQuarantined"
+#: The aggregate type this subscriber projects; messages name theirs in the `aggregateType`
+#: application property (those sent before it existed were all contact events).
+CONTACT = "contact"
 
 
 class UnreadableEventError(ValueError):
-    """A message that is not one of the contact events this subscriber understands."""
+    """A message that is not an outbox event at all (not a CloudEvent, no version, a subject
+    that is not its aggregate): it fails, and is dead-lettered after MaxDeliveryCount."""
 
 
 @dataclass(frozen=True)
 class IncomingEvent:
-    """What the projection needs of one event: id, contact, type (the action), version, data."""
+    """What the projection needs of one event: id, aggregate (`contact_id`: its id), type (the
+    action), version, data, and the aggregate type (a contact, unless the message says other)."""
 
     event_id: str
     contact_id: str
@@ -32,6 +37,7 @@ class IncomingEvent:
     data: Mapping[str, Any]
     time: datetime | None = None
     source: str = ""
+    aggregate_type: str = CONTACT
 
 
 def _text(value: Any) -> Any:
@@ -41,12 +47,15 @@ def _text(value: Any) -> Any:
 def from_message(
     body: bytes, *, content_type: str | None, application_properties: Mapping[Any, Any] | None
 ) -> IncomingEvent:
-    """Read one Service Bus message as a CloudEvent and check it is a contact event."""
+    """Read one Service Bus message as a CloudEvent and check it is an outbox event: a version,
+    and the subject is the id of its aggregate (`<aggregateType>Id` in its data)."""
+    properties = {_text(k): _text(v) for k, v in (application_properties or {}).items()}
+    aggregate_type = properties.get("aggregateType", CONTACT)
+    if not isinstance(aggregate_type, str) or not aggregate_type:
+        raise UnreadableEventError("the aggregateType property is not a name")
     amqp = AMQPMessage(
         properties={"content-type": content_type or "application/json"},
-        application_properties={
-            _text(k): _text(v) for k, v in (application_properties or {}).items()
-        },
+        application_properties=properties,
         application_data=body,
     )
     try:
@@ -69,8 +78,8 @@ def from_message(
         raise UnreadableEventError("event data has no integer version")
     if version == 0 and event.get_type() != QUARANTINE_NOTICE:
         raise UnreadableEventError("event data has no positive integer version")
-    if not subject or data.get("contactId") != subject:
-        raise UnreadableEventError("event subject is not the contact id of its data")
+    if not subject or data.get(f"{aggregate_type}Id") != subject:
+        raise UnreadableEventError(f"event subject is not the {aggregate_type} id of its data")
     return IncomingEvent(
         event_id=str(event.get_id()),
         contact_id=str(subject),
@@ -79,4 +88,5 @@ def from_message(
         data=data,
         time=event.get_time(),
         source=str(event.get_source()),
+        aggregate_type=aggregate_type,
     )

@@ -15,6 +15,8 @@ Documents, all partitioned by contact id (`/partitionKey`):
 
 An event whose inbox record exists is acknowledged without effect; so is one whose version is
 not above the projection's (which also covers a redelivery after its inbox record expired).
+An event whose action the projection does not handle is applied as a version step only (its
+inbox record says `ignored`): later versions are not held behind it.
 A conflict (another delivery of the same contact's events won the race: 409 on the inbox
 record, 412 on the projection's etag) fails the batch as a whole, nothing is written, and the
 error propagates: the host abandons the message and its redelivery finds the inbox record.
@@ -32,7 +34,7 @@ from azure.cosmos import ContainerProxy
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
 from contacts_projection.events import QUARANTINE_NOTICE, IncomingEvent
-from contacts_projection.projection import Decision, apply, decide, last_version
+from contacts_projection.projection import Decision, apply, decide, handles, last_version
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +48,8 @@ MAX_HELD_PER_BATCH = 50
 
 class Outcome(Enum):
     APPLIED = "applied"
+    #: applied as a version step only: the projection does not handle its action
+    IGNORED = "ignored"
     DUPLICATE = "duplicate"
     HELD = "held"
     GAP_RECORDED = "gap recorded"
@@ -98,8 +102,10 @@ class Projector:
             "partitionKey": event.contact_id,
             "type": INBOX_TYPE,
             "eventId": event.event_id,
+            "action": event.type,
             "version": event.version,
             "held": held,
+            "ignored": event.type != QUARANTINE_NOTICE and not handles(event.type),
             "processedAt": datetime.now(UTC).isoformat(),
             "ttl": self._inbox_ttl,
         }
@@ -132,13 +138,14 @@ class Projector:
             )
             return Result(Outcome.HELD, missing=missing)
         applied = self._apply(projection, event, first=True)
+        outcome = Outcome.APPLIED if handles(event.type) else Outcome.IGNORED
         # held events that follow on: applied in further batches until the next gap
         while True:
             projection = self._read(partition, partition)
             assert projection is not None
             nxt = self._read(held_id(int(projection["version"]) + 1), partition)
             if nxt is None:
-                return Result(Outcome.APPLIED, applied=applied)
+                return Result(outcome, applied=applied)
             applied += self._apply(projection, _held_event(nxt), first=False)
 
     def _write_with_inbox(self, event: IncomingEvent, record: dict[str, Any], *,

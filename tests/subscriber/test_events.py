@@ -49,3 +49,21 @@ def test_a_subject_that_is_not_the_contact_of_the_data_is_unreadable() -> None:
     props["cloudEvents_subject"] = "someone-else"
     with pytest.raises(UnreadableEventError, match="subject"):
         from_message(body, content_type=content_type, application_properties=props)
+
+
+def test_an_event_of_another_aggregate_type_reads_with_its_type() -> None:
+    from infra.cosmos.documents import event_documents
+    from tests.tickets import Ticket
+
+    [stored] = event_documents(Ticket.open("Printer on fire"), ttl_seconds=60)
+    body, content_type, props = sent(stored)
+    event = from_message(body, content_type=content_type, application_properties=props)
+    assert (event.aggregate_type, event.contact_id, event.source) == (
+        "ticket", stored["partitionKey"], "/tickets")
+
+
+def test_a_message_from_before_the_aggregate_type_property_reads_as_a_contact_event() -> None:
+    body, content_type, props = sent(CASES[0]["stored"])
+    del props["aggregateType"]
+    assert from_message(body, content_type=content_type,
+                        application_properties=props).aggregate_type == "contact"

@@ -172,3 +172,49 @@ def test_a_quarantine_notice_records_a_known_gap_that_the_replay_closes(
     # a notice that arrives after its event was applied changes nothing
     assert projector.handle(notice(contact, 2)).outcome is Outcome.DUPLICATE
     assert documents(container, contact, GAP_TYPE) == []
+
+
+def unknown(contact: str, version: int) -> IncomingEvent:
+    """An action the contacts app emits that this subscriber does not know (yet)."""
+    body = {"id": str(uuid.uuid4()), "contactId": contact, "version": version,
+            "action": "ContactNicknameChangedEvent", "nickname": "Ada"}
+    return IncomingEvent(event_id=body["id"], contact_id=contact,
+                         type="ContactNicknameChangedEvent", version=version, data=body)
+
+
+def test_an_action_it_does_not_handle_is_recorded_and_its_version_taken_as_applied(
+    container: ContainerProxy,
+) -> None:
+    projector = Projector(container, inbox_ttl_seconds=3600)
+    contact = str(uuid.uuid4())
+    one, two, *_ = events(contact)
+    projector.handle(one)
+    nickname = unknown(contact, 2)
+    assert projector.handle(nickname).outcome is Outcome.IGNORED
+    [record] = [r for r in documents(container, contact, INBOX_TYPE)
+                if r["eventId"] == nickname.event_id]
+    assert (record["ignored"], record["action"]) == (True, "ContactNicknameChangedEvent")
+    projection = container.read_item(contact, partition_key=contact)
+    assert projection["version"] == 2 and "nickname" not in projection["data"]
+    # the next version is applied, not held behind the unknown one
+    after = IncomingEvent(event_id="e3", contact_id=contact, type=two.type, version=3,
+                          data={**two.data, "version": 3})
+    assert projector.handle(after).outcome is Outcome.APPLIED
+    assert container.read_item(contact, partition_key=contact)["version"] == 3
+    assert projector.handle(nickname).outcome is Outcome.DUPLICATE
+
+
+def test_versions_held_behind_an_unknown_action_follow_it_when_it_arrives(
+    container: ContainerProxy,
+) -> None:
+    projector = Projector(container, inbox_ttl_seconds=3600)
+    contact = str(uuid.uuid4())
+    one, two, *_ = events(contact)
+    projector.handle(one)
+    after = IncomingEvent(event_id="e3", contact_id=contact, type=two.type, version=3,
+                          data={**two.data, "version": 3})
+    assert projector.handle(after).outcome is Outcome.HELD
+    result = projector.handle(unknown(contact, 2))
+    assert (result.outcome, result.applied) == (Outcome.IGNORED, [2, 3])
+    projection = container.read_item(contact, partition_key=contact)
+    assert projection["version"] == 3 and projection["data"]["email"] == "b@example.com"
