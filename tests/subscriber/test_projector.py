@@ -176,9 +176,10 @@ def test_a_quarantine_notice_records_a_known_gap_that_the_replay_closes(
 
 def unknown(contact: str, version: int) -> IncomingEvent:
     """An action the contacts app emits that this subscriber does not know (yet)."""
-    body = {"id": str(uuid.uuid4()), "contactId": contact, "version": version,
+    event_id = str(uuid.uuid4())
+    body = {"id": event_id, "contactId": contact, "version": version,
             "action": "ContactNicknameChangedEvent", "nickname": "Ada"}
-    return IncomingEvent(event_id=body["id"], contact_id=contact,
+    return IncomingEvent(event_id=event_id, contact_id=contact,
                          type="ContactNicknameChangedEvent", version=version, data=body)
 
 
