@@ -117,7 +117,6 @@ def token_secret(settings: Settings) -> str:
 
 _lock = threading.Lock()
 _current: Dependencies | None = None
-_outbox: OutboxDependencies | None = None
 
 
 def dependencies() -> Dependencies:
@@ -129,19 +128,10 @@ def dependencies() -> Dependencies:
 
 
 def outbox_dependencies() -> OutboxDependencies:
-    """The outbox's dependencies alone, for an app that registers only the outbox blueprint
-    (and this app's when they are built or overridden)."""
-    global _outbox
-    with _lock:
-        if _current is not None:
-            return _current.outbox
-        if _outbox is None:
-            from infra.cosmos.client import cosmos_client
-            from infra.settings import load_settings
-
-            settings = load_settings()
-            _outbox = production_outbox(settings, cosmos_client(settings))
-        return _outbox
+    """The outbox's dependencies (the default of `outbox_blueprint()`): those of the one
+    composition root, so an app's own routes (`dependencies().uow`) and the outbox share one
+    Cosmos client, and a test's `override` reaches both."""
+    return dependencies().outbox
 
 
 def override(deps: Dependencies | None) -> None:

@@ -1,6 +1,8 @@
 """A second aggregate, defined only in the tests, to prove the outbox core is generic: it runs
 through the same unit-of-work contract and relay tests as Contact, with no product code of its
-own (no repository, no document mapping, no relay change)."""
+own (no repository, no document mapping, no relay change), and, served by an app of its own
+(tests/e2e/ticket_app: the outbox blueprint beside one route), through the operators' API and
+the relay on the local stack."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import ConfigDict, StringConstraints
 
+from application.models import RequestModel, view_of
 from domain.aggregate import Aggregate, DomainEvent, event_aliases
 
 Title = Annotated[str, StringConstraints(strip_whitespace=True, min_length=1, max_length=80)]
@@ -46,3 +49,12 @@ class Ticket(Aggregate):
             return
         self.title = title
         self._change(TicketRetitled, title=self.title)
+
+
+class OpenTicket(RequestModel):
+    """Body of POST /tickets."""
+
+    title: Title
+
+
+TicketView = view_of(Ticket, name="TicketView", hidden=set())
