@@ -67,7 +67,7 @@ def test_a_ticket_and_its_event_are_written_and_relayed_under_its_own_type(
     api: Api, world: FakeWorld,
 ) -> None:
     tid = open_ticket(api)
-    [event] = [d for d in world.store.of_type(EVENT_TYPE)]
+    [event] = world.store.of_type(EVENT_TYPE)
     assert (event["aggregateType"], event["partitionKey"], event["source"]) == (
         "ticket", tid, "/tickets")
     assert event["data"]["ticketId"] == tid
