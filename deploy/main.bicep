@@ -72,9 +72,8 @@ param duplicateDetectionHistoryTimeWindow string = 'P1D'
 @minValue(3600)
 param eventTtlSeconds int = 864000
 
-@description('CloudEvents source of every relayed message (CLOUDEVENTS_SOURCE): a URI-reference naming this service, e.g. https://contacts.example.com/api/contacts.')
-@minLength(1)
-param cloudEventsSource string = '/contacts'
+@description('Put before each aggregate type\'s CloudEvents source path (CLOUDEVENTS_SOURCE_BASE): empty (the source is /contacts), or an absolute URI naming this service, e.g. https://crm.example.com (the source is then https://crm.example.com/contacts).')
+param cloudEventsSourceBase string = ''
 
 @description('Change feed poll delay in milliseconds (FEED_POLL_DELAY_MS).')
 @minValue(100)
@@ -357,7 +356,7 @@ module api 'modules/functionapp.bicep' = {
     cosmosLeaseContainer: cosmos.outputs.leaseContainerName
     serviceBusTopic: serviceBus.outputs.topicName
     eventTtlSeconds: eventTtlSeconds
-    cloudEventsSource: cloudEventsSource
+    cloudEventsSourceBase: cloudEventsSourceBase
     feedPollDelayMs: feedPollDelayMs
     maxItemsPerInvocation: maxItemsPerInvocation
     backlogEstimateSchedule: backlogEstimateSchedule
@@ -392,7 +391,7 @@ module relay 'modules/functionapp.bicep' = if (splitRelay) {
     cosmosLeaseContainer: cosmos.outputs.leaseContainerName
     serviceBusTopic: serviceBus.outputs.topicName
     eventTtlSeconds: eventTtlSeconds
-    cloudEventsSource: cloudEventsSource
+    cloudEventsSourceBase: cloudEventsSourceBase
     feedPollDelayMs: feedPollDelayMs
     maxItemsPerInvocation: maxItemsPerInvocation
     backlogEstimateSchedule: backlogEstimateSchedule

@@ -26,6 +26,10 @@ DEFAULT_MAX_ITEMS_PER_INVOCATION = 100
 DEFAULT_BACKLOG_ESTIMATE_SCHEDULE = "0 * * * * *"
 
 
+#: Settings that were replaced: read only to refuse them with a word on what replaced them.
+RETIRED_SETTINGS = frozenset({"CLOUDEVENTS_SOURCE"})
+
+
 class SettingsError(ValueError):
     """Settings are missing or invalid. The message names the settings, never their values."""
 

@@ -72,9 +72,8 @@ param serviceBusTopic string
 @minValue(3600)
 param eventTtlSeconds int = 864000
 
-@description('CloudEvents source attribute of every relayed message (a URI-reference).')
-@minLength(1)
-param cloudEventsSource string = '/contacts'
+@description('Put before each aggregate type\'s CloudEvents source path (CLOUDEVENTS_SOURCE_BASE); empty: the path alone.')
+param cloudEventsSourceBase string = ''
 
 @description('Change feed poll delay of the relay trigger, in milliseconds.')
 @minValue(100)
@@ -224,8 +223,8 @@ var appSettings = [
     value: string(eventTtlSeconds)
   }
   {
-    name: 'CLOUDEVENTS_SOURCE'
-    value: cloudEventsSource
+    name: 'CLOUDEVENTS_SOURCE_BASE'
+    value: cloudEventsSourceBase
   }
   {
     name: 'FEED_POLL_DELAY_MS'

@@ -109,6 +109,9 @@ param projectionSubscriptionName string = ''
 @description('Principals given Service Bus Data Receiver on the subscriber\'s subscription only.')
 param projectionReceiverPrincipals array = []
 
+@description('The aggregate type the subscriber projects: its subscription takes only messages whose aggregateType property names it (and messages sent before the property existed, which were all contact events), so another aggregate\'s events never reach it.')
+param projectionAggregateType string = 'contact'
+
 resource projectionSubscription 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2022-10-01-preview' = if (!empty(projectionSubscriptionName)) {
   parent: topic
   name: !empty(projectionSubscriptionName) ? projectionSubscriptionName : 'unused'
@@ -120,6 +123,20 @@ resource projectionSubscription 'Microsoft.ServiceBus/namespaces/topics/subscrip
     lockDuration: 'PT1M'
     defaultMessageTimeToLive: defaultMessageTimeToLive
     enableBatchedOperations: true
+  }
+}
+
+// The subscription's default rule (a TrueFilter when created) replaced by a filter on the
+// aggregate type: a message must match one rule, so another rule beside $Default would let
+// everything through.
+resource projectionFilter 'Microsoft.ServiceBus/namespaces/topics/subscriptions/rules@2022-10-01-preview' = if (!empty(projectionSubscriptionName)) {
+  parent: projectionSubscription
+  name: '$Default'
+  properties: {
+    filterType: 'SqlFilter'
+    sqlFilter: {
+      sqlExpression: 'aggregateType = \'${projectionAggregateType}\' OR NOT EXISTS(aggregateType)'
+    }
   }
 }
 

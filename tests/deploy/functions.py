@@ -1,62 +1,64 @@
-"""What function_app.py declares, read from its source (no import: the app is not started)."""
+"""What the contacts app declares, read from its indexed functions (importing function_app opens
+nothing: tests/unit/test_layering.py), and the app-setting names a source file binds with."""
 
 from __future__ import annotations
 
 import ast
+import json
 import re
 from pathlib import Path
+from typing import Any
 
 from tests.deploy.templates import ROOT
 
 FUNCTION_APP = ROOT / "function_app.py"
+_SETTING = re.compile(r"%([A-Za-z_][A-Za-z0-9_]*)%")
 
 
-def _decorator_names(node: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
-    names = []
-    for decorator in node.decorator_list:
-        target = decorator.func if isinstance(decorator, ast.Call) else decorator
-        if isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
-            names.append(f"{target.value.id}.{target.attr}")
-    return names
+def _indexed() -> dict[str, dict[str, Any]]:
+    """Function name -> its binding metadata, as the worker indexes the app."""
+    from tests.conftest import indexed_functions
+
+    return {name: json.loads(f.get_function_json())
+            for name, f in indexed_functions().items()}
 
 
-def functions(path: Path = FUNCTION_APP) -> dict[str, list[str]]:
-    """Function name -> its `app.*` decorators, for every top-level function bound by `app`."""
-    tree = ast.parse(path.read_text("utf-8"))
-    found = {}
-    for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            decorators = [d for d in _decorator_names(node) if d.startswith("app.")]
-            if decorators:
-                found[node.name] = decorators
-    return found
+def _trigger(metadata: dict[str, Any]) -> dict[str, Any]:
+    trigger: dict[str, Any] = metadata["bindings"][0]
+    return trigger
 
 
 def http_functions() -> set[str]:
-    return {name for name, decorators in functions().items() if "app.route" in decorators}
+    return {n for n, m in _indexed().items() if _trigger(m)["type"] == "httpTrigger"}
 
 
-def admin_functions(path: Path = FUNCTION_APP) -> set[str]:
-    """HTTP functions bound with `auth_level=func.AuthLevel.ADMIN` (the host's master key)."""
-    found = set()
-    for node in ast.parse(path.read_text("utf-8")).body:
-        if not isinstance(node, ast.FunctionDef):
-            continue
-        for decorator in node.decorator_list:
-            if isinstance(decorator, ast.Call) and any(
-                k.arg == "auth_level" and isinstance(k.value, ast.Attribute)
-                and k.value.attr == "ADMIN" for k in decorator.keywords
-            ):
-                found.add(node.name)
-    return found
+def admin_functions() -> set[str]:
+    """HTTP functions with auth level ADMIN (the host's master key)."""
+    return {n for n, m in _indexed().items()
+            if _trigger(m)["type"] == "httpTrigger" and _trigger(m)["authLevel"] == "ADMIN"}
 
 
 def trigger_functions() -> set[str]:
-    return {name for name, decorators in functions().items() if "app.route" not in decorators}
+    return set(_indexed()) - http_functions()
 
 
-def setting_expressions(path: Path = FUNCTION_APP) -> set[str]:
-    """Names used as %NAME% app-setting expressions and as binding connection names.
+def app_setting_expressions() -> set[str]:
+    """Names the contacts app binds with: %NAME% expressions and connection names."""
+    names = set()
+    for metadata in _indexed().values():
+        for binding in metadata["bindings"]:
+            for key, value in binding.items():
+                if not isinstance(value, str):
+                    continue
+                if key in {"connection", "connectionStringSetting"}:
+                    names.add(value)
+                names.update(_SETTING.findall(value))
+    return names
+
+
+def setting_expressions(path: Path) -> set[str]:
+    """Names used as %NAME% app-setting expressions and as binding connection names in a source
+    file whose functions are decorated directly (the subscriber app).
 
     Read from the keyword arguments of calls (the binding decorators), so a %NAME% in a
     docstring or comment does not count.
@@ -73,5 +75,5 @@ def setting_expressions(path: Path = FUNCTION_APP) -> set[str]:
             text = keyword.value.value
             if keyword.arg in {"connection", "connection_string_setting"}:
                 names.add(text)
-            names.update(re.findall(r"%([A-Za-z_][A-Za-z0-9_]*)%", text))
+            names.update(_SETTING.findall(text))
     return names

@@ -327,3 +327,18 @@ def test_checkov_is_pinned_exactly() -> None:
     assert re.search(r'CHECKOV_VERSION="\d+\.\d+\.\d+"', script)
     assert '"checkov==$CHECKOV_VERSION"' in script
     assert "--framework bicep" in script
+
+
+def test_the_subscribers_subscription_takes_only_its_aggregate_type() -> None:
+    """Its default rule is replaced (another rule beside $Default would let everything
+    through) by a filter on the messages' aggregateType property; messages from before the
+    property (all contact events) still match."""
+    from domain.contact import Contact
+
+    rule = t.one("Microsoft.ServiceBus/namespaces/topics/subscriptions/rules", "projectionFilter")
+    assert (rule.config["parent"], rule.config["name"]) == ("projectionSubscription", "$Default")
+    assert rule.properties["filterType"] == "SqlFilter"
+    expression = rule.properties["sqlFilter"]["sqlExpression"].replace("\\'", "'").replace(
+        "${projectionAggregateType}", t.default(SERVICEBUS, "projectionAggregateType"))
+    assert expression == (
+        f"aggregateType = '{Contact.aggregate_type}' OR NOT EXISTS(aggregateType)")

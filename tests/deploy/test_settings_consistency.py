@@ -53,11 +53,11 @@ def _alias_names(field: Any) -> Iterator[str]:
 
 def code_settings() -> list[set[str]]:
     """Each setting the code reads, as the set of names that provide it."""
-    from infra.settings import Settings
+    from infra.settings import RETIRED_SETTINGS, Settings
 
     groups = [set(_alias_names(field)) for field in Settings.model_fields.values()]
-    groups = [g for g in groups if g]
-    groups += [{name} for name in functions.setting_expressions()]
+    groups = [g for g in groups if g and not g <= RETIRED_SETTINGS]
+    groups += [{name} for name in functions.app_setting_expressions()]
     return groups
 
 
