@@ -1,7 +1,8 @@
 """Value objects of a contact, with the field limits of the reference sample.
 
 The constrained string types are the single source of the limits: the HTTP request models in
-`application.commands` are built from them, so API validation and domain validation cannot drift.
+`application.contacts.commands` are built from them, so API validation and domain validation
+cannot drift.
 """
 
 from __future__ import annotations

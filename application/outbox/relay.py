@@ -8,7 +8,7 @@ that cannot become a message is quarantined with its reason and skipped, and a n
 where the event would have been, so subscribers can tell "set aside" from "lost".
 
 Every invocation writes one structured log line (fields in `extra`), on failure too, and
-records its metrics and a PRODUCER span per batch through `application.telemetry`.
+records its metrics and a PRODUCER span per batch through `application.outbox.telemetry`.
 """
 
 from __future__ import annotations

@@ -59,7 +59,9 @@ class RedriveRequest(RequestModel):
 
     model_config = ConfigDict(json_schema_extra=omit_null_defaults({
         "dependentRequired": {"aggregateId": ["aggregateType"]},
-        "not": {"required": ["contactId", "aggregateId"]},
+        "dependentSchemas": {"contactId": {
+            "properties": {"aggregateType": {"const": CONTACT}},
+            "not": {"required": ["aggregateId"]}}},
     }))
 
     since: Instant

@@ -1,7 +1,7 @@
 // Outbox monitoring: alert rules and a workbook on the OpenTelemetry metrics the app emits
 // (customMetrics in Application Insights). The metric names are loaded from
 // metric-names.json, which tests/deploy/test_monitoring.py holds equal to
-// application/telemetry.py (the one source of truth).
+// application/outbox/telemetry.py (the one source of truth).
 
 @description('Region of the alert rules and the workbook.')
 param location string

@@ -5,9 +5,8 @@ from __future__ import annotations
 import json
 import logging
 import math
-from collections.abc import Callable, Sequence
-from functools import wraps
-from typing import Any, ParamSpec
+from collections.abc import Sequence
+from typing import Any
 
 import azure.functions as func
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -143,24 +142,6 @@ def from_exception(exc: Exception) -> HttpProblemError:
                                headers={"Retry-After": "30"})
     logger.error("unhandled error", exc_info=exc)
     return HttpProblemError(500, "Internal Server Error", "an unexpected error occurred")
-
-
-P = ParamSpec("P")
-
-
-def problem_boundary[**P](
-    handler: Callable[P, func.HttpResponse],
-) -> Callable[P, func.HttpResponse]:
-    """Every error leaves as a problem response; no stack trace reaches a client."""
-
-    @wraps(handler)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> func.HttpResponse:
-        try:
-            return handler(*args, **kwargs)
-        except Exception as exc:  # the boundary: translate everything
-            return from_exception(exc).response()
-
-    return wrapper
 
 
 def json_response(body: Any, *, status: int = 200, headers: dict[str, str] | None = None

@@ -119,9 +119,9 @@ def test_quarantine_notice_replay_after_the_limit_is_raised_and_discard(
                                (5, "ContactDescriptionUpdatedEvent")]
         assert sessions[b] == [(1, "ContactCreatedEvent"), (2, QUARANTINE_NOTICE_SUBJECT)]
         notice = next(r for r in received if r.message_id == notice_id(a_ids[1]))
-        assert notice.body == {"eventId": a_ids[1], "contactId": a,
-                               "action": "ContactDescriptionUpdatedEvent", "version": 2,
-                               "reason": notice.body["reason"]}
+        assert notice.body == {"eventId": a_ids[1], "contactId": a, "aggregateType": "contact",
+                               "aggregateId": a, "action": "ContactDescriptionUpdatedEvent",
+                               "version": 2, "reason": notice.body["reason"]}
         assert "larger than" in notice.body["reason"]
         assert a_ids[1] not in {r.message_id for r in received}
 

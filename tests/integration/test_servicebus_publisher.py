@@ -110,7 +110,7 @@ def test_a_received_message_reads_through_the_cloudevents_sdk_as_the_same_event(
     settings = Settings.model_validate({
         "CosmosDBConnection": "AccountEndpoint=https://unused/;AccountKey=a2V5;",
         "ServiceBusConnection": endpoint.connection_string,
-        "CLOUDEVENTS_SOURCE": "https://contacts.example.com/api/contacts",
+        "CLOUDEVENTS_SOURCE_BASE": "https://contacts.example.com/api",
     })
     publisher = ServiceBusPublisher(settings)
     [doc] = events(contacts=1, changes=0)

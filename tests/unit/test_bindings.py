@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-# The HTTP API of DESIGN.md §4, spelled out: (method, route) -> (function, auth level).
+# The HTTP API of the README, spelled out: (method, route) -> (function, auth level).
 API = {
     ("POST", "contacts"): ("create_contact", "FUNCTION"),
     ("GET", "contacts"): ("list_contacts", "FUNCTION"),
