@@ -15,16 +15,17 @@ from emulators.servicebus.broker import Broker
 from emulators.servicebus.config import (
     DEFAULT_CONFIG,
     MAX_MESSAGE_SIZE,
+    NamespaceConfig,
     connection_string,
     load_config,
 )
 from emulators.servicebus.control import serve_control
+from emulators.servicebus.filters import RuleError
 from emulators.servicebus.server import Server
 from emulators.servicebus.state import load, save
 
 
-async def _serve(args: argparse.Namespace) -> None:
-    config = load_config(Path(args.config), duplicate_window_seconds=args.duplicate_window_seconds)
+async def _serve(args: argparse.Namespace, config: NamespaceConfig) -> None:
     broker = Broker(config)
     state_file = Path(args.state_file) if args.state_file else None
     if state_file is not None:
@@ -116,7 +117,12 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
-    asyncio.run(_serve(args))
+    try:
+        config = load_config(Path(args.config),
+                             duplicate_window_seconds=args.duplicate_window_seconds)
+    except RuleError as error:
+        parser.exit(2, f"{error}\n")
+    asyncio.run(_serve(args, config))
     return 0
 
 
