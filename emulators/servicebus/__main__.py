@@ -13,7 +13,6 @@ from pathlib import Path
 
 from emulators.servicebus.broker import Broker
 from emulators.servicebus.config import (
-    DEFAULT_CONFIG,
     MAX_MESSAGE_SIZE,
     NamespaceConfig,
     connection_string,
@@ -80,7 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m emulators.servicebus")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5672)
-    parser.add_argument("--config", default=str(DEFAULT_CONFIG))
+    parser.add_argument(
+        "--config", default=None,
+        help="entities (and subscription rules) in the official emulator's Config.json shape; "
+        "without it the namespace starts empty",
+    )
     parser.add_argument(
         "--duplicate-window-seconds",
         type=float,
@@ -118,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
     try:
-        config = load_config(Path(args.config),
+        config = load_config(Path(args.config) if args.config else None,
                              duplicate_window_seconds=args.duplicate_window_seconds)
     except RuleError as error:
         parser.exit(2, f"{error}\n")

@@ -1,4 +1,6 @@
-"""Entities from a JSON file in the shape of the official Service Bus emulator's Config.json."""
+"""Entities from a JSON file in the shape of the official Service Bus emulator's Config.json
+(given by the caller: the endpoint names no entity of its own; without a file the namespace is
+empty and entities come from the control channel)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,6 @@ from typing import Any
 
 from emulators.servicebus.filters import Rule, RuleError, parse_rules
 
-DEFAULT_CONFIG = Path(__file__).with_name("config.json")
 NAMESPACE = "sbemulatorns"  # the official emulator's one namespace
 MAX_MESSAGE_SIZE = 256 * 1024
 SAS_KEY_VALUE = "SAS_KEY_VALUE"  # the emulator's well-known placeholder key; not checked
@@ -118,12 +119,15 @@ def subscription_config(name: str, props: dict[str, Any],
     return _receiver(name, props, parse_rules(rules, f"subscription {name!r}"))
 
 
-def load_config(path: Path, *, duplicate_window_seconds: float | None = None) -> NamespaceConfig:
-    """Read the emulator-format config. A rule the endpoint cannot evaluate is refused here,
-    naming the file, subscription and rule (``RuleError``).
+def load_config(path: Path | None, *,
+                duplicate_window_seconds: float | None = None) -> NamespaceConfig:
+    """Read the emulator-format config (None: an empty namespace). A rule the endpoint cannot
+    evaluate is refused here, naming the file, subscription and rule (``RuleError``).
 
     ``duplicate_window_seconds`` overrides the duplicate detection window of every entity.
     """
+    if path is None:
+        return NamespaceConfig(name=NAMESPACE, entities=[])
     raw = json.loads(path.read_text(encoding="utf-8"))
     namespaces = raw["UserConfig"]["Namespaces"]
     if not namespaces:

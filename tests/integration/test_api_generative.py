@@ -31,9 +31,9 @@ from schemathesis.checks import CheckFunction
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
 import function_app
-from emulators.stack import Stack
 from entrypoints.openapi import openapi_document
-from tests.httpclient import Client
+from tools.httpclient import Client
+from tools.stack import Stack
 
 pytestmark = pytest.mark.integration
 

@@ -15,9 +15,9 @@ from application.backlog import report_backlog
 from application.commands import CreateContact
 from application.service import ContactService
 from application.telemetry import RelayTelemetry
-from emulators.stack import Ports, Stack
 from infra.cosmos.estimator import CosmosBacklogEstimator, latest_lsn
 from infra.cosmos.unit_of_work import CosmosUnitOfWork
+from tools.stack import Ports, Stack
 
 pytestmark = pytest.mark.integration
 

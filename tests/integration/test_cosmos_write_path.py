@@ -13,8 +13,6 @@ import pytest
 from azure.cosmos import ContainerProxy, CosmosClient
 
 from application.errors import StoreUnavailableError
-from emulators.provision import create_contacts_container
-from emulators.stack import Stack
 from infra.cosmos.documents import EVENT_TYPE
 from infra.cosmos.unit_of_work import CosmosUnitOfWork
 from tests.contract.unit_of_work_contract import (
@@ -22,7 +20,9 @@ from tests.contract.unit_of_work_contract import (
     UnitOfWorkContract,
     new_contact,
 )
-from tests.httpclient import Client
+from tools.httpclient import Client
+from tools.provision import create_contacts_container
+from tools.stack import Stack
 
 pytestmark = pytest.mark.integration
 

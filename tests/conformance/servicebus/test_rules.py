@@ -183,3 +183,7 @@ def test_the_endpoint_refuses_such_a_config_in_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.strip().count("\n") == 0 and "LIKE" in done.stderr, done.stderr
+
+
+def test_without_a_config_the_namespace_is_empty() -> None:
+    assert load_config(None).entities == []

@@ -1,12 +1,12 @@
-"""``python -m emulators.admin``: the operators' commands, through the admin HTTP API of a
+"""``python -m tools.admin``: the operators' commands, through the admin HTTP API of a
 running app (``make run``: http://127.0.0.1:7071/api; ``--api`` for another, ``--key`` or
 OUTBOX_ADMIN_KEY for the host's master key in Azure).
 
-    python -m emulators.admin status
-    python -m emulators.admin quarantine list [--page-size N]
-    python -m emulators.admin quarantine replay <eventId>
-    python -m emulators.admin quarantine discard <eventId> --reason "why"
-    python -m emulators.admin redrive --since 2026-11-22T08:00:00Z [--contact-id <id>]
+    python -m tools.admin status
+    python -m tools.admin quarantine list [--page-size N]
+    python -m tools.admin quarantine replay <eventId>
+    python -m tools.admin quarantine discard <eventId> --reason "why"
+    python -m tools.admin redrive --since 2026-11-22T08:00:00Z [--contact-id <id>]
 
 Prints the API's JSON answer; a problem document goes to stderr with exit status 1.
 """
@@ -65,7 +65,7 @@ def _quarantine_list(api: Api, page_size: int) -> tuple[int, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m emulators.admin",
+    parser = argparse.ArgumentParser(prog="python -m tools.admin",
                                      description="Operate the outbox through its admin API.")
     parser.add_argument("--api", default=os.environ.get("OUTBOX_API", DEFAULT_API))
     parser.add_argument("--key", default=os.environ.get("OUTBOX_ADMIN_KEY"),
