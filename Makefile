@@ -12,7 +12,7 @@ help:
 	@echo "make test   lint + every test tier (unit, contract, conformance, integration, e2e, deploy)"
 	@echo "make unit   unit + contract tests only (fast, no servers)"
 	@echo "make bench  benchmarks (figures, not assertions)"
-	@echo "make tail   print events as the all-events subscription receives them"
+	@echo "make tail   print events as they reach the topic (its own tail subscription)"
 	@echo "make status one-screen outbox summary (backlog, lag, sent, failures) from .stack/otel"
 	@echo "make reset  forget the local stack's kept state (Cosmos documents and leases, Service Bus messages, Azurite, telemetry)"
 	@echo "make conformance  the Azure SDKs' own test files (installed versions) against the stack"
@@ -42,7 +42,7 @@ $(NODE_STAMP): emulators/package.json emulators/package-lock.json
 setup: $(PY_STAMP) $(RPC_STAMP) $(NODE_STAMP)
 
 run: setup
-	$(PY) -m emulators
+	$(PY) -m tools
 
 lint: $(PY_STAMP)
 	$(VENV)/bin/ruff check .
@@ -68,15 +68,15 @@ bench: setup
 	$(PY) -m bench
 
 tail: setup
-	$(PY) -m emulators.servicebus.tail
+	$(PY) -m tools.tail
 
 status: $(PY_STAMP)
-	@$(PY) -m emulators.status
+	@$(PY) -m tools.status
 
 # Forget the local stack's state (.stack/state: Cosmos, Service Bus; Azurite data; telemetry).
 # Refused while a stack runs from this checkout.
 reset:
-	@if [ -s .stack/pids.json ] && $(PY) -c 'import sys; from pathlib import Path; from emulators.stack import running_stack; sys.exit(0 if running_stack(Path(".stack/pids.json")) else 1)'; then \
+	@if [ -s .stack/pids.json ] && $(PY) -c 'import sys; from pathlib import Path; from tools.stack import running_stack; sys.exit(0 if running_stack(Path(".stack/pids.json")) else 1)'; then \
 	  echo "a local stack is running from this checkout: stop it (Ctrl-C) before make reset"; exit 1; fi
 	rm -rf .stack/state .stack/azurite .stack/otel
 	@echo "local stack state removed"

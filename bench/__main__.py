@@ -13,7 +13,7 @@ from typing import Any
 
 from bench import api, cosmos_sdk, relay_cpu, relay_flow
 from bench.stats import table
-from emulators.stack import ROOT, Ports, Stack
+from tools.stack import ROOT, Ports, Stack
 
 
 def main() -> None:

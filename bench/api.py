@@ -15,10 +15,10 @@ from azure.cosmos import CosmosClient
 from bench.stats import timed
 from domain.contact import Contact
 from domain.values import Company, Name
-from emulators.stack import Stack
+from emulators.functions_host.testing import InvocationContext
 from infra.cosmos.documents import aggregate_document, event_documents
-from tests.fakes import FakeContext
-from tests.httpclient import Client
+from tools.httpclient import Client
+from tools.stack import Stack
 
 BODY = {"firstName": "Ada", "lastName": "Lovelace", "email": "ada@example.com",
         "companyName": "Engines"}
@@ -80,12 +80,13 @@ def run(stack: Stack, n: int = 500) -> dict[str, Any]:
     def direct_post() -> None:
         req = func.HttpRequest("POST", "http://localhost/api/contacts",
                                headers={"content-type": "application/json"}, body=body)
-        assert functions["create_contact"](req, FakeContext("create_contact")).status_code == 201
+        context = InvocationContext("create_contact")
+        assert functions["create_contact"](req, context).status_code == 201
 
     def direct_get() -> None:
         req = func.HttpRequest("GET", f"http://localhost/api/contacts/{created}", body=b"",
                                route_params={"id": created})
-        assert functions["get_contact"](req, FakeContext("get_contact")).status_code == 200
+        assert functions["get_contact"](req, InvocationContext("get_contact")).status_code == 200
 
     rows = {
         "SDK execute_item_batch (contact + event)": timed(sdk_batch, n),

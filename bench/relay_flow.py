@@ -16,11 +16,10 @@ from azure.servicebus import ServiceBusClient
 from bench.stats import percentile
 from domain.contact import Contact
 from domain.values import Company, Name
-from emulators.stack import Ports, Stack
 from infra.cosmos.unit_of_work import CosmosUnitOfWork
-from tests.e2e.subscriber import count_at_least, drain
-from tests.e2e.test_outbox_guarantees import contacts_container
-from tests.httpclient import Client
+from tools.httpclient import Client
+from tools.receive import count_at_least, drain
+from tools.stack import Ports, Stack
 
 _LINE = re.compile(r"^(\S+ \S+) INFO application\.relay relay invocation ok: received=(\d+) "
                    r"sent=(\d+) batches=(\d+)")
@@ -40,7 +39,7 @@ def throughput(workdir: Path, *, contacts: int = 200, changes: int = 9) -> dict[
     """Events written while no relay runs, then one runner drains the backlog."""
     with Stack(workdir=workdir, ports=Ports.free(), with_runner=False,
                settings_overrides={"FEED_POLL_DELAY_MS": "100"}) as stack:
-        container = contacts_container(stack)
+        container = stack.contacts_container()
         for i in range(contacts):
             contact = Contact.create(name=Name(first_name=f"T{i}", last_name="Put"),
                                      email=f"t{i}@example.com", company=Company(company_name="C"))

@@ -2,10 +2,13 @@
 
 CONTRACT WITH THE LOCAL FUNCTIONS HOST (emulators/functions_host/):
 
-* Env var ``OUTBOX_OTEL_DIR``: when it is set (``make run`` sets ``.stack/otel``), the host
-  calls ``configure_file_exporters(Path(os.environ["OUTBOX_OTEL_DIR"]))`` once in the **worker
-  process** (where function_app.py runs), before the first invocation; ideally before the app
-  is indexed, though instruments created earlier through the API's proxies are bound too.
+* Env var ``FUNCTIONS_HOST_OTEL_DIR`` (an app setting of the **local host only**; Azure has
+  no such setting): when it is set, the host calls
+  ``configure_file_exporters(Path(os.environ["FUNCTIONS_HOST_OTEL_DIR"]))`` once in the
+  **worker process** (where the app runs), before the first invocation; ideally before the
+  app is indexed, though instruments created earlier through the API's proxies are bound too.
+* The service name is OpenTelemetry's own setting, ``OTEL_SERVICE_NAME`` (read by the SDK's
+  ``Resource``; in Azure the exporter reads it too): set it per app.
 * On shutdown the worker calls the returned ``shutdown()`` so the last spans and metric points
   are written (a killed worker loses at most one export interval).
 * This is the local stand-in for what the Python worker does in Azure with
@@ -15,9 +18,10 @@ CONTRACT WITH THE LOCAL FUNCTIONS HOST (emulators/functions_host/):
   temporality, every ``interval_s``) and ``<dir>/traces.jsonl`` (one
   ``ExportTraceServiceRequest`` per batch of spans), in the OTLP/JSON encoding (lowerCamelCase
   fields, hex trace and span ids, enums as integers) that the OpenTelemetry Collector's file
-  exporter and ``otlpjsonfile`` receiver use. ``python -m emulators.status`` summarises them.
+  exporter and ``otlpjsonfile`` receiver use. Several apps may share one directory (lines are
+  appended whole; each request names its service in its resource).
 * The host passes ``context.trace_context`` from the request's ``traceparent`` header (a new
-  one without it), as the Functions host does, so the events of a request share its trace.
+  one without it), as the Functions host does, so the work of a request shares its trace.
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
-ENV_VAR = "OUTBOX_OTEL_DIR"
+ENV_VAR = "FUNCTIONS_HOST_OTEL_DIR"
 METRICS_FILE = "metrics.jsonl"
 TRACES_FILE = "traces.jsonl"
 _HEX_ID_FIELDS = {"traceId", "spanId", "parentSpanId"}
@@ -109,11 +113,12 @@ class JsonLinesSpanExporter(SpanExporter):
 
 
 def configure_file_exporters(
-    directory: Path, *, interval_s: float = 5.0, service_name: str = "contacts-outbox"
+    directory: Path, *, interval_s: float = 5.0, service_name: str | None = None
 ) -> Callable[[], None]:
     """Install the SDK as the global meter and tracer providers, exporting to `directory`.
+    The service name is `service_name`, else OTEL_SERVICE_NAME (the SDK's resource detection).
     Returns `shutdown()` (flushes). Call once per process."""
-    resource = Resource.create({"service.name": service_name})
+    resource = Resource.create({"service.name": service_name} if service_name else {})
     reader = PeriodicExportingMetricReader(
         JsonLinesMetricExporter(directory / METRICS_FILE),
         export_interval_millis=interval_s * 1000,

@@ -10,9 +10,6 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, cast
 
-import azure.functions as func
-from azure.functions._abc import RetryContext, TraceContext
-
 from application.contacts.ports import ContactList, ContactSummary
 from application.errors import (
     AlreadyExistsError,
@@ -320,51 +317,3 @@ class FixedBacklog(BacklogEstimator):
     def estimate(self) -> list[LeaseBacklog]:
         return list(self.leases)
 
-
-class FakeTraceContext(TraceContext):
-    def __init__(self, trace_parent: str = "", trace_state: str = "") -> None:
-        self._parent, self._state = trace_parent, trace_state
-
-    @property
-    def trace_parent(self) -> str:
-        return self._parent
-
-    @property
-    def trace_state(self) -> str:
-        return self._state
-
-    @property
-    def attributes(self) -> dict[str, str]:
-        return {}
-
-
-class FakeContext(func.Context):
-    """The invocation context the host passes to a parameter named `context`."""
-
-    def __init__(self, function_name: str = "", *, trace_parent: str = "") -> None:
-        self._name = function_name
-        self._trace = FakeTraceContext(trace_parent)
-
-    @property
-    def invocation_id(self) -> str:
-        return "00000000-0000-0000-0000-000000000000"
-
-    @property
-    def thread_local_storage(self) -> Any:
-        return threading.local()
-
-    @property
-    def function_name(self) -> str:
-        return self._name
-
-    @property
-    def function_directory(self) -> str:
-        return ""
-
-    @property
-    def trace_context(self) -> TraceContext:
-        return self._trace
-
-    @property
-    def retry_context(self) -> RetryContext:
-        raise NotImplementedError

@@ -8,15 +8,15 @@ from typing import Any
 
 import azure.functions as func
 
+from emulators.functions_host.testing import InvocationContext
 from tests.conftest import indexed_functions
-from tests.fakes import FakeContext
 
 
 def openapi_document() -> dict[str, Any]:
     req = func.HttpRequest("GET", "http://localhost/api/openapi.json", headers={}, params={},
                            body=b"")
     function = indexed_functions()["openapi"].get_user_function()
-    response = function(req, FakeContext("openapi"))
+    response = function(req, InvocationContext("openapi"))
     assert response.status_code == 200, response.get_body()
     document: dict[str, Any] = json.loads(response.get_body())
     return document

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 "use strict";
 /*
- * Local Cosmos DB endpoint for the contacts outbox stack.
+ * Local Cosmos DB endpoint: a stand-in for an Azure Cosmos DB account, for any app.
  *
  * Built at start-up on top of the unmodified npm package @vercel/cosmosdb-server 1.0.1:
  * its in-memory account model (databases, containers, documents, partition key ranges),

@@ -21,7 +21,8 @@ from emulators.functions_host.runner import Runner
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m emulators.functions_host", description=__doc__)
     parser.add_argument("--app-dir", default=".")
-    parser.add_argument("--script", default="function_app.py")
+    parser.add_argument("--script", default="function_app.py",
+                        help="the app's script; default: the Python v2 model's file name")
     parser.add_argument("--settings", default=None, help="local.settings.json (Values)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=7071, help="0 = a free port")

@@ -56,6 +56,8 @@ logger = logging.getLogger("emulators.functions_host.cosmos")
 
 DEFAULT_FEED_POLL_DELAY_MS = 5000
 DEFAULT_MAX_ITEMS = 100
+#: Local-only app setting: "false" accepts a local endpoint's self-signed certificate.
+VERIFY_TLS_SETTING = "FUNCTIONS_HOST_COSMOS_VERIFY_TLS"
 _STARTUP_RETRY_SECONDS = 2.0
 _STARTUP_TIMEOUT_SECONDS = 30.0
 
@@ -100,6 +102,7 @@ class CosmosTriggerOptions:
             container_name=str(opt("containerName") or opt("collectionName")),
             lease_connection=str(opt("leaseConnection") or connection),
             lease_database_name=str(opt("leaseDatabaseName") or database),
+            # "leases" is the extension's documented default (leaseContainerName unset)
             lease_container_name=str(
                 opt("leaseContainerName") or opt("leaseCollectionName") or "leases"
             ),
@@ -123,9 +126,10 @@ def _as_bool(value: Any) -> bool:
 
 def cosmos_client_for(setting: str) -> CosmosClient:
     """A client for the app setting ``setting``: a connection string, or
-    ``<setting>__accountEndpoint`` with DefaultAzureCredential.
-    ``COSMOS_VERIFY_TLS=false`` turns TLS verification off."""
-    verify = os.environ.get("COSMOS_VERIFY_TLS", "true").strip().lower() not in {"false", "0", "no"}
+    ``<setting>__accountEndpoint`` with DefaultAzureCredential. The local-only setting
+    ``FUNCTIONS_HOST_COSMOS_VERIFY_TLS=false`` turns TLS verification off (for a local endpoint
+    with a self-signed certificate; the host in Azure always verifies)."""
+    verify = os.environ.get(VERIFY_TLS_SETTING, "true").strip().lower() not in {"false", "0", "no"}
     value = os.environ.get(setting)
     if value:
         parts = parse_connection_string(value)

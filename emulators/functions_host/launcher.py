@@ -62,7 +62,7 @@ def start_runner(
     app_dir: str | Path,
     settings_file: str | Path | None = None,
     settings: Mapping[str, str] | None = None,
-    script: str = "function_app.py",
+    script: str = "function_app.py",  # the Python v2 programming model's default file name
     host: str = "127.0.0.1",
     port: int = 0,
     log_path: str | Path | None = None,

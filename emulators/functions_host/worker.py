@@ -137,8 +137,8 @@ def main(argv: list[str] | None = None) -> None:
 def _local_telemetry() -> Callable[[], None]:
     """What the Azure worker does with PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY (configure
     the exporters in the worker, before the app is indexed), done locally with file exporters
-    when OUTBOX_OTEL_DIR is set (emulators/otel.py). Without it the app's opentelemetry-api
-    calls stay no-ops."""
+    when FUNCTIONS_HOST_OTEL_DIR is set (emulators/otel.py; the service name from
+    OTEL_SERVICE_NAME). Without it the app's opentelemetry-api calls stay no-ops."""
     directory = os.environ.get(OTEL_ENV_VAR)
     if not directory:
         return lambda: None

@@ -13,18 +13,18 @@ from pathlib import Path
 
 from emulators.servicebus.broker import Broker
 from emulators.servicebus.config import (
-    DEFAULT_CONFIG,
     MAX_MESSAGE_SIZE,
+    NamespaceConfig,
     connection_string,
     load_config,
 )
 from emulators.servicebus.control import serve_control
+from emulators.servicebus.filters import RuleError
 from emulators.servicebus.server import Server
 from emulators.servicebus.state import load, save
 
 
-async def _serve(args: argparse.Namespace) -> None:
-    config = load_config(Path(args.config), duplicate_window_seconds=args.duplicate_window_seconds)
+async def _serve(args: argparse.Namespace, config: NamespaceConfig) -> None:
     broker = Broker(config)
     state_file = Path(args.state_file) if args.state_file else None
     if state_file is not None:
@@ -79,7 +79,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m emulators.servicebus")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5672)
-    parser.add_argument("--config", default=str(DEFAULT_CONFIG))
+    parser.add_argument(
+        "--config", default=None,
+        help="entities (and subscription rules) in the official emulator's Config.json shape; "
+        "without it the namespace starts empty",
+    )
     parser.add_argument(
         "--duplicate-window-seconds",
         type=float,
@@ -116,7 +120,12 @@ def main(argv: list[str] | None = None) -> int:
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
-    asyncio.run(_serve(args))
+    try:
+        config = load_config(Path(args.config) if args.config else None,
+                             duplicate_window_seconds=args.duplicate_window_seconds)
+    except RuleError as error:
+        parser.exit(2, f"{error}\n")
+    asyncio.run(_serve(args, config))
     return 0
 
 

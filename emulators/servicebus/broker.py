@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from emulators.servicebus.config import NamespaceConfig, ReceiverEntityConfig, SenderEntityConfig
+from emulators.servicebus.filters import Facts, accepts
 
 logger = logging.getLogger(__name__)
 
@@ -333,7 +334,13 @@ class SenderEntity:
         return copy.seq
 
     def fan_out(self, m: StoredMessage) -> None:
+        """A copy to each subscription whose rules take it (any rule matches, or it has none)."""
+        facts: Facts | None = None
         for target in self.targets:
+            if target.config.rules:
+                facts = facts or Facts.of(m.properties_raw, m.app_properties)
+                if not accepts(target.config.rules, facts):
+                    continue
             target.enqueue(m.copy_for(target.next_seq()))
 
     def cancel(self, seq: int) -> bool:

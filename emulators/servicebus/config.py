@@ -1,4 +1,6 @@
-"""Entities from a JSON file in the shape of the official Service Bus emulator's Config.json."""
+"""Entities from a JSON file in the shape of the official Service Bus emulator's Config.json
+(given by the caller: the endpoint names no entity of its own; without a file the namespace is
+empty and entities come from the control channel)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-DEFAULT_CONFIG = Path(__file__).with_name("config.json")
+from emulators.servicebus.filters import Rule, RuleError, parse_rules
+
+NAMESPACE = "sbemulatorns"  # the official emulator's one namespace
 MAX_MESSAGE_SIZE = 256 * 1024
 SAS_KEY_VALUE = "SAS_KEY_VALUE"  # the emulator's well-known placeholder key; not checked
 
@@ -47,6 +51,8 @@ class ReceiverEntityConfig:
     #: DefaultMessageTimeToLive in seconds (a message's own time to live can only shorten it)
     default_ttl: float | None = None
     dead_lettering_on_expiration: bool = False
+    #: A subscription's rules: it receives a message when any matches (none: every message).
+    rules: list[Rule] = field(default_factory=list)
 
 
 @dataclass
@@ -66,7 +72,8 @@ class NamespaceConfig:
     entities: list[SenderEntityConfig]
 
 
-def _receiver(name: str, props: dict[str, Any]) -> ReceiverEntityConfig:
+def _receiver(name: str, props: dict[str, Any], rules: list[Rule] | None = None
+              ) -> ReceiverEntityConfig:
     return ReceiverEntityConfig(
         name=name,
         requires_session=bool(props.get("RequiresSession", False)),
@@ -77,6 +84,7 @@ def _receiver(name: str, props: dict[str, Any]) -> ReceiverEntityConfig:
             if props.get("DefaultMessageTimeToLive") else None
         ),
         dead_lettering_on_expiration=bool(props.get("DeadLetteringOnMessageExpiration", False)),
+        rules=rules or [],
     )
 
 
@@ -106,15 +114,20 @@ def topic_config(
     return entity
 
 
-def subscription_config(name: str, props: dict[str, Any]) -> ReceiverEntityConfig:
-    return _receiver(name, props)
+def subscription_config(name: str, props: dict[str, Any],
+                        rules: list[dict[str, Any]] | None = None) -> ReceiverEntityConfig:
+    return _receiver(name, props, parse_rules(rules, f"subscription {name!r}"))
 
 
-def load_config(path: Path, *, duplicate_window_seconds: float | None = None) -> NamespaceConfig:
-    """Read the emulator-format config.
+def load_config(path: Path | None, *,
+                duplicate_window_seconds: float | None = None) -> NamespaceConfig:
+    """Read the emulator-format config (None: an empty namespace). A rule the endpoint cannot
+    evaluate is refused here, naming the file, subscription and rule (``RuleError``).
 
     ``duplicate_window_seconds`` overrides the duplicate detection window of every entity.
     """
+    if path is None:
+        return NamespaceConfig(name=NAMESPACE, entities=[])
     raw = json.loads(path.read_text(encoding="utf-8"))
     namespaces = raw["UserConfig"]["Namespaces"]
     if not namespaces:
@@ -125,12 +138,16 @@ def load_config(path: Path, *, duplicate_window_seconds: float | None = None) ->
         entities.append(queue_config(queue["Name"], queue.get("Properties", {}) or {}))
     for topic in ns.get("Topics", []) or []:
         entity = _sender(topic["Name"], topic.get("Properties", {}) or {})
-        entity.subscriptions = [
-            _receiver(sub["Name"], sub.get("Properties", {}) or {})
-            for sub in topic.get("Subscriptions", []) or []
-        ]
+        try:
+            entity.subscriptions = [
+                subscription_config(sub["Name"], sub.get("Properties", {}) or {},
+                                    sub.get("Rules"))
+                for sub in topic.get("Subscriptions", []) or []
+            ]
+        except RuleError as error:
+            raise RuleError(f"{path}: topic {topic['Name']!r}, {error}") from None
         entities.append(entity)
     if duplicate_window_seconds is not None:
         for entity in entities:
             entity.duplicate_window = duplicate_window_seconds
-    return NamespaceConfig(name=str(ns.get("Name", "sbemulatorns")), entities=entities)
+    return NamespaceConfig(name=str(ns.get("Name", NAMESPACE)), entities=entities)

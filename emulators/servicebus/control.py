@@ -6,11 +6,13 @@ instead: one JSON request per line over TCP, one JSON reply per line::
 
     {"op": "create-queue", "name": "q1", "properties": {"RequiresSession": true}}
     {"op": "create-topic", "name": "t1", "properties": {...}}
-    {"op": "create-subscription", "topic": "t1", "name": "s1", "properties": {...}}
+    {"op": "create-subscription", "topic": "t1", "name": "s1", "properties": {...},
+     "rules": [...]}
     {"op": "delete", "name": "q1"}
     -> {"ok": true} | {"ok": false, "error": "..."}
 
-Properties use the keys of the emulator's Config.json (LockDuration, MaxDeliveryCount, ...).
+Properties and rules use the keys of the emulator's Config.json (LockDuration,
+MaxDeliveryCount, ...; ``Rules`` as in emulators/servicebus/filters.py).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 from emulators.servicebus.broker import Broker
 from emulators.servicebus.config import queue_config, subscription_config, topic_config
+from emulators.servicebus.filters import RuleError
 
 logger = logging.getLogger(__name__)
 
@@ -39,7 +42,10 @@ def apply(broker: Broker, request: dict[str, Any]) -> dict[str, Any]:
         broker.add_entity(topic_config(name, props))
     elif op == "create-subscription":
         try:
-            broker.add_subscription(str(request.get("topic", "")), subscription_config(name, props))
+            sub = subscription_config(name, props, request.get("rules"))
+            broker.add_subscription(str(request.get("topic", "")), sub)
+        except RuleError as error:
+            return {"ok": False, "error": str(error)}
         except KeyError:
             return {"ok": False, "error": f"topic {request.get('topic')!r} not found"}
     elif op == "delete":

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-from emulators.servicebus.config import DEFAULT_CONFIG, connection_string
+from emulators.servicebus.config import connection_string
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,7 +53,7 @@ def start_servicebus(
     *,
     host: str = "127.0.0.1",
     port: int = 0,
-    config: Path = DEFAULT_CONFIG,
+    config: Path | None = None,
     log_path: Path | None = None,
     timeout: float = 20.0,
     duplicate_window_seconds: float | None = None,
@@ -66,7 +66,9 @@ def start_servicebus(
 ) -> ServiceBusEndpoint:
     """Run ``python -m emulators.servicebus`` and wait for its ready line.
 
-    Pass the ``port`` of a stopped endpoint to start a new one on the same port.
+    Entities come from ``config`` (the official emulator's Config.json shape); without one the
+    namespace starts empty (entities can be created with ``control=True``). Pass the ``port``
+    of a stopped endpoint to start a new one on the same port.
     """
     cmd = [
         sys.executable,
@@ -76,11 +78,11 @@ def start_servicebus(
         host,
         "--port",
         str(port),
-        "--config",
-        str(config),
         "--log-level",
         log_level,
     ]
+    if config is not None:
+        cmd += ["--config", str(config)]
     if duplicate_window_seconds is not None:
         cmd += ["--duplicate-window-seconds", str(duplicate_window_seconds)]
     if settle_delay_ms:

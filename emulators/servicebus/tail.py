@@ -1,21 +1,17 @@
-"""``python -m emulators.servicebus.tail``: print every event arriving on a subscription.
+"""``python -m emulators.servicebus.tail --connection-string CS --topic T --subscription S``:
+print every message arriving on a subscription, one line each.
 
-Reads the ``tail`` subscription of the topic: its own copy of every event (local config
-only), not sessionful, received and deleted, so it never takes a message from another
-consumer of ``all-events`` and sees events of all contacts as they arrive (each contact's in
-order: the topic keeps send order). Ctrl-C stops it at once. The connection string comes
-from ``--connection-string``, else env ``ServiceBusConnection``, else ``Values`` of
-``local.settings.json`` in the current directory.
+Received and deleted, so give it a subscription of its own (not sessionful): it then takes no
+message from another consumer of the topic and sees every message as it arrives (in send
+order). Ctrl-C stops it at once. It survives the endpoint restarting (it reconnects).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
-from pathlib import Path
 from typing import Any, TextIO
 
 from azure.servicebus import (
@@ -24,19 +20,6 @@ from azure.servicebus import (
     ServiceBusReceiveMode,
 )
 from azure.servicebus.exceptions import ServiceBusError
-
-SETTING = "ServiceBusConnection"
-
-
-def default_connection_string(settings_file: Path = Path("local.settings.json")) -> str | None:
-    value = os.environ.get(SETTING)
-    if value:
-        return value
-    if settings_file.is_file():
-        values = json.loads(settings_file.read_text(encoding="utf-8")).get("Values", {})
-        found = values.get(SETTING)
-        return str(found) if found else None
-    return None
 
 
 def _plain(value: Any) -> Any:
@@ -60,7 +43,7 @@ def tail(
     connection_string: str,
     *,
     topic: str,
-    subscription: str = "tail",
+    subscription: str,
     wait_seconds: float = 1.0,
     out: TextIO = sys.stdout,
     max_messages: int | None = None,
@@ -88,17 +71,12 @@ def tail(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m emulators.servicebus.tail")
-    parser.add_argument("--connection-string", default=None)
-    parser.add_argument("--topic", default=os.environ.get("SERVICEBUS_TOPIC", "contact-events"))
-    parser.add_argument("--subscription", default="tail")
+    parser.add_argument("--connection-string", required=True)
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--subscription", required=True)
     args = parser.parse_args(argv)
-    connection_string = args.connection_string or default_connection_string()
-    if not connection_string:
-        parser.error(
-            f"no --connection-string, no {SETTING} in the environment or local.settings.json"
-        )
     try:
-        tail(connection_string, topic=args.topic, subscription=args.subscription)
+        tail(args.connection_string, topic=args.topic, subscription=args.subscription)
     except KeyboardInterrupt:
         return 0
     return 0

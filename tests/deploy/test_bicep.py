@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from emulators.provision import INDEXING_POLICY_FILE, indexing_policy
 from infra.cosmos.contacts import LIST_CONTACTS_QUERY
 from tests.deploy import templates as t
 from tests.deploy.templates import DEPLOY, FUNCTION_APP_MODULE, MAIN, ROOT
+from tools.provision import INDEXING_POLICY_FILE, indexing_policy
 
 COSMOS = DEPLOY / "modules" / "cosmos.bicep"
 SERVICEBUS = DEPLOY / "modules" / "servicebus.bicep"
@@ -148,7 +148,7 @@ def test_app_identity_may_send_to_the_topic() -> None:
 
 
 def test_azure_entity_names_match_the_local_service_bus_config() -> None:
-    config = t.json_file(ROOT / "emulators" / "servicebus" / "config.json")
+    config = t.json_file(ROOT / "tools" / "servicebus-config.json")
     topics = {
         topic["Name"]: topic for ns in config["UserConfig"]["Namespaces"] for topic in ns["Topics"]
     }

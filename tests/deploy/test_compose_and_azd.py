@@ -8,7 +8,7 @@ import yaml
 
 from tests.deploy.templates import DEPLOY, ROOT
 
-SERVICEBUS_CONFIG = "./emulators/servicebus/config.json"
+SERVICEBUS_CONFIG = "./tools/servicebus-config.json"
 
 
 def compose() -> dict[str, Any]:

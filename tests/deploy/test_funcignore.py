@@ -33,6 +33,7 @@ REQUIRED_PACKAGES = ["domain", "infra"]
 FORBIDDEN_PREFIXES = [
     "tests/",
     "emulators/",
+    "tools/",
     "node_modules/",
     "deploy/",
     "bench/",

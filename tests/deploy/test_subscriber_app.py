@@ -81,7 +81,7 @@ def test_its_subscription_requires_sessions_and_exists_locally() -> None:
         "Microsoft.ServiceBus/namespaces/topics/subscriptions", "projectionSubscription")
     assert subscription.properties["requiresSession"] is True
     assert subscription.properties["deadLetteringOnMessageExpiration"] is True
-    config = t.json_file(ROOT / "emulators" / "servicebus" / "config.json")
+    config = t.json_file(ROOT / "tools" / "servicebus-config.json")
     [topic] = [x for ns in config["UserConfig"]["Namespaces"] for x in ns["Topics"]
                if x["Name"] == t.default(MAIN, "serviceBusTopicName")]
     local = {s["Name"]: s for s in topic["Subscriptions"]}

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from emulators.stack import Ports, Stack
+from tools.stack import Ports, Stack
 
 
 @pytest.fixture

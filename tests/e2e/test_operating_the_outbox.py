@@ -22,16 +22,11 @@ from azure.cosmos import ContainerProxy
 from application.outbox.records import QUARANTINE_NOTICE_SUBJECT, notice_id
 from domain.contact import Contact
 from domain.values import Company, Name
-from emulators.stack import Ports, Stack
 from infra.cosmos.documents import commit_operations
-from tests.e2e.subscriber import Received, count_at_least, drain
-from tests.e2e.test_outbox_guarantees import (
-    contacts_container,
-    record,
-    stored_events,
-    write_history,
-)
-from tests.httpclient import Client
+from tests.e2e.test_outbox_guarantees import record, stored_events, write_history
+from tools.httpclient import Client
+from tools.receive import Received, count_at_least, drain
+from tools.stack import Ports, Stack
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,7 +57,7 @@ def plant_history(container: ContainerProxy, first: str, changes: int,
 
 def cli(stack: Stack, *args: str, ok: bool = True) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [sys.executable, "-m", "emulators.admin", "--api", stack.api_url, *args],
+        [sys.executable, "-m", "tools.admin", "--api", stack.api_url, *args],
         capture_output=True, text=True, timeout=60, cwd=ROOT, check=False)
     assert (done.returncode == 0) == ok, done.stderr
     return done
@@ -89,7 +84,7 @@ def test_quarantine_notice_replay_after_the_limit_is_raised_and_discard(
 ) -> None:
     stack = fresh_stack
     assert stack.servicebus is not None
-    container = contacts_container(stack)
+    container = stack.contacts_container()
     started = time.monotonic()
     # The relay off while the histories are written: the status shows them pending.
     stack.stop_runner()

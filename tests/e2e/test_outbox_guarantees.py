@@ -7,36 +7,24 @@ import json
 import random
 import threading
 import time
-import warnings
 from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
-from azure.cosmos import ContainerProxy, CosmosClient
 
 from application.outbox.records import QUARANTINE_NOTICE_SUBJECT, notice_id
 from domain.contact import Contact
-from emulators.stack import Ports, Stack
-from tests.e2e.subscriber import Received, count_at_least, drain
-from tests.httpclient import Client
+from tools.httpclient import Client
+from tools.receive import Received, count_at_least, drain
+from tools.stack import Ports, Stack
 
 pytestmark = pytest.mark.e2e
 REPORT = Path(__file__).resolve().parents[2] / ".stack" / "e2e-report.json"
 
 
-def contacts_container(stack: Stack) -> ContainerProxy:
-    assert stack.cosmos is not None
-    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-    values = stack.settings()
-    client = CosmosClient.from_connection_string(stack.cosmos.connection_string,
-                                                 connection_verify=stack.cosmos.verify_tls)
-    return client.get_database_client(values["COSMOS_DATABASE"]).get_container_client(
-        values["COSMOS_CONTAINER"])
-
-
 def stored_events(stack: Stack) -> list[dict[str, Any]]:
-    return list(contacts_container(stack).query_items(
+    return list(stack.contacts_container().query_items(
         "SELECT * FROM c WHERE c.type = 'domainEvent'", enable_cross_partition_query=True))
 
 
@@ -142,7 +130,7 @@ def write_large_history(stack: Stack) -> int:
     from domain.values import Company, Name
     from infra.cosmos.unit_of_work import CosmosUnitOfWork
 
-    container = contacts_container(stack)
+    container = stack.contacts_container()
     total = 0
     for i in range(60):
         contact = Contact.create(name=Name(first_name=f"K{i}", last_name="Kill"),
@@ -225,7 +213,7 @@ def test_a_poison_event_is_quarantined_and_does_not_block_later_events(
     fresh_stack: Stack,
 ) -> None:
     assert fresh_stack.servicebus is not None
-    container = contacts_container(fresh_stack)
+    container = fresh_stack.contacts_container()
     client = Client(fresh_stack.api_url)
     try:
         [cid] = write_history(client, contacts=1, updates=0, tag="poison")

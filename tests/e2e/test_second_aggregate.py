@@ -15,9 +15,9 @@ from azure.cosmos import CosmosClient
 
 from application.outbox.records import QUARANTINE_NOTICE_SUBJECT, notice_id
 from emulators.functions_host.launcher import RunningRunner, start_runner
-from emulators.stack import Ports, Stack
-from tests.e2e.subscriber import count_at_least, drain
-from tests.httpclient import Client
+from tools.httpclient import Client
+from tools.receive import count_at_least, drain
+from tools.stack import Ports, Stack
 
 pytestmark = pytest.mark.e2e
 TICKET_APP = Path(__file__).resolve().parent / "ticket_app"

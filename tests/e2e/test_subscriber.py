@@ -22,10 +22,10 @@ from azure.servicebus import ServiceBusClient
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
 from application.outbox.records import OutboxRecord, to_message
-from emulators.stack import Ports, Stack
 from infra.cosmos.documents import read_feed
 from infra.servicebus.publisher import to_servicebus_message
-from tests.httpclient import Client
+from tools.httpclient import Client
+from tools.stack import Ports, Stack
 
 from contacts_projection.events import from_message  # isort: skip
 from contacts_projection.store import INBOX_TYPE, Outcome, Projector  # isort: skip

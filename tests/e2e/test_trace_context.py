@@ -11,10 +11,10 @@ import pytest
 from application.outbox import telemetry as names
 from emulators.otel import ENV_VAR as OTEL_ENV_VAR
 from emulators.otel import METRICS_FILE, TRACES_FILE
-from emulators.stack import Ports, Stack
-from emulators.status import summarise
-from tests.e2e.subscriber import Received, count_at_least, drain
-from tests.httpclient import Client
+from tools.httpclient import Client
+from tools.receive import Received, count_at_least, drain
+from tools.stack import SERVICE_NAMES, Ports, Stack
+from tools.status import summarise
 
 pytestmark = pytest.mark.e2e
 
@@ -45,7 +45,7 @@ def test_a_posts_message_carries_the_trace_id_of_that_request(fresh_stack: Stack
 
 
 def test_the_local_worker_exports_the_relays_telemetry_to_files(tmp_path: Path) -> None:
-    """`make run`'s telemetry path: OUTBOX_OTEL_DIR makes the worker process install the
+    """`make run`'s telemetry path: FUNCTIONS_HOST_OTEL_DIR makes the worker process install the
     file exporters (emulators/otel.py), so the relay's metrics and its PRODUCER span, linked
     to the request's trace, reach `.stack/otel` and `make status` can read them."""
     otel_dir = tmp_path / "otel"
@@ -57,10 +57,12 @@ def test_the_local_worker_exports_the_relays_telemetry_to_files(tmp_path: Path) 
     summary = summarise((otel_dir / METRICS_FILE).read_text("utf-8").splitlines())
     assert summary.sums[names.SENT_MESSAGES] >= 1
     assert summary.lag.count >= 1
-    spans = [span
-             for line in (otel_dir / TRACES_FILE).read_text("utf-8").splitlines()
-             for rs in json.loads(line)["resourceSpans"]
-             for ss in rs["scopeSpans"] for span in ss["spans"]]
+    resources = [rs for line in (otel_dir / TRACES_FILE).read_text("utf-8").splitlines()
+                 for rs in json.loads(line)["resourceSpans"]]
+    spans = [span for rs in resources for ss in rs["scopeSpans"] for span in ss["spans"]]
+    # The service name is OpenTelemetry's OTEL_SERVICE_NAME, set per app by the stack.
+    assert {a["value"]["stringValue"] for rs in resources for a in rs["resource"]["attributes"]
+            if a["key"] == "service.name"} == {SERVICE_NAMES["runner"]}
     producers = [s for s in spans if s.get("kind") == 4]  # SPAN_KIND_PRODUCER
     assert producers
     assert any(link["traceId"] == TRACE_ID for s in producers for link in s.get("links", []))

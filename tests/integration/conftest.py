@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from emulators.stack import Ports, Stack
-from tests.httpclient import Client
+from tools.httpclient import Client
+from tools.stack import Ports, Stack
 
 
 @pytest.fixture(scope="session")

@@ -30,9 +30,9 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import CheckFunction
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
-from emulators.stack import Stack
-from tests.httpclient import Client
 from tests.openapi import openapi_document
+from tools.httpclient import Client
+from tools.stack import Stack
 
 pytestmark = pytest.mark.integration
 

@@ -15,11 +15,11 @@ from pydantic import SecretStr
 from application.errors import StoreUnavailableError
 from domain.contact import Contact
 from domain.values import Company, Name
-from emulators.stack import Stack
 from infra.cosmos.client import client_options, contacts_container, cosmos_client
 from infra.cosmos.unit_of_work import CosmosUnitOfWork
 from infra.settings import Settings
-from tests.httpclient import Client
+from tools.httpclient import Client
+from tools.stack import Stack
 
 pytestmark = pytest.mark.integration
 

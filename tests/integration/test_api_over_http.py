@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tests.httpclient import Client, Reply
+from tools.httpclient import Client, Reply
 
 pytestmark = pytest.mark.integration
 

@@ -15,10 +15,10 @@ from application.contacts.commands import CreateContact
 from application.contacts.service import ContactService
 from application.outbox.backlog import report_backlog
 from application.outbox.telemetry import RelayTelemetry
-from emulators.stack import Ports, Stack
 from infra.cosmos.contacts import CosmosContactList
 from infra.cosmos.estimator import CosmosBacklogEstimator, latest_lsn
 from infra.cosmos.unit_of_work import CosmosUnitOfWork
+from tools.stack import Ports, Stack
 
 pytestmark = pytest.mark.integration
 

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from emulators.stack import Stack
-from tests.httpclient import Client
+from tools.httpclient import Client
+from tools.stack import Stack
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,6 @@ from azure.cosmos import ContainerProxy, CosmosClient
 from application.contacts.ports import ContactList
 from application.errors import StoreUnavailableError
 from domain.contact import Contact
-from emulators.provision import create_contacts_container
-from emulators.stack import Stack
 from infra.cosmos.contacts import CosmosContactList
 from infra.cosmos.documents import EVENT_TYPE
 from infra.cosmos.unit_of_work import CosmosUnitOfWork
@@ -25,7 +23,9 @@ from tests.contract.unit_of_work_contract import (
     UnitOfWorkContract,
     new_contact,
 )
-from tests.httpclient import Client
+from tools.httpclient import Client
+from tools.provision import create_contacts_container
+from tools.stack import Stack
 
 pytestmark = pytest.mark.integration
 

@@ -21,15 +21,16 @@ from emulators.servicebus.launcher import ServiceBusEndpoint, start_servicebus
 from infra.cosmos.documents import event_documents, read_feed
 from infra.servicebus.publisher import ServiceBusPublisher
 from infra.settings import Settings
-from tests.e2e.subscriber import count_at_least, drain
 from tests.fakes import InMemoryQuarantine
+from tools.receive import count_at_least, drain
+from tools.stack import SERVICEBUS_CONFIG
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
 def endpoint(tmp_path: Path) -> Iterator[ServiceBusEndpoint]:
-    sb = start_servicebus(log_path=tmp_path / "sb.log")
+    sb = start_servicebus(config=SERVICEBUS_CONFIG, log_path=tmp_path / "sb.log")
     try:
         yield sb
     finally:
@@ -85,7 +86,7 @@ def test_an_event_over_the_message_size_limit_is_quarantined_by_the_sdk_check(
 
 
 def test_after_the_broker_restarts_the_next_attempt_uses_a_fresh_link(tmp_path: Path) -> None:
-    sb = start_servicebus(log_path=tmp_path / "sb.log")
+    sb = start_servicebus(config=SERVICEBUS_CONFIG, log_path=tmp_path / "sb.log")
     publisher = publisher_for(sb)
     relay = Relay(publisher, InMemoryQuarantine())
     try:
@@ -94,7 +95,7 @@ def test_after_the_broker_restarts_the_next_attempt_uses_a_fresh_link(tmp_path: 
         sb.stop()
         with pytest.raises(Exception):  # noqa: B017 - whatever the SDK raises, it must raise
             relay.relay(read_feed(events(contacts=1, changes=0)))
-        sb = start_servicebus(port=port, log_path=tmp_path / "sb2.log")
+        sb = start_servicebus(port=port, config=SERVICEBUS_CONFIG, log_path=tmp_path / "sb2.log")
         later = events(contacts=2, changes=1)
         assert relay.relay(read_feed(later)).sent == 4
         received = drain(sb.connection_string, until=count_at_least(4), timeout=30)

@@ -14,7 +14,7 @@ from azure.cosmos.exceptions import CosmosBatchOperationError
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
 from emulators.cosmos.launcher import start_cosmos
-from emulators.provision import create_projection_container
+from tools.provision import create_projection_container
 
 from contacts_projection.events import QUARANTINE_NOTICE, IncomingEvent  # isort: skip
 from contacts_projection.store import (  # isort: skip

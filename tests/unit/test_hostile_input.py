@@ -16,12 +16,13 @@ from hypothesis import strategies as st
 from application.contacts.commands import CreateContact, PatchContact
 from application.contacts.ports import ContactList, ContactSummary
 from application.ports import Page
+from emulators.functions_host.testing import InvocationContext
 from entrypoints import docs
 from entrypoints.http.paging import Cursor
 from entrypoints.http.problems import HttpProblemError
 from entrypoints.http.requests import MAX_DEPTH, parse_body, parse_json
 from tests.conftest import FakeWorld
-from tests.fakes import FakeContext, InMemoryUnitOfWork
+from tests.fakes import InMemoryUnitOfWork
 from tests.unit.test_http_api import ADA, Api, body, created, problem
 
 json_values = st.recursive(
@@ -245,7 +246,7 @@ def test_health_answers_503_when_the_store_does_not_answer(
     try:
         req = func.HttpRequest("GET", "http://localhost/api/health", headers={}, params={},
                                body=b"")
-        response = functions["health"].get_user_function()(req, FakeContext("health"))
+        response = functions["health"].get_user_function()(req, InvocationContext("health"))
         problem(response, 503)
         assert response.headers["Retry-After"]
     finally:

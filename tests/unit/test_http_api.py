@@ -12,8 +12,8 @@ import pytest
 
 from application.errors import StoreUnavailableError, ThrottledError
 from domain.contact import Contact
+from emulators.functions_host.testing import InvocationContext
 from tests.conftest import FakeWorld
-from tests.fakes import FakeContext
 
 JSON = {"content-type": "application/json"}
 ADA = {"firstName": "Ada", "lastName": "Lovelace", "email": "ada@example.com",
@@ -37,7 +37,7 @@ class Api:
                                params=params or {}, route_params=route_params or {}, body=raw)
         user_function = self.functions[name].get_user_function()
         if "context" in inspect.signature(user_function).parameters:
-            response = user_function(req, FakeContext(name, trace_parent=trace_parent))
+            response = user_function(req, InvocationContext(name, trace_parent=trace_parent))
         else:
             response = user_function(req)
         assert isinstance(response, func.HttpResponse)

@@ -14,10 +14,10 @@ from application.outbox import telemetry as names
 from application.outbox.relay import Relay
 from application.outbox.telemetry import RelayTelemetry
 from emulators.otel import JsonLinesMetricExporter, JsonLinesSpanExporter
-from emulators.status import render, summarise
 from infra.cosmos.documents import read_feed
 from tests.fakes import FakePublisher, InMemoryQuarantine
 from tests.unit.test_relay import TRACE, history
+from tools.status import render, summarise
 
 
 def test_relay_telemetry_lands_in_otlp_json_lines_and_status_sums_it_up(tmp_path: Path) -> None:

@@ -19,6 +19,7 @@ import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
+from emulators.functions_host.cosmos_trigger import VERIFY_TLS_SETTING
 from emulators.functions_host.launcher import RunningRunner, start_runner
 
 pytestmark = pytest.mark.integration
@@ -115,6 +116,8 @@ def trigger_env(cosmos: Cosmos, tmp_path: Path) -> Iterator[TriggerEnv]:
         "FUNCTIONS_WORKER_RUNTIME": "python",
         "CosmosDBConnection": cosmos.connection_string,
         "COSMOS_VERIFY_TLS": "true" if cosmos.verify_tls else "false",
+        # the local host's own (local-only) setting for the endpoint's self-signed certificate
+        VERIFY_TLS_SETTING: "true" if cosmos.verify_tls else "false",
         "COSMOS_DATABASE": database,
         "COSMOS_CONTAINER": "contacts",
         "COSMOS_LEASE_CONTAINER": "leases",

@@ -1,4 +1,4 @@
-"""Create the database and containers the app expects (what the Bicep templates do in Azure):
+"""Create the database and containers this app expects (what the Bicep templates do in Azure):
 contacts (partition key /partitionKey, defaultTtl -1 so per-item TTL works, the indexing policy
 of deploy/indexing-policy.json, the one file the Bicep template loads too), leases (/id), and
 the subscriber's projection container (/partitionKey, defaultTtl -1: its inbox records expire

@@ -1,5 +1,5 @@
 """`make status`: a one-screen summary of the outbox from the local OTLP/JSON files
-(.stack/otel/metrics.jsonl, written by `emulators.otel` in the worker during `make run`).
+(.stack/otel/metrics.jsonl, written by `emulators.otel` in the workers during `make run`).
 
 Backlog, oldest pending age, lag percentiles, messages sent, relay failures, quarantined events.
 When no backlog gauge was exported yet (the timer has not run), the backlog is estimated live

@@ -1,4 +1,4 @@
-"""A tiny keep-alive JSON client over http.client, for tests and benchmarks."""
+"""A tiny keep-alive JSON client over http.client for this app's API (tests, benchmarks)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""A session subscriber through the real azure-servicebus SDK, as a consumer would write it."""
+"""Receive this app's events from a session subscription of its topic through the real
+azure-servicebus SDK, as a consumer would write it (e2e tests, benchmarks)."""
 
 from __future__ import annotations
 

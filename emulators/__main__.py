@@ -1,3 +1,0 @@
-from emulators.stack import main
-
-raise SystemExit(main())

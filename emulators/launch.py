@@ -1,0 +1,272 @@
+"""Launch the local stand-ins together: a Cosmos DB endpoint, a Service Bus endpoint (entities
+from a given config file), Azurite, and local Functions hosts for given app folders and
+settings, in one work folder, stopped together.
+
+Generic: it knows no app. What to run (which apps, which settings, which entities) comes from
+the caller; an app's own wiring builds on `LocalServices` (this repository's is in tools/).
+Also here: free ports, and the identity of the processes a stack started, so a later run can
+tell whether they still run without ever signalling a stranger.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping
+from contextlib import suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from emulators.cosmos.launcher import CosmosEndpoint, start_cosmos
+from emulators.functions_host.launcher import RunningRunner, start_runner
+from emulators.servicebus.launcher import ServiceBusEndpoint, start_servicebus
+
+#: Seconds each part gets to exit on its own before it is killed (Ctrl-C within 3 s).
+STOP_TIMEOUT = 1.5
+NODE_BIN = Path(__file__).resolve().parent / "node_modules" / ".bin"
+#: Azurite's well-known development account and key (public, in Azurite's documentation).
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+# -- Azurite ------------------------------------------------------------------------------------
+
+
+def azurite_connection_string(blob: int, queue: int, table: int) -> str:
+    if (blob, queue, table) == (10000, 10001, 10002):
+        return "UseDevelopmentStorage=true"
+    account = AZURITE_ACCOUNT
+    return (f"DefaultEndpointsProtocol=http;AccountName={account};AccountKey={AZURITE_KEY};"
+            f"BlobEndpoint=http://127.0.0.1:{blob}/{account};"
+            f"QueueEndpoint=http://127.0.0.1:{queue}/{account};"
+            f"TableEndpoint=http://127.0.0.1:{table}/{account};")
+
+
+@dataclass
+class Azurite:
+    process: subprocess.Popen[bytes]
+    ports: tuple[int, int, int]
+
+    @property
+    def connection_string(self) -> str:
+        return azurite_connection_string(*self.ports)
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        if self.process.poll() is not None:
+            return
+        # Azurite finishes in-flight work on the first SIGINT/SIGTERM but keeps running until a
+        # second one; it writes its data (--location) as it goes, so a kill after the grace
+        # period loses nothing.
+        for grace in (0.3, timeout):
+            self.process.send_signal(signal.SIGINT)
+            with suppress(subprocess.TimeoutExpired):
+                self.process.wait(grace)
+                return
+        self.process.kill()
+        self.process.wait(timeout)
+
+
+def start_azurite(data_dir: Path, log_path: Path,
+                  ports: tuple[int, int, int] = (0, 0, 0)) -> Azurite:
+    """Azurite (npm) for blob, queue and table on ``ports`` (0: a free port each)."""
+    exe = NODE_BIN / "azurite"
+    if not exe.exists():
+        raise RuntimeError("azurite is not installed: run `npm ci --prefix emulators`")
+    blob, queue, table = (p or free_port() for p in ports)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            [str(exe), "--silent", "--skipApiVersionCheck", "--loose", "--location", str(data_dir),
+             "--blobHost", "127.0.0.1", "--blobPort", str(blob),
+             "--queueHost", "127.0.0.1", "--queuePort", str(queue),
+             "--tableHost", "127.0.0.1", "--tablePort", str(table)],
+            stdout=log, stderr=subprocess.STDOUT,
+        )
+    deadline = time.monotonic() + 30
+    while not port_in_use(blob):
+        if process.poll() is not None or time.monotonic() > deadline:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+            raise RuntimeError(f"azurite did not start; see {log_path}")
+        time.sleep(0.1)
+    return Azurite(process=process, ports=(blob, queue, table))
+
+
+# -- the parts together -------------------------------------------------------------------------
+
+
+@dataclass
+class LocalServices:
+    """The endpoints and Functions hosts started in ``workdir`` (a ``<part>.log`` each).
+
+    Each ``run_*`` starts its part, or starts it again on the port it had (a restart after
+    ``stop_part``). Hosts are named by the caller; ``stop()`` stops every part at once.
+    """
+
+    workdir: Path
+    #: Where the endpoints keep state across restarts (None: in memory only, as in tests).
+    state_dir: Path | None = None
+    cosmos: CosmosEndpoint | None = None
+    servicebus: ServiceBusEndpoint | None = None
+    azurite: Azurite | None = None
+    hosts: dict[str, RunningRunner] = field(default_factory=dict)
+
+    def _state(self, name: str) -> Path | None:
+        return self.state_dir / name if self.state_dir else None
+
+    def run_cosmos(self, port: int = 0) -> CosmosEndpoint:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.cosmos = start_cosmos(port=self.cosmos.port if self.cosmos else port,
+                                   log_path=self.workdir / "cosmos.log",
+                                   state_file=self._state("cosmos.json"))
+        return self.cosmos
+
+    def run_servicebus(self, port: int = 0, *, config: Path | None = None,
+                       duplicate_window_seconds: float | None = None,
+                       settle_delay_ms: float = 0.0,
+                       max_message_size: int | None = None) -> ServiceBusEndpoint:
+        """The Service Bus endpoint with the entities of ``config`` (the official emulator's
+        Config.json shape; None: an empty namespace)."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.servicebus = start_servicebus(
+            port=self.servicebus.port if self.servicebus else port, config=config,
+            log_path=self.workdir / "servicebus.log",
+            duplicate_window_seconds=duplicate_window_seconds, settle_delay_ms=settle_delay_ms,
+            state_file=self._state("servicebus.state"), max_message_size=max_message_size,
+        )
+        return self.servicebus
+
+    def run_azurite(self, ports: tuple[int, int, int] = (0, 0, 0)) -> Azurite:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.azurite = start_azurite(self.workdir / "azurite", self.workdir / "azurite.log",
+                                     self.azurite.ports if self.azurite else ports)
+        return self.azurite
+
+    def run_host(self, name: str, app_dir: Path, settings: Mapping[str, str], port: int = 0,
+                 settings_file: Path | None = None) -> RunningRunner:
+        """A Functions host for the app in ``app_dir`` (one app per host, as in Azure);
+        ``settings`` become its environment and win over ``settings_file``."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        previous = self.hosts.get(name)
+        self.hosts[name] = start_runner(
+            app_dir=app_dir, settings_file=settings_file, settings=settings,
+            port=previous.port if previous else port, log_path=self.workdir / f"{name}.log",
+        )
+        return self.hosts[name]
+
+    def _parts(self) -> list[tuple[str, CosmosEndpoint | ServiceBusEndpoint | Azurite
+                                   | RunningRunner]]:
+        fixed = [("cosmos", self.cosmos), ("servicebus", self.servicebus),
+                 ("azurite", self.azurite)]
+        return [*((n, p) for n, p in fixed if p is not None), *self.hosts.items()]
+
+    def stop_part(self, name: str) -> None:
+        for part_name, part in self._parts():
+            if part_name == name:
+                part.stop(timeout=STOP_TIMEOUT)
+
+    def kill_host(self, name: str) -> None:
+        if name in self.hosts:
+            self.hosts[name].kill()
+
+    def stop(self) -> None:
+        """Stop every part at once; each is killed if it has not exited within 1.5 s."""
+        stop_all([(name, functools.partial(part.stop, timeout=STOP_TIMEOUT))
+                  for name, part in self._parts()])
+
+    def pids(self) -> list[tuple[str, int]]:
+        return [(name, part.process.pid) for name, part in self._parts()]
+
+    def dead_part(self) -> tuple[str, int | None] | None:
+        """The first part whose process has exited, with its exit code."""
+        for name, part in self._parts():
+            if part.process.poll() is not None:
+                return name, part.process.returncode
+        return None
+
+
+def stop_all(parts: list[tuple[str, Callable[[], None]]]) -> None:
+    """Stop the parts at once (in parallel); each kills its process if it lingers."""
+    threads = [threading.Thread(target=_quietly, args=(stop,), name=f"stop-{name}")
+               for name, stop in parts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def _quietly(stop: Callable[[], None]) -> None:
+    with suppress(Exception):
+        stop()
+
+
+# -- processes a stack started --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OwnProcess:
+    """A process a stack started, recorded so that a later run can tell whether it still
+    runs — by PID *and* kernel start time *and* command line, so a reused PID never passes
+    for one of ours."""
+
+    name: str
+    pid: int
+    start_time: str
+    cmdline: str
+
+    @classmethod
+    def of(cls, name: str, pid: int) -> OwnProcess | None:
+        identity = _identity(pid)
+        return None if identity is None else cls(name, pid, *identity)
+
+    def alive(self) -> bool:
+        return _identity(self.pid) == (self.start_time, self.cmdline)
+
+
+def _identity(pid: int) -> tuple[str, str] | None:
+    """(start time in clock ticks since boot, command line) of a live process, from /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    # the command name (field 2) is in parentheses and may hold spaces: split after it
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] == "Z":  # a zombie has exited
+        return None
+    return fields[19], cmdline.replace(b"\0", b" ").decode("utf-8", "replace").strip()
+
+
+def record_processes(pidfile: Path, pids: list[tuple[str, int]]) -> None:
+    own = [OwnProcess.of(name, pid) for name, pid in pids]
+    pidfile.parent.mkdir(parents=True, exist_ok=True)
+    pidfile.write_text(json.dumps([p.__dict__ for p in own if p is not None]))
+
+
+def running_stack(pidfile: Path) -> list[OwnProcess]:
+    """The processes recorded in ``pidfile`` that still run (never signalled)."""
+    try:
+        recorded = json.loads(pidfile.read_text())
+        procs = [OwnProcess(**entry) for entry in recorded]
+    except (OSError, ValueError, TypeError):
+        return []
+    return [p for p in procs if p.alive()]

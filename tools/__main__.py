@@ -1,0 +1,3 @@
+from tools.stack import main
+
+raise SystemExit(main())

@@ -1,0 +1,322 @@
+"""This app's local stack: the local stand-ins (emulators/) wired for the contacts outbox.
+
+Cosmos endpoint + Service Bus endpoint (this app's entities: tools/servicebus-config.json) +
+Azurite + a Functions host serving function_app.py and, beside it on its own port, a second
+host serving the subscriber app in subscriber/, with this app's database and containers
+provisioned and a generated local.settings.json.
+
+`python -m tools` (what `make run` calls) starts it on the well-known ports and serves until
+Ctrl-C; tests use `Stack` on free ports and stop/kill parts of it to inject faults.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from azure.cosmos import ContainerProxy, CosmosClient
+
+from emulators.functions_host.cosmos_trigger import VERIFY_TLS_SETTING
+from emulators.functions_host.launcher import RunningRunner
+from emulators.launch import (
+    LocalServices,
+    free_port,
+    port_in_use,
+    record_processes,
+    running_stack,
+)
+from emulators.otel import ENV_VAR as OTEL_ENV_VAR
+from emulators.servicebus.launcher import ServiceBusEndpoint
+from tools.provision import provision
+
+__all__ = ["ROOT", "SERVICEBUS_CONFIG", "Ports", "Stack", "free_port", "main", "port_in_use",
+           "running_stack"]
+
+logger = logging.getLogger("tools.stack")
+ROOT = Path(__file__).resolve().parents[1]
+SAMPLE = ROOT / "local.settings.sample.json"
+SUBSCRIBER_DIR = ROOT / "subscriber"
+SUBSCRIBER_SAMPLE = SUBSCRIBER_DIR / "local.settings.sample.json"
+#: This app's topic and subscriptions, in the official emulator's Config.json shape (the file
+#: docker-compose.yml mounts into the official emulator too).
+SERVICEBUS_CONFIG = Path(__file__).resolve().with_name("servicebus-config.json")
+#: OpenTelemetry's service name of each app (the resource of what it exports locally).
+SERVICE_NAMES = {"runner": "contacts-outbox", "subscriber": "contacts-subscriber"}
+
+
+@dataclass
+class Ports:
+    cosmos: int = 8081
+    servicebus: int = 5672
+    runner: int = 7071
+    azurite: tuple[int, int, int] = (10000, 10001, 10002)
+    subscriber: int = 7072
+
+    @classmethod
+    def free(cls) -> Ports:
+        return cls(cosmos=0, servicebus=0, runner=0, azurite=(0, 0, 0), subscriber=0)
+
+
+@dataclass
+class Stack(LocalServices):
+    ports: Ports = field(default_factory=Ports)
+    with_servicebus: bool = True
+    with_azurite: bool = False
+    with_runner: bool = True
+    #: The subscriber app (subscriber/) in a host of its own, and its projection container.
+    with_subscriber: bool = False
+    subscriber_overrides: dict[str, str] = field(default_factory=dict)
+    settings_overrides: dict[str, str] = field(default_factory=dict)
+    duplicate_window_seconds: float | None = None
+    servicebus_settle_delay_ms: float = 0.0
+    #: The Service Bus endpoint's message size limit in bytes (None: 256 KB, as on Standard);
+    #: change it and call `start_servicebus()` again to move the namespace "to Premium".
+    servicebus_max_message_size: int | None = None
+    settings_file: Path | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> Stack:
+        try:
+            self.run_cosmos(self.ports.cosmos)
+            if self.with_servicebus:
+                self.start_servicebus()
+            if self.with_azurite:
+                self.ports.azurite = self.run_azurite(self.ports.azurite).ports
+            values = self.settings()
+            assert self.cosmos is not None
+            provision(
+                self.cosmos.connection_string,
+                database=values["COSMOS_DATABASE"],
+                container=values["COSMOS_CONTAINER"],
+                lease_container=values["COSMOS_LEASE_CONTAINER"],
+                projection_container=(
+                    self.subscriber_settings()["PROJECTION_CONTAINER"]
+                    if self.with_subscriber else None
+                ),
+                verify_tls=self.cosmos.verify_tls,
+            )
+            self.settings_file = self.workdir / "local.settings.json"
+            write_settings(self.settings_file, values)
+            if self.with_runner:
+                self.start_runner()
+            if self.with_subscriber:
+                self.start_subscriber()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __enter__(self) -> Stack:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- parts, for fault injection ----------------------------------------------------------
+
+    @property
+    def runner(self) -> RunningRunner | None:
+        return self.hosts.get("runner")
+
+    @property
+    def subscriber(self) -> RunningRunner | None:
+        return self.hosts.get("subscriber")
+
+    def start_servicebus(self) -> ServiceBusEndpoint:
+        """Start the endpoint, or start it again on its port (after `stop_servicebus()`)."""
+        endpoint = self.run_servicebus(
+            self.ports.servicebus, config=SERVICEBUS_CONFIG,
+            duplicate_window_seconds=self.duplicate_window_seconds,
+            settle_delay_ms=self.servicebus_settle_delay_ms,
+            max_message_size=self.servicebus_max_message_size,
+        )
+        self.ports.servicebus = endpoint.port
+        return endpoint
+
+    def stop_servicebus(self) -> None:
+        self.stop_part("servicebus")
+
+    def start_runner(self, **overrides: str) -> RunningRunner:
+        """The contacts app (function_app.py) in a host of its own."""
+        assert self.settings_file is not None
+        runner = self.run_host(
+            "runner", ROOT, port=self.ports.runner, settings_file=self.settings_file,
+            # Passed explicitly so they win over anything inherited from the environment.
+            settings={**self.settings(), **overrides},
+        )
+        self.ports.runner = runner.port
+        return runner
+
+    def stop_runner(self) -> None:
+        self.stop_part("runner")
+
+    def kill_runner(self) -> None:
+        self.kill_host("runner")
+
+    def start_subscriber(self, **overrides: str) -> RunningRunner:
+        """The subscriber app in a host of its own (the host runs one app per instance)."""
+        subscriber = self.run_host(
+            "subscriber", SUBSCRIBER_DIR, port=self.ports.subscriber,
+            settings={**self.subscriber_settings(), **overrides},
+        )
+        self.ports.subscriber = subscriber.port
+        return subscriber
+
+    def stop_subscriber(self) -> None:
+        self.stop_part("subscriber")
+
+    # -- settings ----------------------------------------------------------------------------
+
+    def settings(self) -> dict[str, str]:
+        """The sample's values with this stack's real endpoints."""
+        values: dict[str, str] = json.loads(SAMPLE.read_text())["Values"]
+        assert self.cosmos is not None
+        values["CosmosDBConnection"] = self.cosmos.connection_string
+        values["COSMOS_VERIFY_TLS"] = "true" if self.cosmos.verify_tls else "false"
+        # The same for the local host's Cosmos DB trigger (the app's setting is the app's).
+        values[VERIFY_TLS_SETTING] = values["COSMOS_VERIFY_TLS"]
+        values["OTEL_SERVICE_NAME"] = SERVICE_NAMES["runner"]
+        if self.servicebus is not None:
+            values["ServiceBusConnection"] = self.servicebus.connection_string
+        if self.azurite is not None:
+            values["AzureWebJobsStorage"] = self.azurite.connection_string
+        values.update(self.settings_overrides)
+        return values
+
+    def subscriber_settings(self) -> dict[str, str]:
+        """The subscriber sample's values with this stack's real endpoints."""
+        values: dict[str, str] = json.loads(SUBSCRIBER_SAMPLE.read_text())["Values"]
+        main = self.settings()
+        for name in ("CosmosDBConnection", "COSMOS_VERIFY_TLS", VERIFY_TLS_SETTING,
+                     "ServiceBusConnection", "AzureWebJobsStorage", "COSMOS_DATABASE",
+                     "SERVICEBUS_TOPIC", OTEL_ENV_VAR):
+            if name in main:
+                values[name] = main[name]
+        values["OTEL_SERVICE_NAME"] = SERVICE_NAMES["subscriber"]
+        values.update(self.subscriber_overrides)
+        return values
+
+    def contacts_container(self) -> ContainerProxy:
+        """The app's container on this stack's Cosmos endpoint, through the SDK."""
+        assert self.cosmos is not None
+        warnings.filterwarnings("ignore", message="Unverified HTTPS request")
+        values = self.settings()
+        client = CosmosClient.from_connection_string(self.cosmos.connection_string,
+                                                     connection_verify=self.cosmos.verify_tls)
+        return client.get_database_client(values["COSMOS_DATABASE"]).get_container_client(
+            values["COSMOS_CONTAINER"])
+
+    @property
+    def api_url(self) -> str:
+        assert self.runner is not None
+        return self.runner.url
+
+
+def write_settings(path: Path, values: Mapping[str, str]) -> None:
+    sample = json.loads(SAMPLE.read_text())
+    sample["Values"] = dict(values)
+    path.write_text(json.dumps(sample, indent=2) + "\n")
+
+
+# -- `make run` ---------------------------------------------------------------------------------
+
+PIDFILE = ROOT / ".stack" / "pids.json"
+EXAMPLE = json.dumps({"firstName": "Ada", "lastName": "Lovelace", "email": "ada@example.com",
+                      "companyName": "Engines"}, separators=(",", ":"))
+
+
+def main() -> int:
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
+    )
+    logging.getLogger("azure").setLevel(logging.WARNING)  # no per-request SDK HTTP logging
+    running = running_stack(PIDFILE)
+    if running:
+        listed = ", ".join(f"{p.name} (pid {p.pid})" for p in running)
+        print(f"a local stack is already running from this checkout: {listed}.\n"
+              "Stop it first (Ctrl-C in its terminal); it was left untouched.", file=sys.stderr)
+        return 1
+    PIDFILE.unlink(missing_ok=True)  # stale: none of its processes runs any more
+    ports = Ports()
+    busy = [p for p in (ports.cosmos, ports.servicebus, ports.runner, ports.subscriber,
+                        *ports.azurite)
+            if port_in_use(p)]
+    if busy:
+        print(f"ports already in use: {busy} (another local stack or emulator?); "
+              "stop it first", file=sys.stderr)
+        return 1
+    workdir = ROOT / ".stack"
+    # The workers export telemetry as OTLP/JSON lines here (emulators/otel.py; `make status`).
+    otel_dir = workdir / "otel"
+    # `SERVICEBUS_MAX_MESSAGE_SIZE=1048576 make run`: a namespace with Premium's larger messages.
+    size = os.environ.get("SERVICEBUS_MAX_MESSAGE_SIZE")
+    if size is not None and not size.isdigit():
+        print("SERVICEBUS_MAX_MESSAGE_SIZE must be a number of bytes", file=sys.stderr)
+        return 1
+    stack = Stack(workdir=workdir, ports=ports, with_azurite=True, with_subscriber=True,
+                  state_dir=workdir / "state",
+                  settings_overrides={OTEL_ENV_VAR: str(otel_dir)},
+                  servicebus_max_message_size=int(size) if size else None)
+    stopping = threading.Event()
+
+    def on_signal(signum: int, _frame: object) -> None:
+        stopping.set()
+
+    signal.signal(signal.SIGINT, on_signal)
+    signal.signal(signal.SIGTERM, on_signal)
+    print("starting the local stack (Cosmos, Service Bus, Azurite, Functions hosts for the "
+          "contacts app and the subscriber)...",
+          flush=True)
+    stack.start()
+    record_processes(PIDFILE, stack.pids())
+    assert stack.settings_file is not None
+    shutil.copyfile(stack.settings_file, ROOT / "local.settings.json")
+    api = stack.api_url
+    print(f"""
+  API          {api}   (OpenAPI: {api}/openapi.json, health: {api}/health)
+  Cosmos DB    {stack.cosmos.endpoint if stack.cosmos else ''}  (well-known emulator key)
+  Service Bus  amqp://127.0.0.1:{stack.ports.servicebus}  topic contact-events / all-events
+  Subscriber   subscriber/ on port {stack.ports.subscriber}: contact-events / contact-projection
+               -> Cosmos container contact-projections (log: .stack/subscriber.log)
+  Azurite      blob/queue/table on {', '.join(map(str, stack.ports.azurite))}
+  Settings     local.settings.json (generated; `func start` works against this stack)
+  State        .stack/state (kept across restarts; `make reset` forgets it)
+  Logs         .stack/*.log      Watch events: make tail
+  Telemetry    .stack/otel/{{metrics,traces}}.jsonl (OTLP/JSON)   Summary: make status
+  Operators    python -m tools.admin status   (quarantine list|replay|discard, redrive)
+
+  curl -s -X POST {api}/contacts -H 'content-type: application/json' \\
+       -d '{EXAMPLE}'
+
+Ctrl-C stops everything.""", flush=True)
+    exit_code = 0
+    try:
+        while not stopping.is_set():
+            dead = stack.dead_part()
+            if dead is not None:
+                name, code = dead
+                print(f"{name} exited unexpectedly (exit code {code}); see .stack/{name}.log. "
+                      "Stopping the stack.", file=sys.stderr, flush=True)
+                exit_code = 1
+                break
+            stopping.wait(0.5)
+    finally:
+        started = time.monotonic()
+        print("stopping...", flush=True)
+        stack.stop()
+        for name, pid in stack.pids():
+            logger.info("%s (pid %s) stopped", name, pid)
+        PIDFILE.unlink(missing_ok=True)
+        print(f"stopped in {time.monotonic() - started:.1f} s.", flush=True)
+    return exit_code
