@@ -6,7 +6,8 @@ app — the local stack of ``make run`` (http://127.0.0.1:7071/api, no key) or t
     python -m tools.admin quarantine list [--page-size N]
     python -m tools.admin quarantine replay <eventId>
     python -m tools.admin quarantine discard <eventId> --reason "why"
-    python -m tools.admin redrive --since 2026-11-22T08:00:00Z [--contact-id <id>]
+    python -m tools.admin redrive --since 2026-11-22T08:00:00Z \
+        [--aggregate-type <type> [--aggregate-id <id>] | --contact-id <id>]
 
 ``--api`` / ``--key`` / ``--timeout`` override ``OUTBOX_API`` / ``OUTBOX_ADMIN_KEY`` /
 ``OUTBOX_ADMIN_TIMEOUT`` (seconds, default 60). The key goes in the ``x-functions-key`` header
@@ -159,7 +160,9 @@ def _parser() -> argparse.ArgumentParser:
     discard.add_argument("--reason", required=True)
     redrive = commands.add_parser("redrive", help="publish stored events again")
     redrive.add_argument("--since", required=True, help="RFC 3339, e.g. 2026-11-22T08:00:00Z")
-    redrive.add_argument("--contact-id")
+    redrive.add_argument("--aggregate-type", help="only events of this aggregate type")
+    redrive.add_argument("--aggregate-id", help="only events of this aggregate (needs the type)")
+    redrive.add_argument("--contact-id", help="only this contact's events")
     return parser
 
 
@@ -168,8 +171,9 @@ def _run(args: argparse.Namespace) -> tuple[int, Any]:
     if args.command == "status":
         return api.call("GET", "/outbox/status")
     if args.command == "redrive":
-        payload = {"since": args.since} | ({"contactId": args.contact_id}
-                                           if args.contact_id else {})
+        scope = {"aggregateType": args.aggregate_type, "aggregateId": args.aggregate_id,
+                 "contactId": args.contact_id}
+        payload = {"since": args.since} | {k: v for k, v in scope.items() if v}
         return api.call("POST", "/outbox/redrive", payload)
     if args.action == "list":
         return _quarantine_list(api, args.page_size)

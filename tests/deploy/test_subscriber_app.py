@@ -89,6 +89,21 @@ def test_its_subscription_requires_sessions_and_exists_locally() -> None:
         "RequiresSession"] is True
 
 
+def test_its_subscription_filters_on_the_aggregate_type_locally_as_in_azure() -> None:
+    rule = t.one("Microsoft.ServiceBus/namespaces/topics/subscriptions/rules", "projectionFilter")
+    in_azure = rule.properties["sqlFilter"]["sqlExpression"].replace("\\'", "'").replace(
+        "${projectionAggregateType}",
+        t.default(DEPLOY / "modules" / "servicebus.bicep", "projectionAggregateType"))
+    config = t.json_file(ROOT / "tools" / "servicebus-config.json")
+    [topic] = [x for ns in config["UserConfig"]["Namespaces"] for x in ns["Topics"]
+               if x["Name"] == t.default(MAIN, "serviceBusTopicName")]
+    [subscription] = [s for s in topic["Subscriptions"]
+                      if s["Name"] == t.default(MAIN, "subscriberSubscriptionName")]
+    [local] = subscription["Rules"]
+    assert (local["Name"], local["Properties"]["FilterType"]) == ("$Default", "Sql")
+    assert local["Properties"]["SqlFilter"]["SqlExpression"] == in_azure
+
+
 def test_it_may_receive_from_its_subscription_only() -> None:
     receiver = t.one("Microsoft.Authorization/roleAssignments", "projectionReceiver")
     assert SERVICEBUS_DATA_RECEIVER in t.role_definition(receiver)

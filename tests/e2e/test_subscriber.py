@@ -293,6 +293,43 @@ def test_a_gap_left_by_a_quarantined_event_is_held_and_closed_by_its_replay(
         partition_key=contact)) == []
 
 
+def test_an_action_the_subscriber_does_not_know_never_stalls_the_contact(stack: Stack) -> None:
+    """The contacts app emits a new event type (version 2) before the subscriber knows it: the
+    subscriber records it and takes its version as applied; version 3 is applied after it."""
+    client = Client(stack.api_url)
+    contacts = stack.contacts_container()
+    contact = create(client, "unknown")
+    wait_for(lambda: projection(stack, contact), 60, "version 1")
+    doc = contacts.read_item(contact, partition_key=contact)
+    event_id = f"nickname-{contact}"
+    event: dict[str, Any] = {
+        "id": event_id, "partitionKey": contact, "type": "domainEvent",
+        "aggregateType": "contact", "source": "/contacts", "ttl": 600,
+        "data": {"id": event_id, "contactId": contact, "version": 2,
+                 "action": "ContactNicknameChangedEvent", "createdAt": "2026-11-22T08:00:00Z",
+                 "nickname": "Countess"}}
+    contacts.execute_item_batch(batch_operations=[
+        ("replace", (contact, {**doc, "data": {**doc["data"], "version": 2}}),
+         {"if_match_etag": doc["_etag"]}),
+        ("create", (event,)),
+    ], partition_key=contact)
+    reply = client.request("POST", f"/contacts/{contact}/update-email",
+                           json_body={"email": "after-the-unknown@example.com"})
+    assert reply.status == 204, reply.body
+
+    got = wait_for(lambda: (p := projection(stack, contact)) and p["version"] == 3 and p,
+                   60, "version 3")
+    assert got["data"]["email"] == "after-the-unknown@example.com"
+    assert "nickname" not in got["data"]
+    inbox = projections(stack).read_item(f"inbox-{event_id}", partition_key=contact)
+    assert (inbox["ignored"], inbox["action"]) == (True, "ContactNicknameChangedEvent")
+    assert list(projections(stack).query_items(
+        "SELECT * FROM c WHERE c.type = 'heldEvent'", partition_key=contact)) == []
+    log = (stack.workdir / "subscriber.log").read_text("utf-8", "replace")
+    assert (f"event {event_id} (contact {contact}, version 2): action "
+            "ContactNicknameChangedEvent is not projected (unknown action)") in log
+
+
 def _exists(store: ContainerProxy, item: str, partition: str) -> bool:
     try:
         store.read_item(item, partition_key=partition)

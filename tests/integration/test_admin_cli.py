@@ -139,3 +139,13 @@ def test_the_local_apps_answer_is_printed_as_json(stack: Stack) -> None:
     done = admin("--api", stack.api_url, "--timeout", "30", "status")
     assert done.returncode == 0, done.stderr
     assert {"pending", "quarantined", "leases"} <= set(json.loads(done.stdout))
+
+
+def test_a_redrive_is_scoped_by_aggregate_type_and_id(stack: Stack) -> None:
+    done = admin("--api", stack.api_url, "--timeout", "30", "redrive", "--since",
+                 "2999-01-01T00:00:00Z", "--aggregate-type", "ticket", "--aggregate-id", "t-1")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"events": 0, "sent": 0, "quarantined": 0}
+    refused = admin("--api", stack.api_url, "--timeout", "30", "redrive", "--since",
+                    "2999-01-01T00:00:00Z", "--aggregate-id", "t-1")
+    assert refused.returncode == 1 and "aggregateId needs aggregateType" in refused.stderr
