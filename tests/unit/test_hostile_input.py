@@ -216,6 +216,18 @@ def test_a_wrong_method_is_a_405_problem_with_allow_from_the_apps_routes(
     assert response.headers["Allow"] == "DELETE, GET, PATCH"
 
 
+@pytest.mark.parametrize("path", ["contacts//abc", "contacts//", "contacts/abc//update-name",
+                                  "/contacts//"])
+def test_a_path_with_an_empty_segment_is_404_not_a_405_for_the_method_it_names(
+    functions: dict[str, Any], path: str,
+) -> None:
+    """The host routes no such path (an empty segment matches no `{id}` and no literal), so
+    the fallback must not answer "GET is not allowed here; allowed: ... GET ..."."""
+    req = func.HttpRequest("GET", f"http://localhost/api/{path}", headers={}, params={},
+                           route_params={"path": path}, body=b"")
+    problem(functions["not_routed"].get_user_function()(req), 404)
+
+
 def test_if_none_match_star_lists_and_weak_tags_give_304(api: Api) -> None:
     cid, etag = created(api)
     for value in ("*", f'"x", {etag}', f"W/{etag}", f' "a" ,, W/{etag} '):
