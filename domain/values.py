@@ -24,34 +24,33 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic.networks import import_email_validator, validate_email
 
-from domain.text import NONBLANK_TEXT_PATTERN, TEXT_PATTERN, refused_character
-
-_NONBLANK = re.compile(NONBLANK_TEXT_PATTERN)
+from domain.text import TEXT_DESCRIPTION, text_pattern, text_problem
 
 
 @dataclass(frozen=True)
 class _TextRule:
-    """Refuses control and invisible characters, strips surrounding white space, and (when
-    `required`) refuses blank values. The length limit applies to the value as sent. Its JSON
-    schema carries the very pattern the check uses."""
+    """The text rules of `domain.text`: refused characters, joiners only in context, no
+    leading combining mark, and (when `required`) something visible. Surrounding white space is
+    trimmed; the length limit applies to the value as sent. Its JSON schema carries the
+    pattern built from the same tables as the check."""
 
     required: bool
 
     def __call__(self, value: str) -> str:
-        found = refused_character(value)
-        if found is not None:
-            raise ValueError(
-                f"must not contain control or invisible format characters (found {found})"
-            )
-        if self.required and not _NONBLANK.match(value):
-            raise ValueError("must not be blank")
+        problem = text_problem(value, required=self.required)
+        if problem is not None:
+            raise ValueError(problem)
         return value.strip()
 
     def __get_pydantic_json_schema__(
         self, core_schema: Any, handler: GetJsonSchemaHandler
     ) -> JsonSchemaValue:
         schema = handler(core_schema)
-        schema["pattern"] = NONBLANK_TEXT_PATTERN if self.required else TEXT_PATTERN
+        schema["pattern"] = text_pattern(self.required)
+        schema.setdefault(
+            "description",
+            TEXT_DESCRIPTION + ("; at least one character that shows" if self.required else ""),
+        )
         if self.required:
             schema["minLength"] = 1
         return schema
@@ -64,9 +63,9 @@ _OPTIONAL = _TextRule(required=False)
 def _check_email(value: str) -> str:
     """RFC 5321 addresses only: ASCII, no display name, no quoted local part, no IP literal;
     checked by email-validator (through pydantic), the domain lowercased."""
-    found = refused_character(value)
-    if found is not None:
-        raise ValueError(f"must not contain control or invisible format characters (found {found})")
+    problem = text_problem(value, required=False)
+    if problem is not None:
+        raise ValueError(problem)
     value = value.strip()
     if not value.isascii():
         raise ValueError(

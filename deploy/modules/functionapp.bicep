@@ -87,6 +87,12 @@ param maxItemsPerInvocation int = 100
 @description('NCRONTAB schedule of the backlog estimate timer (read at indexing time).')
 param backlogEstimateSchedule string = '0 * * * * *'
 
+@description('Origins a browser may call the HTTP API from (App Service CORS: the platform answers preflights and adds Access-Control-Allow-Origin, as func start does with local.settings.json Host.CORS). Empty: no CORS. \'*\' allows any origin, but not with corsSupportCredentials.')
+param corsAllowedOrigins array = []
+
+@description('Send Access-Control-Allow-Credentials: true (cookies, Authorization headers) to the allowed origins; needs exact origins, not \'*\' (Host.CORSCredentials locally).')
+param corsSupportCredentials bool = false
+
 // Functions as named in function_app.py. Disabled with the official
 // AzureWebJobs.<function name>.Disabled app setting, so one package serves every role.
 var contactHttpFunctions = [
@@ -319,6 +325,10 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
       http20Enabled: true
       ftpsState: 'Disabled'
       appSettings: concat(appSettings, disabledFunctionSettings)
+      cors: {
+        allowedOrigins: corsAllowedOrigins
+        supportCredentials: corsSupportCredentials
+      }
     }
   }
   dependsOn: [

@@ -10,22 +10,40 @@ The mapping follows the Functions host (``GrpcMessageConversionExtensions.ToRpcH
   when ``Content-Length`` is above 0;
 * the function's ``RpcHttp`` answer: status (200 when empty), headers, ``content-type``, body;
 * a failed invocation -> 500 with no body; an unknown route -> 404 and a route served for
-  other methods -> 405 with ``Allow``, both with no body.
+  other methods -> 405 with ``Allow``, both with no body;
+* the path matched as Kestrel hands it to routing: percent-escapes decoded except ``%2F``,
+  which stays ``%2F`` inside its segment (so ``items/%2F`` is ``items/{id}`` with the
+  value ``%2F``, never ``items/``), dot segments removed, empty segments kept (``a//b``
+  matches no ``{id}`` route);
+* before routing, Kestrel's limits and timeouts (``http_server``) and, when configured, CORS as
+  ``func start`` applies it (``cors``).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 from aiohttp import web
 from multidict import CIMultiDict
 
 from emulators.functions_host.config import resolve
+from emulators.functions_host.cors import CorsPolicy, is_preflight
 from emulators.functions_host.functions import FunctionSpec
+from emulators.functions_host.http_server import (
+    KestrelLimits,
+    RequestBodyTimeoutError,
+    head_received,
+    read_body,
+    reject_and_close,
+    rejection,
+    request_done,
+)
 from emulators.functions_host.language_worker import LanguageWorker
 from emulators.functions_host.routing import RouteTable
 from emulators.functions_host.rpc import protos
@@ -60,11 +78,13 @@ class HttpHost:
         worker: LanguageWorker,
         *,
         timeout: Callable[[], float | None] = lambda: None,
-        max_body: int = 100 * 1024 * 1024,
+        limits: KestrelLimits | None = None,
+        cors: CorsPolicy | None = None,
     ) -> None:
         self._worker = worker
         self._timeout = timeout
-        self._max_body = max_body
+        self._limits = limits or KestrelLimits()
+        self._cors = cors
         prefix = route_prefix.strip("/")
         self._prefix = f"/{prefix}" if prefix else ""
         self._table: RouteTable[FunctionSpec] = RouteTable()
@@ -83,28 +103,47 @@ class HttpHost:
 
     async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
         started = time.perf_counter()
+        head_received(request)
         spec: FunctionSpec | None = None
         status = 500
         try:
-            response, spec = await self._dispatch(request)
+            response, spec = await self._answer(request)
             status = response.status
             return response
         finally:
+            request_done(request)
+            path = request.raw_path.split("?", 1)[0]
             logger.info(
                 "http request method=%s path=%s function=%s status=%d ms=%.2f",
-                request.method,
-                request.path,
+                request.method[:16],
+                path if len(path) <= 200 else f"{path[:200]}...({len(path)} characters)",
                 spec.name if spec else "-",
                 status,
                 (time.perf_counter() - started) * 1000.0,
             )
 
-    async def _dispatch(self, request: web.BaseRequest) -> tuple[web.Response, FunctionSpec | None]:
+    async def _answer(self, request: web.BaseRequest) -> tuple[web.Response, FunctionSpec | None]:
+        """Kestrel's checks, then CORS (before the host, as `func start` places it), then the
+        host's routing."""
+        over = self._limits.head_status(request)
+        if over is not None:
+            logger.info("request refused: %d request head over Kestrel's limits", over)
+            return rejection(over), None
         if not _valid_header_text(request):
             # Kestrel decodes header values as UTF-8 and refuses anything else (or NUL) before
             # routing: 400, no body, connection closed ("Malformed request: invalid headers").
-            return web.Response(status=400, headers={"Connection": "close"}), None
-        path = request.path
+            return rejection(400), None
+        cors = self._cors
+        if cors is None or "Origin" not in request.headers:
+            return await self._dispatch(request)
+        if is_preflight(request):
+            return cors.preflight(request), None
+        response, spec = await self._dispatch(request)
+        cors.apply(request, response)
+        return response, spec
+
+    async def _dispatch(self, request: web.BaseRequest) -> tuple[web.Response, FunctionSpec | None]:
+        path = kestrel_path(request.raw_path)
         prefix = self._prefix
         if prefix:
             n = len(prefix)
@@ -112,15 +151,23 @@ class HttpHost:
                 return web.Response(status=404), None
             path = path[len(prefix) :]
         method = request.method.upper()
-        resolved = self._table.resolve(path.strip("/"), method)
+        resolved = self._table.resolve(path.removeprefix("/"), method)
         if resolved is None:
             return web.Response(status=404), None
         if isinstance(resolved, set):
             return web.Response(status=405, headers={"Allow": ", ".join(sorted(resolved))}), None
         spec, route_params = resolved
-        if (request.content_length or 0) > self._max_body:
+        length = request.content_length or 0
+        if length > self._limits.max_body:
             return web.Response(status=413), spec
-        body = await request.content.read() if (request.content_length or 0) > 0 else b""
+        try:
+            body = await read_body(request, length, self._limits) if length > 0 else b""
+        except RequestBodyTimeoutError as exc:
+            reject_and_close(request.protocol, 408, f"request body too slow: {exc}")
+            return rejection(408), spec
+        except (web.RequestPayloadError, ConnectionError):
+            logger.info("request refused: the client closed the connection during the body")
+            return rejection(400), spec
         headers = request.headers
         rpc_http = to_rpc_http(request, route_params, body)
         pb = protos()
@@ -141,6 +188,39 @@ class HttpHost:
             )
             return web.Response(status=500), spec
         return from_rpc_result(answer.return_value), spec
+
+
+_ENCODED_SLASH = re.compile(r"(%2[fF])")
+
+
+def kestrel_path(target: str) -> str:
+    """The path as Kestrel gives it to routing: percent-escapes decoded as UTF-8 except
+    ``%2F`` (kept as the three characters, inside its segment), dot segments removed. A path
+    whose escapes are not UTF-8 is left as sent."""
+    raw = target.split("?", 1)[0]
+    pieces = _ENCODED_SLASH.split(raw)
+    try:
+        path = "".join(
+            piece if i % 2 else unquote_to_bytes(piece).decode("utf-8")
+            for i, piece in enumerate(pieces)
+        )
+    except UnicodeDecodeError:
+        path = raw
+    out: list[str] = []
+    segments = path.split("/")
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if segment == ".":
+            if last:
+                out.append("")
+        elif segment == "..":
+            if len(out) > 1:
+                out.pop()
+            if last:
+                out.append("")
+        else:
+            out.append(segment)
+    return "/".join(out) or "/"
 
 
 def _valid_header_text(request: web.BaseRequest) -> bool:

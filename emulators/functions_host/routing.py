@@ -87,10 +87,16 @@ class CompiledRoute:
     catch_all: bool
 
     def match(self, path: str) -> dict[str, str] | None:
-        m = self.regex.fullmatch(path)
+        """Route values for `path` (no leading slash), as ASP.NET Core's template matcher
+        reads it: one trailing slash is ignored, empty segments count (and match no
+        parameter); a catch-all captures to the end of the path, trailing slash included."""
+        trimmed = path[:-1] if path.endswith("/") else path
+        m = self.regex.fullmatch(trimmed)
         if m is None:
             return None
         values = {k: v for k, v in m.groupdict().items() if v is not None}
+        if self.catch_all and trimmed != path and values.get(self.params[-1]):
+            values[self.params[-1]] += "/"
         for name, constraint in self.post_checks:
             if name in values and not _check_post(values[name], constraint):
                 return None
@@ -200,7 +206,7 @@ class RouteTable[T]:
         """``(target, route_params)``, or the allowed methods when only the method is wrong,
         or ``None`` when nothing matches the path."""
         allowed: set[str] = set()
-        literal = self._literal.get(path.lower())
+        literal = self._literal.get((path[:-1] if path.endswith("/") else path).lower())
         if literal is not None:
             for methods, target in literal:
                 if methods is None or method in methods:

@@ -19,16 +19,16 @@ from pathlib import Path
 from aiohttp import web
 
 from emulators.functions_host.config import HostJson, apply_settings, load_local_settings
+from emulators.functions_host.cors import CorsPolicy, load_cors
 from emulators.functions_host.cosmos_trigger import CosmosTriggerListener
 from emulators.functions_host.functions import FunctionSpec, specs_from_metadata
 from emulators.functions_host.http_host import HttpHost
+from emulators.functions_host.http_server import HttpServer, KestrelLimits
 from emulators.functions_host.language_worker import LanguageWorker
 from emulators.functions_host.servicebus_trigger import ServiceBusTriggerListener
 from emulators.functions_host.timer_trigger import TimerListener
 
 logger = logging.getLogger("emulators.functions_host")
-
-_MAX_BODY = 100 * 1024 * 1024  # the Functions host's request size limit
 
 
 class Runner:
@@ -67,6 +67,7 @@ class Runner:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_event: asyncio.Event | None = None
         self._host_json = HostJson()
+        self._cors: CorsPolicy | None = None
 
     @property
     def url(self) -> str:
@@ -79,6 +80,8 @@ class Runner:
         file_values = load_local_settings(self.settings_file) if self.settings_file else {}
         apply_settings(file_values, self.settings)
         self._host_json = HostJson.load(self.app_dir)
+        # func start reads the `Host` section of the same file (CORS, CORSCredentials)
+        self._cors = load_cors(self.settings_file)
         # the worker's environment only: this process may host other apps (tests do)
         environment = {**os.environ, "PYTHON_SCRIPT_FILE_NAME": self.script}
         self.worker = LanguageWorker(self.app_dir, environment)
@@ -108,14 +111,19 @@ class Runner:
             if kind not in {"httpTrigger", "cosmosDBTrigger", "timerTrigger", "serviceBusTrigger"}:
                 for spec in specs:
                     logger.warning("function %s: trigger %s not supported", spec.name, kind)
+        limits = KestrelLimits.from_settings()
         http_host = HttpHost(
             by_type.get("httpTrigger", []),
             self._host_json.route_prefix,
             worker,
             timeout=self._function_timeout,
-            max_body=_MAX_BODY,
+            limits=limits,
+            cors=self._cors,
         )
-        server = web.Server(http_host.handle, access_log=None)
+        if self._cors is not None:
+            logger.info("CORS: origins %s, credentials %s", ",".join(self._cors.origins),
+                        self._cors.credentials)
+        server = HttpServer(http_host.handle, limits=limits, access_log=None)
         self._site_runner = web.ServerRunner(server, handle_signals=False)
         await self._site_runner.setup()
         site = web.TCPSite(self._site_runner, self.host, self.port, reuse_address=True)

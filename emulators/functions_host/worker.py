@@ -123,6 +123,7 @@ def main(argv: list[str] | None = None) -> None:
     # The library logs as "azure.functions" (one line per invocation at INFO): warnings only,
     # like the SDKs' HTTP logging.
     logging.getLogger("azure").setLevel(logging.WARNING)
+    logging.getLogger().addFilter(drop_auth_level_advice)
     # Ctrl-C reaches the whole process group: the host decides when its worker stops
     # (WorkerTerminate, or the host's connection closing), so the worker flushes and exits
     # cleanly instead of dying mid-invocation with a traceback.
@@ -132,6 +133,18 @@ def main(argv: list[str] | None = None) -> None:
         asyncio.run(Worker(args.host, args.port, args.worker_id).run())
     finally:
         shutdown_telemetry()
+
+
+#: What azure-functions' `FunctionApp.get_functions()` logs (on the root logger, at WARNING) on
+#: every indexing of an app that has no HTTP function: advice that `http_auth_level` has no
+#: effect there. It says nothing about the app and no setting silences it (the library checks
+#: only whether an HTTP function exists), so the local worker drops that one message; Azure's
+#: worker logs it.
+AUTH_LEVEL_ADVICE = "Auth level is not applied to non http function app"
+
+
+def drop_auth_level_advice(record: logging.LogRecord) -> bool:
+    return not (record.name == "root" and str(record.msg).startswith(AUTH_LEVEL_ADVICE))
 
 
 def _local_telemetry() -> Callable[[], None]:

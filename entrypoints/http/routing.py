@@ -50,13 +50,19 @@ class HttpRoute:
         return "{*" in self.template
 
     def matches(self, path: str) -> bool:
-        """Literal segments compare case-insensitively; `{name}` takes one non-empty segment."""
-        want = [s for s in self.template.strip("/").split("/") if s]
-        have = [s for s in path.strip("/").split("/") if s]
+        """As the host's routing (ASP.NET Core) matches: one trailing slash is ignored; literal
+        segments compare case-insensitively; `{name}` takes one non-empty segment, so an empty
+        segment (`a//b`, `a//`) matches no parameter and no literal; `%2F` stays inside its
+        segment (the host does not decode it). `path` is the catch-all's value."""
+        want = self.template.strip("/").split("/")
+        path = path.removeprefix("/")
+        have = (path[:-1] if path.endswith("/") else path).split("/")
         if len(want) != len(have):
             return False
         for pattern, segment in zip(want, have, strict=True):
             if pattern.startswith("{") and pattern.endswith("}"):
+                if not segment:
+                    return False
                 continue
             if pattern.lower() != segment.lower():
                 return False

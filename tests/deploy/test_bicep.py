@@ -342,3 +342,26 @@ def test_the_subscribers_subscription_takes_only_its_aggregate_type() -> None:
         "${projectionAggregateType}", t.default(SERVICEBUS, "projectionAggregateType"))
     assert expression == (
         f"aggregateType = '{Contact.aggregate_type}' OR NOT EXISTS(aggregateType)")
+
+
+def test_the_api_apps_cors_is_a_parameter_off_by_default_as_with_func_start() -> None:
+    """App Service CORS (siteConfig.cors) is what Host.CORS / Host.CORSCredentials in
+    local.settings.json are locally: the same comma-separated list, empty by default."""
+    site = t.one("Microsoft.Web/sites", "site")
+    assert site.properties["siteConfig"]["cors"] == {
+        "allowedOrigins": "corsAllowedOrigins", "supportCredentials": "corsSupportCredentials"}
+    assert t.default(FUNCTION_APP_MODULE, "corsAllowedOrigins") == []
+    assert t.default(FUNCTION_APP_MODULE, "corsSupportCredentials") is False
+    assert t.default(MAIN, "corsAllowedOrigins") == ""
+    assert t.default(MAIN, "corsSupportCredentials") is False
+    api = t.modules(MAIN)["api"]["params"]
+    assert api["corsAllowedOrigins"] == "corsOrigins"
+    assert api["corsSupportCredentials"] == "corsSupportCredentials"
+    # the list is split on commas, spaces dropped; an empty string is no origin at all
+    functions = {n["function"]["type"] for n in t.walk(t.variable(MAIN, "corsOrigins"))
+                 if isinstance(n, dict) and "function" in n}
+    assert functions == {"split", "replace", "empty", "trim"}
+    assert "corsAllowedOrigins" in t.references(t.variable(MAIN, "corsOrigins"))
+    parameters = t.json_file(DEPLOY / "main.parameters.json")["parameters"]
+    assert parameters["corsAllowedOrigins"]["value"] == "${CORS_ALLOWED_ORIGINS=}"
+    assert parameters["corsSupportCredentials"]["value"] == "${CORS_SUPPORT_CREDENTIALS=false}"

@@ -69,6 +69,36 @@ def test_hostile_bodies_are_400_and_write_nothing(client: Client) -> None:
     assert client.request("GET", "/contacts?pageSize=100").json()["items"] == before
 
 
+def test_names_in_every_script_are_accepted_and_blank_looking_ones_refused(
+    client: Client,
+) -> None:
+    for name in ("مهر\u200cآذر", "क्\u200dष", "👨\u200d👩\u200d👧\u200d👦", "Zoë 👩\u200d🔬"):
+        reply = client.request("POST", "/contacts", json_body={**ADA, "firstName": name})
+        assert reply.status == 201, reply.body
+        assert reply.json()["name"]["firstName"] == name
+    for name in ("\u3164", "\u2800", "\u0301", "\ue000", "\ufffe", "\ufffd"):
+        doc = problem(client.request("POST", "/contacts", json_body={**ADA, "firstName": name}),
+                      400)
+        assert doc["errors"][0]["field"] == "firstName"
+
+
+def test_an_id_route_never_answers_the_list_nor_contradicts_itself(client: Client) -> None:
+    problem(client.request("GET", "/contacts//x"), 404)
+    problem(client.request("GET", "/contacts//"), 404)
+    doc = problem(client.request("GET", "/contacts/%2F"), 400)  # the id "%2F", not the list
+    assert "items" not in doc
+
+
+def test_the_host_refuses_over_long_urls_and_headers_without_echo(client: Client) -> None:
+    long_url = client.request("GET", "/contacts/" + "a" * 9000)
+    assert (long_url.status, long_url.body) == (414, b"")
+    client.close()
+    big = {f"x-h{i}": "v" * 500 for i in range(70)}
+    headers = client.request("GET", "/contacts", headers=big)
+    assert (headers.status, headers.body) == (431, b"")
+    client.close()
+
+
 @pytest.fixture
 def hung_store() -> Iterator[int]:
     """A TCP endpoint that accepts connections and never answers."""

@@ -16,7 +16,7 @@ from pydantic.alias_generators import to_camel
 
 from application.contacts.views import ContactView
 from domain.contact import Contact
-from domain.text import REFUSED_CATEGORIES
+from domain.text import REFUSED_CATEGORIES, text_problem
 from domain.values import Company, Name
 from infra.cosmos.documents import aggregate_document
 from tests.fakes import InMemoryStore, InMemoryUnitOfWork
@@ -25,10 +25,10 @@ HIDDEN_FROM_THE_API = {"deleted", "deleted_at"}
 
 
 def trimmed(min_size: int, max_size: int) -> st.SearchStrategy[str]:
-    """Text a contact may hold (domain.text's refused categories left out), trimmed."""
+    """Text a contact may hold (domain.text's rules), trimmed."""
     allowed = st.characters(exclude_categories=sorted(REFUSED_CATEGORIES))  # type: ignore[arg-type]
     return st.text(allowed, min_size=min_size, max_size=max_size).map(str.strip).filter(
-        lambda s: len(s) >= min_size)
+        lambda s: len(s) >= min_size and text_problem(s, required=min_size > 0) is None)
 
 
 # "ab--" is reserved for IDNA (RFC 5891 §4.2.3.1): email-validator refuses such labels.
