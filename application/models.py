@@ -22,6 +22,19 @@ class Model(BaseModel):
     )
 
 
+class PageView(Model):
+    """One page of a listing as answered: the items, the API's token of the next page, and
+    whether there is one. A listing's page names the type of its items (`items: list[X]`)."""
+
+    items: list[Any]
+    continuation_token: str | None
+    has_more: bool
+
+    @classmethod
+    def of_items(cls, items: list[Any], token: str | None) -> Self:
+        return cls(items=items, continuation_token=token, has_more=token is not None)
+
+
 class View(Model):
     """A read model derived from another model (`view_of`)."""
 

@@ -5,7 +5,7 @@ here."""
 from __future__ import annotations
 
 from application.contacts.ports import ContactSummary
-from application.models import Model, view_of
+from application.models import Model, PageView, view_of
 from application.ports import Page
 from domain.contact import Contact
 
@@ -25,13 +25,9 @@ class ContactListItem(Model):
                    company_name=summary.company_name)
 
 
-class ContactPage(Model):
+class ContactPage(PageView):
     items: list[ContactListItem]
-    continuation_token: str | None
-    has_more: bool
 
     @classmethod
     def of(cls, page: Page[ContactSummary]) -> ContactPage:
-        return cls(items=[ContactListItem.of(s) for s in page.items],
-                   continuation_token=page.continuation_token,
-                   has_more=page.continuation_token is not None)
+        return cls.of_items([ContactListItem.of(s) for s in page.items], page.continuation_token)

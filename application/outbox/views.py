@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Self
 
 from pydantic import BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
 
-from application.models import Identifier, Model, RequestModel, omit_null_defaults
+from application.models import Identifier, Model, PageView, RequestModel, omit_null_defaults
 from application.outbox.ports import QuarantinedEvent
 from application.ports import Page
 
@@ -147,16 +147,12 @@ class QuarantineItem(Model):
             resolved_at=entry.resolved_at)
 
 
-class QuarantineListPage(Model):
+class QuarantineListPage(PageView):
     items: list[QuarantineItem]
-    continuation_token: str | None
-    has_more: bool
 
     @classmethod
     def of(cls, page: Page[QuarantinedEvent]) -> QuarantineListPage:
-        return cls(items=[QuarantineItem.of(e) for e in page.items],
-                   continuation_token=page.continuation_token,
-                   has_more=page.continuation_token is not None)
+        return cls.of_items([QuarantineItem.of(e) for e in page.items], page.continuation_token)
 
 
 def _round(value: float | None) -> float | None:

@@ -183,6 +183,12 @@ def unknown(contact: str, version: int) -> IncomingEvent:
                          type="ContactNicknameChangedEvent", version=version, data=body)
 
 
+def at_version(event: IncomingEvent, version: int) -> IncomingEvent:
+    """The same change as `event`, as the contact's `version`-th event."""
+    return IncomingEvent(event_id=f"{event.event_id}-v{version}", contact_id=event.contact_id,
+                         type=event.type, version=version, data={**event.data, "version": version})
+
+
 def test_an_action_it_does_not_handle_is_recorded_and_its_version_taken_as_applied(
     container: ContainerProxy,
 ) -> None:
@@ -198,8 +204,7 @@ def test_an_action_it_does_not_handle_is_recorded_and_its_version_taken_as_appli
     projection = container.read_item(contact, partition_key=contact)
     assert projection["version"] == 2 and "nickname" not in projection["data"]
     # the next version is applied, not held behind the unknown one
-    after = IncomingEvent(event_id="e3", contact_id=contact, type=two.type, version=3,
-                          data={**two.data, "version": 3})
+    after = at_version(two, 3)
     assert projector.handle(after).outcome is Outcome.APPLIED
     assert container.read_item(contact, partition_key=contact)["version"] == 3
     assert projector.handle(nickname).outcome is Outcome.DUPLICATE
@@ -212,8 +217,7 @@ def test_versions_held_behind_an_unknown_action_follow_it_when_it_arrives(
     contact = str(uuid.uuid4())
     one, two, *_ = events(contact)
     projector.handle(one)
-    after = IncomingEvent(event_id="e3", contact_id=contact, type=two.type, version=3,
-                          data={**two.data, "version": 3})
+    after = at_version(two, 3)
     assert projector.handle(after).outcome is Outcome.HELD
     result = projector.handle(unknown(contact, 2))
     assert (result.outcome, result.applied) == (Outcome.IGNORED, [2, 3])
