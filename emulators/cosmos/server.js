@@ -600,8 +600,10 @@ function queryDocuments(store, docs, body, req) {
   const colData = store.colData;
   // the service serves an ORDER BY from a composite index in its own order or exactly
   // reversed; the package's engine accepts only the declared order
-  const declared = ((colData.indexingPolicy || {}).compositeIndexes) || [];
-  const reversed = order => (String(order || "ascending").toLowerCase() === "descending" ? "ascending" : "descending");
+  // (an order left out is ascending)
+  const declared = (((colData.indexingPolicy || {}).compositeIndexes) || []).map(paths =>
+    paths.map(index => ({ ...index, order: String(index.order || "ascending").toLowerCase() })));
+  const reversed = order => (order === "descending" ? "ascending" : "descending");
   const compositeIndexes = declared.concat(
     declared.map(paths => paths.map(index => ({ ...index, order: reversed(index.order) }))));
   const { query: text, parameters } = renameParameters(body.query, body.parameters || []);
