@@ -143,6 +143,19 @@ def test_throughput_outside_the_service_limits_is_refused(database: DatabaseProx
     assert refused.value.status_code == 400
 
 
+def test_an_offer_read_names_the_minimum_throughput(database: DatabaseProxy) -> None:
+    """A GET of the offer answers the lowest RU/s it may be set to (x-ms-cosmos-min-throughput,
+    as the REST reference documents)."""
+    container = database.create_container(unique("c"), PartitionKey(PK_PATH),
+                                          offer_throughput=400)
+    offer = container.get_throughput().properties
+    assert offer is not None
+    connection = container.client_connection
+    read = connection.ReadOffer(offer["_self"])
+    assert read["content"]["offerThroughput"] == 400
+    assert int(connection.last_response_headers["x-ms-cosmos-min-throughput"]) == 400
+
+
 def test_an_offer_goes_with_its_container(client: CosmosClient, database: DatabaseProxy) -> None:
     container = database.create_container(unique("c"), PartitionKey(PK_PATH),
                                           offer_throughput=400)
