@@ -75,7 +75,7 @@ FAST_SAMPLES: dict[str, list[str]] = {
     ],
 }
 
-#: The longest samples sleep past lock durations by design (auto_lock_renew: about 7 min).
+#: The longest samples sleep past lock durations by design (auto_lock_renew_async: 8 min).
 DEFAULT_TIMEOUT_S = 900.0
 
 #: A line of a sample's output that reports an error. Samples catch the SDK's exceptions and
@@ -149,7 +149,8 @@ SUBSCRIPTION_PROPERTIES: dict[str, dict[str, object]] = {
     "async_samples/list_sessions_async.py": {"RequiresSession": True},
 }
 
-#: Variables that would pick another credential than the local managed identity.
+#: Variables that would pick another credential than the local managed identity, or another
+#: endpoint than the run's (a developer's own settings): not passed to the samples.
 CREDENTIAL_VARIABLES = re.compile(
     r"^(AZURE_|MSI_|IDENTITY_|IMDS_|ACCOUNT_|COSMOS_|SERVICEBUS_)"
 )
