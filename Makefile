@@ -15,7 +15,7 @@ help:
 	@echo "make tail   print events as they reach the topic (its own tail subscription)"
 	@echo "make status one-screen outbox summary (backlog, lag, sent, failures) from .stack/otel"
 	@echo "make reset  forget the local stack's kept state (Cosmos documents and leases, Service Bus messages, Azurite, telemetry)"
-	@echo "make conformance  the Azure SDKs' own test files (installed versions) against the stack"
+	@echo "make conformance  the Azure SDKs' own test files and samples (installed versions) against the stack"
 
 RPC_STAMP := $(VENV)/rpc/.installed
 
@@ -57,7 +57,7 @@ test: setup lint
 	$(PY) -m pytest -q --cov --cov-report=term
 	$(PY) -m conformance --fast --label fast
 
-# The SDKs' own suites (sdists of the installed azure-cosmos / azure-servicebus from PyPI).
+# The SDKs' own suites and samples (sdists of the installed azure-cosmos / azure-servicebus from PyPI).
 conformance: setup
 	$(PY) -m conformance --label full --markdown .stack/conformance/results.md
 

@@ -1,4 +1,4 @@
-"""``python -m conformance [--fast] [--sdk NAME] [--label before|after]``.
+"""``python -m conformance [--fast] [--sdk NAME] [--suite tests|samples] [--label NAME]``.
 
 1. Finds the installed versions of azure-cosmos and azure-servicebus and downloads their
    source distributions from PyPI (``pip download --no-binary :all: --no-deps``) into
@@ -10,6 +10,9 @@
    ``-p conformance.plugin`` and the shims in ``conformance/shims`` ahead on the path.
 4. Writes per file collected / passed / failed / excluded to
    ``.stack/conformance/results-<label>.json`` and prints a table (``--markdown FILE`` too).
+5. Runs the SDKs' samples (``samples/`` of the same sdists) against the same endpoints, each
+   unchanged in its own subprocess (``conformance/samples.py``), and prints their table too
+   (``samples-<label>.json``).
 """
 
 from __future__ import annotations
@@ -28,10 +31,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from conformance import samples as sample_suite
+from conformance.identity import start_identity_endpoint
 from conformance.scope import FAST, KNOWN_FAILURES, SCOPE, Exclusions, load_exclusions
 from conformance.tls import make_tls
 from emulators.cosmos.launcher import EMULATOR_KEY, start_cosmos
-from emulators.servicebus.launcher import start_servicebus
+from emulators.servicebus.launcher import ServiceBusEndpoint, start_servicebus
 
 ROOT = Path(__file__).resolve().parents[1]
 WORK = ROOT / ".stack" / "conformance"
@@ -42,6 +47,12 @@ AMQPS_PORT = 5671
 #: free port (it is `make run`'s Cosmos port too; the fast subset never takes it).
 COSMOS_EMULATOR_PORT = 8081
 HARD_CODED_ADDRESS_FILES = {"test_session.py"}
+#: The samples' connection string: the namespace ``localhost`` (amqps on 5671, the run's CA);
+#: the key is the emulator's placeholder (the endpoint checks none).
+SERVICEBUS_CONNECTION_STRING = (
+    "Endpoint=sb://localhost/;SharedAccessKeyName=RootManageSharedAccessKey;"
+    "SharedAccessKey=SAS_KEY_VALUE"
+)
 
 
 @dataclass
@@ -64,7 +75,7 @@ def sdist(distribution: str) -> Path:
     version = importlib.metadata.version(distribution)
     stem = f"{distribution.replace('-', '_')}-{version}"
     target = WORK / stem
-    if (target / "tests").is_dir():
+    if (target / "tests").is_dir() and (target / "samples").is_dir():
         return target
     WORK.mkdir(parents=True, exist_ok=True)
     subprocess.run(
@@ -142,11 +153,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--file-timeout", type=float, default=3600.0)
     parser.add_argument("--select", metavar="EXPR",
                         help="only the tests matching this pytest -k expression (re-measuring)")
+    parser.add_argument("--suite", choices=("tests", "samples"), action="append",
+                        help="only the SDKs' own tests, or only their samples (default: both;"
+                        " --file alone means tests, --sample alone samples)")
+    parser.add_argument("--sample", action="append",
+                        help="only these samples (paths under the sdist's samples/)")
+    parser.add_argument("--sample-timeout", type=float, default=sample_suite.DEFAULT_TIMEOUT_S)
     args = parser.parse_args(argv)
-    load_exclusions()  # fail early on a malformed exclusions file
+    excluded = load_exclusions()  # fail early on a malformed exclusions file
     known = load_exclusions(KNOWN_FAILURES)
     scope = FAST if args.fast else SCOPE
     sdks = args.sdk or sorted(scope)
+    suites = set(args.suite or [])
+    if not suites:
+        suites = {"tests", "samples"}
+        if args.file and not args.sample:
+            suites = {"tests"}
+        elif args.sample and not args.file:
+            suites = {"samples"}
     if "azure-servicebus" in sdks and not _port_free(AMQPS_PORT):
         print(f"port {AMQPS_PORT} (amqps) is in use: another conformance run?", file=sys.stderr)
         return 2
@@ -156,9 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     WORK.mkdir(parents=True, exist_ok=True)
     tls_dir = Path(tempfile.mkdtemp(prefix="tls-", dir=WORK))
     tls = make_tls(tls_dir)
-    logs = WORK / "logs"
+    # the endpoints' logs of this run (per label: a Cosmos-only run may run beside another,
+    # and a sample's verdict reads what the endpoints logged while it ran)
+    logs = WORK / "logs" / args.label
     logs.mkdir(parents=True, exist_ok=True)
     selected = {f for sdk in sdks for f in scope[sdk] if not args.file or f in args.file}
+    if "tests" not in suites:
+        selected = set()
     cosmos_port = 0
     if selected & HARD_CODED_ADDRESS_FILES:
         cosmos_port = COSMOS_EMULATOR_PORT if _port_free(COSMOS_EMULATOR_PORT) else 0
@@ -168,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     cosmos = None
     servicebus = None
     results: list[FileResult] = []
+    sample_results: list[sample_suite.SampleResult] = []
     try:
         cosmos = start_cosmos(
             log_path=logs / "cosmos.log", tls=(tls.cert, tls.key), port=cosmos_port
@@ -190,12 +219,19 @@ def main(argv: list[str] | None = None) -> int:
             "SERVICEBUS_ENDPOINT_SUFFIX": "",
         }
         for sdk in sdks:
-            for file in scope[sdk]:
+            for file in scope[sdk] if "tests" in suites else []:
                 if args.file and file not in args.file:
                     continue
                 result = run_file(sdk, dirs[sdk], file, env, args.file_timeout, args.select)
                 print(_row(result), flush=True)
                 results.append(result)
+        if "samples" in suites:
+            sample_results = _run_samples(
+                sdks, args, excluded, cosmos_port=cosmos.port, tls_bundle=tls.bundle,
+                servicebus=servicebus,
+                endpoint_logs=[logs / "cosmos.log"]
+                + ([logs / "servicebus.log"] if servicebus is not None else []),
+            )
     except KeyboardInterrupt:
         # Ctrl-C reaches the pytest child too (one process group); stop the endpoints, no verdict
         print(f"\nconformance: interrupted after {len(results)} file(s); endpoints stopped",
@@ -207,19 +243,71 @@ def main(argv: list[str] | None = None) -> int:
         if cosmos is not None:
             cosmos.stop()
         shutil.rmtree(tls_dir, ignore_errors=True)
-    out = WORK / f"results-{args.label}.json"
-    out.write_text(json.dumps([r.__dict__ for r in results], indent=1))
-    table = markdown(results)
+    table = ""
+    if "tests" in suites:
+        out = WORK / f"results-{args.label}.json"
+        out.write_text(json.dumps([r.__dict__ for r in results], indent=1))
+        table = "The SDKs' own tests\n\n" + markdown(results)
+    if "samples" in suites:
+        (WORK / f"samples-{args.label}.json").write_text(sample_suite.to_json(sample_results))
+        table += ("\n" if table else "") + "The SDKs' samples\n\n" + sample_suite.markdown(
+            sample_results, known)
     print(table)
     if args.markdown:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
         args.markdown.write_text(table)
-    return verdict(results, known)
+    return verdict(results, known, sample_suite.verdict(sample_results, known),
+                   sample_results)
 
 
-def verdict(results: list[FileResult], known: Exclusions) -> int:
+def _run_samples(
+    sdks: list[str], args: argparse.Namespace, excluded: Exclusions, *, cosmos_port: int,
+    tls_bundle: Path, servicebus: ServiceBusEndpoint | None, endpoint_logs: list[Path],
+) -> list[sample_suite.SampleResult]:
+    identity = start_identity_endpoint()
+    try:
+        ctx = sample_suite.SampleContext(
+            cosmos_endpoint=f"https://localhost:{cosmos_port}/",
+            cosmos_key=EMULATOR_KEY,
+            servicebus_namespace="localhost",
+            servicebus_connection_string=SERVICEBUS_CONNECTION_STRING,
+            servicebus_control=(
+                ("127.0.0.1", int(servicebus.control_port))
+                if servicebus is not None and servicebus.control_port else None
+            ),
+            ca_bundle=tls_bundle,
+            identity=identity,
+            endpoint_logs=endpoint_logs,
+            work=WORK,
+            timeout=args.sample_timeout,
+        )
+        out: list[sample_suite.SampleResult] = []
+        for sdk in sdks:
+            samples_dir = sdist(sdk) / "samples"
+            names = sample_suite.discover(sdk, samples_dir)
+            if args.fast:
+                names = [n for n in names if n in sample_suite.FAST_SAMPLES.get(sdk, [])]
+            if args.sample:
+                names = [n for n in names if n in args.sample]
+            out += sample_suite.run_samples(sdk, samples_dir, names, ctx, excluded,
+                                            on_result=_print_sample)
+        return out
+    finally:
+        identity.stop()
+
+
+def _print_sample(r: sample_suite.SampleResult) -> None:
+    print(f"| {r.sdk} | sample {r.sample} | {r.outcome} | {r.seconds} | {r.reason} |",
+          flush=True)
+
+
+def verdict(
+    results: list[FileResult], known: Exclusions, sample_problems: list[str] | None = None,
+    sample_results: list[sample_suite.SampleResult] | None = None,
+) -> int:
     """0 when every failure is a listed gap (known-failures.txt) and every listed gap that ran
-    still fails; 1 otherwise, naming each regression and each closed gap."""
-    problems: list[str] = []
+    still fails, for tests and samples; 1 otherwise, naming each regression and closed gap."""
+    problems: list[str] = list(sample_problems or [])
     known_count = 0
     for r in results:
         if r.note:
@@ -234,8 +322,13 @@ def verdict(results: list[FileResult], known: Exclusions) -> int:
                 problems.append(f"{r.sdk} {nodeid}: passes now; remove it from "
                                 "conformance/known-failures.txt")
     total = sum(r.passed for r in results)
-    print(f"conformance: {total} passed, {known_count} known gaps failed as listed, "
-          f"{len(problems)} problems")
+    line = f"conformance: {total} passed, {known_count} known gaps failed as listed"
+    if sample_results:
+        for sdk, counts in sample_suite.summary(sample_results, known).items():
+            line += (f"; {sdk} samples: {counts.get('passed', 0)} passed, "
+                     f"{counts.get('known gap', 0)} known gaps, "
+                     f"{counts.get('out of scope', 0)} out of scope")
+    print(f"{line}; {len(problems)} problems")
     for problem in problems:
         print(f"  {problem}", file=sys.stderr)
     return 1 if problems else 0

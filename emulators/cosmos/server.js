@@ -16,6 +16,10 @@
  *     start from beginning / now / point in time, paging, partition-key and EPK scope;
  *   - TTL (container defaultTtl + item ttl), lazily on access plus a periodic sweep;
  *   - queries scoped to the x-ms-documentdb-partitionkey header;
+ *   - resource ids in the service's encoding (base64 with '-' for '/');
+ *   - offers (throughput: read, query, replace; manual and autoscale);
+ *   - the service's default indexing policy, filled in when a container is created;
+ *   - management operations refused (403) to Entra ID (AAD) tokens, as data-plane RBAC does;
  *   - HTTP keep-alive.
  * Everything else (databases, containers, pkranges, UDFs, account) goes to the package.
  *
@@ -33,16 +37,33 @@ const { Readable } = require("stream");
 
 const PKG_DIR = path.dirname(require.resolve("@vercel/cosmosdb-server/package.json"));
 const Account = require("@vercel/cosmosdb-server/lib/account").default;
+const ResourceId = require("@vercel/cosmosdb-server/lib/account/resource-id").default;
 const packageRoutes = require("@vercel/cosmosdb-server/lib/routes").default;
 const { patchOperation } = require("@vercel/cosmosdb-server/lib/handler/_patch-operations");
 const { effectivePartitionKeyV1, effectivePartitionKeyV2 } = require("./epk");
 const { engineShape, needsPlan, queryPlan, rewrittenAggregate } = require("./queryplan");
+const { Offers, requestedThroughput, DEFAULT_CONTAINER_THROUGHPUT } = require("./offers");
 
 const MAX_BATCH_OPERATIONS = 100;
 const MAX_BATCH_BYTES = 2 * 1024 * 1024;
 const MAX_DOCUMENT_BYTES = 2 * 1024 * 1024;
 const SWEEP_INTERVAL_MS = 1000;
 const STATE_FLUSH_MS = 500;
+const STATE_VERSION = 2;
+
+// ---------------------------------------------------------------- resource ids
+//
+// The service writes a resource id (_rid, and so _self) in base64 with '/' replaced by '-'
+// (its ResourceId.ToBase64String; the SDKs' parsers turn '-' back into '/'), so an id never
+// contains a path separator. 1.0.1 writes plain base64: from about the 63rd document of a
+// container ids contain '/', and every SDK call given an item dict (which addresses the item
+// by its _self) fails client-side ("Failed Parsing ResourceID from link").
+
+/** A resource id in the service's encoding (idempotent: also converts a 1.0.1 id). */
+const serviceRid = rid => String(rid).replace(/\//g, "-");
+ResourceId.toBase64String = buffer => serviceRid(buffer.toString("base64"));
+// 1.0.1 replaces only the first '-'
+ResourceId.fromBase64String = s => Buffer.from(String(s).replace(/-/g, "/"), "base64");
 
 // ---------------------------------------------------------------- errors / responses
 
@@ -577,7 +598,14 @@ function queryDocuments(store, docs, body, req) {
     }
   }
   const colData = store.colData;
-  const compositeIndexes = ((colData.indexingPolicy || {}).compositeIndexes) || [];
+  // the service serves an ORDER BY from a composite index in its own order or exactly
+  // reversed; the package's engine accepts only the declared order
+  // (an order left out is ascending)
+  const declared = (((colData.indexingPolicy || {}).compositeIndexes) || []).map(paths =>
+    paths.map(index => ({ ...index, order: String(index.order || "ascending").toLowerCase() })));
+  const reversed = order => (order === "descending" ? "ascending" : "descending");
+  const compositeIndexes = declared.concat(
+    declared.map(paths => paths.map(index => ({ ...index, order: reversed(index.order) }))));
   const { query: text, parameters } = renameParameters(body.query, body.parameters || []);
   const options = { parameters, udf: store.docs._userDefinedFunctions(), compositeIndexes };
   const aggregate = rewrittenAggregate(text);
@@ -923,17 +951,56 @@ async function handleContainerReplace(account, req, res, segs) {
     throw badRequest("Replacing the partition key of a container is not allowed.");
   }
   const system = Object.fromEntries(Object.entries(old).filter(([k]) => k.startsWith("_")));
-  const updated = {
+  const updated = withContainerDefaults({
     ...body,
     ...system,
-    indexingPolicy: body.indexingPolicy || old.indexingPolicy,
+    indexingPolicy: completeIndexingPolicy(body.indexingPolicy || old.indexingPolicy),
     geospatialConfig: body.geospatialConfig || old.geospatialConfig,
+    conflictResolutionPolicy: body.conflictResolutionPolicy || old.conflictResolutionPolicy,
     _etag: `"${crypto.randomUUID()}"`,
     _ts: Math.floor(Date.now() / 1000)
-  };
+  });
   collection._data = updated;
   send(req, res, 200, updated);
   return true;
+}
+
+// ---------------------------------------------------------------- container settings
+//
+// The service completes a container's settings and returns them in full: without an indexing
+// policy, {"indexingMode":"consistent","automatic":true,"includedPaths":[{"path":"/*"}],
+// "excludedPaths":[{"path":"/\"_etag\"/?"}]}; a partial one gets the missing fields and the
+// _etag exclusion (mode "none": not automatic, no paths); LastWriterWins on /_ts and the
+// Geography type are the conflict resolution and geospatial defaults. 1.0.1 stores only
+// {"indexingMode":"consistent"}, so a read-modify-write of the policy fails.
+
+const ETAG_PATH = '/"_etag"/?';
+
+function completeIndexingPolicy(given) {
+  const policy = given && typeof given === "object" && !Array.isArray(given) ? { ...given } : {};
+  const mode = String(policy.indexingMode || "consistent").toLowerCase();
+  policy.indexingMode = mode;
+  if (mode === "none") {
+    if (policy.automatic === undefined) policy.automatic = false;
+    if (!Array.isArray(policy.includedPaths)) policy.includedPaths = [];
+    if (!Array.isArray(policy.excludedPaths)) policy.excludedPaths = [];
+    return policy;
+  }
+  if (policy.automatic === undefined) policy.automatic = true;
+  if (!Array.isArray(policy.includedPaths)) policy.includedPaths = [{ path: "/*" }];
+  const excluded = Array.isArray(policy.excludedPaths) ? policy.excludedPaths : [];
+  policy.excludedPaths = excluded.some(e => e && e.path === ETAG_PATH) ? excluded : [...excluded, { path: ETAG_PATH }];
+  if (policy.compositeIndexes === undefined || policy.compositeIndexes === null) delete policy.compositeIndexes;
+  return policy;
+}
+
+function withContainerDefaults(body) {
+  const out = { ...body, indexingPolicy: completeIndexingPolicy(body.indexingPolicy) };
+  if (!out.conflictResolutionPolicy) {
+    out.conflictResolutionPolicy = { mode: "LastWriterWins", conflictResolutionPath: "/_ts", conflictResolutionProcedure: "" };
+  }
+  if (!out.geospatialConfig || !out.geospatialConfig.type) out.geospatialConfig = { type: "Geography" };
+  return out;
 }
 
 function checkDefaultTtl(body) {
@@ -942,12 +1009,19 @@ function checkDefaultTtl(body) {
   }
 }
 
+const isQueryRequest = req =>
+  isTrue(req, "x-ms-documentdb-isquery") || String(header(req, "content-type") || "").startsWith("application/query+json");
+
 /**
- * POST /dbs/{db}/colls: validate what 1.0.1 accepts blindly (defaultTtl), then hand the
- * buffered request to the package. Returns the request to pass on, or null (not ours).
+ * POST /dbs and POST /dbs/{db}/colls (creates, not queries): validate what 1.0.1 accepts
+ * blindly (defaultTtl, the throughput headers), complete a container's settings, hand the
+ * buffered request to the package, and create the resource's offer once it exists.
  */
-async function checkContainerCreate(req, segs) {
-  if (req.method !== "POST" || segs.length !== 3 || segs[0] !== "dbs" || segs[2] !== "colls") return null;
+async function handleResourceCreate(account, req, res, segs) {
+  if (req.method !== "POST" || isQueryRequest(req)) return false;
+  const isDatabase = segs.length === 1 && segs[0] === "dbs";
+  const isContainer = segs.length === 3 && segs[0] === "dbs" && segs[2] === "colls";
+  if (!isDatabase && !isContainer) return false;
   const raw = await readBody(req);
   let body;
   try {
@@ -955,16 +1029,164 @@ async function checkContainerCreate(req, segs) {
   } catch (e) {
     throw badRequest("The request payload is invalid JSON.");
   }
-  checkDefaultTtl(body);
-  const replay = Readable.from([raw]);
+  let throughput = requestedThroughput(req.headers, badRequest);
+  if (isContainer) {
+    checkDefaultTtl(body);
+    const database = account.database(segs[1]).read();
+    if (!throughput && database && !account.offers.forResource(database._rid)) {
+      // a container without shared throughput to draw on gets the service's default
+      throughput = { manual: DEFAULT_CONTAINER_THROUGHPUT };
+    }
+    if (body && typeof body === "object" && !Array.isArray(body)) body = withContainerDefaults(body);
+  }
+  const replay = Readable.from([body === undefined ? raw : Buffer.from(JSON.stringify(body))]);
   replay.method = req.method;
   replay.url = req.url;
   replay.headers = req.headers;
-  return replay;
+  await handleWithPackage(account, replay, res, (status, created) => {
+    if (status === 201 && throughput && created && created._rid) account.offers.create(created, throughput);
+  });
+  return true;
 }
 
-/** Everything that is not a document operation: the package's own handlers. */
-async function handleWithPackage(account, req, res) {
+/**
+ * DELETE /dbs/{db} and DELETE /dbs/{db}/colls/{coll}: the package deletes; the offers of the
+ * resource (and of a database's containers) go with it.
+ */
+async function handleResourceDelete(account, req, res, segs) {
+  if (req.method !== "DELETE" || segs[0] !== "dbs" || (segs.length !== 2 && !(segs.length === 4 && segs[2] === "colls"))) {
+    return false;
+  }
+  const database = account.database(segs[1]);
+  const rids = [];
+  if (segs.length === 2) {
+    const db = database.read();
+    if (db) {
+      rids.push(db._rid);
+      for (const item of database.collections._data.values()) {
+        const col = item.read();
+        if (col) rids.push(col._rid);
+      }
+    }
+  } else {
+    const col = database.collection(segs[3]).read();
+    if (col) rids.push(col._rid);
+  }
+  await handleWithPackage(account, req, res, status => {
+    if (status === 204) account.offers.removeFor(rids);
+  });
+  return true;
+}
+
+// ---------------------------------------------------------------- offers
+
+const OFFER_ERRORS = {
+  notFound,
+  badRequest,
+  preconditionFailed
+};
+
+/** /offers (read feed, query) and /offers/{rid} (read, replace). */
+async function handleOffers(account, req, res, segs) {
+  if (segs[0] !== "offers" || segs.length > 2) return false;
+  const offers = account.offers;
+  if (segs.length === 1) {
+    let rows = offers.all();
+    if (req.method === "POST" && isQueryRequest(req)) {
+      let body = await readJson(req);
+      if (typeof body === "string") body = { query: body };
+      if (!body || typeof body.query !== "string") throw badRequest("missing query");
+      try {
+        rows = account.databases._getQuery(body.query).exec(rows, { parameters: body.parameters || [] }).result;
+      } catch (err) {
+        throw badRequest(err.message);
+      }
+    } else if (req.method !== "GET") {
+      throw new CosmosError(405, "MethodNotAllowed", "Method not allowed");
+    }
+    send(req, res, 200, { _rid: "", Offers: rows, _count: rows.length }, { "x-ms-item-count": String(rows.length) });
+    return true;
+  }
+  const rid = segs[1];
+  if (req.method === "GET") {
+    const offer = offers.get(rid);
+    if (!offer) throw notFound();
+    send(req, res, 200, offer, {
+      "x-ms-cosmos-min-throughput": String(offers.minimum(offer)),
+      "x-ms-offer-replace-pending": "False"
+    });
+    return true;
+  }
+  if (req.method === "PUT") {
+    const body = await readJson(req);
+    const offer = offers.replace(rid, body, header(req, "if-match"), OFFER_ERRORS);
+    send(req, res, 200, offer, { "x-ms-offer-replace-pending": "False" });
+    return true;
+  }
+  throw new CosmosError(405, "MethodNotAllowed", "Method not allowed");
+}
+
+/** The 3-byte resource id of the n-th offer, in the service's encoding ("AQAA"). */
+function offerRid(n) {
+  const rid = new ResourceId();
+  rid.offer = String(n);
+  return rid.toString();
+}
+
+// ---------------------------------------------------------------- Entra ID (AAD) tokens
+//
+// With an Entra ID token the service authorizes data-plane RBAC actions only (items, queries,
+// change feed, reading metadata): creating, replacing or deleting databases and containers and
+// replacing throughput are control-plane operations, refused with 403 and sub-status 5300
+// (AAD_REQUEST_NOT_AUTHORIZED). Tokens themselves are not checked here.
+
+function isAadRequest(req) {
+  let auth = String(header(req, "authorization") || "");
+  try {
+    auth = decodeURIComponent(auth);
+  } catch (e) {
+    return false;
+  }
+  return /(^|&)type=aad(&|$)/i.test(auth);
+}
+
+/** The RBAC action a management operation needs, or null for a data-plane operation. */
+function managementAction(req, segs) {
+  if (isQueryRequest(req) || segs[0] === "_emulators") return null;
+  const m = req.method;
+  if (segs[0] === "offers") return m === "PUT" ? "throughputSettings/write" : null;
+  if (segs[0] !== "dbs") return null;
+  if (segs.length === 1) return m === "POST" ? "sqlDatabases/write" : null;
+  if (segs.length === 2) return m === "DELETE" ? "sqlDatabases/delete" : null;
+  if (segs[2] !== "colls") return m === "GET" ? null : "sqlDatabases/users/write";
+  if (segs.length === 3) return m === "POST" ? "sqlDatabases/containers/write" : null;
+  if (segs.length === 4) {
+    if (m === "PUT") return "sqlDatabases/containers/write";
+    if (m === "DELETE") return "sqlDatabases/containers/delete";
+    return null;
+  }
+  if (["sprocs", "triggers", "udfs"].includes(segs[4]) && m !== "GET" && !(m === "POST" && segs.length === 6)) {
+    return `sqlDatabases/containers/${segs[4] === "sprocs" ? "storedProcedures" : segs[4] === "udfs" ? "userDefinedFunctions" : "triggers"}/write`;
+  }
+  return null;
+}
+
+function refuseAadManagement(account, req, segs) {
+  const action = managementAction(req, segs);
+  if (!action || !isAadRequest(req)) return null;
+  const resource = segs.join("/");
+  return new CosmosError(403, "Forbidden",
+    `Request blocked by Auth ${account.read().id} : Request is blocked because principal does not have required ` +
+    `RBAC permissions to perform action [Microsoft.DocumentDB/databaseAccounts/${action}] on resource [${resource}]. ` +
+    "Management operations are not supported through the data plane with Entra ID tokens. " +
+    "Learn more: https://aka.ms/cosmos-native-rbac.", 5300);
+}
+
+/**
+ * Everything that is not a document operation: the package's own handlers. `onSuccess(status,
+ * body)` runs before a success (< 400) is sent.
+ */
+async function handleWithPackage(account, req, res, onSuccess) {
   const route = packageRoutes(req);
   let body;
   if (!route) {
@@ -992,6 +1214,7 @@ async function handleWithPackage(account, req, res) {
     send(req, res, status, { code, message: b.message || code });
     return;
   }
+  if (onSuccess) onSuccess(status, body);
   if (header(req, "a-im")) {
     // partition key ranges are read as a change feed by the SDK's routing map cache:
     // the set never changes (one range), so any known etag is up to date
@@ -1089,13 +1312,16 @@ function createRequestListener(getAccount, opts) {
           sendFault(req, res, fault);
           return;
         }
-        if (await handleDocuments(account, req, res, segs)) return;
-        if (await handleContainerReplace(account, req, res, segs)) return;
-        const checked = await checkContainerCreate(req, segs);
-        if (checked) {
-          await handleWithPackage(account, checked, res);
-          return;
+        const refused = refuseAadManagement(account, req, segs);
+        if (refused) {
+          req.resume();
+          throw refused;
         }
+        if (await handleDocuments(account, req, res, segs)) return;
+        if (await handleOffers(account, req, res, segs)) return;
+        if (await handleContainerReplace(account, req, res, segs)) return;
+        if (await handleResourceCreate(account, req, res, segs)) return;
+        if (await handleResourceDelete(account, req, res, segs)) return;
       } catch (err) {
         if (err instanceof CosmosError) {
           sendError(req, res, err);
@@ -1129,9 +1355,9 @@ function sweep(account) {
 
 // ---------------------------------------------------------------- persistence
 
-/** Every database, container and live document with its LSN, and the counters that make
- * resource ids, so a restart restores the same _rid / _self / _etag values (the SDK's change
- * feed continuations and the trigger's leases name the container by its _rid). */
+/** Every database, container and live document with its LSN, the offers, and the counters
+ * that make resource ids, so a restart restores the same _rid / _self / _etag values (the
+ * SDK's change feed continuations and the trigger's leases name the container by its _rid). */
 function snapshot(account) {
   const dbs = [];
   for (const dbItem of account.databases._data.values()) {
@@ -1150,28 +1376,57 @@ function snapshot(account) {
     }
     dbs.push({ body: db, ridCount: dbItem.collections._ridCount, colls });
   }
-  return { version: 1, globalLsn, ridCount: account.databases._ridCount, dbs };
+  return {
+    version: STATE_VERSION, globalLsn, ridCount: account.databases._ridCount, dbs,
+    offers: account.offers.snapshot()
+  };
 }
 
+/**
+ * Load a snapshot. A version 1 file (written before this endpoint used the service's
+ * resource-id encoding, filled in container settings and kept offers) is migrated: '/' in
+ * resource ids becomes '-' (the same ids, in the service's encoding; _self links follow),
+ * containers get the service's default settings, and every container without throughput of
+ * its own in a database without shared throughput gets the default 400 RU/s offer it would
+ * have had. Ids and LSNs are otherwise kept as they were.
+ */
 function restore(account, state) {
-  if (!state || state.version !== 1) throw new Error("unknown state file version");
+  if (!state || (state.version !== 1 && state.version !== STATE_VERSION)) {
+    throw new Error("unknown state file version");
+  }
+  const migrating = state.version === 1;
   globalLsn = state.globalLsn;
   account.databases._ridCount = state.ridCount;
+  if (!migrating) account.offers.restore(state.offers);
   for (const d of state.dbs) {
-    account.databases._set(d.body);
-    const dbItem = account.database(d.body.id);
+    const dbBody = migrating ? migratedIds(d.body, null, "dbs") : d.body;
+    account.databases._set(dbBody);
+    const dbItem = account.database(dbBody.id);
     dbItem.collections._ridCount = d.ridCount;
     for (const c of d.colls) {
-      dbItem.collections._set(c.body);
-      const colItem = dbItem.collection(c.body.id);
+      const colBody = migrating ? withContainerDefaults(migratedIds(c.body, dbBody, "colls")) : c.body;
+      dbItem.collections._set(colBody);
+      const colItem = dbItem.collection(colBody.id);
       colItem.documents._ridCount = c.ridCount;
+      if (migrating) account.offers.create(colItem.read(), { manual: DEFAULT_CONTAINER_THROUGHPUT });
       for (const x of c.docs) {
-        colItem.documents._set(x.body);
-        Object.defineProperty(x.body, "__lsn", { value: x.lsn, enumerable: false, configurable: true, writable: true });
-        Object.defineProperty(x.body, "__mtime", { value: x.mtime, enumerable: false, configurable: true, writable: true });
+        const doc = migrating ? migratedIds(x.body, colBody, "docs") : x.body;
+        colItem.documents._set(doc);
+        Object.defineProperty(doc, "__lsn", { value: x.lsn, enumerable: false, configurable: true, writable: true });
+        Object.defineProperty(doc, "__mtime", { value: x.mtime, enumerable: false, configurable: true, writable: true });
       }
     }
   }
+}
+
+/** A version 1 body with its _rid in the service's encoding and its _self rebuilt from it. */
+function migratedIds(body, parent, kind) {
+  const rid = serviceRid(body._rid);
+  let self;
+  if (kind === "dbs") self = `/dbs/${rid}`;
+  else if (kind === "colls") self = `${parent._self}/colls/${rid}`;
+  else self = `${parent._self}/docs/${rid}/`;
+  return { ...body, _rid: rid, _self: self };
 }
 
 /** Write the snapshot atomically (temporary file, then rename). */
@@ -1226,6 +1481,7 @@ function createServer(opts = {}) {
     const { address, port } = server.address();
     const host = address === "0.0.0.0" || address === "::" ? "localhost" : address;
     account = new Account(host, port);
+    account.offers = new Offers(offerRid);
     if (opts.stateFile && fs.existsSync(opts.stateFile)) {
       restore(account, JSON.parse(fs.readFileSync(opts.stateFile, "utf8")));
     }

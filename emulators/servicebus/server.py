@@ -373,6 +373,11 @@ class Connection:
                     properties=None,
                 ),
             )
+        elif code == 0x18:  # close
+            self.send(0, perf.CloseFrame(error=None))
+            self.closed = True
+        elif 0x12 <= code <= 0x17 and channel not in self.sessions:
+            self.on_unmapped_channel(code, channel)
         elif code == 0x12:
             self.on_attach(self.sessions[channel], f)
         elif code == 0x13:
@@ -388,13 +393,29 @@ class Connection:
                 self.server.unlink(link)
             self.send(channel, perf.DetachFrame(handle=int(f[0]), closed=True, error=None))
         elif code == 0x17:  # end
-            session = self.sessions.pop(channel, Session(conn=self, channel=channel))
+            session = self.sessions.pop(channel)
             for link in list(session.links.values()):
                 self.server.unlink(link)
             self.send(channel, perf.EndFrame(error=None))
-        elif code == 0x18:  # close
-            self.send(0, perf.CloseFrame(error=None))
-            self.closed = True
+
+    def on_unmapped_channel(self, code: int, channel: int) -> None:
+        """A frame on a channel with no session: one ended already, or never begun.
+
+        As the service's AMQP stack (Microsoft.Azure.Amqp) does: a ``detach`` or ``end`` there
+        is ignored (the async SDK detaches its links after its session's ``end``: the session
+        and its links are gone, there is nothing to answer); any other frame is a
+        ``amqp:not-found`` error that closes the connection.
+        """
+        if code in (0x16, 0x17):
+            logger.debug("ignored a %s on channel %s: no session there (ended already)",
+                         "detach" if code == 0x16 else "end", channel,
+                         extra={"channel": channel})
+            return
+        description = f"channel {channel} has no session"
+        logger.warning("closing a connection: frame 0x%x on %s", code, description,
+                       extra={"channel": channel})
+        self.send(0, perf.CloseFrame(error=_error(COND_NOT_FOUND, description)))
+        self.closed = True
 
     def send_attach(
         self, link: Link, *, role: bool, source: Any, target: Any, props: Any = None

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-from azure.cosmos import PartitionKey, exceptions
+from azure.cosmos import PartitionKey, ThroughputProperties, exceptions
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 
 from tests.conformance.cosmos.conftest import PK_PATH, UNCHANGED, Target, doc, unique
@@ -143,3 +143,47 @@ def test_change_feed_pages_resume_from_page_continuation(cosmos: Target) -> None
         assert seen == [f"d{i}" for i in range(5)]
 
     run(cosmos, body)
+
+
+def test_container_and_database_throughput_manual_and_autoscale(cosmos: Target) -> None:
+    """Read and replace throughput through the asynchronous client: a container and a database,
+    each with manual and with autoscale throughput."""
+
+    async def main() -> None:
+        client = CosmosClient(cosmos.endpoint, cosmos.key, connection_verify=cosmos.verify_tls)
+        async with client:
+            manual_db = await client.create_database(unique("db"), offer_throughput=400)
+            auto_db = await client.create_database(
+                unique("db"), offer_throughput=ThroughputProperties(auto_scale_max_throughput=4000))
+            try:
+                assert (await manual_db.get_throughput()).offer_throughput == 400
+                assert (await manual_db.replace_throughput(600)).offer_throughput == 600
+                assert (await manual_db.get_throughput()).offer_throughput == 600
+                assert (await auto_db.get_throughput()).auto_scale_max_throughput == 4000
+                await auto_db.replace_throughput(
+                    ThroughputProperties(auto_scale_max_throughput=5000))
+                assert (await auto_db.get_throughput()).auto_scale_max_throughput == 5000
+
+                # containers of their own (in a database without shared throughput)
+                plain = await client.create_database(unique("db"))
+                try:
+                    manual = await plain.create_container(
+                        unique("c"), PartitionKey(PK_PATH), offer_throughput=500)
+                    assert (await manual.get_throughput()).offer_throughput == 500
+                    assert (await manual.replace_throughput(900)).offer_throughput == 900
+                    assert (await manual.get_throughput()).offer_throughput == 900
+                    auto = await plain.create_container(
+                        unique("c"), PartitionKey(PK_PATH),
+                        offer_throughput=ThroughputProperties(
+                            auto_scale_max_throughput=1000, auto_scale_increment_percent=0))
+                    assert (await auto.get_throughput()).auto_scale_max_throughput == 1000
+                    await auto.replace_throughput(
+                        ThroughputProperties(auto_scale_max_throughput=3000))
+                    assert (await auto.get_throughput()).auto_scale_max_throughput == 3000
+                finally:
+                    await client.delete_database(plain)
+            finally:
+                await client.delete_database(manual_db)
+                await client.delete_database(auto_db)
+
+    asyncio.run(main())

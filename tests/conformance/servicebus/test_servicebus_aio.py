@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from pathlib import Path
 
 import pytest
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusMessage
@@ -59,3 +60,37 @@ def test_aio_batch_send_and_session_receive(servicebus: Target) -> None:
 
 def test_aio_next_available_session(fresh_servicebus: Target) -> None:
     assert asyncio.run(_next_available(fresh_servicebus.connection_string)) is not None
+
+
+async def _list_sessions_then_round_trip(connection_string: str) -> tuple[list[str], str]:
+    """List a subscription's sessions twice (each listing opens a $management link pair on a
+    session of its own, which the async client ends before it detaches the links), then send
+    and receive on the same client."""
+    sid = f"contact-{uuid.uuid4()}"
+    async with ServiceBusClient.from_connection_string(connection_string) as client:
+        async with client.get_topic_sender(TOPIC) as sender:
+            await sender.send_messages(ServiceBusMessage("x", message_id=sid, session_id=sid))
+        listed = [s async for s in client.list_subscription_sessions(TOPIC, SUBSCRIPTION)]
+        listed += [s async for s in client.list_subscription_sessions(TOPIC, SUBSCRIPTION)]
+        async with client.get_subscription_receiver(
+            TOPIC, SUBSCRIPTION, session_id=sid, max_wait_time=2
+        ) as receiver:
+            got = await receiver.receive_messages(max_message_count=1, max_wait_time=2)
+            await receiver.complete_message(got[0])
+    return listed, str(got[0])
+
+
+def test_a_detach_after_its_sessions_end_is_ignored_without_dropping_the_connection(
+    fresh_servicebus: Target, tmp_path: Path,
+) -> None:
+    """The async client detaches its $management links after it ended their session. As the
+    service's AMQP stack does, the endpoint ignores a detach (or end) on a channel that has no
+    session: no error logged, the connection kept."""
+    listed, body = asyncio.run(_list_sessions_then_round_trip(fresh_servicebus.connection_string))
+    assert len(listed) == 2
+    assert body == "x"
+    assert fresh_servicebus.endpoint is not None
+    fresh_servicebus.endpoint.stop()  # flushes the log
+    log = (tmp_path / "servicebus.log").read_text(encoding="utf-8")
+    assert "connection failed" not in log
+    assert "Traceback" not in log

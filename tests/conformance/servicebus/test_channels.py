@@ -1,0 +1,119 @@
+"""AMQP 1.0 channels at the frame level (local only): frames on a channel that has no session.
+
+The service's AMQP stack (Microsoft.Azure.Amqp, AmqpConnection.OnReceiveSessionFrame) ignores a
+``detach`` or an ``end`` on such a channel (a session that has ended, e.g. a late detach of an
+async client) and closes the connection with ``amqp:not-found`` on any other frame there. The
+frames are built with the SDK's own codec.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import pytest
+from azure.servicebus._pyamqp import _decode as amqp_decode
+from azure.servicebus._pyamqp import _encode as amqp_encode
+from azure.servicebus._pyamqp import performatives as perf
+
+from .conftest import Target
+
+pytestmark = pytest.mark.conformance
+
+AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
+OPEN, BEGIN, ATTACH, DETACH, END, CLOSE = 0x10, 0x11, 0x12, 0x16, 0x17, 0x18
+
+
+class Peer:
+    """A bare AMQP client: one frame out, frames in, nothing else."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+        self.sock.sendall(AMQP_HEADER)
+        assert self._exactly(8) == AMQP_HEADER
+
+    def send(self, channel: int, frame: Any) -> None:
+        header, body = amqp_encode.encode_frame(frame)
+        self.sock.sendall(header + channel.to_bytes(2, "big") + (body or b""))
+
+    def receive(self) -> tuple[int, int, list[Any]]:
+        """(channel, performative code, fields) of the next frame that is not a heartbeat."""
+        while True:
+            head = self._exactly(8)
+            size, doff, channel = int.from_bytes(head[:4], "big"), head[4], head[6:8]
+            body = memoryview(self._exactly(size - 8))[doff * 4 - 8:]
+            if len(body):
+                code, fields = amqp_decode.decode_frame(body)
+                return int.from_bytes(channel, "big"), code, fields
+
+    def closed_by_peer(self) -> bool:
+        try:
+            return self.sock.recv(1) == b""
+        except OSError:
+            return True
+
+    def _exactly(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed by the endpoint")
+            data += chunk
+        return data
+
+
+def _open() -> Any:
+    return perf.OpenFrame(container_id="test", hostname=None, max_frame_size=65536,
+                          channel_max=255, idle_timeout=None, outgoing_locales=None,
+                          incoming_locales=None, offered_capabilities=None,
+                          desired_capabilities=None, properties=None)
+
+
+def _begin() -> Any:
+    return perf.BeginFrame(remote_channel=None, next_outgoing_id=0, incoming_window=100,
+                           outgoing_window=100, handle_max=None, offered_capabilities=None,
+                           desired_capabilities=None, properties=None)
+
+
+def _attach(handle: int) -> Any:
+    return perf.AttachFrame(name="late", handle=handle, role=True, send_settle_mode=None,
+                            rcv_settle_mode=None, source=None, target=None, unsettled=None,
+                            incomplete_unsettled=None, initial_delivery_count=None,
+                            max_message_size=None, offered_capabilities=None,
+                            desired_capabilities=None, properties=None)
+
+
+def _opened_peer(target: Target) -> Peer:
+    assert target.endpoint is not None
+    peer = Peer(target.endpoint.port)
+    peer.send(0, _open())
+    assert peer.receive()[1] == OPEN
+    return peer
+
+
+def test_a_detach_or_end_on_an_ended_session_is_ignored_and_the_connection_kept(
+    fresh_servicebus: Target,
+) -> None:
+    peer = _opened_peer(fresh_servicebus)
+    peer.send(3, _begin())
+    assert peer.receive()[:2] == (3, BEGIN)
+    peer.send(3, perf.EndFrame(error=None))
+    assert peer.receive()[:2] == (3, END)
+
+    peer.send(3, perf.DetachFrame(handle=0, closed=True, error=None))  # after the end
+    peer.send(3, perf.EndFrame(error=None))  # a second end
+    peer.send(4, _begin())  # the connection still serves new sessions
+    assert peer.receive()[:2] == (4, BEGIN)  # and nothing came back for the ignored frames
+    peer.sock.close()
+
+
+def test_another_frame_on_a_channel_without_a_session_closes_the_connection_not_found(
+    fresh_servicebus: Target,
+) -> None:
+    peer = _opened_peer(fresh_servicebus)
+    peer.send(7, _attach(0))
+    channel, code, fields = peer.receive()
+    assert (channel, code) == (0, CLOSE)
+    condition = fields[0][0]
+    assert condition == b"amqp:not-found"
+    assert peer.closed_by_peer()
