@@ -16,10 +16,17 @@ Deliberate exceptions, each configured here and nowhere else:
   (Kestrel) decodes header values as UTF-8 and refuses other bytes itself, with a bodyless 400,
   before the app (the local host does the same; tests/integration/functions_host/test_parity.py),
   so only UTF-8 headers reach the app and test it.
+
+Speed only (`_memoize_regex_strategies`): Hypothesis builds a regex's strategy anew each time it
+is asked, character class by character class, and schemathesis asks for the same few patterns
+hundreds of times (the text fields' patterns have classes of ~150,000 code points: ~0.5 s a
+build). The built strategy is a pure function of the pattern, its flags and the alphabet, so
+it is kept and handed out again; the cases generated are the same.
 """
 
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter
 from typing import Any
@@ -35,6 +42,31 @@ from tools.httpclient import Client
 from tools.stack import Stack
 
 pytestmark = pytest.mark.integration
+
+
+def _memoize_regex_strategies() -> None:
+    """Keep each regex strategy Hypothesis builds (see the module's docstring). Hypothesis'
+    internals may move: then nothing is patched and the tests run as they are, only slower."""
+    from hypothesis.strategies._internal import regex as hypothesis_regex
+
+    build = getattr(hypothesis_regex, "base_regex_strategy", None)
+    if build is None or getattr(build, "memoized", False):
+        return
+
+    @functools.wraps(build)
+    def memoized(regex: Any, *, parsed: Any = None, alphabet: Any = None) -> Any:
+        key = (regex.pattern, regex.flags, repr(alphabet))
+        found = built.get(key)
+        if found is None:
+            found = built[key] = build(regex, parsed=parsed, alphabet=alphabet)
+        return found
+
+    built: dict[tuple[Any, ...], Any] = {}
+    memoized.memoized = True  # type: ignore[attr-defined]
+    hypothesis_regex.base_regex_strategy = memoized
+
+
+_memoize_regex_strategies()
 
 #: Examples per operation and generation mode; 16 operations x 2 modes x 50 > 1000 cases.
 MAX_EXAMPLES = 50
