@@ -17,6 +17,7 @@ from emulators.cosmos.launcher import start_cosmos
 from tools.provision import create_projection_container
 
 from contacts_projection.events import QUARANTINE_NOTICE, IncomingEvent  # isort: skip
+from contacts_projection.reads import CosmosProjectionReads  # isort: skip
 from contacts_projection.store import (  # isort: skip
     GAP_TYPE, HELD_TYPE, INBOX_TYPE, MAX_HELD_PER_BATCH, Outcome, Projector, held_id, inbox_id,
 )
@@ -266,3 +267,39 @@ def test_a_held_event_for_the_missing_version_is_applied_before_the_next_is_held
     assert (result.outcome, result.applied) == (Outcome.APPLIED, [3])
     assert container.read_item(contact, partition_key=contact)["version"] == 3
     assert documents(container, contact, HELD_TYPE) == []
+
+
+# ---- reads (the HTTP routes' port) on Cosmos ----------------------------------------------
+
+def test_the_reads_give_a_projection_as_viewed_and_nothing_for_other_documents(
+    container: ContainerProxy,
+) -> None:
+    projector = Projector(container, inbox_ttl_seconds=3600)
+    contact = str(uuid.uuid4())
+    one, two, *_ = events(contact)
+    projector.handle(one)
+    projector.handle(two)
+    reads = CosmosProjectionReads(container)
+    assert reads.get(contact) == {
+        "id": contact, "version": 2, "lastEventId": two.event_id, "deleted": False,
+        "data": {"name": {"firstName": "A", "lastName": "L"}, "email": "b@example.com",
+                 "description": "d", "company": {"companyName": "C"}}}
+    assert reads.get(inbox_id(one.event_id)) is None  # another partition: not found
+    assert reads.get(str(uuid.uuid4())) is None
+
+
+def test_the_reads_page_through_every_projection_once(container: ContainerProxy) -> None:
+    projector = Projector(container, inbox_ttl_seconds=3600)
+    contacts = sorted(str(uuid.uuid4()) for _ in range(5))
+    for contact in contacts:
+        projector.handle(events(contact)[0])
+    reads = CosmosProjectionReads(container)
+    seen: list[str] = []
+    page = reads.page(size=2, continuation=None)
+    while True:
+        assert len(page.items) <= 2
+        seen += [item["id"] for item in page.items]
+        if page.continuation is None:
+            break
+        page = reads.page(size=2, continuation=page.continuation)
+    assert sorted(seen) == contacts
