@@ -12,12 +12,14 @@ from typing import Any
 
 import pytest
 
+from application.outbox import telemetry as names
 from entrypoints.http.operations import BOUND_RETRY_AFTER_SECONDS, BOUND_SECONDS
 from infra.cosmos.documents import EVENT_TYPE, read_feed
 from infra.cosmos.outbox import CosmosQuarantine
 from tests.faults import frozen
 from tools.httpclient import Client
 from tools.stack import Ports, Stack
+from tools.status import Context, Summary, api_status, render
 
 pytestmark = pytest.mark.integration
 
@@ -114,3 +116,18 @@ def test_replay_and_redrive_answer_503_when_the_broker_hangs(
         time.sleep(1)
     assert reply.status == 202, reply.body
     assert reply.json()["status"] == "resolved"
+
+
+def test_make_status_shows_the_records_quarantined_now_from_the_api(
+    stack: Stack, client: Client
+) -> None:
+    quarantined(stack, client)
+    listed = client.request("GET", "/outbox/quarantine?pageSize=100").json()["items"]
+    now = sum(1 for item in listed if item["status"] == "quarantined")
+    body, error = api_status(stack.api_url)
+    assert error is None and body is not None
+    assert body["quarantined"] == now >= 1
+    screen = render(Summary(sums={names.QUARANTINED: 99.0}), context=Context(api=body))
+    assert f"quarantined events now     {now}  (records not resolved, now, from the API)" \
+        in screen
+    assert "quarantine actions         99  " in screen
