@@ -12,7 +12,7 @@ help:
 	@echo "make test   lint + every test tier (unit, contract, conformance, integration, e2e, deploy)"
 	@echo "make unit   unit + contract tests only (fast, no servers)"
 	@echo "make bench  benchmarks (figures, not assertions)"
-	@echo "make tail   print events as they reach the topic (its own tail subscription)"
+	@echo "make tail   print events as they reach the topic, from now (ARGS=--from-start: what it kept too)"
 	@echo "make status one-screen outbox summary (backlog, lag, sent, failures) from .stack/otel"
 	@echo "make reset  forget the local stack's kept state (Cosmos documents and leases, Service Bus messages, Azurite, telemetry)"
 	@echo "make conformance  the Azure SDKs' own test files and samples (installed versions) against the stack"
@@ -67,8 +67,9 @@ conformance-fast: setup
 bench: setup
 	$(PY) -m bench
 
+# `make tail ARGS=--from-start`: also the events the tail subscription kept from before.
 tail: setup
-	$(PY) -m tools.tail
+	$(PY) -m tools.tail $(ARGS)
 
 status: $(PY_STAMP)
 	@$(PY) -m tools.status

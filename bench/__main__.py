@@ -11,7 +11,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from bench import api, cosmos_sdk, relay_cpu, relay_flow
+from bench import api, cosmos_sdk, relay_cpu, relay_flow, subscriber_catchup
 from bench.stats import table
 from tools.stack import ROOT, Ports, Stack
 
@@ -65,6 +65,7 @@ def main() -> None:
             results[f"latency_poll_{poll}"] = relay_flow.latency(base / f"lat{poll}",
                                                                  poll_ms=poll)
             print(f"  {results[f'latency_poll_{poll}']}")
+        results["subscriber_catchup"] = subscriber_catchup.report(base / "catchup")
     out = ROOT / ".stack" / "bench.json"
     out.parent.mkdir(exist_ok=True)
     out.write_text(json.dumps(results, indent=2, default=str))

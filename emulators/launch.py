@@ -17,13 +17,20 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Callable, Mapping
-from contextlib import suppress
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from emulators.cosmos.launcher import CosmosEndpoint, start_cosmos
-from emulators.functions_host.launcher import RunningRunner, start_runner
+from emulators.cosmos.launcher import CosmosEndpoint, CosmosStartError, start_cosmos
+from emulators.functions_host.launcher import RunnerStartError, RunningRunner, start_runner
+from emulators.processes import (
+    OWN_PROCESS_GROUP,
+    describe_exit,
+    last_lines,
+    note,
+    stop_child,
+)
 from emulators.servicebus.launcher import ServiceBusEndpoint, start_servicebus
 
 #: Seconds each part gets to exit on its own before it is killed (Ctrl-C within 3 s).
@@ -98,20 +105,37 @@ def start_azurite(data_dir: Path, log_path: Path,
              "--blobHost", "127.0.0.1", "--blobPort", str(blob),
              "--queueHost", "127.0.0.1", "--queuePort", str(queue),
              "--tableHost", "127.0.0.1", "--tablePort", str(table)],
-            stdout=log, stderr=subprocess.STDOUT,
+            stdout=log, stderr=subprocess.STDOUT, **OWN_PROCESS_GROUP,
         )
     deadline = time.monotonic() + 30
-    while not port_in_use(blob):
-        if process.poll() is not None or time.monotonic() > deadline:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-            raise RuntimeError(f"azurite did not start; see {log_path}")
-        time.sleep(0.1)
+    try:
+        while not port_in_use(blob):
+            if process.poll() is not None or time.monotonic() > deadline:
+                code = process.poll()
+                lines = last_lines(log_path)
+                raise RuntimeError(
+                    f"azurite did not start ({describe_exit(code)})"
+                    + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else ""))
+            time.sleep(0.1)
+    except BaseException:  # not started, or interrupted: it does not outlive its start
+        stop_child(process)
+        raise
+    note(log_path, f"azurite listening on blob {blob}, queue {queue}, table {table} "
+                   f"(pid {process.pid})")
     return Azurite(process=process, ports=(blob, queue, table))
 
 
 # -- the parts together -------------------------------------------------------------------------
+
+
+class PartStartError(RuntimeError):
+    """A part of the stack did not start: which, and why in a line or two (its own reason, or
+    how it exited and the last lines of its log)."""
+
+    def __init__(self, part: str, detail: str) -> None:
+        super().__init__(f"{part} did not start: {detail}")
+        self.part = part
+        self.detail = detail
 
 
 @dataclass
@@ -133,11 +157,16 @@ class LocalServices:
     def _state(self, name: str) -> Path | None:
         return self.state_dir / name if self.state_dir else None
 
+    def log_path(self, name: str) -> Path:
+        """The log of a part (`<workdir>/<name>.log`)."""
+        return self.workdir / f"{name}.log"
+
     def run_cosmos(self, port: int = 0) -> CosmosEndpoint:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.cosmos = start_cosmos(port=self.cosmos.port if self.cosmos else port,
-                                   log_path=self.workdir / "cosmos.log",
-                                   state_file=self._state("cosmos.json"))
+        with _starting("cosmos"):
+            self.cosmos = start_cosmos(port=self.cosmos.port if self.cosmos else port,
+                                       log_path=self.log_path("cosmos"),
+                                       state_file=self._state("cosmos.json"))
         return self.cosmos
 
     def run_servicebus(self, port: int = 0, *, config: Path | None = None,
@@ -147,18 +176,21 @@ class LocalServices:
         """The Service Bus endpoint with the entities of ``config`` (the official emulator's
         Config.json shape; None: an empty namespace)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.servicebus = start_servicebus(
-            port=self.servicebus.port if self.servicebus else port, config=config,
-            log_path=self.workdir / "servicebus.log",
-            duplicate_window_seconds=duplicate_window_seconds, settle_delay_ms=settle_delay_ms,
-            state_file=self._state("servicebus.state"), max_message_size=max_message_size,
-        )
+        with _starting("servicebus"):
+            self.servicebus = start_servicebus(
+                port=self.servicebus.port if self.servicebus else port, config=config,
+                log_path=self.log_path("servicebus"),
+                duplicate_window_seconds=duplicate_window_seconds,
+                settle_delay_ms=settle_delay_ms, state_file=self._state("servicebus.state"),
+                max_message_size=max_message_size,
+            )
         return self.servicebus
 
     def run_azurite(self, ports: tuple[int, int, int] = (0, 0, 0)) -> Azurite:
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.azurite = start_azurite(self.workdir / "azurite", self.workdir / "azurite.log",
-                                     self.azurite.ports if self.azurite else ports)
+        with _starting("azurite"):
+            self.azurite = start_azurite(self.workdir / "azurite", self.log_path("azurite"),
+                                         self.azurite.ports if self.azurite else ports)
         return self.azurite
 
     def run_host(self, name: str, app_dir: Path, settings: Mapping[str, str], port: int = 0,
@@ -167,10 +199,11 @@ class LocalServices:
         ``settings`` become its environment and win over ``settings_file``."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         previous = self.hosts.get(name)
-        self.hosts[name] = start_runner(
-            app_dir=app_dir, settings_file=settings_file, settings=settings,
-            port=previous.port if previous else port, log_path=self.workdir / f"{name}.log",
-        )
+        with _starting(name):
+            self.hosts[name] = start_runner(
+                app_dir=app_dir, settings_file=settings_file, settings=settings,
+                port=previous.port if previous else port, log_path=self.log_path(name),
+            )
         return self.hosts[name]
 
     def _parts(self) -> list[tuple[str, CosmosEndpoint | ServiceBusEndpoint | Azurite
@@ -202,6 +235,25 @@ class LocalServices:
             if part.process.poll() is not None:
                 return name, part.process.returncode
         return None
+
+    def record_exit(self, name: str, code: int | None) -> list[str]:
+        """Note in a part's own log that its process exited unexpectedly (a process that dies
+        of a signal writes nothing itself); the last lines of that log, for the console."""
+        pid = next((pid for part, pid in self.pids() if part == name), None)
+        note(self.log_path(name),
+             f"{name} (pid {pid}) exited unexpectedly: {describe_exit(code)}")
+        return last_lines(self.log_path(name))
+
+
+@contextmanager
+def _starting(part: str) -> Iterator[None]:
+    """A part's start failure as PartStartError naming the part (interruptions pass)."""
+    try:
+        yield
+    except PartStartError:
+        raise
+    except (RunnerStartError, CosmosStartError, RuntimeError, OSError) as exc:
+        raise PartStartError(part, str(exc)) from exc
 
 
 def stop_all(parts: list[tuple[str, Callable[[], None]]]) -> None:

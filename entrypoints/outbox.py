@@ -137,7 +137,10 @@ def outbox_blueprint(
         report_backlog(current.backlog(), current.telemetry,
                        event_ttl_seconds=current.event_ttl_seconds)
 
-    api = HttpApi(bp, parameters={"eventId": EVENT_ID}, auth_level=func.AuthLevel.ADMIN)
+    # Bounded: a store or a broker that hangs makes an operator's call a 503 + Retry-After
+    # within BOUND_SECONDS, as /health, never a wait on the SDKs' own timeouts and retries.
+    api = HttpApi(bp, parameters={"eventId": EVENT_ID}, auth_level=func.AuthLevel.ADMIN,
+                  bounded=True)
 
     @api.operation(route="outbox/status", method="GET", status=200,
                    summary="Operators: the relay's backlog per lease and the number of "

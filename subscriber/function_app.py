@@ -1,5 +1,7 @@
 """The subscriber app: contact events from its own session-enabled subscription into a
-projection (contacts_projection). Bindings only; the work is in `contacts_projection`.
+projection (contacts_projection), and the projection read over HTTP (`GET
+/api/projections/contacts/{id}` and a paged list; a function key in Azure, none locally).
+Bindings only; the work is in `contacts_projection`.
 
 One session = one contact: the host hands a contact's events over one at a time, in order.
 Success completes the message; an exception abandons it (redelivered, then dead-lettered after
@@ -14,14 +16,26 @@ from __future__ import annotations
 import logging
 
 import azure.functions as func
-from contacts_projection import telemetry
-from contacts_projection.bootstrap import projector
+from contacts_projection import http, telemetry
+from contacts_projection.bootstrap import projector, reads, tokens
 from contacts_projection.events import CONTACT, from_message
 from contacts_projection.projection import IGNORED_ACTIONS
 from contacts_projection.store import Outcome
 
-app = func.FunctionApp()
+app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 logger = logging.getLogger("subscriber")
+
+
+@app.function_name("read_contact_projection")
+@app.route(route="projections/contacts/{id}", methods=["GET"])
+def read_contact_projection(req: func.HttpRequest) -> func.HttpResponse:
+    return http.read_projection(req, reads())
+
+
+@app.function_name("list_contact_projections")
+@app.route(route="projections/contacts", methods=["GET"])
+def list_contact_projections(req: func.HttpRequest) -> func.HttpResponse:
+    return http.list_projections(req, reads(), tokens())
 
 
 @app.function_name("project_contact_events")

@@ -30,12 +30,14 @@ from emulators.functions_host.cosmos_trigger import VERIFY_TLS_SETTING
 from emulators.functions_host.launcher import RunningRunner
 from emulators.launch import (
     LocalServices,
+    PartStartError,
     free_port,
     port_in_use,
     record_processes,
     running_stack,
 )
 from emulators.otel import ENV_VAR as OTEL_ENV_VAR
+from emulators.processes import describe_exit
 from emulators.servicebus.launcher import ServiceBusEndpoint
 from tools.provision import provision
 
@@ -83,10 +85,15 @@ class Stack(LocalServices):
     #: change it and call `start_servicebus()` again to move the namespace "to Premium".
     servicebus_max_message_size: int | None = None
     settings_file: Path | None = None
+    #: Also write the generated settings here (`make run`: local.settings.json at the root,
+    #: for `func start`, `make tail` and the operators' CLI) before any host starts.
+    settings_copy: Path | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> Stack:
+        """Endpoints, containers, settings, then the hosts: the subscriber's, and the contacts
+        app's last, so that when its /health answers 200 the whole stack is up."""
         try:
             self.run_cosmos(self.ports.cosmos)
             if self.with_servicebus:
@@ -95,23 +102,34 @@ class Stack(LocalServices):
                 self.ports.azurite = self.run_azurite(self.ports.azurite).ports
             values = self.settings()
             assert self.cosmos is not None
-            provision(
-                self.cosmos.connection_string,
-                database=values["COSMOS_DATABASE"],
-                container=values["COSMOS_CONTAINER"],
-                lease_container=values["COSMOS_LEASE_CONTAINER"],
-                projection_container=(
-                    self.subscriber_settings()["PROJECTION_CONTAINER"]
-                    if self.with_subscriber else None
-                ),
-                verify_tls=self.cosmos.verify_tls,
-            )
+            try:
+                provision(
+                    self.cosmos.connection_string,
+                    database=values["COSMOS_DATABASE"],
+                    container=values["COSMOS_CONTAINER"],
+                    lease_container=values["COSMOS_LEASE_CONTAINER"],
+                    projection_container=(
+                        self.subscriber_settings()["PROJECTION_CONTAINER"]
+                        if self.with_subscriber else None
+                    ),
+                    verify_tls=self.cosmos.verify_tls,
+                )
+            except Exception as exc:
+                first = (str(exc).strip().splitlines() or [""])[0]
+                raise PartStartError("provisioning",
+                                     f"{type(exc).__name__}: {first}") from exc
             self.settings_file = self.workdir / "local.settings.json"
             write_settings(self.settings_file, values)
-            if self.with_runner:
-                self.start_runner()
+            if self.settings_copy is not None:
+                shutil.copyfile(self.settings_file, self.settings_copy)
+            logger.info("database and containers provisioned; settings written to %s",
+                        self.settings_copy or self.settings_file)
             if self.with_subscriber:
-                self.start_subscriber()
+                subscriber = self.start_subscriber()
+                logger.info("subscriber host listening on %s", subscriber.url)
+            if self.with_runner:
+                runner = self.start_runner()
+                logger.info("contacts app host listening on %s", runner.url)
         except BaseException:
             self.stop()
             raise
@@ -267,47 +285,64 @@ def main() -> int:
     stack = Stack(workdir=workdir, ports=ports, with_azurite=True, with_subscriber=True,
                   state_dir=workdir / "state",
                   settings_overrides={OTEL_ENV_VAR: str(otel_dir)},
-                  servicebus_max_message_size=int(size) if size else None)
+                  servicebus_max_message_size=int(size) if size else None,
+                  settings_copy=ROOT / "local.settings.json")
+    return serve(stack, PIDFILE)
+
+
+def serve(stack: Stack, pidfile: Path) -> int:
+    """Start the stack, print the banner, serve until Ctrl-C (SIGINT), SIGTERM or SIGHUP, or
+    until a part dies; stop everything. Exit status: 0 after a stop asked for, 130 when
+    interrupted while starting, 1 when a part did not start or died (the cause on stderr in a
+    line or two). The processes are recorded in `pidfile` while they run."""
     stopping = threading.Event()
+    starting = [True]
 
     def on_signal(signum: int, _frame: object) -> None:
+        first = not stopping.is_set()
         stopping.set()
+        if first and starting[0]:
+            # Interrupt the start wherever it is: each part started so far is stopped on the
+            # way out (a later signal only sets the flag: the stop is not interrupted).
+            raise KeyboardInterrupt
 
-    signal.signal(signal.SIGINT, on_signal)
-    signal.signal(signal.SIGTERM, on_signal)
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    try:
+        return _serve(stack, pidfile, stopping, starting)
+    except KeyboardInterrupt:  # between the start's end and the serving loop
+        stack.stop()
+        pidfile.unlink(missing_ok=True)
+        return 130
+
+
+def _serve(stack: Stack, pidfile: Path, stopping: threading.Event,
+           starting: list[bool]) -> int:
     print("starting the local stack (Cosmos, Service Bus, Azurite, Functions hosts for the "
-          "contacts app and the subscriber)...",
-          flush=True)
-    stack.start()
-    record_processes(PIDFILE, stack.pids())
-    assert stack.settings_file is not None
-    shutil.copyfile(stack.settings_file, ROOT / "local.settings.json")
-    api = stack.api_url
-    print(f"""
-  API          {api}   (OpenAPI: {api}/openapi.json, health: {api}/health)
-  Cosmos DB    {stack.cosmos.endpoint if stack.cosmos else ''}  (well-known emulator key)
-  Service Bus  amqp://127.0.0.1:{stack.ports.servicebus}  topic contact-events / all-events
-  Subscriber   subscriber/ on port {stack.ports.subscriber}: contact-events / contact-projection
-               -> Cosmos container contact-projections (log: .stack/subscriber.log)
-  Azurite      blob/queue/table on {', '.join(map(str, stack.ports.azurite))}
-  Settings     local.settings.json (generated; `func start` works against this stack)
-  State        .stack/state (kept across restarts; `make reset` forgets it)
-  Logs         .stack/*.log      Watch events: make tail
-  Telemetry    .stack/otel/{{metrics,traces}}.jsonl (OTLP/JSON)   Summary: make status
-  Operators    python -m tools.admin status   (quarantine list|replay|discard, redrive)
-
-  curl -s -X POST {api}/contacts -H 'content-type: application/json' \\
-       -d '{EXAMPLE}'
-
-Ctrl-C stops everything.""", flush=True)
+          "subscriber and the contacts app)...", flush=True)
+    try:
+        stack.start()
+        starting[0] = False
+    except KeyboardInterrupt:
+        # Stack.start stopped what it had started (each launcher its half-started child).
+        print("interrupted while starting; everything started so far is stopped.", flush=True)
+        return 130
+    except PartStartError as exc:
+        print(f"make run: {exc}", file=sys.stderr, flush=True)
+        return 1
+    record_processes(pidfile, stack.pids())
+    print(banner(stack), flush=True)
     exit_code = 0
     try:
         while not stopping.is_set():
             dead = stack.dead_part()
             if dead is not None:
                 name, code = dead
-                print(f"{name} exited unexpectedly (exit code {code}); see .stack/{name}.log. "
-                      "Stopping the stack.", file=sys.stderr, flush=True)
+                lines = stack.record_exit(name, code)
+                print(f"{name} exited unexpectedly ({describe_exit(code)}); stopping the "
+                      f"stack. Last lines of .stack/{name}.log:", file=sys.stderr, flush=True)
+                for line in lines:
+                    print(f"  {line}", file=sys.stderr, flush=True)
                 exit_code = 1
                 break
             stopping.wait(0.5)
@@ -317,6 +352,31 @@ Ctrl-C stops everything.""", flush=True)
         stack.stop()
         for name, pid in stack.pids():
             logger.info("%s (pid %s) stopped", name, pid)
-        PIDFILE.unlink(missing_ok=True)
+        pidfile.unlink(missing_ok=True)
         print(f"stopped in {time.monotonic() - started:.1f} s.", flush=True)
     return exit_code
+
+
+def banner(stack: Stack) -> str:
+    api = stack.api_url
+    assert stack.subscriber is not None
+    projections = f"{stack.subscriber.url}/projections/contacts"
+    return f"""
+  API          {api}   (OpenAPI: {api}/openapi.json, health: {api}/health)
+  Cosmos DB    {stack.cosmos.endpoint if stack.cosmos else ''}  (well-known emulator key)
+  Service Bus  amqp://127.0.0.1:{stack.ports.servicebus}  topic contact-events / all-events
+  Subscriber   subscriber/ on port {stack.ports.subscriber}: contact-events / contact-projection
+               -> Cosmos container contact-projections (log: .stack/subscriber.log)
+  Projections  {projections}/<id>   {projections}?pageSize=10
+  Azurite      blob/queue/table on {', '.join(map(str, stack.ports.azurite))}
+  Settings     local.settings.json (generated; `func start` works against this stack)
+  State        .stack/state (kept across restarts; `make reset` forgets it)
+  Logs         .stack/*.log      Watch events: make tail
+  Telemetry    .stack/otel/{{metrics,traces}}.jsonl (OTLP/JSON)   Summary: make status
+  Operators    python -m tools.admin status   (quarantine list|replay|discard, redrive)
+
+  curl -s -X POST {api}/contacts -H 'content-type: application/json' \\
+       -d '{EXAMPLE}'
+  curl -s {projections}/<id from the answer>
+
+Ctrl-C stops everything."""

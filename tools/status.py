@@ -1,9 +1,13 @@
 """`make status`: a one-screen summary of the outbox from the local OTLP/JSON files
-(.stack/otel/metrics.jsonl, written by `emulators.otel` in the workers during `make run`).
+(.stack/otel/metrics.jsonl, written by `emulators.otel` in the workers during `make run`) and,
+while the stack runs, from the app's own `GET /api/outbox/status`.
 
-Backlog, oldest pending age, lag percentiles, messages sent, relay failures, quarantined events.
-When no backlog gauge was exported yet (the timer has not run), the backlog is estimated live
-from the Cosmos endpoint in local.settings.json with the app's own estimator.
+It says first whether a stack runs from this checkout (the processes `make run` recorded in
+.stack/pids.json, checked by PID, start time and command line) and when the figures were
+exported: with no stack running they are the last run's, said so, and the exit status is 1.
+Backlog and quarantined records are the API's (now) when it answers; otherwise the backlog is
+the timer's exported estimate, or estimated live with the app's own estimator. The relay's
+figures (lag, messages sent, failures, quarantine actions) are its counters since its start.
 """
 
 from __future__ import annotations
@@ -11,15 +15,18 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from application.outbox import telemetry as names
+from emulators.launch import running_stack
 from emulators.otel import METRICS_FILE
+from tools.admin import DEFAULT_API
+from tools.stack import PIDFILE, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_DIR = ROOT / ".stack" / "otel"
 
 
@@ -134,19 +141,79 @@ def live_backlog(settings_file: Path) -> tuple[int, float] | None:
     return backlog.pending, backlog.oldest_age_seconds
 
 
-def render(summary: Summary, live: tuple[int, float] | None = None) -> str:
+@dataclass(frozen=True)
+class Context:
+    """What the figures are of: whether a stack runs, when they were exported, and the app's
+    own status when it answered (or why not)."""
+
+    running: bool = True
+    exported_at: float | None = None
+    now: float = field(default_factory=time.time)
+    api: dict[str, Any] | None = None
+    api_error: str | None = None
+
+
+def exported_at(lines: Iterable[str]) -> float | None:
+    """When the last export happened (epoch s): the latest point time in the file."""
+    latest = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        for rm in json.loads(line).get("resourceMetrics", []):
+            for sm in rm.get("scopeMetrics", []):
+                for metric in sm.get("metrics", []):
+                    for kind in ("sum", "gauge", "histogram"):
+                        for point in metric.get(kind, {}).get("dataPoints", []):
+                            latest = max(latest, int(point.get("timeUnixNano", 0)))
+    return latest / 1e9 if latest else None
+
+
+def _age(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.0f} s ago"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min ago"
+    if seconds < 172800:
+        return f"{seconds / 3600:.1f} h ago"
+    return f"{seconds / 86400:.0f} days ago"
+
+
+def heading(context: Context) -> list[str]:
+    when = ("no figures exported yet" if context.exported_at is None else
+            "figures exported at " + time.strftime("%Y-%m-%d %H:%M:%S",
+                                                   time.localtime(context.exported_at))
+            + f" ({_age(max(0.0, context.now - context.exported_at))})")
+    if context.running:
+        return [f"outbox status: local stack running; {when}"]
+    return ["NO LOCAL STACK IS RUNNING from this checkout (`make run` starts one).",
+            f"The figures below are its last run's, not current: {when}."]
+
+
+def render(summary: Summary, live: tuple[int, float] | None = None,
+           context: Context | None = None) -> str:
+    context = context or Context()
+    api = context.api
     pending = summary.gauges.get((names.PENDING, names.ALL_LEASES))
     oldest = summary.gauges.get((names.OLDEST_PENDING_AGE, names.ALL_LEASES))
-    source = "timer estimate"
-    if pending is None and live is not None:
-        pending, oldest, source = live[0], live[1], "live estimate"
     leases = sorted(lease for (name, lease) in summary.gauges
                     if name == names.PENDING and lease != names.ALL_LEASES)
+    source = f"timer estimate at the export, {len(leases)} lease(s)"
+    if api is not None:
+        pending, oldest = api.get("pending"), api.get("oldestPendingAgeSeconds")
+        source = f"now, from the API, {len(api.get('leases') or [])} lease(s)"
+    elif pending is None and live is not None:
+        pending, oldest, source = live[0], live[1], "live estimate"
+    if api is not None:
+        quarantined = f"{api.get('quarantined')}  (records not resolved, now, from the API)"
+    elif not context.running:
+        quarantined = "-  (no stack running)"
+    else:
+        quarantined = f"-  (the API did not answer: {context.api_error or 'unknown'})"
     lag = summary.lag
     failures = ", ".join(f"{k}={v:.0f}" for k, v in sorted(summary.failures_by_type.items()))
     rows = [
         ("backlog (pending changes)",
-         "-" if pending is None else f"{pending:.0f}  ({source}, {len(leases)} lease(s))"),
+         "-" if pending is None else f"{pending:.0f}  ({source})"),
         ("oldest pending age", _seconds(oldest) if pending else "-"),
         ("relay lag p50 / p95 / p99",
          " / ".join(_seconds(lag.quantile(q)) for q in (0.5, 0.95, 0.99))
@@ -156,10 +223,27 @@ def render(summary: Summary, live: tuple[int, float] | None = None) -> str:
          + _seconds(summary.send.total / summary.send.count if summary.send.count else None)),
         ("relay failures", f"{summary.sums.get(names.RELAY_FAILURES, 0):.0f}"
          + (f"  ({failures})" if failures else "")),
-        ("quarantined events", f"{summary.sums.get(names.QUARANTINED, 0):.0f}"),
+        ("quarantined events now", quarantined),
+        ("quarantine actions", f"{summary.sums.get(names.QUARANTINED, 0):.0f}  (events the relay "
+                               "set aside since it started, set aside again included)"),
     ]
     width = max(len(k) for k, _ in rows)
-    return "\n".join(["outbox status", *(f"  {k.ljust(width)}  {v}" for k, v in rows)])
+    return "\n".join([*heading(context), *(f"  {k.ljust(width)}  {v}" for k, v in rows)])
+
+
+def api_status(base: str = DEFAULT_API) -> tuple[dict[str, Any] | None, str | None]:
+    """The app's GET /outbox/status (bounded by the app to 4 s), or why there is none."""
+    from tools.admin import AdminError, Api
+
+    try:
+        status, body = Api(base, os.environ.get("OUTBOX_ADMIN_KEY"), timeout=10).call(
+            "GET", "/outbox/status")
+    except AdminError as exc:
+        return None, str(exc)
+    if status != 200 or not isinstance(body, dict):
+        detail = body.get("detail") if isinstance(body, dict) else None
+        return None, f"{status}" + (f" {detail}" if detail else "")
+    return body, None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -167,15 +251,15 @@ def main(argv: list[str] | None = None) -> int:
     directory = Path(args[0]) if args else DEFAULT_DIR
     path = directory / METRICS_FILE
     lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    running = bool(running_stack(PIDFILE))
     if not lines:
-        print(f"no metrics in {path} yet (is `make run` running? exports every 5 s)")
+        print(f"no metrics in {path} yet" + (" (the workers export every 5 s)" if running
+                                               else ""))
     summary = summarise(lines)
+    api, api_error = api_status() if running else (None, None)
     live = None
-    if (names.PENDING, names.ALL_LEASES) not in summary.gauges:
+    if running and api is None and (names.PENDING, names.ALL_LEASES) not in summary.gauges:
         live = live_backlog(ROOT / "local.settings.json")
-    print(render(summary, live))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    print(render(summary, live, Context(running=running, exported_at=exported_at(lines),
+                                        api=api, api_error=api_error)))
+    return 0 if running else 1

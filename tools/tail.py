@@ -2,9 +2,12 @@
 
 Reads the ``tail`` subscription (tools/servicebus-config.json: local only, not sessionful,
 received and deleted), so it never takes a message from the app's subscribers and sees the
-events of all contacts as they arrive (each contact's in order). The connection string and the
-topic come from the flags, else the environment (``ServiceBusConnection``,
-``SERVICEBUS_TOPIC``), else ``Values`` of ``local.settings.json`` (written by ``make run``).
+events of all contacts as they arrive (each contact's in order). It starts from now: the
+subscription keeps messages up to 10 minutes (its time to live), and what it kept from before
+the tail started is dropped, not printed (``--from-start``, or ``make tail ARGS=--from-start``,
+prints it). The connection string and the topic come from the flags, else the environment
+(``ServiceBusConnection``, ``SERVICEBUS_TOPIC``), else ``Values`` of ``local.settings.json``
+(written by ``make run``).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 from emulators.servicebus.tail import tail
@@ -40,14 +44,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--topic", default=None,
                         help=f"default: {TOPIC_SETTING} or {DEFAULT_TOPIC}")
     parser.add_argument("--subscription", default=SUBSCRIPTION)
+    parser.add_argument("--from-start", action="store_true",
+                        help="print the events the subscription kept from before too "
+                             "(up to 10 minutes), not only those from now on")
     args = parser.parse_args(argv)
     connection_string = args.connection_string or setting(CONNECTION_SETTING)
     if not connection_string:
         parser.error(f"no --connection-string, no {CONNECTION_SETTING} in the environment or "
                      "local.settings.json (is `make run` running?)")
     topic = args.topic or setting(TOPIC_SETTING) or DEFAULT_TOPIC
+    since = None if args.from_start else datetime.now(UTC)
     try:
-        tail(connection_string, topic=topic, subscription=args.subscription)
+        tail(connection_string, topic=topic, subscription=args.subscription, since=since)
     except KeyboardInterrupt:
         return 0
     return 0

@@ -1,7 +1,8 @@
 // The subscriber Function App (subscriber/): Flex Consumption (Linux, Python), its own plan and
 // deployment-package container, running as its own user-assigned identity, which holds only
 // Service Bus Data Receiver on its subscription and Cosmos DB data access (assigned in
-// main.bicep and the cosmos/servicebus modules). No keys or connection strings.
+// main.bicep and the cosmos/servicebus modules). No keys or connection strings. Its HTTP
+// functions (the projection's reads, GET /api/projections/contacts[/{id}]) take a function key.
 
 @description('Function App name (globally unique).')
 param name string
@@ -177,9 +178,9 @@ resource subscriberPlan 'Microsoft.Web/serverfarms@2024-04-01' = {
 
 resource subscriberSite 'Microsoft.Web/sites@2024-04-01' = {
   //checkov:skip=CKV_AZURE_212: Flex Consumption scales per function group and to zero; a minimum instance count is configured with alwaysReady, not siteConfig.
-  //checkov:skip=CKV_AZURE_213: App Service health check does not apply to Flex Consumption; the subscriber has no HTTP functions.
-  //checkov:skip=CKV_AZURE_222: the subscriber has no HTTP functions; only the platform endpoints are public. Add private endpoints for a private deployment.
-  //checkov:skip=CKV_AZURE_17: the subscriber has no HTTP functions to authenticate callers of.
+  //checkov:skip=CKV_AZURE_213: App Service health check does not apply to Flex Consumption; the subscriber's HTTP functions are the projection's reads.
+  //checkov:skip=CKV_AZURE_222: the subscriber's only HTTP functions are the projection's reads (GET, function key over HTTPS). Add private endpoints for a private deployment.
+  //checkov:skip=CKV_AZURE_17: callers of the projection's reads authenticate with a function key, not client certificates.
   name: name
   location: location
   tags: union(tags, {

@@ -21,6 +21,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from emulators.processes import OWN_PROCESS_GROUP, describe_exit, last_lines, note, stop_child
+
 logger = logging.getLogger(__name__)
 
 COSMOS_DIR = Path(__file__).resolve().parent
@@ -156,6 +158,7 @@ def start_cosmos(
         stdin=subprocess.DEVNULL,
         cwd=str(LOCALSTACK_DIR),
         env={**os.environ, "NODE_NO_WARNINGS": "1"},
+        **OWN_PROCESS_GROUP,
     )
     ready: dict[str, object] = {}
     assert process.stdout is not None
@@ -172,19 +175,26 @@ def start_cosmos(
     reader = threading.Thread(target=read_ready, daemon=True)
     reader.start()
     deadline = time.monotonic() + timeout
-    reader.join(timeout=max(0.0, deadline - time.monotonic()))
+    try:
+        reader.join(timeout=max(0.0, deadline - time.monotonic()))
+    except BaseException:  # interrupted: the endpoint does not outlive its start
+        stop_child(process)
+        if log is not None:
+            log.close()
+        raise
     if not ready.get("ready"):
         code = process.poll()
         if code is None:
             process.kill()
             process.wait(timeout=5)
+            code = process.returncode
         if log is not None:
             log.close()
+        lines = last_lines(log_path)
         raise CosmosStartError(
-            f"cosmos endpoint did not become ready (exit code {code}, output {ready or None}); "
-            f"see {log_path}"
-            if log_path
-            else f"cosmos endpoint did not become ready (exit code {code})"
+            f"the endpoint did not become ready ({describe_exit(code)}"
+            + (f", output {str(ready['error']).strip()!r}" if ready.get("error") else "") + ")"
+            + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else "")
         )
     endpoint = CosmosEndpoint(
         endpoint=str(ready["endpoint"]),
@@ -195,4 +205,5 @@ def start_cosmos(
         _log=log,
     )
     logger.info("cosmos endpoint ready at %s (pid %s)", endpoint.endpoint, process.pid)
+    note(log_path, f"cosmos endpoint ready at {endpoint.endpoint} (pid {process.pid})")
     return endpoint

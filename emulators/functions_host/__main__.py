@@ -2,14 +2,17 @@
 
 ``python -m emulators.functions_host --app-dir . --settings local.settings.json``
 
-Prints one JSON line on stdout when ready: ``{"ready": true, "port": N, "url": "..."}``;
-logs go to stderr. SIGINT/SIGTERM stop it cleanly.
+Prints one JSON line on stdout when ready: ``{"ready": true, "port": N, "url": "..."}``, or
+when it cannot start ``{"ready": false, "error": "..."}`` (the cause in one line, e.g. the
+worker's indexing error verbatim) and exits with 1; logs go to stderr. SIGINT/SIGTERM stop it
+cleanly, during its start too.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import signal
@@ -30,7 +33,15 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-async def _main(args: argparse.Namespace) -> None:
+logger = logging.getLogger("emulators.functions_host")
+
+
+def _say(line: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(line) + "\n")
+    sys.stdout.flush()
+
+
+async def _main(args: argparse.Namespace) -> int:
     runner = Runner(
         args.app_dir,
         script=args.script,
@@ -42,13 +53,29 @@ async def _main(args: argparse.Namespace) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    await runner.start_async()
+    # A stop asked for during the start cancels it (the worker is stopped on the way out).
+    starting = asyncio.create_task(runner.start_async(), name="host-start")
+    stopped = asyncio.create_task(stop.wait(), name="host-stop")
+    await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        starting.cancel()
+        with contextlib.suppress(BaseException):
+            await starting
+        logger.info("host stopped while starting")
+        return 0
+    stopped.cancel()
+    error = starting.exception()
+    if error is not None:
+        reason = str(error) or type(error).__name__
+        logger.error("the host did not start: %s", reason)  # its cause, without a traceback
+        _say({"ready": False, "error": reason})
+        return 1
     try:
-        sys.stdout.write(json.dumps({"ready": True, "port": runner.port, "url": runner.url}) + "\n")
-        sys.stdout.flush()
+        _say({"ready": True, "port": runner.port, "url": runner.url})
         await stop.wait()
     finally:
         await runner.stop_async()
+    return 0
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -59,7 +86,7 @@ def main(argv: list[str] | None = None) -> None:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
     logging.getLogger("azure").setLevel(logging.WARNING)
-    asyncio.run(_main(args))
+    sys.exit(asyncio.run(_main(args)))
 
 
 if __name__ == "__main__":

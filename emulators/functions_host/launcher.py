@@ -14,11 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from emulators.processes import OWN_PROCESS_GROUP, describe_exit, last_lines, stop_child
+
 _REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 class RunnerStartError(RuntimeError):
-    """The runner exited or did not report ready in time."""
+    """The host did not start: its own reason (e.g. the worker's indexing error, verbatim), or
+    how it exited and the last lines of its log, or that it was not ready in time."""
 
 
 @dataclass
@@ -98,10 +101,12 @@ def start_runner(
         env=env,
         stdout=subprocess.PIPE,
         stderr=log if log is not None else subprocess.DEVNULL,
+        **OWN_PROCESS_GROUP,
     )
     assert process.stdout is not None
     stdout = process.stdout
     ready: dict[str, object] = {}
+    failed: list[str] = []
     deadline = time.monotonic() + timeout
 
     def _read_ready() -> None:
@@ -115,23 +120,35 @@ def start_runner(
             if isinstance(data, dict) and data.get("ready"):
                 ready.update(data)
                 break
+            if isinstance(data, dict) and data.get("ready") is False:
+                failed.append(str(data.get("error") or "unknown error"))
         for raw in stdout:  # keep draining so the child never blocks on a full pipe
             if log is not None and not log.closed:
                 log.write(raw)
 
     drain = threading.Thread(target=_read_ready, name="runner-stdout", daemon=True)
     drain.start()
-    while not ready:
-        if process.poll() is not None:
-            drain.join(2)
-            if log is not None:
-                log.close()
-            raise RunnerStartError(f"runner exited with {process.returncode}; see {log_path}")
-        if time.monotonic() > deadline:
-            process.kill()
-            process.wait()
-            raise RunnerStartError("runner did not become ready in time")
-        time.sleep(0.02)
+    try:
+        while not ready:
+            if process.poll() is not None:
+                drain.join(2)
+                if log is not None:
+                    log.flush()
+                if failed:
+                    raise RunnerStartError(failed[0])
+                lines = last_lines(Path(log_path) if log_path else None)
+                raise RunnerStartError(
+                    f"the host exited ({describe_exit(process.returncode)})"
+                    + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else ""))
+            if time.monotonic() > deadline:
+                raise RunnerStartError(f"the host did not become ready within {timeout:g} s")
+            time.sleep(0.02)
+    except BaseException:  # not ready, timed out, or interrupted: the child does not outlive it
+        stop_child(process)
+        drain.join(2)
+        if log is not None:
+            log.close()
+        raise
     return RunningRunner(
         url=str(ready["url"]),
         port=int(str(ready["port"])),

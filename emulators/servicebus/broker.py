@@ -155,10 +155,13 @@ class ReceiverEntity:
         self, owner: object, session_id: str | None, *, delete: bool
     ) -> StoredMessage | None:
         """Next available message for ``owner`` (FIFO; per session when ``session_id``)."""
+        # The session test first: it is cheap, and a session's receiver skips every other
+        # session's messages (the pump asks each receiver with credit after every frame).
+        per_session = self.requires_session
         for m in self.messages.values():
-            if not self._available(m):
+            if per_session and m.session_id != session_id:
                 continue
-            if self.requires_session and m.session_id != session_id:
+            if not self._available(m):
                 continue
             if delete:
                 del self.messages[m.seq]
@@ -174,8 +177,8 @@ class ReceiverEntity:
         for m in self.messages.values():
             if (
                 m.session_id is not None
-                and self._available(m)
                 and m.session_id not in self.session_owners
+                and self._available(m)
             ):
                 return m.session_id
         return None

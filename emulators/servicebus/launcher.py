@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from emulators.processes import OWN_PROCESS_GROUP, describe_exit, last_lines, stop_child
 from emulators.servicebus.config import connection_string
 
 _REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -106,6 +107,7 @@ def start_servicebus(
         stderr=log if log is not None else subprocess.DEVNULL,
         text=True,
         env=env,
+        **OWN_PROCESS_GROUP,
     )
     assert process.stdout is not None
     deadline = time.monotonic() + timeout
@@ -126,12 +128,20 @@ def start_servicebus(
                         host=host, port=int(ready["port"]), process=process, _log=log,
                         tls_port=ready.get("tls_port"), control_port=ready.get("control_port"),
                     )
+    except BaseException:  # interrupted: the endpoint does not outlive its start
+        stop_child(process)
+        if log is not None:
+            log.close()
+        raise
     finally:
         selector.close()
-    process.kill()
-    process.wait()
+    code = process.poll()
+    stop_child(process)
     if log is not None:
         log.close()
+    lines = last_lines(log_path)
     raise RuntimeError(
-        f"Service Bus endpoint did not become ready within {timeout} s (port {port})"
+        f"the Service Bus endpoint did not become ready within {timeout:g} s (port {port}, "
+        f"{describe_exit(code)})"
+        + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else "")
     )

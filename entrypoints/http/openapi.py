@@ -23,6 +23,7 @@ from pydantic.json_schema import models_json_schema
 from application.conditional import TAG_LIST_PATTERN
 from domain.aggregate import Aggregate, DomainEvent
 from entrypoints.http.operations import (
+    BOUND_SECONDS,
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
     HttpOperation,
@@ -132,6 +133,9 @@ def _operation(op: HttpOperation) -> dict[str, Any]:
             error["headers"] = {"Retry-After": _RETRY_AFTER}
         if status == 413:
             error["description"] += f" (over {MAX_BODY_BYTES} bytes)"
+        if status == 503 and op.bounded:
+            error["description"] += (f" (also when the store or the message broker has not "
+                                     f"answered within {BOUND_SECONDS:g} s)")
         responses[str(status)] = error
     result: dict[str, Any] = {"operationId": op.name, "summary": op.summary,
                               "responses": responses}

@@ -16,9 +16,12 @@ error leaves it as a problem document, never a stack trace.
 
 from __future__ import annotations
 
+import contextvars
 import json
+import logging
 import re
 import secrets
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -31,12 +34,15 @@ from application.errors import InvalidContinuationError
 from application.models import ID_MAX_LENGTH, ID_PATTERN
 from entrypoints.http.paging import TOKEN_PATTERN, Cursor, TokenCodec
 from entrypoints.http.problems import (
+    HttpProblemError,
     bad_request,
     field_errors,
     from_exception,
     json_response,
 )
 from entrypoints.http.requests import parse_body
+
+logger = logging.getLogger(__name__)
 
 #: The Functions key may travel in the query as `code` (Azure reads it; the app ignores it).
 KEY_PARAMETER = "code"
@@ -46,6 +52,11 @@ _PAGE_SIZE = re.compile(r"[0-9]{1,4}")
 _TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 #: The attribute of an indexed function that holds its declaration.
 _ATTRIBUTE = "__http_operation__"
+#: A bounded operation (/health, the operators' routes) answers within this many seconds
+#: whatever the store or the broker does: past it, 503 with Retry-After (`run_bounded`).
+BOUND_SECONDS = 4.0
+#: The Retry-After of a bounded operation that ran out of time.
+BOUND_RETRY_AFTER_SECONDS = 5
 
 
 @dataclass(frozen=True)
@@ -118,6 +129,8 @@ class HttpOperation:
     headers: tuple[ResponseHeader, ...] = ()
     errors: tuple[int, ...] = ()
     path: tuple[PathParameter, ...] = ()
+    #: answers within BOUND_SECONDS (503 + Retry-After past it): the handler runs bounded
+    bounded: bool = False
 
     @property
     def allowed_query(self) -> frozenset[str]:
@@ -205,10 +218,12 @@ class HttpApi:
 
     def __init__(self, blueprint: func.Blueprint, *,
                  parameters: Mapping[str, PathParameter] | None = None,
-                 auth_level: func.AuthLevel = func.AuthLevel.FUNCTION) -> None:
+                 auth_level: func.AuthLevel = func.AuthLevel.FUNCTION,
+                 bounded: bool = False) -> None:
         self.blueprint = blueprint
         self._parameters = dict(parameters or {})
         self._auth_level = auth_level
+        self._bounded = bounded
 
     def operation(
         self,
@@ -227,9 +242,11 @@ class HttpApi:
         paged: bool = False,
         conditional: bool = False,
         headers: tuple[ResponseHeader, ...] = (),
+        bounded: bool | None = None,
     ) -> Callable[[Handler], Handler]:
         """Declare an operation and register its handler (the function name is `name`, else
-        the handler's)."""
+        the handler's). A `bounded` operation (default: the API's) answers within
+        BOUND_SECONDS."""
 
         def register(handler: Handler) -> Handler:
             names = re.findall(r"{([^}*]+)}", route)
@@ -241,7 +258,8 @@ class HttpApi:
                 auth_level=auth_level or self._auth_level, summary=summary, status=status,
                 request=request, response=response, response_schema=response_schema,
                 query=query, paged=paged, conditional=conditional, headers=headers,
-                errors=errors, path=tuple(self._parameters[n] for n in names))
+                errors=errors, path=tuple(self._parameters[n] for n in names),
+                bounded=self._bounded if bounded is None else bounded)
             entry = _entry(operation, handler)
             self.blueprint.route(route=route, methods=[operation.method],
                                  auth_level=operation.auth_level)(entry)
@@ -273,7 +291,9 @@ def operation_of(user_function: object) -> HttpOperation | None:
 def _entry(operation: HttpOperation, handler: Handler) -> Callable[..., func.HttpResponse]:
     def entry(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
         try:
-            result = handler(_parse(operation, req, context))
+            call = _parse(operation, req, context)
+            result = (run_bounded(lambda: handler(call), what=operation.name)
+                      if operation.bounded else handler(call))
             if isinstance(result, func.HttpResponse):
                 return result
             return _respond(operation, result)
@@ -285,6 +305,39 @@ def _entry(operation: HttpOperation, handler: Handler) -> Callable[..., func.Htt
     entry.__doc__ = operation.summary
     setattr(entry, _ATTRIBUTE, operation)
     return entry
+
+
+def run_bounded[T](work: Callable[[], T], *, what: str) -> T:
+    """`work()`'s result or error, if it ends within BOUND_SECONDS; else 503 with Retry-After
+    (HttpProblemError). It runs on a thread of its own, in this call's context (trace, logging);
+    past the bound it is left to finish on its own: the store's and the broker's clients bound
+    each of their calls, and the operators' actions may be repeated (a replayed event that is
+    resolved is not sent again; the topic drops a re-driven event it has)."""
+    seconds = BOUND_SECONDS
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, work()))
+        except BaseException as exc:  # handed to the request's thread
+            outcome.append((False, exc))
+
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(run,), name=f"bounded-{what}",
+                              daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not outcome:
+        logger.warning("%s did not complete within %g s: 503", what, seconds,
+                       extra={"http.operation": what, "bound_seconds": seconds})
+        raise HttpProblemError(
+            503, "Service Unavailable",
+            f"the store or the message broker did not answer within {seconds:g} s; retry later",
+            headers={"Retry-After": str(BOUND_RETRY_AFTER_SECONDS)})
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return cast(T, value)
 
 
 def _parse(operation: HttpOperation, req: func.HttpRequest,

@@ -28,6 +28,7 @@ from azure.cosmos import ContainerProxy
 
 from application.outbox.ports import BacklogEstimator, LeaseBacklog
 from infra.cosmos.documents import document_created_at
+from infra.cosmos.errors import cosmos_errors
 
 logger = logging.getLogger(__name__)
 
@@ -44,13 +45,16 @@ class CosmosBacklogEstimator(BacklogEstimator):
         self._rid: str | None = None
 
     def estimate(self) -> list[LeaseBacklog]:
-        leases = list(self._lease_documents())
-        if not leases:
-            leases = [
-                {"LeaseToken": _range_name(feed_range), "feedRange": feed_range}
-                for feed_range in self._monitored.read_feed_ranges()
-            ]
-        return [self._estimate(lease) for lease in leases]
+        """Raises StoreUnavailableError/ThrottledError (application errors) when the store
+        fails or times out, as every adapter of the store does."""
+        with cosmos_errors():
+            leases = list(self._lease_documents())
+            if not leases:
+                leases = [
+                    {"LeaseToken": _range_name(feed_range), "feedRange": feed_range}
+                    for feed_range in self._monitored.read_feed_ranges()
+                ]
+            return [self._estimate(lease) for lease in leases]
 
     def _lease_documents(self) -> Iterator[dict[str, Any]]:
         for doc in self._leases.query_items("SELECT * FROM c", enable_cross_partition_query=True):

@@ -1,12 +1,15 @@
-"""The composition root: the Cosmos container and the projector, built once, lazily."""
+"""The composition root: the Cosmos container, the projector and the projection's reads,
+built once, lazily."""
 
 from __future__ import annotations
 
 import functools
 import warnings
 
-from azure.cosmos import CosmosClient
+from azure.cosmos import ContainerProxy, CosmosClient
 
+from contacts_projection.http import Tokens
+from contacts_projection.reads import CosmosProjectionReads
 from contacts_projection.settings import SubscriberSettings, load_settings
 from contacts_projection.store import Projector
 
@@ -31,11 +34,34 @@ def cosmos_client(settings: SubscriberSettings) -> CosmosClient:
 
 
 @functools.cache
-def projector() -> Projector:
+def projection_container() -> ContainerProxy:
     settings = load_settings()
-    container = (
+    return (
         cosmos_client(settings)
         .get_database_client(settings.cosmos_database)
         .get_container_client(settings.projection_container)
     )
-    return Projector(container, inbox_ttl_seconds=settings.inbox_ttl_seconds)
+
+
+@functools.cache
+def projector() -> Projector:
+    return Projector(projection_container(),
+                     inbox_ttl_seconds=load_settings().inbox_ttl_seconds)
+
+
+@functools.cache
+def reads() -> CosmosProjectionReads:
+    return CosmosProjectionReads(projection_container())
+
+
+@functools.cache
+def tokens() -> Tokens:
+    """Paging tokens sealed with the account key when there is one (the same on every
+    instance); with a managed identity, with the account, database and container names:
+    strictly checked, not secret."""
+    settings = load_settings()
+    if settings.cosmos_connection is not None:
+        return Tokens.from_secret(settings.cosmos_connection.get_secret_value())
+    return Tokens.from_secret("|".join((settings.cosmos_account_endpoint or "",
+                                        settings.cosmos_database,
+                                        settings.projection_container)))

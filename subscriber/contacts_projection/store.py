@@ -31,7 +31,7 @@ from enum import Enum
 from typing import Any
 
 from azure.cosmos import ContainerProxy
-from azure.cosmos.exceptions import CosmosResourceNotFoundError
+from azure.cosmos.exceptions import CosmosBatchOperationError, CosmosResourceNotFoundError
 
 from contacts_projection.events import QUARANTINE_NOTICE, IncomingEvent
 from contacts_projection.projection import Decision, apply, decide, handles, last_version
@@ -82,8 +82,18 @@ def _held_event(document: dict[str, Any]) -> IncomingEvent:
     )
 
 
+class _AlreadyProcessedError(Exception):
+    """The event's inbox record exists: a batch creating it failed with 409."""
+
+
 class Projector:
-    """Applies events to the projection container (azure-cosmos, sync)."""
+    """Applies events to the projection container (azure-cosmos, sync).
+
+    Point reads only (a partition-scoped query costs more RUs than a point read, and a local
+    endpoint scans every document for one): the projection, then for an event to apply the held
+    event and the known gap that may follow it, then one transactional batch. Whether the event
+    was processed already is its version (not above the projection's) or, for an event held or
+    noticed before, the batch's create of its inbox record failing with 409."""
 
     def __init__(self, container: ContainerProxy, *, inbox_ttl_seconds: int) -> None:
         self._container = container
@@ -110,10 +120,27 @@ class Projector:
             "ttl": self._inbox_ttl,
         }
 
+    def _batch(self, operations: list[tuple[Any, ...]], partition: str, *,
+               inbox_first: bool) -> None:
+        """One transactional batch. When its first operation creates the incoming event's
+        inbox record and that fails with 409, the event was processed before."""
+        try:
+            self._container.execute_item_batch(batch_operations=operations,
+                                               partition_key=partition)
+        except CosmosBatchOperationError as exc:
+            failed = exc.operation_responses[exc.error_index] if exc.operation_responses else {}
+            if inbox_first and exc.error_index == 0 and failed.get("statusCode") == 409:
+                raise _AlreadyProcessedError from None
+            raise
+
     def handle(self, event: IncomingEvent) -> Result:
-        partition = event.contact_id
-        if self._read(inbox_id(event.event_id), partition) is not None:
+        try:
+            return self._handle(event)
+        except _AlreadyProcessedError:
             return Result(Outcome.DUPLICATE)
+
+    def _handle(self, event: IncomingEvent) -> Result:
+        partition = event.contact_id
         projection = self._read(partition, partition)
         if event.type == QUARANTINE_NOTICE:
             return self._record_gap(projection, event)
@@ -121,7 +148,13 @@ class Projector:
         if decision is Decision.DUPLICATE:
             return Result(Outcome.DUPLICATE)
         if decision is Decision.HOLD:
-            missing = int(projection["version"]) + 1 if projection else 1
+            missing = last_version(projection) + 1
+            orphan = self._read(held_id(missing), partition)
+            if orphan is not None:
+                # the missing version is held already (a delivery that raced the last apply
+                # held it): apply from it, then decide again
+                self._apply(projection, _held_event(orphan), incoming=False)
+                return self._handle(event)
             held = {
                 "id": held_id(event.version),
                 "partitionKey": partition,
@@ -137,28 +170,16 @@ class Projector:
                 partition, event.event_id, event.version, missing,
             )
             return Result(Outcome.HELD, missing=missing)
-        applied = self._apply(projection, event, first=True)
+        applied = self._apply(projection, event, incoming=True)
         outcome = Outcome.APPLIED if handles(event.type) else Outcome.IGNORED
-        # held events that follow on: applied in further batches until the next gap
-        while True:
-            projection = self._read(partition, partition)
-            assert projection is not None
-            nxt = self._read(held_id(int(projection["version"]) + 1), partition)
-            if nxt is None:
-                return Result(outcome, applied=applied)
-            applied += self._apply(projection, _held_event(nxt), first=False)
+        return Result(outcome, applied=applied)
 
     def _write_with_inbox(self, event: IncomingEvent, record: dict[str, Any], *,
                           held: bool) -> None:
         """The event's inbox record and one record of its contact (held event, known gap), in
         one batch: both or neither."""
-        self._container.execute_item_batch(
-            batch_operations=[
-                ("create", (self._inbox_record(event, held=held),)),
-                ("upsert", (record,)),
-            ],
-            partition_key=event.contact_id,
-        )
+        self._batch([("create", (self._inbox_record(event, held=held),)),
+                     ("upsert", (record,))], event.contact_id, inbox_first=True)
 
     def _record_gap(self, projection: dict[str, Any] | None, event: IncomingEvent) -> Result:
         """A quarantine notice: the event of `event.version` was set aside by the outbox. Its
@@ -185,37 +206,46 @@ class Projector:
         )
         return Result(Outcome.GAP_RECORDED, missing=event.version)
 
-    def _apply(
-        self, projection: dict[str, Any] | None, event: IncomingEvent, *, first: bool
-    ) -> list[int]:
-        """One batch: the projection after `event` and the held events following it (up to
-        MAX_HELD_PER_BATCH), the inbox record of `event` when it is the incoming one, and the
-        deletion of the held events applied."""
+    def _apply(self, projection: dict[str, Any] | None, event: IncomingEvent, *,
+               incoming: bool) -> list[int]:
+        """Apply `event` (the incoming one, or a held one) and the held events that follow on
+        without a gap, in batches of at most MAX_HELD_PER_BATCH held events: the projection
+        after them (created, or replaced if its etag is unchanged), the inbox record of the
+        incoming event, the deletion of the held events applied and of the known gaps (quarantine
+        notices) their versions close."""
         partition = event.contact_id
-        operations: list[tuple[Any, ...]] = []
-        deletes: list[str] = []
-        if not first:
-            deletes.append(held_id(event.version))
-        updated = apply(projection, event)
-        versions = [event.version]
-        while len(deletes) < MAX_HELD_PER_BATCH:
-            held = self._read(held_id(updated["version"] + 1), partition)
-            if held is None:
-                break
-            updated = apply(updated, _held_event(held))
-            deletes.append(held["id"])
-            versions.append(int(updated["version"]))
-        if projection is None:
-            operations.append(("create", (updated,)))
-        else:
-            operations.append(
-                ("replace", (updated["id"], updated), {"if_match_etag": projection["_etag"]})
-            )
-        if first:
-            operations.append(("create", (self._inbox_record(event, held=False),)))
-        operations += [("delete", (item,)) for item in deletes]
-        # a quarantined version now applied (its replay): its gap record goes in the same batch
-        operations += [("delete", (gap_id(v),)) for v in versions
-                       if self._read(gap_id(v), partition) is not None]
-        self._container.execute_item_batch(batch_operations=operations, partition_key=partition)
-        return versions
+        applied: list[int] = []
+        step = [event]
+        while True:
+            limit = MAX_HELD_PER_BATCH + (1 if incoming and not applied else 0)
+            following = self._read(held_id(step[-1].version + 1), partition)
+            while following is not None and len(step) < limit:
+                step.append(_held_event(following))
+                following = self._read(held_id(step[-1].version + 1), partition)
+            updated = projection
+            for item in step:
+                updated = apply(updated, item)
+            assert updated is not None
+            with_inbox = incoming and not applied
+            operations: list[tuple[Any, ...]] = []
+            if with_inbox:
+                operations.append(("create", (self._inbox_record(event, held=False),)))
+            if projection is None:
+                operations.append(("create", (updated,)))
+            else:
+                operations.append(
+                    ("replace", (updated["id"], updated), {"if_match_etag": projection["_etag"]})
+                )
+            operations += [("delete", (held_id(item.version),)) for item in step
+                           if not (with_inbox and item is event)]
+            operations += [("delete", (gap_id(item.version),)) for item in step
+                           if self._read(gap_id(item.version), partition) is not None]
+            self._batch(operations, partition, inbox_first=with_inbox)
+            applied += [item.version for item in step]
+            if following is None:
+                return applied
+            # the batch was full and a held event follows: go on from the projection written
+            projection = self._read(partition, partition)
+            assert projection is not None
+            step = [_held_event(following)]
+            incoming = False

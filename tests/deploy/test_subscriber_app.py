@@ -16,6 +16,7 @@ import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
 from tests.deploy import functions
 from tests.deploy import templates as t
 from tests.deploy.templates import DEPLOY, MAIN, ROOT
+from tests.subscriber import subscriber_functions
 
 from contacts_projection.settings import (  # isort: skip
     DEFAULT_INBOX_TTL_SECONDS, SubscriberSettings,
@@ -147,3 +148,13 @@ def test_its_package_has_the_app_and_nothing_local() -> None:
     assert not {f for f in files if "local.settings" in f or "__pycache__" in f}
     requirements = (SUBSCRIBER / "requirements.txt").read_text("utf-8")
     assert "cloudevents>=2.2,<3" in requirements
+
+
+def test_its_projection_read_takes_a_function_key_over_https_only() -> None:
+    """The projection's HTTP routes are FUNCTION level: a function key in Azure (locally none
+    is checked, as with func start); the app has no anonymous route."""
+    levels = {b["authLevel"] for f in subscriber_functions().values()
+              for b in f["bindings"] if b["type"] == "httpTrigger"}
+    assert levels == {"FUNCTION"}
+    site = t.one("Microsoft.Web/sites", "subscriberSite")
+    assert site.properties["httpsOnly"] is True

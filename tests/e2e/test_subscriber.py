@@ -336,3 +336,83 @@ def _exists(store: ContainerProxy, item: str, partition: str) -> bool:
     except CosmosResourceNotFoundError:
         return False
     return True
+
+
+# ---- the projection read over HTTP, and a catch-up ----------------------------------------
+
+def test_the_projection_is_read_over_http_with_its_version_and_last_event(
+    stack: Stack,
+) -> None:
+    """Through the subscriber's own host (anonymous locally, as with func start)."""
+    assert stack.subscriber is not None
+    api, reader = Client(stack.api_url), Client(stack.subscriber.url)
+    contact = create(api, "reader")
+    describe(api, contact, "read over HTTP")
+
+    def at(version: int) -> Any:
+        reply = reader.request("GET", f"/projections/contacts/{contact}")
+        return reply.status == 200 and reply.json()["version"] == version and reply
+
+    reply = wait_for(lambda: at(2), 60, "version 2 over HTTP")
+    assert (reply.header("content-type") or "").startswith("application/json")
+    got = reply.json()
+    assert got["lastEventId"] == stored_event(stack, contact, 2)["id"]
+    assert (got["deleted"], got["data"]["description"]) == (False, "read over HTTP")
+    assert got["data"]["email"] == "reader@example.com"
+    assert api.request("DELETE", f"/contacts/{contact}").status == 204
+    assert wait_for(lambda: at(3), 60, "the deletion").json()["deleted"] is True
+
+    listed: list[str] = []
+    headers: dict[str, str] = {}
+    for _ in range(100):
+        page = reader.request("GET", "/projections/contacts?pageSize=1", headers=headers)
+        assert page.status == 200, page.body
+        listed += [item["id"] for item in page.json()["items"]]
+        token = page.json()["continuationToken"]
+        if token is None:
+            break
+        assert page.header("x-continuation-token") == token
+        headers = {"x-continuation-token": token}
+    assert contact in listed and len(listed) == len(set(listed))
+
+    for path, status in (("/projections/contacts/no-such-contact", 404),
+                         ("/projections/contacts/%E2%80%AEx", 400),
+                         ("/projections/contacts?pageSize=0", 400),
+                         ("/projections/contacts?pageSize=5&sort=id", 400),
+                         ("/projections/contacts?continuationToken=t1.x.y", 400)):
+        reply = reader.request("GET", path)
+        assert reply.status == status, (path, reply.body)
+        assert (reply.header("content-type") or "").startswith("application/problem+json")
+
+
+def test_a_backlog_of_more_contacts_than_sessions_is_caught_up_version_for_version(
+    stack: Stack,
+) -> None:
+    """The subscriber stopped while 100 contacts change (more than its 64 concurrent
+    sessions), then started: every projection reaches its contact's version and last event."""
+    assert stack.subscriber is not None
+    stack.stop_subscriber()
+    api = Client(stack.api_url)
+    contacts = [create(api, f"backlog{i}") for i in range(100)]
+    for contact in contacts:
+        describe(api, contact, "caught up")
+    stack.start_subscriber()
+    reader = Client(stack.subscriber.url)
+
+    def behind() -> list[str]:
+        versions: dict[str, int] = {}
+        headers: dict[str, str] = {}
+        for _ in range(100):
+            page = reader.request("GET", "/projections/contacts?pageSize=30",
+                                  headers=headers).json()
+            versions |= {item["id"]: item["version"] for item in page["items"]}
+            if page["continuationToken"] is None:
+                break
+            headers = {"x-continuation-token": page["continuationToken"]}
+        return [c for c in contacts if versions.get(c) != 2]
+
+    wait_for(lambda: not behind(), 180, "every projection at version 2")
+    for contact in contacts[::10]:
+        got = reader.request("GET", f"/projections/contacts/{contact}").json()
+        assert got["lastEventId"] == stored_event(stack, contact, 2)["id"]
+        assert got["data"]["description"] == "caught up"

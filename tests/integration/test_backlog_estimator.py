@@ -13,11 +13,14 @@ from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 
 from application.contacts.commands import CreateContact
 from application.contacts.service import ContactService
+from application.errors import StoreUnavailableError
 from application.outbox.backlog import report_backlog
 from application.outbox.telemetry import RelayTelemetry
+from infra.cosmos.client import client_options
 from infra.cosmos.contacts import CosmosContactList
 from infra.cosmos.estimator import CosmosBacklogEstimator, latest_lsn
 from infra.cosmos.unit_of_work import CosmosUnitOfWork
+from tests.faults import frozen
 from tools.stack import Ports, Stack
 
 pytestmark = pytest.mark.integration
@@ -117,6 +120,21 @@ def test_functions_host_leases_with_etag_continuations_are_read(
     assert backlog.pending == 3
     assert backlog.lease == "0"
     assert (backlog.owner, backlog.checkpoint_at) == (None, "2024-01-01T00:00:00Z")
+
+
+@pytest.mark.timeout(60)
+def test_a_store_that_hangs_is_a_store_unavailable_error(relay_off: Stack) -> None:
+    """Translated at the adapter like every other read of the store (the status route answers
+    503, not 500), within the client's timeouts."""
+    assert relay_off.cosmos is not None
+    client = CosmosClient.from_connection_string(
+        relay_off.cosmos.connection_string, connection_verify=relay_off.cosmos.verify_tls,
+        **client_options())
+    contacts, leases = containers(client)
+    estimator = CosmosBacklogEstimator(contacts, leases)
+    estimator.estimate()
+    with frozen(relay_off.cosmos.process), pytest.raises(StoreUnavailableError):
+        estimator.estimate()
 
 
 def test_latest_lsn_is_read_from_the_session_token_like_the_sdk_estimators() -> None:

@@ -17,8 +17,9 @@ from emulators.cosmos.launcher import start_cosmos
 from tools.provision import create_projection_container
 
 from contacts_projection.events import QUARANTINE_NOTICE, IncomingEvent  # isort: skip
+from contacts_projection.reads import CosmosProjectionReads  # isort: skip
 from contacts_projection.store import (  # isort: skip
-    GAP_TYPE, HELD_TYPE, INBOX_TYPE, Outcome, Projector, inbox_id,
+    GAP_TYPE, HELD_TYPE, INBOX_TYPE, MAX_HELD_PER_BATCH, Outcome, Projector, held_id, inbox_id,
 )
 
 pytestmark = pytest.mark.integration
@@ -223,3 +224,86 @@ def test_versions_held_behind_an_unknown_action_follow_it_when_it_arrives(
     assert (result.outcome, result.applied) == (Outcome.IGNORED, [2, 3])
     projection = container.read_item(contact, partition_key=contact)
     assert projection["version"] == 3 and projection["data"]["email"] == "b@example.com"
+
+
+def described(contact: str, version: int) -> IncomingEvent:
+    event_id = str(uuid.uuid4())
+    return IncomingEvent(event_id=event_id, contact_id=contact,
+                         type="ContactDescriptionUpdatedEvent", version=version,
+                         data={"id": event_id, "contactId": contact, "version": version,
+                               "action": "ContactDescriptionUpdatedEvent",
+                               "description": f"v{version}"})
+
+
+def test_a_long_run_of_held_events_is_applied_in_batches_within_the_limit(
+    container: ContainerProxy,
+) -> None:
+    """More held events follow the missing one than one batch may delete (100 operations)."""
+    projector = Projector(container, inbox_ttl_seconds=3600)
+    contact = str(uuid.uuid4())
+    one, *_ = events(contact)
+    projector.handle(one)
+    last = MAX_HELD_PER_BATCH * 2 + 5
+    for version in range(3, last + 1):
+        assert projector.handle(described(contact, version)).outcome is Outcome.HELD
+    result = projector.handle(described(contact, 2))
+    assert (result.outcome, result.applied) == (Outcome.APPLIED, list(range(2, last + 1)))
+    projection = container.read_item(contact, partition_key=contact)
+    assert (projection["version"], projection["data"]["description"]) == (last, f"v{last}")
+    assert documents(container, contact, HELD_TYPE) == []
+    assert len(documents(container, contact, INBOX_TYPE)) == last
+
+
+def test_a_held_event_for_the_missing_version_is_applied_before_the_next_is_held(
+    container: ContainerProxy,
+) -> None:
+    """A delivery that raced the last apply held the version after it: the next event finds
+    it instead of holding itself behind a version that is already there."""
+    projector = Projector(container, inbox_ttl_seconds=3600)
+    contact = str(uuid.uuid4())
+    one, two, three, _ = events(contact)
+    projector.handle(one)
+    container.upsert_item({"id": held_id(2), "partitionKey": contact, "type": HELD_TYPE,
+                           "missingVersion": 1, "ttl": -1,
+                           "event": {"id": two.event_id, "type": two.type, "version": 2,
+                                     "data": dict(two.data)}})
+    result = projector.handle(three)
+    assert (result.outcome, result.applied) == (Outcome.APPLIED, [3])
+    assert container.read_item(contact, partition_key=contact)["version"] == 3
+    assert documents(container, contact, HELD_TYPE) == []
+
+
+# ---- reads (the HTTP routes' port) on Cosmos ----------------------------------------------
+
+def test_the_reads_give_a_projection_as_viewed_and_nothing_for_other_documents(
+    container: ContainerProxy,
+) -> None:
+    projector = Projector(container, inbox_ttl_seconds=3600)
+    contact = str(uuid.uuid4())
+    one, two, *_ = events(contact)
+    projector.handle(one)
+    projector.handle(two)
+    reads = CosmosProjectionReads(container)
+    assert reads.get(contact) == {
+        "id": contact, "version": 2, "lastEventId": two.event_id, "deleted": False,
+        "data": {"name": {"firstName": "A", "lastName": "L"}, "email": "b@example.com",
+                 "description": "d", "company": {"companyName": "C"}}}
+    assert reads.get(inbox_id(one.event_id)) is None  # another partition: not found
+    assert reads.get(str(uuid.uuid4())) is None
+
+
+def test_the_reads_page_through_every_projection_once(container: ContainerProxy) -> None:
+    projector = Projector(container, inbox_ttl_seconds=3600)
+    contacts = sorted(str(uuid.uuid4()) for _ in range(5))
+    for contact in contacts:
+        projector.handle(events(contact)[0])
+    reads = CosmosProjectionReads(container)
+    seen: list[str] = []
+    page = reads.page(size=2, continuation=None)
+    while True:
+        assert len(page.items) <= 2
+        seen += [item["id"] for item in page.items]
+        if page.continuation is None:
+            break
+        page = reads.page(size=2, continuation=page.continuation)
+    assert sorted(seen) == contacts

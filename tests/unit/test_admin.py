@@ -6,19 +6,25 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
+from application.errors import StoreUnavailableError
 from application.outbox.ports import LeaseBacklog
 from application.outbox.records import QUARANTINE_NOTICE_SUBJECT, notice_id
 from application.outbox.views import parse_instant
 from domain.contact import Contact
 from domain.values import Company, Name
+from entrypoints.http import operations
+from entrypoints.http.operations import operation_of
 from entrypoints.http.paging import Cursor
 from infra.cosmos.documents import EVENT_TYPE, read_feed
 from tests.conftest import FakeWorld
+from tests.fakes import FakePublisher, FixedBacklog, InMemoryEventStore, InMemoryQuarantine
 from tests.unit.test_http_api import Api, body, problem
 
 LIMIT = 4096
@@ -259,6 +265,79 @@ def test_redrive_answers_503_when_the_broker_fails(api: Api, world: FakeWorld) -
     reply = redrive(api, {"since": "2000-01-01T00:00:00Z"})
     assert problem(reply, 503)
     assert reply.headers["Retry-After"] == "5"
+
+
+# ---- bounded: a store or a broker that hangs -----------------------------------------------
+
+@pytest.fixture
+def hang(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[type, str], None]]:
+    """`hang(Class, "method")` makes the port's method wait (until the test ends); the bound is
+    0.2 s instead of 4 s."""
+    release = threading.Event()
+    monkeypatch.setattr(operations, "BOUND_SECONDS", 0.2)
+
+    def hang(cls: type, method: str) -> None:
+        def wait(*_: Any, **__: Any) -> Any:
+            release.wait(30)
+            raise ConnectionError("released")
+        monkeypatch.setattr(cls, method, wait)
+
+    try:
+        yield hang
+    finally:
+        release.set()
+
+
+def unavailable(reply: Any) -> dict[str, Any]:
+    doc = problem(reply, 503)
+    assert reply.headers["Retry-After"] == str(operations.BOUND_RETRY_AFTER_SECONDS)
+    assert "did not answer within 0.2 s" in doc["detail"]
+    return doc
+
+
+def test_every_operator_route_answers_503_within_the_bound_when_the_store_hangs(
+    api: Api, world: FakeWorld, hang: Callable[[type, str], None]
+) -> None:
+    _, ids = too_large(world)
+    for cls, method in ((FixedBacklog, "estimate"), (InMemoryQuarantine, "get"),
+                        (InMemoryQuarantine, "list_page"), (InMemoryEventStore, "events_since")):
+        hang(cls, method)
+    unavailable(api.call("outbox_status", "GET", "outbox/status"))
+    unavailable(listing(api))
+    unavailable(replay(api, ids[1]))
+    unavailable(discard(api, ids[1], reason="gone"))
+    unavailable(redrive(api, {"since": "2000-01-01T00:00:00Z"}))
+
+
+def test_replay_and_redrive_answer_503_within_the_bound_when_the_broker_hangs(
+    api: Api, world: FakeWorld, hang: Callable[[type, str], None]
+) -> None:
+    _, ids = too_large(world)
+    world.publisher.max_batch_bytes = 1_000_000  # the replay would now go out
+    hang(FakePublisher, "send")
+    unavailable(replay(api, ids[1]))
+    unavailable(redrive(api, {"since": "2000-01-01T00:00:00Z"}))
+
+
+def test_status_answers_503_when_the_store_is_unavailable(api: Api, world: FakeWorld,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    def down(self: FixedBacklog) -> list[LeaseBacklog]:
+        raise StoreUnavailableError("the store is unreachable", retry_after=1.0)
+
+    monkeypatch.setattr(FixedBacklog, "estimate", down)
+    reply = api.call("outbox_status", "GET", "outbox/status")
+    assert problem(reply, 503)["title"] == "Service Unavailable"
+    assert reply.headers["Retry-After"] == "1"
+
+
+def test_every_operator_operation_and_health_are_bounded(functions: dict[str, Any]) -> None:
+    declared = {name: operation_of(f.get_user_function()) for name, f in functions.items()}
+    bounded = {name for name, op in declared.items() if op is not None and op.bounded}
+    operators = {name for name, op in declared.items()
+                 if op is not None and op.route.startswith("outbox/")}
+    assert operators == {"outbox_status", "list_quarantine", "replay_quarantined",
+                         "discard_quarantined", "redrive_events"}
+    assert bounded == operators | {"health"}
 
 
 def test_instants_are_rfc_3339_with_an_offset_and_clamp_at_the_calendar_ends() -> None:

@@ -19,7 +19,7 @@ from application.contacts.ports import ContactList, ContactSummary
 from application.ports import Page
 from domain.text import text_pattern
 from emulators.functions_host.testing import InvocationContext
-from entrypoints import docs
+from entrypoints.http import operations
 from entrypoints.http.paging import Cursor
 from entrypoints.http.problems import HttpProblemError
 from entrypoints.http.requests import MAX_DEPTH, parse_body, parse_json
@@ -266,7 +266,7 @@ def test_health_answers_503_when_the_store_does_not_answer(
         release.wait(30)
 
     monkeypatch.setattr(InMemoryUnitOfWork, "ping", hang)
-    monkeypatch.setattr(docs, "HEALTH_TIMEOUT_SECONDS", 0.2)
+    monkeypatch.setattr(operations, "BOUND_SECONDS", 0.2)
     try:
         req = func.HttpRequest("GET", "http://localhost/api/health", headers={}, params={},
                                body=b"")

@@ -1,0 +1,224 @@
+"""`make run` (tools.stack.serve) as a user meets it, on free ports in a folder of its own: the
+API's /health answers 200 only once the whole stack is up; Ctrl-C at any moment stops
+everything, without a traceback (130 while starting, 0 once up); a part that dies is named
+with the last lines of its own log, which say how it ended; a host whose app cannot be indexed
+says why in one line (the worker's error, naming the function and the parameter)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from emulators.launch import LocalServices, PartStartError
+from tools.stack import ROOT, free_port, port_in_use
+
+pytestmark = pytest.mark.integration
+
+DRIVER = """
+import json, logging, sys
+from pathlib import Path
+from tools.stack import Ports, Stack, serve
+args = json.loads(sys.argv[1])
+logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+logging.getLogger("azure").setLevel(logging.WARNING)
+cosmos, servicebus, runner, subscriber = args["ports"]
+stack = Stack(workdir=Path(args["workdir"]), with_subscriber=True,
+              ports=Ports(cosmos=cosmos, servicebus=servicebus, runner=runner,
+                          azurite=(0, 0, 0), subscriber=subscriber),
+              settings_copy=Path(args["settings"]))
+sys.exit(serve(stack, Path(args["pidfile"])))
+"""
+
+
+@dataclass
+class Run:
+    """One `make run` in a subprocess; its processes carry a mark in their environment."""
+
+    workdir: Path
+    ports: list[int] = field(default_factory=lambda: [free_port() for _ in range(4)])
+    mark: str = field(default_factory=lambda: uuid.uuid4().hex)
+    output: list[str] = field(default_factory=list)
+    process: subprocess.Popen[str] | None = None
+
+    @property
+    def settings(self) -> Path:
+        return self.workdir / "local.settings.json"
+
+    @property
+    def pidfile(self) -> Path:
+        return self.workdir / "pids.json"
+
+    @property
+    def api(self) -> str:
+        return f"http://127.0.0.1:{self.ports[2]}/api"
+
+    def start(self) -> Run:
+        args = {"workdir": str(self.workdir / "stack"), "ports": self.ports,
+                "settings": str(self.settings), "pidfile": str(self.pidfile)}
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "MAKE_RUN_TEST_MARK": self.mark}
+        # A process group of its own, as a job in a terminal: Ctrl-C is sent to the group.
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", DRIVER, json.dumps(args)], cwd=ROOT, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, process_group=0)
+        threading.Thread(target=self._read, daemon=True).start()
+        return self
+
+    def _read(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        for line in self.process.stdout:
+            self.output.append(line.rstrip("\n"))
+
+    def wait_for(self, text: str, timeout: float = 120.0) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(text in line for line in self.output):
+            assert self.process is not None
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"no {text!r} in:\n" + "\n".join(self.output))
+            time.sleep(0.05)
+
+    def interrupt(self) -> int:
+        """Ctrl-C in its terminal: SIGINT to its process group."""
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGINT)
+        return self.exit_code()
+
+    def exit_code(self) -> int:
+        assert self.process is not None
+        code = self.process.wait(60)
+        time.sleep(0.2)  # the reader takes the last lines
+        return code
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.output)
+
+    def leftovers(self) -> list[str]:
+        """Processes still running that this run started (its mark in their environment)."""
+        found = []
+        needle = f"MAKE_RUN_TEST_MARK={self.mark}".encode()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                if needle in (entry / "environ").read_bytes() and \
+                        (entry / "stat").read_text().split(") ")[1][0] != "Z":
+                    found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ")
+                                 .decode(errors="replace"))
+            except (OSError, IndexError):
+                continue
+        return found
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+@pytest.fixture
+def run(tmp_path: Path) -> Iterator[Run]:
+    started = Run(tmp_path)
+    try:
+        yield started
+    finally:
+        started.kill()
+
+
+def health(api: str) -> int:
+    try:
+        with urllib.request.urlopen(f"{api}/health", timeout=5) as reply:  # noqa: S310
+            return int(reply.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return 0
+
+
+def test_health_answers_200_only_once_settings_are_written_and_the_subscriber_is_up(
+    run: Run,
+) -> None:
+    run.start()
+    while (status := health(run.api)) != 200:
+        assert run.process is not None and run.process.poll() is None, run.text
+        time.sleep(0.02)
+    assert status == 200
+    assert run.settings.exists()
+    assert json.loads(run.settings.read_text())["Values"]["ServiceBusConnection"]
+    assert port_in_use(run.ports[3])  # the subscriber's host
+    run.wait_for("Ctrl-C stops everything.")
+    assert run.interrupt() == 0
+    assert "Traceback" not in run.text
+    assert "stopped in" in run.text
+    assert run.leftovers() == []
+
+
+@pytest.mark.parametrize("moment", ["cosmos endpoint ready", "subscriber host listening"])
+def test_ctrl_c_while_starting_stops_what_started_without_a_traceback(
+    run: Run, moment: str
+) -> None:
+    run.start().wait_for(moment)
+    assert run.interrupt() == 130, run.text
+    assert "Traceback" not in run.text
+    assert "interrupted while starting" in run.text
+    assert run.leftovers() == []
+    assert not run.pidfile.exists()
+
+
+def test_a_part_that_dies_is_named_with_the_last_lines_of_its_own_log(run: Run) -> None:
+    run.start().wait_for("Ctrl-C stops everything.")
+    [cosmos] = [p["pid"] for p in json.loads(run.pidfile.read_text()) if p["name"] == "cosmos"]
+    os.kill(cosmos, signal.SIGKILL)
+    assert run.exit_code() == 1
+    assert "cosmos exited unexpectedly (killed by SIGKILL)" in run.text
+    assert "Traceback" not in run.text
+    log = (run.workdir / "stack" / "cosmos.log").read_text().splitlines()
+    assert any("cosmos endpoint ready at" in line for line in log)
+    assert log[-1].endswith(f"cosmos (pid {cosmos}) exited unexpectedly: killed by SIGKILL")
+    assert log[-1] in run.text  # shown on the console too
+    assert run.leftovers() == []
+
+
+APP_WITHOUT_CONTEXT = """
+import azure.functions as func
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+
+
+@app.route(route="probe")
+def probe_ctx(req: func.HttpRequest, ctx: func.Context) -> func.HttpResponse:
+    return func.HttpResponse("ok")
+"""
+
+
+def test_an_app_the_worker_cannot_index_fails_its_host_with_the_reason_in_one_line(
+    tmp_path: Path,
+) -> None:
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "function_app.py").write_text(APP_WITHOUT_CONTEXT)
+    (app / "host.json").write_text('{"version": "2.0"}')
+    parts = LocalServices(workdir=tmp_path / "stack")
+    with pytest.raises(PartStartError) as failed:
+        parts.run_host("api", app, settings={})
+    message = str(failed.value)
+    assert message.startswith("api did not start: worker init (indexing) failed: ")
+    assert "cannot load the probe_ctx function" in message and "{'ctx'}" in message
+    assert "\n" not in message
+    log = parts.log_path("api").read_text()
+    assert "Traceback" not in log
+    assert parts.hosts == {}
