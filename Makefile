@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 NODE_STAMP := emulators/node_modules/.installed
 PY_STAMP := $(VENV)/.installed
 
-.PHONY: help setup run test unit lint bench tail status clean reset conformance conformance-fast
+.PHONY: help setup run test test-suite test-generative unit lint bench tail status clean reset conformance conformance-fast
 
 help:
 	@echo "make run    start Cosmos + Service Bus + Azurite + the Functions app (http://127.0.0.1:7071/api)"
@@ -53,9 +53,24 @@ lint: $(PY_STAMP)
 unit: $(PY_STAMP) $(RPC_STAMP)
 	$(PY) -m pytest tests/unit tests/contract -q
 
-test: setup lint
-	$(PY) -m pytest -q --cov --cov-report=term
-	$(PY) -m conformance --fast --label fast
+# `make test`: set up (the three parts at once), then the independent tiers at once, each
+# one's output printed whole when it ends: lint, the test suite over $(TEST_WORKERS) workers
+# (a test module stays on one worker: its stack is shared by its tests), the generative API
+# tests on their own (their collection draws the schema's examples: 30 s that every worker
+# would repeat), and the SDKs' fast conformance run. Exit non-zero if any tier fails.
+TEST_WORKERS ?= 3
+GENERATIVE := tests/integration/test_api_generative.py
+
+test:
+	@$(MAKE) --no-print-directory -j3 setup
+	@$(MAKE) --no-print-directory -j4 --output-sync=target lint test-suite test-generative conformance-fast
+
+test-suite: setup
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile \
+	  --ignore $(GENERATIVE) --cov --cov-report=term --durations=15
+
+test-generative: setup
+	$(PY) -m pytest -q -p no:cacheprovider $(GENERATIVE)
 
 # The SDKs' own suites and samples (sdists of the installed azure-cosmos / azure-servicebus from PyPI).
 conformance: setup
