@@ -263,3 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     print(render(summary, live, Context(running=running, exported_at=exported_at(lines),
                                         api=api, api_error=api_error)))
     return 0 if running else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

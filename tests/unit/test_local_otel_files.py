@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from infra.cosmos.documents import read_feed
 from tests.fakes import FakePublisher, InMemoryQuarantine
 from tests.unit.test_relay import TRACE, history
 from tools import status
+from tools.stack import ROOT
 from tools.status import Context, Summary, exported_at, render, summarise
 
 
@@ -99,3 +102,12 @@ def test_make_status_exits_1_when_no_stack_runs(tmp_path: Path,
     assert status.main([str(tmp_path)]) == 1
     out = capsys.readouterr().out
     assert "NO LOCAL STACK IS RUNNING" in out and "no figures exported yet" in out
+
+
+def test_python_m_tools_status_as_make_status_runs_it(tmp_path: Path) -> None:
+    """The command `make status` runs, as a process: it prints the screen and exits with it
+    (an empty directory of figures, so no stack's figures are read)."""
+    done = subprocess.run([sys.executable, "-m", "tools.status", str(tmp_path)],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert "outbox status:" in done.stdout, done.stderr
+    assert done.returncode in (0, 1)
