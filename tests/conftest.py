@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from azure.functions.decorators.function_app import Function
+from hypothesis import settings
 
 from application.outbox.relay import Relay
 from entrypoints import bootstrap
@@ -20,6 +21,11 @@ from tests.fakes import (
     InMemoryStore,
     uow_factory,
 )
+
+# No deadline on generated examples: a per-example time limit is a timed assertion, and under
+# `make test`'s parallel jobs an example may wait for a core (speed lives in `make bench`).
+settings.register_profile("suite", deadline=None)
+settings.load_profile("suite")
 
 _INDEXED: dict[str, Function] | None = None
 
