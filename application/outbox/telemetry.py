@@ -76,6 +76,8 @@ DURATION_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
                            2.5, 5.0, 10.0, 30.0)
 
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
+#: Every trace-flags byte, by its two hex digits (built once, not per event).
+_TRACE_FLAGS: Final = {f"{flags:02x}": TraceFlags(flags) for flags in range(256)}
 
 
 def span_context(traceparent: object) -> SpanContext | None:
@@ -86,7 +88,7 @@ def span_context(traceparent: object) -> SpanContext | None:
     if match is None:
         return None
     ctx = SpanContext(int(match[1], 16), int(match[2], 16), is_remote=True,
-                      trace_flags=TraceFlags(int(match[3], 16)))
+                      trace_flags=_TRACE_FLAGS[match[3]])
     return ctx if ctx.is_valid else None
 
 
@@ -148,8 +150,13 @@ class RelayTelemetry:
     def send(self, events: Sequence[SentEvent], send: Callable[[], None]) -> None:
         """Run `send` (one batch) inside a PRODUCER span linked to each event's context, and
         record its duration, the messages sent and each event's lag once it was accepted."""
-        links, seen = [], set()
+        links: list[Link] = []
+        seen: set[tuple[int, int]] = set()
+        parsed: set[str | None] = {None}  # the same traceparent twice is parsed once
         for event in events:
+            if event.traceparent in parsed:
+                continue
+            parsed.add(event.traceparent)
             ctx = span_context(event.traceparent)
             if ctx is not None and (ctx.trace_id, ctx.span_id) not in seen:
                 seen.add((ctx.trace_id, ctx.span_id))

@@ -41,6 +41,9 @@ QUARANTINE_TYPE = "quarantinedEvent"
 QUARANTINED_EVENT = "quarantined event"
 # Events written before the envelope named their aggregate were all contact events.
 LEGACY_AGGREGATE_TYPE = "contact"
+#: The message body's serialisation (compact, UTF-8 as is): one encoder for every event, as
+#: `json.dumps` with these options would build a new one per call.
+_BODY_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def aggregate_document(aggregate: Aggregate) -> dict[str, Any]:
@@ -130,7 +133,7 @@ def outbox_record(document: Mapping[str, Any]) -> OutboxRecord:
     keys = {"event_id": "id", "aggregate_id": f"{aggregate_type}Id", "action": "action",
             "version": "version"}
     try:
-        body = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        body = _BODY_JSON.encode(data).encode()
     except (TypeError, ValueError) as exc:
         raise PoisonEventError(f"event data is not serialisable: {exc}") from None
     traceparent = data.get("traceparent")
@@ -144,7 +147,7 @@ def outbox_record(document: Mapping[str, Any]) -> OutboxRecord:
             event_source=_event_source(document),
             dataschema=dataschema if isinstance(dataschema, str) and dataschema else None,
             body=body,
-            document=_without_system_keys(document),
+            document=document,
         )
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]

@@ -49,8 +49,18 @@ def cloudevent_attributes(message: OutboxMessage, *, base: str = "") -> dict[str
 
 
 def cloudevent_properties(message: OutboxMessage, *, base: str = "") -> dict[str, str]:
-    """The attributes as AMQP application properties (binary content mode)."""
-    return {
-        f"{PREFIX}{name}": value
-        for name, value in cloudevent_attributes(message, base=base).items()
+    """The attributes as AMQP application properties (binary content mode), in the order of
+    `cloudevent_attributes`. Spelled out rather than derived from it: the relay calls this once
+    per event (tests/unit/test_wire_format.py holds the two equal)."""
+    properties = {
+        "cloudEvents_specversion": SPECVERSION,
+        "cloudEvents_id": message.message_id,
+        "cloudEvents_source": f"{base}{message.source}",
+        "cloudEvents_type": message.subject,
+        "cloudEvents_subject": message.session_id,
     }
+    if message.created_at is not None:
+        properties["cloudEvents_time"] = rfc3339(message.created_at)
+    if message.dataschema:
+        properties["cloudEvents_dataschema"] = message.dataschema
+    return properties
