@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from opentelemetry import metrics, trace
+from opentelemetry.context import Context
 from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
 
 INSTRUMENTATION_SCOPE: Final = "contacts_outbox"
@@ -75,6 +76,8 @@ LAG_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30
 DURATION_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
                            2.5, 5.0, 10.0, 30.0)
 
+#: The context the per-event lag values are recorded in: none, so no span (no exemplar).
+_NO_SPAN: Final = Context()
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 #: Every trace-flags byte, by its two hex digits (built once, not per event).
 _TRACE_FLAGS: Final = {f"{flags:02x}": TraceFlags(flags) for flags in range(256)}
@@ -177,12 +180,12 @@ class RelayTelemetry:
                 raise
             self._duration.record(time.perf_counter() - start, self._send_attrs)
             self._sent.add(len(events), self._send_attrs)
-        # Outside the span: per-event values get no trace exemplars (cheaper; the span is
-        # linked to the events anyway).
-        now, lag, attrs = self._clock(), self._lag, self._attrs
+        # In an empty context: per-event values get no trace exemplars (the span is linked to
+        # the events anyway), and the SDK need not look up the current context per value.
+        now, lag, attrs, context = self._clock(), self._lag, self._attrs, _NO_SPAN
         for event in events:
             if event.created_at is not None:
-                lag.record(max(0.0, now - event.created_at), attrs)
+                lag.record(max(0.0, now - event.created_at), attrs, context)
 
     def quarantined(self, count: int = 1) -> None:
         self._quarantined.add(count, self._attrs)

@@ -130,19 +130,20 @@ def outbox_record(document: Mapping[str, Any]) -> OutboxRecord:
     aggregate_type = document.get("aggregateType", LEGACY_AGGREGATE_TYPE)
     if not isinstance(aggregate_type, str) or not aggregate_type:
         raise PoisonEventError("event aggregateType must be a non-empty string")
-    keys = {"event_id": "id", "aggregate_id": f"{aggregate_type}Id", "action": "action",
-            "version": "version"}
     try:
         body = _BODY_JSON.encode(data).encode()
     except (TypeError, ValueError) as exc:
         raise PoisonEventError(f"event data is not serialisable: {exc}") from None
-    traceparent = data.get("traceparent")
-    dataschema = document.get("dataschema")
+    get = data.get
+    traceparent, dataschema = get("traceparent"), document.get("dataschema")
     try:
         return OutboxRecord(
-            **{name: data.get(key) for name, key in keys.items()},
+            event_id=get("id"),
+            aggregate_id=get(f"{aggregate_type}Id"),
+            action=get("action"),
+            version=get("version"),
             aggregate_type=aggregate_type,
-            created_at=_time(data.get("createdAt")),
+            created_at=_time(get("createdAt")),
             traceparent=traceparent if isinstance(traceparent, str) and traceparent else None,
             event_source=_event_source(document),
             dataschema=dataschema if isinstance(dataschema, str) and dataschema else None,
@@ -151,7 +152,8 @@ def outbox_record(document: Mapping[str, Any]) -> OutboxRecord:
         )
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
-        key = keys.get(str(error["loc"][0]), str(error["loc"][0]))
+        name = str(error["loc"][0])
+        key = {"event_id": "id", "aggregate_id": f"{aggregate_type}Id"}.get(name, name)
         raise PoisonEventError(f"event data.{key}: {error['msg']}") from None
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from typing import Any
+from typing import Any, cast
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusMessageBatch
 from azure.servicebus.amqp import AmqpAnnotatedMessage
@@ -35,24 +35,24 @@ def servicebus_client(settings: Settings) -> ServiceBusClient:
     )
 
 
-def _properties(message: OutboxMessage, *, base: str) -> dict[str | bytes, Any]:
+def application_properties(message: OutboxMessage, *, base: str = "") -> dict[str, Any]:
     """The outbox's application properties, then the CloudEvents attributes (this order is on
     the wire)."""
-    properties: dict[str | bytes, Any] = dict(message.application_properties)
-    properties.update(cloudevent_properties(message, base=base))
-    return properties
+    return cloudevent_properties(message, base=base, into=dict(message.application_properties))
 
 
 def to_servicebus_message(message: OutboxMessage, *, base: str = "") -> ServiceBusMessage:
     """The Service Bus message: the outbox's fields and properties, plus the CloudEvents
     attributes (the source: `base` + the message's source path)."""
+    # The SDK's stubs type these keys `str | bytes` here and `str` on the AMQP message.
+    properties = cast("dict[str | bytes, Any]", application_properties(message, base=base))
     return ServiceBusMessage(
         message.body,
         content_type=message.content_type,
         subject=message.subject,
         message_id=message.message_id,
         session_id=message.session_id,
-        application_properties=_properties(message, base=base),
+        application_properties=properties,
     )
 
 
@@ -70,7 +70,7 @@ def to_amqp_message(message: OutboxMessage, *, base: str = "") -> AmqpAnnotatedM
             "content_type": message.content_type,
             "group_id": message.session_id,
         },
-        application_properties=_properties(message, base=base),
+        application_properties=application_properties(message, base=base),
     )
 
 
