@@ -157,10 +157,17 @@ def latency(workdir: Path, *, poll_ms: int, rate: float = 20.0, seconds: float =
             "p50_ms": percentile(samples, 50), "p99_ms": percentile(samples, 99)}
 
 
-def lease_scaling(workdir: Path, leases: tuple[int, ...] = (1, 2, 4)) -> dict[str, Any]:
-    """The same backlog drained with 1, 2 and 4 leases; events/s of each and its ratio to one
-    lease (the floor: the relay cannot beat one lease's rate times the leases)."""
-    runs = {n: throughput(workdir / f"leases-{n}", leases=n) for n in leases}
+def lease_scaling(workdir: Path, leases: tuple[int, ...] = (1, 2, 4),
+                  rounds: int = 2) -> dict[str, Any]:
+    """The same backlog drained with 1, 2 and 4 leases, in alternating rounds; events/s of each
+    (the best of its rounds: a drain lasts about a second, and one slow invocation on a loaded
+    machine stretches it) and its ratio to one lease."""
+    runs: dict[int, dict[str, Any]] = {}
+    for r in range(rounds):
+        for n in leases:
+            run = throughput(workdir / f"leases-{n}-{r}", leases=n)
+            if n not in runs or run["relay_events_per_s"] > runs[n]["relay_events_per_s"]:
+                runs[n] = run
     one = runs[leases[0]]["relay_events_per_s"]
-    return {"runs": runs,
+    return {"runs": runs, "rounds": rounds,
             "ratio_to_one_lease": {n: r["relay_events_per_s"] / one for n, r in runs.items()}}
