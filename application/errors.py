@@ -53,3 +53,8 @@ class StoreUnavailableError(TransientStoreError):
 
 class InvalidContinuationError(ApplicationError):
     """A paging continuation token that the store does not accept (400)."""
+
+
+class PublishFailedError(ApplicationError):
+    """The broker did not take the messages (503); nothing is lost, the action may be
+    repeated (the topic drops what it already has, by MessageId)."""

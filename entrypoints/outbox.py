@@ -23,15 +23,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import azure.functions as func
 from pydantic import TypeAdapter
 
-from application.outbox.backlog import report_backlog
-from application.outbox.operators import OutboxOperators
 from application.outbox.ports import BacklogEstimator, EventStore, Quarantine
-from application.outbox.relay import Relay
-from application.outbox.telemetry import RelayTelemetry
 from application.outbox.views import (
     OutboxStatusView,
     QuarantineItem,
@@ -45,6 +42,11 @@ from entrypoints.http.operations import HttpApi, HttpCall, PathParameter, QueryP
 from entrypoints.http.paging import TokenCodec, next_token
 from infra.cosmos.documents import read_feed
 from infra.settings import TriggerSettings, load_trigger_settings
+
+if TYPE_CHECKING:  # imported when a function first runs, not at indexing (cold start)
+    from application.outbox.operators import OutboxOperators
+    from application.outbox.relay import Relay
+    from application.outbox.telemetry import RelayTelemetry
 
 EVENT_ID = PathParameter("eventId", "the event id")
 REASON = QueryParameter(
@@ -64,8 +66,7 @@ class OutboxDependencies:
     backlog: Callable[[], BacklogEstimator]
     #: Seals the quarantine list's tokens (a purpose of its own: a contacts token is refused).
     tokens: TokenCodec
-    telemetry: RelayTelemetry = field(
-        default_factory=lambda: RelayTelemetry(destination="unknown"))
+    telemetry: RelayTelemetry = field(default_factory=lambda: _telemetry("unknown"))
     event_ttl_seconds: int = 864000
     _relay: Relay | None = None
 
@@ -81,9 +82,17 @@ class OutboxDependencies:
 
     @property
     def operators(self) -> OutboxOperators:
+        from application.outbox.operators import OutboxOperators
+
         return OutboxOperators(
             quarantine=self.quarantine(), events=self.events(), relay=lambda: self.relay,
             backlog=self.backlog, event_ttl_seconds=self.event_ttl_seconds)
+
+
+def _telemetry(destination: str) -> RelayTelemetry:
+    from application.outbox.telemetry import RelayTelemetry
+
+    return RelayTelemetry(destination=destination)
 
 
 def outbox_blueprint(
@@ -134,6 +143,8 @@ def outbox_blueprint(
     def outbox_backlog(timer: func.TimerRequest) -> None:
         """One tick: estimate the backlog, record the gauges, apply the TTL guard."""
         current = deps()
+        from application.outbox.backlog import report_backlog
+
         report_backlog(current.backlog(), current.telemetry,
                        event_ttl_seconds=current.event_ttl_seconds)
 

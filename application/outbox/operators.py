@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from application.errors import ApplicationError
+from application.errors import PublishFailedError
 from application.outbox.backlog import age_seconds
 from application.outbox.ports import (
     BacklogEstimator,
@@ -32,11 +32,6 @@ from application.ports import Page
 
 #: The log category operators filter on (kept across module moves).
 logger = logging.getLogger("application.admin")
-
-
-class PublishFailedError(ApplicationError):
-    """The broker did not take the messages (503); nothing is lost, the action may be
-    repeated (the topic drops what it already has, by MessageId)."""
 
 
 @dataclass(frozen=True)

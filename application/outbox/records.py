@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation, StrictInt
 
 Identifier = Annotated[str, Field(min_length=1, max_length=128)]
 #: The CloudEvents source path of events stored before documents carried one: they were all
@@ -34,7 +34,13 @@ class PoisonEventError(ValueError):
 class OutboxRecord(BaseModel):
     """One stored event, typed. `body` is its data exactly as stored, serialised once;
     `event_source` the CloudEvents source path of its aggregate type (`/contacts`);
-    `document` is the stored document, opaque here, kept only to be quarantined."""
+    `document` is the stored document as read, opaque here, kept only to be quarantined (the
+    quarantine drops its system keys).
+
+    The fields read from the stored data (ids, action, version) are validated here; those the
+    store's parser derives itself (time, trace context, schema, body, document) are typed by it
+    and not validated again (`SkipValidation`): the relay builds one record per event, and
+    copying the document and re-checking the body cost more than the rest of the record."""
 
     model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
 
@@ -43,12 +49,13 @@ class OutboxRecord(BaseModel):
     aggregate_id: Identifier
     action: Annotated[str, Field(min_length=1)]
     version: Annotated[StrictInt, Field(ge=1)]
-    created_at: datetime | None = None
-    traceparent: str | None = None
+    created_at: SkipValidation[datetime | None] = None
+    traceparent: SkipValidation[str | None] = None
     event_source: Annotated[str, Field(min_length=1)]
-    dataschema: str | None = None
-    body: bytes
-    document: Mapping[str, Any] = Field(default_factory=dict, repr=False, exclude=True)
+    dataschema: SkipValidation[str | None] = None
+    body: SkipValidation[bytes]
+    document: SkipValidation[Mapping[str, Any]] = Field(
+        default_factory=dict, repr=False, exclude=True)
 
 
 @dataclass(frozen=True)

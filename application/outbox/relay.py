@@ -14,6 +14,7 @@ records its metrics and a PRODUCER span per batch through `application.outbox.te
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -72,6 +73,8 @@ class Relay:
 
     def _relay(self, items: Iterable[FeedItem], report: RelayReport) -> None:
         events: dict[str, OutboxRecord | Unreadable] = {}
+        sent_events: dict[str, SentEvent] = {}
+        oldest: float | None = None  # creation time of the oldest event, epoch seconds
         for item in items:
             report.received += 1
             match item:
@@ -81,7 +84,12 @@ class Relay:
                     events[item.event_id] = item
                 case OutboxRecord():
                     events[item.event_id] = item
-                    report.max_lag_ms = _max_lag(report.max_lag_ms, item)
+                    sent = sent_events[item.event_id] = _sent_event(item)
+                    if sent.created_at is not None and (oldest is None
+                                                        or sent.created_at < oldest):
+                        oldest = sent.created_at
+        if oldest is not None:
+            report.max_lag_ms = (time.time() - oldest) * 1000
 
         out = _Outgoing(self, report)
         for event in _in_session_order(events.values()):
@@ -89,7 +97,7 @@ class Relay:
                 self._put_aside(event, event.reason, report, out)
                 continue
             message = to_message(event)
-            if not out.add(message, _sent_event(event), notice=False):
+            if not out.add(message, sent_events[event.event_id], notice=False):
                 self._put_aside(
                     event,
                     f"message of {len(message.body)} bytes is larger than the entity's "
@@ -211,14 +219,6 @@ def _session(event: OutboxRecord | Unreadable) -> str:
 
 def _version(event: OutboxRecord | Unreadable) -> int:
     return event.version if event.version is not None else 0
-
-
-def _max_lag(current: float | None, record: OutboxRecord) -> float | None:
-    if record.created_at is None:
-        return current
-    at = _aware(record.created_at)
-    lag = (datetime.now(UTC) - at).total_seconds() * 1000
-    return lag if current is None else max(current, lag)
 
 
 def _aware(at: datetime) -> datetime:

@@ -5,6 +5,9 @@ The app never configures an exporter. In Azure the Python worker does (host.json
 `telemetryMode: OpenTelemetry` + `PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY=true`); locally
 the local Functions host installs the SDK with file exporters; without either, the API is a no-op.
 Names follow the OpenTelemetry messaging semantic conventions where one exists.
+
+`opentelemetry` is imported when a `RelayTelemetry` is built (the relay's first invocation), not
+with this module: the HTTP API never needs it, and importing it is part of a cold start.
 """
 
 from __future__ import annotations
@@ -13,10 +16,12 @@ import re
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from functools import cache
+from typing import TYPE_CHECKING, Final
 
-from opentelemetry import metrics, trace
-from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
+if TYPE_CHECKING:
+    from opentelemetry import metrics, trace
+    from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 INSTRUMENTATION_SCOPE: Final = "contacts_outbox"
 MESSAGING_SYSTEM: Final = "servicebus"
@@ -78,15 +83,30 @@ DURATION_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 
 
+@cache
+def _trace_flags() -> dict[str, TraceFlags]:
+    """Every trace-flags byte, by its two hex digits (built once, not per event)."""
+    from opentelemetry.trace import TraceFlags
+
+    return {f"{flags:02x}": TraceFlags(flags) for flags in range(256)}
+
+
 def span_context(traceparent: object) -> SpanContext | None:
     """The remote span context a W3C `traceparent` names, or None when it is not valid."""
+    from opentelemetry.trace import SpanContext
+
+    return _span_context(traceparent, SpanContext, _trace_flags())
+
+
+def _span_context(traceparent: object, span_context_type: type[SpanContext],
+                  flags: dict[str, TraceFlags]) -> SpanContext | None:
     if not isinstance(traceparent, str):
         return None
     match = _TRACEPARENT.fullmatch(traceparent)
     if match is None:
         return None
-    ctx = SpanContext(int(match[1], 16), int(match[2], 16), is_remote=True,
-                      trace_flags=TraceFlags(int(match[3], 16)))
+    ctx = span_context_type(int(match[1], 16), int(match[2], 16), is_remote=True,
+                            trace_flags=flags[match[3]])
     return ctx if ctx.is_valid else None
 
 
@@ -118,6 +138,13 @@ class RelayTelemetry:
         tracer_provider: trace.TracerProvider | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        from opentelemetry import metrics, trace
+        from opentelemetry.context import Context
+        from opentelemetry.trace import Link, SpanContext, SpanKind
+
+        self._link, self._span_context_type, self._producer = Link, SpanContext, SpanKind.PRODUCER
+        #: The context the per-event lag values are recorded in: none, so no span (no exemplar).
+        self._no_span = Context()
         meter = metrics.get_meter(INSTRUMENTATION_SCOPE, meter_provider=meter_provider)
         self._tracer = trace.get_tracer(INSTRUMENTATION_SCOPE, tracer_provider=tracer_provider)
         self._clock = clock
@@ -148,14 +175,20 @@ class RelayTelemetry:
     def send(self, events: Sequence[SentEvent], send: Callable[[], None]) -> None:
         """Run `send` (one batch) inside a PRODUCER span linked to each event's context, and
         record its duration, the messages sent and each event's lag once it was accepted."""
-        links, seen = [], set()
+        links: list[Link] = []
+        seen: set[tuple[int, int]] = set()
+        parsed: set[str | None] = {None}  # the same traceparent twice is parsed once
+        link, span_context_type, flags = self._link, self._span_context_type, _trace_flags()
         for event in events:
-            ctx = span_context(event.traceparent)
+            if event.traceparent in parsed:
+                continue
+            parsed.add(event.traceparent)
+            ctx = _span_context(event.traceparent, span_context_type, flags)
             if ctx is not None and (ctx.trace_id, ctx.span_id) not in seen:
                 seen.add((ctx.trace_id, ctx.span_id))
-                links.append(Link(ctx))
+                links.append(link(ctx))
         with self._tracer.start_as_current_span(
-            self._span_name, kind=SpanKind.PRODUCER, links=links,
+            self._span_name, kind=self._producer, links=links,
             attributes={**self._send_attrs, "messaging.batch.message_count": len(events)},
             record_exception=True, set_status_on_exception=True,
         ) as span:
@@ -170,12 +203,12 @@ class RelayTelemetry:
                 raise
             self._duration.record(time.perf_counter() - start, self._send_attrs)
             self._sent.add(len(events), self._send_attrs)
-        # Outside the span: per-event values get no trace exemplars (cheaper; the span is
-        # linked to the events anyway).
-        now, lag, attrs = self._clock(), self._lag, self._attrs
+        # In an empty context: per-event values get no trace exemplars (the span is linked to
+        # the events anyway), and the SDK need not look up the current context per value.
+        now, lag, attrs, context = self._clock(), self._lag, self._attrs, self._no_span
         for event in events:
             if event.created_at is not None:
-                lag.record(max(0.0, now - event.created_at), attrs)
+                lag.record(max(0.0, now - event.created_at), attrs, context)
 
     def quarantined(self, count: int = 1) -> None:
         self._quarantined.add(count, self._attrs)

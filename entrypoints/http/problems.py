@@ -16,9 +16,9 @@ from application.errors import (
     InvalidContinuationError,
     NotFoundError,
     PreconditionFailedError,
+    PublishFailedError,
     TransientStoreError,
 )
-from application.outbox.operators import PublishFailedError
 from domain.errors import DomainError
 from infra.settings import SettingsError
 

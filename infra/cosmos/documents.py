@@ -41,6 +41,9 @@ QUARANTINE_TYPE = "quarantinedEvent"
 QUARANTINED_EVENT = "quarantined event"
 # Events written before the envelope named their aggregate were all contact events.
 LEGACY_AGGREGATE_TYPE = "contact"
+#: The message body's serialisation (compact, UTF-8 as is): one encoder for every event, as
+#: `json.dumps` with these options would build a new one per call.
+_BODY_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def aggregate_document(aggregate: Aggregate) -> dict[str, Any]:
@@ -127,28 +130,30 @@ def outbox_record(document: Mapping[str, Any]) -> OutboxRecord:
     aggregate_type = document.get("aggregateType", LEGACY_AGGREGATE_TYPE)
     if not isinstance(aggregate_type, str) or not aggregate_type:
         raise PoisonEventError("event aggregateType must be a non-empty string")
-    keys = {"event_id": "id", "aggregate_id": f"{aggregate_type}Id", "action": "action",
-            "version": "version"}
     try:
-        body = json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        body = _BODY_JSON.encode(data).encode()
     except (TypeError, ValueError) as exc:
         raise PoisonEventError(f"event data is not serialisable: {exc}") from None
-    traceparent = data.get("traceparent")
-    dataschema = document.get("dataschema")
+    get = data.get
+    traceparent, dataschema = get("traceparent"), document.get("dataschema")
     try:
         return OutboxRecord(
-            **{name: data.get(key) for name, key in keys.items()},
+            event_id=get("id"),
+            aggregate_id=get(f"{aggregate_type}Id"),
+            action=get("action"),
+            version=get("version"),
             aggregate_type=aggregate_type,
-            created_at=_time(data.get("createdAt")),
+            created_at=_time(get("createdAt")),
             traceparent=traceparent if isinstance(traceparent, str) and traceparent else None,
             event_source=_event_source(document),
             dataschema=dataschema if isinstance(dataschema, str) and dataschema else None,
             body=body,
-            document=_without_system_keys(document),
+            document=document,
         )
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
-        key = keys.get(str(error["loc"][0]), str(error["loc"][0]))
+        name = str(error["loc"][0])
+        key = {"event_id": "id", "aggregate_id": f"{aggregate_type}Id"}.get(name, name)
         raise PoisonEventError(f"event data.{key}: {error['msg']}") from None
 
 

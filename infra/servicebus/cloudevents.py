@@ -17,6 +17,7 @@ spec asks: the event id is a UUID.
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from application.outbox.records import OutboxMessage
 
@@ -26,8 +27,9 @@ SPECVERSION = "1.0"
 
 def rfc3339(moment: datetime) -> str:
     """A timestamp in RFC 3339 (UTC, `Z`); naive times are UTC, as the store writes them."""
-    utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
-    return utc.isoformat().replace("+00:00", "Z")
+    if moment.tzinfo is not UTC:  # the store's times are UTC already: no conversion
+        moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return moment.isoformat().replace("+00:00", "Z")
 
 
 def cloudevent_attributes(message: OutboxMessage, *, base: str = "") -> dict[str, str]:
@@ -48,9 +50,20 @@ def cloudevent_attributes(message: OutboxMessage, *, base: str = "") -> dict[str
     return attributes
 
 
-def cloudevent_properties(message: OutboxMessage, *, base: str = "") -> dict[str, str]:
-    """The attributes as AMQP application properties (binary content mode)."""
-    return {
-        f"{PREFIX}{name}": value
-        for name, value in cloudevent_attributes(message, base=base).items()
-    }
+def cloudevent_properties(message: OutboxMessage, *, base: str = "",
+                          into: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The attributes as AMQP application properties (binary content mode), in the order of
+    `cloudevent_attributes`, added to `into` (a new mapping by default). Spelled out rather than
+    derived from it: the relay calls this once per event (tests/unit/test_wire_format.py holds
+    the two equal)."""
+    properties = {} if into is None else into
+    properties["cloudEvents_specversion"] = SPECVERSION
+    properties["cloudEvents_id"] = message.message_id
+    properties["cloudEvents_source"] = f"{base}{message.source}"
+    properties["cloudEvents_type"] = message.subject
+    properties["cloudEvents_subject"] = message.session_id
+    if message.created_at is not None:
+        properties["cloudEvents_time"] = rfc3339(message.created_at)
+    if message.dataschema:
+        properties["cloudEvents_dataschema"] = message.dataschema
+    return properties

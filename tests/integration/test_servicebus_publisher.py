@@ -4,6 +4,7 @@ a fresh link after the broker comes back."""
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
@@ -147,3 +148,37 @@ def test_a_received_message_reads_through_the_cloudevents_sdk_as_the_same_event(
     assert message.application_properties is not None
     assert message.application_properties[b"version"] == 1
     assert message.message_id == data["id"] and message.session_id == data["contactId"]
+
+
+def test_leases_relaying_at_once_through_one_publisher_each_deliver_every_event(
+    endpoint: ServiceBusEndpoint,
+) -> None:
+    """The worker runs one invocation per lease, concurrently, on threads of its own, all with
+    the process's one publisher: each thread sends on a link of its own (the SDK's senders are
+    not thread-safe), so every event arrives and no send fails."""
+    publisher = publisher_for(endpoint)
+    leases = [events(contacts=10, changes=9, size=50) for _ in range(4)]  # 4 x 100 events
+    start = threading.Barrier(len(leases))
+    errors: list[BaseException] = []
+
+    def lease(docs: list[dict[str, Any]]) -> None:
+        relay = Relay(publisher, InMemoryQuarantine())
+        start.wait()
+        try:
+            for i in range(0, len(docs), 10):  # invocations of 10 events: many sends at once
+                relay.relay(read_feed(docs[i:i + 10]))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=lease, args=(docs,)) for docs in leases]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        publisher.close()
+    assert errors == []
+    received = drain(endpoint.connection_string, until=count_at_least(400), timeout=60)
+    assert sorted(r.message_id for r in received) == sorted(d["id"] for docs in leases
+                                                            for d in docs)
