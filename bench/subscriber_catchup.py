@@ -15,12 +15,11 @@ import json
 import sys
 import tempfile
 import time
-import warnings
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from azure.cosmos import ContainerProxy, CosmosClient
+from azure.cosmos import ContainerProxy
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from application.outbox.records import OutboxRecord, to_message
@@ -64,16 +63,6 @@ def send(connection_string: str, topic: str, messages: list[ServiceBusMessage]) 
             sender.send_messages(batch)
 
 
-def _container(stack: Stack) -> ContainerProxy:
-    assert stack.cosmos is not None
-    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-    values = stack.subscriber_settings()
-    client = CosmosClient.from_connection_string(stack.cosmos.connection_string,
-                                                 connection_verify=stack.cosmos.verify_tls)
-    return client.get_database_client(values["COSMOS_DATABASE"]).get_container_client(
-        values["PROJECTION_CONTAINER"])
-
-
 def _at_version(container: ContainerProxy, version: int) -> int:
     """How many projections are at `version` (one small query: the clock's own load stays
     off the figures)."""
@@ -93,7 +82,7 @@ def catch_up(workdir: Path, *, contacts: int = 1000, events: int = 3,
         values = stack.subscriber_settings()
         send(stack.servicebus.connection_string, values["SERVICEBUS_TOPIC"],
              backlog(contacts, events))
-        container = _container(stack)
+        container = stack.projections_container()
         started = time.monotonic()
         stack.start_subscriber()
         ready = time.monotonic()

@@ -225,15 +225,22 @@ class Stack(LocalServices):
         values.update(self.subscriber_overrides)
         return values
 
-    def contacts_container(self) -> ContainerProxy:
-        """The app's container on this stack's Cosmos endpoint, through the SDK."""
+    def container(self, name: str) -> ContainerProxy:
+        """A container of the app's database on this stack's Cosmos endpoint, through the SDK."""
         assert self.cosmos is not None
         warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-        values = self.settings()
         client = CosmosClient.from_connection_string(self.cosmos.connection_string,
                                                      connection_verify=self.cosmos.verify_tls)
-        return client.get_database_client(values["COSMOS_DATABASE"]).get_container_client(
-            values["COSMOS_CONTAINER"])
+        return client.get_database_client(self.settings()["COSMOS_DATABASE"]).get_container_client(
+            name)
+
+    def contacts_container(self) -> ContainerProxy:
+        """The app's container (events and contacts)."""
+        return self.container(self.settings()["COSMOS_CONTAINER"])
+
+    def projections_container(self) -> ContainerProxy:
+        """The subscriber's projection container."""
+        return self.container(self.subscriber_settings()["PROJECTION_CONTAINER"])
 
     @property
     def api_url(self) -> str:

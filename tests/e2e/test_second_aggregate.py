@@ -6,12 +6,10 @@ listed, re-driven and discarded through the operators' routes."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from azure.cosmos import CosmosClient
 
 from application.outbox.records import QUARANTINE_NOTICE_SUBJECT, notice_id
 from emulators.functions_host.launcher import RunningRunner, start_runner
@@ -59,12 +57,7 @@ def test_tickets_travel_the_outbox_under_their_own_type_and_operators_see_them(
                  subscription="contact-projection") == []
 
     # a poison ticket event (larger than the topic takes) is set aside with a notice
-    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-    values = stack.settings()
-    container = CosmosClient.from_connection_string(
-        stack.cosmos.connection_string, connection_verify=stack.cosmos.verify_tls,
-    ).get_database_client(values["COSMOS_DATABASE"]).get_container_client(
-        values["COSMOS_CONTAINER"])
+    container = stack.contacts_container()
     poison = {"id": "poison-ticket-event", "partitionKey": ids[0], "type": "domainEvent",
               "aggregateType": "ticket", "source": "/tickets", "ttl": 600,
               "data": {"id": "poison-ticket-event", "ticketId": ids[0], "version": 2,

@@ -9,14 +9,13 @@ import random
 import re
 import threading
 import time
-import warnings
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from azure.cosmos import ContainerProxy, CosmosClient
+from azure.cosmos import ContainerProxy
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
 from azure.servicebus import ServiceBusClient
 
@@ -46,17 +45,8 @@ def stack(tmp_path: Path) -> Iterator[Stack]:
         yield stack
 
 
-def container(stack: Stack, name: str) -> ContainerProxy:
-    assert stack.cosmos is not None
-    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-    client = CosmosClient.from_connection_string(stack.cosmos.connection_string,
-                                                 connection_verify=stack.cosmos.verify_tls)
-    return client.get_database_client(stack.settings()["COSMOS_DATABASE"]).get_container_client(
-        name)
-
-
 def projections(stack: Stack) -> ContainerProxy:
-    return container(stack, stack.subscriber_settings()["PROJECTION_CONTAINER"])
+    return stack.projections_container()
 
 
 def projection(stack: Stack, contact: str) -> dict[str, Any] | None:
@@ -97,7 +87,7 @@ def describe(client: Client, contact: str, text: str) -> None:
 
 
 def stored_event(stack: Stack, contact: str, version: int) -> dict[str, Any]:
-    [doc] = list(container(stack, stack.settings()["COSMOS_CONTAINER"]).query_items(
+    [doc] = list(stack.contacts_container().query_items(
         "SELECT * FROM c WHERE c.type = 'domainEvent' AND c.data.version = @v",
         parameters=[{"name": "@v", "value": version}], partition_key=contact))
     return dict(doc)
@@ -249,7 +239,7 @@ def test_a_gap_left_by_a_quarantined_event_is_held_and_closed_by_its_replay(
     stack: Stack,
 ) -> None:
     client = Client(stack.api_url)
-    contacts = container(stack, stack.settings()["COSMOS_CONTAINER"])
+    contacts = stack.contacts_container()
     contact = create(client, "gap")
     wait_for(lambda: projection(stack, contact), 60, "version 1")
     # version 2 is committed with an event too large for the topic: the relay quarantines it
