@@ -5,12 +5,12 @@ PY := $(VENV)/bin/python
 NODE_STAMP := emulators/node_modules/.installed
 PY_STAMP := $(VENV)/.installed
 
-.PHONY: help setup run test test-suite test-generative unit lint bench tail status clean reset conformance conformance-fast
+.PHONY: help setup run test test-suite test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast
 
 help:
 	@echo "make run    start Cosmos + Service Bus + Azurite + the Functions app (http://127.0.0.1:7071/api)"
 	@echo "make test   lint + every test tier (unit, contract, conformance, integration, e2e, deploy)"
-	@echo "make unit   unit + contract tests only (fast, no servers)"
+	@echo "make unit   every fast tier (unit, contract, subscriber, deploy, cosmos-outbox, examples/orders): no servers"
 	@echo "make bench  benchmarks (figures, not assertions)"
 	@echo "make tail   print events as they reach the topic, from now (ARGS=--from-start: what it kept too)"
 	@echo "make status one-screen outbox summary (backlog, lag, sent, failures) from .stack/otel"
@@ -21,11 +21,15 @@ RPC_STAMP := $(VENV)/rpc/.installed
 
 # The venv is built from Python 3.13 (PYTHON=... overrides; scripts/find-python says what to
 # install when there is none). A venv of another version is rebuilt.
-$(PY_STAMP): requirements.txt requirements-dev.txt
+# requirements.txt installs cosmos-outbox from its folder (as Azure's remote build does); here
+# it is then installed again in editable mode, so a change to its source needs no reinstall.
+OUTBOX := packages/cosmos-outbox
+$(PY_STAMP): requirements.txt requirements-dev.txt $(OUTBOX)/pyproject.toml
 	@interp=$$(PYTHON="$(PYTHON)" scripts/find-python) || exit 1; \
 	if ! $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null; then \
 	  rm -rf $(VENV); echo "creating $(VENV) with $$interp"; "$$interp" -m venv $(VENV); fi
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e $(OUTBOX)
 	touch $@
 
 # The Functions RPC messages for the local host, from a published wheel (not installed).
@@ -44,14 +48,25 @@ setup: $(PY_STAMP) $(RPC_STAMP) $(NODE_STAMP)
 run: setup
 	$(PY) -m tools
 
+# mypy runs once for the repository (pyproject.toml), then for each app folder and test folder
+# whose modules would clash with another's (function_app, conftest, tests).
 lint: $(PY_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/mypy subscriber/function_app.py
+	cd $(OUTBOX)/tests && ../../../$(VENV)/bin/mypy --config-file ../../../pyproject.toml .
+	cd examples/orders && ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml .
 	bash deploy/checkov.sh
 
+FAST := tests/unit tests/contract tests/subscriber tests/deploy $(OUTBOX)/tests
 unit: $(PY_STAMP) $(RPC_STAMP)
-	$(PY) -m pytest tests/unit tests/contract -q
+	$(PY) -m pytest $(FAST) -q
+	$(MAKE) --no-print-directory example-tests
+
+# The example is an app of its own (its own function_app.py): its tests run in its folder, as
+# they would in a copy of it.
+example-tests: $(PY_STAMP)
+	cd examples/orders && ../../$(PY) -m pytest -q
 
 # `make test`: set up (the three parts at once), then the independent tiers at once, each
 # one's output printed whole when it ends: lint, the test suite over $(TEST_WORKERS) workers
@@ -63,7 +78,7 @@ GENERATIVE := tests/integration/test_api_generative.py
 
 test:
 	@$(MAKE) --no-print-directory -j3 setup
-	@$(MAKE) --no-print-directory -j4 --output-sync=target lint test-suite test-generative conformance-fast
+	@$(MAKE) --no-print-directory -j4 --output-sync=target lint test-suite test-generative conformance-fast example-tests
 
 test-suite: setup
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile \
@@ -88,6 +103,13 @@ tail: setup
 
 status: $(PY_STAMP)
 	@$(PY) -m tools.status
+
+# cosmos-outbox as a wheel, for the apps published from a folder of their own (deploy/README.md,
+# "How cosmos-outbox travels"): the subscriber and the example.
+wheels: $(PY_STAMP)
+	for app in subscriber examples/orders; do \
+	  $(PY) -m pip wheel --quiet --disable-pip-version-check --no-deps $(OUTBOX) -w $$app/wheels || exit 1; \
+	done
 
 # Forget the local stack's state (.stack/state: Cosmos, Service Bus; Azurite data; telemetry).
 # Refused while a stack runs from this checkout.

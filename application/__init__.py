@@ -1,1 +1,1 @@
-"""Use cases: command/query handlers and the relay, written against ports (abstract classes)."""
+"""The Contacts app's own use cases (the contact list) and its request and response models."""

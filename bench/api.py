@@ -13,10 +13,10 @@ import azure.functions as func
 from azure.cosmos import CosmosClient
 
 from bench.stats import timed
+from cosmos_outbox.documents import aggregate_document, event_documents
 from domain.contact import Contact
 from domain.values import Company, Name
 from emulators.functions_host.testing import InvocationContext
-from infra.cosmos.documents import aggregate_document, event_documents
 from tools.httpclient import Client
 from tools.stack import Stack
 
@@ -69,12 +69,10 @@ def run(stack: Stack, n: int = 500) -> dict[str, Any]:
     # The same functions in this process, with the same settings: no HTTP, no host.
     saved = dict(os.environ)
     os.environ.update(values)
-    import function_app
-    from entrypoints import bootstrap
+    from entrypoints.bootstrap import bootstrap
 
-    bootstrap.override(None)
     functions = {f.get_function_name(): f.get_user_function()
-                 for f in function_app.app.get_functions()}
+                 for f in bootstrap().get_functions()}
     body = json.dumps(BODY).encode()
 
     def direct_post() -> None:
@@ -96,7 +94,6 @@ def run(stack: Stack, n: int = 500) -> dict[str, Any]:
         "get_contact called in-process": timed(direct_get, n),
     }
     client.close()
-    bootstrap.override(None)
     os.environ.clear()
     os.environ.update(saved)
     post, batch = rows["POST /api/contacts via local host (HTTP)"], rows[

@@ -39,20 +39,24 @@ from azure.servicebus import ServiceBusMessage, ServiceBusMessageBatch
 from azure.servicebus.amqp import AmqpAnnotatedMessage
 from opentelemetry import metrics, trace
 
-from application.outbox.ports import (
+from cosmos_outbox.documents import event_document, read_feed
+from cosmos_outbox.ports import Page
+from cosmos_outbox.relay import Relay
+from cosmos_outbox.relay.ports import (
     MessageBatch,
     MessagePublisher,
     Quarantine,
     QuarantinedEvent,
 )
-from application.outbox.records import OutboxRecord, Unreadable, to_message
-from application.outbox.relay import Relay
-from application.outbox.telemetry import RelayTelemetry
-from application.ports import Page
+from cosmos_outbox.relay.records import OutboxRecord, Unreadable, to_message
+from cosmos_outbox.relay.telemetry import RelayTelemetry
+from cosmos_outbox.servicebus._publisher import (
+    ServiceBusBatch,
+    application_properties,
+    to_amqp_message,
+)
 from domain.contact import Contact
 from domain.values import Company, Name
-from infra.cosmos.documents import event_document, read_feed
-from infra.servicebus.publisher import ServiceBusBatch, application_properties, to_amqp_message
 
 BATCH_BYTES = 256 * 1024
 #: Events per relay invocation (the trigger's default MAX_ITEMS_PER_INVOCATION).

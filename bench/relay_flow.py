@@ -15,9 +15,9 @@ from typing import Any
 from azure.servicebus import ServiceBusClient
 
 from bench.stats import percentile
+from cosmos_outbox.store._unit_of_work import CosmosUnitOfWork
 from domain.contact import Contact
 from domain.values import Company, Name
-from infra.cosmos.unit_of_work import CosmosUnitOfWork
 from tools.httpclient import Client
 from tools.receive import count_at_least, drain
 from tools.stack import Ports, Stack

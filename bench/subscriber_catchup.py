@@ -22,11 +22,11 @@ from typing import Any
 from azure.cosmos import ContainerProxy
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
-from application.outbox.records import OutboxRecord, to_message
+from cosmos_outbox.documents import event_documents, read_feed
+from cosmos_outbox.relay.records import OutboxRecord, to_message
+from cosmos_outbox.servicebus._publisher import to_servicebus_message
 from domain.contact import Contact
 from domain.values import Company, Name
-from infra.cosmos.documents import event_documents, read_feed
-from infra.servicebus.publisher import to_servicebus_message
 from tools.stack import SUBSCRIBER_DIR, Ports, Stack
 
 _CAUGHT_UP = ("SELECT VALUE COUNT(1) FROM c WHERE c.type = 'contactProjection' "

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import ClassVar
 
-from domain.aggregate import Aggregate, utcnow
+from cosmos_outbox.domain import Aggregate, utcnow
 from domain.errors import ContactDeletedError
 from domain.events import (
     ContactCompanyUpdated,
@@ -104,6 +104,11 @@ class Contact(Aggregate):
         self.deleted = True
         self.deleted_at = now
         self._change(ContactDeleted, deleted_at=now, at=now)
+
+    @property
+    def live(self) -> bool:
+        """A deleted contact is gone for its readers (404), though its document stays."""
+        return not self.deleted
 
     def _touched(self, at: datetime) -> None:
         self.modified_at = at

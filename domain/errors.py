@@ -1,10 +1,8 @@
-"""Errors the domain raises when a business rule refuses a change."""
+"""The business rules a contact refuses a change by."""
 
 from __future__ import annotations
 
-
-class DomainError(Exception):
-    """Base of every business-rule violation."""
+from cosmos_outbox.domain import DomainError
 
 
 class ContactDeletedError(DomainError):

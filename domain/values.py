@@ -8,7 +8,6 @@ cannot drift.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Annotated, Any
 
 import pydantic.networks
@@ -24,40 +23,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic.networks import import_email_validator, validate_email
 
-from domain.text import TEXT_DESCRIPTION, text_pattern, text_problem
-
-
-@dataclass(frozen=True)
-class _TextRule:
-    """The text rules of `domain.text`: refused characters, joiners only in context, no
-    leading combining mark, and (when `required`) something visible. Surrounding white space is
-    trimmed; the length limit applies to the value as sent. Its JSON schema carries the
-    pattern built from the same tables as the check."""
-
-    required: bool
-
-    def __call__(self, value: str) -> str:
-        problem = text_problem(value, required=self.required)
-        if problem is not None:
-            raise ValueError(problem)
-        return value.strip()
-
-    def __get_pydantic_json_schema__(
-        self, core_schema: Any, handler: GetJsonSchemaHandler
-    ) -> JsonSchemaValue:
-        schema = handler(core_schema)
-        schema["pattern"] = text_pattern(self.required)
-        schema.setdefault(
-            "description",
-            TEXT_DESCRIPTION + ("; at least one character that shows" if self.required else ""),
-        )
-        if self.required:
-            schema["minLength"] = 1
-        return schema
-
-
-_REQUIRED = _TextRule(required=True)
-_OPTIONAL = _TextRule(required=False)
+from cosmos_outbox.text import Text, text_problem
 
 
 def _check_email(value: str) -> str:
@@ -101,33 +67,17 @@ class _EmailSchema:
         return schema
 
 
-PersonName = Annotated[
-    str, StringConstraints(max_length=100), AfterValidator(_REQUIRED), _REQUIRED
-]
+PersonName = Annotated[str, Text(max_length=100)]
 EmailAddress = Annotated[
     str, StringConstraints(max_length=254), AfterValidator(_check_email), _EmailSchema
 ]
-Description = Annotated[
-    str, StringConstraints(max_length=500), AfterValidator(_OPTIONAL), _OPTIONAL
-]
-CompanyName = Annotated[
-    str, StringConstraints(max_length=250), AfterValidator(_REQUIRED), _REQUIRED
-]
-Street = Annotated[
-    str, StringConstraints(max_length=250), AfterValidator(_OPTIONAL), _OPTIONAL
-]
-HouseNumber = Annotated[
-    str, StringConstraints(max_length=10), AfterValidator(_OPTIONAL), _OPTIONAL
-]
-PostalCode = Annotated[
-    str, StringConstraints(max_length=25), AfterValidator(_OPTIONAL), _OPTIONAL
-]
-City = Annotated[
-    str, StringConstraints(max_length=100), AfterValidator(_OPTIONAL), _OPTIONAL
-]
-Country = Annotated[
-    str, StringConstraints(max_length=100), AfterValidator(_OPTIONAL), _OPTIONAL
-]
+Description = Annotated[str, Text(max_length=500, required=False)]
+CompanyName = Annotated[str, Text(max_length=250)]
+Street = Annotated[str, Text(max_length=250, required=False)]
+HouseNumber = Annotated[str, Text(max_length=10, required=False)]
+PostalCode = Annotated[str, Text(max_length=25, required=False)]
+City = Annotated[str, Text(max_length=100, required=False)]
+Country = Annotated[str, Text(max_length=100, required=False)]
 
 
 EMAIL: TypeAdapter[str] = TypeAdapter(EmailAddress)
@@ -158,9 +108,3 @@ class Company(ValueObject):
     postal_code: PostalCode = ""
     city: City = ""
     country: Country = ""
-
-#: Free text an operator gives for an action (discarding a quarantined event): required, the
-#: same character rules as every text field.
-OperatorReason = Annotated[
-    str, StringConstraints(max_length=500), AfterValidator(_REQUIRED), _REQUIRED
-]

@@ -1,2 +1,2 @@
-"""Entrypoint helpers for function_app.py: HTTP parsing and problem responses, the OpenAPI
-document, the relay glue, and the composition root (bootstrap)."""
+"""The Contacts app's Functions blueprints (the contact API, its operators' model aliases) and
+its composition root (bootstrap)."""

@@ -1,6 +1,6 @@
-"""The contact API as a Functions blueprint: each operation declared once, next to its handler
-(`entrypoints.http.operations`). Handlers call the use cases and map the result; they never
-touch storage.
+"""The contact API as a Functions blueprint: each operation declared once, on the route helper of
+cosmos-outbox (`cosmos_outbox.http.resources.AggregateRoutes`: load, preconditions, change,
+one batch, ETag), plus the contact list.
 
 The reference sample's one-aspect routes (`POST /contacts/{id}/update-<aspect>`, 204) are
 declared from one table (`REFERENCE_UPDATES`): each is a PATCH of that aspect, with a body
@@ -15,62 +15,45 @@ from typing import Any
 
 import azure.functions as func
 
-from application.conditional import Outcome
 from application.contacts.commands import CreateContact, PatchContact, patch_of, update_body
-from application.contacts.service import ContactService, Versioned
+from application.contacts.ports import ContactList
 from application.contacts.views import ContactPage, ContactView
+from cosmos_outbox.http import HttpApi, HttpCall, PathParameter, Reply
+from cosmos_outbox.http.paging import TokenCodec, next_token
+from cosmos_outbox.http.resources import AggregateRoutes
+from cosmos_outbox.ports import Page
+from cosmos_outbox.service import AggregateService
 from domain.contact import Contact
-from entrypoints.http.operations import (
-    HttpApi,
-    HttpCall,
-    PathParameter,
-    Reply,
-    ResponseHeader,
-)
-from entrypoints.http.paging import TokenCodec, next_token
-from entrypoints.http.problems import HttpProblemError
 
 #: The reference sample's routes, one per aspect of PatchContact, kept for its clients.
 REFERENCE_UPDATES = ("name", "email", "description", "company")
 
 CONTACT_ID = PathParameter("id", "the contact id")
-ETAG = ResponseHeader("ETag", "The entity tag of the stored contact (strong)",
-                      {"type": "string"})
-LOCATION = ResponseHeader("Location", "The new contact",
-                          {"type": "string", "format": "uri-reference"})
 _READ_ERRORS = (400, 404, 412, 429, 500, 503)
 _WRITE_ERRORS = (400, 404, 412, 413, 415, 429, 500, 503)
 
 
 @dataclass(frozen=True)
 class ContactsDependencies:
-    """What the contact routes use: the service and the key that seals the list's tokens."""
+    """What the contact routes use besides the unit of work: the list of live contacts and the
+    key that seals its paging tokens."""
 
-    service: ContactService
+    contacts: Callable[[], ContactList]
     tokens: TokenCodec
 
 
-def _contact(result: Versioned, **headers: str) -> Reply:
-    return Reply(ContactView.of(result.contact), {"ETag": result.etag, **headers})
-
-
-def _no_content(result: Versioned) -> Reply:
-    return Reply(headers={"ETag": result.etag})
-
-
-def contacts_blueprint(dependencies: Callable[[], ContactsDependencies]) -> func.Blueprint:
-    """The contact routes (function keys in Azure), served with `dependencies()`."""
+def contacts_blueprint(service: Callable[[], AggregateService[Contact]],
+                       dependencies: Callable[[], ContactsDependencies]) -> func.Blueprint:
+    """The contact routes (function keys in Azure): create, read and change through
+    `service()`, the list through `dependencies()`."""
     bp = func.Blueprint()  # type: ignore[no-untyped-call]  # untyped in azure-functions
     api = HttpApi(bp, parameters={"id": CONTACT_ID})
-    collection = Contact.collection
+    contacts = AggregateRoutes(api, Contact, service, view=ContactView)
+    collection, one = Contact.collection, f"{Contact.collection}/{{id}}"
 
-    @api.operation(route=collection, method="POST", status=201,
-                   summary="Create a contact (raises ContactCreated)",
-                   request=CreateContact, response=ContactView, headers=(LOCATION, ETAG),
-                   errors=(400, 409, 413, 415, 429, 500, 503))
-    def create_contact(call: HttpCall[CreateContact]) -> Reply:
-        result = dependencies().service.create(call.body, traceparent=call.traceparent)
-        return _contact(result, Location=f"/api/{collection}/{result.contact.id}")
+    contacts.create(route=collection, request=CreateContact,
+                    build=lambda body: Contact.create(**body.fields()),
+                    summary="Create a contact (raises ContactCreated)")
 
     @api.operation(route=collection, method="GET", status=200, paged=True,
                    summary="List contacts, one page at a time", response=ContactPage,
@@ -78,56 +61,27 @@ def contacts_blueprint(dependencies: Callable[[], ContactsDependencies]) -> func
     def list_contacts(call: HttpCall[None]) -> Reply:
         deps = dependencies()
         cursor = call.cursor(deps.tokens)
-        page = deps.service.list_page(page_size=call.page_size,
-                                      continuation=cursor.store_token if cursor else None)
+        page = deps.contacts().list_page(page_size=call.page_size,
+                                         continuation=cursor.store_token if cursor else None)
         token = next_token(page.continuation_token, cursor, deps.tokens)
-        body = ContactPage.of(type(page)(page.items, token))
+        body = ContactPage.of(Page(page.items, token))
         return Reply(body, {"X-Continuation-Token": token} if token else {})
 
-    @api.operation(route=f"{collection}/{{id}}", method="GET", status=200, conditional=True,
-                   summary="Read a contact", response=ContactView, headers=(ETAG,),
-                   errors=_READ_ERRORS)
-    def get_contact(call: HttpCall[None]) -> Reply:
-        result = dependencies().service.get(call.path["id"])
-        match call.preconditions.evaluate(result.etag, safe=True):
-            case Outcome.NOT_MODIFIED:
-                return Reply(headers={"ETag": result.etag}, status=304)
-            case Outcome.PRECONDITION_FAILED:
-                raise HttpProblemError(412, "Precondition Failed",
-                                       "the contact does not match the If-Match condition")
-        return _contact(result)
-
-    @api.operation(route=f"{collection}/{{id}}", method="PATCH", status=200,
-                   conditional=True, request=PatchContact, response=ContactView,
-                   headers=(ETAG,), errors=_WRITE_ERRORS,
-                   summary="Change any of name, email, description, company "
-                           "(one event per changed aspect)")
-    def patch_contact(call: HttpCall[PatchContact]) -> Reply:
-        return _contact(_patch(call, call.body))
-
-    def _patch(call: HttpCall[Any], command: PatchContact) -> Versioned:
-        return dependencies().service.patch(
-            call.path["id"], command, preconditions=call.write_preconditions,
-            traceparent=call.traceparent)
-
-    def reference_update(aspect: str) -> Callable[[HttpCall[Any]], Reply]:
-        def update(call: HttpCall[Any]) -> Reply:
-            return _no_content(_patch(call, patch_of(aspect, call.body)))
-
-        return update
-
+    contacts.read(route=one, summary="Read a contact", errors=_READ_ERRORS)
+    contacts.update(route=one, method="PATCH", request=PatchContact, apply=Contact.change,
+                    errors=_WRITE_ERRORS,
+                    summary="Change any of name, email, description, company "
+                            "(one event per changed aspect)")
     for aspect in REFERENCE_UPDATES:
-        api.operation(name=f"update_contact_{aspect}", route=f"{collection}/{{id}}/update-{aspect}",
-                      method="POST", status=204, conditional=True, request=update_body(aspect),
-                      headers=(ETAG,), errors=_WRITE_ERRORS,
-                      summary=f"Change the {aspect}")(reference_update(aspect))
-
-    @api.operation(route=f"{collection}/{{id}}", method="DELETE", status=204, conditional=True,
-                   summary="Soft-delete a contact", headers=(ETAG,),
-                   errors=(400, 404, 412, 429, 500, 503))
-    def delete_contact(call: HttpCall[None]) -> Reply:
-        return _no_content(dependencies().service.delete(
-            call.path["id"], preconditions=call.write_preconditions,
-            traceparent=call.traceparent))
-
+        contacts.update(name=f"update_contact_{aspect}", route=f"{one}/update-{aspect}",
+                        method="POST", status=204, request=update_body(aspect),
+                        apply=Contact.change, changes=_as_patch(aspect), errors=_WRITE_ERRORS,
+                        summary=f"Change the {aspect}")
+    contacts.update(route=one, method="DELETE", status=204, apply=Contact.delete,
+                    errors=(400, 404, 412, 429, 500, 503), summary="Soft-delete a contact")
     return bp
+
+
+def _as_patch(aspect: str) -> Callable[[Any], dict[str, Any]]:
+    """The changes an `update-<aspect>` body stands for: the PATCH of that one aspect."""
+    return lambda body: patch_of(aspect, body).changes()

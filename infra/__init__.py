@@ -1,2 +1,2 @@
-"""Adapters: the Cosmos DB unit of work and quarantine, the Service Bus publisher, settings.
-Imports application and domain; neither imports infra."""
+"""The Contacts app's own adapter: the list of live contacts on Cosmos DB. Every other adapter
+(unit of work, relay, publisher, settings) is cosmos-outbox's."""

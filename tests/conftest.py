@@ -1,26 +1,25 @@
-"""Shared fixtures. The Functions app is indexed once per process (`get_functions()` may be
-called only once), and its dependencies are replaced by in-memory fakes."""
+"""Shared fixtures. `world`: the Contacts app built by its composition root on cosmos-outbox's
+in-memory services (`cosmos_outbox.testing.in_memory`) and the in-memory contact list; its
+functions are called in-process (`world.functions`, `world.client`). `functions`: the indexed
+functions of the app as deployed (`function_app.app`), for what is read without calling them
+(binding metadata, the OpenAPI document)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import dataclasses
+from collections.abc import Callable, Iterator
 
 import pytest
 from azure.functions.decorators.function_app import Function
 from hypothesis import settings
 
-from application.outbox.relay import Relay
-from entrypoints import bootstrap
-from entrypoints.outbox import OutboxDependencies
-from tests.fakes import (
-    FakePublisher,
-    FixedBacklog,
-    InMemoryContactList,
-    InMemoryEventStore,
-    InMemoryQuarantine,
-    InMemoryStore,
-    uow_factory,
-)
+from application.contacts.ports import ContactList
+from cosmos_outbox.blueprints.outbox import OutboxDependencies
+from cosmos_outbox.http.paging import TokenCodec, derive_key
+from cosmos_outbox.ports import UnitOfWork
+from cosmos_outbox.testing import TEST_SECRET, FunctionClient, in_memory, uow_factory
+from entrypoints.bootstrap import CONTACTS_TOKEN_PURPOSE, bootstrap
+from tests.fakes import InMemoryContactList
 
 # No deadline on generated examples: a per-example time limit is a timed assertion, and under
 # `make test`'s parallel jobs an example may wait for a core (speed lives in `make bench`).
@@ -31,6 +30,8 @@ _INDEXED: dict[str, Function] | None = None
 
 
 def indexed_functions() -> dict[str, Function]:
+    """The deployed app's functions, indexed once per process (`get_functions()` builds them
+    once)."""
     global _INDEXED
     if _INDEXED is None:
         import function_app
@@ -45,29 +46,24 @@ def functions() -> dict[str, Function]:
 
 
 class FakeWorld:
+    """The app on fakes. `uow` and `contacts` may be swapped by a test (a store that fails, a
+    racing writer); the app reads them on every call."""
+
     def __init__(self) -> None:
-        self.store = InMemoryStore()
-        self.publisher = FakePublisher()
-        self.quarantine = InMemoryQuarantine(self.store)
-        self.backlog = FixedBacklog()
-        self.deps = bootstrap.Dependencies(
-            uow=uow_factory(self.store),
-            contacts=lambda: InMemoryContactList(self.store),
-            outbox=OutboxDependencies(
-                relay_factory=lambda: Relay(self.publisher, self.quarantine),
-                quarantine=lambda: self.quarantine,
-                events=lambda: InMemoryEventStore(self.store),
-                backlog=lambda: self.backlog,
-                tokens=bootstrap.quarantine_tokens("local-tests"),
-            ),
-        )
+        memory = in_memory()
+        self.store, self.publisher = memory.store, memory.publisher
+        self.quarantine, self.backlog = memory.quarantine, memory.backlog
+        self.uow: Callable[[], UnitOfWork] = uow_factory(self.store)
+        self.contacts: Callable[[], ContactList] = lambda: InMemoryContactList(self.store)
+        self.services = dataclasses.replace(memory.services, unit_of_work=lambda: self.uow())
+        self.outbox: OutboxDependencies = self.services.outbox
+        #: seals the contact list's tokens, as the app does
+        self.tokens = TokenCodec(derive_key(TEST_SECRET, purpose=CONTACTS_TOKEN_PURPOSE))
+        self.app = bootstrap(lambda: self.services, lambda _: self.contacts())
+        self.client = FunctionClient(self.app)
+        self.functions = self.client.functions
 
 
 @pytest.fixture
 def world() -> Iterator[FakeWorld]:
-    w = FakeWorld()
-    bootstrap.override(w.deps)
-    try:
-        yield w
-    finally:
-        bootstrap.override(None)
+    yield FakeWorld()

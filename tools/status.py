@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from application.outbox import telemetry as names
+from cosmos_outbox.relay import telemetry as names
 from emulators.launch import running_stack
 from emulators.otel import METRICS_FILE
 from tools.admin import DEFAULT_API
@@ -120,11 +120,14 @@ def live_backlog(settings_file: Path) -> tuple[int, float] | None:
     try:
         import warnings
 
-        from application.outbox.backlog import report_backlog
-        from application.outbox.telemetry import RelayTelemetry
-        from infra.cosmos.client import contacts_container, cosmos_client
-        from infra.cosmos.estimator import CosmosBacklogEstimator
-        from infra.settings import load_settings
+        from cosmos_outbox.relay.backlog import report_backlog
+        from cosmos_outbox.relay.telemetry import RelayTelemetry
+        from cosmos_outbox.settings import load_settings
+        from cosmos_outbox.store import (
+            CosmosBacklogEstimator,
+            cosmos_client,
+            outbox_container,
+        )
 
         warnings.filterwarnings("ignore", message="Unverified HTTPS request")
         settings = load_settings()
@@ -132,8 +135,8 @@ def live_backlog(settings_file: Path) -> tuple[int, float] | None:
         leases = client.get_database_client(settings.cosmos_database).get_container_client(
             settings.cosmos_lease_container)
         backlog = report_backlog(
-            CosmosBacklogEstimator(contacts_container(client, settings), leases),
-            RelayTelemetry(destination=settings.servicebus_topic),
+            CosmosBacklogEstimator(outbox_container(client, settings), leases),
+            RelayTelemetry(destination=settings.servicebus_topic or ""),
             event_ttl_seconds=settings.event_ttl_seconds)
     except Exception as exc:  # status is best effort: say why, do not crash
         print(f"  (live backlog estimate unavailable: {type(exc).__name__})")

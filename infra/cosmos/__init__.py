@@ -1,1 +1,1 @@
-"""Cosmos DB adapters."""
+"""Cosmos DB adapters of the Contacts app."""

@@ -6,8 +6,8 @@ from __future__ import annotations
 from azure.cosmos import ContainerProxy
 
 from application.contacts.ports import ContactList, ContactSummary
-from application.ports import Page
-from infra.cosmos.queries import one_page
+from cosmos_outbox.ports import Page
+from cosmos_outbox.store import one_page
 
 LIST_CONTACTS_QUERY = (
     "SELECT c.id, c.data.email, c.data.name, c.data.company.companyName FROM c "

@@ -9,9 +9,14 @@ import warnings
 from azure.cosmos import ContainerProxy, CosmosClient
 
 from contacts_projection.http import Tokens
+from contacts_projection.projection import IGNORED_ACTIONS, ContactProjection
 from contacts_projection.reads import CosmosProjectionReads
 from contacts_projection.settings import SubscriberSettings, load_settings
-from contacts_projection.store import Projector
+from cosmos_outbox.subscriber import Dispatcher, Projector
+
+#: The aggregate type this subscriber projects. Messages name theirs in the `aggregateType`
+#: application property; those sent before it existed were all contact events.
+CONTACT = "contact"
 
 
 def cosmos_client(settings: SubscriberSettings) -> CosmosClient:
@@ -45,8 +50,13 @@ def projection_container() -> ContainerProxy:
 
 @functools.cache
 def projector() -> Projector:
-    return Projector(projection_container(),
+    return Projector(projection_container(), ContactProjection(),
                      inbox_ttl_seconds=load_settings().inbox_ttl_seconds)
+
+
+#: Contact events to the projector; the rest recorded and skipped (cosmos-outbox's dispatch).
+DISPATCHER = Dispatcher(CONTACT, projector, ignored_actions=IGNORED_ACTIONS,
+                        default_aggregate_type=CONTACT)
 
 
 @functools.cache

@@ -1,12 +1,6 @@
-"""The read model of one contact and how events change it. Pure: no storage, no I/O.
-
-The projection keeps `version`, the version of the last event applied. For an incoming event:
-
-- version <= last applied: a duplicate (already applied) -> acknowledged, no effect;
-- version == last + 1: applied;
-- version > last + 1: a gap (an earlier event has not arrived: it was quarantined by the relay,
-  dead-lettered, or is still on its way) -> the event is held until the missing one arrives,
-  then applied with every held event that follows on without a gap.
+"""The read model of one contact and how events change it. Pure: no storage, no I/O. The rest
+(inbox, version order, gaps, one batch per event) is cosmos-outbox's projector
+(`cosmos_outbox.subscriber.Projector`).
 
 An action this projection does not handle (`HANDLED`) — a new event type the contacts app emits
 before this subscriber knows it, or one it deliberately ignores (`IGNORED_ACTIONS`) — changes no
@@ -16,10 +10,10 @@ field, but its version is taken as applied, so the versions after it are not hel
 from __future__ import annotations
 
 from collections.abc import Mapping
-from enum import Enum
 from typing import Any
 
-from contacts_projection.events import IncomingEvent
+from cosmos_outbox.subscriber import IncomingEvent, Projection
+from cosmos_outbox.subscriber.projector import last_version
 
 PROJECTION_TYPE = "contactProjection"
 #: The fields each action it handles sets, as named in the event data (camelCase, as on the
@@ -37,27 +31,13 @@ HANDLED: dict[str, tuple[str, ...]] = {
 IGNORED_ACTIONS: frozenset[str] = frozenset()
 
 
-def handles(action: str) -> bool:
-    return action in HANDLED
+class ContactProjection(Projection):
+    def handles(self, action: str) -> bool:
+        return action in HANDLED
 
-
-class Decision(Enum):
-    APPLY = "apply"
-    DUPLICATE = "duplicate"
-    HOLD = "hold"
-
-
-def last_version(projection: Mapping[str, Any] | None) -> int:
-    return int(projection["version"]) if projection is not None else 0
-
-
-def decide(projection: Mapping[str, Any] | None, event: IncomingEvent) -> Decision:
-    last = last_version(projection)
-    if event.version <= last:
-        return Decision.DUPLICATE
-    if event.version == last + 1:
-        return Decision.APPLY
-    return Decision.HOLD
+    def apply(self, projection: Mapping[str, Any] | None,
+              event: IncomingEvent) -> dict[str, Any]:
+        return apply(projection, event)
 
 
 def apply(projection: Mapping[str, Any] | None, event: IncomingEvent) -> dict[str, Any]:
@@ -66,8 +46,8 @@ def apply(projection: Mapping[str, Any] | None, event: IncomingEvent) -> dict[st
         raise ValueError(f"event version {event.version} does not follow the projection")
     fields = HANDLED.get(event.type, ())  # not handled: only the version moves
     base: dict[str, Any] = dict(projection) if projection is not None else {
-        "id": event.contact_id,
-        "partitionKey": event.contact_id,
+        "id": event.aggregate_id,
+        "partitionKey": event.aggregate_id,
         "type": PROJECTION_TYPE,
         "data": {},
         "deleted": False,

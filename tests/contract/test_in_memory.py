@@ -1,4 +1,5 @@
-"""The in-memory fake held to the unit-of-work contract."""
+"""cosmos-outbox's in-memory fakes and the app's in-memory contact list, held to the app's
+store contract (the Cosmos DB adapters are held to the same one in tests/integration)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,22 @@ from typing import Any
 import pytest
 
 from application.contacts.ports import ContactList
-from tests.contract.quarantine_contract import QuarantineContract, QuarantineWorld
-from tests.contract.unit_of_work_contract import ContractWorld, UnitOfWorkContract
-from tests.fakes import (
-    InMemoryContactList,
+from cosmos_outbox.testing import (
     InMemoryEventStore,
     InMemoryQuarantine,
     InMemoryStore,
     uow_factory,
 )
+from cosmos_outbox.testing.contracts import QuarantineWorld
+from tests.contract.unit_of_work_contract import (
+    ContactsQuarantineContract,
+    ContactsStoreContract,
+    ContactsWorld,
+)
+from tests.fakes import InMemoryContactList
 
 
-class InMemoryWorld(ContractWorld):
+class InMemoryWorld(ContactsWorld):
     def __init__(self) -> None:
         self.store = InMemoryStore()
         self.uow = uow_factory(self.store)
@@ -33,9 +38,9 @@ class InMemoryWorld(ContractWorld):
         return InMemoryContactList(self.store)
 
 
-class TestInMemoryUnitOfWork(UnitOfWorkContract):
+class TestInMemoryStore(ContactsStoreContract):
     @pytest.fixture
-    def world(self) -> ContractWorld:
+    def world(self) -> ContactsWorld:
         return InMemoryWorld()
 
 
@@ -49,7 +54,7 @@ class InMemoryQuarantineWorld(QuarantineWorld):
         self.store.put(document)
 
 
-class TestInMemoryQuarantine(QuarantineContract):
+class TestInMemoryQuarantine(ContactsQuarantineContract):
     @pytest.fixture
     def world(self) -> QuarantineWorld:
         return InMemoryQuarantineWorld()

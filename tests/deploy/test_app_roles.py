@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import pytest
-
 from tests.deploy import functions
 from tests.deploy import templates as t
 from tests.deploy.templates import FUNCTION_APP_MODULE, MAIN
-
-needs_app = pytest.mark.skipif(not functions.FUNCTION_APP.exists(), reason="no function_app.py yet")
 
 
 def disabled_by_role() -> dict[str, list[str]]:
@@ -37,7 +33,6 @@ def test_all_role_disables_nothing_api_disables_the_relay_relay_keeps_only_healt
     assert "outbox_backlog" not in roles["relay"]  # the estimate runs beside the relay
 
 
-@needs_app
 def test_role_lists_name_exactly_the_functions_of_function_app() -> None:
     roles = disabled_by_role()
     admin = functions.admin_functions()
@@ -47,7 +42,6 @@ def test_role_lists_name_exactly_the_functions_of_function_app() -> None:
     assert set(roles["relay"]) == functions.http_functions() - {"health"} - admin
 
 
-@needs_app
 def test_the_operators_routes_run_beside_the_relay_never_in_the_api_app() -> None:
     admin = t.string_list(FUNCTION_APP_MODULE, "adminHttpFunctions")
     assert set(admin) == functions.admin_functions()

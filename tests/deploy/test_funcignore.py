@@ -27,7 +27,9 @@ CORE_TOOLS_IGNORED_FILES = {
     "project.lock.json",
 }
 
-REQUIRED = ["function_app.py", "host.json", "requirements.txt"]
+REQUIRED = ["function_app.py", "host.json", "requirements.txt",
+            "packages/cosmos-outbox/pyproject.toml", "packages/cosmos-outbox/README.md",
+            "packages/cosmos-outbox/src/cosmos_outbox/__init__.py"]
 REQUIRED_PACKAGES = ["domain", "infra"]
 # Must never ship: tests, the local stack, node_modules, templates, local settings, tooling.
 FORBIDDEN_PREFIXES = [
@@ -43,6 +45,10 @@ FORBIDDEN_PREFIXES = [
     ".stack/",
     ".azure/",
     "subscriber/",
+    "examples/",
+    "packages/cosmos-outbox/tests/",
+    "packages/cosmos-outbox/scripts/",
+    "packages/funcstack/",
 ]
 FORBIDDEN_FILES = {
     "local.settings.json",
@@ -129,3 +135,29 @@ def test_funcignore_never_re_includes_files() -> None:
     """No pattern un-ignores the product code by accident (a `!` re-include)."""
     lines = [line.strip() for line in FUNCIGNORE.read_text("utf-8").splitlines()]
     assert not [line for line in lines if line.startswith("!")]
+
+
+def test_the_library_builds_from_what_is_uploaded(tmp_path: Path) -> None:
+    """The remote build installs requirements.txt, whose `./packages/cosmos-outbox` is built
+    from the uploaded files: built here from exactly those, it is one wheel with one top-level
+    package and its typing marker."""
+    import subprocess
+    import sys
+    import zipfile
+
+    for rel in package():
+        if rel.startswith("packages/"):
+            target = tmp_path / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes((ROOT / rel).read_bytes())
+    out = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+         "--disable-pip-version-check", "-w", str(tmp_path / "dist"),
+         str(tmp_path / "packages" / "cosmos-outbox")],
+        capture_output=True, text=True, timeout=300, check=False)
+    assert out.returncode == 0, out.stderr
+    [wheel] = (tmp_path / "dist").glob("cosmos_outbox-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {
+        "cosmos_outbox"}
+    assert "cosmos_outbox/py.typed" in names

@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from azure.cosmos import ContainerProxy
 
-from application.outbox.records import QUARANTINE_NOTICE_SUBJECT, notice_id
+from cosmos_outbox.documents import commit_operations
+from cosmos_outbox.relay.records import QUARANTINE_NOTICE_SUBJECT, notice_id
 from domain.contact import Contact
 from domain.values import Company, Name
-from infra.cosmos.documents import commit_operations
 from tests.e2e.test_outbox_guarantees import record, stored_events, write_history
 from tools.httpclient import Client
 from tools.receive import Received, count_at_least, drain

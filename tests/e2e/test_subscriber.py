@@ -20,14 +20,15 @@ from azure.cosmos.exceptions import CosmosResourceNotFoundError
 from azure.servicebus import ServiceBusClient
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from application.outbox.records import OutboxRecord, to_message
-from infra.cosmos.documents import read_feed
-from infra.servicebus.publisher import to_servicebus_message
+from cosmos_outbox.documents import read_feed
+from cosmos_outbox.relay.records import OutboxRecord, to_message
+from cosmos_outbox.servicebus._publisher import to_servicebus_message
+from cosmos_outbox.subscriber.events import from_message
+from cosmos_outbox.subscriber.projector import INBOX_TYPE, Outcome, Projector
 from tools.httpclient import Client
 from tools.stack import Ports, Stack
 
-from contacts_projection.events import from_message  # isort: skip
-from contacts_projection.store import INBOX_TYPE, Outcome, Projector  # isort: skip
+from contacts_projection.projection import ContactProjection  # isort: skip
 
 pytestmark = pytest.mark.e2e
 REPORT = Path(__file__).resolve().parents[2] / ".stack" / "e2e-subscriber-report.json"
@@ -122,7 +123,7 @@ def test_redeliveries_change_the_projection_exactly_once(stack: Stack) -> None:
     #    message and goes away before completing it (the broker releases the lock, as an
     #    expired one, and redelivers with DeliveryCount + 1)
     lost = create(client, "lost-lock")
-    projector = Projector(projections(stack), inbox_ttl_seconds=3600)
+    projector = Projector(projections(stack), ContactProjection(), inbox_ttl_seconds=3600)
     with ServiceBusClient.from_connection_string(stack.servicebus.connection_string) as sb, \
             sb.get_subscription_receiver("contact-events", subscription, session_id=lost,
                                          max_wait_time=30) as receiver:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from application.outbox import telemetry as names
+from cosmos_outbox.relay import telemetry as names
 from emulators.otel import ENV_VAR as OTEL_ENV_VAR
 from emulators.otel import METRICS_FILE, TRACES_FILE
 from tools.httpclient import Client

@@ -12,12 +12,12 @@ import pytest
 from azure.cosmos import CosmosClient
 from pydantic import SecretStr
 
-from application.errors import StoreUnavailableError
+from cosmos_outbox.errors import StoreUnavailableError
+from cosmos_outbox.settings import OutboxSettings
+from cosmos_outbox.store._client import client_options, cosmos_client, outbox_container
+from cosmos_outbox.store._unit_of_work import CosmosUnitOfWork
 from domain.contact import Contact
 from domain.values import Company, Name
-from infra.cosmos.client import client_options, contacts_container, cosmos_client
-from infra.cosmos.unit_of_work import CosmosUnitOfWork
-from infra.settings import Settings
 from tools.httpclient import Client
 from tools.stack import Stack
 
@@ -131,14 +131,15 @@ def hung_store() -> Iterator[int]:
 def test_a_hung_store_is_a_store_unavailable_error_not_a_hang(hung_store: int) -> None:
     """The client timeouts bound every wait: without them the SDK waits over a minute and the
     test's own bound (pytest-timeout) fails it. No duration is asserted."""
-    settings = Settings.model_validate({
+    settings = OutboxSettings.model_validate({
         "CosmosDBConnection": SecretStr(
             f"AccountEndpoint=https://127.0.0.1:{hung_store}/;AccountKey=a2V5;"),
         "COSMOS_VERIFY_TLS": "false",
+        "COSMOS_CONTAINER": "contacts",
     })
     with pytest.raises(StoreUnavailableError):
         client = cosmos_client(settings)
-        CosmosUnitOfWork(contacts_container(client, settings), event_ttl_seconds=60).ping()
+        CosmosUnitOfWork(outbox_container(client, settings), event_ttl_seconds=60).ping()
 
 
 class HangingProxy:
@@ -191,16 +192,17 @@ def test_a_store_that_hangs_after_start_fails_reads_and_writes_within_the_bound(
     assert stack.cosmos is not None
     proxy = HangingProxy(stack.cosmos.port)
     try:
-        settings = Settings.model_validate({
+        settings = OutboxSettings.model_validate({
             "CosmosDBConnection": SecretStr(stack.cosmos.connection_string),
             "COSMOS_VERIFY_TLS": "false",
+            "COSMOS_CONTAINER": "contacts",
         })
         # The production options; endpoint discovery off only so that the SDK keeps talking to
         # the proxy instead of the endpoint the account advertises.
         client = CosmosClient(f"https://127.0.0.1:{proxy.port}/", credential=stack.cosmos.key,
                               connection_verify=False, enable_endpoint_discovery=False,
                               **client_options())
-        container = contacts_container(client, settings)
+        container = outbox_container(client, settings)
         CosmosUnitOfWork(container, event_ttl_seconds=60).ping()
         proxy.hang()
         with pytest.raises(StoreUnavailableError):

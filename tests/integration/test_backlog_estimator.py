@@ -12,14 +12,14 @@ import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 
 from application.contacts.commands import CreateContact
-from application.contacts.service import ContactService
-from application.errors import StoreUnavailableError
-from application.outbox.backlog import report_backlog
-from application.outbox.telemetry import RelayTelemetry
-from infra.cosmos.client import client_options
-from infra.cosmos.contacts import CosmosContactList
-from infra.cosmos.estimator import CosmosBacklogEstimator, latest_lsn
-from infra.cosmos.unit_of_work import CosmosUnitOfWork
+from cosmos_outbox.errors import StoreUnavailableError
+from cosmos_outbox.relay.backlog import report_backlog
+from cosmos_outbox.relay.telemetry import RelayTelemetry
+from cosmos_outbox.service import AggregateService
+from cosmos_outbox.store._client import client_options
+from cosmos_outbox.store._estimator import CosmosBacklogEstimator, latest_lsn
+from cosmos_outbox.store._unit_of_work import CosmosUnitOfWork
+from domain.contact import Contact
 from tests.faults import frozen
 from tools.stack import Ports, Stack
 
@@ -53,12 +53,12 @@ def containers(
 
 
 def create_contacts(container: ContainerProxy, n: int) -> None:
-    service = ContactService(lambda: CosmosUnitOfWork(container, event_ttl_seconds=864000),
-                             lambda: CosmosContactList(container))
+    service = AggregateService(
+        Contact, lambda: CosmosUnitOfWork(container, event_ttl_seconds=864000))
     for i in range(n):
-        service.create(CreateContact.model_validate(
+        service.create(Contact.create(**CreateContact.model_validate(
             {"firstName": f"C{i}", "lastName": "Backlog", "email": f"c{i}@example.com",
-             "companyName": "Estimators"}))
+             "companyName": "Estimators"}).fields()))
 
 
 def test_backlog_while_the_relay_is_off_then_zero_once_it_runs(

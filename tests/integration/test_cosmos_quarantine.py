@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient
 
-from infra.cosmos.outbox import CosmosEventStore, CosmosQuarantine
-from tests.contract.quarantine_contract import QuarantineContract, QuarantineWorld
+from cosmos_outbox.store import CosmosEventStore, CosmosQuarantine
+from cosmos_outbox.testing.contracts import QuarantineWorld
+from tests.contract.unit_of_work_contract import ContactsQuarantineContract
 from tests.integration.test_cosmos_write_path import cosmos, fresh_container
 
 pytestmark = pytest.mark.integration
@@ -27,7 +28,7 @@ class CosmosQuarantineWorld(QuarantineWorld):
         self.container.create_item(document)
 
 
-class TestCosmosQuarantine(QuarantineContract):
+class TestCosmosQuarantine(ContactsQuarantineContract):
     @pytest.fixture
     def world(self, cosmos: CosmosClient) -> QuarantineWorld:
         return CosmosQuarantineWorld(fresh_container(cosmos, f"q{uuid.uuid4().hex[:12]}"))

@@ -13,14 +13,14 @@ import pytest
 from azure.cosmos import ContainerProxy, CosmosClient
 
 from application.contacts.ports import ContactList
-from application.errors import StoreUnavailableError
+from cosmos_outbox.documents import EVENT_TYPE
+from cosmos_outbox.errors import StoreUnavailableError
+from cosmos_outbox.store._unit_of_work import CosmosUnitOfWork
 from domain.contact import Contact
 from infra.cosmos.contacts import CosmosContactList
-from infra.cosmos.documents import EVENT_TYPE
-from infra.cosmos.unit_of_work import CosmosUnitOfWork
 from tests.contract.unit_of_work_contract import (
-    ContractWorld,
-    UnitOfWorkContract,
+    ContactsStoreContract,
+    ContactsWorld,
     new_contact,
 )
 from tools.httpclient import Client
@@ -50,7 +50,7 @@ def fresh_container(cosmos: CosmosClient, name: str) -> ContainerProxy:
     return create_contacts_container(cosmos.create_database_if_not_exists("contract"), name)
 
 
-class CosmosWorld(ContractWorld):
+class CosmosWorld(ContactsWorld):
     def __init__(self, container: ContainerProxy, ttl: int = 864000) -> None:
         self.container = container
         self.uow = lambda: CosmosUnitOfWork(container, event_ttl_seconds=ttl)
@@ -65,9 +65,9 @@ class CosmosWorld(ContractWorld):
         return CosmosContactList(self.container)
 
 
-class TestCosmosUnitOfWork(UnitOfWorkContract):
+class TestCosmosUnitOfWork(ContactsStoreContract):
     @pytest.fixture
-    def world(self, cosmos: CosmosClient, request: pytest.FixtureRequest) -> ContractWorld:
+    def world(self, cosmos: CosmosClient, request: pytest.FixtureRequest) -> ContactsWorld:
         import uuid
 
         return CosmosWorld(fresh_container(cosmos, f"c{uuid.uuid4().hex[:12]}"))

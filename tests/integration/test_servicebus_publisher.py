@@ -15,14 +15,14 @@ from azure.servicebus import ServiceBusClient
 from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
 
-from application.outbox.relay import Relay
+from cosmos_outbox.documents import event_documents, read_feed
+from cosmos_outbox.relay import Relay
+from cosmos_outbox.servicebus._publisher import ServiceBusPublisher
+from cosmos_outbox.settings import OutboxSettings
+from cosmos_outbox.testing.fakes import InMemoryQuarantine
 from domain.contact import Contact
 from domain.values import Company, Name
 from emulators.servicebus.launcher import ServiceBusEndpoint, start_servicebus
-from infra.cosmos.documents import event_documents, read_feed
-from infra.servicebus.publisher import ServiceBusPublisher
-from infra.settings import Settings
-from tests.fakes import InMemoryQuarantine
 from tools.receive import count_at_least, drain
 from tools.stack import SERVICEBUS_CONFIG
 
@@ -39,9 +39,10 @@ def endpoint(tmp_path: Path) -> Iterator[ServiceBusEndpoint]:
 
 
 def publisher_for(endpoint: ServiceBusEndpoint) -> ServiceBusPublisher:
-    settings = Settings.model_validate({
+    settings = OutboxSettings.model_validate({
         "CosmosDBConnection": "AccountEndpoint=https://unused/;AccountKey=a2V5;",
         "ServiceBusConnection": endpoint.connection_string,
+        "COSMOS_CONTAINER": "contacts", "SERVICEBUS_TOPIC": "contact-events",
     })
     return ServiceBusPublisher(settings)
 
@@ -109,10 +110,11 @@ def test_after_the_broker_restarts_the_next_attempt_uses_a_fresh_link(tmp_path: 
 def test_a_received_message_reads_through_the_cloudevents_sdk_as_the_same_event(
     endpoint: ServiceBusEndpoint,
 ) -> None:
-    settings = Settings.model_validate({
+    settings = OutboxSettings.model_validate({
         "CosmosDBConnection": "AccountEndpoint=https://unused/;AccountKey=a2V5;",
         "ServiceBusConnection": endpoint.connection_string,
         "CLOUDEVENTS_SOURCE_BASE": "https://contacts.example.com/api",
+        "COSMOS_CONTAINER": "contacts", "SERVICEBUS_TOPIC": "contact-events",
     })
     publisher = ServiceBusPublisher(settings)
     [doc] = events(contacts=1, changes=0)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from domain.aggregate import EVENTS, DomainEvent
+from cosmos_outbox.domain import EVENTS, DomainEvent
 from domain.contact import Contact
 
-from contacts_projection.events import CONTACT  # isort: skip
+from contacts_projection.bootstrap import CONTACT  # isort: skip
 from contacts_projection.projection import HANDLED, IGNORED_ACTIONS  # isort: skip
 
 ENVELOPE = {"id", "contactId", "version", "createdAt", "traceparent", "action"}

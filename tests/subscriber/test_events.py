@@ -10,11 +10,12 @@ from typing import Any
 import pytest
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from application.outbox.records import OutboxRecord, to_message
-from infra.cosmos.documents import read_feed
-from infra.servicebus.publisher import to_servicebus_message
+from cosmos_outbox.documents import read_feed
+from cosmos_outbox.relay.records import OutboxRecord, to_message
+from cosmos_outbox.servicebus._publisher import to_servicebus_message
+from cosmos_outbox.subscriber.events import UnreadableEventError, from_message
 
-from contacts_projection.events import UnreadableEventError, from_message  # isort: skip
+from contacts_projection.bootstrap import CONTACT  # isort: skip
 
 CASES: list[dict[str, Any]] = json.loads(
     (Path(__file__).parents[1] / "fixtures" / "wire_format.json").read_text("utf-8"))
@@ -32,7 +33,7 @@ def test_a_relayed_message_reads_as_its_contact_event(case: dict[str, Any]) -> N
     body, content_type, props = sent(case["stored"])
     event = from_message(body, content_type=content_type, application_properties=props)
     data = case["stored"]["data"]
-    assert (event.event_id, event.contact_id, event.type, event.version) == (
+    assert (event.event_id, event.aggregate_id, event.type, event.version) == (
         data["id"], data["contactId"], data["action"], data["version"])
     assert event.data == data and event.source == "/contacts"
 
@@ -52,18 +53,19 @@ def test_a_subject_that_is_not_the_contact_of_the_data_is_unreadable() -> None:
 
 
 def test_an_event_of_another_aggregate_type_reads_with_its_type() -> None:
-    from infra.cosmos.documents import event_documents
-    from tests.tickets import Ticket
+    from tests.tickets import ticket_history
 
-    [stored] = event_documents(Ticket.open("Printer on fire"), ttl_seconds=60)
+    [stored] = ticket_history(0)
     body, content_type, props = sent(stored)
     event = from_message(body, content_type=content_type, application_properties=props)
-    assert (event.aggregate_type, event.contact_id, event.source) == (
+    assert (event.aggregate_type, event.aggregate_id, event.source) == (
         "ticket", stored["partitionKey"], "/tickets")
 
 
 def test_a_message_from_before_the_aggregate_type_property_reads_as_a_contact_event() -> None:
     body, content_type, props = sent(CASES[0]["stored"])
     del props["aggregateType"]
-    assert from_message(body, content_type=content_type,
-                        application_properties=props).aggregate_type == "contact"
+    assert from_message(body, content_type=content_type, application_properties=props,
+                        default_aggregate_type=CONTACT).aggregate_type == "contact"
+    with pytest.raises(UnreadableEventError, match="aggregateType"):
+        from_message(body, content_type=content_type, application_properties=props)

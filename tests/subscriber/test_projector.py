@@ -13,14 +13,22 @@ from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.exceptions import CosmosBatchOperationError
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
+from cosmos_outbox.subscriber.events import QUARANTINE_NOTICE, IncomingEvent
+from cosmos_outbox.subscriber.projector import (
+    GAP_TYPE,
+    HELD_TYPE,
+    INBOX_TYPE,
+    MAX_HELD_PER_BATCH,
+    Outcome,
+    Projector,
+    held_id,
+    inbox_id,
+)
 from emulators.cosmos.launcher import start_cosmos
 from tools.provision import create_projection_container
 
-from contacts_projection.events import QUARANTINE_NOTICE, IncomingEvent  # isort: skip
+from contacts_projection.projection import ContactProjection  # isort: skip
 from contacts_projection.reads import CosmosProjectionReads  # isort: skip
-from contacts_projection.store import (  # isort: skip
-    GAP_TYPE, HELD_TYPE, INBOX_TYPE, MAX_HELD_PER_BATCH, Outcome, Projector, held_id, inbox_id,
-)
 
 pytestmark = pytest.mark.integration
 
@@ -45,8 +53,8 @@ def events(contact: str) -> list[IncomingEvent]:
     def ev(version: int, action: str, **data: Any) -> IncomingEvent:
         body = {"id": str(uuid.uuid4()), "contactId": contact, "version": version,
                 "action": action, **data}
-        return IncomingEvent(event_id=body["id"], contact_id=contact, type=action,
-                             version=version, data=body)
+        return IncomingEvent(event_id=body["id"], aggregate_id=contact,
+                             aggregate_type="contact", type=action, version=version, data=body)
     return [
         ev(1, "ContactCreatedEvent", name={"firstName": "A", "lastName": "L"},
            email="a@example.com", description="d", company={"companyName": "C"}),
@@ -65,7 +73,7 @@ def documents(container: ContainerProxy, contact: str, kind: str) -> list[dict[s
 def test_events_in_order_build_the_projection_with_one_inbox_record_each(
     container: ContainerProxy,
 ) -> None:
-    projector = Projector(container, inbox_ttl_seconds=3600)
+    projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
     contact = str(uuid.uuid4())
     for event in events(contact):
         assert projector.handle(event).outcome is Outcome.APPLIED
@@ -79,7 +87,7 @@ def test_events_in_order_build_the_projection_with_one_inbox_record_each(
 
 
 def test_a_redelivered_event_is_acknowledged_without_effect(container: ContainerProxy) -> None:
-    projector = Projector(container, inbox_ttl_seconds=3600)
+    projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
     contact = str(uuid.uuid4())
     first, second, *_ = events(contact)
     projector.handle(first)
@@ -97,7 +105,7 @@ def test_a_redelivered_event_is_acknowledged_without_effect(container: Container
 def test_an_event_after_a_gap_is_held_until_the_missing_one_arrives(
     container: ContainerProxy,
 ) -> None:
-    projector = Projector(container, inbox_ttl_seconds=3600)
+    projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
     contact = str(uuid.uuid4())
     one, two, three, four = events(contact)
     projector.handle(one)
@@ -118,7 +126,7 @@ class RacedProjector(Projector):
     """Another delivery changes the projection between this one's read and its batch."""
 
     def __init__(self, container: ContainerProxy) -> None:
-        super().__init__(container, inbox_ttl_seconds=3600)
+        super().__init__(container, ContactProjection(), inbox_ttl_seconds=3600)
         self.container = container
         self.raced = False
 
@@ -135,27 +143,28 @@ def test_a_batch_that_loses_a_race_writes_neither_the_projection_nor_the_inbox_r
 ) -> None:
     contact = str(uuid.uuid4())
     one, two, *_ = events(contact)
-    Projector(container, inbox_ttl_seconds=3600).handle(one)
+    Projector(container, ContactProjection(), inbox_ttl_seconds=3600).handle(one)
     with pytest.raises(CosmosBatchOperationError):
         RacedProjector(container).handle(two)
     assert container.read_item(contact, partition_key=contact)["version"] == 1
     assert [r["version"] for r in documents(container, contact, INBOX_TYPE)] == [1]
     # the redelivery applies it
-    assert Projector(container, inbox_ttl_seconds=3600).handle(two).outcome is Outcome.APPLIED
+    projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
+    assert projector.handle(two).outcome is Outcome.APPLIED
 
 
 def notice(contact: str, version: int) -> IncomingEvent:
     body = {"eventId": str(uuid.uuid4()), "contactId": contact,
             "action": "ContactEmailUpdatedEvent", "version": version,
             "reason": "message of 300000 bytes is too large"}
-    return IncomingEvent(event_id=str(uuid.uuid4()), contact_id=contact,
+    return IncomingEvent(event_id=str(uuid.uuid4()), aggregate_id=contact, aggregate_type="contact",
                          type=QUARANTINE_NOTICE, version=version, data=body)
 
 
 def test_a_quarantine_notice_records_a_known_gap_that_the_replay_closes(
     container: ContainerProxy,
 ) -> None:
-    projector = Projector(container, inbox_ttl_seconds=3600)
+    projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
     contact = str(uuid.uuid4())
     one, two, three, _ = events(contact)
     projector.handle(one)
@@ -180,20 +189,21 @@ def unknown(contact: str, version: int) -> IncomingEvent:
     event_id = str(uuid.uuid4())
     body = {"id": event_id, "contactId": contact, "version": version,
             "action": "ContactNicknameChangedEvent", "nickname": "Ada"}
-    return IncomingEvent(event_id=event_id, contact_id=contact,
+    return IncomingEvent(event_id=event_id, aggregate_id=contact, aggregate_type="contact",
                          type="ContactNicknameChangedEvent", version=version, data=body)
 
 
 def at_version(event: IncomingEvent, version: int) -> IncomingEvent:
     """The same change as `event`, as the contact's `version`-th event."""
-    return IncomingEvent(event_id=f"{event.event_id}-v{version}", contact_id=event.contact_id,
-                         type=event.type, version=version, data={**event.data, "version": version})
+    return IncomingEvent(event_id=f"{event.event_id}-v{version}", aggregate_id=event.aggregate_id,
+                         aggregate_type="contact", type=event.type, version=version,
+                         data={**event.data, "version": version})
 
 
 def test_an_action_it_does_not_handle_is_recorded_and_its_version_taken_as_applied(
     container: ContainerProxy,
 ) -> None:
-    projector = Projector(container, inbox_ttl_seconds=3600)
+    projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
     contact = str(uuid.uuid4())
     one, two, *_ = events(contact)
     projector.handle(one)
@@ -214,7 +224,7 @@ def test_an_action_it_does_not_handle_is_recorded_and_its_version_taken_as_appli
 def test_versions_held_behind_an_unknown_action_follow_it_when_it_arrives(
     container: ContainerProxy,
 ) -> None:
-    projector = Projector(container, inbox_ttl_seconds=3600)
+    projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
     contact = str(uuid.uuid4())
     one, two, *_ = events(contact)
     projector.handle(one)
@@ -228,7 +238,7 @@ def test_versions_held_behind_an_unknown_action_follow_it_when_it_arrives(
 
 def described(contact: str, version: int) -> IncomingEvent:
     event_id = str(uuid.uuid4())
-    return IncomingEvent(event_id=event_id, contact_id=contact,
+    return IncomingEvent(event_id=event_id, aggregate_id=contact, aggregate_type="contact",
                          type="ContactDescriptionUpdatedEvent", version=version,
                          data={"id": event_id, "contactId": contact, "version": version,
                                "action": "ContactDescriptionUpdatedEvent",
@@ -239,7 +249,7 @@ def test_a_long_run_of_held_events_is_applied_in_batches_within_the_limit(
     container: ContainerProxy,
 ) -> None:
     """More held events follow the missing one than one batch may delete (100 operations)."""
-    projector = Projector(container, inbox_ttl_seconds=3600)
+    projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
     contact = str(uuid.uuid4())
     one, *_ = events(contact)
     projector.handle(one)
@@ -259,7 +269,7 @@ def test_a_held_event_for_the_missing_version_is_applied_before_the_next_is_held
 ) -> None:
     """A delivery that raced the last apply held the version after it: the next event finds
     it instead of holding itself behind a version that is already there."""
-    projector = Projector(container, inbox_ttl_seconds=3600)
+    projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
     contact = str(uuid.uuid4())
     one, two, three, _ = events(contact)
     projector.handle(one)
@@ -278,7 +288,7 @@ def test_a_held_event_for_the_missing_version_is_applied_before_the_next_is_held
 def test_the_reads_give_a_projection_as_viewed_and_nothing_for_other_documents(
     container: ContainerProxy,
 ) -> None:
-    projector = Projector(container, inbox_ttl_seconds=3600)
+    projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
     contact = str(uuid.uuid4())
     one, two, *_ = events(contact)
     projector.handle(one)
@@ -293,7 +303,7 @@ def test_the_reads_give_a_projection_as_viewed_and_nothing_for_other_documents(
 
 
 def test_the_reads_page_through_every_projection_once(container: ContainerProxy) -> None:
-    projector = Projector(container, inbox_ttl_seconds=3600)
+    projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
     contacts = sorted(str(uuid.uuid4()) for _ in range(5))
     for contact in contacts:
         projector.handle(events(contact)[0])

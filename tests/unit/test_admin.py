@@ -13,27 +13,32 @@ from typing import Any
 
 import pytest
 
-from application.errors import StoreUnavailableError
-from application.outbox.ports import LeaseBacklog
-from application.outbox.records import QUARANTINE_NOTICE_SUBJECT, notice_id
-from application.outbox.views import parse_instant
+from cosmos_outbox.blueprints.operators import parse_instant
+from cosmos_outbox.documents import EVENT_TYPE, read_feed
+from cosmos_outbox.errors import StoreUnavailableError
+from cosmos_outbox.http import operations
+from cosmos_outbox.http.operations import operation_of
+from cosmos_outbox.http.paging import Cursor
+from cosmos_outbox.relay.ports import LeaseBacklog
+from cosmos_outbox.relay.records import QUARANTINE_NOTICE_SUBJECT, notice_id
+from cosmos_outbox.testing.fakes import (
+    FakePublisher,
+    FixedBacklog,
+    InMemoryEventStore,
+    InMemoryQuarantine,
+)
 from domain.contact import Contact
 from domain.values import Company, Name
-from entrypoints.http import operations
-from entrypoints.http.operations import operation_of
-from entrypoints.http.paging import Cursor
-from infra.cosmos.documents import EVENT_TYPE, read_feed
 from tests.conftest import FakeWorld
-from tests.fakes import FakePublisher, FixedBacklog, InMemoryEventStore, InMemoryQuarantine
 from tests.unit.test_http_api import Api, body, problem
 
 LIMIT = 4096
 
 
 @pytest.fixture
-def api(functions: dict[str, Any], world: FakeWorld) -> Api:
+def api(world: FakeWorld) -> Api:
     world.publisher.max_batch_bytes = LIMIT
-    return Api(functions)
+    return Api(world.functions)
 
 
 def contact(world: FakeWorld, changes: int, *, first: str = "Ada") -> tuple[str, list[str]]:
@@ -42,7 +47,7 @@ def contact(world: FakeWorld, changes: int, *, first: str = "Ada") -> tuple[str,
                        company=Company(company_name="E"))
     for i in range(changes):
         c.describe(f"change {i}")
-    with world.deps.uow() as uow:
+    with world.uow() as uow:
         uow.repository(Contact).add(c)
         uow.commit()
     return c.id, [e["id"] for e in sorted(events(world, c.id), key=lambda e: e["version"])]
@@ -59,7 +64,7 @@ def document(world: FakeWorld, cid: str, eid: str) -> dict[str, Any]:
 
 def relay_all(world: FakeWorld) -> None:
     """What the change-feed trigger would hand the relay: every stored document."""
-    world.deps.outbox.relay.relay(read_feed(list(world.store.documents.values())))
+    world.outbox.relay.relay(read_feed(list(world.store.documents.values())))
 
 
 def too_large(world: FakeWorld) -> tuple[str, list[str]]:
@@ -141,7 +146,7 @@ def test_replay_after_the_limit_is_raised_sends_it_once_with_its_id_and_resolves
     assert json.loads(message.body)["description"] == "x" * 5000
     # Kept for audit, expiring with the events; no longer counted as quarantined.
     [kept] = world.quarantine.documents.values()
-    assert kept["ttl"] == world.deps.outbox.event_ttl_seconds
+    assert kept["ttl"] == world.outbox.event_ttl_seconds
     assert body(api.call("outbox_status", "GET", "outbox/status"))["quarantined"] == 0
     # A second replay is harmless: nothing is sent, the record stays resolved.
     again = body(replay(api, ids[1]))
@@ -199,7 +204,7 @@ def test_the_list_pages_with_sealed_tokens_of_its_own(api: Api, world: FakeWorld
     assert len(rest["items"]) == 1 and rest["hasMore"] is False
     seen = {i["eventId"] for i in first["items"] + rest["items"]}
     assert len(seen) == 3
-    contacts_token = world.deps.tokens.encode(Cursor(store_token="mem:1", page=1))
+    contacts_token = world.tokens.encode(Cursor(store_token="mem:1", page=1))
     problem(listing(api, continuationToken=contacts_token), 400)
     problem(listing(api, pageSize="0"), 400)
     problem(listing(api, other="1"), 400)
@@ -348,3 +353,34 @@ def test_instants_are_rfc_3339_with_an_offset_and_clamp_at_the_calendar_ends() -
     for bad in ("2026-11-22", "2026-11-22T08:00:00", "now", "2026-13-01T00:00:00Z"):
         with pytest.raises(ValueError):
             parse_instant(bad)
+
+
+def test_redrive_takes_the_contact_alias_and_the_generic_scope(api: Api, world: FakeWorld
+                                                               ) -> None:
+    a, _ = contact(world, 1, first="A")
+    contact(world, 0, first="B")
+
+    def events(**scope: str) -> int:
+        reply = redrive(api, {"since": "2000-01-01T00:00:00Z", **scope})
+        assert reply.status_code == 202, reply.get_body()
+        return int(body(reply)["events"])
+
+    assert events() == 3
+    assert events(aggregateType="contact") == 3
+    assert events(aggregateType="contact", aggregateId=a) == 2
+    assert events(contactId=a) == 2
+    assert events(contactId=a, aggregateType="contact") == 2
+    assert events(aggregateType="ticket") == 0
+
+
+@pytest.mark.parametrize(("scope", "field"), [
+    ({"aggregateId": "abc"}, "$"),
+    ({"contactId": "abc", "aggregateId": "abc", "aggregateType": "contact"}, "$"),
+    ({"contactId": "abc", "aggregateType": "ticket"}, "$"),
+    ({"aggregateType": "no spaces"}, "aggregateType"),
+])
+def test_a_redrive_scope_that_does_not_hold_together_is_a_400(
+    api: Api, scope: dict[str, str], field: str,
+) -> None:
+    doc = problem(redrive(api, {"since": "2000-01-01T00:00:00Z", **scope}), 400)
+    assert doc["errors"][0]["field"] == field

@@ -16,15 +16,15 @@ from hypothesis import strategies as st
 
 from application.contacts.commands import CreateContact, PatchContact
 from application.contacts.ports import ContactList, ContactSummary
-from application.ports import Page
-from domain.text import text_pattern
-from emulators.functions_host.testing import InvocationContext
-from entrypoints.http import operations
-from entrypoints.http.paging import Cursor
-from entrypoints.http.problems import HttpProblemError
-from entrypoints.http.requests import MAX_DEPTH, parse_body, parse_json
+from cosmos_outbox.http import operations
+from cosmos_outbox.http.paging import Cursor
+from cosmos_outbox.http.problems import HttpProblemError
+from cosmos_outbox.http.requests import MAX_DEPTH, parse_body, parse_json
+from cosmos_outbox.ports import Page
+from cosmos_outbox.testing import InvocationContext
+from cosmos_outbox.testing.fakes import InMemoryUnitOfWork
+from cosmos_outbox.text._rules import text_pattern
 from tests.conftest import FakeWorld
-from tests.fakes import InMemoryUnitOfWork
 from tests.unit.test_http_api import ADA, Api, body, created, problem
 
 json_values = st.recursive(
@@ -36,8 +36,8 @@ json_values = st.recursive(
 
 
 @pytest.fixture
-def api(functions: dict[str, Any], world: FakeWorld) -> Api:
-    return Api(functions)
+def api(world: FakeWorld) -> Api:
+    return Api(world.functions)
 
 
 # -- properties -------------------------------------------------------------------------------
@@ -193,8 +193,8 @@ def test_a_store_token_that_does_not_move_ends_the_listing_instead_of_looping(
                       continuation: str | None) -> Page[ContactSummary]:
             return Page(items=[], continuation_token="stuck")
 
-    world.deps.contacts = Stuck
-    token = world.deps.tokens.encode(Cursor(store_token="stuck", page=1))
+    world.contacts = Stuck
+    token = world.tokens.encode(Cursor(store_token="stuck", page=1))
     page = body(api.call("list_contacts", "GET", "contacts",
                          params={"continuationToken": token}))
     assert page == {"items": [], "continuationToken": None, "hasMore": False}
@@ -258,7 +258,7 @@ def test_a_malformed_conditional_header_is_a_400_naming_it(api: Api) -> None:
 
 
 def test_health_answers_503_when_the_store_does_not_answer(
-    functions: dict[str, Any], world: FakeWorld, monkeypatch: pytest.MonkeyPatch
+    world: FakeWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     release = threading.Event()
 
@@ -270,7 +270,8 @@ def test_health_answers_503_when_the_store_does_not_answer(
     try:
         req = func.HttpRequest("GET", "http://localhost/api/health", headers={}, params={},
                                body=b"")
-        response = functions["health"].get_user_function()(req, InvocationContext("health"))
+        response = world.functions["health"].get_user_function()(
+            req, InvocationContext("health"))
         problem(response, 503)
         assert response.headers["Retry-After"]
     finally:

@@ -10,9 +10,9 @@ from typing import Any
 import azure.functions as func
 import pytest
 
-from application.errors import StoreUnavailableError, ThrottledError
+from cosmos_outbox.errors import StoreUnavailableError, ThrottledError
+from cosmos_outbox.testing import InvocationContext
 from domain.contact import Contact
-from emulators.functions_host.testing import InvocationContext
 from tests.conftest import FakeWorld
 
 JSON = {"content-type": "application/json"}
@@ -68,8 +68,8 @@ def problem(response: func.HttpResponse, status: int) -> dict[str, Any]:
 
 
 @pytest.fixture
-def api(functions: dict[str, Any], world: FakeWorld) -> Api:
-    return Api(functions)
+def api(world: FakeWorld) -> Api:
+    return Api(world.functions)
 
 
 def created(api: Api) -> tuple[str, str]:
@@ -213,20 +213,11 @@ def test_delete_is_soft_raises_contact_deleted_and_hides_the_contact(api: Api, w
                       body={"email": "x@example.com"}), 404)
 
 
-def test_health_is_200_when_the_store_answers_and_503_when_not(
-    functions: dict[str, Any], world: FakeWorld
-) -> None:
-    api = Api(functions)
+def test_health_is_200_when_the_store_answers_and_503_when_not(world: FakeWorld) -> None:
+    api = Api(world.functions)
     assert api.call("health", "GET", "health").status_code == 200
 
-    from tests.fakes import InMemoryUnitOfWork
-
-    def broken() -> Any:
-        u = InMemoryUnitOfWork(world.store)
-        u.healthy = StoreUnavailableError("down", retry_after=5)
-        return u
-
-    world.deps.uow = broken
+    world.store.unavailable = StoreUnavailableError("down", retry_after=5)
     response = api.call("health", "GET", "health")
     assert problem(response, 503)
     assert response.headers["Retry-After"] == "5"
@@ -322,10 +313,10 @@ def test_a_stale_etag_is_412_and_nothing_is_written(api: Api, world: FakeWorld) 
 
 def test_a_write_racing_another_without_if_match_gets_412(api: Api, world: FakeWorld) -> None:
     """No client etag: the write is still conditional on the etag the server read."""
-    from tests.fakes import InMemoryUnitOfWork
+    from cosmos_outbox.testing.fakes import InMemoryUnitOfWork
 
     cid, _ = created(api)
-    original = world.deps.uow
+    original = world.uow
 
     class RacedUnitOfWork(InMemoryUnitOfWork):
         def commit(self, *, traceparent: str | None = None) -> None:
@@ -335,10 +326,10 @@ def test_a_write_racing_another_without_if_match_gets_412(api: Api, world: FakeW
                 other.commit()
             super().commit(traceparent=traceparent)
 
-    world.deps.uow = lambda: RacedUnitOfWork(world.store)
+    world.uow = lambda: RacedUnitOfWork(world.store)
     problem(api.write("update_contact_description", "POST", cid, "/update-description",
                       body={"description": "mine"}), 412)
-    world.deps.uow = original
+    world.uow = original
     assert body(api.get(cid))["description"] == "the other writer"
 
 
@@ -361,7 +352,7 @@ def test_an_unexpected_error_is_a_bare_500(api: Api, world: FakeWorld) -> None:
     def broken() -> Any:
         raise RuntimeError("secret internals: AccountKey=abc")
 
-    world.deps.uow = broken
+    world.uow = broken
     response = api.create()
     doc = problem(response, 500)
     assert "AccountKey" not in json.dumps(doc) and "RuntimeError" not in json.dumps(doc)

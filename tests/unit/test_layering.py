@@ -1,6 +1,9 @@
-"""The direction of dependencies: entrypoints -> application -> domain; infra -> domain; the
-local stand-ins (emulators/) know nothing of this app; the subscriber is an app of its own;
-tooling (tools/) and benchmarks use the app, never the tests, and the app never uses them."""
+"""The direction of dependencies: the app (entrypoints -> application -> domain; infra ->
+domain) builds on cosmos-outbox, which knows no app; the domain core (the app's `domain/` and the
+package's `cosmos_outbox.domain` and `cosmos_outbox.text`) imports only the standard library
+and pydantic; the local stand-ins (emulators/) know nothing of this app; the subscriber is an app
+of its own; tooling (tools/) and benchmarks use the app, never the tests, and the app never uses
+them."""
 
 from __future__ import annotations
 
@@ -14,30 +17,58 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 APP = {"domain", "application", "infra", "entrypoints", "function_app"}
+PACKAGE = "packages/cosmos-outbox/src/cosmos_outbox"
+#: The package's domain core: what an app's domain may import of it.
+DOMAIN_CORE = {"cosmos_outbox.domain", "cosmos_outbox.text"}
 
 
-def imported_roots(package: str) -> set[str]:
-    """Top-level modules imported (absolute imports) anywhere in a package or a module file."""
+def imported_modules(package: str) -> set[str]:
+    """Modules imported (absolute imports, dotted) anywhere in a package or a module file."""
     target = ROOT / package
     paths = [target] if target.is_file() else sorted(target.rglob("*.py"))
-    roots: set[str] = set()
+    modules: set[str] = set()
     for path in paths:
         if "node_modules" in path.parts:
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if isinstance(node, ast.Import):
-                roots |= {alias.name.split(".")[0] for alias in node.names}
+                modules |= {alias.name for alias in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                roots.add(node.module.split(".")[0])
-    return roots
+                modules.add(node.module)
+    return modules
 
 
-def test_domain_imports_only_the_standard_library_and_pydantic() -> None:
-    foreign = {
-        name for name in imported_roots("domain")
-        if name not in sys.stdlib_module_names and name not in {"pydantic", "domain"}
+def imported_roots(package: str) -> set[str]:
+    """Top-level modules imported (absolute imports) anywhere in a package or a module file."""
+    return {name.split(".")[0] for name in imported_modules(package)}
+
+
+def foreign_to_the_domain(modules: set[str], own: str) -> set[str]:
+    return {
+        name for name in modules
+        if name.split(".")[0] not in sys.stdlib_module_names | {"pydantic", "pydantic_core", own}
+        and not any(name == core or name.startswith(f"{core}.") for core in DOMAIN_CORE)
     }
-    assert foreign == set()
+
+
+def test_domain_imports_only_the_standard_library_pydantic_and_the_domain_core() -> None:
+    assert foreign_to_the_domain(imported_modules("domain"), "domain") == set()
+
+
+@pytest.mark.parametrize("core", ["domain.py", "text"])
+def test_the_packages_domain_core_imports_only_the_standard_library_and_pydantic(
+    core: str,
+) -> None:
+    modules = imported_modules(f"{PACKAGE}/{core}")
+    assert foreign_to_the_domain(modules, "cosmos_outbox") == set()
+    assert {m for m in modules if m.startswith("cosmos_outbox")} <= DOMAIN_CORE | {
+        f"{c}._rules" for c in DOMAIN_CORE} | {"cosmos_outbox.text._rules"}
+
+
+def test_the_package_imports_nothing_of_any_app_or_of_this_repository() -> None:
+    assert imported_roots(PACKAGE) & (APP | {"tools", "tests", "bench", "emulators",
+                                             "subscriber", "contacts_projection",
+                                             "conformance", "orders"}) == set()
 
 
 @pytest.mark.parametrize(
@@ -146,9 +177,10 @@ def test_importing_the_app_opens_no_connection_and_builds_nothing() -> None:
         "events = []\n"
         "sys.addaudithook(lambda e, a: events.append(e) if e.startswith('socket.') else None)\n"
         "import function_app\n"
-        "from entrypoints import bootstrap\n"
-        "assert bootstrap._current is None, 'dependencies built at import'\n"
+        "function_app.app.get_functions()\n"
         "assert not events, events\n"
+        "built = [m for m in ('azure.cosmos', 'azure.servicebus') if m in sys.modules]\n"
+        "assert not built, f'{built} imported at indexing: clients built?'\n"
         "print('clean')\n"
     )
     env = {k: v for k, v in os.environ.items()

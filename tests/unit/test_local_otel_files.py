@@ -14,12 +14,12 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from application.outbox import telemetry as names
-from application.outbox.relay import Relay
-from application.outbox.telemetry import RelayTelemetry
+from cosmos_outbox.documents import read_feed
+from cosmos_outbox.relay import Relay
+from cosmos_outbox.relay import telemetry as names
+from cosmos_outbox.relay.telemetry import RelayTelemetry
+from cosmos_outbox.testing.fakes import FakePublisher, InMemoryQuarantine
 from emulators.otel import JsonLinesMetricExporter, JsonLinesSpanExporter
-from infra.cosmos.documents import read_feed
-from tests.fakes import FakePublisher, InMemoryQuarantine
 from tests.unit.test_relay import TRACE, history
 from tools import status
 from tools.stack import ROOT

@@ -9,7 +9,7 @@ import re
 from typing import Any
 
 from application.contacts.commands import CreateContact
-from entrypoints.http.operations import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, operation_of
+from cosmos_outbox.http.operations import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, operation_of
 from tests.openapi import openapi_document
 
 
@@ -100,9 +100,9 @@ def test_errors_are_problem_documents_and_contact_routes_need_a_key() -> None:
 
 
 def test_response_headers_patterns_formats_and_cross_field_rules_are_declared() -> None:
-    from application.conditional import TAG_LIST_PATTERN
-    from application.models import ID_PATTERN
-    from entrypoints.http.paging import TOKEN_PATTERN
+    from cosmos_outbox.http.conditional import TAG_LIST_PATTERN
+    from cosmos_outbox.http.models import ID_PATTERN
+    from cosmos_outbox.http.paging import TOKEN_PATTERN
 
     doc = document()
     paths, schemas = doc["paths"], doc["components"]["schemas"]

@@ -1,6 +1,6 @@
 """The relay with a fake publisher that enforces a batch size limit. Stored documents go through
 the store's boundary parser (`read_feed`) as in production; a second aggregate defined in the
-tests (tests/tickets.py) goes through the same relay."""
+tests (tests/tickets.py: its documents) goes through the same relay."""
 
 from __future__ import annotations
 
@@ -9,14 +9,14 @@ from typing import Any
 
 import pytest
 
-from application.outbox.records import QUARANTINE_NOTICE_SUBJECT, notice_id
-from application.outbox.relay import Relay, RelayReport
-from domain.aggregate import DomainEvent
+from cosmos_outbox.documents import document_created_at, event_document, read_feed
+from cosmos_outbox.domain import DomainEvent
+from cosmos_outbox.relay import Relay, RelayReport
+from cosmos_outbox.relay.records import QUARANTINE_NOTICE_SUBJECT, notice_id
+from cosmos_outbox.testing.fakes import FakePublisher, InMemoryQuarantine, SizeLimitedBatch
 from domain.contact import Contact
 from domain.values import Company, Name
-from infra.cosmos.documents import document_created_at, event_document, event_documents, read_feed
-from tests.fakes import FakePublisher, InMemoryQuarantine, SizeLimitedBatch
-from tests.tickets import Ticket
+from tests.tickets import ticket_history
 
 TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
@@ -29,13 +29,6 @@ def history(n_changes: int, *, first: str = "Ada") -> list[dict[str, Any]]:
     events: list[DomainEvent] = contact.collect_events()
     return [event_document(e.model_copy(update={"traceparent": TRACE}),
                            source=Contact.source(), ttl_seconds=60) for e in events]
-
-
-def ticket_history(n_changes: int) -> list[dict[str, Any]]:
-    ticket = Ticket.open("Printer on fire")
-    for i in range(n_changes):
-        ticket.retitle(f"Printer on fire, take {i}")
-    return event_documents(ticket, ttl_seconds=60)
 
 
 class Relaying:
@@ -208,14 +201,8 @@ def test_a_repeated_event_in_one_invocation_is_sent_once() -> None:
     assert len(publisher.messages) == 2
 
 
-def test_the_trigger_function_relays_the_documents_it_is_given(
-    functions: dict[str, Any], world: Any
-) -> None:
-    import azure.functions as func
-
-    docs = history(2)
-    documents = func.DocumentList([func.Document.from_dict(d) for d in docs])
-    functions["relay_events"].get_user_function()(documents)
+def test_the_trigger_function_relays_the_documents_it_is_given(world: Any) -> None:
+    world.client.relay(history(2))
     assert [m.version for m in world.publisher.messages] == [1, 2, 3]
 
 

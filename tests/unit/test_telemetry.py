@@ -15,11 +15,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
-from application.outbox import telemetry as names
-from application.outbox.relay import Relay
-from application.outbox.telemetry import RelayTelemetry
-from infra.cosmos.documents import read_feed
-from tests.fakes import FakePublisher, InMemoryQuarantine
+from cosmos_outbox.documents import read_feed
+from cosmos_outbox.relay import Relay
+from cosmos_outbox.relay import telemetry as names
+from cosmos_outbox.relay.telemetry import RelayTelemetry
+from cosmos_outbox.testing.fakes import FakePublisher, InMemoryQuarantine
 from tests.unit.test_relay import TRACE, history
 
 TOPIC = "contact-events"

@@ -5,7 +5,7 @@ tests/fixtures/wire_bytes.json was written once by this module's `write_fixture(
 documents relayed together, the CloudEvents source base, and the encoded payload of every
 `ServiceBusMessageBatch` the relay filled (the batch envelope and each message in it, as
 `sender.send_messages` transfers it). The relay runs here as in production: documents parsed by
-`read_feed`, messages added by `infra.servicebus.publisher.ServiceBusBatch` to a real
+`read_feed`, messages added by `cosmos_outbox.servicebus._publisher.ServiceBusBatch` to a real
 `ServiceBusMessageBatch`; only the send is replaced. Never rewrite the fixture to make this test
 pass: a difference is a change of the wire format.
 
@@ -29,11 +29,11 @@ from azure.servicebus._pyamqp._decode import decode_payload
 from azure.servicebus._pyamqp._encode import encode_payload
 from azure.servicebus._pyamqp.message import BatchMessage
 
-from application.outbox.ports import MessageBatch, MessagePublisher
-from application.outbox.relay import Relay
-from infra.cosmos.documents import read_feed
-from infra.servicebus.publisher import ServiceBusBatch
-from tests.fakes import InMemoryQuarantine
+from cosmos_outbox.documents import read_feed
+from cosmos_outbox.relay import Relay
+from cosmos_outbox.relay.ports import MessageBatch, MessagePublisher
+from cosmos_outbox.servicebus._publisher import ServiceBusBatch
+from cosmos_outbox.testing.fakes import InMemoryQuarantine
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "wire_bytes.json"
 PINNED = Path(__file__).parents[1] / "fixtures" / "wire_format.json"
@@ -107,9 +107,9 @@ def test_the_fixture_covers_every_case() -> None:
 
 
 def write_fixture() -> None:  # pragma: no cover - run once, by hand, at the commit named above
-    from domain.aggregate import EVENTS
+    from cosmos_outbox.documents import event_document
+    from cosmos_outbox.domain import EVENTS
     from domain.contact import Contact
-    from infra.cosmos.documents import event_document
 
     pinned: list[dict[str, Any]] = [c["stored"] for c in json.loads(PINNED.read_text("utf-8"))]
     today = event_document(EVENTS.parse("contact", pinned[0]["data"]), source=Contact.source(),

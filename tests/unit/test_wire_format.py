@@ -19,13 +19,13 @@ from azure.servicebus import ServiceBusMessage
 from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
 
-from application.outbox.records import OutboxRecord, to_message
-from application.outbox.relay import Relay
-from domain.aggregate import EVENTS
+from cosmos_outbox.documents import event_document, read_feed
+from cosmos_outbox.domain import EVENTS
+from cosmos_outbox.relay import Relay
+from cosmos_outbox.relay.records import OutboxRecord, to_message
+from cosmos_outbox.servicebus._publisher import to_servicebus_message
+from cosmos_outbox.testing.fakes import FakePublisher, InMemoryQuarantine
 from domain.contact import Contact
-from infra.cosmos.documents import event_document, read_feed
-from infra.servicebus.publisher import to_servicebus_message
-from tests.fakes import FakePublisher, InMemoryQuarantine
 
 CASES: list[dict[str, Any]] = json.loads(
     (Path(__file__).parents[1] / "fixtures" / "wire_format.json").read_text("utf-8"))

@@ -1,0 +1,194 @@
+"""The route helper: an aggregate's routes in a few lines each.
+
+`AggregateRoutes` declares, on an `HttpApi`, the operations every aggregate has, and serves them
+with one `AggregateService`:
+
+- `create`: POST a body, build the aggregate from it, commit it and its events in one batch;
+  201 with `Location`, `ETag` and the aggregate's view (409 when its id is taken);
+- `read`: GET one; 200 with `ETag` and the view; `If-None-Match` matching gives 304, a failing
+  `If-Match` 412; a missing (or no longer live) aggregate 404;
+- `update`: change one (PATCH, POST to an action route, DELETE...): load, evaluate the
+  preconditions (`If-Match`, the reference sample's `ETag` request header, `If-None-Match`:
+  RFC 9110 §13), apply the change, commit what it raised in one batch conditioned on the etag
+  read; 200 with `ETag` and the view, or 204 with `ETag`. 404 when missing, 409 when a business
+  rule refuses it (a DomainError), 412 when a precondition fails or another writer won,
+  428 when `precondition_required` and the request has none.
+
+An update's change is `apply(aggregate, **changes)`: by default the changes are the fields the
+client sent (by their Python names), so a PATCH model's fields must be keyword parameters of the
+aggregate's method; `cosmos_outbox.testing.checks` holds every declared command to that.
+
+    orders = AggregateRoutes(api, Order, outbox.service(Order), view=OrderView)
+    orders.create(route="orders", request=PlaceOrder, build=lambda body: Order.place(...),
+                  summary="Place an order")
+    orders.read(route="orders/{id}", summary="Read an order")
+    orders.update(route="orders/{id}/cancel", method="POST", apply=Order.cancel,
+                  summary="Cancel an order")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pydantic import BaseModel
+
+from cosmos_outbox.domain import Aggregate
+from cosmos_outbox.http.conditional import Outcome, Preconditions
+from cosmos_outbox.http.models import View
+from cosmos_outbox.http.operations import (
+    Command,
+    HttpApi,
+    HttpCall,
+    Reply,
+    ResponseHeader,
+)
+from cosmos_outbox.http.problems import HttpProblemError
+from cosmos_outbox.service import AggregateService, Versioned
+
+__all__ = [
+    "CREATE_ERRORS",
+    "READ_ERRORS",
+    "UPDATE_ERRORS",
+    "AggregateRoutes",
+    "etag_header",
+    "location_header",
+    "sent_fields",
+]
+
+CREATE_ERRORS = (400, 409, 413, 415, 429, 500, 503)
+READ_ERRORS = (400, 404, 412, 429, 500, 503)
+UPDATE_ERRORS = (400, 404, 409, 412, 413, 415, 429, 500, 503)
+
+
+def etag_header(what: str) -> ResponseHeader:
+    return ResponseHeader("ETag", f"The entity tag of the stored {what} (strong)",
+                          {"type": "string"})
+
+
+def location_header(what: str) -> ResponseHeader:
+    return ResponseHeader("Location", f"The new {what}",
+                          {"type": "string", "format": "uri-reference"})
+
+
+def sent_fields(body: BaseModel) -> dict[str, Any]:
+    """The fields the client sent, by their Python names (what `apply` takes by default)."""
+    return {name: getattr(body, name) for name in body.model_fields_set}
+
+
+class AggregateRoutes[A: Aggregate]:
+    """The routes of one aggregate type on `api`, served by `service()`. Answers carry the
+    aggregate as `view` (`View.of(aggregate)`)."""
+
+    def __init__(self, api: HttpApi, kind: type[A],
+                 service: Callable[[], AggregateService[A]], *, view: type[View]) -> None:
+        self.api = api
+        self.kind = kind
+        self.view = view
+        self._service = service
+        self.etag = etag_header(kind.aggregate_type)
+        self.location = location_header(kind.aggregate_type)
+
+    def create[B: BaseModel](
+        self,
+        *,
+        route: str,
+        request: type[B],
+        build: Callable[[B], A],
+        summary: str,
+        name: str | None = None,
+        errors: tuple[int, ...] = CREATE_ERRORS,
+    ) -> None:
+        """POST `route`: the aggregate `build` makes of the body, written with its events;
+        201, `Location: /api/<route>/<id>`, `ETag`, the view."""
+
+        def create(call: HttpCall[B]) -> Reply:
+            aggregate = build(call.body)
+            result = self._service().create(aggregate, traceparent=call.traceparent)
+            return self._reply(result, Location=f"/api/{route}/{aggregate.id}")
+
+        self.api.operation(
+            name=name or f"create_{self.kind.aggregate_type}", route=route, method="POST",
+            status=201, summary=summary, request=request, response=self.view,
+            headers=(self.location, self.etag), errors=errors,
+            command=Command(self.kind, "create", build),
+        )(create)
+
+    def read(self, *, route: str, summary: str, name: str | None = None,
+             errors: tuple[int, ...] = READ_ERRORS) -> None:
+        """GET `route` (with the aggregate's id as its one path parameter): 200, `ETag`, the
+        view; 304 when If-None-Match matches; 412 when If-Match does not."""
+
+        def read(call: HttpCall[None]) -> Reply:
+            result = self._service().get(self._id(call))
+            match call.preconditions.evaluate(result.etag, safe=True):
+                case Outcome.NOT_MODIFIED:
+                    return Reply(headers={"ETag": result.etag}, status=304)
+                case Outcome.PRECONDITION_FAILED:
+                    raise HttpProblemError(
+                        412, "Precondition Failed",
+                        f"the {self.kind.aggregate_type} does not match the If-Match condition")
+            return self._reply(result)
+
+        self.api.operation(
+            name=name or f"get_{self.kind.aggregate_type}", route=route, method="GET",
+            status=200, conditional=True, summary=summary, response=self.view,
+            headers=(self.etag,), errors=errors,
+        )(read)
+
+    def update[B: BaseModel](
+        self,
+        *,
+        route: str,
+        method: str,
+        apply: Callable[..., object],
+        summary: str,
+        request: type[B] | None = None,
+        changes: Callable[[B], Mapping[str, Any]] | None = None,
+        status: int = 200,
+        name: str | None = None,
+        errors: tuple[int, ...] | None = None,
+        precondition_required: bool = False,
+    ) -> None:
+        """`method` `route`: `apply(aggregate, **changes(body))` (the fields sent, unless
+        `changes` derives them otherwise; no keyword arguments without a `request`) on the
+        aggregate named by the route's id, under the request's preconditions; 200 with `ETag`
+        and the view, or `status=204` with `ETag` only."""
+        derive = changes if changes is not None else sent_fields
+
+        def update(call: HttpCall[Any]) -> Reply:
+            kwargs: Mapping[str, Any] = derive(call.body) if request is not None else {}
+            result = self._service().change(
+                self._id(call), lambda aggregate: apply(aggregate, **kwargs),
+                precondition=_precondition(call.write_preconditions),
+                traceparent=call.traceparent)
+            if status == 204:
+                return Reply(headers={"ETag": result.etag})
+            return self._reply(result)
+
+        declared = errors if errors is not None else (
+            UPDATE_ERRORS if request is not None
+            else tuple(e for e in UPDATE_ERRORS if e not in (413, 415)))
+        if precondition_required and 428 not in declared:
+            declared = tuple(sorted((*declared, 428)))
+        self.api.operation(
+            name=name or f"{method.lower()}_{self.kind.aggregate_type}", route=route,
+            method=method, status=status, conditional=True, summary=summary, request=request,
+            response=self.view if status != 204 else None, headers=(self.etag,),
+            errors=declared, precondition_required=precondition_required,
+            command=Command(self.kind, "change", apply, derived=changes is not None),
+        )(update)
+
+    def _reply(self, result: Versioned[A], **headers: str) -> Reply:
+        return Reply(self.view.of(result.aggregate), {"ETag": result.etag, **headers})
+
+    @staticmethod
+    def _id(call: HttpCall[Any]) -> str:
+        [value] = call.path.values()
+        return value
+
+
+def _precondition(conditions: Preconditions | None) -> Callable[[str], bool] | None:
+    if conditions is None:
+        return None
+    return lambda etag: conditions.evaluate(etag, safe=False) is Outcome.PROCEED

@@ -1,0 +1,225 @@
+"""The relay use case: outbox records in, broker messages out. Generic over aggregates.
+
+Events are grouped per aggregate (session) and ordered by version inside it, then packed into
+size-limited batches, a new batch whenever one is full. A send failure propagates, so the
+trigger's retry policy redelivers the same documents (the topic drops the duplicates). An event
+that cannot become a message is quarantined with its reason and skipped, and a notice
+(`OutboxEventQuarantined`, MessageId derived from the event id) is published in its session
+where the event would have been, so subscribers can tell "set aside" from "lost".
+
+Every invocation writes one structured log line (fields in `extra`), on failure too, and
+records its metrics and a PRODUCER span per batch through `cosmos_outbox.relay.telemetry`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from cosmos_outbox.relay.ports import MessageBatch, MessagePublisher, Quarantine
+from cosmos_outbox.relay.records import (
+    FeedItem,
+    NotAnEvent,
+    OutboxMessage,
+    OutboxRecord,
+    Unreadable,
+    quarantine_notice,
+    to_message,
+)
+from cosmos_outbox.relay.telemetry import RelayTelemetry, SentEvent, error_type
+
+#: The log category operators filter on (kept across module moves).
+logger = logging.getLogger("application.relay")
+
+
+@dataclass
+class RelayReport:
+    received: int = 0
+    sent: int = 0
+    batches: int = 0
+    skipped: int = 0
+    quarantined: list[str] = field(default_factory=list)
+    #: why each quarantined event was set aside, by event id
+    reasons: dict[str, str] = field(default_factory=dict)
+    #: quarantine notices published (not counted in `sent`)
+    notices: int = 0
+    max_lag_ms: float | None = None
+
+
+class Relay:
+    def __init__(
+        self,
+        publisher: MessagePublisher,
+        quarantine: Quarantine,
+        telemetry: RelayTelemetry | None = None,
+    ) -> None:
+        self._publisher = publisher
+        self._quarantine = quarantine
+        self._telemetry = telemetry or RelayTelemetry(destination="unknown")
+
+    def relay(self, items: Iterable[FeedItem]) -> RelayReport:
+        report = RelayReport()
+        try:
+            self._relay(items, report)
+        except Exception as exc:
+            self._telemetry.failed(exc)
+            _log(report, exc)
+            raise
+        _log(report, None)
+        return report
+
+    def _relay(self, items: Iterable[FeedItem], report: RelayReport) -> None:
+        events: dict[str, OutboxRecord | Unreadable] = {}
+        sent_events: dict[str, SentEvent] = {}
+        oldest: float | None = None  # creation time of the oldest event, epoch seconds
+        for item in items:
+            report.received += 1
+            match item:
+                case NotAnEvent():
+                    report.skipped += 1
+                case Unreadable():
+                    events[item.event_id] = item
+                case OutboxRecord():
+                    events[item.event_id] = item
+                    sent = sent_events[item.event_id] = _sent_event(item)
+                    if sent.created_at is not None and (oldest is None
+                                                        or sent.created_at < oldest):
+                        oldest = sent.created_at
+        if oldest is not None:
+            report.max_lag_ms = (time.time() - oldest) * 1000
+
+        out = _Outgoing(self, report)
+        for event in _in_session_order(events.values()):
+            if isinstance(event, Unreadable):
+                self._put_aside(event, event.reason, report, out)
+                continue
+            message = to_message(event)
+            if not out.add(message, sent_events[event.event_id], notice=False):
+                self._put_aside(
+                    event,
+                    f"message of {len(message.body)} bytes is larger than the entity's "
+                    "message size limit",
+                    report,
+                    out,
+                )
+        out.flush()
+
+    def _send(self, batch: MessageBatch, events: list[SentEvent], report: RelayReport,
+              notices: int) -> None:
+        self._telemetry.send(events, lambda: self._publisher.send(batch))
+        report.sent += len(batch) - notices
+        report.notices += notices
+        report.batches += 1
+
+    def _put_aside(
+        self, event: OutboxRecord | Unreadable, reason: str, report: RelayReport, out: _Outgoing
+    ) -> None:
+        """Quarantine the event, then publish its notice in its session, where the event would
+        have been (after the earlier versions, before the later ones)."""
+        logger.error("relay quarantined event %s: %s", event.event_id, reason,
+                     extra={"outbox.event_id": event.event_id, "outbox.reason": reason})
+        self._quarantine.put(event, reason=reason)
+        self._telemetry.quarantined()
+        report.quarantined.append(event.event_id)
+        report.reasons[event.event_id] = reason
+        notice = quarantine_notice(event, reason)
+        if notice is not None and not out.add(
+                notice, SentEvent(getattr(event, "traceparent", None), None), notice=True):
+            logger.error("the quarantine notice of event %s does not fit in a message",
+                         event.event_id)
+
+
+class _Outgoing:
+    """The batch being filled, in order; a new one whenever it is full."""
+
+    def __init__(self, relay: Relay, report: RelayReport) -> None:
+        self._relay, self._report = relay, report
+        self._batch: MessageBatch | None = None
+        self._events: list[SentEvent] = []
+        self._notices = 0
+
+    def add(self, message: OutboxMessage, event: SentEvent, *, notice: bool) -> bool:
+        """Add the message to the current batch, or to a new one when that is full; False
+        when it does not fit even in an empty batch."""
+        if self._batch is None:
+            self._batch = self._relay._publisher.create_batch()
+        publisher = self._relay._publisher
+        if not self._batch.try_add(message):
+            if len(self._batch):
+                self.flush()
+                self._batch = publisher.create_batch()
+            if not self._batch.try_add(message):
+                # Too large for an empty batch: asked once more on a fresh link, whose limit
+                # may have been raised since this one opened (a namespace moved to Premium).
+                publisher.refresh()
+                self._batch = publisher.create_batch()
+                if not self._batch.try_add(message):
+                    return False
+        self._events.append(event)
+        self._notices += notice
+        return True
+
+    def flush(self) -> None:
+        if self._batch is not None and len(self._batch):
+            self._relay._send(self._batch, self._events, self._report, self._notices)
+        self._batch, self._events, self._notices = None, [], 0
+
+
+def _sent_event(record: OutboxRecord) -> SentEvent:
+    created = None if record.created_at is None else _aware(record.created_at).timestamp()
+    return SentEvent(record.traceparent, created)
+
+
+def _log(report: RelayReport, exc: Exception | None) -> None:
+    """One line per invocation, text for humans and the same values as fields (`extra`), so
+    Application Insights keeps them as custom dimensions; written on failure too."""
+    lag = None if report.max_lag_ms is None else round(report.max_lag_ms)
+    fields: dict[str, object] = {
+        "outbox.outcome": "failed" if exc else "ok",
+        "outbox.received": report.received,
+        "outbox.sent": report.sent,
+        "outbox.batches": report.batches,
+        "outbox.skipped": report.skipped,
+        "outbox.quarantined": len(report.quarantined),
+        "outbox.max_lag_ms": lag,
+    }
+    if exc is not None:
+        fields["error.type"] = error_type(exc)
+    logger.log(
+        logging.ERROR if exc else logging.INFO,
+        "relay invocation %s: received=%d sent=%d batches=%d skipped=%d quarantined=%d "
+        "max_lag_ms=%s%s",
+        fields["outbox.outcome"], report.received, report.sent, report.batches, report.skipped,
+        len(report.quarantined), lag, f" error.type={fields['error.type']}" if exc else "",
+        extra=fields,
+    )
+
+
+def _in_session_order(
+    events: Iterable[OutboxRecord | Unreadable],
+) -> list[OutboxRecord | Unreadable]:
+    """Sessions in order of first appearance; versions ascending inside each session. An
+    unreadable event goes where its version says, or first in its session when it has none;
+    one whose aggregate cannot be read is a session of its own."""
+    first_seen: dict[str, int] = {}
+    listed = list(events)
+    for event in listed:
+        first_seen.setdefault(_session(event), len(first_seen))
+    return sorted(listed, key=lambda e: (first_seen[_session(e)], _version(e)))
+
+
+def _session(event: OutboxRecord | Unreadable) -> str:
+    if isinstance(event, OutboxRecord):
+        return event.aggregate_id
+    return event.aggregate_id if event.aggregate_id else f"\0{event.event_id}"
+
+
+def _version(event: OutboxRecord | Unreadable) -> int:
+    return event.version if event.version is not None else 0
+
+
+def _aware(at: datetime) -> datetime:
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)

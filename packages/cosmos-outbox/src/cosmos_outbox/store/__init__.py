@@ -1,0 +1,34 @@
+"""The Cosmos DB side (azure-cosmos): the unit of work and its repositories (one transactional
+batch per aggregate: the aggregate and its events), the quarantine and stored events the
+operators use, the backlog estimator, clients built from settings, and the one translation of
+Cosmos DB failures into `cosmos_outbox.errors`. The documents themselves are
+`cosmos_outbox.documents`."""
+
+from __future__ import annotations
+
+from cosmos_outbox.store._client import (
+    client_options,
+    cosmos_client,
+    lease_container,
+    outbox_container,
+)
+from cosmos_outbox.store._errors import cosmos_errors, translate
+from cosmos_outbox.store._estimator import CosmosBacklogEstimator
+from cosmos_outbox.store._outbox import CosmosEventStore, CosmosQuarantine
+from cosmos_outbox.store._queries import one_page
+from cosmos_outbox.store._unit_of_work import CosmosRepository, CosmosUnitOfWork
+
+__all__ = [
+    "CosmosBacklogEstimator",
+    "CosmosEventStore",
+    "CosmosQuarantine",
+    "CosmosRepository",
+    "CosmosUnitOfWork",
+    "client_options",
+    "cosmos_client",
+    "cosmos_errors",
+    "lease_container",
+    "one_page",
+    "outbox_container",
+    "translate",
+]

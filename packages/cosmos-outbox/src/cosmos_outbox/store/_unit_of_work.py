@@ -1,0 +1,92 @@
+"""The Cosmos DB unit of work, generic over aggregates: one partition-scoped transactional batch
+per changed aggregate, carrying the aggregate (create, or replace conditioned on its etag) and
+one create per event."""
+
+from __future__ import annotations
+
+from typing import Any, cast
+
+from azure.cosmos import ContainerProxy
+
+from cosmos_outbox._tracking import TrackingRepository
+from cosmos_outbox.documents import aggregate_from_document, commit_operations
+from cosmos_outbox.domain import Aggregate
+from cosmos_outbox.errors import NotFoundError, PreconditionFailedError, StoreUnavailableError
+from cosmos_outbox.ports import Repository, UnitOfWork
+from cosmos_outbox.store._errors import cosmos_errors
+
+_PROBE = "health-probe"
+
+
+class CosmosRepository[A: Aggregate](TrackingRepository[A]):
+    def __init__(self, container: ContainerProxy, kind: type[A]) -> None:
+        super().__init__(kind)
+        self._container = container
+
+    def read(self, aggregate_id: str) -> tuple[A, str]:
+        with cosmos_errors(self.kind.aggregate_type, aggregate_id):
+            document = self._container.read_item(item=aggregate_id, partition_key=aggregate_id)
+        return aggregate_from_document(self.kind, document), document["_etag"]
+
+
+class CosmosUnitOfWork(UnitOfWork):
+    """Not thread-safe; one per command."""
+
+    def __init__(self, container: ContainerProxy, *, event_ttl_seconds: int) -> None:
+        self._container = container
+        self._ttl = event_ttl_seconds
+        self._repositories: dict[type[Aggregate], CosmosRepository[Any]] = {}
+
+    def repository[A: Aggregate](self, kind: type[A]) -> Repository[A]:
+        if kind not in self._repositories:
+            self._repositories[kind] = CosmosRepository(self._container, kind)
+        return cast(Repository[A], self._repositories[kind])
+
+    def commit(self, *, traceparent: str | None = None) -> None:
+        for repository in self._repositories.values():
+            for aggregate, events, etag in repository.pending():
+                planned = commit_operations(
+                    aggregate, events, etag=etag, event_ttl_seconds=self._ttl,
+                    traceparent=traceparent,
+                )
+                with cosmos_errors(aggregate.aggregate_type, aggregate.id):
+                    results = self._container.execute_item_batch(
+                        batch_operations=[_sdk_operation(*op) for op in planned],
+                        partition_key=aggregate.id,
+                    )
+                repository.written(aggregate.id, _etag_of(results[0]))
+
+    def rollback(self) -> None:
+        for repository in self._repositories.values():
+            repository.forget()
+
+    def ping(self) -> None:
+        """A 1-RU point read of a document that does not exist: "not found" means the store
+        answered. A missing container answers "not found" too (the SDK reads the container's
+        properties first; once it has them the service says 404/1003, which is translated to
+        StoreUnavailableError), so a "not found" is checked with a read of the container's
+        properties: if the container is missing, the store is unavailable, not healthy."""
+        try:
+            with cosmos_errors():
+                self._container.read_item(item=_PROBE, partition_key=_PROBE)
+        except NotFoundError:
+            try:
+                with cosmos_errors():
+                    self._container.read()
+            except NotFoundError:
+                raise StoreUnavailableError(
+                    "the database or container does not exist", retry_after=30.0
+                ) from None
+
+
+def _sdk_operation(kind: str, document: dict[str, Any], etag: str | None) -> tuple[Any, ...]:
+    if kind == "replace":
+        return ("replace", (document["id"], document), {"if_match_etag": etag})
+    return (kind, (document,))
+
+
+def _etag_of(result: Any) -> str:
+    etag = result.get("eTag") or (result.get("resourceBody") or {}).get("_etag")
+    if not etag:
+        raise PreconditionFailedError("the store returned no etag for the written aggregate")
+    return str(etag)

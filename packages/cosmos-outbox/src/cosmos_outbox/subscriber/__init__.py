@@ -1,0 +1,35 @@
+"""The consuming side of the outbox: messages read as CloudEvents and checked to be outbox
+events (`events`), a projector that applies each event exactly once, in version order, with an
+inbox record in the same transactional batch and gaps held or recorded (`projector`), and
+tolerant dispatch that records and skips what a subscriber does not handle (`dispatch`).
+
+    projector = Projector(container, OrderProjection(), inbox_ttl_seconds=14 * 86400)
+    dispatcher = Dispatcher("order", lambda: projector)
+
+    @app.service_bus_topic_trigger(..., is_sessions_enabled=True)
+    def project(msg: func.ServiceBusMessage) -> None:
+        dispatcher.handle(msg)
+"""
+
+from __future__ import annotations
+
+from cosmos_outbox.subscriber.dispatch import Dispatcher
+from cosmos_outbox.subscriber.events import (
+    QUARANTINE_NOTICE,
+    IncomingEvent,
+    UnreadableEventError,
+    from_message,
+)
+from cosmos_outbox.subscriber.projector import Outcome, Projection, Projector, Result
+
+__all__ = [
+    "QUARANTINE_NOTICE",
+    "Dispatcher",
+    "IncomingEvent",
+    "Outcome",
+    "Projection",
+    "Projector",
+    "Result",
+    "UnreadableEventError",
+    "from_message",
+]

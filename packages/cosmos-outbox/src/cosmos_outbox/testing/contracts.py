@@ -1,0 +1,395 @@
+"""The ports' contract suites, written once, to subclass: run them on the in-memory fakes and on
+the Cosmos DB adapters (or on an adapter of your own), and both are held to one behaviour.
+
+    from cosmos_outbox.testing.contracts import AggregateKind, UnitOfWorkContract, kinds
+
+    ORDER = AggregateKind("order", new=lambda: Order.place(...), change=Order.cancel,
+                          actions=("OrderPlaced", "OrderCancelled"))
+
+    class TestInMemoryUnitOfWork(UnitOfWorkContract):
+        kind = kinds(ORDER)
+
+        @pytest.fixture
+        def world(self) -> StoreWorld:
+            return InMemoryWorld()
+
+Each suite needs a `world` fixture (what it runs against) and a `kind` fixture (the aggregate
+types it drives, `kinds(...)`). Test classes here are not collected themselves (their names do
+not start with `Test`).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from cosmos_outbox.documents import EVENT_TYPE, event_documents, outbox_record, unreadable
+from cosmos_outbox.domain import Aggregate
+from cosmos_outbox.errors import AlreadyExistsError, NotFoundError, PreconditionFailedError
+from cosmos_outbox.ports import UnitOfWork
+from cosmos_outbox.relay.ports import EventStore, Quarantine
+from cosmos_outbox.relay.records import OutboxRecord, Unreadable
+
+__all__ = [
+    "AggregateKind",
+    "QuarantineContract",
+    "QuarantineWorld",
+    "StoreWorld",
+    "UnitOfWorkContract",
+    "kinds",
+]
+
+
+@dataclass(frozen=True)
+class AggregateKind:
+    """One aggregate type as the contracts drive it: `new()` makes a fresh aggregate that
+    recorded one creation event; `change(aggregate)` makes one change of a fresh aggregate that
+    raises one event; `actions` are the creation event's action and the change's."""
+
+    name: str
+    new: Callable[[], Aggregate]
+    change: Callable[[Any], object]
+    actions: tuple[str, str]
+
+    def type(self) -> type[Aggregate]:
+        return type(self.new())
+
+
+def kinds(*driven: AggregateKind) -> Any:
+    """The `kind` fixture of a contract subclass: each test runs once per kind."""
+
+    @pytest.fixture(params=driven, ids=[k.name for k in driven])
+    def kind(self: object, request: pytest.FixtureRequest) -> AggregateKind:
+        return request.param  # type: ignore[no-any-return]
+
+    return kind
+
+
+class StoreWorld(abc.ABC):
+    """What the unit-of-work contract needs besides the port itself."""
+
+    uow: Callable[[], UnitOfWork]
+
+    @abc.abstractmethod
+    def plant(self, document: dict[str, Any]) -> None:
+        """Write a raw document behind the unit of work's back (to inject a real failure)."""
+
+    @abc.abstractmethod
+    def documents(self, partition_key: str) -> list[dict[str, Any]]:
+        """Every document stored in one partition."""
+
+
+def saved(world: StoreWorld, aggregate: Aggregate) -> Any:
+    """`aggregate`, committed with its events."""
+    with world.uow() as uow:
+        uow.repository(type(aggregate)).add(aggregate)
+        uow.commit()
+    return aggregate
+
+
+def events_of(world: StoreWorld, partition_key: str) -> list[dict[str, Any]]:
+    return sorted(
+        (d["data"] for d in world.documents(partition_key) if d["type"] == EVENT_TYPE),
+        key=lambda e: e["version"],
+    )
+
+
+class UnitOfWorkContract:
+    """The unit of work and its repositories: one atomic batch per aggregate (the aggregate and
+    its events, in its partition), conditioned on the etag it was read with."""
+
+    @pytest.fixture
+    @abc.abstractmethod
+    def world(self) -> StoreWorld: ...
+
+    @pytest.fixture
+    @abc.abstractmethod
+    def kind(self) -> AggregateKind: ...
+
+    def test_commit_writes_the_aggregate_and_its_event_in_one_partition(
+        self, world: StoreWorld, kind: AggregateKind
+    ) -> None:
+        aggregate = saved(world, kind.new())
+        docs = world.documents(aggregate.id)
+        assert sorted(d["type"] for d in docs) == sorted([aggregate.aggregate_type, EVENT_TYPE])
+        event = next(d for d in docs if d["type"] == EVENT_TYPE)
+        assert event["partitionKey"] == aggregate.id
+        assert event["aggregateType"] == aggregate.aggregate_type
+        assert event["source"] == aggregate.source()
+        assert event["data"][f"{aggregate.aggregate_type}Id"] == aggregate.id
+        assert event["data"]["action"] == kind.actions[0]
+        assert event["data"]["version"] == 1
+        assert event["ttl"] > 0
+
+    def test_reads_back_exactly_what_was_committed_with_an_etag(
+        self, world: StoreWorld, kind: AggregateKind
+    ) -> None:
+        aggregate = saved(world, kind.new())
+        with world.uow() as uow:
+            loaded = uow.repository(type(aggregate)).get(aggregate.id)
+            assert uow.repository(type(aggregate)).etag(aggregate.id)
+        assert loaded.model_dump() == aggregate.model_dump()
+        assert loaded.events == []
+
+    def test_nothing_is_written_without_commit(
+        self, world: StoreWorld, kind: AggregateKind
+    ) -> None:
+        aggregate = kind.new()
+        with world.uow() as uow:
+            uow.repository(type(aggregate)).add(aggregate)
+        assert world.documents(aggregate.id) == []
+        with world.uow() as uow, pytest.raises(NotFoundError):
+            uow.repository(type(aggregate)).get(aggregate.id)
+
+    def test_a_missing_aggregate_is_not_found_by_its_type_and_id(
+        self, world: StoreWorld, kind: AggregateKind
+    ) -> None:
+        with world.uow() as uow, pytest.raises(NotFoundError) as info:
+            uow.repository(kind.type()).get("no-such-aggregate")
+        assert info.value.aggregate_type == kind.type().aggregate_type
+        assert info.value.aggregate_id == "no-such-aggregate"
+
+    def test_a_unit_of_work_has_one_repository_per_aggregate_type(
+        self, world: StoreWorld, kind: AggregateKind
+    ) -> None:
+        with world.uow() as uow:
+            assert uow.repository(kind.type()) is uow.repository(kind.type())
+
+    def test_a_change_replaces_the_aggregate_and_adds_one_event(
+        self, world: StoreWorld, kind: AggregateKind
+    ) -> None:
+        aggregate = saved(world, kind.new())
+        with world.uow() as uow:
+            repository = uow.repository(type(aggregate))
+            loaded = repository.get(aggregate.id)
+            before = repository.etag(aggregate.id)
+            kind.change(loaded)
+            uow.commit(traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
+            assert repository.etag(aggregate.id) != before
+        events = events_of(world, aggregate.id)
+        assert [e["action"] for e in events] == list(kind.actions)
+        assert [e["version"] for e in events] == [1, 2]
+        assert events[0]["traceparent"] is None
+        assert events[1]["traceparent"].startswith("00-0af7651916cd43dd")
+        with world.uow() as uow:
+            reloaded = uow.repository(type(aggregate)).get(aggregate.id)
+        assert reloaded.model_dump() == loaded.model_dump()
+        assert reloaded.version == 2
+
+    def test_a_stale_etag_is_refused_and_nothing_is_written(
+        self, world: StoreWorld, kind: AggregateKind
+    ) -> None:
+        aggregate = saved(world, kind.new())
+        first, second = world.uow(), world.uow()
+        a = first.repository(type(aggregate)).get(aggregate.id)
+        b = second.repository(type(aggregate)).get(aggregate.id)
+        kind.change(a)
+        first.commit()
+        kind.change(b)
+        with pytest.raises(PreconditionFailedError):
+            second.commit()
+        with world.uow() as uow:
+            assert uow.repository(type(aggregate)).get(aggregate.id).model_dump() == (
+                a.model_dump())
+        assert len(events_of(world, aggregate.id)) == 2  # created + the first writer's only
+
+    def test_a_failing_operation_leaves_nothing_of_the_batch_written(
+        self, world: StoreWorld, kind: AggregateKind
+    ) -> None:
+        aggregate = kind.new()
+        event_id = aggregate.events[0].id
+        # A document with the event's id already in the partition: the event's create fails.
+        world.plant({"id": event_id, "partitionKey": aggregate.id, "type": "blocker", "ttl": -1})
+        with world.uow() as uow:
+            uow.repository(type(aggregate)).add(aggregate)
+            with pytest.raises(AlreadyExistsError):
+                uow.commit()
+        assert [d["type"] for d in world.documents(aggregate.id)] == ["blocker"]
+        with world.uow() as uow, pytest.raises(NotFoundError):
+            uow.repository(type(aggregate)).get(aggregate.id)
+
+    def test_creating_an_existing_aggregate_conflicts(
+        self, world: StoreWorld, kind: AggregateKind
+    ) -> None:
+        aggregate = saved(world, kind.new())
+        twin = kind.new()
+        twin.id = aggregate.id
+        with world.uow() as uow:
+            uow.repository(type(twin)).add(twin)
+            with pytest.raises(AlreadyExistsError):
+                uow.commit()
+
+    def test_an_unchanged_aggregate_writes_nothing(
+        self, world: StoreWorld, kind: AggregateKind
+    ) -> None:
+        aggregate = saved(world, kind.new())
+        with world.uow() as uow:
+            repository = uow.repository(type(aggregate))
+            repository.get(aggregate.id)
+            etag = repository.etag(aggregate.id)
+            uow.commit()
+            assert repository.etag(aggregate.id) == etag
+        assert len(world.documents(aggregate.id)) == 2
+
+    def test_an_event_of_one_aggregate_is_no_aggregate_of_another(
+        self, world: StoreWorld, kind: AggregateKind
+    ) -> None:
+        aggregate = saved(world, kind.new())
+        event_id = events_of(world, aggregate.id)[0]["id"]
+        world.plant({"id": event_id, "partitionKey": event_id, "type": EVENT_TYPE, "data": {},
+                     "ttl": -1})
+        with world.uow() as uow, pytest.raises(NotFoundError):
+            uow.repository(type(aggregate)).get(event_id)
+
+
+class QuarantineWorld(abc.ABC):
+    """What the quarantine contract runs against: the quarantine and the stored events, on one
+    store."""
+
+    quarantine: Quarantine
+    events: EventStore
+
+    @abc.abstractmethod
+    def plant(self, document: dict[str, Any]) -> None:
+        """Write a raw document as the unit of work would have."""
+
+
+def stored_events(kind: AggregateKind, *, changed: bool = False,
+                  created: datetime | None = None) -> list[dict[str, Any]]:
+    """The event documents of a new aggregate, changed once if `changed` (creation time
+    overridden when `created` is given)."""
+    aggregate = kind.new()
+    if changed:
+        kind.change(aggregate)
+    docs = event_documents(aggregate, ttl_seconds=600)
+    if created is not None:
+        for doc in docs:
+            doc["data"]["createdAt"] = created.isoformat()
+    return docs
+
+
+class QuarantineContract:
+    """The quarantine (put, get, list, replays, discard) and the stored events a re-drive
+    reads."""
+
+    @pytest.fixture
+    @abc.abstractmethod
+    def world(self) -> QuarantineWorld: ...
+
+    @pytest.fixture
+    @abc.abstractmethod
+    def kind(self) -> AggregateKind: ...
+
+    def test_a_put_event_reads_back_with_its_reason_once(
+        self, world: QuarantineWorld, kind: AggregateKind
+    ) -> None:
+        doc = stored_events(kind, changed=True)[1]
+        world.quarantine.put(outbox_record(doc), reason="too large")
+        world.quarantine.put(outbox_record(doc), reason="too large")
+        entry = world.quarantine.get(doc["id"])
+        assert (entry.event_id, entry.aggregate_id, entry.action, entry.version) == (
+            doc["id"], doc["partitionKey"], kind.actions[1], 2)
+        assert entry.aggregate_type == kind.type().aggregate_type
+        assert (entry.reason, entry.replays, entry.resolved) == ("too large", 0, False)
+        assert entry.quarantined_at is not None
+        assert isinstance(entry.event, OutboxRecord)
+        assert entry.event.body == outbox_record(doc).body
+        assert world.quarantine.count() == 1
+
+    def test_an_unreadable_event_keeps_what_can_be_read(
+        self, world: QuarantineWorld, kind: AggregateKind
+    ) -> None:
+        doc = stored_events(kind)[0]
+        doc["data"].pop("action")
+        world.quarantine.put(unreadable(doc, "no action"), reason="no action")
+        entry = world.quarantine.get(doc["id"])
+        assert isinstance(entry.event, Unreadable)
+        assert (entry.aggregate_id, entry.version, entry.action) == (doc["partitionKey"], 1, None)
+
+    def test_an_unknown_event_is_not_found(self, world: QuarantineWorld) -> None:
+        with pytest.raises(NotFoundError):
+            world.quarantine.get("no-such-event")
+
+    def test_pages_list_every_record_once(
+        self, world: QuarantineWorld, kind: AggregateKind
+    ) -> None:
+        ids = set()
+        for _ in range(5):
+            doc = stored_events(kind)[0]
+            ids.add(doc["id"])
+            world.quarantine.put(outbox_record(doc), reason="r")
+        seen: list[str] = []
+        token = None
+        for _ in range(10):
+            page = world.quarantine.list_page(page_size=2, continuation=token)
+            assert len(page.items) <= 2
+            seen += [e.event_id for e in page.items]
+            token = page.continuation_token
+            if token is None:
+                break
+        assert sorted(seen) == sorted(ids)
+
+    def test_a_replay_resolves_or_keeps_the_record_and_counts(
+        self, world: QuarantineWorld, kind: AggregateKind
+    ) -> None:
+        first, second = stored_events(kind)[0], stored_events(kind)[0]
+        for doc in (first, second):
+            world.quarantine.put(outbox_record(doc), reason="too large")
+        failed = world.quarantine.replayed(world.quarantine.get(first["id"]), resolved=False,
+                                           reason="still too large", ttl_seconds=60)
+        assert (failed.reason, failed.replays, failed.resolved) == ("still too large", 1, False)
+        entry = world.quarantine.get(second["id"])
+        done = world.quarantine.replayed(entry, resolved=True, reason="", ttl_seconds=60)
+        assert (done.replays, done.resolved) == (1, True)
+        assert done.quarantined_at == entry.quarantined_at
+        assert world.quarantine.get(second["id"]).resolved
+        assert world.quarantine.count() == 1
+
+    def test_set_aside_again_it_keeps_its_history_and_is_quarantined_again(
+        self, world: QuarantineWorld, kind: AggregateKind
+    ) -> None:
+        doc = stored_events(kind)[0]
+        world.quarantine.put(outbox_record(doc), reason="too large")
+        first = world.quarantine.get(doc["id"])
+        world.quarantine.replayed(first, resolved=True, reason="", ttl_seconds=60)
+        world.quarantine.put(outbox_record(doc), reason="too large again")  # still failing
+        again = world.quarantine.get(doc["id"])
+        assert (again.reason, again.replays, again.resolved) == ("too large again", 1, False)
+        assert again.quarantined_at == first.quarantined_at
+        assert world.quarantine.count() == 1
+
+    def test_a_discarded_record_is_gone(
+        self, world: QuarantineWorld, kind: AggregateKind
+    ) -> None:
+        doc = stored_events(kind)[0]
+        world.quarantine.put(outbox_record(doc), reason="r")
+        entry = world.quarantine.get(doc["id"])
+        world.quarantine.discard(entry)
+        with pytest.raises(NotFoundError):
+            world.quarantine.get(doc["id"])
+        with pytest.raises(NotFoundError):
+            world.quarantine.discard(entry)
+        assert world.quarantine.count() == 0
+
+    def test_events_since_selects_by_creation_time_and_aggregate(
+        self, world: QuarantineWorld, kind: AggregateKind
+    ) -> None:
+        t = datetime.now(UTC) - timedelta(minutes=10)
+        old = stored_events(kind, changed=True, created=t - timedelta(seconds=1))
+        at_t = stored_events(kind, changed=True, created=t)
+        new = stored_events(kind, changed=True)
+        for doc in old + at_t + new:
+            world.plant(doc)
+        found = {e.event_id for e in world.events.events_since(t)}
+        assert {d["id"] for d in at_t + new} <= found
+        assert not {d["id"] for d in old} & found
+        one = world.events.events_since(t, aggregate_id=new[0]["partitionKey"])
+        assert sorted(e.event_id for e in one) == sorted(d["id"] for d in new)
+        typed = world.events.events_since(t, aggregate_type=kind.type().aggregate_type)
+        assert {d["id"] for d in at_t + new} <= {e.event_id for e in typed}
+        assert world.events.events_since(t, aggregate_type="noSuchType") == []

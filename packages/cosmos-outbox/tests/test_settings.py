@@ -1,0 +1,136 @@
+"""The settings: validated once, named as the app settings, no app's names as defaults, errors
+that name the setting and never its value."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from cosmos_outbox.relay.records import OutboxMessage
+from cosmos_outbox.servicebus import ServiceBusPublisher, application_properties
+from cosmos_outbox.settings import OutboxSettings, SettingsError, load_settings
+
+KEYED = "AccountEndpoint=https://x:8081/;AccountKey=a2V5;"
+
+
+@pytest.fixture(autouse=True)
+def _container(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test but the one about it names a container (an app always does)."""
+    monkeypatch.setenv("COSMOS_CONTAINER", "orders")
+
+
+def test_defaults_apply_when_only_a_connection_and_a_container_are_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CosmosDBConnection", KEYED)
+    s = load_settings()
+    assert (s.cosmos_database, s.cosmos_container, s.cosmos_lease_container) == (
+        "outbox", "orders", "leases")
+    assert (s.servicebus_topic, s.event_ttl_seconds) == (None, 864000)
+    assert (s.feed_poll_delay_ms, s.max_items_per_invocation) == (1000, 100)
+    assert s.cosmos_verify_tls is True
+    assert s.cloudevents_source_base == ""
+    assert s.servicebus_connection is None and s.servicebus_namespace is None
+
+
+def test_the_container_has_no_default_and_is_named_when_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CosmosDBConnection", KEYED)
+    monkeypatch.delenv("COSMOS_CONTAINER")
+    with pytest.raises(SettingsError, match="COSMOS_CONTAINER"):
+        load_settings()
+
+
+def test_the_relay_needs_a_topic_and_says_which_setting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CosmosDBConnection", KEYED)
+    monkeypatch.setenv("ServiceBusConnection", "Endpoint=sb://x/;SharedAccessKeyName=k;"
+                                               "SharedAccessKey=c2VjcmV0;")
+    with pytest.raises(SettingsError, match="SERVICEBUS_TOPIC"):
+        ServiceBusPublisher(load_settings())
+
+
+def test_identity_based_connections_are_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CosmosDBConnection", raising=False)
+    monkeypatch.setenv("CosmosDBConnection__accountEndpoint", "https://acct.documents.azure.com")
+    monkeypatch.setenv("ServiceBusConnection__fullyQualifiedNamespace", "ns.servicebus.windows.net")
+    s = load_settings()
+    assert s.cosmos_connection is None
+    assert s.servicebus_namespace == "ns.servicebus.windows.net"
+
+
+def test_missing_cosmos_connection_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("CosmosDBConnection", raising=False)
+    monkeypatch.delenv("CosmosDBConnection__accountEndpoint", raising=False)
+    with pytest.raises(SettingsError, match="CosmosDBConnection"):
+        load_settings()
+
+
+def test_errors_name_the_setting_and_never_echo_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CosmosDBConnection", "AccountEndpoint=https://x/;AccountKey=c2VjcmV0;")
+    monkeypatch.setenv("EVENT_TTL_SECONDS", "ten days")
+    with pytest.raises(SettingsError) as info:
+        load_settings()
+    assert "EVENT_TTL_SECONDS" in str(info.value)
+    assert "c2VjcmV0" not in str(info.value)
+
+
+def test_a_loaded_secret_is_never_shown_in_repr_or_str(monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "AccountEndpoint=https://x/;AccountKey=c2VjcmV0;"
+    monkeypatch.setenv("CosmosDBConnection", secret)
+    monkeypatch.setenv("ServiceBusConnection", "Endpoint=sb://x/;SharedAccessKey=c2VjcmV0;")
+    settings = load_settings()
+    assert settings.cosmos_connection is not None
+    assert settings.cosmos_connection.get_secret_value() == secret  # it does hold the secret
+    for shown in (repr(settings), str(settings), str(settings.model_dump())):
+        assert "c2VjcmV0" not in shown
+
+
+def test_setting_names_are_the_documented_app_settings() -> None:
+    names = {f.alias for f in OutboxSettings.model_fields.values()}
+    assert names == {
+        "CosmosDBConnection", "CosmosDBConnection__accountEndpoint", "COSMOS_DATABASE",
+        "COSMOS_CONTAINER", "COSMOS_LEASE_CONTAINER", "COSMOS_VERIFY_TLS",
+        "ServiceBusConnection", "ServiceBusConnection__fullyQualifiedNamespace",
+        "SERVICEBUS_TOPIC", "EVENT_TTL_SECONDS", "FEED_POLL_DELAY_MS", "MAX_ITEMS_PER_INVOCATION",
+        "BACKLOG_ESTIMATE_SCHEDULE", "CLOUDEVENTS_SOURCE_BASE", "CLOUDEVENTS_SOURCE",
+    }
+
+
+@pytest.mark.parametrize(("base", "source"), [
+    ("https://shop.example.com", "https://shop.example.com/orders"),
+    ("https://shop.example.com/", "https://shop.example.com/orders"),
+    ("urn:example:shop", "urn:example:shop/orders"), ("/api", "/api/orders"),
+    ("", "/orders")])
+def test_the_cloudevents_source_base_is_put_before_the_source_path(
+    monkeypatch: pytest.MonkeyPatch, base: str, source: str,
+) -> None:
+    monkeypatch.setenv("CosmosDBConnection", KEYED)
+    monkeypatch.setenv("CLOUDEVENTS_SOURCE_BASE", base)
+    message = OutboxMessage(message_id="e1", session_id="o1", subject="OrderPlaced", version=1,
+                            body=b"{}", application_properties={}, aggregate_type="order",
+                            source="/orders", created_at=datetime(2026, 1, 1, tzinfo=UTC))
+    properties = application_properties(message, base=load_settings().cloudevents_source_base)
+    assert properties["cloudEvents_source"] == source
+
+
+@pytest.mark.parametrize("base", ["orders", "https://a b", "/x\ny", "http://[::1",
+                                  "https://x/?q=1", "https://x/#f"])
+def test_a_cloudevents_source_base_that_is_not_a_uri_names_the_setting(
+    monkeypatch: pytest.MonkeyPatch, base: str,
+) -> None:
+    monkeypatch.setenv("CosmosDBConnection", KEYED)
+    monkeypatch.setenv("CLOUDEVENTS_SOURCE_BASE", base)
+    with pytest.raises(SettingsError, match="CLOUDEVENTS_SOURCE_BASE"):
+        load_settings()
+
+
+def test_the_replaced_cloudevents_source_setting_is_refused_with_what_changed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CosmosDBConnection", KEYED)
+    monkeypatch.setenv("CLOUDEVENTS_SOURCE", "https://shop.example.com/orders")
+    with pytest.raises(SettingsError, match=r"CLOUDEVENTS_SOURCE: .*replaced by "
+                                            r"CLOUDEVENTS_SOURCE_BASE"):
+        load_settings()

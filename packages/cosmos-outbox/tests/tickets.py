@@ -1,0 +1,135 @@
+"""A small app on the package's public API only, for the package's own tests: a `Ticket`
+aggregate (a title, a code with a pattern of its own, a state), its events, its routes on the
+route helper, and the outbox's functions, built by `Outbox.function_app` on in-memory services.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Annotated, ClassVar, Literal
+
+import azure.functions as func
+from pydantic import ConfigDict, StringConstraints
+
+from cosmos_outbox.app import Outbox, Services
+from cosmos_outbox.domain import Aggregate, DomainError, DomainEvent, event_aliases
+from cosmos_outbox.http import HttpApi, PathParameter
+from cosmos_outbox.http.models import RequestModel, omit_null_defaults, view_of
+from cosmos_outbox.http.resources import AggregateRoutes
+from cosmos_outbox.testing.contracts import AggregateKind
+from cosmos_outbox.text import Text
+
+Title = Annotated[str, Text(max_length=80)]
+#: A text type with a pattern of its own: three capitals.
+Code = Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$"), Text(max_length=3)]
+
+
+class TicketClosedError(DomainError):
+    def __init__(self, ticket_id: str) -> None:
+        super().__init__(f"ticket {ticket_id} is closed")
+
+
+class TicketEvent(DomainEvent):
+    model_config = ConfigDict(alias_generator=event_aliases("ticket"))
+    aggregate_type: ClassVar[str] = "ticket"
+
+
+class TicketOpened(TicketEvent):
+    action: Literal["TicketOpenedEvent"] = "TicketOpenedEvent"
+    title: str
+    code: str
+
+
+class TicketRetitled(TicketEvent):
+    action: Literal["TicketRetitledEvent"] = "TicketRetitledEvent"
+    title: str
+
+
+class TicketRecoded(TicketEvent):
+    action: Literal["TicketRecodedEvent"] = "TicketRecodedEvent"
+    code: str
+
+
+class TicketClosed(TicketEvent):
+    action: Literal["TicketClosedEvent"] = "TicketClosedEvent"
+
+
+class Ticket(Aggregate):
+    aggregate_type: ClassVar[str] = "ticket"
+    collection: ClassVar[str] = "tickets"
+
+    title: Title
+    code: Code = "NEW"
+    closed: bool = False
+
+    @classmethod
+    def open(cls, title: str, code: str = "NEW") -> Ticket:
+        ticket = cls(title=title, code=code)
+        ticket._record(TicketOpened, title=ticket.title, code=ticket.code)
+        return ticket
+
+    def change(self, *, title: str | None = None, code: str | None = None) -> None:
+        if title is not None:
+            self.retitle(title)
+        if code is not None and code != self.code:
+            self._refuse_if_closed()
+            self.code = code
+            self._change(TicketRecoded, code=self.code)
+
+    def retitle(self, title: str) -> None:
+        self._refuse_if_closed()
+        if title == self.title:
+            return
+        self.title = title
+        self._change(TicketRetitled, title=self.title)
+
+    def close(self) -> None:
+        self._refuse_if_closed()
+        self.closed = True
+        self._change(TicketClosed)
+
+    def _refuse_if_closed(self) -> None:
+        if self.closed:
+            raise TicketClosedError(self.id)
+
+
+class OpenTicket(RequestModel):
+    """Body of POST /tickets."""
+
+    title: Title
+    code: Code = "NEW"
+
+
+class ChangeTicket(RequestModel):
+    """Body of PATCH /tickets/{id}: any of title, code."""
+
+    model_config = ConfigDict(json_schema_extra=omit_null_defaults({"minProperties": 1}))
+
+    title: Title | None = None
+    code: Code | None = None
+
+
+TicketView = view_of(Ticket, name="TicketView", hidden=set())
+
+TICKET = AggregateKind(
+    "ticket", lambda: Ticket.open("Printer on fire"), change=lambda t: t.retitle("Changed"),
+    actions=("TicketOpenedEvent", "TicketRetitledEvent"))
+
+
+def tickets_blueprint(outbox: Outbox) -> func.Blueprint:
+    bp = func.Blueprint()  # type: ignore[no-untyped-call]  # untyped in azure-functions
+    api = HttpApi(bp, parameters={"id": PathParameter("id", "the ticket id")})
+    tickets = AggregateRoutes(api, Ticket, lambda: outbox.service(Ticket), view=TicketView)
+    tickets.create(route="tickets", request=OpenTicket, summary="Open a ticket",
+                   build=lambda body: Ticket.open(body.title, body.code), name="open_ticket")
+    tickets.read(route="tickets/{id}", summary="Read a ticket")
+    tickets.update(route="tickets/{id}", method="PATCH", request=ChangeTicket,
+                   apply=Ticket.change, summary="Change a ticket")
+    tickets.update(route="tickets/{id}/close", method="POST", apply=Ticket.close,
+                   precondition_required=True, summary="Close a ticket (If-Match required)")
+    return bp
+
+
+def ticket_app(services: Callable[[], Services]) -> func.FunctionApp:
+    outbox = Outbox([Ticket], services=services)
+    return outbox.function_app(tickets_blueprint(outbox), title="Tickets")
