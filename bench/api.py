@@ -15,7 +15,7 @@ from azure.cosmos import CosmosClient
 from bench.stats import timed
 from domain.contact import Contact
 from domain.values import Company, Name
-from emulators.functions_host.testing import InvocationContext
+from funcstack.functions_host.testing import InvocationContext
 from infra.cosmos.documents import aggregate_document, event_documents
 from tools.httpclient import Client
 from tools.stack import Stack

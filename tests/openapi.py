@@ -8,7 +8,7 @@ from typing import Any
 
 import azure.functions as func
 
-from emulators.functions_host.testing import InvocationContext
+from funcstack.functions_host.testing import InvocationContext
 from tests.conftest import indexed_functions
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from application.outbox.records import QUARANTINE_NOTICE_SUBJECT, notice_id
-from emulators.functions_host.launcher import RunningRunner, start_runner
+from funcstack.functions_host._launcher import RunningRunner, start_runner
 from tools.httpclient import Client
 from tools.receive import count_at_least, drain
-from tools.stack import Ports, Stack
+from tools.stack import ROOT, Ports, Stack
 
 pytestmark = pytest.mark.e2e
 TICKET_APP = Path(__file__).resolve().parent / "ticket_app"
@@ -26,7 +26,9 @@ def ticket_app(tmp_path: Path) -> Iterator[tuple[Stack, RunningRunner]]:
     with Stack(workdir=tmp_path / "stack", ports=Ports.free(), with_runner=False) as stack:
         runner = start_runner(
             app_dir=TICKET_APP, port=0, log_path=tmp_path / "ticket-app.log",
-            settings={**stack.settings(), "FEED_POLL_DELAY_MS": "100"})
+            settings={**stack.settings(), "FEED_POLL_DELAY_MS": "100"},
+            # the ticket app imports this repository's outbox modules, which are not installed
+            extra_import_paths=[ROOT])
         try:
             yield stack, runner
         finally:

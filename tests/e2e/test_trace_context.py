@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from application.outbox import telemetry as names
-from emulators.otel import ENV_VAR as OTEL_ENV_VAR
-from emulators.otel import METRICS_FILE, TRACES_FILE
+from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
+from funcstack.otel import METRICS_FILE, TRACES_FILE
 from tools.httpclient import Client
 from tools.receive import Received, count_at_least, drain
 from tools.stack import SERVICE_NAMES, Ports, Stack

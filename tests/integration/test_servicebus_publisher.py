@@ -18,7 +18,7 @@ from cloudevents.core.formats.json import JSONFormat
 from application.outbox.relay import Relay
 from domain.contact import Contact
 from domain.values import Company, Name
-from emulators.servicebus.launcher import ServiceBusEndpoint, start_servicebus
+from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
 from infra.cosmos.documents import event_documents, read_feed
 from infra.servicebus.publisher import ServiceBusPublisher
 from infra.settings import Settings

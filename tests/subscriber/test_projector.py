@@ -13,7 +13,7 @@ from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.exceptions import CosmosBatchOperationError
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from emulators.cosmos.launcher import start_cosmos
+from funcstack.cosmos._launcher import start_cosmos
 from tools.provision import create_projection_container
 
 from contacts_projection.events import QUARANTINE_NOTICE, IncomingEvent  # isort: skip

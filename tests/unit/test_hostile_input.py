@@ -18,11 +18,11 @@ from application.contacts.commands import CreateContact, PatchContact
 from application.contacts.ports import ContactList, ContactSummary
 from application.ports import Page
 from domain.text import text_pattern
-from emulators.functions_host.testing import InvocationContext
 from entrypoints.http import operations
 from entrypoints.http.paging import Cursor
 from entrypoints.http.problems import HttpProblemError
 from entrypoints.http.requests import MAX_DEPTH, parse_body, parse_json
+from funcstack.functions_host.testing import InvocationContext
 from tests.conftest import FakeWorld
 from tests.fakes import InMemoryUnitOfWork
 from tests.unit.test_http_api import ADA, Api, body, created, problem

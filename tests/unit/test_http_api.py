@@ -12,7 +12,7 @@ import pytest
 
 from application.errors import StoreUnavailableError, ThrottledError
 from domain.contact import Contact
-from emulators.functions_host.testing import InvocationContext
+from funcstack.functions_host.testing import InvocationContext
 from tests.conftest import FakeWorld
 
 JSON = {"content-type": "application/json"}

@@ -17,7 +17,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from application.outbox import telemetry as names
 from application.outbox.relay import Relay
 from application.outbox.telemetry import RelayTelemetry
-from emulators.otel import JsonLinesMetricExporter, JsonLinesSpanExporter
+from funcstack.otel import JsonLinesMetricExporter, JsonLinesSpanExporter
 from infra.cosmos.documents import read_feed
 from tests.fakes import FakePublisher, InMemoryQuarantine
 from tests.unit.test_relay import TRACE, history
