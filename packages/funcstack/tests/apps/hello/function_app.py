@@ -24,7 +24,7 @@ app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
 
 @cache
 def greetings() -> ContainerProxy:
-    connection = os.environ["COSMOSCONNECTION"]
+    connection = os.environ["CosmosConnection"]  # noqa: SIM112 - the binding convention
     endpoint = connection.split("AccountEndpoint=", 1)[1].split(";", 1)[0]
     # A local endpoint (the emulators' or funcstack's) has a self-signed certificate.
     local = urlsplit(endpoint).hostname in {"localhost", "127.0.0.1"}
@@ -35,7 +35,7 @@ def greetings() -> ContainerProxy:
 
 @cache
 def servicebus() -> ServiceBusClient:
-    return ServiceBusClient.from_connection_string(os.environ["SERVICEBUSCONNECTION"])
+    return ServiceBusClient.from_connection_string(os.environ["ServiceBusConnection"])  # noqa: SIM112
 
 
 def _json(status: int, body: Any) -> func.HttpResponse:
