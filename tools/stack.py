@@ -228,7 +228,7 @@ def main() -> int:
               "stop it first", file=sys.stderr)
         return 1
     workdir = ROOT / ".stack"
-    # The workers export telemetry as OTLP/JSON lines here (emulators/otel.py; `make status`).
+    # The workers export telemetry as OTLP/JSON lines here (funcstack/otel.py; `make status`).
     otel_dir = workdir / "otel"
     # `SERVICEBUS_MAX_MESSAGE_SIZE=1048576 make run`: a namespace with Premium's larger messages.
     size = os.environ.get("SERVICEBUS_MAX_MESSAGE_SIZE")
