@@ -4,6 +4,7 @@ exits, and the last lines of its log, to say on the console why it failed."""
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import time
@@ -67,3 +68,42 @@ def note(path: Path | None, text: str) -> None:
     stamp = time.strftime("%Y-%m-%d %H:%M:%S")
     with suppress(OSError), path.open("a", encoding="utf-8") as log:
         log.write(f"{stamp} {text}\n")
+
+
+def _children() -> list[int]:
+    """Live (not zombie) child processes of this process, from /proc (none elsewhere)."""
+    me = os.getpid()
+    found = []
+    try:
+        entries = list(Path("/proc").iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] != "Z" and int(fields[1]) == me:
+            found.append(int(entry.name))
+    return found
+
+
+def stop_stray_children(grace: float = 1.5) -> None:
+    """Stop every child process of this one that still runs: SIGTERM, then SIGKILL after
+    ``grace`` seconds. For a process whose children are all its stack's (``funcstack run``):
+    a Ctrl-C that lands while a part's process is being created (after the fork, before its
+    launcher holds it) leaves a child no part knows; this finds it."""
+    pids = _children()
+    for pid in pids:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while pids and time.monotonic() < deadline:
+        time.sleep(0.05)
+        pids = [pid for pid in pids if pid in _children()]
+    for pid in pids:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

@@ -4,7 +4,8 @@ wiring, such as a ``make run``) do around ``start()`` and ``stop()``.
 Exit status: 0 after a stop asked for (Ctrl-C, SIGTERM, SIGHUP), 130 when interrupted while
 starting, 1 when a part did not start or died (the cause on stderr in a line or two). The
 processes are recorded in a pidfile while they run, so a second run from the same folder can
-refuse to start (``running_stack``) without ever signalling a stranger.
+refuse to start (``running_stack``) without ever signalling a stranger. The serving process's
+children are all the stack's: whatever still runs after the stop is stopped too.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Protocol
 
 from funcstack._cache import SetupError
-from funcstack._processes import describe_exit
+from funcstack._processes import describe_exit, stop_stray_children
 from funcstack.services import PartStartError, record_processes
 
 __all__ = ["Servable", "serve"]
@@ -58,6 +59,7 @@ def serve(stack: Servable, pidfile: Path, *, banner: Callable[[], str], prog: st
                       starting=starting, start=start or stack.start)
     except KeyboardInterrupt:  # between the start's end and the serving loop
         stack.stop()
+        stop_stray_children()
         pidfile.unlink(missing_ok=True)
         return 130
 
@@ -71,10 +73,12 @@ def _serve(stack: Servable, pidfile: Path, stopping: threading.Event, in_start: 
         in_start[0] = False
     except KeyboardInterrupt:
         stack.stop()  # what start() had started, if it did not stop it itself
+        stop_stray_children()  # a child being created when the interrupt landed
         print("interrupted while starting; everything started so far is stopped.", flush=True)
         return 130
     except (PartStartError, SetupError) as exc:
         stack.stop()
+        stop_stray_children()
         print(f"{prog}: {exc}", file=sys.stderr, flush=True)
         return 1
     record_processes(pidfile, stack.pids())
@@ -98,6 +102,7 @@ def _serve(stack: Servable, pidfile: Path, stopping: threading.Event, in_start: 
         started = time.monotonic()
         print("stopping...", flush=True)
         stack.stop()
+        stop_stray_children()
         for name, pid in stack.pids():
             logger.info("%s (pid %s) stopped", name, pid)
         pidfile.unlink(missing_ok=True)
