@@ -188,6 +188,8 @@ def test_state_persists_per_project_folder_unless_fresh(project: Path, clis: lis
     clis.append(first)
     first.wait_for("Ctrl-C stops everything.")
     assert "cosmos container hello/greetings: created" in first.text
+    second = one_line(run_once(project, "up", "--free-ports"))
+    assert "a stack is already running from this folder: cosmos (pid" in second
     assert first.interrupt() == 0
     again = Cli(project, ["up", "--free-ports", "--config", "hello/funcstack.json",
                           "--json"]).start()
