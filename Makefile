@@ -2,10 +2,11 @@
 SHELL := /bin/bash
 VENV := .venv
 PY := $(VENV)/bin/python
-NODE_STAMP := emulators/node_modules/.installed
 PY_STAMP := $(VENV)/.installed
+FUNCSTACK := packages/funcstack
+OUTBOX := packages/cosmos-outbox
 
-.PHONY: help setup run test test-suite test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast
+.PHONY: help setup run test test-suite test-funcstack test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast
 
 help:
 	@echo "make run    start Cosmos + Service Bus + Azurite + the Functions app (http://127.0.0.1:7071/api)"
@@ -17,14 +18,11 @@ help:
 	@echo "make reset  forget the local stack's kept state (Cosmos documents and leases, Service Bus messages, Azurite, telemetry)"
 	@echo "make conformance  the Azure SDKs' own test files and samples (installed versions) against the stack"
 
-RPC_STAMP := $(VENV)/rpc/.installed
-
 # The venv is built from Python 3.13 (PYTHON=... overrides; scripts/find-python says what to
-# install when there is none). A venv of another version is rebuilt.
-# requirements.txt installs cosmos-outbox from its folder (as Azure's remote build does); here
-# it is then installed again in editable mode, so a change to its source needs no reinstall.
-OUTBOX := packages/cosmos-outbox
-$(PY_STAMP): requirements.txt requirements-dev.txt $(OUTBOX)/pyproject.toml
+# install when there is none). A venv of another version is rebuilt. requirements.txt installs
+# cosmos-outbox from its folder (as Azure's remote build does); here it is then installed again
+# in editable mode, so a change to its source needs no reinstall.
+$(PY_STAMP): requirements.txt requirements-dev.txt $(OUTBOX)/pyproject.toml $(FUNCSTACK)/pyproject.toml
 	@interp=$$(PYTHON="$(PYTHON)" scripts/find-python) || exit 1; \
 	if ! $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null; then \
 	  rm -rf $(VENV); echo "creating $(VENV) with $$interp"; "$$interp" -m venv $(VENV); fi
@@ -32,18 +30,11 @@ $(PY_STAMP): requirements.txt requirements-dev.txt $(OUTBOX)/pyproject.toml
 	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps -e $(OUTBOX)
 	touch $@
 
-# The Functions RPC messages for the local host, from a published wheel (not installed).
-$(RPC_STAMP): $(PY_STAMP) emulators/functions_host/rpc-protos.txt
-	rm -rf $(VENV)/rpc && mkdir -p $(VENV)/rpc
-	$(PY) -m pip download --quiet --disable-pip-version-check --no-deps --only-binary :all: \
-	  --require-hashes -r emulators/functions_host/rpc-protos.txt -d $(VENV)/rpc
-	touch $@
-
-$(NODE_STAMP): emulators/package.json emulators/package-lock.json
-	npm ci --prefix emulators --no-audit --no-fund --loglevel=error
-	touch $@
-
-setup: $(PY_STAMP) $(RPC_STAMP) $(NODE_STAMP)
+# funcstack (packages/funcstack, installed editable by requirements-dev.txt) installs its Node
+# packages (npm ci) and the Functions RPC messages (a hash-pinned wheel) into its cache on first
+# use; `funcstack setup` does it now, so that no test pays for it.
+setup: $(PY_STAMP)
+	$(VENV)/bin/funcstack setup
 
 run: setup
 	$(PY) -m tools
@@ -56,10 +47,11 @@ lint: $(PY_STAMP)
 	$(VENV)/bin/mypy subscriber/function_app.py
 	cd $(OUTBOX)/tests && ../../../$(VENV)/bin/mypy --config-file ../../../pyproject.toml .
 	cd examples/orders && ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml .
+	cd $(FUNCSTACK) && ../../$(VENV)/bin/mypy
 	bash deploy/checkov.sh
 
 FAST := tests/unit tests/contract tests/subscriber tests/deploy $(OUTBOX)/tests
-unit: $(PY_STAMP) $(RPC_STAMP)
+unit: $(PY_STAMP)
 	$(PY) -m pytest $(FAST) -q
 	$(MAKE) --no-print-directory example-tests
 
@@ -68,21 +60,28 @@ unit: $(PY_STAMP) $(RPC_STAMP)
 example-tests: $(PY_STAMP)
 	cd examples/orders && ../../$(PY) -m pytest -q
 
-# `make test`: set up (the three parts at once), then the independent tiers at once, each
-# one's output printed whole when it ends: lint, the test suite over $(TEST_WORKERS) workers
-# (a test module stays on one worker: its stack is shared by its tests), the generative API
-# tests on their own (their collection draws the schema's examples: 30 s that every worker
-# would repeat), and the SDKs' fast conformance run. Exit non-zero if any tier fails.
+# `make test`: set up, then the independent tiers at once, each one's output printed whole when
+# it ends: lint, the test suite over $(TEST_WORKERS) workers (a test module stays on one
+# worker: its stack is shared by its tests), funcstack's own tests, the generative API tests on
+# their own (their collection draws the schema's examples: 30 s that every worker would
+# repeat), and the SDKs' fast conformance run. Exit non-zero if any tier fails.
 TEST_WORKERS ?= 3
 GENERATIVE := tests/integration/test_api_generative.py
 
 test:
-	@$(MAKE) --no-print-directory -j3 setup
-	@$(MAKE) --no-print-directory -j4 --output-sync=target lint test-suite test-generative conformance-fast example-tests
+	@$(MAKE) --no-print-directory setup
+	@$(MAKE) --no-print-directory -j6 --output-sync=target lint test-suite test-funcstack test-generative conformance-fast example-tests
 
 test-suite: setup
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile \
 	  --ignore $(GENERATIVE) --cov --cov-report=term --durations=15
+
+# funcstack's own tests (the stand-ins through the SDKs, the host, the CLI, the plugin), from
+# its folder, as any package's.
+FUNCSTACK_WORKERS ?= 2
+test-funcstack: setup
+	cd $(FUNCSTACK) && ../../$(PY) -m pytest -q -p no:cacheprovider -n $(FUNCSTACK_WORKERS) \
+	  --dist loadfile --durations=10
 
 test-generative: setup
 	$(PY) -m pytest -q -p no:cacheprovider $(GENERATIVE)
@@ -120,4 +119,4 @@ reset:
 	@echo "local stack state removed"
 
 clean:
-	rm -rf $(VENV) .venv-checkov emulators/node_modules .stack .pytest_cache .mypy_cache .ruff_cache .coverage
+	rm -rf $(VENV) .venv-checkov .stack .pytest_cache .mypy_cache .ruff_cache .coverage

@@ -14,9 +14,9 @@ from azure.cosmos import CosmosClient
 
 from bench.stats import timed
 from cosmos_outbox.documents import aggregate_document, event_documents
+from cosmos_outbox.testing import InvocationContext
 from domain.contact import Contact
 from domain.values import Company, Name
-from emulators.functions_host.testing import InvocationContext
 from tools.httpclient import Client
 from tools.stack import Stack
 

@@ -1,7 +1,7 @@
 """Cold start through the local Functions host: from the host's process start to the app's first
 201 on `POST /api/contacts`, beside the same for a bare `azure.functions` app.
 
-Each round starts a host (`python -m emulators.functions_host`: the host process, then its
+Each round starts a host (`python -m funcstack.functions_host`: the host process, then its
 worker, which imports and indexes the app and answers "ready") and times, from just before the
 process is spawned, the first answered request: for the app, a `POST /api/contacts` (its first
 201: the app's dependencies are built on it, its Cosmos DB client and the store reached); for the
@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from emulators.functions_host.launcher import RunningRunner, start_runner
+from funcstack.functions_host._launcher import RunningRunner, start_runner
 from tools.httpclient import Client
 from tools.stack import Ports, Stack
 

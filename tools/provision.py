@@ -1,19 +1,37 @@
-"""Create the database and containers this app expects (what the Bicep templates do in Azure):
-contacts (partition key /partitionKey, defaultTtl -1 so per-item TTL works, the indexing policy
-of deploy/indexing-policy.json, the one file the Bicep template loads too), leases (/id), and
-the subscriber's projection container (/partitionKey, defaultTtl -1: its inbox records expire
-per item; only point reads, so nothing is indexed but `type`)."""
+"""This app's Cosmos DB containers, as declared for the local stack in tools/funcstack.json (what
+the Bicep templates create in Azure): contacts (partition key /partitionKey, defaultTtl -1 so
+per-item TTL works, the indexing policy of deploy/indexing-policy.json, the one file the Bicep
+template loads too), leases (/id), and the subscriber's projection container (/partitionKey,
+defaultTtl -1: its inbox records expire per item; only point reads, so nothing is indexed but
+`type`). funcstack provisions them when the stack starts; tests create more containers like
+them under other names."""
 
 from __future__ import annotations
 
 import json
-import warnings
+from functools import cache
 from pathlib import Path
 from typing import Any
 
-from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionKey
+from azure.cosmos import ContainerProxy, DatabaseProxy, PartitionKey
 
-INDEXING_POLICY_FILE = Path(__file__).resolve().parents[1] / "deploy" / "indexing-policy.json"
+from funcstack.config import ContainerSpec, StackConfig, load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+#: This app's declared resources: its Cosmos DB part here, its Service Bus part in
+#: tools/servicebus-config.json (the official emulator's Config.json format).
+STACK_CONFIG = Path(__file__).resolve().with_name("funcstack.json")
+INDEXING_POLICY_FILE = ROOT / "deploy" / "indexing-policy.json"
+
+
+@cache
+def declared() -> StackConfig:
+    return load_config(STACK_CONFIG)
+
+
+def container_spec(name: str) -> ContainerSpec:
+    """A container as declared (by its declared name)."""
+    return next(c for db in declared().cosmos.databases for c in db.containers if c.name == name)
 
 
 def indexing_policy() -> dict[str, Any]:
@@ -21,42 +39,18 @@ def indexing_policy() -> dict[str, Any]:
     return json.loads(INDEXING_POLICY_FILE.read_text("utf-8"))  # type: ignore[no-any-return]
 
 
-def create_contacts_container(database: DatabaseProxy, name: str) -> ContainerProxy:
+def create_like(database: DatabaseProxy, declared_name: str, name: str) -> ContainerProxy:
+    """A container named ``name`` with the settings of the declared ``declared_name``."""
+    spec = container_spec(declared_name)
     return database.create_container_if_not_exists(
-        name, partition_key=PartitionKey(path="/partitionKey"), default_ttl=-1,
-        indexing_policy=indexing_policy(),
+        name, partition_key=PartitionKey(path=spec.partition_key), default_ttl=spec.default_ttl,
+        indexing_policy=dict(spec.indexing_policy) if spec.indexing_policy else None,
     )
+
+
+def create_contacts_container(database: DatabaseProxy, name: str) -> ContainerProxy:
+    return create_like(database, "contacts", name)
 
 
 def create_projection_container(database: DatabaseProxy, name: str) -> ContainerProxy:
-    return database.create_container_if_not_exists(
-        name, partition_key=PartitionKey(path="/partitionKey"), default_ttl=-1,
-        indexing_policy=PROJECTION_INDEXING_POLICY,
-    )
-
-
-PROJECTION_INDEXING_POLICY: dict[str, Any] = {
-    "indexingMode": "consistent",
-    "automatic": True,
-    "includedPaths": [{"path": "/type/?"}],
-    "excludedPaths": [{"path": "/*"}],
-}
-
-
-def provision(
-    connection_string: str,
-    *,
-    database: str = "outbox",
-    container: str = "contacts",
-    lease_container: str = "leases",
-    projection_container: str | None = None,
-    verify_tls: bool = False,
-) -> None:
-    if not verify_tls:
-        warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-    client = CosmosClient.from_connection_string(connection_string, connection_verify=verify_tls)
-    db = client.create_database_if_not_exists(database)
-    create_contacts_container(db, container)
-    db.create_container_if_not_exists(lease_container, partition_key=PartitionKey(path="/id"))
-    if projection_container:
-        create_projection_container(db, projection_container)
+    return create_like(database, "contact-projections", name)

@@ -1,9 +1,9 @@
-"""This app's local stack: the local stand-ins (emulators/) wired for the contacts outbox.
+"""This app's local stack: funcstack (packages/funcstack) wired for the contacts outbox.
 
-Cosmos endpoint + Service Bus endpoint (this app's entities: tools/servicebus-config.json) +
-Azurite + a Functions host serving function_app.py and, beside it on its own port, a second
-host serving the subscriber app in subscriber/, with this app's database and containers
-provisioned and a generated local.settings.json.
+funcstack's services with this app's declared resources (tools/funcstack.json: its Cosmos DB
+containers; tools/servicebus-config.json: its topic and subscriptions) + a Functions host
+serving function_app.py and, beside it on its own port, a second host serving the subscriber
+app in subscriber/, with a generated local.settings.json.
 
 `python -m tools` (what `make run` calls) starts it on the well-known ports and serves until
 Ctrl-C; tests use `Stack` on free ports and stop/kill parts of it to inject faults.
@@ -15,31 +15,20 @@ import json
 import logging
 import os
 import shutil
-import signal
 import sys
-import threading
-import time
-import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from azure.cosmos import ContainerProxy, CosmosClient
+from azure.cosmos import ContainerProxy
 
-from emulators.functions_host.cosmos_trigger import VERIFY_TLS_SETTING
-from emulators.functions_host.launcher import RunningRunner
-from emulators.launch import (
-    LocalServices,
-    PartStartError,
-    free_port,
-    port_in_use,
-    record_processes,
-    running_stack,
-)
-from emulators.otel import ENV_VAR as OTEL_ENV_VAR
-from emulators.processes import describe_exit
-from emulators.servicebus.launcher import ServiceBusEndpoint
-from tools.provision import provision
+from funcstack.config import StackConfig
+from funcstack.functions_host import VERIFY_TLS_SETTING, RunningRunner
+from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
+from funcstack.services import free_port, port_in_use, running_stack
+from funcstack.serving import serve as serve_stack
+from funcstack.stack import LocalStack, ServicePorts
+from tools.provision import declared
 
 __all__ = ["ROOT", "SERVICEBUS_CONFIG", "Ports", "Stack", "free_port", "main", "port_in_use",
            "running_stack"]
@@ -50,18 +39,17 @@ SAMPLE = ROOT / "local.settings.sample.json"
 SUBSCRIBER_DIR = ROOT / "subscriber"
 SUBSCRIBER_SAMPLE = SUBSCRIBER_DIR / "local.settings.sample.json"
 #: This app's topic and subscriptions, in the official emulator's Config.json shape (the file
-#: docker-compose.yml mounts into the official emulator too).
+#: docker-compose.yml mounts into the official emulator too); tools/funcstack.json names it.
 SERVICEBUS_CONFIG = Path(__file__).resolve().with_name("servicebus-config.json")
 #: OpenTelemetry's service name of each app (the resource of what it exports locally).
 SERVICE_NAMES = {"runner": "contacts-outbox", "subscriber": "contacts-subscriber"}
 
 
 @dataclass
-class Ports:
-    cosmos: int = 8081
-    servicebus: int = 5672
+class Ports(ServicePorts):
+    """funcstack's service ports (the well-known ones by default) and this app's hosts'."""
+
     runner: int = 7071
-    azurite: tuple[int, int, int] = (10000, 10001, 10002)
     subscriber: int = 7072
 
     @classmethod
@@ -70,20 +58,17 @@ class Ports:
 
 
 @dataclass
-class Stack(LocalServices):
+class Stack(LocalStack):
+    config: StackConfig | None = field(default_factory=declared)
     ports: Ports = field(default_factory=Ports)
-    with_servicebus: bool = True
     with_azurite: bool = False
     with_runner: bool = True
     #: The subscriber app (subscriber/) in a host of its own, and its projection container.
     with_subscriber: bool = False
     subscriber_overrides: dict[str, str] = field(default_factory=dict)
     settings_overrides: dict[str, str] = field(default_factory=dict)
-    duplicate_window_seconds: float | None = None
-    servicebus_settle_delay_ms: float = 0.0
-    #: The Service Bus endpoint's message size limit in bytes (None: 256 KB, as on Standard);
-    #: change it and call `start_servicebus()` again to move the namespace "to Premium".
-    servicebus_max_message_size: int | None = None
+    # servicebus_max_message_size (funcstack's): change it and call `start_servicebus()` again
+    # to move the namespace "to Premium".
     settings_file: Path | None = None
     #: Also write the generated settings here (`make run`: local.settings.json at the root,
     #: for `func start`, `make tail` and the operators' CLI) before any host starts.
@@ -95,29 +80,9 @@ class Stack(LocalServices):
         """Endpoints, containers, settings, then the hosts: the subscriber's, and the contacts
         app's last, so that when its /health answers 200 the whole stack is up."""
         try:
-            self.run_cosmos(self.ports.cosmos)
-            if self.with_servicebus:
-                self.start_servicebus()
-            if self.with_azurite:
-                self.ports.azurite = self.run_azurite(self.ports.azurite).ports
+            # Cosmos DB, Service Bus, Azurite when asked; the declared containers provisioned.
+            self.start_services()
             values = self.settings()
-            assert self.cosmos is not None
-            try:
-                provision(
-                    self.cosmos.connection_string,
-                    database=values["COSMOS_DATABASE"],
-                    container=values["COSMOS_CONTAINER"],
-                    lease_container=values["COSMOS_LEASE_CONTAINER"],
-                    projection_container=(
-                        self.subscriber_settings()["PROJECTION_CONTAINER"]
-                        if self.with_subscriber else None
-                    ),
-                    verify_tls=self.cosmos.verify_tls,
-                )
-            except Exception as exc:
-                first = (str(exc).strip().splitlines() or [""])[0]
-                raise PartStartError("provisioning",
-                                     f"{type(exc).__name__}: {first}") from exc
             self.settings_file = self.workdir / "local.settings.json"
             write_settings(self.settings_file, values)
             if self.settings_copy is not None:
@@ -150,20 +115,6 @@ class Stack(LocalServices):
     @property
     def subscriber(self) -> RunningRunner | None:
         return self.hosts.get("subscriber")
-
-    def start_servicebus(self) -> ServiceBusEndpoint:
-        """Start the endpoint, or start it again on its port (after `stop_servicebus()`)."""
-        endpoint = self.run_servicebus(
-            self.ports.servicebus, config=SERVICEBUS_CONFIG,
-            duplicate_window_seconds=self.duplicate_window_seconds,
-            settle_delay_ms=self.servicebus_settle_delay_ms,
-            max_message_size=self.servicebus_max_message_size,
-        )
-        self.ports.servicebus = endpoint.port
-        return endpoint
-
-    def stop_servicebus(self) -> None:
-        self.stop_part("servicebus")
 
     def start_runner(self, **overrides: str) -> RunningRunner:
         """The contacts app (function_app.py) in a host of its own."""
@@ -227,12 +178,7 @@ class Stack(LocalServices):
 
     def container(self, name: str) -> ContainerProxy:
         """A container of the app's database on this stack's Cosmos endpoint, through the SDK."""
-        assert self.cosmos is not None
-        warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-        client = CosmosClient.from_connection_string(self.cosmos.connection_string,
-                                                     connection_verify=self.cosmos.verify_tls)
-        return client.get_database_client(self.settings()["COSMOS_DATABASE"]).get_container_client(
-            name)
+        return self.container_client(self.settings()["COSMOS_DATABASE"], name)
 
     def contacts_container(self) -> ContainerProxy:
         """The app's container (events and contacts)."""
@@ -282,7 +228,7 @@ def main() -> int:
               "stop it first", file=sys.stderr)
         return 1
     workdir = ROOT / ".stack"
-    # The workers export telemetry as OTLP/JSON lines here (emulators/otel.py; `make status`).
+    # The workers export telemetry as OTLP/JSON lines here (funcstack/otel.py; `make status`).
     otel_dir = workdir / "otel"
     # `SERVICEBUS_MAX_MESSAGE_SIZE=1048576 make run`: a namespace with Premium's larger messages.
     size = os.environ.get("SERVICEBUS_MAX_MESSAGE_SIZE")
@@ -299,69 +245,13 @@ def main() -> int:
 
 def serve(stack: Stack, pidfile: Path) -> int:
     """Start the stack, print the banner, serve until Ctrl-C (SIGINT), SIGTERM or SIGHUP, or
-    until a part dies; stop everything. Exit status: 0 after a stop asked for, 130 when
-    interrupted while starting, 1 when a part did not start or died (the cause on stderr in a
-    line or two). The processes are recorded in `pidfile` while they run."""
-    stopping = threading.Event()
-    starting = [True]
-
-    def on_signal(signum: int, _frame: object) -> None:
-        first = not stopping.is_set()
-        stopping.set()
-        if first and starting[0]:
-            # Interrupt the start wherever it is: each part started so far is stopped on the
-            # way out (a later signal only sets the flag: the stop is not interrupted).
-            raise KeyboardInterrupt
-
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, on_signal)
-    try:
-        return _serve(stack, pidfile, stopping, starting)
-    except KeyboardInterrupt:  # between the start's end and the serving loop
-        stack.stop()
-        pidfile.unlink(missing_ok=True)
-        return 130
-
-
-def _serve(stack: Stack, pidfile: Path, stopping: threading.Event,
-           starting: list[bool]) -> int:
-    print("starting the local stack (Cosmos, Service Bus, Azurite, Functions hosts for the "
-          "subscriber and the contacts app)...", flush=True)
-    try:
-        stack.start()
-        starting[0] = False
-    except KeyboardInterrupt:
-        # Stack.start stopped what it had started (each launcher its half-started child).
-        print("interrupted while starting; everything started so far is stopped.", flush=True)
-        return 130
-    except PartStartError as exc:
-        print(f"make run: {exc}", file=sys.stderr, flush=True)
-        return 1
-    record_processes(pidfile, stack.pids())
-    print(banner(stack), flush=True)
-    exit_code = 0
-    try:
-        while not stopping.is_set():
-            dead = stack.dead_part()
-            if dead is not None:
-                name, code = dead
-                lines = stack.record_exit(name, code)
-                print(f"{name} exited unexpectedly ({describe_exit(code)}); stopping the "
-                      f"stack. Last lines of .stack/{name}.log:", file=sys.stderr, flush=True)
-                for line in lines:
-                    print(f"  {line}", file=sys.stderr, flush=True)
-                exit_code = 1
-                break
-            stopping.wait(0.5)
-    finally:
-        started = time.monotonic()
-        print("stopping...", flush=True)
-        stack.stop()
-        for name, pid in stack.pids():
-            logger.info("%s (pid %s) stopped", name, pid)
-        pidfile.unlink(missing_ok=True)
-        print(f"stopped in {time.monotonic() - started:.1f} s.", flush=True)
-    return exit_code
+    until a part dies; stop everything (funcstack's serving loop). Exit status: 0 after a stop
+    asked for, 130 when interrupted while starting, 1 when a part did not start or died (the
+    cause on stderr in a line or two). The processes are recorded in `pidfile` while they run."""
+    return serve_stack(
+        stack, pidfile, banner=lambda: banner(stack), prog="make run",
+        starting="starting the local stack (Cosmos, Service Bus, Azurite, Functions hosts for "
+                 "the subscriber and the contacts app)...")
 
 
 def banner(stack: Stack) -> str:

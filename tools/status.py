@@ -1,5 +1,5 @@
 """`make status`: a one-screen summary of the outbox from the local OTLP/JSON files
-(.stack/otel/metrics.jsonl, written by `emulators.otel` in the workers during `make run`) and,
+(.stack/otel/metrics.jsonl, written by `funcstack.otel` in the workers during `make run`) and,
 while the stack runs, from the app's own `GET /api/outbox/status`.
 
 It says first whether a stack runs from this checkout (the processes `make run` recorded in
@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from cosmos_outbox.relay import telemetry as names
-from emulators.launch import running_stack
-from emulators.otel import METRICS_FILE
+from funcstack.otel import METRICS_FILE
+from funcstack.services import running_stack
 from tools.admin import DEFAULT_API
 from tools.stack import PIDFILE, ROOT
 

@@ -18,7 +18,7 @@ import os
 from datetime import UTC, datetime
 from pathlib import Path
 
-from emulators.servicebus.tail import tail
+from funcstack.servicebus.tail import print_arrivals
 
 CONNECTION_SETTING = "ServiceBusConnection"
 TOPIC_SETTING = "SERVICEBUS_TOPIC"
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     topic = args.topic or setting(TOPIC_SETTING) or DEFAULT_TOPIC
     since = None if args.from_start else datetime.now(UTC)
     try:
-        tail(connection_string, topic=topic, subscription=args.subscription, since=since)
+        print_arrivals(connection_string, topic=topic, subscription=args.subscription, since=since)
     except KeyboardInterrupt:
         return 0
     return 0

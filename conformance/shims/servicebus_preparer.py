@@ -16,7 +16,7 @@ from typing import Any
 from devtools_testutils import AzureMgmtPreparer, FakeResource
 from devtools_testutils.resource_testcase import RESOURCE_GROUP_PARAM
 
-from emulators.servicebus.control import request
+from funcstack.servicebus._control import request
 
 SERVICEBUS_DEFAULT_AUTH_RULE_NAME = "RootManageSharedAccessKey"
 SERVICEBUS_NAMESPACE_PARAM = "servicebus_namespace"

@@ -34,7 +34,8 @@ REQUIRED_PACKAGES = ["domain", "infra"]
 # Must never ship: tests, the local stack, node_modules, templates, local settings, tooling.
 FORBIDDEN_PREFIXES = [
     "tests/",
-    "emulators/",
+    "packages/funcstack/",
+    ".funcstack/",
     "tools/",
     "node_modules/",
     "deploy/",

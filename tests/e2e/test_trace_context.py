@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from cosmos_outbox.relay import telemetry as names
-from emulators.otel import ENV_VAR as OTEL_ENV_VAR
-from emulators.otel import METRICS_FILE, TRACES_FILE
+from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
+from funcstack.otel import METRICS_FILE, TRACES_FILE
 from tools.httpclient import Client
 from tools.receive import Received, count_at_least, drain
 from tools.stack import SERVICE_NAMES, Ports, Stack
@@ -46,7 +46,7 @@ def test_a_posts_message_carries_the_trace_id_of_that_request(fresh_stack: Stack
 
 def test_the_local_worker_exports_the_relays_telemetry_to_files(tmp_path: Path) -> None:
     """`make run`'s telemetry path: FUNCTIONS_HOST_OTEL_DIR makes the worker process install the
-    file exporters (emulators/otel.py), so the relay's metrics and its PRODUCER span, linked
+    file exporters (funcstack/otel.py), so the relay's metrics and its PRODUCER span, linked
     to the request's trace, reach `.stack/otel` and `make status` can read them."""
     otel_dir = tmp_path / "otel"
     with Stack(workdir=tmp_path / "stack", ports=Ports.free(),

@@ -14,8 +14,9 @@ Deliberate exceptions, each configured here and nowhere else:
   too), so the request is the one without that parameter, which may well be valid.
 - Header values are sent UTF-8 encoded (the HTTP client would send latin-1). The Functions host
   (Kestrel) decodes header values as UTF-8 and refuses other bytes itself, with a bodyless 400,
-  before the app (the local host does the same; tests/integration/functions_host/test_parity.py),
-  so only UTF-8 headers reach the app and test it.
+  before the app (the local host does the same:
+  packages/funcstack/tests/functions_host/test_parity.py), so only UTF-8 headers reach the app
+  and test it.
 
 Speed only (`_memoize_regex_strategies`): Hypothesis builds a regex's strategy anew each time it
 is asked, character class by character class, and schemathesis asks for the same few patterns

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 
-from emulators.cosmos.launcher import CosmosEndpoint, start_cosmos
+from funcstack.cosmos._launcher import CosmosEndpoint, start_cosmos
 
 pytestmark = [
     pytest.mark.integration,

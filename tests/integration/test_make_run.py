@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from emulators.launch import LocalServices, PartStartError
+from funcstack.services import LocalServices, PartStartError
 from tools.stack import ROOT, free_port, port_in_use
 
 pytestmark = pytest.mark.integration

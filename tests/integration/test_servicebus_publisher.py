@@ -22,7 +22,7 @@ from cosmos_outbox.settings import OutboxSettings
 from cosmos_outbox.testing.fakes import InMemoryQuarantine
 from domain.contact import Contact
 from domain.values import Company, Name
-from emulators.servicebus.launcher import ServiceBusEndpoint, start_servicebus
+from funcstack.servicebus import ServiceBusEndpoint, start_servicebus
 from tools.receive import count_at_least, drain
 from tools.stack import SERVICEBUS_CONFIG
 

@@ -24,7 +24,7 @@ from cosmos_outbox.subscriber.projector import (
     held_id,
     inbox_id,
 )
-from emulators.cosmos.launcher import start_cosmos
+from funcstack.cosmos import start_cosmos
 from tools.provision import create_projection_container
 
 from contacts_projection.projection import ContactProjection  # isort: skip

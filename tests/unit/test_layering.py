@@ -1,9 +1,9 @@
 """The direction of dependencies: the app (entrypoints -> application -> domain; infra ->
 domain) builds on cosmos-outbox, which knows no app; the domain core (the app's `domain/` and the
 package's `cosmos_outbox.domain` and `cosmos_outbox.text`) imports only the standard library
-and pydantic; the local stand-ins (emulators/) know nothing of this app; the subscriber is an app
-of its own; tooling (tools/) and benchmarks use the app, never the tests, and the app never uses
-them."""
+and pydantic; the local stack tool (packages/funcstack) knows nothing of this app; the subscriber
+is an app of its own; tooling (tools/) and benchmarks use the app, never the tests, and the app
+never uses them."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ APP = {"domain", "application", "infra", "entrypoints", "function_app"}
 PACKAGE = "packages/cosmos-outbox/src/cosmos_outbox"
 #: The package's domain core: what an app's domain may import of it.
 DOMAIN_CORE = {"cosmos_outbox.domain", "cosmos_outbox.text"}
+FUNCSTACK_SRC = "packages/funcstack/src/funcstack"
+FUNCSTACK_TESTS = "packages/funcstack/tests"
 
 
 def imported_modules(package: str) -> set[str]:
@@ -66,7 +68,7 @@ def test_the_packages_domain_core_imports_only_the_standard_library_and_pydantic
 
 
 def test_the_package_imports_nothing_of_any_app_or_of_this_repository() -> None:
-    assert imported_roots(PACKAGE) & (APP | {"tools", "tests", "bench", "emulators",
+    assert imported_roots(PACKAGE) & (APP | {"tools", "tests", "bench", "funcstack",
                                              "subscriber", "contacts_projection",
                                              "conformance", "orders"}) == set()
 
@@ -77,12 +79,19 @@ def test_the_package_imports_nothing_of_any_app_or_of_this_repository() -> None:
         ("domain", {"application", "infra", "entrypoints", "function_app", "azure", "tools"}),
         ("application", {"infra", "entrypoints", "function_app", "azure", "tools"}),
         ("infra", {"entrypoints", "function_app", "tools"}),
-        ("entrypoints", {"function_app", "tools", "emulators", "tests", "bench"}),
-        ("function_app.py", {"tools", "emulators", "tests", "bench"}),
-        # The local stand-ins for Azure serve any app: they import none of this one.
-        ("emulators", APP | {"subscriber", "contacts_projection", "tools", "bench", "tests"}),
-        # A separate Function App, deployed on its own: it shares no code with this one.
-        ("subscriber", APP | {"tools", "emulators", "tests", "bench"}),
+        ("entrypoints", {"function_app", "tools", "funcstack", "tests", "bench"}),
+        ("function_app.py", {"tools", "funcstack", "tests", "bench"}),
+        # The local stack tool serves any app: neither it nor its tests import this one.
+        (FUNCSTACK_SRC, APP | {"subscriber", "contacts_projection", "tools", "bench", "tests",
+                               "conformance", "cosmos_outbox", "orders"}),
+        (FUNCSTACK_TESTS, APP | {"subscriber", "contacts_projection", "tools", "bench", "tests",
+                                 "conformance", "cosmos_outbox", "orders"}),
+        # A separate Function App, deployed on its own: it shares no code with this one (it
+        # shares the library).
+        ("subscriber", APP | {"tools", "funcstack", "tests", "bench"}),
+        # The example: the library alone.
+        ("examples/orders", APP | {"tools", "funcstack", "tests", "bench", "subscriber",
+                                   "contacts_projection"}),
         ("tools", {"tests", "bench"}),
         ("bench", {"tests"}),
     ],
@@ -112,6 +121,10 @@ def app_names() -> set[str]:
             names.add(topic["Name"])
             names |= {sub["Name"] for sub in topic.get("Subscriptions", [])}
         names |= {queue["Name"] for queue in namespace.get("Queues", [])}
+    declared = json.loads((ROOT / "tools" / "funcstack.json").read_text("utf-8"))
+    for database in declared["Cosmos"]["Databases"]:
+        names.add(database["Name"])
+        names |= {container["Name"] for container in database["Containers"]}
     return names
 
 
@@ -155,12 +168,13 @@ def test_the_app_names_are_found_where_they_are() -> None:
     assert names_in("const tail = 1; // leases; MY_COSMOS_DATABASE_X") == set()
 
 
-def test_the_local_stand_ins_name_nothing_of_this_app() -> None:
+def test_the_local_stack_tool_names_nothing_of_this_app() -> None:
     """Containers, topic, subscriptions, routes and settings come from configuration or
-    arguments: the source of emulators/ (Python and JavaScript; not its READMEs or the npm
-    lock file) names none of them."""
-    sources = [p for p in sorted((ROOT / "emulators").rglob("*"))
-               if p.suffix in {".py", ".js"} and "node_modules" not in p.parts]
+    arguments: funcstack's source (Python, JavaScript, its package.json; not its docs or the
+    npm lock file) names none of them, not even as a default."""
+    sources = [p for p in sorted((ROOT / FUNCSTACK_SRC).rglob("*"))
+               if (p.suffix in {".py", ".js"} or p.name == "package.json")
+               and "node_modules" not in p.parts]
     assert len(sources) > 20
     offenders = {str(p.relative_to(ROOT)): sorted(found) for p in sources
                  if (found := names_in(p.read_text("utf-8")))}

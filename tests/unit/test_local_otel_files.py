@@ -19,7 +19,7 @@ from cosmos_outbox.relay import Relay
 from cosmos_outbox.relay import telemetry as names
 from cosmos_outbox.relay.telemetry import RelayTelemetry
 from cosmos_outbox.testing.fakes import FakePublisher, InMemoryQuarantine
-from emulators.otel import JsonLinesMetricExporter, JsonLinesSpanExporter
+from funcstack.otel import JsonLinesMetricExporter, JsonLinesSpanExporter
 from tests.unit.test_relay import TRACE, history
 from tools import status
 from tools.stack import ROOT

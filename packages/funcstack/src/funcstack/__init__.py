@@ -1,0 +1,57 @@
+"""funcstack: a Docker-free local Azure stack for Python Functions apps.
+
+Cosmos DB, Service Bus and Azurite stand-ins and a Functions host driving the real worker
+library; declared resources (the Service Bus emulator's Config.json plus a Cosmos part); the
+``funcstack`` command (``run``, ``up``, ``setup``); a pytest plugin (``funcstack_services``,
+``funcstack_app``). See the package's README."""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from funcstack._cache import SetupError
+    from funcstack.config import ConfigError, StackConfig, load_config
+    from funcstack.provision import ProvisionReport, provision_cosmos
+    from funcstack.services import LocalServices, PartStartError
+    from funcstack.stack import LocalStack, ServicePorts, local_settings
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ConfigError",
+    "LocalServices",
+    "LocalStack",
+    "PartStartError",
+    "ProvisionReport",
+    "ServicePorts",
+    "SetupError",
+    "StackConfig",
+    "__version__",
+    "load_config",
+    "local_settings",
+    "provision_cosmos",
+]
+
+_WHERE = {
+    "ConfigError": "funcstack.config",
+    "StackConfig": "funcstack.config",
+    "load_config": "funcstack.config",
+    "ProvisionReport": "funcstack.provision",
+    "provision_cosmos": "funcstack.provision",
+    "LocalStack": "funcstack.stack",
+    "ServicePorts": "funcstack.stack",
+    "local_settings": "funcstack.stack",
+    "LocalServices": "funcstack.services",
+    "PartStartError": "funcstack.services",
+    "SetupError": "funcstack._cache",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The public names, imported when first used (the worker and the pytest plugin
+    import this package: they pay only for what they use)."""
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_WHERE[name]), name)

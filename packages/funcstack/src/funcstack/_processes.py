@@ -1,0 +1,109 @@
+"""What the launchers of the local stand-ins share about their child processes: how one is
+started (a process group of its own), stopped when it did not get ready, described when it
+exits, and the last lines of its log, to say on the console why it failed."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from contextlib import suppress
+from pathlib import Path
+from typing import Any
+
+#: Popen arguments of every endpoint and host: a process group of its own, so a Ctrl-C in the
+#: terminal reaches only the process that started it, which stops them in order (each flushes
+#: its state; none dies half-started with a traceback).
+OWN_PROCESS_GROUP: dict[str, Any] = {"process_group": 0}
+
+
+def stop_child(process: subprocess.Popen[Any], grace: float = 1.5) -> None:
+    """SIGTERM, then SIGKILL after `grace` seconds. For a child that is being given up."""
+    if process.poll() is None:
+        with suppress(ProcessLookupError):
+            process.terminate()
+        try:
+            process.wait(grace)
+        except subprocess.TimeoutExpired:
+            with suppress(ProcessLookupError):
+                process.kill()
+            process.wait(grace)
+
+
+def describe_exit(code: int | None) -> str:
+    """`exit code 1`, `killed by SIGKILL`, `still running`."""
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def last_lines(path: Path | None, count: int = 3, *, width: int = 300) -> list[str]:
+    """The last `count` non-blank lines of a log (each cut at `width` characters); none when
+    there is no log."""
+    if path is None:
+        return []
+    try:
+        with path.open("rb") as log:
+            log.seek(0, 2)
+            size = log.tell()
+            log.seek(max(0, size - 64 * 1024))
+            tail = log.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    lines = [line.rstrip() for line in tail.splitlines() if line.strip()]
+    return [line if len(line) <= width else line[:width] + "..." for line in lines[-count:]]
+
+
+def note(path: Path | None, text: str) -> None:
+    """Append one line, stamped like the hosts' logs, to a part's log: what happened to the
+    process (started, exited) is in its own log even when the process wrote nothing."""
+    if path is None:
+        return
+    stamp = time.strftime("%Y-%m-%d %H:%M:%S")
+    with suppress(OSError), path.open("a", encoding="utf-8") as log:
+        log.write(f"{stamp} {text}\n")
+
+
+def _children() -> list[int]:
+    """Live (not zombie) child processes of this process, from /proc (none elsewhere)."""
+    me = os.getpid()
+    found = []
+    try:
+        entries = list(Path("/proc").iterdir())
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] != "Z" and int(fields[1]) == me:
+            found.append(int(entry.name))
+    return found
+
+
+def stop_stray_children(grace: float = 1.5) -> None:
+    """Stop every child process of this one that still runs: SIGTERM, then SIGKILL after
+    ``grace`` seconds. For a process whose children are all its stack's (``funcstack run``):
+    a Ctrl-C that lands while a part's process is being created (after the fork, before its
+    launcher holds it) leaves a child no part knows; this finds it."""
+    pids = _children()
+    for pid in pids:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while pids and time.monotonic() < deadline:
+        time.sleep(0.05)
+        pids = [pid for pid in pids if pid in _children()]
+    for pid in pids:
+        with suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)

@@ -1,0 +1,242 @@
+"""The ``funcstack`` command.
+
+``funcstack run --app DIR [--app DIR2] [--config FILE]``: start the services, provision the
+declared resources, write each app's ``local.settings.json`` from its sample, start a Functions
+host per app and print their URLs; serve until Ctrl-C.
+``funcstack up [--config FILE]``: the services only (for tests and other tools).
+``funcstack setup``: install the Node packages and the Functions RPC messages into the cache
+now (both happen on first use otherwise).
+
+State (Cosmos DB documents, Service Bus messages, Azurite's data) and logs are kept in
+``.funcstack/`` under the current folder; ``--fresh`` forgets the state first.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import shutil
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from funcstack._cache import SetupError, cache_root, setup
+from funcstack.config import ConfigError, StackConfig, load_config
+from funcstack.functions_host import RunningRunner
+from funcstack.services import port_in_use, running_stack
+from funcstack.serving import serve
+from funcstack.stack import DEFAULT_HOST_PORT, SAMPLE_SETTINGS, SETTINGS, LocalStack, ServicePorts
+
+__all__ = ["CONFIG_FILE", "STATE_FOLDER", "main"]
+
+#: The declared-resources file looked for when --config is not given.
+CONFIG_FILE = "funcstack.json"
+#: Where a project's stack keeps its state and logs (under the current folder).
+STATE_FOLDER = ".funcstack"
+PROG = "funcstack"
+
+
+class UsageError(Exception):
+    """A mistake on the command line or in the project (one line, exit status 1)."""
+
+
+@dataclass
+class App:
+    directory: Path
+    name: str
+    port: int
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG, description="A Docker-free local Azure stack for Python Functions apps.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def common(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--config", type=Path, default=None,
+                         help=f"declared resources (default: ./{CONFIG_FILE}, else the first "
+                              "app's, when there is one)")
+        sub.add_argument("--fresh", action="store_true",
+                         help=f"forget the state kept in {STATE_FOLDER}/ first")
+        sub.add_argument("--free-ports", action="store_true",
+                         help="free ports instead of the well-known ones (8081, 5672, "
+                              "10000-10002; apps 7071, 7072, ...)")
+
+    run = commands.add_parser("run", help="the services and a Functions host per app")
+    run.add_argument("--app", type=Path, action="append", required=True, metavar="DIR",
+                     help="a Functions app folder (function_app.py); repeat for more apps")
+    run.add_argument("--python", default=None, metavar="PATH",
+                     help="the interpreter the apps' workers run with (default: this one); "
+                          "it needs funcstack and the apps' requirements installed")
+    common(run)
+    up = commands.add_parser("up", help="the services only (Cosmos DB, Service Bus, Azurite)")
+    up.add_argument("--json", action="store_true",
+                    help="once up, print one JSON line with the connection strings")
+    common(up)
+    commands.add_parser("setup", help="install the Node packages and the Functions RPC "
+                                      "messages into the cache now")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "setup":
+            return _setup()
+        return _start(args)
+    except (UsageError, ConfigError, SetupError) as exc:
+        print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
+        return 1
+
+
+def _setup() -> int:
+    modules, wheel = setup()
+    print(f"{PROG}: Node packages in {modules.parent}; Functions RPC messages {wheel} "
+          f"(cache: {cache_root()})")
+    return 0
+
+
+def _config(explicit: Path | None, apps: Sequence[Path]) -> StackConfig | None:
+    if explicit is not None:
+        return load_config(explicit)
+    for candidate in (Path.cwd() / CONFIG_FILE, *(app / CONFIG_FILE for app in apps[:1])):
+        if candidate.is_file():
+            return load_config(candidate)
+    return None
+
+
+def _apps(dirs: Sequence[Path], free: bool) -> list[App]:
+    apps: list[App] = []
+    wanted: list[int | None] = []
+    for given in dirs:
+        directory = given.resolve()
+        if not directory.is_dir():
+            raise UsageError(f"--app {given}: no such folder")
+        if not (directory / "function_app.py").is_file():
+            raise UsageError(f"--app {given}: no function_app.py in {directory} (a Python "
+                             "Functions app, v2 programming model)")
+        port = None
+        sample = directory / SAMPLE_SETTINGS
+        if sample.is_file():
+            try:
+                text = json.loads(sample.read_text(encoding="utf-8-sig"))
+                raw = (text.get("Host") or {}).get("LocalHttpPort")
+            except (ValueError, AttributeError):
+                raw = None  # the stack reads it again and names the error
+            port = int(raw) if isinstance(raw, int) or (isinstance(raw, str) and raw.isdigit()) \
+                else None
+        names = {a.name for a in apps}
+        name = directory.name or "app"
+        while name in names:
+            name += "-2"
+        apps.append(App(directory, name, 0))
+        wanted.append(port)
+    taken = {p for p in wanted if p is not None}
+    next_port = DEFAULT_HOST_PORT
+    for app, port in zip(apps, wanted, strict=True):
+        if free:
+            continue
+        if port is None:
+            while next_port in taken:
+                next_port += 1
+            port = next_port
+            taken.add(port)
+        app.port = port
+    ports = [a.port for a in apps if a.port]
+    if len(set(ports)) != len(ports):
+        raise UsageError(f"two apps want the same port ({', '.join(map(str, ports))}): change "
+                         "Host.LocalHttpPort in a local.settings.sample.json")
+    return apps
+
+
+def _start(args: argparse.Namespace) -> int:
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.getLogger("azure").setLevel(logging.WARNING)
+    app_dirs: list[Path] = list(getattr(args, "app", None) or [])
+    apps = _apps(app_dirs, args.free_ports)
+    config = _config(args.config, [a.directory for a in apps])
+    workdir = Path.cwd() / STATE_FOLDER
+    pidfile = workdir / "pids.json"
+    running = running_stack(pidfile)
+    if running:
+        listed = ", ".join(f"{p.name} (pid {p.pid})" for p in running)
+        raise UsageError(f"a stack is already running from this folder: {listed}; stop it "
+                         "first (Ctrl-C in its terminal)")
+    pidfile.unlink(missing_ok=True)
+    ports = ServicePorts.free() if args.free_ports else ServicePorts()
+    if not args.free_ports:
+        wanted = [("cosmos", ports.cosmos), ("servicebus", ports.servicebus),
+                  *(("azurite", p) for p in ports.azurite), *((a.name, a.port) for a in apps)]
+        busy = [f"{port} ({name})" for name, port in wanted if port_in_use(port)]
+        if busy:
+            raise UsageError(f"port(s) in use: {', '.join(busy)}: another stack or emulator? "
+                             "Stop it, or use --free-ports")
+    if args.fresh:
+        shutil.rmtree(workdir / "state", ignore_errors=True)
+        shutil.rmtree(workdir / "azurite", ignore_errors=True)
+    workdir.mkdir(parents=True, exist_ok=True)
+    ignore = workdir / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# made by funcstack: its state and logs\n*\n")
+    stack = LocalStack(workdir=workdir, state_dir=workdir / "state", config=config, ports=ports)
+    hosts: dict[str, RunningRunner] = {}
+
+    def start() -> None:
+        stack.start()
+        for app in apps:
+            hosts[app.name] = stack.host_app(app.directory, name=app.name, port=app.port,
+                                             python=getattr(args, "python", None))
+
+    def banner() -> str:
+        return _banner(stack, apps, hosts, workdir, as_json=getattr(args, "json", False))
+
+    what = "the services" + (" and " + ", ".join(a.name for a in apps) if apps else "")
+    return serve(stack, pidfile, banner=banner, prog=PROG, start=start,
+                 starting=f"{PROG}: starting {what}...")
+
+
+def _banner(stack: LocalStack, apps: list[App], hosts: dict[str, RunningRunner],
+            workdir: Path, *, as_json: bool) -> str:
+    here = Path.cwd()
+
+    def shown(path: Path) -> str:
+        try:
+            return str(path.relative_to(here))
+        except ValueError:
+            return str(path)
+
+    lines = [""]
+    width = max([11, *(len(a.name) for a in apps)]) + 2
+    for app in apps:
+        host = hosts[app.name]
+        lines.append(f"  {app.name:<{width}}{host.url}   (settings: "
+                     f"{shown(app.directory / SETTINGS)}, log: {shown(stack.log_path(app.name))})")
+    connections = stack.connections()
+    labels = {"cosmos": "Cosmos DB", "servicebus": "Service Bus", "storage": "Storage"}
+    for kind, label in labels.items():
+        if kind in connections:
+            lines.append(f"  {label:<{width}}{connections[kind]}")
+    for line in stack.report.lines():
+        lines.append(f"  {'':<{width}}{line}")
+    if stack.config is not None:
+        lines.append(f"  {'Declared':<{width}}{shown(stack.config.path or here)}")
+        if stack.config.servicebus_file is not None:
+            lines += [f"  {'':<{width}}{line}" for line in stack.config.summary()[-1:]]
+    lines.append(f"  {'State':<{width}}{shown(workdir / 'state')} (kept across runs; --fresh "
+                 f"forgets it)   Logs: {shown(workdir)}/*.log")
+    lines += ["", "Ctrl-C stops everything."]
+    if as_json:
+        lines.append(json.dumps({"ready": True, **connections,
+                                 "apps": {a.name: hosts[a.name].url for a in apps}}))
+    return "\n".join(lines)
+
+
+def _entry() -> None:  # pragma: no cover - `python -m funcstack`
+    raise SystemExit(main())
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _entry()

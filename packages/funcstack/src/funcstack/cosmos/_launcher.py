@@ -1,0 +1,202 @@
+"""Start / stop the local Cosmos DB endpoint (``node funcstack/cosmos/server.js``).
+
+The endpoint is the npm package ``@vercel/cosmosdb-server`` 1.0.1 extended at start-up
+(atomic batch, incremental change feed, TTL, 404/409/412, keep-alive); the unmodified
+``azure-cosmos`` SDK talks to it over HTTPS with ``connection_verify=False``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import ssl
+import subprocess
+import threading
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+
+from funcstack._cache import SetupError, node_executable, node_modules
+from funcstack._processes import OWN_PROCESS_GROUP, describe_exit, last_lines, note, stop_child
+
+logger = logging.getLogger(__name__)
+
+COSMOS_DIR = Path(__file__).resolve().parent
+SERVER_JS = COSMOS_DIR / "server.js"
+
+#: The Cosmos DB emulator's well-known key (the local endpoint accepts any key).
+EMULATOR_KEY = (
+    "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU9DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
+)
+
+
+class CosmosStartError(RuntimeError):
+    """The local endpoint could not be started."""
+
+
+@dataclass(frozen=True)
+class CosmosEndpoint:
+    """A running local endpoint process. State is in memory only: ``stop()`` loses it."""
+
+    endpoint: str
+    key: str
+    verify_tls: bool
+    process: subprocess.Popen[bytes]
+    port: int = 0
+    _log: IO[bytes] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def connection_string(self) -> str:
+        return f"AccountEndpoint={self.endpoint};AccountKey={self.key};"
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Terminate (SIGTERM), wait, kill on timeout. Idempotent."""
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                logger.warning("cosmos endpoint pid %s did not stop, killing", self.process.pid)
+                self.process.kill()
+                self.process.wait(timeout=timeout)
+        if self.process.stdout is not None and not self.process.stdout.closed:
+            self.process.stdout.close()
+        if self._log is not None and not self._log.closed:
+            self._log.close()
+
+    def inject_fault(
+        self,
+        status_code: int = 429,
+        *,
+        count: int = 1,
+        retry_after_ms: int = 10,
+        methods: list[str] | None = None,
+    ) -> None:
+        """Make the next ``count`` document requests fail with ``status_code`` (local only).
+
+        429 carries ``x-ms-retry-after-ms`` like the service; ``methods`` limits the fault
+        to those HTTP methods (e.g. ``["POST"]`` for creates, upserts, batches and queries).
+        """
+        body: dict[str, object] = {
+            "statusCode": status_code,
+            "count": count,
+            "retryAfterMs": retry_after_ms,
+        }
+        if methods is not None:
+            body["operations"] = methods
+        self._control("POST", body)
+
+    def clear_faults(self) -> None:
+        self._control("DELETE", None)
+
+    def _control(self, method: str, body: dict[str, object] | None) -> None:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE  # the package's self-signed certificate
+        data = json.dumps(body).encode() if body is not None else None
+        request = urllib.request.Request(  # noqa: S310 - our own endpoint URL
+            f"{self.endpoint.rstrip('/')}/_emulators/faults",
+            data=data,
+            method=method,
+            headers={"content-type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=10, context=context) as response:  # noqa: S310
+            response.read()
+
+    def __enter__(self) -> CosmosEndpoint:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def start_cosmos(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    log_path: Path | None = None,
+    timeout: float = 30.0,
+    tls: tuple[Path, Path] | None = None,
+    extra_args: list[str] | None = None,
+    state_file: Path | None = None,
+) -> CosmosEndpoint:
+    """Run the endpoint and wait for its ready line. ``port=0`` lets the OS pick a free port.
+    With ``state_file`` the endpoint starts from it (when it exists) and writes every change to
+    it within half a second, and once more when stopped."""
+    try:
+        node = node_executable()
+        modules = node_modules()  # npm ci into funcstack's cache on first use
+    except SetupError as exc:
+        raise CosmosStartError(str(exc)) from None
+    cmd = [node, str(SERVER_JS), "--host", host, "--port", str(port), *(extra_args or [])]
+    if tls is not None:
+        cmd += ["--cert", str(tls[0]), "--key", str(tls[1])]
+    if state_file is not None:
+        cmd += ["--state-file", str(state_file)]
+    log: IO[bytes] | None = log_path.open("ab") if log_path is not None else None
+    process = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=log if log is not None else subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+        cwd=str(COSMOS_DIR),
+        # server.js requires the npm package from funcstack's cache
+        env={**os.environ, "NODE_NO_WARNINGS": "1", "NODE_PATH": str(modules)},
+        **OWN_PROCESS_GROUP,
+    )
+    ready: dict[str, object] = {}
+    assert process.stdout is not None
+    stdout = process.stdout
+
+    def read_ready() -> None:
+        line = stdout.readline()
+        if line:
+            try:
+                ready.update(json.loads(line))
+            except ValueError:
+                ready["error"] = line.decode("utf-8", "replace")
+
+    reader = threading.Thread(target=read_ready, daemon=True)
+    reader.start()
+    deadline = time.monotonic() + timeout
+    try:
+        reader.join(timeout=max(0.0, deadline - time.monotonic()))
+    except BaseException:  # interrupted: the endpoint does not outlive its start
+        stop_child(process)
+        if log is not None:
+            log.close()
+        raise
+    if not ready.get("ready"):
+        code = process.poll()
+        if code is None:
+            process.kill()
+            process.wait(timeout=5)
+            code = process.returncode
+        if log is not None:
+            log.close()
+        lines = last_lines(log_path)
+        raise CosmosStartError(
+            f"the endpoint did not become ready ({describe_exit(code)}"
+            + (f", output {str(ready['error']).strip()!r}" if ready.get("error") else "") + ")"
+            + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else "")
+        )
+    endpoint = CosmosEndpoint(
+        endpoint=str(ready["endpoint"]),
+        key=EMULATOR_KEY,
+        verify_tls=False,
+        process=process,
+        port=int(str(ready["port"])),
+        _log=log,
+    )
+    logger.info("cosmos endpoint ready at %s (pid %s)", endpoint.endpoint, process.pid)
+    note(log_path, f"cosmos endpoint ready at {endpoint.endpoint} (pid {process.pid})")
+    return endpoint

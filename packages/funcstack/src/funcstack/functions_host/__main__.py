@@ -1,0 +1,96 @@
+"""Run a Functions app locally.
+
+``python -m funcstack.functions_host --app-dir . --settings local.settings.json``
+
+Prints one JSON line on stdout when ready: ``{"ready": true, "port": N, "url": "..."}``, or
+when it cannot start ``{"ready": false, "error": "..."}`` (the cause in one line, e.g. the
+worker's indexing error verbatim) and exits with 1; logs go to stderr. SIGINT/SIGTERM stop it
+cleanly, during its start too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import signal
+import sys
+
+from funcstack.functions_host._runner import Runner
+
+
+def _parse(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="python -m funcstack.functions_host", description=__doc__)
+    parser.add_argument("--app-dir", default=".")
+    parser.add_argument("--script", default="function_app.py",
+                        help="the app's script; default: the Python v2 model's file name")
+    parser.add_argument("--settings", default=None, help="local.settings.json (Values)")
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=7071, help="0 = a free port")
+    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--python", default=None,
+                        help="the language worker's interpreter (default: this one)")
+    return parser.parse_args(argv)
+
+
+logger = logging.getLogger("funcstack.functions_host")
+
+
+def _say(line: dict[str, object]) -> None:
+    sys.stdout.write(json.dumps(line) + "\n")
+    sys.stdout.flush()
+
+
+async def _main(args: argparse.Namespace) -> int:
+    runner = Runner(
+        args.app_dir,
+        script=args.script,
+        settings_file=args.settings,
+        host=args.host,
+        port=args.port,
+        python=args.python,
+    )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    # A stop asked for during the start cancels it (the worker is stopped on the way out).
+    starting = asyncio.create_task(runner.start_async(), name="host-start")
+    stopped = asyncio.create_task(stop.wait(), name="host-stop")
+    await asyncio.wait({starting, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    if not starting.done():
+        starting.cancel()
+        with contextlib.suppress(BaseException):
+            await starting
+        logger.info("host stopped while starting")
+        return 0
+    stopped.cancel()
+    error = starting.exception()
+    if error is not None:
+        reason = str(error) or type(error).__name__
+        logger.error("the host did not start: %s", reason)  # its cause, without a traceback
+        _say({"ready": False, "error": reason})
+        return 1
+    try:
+        _say({"ready": True, "port": runner.port, "url": runner.url})
+        await stop.wait()
+    finally:
+        await runner.stop_async()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = _parse(argv)
+    logging.basicConfig(
+        stream=sys.stderr,
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    logging.getLogger("azure").setLevel(logging.WARNING)
+    sys.exit(asyncio.run(_main(args)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,287 @@
+"""HTTP triggers: requests become ``RpcHttp`` invocations and responses come back the host's way.
+
+The mapping follows the Functions host (``GrpcMessageConversionExtensions.ToRpcHttp`` and
+``RawScriptResult``) for a worker with the Python worker's capabilities (``RawHttpBodyBytes``,
+``RpcHttpBodyOnly``, no nullable dictionaries):
+
+* header names lower-cased; a repeated header's values joined with ``,``;
+* query values joined with ``,`` when a key repeats; keys with an empty value are dropped;
+* route values in ``params`` (absent optional ones left out); the body as bytes, sent only
+  when ``Content-Length`` is above 0;
+* the function's ``RpcHttp`` answer: status (200 when empty), headers, ``content-type``, body;
+* a failed invocation -> 500 with no body; an unknown route -> 404 and a route served for
+  other methods -> 405 with ``Allow``, both with no body;
+* the path matched as Kestrel hands it to routing: percent-escapes decoded except ``%2F``,
+  which stays ``%2F`` inside its segment (so ``items/%2F`` is ``items/{id}`` with the
+  value ``%2F``, never ``items/``), dot segments removed, empty segments kept (``a//b``
+  matches no ``{id}`` route);
+* before routing, Kestrel's limits and timeouts (``http_server``) and, when configured, CORS as
+  ``func start`` applies it (``cors``).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote_to_bytes
+
+from aiohttp import web
+from multidict import CIMultiDict
+
+from funcstack.functions_host._config import resolve
+from funcstack.functions_host._cors import CorsPolicy, is_preflight
+from funcstack.functions_host._functions import FunctionSpec
+from funcstack.functions_host._http_server import (
+    KestrelLimits,
+    RequestBodyTimeoutError,
+    head_received,
+    read_body,
+    reject_and_close,
+    rejection,
+    request_done,
+)
+from funcstack.functions_host._language_worker import LanguageWorker
+from funcstack.functions_host._routing import RouteTable
+from funcstack.functions_host._rpc import protos
+
+logger = logging.getLogger("funcstack.functions_host.http")
+
+_ALL_METHODS = None  # an HTTP trigger without ``methods`` accepts every method
+
+
+def child_traceparent(incoming: str | None) -> str:
+    """The invocation's W3C traceparent: a child of the caller's, or a new trace."""
+    span_id = secrets.token_hex(8)
+    parts = (incoming or "").strip().split("-")
+    if (
+        len(parts) >= 4
+        and len(parts[1]) == 32
+        and len(parts[2]) == 16
+        and all(c in "0123456789abcdef" for c in parts[1] + parts[2])
+        and parts[1] != "0" * 32
+    ):
+        return f"00-{parts[1]}-{span_id}-{parts[3][:2]}"
+    return f"00-{secrets.token_hex(16)}-{span_id}-01"
+
+
+class HttpHost:
+    """Dispatches requests under the route prefix to HTTP-triggered functions."""
+
+    def __init__(
+        self,
+        functions: list[FunctionSpec],
+        route_prefix: str,
+        worker: LanguageWorker,
+        *,
+        timeout: Callable[[], float | None] = lambda: None,
+        limits: KestrelLimits | None = None,
+        cors: CorsPolicy | None = None,
+    ) -> None:
+        self._worker = worker
+        self._timeout = timeout
+        self._limits = limits or KestrelLimits()
+        self._cors = cors
+        prefix = route_prefix.strip("/")
+        self._prefix = f"/{prefix}" if prefix else ""
+        self._table: RouteTable[FunctionSpec] = RouteTable()
+        for spec in functions:
+            route = str(resolve(spec.trigger.get("route") or spec.name))
+            methods = spec.trigger.get("methods")
+            allowed = frozenset(str(m).upper() for m in methods) if methods else _ALL_METHODS
+            self._table.add(route, allowed, spec)
+            logger.info(
+                "http function %s: %s %s/%s",
+                spec.name,
+                ",".join(sorted(allowed)) if allowed else "*",
+                self._prefix,
+                route.strip("/"),
+            )
+
+    async def handle(self, request: web.BaseRequest) -> web.StreamResponse:
+        started = time.perf_counter()
+        head_received(request)
+        spec: FunctionSpec | None = None
+        status = 500
+        try:
+            response, spec = await self._answer(request)
+            status = response.status
+            return response
+        finally:
+            request_done(request)
+            path = request.raw_path.split("?", 1)[0]
+            logger.info(
+                "http request method=%s path=%s function=%s status=%d ms=%.2f",
+                request.method[:16],
+                path if len(path) <= 200 else f"{path[:200]}...({len(path)} characters)",
+                spec.name if spec else "-",
+                status,
+                (time.perf_counter() - started) * 1000.0,
+            )
+
+    async def _answer(self, request: web.BaseRequest) -> tuple[web.Response, FunctionSpec | None]:
+        """Kestrel's checks, then CORS (before the host, as `func start` places it), then the
+        host's routing."""
+        over = self._limits.head_status(request)
+        if over is not None:
+            logger.info("request refused: %d request head over Kestrel's limits", over)
+            return rejection(over), None
+        if not _valid_header_text(request):
+            # Kestrel decodes header values as UTF-8 and refuses anything else (or NUL) before
+            # routing: 400, no body, connection closed ("Malformed request: invalid headers").
+            return rejection(400), None
+        cors = self._cors
+        if cors is None or "Origin" not in request.headers:
+            return await self._dispatch(request)
+        if is_preflight(request):
+            return cors.preflight(request), None
+        response, spec = await self._dispatch(request)
+        cors.apply(request, response)
+        return response, spec
+
+    async def _dispatch(self, request: web.BaseRequest) -> tuple[web.Response, FunctionSpec | None]:
+        path = kestrel_path(request.raw_path)
+        prefix = self._prefix
+        if prefix:
+            n = len(prefix)
+            if not (path.startswith(prefix) and (len(path) == n or path[n] == "/")):
+                return web.Response(status=404), None
+            path = path[len(prefix) :]
+        method = request.method.upper()
+        resolved = self._table.resolve(path.removeprefix("/"), method)
+        if resolved is None:
+            return web.Response(status=404), None
+        if isinstance(resolved, set):
+            return web.Response(status=405, headers={"Allow": ", ".join(sorted(resolved))}), None
+        spec, route_params = resolved
+        length = request.content_length or 0
+        if length > self._limits.max_body:
+            return web.Response(status=413), spec
+        try:
+            body = await read_body(request, length, self._limits) if length > 0 else b""
+        except RequestBodyTimeoutError as exc:
+            reject_and_close(request.protocol, 408, f"request body too slow: {exc}")
+            return rejection(408), spec
+        except (web.RequestPayloadError, ConnectionError):
+            logger.info("request refused: the client closed the connection during the body")
+            return rejection(400), spec
+        headers = request.headers
+        rpc_http = to_rpc_http(request, route_params, body)
+        pb = protos()
+        try:
+            answer = await self._worker.invoke(
+                spec.function_id,
+                [pb.ParameterBinding(name=spec.trigger_arg, data=pb.TypedData(http=rpc_http))],
+                trace_parent=child_traceparent(headers.get("traceparent")),
+                trace_state=headers.get("tracestate", ""),
+                time_limit=self._timeout(),
+            )
+        except Exception as exc:
+            logger.error("function %s failed: %s", spec.name, exc)
+            return web.Response(status=500), spec
+        if answer.result.status != pb.StatusResult.Success:
+            logger.error(
+                "function %s failed: %s", spec.name, answer.result.exception.message.strip()
+            )
+            return web.Response(status=500), spec
+        return from_rpc_result(answer.return_value), spec
+
+
+_ENCODED_SLASH = re.compile(r"(%2[fF])")
+
+
+def kestrel_path(target: str) -> str:
+    """The path as Kestrel gives it to routing: percent-escapes decoded as UTF-8 except
+    ``%2F`` (kept as the three characters, inside its segment), dot segments removed. A path
+    whose escapes are not UTF-8 is left as sent."""
+    raw = target.split("?", 1)[0]
+    pieces = _ENCODED_SLASH.split(raw)
+    try:
+        path = "".join(
+            piece if i % 2 else unquote_to_bytes(piece).decode("utf-8")
+            for i, piece in enumerate(pieces)
+        )
+    except UnicodeDecodeError:
+        path = raw
+    out: list[str] = []
+    segments = path.split("/")
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if segment == ".":
+            if last:
+                out.append("")
+        elif segment == "..":
+            if len(out) > 1:
+                out.pop()
+            if last:
+                out.append("")
+        else:
+            out.append(segment)
+    return "/".join(out) or "/"
+
+
+def _valid_header_text(request: web.BaseRequest) -> bool:
+    """aiohttp decodes header bytes as UTF-8 with surrogateescape: a surrogate marks bytes
+    that are not UTF-8."""
+    for key, value in request.headers.items():
+        for text in (key, value):
+            if "\x00" in text or any("\ud800" <= ch <= "\udfff" for ch in text):
+                return False
+    return True
+
+
+def to_rpc_http(request: web.BaseRequest, route_params: dict[str, str], body: bytes) -> Any:
+    """The host's ``RpcHttp`` for ``request``."""
+    pb = protos()
+    headers: dict[str, str] = {}
+    for key, value in request.headers.items():
+        lower = key.lower()
+        headers[lower] = f"{headers[lower]},{value}" if lower in headers else value
+    query: dict[str, list[str]] = {}
+    for key, value in request.query.items():
+        query.setdefault(key, []).append(value)
+    http = pb.RpcHttp(
+        method=request.method.upper(),
+        url=str(request.url),
+        headers=headers,
+        query={k: ",".join(v) for k, v in query.items() if ",".join(v)},
+        params={k: v for k, v in route_params.items() if v is not None},
+    )
+    if body:
+        http.body.CopyFrom(pb.TypedData(bytes=body))
+    return http
+
+
+def from_rpc_result(value: Any) -> web.Response:
+    """The HTTP response for the function's return value, as ``RawScriptResult`` writes it."""
+    kind = value.WhichOneof("data")
+    if kind != "http":
+        content = _typed_bytes(value)
+        text_like = kind in {"string", "json"}
+        return web.Response(
+            status=200,
+            body=content,
+            content_type="text/plain" if text_like else "application/octet-stream",
+        )
+    http = value.http
+    status = int(http.status_code) if http.status_code.strip() else 200
+    headers: CIMultiDict[str] = CIMultiDict()
+    for key, header_value in http.headers.items():
+        headers.add(key, header_value)
+    return web.Response(status=status, body=_typed_bytes(http.body), headers=headers)
+
+
+def _typed_bytes(value: Any) -> bytes:
+    kind = value.WhichOneof("data")
+    if kind == "bytes":
+        return bytes(value.bytes)
+    if kind == "stream":
+        return bytes(value.stream)
+    if kind in {"string", "json"}:
+        return str(getattr(value, kind)).encode("utf-8")
+    if kind in {"int", "double"}:
+        return str(getattr(value, kind)).encode("utf-8")
+    return b""

@@ -1,0 +1,292 @@
+"""The host's side of the language worker: start it, index the app through it, invoke.
+
+As the Functions host does: it starts the worker process with the app settings as its
+environment, sends ``WorkerInitRequest`` (the library indexes the app there),
+``FunctionsMetadataRequest`` and one ``FunctionLoadRequest`` per function, then one
+``InvocationRequest`` per invocation. A worker that dies is started again; an invocation that
+overruns the function timeout fails and the worker is restarted (the host's answer to a
+timeout in an out-of-process language).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import os
+import sys
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from funcstack._cache import RPC_WHEEL_ENV, rpc_wheel
+from funcstack.functions_host._rpc import frame, protos, read_message
+
+logger = logging.getLogger("funcstack.functions_host")
+
+_START_TIMEOUT_SECONDS = 60.0
+
+
+class WorkerError(RuntimeError):
+    """The worker could not be started, or failed to index the app."""
+
+
+class WorkerCrashedError(RuntimeError):
+    """The worker process ended while an invocation was running."""
+
+
+class FunctionTimeoutError(TimeoutError):
+    """An invocation ran longer than the function timeout."""
+
+
+class LanguageWorker:
+    """One Python worker process for the app in ``app_dir``."""
+
+    def __init__(self, app_dir: Path, environment: Mapping[str, str], *,
+                 python: str | None = None) -> None:
+        self.app_dir = app_dir
+        #: The worker's interpreter (default: this one); it needs funcstack and the worker
+        #: library installed, and the app's requirements.
+        self.python = python or sys.executable
+        self._environment = dict(environment)
+        self._server: asyncio.Server | None = None
+        self._process: asyncio.subprocess.Process | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self._connected: asyncio.Future[tuple[asyncio.StreamReader, asyncio.StreamWriter]] | None
+        self._connected = None
+        self._pending: dict[str, asyncio.Future[Any]] = {}
+        self._request_ids = itertools.count(1)
+        self._lock = asyncio.Lock()
+        self._stopping = False
+        self.metadata: list[Any] = []
+        self.starts = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def start(self) -> list[Any]:
+        """Start the process, initialise it (indexing) and load every function."""
+        async with self._lock:
+            await self._start_locked()
+        return self.metadata
+
+    async def _start_locked(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._connected = loop.create_future()
+        self._server = await asyncio.start_server(self._on_connect, "127.0.0.1", 0)
+        port = self._server.sockets[0].getsockname()[1]
+        env = dict(self._environment)
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        env.setdefault(RPC_WHEEL_ENV, str(rpc_wheel()))
+        worker_id = str(uuid.uuid4())
+        self._process = await asyncio.create_subprocess_exec(
+            self.python, "-m", "funcstack.functions_host._worker",
+            "--host", "127.0.0.1", "--port", str(port), "--worker-id", worker_id,
+            "--host-pid", str(os.getpid()),
+            cwd=str(self.app_dir), env=env, stdin=asyncio.subprocess.DEVNULL,
+        )  # fmt: skip
+        self.starts += 1
+        try:
+            reader, self._writer = await asyncio.wait_for(
+                asyncio.shield(self._connected), _START_TIMEOUT_SECONDS
+            )
+        except TimeoutError:
+            await self._kill_locked()
+            raise WorkerError("the language worker did not connect in time") from None
+        first = await read_message(reader)
+        if first is None or first.WhichOneof("content") != "start_stream":
+            await self._kill_locked()
+            raise WorkerError("the language worker did not start its stream")
+        self._reader_task = asyncio.create_task(self._read(reader), name="worker-reader")
+        pb = protos()
+        init = await self._request(
+            "worker_init_request",
+            pb.WorkerInitRequest(
+                host_version="4.0.0-local",
+                function_app_directory=str(self.app_dir),
+                worker_directory=str(Path(__file__).parent),
+            ),
+        )
+        _check(init.worker_init_response.result, "worker init (indexing)")
+        listing = await self._request(
+            "functions_metadata_request",
+            pb.FunctionsMetadataRequest(function_app_directory=str(self.app_dir)),
+        )
+        response = listing.function_metadata_response
+        _check(response.result, "functions metadata")
+        self.metadata = list(response.function_metadata_results)
+        for metadata in self.metadata:
+            loaded = await self._request(
+                "function_load_request",
+                pb.FunctionLoadRequest(function_id=metadata.function_id, metadata=metadata),
+            )
+            _check(loaded.function_load_response.result, f"function load of {metadata.name}")
+
+    async def stop(self) -> None:
+        self._stopping = True
+        async with self._lock:
+            if self._writer is not None and self._process and self._process.returncode is None:
+                with contextlib.suppress(Exception):
+                    self._writer.write(
+                        frame(
+                            protos().StreamingMessage(
+                                worker_terminate=protos().WorkerTerminate()
+                            )
+                        )
+                    )
+                    await self._writer.drain()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._process.wait(), 2.0)
+            await self._kill_locked()
+
+    async def restart(self, reason: str) -> None:
+        """Kill the worker and start a new one (in-flight invocations fail)."""
+        async with self._lock:
+            if self._stopping:
+                return
+            logger.error("restarting the language worker: %s", reason)
+            await self._kill_locked()
+            await self._start_locked()
+
+    async def _kill_locked(self) -> None:
+        process, self._process = self._process, None
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._reader_task
+            self._reader_task = None
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self._server is not None:
+            self._server.close()
+            self._server = None
+        self._fail_pending(WorkerCrashedError("the language worker was stopped"))
+
+    # -- messages ----------------------------------------------------------------------------
+
+    async def try_invoke(
+        self, function_id: str, input_data: list[Any], **kwargs: Any
+    ) -> str | None:
+        """``invoke``, as a trigger sees it: None when the function succeeded, else why it
+        failed (the worker's exception message, or the host-side error: timeout, crash)."""
+        try:
+            answer = await self.invoke(function_id, input_data, **kwargs)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return f"{type(exc).__name__}: {exc}"
+        if answer.result.status == protos().StatusResult.Success:
+            return None
+        return str(answer.result.exception.message).strip() or "failed"
+
+    async def invoke(
+        self,
+        function_id: str,
+        input_data: list[Any],
+        *,
+        trigger_metadata: Mapping[str, Any] | None = None,
+        trace_parent: str = "",
+        trace_state: str = "",
+        retry_count: int = 0,
+        max_retry_count: int = 0,
+        time_limit: float | None = None,
+    ) -> Any:
+        """Send one ``InvocationRequest``; the worker's ``InvocationResponse``."""
+        pb = protos()
+        invocation_id = str(uuid.uuid4())
+        request = pb.InvocationRequest(
+            invocation_id=invocation_id,
+            function_id=function_id,
+            input_data=input_data,
+            trigger_metadata=dict(trigger_metadata or {}),
+            trace_context=pb.RpcTraceContext(trace_parent=trace_parent, trace_state=trace_state),
+            retry_context=pb.RetryContext(
+                retry_count=retry_count, max_retry_count=max_retry_count
+            ),
+        )
+        if self._writer is None:
+            async with self._lock:
+                if self._writer is None and not self._stopping:
+                    await self._start_locked()
+        future = asyncio.get_running_loop().create_future()
+        self._pending[invocation_id] = future
+        try:
+            self._send(pb.StreamingMessage(invocation_request=request))
+            if time_limit is None:
+                message = await future
+            else:
+                try:
+                    message = await asyncio.wait_for(asyncio.shield(future), time_limit)
+                except TimeoutError:
+                    logger.error(
+                        "Timeout value of %.0fs exceeded by function invocation %s",
+                        time_limit,
+                        invocation_id,
+                    )
+                    asyncio.get_running_loop().create_task(
+                        self.restart("function timeout exceeded")
+                    )
+                    raise FunctionTimeoutError(f"over the {time_limit}s function timeout") from None
+        finally:
+            self._pending.pop(invocation_id, None)
+        return message.invocation_response
+
+    async def _request(self, field_name: str, payload: Any) -> Any:
+        request_id = f"host-{next(self._request_ids)}"
+        future = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        try:
+            self._send(protos().StreamingMessage(request_id=request_id, **{field_name: payload}))
+            return await asyncio.wait_for(future, _START_TIMEOUT_SECONDS)
+        finally:
+            self._pending.pop(request_id, None)
+
+    def _send(self, message: Any) -> None:
+        if self._writer is None:
+            raise WorkerCrashedError("the language worker is not running")
+        self._writer.write(frame(message))
+
+    def _on_connect(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if self._connected is not None and not self._connected.done():
+            self._connected.set_result((reader, writer))
+        else:
+            writer.close()
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        while True:
+            message = await read_message(reader)
+            if message is None:
+                break
+            kind = message.WhichOneof("content")
+            if kind == "invocation_response":
+                key = message.invocation_response.invocation_id
+            elif kind == "rpc_log":
+                continue
+            else:
+                key = message.request_id
+            future = self._pending.get(key)
+            if future is not None and not future.done():
+                future.set_result(message)
+        self._writer = None
+        self._fail_pending(WorkerCrashedError("the language worker exited"))
+        if not self._stopping:
+            logger.error("the language worker exited; it will be started again")
+
+    def _fail_pending(self, error: BaseException) -> None:
+        for future in self._pending.values():
+            if not future.done():
+                future.set_exception(error)
+        self._pending.clear()
+
+
+def _check(result: Any, what: str) -> None:
+    if result.status != protos().StatusResult.Success:
+        message = result.exception.message or "unknown error"
+        raise WorkerError(f"{what} failed: {message}")

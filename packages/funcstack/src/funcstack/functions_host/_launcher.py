@@ -1,0 +1,177 @@
+"""Start the runner as a subprocess (for tests and the local stack)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from funcstack._cache import RPC_WHEEL_ENV, SetupError, rpc_wheel
+from funcstack._processes import OWN_PROCESS_GROUP, describe_exit, last_lines, stop_child
+
+
+class RunnerStartError(RuntimeError):
+    """The host did not start: its own reason (e.g. the worker's indexing error, verbatim), or
+    how it exited and the last lines of its log, or that it was not ready in time."""
+
+
+@dataclass
+class RunningRunner:
+    """A runner subprocess. ``stop()`` sends SIGTERM (then SIGKILL); ``kill()`` is SIGKILL."""
+
+    url: str
+    port: int
+    process: subprocess.Popen[bytes]
+    log_path: Path | None = None
+    _log: IO[bytes] | None = field(default=None, repr=False)
+    _drain: threading.Thread | None = field(default=None, repr=False)
+
+    def stop(self, timeout: float = 15.0) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout)
+        self._close()
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+        self.process.wait(15)
+        self._close()
+
+    def _close(self) -> None:
+        if self._drain is not None:
+            self._drain.join(5)
+            self._drain = None
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def start_runner(
+    *,
+    app_dir: str | Path,
+    settings_file: str | Path | None = None,
+    settings: Mapping[str, str] | None = None,
+    script: str = "function_app.py",  # the Python v2 programming model's default file name
+    host: str = "127.0.0.1",
+    port: int = 0,
+    log_path: str | Path | None = None,
+    log_level: str = "INFO",
+    timeout: float = 60.0,
+    python: str | None = None,
+    extra_import_paths: Sequence[str | Path] = (),
+) -> RunningRunner:
+    """Start ``python -m funcstack.functions_host`` and wait for its ready line.
+
+    ``settings`` become environment variables of the child (they win over
+    ``settings_file`` values, as environment variables do with Core Tools).
+    Output goes to ``log_path`` when given, else it is discarded.
+
+    The app's folder is the only entry added to the worker's import path (an inherited
+    ``PYTHONPATH`` is dropped): the app imports what it holds and what is installed in the
+    interpreter (``python``: the worker's, default this one). ``extra_import_paths`` opts into
+    more entries, for an app that imports a source tree that is not installed.
+    """
+    app_dir = Path(app_dir).resolve()
+    if not app_dir.is_dir():
+        raise RunnerStartError(f"the app folder {app_dir} does not exist")
+    if not (app_dir / script).is_file():
+        raise RunnerStartError(f"no {script} in {app_dir}: not a Python Functions app (v2 "
+                               "programming model)")
+    try:
+        wheel = rpc_wheel()  # downloaded on first use, said here rather than in the host's log
+    except SetupError as exc:
+        raise RunnerStartError(str(exc)) from None
+    if settings_file is not None:
+        settings_file = Path(settings_file).resolve()
+    env = dict(os.environ)
+    env.update(settings or {})
+    env.pop("PYTHONPATH", None)
+    if extra_import_paths:
+        env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in extra_import_paths)
+    env["PYTHONUNBUFFERED"] = "1"
+    env[RPC_WHEEL_ENV] = str(wheel)
+    cmd = [
+        sys.executable, "-m", "funcstack.functions_host",
+        "--app-dir", str(app_dir), "--script", script,
+        "--host", host, "--port", str(port), "--log-level", log_level,
+    ]  # fmt: skip
+    if settings_file is not None:
+        cmd += ["--settings", str(settings_file)]
+    if python is not None:
+        cmd += ["--python", python]
+    log: IO[bytes] | None = Path(log_path).open("ab") if log_path else None  # noqa: SIM115
+    process = subprocess.Popen(
+        cmd,
+        cwd=str(app_dir),
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=log if log is not None else subprocess.DEVNULL,
+        **OWN_PROCESS_GROUP,
+    )
+    assert process.stdout is not None
+    stdout = process.stdout
+    ready: dict[str, object] = {}
+    failed: list[str] = []
+    deadline = time.monotonic() + timeout
+
+    def _read_ready() -> None:
+        for raw in stdout:
+            if log is not None:
+                log.write(raw)
+            try:
+                data = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(data, dict) and data.get("ready"):
+                ready.update(data)
+                break
+            if isinstance(data, dict) and data.get("ready") is False:
+                failed.append(str(data.get("error") or "unknown error"))
+        for raw in stdout:  # keep draining so the child never blocks on a full pipe
+            if log is not None and not log.closed:
+                log.write(raw)
+
+    drain = threading.Thread(target=_read_ready, name="runner-stdout", daemon=True)
+    drain.start()
+    try:
+        while not ready:
+            if process.poll() is not None:
+                drain.join(2)
+                if log is not None:
+                    log.flush()
+                if failed:
+                    raise RunnerStartError(failed[0])
+                lines = last_lines(Path(log_path) if log_path else None)
+                raise RunnerStartError(
+                    f"the host exited ({describe_exit(process.returncode)})"
+                    + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else ""))
+            if time.monotonic() > deadline:
+                raise RunnerStartError(f"the host did not become ready within {timeout:g} s")
+            time.sleep(0.02)
+    except BaseException:  # not ready, timed out, or interrupted: the child does not outlive it
+        stop_child(process)
+        drain.join(2)
+        if log is not None:
+            log.close()
+        raise
+    return RunningRunner(
+        url=str(ready["url"]),
+        port=int(str(ready["port"])),
+        process=process,
+        log_path=Path(log_path) if log_path else None,
+        _log=log,
+        _drain=drain,
+    )

@@ -1,0 +1,407 @@
+"""Service Bus trigger (queue or topic subscription), peek-lock, one message per invocation.
+
+As the Functions host (Service Bus extension 5.x) does:
+
+* Peek-lock. With ``autoCompleteMessages`` (binding property, else host.json
+  ``extensions.serviceBus.autoCompleteMessages``, default true) a successful invocation
+  completes the message and a failed one abandons it: the broker redelivers it with
+  ``DeliveryCount`` + 1 (1 on the first delivery, as the host reports it) and dead-letters it
+  once the entity's ``MaxDeliveryCount`` deliveries failed
+  (that is the broker's job, not the host's). With ``autoCompleteMessages`` false the host does
+  not settle: the message stays locked until its lock ends.
+* Sessions (``isSessionsEnabled``): up to ``maxConcurrentSessions`` (default 8) sessions at a
+  time, each held by one receiver that hands its messages to the function one after the other,
+  in order; a session with no message for ``sessionIdleTimeout`` is released and the next
+  available one taken (accepting waits up to the client's try timeout, 60 s, for one).
+  Without sessions, ``maxConcurrentCalls`` (default 16 x cores) invocations at a time.
+* A retry policy on the function (``@app.retry`` or host.json ``retry``) is still applied by the
+  host for Service Bus, in memory and under the same lock, before the message is abandoned;
+  the host warns that such retries will not be supported (aka.ms/func-retry-policies), so the
+  entity's MaxDeliveryCount is the mechanism to rely on.
+* The message reaches the worker as the host sends it: the body as ``TypedData`` (``json``
+  when it is JSON text, ``string`` for other UTF-8 text, ``bytes`` otherwise or with
+  ``dataType: binary``), and the trigger metadata the library's ``ServiceBusMessage`` decoder
+  reads (``MessageId``, ``SessionId``, ``DeliveryCount``, ``SequenceNumber``, ``LockToken``,
+  ``ContentType``, ``Subject``/``Label``, ``CorrelationId``, ``EnqueuedTimeUtc``, ``ExpiresAtUtc``,
+  ``ApplicationProperties``/``UserProperties``, ...).
+* A function timeout is a failed invocation (the worker is restarted): abandoned.
+* LOCAL DIFFERENCE: ``cardinality: many`` (batches) is not supported (the function is not
+  started; a warning says so). No lock renewal is needed: the local broker holds a session's
+  locks while its receiver is attached, and a receiver that goes away (host stopped) releases
+  them with ``DeliveryCount`` + 1, as a lost lock does in Azure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import functools
+import json
+import logging
+import os
+import ssl
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import certifi
+from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusReceivedMessage
+from azure.servicebus.aio import ServiceBusClient, ServiceBusReceiver
+from azure.servicebus.exceptions import OperationTimeoutError, ServiceBusError
+
+from funcstack.functions_host._config import SettingError, is_truthy, resolve
+from funcstack.functions_host._functions import FunctionSpec
+from funcstack.functions_host._language_worker import LanguageWorker
+from funcstack.functions_host._retry import invoke_with_retries, parse_timespan
+from funcstack.functions_host._rpc import protos
+
+logger = logging.getLogger("funcstack.functions_host.servicebus")
+
+DEFAULT_MAX_CONCURRENT_SESSIONS = 8
+# The client's try timeout (ServiceBusRetryOptions.TryTimeout, 60 s): how long the extension
+# waits to accept the next session, and on an idle session when sessionIdleTimeout is not set.
+TRY_TIMEOUT = 60.0
+DEFAULT_SESSION_IDLE_TIMEOUT = TRY_TIMEOUT
+_RECONNECT_SECONDS = 1.0
+
+
+def _as_bool(value: Any, default: bool) -> bool:
+    if value is None:
+        return default
+    return value if isinstance(value, bool) else is_truthy(str(value))
+
+
+@dataclass(frozen=True)
+class ServiceBusTriggerOptions:
+    """A ``serviceBusTrigger`` binding with app settings resolved, and the host.json options."""
+
+    connection: str
+    queue: str | None
+    topic: str | None
+    subscription: str | None
+    sessions: bool
+    auto_complete: bool
+    cardinality: str
+    data_type: str
+    max_concurrent_calls: int
+    max_concurrent_sessions: int
+    session_idle_timeout: float
+
+    @classmethod
+    def from_binding(
+        cls, binding: Mapping[str, Any], host: Mapping[str, Any] | None = None
+    ) -> ServiceBusTriggerOptions:
+        def opt(key: str) -> Any:
+            return resolve(binding.get(key))
+
+        extension = dict(host or {})
+        connection = str(opt("connection") or "")
+        if not connection:
+            raise SettingError("serviceBusTrigger needs 'connection'")
+        queue = opt("queueName")
+        topic = opt("topicName")
+        subscription = opt("subscriptionName")
+        if not queue and not (topic and subscription):
+            raise SettingError(
+                "serviceBusTrigger needs queueName, or topicName and subscriptionName"
+            )
+        idle = extension.get("sessionIdleTimeout")
+        return cls(
+            connection=connection,
+            queue=str(queue) if queue else None,
+            topic=str(topic) if topic else None,
+            subscription=str(subscription) if subscription else None,
+            sessions=_as_bool(opt("isSessionsEnabled"), False),
+            auto_complete=_as_bool(
+                opt("autoCompleteMessages"),
+                _as_bool(extension.get("autoCompleteMessages"), True),
+            ),
+            cardinality=str(opt("cardinality") or "one").lower(),
+            data_type=str(opt("dataType") or "").lower(),
+            max_concurrent_calls=int(
+                extension.get("maxConcurrentCalls") or 16 * (os.cpu_count() or 1)
+            ),
+            max_concurrent_sessions=int(
+                extension.get("maxConcurrentSessions") or DEFAULT_MAX_CONCURRENT_SESSIONS
+            ),
+            session_idle_timeout=(
+                parse_timespan(idle) if idle is not None else DEFAULT_SESSION_IDLE_TIMEOUT
+            ),
+        )
+
+    @property
+    def entity(self) -> str:
+        return self.queue or f"{self.topic}/Subscriptions/{self.subscription}"
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One TLS context for every connection of this process, trusting what the SDK trusts by
+    default (certifi's bundle). Without it the SDK builds a context for each new connection,
+    loading the bundle each time (~30 ms of CPU, on the event loop), and every session the
+    trigger accepts is a new connection."""
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+def servicebus_client_for(setting: str) -> ServiceBusClient:
+    """A client for the app setting ``setting``: a connection string, or
+    ``<setting>__fullyQualifiedNamespace`` with DefaultAzureCredential."""
+    value = os.environ.get(setting)
+    if value:
+        return ServiceBusClient.from_connection_string(value, ssl_context=_tls_context())
+    namespace = os.environ.get(f"{setting}__fullyQualifiedNamespace")
+    if namespace:
+        from azure.identity.aio import DefaultAzureCredential
+
+        return ServiceBusClient(namespace, credential=DefaultAzureCredential(),
+                                ssl_context=_tls_context())
+    raise SettingError(f"app setting {setting} (or {setting}__fullyQualifiedNamespace) is not set")
+
+
+def _text(value: Any) -> Any:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else value
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, dt.datetime):
+        return _timestamp(value)
+    return str(value)
+
+
+def _timestamp(value: dt.datetime | None) -> str | None:
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=dt.UTC)
+    return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+
+
+def body_data(message: ServiceBusReceivedMessage, data_type: str) -> Any:
+    """The message body as the host passes it to an out-of-process worker."""
+    pb = protos()
+    body = b"".join(bytes(part) for part in message.body)
+    if data_type == "binary":
+        return pb.TypedData(bytes=body)
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        return pb.TypedData(bytes=body)
+    if data_type != "string":
+        try:
+            json.loads(text)
+        except ValueError:
+            pass
+        else:
+            return pb.TypedData(json=text)
+    return pb.TypedData(string=text)
+
+
+def trigger_metadata(message: ServiceBusReceivedMessage) -> dict[str, Any]:
+    """The host's binding data for one message, as ``TypedData``."""
+    pb = protos()
+    properties = {
+        _text(k): _text(v) for k, v in (message.application_properties or {}).items()
+    }
+    properties_json = json.dumps(properties, default=_json_default)
+    values: dict[str, Any] = {
+        "MessageId": message.message_id,
+        "SessionId": message.session_id,
+        "ContentType": message.content_type,
+        "CorrelationId": message.correlation_id,
+        "Subject": message.subject,
+        "Label": message.subject,
+        "To": message.to,
+        "ReplyTo": message.reply_to,
+        "ReplyToSessionId": message.reply_to_session_id,
+        "PartitionKey": message.partition_key,
+        "LockToken": str(message.lock_token) if message.lock_token else None,
+        "DeadLetterSource": message.dead_letter_source,
+        "DeadLetterReason": message.dead_letter_reason,
+        "DeadLetterErrorDescription": message.dead_letter_error_description,
+    }
+    out: dict[str, Any] = {
+        name: pb.TypedData(string=str(value)) for name, value in values.items() if value
+    }
+    # numbers and dates go as JSON, as the host serialises them (the worker has no 'int' kind).
+    # DeliveryCount counts this delivery, as the host's .NET client reports it (1 the first
+    # time); the AMQP header, which the Python SDK shows, counts the earlier ones.
+    out["DeliveryCount"] = pb.TypedData(json=json.dumps(int(message.delivery_count or 0) + 1))
+    if message.sequence_number is not None:
+        out["SequenceNumber"] = pb.TypedData(json=json.dumps(int(message.sequence_number)))
+    for name, moment in (
+        ("EnqueuedTimeUtc", message.enqueued_time_utc),
+        ("ExpiresAtUtc", message.expires_at_utc),
+        ("LockedUntil", message.locked_until_utc),
+    ):
+        stamp = _timestamp(moment)
+        if stamp is not None:
+            out[name] = pb.TypedData(json=json.dumps(stamp))
+    out["ApplicationProperties"] = pb.TypedData(json=properties_json)
+    out["UserProperties"] = pb.TypedData(json=properties_json)
+    return out
+
+
+class ServiceBusTriggerListener:
+    """Feeds one function from its queue or subscription."""
+
+    def __init__(
+        self,
+        spec: FunctionSpec,
+        worker: LanguageWorker,
+        *,
+        host_options: Mapping[str, Any] | None = None,
+        timeout: Callable[[], float | None] = lambda: None,
+    ) -> None:
+        self.spec = spec
+        self.options = ServiceBusTriggerOptions.from_binding(spec.trigger, host_options)
+        self._worker = worker
+        self._timeout = timeout
+        self._client: ServiceBusClient | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        #: receivers of released sessions, closing in the background
+        self._closing: set[asyncio.Task[None]] = set()
+        self.invocations = 0
+
+    def start(self) -> None:
+        opts = self.options
+        if opts.cardinality != "one":
+            logger.warning(
+                "function %s: serviceBusTrigger cardinality %r is not supported locally; "
+                "not started", self.spec.name, opts.cardinality,
+            )
+            return
+        if self.spec.retry is not None:
+            logger.warning(
+                "Soon retries will not be supported for function 'Functions.%s'. For more "
+                "information, please visit http://aka.ms/func-retry-policies.", self.spec.name,
+            )
+        self._client = servicebus_client_for(opts.connection)
+        count = opts.max_concurrent_sessions if opts.sessions else opts.max_concurrent_calls
+        run = self._run_sessions if opts.sessions else self._run_messages
+        self._tasks = [
+            asyncio.create_task(run(), name=f"servicebus-{self.spec.name}-{i}")
+            for i in range(count)
+        ]
+        logger.info(
+            "servicebus trigger %s: %s (sessions %s, autoComplete %s, concurrency %d)",
+            self.spec.name, opts.entity, opts.sessions, opts.auto_complete, count,
+        )
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        if self._closing:
+            await asyncio.wait(self._closing, timeout=5.0)
+        if self._client is not None:
+            with contextlib.suppress(Exception):
+                await self._client.close()
+            self._client = None
+
+    def _receiver(self, **kwargs: Any) -> ServiceBusReceiver:
+        client, opts = self._client, self.options
+        assert client is not None
+        if opts.queue:
+            return client.get_queue_receiver(opts.queue, **kwargs)
+        assert opts.topic and opts.subscription
+        return client.get_subscription_receiver(opts.topic, opts.subscription, **kwargs)
+
+    async def _run_sessions(self) -> None:
+        """One of the maxConcurrentSessions slots: accept the next session with messages
+        (waiting up to the try timeout, as the extension's AcceptNextSession does), hand its
+        messages over one by one, release it once none came for sessionIdleTimeout, and accept
+        the next. The idle session's receiver closes in the background: the slot's next accept
+        does not wait for it (with the SDK's polling, a close takes ~0.3 s locally)."""
+        idle = self.options.session_idle_timeout
+        while True:
+            try:
+                receiver = self._receiver(session_id=NEXT_AVAILABLE_SESSION,
+                                          max_wait_time=TRY_TIMEOUT)
+                await receiver.__aenter__()
+                try:
+                    while True:
+                        batch = await receiver.receive_messages(
+                            max_message_count=1, max_wait_time=idle
+                        )
+                        if not batch:
+                            break  # idle session: release it, take the next one
+                        await self._process(receiver, batch[0])
+                finally:
+                    self._release(receiver)
+            except asyncio.CancelledError:
+                raise
+            except OperationTimeoutError:
+                continue  # no session with messages right now
+            except ServiceBusError as exc:
+                logger.warning("servicebus trigger %s: %s", self.spec.name, exc)
+                await asyncio.sleep(_RECONNECT_SECONDS)
+            except Exception:
+                logger.exception("servicebus trigger %s: receive failed", self.spec.name)
+                await asyncio.sleep(_RECONNECT_SECONDS)
+
+    def _release(self, receiver: ServiceBusReceiver) -> None:
+        task = asyncio.create_task(self._close_quietly(receiver))
+        self._closing.add(task)
+        task.add_done_callback(self._closing.discard)
+
+    async def _close_quietly(self, receiver: ServiceBusReceiver) -> None:
+        try:
+            await receiver.close()
+        except Exception as exc:  # the broker is going away: its locks go with it
+            logger.debug("servicebus trigger %s: closing a session: %s", self.spec.name, exc)
+
+    async def _run_messages(self) -> None:
+        while True:
+            try:
+                async with self._receiver(max_wait_time=None) as receiver:
+                    while True:
+                        batch = await receiver.receive_messages(
+                            max_message_count=1, max_wait_time=DEFAULT_SESSION_IDLE_TIMEOUT
+                        )
+                        for message in batch:
+                            await self._process(receiver, message)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning("servicebus trigger %s: %s", self.spec.name, exc)
+                await asyncio.sleep(_RECONNECT_SECONDS)
+
+    async def _process(
+        self, receiver: ServiceBusReceiver, message: ServiceBusReceivedMessage
+    ) -> None:
+        ok = await self._invoke(message)
+        if not self.options.auto_complete:
+            return
+        try:
+            if ok:
+                await receiver.complete_message(message)
+            else:
+                await receiver.abandon_message(message)
+        except ServiceBusError as exc:
+            # the lock was lost meanwhile: the broker redelivers the message
+            logger.warning(
+                "servicebus trigger %s: settling message %s failed: %s",
+                self.spec.name, message.message_id, exc,
+            )
+
+    async def _invoke(self, message: ServiceBusReceivedMessage) -> bool:
+        """Invoke the function with ``message``; retry per policy; whether it succeeded."""
+        pb = protos()
+        binding = pb.ParameterBinding(
+            name=self.spec.trigger_arg, data=body_data(message, self.options.data_type))
+        metadata = trigger_metadata(message)
+
+        async def attempt(retries: int, max_retries: int) -> str | None:
+            self.invocations += 1
+            return await self._worker.try_invoke(
+                self.spec.function_id, [binding], trigger_metadata=metadata,
+                retry_count=retries, max_retry_count=max_retries, time_limit=self._timeout())
+
+        what = (f"servicebus trigger {self.spec.name}: message {message.message_id} "
+                f"(delivery {(message.delivery_count or 0) + 1})")
+        ok, _ = await invoke_with_retries(self.spec.retry, attempt, what=what)
+        return ok

@@ -1,0 +1,126 @@
+"""Create the declared Cosmos DB databases and containers on an endpoint, idempotently, and say
+what was done: ``created``, ``exists`` (as declared), or ``updated`` (default TTL or indexing
+policy brought to the declaration). A container whose partition key differs from the declared
+one cannot be changed in place: ProvisionError names it.
+
+The Service Bus part needs no provisioning step: the local endpoint starts with the entities of
+its ``Config.json``, as the official emulator does.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from azure.cosmos import CosmosClient, DatabaseProxy, PartitionKey
+from azure.cosmos.exceptions import CosmosResourceExistsError
+
+from funcstack.config import ContainerSpec, CosmosSpec
+
+__all__ = ["ProvisionError", "ProvisionReport", "Provisioned", "provision_cosmos"]
+
+
+class ProvisionError(RuntimeError):
+    """A declared resource conflicts with what exists (one line: which, and how)."""
+
+
+@dataclass(frozen=True)
+class Provisioned:
+    """One resource: ``database`` or ``container``, its name (``db`` or ``db/container``), and
+    ``created``, ``exists`` or ``updated``."""
+
+    kind: str
+    name: str
+    outcome: str
+
+
+@dataclass
+class ProvisionReport:
+    items: list[Provisioned] = field(default_factory=list)
+
+    @property
+    def created(self) -> list[str]:
+        return [i.name for i in self.items if i.outcome == "created"]
+
+    def lines(self) -> list[str]:
+        return [f"cosmos {i.kind} {i.name}: {i.outcome}" for i in self.items]
+
+
+#: What the service adds to every indexing policy it returns.
+_ETAG_EXCLUSION = {"path": '/"_etag"/?'}
+
+
+def _policy_differs(declared: Mapping[str, Any], stored: Mapping[str, Any]) -> bool:
+    """Whether a key of the declared policy has another value stored (the service completes a
+    policy: keys the declaration leaves out are not compared; its ``_etag`` exclusion is not)."""
+    for key, value in declared.items():
+        current = stored.get(key)
+        if key == "excludedPaths" and isinstance(current, list):
+            current = [p for p in current if p != _ETAG_EXCLUSION]
+            value = [p for p in value if p != _ETAG_EXCLUSION]
+        if current != value:
+            return True
+    return False
+
+
+def _container(database: DatabaseProxy, spec: ContainerSpec) -> str:
+    options: dict[str, Any] = {}
+    if spec.default_ttl is not None:
+        options["default_ttl"] = spec.default_ttl
+    if spec.indexing_policy is not None:
+        options["indexing_policy"] = dict(spec.indexing_policy)
+    try:
+        database.create_container(spec.name, partition_key=PartitionKey(path=spec.partition_key),
+                                  **options)
+        return "created"
+    except CosmosResourceExistsError:
+        pass
+    proxy = database.get_container_client(spec.name)
+    stored = proxy.read()
+    paths = list((stored.get("partitionKey") or {}).get("paths") or [])
+    if paths != [spec.partition_key]:
+        raise ProvisionError(
+            f"container {database.id}/{spec.name} exists with partition key "
+            f"{', '.join(paths) or 'none'}, declared {spec.partition_key}: a partition key "
+            "cannot change (remove the container, or start with --fresh)")
+    ttl_differs = stored.get("defaultTtl") != spec.default_ttl
+    policy_differs = spec.indexing_policy is not None and _policy_differs(
+        spec.indexing_policy, stored.get("indexingPolicy") or {})
+    if not ttl_differs and not policy_differs:
+        return "exists"
+    database.replace_container(
+        proxy, partition_key=PartitionKey(path=spec.partition_key),
+        default_ttl=spec.default_ttl,
+        indexing_policy=dict(spec.indexing_policy if spec.indexing_policy is not None
+                             else stored.get("indexingPolicy") or {}),
+    )
+    return "updated"
+
+
+def provision_cosmos(spec: CosmosSpec, connection_string: str, *,
+                     verify_tls: bool = False) -> ProvisionReport:
+    """Create what ``spec`` declares on the endpoint of ``connection_string`` (the local one has
+    a self-signed certificate: ``verify_tls=False``)."""
+    report = ProvisionReport()
+    if not spec.databases:
+        return report
+    if not verify_tls:
+        # The SDK's requests (its health checks too, on threads of its own) warn about the
+        # local endpoint's self-signed certificate on every call: once is not news.
+        warnings.filterwarnings("ignore", message="Unverified HTTPS request")
+    client = CosmosClient.from_connection_string(connection_string,
+                                                 connection_verify=verify_tls)
+    for db in spec.databases:
+        try:
+            database = client.create_database(db.name)
+            outcome = "created"
+        except CosmosResourceExistsError:
+            database = client.get_database_client(db.name)
+            outcome = "exists"
+        report.items.append(Provisioned("database", db.name, outcome))
+        for container in db.containers:
+            report.items.append(Provisioned("container", f"{db.name}/{container.name}",
+                                            _container(database, container)))
+    return report

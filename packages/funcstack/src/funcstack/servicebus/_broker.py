@@ -1,0 +1,437 @@
+"""In-memory Service Bus entities: topics/queues with duplicate detection, subscriptions with
+peek-lock, sessions, delivery counts and dead-lettering.
+
+State survives a restart through ``state.py`` (``--state-file``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from funcstack.servicebus._config import NamespaceConfig, ReceiverEntityConfig, SenderEntityConfig
+from funcstack.servicebus._filters import Facts, accepts
+
+logger = logging.getLogger(__name__)
+
+DEAD_LETTER_SUFFIX = "/$deadletterqueue"
+#: Owner of a lock that outlived its receiver (restored after a restart): it stays locked
+#: until it expires, as in the service.
+ORPHANED = object()
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class StoredMessage:
+    """One message in one receiver entity. ``bare`` holds the encoded bare-message sections."""
+
+    seq: int
+    message_id: str | None
+    session_id: str | None
+    properties_raw: bytes
+    app_properties: dict[Any, Any] | None
+    app_properties_raw: bytes
+    body_raw: bytes
+    annotations: dict[Any, Any]
+    header: list[Any]
+    enqueued_ms: int
+    delivery_count: int = 0
+    lock_token: uuid.UUID | None = None
+    locked_until_ms: int = 0
+    owner: object | None = None
+    deferred: bool = False
+    #: Epoch ms at which a scheduled message becomes active (0: active since it was sent).
+    scheduled_ms: int = 0
+    #: The sender's delivery annotations, passed on to the receiver as the service does.
+    delivery_annotations: dict[Any, Any] | None = None
+
+    def copy_for(self, seq: int) -> StoredMessage:
+        return StoredMessage(
+            seq=seq,
+            message_id=self.message_id,
+            session_id=self.session_id,
+            properties_raw=self.properties_raw,
+            app_properties=dict(self.app_properties) if self.app_properties else None,
+            app_properties_raw=self.app_properties_raw,
+            body_raw=self.body_raw,
+            annotations=dict(self.annotations),
+            header=list(self.header),
+            enqueued_ms=self.enqueued_ms,
+            delivery_annotations=getattr(self, "delivery_annotations", None),
+        )
+
+
+@dataclass
+class ReceiverEntity:
+    """A queue, a subscription, or the dead-letter queue of one of them."""
+
+    path: str
+    config: ReceiverEntityConfig
+    broker: Broker
+    is_dead_letter: bool = False
+    messages: dict[int, StoredMessage] = field(default_factory=dict)
+    session_owners: dict[str, object] = field(default_factory=dict)
+    session_state: dict[str, bytes | None] = field(default_factory=dict)
+    #: When each session's state was last set (epoch ms): list sessions "updated after".
+    session_updated_ms: dict[str, int] = field(default_factory=dict)
+    dead_letter: ReceiverEntity | None = None
+    last_seq: int = 0
+
+    def next_seq(self) -> int:
+        """Sequence numbers are per entity, as in the service."""
+        self.last_seq += 1
+        return self.last_seq
+
+    @property
+    def requires_session(self) -> bool:
+        return self.config.requires_session and not self.is_dead_letter
+
+    def enqueue(self, message: StoredMessage) -> None:
+        self.messages[message.seq] = message
+        self.broker.changed()
+
+    def _available(self, m: StoredMessage) -> bool:
+        return (
+            m.owner is None and not m.deferred and not m.scheduled_ms
+            and not self._expired(m, now_ms())
+        )
+
+    def _expired(self, m: StoredMessage, now: int) -> bool:
+        """Past its time to live: the message's own (header ttl, ms) or the entity's default,
+        whichever is shorter, counted from when it was enqueued."""
+        if self.is_dead_letter:
+            return False  # dead-lettered messages do not expire
+        limits = []
+        if isinstance(m.header[2], int) and m.header[2] > 0:
+            limits.append(m.header[2])
+        if self.config.default_ttl:
+            limits.append(int(self.config.default_ttl * 1000))
+        return bool(limits) and m.enqueued_ms + min(limits) <= now
+
+    def expire_messages(self, now: int) -> None:
+        """Expired messages that nobody holds leave: to the dead-letter queue when the entity
+        says so (DeadLetteringOnMessageExpiration), otherwise they are dropped."""
+        if self.is_dead_letter:
+            return
+        for m in list(self.messages.values()):
+            if m.owner is not None or m.scheduled_ms or not self._expired(m, now):
+                continue
+            if self.config.dead_lettering_on_expiration:
+                self.dead_letter_message(
+                    m, reason="TTLExpiredException",
+                    description="The message expired and was dead lettered.",
+                )
+            else:
+                self.messages.pop(m.seq, None)
+                self.broker.changed()
+
+    def activate_due(self, now: int) -> None:
+        """Scheduled messages whose time has come become active, enqueued at that time."""
+        due = False
+        for m in self.messages.values():
+            if m.scheduled_ms and m.scheduled_ms <= now:
+                m.enqueued_ms = m.scheduled_ms
+                m.scheduled_ms = 0
+                due = True
+        if due:
+            self.broker.changed()
+
+    def cancel_scheduled(self, seq: int) -> bool:
+        m = self.messages.get(seq)
+        if m is None or not m.scheduled_ms:
+            return False
+        del self.messages[seq]
+        self.broker.changed()
+        return True
+
+    def acquire(
+        self, owner: object, session_id: str | None, *, delete: bool
+    ) -> StoredMessage | None:
+        """Next available message for ``owner`` (FIFO; per session when ``session_id``)."""
+        # The session test first: it is cheap, and a session's receiver skips every other
+        # session's messages (the pump asks each receiver with credit after every frame).
+        per_session = self.requires_session
+        for m in self.messages.values():
+            if per_session and m.session_id != session_id:
+                continue
+            if not self._available(m):
+                continue
+            if delete:
+                del self.messages[m.seq]
+                return m
+            m.owner = owner
+            m.lock_token = uuid.uuid4()
+            m.locked_until_ms = now_ms() + int(self.config.lock_duration * 1000)
+            self.broker.locks[m.lock_token] = (self, m.seq)
+            return m
+        return None
+
+    def next_free_session(self) -> str | None:
+        for m in self.messages.values():
+            if (
+                m.session_id is not None
+                and m.session_id not in self.session_owners
+                and self._available(m)
+            ):
+                return m.session_id
+        return None
+
+    def by_lock(self, token: uuid.UUID) -> StoredMessage | None:
+        entry = self.broker.locks.get(token)
+        if entry is None or entry[0] is not self:
+            return None
+        m = self.messages.get(entry[1])
+        if m is None or m.lock_token != token:
+            return None
+        return m
+
+    def _unlock(self, m: StoredMessage) -> None:
+        if m.lock_token is not None:
+            self.broker.locks.pop(m.lock_token, None)
+        m.lock_token = None
+        m.owner = None
+        m.locked_until_ms = 0
+
+    def complete(self, m: StoredMessage) -> None:
+        self._unlock(m)
+        self.messages.pop(m.seq, None)
+        self.broker.changed()
+
+    def release(self, m: StoredMessage, *, count: bool) -> None:
+        """Make a locked message available again (abandon / lock expiry / released)."""
+        self._unlock(m)
+        if count:
+            m.delivery_count += 1
+            if m.delivery_count >= self.config.max_delivery_count and not self.is_dead_letter:
+                self.dead_letter_message(
+                    m,
+                    reason="MaxDeliveryCountExceeded",
+                    description=(
+                        f"Message could not be consumed after {self.config.max_delivery_count}"
+                        " delivery attempts."
+                    ),
+                )
+                return
+        self.broker.changed()
+
+    def defer(self, m: StoredMessage) -> None:
+        self._unlock(m)
+        m.deferred = True
+        self.broker.changed()
+
+    def dead_letter_message(
+        self, m: StoredMessage, *, reason: str | None, description: str | None
+    ) -> None:
+        self._unlock(m)
+        self.messages.pop(m.seq, None)
+        target = self.dead_letter
+        if target is None:
+            return
+        copy = m.copy_for(target.next_seq())
+        copy.delivery_count = m.delivery_count
+        props = dict(copy.app_properties or {})
+        if reason is not None:
+            props[b"DeadLetterReason"] = reason
+        if description is not None:
+            props[b"DeadLetterErrorDescription"] = description
+        copy.app_properties = props
+        copy.app_properties_raw = b""  # re-encoded on delivery
+        copy.annotations[b"x-opt-deadletter-source"] = self.path
+        target.enqueue(copy)
+
+    def release_owner(self, owner: object) -> None:
+        """A receiver link went away. Its session locks end, and with them the locks on the
+        session's messages; other message locks outlive the link until their expiry, as in
+        the service (another receiver can still settle by lock token meanwhile)."""
+        for m in list(self.messages.values()):
+            if m.owner is not owner:
+                continue
+            if self.requires_session:
+                self.release(m, count=True)
+            else:
+                m.owner = ORPHANED
+        for sid, o in list(self.session_owners.items()):
+            if o is owner:
+                del self.session_owners[sid]
+        self.broker.changed()
+
+    def expire_locks(self, now: int) -> None:
+        for m in list(self.messages.values()):
+            # Messages of a session stay locked while the session is held by its receiver;
+            # a lock restored from the state file (owner ORPHANED) runs out like any other.
+            if (
+                m.owner is not None
+                and (m.session_id is None or m.owner is ORPHANED)
+                and m.locked_until_ms < now
+            ):
+                logger.info("lock expired on %s seq %s", self.path, m.seq)
+                self.release(m, count=True)
+
+
+SCHEDULED_ENQUEUE_TIME = b"x-opt-scheduled-enqueue-time"
+
+
+@dataclass
+class SenderEntity:
+    """A topic (fan-out to subscriptions) or a queue (one receiver entity).
+
+    A message with a scheduled enqueue time in the future waits: in the queue itself (peek
+    shows it, state *scheduled*), or for a topic in the topic until it is due, then goes to
+    each subscription. It keeps the sequence number given at scheduling, which cancels it.
+    """
+
+    config: SenderEntityConfig
+    targets: list[ReceiverEntity]
+    seen: dict[str, float] = field(default_factory=dict)
+    scheduled: dict[int, StoredMessage] = field(default_factory=dict)
+    last_seq: int = 0
+
+    def is_duplicate(self, message_id: str | None) -> bool:
+        if not self.config.requires_duplicate_detection or message_id is None:
+            return False
+        now = time.time()  # wall clock: the history outlives a restart (state file)
+        for key, expiry in list(self.seen.items()):
+            if expiry < now:
+                del self.seen[key]
+        if message_id in self.seen:
+            return True
+        self.seen[message_id] = now + self.config.duplicate_window
+        return False
+
+    @property
+    def requires_session(self) -> bool:
+        return any(t.requires_session for t in self.targets)
+
+    def accept(self, m: StoredMessage) -> int | None:
+        """Take one sent message; its sequence number when it was scheduled, None when it was
+        enqueued now or dropped as a duplicate."""
+        if self.is_duplicate(m.message_id):
+            logger.info("duplicate message id %s dropped", m.message_id)
+            return None
+        due = m.annotations.get(SCHEDULED_ENQUEUE_TIME)
+        if isinstance(due, int) and due > now_ms():
+            return self.schedule(m, due)
+        self.fan_out(m)
+        return None
+
+    def schedule(self, m: StoredMessage, due_ms: int) -> int:
+        if self.config.is_queue:
+            queue = self.targets[0]
+            copy = m.copy_for(queue.next_seq())
+            copy.scheduled_ms = due_ms
+            queue.enqueue(copy)
+            return copy.seq
+        self.last_seq += 1
+        copy = m.copy_for(self.last_seq)
+        copy.scheduled_ms = due_ms
+        self.scheduled[copy.seq] = copy
+        if self.targets:
+            self.targets[0].broker.changed()
+        return copy.seq
+
+    def fan_out(self, m: StoredMessage) -> None:
+        """A copy to each subscription whose rules take it (any rule matches, or it has none)."""
+        facts: Facts | None = None
+        for target in self.targets:
+            if target.config.rules:
+                facts = facts or Facts.of(m.properties_raw, m.app_properties)
+                if not accepts(target.config.rules, facts):
+                    continue
+            target.enqueue(m.copy_for(target.next_seq()))
+
+    def cancel(self, seq: int) -> bool:
+        if self.config.is_queue:
+            return bool(self.targets) and self.targets[0].cancel_scheduled(seq)
+        return self.scheduled.pop(seq, None) is not None
+
+    def activate_due(self, now: int) -> None:
+        for seq, m in list(self.scheduled.items()):
+            if m.scheduled_ms <= now:
+                del self.scheduled[seq]
+                m.enqueued_ms = m.scheduled_ms
+                m.scheduled_ms = 0
+                self.fan_out(m)
+
+
+class Broker:
+    """All entities of the namespace."""
+
+    def __init__(self, config: NamespaceConfig) -> None:
+        self.namespace = config.name
+        self.senders: dict[str, SenderEntity] = {}
+        self.receivers: dict[str, ReceiverEntity] = {}
+        self.locks: dict[uuid.UUID, tuple[ReceiverEntity, int]] = {}
+        self._seq = 0
+        self.on_change: Callable[[], None] = lambda: None
+        for entity in config.entities:
+            self.add_entity(entity)
+
+    def add_entity(self, entity: SenderEntityConfig) -> None:
+        """Create a queue or a topic (with its subscriptions); an existing one is replaced."""
+        self.remove_entity(entity.name)
+        targets: list[ReceiverEntity] = []
+        for sub in entity.subscriptions:
+            targets.append(self._add_receiver(entity, sub))
+        self.senders[entity.name.lower()] = SenderEntity(config=entity, targets=targets)
+
+    def add_subscription(self, topic: str, sub: ReceiverEntityConfig) -> None:
+        sender = self.sender(topic)
+        if sender is None or sender.config.is_queue:
+            raise KeyError(topic)
+        sender.config.subscriptions.append(sub)
+        sender.targets.append(self._add_receiver(sender.config, sub))
+
+    def _add_receiver(
+        self, entity: SenderEntityConfig, sub: ReceiverEntityConfig
+    ) -> ReceiverEntity:
+        path = entity.name if entity.is_queue else f"{entity.name}/Subscriptions/{sub.name}"
+        receiver = ReceiverEntity(path=path, config=sub, broker=self)
+        dlq = ReceiverEntity(
+            path=path + "/$DeadLetterQueue", config=sub, broker=self, is_dead_letter=True
+        )
+        receiver.dead_letter = dlq
+        self.receivers[path.lower()] = receiver
+        self.receivers[dlq.path.lower()] = dlq
+        return receiver
+
+    def remove_entity(self, name: str) -> bool:
+        """Delete a queue or a topic with its subscriptions and dead-letter queues."""
+        sender = self.senders.pop(name.lower(), None)
+        if sender is None:
+            return False
+        for target in sender.targets:
+            for receiver in (target, target.dead_letter):
+                if receiver is not None:
+                    self.receivers.pop(receiver.path.lower(), None)
+        return True
+
+    def next_seq(self) -> int:
+        self._seq += 1
+        return self._seq
+
+    def changed(self) -> None:
+        self.on_change()
+
+    def sender(self, path: str) -> SenderEntity | None:
+        return self.senders.get(path.lower())
+
+    def receiver(self, path: str) -> ReceiverEntity | None:
+        return self.receivers.get(path.lower())
+
+    def expire_locks(self) -> None:
+        """Runs a few times a second: locks run out, scheduled messages come due, messages
+        past their time to live leave."""
+        now = now_ms()
+        for sender in list(self.senders.values()):
+            sender.activate_due(now)
+        for entity in list(self.receivers.values()):
+            entity.expire_locks(now)
+            entity.activate_due(now)
+            entity.expire_messages(now)

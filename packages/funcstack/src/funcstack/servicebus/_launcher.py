@@ -1,0 +1,139 @@
+"""Start the local Service Bus endpoint as a subprocess (so tests can stop and restart it)."""
+
+from __future__ import annotations
+
+import json
+import selectors
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
+
+from funcstack._processes import OWN_PROCESS_GROUP, describe_exit, last_lines, stop_child
+from funcstack.servicebus._config import connection_string
+
+
+@dataclass
+class ServiceBusEndpoint:
+    """A running endpoint process. ``stop()`` ends it; its state survives only with a
+    ``state_file`` (saved at stop and once a second)."""
+
+    host: str
+    port: int
+    process: subprocess.Popen[str]
+    _log: IO[str] | None = None
+    tls_port: int | None = None
+    control_port: int | None = None
+
+    @property
+    def connection_string(self) -> str:
+        return connection_string(self.host, self.port)
+
+    def stop(self, timeout: float = 10.0) -> None:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=timeout)
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+
+def start_servicebus(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    config: Path | None = None,
+    log_path: Path | None = None,
+    timeout: float = 20.0,
+    duplicate_window_seconds: float | None = None,
+    settle_delay_ms: float = 0.0,
+    log_level: str = "INFO",
+    tls: tuple[int, Path, Path] | None = None,
+    control: bool = False,
+    state_file: Path | None = None,
+    max_message_size: int | None = None,
+) -> ServiceBusEndpoint:
+    """Run ``python -m funcstack.servicebus`` and wait for its ready line.
+
+    Entities come from ``config`` (the official emulator's Config.json shape); without one the
+    namespace starts empty (entities can be created with ``control=True``). Pass the ``port``
+    of a stopped endpoint to start a new one on the same port.
+    """
+    cmd = [
+        sys.executable,
+        "-m",
+        "funcstack.servicebus",
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--log-level",
+        log_level,
+    ]
+    if config is not None:
+        cmd += ["--config", str(config)]
+    if duplicate_window_seconds is not None:
+        cmd += ["--duplicate-window-seconds", str(duplicate_window_seconds)]
+    if settle_delay_ms:
+        cmd += ["--settle-delay-ms", str(settle_delay_ms)]
+    if max_message_size is not None:
+        cmd += ["--max-message-size", str(max_message_size)]
+    if tls is not None:
+        cmd += ["--tls-port", str(tls[0]), "--tls-cert", str(tls[1]), "--tls-key", str(tls[2])]
+    if control:
+        cmd += ["--control-port", "0"]
+    if state_file is not None:
+        cmd += ["--state-file", str(state_file)]
+    log = log_path.open("a", encoding="utf-8") if log_path is not None else None
+    process = subprocess.Popen(
+        cmd,
+        stdout=subprocess.PIPE,
+        stderr=log if log is not None else subprocess.DEVNULL,
+        text=True,
+        **OWN_PROCESS_GROUP,
+    )
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout
+    selector = selectors.DefaultSelector()
+    selector.register(process.stdout, selectors.EVENT_READ)
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or process.poll() is not None:
+                break
+            if selector.select(remaining):
+                line = process.stdout.readline()
+                if not line:
+                    break
+                ready = json.loads(line)
+                if ready.get("ready"):
+                    return ServiceBusEndpoint(
+                        host=host, port=int(ready["port"]), process=process, _log=log,
+                        tls_port=ready.get("tls_port"), control_port=ready.get("control_port"),
+                    )
+    except BaseException:  # interrupted: the endpoint does not outlive its start
+        stop_child(process)
+        if log is not None:
+            log.close()
+        raise
+    finally:
+        selector.close()
+    code = process.poll()
+    stop_child(process)
+    if log is not None:
+        log.close()
+    lines = last_lines(log_path)
+    raise RuntimeError(
+        f"the Service Bus endpoint did not become ready within {timeout:g} s (port {port}, "
+        f"{describe_exit(code)})"
+        + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else "")
+    )

@@ -1,0 +1,349 @@
+"""Launch the local stand-ins together: a Cosmos DB endpoint, a Service Bus endpoint (entities
+from a given config file), Azurite, and local Functions hosts for given app folders and
+settings, in one work folder, stopped together.
+
+Generic: it knows no app. What to run (which apps, which settings, which entities) comes from
+the caller; an app's own wiring builds on `LocalServices` (this repository's is in tools/).
+Also here: free ports, and the identity of the processes a stack started, so a later run can
+tell whether they still run without ever signalling a stranger.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from funcstack._cache import SetupError, node_executable, node_modules
+from funcstack._processes import (
+    OWN_PROCESS_GROUP,
+    describe_exit,
+    last_lines,
+    note,
+    stop_child,
+)
+from funcstack.cosmos._launcher import CosmosEndpoint, CosmosStartError, start_cosmos
+from funcstack.functions_host._launcher import RunnerStartError, RunningRunner, start_runner
+from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
+
+__all__ = [
+    "AZURITE_ACCOUNT",
+    "AZURITE_KEY",
+    "STOP_TIMEOUT",
+    "Azurite",
+    "LocalServices",
+    "OwnProcess",
+    "PartStartError",
+    "azurite_connection_string",
+    "describe_exit",
+    "free_port",
+    "last_lines",
+    "port_in_use",
+    "record_processes",
+    "running_stack",
+    "start_azurite",
+    "stop_all",
+]
+
+#: Seconds each part gets to exit on its own before it is killed (Ctrl-C within 3 s).
+STOP_TIMEOUT = 1.5
+#: Azurite's well-known development account and key (public, in Azurite's documentation).
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def port_in_use(port: int) -> bool:
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
+# -- Azurite ------------------------------------------------------------------------------------
+
+
+def azurite_connection_string(blob: int, queue: int, table: int) -> str:
+    if (blob, queue, table) == (10000, 10001, 10002):
+        return "UseDevelopmentStorage=true"
+    account = AZURITE_ACCOUNT
+    return (f"DefaultEndpointsProtocol=http;AccountName={account};AccountKey={AZURITE_KEY};"
+            f"BlobEndpoint=http://127.0.0.1:{blob}/{account};"
+            f"QueueEndpoint=http://127.0.0.1:{queue}/{account};"
+            f"TableEndpoint=http://127.0.0.1:{table}/{account};")
+
+
+@dataclass
+class Azurite:
+    process: subprocess.Popen[bytes]
+    ports: tuple[int, int, int]
+
+    @property
+    def connection_string(self) -> str:
+        return azurite_connection_string(*self.ports)
+
+    def stop(self, timeout: float = STOP_TIMEOUT) -> None:
+        if self.process.poll() is not None:
+            return
+        # Azurite finishes in-flight work on the first SIGINT/SIGTERM but keeps running until a
+        # second one; it writes its data (--location) as it goes, so a kill after the grace
+        # period loses nothing.
+        for grace in (0.3, timeout):
+            self.process.send_signal(signal.SIGINT)
+            with suppress(subprocess.TimeoutExpired):
+                self.process.wait(grace)
+                return
+        self.process.kill()
+        self.process.wait(timeout)
+
+
+def start_azurite(data_dir: Path, log_path: Path,
+                  ports: tuple[int, int, int] = (0, 0, 0)) -> Azurite:
+    """Azurite (npm) for blob, queue and table on ``ports`` (0: a free port each)."""
+    node_executable()
+    exe = node_modules() / ".bin" / "azurite"  # npm ci into funcstack's cache on first use
+    if not exe.exists():
+        raise RuntimeError(f"{exe} is missing: remove {exe.parents[1]} to have it installed "
+                           "again")
+    blob, queue, table = (p or free_port() for p in ports)
+    data_dir.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            [str(exe), "--silent", "--skipApiVersionCheck", "--loose", "--location", str(data_dir),
+             "--blobHost", "127.0.0.1", "--blobPort", str(blob),
+             "--queueHost", "127.0.0.1", "--queuePort", str(queue),
+             "--tableHost", "127.0.0.1", "--tablePort", str(table)],
+            stdout=log, stderr=subprocess.STDOUT, **OWN_PROCESS_GROUP,
+        )
+    deadline = time.monotonic() + 30
+    try:
+        while not port_in_use(blob):
+            if process.poll() is not None or time.monotonic() > deadline:
+                code = process.poll()
+                lines = last_lines(log_path)
+                raise RuntimeError(
+                    f"azurite did not start ({describe_exit(code)})"
+                    + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else ""))
+            time.sleep(0.1)
+    except BaseException:  # not started, or interrupted: it does not outlive its start
+        stop_child(process)
+        raise
+    note(log_path, f"azurite listening on blob {blob}, queue {queue}, table {table} "
+                   f"(pid {process.pid})")
+    return Azurite(process=process, ports=(blob, queue, table))
+
+
+# -- the parts together -------------------------------------------------------------------------
+
+
+class PartStartError(RuntimeError):
+    """A part of the stack did not start: which, and why in a line or two (its own reason, or
+    how it exited and the last lines of its log)."""
+
+    def __init__(self, part: str, detail: str) -> None:
+        super().__init__(f"{part} did not start: {detail}")
+        self.part = part
+        self.detail = detail
+
+
+@dataclass
+class LocalServices:
+    """The endpoints and Functions hosts started in ``workdir`` (a ``<part>.log`` each).
+
+    Each ``run_*`` starts its part, or starts it again on the port it had (a restart after
+    ``stop_part``). Hosts are named by the caller; ``stop()`` stops every part at once.
+    """
+
+    workdir: Path
+    #: Where the endpoints keep state across restarts (None: in memory only, as in tests).
+    state_dir: Path | None = None
+    cosmos: CosmosEndpoint | None = None
+    servicebus: ServiceBusEndpoint | None = None
+    azurite: Azurite | None = None
+    hosts: dict[str, RunningRunner] = field(default_factory=dict)
+
+    def _state(self, name: str) -> Path | None:
+        return self.state_dir / name if self.state_dir else None
+
+    def log_path(self, name: str) -> Path:
+        """The log of a part (`<workdir>/<name>.log`)."""
+        return self.workdir / f"{name}.log"
+
+    def run_cosmos(self, port: int = 0) -> CosmosEndpoint:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        with _starting("cosmos"):
+            self.cosmos = start_cosmos(port=self.cosmos.port if self.cosmos else port,
+                                       log_path=self.log_path("cosmos"),
+                                       state_file=self._state("cosmos.json"))
+        return self.cosmos
+
+    def run_servicebus(self, port: int = 0, *, config: Path | None = None,
+                       duplicate_window_seconds: float | None = None,
+                       settle_delay_ms: float = 0.0,
+                       max_message_size: int | None = None) -> ServiceBusEndpoint:
+        """The Service Bus endpoint with the entities of ``config`` (the official emulator's
+        Config.json shape; None: an empty namespace)."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        with _starting("servicebus"):
+            self.servicebus = start_servicebus(
+                port=self.servicebus.port if self.servicebus else port, config=config,
+                log_path=self.log_path("servicebus"),
+                duplicate_window_seconds=duplicate_window_seconds,
+                settle_delay_ms=settle_delay_ms, state_file=self._state("servicebus.state"),
+                max_message_size=max_message_size,
+            )
+        return self.servicebus
+
+    def run_azurite(self, ports: tuple[int, int, int] = (0, 0, 0)) -> Azurite:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        with _starting("azurite"):
+            self.azurite = start_azurite(self.workdir / "azurite", self.log_path("azurite"),
+                                         self.azurite.ports if self.azurite else ports)
+        return self.azurite
+
+    def run_host(self, name: str, app_dir: Path, settings: Mapping[str, str], port: int = 0,
+                 settings_file: Path | None = None, *, python: str | None = None,
+                 extra_import_paths: Sequence[str | Path] = ()) -> RunningRunner:
+        """A Functions host for the app in ``app_dir`` (one app per host, as in Azure);
+        ``settings`` become its environment and win over ``settings_file``. The app's folder
+        is the only entry on its worker's import path, unless ``extra_import_paths`` opts
+        into more; ``python`` is the worker's interpreter (default: this one)."""
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        previous = self.hosts.get(name)
+        with _starting(name):
+            self.hosts[name] = start_runner(
+                app_dir=app_dir, settings_file=settings_file, settings=settings,
+                port=previous.port if previous else port, log_path=self.log_path(name),
+                python=python, extra_import_paths=extra_import_paths,
+            )
+        return self.hosts[name]
+
+    def _parts(self) -> list[tuple[str, CosmosEndpoint | ServiceBusEndpoint | Azurite
+                                   | RunningRunner]]:
+        fixed = [("cosmos", self.cosmos), ("servicebus", self.servicebus),
+                 ("azurite", self.azurite)]
+        return [*((n, p) for n, p in fixed if p is not None), *self.hosts.items()]
+
+    def stop_part(self, name: str) -> None:
+        for part_name, part in self._parts():
+            if part_name == name:
+                part.stop(timeout=STOP_TIMEOUT)
+
+    def kill_host(self, name: str) -> None:
+        if name in self.hosts:
+            self.hosts[name].kill()
+
+    def stop(self) -> None:
+        """Stop every part at once; each is killed if it has not exited within 1.5 s."""
+        stop_all([(name, functools.partial(part.stop, timeout=STOP_TIMEOUT))
+                  for name, part in self._parts()])
+
+    def pids(self) -> list[tuple[str, int]]:
+        return [(name, part.process.pid) for name, part in self._parts()]
+
+    def dead_part(self) -> tuple[str, int | None] | None:
+        """The first part whose process has exited, with its exit code."""
+        for name, part in self._parts():
+            if part.process.poll() is not None:
+                return name, part.process.returncode
+        return None
+
+    def record_exit(self, name: str, code: int | None) -> list[str]:
+        """Note in a part's own log that its process exited unexpectedly (a process that dies
+        of a signal writes nothing itself); the last lines of that log, for the console."""
+        pid = next((pid for part, pid in self.pids() if part == name), None)
+        note(self.log_path(name),
+             f"{name} (pid {pid}) exited unexpectedly: {describe_exit(code)}")
+        return last_lines(self.log_path(name))
+
+
+@contextmanager
+def _starting(part: str) -> Iterator[None]:
+    """A part's start failure as PartStartError naming the part (interruptions pass)."""
+    try:
+        yield
+    except PartStartError:
+        raise
+    except (RunnerStartError, CosmosStartError, SetupError, RuntimeError, OSError) as exc:
+        raise PartStartError(part, str(exc)) from exc
+
+
+def stop_all(parts: list[tuple[str, Callable[[], None]]]) -> None:
+    """Stop the parts at once (in parallel); each kills its process if it lingers."""
+    threads = [threading.Thread(target=_quietly, args=(stop,), name=f"stop-{name}")
+               for name, stop in parts]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def _quietly(stop: Callable[[], None]) -> None:
+    with suppress(Exception):
+        stop()
+
+
+# -- processes a stack started --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class OwnProcess:
+    """A process a stack started, recorded so that a later run can tell whether it still
+    runs — by PID *and* kernel start time *and* command line, so a reused PID never passes
+    for one of ours."""
+
+    name: str
+    pid: int
+    start_time: str
+    cmdline: str
+
+    @classmethod
+    def of(cls, name: str, pid: int) -> OwnProcess | None:
+        identity = _identity(pid)
+        return None if identity is None else cls(name, pid, *identity)
+
+    def alive(self) -> bool:
+        return _identity(self.pid) == (self.start_time, self.cmdline)
+
+
+def _identity(pid: int) -> tuple[str, str] | None:
+    """(start time in clock ticks since boot, command line) of a live process, from /proc."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return None
+    # the command name (field 2) is in parentheses and may hold spaces: split after it
+    fields = stat[stat.rindex(")") + 2 :].split()
+    if fields[0] == "Z":  # a zombie has exited
+        return None
+    return fields[19], cmdline.replace(b"\0", b" ").decode("utf-8", "replace").strip()
+
+
+def record_processes(pidfile: Path, pids: list[tuple[str, int]]) -> None:
+    own = [OwnProcess.of(name, pid) for name, pid in pids]
+    pidfile.parent.mkdir(parents=True, exist_ok=True)
+    pidfile.write_text(json.dumps([p.__dict__ for p in own if p is not None]))
+
+
+def running_stack(pidfile: Path) -> list[OwnProcess]:
+    """The processes recorded in ``pidfile`` that still run (never signalled)."""
+    try:
+        recorded = json.loads(pidfile.read_text())
+        procs = [OwnProcess(**entry) for entry in recorded]
+    except (OSError, ValueError, TypeError):
+        return []
+    return [p for p in procs if p.alive()]

@@ -1,0 +1,110 @@
+"""Serve a stack in the foreground until Ctrl-C: what ``funcstack run`` / ``up`` (and an app's own
+wiring, such as a ``make run``) do around ``start()`` and ``stop()``.
+
+Exit status: 0 after a stop asked for (Ctrl-C, SIGTERM, SIGHUP), 130 when interrupted while
+starting, 1 when a part did not start or died (the cause on stderr in a line or two). The
+processes are recorded in a pidfile while they run, so a second run from the same folder can
+refuse to start (``running_stack``) without ever signalling a stranger. The serving process's
+children are all the stack's: whatever still runs after the stop is stopped too.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Protocol
+
+from funcstack._cache import SetupError
+from funcstack._processes import describe_exit, stop_stray_children
+from funcstack.services import PartStartError, record_processes
+
+__all__ = ["Servable", "serve"]
+
+logger = logging.getLogger("funcstack")
+
+
+class Servable(Protocol):
+    def start(self) -> object: ...
+    def stop(self) -> None: ...
+    def pids(self) -> list[tuple[str, int]]: ...
+    def dead_part(self) -> tuple[str, int | None] | None: ...
+    def record_exit(self, name: str, code: int | None) -> list[str]: ...
+    def log_path(self, name: str) -> Path: ...
+
+
+def serve(stack: Servable, pidfile: Path, *, banner: Callable[[], str], prog: str,
+          starting: str, start: Callable[[], object] | None = None) -> int:
+    """Start (``start``, default ``stack.start``), print the banner, serve until a signal or a
+    dead part; stop everything."""
+    stopping = threading.Event()
+    in_start = [True]
+
+    def on_signal(signum: int, _frame: object) -> None:
+        first = not stopping.is_set()
+        stopping.set()
+        if first and in_start[0]:
+            # Interrupt the start wherever it is: each part started so far is stopped on the
+            # way out (a later signal only sets the flag: the stop is not interrupted).
+            raise KeyboardInterrupt
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(sig, on_signal)
+    try:
+        return _serve(stack, pidfile, stopping, in_start, banner=banner, prog=prog,
+                      starting=starting, start=start or stack.start)
+    except KeyboardInterrupt:  # between the start's end and the serving loop
+        stack.stop()
+        stop_stray_children()
+        pidfile.unlink(missing_ok=True)
+        return 130
+
+
+def _serve(stack: Servable, pidfile: Path, stopping: threading.Event, in_start: list[bool], *,
+           banner: Callable[[], str], prog: str, starting: str,
+           start: Callable[[], object]) -> int:
+    print(starting, flush=True)
+    try:
+        start()
+        in_start[0] = False
+    except KeyboardInterrupt:
+        stack.stop()  # what start() had started, if it did not stop it itself
+        stop_stray_children()  # a child being created when the interrupt landed
+        print("interrupted while starting; everything started so far is stopped.", flush=True)
+        return 130
+    except (PartStartError, SetupError) as exc:
+        stack.stop()
+        stop_stray_children()
+        print(f"{prog}: {exc}", file=sys.stderr, flush=True)
+        return 1
+    record_processes(pidfile, stack.pids())
+    print(banner(), flush=True)
+    exit_code = 0
+    try:
+        while not stopping.is_set():
+            dead = stack.dead_part()
+            if dead is not None:
+                name, code = dead
+                lines = stack.record_exit(name, code)
+                print(f"{name} exited unexpectedly ({describe_exit(code)}); stopping the "
+                      f"stack. Last lines of {stack.log_path(name)}:", file=sys.stderr,
+                      flush=True)
+                for line in lines:
+                    print(f"  {line}", file=sys.stderr, flush=True)
+                exit_code = 1
+                break
+            stopping.wait(0.5)
+    finally:
+        started = time.monotonic()
+        print("stopping...", flush=True)
+        stack.stop()
+        stop_stray_children()
+        for name, pid in stack.pids():
+            logger.info("%s (pid %s) stopped", name, pid)
+        pidfile.unlink(missing_ok=True)
+        print(f"stopped in {time.monotonic() - started:.1f} s.", flush=True)
+    return exit_code

@@ -1,0 +1,83 @@
+"""Fixtures: the local Cosmos DB endpoint on a free port, or COSMOS_ENDPOINT + COSMOS_KEY.
+
+With COSMOS_ENDPOINT / COSMOS_KEY set (e.g. the official emulator), the same tests run
+against that endpoint (TLS verification off), so the assertions only state documented
+Cosmos DB behaviour.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import urllib3
+from azure.core import MatchConditions
+from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionKey
+
+from funcstack.cosmos._launcher import CosmosEndpoint, start_cosmos
+
+PK_PATH = "/partitionKey"
+UNCHANGED = MatchConditions.IfNotModified  # the SDK's If-Match condition
+
+Doc = dict[str, Any]
+
+
+def doc(doc_id: str, pk: str, **fields: Any) -> Doc:
+    return {"id": doc_id, "partitionKey": pk, **fields}
+
+
+@dataclass(frozen=True)
+class Target:
+    endpoint: str
+    key: str
+    verify_tls: bool
+    local: CosmosEndpoint | None
+
+    def client(self, **kwargs: Any) -> CosmosClient:
+        return CosmosClient(self.endpoint, self.key, connection_verify=self.verify_tls, **kwargs)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+@pytest.fixture(scope="session")
+def cosmos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
+    urllib3.disable_warnings(urllib3.exceptions.InsecureRequestWarning)
+    endpoint = os.environ.get("COSMOS_ENDPOINT")
+    key = os.environ.get("COSMOS_KEY")
+    if endpoint and key:
+        yield Target(endpoint=endpoint, key=key, verify_tls=False, local=None)
+        return
+    local = start_cosmos(log_path=tmp_path_factory.mktemp("cosmos") / "cosmos.log")
+    try:
+        yield Target(endpoint=local.endpoint, key=local.key, verify_tls=False, local=local)
+    finally:
+        local.stop()
+
+
+@pytest.fixture(scope="session")
+def client(cosmos: Target) -> CosmosClient:
+    return cosmos.client()
+
+
+@pytest.fixture
+def database(client: CosmosClient) -> Iterator[DatabaseProxy]:
+    name = unique("db")
+    db = client.create_database_if_not_exists(name)
+    try:
+        yield db
+    finally:
+        client.delete_database(name)
+
+
+@pytest.fixture
+def container(database: DatabaseProxy) -> ContainerProxy:
+    """Container as the app uses it: partition key /partitionKey, defaultTtl -1."""
+    return database.create_container_if_not_exists(
+        unique("c"), partition_key=PartitionKey(path=PK_PATH), default_ttl=-1
+    )

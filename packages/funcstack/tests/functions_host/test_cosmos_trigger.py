@@ -1,0 +1,341 @@
+"""The runner drives a Cosmos DB trigger from the change feed with lease documents.
+
+Needs the local Cosmos endpoint (funcstack.cosmos._launcher), or any endpoint given by
+COSMOS_ENDPOINT (+ COSMOS_KEY, COSMOS_VERIFY_TLS) such as the official emulator.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
+from azure.cosmos.exceptions import CosmosResourceNotFoundError
+
+from funcstack.functions_host._cosmos_trigger import VERIFY_TLS_SETTING
+from funcstack.functions_host._launcher import RunningRunner, start_runner
+
+pytestmark = pytest.mark.integration
+
+HERE = Path(__file__).resolve().parent
+EMULATOR_KEY = (
+    "C2y6yDjf5/R+ob0N8A7Cgv30VRDJIWEHLM+4QDU9DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw=="
+)
+WAIT_SECONDS = 60.0
+
+
+@dataclass
+class Cosmos:
+    endpoint: str
+    key: str
+    verify_tls: bool
+
+    @property
+    def connection_string(self) -> str:
+        return f"AccountEndpoint={self.endpoint};AccountKey={self.key};"
+
+
+@pytest.fixture(scope="module")
+def cosmos() -> Iterator[Cosmos]:
+    endpoint = os.environ.get("COSMOS_ENDPOINT")
+    if endpoint:
+        verify = os.environ.get("COSMOS_VERIFY_TLS", "true").lower() != "false"
+        yield Cosmos(endpoint, os.environ.get("COSMOS_KEY", EMULATOR_KEY), verify)
+        return
+    try:
+        from funcstack.cosmos._launcher import start_cosmos
+    except ImportError:
+        pytest.skip("local Cosmos endpoint (funcstack.cosmos._launcher) not available yet")
+    local = start_cosmos(port=0)
+    try:
+        yield Cosmos(local.endpoint, local.key, local.verify_tls)
+    finally:
+        local.stop()
+
+
+@dataclass
+class TriggerEnv:
+    cosmos: Cosmos
+    app_dir: Path
+    out: Path
+    fail_flag: Path
+    settings: dict[str, str]
+    container: ContainerProxy
+    leases_name: str
+    client: CosmosClient
+    log_path: Path
+
+    def start(self, **extra: str) -> RunningRunner:
+        return start_runner(
+            app_dir=self.app_dir,
+            settings={**self.settings, **extra},
+            log_path=self.log_path,
+        )
+
+    def records(self) -> list[dict[str, Any]]:
+        if not self.out.exists():
+            return []
+        return [json.loads(line) for line in self.out.read_text().splitlines() if line.strip()]
+
+    def delivered_ids(self) -> list[str]:
+        return [i for r in self.records() if r["ok"] for i in r["ids"]]
+
+    def leases(self) -> list[dict[str, Any]]:
+        db = self.client.get_database_client(self.settings["COSMOS_DATABASE"])
+        container = db.get_container_client(self.leases_name)
+        try:
+            return list(
+                container.query_items("SELECT * FROM c", enable_cross_partition_query=True)
+            )
+        except CosmosResourceNotFoundError:  # the runner has not created it yet
+            return []
+
+
+@pytest.fixture
+def trigger_env(cosmos: Cosmos, tmp_path: Path) -> Iterator[TriggerEnv]:
+    app_dir = tmp_path / "app"
+    app_dir.mkdir()
+    (app_dir / "function_app.py").write_text((HERE / "sample_cosmos_app.py").read_text())
+    (app_dir / "host.json").write_text(json.dumps({"version": "2.0"}))
+    database = f"runner-{uuid.uuid4().hex[:8]}"
+    client = CosmosClient(
+        cosmos.endpoint, credential=cosmos.key, connection_verify=cosmos.verify_tls
+    )
+    db = client.create_database_if_not_exists(database)
+    container = db.create_container_if_not_exists(
+        "contacts", partition_key=PartitionKey(path="/partitionKey"), default_ttl=-1
+    )
+    settings = {
+        "FUNCTIONS_WORKER_RUNTIME": "python",
+        "CosmosDBConnection": cosmos.connection_string,
+        "COSMOS_VERIFY_TLS": "true" if cosmos.verify_tls else "false",
+        # the local host's own (local-only) setting for the endpoint's self-signed certificate
+        VERIFY_TLS_SETTING: "true" if cosmos.verify_tls else "false",
+        "COSMOS_DATABASE": database,
+        "COSMOS_CONTAINER": "contacts",
+        "COSMOS_LEASE_CONTAINER": "leases",
+        "SAMPLE_OUT": str(tmp_path / "out.jsonl"),
+        "SAMPLE_FAIL_FLAG": str(tmp_path / "fail.flag"),
+    }
+    try:
+        yield TriggerEnv(
+            cosmos=cosmos,
+            app_dir=app_dir,
+            out=tmp_path / "out.jsonl",
+            fail_flag=tmp_path / "fail.flag",
+            settings=settings,
+            container=container,
+            leases_name="leases",
+            client=client,
+            log_path=tmp_path / "runner.log",
+        )
+    finally:
+        try:
+            client.delete_database(database)
+        finally:
+            client.close()
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = WAIT_SECONDS) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def write_docs(container: ContainerProxy, pks: list[str], per_pk: int) -> list[dict[str, Any]]:
+    """Interleave writes across partition keys; ids carry (pk, sequence)."""
+    docs = []
+    for seq in range(per_pk):
+        for pk in pks:
+            doc = {"id": f"{pk}-{seq:03d}", "partitionKey": pk, "type": "domainEvent", "seq": seq}
+            container.create_item(doc)
+            docs.append(doc)
+    return docs
+
+
+def assert_in_order_per_pk(ids: list[str]) -> None:
+    first_seen: dict[str, list[int]] = {}
+    seen: set[str] = set()
+    for doc_id in ids:
+        if doc_id in seen:
+            continue
+        seen.add(doc_id)
+        pk, seq = doc_id.rsplit("-", 1)
+        first_seen.setdefault(pk, []).append(int(seq))
+    for pk, seqs in first_seen.items():
+        assert seqs == sorted(seqs), f"out of order for {pk}: {seqs}"
+
+
+def test_each_document_is_delivered_once_in_order_per_partition_key(
+    trigger_env: TriggerEnv,
+) -> None:
+    runner = trigger_env.start()
+    try:
+        docs = write_docs(trigger_env.container, ["a", "b", "c"], per_pk=6)
+        expected = {d["id"] for d in docs}
+        wait_for(lambda: set(trigger_env.delivered_ids()) >= expected, "all documents")
+        more = write_docs(trigger_env.container, ["d"], per_pk=3)
+        expected |= {d["id"] for d in more}
+        wait_for(lambda: set(trigger_env.delivered_ids()) >= expected, "later documents")
+    finally:
+        runner.stop()
+    delivered = trigger_env.delivered_ids()
+    assert sorted(delivered) == sorted(expected)  # each exactly once
+    assert all(len(r["ids"]) <= 5 for r in trigger_env.records())  # max_items_per_invocation
+    assert_in_order_per_pk(delivered)
+    leases = trigger_env.leases()
+    assert leases, "no lease documents"
+    assert all(lease["ContinuationToken"] for lease in leases)
+
+
+def test_failed_invocation_is_retried_with_the_same_batch_and_lease_stays(
+    trigger_env: TriggerEnv,
+) -> None:
+    trigger_env.fail_flag.touch()
+    runner = trigger_env.start()
+    try:
+        docs = write_docs(trigger_env.container, ["a"], per_pk=3)
+        wait_for(lambda: len(trigger_env.records()) >= 3, "three failed attempts")
+        leases_during_failure = trigger_env.leases()
+        failed = [r for r in trigger_env.records() if not r["ok"]]
+        assert len({tuple(r["ids"]) for r in failed}) == 1, "retries must reuse the same batch"
+        assert all(not lease.get("ContinuationToken") for lease in leases_during_failure)
+        trigger_env.fail_flag.unlink()
+        expected = {d["id"] for d in docs}
+        wait_for(lambda: set(trigger_env.delivered_ids()) >= expected, "delivery after recovery")
+        wait_for(
+            lambda: all(lease.get("ContinuationToken") for lease in trigger_env.leases()),
+            "checkpoint after success",
+        )
+    finally:
+        runner.stop()
+    ok = [r for r in trigger_env.records() if r["ok"]]
+    assert ok[0]["ids"] == failed[0]["ids"]
+    assert sorted(trigger_env.delivered_ids()) == sorted(expected)
+
+
+def test_killed_runner_resumes_from_the_lease_without_skipping(trigger_env: TriggerEnv) -> None:
+    pks = ["a", "b", "c", "d"]
+    docs = write_docs(trigger_env.container, pks, per_pk=10)  # 40 docs, 8+ batches
+    expected = {d["id"] for d in docs}
+    runner = trigger_env.start(SAMPLE_SLEEP_SECONDS="0.5")
+    try:
+        wait_for(lambda: len(trigger_env.delivered_ids()) >= 10, "some batches")
+    finally:
+        runner.kill()
+    delivered_before = set(trigger_env.delivered_ids())
+    assert delivered_before < expected, "runner finished before it was killed; test is moot"
+    runner = trigger_env.start()
+    try:
+        wait_for(lambda: set(trigger_env.delivered_ids()) >= expected, "resumed delivery")
+    finally:
+        runner.stop()
+    delivered = trigger_env.delivered_ids()
+    assert set(delivered) == expected  # nothing skipped
+    records = [r for r in trigger_env.records() if r["ok"]]
+    first_pid = records[0]["pid"]
+    before = [r for r in records if r["pid"] == first_pid]
+    after = [r for r in records if r["pid"] != first_pid]
+    order = [d["id"] for d in docs]
+    resumed_at = order.index(after[0]["ids"][0])
+    last_batch_start = order.index(before[-1]["ids"][0])
+    last_batch_end = order.index(before[-1]["ids"][-1])
+    # resumed exactly at the checkpoint: the uncheckpointed last batch again, or the next one
+    assert resumed_at in {last_batch_start, last_batch_end + 1}
+    counts: dict[str, int] = {}
+    for doc_id in delivered:
+        counts[doc_id] = counts.get(doc_id, 0) + 1
+    assert max(counts.values()) <= 2  # at most the uncheckpointed batch again
+    assert len(delivered) - len(expected) <= 5
+    assert_in_order_per_pk(delivered)
+    pids = {r["pid"] for r in trigger_env.records()}
+    assert len(pids) == 2
+
+
+@pytest.mark.parametrize("max_retry", ["none", "2"])
+def test_failed_batch_is_checkpointed_without_retry_policy_or_after_exhausted_retries(
+    trigger_env: TriggerEnv, max_retry: str
+) -> None:
+    attempts = 1 if max_retry == "none" else 1 + int(max_retry)
+    trigger_env.fail_flag.touch()
+    runner = trigger_env.start(SAMPLE_MAX_RETRY=max_retry)
+    try:
+        failed_docs = write_docs(trigger_env.container, ["a"], per_pk=2)
+        wait_for(
+            lambda: any(lease.get("ContinuationToken") for lease in trigger_env.leases()),
+            "checkpoint of the failed batch",
+        )
+        trigger_env.fail_flag.unlink()
+        later = write_docs(trigger_env.container, ["b"], per_pk=2)
+        wait_for(
+            lambda: set(trigger_env.delivered_ids()) >= {d["id"] for d in later}, "later docs"
+        )
+    finally:
+        runner.stop()
+    failed = [r for r in trigger_env.records() if not r["ok"]]
+    assert len(failed) == attempts
+    assert all(r["ids"] == [d["id"] for d in failed_docs] for r in failed)
+    assert sorted(trigger_env.delivered_ids()) == sorted(d["id"] for d in later)  # moved on
+    log = trigger_env.log_path.read_text()
+    assert ("no retry policy" in log) if max_retry == "none" else ("retries exhausted" in log)
+
+
+def test_a_stuck_lease_does_not_hold_back_the_others(trigger_env: TriggerEnv) -> None:
+    trigger_env.container.create_item({"id": "stuck-000", "partitionKey": "stuck", "seq": 0})
+    pks = [f"p{i:02d}" for i in range(16)]
+    docs = write_docs(trigger_env.container, pks, per_pk=3)
+    runner = trigger_env.start(FUNCTIONS_HOST_COSMOS_LEASES="2", SAMPLE_FAIL_PK="stuck")
+    try:
+        wait_for(lambda: len(trigger_env.leases()) == 2, "two leases")
+        # the batch with "stuck" fails forever; the other lease needs several batches of 5
+        wait_for(lambda: len(trigger_env.delivered_ids()) >= 10, "the healthy lease's batches")
+        failures = [r for r in trigger_env.records() if not r["ok"]]
+    finally:
+        runner.stop()
+    assert failures and all("stuck-000" in r["ids"] for r in failures)
+    assert "stuck-000" not in trigger_env.delivered_ids()
+    assert set(trigger_env.delivered_ids()) <= {d["id"] for d in docs}
+
+
+def test_a_new_lease_starts_from_now_by_default(trigger_env: TriggerEnv) -> None:
+    before = write_docs(trigger_env.container, ["old"], per_pk=3)
+    runner = trigger_env.start(SAMPLE_FROM_BEGINNING="false")
+    try:
+        wait_for(
+            lambda: any(lease.get("ContinuationToken") for lease in trigger_env.leases()),
+            "the lease pinned at now",
+        )
+        after = write_docs(trigger_env.container, ["new"], per_pk=3)
+        wait_for(
+            lambda: set(trigger_env.delivered_ids()) >= {d["id"] for d in after}, "new documents"
+        )
+    finally:
+        runner.stop()
+    assert not {d["id"] for d in before} & set(trigger_env.delivered_ids())
+
+
+def test_shutdown_does_not_checkpoint_an_unfinished_batch(trigger_env: TriggerEnv) -> None:
+    docs = write_docs(trigger_env.container, ["a"], per_pk=3)
+    runner = trigger_env.start(SAMPLE_SLEEP_SECONDS="30")
+    try:
+        wait_for(lambda: len(trigger_env.delivered_ids()) == 3, "the batch in the function")
+    finally:
+        runner.stop()  # SIGTERM while the invocation sleeps
+    assert runner.process.returncode == 0
+    assert not any(lease.get("ContinuationToken") for lease in trigger_env.leases())
+    runner = trigger_env.start()
+    try:
+        wait_for(lambda: len(trigger_env.delivered_ids()) == 6, "the batch delivered again")
+    finally:
+        runner.stop()
+    assert trigger_env.delivered_ids() == [d["id"] for d in docs] * 2

@@ -1,0 +1,173 @@
+"""The runner drives a session-enabled Service Bus topic trigger, as the host does: complete on
+success, abandon on failure (redelivered with DeliveryCount + 1), dead-lettered by the broker
+after the subscription's MaxDeliveryCount, each session's messages in order, the function's
+retry policy applied under the same lock. Real azure-servicebus SDK against the local broker."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
+
+from funcstack.functions_host._launcher import RunningRunner, start_runner
+from funcstack.servicebus._control import request
+from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
+
+from .conftest import make_app_dir
+
+pytestmark = pytest.mark.integration
+
+MAX_DELIVERY = 3
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceBusEndpoint]:
+    sb = start_servicebus(log_path=tmp_path_factory.mktemp("sb") / "sb.log", control=True)
+    try:
+        yield sb
+    finally:
+        sb.stop()
+
+
+@dataclass
+class Env:
+    broker: ServiceBusEndpoint
+    topic: str
+    out: Path
+    runner: RunningRunner
+
+    def send(self, session: str, body: dict[str, Any], **props: str | int) -> str:
+        message_id = str(uuid.uuid4())
+        with ServiceBusClient.from_connection_string(self.broker.connection_string) as client, \
+                client.get_topic_sender(self.topic) as sender:
+            sender.send_messages(ServiceBusMessage(
+                json.dumps(body), message_id=message_id, session_id=session,
+                content_type="application/json",
+                application_properties=dict(props.items()) or None))
+        return message_id
+
+    def lines(self) -> list[dict[str, Any]]:
+        if not self.out.exists():
+            return []
+        return [json.loads(x) for x in self.out.read_text("utf-8").splitlines() if x]
+
+    def wait(self, until: Callable[[list[dict[str, Any]]], bool], timeout: float = 30) -> list[
+            dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            lines = self.lines()
+            if until(lines):
+                return lines
+            time.sleep(0.1)
+        raise AssertionError(f"timed out; invocations so far: {self.lines()}")
+
+    def dead_letters(self, wait: float = 5) -> list[Any]:
+        with ServiceBusClient.from_connection_string(self.broker.connection_string) as client, \
+                client.get_subscription_receiver(
+                    self.topic, "sub", sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+                    max_wait_time=wait) as receiver:
+            return list(receiver.receive_messages(max_message_count=50, max_wait_time=wait))
+
+
+def _env(broker: ServiceBusEndpoint, tmp_path: Path, **settings: str) -> Iterator[Env]:
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    assert broker.control_port is not None
+    request(broker.host, broker.control_port, {
+        "op": "create-topic", "name": topic, "properties": {}})
+    request(broker.host, broker.control_port, {
+        "op": "create-subscription", "topic": topic, "name": "sub",
+        "properties": {"RequiresSession": True, "MaxDeliveryCount": MAX_DELIVERY}})
+    out = tmp_path / "out.jsonl"
+    app_dir = make_app_dir(tmp_path, "sample_servicebus_app.py", {})
+    (app_dir / "host.json").write_text(json.dumps({"version": "2.0", "extensions": {
+        "serviceBus": {"maxConcurrentSessions": 4, "sessionIdleTimeout": "00:00:01"}}}))
+    runner = start_runner(app_dir=app_dir, log_path=tmp_path / "runner.log", settings={
+        "FUNCTIONS_WORKER_RUNTIME": "python",
+        "ServiceBusConnection": broker.connection_string,
+        "SAMPLE_TOPIC": topic, "SAMPLE_SUBSCRIPTION": "sub", "SAMPLE_OUT": str(out),
+        **settings,
+    })
+    try:
+        yield Env(broker, topic, out, runner)
+    finally:
+        runner.stop()
+
+
+@pytest.fixture
+def env(broker: ServiceBusEndpoint, tmp_path: Path) -> Iterator[Env]:
+    yield from _env(broker, tmp_path)
+
+
+def test_a_message_is_passed_with_its_metadata_and_completed(env: Env) -> None:
+    message_id = env.send("s1", {"n": 1}, version=3, cloudEvents_id="e-1")
+    [line] = env.wait(lambda lines: len(lines) == 1)
+    assert line["ok"] and line["id"] == message_id and line["session"] == "s1"
+    assert line["delivery"] == 1 and line["body"] == {"n": 1}
+    assert line["content_type"] == "application/json"
+    assert line["props"] == {"version": 3, "cloudEvents_id": "e-1"}
+    time.sleep(1.5)  # completed: never redelivered
+    assert len(env.lines()) == 1
+    assert env.dead_letters(wait=1) == []
+
+
+def test_a_failed_invocation_abandons_and_the_message_comes_back_with_delivery_count_plus_one(
+    env: Env,
+) -> None:
+    message_id = env.send("s2", {"fail_deliveries": 2})
+    lines = env.wait(lambda lines: any(x["ok"] for x in lines))
+    assert [(x["id"], x["delivery"], x["ok"]) for x in lines] == [
+        (message_id, 1, False), (message_id, 2, False), (message_id, 3, True)]
+    time.sleep(1.5)
+    assert len(env.lines()) == 3
+    assert env.dead_letters(wait=1) == []
+
+
+def test_after_max_delivery_count_failures_the_broker_dead_letters_the_message(env: Env) -> None:
+    message_id = env.send("s3", {"fail_deliveries": 100})
+    lines = env.wait(lambda lines: len(lines) >= MAX_DELIVERY)
+    [dead] = env.dead_letters()
+    assert dead.message_id == message_id
+    assert dead.dead_letter_reason == "MaxDeliveryCountExceeded"
+    assert [x["delivery"] for x in lines] == list(range(1, MAX_DELIVERY + 1))
+    time.sleep(1.5)
+    assert len(env.lines()) == MAX_DELIVERY
+
+
+def test_each_session_is_processed_in_order_one_message_at_a_time(env: Env) -> None:
+    sessions = [f"order-{i}" for i in range(6)]
+    for n in range(5):
+        for session in sessions:
+            env.send(session, {"n": n, "sleep": 0.05})
+    lines = env.wait(lambda lines: len(lines) == 30, timeout=60)
+    for session in sessions:
+        assert [x["body"]["n"] for x in lines if x["session"] == session] == list(range(5))
+    # a failure holds back its own session only: its next message waits for the redelivery
+    env.send("held", {"n": 0, "fail_deliveries": 1})
+    env.send("held", {"n": 1})
+    lines = env.wait(lambda lines: len([x for x in lines if x["session"] == "held"]) == 3)
+    assert [(x["body"]["n"], x["delivery"]) for x in lines if x["session"] == "held"] == [
+        (0, 1), (0, 2), (1, 1)]
+
+
+@pytest.fixture
+def retry_env(broker: ServiceBusEndpoint, tmp_path: Path) -> Iterator[Env]:
+    yield from _env(broker, tmp_path, SAMPLE_RETRY="fixed")
+
+
+def test_the_functions_retry_policy_retries_under_the_same_lock_before_abandoning(
+    retry_env: Env,
+) -> None:
+    # one in-memory retry per delivery: two invocations per DeliveryCount, the count unchanged
+    message_id = retry_env.send("r1", {"fail_deliveries": 1})
+    lines = retry_env.wait(lambda lines: any(x["ok"] for x in lines))
+    assert [(x["id"], x["delivery"], x["ok"]) for x in lines] == [
+        (message_id, 1, False), (message_id, 1, False), (message_id, 2, True)]
+    log = (retry_env.out.parent / "runner.log").read_text("utf-8")
+    assert "Soon retries will not be supported for function 'Functions.on_message'" in log

@@ -1,0 +1,255 @@
+"""``funcstack run`` / ``up`` as a user meets them, in a folder of their own on free ports: an app
+copied out of this repository runs with one command, its events reach its topic (received with
+the unmodified SDK); Ctrl-C stops everything, also while a client keeps posting, and leaves no
+process; state persists per project folder unless --fresh; what a user can get wrong is one
+line naming the cause, exit status 1, no traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from azure.servicebus import ServiceBusClient
+
+pytestmark = pytest.mark.integration
+HELLO = Path(__file__).resolve().parent / "apps" / "hello"
+
+
+@dataclass
+class Cli:
+    """One ``funcstack`` command in a subprocess (its own process group, like a job in a
+    terminal); every process it starts carries a mark in its environment."""
+
+    cwd: Path
+    args: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    mark: str = field(default_factory=lambda: uuid.uuid4().hex)
+    output: list[str] = field(default_factory=list)
+    process: subprocess.Popen[str] | None = None
+
+    def start(self) -> Cli:
+        env = {**os.environ, **self.env, "FUNCSTACK_TEST_MARK": self.mark}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "funcstack", *self.args], cwd=self.cwd, env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, process_group=0)
+        threading.Thread(target=self._read, daemon=True).start()
+        return self
+
+    def _read(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        for line in self.process.stdout:
+            self.output.append(line.rstrip("\n"))
+
+    def wait_for(self, text: str, timeout: float = 180.0) -> str:
+        deadline = time.monotonic() + timeout
+        while True:
+            found = [line for line in self.output if text in line]
+            if found:
+                return found[0]
+            assert self.process is not None
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise AssertionError(f"no {text!r} in:\n{self.text}")
+            time.sleep(0.05)
+
+    def interrupt(self) -> int:
+        assert self.process is not None
+        os.killpg(self.process.pid, signal.SIGINT)
+        return self.exit_code()
+
+    def exit_code(self) -> int:
+        assert self.process is not None
+        code = self.process.wait(60)
+        time.sleep(0.2)
+        return code
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.output)
+
+    def leftovers(self) -> list[str]:
+        found = []
+        needle = f"FUNCSTACK_TEST_MARK={self.mark}".encode()
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit() or int(entry.name) == os.getpid():
+                continue
+            try:
+                if needle in (entry / "environ").read_bytes() and \
+                        (entry / "stat").read_text().split(") ")[1][0] != "Z":
+                    found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ")
+                                 .decode(errors="replace"))
+            except (OSError, IndexError):
+                continue
+        return found
+
+    def kill(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    """An empty folder holding a copy of the hello app (its config beside it)."""
+    shutil.copytree(HELLO, tmp_path / "hello", ignore=shutil.ignore_patterns("__pycache__"))
+    return tmp_path
+
+
+@pytest.fixture
+def clis() -> Iterator[list[Cli]]:
+    started: list[Cli] = []
+    try:
+        yield started
+    finally:
+        for cli in started:
+            cli.kill()
+
+
+def post(url: str, body: object) -> tuple[int, dict[str, object]]:
+    request = urllib.request.Request(  # noqa: S310 - the local host's URL
+        url, data=json.dumps(body).encode(), method="POST",
+        headers={"content-type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:  # noqa: S310
+            return reply.status, json.loads(reply.read())
+    except urllib.error.HTTPError as exc:
+        return exc.code, {}
+
+
+def test_an_app_copied_out_runs_with_one_command_and_ctrl_c_stops_it_under_load(
+    project: Path, clis: list[Cli],
+) -> None:
+    cli = Cli(project, ["run", "--app", "hello", "--free-ports"]).start()
+    clis.append(cli)
+    cli.wait_for("Ctrl-C stops everything.")
+    assert "Traceback" not in cli.text
+    url = re.search(r"http://127\.0\.0\.1:\d+/api", cli.wait_for("  hello ")).group(0)  # type: ignore[union-attr]
+    servicebus = cli.wait_for("Endpoint=sb://").split()[-1]
+    assert "cosmos container hello/greetings: created" in cli.text
+    status, greeting = post(f"{url}/greetings", {"name": "Ada"})
+    assert status == 201, cli.text
+    with ServiceBusClient.from_connection_string(servicebus) as client, \
+            client.get_subscription_receiver("greetings", "all", max_wait_time=30) as receiver:
+        [message] = receiver.receive_messages(max_wait_time=30)
+        receiver.complete_message(message)
+    assert message.message_id == greeting["id"]
+    assert json.loads(str(message)) == greeting
+    settings = json.loads((project / "hello" / "local.settings.json").read_text())
+    assert settings["Values"]["ServiceBusConnection"] == servicebus
+    assert (project / ".funcstack" / ".gitignore").read_text().endswith("*\n")
+
+    # Ctrl-C while a client keeps posting: everything stops, nothing is left
+    posting = threading.Event()
+    answers: list[int] = []
+
+    def keep_posting() -> None:
+        while not posting.is_set():
+            try:
+                answers.append(post(f"{url}/greetings", {"name": "load"})[0])
+            except OSError:
+                answers.append(0)
+
+    clients = [threading.Thread(target=keep_posting, daemon=True) for _ in range(4)]
+    for client_thread in clients:
+        client_thread.start()
+    while answers.count(201) < 20:
+        time.sleep(0.05)
+    try:
+        assert cli.interrupt() == 0, cli.text
+    finally:
+        posting.set()
+        for client_thread in clients:
+            client_thread.join(30)
+    assert "stopped in" in cli.text
+    assert "Traceback" not in cli.text
+    assert cli.leftovers() == []
+    assert not (project / ".funcstack" / "pids.json").exists()
+
+
+def test_state_persists_per_project_folder_unless_fresh(project: Path, clis: list[Cli]) -> None:
+    first = Cli(project, ["up", "--free-ports", "--config", "hello/funcstack.json"]).start()
+    clis.append(first)
+    first.wait_for("Ctrl-C stops everything.")
+    assert "cosmos container hello/greetings: created" in first.text
+    second = one_line(run_once(project, "up", "--free-ports"))
+    assert "a stack is already running from this folder: cosmos (pid" in second
+    assert first.interrupt() == 0
+    again = Cli(project, ["up", "--free-ports", "--config", "hello/funcstack.json",
+                          "--json"]).start()
+    clis.append(again)
+    ready = json.loads(again.wait_for('{"ready": true'))
+    assert set(ready) >= {"cosmos", "servicebus", "storage"}
+    assert "cosmos container hello/greetings: exists" in again.text
+    assert again.interrupt() == 0
+    fresh = Cli(project, ["up", "--free-ports", "--config", "hello/funcstack.json",
+                          "--fresh"]).start()
+    clis.append(fresh)
+    fresh.wait_for("Ctrl-C stops everything.")
+    assert "cosmos container hello/greetings: created" in fresh.text
+    assert fresh.interrupt() == 0
+    assert fresh.leftovers() == []
+
+
+def run_once(cwd: Path, *args: str,
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "funcstack", *args], cwd=cwd,
+                          env={**os.environ, **(env or {})}, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
+def one_line(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("funcstack: ")]
+    assert len(errors) == 1, done.stderr
+    return errors[0]
+
+
+def test_an_app_folder_without_function_app_py_is_one_line(project: Path) -> None:
+    (project / "empty").mkdir()
+    assert "no function_app.py in" in one_line(run_once(project, "run", "--app", "empty"))
+    assert "--app nowhere: no such folder" in one_line(run_once(project, "run", "--app",
+                                                                "nowhere"))
+
+
+def test_a_bad_config_file_is_one_line_naming_it(project: Path) -> None:
+    (project / "bad.json").write_text('{"Cosmos": {"Databases": [}')
+    line = one_line(run_once(project, "up", "--free-ports", "--config", "bad.json"))
+    assert f"{project / 'bad.json'}: not valid JSON" in line
+
+
+def test_a_busy_port_is_one_line_naming_it(project: Path) -> None:
+    sample = project / "hello" / "local.settings.sample.json"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        document = json.loads(sample.read_text())
+        document["Host"]["LocalHttpPort"] = port
+        sample.write_text(json.dumps(document))
+        line = one_line(run_once(project, "run", "--app", "hello"))
+    assert f"{port} (hello)" in line and "--free-ports" in line
+
+
+def test_missing_node_is_one_line(project: Path) -> None:
+    bare = project / "bin"
+    bare.mkdir()
+    line = one_line(run_once(project, "up", "--free-ports", env={"PATH": str(bare)}))
+    assert "node was not found on PATH" in line and "Node.js >= 20" in line

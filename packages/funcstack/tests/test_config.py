@@ -1,0 +1,118 @@
+"""Declared resources: the file's parts, comments, paths relative to the file, and every error
+a user can make named in one line with the file."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from funcstack.config import ConfigError, load_config
+from funcstack.stack import local_settings
+
+HERE = Path(__file__).resolve().parent
+HELLO = HERE / "apps" / "hello"
+
+
+def write(path: Path, document: Any) -> Path:
+    path.write_text(json.dumps(document) if not isinstance(document, str) else document)
+    return path
+
+
+def test_the_hello_apps_file_declares_its_container_and_its_topic() -> None:
+    config = load_config(HELLO / "funcstack.json")
+    [database] = config.cosmos.databases
+    assert (database.name, [(c.name, c.partition_key, c.default_ttl) for c in
+                            database.containers]) == ("hello", [("greetings", "/id", -1)])
+    assert config.servicebus_file == HELLO / "funcstack.json"
+    assert config.summary() == ["cosmos database hello: containers greetings",
+                                "service bus: queues none; topics greetings (all)"]
+
+
+def test_parts_may_be_files_beside_it_and_policies_files_beside_those(tmp_path: Path) -> None:
+    (tmp_path / "cosmos").mkdir()
+    write(tmp_path / "cosmos" / "policy.json", {"indexingMode": "consistent",
+                                                 "includedPaths": [{"path": "/kind/?"}]})
+    write(tmp_path / "cosmos" / "cosmos.json", """{
+      /* a database */ "Databases": [{"Name": "d", "Containers": [
+        {"Name": "c", "PartitionKey": "/pk", "IndexingPolicy": "policy.json"}  // beside me
+      ]}]}""")
+    official = write(tmp_path / "Config.json", {"UserConfig": {"Namespaces": [{"Name": "n"}]}})
+    config = load_config(write(tmp_path / "stack.json",
+                               {"Cosmos": "cosmos/cosmos.json", "ServiceBus": "Config.json"}))
+    [container] = config.cosmos.databases[0].containers
+    assert container.indexing_policy == {"indexingMode": "consistent",
+                                         "includedPaths": [{"path": "/kind/?"}]}
+    assert container.default_ttl is None
+    assert config.servicebus_file == official
+
+
+def test_an_official_emulator_config_is_a_declared_resources_file_as_it_is() -> None:
+    config = load_config(HERE / "fixtures" / "emulator-Config.json")
+    assert config.cosmos.databases == ()
+    assert config.servicebus_file == HERE / "fixtures" / "emulator-Config.json"
+
+
+@pytest.mark.parametrize(("document", "why"), [
+    ('{"Cosmos": {"Databases": [}', "not valid JSON: Expecting value at line 1 column 27"),
+    ({"Cosmos": {}, "Extra": 1}, "unknown key(s) Extra"),
+    ({"Cosmos": {"Databases": [{"Name": "d", "Containers": [{"Name": "c"}]}]}},
+     "database d, Containers[0] (c): PartitionKey must be a string"),
+    ({"Cosmos": {"Databases": [{"Name": "d", "Containers": [
+        {"Name": "c", "PartitionKey": "pk"}]}]}}, "PartitionKey must be a path such as /id"),
+    ({"Cosmos": {"Databases": [{"Name": "d", "Containers": [
+        {"Name": "c", "PartitionKey": "/pk", "DefaultTtl": 0}]}]}}, "DefaultTtl must be -1"),
+    ({"Cosmos": {"Databases": [{"Name": "d", "Containers": [
+        {"Name": "c", "PartitionKey": "/pk", "Ttl": 5}]}]}}, "unknown key(s) Ttl"),
+    ({"Cosmos": {"Databases": [{"Name": "d", "Containers": [
+        {"Name": "c", "PartitionKey": "/pk"}, {"Name": "c", "PartitionKey": "/pk"}]}]}},
+     "declares a container twice"),
+    ({"Cosmos": "missing.json"}, "missing.json: no such file"),
+    ({"UserConfig": {"Namespaces": []}}, "needs UserConfig.Namespaces with one namespace"),
+    ({"UserConfig": {"Namespaces": [{}]}, "ServiceBus": "x.json"}, "not both"),
+    ([], "must be an object"),
+])
+def test_a_file_that_cannot_be_used_is_named_with_the_cause_in_one_line(
+    tmp_path: Path, document: Any, why: str,
+) -> None:
+    path = write(tmp_path / "stack.json", document)
+    with pytest.raises(ConfigError) as refused:
+        load_config(path)
+    message = str(refused.value)
+    assert why in message
+    assert "\n" not in message
+    assert str(tmp_path) in message
+
+
+SAMPLE: dict[str, Any] = {
+    "IsEncrypted": False,
+    "Values": {
+        "AzureWebJobsStorage": "UseDevelopmentStorage=true",
+        "Db": "AccountEndpoint=https://localhost:8081/;AccountKey=abc==;",
+        "Bus": "Endpoint=sb://localhost;SharedAccessKeyName=k;SharedAccessKey=v;"
+               "UseDevelopmentEmulator=true;",
+        "Other": "DefaultEndpointsProtocol=https;AccountName=x;AccountKey=y;",
+        "NAME": "orders",
+        "PORT": 5,
+    },
+    "Host": {"LocalHttpPort": 7075},
+}
+
+
+def test_settings_take_the_local_connection_strings_by_their_shape_not_their_name() -> None:
+    document = local_settings(SAMPLE, {"cosmos": "C", "servicebus": "S", "storage": "A"},
+                              {"EXTRA": "1"})
+    assert document["Values"] == {
+        "AzureWebJobsStorage": "A", "Db": "C", "Bus": "S", "Other": "A", "NAME": "orders",
+        "PORT": 5, "FUNCTIONS_WORKER_RUNTIME": "python",
+        "FUNCTIONS_HOST_COSMOS_VERIFY_TLS": "false", "EXTRA": "1"}
+    assert document["Host"] == {"LocalHttpPort": 7075}
+    assert SAMPLE["Values"]["Db"].startswith("AccountEndpoint")  # the sample is not changed
+
+
+def test_a_service_that_does_not_run_leaves_its_settings_as_they_are() -> None:
+    values = local_settings(SAMPLE, {"cosmos": "C"})["Values"]
+    assert values["Bus"] == SAMPLE["Values"]["Bus"]
+    assert values["AzureWebJobsStorage"] == "UseDevelopmentStorage=true"

@@ -1,0 +1,111 @@
+"""The pytest plugin as a team uses it: a test file outside any project, with only the plugin's
+fixtures, creates an item with the Cosmos DB SDK, receives a message with the Service Bus SDK and
+calls a hosted app; everything stops at the end, when a test fails, and on Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+from test_cli import Cli
+
+pytestmark = pytest.mark.integration
+HELLO = Path(__file__).resolve().parent / "apps" / "hello"
+
+USER_TESTS = f'''
+import json
+import urllib.request
+
+from azure.cosmos import CosmosClient
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+HELLO = {str(HELLO)!r}
+
+
+def test_the_services(funcstack_services):
+    cosmos = CosmosClient(funcstack_services.cosmos_endpoint, funcstack_services.cosmos_key,
+                          connection_verify=False)
+    container = cosmos.get_database_client("hello").get_container_client("greetings")
+    container.create_item({{"id": "from-the-plugin"}})
+    assert container.read_item("from-the-plugin", partition_key="from-the-plugin")
+    connection = funcstack_services.servicebus_connection_string
+    with ServiceBusClient.from_connection_string(connection) as client:
+        with client.get_topic_sender("greetings") as sender:
+            sender.send_messages(ServiceBusMessage("hi", message_id="m-1"))
+        with client.get_subscription_receiver("greetings", "all", max_wait_time=10) as receiver:
+            [message] = receiver.receive_messages(max_wait_time=10)
+            receiver.complete_message(message)
+    assert message.message_id == "m-1"
+    assert funcstack_services.storage_connection_string
+
+
+def test_an_app(funcstack_app):
+    app = funcstack_app(HELLO)
+    assert app.url.endswith("/api")
+    request = urllib.request.Request(app.url + "/greetings", data=b'{{"name": "Ada"}}',
+                                     method="POST", headers={{"content-type": "application/json"}})
+    with urllib.request.urlopen(request, timeout=30) as reply:
+        assert reply.status == 201
+        created = json.loads(reply.read())
+    with urllib.request.urlopen(app.url + "/greetings/" + created["id"], timeout=30) as reply:
+        assert json.loads(reply.read())["text"] == "Hello, Ada!"
+
+
+def test_a_failing_test_still_stops_its_app(funcstack_app):
+    funcstack_app(HELLO)
+    assert False, "fails on purpose"
+'''
+
+
+def leftovers(mark: str) -> list[str]:
+    return Cli(Path(), [], mark=mark).leftovers()
+
+
+def test_a_test_file_with_only_the_plugins_fixtures(pytester: pytest.Pytester,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    mark = uuid.uuid4().hex
+    monkeypatch.setenv("FUNCSTACK_TEST_MARK", mark)
+    pytester.makepyfile(test_user=USER_TESTS)
+    pytester.makeini(f"[pytest]\nfuncstack_config = {HELLO / 'funcstack.json'}\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:xdist",
+                                           "-p", "no:randomly", timeout=600)
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["*fails on purpose*"])
+    assert leftovers(mark) == []
+
+
+def test_ctrl_c_stops_the_services(pytester: pytest.Pytester, tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    pytester.makepyfile(test_wait=f'''
+import pathlib
+import time
+
+
+def test_waits(funcstack_services):
+    pathlib.Path({str(started)!r}).write_text(funcstack_services.cosmos_endpoint)
+    time.sleep(600)
+''')
+    mark = uuid.uuid4().hex
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
+         "--funcstack-config", str(HELLO / "funcstack.json")],
+        cwd=pytester.path, env={**os.environ, "FUNCSTACK_TEST_MARK": mark},
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, process_group=0)
+    try:
+        deadline = time.monotonic() + 180
+        while not started.exists():
+            assert process.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in its terminal
+        output, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert "KeyboardInterrupt" in output
+    assert leftovers(mark) == []

@@ -1,0 +1,168 @@
+"""The services with declared resources, through the Python API and the unmodified SDKs:
+provisioning is idempotent and says what it did; the official Service Bus emulator's sample
+Config.json provisions unchanged; an app's host sees only its own folder on its import path."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from azure.cosmos import CosmosClient
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+
+from funcstack.config import ConfigError, ContainerSpec, CosmosSpec, DatabaseSpec, load_config
+from funcstack.provision import ProvisionError, provision_cosmos
+from funcstack.stack import LocalStack, ServicePorts
+
+pytestmark = pytest.mark.integration
+HERE = Path(__file__).resolve().parent
+OFFICIAL = HERE / "fixtures" / "emulator-Config.json"
+
+
+@pytest.fixture(scope="module")
+def official(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+    """The services with the official sample Config.json, unchanged (no Azurite)."""
+    stack = LocalStack(workdir=tmp_path_factory.mktemp("official"), config=load_config(OFFICIAL),
+                       ports=ServicePorts.free(), with_azurite=False)
+    with stack:
+        yield stack
+
+
+def receive(client: ServiceBusClient, topic: str, subscription: str) -> list[str]:
+    with client.get_subscription_receiver(topic, subscription, max_wait_time=2) as receiver:
+        got = receiver.receive_messages(max_message_count=10, max_wait_time=2)
+        for message in got:
+            receiver.complete_message(message)
+        return [str(m.message_id) for m in got]
+
+
+def test_the_official_sample_config_provisions_unchanged_with_its_queue_topic_and_filters(
+    official: LocalStack,
+) -> None:
+    text = OFFICIAL.read_text()
+    assert "// Other supported properties" in text and '"Action"' in text  # as published
+    with ServiceBusClient.from_connection_string(official.servicebus_connection_string) as sb:
+        with sb.get_queue_sender("queue.1") as sender:
+            sender.send_messages(ServiceBusMessage("q", message_id="q-1"))
+        with sb.get_queue_receiver("queue.1", max_wait_time=5) as receiver:
+            [message] = receiver.receive_messages(max_wait_time=5)
+            receiver.complete_message(message)
+            assert message.message_id == "q-1"
+        with sb.get_topic_sender("topic.1") as sender:
+            sender.send_messages([
+                ServiceBusMessage("{}", message_id="json", content_type="application/json"),
+                ServiceBusMessage("p", message_id="prop", application_properties={
+                    "prop1": "value1"}),
+                ServiceBusMessage("s", message_id="123456", application_properties={
+                    "userProp1": "value1"}),
+                ServiceBusMessage("n", message_id="none"),
+            ])
+        # subscription.1: Correlation on ContentType; .2: Correlation on a user property;
+        # .3: no rules (everything); .4: SQL on sys.MessageId and a user property (its rule's
+        # Action is taken, not applied)
+        assert receive(sb, "topic.1", "subscription.1") == ["json"]
+        assert receive(sb, "topic.1", "subscription.2") == ["prop"]
+        assert sorted(receive(sb, "topic.1", "subscription.3")) == sorted(
+            ["json", "prop", "123456", "none"])
+        assert receive(sb, "topic.1", "subscription.4") == ["123456"]
+    log = official.log_path("servicebus").read_text()
+    assert "rule 'sql-filter-1': rule action \"SET sys.To = 'Entity'\" is not applied" in log
+
+
+def test_provisioning_is_idempotent_and_says_what_it_did(official: LocalStack) -> None:
+    name = f"db-{uuid.uuid4().hex[:8]}"
+    spec = CosmosSpec(databases=(DatabaseSpec(name, (
+        ContainerSpec("items", "/pk", default_ttl=-1,
+                      indexing_policy={"indexingMode": "consistent",
+                                       "includedPaths": [{"path": "/kind/?"}],
+                                       "excludedPaths": [{"path": "/*"}]}),
+        ContainerSpec("leases", "/id"))),))
+    connection = official.cosmos_connection_string
+    first = provision_cosmos(spec, connection)
+    assert first.lines() == [f"cosmos database {name}: created",
+                             f"cosmos container {name}/items: created",
+                             f"cosmos container {name}/leases: created"]
+    again = provision_cosmos(spec, connection)
+    assert [i.outcome for i in again.items] == ["exists", "exists", "exists"]
+    assert again.created == []
+    changed = CosmosSpec(databases=(DatabaseSpec(name, (ContainerSpec("items", "/pk",
+                                                                      default_ttl=60),)),))
+    assert [i.outcome for i in provision_cosmos(changed, connection).items] == [
+        "exists", "updated"]
+    client = CosmosClient.from_connection_string(connection, connection_verify=False)
+    stored = client.get_database_client(name).get_container_client("items").read()
+    assert stored["defaultTtl"] == 60
+    assert stored["indexingPolicy"]["includedPaths"] == [{"path": "/kind/?"}]  # kept
+    moved = CosmosSpec(databases=(DatabaseSpec(name, (ContainerSpec("items", "/other"),)),))
+    with pytest.raises(ProvisionError, match=f"{name}/items exists with partition key /pk, "
+                                             "declared /other"):
+        provision_cosmos(moved, connection)
+
+
+APP = '''
+import importlib.util
+import sys
+
+import azure.functions as func
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+
+
+@app.route(route="path")
+def path(req: func.HttpRequest) -> func.HttpResponse:
+    found = importlib.util.find_spec("probe_leak") is not None
+    return func.HttpResponse(f"{int(found)}")
+'''
+
+
+def test_the_apps_folder_is_the_only_entry_added_to_its_workers_import_path(
+    official: LocalStack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A PYTHONPATH in the environment does not reach the app; extra_import_paths opts in."""
+    leak = tmp_path / "leak"
+    leak.mkdir()
+    (leak / "probe_leak.py").write_text("")
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "function_app.py").write_text(APP)
+    (app / "host.json").write_text('{"version": "2.0"}')
+    monkeypatch.setenv("PYTHONPATH", str(leak))
+    plain = official.host_app(app, name="plain", port=0, settings_file=tmp_path / "a.json")
+    opted = official.run_host("opted", app, settings={}, extra_import_paths=[leak])
+    try:
+        for host, expected in ((plain, b"0"), (opted, b"1")):
+            with urllib.request.urlopen(f"{host.url}/path", timeout=30) as reply:  # noqa: S310
+                assert reply.read() == expected
+    finally:
+        official.stop_part("plain")
+        official.stop_part("opted")
+    settings = json.loads((tmp_path / "a.json").read_text())
+    assert settings["Values"]["FUNCTIONS_WORKER_RUNTIME"] == "python"
+
+
+def test_the_services_start_with_the_declared_resources_of_an_app(tmp_path: Path) -> None:
+    app = tmp_path / "hello"
+    shutil.copytree(HERE / "apps" / "hello", app)
+    with LocalStack(workdir=tmp_path / "stack", config=load_config(app / "funcstack.json"),
+                    ports=ServicePorts.free(), with_azurite=False) as stack:
+        assert stack.report.lines() == ["cosmos database hello: created",
+                                        "cosmos container hello/greetings: created"]
+        stack.container_client("hello", "greetings").create_item({"id": "1"})
+
+
+def test_a_bad_sample_settings_file_is_named_in_one_line(official: LocalStack,
+                                                         tmp_path: Path) -> None:
+    app = tmp_path / "bad"
+    app.mkdir()
+    (app / "function_app.py").write_text(APP)
+    (app / "local.settings.sample.json").write_text('{"Values": {"A": 1,}}')
+    with pytest.raises(Exception, match=r"bad did not start: .*local.settings.sample.json: not "
+                                        r"valid JSON") as failed:
+        official.host_app(app, port=0)
+    assert "\n" not in str(failed.value)
+    assert not isinstance(failed.value, ConfigError)
