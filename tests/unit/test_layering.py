@@ -80,6 +80,10 @@ def test_the_package_imports_nothing_of_any_app_or_of_this_repository() -> None:
         ("application", {"infra", "entrypoints", "function_app", "azure", "tools"}),
         ("infra", {"entrypoints", "function_app", "tools"}),
         ("entrypoints", {"function_app", "tools", "funcstack", "tests", "bench"}),
+        # Decided: only the composition root (entrypoints/bootstrap.py) wires adapters, so the
+        # HTTP layer of the app (its blueprint, its models) never imports infra/.
+        ("entrypoints/contacts.py", {"infra"}),
+        ("entrypoints/operators.py", {"infra"}),
         ("function_app.py", {"tools", "funcstack", "tests", "bench"}),
         # The local stack tool serves any app: neither it nor its tests import this one.
         (FUNCSTACK_SRC, APP | {"subscriber", "contacts_projection", "tools", "bench", "tests",
@@ -203,3 +207,68 @@ def test_importing_the_app_opens_no_connection_and_builds_nothing() -> None:
                          capture_output=True, text=True, timeout=60, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "clean"
+
+
+def _modules() -> dict[str, Path]:
+    """The app's modules and the library's, by dotted name."""
+    found = {"function_app": ROOT / "function_app.py"}
+    src = ROOT / "packages" / "cosmos-outbox" / "src"
+    roots = [(src, src / "cosmos_outbox")] + [(ROOT, ROOT / p) for p in sorted(APP - {
+        "function_app"})]
+    for base, folder in roots:
+        for path in sorted(folder.rglob("*.py")):
+            name = ".".join(path.relative_to(base).with_suffix("").parts)
+            found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def _runtime_imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """The modules a module imports when it is imported (its body; not TYPE_CHECKING blocks,
+    not function bodies), resolved to the known modules."""
+    found: set[str] = set()
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    for node in ast.parse(path.read_text("utf-8")).body:
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            continue
+        for sub in ast.walk(node) if isinstance(node, ast.If | ast.Try) else [node]:
+            if isinstance(sub, ast.Import):
+                names = [alias.name for alias in sub.names]
+            elif isinstance(sub, ast.ImportFrom) and sub.module and sub.level == 0:
+                submodules = [f"{sub.module}.{a.name}" for a in sub.names
+                              if f"{sub.module}.{a.name}" in modules]
+                names = submodules if len(submodules) == len(sub.names) else [
+                    sub.module, *submodules]
+            else:
+                continue
+            found |= {m for n in names if (m := known(n)) is not None}
+    return found
+
+
+def test_no_module_of_the_app_or_the_library_imports_itself_in_a_cycle() -> None:
+    modules = _modules()
+    graph = {m: _runtime_imports(p, modules) - {m} for m, p in modules.items()}
+    assert len(graph) > 60
+    cycles: list[list[str]] = []
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        path.append(module)
+        for imported in sorted(graph[module]):
+            if state.get(imported) == 1:
+                cycles.append([*path[path.index(imported):], imported])
+            elif imported not in state:
+                visit(imported)
+        path.pop()
+        state[module] = 2
+
+    for module in sorted(graph):
+        if module not in state:
+            visit(module)
+    assert cycles == []

@@ -49,10 +49,8 @@ def cosmos() -> Iterator[Cosmos]:
         verify = os.environ.get("COSMOS_VERIFY_TLS", "true").lower() != "false"
         yield Cosmos(endpoint, os.environ.get("COSMOS_KEY", EMULATOR_KEY), verify)
         return
-    try:
-        from funcstack.cosmos._launcher import start_cosmos
-    except ImportError:
-        pytest.skip("local Cosmos endpoint (funcstack.cosmos._launcher) not available yet")
+    from funcstack.cosmos import start_cosmos
+
     local = start_cosmos(port=0)
     try:
         yield Cosmos(local.endpoint, local.key, local.verify_tls)
