@@ -29,17 +29,16 @@ from typing import Any
 import azure.functions as func
 
 from contacts_projection.reads import ProjectionReads, StoreError
+# The page sizes and the function key's query parameter (`code`: the platform reads it, the app
+# ignores it) are cosmos-outbox's, as for every route of the Contacts app.
+from cosmos_outbox.http.operations import DEFAULT_PAGE_SIZE, KEY_PARAMETER, MAX_PAGE_SIZE
 
 logger = logging.getLogger(__name__)
 
 PROBLEM_JSON = "application/problem+json"
 #: A contact id (the contacts app's identifiers).
 CONTACT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-DEFAULT_PAGE_SIZE = 10
-MAX_PAGE_SIZE = 100
 _PAGE_SIZE = re.compile(r"[0-9]{1,3}")
-#: The Functions key may come as `?code=` (the platform reads it; the app ignores it).
-KEY_PARAMETER = "code"
 _TOKEN_VERSION = "t1"  # noqa: S105  (a format's name, not a secret)
 MAX_TOKEN_LENGTH = 8192
 _TOKEN = re.compile(
