@@ -93,11 +93,13 @@ class ServiceBusBatch(MessageBatch):
 
 
 class _Link:
-    """One thread's client and topic sender (the SDK's are not thread-safe)."""
+    """One thread's client and topic sender (the SDK's are not thread-safe), and the size of
+    the batches it makes: the smaller of the link's limit and SERVICEBUS_MAX_MESSAGE_BYTES."""
 
     def __init__(self, client: ServiceBusClient) -> None:
         self.client = client
         self.sender: Any = None
+        self.batch_bytes: int | None = None
 
 
 class ServiceBusPublisher(MessagePublisher):
@@ -131,11 +133,20 @@ class ServiceBusPublisher(MessagePublisher):
         return link.sender
 
     def create_batch(self) -> MessageBatch:
+        """A batch of at most SERVICEBUS_MAX_MESSAGE_BYTES, or of the link's own limit (what
+        the entity announced when the link opened) when that is smaller: a message that does
+        not fit an empty one is larger than the topic takes (the relay offloads it)."""
         try:
-            return ServiceBusBatch(
-                self._get_sender().create_message_batch(),
-                base=self._settings.cloudevents_source_base,
-            )
+            sender, link = self._get_sender(), self._link()
+            if link.batch_bytes is None:
+                batch = sender.create_message_batch()  # the link's limit
+                cap = self._settings.servicebus_max_message_bytes
+                link.batch_bytes = min(batch.max_size_in_bytes, cap)
+                if batch.max_size_in_bytes > cap:
+                    batch = sender.create_message_batch(cap)
+            else:
+                batch = sender.create_message_batch(link.batch_bytes)
+            return ServiceBusBatch(batch, base=self._settings.cloudevents_source_base)
         except Exception:
             self._reset()
             raise
@@ -169,7 +180,7 @@ class ServiceBusPublisher(MessagePublisher):
 
 
 def _close_sender(link: _Link) -> None:
-    sender, link.sender = link.sender, None
+    sender, link.sender, link.batch_bytes = link.sender, None, None
     if sender is not None:
         try:
             sender.close()
