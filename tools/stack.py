@@ -11,6 +11,7 @@ Ctrl-C; tests use `Stack` on free ports and stop/kill parts of it to inject faul
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -23,8 +24,12 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from azure.cosmos import ContainerProxy, CosmosClient
+
+if TYPE_CHECKING:
+    from azure.storage.blob import ContainerClient
 
 from emulators.functions_host.cosmos_trigger import VERIFY_TLS_SETTING
 from emulators.functions_host.launcher import RunningRunner
@@ -103,6 +108,8 @@ class Stack(LocalServices):
             values = self.settings()
             assert self.cosmos is not None
             try:
+                if self.azurite is not None:
+                    self.provision_payloads()
                 provision(
                     self.cosmos.connection_string,
                     database=values["COSMOS_DATABASE"],
@@ -209,8 +216,31 @@ class Stack(LocalServices):
             values["ServiceBusConnection"] = self.servicebus.connection_string
         if self.azurite is not None:
             values["AzureWebJobsStorage"] = self.azurite.connection_string
+        else:
+            # No storage on this stack: the claim check is off (a large event is quarantined),
+            # never pointed at the well-known port, where another stack's Azurite may listen.
+            values.pop("AzureWebJobsStorage", None)
         values.update(self.settings_overrides)
         return values
+
+    def provision_payloads(self) -> None:
+        """The claim check's private container in Azurite (what the Bicep templates create in
+        Azure), through the unmodified SDK; kept if it exists."""
+        from azure.core.exceptions import ResourceExistsError
+        from azure.storage.blob import BlobServiceClient
+
+        assert self.azurite is not None
+        service = BlobServiceClient.from_connection_string(self.azurite.connection_string)
+        with service, contextlib.suppress(ResourceExistsError):
+            service.create_container(self.settings()["OUTBOX_PAYLOAD_CONTAINER"])
+
+    def payload_container(self) -> ContainerClient:
+        """The claim check's container on this stack's Azurite, through the SDK."""
+        from azure.storage.blob import ContainerClient
+
+        assert self.azurite is not None
+        return ContainerClient.from_connection_string(
+            self.azurite.connection_string, self.settings()["OUTBOX_PAYLOAD_CONTAINER"])
 
     def subscriber_settings(self) -> dict[str, str]:
         """The subscriber sample's values with this stack's real endpoints."""
@@ -218,9 +248,12 @@ class Stack(LocalServices):
         main = self.settings()
         for name in ("CosmosDBConnection", "COSMOS_VERIFY_TLS", VERIFY_TLS_SETTING,
                      "ServiceBusConnection", "AzureWebJobsStorage", "COSMOS_DATABASE",
-                     "SERVICEBUS_TOPIC", OTEL_ENV_VAR):
+                     "SERVICEBUS_TOPIC", "OutboxPayloadStorage", "OUTBOX_PAYLOAD_CONTAINER",
+                     OTEL_ENV_VAR):
             if name in main:
                 values[name] = main[name]
+        if "AzureWebJobsStorage" not in main:
+            values.pop("AzureWebJobsStorage", None)
         values["OTEL_SERVICE_NAME"] = SERVICE_NAMES["subscriber"]
         values.update(self.subscriber_overrides)
         return values
@@ -375,7 +408,8 @@ def banner(stack: Stack) -> str:
   Subscriber   subscriber/ on port {stack.ports.subscriber}: contact-events / contact-projection
                -> Cosmos container contact-projections (log: .stack/subscriber.log)
   Projections  {projections}/<id>   {projections}?pageSize=10
-  Azurite      blob/queue/table on {', '.join(map(str, stack.ports.azurite))}
+  Azurite      blob/queue/table on {', '.join(map(str, stack.ports.azurite))}; large events' bodies
+               (the claim check) in its container outbox-payloads
   Settings     local.settings.json (generated; `func start` works against this stack)
   State        .stack/state (kept across restarts; `make reset` forgets it)
   Logs         .stack/*.log      Watch events: make tail
