@@ -200,27 +200,32 @@ class _Outgoing:
         claim-check message stands for."""
         if self._batch is None:
             self._batch = self._relay._publisher.create_batch()
-        publisher = self._relay._publisher
-        if not self._batch.try_add(message):
-            if len(self._batch):
-                self.flush()
-                self._batch = publisher.create_batch()
-            if not self._batch.try_add(message):
-                if self._refreshed:
-                    return False
-                # Too large for an empty batch: asked once more (once per invocation) on a
-                # fresh link, whose limit may have been raised since this one opened (a
-                # namespace moved to Premium).
-                self._refreshed = True
-                publisher.refresh()
-                self._batch = publisher.create_batch()
-                if not self._batch.try_add(message):
-                    return False
+        if not self._batch.try_add(message) and not self._fits_a_new_batch(message):
+            return False
         self._events.append(event)
         self._notices += notice
         if offloaded is not None:
             self._offloaded.append(offloaded)
         return True
+
+    def _fits_a_new_batch(self, message: OutboxMessage) -> bool:
+        """The current batch is full: the message in a new one. False when it does not fit an
+        empty batch, even on a fresh link when the publisher may learn a larger limit there
+        (asked once per invocation: a namespace moved to Premium since the link opened)."""
+        publisher = self._relay._publisher
+        assert self._batch is not None
+        if len(self._batch):
+            self.flush()
+            self._batch = publisher.create_batch()
+            if self._batch.try_add(message):
+                return True
+        if self._refreshed:
+            return False
+        self._refreshed = True
+        if not publisher.refresh():
+            return False
+        self._batch = publisher.create_batch()
+        return self._batch.try_add(message)
 
     def flush(self) -> None:
         if self._batch is not None and len(self._batch):

@@ -33,10 +33,13 @@ class MessagePublisher(abc.ABC):
     @abc.abstractmethod
     def send(self, batch: MessageBatch) -> None: ...
 
-    def refresh(self) -> None:  # noqa: B027  (optional: most publishers have nothing to do)
+    def refresh(self) -> bool:
         """Forget what was learnt of the entity (a link's message size limit), so the next
         batch reads it again: a message too large for an empty batch is re-checked once
-        against a fresh link before it is quarantined (the limit may have been raised)."""
+        against a fresh link before it is offloaded or quarantined (the limit may have been
+        raised). False when a fresh link could not take more (nothing was forgotten): the
+        default, for publishers with nothing to learn."""
+        return False
 
 
 class PayloadStore(abc.ABC):

@@ -160,9 +160,16 @@ class ServiceBusPublisher(MessagePublisher):
             self._reset()
             raise
 
-    def refresh(self) -> None:
-        """The next batch comes from a new link, which announces the entity's current limit."""
+    def refresh(self) -> bool:
+        """The next batch comes from a new link, which announces the entity's current limit;
+        unless this link already takes SERVICEBUS_MAX_MESSAGE_BYTES (no link can take more
+        from the relay): opening a link costs a round trip or more."""
+        link: _Link | None = getattr(self._local, "link", None)
+        if (link is not None and link.batch_bytes is not None
+                and link.batch_bytes >= self._settings.servicebus_max_message_bytes):
+            return False
         self._reset()
+        return True
 
     def _reset(self) -> None:
         """This thread's sender is closed; its next batch opens a new one."""

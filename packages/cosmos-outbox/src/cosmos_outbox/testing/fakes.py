@@ -205,10 +205,11 @@ class FakePublisher(MessagePublisher):
             raise ConnectionError("broker unavailable")
         self.sent.append(list(batch.messages))
 
-    def refresh(self) -> None:
+    def refresh(self) -> bool:
         self.refreshes += 1
         if self.entity_limit is not None:
             self.max_batch_bytes = self.entity_limit
+        return True
 
     @property
     def messages(self) -> list[OutboxMessage]:
