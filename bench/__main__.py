@@ -13,6 +13,7 @@ from typing import Any
 
 from bench import (
     api,
+    claim_check,
     cold_start,
     cosmos_sdk,
     first_request,
@@ -61,6 +62,15 @@ def main() -> None:
               f"{cpu['add_only_us']:.1f}")
         print(f"  on ÷ floor {cpu['on_to_floor_ratio']:.2f}x (aim 1.2), off ÷ floor "
               f"{cpu['off_to_floor_ratio']:.2f}x, on ÷ off {cpu['on_to_off_ratio']:.2f}x")
+
+        print("\nClaim check: relaying events of 1 MB (bodies to Azurite, claim checks to a "
+              "256 KB topic) beside the bare SDK uploading the same bodies ...", flush=True)
+        results["claim_check"] = offload = claim_check.measure(base / "claim-check")
+        print(f"  relay {offload['relay_ms_per_mb']:.1f} ms/MB "
+              f"({offload['relay_cpu_ms_per_mb']:.1f} ms CPU/MB); bare upload_blob "
+              f"{offload['floor_ms_per_mb']:.1f} ms/MB "
+              f"({offload['floor_cpu_ms_per_mb']:.1f} ms CPU/MB): {offload['wall_ratio']:.2f}x "
+              f"wall, {offload['cpu_ratio']:.2f}x CPU")
 
         print("\nCold start: import function_app beside the bare SDKs it runs on ...",
               flush=True)
@@ -119,6 +129,12 @@ def summary(results: dict[str, Any]) -> str:
         ("relay CPU/event, telemetry off (us)", cpu["cpu_us_per_event_off"],
          "SDK constructs + packs the message", cpu["floor_us_per_event"],
          cpu["off_to_floor_ratio"]),
+        ("claim check, 1 MB events (ms per MB)", results["claim_check"]["relay_ms_per_mb"],
+         "the SDK's upload_blob of the bodies", results["claim_check"]["floor_ms_per_mb"],
+         results["claim_check"]["wall_ratio"]),
+        ("claim check, 1 MB events (CPU ms/MB)", results["claim_check"]["relay_cpu_ms_per_mb"],
+         "the SDK's upload_blob of the bodies", results["claim_check"]["floor_cpu_ms_per_mb"],
+         results["claim_check"]["cpu_ratio"]),
         ("import function_app (CPU ms)", imp["import_function_app_cpu_s"] * 1000,
          "import of the bare SDKs", imp["import_bare_sdks_cpu_s"] * 1000,
          imp["app_to_floor_ratio"]),

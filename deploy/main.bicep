@@ -36,6 +36,7 @@ param subscriberFunctionAppName string = ''
 param cosmosAccountName string = ''
 param serviceBusNamespaceName string = ''
 param storageAccountName string = ''
+param payloadStorageAccountName string = ''
 param applicationInsightsName string = ''
 param logAnalyticsName string = ''
 param identityName string = ''
@@ -64,6 +65,21 @@ param serviceBusSubscriptionName string = 'all-events'
   'Premium'
 ])
 param serviceBusSku string = 'Standard'
+
+@description('Days after its last write a claim-check payload (the body of an event too large for a message) is deleted by the payload account\'s lifecycle rule. Longer than the messages\' time to live on the topic and its subscriptions (14 days), so no message outlives its payload; the margin is for dead-letter re-drives.')
+@minValue(15)
+param payloadRetentionDays int = 30
+
+@description('The largest body the relay offloads to the payload store (OUTBOX_PAYLOAD_MAX_BYTES; 0: no claim check, large events are quarantined). Cosmos DB items are at most 2 MB.')
+@minValue(0)
+param payloadMaxBytes int = 2097152
+
+@description('The subscriber\'s rights on its subscription: \'owner\' (Azure Service Bus Data Owner on that subscription only: the platform scales its trigger by target, on the subscription\'s message count) or \'receiver\' (Data Receiver: least privilege, and the platform falls back to incremental scaling). See deploy/README.md.')
+@allowed([
+  'owner'
+  'receiver'
+])
+param subscriberServiceBusRights string = 'owner'
 
 @description('Duplicate detection window (ISO 8601, PT20S..P7D). It must exceed the longest gap between a relay send and its retry, or a resend after a long outage is delivered twice. Fixed at topic creation.')
 param duplicateDetectionHistoryTimeWindow string = 'P1D'
@@ -140,6 +156,10 @@ var relayAppName = !empty(relayFunctionAppName) ? relayFunctionAppName : '${abbr
 // No lambdas (filter/map): checkov's Bicep parser cannot read them. Origins hold no spaces.
 var corsOrigins = empty(trim(corsAllowedOrigins)) ? [] : split(replace(corsAllowedOrigins, ' ', ''), ',')
 var hostStorageName = !empty(storageAccountName) ? storageAccountName : '${abbrs.storageStorageAccounts}${token}'
+var payloadStorageName = !empty(payloadStorageAccountName) ? payloadStorageAccountName : '${abbrs.storageStorageAccounts}pl${token}'
+// SERVICEBUS_MAX_MESSAGE_BYTES: Standard takes 256 KB messages and batches; Premium 1 MB
+// batches (larger single messages are offloaded too, and travel in batches).
+var serviceBusMaxMessageBytes = serviceBusSku == 'Premium' ? 1048576 : 262144
 
 // Azure built-in role definition ids.
 var storageBlobDataOwnerRoleId = 'b7e6dc6d-f1e8-4753-8033-0f276bb0955b'
@@ -322,6 +342,23 @@ module cosmos 'modules/cosmos.bicep' = {
   }
 }
 
+// ---- the claim check's payloads (bodies too large for a message) ----
+module payloads 'modules/payloads.bicep' = {
+  name: 'payloads'
+  params: {
+    accountName: payloadStorageName
+    location: location
+    tags: tags
+    retentionDays: payloadRetentionDays
+    // The relay writes (the app's identity: one identity for the api and relay apps).
+    contributorPrincipals: concat([
+      appPrincipal
+    ], developerPrincipals)
+    // Subscribers read.
+    readerPrincipals: subscriberPrincipals
+  }
+}
+
 module serviceBus 'modules/servicebus.bicep' = {
   name: 'servicebus'
   params: {
@@ -333,6 +370,7 @@ module serviceBus 'modules/servicebus.bicep' = {
     subscriptionName: serviceBusSubscriptionName
     projectionSubscriptionName: deploySubscriber ? subscriberSubscriptionName : ''
     projectionReceiverPrincipals: subscriberPrincipals
+    projectionReceiverRights: subscriberServiceBusRights
     duplicateDetectionHistoryTimeWindow: duplicateDetectionHistoryTimeWindow
     senderPrincipals: concat([
       appPrincipal
@@ -370,6 +408,10 @@ module api 'modules/functionapp.bicep' = {
     feedPollDelayMs: feedPollDelayMs
     maxItemsPerInvocation: maxItemsPerInvocation
     backlogEstimateSchedule: backlogEstimateSchedule
+    payloadBlobEndpoint: payloads.outputs.blobEndpoint
+    payloadContainer: payloads.outputs.containerName
+    payloadMaxBytes: payloadMaxBytes
+    serviceBusMaxMessageBytes: serviceBusMaxMessageBytes
   }
   dependsOn: [
     storageBlobDataOwner
@@ -405,6 +447,10 @@ module relay 'modules/functionapp.bicep' = if (splitRelay) {
     feedPollDelayMs: feedPollDelayMs
     maxItemsPerInvocation: maxItemsPerInvocation
     backlogEstimateSchedule: backlogEstimateSchedule
+    payloadBlobEndpoint: payloads.outputs.blobEndpoint
+    payloadContainer: payloads.outputs.containerName
+    payloadMaxBytes: payloadMaxBytes
+    serviceBusMaxMessageBytes: serviceBusMaxMessageBytes
   }
   dependsOn: [
     storageBlobDataOwner
@@ -433,6 +479,8 @@ module subscriber 'modules/subscriberapp.bicep' = if (deploySubscriber) {
     serviceBusTopic: serviceBus.outputs.topicName
     subscriberSubscription: subscriberSubscriptionName
     inboxTtlSeconds: inboxTtlSeconds
+    payloadBlobEndpoint: payloads.outputs.blobEndpoint
+    payloadContainer: payloads.outputs.containerName
   }
   dependsOn: [
     subscriberStorageRoles
@@ -470,3 +518,5 @@ output APPLICATIONINSIGHTS_NAME string = applicationInsights.name
 output AZURE_SUBSCRIBER_FUNCTION_APP_NAME string = deploySubscriber ? subscriberAppName : ''
 output SUBSCRIBER_SUBSCRIPTION string = deploySubscriber ? subscriberSubscriptionName : ''
 output PROJECTION_CONTAINER string = deploySubscriber ? projectionContainerName : ''
+output OUTBOX_PAYLOAD_BLOB_ENDPOINT string = payloads.outputs.blobEndpoint
+output OUTBOX_PAYLOAD_CONTAINER string = payloads.outputs.containerName

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from azure.functions.decorators.function_app import Function
@@ -49,8 +50,8 @@ class FakeWorld:
     """The app on fakes. `uow` and `contacts` may be swapped by a test (a store that fails, a
     racing writer); the app reads them on every call."""
 
-    def __init__(self) -> None:
-        memory = in_memory()
+    def __init__(self, **options: Any) -> None:
+        memory = in_memory(**options)
         self.store, self.publisher = memory.store, memory.publisher
         self.quarantine, self.backlog = memory.quarantine, memory.backlog
         self.uow: Callable[[], UnitOfWork] = uow_factory(self.store)

@@ -20,8 +20,18 @@ class Received:
     session_id: str
     subject: str
     version: int
+    #: the event's data: the message's body, or, for a claim check, what its dataref names
+    #: (fetched when `drain` was given the payload store; else empty)
     body: dict[str, Any]
     properties: dict[str, Any]
+    #: the bytes of the message's own body (empty for a claim check)
+    raw_size: int = 0
+    content_type: str | None = None
+
+    @property
+    def dataref(self) -> str | None:
+        ref = self.properties.get("cloudEvents_dataref")
+        return None if ref is None else str(ref)
 
 
 def _decode(value: Any) -> Any:
@@ -30,11 +40,13 @@ def _decode(value: Any) -> Any:
 
 def drain(connection_string: str, *, until: Callable[[list[Received]], bool],
           timeout: float, topic: str = "contact-events",
-          subscription: str = "all-events", workers: int = 8) -> list[Received]:
+          subscription: str = "all-events", workers: int = 8,
+          payloads: Callable[[str], bytes] | None = None) -> list[Received]:
     """Receive (and complete) from every session until `until(received)` or the timeout.
 
     Like a real consumer, several threads each take the next available session: opening a
-    session receiver costs the sync SDK ~0.45 s (its open loop polls every 50 ms).
+    session receiver costs the sync SDK ~0.45 s (its open loop polls every 50 ms). A claim
+    check's data (`cloudEvents_dataref`) is fetched with `payloads` (a payload store's `get`).
     """
     received: list[Received] = []
     lock = threading.Lock()
@@ -51,7 +63,8 @@ def drain(connection_string: str, *, until: Callable[[list[Received]], bool],
         with ServiceBusClient.from_connection_string(connection_string, retry_total=0) as client:
             while time.monotonic() < deadline and not done():
                 try:
-                    _drain_one_session(client, topic, subscription, deadline, received, lock)
+                    _drain_one_session(client, topic, subscription, deadline, received, lock,
+                                       payloads)
                 except (OperationTimeoutError, ServiceBusError):
                     time.sleep(0.2)
 
@@ -64,7 +77,8 @@ def drain(connection_string: str, *, until: Callable[[list[Received]], bool],
 
 
 def _drain_one_session(client: ServiceBusClient, topic: str, subscription: str,
-                       deadline: float, received: list[Received], lock: threading.Lock) -> None:
+                       deadline: float, received: list[Received], lock: threading.Lock,
+                       payloads: Callable[[str], bytes] | None = None) -> None:
     # keep_alive=0 + prefetch: the SDK starts no keep-alive thread, whose 1 s sleeps would
     # otherwise delay every close.
     with client.get_subscription_receiver(
@@ -80,13 +94,20 @@ def _drain_one_session(client: ServiceBusClient, topic: str, subscription: str,
             for message in batch:
                 props = {_decode(k): _decode(v)
                          for k, v in (message.application_properties or {}).items()}
+                raw = b"".join(message.body)
+                data = raw
+                dataref = props.get("cloudEvents_dataref")
+                if dataref is not None and payloads is not None:
+                    data = payloads(str(dataref))
                 item = Received(
                     message_id=str(message.message_id),
                     session_id=str(message.session_id),
                     subject=str(message.subject),
                     version=int(props["version"]),
-                    body=json.loads(b"".join(message.body)),
+                    body=json.loads(data) if data else {},
                     properties=props,
+                    raw_size=len(raw),
+                    content_type=message.content_type,
                 )
                 receiver.complete_message(message)
                 with lock:

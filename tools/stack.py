@@ -11,6 +11,7 @@ Ctrl-C; tests use `Stack` on free ports and stop/kill parts of it to inject faul
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -19,6 +20,7 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from azure.cosmos import ContainerProxy
 
@@ -29,6 +31,9 @@ from funcstack.services import free_port, port_in_use, running_stack
 from funcstack.serving import serve as serve_stack
 from funcstack.stack import LocalStack, ServicePorts
 from tools.provision import declared
+
+if TYPE_CHECKING:
+    from azure.storage.blob import ContainerClient
 
 __all__ = ["ROOT", "SERVICEBUS_CONFIG", "Ports", "Stack", "free_port", "main", "port_in_use",
            "running_stack"]
@@ -82,6 +87,8 @@ class Stack(LocalStack):
         try:
             # Cosmos DB, Service Bus, Azurite when asked; the declared containers provisioned.
             self.start_services()
+            if self.azurite is not None:
+                self.provision_payloads()
             values = self.settings()
             self.settings_file = self.workdir / "local.settings.json"
             write_settings(self.settings_file, values)
@@ -160,8 +167,31 @@ class Stack(LocalStack):
             values["ServiceBusConnection"] = self.servicebus.connection_string
         if self.azurite is not None:
             values["AzureWebJobsStorage"] = self.azurite.connection_string
+        else:
+            # No storage on this stack: the claim check is off (a large event is quarantined),
+            # never pointed at the well-known port, where another stack's Azurite may listen.
+            values.pop("AzureWebJobsStorage", None)
         values.update(self.settings_overrides)
         return values
+
+    def provision_payloads(self) -> None:
+        """The claim check's private container in Azurite (what the Bicep templates create in
+        Azure), through the unmodified SDK; kept if it exists."""
+        from azure.core.exceptions import ResourceExistsError
+        from azure.storage.blob import BlobServiceClient
+
+        assert self.azurite is not None
+        service = BlobServiceClient.from_connection_string(self.azurite.connection_string)
+        with service, contextlib.suppress(ResourceExistsError):
+            service.create_container(self.settings()["OUTBOX_PAYLOAD_CONTAINER"])
+
+    def payload_container(self) -> ContainerClient:
+        """The claim check's container on this stack's Azurite, through the SDK."""
+        from azure.storage.blob import ContainerClient
+
+        assert self.azurite is not None
+        return ContainerClient.from_connection_string(
+            self.azurite.connection_string, self.settings()["OUTBOX_PAYLOAD_CONTAINER"])
 
     def subscriber_settings(self) -> dict[str, str]:
         """The subscriber sample's values with this stack's real endpoints."""
@@ -169,9 +199,12 @@ class Stack(LocalStack):
         main = self.settings()
         for name in ("CosmosDBConnection", "COSMOS_VERIFY_TLS", VERIFY_TLS_SETTING,
                      "ServiceBusConnection", "AzureWebJobsStorage", "COSMOS_DATABASE",
-                     "SERVICEBUS_TOPIC", OTEL_ENV_VAR):
+                     "SERVICEBUS_TOPIC", "OutboxPayloadStorage", "OUTBOX_PAYLOAD_CONTAINER",
+                     OTEL_ENV_VAR):
             if name in main:
                 values[name] = main[name]
+        if "AzureWebJobsStorage" not in main:
+            values.pop("AzureWebJobsStorage", None)
         values["OTEL_SERVICE_NAME"] = SERVICE_NAMES["subscriber"]
         values.update(self.subscriber_overrides)
         return values
@@ -265,7 +298,8 @@ def banner(stack: Stack) -> str:
   Subscriber   subscriber/ on port {stack.ports.subscriber}: contact-events / contact-projection
                -> Cosmos container contact-projections (log: .stack/subscriber.log)
   Projections  {projections}/<id>   {projections}?pageSize=10
-  Azurite      blob/queue/table on {', '.join(map(str, stack.ports.azurite))}
+  Azurite      blob/queue/table on {', '.join(map(str, stack.ports.azurite))}; large events' bodies
+               (the claim check) in its container outbox-payloads
   Settings     local.settings.json (generated; `func start` works against this stack)
   State        .stack/state (kept across restarts; `make reset` forgets it)
   Logs         .stack/*.log      Watch events: make tail

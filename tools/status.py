@@ -7,7 +7,8 @@ It says first whether a stack runs from this checkout (the processes `make run` 
 exported: with no stack running they are the last run's, said so, and the exit status is 1.
 Backlog and quarantined records are the API's (now) when it answers; otherwise the backlog is
 the timer's exported estimate, or estimated live with the app's own estimator. The relay's
-figures (lag, messages sent, failures, quarantine actions) are its counters since its start.
+figures (lag, messages sent, offloaded by claim check, failures, quarantine actions) are its
+counters since its start.
 """
 
 from __future__ import annotations
@@ -109,6 +110,12 @@ def _seconds(value: float | None) -> str:
     if value is None:
         return "-"
     return f"{value * 1000:.0f} ms" if value < 1 else f"{value:.1f} s"
+
+
+def _size(n: float) -> str:
+    if n < 1024 * 1024:
+        return f"{n / 1024:.0f} KB"
+    return f"{n / (1024 * 1024):.1f} MB"
 
 
 def live_backlog(settings_file: Path) -> tuple[int, float] | None:
@@ -226,6 +233,10 @@ def render(summary: Summary, live: tuple[int, float] | None = None,
          + _seconds(summary.send.total / summary.send.count if summary.send.count else None)),
         ("relay failures", f"{summary.sums.get(names.RELAY_FAILURES, 0):.0f}"
          + (f"  ({failures})" if failures else "")),
+        ("offloaded (claim check)",
+         f"{summary.sums.get(names.OFFLOADED, 0):.0f} events, "
+         f"{_size(summary.sums.get(names.OFFLOADED_BYTES, 0))}  (sent with their bodies in the "
+         "payload store; counted in messages sent)"),
         ("quarantined events now", quarantined),
         ("quarantine actions", f"{summary.sums.get(names.QUARANTINED, 0):.0f}  (events the relay "
                                "set aside since it started, set aside again included)"),

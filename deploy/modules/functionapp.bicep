@@ -63,6 +63,20 @@ param cosmosEndpoint string
 @description('Service Bus fully qualified namespace, <namespace>.servicebus.windows.net.')
 param serviceBusFullyQualifiedNamespace string
 
+@description('Blob service endpoint of the claim check\'s payload account (https://<account>.blob.core.windows.net/).')
+param payloadBlobEndpoint string
+
+@description('The payloads\' private container (OUTBOX_PAYLOAD_CONTAINER).')
+param payloadContainer string = 'outbox-payloads'
+
+@description('The largest body the relay offloads (OUTBOX_PAYLOAD_MAX_BYTES; 0: no claim check).')
+@minValue(0)
+param payloadMaxBytes int = 2097152
+
+@description('The largest message and batch the relay sends (SERVICEBUS_MAX_MESSAGE_BYTES): 262144 on Standard, 1048576 on Premium.')
+@minValue(1024)
+param serviceBusMaxMessageBytes int = 262144
+
 param cosmosDatabase string
 param cosmosContainer string
 param cosmosLeaseContainer string
@@ -186,6 +200,31 @@ var appSettings = [
   {
     name: 'ServiceBusConnection__clientId'
     value: identityClientId
+  }
+  // The claim check: bodies too large for a message, in the payload account (identity based).
+  {
+    name: 'OutboxPayloadStorage__blobServiceUri'
+    value: payloadBlobEndpoint
+  }
+  {
+    name: 'OutboxPayloadStorage__credential'
+    value: 'managedidentity'
+  }
+  {
+    name: 'OutboxPayloadStorage__clientId'
+    value: identityClientId
+  }
+  {
+    name: 'OUTBOX_PAYLOAD_CONTAINER'
+    value: payloadContainer
+  }
+  {
+    name: 'OUTBOX_PAYLOAD_MAX_BYTES'
+    value: string(payloadMaxBytes)
+  }
+  {
+    name: 'SERVICEBUS_MAX_MESSAGE_BYTES'
+    value: string(serviceBusMaxMessageBytes)
   }
   // DefaultAzureCredential in the app's own code picks the user-assigned identity from this.
   {

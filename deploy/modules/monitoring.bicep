@@ -132,7 +132,7 @@ resource relayFailures 'Microsoft.Insights/scheduledQueryRules@2023-03-15-previe
 }
 
 var lagQuery = 'customMetrics | where name == "${metricNames.relayLag}" | summarize mean_s = sum(valueSum) / sum(valueCount), p50_of_max_s = percentile(valueMax, 50), p95_of_max_s = percentile(valueMax, 95), max_s = max(valueMax) by bin(timestamp, 5m) | render timechart'
-var throughputQuery = 'customMetrics | where name == "${metricNames.sentMessages}" | summarize messages = sum(valueSum) by bin(timestamp, 5m) | render timechart'
+var throughputQuery = 'customMetrics | where name in ("${metricNames.sentMessages}", "${metricNames.offloaded}") | summarize n = sum(valueSum) by name, bin(timestamp, 5m) | render timechart'
 var backlogQuery = 'customMetrics | where name in ("${metricNames.pending}", "${metricNames.oldestPendingAge}") and tostring(customDimensions["outbox.lease"]) == "${metricNames.allLeases}" | summarize value = max(valueMax) by name, bin(timestamp, 5m) | render timechart'
 var problemsQuery = 'customMetrics | where name in ("${metricNames.quarantined}", "${metricNames.relayFailures}") | summarize n = sum(valueSum) by name, bin(timestamp, 5m) | render timechart'
 

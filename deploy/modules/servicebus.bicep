@@ -57,6 +57,7 @@ param receiverPrincipals array = []
 
 var serviceBusDataSenderRoleId = '69a216fc-b8fb-44d8-bc22-1f3c2b7d47d5'
 var serviceBusDataReceiverRoleId = '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0'
+var serviceBusDataOwnerRoleId = '090c5cfd-751d-490a-894a-3ce6f1109419'
 
 resource namespace 'Microsoft.ServiceBus/namespaces@2022-10-01-preview' = {
   name: namespaceName
@@ -106,8 +107,15 @@ resource subscription 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2022
 @description('The subscriber app\'s own session-enabled subscription; empty: not created.')
 param projectionSubscriptionName string = ''
 
-@description('Principals given Service Bus Data Receiver on the subscriber\'s subscription only.')
+@description('Principals of the subscriber app, given rights on its subscription only.')
 param projectionReceiverPrincipals array = []
+
+@description('What the subscriber may do on its subscription. owner: Azure Service Bus Data Owner, scoped to that subscription (the Functions platform reads the subscription\'s message count, a Manage operation, and scales the trigger by target). receiver: Data Receiver only (least privilege; without Manage the platform falls back to incremental scaling).')
+@allowed([
+  'owner'
+  'receiver'
+])
+param projectionReceiverRights string = 'owner'
 
 @description('The aggregate type the subscriber projects: its subscription takes only messages whose aggregateType property names it (and messages sent before the property existed, which were all contact events), so another aggregate\'s events never reach it.')
 param projectionAggregateType string = 'contact'
@@ -140,11 +148,16 @@ resource projectionFilter 'Microsoft.ServiceBus/namespaces/topics/subscriptions/
   }
 }
 
+// Data Owner on the subscription entity only: receive and settle, and the Manage operations the
+// scale controller needs (the message count) on this subscription; nothing on the topic, the
+// other subscriptions or the namespace.
+var projectionRoleId = projectionReceiverRights == 'owner' ? serviceBusDataOwnerRoleId : serviceBusDataReceiverRoleId
+
 resource projectionReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for principal in projectionReceiverPrincipals: {
-  name: guid(projectionSubscription.id, principal.id, serviceBusDataReceiverRoleId)
+  name: guid(projectionSubscription.id, principal.id, projectionRoleId)
   scope: projectionSubscription
   properties: {
-    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataReceiverRoleId)
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', projectionRoleId)
     principalId: principal.id
     principalType: principal.type
   }

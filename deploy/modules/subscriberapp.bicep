@@ -56,6 +56,12 @@ param cosmosEndpoint string
 @description('Service Bus fully qualified namespace.')
 param serviceBusFullyQualifiedNamespace string
 
+@description('Blob service endpoint of the claim check\'s payload account, where messages with a cloudEvents_dataref have their data.')
+param payloadBlobEndpoint string
+
+@description('The payloads\' private container (OUTBOX_PAYLOAD_CONTAINER).')
+param payloadContainer string = 'outbox-payloads'
+
 param cosmosDatabase string
 param projectionContainer string
 param serviceBusTopic string
@@ -104,6 +110,23 @@ var appSettings = [
   {
     name: 'ServiceBusConnection__clientId'
     value: identityClientId
+  }
+  // The claim check: the data of a message with a cloudEvents_dataref (read only).
+  {
+    name: 'OutboxPayloadStorage__blobServiceUri'
+    value: payloadBlobEndpoint
+  }
+  {
+    name: 'OutboxPayloadStorage__credential'
+    value: 'managedidentity'
+  }
+  {
+    name: 'OutboxPayloadStorage__clientId'
+    value: identityClientId
+  }
+  {
+    name: 'OUTBOX_PAYLOAD_CONTAINER'
+    value: payloadContainer
   }
   {
     name: 'AZURE_CLIENT_ID'

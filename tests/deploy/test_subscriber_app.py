@@ -1,8 +1,10 @@
 """The subscriber app's deployment: an option of main.bicep (off by default) deploying a Flex
-Consumption app of its own, running as its own identity with Service Bus Data Receiver on its
-own session-enabled subscription and Cosmos data access to its projection container only;
-settings that agree with the code, the local sample and the local broker's entities; and a
-package (`func azure functionapp publish` in subscriber/) with the app and nothing else."""
+Consumption app of its own, running as its own identity with Service Bus rights on its own
+session-enabled subscription only (Data Owner there by default, for target-based scaling),
+Storage Blob Data Reader on the claim check's container and Cosmos data access to its
+projection container only; settings that agree with the code, the local sample and the local
+broker's entities; and a package (`func azure functionapp publish` in subscriber/) with the app
+and nothing else."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ from contacts_projection.settings import (  # isort: skip
 SUBSCRIBER = ROOT / "subscriber"
 MODULE = DEPLOY / "modules" / "subscriberapp.bicep"
 SERVICEBUS_DATA_RECEIVER = "4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0"
+SERVICEBUS_DATA_OWNER = "090c5cfd-751d-490a-894a-3ce6f1109419"
 SUBSCRIBER_PRINCIPAL = "subscriberIdentity.properties.principalId"
 
 
@@ -105,13 +108,28 @@ def test_its_subscription_filters_on_the_aggregate_type_locally_as_in_azure() ->
     assert local["Properties"]["SqlFilter"]["SqlExpression"] == in_azure
 
 
-def test_it_may_receive_from_its_subscription_only() -> None:
+def test_it_has_rights_on_its_subscription_only_owner_for_target_based_scaling() -> None:
+    """Decided (deploy/README.md): Data Owner scoped to its own subscription by default, so
+    the platform can read the message count and scale the trigger by target; `receiver` keeps
+    least privilege (Data Receiver) at the cost of incremental scaling."""
     receiver = t.one("Microsoft.Authorization/roleAssignments", "projectionReceiver")
-    assert SERVICEBUS_DATA_RECEIVER in t.role_definition(receiver)
     assert receiver.config["scope"] == "projectionSubscription"
+    role = t.resolved_text(receiver.file, t.variable(receiver.file, "projectionRoleId"))
+    assert SERVICEBUS_DATA_OWNER in role and SERVICEBUS_DATA_RECEIVER in role
+    assert "projectionRoleId" in t.references(receiver.properties["roleDefinitionId"])
+    servicebus = DEPLOY / "modules" / "servicebus.bicep"
+    assert t.allowed(servicebus, "projectionReceiverRights") == ["owner", "receiver"]
+    assert t.default(servicebus, "projectionReceiverRights") == "owner"
+    assert t.default(MAIN, "subscriberServiceBusRights") == "owner"
     params = t.modules(MAIN)["serviceBus"]["params"]
+    assert t.references(params["projectionReceiverRights"]) == {"subscriberServiceBusRights"}
     assert t.references(params["projectionReceiverPrincipals"]) == {"subscriberPrincipals"}
     assert SUBSCRIBER_PRINCIPAL in t.references(t.variable(MAIN, "subscriberPrincipals"))
+    # No other Service Bus role of the subscriber: nothing on the topic or the namespace.
+    others = [r for r in t.resources("Microsoft.Authorization/roleAssignments")
+              if "subscriberPrincipals" in t.references(r.config) and r.symbol != receiver.symbol
+              and SERVICEBUS_DATA_OWNER in t.role_definition(r)]
+    assert others == []
 
 
 def test_its_container_keeps_ttl_per_item_and_only_it_gets_data_access() -> None:

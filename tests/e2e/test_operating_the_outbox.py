@@ -1,4 +1,5 @@
 """Operators recover, on the local stack through the real SDKs: a too-large event is quarantined
+(this stack has no payload storage, so no claim check: tests/e2e/test_claim_check.py offloads)
 and its notice arrives in its session in order; the limit is raised (the Service Bus endpoint
 restarted with a larger maximum message size, as a namespace moved to Premium) and the event
 replayed; another is discarded with an audit line; a re-drive after the subscription was
@@ -135,10 +136,13 @@ def test_quarantine_notice_replay_after_the_limit_is_raised_and_discard(
         assert still.status == 202
         assert (still.json()["status"], still.json()["replays"]) == ("quarantined", 1)
 
-        # The namespace moves to Premium: the endpoint restarts with 1 MB messages.
+        # The namespace moves to Premium: the endpoint restarts with 1 MB messages, and the
+        # app is told so (SERVICEBUS_MAX_MESSAGE_BYTES; a changed app setting restarts it).
         stack.stop_servicebus()
         stack.servicebus_max_message_size = 1024 * 1024
         stack.start_servicebus()
+        stack.stop_runner()
+        stack.start_runner(SERVICEBUS_MAX_MESSAGE_BYTES=str(1024 * 1024))
         replayed = api.request("POST", f"/outbox/quarantine/{a_ids[1]}/replay")
         assert replayed.status == 202, replayed.body
         item = replayed.json()

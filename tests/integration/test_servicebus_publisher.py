@@ -12,17 +12,21 @@ from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusClient
+from azure.storage.blob import BlobServiceClient
 from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
+from pydantic import SecretStr
 
 from cosmos_outbox.documents import event_documents, read_feed
 from cosmos_outbox.relay import Relay
 from cosmos_outbox.servicebus._publisher import ServiceBusPublisher
-from cosmos_outbox.settings import OutboxSettings
+from cosmos_outbox.settings import OutboxSettings, PayloadConnection
+from cosmos_outbox.storage import BlobPayloadStore
 from cosmos_outbox.testing.fakes import InMemoryQuarantine
 from domain.contact import Contact
 from domain.values import Company, Name
 from funcstack.servicebus import ServiceBusEndpoint, start_servicebus
+from funcstack.services import LocalServices
 from tools.receive import count_at_least, drain
 from tools.stack import SERVICEBUS_CONFIG
 
@@ -184,3 +188,61 @@ def test_leases_relaying_at_once_through_one_publisher_each_deliver_every_event(
     received = drain(endpoint.connection_string, until=count_at_least(400), timeout=60)
     assert sorted(r.message_id for r in received) == sorted(d["id"] for docs in leases
                                                             for d in docs)
+
+
+@pytest.fixture
+def azurite(tmp_path: Path) -> Iterator[BlobPayloadStore]:
+    services = LocalServices(workdir=tmp_path / "azurite")
+    try:
+        running = services.run_azurite()
+        with BlobServiceClient.from_connection_string(running.connection_string) as service:
+            service.create_container("outbox-payloads")
+        yield BlobPayloadStore.connect(PayloadConnection(
+            "outbox-payloads", connection_string=SecretStr(running.connection_string)))
+    finally:
+        services.stop()
+
+
+@pytest.mark.parametrize(("cap", "offloaded"), [(None, True), (300_000, True),
+                                                  (1024 * 1024, False)])
+def test_a_message_over_the_topic_or_the_set_limit_goes_by_claim_check_through_the_sdks(
+    tmp_path: Path, azurite: BlobPayloadStore, cap: int | None, offloaded: bool,
+) -> None:
+    """On a namespace taking 1 MB messages, a 300 KB event is offloaded under the default
+    SERVICEBUS_MAX_MESSAGE_BYTES (256 KB) and a 301 KB cap, sent whole under a 1 MB one; on
+    the wire a claim check is the same message with an empty body and `cloudEvents_dataref`,
+    which the official CloudEvents SDK reads as an event whose data is at that reference."""
+    sb = start_servicebus(config=SERVICEBUS_CONFIG, log_path=tmp_path / "sb.log",
+                          max_message_size=1024 * 1024)
+    values = {"CosmosDBConnection": "AccountEndpoint=https://unused/;AccountKey=a2V5;",
+              "ServiceBusConnection": sb.connection_string,
+              "COSMOS_CONTAINER": "contacts", "SERVICEBUS_TOPIC": "contact-events"}
+    if cap is not None:
+        values["SERVICEBUS_MAX_MESSAGE_BYTES"] = str(cap)
+    publisher = ServiceBusPublisher(OutboxSettings.model_validate(values))
+    docs = events(contacts=1, changes=2)
+    docs[1]["data"]["description"] = "x" * 300_000
+    try:
+        report = Relay(publisher, InMemoryQuarantine(), payloads=azurite).relay(read_feed(docs))
+        assert (report.sent, report.offloaded, report.quarantined) == (3, int(offloaded), [])
+        received = drain(sb.connection_string, until=count_at_least(3), timeout=30,
+                         payloads=azurite.get)
+    finally:
+        publisher.close()
+        sb.stop()
+    assert [r.version for r in received] == [1, 2, 3]
+    assert [r.body for r in received] == [d["data"] for d in docs]  # whole, fetched or not
+    big = received[1]
+    assert big.content_type == "application/json"
+    if not offloaded:
+        assert big.dataref is None and big.raw_size > 300_000
+        return
+    assert big.raw_size == 0
+    assert big.dataref == azurite.reference(f"contact/{docs[1]['partitionKey']}/{docs[1]['id']}")
+    event = from_binary(AMQPMessage(properties={"content-type": big.content_type},
+                                    application_properties=big.properties,
+                                    application_data=b""), JSONFormat())
+    assert event.get_data() is None
+    assert event.get_attributes()["dataref"] == big.dataref
+    assert (event.get_id(), event.get_attributes()["datacontenttype"]) == (
+        docs[1]["id"], "application/json")

@@ -14,10 +14,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
+from cosmos_outbox.http.operations import MAX_PAGE_SIZE
 from tests.subscriber import subscriber_functions
 
 from contacts_projection.http import (  # isort: skip
-    MAX_PAGE_SIZE, Tokens, list_projections, read_projection,
+    Tokens, list_projections, read_projection,
 )
 from contacts_projection.reads import (  # isort: skip
     ProjectionPage, ProjectionReads, StoreError, view,

@@ -36,6 +36,13 @@ LIMIT = 4096
 
 
 @pytest.fixture
+def world() -> FakeWorld:
+    """Without the claim check (OUTBOX_PAYLOAD_MAX_BYTES=0): an event larger than a message is
+    quarantined, the case these tests are about (its offloading: test_relay.py)."""
+    return FakeWorld(max_payload_bytes=0)
+
+
+@pytest.fixture
 def api(world: FakeWorld) -> Api:
     world.publisher.max_batch_bytes = LIMIT
     return Api(world.functions)

@@ -3,6 +3,8 @@ to the same suites on a real endpoint by the apps that use them)."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -10,11 +12,14 @@ from tickets import TICKET
 
 from cosmos_outbox.testing import (
     InMemoryEventStore,
+    InMemoryPayloadStore,
     InMemoryQuarantine,
     InMemoryStore,
     uow_factory,
 )
 from cosmos_outbox.testing.contracts import (
+    PayloadStoreContract,
+    PayloadWorld,
     QuarantineContract,
     QuarantineWorld,
     StoreWorld,
@@ -60,3 +65,23 @@ class TestInMemoryQuarantine(QuarantineContract):
     @pytest.fixture
     def world(self) -> QuarantineWorld:
         return InMemoryQuarantineWorld()
+
+
+class InMemoryPayloadWorld(PayloadWorld):
+    def __init__(self) -> None:
+        self.store = self.payloads = InMemoryPayloadStore()
+        self.foreign_reference = InMemoryPayloadStore().reference("ticket/t1/e1")
+
+    @contextlib.contextmanager
+    def outage(self) -> Iterator[None]:
+        self.payloads.unavailable = True
+        try:
+            yield
+        finally:
+            self.payloads.unavailable = False
+
+
+class TestInMemoryPayloadStore(PayloadStoreContract):
+    @pytest.fixture
+    def world(self) -> PayloadWorld:
+        return InMemoryPayloadWorld()

@@ -95,7 +95,74 @@ def test_setting_names_are_the_documented_app_settings() -> None:
         "ServiceBusConnection", "ServiceBusConnection__fullyQualifiedNamespace",
         "SERVICEBUS_TOPIC", "EVENT_TTL_SECONDS", "FEED_POLL_DELAY_MS", "MAX_ITEMS_PER_INVOCATION",
         "BACKLOG_ESTIMATE_SCHEDULE", "CLOUDEVENTS_SOURCE_BASE", "CLOUDEVENTS_SOURCE",
+        "SERVICEBUS_MAX_MESSAGE_BYTES", "OUTBOX_PAYLOAD_MAX_BYTES", "OUTBOX_PAYLOAD_CONTAINER",
+        "OutboxPayloadStorage", "OutboxPayloadStorage__blobServiceUri", "AzureWebJobsStorage",
+        "AzureWebJobsStorage__blobServiceUri", "AzureWebJobsStorage__accountName",
     }
+
+
+STORAGE = ("OutboxPayloadStorage", "OutboxPayloadStorage__blobServiceUri",
+           "OutboxPayloadStorage__serviceUri", "AzureWebJobsStorage",
+           "AzureWebJobsStorage__blobServiceUri", "AzureWebJobsStorage__accountName")
+
+
+def test_the_claim_check_limits_default_to_standard_and_cosmos_item_sizes(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CosmosDBConnection", KEYED)
+    for name in STORAGE:
+        monkeypatch.delenv(name, raising=False)
+    s = load_settings()
+    assert (s.servicebus_max_message_bytes, s.payload_max_bytes) == (262144, 2 * 1024 * 1024)
+    assert s.payload_container == "outbox-payloads"
+    assert s.payload_storage() is None  # no storage: no claim check
+
+
+@pytest.mark.parametrize(("settings", "setting", "uri"), [
+    ({"OutboxPayloadStorage": "UseDevelopmentStorage=true",
+      "AzureWebJobsStorage": "DefaultEndpointsProtocol=https;AccountName=h"},
+     "OutboxPayloadStorage", None),
+    ({"OutboxPayloadStorage__blobServiceUri": "https://p.blob.core.windows.net/",
+      "AzureWebJobsStorage": "UseDevelopmentStorage=true"},
+     "OutboxPayloadStorage__blobServiceUri", "https://p.blob.core.windows.net"),
+    ({"OutboxPayloadStorage__serviceUri": "https://p.blob.core.windows.net"},
+     "OutboxPayloadStorage__blobServiceUri", "https://p.blob.core.windows.net"),
+    ({"AzureWebJobsStorage": "UseDevelopmentStorage=true"}, "AzureWebJobsStorage", None),
+    ({"AzureWebJobsStorage__accountName": "hoststore"}, "AzureWebJobsStorage__accountName",
+     "https://hoststore.blob.core.windows.net"),
+    ({"AzureWebJobsStorage": ""}, None, None),
+])
+def test_the_payload_storage_is_its_own_connection_else_the_hosts(
+    monkeypatch: pytest.MonkeyPatch, settings: dict[str, str], setting: str | None,
+    uri: str | None,
+) -> None:
+    monkeypatch.setenv("CosmosDBConnection", KEYED)
+    for name in STORAGE:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in settings.items():
+        monkeypatch.setenv(name, value)
+    connection = load_settings().payload_storage()
+    if setting is None:
+        assert connection is None
+        return
+    assert connection is not None
+    assert (connection.setting, connection.service_uri) == (setting, uri)
+    assert (connection.connection_string is None) == (uri is not None)
+
+
+@pytest.mark.parametrize(("name", "value"), [
+    ("SERVICEBUS_MAX_MESSAGE_BYTES", "100"), ("SERVICEBUS_MAX_MESSAGE_BYTES", "256KB"),
+    ("OUTBOX_PAYLOAD_MAX_BYTES", "-1"), ("OUTBOX_PAYLOAD_CONTAINER", "Payloads"),
+    ("OUTBOX_PAYLOAD_CONTAINER", "a--b"), ("OUTBOX_PAYLOAD_CONTAINER", "ab"),
+    ("OutboxPayloadStorage__blobServiceUri", "p.blob.core.windows.net"),
+])
+def test_a_bad_claim_check_setting_is_named(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str,
+) -> None:
+    monkeypatch.setenv("CosmosDBConnection", KEYED)
+    monkeypatch.setenv(name, value)
+    with pytest.raises(SettingsError, match=name):
+        load_settings()
 
 
 @pytest.mark.parametrize(("base", "source"), [

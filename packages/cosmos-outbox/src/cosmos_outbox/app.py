@@ -80,9 +80,9 @@ def quarantine_tokens(secret: str) -> TokenCodec:
 
 
 def cosmos_services(settings: OutboxSettings | None = None) -> Services:
-    """The Cosmos DB and Service Bus adapters, from the settings (read and validated here, once,
-    unless given). Cosmos DB is reached now (the client reads the account); Service Bus on the
-    relay's first send."""
+    """The Cosmos DB, Service Bus and Blob Storage adapters, from the settings (read and
+    validated here, once, unless given). Cosmos DB is reached now (the client reads the
+    account); Service Bus on the relay's first send; Blob Storage on its first offload."""
     from cosmos_outbox.relay import Relay
     from cosmos_outbox.relay.telemetry import RelayTelemetry
     from cosmos_outbox.settings import load_settings
@@ -104,8 +104,13 @@ def cosmos_services(settings: OutboxSettings | None = None) -> Services:
 
     def relay() -> Relay:
         from cosmos_outbox.servicebus import ServiceBusPublisher
+        from cosmos_outbox.storage import blob_payload_store
 
-        return Relay(ServiceBusPublisher(settings), CosmosQuarantine(container), telemetry)
+        # The claim check: bodies too large for a message go to the payload container
+        # (OutboxPayloadStorage, else AzureWebJobsStorage); without storage they are quarantined.
+        payloads = blob_payload_store(settings) if settings.payload_max_bytes else None
+        return Relay(ServiceBusPublisher(settings), CosmosQuarantine(container), telemetry,
+                     payloads=payloads, max_payload_bytes=settings.payload_max_bytes)
 
     def backlog() -> CosmosBacklogEstimator:
         return CosmosBacklogEstimator(container, lease_container(client, settings))

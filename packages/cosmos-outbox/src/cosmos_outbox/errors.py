@@ -58,3 +58,28 @@ class InvalidContinuationError(ApplicationError):
 class PublishFailedError(ApplicationError):
     """The broker did not take the messages (503); nothing is lost, the action may be
     repeated (the topic drops what it already has, by MessageId)."""
+
+
+class PayloadStoreError(ApplicationError):
+    """The payload store (the claim check's blob container) failed or could not be reached.
+    Transient: the relay's invocation fails and is retried; a subscriber's message is abandoned
+    and redelivered."""
+
+
+class PayloadNotFoundError(PayloadStoreError):
+    """No payload under this reference: expired (the lifecycle rule), deleted, or never
+    written. Retrying does not help once the message's deliveries run out: dead-lettered."""
+
+    def __init__(self, reference: str) -> None:
+        super().__init__(f"no payload at {reference}")
+        self.reference = reference
+
+
+class PayloadReferenceError(PayloadStoreError):
+    """A reference that is not one of this store's (another account or container, not a URL):
+    refused without a request, so a message can never make a subscriber fetch, with its
+    credentials, from where it says."""
+
+    def __init__(self, reference: str, reason: str) -> None:
+        super().__init__(f"not a payload of this store ({reason}): {reference}")
+        self.reference = reference

@@ -6,7 +6,9 @@ trigger's documented default)."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Self
 from urllib.parse import urlsplit
 
@@ -34,10 +36,16 @@ __all__ = [
     "DEFAULT_EVENT_TTL_SECONDS",
     "DEFAULT_FEED_POLL_DELAY_MS",
     "DEFAULT_MAX_ITEMS_PER_INVOCATION",
+    "DEFAULT_PAYLOAD_CONTAINER",
+    "DEFAULT_PAYLOAD_MAX_BYTES",
+    "DEFAULT_SERVICEBUS_MAX_MESSAGE_BYTES",
     "RETIRED_SETTINGS",
     "OutboxSettings",
+    "PayloadConnection",
+    "PayloadSettings",
     "SettingsError",
     "TriggerSettings",
+    "load_payload_settings",
     "load_settings",
     "load_trigger_settings",
 ]
@@ -46,6 +54,14 @@ __all__ = [
 RETIRED_SETTINGS = frozenset({"CLOUDEVENTS_SOURCE"})
 #: Ten days: event documents must outlive any relay outage, or they expire unrelayed.
 DEFAULT_EVENT_TTL_SECONDS = 864000
+#: The largest message (and batch) the relay sends: 256 KB, Service Bus Standard's limit. A link
+#: that announces a smaller one wins; Premium namespaces raise it (1 MB: their batch limit).
+DEFAULT_SERVICEBUS_MAX_MESSAGE_BYTES = 256 * 1024
+#: The private blob container of the claim check: bodies too large for a message.
+DEFAULT_PAYLOAD_CONTAINER = "outbox-payloads"
+#: The largest body the relay offloads: 2 MiB, Cosmos DB's item limit (a larger event cannot be
+#: stored in the first place). Larger bodies, and every large body when it is 0, are quarantined.
+DEFAULT_PAYLOAD_MAX_BYTES = 2 * 1024 * 1024
 
 
 class SettingsError(ValueError):
@@ -72,9 +88,105 @@ class TriggerSettings(BaseSettings):
     )
 
 
-class OutboxSettings(TriggerSettings):
+@dataclass(frozen=True)
+class PayloadConnection:
+    """Where the claim check's payloads are: a connection string (secret), or a blob service
+    URI reached with a managed identity (`DefaultAzureCredential`); and the container."""
+
+    container: str
+    connection_string: SecretStr | None = None
+    service_uri: str | None = None
+    #: the setting it came from (for log lines and errors; never the value)
+    setting: str = ""
+
+
+class PayloadSettings(BaseSettings):
+    """Where the claim check keeps bodies too large for a message, read by the relay (to
+    upload) and by subscribers (to fetch). The Functions convention for a connection named
+    `OutboxPayloadStorage`: a connection string, or `__blobServiceUri` (`__serviceUri`) with a
+    managed identity; without it, the host's own storage (`AzureWebJobsStorage`: connection
+    string, `__blobServiceUri` or `__accountName`). No storage at all: no claim check."""
+
+    model_config = SettingsConfigDict(
+        case_sensitive=True, extra="ignore", populate_by_name=False, frozen=True
+    )
+
+    payload_connection: SecretStr | None = Field(default=None, alias="OutboxPayloadStorage")
+    payload_service_uri: str | None = Field(
+        default=None,
+        validation_alias=AliasChoices("OutboxPayloadStorage__blobServiceUri",
+                                      "OutboxPayloadStorage__serviceUri"),
+        alias="OutboxPayloadStorage__blobServiceUri",
+    )
+    host_storage: SecretStr | None = Field(default=None, alias="AzureWebJobsStorage")
+    host_storage_service_uri: str | None = Field(
+        default=None, alias="AzureWebJobsStorage__blobServiceUri")
+    host_storage_account: str | None = Field(default=None, alias="AzureWebJobsStorage__accountName")
+    payload_container: str = Field(default=DEFAULT_PAYLOAD_CONTAINER,
+                                   alias="OUTBOX_PAYLOAD_CONTAINER")
+
+    @field_validator("payload_connection", "host_storage", mode="before")
+    @classmethod
+    def _empty_secret_is_unset(cls, value: object) -> object:
+        return None if value == "" else value
+
+    @field_validator("payload_service_uri", "host_storage_service_uri", "host_storage_account",
+                     mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
+
+    @field_validator("payload_service_uri", "host_storage_service_uri")
+    @classmethod
+    def _https_uri(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        parts = urlsplit(value)
+        if parts.scheme not in ("https", "http") or not parts.netloc:
+            raise ValueError("must be the blob service's URI (https://<account>.blob.core."
+                             "windows.net)")
+        return value.rstrip("/")
+
+    @field_validator("payload_container")
+    @classmethod
+    def _container_name(cls, value: str) -> str:
+        """Blob Storage's container names: 3-63 lowercase letters, digits and single hyphens,
+        starting and ending with a letter or digit."""
+        if not _CONTAINER_NAME.fullmatch(value) or "--" in value:
+            raise ValueError("must be a blob container name: 3-63 lowercase letters, digits "
+                             "and single hyphens, starting and ending with a letter or digit")
+        return value
+
+    def payload_storage(self) -> PayloadConnection | None:
+        """The claim check's storage, OutboxPayloadStorage first, then the host's; None when
+        neither is set."""
+        container = self.payload_container
+        if self.payload_connection is not None:
+            return PayloadConnection(container, connection_string=self.payload_connection,
+                                     setting="OutboxPayloadStorage")
+        if self.payload_service_uri:
+            return PayloadConnection(container, service_uri=self.payload_service_uri,
+                                     setting="OutboxPayloadStorage__blobServiceUri")
+        if self.host_storage is not None:
+            return PayloadConnection(container, connection_string=self.host_storage,
+                                     setting="AzureWebJobsStorage")
+        if self.host_storage_service_uri:
+            return PayloadConnection(container, service_uri=self.host_storage_service_uri,
+                                     setting="AzureWebJobsStorage__blobServiceUri")
+        if self.host_storage_account:
+            return PayloadConnection(
+                container, service_uri=f"https://{self.host_storage_account}.blob.core.windows.net",
+                setting="AzureWebJobsStorage__accountName")
+        return None
+
+
+_CONTAINER_NAME = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
+
+
+class OutboxSettings(TriggerSettings, PayloadSettings):
     """Every setting of the outbox: the store (Cosmos DB), the broker (Service Bus, needed only
-    where the relay runs), event lifetime and CloudEvents source."""
+    where the relay runs), event lifetime, CloudEvents source, and the claim check's storage
+    and limits."""
 
     cosmos_connection: SecretStr | None = Field(default=None, alias="CosmosDBConnection")
     cosmos_account_endpoint: str | None = Field(
@@ -98,6 +210,16 @@ class OutboxSettings(TriggerSettings):
     servicebus_topic: str | None = Field(default=None, alias="SERVICEBUS_TOPIC", min_length=1)
     event_ttl_seconds: int = Field(default=DEFAULT_EVENT_TTL_SECONDS, alias="EVENT_TTL_SECONDS",
                                    ge=60)
+    #: The largest message (and batch) the relay sends; the link's own limit wins when smaller.
+    #: A message above it is offloaded to the payload store (the claim check).
+    servicebus_max_message_bytes: int = Field(
+        default=DEFAULT_SERVICEBUS_MAX_MESSAGE_BYTES, alias="SERVICEBUS_MAX_MESSAGE_BYTES",
+        ge=1024, le=100 * 1024 * 1024)
+    #: The largest body the relay offloads; above it (and with 0, for every body too large for
+    #: a message) the event is quarantined.
+    payload_max_bytes: int = Field(default=DEFAULT_PAYLOAD_MAX_BYTES,
+                                   alias="OUTBOX_PAYLOAD_MAX_BYTES", ge=0,
+                                   le=100 * 1024 * 1024)
     # Put before each aggregate type's CloudEvents source path (`/orders`): empty (the path
     # alone), an absolute URI naming this service (`https://shop.example.com`) or a path.
     cloudevents_source_base: str = Field(
@@ -153,6 +275,14 @@ def load_settings() -> OutboxSettings:
     """Read and validate the settings from the environment; errors name settings, not values."""
     try:
         return OutboxSettings()  # the values come from the environment
+    except ValidationError as exc:
+        raise SettingsError(f"invalid settings: {_problems(exc)}") from None
+
+
+def load_payload_settings() -> PayloadSettings:
+    """The claim check's storage settings alone (a subscriber's), from the environment."""
+    try:
+        return PayloadSettings()
     except ValidationError as exc:
         raise SettingsError(f"invalid settings: {_problems(exc)}") from None
 

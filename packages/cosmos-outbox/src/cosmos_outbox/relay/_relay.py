@@ -7,6 +7,14 @@ that cannot become a message is quarantined with its reason and skipped, and a n
 (`OutboxEventQuarantined`, MessageId derived from the event id) is published in its session
 where the event would have been, so subscribers can tell "set aside" from "lost".
 
+The claim check: an event whose message does not fit an empty batch (the topic's limit, after
+the link was asked once more per invocation) is offloaded when a payload store is configured:
+its claim-check message (same ids, properties and content type, an empty body, `dataref` = the
+body's reference) takes its place in the batch, and its body is stored before that batch can be
+sent. A failed upload raises like a failed send (nothing of the batch is sent, the trigger
+retries; the retry writes the same bytes to the same name). Quarantined instead: a body above
+`max_payload_bytes` (0: no claim check), or a claim-check message that does not fit either.
+
 Every invocation writes one structured log line (fields in `extra`), on failure too, and
 records its metrics and a PRODUCER span per batch through `cosmos_outbox.relay.telemetry`.
 """
@@ -19,17 +27,20 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from cosmos_outbox.relay.ports import MessageBatch, MessagePublisher, Quarantine
+from cosmos_outbox.relay.ports import MessageBatch, MessagePublisher, PayloadStore, Quarantine
 from cosmos_outbox.relay.records import (
     FeedItem,
     NotAnEvent,
     OutboxMessage,
     OutboxRecord,
     Unreadable,
+    claim_check,
+    payload_name,
     quarantine_notice,
     to_message,
 )
 from cosmos_outbox.relay.telemetry import RelayTelemetry, SentEvent, error_type
+from cosmos_outbox.settings import DEFAULT_PAYLOAD_MAX_BYTES
 
 #: The log category operators filter on (kept across module moves).
 logger = logging.getLogger("application.relay")
@@ -46,19 +57,31 @@ class RelayReport:
     reasons: dict[str, str] = field(default_factory=dict)
     #: quarantine notices published (not counted in `sent`)
     notices: int = 0
+    #: events sent as a claim check (counted in `sent` too), and their bodies' bytes
+    offloaded: int = 0
+    offloaded_bytes: int = 0
     max_lag_ms: float | None = None
 
 
 class Relay:
+    """Relays outbox records to the publisher. With `payloads` (the claim check), an event too
+    large for a message is offloaded when its body is at most `max_payload_bytes`; without, it
+    is quarantined."""
+
     def __init__(
         self,
         publisher: MessagePublisher,
         quarantine: Quarantine,
         telemetry: RelayTelemetry | None = None,
+        *,
+        payloads: PayloadStore | None = None,
+        max_payload_bytes: int = DEFAULT_PAYLOAD_MAX_BYTES,
     ) -> None:
         self._publisher = publisher
         self._quarantine = quarantine
         self._telemetry = telemetry or RelayTelemetry(destination="unknown")
+        self._payloads = payloads if max_payload_bytes > 0 else None
+        self._max_payload = max_payload_bytes
 
     def relay(self, items: Iterable[FeedItem]) -> RelayReport:
         report = RelayReport()
@@ -98,21 +121,48 @@ class Relay:
                 continue
             message = to_message(event)
             if not out.add(message, sent_events[event.event_id], notice=False):
-                self._put_aside(
-                    event,
-                    f"message of {len(message.body)} bytes is larger than the entity's "
-                    "message size limit",
-                    report,
-                    out,
-                )
+                self._offload(event, message, sent_events[event.event_id], report, out)
         out.flush()
 
+    def _offload(self, event: OutboxRecord, message: OutboxMessage, sent: SentEvent,
+                 report: RelayReport, out: _Outgoing) -> None:
+        """An event too large for a message: its claim-check message in its place, its body
+        stored before the batch holding that message can be sent; or quarantined."""
+        size = len(message.body)
+        too_large = f"message of {size} bytes is larger than the entity's message size limit"
+        if self._payloads is None:
+            self._put_aside(event, f"{too_large} (no claim check: no payload storage, or "
+                            "OUTBOX_PAYLOAD_MAX_BYTES is 0)", report, out)
+            return
+        if size > self._max_payload:
+            self._put_aside(event, f"{too_large}, and its body is larger than "
+                            f"OUTBOX_PAYLOAD_MAX_BYTES ({self._max_payload}) for a claim check",
+                            report, out)
+            return
+        name = payload_name(event)
+        claim = claim_check(message, self._payloads.reference(name))
+        if not out.add(claim, sent, notice=False, offloaded=size):
+            self._put_aside(event, f"{too_large}, and its claim-check message does not fit "
+                            "either (its properties are too large)", report, out)
+            return
+        # Stored now, before `out` can send the batch holding the claim check: a failure
+        # raises, nothing of that batch is sent, and the retry stores the same bytes again.
+        self._payloads.put(name, message.body, content_type=message.content_type)
+        logger.info("relay offloaded event %s (%d bytes) to %s", event.event_id, size,
+                    claim.dataref, extra={"outbox.event_id": event.event_id,
+                                          "outbox.offloaded_bytes": size,
+                                          "outbox.dataref": claim.dataref})
+
     def _send(self, batch: MessageBatch, events: list[SentEvent], report: RelayReport,
-              notices: int) -> None:
+              notices: int, offloaded: list[int]) -> None:
         self._telemetry.send(events, lambda: self._publisher.send(batch))
         report.sent += len(batch) - notices
         report.notices += notices
         report.batches += 1
+        if offloaded:
+            self._telemetry.offloaded(len(offloaded), sum(offloaded))
+            report.offloaded += len(offloaded)
+            report.offloaded_bytes += sum(offloaded)
 
     def _put_aside(
         self, event: OutboxRecord | Unreadable, reason: str, report: RelayReport, out: _Outgoing
@@ -140,32 +190,48 @@ class _Outgoing:
         self._batch: MessageBatch | None = None
         self._events: list[SentEvent] = []
         self._notices = 0
+        self._offloaded: list[int] = []
+        self._refreshed = False
 
-    def add(self, message: OutboxMessage, event: SentEvent, *, notice: bool) -> bool:
+    def add(self, message: OutboxMessage, event: SentEvent, *, notice: bool,
+            offloaded: int | None = None) -> bool:
         """Add the message to the current batch, or to a new one when that is full; False
-        when it does not fit even in an empty batch."""
+        when it does not fit even in an empty batch. `offloaded`: the size of the body a
+        claim-check message stands for."""
         if self._batch is None:
             self._batch = self._relay._publisher.create_batch()
-        publisher = self._relay._publisher
-        if not self._batch.try_add(message):
-            if len(self._batch):
-                self.flush()
-                self._batch = publisher.create_batch()
-            if not self._batch.try_add(message):
-                # Too large for an empty batch: asked once more on a fresh link, whose limit
-                # may have been raised since this one opened (a namespace moved to Premium).
-                publisher.refresh()
-                self._batch = publisher.create_batch()
-                if not self._batch.try_add(message):
-                    return False
+        if not self._batch.try_add(message) and not self._fits_a_new_batch(message):
+            return False
         self._events.append(event)
         self._notices += notice
+        if offloaded is not None:
+            self._offloaded.append(offloaded)
         return True
+
+    def _fits_a_new_batch(self, message: OutboxMessage) -> bool:
+        """The current batch is full: the message in a new one. False when it does not fit an
+        empty batch, even on a fresh link when the publisher may learn a larger limit there
+        (asked once per invocation: a namespace moved to Premium since the link opened)."""
+        publisher = self._relay._publisher
+        assert self._batch is not None
+        if len(self._batch):
+            self.flush()
+            self._batch = publisher.create_batch()
+            if self._batch.try_add(message):
+                return True
+        if self._refreshed:
+            return False
+        self._refreshed = True
+        if not publisher.refresh():
+            return False
+        self._batch = publisher.create_batch()
+        return self._batch.try_add(message)
 
     def flush(self) -> None:
         if self._batch is not None and len(self._batch):
-            self._relay._send(self._batch, self._events, self._report, self._notices)
-        self._batch, self._events, self._notices = None, [], 0
+            self._relay._send(self._batch, self._events, self._report, self._notices,
+                              self._offloaded)
+        self._batch, self._events, self._notices, self._offloaded = None, [], 0, []
 
 
 def _sent_event(record: OutboxRecord) -> SentEvent:
@@ -184,6 +250,7 @@ def _log(report: RelayReport, exc: Exception | None) -> None:
         "outbox.batches": report.batches,
         "outbox.skipped": report.skipped,
         "outbox.quarantined": len(report.quarantined),
+        "outbox.offloaded": report.offloaded,
         "outbox.max_lag_ms": lag,
     }
     if exc is not None:
@@ -191,9 +258,10 @@ def _log(report: RelayReport, exc: Exception | None) -> None:
     logger.log(
         logging.ERROR if exc else logging.INFO,
         "relay invocation %s: received=%d sent=%d batches=%d skipped=%d quarantined=%d "
-        "max_lag_ms=%s%s",
+        "offloaded=%d max_lag_ms=%s%s",
         fields["outbox.outcome"], report.received, report.sent, report.batches, report.skipped,
-        len(report.quarantined), lag, f" error.type={fields['error.type']}" if exc else "",
+        len(report.quarantined), report.offloaded, lag,
+        f" error.type={fields['error.type']}" if exc else "",
         extra=fields,
     )
 

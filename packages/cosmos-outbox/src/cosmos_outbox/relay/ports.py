@@ -1,6 +1,7 @@
-"""The outbox's ports: the broker (a size-limited batch and its publisher), the quarantine, the
-stored events (for a re-drive) and the backlog estimator. Fakes subclass them in tests and
-adapters in `infra/` implement them; contract suites hold both to the same behaviour."""
+"""The outbox's ports: the broker (a size-limited batch and its publisher), the payload store of
+the claim check, the quarantine, the stored events (for a re-drive) and the backlog estimator.
+Fakes subclass them in tests and adapters in `infra/` implement them; contract suites hold both
+to the same behaviour."""
 
 from __future__ import annotations
 
@@ -32,10 +33,36 @@ class MessagePublisher(abc.ABC):
     @abc.abstractmethod
     def send(self, batch: MessageBatch) -> None: ...
 
-    def refresh(self) -> None:  # noqa: B027  (optional: most publishers have nothing to do)
+    def refresh(self) -> bool:
         """Forget what was learnt of the entity (a link's message size limit), so the next
         batch reads it again: a message too large for an empty batch is re-checked once
-        against a fresh link before it is quarantined (the limit may have been raised)."""
+        against a fresh link before it is offloaded or quarantined (the limit may have been
+        raised). False when a fresh link could not take more (nothing was forgotten): the
+        default, for publishers with nothing to learn."""
+        return False
+
+
+class PayloadStore(abc.ABC):
+    """Keeps event bodies too large for a message: the claim check. The relay, after the commit,
+    stores a body under a name derived from its event (`records.payload_name`: aggregate type /
+    aggregate id / event id) and sends a message that refers to it (CloudEvents `dataref`);
+    subscribers fetch it by that reference. A retry stores the same bytes under the same name.
+
+    Errors: `PayloadStoreError` (the store failed: retry), `PayloadNotFoundError` (nothing
+    there), `PayloadReferenceError` (not one of this store's references: never fetched)."""
+
+    @abc.abstractmethod
+    def reference(self, name: str) -> str:
+        """The reference (a URL) of what is stored under `name`: known before it is stored,
+        the same for every retry."""
+
+    @abc.abstractmethod
+    def put(self, name: str, body: bytes, *, content_type: str) -> None:
+        """Store `body` under `name`, replacing what is there (a retry writes the same bytes)."""
+
+    @abc.abstractmethod
+    def get(self, reference: str) -> bytes:
+        """The body a reference of this store names."""
 
 
 @dataclass(frozen=True)

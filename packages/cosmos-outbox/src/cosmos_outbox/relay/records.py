@@ -8,16 +8,22 @@ aggregate id, Subject = action, application properties `aggregateType`, `<aggreg
 trace context. The message also keeps the event's creation time, CloudEvents source path (per
 aggregate type, `/<collection>`) and data schema (if any): the broker adapter adds them, with the
 other CloudEvents attributes, in the AMQP binding's binary content mode.
+
+The claim check: an event whose message is too large for the topic travels as the same message
+with an empty body and the CloudEvents `dataref` attribute, the reference of its body in the
+payload store (`claim_check`), stored under `payload_name(record)`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Annotated, Any
+from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, StrictInt
 
@@ -99,6 +105,8 @@ class OutboxMessage:
     content_type: str = "application/json"
     created_at: datetime | None = None
     dataschema: str | None = None
+    #: the claim check: the reference of the body in the payload store (the body is empty)
+    dataref: str | None = None
 
 
 def to_message(record: OutboxRecord) -> OutboxMessage:
@@ -123,6 +131,20 @@ def to_message(record: OutboxRecord) -> OutboxMessage:
         created_at=record.created_at,
         dataschema=record.dataschema,
     )
+
+
+def payload_name(record: OutboxRecord) -> str:
+    """Where the claim check stores an event's body: `<aggregateType>/<aggregateId>/<eventId>`,
+    each part percent-encoded (a `/` in an id cannot make two events share a name). The same
+    for every retry, so a retry overwrites the same blob with the same bytes."""
+    return "/".join(quote(part, safe="") for part in
+                    (record.aggregate_type, record.aggregate_id, record.event_id))
+
+
+def claim_check(message: OutboxMessage, reference: str) -> OutboxMessage:
+    """The message of an offloaded event: the same ids, subject, properties and content type,
+    no body, and `dataref` = the body's reference (CloudEvents: the data is found there)."""
+    return dataclasses.replace(message, body=b"", dataref=reference)
 
 
 #: The Subject of the notice the relay publishes when it sets an event aside.

@@ -31,6 +31,8 @@ SENT_MESSAGES: Final = "messaging.client.sent.messages"
 OPERATION_DURATION: Final = "messaging.client.operation.duration"
 RELAY_FAILURES: Final = "outbox.relay.failures"
 QUARANTINED: Final = "outbox.events.quarantined"
+OFFLOADED: Final = "outbox.events.offloaded"
+OFFLOADED_BYTES: Final = "outbox.events.offloaded.bytes"
 PENDING: Final = "outbox.events.pending"
 OLDEST_PENDING_AGE: Final = "outbox.events.oldest_pending_age"
 
@@ -55,6 +57,11 @@ METRICS: Final[tuple[MetricSpec, ...]] = (
                "Relay invocations that raised (retried by the trigger), by error.type"),
     MetricSpec(QUARANTINED, "counter", "{event}",
                "Event documents set aside because they cannot become a message"),
+    MetricSpec(OFFLOADED, "counter", "{event}",
+               "Events sent as a claim check: the body in the payload store, the message "
+               "with its dataref (counted when Service Bus accepted the message)"),
+    MetricSpec(OFFLOADED_BYTES, "counter", "By",
+               "Bytes of the bodies those events put in the payload store"),
     MetricSpec(PENDING, "gauge", "{change}",
                "Estimated change-feed changes not yet relayed, per lease and in total (all)"),
     MetricSpec(OLDEST_PENDING_AGE, "gauge", "s",
@@ -69,6 +76,8 @@ BICEP_NAMES: Final[dict[str, str]] = {
     "operationDuration": OPERATION_DURATION,
     "relayFailures": RELAY_FAILURES,
     "quarantined": QUARANTINED,
+    "offloaded": OFFLOADED,
+    "offloadedBytes": OFFLOADED_BYTES,
     "pending": PENDING,
     "oldestPendingAge": OLDEST_PENDING_AGE,
     "allLeases": ALL_LEASES,
@@ -161,6 +170,10 @@ class RelayTelemetry:
             RELAY_FAILURES, unit="{invocation}", description=spec[RELAY_FAILURES].description)
         self._quarantined = meter.create_counter(
             QUARANTINED, unit="{event}", description=spec[QUARANTINED].description)
+        self._offloaded = meter.create_counter(
+            OFFLOADED, unit="{event}", description=spec[OFFLOADED].description)
+        self._offloaded_bytes = meter.create_counter(
+            OFFLOADED_BYTES, unit="By", description=spec[OFFLOADED_BYTES].description)
         self._pending = meter.create_gauge(
             PENDING, unit="{change}", description=spec[PENDING].description)
         self._oldest = meter.create_gauge(
@@ -203,6 +216,11 @@ class RelayTelemetry:
         for event in events:
             if event.created_at is not None:
                 lag.record(max(0.0, now - event.created_at), attrs, context)
+
+    def offloaded(self, count: int, size: int) -> None:
+        """`count` claim-check messages accepted, their bodies `size` bytes in all."""
+        self._offloaded.add(count, self._attrs)
+        self._offloaded_bytes.add(size, self._attrs)
 
     def quarantined(self, count: int = 1) -> None:
         self._quarantined.add(count, self._attrs)

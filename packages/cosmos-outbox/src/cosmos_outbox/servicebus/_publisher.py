@@ -93,11 +93,13 @@ class ServiceBusBatch(MessageBatch):
 
 
 class _Link:
-    """One thread's client and topic sender (the SDK's are not thread-safe)."""
+    """One thread's client and topic sender (the SDK's are not thread-safe), and the size of
+    the batches it makes: the smaller of the link's limit and SERVICEBUS_MAX_MESSAGE_BYTES."""
 
     def __init__(self, client: ServiceBusClient) -> None:
         self.client = client
         self.sender: Any = None
+        self.batch_bytes: int | None = None
 
 
 class ServiceBusPublisher(MessagePublisher):
@@ -131,11 +133,20 @@ class ServiceBusPublisher(MessagePublisher):
         return link.sender
 
     def create_batch(self) -> MessageBatch:
+        """A batch of at most SERVICEBUS_MAX_MESSAGE_BYTES, or of the link's own limit (what
+        the entity announced when the link opened) when that is smaller: a message that does
+        not fit an empty one is larger than the topic takes (the relay offloads it)."""
         try:
-            return ServiceBusBatch(
-                self._get_sender().create_message_batch(),
-                base=self._settings.cloudevents_source_base,
-            )
+            sender, link = self._get_sender(), self._link()
+            if link.batch_bytes is None:
+                batch = sender.create_message_batch()  # the link's limit
+                cap = self._settings.servicebus_max_message_bytes
+                link.batch_bytes = min(batch.max_size_in_bytes, cap)
+                if batch.max_size_in_bytes > cap:
+                    batch = sender.create_message_batch(cap)
+            else:
+                batch = sender.create_message_batch(link.batch_bytes)
+            return ServiceBusBatch(batch, base=self._settings.cloudevents_source_base)
         except Exception:
             self._reset()
             raise
@@ -149,9 +160,16 @@ class ServiceBusPublisher(MessagePublisher):
             self._reset()
             raise
 
-    def refresh(self) -> None:
-        """The next batch comes from a new link, which announces the entity's current limit."""
+    def refresh(self) -> bool:
+        """The next batch comes from a new link, which announces the entity's current limit;
+        unless this link already takes SERVICEBUS_MAX_MESSAGE_BYTES (no link can take more
+        from the relay): opening a link costs a round trip or more."""
+        link: _Link | None = getattr(self._local, "link", None)
+        if (link is not None and link.batch_bytes is not None
+                and link.batch_bytes >= self._settings.servicebus_max_message_bytes):
+            return False
         self._reset()
+        return True
 
     def _reset(self) -> None:
         """This thread's sender is closed; its next batch opens a new one."""
@@ -169,7 +187,7 @@ class ServiceBusPublisher(MessagePublisher):
 
 
 def _close_sender(link: _Link) -> None:
-    sender, link.sender = link.sender, None
+    sender, link.sender, link.batch_bytes = link.sender, None, None
     if sender is not None:
         try:
             sender.close()

@@ -7,7 +7,10 @@ The body stays the event's data (the CloudEvent `data`), the AMQP `content-type`
 - `specversion` `1.0`; `id` the event id (= MessageId); `source` the aggregate type's source
   (`CLOUDEVENTS_SOURCE_BASE` + `/<collection>`: `/orders`); `type` the action (= Subject);
   `subject` the aggregate id (= SessionId); `time` the event's creation
-  (RFC 3339, UTC), when known; `dataschema` when the stored event names one.
+  (RFC 3339, UTC), when known; `dataschema` when the stored event names one; `dataref`
+  (the extension attribute) when the body was offloaded by the claim check: the body is then
+  empty and the data is at that URL (the spec: the data "accessed via data or dataref MUST be
+  identical"; the official SDK reads such a message as an event with no data and `dataref`).
 
 Values are the attributes' canonical strings, which the binding allows for every type (a reader
 must accept them as well as native AMQP types). `id` + `source` are unique per event, as the
@@ -23,6 +26,8 @@ from cosmos_outbox.relay.records import OutboxMessage
 
 PREFIX = "cloudEvents_"
 SPECVERSION = "1.0"
+#: The application property of the claim check's reference (the `dataref` extension).
+DATAREF = "cloudEvents_dataref"
 
 
 def rfc3339(moment: datetime) -> str:
@@ -47,4 +52,6 @@ def cloudevent_properties(message: OutboxMessage, *, base: str = "",
         properties["cloudEvents_time"] = rfc3339(message.created_at)
     if message.dataschema:
         properties["cloudEvents_dataschema"] = message.dataschema
+    if message.dataref is not None:
+        properties[DATAREF] = message.dataref
     return properties

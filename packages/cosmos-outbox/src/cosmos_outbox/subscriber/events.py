@@ -1,11 +1,15 @@
 """One event as a subscriber reads it: a CloudEvent in the AMQP binding's binary content mode,
 read with the official CloudEvents SDK (`cloudevents.core.bindings.amqp`), and checked to be an
-outbox event (a version, and a subject that is the id of its aggregate)."""
+outbox event (a version, and a subject that is the id of its aggregate).
+
+A message of the claim check (the `dataref` attribute, `cloudEvents_dataref`, and an empty body)
+has its data fetched from the payload store first (`payloads`), so what a handler gets is the
+same event as if it had travelled in the message."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -15,7 +19,11 @@ from cloudevents.core.formats.json import JSONFormat
 
 from cosmos_outbox.relay.records import QUARANTINE_NOTICE_SUBJECT
 
-__all__ = ["QUARANTINE_NOTICE", "IncomingEvent", "UnreadableEventError", "from_message"]
+__all__ = ["QUARANTINE_NOTICE", "IncomingEvent", "UnreadableEventError", "dataref_of",
+           "from_message"]
+
+#: The claim check's attribute, in the binding's two spellings.
+_DATAREF_KEYS = ("cloudEvents_dataref", "cloudEvents:dataref")
 
 #: The type (Subject) of the notice the outbox publishes, in the aggregate's session, where an
 #: event it set aside (quarantined) would have been; `version` in its data is that event's.
@@ -40,21 +48,40 @@ class IncomingEvent:
     aggregate_type: str
     time: datetime | None = None
     source: str = ""
+    #: where its data was fetched from, when it came by claim check
+    dataref: str | None = None
 
 
 def _text(value: Any) -> Any:
     return value.decode() if isinstance(value, bytes) else value
 
 
+def dataref_of(application_properties: Mapping[Any, Any] | None) -> str | None:
+    """The claim check's reference a message carries (`cloudEvents_dataref`), if any."""
+    for key, value in (application_properties or {}).items():
+        if _text(key) in _DATAREF_KEYS:
+            return str(_text(value))
+    return None
+
+
 def from_message(
     body: bytes, *, content_type: str | None, application_properties: Mapping[Any, Any] | None,
     default_aggregate_type: str | None = None,
+    payloads: Callable[[str], bytes] | None = None,
 ) -> IncomingEvent:
     """Read one Service Bus message as a CloudEvent and check it is an outbox event: a version,
     and the subject is the id of its aggregate (`<aggregateType>Id` in its data). A message
     without the `aggregateType` property is of `default_aggregate_type` (messages sent before
-    the outbox set it; none: unreadable)."""
+    the outbox set it; none: unreadable). A claim-check message's data is fetched with
+    `payloads(dataref)` (its errors propagate: the message is retried, then dead-lettered);
+    without `payloads` it is unreadable."""
     properties = {_text(k): _text(v) for k, v in (application_properties or {}).items()}
+    dataref = dataref_of(properties)
+    if dataref is not None:
+        if payloads is None:
+            raise UnreadableEventError("the event's data is in a payload store (dataref) and "
+                                       "this reader has none")
+        body = payloads(dataref)
     aggregate_type = properties.get("aggregateType", default_aggregate_type)
     if not isinstance(aggregate_type, str) or not aggregate_type:
         raise UnreadableEventError("the aggregateType property is not a name")
@@ -94,4 +121,5 @@ def from_message(
         time=event.get_time(),
         source=str(event.get_source()),
         aggregate_type=aggregate_type,
+        dataref=dataref,
     )

@@ -2,12 +2,12 @@
 test holds on Azure too.
 
 - `InMemory` (`in_memory()`): the services an `Outbox` runs on, on in-memory fakes (a store
-  with atomic batches and etags, a size-limited publisher, the quarantine, a backlog), each held
-  to the same contract suite as the real adapter;
+  with atomic batches and etags, a size-limited publisher, the claim check's payload store, the
+  quarantine, a backlog), each held to the same contract suite as the real adapter;
 - `FunctionClient`: calls an app's indexed functions in-process as the Functions host would
   (routes matched as the host matches them, the invocation context, the relay's documents);
 - `cosmos_outbox.testing.contracts`: the contract suites to subclass (unit of work,
-  quarantine), for the fakes and for the Cosmos DB adapters or your own;
+  quarantine, payload store), for the fakes and for the Azure adapters or your own;
 - `cosmos_outbox.testing.checks`: checks driven by an app's registered aggregates and declared
   routes (every event mapped to the document, the message and the OpenAPI document; every
   PATCH field accepted by the aggregate's change; text schemas equal to what they validate).
@@ -24,11 +24,12 @@ from cosmos_outbox.blueprints.outbox import OutboxDependencies
 from cosmos_outbox.http.paging import TokenCodec, derive_key
 from cosmos_outbox.relay import Relay
 from cosmos_outbox.relay.telemetry import RelayTelemetry
-from cosmos_outbox.settings import DEFAULT_EVENT_TTL_SECONDS
+from cosmos_outbox.settings import DEFAULT_EVENT_TTL_SECONDS, DEFAULT_PAYLOAD_MAX_BYTES
 from cosmos_outbox.testing.fakes import (
     FakePublisher,
     FixedBacklog,
     InMemoryEventStore,
+    InMemoryPayloadStore,
     InMemoryQuarantine,
     InMemoryStore,
     InMemoryUnitOfWork,
@@ -44,6 +45,7 @@ __all__ = [
     "FunctionClient",
     "InMemory",
     "InMemoryEventStore",
+    "InMemoryPayloadStore",
     "InMemoryQuarantine",
     "InMemoryStore",
     "InMemoryUnitOfWork",
@@ -66,20 +68,27 @@ class InMemory:
     quarantine: InMemoryQuarantine
     backlog: FixedBacklog
     services: Services
+    #: the claim check's payload store (bodies too large for the publisher's batches)
+    payloads: InMemoryPayloadStore
 
 
 def in_memory(*, event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS,
-              max_batch_bytes: int = 4096, topic: str = "test-events") -> InMemory:
-    """Services on fakes: pass `lambda: world.services` as an `Outbox`'s services."""
+              max_batch_bytes: int = 4096, topic: str = "test-events",
+              max_payload_bytes: int = DEFAULT_PAYLOAD_MAX_BYTES) -> InMemory:
+    """Services on fakes: pass `lambda: world.services` as an `Outbox`'s services. An event
+    too large for `max_batch_bytes` is offloaded to `payloads` (the claim check), or
+    quarantined when its body is above `max_payload_bytes` (0: no claim check)."""
     store = InMemoryStore()
     publisher = FakePublisher(max_batch_bytes=max_batch_bytes)
     quarantine = InMemoryQuarantine(store)
     backlog = FixedBacklog()
+    payloads = InMemoryPayloadStore()
     telemetry = RelayTelemetry(destination=topic)
     services = Services(
         unit_of_work=uow_factory(store, event_ttl_seconds=event_ttl_seconds),
         outbox=OutboxDependencies(
-            relay_factory=lambda: Relay(publisher, quarantine, telemetry),
+            relay_factory=lambda: Relay(publisher, quarantine, telemetry, payloads=payloads,
+                                        max_payload_bytes=max_payload_bytes),
             quarantine=lambda: quarantine,
             events=lambda: InMemoryEventStore(store),
             backlog=lambda: backlog,
@@ -90,4 +99,4 @@ def in_memory(*, event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS,
         token_secret=TEST_SECRET,
     )
     return InMemory(store=store, publisher=publisher, quarantine=quarantine, backlog=backlog,
-                    services=services)
+                    services=services, payloads=payloads)

@@ -1,5 +1,5 @@
 """The ports' contract suites, written once, to subclass: run them on the in-memory fakes and on
-the Cosmos DB adapters (or on an adapter of your own), and both are held to one behaviour.
+the Azure adapters (or on an adapter of your own), and both are held to one behaviour.
 
     from cosmos_outbox.testing.contracts import AggregateKind, UnitOfWorkContract, kinds
 
@@ -21,6 +21,8 @@ not start with `Test`).
 from __future__ import annotations
 
 import abc
+import contextlib
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -30,13 +32,22 @@ import pytest
 
 from cosmos_outbox.documents import EVENT_TYPE, event_documents, outbox_record, unreadable
 from cosmos_outbox.domain import Aggregate
-from cosmos_outbox.errors import AlreadyExistsError, NotFoundError, PreconditionFailedError
+from cosmos_outbox.errors import (
+    AlreadyExistsError,
+    NotFoundError,
+    PayloadNotFoundError,
+    PayloadReferenceError,
+    PayloadStoreError,
+    PreconditionFailedError,
+)
 from cosmos_outbox.ports import UnitOfWork
-from cosmos_outbox.relay.ports import EventStore, Quarantine
-from cosmos_outbox.relay.records import OutboxRecord, Unreadable
+from cosmos_outbox.relay.ports import EventStore, PayloadStore, Quarantine
+from cosmos_outbox.relay.records import OutboxRecord, Unreadable, payload_name
 
 __all__ = [
     "AggregateKind",
+    "PayloadStoreContract",
+    "PayloadWorld",
     "QuarantineContract",
     "QuarantineWorld",
     "StoreWorld",
@@ -393,3 +404,91 @@ class QuarantineContract:
         typed = world.events.events_since(t, aggregate_type=kind.type().aggregate_type)
         assert {d["id"] for d in at_t + new} <= {e.event_id for e in typed}
         assert world.events.events_since(t, aggregate_type="noSuchType") == []
+
+
+class PayloadWorld(abc.ABC):
+    """What the payload store contract runs against: the store, a reference of another store
+    (or container) of the same kind, and a way to take the store down for a while."""
+
+    store: PayloadStore
+    #: a well-formed reference this store does not hold (another container or account)
+    foreign_reference: str
+
+    @abc.abstractmethod
+    def outage(self) -> contextlib.AbstractContextManager[None]:
+        """The store is unreachable inside the block, and back after it."""
+
+
+def _payload_record(aggregate_type: str = "manuscript", aggregate_id: str | None = None,
+                    event_id: str | None = None) -> OutboxRecord:
+    return OutboxRecord(event_id=event_id or str(uuid.uuid4()), aggregate_type=aggregate_type,
+                        aggregate_id=aggregate_id or str(uuid.uuid4()), action="Revised",
+                        version=1, event_source="/manuscripts", body=b"{}")
+
+
+class PayloadStoreContract:
+    """The claim check's payload store: what the relay puts under an event's name comes back,
+    byte for byte, by its reference; retries overwrite; nothing else is fetched."""
+
+    @pytest.fixture
+    @abc.abstractmethod
+    def world(self) -> PayloadWorld: ...
+
+    def test_a_body_comes_back_byte_for_byte_by_its_reference(self, world: PayloadWorld) -> None:
+        name = payload_name(_payload_record())
+        body = (b'{"text":"' + bytes(range(32, 127)) * 16_000 + b'"}')  # ~1.5 MB
+        reference = world.store.reference(name)
+        world.store.put(name, body, content_type="application/json")
+        assert world.store.get(reference) == body
+        assert world.store.reference(name) == reference  # the same for every retry
+
+    def test_a_reference_is_known_before_the_body_is_stored(self, world: PayloadWorld) -> None:
+        name = payload_name(_payload_record())
+        reference = world.store.reference(name)
+        with pytest.raises(PayloadNotFoundError):
+            world.store.get(reference)
+        world.store.put(name, b"{}", content_type="application/json")
+        assert world.store.get(reference) == b"{}"
+
+    def test_a_retry_overwrites_the_same_name(self, world: PayloadWorld) -> None:
+        name = payload_name(_payload_record())
+        world.store.put(name, b'{"a":1}', content_type="application/json")
+        world.store.put(name, b'{"a":1}', content_type="application/json")
+        assert world.store.get(world.store.reference(name)) == b'{"a":1}'
+        world.store.put(name, b'{"a":2}', content_type="application/json")
+        assert world.store.get(world.store.reference(name)) == b'{"a":2}'
+
+    def test_each_event_has_a_name_of_its_own_whatever_its_ids(self, world: PayloadWorld) -> None:
+        records = [_payload_record("a", "b/c", "d"), _payload_record("a/b", "c", "d"),
+                   _payload_record("a", "b", "c/d"), _payload_record("a", "b c%2F", "d?x#y")]
+        names = [payload_name(r) for r in records]
+        assert len(set(names)) == len(names)
+        assert len({world.store.reference(n) for n in names}) == len(names)
+        for i, name in enumerate(names):
+            world.store.put(name, b'{"i":%d}' % i, content_type="application/json")
+        for i, name in enumerate(names):
+            assert world.store.get(world.store.reference(name)) == b'{"i":%d}' % i
+
+    def test_a_reference_of_another_store_is_refused_not_fetched(
+        self, world: PayloadWorld
+    ) -> None:
+        for reference in (world.foreign_reference, "https://attacker.example/outbox/x",
+                          "not a url", world.store.reference("x") + "?sig=abc",
+                          world.store.reference("a/../../other-container/x")):
+            with pytest.raises(PayloadReferenceError):
+                world.store.get(reference)
+
+    def test_a_store_that_is_down_fails_both_ways_and_works_again_after(
+        self, world: PayloadWorld
+    ) -> None:
+        name = payload_name(_payload_record())
+        world.store.put(name, b"{}", content_type="application/json")
+        with world.outage():
+            with pytest.raises(PayloadStoreError) as put_failed:
+                world.store.put(name, b"{}", content_type="application/json")
+            assert not isinstance(put_failed.value, PayloadNotFoundError)
+            with pytest.raises(PayloadStoreError) as get_failed:
+                world.store.get(world.store.reference(name))
+            assert not isinstance(get_failed.value, PayloadNotFoundError)
+        world.store.put(name, b"[]", content_type="application/json")
+        assert world.store.get(world.store.reference(name)) == b"[]"

@@ -32,6 +32,9 @@ from cosmos_outbox.errors import (
     ApplicationError,
     InvalidContinuationError,
     NotFoundError,
+    PayloadNotFoundError,
+    PayloadReferenceError,
+    PayloadStoreError,
     PreconditionFailedError,
 )
 from cosmos_outbox.ports import Page, Repository, UnitOfWork
@@ -41,6 +44,7 @@ from cosmos_outbox.relay.ports import (
     LeaseBacklog,
     MessageBatch,
     MessagePublisher,
+    PayloadStore,
     Quarantine,
     QuarantinedEvent,
 )
@@ -163,7 +167,8 @@ class SizeLimitedBatch(MessageBatch):
 
     @classmethod
     def size_of(cls, message: OutboxMessage) -> int:
-        return len(message.body) + len(message.message_id) + cls.OVERHEAD
+        return (len(message.body) + len(message.message_id) + len(message.dataref or "")
+                + cls.OVERHEAD)
 
     def try_add(self, message: OutboxMessage) -> bool:
         size = self.size_of(message)
@@ -200,14 +205,56 @@ class FakePublisher(MessagePublisher):
             raise ConnectionError("broker unavailable")
         self.sent.append(list(batch.messages))
 
-    def refresh(self) -> None:
+    def refresh(self) -> bool:
         self.refreshes += 1
         if self.entity_limit is not None:
             self.max_batch_bytes = self.entity_limit
+        return True
 
     @property
     def messages(self) -> list[OutboxMessage]:
         return [m for batch in self.sent for m in batch]
+
+
+class InMemoryPayloadStore(PayloadStore):
+    """Payloads by name, in memory; references are `memory://<store>/<container>/<name>`. A test
+    makes it fail (`unavailable`: every call raises PayloadStoreError while set) and reads what
+    was stored (`bodies`, `content_types`, `puts`)."""
+
+    _stores = itertools.count(1)
+
+    def __init__(self, container: str = "outbox-payloads") -> None:
+        self._prefix = f"memory://store-{next(self._stores)}/{container}/"
+        self.bodies: dict[str, bytes] = {}
+        self.content_types: dict[str, str] = {}
+        self.puts = 0
+        self.unavailable = False
+        self._lock = threading.Lock()
+
+    def reference(self, name: str) -> str:
+        return self._prefix + name
+
+    def put(self, name: str, body: bytes, *, content_type: str) -> None:
+        with self._lock:
+            if self.unavailable:
+                raise PayloadStoreError(f"storing payload {name} failed: store unavailable")
+            self.bodies[name] = bytes(body)
+            self.content_types[name] = content_type
+            self.puts += 1
+
+    def get(self, reference: str) -> bytes:
+        if not reference.startswith(self._prefix):
+            raise PayloadReferenceError(reference, "not in this store's container")
+        name = reference[len(self._prefix):]
+        if "?" in name or "#" in name or any(p in ("", ".", "..") for p in name.split("/")):
+            raise PayloadReferenceError(reference, "not a payload name")
+        with self._lock:
+            if self.unavailable:
+                raise PayloadStoreError(f"reading payload {reference} failed: unavailable")
+            body = self.bodies.get(name)
+        if body is None:
+            raise PayloadNotFoundError(reference)
+        return body
 
 
 class InMemoryQuarantine(Quarantine):
