@@ -70,6 +70,17 @@ def test_an_event_too_large_for_a_message_travels_by_claim_check_in_its_place() 
         assert properties["cloudEvents_id"] == doc["id"]
 
 
+def test_a_claim_check_goes_in_the_batch_being_filled_not_a_batch_of_its_own() -> None:
+    """A message that can never fit a batch does not close the batch before it: its claim
+    check travels with the events around it (one send, not three)."""
+    world = TicketWorld(max_batch_bytes=LIMIT)
+    _, docs = history(world, [0, 300_000, 0])
+    report = relay(world, docs)
+    assert (report.sent, report.offloaded, report.batches) == (3, 1, 1)
+    [batch] = world.memory.publisher.sent
+    assert [m.dataref is not None for m in batch] == [False, True, False]
+
+
 def test_a_small_event_is_sent_as_before_and_stores_nothing() -> None:
     world = TicketWorld(max_batch_bytes=LIMIT)
     _, docs = history(world, [0])
@@ -86,14 +97,13 @@ def test_a_failed_upload_sends_nothing_of_its_batch_and_the_retry_sends_it_once(
     world.memory.payloads.unavailable = True
     with pytest.raises(PayloadStoreError):
         relay(world, docs)
-    # The batch before the large event went out; the claim check's batch did not (nothing is
-    # sent before its blob exists), nor anything after it.
-    assert [m.version for m in world.memory.publisher.messages] == [1]
+    # The claim check's batch (which holds version 1 too) is not sent: nothing is sent before
+    # its blob exists, nor anything after it.
+    assert world.memory.publisher.messages == []
     world.memory.payloads.unavailable = False
     report = relay(world, docs)  # the trigger's retry: the same documents
     assert (report.sent, report.offloaded) == (3, 1)
-    # version 1 again: a resend the topic drops by its MessageId
-    assert [m.version for m in world.memory.publisher.messages] == [1, 1, 2, 3]
+    assert [m.version for m in world.memory.publisher.messages] == [1, 2, 3]
     assert list(world.memory.payloads.bodies) == [f"ticket/{tid}/{docs[1]['id']}"]
     relay(world, docs)  # a resend (the topic drops it): the same name, the same bytes
     assert len(world.memory.payloads.bodies) == 1
@@ -131,6 +141,7 @@ def test_a_claim_check_message_that_does_not_fit_either_is_quarantined_and_store
 
 def test_the_link_is_asked_again_once_per_invocation_not_once_per_large_event() -> None:
     world = TicketWorld(max_batch_bytes=LIMIT)
+    world.memory.publisher.entity_limit = 2 * LIMIT  # raised since the link opened
     _, docs = history(world, [0, 10_000, 20_000, 30_000])
     relay(world, docs)
     assert world.memory.publisher.refreshes == 1

@@ -214,7 +214,9 @@ class _Outgoing:
         (asked once per invocation: a namespace moved to Premium since the link opened)."""
         publisher = self._relay._publisher
         assert self._batch is not None
-        if len(self._batch):
+        # A message whose body alone is as large as a batch can never fit one of this link:
+        # the batch being filled is kept (the claim check that stands for it goes in it too).
+        if len(self._batch) and len(message.body) < self._batch.max_size_in_bytes:
             self.flush()
             self._batch = publisher.create_batch()
             if self._batch.try_add(message):
@@ -224,6 +226,7 @@ class _Outgoing:
         self._refreshed = True
         if not publisher.refresh():
             return False
+        self.flush()  # what the batch being filled holds goes first, in order
         self._batch = publisher.create_batch()
         return self._batch.try_add(message)
 

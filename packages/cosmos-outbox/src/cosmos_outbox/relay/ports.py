@@ -23,6 +23,12 @@ class MessageBatch(abc.ABC):
     @abc.abstractmethod
     def __len__(self) -> int: ...
 
+    @property
+    @abc.abstractmethod
+    def max_size_in_bytes(self) -> int:
+        """The most a batch (and so one message) may hold: a message whose body alone is as
+        large can never fit this link's batches."""
+
 
 class MessagePublisher(abc.ABC):
     """Sends message batches to the topic. `send` either sends the whole batch or raises."""

@@ -91,6 +91,10 @@ class ServiceBusBatch(MessageBatch):
     def __len__(self) -> int:
         return self._count
 
+    @property
+    def max_size_in_bytes(self) -> int:
+        return int(self.batch.max_size_in_bytes)
+
 
 class _Link:
     """One thread's client and topic sender (the SDK's are not thread-safe), and the size of

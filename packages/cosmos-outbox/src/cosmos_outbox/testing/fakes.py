@@ -181,6 +181,10 @@ class SizeLimitedBatch(MessageBatch):
     def __len__(self) -> int:
         return len(self.messages)
 
+    @property
+    def max_size_in_bytes(self) -> int:
+        return self.limit
+
 
 class FakePublisher(MessagePublisher):
     """Records sent batches; fails the n-th send when told to (after earlier ones went out)."""
@@ -206,9 +210,12 @@ class FakePublisher(MessagePublisher):
         self.sent.append(list(batch.messages))
 
     def refresh(self) -> bool:
+        """As the real publisher: a fresh link is opened (counted) only when one could take
+        more than the current link, i.e. when the entity's limit was raised (`entity_limit`)."""
+        if self.entity_limit is None or self.entity_limit <= self.max_batch_bytes:
+            return False
         self.refreshes += 1
-        if self.entity_limit is not None:
-            self.max_batch_bytes = self.entity_limit
+        self.max_batch_bytes = self.entity_limit
         return True
 
     @property
