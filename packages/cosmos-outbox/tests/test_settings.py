@@ -95,6 +95,7 @@ def test_setting_names_are_the_documented_app_settings() -> None:
         "ServiceBusConnection", "ServiceBusConnection__fullyQualifiedNamespace",
         "SERVICEBUS_TOPIC", "EVENT_TTL_SECONDS", "FEED_POLL_DELAY_MS", "MAX_ITEMS_PER_INVOCATION",
         "BACKLOG_ESTIMATE_SCHEDULE", "CLOUDEVENTS_SOURCE_BASE", "CLOUDEVENTS_SOURCE",
+        "IDEMPOTENCY_TTL_SECONDS",
     }
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "DEFAULT_BACKLOG_ESTIMATE_SCHEDULE",
     "DEFAULT_EVENT_TTL_SECONDS",
     "DEFAULT_FEED_POLL_DELAY_MS",
+    "DEFAULT_IDEMPOTENCY_TTL_SECONDS",
     "DEFAULT_MAX_ITEMS_PER_INVOCATION",
     "RETIRED_SETTINGS",
     "OutboxSettings",
@@ -46,6 +47,9 @@ __all__ = [
 RETIRED_SETTINGS = frozenset({"CLOUDEVENTS_SOURCE"})
 #: Ten days: event documents must outlive any relay outage, or they expire unrelayed.
 DEFAULT_EVENT_TTL_SECONDS = 864000
+#: One day: how long a write's Idempotency-Key is remembered (its record's TTL). A client's
+#: retries of one request must all come within it; later, the key is a new key.
+DEFAULT_IDEMPOTENCY_TTL_SECONDS = 86400
 
 
 class SettingsError(ValueError):
@@ -74,7 +78,7 @@ class TriggerSettings(BaseSettings):
 
 class OutboxSettings(TriggerSettings):
     """Every setting of the outbox: the store (Cosmos DB), the broker (Service Bus, needed only
-    where the relay runs), event lifetime and CloudEvents source."""
+    where the relay runs), event and idempotency-record lifetimes and CloudEvents source."""
 
     cosmos_connection: SecretStr | None = Field(default=None, alias="CosmosDBConnection")
     cosmos_account_endpoint: str | None = Field(
@@ -98,6 +102,11 @@ class OutboxSettings(TriggerSettings):
     servicebus_topic: str | None = Field(default=None, alias="SERVICEBUS_TOPIC", min_length=1)
     event_ttl_seconds: int = Field(default=DEFAULT_EVENT_TTL_SECONDS, alias="EVENT_TTL_SECONDS",
                                    ge=60)
+    # How long an Idempotency-Key is remembered (the TTL of its record): the window in which a
+    # retry of a write answers what the write answered instead of writing again.
+    idempotency_ttl_seconds: int = Field(
+        default=DEFAULT_IDEMPOTENCY_TTL_SECONDS, alias="IDEMPOTENCY_TTL_SECONDS", ge=1,
+        le=2_147_483_647)
     # Put before each aggregate type's CloudEvents source path (`/orders`): empty (the path
     # alone), an absolute URI naming this service (`https://shop.example.com`) or a path.
     cloudevents_source_base: str = Field(

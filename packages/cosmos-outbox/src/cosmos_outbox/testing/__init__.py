@@ -24,7 +24,7 @@ from cosmos_outbox.blueprints.outbox import OutboxDependencies
 from cosmos_outbox.http.paging import TokenCodec, derive_key
 from cosmos_outbox.relay import Relay
 from cosmos_outbox.relay.telemetry import RelayTelemetry
-from cosmos_outbox.settings import DEFAULT_EVENT_TTL_SECONDS
+from cosmos_outbox.settings import DEFAULT_EVENT_TTL_SECONDS, DEFAULT_IDEMPOTENCY_TTL_SECONDS
 from cosmos_outbox.testing.fakes import (
     FakePublisher,
     FixedBacklog,
@@ -69,15 +69,18 @@ class InMemory:
 
 
 def in_memory(*, event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS,
+              idempotency_ttl_seconds: int = DEFAULT_IDEMPOTENCY_TTL_SECONDS,
               max_batch_bytes: int = 4096, topic: str = "test-events") -> InMemory:
-    """Services on fakes: pass `lambda: world.services` as an `Outbox`'s services."""
+    """Services on fakes: pass `lambda: world.services` as an `Outbox`'s services. The store's
+    time can be moved on (`store.elapse(seconds)`) to let TTLs run out."""
     store = InMemoryStore()
     publisher = FakePublisher(max_batch_bytes=max_batch_bytes)
     quarantine = InMemoryQuarantine(store)
     backlog = FixedBacklog()
     telemetry = RelayTelemetry(destination=topic)
     services = Services(
-        unit_of_work=uow_factory(store, event_ttl_seconds=event_ttl_seconds),
+        unit_of_work=uow_factory(store, event_ttl_seconds=event_ttl_seconds,
+                                 idempotency_ttl_seconds=idempotency_ttl_seconds),
         outbox=OutboxDependencies(
             relay_factory=lambda: Relay(publisher, quarantine, telemetry),
             quarantine=lambda: quarantine,
