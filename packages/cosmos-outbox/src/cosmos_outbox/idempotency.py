@@ -105,6 +105,9 @@ class Claim[A: Aggregate]:
     fingerprint: str
     answer: Callable[[A], Answer]
     request: str = ""
+    #: the last answer made, and of which aggregate (made once: for the record, then replied)
+    _made: list[tuple[A, Answer]] = field(default_factory=list, init=False, repr=False,
+                                          compare=False)
 
     @property
     def record_id(self) -> str:
@@ -114,12 +117,18 @@ class Claim[A: Aggregate]:
         """The id a create with this key gives its aggregate (see `derived_id`)."""
         return derived_id(self.scope, self.key, generation)
 
+    def answer_for(self, aggregate: A) -> Answer:
+        """`answer(aggregate)`, made once per aggregate: the answer recorded is the one given."""
+        if not self._made or self._made[0][0] is not aggregate:
+            self._made[:] = [(aggregate, self.answer(aggregate))]
+        return self._made[0][1]
+
     def record(self, aggregate: A) -> IdempotencyRecord:
         """The record of this claim for `aggregate` as it is about to be written."""
         return IdempotencyRecord(
             record_id=self.record_id, aggregate_type=aggregate.aggregate_type,
             aggregate_id=aggregate.id, fingerprint=self.fingerprint, version=aggregate.version,
-            answer=self.answer(aggregate), request=self.request)
+            answer=self.answer_for(aggregate), request=self.request)
 
 
 @dataclass(frozen=True)

@@ -241,7 +241,7 @@ def _answered[A: Aggregate](claim: Claim[A], result: Versioned[A] | Recorded
     if isinstance(result, Recorded):
         answer, headers["ETag"] = result.answer, result.etag
     else:
-        answer, headers["ETag"] = claim.answer(result.aggregate), result.etag
+        answer, headers["ETag"] = claim.answer_for(result.aggregate), result.etag
     if answer.location is not None:
         headers["Location"] = answer.location
     if isinstance(result, Recorded):

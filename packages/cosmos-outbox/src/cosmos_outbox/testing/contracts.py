@@ -127,7 +127,7 @@ def answered(claim: Claim[Any], result: Versioned[Any] | Recorded) -> tuple[Answ
     """What the route helper answers from a write's result: the answer and the ETag."""
     if isinstance(result, Recorded):
         return result.answer, result.etag
-    return claim.answer(result.aggregate), result.etag
+    return claim.answer_for(result.aggregate), result.etag
 
 
 def types_in(world: StoreWorld, partition_key: str) -> list[str]:

@@ -5,6 +5,7 @@ true of production. The fakes write and read the same documents as the Cosmos DB
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import threading
 import time
@@ -56,7 +57,10 @@ class InMemoryStore:
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.documents: dict[tuple[str, str], dict[str, Any]] = {}
+        #: when each document with a TTL expires, and the same as a heap (soonest first; an
+        #: entry that no longer matches `_expiries` is stale and skipped)
         self._expiries: dict[tuple[str, str], float] = {}
+        self._due: list[tuple[float, tuple[str, str]]] = []
         self._clock = clock
         self._elapsed = 0.0
         self._etags = itertools.count(1)
@@ -99,9 +103,11 @@ class InMemoryStore:
 
     def _expire(self) -> None:
         now = self._now()
-        for key in [k for k, at in self._expiries.items() if at <= now]:
-            del self._expiries[key]
-            self.documents.pop(key, None)
+        while self._due and self._due[0][0] <= now:
+            at, key = heapq.heappop(self._due)
+            if self._expiries.get(key) == at:
+                del self._expiries[key]
+                self.documents.pop(key, None)
 
     def batch(self, partition_key: str, operations: list[WriteOperation]) -> list[str]:
         with self._lock:
@@ -131,7 +137,8 @@ class InMemoryStore:
         self.documents[key] = doc
         ttl = doc.get("ttl")
         if type(ttl) is int and ttl > 0:
-            self._expiries[key] = self._now() + ttl
+            self._expiries[key] = at = self._now() + ttl
+            heapq.heappush(self._due, (at, key))
         else:
             self._expiries.pop(key, None)
         return str(doc["_etag"])
