@@ -118,3 +118,26 @@ def commit_then_kill_worker(store: subprocess.Popen[Any], host: subprocess.Popen
         for pid in stopped - {worker}:
             os.kill(pid, signal.SIGCONT)
         os.kill(worker, signal.SIGKILL)
+
+
+def kill_worker_with_answers_pending(store: subprocess.Popen[Any], host: subprocess.Popen[Any],
+                                     store_port: int, *, gather: float = 0.3) -> int:
+    """Kill the host's worker while the store's answers to its calls wait, unread, in its
+    sockets: the writes among those calls have committed and their answers are lost. The store
+    is frozen for `gather` seconds (the worker's busy invocations each reach it with a call),
+    then the worker is frozen and the store resumed, and once the answers have arrived the
+    worker is killed. Returns the bytes of answers that were waiting."""
+    [worker] = child_pids(host.pid)
+    os.kill(store.pid, signal.SIGSTOP)
+    try:
+        time.sleep(gather)
+        os.kill(worker, signal.SIGSTOP)
+    finally:
+        os.kill(store.pid, signal.SIGCONT)
+    try:
+        waiting = unread(store_port, worker)
+        if waiting[0]:  # calls the store had not read: wait until their answers are in
+            wait_for(lambda: unread(store_port, worker)[1] > 0, "the store's answers", 10)
+        return unread(store_port, worker)[1]
+    finally:
+        os.kill(worker, signal.SIGKILL)
