@@ -78,42 +78,51 @@ def unread(server_port: int, client_pid: int) -> tuple[int, int]:
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
+    if not wait_until(condition, timeout):
+        raise AssertionError(f"timed out waiting for {what}")
+
+
+def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
+    """Whether `condition()` held within `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while not condition():
         if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
+            return False
         time.sleep(0.01)
+    return True
 
 
 def commit_then_kill_worker(store: subprocess.Popen[Any], host: subprocess.Popen[Any],
                             store_port: int, *, send: Callable[[], None],
-                            committed: Callable[[], bool], max_calls: int = 10) -> None:
+                            committed: Callable[[], bool], max_calls: int = 20) -> None:
     """A request whose change commits and whose worker dies before it learns so: the answer
     is lost (the host answers 500), the commit stands.
 
-    The store is frozen while `send()` starts the request; then its store calls are let
-    through one at a time: the worker frozen while the store answers into its socket; if the
-    change has committed (`committed()`, read from the store), the worker is killed before it
-    reads that answer; else the store is frozen again and the worker goes on to its next call.
-    Only signals: no hook in the app or the host. Nothing else in the worker may call the store
-    meanwhile (no timer due)."""
+    The store is frozen while `send()` starts the request; then what the worker sends the store
+    is let through one flight at a time: the worker frozen while the store reads it and answers
+    into its socket (a TLS handshake's last client flight gets no answer: after a second the
+    worker goes on); if the change has committed (`committed()`, read from the store), the
+    worker is killed before it reads that answer; else the store is frozen again and the worker
+    goes on. Only signals: no hook in the app or the host. Nothing else in the worker may call
+    the store meanwhile (no timer due)."""
     [worker] = child_pids(host.pid)
     os.kill(store.pid, signal.SIGSTOP)
     stopped = {store.pid}
     try:
         send()
-        for call in range(1, max_calls + 1):
-            wait_for(lambda: unread(store_port, worker)[0] > 0, f"store call {call}")
+        for flight in range(1, max_calls + 1):
+            wait_for(lambda: unread(store_port, worker)[0] > 0, f"the worker's flight {flight}")
             os.kill(worker, signal.SIGSTOP)
             os.kill(store.pid, signal.SIGCONT)
             stopped = {worker}
-            wait_for(lambda: unread(store_port, worker)[1] > 0, f"the answer to call {call}")
+            wait_for(lambda: unread(store_port, worker)[0] == 0, f"the store reading {flight}")
+            wait_until(lambda: unread(store_port, worker)[1] > 0, 1.0)
             if committed():
                 return
             os.kill(store.pid, signal.SIGSTOP)
             os.kill(worker, signal.SIGCONT)
             stopped = {store.pid}
-        raise AssertionError(f"no commit after {max_calls} store calls")
+        raise AssertionError(f"no commit after {max_calls} flights to the store")
     finally:
         for pid in stopped - {worker}:
             os.kill(pid, signal.SIGCONT)
@@ -125,8 +134,9 @@ def kill_worker_with_answers_pending(store: subprocess.Popen[Any], host: subproc
     """Kill the host's worker while the store's answers to its calls wait, unread, in its
     sockets: the writes among those calls have committed and their answers are lost. The store
     is frozen for `gather` seconds (the worker's busy invocations each reach it with a call),
-    then the worker is frozen and the store resumed, and once the answers have arrived the
-    worker is killed. Returns the bytes of answers that were waiting."""
+    then the worker is frozen and the store resumed, and once the store has read what the
+    worker sent and answered (a second at most), the worker is killed. Returns the bytes of
+    answers that were waiting."""
     [worker] = child_pids(host.pid)
     os.kill(store.pid, signal.SIGSTOP)
     try:
@@ -135,9 +145,8 @@ def kill_worker_with_answers_pending(store: subprocess.Popen[Any], host: subproc
     finally:
         os.kill(store.pid, signal.SIGCONT)
     try:
-        waiting = unread(store_port, worker)
-        if waiting[0]:  # calls the store had not read: wait until their answers are in
-            wait_for(lambda: unread(store_port, worker)[1] > 0, "the store's answers", 10)
+        wait_until(lambda: unread(store_port, worker)[0] == 0, 5.0)
+        wait_until(lambda: unread(store_port, worker)[1] > 0, 1.0)
         return unread(store_port, worker)[1]
     finally:
         os.kill(worker, signal.SIGKILL)
