@@ -1,18 +1,22 @@
 """POST /api/contacts through the local Functions host vs the bare SDK batch of the same two
-documents, and the host's own overhead per HTTP call (HTTP through the host minus the same
-function called in-process), measured in one run against one local stack."""
+documents, the host's own overhead per HTTP call (HTTP through the host minus the same
+function called in-process), and POST and PATCH with an Idempotency-Key vs without (calls
+alternated, so both see the same machine), measured in one run against one local stack."""
 
 from __future__ import annotations
 
 import json
 import os
+import statistics
 import time
+import uuid
+from collections.abc import Callable
 from typing import Any
 
 import azure.functions as func
 from azure.cosmos import CosmosClient
 
-from bench.stats import timed
+from bench.stats import percentile, timed
 from cosmos_outbox.documents import aggregate_document, event_documents
 from cosmos_outbox.testing import InvocationContext
 from domain.contact import Contact
@@ -36,6 +40,54 @@ def until_healthy(stack: Stack, timeout: float = 60.0) -> float:
     finally:
         client.close()
     raise TimeoutError("/health did not answer 200")
+
+
+def alternated(plain: Callable[[], None], keyed: Callable[[], None], n: int,
+               warmup: int = 20) -> tuple[dict[str, float], dict[str, float]]:
+    """Median and p99 (ms) of `plain` and of `keyed`, n calls each, one of each in turn."""
+    for _ in range(warmup):
+        plain()
+        keyed()
+    samples: tuple[list[float], list[float]] = ([], [])
+    for _ in range(n):
+        for fn, out in ((plain, samples[0]), (keyed, samples[1])):
+            start = time.perf_counter()
+            fn()
+            out.append((time.perf_counter() - start) * 1000)
+    plain_row, keyed_row = ({"n": n, "median_ms": statistics.median(s),
+                             "p99_ms": percentile(s, 99)} for s in samples)
+    return plain_row, keyed_row
+
+
+def idempotency(client: Client, n: int) -> dict[str, Any]:
+    """POST and PATCH (one event each: a new description every call) without and with an
+    Idempotency-Key (a new key every call: the success path, the record in the same batch)."""
+
+    def post(headers: dict[str, str]) -> None:
+        assert client.request("POST", "/contacts", json_body=BODY, headers=headers).status == 201
+
+    target = client.request("POST", "/contacts", json_body=BODY).json()["id"]
+
+    def patch(headers: dict[str, str]) -> None:
+        reply = client.request("PATCH", f"/contacts/{target}", headers=headers,
+                               json_body={"description": uuid.uuid4().hex})
+        assert reply.status == 200
+
+    def key() -> dict[str, str]:
+        return {"Idempotency-Key": f'"{uuid.uuid4()}"'}
+
+    post_plain, post_keyed = alternated(lambda: post({}), lambda: post(key()), n)
+    patch_plain, patch_keyed = alternated(lambda: patch({}), lambda: patch(key()), n)
+    return {
+        "rows": {
+            "POST /api/contacts, no key": post_plain,
+            "POST /api/contacts, Idempotency-Key": post_keyed,
+            "PATCH /api/contacts/{id}, no key": patch_plain,
+            "PATCH /api/contacts/{id}, Idempotency-Key": patch_keyed,
+        },
+        "post_keyed_to_plain_ratio": post_keyed["median_ms"] / post_plain["median_ms"],
+        "patch_keyed_to_plain_ratio": patch_keyed["median_ms"] / patch_plain["median_ms"],
+    }
 
 
 def run(stack: Stack, n: int = 500) -> dict[str, Any]:
@@ -93,6 +145,7 @@ def run(stack: Stack, n: int = 500) -> dict[str, Any]:
         "GET /api/contacts/{id} via local host (HTTP)": timed(http_get, n),
         "get_contact called in-process": timed(direct_get, n),
     }
+    keys = idempotency(client, n)
     client.close()
     os.environ.clear()
     os.environ.update(saved)
@@ -100,6 +153,7 @@ def run(stack: Stack, n: int = 500) -> dict[str, Any]:
         "SDK execute_item_batch (contact + event)"]
     return {
         "rows": rows,
+        "idempotency": keys,
         "post_to_sdk_batch_ratio": post["median_ms"] / batch["median_ms"],
         "host_overhead_ms_post": post["median_ms"]
         - rows["create_contact called in-process"]["median_ms"],

@@ -88,6 +88,10 @@ param duplicateDetectionHistoryTimeWindow string = 'P1D'
 @minValue(3600)
 param eventTtlSeconds int = 864000
 
+@description('Seconds a write\'s Idempotency-Key is remembered (IDEMPOTENCY_TTL_SECONDS, the TTL of its record): a client\'s retries of one request must come within it. Like the topic\'s duplicate window (duplicateDetectionHistoryTimeWindow) for the relay\'s resends, it bounds how late a repeat is still recognised.')
+@minValue(60)
+param idempotencyTtlSeconds int = 86400
+
 @description('Put before each aggregate type\'s CloudEvents source path (CLOUDEVENTS_SOURCE_BASE): empty (the source is /contacts), or an absolute URI naming this service, e.g. https://crm.example.com (the source is then https://crm.example.com/contacts).')
 param cloudEventsSourceBase string = ''
 
@@ -404,6 +408,7 @@ module api 'modules/functionapp.bicep' = {
     cosmosLeaseContainer: cosmos.outputs.leaseContainerName
     serviceBusTopic: serviceBus.outputs.topicName
     eventTtlSeconds: eventTtlSeconds
+    idempotencyTtlSeconds: idempotencyTtlSeconds
     cloudEventsSourceBase: cloudEventsSourceBase
     feedPollDelayMs: feedPollDelayMs
     maxItemsPerInvocation: maxItemsPerInvocation
@@ -443,6 +448,7 @@ module relay 'modules/functionapp.bicep' = if (splitRelay) {
     cosmosLeaseContainer: cosmos.outputs.leaseContainerName
     serviceBusTopic: serviceBus.outputs.topicName
     eventTtlSeconds: eventTtlSeconds
+    idempotencyTtlSeconds: idempotencyTtlSeconds
     cloudEventsSourceBase: cloudEventsSourceBase
     feedPollDelayMs: feedPollDelayMs
     maxItemsPerInvocation: maxItemsPerInvocation

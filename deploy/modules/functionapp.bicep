@@ -86,6 +86,10 @@ param serviceBusTopic string
 @minValue(3600)
 param eventTtlSeconds int = 864000
 
+@description('Seconds a write\'s Idempotency-Key is remembered (IDEMPOTENCY_TTL_SECONDS: the TTL of its record).')
+@minValue(60)
+param idempotencyTtlSeconds int = 86400
+
 @description('Put before each aggregate type\'s CloudEvents source path (CLOUDEVENTS_SOURCE_BASE); empty: the path alone.')
 param cloudEventsSourceBase string = ''
 
@@ -266,6 +270,10 @@ var appSettings = [
   {
     name: 'EVENT_TTL_SECONDS'
     value: string(eventTtlSeconds)
+  }
+  {
+    name: 'IDEMPOTENCY_TTL_SECONDS'
+    value: string(idempotencyTtlSeconds)
   }
   {
     name: 'CLOUDEVENTS_SOURCE_BASE'

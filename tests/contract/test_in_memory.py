@@ -37,6 +37,9 @@ class InMemoryWorld(ContactsWorld):
     def contact_list(self) -> ContactList:
         return InMemoryContactList(self.store)
 
+    def expire(self, partition_key: str, document_id: str) -> None:
+        self.store.outlive(partition_key, document_id)
+
 
 class TestInMemoryStore(ContactsStoreContract):
     @pytest.fixture

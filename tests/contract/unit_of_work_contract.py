@@ -2,7 +2,8 @@
 (`cosmos_outbox.testing.contracts`) driven with the contact, and what only the app has (several
 changes in one commit, the contact list). Subclassed for each implementation: the in-memory
 fakes (tests/contract/test_in_memory.py) and the Cosmos DB adapters on a real endpoint
-(tests/integration/test_cosmos_write_path.py, test_cosmos_quarantine.py)."""
+(tests/integration/test_cosmos_write_path.py, test_cosmos_quarantine.py). The idempotency
+suite (Idempotency-Key records in the change's batch, racing retries, TTL) is part of it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from application.contacts.ports import ContactList
 from cosmos_outbox.errors import InvalidContinuationError
 from cosmos_outbox.testing.contracts import (
     AggregateKind,
+    IdempotencyContract,
     QuarantineContract,
     StoreWorld,
     UnitOfWorkContract,
@@ -45,7 +47,7 @@ class ContactsWorld(StoreWorld):
         """The list of live contacts, on the same store."""
 
 
-class ContactsStoreContract(UnitOfWorkContract):
+class ContactsStoreContract(UnitOfWorkContract, IdempotencyContract):
     kind = kinds(CONTACT)
 
     @pytest.fixture

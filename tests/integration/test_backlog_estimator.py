@@ -13,6 +13,7 @@ from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 
 from application.contacts.commands import CreateContact
 from cosmos_outbox.errors import StoreUnavailableError
+from cosmos_outbox.idempotency import Answer, Claim
 from cosmos_outbox.relay.backlog import report_backlog
 from cosmos_outbox.relay.telemetry import RelayTelemetry
 from cosmos_outbox.service import AggregateService
@@ -21,6 +22,7 @@ from cosmos_outbox.store._estimator import CosmosBacklogEstimator, latest_lsn
 from cosmos_outbox.store._unit_of_work import CosmosUnitOfWork
 from domain.contact import Contact
 from tests.faults import frozen
+from tools.provision import create_contacts_container
 from tools.stack import Ports, Stack
 
 pytestmark = pytest.mark.integration
@@ -120,6 +122,30 @@ def test_functions_host_leases_with_etag_continuations_are_read(
     assert backlog.pending == 3
     assert backlog.lease == "0"
     assert (backlog.owner, backlog.checkpoint_at) == (None, "2024-01-01T00:00:00Z")
+
+
+def test_a_change_that_raised_no_event_is_not_pending(
+    relay_off: Stack, cosmos: CosmosClient
+) -> None:
+    """A write with an Idempotency-Key whose change raised no event records its answer in a
+    transaction of its own: it is no event to relay, and the backlog does not count it."""
+    db = cosmos.get_database_client("outbox")
+    container = create_contacts_container(db, "idempotency-backlog")
+    leases = db.create_container_if_not_exists("leases-idempotency",
+                                               partition_key=PartitionKey("/id"))
+    service = AggregateService(
+        Contact, lambda: CosmosUnitOfWork(container, event_ttl_seconds=864000))
+    claim = Claim[Contact](scope="PATCH contacts/{id}", key="no-op", fingerprint="f",
+                           answer=lambda c: Answer(200, {"version": c.version}))
+    created = service.create(Contact.create(**CreateContact.model_validate(
+        {"firstName": "Idem", "lastName": "Potent", "email": "idem@example.com",
+         "companyName": "Keys"}).fields()))
+    service.change_idempotent(created.aggregate.id, lambda c: None, claim=claim)
+    changes = list(container.query_items_change_feed(start_time="Beginning"))
+    assert sorted(c["type"] for c in changes) == ["contact", "domainEvent", "idempotencyRecord"]
+    assert len({c["_lsn"] for c in changes}) == 2  # two transactions, one with an event
+    [backlog] = CosmosBacklogEstimator(container, leases).estimate()
+    assert backlog.pending == 1
 
 
 @pytest.mark.timeout(60)

@@ -64,6 +64,16 @@ class CosmosWorld(ContactsWorld):
     def contact_list(self) -> ContactList:
         return CosmosContactList(self.container)
 
+    def expire(self, partition_key: str, document_id: str) -> None:
+        """The store's own TTL, shortened to 1 s: wait until it has deleted the document."""
+        document = self.container.read_item(document_id, partition_key=partition_key)
+        self.container.replace_item(document_id, {
+            k: v for k, v in document.items() if not k.startswith("_")} | {"ttl": 1})
+        deadline = time.monotonic() + 30
+        while any(d["id"] == document_id for d in self.documents(partition_key)):
+            assert time.monotonic() < deadline, f"{document_id} did not expire"
+            time.sleep(0.25)
+
 
 class TestCosmosUnitOfWork(ContactsStoreContract):
     @pytest.fixture

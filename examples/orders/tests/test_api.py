@@ -90,3 +90,25 @@ def test_the_events_reach_the_topic_in_order_under_the_order_type(world: World) 
     assert {m.application_properties["aggregateType"] for m in messages} == {"order"}
     assert {m.application_properties["orderId"] for m in messages} == {oid}
     assert {m.source for m in messages} == {"/orders"}
+
+
+def test_writes_retried_with_their_idempotency_key_have_one_effect(world: World) -> None:
+    key = {"Idempotency-Key": '"order-1"'}
+    placed = world.client.request("POST", "orders", headers=key,
+                                  body={"customerName": "Ada", "totalCents": 1250})
+    again = world.client.request("POST", "orders", headers=key,
+                                 body={"customerName": "Ada", "totalCents": 1250})
+    assert placed.status_code == again.status_code == 201
+    assert (again.headers["Location"], again.get_body()) == (
+        placed.headers["Location"], placed.get_body())
+    oid = body(placed)["id"]
+    cancel = {"Idempotency-Key": "cancel-1"}
+    first = world.client.request("POST", f"orders/{oid}/cancel", headers=cancel)
+    retry = world.client.request("POST", f"orders/{oid}/cancel", headers=cancel)
+    assert first.status_code == retry.status_code == 200  # not 409: it is the same cancel
+    assert retry.get_body() == first.get_body()
+    other = world.client.request("POST", "orders", headers=key,
+                                 body={"customerName": "Bob", "totalCents": 1})
+    problem(other, 422)
+    events = [d for d in world.memory.store.documents.values() if d["type"] == "domainEvent"]
+    assert sorted(e["data"]["action"] for e in events) == ["OrderCancelled", "OrderPlaced"]

@@ -18,6 +18,7 @@ from cosmos_outbox.testing import (
     uow_factory,
 )
 from cosmos_outbox.testing.contracts import (
+    IdempotencyContract,
     PayloadStoreContract,
     PayloadWorld,
     QuarantineContract,
@@ -39,8 +40,19 @@ class InMemoryWorld(StoreWorld):
     def documents(self, partition_key: str) -> list[dict[str, Any]]:
         return [d for (pk, _), d in self.store.documents.items() if pk == partition_key]
 
+    def expire(self, partition_key: str, document_id: str) -> None:
+        self.store.outlive(partition_key, document_id)
+
 
 class TestInMemoryUnitOfWork(UnitOfWorkContract):
+    kind = kinds(TICKET)
+
+    @pytest.fixture
+    def world(self) -> StoreWorld:
+        return InMemoryWorld()
+
+
+class TestInMemoryIdempotency(IdempotencyContract):
     kind = kinds(TICKET)
 
     @pytest.fixture

@@ -98,6 +98,7 @@ def test_setting_names_are_the_documented_app_settings() -> None:
         "SERVICEBUS_MAX_MESSAGE_BYTES", "OUTBOX_PAYLOAD_MAX_BYTES", "OUTBOX_PAYLOAD_CONTAINER",
         "OutboxPayloadStorage", "OutboxPayloadStorage__blobServiceUri", "AzureWebJobsStorage",
         "AzureWebJobsStorage__blobServiceUri", "AzureWebJobsStorage__accountName",
+        "IDEMPOTENCY_TTL_SECONDS",
     }
 
 

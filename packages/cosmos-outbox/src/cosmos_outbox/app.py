@@ -124,7 +124,9 @@ def cosmos_services(settings: OutboxSettings | None = None) -> Services:
                "outbox.container": settings.cosmos_container,
                "outbox.topic": settings.servicebus_topic})
     return Services(
-        unit_of_work=lambda: CosmosUnitOfWork(container, event_ttl_seconds=ttl),
+        unit_of_work=lambda: CosmosUnitOfWork(
+            container, event_ttl_seconds=ttl,
+            idempotency_ttl_seconds=settings.idempotency_ttl_seconds),
         outbox=OutboxDependencies(
             relay_factory=relay,
             quarantine=lambda: CosmosQuarantine(container),

@@ -7,7 +7,12 @@
 - an event: `type` `domainEvent`, `aggregateType`, `source` (the CloudEvents source path of its
   aggregate type, `/<collection>`), `data` = the event (the message body), `ttl` from the
   settings;
-- a quarantined event: `type` `quarantinedEvent`, the reason, a copy of the event document.
+- a quarantined event: `type` `quarantinedEvent`, the reason, a copy of the event document;
+- an idempotency record: `type` `idempotencyRecord`, id `idem-<sha256 of scope and key>`, in
+  its aggregate's partition, `fingerprint`, `request`, `aggregateType`, `version`, `answer`
+  (`status`, `location`, `body`), `createdAt`, `ttl` from the settings
+  (`cosmos_outbox.idempotency`). Written in the batch of the change it answers for; the relay
+  skips it as it skips aggregates.
 
 The etag and the other system properties (`_etag`, `_ts`, ...) stay here, never in the domain.
 This module is the boundary both ways: documents are built from the domain here, and parsed
@@ -25,6 +30,7 @@ from pydantic import ValidationError
 
 from cosmos_outbox.domain import Aggregate, DomainEvent
 from cosmos_outbox.errors import NotFoundError
+from cosmos_outbox.idempotency import Answer, IdempotencyRecord
 from cosmos_outbox.relay.ports import QuarantinedEvent
 from cosmos_outbox.relay.records import (
     LEGACY_SOURCE,
@@ -37,6 +43,7 @@ from cosmos_outbox.relay.records import (
 
 EVENT_TYPE = "domainEvent"
 QUARANTINE_TYPE = "quarantinedEvent"
+IDEMPOTENCY_TYPE = "idempotencyRecord"
 #: The kind named in a 404 for a quarantine record ("no such quarantined event").
 QUARANTINED_EVENT = "quarantined event"
 # Events written before the envelope named their aggregate type (by this package's predecessor,
@@ -289,6 +296,57 @@ def commit_operations(
         operations.append(("create", event_document(event, source=source,
                                                     ttl_seconds=event_ttl_seconds), None))
     return operations
+
+
+def idempotency_document(record: IdempotencyRecord, *, ttl_seconds: int) -> dict[str, Any]:
+    """The stored record of a claimed Idempotency-Key, in its aggregate's partition, expiring
+    after `ttl_seconds`. The key is not in it (the id is its hash)."""
+    answer: dict[str, Any] = {"status": record.answer.status}
+    if record.answer.location is not None:
+        answer["location"] = record.answer.location
+    if record.answer.body is not None:
+        answer["body"] = record.answer.body
+    return {
+        "id": record.record_id,
+        "partitionKey": record.aggregate_id,
+        "type": IDEMPOTENCY_TYPE,
+        "aggregateType": record.aggregate_type,
+        "request": record.request,
+        "fingerprint": record.fingerprint,
+        "version": record.version,
+        "answer": answer,
+        "createdAt": record.created_at.isoformat(),
+        "ttl": ttl_seconds,
+    }
+
+
+def claim_operation(record: IdempotencyRecord, *, ttl_seconds: int) -> WriteOperation:
+    """The create of a record: a second claim of the same key fails on it (409)."""
+    return ("create", idempotency_document(record, ttl_seconds=ttl_seconds), None)
+
+
+def idempotency_record(document: Mapping[str, Any]) -> IdempotencyRecord | None:
+    """A stored record, typed; None for a document that is not one (or not readable as one)."""
+    answer = document.get("answer")
+    if document.get("type") != IDEMPOTENCY_TYPE or not isinstance(answer, Mapping):
+        return None
+    status, version = answer.get("status"), document.get("version")
+    fingerprint = document.get("fingerprint")
+    location = answer.get("location")
+    if (type(status) is not int or type(version) is not int
+            or not isinstance(fingerprint, str)):
+        return None
+    return IdempotencyRecord(
+        record_id=str(document.get("id")),
+        aggregate_type=str(document.get("aggregateType", "")),
+        aggregate_id=str(document.get("partitionKey")),
+        fingerprint=fingerprint,
+        version=version,
+        answer=Answer(status=status, body=answer.get("body"),
+                      location=location if isinstance(location, str) else None),
+        request=str(document.get("request", "")),
+        created_at=_time(document.get("createdAt")) or datetime.now(UTC),
+    )
 
 
 def _without_system_keys(document: Mapping[str, Any]) -> dict[str, Any]:

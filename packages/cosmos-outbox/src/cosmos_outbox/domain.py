@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -30,6 +32,7 @@ __all__ = [
     "DomainEvent",
     "EventCatalogue",
     "UnknownEventError",
+    "assigned_id",
     "event_aliases",
     "new_id",
     "utcnow",
@@ -43,6 +46,26 @@ class DomainError(Exception):
 
 def new_id() -> str:
     return str(uuid.uuid4())
+
+
+#: The id the next aggregate made in this context takes (`assigned_id`), else a new uuid4.
+_ASSIGNED_ID: ContextVar[str | None] = ContextVar("cosmos_outbox_assigned_id", default=None)
+
+
+@contextmanager
+def assigned_id(aggregate_id: str) -> Iterator[None]:
+    """Aggregates made inside the block (by their own factory methods, unchanged) take
+    `aggregate_id` instead of a new uuid4, and so do the events they record: how a create with
+    an Idempotency-Key gets the id derived from the key."""
+    token = _ASSIGNED_ID.set(aggregate_id)
+    try:
+        yield
+    finally:
+        _ASSIGNED_ID.reset(token)
+
+
+def _aggregate_id() -> str:
+    return _ASSIGNED_ID.get() or new_id()
 
 
 def utcnow() -> datetime:
@@ -163,7 +186,7 @@ class Aggregate(BaseModel):
     #: segment) and the CloudEvents source `/<collection>` of their events.
     collection: ClassVar[str]
 
-    id: str = Field(default_factory=new_id, min_length=1, max_length=128)
+    id: str = Field(default_factory=_aggregate_id, min_length=1, max_length=128)
     version: int = Field(default=1, ge=1)
     _events: list[DomainEvent] = PrivateAttr(default_factory=list)
 

@@ -21,6 +21,11 @@ class AlreadyExistsError(ApplicationError):
     """A document with the same id already exists (409)."""
 
 
+class IdempotencyKeyReusedError(ApplicationError):
+    """The Idempotency-Key was already used for another request (another body or target) on
+    the same route (422). Nothing was written."""
+
+
 class PreconditionFailedError(ApplicationError):
     """The aggregate changed since the caller (or this request) read it: stale etag (412)."""
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from cosmos_outbox.domain import Aggregate
+from cosmos_outbox.idempotency import IdempotencyRecord
 
 
 @dataclass(frozen=True)
@@ -60,6 +61,18 @@ class UnitOfWork(abc.ABC):
         """Write the tracked changes atomically, one batch per aggregate. Raises
         PreconditionFailedError when an aggregate changed since it was loaded,
         AlreadyExistsError on an id collision."""
+
+    @abc.abstractmethod
+    def claim(self, record: IdempotencyRecord) -> None:
+        """Create `record` (an Idempotency-Key's) at the next commit, in the batch of its
+        aggregate (`record.aggregate_id`), so it commits with the change or not at all; when
+        that aggregate has nothing to write, the record is written alone. A record of the same
+        id already there fails the batch: AlreadyExistsError, nothing written."""
+
+    @abc.abstractmethod
+    def recorded(self, aggregate_id: str, record_id: str) -> IdempotencyRecord | None:
+        """The idempotency record `record_id` in the aggregate's partition; None when there is
+        none (never written, or expired)."""
 
     @abc.abstractmethod
     def rollback(self) -> None:

@@ -2,18 +2,32 @@
 work and commits at most one transactional batch: the aggregate and the events its change
 raised. A change is conditional on the etag the aggregate was read with, so two racing writers
 never lose an update (one gets PreconditionFailedError), and may also be conditional on what
-the caller sent (`precondition`: the HTTP layer's If-Match / If-None-Match)."""
+the caller sent (`precondition`: the HTTP layer's If-Match / If-None-Match).
+
+With a `Claim` (an Idempotency-Key, `cosmos_outbox.idempotency`), `create_idempotent` and
+`change_idempotent` write the claim's record in the same batch, and answer a retry of an
+earlier request with the same key from its record (`Recorded`) instead of writing again; the
+record is read only when the write fails, never on the success path."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cosmos_outbox.domain import Aggregate
-from cosmos_outbox.errors import NotFoundError, PreconditionFailedError
+from cosmos_outbox.domain import Aggregate, DomainError, assigned_id
+from cosmos_outbox.errors import (
+    AlreadyExistsError,
+    IdempotencyKeyReusedError,
+    NotFoundError,
+    PreconditionFailedError,
+)
+from cosmos_outbox.idempotency import MAX_GENERATIONS, Claim, Recorded, weak_etag
 from cosmos_outbox.ports import UnitOfWork
 
 __all__ = ["AggregateService", "Versioned"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -69,6 +83,97 @@ class AggregateService[A: Aggregate]:
             change(aggregate)
             uow.commit(traceparent=traceparent)
             return Versioned(aggregate, repository.etag(aggregate_id))
+
+    def create_idempotent(
+        self,
+        build: Callable[[], A],
+        *,
+        claim: Claim[A],
+        traceparent: str | None = None,
+    ) -> Versioned[A] | Recorded:
+        """Write the aggregate `build()` makes (its id derived from the claimed key: made
+        inside `assigned_id`), its events and the claim's record, in one batch. When the batch
+        conflicts (the id or the record is there: an earlier request with this key committed),
+        answer from that request's record; 422 (IdempotencyKeyReusedError) when it was another
+        request. An id whose record expired was taken by an earlier use of the key: the key then
+        behaves as new and takes the next derived id (up to MAX_GENERATIONS)."""
+        for generation in range(MAX_GENERATIONS):
+            derived = claim.aggregate_id(generation)
+            with assigned_id(derived):
+                aggregate = build()
+            try:
+                with self._uow() as uow:
+                    repository = uow.repository(self.kind)
+                    repository.add(aggregate)
+                    uow.claim(claim.record(aggregate))
+                    uow.commit(traceparent=traceparent)
+                    return Versioned(aggregate, repository.etag(aggregate.id))
+            except AlreadyExistsError:
+                found = self._recorded(aggregate.id, claim)
+                if found is not None:
+                    return found
+                if aggregate.id != derived:
+                    raise  # the aggregate chose its own id, and it is taken
+                logger.info("idempotency key reused after its record expired: next id",
+                            extra={"idempotency.record": claim.record_id,
+                                   "idempotency.generation": generation + 1})
+        raise AlreadyExistsError(
+            f"every {self.kind.aggregate_type} id this Idempotency-Key derives is taken")
+
+    def change_idempotent(
+        self,
+        aggregate_id: str,
+        change: Callable[[A], object],
+        *,
+        claim: Claim[A],
+        precondition: Callable[[str], bool] | None = None,
+        traceparent: str | None = None,
+    ) -> Versioned[A] | Recorded:
+        """`change`, with the claim's record written in the same batch (alone when the change
+        raises no event: the answer is recorded all the same). When the change is refused
+        (missing, a failed precondition, a business rule, a racing writer, the record already
+        there), an earlier request with the same key may have made it: its record answers
+        instead; 422 when that was another request; else the refusal stands."""
+        try:
+            with self._uow() as uow:
+                aggregate = self._live(uow, aggregate_id)
+                repository = uow.repository(self.kind)
+                if precondition is not None and not precondition(repository.etag(aggregate_id)):
+                    raise PreconditionFailedError(
+                        f"{self.kind.aggregate_type} {aggregate_id}: a precondition failed",
+                        aggregate_type=self.kind.aggregate_type)
+                change(aggregate)
+                uow.claim(claim.record(aggregate))
+                uow.commit(traceparent=traceparent)
+                return Versioned(aggregate, repository.etag(aggregate_id))
+        except (NotFoundError, PreconditionFailedError, AlreadyExistsError, DomainError):
+            found = self._recorded(aggregate_id, claim)
+            if found is None:
+                raise
+            return found
+
+    def _recorded(self, aggregate_id: str, claim: Claim[A]) -> Recorded | None:
+        """The answer recorded for the claim's key in the aggregate's partition: None when there
+        is none; IdempotencyKeyReusedError when it was recorded for another request."""
+        with self._uow() as uow:
+            record = uow.recorded(aggregate_id, claim.record_id)
+            if record is None:
+                return None
+            fields = {"idempotency.record": claim.record_id,
+                      "aggregate.type": self.kind.aggregate_type, "aggregate.id": aggregate_id}
+            if record.fingerprint != claim.fingerprint:
+                logger.info("idempotency key reused for another request: 422", extra=fields)
+                raise IdempotencyKeyReusedError(
+                    "this Idempotency-Key was used for another request")
+            repository = uow.repository(self.kind)
+            try:
+                current = repository.get(aggregate_id)
+                etag = (repository.etag(aggregate_id) if current.version == record.version
+                        else weak_etag(record.version))
+            except NotFoundError:
+                etag = weak_etag(record.version)
+            logger.info("idempotent retry answered from its record", extra=fields)
+            return Recorded(record, etag)
 
     def _live(self, uow: UnitOfWork, aggregate_id: str) -> A:
         aggregate = uow.repository(self.kind).get(aggregate_id)

@@ -35,6 +35,7 @@ __all__ = [
     "DEFAULT_BACKLOG_ESTIMATE_SCHEDULE",
     "DEFAULT_EVENT_TTL_SECONDS",
     "DEFAULT_FEED_POLL_DELAY_MS",
+    "DEFAULT_IDEMPOTENCY_TTL_SECONDS",
     "DEFAULT_MAX_ITEMS_PER_INVOCATION",
     "DEFAULT_PAYLOAD_CONTAINER",
     "DEFAULT_PAYLOAD_MAX_BYTES",
@@ -62,6 +63,9 @@ DEFAULT_PAYLOAD_CONTAINER = "outbox-payloads"
 #: The largest body the relay offloads: 2 MiB, Cosmos DB's item limit (a larger event cannot be
 #: stored in the first place). Larger bodies, and every large body when it is 0, are quarantined.
 DEFAULT_PAYLOAD_MAX_BYTES = 2 * 1024 * 1024
+#: One day: how long a write's Idempotency-Key is remembered (its record's TTL). A client's
+#: retries of one request must all come within it; later, the key is a new key.
+DEFAULT_IDEMPOTENCY_TTL_SECONDS = 86400
 
 
 class SettingsError(ValueError):
@@ -185,8 +189,8 @@ _CONTAINER_NAME = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
 
 class OutboxSettings(TriggerSettings, PayloadSettings):
     """Every setting of the outbox: the store (Cosmos DB), the broker (Service Bus, needed only
-    where the relay runs), event lifetime, CloudEvents source, and the claim check's storage
-    and limits."""
+    where the relay runs), event and idempotency-record lifetimes, CloudEvents source, and
+    the claim check's storage and limits."""
 
     cosmos_connection: SecretStr | None = Field(default=None, alias="CosmosDBConnection")
     cosmos_account_endpoint: str | None = Field(
@@ -220,6 +224,11 @@ class OutboxSettings(TriggerSettings, PayloadSettings):
     payload_max_bytes: int = Field(default=DEFAULT_PAYLOAD_MAX_BYTES,
                                    alias="OUTBOX_PAYLOAD_MAX_BYTES", ge=0,
                                    le=100 * 1024 * 1024)
+    # How long an Idempotency-Key is remembered (the TTL of its record): the window in which a
+    # retry of a write answers what the write answered instead of writing again.
+    idempotency_ttl_seconds: int = Field(
+        default=DEFAULT_IDEMPOTENCY_TTL_SECONDS, alias="IDEMPOTENCY_TTL_SECONDS", ge=1,
+        le=2_147_483_647)
     # Put before each aggregate type's CloudEvents source path (`/orders`): empty (the path
     # alone), an absolute URI naming this service (`https://shop.example.com`) or a path.
     cloudevents_source_base: str = Field(

@@ -22,6 +22,7 @@ from pydantic.json_schema import models_json_schema
 
 from cosmos_outbox.domain import Aggregate, DomainEvent
 from cosmos_outbox.http.conditional import TAG_LIST_PATTERN
+from cosmos_outbox.http.idempotency import KEY_HEADER, KEY_MAX_LENGTH, KEY_PATTERN
 from cosmos_outbox.http.operations import (
     BOUND_SECONDS,
     DEFAULT_PAGE_SIZE,
@@ -105,6 +106,20 @@ def _parameters(op: HttpOperation) -> list[dict[str, Any]]:
              "description": "`*` or entity tags (weak comparison); a match gives "
                             + ("304" if op.not_modified else "412")},
         ]
+    if op.idempotent:
+        params.append({
+            "name": KEY_HEADER, "in": "header",
+            "schema": {"type": "string", "pattern": KEY_PATTERN,
+                       "maxLength": 2 * KEY_MAX_LENGTH + 2},
+            "description": (
+                f"Optional: 1-{KEY_MAX_LENGTH} characters naming this request, the same on "
+                "each retry of it (IETF httpapi draft \"The Idempotency-Key HTTP Header "
+                "Field\"; a quoted structured-field string, or bare). A retry with the same key "
+                "and the same request answers what the first answered (status, ETag, "
+                "Location, body as of that write) without writing again; the same key with "
+                "another request answers 422. Scoped to this route (and the caller when the "
+                "platform names one); remembered for IDEMPOTENCY_TTL_SECONDS (default 1 day)"),
+        })
     return params
 
 
@@ -125,7 +140,7 @@ def _operation(op: HttpOperation) -> dict[str, Any]:
         etag = {n: h for n, h in headers.items() if n == "ETag"}
         responses["304"] = {"description": "Not Modified (If-None-Match matched); no body",
                             **({"headers": etag} if etag else {})}
-    for status in op.errors:
+    for status in op.declared_errors:
         error: dict[str, Any] = {
             "description": _STATUS_TEXT[status],
             "content": {"application/problem+json": {"schema": _ref(Problem)}},
@@ -134,6 +149,9 @@ def _operation(op: HttpOperation) -> dict[str, Any]:
             error["headers"] = {"Retry-After": _RETRY_AFTER}
         if status == 413:
             error["description"] += f" (over {MAX_BODY_BYTES} bytes)"
+        if status == 422 and op.idempotent:
+            error["description"] += (f" (the {KEY_HEADER} was used for another request to "
+                                     "this route)")
         if status == 503 and op.bounded:
             error["description"] += (f" (also when the store or the message broker has not "
                                      f"answered within {BOUND_SECONDS:g} s)")

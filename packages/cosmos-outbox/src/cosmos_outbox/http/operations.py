@@ -2,7 +2,8 @@
 
 An `HttpOperation` holds every fact of one route: function name, route, method, auth level,
 summary, request model, success status, response model and headers, query parameters, whether it
-is paged and whether preconditions apply, and the errors it may answer. `HttpApi.operation`
+is paged, whether preconditions apply, whether it takes an `Idempotency-Key`, and the errors it
+may answer. `HttpApi.operation`
 registers the handler on a blueprint from that declaration (the indexed metadata), and the
 function it registers reads the same declaration on every call: unknown query parameters, path
 parameters, declared query values, preconditions and the body are parsed and checked (4xx
@@ -32,6 +33,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 from cosmos_outbox.domain import Aggregate
 from cosmos_outbox.errors import InvalidContinuationError
 from cosmos_outbox.http.conditional import MalformedConditionError, Preconditions
+from cosmos_outbox.http.idempotency import KEY_HEADER, parse_key
 from cosmos_outbox.http.models import ID_MAX_LENGTH, ID_PATTERN
 from cosmos_outbox.http.paging import TOKEN_PATTERN, Cursor, TokenCodec
 from cosmos_outbox.http.problems import (
@@ -150,6 +152,16 @@ class HttpOperation:
     command: Command | None = None
     #: the conditional headers are required on a write: without them, 428
     precondition_required: bool = False
+    #: a write that takes an `Idempotency-Key` (`cosmos_outbox.http.idempotency`): its retries
+    #: with the key answer what it answered; another request with the key answers 422
+    idempotent: bool = False
+
+    @property
+    def declared_errors(self) -> tuple[int, ...]:
+        """`errors`, with 422 (a key used for another request) on an idempotent operation."""
+        if self.idempotent and 422 not in self.errors:
+            return tuple(sorted((*self.errors, 422)))
+        return self.errors
 
     @property
     def allowed_query(self) -> frozenset[str]:
@@ -188,6 +200,8 @@ class HttpCall[B]:
     preconditions: Preconditions
     body: B
     page_size: int = DEFAULT_PAGE_SIZE
+    #: the `Idempotency-Key` sent to an idempotent operation (None when none was sent)
+    idempotency_key: str | None = None
 
     @property
     def write_preconditions(self) -> Preconditions | None:
@@ -264,6 +278,7 @@ class HttpApi:
         bounded: bool | None = None,
         command: Command | None = None,
         precondition_required: bool = False,
+        idempotent: bool = False,
     ) -> Callable[[Handler], Handler]:
         """Declare an operation and register its handler (the function name is `name`, else
         the handler's). A `bounded` operation (default: the API's) answers within
@@ -281,7 +296,7 @@ class HttpApi:
                 query=query, paged=paged, conditional=conditional, headers=headers,
                 errors=errors, path=tuple(self._parameters[n] for n in names),
                 bounded=self._bounded if bounded is None else bounded, command=command,
-                precondition_required=precondition_required)
+                precondition_required=precondition_required, idempotent=idempotent)
             entry = _entry(operation, handler)
             self.blueprint.route(route=route, methods=[operation.method],
                                  auth_level=operation.auth_level)(entry)
@@ -364,8 +379,8 @@ def run_bounded[T](work: Callable[[], T], *, what: str) -> T:
 
 def _parse(operation: HttpOperation, req: func.HttpRequest,
            context: func.Context | None) -> HttpCall[Any]:
-    """Query names, path parameters, declared query values, page size, preconditions, body:
-    in this order, the first fault answers."""
+    """Query names, path parameters, declared query values, page size, preconditions, the
+    Idempotency-Key, body: in this order, the first fault answers."""
     for name in req.params:
         if name not in operation.allowed_query:
             raise bad_request(f"unknown query parameter {json.dumps(name)}", name)
@@ -379,12 +394,14 @@ def _parse(operation: HttpOperation, req: func.HttpRequest,
             428, "Precondition Required",
             "this change needs If-Match (or ETag) with the ETag you read: read the resource, "
             "then send its ETag")
+    key = parse_key(req.headers.get(KEY_HEADER)) if operation.idempotent else None
     body = None
     if operation.request is not None:
         body = parse_body(req.get_body() or b"", req.headers.get("content-type"),
                           operation.request)
     return HttpCall(request=req, context=context, operation=operation, path=path, query=query,
-                    preconditions=preconditions, body=body, page_size=page_size)
+                    preconditions=preconditions, body=body, page_size=page_size,
+                    idempotency_key=key)
 
 
 def _path_value(req: func.HttpRequest, parameter: PathParameter) -> str:

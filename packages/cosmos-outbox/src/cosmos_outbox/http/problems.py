@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from cosmos_outbox.domain import DomainError
 from cosmos_outbox.errors import (
     AlreadyExistsError,
+    IdempotencyKeyReusedError,
     InvalidContinuationError,
     NotFoundError,
     PreconditionFailedError,
@@ -121,6 +122,13 @@ def from_exception(exc: Exception) -> HttpProblemError:
             return HttpProblemError(
                 412, "Precondition Failed",
                 f"the {exc.aggregate_type} has changed; read it again and retry with its ETag")
+        case IdempotencyKeyReusedError():
+            return HttpProblemError(
+                422, "Unprocessable Content",
+                "this Idempotency-Key was used for another request to this route (another body "
+                "or target); a retry must repeat the request unchanged, a new request needs a "
+                "new key", errors=[FieldError(field="Idempotency-Key",
+                                              message="used for another request")])
         case AlreadyExistsError():
             return HttpProblemError(409, "Conflict", "the resource already exists")
         case DomainError():

@@ -14,6 +14,13 @@ with one `AggregateService`:
   rule refuses it (a DomainError), 412 when a precondition fails or another writer won,
   428 when `precondition_required` and the request has none.
 
+Every write (create and update) takes an optional `Idempotency-Key` (`idempotent=False` turns
+it off; `cosmos_outbox.http.idempotency`): the key's record, with the answer, is written in the
+same batch as the change; a retry with the same key and request answers what the first answered
+(status, ETag, Location, body as of that write; `Idempotent-Replayed: true`), without writing;
+the same key with another request answers 422. A create with a key derives the new aggregate's
+id from the key. Without the header, nothing of this happens.
+
 An update's change is `apply(aggregate, **changes)`: by default the changes are the fields the
 client sent (by their Python names), so a PATCH model's fields must be keyword parameters of the
 aggregate's method; `cosmos_outbox.testing.checks` holds every declared command to that.
@@ -28,13 +35,16 @@ aggregate's method; `cosmos_outbox.testing.checks` holds every declared command 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import azure.functions as func
 from pydantic import BaseModel
 
 from cosmos_outbox.domain import Aggregate
 from cosmos_outbox.http.conditional import Outcome, Preconditions
+from cosmos_outbox.http.idempotency import claim_of
 from cosmos_outbox.http.models import View
 from cosmos_outbox.http.operations import (
     Command,
@@ -44,11 +54,13 @@ from cosmos_outbox.http.operations import (
     ResponseHeader,
 )
 from cosmos_outbox.http.problems import HttpProblemError
+from cosmos_outbox.idempotency import Answer, Claim, Recorded
 from cosmos_outbox.service import AggregateService, Versioned
 
 __all__ = [
     "CREATE_ERRORS",
     "READ_ERRORS",
+    "REPLAYED_HEADER",
     "UPDATE_ERRORS",
     "AggregateRoutes",
     "etag_header",
@@ -59,6 +71,8 @@ __all__ = [
 CREATE_ERRORS = (400, 409, 413, 415, 429, 500, 503)
 READ_ERRORS = (400, 404, 412, 429, 500, 503)
 UPDATE_ERRORS = (400, 404, 409, 412, 413, 415, 429, 500, 503)
+#: Set on an answer given from an idempotency record (a retry's), as Stripe's API does.
+REPLAYED_HEADER = "Idempotent-Replayed"
 
 
 def etag_header(what: str) -> ResponseHeader:
@@ -98,20 +112,29 @@ class AggregateRoutes[A: Aggregate]:
         summary: str,
         name: str | None = None,
         errors: tuple[int, ...] = CREATE_ERRORS,
+        idempotent: bool = True,
     ) -> None:
         """POST `route`: the aggregate `build` makes of the body, written with its events;
-        201, `Location: /api/<route>/<id>`, `ETag`, the view."""
+        201, `Location: /api/<route>/<id>`, `ETag`, the view. With an Idempotency-Key
+        (unless `idempotent=False`), the aggregate's id is derived from the key."""
 
-        def create(call: HttpCall[B]) -> Reply:
+        def location(aggregate: A) -> str:
+            return f"/api/{route}/{aggregate.id}"
+
+        def create(call: HttpCall[B]) -> Reply | func.HttpResponse:
+            claim = claim_of(call, self._answer(201, body=True, location=location))
+            if claim is not None:
+                return _answered(claim, self._service().create_idempotent(
+                    lambda: build(call.body), claim=claim, traceparent=call.traceparent))
             aggregate = build(call.body)
             result = self._service().create(aggregate, traceparent=call.traceparent)
-            return self._reply(result, Location=f"/api/{route}/{aggregate.id}")
+            return self._reply(result, Location=location(aggregate))
 
         self.api.operation(
             name=name or f"create_{self.kind.aggregate_type}", route=route, method="POST",
             status=201, summary=summary, request=request, response=self.view,
             headers=(self.location, self.etag), errors=errors,
-            command=Command(self.kind, "create", build),
+            command=Command(self.kind, "create", build), idempotent=idempotent,
         )(create)
 
     def read(self, *, route: str, summary: str, name: str | None = None,
@@ -149,15 +172,23 @@ class AggregateRoutes[A: Aggregate]:
         name: str | None = None,
         errors: tuple[int, ...] | None = None,
         precondition_required: bool = False,
+        idempotent: bool = True,
     ) -> None:
         """`method` `route`: `apply(aggregate, **changes(body))` (the fields sent, unless
         `changes` derives them otherwise; no keyword arguments without a `request`) on the
         aggregate named by the route's id, under the request's preconditions; 200 with `ETag`
-        and the view, or `status=204` with `ETag` only."""
+        and the view, or `status=204` with `ETag` only. Takes an Idempotency-Key unless
+        `idempotent=False`."""
         derive = changes if changes is not None else sent_fields
 
-        def update(call: HttpCall[Any]) -> Reply:
+        def update(call: HttpCall[Any]) -> Reply | func.HttpResponse:
             kwargs: Mapping[str, Any] = derive(call.body) if request is not None else {}
+            claim = claim_of(call, self._answer(status, body=status != 204))
+            if claim is not None:
+                return _answered(claim, self._service().change_idempotent(
+                    self._id(call), lambda aggregate: apply(aggregate, **kwargs), claim=claim,
+                    precondition=_precondition(call.write_preconditions),
+                    traceparent=call.traceparent))
             result = self._service().change(
                 self._id(call), lambda aggregate: apply(aggregate, **kwargs),
                 precondition=_precondition(call.write_preconditions),
@@ -177,7 +208,20 @@ class AggregateRoutes[A: Aggregate]:
             response=self.view if status != 204 else None, headers=(self.etag,),
             errors=declared, precondition_required=precondition_required,
             command=Command(self.kind, "change", apply, derived=changes is not None),
+            idempotent=idempotent,
         )(update)
+
+    def _answer(self, status: int, *, body: bool,
+                location: Callable[[A], str] | None = None) -> Callable[[A], Answer]:
+        """How a write's answer is made from the aggregate as written (what its idempotency
+        record keeps): the status, the view as JSON, the Location."""
+
+        def answer(aggregate: A) -> Answer:
+            view = (self.view.of(aggregate).model_dump(mode="json", by_alias=True) if body
+                    else None)
+            return Answer(status, view, location(aggregate) if location else None)
+
+        return answer
 
     def _reply(self, result: Versioned[A], **headers: str) -> Reply:
         return Reply(self.view.of(result.aggregate), {"ETag": result.etag, **headers})
@@ -186,6 +230,28 @@ class AggregateRoutes[A: Aggregate]:
     def _id(call: HttpCall[Any]) -> str:
         [value] = call.path.values()
         return value
+
+
+def _answered[A: Aggregate](claim: Claim[A], result: Versioned[A] | Recorded
+                            ) -> func.HttpResponse:
+    """The answer of a write made with a key: made from the aggregate as written, or the one
+    recorded by the earlier request with that key (marked `Idempotent-Replayed: true`). Both
+    are built here, from an `Answer`, so a retry's answer is the first one's."""
+    headers: dict[str, str] = {}
+    if isinstance(result, Recorded):
+        answer, headers["ETag"] = result.answer, result.etag
+    else:
+        answer, headers["ETag"] = claim.answer_for(result.aggregate), result.etag
+    if answer.location is not None:
+        headers["Location"] = answer.location
+    if isinstance(result, Recorded):
+        headers[REPLAYED_HEADER] = "true"
+    if answer.body is None:
+        return func.HttpResponse(status_code=answer.status, headers=headers)
+    # As pydantic writes a model (`model_dump_json`): compact, UTF-8 as is.
+    return func.HttpResponse(
+        json.dumps(answer.body, separators=(",", ":"), ensure_ascii=False),
+        status_code=answer.status, headers=headers, mimetype="application/json")
 
 
 def _precondition(conditions: Preconditions | None) -> Callable[[str], bool] | None:

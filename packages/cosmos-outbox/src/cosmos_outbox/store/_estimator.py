@@ -1,12 +1,20 @@
-"""The backlog estimator on Cosmos DB: for each lease of the relay's trigger, read at most one
-change after the lease's continuation, like the change feed estimator of the Cosmos SDKs:
+"""The backlog estimator on Cosmos DB: for each lease of the relay's trigger, read the changes
+after the lease's continuation, like the change feed estimator of the Cosmos SDKs, and count the
+transactions that carry events:
 
-    pending = latest LSN of the range - LSN of the first unprocessed change + 1
+- up to SCAN documents: when the feed ends within them, `pending` is exact: the number of
+  distinct LSNs among the event documents (`type: domainEvent`). Changes that carry no event
+  (an idempotency record written alone for a write that raised no event, a quarantine record)
+  are not counted;
+- beyond that, estimated from the first pending event document:
+
+      pending = latest LSN of the range - LSN of the first unprocessed event + 1
 
 The latest LSN comes from the session token (`x-ms-session-token`, `<range>:<ver>#<lsn>`),
-or the `lsn` header; the creation time from the first change (`data.createdAt` of an event,
-else `_ts`). Counting is in LSNs, i.e. transactions: an aggregate and its events written in one
-batch are one change. Reads: the lease documents, then one page of one item per lease.
+or the `lsn` header; the creation time from the first pending event (`data.createdAt`, else
+`_ts`). Counting is in LSNs, i.e. transactions: an aggregate, its events and its idempotency
+record written in one batch are one change. Reads: the lease documents, then at most two pages
+per lease (the second only to learn that the feed ended).
 
 Lease formats read: the local host's (the Python SDK's change-feed continuation token) and the
 Functions host's (.NET change feed processor: an etag `"<lsn>"` with a partition key range id as
@@ -26,11 +34,13 @@ from typing import Any
 
 from azure.cosmos import ContainerProxy
 
-from cosmos_outbox.documents import document_created_at
+from cosmos_outbox.documents import EVENT_TYPE, document_created_at
 from cosmos_outbox.relay.ports import BacklogEstimator, LeaseBacklog
 from cosmos_outbox.store._errors import cosmos_errors
 
 logger = logging.getLogger(__name__)
+#: Changes read per lease for an exact count (beyond them, the backlog is estimated).
+SCAN = 100
 
 
 class CosmosBacklogEstimator(BacklogEstimator):
@@ -73,18 +83,26 @@ class CosmosBacklogEstimator(BacklogEstimator):
             headers.update({str(k).lower(): str(v) for k, v in response_headers.items()})
 
         pages = self._monitored.query_items_change_feed(
-            max_item_count=1, response_hook=hook, **self._start(lease)
+            max_item_count=SCAN, response_hook=hook, **self._start(lease)
         ).by_page()
-        first: dict[str, Any] | None = None
+        changes: list[dict[str, Any]] = []
+        ended = True
         for page in pages:
-            first = next(iter(page), None)
-            break
+            changes.extend(page)
+            if len(changes) >= SCAN:
+                ended = False
+                break
         owner, checkpoint = _lease_owner(lease)
-        if first is None:
+        events = [c for c in changes if c.get("type") == EVENT_TYPE]
+        if ended and not events:
             return LeaseBacklog(name, 0, None, owner, checkpoint)
-        latest = latest_lsn(headers)
-        first_lsn = int(first.get("_lsn", 0))
-        pending = max(1, latest - first_lsn + 1) if latest is not None else 1
+        first = min(events or changes, key=lambda c: int(c.get("_lsn", 0)))
+        if ended:
+            pending = len({c.get("_lsn") for c in events})
+        else:
+            latest = latest_lsn(headers)
+            first_lsn = int(first.get("_lsn", 0))
+            pending = max(1, latest - first_lsn + 1) if latest is not None else len(changes)
         created = document_created_at(first)
         if created is None and isinstance(first.get("_ts"), int | float):
             created = float(first["_ts"])

@@ -1,18 +1,18 @@
 """The Cosmos DB unit of work, generic over aggregates: one partition-scoped transactional batch
-per changed aggregate, carrying the aggregate (create, or replace conditioned on its etag) and
-one create per event."""
+per changed aggregate, carrying the aggregate (create, or replace conditioned on its etag), one
+create per event, and the create of the claimed idempotency record, if any."""
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from azure.cosmos import ContainerProxy
 
-from cosmos_outbox._tracking import TrackingRepository
-from cosmos_outbox.documents import aggregate_from_document, commit_operations
+from cosmos_outbox._tracking import TrackingRepository, TrackingUnitOfWork
+from cosmos_outbox.documents import WriteOperation, aggregate_from_document
 from cosmos_outbox.domain import Aggregate
 from cosmos_outbox.errors import NotFoundError, PreconditionFailedError, StoreUnavailableError
-from cosmos_outbox.ports import Repository, UnitOfWork
+from cosmos_outbox.settings import DEFAULT_IDEMPOTENCY_TTL_SECONDS
 from cosmos_outbox.store._errors import cosmos_errors
 
 _PROBE = "health-probe"
@@ -29,36 +29,34 @@ class CosmosRepository[A: Aggregate](TrackingRepository[A]):
         return aggregate_from_document(self.kind, document), document["_etag"]
 
 
-class CosmosUnitOfWork(UnitOfWork):
+class CosmosUnitOfWork(TrackingUnitOfWork):
     """Not thread-safe; one per command."""
 
-    def __init__(self, container: ContainerProxy, *, event_ttl_seconds: int) -> None:
+    def __init__(self, container: ContainerProxy, *, event_ttl_seconds: int,
+                 idempotency_ttl_seconds: int = DEFAULT_IDEMPOTENCY_TTL_SECONDS) -> None:
+        super().__init__(event_ttl_seconds=event_ttl_seconds,
+                         idempotency_ttl_seconds=idempotency_ttl_seconds)
         self._container = container
-        self._ttl = event_ttl_seconds
-        self._repositories: dict[type[Aggregate], CosmosRepository[Any]] = {}
 
-    def repository[A: Aggregate](self, kind: type[A]) -> Repository[A]:
-        if kind not in self._repositories:
-            self._repositories[kind] = CosmosRepository(self._container, kind)
-        return cast(Repository[A], self._repositories[kind])
+    def _repository[A: Aggregate](self, kind: type[A]) -> TrackingRepository[A]:
+        return CosmosRepository(self._container, kind)
 
-    def commit(self, *, traceparent: str | None = None) -> None:
-        for repository in self._repositories.values():
-            for aggregate, events, etag in repository.pending():
-                planned = commit_operations(
-                    aggregate, events, etag=etag, event_ttl_seconds=self._ttl,
-                    traceparent=traceparent,
-                )
-                with cosmos_errors(aggregate.aggregate_type, aggregate.id):
-                    results = self._container.execute_item_batch(
-                        batch_operations=[_sdk_operation(*op) for op in planned],
-                        partition_key=aggregate.id,
-                    )
-                repository.written(aggregate.id, _etag_of(results[0]))
+    def _execute(self, aggregate_type: str, partition_key: str,
+                 operations: list[WriteOperation]) -> str:
+        with cosmos_errors(aggregate_type, partition_key):
+            results = self._container.execute_item_batch(
+                batch_operations=[_sdk_operation(*op) for op in operations],
+                partition_key=partition_key,
+            )
+        return _etag_of(results[0])
 
-    def rollback(self) -> None:
-        for repository in self._repositories.values():
-            repository.forget()
+    def _read(self, partition_key: str, document_id: str) -> dict[str, Any] | None:
+        try:
+            with cosmos_errors():
+                return dict(self._container.read_item(item=document_id,
+                                                      partition_key=partition_key))
+        except NotFoundError:
+            return None
 
     def ping(self) -> None:
         """A 1-RU point read of a document that does not exist: "not found" means the store

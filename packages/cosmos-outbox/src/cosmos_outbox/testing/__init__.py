@@ -24,7 +24,11 @@ from cosmos_outbox.blueprints.outbox import OutboxDependencies
 from cosmos_outbox.http.paging import TokenCodec, derive_key
 from cosmos_outbox.relay import Relay
 from cosmos_outbox.relay.telemetry import RelayTelemetry
-from cosmos_outbox.settings import DEFAULT_EVENT_TTL_SECONDS, DEFAULT_PAYLOAD_MAX_BYTES
+from cosmos_outbox.settings import (
+    DEFAULT_EVENT_TTL_SECONDS,
+    DEFAULT_IDEMPOTENCY_TTL_SECONDS,
+    DEFAULT_PAYLOAD_MAX_BYTES,
+)
 from cosmos_outbox.testing.fakes import (
     FakePublisher,
     FixedBacklog,
@@ -73,11 +77,13 @@ class InMemory:
 
 
 def in_memory(*, event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS,
+              idempotency_ttl_seconds: int = DEFAULT_IDEMPOTENCY_TTL_SECONDS,
               max_batch_bytes: int = 4096, topic: str = "test-events",
               max_payload_bytes: int = DEFAULT_PAYLOAD_MAX_BYTES) -> InMemory:
     """Services on fakes: pass `lambda: world.services` as an `Outbox`'s services. An event
     too large for `max_batch_bytes` is offloaded to `payloads` (the claim check), or
-    quarantined when its body is above `max_payload_bytes` (0: no claim check)."""
+    quarantined when its body is above `max_payload_bytes` (0: no claim check). The store's
+    time can be moved on (`store.elapse(seconds)`) to let TTLs run out."""
     store = InMemoryStore()
     publisher = FakePublisher(max_batch_bytes=max_batch_bytes)
     quarantine = InMemoryQuarantine(store)
@@ -85,7 +91,8 @@ def in_memory(*, event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS,
     payloads = InMemoryPayloadStore()
     telemetry = RelayTelemetry(destination=topic)
     services = Services(
-        unit_of_work=uow_factory(store, event_ttl_seconds=event_ttl_seconds),
+        unit_of_work=uow_factory(store, event_ttl_seconds=event_ttl_seconds,
+                                 idempotency_ttl_seconds=idempotency_ttl_seconds),
         outbox=OutboxDependencies(
             relay_factory=lambda: Relay(publisher, quarantine, telemetry, payloads=payloads,
                                         max_payload_bytes=max_payload_bytes),

@@ -5,20 +5,21 @@ true of production. The fakes write and read the same documents as the Cosmos DB
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
-from cosmos_outbox._tracking import TrackingRepository
+from cosmos_outbox._tracking import TrackingRepository, TrackingUnitOfWork
 from cosmos_outbox.documents import (
     EVENT_TYPE,
     QUARANTINE_TYPE,
     QUARANTINED_EVENT,
     WriteOperation,
     aggregate_from_document,
-    commit_operations,
     quarantine_document,
     quarantine_id,
     quarantined_event,
@@ -37,7 +38,7 @@ from cosmos_outbox.errors import (
     PayloadStoreError,
     PreconditionFailedError,
 )
-from cosmos_outbox.ports import Page, Repository, UnitOfWork
+from cosmos_outbox.ports import Page
 from cosmos_outbox.relay.ports import (
     BacklogEstimator,
     EventStore,
@@ -49,13 +50,23 @@ from cosmos_outbox.relay.ports import (
     QuarantinedEvent,
 )
 from cosmos_outbox.relay.records import NotAnEvent, OutboxMessage, OutboxRecord, Unreadable
+from cosmos_outbox.settings import DEFAULT_EVENT_TTL_SECONDS, DEFAULT_IDEMPOTENCY_TTL_SECONDS
 
 
 class InMemoryStore:
-    """Documents by (partition key, id) with etags; batches are atomic like Cosmos'."""
+    """Documents by (partition key, id) with etags; batches are atomic like Cosmos'. A document
+    with a positive `ttl` expires that many seconds after it was written, as with Cosmos DB's
+    per-item TTL (container `defaultTtl -1`): it is then gone for reads and writes. Time is
+    `clock()` plus what `elapse()` added."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.documents: dict[tuple[str, str], dict[str, Any]] = {}
+        #: when each document with a TTL expires, and the same as a heap (soonest first; an
+        #: entry that no longer matches `_expiries` is stale and skipped)
+        self._expiries: dict[tuple[str, str], float] = {}
+        self._due: list[tuple[float, tuple[str, str]]] = []
+        self._clock = clock
+        self._elapsed = 0.0
         self._etags = itertools.count(1)
         self._lock = threading.Lock()
         #: raised by the next batch (then forgotten): a store failure for one write
@@ -71,14 +82,43 @@ class InMemoryStore:
 
     def read(self, partition_key: str, doc_id: str) -> dict[str, Any] | None:
         with self._lock:
+            self._expire()
             doc = self.documents.get((partition_key, doc_id))
             return dict(doc) if doc else None
+
+    def elapse(self, seconds: float) -> None:
+        """Move the store's time on: documents whose TTL ran out are deleted."""
+        with self._lock:
+            self._elapsed += seconds
+            self._expire()
+
+    def outlive(self, partition_key: str, doc_id: str) -> None:
+        """Move the store's time on until the document's TTL has run out (it is then gone)."""
+        document = self.read(partition_key, doc_id)
+        if document is None:
+            raise NotFoundError("document", doc_id)
+        ttl = document.get("ttl")
+        if type(ttl) is not int or ttl <= 0:
+            raise ValueError(f"document {doc_id} has no TTL: it never expires")
+        self.elapse(ttl)
+
+    def _now(self) -> float:
+        return self._clock() + self._elapsed
+
+    def _expire(self) -> None:
+        now = self._now()
+        while self._due and self._due[0][0] <= now:
+            at, key = heapq.heappop(self._due)
+            if self._expiries.get(key) == at:
+                del self._expiries[key]
+                self.documents.pop(key, None)
 
     def batch(self, partition_key: str, operations: list[WriteOperation]) -> list[str]:
         with self._lock:
             if self.fail_next is not None:
                 failure, self.fail_next = self.fail_next, None
                 raise failure
+            self._expire()
             for kind, doc, etag in operations:
                 key = (partition_key, doc["id"])
                 if doc["partitionKey"] != partition_key:
@@ -97,16 +137,26 @@ class InMemoryStore:
 
     def _store(self, doc: dict[str, Any]) -> str:
         doc["_etag"] = f'"{next(self._etags):08x}-0000-0000-0000-000000000000"'
-        self.documents[(doc["partitionKey"], doc["id"])] = doc
+        key = (doc["partitionKey"], doc["id"])
+        self.documents[key] = doc
+        ttl = doc.get("ttl")
+        if type(ttl) is int and ttl > 0:
+            self._expiries[key] = at = self._now() + ttl
+            heapq.heappush(self._due, (at, key))
+        else:
+            self._expiries.pop(key, None)
         return str(doc["_etag"])
 
     def delete(self, partition_key: str, doc_id: str) -> None:
         with self._lock:
+            self._expire()
+            self._expiries.pop((partition_key, doc_id), None)
             if self.documents.pop((partition_key, doc_id), None) is None:
                 raise NotFoundError("document", doc_id)
 
     def of_type(self, kind: str) -> list[dict[str, Any]]:
         with self._lock:
+            self._expire()
             return [dict(d) for d in self.documents.values() if d.get("type") == kind]
 
 
@@ -122,29 +172,27 @@ class InMemoryRepository[A: Aggregate](TrackingRepository[A]):
         return aggregate_from_document(self.kind, doc), doc["_etag"]
 
 
-class InMemoryUnitOfWork(UnitOfWork):
-    def __init__(self, store: InMemoryStore, *, event_ttl_seconds: int = 864000) -> None:
+class InMemoryUnitOfWork(TrackingUnitOfWork):
+    def __init__(self, store: InMemoryStore, *,
+                 event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS,
+                 idempotency_ttl_seconds: int = DEFAULT_IDEMPOTENCY_TTL_SECONDS) -> None:
+        super().__init__(event_ttl_seconds=event_ttl_seconds,
+                         idempotency_ttl_seconds=idempotency_ttl_seconds)
         self.store = store
-        self.ttl = event_ttl_seconds
-        self._repositories: dict[type[Aggregate], InMemoryRepository[Any]] = {}
 
-    def repository[A: Aggregate](self, kind: type[A]) -> Repository[A]:
-        if kind not in self._repositories:
-            self._repositories[kind] = InMemoryRepository(self.store, kind)
-        return cast(Repository[A], self._repositories[kind])
+    @property
+    def ttl(self) -> int:
+        return self.event_ttl_seconds
 
-    def commit(self, *, traceparent: str | None = None) -> None:
-        for repository in self._repositories.values():
-            for aggregate, events, etag in repository.pending():
-                ops = commit_operations(
-                    aggregate, events, etag=etag, event_ttl_seconds=self.ttl,
-                    traceparent=traceparent,
-                )
-                repository.written(aggregate.id, self.store.batch(aggregate.id, ops)[0])
+    def _repository[A: Aggregate](self, kind: type[A]) -> TrackingRepository[A]:
+        return InMemoryRepository(self.store, kind)
 
-    def rollback(self) -> None:
-        for repository in self._repositories.values():
-            repository.forget()
+    def _execute(self, aggregate_type: str, partition_key: str,
+                 operations: list[WriteOperation]) -> str:
+        return self.store.batch(partition_key, operations)[0]
+
+    def _read(self, partition_key: str, document_id: str) -> dict[str, Any] | None:
+        return self.store.read(partition_key, document_id)
 
     def ping(self) -> None:
         if self.store.unavailable is not None:
