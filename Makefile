@@ -50,9 +50,10 @@ lint: $(PY_STAMP)
 	cd $(FUNCSTACK) && ../../$(VENV)/bin/mypy
 	bash deploy/checkov.sh
 
-FAST := tests/unit tests/contract tests/subscriber tests/deploy $(OUTBOX)/tests
+# The fast tiers: every test under tests/ and the library's that starts no server (the ones
+# that do are marked integration or e2e).
 unit: $(PY_STAMP)
-	$(PY) -m pytest $(FAST) -q
+	$(PY) -m pytest tests $(OUTBOX)/tests -m "not integration and not e2e" -q
 	$(MAKE) --no-print-directory example-tests
 
 # The example is an app of its own (its own function_app.py): its tests run in its folder, as
@@ -66,7 +67,7 @@ example-tests: $(PY_STAMP)
 # their own (their collection draws the schema's examples: 30 s that every worker would
 # repeat), and the SDKs' fast conformance run. Exit non-zero if any tier fails.
 TEST_WORKERS ?= 3
-GENERATIVE := tests/integration/test_api_generative.py
+GENERATIVE := tests/contacts/integration/test_api_generative.py
 
 test:
 	@$(MAKE) --no-print-directory setup

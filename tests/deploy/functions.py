@@ -1,5 +1,5 @@
 """What the contacts app declares, read from its indexed functions (importing function_app opens
-nothing: tests/unit/test_layering.py), and the app-setting names a source file binds with."""
+nothing: tests/repository/test_layering.py), and the app-setting names a source file binds with."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ _SETTING = re.compile(r"%([A-Za-z_][A-Za-z0-9_]*)%")
 
 def _indexed() -> dict[str, dict[str, Any]]:
     """Function name -> its binding metadata, as the worker indexes the app."""
-    from tests.conftest import indexed_functions
+    from tests.contacts.conftest import indexed_functions
 
     return {name: json.loads(f.get_function_json())
             for name, f in indexed_functions().items()}

@@ -1,0 +1,133 @@
+"""The Cosmos adapter on the local endpoint through the real SDK: the unit-of-work contract,
+one batch per command, and TTL expiry of event documents."""
+
+from __future__ import annotations
+
+import os
+import time
+import warnings
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from azure.cosmos import ContainerProxy, CosmosClient
+
+from application.contacts.ports import ContactList
+from cosmos_outbox.documents import EVENT_TYPE
+from cosmos_outbox.errors import StoreUnavailableError
+from cosmos_outbox.store._unit_of_work import CosmosUnitOfWork
+from domain.contact import Contact
+from infra.cosmos.contacts import CosmosContactList
+from tests.contacts.contract.unit_of_work_contract import (
+    ContactsStoreContract,
+    ContactsWorld,
+    new_contact,
+)
+from tools.httpclient import Client
+from tools.provision import create_contacts_container
+from tools.stack import Stack
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="module")
+def cosmos(request: pytest.FixtureRequest) -> Iterator[CosmosClient]:
+    """The local endpoint, or the official emulator / an account when COSMOS_ENDPOINT and
+    COSMOS_KEY are set (the contract suite then runs there unchanged)."""
+    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
+    endpoint, key = os.environ.get("COSMOS_ENDPOINT"), os.environ.get("COSMOS_KEY")
+    if endpoint and key:
+        yield CosmosClient(endpoint, credential=key, connection_verify=False)
+        return
+    stack: Stack = request.getfixturevalue("stack")
+    assert stack.cosmos is not None
+    yield CosmosClient.from_connection_string(stack.cosmos.connection_string,
+                                              connection_verify=stack.cosmos.verify_tls)
+
+
+def fresh_container(cosmos: CosmosClient, name: str) -> ContainerProxy:
+    """A container as deployed (partition key, TTL, indexing policy)."""
+    return create_contacts_container(cosmos.create_database_if_not_exists("contract"), name)
+
+
+class CosmosWorld(ContactsWorld):
+    def __init__(self, container: ContainerProxy, ttl: int = 864000) -> None:
+        self.container = container
+        self.uow = lambda: CosmosUnitOfWork(container, event_ttl_seconds=ttl)
+
+    def plant(self, document: dict[str, Any]) -> None:
+        self.container.create_item(document)
+
+    def documents(self, partition_key: str) -> list[dict[str, Any]]:
+        return list(self.container.query_items("SELECT * FROM c", partition_key=partition_key))
+
+    def contact_list(self) -> ContactList:
+        return CosmosContactList(self.container)
+
+    def expire(self, partition_key: str, document_id: str) -> None:
+        """The store's own TTL, shortened to 1 s: wait until it has deleted the document."""
+        document = self.container.read_item(document_id, partition_key=partition_key)
+        self.container.replace_item(document_id, {
+            k: v for k, v in document.items() if not k.startswith("_")} | {"ttl": 1})
+        deadline = time.monotonic() + 30
+        while any(d["id"] == document_id for d in self.documents(partition_key)):
+            assert time.monotonic() < deadline, f"{document_id} did not expire"
+            time.sleep(0.25)
+
+
+class TestCosmosUnitOfWork(ContactsStoreContract):
+    @pytest.fixture
+    def world(self, cosmos: CosmosClient, request: pytest.FixtureRequest) -> ContactsWorld:
+        import uuid
+
+        return CosmosWorld(fresh_container(cosmos, f"c{uuid.uuid4().hex[:12]}"))
+
+
+@pytest.mark.skipif(bool(os.environ.get("COSMOS_ENDPOINT")), reason="reads the local stack")
+def test_a_create_over_http_writes_one_contact_and_one_event_in_its_partition(
+    stack: Stack, cosmos: CosmosClient
+) -> None:
+    client = Client(stack.api_url)
+    try:
+        reply = client.request("POST", "/contacts", json_body={
+            "firstName": "One", "lastName": "Batch", "email": "one@example.com",
+            "companyName": "C"})
+    finally:
+        client.close()
+    cid = reply.json()["id"]
+    values = stack.settings()
+    container = cosmos.get_database_client(values["COSMOS_DATABASE"]).get_container_client(
+        values["COSMOS_CONTAINER"])
+    docs = list(container.query_items("SELECT * FROM c", partition_key=cid))
+    assert sorted(d["type"] for d in docs) == ["contact", EVENT_TYPE]
+    event = next(d for d in docs if d["type"] == EVENT_TYPE)
+    assert event["ttl"] == int(values["EVENT_TTL_SECONDS"])
+    contact = next(d for d in docs if d["type"] == "contact")
+    assert contact["ttl"] == -1 and "_etag" not in contact["data"]
+    assert event["_ts"] == contact["_ts"]
+
+
+def test_event_documents_expire_by_ttl_and_the_contact_stays(cosmos: CosmosClient) -> None:
+    world = CosmosWorld(fresh_container(cosmos, "ttl"), ttl=1)
+    contact = new_contact()
+    with world.uow() as uow:
+        uow.repository(Contact).add(contact)
+        uow.commit()
+    assert len(world.documents(contact.id)) == 2
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and len(world.documents(contact.id)) > 1:
+        time.sleep(0.25)
+    assert [d["type"] for d in world.documents(contact.id)] == ["contact"]
+
+
+def test_the_health_probe_passes_when_the_container_exists_without_a_probe_document(
+    cosmos: CosmosClient,
+) -> None:
+    CosmosUnitOfWork(fresh_container(cosmos, "health"), event_ttl_seconds=60).ping()
+
+
+def test_the_health_probe_fails_when_the_container_does_not_exist(cosmos: CosmosClient) -> None:
+    missing = cosmos.create_database_if_not_exists("contract").get_container_client("misnamed")
+    with pytest.raises(StoreUnavailableError, match="does not exist"):
+        CosmosUnitOfWork(missing, event_ttl_seconds=60).ping()
+

@@ -1,0 +1,239 @@
+"""The relay with a fake publisher that enforces a batch size limit. Stored documents go through
+the store's boundary parser (`read_feed`) as in production; a second aggregate defined in the
+tests (tests/contacts/tickets.py: its documents) goes through the same relay."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from cosmos_outbox.documents import document_created_at, event_document, read_feed
+from cosmos_outbox.domain import DomainEvent
+from cosmos_outbox.relay import Relay, RelayReport
+from cosmos_outbox.relay.records import QUARANTINE_NOTICE_SUBJECT, notice_id
+from cosmos_outbox.testing.fakes import FakePublisher, InMemoryQuarantine, SizeLimitedBatch
+from domain.contact import Contact
+from domain.values import Company, Name
+from tests.contacts.tickets import ticket_history
+
+TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def history(n_changes: int, *, first: str = "Ada") -> list[dict[str, Any]]:
+    contact = Contact.create(name=Name(first_name=first, last_name="L"), email="a@example.com",
+                             company=Company(company_name="E"))
+    for i in range(n_changes):
+        contact.describe(f"change {i}")
+    events: list[DomainEvent] = contact.collect_events()
+    return [event_document(e.model_copy(update={"traceparent": TRACE}),
+                           source=Contact.source(), ttl_seconds=60) for e in events]
+
+
+class Relaying:
+    """The relay as the trigger runs it: stored documents parsed at the boundary, then relayed."""
+
+    def __init__(self, publisher: FakePublisher, quarantine: InMemoryQuarantine) -> None:
+        self._relay = Relay(publisher, quarantine)
+
+    def relay(self, documents: list[dict[str, Any]]) -> RelayReport:
+        return self._relay.relay(read_feed(documents))
+
+
+def relay(
+    publisher: FakePublisher | None = None,
+) -> tuple[Relaying, FakePublisher, InMemoryQuarantine]:
+    publisher = publisher or FakePublisher()
+    quarantine = InMemoryQuarantine()
+    return Relaying(publisher, quarantine), publisher, quarantine
+
+
+def test_maps_each_event_to_a_message_as_the_topic_expects() -> None:
+    r, publisher, _ = relay()
+    [doc] = history(0)
+    r.relay([doc])
+    [message] = publisher.messages
+    data = doc["data"]
+    assert message.message_id == data["id"]
+    assert message.session_id == data["contactId"]
+    assert message.subject == "ContactCreatedEvent"
+    assert message.content_type == "application/json"
+    assert json.loads(message.body) == data
+    assert message.application_properties == {
+        "aggregateType": "contact", "contactId": data["contactId"], "version": 1,
+        "action": "ContactCreatedEvent", "traceparent": TRACE, "Diagnostic-Id": TRACE}
+    assert (message.aggregate_type, message.source) == ("contact", "/contacts")
+
+
+def test_groups_by_contact_and_orders_by_version_whatever_the_feed_order() -> None:
+    a, b = history(3, first="A"), history(2, first="B")
+    feed = [a[3], b[1], a[0], b[2], a[2], b[0], a[1]]
+    r, publisher, _ = relay()
+    r.relay(feed)
+    sent = [(m.session_id, m.version) for m in publisher.messages]
+    a_id, b_id = a[0]["partitionKey"], b[0]["partitionKey"]
+    assert [v for s, v in sent if s == a_id] == [1, 2, 3, 4]
+    assert [v for s, v in sent if s == b_id] == [1, 2, 3]
+    assert len(sent) == 7
+
+
+def test_a_full_batch_is_sent_and_a_new_one_started_never_failing() -> None:
+    docs = history(29)
+    r, publisher, _ = relay(FakePublisher(max_batch_bytes=2000))
+    report = r.relay(docs)
+    assert len(publisher.sent) > 1
+    # Each batch was sent only when full: the next batch's first message did not fit in it.
+    for batch, following in zip(publisher.sent, publisher.sent[1:], strict=False):
+        size = sum(SizeLimitedBatch.size_of(m) for m in batch)
+        assert size + SizeLimitedBatch.size_of(following[0]) > 2000
+    assert [m.version for m in publisher.messages] == list(range(1, 31))
+    assert report.sent == 30 and report.batches == len(publisher.sent)
+
+
+def test_a_failing_send_is_raised_so_the_invocation_is_retried() -> None:
+    docs = history(29)
+    r, publisher, _ = relay(FakePublisher(max_batch_bytes=2000, fail_on_send=2))
+    with pytest.raises(ConnectionError):
+        r.relay(docs)
+    first_batch = len(publisher.messages)
+    assert 0 < first_batch < 30
+    # The retry delivers the same documents again: everything goes out, the first batch twice
+    # (the topic's duplicate detection drops those by MessageId).
+    r.relay(docs)
+    ids = [m.message_id for m in publisher.messages]
+    assert set(ids) == {d["id"] for d in docs}
+    assert len(ids) == 30 + first_batch
+
+
+def test_non_event_documents_are_skipped() -> None:
+    r, publisher, _ = relay()
+    contact_doc = {"id": "c", "partitionKey": "c", "type": "contact", "data": {}}
+    quarantined = {"id": "quarantine-x", "partitionKey": "c", "type": "quarantinedEvent"}
+    report = r.relay([contact_doc, quarantined, *history(0)])
+    assert report.skipped == 2 and len(publisher.messages) == 1
+
+
+@pytest.mark.parametrize(
+    ("mutate", "reason"),
+    [
+        (lambda d: d.pop("data"), "no 'data'"),
+        (lambda d: d["data"].pop("action"), "action"),
+        (lambda d: d["data"].update(version="two"), "version"),
+        (lambda d: d["data"].update(version=True), "version"),
+        (lambda d: d["data"].update(contactId=""), "contactId"),
+        (lambda d: d["data"].update(id="x" * 129), "data.id"),
+        (lambda d: d.update(aggregateType="ticket"), "ticketId"),
+    ],
+)
+def test_malformed_events_are_quarantined_with_a_reason_and_the_rest_go_on(
+    mutate: Any, reason: str
+) -> None:
+    docs = history(2)
+    mutate(docs[1])
+    r, publisher, quarantine = relay()
+    report = r.relay(docs)
+    events = [m for m in publisher.messages if m.subject != QUARANTINE_NOTICE_SUBJECT]
+    assert [m.message_id for m in events] == [docs[0]["id"], docs[2]["id"]]
+    [notice] = [m for m in publisher.messages if m.subject == QUARANTINE_NOTICE_SUBJECT]
+    assert notice.message_id == notice_id(docs[1]["id"])
+    assert notice.session_id == docs[0]["partitionKey"]
+    assert json.loads(notice.body)["eventId"] == docs[1]["id"]
+    assert report.sent == 2 and report.notices == 1
+    [kept] = quarantine.documents.values()
+    assert reason in kept["reason"]
+    assert kept["data"]["id"] == docs[1]["id"]
+    assert report.quarantined == [docs[1]["id"]]
+
+
+def test_an_event_larger_than_a_message_is_quarantined_and_later_events_still_go() -> None:
+    docs = history(2) + history(1, first="Other")
+    docs[1]["data"]["description"] = "x" * 5000
+    r, publisher, quarantine = relay(FakePublisher(max_batch_bytes=4096))
+    r.relay(docs)
+    assert docs[1]["id"] not in {m.message_id for m in publisher.messages}
+    [kept] = quarantine.documents.values()
+    assert "larger than" in kept["reason"]
+    # Its notice is published in its place: same session, between versions 1 and 3.
+    assert [(m.message_id, m.version) for m in publisher.messages] == [
+        (docs[0]["id"], 1), (notice_id(docs[1]["id"]), 2), (docs[2]["id"], 3),
+        (docs[3]["id"], 1), (docs[4]["id"], 2)]
+    notice = publisher.messages[1]
+    assert notice.subject == QUARANTINE_NOTICE_SUBJECT
+    assert notice.session_id == docs[1]["data"]["contactId"]
+    cid = docs[1]["data"]["contactId"]
+    assert json.loads(notice.body) == {
+        "eventId": docs[1]["id"], "contactId": cid, "aggregateType": "contact",
+        "aggregateId": cid, "action": "ContactDescriptionUpdatedEvent", "version": 2,
+        "reason": kept["reason"]}
+    assert notice.application_properties == {
+        "aggregateType": "contact", "contactId": cid, "version": 2,
+        "action": QUARANTINE_NOTICE_SUBJECT, "eventId": docs[1]["id"]}
+
+
+def test_a_message_too_large_for_the_link_is_tried_once_on_a_fresh_link() -> None:
+    docs = history(2)
+    docs[1]["data"]["description"] = "x" * 5000
+    publisher = FakePublisher(max_batch_bytes=4096)
+    publisher.entity_limit = 64 * 1024  # raised since the link opened
+    r, _, quarantine = relay(publisher)
+    r.relay(docs)
+    assert [m.message_id for m in publisher.messages] == [d["id"] for d in docs]
+    assert quarantine.documents == {} and publisher.refreshes == 1
+
+
+def test_a_full_batch_does_not_refresh_the_link() -> None:
+    docs = history(29)
+    r, publisher, _ = relay(FakePublisher(max_batch_bytes=2048))
+    r.relay(docs)
+    assert len(publisher.sent) > 1 and publisher.refreshes == 0
+
+
+def test_the_notice_id_is_derived_from_the_event_id_only() -> None:
+    assert notice_id("e-1") == notice_id("e-1") != notice_id("e-2")
+    assert len(notice_id("x" * 128)) == 36  # within Service Bus' 128-character MessageId
+
+
+def test_a_repeated_event_in_one_invocation_is_sent_once() -> None:
+    docs = history(1)
+    r, publisher, _ = relay()
+    r.relay([*docs, docs[0]])
+    assert len(publisher.messages) == 2
+
+
+def test_the_trigger_function_relays_the_documents_it_is_given(world: Any) -> None:
+    world.client.relay(history(2))
+    assert [m.version for m in world.publisher.messages] == [1, 2, 3]
+
+
+def test_a_second_aggregate_is_relayed_with_its_own_id_property_and_session() -> None:
+    [doc] = ticket_history(0)
+    r, publisher, _ = relay()
+    r.relay([doc])
+    [message] = publisher.messages
+    data = doc["data"]
+    assert message.session_id == data["ticketId"] == doc["partitionKey"]
+    assert message.subject == "TicketOpenedEvent"
+    assert json.loads(message.body) == data
+    assert message.application_properties == {
+        "aggregateType": "ticket", "ticketId": data["ticketId"], "version": 1,
+        "action": "TicketOpenedEvent"}
+    assert (message.aggregate_type, message.source) == ("ticket", "/tickets")
+
+
+def test_events_of_two_aggregate_types_in_one_feed_keep_their_own_order() -> None:
+    contact, ticket = history(2), ticket_history(2)
+    feed = [ticket[2], contact[1], ticket[0], contact[2], contact[0], ticket[1]]
+    r, publisher, _ = relay()
+    r.relay(feed)
+    sessions: dict[str, list[int]] = {}
+    for m in publisher.messages:
+        sessions.setdefault(m.session_id, []).append(m.version)
+    assert sessions == {ticket[0]["partitionKey"]: [1, 2, 3], contact[0]["partitionKey"]: [1, 2, 3]}
+
+
+def test_the_creation_time_of_a_stored_event_is_read_from_its_data() -> None:
+    assert document_created_at({"data": {"createdAt": "2024-01-01T00:00:00+00:00"}}) == 1704067200.0
+    assert document_created_at({"data": {"createdAt": "2024-01-01T00:00:00"}}) == 1704067200.0
+    assert document_created_at({"data": {"createdAt": "yesterday"}}) is None
+    assert document_created_at({}) is None

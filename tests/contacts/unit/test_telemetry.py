@@ -1,0 +1,152 @@
+"""Relay telemetry read back through the OpenTelemetry SDK's in-memory reader and exporter."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
+
+from cosmos_outbox.documents import read_feed
+from cosmos_outbox.relay import Relay
+from cosmos_outbox.relay import telemetry as names
+from cosmos_outbox.relay.telemetry import RelayTelemetry
+from cosmos_outbox.testing.fakes import FakePublisher, InMemoryQuarantine
+from tests.contacts.unit.test_relay import TRACE, history
+
+TOPIC = "contact-events"
+
+
+@dataclass
+class Telemetry:
+    reader: InMemoryMetricReader
+    spans: InMemorySpanExporter
+    recorder: RelayTelemetry
+
+    def points(self, name: str) -> list[Any]:
+        data = self.reader.get_metrics_data()
+        found: list[Any] = []
+        for rm in data.resource_metrics if data else []:
+            for sm in rm.scope_metrics:
+                for metric in sm.metrics:
+                    if metric.name == name:
+                        found.extend(metric.data.data_points)
+        return found
+
+    def total(self, name: str) -> float:
+        return float(sum(p.value for p in self.points(name)))
+
+
+@pytest.fixture
+def otel() -> Iterator[Telemetry]:
+    reader = InMemoryMetricReader()
+    spans = InMemorySpanExporter()
+    tracer_provider = TracerProvider()
+    tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
+    meter_provider = MeterProvider(metric_readers=[reader])
+    yield Telemetry(reader, spans, RelayTelemetry(
+        destination=TOPIC, meter_provider=meter_provider, tracer_provider=tracer_provider))
+    meter_provider.shutdown()
+    tracer_provider.shutdown()
+
+
+def test_a_known_batch_gives_exact_counts_and_one_lag_value_per_event(otel: Telemetry) -> None:
+    docs = history(29)  # 30 events of one contact
+    publisher = FakePublisher(max_batch_bytes=2000)
+    Relay(publisher, InMemoryQuarantine(), otel.recorder).relay(read_feed(docs))
+    batches = len(publisher.sent)
+    assert batches > 1
+    [sent] = otel.points(names.SENT_MESSAGES)
+    assert sent.value == 30
+    assert dict(sent.attributes) == {
+        "messaging.system": "servicebus", "messaging.destination.name": TOPIC,
+        "messaging.operation.name": "send", "messaging.operation.type": "send"}
+    [duration] = otel.points(names.OPERATION_DURATION)
+    assert duration.count == batches
+    [lag] = otel.points(names.RELAY_LAG)
+    assert lag.count == 30
+    assert lag.min >= 0
+    assert otel.points(names.RELAY_FAILURES) == []
+    assert otel.points(names.QUARANTINED) == []
+
+
+def test_each_batch_is_a_producer_span_linked_to_the_events_context(otel: Telemetry) -> None:
+    docs = history(29)
+    publisher = FakePublisher(max_batch_bytes=2000)
+    Relay(publisher, InMemoryQuarantine(), otel.recorder).relay(read_feed(docs))
+    spans = otel.spans.get_finished_spans()
+    assert len(spans) == len(publisher.sent)
+    for span, batch in zip(spans, publisher.sent, strict=True):
+        assert span.name == f"send {TOPIC}"
+        assert span.kind is SpanKind.PRODUCER
+        assert span.attributes is not None
+        assert span.attributes["messaging.batch.message_count"] == len(batch)
+        assert span.attributes["messaging.destination.name"] == TOPIC
+        assert span.attributes["messaging.system"] == "servicebus"
+        # the events of one request share its context: one link to it
+        [link] = span.links
+        assert f"{link.context.trace_id:032x}" == TRACE.split("-")[1]
+        assert f"{link.context.span_id:016x}" == TRACE.split("-")[2]
+
+
+def test_a_send_failure_counts_a_failure_sends_nothing_and_logs_the_lag(
+    otel: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    docs = history(3)
+    publisher = FakePublisher(fail_on_send=1)
+    relay = Relay(publisher, InMemoryQuarantine(), otel.recorder)
+    with caplog.at_level(logging.INFO, logger="application.relay"), \
+            pytest.raises(ConnectionError):
+        relay.relay(read_feed(docs))
+    [failure] = otel.points(names.RELAY_FAILURES)
+    assert failure.value == 1
+    assert failure.attributes["error.type"] == "ConnectionError"
+    assert otel.points(names.SENT_MESSAGES) == []
+    assert otel.points(names.RELAY_LAG) == []
+    [record] = [r for r in caplog.records if r.getMessage().startswith("relay invocation")]
+    assert record.levelno == logging.ERROR
+    fields = record.__dict__
+    assert fields["outbox.outcome"] == "failed"
+    assert fields["outbox.received"] == 4 and fields["outbox.sent"] == 0
+    assert fields["error.type"] == "ConnectionError"
+    assert isinstance(fields["outbox.max_lag_ms"], int) and fields["outbox.max_lag_ms"] >= 0
+    [span] = otel.spans.get_finished_spans()
+    assert span.attributes is not None and span.attributes["error.type"] == "ConnectionError"
+    assert not span.status.is_ok
+
+
+def test_a_quarantined_event_increments_its_counter(otel: Telemetry) -> None:
+    docs = history(2)
+    docs[1]["data"].pop("action")
+    Relay(FakePublisher(), InMemoryQuarantine(), otel.recorder).relay(read_feed(docs))
+    [quarantined] = otel.points(names.QUARANTINED)
+    assert quarantined.value == 1
+    assert otel.total(names.SENT_MESSAGES) == 3  # two events and the quarantine notice
+
+
+def test_a_successful_invocation_logs_its_fields(
+    otel: Telemetry, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.INFO, logger="application.relay"):
+        Relay(FakePublisher(), InMemoryQuarantine(), otel.recorder).relay(read_feed(history(1)))
+    [record] = [r for r in caplog.records if r.getMessage().startswith("relay invocation")]
+    assert record.levelno == logging.INFO
+    assert record.__dict__["outbox.outcome"] == "ok"
+    assert record.__dict__["outbox.sent"] == 2
+
+
+def test_backlog_gauges_per_lease_and_in_total(otel: Telemetry) -> None:
+    otel.recorder.backlog([("0-7F", 3, 12.5), ("7F-FF", 2, 40.0)])
+    pending = {p.attributes["outbox.lease"]: p.value for p in otel.points(names.PENDING)}
+    oldest = {p.attributes["outbox.lease"]: p.value
+              for p in otel.points(names.OLDEST_PENDING_AGE)}
+    assert pending == {"0-7F": 3, "7F-FF": 2, "all": 5}
+    assert oldest == {"0-7F": 12.5, "7F-FF": 40.0, "all": 40.0}

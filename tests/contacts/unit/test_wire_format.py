@@ -1,0 +1,134 @@
+"""The messages subscribers receive, pinned byte for byte by a stored fixture
+(tests/contacts/fixtures/wire_format.json, written by the code before the outbox became generic):
+body, MessageId, SessionId, Subject, content type and application properties. Events stored before
+the envelope named their aggregate (no `aggregateType`) still relay to the same message.
+
+Each case's `cloudevents` (added with issue 14, the pinned fields untouched) pins the CloudEvents
+attributes the Service Bus message adds beside them (AMQP binding, binary content mode); the
+official SDK reads the message back as the same event."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.servicebus import ServiceBusMessage
+from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
+from cloudevents.core.formats.json import JSONFormat
+
+from cosmos_outbox.documents import event_document, read_feed
+from cosmos_outbox.domain import EVENTS
+from cosmos_outbox.relay import Relay
+from cosmos_outbox.relay.records import OutboxRecord, to_message
+from cosmos_outbox.servicebus._publisher import to_servicebus_message
+from cosmos_outbox.testing.fakes import FakePublisher, InMemoryQuarantine
+from domain.contact import Contact
+
+CASES: list[dict[str, Any]] = json.loads(
+    (Path(__file__).parents[1] / "fixtures" / "wire_format.json").read_text("utf-8"))
+#: The one addition to the pinned properties since the fixture was written (issue 21): the
+#: aggregate type, which subscriptions filter on (a correlation filter per aggregate type).
+ADDED_PROPERTIES = {"aggregateType": "contact"}
+
+
+def pinned(case: dict[str, Any]) -> dict[str, Any]:
+    """The message as the fixture pins it, with the documented addition."""
+    message = dict(case["message"])
+    message["application_properties"] = message["application_properties"] | ADDED_PROPERTIES
+    return message
+
+
+def relayed(document: dict[str, Any]) -> dict[str, Any]:
+    publisher = FakePublisher()
+    Relay(publisher, InMemoryQuarantine()).relay(read_feed([document]))
+    [message] = publisher.messages
+    return {
+        "message_id": message.message_id, "session_id": message.session_id,
+        "subject": message.subject, "content_type": message.content_type,
+        "application_properties": message.application_properties,
+        "body": message.body.decode(),
+    }
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c["stored"]["data"]["action"])
+def test_an_event_stored_before_is_relayed_as_the_same_message(case: dict[str, Any]) -> None:
+    assert relayed(case["stored"]) == pinned(case)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c["stored"]["data"]["action"])
+def test_the_same_event_stored_today_is_relayed_as_the_same_message(case: dict[str, Any]) -> None:
+    event = EVENTS.parse("contact", case["stored"]["data"])
+    document = event_document(event, source=Contact.source(), ttl_seconds=case["stored"]["ttl"])
+    assert document == case["stored"] | {"aggregateType": "contact", "source": "/contacts"}
+    assert relayed(document) == pinned(case)
+
+
+def servicebus_message(stored: dict[str, Any], **kwargs: Any) -> ServiceBusMessage:
+    [item] = read_feed([stored])
+    assert isinstance(item, OutboxRecord)
+    return to_servicebus_message(to_message(item), **kwargs)
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c["stored"]["data"]["action"])
+def test_the_service_bus_message_carries_the_pinned_fields_and_the_cloudevent(
+    case: dict[str, Any],
+) -> None:
+    message = servicebus_message(case["stored"])
+    expected = pinned(case)
+    assert str(message) == expected["body"]
+    assert message.message_id == expected["message_id"]
+    assert message.session_id == expected["session_id"]
+    assert message.subject == expected["subject"]
+    assert message.content_type == expected["content_type"]
+    assert message.application_properties == (
+        expected["application_properties"] | case["cloudevents"])
+
+
+def as_amqp(message: ServiceBusMessage) -> AMQPMessage:
+    """The bare AMQP message as the CloudEvents AMQP binding sees it."""
+    raw = message.raw_amqp_message
+    assert raw.properties is not None and raw.application_properties is not None
+    return AMQPMessage(
+        properties={"content-type": raw.properties.content_type},
+        application_properties={
+            (k.decode() if isinstance(k, bytes) else k): v
+            for k, v in raw.application_properties.items()
+        },
+        application_data=b"".join(raw.body),
+    )
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c["stored"]["data"]["action"])
+def test_the_official_sdk_reads_the_message_as_the_same_event(case: dict[str, Any]) -> None:
+    event = from_binary(as_amqp(servicebus_message(case["stored"])), JSONFormat())
+    data = case["stored"]["data"]
+    assert event.get_specversion() == "1.0"
+    assert event.get_id() == data["id"]
+    assert event.get_source() == "/contacts"
+    assert event.get_type() == data["action"]
+    assert event.get_subject() == data["contactId"]
+    assert event.get_time() == datetime.fromisoformat(data["createdAt"])
+    assert event.get_datacontenttype() == "application/json"
+    assert event.get_dataschema() is None
+    assert event.get_data() == data
+
+
+def test_the_source_is_the_configured_base_and_the_stored_path_and_a_dataschema_is_carried(
+) -> None:
+    stored = CASES[1]["stored"] | {"dataschema": "https://example.com/schemas/contact-v1.json",
+                                   "source": "/people"}
+    message = servicebus_message(stored, base="https://crm.example.com")
+    event = from_binary(as_amqp(message), JSONFormat())
+    assert event.get_source() == "https://crm.example.com/people"
+    assert event.get_dataschema() == "https://example.com/schemas/contact-v1.json"
+
+
+def test_an_event_without_a_readable_creation_time_has_no_time_attribute() -> None:
+    stored = json.loads(json.dumps(CASES[1]["stored"]))
+    stored["data"]["createdAt"] = "yesterday"
+    properties = servicebus_message(stored).application_properties
+    assert properties is not None
+    assert "cloudEvents_time" not in properties and "cloudEvents_id" in properties
