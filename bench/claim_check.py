@@ -21,12 +21,16 @@ from pydantic import SecretStr
 
 from cosmos_outbox.documents import read_feed
 from cosmos_outbox.relay import Relay
+from cosmos_outbox.relay.telemetry import RelayTelemetry
 from cosmos_outbox.servicebus import ServiceBusPublisher
 from cosmos_outbox.settings import OutboxSettings, PayloadConnection
 from cosmos_outbox.storage import BlobPayloadStore
 from cosmos_outbox.testing.fakes import InMemoryQuarantine
 from funcstack.services import LocalServices
 from tools.stack import SERVICEBUS_CONFIG
+
+#: The relay's telemetry (the global providers: a no-op here).
+TELEMETRY = RelayTelemetry(destination="bench-events")
 
 MB = 1024 * 1024
 
@@ -64,7 +68,7 @@ def measure(base: Path, events: int = 10, rounds: int = 3) -> dict[str, Any]:
         publisher = ServiceBusPublisher(settings)
         store = BlobPayloadStore.connect(PayloadConnection(
             "outbox-payloads", connection_string=SecretStr(connection)))
-        relay = Relay(publisher, InMemoryQuarantine(), payloads=store)
+        relay = Relay(publisher, InMemoryQuarantine(), TELEMETRY, payloads=store)
         floor_container = BlobServiceClient.from_connection_string(
             connection).get_container_client("outbox-payloads")
         relay.relay(read_feed(documents(1)))  # links opened, clients warm

@@ -19,6 +19,7 @@ from pydantic import SecretStr
 
 from cosmos_outbox.documents import event_documents, read_feed
 from cosmos_outbox.relay import Relay
+from cosmos_outbox.relay.telemetry import RelayTelemetry
 from cosmos_outbox.servicebus._publisher import ServiceBusPublisher
 from cosmos_outbox.settings import OutboxSettings, PayloadConnection
 from cosmos_outbox.storage import BlobPayloadStore
@@ -29,6 +30,9 @@ from funcstack.servicebus import ServiceBusEndpoint, start_servicebus
 from funcstack.services import LocalServices
 from tools.receive import count_at_least, drain
 from tools.stack import SERVICEBUS_CONFIG
+
+#: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
+TELEMETRY = RelayTelemetry(destination="test-events")
 
 pytestmark = pytest.mark.integration
 
@@ -68,7 +72,7 @@ def test_a_backlog_larger_than_one_batch_is_split_and_all_arrive(
     publisher = publisher_for(endpoint)
     docs = events(contacts=20, changes=29)  # 600 events of ~0.6 KB: more than 256 KB
     try:
-        report = Relay(publisher, InMemoryQuarantine()).relay(read_feed(docs))
+        report = Relay(publisher, InMemoryQuarantine(), TELEMETRY).relay(read_feed(docs))
     finally:
         publisher.close()
     assert report.sent == 600 and report.batches >= 2
@@ -84,7 +88,7 @@ def test_an_event_over_the_message_size_limit_is_quarantined_by_the_sdk_check(
     docs[1]["data"]["description"] = "x" * 300_000
     quarantine = InMemoryQuarantine()
     try:
-        report = Relay(publisher, quarantine).relay(read_feed(docs))
+        report = Relay(publisher, quarantine, TELEMETRY).relay(read_feed(docs))
     finally:
         publisher.close()
     assert report.sent == 2 and report.quarantined == [docs[1]["id"]]
@@ -94,7 +98,7 @@ def test_an_event_over_the_message_size_limit_is_quarantined_by_the_sdk_check(
 def test_after_the_broker_restarts_the_next_attempt_uses_a_fresh_link(tmp_path: Path) -> None:
     sb = start_servicebus(config=SERVICEBUS_CONFIG, log_path=tmp_path / "sb.log")
     publisher = publisher_for(sb)
-    relay = Relay(publisher, InMemoryQuarantine())
+    relay = Relay(publisher, InMemoryQuarantine(), TELEMETRY)
     try:
         relay.relay(read_feed(events(contacts=1, changes=0)))
         port = sb.port
@@ -123,7 +127,7 @@ def test_a_received_message_reads_through_the_cloudevents_sdk_as_the_same_event(
     publisher = ServiceBusPublisher(settings)
     [doc] = events(contacts=1, changes=0)
     try:
-        assert Relay(publisher, InMemoryQuarantine()).relay(read_feed([doc])).sent == 1
+        assert Relay(publisher, InMemoryQuarantine(), TELEMETRY).relay(read_feed([doc])).sent == 1
     finally:
         publisher.close()
     with (
@@ -168,7 +172,7 @@ def test_leases_relaying_at_once_through_one_publisher_each_deliver_every_event(
     errors: list[BaseException] = []
 
     def lease(docs: list[dict[str, Any]]) -> None:
-        relay = Relay(publisher, InMemoryQuarantine())
+        relay = Relay(publisher, InMemoryQuarantine(), TELEMETRY)
         start.wait()
         try:
             for i in range(0, len(docs), 10):  # invocations of 10 events: many sends at once
@@ -223,7 +227,8 @@ def test_a_message_over_the_topic_or_the_set_limit_goes_by_claim_check_through_t
     docs = events(contacts=1, changes=2)
     docs[1]["data"]["description"] = "x" * 300_000
     try:
-        report = Relay(publisher, InMemoryQuarantine(), payloads=azurite).relay(read_feed(docs))
+        relay = Relay(publisher, InMemoryQuarantine(), TELEMETRY, payloads=azurite)
+        report = relay.relay(read_feed(docs))
         assert (report.sent, report.offloaded, report.quarantined) == (3, int(offloaded), [])
         received = drain(sb.connection_string, until=count_at_least(3), timeout=30,
                          payloads=azurite.get)

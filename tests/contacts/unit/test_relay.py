@@ -13,10 +13,14 @@ from cosmos_outbox.documents import document_created_at, event_document, read_fe
 from cosmos_outbox.domain import DomainEvent
 from cosmos_outbox.relay import Relay, RelayReport
 from cosmos_outbox.relay.records import QUARANTINE_NOTICE_SUBJECT, notice_id
+from cosmos_outbox.relay.telemetry import RelayTelemetry
 from cosmos_outbox.testing.fakes import FakePublisher, InMemoryQuarantine, SizeLimitedBatch
 from domain.contact import Contact
 from domain.values import Company, Name
 from tests.contacts.tickets import ticket_history
+
+#: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
+TELEMETRY = RelayTelemetry(destination="test-events")
 
 TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
@@ -35,7 +39,7 @@ class Relaying:
     """The relay as the trigger runs it: stored documents parsed at the boundary, then relayed."""
 
     def __init__(self, publisher: FakePublisher, quarantine: InMemoryQuarantine) -> None:
-        self._relay = Relay(publisher, quarantine)
+        self._relay = Relay(publisher, quarantine, TELEMETRY)
 
     def relay(self, documents: list[dict[str, Any]]) -> RelayReport:
         return self._relay.relay(read_feed(documents))

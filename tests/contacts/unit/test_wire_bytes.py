@@ -32,8 +32,12 @@ from azure.servicebus._pyamqp.message import BatchMessage
 from cosmos_outbox.documents import read_feed
 from cosmos_outbox.relay import Relay
 from cosmos_outbox.relay.ports import MessageBatch, MessagePublisher
+from cosmos_outbox.relay.telemetry import RelayTelemetry
 from cosmos_outbox.servicebus._publisher import ServiceBusBatch
 from cosmos_outbox.testing.fakes import InMemoryQuarantine
+
+#: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
+TELEMETRY = RelayTelemetry(destination="test-events")
 
 FIXTURE = Path(__file__).parents[1] / "fixtures" / "wire_bytes.json"
 PINNED = Path(__file__).parents[1] / "fixtures" / "wire_format.json"
@@ -70,7 +74,7 @@ def message_payloads(batch: ServiceBusMessageBatch) -> list[bytes]:
 
 def relayed_batches(documents: list[dict[str, Any]], *, base: str) -> list[ServiceBusMessageBatch]:
     publisher = CapturingPublisher(base=base)
-    Relay(publisher, InMemoryQuarantine()).relay(read_feed(documents))
+    Relay(publisher, InMemoryQuarantine(), TELEMETRY).relay(read_feed(documents))
     return publisher.sent
 
 

@@ -23,9 +23,13 @@ from cosmos_outbox.documents import event_document, read_feed
 from cosmos_outbox.domain import EVENTS
 from cosmos_outbox.relay import Relay
 from cosmos_outbox.relay.records import OutboxRecord, to_message
+from cosmos_outbox.relay.telemetry import RelayTelemetry
 from cosmos_outbox.servicebus._publisher import to_servicebus_message
 from cosmos_outbox.testing.fakes import FakePublisher, InMemoryQuarantine
 from domain.contact import Contact
+
+#: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
+TELEMETRY = RelayTelemetry(destination="test-events")
 
 CASES: list[dict[str, Any]] = json.loads(
     (Path(__file__).parents[1] / "fixtures" / "wire_format.json").read_text("utf-8"))
@@ -43,7 +47,7 @@ def pinned(case: dict[str, Any]) -> dict[str, Any]:
 
 def relayed(document: dict[str, Any]) -> dict[str, Any]:
     publisher = FakePublisher()
-    Relay(publisher, InMemoryQuarantine()).relay(read_feed([document]))
+    Relay(publisher, InMemoryQuarantine(), TELEMETRY).relay(read_feed([document]))
     [message] = publisher.messages
     return {
         "message_id": message.message_id, "session_id": message.session_id,

@@ -99,11 +99,6 @@ class Preconditions:
         )
         return cls(if_match=match, if_none_match=none_match)
 
-    @classmethod
-    def matching(cls, etag: str) -> Preconditions:
-        """`If-Match: <etag>`, the etag as the store gave it."""
-        return cls(if_match=(EntityTag(etag),))
-
     @property
     def unconditional(self) -> bool:
         return self.if_match is None and self.if_none_match is None

@@ -72,14 +72,14 @@ class Relay:
         self,
         publisher: MessagePublisher,
         quarantine: Quarantine,
-        telemetry: RelayTelemetry | None = None,
+        telemetry: RelayTelemetry,
         *,
         payloads: PayloadStore | None = None,
         max_payload_bytes: int = DEFAULT_PAYLOAD_MAX_BYTES,
     ) -> None:
         self._publisher = publisher
         self._quarantine = quarantine
-        self._telemetry = telemetry or RelayTelemetry(destination="unknown")
+        self._telemetry = telemetry
         self._payloads = payloads if max_payload_bytes > 0 else None
         self._max_payload = max_payload_bytes
 

@@ -24,7 +24,6 @@ from typing import Any
 
 from cosmos_outbox.relay.records import OutboxMessage
 
-PREFIX = "cloudEvents_"
 SPECVERSION = "1.0"
 #: The application property of the claim check's reference (the `dataref` extension).
 DATAREF = "cloudEvents_dataref"
