@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from opentelemetry.sdk.metrics import MeterProvider
@@ -14,16 +15,30 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from cosmos_outbox.documents import read_feed
+from cosmos_outbox.documents import event_document, read_feed
 from cosmos_outbox.relay import Relay
 from cosmos_outbox.relay import telemetry as names
 from cosmos_outbox.relay.telemetry import RelayTelemetry
 from cosmos_outbox.testing.fakes import FakePublisher, InMemoryQuarantine
+from domain.contact import Contact
+from domain.values import Company, Name
 from funcstack.otel import JsonLinesMetricExporter, JsonLinesSpanExporter
-from tests.contacts.unit.test_relay import TRACE, history
 from tools import status
 from tools.stack import ROOT
 from tools.status import Context, Summary, exported_at, render, summarise
+
+TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+
+
+def history(n_changes: int) -> list[dict[str, Any]]:
+    """The stored events of a contact created, then described `n_changes` times."""
+    contact = Contact.create(name=Name(first_name="Ada", last_name="L"), email="a@example.com",
+                             company=Company(company_name="E"))
+    for i in range(n_changes):
+        contact.describe(f"change {i}")
+    return [event_document(e.model_copy(update={"traceparent": TRACE}),
+                           source=Contact.source(), ttl_seconds=60)
+            for e in contact.collect_events()]
 
 
 def test_relay_telemetry_lands_in_otlp_json_lines_and_status_sums_it_up(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import inspect
 import json
 import re
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import azure.functions as func
@@ -129,7 +129,7 @@ class FunctionClient:
                 return route.function, _values(route.template, path)
         raise LookupError(f"no function of the app takes {method} /api/{path}")
 
-    def relay(self, documents: list[Mapping[str, Any]]) -> None:
+    def relay(self, documents: Iterable[Mapping[str, Any]]) -> None:
         """Hand change-feed documents to the relay (`relay_events`), as the trigger does."""
         self.invoke("relay_events", func.DocumentList(
             func.Document.from_dict(dict(d)) for d in documents))

@@ -14,15 +14,15 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
+from test_relay import TRACE, history
 
 from cosmos_outbox.documents import read_feed
 from cosmos_outbox.relay import Relay
 from cosmos_outbox.relay import telemetry as names
 from cosmos_outbox.relay.telemetry import RelayTelemetry
 from cosmos_outbox.testing.fakes import FakePublisher, InMemoryQuarantine
-from tests.contacts.unit.test_relay import TRACE, history
 
-TOPIC = "contact-events"
+TOPIC = "ticket-events"
 
 
 @dataclass
@@ -59,7 +59,7 @@ def otel() -> Iterator[Telemetry]:
 
 
 def test_a_known_batch_gives_exact_counts_and_one_lag_value_per_event(otel: Telemetry) -> None:
-    docs = history(29)  # 30 events of one contact
+    docs = history(29)  # 30 events of one ticket
     publisher = FakePublisher(max_batch_bytes=2000)
     Relay(publisher, InMemoryQuarantine(), otel.recorder).relay(read_feed(docs))
     batches = len(publisher.sent)

@@ -1,6 +1,6 @@
 """The relay with a fake publisher that enforces a batch size limit. Stored documents go through
-the store's boundary parser (`read_feed`) as in production; a second aggregate defined in the
-tests (tests/contacts/tickets.py: its documents) goes through the same relay."""
+the store's boundary parser (`read_feed`) as in production; documents of another aggregate type
+(another app's, on the same container) go through the same relay."""
 
 from __future__ import annotations
 
@@ -8,16 +8,15 @@ import json
 from typing import Any
 
 import pytest
+from conftest import TicketWorld
+from tickets import Ticket
 
 from cosmos_outbox.documents import document_created_at, event_document, read_feed
-from cosmos_outbox.domain import DomainEvent
+from cosmos_outbox.domain import DomainEvent, new_id
 from cosmos_outbox.relay import Relay, RelayReport
 from cosmos_outbox.relay.records import QUARANTINE_NOTICE_SUBJECT, notice_id
 from cosmos_outbox.relay.telemetry import RelayTelemetry
 from cosmos_outbox.testing.fakes import FakePublisher, InMemoryQuarantine, SizeLimitedBatch
-from domain.contact import Contact
-from domain.values import Company, Name
-from tests.contacts.tickets import ticket_history
 
 #: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
 TELEMETRY = RelayTelemetry(destination="test-events")
@@ -26,13 +25,30 @@ TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 
 def history(n_changes: int, *, first: str = "Ada") -> list[dict[str, Any]]:
-    contact = Contact.create(name=Name(first_name=first, last_name="L"), email="a@example.com",
-                             company=Company(company_name="E"))
+    """The stored events of a ticket opened, then retitled `n_changes` times."""
+    ticket = Ticket.open(f"{first}'s printer")
     for i in range(n_changes):
-        contact.describe(f"change {i}")
-    events: list[DomainEvent] = contact.collect_events()
+        ticket.retitle(f"change {i}")
+    events: list[DomainEvent] = ticket.collect_events()
     return [event_document(e.model_copy(update={"traceparent": TRACE}),
-                           source=Contact.source(), ttl_seconds=60) for e in events]
+                           source=Ticket.source(), ttl_seconds=60) for e in events]
+
+
+def note_history(n_changes: int) -> list[dict[str, Any]]:
+    """The stored events of a note: an aggregate type of another app on the same container,
+    as raw documents (the relay reads documents, not classes)."""
+    note_id = new_id()
+    documents = []
+    for version in range(1, n_changes + 2):
+        event_id = new_id()
+        documents.append({
+            "id": event_id, "partitionKey": note_id, "type": "domainEvent",
+            "aggregateType": "note", "source": "/notes", "ttl": 60,
+            "data": {"id": event_id, "noteId": note_id, "version": version,
+                     "createdAt": "2026-01-01T00:00:00+00:00", "traceparent": None,
+                     "action": "NoteWrittenEvent" if version == 1 else "NoteEditedEvent"},
+        })
+    return documents
 
 
 class Relaying:
@@ -60,17 +76,17 @@ def test_maps_each_event_to_a_message_as_the_topic_expects() -> None:
     [message] = publisher.messages
     data = doc["data"]
     assert message.message_id == data["id"]
-    assert message.session_id == data["contactId"]
-    assert message.subject == "ContactCreatedEvent"
+    assert message.session_id == data["ticketId"]
+    assert message.subject == "TicketOpenedEvent"
     assert message.content_type == "application/json"
     assert json.loads(message.body) == data
     assert message.application_properties == {
-        "aggregateType": "contact", "contactId": data["contactId"], "version": 1,
-        "action": "ContactCreatedEvent", "traceparent": TRACE, "Diagnostic-Id": TRACE}
-    assert (message.aggregate_type, message.source) == ("contact", "/contacts")
+        "aggregateType": "ticket", "ticketId": data["ticketId"], "version": 1,
+        "action": "TicketOpenedEvent", "traceparent": TRACE, "Diagnostic-Id": TRACE}
+    assert (message.aggregate_type, message.source) == ("ticket", "/tickets")
 
 
-def test_groups_by_contact_and_orders_by_version_whatever_the_feed_order() -> None:
+def test_groups_by_aggregate_and_orders_by_version_whatever_the_feed_order() -> None:
     a, b = history(3, first="A"), history(2, first="B")
     feed = [a[3], b[1], a[0], b[2], a[2], b[0], a[1]]
     r, publisher, _ = relay()
@@ -112,9 +128,9 @@ def test_a_failing_send_is_raised_so_the_invocation_is_retried() -> None:
 
 def test_non_event_documents_are_skipped() -> None:
     r, publisher, _ = relay()
-    contact_doc = {"id": "c", "partitionKey": "c", "type": "contact", "data": {}}
-    quarantined = {"id": "quarantine-x", "partitionKey": "c", "type": "quarantinedEvent"}
-    report = r.relay([contact_doc, quarantined, *history(0)])
+    ticket_doc = {"id": "t", "partitionKey": "t", "type": "ticket", "data": {}}
+    quarantined = {"id": "quarantine-x", "partitionKey": "t", "type": "quarantinedEvent"}
+    report = r.relay([ticket_doc, quarantined, *history(0)])
     assert report.skipped == 2 and len(publisher.messages) == 1
 
 
@@ -125,9 +141,9 @@ def test_non_event_documents_are_skipped() -> None:
         (lambda d: d["data"].pop("action"), "action"),
         (lambda d: d["data"].update(version="two"), "version"),
         (lambda d: d["data"].update(version=True), "version"),
-        (lambda d: d["data"].update(contactId=""), "contactId"),
+        (lambda d: d["data"].update(ticketId=""), "ticketId"),
         (lambda d: d["data"].update(id="x" * 129), "data.id"),
-        (lambda d: d.update(aggregateType="ticket"), "ticketId"),
+        (lambda d: d.update(aggregateType="order"), "orderId"),
     ],
 )
 def test_malformed_events_are_quarantined_with_a_reason_and_the_rest_go_on(
@@ -152,7 +168,7 @@ def test_malformed_events_are_quarantined_with_a_reason_and_the_rest_go_on(
 
 def test_an_event_larger_than_a_message_is_quarantined_and_later_events_still_go() -> None:
     docs = history(2) + history(1, first="Other")
-    docs[1]["data"]["description"] = "x" * 5000
+    docs[1]["data"]["title"] = "x" * 5000
     r, publisher, quarantine = relay(FakePublisher(max_batch_bytes=4096))
     r.relay(docs)
     assert docs[1]["id"] not in {m.message_id for m in publisher.messages}
@@ -164,20 +180,20 @@ def test_an_event_larger_than_a_message_is_quarantined_and_later_events_still_go
         (docs[3]["id"], 1), (docs[4]["id"], 2)]
     notice = publisher.messages[1]
     assert notice.subject == QUARANTINE_NOTICE_SUBJECT
-    assert notice.session_id == docs[1]["data"]["contactId"]
-    cid = docs[1]["data"]["contactId"]
+    assert notice.session_id == docs[1]["data"]["ticketId"]
+    cid = docs[1]["data"]["ticketId"]
     assert json.loads(notice.body) == {
-        "eventId": docs[1]["id"], "contactId": cid, "aggregateType": "contact",
-        "aggregateId": cid, "action": "ContactDescriptionUpdatedEvent", "version": 2,
+        "eventId": docs[1]["id"], "ticketId": cid, "aggregateType": "ticket",
+        "aggregateId": cid, "action": "TicketRetitledEvent", "version": 2,
         "reason": kept["reason"]}
     assert notice.application_properties == {
-        "aggregateType": "contact", "contactId": cid, "version": 2,
+        "aggregateType": "ticket", "ticketId": cid, "version": 2,
         "action": QUARANTINE_NOTICE_SUBJECT, "eventId": docs[1]["id"]}
 
 
 def test_a_message_too_large_for_the_link_is_tried_once_on_a_fresh_link() -> None:
     docs = history(2)
-    docs[1]["data"]["description"] = "x" * 5000
+    docs[1]["data"]["title"] = "x" * 5000
     publisher = FakePublisher(max_batch_bytes=4096)
     publisher.entity_limit = 64 * 1024  # raised since the link opened
     r, _, quarantine = relay(publisher)
@@ -205,35 +221,35 @@ def test_a_repeated_event_in_one_invocation_is_sent_once() -> None:
     assert len(publisher.messages) == 2
 
 
-def test_the_trigger_function_relays_the_documents_it_is_given(world: Any) -> None:
+def test_the_trigger_function_relays_the_documents_it_is_given(world: TicketWorld) -> None:
     world.client.relay(history(2))
-    assert [m.version for m in world.publisher.messages] == [1, 2, 3]
+    assert [m.version for m in world.memory.publisher.messages] == [1, 2, 3]
 
 
-def test_a_second_aggregate_is_relayed_with_its_own_id_property_and_session() -> None:
-    [doc] = ticket_history(0)
+def test_another_aggregate_type_is_relayed_with_its_own_id_property_and_session() -> None:
+    [doc] = note_history(0)
     r, publisher, _ = relay()
     r.relay([doc])
     [message] = publisher.messages
     data = doc["data"]
-    assert message.session_id == data["ticketId"] == doc["partitionKey"]
-    assert message.subject == "TicketOpenedEvent"
+    assert message.session_id == data["noteId"] == doc["partitionKey"]
+    assert message.subject == "NoteWrittenEvent"
     assert json.loads(message.body) == data
     assert message.application_properties == {
-        "aggregateType": "ticket", "ticketId": data["ticketId"], "version": 1,
-        "action": "TicketOpenedEvent"}
-    assert (message.aggregate_type, message.source) == ("ticket", "/tickets")
+        "aggregateType": "note", "noteId": data["noteId"], "version": 1,
+        "action": "NoteWrittenEvent"}
+    assert (message.aggregate_type, message.source) == ("note", "/notes")
 
 
 def test_events_of_two_aggregate_types_in_one_feed_keep_their_own_order() -> None:
-    contact, ticket = history(2), ticket_history(2)
-    feed = [ticket[2], contact[1], ticket[0], contact[2], contact[0], ticket[1]]
+    ticket, note = history(2), note_history(2)
+    feed = [note[2], ticket[1], note[0], ticket[2], ticket[0], note[1]]
     r, publisher, _ = relay()
     r.relay(feed)
     sessions: dict[str, list[int]] = {}
     for m in publisher.messages:
         sessions.setdefault(m.session_id, []).append(m.version)
-    assert sessions == {ticket[0]["partitionKey"]: [1, 2, 3], contact[0]["partitionKey"]: [1, 2, 3]}
+    assert sessions == {note[0]["partitionKey"]: [1, 2, 3], ticket[0]["partitionKey"]: [1, 2, 3]}
 
 
 def test_the_creation_time_of_a_stored_event_is_read_from_its_data() -> None:
