@@ -107,7 +107,7 @@ resource contacts 'Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers
       defaultTtl: -1
       // Only the paths the app's queries filter on; every other path of every contact and event
       // document is left out, so a write costs fewer RUs. One file, also used by the local
-      // provisioning (emulators/provision.py); the README says which queries it serves.
+      // provisioning (tools/funcstack.json); docs/indexing.md says which queries it serves.
       indexingPolicy: loadJsonContent('../indexing-policy.json')
     }
   }

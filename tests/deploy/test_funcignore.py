@@ -39,6 +39,7 @@ FORBIDDEN_PREFIXES = [
     "tools/",
     "node_modules/",
     "deploy/",
+    "docs/",
     "bench/",
     ".ci/",
     ".venv/",

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-# The HTTP API the README documents, pinned: (method, route) -> (function, auth level). Every
+# The HTTP API docs/http-api.md documents, pinned: (method, route) -> (function, auth level). Every
 # route here stays bound as it is; a route added beside them needs no edit here (the OpenAPI
 # tests hold each bound function to its declaration).
 API = {

@@ -1,6 +1,7 @@
 """The Contacts app's mappings, held by cosmos-outbox's checks (`cosmos_outbox.testing.checks`),
 driven by what the app registers: its aggregates and its declared routes. A class, field or
-mapping left out fails here, by name: the steps of README "Add a field to the contact"."""
+mapping left out fails here, by name: the steps of docs/changing-the-model.md ("Add a field to
+the contact")."""
 
 from __future__ import annotations
 
