@@ -1,11 +1,42 @@
-"""Settings of every test under tests/ (the Contacts app's, the subscriber's, the deploy
-templates', the tooling's, the repository's)."""
+"""Settings and fixtures of every test under tests/ (the Contacts app's, the subscriber's, the
+deploy templates', the tooling's, the repository's). `stack`: the Contacts app's whole local
+stack (tools/stack.py on funcstack), started once per test session on free ports, always
+stopped; `client`: an HTTP client of its API."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
 from hypothesis import settings
+
+if TYPE_CHECKING:
+    from tools.httpclient import Client
+    from tools.stack import Stack
 
 # No deadline on generated examples: a per-example time limit is a timed assertion, and under
 # `make test`'s parallel jobs an example may wait for a core (speed lives in `make bench`).
 settings.register_profile("suite", deadline=None)
 settings.load_profile("suite")
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    from tools.stack import Ports, Stack
+
+    with Stack(workdir=Path(tmp_path_factory.mktemp("stack")), ports=Ports.free(),
+               settings_overrides={"FEED_POLL_DELAY_MS": "100"}) as s:
+        yield s
+
+
+@pytest.fixture
+def client(stack: Stack) -> Iterator[Client]:
+    from tools.httpclient import Client
+
+    c = Client(stack.api_url)
+    try:
+        yield c
+    finally:
+        c.close()

@@ -1,5 +1,6 @@
 """cosmos-outbox's in-memory fakes and the app's in-memory contact list, held to the app's
-store contract (the Cosmos DB adapters are held to the same one in tests/integration)."""
+store contract (the Cosmos DB adapters are held to the same one in
+tests/contacts/integration)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 10 over real HTTP: what the host and the app answer together (local Functions host,
+"""Hostile input over real HTTP: what the host and the app answer together (local Functions host,
 local stack), and bounded waits against a store that hangs (the real azure-cosmos SDK)."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Hostile input to the HTTP API: generated bodies and header values never yield a 5xx, and one
-named regression test per defect of issue 10. Called through the indexed functions with the
+named regression test per defect found by an attacker's review. Called through the indexed functions with the
 in-memory fakes (see test_http_api.py)."""
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def test_a_name_is_accepted_exactly_when_the_openapi_pattern_matches_it(name: st
         assert matches and command.first_name == name.strip()
 
 
-# -- regressions of issue 10, one per defect --------------------------------------------------
+# -- regressions, one per defect an attacker's review found ----------------------------------
 
 def test_deeply_nested_json_is_a_400_not_a_500(api: Api) -> None:
     for depth in (MAX_DEPTH + 1, 10_000):

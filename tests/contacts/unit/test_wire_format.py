@@ -3,7 +3,7 @@
 body, MessageId, SessionId, Subject, content type and application properties. Events stored before
 the envelope named their aggregate (no `aggregateType`) still relay to the same message.
 
-Each case's `cloudevents` (added with issue 14, the pinned fields untouched) pins the CloudEvents
+Each case's `cloudevents` (added later, the pinned fields untouched) pins the CloudEvents
 attributes the Service Bus message adds beside them (AMQP binding, binary content mode); the
 official SDK reads the message back as the same event."""
 
@@ -33,7 +33,7 @@ TELEMETRY = RelayTelemetry(destination="test-events")
 
 CASES: list[dict[str, Any]] = json.loads(
     (Path(__file__).parents[1] / "fixtures" / "wire_format.json").read_text("utf-8"))
-#: The one addition to the pinned properties since the fixture was written (issue 21): the
+#: The one addition to the pinned properties since the fixture was written: the
 #: aggregate type, which subscriptions filter on (a correlation filter per aggregate type).
 ADDED_PROPERTIES = {"aggregateType": "contact"}
 

@@ -7,7 +7,7 @@
  * its in-memory account model (databases, containers, documents, partition key ranges),
  * its SQL query engine and its routes are reused as they are; this file puts a request
  * handler in front of them that serves the document-level operations itself, closing
- * the gaps of 1.0.1 that the azure-cosmos Python SDK hits (see DESIGN.md §7):
+ * the gaps of 1.0.1 that the azure-cosmos Python SDK hits (docs/cosmos.md lists them):
  *
  *   - atomic transactional batch (x-ms-cosmos-batch-atomic), 424 for the other ops,
  *     per-op ifMatch, replace/upsert/patch inside a batch, <= 100 operations;
