@@ -1,6 +1,6 @@
 """Hostile input to the HTTP API: generated bodies and header values never yield a 5xx, and one
-named regression test per defect found by an attacker's review. Called through the indexed functions with the
-in-memory fakes (see test_http_api.py)."""
+named regression test per defect found by an attacker's review. Called through the indexed
+functions with the in-memory fakes (see test_http_api.py)."""
 
 from __future__ import annotations
 
