@@ -3,19 +3,13 @@ the Cosmos DB adapters too by giving them a world on a real container)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
-from cosmos_outbox.testing import (
-    InMemoryEventStore,
-    InMemoryQuarantine,
-    InMemoryStore,
-    uow_factory,
-)
 from cosmos_outbox.testing.contracts import (
     AggregateKind,
     IdempotencyContract,
+    InMemoryQuarantineWorld,
+    InMemoryStoreWorld,
     QuarantineContract,
     QuarantineWorld,
     StoreWorld,
@@ -28,27 +22,12 @@ ORDER = AggregateKind("order", lambda: Order.place(customer_name="Ada", total_ce
                       change=Order.cancel, actions=("OrderPlaced", "OrderCancelled"))
 
 
-class InMemoryWorld(StoreWorld):
-    def __init__(self) -> None:
-        self.store = InMemoryStore()
-        self.uow = uow_factory(self.store)
-
-    def plant(self, document: dict[str, Any]) -> None:
-        self.store.put(document)
-
-    def documents(self, partition_key: str) -> list[dict[str, Any]]:
-        return [d for (pk, _), d in self.store.documents.items() if pk == partition_key]
-
-    def expire(self, partition_key: str, document_id: str) -> None:
-        self.store.outlive(partition_key, document_id)
-
-
 class TestInMemoryUnitOfWork(UnitOfWorkContract):
     kind = kinds(ORDER)
 
     @pytest.fixture
     def world(self) -> StoreWorld:
-        return InMemoryWorld()
+        return InMemoryStoreWorld()
 
 
 class TestInMemoryIdempotency(IdempotencyContract):
@@ -56,17 +35,7 @@ class TestInMemoryIdempotency(IdempotencyContract):
 
     @pytest.fixture
     def world(self) -> StoreWorld:
-        return InMemoryWorld()
-
-
-class InMemoryQuarantineWorld(QuarantineWorld):
-    def __init__(self) -> None:
-        self.store = InMemoryStore()
-        self.quarantine = InMemoryQuarantine(self.store)
-        self.events = InMemoryEventStore(self.store)
-
-    def plant(self, document: dict[str, Any]) -> None:
-        self.store.put(document)
+        return InMemoryStoreWorld()
 
 
 class TestInMemoryQuarantine(QuarantineContract):

@@ -3,22 +3,14 @@ to the same suites on a real endpoint by the apps that use them)."""
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 from tickets import TICKET
 
-from cosmos_outbox.testing import (
-    InMemoryEventStore,
-    InMemoryPayloadStore,
-    InMemoryQuarantine,
-    InMemoryStore,
-    uow_factory,
-)
 from cosmos_outbox.testing.contracts import (
     IdempotencyContract,
+    InMemoryPayloadWorld,
+    InMemoryQuarantineWorld,
+    InMemoryStoreWorld,
     PayloadStoreContract,
     PayloadWorld,
     QuarantineContract,
@@ -29,27 +21,12 @@ from cosmos_outbox.testing.contracts import (
 )
 
 
-class InMemoryWorld(StoreWorld):
-    def __init__(self) -> None:
-        self.store = InMemoryStore()
-        self.uow = uow_factory(self.store)
-
-    def plant(self, document: dict[str, Any]) -> None:
-        self.store.put(document)
-
-    def documents(self, partition_key: str) -> list[dict[str, Any]]:
-        return [d for (pk, _), d in self.store.documents.items() if pk == partition_key]
-
-    def expire(self, partition_key: str, document_id: str) -> None:
-        self.store.outlive(partition_key, document_id)
-
-
 class TestInMemoryUnitOfWork(UnitOfWorkContract):
     kind = kinds(TICKET)
 
     @pytest.fixture
     def world(self) -> StoreWorld:
-        return InMemoryWorld()
+        return InMemoryStoreWorld()
 
 
 class TestInMemoryIdempotency(IdempotencyContract):
@@ -57,18 +34,7 @@ class TestInMemoryIdempotency(IdempotencyContract):
 
     @pytest.fixture
     def world(self) -> StoreWorld:
-        return InMemoryWorld()
-
-
-class InMemoryQuarantineWorld(QuarantineWorld):
-    def __init__(self) -> None:
-        store = InMemoryStore()
-        self.store = store
-        self.quarantine = InMemoryQuarantine(store)
-        self.events = InMemoryEventStore(store)
-
-    def plant(self, document: dict[str, Any]) -> None:
-        self.store.put(document)
+        return InMemoryStoreWorld()
 
 
 class TestInMemoryQuarantine(QuarantineContract):
@@ -77,20 +43,6 @@ class TestInMemoryQuarantine(QuarantineContract):
     @pytest.fixture
     def world(self) -> QuarantineWorld:
         return InMemoryQuarantineWorld()
-
-
-class InMemoryPayloadWorld(PayloadWorld):
-    def __init__(self) -> None:
-        self.store = self.payloads = InMemoryPayloadStore()
-        self.foreign_reference = InMemoryPayloadStore().reference("ticket/t1/e1")
-
-    @contextlib.contextmanager
-    def outage(self) -> Iterator[None]:
-        self.payloads.unavailable = True
-        try:
-            yield
-        finally:
-            self.payloads.unavailable = False
 
 
 class TestInMemoryPayloadStore(PayloadStoreContract):

@@ -11,12 +11,13 @@ the Azure adapters (or on an adapter of your own), and both are held to one beha
 
         @pytest.fixture
         def world(self) -> StoreWorld:
-            return InMemoryWorld()
+            return InMemoryStoreWorld()  # or a world on your Cosmos DB container
 
 Each suite needs a `world` fixture (what it runs against) and a `kind` fixture (the aggregate
 types it drives, `kinds(...)`). `IdempotencyContract` (Idempotency-Key records, racing retries,
 TTL) runs on a `StoreWorld` too: subclass it beside `UnitOfWorkContract`. Test classes here are
-not collected themselves (their names do not start with `Test`).
+not collected themselves (their names do not start with `Test`). The worlds of the in-memory
+fakes are here too (`InMemoryStoreWorld`, `InMemoryQuarantineWorld`, `InMemoryPayloadWorld`).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import abc
 import contextlib
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -56,10 +57,20 @@ from cosmos_outbox.ports import UnitOfWork
 from cosmos_outbox.relay.ports import EventStore, PayloadStore, Quarantine
 from cosmos_outbox.relay.records import OutboxRecord, Unreadable, payload_name
 from cosmos_outbox.service import AggregateService, Versioned
+from cosmos_outbox.testing.fakes import (
+    InMemoryEventStore,
+    InMemoryPayloadStore,
+    InMemoryQuarantine,
+    InMemoryStore,
+    uow_factory,
+)
 
 __all__ = [
     "AggregateKind",
     "IdempotencyContract",
+    "InMemoryPayloadWorld",
+    "InMemoryQuarantineWorld",
+    "InMemoryStoreWorld",
     "PayloadStoreContract",
     "PayloadWorld",
     "QuarantineContract",
@@ -112,6 +123,23 @@ class StoreWorld(abc.ABC):
     def expire(self, partition_key: str, document_id: str) -> None:
         """Let the store's TTL delete one document now (shorten it, or move the store's time
         on, and wait until the document is gone)."""
+
+
+class InMemoryStoreWorld(StoreWorld):
+    """The in-memory store (`InMemoryStore`) and its unit of work."""
+
+    def __init__(self) -> None:
+        self.store = InMemoryStore()
+        self.uow = uow_factory(self.store)
+
+    def plant(self, document: dict[str, Any]) -> None:
+        self.store.put(document)
+
+    def documents(self, partition_key: str) -> list[dict[str, Any]]:
+        return [d for (pk, _), d in self.store.documents.items() if pk == partition_key]
+
+    def expire(self, partition_key: str, document_id: str) -> None:
+        self.store.outlive(partition_key, document_id)
 
 
 def saved(world: StoreWorld, aggregate: Aggregate) -> Any:
@@ -491,6 +519,18 @@ class QuarantineWorld(abc.ABC):
         """Write a raw document as the unit of work would have."""
 
 
+class InMemoryQuarantineWorld(QuarantineWorld):
+    """The in-memory quarantine and event store, on one `InMemoryStore`."""
+
+    def __init__(self) -> None:
+        self.store = InMemoryStore()
+        self.quarantine = InMemoryQuarantine(self.store)
+        self.events = InMemoryEventStore(self.store)
+
+    def plant(self, document: dict[str, Any]) -> None:
+        self.store.put(document)
+
+
 def stored_events(kind: AggregateKind, *, changed: bool = False,
                   created: datetime | None = None) -> list[dict[str, Any]]:
     """The event documents of a new aggregate, changed once if `changed` (creation time
@@ -638,6 +678,22 @@ class PayloadWorld(abc.ABC):
     @abc.abstractmethod
     def outage(self) -> contextlib.AbstractContextManager[None]:
         """The store is unreachable inside the block, and back after it."""
+
+
+class InMemoryPayloadWorld(PayloadWorld):
+    """The in-memory payload store; its foreign reference is another in-memory store's."""
+
+    def __init__(self) -> None:
+        self.store = self.payloads = InMemoryPayloadStore()
+        self.foreign_reference = InMemoryPayloadStore().reference("kind/id/event")
+
+    @contextlib.contextmanager
+    def outage(self) -> Iterator[None]:
+        self.payloads.unavailable = True
+        try:
+            yield
+        finally:
+            self.payloads.unavailable = False
 
 
 def _payload_record(aggregate_type: str = "manuscript", aggregate_id: str | None = None,
