@@ -41,6 +41,7 @@ __all__ = [
     "DEFAULT_PAYLOAD_MAX_BYTES",
     "DEFAULT_SERVICEBUS_MAX_MESSAGE_BYTES",
     "RETIRED_SETTINGS",
+    "CosmosSettings",
     "OutboxSettings",
     "PayloadConnection",
     "PayloadSettings",
@@ -49,6 +50,7 @@ __all__ = [
     "load_payload_settings",
     "load_settings",
     "load_trigger_settings",
+    "read_settings",
 ]
 
 #: Settings that were replaced: read only to refuse them with a word on what replaced them.
@@ -187,21 +189,41 @@ class PayloadSettings(BaseSettings):
 _CONTAINER_NAME = re.compile(r"[a-z0-9][a-z0-9-]{1,61}[a-z0-9]")
 
 
-class OutboxSettings(TriggerSettings, PayloadSettings):
-    """Every setting of the outbox: the store (Cosmos DB), the broker (Service Bus, needed only
-    where the relay runs), event and idempotency-record lifetimes, CloudEvents source, and
-    the claim check's storage and limits."""
+class CosmosSettings(BaseSettings):
+    """The Cosmos DB account and database an app reads and writes: the connection named
+    `CosmosDBConnection` (a connection string, or `__accountEndpoint` with a managed identity),
+    as the Cosmos DB trigger reads it. A subscriber's settings extend it too."""
+
+    model_config = SettingsConfigDict(
+        case_sensitive=True, extra="ignore", populate_by_name=False, frozen=True
+    )
 
     cosmos_connection: SecretStr | None = Field(default=None, alias="CosmosDBConnection")
     cosmos_account_endpoint: str | None = Field(
         default=None, alias="CosmosDBConnection__accountEndpoint"
     )
     cosmos_database: str = Field(default="outbox", alias="COSMOS_DATABASE", min_length=1)
+    cosmos_verify_tls: bool = Field(default=True, alias="COSMOS_VERIFY_TLS")
+
+    @model_validator(mode="after")
+    def _cosmos_connection_given(self) -> Self:
+        if self.cosmos_connection is None and not self.cosmos_account_endpoint:
+            raise ValueError(
+                "set CosmosDBConnection (connection string) or "
+                "CosmosDBConnection__accountEndpoint (managed identity)"
+            )
+        return self
+
+
+class OutboxSettings(TriggerSettings, PayloadSettings, CosmosSettings):
+    """Every setting of the outbox: the store (Cosmos DB), the broker (Service Bus, needed only
+    where the relay runs), event and idempotency-record lifetimes, CloudEvents source, and
+    the claim check's storage and limits."""
+
     cosmos_container: str = Field(alias="COSMOS_CONTAINER", min_length=1)
     cosmos_lease_container: str = Field(
         default="leases", alias="COSMOS_LEASE_CONTAINER", min_length=1
     )
-    cosmos_verify_tls: bool = Field(default=True, alias="COSMOS_VERIFY_TLS")
     servicebus_connection: SecretStr | None = Field(default=None, alias="ServiceBusConnection")
     servicebus_namespace: str | None = Field(
         default=None,
@@ -264,36 +286,29 @@ class OutboxSettings(TriggerSettings, PayloadSettings):
                 "source, <base>/<collection> (e.g. https://shop.example.com/orders); set the "
                 "base and remove CLOUDEVENTS_SOURCE")
 
-    @model_validator(mode="after")
-    def _cosmos_connection_given(self) -> Self:
-        if self.cosmos_connection is None and not self.cosmos_account_endpoint:
-            raise ValueError(
-                "set CosmosDBConnection (connection string) or "
-                "CosmosDBConnection__accountEndpoint (managed identity)"
-            )
-        return self
-
-
 def _problems(exc: ValidationError) -> str:
     return "; ".join(
         f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
     )
 
 
-def load_settings() -> OutboxSettings:
-    """Read and validate the settings from the environment; errors name settings, not values."""
+def read_settings[S: BaseSettings](kind: type[S]) -> S:
+    """Settings of `kind` read from the environment and validated once; a bad or missing one
+    raises `SettingsError` naming the settings, never their values."""
     try:
-        return OutboxSettings()  # the values come from the environment
+        return kind()  # the values come from the environment
     except ValidationError as exc:
         raise SettingsError(f"invalid settings: {_problems(exc)}") from None
+
+
+def load_settings() -> OutboxSettings:
+    """Every setting of the outbox, from the environment (`read_settings(OutboxSettings)`)."""
+    return read_settings(OutboxSettings)
 
 
 def load_payload_settings() -> PayloadSettings:
     """The claim check's storage settings alone (a subscriber's), from the environment."""
-    try:
-        return PayloadSettings()
-    except ValidationError as exc:
-        raise SettingsError(f"invalid settings: {_problems(exc)}") from None
+    return read_settings(PayloadSettings)
 
 
 def load_trigger_settings(environ: Mapping[str, str] | None = None) -> TriggerSettings:
