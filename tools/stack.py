@@ -1,9 +1,9 @@
 """This app's local stack: funcstack (packages/funcstack) wired for the contacts outbox.
 
 funcstack's services with this app's declared resources (tools/funcstack.json: its Cosmos DB
-containers; tools/servicebus-config.json: its topic and subscriptions) + a Functions host
-serving function_app.py and, beside it on its own port, a second host serving the subscriber
-app in subscriber/, with a generated local.settings.json.
+containers and the claim check's blob container; tools/servicebus-config.json: its topic and
+subscriptions) + a Functions host serving function_app.py and, beside it on its own port, a
+second host serving the subscriber app in subscriber/, with a generated local.settings.json.
 
 `python -m tools` (what `make run` calls) starts it on the well-known ports and serves until
 Ctrl-C; tests use `Stack` on free ports and stop/kill parts of it to inject faults.
@@ -11,7 +11,6 @@ Ctrl-C; tests use `Stack` on free ports and stop/kill parts of it to inject faul
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
@@ -85,10 +84,9 @@ class Stack(LocalStack):
         """Endpoints, containers, settings, then the hosts: the subscriber's, and the contacts
         app's last, so that when its /health answers 200 the whole stack is up."""
         try:
-            # Cosmos DB, Service Bus, Azurite when asked; the declared containers provisioned.
+            # Cosmos DB, Service Bus, Azurite when asked; the declared containers provisioned
+            # (the blob container of the claim check with Azurite).
             self.start_services()
-            if self.azurite is not None:
-                self.provision_payloads()
             values = self.settings()
             self.settings_file = self.workdir / "local.settings.json"
             write_settings(self.settings_file, values)
@@ -173,17 +171,6 @@ class Stack(LocalStack):
             values.pop("AzureWebJobsStorage", None)
         values.update(self.settings_overrides)
         return values
-
-    def provision_payloads(self) -> None:
-        """The claim check's private container in Azurite (what the Bicep templates create in
-        Azure), through the unmodified SDK; kept if it exists."""
-        from azure.core.exceptions import ResourceExistsError
-        from azure.storage.blob import BlobServiceClient
-
-        assert self.azurite is not None
-        service = BlobServiceClient.from_connection_string(self.azurite.connection_string)
-        with service, contextlib.suppress(ResourceExistsError):
-            service.create_container(self.settings()["OUTBOX_PAYLOAD_CONTAINER"])
 
     def payload_container(self) -> ContainerClient:
         """The claim check's container on this stack's Azurite, through the SDK."""

@@ -129,6 +129,7 @@ def app_names() -> set[str]:
     for database in declared["Cosmos"]["Databases"]:
         names.add(database["Name"])
         names |= {container["Name"] for container in database["Containers"]}
+    names |= {container["Name"] for container in declared["Storage"]["BlobContainers"]}
     return names
 
 

@@ -49,6 +49,17 @@ def test_parts_may_be_files_beside_it_and_policies_files_beside_those(tmp_path: 
     assert config.servicebus_file == official
 
 
+def test_the_storage_part_declares_blob_containers_inline_or_in_a_file(tmp_path: Path) -> None:
+    inline = load_config(write(tmp_path / "a.json", {"Storage": {"BlobContainers": [
+        {"Name": "receipts"}, {"Name": "a1-b2"}]}}))
+    assert inline.storage.blob_containers == ("receipts", "a1-b2")
+    assert inline.summary() == ["storage: blob containers receipts, a1-b2"]
+    write(tmp_path / "storage.json", '{"BlobContainers": [{"Name": "abc"}]}  // beside me')
+    assert load_config(write(tmp_path / "b.json", {"Storage": "storage.json"})
+                       ).storage.blob_containers == ("abc",)
+    assert load_config(HELLO / "funcstack.json").storage.blob_containers == ()
+
+
 def test_an_official_emulator_config_is_a_declared_resources_file_as_it_is() -> None:
     config = load_config(HERE / "fixtures" / "emulator-Config.json")
     assert config.cosmos.databases == ()
@@ -70,6 +81,14 @@ def test_an_official_emulator_config_is_a_declared_resources_file_as_it_is() -> 
         {"Name": "c", "PartitionKey": "/pk"}, {"Name": "c", "PartitionKey": "/pk"}]}]}},
      "declares a container twice"),
     ({"Cosmos": "missing.json"}, "missing.json: no such file"),
+    ({"Storage": {"Containers": []}}, "Storage: unknown key(s) Containers"),
+    ({"Storage": {"BlobContainers": ["abc"]}}, "Storage: BlobContainers[0] must be an object"),
+    ({"Storage": {"BlobContainers": [{"Name": "Payloads"}]}},
+     "BlobContainers[0]: Name 'Payloads' is not a blob container name"),
+    ({"Storage": {"BlobContainers": [{"Name": "a--b"}]}}, "is not a blob container name"),
+    ({"Storage": {"BlobContainers": [{"Name": "ab"}]}}, "is not a blob container name"),
+    ({"Storage": {"BlobContainers": [{"Name": "abc"}, {"Name": "abc"}]}},
+     "blob container abc is declared twice"),
     ({"UserConfig": {"Namespaces": []}}, "needs UserConfig.Namespaces with one namespace"),
     ({"UserConfig": {"Namespaces": [{}]}, "ServiceBus": "x.json"}, "not both"),
     ([], "must be an object"),

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from azure.cosmos import CosmosClient
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.storage.blob import BlobServiceClient
 
 from funcstack.config import ConfigError, ContainerSpec, CosmosSpec, DatabaseSpec, load_config
 from funcstack.provision import ProvisionError, provision_cosmos
@@ -153,6 +154,24 @@ def test_the_services_start_with_the_declared_resources_of_an_app(tmp_path: Path
         assert stack.report.lines() == ["cosmos database hello: created",
                                         "cosmos container hello/greetings: created"]
         stack.container_client("hello", "greetings").create_item({"id": "1"})
+
+
+def test_declared_blob_containers_are_created_private_in_azurite_and_kept(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "stack.json"
+    config.write_text(json.dumps({"Storage": {"BlobContainers": [
+        {"Name": "payloads"}, {"Name": "archive"}]}}))
+    with LocalStack(workdir=tmp_path / "stack", config=load_config(config),
+                    ports=ServicePorts.free(), with_servicebus=False) as stack:
+        assert stack.report.lines() == ["storage blob container payloads: created",
+                                        "storage blob container archive: created"]
+        with BlobServiceClient.from_connection_string(stack.storage_connection_string) as blobs:
+            container = blobs.get_container_client("payloads")
+            assert container.get_container_properties().public_access is None  # private
+            container.upload_blob("a/b", b"kept")
+            assert [i.outcome for i in stack.provision().items] == ["exists", "exists"]
+            assert container.download_blob("a/b").readall() == b"kept"
 
 
 def test_a_bad_sample_settings_file_is_named_in_one_line(official: LocalStack,

@@ -2,9 +2,10 @@
 
 The file is the official Service Bus emulator's ``Config.json`` (``UserConfig``: namespaces,
 queues, topics, subscriptions, rules), unchanged, plus an optional ``Cosmos`` part beside
-``UserConfig``::
+``UserConfig`` and an optional ``Storage`` part (Azurite's private blob containers)::
 
     {
+      "Storage": {"BlobContainers": [{"Name": "receipts"}]},
       "Cosmos": {
         "Databases": [
           {"Name": "shop", "Containers": [
@@ -17,8 +18,9 @@ queues, topics, subscriptions, rules), unchanged, plus an optional ``Cosmos`` pa
       "UserConfig": { "Namespaces": [ ... the Service Bus emulator's Config.json ... ] }
     }
 
-Either part may instead name a file, relative to this one: ``"Cosmos": "cosmos.json"`` (a
-file holding ``{"Databases": [...]}``), ``"ServiceBus": "servicebus-config.json"`` (an official
+Each part may instead name a file, relative to this one: ``"Cosmos": "cosmos.json"`` (a
+file holding ``{"Databases": [...]}``), ``"Storage": "storage.json"`` (a file holding
+``{"BlobContainers": [...]}``), ``"ServiceBus": "servicebus-config.json"`` (an official
 ``Config.json``; instead of ``UserConfig``). A container's ``IndexingPolicy`` is an object or
 the path of a JSON file, relative to the file that names it. ``//`` and ``/* */`` comments are
 allowed, as the official emulator allows them in its ``Config.json``. Nothing has a default
@@ -28,6 +30,7 @@ name: what is not declared is not created.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,6 +42,7 @@ __all__ = [
     "CosmosSpec",
     "DatabaseSpec",
     "StackConfig",
+    "StorageSpec",
     "load_config",
     "read_json",
 ]
@@ -124,19 +128,31 @@ class CosmosSpec:
 
 
 @dataclass(frozen=True)
+class StorageSpec:
+    """Azurite's blob containers, by name, each created private (no anonymous access)."""
+
+    blob_containers: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class StackConfig:
-    """A loaded declared-resources file: the Cosmos DB part, and the file holding the Service
-    Bus part in the official emulator's format (the endpoint reads it as it is)."""
+    """A loaded declared-resources file: the Cosmos DB part, the Storage part, and the file
+    holding the Service Bus part in the official emulator's format (the endpoint reads it as
+    it is)."""
 
     path: Path | None = None
     cosmos: CosmosSpec = field(default_factory=CosmosSpec)
     servicebus_file: Path | None = None
+    storage: StorageSpec = field(default_factory=StorageSpec)
 
     def summary(self) -> list[str]:
-        """What is declared, one line per database and per Service Bus namespace."""
+        """What is declared, one line per database, for blob storage and per Service Bus
+        namespace."""
         lines = [f"cosmos database {db.name}: containers "
                  + (", ".join(c.name for c in db.containers) or "none")
                  for db in self.cosmos.databases]
+        if self.storage.blob_containers:
+            lines.append("storage: blob containers " + ", ".join(self.storage.blob_containers))
         if self.servicebus_file is not None:
             namespace = read_json(self.servicebus_file)["UserConfig"]["Namespaces"][0]
             queues = [str(q.get("Name")) for q in namespace.get("Queues") or []]
@@ -149,7 +165,7 @@ class StackConfig:
         return lines
 
 
-_TOP_KEYS = {"Cosmos", "ServiceBus", "UserConfig", "$schema"}
+_TOP_KEYS = {"Cosmos", "ServiceBus", "Storage", "UserConfig", "$schema"}
 _CONTAINER_KEYS = {"Name", "PartitionKey", "DefaultTtl", "IndexingPolicy"}
 
 
@@ -212,6 +228,34 @@ def _cosmos(raw: Any, base: Path, where: str) -> CosmosSpec:
     return CosmosSpec(databases=tuple(databases))
 
 
+#: Blob Storage's container names: 3-63 lowercase letters, digits and single hyphens, starting
+#: and ending with a letter or digit.
+_BLOB_CONTAINER = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}")
+
+
+def _storage(raw: Any, base: Path, where: str) -> StorageSpec:
+    if isinstance(raw, str):
+        file = base / raw
+        return _storage(read_json(file), file.parent, str(file))
+    raw = _expect(raw, dict, where)
+    _unknown(raw, {"BlobContainers"}, where)
+    names: list[str] = []
+    entries = _expect(raw.get("BlobContainers", []), list, f"{where}: BlobContainers")
+    for i, entry in enumerate(entries):
+        at = f"{where}: BlobContainers[{i}]"
+        entry = _expect(entry, dict, at)
+        _unknown(entry, {"Name"}, at)
+        name = _expect(entry.get("Name"), str, f"{at}: Name")
+        if not _BLOB_CONTAINER.fullmatch(name):
+            raise ConfigError(f"{at}: Name {name!r} is not a blob container name (3-63 "
+                              "lowercase letters, digits and single hyphens, starting and "
+                              "ending with a letter or digit)")
+        if name in names:
+            raise ConfigError(f"{where}: blob container {name} is declared twice")
+        names.append(name)
+    return StorageSpec(blob_containers=tuple(names))
+
+
 def _check_servicebus(file: Path, where: str) -> None:
     raw = read_json(file)
     try:
@@ -233,6 +277,8 @@ def load_config(path: str | Path) -> StackConfig:
     _unknown(raw, _TOP_KEYS, where)
     base = path.parent
     cosmos = _cosmos(raw["Cosmos"], base, f"{where}: Cosmos") if "Cosmos" in raw else CosmosSpec()
+    storage = (_storage(raw["Storage"], base, f"{where}: Storage") if "Storage" in raw
+               else StorageSpec())
     servicebus: Path | None = None
     if "UserConfig" in raw and "ServiceBus" in raw:
         raise ConfigError(f"{where}: give the Service Bus part either inline (UserConfig) or as "
@@ -243,4 +289,4 @@ def load_config(path: str | Path) -> StackConfig:
         servicebus = base / _expect(raw["ServiceBus"], str, f"{where}: ServiceBus")
     if servicebus is not None:
         _check_servicebus(servicebus, where if servicebus == path else str(servicebus))
-    return StackConfig(path=path, cosmos=cosmos, servicebus_file=servicebus)
+    return StackConfig(path=path, cosmos=cosmos, servicebus_file=servicebus, storage=storage)

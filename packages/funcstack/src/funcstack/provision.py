@@ -1,7 +1,7 @@
-"""Create the declared Cosmos DB databases and containers on an endpoint, idempotently, and say
-what was done: ``created``, ``exists`` (as declared), or ``updated`` (default TTL or indexing
-policy brought to the declaration). A container whose partition key differs from the declared
-one cannot be changed in place: ProvisionError names it.
+"""Create the declared Cosmos DB databases and containers, and Azurite's blob containers,
+idempotently, and say what was done: ``created``, ``exists`` (as declared), or ``updated``
+(default TTL or indexing policy brought to the declaration). A container whose partition key
+differs from the declared one cannot be changed in place: ProvisionError names it.
 
 The Service Bus part needs no provisioning step: the local endpoint starts with the entities of
 its ``Config.json``, as the official emulator does.
@@ -14,12 +14,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from azure.core.exceptions import ResourceExistsError
 from azure.cosmos import CosmosClient, DatabaseProxy, PartitionKey
 from azure.cosmos.exceptions import CosmosResourceExistsError
+from azure.storage.blob import BlobServiceClient
 
-from funcstack.config import ContainerSpec, CosmosSpec
+from funcstack.config import ContainerSpec, CosmosSpec, StorageSpec
 
-__all__ = ["ProvisionError", "ProvisionReport", "Provisioned", "provision_cosmos"]
+__all__ = ["ProvisionError", "ProvisionReport", "Provisioned", "provision_cosmos",
+           "provision_storage"]
 
 
 class ProvisionError(RuntimeError):
@@ -28,12 +31,14 @@ class ProvisionError(RuntimeError):
 
 @dataclass(frozen=True)
 class Provisioned:
-    """One resource: ``database`` or ``container``, its name (``db`` or ``db/container``), and
-    ``created``, ``exists`` or ``updated``."""
+    """One resource: ``database`` or ``container`` (service ``cosmos``, name ``db`` or
+    ``db/container``) or ``blob container`` (service ``storage``), and ``created``, ``exists``
+    or ``updated``."""
 
     kind: str
     name: str
     outcome: str
+    service: str = "cosmos"
 
 
 @dataclass
@@ -45,7 +50,7 @@ class ProvisionReport:
         return [i.name for i in self.items if i.outcome == "created"]
 
     def lines(self) -> list[str]:
-        return [f"cosmos {i.kind} {i.name}: {i.outcome}" for i in self.items]
+        return [f"{i.service} {i.kind} {i.name}: {i.outcome}" for i in self.items]
 
 
 #: What the service adds to every indexing policy it returns.
@@ -123,4 +128,21 @@ def provision_cosmos(spec: CosmosSpec, connection_string: str, *,
         for container in db.containers:
             report.items.append(Provisioned("container", f"{db.name}/{container.name}",
                                             _container(database, container)))
+    return report
+
+
+def provision_storage(spec: StorageSpec, connection_string: str) -> ProvisionReport:
+    """Create the blob containers ``spec`` declares, private, on the storage account of
+    ``connection_string`` (Azurite's)."""
+    report = ProvisionReport()
+    if not spec.blob_containers:
+        return report
+    with BlobServiceClient.from_connection_string(connection_string) as service:
+        for name in spec.blob_containers:
+            try:
+                service.create_container(name)  # no public access: private
+                outcome = "created"
+            except ResourceExistsError:
+                outcome = "exists"
+            report.items.append(Provisioned("blob container", name, outcome, service="storage"))
     return report

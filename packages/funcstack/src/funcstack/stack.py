@@ -28,7 +28,7 @@ from azure.cosmos import ContainerProxy, CosmosClient
 
 from funcstack.config import ConfigError, StackConfig, read_json
 from funcstack.functions_host import VERIFY_TLS_SETTING, RunningRunner
-from funcstack.provision import ProvisionReport, provision_cosmos
+from funcstack.provision import ProvisionReport, provision_cosmos, provision_storage
 from funcstack.servicebus import ServiceBusEndpoint
 from funcstack.services import LocalServices, PartStartError
 
@@ -102,7 +102,8 @@ class LocalStack(LocalServices):
     """The services with the declared resources, and Functions hosts for app folders.
 
     ``start()`` starts Cosmos DB, Service Bus (the entities of the config's Service Bus part)
-    and Azurite, then provisions the config's Cosmos part (``report`` says what it did).
+    and Azurite, then provisions the config's Cosmos part and, when Azurite runs, its Storage
+    part (``report`` says what it did).
     ``host_app()`` writes an app's ``local.settings.json`` and starts a host for it.
     ``stop()`` stops everything; each part is killed if it has not exited within 1.5 s.
     """
@@ -140,12 +141,16 @@ class LocalStack(LocalServices):
         self.provision()
 
     def provision(self) -> ProvisionReport:
-        """Create the config's Cosmos DB databases and containers (idempotent)."""
+        """Create the config's Cosmos DB databases and containers, and its blob containers when
+        Azurite runs (idempotent)."""
         if self.config is None or self.cosmos is None:
             return self.report
         try:
             self.report = provision_cosmos(self.config.cosmos, self.cosmos.connection_string,
                                            verify_tls=self.cosmos.verify_tls)
+            if self.azurite is not None:
+                self.report.items += provision_storage(
+                    self.config.storage, self.azurite.connection_string).items
         except Exception as exc:
             first = (str(exc).strip().splitlines() or [""])[0]
             raise PartStartError("provisioning", f"{type(exc).__name__}: {first}") from exc
