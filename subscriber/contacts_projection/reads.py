@@ -19,6 +19,7 @@ from azure.cosmos.exceptions import (
 )
 
 from contacts_projection.projection import PROJECTION_TYPE
+from cosmos_outbox.store import query_page
 
 # Served by the indexed `/type` path (deploy/modules/cosmos.bicep: `/type/?` only).
 LIST_QUERY = ("SELECT c.id, c.version, c.lastEventId, c.deleted, c.data FROM c "
@@ -80,12 +81,8 @@ class CosmosProjectionReads(ProjectionReads):
 
     def page(self, *, size: int, continuation: str | None) -> ProjectionPage:
         with _store_errors():
-            pages: Any = self._container.query_items(
-                LIST_QUERY, enable_cross_partition_query=True, max_item_count=size,
-            ).by_page(continuation)
-            rows = list(next(pages, []))
-            token = pages.continuation_token
-        return ProjectionPage([view(r) for r in rows], token or None)
+            rows, token = query_page(self._container, LIST_QUERY, size, continuation)
+        return ProjectionPage([view(r) for r in rows], token)
 
 
 @contextmanager

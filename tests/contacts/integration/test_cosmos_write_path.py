@@ -15,6 +15,7 @@ from azure.cosmos import ContainerProxy, CosmosClient
 from application.contacts.ports import ContactList
 from cosmos_outbox.documents import EVENT_TYPE
 from cosmos_outbox.errors import StoreUnavailableError
+from cosmos_outbox.store import query_page
 from cosmos_outbox.store._unit_of_work import CosmosUnitOfWork
 from domain.contact import Contact
 from infra.cosmos.contacts import CosmosContactList
@@ -131,3 +132,30 @@ def test_the_health_probe_fails_when_the_container_does_not_exist(cosmos: Cosmos
     with pytest.raises(StoreUnavailableError, match="does not exist"):
         CosmosUnitOfWork(missing, event_ttl_seconds=60).ping()
 
+
+
+def test_a_pages_token_is_its_own_when_another_request_on_the_client_lands_in_between(
+    cosmos: CosmosClient,
+) -> None:
+    """Concurrent invocations share one client. A request on another thread that finishes
+    between a query's response and the reading of its token must not hand the client that
+    request's headers (a point read's etag) as the next page's token."""
+    container = fresh_container(cosmos, f"paging{time.monotonic_ns()}")
+    ids = [f"p{i}" for i in range(5)]
+    for doc_id in ids:
+        container.create_item({"id": doc_id, "partitionKey": doc_id, "type": "paged"})
+    query = "SELECT c.id FROM c WHERE c.type = 'paged'"
+
+    def another_request_lands(_headers: Any, _result: Any) -> None:
+        container.read_item("p4", partition_key="p4")  # what another thread would do
+
+    seen: list[str] = []
+    token: str | None = None
+    for _ in range(len(ids)):
+        rows, token = query_page(container, query, 2, token,
+                                 response_hook=another_request_lands)
+        seen += [row["id"] for row in rows]
+        if token is None:
+            break
+    assert sorted(seen) == ids
+    assert token is None

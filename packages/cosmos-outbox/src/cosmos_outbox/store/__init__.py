@@ -15,7 +15,7 @@ from cosmos_outbox.store._client import (
 from cosmos_outbox.store._errors import cosmos_errors, translate
 from cosmos_outbox.store._estimator import CosmosBacklogEstimator
 from cosmos_outbox.store._outbox import CosmosEventStore, CosmosQuarantine
-from cosmos_outbox.store._queries import one_page
+from cosmos_outbox.store._queries import one_page, query_page
 from cosmos_outbox.store._unit_of_work import CosmosRepository, CosmosUnitOfWork
 
 __all__ = [
@@ -30,5 +30,6 @@ __all__ = [
     "lease_container",
     "one_page",
     "outbox_container",
+    "query_page",
     "translate",
 ]
