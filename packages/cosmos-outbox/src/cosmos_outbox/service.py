@@ -73,6 +73,20 @@ class AggregateService[A: Aggregate]:
         PreconditionFailedError), apply `change` (a DomainError refuses it), and commit what it
         raised in one batch conditioned on the etag read. A change that raises no event writes
         nothing and answers the etag read."""
+        return self._change(aggregate_id, change, precondition=precondition,
+                            traceparent=traceparent)
+
+    def _change(
+        self,
+        aggregate_id: str,
+        change: Callable[[A], object],
+        *,
+        precondition: Callable[[str], bool] | None,
+        traceparent: str | None,
+        claim: Claim[A] | None = None,
+    ) -> Versioned[A]:
+        """`change`'s load, precondition, change and one conditioned batch; with `claim`, its
+        record in the same batch."""
         with self._uow() as uow:
             aggregate = self._live(uow, aggregate_id)
             repository = uow.repository(self.kind)
@@ -81,6 +95,8 @@ class AggregateService[A: Aggregate]:
                     f"{self.kind.aggregate_type} {aggregate_id}: a precondition failed",
                     aggregate_type=self.kind.aggregate_type)
             change(aggregate)
+            if claim is not None:
+                uow.claim(claim.record(aggregate))
             uow.commit(traceparent=traceparent)
             return Versioned(aggregate, repository.etag(aggregate_id))
 
@@ -135,17 +151,8 @@ class AggregateService[A: Aggregate]:
         there), an earlier request with the same key may have made it: its record answers
         instead; 422 when that was another request; else the refusal stands."""
         try:
-            with self._uow() as uow:
-                aggregate = self._live(uow, aggregate_id)
-                repository = uow.repository(self.kind)
-                if precondition is not None and not precondition(repository.etag(aggregate_id)):
-                    raise PreconditionFailedError(
-                        f"{self.kind.aggregate_type} {aggregate_id}: a precondition failed",
-                        aggregate_type=self.kind.aggregate_type)
-                change(aggregate)
-                uow.claim(claim.record(aggregate))
-                uow.commit(traceparent=traceparent)
-                return Versioned(aggregate, repository.etag(aggregate_id))
+            return self._change(aggregate_id, change, precondition=precondition,
+                                traceparent=traceparent, claim=claim)
         except (NotFoundError, PreconditionFailedError, AlreadyExistsError, DomainError):
             found = self._recorded(aggregate_id, claim)
             if found is None:
