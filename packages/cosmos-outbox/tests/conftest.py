@@ -3,8 +3,10 @@ with a small app of their own (tickets.py) built on the public API."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import azure.functions as func
 import pytest
 from tickets import ticket_app
 
@@ -21,3 +23,17 @@ class TicketWorld:
 @pytest.fixture
 def world() -> TicketWorld:
     return TicketWorld()
+
+
+def body(response: func.HttpResponse) -> Any:
+    """A response's JSON body."""
+    return json.loads(response.get_body())
+
+
+def problem(response: func.HttpResponse, status: int) -> dict[str, Any]:
+    """A response's problem+json document, checked to be one with `status`."""
+    assert response.status_code == status, response.get_body()
+    assert response.mimetype == "application/problem+json"
+    document: dict[str, Any] = body(response)
+    assert document["status"] == status
+    return document

@@ -11,7 +11,7 @@ from typing import Any
 
 import azure.functions as func
 import pytest
-from conftest import TicketWorld
+from conftest import TicketWorld, body, problem
 from hypothesis import given
 from hypothesis import strategies as st
 from tickets import OpenTicket, Ticket, TicketView
@@ -41,18 +41,6 @@ from cosmos_outbox.relay.records import NotAnEvent
 from cosmos_outbox.testing.fakes import InMemoryUnitOfWork
 
 KEY = "Idempotency-Key"
-
-
-def body(response: func.HttpResponse) -> Any:
-    return json.loads(response.get_body())
-
-
-def problem(response: func.HttpResponse, status: int) -> dict[str, Any]:
-    assert response.status_code == status, response.get_body()
-    assert response.mimetype == "application/problem+json"
-    document: dict[str, Any] = body(response)
-    assert document["status"] == status
-    return document
 
 
 def answer_of(response: func.HttpResponse) -> tuple[int, str | None, str | None, bytes]:

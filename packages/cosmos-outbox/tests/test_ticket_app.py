@@ -8,24 +8,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-import azure.functions as func
 import pytest
-from conftest import TicketWorld
+from conftest import TicketWorld, body, problem
 
 from cosmos_outbox.documents import EVENT_TYPE, read_feed
 from cosmos_outbox.relay.records import QUARANTINE_NOTICE_SUBJECT, notice_id
-
-
-def body(response: func.HttpResponse) -> Any:
-    return json.loads(response.get_body())
-
-
-def problem(response: func.HttpResponse, status: int) -> dict[str, Any]:
-    assert response.status_code == status, response.get_body()
-    assert response.mimetype == "application/problem+json"
-    document: dict[str, Any] = body(response)
-    assert document["status"] == status
-    return document
 
 
 def opened(world: TicketWorld, title: str = "Printer on fire") -> tuple[str, str]:
