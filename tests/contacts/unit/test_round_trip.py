@@ -70,11 +70,8 @@ def contacts(draw: st.DrawFn) -> Contact:
 
 def saved_and_loaded(contact: Contact) -> Contact:
     store = InMemoryStore()
-    with InMemoryUnitOfWork(store) as uow:
-        uow.repository(Contact).add(contact)
-        uow.commit()
-    # What Cosmos keeps is JSON text: the documents go through it.
-    store.documents = {k: json.loads(json.dumps(d)) for k, d in store.documents.items()}
+    # The document the unit of work writes; the store keeps its JSON, as Cosmos does.
+    store.put(aggregate_document(contact))
     with InMemoryUnitOfWork(store) as uow:
         return uow.repository(Contact).get(contact.id)
 

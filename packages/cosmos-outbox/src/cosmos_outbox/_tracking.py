@@ -7,7 +7,6 @@ reads one document."""
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator
 from typing import Any, cast
 
 from cosmos_outbox.documents import (
@@ -17,6 +16,7 @@ from cosmos_outbox.documents import (
     idempotency_record,
 )
 from cosmos_outbox.domain import Aggregate, DomainEvent
+from cosmos_outbox.errors import UnrecordedChangeError
 from cosmos_outbox.idempotency import IdempotencyRecord
 from cosmos_outbox.ports import Repository, UnitOfWork
 
@@ -30,6 +30,8 @@ class TrackingRepository[A: Aggregate](Repository[A]):
         self.tracked: dict[str, A] = {}
         self.new: set[str] = set()
         self.etags: dict[str, str] = {}
+        #: each loaded aggregate's state as read (to refuse a change that records no event)
+        self.loaded: dict[str, dict[str, Any]] = {}
 
     def add(self, aggregate: A) -> None:
         self.tracked[aggregate.id] = aggregate
@@ -39,6 +41,7 @@ class TrackingRepository[A: Aggregate](Repository[A]):
         aggregate, etag = self.read(aggregate_id)
         self.tracked[aggregate.id] = aggregate
         self.etags[aggregate.id] = etag
+        self.loaded[aggregate.id] = _state(aggregate)
         return aggregate
 
     @abc.abstractmethod
@@ -48,24 +51,44 @@ class TrackingRepository[A: Aggregate](Repository[A]):
     def etag(self, aggregate_id: str) -> str:
         return self.etags[aggregate_id]
 
-    def pending(self) -> Iterator[tuple[A, list[DomainEvent], str | None]]:
+    def pending(self) -> list[tuple[A, list[DomainEvent], str | None]]:
         """Each aggregate to write, the events it raised, and the etag to condition on (None
-        for a new one). Unchanged aggregates are skipped."""
+        for a new one). Unchanged aggregates are skipped. Every state change has its event:
+        a loaded aggregate whose state changed without one, or a new aggregate that recorded
+        none, raises UnrecordedChangeError before anything is written."""
+        planned = []
         for aggregate_id, aggregate in self.tracked.items():
-            events = aggregate.collect_events()
-            if events or aggregate_id in self.new:
-                etag = None if aggregate_id in self.new else self.etags[aggregate_id]
-                yield aggregate, events, etag
+            events = aggregate.events
+            new = aggregate_id in self.new
+            if not events:
+                changed = [] if new else _changed(self.loaded[aggregate_id], _state(aggregate))
+                if new or changed:
+                    raise UnrecordedChangeError(aggregate.aggregate_type, aggregate_id, changed)
+                continue
+            planned.append((aggregate, events, None if new else self.etags[aggregate_id]))
+        return planned
 
     def written(self, aggregate_id: str, etag: str) -> None:
         self.new.discard(aggregate_id)
         self.etags[aggregate_id] = etag
+        self.loaded[aggregate_id] = _state(self.tracked[aggregate_id])
 
     def forget(self) -> None:
         for aggregate in self.tracked.values():
             aggregate.collect_events()
         self.tracked.clear()
         self.new.clear()
+        self.loaded.clear()
+
+
+def _state(aggregate: Aggregate) -> dict[str, Any]:
+    """What of an aggregate is stored (its fields as JSON), to tell whether a change altered it."""
+    return aggregate.model_dump(mode="json")
+
+
+def _changed(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    return sorted(name for name in before.keys() | after.keys()
+                  if before.get(name) != after.get(name))
 
 
 class TrackingUnitOfWork(UnitOfWork):
@@ -101,8 +124,11 @@ class TrackingUnitOfWork(UnitOfWork):
 
     def commit(self, *, traceparent: str | None = None) -> None:
         claim, self._claimed = self._claimed, None
-        for repository in self._repositories.values():
-            for aggregate, events, etag in repository.pending():
+        pending = [(repository, repository.pending())
+                   for repository in self._repositories.values()]  # all checked, then written
+        for repository, writes in pending:
+            for aggregate, events, etag in writes:
+                aggregate.collect_events()
                 planned = commit_operations(
                     aggregate, events, etag=etag, event_ttl_seconds=self.event_ttl_seconds,
                     traceparent=traceparent)

@@ -17,6 +17,22 @@ class NotFoundError(ApplicationError):
         self.aggregate_id = aggregate_id
 
 
+class UnrecordedChangeError(ApplicationError):
+    """A change altered an aggregate's state without recording an event (or a new aggregate
+    recorded none): refused, nothing written. It is a defect of the aggregate's code, never of
+    the request: subscribers would never hear of the change (500, logged with the aggregate
+    type and the fields)."""
+
+    def __init__(self, aggregate_type: str, aggregate_id: str, fields: list[str]) -> None:
+        what = (f"changed {', '.join(fields)}" if fields else "was created")
+        super().__init__(f"{aggregate_type} {aggregate_id} {what} without recording an event: "
+                         "refused, nothing written (every change records its event)")
+        self.aggregate_type = aggregate_type
+        self.aggregate_id = aggregate_id
+        #: the fields that changed (empty for a new aggregate that recorded no event)
+        self.fields = fields
+
+
 class AlreadyExistsError(ApplicationError):
     """A document with the same id already exists (409)."""
 

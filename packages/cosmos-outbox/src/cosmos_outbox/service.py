@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cosmos_outbox._callables import call_sync, refuse_async
 from cosmos_outbox.domain import Aggregate, DomainError, assigned_id
 from cosmos_outbox.errors import (
     AlreadyExistsError,
@@ -71,8 +72,9 @@ class AggregateService[A: Aggregate]:
     ) -> Versioned[A]:
         """Load the live aggregate, check `precondition` against its etag (False:
         PreconditionFailedError), apply `change` (a DomainError refuses it), and commit what it
-        raised in one batch conditioned on the etag read. A change that raises no event writes
-        nothing and answers the etag read."""
+        raised in one batch conditioned on the etag read. A change that leaves the aggregate as
+        it was writes nothing and answers the etag read; one that alters it without recording
+        an event is refused (UnrecordedChangeError), nothing written."""
         return self._change(aggregate_id, change, precondition=precondition,
                             traceparent=traceparent)
 
@@ -87,6 +89,7 @@ class AggregateService[A: Aggregate]:
     ) -> Versioned[A]:
         """`change`'s load, precondition, change and one conditioned batch; with `claim`, its
         record in the same batch."""
+        refuse_async(change, "the change")
         with self._uow() as uow:
             aggregate = self._live(uow, aggregate_id)
             repository = uow.repository(self.kind)
@@ -94,7 +97,7 @@ class AggregateService[A: Aggregate]:
                 raise PreconditionFailedError(
                     f"{self.kind.aggregate_type} {aggregate_id}: a precondition failed",
                     aggregate_type=self.kind.aggregate_type)
-            change(aggregate)
+            call_sync(change, "the change", aggregate)
             if claim is not None:
                 uow.claim(claim.record(aggregate))
             uow.commit(traceparent=traceparent)
@@ -113,10 +116,11 @@ class AggregateService[A: Aggregate]:
         answer from that request's record; 422 (IdempotencyKeyReusedError) when it was another
         request. An id whose record expired was taken by an earlier use of the key: the key then
         behaves as new and takes the next derived id (up to MAX_GENERATIONS)."""
+        refuse_async(build, "build")
         for generation in range(MAX_GENERATIONS):
             derived = claim.aggregate_id(generation)
             with assigned_id(derived):
-                aggregate = build()
+                aggregate = call_sync(build, "build")
             try:
                 with self._uow() as uow:
                     repository = uow.repository(self.kind)

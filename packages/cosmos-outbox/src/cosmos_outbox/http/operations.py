@@ -30,6 +30,7 @@ from typing import Any, cast
 import azure.functions as func
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from cosmos_outbox._callables import not_awaitable, refuse_async
 from cosmos_outbox.domain import Aggregate
 from cosmos_outbox.errors import InvalidContinuationError
 from cosmos_outbox.http.conditional import MalformedConditionError, Preconditions
@@ -116,13 +117,18 @@ PAGING_PARAMETERS = ("pageSize", "continuationToken")
 class Command:
     """What an operation of the route helper does to an aggregate of type `aggregate`: create
     one (`apply` builds it from the body) or change one (`apply(aggregate, **changes)`, the
-    keyword arguments being the fields the client sent unless `derived` says they are derived
-    from the body otherwise)."""
+    keyword arguments being the fields the client sent unless `changes` derives them from the
+    body otherwise)."""
 
     aggregate: type[Aggregate]
     kind: str  # "create" | "change"
     apply: Callable[..., object]
-    derived: bool = False
+    changes: Callable[[Any], Mapping[str, Any]] | None = None
+
+    @property
+    def derived(self) -> bool:
+        """The keyword arguments are derived from the body by `changes`."""
+        return self.changes is not None
 
 
 @dataclass(frozen=True)
@@ -285,6 +291,7 @@ class HttpApi:
         BOUND_SECONDS."""
 
         def register(handler: Handler) -> Handler:
+            refuse_async(handler, "the handler")
             names = re.findall(r"{([^}*]+)}", route)
             unknown = [n for n in names if n not in self._parameters]
             if unknown:
@@ -329,8 +336,9 @@ def _entry(operation: HttpOperation, handler: Handler) -> Callable[..., func.Htt
     def entry(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
         try:
             call = _parse(operation, req, context)
-            result = (run_bounded(lambda: handler(call), what=operation.name)
-                      if operation.bounded else handler(call))
+            result = not_awaitable(
+                run_bounded(lambda: handler(call), what=operation.name) if operation.bounded
+                else handler(call), handler, "the handler")
             if isinstance(result, func.HttpResponse):
                 return result
             return _respond(operation, result)

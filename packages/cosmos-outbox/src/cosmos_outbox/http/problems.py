@@ -20,6 +20,7 @@ from cosmos_outbox.errors import (
     PreconditionFailedError,
     PublishFailedError,
     TransientStoreError,
+    UnrecordedChangeError,
 )
 from cosmos_outbox.settings import SettingsError
 
@@ -144,6 +145,11 @@ def from_exception(exc: Exception) -> HttpProblemError:
                 exc.status, title, "the store is busy or unavailable; retry later",
                 headers={"Retry-After": seconds},
             )
+        case UnrecordedChangeError():
+            logger.error("change refused: %s", exc, extra={
+                "aggregate.type": exc.aggregate_type, "aggregate.id": exc.aggregate_id,
+                "aggregate.changed_fields": exc.fields})
+            return HttpProblemError(500, "Internal Server Error", "an unexpected error occurred")
         case SettingsError():
             logger.error("configuration error: %s", exc)
             return HttpProblemError(503, "Service Unavailable", "the service is not configured",

@@ -42,6 +42,7 @@ from typing import Any
 import azure.functions as func
 from pydantic import BaseModel
 
+from cosmos_outbox._callables import call_sync, refuse_async
 from cosmos_outbox.domain import Aggregate
 from cosmos_outbox.http.conditional import Outcome, Preconditions
 from cosmos_outbox.http.idempotency import claim_of
@@ -118,6 +119,8 @@ class AggregateRoutes[A: Aggregate]:
         201, `Location: /api/<route>/<id>`, `ETag`, the view. With an Idempotency-Key
         (unless `idempotent=False`), the aggregate's id is derived from the key."""
 
+        refuse_async(build, "build")
+
         def location(aggregate: A) -> str:
             return f"/api/{route}/{aggregate.id}"
 
@@ -126,7 +129,7 @@ class AggregateRoutes[A: Aggregate]:
             if claim is not None:
                 return _answered(claim, self._service().create_idempotent(
                     lambda: build(call.body), claim=claim, traceparent=call.traceparent))
-            aggregate = build(call.body)
+            aggregate = call_sync(build, "build", call.body)
             result = self._service().create(aggregate, traceparent=call.traceparent)
             return self._reply(result, Location=location(aggregate))
 
@@ -179,10 +182,14 @@ class AggregateRoutes[A: Aggregate]:
         aggregate named by the route's id, under the request's preconditions; 200 with `ETag`
         and the view, or `status=204` with `ETag` only. Takes an Idempotency-Key unless
         `idempotent=False`."""
+        refuse_async(apply, "apply")
+        if changes is not None:
+            refuse_async(changes, "changes")
         derive = changes if changes is not None else sent_fields
 
         def update(call: HttpCall[Any]) -> Reply | func.HttpResponse:
-            kwargs: Mapping[str, Any] = derive(call.body) if request is not None else {}
+            kwargs: Mapping[str, Any] = (call_sync(derive, "changes", call.body)
+                                         if request is not None else {})
             claim = claim_of(call, self._answer(status, body=status != 204))
             if claim is not None:
                 return _answered(claim, self._service().change_idempotent(
@@ -207,7 +214,7 @@ class AggregateRoutes[A: Aggregate]:
             method=method, status=status, conditional=True, summary=summary, request=request,
             response=self.view if status != 204 else None, headers=(self.etag,),
             errors=declared, precondition_required=precondition_required,
-            command=Command(self.kind, "change", apply, derived=changes is not None),
+            command=Command(self.kind, "change", apply, changes),
             idempotent=idempotent,
         )(update)
 

@@ -13,7 +13,8 @@ Each raises AssertionError naming what is missing.
   of the aggregates, each with the schema its class publishes;
 - `check_commands(app)`: every declared change route's request fields are keyword parameters
   of the aggregate method it calls (a PATCH field the aggregate does not accept would be a
-  500); every create route builds its aggregate type;
+  500); no callable is async; run on example aggregates, every create records an event and
+  every change that alters the state records one (else the write would be refused);
 - `check_fields(aggregate, patch=..., kept=...)`: every field of the aggregate a client sets
   travels in its creation event, can be changed through the PATCH model, and has one change
   event of its own;
@@ -35,8 +36,9 @@ from typing import Any, Literal
 import azure.functions as func
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
+from cosmos_outbox._callables import is_async, name_of, not_awaitable
 from cosmos_outbox.documents import event_document, read_feed
-from cosmos_outbox.domain import EVENTS, Aggregate, DomainEvent
+from cosmos_outbox.domain import EVENTS, Aggregate, DomainError, DomainEvent
 from cosmos_outbox.http.operations import Command, operation_of
 from cosmos_outbox.relay.records import OutboxRecord, to_message
 from cosmos_outbox.text import Text
@@ -60,30 +62,52 @@ _STRINGS = ("Ada", "A", "ada@example.com", "ABC", "1", "2026-01-02", "a-1")
 _INTEGERS = (2, 1, 0, 100)
 
 
-def example(annotation: Any) -> Any:
+def example(annotation: Any, variant: int = 0) -> Any:
     """A valid value of a field type: the first candidate its validation accepts (for a model,
-    a value of each of its fields)."""
+    a value of each of its fields); `variant` n takes the n-th accepted one instead (cycling),
+    so two variants of a model differ where their types allow."""
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
-        return example(next(a for a in typing.get_args(annotation) if a is not type(None)))
+        return example(next(a for a in typing.get_args(annotation) if a is not type(None)),
+                       variant)
     if origin is Literal:
-        return typing.get_args(annotation)[0]
+        choices = typing.get_args(annotation)
+        return choices[variant % len(choices)]
     bare = typing.get_args(annotation)[0] if origin is typing.Annotated else annotation
     if isinstance(bare, type) and issubclass(bare, BaseModel):
-        return bare.model_validate(
-            {name: example(f.rebuild_annotation()) for name, f in bare.model_fields.items()})
+        return _example_model(bare, variant)
     candidates: tuple[Any, ...] = {
-        str: _STRINGS, int: _INTEGERS, bool: (True,),
-        datetime: (datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),),
+        str: _STRINGS, int: _INTEGERS, bool: (True, False),
+        datetime: (datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+                   datetime(2026, 2, 3, 4, 5, 6, tzinfo=UTC)),
     }.get(bare, ())
     adapter: TypeAdapter[Any] = TypeAdapter(annotation)
+    accepted = []
     for candidate in candidates:
         try:
-            return adapter.validate_python(candidate)
+            accepted.append(adapter.validate_python(candidate))
         except ValidationError:
             continue
-    raise AssertionError(f"no example value of {annotation!r}: give the field a default or "
-                         "extend cosmos_outbox.testing.checks.example")
+    if not accepted:
+        raise AssertionError(f"no example value of {annotation!r}: give the field a default or "
+                             "extend cosmos_outbox.testing.checks.example")
+    return accepted[variant % len(accepted)]
+
+
+def _example_model(model: type[BaseModel], variant: int) -> BaseModel:
+    """Every field set; else (a model validator refusing that) the required fields, alone, then
+    with one optional field each."""
+    values = {name: example(f.rebuild_annotation(), variant)
+              for name, f in model.model_fields.items()}
+    required = {n for n, f in model.model_fields.items() if f.is_required()}
+    attempts = [set(values), required, *({*required, n} for n in values if n not in required)]
+    error: ValidationError | None = None
+    for names in attempts:
+        try:
+            return model.model_validate({n: v for n, v in values.items() if n in names})
+        except ValidationError as exc:
+            error = error or exc
+    raise AssertionError(f"no example of {model.__name__}: {error}")
 
 
 def example_event(kind: type[DomainEvent], aggregate_id: str = "agg-1") -> DomainEvent:
@@ -178,11 +202,22 @@ def _commands(app: func.FunctionApp) -> Iterator[tuple[str, Command, type[BaseMo
 
 
 def check_commands(app: func.FunctionApp) -> None:
-    """Every change route declared with the route helper calls its aggregate's method with the
-    fields its request model has: each must be a keyword parameter of that method."""
-    found = False
-    for name, command, request in _commands(app):
-        found = True
+    """Every command declared with the route helper, checked before it ships:
+
+    - each change route's request fields are keyword parameters of the aggregate method it
+      calls (a field the method does not accept would be a 500);
+    - no callable is async (a sync route cannot await it);
+    - run on an example aggregate (the one its type's create route builds from an example
+      body) with two example bodies: a create records an event, and a change that alters the
+      aggregate's state records one too (else the write is refused: 500). A DomainError (a
+      business rule refusing the example) is no failure."""
+    commands = list(_commands(app))
+    assert commands, "the app declares no route with the route helper (AggregateRoutes)"
+    for name, command, request in commands:
+        for fn in (command.apply, command.changes):
+            assert fn is None or not is_async(fn), (
+                f"{name}: {name_of(fn)} is a coroutine function: the route helper calls it "
+                "synchronously")
         if command.kind != "change" or request is None or command.derived:
             continue
         parameters = inspect.signature(command.apply).parameters.values()
@@ -194,9 +229,54 @@ def check_commands(app: func.FunctionApp) -> None:
         refused = sorted(set(request.model_fields) - accepted)
         assert not refused, (
             f"{name}: {request.__name__} has fields {refused} that "
-            f"{getattr(command.apply, '__qualname__', command.apply)} does not accept: a "
-            "request sending them would fail (500)")
-    assert found, "the app declares no route with the route helper (AggregateRoutes)"
+            f"{name_of(command.apply)} does not accept: a request sending them would fail (500)")
+    built = {command.aggregate: _created(name, command, request)
+             for name, command, request in commands if command.kind == "create"}
+    for name, command, request in commands:
+        aggregate = built.get(command.aggregate)
+        if command.kind == "change" and aggregate is not None:
+            for variant in (0, 1):
+                _check_change(name, command, request, aggregate, variant)
+
+
+def _created(name: str, command: Command, request: type[BaseModel] | None) -> Aggregate:
+    body = example(request) if request is not None else None
+    try:
+        aggregate = command.apply(body)
+    except Exception as exc:
+        raise AssertionError(f"{name}: building the {command.aggregate.aggregate_type} from an "
+                             f"example body failed: {type(exc).__name__}: {exc}") from exc
+    assert isinstance(aggregate, command.aggregate), (
+        f"{name}: {name_of(command.apply)} returned {type(aggregate).__name__}, not a "
+        f"{command.aggregate.__name__}")
+    assert aggregate.events, (
+        f"{name}: {name_of(command.apply)} makes a {aggregate.aggregate_type} that records no "
+        "event: the create would be refused (500)")
+    aggregate.collect_events()
+    return aggregate
+
+
+def _check_change(name: str, command: Command, request: type[BaseModel] | None,
+                  aggregate: Aggregate, variant: int) -> None:
+    target = aggregate.model_copy(deep=True)
+    kwargs: Mapping[str, Any] = {}
+    if request is not None:
+        body = example(request, variant)
+        kwargs = command.changes(body) if command.changes is not None else {
+            field: getattr(body, field) for field in body.model_fields_set}
+    before = target.model_dump(mode="json")
+    try:
+        not_awaitable(command.apply(target, **kwargs), command.apply, "apply")
+    except DomainError:
+        return
+    except TypeError as exc:
+        raise AssertionError(f"{name}: {exc}") from exc
+    after = target.model_dump(mode="json")
+    changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
+    assert not changed or target.events, (
+        f"{name}: {name_of(command.apply)} changes {changed} of the "
+        f"{target.aggregate_type} without recording an event: the write would be refused "
+        "(500); record the event that says what happened")
 
 
 def check_fields(aggregate: type[Aggregate], *, patch: type[BaseModel] | None = None,

@@ -51,6 +51,7 @@ from cosmos_outbox.errors import (
     PayloadReferenceError,
     PayloadStoreError,
     PreconditionFailedError,
+    UnrecordedChangeError,
 )
 from cosmos_outbox.idempotency import Answer, Claim, Recorded
 from cosmos_outbox.ports import UnitOfWork
@@ -312,6 +313,33 @@ class UnitOfWorkContract:
             uow.commit()
             assert repository.etag(aggregate.id) == etag
         assert len(world.documents(aggregate.id)) == 2
+
+    def test_a_change_without_its_event_is_refused_and_nothing_is_written(
+        self, world: StoreWorld, kind: AggregateKind
+    ) -> None:
+        aggregate = saved(world, kind.new())
+        before = sorted((d["id"], d["_etag"]) for d in world.documents(aggregate.id))
+        with world.uow() as uow:
+            loaded = uow.repository(type(aggregate)).get(aggregate.id)
+            kind.change(loaded)
+            loaded.collect_events()  # the state changed; its event is gone
+            with pytest.raises(UnrecordedChangeError) as info:
+                uow.commit()
+        assert (info.value.aggregate_type, info.value.aggregate_id) == (
+            aggregate.aggregate_type, aggregate.id)
+        assert info.value.fields
+        assert sorted((d["id"], d["_etag"]) for d in world.documents(aggregate.id)) == before
+
+    def test_a_new_aggregate_without_an_event_is_refused(
+        self, world: StoreWorld, kind: AggregateKind
+    ) -> None:
+        aggregate = kind.new()
+        aggregate.collect_events()
+        with world.uow() as uow:
+            uow.repository(type(aggregate)).add(aggregate)
+            with pytest.raises(UnrecordedChangeError):
+                uow.commit()
+        assert world.documents(aggregate.id) == []
 
     def test_an_event_of_one_aggregate_is_no_aggregate_of_another(
         self, world: StoreWorld, kind: AggregateKind

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -78,13 +79,13 @@ class InMemoryStore:
     def put(self, document: dict[str, Any]) -> None:
         """Write outside any unit of work (tests plant documents this way)."""
         with self._lock:
-            self._store(dict(document))
+            self._store(_copy(document))
 
     def read(self, partition_key: str, doc_id: str) -> dict[str, Any] | None:
         with self._lock:
             self._expire()
             doc = self.documents.get((partition_key, doc_id))
-            return dict(doc) if doc else None
+            return _copy(doc) if doc else None
 
     def elapse(self, seconds: float) -> None:
         """Move the store's time on: documents whose TTL ran out are deleted."""
@@ -133,7 +134,7 @@ class InMemoryStore:
                         raise PreconditionFailedError(
                             "etag mismatch", aggregate_type=str(doc.get("type", "document")))
             self.batches += 1
-            return [self._store(dict(doc)) for _, doc, _ in operations]
+            return [self._store(_copy(doc)) for _, doc, _ in operations]
 
     def _store(self, doc: dict[str, Any]) -> str:
         doc["_etag"] = f'"{next(self._etags):08x}-0000-0000-0000-000000000000"'
@@ -157,7 +158,14 @@ class InMemoryStore:
     def of_type(self, kind: str) -> list[dict[str, Any]]:
         with self._lock:
             self._expire()
-            return [dict(d) for d in self.documents.values() if d.get("type") == kind]
+            return [_copy(d) for d in self.documents.values() if d.get("type") == kind]
+
+
+def _copy(document: Mapping[str, Any]) -> dict[str, Any]:
+    """What Cosmos DB keeps of a document and gives back: its JSON, never the caller's objects
+    (a write of something that is not JSON fails, as it does there)."""
+    copied: dict[str, Any] = json.loads(json.dumps(document))
+    return copied
 
 
 class InMemoryRepository[A: Aggregate](TrackingRepository[A]):
