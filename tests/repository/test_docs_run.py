@@ -1,0 +1,129 @@
+"""Docs that run: every Python block of the READMEs a user reads first (this repository's, the
+packages', the examples') is run and type-checked as a user would use it, in an empty folder
+with the installed packages only.
+
+The blocks are found by pytest-examples (`find_examples`). A block whose first line names a file
+(`# orders/domain.py`) is that file (blocks naming the same file continue it); any other block
+is a script of its own. Each README becomes one folder of such files, checked in a fresh
+interpreter: its modules imported in order (a `FunctionApp` named `app` indexed, as the worker
+indexes it), its scripts run, its test files (`test_*.py`) run by pytest, and everything
+checked by `mypy --strict`. A block fenced ```` ```python test="typecheck" ```` (one that needs
+a running stack) is only type-checked.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pytest_examples import CodeExample, find_examples
+
+ROOT = Path(__file__).resolve().parents[2]
+#: The READMEs whose Python blocks must run: this repository's, the packages', the examples'.
+READMES = sorted(str(p.relative_to(ROOT)) for p in (
+    ROOT / "README.md", *ROOT.glob("packages/*/README.md"), *ROOT.glob("examples/*/README.md")))
+MYPY_CONFIG = """[mypy]
+strict = True
+allow_untyped_calls = True
+plugins = pydantic.mypy
+explicit_package_bases = True
+"""
+FILE_LINE = re.compile(r"#\s*(?P<path>[A-Za-z0-9_./-]+\.py)\b")
+#: Checks one README's folder: imports its modules, indexes their apps, runs its scripts and
+#: its tests. argv: the folder, then the modules and scripts in the README's order.
+DRIVER = """
+import importlib, runpy, sys
+from pathlib import Path
+import azure.functions as func
+import pytest
+folder = Path(sys.argv[1])
+sys.path.insert(0, str(folder))
+tests = []
+for entry in sys.argv[2:]:
+    kind, name = entry.split(":", 1)
+    if kind == "test":
+        tests.append(name)
+    elif kind == "script":
+        runpy.run_path(str(folder / name), run_name="__main__")
+    else:
+        app = getattr(importlib.import_module(name), "app", None)
+        if isinstance(app, func.FunctionApp):
+            assert app.get_functions(), f"{name}.app has no functions"
+if tests:
+    sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:randomly",
+                          "--rootdir", str(folder), *tests]))
+"""
+
+
+def blocks(doc: str) -> list[CodeExample]:
+    return [e for e in find_examples(ROOT / doc)
+            if e.prefix.split(" ", 1)[0] in ("py", "python")]
+
+
+def write_project(doc: str, folder: Path) -> Iterator[str]:
+    """Write the README's blocks as files in `folder`; yield what the driver does with each
+    (in order, once per file)."""
+    seen: set[str] = set()
+    for example in blocks(doc):
+        first = example.source.splitlines()[0] if example.source else ""
+        named = FILE_LINE.match(first)
+        path = named["path"] if named else f"example_{example.start_line}.py"
+        target = folder / path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        for parent in target.relative_to(folder).parents:
+            if parent != Path(".") and not (folder / parent / "__init__.py").exists():
+                (folder / parent / "__init__.py").write_text("")
+        with target.open("a", encoding="utf-8") as out:
+            out.write(example.source)
+        if path in seen or example.prefix_settings().get("test") == "typecheck":
+            continue
+        assert named or "def test_" not in example.source, (
+            f"{doc}:{example.start_line}: a block of tests names no file: start it with "
+            "`# tests/test_<name>.py` so that it runs as tests")
+        seen.add(path)
+        if Path(path).name.startswith("test_"):
+            yield f"test:{path}"
+        elif not named:
+            yield f"script:{path}"
+        else:
+            yield "module:" + path.removesuffix(".py").removesuffix("/__init__").replace("/", ".")
+
+
+DOCS = [doc for doc in READMES if blocks(doc)]
+
+
+def test_the_readmes_with_python_are_found() -> None:
+    assert {"README.md", "packages/cosmos-outbox/README.md"} <= set(DOCS), DOCS
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_every_python_block_of_the_readme_runs_and_type_checks(
+    doc: str, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    folder = tmp_path / "project"
+    folder.mkdir()
+    steps = list(write_project(doc, folder))
+    environment = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    ran = subprocess.run([sys.executable, "-c", DRIVER, str(folder), *steps], cwd=folder,
+                         env=environment, capture_output=True, text=True, timeout=240)
+    assert ran.returncode == 0, f"{doc}: a block does not run\n{ran.stdout}\n{ran.stderr}"
+    cache = tmp_path_factory.getbasetemp() / "docs-mypy-cache"
+    (tmp_path / "mypy.ini").write_text(MYPY_CONFIG)
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--config-file", str(tmp_path / "mypy.ini"),
+         "--cache-dir", str(cache), "."],
+        cwd=folder, env=environment, capture_output=True, text=True, timeout=240)
+    assert checked.returncode == 0, f"{doc}: a block does not type-check\n{checked.stdout}"
+
+
+def test_a_block_naming_a_file_is_written_as_that_file(tmp_path: Path) -> None:
+    """The harness itself: named blocks become files, unnamed ones scripts (so a README whose
+    blocks the harness misreads fails above rather than passing unchecked)."""
+    steps = list(write_project("packages/cosmos-outbox/README.md", tmp_path))
+    assert steps and all(s.split(":", 1)[0] in ("module", "script", "test") for s in steps)
+    assert all((tmp_path / (s.split(":", 1)[1] if not s.startswith("module:") else
+                            s[7:].replace(".", "/") + ".py")).exists() for s in steps)
