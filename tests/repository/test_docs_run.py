@@ -75,7 +75,7 @@ def write_project(doc: str, folder: Path) -> Iterator[str]:
         target = folder / path
         target.parent.mkdir(parents=True, exist_ok=True)
         for parent in target.relative_to(folder).parents:
-            if parent != Path(".") and not (folder / parent / "__init__.py").exists():
+            if parent != Path() and not (folder / parent / "__init__.py").exists():
                 (folder / parent / "__init__.py").write_text("")
         with target.open("a", encoding="utf-8") as out:
             out.write(example.source)
