@@ -17,7 +17,7 @@ import azure.functions as func
 from azure.cosmos import CosmosClient
 
 from bench.stats import percentile, timed
-from cosmos_outbox.documents import aggregate_document, event_documents
+from cosmos_outbox._documents import aggregate_document, event_documents
 from cosmos_outbox.testing import InvocationContext
 from domain.contact import Contact
 from domain.values import Company, Name

@@ -19,13 +19,13 @@ from typing import Any
 from azure.storage.blob import BlobServiceClient, ContentSettings
 from pydantic import SecretStr
 
-from cosmos_outbox.documents import read_feed
-from cosmos_outbox.relay import Relay
-from cosmos_outbox.relay.telemetry import RelayTelemetry
+from cosmos_outbox._documents import read_feed
+from cosmos_outbox._relay import Relay
+from cosmos_outbox._relay.telemetry import RelayTelemetry
+from cosmos_outbox.blob import BlobPayloadStore
 from cosmos_outbox.servicebus import ServiceBusPublisher
 from cosmos_outbox.settings import OutboxSettings, PayloadConnection
-from cosmos_outbox.storage import BlobPayloadStore
-from cosmos_outbox.testing.fakes import InMemoryQuarantine
+from cosmos_outbox.testing._fakes import InMemoryQuarantine
 from funcstack.services import LocalServices
 from tools.stack import SERVICEBUS_CONFIG
 

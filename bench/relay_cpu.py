@@ -39,17 +39,11 @@ from azure.servicebus import ServiceBusMessage, ServiceBusMessageBatch
 from azure.servicebus.amqp import AmqpAnnotatedMessage
 from opentelemetry import metrics, trace
 
-from cosmos_outbox.documents import event_document, read_feed
-from cosmos_outbox.ports import Page
-from cosmos_outbox.relay import Relay
-from cosmos_outbox.relay.ports import (
-    MessageBatch,
-    MessagePublisher,
-    Quarantine,
-    QuarantinedEvent,
-)
-from cosmos_outbox.relay.records import OutboxRecord, Unreadable, to_message
-from cosmos_outbox.relay.telemetry import RelayTelemetry
+from cosmos_outbox._documents import event_document, read_feed
+from cosmos_outbox._records import OutboxRecord, Unreadable, to_message
+from cosmos_outbox._relay import Relay
+from cosmos_outbox._relay.telemetry import RelayTelemetry
+from cosmos_outbox.ports import MessageBatch, MessagePublisher, Page, Quarantine, QuarantinedEvent
 from cosmos_outbox.servicebus._publisher import (
     ServiceBusBatch,
     application_properties,

@@ -15,7 +15,7 @@ from typing import Any
 from azure.servicebus import ServiceBusClient
 
 from bench.stats import percentile
-from cosmos_outbox.store._unit_of_work import CosmosUnitOfWork
+from cosmos_outbox.cosmos._unit_of_work import CosmosUnitOfWork
 from domain.contact import Contact
 from domain.values import Company, Name
 from tools.httpclient import Client

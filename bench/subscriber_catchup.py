@@ -22,8 +22,8 @@ from typing import Any
 from azure.cosmos import ContainerProxy
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
-from cosmos_outbox.documents import event_documents, read_feed
-from cosmos_outbox.relay.records import OutboxRecord, to_message
+from cosmos_outbox._documents import event_documents, read_feed
+from cosmos_outbox._records import OutboxRecord, to_message
 from cosmos_outbox.servicebus._publisher import to_servicebus_message
 from domain.contact import Contact
 from domain.values import Company, Name

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import ClassVar
 
-from cosmos_outbox.domain import Aggregate, utcnow
+from cosmos_outbox._domain import Aggregate, utcnow
 from domain.errors import ContactDeletedError
 from domain.events import (
     ContactCompanyUpdated,

@@ -1,6 +1,6 @@
 """The contact's events: frozen, self-identifying (aggregate type, contact id, version, time),
 named as in the reference sample so its subscribers keep working. Each registers itself in the
-catalogue (`cosmos_outbox.domain.EVENTS`) under `contact` and its action when it is defined."""
+catalogue (`cosmos_outbox._domain.EVENTS`) under `contact` and its action when it is defined."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import ClassVar, Literal
 
 from pydantic import ConfigDict
 
-from cosmos_outbox.domain import DomainEvent, event_aliases
+from cosmos_outbox._domain import DomainEvent, event_aliases
 from domain.values import Company, Name
 
 

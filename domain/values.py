@@ -23,7 +23,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic.networks import import_email_validator, validate_email
 
-from cosmos_outbox.text import Text, text_problem
+from cosmos_outbox._text import Text, text_problem
 
 
 def _check_email(value: str) -> str:

@@ -11,8 +11,8 @@ from collections.abc import Callable
 import azure.functions as func
 
 from application.contacts.ports import ContactList
-from cosmos_outbox.app import Outbox, Services, cosmos_services
-from cosmos_outbox.http.paging import TokenCodec, derive_key
+from cosmos_outbox._outbox import Outbox, Services, cosmos_services
+from cosmos_outbox.http._paging import TokenCodec, derive_key
 from domain.contact import Contact
 from entrypoints.contacts import ContactsDependencies, contacts_blueprint
 from entrypoints.operators import MODELS

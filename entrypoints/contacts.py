@@ -1,5 +1,5 @@
 """The contact API as a Functions blueprint: each operation declared once, on the route helper of
-cosmos-outbox (`cosmos_outbox.http.resources.AggregateRoutes`: load, preconditions, change,
+cosmos-outbox (`cosmos_outbox.http._routes.AggregateRoutes`: load, preconditions, change,
 one batch, ETag), plus the contact list.
 
 The reference sample's one-aspect routes (`POST /contacts/{id}/update-<aspect>`, 204) are
@@ -18,11 +18,11 @@ import azure.functions as func
 from application.contacts.commands import CreateContact, PatchContact, patch_of, update_body
 from application.contacts.ports import ContactList
 from application.contacts.views import ContactPage, ContactView
+from cosmos_outbox._service import AggregateService
 from cosmos_outbox.http import HttpApi, HttpCall, PathParameter, Reply
-from cosmos_outbox.http.paging import TokenCodec, next_token
-from cosmos_outbox.http.resources import AggregateRoutes
+from cosmos_outbox.http._paging import TokenCodec, next_token
+from cosmos_outbox.http._routes import AggregateRoutes
 from cosmos_outbox.ports import Page
-from cosmos_outbox.service import AggregateService
 from domain.contact import Contact
 
 #: The reference sample's routes, one per aspect of PatchContact, kept for its clients.

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cosmos_outbox.relay import telemetry as names
+from cosmos_outbox._relay import telemetry as names
 from funcstack.otel import METRICS_FILE
 from funcstack.services import running_stack
 from tools.admin import DEFAULT_API
@@ -127,14 +127,10 @@ def live_backlog(settings_file: Path) -> tuple[int, float] | None:
     try:
         import warnings
 
-        from cosmos_outbox.relay.backlog import report_backlog
-        from cosmos_outbox.relay.telemetry import RelayTelemetry
+        from cosmos_outbox._relay.backlog import report_backlog
+        from cosmos_outbox._relay.telemetry import RelayTelemetry
+        from cosmos_outbox.cosmos import CosmosBacklogEstimator, cosmos_client, outbox_container
         from cosmos_outbox.settings import load_settings
-        from cosmos_outbox.store import (
-            CosmosBacklogEstimator,
-            cosmos_client,
-            outbox_container,
-        )
 
         warnings.filterwarnings("ignore", message="Unverified HTTPS request")
         settings = load_settings()

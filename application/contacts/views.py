@@ -5,7 +5,7 @@ here."""
 from __future__ import annotations
 
 from application.contacts.ports import ContactSummary
-from cosmos_outbox.http.models import Model, PageView, view_of
+from cosmos_outbox.http._models import Model, PageView, view_of
 from cosmos_outbox.ports import Page
 from domain.contact import Contact
 

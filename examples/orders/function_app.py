@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 import azure.functions as func
 
-from cosmos_outbox.app import Outbox, Services, cosmos_services
+from cosmos_outbox._outbox import Outbox, Services, cosmos_services
 from orders.api import orders_blueprint
 from orders.domain import Order
 

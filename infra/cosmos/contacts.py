@@ -6,8 +6,8 @@ from __future__ import annotations
 from azure.cosmos import ContainerProxy
 
 from application.contacts.ports import ContactList, ContactSummary
+from cosmos_outbox.cosmos import one_page
 from cosmos_outbox.ports import Page
-from cosmos_outbox.store import one_page
 
 LIST_CONTACTS_QUERY = (
     "SELECT c.id, c.data.email, c.data.name, c.data.company.companyName FROM c "

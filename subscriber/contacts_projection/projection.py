@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from cosmos_outbox.subscriber import IncomingEvent, Projection
-from cosmos_outbox.subscriber.projector import last_version
+from cosmos_outbox.subscriber._projector import last_version
 
 PROJECTION_TYPE = "contactProjection"
 #: The fields each action it handles sets, as named in the event data (camelCase, as on the

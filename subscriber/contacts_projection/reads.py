@@ -19,7 +19,7 @@ from azure.cosmos.exceptions import (
 )
 
 from contacts_projection.projection import PROJECTION_TYPE
-from cosmos_outbox.store import query_page
+from cosmos_outbox.cosmos import query_page
 
 # Served by the indexed `/type` path (deploy/modules/cosmos.bicep: `/type/?` only).
 LIST_QUERY = ("SELECT c.id, c.version, c.lastEventId, c.deleted, c.data FROM c "

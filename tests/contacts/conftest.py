@@ -14,8 +14,8 @@ import pytest
 from azure.functions.decorators.function_app import Function
 
 from application.contacts.ports import ContactList
-from cosmos_outbox.blueprints.outbox import OutboxDependencies
-from cosmos_outbox.http.paging import TokenCodec, derive_key
+from cosmos_outbox._blueprints.outbox import OutboxDependencies
+from cosmos_outbox.http._paging import TokenCodec, derive_key
 from cosmos_outbox.ports import UnitOfWork
 from cosmos_outbox.testing import TEST_SECRET, FunctionClient, in_memory, uow_factory
 from entrypoints.bootstrap import CONTACTS_TOKEN_PURPOSE, bootstrap

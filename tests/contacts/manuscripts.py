@@ -11,7 +11,7 @@ from typing import ClassVar, Literal
 
 from pydantic import ConfigDict
 
-from cosmos_outbox.domain import Aggregate, DomainEvent, event_aliases
+from cosmos_outbox._domain import Aggregate, DomainEvent, event_aliases
 
 
 class ManuscriptEvent(DomainEvent):

@@ -1,6 +1,6 @@
 """The direction of dependencies: the app (entrypoints -> application -> domain; infra ->
 domain) builds on cosmos-outbox, which knows no app; the domain core (the app's `domain/` and the
-package's `cosmos_outbox.domain` and `cosmos_outbox.text`) imports only the standard library
+package's `cosmos_outbox._domain` and `cosmos_outbox._text`) imports only the standard library
 and pydantic; the local stack tool (packages/funcstack) knows nothing of this app; the subscriber
 is an app of its own; tooling (tools/) and benchmarks use the app, never the tests, and the app
 never uses them."""
@@ -19,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 APP = {"domain", "application", "infra", "entrypoints", "function_app"}
 PACKAGE = "packages/cosmos-outbox/src/cosmos_outbox"
 #: The package's domain core: what an app's domain may import of it.
-DOMAIN_CORE = {"cosmos_outbox.domain", "cosmos_outbox.text"}
+DOMAIN_CORE = {"cosmos_outbox._domain", "cosmos_outbox._text"}
 FUNCSTACK_SRC = "packages/funcstack/src/funcstack"
 FUNCSTACK_TESTS = "packages/funcstack/tests"
 
@@ -57,14 +57,14 @@ def test_domain_imports_only_the_standard_library_pydantic_and_the_domain_core()
     assert foreign_to_the_domain(imported_modules("domain"), "domain") == set()
 
 
-@pytest.mark.parametrize("core", ["domain.py", "text"])
+@pytest.mark.parametrize("core", ["_domain.py", "_text"])
 def test_the_packages_domain_core_imports_only_the_standard_library_and_pydantic(
     core: str,
 ) -> None:
     modules = imported_modules(f"{PACKAGE}/{core}")
     assert foreign_to_the_domain(modules, "cosmos_outbox") == set()
     assert {m for m in modules if m.startswith("cosmos_outbox")} <= DOMAIN_CORE | {
-        f"{c}._rules" for c in DOMAIN_CORE} | {"cosmos_outbox.text._rules"}
+        f"{c}._rules" for c in DOMAIN_CORE}
 
 
 def test_the_package_imports_nothing_of_any_app_or_of_this_repository() -> None:

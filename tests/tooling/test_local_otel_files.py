@@ -15,11 +15,11 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from cosmos_outbox.documents import event_document, read_feed
-from cosmos_outbox.relay import Relay
-from cosmos_outbox.relay import telemetry as names
-from cosmos_outbox.relay.telemetry import RelayTelemetry
-from cosmos_outbox.testing.fakes import FakePublisher, InMemoryQuarantine
+from cosmos_outbox._documents import event_document, read_feed
+from cosmos_outbox._relay import Relay
+from cosmos_outbox._relay import telemetry as names
+from cosmos_outbox._relay.telemetry import RelayTelemetry
+from cosmos_outbox.testing._fakes import FakePublisher, InMemoryQuarantine
 from domain.contact import Contact
 from domain.values import Company, Name
 from funcstack.otel import JsonLinesMetricExporter, JsonLinesSpanExporter

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import azure.functions as func
 
-from cosmos_outbox.app import Outbox
+from cosmos_outbox._outbox import Outbox
 from cosmos_outbox.http import HttpApi, PathParameter
-from cosmos_outbox.http.models import RequestModel, view_of
-from cosmos_outbox.http.resources import AggregateRoutes
+from cosmos_outbox.http._models import RequestModel, view_of
+from cosmos_outbox.http._routes import AggregateRoutes
 from orders.domain import Cents, CustomerName, Order
 
 

@@ -7,8 +7,8 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, StrictInt
 
-from cosmos_outbox.domain import Aggregate, DomainError, DomainEvent, event_aliases
-from cosmos_outbox.text import Text
+from cosmos_outbox._domain import Aggregate, DomainError, DomainEvent, event_aliases
+from cosmos_outbox._text import Text
 
 CustomerName = Annotated[str, Text(max_length=100)]
 #: Cents, a JSON integer (not a string of digits, not a boolean): 0 up to 10 billion.

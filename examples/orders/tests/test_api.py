@@ -9,7 +9,7 @@ from typing import Any
 import azure.functions as func
 from conftest import World
 
-from cosmos_outbox.documents import read_feed
+from cosmos_outbox._documents import read_feed
 
 
 def body(response: func.HttpResponse) -> Any:

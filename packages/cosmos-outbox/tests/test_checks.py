@@ -21,20 +21,20 @@ from tickets import (
     Title,
 )
 
-from cosmos_outbox.app import Outbox
-from cosmos_outbox.domain import Aggregate, DomainEvent, event_aliases
+from cosmos_outbox._domain import Aggregate, DomainEvent, event_aliases
+from cosmos_outbox._outbox import Outbox
+from cosmos_outbox._text import Text
 from cosmos_outbox.http import HttpApi, PathParameter
-from cosmos_outbox.http.models import RequestModel
-from cosmos_outbox.http.resources import AggregateRoutes
+from cosmos_outbox.http._models import RequestModel
+from cosmos_outbox.http._routes import AggregateRoutes
 from cosmos_outbox.testing import FunctionClient, in_memory
-from cosmos_outbox.testing.checks import (
+from cosmos_outbox.testing._checks import (
     check_commands,
     check_event_mappings,
     check_fields,
     check_openapi_events,
     check_text_schemas,
 )
-from cosmos_outbox.text import Text
 
 
 def openapi(world: TicketWorld) -> dict[str, Any]:

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from conftest import TicketWorld
 
-from cosmos_outbox.documents import EVENT_TYPE, read_feed
+from cosmos_outbox._documents import EVENT_TYPE, read_feed
+from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT, OutboxMessage
 from cosmos_outbox.errors import PayloadNotFoundError, PayloadStoreError
-from cosmos_outbox.relay.records import QUARANTINE_NOTICE_SUBJECT, OutboxMessage
 from cosmos_outbox.servicebus import application_properties
 from cosmos_outbox.subscriber import UnreadableEventError, from_message
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cosmos_outbox.http.conditional import (
+from cosmos_outbox.http._conditional import (
     TAG_LIST_PATTERN,
     EntityTag,
     MalformedConditionError,

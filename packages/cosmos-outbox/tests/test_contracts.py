@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from tickets import TICKET
 
-from cosmos_outbox.testing.contracts import (
+from cosmos_outbox.testing._contracts import (
     IdempotencyContract,
     InMemoryPayloadWorld,
     InMemoryQuarantineWorld,

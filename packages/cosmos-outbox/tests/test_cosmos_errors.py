@@ -10,6 +10,7 @@ from azure.cosmos.exceptions import (
     CosmosHttpResponseError,
 )
 
+from cosmos_outbox.cosmos._errors import cosmos_errors
 from cosmos_outbox.errors import (
     AlreadyExistsError,
     ApplicationError,
@@ -19,7 +20,6 @@ from cosmos_outbox.errors import (
     StoreUnavailableError,
     ThrottledError,
 )
-from cosmos_outbox.store._errors import cosmos_errors
 
 
 def http_error(status: int, message: str, sub_status: int | None = None

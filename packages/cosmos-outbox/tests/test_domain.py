@@ -9,7 +9,7 @@ import pytest
 from pydantic import ConfigDict
 from tickets import Ticket, TicketClosed, TicketOpened, TicketRetitled
 
-from cosmos_outbox.domain import (
+from cosmos_outbox._domain import (
     AGGREGATES,
     EVENTS,
     Aggregate,

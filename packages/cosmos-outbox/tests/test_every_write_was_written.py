@@ -6,6 +6,7 @@ before they ship; the in-memory store gives copies, as Cosmos DB does."""
 
 from __future__ import annotations
 
+import functools
 import gc
 import json
 import logging
@@ -18,15 +19,15 @@ import pytest
 from conftest import body, problem
 from pydantic import ConfigDict
 
-from cosmos_outbox.app import Outbox, Services
-from cosmos_outbox.documents import EVENT_TYPE, IDEMPOTENCY_TYPE
-from cosmos_outbox.domain import Aggregate, DomainEvent, event_aliases
+from cosmos_outbox._documents import EVENT_TYPE, IDEMPOTENCY_TYPE
+from cosmos_outbox._domain import Aggregate, DomainEvent, event_aliases
+from cosmos_outbox._outbox import Outbox, Services
 from cosmos_outbox.http import HttpApi, HttpCall, PathParameter, Reply
-from cosmos_outbox.http.models import RequestModel, view_of
-from cosmos_outbox.http.resources import AggregateRoutes
+from cosmos_outbox.http._models import RequestModel, view_of
+from cosmos_outbox.http._routes import AggregateRoutes
 from cosmos_outbox.testing import FunctionClient, InMemory, in_memory
-from cosmos_outbox.testing.checks import check_commands
-from cosmos_outbox.testing.fakes import InMemoryStore
+from cosmos_outbox.testing._checks import check_commands
+from cosmos_outbox.testing._fakes import InMemoryStore
 
 
 class MemoEvent(DomainEvent):
@@ -244,14 +245,15 @@ def test_the_service_refuses_an_async_change_before_reading(memos: Memos) -> Non
     memo_id, _ = created(memos)
     service = Outbox([Memo], services=lambda: memos.memory.services).service(Memo)
     with pytest.raises(TypeError, match="coroutine function"):
-        service.change(memo_id, Memo.edit_later)
+        service.change(memo_id, functools.partial(Memo.edit_later, text="second"))
 
 
 # -- the in-memory store behaves as Cosmos DB --------------------------------------------
 
 def test_what_the_in_memory_store_gives_back_is_a_copy_of_what_it_keeps() -> None:
     store = InMemoryStore()
-    document = {"id": "a", "partitionKey": "a", "type": "memo", "data": {"tags": ["x"]}}
+    document: dict[str, Any] = {"id": "a", "partitionKey": "a", "type": "memo",
+                                "data": {"tags": ["x"]}}
     store.put(document)
     document["data"]["tags"].append("written after")
     read = store.read("a", "a")

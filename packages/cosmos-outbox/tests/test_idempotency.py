@@ -16,29 +16,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tickets import OpenTicket, Ticket, TicketView
 
-from cosmos_outbox.documents import (
+from cosmos_outbox._documents import (
     EVENT_TYPE,
     IDEMPOTENCY_TYPE,
     idempotency_document,
     idempotency_record,
     read_feed,
 )
+from cosmos_outbox._idempotency import Answer, IdempotencyRecord, derived_id, record_id
+from cosmos_outbox._records import NotAnEvent
 from cosmos_outbox.errors import StoreUnavailableError
-from cosmos_outbox.http.idempotency import (
-    KEY_PATTERN,
-    parse_key,
-    request_fingerprint,
-    scope,
-)
-from cosmos_outbox.http.problems import HttpProblemError
-from cosmos_outbox.idempotency import (
-    Answer,
-    IdempotencyRecord,
-    derived_id,
-    record_id,
-)
-from cosmos_outbox.relay.records import NotAnEvent
-from cosmos_outbox.testing.fakes import InMemoryUnitOfWork
+from cosmos_outbox.http._idempotency_key import KEY_PATTERN, parse_key, request_fingerprint, scope
+from cosmos_outbox.http._problems import HttpProblemError
+from cosmos_outbox.testing._fakes import InMemoryUnitOfWork
 
 KEY = "Idempotency-Key"
 

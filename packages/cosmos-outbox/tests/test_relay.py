@@ -11,12 +11,12 @@ import pytest
 from conftest import TicketWorld
 from tickets import Ticket
 
-from cosmos_outbox.documents import document_created_at, event_document, read_feed
-from cosmos_outbox.domain import DomainEvent, new_id
-from cosmos_outbox.relay import Relay, RelayReport
-from cosmos_outbox.relay.records import QUARANTINE_NOTICE_SUBJECT, notice_id
-from cosmos_outbox.relay.telemetry import RelayTelemetry
-from cosmos_outbox.testing.fakes import FakePublisher, InMemoryQuarantine, SizeLimitedBatch
+from cosmos_outbox._documents import document_created_at, event_document, read_feed
+from cosmos_outbox._domain import DomainEvent, new_id
+from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT, notice_id
+from cosmos_outbox._relay import Relay, RelayReport
+from cosmos_outbox._relay.telemetry import RelayTelemetry
+from cosmos_outbox.testing._fakes import FakePublisher, InMemoryQuarantine, SizeLimitedBatch
 
 #: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
 TELEMETRY = RelayTelemetry(destination="test-events")

@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from cosmos_outbox.relay.records import OutboxMessage
+from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox.servicebus import ServiceBusPublisher, application_properties
 from cosmos_outbox.settings import OutboxSettings, SettingsError, load_settings
 

@@ -16,11 +16,11 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 from test_relay import TRACE, history
 
-from cosmos_outbox.documents import read_feed
-from cosmos_outbox.relay import Relay
-from cosmos_outbox.relay import telemetry as names
-from cosmos_outbox.relay.telemetry import RelayTelemetry
-from cosmos_outbox.testing.fakes import FakePublisher, InMemoryQuarantine
+from cosmos_outbox._documents import read_feed
+from cosmos_outbox._relay import Relay
+from cosmos_outbox._relay import telemetry as names
+from cosmos_outbox._relay.telemetry import RelayTelemetry
+from cosmos_outbox.testing._fakes import FakePublisher, InMemoryQuarantine
 
 TOPIC = "ticket-events"
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from conftest import TicketWorld, body, problem
 
-from cosmos_outbox.documents import EVENT_TYPE, read_feed
-from cosmos_outbox.relay.records import QUARANTINE_NOTICE_SUBJECT, notice_id
+from cosmos_outbox._documents import EVENT_TYPE, read_feed
+from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT, notice_id
 
 
 def opened(world: TicketWorld, title: str = "Printer on fire") -> tuple[str, str]:

@@ -11,13 +11,13 @@ from typing import Annotated, ClassVar, Literal
 import azure.functions as func
 from pydantic import ConfigDict, StringConstraints
 
-from cosmos_outbox.app import Outbox, Services
-from cosmos_outbox.domain import Aggregate, DomainError, DomainEvent, event_aliases
+from cosmos_outbox._domain import Aggregate, DomainError, DomainEvent, event_aliases
+from cosmos_outbox._outbox import Outbox, Services
+from cosmos_outbox._text import Text
 from cosmos_outbox.http import HttpApi, PathParameter
-from cosmos_outbox.http.models import RequestModel, omit_null_defaults, view_of
-from cosmos_outbox.http.resources import AggregateRoutes
-from cosmos_outbox.testing.contracts import AggregateKind
-from cosmos_outbox.text import Text
+from cosmos_outbox.http._models import RequestModel, omit_null_defaults, view_of
+from cosmos_outbox.http._routes import AggregateRoutes
+from cosmos_outbox.testing._contracts import AggregateKind
 
 Title = Annotated[str, Text(max_length=80)]
 #: A text type with a pattern of its own: three capitals.

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from application.contacts.ports import ContactList
-from cosmos_outbox.testing.contracts import (
+from cosmos_outbox.testing._contracts import (
     InMemoryQuarantineWorld,
     InMemoryStoreWorld,
     QuarantineWorld,

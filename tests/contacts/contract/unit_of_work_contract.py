@@ -1,5 +1,5 @@
 """The Contacts app's store contract: cosmos-outbox's unit-of-work and quarantine suites
-(`cosmos_outbox.testing.contracts`) driven with the contact, and what only the app has (several
+(`cosmos_outbox.testing._contracts`) driven with the contact, and what only the app has (several
 changes in one commit, the contact list). Subclassed for each implementation: the in-memory
 fakes (tests/contacts/contract/test_in_memory.py) and the Cosmos DB adapters on a real endpoint
 (tests/contacts/integration/test_cosmos_write_path.py, test_cosmos_quarantine.py). The idempotency
@@ -13,7 +13,7 @@ import pytest
 
 from application.contacts.ports import ContactList
 from cosmos_outbox.errors import InvalidContinuationError
-from cosmos_outbox.testing.contracts import (
+from cosmos_outbox.testing._contracts import (
     AggregateKind,
     IdempotencyContract,
     QuarantineContract,

@@ -20,9 +20,9 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 from pydantic import SecretStr
 
+from cosmos_outbox.blob import BlobPayloadStore
+from cosmos_outbox.cosmos._unit_of_work import CosmosUnitOfWork
 from cosmos_outbox.settings import PayloadConnection
-from cosmos_outbox.storage import BlobPayloadStore
-from cosmos_outbox.store._unit_of_work import CosmosUnitOfWork
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.otel import METRICS_FILE
 from tests.contacts.e2e.test_outbox_guarantees import kill_relay_mid_batch, write_large_history

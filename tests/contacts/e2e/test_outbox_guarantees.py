@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cosmos_outbox.relay.records import QUARANTINE_NOTICE_SUBJECT, notice_id
+from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT, notice_id
 from domain.contact import Contact
 from tools.httpclient import Client
 from tools.receive import Received, count_at_least, drain
@@ -127,7 +127,7 @@ def test_service_bus_down_while_writes_continue_loses_nothing(fresh_stack: Stack
 def write_large_history(stack: Stack) -> int:
     """600 events of ~0.6 KB written straight to the store (no relay runs): one invocation of
     up to 1000 documents needs 2+ sends."""
-    from cosmos_outbox.store._unit_of_work import CosmosUnitOfWork
+    from cosmos_outbox.cosmos._unit_of_work import CosmosUnitOfWork
     from domain.values import Company, Name
 
     container = stack.contacts_container()

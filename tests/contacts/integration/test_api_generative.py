@@ -45,8 +45,8 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import CheckFunction
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
-from cosmos_outbox.http.idempotency import parse_key
-from cosmos_outbox.http.problems import HttpProblemError
+from cosmos_outbox.http._idempotency_key import parse_key
+from cosmos_outbox.http._problems import HttpProblemError
 from tests.contacts.openapi import openapi_document
 from tools.httpclient import Client
 from tools.stack import Stack

@@ -12,10 +12,10 @@ import pytest
 from azure.cosmos import CosmosClient
 from pydantic import SecretStr
 
+from cosmos_outbox.cosmos._client import client_options, cosmos_client, outbox_container
+from cosmos_outbox.cosmos._unit_of_work import CosmosUnitOfWork
 from cosmos_outbox.errors import StoreUnavailableError
 from cosmos_outbox.settings import OutboxSettings
-from cosmos_outbox.store._client import client_options, cosmos_client, outbox_container
-from cosmos_outbox.store._unit_of_work import CosmosUnitOfWork
 from domain.contact import Contact
 from domain.values import Company, Name
 from tools.httpclient import Client

@@ -12,14 +12,14 @@ import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 
 from application.contacts.commands import CreateContact
+from cosmos_outbox._idempotency import Answer, Claim
+from cosmos_outbox._relay.backlog import report_backlog
+from cosmos_outbox._relay.telemetry import RelayTelemetry
+from cosmos_outbox._service import AggregateService
+from cosmos_outbox.cosmos._client import client_options
+from cosmos_outbox.cosmos._estimator import CosmosBacklogEstimator, latest_lsn
+from cosmos_outbox.cosmos._unit_of_work import CosmosUnitOfWork
 from cosmos_outbox.errors import StoreUnavailableError
-from cosmos_outbox.idempotency import Answer, Claim
-from cosmos_outbox.relay.backlog import report_backlog
-from cosmos_outbox.relay.telemetry import RelayTelemetry
-from cosmos_outbox.service import AggregateService
-from cosmos_outbox.store._client import client_options
-from cosmos_outbox.store._estimator import CosmosBacklogEstimator, latest_lsn
-from cosmos_outbox.store._unit_of_work import CosmosUnitOfWork
 from domain.contact import Contact
 from tests.contacts.faults import frozen
 from tools.provision import create_contacts_container

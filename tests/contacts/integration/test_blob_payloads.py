@@ -13,10 +13,10 @@ import pytest
 from azure.storage.blob import BlobServiceClient
 from pydantic import SecretStr
 
-from cosmos_outbox.relay.records import OutboxRecord, payload_name
+from cosmos_outbox._records import OutboxRecord, payload_name
+from cosmos_outbox.blob import BlobPayloadStore
 from cosmos_outbox.settings import PayloadConnection
-from cosmos_outbox.storage import BlobPayloadStore
-from cosmos_outbox.testing.contracts import PayloadStoreContract, PayloadWorld
+from cosmos_outbox.testing._contracts import PayloadStoreContract, PayloadWorld
 from funcstack.services import LocalServices
 
 pytestmark = pytest.mark.integration

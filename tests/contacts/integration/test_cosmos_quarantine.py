@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient
 
-from cosmos_outbox.store import CosmosEventStore, CosmosQuarantine
-from cosmos_outbox.testing.contracts import QuarantineWorld
+from cosmos_outbox.cosmos import CosmosEventStore, CosmosQuarantine
+from cosmos_outbox.testing._contracts import QuarantineWorld
 from tests.contacts.contract.unit_of_work_contract import ContactsQuarantineContract
 from tests.contacts.integration.test_cosmos_write_path import cosmos, fresh_container
 

@@ -13,10 +13,10 @@ import pytest
 from azure.cosmos import ContainerProxy, CosmosClient
 
 from application.contacts.ports import ContactList
-from cosmos_outbox.documents import EVENT_TYPE
+from cosmos_outbox._documents import EVENT_TYPE
+from cosmos_outbox.cosmos import query_page
+from cosmos_outbox.cosmos._unit_of_work import CosmosUnitOfWork
 from cosmos_outbox.errors import StoreUnavailableError
-from cosmos_outbox.store import query_page
-from cosmos_outbox.store._unit_of_work import CosmosUnitOfWork
 from domain.contact import Contact
 from infra.cosmos.contacts import CosmosContactList
 from tests.contacts.contract.unit_of_work_contract import (

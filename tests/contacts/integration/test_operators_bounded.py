@@ -1,6 +1,6 @@
 """The operators' routes and /health through the local Functions host when the store or the
 broker hangs (its process stopped): each answers 503 with Retry-After within the bound
-(`cosmos_outbox.http.operations.BOUND_SECONDS`), never a 500 nor the SDKs' own waits; and
+(`cosmos_outbox.http._operations.BOUND_SECONDS`), never a 500 nor the SDKs' own waits; and
 answers again once the endpoint is back. A stack of its own: its endpoints are frozen."""
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 
 import pytest
 
-from cosmos_outbox.documents import EVENT_TYPE, read_feed
-from cosmos_outbox.http.operations import BOUND_RETRY_AFTER_SECONDS, BOUND_SECONDS
-from cosmos_outbox.relay import telemetry as names
-from cosmos_outbox.store._outbox import CosmosQuarantine
+from cosmos_outbox._documents import EVENT_TYPE, read_feed
+from cosmos_outbox._relay import telemetry as names
+from cosmos_outbox.cosmos._quarantine import CosmosQuarantine
+from cosmos_outbox.http._operations import BOUND_RETRY_AFTER_SECONDS, BOUND_SECONDS
 from tests.contacts.faults import frozen
 from tools.httpclient import Client
 from tools.stack import Ports, Stack

@@ -17,13 +17,13 @@ from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
 from pydantic import SecretStr
 
-from cosmos_outbox.documents import event_documents, read_feed
-from cosmos_outbox.relay import Relay
-from cosmos_outbox.relay.telemetry import RelayTelemetry
+from cosmos_outbox._documents import event_documents, read_feed
+from cosmos_outbox._relay import Relay
+from cosmos_outbox._relay.telemetry import RelayTelemetry
+from cosmos_outbox.blob import BlobPayloadStore
 from cosmos_outbox.servicebus._publisher import ServiceBusPublisher
 from cosmos_outbox.settings import OutboxSettings, PayloadConnection
-from cosmos_outbox.storage import BlobPayloadStore
-from cosmos_outbox.testing.fakes import InMemoryQuarantine
+from cosmos_outbox.testing._fakes import InMemoryQuarantine
 from domain.contact import Contact
 from domain.values import Company, Name
 from funcstack.servicebus import ServiceBusEndpoint, start_servicebus

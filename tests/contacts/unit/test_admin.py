@@ -13,15 +13,15 @@ from typing import Any
 
 import pytest
 
-from cosmos_outbox.blueprints.operators import parse_instant
-from cosmos_outbox.documents import EVENT_TYPE, read_feed
+from cosmos_outbox._blueprints.operators import parse_instant
+from cosmos_outbox._documents import EVENT_TYPE, read_feed
+from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT, notice_id
 from cosmos_outbox.errors import StoreUnavailableError
-from cosmos_outbox.http import operations
-from cosmos_outbox.http.operations import operation_of
-from cosmos_outbox.http.paging import Cursor
-from cosmos_outbox.relay.ports import LeaseBacklog
-from cosmos_outbox.relay.records import QUARANTINE_NOTICE_SUBJECT, notice_id
-from cosmos_outbox.testing.fakes import (
+from cosmos_outbox.http import _operations as operations
+from cosmos_outbox.http._operations import operation_of
+from cosmos_outbox.http._paging import Cursor
+from cosmos_outbox.ports import LeaseBacklog
+from cosmos_outbox.testing._fakes import (
     FakePublisher,
     FixedBacklog,
     InMemoryEventStore,

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from cosmos_outbox.domain import EVENTS
+from cosmos_outbox._domain import EVENTS
 from domain.contact import Contact
 from domain.errors import ContactDeletedError
 from domain.events import ContactCreated, ContactNameUpdated

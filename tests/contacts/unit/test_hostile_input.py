@@ -16,14 +16,14 @@ from hypothesis import strategies as st
 
 from application.contacts.commands import CreateContact, PatchContact
 from application.contacts.ports import ContactList, ContactSummary
-from cosmos_outbox.http import operations
-from cosmos_outbox.http.paging import Cursor
-from cosmos_outbox.http.problems import HttpProblemError
-from cosmos_outbox.http.requests import MAX_DEPTH, parse_body, parse_json
+from cosmos_outbox._text._rules import text_pattern
+from cosmos_outbox.http import _operations as operations
+from cosmos_outbox.http._paging import Cursor
+from cosmos_outbox.http._problems import HttpProblemError
+from cosmos_outbox.http._requests import MAX_DEPTH, parse_body, parse_json
 from cosmos_outbox.ports import Page
 from cosmos_outbox.testing import InvocationContext
-from cosmos_outbox.testing.fakes import InMemoryUnitOfWork
-from cosmos_outbox.text._rules import text_pattern
+from cosmos_outbox.testing._fakes import InMemoryUnitOfWork
 from tests.contacts.conftest import FakeWorld
 from tests.contacts.unit.test_http_api import ADA, Api, body, created, problem
 

@@ -313,7 +313,7 @@ def test_a_stale_etag_is_412_and_nothing_is_written(api: Api, world: FakeWorld) 
 
 def test_a_write_racing_another_without_if_match_gets_412(api: Api, world: FakeWorld) -> None:
     """No client etag: the write is still conditional on the etag the server read."""
-    from cosmos_outbox.testing.fakes import InMemoryUnitOfWork
+    from cosmos_outbox.testing._fakes import InMemoryUnitOfWork
 
     cid, _ = created(api)
     original = world.uow

@@ -29,12 +29,12 @@ from azure.servicebus._pyamqp._decode import decode_payload
 from azure.servicebus._pyamqp._encode import encode_payload
 from azure.servicebus._pyamqp.message import BatchMessage
 
-from cosmos_outbox.documents import read_feed
-from cosmos_outbox.relay import Relay
-from cosmos_outbox.relay.ports import MessageBatch, MessagePublisher
-from cosmos_outbox.relay.telemetry import RelayTelemetry
+from cosmos_outbox._documents import read_feed
+from cosmos_outbox._relay import Relay
+from cosmos_outbox._relay.telemetry import RelayTelemetry
+from cosmos_outbox.ports import MessageBatch, MessagePublisher
 from cosmos_outbox.servicebus._publisher import ServiceBusBatch
-from cosmos_outbox.testing.fakes import InMemoryQuarantine
+from cosmos_outbox.testing._fakes import InMemoryQuarantine
 
 #: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
 TELEMETRY = RelayTelemetry(destination="test-events")
@@ -111,8 +111,8 @@ def test_the_fixture_covers_every_case() -> None:
 
 
 def write_fixture() -> None:  # pragma: no cover - run once, by hand, at the commit named above
-    from cosmos_outbox.documents import event_document
-    from cosmos_outbox.domain import EVENTS
+    from cosmos_outbox._documents import event_document
+    from cosmos_outbox._domain import EVENTS
     from domain.contact import Contact
 
     pinned: list[dict[str, Any]] = [c["stored"] for c in json.loads(PINNED.read_text("utf-8"))]

@@ -19,13 +19,13 @@ from azure.servicebus import ServiceBusMessage
 from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
 
-from cosmos_outbox.documents import event_document, read_feed
-from cosmos_outbox.domain import EVENTS
-from cosmos_outbox.relay import Relay
-from cosmos_outbox.relay.records import OutboxRecord, to_message
-from cosmos_outbox.relay.telemetry import RelayTelemetry
+from cosmos_outbox._documents import event_document, read_feed
+from cosmos_outbox._domain import EVENTS
+from cosmos_outbox._records import OutboxRecord, to_message
+from cosmos_outbox._relay import Relay
+from cosmos_outbox._relay.telemetry import RelayTelemetry
 from cosmos_outbox.servicebus._publisher import to_servicebus_message
-from cosmos_outbox.testing.fakes import FakePublisher, InMemoryQuarantine
+from cosmos_outbox.testing._fakes import FakePublisher, InMemoryQuarantine
 from domain.contact import Contact
 
 #: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).

@@ -13,8 +13,8 @@ from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.exceptions import CosmosBatchOperationError
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from cosmos_outbox.subscriber.events import QUARANTINE_NOTICE, IncomingEvent
-from cosmos_outbox.subscriber.projector import (
+from cosmos_outbox.subscriber._events import QUARANTINE_NOTICE, IncomingEvent
+from cosmos_outbox.subscriber._projector import (
     GAP_TYPE,
     HELD_TYPE,
     INBOX_TYPE,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from cosmos_outbox.domain import EVENTS, DomainEvent
+from cosmos_outbox._domain import EVENTS, DomainEvent
 from domain.contact import Contact
 
 from contacts_projection.bootstrap import CONTACT  # isort: skip

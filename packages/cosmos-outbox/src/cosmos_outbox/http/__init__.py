@@ -7,7 +7,7 @@ model bases (`models`), the route table and fallback (`routing`) and the OpenAPI
 
 from __future__ import annotations
 
-from cosmos_outbox.http.operations import (
+from cosmos_outbox.http._operations import (
     HttpApi,
     HttpCall,
     HttpOperation,
@@ -17,8 +17,8 @@ from cosmos_outbox.http.operations import (
     ResponseHeader,
     operation_of,
 )
-from cosmos_outbox.http.problems import HttpProblemError
-from cosmos_outbox.http.routing import FunctionApp
+from cosmos_outbox.http._problems import HttpProblemError
+from cosmos_outbox.http._routing import FunctionApp
 
 __all__ = [
     "FunctionApp",

@@ -1,5 +1,5 @@
 """The Service Bus side: the relay's publisher (azure-servicebus) and the CloudEvents attributes
-every message carries (`cosmos_outbox.servicebus.cloudevents`). Imported where the relay runs,
+every message carries (`cosmos_outbox.servicebus._cloudevents`). Imported where the relay runs,
 never at indexing."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The relay's publisher: the azure-servicebus SDK, one client and one sender per thread,
 created lazily. Connection string or managed identity. Each message carries the outbox's
-properties and the CloudEvents attributes (`cosmos_outbox.servicebus.cloudevents`)."""
+properties and the CloudEvents attributes (`cosmos_outbox.servicebus._cloudevents`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusMess
 from azure.servicebus.amqp import AmqpAnnotatedMessage
 from azure.servicebus.exceptions import MessageSizeExceededError
 
-from cosmos_outbox.relay.ports import MessageBatch, MessagePublisher
-from cosmos_outbox.relay.records import OutboxMessage
-from cosmos_outbox.servicebus.cloudevents import cloudevent_properties
+from cosmos_outbox._records import OutboxMessage
+from cosmos_outbox.ports import MessageBatch, MessagePublisher
+from cosmos_outbox.servicebus._cloudevents import cloudevent_properties
 from cosmos_outbox.settings import OutboxSettings, SettingsError
 
 logger = logging.getLogger(__name__)

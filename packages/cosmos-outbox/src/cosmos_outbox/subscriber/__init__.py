@@ -13,14 +13,14 @@ tolerant dispatch that records and skips what a subscriber does not handle (`dis
 
 from __future__ import annotations
 
-from cosmos_outbox.subscriber.dispatch import Dispatcher
-from cosmos_outbox.subscriber.events import (
+from cosmos_outbox.subscriber._dispatch import Dispatcher
+from cosmos_outbox.subscriber._events import (
     QUARANTINE_NOTICE,
     IncomingEvent,
     UnreadableEventError,
     from_message,
 )
-from cosmos_outbox.subscriber.projector import Outcome, Projection, Projector, Result
+from cosmos_outbox.subscriber._projector import Outcome, Projection, Projector, Result
 
 __all__ = [
     "QUARANTINE_NOTICE",

@@ -6,9 +6,9 @@ test holds on Azure too.
   quarantine, a backlog), each held to the same contract suite as the real adapter;
 - `FunctionClient`: calls an app's indexed functions in-process as the Functions host would
   (routes matched as the host matches them, the invocation context, the relay's documents);
-- `cosmos_outbox.testing.contracts`: the contract suites to subclass (unit of work,
+- `cosmos_outbox.testing._contracts`: the contract suites to subclass (unit of work,
   quarantine, payload store), for the fakes and for the Azure adapters or your own;
-- `cosmos_outbox.testing.checks`: checks driven by an app's registered aggregates and declared
+- `cosmos_outbox.testing._checks`: checks driven by an app's registered aggregates and declared
   routes (every event mapped to the document, the message and the OpenAPI document; every
   PATCH field accepted by the aggregate's change; text schemas equal to what they validate).
 
@@ -19,17 +19,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cosmos_outbox.app import QUARANTINE_TOKEN_PURPOSE, Services
-from cosmos_outbox.blueprints.outbox import OutboxDependencies
-from cosmos_outbox.http.paging import TokenCodec, derive_key
-from cosmos_outbox.relay import Relay
-from cosmos_outbox.relay.telemetry import RelayTelemetry
+from cosmos_outbox._blueprints.outbox import OutboxDependencies
+from cosmos_outbox._outbox import QUARANTINE_TOKEN_PURPOSE, Services
+from cosmos_outbox._relay import Relay
+from cosmos_outbox._relay.telemetry import RelayTelemetry
+from cosmos_outbox.http._paging import TokenCodec, derive_key
 from cosmos_outbox.settings import (
     DEFAULT_EVENT_TTL_SECONDS,
     DEFAULT_IDEMPOTENCY_TTL_SECONDS,
     DEFAULT_PAYLOAD_MAX_BYTES,
 )
-from cosmos_outbox.testing.fakes import (
+from cosmos_outbox.testing._fakes import (
     FakePublisher,
     FixedBacklog,
     InMemoryEventStore,
@@ -40,7 +40,7 @@ from cosmos_outbox.testing.fakes import (
     SizeLimitedBatch,
     uow_factory,
 )
-from cosmos_outbox.testing.functions import FunctionClient, InvocationContext
+from cosmos_outbox.testing._functions import FunctionClient, InvocationContext
 
 __all__ = [
     "TEST_SECRET",

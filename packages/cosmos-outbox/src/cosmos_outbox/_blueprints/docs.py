@@ -1,0 +1,60 @@
+"""The app's own pages as a Functions blueprint: `/health` (anonymous; pings the store),
+`/openapi.json` (anonymous; generated from the indexed functions' declarations) and the
+lowest-precedence catch-all that answers every request no function takes with a problem
+document (404, or 405 with `Allow` from the app's own routes), so Azure and the local host
+answer alike."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from functools import cache
+from typing import Any
+
+import azure.functions as func
+from azure.functions.decorators.function_app import Function
+
+from cosmos_outbox._domain import Aggregate
+from cosmos_outbox.http._openapi import openapi_document
+from cosmos_outbox.http._operations import BOUND_SECONDS, HttpApi, HttpCall, Reply
+from cosmos_outbox.http._routing import fallback, http_routes
+
+_HEALTHY = {"type": "object", "properties": {"status": {"const": "healthy"}},
+            "required": ["status"]}
+
+
+def docs_blueprint(
+    functions: Callable[[], Sequence[Function]],
+    *,
+    ping: Callable[[], None],
+    title: str,
+    description: str,
+    aggregates: Iterable[type[Aggregate]] = (),
+) -> func.Blueprint:
+    """Health, the OpenAPI document and the fallback of an app whose indexed functions
+    `functions()` gives (`cosmos_outbox.http._routing.FunctionApp.get_functions`); `ping` checks
+    the store; the document describes the events of `aggregates`."""
+    bp = func.Blueprint()  # type: ignore[no-untyped-call]  # untyped in azure-functions
+    api = HttpApi(bp, auth_level=func.AuthLevel.ANONYMOUS)
+    documented = tuple(aggregates)
+
+    @cache
+    def document() -> dict[str, Any]:
+        return openapi_document(functions(), title=title, description=description,
+                                aggregates=documented)
+
+    @api.operation(route="health", method="GET", status=200,
+                   summary=f"Health: checks the store (answers within {BOUND_SECONDS:g} s: "
+                           "503 when the store fails or does not answer)",
+                   response_schema=_HEALTHY, errors=(400, 500, 503), bounded=True)
+    def health(call: HttpCall[None]) -> Reply:
+        ping()
+        return Reply({"status": "healthy"})
+
+    @api.operation(route="openapi.json", method="GET", status=200, summary="This document",
+                   response_schema={"type": "object"}, errors=(400,))
+    def openapi(call: HttpCall[None]) -> Reply:
+        return Reply(document())
+
+    routes = cache(lambda: http_routes(functions()))
+    api.fallback(lambda req: fallback(req, routes()))
+    return bp

@@ -1,0 +1,362 @@
+"""The stored documents, generic over aggregates. One envelope for every document:
+
+    {"id", "partitionKey": <aggregate id>, "type", "data": {...}, "ttl"}
+
+- an aggregate: `type` = its aggregate type (`order`), `data` = its fields, camelCase, minus
+  the id (`cosmos_outbox._domain.Aggregate`: the model is the one list of fields), `ttl` -1;
+- an event: `type` `domainEvent`, `aggregateType`, `source` (the CloudEvents source path of its
+  aggregate type, `/<collection>`), `data` = the event (the message body), `ttl` from the
+  settings;
+- a quarantined event: `type` `quarantinedEvent`, the reason, a copy of the event document;
+- an idempotency record: `type` `idempotencyRecord`, id `idem-<sha256 of scope and key>`, in
+  its aggregate's partition, `fingerprint`, `request`, `aggregateType`, `version`, `answer`
+  (`status`, `location`, `body`), `createdAt`, `ttl` from the settings
+  (`cosmos_outbox._idempotency`). Written in the batch of the change it answers for; the relay
+  skips it as it skips aggregates.
+
+The etag and the other system properties (`_etag`, `_ts`, ...) stay here, never in the domain.
+This module is the boundary both ways: documents are built from the domain here, and parsed
+back into aggregates and typed outbox records here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from cosmos_outbox._domain import Aggregate, DomainEvent
+from cosmos_outbox._idempotency import Answer, IdempotencyRecord
+from cosmos_outbox._records import (
+    LEGACY_SOURCE,
+    FeedItem,
+    NotAnEvent,
+    OutboxRecord,
+    PoisonEventError,
+    Unreadable,
+)
+from cosmos_outbox.errors import NotFoundError
+from cosmos_outbox.ports import QuarantinedEvent
+
+EVENT_TYPE = "domainEvent"
+QUARANTINE_TYPE = "quarantinedEvent"
+IDEMPOTENCY_TYPE = "idempotencyRecord"
+#: The kind named in a 404 for a quarantine record ("no such quarantined event").
+QUARANTINED_EVENT = "quarantined event"
+# Events written before the envelope named their aggregate type (by this package's predecessor,
+# the Contacts outbox app) were all contact events: read as such, so they can still be relayed.
+LEGACY_AGGREGATE_TYPE = "contact"
+#: The message body's serialisation (compact, UTF-8 as is): one encoder for every event, as
+#: `json.dumps` with these options would build a new one per call.
+_BODY_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+
+
+def aggregate_document(aggregate: Aggregate) -> dict[str, Any]:
+    return {
+        "id": aggregate.id,
+        "partitionKey": aggregate.id,
+        "type": aggregate.aggregate_type,
+        "data": aggregate.model_dump(mode="json", by_alias=True, exclude={"id"}),
+        "ttl": -1,
+    }
+
+
+def aggregate_from_document[A: Aggregate](kind: type[A], document: Mapping[str, Any]) -> A:
+    """The aggregate a stored document holds. NotFoundError when it is another kind of document
+    (an event or a quarantined event with that id)."""
+    if document.get("type") != kind.aggregate_type:
+        raise NotFoundError(kind.aggregate_type, str(document.get("id")))
+    return kind.model_validate({**document["data"], "id": document["id"]})
+
+
+def event_document(event: DomainEvent, *, source: str, ttl_seconds: int) -> dict[str, Any]:
+    """The envelope of one event: same partition as its aggregate, expiring after `ttl_seconds`;
+    `source` is the CloudEvents source path of its aggregate type."""
+    return {
+        "id": event.id,
+        "partitionKey": event.aggregate_id,
+        "type": EVENT_TYPE,
+        "aggregateType": event.aggregate_type,
+        "source": source,
+        "data": event.model_dump(mode="json", by_alias=True),
+        "ttl": ttl_seconds,
+    }
+
+
+def event_documents(aggregate: Aggregate, *, ttl_seconds: int) -> list[dict[str, Any]]:
+    """The envelopes of the events the aggregate recorded (collected: it forgets them)."""
+    return [event_document(e, source=aggregate.source(), ttl_seconds=ttl_seconds)
+            for e in aggregate.collect_events()]
+
+
+def _event_source(document: Mapping[str, Any]) -> str:
+    """The stored CloudEvents source path; events stored before documents carried it were all
+    contact events (`/contacts`)."""
+    source = document.get("source")
+    return source if isinstance(source, str) and source else LEGACY_SOURCE
+
+
+def read_feed(documents: Iterable[Mapping[str, Any]]) -> Iterator[FeedItem]:
+    """Change-feed documents as the relay's typed items: events become outbox records (or
+    Unreadable, with the reason), anything else NotAnEvent."""
+    for document in documents:
+        if document.get("type") != EVENT_TYPE:
+            yield NotAnEvent(str(document.get("id")))
+            continue
+        try:
+            yield outbox_record(document)
+        except PoisonEventError as exc:
+            yield unreadable(document, str(exc))
+
+
+def unreadable(document: Mapping[str, Any], reason: str) -> Unreadable:
+    """A stored event that is not a valid outbox record, with what can still be read of it:
+    its partition is its aggregate's id; its action and version if they have the right type."""
+    data = document.get("data")
+    data = data if isinstance(data, Mapping) else {}
+    kind = document.get("aggregateType", LEGACY_AGGREGATE_TYPE)
+    partition = document.get("partitionKey")
+    action, version = data.get("action"), data.get("version")
+    return Unreadable(
+        str(document.get("id")), reason, _without_system_keys(document),
+        aggregate_type=kind if isinstance(kind, str) and kind else None,
+        aggregate_id=partition if isinstance(partition, str) and partition else None,
+        action=action if isinstance(action, str) else None,
+        version=version if type(version) is int else None,
+        event_source=_event_source(document),
+    )
+
+
+def outbox_record(document: Mapping[str, Any]) -> OutboxRecord:
+    """Parse one stored event. Raises PoisonEventError naming what is wrong."""
+    data = document.get("data")
+    if not isinstance(data, Mapping):
+        raise PoisonEventError("event document has no 'data' object")
+    aggregate_type = document.get("aggregateType", LEGACY_AGGREGATE_TYPE)
+    if not isinstance(aggregate_type, str) or not aggregate_type:
+        raise PoisonEventError("event aggregateType must be a non-empty string")
+    try:
+        body = _BODY_JSON.encode(data).encode()
+    except (TypeError, ValueError) as exc:
+        raise PoisonEventError(f"event data is not serialisable: {exc}") from None
+    get = data.get
+    traceparent, dataschema = get("traceparent"), document.get("dataschema")
+    try:
+        return OutboxRecord(
+            event_id=get("id"),
+            aggregate_id=get(f"{aggregate_type}Id"),
+            action=get("action"),
+            version=get("version"),
+            aggregate_type=aggregate_type,
+            created_at=_time(get("createdAt")),
+            traceparent=traceparent if isinstance(traceparent, str) and traceparent else None,
+            event_source=_event_source(document),
+            dataschema=dataschema if isinstance(dataschema, str) and dataschema else None,
+            body=body,
+            document=document,
+        )
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        name = str(error["loc"][0])
+        key = {"event_id": "id", "aggregate_id": f"{aggregate_type}Id"}.get(name, name)
+        raise PoisonEventError(f"event data.{key}: {error['msg']}") from None
+
+
+def document_created_at(document: Mapping[str, Any]) -> float | None:
+    """A stored event's creation time (epoch seconds) from `data.createdAt`, if readable;
+    naive times are UTC."""
+    data = document.get("data")
+    at = _time(data.get("createdAt")) if isinstance(data, Mapping) else None
+    if at is None:
+        return None
+    return (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).timestamp()
+
+
+def quarantine_document(
+    document: Mapping[str, Any], *, reason: str, now: datetime | None = None,
+    previous: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A copy of a poison event kept (no TTL) with the reason, in the event's own partition.
+    The relay skips it: it is not a `domainEvent`. Set aside again (a relay retry, a re-drive
+    of an event that still fails) over an existing record (`previous`), it keeps that record's
+    first quarantine time and replay count, and is quarantined (again) with the new reason."""
+    source_id = str(document.get("id", "unknown"))
+    partition = document.get("partitionKey")
+    kept: dict[str, Any] = {}
+    if previous is not None:
+        if isinstance(previous.get("quarantinedAt"), str):
+            kept["quarantinedAt"] = previous["quarantinedAt"]
+        if isinstance(previous.get("replays"), int):
+            kept["replays"] = previous["replays"]
+    return {
+        "id": quarantine_id(source_id),
+        "partitionKey": partition if isinstance(partition, str) else "quarantine",
+        "type": QUARANTINE_TYPE,
+        "eventId": source_id,
+        "reason": reason,
+        "status": "quarantined",
+        "quarantinedAt": (now or datetime.now(UTC)).isoformat(),
+        "replays": 0,
+        "data": _without_system_keys(document),
+        "ttl": -1,
+        **kept,
+    }
+
+
+def quarantine_id(event_id: str) -> str:
+    return f"quarantine-{event_id}"
+
+
+def quarantined_event(document: Mapping[str, Any]) -> QuarantinedEvent:
+    """A stored quarantine record, typed; the event it holds parsed as the relay parses it.
+    Records written before the admin API (no status, time or replays) read as quarantined,
+    quarantined at the document's `_ts`."""
+    stored = document.get("data")
+    stored = stored if isinstance(stored, Mapping) else {}
+    event_id = str(document.get("eventId") or stored.get("id")
+                   or str(document.get("id", "")).removeprefix("quarantine-"))
+    try:
+        event: OutboxRecord | Unreadable = outbox_record(stored)
+    except PoisonEventError as exc:
+        event = unreadable(stored, str(exc))
+    at = _time(document.get("quarantinedAt"))
+    if at is None and isinstance(document.get("_ts"), int | float):
+        at = datetime.fromtimestamp(float(document["_ts"]), UTC)
+    replays = document.get("replays")
+    partition = document.get("partitionKey")
+    return QuarantinedEvent(
+        event_id=event_id,
+        aggregate_type=event.aggregate_type,
+        aggregate_id=partition if isinstance(partition, str) else "quarantine",
+        action=event.action,
+        version=event.version,
+        reason=str(document.get("reason", "")),
+        quarantined_at=at,
+        replays=replays if type(replays) is int else 0,
+        resolved_at=_time(document.get("resolvedAt")),
+        event=event,
+    )
+
+
+def replayed_document(
+    document: Mapping[str, Any], entry: QuarantinedEvent, *, resolved: bool, reason: str,
+    ttl_seconds: int, now: datetime,
+) -> dict[str, Any]:
+    """The record after a replay: resolved (kept for audit, expiring after `ttl_seconds`), or
+    still quarantined with the new reason; either way one more replay counted."""
+    updated = _without_system_keys(document)
+    updated.update({
+        "eventId": entry.event_id,
+        "replays": entry.replays + 1,
+        "quarantinedAt": (entry.quarantined_at or now).isoformat(),
+        "lastReplayAt": now.isoformat(),
+    })
+    if resolved:
+        updated.update({"status": "resolved", "resolvedAt": now.isoformat(), "ttl": ttl_seconds})
+    else:
+        updated.update({"status": "quarantined", "reason": reason, "ttl": -1})
+        updated.pop("resolvedAt", None)
+    return updated
+
+
+def selected(document: Mapping[str, Any], since: datetime,
+             aggregate_type: str | None = None) -> bool:
+    """Whether a stored event is re-driven: created at or after `since` (by `data.createdAt`; an
+    event without a readable time is not selected), of `aggregate_type` when given."""
+    if aggregate_type is not None and document.get(
+            "aggregateType", LEGACY_AGGREGATE_TYPE) != aggregate_type:
+        return False
+    created = document_created_at(document)
+    return created is not None and created >= since.timestamp()
+
+
+WriteOperation = tuple[str, dict[str, Any], str | None]  # "create"|"replace", document, if-match
+
+
+def commit_operations(
+    aggregate: Aggregate,
+    events: list[DomainEvent],
+    *,
+    etag: str | None,
+    event_ttl_seconds: int,
+    traceparent: str | None,
+) -> list[WriteOperation]:
+    """What one command writes, as one batch in the aggregate's partition: the aggregate (create
+    when `etag` is None, else replace conditioned on it), then one create per event."""
+    operations: list[WriteOperation] = [
+        ("create" if etag is None else "replace", aggregate_document(aggregate), etag)
+    ]
+    source = aggregate.source()
+    for event in events:
+        if traceparent and event.traceparent is None:
+            event = event.model_copy(update={"traceparent": traceparent})
+        operations.append(("create", event_document(event, source=source,
+                                                    ttl_seconds=event_ttl_seconds), None))
+    return operations
+
+
+def idempotency_document(record: IdempotencyRecord, *, ttl_seconds: int) -> dict[str, Any]:
+    """The stored record of a claimed Idempotency-Key, in its aggregate's partition, expiring
+    after `ttl_seconds`. The key is not in it (the id is its hash)."""
+    answer: dict[str, Any] = {"status": record.answer.status}
+    if record.answer.location is not None:
+        answer["location"] = record.answer.location
+    if record.answer.body is not None:
+        answer["body"] = record.answer.body
+    return {
+        "id": record.record_id,
+        "partitionKey": record.aggregate_id,
+        "type": IDEMPOTENCY_TYPE,
+        "aggregateType": record.aggregate_type,
+        "request": record.request,
+        "fingerprint": record.fingerprint,
+        "version": record.version,
+        "answer": answer,
+        "createdAt": record.created_at.isoformat(),
+        "ttl": ttl_seconds,
+    }
+
+
+def claim_operation(record: IdempotencyRecord, *, ttl_seconds: int) -> WriteOperation:
+    """The create of a record: a second claim of the same key fails on it (409)."""
+    return ("create", idempotency_document(record, ttl_seconds=ttl_seconds), None)
+
+
+def idempotency_record(document: Mapping[str, Any]) -> IdempotencyRecord | None:
+    """A stored record, typed; None for a document that is not one (or not readable as one)."""
+    answer = document.get("answer")
+    if document.get("type") != IDEMPOTENCY_TYPE or not isinstance(answer, Mapping):
+        return None
+    status, version = answer.get("status"), document.get("version")
+    fingerprint = document.get("fingerprint")
+    location = answer.get("location")
+    if (type(status) is not int or type(version) is not int
+            or not isinstance(fingerprint, str)):
+        return None
+    return IdempotencyRecord(
+        record_id=str(document.get("id")),
+        aggregate_type=str(document.get("aggregateType", "")),
+        aggregate_id=str(document.get("partitionKey")),
+        fingerprint=fingerprint,
+        version=version,
+        answer=Answer(status=status, body=answer.get("body"),
+                      location=location if isinstance(location, str) else None),
+        request=str(document.get("request", "")),
+        created_at=_time(document.get("createdAt")) or datetime.now(UTC),
+    )
+
+
+def _without_system_keys(document: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in document.items() if not k.startswith("_")}
+
+
+def _time(value: object) -> datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return datetime.fromisoformat(value)
+    except ValueError:
+        return None

@@ -1,0 +1,199 @@
+"""The outbox record, generic over aggregates: what the relay knows of one stored event, and how
+it becomes a broker message. The store's adapter parses its documents into these at its boundary
+(`cosmos_outbox._documents.read_feed`), so the relay never sees a storage key.
+
+The wire format: body = the event's data as stored (JSON), MessageId = event id, SessionId =
+aggregate id, Subject = action, application properties `aggregateType`, `<aggregateType>Id`
+(`orderId`), `version`, `action`, and `traceparent`/`Diagnostic-Id` when the event carries a
+trace context. The message also keeps the event's creation time, CloudEvents source path (per
+aggregate type, `/<collection>`) and data schema (if any): the broker adapter adds them, with the
+other CloudEvents attributes, in the AMQP binding's binary content mode.
+
+The claim check: an event whose message is too large for the topic travels as the same message
+with an empty body and the CloudEvents `dataref` attribute, the reference of its body in the
+payload store (`claim_check`), stored under `payload_name(record)`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Annotated, Any
+from urllib.parse import quote
+
+from pydantic import BaseModel, ConfigDict, Field, SkipValidation, StrictInt
+
+Identifier = Annotated[str, Field(min_length=1, max_length=128)]
+#: The CloudEvents source path of events stored before documents carried one (by this package's
+#: predecessor, the Contacts outbox app): they were all contact events.
+LEGACY_SOURCE = "/contacts"
+
+
+class PoisonEventError(ValueError):
+    """A stored event that can never become a valid message."""
+
+
+class OutboxRecord(BaseModel):
+    """One stored event, typed. `body` is its data exactly as stored, serialised once;
+    `event_source` the CloudEvents source path of its aggregate type (`/orders`);
+    `document` is the stored document as read, opaque here, kept only to be quarantined (the
+    quarantine drops its system keys).
+
+    The fields read from the stored data (ids, action, version) are validated here; those the
+    store's parser derives itself (time, trace context, schema, body, document) are typed by it
+    and not validated again (`SkipValidation`): the relay builds one record per event, and
+    copying the document and re-checking the body cost more than the rest of the record."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    event_id: Identifier
+    aggregate_type: Annotated[str, Field(min_length=1)]
+    aggregate_id: Identifier
+    action: Annotated[str, Field(min_length=1)]
+    version: Annotated[StrictInt, Field(ge=1)]
+    created_at: SkipValidation[datetime | None] = None
+    traceparent: SkipValidation[str | None] = None
+    event_source: Annotated[str, Field(min_length=1)]
+    dataschema: SkipValidation[str | None] = None
+    body: SkipValidation[bytes]
+    document: SkipValidation[Mapping[str, Any]] = Field(
+        default_factory=dict, repr=False, exclude=True)
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """A stored event that could not be parsed, and why; `document` kept for the quarantine.
+    What could still be read of it (its aggregate, action, version) is kept for the notice."""
+
+    event_id: str
+    reason: str
+    document: Mapping[str, Any] = field(repr=False)
+    aggregate_type: str | None = None
+    aggregate_id: str | None = None
+    action: str | None = None
+    version: int | None = None
+    event_source: str = LEGACY_SOURCE
+
+
+@dataclass(frozen=True)
+class NotAnEvent:
+    """A changed document that is not an outbox event (an aggregate, a quarantined event)."""
+
+    document_id: str
+
+
+FeedItem = OutboxRecord | Unreadable | NotAnEvent
+
+
+@dataclass(frozen=True)
+class OutboxMessage:
+    """One event as a broker message: MessageId = event id, SessionId = aggregate id; `source`
+    is the CloudEvents source path of its aggregate type."""
+
+    message_id: str
+    session_id: str
+    subject: str
+    version: int
+    body: bytes
+    application_properties: dict[str, str | int]
+    aggregate_type: str
+    source: str
+    content_type: str = "application/json"
+    created_at: datetime | None = None
+    dataschema: str | None = None
+    #: the claim check: the reference of the body in the payload store (the body is empty)
+    dataref: str | None = None
+
+
+def to_message(record: OutboxRecord) -> OutboxMessage:
+    properties: dict[str, str | int] = {
+        "aggregateType": record.aggregate_type,
+        f"{record.aggregate_type}Id": record.aggregate_id,
+        "version": record.version,
+        "action": record.action,
+    }
+    if record.traceparent:
+        properties["traceparent"] = record.traceparent
+        properties["Diagnostic-Id"] = record.traceparent
+    return OutboxMessage(
+        message_id=record.event_id,
+        session_id=record.aggregate_id,
+        subject=record.action,
+        version=record.version,
+        body=record.body,
+        application_properties=properties,
+        aggregate_type=record.aggregate_type,
+        source=record.event_source,
+        created_at=record.created_at,
+        dataschema=record.dataschema,
+    )
+
+
+def payload_name(record: OutboxRecord) -> str:
+    """Where the claim check stores an event's body: `<aggregateType>/<aggregateId>/<eventId>`,
+    each part percent-encoded (a `/` in an id cannot make two events share a name). The same
+    for every retry, so a retry overwrites the same blob with the same bytes."""
+    return "/".join(quote(part, safe="") for part in
+                    (record.aggregate_type, record.aggregate_id, record.event_id))
+
+
+def claim_check(message: OutboxMessage, reference: str) -> OutboxMessage:
+    """The message of an offloaded event: the same ids, subject, properties and content type,
+    no body, and `dataref` = the body's reference (CloudEvents: the data is found there)."""
+    return dataclasses.replace(message, body=b"", dataref=reference)
+
+
+#: The Subject of the notice the relay publishes when it sets an event aside.
+QUARANTINE_NOTICE_SUBJECT = "OutboxEventQuarantined"
+#: Namespace of the notices' MessageIds: uuid5(this, event id), the same for every relay.
+NOTICE_NAMESPACE = uuid.UUID("7c0f4a1e-2b8d-5e3a-9c61-0d5f3b2a9e47")
+
+
+def notice_id(event_id: str) -> str:
+    """The MessageId of the quarantine notice of an event: derived from the event id only, so
+    a notice sent again (relay retry, failed replay) is dropped by duplicate detection, and it
+    never collides with an event's own MessageId (event ids are uuid4, these uuid5)."""
+    return str(uuid.uuid5(NOTICE_NAMESPACE, event_id))
+
+
+def quarantine_notice(event: OutboxRecord | Unreadable, reason: str) -> OutboxMessage | None:
+    """The notice for an event set aside: same session as the event (its aggregate id), with
+    its version, so a subscriber sees it where the event would have been. None when the event's
+    aggregate cannot be read (there is no session to put the notice in)."""
+    if isinstance(event, OutboxRecord):
+        aggregate_type: str | None = event.aggregate_type
+        aggregate_id: str | None = event.aggregate_id
+        action: str | None = event.action
+        version: int | None = event.version
+        source = event.event_source
+    else:
+        aggregate_type, aggregate_id = event.aggregate_type, event.aggregate_id
+        action, version = event.action, event.version
+        source = event.event_source
+    if not aggregate_id or not aggregate_type:
+        return None
+    body = {"eventId": event.event_id, f"{aggregate_type}Id": aggregate_id,
+            "aggregateType": aggregate_type, "aggregateId": aggregate_id, "action": action,
+            "version": version, "reason": reason}
+    properties: dict[str, str | int] = {
+        "aggregateType": aggregate_type,
+        f"{aggregate_type}Id": aggregate_id,
+        "action": QUARANTINE_NOTICE_SUBJECT,
+        "eventId": event.event_id,
+    }
+    if version is not None:
+        properties["version"] = version
+    return OutboxMessage(
+        message_id=notice_id(event.event_id),
+        session_id=aggregate_id,
+        subject=QUARANTINE_NOTICE_SUBJECT,
+        version=version if version is not None else 0,
+        body=json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode(),
+        application_properties=properties,
+        aggregate_type=aggregate_type,
+        source=source,
+    )

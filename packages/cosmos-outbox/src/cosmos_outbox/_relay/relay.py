@@ -1,0 +1,296 @@
+"""The relay use case: outbox records in, broker messages out. Generic over aggregates.
+
+Events are grouped per aggregate (session) and ordered by version inside it, then packed into
+size-limited batches, a new batch whenever one is full. A send failure propagates, so the
+trigger's retry policy redelivers the same documents (the topic drops the duplicates). An event
+that cannot become a message is quarantined with its reason and skipped, and a notice
+(`OutboxEventQuarantined`, MessageId derived from the event id) is published in its session
+where the event would have been, so subscribers can tell "set aside" from "lost".
+
+The claim check: an event whose message does not fit an empty batch (the topic's limit, after
+the link was asked once more per invocation) is offloaded when a payload store is configured:
+its claim-check message (same ids, properties and content type, an empty body, `dataref` = the
+body's reference) takes its place in the batch, and its body is stored before that batch can be
+sent. A failed upload raises like a failed send (nothing of the batch is sent, the trigger
+retries; the retry writes the same bytes to the same name). Quarantined instead: a body above
+`max_payload_bytes` (0: no claim check), or a claim-check message that does not fit either.
+
+Every invocation writes one structured log line (fields in `extra`), on failure too, and
+records its metrics and a PRODUCER span per batch through `cosmos_outbox._relay.telemetry`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from cosmos_outbox._records import (
+    FeedItem,
+    NotAnEvent,
+    OutboxMessage,
+    OutboxRecord,
+    Unreadable,
+    claim_check,
+    payload_name,
+    quarantine_notice,
+    to_message,
+)
+from cosmos_outbox._relay.telemetry import RelayTelemetry, SentEvent, error_type
+from cosmos_outbox.ports import MessageBatch, MessagePublisher, PayloadStore, Quarantine
+from cosmos_outbox.settings import DEFAULT_PAYLOAD_MAX_BYTES
+
+#: The log category operators filter on (kept across module moves).
+logger = logging.getLogger("application.relay")
+
+
+@dataclass
+class RelayReport:
+    received: int = 0
+    sent: int = 0
+    batches: int = 0
+    skipped: int = 0
+    quarantined: list[str] = field(default_factory=list)
+    #: why each quarantined event was set aside, by event id
+    reasons: dict[str, str] = field(default_factory=dict)
+    #: quarantine notices published (not counted in `sent`)
+    notices: int = 0
+    #: events sent as a claim check (counted in `sent` too), and their bodies' bytes
+    offloaded: int = 0
+    offloaded_bytes: int = 0
+    max_lag_ms: float | None = None
+
+
+class Relay:
+    """Relays outbox records to the publisher. With `payloads` (the claim check), an event too
+    large for a message is offloaded when its body is at most `max_payload_bytes`; without, it
+    is quarantined."""
+
+    def __init__(
+        self,
+        publisher: MessagePublisher,
+        quarantine: Quarantine,
+        telemetry: RelayTelemetry,
+        *,
+        payloads: PayloadStore | None = None,
+        max_payload_bytes: int = DEFAULT_PAYLOAD_MAX_BYTES,
+    ) -> None:
+        self._publisher = publisher
+        self._quarantine = quarantine
+        self._telemetry = telemetry
+        self._payloads = payloads if max_payload_bytes > 0 else None
+        self._max_payload = max_payload_bytes
+
+    def relay(self, items: Iterable[FeedItem]) -> RelayReport:
+        report = RelayReport()
+        try:
+            self._relay(items, report)
+        except Exception as exc:
+            self._telemetry.failed(exc)
+            _log(report, exc)
+            raise
+        _log(report, None)
+        return report
+
+    def _relay(self, items: Iterable[FeedItem], report: RelayReport) -> None:
+        events: dict[str, OutboxRecord | Unreadable] = {}
+        sent_events: dict[str, SentEvent] = {}
+        oldest: float | None = None  # creation time of the oldest event, epoch seconds
+        for item in items:
+            report.received += 1
+            match item:
+                case NotAnEvent():
+                    report.skipped += 1
+                case Unreadable():
+                    events[item.event_id] = item
+                case OutboxRecord():
+                    events[item.event_id] = item
+                    sent = sent_events[item.event_id] = _sent_event(item)
+                    if sent.created_at is not None and (oldest is None
+                                                        or sent.created_at < oldest):
+                        oldest = sent.created_at
+        if oldest is not None:
+            report.max_lag_ms = (time.time() - oldest) * 1000
+
+        out = _Outgoing(self, report)
+        for event in _in_session_order(events.values()):
+            if isinstance(event, Unreadable):
+                self._put_aside(event, event.reason, report, out)
+                continue
+            message = to_message(event)
+            if not out.add(message, sent_events[event.event_id], notice=False):
+                self._offload(event, message, sent_events[event.event_id], report, out)
+        out.flush()
+
+    def _offload(self, event: OutboxRecord, message: OutboxMessage, sent: SentEvent,
+                 report: RelayReport, out: _Outgoing) -> None:
+        """An event too large for a message: its claim-check message in its place, its body
+        stored before the batch holding that message can be sent; or quarantined."""
+        size = len(message.body)
+        too_large = f"message of {size} bytes is larger than the entity's message size limit"
+        if self._payloads is None:
+            self._put_aside(event, f"{too_large} (no claim check: no payload storage, or "
+                            "OUTBOX_PAYLOAD_MAX_BYTES is 0)", report, out)
+            return
+        if size > self._max_payload:
+            self._put_aside(event, f"{too_large}, and its body is larger than "
+                            f"OUTBOX_PAYLOAD_MAX_BYTES ({self._max_payload}) for a claim check",
+                            report, out)
+            return
+        name = payload_name(event)
+        claim = claim_check(message, self._payloads.reference(name))
+        if not out.add(claim, sent, notice=False, offloaded=size):
+            self._put_aside(event, f"{too_large}, and its claim-check message does not fit "
+                            "either (its properties are too large)", report, out)
+            return
+        # Stored now, before `out` can send the batch holding the claim check: a failure
+        # raises, nothing of that batch is sent, and the retry stores the same bytes again.
+        self._payloads.put(name, message.body, content_type=message.content_type)
+        logger.info("relay offloaded event %s (%d bytes) to %s", event.event_id, size,
+                    claim.dataref, extra={"outbox.event_id": event.event_id,
+                                          "outbox.offloaded_bytes": size,
+                                          "outbox.dataref": claim.dataref})
+
+    def _send(self, batch: MessageBatch, events: list[SentEvent], report: RelayReport,
+              notices: int, offloaded: list[int]) -> None:
+        self._telemetry.send(events, lambda: self._publisher.send(batch))
+        report.sent += len(batch) - notices
+        report.notices += notices
+        report.batches += 1
+        if offloaded:
+            self._telemetry.offloaded(len(offloaded), sum(offloaded))
+            report.offloaded += len(offloaded)
+            report.offloaded_bytes += sum(offloaded)
+
+    def _put_aside(
+        self, event: OutboxRecord | Unreadable, reason: str, report: RelayReport, out: _Outgoing
+    ) -> None:
+        """Quarantine the event, then publish its notice in its session, where the event would
+        have been (after the earlier versions, before the later ones)."""
+        logger.error("relay quarantined event %s: %s", event.event_id, reason,
+                     extra={"outbox.event_id": event.event_id, "outbox.reason": reason})
+        self._quarantine.put(event, reason=reason)
+        self._telemetry.quarantined()
+        report.quarantined.append(event.event_id)
+        report.reasons[event.event_id] = reason
+        notice = quarantine_notice(event, reason)
+        if notice is not None and not out.add(
+                notice, SentEvent(getattr(event, "traceparent", None), None), notice=True):
+            logger.error("the quarantine notice of event %s does not fit in a message",
+                         event.event_id)
+
+
+class _Outgoing:
+    """The batch being filled, in order; a new one whenever it is full."""
+
+    def __init__(self, relay: Relay, report: RelayReport) -> None:
+        self._relay, self._report = relay, report
+        self._batch: MessageBatch | None = None
+        self._events: list[SentEvent] = []
+        self._notices = 0
+        self._offloaded: list[int] = []
+        self._refreshed = False
+
+    def add(self, message: OutboxMessage, event: SentEvent, *, notice: bool,
+            offloaded: int | None = None) -> bool:
+        """Add the message to the current batch, or to a new one when that is full; False
+        when it does not fit even in an empty batch. `offloaded`: the size of the body a
+        claim-check message stands for."""
+        if self._batch is None:
+            self._batch = self._relay._publisher.create_batch()
+        if not self._batch.try_add(message) and not self._fits_a_new_batch(message):
+            return False
+        self._events.append(event)
+        self._notices += notice
+        if offloaded is not None:
+            self._offloaded.append(offloaded)
+        return True
+
+    def _fits_a_new_batch(self, message: OutboxMessage) -> bool:
+        """The current batch is full: the message in a new one. False when it does not fit an
+        empty batch, even on a fresh link when the publisher may learn a larger limit there
+        (asked once per invocation: a namespace moved to Premium since the link opened)."""
+        publisher = self._relay._publisher
+        assert self._batch is not None
+        # A message whose body alone is as large as a batch can never fit one of this link:
+        # the batch being filled is kept (the claim check that stands for it goes in it too).
+        if len(self._batch) and len(message.body) < self._batch.max_size_in_bytes:
+            self.flush()
+            self._batch = publisher.create_batch()
+            if self._batch.try_add(message):
+                return True
+        if self._refreshed:
+            return False
+        self._refreshed = True
+        if not publisher.refresh():
+            return False
+        self.flush()  # what the batch being filled holds goes first, in order
+        self._batch = publisher.create_batch()
+        return self._batch.try_add(message)
+
+    def flush(self) -> None:
+        if self._batch is not None and len(self._batch):
+            self._relay._send(self._batch, self._events, self._report, self._notices,
+                              self._offloaded)
+        self._batch, self._events, self._notices, self._offloaded = None, [], 0, []
+
+
+def _sent_event(record: OutboxRecord) -> SentEvent:
+    created = None if record.created_at is None else _aware(record.created_at).timestamp()
+    return SentEvent(record.traceparent, created)
+
+
+def _log(report: RelayReport, exc: Exception | None) -> None:
+    """One line per invocation, text for humans and the same values as fields (`extra`), so
+    Application Insights keeps them as custom dimensions; written on failure too."""
+    lag = None if report.max_lag_ms is None else round(report.max_lag_ms)
+    fields: dict[str, object] = {
+        "outbox.outcome": "failed" if exc else "ok",
+        "outbox.received": report.received,
+        "outbox.sent": report.sent,
+        "outbox.batches": report.batches,
+        "outbox.skipped": report.skipped,
+        "outbox.quarantined": len(report.quarantined),
+        "outbox.offloaded": report.offloaded,
+        "outbox.max_lag_ms": lag,
+    }
+    if exc is not None:
+        fields["error.type"] = error_type(exc)
+    logger.log(
+        logging.ERROR if exc else logging.INFO,
+        "relay invocation %s: received=%d sent=%d batches=%d skipped=%d quarantined=%d "
+        "offloaded=%d max_lag_ms=%s%s",
+        fields["outbox.outcome"], report.received, report.sent, report.batches, report.skipped,
+        len(report.quarantined), report.offloaded, lag,
+        f" error.type={fields['error.type']}" if exc else "",
+        extra=fields,
+    )
+
+
+def _in_session_order(
+    events: Iterable[OutboxRecord | Unreadable],
+) -> list[OutboxRecord | Unreadable]:
+    """Sessions in order of first appearance; versions ascending inside each session. An
+    unreadable event goes where its version says, or first in its session when it has none;
+    one whose aggregate cannot be read is a session of its own."""
+    first_seen: dict[str, int] = {}
+    listed = list(events)
+    for event in listed:
+        first_seen.setdefault(_session(event), len(first_seen))
+    return sorted(listed, key=lambda e: (first_seen[_session(e)], _version(e)))
+
+
+def _session(event: OutboxRecord | Unreadable) -> str:
+    if isinstance(event, OutboxRecord):
+        return event.aggregate_id
+    return event.aggregate_id if event.aggregate_id else f"\0{event.event_id}"
+
+
+def _version(event: OutboxRecord | Unreadable) -> int:
+    return event.version if event.version is not None else 0
+
+
+def _aware(at: datetime) -> datetime:
+    return at if at.tzinfo is not None else at.replace(tzinfo=UTC)

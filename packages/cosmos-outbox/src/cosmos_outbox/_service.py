@@ -1,0 +1,193 @@
+"""The use cases every aggregate has: create it, read it, change it. Each runs in one unit of
+work and commits at most one transactional batch: the aggregate and the events its change
+raised. A change is conditional on the etag the aggregate was read with, so two racing writers
+never lose an update (one gets PreconditionFailedError), and may also be conditional on what
+the caller sent (`precondition`: the HTTP layer's If-Match / If-None-Match).
+
+With a `Claim` (an Idempotency-Key, `cosmos_outbox._idempotency`), `create_idempotent` and
+`change_idempotent` write the claim's record in the same batch, and answer a retry of an
+earlier request with the same key from its record (`Recorded`) instead of writing again; the
+record is read only when the write fails, never on the success path."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from cosmos_outbox._callables import call_sync, refuse_async
+from cosmos_outbox._domain import Aggregate, DomainError, assigned_id
+from cosmos_outbox._idempotency import MAX_GENERATIONS, Claim, Recorded, weak_etag
+from cosmos_outbox.errors import (
+    AlreadyExistsError,
+    IdempotencyKeyReusedError,
+    NotFoundError,
+    PreconditionFailedError,
+)
+from cosmos_outbox.ports import UnitOfWork
+
+__all__ = ["AggregateService", "Versioned"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Versioned[A: Aggregate]:
+    """An aggregate and the etag of the stored version it was read from or written as."""
+
+    aggregate: A
+    etag: str
+
+
+class AggregateService[A: Aggregate]:
+    """Create, read and change aggregates of one type. An aggregate that is not `live` (a soft
+    delete) reads as missing: NotFoundError, as for one that never existed."""
+
+    def __init__(self, kind: type[A], unit_of_work: Callable[[], UnitOfWork]) -> None:
+        self.kind = kind
+        self._uow = unit_of_work
+
+    def create(self, aggregate: A, *, traceparent: str | None = None) -> Versioned[A]:
+        """Write a new aggregate and the events it recorded, in one batch. Raises
+        AlreadyExistsError when its id is taken."""
+        with self._uow() as uow:
+            repository = uow.repository(self.kind)
+            repository.add(aggregate)
+            uow.commit(traceparent=traceparent)
+            return Versioned(aggregate, repository.etag(aggregate.id))
+
+    def get(self, aggregate_id: str) -> Versioned[A]:
+        """The live aggregate and its etag. Raises NotFoundError."""
+        with self._uow() as uow:
+            aggregate = self._live(uow, aggregate_id)
+            return Versioned(aggregate, uow.repository(self.kind).etag(aggregate_id))
+
+    def change(
+        self,
+        aggregate_id: str,
+        change: Callable[[A], object],
+        *,
+        precondition: Callable[[str], bool] | None = None,
+        traceparent: str | None = None,
+    ) -> Versioned[A]:
+        """Load the live aggregate, check `precondition` against its etag (False:
+        PreconditionFailedError), apply `change` (a DomainError refuses it), and commit what it
+        raised in one batch conditioned on the etag read. A change that leaves the aggregate as
+        it was writes nothing and answers the etag read; one that alters it without recording
+        an event is refused (UnrecordedChangeError), nothing written."""
+        return self._change(aggregate_id, change, precondition=precondition,
+                            traceparent=traceparent)
+
+    def _change(
+        self,
+        aggregate_id: str,
+        change: Callable[[A], object],
+        *,
+        precondition: Callable[[str], bool] | None,
+        traceparent: str | None,
+        claim: Claim[A] | None = None,
+    ) -> Versioned[A]:
+        """`change`'s load, precondition, change and one conditioned batch; with `claim`, its
+        record in the same batch."""
+        refuse_async(change, "the change")
+        with self._uow() as uow:
+            aggregate = self._live(uow, aggregate_id)
+            repository = uow.repository(self.kind)
+            if precondition is not None and not precondition(repository.etag(aggregate_id)):
+                raise PreconditionFailedError(
+                    f"{self.kind.aggregate_type} {aggregate_id}: a precondition failed",
+                    aggregate_type=self.kind.aggregate_type)
+            call_sync(change, "the change", aggregate)
+            if claim is not None:
+                uow.claim(claim.record(aggregate))
+            uow.commit(traceparent=traceparent)
+            return Versioned(aggregate, repository.etag(aggregate_id))
+
+    def create_idempotent(
+        self,
+        build: Callable[[], A],
+        *,
+        claim: Claim[A],
+        traceparent: str | None = None,
+    ) -> Versioned[A] | Recorded:
+        """Write the aggregate `build()` makes (its id derived from the claimed key: made
+        inside `assigned_id`), its events and the claim's record, in one batch. When the batch
+        conflicts (the id or the record is there: an earlier request with this key committed),
+        answer from that request's record; 422 (IdempotencyKeyReusedError) when it was another
+        request. An id whose record expired was taken by an earlier use of the key: the key then
+        behaves as new and takes the next derived id (up to MAX_GENERATIONS)."""
+        refuse_async(build, "build")
+        for generation in range(MAX_GENERATIONS):
+            derived = claim.aggregate_id(generation)
+            with assigned_id(derived):
+                aggregate = call_sync(build, "build")
+            try:
+                with self._uow() as uow:
+                    repository = uow.repository(self.kind)
+                    repository.add(aggregate)
+                    uow.claim(claim.record(aggregate))
+                    uow.commit(traceparent=traceparent)
+                    return Versioned(aggregate, repository.etag(aggregate.id))
+            except AlreadyExistsError:
+                found = self._recorded(aggregate.id, claim)
+                if found is not None:
+                    return found
+                if aggregate.id != derived:
+                    raise  # the aggregate chose its own id, and it is taken
+                logger.info("idempotency key reused after its record expired: next id",
+                            extra={"idempotency.record": claim.record_id,
+                                   "idempotency.generation": generation + 1})
+        raise AlreadyExistsError(
+            f"every {self.kind.aggregate_type} id this Idempotency-Key derives is taken")
+
+    def change_idempotent(
+        self,
+        aggregate_id: str,
+        change: Callable[[A], object],
+        *,
+        claim: Claim[A],
+        precondition: Callable[[str], bool] | None = None,
+        traceparent: str | None = None,
+    ) -> Versioned[A] | Recorded:
+        """`change`, with the claim's record written in the same batch (alone when the change
+        raises no event: the answer is recorded all the same). When the change is refused
+        (missing, a failed precondition, a business rule, a racing writer, the record already
+        there), an earlier request with the same key may have made it: its record answers
+        instead; 422 when that was another request; else the refusal stands."""
+        try:
+            return self._change(aggregate_id, change, precondition=precondition,
+                                traceparent=traceparent, claim=claim)
+        except (NotFoundError, PreconditionFailedError, AlreadyExistsError, DomainError):
+            found = self._recorded(aggregate_id, claim)
+            if found is None:
+                raise
+            return found
+
+    def _recorded(self, aggregate_id: str, claim: Claim[A]) -> Recorded | None:
+        """The answer recorded for the claim's key in the aggregate's partition: None when there
+        is none; IdempotencyKeyReusedError when it was recorded for another request."""
+        with self._uow() as uow:
+            record = uow.recorded(aggregate_id, claim.record_id)
+            if record is None:
+                return None
+            fields = {"idempotency.record": claim.record_id,
+                      "aggregate.type": self.kind.aggregate_type, "aggregate.id": aggregate_id}
+            if record.fingerprint != claim.fingerprint:
+                logger.info("idempotency key reused for another request: 422", extra=fields)
+                raise IdempotencyKeyReusedError(
+                    "this Idempotency-Key was used for another request")
+            repository = uow.repository(self.kind)
+            try:
+                current = repository.get(aggregate_id)
+                etag = (repository.etag(aggregate_id) if current.version == record.version
+                        else weak_etag(record.version))
+            except NotFoundError:
+                etag = weak_etag(record.version)
+            logger.info("idempotent retry answered from its record", extra=fields)
+            return Recorded(record, etag)
+
+    def _live(self, uow: UnitOfWork, aggregate_id: str) -> A:
+        aggregate = uow.repository(self.kind).get(aggregate_id)
+        if not aggregate.live:
+            raise NotFoundError(self.kind.aggregate_type, aggregate_id)
+        return aggregate

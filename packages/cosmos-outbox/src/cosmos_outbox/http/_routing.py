@@ -1,0 +1,106 @@
+"""The app's own HTTP route table, read from its indexed functions, and the answer for
+requests no function takes: 404, or 405 with `Allow` when the path exists with other methods.
+
+Both come from `app.get_functions()`, the same list the worker indexes, so the fallback cannot
+drift from the routes. The Functions host ranks a catch-all route below every other route
+(locally and in Azure), so the fallback only sees what nothing else matched.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import azure.functions as func
+from azure.functions.decorators.function_app import Function
+
+from cosmos_outbox.http._problems import HttpProblemError
+
+ALL_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"})
+
+
+class FunctionApp(func.FunctionApp):
+    """A FunctionApp whose `get_functions()` builds the functions once and then returns the same
+    list (the SDK refuses a second build): the worker indexes the app at start, and the fallback
+    route and the OpenAPI document read the very same functions later."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._indexed: list[Function] | None = None
+        self._index_lock = threading.Lock()
+
+    def get_functions(self) -> list[Function]:
+        with self._index_lock:
+            if self._indexed is None:
+                self._indexed = list(super().get_functions())
+            return self._indexed
+
+
+@dataclass(frozen=True)
+class HttpRoute:
+    function: str
+    template: str
+    methods: frozenset[str]
+
+    @property
+    def catch_all(self) -> bool:
+        return "{*" in self.template
+
+    def matches(self, path: str) -> bool:
+        """As the host's routing (ASP.NET Core) matches: one trailing slash is ignored; literal
+        segments compare case-insensitively; `{name}` takes one non-empty segment, so an empty
+        segment (`a//b`, `a//`) matches no parameter and no literal; `%2F` stays inside its
+        segment (the host does not decode it). `path` is the catch-all's value."""
+        want = self.template.strip("/").split("/")
+        path = path.removeprefix("/")
+        have = (path[:-1] if path.endswith("/") else path).split("/")
+        if len(want) != len(have):
+            return False
+        for pattern, segment in zip(want, have, strict=True):
+            if pattern.startswith("{") and pattern.endswith("}"):
+                if not segment:
+                    return False
+                continue
+            if pattern.lower() != segment.lower():
+                return False
+        return True
+
+
+def http_routes(functions: Iterable[Function]) -> list[HttpRoute]:
+    routes = []
+    for fn in functions:
+        bindings = json.loads(fn.get_function_json()).get("bindings", [])
+        for binding in bindings:
+            if binding.get("type") == "httpTrigger":
+                methods = binding.get("methods")
+                routes.append(HttpRoute(
+                    function=str(fn.get_function_name()),
+                    template=str(binding.get("route") or fn.get_function_name()),
+                    methods=frozenset(str(m).upper() for m in methods) if methods else ALL_METHODS,
+                ))
+    return routes
+
+
+def allowed_methods(routes: Iterable[HttpRoute], path: str) -> frozenset[str]:
+    """The methods some (non catch-all) route accepts at `path`; empty when no route has it."""
+    allowed: frozenset[str] = frozenset()
+    for route in routes:
+        if not route.catch_all and route.matches(path):
+            allowed |= route.methods
+    return allowed
+
+
+def fallback(req: func.HttpRequest, routes: Iterable[HttpRoute]) -> func.HttpResponse:
+    """Requests no function takes: 405 with `Allow` when the path exists, else 404."""
+    path = str(req.route_params.get("path") or "")
+    allowed = allowed_methods(routes, path)
+    if allowed:
+        raise HttpProblemError(
+            405, "Method Not Allowed",
+            f"{req.method.upper()} is not allowed here; allowed: {', '.join(sorted(allowed))}",
+            headers={"Allow": ", ".join(sorted(allowed))},
+        )
+    raise HttpProblemError(404, "Not Found", "no such route")

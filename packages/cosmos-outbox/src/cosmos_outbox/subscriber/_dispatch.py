@@ -1,0 +1,139 @@
+"""Tolerant dispatch: one Service Bus message in, handled if it is an event of the aggregate type
+this subscriber projects, recorded and skipped otherwise, so a new event type (or a missing
+subscription filter) never stalls a session.
+
+- not an outbox event at all (not a CloudEvent, no version, a subject that is not its
+  aggregate's id): `UnreadableEventError` propagates, the host abandons the message and
+  dead-letters it after the subscription's MaxDeliveryCount;
+- an event of another aggregate type: acknowledged, logged (warning) and counted
+  (`subscriber.events.ignored`, reason `other aggregate type`);
+- an action the projection does not handle: its version is taken as applied (the projector's
+  inbox record says `ignored`), logged (info when the app lists it in `ignored_actions`, a
+  warning otherwise: an app deployed with a new event type before this subscriber knew it) and
+  counted;
+- anything else: projected (`Projector.handle`), logged with its outcome.
+
+A claim-check message (`cloudEvents_dataref`) has its data fetched from the payload store
+before anything else (`payloads`; by default the store the app settings name,
+OutboxPayloadStorage or AzureWebJobsStorage, built on the first such message). A payload that
+cannot be fetched (missing, expired, the store down, a reference outside the store) raises: the
+message is abandoned, redelivered, and dead-lettered after MaxDeliveryCount; each failed
+delivery logs an error with the reason (`outcome` `payload-unavailable`, `reason`, `dataref`,
+`messageId`, `deliveryCount`).
+
+Every log line carries the values as fields (`extra`): `eventId`, `aggregateType`,
+`aggregateId` (and `<aggregateType>Id`), `action`, `version`, `deliveryCount`, `outcome`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+import azure.functions as func
+
+from cosmos_outbox.errors import PayloadStoreError
+from cosmos_outbox.settings import SettingsError
+from cosmos_outbox.subscriber import _telemetry as telemetry
+from cosmos_outbox.subscriber._events import IncomingEvent, dataref_of, from_message
+from cosmos_outbox.subscriber._projector import Outcome, Projector, Result
+
+if TYPE_CHECKING:
+    from cosmos_outbox.ports import PayloadStore
+
+__all__ = ["Dispatcher"]
+
+logger = logging.getLogger("cosmos_outbox.subscriber")
+
+
+class Dispatcher:
+    """Handles messages of `aggregate_type` with `projector()` (built on first use); fetches
+    claim-check payloads with `payloads()` (built on first use; by default from the settings)."""
+
+    def __init__(self, aggregate_type: str, projector: Callable[[], Projector], *,
+                 ignored_actions: Iterable[str] = (),
+                 default_aggregate_type: str | None = None,
+                 payloads: Callable[[], PayloadStore] | None = None) -> None:
+        self.aggregate_type = aggregate_type
+        self._projector = projector
+        self._ignored = frozenset(ignored_actions)
+        self._default_type = default_aggregate_type
+        self._payloads = payloads or _settings_payloads()
+
+    def handle(self, message: func.ServiceBusMessage) -> Result | None:
+        """Handle one message; None when it was not for this subscriber."""
+        try:
+            event = from_message(message.get_body(), content_type=message.content_type,
+                                 application_properties=message.application_properties,
+                                 default_aggregate_type=self._default_type,
+                                 payloads=lambda ref: self._payloads().get(ref))
+        except (PayloadStoreError, SettingsError) as exc:
+            dataref = dataref_of(message.application_properties)
+            logger.error(
+                "message %s (delivery %s): its payload could not be fetched from %s: %s; "
+                "abandoned (dead-lettered after the subscription's MaxDeliveryCount)",
+                message.message_id, message.delivery_count, dataref, exc,
+                extra={"messageId": message.message_id, "eventId": message.message_id,
+                       "deliveryCount": message.delivery_count, "dataref": dataref,
+                       "outcome": "payload-unavailable", "reason": str(exc),
+                       "error.type": type(exc).__name__})
+            raise
+        fields = _fields(event, message.delivery_count)
+        if event.aggregate_type != self.aggregate_type:
+            reason = "other aggregate type"
+            telemetry.ignored(event.type, reason, event.aggregate_type)
+            logger.warning(
+                "event %s of %s %s ignored: this subscriber projects %s (is the "
+                "subscription's aggregateType filter missing?)", event.event_id,
+                event.aggregate_type, event.aggregate_id, self.aggregate_type,
+                extra={**fields, "outcome": "ignored", "reason": reason})
+            return None
+        result = self._projector().handle(event)
+        if result.outcome is Outcome.IGNORED:
+            reason = "ignored action" if event.type in self._ignored else "unknown action"
+            telemetry.ignored(event.type, reason, event.aggregate_type)
+            logger.log(
+                logging.INFO if reason == "ignored action" else logging.WARNING,
+                "event %s (%s %s, version %d): action %s is not projected (%s); its version "
+                "is taken as applied", event.event_id, event.aggregate_type,
+                event.aggregate_id, event.version, event.type, reason,
+                extra={**fields, "outcome": result.outcome.value, "reason": reason})
+            return result
+        logger.info(
+            "event %s (%s %s, version %d, delivery %s): %s", event.event_id,
+            event.aggregate_type, event.aggregate_id, event.version, message.delivery_count,
+            result.outcome.value,
+            extra={**fields, "outcome": result.outcome.value, "applied": result.applied})
+        return result
+
+
+def _settings_payloads() -> Callable[[], PayloadStore]:
+    """The payload store the app settings name, built once, on the first claim-check message
+    (never at indexing: azure-storage-blob is imported then)."""
+    lock = threading.Lock()
+    built: list[PayloadStore] = []
+
+    def payloads() -> PayloadStore:
+        with lock:
+            if not built:
+                from cosmos_outbox.blob import blob_payload_store
+                from cosmos_outbox.settings import load_payload_settings
+
+                store = blob_payload_store(load_payload_settings())
+                if store is None:
+                    raise SettingsError(
+                        "invalid settings: a message's data is in the outbox's payload store "
+                        "(dataref): set OutboxPayloadStorage (or AzureWebJobsStorage) and "
+                        "OUTBOX_PAYLOAD_CONTAINER to read it")
+                built.append(store)
+            return built[0]
+
+    return payloads
+
+
+def _fields(event: IncomingEvent, delivery_count: int | None) -> dict[str, Any]:
+    return {"eventId": event.event_id, "aggregateType": event.aggregate_type,
+            "aggregateId": event.aggregate_id, f"{event.aggregate_type}Id": event.aggregate_id,
+            "action": event.type, "version": event.version, "deliveryCount": delivery_count}

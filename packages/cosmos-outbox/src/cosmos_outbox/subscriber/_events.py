@@ -1,0 +1,125 @@
+"""One event as a subscriber reads it: a CloudEvent in the AMQP binding's binary content mode,
+read with the official CloudEvents SDK (`cloudevents.core.bindings.amqp`), and checked to be an
+outbox event (a version, and a subject that is the id of its aggregate).
+
+A message of the claim check (the `dataref` attribute, `cloudEvents_dataref`, and an empty body)
+has its data fetched from the payload store first (`payloads`), so what a handler gets is the
+same event as if it had travelled in the message."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
+from cloudevents.core.formats.json import JSONFormat
+
+from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT
+
+__all__ = ["QUARANTINE_NOTICE", "IncomingEvent", "UnreadableEventError", "dataref_of",
+           "from_message"]
+
+#: The claim check's attribute, in the binding's two spellings.
+_DATAREF_KEYS = ("cloudEvents_dataref", "cloudEvents:dataref")
+
+#: The type (Subject) of the notice the outbox publishes, in the aggregate's session, where an
+#: event it set aside (quarantined) would have been; `version` in its data is that event's.
+QUARANTINE_NOTICE = QUARANTINE_NOTICE_SUBJECT
+
+
+class UnreadableEventError(ValueError):
+    """A message that is not an outbox event at all (not a CloudEvent, no version, a subject
+    that is not its aggregate): it fails, and is dead-lettered after MaxDeliveryCount."""
+
+
+@dataclass(frozen=True)
+class IncomingEvent:
+    """What a handler needs of one event: its id, its aggregate's type and id, its type (the
+    action), version and data."""
+
+    event_id: str
+    aggregate_id: str
+    type: str
+    version: int
+    data: Mapping[str, Any]
+    aggregate_type: str
+    time: datetime | None = None
+    source: str = ""
+    #: where its data was fetched from, when it came by claim check
+    dataref: str | None = None
+
+
+def _text(value: Any) -> Any:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+def dataref_of(application_properties: Mapping[Any, Any] | None) -> str | None:
+    """The claim check's reference a message carries (`cloudEvents_dataref`), if any."""
+    for key, value in (application_properties or {}).items():
+        if _text(key) in _DATAREF_KEYS:
+            return str(_text(value))
+    return None
+
+
+def from_message(
+    body: bytes, *, content_type: str | None, application_properties: Mapping[Any, Any] | None,
+    default_aggregate_type: str | None = None,
+    payloads: Callable[[str], bytes] | None = None,
+) -> IncomingEvent:
+    """Read one Service Bus message as a CloudEvent and check it is an outbox event: a version,
+    and the subject is the id of its aggregate (`<aggregateType>Id` in its data). A message
+    without the `aggregateType` property is of `default_aggregate_type` (messages sent before
+    the outbox set it; none: unreadable). A claim-check message's data is fetched with
+    `payloads(dataref)` (its errors propagate: the message is retried, then dead-lettered);
+    without `payloads` it is unreadable."""
+    properties = {_text(k): _text(v) for k, v in (application_properties or {}).items()}
+    dataref = dataref_of(properties)
+    if dataref is not None:
+        if payloads is None:
+            raise UnreadableEventError("the event's data is in a payload store (dataref) and "
+                                       "this reader has none")
+        body = payloads(dataref)
+    aggregate_type = properties.get("aggregateType", default_aggregate_type)
+    if not isinstance(aggregate_type, str) or not aggregate_type:
+        raise UnreadableEventError("the aggregateType property is not a name")
+    amqp = AMQPMessage(
+        properties={"content-type": content_type or "application/json"},
+        application_properties=properties,
+        application_data=body,
+    )
+    try:
+        event = from_binary(amqp, JSONFormat())
+    except Exception as exc:  # the SDK raises several kinds for a message that is no CloudEvent
+        raise UnreadableEventError(f"not a CloudEvent: {exc}") from None
+    data = event.get_data()
+    if isinstance(data, (bytes, str)):
+        try:
+            data = json.loads(data)
+        except ValueError:
+            raise UnreadableEventError("event data is not JSON") from None
+    if not isinstance(data, Mapping):
+        raise UnreadableEventError("event data is not a JSON object")
+    version = data.get("version")
+    subject = event.get_subject()
+    if event.get_type() == QUARANTINE_NOTICE and version is None:
+        version = 0  # a notice of an event whose version could not be read: nothing to mark
+    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
+        raise UnreadableEventError("event data has no integer version")
+    if version == 0 and event.get_type() != QUARANTINE_NOTICE:
+        raise UnreadableEventError("event data has no positive integer version")
+    if not subject or data.get(f"{aggregate_type}Id") != subject:
+        raise UnreadableEventError(f"event subject is not the {aggregate_type} id of its data")
+    return IncomingEvent(
+        event_id=str(event.get_id()),
+        aggregate_id=str(subject),
+        type=str(event.get_type()),
+        version=version,
+        data=data,
+        time=event.get_time(),
+        source=str(event.get_source()),
+        aggregate_type=aggregate_type,
+        dataref=dataref,
+    )

@@ -1,0 +1,303 @@
+"""The projector: one event in, the projection change and its inbox record out, in ONE
+transactional batch in the aggregate's partition of the projection container: an exactly-once
+effect for an at-least-once delivery.
+
+What the projection holds and how an event changes it is the app's (`Projection`: `handles`
+and `apply`); the rest is here. Documents, all partitioned by aggregate id (`/partitionKey`):
+
+- the projection, id = aggregate id, `version` = last applied;
+- one inbox record per processed event, id `inbox-<event id>`, `type` `inboxRecord`, expiring
+  after the inbox TTL (`INBOX_TTL_SECONDS`);
+- one held event per event that arrived after a gap, id `held-<version>`, `type` `heldEvent`,
+  kept (no TTL) until the missing version arrives and it is applied;
+- one gap record per quarantine notice (the outbox set the event of that version aside), id
+  `gap-<version>`, `type` `quarantinedGap`, with the event id, action and reason: the gap is a
+  known one, not a loss. The events after it are held as for any gap; the record is deleted in
+  the batch that applies that version when the operator replays the event.
+
+Per event version:
+
+- version <= last applied: a duplicate (already applied) -> acknowledged, no effect;
+- version == last + 1: applied;
+- version > last + 1: a gap (an earlier event has not arrived: it was quarantined by the relay,
+  dead-lettered, or is still on its way) -> the event is held until the missing one arrives,
+  then applied with every held event that follows on without a gap.
+
+An event whose inbox record exists is acknowledged without effect; so is one whose version is
+not above the projection's (which also covers a redelivery after its inbox record expired).
+An event whose action the projection does not handle is applied as a version step only (its
+inbox record says `ignored`): later versions are not held behind it.
+A conflict (another delivery of the same aggregate's events won the race: 409 on the inbox
+record, 412 on the projection's etag) fails the batch as a whole, nothing is written, and the
+error propagates: the host abandons the message and its redelivery finds the inbox record.
+"""
+
+from __future__ import annotations
+
+import abc
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from enum import Enum
+from typing import Any
+
+from azure.cosmos import ContainerProxy
+from azure.cosmos.exceptions import CosmosBatchOperationError, CosmosResourceNotFoundError
+
+from cosmos_outbox.subscriber._events import QUARANTINE_NOTICE, IncomingEvent
+
+__all__ = ["Decision", "Outcome", "Projection", "Projector", "Result", "decide",
+           "last_version"]
+
+logger = logging.getLogger(__name__)
+
+
+class Projection(abc.ABC):
+    """What a read model holds and how an event changes it: the app's part of a projector.
+    Pure: no storage, no I/O."""
+
+    @abc.abstractmethod
+    def handles(self, action: str) -> bool:
+        """Whether an event of this action changes the projection (else: a version step)."""
+
+    @abc.abstractmethod
+    def apply(self, projection: Mapping[str, Any] | None,
+              event: IncomingEvent) -> dict[str, Any]:
+        """The projection document after `event` (the next version; None: the first), with
+        `id`, `partitionKey` (the aggregate id) and `version` (the event's)."""
+
+
+class Decision(Enum):
+    APPLY = "apply"
+    DUPLICATE = "duplicate"
+    HOLD = "hold"
+
+
+def last_version(projection: Mapping[str, Any] | None) -> int:
+    return int(projection["version"]) if projection is not None else 0
+
+
+def decide(projection: Mapping[str, Any] | None, event: IncomingEvent) -> Decision:
+    last = last_version(projection)
+    if event.version <= last:
+        return Decision.DUPLICATE
+    if event.version == last + 1:
+        return Decision.APPLY
+    return Decision.HOLD
+
+INBOX_TYPE = "inboxRecord"
+HELD_TYPE = "heldEvent"
+GAP_TYPE = "quarantinedGap"
+# Held events applied per batch (a batch holds at most 100 operations: the projection, the
+# inbox record and one delete per held event).
+MAX_HELD_PER_BATCH = 50
+
+
+class Outcome(Enum):
+    APPLIED = "applied"
+    #: applied as a version step only: the projection does not handle its action
+    IGNORED = "ignored"
+    DUPLICATE = "duplicate"
+    HELD = "held"
+    GAP_RECORDED = "gap recorded"
+
+
+@dataclass
+class Result:
+    outcome: Outcome
+    applied: list[int] = field(default_factory=list)
+    missing: int | None = None
+
+
+def inbox_id(event_id: str) -> str:
+    return f"inbox-{event_id}"
+
+
+def held_id(version: int) -> str:
+    return f"held-{version:012d}"
+
+
+def gap_id(version: int) -> str:
+    return f"gap-{version:012d}"
+
+
+def _held_event(document: dict[str, Any], aggregate_type: str) -> IncomingEvent:
+    e = document["event"]
+    return IncomingEvent(
+        event_id=e["id"], aggregate_id=document["partitionKey"], type=e["type"],
+        version=int(e["version"]), data=e["data"], aggregate_type=aggregate_type,
+    )
+
+
+class _AlreadyProcessedError(Exception):
+    """The event's inbox record exists: a batch creating it failed with 409."""
+
+
+class Projector:
+    """Applies events to the projection container (azure-cosmos, sync).
+
+    Point reads only (a partition-scoped query costs more RUs than a point read, and a local
+    endpoint scans every document for one): the projection, then for an event to apply the held
+    event and the known gap that may follow it, then one transactional batch. Whether the event
+    was processed already is its version (not above the projection's) or, for an event held or
+    noticed before, the batch's create of its inbox record failing with 409."""
+
+    def __init__(self, container: ContainerProxy, projection: Projection, *,
+                 inbox_ttl_seconds: int) -> None:
+        self._container = container
+        self._projection = projection
+        self._inbox_ttl = inbox_ttl_seconds
+
+    def _read(self, item: str, partition: str) -> dict[str, Any] | None:
+        try:
+            document: dict[str, Any] = self._container.read_item(item, partition_key=partition)
+        except CosmosResourceNotFoundError:
+            return None
+        return document
+
+    def _inbox_record(self, event: IncomingEvent, *, held: bool) -> dict[str, Any]:
+        return {
+            "id": inbox_id(event.event_id),
+            "partitionKey": event.aggregate_id,
+            "type": INBOX_TYPE,
+            "eventId": event.event_id,
+            "action": event.type,
+            "version": event.version,
+            "held": held,
+            "ignored": (event.type != QUARANTINE_NOTICE
+                        and not self._projection.handles(event.type)),
+            "processedAt": datetime.now(UTC).isoformat(),
+            "ttl": self._inbox_ttl,
+        }
+
+    def _batch(self, operations: list[tuple[Any, ...]], partition: str, *,
+               inbox_first: bool) -> None:
+        """One transactional batch. When its first operation creates the incoming event's
+        inbox record and that fails with 409, the event was processed before."""
+        try:
+            self._container.execute_item_batch(batch_operations=operations,
+                                               partition_key=partition)
+        except CosmosBatchOperationError as exc:
+            failed = exc.operation_responses[exc.error_index] if exc.operation_responses else {}
+            if inbox_first and exc.error_index == 0 and failed.get("statusCode") == 409:
+                raise _AlreadyProcessedError from None
+            raise
+
+    def handle(self, event: IncomingEvent) -> Result:
+        try:
+            return self._handle(event)
+        except _AlreadyProcessedError:
+            return Result(Outcome.DUPLICATE)
+
+    def _handle(self, event: IncomingEvent) -> Result:
+        partition = event.aggregate_id
+        projection = self._read(partition, partition)
+        if event.type == QUARANTINE_NOTICE:
+            return self._record_gap(projection, event)
+        decision = decide(projection, event)
+        if decision is Decision.DUPLICATE:
+            return Result(Outcome.DUPLICATE)
+        if decision is Decision.HOLD:
+            missing = last_version(projection) + 1
+            orphan = self._read(held_id(missing), partition)
+            if orphan is not None:
+                # the missing version is held already (a delivery that raced the last apply
+                # held it): apply from it, then decide again
+                self._apply(projection, _held_event(orphan, event.aggregate_type),
+                            incoming=False)
+                return self._handle(event)
+            held = {
+                "id": held_id(event.version),
+                "partitionKey": partition,
+                "type": HELD_TYPE,
+                "missingVersion": missing,
+                "event": {"id": event.event_id, "type": event.type, "version": event.version,
+                          "data": dict(event.data)},
+                "ttl": -1,
+            }
+            self._write_with_inbox(event, held, held=True)
+            logger.warning(
+                "%s %s: event %s version %d held, version %d missing", event.aggregate_type,
+                partition, event.event_id, event.version, missing,
+            )
+            return Result(Outcome.HELD, missing=missing)
+        applied = self._apply(projection, event, incoming=True)
+        outcome = Outcome.APPLIED if self._projection.handles(event.type) else Outcome.IGNORED
+        return Result(outcome, applied=applied)
+
+    def _write_with_inbox(self, event: IncomingEvent, record: dict[str, Any], *,
+                          held: bool) -> None:
+        """The event's inbox record and one record of its aggregate (held event, known gap), in
+        one batch: both or neither."""
+        self._batch([("create", (self._inbox_record(event, held=held),)),
+                     ("upsert", (record,))], event.aggregate_id, inbox_first=True)
+
+    def _record_gap(self, projection: dict[str, Any] | None, event: IncomingEvent) -> Result:
+        """A quarantine notice: the event of `event.version` was set aside by the outbox. Its
+        gap is recorded (with the notice's inbox record, in one batch) unless that version is
+        already applied (a replay came first) or unknown."""
+        partition = event.aggregate_id
+        if event.version == 0 or event.version <= last_version(projection):
+            return Result(Outcome.DUPLICATE)
+        gap = {
+            "id": gap_id(event.version),
+            "partitionKey": partition,
+            "type": GAP_TYPE,
+            "version": event.version,
+            "eventId": event.data.get("eventId"),
+            "action": event.data.get("action"),
+            "reason": event.data.get("reason"),
+            "noticedAt": datetime.now(UTC).isoformat(),
+            "ttl": -1,
+        }
+        self._write_with_inbox(event, gap, held=False)
+        logger.warning(
+            "%s %s: version %d was quarantined by the outbox (event %s): %s",
+            event.aggregate_type, partition, event.version, gap["eventId"], gap["reason"],
+        )
+        return Result(Outcome.GAP_RECORDED, missing=event.version)
+
+    def _apply(self, projection: dict[str, Any] | None, event: IncomingEvent, *,
+               incoming: bool) -> list[int]:
+        """Apply `event` (the incoming one, or a held one) and the held events that follow on
+        without a gap, in batches of at most MAX_HELD_PER_BATCH held events: the projection
+        after them (created, or replaced if its etag is unchanged), the inbox record of the
+        incoming event, the deletion of the held events applied and of the known gaps (quarantine
+        notices) their versions close."""
+        partition = event.aggregate_id
+        applied: list[int] = []
+        step = [event]
+        while True:
+            limit = MAX_HELD_PER_BATCH + (1 if incoming and not applied else 0)
+            following = self._read(held_id(step[-1].version + 1), partition)
+            while following is not None and len(step) < limit:
+                step.append(_held_event(following, event.aggregate_type))
+                following = self._read(held_id(step[-1].version + 1), partition)
+            updated = projection
+            for item in step:
+                updated = self._projection.apply(updated, item)
+            assert updated is not None
+            with_inbox = incoming and not applied
+            operations: list[tuple[Any, ...]] = []
+            if with_inbox:
+                operations.append(("create", (self._inbox_record(event, held=False),)))
+            if projection is None:
+                operations.append(("create", (updated,)))
+            else:
+                operations.append(
+                    ("replace", (updated["id"], updated), {"if_match_etag": projection["_etag"]})
+                )
+            operations += [("delete", (held_id(item.version),)) for item in step
+                           if not (with_inbox and item is event)]
+            operations += [("delete", (gap_id(item.version),)) for item in step
+                           if self._read(gap_id(item.version), partition) is not None]
+            self._batch(operations, partition, inbox_first=with_inbox)
+            applied += [item.version for item in step]
+            if following is None:
+                return applied
+            # the batch was full and a held event follows: go on from the projection written
+            projection = self._read(partition, partition)
+            assert projection is not None
+            step = [_held_event(following, event.aggregate_type)]
+            incoming = False

@@ -1,0 +1,143 @@
+"""Call an app's indexed functions in-process, as the Functions host would: an HTTP request is
+routed by the app's own route table (literal segments case-insensitive, one trailing slash
+ignored, catch-all routes last), its route values handed over as `route_params`, and the
+invocation context passed to a `context` parameter; the relay is handed change-feed documents.
+No host, no worker, no I/O: what the functions do is what the app's services do (the fakes of
+`cosmos_outbox.testing.in_memory`, typically)."""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import threading
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import azure.functions as func
+from azure.functions._abc import RetryContext, TraceContext
+from azure.functions.decorators.function_app import Function
+
+from cosmos_outbox.http._routing import http_routes
+
+__all__ = ["FunctionClient", "InvocationContext"]
+
+
+class _TraceContext(TraceContext):
+    def __init__(self, trace_parent: str = "", trace_state: str = "") -> None:
+        self._parent, self._state = trace_parent, trace_state
+
+    @property
+    def trace_parent(self) -> str:
+        return self._parent
+
+    @property
+    def trace_state(self) -> str:
+        return self._state
+
+    @property
+    def attributes(self) -> dict[str, str]:
+        return {}
+
+
+class InvocationContext(func.Context):
+    """The invocation context the host passes to a parameter named `context` (no retry
+    context: a function that reads it is not called this way)."""
+
+    def __init__(self, function_name: str = "", *, trace_parent: str = "") -> None:
+        self._name = function_name
+        self._trace = _TraceContext(trace_parent)
+
+    @property
+    def invocation_id(self) -> str:
+        return "00000000-0000-0000-0000-000000000000"
+
+    @property
+    def thread_local_storage(self) -> Any:
+        return threading.local()
+
+    @property
+    def function_name(self) -> str:
+        return self._name
+
+    @property
+    def function_directory(self) -> str:
+        return ""
+
+    @property
+    def trace_context(self) -> TraceContext:
+        return self._trace
+
+    @property
+    def retry_context(self) -> RetryContext:
+        raise NotImplementedError
+
+
+class FunctionClient:
+    """The functions of one app (a `func.FunctionApp`, indexed once here), called in-process."""
+
+    def __init__(self, app: func.FunctionApp) -> None:
+        self.functions: dict[str, Function] = {
+            str(f.get_function_name()): f for f in app.get_functions()}
+        routes = http_routes(self.functions.values())
+        # The host ranks catch-all routes below every other route.
+        self._routes = sorted(routes, key=lambda r: r.catch_all)
+
+    def invoke(self, name: str, *args: Any, trace_parent: str = "") -> Any:
+        """Call function `name` with `args`, and the invocation context if it takes one."""
+        user_function = self.functions[name].get_user_function()
+        if "context" in inspect.signature(user_function).parameters:
+            return user_function(*args, InvocationContext(name, trace_parent=trace_parent))
+        return user_function(*args)
+
+    def call(self, name: str, method: str, path: str, *, body: Any = None,
+             raw: bytes | None = None, headers: Mapping[str, str] | None = None,
+             route_params: Mapping[str, str] | None = None,
+             params: Mapping[str, str] | None = None,
+             trace_parent: str = "") -> func.HttpResponse:
+        """Call HTTP function `name` directly (no routing) with a JSON `body` (or `raw`
+        bytes); `path` is the URL path after `/api/`."""
+        if raw is None:
+            raw = b"" if body is None else json.dumps(body).encode()
+        sent = {"content-type": "application/json"} if body is not None else {}
+        sent.update(headers or {})
+        request = func.HttpRequest(method=method, url=f"http://localhost/api/{path}",
+                                   headers=sent, params=dict(params or {}),
+                                   route_params=dict(route_params or {}), body=raw)
+        response = self.invoke(name, request, trace_parent=trace_parent)
+        assert isinstance(response, func.HttpResponse)
+        return response
+
+    def request(self, method: str, path: str, *, body: Any = None, raw: bytes | None = None,
+                headers: Mapping[str, str] | None = None,
+                params: Mapping[str, str] | None = None,
+                trace_parent: str = "") -> func.HttpResponse:
+        """`method` `/api/<path>`, routed as the host routes it."""
+        name, values = self.route(method, path)
+        return self.call(name, method, path, body=body, raw=raw, headers=headers,
+                         route_params=values, params=params, trace_parent=trace_parent)
+
+    def route(self, method: str, path: str) -> tuple[str, dict[str, str]]:
+        """The function the host would call for `method` `/api/<path>`, and its route values."""
+        for route in self._routes:
+            if method.upper() not in route.methods:
+                continue
+            if route.catch_all:
+                name = route.template[2:-1] if route.template.startswith("{*") else "path"
+                return route.function, {name: path}
+            if route.matches(path):
+                return route.function, _values(route.template, path)
+        raise LookupError(f"no function of the app takes {method} /api/{path}")
+
+    def relay(self, documents: Iterable[Mapping[str, Any]]) -> None:
+        """Hand change-feed documents to the relay (`relay_events`), as the trigger does."""
+        self.invoke("relay_events", func.DocumentList(
+            func.Document.from_dict(dict(d)) for d in documents))
+
+
+def _values(template: str, path: str) -> dict[str, str]:
+    want = template.strip("/").split("/")
+    path = path.removeprefix("/")
+    have = (path[:-1] if path.endswith("/") else path).split("/")
+    return {m[1]: segment for pattern, segment in zip(want, have, strict=True)
+            if (m := re.fullmatch(r"{([^}:*]+)(?::[^}]*)?}", pattern))}
