@@ -1,5 +1,6 @@
-"""The contact domain: the Contact aggregate, its value objects, its events and its errors.
+"""The contact domain: the Contact aggregate, its events, its value objects and its errors.
 
-Imports only the standard library, pydantic and the domain core of cosmos-outbox
-(`cosmos_outbox._domain`, `cosmos_outbox._text`); tests/repository/test_layering.py proves it.
+Imports only the standard library, pydantic and cosmos-outbox's domain core (`Aggregate`,
+`Event`, `DomainError`, `Text` from the package root); tests/repository/test_layering.py proves
+it.
 """

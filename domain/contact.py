@@ -1,28 +1,18 @@
-"""The Contact aggregate. It records the events its changes raise; the unit of work drains them.
-Its fields are its stored state: the stored document and the API view are derived from them."""
+"""The Contact aggregate and its events. It records the events its changes raise; the unit of
+work writes them with it. Its fields are its stored state: the stored document and the API view
+are derived from them. The events keep the reference sample's actions (`ContactCreatedEvent`,
+...), so its subscribers keep working; each carries the contact's values it names."""
 
 from __future__ import annotations
 
-from datetime import datetime
-from typing import ClassVar
+from datetime import UTC, datetime
 
-from cosmos_outbox._domain import Aggregate, utcnow
+from cosmos_outbox import Aggregate, Event
 from domain.errors import ContactDeletedError
-from domain.events import (
-    ContactCompanyUpdated,
-    ContactCreated,
-    ContactDeleted,
-    ContactDescriptionUpdated,
-    ContactEmailUpdated,
-    ContactNameUpdated,
-)
 from domain.values import DESCRIPTION, EMAIL, Company, Description, EmailAddress, Name
 
 
 class Contact(Aggregate):
-    aggregate_type: ClassVar[str] = "contact"
-    collection: ClassVar[str] = "contacts"
-
     name: Name
     email: EmailAddress
     description: Description = ""
@@ -42,15 +32,12 @@ class Contact(Aggregate):
         description: str = "",
         contact_id: str | None = None,
     ) -> Contact:
-        now = utcnow()
+        now = datetime.now(UTC)
         contact = cls.model_validate({
             "name": name, "email": email, "description": description, "company": company,
             "created_at": now, "modified_at": now, **({"id": contact_id} if contact_id else {}),
         })
-        contact._record(
-            ContactCreated, at=now, name=contact.name, email=contact.email,
-            description=contact.description, company=contact.company,
-        )
+        contact.record(ContactCreated, at=now)
         return contact
 
     def change(
@@ -76,42 +63,42 @@ class Contact(Aggregate):
         if self._unchanged(self.name, name):
             return
         self.name = name
-        self._change(ContactNameUpdated, name=name)
+        self.record(ContactNameUpdated)
 
     def change_email(self, email: str) -> None:
         email = EMAIL.validate_python(email)
         if self._unchanged(self.email, email):
             return
         self.email = email
-        self._change(ContactEmailUpdated, email=email)
+        self.record(ContactEmailUpdated)
 
     def describe(self, description: str) -> None:
         description = DESCRIPTION.validate_python(description)
         if self._unchanged(self.description, description):
             return
         self.description = description
-        self._change(ContactDescriptionUpdated, description=description)
+        self.record(ContactDescriptionUpdated)
 
     def move_to(self, company: Company) -> None:
         if self._unchanged(self.company, company):
             return
         self.company = company
-        self._change(ContactCompanyUpdated, company=company)
+        self.record(ContactCompanyUpdated)
 
     def delete(self) -> None:
         self._refuse_if_deleted()
-        now = utcnow()
+        now = datetime.now(UTC)
         self.deleted = True
         self.deleted_at = now
-        self._change(ContactDeleted, deleted_at=now, at=now)
+        self.record(ContactDeleted, at=now)
 
     @property
     def live(self) -> bool:
         """A deleted contact is gone for its readers (404), though its document stays."""
         return not self.deleted
 
-    def _touched(self, at: datetime) -> None:
-        self.modified_at = at
+    def on_recorded(self, event: Event) -> None:
+        self.modified_at = event.created_at
 
     def _unchanged(self, current: object, new: object) -> bool:
         self._refuse_if_deleted()
@@ -120,3 +107,36 @@ class Contact(Aggregate):
     def _refuse_if_deleted(self) -> None:
         if self.deleted:
             raise ContactDeletedError(self.id)
+
+
+@Contact.event("ContactCreatedEvent")
+class ContactCreated(Event):
+    name: Name
+    email: str
+    description: str
+    company: Company
+
+
+@Contact.event("ContactNameUpdatedEvent")
+class ContactNameUpdated(Event):
+    name: Name
+
+
+@Contact.event("ContactEmailUpdatedEvent")
+class ContactEmailUpdated(Event):
+    email: str
+
+
+@Contact.event("ContactDescriptionUpdatedEvent")
+class ContactDescriptionUpdated(Event):
+    description: str
+
+
+@Contact.event("ContactCompanyUpdatedEvent")
+class ContactCompanyUpdated(Event):
+    company: Company
+
+
+@Contact.event("ContactDeletedEvent")
+class ContactDeleted(Event):
+    deleted_at: datetime

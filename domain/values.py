@@ -23,16 +23,16 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic.networks import import_email_validator, validate_email
 
-from cosmos_outbox._text import Text, text_problem
+from cosmos_outbox import Text
+
+#: The text rules, for a value checked before it is typed (the length is the type's).
+_TEXT_RULES = Text(max_length=254, required=False)
 
 
 def _check_email(value: str) -> str:
     """RFC 5321 addresses only: ASCII, no display name, no quoted local part, no IP literal;
     checked by email-validator (through pydantic), the domain lowercased."""
-    problem = text_problem(value, required=False)
-    if problem is not None:
-        raise ValueError(problem)
-    value = value.strip()
+    value = _TEXT_RULES(value)  # ValueError naming the rule; trimmed
     if not value.isascii():
         raise ValueError(
             "internationalised addresses are not accepted: use ASCII, with the domain in its "

@@ -7,32 +7,11 @@ description or an attachment's metadata meets Service Bus' 256 KB."""
 from __future__ import annotations
 
 import hashlib
-from typing import ClassVar, Literal
 
-from pydantic import ConfigDict
-
-from cosmos_outbox._domain import Aggregate, DomainEvent, event_aliases
-
-
-class ManuscriptEvent(DomainEvent):
-    model_config = ConfigDict(alias_generator=event_aliases("manuscript"))
-    aggregate_type: ClassVar[str] = "manuscript"
-
-
-class ManuscriptStarted(ManuscriptEvent):
-    action: Literal["ManuscriptStarted"] = "ManuscriptStarted"
-    title: str
-
-
-class ManuscriptRevised(ManuscriptEvent):
-    action: Literal["ManuscriptRevised"] = "ManuscriptRevised"
-    text: str
+from cosmos_outbox import Aggregate, Event
 
 
 class Manuscript(Aggregate):
-    aggregate_type: ClassVar[str] = "manuscript"
-    collection: ClassVar[str] = "manuscripts"
-
     title: str
     length: int = 0
     digest: str = ""
@@ -40,13 +19,23 @@ class Manuscript(Aggregate):
     @classmethod
     def start(cls, title: str) -> Manuscript:
         manuscript = cls(title=title)
-        manuscript._record(ManuscriptStarted, title=title)
+        manuscript.record(ManuscriptStarted)
         return manuscript
 
     def revise(self, text: str) -> None:
         self.length = len(text)
         self.digest = hashlib.sha256(text.encode()).hexdigest()
-        self._change(ManuscriptRevised, text=text)
+        self.record(ManuscriptRevised, text=text)
+
+
+@Manuscript.event
+class ManuscriptStarted(Event):
+    title: str
+
+
+@Manuscript.event
+class ManuscriptRevised(Event):
+    text: str
 
 
 def text_of(size: int, seed: str) -> str:

@@ -6,22 +6,22 @@ text type whose published schema is not what it validates."""
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any
 
 import azure.functions as func
 import pytest
 from conftest import TicketWorld
-from pydantic import ConfigDict, Field, StringConstraints
+from pydantic import Field, StringConstraints
 from tickets import (
     ChangeTicket,
     OpenTicket,
     Ticket,
-    TicketEvent,
+    TicketOpened,
     TicketView,
     Title,
 )
 
-from cosmos_outbox._domain import Aggregate, DomainEvent, event_aliases
+from cosmos_outbox import Aggregate, Event
 from cosmos_outbox._outbox import Outbox
 from cosmos_outbox._text import Text
 from cosmos_outbox.http import HttpApi, PathParameter
@@ -79,15 +79,11 @@ def test_an_aggregate_missing_from_the_openapi_document_fails_check_openapi_even
     world: TicketWorld,
 ) -> None:
     class Note(Aggregate):
-        aggregate_type: ClassVar[str] = "note"
-        collection: ClassVar[str] = "notes"
+        pass
 
-    class NoteEvent(DomainEvent):
-        model_config = ConfigDict(alias_generator=event_aliases("note"))
-        aggregate_type: ClassVar[str] = "note"
-
-    class NoteWritten(NoteEvent):
-        action: Literal["NoteWrittenEvent"] = "NoteWrittenEvent"
+    @Note.event("NoteWrittenEvent")
+    class NoteWritten(Event):
+        pass
 
     with pytest.raises(AssertionError, match=r"missing from the OpenAPI document: "
                                              r"\['NoteWrittenEvent'\]"):
@@ -98,17 +94,12 @@ def test_an_aggregate_missing_from_the_openapi_document_fails_check_openapi_even
 
 def test_an_event_that_does_not_read_back_fails_check_event_mappings() -> None:
     class Memo(Aggregate):
-        aggregate_type: ClassVar[str] = "memo"
-        collection: ClassVar[str] = "memos"
+        pass
 
-    class MemoEvent(DomainEvent):
-        model_config = ConfigDict(alias_generator=event_aliases("memo"))
-        aggregate_type: ClassVar[str] = "memo"
-
-    class MemoLost(MemoEvent):
+    @Memo.event("MemoLostEvent")
+    class MemoLost(Event):
         """A field that never reaches the document (excluded when dumped)."""
 
-        action: Literal["MemoLostEvent"] = "MemoLostEvent"
         secret: str = Field(exclude=True)
 
     with pytest.raises(AssertionError, match="MemoLostEvent"):
@@ -162,4 +153,4 @@ def test_every_aggregate_of_the_outbox_is_in_its_openapi_document(world: TicketW
     assert listed == {"ticket"}
     assert {e["action"] for e in openapi(world)["x-events"]} == {
         k.action_name() for k in Ticket.event_classes()}
-    assert issubclass(TicketEvent, DomainEvent)
+    assert issubclass(TicketOpened, Event)

@@ -1,25 +1,21 @@
-"""The domain core: events register themselves in the catalogue by aggregate type and action,
-an aggregate records events and hands them over once, and `live` hides a soft-deleted one."""
+"""The domain core: an aggregate's type and collection come from its class name; its events are
+bound to it by its `event` decorator (the action is the class name unless named) and register
+themselves by aggregate type and action; `record` gives each event the next version and the
+aggregate's values; events are handed over once; `live` hides a soft-deleted one."""
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from datetime import UTC, datetime
+from typing import ClassVar
 
 import pytest
-from pydantic import ConfigDict
 from tickets import Ticket, TicketClosed, TicketOpened, TicketRetitled
 
-from cosmos_outbox._domain import (
-    AGGREGATES,
-    EVENTS,
-    Aggregate,
-    DomainEvent,
-    UnknownEventError,
-    event_aliases,
-)
+from cosmos_outbox import Aggregate, Event
+from cosmos_outbox._domain import AGGREGATES, EVENTS, UnknownEventError
 
 
-def test_the_catalogue_holds_every_concrete_event_class_by_its_aggregate_and_action() -> None:
+def test_the_catalogue_holds_every_bound_event_class_by_its_aggregate_and_action() -> None:
     assert {"TicketOpenedEvent", "TicketRetitledEvent", "TicketClosedEvent"} <= EVENTS.actions(
         "ticket")
     assert EVENTS.resolve("ticket", "TicketOpenedEvent") is TicketOpened
@@ -31,33 +27,69 @@ def test_the_catalogue_holds_every_concrete_event_class_by_its_aggregate_and_act
         EVENTS.resolve("ticket", 3)
 
 
-def test_two_classes_cannot_share_an_action_and_an_event_needs_an_aggregate() -> None:
-    class LocalEvent(DomainEvent):
-        model_config = ConfigDict(alias_generator=event_aliases("ticket"))
-        aggregate_type: ClassVar[str] = "ticket"
+def test_type_collection_and_action_are_derived_from_the_class_names() -> None:
+    class ParcelLabel(Aggregate):
+        pass
+
+    @ParcelLabel.event
+    class ParcelLabelPrinted(Event):
+        pass
+
+    assert (ParcelLabel.aggregate_type, ParcelLabel.collection) == ("parcelLabel", "parcelLabels")
+    assert ParcelLabel.source() == "/parcelLabels"
+    assert ParcelLabelPrinted.action_name() == "ParcelLabelPrinted"
+    assert ParcelLabel.event_classes() == {ParcelLabelPrinted}
+    assert "parcelLabelId" in ParcelLabelPrinted.model_json_schema(by_alias=True)["properties"]
+
+
+def test_an_aggregate_may_name_its_type_and_collection() -> None:
+    class Person(Aggregate):
+        aggregate_type: ClassVar[str] = "human"
+        collection: ClassVar[str] = "people"
+
+    assert (Person.aggregate_type, Person.collection, AGGREGATES["human"]) == (
+        "human", "people", Person)
+
+
+def test_two_classes_cannot_share_an_action_and_an_event_needs_its_aggregate() -> None:
+    class Impostor(Event):
+        pass
 
     with pytest.raises(TypeError, match="both have the ticket action"):
-        type("Impostor", (LocalEvent,), {
-            "__annotations__": {"action": Literal["TicketOpenedEvent"]},
-            "action": "TicketOpenedEvent", "__module__": __name__})
-    with pytest.raises(TypeError, match="bound to no aggregate type"):
-        type("Orphan", (DomainEvent,), {
-            "__annotations__": {"action": Literal["OrphanEvent"]}, "action": "OrphanEvent",
-            "__module__": __name__})
+        Ticket.event("TicketOpenedEvent")(Impostor)
+
+    class Orphan(Event):
+        pass
+
+    with pytest.raises(TypeError, match="not bound to an aggregate"):
+        Orphan.action_name()
+    with pytest.raises(TypeError, match="bound to ticket already"):
+        Ticket.event(TicketOpened)
 
 
-def test_an_aggregate_must_name_its_collection() -> None:
-    with pytest.raises(TypeError, match="names no collection"):
-        type("Nameless", (Aggregate,), {"aggregate_type": "nameless", "__module__": __name__,
-                                        "__annotations__": {"aggregate_type": ClassVar[str]}})
+def test_record_gives_the_next_version_and_takes_the_aggregates_values() -> None:
+    ticket = Ticket.open("Printer on fire")
+    ticket.retitle("Printer fixed")
+    opened, retitled = ticket.events
+    assert [opened.version, retitled.version] == [1, 2]
+    assert isinstance(opened, TicketOpened) and (opened.title, opened.code) == (
+        "Printer on fire", "NEW")
+    assert isinstance(retitled, TicketRetitled) and retitled.title == "Printer fixed"
+    at = datetime(2026, 1, 2, tzinfo=UTC)
+    ticket.collect_events()
+    ticket.record(TicketRetitled, at=at, title="given, not taken")
+    [given] = ticket.collect_events()
+    assert isinstance(given, TicketRetitled)
+    assert (given.version, given.created_at, given.title) == (3, at, "given, not taken")
 
 
 def test_events_carry_the_aggregate_id_under_its_own_name_and_are_collected_once() -> None:
     ticket = Ticket.open("Printer on fire")
     ticket.retitle("Printer fixed")
-    assert [e.version for e in ticket.events] == [1, 2]
     wire = ticket.events[0].model_dump(mode="json", by_alias=True)
     assert wire["ticketId"] == ticket.id and "aggregateId" not in wire
+    assert list(wire)[:6] == ["id", "ticketId", "version", "createdAt", "traceparent", "action"]
     assert [type(e) for e in ticket.collect_events()] == [TicketOpened, TicketRetitled]
     assert ticket.collect_events() == []
     assert ticket.live
+    assert Ticket.parse_event(wire) == TicketOpened.model_validate(wire)

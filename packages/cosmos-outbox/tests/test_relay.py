@@ -12,7 +12,7 @@ from conftest import TicketWorld
 from tickets import Ticket
 
 from cosmos_outbox._documents import document_created_at, event_document, read_feed
-from cosmos_outbox._domain import DomainEvent, new_id
+from cosmos_outbox._domain import Event, new_id
 from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT, notice_id
 from cosmos_outbox._relay import Relay, RelayReport
 from cosmos_outbox._relay.telemetry import RelayTelemetry
@@ -29,7 +29,7 @@ def history(n_changes: int, *, first: str = "Ada") -> list[dict[str, Any]]:
     ticket = Ticket.open(f"{first}'s printer")
     for i in range(n_changes):
         ticket.retitle(f"change {i}")
-    events: list[DomainEvent] = ticket.collect_events()
+    events: list[Event] = ticket.collect_events()
     return [event_document(e.model_copy(update={"traceparent": TRACE}),
                            source=Ticket.source(), ttl_seconds=60) for e in events]
 

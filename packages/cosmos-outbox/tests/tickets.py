@@ -6,12 +6,12 @@ route helper, and the outbox's functions, built by `Outbox.function_app` on in-m
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated
 
 import azure.functions as func
 from pydantic import ConfigDict, StringConstraints
 
-from cosmos_outbox._domain import Aggregate, DomainError, DomainEvent, event_aliases
+from cosmos_outbox import Aggregate, DomainError, Event
 from cosmos_outbox._outbox import Outbox, Services
 from cosmos_outbox._text import Text
 from cosmos_outbox.http import HttpApi, PathParameter
@@ -29,35 +29,7 @@ class TicketClosedError(DomainError):
         super().__init__(f"ticket {ticket_id} is closed")
 
 
-class TicketEvent(DomainEvent):
-    model_config = ConfigDict(alias_generator=event_aliases("ticket"))
-    aggregate_type: ClassVar[str] = "ticket"
-
-
-class TicketOpened(TicketEvent):
-    action: Literal["TicketOpenedEvent"] = "TicketOpenedEvent"
-    title: str
-    code: str
-
-
-class TicketRetitled(TicketEvent):
-    action: Literal["TicketRetitledEvent"] = "TicketRetitledEvent"
-    title: str
-
-
-class TicketRecoded(TicketEvent):
-    action: Literal["TicketRecodedEvent"] = "TicketRecodedEvent"
-    code: str
-
-
-class TicketClosed(TicketEvent):
-    action: Literal["TicketClosedEvent"] = "TicketClosedEvent"
-
-
 class Ticket(Aggregate):
-    aggregate_type: ClassVar[str] = "ticket"
-    collection: ClassVar[str] = "tickets"
-
     title: Title
     code: Code = "NEW"
     closed: bool = False
@@ -65,7 +37,7 @@ class Ticket(Aggregate):
     @classmethod
     def open(cls, title: str, code: str = "NEW") -> Ticket:
         ticket = cls(title=title, code=code)
-        ticket._record(TicketOpened, title=ticket.title, code=ticket.code)
+        ticket.record(TicketOpened)
         return ticket
 
     def change(self, *, title: str | None = None, code: str | None = None) -> None:
@@ -74,23 +46,44 @@ class Ticket(Aggregate):
         if code is not None and code != self.code:
             self._refuse_if_closed()
             self.code = code
-            self._change(TicketRecoded, code=self.code)
+            self.record(TicketRecoded)
 
     def retitle(self, title: str) -> None:
         self._refuse_if_closed()
         if title == self.title:
             return
         self.title = title
-        self._change(TicketRetitled, title=self.title)
+        self.record(TicketRetitled)
 
     def close(self) -> None:
         self._refuse_if_closed()
         self.closed = True
-        self._change(TicketClosed)
+        self.record(TicketClosed)
 
     def _refuse_if_closed(self) -> None:
         if self.closed:
             raise TicketClosedError(self.id)
+
+
+@Ticket.event("TicketOpenedEvent")
+class TicketOpened(Event):
+    title: str
+    code: str
+
+
+@Ticket.event("TicketRetitledEvent")
+class TicketRetitled(Event):
+    title: str
+
+
+@Ticket.event("TicketRecodedEvent")
+class TicketRecoded(Event):
+    code: str
+
+
+@Ticket.event("TicketClosedEvent")
+class TicketClosed(Event):
+    pass
 
 
 class OpenTicket(RequestModel):

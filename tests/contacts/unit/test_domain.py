@@ -4,9 +4,8 @@ import pytest
 from pydantic import ValidationError
 
 from cosmos_outbox._domain import EVENTS
-from domain.contact import Contact
+from domain.contact import Contact, ContactCreated, ContactNameUpdated
 from domain.errors import ContactDeletedError
-from domain.events import ContactCreated, ContactNameUpdated
 from domain.values import Company, Name
 
 

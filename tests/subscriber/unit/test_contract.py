@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from cosmos_outbox._domain import EVENTS, DomainEvent
+from cosmos_outbox._domain import EVENTS, Event
 from domain.contact import Contact
 
 from contacts_projection.bootstrap import CONTACT  # isort: skip
@@ -18,7 +18,7 @@ from contacts_projection.projection import HANDLED, IGNORED_ACTIONS  # isort: sk
 ENVELOPE = {"id", "contactId", "version", "createdAt", "traceparent", "action"}
 
 
-def emitted() -> dict[str, type[DomainEvent]]:
+def emitted() -> dict[str, type[Event]]:
     return {e.action_name(): e for e in Contact.event_classes()}
 
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cosmos_outbox._domain import Aggregate, DomainEvent
+from cosmos_outbox._domain import Aggregate, Event, read_back
 from cosmos_outbox._idempotency import Answer, IdempotencyRecord
 from cosmos_outbox._records import (
     LEGACY_SOURCE,
@@ -69,10 +69,10 @@ def aggregate_from_document[A: Aggregate](kind: type[A], document: Mapping[str, 
     (an event or a quarantined event with that id)."""
     if document.get("type") != kind.aggregate_type:
         raise NotFoundError(kind.aggregate_type, str(document.get("id")))
-    return kind.model_validate({**document["data"], "id": document["id"]})
+    return read_back(kind.model_validate({**document["data"], "id": document["id"]}))
 
 
-def event_document(event: DomainEvent, *, source: str, ttl_seconds: int) -> dict[str, Any]:
+def event_document(event: Event, *, source: str, ttl_seconds: int) -> dict[str, Any]:
     """The envelope of one event: same partition as its aggregate, expiring after `ttl_seconds`;
     `source` is the CloudEvents source path of its aggregate type."""
     return {
@@ -278,7 +278,7 @@ WriteOperation = tuple[str, dict[str, Any], str | None]  # "create"|"replace", d
 
 def commit_operations(
     aggregate: Aggregate,
-    events: list[DomainEvent],
+    events: list[Event],
     *,
     etag: str | None,
     event_ttl_seconds: int,

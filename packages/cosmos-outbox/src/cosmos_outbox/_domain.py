@@ -1,15 +1,25 @@
-"""The domain core: self-identifying events, the catalogue they register in, the aggregate that
-records them, and the base of business-rule errors.
+"""The domain core: aggregates, the events they record, and the base of business-rule errors.
 
-Nothing here knows a particular aggregate. An aggregate names itself (`aggregate_type`) and the
-collection it is kept and published under (`collection`: the API's path segment and the
-CloudEvents source `/<collection>`). Its events carry the aggregate's type, id and version after
-the change. On the wire the id is `<aggregateType>Id` (an order's events carry `orderId`), so
-each aggregate's event base sets its alias generator with `event_aliases`.
+An aggregate is a pydantic model of its whole stored state. Its type (`aggregate_type`) and
+collection (the API's path segment and the CloudEvents source `/<collection>`) are derived from
+its class name (`Order`: `order`, `orders`) unless it sets them. Its events are classes bound to
+it with its `event` decorator; each event's action is its class name unless the decorator names
+it, and on the wire the aggregate's id is `<aggregateType>Id` (`orderId`). A change records its
+event with `record`, which gives the event the aggregate's next version:
 
-Every concrete event class (one with a fixed `action`) registers itself in `EVENTS` when it is
-defined, under its aggregate type and action: the catalogue is derived from the classes, never
-kept by hand, and the stored document, the message and the OpenAPI document are derived from it.
+    class Order(Aggregate):
+        status: Literal["placed", "cancelled"] = "placed"
+
+        def cancel(self) -> None:
+            self.status = "cancelled"
+            self.record(OrderCancelled)
+
+    @Order.event
+    class OrderCancelled(Event): ...
+
+Every bound event class registers itself in a catalogue by aggregate type and action, so the
+stored document, the message and the OpenAPI document are derived from the classes, never kept
+by hand.
 """
 
 from __future__ import annotations
@@ -19,24 +29,12 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal, overload
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from pydantic.alias_generators import to_camel
 
-__all__ = [
-    "AGGREGATES",
-    "EVENTS",
-    "Aggregate",
-    "DomainError",
-    "DomainEvent",
-    "EventCatalogue",
-    "UnknownEventError",
-    "assigned_id",
-    "event_aliases",
-    "new_id",
-    "utcnow",
-]
+__all__ = ["Aggregate", "DomainError", "Event"]
 
 
 class DomainError(Exception):
@@ -91,17 +89,13 @@ class UnknownEventError(LookupError):
 
 
 class EventCatalogue:
-    """Every concrete event class, by aggregate type and action, filled as the classes are
-    defined (`DomainEvent.__pydantic_init_subclass__`)."""
+    """Every bound event class, by aggregate type and action, filled as the classes are bound."""
 
     def __init__(self) -> None:
-        self._by_type: dict[str, dict[str, type[DomainEvent]]] = {}
+        self._by_type: dict[str, dict[str, type[Event]]] = {}
 
-    def register(self, kind: type[DomainEvent]) -> None:
-        aggregate_type = getattr(kind, "aggregate_type", None)
-        if not isinstance(aggregate_type, str) or not aggregate_type:
-            raise TypeError(f"event class {kind.__qualname__} is bound to no aggregate type: "
-                            "derive it from its aggregate's event base")
+    def register(self, kind: type[Event]) -> None:
+        aggregate_type = kind.aggregate_type
         action = kind.action_name()
         known = self._by_type.setdefault(aggregate_type, {})
         same = known.get(action)
@@ -111,7 +105,7 @@ class EventCatalogue:
                             f"{aggregate_type} action {action!r}")
         known[action] = kind
 
-    def resolve(self, aggregate_type: str, action: object) -> type[DomainEvent]:
+    def resolve(self, aggregate_type: str, action: object) -> type[Event]:
         """The class of an event. Raises UnknownEventError."""
         found = self._by_type.get(aggregate_type, {}).get(action) if isinstance(
             action, str) else None
@@ -119,14 +113,14 @@ class EventCatalogue:
             raise UnknownEventError(aggregate_type, action)
         return found
 
-    def parse(self, aggregate_type: str, data: Mapping[str, Any]) -> DomainEvent:
+    def parse(self, aggregate_type: str, data: Mapping[str, Any]) -> Event:
         """An event from its data as stored and sent (camelCase, with its `action`)."""
         return self.resolve(aggregate_type, data.get("action")).model_validate(data)
 
     def actions(self, aggregate_type: str) -> frozenset[str]:
         return frozenset(self._by_type.get(aggregate_type, {}))
 
-    def __iter__(self) -> Iterator[type[DomainEvent]]:
+    def __iter__(self) -> Iterator[type[Event]]:
         for events in self._by_type.values():
             yield from events.values()
 
@@ -135,15 +129,17 @@ class EventCatalogue:
 EVENTS = EventCatalogue()
 
 
-class DomainEvent(BaseModel):
-    """Something that happened to one aggregate. `version` is the aggregate's version after it.
-    A concrete event fixes its `action` (`action: Literal["XEvent"] = "XEvent"`) and registers
-    itself in `EVENTS`; an aggregate's event base names the aggregate (`aggregate_type`)."""
+class Event(BaseModel):
+    """Something that happened to one aggregate: its id, the aggregate's id, the aggregate's
+    `version` after it, when, the trace context of the request that caused it, and its
+    `action`. Subclass it with the event's own fields and bind the class to its aggregate with
+    the aggregate's `event` decorator; `Aggregate.record` fills the rest."""
 
     model_config = ConfigDict(
         frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
     )
 
+    #: The type of the aggregate the event happened to (set when the class is bound).
     aggregate_type: ClassVar[str]
 
     id: str = Field(default_factory=new_id)
@@ -151,20 +147,22 @@ class DomainEvent(BaseModel):
     version: int = Field(ge=1)
     created_at: datetime = Field(default_factory=utcnow)
     traceparent: str | None = None
+    #: What happened: the bound class's action (its class name unless the binding named it).
+    action: str = ""
 
     @classmethod
     def action_name(cls) -> str:
-        """The action of a concrete event class (its `action` field's fixed value)."""
-        field = cls.model_fields.get("action")
-        if field is None or not isinstance(field.default, str):
-            raise TypeError(f"{cls.__qualname__} is not a concrete event (no fixed action)")
-        return field.default
+        """The action of a bound event class."""
+        action = cls.model_fields["action"].default
+        if not isinstance(action, str) or not action:
+            raise TypeError(f"{cls.__qualname__} is not bound to an aggregate: decorate it with "
+                            "its aggregate's event decorator (@Order.event)")
+        return action
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
-        field = cls.model_fields.get("action")
-        if field is not None and isinstance(field.default, str):
+        if "aggregate_type" in cls.__dict__:
             EVENTS.register(cls)
 
 
@@ -173,9 +171,12 @@ AGGREGATES: dict[str, type[Aggregate]] = {}
 
 
 class Aggregate(BaseModel):
-    """A consistency boundary: an id, a version, and the events its changes raised, which the
-    unit of work drains into one atomic write. Its fields are its whole stored state, so the
-    stored document and the views are derived from them, never listed again."""
+    """A consistency boundary: an id, a version, and the events its changes recorded, which the
+    unit of work writes with it in one atomic batch. Its fields are its whole stored state, so
+    the stored document and the views are derived from them, never listed again.
+
+    `aggregate_type` and `collection` default to the class name with a lower-case first letter
+    and that name plus `s` (`Order`: `order`, `orders`); set them on the class to choose."""
 
     model_config = ConfigDict(
         extra="forbid", alias_generator=to_camel, populate_by_name=True, validate_assignment=True
@@ -188,16 +189,53 @@ class Aggregate(BaseModel):
 
     id: str = Field(default_factory=_aggregate_id, min_length=1, max_length=128)
     version: int = Field(default=1, ge=1)
-    _events: list[DomainEvent] = PrivateAttr(default_factory=list)
+    _events: list[Event] = PrivateAttr(default_factory=list)
+    #: True until the first event is recorded, False for an aggregate read from the store.
+    _new: bool = PrivateAttr(default=True)
 
     @classmethod
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
-        aggregate_type = cls.__dict__.get("aggregate_type")
-        if isinstance(aggregate_type, str):
-            if not isinstance(getattr(cls, "collection", None), str):
-                raise TypeError(f"aggregate {cls.__qualname__} names no collection")
-            AGGREGATES[aggregate_type] = cls
+        name = cls.__name__
+        if "aggregate_type" not in cls.__dict__:
+            cls.aggregate_type = name[:1].lower() + name[1:]
+        if "collection" not in cls.__dict__:
+            cls.collection = f"{cls.aggregate_type}s"
+        AGGREGATES[cls.aggregate_type] = cls
+
+    @overload
+    @classmethod
+    def event[E: Event](cls, event: type[E], /) -> type[E]: ...
+
+    @overload
+    @classmethod
+    def event[E: Event](cls, event: str, /) -> Callable[[type[E]], type[E]]: ...
+
+    @classmethod
+    def event[E: Event](cls, event: type[E] | str, /
+                        ) -> type[E] | Callable[[type[E]], type[E]]:
+        """Bind an event class to this aggregate: `@Order.event` (the action is the class
+        name) or `@Order.event("OrderPlacedEvent")` (the action named). The class becomes
+        this aggregate's, with `<aggregateType>Id` on the wire, and is registered."""
+        if isinstance(event, str):
+            action = event
+            return lambda kind: cls._bind(kind, action)
+        return cls._bind(event, event.__name__)
+
+    @classmethod
+    def _bind[E: Event](cls, kind: type[E], action: str) -> type[E]:
+        if not (isinstance(kind, type) and issubclass(kind, Event)):
+            raise TypeError(f"{cls.__qualname__}.event binds Event subclasses, not {kind!r}")
+        if "aggregate_type" in kind.__dict__:
+            raise TypeError(f"{kind.__qualname__} is bound to {kind.aggregate_type} already")
+        namespace: dict[str, Any] = {
+            "__module__": kind.__module__, "__qualname__": kind.__qualname__,
+            "__doc__": kind.__doc__, "__annotations__": {"action": Literal[action]},
+            "action": action, "aggregate_type": cls.aggregate_type,
+            "model_config": ConfigDict(alias_generator=event_aliases(cls.aggregate_type)),
+        }
+        bound: type[E] = type(kind.__name__, (kind,), namespace)
+        return bound
 
     @classmethod
     def source(cls) -> str:
@@ -205,10 +243,16 @@ class Aggregate(BaseModel):
         return f"/{cls.collection}"
 
     @classmethod
-    def event_classes(cls) -> frozenset[type[DomainEvent]]:
-        """The event classes registered for this aggregate type."""
+    def event_classes(cls) -> frozenset[type[Event]]:
+        """The event classes bound to this aggregate type."""
         return frozenset(EVENTS.resolve(cls.aggregate_type, action)
                          for action in EVENTS.actions(cls.aggregate_type))
+
+    @classmethod
+    def parse_event(cls, data: Mapping[str, Any]) -> Event:
+        """One of this aggregate's events from its data as stored and sent (camelCase, with its
+        `action`). Raises LookupError for an action it has no event class of."""
+        return EVENTS.parse(cls.aggregate_type, data)
 
     @property
     def live(self) -> bool:
@@ -217,32 +261,46 @@ class Aggregate(BaseModel):
         return True
 
     @property
-    def events(self) -> list[DomainEvent]:
+    def events(self) -> list[Event]:
         """The events recorded and not yet collected, in the order they happened."""
         return list(self._events)
 
-    def collect_events(self) -> list[DomainEvent]:
+    def collect_events(self) -> list[Event]:
         """Hand over the recorded events (in the order they happened) and forget them."""
         drained, self._events = self._events, []
         return drained
 
-    def _record(self, kind: type[DomainEvent], *, at: datetime | None = None,
-                **changes: Any) -> None:
-        """Record that `kind` happened (now, or at `at`) at the current version."""
-        self._events.append(
-            kind.model_validate({
-                "aggregate_id": self.id, "version": self.version, "created_at": at or utcnow(),
-                **changes,
-            })
-        )
+    def record(self, event: type[Event], /, *, at: datetime | None = None,
+               **fields: Any) -> None:
+        """Record that `event` happened (now, or `at`). The first event of a new aggregate is
+        at version 1; every other one takes the next version. The event's own fields are
+        `fields`, and for those not given, the aggregate's fields of the same name as they are
+        now. `on_recorded` runs after."""
+        if self._new:
+            self._new = False
+        else:
+            self.version += 1
+        own = type(self).model_fields
+        values = {name: getattr(self, name) for name in event.model_fields
+                  if name not in fields and name not in _ENVELOPE and name in own}
+        recorded = event.model_validate({
+            **values, **fields, "aggregate_id": self.id, "version": self.version,
+            "created_at": at or utcnow(),
+        })
+        self._events.append(recorded)
+        self.on_recorded(recorded)
 
-    def _change(self, kind: type[DomainEvent], *, at: datetime | None = None,
-                **changes: Any) -> None:
-        """Grow the version by one and record the event that says why."""
-        now = at or utcnow()
-        self.version += 1
-        self._touched(now)
-        self._record(kind, at=now, **changes)
+    def on_recorded(self, event: Event) -> None:
+        """Runs after each event is recorded (an aggregate may keep its time as
+        `modified_at`, for instance). Does nothing by default."""
 
-    def _touched(self, at: datetime) -> None:
-        """Hook: a change happened at `at` (an aggregate may keep it, as `modified_at`)."""
+
+
+def read_back[A: Aggregate](aggregate: A) -> A:
+    """`aggregate`, marked as read from the store: its next event takes the next version."""
+    aggregate._new = False
+    return aggregate
+
+
+#: The fields every event has: never taken from the aggregate.
+_ENVELOPE = frozenset(Event.model_fields)

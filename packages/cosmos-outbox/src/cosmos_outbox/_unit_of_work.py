@@ -15,7 +15,7 @@ from cosmos_outbox._documents import (
     commit_operations,
     idempotency_record,
 )
-from cosmos_outbox._domain import Aggregate, DomainEvent
+from cosmos_outbox._domain import Aggregate, Event
 from cosmos_outbox._idempotency import IdempotencyRecord
 from cosmos_outbox.errors import UnrecordedChangeError
 from cosmos_outbox.ports import Repository, UnitOfWork
@@ -51,7 +51,7 @@ class TrackingRepository[A: Aggregate](Repository[A]):
     def etag(self, aggregate_id: str) -> str:
         return self.etags[aggregate_id]
 
-    def pending(self) -> list[tuple[A, list[DomainEvent], str | None]]:
+    def pending(self) -> list[tuple[A, list[Event], str | None]]:
         """Each aggregate to write, the events it raised, and the etag to condition on (None
         for a new one). Unchanged aggregates are skipped. Every state change has its event:
         a loaded aggregate whose state changed without one, or a new aggregate that recorded

@@ -20,7 +20,7 @@ from azure.functions.decorators.function_app import Function
 from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
-from cosmos_outbox._domain import Aggregate, DomainEvent
+from cosmos_outbox._domain import Aggregate, Event
 from cosmos_outbox.http._conditional import TAG_LIST_PATTERN
 from cosmos_outbox.http._idempotency_key import KEY_HEADER, KEY_MAX_LENGTH, KEY_PATTERN
 from cosmos_outbox.http._operations import (
@@ -169,7 +169,7 @@ def _operation(op: HttpOperation) -> dict[str, Any]:
 
 
 def _events(aggregates: Iterable[type[Aggregate]]) -> list[tuple[type[Aggregate],
-                                                                type[DomainEvent]]]:
+                                                                type[Event]]]:
     return sorted(((a, e) for a in aggregates for e in a.event_classes()),
                   key=lambda pair: (pair[0].aggregate_type, pair[1].action_name()))
 

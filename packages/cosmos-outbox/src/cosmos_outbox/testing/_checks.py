@@ -38,7 +38,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from cosmos_outbox._callables import is_async, name_of, not_awaitable
 from cosmos_outbox._documents import event_document, read_feed
-from cosmos_outbox._domain import EVENTS, Aggregate, DomainError, DomainEvent
+from cosmos_outbox._domain import EVENTS, Aggregate, DomainError, Event
 from cosmos_outbox._records import OutboxRecord, to_message
 from cosmos_outbox._text import Text
 from cosmos_outbox.http._operations import Command, operation_of
@@ -110,7 +110,7 @@ def _example_model(model: type[BaseModel], variant: int) -> BaseModel:
     raise AssertionError(f"no example of {model.__name__}: {error}")
 
 
-def example_event(kind: type[DomainEvent], aggregate_id: str = "agg-1") -> DomainEvent:
+def example_event(kind: type[Event], aggregate_id: str = "agg-1") -> Event:
     """An instance of an event class with example values, at version 2."""
     fields = {name: example(f.rebuild_annotation()) for name, f in kind.model_fields.items()
               if name not in ENVELOPE}
@@ -118,7 +118,7 @@ def example_event(kind: type[DomainEvent], aggregate_id: str = "agg-1") -> Domai
 
 
 def _events(aggregates: Iterable[type[Aggregate]]
-            ) -> Iterator[tuple[type[Aggregate], type[DomainEvent]]]:
+            ) -> Iterator[tuple[type[Aggregate], type[Event]]]:
     for aggregate in aggregates:
         events = sorted(aggregate.event_classes(), key=lambda e: e.action_name())
         assert events, f"{aggregate.__qualname__} has no event class"
@@ -138,7 +138,7 @@ def check_event_mappings(aggregates: Iterable[type[Aggregate]]) -> None:
             raise AssertionError(f"{kind.action_name()}: {type(exc).__name__}: {exc}") from exc
 
 
-def _check_event_mapping(aggregate: type[Aggregate], kind: type[DomainEvent]) -> None:
+def _check_event_mapping(aggregate: type[Aggregate], kind: type[Event]) -> None:
     from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
     from cloudevents.core.formats.json import JSONFormat
 
