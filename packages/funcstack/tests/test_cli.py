@@ -253,3 +253,33 @@ def test_missing_node_is_one_line(project: Path) -> None:
     bare.mkdir()
     line = one_line(run_once(project, "up", "--free-ports", env={"PATH": str(bare)}))
     assert "node was not found on PATH" in line and "Node.js >= 20" in line
+
+
+def test_run_keeps_the_users_local_settings_and_says_in_one_line_what_it_changed(
+    project: Path, clis: list[Cli],
+) -> None:
+    """The user's own setting and their own Service Bus namespace in Azure are kept; the local
+    connections of an earlier run (the well-known ports) move to this run's free ports; the
+    line names settings, never values."""
+    app = project / "hello"
+    sample = json.loads((app / "local.settings.sample.json").read_text())
+    theirs = ("Endpoint=sb://contoso.servicebus.windows.net/;SharedAccessKeyName=send;"
+              "SharedAccessKey=their-secret-value=")
+    values = {**sample["Values"], "MY_FEATURE_FLAG": "on", "ServiceBusConnection": theirs}
+    (app / "local.settings.json").write_text(json.dumps(
+        {"IsEncrypted": False, "Values": values, "Host": {"LocalHttpPort": 7071}}))
+    cli = Cli(project, ["run", "--app", "hello", "--free-ports"]).start()
+    clis.append(cli)
+    cli.wait_for("Ctrl-C stops everything.")
+    said = [line.strip() for line in cli.output if "local.settings.json: " in line]
+    assert said == ["local.settings.json: updated AzureWebJobsStorage, CosmosConnection (the "
+                    "local endpoints); added FUNCTIONS_HOST_COSMOS_VERIFY_TLS (missing); kept "
+                    "ServiceBusConnection (not a local endpoint)"], cli.text
+    assert "their-secret-value" not in cli.text
+    cosmos = cli.wait_for("AccountEndpoint=").split()[-1]
+    assert cli.interrupt() == 0
+    written = json.loads((app / "local.settings.json").read_text())
+    assert written["Values"]["MY_FEATURE_FLAG"] == "on"
+    assert written["Values"]["ServiceBusConnection"] == theirs
+    assert written["Values"]["CosmosConnection"] == cosmos
+    assert written["Host"] == {"LocalHttpPort": 7071}

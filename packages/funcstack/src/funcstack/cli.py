@@ -1,8 +1,9 @@
 """The ``funcstack`` command.
 
 ``funcstack run --app DIR [--app DIR2] [--config FILE]``: start the services, provision the
-declared resources, write each app's ``local.settings.json`` from its sample, start a Functions
-host per app and print their URLs; serve until Ctrl-C.
+declared resources, create each app's ``local.settings.json`` from its sample (or, when it
+exists, update only its local connection strings and missing keys, saying which), start a
+Functions host per app and print their URLs; serve until Ctrl-C.
 ``funcstack up [--config FILE]``: the services only (for tests and other tools).
 ``funcstack setup``: install the Node packages and the Functions RPC messages into the cache
 now (both happen on first use otherwise).
@@ -117,16 +118,7 @@ def _apps(dirs: Sequence[Path], free: bool) -> list[App]:
         if not (directory / "function_app.py").is_file():
             raise UsageError(f"--app {given}: no function_app.py in {directory} (a Python "
                              "Functions app, v2 programming model)")
-        port = None
-        sample = directory / SAMPLE_SETTINGS
-        if sample.is_file():
-            try:
-                text = json.loads(sample.read_text(encoding="utf-8-sig"))
-                raw = (text.get("Host") or {}).get("LocalHttpPort")
-            except (ValueError, AttributeError):
-                raw = None  # the stack reads it again and names the error
-            port = int(raw) if isinstance(raw, int) or (isinstance(raw, str) and raw.isdigit()) \
-                else None
+        port = _local_http_port(directory)
         names = {a.name for a in apps}
         name = directory.name or "app"
         while name in names:
@@ -147,8 +139,25 @@ def _apps(dirs: Sequence[Path], free: bool) -> list[App]:
     ports = [a.port for a in apps if a.port]
     if len(set(ports)) != len(ports):
         raise UsageError(f"two apps want the same port ({', '.join(map(str, ports))}): change "
-                         "Host.LocalHttpPort in a local.settings.sample.json")
+                         "Host.LocalHttpPort in a local.settings.json or its sample")
     return apps
+
+
+def _local_http_port(directory: Path) -> int | None:
+    """``Host.LocalHttpPort`` of the app's ``local.settings.json`` (the user's, as ``func
+    start`` reads it), else of its sample."""
+    for name in (SETTINGS, SAMPLE_SETTINGS):
+        path = directory / name
+        if not path.is_file():
+            continue
+        try:
+            text = json.loads(path.read_text(encoding="utf-8-sig"))
+            raw = (text.get("Host") or {}).get("LocalHttpPort")
+        except (ValueError, AttributeError):
+            raw = None  # the stack reads it again and names the error
+        if isinstance(raw, int) or (isinstance(raw, str) and raw.isdigit()):
+            return int(raw)
+    return None
 
 
 def _start(args: argparse.Namespace) -> int:
@@ -214,6 +223,8 @@ def _banner(stack: LocalStack, apps: list[App], hosts: dict[str, RunningRunner],
         host = hosts[app.name]
         lines.append(f"  {app.name:<{width}}{host.url}   (settings: "
                      f"{shown(app.directory / SETTINGS)}, log: {shown(stack.log_path(app.name))})")
+        if app.name in stack.settings_changes:
+            lines.append(f"  {'':<{width}}{stack.settings_changes[app.name]}")
     connections = stack.connections()
     labels = {"cosmos": "Cosmos DB", "servicebus": "Service Bus", "storage": "Storage"}
     for kind, label in labels.items():

@@ -97,8 +97,10 @@ _numbers = itertools.count(1)
 def funcstack_app(funcstack_services: LocalStack,
                   tmp_path: Path) -> Iterator[Callable[..., HostedApp]]:
     """``funcstack_app(app_dir, settings={...})``: host an app folder; its base URL is
-    ``.url``. Its settings are its ``local.settings.sample.json`` with the services' connection
-    strings and ``settings`` (written beside the test's files, not into the app folder)."""
+    ``.url``. Its settings file is made from its ``local.settings.sample.json`` with the
+    services' connection strings, beside the test's files: the app folder's own
+    ``local.settings.json`` is neither read nor written. ``settings`` go to the host and win
+    over the file."""
     started: list[str] = []
 
     def host(app_dir: str | Path, *, settings: Mapping[str, str] | None = None,
