@@ -283,3 +283,45 @@ def test_run_keeps_the_users_local_settings_and_says_in_one_line_what_it_changed
     assert written["Values"]["ServiceBusConnection"] == theirs
     assert written["Values"]["CosmosConnection"] == cosmos
     assert written["Host"] == {"LocalHttpPort": 7071}
+
+
+KEYED_APP = '''
+import azure.functions as func
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
+
+
+@app.route(route="orders", methods=["GET"])
+def orders(req: func.HttpRequest) -> func.HttpResponse:
+    return func.HttpResponse("orders")
+'''
+
+
+def test_run_with_enforce_keys_prints_each_apps_keys_and_requires_them(
+    project: Path, clis: list[Cli],
+) -> None:
+    app = project / "keyed"
+    app.mkdir()
+    (app / "function_app.py").write_text(KEYED_APP)
+    cli = Cli(project, ["run", "--app", "keyed", "--free-ports", "--enforce-keys"]).start()
+    clis.append(cli)
+    cli.wait_for("Ctrl-C stops everything.")
+    url = re.search(r"http://127\.0\.0\.1:\d+/api", cli.wait_for("  keyed ")).group(0)  # type: ignore[union-attr]
+    found = re.search(r"keys: function \(default\) (\S+)   master (\S+)", cli.text)
+    assert found, cli.text
+    function_key, master_key = found.groups()
+
+    def status(target: str, headers: dict[str, str] | None = None) -> int:
+        request = urllib.request.Request(target, headers=headers or {})  # noqa: S310
+        try:
+            with urllib.request.urlopen(request, timeout=30) as reply:  # noqa: S310
+                return int(reply.status)
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    assert status(f"{url}/orders") == 401
+    assert status(f"{url}/orders", {"x-functions-key": function_key}) == 200
+    assert status(f"{url}/orders?code={master_key}") == 200
+    assert cli.interrupt() == 0
+    logs = "".join(p.read_text() for p in (project / ".funcstack").glob("*.log"))
+    assert function_key not in logs and master_key not in logs

@@ -68,6 +68,10 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="the services and a Functions host per app")
     run.add_argument("--app", type=Path, action="append", required=True, metavar="DIR",
                      help="a Functions app folder (function_app.py); repeat for more apps")
+    run.add_argument("--enforce-keys", action="store_true",
+                     help="require function keys by auth level, as in Azure (function: the "
+                          "function or master key; admin: the master key); the keys are "
+                          "printed per app. Default: no checks, as with func start")
     run.add_argument("--python", default=None, metavar="PATH",
                      help="the interpreter the apps' workers run with (default: this one); "
                           "it needs funcstack and the apps' requirements installed")
@@ -197,7 +201,8 @@ def _start(args: argparse.Namespace) -> int:
         stack.start()
         for app in apps:
             hosts[app.name] = stack.host_app(app.directory, name=app.name, port=app.port,
-                                             python=getattr(args, "python", None))
+                                             python=getattr(args, "python", None),
+                                             enforce_keys=getattr(args, "enforce_keys", False))
 
     def banner() -> str:
         return _banner(stack, apps, hosts, workdir, as_json=getattr(args, "json", False))
@@ -225,6 +230,9 @@ def _banner(stack: LocalStack, apps: list[App], hosts: dict[str, RunningRunner],
                      f"{shown(app.directory / SETTINGS)}, log: {shown(stack.log_path(app.name))})")
         if app.name in stack.settings_changes:
             lines.append(f"  {'':<{width}}{stack.settings_changes[app.name]}")
+        if host.function_key is not None:  # --enforce-keys: deliberately shown (local keys)
+            lines.append(f"  {'':<{width}}keys: function (default) {host.function_key}   "
+                         f"master {host.master_key}")
     connections = stack.connections()
     labels = {"cosmos": "Cosmos DB", "servicebus": "Service Bus", "storage": "Storage"}
     for kind, label in labels.items():

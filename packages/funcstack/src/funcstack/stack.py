@@ -348,7 +348,8 @@ class LocalStack(LocalServices):
     def host_app(self, app_dir: Path, *, name: str | None = None, port: int | None = None,
                  overrides: Mapping[str, str] | None = None, settings_file: Path | None = None,
                  python: str | None = None,
-                 extra_import_paths: Sequence[str | Path] = ()) -> RunningRunner:
+                 extra_import_paths: Sequence[str | Path] = (),
+                 enforce_keys: bool = False) -> RunningRunner:
         """Bring the app's settings file up to date and start a host for it, named ``name``
         (default: the folder's name), on ``port`` (default: the file's
         ``Host.LocalHttpPort``, else 7071; 0 = a free port).
@@ -358,7 +359,9 @@ class LocalStack(LocalServices):
         when it does, it is the user's: only the local connection strings and missing keys
         change (``update_local_settings``), and it is written only when something changed.
         ``settings_changes[name]`` says what changed, in one line. ``overrides`` are this run's:
-        they go to the host (they win over the file) and are never written into it."""
+        they go to the host (they win over the file) and are never written into it.
+        ``enforce_keys``: the host requires keys by auth level, as in Azure (the result's
+        ``function_key`` and ``master_key``); default: none, as with ``func start``."""
         app_dir = Path(app_dir).resolve()
         name = name or app_dir.name
         target = settings_file or app_dir / SETTINGS
@@ -384,7 +387,7 @@ class LocalStack(LocalServices):
         settings = {str(k): _as_setting(v) for k, v in document["Values"].items()}
         return self.run_host(name, app_dir, settings={**settings, **(overrides or {})},
                              port=port, settings_file=target, python=python,
-                             extra_import_paths=extra_import_paths)
+                             extra_import_paths=extra_import_paths, enforce_keys=enforce_keys)
 
     def container_client(self, database: str, container: str) -> ContainerProxy:
         """A container on this stack's Cosmos DB endpoint, through the SDK."""
