@@ -3,7 +3,8 @@
 ``funcstack run --app DIR [--app DIR2] [--config FILE]``: start the services, provision the
 declared resources, create each app's ``local.settings.json`` from its sample (or, when it
 exists, update only its local connection strings and missing keys, saying which), start a
-Functions host per app and print their URLs; serve until Ctrl-C.
+Functions host per app and print their URLs; serve until Ctrl-C. ``--enforce-keys``: the hosts
+require function keys by auth level, as in Azure, and each app's keys are printed.
 ``funcstack up [--config FILE]``: the services only (for tests and other tools).
 ``funcstack setup``: install the Node packages and the Functions RPC messages into the cache
 now (both happen on first use otherwise).
