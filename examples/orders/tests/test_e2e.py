@@ -1,7 +1,9 @@
 """The app in a local Functions host (the real Python worker) on the local stack, with the
-resources of its funcstack.json, through funcstack's pytest plugin: its three routes answer as
-its README says, and its events reach its topic with `aggregateType=order`, in order, once,
-received with the unmodified Service Bus SDK."""
+resources of its funcstack.json, through funcstack's pytest plugin, with keys enforced as in
+Azure: its three routes answer as its README says to a client that sends the function key
+(`x-functions-key`), and 401 to one that does not; the operators' routes take only the master
+key; its events reach its topic with `aggregateType=order`, in order, once, received with the
+unmodified Service Bus SDK."""
 
 from __future__ import annotations
 
@@ -69,21 +71,22 @@ def properties_of(message: ServiceBusReceivedMessage) -> dict[str, Any]:
 def test_the_routes_answer_and_the_events_reach_the_topic_once_in_order(
     funcstack_services: Any, funcstack_app: Callable[..., Any],
 ) -> None:
-    app = funcstack_app(APP, settings={"FEED_POLL_DELAY_MS": "100"})
+    app = funcstack_app(APP, settings={"FEED_POLL_DELAY_MS": "100"}, enforce_keys=True)
+    key = {"x-functions-key": app.function_key}  # as a client in Azure sends it
     status, headers, order = call("POST", f"{app.url}/orders",
-                                  {"customerName": "Ada", "totalCents": 1250})
+                                  {"customerName": "Ada", "totalCents": 1250}, key)
     assert status == 201, order
     assert headers["location"] == f"/api/orders/{order['id']}"
     etag = headers["etag"]
-    status, headers, read = call("GET", f"{app.url}/orders/{order['id']}")
+    status, headers, read = call("GET", f"{app.url}/orders/{order['id']}", headers=key)
     assert (status, headers["etag"], read["status"]) == (200, etag, "placed")
     status, _, _ = call("POST", f"{app.url}/orders/{order['id']}/cancel",
-                        headers={"If-Match": '"stale"'})
+                        headers={**key, "If-Match": '"stale"'})
     assert status == 412
     status, _, cancelled = call("POST", f"{app.url}/orders/{order['id']}/cancel",
-                                headers={"If-Match": etag})
+                                headers={**key, "If-Match": etag})
     assert (status, cancelled["status"]) == (200, "cancelled")
-    status, headers, _ = call("POST", f"{app.url}/orders/{order['id']}/cancel")
+    status, headers, _ = call("POST", f"{app.url}/orders/{order['id']}/cancel", headers=key)
     assert status == 409 and headers["content-type"].startswith("application/problem+json")
 
     received = receive(funcstack_services.servicebus_connection_string, order["id"], 2)
@@ -95,3 +98,20 @@ def test_the_routes_answer_and_the_events_reach_the_topic_once_in_order(
         assert properties["aggregateType"] == "order"
         assert properties["orderId"] == message.session_id == body["orderId"] == order["id"]
         assert properties["cloudEvents_source"] == "/orders"
+
+
+def test_each_route_takes_the_keys_of_its_auth_level(funcstack_app: Callable[..., Any]) -> None:
+    """The business routes are `function` level, `/health` and `/openapi.json` anonymous, the
+    operators' `/outbox/...` admin (the master key only), as the README's table says."""
+    app = funcstack_app(APP, enforce_keys=True)
+    function_key = {"x-functions-key": app.function_key}
+    master_key = {"x-functions-key": app.master_key}
+    order = {"customerName": "Ada", "totalCents": 1}
+    assert call("POST", f"{app.url}/orders", order)[0] == 401
+    assert call("GET", f"{app.url}/orders/unknown")[0] == 401
+    assert call("POST", f"{app.url}/orders?code={app.function_key}", order)[0] == 201
+    assert call("GET", f"{app.url}/health")[0] == 200
+    assert call("GET", f"{app.url}/openapi.json")[0] == 200
+    assert call("GET", f"{app.url}/outbox/status")[0] == 401
+    assert call("GET", f"{app.url}/outbox/status", headers=function_key)[0] == 401
+    assert call("GET", f"{app.url}/outbox/status", headers=master_key)[0] == 200

@@ -253,3 +253,75 @@ def test_missing_node_is_one_line(project: Path) -> None:
     bare.mkdir()
     line = one_line(run_once(project, "up", "--free-ports", env={"PATH": str(bare)}))
     assert "node was not found on PATH" in line and "Node.js >= 20" in line
+
+
+def test_run_keeps_the_users_local_settings_and_says_in_one_line_what_it_changed(
+    project: Path, clis: list[Cli],
+) -> None:
+    """The user's own setting and their own Service Bus namespace in Azure are kept; the local
+    connections of an earlier run (the well-known ports) move to this run's free ports; the
+    line names settings, never values."""
+    app = project / "hello"
+    sample = json.loads((app / "local.settings.sample.json").read_text())
+    theirs = ("Endpoint=sb://contoso.servicebus.windows.net/;SharedAccessKeyName=send;"
+              "SharedAccessKey=their-secret-value=")
+    values = {**sample["Values"], "MY_FEATURE_FLAG": "on", "ServiceBusConnection": theirs}
+    (app / "local.settings.json").write_text(json.dumps(
+        {"IsEncrypted": False, "Values": values, "Host": {"LocalHttpPort": 7071}}))
+    cli = Cli(project, ["run", "--app", "hello", "--free-ports"]).start()
+    clis.append(cli)
+    cli.wait_for("Ctrl-C stops everything.")
+    said = [line.strip() for line in cli.output if "local.settings.json: " in line]
+    assert said == ["local.settings.json: updated AzureWebJobsStorage, CosmosConnection (the "
+                    "local endpoints); added FUNCTIONS_HOST_COSMOS_VERIFY_TLS (missing); kept "
+                    "ServiceBusConnection (not a local endpoint)"], cli.text
+    assert "their-secret-value" not in cli.text
+    cosmos = cli.wait_for("AccountEndpoint=").split()[-1]
+    assert cli.interrupt() == 0
+    written = json.loads((app / "local.settings.json").read_text())
+    assert written["Values"]["MY_FEATURE_FLAG"] == "on"
+    assert written["Values"]["ServiceBusConnection"] == theirs
+    assert written["Values"]["CosmosConnection"] == cosmos
+    assert written["Host"] == {"LocalHttpPort": 7071}
+
+
+KEYED_APP = '''
+import azure.functions as func
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
+
+
+@app.route(route="orders", methods=["GET"])
+def orders(req: func.HttpRequest) -> func.HttpResponse:
+    return func.HttpResponse("orders")
+'''
+
+
+def test_run_with_enforce_keys_prints_each_apps_keys_and_requires_them(
+    project: Path, clis: list[Cli],
+) -> None:
+    app = project / "keyed"
+    app.mkdir()
+    (app / "function_app.py").write_text(KEYED_APP)
+    cli = Cli(project, ["run", "--app", "keyed", "--free-ports", "--enforce-keys"]).start()
+    clis.append(cli)
+    cli.wait_for("Ctrl-C stops everything.")
+    url = re.search(r"http://127\.0\.0\.1:\d+/api", cli.wait_for("  keyed ")).group(0)  # type: ignore[union-attr]
+    found = re.search(r"keys: function \(default\) (\S+)   master (\S+)", cli.text)
+    assert found, cli.text
+    function_key, master_key = found.groups()
+
+    def status(target: str, headers: dict[str, str] | None = None) -> int:
+        request = urllib.request.Request(target, headers=headers or {})  # noqa: S310
+        try:
+            with urllib.request.urlopen(request, timeout=30) as reply:  # noqa: S310
+                return int(reply.status)
+        except urllib.error.HTTPError as exc:
+            return exc.code
+
+    assert status(f"{url}/orders") == 401
+    assert status(f"{url}/orders", {"x-functions-key": function_key}) == 200
+    assert status(f"{url}/orders?code={master_key}") == 200
+    assert cli.interrupt() == 0
+    logs = "".join(p.read_text() for p in (project / ".funcstack").glob("*.log"))
+    assert function_key not in logs and master_key not in logs

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from funcstack.config import ConfigError, load_config
-from funcstack.stack import local_settings
+from funcstack.stack import local_settings, update_local_settings
 
 HERE = Path(__file__).resolve().parent
 HELLO = HERE / "apps" / "hello"
@@ -135,3 +135,36 @@ def test_a_service_that_does_not_run_leaves_its_settings_as_they_are() -> None:
     values = local_settings(SAMPLE, {"cosmos": "C"})["Values"]
     assert values["Bus"] == SAMPLE["Values"]["Bus"]
     assert values["AzureWebJobsStorage"] == "UseDevelopmentStorage=true"
+
+
+def test_the_users_settings_keep_their_own_connections_and_take_the_current_local_ones() -> None:
+    theirs: dict[str, Any] = {
+        "IsEncrypted": False,
+        "Values": {
+            "AzureWebJobsStorage": "UseDevelopmentStorage=true",  # local: the current Azurite
+            "Blobs": "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=k;"
+                     "BlobEndpoint=http://127.0.0.1:41000/devstoreaccount1;",  # local, old port
+            "Archive": "DefaultEndpointsProtocol=https;AccountName=theirs;AccountKey=s;"
+                       "EndpointSuffix=core.windows.net",  # their storage account: kept
+            "Db": "AccountEndpoint=https://theirs.documents.azure.com:443/;AccountKey=s;",
+            "Bus": "Endpoint=sb://localhost:5672;SharedAccessKeyName=k;SharedAccessKey=v;"
+                   "UseDevelopmentEmulator=true;",
+            "NAME": "theirs",
+        },
+        "Host": {"LocalHttpPort": 7999},
+    }
+    document, changes = update_local_settings(
+        theirs, SAMPLE, {"cosmos": "C", "servicebus": "S", "storage": "A"})
+    assert document["Values"] == {
+        "AzureWebJobsStorage": "A", "Blobs": "A", "Archive": theirs["Values"]["Archive"],
+        "Db": theirs["Values"]["Db"], "Bus": "S", "NAME": "theirs",
+        "Other": "A", "PORT": 5, "FUNCTIONS_WORKER_RUNTIME": "python"}
+    # their Cosmos DB account is verified: no local-only TLS setting is added for it
+    assert document["Host"] == {"LocalHttpPort": 7999}
+    assert changes.line() == (
+        "local.settings.json: updated AzureWebJobsStorage, Blobs, Bus (the local endpoints); "
+        "added Other, PORT, FUNCTIONS_WORKER_RUNTIME (missing); kept Archive, Db (not a local "
+        "endpoint)")
+    again, unchanged = update_local_settings(
+        document, SAMPLE, {"cosmos": "C", "servicebus": "S", "storage": "A"})
+    assert again == document and not unchanged.changed

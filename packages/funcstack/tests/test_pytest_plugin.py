@@ -20,6 +20,7 @@ HELLO = Path(__file__).resolve().parent / "apps" / "hello"
 
 USER_TESTS = f'''
 import json
+import urllib.error
 import urllib.request
 
 from azure.cosmos import CosmosClient
@@ -57,6 +58,42 @@ def test_an_app(funcstack_app):
         assert json.loads(reply.read())["text"] == "Hello, Ada!"
 
 
+KEYED = """
+import azure.functions as func
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
+
+
+@app.route(route="orders")
+def orders(req: func.HttpRequest) -> func.HttpResponse:
+    return func.HttpResponse("orders")
+
+
+@app.route(route="operators", auth_level=func.AuthLevel.ADMIN)
+def operators(req: func.HttpRequest) -> func.HttpResponse:
+    return func.HttpResponse("operators")
+"""
+
+
+def status(url, key=None):
+    request = urllib.request.Request(url, headers={{"x-functions-key": key}} if key else {{}})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            return reply.status
+    except urllib.error.HTTPError as error:
+        return error.code
+
+
+def test_an_app_with_keys_enforced(funcstack_app, tmp_path):
+    (tmp_path / "function_app.py").write_text(KEYED)
+    app = funcstack_app(tmp_path, enforce_keys=True)
+    assert status(app.url + "/orders") == 401
+    assert status(app.url + "/orders", app.function_key) == 200
+    assert status(app.url + "/operators", app.function_key) == 401
+    assert status(app.url + "/operators", app.master_key) == 200
+    assert funcstack_app(tmp_path).function_key is None  # by default: no keys, no checks
+
+
 def test_a_failing_test_still_stops_its_app(funcstack_app):
     funcstack_app(HELLO)
     assert False, "fails on purpose"
@@ -75,7 +112,7 @@ def test_a_test_file_with_only_the_plugins_fixtures(pytester: pytest.Pytester,
     pytester.makeini(f"[pytest]\nfuncstack_config = {HELLO / 'funcstack.json'}\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:xdist",
                                            "-p", "no:randomly", timeout=600)
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["*fails on purpose*"])
     assert leftovers(mark) == []
 

@@ -185,3 +185,82 @@ def test_a_bad_sample_settings_file_is_named_in_one_line(official: LocalStack,
         official.host_app(app, port=0)
     assert "\n" not in str(failed.value)
     assert not isinstance(failed.value, ConfigError)
+
+
+# -- local.settings.json is the user's (issue 36) --------------------------------------------------
+
+#: A team's own Service Bus namespace in Azure (not a local endpoint): funcstack keeps it.
+THEIR_SERVICEBUS = ("Endpoint=sb://contoso.servicebus.windows.net/;SharedAccessKeyName=send;"
+                    "SharedAccessKey=their-secret-value=")
+AN_EARLIER_RUN_COSMOS = ("AccountEndpoint=https://127.0.0.1:40001/;AccountKey=C2y6yDjf5/R+ob0N8A7C"
+                         "gv30VRDJIWEHLM+4QDU9DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==;")
+
+
+def users_settings(app: Path) -> dict[str, object]:
+    """What a user's local.settings.json holds after a few runs and edits by hand: a setting of
+    their own, their own Service Bus in Azure, a local Cosmos DB connection of an earlier run
+    (another port), a Host section of their own, and no GREETINGS_TOPIC (the sample has one)."""
+    sample = json.loads((app / "local.settings.sample.json").read_text())
+    values = dict(sample["Values"])
+    del values["GREETINGS_TOPIC"]
+    values.update({"MY_FEATURE_FLAG": "on", "ServiceBusConnection": THEIR_SERVICEBUS,
+                   "CosmosConnection": AN_EARLIER_RUN_COSMOS, "RETRIES": 3})
+    return {"IsEncrypted": False, "Values": values,
+            "Host": {"LocalHttpPort": 7071, "CORS": "https://app.example"},
+            "ConnectionStrings": {}}
+
+
+def test_the_users_local_settings_are_kept_and_only_local_connections_updated(
+    official: LocalStack, tmp_path: Path,
+) -> None:
+    app = tmp_path / "hello"
+    shutil.copytree(HERE / "apps" / "hello", app)
+    mine = users_settings(app)
+    (app / "local.settings.json").write_text(json.dumps(mine, indent=4))
+    official.host_app(app, name="kept", port=0)
+    official.stop_part("kept")
+    written = json.loads((app / "local.settings.json").read_text())
+    values = written["Values"]
+    assert values["MY_FEATURE_FLAG"] == "on"  # a setting of the user's own
+    assert values["RETRIES"] == 3  # verbatim, not turned into a string
+    assert values["ServiceBusConnection"] == THEIR_SERVICEBUS  # not local: theirs
+    assert values["CosmosConnection"] == official.cosmos_connection_string  # local: the current
+    assert values["GREETINGS_TOPIC"] == "greetings"  # missing: added from the sample
+    assert written["Host"] == mine["Host"] and written["ConnectionStrings"] == {}
+    line = official.settings_changes["kept"]
+    assert line == ("local.settings.json: updated CosmosConnection (the local endpoint); added "
+                    "GREETINGS_TOPIC, FUNCTIONS_HOST_COSMOS_VERIFY_TLS (missing); kept "
+                    "ServiceBusConnection (not a local endpoint)")
+    assert "secret" not in line and "AccountKey" not in line
+
+    before = (app / "local.settings.json").stat().st_mtime_ns
+    official.host_app(app, name="kept", port=0)  # nothing to change: the file is not written
+    official.stop_part("kept")
+    assert (app / "local.settings.json").stat().st_mtime_ns == before
+    assert official.settings_changes["kept"] == ("local.settings.json: unchanged; kept "
+                                                 "ServiceBusConnection (not a local endpoint)")
+
+
+def test_a_missing_local_settings_file_is_created_from_the_sample(
+    official: LocalStack, tmp_path: Path,
+) -> None:
+    app = tmp_path / "hello"
+    shutil.copytree(HERE / "apps" / "hello", app)
+    official.host_app(app, name="created", port=0)
+    official.stop_part("created")
+    values = json.loads((app / "local.settings.json").read_text())["Values"]
+    assert values["CosmosConnection"] == official.cosmos_connection_string
+    assert values["ServiceBusConnection"] == official.servicebus_connection_string
+    assert official.settings_changes["created"] == (
+        "local.settings.json: created from local.settings.sample.json")
+
+
+def test_an_unreadable_local_settings_file_is_named_and_left_as_it_is(
+    official: LocalStack, tmp_path: Path,
+) -> None:
+    app = tmp_path / "hello"
+    shutil.copytree(HERE / "apps" / "hello", app)
+    (app / "local.settings.json").write_text('{"Values": {"A": "1",}}')
+    with pytest.raises(Exception, match=r"local.settings.json: not valid JSON"):
+        official.host_app(app, name="broken", port=0)
+    assert (app / "local.settings.json").read_text() == '{"Values": {"A": "1",}}'

@@ -15,7 +15,13 @@ if TYPE_CHECKING:
     from funcstack.config import ConfigError, StackConfig, load_config
     from funcstack.provision import ProvisionReport, provision_cosmos
     from funcstack.services import LocalServices, PartStartError
-    from funcstack.stack import LocalStack, ServicePorts, local_settings
+    from funcstack.stack import (
+        LocalStack,
+        ServicePorts,
+        SettingsChanges,
+        local_settings,
+        update_local_settings,
+    )
 
 __version__ = "0.1.0"
 
@@ -26,12 +32,14 @@ __all__ = [
     "PartStartError",
     "ProvisionReport",
     "ServicePorts",
+    "SettingsChanges",
     "SetupError",
     "StackConfig",
     "__version__",
     "load_config",
     "local_settings",
     "provision_cosmos",
+    "update_local_settings",
 ]
 
 _WHERE = {
@@ -43,6 +51,8 @@ _WHERE = {
     "LocalStack": "funcstack.stack",
     "ServicePorts": "funcstack.stack",
     "local_settings": "funcstack.stack",
+    "SettingsChanges": "funcstack.stack",
+    "update_local_settings": "funcstack.stack",
     "LocalServices": "funcstack.services",
     "PartStartError": "funcstack.services",
     "SetupError": "funcstack._cache",

@@ -1,8 +1,10 @@
 """The ``funcstack`` command.
 
 ``funcstack run --app DIR [--app DIR2] [--config FILE]``: start the services, provision the
-declared resources, write each app's ``local.settings.json`` from its sample, start a Functions
-host per app and print their URLs; serve until Ctrl-C.
+declared resources, create each app's ``local.settings.json`` from its sample (or, when it
+exists, update only its local connection strings and missing keys, saying which), start a
+Functions host per app and print their URLs; serve until Ctrl-C. ``--enforce-keys``: the hosts
+require function keys by auth level, as in Azure, and each app's keys are printed.
 ``funcstack up [--config FILE]``: the services only (for tests and other tools).
 ``funcstack setup``: install the Node packages and the Functions RPC messages into the cache
 now (both happen on first use otherwise).
@@ -67,6 +69,10 @@ def _parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="the services and a Functions host per app")
     run.add_argument("--app", type=Path, action="append", required=True, metavar="DIR",
                      help="a Functions app folder (function_app.py); repeat for more apps")
+    run.add_argument("--enforce-keys", action="store_true",
+                     help="require function keys by auth level, as in Azure (function: the "
+                          "function or master key; admin: the master key); the keys are "
+                          "printed per app. Default: no checks, as with func start")
     run.add_argument("--python", default=None, metavar="PATH",
                      help="the interpreter the apps' workers run with (default: this one); "
                           "it needs funcstack and the apps' requirements installed")
@@ -117,16 +123,7 @@ def _apps(dirs: Sequence[Path], free: bool) -> list[App]:
         if not (directory / "function_app.py").is_file():
             raise UsageError(f"--app {given}: no function_app.py in {directory} (a Python "
                              "Functions app, v2 programming model)")
-        port = None
-        sample = directory / SAMPLE_SETTINGS
-        if sample.is_file():
-            try:
-                text = json.loads(sample.read_text(encoding="utf-8-sig"))
-                raw = (text.get("Host") or {}).get("LocalHttpPort")
-            except (ValueError, AttributeError):
-                raw = None  # the stack reads it again and names the error
-            port = int(raw) if isinstance(raw, int) or (isinstance(raw, str) and raw.isdigit()) \
-                else None
+        port = _local_http_port(directory)
         names = {a.name for a in apps}
         name = directory.name or "app"
         while name in names:
@@ -147,8 +144,25 @@ def _apps(dirs: Sequence[Path], free: bool) -> list[App]:
     ports = [a.port for a in apps if a.port]
     if len(set(ports)) != len(ports):
         raise UsageError(f"two apps want the same port ({', '.join(map(str, ports))}): change "
-                         "Host.LocalHttpPort in a local.settings.sample.json")
+                         "Host.LocalHttpPort in a local.settings.json or its sample")
     return apps
+
+
+def _local_http_port(directory: Path) -> int | None:
+    """``Host.LocalHttpPort`` of the app's ``local.settings.json`` (the user's, as ``func
+    start`` reads it), else of its sample."""
+    for name in (SETTINGS, SAMPLE_SETTINGS):
+        path = directory / name
+        if not path.is_file():
+            continue
+        try:
+            text = json.loads(path.read_text(encoding="utf-8-sig"))
+            raw = (text.get("Host") or {}).get("LocalHttpPort")
+        except (ValueError, AttributeError):
+            raw = None  # the stack reads it again and names the error
+        if isinstance(raw, int) or (isinstance(raw, str) and raw.isdigit()):
+            return int(raw)
+    return None
 
 
 def _start(args: argparse.Namespace) -> int:
@@ -188,7 +202,8 @@ def _start(args: argparse.Namespace) -> int:
         stack.start()
         for app in apps:
             hosts[app.name] = stack.host_app(app.directory, name=app.name, port=app.port,
-                                             python=getattr(args, "python", None))
+                                             python=getattr(args, "python", None),
+                                             enforce_keys=getattr(args, "enforce_keys", False))
 
     def banner() -> str:
         return _banner(stack, apps, hosts, workdir, as_json=getattr(args, "json", False))
@@ -214,6 +229,11 @@ def _banner(stack: LocalStack, apps: list[App], hosts: dict[str, RunningRunner],
         host = hosts[app.name]
         lines.append(f"  {app.name:<{width}}{host.url}   (settings: "
                      f"{shown(app.directory / SETTINGS)}, log: {shown(stack.log_path(app.name))})")
+        if app.name in stack.settings_changes:
+            lines.append(f"  {'':<{width}}{stack.settings_changes[app.name]}")
+        if host.function_key is not None:  # --enforce-keys: deliberately shown (local keys)
+            lines.append(f"  {'':<{width}}keys: function (default) {host.function_key}   "
+                         f"master {host.master_key}")
     connections = stack.connections()
     labels = {"cosmos": "Cosmos DB", "servicebus": "Service Bus", "storage": "Storage"}
     for kind, label in labels.items():

@@ -7,7 +7,8 @@ until a test requests one of them).
   ``storage_connection_string``.
 * ``funcstack_app`` (per test): a factory hosting an app folder on a free port; returns a
   ``HostedApp`` whose ``url`` is the app's base URL (``http://127.0.0.1:<port>/api``); its
-  host stops when the test ends.
+  host stops when the test ends. ``enforce_keys=True`` requires keys as in Azure
+  (``HostedApp.function_key``, ``.master_key``).
 * ``funcstack_config`` (session): the declared-resources file, from the ``--funcstack-config``
   option or the ``funcstack_config`` ini setting (relative to the ini file); override the
   fixture in a ``conftest.py`` to choose it in code. None: no declared resources.
@@ -58,6 +59,10 @@ class HostedApp:
     port: int
     settings_file: Path
     log_path: Path
+    #: With ``enforce_keys=True``: the host's default function key (send it as the
+    #: ``x-functions-key`` header or the ``code`` query parameter) and its master key.
+    function_key: str | None = None
+    master_key: str | None = None
 
 
 @pytest.fixture(scope="session")
@@ -97,21 +102,26 @@ _numbers = itertools.count(1)
 def funcstack_app(funcstack_services: LocalStack,
                   tmp_path: Path) -> Iterator[Callable[..., HostedApp]]:
     """``funcstack_app(app_dir, settings={...})``: host an app folder; its base URL is
-    ``.url``. Its settings are its ``local.settings.sample.json`` with the services' connection
-    strings and ``settings`` (written beside the test's files, not into the app folder)."""
+    ``.url``. Its settings file is made from its ``local.settings.sample.json`` with the
+    services' connection strings, beside the test's files: the app folder's own
+    ``local.settings.json`` is neither read nor written. ``settings`` go to the host and win
+    over the file. ``enforce_keys=True``: the host requires keys by auth level, as in Azure
+    (``.function_key``, ``.master_key``); by default none, as with ``func start``."""
     started: list[str] = []
 
     def host(app_dir: str | Path, *, settings: Mapping[str, str] | None = None,
-             name: str | None = None) -> HostedApp:
+             name: str | None = None, enforce_keys: bool = False) -> HostedApp:
         directory = Path(app_dir).resolve()
         host_name = name or f"{directory.name}-{next(_numbers)}"
         settings_file = tmp_path / f"{host_name}.local.settings.json"
         started.append(host_name)
         runner = funcstack_services.host_app(directory, name=host_name, port=0,
-                                             overrides=settings, settings_file=settings_file)
+                                             overrides=settings, settings_file=settings_file,
+                                             enforce_keys=enforce_keys)
         return HostedApp(name=host_name, url=runner.url, port=runner.port,
                          settings_file=settings_file,
-                         log_path=funcstack_services.log_path(host_name))
+                         log_path=funcstack_services.log_path(host_name),
+                         function_key=runner.function_key, master_key=runner.master_key)
 
     try:
         yield host

@@ -8,10 +8,15 @@ made from its ``local.settings.sample.json`` with the stack's connection strings
         print(stack.cosmos_connection_string, stack.servicebus_connection_string)
         app = stack.host_app(Path("my_app"))        # a Functions host; app.url ends in /api
 
-Settings: every value of the sample that is a connection string of one of the services is
+Settings: an app's ``local.settings.json`` is the user's once it exists. When it does not,
+it is made from the sample: every value that is a connection string of one of the services is
 replaced by the local one, recognised by its shape, not its name: a Cosmos DB connection string
 (``AccountEndpoint=...;AccountKey=...``), a Service Bus one (``Endpoint=sb://...``), a storage
-one (``UseDevelopmentStorage=true`` or ``DefaultEndpointsProtocol=...``). Nothing else changes.
+one (``UseDevelopmentStorage=true`` or ``DefaultEndpointsProtocol=...``). When it exists, only
+what funcstack owns changes (``update_local_settings``): a connection string of a running
+service that points at a local endpoint is moved to the current one, keys missing from it are
+added from the sample; every other value is kept verbatim, and the file is written only when
+something changed. ``settings_changes`` says what changed, by name (never values).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from azure.cosmos import ContainerProxy, CosmosClient
 
@@ -37,7 +43,9 @@ __all__ = [
     "SETTINGS",
     "LocalStack",
     "ServicePorts",
+    "SettingsChanges",
     "local_settings",
+    "update_local_settings",
 ]
 
 SAMPLE_SETTINGS = "local.settings.sample.json"
@@ -71,6 +79,104 @@ def _kind(value: str) -> str | None:
             "defaultendpointsprotocol=" in lowered and "accountname=" in lowered):
         return "storage"
     return None
+
+
+#: Hosts a connection string names when it points at this machine.
+_LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _points_here(value: str) -> bool:
+    """Whether a connection string points at a local endpoint: the emulators' shortcuts
+    (``UseDevelopmentStorage=true``, ``UseDevelopmentEmulator=true``), or every endpoint it
+    names (``AccountEndpoint``, ``Endpoint``, ``BlobEndpoint``, ...) on 127.0.0.1/localhost."""
+    parts: dict[str, str] = {}
+    for part in value.split(";"):
+        key, _, val = part.partition("=")
+        parts[key.strip().lower()] = val.strip()
+    if "true" in {parts.get("usedevelopmentstorage", "").lower(),
+                  parts.get("usedevelopmentemulator", "").lower()}:
+        return True
+    hosts = [urlsplit(val).hostname for key, val in parts.items() if key.endswith("endpoint")]
+    return bool(hosts) and all(host in _LOCAL_HOSTS for host in hosts)
+
+
+@dataclass
+class SettingsChanges:
+    """What funcstack did to an app's ``local.settings.json``, by setting name (never values:
+    connection strings are secrets)."""
+
+    file: str = SETTINGS
+    created: bool = False
+    #: local connection strings moved to the current local endpoints
+    updated: list[str] = field(default_factory=list)
+    #: keys the file lacked, added from the sample (or funcstack's defaults)
+    added: list[str] = field(default_factory=list)
+    #: connection strings of a service funcstack runs that point elsewhere: left as they are
+    kept: list[str] = field(default_factory=list)
+
+    @property
+    def changed(self) -> bool:
+        return self.created or bool(self.updated or self.added)
+
+    def line(self) -> str:
+        """One line: ``local.settings.json: updated A (the local endpoint); added B (missing);
+        kept C (not a local endpoint)``, or ``...: unchanged``, or ``...: created from
+        local.settings.sample.json``."""
+        if self.created:
+            return f"{self.file}: created from {SAMPLE_SETTINGS}"
+        parts = []
+        if self.updated:
+            parts.append(f"updated {', '.join(self.updated)} (the local endpoint"
+                         f"{'s' if len(self.updated) > 1 else ''})")
+        if self.added:
+            parts.append(f"added {', '.join(self.added)} (missing)")
+        if not parts:
+            parts.append("unchanged")
+        if self.kept:
+            parts.append(f"kept {', '.join(self.kept)} (not a local endpoint)")
+        return f"{self.file}: {'; '.join(parts)}"
+
+
+def update_local_settings(existing: Mapping[str, Any], sample: Mapping[str, Any],
+                          connections: Mapping[str, str]) -> tuple[dict[str, Any],
+                                                                   SettingsChanges]:
+    """The user's ``local.settings.json`` (``existing``) with what funcstack owns brought up to
+    date, and what changed:
+
+    * a value that is a connection string of a running service (by its shape) and points at a
+      local endpoint (``_points_here``) becomes the current local one (``updated``);
+    * one that points elsewhere (their own Azure resource) is kept (``kept``);
+    * keys of the sample's ``Values`` missing from the file are added, localised as when the
+      file is created (``added``), and so are funcstack's defaults (``local_settings``; the
+      local-only TLS setting only when a value is the local Cosmos DB endpoint's connection
+      string), and sections of the sample the file lacks (``Host``, ...);
+    * everything else -- other values, their types, ``Host``, ``IsEncrypted`` -- verbatim."""
+    document: dict[str, Any] = json.loads(json.dumps(dict(existing)))  # a deep copy
+    values: dict[str, Any] = dict(document.get("Values") or {})
+    changes = SettingsChanges()
+    for key, value in values.items():
+        kind = _kind(value) if isinstance(value, str) else None
+        if kind is None or kind not in connections:
+            continue
+        if not _points_here(value):
+            changes.kept.append(key)
+        elif value != connections[kind]:
+            values[key] = connections[kind]
+            changes.updated.append(key)
+    fresh = local_settings(sample, connections)
+    if connections.get("cosmos") not in values.values():
+        # their Cosmos DB is not the local endpoint: its certificate is verified
+        fresh["Values"].pop(VERIFY_TLS_SETTING, None)
+    for key, value in fresh["Values"].items():
+        if key not in values:
+            values[key] = value
+            changes.added.append(key)
+    for section, content in fresh.items():
+        if section not in document:
+            document[section] = content
+            changes.added.append(section)
+    document["Values"] = values
+    return document, changes
 
 
 def local_settings(sample: Mapping[str, Any], connections: Mapping[str, str],
@@ -117,6 +223,8 @@ class LocalStack(LocalServices):
     #: The Service Bus endpoint's message size limit in bytes (None: 256 KB, as on Standard).
     servicebus_max_message_size: int | None = None
     report: ProvisionReport = field(default_factory=ProvisionReport)
+    #: What ``host_app`` did to each app's settings file, in one line (by host name).
+    settings_changes: dict[str, str] = field(default_factory=dict)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -220,10 +328,8 @@ class LocalStack(LocalServices):
 
     # -- apps ----------------------------------------------------------------------------------
 
-    def app_settings(self, app_dir: Path,
-                     overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
-        """The app's ``local.settings.sample.json`` (an empty one when it has none) with this
-        stack's connection strings (see ``local_settings``)."""
+    def _sample(self, app_dir: Path) -> dict[str, Any]:
+        """The app's ``local.settings.sample.json`` (an empty one when it has none)."""
         sample_file = app_dir / SAMPLE_SETTINGS
         try:
             sample = read_json(sample_file) if sample_file.exists() else {"Values": {}}
@@ -231,26 +337,57 @@ class LocalStack(LocalServices):
             raise PartStartError(app_dir.name, str(exc)) from None
         if not isinstance(sample, dict) or not isinstance(sample.get("Values", {}), dict):
             raise PartStartError(app_dir.name, f"{sample_file}: Values must be an object")
-        return local_settings(sample, self.connections(), overrides)
+        return sample
+
+    def app_settings(self, app_dir: Path,
+                     overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
+        """The app's ``local.settings.sample.json`` (an empty one when it has none) with this
+        stack's connection strings (see ``local_settings``)."""
+        return local_settings(self._sample(app_dir), self.connections(), overrides)
 
     def host_app(self, app_dir: Path, *, name: str | None = None, port: int | None = None,
                  overrides: Mapping[str, str] | None = None, settings_file: Path | None = None,
                  python: str | None = None,
-                 extra_import_paths: Sequence[str | Path] = ()) -> RunningRunner:
-        """Write the app's settings to ``settings_file`` (default: ``local.settings.json`` in
-        the app folder, as ``func start`` reads it) and start a host for it, named ``name``
-        (default: the folder's name), on ``port`` (default: the sample's
-        ``Host.LocalHttpPort``, else 7071; 0 = a free port)."""
+                 extra_import_paths: Sequence[str | Path] = (),
+                 enforce_keys: bool = False) -> RunningRunner:
+        """Bring the app's settings file up to date and start a host for it, named ``name``
+        (default: the folder's name), on ``port`` (default: the file's
+        ``Host.LocalHttpPort``, else 7071; 0 = a free port).
+
+        The settings file (``settings_file``, default: ``local.settings.json`` in the app
+        folder, as ``func start`` reads it) is created from the sample when it does not exist;
+        when it does, it is the user's: only the local connection strings and missing keys
+        change (``update_local_settings``), and it is written only when something changed.
+        ``settings_changes[name]`` says what changed, in one line. ``overrides`` are this run's:
+        they go to the host (they win over the file) and are never written into it.
+        ``enforce_keys``: the host requires keys by auth level, as in Azure (the result's
+        ``function_key`` and ``master_key``); default: none, as with ``func start``."""
         app_dir = Path(app_dir).resolve()
         name = name or app_dir.name
-        document = self.app_settings(app_dir, overrides)
+        target = settings_file or app_dir / SETTINGS
+        sample = self._sample(app_dir)
+        if target.exists():
+            try:
+                existing = read_json(target)
+            except ConfigError as exc:
+                raise PartStartError(name, str(exc)) from None
+            if not isinstance(existing, dict) or not isinstance(existing.get("Values", {}),
+                                                                dict):
+                raise PartStartError(name, f"{target}: Values must be an object")
+            document, changes = update_local_settings(existing, sample, self.connections())
+        else:
+            document = local_settings(sample, self.connections())
+            changes = SettingsChanges(created=True)
+        changes.file = target.name
+        if changes.changed:
+            target.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
+        self.settings_changes[name] = changes.line()
         if port is None:
             port = int((document.get("Host") or {}).get("LocalHttpPort") or DEFAULT_HOST_PORT)
-        target = settings_file or app_dir / SETTINGS
-        target.write_text(json.dumps(document, indent=2) + "\n", encoding="utf-8")
-        return self.run_host(name, app_dir, settings=document["Values"], port=port,
-                             settings_file=target, python=python,
-                             extra_import_paths=extra_import_paths)
+        settings = {str(k): _as_setting(v) for k, v in document["Values"].items()}
+        return self.run_host(name, app_dir, settings={**settings, **(overrides or {})},
+                             port=port, settings_file=target, python=python,
+                             extra_import_paths=extra_import_paths, enforce_keys=enforce_keys)
 
     def container_client(self, database: str, container: str) -> ContainerProxy:
         """A container on this stack's Cosmos DB endpoint, through the SDK."""
@@ -259,6 +396,13 @@ class LocalStack(LocalServices):
         client = CosmosClient.from_connection_string(self.cosmos.connection_string,
                                                      connection_verify=self.cosmos.verify_tls)
         return client.get_database_client(database).get_container_client(container)
+
+
+def _as_setting(value: object) -> str:
+    """A ``Values`` entry as the host reads it (an environment variable)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "" if value is None else str(value)
 
 
 def forget_state(state_dir: Path) -> None:

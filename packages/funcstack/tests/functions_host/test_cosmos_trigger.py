@@ -21,6 +21,8 @@ from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
 from funcstack.functions_host._cosmos_trigger import VERIFY_TLS_SETTING
 from funcstack.functions_host._launcher import RunningRunner, start_runner
+from funcstack.services import free_port
+from funcstack.stack import LocalStack, ServicePorts
 
 pytestmark = pytest.mark.integration
 
@@ -337,3 +339,162 @@ def test_shutdown_does_not_checkpoint_an_unfinished_batch(trigger_env: TriggerEn
     finally:
         runner.stop()
     assert trigger_env.delivered_ids() == [d["id"] for d in docs] * 2
+
+
+# -- lease ids across restarts with kept state (issue 36) -----------------------------------------
+
+
+@dataclass
+class KeptState:
+    """A project's kept state and logs, and the app with a Cosmos DB trigger, run as
+    ``funcstack run --free-ports`` runs it: a new stack (new ports) per run, the same state."""
+
+    tmp: Path
+    app_dir: Path
+    used_ports: set[int]
+
+    def start(self) -> LocalStack:
+        """The stack's Cosmos DB endpoint on a port no earlier run of this test used."""
+        port = free_port()
+        while port in self.used_ports:
+            port = free_port()
+        self.used_ports.add(port)
+        stack = LocalStack(workdir=self.tmp / "stack", state_dir=self.tmp / "state",
+                           ports=ServicePorts(cosmos=port), with_servicebus=False,
+                           with_azurite=False)
+        return stack.start()
+
+    def host(self, stack: LocalStack) -> RunningRunner:
+        port = free_port()
+        while port in self.used_ports:
+            port = free_port()
+        self.used_ports.add(port)
+        settings = {
+            "FUNCTIONS_WORKER_RUNTIME": "python",
+            "CosmosDBConnection": stack.cosmos_connection_string,
+            VERIFY_TLS_SETTING: "false",
+            "COSMOS_DATABASE": "kept",
+            "COSMOS_CONTAINER": "contacts",
+            "COSMOS_LEASE_CONTAINER": "leases",
+            "SAMPLE_OUT": str(self.out),
+            "SAMPLE_FAIL_FLAG": str(self.tmp / "fail.flag"),
+        }
+        return stack.run_host("app", self.app_dir, settings=settings, port=port)
+
+    @property
+    def out(self) -> Path:
+        return self.tmp / "out.jsonl"
+
+    def delivered_ids(self) -> list[str]:
+        if not self.out.exists():
+            return []
+        records = [json.loads(line) for line in self.out.read_text().splitlines() if line]
+        return [i for r in records if r["ok"] for i in r["ids"]]
+
+    def log(self) -> str:
+        return (self.tmp / "stack" / "app.log").read_text()
+
+
+@pytest.fixture
+def kept(tmp_path: Path) -> KeptState:
+    app_dir = tmp_path / "app"
+    app_dir.mkdir()
+    (app_dir / "function_app.py").write_text((HERE / "sample_cosmos_app.py").read_text())
+    (app_dir / "host.json").write_text(json.dumps({"version": "2.0"}))
+    return KeptState(tmp_path, app_dir, set())
+
+
+def container(stack: LocalStack, name: str) -> ContainerProxy:
+    client = CosmosClient.from_connection_string(stack.cosmos_connection_string,
+                                                 connection_verify=False)
+    database = client.create_database_if_not_exists("kept")
+    return database.create_container_if_not_exists(
+        name, partition_key=PartitionKey(path="/partitionKey" if name == "contacts" else "/id"))
+
+
+def all_leases(stack: LocalStack) -> list[dict[str, Any]]:
+    return list(container(stack, "leases").query_items(
+        "SELECT * FROM c", enable_cross_partition_query=True))
+
+
+def azure_lease_prefix(stack: LocalStack) -> str:
+    """``<account host>_<database rid>_<container rid>..`` as the .NET change feed processor
+    forms it (``GetLeasePrefix``: ``Uri.Host``, no port; the database rid read from the
+    service, not derived here)."""
+    monitored = container(stack, "contacts")
+    client = CosmosClient.from_connection_string(stack.cosmos_connection_string,
+                                                 connection_verify=False)
+    database_rid = client.get_database_client("kept").read()["_rid"]
+    return f"127.0.0.1_{database_rid}_{monitored.read()['_rid']}.."
+
+
+def wait_for_polls(kept: KeptState, runs: int) -> None:
+    """The host of the ``runs``-th run watches its leases, and has polled them for 2 s (the
+    sample's poll delay is 0.1 s)."""
+    wait_for(lambda: kept.log().count("cosmos trigger relay: watching") >= runs,
+             f"run {runs} watching its leases")
+    time.sleep(2.0)
+
+
+def test_a_restart_on_other_ports_with_kept_state_delivers_nothing_again(
+    kept: KeptState,
+) -> None:
+    stack = kept.start()
+    try:
+        docs = write_docs(container(stack, "contacts"), ["a", "b"], per_pk=3)
+        kept.host(stack)
+        wait_for(lambda: set(kept.delivered_ids()) >= {d["id"] for d in docs}, "delivery")
+        wait_for(lambda: all(lease.get("ContinuationToken") for lease in all_leases(stack)),
+                 "the checkpoint")
+        first_run = [lease["id"] for lease in all_leases(stack)]
+    finally:
+        stack.stop()
+    assert sorted(kept.delivered_ids()) == sorted(d["id"] for d in docs)
+
+    stack = kept.start()  # the same state, the endpoint and the host on other ports
+    try:
+        kept.host(stack)
+        wait_for_polls(kept, runs=2)
+        assert sorted(kept.delivered_ids()) == sorted(d["id"] for d in docs), "re-delivered"
+        leases = all_leases(stack)
+        assert [lease["id"] for lease in leases] == first_run  # the same lease, still current
+        assert [lease["id"] for lease in leases] == [f"{azure_lease_prefix(stack)}-FF"]
+        marker = write_docs(container(stack, "contacts"), ["later"], per_pk=1)
+        wait_for(lambda: "later-000" in kept.delivered_ids(), "a later document")
+    finally:
+        stack.stop()
+    delivered = kept.delivered_ids()
+    assert sorted(delivered) == sorted(d["id"] for d in [*docs, *marker])  # each once
+
+
+def test_leases_an_older_funcstack_wrote_with_the_port_are_adopted_then_deleted(
+    kept: KeptState,
+) -> None:
+    """An upgrade: the lease of the previous run, with the endpoint's port in its id (the
+    format of older funcstack versions), gives its continuation to the new lease; it and the
+    stale lease of a run before it are deleted; nothing is delivered again."""
+    stack = kept.start()
+    try:
+        leases = container(stack, "leases")
+        docs = write_docs(container(stack, "contacts"), ["a", "b"], per_pk=3)
+        kept.host(stack)
+        wait_for(lambda: set(kept.delivered_ids()) >= {d["id"] for d in docs}, "delivery")
+        wait_for(lambda: all(lease.get("ContinuationToken") for lease in all_leases(stack)),
+                 "the checkpoint")
+        stack.stop_part("app")
+        [current] = [{k: v for k, v in lease.items() if not k.startswith("_")}
+                     for lease in all_leases(stack)]
+        leases.delete_item(current["id"], partition_key=current["id"])
+        legacy = f"127.0.0.1:{stack.cosmos_endpoint.rsplit(':', 1)[1].strip('/')}"
+        leases.create_item({**current, "id": f"{legacy}_kept_contacts..-FF"})
+        leases.create_item({**current, "id": "127.0.0.1:8081_kept_contacts..-FF",
+                            "ContinuationToken": None, "timestamp": "2020-01-01T00:00:00+00:00"})
+        stack.hosts.pop("app")
+        kept.host(stack)
+        wait_for_polls(kept, runs=2)
+        assert sorted(kept.delivered_ids()) == sorted(d["id"] for d in docs), "re-delivered"
+        assert [lease["id"] for lease in all_leases(stack)] == [f"{azure_lease_prefix(stack)}-FF"]
+    finally:
+        stack.stop()
+    adopted = [line for line in kept.log().splitlines() if "older funcstack" in line]
+    assert len(adopted) == 1, adopted

@@ -2,7 +2,8 @@
 
 ``python -m funcstack.functions_host --app-dir . --settings local.settings.json``
 
-Prints one JSON line on stdout when ready: ``{"ready": true, "port": N, "url": "..."}``, or
+Prints one JSON line on stdout when ready: ``{"ready": true, "port": N, "url": "..."}`` (with
+``--enforce-keys`` also ``"keys": {"function": "...", "master": "..."}``), or
 when it cannot start ``{"ready": false, "error": "..."}`` (the cause in one line, e.g. the
 worker's indexing error verbatim) and exits with 1; logs go to stderr. SIGINT/SIGTERM stop it
 cleanly, during its start too.
@@ -32,6 +33,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--log-level", default="INFO")
     parser.add_argument("--python", default=None,
                         help="the language worker's interpreter (default: this one)")
+    parser.add_argument("--enforce-keys", action="store_true",
+                        help="require function keys by auth level, as in Azure (the ready line "
+                             "gives the keys); default: no checks, as with func start")
     return parser.parse_args(argv)
 
 
@@ -51,6 +55,7 @@ async def _main(args: argparse.Namespace) -> int:
         host=args.host,
         port=args.port,
         python=args.python,
+        enforce_keys=args.enforce_keys,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -74,7 +79,11 @@ async def _main(args: argparse.Namespace) -> int:
         _say({"ready": False, "error": reason})
         return 1
     try:
-        _say({"ready": True, "port": runner.port, "url": runner.url})
+        ready: dict[str, object] = {"ready": True, "port": runner.port, "url": runner.url}
+        if runner.keys is not None:
+            ready["keys"] = {"function": runner.keys.function_key,
+                             "master": runner.keys.master_key}
+        _say(ready)
         await stop.wait()
     finally:
         await runner.stop_async()

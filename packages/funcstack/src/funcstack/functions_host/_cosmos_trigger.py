@@ -20,22 +20,32 @@ As the Functions host (the change feed processor behind it) does:
   N physical partitions (used to test that leases are independent).
 * LOCAL DIFFERENCE: a single host instance is assumed: a starting host takes over every lease
   at once (no lease expiry or balancing between instances).
+* Lease ids as the change feed processor forms them (``GetLeasePrefix``):
+  ``<leaseContainerPrefix><account Uri.Host>_<database rid>_<container rid>..<lease token>``:
+  no port, so a local endpoint restarted on another port (``--free-ports``) with its kept
+  state (which keeps the rids) finds its leases. Leases an older funcstack wrote, with the
+  endpoint's port and the names in the id (``<prefix><host>:<port>_<database>_<container>..``),
+  are adopted once: the continuation of the latest written one for a range goes to the new
+  lease when it has none, then all of them are deleted (one log line).
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import datetime as dt
 import itertools
 import json
 import logging
 import os
+import re
 import socket
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from azure.cosmos import PartitionKey
 from azure.cosmos.aio import ContainerProxy, CosmosClient, DatabaseProxy
@@ -252,7 +262,7 @@ class CosmosTriggerListener:
         monitored = client.get_database_client(opts.database_name).get_container_client(
             opts.container_name
         )
-        await monitored.read()
+        container_rid = str((await monitored.read())["_rid"])
         lease_db: DatabaseProxy = lease_client.get_database_client(opts.lease_database_name)
         if opts.create_lease_container:
             leases = await lease_db.create_container_if_not_exists(
@@ -261,21 +271,23 @@ class CosmosTriggerListener:
         else:
             leases = lease_db.get_container_client(opts.lease_container_name)
             await leases.read()
-        account = client.client_connection.url_connection
-        host = account.split("//", 1)[-1].split("/", 1)[0]
-        self._prefix = (
-            f"{opts.lease_container_prefix}{host}_{opts.database_name}_{opts.container_name}.."
-        )
+        account = str(client.client_connection.url_connection)
+        self._prefix = lease_prefix(opts.lease_container_prefix, account, container_rid)
         existing: dict[str, dict[str, Any]] = {}
+        legacy: list[dict[str, Any]] = []
+        legacy_id = _legacy_lease_id(opts)
         async for item in leases.query_items(query="SELECT * FROM c"):
             item_id = str(item.get("id", ""))
             if item_id.startswith(self._prefix):
                 existing[item_id] = item
+            elif legacy_id.fullmatch(item_id):
+                legacy.append(item)
         self._leases = []
         ranges = [feed_range async for feed_range in monitored.read_feed_ranges()]
         split = int(os.environ.get("FUNCTIONS_HOST_COSMOS_LEASES", "1") or "1")
         if split > 1 and len(ranges) == 1:
             ranges = _split_range(ranges[0], split)
+        adopted = 0
         for feed_range in ranges:
             token = _range_token(feed_range)
             lease_id = f"{self._prefix}{token}"
@@ -289,10 +301,25 @@ class CosmosTriggerListener:
                 "mode": "LatestVersion",
                 "properties": {"function": self.spec.name},
             }
+            if found is None:
+                older = _latest_legacy(legacy, token)
+                if older is not None:
+                    doc["ContinuationToken"] = older["ContinuationToken"]
+                    adopted += 1
             doc["Owner"] = self._owner
             doc["timestamp"] = _now()
             stored = await leases.upsert_item(_clean(doc))
             self._leases.append(Lease(doc=_clean(stored)))
+        for item in legacy:  # after the new leases are stored: nothing is lost if this fails
+            await leases.delete_item(item["id"], partition_key=item["id"])
+        if legacy:
+            logger.info(
+                "cosmos trigger %s: %d lease(s) an older funcstack wrote (ids with the "
+                "endpoint's port) replaced by the current format; %d continuation(s) adopted",
+                self.spec.name,
+                len(legacy),
+                adopted,
+            )
         self._monitored = monitored
         self._leases_container = leases
         logger.info(
@@ -406,6 +433,40 @@ class CosmosTriggerListener:
         doc["properties"] = props
         stored = await leases.upsert_item(doc)
         lease.doc = _clean(stored)
+
+
+def lease_prefix(lease_container_prefix: str, account_endpoint: str, container_rid: str) -> str:
+    """``<leaseContainerPrefix><Uri.Host>_<database rid>_<container rid>..``: the change feed
+    processor's ``GetLeasePrefix`` (the account endpoint's host without its port, the
+    monitored container's database and container resource ids) and the ``..`` before each
+    lease token. The database rid is the first four bytes of the container rid
+    (``ResourceId.DatabaseId``), in the service's base64 (``/`` written ``-``)."""
+    host = urlsplit(account_endpoint).hostname or account_endpoint
+    raw = base64.b64decode(container_rid.replace("-", "/"))
+    database_rid = base64.b64encode(raw[:4]).decode("ascii").replace("/", "-")
+    return f"{lease_container_prefix}{host}_{database_rid}_{container_rid}.."
+
+
+def _legacy_lease_id(opts: CosmosTriggerOptions) -> re.Pattern[str]:
+    """The ids older funcstack versions gave this trigger's leases:
+    ``<prefix><host>[:<port>]_<database name>_<container name>..<token>``."""
+    return re.compile(
+        re.escape(opts.lease_container_prefix)
+        + r"[^_/]+_"
+        + re.escape(f"{opts.database_name}_{opts.container_name}..")
+        + r".+"
+    )
+
+
+def _latest_legacy(legacy: list[dict[str, Any]], token: str) -> dict[str, Any] | None:
+    """The legacy lease of ``token`` written last that holds a continuation, if any."""
+    candidates = [
+        item for item in legacy
+        if str(item.get("LeaseToken")) == token and item.get("ContinuationToken")
+    ]
+    if not candidates:
+        return None
+    return max(candidates, key=lambda item: (str(item.get("timestamp") or ""), item.get("_ts", 0)))
 
 
 def _split_range(feed_range: dict[str, Any], parts: int) -> list[dict[str, Any]]:

@@ -16,7 +16,9 @@ The mapping follows the Functions host (``GrpcMessageConversionExtensions.ToRpcH
   value ``%2F``, never ``items/``), dot segments removed, empty segments kept (``a//b``
   matches no ``{id}`` route);
 * before routing, Kestrel's limits and timeouts (``http_server``) and, when configured, CORS as
-  ``func start`` applies it (``cors``).
+  ``func start`` applies it (``cors``);
+* with ``keys`` (opt-in), after routing and before the body is read, the function's auth level
+  as the Azure host enforces it (``_keys``): 401 with no body without a key that grants it.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from funcstack.functions_host._http_server import (
     rejection,
     request_done,
 )
+from funcstack.functions_host._keys import HostKeys
 from funcstack.functions_host._language_worker import LanguageWorker
 from funcstack.functions_host._routing import RouteTable
 from funcstack.functions_host._rpc import protos
@@ -80,8 +83,10 @@ class HttpHost:
         timeout: Callable[[], float | None] = lambda: None,
         limits: KestrelLimits | None = None,
         cors: CorsPolicy | None = None,
+        keys: HostKeys | None = None,
     ) -> None:
         self._worker = worker
+        self._keys = keys
         self._timeout = timeout
         self._limits = limits or KestrelLimits()
         self._cors = cors
@@ -157,6 +162,9 @@ class HttpHost:
         if isinstance(resolved, set):
             return web.Response(status=405, headers={"Allow": ", ".join(sorted(resolved))}), None
         spec, route_params = resolved
+        if self._keys is not None and not self._keys.authorizes(spec.trigger.get("authLevel"),
+                                                                request):
+            return web.Response(status=401), spec  # UnauthorizedResult: no body
         length = request.content_length or 0
         if length > self._limits.max_body:
             return web.Response(status=413), spec

@@ -31,6 +31,9 @@ class RunningRunner:
     port: int
     process: subprocess.Popen[bytes]
     log_path: Path | None = None
+    #: With ``enforce_keys``: the host's default function key and its master key.
+    function_key: str | None = None
+    master_key: str | None = None
     _log: IO[bytes] | None = field(default=None, repr=False)
     _drain: threading.Thread | None = field(default=None, repr=False)
 
@@ -72,6 +75,7 @@ def start_runner(
     timeout: float = 60.0,
     python: str | None = None,
     extra_import_paths: Sequence[str | Path] = (),
+    enforce_keys: bool = False,
 ) -> RunningRunner:
     """Start ``python -m funcstack.functions_host`` and wait for its ready line.
 
@@ -83,6 +87,10 @@ def start_runner(
     ``PYTHONPATH`` is dropped): the app imports what it holds and what is installed in the
     interpreter (``python``: the worker's, default this one). ``extra_import_paths`` opts into
     more entries, for an app that imports a source tree that is not installed.
+
+    ``enforce_keys``: the host requires keys by auth level, as in Azure; the keys (the
+    settings' ``FUNCTIONS_HOST_FUNCTION_KEY``/``FUNCTIONS_HOST_MASTER_KEY``, else new ones) are
+    ``function_key``/``master_key`` of the result (never written to the log).
     """
     app_dir = Path(app_dir).resolve()
     if not app_dir.is_dir():
@@ -112,6 +120,8 @@ def start_runner(
         cmd += ["--settings", str(settings_file)]
     if python is not None:
         cmd += ["--python", python]
+    if enforce_keys:
+        cmd += ["--enforce-keys"]
     log: IO[bytes] | None = Path(log_path).open("ab") if log_path else None  # noqa: SIM115
     process = subprocess.Popen(
         cmd,
@@ -129,12 +139,14 @@ def start_runner(
 
     def _read_ready() -> None:
         for raw in stdout:
-            if log is not None:
-                log.write(raw)
             try:
                 data = json.loads(raw)
             except ValueError:
-                continue
+                data = None
+            if isinstance(data, dict) and "keys" in data:  # the keys are not logged
+                raw = (json.dumps({**data, "keys": "(not logged)"}) + "\n").encode()
+            if log is not None:
+                log.write(raw)
             if isinstance(data, dict) and data.get("ready"):
                 ready.update(data)
                 break
@@ -167,9 +179,12 @@ def start_runner(
         if log is not None:
             log.close()
         raise
+    keys = ready.get("keys")
     return RunningRunner(
         url=str(ready["url"]),
         port=int(str(ready["port"])),
+        function_key=str(keys["function"]) if isinstance(keys, dict) else None,
+        master_key=str(keys["master"]) if isinstance(keys, dict) else None,
         process=process,
         log_path=Path(log_path) if log_path else None,
         _log=log,

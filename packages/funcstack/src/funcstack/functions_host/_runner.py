@@ -24,6 +24,7 @@ from funcstack.functions_host._cosmos_trigger import CosmosTriggerListener
 from funcstack.functions_host._functions import FunctionSpec, specs_from_metadata
 from funcstack.functions_host._http_host import HttpHost
 from funcstack.functions_host._http_server import HttpServer, KestrelLimits
+from funcstack.functions_host._keys import FUNCTION_KEY_SETTING, MASTER_KEY_SETTING, HostKeys
 from funcstack.functions_host._language_worker import LanguageWorker
 from funcstack.functions_host._servicebus_trigger import ServiceBusTriggerListener
 from funcstack.functions_host._timer_trigger import TimerListener
@@ -38,6 +39,10 @@ class Runner:
     ``start()`` / ``stop()`` to run it on a background thread. Settings go into
     ``os.environ`` of THIS process (binding expressions resolve against them) and become the
     worker's environment, as the host does.
+
+    ``enforce_keys``: HTTP functions require keys by their auth level, as in Azure (``keys``:
+    the settings' ``FUNCTIONS_HOST_FUNCTION_KEY``/``FUNCTIONS_HOST_MASTER_KEY``, else new
+    ones); by default no key is checked, as with ``func start``.
     """
 
     def __init__(
@@ -50,8 +55,12 @@ class Runner:
         host: str = "127.0.0.1",
         port: int = 0,
         python: str | None = None,
+        enforce_keys: bool = False,
     ) -> None:
         self.app_dir = Path(app_dir).resolve()
+        self.enforce_keys = enforce_keys
+        #: The keys HTTP functions require (None: none checked, as with ``func start``).
+        self.keys: HostKeys | None = None
         self.python = python
         self.script = script
         self.settings = dict(settings or {})
@@ -84,8 +93,13 @@ class Runner:
         self._host_json = HostJson.load(self.app_dir)
         # func start reads the `Host` section of the same file (CORS, CORSCredentials)
         self._cors = load_cors(self.settings_file)
-        # the worker's environment only: this process may host other apps (tests do)
-        environment = {**os.environ, "PYTHON_SCRIPT_FILE_NAME": self.script}
+        if self.enforce_keys:
+            self.keys = HostKeys.from_settings()
+        # the worker's environment only: this process may host other apps (tests do); the
+        # keys are the host's (in Azure the app's environment holds none)
+        environment = {k: v for k, v in os.environ.items()
+                       if k not in {FUNCTION_KEY_SETTING, MASTER_KEY_SETTING}}
+        environment["PYTHON_SCRIPT_FILE_NAME"] = self.script
         self.worker = LanguageWorker(self.app_dir, environment, python=self.python)
         metadata = await self.worker.start()
         self.functions = specs_from_metadata(metadata, self._host_json)
@@ -121,7 +135,10 @@ class Runner:
             timeout=self._function_timeout,
             limits=limits,
             cors=self._cors,
+            keys=self.keys,
         )
+        if self.keys is not None:
+            logger.info("keys: enforced by auth level (function key and master key)")
         if self._cors is not None:
             logger.info("CORS: origins %s, credentials %s", ",".join(self._cors.origins),
                         self._cors.credentials)

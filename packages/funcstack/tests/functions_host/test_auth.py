@@ -1,0 +1,147 @@
+"""Keys enforced as the Azure host does, when asked (``enforce_keys``): by the function's auth
+level, from the ``x-functions-key`` header or the ``code`` query parameter, 401 with an empty
+body otherwise; by default nothing is checked, as with ``func start``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from funcstack.functions_host._keys import FUNCTION_KEY_SETTING, MASTER_KEY_SETTING
+from funcstack.functions_host._launcher import RunningRunner, start_runner
+from funcstack.functions_host.testing import Reply, call
+
+from .conftest import make_app_dir
+
+pytestmark = pytest.mark.integration
+
+ROUTES = {"anonymous": "open", "function": "orders", "admin": "operators/status"}
+
+
+@pytest.fixture(scope="module")
+def enforcing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningRunner]:
+    tmp = tmp_path_factory.mktemp("auth")
+    app_dir = make_app_dir(tmp, "sample_auth_app.py", {"FUNCTIONS_WORKER_RUNTIME": "python"})
+    runner = start_runner(app_dir=app_dir, settings_file=app_dir / "local.settings.json",
+                          log_path=tmp / "runner.log", enforce_keys=True)
+    try:
+        yield runner
+    finally:
+        runner.stop()
+
+
+def key_of(runner: RunningRunner, which: str) -> str:
+    key = {"function": runner.function_key, "master": runner.master_key,
+           "wrong": "not-a-key-of-this-host"}[which]
+    assert key
+    return key
+
+
+def ask(runner: RunningRunner, level: str, *, key: str | None = None, header: bool = True,
+        query: str = "") -> Reply:
+    url = f"{runner.url}/{ROUTES[level]}"
+    if key is not None and not header:
+        query = f"code={key}" + (f"&{query}" if query else "")
+    headers = {"x-functions-key": key} if key is not None and header else {}
+    return call(f"{url}?{query}" if query else url, headers=headers)
+
+
+# (level, key sent, where) -> status, as the Azure host answers
+CASES = [
+    ("anonymous", None, "header", 200),
+    ("anonymous", "wrong", "header", 200),
+    ("anonymous", "function", "query", 200),
+    ("anonymous", "master", "header", 200),
+    ("function", None, "header", 401),
+    ("function", "wrong", "header", 401),
+    ("function", "wrong", "query", 401),
+    ("function", "function", "header", 200),
+    ("function", "function", "query", 200),
+    ("function", "master", "header", 200),
+    ("function", "master", "query", 200),
+    ("admin", None, "header", 401),
+    ("admin", "wrong", "header", 401),
+    ("admin", "function", "header", 401),
+    ("admin", "function", "query", 401),
+    ("admin", "master", "header", 200),
+    ("admin", "master", "query", 200),
+]
+
+
+@pytest.mark.parametrize(("level", "which", "where", "status"), CASES)
+def test_each_auth_level_takes_the_keys_the_azure_host_takes(
+    enforcing: RunningRunner, level: str, which: str | None, where: str, status: int,
+) -> None:
+    key = None if which is None else key_of(enforcing, which)
+    reply = ask(enforcing, level, key=key, header=where == "header")
+    assert reply.status == status, reply.body
+    if status == 401:
+        assert reply.body == b""  # UnauthorizedResult: no body
+    else:
+        assert reply.json()["level"] == level  # type: ignore[index]
+
+
+def test_the_code_parameter_and_the_header_reach_the_function_as_in_azure(
+    enforcing: RunningRunner,
+) -> None:
+    key = key_of(enforcing, "function")
+    by_query = ask(enforcing, "function", key=key, header=False, query="page=2").json()
+    assert isinstance(by_query, dict)
+    assert by_query["params"] == {"code": key, "page": "2"}  # not stripped
+    assert by_query["url"].endswith(f"/api/orders?code={key}&page=2")
+    by_header = ask(enforcing, "function", key=key).json()
+    assert isinstance(by_header, dict)
+    assert by_header["key_header"] is True and by_header["params"] == {}
+    assert by_header["keys_in_environment"] == []  # the keys are the host's, not the app's
+
+
+def test_the_header_takes_precedence_over_the_code_parameter(enforcing: RunningRunner) -> None:
+    good = key_of(enforcing, "function")
+    url = f"{enforcing.url}/orders?code={good}"
+    assert call(url, headers={"x-functions-key": "wrong"}).status == 401
+    assert call(url, headers={"x-functions-key": ""}).status == 401
+    assert call(f"{enforcing.url}/orders?code=", headers={}).status == 401
+    assert call(f"{enforcing.url}/orders?code=wrong",
+                headers={"x-functions-key": good}).status == 200
+
+
+def test_routing_comes_first_and_keys_are_never_logged(enforcing: RunningRunner) -> None:
+    assert call(f"{enforcing.url}/nowhere").status == 404  # no function: 404, not 401
+    reply = call(f"{enforcing.url}/orders", "POST", body=b"x" * 10)
+    assert (reply.status, reply.body) == (401, b"")
+    assert enforcing.log_path is not None
+    log = Path(enforcing.log_path).read_text()
+    for key in (key_of(enforcing, "function"), key_of(enforcing, "master")):
+        assert key not in log
+    assert "status=401" in log
+
+
+def test_keys_given_by_settings_are_the_keys(tmp_path: Path) -> None:
+    app_dir = make_app_dir(tmp_path, "sample_auth_app.py", {
+        "FUNCTIONS_WORKER_RUNTIME": "python", FUNCTION_KEY_SETTING: "fixed-function-key",
+        MASTER_KEY_SETTING: "fixed-master-key"})
+    runner = start_runner(app_dir=app_dir, settings_file=app_dir / "local.settings.json",
+                          log_path=tmp_path / "runner.log", enforce_keys=True)
+    try:
+        assert (runner.function_key, runner.master_key) == ("fixed-function-key",
+                                                            "fixed-master-key")
+        assert ask(runner, "function", key="fixed-function-key").status == 200
+        assert ask(runner, "admin", key="fixed-master-key", header=False).status == 200
+        assert ask(runner, "admin", key="fixed-function-key").status == 401
+        seen = ask(runner, "anonymous").json()
+        assert isinstance(seen, dict) and seen["keys_in_environment"] == []
+    finally:
+        runner.stop()
+
+
+def test_by_default_no_key_is_checked_as_with_func_start(tmp_path: Path) -> None:
+    app_dir = make_app_dir(tmp_path, "sample_auth_app.py", {"FUNCTIONS_WORKER_RUNTIME": "python"})
+    runner = start_runner(app_dir=app_dir, settings_file=app_dir / "local.settings.json",
+                          log_path=tmp_path / "runner.log")
+    try:
+        assert (runner.function_key, runner.master_key) == (None, None)
+        assert [ask(runner, level).status for level in ROUTES] == [200, 200, 200]
+    finally:
+        runner.stop()
