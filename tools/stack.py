@@ -14,12 +14,11 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from azure.cosmos import ContainerProxy
 
@@ -28,7 +27,7 @@ from funcstack.functions_host import VERIFY_TLS_SETTING, RunningRunner
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.services import free_port, port_in_use, running_stack
 from funcstack.serving import serve as serve_stack
-from funcstack.stack import LocalStack, ServicePorts
+from funcstack.stack import LocalStack, ServicePorts, update_local_settings
 from tools.provision import declared
 
 if TYPE_CHECKING:
@@ -91,9 +90,9 @@ class Stack(LocalStack):
             self.settings_file = self.workdir / "local.settings.json"
             write_settings(self.settings_file, values)
             if self.settings_copy is not None:
-                shutil.copyfile(self.settings_file, self.settings_copy)
-            logger.info("database and containers provisioned; settings written to %s",
-                        self.settings_copy or self.settings_file)
+                line = keep_user_settings(self.settings_copy, json.loads(
+                    self.settings_file.read_text()), self.connections())
+                logger.info("database and containers provisioned; %s", line)
             if self.with_subscriber:
                 subscriber = self.start_subscriber()
                 logger.info("subscriber host listening on %s", subscriber.url)
@@ -220,6 +219,23 @@ def write_settings(path: Path, values: Mapping[str, str]) -> None:
     path.write_text(json.dumps(sample, indent=2) + "\n")
 
 
+def keep_user_settings(path: Path, generated: Mapping[str, Any],
+                       connections: Mapping[str, str]) -> str:
+    """`local.settings.json` at `path` (for `func start`, `make tail`, the operators' CLI) is
+    the user's, as funcstack treats an app's: written from `generated` when missing; else only
+    local connection strings are moved to this stack's endpoints and missing keys added, every
+    other value kept, the file written only when something changed. The one line that says
+    what changed (names, never values)."""
+    if not path.exists():
+        path.write_text(json.dumps(generated, indent=2) + "\n")
+        return f"{path.name}: created"
+    document, changes = update_local_settings(json.loads(path.read_text()), generated,
+                                              connections)
+    if changes.changed:
+        path.write_text(json.dumps(document, indent=2) + "\n")
+    return changes.line()
+
+
 # -- `make run` ---------------------------------------------------------------------------------
 
 PIDFILE = ROOT / ".stack" / "pids.json"
@@ -287,7 +303,7 @@ def banner(stack: Stack) -> str:
   Projections  {projections}/<id>   {projections}?pageSize=10
   Azurite      blob/queue/table on {', '.join(map(str, stack.ports.azurite))}; large events' bodies
                (the claim check) in its container outbox-payloads
-  Settings     local.settings.json (generated; `func start` works against this stack)
+  Settings     local.settings.json (yours, kept: only local endpoints are moved; `func start` works)
   State        .stack/state (kept across restarts; `make reset` forgets it)
   Logs         .stack/*.log      Watch events: make tail
   Telemetry    .stack/otel/{{metrics,traces}}.jsonl (OTLP/JSON)   Summary: make status
