@@ -20,7 +20,7 @@ from azure.storage.blob import BlobServiceClient, ContentSettings
 from pydantic import SecretStr
 
 from cosmos_outbox._documents import read_feed
-from cosmos_outbox._relay import Relay
+from cosmos_outbox._relay.relay import Relay
 from cosmos_outbox._relay.telemetry import RelayTelemetry
 from cosmos_outbox.blob import BlobPayloadStore
 from cosmos_outbox.servicebus import ServiceBusPublisher

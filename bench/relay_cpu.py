@@ -41,10 +41,11 @@ from opentelemetry import metrics, trace
 
 from cosmos_outbox._documents import event_document, read_feed
 from cosmos_outbox._records import OutboxRecord, Unreadable, to_message
-from cosmos_outbox._relay import Relay
+from cosmos_outbox._relay.relay import Relay
 from cosmos_outbox._relay.telemetry import RelayTelemetry
-from cosmos_outbox.ports import MessageBatch, MessagePublisher, Page, Quarantine, QuarantinedEvent
-from cosmos_outbox.servicebus._publisher import (
+from cosmos_outbox.ports import MessageBatch, MessagePublisher, Page, Quarantine
+from cosmos_outbox.operators import QuarantinedEvent
+from cosmos_outbox.servicebus._messages import (
     ServiceBusBatch,
     application_properties,
     to_amqp_message,

@@ -24,7 +24,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
 from cosmos_outbox._documents import event_documents, read_feed
 from cosmos_outbox._records import OutboxRecord, to_message
-from cosmos_outbox.servicebus._publisher import to_servicebus_message
+from cosmos_outbox.servicebus._messages import to_servicebus_message
 from domain.contact import Contact
 from domain.values import Company, Name
 from tools.stack import SUBSCRIBER_DIR, Ports, Stack

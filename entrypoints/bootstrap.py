@@ -1,7 +1,7 @@
 """The Contacts app's composition root. `bootstrap(...)` takes what the app runs on as parameters:
-the services of its outbox (cosmos-outbox's Cosmos DB and Service Bus adapters by default,
-built from the settings once per process on first use; tests pass in-memory fakes) and the
-contact list on them. Nothing is read or opened before a function runs."""
+the services of its outbox (cosmos-outbox's Cosmos DB, Service Bus and Blob Storage adapters by
+default, built from the settings once per process on first use; tests pass in-memory ones) and
+the contact list on them. Nothing is read or opened before a function runs."""
 
 from __future__ import annotations
 
@@ -11,10 +11,11 @@ from collections.abc import Callable
 import azure.functions as func
 
 from application.contacts.ports import ContactList
-from cosmos_outbox._outbox import Outbox, Services, cosmos_services
-from cosmos_outbox.http._paging import TokenCodec, derive_key
+from cosmos_outbox import Outbox, Services
+from cosmos_outbox.http import TokenCodec
+from cosmos_outbox.settings import LegacyEvents
 from domain.contact import Contact
-from entrypoints.contacts import ContactsDependencies, contacts_blueprint
+from entrypoints.contacts import ContactsDependencies, contact_routes
 from entrypoints.operators import MODELS
 
 #: Key-derivation purpose of the contact list's paging tokens (a label, not a secret).
@@ -22,33 +23,36 @@ CONTACTS_TOKEN_PURPOSE = "contacts-api/continuation-token/v1"  # noqa: S105
 TITLE = "Contacts outbox API"
 DESCRIPTION = ("Contacts saved with their domain events in one Cosmos DB transactional batch; "
                "events relayed to Service Bus.")
+#: Events this app stored before event documents named their aggregate type and source (the
+#: Contacts outbox app before the library): contact events, from /contacts.
+LEGACY_EVENTS = LegacyEvents(aggregate_type=Contact.aggregate_type, source=Contact.source())
 
 
 def cosmos_contact_list(services: Services) -> ContactList:
     """The contact list on the services' Cosmos DB container."""
+    from cosmos_outbox.cosmos import CosmosDocumentStore
     from infra.cosmos.contacts import CosmosContactList
 
-    if services.container is None:
-        raise ValueError("the services have no Cosmos DB container: give bootstrap() the "
-                         "contact list of their store")
-    return CosmosContactList(services.container)
+    if not isinstance(services.store, CosmosDocumentStore):
+        raise ValueError("the services' store is not Cosmos DB: give bootstrap() the contact "
+                         "list of their store")
+    return CosmosContactList(services.store.container)
 
 
 def bootstrap(
-    services: Callable[[], Services] = cosmos_services,
+    services: Callable[[], Services] | None = None,
     contact_list: Callable[[Services], ContactList] = cosmos_contact_list,
 ) -> func.FunctionApp:
     """The app: the contact API, the outbox (relay, backlog timer, operators' routes, with this
-    app's `contactId` alias) and the docs, on `services()`."""
-    outbox = Outbox((Contact,), services=services)
+    app's `contactId` alias) and the docs, on `services()` (default: from the app settings)."""
+    outbox = Outbox((Contact,), services=services, legacy_events=LEGACY_EVENTS)
 
     @functools.cache
     def dependencies() -> ContactsDependencies:
         current = outbox.services()
         return ContactsDependencies(
             contacts=lambda: contact_list(current),
-            tokens=TokenCodec(derive_key(current.token_secret, purpose=CONTACTS_TOKEN_PURPOSE)))
+            tokens=TokenCodec(current.token_key(CONTACTS_TOKEN_PURPOSE)))
 
-    return outbox.function_app(
-        contacts_blueprint(lambda: outbox.service(Contact), dependencies),
-        title=TITLE, description=DESCRIPTION, operator_models=MODELS)
+    return outbox.function_app(contact_routes(outbox, dependencies), title=TITLE,
+                               description=DESCRIPTION, operators=MODELS)

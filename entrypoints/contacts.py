@@ -1,10 +1,10 @@
-"""The contact API as a Functions blueprint: each operation declared once, on the route helper of
-cosmos-outbox (`cosmos_outbox.http._routes.AggregateRoutes`: load, preconditions, change,
-one batch, ETag), plus the contact list.
+"""The contact API, on cosmos-outbox's route helper (`Outbox.routes`: load, preconditions,
+change, one batch, ETag), each operation declared once, plus the contact list.
 
 The reference sample's one-aspect routes (`POST /contacts/{id}/update-<aspect>`, 204) are
 declared from one table (`REFERENCE_UPDATES`): each is a PATCH of that aspect, with a body
-derived from `PatchContact` (`application.contacts.commands.update_body`).
+derived from `PatchContact` (`application.contacts.commands.update_body`). Its clients also send
+the etag they read in a request header named `ETag`: read as If-Match (`etag_request_header`).
 """
 
 from __future__ import annotations
@@ -13,16 +13,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import azure.functions as func
-
 from application.contacts.commands import CreateContact, PatchContact, patch_of, update_body
 from application.contacts.ports import ContactList
 from application.contacts.views import ContactPage, ContactView
-from cosmos_outbox._service import AggregateService
-from cosmos_outbox.http import HttpApi, HttpCall, PathParameter, Reply
-from cosmos_outbox.http._paging import TokenCodec, next_token
-from cosmos_outbox.http._routes import AggregateRoutes
-from cosmos_outbox.ports import Page
+from cosmos_outbox import HttpCall, Outbox, Page, PathParameter, Reply
+from cosmos_outbox.http import AggregateRoutes, TokenCodec, next_token
 from domain.contact import Contact
 
 #: The reference sample's routes, one per aspect of PatchContact, kept for its clients.
@@ -35,29 +30,28 @@ _WRITE_ERRORS = (400, 404, 412, 413, 415, 429, 500, 503)
 
 @dataclass(frozen=True)
 class ContactsDependencies:
-    """What the contact routes use besides the unit of work: the list of live contacts and the
-    key that seals its paging tokens."""
+    """What the contact routes use besides the outbox: the list of live contacts and the key
+    that seals its paging tokens."""
 
     contacts: Callable[[], ContactList]
     tokens: TokenCodec
 
 
-def contacts_blueprint(service: Callable[[], AggregateService[Contact]],
-                       dependencies: Callable[[], ContactsDependencies]) -> func.Blueprint:
-    """The contact routes (function keys in Azure): create, read and change through
-    `service()`, the list through `dependencies()`."""
-    bp = func.Blueprint()  # type: ignore[no-untyped-call]  # untyped in azure-functions
-    api = HttpApi(bp, parameters={"id": CONTACT_ID})
-    contacts = AggregateRoutes(api, Contact, service, view=ContactView)
+def contact_routes(outbox: Outbox,
+                   dependencies: Callable[[], ContactsDependencies]) -> AggregateRoutes[Contact]:
+    """The contact routes (function keys in Azure): create, read and change through the
+    outbox, the list through `dependencies()`."""
+    contacts = outbox.routes(Contact, view=ContactView, id_parameter=CONTACT_ID,
+                             etag_request_header=True)
     collection, one = Contact.collection, f"{Contact.collection}/{{id}}"
 
     contacts.create(route=collection, request=CreateContact,
                     build=lambda body: Contact.create(**body.fields()),
                     summary="Create a contact (raises ContactCreated)")
 
-    @api.operation(route=collection, method="GET", status=200, paged=True,
-                   summary="List contacts, one page at a time", response=ContactPage,
-                   errors=(400, 429, 500, 503))
+    @contacts.api.operation(route=collection, method="GET", status=200, paged=True,
+                            summary="List contacts, one page at a time", response=ContactPage,
+                            errors=(400, 429, 500, 503))
     def list_contacts(call: HttpCall[None]) -> Reply:
         deps = dependencies()
         cursor = call.cursor(deps.tokens)
@@ -79,7 +73,7 @@ def contacts_blueprint(service: Callable[[], AggregateService[Contact]],
                         summary=f"Change the {aspect}")
     contacts.update(route=one, method="DELETE", status=204, apply=Contact.delete,
                     errors=(400, 404, 412, 429, 500, 503), summary="Soft-delete a contact")
-    return bp
+    return contacts
 
 
 def _as_patch(aspect: str) -> Callable[[Any], dict[str, Any]]:

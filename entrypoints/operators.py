@@ -9,9 +9,9 @@ from typing import Self
 
 from pydantic import ConfigDict, Field, model_validator
 
-from cosmos_outbox._blueprints import operators
-from cosmos_outbox.http._models import Identifier, omit_null_defaults
-from cosmos_outbox.ports import QuarantinedEvent
+from cosmos_outbox import operators
+from cosmos_outbox.http import Identifier, omit_null_defaults
+from cosmos_outbox.operators import QuarantinedEvent
 from domain.contact import Contact
 
 #: The aggregate type `contactId` stands for.

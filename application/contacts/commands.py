@@ -11,7 +11,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, create_model, model_validator
 
-from cosmos_outbox.http._models import RequestModel, omit_null_defaults
+from cosmos_outbox.http import RequestModel, omit_null_defaults
 from domain.values import Company, CompanyName, Description, EmailAddress, Name, PersonName
 
 

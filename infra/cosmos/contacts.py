@@ -6,8 +6,8 @@ from __future__ import annotations
 from azure.cosmos import ContainerProxy
 
 from application.contacts.ports import ContactList, ContactSummary
-from cosmos_outbox.cosmos import one_page
-from cosmos_outbox.ports import Page
+from cosmos_outbox.cosmos import query_page
+from cosmos_outbox import Page
 
 LIST_CONTACTS_QUERY = (
     "SELECT c.id, c.data.email, c.data.name, c.data.company.companyName FROM c "
@@ -21,7 +21,7 @@ class CosmosContactList(ContactList):
 
     def list_page(self, *, page_size: int,
                   continuation: str | None) -> Page[ContactSummary]:
-        rows, token = one_page(self._container, LIST_CONTACTS_QUERY, page_size, continuation)
+        rows, token = query_page(self._container, LIST_CONTACTS_QUERY, page_size, continuation)
         items = [
             ContactSummary(
                 id=row["id"],

@@ -32,7 +32,7 @@ from contacts_projection.reads import ProjectionReads, StoreError
 
 # The page sizes and the function key's query parameter (`code`: the platform reads it, the app
 # ignores it) are cosmos-outbox's, as for every route of the Contacts app.
-from cosmos_outbox.http._operations import DEFAULT_PAGE_SIZE, KEY_PARAMETER, MAX_PAGE_SIZE
+from cosmos_outbox.http._declaration import DEFAULT_PAGE_SIZE, KEY_PARAMETER, MAX_PAGE_SIZE
 
 logger = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from cosmos_outbox._documents import event_document, read_feed
-from cosmos_outbox._relay import Relay
+from cosmos_outbox._relay.relay import Relay
 from cosmos_outbox._relay import telemetry as names
 from cosmos_outbox._relay.telemetry import RelayTelemetry
 from cosmos_outbox.testing._fakes import FakePublisher, InMemoryQuarantine

@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import pytest
 
 from cosmos_outbox.testing import FunctionClient, InMemory, in_memory
-from function_app import create_app
+from function_app import app, outbox
 
 
 class World:
-    def __init__(self) -> None:
-        self.memory: InMemory = in_memory()
-        self.app = create_app(lambda: self.memory.services)
-        self.client = FunctionClient(self.app)
+    def __init__(self, memory: InMemory) -> None:
+        self.memory = memory
+        self.app = app
+        self.client = FunctionClient(app)
 
 
 @pytest.fixture
-def world() -> World:
-    return World()
+def world() -> Iterator[World]:
+    with in_memory(outbox) as memory:
+        yield World(memory)

@@ -7,7 +7,7 @@ import json
 
 from conftest import World
 
-from cosmos_outbox.testing._checks import (
+from cosmos_outbox.testing import (
     check_commands,
     check_event_mappings,
     check_fields,

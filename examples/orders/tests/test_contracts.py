@@ -1,29 +1,27 @@
-"""cosmos-outbox's contract suites, driven with the order, on the in-memory fakes (run them on
+"""cosmos-outbox's contract suites, driven with the order, on the in-memory store (run them on
 the Cosmos DB adapters too by giving them a world on a real container)."""
 
 from __future__ import annotations
 
 import pytest
 
-from cosmos_outbox.testing._contracts import (
-    AggregateKind,
+from cosmos_outbox.testing.contracts import (
+    AggregateExample,
     IdempotencyContract,
-    InMemoryQuarantineWorld,
     InMemoryStoreWorld,
     QuarantineContract,
-    QuarantineWorld,
     StoreWorld,
     UnitOfWorkContract,
-    kinds,
+    examples,
 )
 from orders.domain import Order
 
-ORDER = AggregateKind("order", lambda: Order.place(customer_name="Ada", total_cents=1250),
-                      change=Order.cancel, actions=("OrderPlaced", "OrderCancelled"))
+ORDER = AggregateExample("order", lambda: Order.place(customer_name="Ada", total_cents=1250),
+                         change=Order.cancel, actions=("OrderPlaced", "OrderCancelled"))
 
 
 class TestInMemoryUnitOfWork(UnitOfWorkContract):
-    kind = kinds(ORDER)
+    example = examples(ORDER)
 
     @pytest.fixture
     def world(self) -> StoreWorld:
@@ -31,7 +29,7 @@ class TestInMemoryUnitOfWork(UnitOfWorkContract):
 
 
 class TestInMemoryIdempotency(IdempotencyContract):
-    kind = kinds(ORDER)
+    example = examples(ORDER)
 
     @pytest.fixture
     def world(self) -> StoreWorld:
@@ -39,8 +37,8 @@ class TestInMemoryIdempotency(IdempotencyContract):
 
 
 class TestInMemoryQuarantine(QuarantineContract):
-    kind = kinds(ORDER)
+    example = examples(ORDER)
 
     @pytest.fixture
-    def world(self) -> QuarantineWorld:
-        return InMemoryQuarantineWorld()
+    def world(self) -> StoreWorld:
+        return InMemoryStoreWorld()

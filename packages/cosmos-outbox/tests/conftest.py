@@ -8,16 +8,29 @@ from typing import Any
 
 import azure.functions as func
 import pytest
-from tickets import ticket_app
+from tickets import Ticket, ticket_routes
 
+from cosmos_outbox import Outbox
+from cosmos_outbox._aio import run_sync
+from cosmos_outbox._documents import read_feed
+from cosmos_outbox._relay.relay import RelayReport
 from cosmos_outbox.testing import FunctionClient, InMemory, in_memory
 
 
 class TicketWorld:
-    def __init__(self, **options: Any) -> None:
+    """The tickets app on in-memory services (`options`: `in_memory`'s)."""
+
+    def __init__(self, *, etag_request_header: bool = False, **options: Any) -> None:
         self.memory: InMemory = in_memory(**options)
-        self.app = ticket_app(lambda: self.memory.services)
+        self.outbox = Outbox([Ticket], services=lambda: self.memory.services)
+        self.app = self.outbox.function_app(
+            ticket_routes(self.outbox, etag_request_header=etag_request_header),
+            title="Tickets")
         self.client = FunctionClient(self.app)
+
+    def relay(self, documents: list[dict[str, Any]]) -> RelayReport:
+        """The stored documents relayed as the trigger relays them; the report."""
+        return run_sync(self.outbox.wiring().relay().relay(read_feed(documents)))
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-import azure.functions as func
 import pytest
 from conftest import TicketWorld
 from pydantic import Field, StringConstraints
@@ -24,16 +23,15 @@ from tickets import (
 from cosmos_outbox import Aggregate, Event
 from cosmos_outbox._outbox import Outbox
 from cosmos_outbox._text import Text
-from cosmos_outbox.http import HttpApi, PathParameter
 from cosmos_outbox.http._models import RequestModel
-from cosmos_outbox.http._routes import AggregateRoutes
-from cosmos_outbox.testing import FunctionClient, in_memory
-from cosmos_outbox.testing._checks import (
+from cosmos_outbox.testing import (
+    FunctionClient,
     check_commands,
     check_event_mappings,
     check_fields,
     check_openapi_events,
     check_text_schemas,
+    in_memory,
 )
 
 
@@ -59,12 +57,10 @@ class ChangeTicketWithPriority(RequestModel):
 def test_a_patch_field_the_aggregate_does_not_accept_fails_check_commands() -> None:
     memory = in_memory()
     outbox = Outbox([Ticket], services=lambda: memory.services)
-    bp = func.Blueprint()  # type: ignore[no-untyped-call]
-    api = HttpApi(bp, parameters={"id": PathParameter("id", "the ticket id")})
-    AggregateRoutes(api, Ticket, lambda: outbox.service(Ticket), view=TicketView).update(
-        route="tickets/{id}", method="PATCH", request=ChangeTicketWithPriority,
-        apply=Ticket.change, summary="Change a ticket")
-    app = outbox.function_app(bp, title="Tickets")
+    tickets = outbox.routes(Ticket, view=TicketView)
+    tickets.update(route="tickets/{id}", method="PATCH", request=ChangeTicketWithPriority,
+                   apply=Ticket.change, summary="Change a ticket")
+    app = outbox.function_app(tickets, title="Tickets")
     with pytest.raises(AssertionError, match=r"patch_ticket: .*\['priority'\].*does not accept"):
         check_commands(app)
     # and what the check prevents: the route answers 500 when the field is sent

@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from conftest import TicketWorld
 
-from cosmos_outbox._documents import EVENT_TYPE, read_feed
+from cosmos_outbox._documents import EVENT_TYPE
 from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT, OutboxMessage
 from cosmos_outbox.errors import PayloadNotFoundError, PayloadStoreError
-from cosmos_outbox.servicebus import application_properties
+from cosmos_outbox.servicebus._messages import application_properties
 from cosmos_outbox.subscriber import UnreadableEventError, from_message
 
 LIMIT = 4096  # the fake publisher's batch (and so message) limit
@@ -41,7 +41,7 @@ def history(world: TicketWorld, sizes: list[int]) -> tuple[str, list[dict[str, A
 
 
 def relay(world: TicketWorld, docs: list[dict[str, Any]]) -> Any:
-    return world.memory.services.outbox.relay.relay(read_feed(docs))
+    return world.relay(docs)
 
 
 def test_an_event_too_large_for_a_message_travels_by_claim_check_in_its_place() -> None:

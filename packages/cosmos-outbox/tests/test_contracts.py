@@ -6,23 +6,21 @@ from __future__ import annotations
 import pytest
 from tickets import TICKET
 
-from cosmos_outbox.testing._contracts import (
+from cosmos_outbox.testing.contracts import (
     IdempotencyContract,
     InMemoryPayloadWorld,
-    InMemoryQuarantineWorld,
     InMemoryStoreWorld,
     PayloadStoreContract,
     PayloadWorld,
     QuarantineContract,
-    QuarantineWorld,
     StoreWorld,
     UnitOfWorkContract,
-    kinds,
+    examples,
 )
 
 
 class TestInMemoryUnitOfWork(UnitOfWorkContract):
-    kind = kinds(TICKET)
+    example = examples(TICKET)
 
     @pytest.fixture
     def world(self) -> StoreWorld:
@@ -30,7 +28,7 @@ class TestInMemoryUnitOfWork(UnitOfWorkContract):
 
 
 class TestInMemoryIdempotency(IdempotencyContract):
-    kind = kinds(TICKET)
+    example = examples(TICKET)
 
     @pytest.fixture
     def world(self) -> StoreWorld:
@@ -38,11 +36,11 @@ class TestInMemoryIdempotency(IdempotencyContract):
 
 
 class TestInMemoryQuarantine(QuarantineContract):
-    kind = kinds(TICKET)
+    example = examples(TICKET)
 
     @pytest.fixture
-    def world(self) -> QuarantineWorld:
-        return InMemoryQuarantineWorld()
+    def world(self) -> StoreWorld:
+        return InMemoryStoreWorld()
 
 
 class TestInMemoryPayloadStore(PayloadStoreContract):

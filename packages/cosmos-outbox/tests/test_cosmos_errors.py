@@ -13,9 +13,9 @@ from azure.cosmos.exceptions import (
 from cosmos_outbox.cosmos._errors import cosmos_errors
 from cosmos_outbox.errors import (
     AlreadyExistsError,
-    ApplicationError,
     InvalidContinuationError,
     NotFoundError,
+    OutboxError,
     PreconditionFailedError,
     StoreUnavailableError,
     ThrottledError,
@@ -67,7 +67,7 @@ def test_timeouts_and_unreachable_stores_are_unavailable(error: Exception) -> No
 
 
 def test_translated_errors_do_not_chain_sdk_internals() -> None:
-    with pytest.raises(ApplicationError) as info, cosmos_errors():
+    with pytest.raises(OutboxError) as info, cosmos_errors():
         raise http_error(503, "AccountKey=secret")
     assert info.value.__cause__ is None and info.value.__suppress_context__
 

@@ -1,13 +1,18 @@
 """Never a silent success: a change that alters an aggregate without recording its event is
 refused (500, logged with the aggregate type and the fields, nothing written), a new aggregate
-without an event too; a coroutine function is refused where it is declared and an awaitable
-where it is returned, never dropped; the test kit's `check_commands` fails for such commands
-before they ship; the in-memory store gives copies, as Cosmos DB does."""
+without an event too; no coroutine is dropped: an async callable is awaited where it can be (an
+`async def` handler, an `aio` outbox's route helper), refused where it is declared where it
+cannot (the sync route helper and service), and an awaitable a plain function returns is
+awaited, or refused (500) and closed when it would wait on I/O in a sync function; the test
+kit's `check_commands` fails for such commands before they ship; the in-memory store gives
+copies, as Cosmos DB does."""
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import gc
+import inspect
 import json
 import logging
 import warnings
@@ -21,11 +26,10 @@ from conftest import body, problem
 from cosmos_outbox import Aggregate, Event
 from cosmos_outbox._documents import EVENT_TYPE, IDEMPOTENCY_TYPE
 from cosmos_outbox._outbox import Outbox, Services
+from cosmos_outbox.aio import Outbox as AsyncOutbox
 from cosmos_outbox.http import HttpApi, HttpCall, PathParameter, Reply
 from cosmos_outbox.http._models import RequestModel, view_of
-from cosmos_outbox.http._routes import AggregateRoutes
-from cosmos_outbox.testing import FunctionClient, InMemory, in_memory
-from cosmos_outbox.testing._checks import check_commands
+from cosmos_outbox.testing import FunctionClient, InMemory, check_commands, in_memory
 from cosmos_outbox.testing._fakes import InMemoryStore
 
 
@@ -52,6 +56,10 @@ class Draft(Aggregate):
     async def edit_later(self, *, text: str) -> None:
         self.edit(text=text)
 
+    async def edit_after_io(self, *, text: str) -> None:
+        await asyncio.sleep(0)  # waits on the event loop, as I/O would
+        self.edit(text=text)
+
 
 @Draft.event
 class DraftWritten(Event):
@@ -75,18 +83,17 @@ DraftView = view_of(Draft, name="DraftView", hidden=set())
 DRAFT_ID = {"id": PathParameter("id", "the draft id")}
 
 
-def draft_app(services: Callable[[], Services], *, build: Callable[[Any], Draft] | None = None,
-             apply: Callable[..., object] = Draft.edit_silently) -> func.FunctionApp:
-    outbox = Outbox([Draft], services=services)
-    bp = func.Blueprint()  # type: ignore[no-untyped-call]  # untyped in azure-functions
-    drafts = AggregateRoutes(HttpApi(bp, parameters=DRAFT_ID), Draft,
-                            lambda: outbox.service(Draft), view=DraftView)
+def draft_app(services: Callable[[], Services], *, build: Callable[[Any], Any] | None = None,
+              apply: Callable[..., object] = Draft.edit_silently,
+              outbox_kind: type[Outbox] | type[AsyncOutbox] = Outbox) -> func.FunctionApp:
+    outbox = outbox_kind([Draft], services=services)
+    drafts = outbox.routes(Draft, view=DraftView)
     drafts.create(route="drafts", request=WriteDraft, summary="Write a draft",
-                 build=build or (lambda b: Draft.write(b.text)))
+                  build=build or (lambda b: Draft.write(b.text)))
     drafts.read(route="drafts/{id}", summary="Read a draft")
     drafts.update(route="drafts/{id}", method="PATCH", request=EditDraft, apply=apply,
-                 summary="Edit a draft")
-    return outbox.function_app(bp, title="Drafts")
+                  summary="Edit a draft")
+    return outbox.function_app(drafts, title="Drafts")
 
 
 class Drafts:
@@ -196,40 +203,73 @@ def test_an_async_build_is_refused_where_it_is_declared() -> None:
         Drafts(build=build)
 
 
-def test_an_async_handler_is_refused_where_it_is_declared() -> None:
-    api = HttpApi(func.Blueprint())  # type: ignore[no-untyped-call]
+def test_an_async_handler_is_served_by_an_async_function_and_awaited(
+    no_coroutine_dropped: None
+) -> None:
+    api = HttpApi()
 
     async def ping(call: HttpCall[None]) -> Reply:
-        return Reply()
+        await asyncio.sleep(0)
+        return Reply({"pong": True})
 
-    with pytest.raises(TypeError, match=r"the handler .*ping is a coroutine function"):
-        api.operation(route="ping", method="GET", summary="Ping", status=200, errors=())(
-            ping)  # type: ignore[arg-type]
+    api.operation(route="ping", method="GET", summary="Ping", status=200, errors=())(ping)
+    app = func.FunctionApp()
+    app.register_functions(api.blueprint)
+    client = FunctionClient(app)
+    assert inspect.iscoroutinefunction(client.functions["ping"].get_user_function())
+    answer = client.request("GET", "ping")
+    assert (answer.status_code, body(answer)) == (200, {"pong": True})
 
 
-def test_an_awaitable_returned_by_a_plain_function_is_refused_never_dropped(
+def test_an_async_apply_and_build_are_awaited_on_an_async_outbox(
+    no_coroutine_dropped: None
+) -> None:
+    async def build(body: WriteDraft) -> Draft:
+        await asyncio.sleep(0)
+        return Draft.write(body.text)
+
+    drafts = Drafts(build=build, apply=Draft.edit_after_io, outbox_kind=AsyncOutbox)
+    draft_id, etag = created(drafts)
+    answer = drafts.client.request("PATCH", f"drafts/{draft_id}", body={"text": "second"})
+    assert (answer.status_code, body(answer)["text"]) == (200, "second")
+    assert answer.headers["ETag"] != etag
+
+
+def test_an_awaitable_returned_by_a_plain_function_is_awaited_when_it_needs_no_io(
     no_coroutine_dropped: None
 ) -> None:
     drafts = Drafts(apply=lambda draft, **changes: draft.edit_later(**changes))
+    draft_id, _ = created(drafts)
+    answer = drafts.client.request("PATCH", f"drafts/{draft_id}", body={"text": "second"})
+    assert (answer.status_code, body(answer)["text"]) == (200, "second")
+    check_commands(drafts.app)
+
+
+def test_an_awaitable_that_waits_on_io_in_a_sync_function_is_refused_never_dropped(
+    no_coroutine_dropped: None
+) -> None:
+    drafts = Drafts(apply=lambda draft, **changes: draft.edit_after_io(**changes))
     draft_id, etag = created(drafts)
     answer = drafts.client.request("PATCH", f"drafts/{draft_id}", body={"text": "second"})
     problem(answer, 500)
     assert drafts.client.request("GET", f"drafts/{draft_id}").headers["ETag"] == etag
-    with pytest.raises(AssertionError, match="returned an awaitable"):
+    with pytest.raises(AssertionError, match="waits on I/O"):
         check_commands(drafts.app)
 
 
-def test_a_handler_returning_an_awaitable_answers_500(no_coroutine_dropped: None) -> None:
-    bp = func.Blueprint()  # type: ignore[no-untyped-call]
-    api = HttpApi(bp)
+def test_a_handler_returning_an_awaitable_that_waits_on_io_answers_500(
+    no_coroutine_dropped: None
+) -> None:
+    api = HttpApi()
 
     async def later() -> Reply:
+        await asyncio.sleep(0)
         return Reply()
 
     api.operation(route="ping", method="GET", summary="Ping", status=200, errors=())(
-        lambda call: later())  # type: ignore[arg-type, return-value]
+        lambda call: later())
     app = func.FunctionApp()
-    app.register_functions(bp)
+    app.register_functions(api.blueprint)
     problem(FunctionClient(app).request("GET", "ping"), 500)
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 import azure.functions as func
@@ -28,7 +29,7 @@ from cosmos_outbox._records import NotAnEvent
 from cosmos_outbox.errors import StoreUnavailableError
 from cosmos_outbox.http._idempotency_key import KEY_PATTERN, parse_key, request_fingerprint, scope
 from cosmos_outbox.http._problems import HttpProblemError
-from cosmos_outbox.testing._fakes import InMemoryUnitOfWork
+from cosmos_outbox.ports import BatchOperation
 
 KEY = "Idempotency-Key"
 
@@ -218,17 +219,16 @@ def test_a_create_whose_answer_was_lost_after_the_commit_is_answered_on_retry(
 ) -> None:
     """The batch commits, then the store fails to answer (a timeout after the commit): the
     client sees 503 and retries with its key."""
-    services = world.memory.services
+    store = world.memory.store
+    commit = store.execute_batch
 
-    class LostAnswer(InMemoryUnitOfWork):
-        def commit(self, *, traceparent: str | None = None) -> None:
-            super().commit(traceparent=traceparent)
-            raise StoreUnavailableError("the store timed out")
+    def lost_answer(partition_key: str, operations: Sequence[BatchOperation]) -> list[str | None]:
+        commit(partition_key, operations)
+        raise StoreUnavailableError("the store timed out")
 
-    original = services.unit_of_work
-    object.__setattr__(services, "unit_of_work", lambda: LostAnswer(world.memory.store))
+    store.execute_batch = lost_answer  # type: ignore[method-assign]
     problem(post(world, "lost"), 503)
-    object.__setattr__(services, "unit_of_work", original)
+    del store.execute_batch
     retry = post(world, "lost")
     assert retry.status_code == 201 and retry.headers["Idempotent-Replayed"] == "true"
     assert len(of_type(world, "ticket")) == len(of_type(world, EVENT_TYPE)) == 1

@@ -11,12 +11,14 @@ import pytest
 from conftest import TicketWorld
 from tickets import Ticket
 
+from cosmos_outbox._aio import run_sync
 from cosmos_outbox._documents import document_created_at, event_document, read_feed
 from cosmos_outbox._domain import Event, new_id
+from cosmos_outbox._quarantine import QUARANTINE_TYPE, Quarantine
 from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT, notice_id
-from cosmos_outbox._relay import Relay, RelayReport
+from cosmos_outbox._relay.relay import Relay, RelayReport
 from cosmos_outbox._relay.telemetry import RelayTelemetry
-from cosmos_outbox.testing._fakes import FakePublisher, InMemoryQuarantine, SizeLimitedBatch
+from cosmos_outbox.testing import FakePublisher, InMemoryStore, SizeLimitedBatch
 
 #: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
 TELEMETRY = RelayTelemetry(destination="test-events")
@@ -51,22 +53,34 @@ def note_history(n_changes: int) -> list[dict[str, Any]]:
     return documents
 
 
-class Relaying:
-    """The relay as the trigger runs it: stored documents parsed at the boundary, then relayed."""
+class Quarantined:
+    """The quarantine records of a store, by id."""
 
-    def __init__(self, publisher: FakePublisher, quarantine: InMemoryQuarantine) -> None:
-        self._relay = Relay(publisher, quarantine, TELEMETRY)
+    def __init__(self, store: InMemoryStore) -> None:
+        self.store = store
+
+    @property
+    def documents(self) -> dict[str, dict[str, Any]]:
+        return {d["id"]: d for d in self.store.of_type(QUARANTINE_TYPE)}
+
+
+class Relaying:
+    """The relay as the trigger runs it: stored documents parsed at the boundary, then relayed
+    (the sync API's way: over sync fakes, run to its end in this thread)."""
+
+    def __init__(self, publisher: FakePublisher, store: InMemoryStore) -> None:
+        self._relay = Relay(publisher, Quarantine(store), TELEMETRY)
 
     def relay(self, documents: list[dict[str, Any]]) -> RelayReport:
-        return self._relay.relay(read_feed(documents))
+        return run_sync(self._relay.relay(read_feed(documents)))
 
 
 def relay(
     publisher: FakePublisher | None = None,
-) -> tuple[Relaying, FakePublisher, InMemoryQuarantine]:
+) -> tuple[Relaying, FakePublisher, Quarantined]:
     publisher = publisher or FakePublisher()
-    quarantine = InMemoryQuarantine()
-    return Relaying(publisher, quarantine), publisher, quarantine
+    store = InMemoryStore()
+    return Relaying(publisher, store), publisher, Quarantined(store)
 
 
 def test_maps_each_event_to_a_message_as_the_topic_expects() -> None:

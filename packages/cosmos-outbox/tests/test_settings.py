@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from cosmos_outbox._outbox import publisher_from_settings
 from cosmos_outbox._records import OutboxMessage
-from cosmos_outbox.servicebus import ServiceBusPublisher, application_properties
+from cosmos_outbox.servicebus._messages import application_properties
 from cosmos_outbox.settings import OutboxSettings, SettingsError, load_settings
 
 KEYED = "AccountEndpoint=https://x:8081/;AccountKey=a2V5;"
@@ -48,7 +49,7 @@ def test_the_relay_needs_a_topic_and_says_which_setting(monkeypatch: pytest.Monk
     monkeypatch.setenv("ServiceBusConnection", "Endpoint=sb://x/;SharedAccessKeyName=k;"
                                                "SharedAccessKey=c2VjcmV0;")
     with pytest.raises(SettingsError, match="SERVICEBUS_TOPIC"):
-        ServiceBusPublisher(load_settings())
+        publisher_from_settings(load_settings())
 
 
 def test_identity_based_connections_are_accepted(monkeypatch: pytest.MonkeyPatch) -> None:

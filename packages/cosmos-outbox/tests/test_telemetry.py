@@ -16,11 +16,13 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 from test_relay import TRACE, history
 
+from cosmos_outbox._aio import run_sync
 from cosmos_outbox._documents import read_feed
-from cosmos_outbox._relay import Relay
+from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._relay import telemetry as names
+from cosmos_outbox._relay.relay import Relay
 from cosmos_outbox._relay.telemetry import RelayTelemetry
-from cosmos_outbox.testing._fakes import FakePublisher, InMemoryQuarantine
+from cosmos_outbox.testing import FakePublisher, InMemoryStore
 
 TOPIC = "ticket-events"
 
@@ -45,6 +47,11 @@ class Telemetry:
         return float(sum(p.value for p in self.points(name)))
 
 
+def relaying(publisher: FakePublisher, otel: Telemetry) -> Relay:
+    """The relay on `publisher`, with a quarantine of its own, recording into `otel`."""
+    return Relay(publisher, Quarantine(InMemoryStore()), otel.recorder)
+
+
 @pytest.fixture
 def otel() -> Iterator[Telemetry]:
     reader = InMemoryMetricReader()
@@ -61,7 +68,7 @@ def otel() -> Iterator[Telemetry]:
 def test_a_known_batch_gives_exact_counts_and_one_lag_value_per_event(otel: Telemetry) -> None:
     docs = history(29)  # 30 events of one ticket
     publisher = FakePublisher(max_batch_bytes=2000)
-    Relay(publisher, InMemoryQuarantine(), otel.recorder).relay(read_feed(docs))
+    run_sync(relaying(publisher, otel).relay(read_feed(docs)))
     batches = len(publisher.sent)
     assert batches > 1
     [sent] = otel.points(names.SENT_MESSAGES)
@@ -81,7 +88,7 @@ def test_a_known_batch_gives_exact_counts_and_one_lag_value_per_event(otel: Tele
 def test_each_batch_is_a_producer_span_linked_to_the_events_context(otel: Telemetry) -> None:
     docs = history(29)
     publisher = FakePublisher(max_batch_bytes=2000)
-    Relay(publisher, InMemoryQuarantine(), otel.recorder).relay(read_feed(docs))
+    run_sync(relaying(publisher, otel).relay(read_feed(docs)))
     spans = otel.spans.get_finished_spans()
     assert len(spans) == len(publisher.sent)
     for span, batch in zip(spans, publisher.sent, strict=True):
@@ -102,10 +109,10 @@ def test_a_send_failure_counts_a_failure_sends_nothing_and_logs_the_lag(
 ) -> None:
     docs = history(3)
     publisher = FakePublisher(fail_on_send=1)
-    relay = Relay(publisher, InMemoryQuarantine(), otel.recorder)
+    relay = Relay(publisher, Quarantine(InMemoryStore()), otel.recorder)
     with caplog.at_level(logging.INFO, logger="application.relay"), \
             pytest.raises(ConnectionError):
-        relay.relay(read_feed(docs))
+        run_sync(relay.relay(read_feed(docs)))
     [failure] = otel.points(names.RELAY_FAILURES)
     assert failure.value == 1
     assert failure.attributes["error.type"] == "ConnectionError"
@@ -126,7 +133,7 @@ def test_a_send_failure_counts_a_failure_sends_nothing_and_logs_the_lag(
 def test_a_quarantined_event_increments_its_counter(otel: Telemetry) -> None:
     docs = history(2)
     docs[1]["data"].pop("action")
-    Relay(FakePublisher(), InMemoryQuarantine(), otel.recorder).relay(read_feed(docs))
+    run_sync(relaying(FakePublisher(), otel).relay(read_feed(docs)))
     [quarantined] = otel.points(names.QUARANTINED)
     assert quarantined.value == 1
     assert otel.total(names.SENT_MESSAGES) == 3  # two events and the quarantine notice
@@ -136,7 +143,7 @@ def test_a_successful_invocation_logs_its_fields(
     otel: Telemetry, caplog: pytest.LogCaptureFixture
 ) -> None:
     with caplog.at_level(logging.INFO, logger="application.relay"):
-        Relay(FakePublisher(), InMemoryQuarantine(), otel.recorder).relay(read_feed(history(1)))
+        run_sync(relaying(FakePublisher(), otel).relay(read_feed(history(1))))
     [record] = [r for r in caplog.records if r.getMessage().startswith("relay invocation")]
     assert record.levelno == logging.INFO
     assert record.__dict__["outbox.outcome"] == "ok"

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from conftest import TicketWorld, body, problem
 
-from cosmos_outbox._documents import EVENT_TYPE, read_feed
+from cosmos_outbox._documents import EVENT_TYPE
 from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT, notice_id
 
 
@@ -22,8 +22,7 @@ def opened(world: TicketWorld, title: str = "Printer on fire") -> tuple[str, str
 
 
 def relay_all(world: TicketWorld) -> None:
-    world.memory.services.outbox.relay.relay(
-        read_feed(list(world.memory.store.documents.values())))
+    world.relay(list(world.memory.store.documents.values()))
 
 
 def test_the_app_is_its_routes_the_outbox_functions_and_the_docs(world: TicketWorld) -> None:
@@ -78,9 +77,22 @@ def test_a_stale_if_match_is_412_and_writes_nothing(world: TicketWorld) -> None:
     batches = world.memory.store.batches
     problem(world.client.request("PATCH", f"tickets/{tid}", body={"title": "Late"},
                                  headers={"If-Match": '"stale"'}), 412)
-    problem(world.client.request("PATCH", f"tickets/{tid}", body={"title": "Late"},
-                                 headers={"ETag": '"stale"'}), 412)
     assert world.memory.store.batches == batches
+
+
+def test_an_etag_request_header_is_a_precondition_only_where_the_api_says_so(
+    world: TicketWorld,
+) -> None:
+    """The reference sample's clients send the etag they read in a header named `ETag`: an
+    app for them opts in (`etag_request_header=True`); elsewhere it is no precondition."""
+    tid, _ = opened(world)
+    changed = world.client.request("PATCH", f"tickets/{tid}", body={"title": "Late"},
+                                   headers={"ETag": '"stale"'})
+    assert changed.status_code == 200
+    legacy = TicketWorld(etag_request_header=True)
+    tid, _ = opened(legacy)
+    problem(legacy.client.request("PATCH", f"tickets/{tid}", body={"title": "Later"},
+                                  headers={"ETag": '"stale"'}), 412)
 
 
 def test_a_business_rule_refusal_is_409_and_a_missing_precondition_428(

@@ -11,13 +11,19 @@ from typing import Annotated
 import azure.functions as func
 from pydantic import ConfigDict, StringConstraints
 
-from cosmos_outbox import Aggregate, DomainError, Event
-from cosmos_outbox._outbox import Outbox, Services
-from cosmos_outbox._text import Text
-from cosmos_outbox.http import HttpApi, PathParameter
-from cosmos_outbox.http._models import RequestModel, omit_null_defaults, view_of
-from cosmos_outbox.http._routes import AggregateRoutes
-from cosmos_outbox.testing._contracts import AggregateKind
+from cosmos_outbox import (
+    Aggregate,
+    AggregateRoutes,
+    DomainError,
+    Event,
+    Outbox,
+    RequestModel,
+    Services,
+    Text,
+    view_of,
+)
+from cosmos_outbox.http import omit_null_defaults
+from cosmos_outbox.testing.contracts import AggregateExample
 
 Title = Annotated[str, Text(max_length=80)]
 #: A text type with a pattern of its own: three capitals.
@@ -104,15 +110,14 @@ class ChangeTicket(RequestModel):
 
 TicketView = view_of(Ticket, name="TicketView", hidden=set())
 
-TICKET = AggregateKind(
+TICKET = AggregateExample(
     "ticket", lambda: Ticket.open("Printer on fire"), change=lambda t: t.retitle("Changed"),
     actions=("TicketOpenedEvent", "TicketRetitledEvent"))
 
 
-def tickets_blueprint(outbox: Outbox) -> func.Blueprint:
-    bp = func.Blueprint()  # type: ignore[no-untyped-call]  # untyped in azure-functions
-    api = HttpApi(bp, parameters={"id": PathParameter("id", "the ticket id")})
-    tickets = AggregateRoutes(api, Ticket, lambda: outbox.service(Ticket), view=TicketView)
+def ticket_routes(outbox: Outbox, *, etag_request_header: bool = False
+                  ) -> AggregateRoutes[Ticket]:
+    tickets = outbox.routes(Ticket, view=TicketView, etag_request_header=etag_request_header)
     tickets.create(route="tickets", request=OpenTicket, summary="Open a ticket",
                    build=lambda body: Ticket.open(body.title, body.code), name="open_ticket")
     tickets.read(route="tickets/{id}", summary="Read a ticket")
@@ -120,9 +125,9 @@ def tickets_blueprint(outbox: Outbox) -> func.Blueprint:
                    apply=Ticket.change, summary="Change a ticket")
     tickets.update(route="tickets/{id}/close", method="POST", apply=Ticket.close,
                    precondition_required=True, summary="Close a ticket (If-Match required)")
-    return bp
+    return tickets
 
 
 def ticket_app(services: Callable[[], Services]) -> func.FunctionApp:
     outbox = Outbox([Ticket], services=services)
-    return outbox.function_app(tickets_blueprint(outbox), title="Tickets")
+    return outbox.function_app(ticket_routes(outbox), title="Tickets")

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 
 from application.contacts.ports import ContactList
-from cosmos_outbox.testing._contracts import (
-    InMemoryQuarantineWorld,
+from cosmos_outbox.testing.contracts import (
+    InMemoryStoreWorld as InMemoryQuarantineWorld,
     InMemoryStoreWorld,
-    QuarantineWorld,
+    StoreWorld as QuarantineWorld,
 )
 from tests.contacts.contract.unit_of_work_contract import (
     ContactsQuarantineContract,

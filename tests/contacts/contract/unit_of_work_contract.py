@@ -13,14 +13,14 @@ import pytest
 
 from application.contacts.ports import ContactList
 from cosmos_outbox.errors import InvalidContinuationError
-from cosmos_outbox.testing._contracts import (
-    AggregateKind,
+from cosmos_outbox.testing.contracts import (
+    AggregateExample as AggregateKind,
     IdempotencyContract,
     QuarantineContract,
     StoreWorld,
     UnitOfWorkContract,
     events_of,
-    kinds,
+    examples as kinds,
     saved,
 )
 from domain.contact import Contact

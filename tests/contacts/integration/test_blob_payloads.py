@@ -16,7 +16,7 @@ from pydantic import SecretStr
 from cosmos_outbox._records import OutboxRecord, payload_name
 from cosmos_outbox.blob import BlobPayloadStore
 from cosmos_outbox.settings import PayloadConnection
-from cosmos_outbox.testing._contracts import PayloadStoreContract, PayloadWorld
+from cosmos_outbox.testing.contracts import PayloadStoreContract, PayloadWorld
 from funcstack.services import LocalServices
 
 pytestmark = pytest.mark.integration

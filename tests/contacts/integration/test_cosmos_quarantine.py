@@ -10,7 +10,7 @@ import pytest
 from azure.cosmos import ContainerProxy, CosmosClient
 
 from cosmos_outbox.cosmos import CosmosEventStore, CosmosQuarantine
-from cosmos_outbox.testing._contracts import QuarantineWorld
+from cosmos_outbox.testing.contracts import StoreWorld as QuarantineWorld
 from tests.contacts.contract.unit_of_work_contract import ContactsQuarantineContract
 from tests.contacts.integration.test_cosmos_write_path import cosmos, fresh_container
 

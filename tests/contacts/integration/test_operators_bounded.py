@@ -15,7 +15,7 @@ import pytest
 from cosmos_outbox._documents import EVENT_TYPE, read_feed
 from cosmos_outbox._relay import telemetry as names
 from cosmos_outbox.cosmos._quarantine import CosmosQuarantine
-from cosmos_outbox.http._operations import BOUND_RETRY_AFTER_SECONDS, BOUND_SECONDS
+from cosmos_outbox.http._bounded import BOUND_RETRY_AFTER_SECONDS, BOUND_SECONDS
 from tests.contacts.faults import frozen
 from tools.httpclient import Client
 from tools.stack import Ports, Stack

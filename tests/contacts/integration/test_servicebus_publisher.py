@@ -18,7 +18,7 @@ from cloudevents.core.formats.json import JSONFormat
 from pydantic import SecretStr
 
 from cosmos_outbox._documents import event_documents, read_feed
-from cosmos_outbox._relay import Relay
+from cosmos_outbox._relay.relay import Relay
 from cosmos_outbox._relay.telemetry import RelayTelemetry
 from cosmos_outbox.blob import BlobPayloadStore
 from cosmos_outbox.servicebus._publisher import ServiceBusPublisher

@@ -18,7 +18,7 @@ from cosmos_outbox._documents import EVENT_TYPE, read_feed
 from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT, notice_id
 from cosmos_outbox.errors import StoreUnavailableError
 from cosmos_outbox.http import _operations as operations
-from cosmos_outbox.http._operations import operation_of
+from cosmos_outbox.http._declaration import operation_of
 from cosmos_outbox.http._paging import Cursor
 from cosmos_outbox.ports import LeaseBacklog
 from cosmos_outbox.testing._fakes import (

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import function_app
 from application.contacts.commands import CreateContact, PatchContact, update_body
-from cosmos_outbox.testing._checks import (
+from cosmos_outbox.testing import (
     check_commands,
     check_event_mappings,
     check_fields,

@@ -10,7 +10,7 @@ from typing import Any
 
 from application.contacts.commands import CreateContact
 from application.contacts.views import ContactView
-from cosmos_outbox.http._operations import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, operation_of
+from cosmos_outbox.http._declaration import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, operation_of
 from tests.contacts.openapi import openapi_document
 
 

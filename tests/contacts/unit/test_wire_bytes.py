@@ -30,10 +30,10 @@ from azure.servicebus._pyamqp._encode import encode_payload
 from azure.servicebus._pyamqp.message import BatchMessage
 
 from cosmos_outbox._documents import read_feed
-from cosmos_outbox._relay import Relay
+from cosmos_outbox._relay.relay import Relay
 from cosmos_outbox._relay.telemetry import RelayTelemetry
 from cosmos_outbox.ports import MessageBatch, MessagePublisher
-from cosmos_outbox.servicebus._publisher import ServiceBusBatch
+from cosmos_outbox.servicebus._messages import ServiceBusBatch
 from cosmos_outbox.testing._fakes import InMemoryQuarantine
 
 #: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).

@@ -22,9 +22,9 @@ from cloudevents.core.formats.json import JSONFormat
 from cosmos_outbox._documents import event_document, read_feed
 from cosmos_outbox._domain import EVENTS
 from cosmos_outbox._records import OutboxRecord, to_message
-from cosmos_outbox._relay import Relay
+from cosmos_outbox._relay.relay import Relay
 from cosmos_outbox._relay.telemetry import RelayTelemetry
-from cosmos_outbox.servicebus._publisher import to_servicebus_message
+from cosmos_outbox.servicebus._messages import to_servicebus_message
 from cosmos_outbox.testing._fakes import FakePublisher, InMemoryQuarantine
 from domain.contact import Contact
 

@@ -22,7 +22,7 @@ from azure.servicebus import ServiceBusClient
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
 from cosmos_outbox._documents import read_feed
 from cosmos_outbox._records import OutboxRecord, to_message
-from cosmos_outbox.servicebus._publisher import to_servicebus_message
+from cosmos_outbox.servicebus._messages import to_servicebus_message
 from cosmos_outbox.subscriber._events import from_message
 from cosmos_outbox.subscriber._projector import INBOX_TYPE, Outcome, Projector
 from tools.httpclient import Client

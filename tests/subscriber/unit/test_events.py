@@ -12,7 +12,7 @@ import pytest
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
 from cosmos_outbox._documents import read_feed
 from cosmos_outbox._records import OutboxRecord, to_message
-from cosmos_outbox.servicebus._publisher import to_servicebus_message
+from cosmos_outbox.servicebus._messages import to_servicebus_message
 from cosmos_outbox.subscriber._events import UnreadableEventError, from_message
 
 from contacts_projection.bootstrap import CONTACT  # isort: skip

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from cosmos_outbox.http._operations import MAX_PAGE_SIZE
+from cosmos_outbox.http._declaration import MAX_PAGE_SIZE
 from tests.subscriber import subscriber_functions
 
 from contacts_projection.http import (  # isort: skip

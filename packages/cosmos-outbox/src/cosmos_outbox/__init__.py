@@ -18,24 +18,87 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cosmos_outbox._domain import Aggregate, DomainError, Event
+    from cosmos_outbox._outbox import Outbox, Services
+    from cosmos_outbox._sync import AggregateService, UnitOfWork
     from cosmos_outbox._text import Text
+    from cosmos_outbox.errors import (
+        AlreadyExistsError,
+        NotFoundError,
+        OutboxError,
+        PreconditionFailedError,
+        UnrecordedChangeError,
+    )
+    from cosmos_outbox.http import (
+        AggregateRoutes,
+        HttpApi,
+        HttpCall,
+        PathParameter,
+        QueryParameter,
+        Reply,
+        RequestModel,
+        View,
+        view_of,
+    )
+    from cosmos_outbox.ports import Page
 
 __version__ = "0.2.0"
 
 #: Each public name and the module that defines it.
 _WHERE = {
+    # aggregates and their events
     "Aggregate": "cosmos_outbox._domain",
     "DomainError": "cosmos_outbox._domain",
     "Event": "cosmos_outbox._domain",
     "Text": "cosmos_outbox._text",
+    # the outbox and what it gives an app
+    "Outbox": "cosmos_outbox._outbox",
+    "Services": "cosmos_outbox._outbox",
+    "AggregateService": "cosmos_outbox._sync",
+    "UnitOfWork": "cosmos_outbox._sync",
+    "Page": "cosmos_outbox.ports",
+    # HTTP: the route helper, operations of an app's own, request and view models
+    "AggregateRoutes": "cosmos_outbox.http",
+    "HttpApi": "cosmos_outbox.http",
+    "HttpCall": "cosmos_outbox.http",
+    "PathParameter": "cosmos_outbox.http",
+    "QueryParameter": "cosmos_outbox.http",
+    "Reply": "cosmos_outbox.http",
+    "RequestModel": "cosmos_outbox.http",
+    "View": "cosmos_outbox.http",
+    "view_of": "cosmos_outbox.http",
+    # errors
+    "OutboxError": "cosmos_outbox.errors",
+    "NotFoundError": "cosmos_outbox.errors",
+    "AlreadyExistsError": "cosmos_outbox.errors",
+    "PreconditionFailedError": "cosmos_outbox.errors",
+    "UnrecordedChangeError": "cosmos_outbox.errors",
 }
 
 __all__ = [
     "Aggregate",
+    "AggregateRoutes",
+    "AggregateService",
+    "AlreadyExistsError",
     "DomainError",
     "Event",
+    "HttpApi",
+    "HttpCall",
+    "NotFoundError",
+    "Outbox",
+    "OutboxError",
+    "Page",
+    "PathParameter",
+    "PreconditionFailedError",
+    "QueryParameter",
+    "Reply",
+    "RequestModel",
+    "Services",
     "Text",
+    "UnitOfWork",
+    "UnrecordedChangeError",
+    "View",
     "__version__",
+    "view_of",
 ]
 
 

@@ -1,11 +1,11 @@
-"""No coroutine is ever dropped: a coroutine function given where a plain function is called
-is refused when it is declared, and an awaitable a plain function returns is refused (closed,
-so it never runs half-way) when it is returned."""
+"""No coroutine is ever dropped: a coroutine function given where a plain function is called (the
+sync API's route helper and service) is refused when it is declared, naming it. (An awaitable a
+plain function returns is awaited: `cosmos_outbox._aio.resolved`; in a sync function, one that
+waits on I/O is refused and closed: `run_sync`.)"""
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
 
 
 def is_async(fn: object) -> bool:
@@ -22,25 +22,6 @@ def name_of(fn: object) -> str:
 def refuse_async(fn: object, what: str) -> None:
     """Raise TypeError, naming `fn`, when `fn` is async: a sync path cannot await it."""
     if is_async(fn):
-        raise TypeError(f"{what} {name_of(fn)} is a coroutine function (async def): this path "
-                        "calls it synchronously and would drop the coroutine; pass a plain "
-                        "function")
-
-
-def not_awaitable[T](result: T, fn: object, what: str) -> T:
-    """`result` when it is not awaitable; else TypeError naming `fn` (a coroutine is closed
-    first, so it never runs)."""
-    if inspect.isawaitable(result):
-        close = getattr(result, "close", None)
-        if callable(close):
-            close()
-        raise TypeError(f"{what} {name_of(fn)} returned an awaitable ({type(result).__name__}): "
-                        "this path calls it synchronously and cannot await it; pass a plain "
-                        "function")
-    return result
-
-
-def call_sync[**P, R](fn: Callable[P, R], what: str, /, *args: P.args,
-                      **kwargs: P.kwargs) -> R:
-    """`fn(*args, **kwargs)`, refusing an awaitable result (`not_awaitable`)."""
-    return not_awaitable(fn(*args, **kwargs), fn, what)
+        raise TypeError(f"{what} {name_of(fn)} is a coroutine function (async def): the sync "
+                        "API runs it in a sync function, which cannot wait on its I/O; pass a "
+                        "plain function, or build the outbox from cosmos_outbox.aio")

@@ -28,27 +28,21 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from cosmos_outbox._domain import Aggregate, Event, read_back
+from cosmos_outbox._domain import AGGREGATES, Aggregate, Event, read_back
 from cosmos_outbox._idempotency import Answer, IdempotencyRecord
 from cosmos_outbox._records import (
-    LEGACY_SOURCE,
     FeedItem,
+    LegacyEvents,
     NotAnEvent,
     OutboxRecord,
     PoisonEventError,
     Unreadable,
 )
 from cosmos_outbox.errors import NotFoundError
-from cosmos_outbox.ports import QuarantinedEvent
+from cosmos_outbox.ports import BatchOperation
 
 EVENT_TYPE = "domainEvent"
-QUARANTINE_TYPE = "quarantinedEvent"
 IDEMPOTENCY_TYPE = "idempotencyRecord"
-#: The kind named in a 404 for a quarantine record ("no such quarantined event").
-QUARANTINED_EVENT = "quarantined event"
-# Events written before the envelope named their aggregate type (by this package's predecessor,
-# the Contacts outbox app) were all contact events: read as such, so they can still be relayed.
-LEGACY_AGGREGATE_TYPE = "contact"
 #: The message body's serialisation (compact, UTF-8 as is): one encoder for every event, as
 #: `json.dumps` with these options would build a new one per call.
 _BODY_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
@@ -92,52 +86,73 @@ def event_documents(aggregate: Aggregate, *, ttl_seconds: int) -> list[dict[str,
             for e in aggregate.collect_events()]
 
 
-def _event_source(document: Mapping[str, Any]) -> str:
-    """The stored CloudEvents source path; events stored before documents carried it were all
-    contact events (`/contacts`)."""
+def _aggregate_type(document: Mapping[str, Any], legacy: LegacyEvents | None) -> object:
+    """The stored aggregate type; an event stored before documents named it is `legacy`'s."""
+    if "aggregateType" not in document and legacy is not None:
+        return legacy.aggregate_type
+    return document.get("aggregateType")
+
+
+def _event_source(document: Mapping[str, Any], legacy: LegacyEvents | None) -> str | None:
+    """The stored CloudEvents source path; an event stored before documents carried it is
+    `legacy`'s."""
     source = document.get("source")
-    return source if isinstance(source, str) and source else LEGACY_SOURCE
+    if isinstance(source, str) and source:
+        return source
+    return legacy.source if legacy is not None else None
 
 
-def read_feed(documents: Iterable[Mapping[str, Any]]) -> Iterator[FeedItem]:
+def read_feed(documents: Iterable[Mapping[str, Any]], *,
+              legacy: LegacyEvents | None = None) -> Iterator[FeedItem]:
     """Change-feed documents as the relay's typed items: events become outbox records (or
-    Unreadable, with the reason), anything else NotAnEvent."""
+    Unreadable, with the reason), anything else NotAnEvent. `legacy`: how to read events
+    stored before documents named their aggregate type and source."""
     for document in documents:
         if document.get("type") != EVENT_TYPE:
             yield NotAnEvent(str(document.get("id")))
             continue
         try:
-            yield outbox_record(document)
+            yield outbox_record(document, legacy=legacy)
         except PoisonEventError as exc:
-            yield unreadable(document, str(exc))
+            yield unreadable(document, str(exc), legacy=legacy)
 
 
-def unreadable(document: Mapping[str, Any], reason: str) -> Unreadable:
+def unreadable(document: Mapping[str, Any], reason: str, *,
+               legacy: LegacyEvents | None = None) -> Unreadable:
     """A stored event that is not a valid outbox record, with what can still be read of it:
     its partition is its aggregate's id; its action and version if they have the right type."""
     data = document.get("data")
     data = data if isinstance(data, Mapping) else {}
-    kind = document.get("aggregateType", LEGACY_AGGREGATE_TYPE)
+    kind = _aggregate_type(document, legacy)
     partition = document.get("partitionKey")
     action, version = data.get("action"), data.get("version")
     return Unreadable(
-        str(document.get("id")), reason, _without_system_keys(document),
+        str(document.get("id")), reason, without_system_keys(document),
         aggregate_type=kind if isinstance(kind, str) and kind else None,
         aggregate_id=partition if isinstance(partition, str) and partition else None,
         action=action if isinstance(action, str) else None,
         version=version if type(version) is int else None,
-        event_source=_event_source(document),
+        event_source=_event_source(document, legacy) or _registered_source(kind) or "/",
     )
 
 
-def outbox_record(document: Mapping[str, Any]) -> OutboxRecord:
+def _registered_source(aggregate_type: object) -> str | None:
+    known = AGGREGATES.get(aggregate_type) if isinstance(aggregate_type, str) else None
+    return known.source() if known is not None else None
+
+
+def outbox_record(document: Mapping[str, Any], *,
+                  legacy: LegacyEvents | None = None) -> OutboxRecord:
     """Parse one stored event. Raises PoisonEventError naming what is wrong."""
     data = document.get("data")
     if not isinstance(data, Mapping):
         raise PoisonEventError("event document has no 'data' object")
-    aggregate_type = document.get("aggregateType", LEGACY_AGGREGATE_TYPE)
+    aggregate_type = _aggregate_type(document, legacy)
     if not isinstance(aggregate_type, str) or not aggregate_type:
         raise PoisonEventError("event aggregateType must be a non-empty string")
+    source = _event_source(document, legacy)
+    if source is None:
+        raise PoisonEventError("event source must be a non-empty string")
     try:
         body = _BODY_JSON.encode(data).encode()
     except (TypeError, ValueError) as exc:
@@ -151,9 +166,9 @@ def outbox_record(document: Mapping[str, Any]) -> OutboxRecord:
             action=get("action"),
             version=get("version"),
             aggregate_type=aggregate_type,
-            created_at=_time(get("createdAt")),
+            created_at=parse_time(get("createdAt")),
             traceparent=traceparent if isinstance(traceparent, str) and traceparent else None,
-            event_source=_event_source(document),
+            event_source=source,
             dataschema=dataschema if isinstance(dataschema, str) and dataschema else None,
             body=body,
             document=document,
@@ -169,111 +184,20 @@ def document_created_at(document: Mapping[str, Any]) -> float | None:
     """A stored event's creation time (epoch seconds) from `data.createdAt`, if readable;
     naive times are UTC."""
     data = document.get("data")
-    at = _time(data.get("createdAt")) if isinstance(data, Mapping) else None
+    at = parse_time(data.get("createdAt")) if isinstance(data, Mapping) else None
     if at is None:
         return None
     return (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).timestamp()
 
 
-def quarantine_document(
-    document: Mapping[str, Any], *, reason: str, now: datetime | None = None,
-    previous: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """A copy of a poison event kept (no TTL) with the reason, in the event's own partition.
-    The relay skips it: it is not a `domainEvent`. Set aside again (a relay retry, a re-drive
-    of an event that still fails) over an existing record (`previous`), it keeps that record's
-    first quarantine time and replay count, and is quarantined (again) with the new reason."""
-    source_id = str(document.get("id", "unknown"))
-    partition = document.get("partitionKey")
-    kept: dict[str, Any] = {}
-    if previous is not None:
-        if isinstance(previous.get("quarantinedAt"), str):
-            kept["quarantinedAt"] = previous["quarantinedAt"]
-        if isinstance(previous.get("replays"), int):
-            kept["replays"] = previous["replays"]
-    return {
-        "id": quarantine_id(source_id),
-        "partitionKey": partition if isinstance(partition, str) else "quarantine",
-        "type": QUARANTINE_TYPE,
-        "eventId": source_id,
-        "reason": reason,
-        "status": "quarantined",
-        "quarantinedAt": (now or datetime.now(UTC)).isoformat(),
-        "replays": 0,
-        "data": _without_system_keys(document),
-        "ttl": -1,
-        **kept,
-    }
-
-
-def quarantine_id(event_id: str) -> str:
-    return f"quarantine-{event_id}"
-
-
-def quarantined_event(document: Mapping[str, Any]) -> QuarantinedEvent:
-    """A stored quarantine record, typed; the event it holds parsed as the relay parses it.
-    Records written before the admin API (no status, time or replays) read as quarantined,
-    quarantined at the document's `_ts`."""
-    stored = document.get("data")
-    stored = stored if isinstance(stored, Mapping) else {}
-    event_id = str(document.get("eventId") or stored.get("id")
-                   or str(document.get("id", "")).removeprefix("quarantine-"))
-    try:
-        event: OutboxRecord | Unreadable = outbox_record(stored)
-    except PoisonEventError as exc:
-        event = unreadable(stored, str(exc))
-    at = _time(document.get("quarantinedAt"))
-    if at is None and isinstance(document.get("_ts"), int | float):
-        at = datetime.fromtimestamp(float(document["_ts"]), UTC)
-    replays = document.get("replays")
-    partition = document.get("partitionKey")
-    return QuarantinedEvent(
-        event_id=event_id,
-        aggregate_type=event.aggregate_type,
-        aggregate_id=partition if isinstance(partition, str) else "quarantine",
-        action=event.action,
-        version=event.version,
-        reason=str(document.get("reason", "")),
-        quarantined_at=at,
-        replays=replays if type(replays) is int else 0,
-        resolved_at=_time(document.get("resolvedAt")),
-        event=event,
-    )
-
-
-def replayed_document(
-    document: Mapping[str, Any], entry: QuarantinedEvent, *, resolved: bool, reason: str,
-    ttl_seconds: int, now: datetime,
-) -> dict[str, Any]:
-    """The record after a replay: resolved (kept for audit, expiring after `ttl_seconds`), or
-    still quarantined with the new reason; either way one more replay counted."""
-    updated = _without_system_keys(document)
-    updated.update({
-        "eventId": entry.event_id,
-        "replays": entry.replays + 1,
-        "quarantinedAt": (entry.quarantined_at or now).isoformat(),
-        "lastReplayAt": now.isoformat(),
-    })
-    if resolved:
-        updated.update({"status": "resolved", "resolvedAt": now.isoformat(), "ttl": ttl_seconds})
-    else:
-        updated.update({"status": "quarantined", "reason": reason, "ttl": -1})
-        updated.pop("resolvedAt", None)
-    return updated
-
-
 def selected(document: Mapping[str, Any], since: datetime,
-             aggregate_type: str | None = None) -> bool:
+             aggregate_type: str | None = None, *, legacy: LegacyEvents | None = None) -> bool:
     """Whether a stored event is re-driven: created at or after `since` (by `data.createdAt`; an
     event without a readable time is not selected), of `aggregate_type` when given."""
-    if aggregate_type is not None and document.get(
-            "aggregateType", LEGACY_AGGREGATE_TYPE) != aggregate_type:
+    if aggregate_type is not None and _aggregate_type(document, legacy) != aggregate_type:
         return False
     created = document_created_at(document)
     return created is not None and created >= since.timestamp()
-
-
-WriteOperation = tuple[str, dict[str, Any], str | None]  # "create"|"replace", document, if-match
 
 
 def commit_operations(
@@ -283,18 +207,17 @@ def commit_operations(
     etag: str | None,
     event_ttl_seconds: int,
     traceparent: str | None,
-) -> list[WriteOperation]:
+) -> list[BatchOperation]:
     """What one command writes, as one batch in the aggregate's partition: the aggregate (create
     when `etag` is None, else replace conditioned on it), then one create per event."""
-    operations: list[WriteOperation] = [
-        ("create" if etag is None else "replace", aggregate_document(aggregate), etag)
-    ]
+    operations = [BatchOperation("create" if etag is None else "replace",
+                                 aggregate_document(aggregate), if_match=etag)]
     source = aggregate.source()
     for event in events:
         if traceparent and event.traceparent is None:
             event = event.model_copy(update={"traceparent": traceparent})
-        operations.append(("create", event_document(event, source=source,
-                                                    ttl_seconds=event_ttl_seconds), None))
+        operations.append(BatchOperation("create", event_document(
+            event, source=source, ttl_seconds=event_ttl_seconds)))
     return operations
 
 
@@ -320,9 +243,9 @@ def idempotency_document(record: IdempotencyRecord, *, ttl_seconds: int) -> dict
     }
 
 
-def claim_operation(record: IdempotencyRecord, *, ttl_seconds: int) -> WriteOperation:
+def claim_operation(record: IdempotencyRecord, *, ttl_seconds: int) -> BatchOperation:
     """The create of a record: a second claim of the same key fails on it (409)."""
-    return ("create", idempotency_document(record, ttl_seconds=ttl_seconds), None)
+    return BatchOperation("create", idempotency_document(record, ttl_seconds=ttl_seconds))
 
 
 def idempotency_record(document: Mapping[str, Any]) -> IdempotencyRecord | None:
@@ -345,15 +268,15 @@ def idempotency_record(document: Mapping[str, Any]) -> IdempotencyRecord | None:
         answer=Answer(status=status, body=answer.get("body"),
                       location=location if isinstance(location, str) else None),
         request=str(document.get("request", "")),
-        created_at=_time(document.get("createdAt")) or datetime.now(UTC),
+        created_at=parse_time(document.get("createdAt")) or datetime.now(UTC),
     )
 
 
-def _without_system_keys(document: Mapping[str, Any]) -> dict[str, Any]:
+def without_system_keys(document: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in document.items() if not k.startswith("_")}
 
 
-def _time(value: object) -> datetime | None:
+def parse_time(value: object) -> datetime | None:
     if not isinstance(value, str):
         return None
     try:

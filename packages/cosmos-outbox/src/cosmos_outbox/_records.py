@@ -28,9 +28,17 @@ from urllib.parse import quote
 from pydantic import BaseModel, ConfigDict, Field, SkipValidation, StrictInt
 
 Identifier = Annotated[str, Field(min_length=1, max_length=128)]
-#: The CloudEvents source path of events stored before documents carried one (by this package's
-#: predecessor, the Contacts outbox app): they were all contact events.
-LEGACY_SOURCE = "/contacts"
+
+
+@dataclass(frozen=True)
+class LegacyEvents:
+    """How to read event documents written before event documents named their aggregate type
+    and CloudEvents source (by an app older than the library, the Contacts outbox app for
+    one): as events of `aggregate_type`, from `source` (`/contacts`). Without it such a
+    document is unreadable (quarantined, with the reason)."""
+
+    aggregate_type: str
+    source: str
 
 
 class PoisonEventError(ValueError):
@@ -76,7 +84,8 @@ class Unreadable:
     aggregate_id: str | None = None
     action: str | None = None
     version: int | None = None
-    event_source: str = LEGACY_SOURCE
+    #: the CloudEvents source path, when it can be told ("/" when it cannot)
+    event_source: str = "/"
 
 
 @dataclass(frozen=True)

@@ -12,19 +12,19 @@ record is read only when the write fails, never on the success path."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
-from cosmos_outbox._callables import call_sync, refuse_async
+from cosmos_outbox._aio import resolved
 from cosmos_outbox._domain import Aggregate, DomainError, assigned_id
 from cosmos_outbox._idempotency import MAX_GENERATIONS, Claim, Recorded, weak_etag
+from cosmos_outbox._unit_of_work import UnitOfWork
 from cosmos_outbox.errors import (
     AlreadyExistsError,
     IdempotencyKeyReusedError,
     NotFoundError,
     PreconditionFailedError,
 )
-from cosmos_outbox.ports import UnitOfWork
 
 __all__ = ["AggregateService", "Versioned"]
 
@@ -39,33 +39,40 @@ class Versioned[A: Aggregate]:
     etag: str
 
 
+#: A change of an aggregate: a plain or an async function (awaited).
+type Change[A] = Callable[[A], object | Awaitable[object]]
+#: What makes a new aggregate: a plain or an async function (awaited).
+type Build[A] = Callable[[], A | Awaitable[A]]
+
+
 class AggregateService[A: Aggregate]:
     """Create, read and change aggregates of one type. An aggregate that is not `live` (a soft
-    delete) reads as missing: NotFoundError, as for one that never existed."""
+    delete) reads as missing: NotFoundError, as for one that never existed. This is the async
+    API's (`cosmos_outbox.aio`); the sync API's runs it (`cosmos_outbox.AggregateService`)."""
 
     def __init__(self, kind: type[A], unit_of_work: Callable[[], UnitOfWork]) -> None:
         self.kind = kind
         self._uow = unit_of_work
 
-    def create(self, aggregate: A, *, traceparent: str | None = None) -> Versioned[A]:
+    async def create(self, aggregate: A, *, traceparent: str | None = None) -> Versioned[A]:
         """Write a new aggregate and the events it recorded, in one batch. Raises
         AlreadyExistsError when its id is taken."""
-        with self._uow() as uow:
+        async with self._uow() as uow:
             repository = uow.repository(self.kind)
             repository.add(aggregate)
-            uow.commit(traceparent=traceparent)
+            await uow.commit(traceparent=traceparent)
             return Versioned(aggregate, repository.etag(aggregate.id))
 
-    def get(self, aggregate_id: str) -> Versioned[A]:
+    async def get(self, aggregate_id: str) -> Versioned[A]:
         """The live aggregate and its etag. Raises NotFoundError."""
-        with self._uow() as uow:
-            aggregate = self._live(uow, aggregate_id)
+        async with self._uow() as uow:
+            aggregate = await self._live(uow, aggregate_id)
             return Versioned(aggregate, uow.repository(self.kind).etag(aggregate_id))
 
-    def change(
+    async def change(
         self,
         aggregate_id: str,
-        change: Callable[[A], object],
+        change: Change[A],
         *,
         precondition: Callable[[str], bool] | None = None,
         traceparent: str | None = None,
@@ -75,13 +82,13 @@ class AggregateService[A: Aggregate]:
         raised in one batch conditioned on the etag read. A change that leaves the aggregate as
         it was writes nothing and answers the etag read; one that alters it without recording
         an event is refused (UnrecordedChangeError), nothing written."""
-        return self._change(aggregate_id, change, precondition=precondition,
-                            traceparent=traceparent)
+        return await self._change(aggregate_id, change, precondition=precondition,
+                                  traceparent=traceparent)
 
-    def _change(
+    async def _change(
         self,
         aggregate_id: str,
-        change: Callable[[A], object],
+        change: Change[A],
         *,
         precondition: Callable[[str], bool] | None,
         traceparent: str | None,
@@ -89,23 +96,22 @@ class AggregateService[A: Aggregate]:
     ) -> Versioned[A]:
         """`change`'s load, precondition, change and one conditioned batch; with `claim`, its
         record in the same batch."""
-        refuse_async(change, "the change")
-        with self._uow() as uow:
-            aggregate = self._live(uow, aggregate_id)
+        async with self._uow() as uow:
+            aggregate = await self._live(uow, aggregate_id)
             repository = uow.repository(self.kind)
             if precondition is not None and not precondition(repository.etag(aggregate_id)):
                 raise PreconditionFailedError(
                     f"{self.kind.aggregate_type} {aggregate_id}: a precondition failed",
                     aggregate_type=self.kind.aggregate_type)
-            call_sync(change, "the change", aggregate)
+            await resolved(change(aggregate))
             if claim is not None:
                 uow.claim(claim.record(aggregate))
-            uow.commit(traceparent=traceparent)
+            await uow.commit(traceparent=traceparent)
             return Versioned(aggregate, repository.etag(aggregate_id))
 
-    def create_idempotent(
+    async def create_idempotent(
         self,
-        build: Callable[[], A],
+        build: Build[A],
         *,
         claim: Claim[A],
         traceparent: str | None = None,
@@ -116,20 +122,19 @@ class AggregateService[A: Aggregate]:
         answer from that request's record; 422 (IdempotencyKeyReusedError) when it was another
         request. An id whose record expired was taken by an earlier use of the key: the key then
         behaves as new and takes the next derived id (up to MAX_GENERATIONS)."""
-        refuse_async(build, "build")
         for generation in range(MAX_GENERATIONS):
             derived = claim.aggregate_id(generation)
             with assigned_id(derived):
-                aggregate = call_sync(build, "build")
+                aggregate = await resolved(build())
             try:
-                with self._uow() as uow:
+                async with self._uow() as uow:
                     repository = uow.repository(self.kind)
                     repository.add(aggregate)
                     uow.claim(claim.record(aggregate))
-                    uow.commit(traceparent=traceparent)
+                    await uow.commit(traceparent=traceparent)
                     return Versioned(aggregate, repository.etag(aggregate.id))
             except AlreadyExistsError:
-                found = self._recorded(aggregate.id, claim)
+                found = await self._recorded(aggregate.id, claim)
                 if found is not None:
                     return found
                 if aggregate.id != derived:
@@ -140,10 +145,10 @@ class AggregateService[A: Aggregate]:
         raise AlreadyExistsError(
             f"every {self.kind.aggregate_type} id this Idempotency-Key derives is taken")
 
-    def change_idempotent(
+    async def change_idempotent(
         self,
         aggregate_id: str,
-        change: Callable[[A], object],
+        change: Change[A],
         *,
         claim: Claim[A],
         precondition: Callable[[str], bool] | None = None,
@@ -155,19 +160,19 @@ class AggregateService[A: Aggregate]:
         there), an earlier request with the same key may have made it: its record answers
         instead; 422 when that was another request; else the refusal stands."""
         try:
-            return self._change(aggregate_id, change, precondition=precondition,
-                                traceparent=traceparent, claim=claim)
+            return await self._change(aggregate_id, change, precondition=precondition,
+                                      traceparent=traceparent, claim=claim)
         except (NotFoundError, PreconditionFailedError, AlreadyExistsError, DomainError):
-            found = self._recorded(aggregate_id, claim)
+            found = await self._recorded(aggregate_id, claim)
             if found is None:
                 raise
             return found
 
-    def _recorded(self, aggregate_id: str, claim: Claim[A]) -> Recorded | None:
+    async def _recorded(self, aggregate_id: str, claim: Claim[A]) -> Recorded | None:
         """The answer recorded for the claim's key in the aggregate's partition: None when there
         is none; IdempotencyKeyReusedError when it was recorded for another request."""
-        with self._uow() as uow:
-            record = uow.recorded(aggregate_id, claim.record_id)
+        async with self._uow() as uow:
+            record = await uow.recorded(aggregate_id, claim.record_id)
             if record is None:
                 return None
             fields = {"idempotency.record": claim.record_id,
@@ -178,7 +183,7 @@ class AggregateService[A: Aggregate]:
                     "this Idempotency-Key was used for another request")
             repository = uow.repository(self.kind)
             try:
-                current = repository.get(aggregate_id)
+                current = await repository.get(aggregate_id)
                 etag = (repository.etag(aggregate_id) if current.version == record.version
                         else weak_etag(record.version))
             except NotFoundError:
@@ -186,8 +191,8 @@ class AggregateService[A: Aggregate]:
             logger.info("idempotent retry answered from its record", extra=fields)
             return Recorded(record, etag)
 
-    def _live(self, uow: UnitOfWork, aggregate_id: str) -> A:
-        aggregate = uow.repository(self.kind).get(aggregate_id)
+    async def _live(self, uow: UnitOfWork, aggregate_id: str) -> A:
+        aggregate = await uow.repository(self.kind).get(aggregate_id)
         if not aggregate.live:
             raise NotFoundError(self.kind.aggregate_type, aggregate_id)
         return aggregate

@@ -4,11 +4,15 @@ entrypoint maps each to one problem response."""
 from __future__ import annotations
 
 
-class ApplicationError(Exception):
+class OutboxError(Exception):
     """Base of every error a use case reports to its caller."""
 
+    #: when a transactional batch failed: the index of its operation that failed (the rest
+    #: failed with it: 424)
+    operation_index: int | None = None
 
-class NotFoundError(ApplicationError):
+
+class NotFoundError(OutboxError):
     """No aggregate of this type with this id (404)."""
 
     def __init__(self, aggregate_type: str, aggregate_id: str) -> None:
@@ -17,7 +21,7 @@ class NotFoundError(ApplicationError):
         self.aggregate_id = aggregate_id
 
 
-class UnrecordedChangeError(ApplicationError):
+class UnrecordedChangeError(OutboxError):
     """A change altered an aggregate's state without recording an event (or a new aggregate
     recorded none): refused, nothing written. It is a defect of the aggregate's code, never of
     the request: subscribers would never hear of the change (500, logged with the aggregate
@@ -33,16 +37,16 @@ class UnrecordedChangeError(ApplicationError):
         self.fields = fields
 
 
-class AlreadyExistsError(ApplicationError):
+class AlreadyExistsError(OutboxError):
     """A document with the same id already exists (409)."""
 
 
-class IdempotencyKeyReusedError(ApplicationError):
+class IdempotencyKeyReusedError(OutboxError):
     """The Idempotency-Key was already used for another request (another body or target) on
     the same route (422). Nothing was written."""
 
 
-class PreconditionFailedError(ApplicationError):
+class PreconditionFailedError(OutboxError):
     """The aggregate changed since the caller (or this request) read it: stale etag (412)."""
 
     def __init__(self, message: str, *, aggregate_type: str = "resource") -> None:
@@ -50,7 +54,7 @@ class PreconditionFailedError(ApplicationError):
         self.aggregate_type = aggregate_type
 
 
-class TransientStoreError(ApplicationError):
+class TransientStoreError(OutboxError):
     """The store cannot serve the request now; the caller may retry after `retry_after` s."""
 
     status: int = 503
@@ -72,16 +76,16 @@ class StoreUnavailableError(TransientStoreError):
     status = 503
 
 
-class InvalidContinuationError(ApplicationError):
+class InvalidContinuationError(OutboxError):
     """A paging continuation token that the store does not accept (400)."""
 
 
-class PublishFailedError(ApplicationError):
+class PublishFailedError(OutboxError):
     """The broker did not take the messages (503); nothing is lost, the action may be
     repeated (the topic drops what it already has, by MessageId)."""
 
 
-class PayloadStoreError(ApplicationError):
+class PayloadStoreError(OutboxError):
     """The payload store (the claim check's blob container) failed or could not be reached.
     Transient: the relay's invocation fails and is retried; a subscriber's message is abandoned
     and redelivered."""

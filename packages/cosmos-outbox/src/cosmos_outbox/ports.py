@@ -1,20 +1,43 @@
-"""The ports: what the outbox needs of the services it runs on, generic over aggregates. The
-write path's unit of work and its repositories, one page of a listing; the broker (a
-size-limited batch and its publisher), the claim check's payload store, the quarantine, the
-stored events a re-drive reads, and the backlog estimator. The in-memory fakes
-(`cosmos_outbox.testing`) and the Azure adapters (`cosmos_outbox.cosmos`, `.servicebus`,
-`.blob`) implement them; one contract suite per port holds both to the same behaviour."""
+"""The ports: what the outbox needs of the services it runs on, each as a sync and an async
+abstract class (the adapters of `cosmos_outbox.cosmos`, `.servicebus` and `.blob` implement both,
+on the Azure SDKs' sync and `aio` clients; the test kit's fakes implement the sync ones, which
+the async API awaits as they are). The outbox's logic is written once over them.
+
+- `DocumentStore`: the container holding aggregates, their events, idempotency records and the
+  quarantine: one transactional batch in one partition, point reads and writes, documents of a
+  type;
+- `MessagePublisher` and its `MessageBatch`: the topic;
+- `PayloadStore`: the claim check's bodies;
+- `BacklogEstimator`: how far the relay's change-feed leases are behind.
+
+A contract suite per port (`cosmos_outbox.testing.contracts`) holds every implementation to the
+same behaviour.
+"""
 
 from __future__ import annotations
 
 import abc
-from dataclasses import dataclass, field
-from datetime import datetime
-from types import TracebackType
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
 
-from cosmos_outbox._domain import Aggregate
-from cosmos_outbox._idempotency import IdempotencyRecord
-from cosmos_outbox._records import OutboxMessage, OutboxRecord, Unreadable
+from cosmos_outbox._records import OutboxMessage
+
+__all__ = [
+    "AsyncBacklogEstimator",
+    "AsyncDocumentStore",
+    "AsyncMessagePublisher",
+    "AsyncPayloadStore",
+    "BacklogEstimator",
+    "BatchOperation",
+    "DocumentStore",
+    "LeaseBacklog",
+    "MessageBatch",
+    "MessagePublisher",
+    "OutboxMessage",
+    "Page",
+    "PayloadStore",
+]
 
 
 @dataclass(frozen=True)
@@ -25,71 +48,108 @@ class Page[T]:
     continuation_token: str | None
 
 
-class Repository[A: Aggregate](abc.ABC):
-    """Aggregates of one type in one unit of work. Remembers the etag of each it loaded or wrote."""
+@dataclass(frozen=True)
+class BatchOperation:
+    """One operation of a transactional batch, in the batch's partition: `create`, `upsert`,
+    `replace` (of `document`), `patch` (of the document `id`, with `patch` operations as Cosmos
+    DB's: `add`, `set`, `replace`, `remove`, `incr`) or `delete` (of `id`). `if_match`: the
+    etag the document must still have (replace, patch, delete)."""
+
+    kind: Literal["create", "upsert", "replace", "patch", "delete"]
+    document: Mapping[str, Any] | None = None
+    id: str = ""
+    if_match: str | None = None
+    patch: Sequence[Mapping[str, Any]] = ()
+
+    @property
+    def document_id(self) -> str:
+        return str(self.document["id"]) if self.document is not None else self.id
+
+
+class DocumentStore(abc.ABC):
+    """The container of an outbox (partition key `/partitionKey`, per-item TTL on). Its errors
+    are `cosmos_outbox.errors`' (NotFoundError, AlreadyExistsError, PreconditionFailedError,
+    ThrottledError, StoreUnavailableError, ...)."""
 
     @abc.abstractmethod
-    def add(self, aggregate: A) -> None:
-        """Track a new aggregate; it is created on commit."""
+    def execute_batch(self, partition_key: str,
+                      operations: Sequence[BatchOperation]) -> list[str | None]:
+        """Run the operations as one transactional batch in one partition: all or nothing.
+        The etag each operation left (None for a delete)."""
 
     @abc.abstractmethod
-    def get(self, aggregate_id: str) -> A:
-        """Load an aggregate. Raises NotFoundError."""
+    def read(self, partition_key: str, document_id: str) -> dict[str, Any] | None:
+        """A document (with its `_etag`), or None."""
 
     @abc.abstractmethod
-    def etag(self, aggregate_id: str) -> str:
-        """The etag of the aggregate as last read or written in this unit of work."""
-
-
-class UnitOfWork(abc.ABC):
-    """Nothing is written unless `commit()` runs; a commit writes each changed aggregate and the
-    events it raised in one atomic batch, conditioned on the etag it was loaded with."""
-
-    def __enter__(self) -> UnitOfWork:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.rollback()
+    def upsert(self, document: Mapping[str, Any]) -> dict[str, Any]:
+        """Create or replace a document; what is stored."""
 
     @abc.abstractmethod
-    def repository[A: Aggregate](self, kind: type[A]) -> Repository[A]:
-        """The repository of one aggregate type (the same one for the whole unit of work)."""
+    def replace(self, document: Mapping[str, Any], *, if_match: str | None = None
+                ) -> dict[str, Any]:
+        """Replace an existing document (NotFoundError), conditioned on `if_match`."""
 
     @abc.abstractmethod
-    def commit(self, *, traceparent: str | None = None) -> None:
-        """Write the tracked changes atomically, one batch per aggregate. Raises
-        PreconditionFailedError when an aggregate changed since it was loaded,
-        AlreadyExistsError on an id collision."""
+    def delete(self, partition_key: str, document_id: str) -> None:
+        """Delete a document (NotFoundError when it is not there)."""
 
     @abc.abstractmethod
-    def claim(self, record: IdempotencyRecord) -> None:
-        """Create `record` (an Idempotency-Key's) at the next commit, in the batch of its
-        aggregate (`record.aggregate_id`), so it commits with the change or not at all; when
-        that aggregate has nothing to write, the record is written alone. A record of the same
-        id already there fails the batch: AlreadyExistsError, nothing written."""
+    def find(self, type_: str, document_id: str) -> dict[str, Any] | None:
+        """The document of type `type_` with this id, whatever its partition, or None."""
 
     @abc.abstractmethod
-    def recorded(self, aggregate_id: str, record_id: str) -> IdempotencyRecord | None:
-        """The idempotency record `record_id` in the aggregate's partition; None when there is
-        none (never written, or expired)."""
+    def of_type(self, type_: str, *, partition_key: str | None = None) -> list[dict[str, Any]]:
+        """Every document of type `type_` (in one partition when given)."""
 
     @abc.abstractmethod
-    def rollback(self) -> None:
-        """Forget every uncommitted change."""
+    def page_of_type(self, type_: str, *, page_size: int,
+                     continuation: str | None) -> Page[dict[str, Any]]:
+        """One page of the documents of type `type_`, and the token of the next.
+        InvalidContinuationError for a token it did not issue."""
 
     @abc.abstractmethod
     def ping(self) -> None:
-        """Check the store is reachable and the container exists (health). Raises
-        TransientStoreError if not."""
+        """The store answers and the container exists (TransientStoreError if not)."""
+
+
+class AsyncDocumentStore(abc.ABC):
+    """`DocumentStore`, async."""
+
+    @abc.abstractmethod
+    async def execute_batch(self, partition_key: str,
+                            operations: Sequence[BatchOperation]) -> list[str | None]: ...
+
+    @abc.abstractmethod
+    async def read(self, partition_key: str, document_id: str) -> dict[str, Any] | None: ...
+
+    @abc.abstractmethod
+    async def upsert(self, document: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    @abc.abstractmethod
+    async def replace(self, document: Mapping[str, Any], *, if_match: str | None = None
+                      ) -> dict[str, Any]: ...
+
+    @abc.abstractmethod
+    async def delete(self, partition_key: str, document_id: str) -> None: ...
+
+    @abc.abstractmethod
+    async def find(self, type_: str, document_id: str) -> dict[str, Any] | None: ...
+
+    @abc.abstractmethod
+    async def of_type(self, type_: str, *, partition_key: str | None = None
+                      ) -> list[dict[str, Any]]: ...
+
+    @abc.abstractmethod
+    async def page_of_type(self, type_: str, *, page_size: int,
+                           continuation: str | None) -> Page[dict[str, Any]]: ...
+
+    @abc.abstractmethod
+    async def ping(self) -> None: ...
 
 
 class MessageBatch(abc.ABC):
-    """A size-limited batch of messages."""
+    """A size-limited batch of messages (filled in memory: the same for sync and async)."""
 
     @abc.abstractmethod
     def try_add(self, message: OutboxMessage) -> bool:
@@ -123,11 +183,24 @@ class MessagePublisher(abc.ABC):
         return False
 
 
+class AsyncMessagePublisher(abc.ABC):
+    """`MessagePublisher`, async."""
+
+    @abc.abstractmethod
+    async def create_batch(self) -> MessageBatch: ...
+
+    @abc.abstractmethod
+    async def send(self, batch: MessageBatch) -> None: ...
+
+    async def refresh(self) -> bool:
+        return False
+
+
 class PayloadStore(abc.ABC):
     """Keeps event bodies too large for a message: the claim check. The relay, after the commit,
-    stores a body under a name derived from its event (`records.payload_name`: aggregate type /
-    aggregate id / event id) and sends a message that refers to it (CloudEvents `dataref`);
-    subscribers fetch it by that reference. A retry stores the same bytes under the same name.
+    stores a body under a name derived from its event (aggregate type / aggregate id / event
+    id) and sends a message that refers to it (CloudEvents `dataref`); subscribers fetch it by
+    that reference. A retry stores the same bytes under the same name.
 
     Errors: `PayloadStoreError` (the store failed: retry), `PayloadNotFoundError` (nothing
     there), `PayloadReferenceError` (not one of this store's references: never fetched)."""
@@ -135,7 +208,7 @@ class PayloadStore(abc.ABC):
     @abc.abstractmethod
     def reference(self, name: str) -> str:
         """The reference (a URL) of what is stored under `name`: known before it is stored,
-        the same for every retry."""
+        the same for every retry (no I/O)."""
 
     @abc.abstractmethod
     def put(self, name: str, body: bytes, *, content_type: str) -> None:
@@ -146,70 +219,17 @@ class PayloadStore(abc.ABC):
         """The body a reference of this store names."""
 
 
-@dataclass(frozen=True)
-class QuarantinedEvent:
-    """A quarantine record: the event set aside (parsed as the relay parses it: `event` is what
-    a replay sends again), why, when, how often it was replayed, and whether it is resolved."""
-
-    event_id: str
-    aggregate_type: str | None
-    #: the event's partition: its aggregate's id
-    aggregate_id: str
-    action: str | None
-    version: int | None
-    reason: str
-    quarantined_at: datetime | None
-    replays: int
-    resolved_at: datetime | None
-    event: OutboxRecord | Unreadable = field(repr=False)
-
-    @property
-    def resolved(self) -> bool:
-        return self.resolved_at is not None
-
-
-class Quarantine(abc.ABC):
-    """Keeps stored events that cannot become messages, with the reason; lists, replays'
-    outcomes and discards them."""
+class AsyncPayloadStore(abc.ABC):
+    """`PayloadStore`, async (`reference` does no I/O: it stays sync)."""
 
     @abc.abstractmethod
-    def put(self, event: OutboxRecord | Unreadable, *, reason: str) -> None:
-        """Keep the event with the reason (idempotent: the same event is one record)."""
+    def reference(self, name: str) -> str: ...
 
     @abc.abstractmethod
-    def get(self, event_id: str) -> QuarantinedEvent:
-        """The record of an event, resolved or not. Raises NotFoundError."""
+    async def put(self, name: str, body: bytes, *, content_type: str) -> None: ...
 
     @abc.abstractmethod
-    def list_page(self, *, page_size: int,
-                  continuation: str | None) -> Page[QuarantinedEvent]:
-        """One page of records (resolved ones too, until they expire), and the next token."""
-
-    @abc.abstractmethod
-    def count(self) -> int:
-        """How many records are not resolved."""
-
-    @abc.abstractmethod
-    def replayed(self, entry: QuarantinedEvent, *, resolved: bool, reason: str,
-                 ttl_seconds: int) -> QuarantinedEvent:
-        """Record a replay of `entry` (as read before the replay): resolved (kept, expiring
-        after `ttl_seconds`) or still quarantined with the new reason; replays + 1."""
-
-    @abc.abstractmethod
-    def discard(self, entry: QuarantinedEvent) -> None:
-        """Delete the record. Raises NotFoundError when it is gone already."""
-
-
-class EventStore(abc.ABC):
-    """The event documents still stored (not yet expired), for a re-drive."""
-
-    @abc.abstractmethod
-    def events_since(
-        self, since: datetime, *, aggregate_type: str | None = None,
-        aggregate_id: str | None = None,
-    ) -> list[OutboxRecord | Unreadable]:
-        """Every stored event created at or after `since`, of one aggregate type and one
-        aggregate if given (an aggregate id is read in its own partition)."""
+    async def get(self, reference: str) -> bytes: ...
 
 
 @dataclass(frozen=True)
@@ -232,3 +252,10 @@ class BacklogEstimator(abc.ABC):
 
     @abc.abstractmethod
     def estimate(self) -> list[LeaseBacklog]: ...
+
+
+class AsyncBacklogEstimator(abc.ABC):
+    """`BacklogEstimator`, async."""
+
+    @abc.abstractmethod
+    async def estimate(self) -> list[LeaseBacklog]: ...

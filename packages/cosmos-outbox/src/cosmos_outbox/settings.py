@@ -22,6 +22,8 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from cosmos_outbox._records import LegacyEvents
+
 # The host cannot resolve %SETTING% in int binding properties, but the Python worker indexes the
 # app with the app settings in its environment: the trigger reads these at indexing time
 # (`load_trigger_settings`), so the app settings take effect in Azure too.
@@ -32,24 +34,13 @@ DEFAULT_BACKLOG_ESTIMATE_SCHEDULE = "0 * * * * *"
 
 
 __all__ = [
-    "DEFAULT_BACKLOG_ESTIMATE_SCHEDULE",
-    "DEFAULT_EVENT_TTL_SECONDS",
-    "DEFAULT_FEED_POLL_DELAY_MS",
-    "DEFAULT_IDEMPOTENCY_TTL_SECONDS",
-    "DEFAULT_MAX_ITEMS_PER_INVOCATION",
-    "DEFAULT_PAYLOAD_CONTAINER",
-    "DEFAULT_PAYLOAD_MAX_BYTES",
-    "DEFAULT_SERVICEBUS_MAX_MESSAGE_BYTES",
-    "RETIRED_SETTINGS",
     "CosmosSettings",
+    "LegacyEvents",
     "OutboxSettings",
-    "PayloadConnection",
     "PayloadSettings",
     "SettingsError",
     "TriggerSettings",
-    "load_payload_settings",
     "load_settings",
-    "load_trigger_settings",
     "read_settings",
 ]
 

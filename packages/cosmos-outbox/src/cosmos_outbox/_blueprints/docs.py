@@ -6,7 +6,7 @@ answer alike."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import cache
 from typing import Any
 
@@ -14,8 +14,10 @@ import azure.functions as func
 from azure.functions.decorators.function_app import Function
 
 from cosmos_outbox._domain import Aggregate
+from cosmos_outbox.http._api import HttpApi
+from cosmos_outbox.http._bounded import BOUND_SECONDS
 from cosmos_outbox.http._openapi import openapi_document
-from cosmos_outbox.http._operations import BOUND_SECONDS, HttpApi, HttpCall, Reply
+from cosmos_outbox.http._pipeline import HttpCall, Reply
 from cosmos_outbox.http._routing import fallback, http_routes
 
 _HEALTHY = {"type": "object", "properties": {"status": {"const": "healthy"}},
@@ -25,16 +27,17 @@ _HEALTHY = {"type": "object", "properties": {"status": {"const": "healthy"}},
 def docs_blueprint(
     functions: Callable[[], Sequence[Function]],
     *,
-    ping: Callable[[], None],
+    ping: Callable[[], Awaitable[None]],
     title: str,
     description: str,
     aggregates: Iterable[type[Aggregate]] = (),
+    asynchronous: bool = False,
 ) -> func.Blueprint:
     """Health, the OpenAPI document and the fallback of an app whose indexed functions
-    `functions()` gives (`cosmos_outbox.http._routing.FunctionApp.get_functions`); `ping` checks
-    the store; the document describes the events of `aggregates`."""
-    bp = func.Blueprint()  # type: ignore[no-untyped-call]  # untyped in azure-functions
-    api = HttpApi(bp, auth_level=func.AuthLevel.ANONYMOUS)
+    `functions()` gives; `ping` checks the store; the document describes the events of
+    `aggregates`. `asynchronous`: /health is an `async def` function."""
+    api = HttpApi(auth_level=func.AuthLevel.ANONYMOUS)
+    bp = api.blueprint
     documented = tuple(aggregates)
 
     @cache
@@ -45,13 +48,14 @@ def docs_blueprint(
     @api.operation(route="health", method="GET", status=200,
                    summary=f"Health: checks the store (answers within {BOUND_SECONDS:g} s: "
                            "503 when the store fails or does not answer)",
-                   response_schema=_HEALTHY, errors=(400, 500, 503), bounded=True)
-    def health(call: HttpCall[None]) -> Reply:
-        ping()
+                   response_schema=_HEALTHY, errors=(400, 500, 503), bounded=True,
+                   asynchronous=asynchronous)
+    async def health(call: HttpCall[None]) -> Reply:
+        await ping()
         return Reply({"status": "healthy"})
 
     @api.operation(route="openapi.json", method="GET", status=200, summary="This document",
-                   response_schema={"type": "object"}, errors=(400,))
+                   response_schema={"type": "object"}, errors=(400,), asynchronous=False)
     def openapi(call: HttpCall[None]) -> Reply:
         return Reply(document())
 

@@ -1,5 +1,10 @@
-"""The operators' API models: request bodies and the views answered by the `/outbox/...` routes.
+"""The operators' routes (`/outbox/...` by default, auth level ADMIN: the host's master key) and
+their models: the outbox's status, the quarantine (list, replay, discard) and re-drive.
 Aggregate-neutral: a record names its aggregate by `aggregateType` + `aggregateId`, nothing else.
+
+Decision: the reason of a discard is the required query parameter `reason` (1-500 characters,
+the text rules of every field). DELETE bodies are dropped by some clients and proxies, and a
+query parameter shows in the host's request log next to the route.
 
 An app whose clients know another spelling (an alias of one aggregate type's id) subclasses
 `RedriveRequest` (overriding `scope`), `QuarantineItem` (overriding `of`) and
@@ -9,13 +14,25 @@ parsing and the OpenAPI document then read the app's models."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Self
+from typing import TYPE_CHECKING, Annotated, Any, Self
 
-from pydantic import BeforeValidator, ConfigDict, Field, WithJsonSchema, model_validator
+import azure.functions as func
+from pydantic import (
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    WithJsonSchema,
+    model_validator,
+)
 
+from cosmos_outbox._quarantine import QuarantinedEvent
 from cosmos_outbox._text import Text
+from cosmos_outbox.http._api import HttpApi
+from cosmos_outbox.http._declaration import PathParameter, QueryParameter
 from cosmos_outbox.http._models import (
     Identifier,
     Model,
@@ -23,9 +40,12 @@ from cosmos_outbox.http._models import (
     RequestModel,
     omit_null_defaults,
 )
-from cosmos_outbox.ports import Page, QuarantinedEvent
+from cosmos_outbox.http._paging import next_token
+from cosmos_outbox.http._pipeline import HttpCall, Reply
+from cosmos_outbox.ports import Page
 
 if TYPE_CHECKING:
+    from cosmos_outbox._outbox import Wiring
     from cosmos_outbox._relay.operators import OutboxStatus
 
 __all__ = [
@@ -146,15 +166,11 @@ class QuarantineItem(Model):
 
     @classmethod
     def fields_of(cls, entry: QuarantinedEvent) -> dict[str, object]:
-        """The fields of the item of `entry`, by name (a subclass adds its own to them)."""
-        return {
-            "event_id": entry.event_id, "aggregate_type": entry.aggregate_type,
-            "aggregate_id": entry.aggregate_id, "action": entry.action,
-            "version": entry.version, "reason": entry.reason,
-            "quarantined_at": entry.quarantined_at, "replays": entry.replays,
-            "status": "resolved" if entry.resolved else "quarantined",
-            "resolved_at": entry.resolved_at,
-        }
+        """The fields of the item of `entry`: the record's of the same name, and its status (a
+        subclass adds its own to them)."""
+        shown = {name: getattr(entry, name) for name in QuarantineItem.model_fields
+                 if hasattr(entry, name)}
+        return {**shown, "status": "resolved" if entry.resolved else "quarantined"}
 
     @classmethod
     def of(cls, entry: QuarantinedEvent) -> Self:
@@ -181,3 +197,84 @@ class OperatorModels:
 
 def _round(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
+
+
+EVENT_ID = PathParameter("eventId", "the event id")
+REASON = QueryParameter(
+    "reason", TypeAdapter(OperatorReason),
+    "Why the event is discarded (written to the audit log)", required=True,
+    missing="reason is required: say why the event is discarded")
+_ERRORS = (400, 429, 500, 503)
+
+
+def operators_blueprint(
+    wiring: Callable[[], Wiring],
+    *,
+    asynchronous: bool,
+    models: OperatorModels = OperatorModels(),
+    route_prefix: str = "outbox",
+    auth_level: func.AuthLevel = func.AuthLevel.ADMIN,
+) -> func.Blueprint:
+    """The operators' routes under `route_prefix` (`outbox/status`, `outbox/quarantine`, ...),
+    at `auth_level` (ADMIN: the host's master key), served by `wiring()`; `models` are the
+    request and answer models (an app's subclasses). Bounded: a store or a broker that hangs
+    makes an operator's call a 503 + Retry-After within BOUND_SECONDS, as /health, never a wait
+    on the SDKs' own timeouts and retries."""
+    prefix = route_prefix.strip("/")
+    api = HttpApi(parameters={"eventId": EVENT_ID}, auth_level=auth_level, bounded=True)
+
+    def operation(**declared: Any) -> Callable[[Any], Any]:
+        return api.operation(asynchronous=asynchronous, **declared)
+
+    @operation(route=f"{prefix}/status", method="GET", status=200,
+               summary="Operators: the relay's backlog per lease and the number of quarantined "
+                       "events",
+               response=OutboxStatusView, errors=_ERRORS)
+    async def outbox_status(call: HttpCall[None]) -> Reply:
+        return Reply(OutboxStatusView.of(await wiring().operators().status()))
+
+    @operation(route=f"{prefix}/quarantine", method="GET", status=200, paged=True,
+               summary="Operators: the quarantined events (resolved ones too, until they "
+                       "expire), one page at a time",
+               response=models.quarantine_page, errors=_ERRORS)
+    async def list_quarantine(call: HttpCall[None]) -> Reply:
+        wired = wiring()
+        cursor = call.cursor(wired.quarantine_tokens)
+        page = await wired.operators().quarantine_page(
+            page_size=call.page_size, continuation=cursor.store_token if cursor else None)
+        token = next_token(page.continuation_token, cursor, wired.quarantine_tokens)
+        body = models.quarantine_page.of(Page(page.items, token), models.quarantine_item)
+        return Reply(body, {"X-Continuation-Token": token} if token else {})
+
+    @operation(route=f"{prefix}/quarantine/{{eventId}}/replay", method="POST", status=202,
+               summary="Operators: send a quarantined event through the relay again with its "
+                       "own id; the record answered is resolved, or still quarantined with "
+                       "the new reason",
+               response=models.quarantine_item, errors=(400, 404, 429, 500, 503))
+    async def replay_quarantined(call: HttpCall[None]) -> Reply:
+        replayed = await wiring().operators().replay(call.path["eventId"])
+        return Reply(models.quarantine_item.of(replayed))
+
+    @operation(route=f"{prefix}/quarantine/{{eventId}}", method="DELETE", status=204,
+               summary="Operators: delete a quarantine record for good, with the reason "
+                       "(audit log)",
+               query=(REASON,), errors=(400, 404, 429, 500, 503))
+    async def discard_quarantined(call: HttpCall[None]) -> Reply:
+        await wiring().operators().discard(call.path["eventId"], call.query["reason"])
+        return Reply()
+
+    @operation(route=f"{prefix}/redrive", method="POST", status=202,
+               summary="Operators: publish again every stored event created at or after "
+                       "`since` (of one aggregate type, and one aggregate, if given), per "
+                       "aggregate in version order (duplicates inside the topic's detection "
+                       "window are dropped)",
+               request=models.redrive_request, response=RedriveView,
+               errors=(400, 413, 415, 429, 500, 503))
+    async def redrive_events(call: HttpCall[Any]) -> Reply:
+        aggregate_type, aggregate_id = call.body.scope
+        report = await wiring().operators().redrive(
+            call.body.since, aggregate_type=aggregate_type, aggregate_id=aggregate_id)
+        return Reply(RedriveView(events=report.events, sent=report.sent,
+                                 quarantined=report.quarantined))
+
+    return api.blueprint

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from cosmos_outbox._relay.telemetry import RelayTelemetry
-from cosmos_outbox.ports import BacklogEstimator, LeaseBacklog
+from cosmos_outbox.ports import AsyncBacklogEstimator, LeaseBacklog
 
 #: The log category operators filter on (kept across module moves).
 logger = logging.getLogger("application.backlog")
@@ -23,8 +23,8 @@ class Backlog:
     oldest_age_seconds: float
 
 
-def report_backlog(
-    estimator: BacklogEstimator,
+async def report_backlog(
+    estimator: AsyncBacklogEstimator,
     telemetry: RelayTelemetry,
     *,
     event_ttl_seconds: int,
@@ -33,7 +33,7 @@ def report_backlog(
     """Estimate, record the gauges, and log. The TTL guard: when the oldest pending change is
     older than half the event TTL, log an error every time (events expire unrelayed at TTL)."""
     now = clock()
-    leases = estimator.estimate()
+    leases = await estimator.estimate()
     ages = [(b.lease, b.pending, age_seconds(b, now)) for b in leases]
     telemetry.backlog(ages)
     backlog = Backlog(leases, sum(b.pending for b in leases),

@@ -17,18 +17,14 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from cosmos_outbox._relay import Relay
+from cosmos_outbox._documents import EVENT_TYPE, read_feed, selected
+from cosmos_outbox._quarantine import Quarantine, QuarantinedEvent
+from cosmos_outbox._records import LegacyEvents, NotAnEvent, OutboxRecord, Unreadable
 from cosmos_outbox._relay.backlog import age_seconds
+from cosmos_outbox._relay.relay import Relay
 from cosmos_outbox._relay.telemetry import error_type
 from cosmos_outbox.errors import PublishFailedError
-from cosmos_outbox.ports import (
-    BacklogEstimator,
-    EventStore,
-    LeaseBacklog,
-    Page,
-    Quarantine,
-    QuarantinedEvent,
-)
+from cosmos_outbox.ports import AsyncBacklogEstimator, AsyncDocumentStore, LeaseBacklog, Page
 
 #: The log category operators filter on (kept across module moves).
 logger = logging.getLogger("application.admin")
@@ -55,79 +51,98 @@ class RedriveReport:
     quarantined: int
 
 
+async def stored_events(
+    store: AsyncDocumentStore, since: datetime, *, aggregate_type: str | None = None,
+    aggregate_id: str | None = None, legacy: LegacyEvents | None = None,
+) -> list[OutboxRecord | Unreadable]:
+    """Every event document still stored (not expired) created at or after `since` (by
+    `data.createdAt`: not indexed, filtered here; no index is added for an operator's occasional
+    re-drive), of one aggregate type and one aggregate (read in its partition) if given."""
+    documents = [d for d in await store.of_type(EVENT_TYPE, partition_key=aggregate_id)
+                 if selected(d, since, aggregate_type, legacy=legacy)]
+    return [item for item in read_feed(documents, legacy=legacy)
+            if not isinstance(item, NotAnEvent)]
+
+
 class OutboxOperators:
+    """The operators' use cases over the outbox's container, relay and backlog estimator (the
+    async API's; the sync API runs them)."""
+
     def __init__(
         self,
         *,
+        store: AsyncDocumentStore,
         quarantine: Quarantine,
-        events: EventStore,
         relay: Callable[[], Relay],
-        backlog: Callable[[], BacklogEstimator],
+        backlog: Callable[[], AsyncBacklogEstimator],
         event_ttl_seconds: int,
+        legacy: LegacyEvents | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
+        self._store = store
         self._quarantine = quarantine
-        self._events = events
+        self._legacy = legacy
         self._relay = relay
         self._backlog = backlog
         self._ttl = event_ttl_seconds
         self._clock = clock
 
-    def status(self) -> OutboxStatus:
+    async def status(self) -> OutboxStatus:
         """The change-feed backlog as the estimator sees it, and the unresolved quarantine."""
         now = self._clock()
-        leases = [LeaseStatus(b, age_seconds(b, now)) for b in self._backlog().estimate()]
+        leases = [LeaseStatus(b, age_seconds(b, now))
+                  for b in await self._backlog().estimate()]
         ages = [s.oldest_age_seconds for s in leases if s.oldest_age_seconds is not None]
         return OutboxStatus(
             pending=sum(s.lease.pending for s in leases),
             oldest_age_seconds=max(ages) if ages else None,
-            quarantined=self._quarantine.count(),
+            quarantined=await self._quarantine.count(),
             leases=leases,
         )
 
-    def quarantine_page(self, *, page_size: int,
-                        continuation: str | None) -> Page[QuarantinedEvent]:
-        return self._quarantine.list_page(page_size=page_size, continuation=continuation)
+    async def quarantine_page(self, *, page_size: int,
+                              continuation: str | None) -> Page[QuarantinedEvent]:
+        return await self._quarantine.list_page(page_size=page_size, continuation=continuation)
 
-    def replay(self, event_id: str) -> QuarantinedEvent:
+    async def replay(self, event_id: str) -> QuarantinedEvent:
         """Send the stored event through the relay again, with its own id. Sent: the record is
         resolved. Set aside again (or the send failed): it stays, with the new reason, and
         replays + 1. A resolved record is not sent again (replaying twice is harmless)."""
-        entry = self._quarantine.get(event_id)
+        entry = await self._quarantine.get(event_id)
         if entry.resolved:
             _audit("quarantine.replay", entry, "already resolved; nothing sent")
             return entry
         try:
-            report = self._relay().relay([entry.event])
+            report = await self._relay().relay([entry.event])
         except Exception as exc:  # the broker failed: recorded, and the record stays
             reason = f"replay failed to send: {error_type(exc)}"
-            result = self._quarantine.replayed(entry, resolved=False, reason=reason,
+            result = await self._quarantine.replayed(entry, resolved=False, reason=reason,
                                                ttl_seconds=self._ttl)
         else:
             reason = report.reasons.get(entry.event_id, "")
-            result = self._quarantine.replayed(entry, resolved=not reason, reason=reason,
+            result = await self._quarantine.replayed(entry, resolved=not reason, reason=reason,
                                                ttl_seconds=self._ttl)
         _audit("quarantine.replay", result,
                "resolved" if result.resolved else f"still quarantined: {result.reason}")
         return result
 
-    def discard(self, event_id: str, reason: str) -> QuarantinedEvent:
+    async def discard(self, event_id: str, reason: str) -> QuarantinedEvent:
         """Delete the record for good; the audit line names the event and the reason."""
-        entry = self._quarantine.get(event_id)
-        self._quarantine.discard(entry)
+        entry = await self._quarantine.get(event_id)
+        await self._quarantine.discard(entry)
         _audit("quarantine.discard", entry, reason)
         return entry
 
-    def redrive(self, since: datetime, *, aggregate_type: str | None = None,
-                aggregate_id: str | None = None) -> RedriveReport:
+    async def redrive(self, since: datetime, *, aggregate_type: str | None = None,
+                      aggregate_id: str | None = None) -> RedriveReport:
         """Publish again every stored event created at or after `since` (of one aggregate type,
         and one aggregate of it, if given), through the relay: per aggregate in version order,
         MessageId = event id. The topic drops those still in its duplicate-detection window;
         older ones are repeats."""
-        events = self._events.events_since(since, aggregate_type=aggregate_type,
-                                           aggregate_id=aggregate_id)
+        events = await stored_events(self._store, since, aggregate_type=aggregate_type,
+                                     aggregate_id=aggregate_id, legacy=self._legacy)
         try:
-            report = self._relay().relay(events)
+            report = await self._relay().relay(events)
         except Exception as exc:
             raise PublishFailedError(f"re-drive failed to send: {error_type(exc)}") from exc
         result = RedriveReport(len(events), report.sent, len(report.quarantined))

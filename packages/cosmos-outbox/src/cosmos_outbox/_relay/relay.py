@@ -27,6 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from cosmos_outbox._aio import as_async
+from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._records import (
     FeedItem,
     NotAnEvent,
@@ -39,7 +41,13 @@ from cosmos_outbox._records import (
     to_message,
 )
 from cosmos_outbox._relay.telemetry import RelayTelemetry, SentEvent, error_type
-from cosmos_outbox.ports import MessageBatch, MessagePublisher, PayloadStore, Quarantine
+from cosmos_outbox.ports import (
+    AsyncMessagePublisher,
+    AsyncPayloadStore,
+    MessageBatch,
+    MessagePublisher,
+    PayloadStore,
+)
 from cosmos_outbox.settings import DEFAULT_PAYLOAD_MAX_BYTES
 
 #: The log category operators filter on (kept across module moves).
@@ -66,27 +74,28 @@ class RelayReport:
 class Relay:
     """Relays outbox records to the publisher. With `payloads` (the claim check), an event too
     large for a message is offloaded when its body is at most `max_payload_bytes`; without, it
-    is quarantined."""
+    is quarantined. The async API's (the sync API runs it over sync adapters)."""
 
     def __init__(
         self,
-        publisher: MessagePublisher,
+        publisher: AsyncMessagePublisher | MessagePublisher,
         quarantine: Quarantine,
         telemetry: RelayTelemetry,
         *,
-        payloads: PayloadStore | None = None,
+        payloads: AsyncPayloadStore | PayloadStore | None = None,
         max_payload_bytes: int = DEFAULT_PAYLOAD_MAX_BYTES,
     ) -> None:
-        self._publisher = publisher
+        self._publisher = as_async(publisher)
         self._quarantine = quarantine
         self._telemetry = telemetry
-        self._payloads = payloads if max_payload_bytes > 0 else None
+        self._payloads = as_async(payloads) if payloads is not None and max_payload_bytes > 0 \
+            else None
         self._max_payload = max_payload_bytes
 
-    def relay(self, items: Iterable[FeedItem]) -> RelayReport:
+    async def relay(self, items: Iterable[FeedItem]) -> RelayReport:
         report = RelayReport()
         try:
-            self._relay(items, report)
+            await self._relay(items, report)
         except Exception as exc:
             self._telemetry.failed(exc)
             _log(report, exc)
@@ -94,7 +103,7 @@ class Relay:
         _log(report, None)
         return report
 
-    def _relay(self, items: Iterable[FeedItem], report: RelayReport) -> None:
+    async def _relay(self, items: Iterable[FeedItem], report: RelayReport) -> None:
         events: dict[str, OutboxRecord | Unreadable] = {}
         sent_events: dict[str, SentEvent] = {}
         oldest: float | None = None  # creation time of the oldest event, epoch seconds
@@ -117,45 +126,45 @@ class Relay:
         out = _Outgoing(self, report)
         for event in _in_session_order(events.values()):
             if isinstance(event, Unreadable):
-                self._put_aside(event, event.reason, report, out)
+                await self._put_aside(event, event.reason, report, out)
                 continue
             message = to_message(event)
-            if not out.add(message, sent_events[event.event_id], notice=False):
-                self._offload(event, message, sent_events[event.event_id], report, out)
-        out.flush()
+            if not await out.add(message, sent_events[event.event_id], notice=False):
+                await self._offload(event, message, sent_events[event.event_id], report, out)
+        await out.flush()
 
-    def _offload(self, event: OutboxRecord, message: OutboxMessage, sent: SentEvent,
+    async def _offload(self, event: OutboxRecord, message: OutboxMessage, sent: SentEvent,
                  report: RelayReport, out: _Outgoing) -> None:
         """An event too large for a message: its claim-check message in its place, its body
         stored before the batch holding that message can be sent; or quarantined."""
         size = len(message.body)
         too_large = f"message of {size} bytes is larger than the entity's message size limit"
         if self._payloads is None:
-            self._put_aside(event, f"{too_large} (no claim check: no payload storage, or "
+            await self._put_aside(event, f"{too_large} (no claim check: no payload storage, or "
                             "OUTBOX_PAYLOAD_MAX_BYTES is 0)", report, out)
             return
         if size > self._max_payload:
-            self._put_aside(event, f"{too_large}, and its body is larger than "
+            await self._put_aside(event, f"{too_large}, and its body is larger than "
                             f"OUTBOX_PAYLOAD_MAX_BYTES ({self._max_payload}) for a claim check",
                             report, out)
             return
         name = payload_name(event)
         claim = claim_check(message, self._payloads.reference(name))
-        if not out.add(claim, sent, notice=False, offloaded=size):
-            self._put_aside(event, f"{too_large}, and its claim-check message does not fit "
+        if not await out.add(claim, sent, notice=False, offloaded=size):
+            await self._put_aside(event, f"{too_large}, and its claim-check message does not fit "
                             "either (its properties are too large)", report, out)
             return
         # Stored now, before `out` can send the batch holding the claim check: a failure
         # raises, nothing of that batch is sent, and the retry stores the same bytes again.
-        self._payloads.put(name, message.body, content_type=message.content_type)
+        await self._payloads.put(name, message.body, content_type=message.content_type)
         logger.info("relay offloaded event %s (%d bytes) to %s", event.event_id, size,
                     claim.dataref, extra={"outbox.event_id": event.event_id,
                                           "outbox.offloaded_bytes": size,
                                           "outbox.dataref": claim.dataref})
 
-    def _send(self, batch: MessageBatch, events: list[SentEvent], report: RelayReport,
-              notices: int, offloaded: list[int]) -> None:
-        self._telemetry.send(events, lambda: self._publisher.send(batch))
+    async def _send(self, batch: MessageBatch, events: list[SentEvent], report: RelayReport,
+                    notices: int, offloaded: list[int]) -> None:
+        await self._telemetry.send(events, lambda: self._publisher.send(batch))
         report.sent += len(batch) - notices
         report.notices += notices
         report.batches += 1
@@ -164,19 +173,19 @@ class Relay:
             report.offloaded += len(offloaded)
             report.offloaded_bytes += sum(offloaded)
 
-    def _put_aside(
+    async def _put_aside(
         self, event: OutboxRecord | Unreadable, reason: str, report: RelayReport, out: _Outgoing
     ) -> None:
         """Quarantine the event, then publish its notice in its session, where the event would
         have been (after the earlier versions, before the later ones)."""
         logger.error("relay quarantined event %s: %s", event.event_id, reason,
                      extra={"outbox.event_id": event.event_id, "outbox.reason": reason})
-        self._quarantine.put(event, reason=reason)
+        await self._quarantine.put(event, reason=reason)
         self._telemetry.quarantined()
         report.quarantined.append(event.event_id)
         report.reasons[event.event_id] = reason
         notice = quarantine_notice(event, reason)
-        if notice is not None and not out.add(
+        if notice is not None and not await out.add(
                 notice, SentEvent(getattr(event, "traceparent", None), None), notice=True):
             logger.error("the quarantine notice of event %s does not fit in a message",
                          event.event_id)
@@ -193,14 +202,14 @@ class _Outgoing:
         self._offloaded: list[int] = []
         self._refreshed = False
 
-    def add(self, message: OutboxMessage, event: SentEvent, *, notice: bool,
-            offloaded: int | None = None) -> bool:
+    async def add(self, message: OutboxMessage, event: SentEvent, *, notice: bool,
+                  offloaded: int | None = None) -> bool:
         """Add the message to the current batch, or to a new one when that is full; False
         when it does not fit even in an empty batch. `offloaded`: the size of the body a
         claim-check message stands for."""
         if self._batch is None:
-            self._batch = self._relay._publisher.create_batch()
-        if not self._batch.try_add(message) and not self._fits_a_new_batch(message):
+            self._batch = await self._relay._publisher.create_batch()
+        if not self._batch.try_add(message) and not await self._fits_a_new_batch(message):
             return False
         self._events.append(event)
         self._notices += notice
@@ -208,7 +217,7 @@ class _Outgoing:
             self._offloaded.append(offloaded)
         return True
 
-    def _fits_a_new_batch(self, message: OutboxMessage) -> bool:
+    async def _fits_a_new_batch(self, message: OutboxMessage) -> bool:
         """The current batch is full: the message in a new one. False when it does not fit an
         empty batch, even on a fresh link when the publisher may learn a larger limit there
         (asked once per invocation: a namespace moved to Premium since the link opened)."""
@@ -217,22 +226,22 @@ class _Outgoing:
         # A message whose body alone is as large as a batch can never fit one of this link:
         # the batch being filled is kept (the claim check that stands for it goes in it too).
         if len(self._batch) and len(message.body) < self._batch.max_size_in_bytes:
-            self.flush()
-            self._batch = publisher.create_batch()
+            await self.flush()
+            self._batch = await publisher.create_batch()
             if self._batch.try_add(message):
                 return True
         if self._refreshed:
             return False
         self._refreshed = True
-        if not publisher.refresh():
+        if not await publisher.refresh():
             return False
-        self.flush()  # what the batch being filled holds goes first, in order
-        self._batch = publisher.create_batch()
+        await self.flush()  # what the batch being filled holds goes first, in order
+        self._batch = await publisher.create_batch()
         return self._batch.try_add(message)
 
-    def flush(self) -> None:
+    async def flush(self) -> None:
         if self._batch is not None and len(self._batch):
-            self._relay._send(self._batch, self._events, self._report, self._notices,
+            await self._relay._send(self._batch, self._events, self._report, self._notices,
                               self._offloaded)
         self._batch, self._events, self._notices, self._offloaded = None, [], 0, []
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Final
@@ -179,7 +179,8 @@ class RelayTelemetry:
         self._oldest = meter.create_gauge(
             OLDEST_PENDING_AGE, unit="s", description=spec[OLDEST_PENDING_AGE].description)
 
-    def send(self, events: Sequence[SentEvent], send: Callable[[], None]) -> None:
+    async def send(self, events: Sequence[SentEvent], send: Callable[[], Awaitable[None]]
+                   ) -> None:
         """Run `send` (one batch) inside a PRODUCER span linked to each event's context, and
         record its duration, the messages sent and each event's lag once it was accepted."""
         links: list[Link] = []
@@ -201,7 +202,7 @@ class RelayTelemetry:
         ) as span:
             start = time.perf_counter()
             try:
-                send()
+                await send()
             except BaseException as exc:
                 kind = error_type(exc)
                 span.set_attribute("error.type", kind)

@@ -1,9 +1,10 @@
-"""The claim check's payload store on Azure Blob Storage (azure-storage-blob): a private
-container, reached with a connection string or a managed identity. Imported where the relay
-runs or a subscriber meets its first `dataref`, never at indexing."""
+"""Blob Storage: the claim check's payload store on azure-storage-blob, sync
+(`BlobPayloadStore`) and on its `aio` client (`AsyncBlobPayloadStore`): one private block blob
+per offloaded body; a reference is the blob's URL, and a URL outside the container is refused
+without a request."""
 
 from __future__ import annotations
 
-from cosmos_outbox.blob._payloads import BlobPayloadStore, blob_payload_store
+from cosmos_outbox.blob._payloads import AsyncBlobPayloadStore, BlobPayloadStore
 
-__all__ = ["BlobPayloadStore", "blob_payload_store"]
+__all__ = ["AsyncBlobPayloadStore", "BlobPayloadStore"]

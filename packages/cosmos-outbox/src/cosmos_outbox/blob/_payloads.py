@@ -11,15 +11,18 @@ from 15 s) would hold an invocation for it."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from azure.core.exceptions import AzureError, ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient, ContainerClient, ContentSettings, ExponentialRetry
+from azure.storage.blob.aio import BlobServiceClient as AsyncBlobServiceClient
+from azure.storage.blob.aio import ContainerClient as AsyncContainerClient
 
 from cosmos_outbox.errors import PayloadNotFoundError, PayloadReferenceError, PayloadStoreError
-from cosmos_outbox.ports import PayloadStore
-from cosmos_outbox.settings import PayloadConnection, PayloadSettings
+from cosmos_outbox.ports import AsyncPayloadStore, PayloadStore
 
 logger = logging.getLogger(__name__)
 
@@ -37,59 +40,23 @@ def _client_options() -> dict[str, Any]:
     }
 
 
-class BlobPayloadStore(PayloadStore):
-    """Bodies as block blobs of one container (`container`: the SDK's client of it)."""
+class _Container:
+    """What both stores know of their container: its references, and how a reference is
+    checked and named (no I/O)."""
 
-    def __init__(self, container: ContainerClient) -> None:
-        self._container = container
+    def __init__(self, container: ContainerClient | AsyncContainerClient) -> None:
+        self.name = container.container_name
+        self._client = container
         #: every reference of this store starts with it
         self._prefix = container.url.rstrip("/") + "/"
 
-    @classmethod
-    def connect(cls, connection: PayloadConnection) -> BlobPayloadStore:
-        """From a connection string, or a blob service URI with `DefaultAzureCredential` (the
-        app's managed identity: AZURE_CLIENT_ID names a user-assigned one)."""
-        if connection.connection_string is not None:
-            service = BlobServiceClient.from_connection_string(
-                connection.connection_string.get_secret_value(), **_client_options())
-        else:
-            from azure.identity import DefaultAzureCredential
-
-            assert connection.service_uri is not None
-            service = BlobServiceClient(connection.service_uri,
-                                        credential=DefaultAzureCredential(), **_client_options())
-        return cls(service.get_container_client(connection.container))
-
     def reference(self, name: str) -> str:
-        return self._container.get_blob_client(name).url
+        return str(self._client.get_blob_client(name).url)
 
-    def put(self, name: str, body: bytes, *, content_type: str) -> None:
-        try:
-            self._container.upload_blob(
-                name, body, overwrite=True, length=len(body),
-                content_settings=ContentSettings(content_type=content_type))
-        except ResourceNotFoundError as exc:  # the container does not exist
-            raise PayloadStoreError(
-                f"payload container {self._container.container_name} not found: "
-                f"{_code(exc)}") from exc
-        except AzureError as exc:
-            raise PayloadStoreError(f"storing payload {name} failed: {_code(exc)}") from exc
-
-    def get(self, reference: str) -> bytes:
-        name = self._name(reference)
-        try:
-            return self._container.download_blob(name).readall()
-        except ResourceNotFoundError:
-            raise PayloadNotFoundError(_shown(reference)) from None
-        except AzureError as exc:
-            raise PayloadStoreError(
-                f"reading payload {_shown(reference)} failed: {_code(exc)}") from exc
-
-    def _name(self, reference: str) -> str:
+    def blob_name(self, reference: str) -> str:
         """The blob name of a reference of this container; refused otherwise."""
         if not reference.startswith(self._prefix):
-            raise PayloadReferenceError(_shown(reference),
-                                        "not in this store's container")
+            raise PayloadReferenceError(_shown(reference), "not in this store's container")
         parts = urlsplit(reference)
         if parts.query or parts.fragment:
             raise PayloadReferenceError(_shown(reference), "a query or fragment")
@@ -97,6 +64,102 @@ class BlobPayloadStore(PayloadStore):
         if not name or any(part in ("", ".", "..") for part in name.split("/")):
             raise PayloadReferenceError(_shown(reference), "not a payload name")
         return name
+
+    @contextmanager
+    def storing(self, name: str) -> Iterator[None]:
+        try:
+            yield
+        except ResourceNotFoundError as exc:  # the container does not exist
+            raise PayloadStoreError(
+                f"payload container {self.name} not found: {_code(exc)}") from exc
+        except AzureError as exc:
+            raise PayloadStoreError(f"storing payload {name} failed: {_code(exc)}") from exc
+
+    @contextmanager
+    def reading(self, reference: str) -> Iterator[None]:
+        try:
+            yield
+        except ResourceNotFoundError:
+            raise PayloadNotFoundError(_shown(reference)) from None
+        except AzureError as exc:
+            raise PayloadStoreError(
+                f"reading payload {_shown(reference)} failed: {_code(exc)}") from exc
+
+
+class BlobPayloadStore(PayloadStore):
+    """Bodies as block blobs of one container (`container`: the SDK's sync client of it)."""
+
+    def __init__(self, container: ContainerClient) -> None:
+        self._client = container
+        self._container = _Container(container)
+
+    @classmethod
+    def from_connection_string(cls, connection_string: str, container: str
+                               ) -> BlobPayloadStore:
+        service = BlobServiceClient.from_connection_string(connection_string,
+                                                           **_client_options())
+        return cls(service.get_container_client(container))
+
+    @classmethod
+    def from_service_uri(cls, service_uri: str, container: str) -> BlobPayloadStore:
+        """With `DefaultAzureCredential` (the app's managed identity: AZURE_CLIENT_ID names a
+        user-assigned one)."""
+        from azure.identity import DefaultAzureCredential
+
+        service = BlobServiceClient(service_uri, credential=DefaultAzureCredential(),
+                                    **_client_options())
+        return cls(service.get_container_client(container))
+
+    def reference(self, name: str) -> str:
+        return self._container.reference(name)
+
+    def put(self, name: str, body: bytes, *, content_type: str) -> None:
+        with self._container.storing(name):
+            self._client.upload_blob(name, body, overwrite=True, length=len(body),
+                                     content_settings=ContentSettings(content_type=content_type))
+
+    def get(self, reference: str) -> bytes:
+        name = self._container.blob_name(reference)
+        with self._container.reading(reference):
+            return self._client.download_blob(name).readall()
+
+
+class AsyncBlobPayloadStore(AsyncPayloadStore):
+    """`BlobPayloadStore` on the SDK's `aio` container client."""
+
+    def __init__(self, container: AsyncContainerClient) -> None:
+        self._client = container
+        self._container = _Container(container)
+
+    @classmethod
+    def from_connection_string(cls, connection_string: str, container: str
+                               ) -> AsyncBlobPayloadStore:
+        service = AsyncBlobServiceClient.from_connection_string(connection_string,
+                                                                **_client_options())
+        return cls(service.get_container_client(container))
+
+    @classmethod
+    def from_service_uri(cls, service_uri: str, container: str) -> AsyncBlobPayloadStore:
+        from azure.identity.aio import DefaultAzureCredential
+
+        service = AsyncBlobServiceClient(service_uri, credential=DefaultAzureCredential(),
+                                         **_client_options())
+        return cls(service.get_container_client(container))
+
+    def reference(self, name: str) -> str:
+        return self._container.reference(name)
+
+    async def put(self, name: str, body: bytes, *, content_type: str) -> None:
+        with self._container.storing(name):
+            await self._client.upload_blob(
+                name, body, overwrite=True, length=len(body),
+                content_settings=ContentSettings(content_type=content_type))
+
+    async def get(self, reference: str) -> bytes:
+        name = self._container.blob_name(reference)
+        with self._container.reading(reference):
+            downloaded = await self._client.download_blob(name)
+            return await downloaded.readall()
 
 
 def _shown(reference: str) -> str:
@@ -107,15 +170,3 @@ def _shown(reference: str) -> str:
 def _code(exc: AzureError) -> str:
     code = getattr(exc, "error_code", None)
     return f"{type(exc).__name__}" + (f" ({code})" if code else "")
-
-
-def blob_payload_store(settings: PayloadSettings) -> BlobPayloadStore | None:
-    """The payload store the settings name (OutboxPayloadStorage, else AzureWebJobsStorage);
-    None when there is none. No I/O here: the first request connects."""
-    connection = settings.payload_storage()
-    if connection is None:
-        return None
-    logger.info("claim check: payloads in container %s (from %s)", connection.container,
-                connection.setting, extra={"outbox.payload_container": connection.container,
-                                           "outbox.payload_setting": connection.setting})
-    return BlobPayloadStore.connect(connection)

@@ -1,14 +1,15 @@
-"""Cosmos clients built from settings: connection string (key) or managed identity."""
+"""Cosmos DB clients, sync and `aio`: connection string (key) or managed identity, with
+bounded timeouts."""
 
 from __future__ import annotations
 
 import warnings
 from typing import Any
 
-from azure.cosmos import ContainerProxy, CosmosClient
+from azure.cosmos import CosmosClient
+from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 
 from cosmos_outbox.cosmos._errors import cosmos_errors
-from cosmos_outbox.settings import OutboxSettings
 
 #: Bounded waits: a store that hangs costs a request at most about TIMEOUT_SECONDS, then the
 #: API answers 503 with Retry-After. The SDK's own retries (throttling included) run inside it.
@@ -30,37 +31,38 @@ def client_options() -> dict[str, Any]:
     }
 
 
-def cosmos_client(settings: OutboxSettings) -> CosmosClient:
-    """One client per process (it pools connections); identity when no key is configured."""
+def cosmos_client(*, connection_string: str | None = None, endpoint: str | None = None,
+                  verify_tls: bool = True) -> CosmosClient:
+    """One client per process (it pools connections): from a connection string (a key), else
+    the account `endpoint` with `DefaultAzureCredential` (the app's managed identity). Building
+    it reads the account: a store that is down or hangs fails here, as StoreUnavailableError."""
+    options = _options(verify_tls)
+    with cosmos_errors():
+        if connection_string is not None:
+            return CosmosClient.from_connection_string(connection_string, **options)
+        from azure.identity import DefaultAzureCredential
+
+        assert endpoint is not None, "a connection string or an account endpoint"
+        return CosmosClient(endpoint, credential=DefaultAzureCredential(), **options)
+
+
+def async_cosmos_client(*, connection_string: str | None = None, endpoint: str | None = None,
+                        verify_tls: bool = True) -> AsyncCosmosClient:
+    """`cosmos_client` on the SDK's `aio` client: one per process and event loop (it reads the
+    account on its first request)."""
+    options = _options(verify_tls)
+    if connection_string is not None:
+        return AsyncCosmosClient.from_connection_string(connection_string, **options)
+    from azure.identity.aio import DefaultAzureCredential
+
+    assert endpoint is not None, "a connection string or an account endpoint"
+    return AsyncCosmosClient(endpoint, credential=DefaultAzureCredential(), **options)
+
+
+def _options(verify_tls: bool) -> dict[str, Any]:
     options = client_options()
-    if not settings.cosmos_verify_tls:
+    if not verify_tls:
         # Only for local emulators with self-signed certificates.
         options["connection_verify"] = False
         warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-    # Building the client reads the account: a store that is down or hangs fails here too, as
-    # StoreUnavailableError (503) rather than an SDK error.
-    with cosmos_errors():
-        if settings.cosmos_connection is not None:
-            return CosmosClient.from_connection_string(
-                settings.cosmos_connection.get_secret_value(), **options
-            )
-        from azure.identity import DefaultAzureCredential
-
-        assert settings.cosmos_account_endpoint is not None
-        return CosmosClient(
-            settings.cosmos_account_endpoint, credential=DefaultAzureCredential(), **options
-        )
-
-
-def outbox_container(client: CosmosClient, settings: OutboxSettings) -> ContainerProxy:
-    """The container the aggregates and their events are written to (COSMOS_CONTAINER)."""
-    return client.get_database_client(settings.cosmos_database).get_container_client(
-        settings.cosmos_container
-    )
-
-
-def lease_container(client: CosmosClient, settings: OutboxSettings) -> ContainerProxy:
-    """The change-feed trigger's lease container (read by the backlog estimate)."""
-    return client.get_database_client(settings.cosmos_database).get_container_client(
-        settings.cosmos_lease_container
-    )
+    return options

@@ -14,9 +14,9 @@ from azure.cosmos.exceptions import (
 
 from cosmos_outbox.errors import (
     AlreadyExistsError,
-    ApplicationError,
     InvalidContinuationError,
     NotFoundError,
+    OutboxError,
     PreconditionFailedError,
     StoreUnavailableError,
     ThrottledError,
@@ -40,7 +40,7 @@ def _retry_after(headers: Mapping[str, str] | None) -> float:
 
 def translate(status: int, message: str, headers: Mapping[str, str] | None = None,
               *, sub_status: int | None = None, aggregate_type: str = "document",
-              aggregate_id: str = "") -> ApplicationError:
+              aggregate_id: str = "") -> OutboxError:
     if status == 404 and sub_status == OWNER_RESOURCE_NOT_FOUND:
         return StoreUnavailableError("the database or container does not exist",
                                      retry_after=30.0)
@@ -66,8 +66,10 @@ def cosmos_errors(aggregate_type: str = "document", aggregate_id: str = "") -> I
     except CosmosBatchOperationError as exc:
         failed = exc.operation_responses[exc.error_index] if exc.operation_responses else {}
         status = int(failed.get("statusCode", exc.status_code or 500))
-        raise translate(status, "batch operation failed", exc.headers,
-                        aggregate_type=aggregate_type, aggregate_id=aggregate_id) from None
+        error = translate(status, "batch operation failed", exc.headers,
+                          aggregate_type=aggregate_type, aggregate_id=aggregate_id)
+        error.operation_index = exc.error_index
+        raise error from None
     except CosmosClientTimeoutError:
         raise StoreUnavailableError("the store timed out") from None
     except CosmosHttpResponseError as exc:

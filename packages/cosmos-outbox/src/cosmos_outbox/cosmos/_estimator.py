@@ -28,87 +28,62 @@ from __future__ import annotations
 import base64
 import json
 import logging
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from azure.cosmos import ContainerProxy
+from azure.cosmos.aio import ContainerProxy as AsyncContainerProxy
 
+from cosmos_outbox._aio import run_sync
 from cosmos_outbox._documents import EVENT_TYPE, document_created_at
 from cosmos_outbox.cosmos._errors import cosmos_errors
-from cosmos_outbox.ports import BacklogEstimator, LeaseBacklog
+from cosmos_outbox.ports import AsyncBacklogEstimator, BacklogEstimator, LeaseBacklog
 
 logger = logging.getLogger(__name__)
 #: Changes read per lease for an exact count (beyond them, the backlog is estimated).
 SCAN = 100
 
 
-class CosmosBacklogEstimator(BacklogEstimator):
-    """Estimates from the lease container of a Cosmos DB trigger on the monitored container."""
+class _Feed(Protocol):
+    """What the estimate reads: the lease documents, the monitored container's feed ranges and
+    rid, and the changes after a position (sync and `aio` SDKs alike, awaited)."""
 
-    def __init__(
-        self, monitored: ContainerProxy, leases: ContainerProxy, *, lease_prefix: str = ""
-    ) -> None:
-        self._monitored = monitored
-        self._leases = leases
+    async def leases(self) -> list[dict[str, Any]]: ...
+
+    async def feed_ranges(self) -> list[dict[str, Any]]: ...
+
+    async def rid(self) -> str: ...
+
+    async def changes(self, start: dict[str, Any], limit: int
+                      ) -> tuple[list[dict[str, Any]], bool, dict[str, str]]:
+        """Up to about `limit` changes from `start`, whether the feed ended within them, and
+        the last response's headers."""
+        ...
+
+
+class _Estimate:
+    """The estimate, written once over a feed (`_Feed`)."""
+
+    def __init__(self, feed: _Feed, *, lease_prefix: str = "") -> None:
+        self._feed = feed
         self._prefix = lease_prefix
         self._rid: str | None = None
 
-    def estimate(self) -> list[LeaseBacklog]:
-        """Raises StoreUnavailableError/ThrottledError (application errors) when the store
-        fails or times out, as every adapter of the store does."""
+    async def estimate(self) -> list[LeaseBacklog]:
         with cosmos_errors():
-            leases = list(self._lease_documents())
+            leases = [doc for doc in await self._feed.leases() if _is_lease(doc, self._prefix)]
             if not leases:
-                leases = [
-                    {"LeaseToken": _range_name(feed_range), "feedRange": feed_range}
-                    for feed_range in self._monitored.read_feed_ranges()
-                ]
-            return [self._estimate(lease) for lease in leases]
+                leases = [{"LeaseToken": _range_name(feed_range), "feedRange": feed_range}
+                          for feed_range in await self._feed.feed_ranges()]
+            return [await self._estimate(lease) for lease in leases]
 
-    def _lease_documents(self) -> Iterator[dict[str, Any]]:
-        for doc in self._leases.query_items("SELECT * FROM c", enable_cross_partition_query=True):
-            doc_id = str(doc.get("id", ""))
-            if "LeaseToken" not in doc or doc_id.endswith((".info", ".lock")):
-                continue  # the processor's bookkeeping documents
-            if doc_id.startswith(self._prefix):
-                yield doc
-
-    def _estimate(self, lease: Mapping[str, Any]) -> LeaseBacklog:
+    async def _estimate(self, lease: Mapping[str, Any]) -> LeaseBacklog:
         name = str(lease.get("LeaseToken"))
-        headers: dict[str, str] = {}
+        changes, ended, headers = await self._feed.changes(await self._start(lease), SCAN)
+        return backlog_of(name, lease, changes, ended, headers)
 
-        def hook(response_headers: Mapping[str, Any], _result: object) -> None:
-            headers.clear()
-            headers.update({str(k).lower(): str(v) for k, v in response_headers.items()})
-
-        pages = self._monitored.query_items_change_feed(
-            max_item_count=SCAN, response_hook=hook, **self._start(lease)
-        ).by_page()
-        changes: list[dict[str, Any]] = []
-        ended = True
-        for page in pages:
-            changes.extend(page)
-            if len(changes) >= SCAN:
-                ended = False
-                break
-        owner, checkpoint = _lease_owner(lease)
-        events = [c for c in changes if c.get("type") == EVENT_TYPE]
-        if ended and not events:
-            return LeaseBacklog(name, 0, None, owner, checkpoint)
-        first = min(events or changes, key=lambda c: int(c.get("_lsn", 0)))
-        if ended:
-            pending = len({c.get("_lsn") for c in events})
-        else:
-            latest = latest_lsn(headers)
-            first_lsn = int(first.get("_lsn", 0))
-            pending = max(1, latest - first_lsn + 1) if latest is not None else len(changes)
-        created = document_created_at(first)
-        if created is None and isinstance(first.get("_ts"), int | float):
-            created = float(first["_ts"])
-        return LeaseBacklog(name, pending, created, owner, checkpoint)
-
-    def _start(self, lease: Mapping[str, Any]) -> dict[str, Any]:
+    async def _start(self, lease: Mapping[str, Any]) -> dict[str, Any]:
         token = lease.get("ContinuationToken")
         feed_range = lease.get("feedRange") or lease.get("FeedRange")
         if isinstance(token, str) and token and not _is_etag(token):
@@ -126,12 +101,12 @@ class CosmosBacklogEstimator(BacklogEstimator):
             raise ValueError(f"lease {lease.get('id')} has neither a feed range nor a range id")
         if not token:
             return {"feed_range": dict(feed_range), "start_time": "Beginning"}
-        return {"continuation": self._etag_continuation(str(token), feed_range)}
+        return {"continuation": await self._etag_continuation(str(token), feed_range)}
 
-    def _etag_continuation(self, etag: str, feed_range: Mapping[str, Any]) -> str:
+    async def _etag_continuation(self, etag: str, feed_range: Mapping[str, Any]) -> str:
         """The SDK's change-feed continuation for an etag on an EPK range (.NET EPK leases)."""
         if self._rid is None:
-            self._rid = str(self._monitored.read()["_rid"])
+            self._rid = await self._feed.rid()
         rng = dict(feed_range.get("Range", feed_range))
         rng.setdefault("isMinInclusive", True)
         rng.setdefault("isMaxInclusive", False)
@@ -148,6 +123,116 @@ class CosmosBacklogEstimator(BacklogEstimator):
             },
         }
         return base64.b64encode(json.dumps(state).encode()).decode()
+
+
+def backlog_of(name: str, lease: Mapping[str, Any], changes: list[dict[str, Any]], ended: bool,
+               headers: Mapping[str, str]) -> LeaseBacklog:
+    """A lease's backlog from the changes after its continuation (exact when the feed ended
+    within them, else from the range's latest LSN)."""
+    owner, checkpoint = _lease_owner(lease)
+    events = [c for c in changes if c.get("type") == EVENT_TYPE]
+    if ended and not events:
+        return LeaseBacklog(name, 0, None, owner, checkpoint)
+    first = min(events or changes, key=lambda c: int(c.get("_lsn", 0)))
+    if ended:
+        pending = len({c.get("_lsn") for c in events})
+    else:
+        latest = latest_lsn(headers)
+        first_lsn = int(first.get("_lsn", 0))
+        pending = max(1, latest - first_lsn + 1) if latest is not None else len(changes)
+    created = document_created_at(first)
+    if created is None and isinstance(first.get("_ts"), int | float):
+        created = float(first["_ts"])
+    return LeaseBacklog(name, pending, created, owner, checkpoint)
+
+
+def _is_lease(doc: Mapping[str, Any], prefix: str) -> bool:
+    """A lease document of the trigger (not the processor's bookkeeping documents)."""
+    doc_id = str(doc.get("id", ""))
+    return ("LeaseToken" in doc and not doc_id.endswith((".info", ".lock"))
+            and doc_id.startswith(prefix))
+
+
+class _HeaderHook:
+    def __init__(self) -> None:
+        self.headers: dict[str, str] = {}
+
+    def __call__(self, response_headers: Mapping[str, Any], _result: object) -> None:
+        self.headers = {str(k).lower(): str(v) for k, v in response_headers.items()}
+
+
+class _SyncFeed:
+    def __init__(self, monitored: ContainerProxy, leases: ContainerProxy) -> None:
+        self._monitored, self._leases = monitored, leases
+
+    async def leases(self) -> list[dict[str, Any]]:
+        return [dict(d) for d in self._leases.query_items(
+            "SELECT * FROM c", enable_cross_partition_query=True)]
+
+    async def feed_ranges(self) -> list[dict[str, Any]]:
+        return [dict(r) for r in self._monitored.read_feed_ranges()]
+
+    async def rid(self) -> str:
+        return str(self._monitored.read()["_rid"])
+
+    async def changes(self, start: dict[str, Any], limit: int
+                      ) -> tuple[list[dict[str, Any]], bool, dict[str, str]]:
+        hook = _HeaderHook()
+        changes: list[dict[str, Any]] = []
+        for page in self._monitored.query_items_change_feed(
+                max_item_count=limit, response_hook=hook, **start).by_page():
+            changes.extend(page)
+            if len(changes) >= limit:
+                return changes, False, hook.headers
+        return changes, True, hook.headers
+
+
+class _AsyncFeed:
+    def __init__(self, monitored: AsyncContainerProxy, leases: AsyncContainerProxy) -> None:
+        self._monitored, self._leases = monitored, leases
+
+    async def leases(self) -> list[dict[str, Any]]:
+        return [dict(d) async for d in self._leases.query_items("SELECT * FROM c")]
+
+    async def feed_ranges(self) -> list[dict[str, Any]]:
+        return [dict(r) async for r in self._monitored.read_feed_ranges()]
+
+    async def rid(self) -> str:
+        return str((await self._monitored.read())["_rid"])
+
+    async def changes(self, start: dict[str, Any], limit: int
+                      ) -> tuple[list[dict[str, Any]], bool, dict[str, str]]:
+        hook = _HeaderHook()
+        changes: list[dict[str, Any]] = []
+        async for page in self._monitored.query_items_change_feed(
+                max_item_count=limit, response_hook=hook, **start).by_page():
+            changes.extend([c async for c in page])
+            if len(changes) >= limit:
+                return changes, False, hook.headers
+        return changes, True, hook.headers
+
+
+class CosmosBacklogEstimator(BacklogEstimator):
+    """Estimates from the lease container of a Cosmos DB trigger on the monitored container
+    (sync SDK). Raises StoreUnavailableError/ThrottledError when the store fails."""
+
+    def __init__(self, monitored: ContainerProxy, leases: ContainerProxy, *,
+                 lease_prefix: str = "") -> None:
+        self._estimate = _Estimate(_SyncFeed(monitored, leases), lease_prefix=lease_prefix)
+
+    def estimate(self) -> list[LeaseBacklog]:
+        return run_sync(self._estimate.estimate())
+
+
+class AsyncCosmosBacklogEstimator(AsyncBacklogEstimator):
+    """`CosmosBacklogEstimator` on the SDK's `aio` client."""
+
+    def __init__(self, monitored: AsyncContainerProxy, leases: AsyncContainerProxy, *,
+                 lease_prefix: str = "") -> None:
+        self._estimate = _Estimate(_AsyncFeed(monitored, leases), lease_prefix=lease_prefix)
+
+    async def estimate(self) -> list[LeaseBacklog]:
+        return await self._estimate.estimate()
 
 
 def _lease_owner(lease: Mapping[str, Any]) -> tuple[str | None, str | None]:

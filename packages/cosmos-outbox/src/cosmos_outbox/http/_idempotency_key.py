@@ -32,7 +32,7 @@ from cosmos_outbox._idempotency import Answer, Claim, fingerprint
 from cosmos_outbox.http._problems import bad_request
 
 if TYPE_CHECKING:
-    from cosmos_outbox.http._operations import HttpCall
+    from cosmos_outbox.http._pipeline import HttpCall
 
 __all__ = [
     "KEY_HEADER",

@@ -86,3 +86,8 @@ class RequestModel(Model):
         if value is None:
             raise ValueError("must not be null; leave the field out instead")
         return value
+
+    def fields(self) -> dict[str, Any]:
+        """Every field, by its Python name, as validated (nested models as they are): the
+        keyword arguments of the aggregate's factory method (`Order.place(**body.fields())`)."""
+        return {name: getattr(self, name) for name in type(self).model_fields}

@@ -1,5 +1,5 @@
 """The OpenAPI 3.1 document, generated from the indexed app: each HTTP function's declaration
-(`cosmos_outbox.http._operations.HttpOperation`: route, method, auth level, models, status,
+(`cosmos_outbox.http._declaration.HttpOperation`: route, method, auth level, models, status,
 headers, parameters, errors) and the pydantic models. Nothing here names a function: an HTTP
 function without a declaration fails the document (the catch-all fallback is not an
 operation and is left out).
@@ -21,15 +21,15 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from cosmos_outbox._domain import Aggregate, Event
+from cosmos_outbox.http._bounded import BOUND_SECONDS
 from cosmos_outbox.http._conditional import TAG_LIST_PATTERN
-from cosmos_outbox.http._idempotency_key import KEY_HEADER, KEY_MAX_LENGTH, KEY_PATTERN
-from cosmos_outbox.http._operations import (
-    BOUND_SECONDS,
+from cosmos_outbox.http._declaration import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
     HttpOperation,
     operation_of,
 )
+from cosmos_outbox.http._idempotency_key import KEY_HEADER, KEY_MAX_LENGTH, KEY_PATTERN
 from cosmos_outbox.http._paging import TOKEN_PATTERN
 from cosmos_outbox.http._problems import Problem
 from cosmos_outbox.http._requests import MAX_BODY_BYTES

@@ -42,14 +42,17 @@ from typing import Any
 import azure.functions as func
 from pydantic import BaseModel
 
-from cosmos_outbox._callables import call_sync, refuse_async
+from cosmos_outbox._aio import resolved
+from cosmos_outbox._callables import refuse_async
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._idempotency import Answer, Claim, Recorded
 from cosmos_outbox._service import AggregateService, Versioned
+from cosmos_outbox.http._api import HttpApi
 from cosmos_outbox.http._conditional import Outcome, Preconditions
+from cosmos_outbox.http._declaration import Command, ResponseHeader
 from cosmos_outbox.http._idempotency_key import claim_of
-from cosmos_outbox.http._models import View
-from cosmos_outbox.http._operations import Command, HttpApi, HttpCall, Reply, ResponseHeader
+from cosmos_outbox.http._models import View, view_of
+from cosmos_outbox.http._pipeline import HttpCall, Reply
 from cosmos_outbox.http._problems import HttpProblemError
 
 __all__ = [
@@ -86,17 +89,29 @@ def sent_fields(body: BaseModel) -> dict[str, Any]:
 
 
 class AggregateRoutes[A: Aggregate]:
-    """The routes of one aggregate type on `api`, served by `service()`. Answers carry the
-    aggregate as `view` (`View.of(aggregate)`)."""
+    """The routes of one aggregate type on `api`, served by `service()` (the async API's
+    service: its handlers are written once, as coroutines). Answers carry the aggregate as
+    `view` (`View.of(aggregate)`; default: every field of the aggregate). `asynchronous`:
+    the routes are `async def` functions on the worker's event loop (an `aio` outbox), which
+    take async `build` / `apply` too; else sync functions, whose callables are plain (a
+    coroutine function is refused when it is declared)."""
 
     def __init__(self, api: HttpApi, kind: type[A],
-                 service: Callable[[], AggregateService[A]], *, view: type[View]) -> None:
+                 service: Callable[[], AggregateService[A]], *, view: type[View] | None = None,
+                 asynchronous: bool = False) -> None:
         self.api = api
         self.kind = kind
-        self.view = view
+        self.view = view if view is not None else view_of(
+            kind, name=f"{kind.__name__}View", hidden=set())
         self._service = service
+        self.asynchronous = asynchronous
         self.etag = etag_header(kind.aggregate_type)
         self.location = location_header(kind.aggregate_type)
+
+    def _declared(self, fn: object, what: str) -> None:
+        """A sync route calls `fn` in its thread: a coroutine function could not be awaited."""
+        if not self.asynchronous:
+            refuse_async(fn, what)
 
     def create[B: BaseModel](
         self,
@@ -113,18 +128,18 @@ class AggregateRoutes[A: Aggregate]:
         201, `Location: /api/<route>/<id>`, `ETag`, the view. With an Idempotency-Key
         (unless `idempotent=False`), the aggregate's id is derived from the key."""
 
-        refuse_async(build, "build")
+        self._declared(build, "build")
 
         def location(aggregate: A) -> str:
             return f"/api/{route}/{aggregate.id}"
 
-        def create(call: HttpCall[B]) -> Reply | func.HttpResponse:
+        async def create(call: HttpCall[B]) -> Reply | func.HttpResponse:
             claim = claim_of(call, self._answer(201, body=True, location=location))
             if claim is not None:
-                return _answered(claim, self._service().create_idempotent(
+                return _answered(claim, await self._service().create_idempotent(
                     lambda: build(call.body), claim=claim, traceparent=call.traceparent))
-            aggregate = call_sync(build, "build", call.body)
-            result = self._service().create(aggregate, traceparent=call.traceparent)
+            aggregate = await resolved(build(call.body))
+            result = await self._service().create(aggregate, traceparent=call.traceparent)
             return self._reply(result, Location=location(aggregate))
 
         self.api.operation(
@@ -132,6 +147,7 @@ class AggregateRoutes[A: Aggregate]:
             status=201, summary=summary, request=request, response=self.view,
             headers=(self.location, self.etag), errors=errors,
             command=Command(self.kind, "create", build), idempotent=idempotent,
+            asynchronous=self.asynchronous,
         )(create)
 
     def read(self, *, route: str, summary: str, name: str | None = None,
@@ -139,8 +155,8 @@ class AggregateRoutes[A: Aggregate]:
         """GET `route` (with the aggregate's id as its one path parameter): 200, `ETag`, the
         view; 304 when If-None-Match matches; 412 when If-Match does not."""
 
-        def read(call: HttpCall[None]) -> Reply:
-            result = self._service().get(self._id(call))
+        async def read(call: HttpCall[None]) -> Reply:
+            result = await self._service().get(self._id(call))
             match call.preconditions.evaluate(result.etag, safe=True):
                 case Outcome.NOT_MODIFIED:
                     return Reply(headers={"ETag": result.etag}, status=304)
@@ -153,7 +169,7 @@ class AggregateRoutes[A: Aggregate]:
         self.api.operation(
             name=name or f"get_{self.kind.aggregate_type}", route=route, method="GET",
             status=200, conditional=True, summary=summary, response=self.view,
-            headers=(self.etag,), errors=errors,
+            headers=(self.etag,), errors=errors, asynchronous=self.asynchronous,
         )(read)
 
     def update[B: BaseModel](
@@ -176,21 +192,21 @@ class AggregateRoutes[A: Aggregate]:
         aggregate named by the route's id, under the request's preconditions; 200 with `ETag`
         and the view, or `status=204` with `ETag` only. Takes an Idempotency-Key unless
         `idempotent=False`."""
-        refuse_async(apply, "apply")
+        self._declared(apply, "apply")
         if changes is not None:
-            refuse_async(changes, "changes")
+            self._declared(changes, "changes")
         derive = changes if changes is not None else sent_fields
 
-        def update(call: HttpCall[Any]) -> Reply | func.HttpResponse:
-            kwargs: Mapping[str, Any] = (call_sync(derive, "changes", call.body)
+        async def update(call: HttpCall[Any]) -> Reply | func.HttpResponse:
+            kwargs: Mapping[str, Any] = (await resolved(derive(call.body))
                                          if request is not None else {})
             claim = claim_of(call, self._answer(status, body=status != 204))
             if claim is not None:
-                return _answered(claim, self._service().change_idempotent(
+                return _answered(claim, await self._service().change_idempotent(
                     self._id(call), lambda aggregate: apply(aggregate, **kwargs), claim=claim,
                     precondition=_precondition(call.write_preconditions),
                     traceparent=call.traceparent))
-            result = self._service().change(
+            result = await self._service().change(
                 self._id(call), lambda aggregate: apply(aggregate, **kwargs),
                 precondition=_precondition(call.write_preconditions),
                 traceparent=call.traceparent)
@@ -209,7 +225,7 @@ class AggregateRoutes[A: Aggregate]:
             response=self.view if status != 204 else None, headers=(self.etag,),
             errors=declared, precondition_required=precondition_required,
             command=Command(self.kind, "change", apply, changes),
-            idempotent=idempotent,
+            idempotent=idempotent, asynchronous=self.asynchronous,
         )(update)
 
     def _answer(self, status: int, *, body: bool,

@@ -22,7 +22,7 @@ from cosmos_outbox.http._problems import HttpProblemError
 ALL_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"})
 
 
-class FunctionApp(func.FunctionApp):
+class IndexedFunctionApp(func.FunctionApp):
     """A FunctionApp whose `get_functions()` builds the functions once and then returns the same
     list (the SDK refuses a second build): the worker indexes the app at start, and the fallback
     route and the OpenAPI document read the very same functions later."""

@@ -1,23 +1,14 @@
-"""The Service Bus side: the relay's publisher (azure-servicebus) and the CloudEvents attributes
-every message carries (`cosmos_outbox.servicebus._cloudevents`). Imported where the relay runs,
-never at indexing."""
+"""Service Bus: the relay's publisher on azure-servicebus, sync (`ServiceBusPublisher`) and on its
+`aio` client (`AsyncServiceBusPublisher`); each message carries the outbox's properties and the
+CloudEvents 1.0 attributes (AMQP binding, binary mode). Imported where the relay runs, never at
+indexing."""
 
 from __future__ import annotations
 
 from cosmos_outbox.servicebus._publisher import (
-    ServiceBusBatch,
+    DEFAULT_MAX_MESSAGE_BYTES,
+    AsyncServiceBusPublisher,
     ServiceBusPublisher,
-    application_properties,
-    servicebus_client,
-    to_amqp_message,
-    to_servicebus_message,
 )
 
-__all__ = [
-    "ServiceBusBatch",
-    "ServiceBusPublisher",
-    "application_properties",
-    "servicebus_client",
-    "to_amqp_message",
-    "to_servicebus_message",
-]
+__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "AsyncServiceBusPublisher", "ServiceBusPublisher"]

@@ -1,108 +1,34 @@
-"""The relay's publisher: the azure-servicebus SDK, one client and one sender per thread,
-created lazily. Connection string or managed identity. Each message carries the outbox's
-properties and the CloudEvents attributes (`cosmos_outbox.servicebus._cloudevents`)."""
+"""The relay's publisher on the azure-servicebus SDK: `ServiceBusPublisher` (sync: one client
+and sender per thread) and `AsyncServiceBusPublisher` (`aio`: one client, a sender per running
+invocation, reused by the next). Both make batches of at most `max_message_bytes`, or of the
+link's own limit when smaller, and refresh the link once per invocation when asked (the entity's
+limit may have been raised). Connection string or managed identity: the classmethods."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
-from typing import Any, cast
+from collections.abc import Callable
+from typing import Any
 
-from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusMessageBatch
-from azure.servicebus.amqp import AmqpAnnotatedMessage
-from azure.servicebus.exceptions import MessageSizeExceededError
+from azure.servicebus import ServiceBusClient
+from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 
-from cosmos_outbox._records import OutboxMessage
-from cosmos_outbox.ports import MessageBatch, MessagePublisher
-from cosmos_outbox.servicebus._cloudevents import cloudevent_properties
-from cosmos_outbox.settings import OutboxSettings, SettingsError
+from cosmos_outbox.ports import AsyncMessagePublisher, MessageBatch, MessagePublisher
+from cosmos_outbox.servicebus._messages import ServiceBusBatch
 
 logger = logging.getLogger(__name__)
 
-
-def servicebus_client(settings: OutboxSettings) -> ServiceBusClient:
-    if settings.servicebus_connection is not None:
-        return ServiceBusClient.from_connection_string(
-            settings.servicebus_connection.get_secret_value()
-        )
-    if settings.servicebus_namespace:
-        from azure.identity import DefaultAzureCredential
-
-        return ServiceBusClient(settings.servicebus_namespace, credential=DefaultAzureCredential())
-    raise SettingsError(
-        "invalid settings: set ServiceBusConnection (connection string) or "
-        "ServiceBusConnection__fullyQualifiedNamespace (managed identity) to relay events"
-    )
-
-
-def application_properties(message: OutboxMessage, *, base: str = "") -> dict[str, Any]:
-    """The outbox's application properties, then the CloudEvents attributes (this order is on
-    the wire)."""
-    return cloudevent_properties(message, base=base, into=dict(message.application_properties))
-
-
-def to_servicebus_message(message: OutboxMessage, *, base: str = "") -> ServiceBusMessage:
-    """The Service Bus message: the outbox's fields and properties, plus the CloudEvents
-    attributes (the source: `base` + the message's source path)."""
-    # The SDK's stubs type these keys `str | bytes` here and `str` on the AMQP message.
-    properties = cast("dict[str | bytes, Any]", application_properties(message, base=base))
-    return ServiceBusMessage(
-        message.body,
-        content_type=message.content_type,
-        subject=message.subject,
-        message_id=message.message_id,
-        session_id=message.session_id,
-        application_properties=properties,
-    )
-
-
-def to_amqp_message(message: OutboxMessage, *, base: str = "") -> AmqpAnnotatedMessage:
-    """The same message as `to_servicebus_message`, as the SDK's public AMQP message: what the
-    relay adds to a batch. The SDK encodes the two alike (the Contacts app's
-    tests/contacts/unit/test_wire_bytes.py pins the bytes), but a `ServiceBusMessage` fills its
-    AMQP properties one setter at a time, each re-reading them, which cost the relay more than
-    the rest of its mapping."""
-    return AmqpAnnotatedMessage(
-        data_body=message.body,
-        # A mapping, as the constructor takes it (an AmqpMessageProperties would be copied).
-        properties={
-            "message_id": message.message_id,
-            "subject": message.subject,
-            "content_type": message.content_type,
-            "group_id": message.session_id,
-        },
-        application_properties=application_properties(message, base=base),
-    )
-
-
-class ServiceBusBatch(MessageBatch):
-    def __init__(self, batch: ServiceBusMessageBatch, *, base: str = "") -> None:
-        self.batch = batch
-        self._base = base
-        self._count = 0
-
-    def try_add(self, message: OutboxMessage) -> bool:
-        try:
-            self.batch.add_message(to_amqp_message(message, base=self._base))
-        except MessageSizeExceededError:
-            return False
-        self._count += 1
-        return True
-
-    def __len__(self) -> int:
-        return self._count
-
-    @property
-    def max_size_in_bytes(self) -> int:
-        return int(self.batch.max_size_in_bytes)
+#: The Standard tier's message and batch size; 1048576 on Premium.
+DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024
 
 
 class _Link:
-    """One thread's client and topic sender (the SDK's are not thread-safe), and the size of
-    the batches it makes: the smaller of the link's limit and SERVICEBUS_MAX_MESSAGE_BYTES."""
+    """A topic sender and the size of the batches it makes: the smaller of the link's limit and
+    the publisher's cap (known once the link was asked)."""
 
-    def __init__(self, client: ServiceBusClient) -> None:
-        self.client = client
+    def __init__(self) -> None:
         self.sender: Any = None
         self.batch_bytes: int | None = None
 
@@ -111,47 +37,62 @@ class ServiceBusPublisher(MessagePublisher):
     """One client and one sender per thread: the worker runs the trigger's invocations (one per
     lease) on threads of its own, concurrently, and the SDK's clients and senders are not
     thread-safe (its README: "not recommended to share across threads"). A sender per thread
-    keeps the leases' sends concurrent; a lock around one sender would serialise them."""
+    keeps the leases' sends concurrent; a lock around one sender would serialise them.
 
-    def __init__(self, settings: OutboxSettings) -> None:
-        if not settings.servicebus_topic:
-            raise SettingsError("invalid settings: set SERVICEBUS_TOPIC (the topic the relay "
-                                "sends to) to relay events")
-        self.topic = settings.servicebus_topic
-        self._settings = settings
-        self._lock = threading.Lock()  # guards `_links`, every thread's link (for close())
-        self._links: list[_Link] = []
+    `connect` makes a client (called once per thread)."""
+
+    def __init__(self, connect: Callable[[], ServiceBusClient], topic: str, *,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 cloudevents_source_base: str = "") -> None:
+        self.topic = topic
+        self._connect = connect
+        self._cap = max_message_bytes
+        self._base = cloudevents_source_base
+        self._lock = threading.Lock()  # guards `_clients`, every thread's (for close())
+        self._clients: list[tuple[ServiceBusClient, _Link]] = []
         self._local = threading.local()
 
-    def _link(self) -> _Link:
-        link: _Link | None = getattr(self._local, "link", None)
-        if link is None:
-            link = self._local.link = _Link(servicebus_client(self._settings))
-            with self._lock:
-                self._links.append(link)
-        return link
+    @classmethod
+    def from_connection_string(cls, connection_string: str, topic: str,
+                               **options: Any) -> ServiceBusPublisher:
+        return cls(lambda: ServiceBusClient.from_connection_string(connection_string), topic,
+                   **options)
 
-    def _get_sender(self) -> Any:
-        link = self._link()
+    @classmethod
+    def from_namespace(cls, fully_qualified_namespace: str, topic: str,
+                       **options: Any) -> ServiceBusPublisher:
+        """With `DefaultAzureCredential` (the app's managed identity)."""
+        from azure.identity import DefaultAzureCredential
+
+        credential = DefaultAzureCredential()
+        return cls(lambda: ServiceBusClient(fully_qualified_namespace, credential=credential),
+                   topic, **options)
+
+    def _link(self) -> tuple[ServiceBusClient, _Link]:
+        found: tuple[ServiceBusClient, _Link] | None = getattr(self._local, "link", None)
+        if found is None:
+            found = self._local.link = (self._connect(), _Link())
+            with self._lock:
+                self._clients.append(found)
+        client, link = found
         if link.sender is None:
-            link.sender = link.client.get_topic_sender(self.topic)
-        return link.sender
+            link.sender = client.get_topic_sender(self.topic)
+        return found
 
     def create_batch(self) -> MessageBatch:
-        """A batch of at most SERVICEBUS_MAX_MESSAGE_BYTES, or of the link's own limit (what
-        the entity announced when the link opened) when that is smaller: a message that does
-        not fit an empty one is larger than the topic takes (the relay offloads it)."""
+        """A batch of at most `max_message_bytes`, or of the link's own limit (what the entity
+        announced when the link opened) when that is smaller: a message that does not fit an
+        empty one is larger than the topic takes (the relay offloads it)."""
         try:
-            sender, link = self._get_sender(), self._link()
+            _, link = self._link()
             if link.batch_bytes is None:
-                batch = sender.create_message_batch()  # the link's limit
-                cap = self._settings.servicebus_max_message_bytes
-                link.batch_bytes = min(batch.max_size_in_bytes, cap)
-                if batch.max_size_in_bytes > cap:
-                    batch = sender.create_message_batch(cap)
+                batch = link.sender.create_message_batch()  # the link's limit
+                link.batch_bytes = min(batch.max_size_in_bytes, self._cap)
+                if batch.max_size_in_bytes > self._cap:
+                    batch = link.sender.create_message_batch(self._cap)
             else:
-                batch = sender.create_message_batch(link.batch_bytes)
-            return ServiceBusBatch(batch, base=self._settings.cloudevents_source_base)
+                batch = link.sender.create_message_batch(link.batch_bytes)
+            return ServiceBusBatch(batch, base=self._base)
         except Exception:
             self._reset()
             raise
@@ -159,7 +100,7 @@ class ServiceBusPublisher(MessagePublisher):
     def send(self, batch: MessageBatch) -> None:
         assert isinstance(batch, ServiceBusBatch)
         try:
-            self._get_sender().send_messages(batch.batch)
+            self._link()[1].sender.send_messages(batch.batch)
         except Exception:
             # A broken link is not reused: the retried invocation opens a fresh one.
             self._reset()
@@ -167,28 +108,114 @@ class ServiceBusPublisher(MessagePublisher):
 
     def refresh(self) -> bool:
         """The next batch comes from a new link, which announces the entity's current limit;
-        unless this link already takes SERVICEBUS_MAX_MESSAGE_BYTES (no link can take more
-        from the relay): opening a link costs a round trip or more."""
-        link: _Link | None = getattr(self._local, "link", None)
-        if (link is not None and link.batch_bytes is not None
-                and link.batch_bytes >= self._settings.servicebus_max_message_bytes):
+        unless this link already takes `max_message_bytes` (no link can take more from the
+        relay): opening a link costs a round trip or more."""
+        found: tuple[ServiceBusClient, _Link] | None = getattr(self._local, "link", None)
+        if found is not None and found[1].batch_bytes is not None and (
+                found[1].batch_bytes >= self._cap):
             return False
         self._reset()
         return True
 
     def _reset(self) -> None:
         """This thread's sender is closed; its next batch opens a new one."""
-        link: _Link | None = getattr(self._local, "link", None)
-        if link is not None:
-            _close_sender(link)
+        found: tuple[ServiceBusClient, _Link] | None = getattr(self._local, "link", None)
+        if found is not None:
+            _close_sender(found[1])
 
     def close(self) -> None:
         with self._lock:
-            links, self._links = self._links, []
+            clients, self._clients = self._clients, []
         self._local = threading.local()
-        for link in links:
+        for client, link in clients:
             _close_sender(link)
-            link.client.close()
+            client.close()
+
+
+class AsyncServiceBusPublisher(AsyncMessagePublisher):
+    """One `aio` client; a sender per running invocation (a task: the SDK's senders are not
+    safe to share between coroutines), returned to a pool when the invocation ends and reused
+    by the next, so concurrent leases send concurrently and no invocation opens a link of its
+    own once the pool holds one. Batches are filled without blocking the loop."""
+
+    def __init__(self, client: AsyncServiceBusClient, topic: str, *,
+                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+                 cloudevents_source_base: str = "") -> None:
+        self.topic = topic
+        self._client = client
+        self._cap = max_message_bytes
+        self._base = cloudevents_source_base
+        self._idle: list[_Link] = []
+        self._busy: dict[asyncio.Task[Any], _Link] = {}
+
+    @classmethod
+    def from_connection_string(cls, connection_string: str, topic: str,
+                               **options: Any) -> AsyncServiceBusPublisher:
+        return cls(AsyncServiceBusClient.from_connection_string(connection_string), topic,
+                   **options)
+
+    @classmethod
+    def from_namespace(cls, fully_qualified_namespace: str, topic: str,
+                       **options: Any) -> AsyncServiceBusPublisher:
+        """With `DefaultAzureCredential` (the app's managed identity)."""
+        from azure.identity.aio import DefaultAzureCredential
+
+        return cls(AsyncServiceBusClient(fully_qualified_namespace,
+                                         credential=DefaultAzureCredential()), topic, **options)
+
+    def _link(self) -> _Link:
+        task = asyncio.current_task()
+        assert task is not None, "the async publisher runs in a task"
+        link = self._busy.get(task)
+        if link is None:
+            link = self._busy[task] = self._idle.pop() if self._idle else _Link()
+            task.add_done_callback(self._release)
+        if link.sender is None:
+            link.sender = self._client.get_topic_sender(self.topic)
+        return link
+
+    def _release(self, task: asyncio.Task[Any]) -> None:
+        link = self._busy.pop(task, None)
+        if link is not None and link.sender is not None:
+            self._idle.append(link)
+
+    async def create_batch(self) -> MessageBatch:
+        link = self._link()
+        try:
+            if link.batch_bytes is None:
+                batch = await link.sender.create_message_batch()
+                link.batch_bytes = min(batch.max_size_in_bytes, self._cap)
+                if batch.max_size_in_bytes > self._cap:
+                    batch = await link.sender.create_message_batch(self._cap)
+            else:
+                batch = await link.sender.create_message_batch(link.batch_bytes)
+            return ServiceBusBatch(batch, base=self._base)
+        except Exception:
+            await _aclose_sender(link)
+            raise
+
+    async def send(self, batch: MessageBatch) -> None:
+        assert isinstance(batch, ServiceBusBatch)
+        link = self._link()
+        try:
+            await link.sender.send_messages(batch.batch)
+        except Exception:
+            await _aclose_sender(link)
+            raise
+
+    async def refresh(self) -> bool:
+        link = self._link()
+        if link.batch_bytes is not None and link.batch_bytes >= self._cap:
+            return False
+        await _aclose_sender(link)
+        return True
+
+    async def close(self) -> None:
+        links, self._idle = [*self._idle, *self._busy.values()], []
+        self._busy.clear()
+        for link in links:
+            await _aclose_sender(link)
+        await self._client.close()
 
 
 def _close_sender(link: _Link) -> None:
@@ -196,5 +223,14 @@ def _close_sender(link: _Link) -> None:
     if sender is not None:
         try:
             sender.close()
+        except Exception:  # closing a broken sender may fail too
+            logger.debug("closing a failed sender raised", exc_info=True)
+
+
+async def _aclose_sender(link: _Link) -> None:
+    sender, link.sender, link.batch_bytes = link.sender, None, None
+    if sender is not None:
+        try:
+            await sender.close()
         except Exception:  # closing a broken sender may fail too
             logger.debug("closing a failed sender raised", exc_info=True)

@@ -13,17 +13,25 @@ tolerant dispatch that records and skips what a subscriber does not handle (`dis
 
 from __future__ import annotations
 
-from cosmos_outbox.subscriber._dispatch import Dispatcher
+from cosmos_outbox.subscriber._dispatch import AsyncDispatcher, Dispatcher
 from cosmos_outbox.subscriber._events import (
     QUARANTINE_NOTICE,
     IncomingEvent,
     UnreadableEventError,
     from_message,
 )
-from cosmos_outbox.subscriber._projector import Outcome, Projection, Projector, Result
+from cosmos_outbox.subscriber._projector import (
+    AsyncProjector,
+    Outcome,
+    Projection,
+    Projector,
+    Result,
+)
 
 __all__ = [
     "QUARANTINE_NOTICE",
+    "AsyncDispatcher",
+    "AsyncProjector",
     "Dispatcher",
     "IncomingEvent",
     "Outcome",

@@ -30,45 +30,50 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import azure.functions as func
 
+from cosmos_outbox._aio import as_async, run_sync
 from cosmos_outbox.errors import PayloadStoreError
+from cosmos_outbox.ports import AsyncPayloadStore, PayloadStore
 from cosmos_outbox.settings import SettingsError
 from cosmos_outbox.subscriber import _telemetry as telemetry
 from cosmos_outbox.subscriber._events import IncomingEvent, dataref_of, from_message
-from cosmos_outbox.subscriber._projector import Outcome, Projector, Result
+from cosmos_outbox.subscriber._projector import AsyncProjector, Outcome, Projector, Result
 
-if TYPE_CHECKING:
-    from cosmos_outbox.ports import PayloadStore
-
-__all__ = ["Dispatcher"]
+__all__ = ["AsyncDispatcher", "Dispatcher"]
 
 logger = logging.getLogger("cosmos_outbox.subscriber")
 
 
-class Dispatcher:
+class AsyncDispatcher:
     """Handles messages of `aggregate_type` with `projector()` (built on first use); fetches
-    claim-check payloads with `payloads()` (built on first use; by default from the settings)."""
+    claim-check payloads with `payloads()` (built on first use; by default from the settings,
+    on the SDK's `aio` client). `cosmos_outbox.aio.Dispatcher`; the sync `Dispatcher` runs
+    it."""
 
-    def __init__(self, aggregate_type: str, projector: Callable[[], Projector], *,
+    def __init__(self, aggregate_type: str, projector: Callable[[], AsyncProjector], *,
                  ignored_actions: Iterable[str] = (),
                  default_aggregate_type: str | None = None,
-                 payloads: Callable[[], PayloadStore] | None = None) -> None:
+                 payloads: Callable[[], AsyncPayloadStore | PayloadStore] | None = None,
+                 ) -> None:
         self.aggregate_type = aggregate_type
         self._projector = projector
         self._ignored = frozenset(ignored_actions)
         self._default_type = default_aggregate_type
-        self._payloads = payloads or _settings_payloads()
+        self._payloads = payloads or _settings_payloads(asynchronous=True)
 
-    def handle(self, message: func.ServiceBusMessage) -> Result | None:
+    async def handle(self, message: func.ServiceBusMessage) -> Result | None:
         """Handle one message; None when it was not for this subscriber."""
         try:
+            dataref = dataref_of(message.application_properties)
+            fetched = (await as_async(self._payloads()).get(dataref)
+                       if dataref is not None else None)
             event = from_message(message.get_body(), content_type=message.content_type,
                                  application_properties=message.application_properties,
                                  default_aggregate_type=self._default_type,
-                                 payloads=lambda ref: self._payloads().get(ref))
+                                 payloads=lambda _: fetched or b"")
         except (PayloadStoreError, SettingsError) as exc:
             dataref = dataref_of(message.application_properties)
             logger.error(
@@ -90,7 +95,7 @@ class Dispatcher:
                 event.aggregate_type, event.aggregate_id, self.aggregate_type,
                 extra={**fields, "outcome": "ignored", "reason": reason})
             return None
-        result = self._projector().handle(event)
+        result = await self._projector().handle(event)
         if result.outcome is Outcome.IGNORED:
             reason = "ignored action" if event.type in self._ignored else "unknown action"
             telemetry.ignored(event.type, reason, event.aggregate_type)
@@ -109,25 +114,51 @@ class Dispatcher:
         return result
 
 
-def _settings_payloads() -> Callable[[], PayloadStore]:
+class Dispatcher:
+    """`AsyncDispatcher`, sync: its projector a sync `Projector`, its payload store the
+    settings' on the SDK's sync client unless given."""
+
+    def __init__(self, aggregate_type: str, projector: Callable[[], Projector], *,
+                 ignored_actions: Iterable[str] = (),
+                 default_aggregate_type: str | None = None,
+                 payloads: Callable[[], PayloadStore] | None = None) -> None:
+        self.aggregate_type = aggregate_type
+        self.core = AsyncDispatcher(
+            aggregate_type, lambda: projector().core, ignored_actions=ignored_actions,
+            default_aggregate_type=default_aggregate_type,
+            payloads=payloads or _settings_payloads(asynchronous=False))
+
+    def handle(self, message: func.ServiceBusMessage) -> Result | None:
+        """Handle one message; None when it was not for this subscriber."""
+        return run_sync(self.core.handle(message))
+
+
+def _settings_payloads(*, asynchronous: bool) -> Callable[[], AsyncPayloadStore | PayloadStore]:
     """The payload store the app settings name, built once, on the first claim-check message
     (never at indexing: azure-storage-blob is imported then)."""
     lock = threading.Lock()
-    built: list[PayloadStore] = []
+    built: list[AsyncPayloadStore | PayloadStore] = []
 
-    def payloads() -> PayloadStore:
+    def payloads() -> AsyncPayloadStore | PayloadStore:
         with lock:
             if not built:
-                from cosmos_outbox.blob import blob_payload_store
+                from cosmos_outbox.blob import AsyncBlobPayloadStore, BlobPayloadStore
                 from cosmos_outbox.settings import load_payload_settings
 
-                store = blob_payload_store(load_payload_settings())
-                if store is None:
+                connection = load_payload_settings().payload_storage()
+                if connection is None:
                     raise SettingsError(
                         "invalid settings: a message's data is in the outbox's payload store "
                         "(dataref): set OutboxPayloadStorage (or AzureWebJobsStorage) and "
                         "OUTBOX_PAYLOAD_CONTAINER to read it")
-                built.append(store)
+                kind = AsyncBlobPayloadStore if asynchronous else BlobPayloadStore
+                if connection.connection_string is not None:
+                    built.append(kind.from_connection_string(
+                        connection.connection_string.get_secret_value(), connection.container))
+                else:
+                    assert connection.service_uri is not None
+                    built.append(kind.from_service_uri(connection.service_uri,
+                                                       connection.container))
             return built[0]
 
     return payloads

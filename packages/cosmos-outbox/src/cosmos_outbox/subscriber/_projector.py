@@ -42,13 +42,13 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
-from azure.cosmos import ContainerProxy
-from azure.cosmos.exceptions import CosmosBatchOperationError, CosmosResourceNotFoundError
-
+from cosmos_outbox._aio import as_async, run_sync
+from cosmos_outbox.errors import AlreadyExistsError
+from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation, DocumentStore
 from cosmos_outbox.subscriber._events import QUARANTINE_NOTICE, IncomingEvent
 
-__all__ = ["Decision", "Outcome", "Projection", "Projector", "Result", "decide",
-           "last_version"]
+__all__ = ["AsyncProjector", "Decision", "Outcome", "Projection", "Projector", "Result",
+           "decide", "last_version"]
 
 logger = logging.getLogger(__name__)
 
@@ -134,8 +134,10 @@ class _AlreadyProcessedError(Exception):
     """The event's inbox record exists: a batch creating it failed with 409."""
 
 
-class Projector:
-    """Applies events to the projection container (azure-cosmos, sync).
+class AsyncProjector:
+    """Applies events to the projection container (`cosmos_outbox.aio.Projector`; the sync
+    `Projector` runs it), over a document store: `cosmos_outbox.cosmos.AsyncCosmosDocumentStore`
+    (or its sync one: awaited as it is).
 
     Point reads only (a partition-scoped query costs more RUs than a point read, and a local
     endpoint scans every document for one): the projection, then for an event to apply the held
@@ -143,18 +145,14 @@ class Projector:
     was processed already is its version (not above the projection's) or, for an event held or
     noticed before, the batch's create of its inbox record failing with 409."""
 
-    def __init__(self, container: ContainerProxy, projection: Projection, *,
+    def __init__(self, store: AsyncDocumentStore | DocumentStore, projection: Projection, *,
                  inbox_ttl_seconds: int) -> None:
-        self._container = container
+        self._store = as_async(store)
         self._projection = projection
         self._inbox_ttl = inbox_ttl_seconds
 
-    def _read(self, item: str, partition: str) -> dict[str, Any] | None:
-        try:
-            document: dict[str, Any] = self._container.read_item(item, partition_key=partition)
-        except CosmosResourceNotFoundError:
-            return None
-        return document
+    async def _read(self, item: str, partition: str) -> dict[str, Any] | None:
+        return await self._store.read(partition, item)
 
     def _inbox_record(self, event: IncomingEvent, *, held: bool) -> dict[str, Any]:
         return {
@@ -171,42 +169,40 @@ class Projector:
             "ttl": self._inbox_ttl,
         }
 
-    def _batch(self, operations: list[tuple[Any, ...]], partition: str, *,
-               inbox_first: bool) -> None:
+    async def _batch(self, operations: list[BatchOperation], partition: str, *,
+                     inbox_first: bool) -> None:
         """One transactional batch. When its first operation creates the incoming event's
         inbox record and that fails with 409, the event was processed before."""
         try:
-            self._container.execute_item_batch(batch_operations=operations,
-                                               partition_key=partition)
-        except CosmosBatchOperationError as exc:
-            failed = exc.operation_responses[exc.error_index] if exc.operation_responses else {}
-            if inbox_first and exc.error_index == 0 and failed.get("statusCode") == 409:
+            await self._store.execute_batch(partition, operations)
+        except AlreadyExistsError as exc:
+            if inbox_first and exc.operation_index == 0:
                 raise _AlreadyProcessedError from None
             raise
 
-    def handle(self, event: IncomingEvent) -> Result:
+    async def handle(self, event: IncomingEvent) -> Result:
         try:
-            return self._handle(event)
+            return await self._handle(event)
         except _AlreadyProcessedError:
             return Result(Outcome.DUPLICATE)
 
-    def _handle(self, event: IncomingEvent) -> Result:
+    async def _handle(self, event: IncomingEvent) -> Result:
         partition = event.aggregate_id
-        projection = self._read(partition, partition)
+        projection = await self._read(partition, partition)
         if event.type == QUARANTINE_NOTICE:
-            return self._record_gap(projection, event)
+            return await self._record_gap(projection, event)
         decision = decide(projection, event)
         if decision is Decision.DUPLICATE:
             return Result(Outcome.DUPLICATE)
         if decision is Decision.HOLD:
             missing = last_version(projection) + 1
-            orphan = self._read(held_id(missing), partition)
+            orphan = await self._read(held_id(missing), partition)
             if orphan is not None:
                 # the missing version is held already (a delivery that raced the last apply
                 # held it): apply from it, then decide again
-                self._apply(projection, _held_event(orphan, event.aggregate_type),
-                            incoming=False)
-                return self._handle(event)
+                await self._apply(projection, _held_event(orphan, event.aggregate_type),
+                                  incoming=False)
+                return await self._handle(event)
             held = {
                 "id": held_id(event.version),
                 "partitionKey": partition,
@@ -216,24 +212,25 @@ class Projector:
                           "data": dict(event.data)},
                 "ttl": -1,
             }
-            self._write_with_inbox(event, held, held=True)
+            await self._write_with_inbox(event, held, held=True)
             logger.warning(
                 "%s %s: event %s version %d held, version %d missing", event.aggregate_type,
                 partition, event.event_id, event.version, missing,
             )
             return Result(Outcome.HELD, missing=missing)
-        applied = self._apply(projection, event, incoming=True)
+        applied = await self._apply(projection, event, incoming=True)
         outcome = Outcome.APPLIED if self._projection.handles(event.type) else Outcome.IGNORED
         return Result(outcome, applied=applied)
 
-    def _write_with_inbox(self, event: IncomingEvent, record: dict[str, Any], *,
-                          held: bool) -> None:
+    async def _write_with_inbox(self, event: IncomingEvent, record: dict[str, Any], *,
+                                held: bool) -> None:
         """The event's inbox record and one record of its aggregate (held event, known gap), in
         one batch: both or neither."""
-        self._batch([("create", (self._inbox_record(event, held=held),)),
-                     ("upsert", (record,))], event.aggregate_id, inbox_first=True)
+        await self._batch([BatchOperation("create", self._inbox_record(event, held=held)),
+                           BatchOperation("upsert", record)], event.aggregate_id,
+                          inbox_first=True)
 
-    def _record_gap(self, projection: dict[str, Any] | None, event: IncomingEvent) -> Result:
+    async def _record_gap(self, projection: dict[str, Any] | None, event: IncomingEvent) -> Result:
         """A quarantine notice: the event of `event.version` was set aside by the outbox. Its
         gap is recorded (with the notice's inbox record, in one batch) unless that version is
         already applied (a replay came first) or unknown."""
@@ -251,15 +248,15 @@ class Projector:
             "noticedAt": datetime.now(UTC).isoformat(),
             "ttl": -1,
         }
-        self._write_with_inbox(event, gap, held=False)
+        await self._write_with_inbox(event, gap, held=False)
         logger.warning(
             "%s %s: version %d was quarantined by the outbox (event %s): %s",
             event.aggregate_type, partition, event.version, gap["eventId"], gap["reason"],
         )
         return Result(Outcome.GAP_RECORDED, missing=event.version)
 
-    def _apply(self, projection: dict[str, Any] | None, event: IncomingEvent, *,
-               incoming: bool) -> list[int]:
+    async def _apply(self, projection: dict[str, Any] | None, event: IncomingEvent, *,
+                     incoming: bool) -> list[int]:
         """Apply `event` (the incoming one, or a held one) and the held events that follow on
         without a gap, in batches of at most MAX_HELD_PER_BATCH held events: the projection
         after them (created, or replaced if its etag is unchanged), the inbox record of the
@@ -270,34 +267,51 @@ class Projector:
         step = [event]
         while True:
             limit = MAX_HELD_PER_BATCH + (1 if incoming and not applied else 0)
-            following = self._read(held_id(step[-1].version + 1), partition)
+            following = await self._read(held_id(step[-1].version + 1), partition)
             while following is not None and len(step) < limit:
                 step.append(_held_event(following, event.aggregate_type))
-                following = self._read(held_id(step[-1].version + 1), partition)
+                following = await self._read(held_id(step[-1].version + 1), partition)
             updated = projection
             for item in step:
                 updated = self._projection.apply(updated, item)
             assert updated is not None
             with_inbox = incoming and not applied
-            operations: list[tuple[Any, ...]] = []
+            operations: list[BatchOperation] = []
             if with_inbox:
-                operations.append(("create", (self._inbox_record(event, held=False),)))
+                operations.append(BatchOperation("create",
+                                                 self._inbox_record(event, held=False)))
             if projection is None:
-                operations.append(("create", (updated,)))
+                operations.append(BatchOperation("create", updated))
             else:
-                operations.append(
-                    ("replace", (updated["id"], updated), {"if_match_etag": projection["_etag"]})
-                )
-            operations += [("delete", (held_id(item.version),)) for item in step
+                operations.append(BatchOperation("replace", updated,
+                                                 if_match=projection["_etag"]))
+            operations += [BatchOperation("delete", id=held_id(item.version)) for item in step
                            if not (with_inbox and item is event)]
-            operations += [("delete", (gap_id(item.version),)) for item in step
-                           if self._read(gap_id(item.version), partition) is not None]
-            self._batch(operations, partition, inbox_first=with_inbox)
+            operations += [BatchOperation("delete", id=gap_id(item.version)) for item in step
+                           if await self._read(gap_id(item.version), partition) is not None]
+            await self._batch(operations, partition, inbox_first=with_inbox)
             applied += [item.version for item in step]
             if following is None:
                 return applied
             # the batch was full and a held event follows: go on from the projection written
-            projection = self._read(partition, partition)
+            projection = await self._read(partition, partition)
             assert projection is not None
             step = [_held_event(following, event.aggregate_type)]
             incoming = False
+
+
+class Projector:
+    """`AsyncProjector`, sync: over the SDK's sync client (`cosmos_outbox.cosmos.
+    CosmosDocumentStore`, or the sync container itself)."""
+
+    def __init__(self, store: DocumentStore | Any, projection: Projection, *,
+                 inbox_ttl_seconds: int) -> None:
+        if not isinstance(store, DocumentStore):
+            from cosmos_outbox.cosmos import CosmosDocumentStore
+
+            store = CosmosDocumentStore(store)  # a ContainerProxy
+        self.core = AsyncProjector(store, projection, inbox_ttl_seconds=inbox_ttl_seconds)
+
+    def handle(self, event: IncomingEvent) -> Result:
+        """Apply one event (see `AsyncProjector`)."""
+        return run_sync(self.core.handle(event))

@@ -1,62 +1,70 @@
 """The test kit: what an app's tests need to test it without Azure, and to prove that what they
 test holds on Azure too.
 
-- `InMemory` (`in_memory()`): the services an `Outbox` runs on, on in-memory fakes (a store
-  with atomic batches and etags, a size-limited publisher, the claim check's payload store, the
-  quarantine, a backlog), each held to the same contract suite as the real adapter;
+- `in_memory(outbox)`: the outbox's services on in-memory fakes (a store with atomic batches,
+  etags and TTLs, a size-limited publisher, the claim check's payload store, a backlog), for the
+  block of a `with`: `with in_memory(outbox) as world: ...`; `world` is there to arrange and
+  inspect;
 - `FunctionClient`: calls an app's indexed functions in-process as the Functions host would
-  (routes matched as the host matches them, the invocation context, the relay's documents);
-- `cosmos_outbox.testing._contracts`: the contract suites to subclass (unit of work,
-  quarantine, payload store), for the fakes and for the Azure adapters or your own;
-- `cosmos_outbox.testing._checks`: checks driven by an app's registered aggregates and declared
-  routes (every event mapped to the document, the message and the OpenAPI document; every
-  PATCH field accepted by the aggregate's change; text schemas equal to what they validate).
+  (routes matched as the host matches them, the invocation context, `async def` functions on an
+  event loop of its own, the relay's documents);
+- trigger inputs for the functions of an app's own (`service_bus_message`, `queue_message`,
+  `timer_request`);
+- checks driven by an app's aggregates and routes (`check_event_mappings`, `check_commands`,
+  `check_fields`, `check_openapi_events`, `check_text_schemas`): a mapping left out fails by name;
+- `cosmos_outbox.testing.contracts`: the contract suites to subclass, for the fakes and for the
+  Azure adapters or your own.
 
 Needs pytest (`pip install cosmos-outbox[testing]`) for the contract suites.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
 
-from cosmos_outbox._blueprints.outbox import OutboxDependencies
-from cosmos_outbox._outbox import QUARANTINE_TOKEN_PURPOSE, Services
-from cosmos_outbox._relay import Relay
-from cosmos_outbox._relay.telemetry import RelayTelemetry
-from cosmos_outbox.http._paging import TokenCodec, derive_key
+from cosmos_outbox._outbox import OutboxBase, Services
 from cosmos_outbox.settings import (
     DEFAULT_EVENT_TTL_SECONDS,
     DEFAULT_IDEMPOTENCY_TTL_SECONDS,
     DEFAULT_PAYLOAD_MAX_BYTES,
 )
+from cosmos_outbox.testing._checks import (
+    check_commands,
+    check_event_mappings,
+    check_fields,
+    check_openapi_events,
+    check_text_schemas,
+)
 from cosmos_outbox.testing._fakes import (
     FakePublisher,
     FixedBacklog,
-    InMemoryEventStore,
     InMemoryPayloadStore,
-    InMemoryQuarantine,
     InMemoryStore,
-    InMemoryUnitOfWork,
     SizeLimitedBatch,
-    uow_factory,
 )
 from cosmos_outbox.testing._functions import FunctionClient, InvocationContext
+from cosmos_outbox.testing._triggers import queue_message, service_bus_message, timer_request
 
 __all__ = [
-    "TEST_SECRET",
     "FakePublisher",
     "FixedBacklog",
     "FunctionClient",
     "InMemory",
-    "InMemoryEventStore",
     "InMemoryPayloadStore",
-    "InMemoryQuarantine",
     "InMemoryStore",
-    "InMemoryUnitOfWork",
     "InvocationContext",
     "SizeLimitedBatch",
+    "check_commands",
+    "check_event_mappings",
+    "check_fields",
+    "check_openapi_events",
+    "check_text_schemas",
     "in_memory",
-    "uow_factory",
+    "queue_message",
+    "service_bus_message",
+    "timer_request",
 ]
 
 #: What the in-memory services seal paging tokens with (tests only).
@@ -65,45 +73,48 @@ TEST_SECRET = "cosmos-outbox-tests"  # noqa: S105
 
 @dataclass
 class InMemory:
-    """In-memory services and the fakes behind them, for a test to arrange and inspect."""
+    """In-memory services and the fakes behind them, for a test to arrange and inspect. Used as
+    `with in_memory(outbox) as world:`, the outbox runs on them inside the block."""
 
     store: InMemoryStore
     publisher: FakePublisher
-    quarantine: InMemoryQuarantine
     backlog: FixedBacklog
-    services: Services
     #: the claim check's payload store (bodies too large for the publisher's batches)
     payloads: InMemoryPayloadStore
+    services: Services
+    outbox: OutboxBase | None = None
+    _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
+
+    def __enter__(self) -> InMemory:
+        if self.outbox is not None:
+            self._stack.enter_context(self.outbox.override(self.services))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def of_type(self, type_: str) -> list[dict[str, Any]]:
+        """The stored documents of a type (`domainEvent`, `quarantinedEvent`, ...)."""
+        return self.store.of_type(type_)
 
 
-def in_memory(*, event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS,
+def in_memory(outbox: OutboxBase | None = None, *,
+              event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS,
               idempotency_ttl_seconds: int = DEFAULT_IDEMPOTENCY_TTL_SECONDS,
               max_batch_bytes: int = 4096, topic: str = "test-events",
               max_payload_bytes: int = DEFAULT_PAYLOAD_MAX_BYTES) -> InMemory:
-    """Services on fakes: pass `lambda: world.services` as an `Outbox`'s services. An event
-    too large for `max_batch_bytes` is offloaded to `payloads` (the claim check), or
-    quarantined when its body is above `max_payload_bytes` (0: no claim check). The store's
-    time can be moved on (`store.elapse(seconds)`) to let TTLs run out."""
+    """Services on fakes (`world.services`), which `outbox` runs on inside `with in_memory(
+    outbox) as world:`. An event too large for `max_batch_bytes` is offloaded to `payloads`
+    (the claim check), or quarantined when its body is above `max_payload_bytes` (0: no claim
+    check). The store's time can be moved on (`store.elapse(seconds)`) to let TTLs run out."""
     store = InMemoryStore()
     publisher = FakePublisher(max_batch_bytes=max_batch_bytes)
-    quarantine = InMemoryQuarantine(store)
     backlog = FixedBacklog()
     payloads = InMemoryPayloadStore()
-    telemetry = RelayTelemetry(destination=topic)
     services = Services(
-        unit_of_work=uow_factory(store, event_ttl_seconds=event_ttl_seconds,
-                                 idempotency_ttl_seconds=idempotency_ttl_seconds),
-        outbox=OutboxDependencies(
-            relay_factory=lambda: Relay(publisher, quarantine, telemetry, payloads=payloads,
-                                        max_payload_bytes=max_payload_bytes),
-            quarantine=lambda: quarantine,
-            events=lambda: InMemoryEventStore(store),
-            backlog=lambda: backlog,
-            tokens=TokenCodec(derive_key(TEST_SECRET, purpose=QUARANTINE_TOKEN_PURPOSE)),
-            telemetry=telemetry,
-            event_ttl_seconds=event_ttl_seconds,
-        ),
-        token_secret=TEST_SECRET,
-    )
-    return InMemory(store=store, publisher=publisher, quarantine=quarantine, backlog=backlog,
-                    services=services, payloads=payloads)
+        store=store, publisher=lambda: publisher, payloads=lambda: payloads,
+        backlog=lambda: backlog, token_secret=TEST_SECRET, topic=topic,
+        event_ttl_seconds=event_ttl_seconds, idempotency_ttl_seconds=idempotency_ttl_seconds,
+        max_payload_bytes=max_payload_bytes)
+    return InMemory(store=store, publisher=publisher, backlog=backlog, payloads=payloads,
+                    services=services, outbox=outbox)

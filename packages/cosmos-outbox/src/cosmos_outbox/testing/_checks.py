@@ -36,12 +36,13 @@ from typing import Any, Literal
 import azure.functions as func
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from cosmos_outbox._callables import is_async, name_of, not_awaitable
+from cosmos_outbox._aio import SuspendedError, resolved, run_sync
+from cosmos_outbox._callables import is_async, name_of
 from cosmos_outbox._documents import event_document, read_feed
 from cosmos_outbox._domain import EVENTS, Aggregate, DomainError, Event
 from cosmos_outbox._records import OutboxRecord, to_message
 from cosmos_outbox._text import Text
-from cosmos_outbox.http._operations import Command, operation_of
+from cosmos_outbox.http._declaration import Command, operation_of
 
 __all__ = [
     "ENVELOPE",
@@ -142,7 +143,7 @@ def _check_event_mapping(aggregate: type[Aggregate], kind: type[Event]) -> None:
     from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
     from cloudevents.core.formats.json import JSONFormat
 
-    from cosmos_outbox.servicebus import application_properties
+    from cosmos_outbox.servicebus._messages import application_properties
 
     action = kind.action_name()
     event = example_event(kind)
@@ -218,7 +219,7 @@ def check_commands(app: func.FunctionApp) -> None:
             assert fn is None or not is_async(fn), (
                 f"{name}: {name_of(fn)} is a coroutine function: the route helper calls it "
                 "synchronously")
-        if command.kind != "change" or request is None or command.derived:
+        if command.verb != "change" or request is None or command.derived:
             continue
         parameters = inspect.signature(command.apply).parameters.values()
         if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
@@ -231,10 +232,10 @@ def check_commands(app: func.FunctionApp) -> None:
             f"{name}: {request.__name__} has fields {refused} that "
             f"{name_of(command.apply)} does not accept: a request sending them would fail (500)")
     built = {command.aggregate: _created(name, command, request)
-             for name, command, request in commands if command.kind == "create"}
+             for name, command, request in commands if command.verb == "create"}
     for name, command, request in commands:
         aggregate = built.get(command.aggregate)
-        if command.kind == "change" and aggregate is not None:
+        if command.verb == "change" and aggregate is not None:
             for variant in (0, 1):
                 _check_change(name, command, request, aggregate, variant)
 
@@ -266,11 +267,11 @@ def _check_change(name: str, command: Command, request: type[BaseModel] | None,
             field: getattr(body, field) for field in body.model_fields_set}
     before = target.model_dump(mode="json")
     try:
-        not_awaitable(command.apply(target, **kwargs), command.apply, "apply")
+        run_sync(resolved(command.apply(target, **kwargs)))
     except DomainError:
         return
-    except TypeError as exc:
-        raise AssertionError(f"{name}: {exc}") from exc
+    except SuspendedError as exc:
+        raise AssertionError(f"{name}: {name_of(command.apply)} waits on I/O: {exc}") from exc
     after = target.model_dump(mode="json")
     changed = sorted(k for k in before.keys() | after.keys() if before.get(k) != after.get(k))
     assert not changed or target.events, (

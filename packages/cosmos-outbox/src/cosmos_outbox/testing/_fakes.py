@@ -1,7 +1,8 @@
 """In-memory fakes of the package's ports. Each is held to the same contract suite as the real
-adapter (`cosmos_outbox.testing._contracts`, run on both), so a test on a fake says something
-true of production. The fakes write and read the same documents as the Cosmos DB adapters
-(`cosmos_outbox._documents`)."""
+adapter (`cosmos_outbox.testing.contracts`, run on both), so a test on a fake says something
+true of production. The store keeps documents as Cosmos DB does (JSON, etags, per-item TTL,
+atomic batches, pages with continuation tokens); the async API awaits these sync fakes as they
+are."""
 
 from __future__ import annotations
 
@@ -10,31 +11,14 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from cosmos_outbox._documents import (
-    EVENT_TYPE,
-    QUARANTINE_TYPE,
-    QUARANTINED_EVENT,
-    WriteOperation,
-    aggregate_from_document,
-    quarantine_document,
-    quarantine_id,
-    quarantined_event,
-    read_feed,
-    replayed_document,
-    selected,
-)
-from cosmos_outbox._domain import Aggregate
-from cosmos_outbox._records import NotAnEvent, OutboxMessage, OutboxRecord, Unreadable
-from cosmos_outbox._unit_of_work import TrackingRepository, TrackingUnitOfWork
 from cosmos_outbox.errors import (
     AlreadyExistsError,
-    ApplicationError,
     InvalidContinuationError,
     NotFoundError,
+    OutboxError,
     PayloadNotFoundError,
     PayloadReferenceError,
     PayloadStoreError,
@@ -42,23 +26,23 @@ from cosmos_outbox.errors import (
 )
 from cosmos_outbox.ports import (
     BacklogEstimator,
-    EventStore,
+    BatchOperation,
+    DocumentStore,
     LeaseBacklog,
     MessageBatch,
     MessagePublisher,
+    OutboxMessage,
     Page,
     PayloadStore,
-    Quarantine,
-    QuarantinedEvent,
 )
-from cosmos_outbox.settings import DEFAULT_EVENT_TTL_SECONDS, DEFAULT_IDEMPOTENCY_TTL_SECONDS
 
 
-class InMemoryStore:
-    """Documents by (partition key, id) with etags; batches are atomic like Cosmos'. A document
-    with a positive `ttl` expires that many seconds after it was written, as with Cosmos DB's
-    per-item TTL (container `defaultTtl -1`): it is then gone for reads and writes. Time is
-    `clock()` plus what `elapse()` added."""
+class InMemoryStore(DocumentStore):
+    """Documents by (partition key, id) with etags; batches are atomic like Cosmos DB's. A
+    document with a positive `ttl` expires that many seconds after it was written, as with
+    Cosmos DB's per-item TTL (container `defaultTtl -1`): it is then gone for reads and writes.
+    Time is `clock()` plus what `elapse()` added. What it keeps and gives back is JSON, never a
+    caller's objects."""
 
     def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
         self.documents: dict[tuple[str, str], dict[str, Any]] = {}
@@ -69,23 +53,19 @@ class InMemoryStore:
         self._clock = clock
         self._elapsed = 0.0
         self._etags = itertools.count(1)
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         #: raised by the next batch (then forgotten): a store failure for one write
-        self.fail_next: ApplicationError | None = None
+        self.fail_next: OutboxError | None = None
         #: raised by every health check while set: a store that is down
-        self.unavailable: ApplicationError | None = None
+        self.unavailable: OutboxError | None = None
         self.batches = 0
 
-    def put(self, document: dict[str, Any]) -> None:
+    # -- tests' own access ----------------------------------------------------------------
+
+    def put(self, document: Mapping[str, Any]) -> None:
         """Write outside any unit of work (tests plant documents this way)."""
         with self._lock:
             self._store(_copy(document))
-
-    def read(self, partition_key: str, doc_id: str) -> dict[str, Any] | None:
-        with self._lock:
-            self._expire()
-            doc = self.documents.get((partition_key, doc_id))
-            return _copy(doc) if doc else None
 
     def elapse(self, seconds: float) -> None:
         """Move the store's time on: documents whose TTL ran out are deleted."""
@@ -103,6 +83,121 @@ class InMemoryStore:
             raise ValueError(f"document {doc_id} has no TTL: it never expires")
         self.elapse(ttl)
 
+    def in_partition(self, partition_key: str) -> list[dict[str, Any]]:
+        with self._lock:
+            self._expire()
+            return [_copy(d) for (pk, _), d in self.documents.items() if pk == partition_key]
+
+    # -- DocumentStore --------------------------------------------------------------------
+
+    def execute_batch(self, partition_key: str,
+                      operations: Sequence[BatchOperation]) -> list[str | None]:
+        with self._lock:
+            if self.fail_next is not None:
+                injected, self.fail_next = self.fail_next, None
+                raise injected
+            self._expire()
+            staged = dict(self.documents)
+            written: list[tuple[str, dict[str, Any] | None]] = []
+            for index, op in enumerate(operations):
+                key = (partition_key, op.document_id)
+                current = staged.get(key)
+                if op.document is not None and op.document.get("partitionKey") != partition_key:
+                    raise ValueError("batch operations must share the partition key")
+                failure: OutboxError | None = None
+                if op.kind == "create" and current is not None:
+                    failure = AlreadyExistsError(f"document {op.document_id} exists")
+                elif op.kind in ("replace", "patch", "delete") and current is None:
+                    failure = NotFoundError("document", op.document_id)
+                elif op.kind in ("replace", "patch", "delete") and (
+                        op.if_match is not None and current is not None
+                        and current["_etag"] != op.if_match):
+                    failure = PreconditionFailedError("etag mismatch")
+                if failure is not None:
+                    failure.operation_index = index
+                    raise failure
+                if op.kind == "delete":
+                    staged.pop(key)
+                    written.append((op.document_id, None))
+                    continue
+                document = (_patched(current, op.patch) if op.kind == "patch" and current
+                            else _copy(op.document or {}))
+                staged[key] = document
+                written.append((op.document_id, document))
+            self.batches += 1
+            etags: list[str | None] = []
+            for document_id, stored in written:
+                if stored is None:
+                    self._forget((partition_key, document_id))
+                    etags.append(None)
+                else:
+                    etags.append(self._store(stored))
+            return etags
+
+    def read(self, partition_key: str, document_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            self._expire()
+            doc = self.documents.get((partition_key, document_id))
+            return _copy(doc) if doc else None
+
+    def upsert(self, document: Mapping[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            self._expire()
+            stored = _copy(document)
+            self._store(stored)
+            return _copy(stored)
+
+    def replace(self, document: Mapping[str, Any], *, if_match: str | None = None
+                ) -> dict[str, Any]:
+        with self._lock:
+            self._expire()
+            key = (str(document["partitionKey"]), str(document["id"]))
+            current = self.documents.get(key)
+            if current is None:
+                raise NotFoundError("document", key[1])
+            if if_match is not None and current["_etag"] != if_match:
+                raise PreconditionFailedError("etag mismatch")
+            stored = _copy(document)
+            self._store(stored)
+            return _copy(stored)
+
+    def delete(self, partition_key: str, document_id: str) -> None:
+        with self._lock:
+            self._expire()
+            if (partition_key, document_id) not in self.documents:
+                raise NotFoundError("document", document_id)
+            self._forget((partition_key, document_id))
+
+    def find(self, type_: str, document_id: str) -> dict[str, Any] | None:
+        with self._lock:
+            self._expire()
+            return next((_copy(d) for (_, doc_id), d in self.documents.items()
+                         if doc_id == document_id and d.get("type") == type_), None)
+
+    def of_type(self, type_: str, *, partition_key: str | None = None) -> list[dict[str, Any]]:
+        with self._lock:
+            self._expire()
+            return [_copy(d) for (pk, _), d in self.documents.items()
+                    if d.get("type") == type_ and partition_key in (None, pk)]
+
+    def page_of_type(self, type_: str, *, page_size: int,
+                     continuation: str | None) -> Page[dict[str, Any]]:
+        rows = sorted(self.of_type(type_), key=lambda d: (d["partitionKey"], d["id"]))
+        start = 0
+        if continuation is not None:
+            if not continuation.startswith("mem:") or not continuation[4:].isdigit():
+                raise InvalidContinuationError("bad continuation token")
+            start = int(continuation[4:])
+        page = rows[start:start + page_size]
+        end = start + len(page)
+        return Page(page, f"mem:{end}" if end < len(rows) else None)
+
+    def ping(self) -> None:
+        if self.unavailable is not None:
+            raise self.unavailable
+
+    # -- inside ---------------------------------------------------------------------------
+
     def _now(self) -> float:
         return self._clock() + self._elapsed
 
@@ -113,28 +208,6 @@ class InMemoryStore:
             if self._expiries.get(key) == at:
                 del self._expiries[key]
                 self.documents.pop(key, None)
-
-    def batch(self, partition_key: str, operations: list[WriteOperation]) -> list[str]:
-        with self._lock:
-            if self.fail_next is not None:
-                failure, self.fail_next = self.fail_next, None
-                raise failure
-            self._expire()
-            for kind, doc, etag in operations:
-                key = (partition_key, doc["id"])
-                if doc["partitionKey"] != partition_key:
-                    raise ValueError("batch operations must share the partition key")
-                current = self.documents.get(key)
-                if kind == "create" and current is not None:
-                    raise AlreadyExistsError(f"document {doc['id']} exists")
-                if kind == "replace":
-                    if current is None:
-                        raise NotFoundError("document", doc["id"])
-                    if etag is not None and current["_etag"] != etag:
-                        raise PreconditionFailedError(
-                            "etag mismatch", aggregate_type=str(doc.get("type", "document")))
-            self.batches += 1
-            return [self._store(_copy(doc)) for _, doc, _ in operations]
 
     def _store(self, doc: dict[str, Any]) -> str:
         doc["_etag"] = f'"{next(self._etags):08x}-0000-0000-0000-000000000000"'
@@ -148,17 +221,9 @@ class InMemoryStore:
             self._expiries.pop(key, None)
         return str(doc["_etag"])
 
-    def delete(self, partition_key: str, doc_id: str) -> None:
-        with self._lock:
-            self._expire()
-            self._expiries.pop((partition_key, doc_id), None)
-            if self.documents.pop((partition_key, doc_id), None) is None:
-                raise NotFoundError("document", doc_id)
-
-    def of_type(self, kind: str) -> list[dict[str, Any]]:
-        with self._lock:
-            self._expire()
-            return [_copy(d) for d in self.documents.values() if d.get("type") == kind]
+    def _forget(self, key: tuple[str, str]) -> None:
+        self._expiries.pop(key, None)
+        self.documents.pop(key, None)
 
 
 def _copy(document: Mapping[str, Any]) -> dict[str, Any]:
@@ -168,47 +233,33 @@ def _copy(document: Mapping[str, Any]) -> dict[str, Any]:
     return copied
 
 
-class InMemoryRepository[A: Aggregate](TrackingRepository[A]):
-    def __init__(self, store: InMemoryStore, kind: type[A]) -> None:
-        super().__init__(kind)
-        self._store = store
-
-    def read(self, aggregate_id: str) -> tuple[A, str]:
-        doc = self._store.read(aggregate_id, aggregate_id)
-        if doc is None:
-            raise NotFoundError(self.kind.aggregate_type, aggregate_id)
-        return aggregate_from_document(self.kind, doc), doc["_etag"]
-
-
-class InMemoryUnitOfWork(TrackingUnitOfWork):
-    def __init__(self, store: InMemoryStore, *,
-                 event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS,
-                 idempotency_ttl_seconds: int = DEFAULT_IDEMPOTENCY_TTL_SECONDS) -> None:
-        super().__init__(event_ttl_seconds=event_ttl_seconds,
-                         idempotency_ttl_seconds=idempotency_ttl_seconds)
-        self.store = store
-
-    @property
-    def ttl(self) -> int:
-        return self.event_ttl_seconds
-
-    def _repository[A: Aggregate](self, kind: type[A]) -> TrackingRepository[A]:
-        return InMemoryRepository(self.store, kind)
-
-    def _execute(self, aggregate_type: str, partition_key: str,
-                 operations: list[WriteOperation]) -> str:
-        return self.store.batch(partition_key, operations)[0]
-
-    def _read(self, partition_key: str, document_id: str) -> dict[str, Any] | None:
-        return self.store.read(partition_key, document_id)
-
-    def ping(self) -> None:
-        if self.store.unavailable is not None:
-            raise self.store.unavailable
-
-
-def uow_factory(store: InMemoryStore, **kwargs: Any) -> Callable[[], InMemoryUnitOfWork]:
-    return lambda: InMemoryUnitOfWork(store, **kwargs)
+def _patched(document: Mapping[str, Any], operations: Sequence[Mapping[str, Any]]
+             ) -> dict[str, Any]:
+    """`document` after Cosmos DB's partial-document update operations (`add`, `set`, `replace`,
+    `remove`, `incr`, on top-level or nested paths `/a/b`)."""
+    patched = _copy(document)
+    for operation in operations:
+        *parents, leaf = [p for p in str(operation["path"]).split("/") if p]
+        target: Any = patched
+        for part in parents:
+            target = target[int(part)] if isinstance(target, list) else target[part]
+        op, value = operation["op"], operation.get("value")
+        if op in ("add", "set"):
+            if isinstance(target, list) and op == "add":
+                target.insert(len(target) if leaf == "-" else int(leaf), value)
+            else:
+                target[leaf] = value
+        elif op == "replace":
+            if leaf not in target:
+                raise ValueError(f"patch replace: no {operation['path']}")
+            target[leaf] = value
+        elif op == "remove":
+            del target[leaf]
+        elif op == "incr":
+            target[leaf] = target.get(leaf, 0) + value
+        else:
+            raise ValueError(f"unknown patch operation {op!r}")
+    return _copy(patched)
 
 
 class SizeLimitedBatch(MessageBatch):
@@ -318,74 +369,6 @@ class InMemoryPayloadStore(PayloadStore):
         if body is None:
             raise PayloadNotFoundError(reference)
         return body
-
-
-class InMemoryQuarantine(Quarantine):
-    """Quarantine records as documents of an in-memory store (its own unless given), written
-    and read with the same document functions as the Cosmos adapter."""
-
-    def __init__(self, store: InMemoryStore | None = None) -> None:
-        self.store = store if store is not None else InMemoryStore()
-
-    @property
-    def documents(self) -> dict[str, dict[str, Any]]:
-        return {d["id"]: d for d in self.store.of_type(QUARANTINE_TYPE)}
-
-    def put(self, event: OutboxRecord | Unreadable, *, reason: str) -> None:
-        fresh = quarantine_document(event.document, reason=reason)
-        self.store.put(quarantine_document(event.document, reason=reason,
-                                           previous=self.documents.get(fresh["id"])))
-
-    def _document(self, event_id: str) -> dict[str, Any]:
-        doc = self.documents.get(quarantine_id(event_id))
-        if doc is None:
-            raise NotFoundError(QUARANTINED_EVENT, event_id)
-        return doc
-
-    def get(self, event_id: str) -> QuarantinedEvent:
-        return quarantined_event(self._document(event_id))
-
-    def list_page(self, *, page_size: int,
-                  continuation: str | None) -> Page[QuarantinedEvent]:
-        rows = sorted(self.documents.values(), key=lambda d: d["id"])
-        start = 0
-        if continuation is not None:
-            if not continuation.startswith("mem:") or not continuation[4:].isdigit():
-                raise InvalidContinuationError("bad continuation token")
-            start = int(continuation[4:])
-        page = rows[start : start + page_size]
-        end = start + len(page)
-        return Page([quarantined_event(d) for d in page],
-                    f"mem:{end}" if end < len(rows) else None)
-
-    def count(self) -> int:
-        return sum(1 for d in self.documents.values() if d.get("status") != "resolved")
-
-    def replayed(self, entry: QuarantinedEvent, *, resolved: bool, reason: str,
-                 ttl_seconds: int) -> QuarantinedEvent:
-        current = self._document(entry.event_id)
-        updated = replayed_document(current, entry, resolved=resolved, reason=reason,
-                                    ttl_seconds=ttl_seconds, now=datetime.now(UTC))
-        self.store.put(updated)
-        return quarantined_event(updated)
-
-    def discard(self, entry: QuarantinedEvent) -> None:
-        self._document(entry.event_id)
-        self.store.delete(entry.aggregate_id, quarantine_id(entry.event_id))
-
-
-class InMemoryEventStore(EventStore):
-    def __init__(self, store: InMemoryStore) -> None:
-        self.store = store
-
-    def events_since(
-        self, since: datetime, *, aggregate_type: str | None = None,
-        aggregate_id: str | None = None,
-    ) -> list[OutboxRecord | Unreadable]:
-        documents = [d for d in self.store.of_type(EVENT_TYPE)
-                     if (aggregate_id is None or d["partitionKey"] == aggregate_id)
-                     and selected(d, since, aggregate_type)]
-        return [i for i in read_feed(documents) if not isinstance(i, NotAnEvent)]
 
 
 class FixedBacklog(BacklogEstimator):

@@ -7,11 +7,13 @@ No host, no worker, no I/O: what the functions do is what the app's services do 
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import re
 import threading
-from collections.abc import Iterable, Mapping
+import weakref
+from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
 
 import azure.functions as func
@@ -74,7 +76,9 @@ class InvocationContext(func.Context):
 
 
 class FunctionClient:
-    """The functions of one app (a `func.FunctionApp`, indexed once here), called in-process."""
+    """The functions of one app (a `func.FunctionApp`, indexed once here), called in-process:
+    a sync function in this thread, an `async def` one on an event loop of this client's (one
+    loop for all its calls, as the worker has one; closed with the client)."""
 
     def __init__(self, app: func.FunctionApp) -> None:
         self.functions: dict[str, Function] = {
@@ -82,13 +86,38 @@ class FunctionClient:
         routes = http_routes(self.functions.values())
         # The host ranks catch-all routes below every other route.
         self._routes = sorted(routes, key=lambda r: r.catch_all)
+        self._runner: asyncio.Runner | None = None
+        self._lock = threading.Lock()
 
     def invoke(self, name: str, *args: Any, trace_parent: str = "") -> Any:
-        """Call function `name` with `args`, and the invocation context if it takes one."""
+        """Call function `name` with `args`, and the invocation context if it takes one; an
+        `async def` function is run to its end on this client's loop."""
         user_function = self.functions[name].get_user_function()
         if "context" in inspect.signature(user_function).parameters:
-            return user_function(*args, InvocationContext(name, trace_parent=trace_parent))
-        return user_function(*args)
+            args = (*args, InvocationContext(name, trace_parent=trace_parent))
+        result = user_function(*args)
+        if inspect.isawaitable(result):
+            return self._loop().run(_awaited(result))
+        return result
+
+    def _loop(self) -> asyncio.Runner:
+        with self._lock:
+            if self._runner is None:
+                self._runner = asyncio.Runner()
+                weakref.finalize(self, self._runner.close)
+            return self._runner
+
+    def close(self) -> None:
+        """Close this client's event loop, if it made one."""
+        if self._runner is not None:
+            self._runner.close()
+            self._runner = None
+
+    def __enter__(self) -> FunctionClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def call(self, name: str, method: str, path: str, *, body: Any = None,
              raw: bytes | None = None, headers: Mapping[str, str] | None = None,
@@ -133,6 +162,10 @@ class FunctionClient:
         """Hand change-feed documents to the relay (`relay_events`), as the trigger does."""
         self.invoke("relay_events", func.DocumentList(
             func.Document.from_dict(dict(d)) for d in documents))
+
+
+async def _awaited(result: Awaitable[Any]) -> Any:
+    return await result
 
 
 def _values(template: str, path: str) -> dict[str, str]:

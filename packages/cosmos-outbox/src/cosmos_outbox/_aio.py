@@ -1,0 +1,110 @@
+"""Async beside sync, written once. The outbox's logic is written once, as coroutines over the
+async ports (`cosmos_outbox.ports.Async*`): that is the async API (`cosmos_outbox.aio`). The
+sync API runs the same coroutines with `run_sync` over sync adapters made awaitable by
+`as_async`: a sync adapter's calls complete without suspending, so a coroutine over them runs
+to its end in the caller's thread, with no event loop. Only I/O differs.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Awaitable, Coroutine
+from typing import TYPE_CHECKING, Any, cast, overload
+
+if TYPE_CHECKING:
+    from cosmos_outbox.ports import (
+        AsyncBacklogEstimator,
+        AsyncDocumentStore,
+        AsyncMessagePublisher,
+        AsyncPayloadStore,
+        BacklogEstimator,
+        DocumentStore,
+        MessagePublisher,
+        PayloadStore,
+    )
+
+
+class SuspendedError(RuntimeError):
+    """A coroutine run by the sync API waited on I/O: something async reached a sync path."""
+
+
+def run_sync[T](coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run `coroutine` to its end in this thread, without an event loop. It must not suspend
+    (it awaits only sync adapters made awaitable): if it does, it is closed (its `finally`
+    blocks run) and SuspendedError is raised."""
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return cast(T, done.value)
+    coroutine.close()
+    raise SuspendedError(
+        "an awaitable of the sync API waited on I/O: an async callable or adapter was given to "
+        "the sync API; use cosmos_outbox.aio for async code")
+
+
+async def resolved[T](value: T | Awaitable[T]) -> T:
+    """`value`, awaited when it is awaitable (a user's callable may be either)."""
+    if inspect.isawaitable(value):
+        return await value
+    return value
+
+
+def is_async_port(port: object) -> bool:
+    """Whether `port`'s public methods are coroutine functions (an async adapter)."""
+    return any(inspect.iscoroutinefunction(getattr(type(port), name, None))
+               for name in dir(type(port)) if not name.startswith("_"))
+
+
+class _Awaitable:
+    """A sync adapter seen through the async port: each public method returns a coroutine that
+    calls it (and completes without suspending); attributes pass through."""
+
+    def __init__(self, port: object) -> None:
+        self._port = port
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._port, name)
+        if name.startswith("_") or not callable(attribute) or isinstance(attribute, type):
+            return attribute
+
+        @functools.wraps(attribute)
+        async def call(*args: Any, **kwargs: Any) -> Any:
+            return attribute(*args, **kwargs)
+
+        return call
+
+    def __repr__(self) -> str:
+        return f"as_async({self._port!r})"
+
+
+#: Methods that stay sync in every port (no I/O: a batch is filled in memory, a reference made).
+SYNC_METHODS = frozenset({"try_add", "reference", "max_size_in_bytes"})
+
+
+class _SyncView(_Awaitable):
+    def __getattr__(self, name: str) -> Any:
+        if name in SYNC_METHODS:
+            return getattr(self._port, name)
+        return super().__getattr__(name)
+
+
+def _awaited(port: object) -> Any:
+    """`port` itself when it is an async adapter, else a view of the sync one whose methods are
+    awaitable (those of `SYNC_METHODS` stay as they are)."""
+    return port if isinstance(port, _Awaitable) or is_async_port(port) else _SyncView(port)
+
+
+@overload
+def as_async(port: DocumentStore | AsyncDocumentStore) -> AsyncDocumentStore: ...
+@overload
+def as_async(port: MessagePublisher | AsyncMessagePublisher) -> AsyncMessagePublisher: ...
+@overload
+def as_async(port: PayloadStore | AsyncPayloadStore) -> AsyncPayloadStore: ...
+@overload
+def as_async(port: BacklogEstimator | AsyncBacklogEstimator) -> AsyncBacklogEstimator: ...
+
+
+def as_async(port: object) -> object:
+    """A port as its async port: an async adapter as it is, a sync one awaitable."""
+    return _awaited(port)

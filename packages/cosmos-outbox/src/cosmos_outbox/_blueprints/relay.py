@@ -1,0 +1,84 @@
+"""The relay as a Functions blueprint, for any aggregate: the change-feed relay
+(`relay_events`) and the backlog estimate on a timer (`outbox_backlog`). It knows no aggregate:
+it relays every event document of the container, whatever its aggregate type. An app registers
+it beside its own functions (`Outbox.relay_blueprint()`, or `Outbox.function_app`).
+
+Container and database names are app-setting expressions (%COSMOS_DATABASE%, ...). The host
+cannot resolve %NAME% in int binding properties, but the worker indexes the app with the app
+settings in its environment, so the poll delay, batch size and backlog schedule are read (and
+validated) from FEED_POLL_DELAY_MS, MAX_ITEMS_PER_INVOCATION and BACKLOG_ESTIMATE_SCHEDULE when
+the blueprint is built, at indexing; nothing else is read or opened until a function runs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import azure.functions as func
+
+from cosmos_outbox._documents import read_feed
+from cosmos_outbox._functions import shell
+from cosmos_outbox.settings import TriggerSettings, load_trigger_settings
+
+if TYPE_CHECKING:  # imported when a function first runs, not at indexing (cold start)
+    from cosmos_outbox._outbox import Wiring
+
+
+def relay_blueprint(
+    wiring: Callable[[], Wiring],
+    *,
+    asynchronous: bool,
+    triggers: TriggerSettings | None = None,
+) -> func.Blueprint:
+    """The relay (`relay_events`) and the backlog timer (`outbox_backlog`), served by
+    `wiring()` (the outbox's objects, built once per process on first use). `asynchronous`:
+    `async def` functions on the worker's event loop (an `aio` outbox's adapters), else sync
+    ones. `triggers` default to the app settings (read now, at indexing)."""
+    settings = triggers if triggers is not None else load_trigger_settings()
+    bp = func.Blueprint()  # type: ignore[no-untyped-call]  # untyped in azure-functions
+
+    @bp.retry(
+        strategy="exponential_backoff",
+        max_retry_count="-1",
+        minimum_interval="00:00:01",
+        maximum_interval="00:01:00",
+    )
+    @bp.cosmos_db_trigger(
+        arg_name="documents",
+        connection="CosmosDBConnection",
+        database_name="%COSMOS_DATABASE%",
+        container_name="%COSMOS_CONTAINER%",
+        lease_container_name="%COSMOS_LEASE_CONTAINER%",
+        create_lease_container_if_not_exists=True,
+        # A new lease (first deployment, lease container reset) starts from the oldest event
+        # still stored, not from "now": events written before the relay first ran are not lost.
+        start_from_beginning=True,  # type: ignore[arg-type]  # azure-functions 2.3 types it `time`
+        feed_poll_delay=settings.feed_poll_delay_ms,
+        max_items_per_invocation=settings.max_items_per_invocation,
+    )
+    @shell(asynchronous)
+    async def relay_events(documents: func.DocumentList) -> None:
+        """Relay one trigger invocation. Raises when a send fails, so the retry policy
+        redelivers the same documents and the lease does not move."""
+        wired = wiring()
+        await wired.relay().relay(read_feed((doc.to_dict() for doc in documents),
+                                            legacy=wired.legacy))
+
+    @bp.timer_trigger(
+        arg_name="timer",
+        schedule=settings.backlog_estimate_schedule,
+        run_on_startup=False,
+        use_monitor=False,
+    )
+    @shell(asynchronous)
+    async def outbox_backlog(timer: func.TimerRequest) -> None:
+        """One tick: estimate the backlog, record the gauges, apply the TTL guard."""
+        wired = wiring()
+        from cosmos_outbox._relay.backlog import report_backlog
+
+        await report_backlog(wired.backlog(), wired.telemetry,
+                             event_ttl_seconds=wired.event_ttl_seconds)
+
+    return bp
+

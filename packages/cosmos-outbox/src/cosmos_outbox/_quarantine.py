@@ -1,0 +1,195 @@
+"""The quarantine: stored events that cannot become messages, kept in the outbox's container as
+`quarantinedEvent` documents (no TTL) in the event's own partition, which the relay skips; listed,
+replayed and discarded by the operators. Everything a quarantine record is, and how it is kept,
+is here: its document, the record read back (`QuarantinedEvent`) and the store's use of it (the
+async API's, over `cosmos_outbox.ports.AsyncDocumentStore`; the sync API runs it)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from cosmos_outbox._aio import as_async
+from cosmos_outbox._documents import outbox_record, parse_time, unreadable, without_system_keys
+from cosmos_outbox._records import LegacyEvents, OutboxRecord, PoisonEventError, Unreadable
+from cosmos_outbox.errors import NotFoundError
+from cosmos_outbox.ports import AsyncDocumentStore, DocumentStore, Page
+
+QUARANTINE_TYPE = "quarantinedEvent"
+#: The kind named in a 404 for a quarantine record ("no such quarantined event").
+QUARANTINED_EVENT = "quarantined event"
+
+
+@dataclass(frozen=True)
+class QuarantinedEvent:
+    """A quarantine record: the event set aside (parsed as the relay parses it: `event` is what
+    a replay sends again), why, when, how often it was replayed, and whether it is resolved."""
+
+    event_id: str
+    aggregate_type: str | None
+    #: the event's partition: its aggregate's id
+    aggregate_id: str
+    action: str | None
+    version: int | None
+    reason: str
+    quarantined_at: datetime | None
+    replays: int
+    resolved_at: datetime | None
+    event: OutboxRecord | Unreadable = field(repr=False)
+
+    @property
+    def resolved(self) -> bool:
+        return self.resolved_at is not None
+
+
+
+def quarantine_document(
+    document: Mapping[str, Any], *, reason: str, now: datetime | None = None,
+    previous: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A copy of a poison event kept (no TTL) with the reason, in the event's own partition.
+    The relay skips it: it is not a `domainEvent`. Set aside again (a relay retry, a re-drive
+    of an event that still fails) over an existing record (`previous`), it keeps that record's
+    first quarantine time and replay count, and is quarantined (again) with the new reason."""
+    source_id = str(document.get("id", "unknown"))
+    partition = document.get("partitionKey")
+    kept: dict[str, Any] = {}
+    if previous is not None:
+        if isinstance(previous.get("quarantinedAt"), str):
+            kept["quarantinedAt"] = previous["quarantinedAt"]
+        if isinstance(previous.get("replays"), int):
+            kept["replays"] = previous["replays"]
+    return {
+        "id": quarantine_id(source_id),
+        "partitionKey": partition if isinstance(partition, str) else "quarantine",
+        "type": QUARANTINE_TYPE,
+        "eventId": source_id,
+        "reason": reason,
+        "status": "quarantined",
+        "quarantinedAt": (now or datetime.now(UTC)).isoformat(),
+        "replays": 0,
+        "data": without_system_keys(document),
+        "ttl": -1,
+        **kept,
+    }
+
+
+def quarantine_id(event_id: str) -> str:
+    return f"quarantine-{event_id}"
+
+
+def quarantined_event(document: Mapping[str, Any], *,
+                      legacy: LegacyEvents | None = None) -> QuarantinedEvent:
+    """A stored quarantine record, typed; the event it holds parsed as the relay parses it.
+    Records written before the admin API (no status, time or replays) read as quarantined,
+    quarantined at the document's `_ts`."""
+    stored = document.get("data")
+    stored = stored if isinstance(stored, Mapping) else {}
+    event_id = str(document.get("eventId") or stored.get("id")
+                   or str(document.get("id", "")).removeprefix("quarantine-"))
+    try:
+        event: OutboxRecord | Unreadable = outbox_record(stored, legacy=legacy)
+    except PoisonEventError as exc:
+        event = unreadable(stored, str(exc), legacy=legacy)
+    at = parse_time(document.get("quarantinedAt"))
+    if at is None and isinstance(document.get("_ts"), int | float):
+        at = datetime.fromtimestamp(float(document["_ts"]), UTC)
+    replays = document.get("replays")
+    partition = document.get("partitionKey")
+    return QuarantinedEvent(
+        event_id=event_id,
+        aggregate_type=event.aggregate_type,
+        aggregate_id=partition if isinstance(partition, str) else "quarantine",
+        action=event.action,
+        version=event.version,
+        reason=str(document.get("reason", "")),
+        quarantined_at=at,
+        replays=replays if type(replays) is int else 0,
+        resolved_at=parse_time(document.get("resolvedAt")),
+        event=event,
+    )
+
+
+def replayed_document(
+    document: Mapping[str, Any], entry: QuarantinedEvent, *, resolved: bool, reason: str,
+    ttl_seconds: int, now: datetime,
+) -> dict[str, Any]:
+    """The record after a replay: resolved (kept for audit, expiring after `ttl_seconds`), or
+    still quarantined with the new reason; either way one more replay counted."""
+    updated = without_system_keys(document)
+    updated.update({
+        "eventId": entry.event_id,
+        "replays": entry.replays + 1,
+        "quarantinedAt": (entry.quarantined_at or now).isoformat(),
+        "lastReplayAt": now.isoformat(),
+    })
+    if resolved:
+        updated.update({"status": "resolved", "resolvedAt": now.isoformat(), "ttl": ttl_seconds})
+    else:
+        updated.update({"status": "quarantined", "reason": reason, "ttl": -1})
+        updated.pop("resolvedAt", None)
+    return updated
+
+
+
+class Quarantine:
+    """The quarantine records of one container: found by event id (a query on the indexed
+    `type`, few documents), then read and written by point operations in their partition."""
+
+    def __init__(self, store: AsyncDocumentStore | DocumentStore, *,
+                 legacy: LegacyEvents | None = None,
+                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+        self._store = as_async(store)
+        self._legacy = legacy
+        self._clock = clock
+
+    async def put(self, event: OutboxRecord | Unreadable, *, reason: str) -> None:
+        """Keep the event with the reason (idempotent: the same event is one record; set aside
+        again, it keeps its history and is quarantined again with the new reason)."""
+        fresh = quarantine_document(event.document, reason=reason, now=self._clock())
+        previous = await self._store.read(fresh["partitionKey"], fresh["id"])
+        if previous is not None:
+            fresh = quarantine_document(event.document, reason=reason, now=self._clock(),
+                                        previous=previous)
+        await self._store.upsert(fresh)
+
+    async def _document(self, event_id: str) -> dict[str, Any]:
+        found = await self._store.find(QUARANTINE_TYPE, quarantine_id(event_id))
+        if found is None:
+            raise NotFoundError(QUARANTINED_EVENT, event_id)
+        return found
+
+    async def get(self, event_id: str) -> QuarantinedEvent:
+        """The record of an event, resolved or not. Raises NotFoundError."""
+        return quarantined_event(await self._document(event_id), legacy=self._legacy)
+
+    async def list_page(self, *, page_size: int,
+                        continuation: str | None) -> Page[QuarantinedEvent]:
+        """One page of records (resolved ones too, until they expire), and the next token."""
+        page = await self._store.page_of_type(QUARANTINE_TYPE, page_size=page_size,
+                                              continuation=continuation)
+        return Page([quarantined_event(d, legacy=self._legacy) for d in page.items],
+                    page.continuation_token)
+
+    async def count(self) -> int:
+        """How many records are not resolved."""
+        return sum(1 for d in await self._store.of_type(QUARANTINE_TYPE)
+                   if d.get("status") != "resolved")
+
+    async def replayed(self, entry: QuarantinedEvent, *, resolved: bool, reason: str,
+                       ttl_seconds: int) -> QuarantinedEvent:
+        """Record a replay of `entry` (as read before the replay): resolved (kept, expiring
+        after `ttl_seconds`) or still quarantined with the new reason; replays + 1."""
+        key = quarantine_id(entry.event_id)
+        current = await self._store.read(entry.aggregate_id, key)
+        if current is None:
+            raise NotFoundError(QUARANTINED_EVENT, entry.event_id)
+        updated = replayed_document(current, entry, resolved=resolved, reason=reason,
+                                    ttl_seconds=ttl_seconds, now=self._clock())
+        return quarantined_event(await self._store.replace(updated), legacy=self._legacy)
+
+    async def discard(self, entry: QuarantinedEvent) -> None:
+        """Delete the record. Raises NotFoundError when it is gone already."""
+        await self._store.delete(entry.aggregate_id, quarantine_id(entry.event_id))

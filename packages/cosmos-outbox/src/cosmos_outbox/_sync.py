@@ -1,0 +1,139 @@
+"""The sync API's write path: thin shells that run the async one (`_unit_of_work`, `_service`)
+over sync adapters (`cosmos_outbox._aio.run_sync`). No logic here: each method calls its
+coroutine and runs it to its end in the caller's thread."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Coroutine
+from types import TracebackType
+from typing import Any, cast
+
+from cosmos_outbox import _service, _unit_of_work
+from cosmos_outbox._aio import run_sync
+from cosmos_outbox._callables import refuse_async
+from cosmos_outbox._domain import Aggregate
+from cosmos_outbox._idempotency import Claim, IdempotencyRecord, Recorded
+from cosmos_outbox._service import Versioned
+
+__all__ = ["AggregateService", "Repository", "Runner", "UnitOfWork"]
+
+#: What runs a coroutine to its end: `run_sync` (the default: over sync adapters, in the
+#: caller's thread), or a test's runner on an event loop (to drive async adapters the same way).
+type Runner = Callable[[Coroutine[Any, Any, Any]], Any]
+
+
+class Repository[A: Aggregate]:
+    """Aggregates of one type in one unit of work (sync)."""
+
+    def __init__(self, core: _unit_of_work.Repository[A], *, run: Runner = run_sync) -> None:
+        self._core = core
+        self._run = run
+
+    @property
+    def kind(self) -> type[A]:
+        return self._core.kind
+
+    def add(self, aggregate: A) -> None:
+        """Track a new aggregate: it is created at the commit."""
+        self._core.add(aggregate)
+
+    def get(self, aggregate_id: str) -> A:
+        """Load an aggregate (NotFoundError when there is none of this type with this id)."""
+        return cast(A, self._run(self._core.get(aggregate_id)))
+
+    def etag(self, aggregate_id: str) -> str:
+        """The etag of the aggregate as last read or written in this unit of work."""
+        return self._core.etag(aggregate_id)
+
+
+class UnitOfWork:
+    """Nothing is written unless `commit()` runs; a commit writes each changed aggregate and the
+    events it raised in one atomic transactional batch in its partition, conditioned on the
+    etag it was read with. Used as `with`: leaving the block forgets what was not committed.
+
+        with outbox.unit_of_work() as uow:
+            order = uow.repository(Order).get(order_id)
+            order.cancel()
+            uow.commit()
+    """
+
+    def __init__(self, core: _unit_of_work.UnitOfWork, *, run: Runner = run_sync) -> None:
+        self.core = core
+        self._run = run
+        self._repositories: dict[type[Aggregate], Repository[Any]] = {}
+
+    def __enter__(self) -> UnitOfWork:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.rollback()
+
+    def repository[A: Aggregate](self, kind: type[A]) -> Repository[A]:
+        """The repository of one aggregate type (the same one for the whole unit of work)."""
+        if kind not in self._repositories:
+            self._repositories[kind] = Repository(self.core.repository(kind), run=self._run)
+        return cast(Repository[A], self._repositories[kind])
+
+    def claim(self, record: IdempotencyRecord) -> None:
+        """Write an Idempotency-Key's record in the batch of its aggregate at the next commit
+        (`cosmos_outbox.aio.UnitOfWork.claim`)."""
+        self.core.claim(record)
+
+    def commit(self, *, traceparent: str | None = None) -> None:
+        """Write the tracked changes, one transactional batch per aggregate
+        (`cosmos_outbox.aio.UnitOfWork.commit`)."""
+        self._run(self.core.commit(traceparent=traceparent))
+
+    def recorded(self, aggregate_id: str, record_id: str) -> IdempotencyRecord | None:
+        return cast(IdempotencyRecord | None,
+                    self._run(self.core.recorded(aggregate_id, record_id)))
+
+    def rollback(self) -> None:
+        """Forget every uncommitted change."""
+        self.core.rollback()
+
+    def ping(self) -> None:
+        self._run(self.core.ping())
+
+
+class AggregateService[A: Aggregate]:
+    """Create, read and change aggregates of one type, each in one unit of work and at most one
+    transactional batch (`cosmos_outbox.aio.AggregateService` says how). Its callables are plain
+    functions: a coroutine function is refused when it is given (use the async API)."""
+
+    def __init__(self, core: _service.AggregateService[A], *, run: Runner = run_sync) -> None:
+        self._core = core
+        self._run = run
+
+    @property
+    def kind(self) -> type[A]:
+        return self._core.kind
+
+    def create(self, aggregate: A, *, traceparent: str | None = None) -> Versioned[A]:
+        return cast(Versioned[A], self._run(self._core.create(aggregate,
+                                                              traceparent=traceparent)))
+
+    def get(self, aggregate_id: str) -> Versioned[A]:
+        return cast(Versioned[A], self._run(self._core.get(aggregate_id)))
+
+    def change(self, aggregate_id: str, change: Callable[[A], object], *,
+               precondition: Callable[[str], bool] | None = None,
+               traceparent: str | None = None) -> Versioned[A]:
+        refuse_async(change, "the change")
+        return cast(Versioned[A], self._run(self._core.change(
+            aggregate_id, change, precondition=precondition, traceparent=traceparent)))
+
+    def create_idempotent(self, build: Callable[[], A], *, claim: Claim[A],
+                          traceparent: str | None = None) -> Versioned[A] | Recorded:
+        refuse_async(build, "build")
+        return cast(Versioned[A] | Recorded, self._run(self._core.create_idempotent(
+            build, claim=claim, traceparent=traceparent)))
+
+    def change_idempotent(self, aggregate_id: str, change: Callable[[A], object], *,
+                          claim: Claim[A], precondition: Callable[[str], bool] | None = None,
+                          traceparent: str | None = None) -> Versioned[A] | Recorded:
+        refuse_async(change, "the change")
+        return cast(Versioned[A] | Recorded, self._run(self._core.change_idempotent(
+            aggregate_id, change, claim=claim, precondition=precondition,
+            traceparent=traceparent)))

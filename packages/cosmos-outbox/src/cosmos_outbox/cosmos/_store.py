@@ -1,0 +1,227 @@
+"""The outbox's container on Cosmos DB: `cosmos_outbox.ports.DocumentStore` on the SDK's sync
+`ContainerProxy`, and `AsyncDocumentStore` on its `aio` one. Each method is one SDK call (or a
+paged query) with its failures translated once (`cosmos_errors`); what is built from or read
+into documents is the same for both (this module's functions)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from azure.core import MatchConditions
+from azure.cosmos import ContainerProxy
+from azure.cosmos.aio import ContainerProxy as AsyncContainerProxy
+
+from cosmos_outbox.cosmos._errors import cosmos_errors
+from cosmos_outbox.errors import NotFoundError, StoreUnavailableError
+from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation, DocumentStore, Page
+
+#: The id of a document that never exists: health reads it (1 RU).
+_PROBE = "health-probe"
+#: Documents of a type (served by the indexed /type path), in a partition when given.
+_OF_TYPE = "SELECT * FROM c WHERE c.type = @type"
+_FIND = "SELECT * FROM c WHERE c.type = @type AND c.id = @id"
+
+
+def sdk_operations(operations: Sequence[BatchOperation]) -> list[tuple[Any, ...]]:
+    """A batch in the SDK's shape (`execute_item_batch(batch_operations=...)`)."""
+    converted: list[tuple[Any, ...]] = []
+    for op in operations:
+        options = {"if_match_etag": op.if_match} if op.if_match else {}
+        match op.kind:
+            case "create" | "upsert":
+                converted.append((op.kind, (dict(op.document or {}),)))
+            case "replace":
+                converted.append(("replace", (op.document_id, dict(op.document or {})), options))
+            case "patch":
+                converted.append(("patch", (op.id, [dict(p) for p in op.patch]), options))
+            case "delete":
+                converted.append(("delete", (op.id,), options))
+    return converted
+
+
+def batch_etags(results: Sequence[Mapping[str, Any]]) -> list[str | None]:
+    """The etag each operation of a batch left (None for a delete)."""
+    etags: list[str | None] = []
+    for result in results:
+        etag = result.get("eTag") or (result.get("resourceBody") or {}).get("_etag")
+        etags.append(str(etag) if etag else None)
+    return etags
+
+
+def _parameters(type_: str, document_id: str | None = None) -> list[dict[str, object]]:
+    found: list[dict[str, object]] = [{"name": "@type", "value": type_}]
+    if document_id is not None:
+        found.append({"name": "@id", "value": document_id})
+    return found
+
+
+class CosmosDocumentStore(DocumentStore):
+    """The container (sync SDK). One per process: the client pools connections."""
+
+    def __init__(self, container: ContainerProxy) -> None:
+        self.container = container
+
+    def execute_batch(self, partition_key: str,
+                      operations: Sequence[BatchOperation]) -> list[str | None]:
+        with cosmos_errors("document", partition_key):
+            results = self.container.execute_item_batch(
+                batch_operations=sdk_operations(operations), partition_key=partition_key)
+        return batch_etags(results)
+
+    def read(self, partition_key: str, document_id: str) -> dict[str, Any] | None:
+        try:
+            with cosmos_errors():
+                return dict(self.container.read_item(item=document_id,
+                                                     partition_key=partition_key))
+        except NotFoundError:
+            return None
+
+    def upsert(self, document: Mapping[str, Any]) -> dict[str, Any]:
+        with cosmos_errors():
+            return dict(self.container.upsert_item(dict(document)))
+
+    def replace(self, document: Mapping[str, Any], *, if_match: str | None = None
+                ) -> dict[str, Any]:
+        with cosmos_errors("document", str(document["id"])):
+            return dict(self.container.replace_item(
+                str(document["id"]), dict(document), etag=if_match,
+                match_condition=_match(if_match)))
+
+    def delete(self, partition_key: str, document_id: str) -> None:
+        with cosmos_errors("document", document_id):
+            self.container.delete_item(document_id, partition_key=partition_key)
+
+    def find(self, type_: str, document_id: str) -> dict[str, Any] | None:
+        with cosmos_errors():
+            found = list(self.container.query_items(
+                _FIND, parameters=_parameters(type_, document_id),
+                enable_cross_partition_query=True))
+        return dict(found[0]) if found else None
+
+    def of_type(self, type_: str, *, partition_key: str | None = None) -> list[dict[str, Any]]:
+        with cosmos_errors():
+            if partition_key is not None:
+                return [dict(d) for d in self.container.query_items(
+                    _OF_TYPE, parameters=_parameters(type_), partition_key=partition_key)]
+            return [dict(d) for d in self.container.query_items(
+                _OF_TYPE, parameters=_parameters(type_), enable_cross_partition_query=True)]
+
+    def page_of_type(self, type_: str, *, page_size: int,
+                     continuation: str | None) -> Page[dict[str, Any]]:
+        rows, token = query_page(self.container, _OF_TYPE, page_size, continuation,
+                                 parameters=_parameters(type_))
+        return Page(rows, token)
+
+    def ping(self) -> None:
+        """A 1-RU point read of a document that does not exist: "not found" means the store
+        answered. A missing container answers "not found" too (the SDK reads the container's
+        properties first), so a "not found" is checked with a read of the container: if it is
+        missing, the store is unavailable, not healthy."""
+        if self.read(_PROBE, _PROBE) is None:
+            try:
+                with cosmos_errors():
+                    self.container.read()
+            except NotFoundError:
+                raise _missing() from None
+
+
+class AsyncCosmosDocumentStore(AsyncDocumentStore):
+    """The container (the SDK's `aio` client). One per process and event loop."""
+
+    def __init__(self, container: AsyncContainerProxy) -> None:
+        self.container = container
+
+    async def execute_batch(self, partition_key: str,
+                            operations: Sequence[BatchOperation]) -> list[str | None]:
+        with cosmos_errors("document", partition_key):
+            results = await self.container.execute_item_batch(
+                batch_operations=sdk_operations(operations), partition_key=partition_key)
+        return batch_etags(results)
+
+    async def read(self, partition_key: str, document_id: str) -> dict[str, Any] | None:
+        try:
+            with cosmos_errors():
+                return dict(await self.container.read_item(item=document_id,
+                                                           partition_key=partition_key))
+        except NotFoundError:
+            return None
+
+    async def upsert(self, document: Mapping[str, Any]) -> dict[str, Any]:
+        with cosmos_errors():
+            return dict(await self.container.upsert_item(dict(document)))
+
+    async def replace(self, document: Mapping[str, Any], *, if_match: str | None = None
+                      ) -> dict[str, Any]:
+        with cosmos_errors("document", str(document["id"])):
+            return dict(await self.container.replace_item(
+                str(document["id"]), dict(document), etag=if_match,
+                match_condition=_match(if_match)))
+
+    async def delete(self, partition_key: str, document_id: str) -> None:
+        with cosmos_errors("document", document_id):
+            await self.container.delete_item(document_id, partition_key=partition_key)
+
+    async def find(self, type_: str, document_id: str) -> dict[str, Any] | None:
+        with cosmos_errors():
+            found = [d async for d in self.container.query_items(
+                _FIND, parameters=_parameters(type_, document_id))]
+        return dict(found[0]) if found else None
+
+    async def of_type(self, type_: str, *, partition_key: str | None = None
+                      ) -> list[dict[str, Any]]:
+        with cosmos_errors():
+            if partition_key is not None:
+                return [dict(d) async for d in self.container.query_items(
+                    _OF_TYPE, parameters=_parameters(type_), partition_key=partition_key)]
+            return [dict(d) async for d in self.container.query_items(
+                _OF_TYPE, parameters=_parameters(type_))]
+
+    async def page_of_type(self, type_: str, *, page_size: int,
+                           continuation: str | None) -> Page[dict[str, Any]]:
+        with cosmos_errors():
+            paged = self.container.query_items(
+                _OF_TYPE, parameters=_parameters(type_), max_item_count=page_size)
+            rows: list[dict[str, Any]] = []
+            async for page in paged.by_page(continuation):
+                rows = [dict(d) async for d in page]
+                break
+            token = paged.get_response_headers().get("x-ms-continuation")
+        return Page(rows, str(token) if token else None)
+
+    async def ping(self) -> None:
+        if await self.read(_PROBE, _PROBE) is None:
+            try:
+                with cosmos_errors():
+                    await self.container.read()
+            except NotFoundError:
+                raise _missing() from None
+
+
+def _match(if_match: str | None) -> MatchConditions | None:
+    return MatchConditions.IfNotModified if if_match else None
+
+
+def _missing() -> StoreUnavailableError:
+    return StoreUnavailableError("the database or container does not exist", retry_after=30.0)
+
+
+def query_page(
+    container: ContainerProxy, query: str, page_size: int, continuation: str | None,
+    **options: Any,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """One page of a cross-partition query and the token of the next (None: last), failures
+    translated (`cosmos_outbox.errors`). `options` go to `query_items` (`parameters`, ...).
+
+    The token is read from this query's own response headers. The SDK pager's
+    `continuation_token` reads the client's last response headers instead, and those belong to
+    whichever request on the client finished last. With requests on other threads (an app
+    serves concurrent invocations on one client), that can be another request's, for example
+    a point read's etag. A client then pages with a token that was never this query's."""
+    with cosmos_errors():
+        paged = container.query_items(query, enable_cross_partition_query=True,
+                                      max_item_count=page_size, **options)
+        rows: list[dict[str, Any]] = [dict(d) for d in next(paged.by_page(continuation), [])]
+        token = paged.get_response_headers().get("x-ms-continuation")
+    return rows, str(token) if token else None
+

@@ -1,0 +1,69 @@
+"""Bounded waits: an operation declared `bounded` (/health, the operators' routes) answers
+within BOUND_SECONDS whatever the store or the broker does: past it, 503 with Retry-After. A sync
+function's work runs on a thread of its own (`run_bounded`), an async one's under a timeout
+(`await_bounded`)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+from cosmos_outbox.http._problems import HttpProblemError
+
+logger = logging.getLogger(__name__)
+#: A bounded operation answers within this many seconds whatever the store or the broker does.
+BOUND_SECONDS = 4.0
+#: The Retry-After of a bounded operation that ran out of time.
+BOUND_RETRY_AFTER_SECONDS = 5
+
+
+def run_bounded[T](work: Callable[[], T], *, what: str) -> T:
+    """`work()`'s result or error, if it ends within BOUND_SECONDS; else 503 with Retry-After
+    (HttpProblemError). It runs on a thread of its own, in this call's context (trace, logging);
+    past the bound it is left to finish on its own: the store's and the broker's clients bound
+    each of their calls, and the operators' actions may be repeated (a replayed event that is
+    resolved is not sent again; the topic drops a re-driven event it has)."""
+    seconds = BOUND_SECONDS
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, work()))
+        except BaseException as exc:  # handed to the request's thread
+            outcome.append((False, exc))
+
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(run,), name=f"bounded-{what}",
+                              daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not outcome:
+        raise _out_of_time(what, seconds)
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return cast(T, value)
+
+
+
+
+async def await_bounded[T](work: Awaitable[T], *, what: str) -> T:
+    """`await work`, if it ends within BOUND_SECONDS; else it is cancelled and 503 with
+    Retry-After (HttpProblemError)."""
+    try:
+        return await asyncio.wait_for(work, BOUND_SECONDS)
+    except TimeoutError:
+        raise _out_of_time(what, BOUND_SECONDS) from None
+
+
+def _out_of_time(what: str, seconds: float) -> HttpProblemError:
+    logger.warning("%s did not complete within %g s: 503", what, seconds,
+                   extra={"http.operation": what, "bound_seconds": seconds})
+    return HttpProblemError(
+        503, "Service Unavailable",
+        f"the store or the message broker did not answer within {seconds:g} s; retry later",
+        headers={"Retry-After": str(BOUND_RETRY_AFTER_SECONDS)})

@@ -1,0 +1,53 @@
+"""The ports' contract suites, one per file, written once, to subclass: run them on the
+in-memory fakes and on the Azure adapters, sync and async (or on an adapter of your own), and
+both are held to one behaviour.
+
+    from cosmos_outbox.testing.contracts import (
+        AggregateExample, InMemoryStoreWorld, StoreWorld, UnitOfWorkContract, examples)
+
+    ORDER = AggregateExample("order", new=lambda: Order.place(...), change=Order.cancel,
+                             actions=("OrderPlaced", "OrderCancelled"))
+
+    class TestInMemoryUnitOfWork(UnitOfWorkContract):
+        example = examples(ORDER)
+
+        @pytest.fixture
+        def world(self) -> StoreWorld:
+            return InMemoryStoreWorld()  # or a world on your Cosmos DB container
+
+Each store suite needs a `world` fixture (a `StoreWorld`: the document store, sync or async,
+and how to read a partition and let a document expire) and an `example` fixture (the
+aggregates it drives, `examples(...)`). The unit of work, the service and the quarantine they
+drive are the outbox's own, over that store. Test classes here are not collected themselves
+(their names do not start with `Test`).
+"""
+
+from __future__ import annotations
+
+from cosmos_outbox.testing.contracts._idempotency import IdempotencyContract
+from cosmos_outbox.testing.contracts._payloads import PayloadStoreContract
+from cosmos_outbox.testing.contracts._quarantine import QuarantineContract
+from cosmos_outbox.testing.contracts._unit_of_work import UnitOfWorkContract
+from cosmos_outbox.testing.contracts._worlds import (
+    AggregateExample,
+    EventLoop,
+    InMemoryPayloadWorld,
+    InMemoryStoreWorld,
+    PayloadWorld,
+    StoreWorld,
+    examples,
+)
+
+__all__ = [
+    "AggregateExample",
+    "EventLoop",
+    "IdempotencyContract",
+    "InMemoryPayloadWorld",
+    "InMemoryStoreWorld",
+    "PayloadStoreContract",
+    "PayloadWorld",
+    "QuarantineContract",
+    "StoreWorld",
+    "UnitOfWorkContract",
+    "examples",
+]

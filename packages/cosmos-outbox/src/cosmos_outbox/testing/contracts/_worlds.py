@@ -1,0 +1,227 @@
+"""What the contract suites run against (a world: a store, sync or async, and what a test needs
+besides it), the aggregates they drive (`AggregateExample`), and the in-memory worlds."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import contextlib
+import threading
+from collections.abc import Callable, Coroutine, Iterator
+from dataclasses import dataclass
+from typing import Any, cast
+
+import pytest
+
+from cosmos_outbox import _service, _sync, _unit_of_work
+from cosmos_outbox._aio import as_async, run_sync
+from cosmos_outbox._documents import EVENT_TYPE
+from cosmos_outbox._domain import Aggregate
+from cosmos_outbox._idempotency import Answer, Claim, Recorded
+from cosmos_outbox._quarantine import Quarantine
+from cosmos_outbox._relay.operators import stored_events
+from cosmos_outbox._service import Versioned
+from cosmos_outbox.ports import AsyncDocumentStore, AsyncPayloadStore, DocumentStore, PayloadStore
+from cosmos_outbox.settings import DEFAULT_EVENT_TTL_SECONDS, DEFAULT_IDEMPOTENCY_TTL_SECONDS
+from cosmos_outbox.testing._fakes import InMemoryPayloadStore, InMemoryStore
+
+
+@dataclass(frozen=True)
+class AggregateExample:
+    """One aggregate type as the contracts drive it: `new()` makes a fresh aggregate that
+    recorded one creation event; `change(aggregate)` makes one change of a fresh aggregate that
+    raises one event; `actions` are the creation event's action and the change's."""
+
+    name: str
+    new: Callable[[], Aggregate]
+    change: Callable[[Any], object]
+    actions: tuple[str, str]
+
+    def type(self) -> type[Aggregate]:
+        return type(self.new())
+
+
+def examples(*driven: AggregateExample) -> Any:
+    """The `example` fixture of a contract subclass: each test runs once per example."""
+
+    @pytest.fixture(params=driven, ids=[k.name for k in driven])
+    def example(self: object, request: pytest.FixtureRequest) -> AggregateExample:
+        return request.param  # type: ignore[no-any-return]
+
+    return example
+
+
+class _Blocking:
+    """An object of the async API seen through `run`: each method call runs to its end."""
+
+    def __init__(self, target: object, run: Callable[[Coroutine[Any, Any, Any]], Any]) -> None:
+        self._target, self._run = target, run
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._target, name)
+        return lambda *args, **kwargs: self._run(method(*args, **kwargs))
+
+
+class StoreWorld(abc.ABC):
+    """What the store's suites need: the document store (sync, or async: then `run` drives
+    coroutines on an event loop, `EventLoop`), a way to read a partition's documents and to let
+    one expire. The unit of work, the service and the quarantine the suites use are the
+    outbox's own, over this store, as the sync API runs them (`run`)."""
+
+    store: DocumentStore | AsyncDocumentStore
+    event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS
+    idempotency_ttl_seconds: int = DEFAULT_IDEMPOTENCY_TTL_SECONDS
+
+    def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        """Run one coroutine of the outbox over this store to its end."""
+        return run_sync(coroutine)
+
+    @property
+    def async_store(self) -> AsyncDocumentStore:
+        return as_async(self.store)
+
+    def uow(self) -> _sync.UnitOfWork:
+        return _sync.UnitOfWork(_unit_of_work.UnitOfWork(
+            self.async_store, event_ttl_seconds=self.event_ttl_seconds,
+            idempotency_ttl_seconds=self.idempotency_ttl_seconds), run=self.run)
+
+    def service[A: Aggregate](self, kind: type[A]) -> _sync.AggregateService[A]:
+        return _sync.AggregateService(_service.AggregateService(kind, lambda: self.uow().core),
+                                      run=self.run)
+
+    @property
+    def quarantine(self) -> Any:
+        """The quarantine over this store (its methods run to their end)."""
+        return _Blocking(Quarantine(self.async_store), self.run)
+
+    def events_since(self, *args: Any, **kwargs: Any) -> Any:
+        """The stored events a re-drive reads (`cosmos_outbox._relay.operators.stored_events`)."""
+        return self.run(stored_events(self.async_store, *args, **kwargs))
+
+    def plant(self, document: dict[str, Any]) -> None:
+        """Write a raw document behind the unit of work's back (to inject a real failure)."""
+        self.run(self.async_store.upsert(document))
+
+    @abc.abstractmethod
+    def documents(self, partition_key: str) -> list[dict[str, Any]]:
+        """Every document stored in one partition."""
+
+    @abc.abstractmethod
+    def expire(self, partition_key: str, document_id: str) -> None:
+        """Let the store's TTL delete one document now (shorten it, or move the store's time
+        on, and wait until the document is gone)."""
+
+
+class EventLoop:
+    """An event loop on a thread of its own, for a world of async adapters: `run` hands a
+    coroutine to it and waits (from any thread: racing tests interleave on the loop)."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self.loop.run_forever, name="contract-loop",
+                                        daemon=True)
+        self._thread.start()
+
+    def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(120)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+        self.loop.close()
+
+
+class InMemoryStoreWorld(StoreWorld):
+    """The in-memory store (`InMemoryStore`)."""
+
+    def __init__(self) -> None:
+        self.memory = InMemoryStore()
+        self.store = self.memory
+
+    def documents(self, partition_key: str) -> list[dict[str, Any]]:
+        return self.memory.in_partition(partition_key)
+
+    def expire(self, partition_key: str, document_id: str) -> None:
+        self.memory.outlive(partition_key, document_id)
+
+
+class PayloadWorld(abc.ABC):
+    """What the payload store contract runs against: the store (sync or async), a reference of
+    another store (or container) of the same kind, and a way to take the store down."""
+
+    store: PayloadStore | AsyncPayloadStore
+    #: a well-formed reference this store does not hold (another container or account)
+    foreign_reference: str
+
+    def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        return run_sync(coroutine)
+
+    @property
+    def payloads(self) -> PayloadStore:
+        """The store, its calls run to their end (a sync store's as they are)."""
+        if isinstance(self.store, PayloadStore):
+            return self.store
+        return cast(PayloadStore, _BlockingPayloads(self.store, self.run))
+
+    @abc.abstractmethod
+    def outage(self) -> contextlib.AbstractContextManager[None]:
+        """The store is unreachable inside the block, and back after it."""
+
+
+class _BlockingPayloads(_Blocking):
+    def __getattr__(self, name: str) -> Any:
+        if name == "reference":
+            return getattr(self._target, name)
+        return super().__getattr__(name)
+
+
+class InMemoryPayloadWorld(PayloadWorld):
+    """The in-memory payload store; its foreign reference is another in-memory store's."""
+
+    def __init__(self) -> None:
+        self.store = self.memory = InMemoryPayloadStore()
+        self.foreign_reference = InMemoryPayloadStore().reference("kind/id/event")
+
+    @contextlib.contextmanager
+    def outage(self) -> Iterator[None]:
+        self.memory.unavailable = True
+        try:
+            yield
+        finally:
+            self.memory.unavailable = False
+
+
+def saved(world: StoreWorld, aggregate: Aggregate) -> Any:
+    """`aggregate`, committed with its events."""
+    with world.uow() as uow:
+        uow.repository(type(aggregate)).add(aggregate)
+        uow.commit()
+    return aggregate
+
+
+def claim_of_key(key: str, *, request: str = "the same request",
+                 status: int = 200) -> Claim[Any]:
+    """A claim of `key`, answering with the aggregate's id and version."""
+    return Claim(scope="POST contract", key=key, fingerprint=request,
+                 answer=lambda a: Answer(status, {"id": a.id, "version": a.version},
+                                         f"/contract/{a.id}"))
+
+
+def answered(claim: Claim[Any], result: Versioned[Any] | Recorded) -> tuple[Answer, str]:
+    """What the route helper answers from a write's result: the answer and the ETag."""
+    if isinstance(result, Recorded):
+        return result.answer, result.etag
+    return claim.answer_for(result.aggregate), result.etag
+
+
+def types_in(world: StoreWorld, partition_key: str) -> list[str]:
+    return sorted(d["type"] for d in world.documents(partition_key))
+
+
+def events_of(world: StoreWorld, partition_key: str) -> list[dict[str, Any]]:
+    return sorted(
+        (d["data"] for d in world.documents(partition_key) if d["type"] == EVENT_TYPE),
+        key=lambda e: e["version"],
+    )
+
+
