@@ -13,6 +13,8 @@ a running stack) is only type-checked.
 
 from __future__ import annotations
 
+import ast
+import importlib
 import re
 import subprocess
 import sys
@@ -127,3 +129,40 @@ def test_a_block_naming_a_file_is_written_as_that_file(tmp_path: Path) -> None:
     assert steps and all(s.split(":", 1)[0] in ("module", "script", "test") for s in steps)
     assert all((tmp_path / (s.split(":", 1)[1] if not s.startswith("module:") else
                             s[7:].replace(".", "/") + ".py")).exists() for s in steps)
+
+
+def library_imports(source: str) -> list[tuple[str, str]]:
+    """(module, name) of every `from cosmos_outbox... import name` in Python source."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module and (
+                node.module.split(".")[0] == "cosmos_outbox"):
+            found += [(node.module, alias.name) for alias in node.names]
+    return found
+
+
+@pytest.mark.parametrize("doc", DOCS)
+def test_what_a_readme_imports_of_the_library_is_public(doc: str) -> None:
+    """Each name a README imports from cosmos-outbox is in its module's `__all__`, in a module
+    whose path has no `_private` part."""
+    for module, name in library_imports("\n".join(e.source for e in blocks(doc))):
+        assert not any(p.startswith("_") for p in module.split(".")), (doc, module)
+        public = importlib.import_module(module).__all__
+        assert name in public, f"{doc} imports {name} from {module}, which does not list it"
+
+
+EXAMPLE_APPS = sorted(p.parent for p in ROOT.glob("examples/*/function_app.py"))
+
+
+@pytest.mark.parametrize("app", EXAMPLE_APPS, ids=lambda p: p.name)
+def test_an_example_imports_only_the_root_and_the_test_kit(app: Path) -> None:
+    """An example is written against the one-screen API: `cosmos_outbox`, its async twin
+    `cosmos_outbox.aio`, and `cosmos_outbox.testing` (its tests)."""
+    allowed = {"cosmos_outbox", "cosmos_outbox.aio", "cosmos_outbox.testing",
+               "cosmos_outbox.testing.contracts"}
+    for path in sorted(app.rglob("*.py")):
+        if ".venv" in path.parts:
+            continue
+        for module, name in library_imports(path.read_text()):
+            assert module in allowed, f"{path.relative_to(ROOT)} imports {name} from {module}"
+            assert not name.startswith("_"), f"{path.relative_to(ROOT)} imports {name}"

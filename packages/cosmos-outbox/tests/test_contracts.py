@@ -13,6 +13,7 @@ from cosmos_outbox.testing.contracts import (
     PayloadStoreContract,
     PayloadWorld,
     QuarantineContract,
+    SessionContract,
     StoreWorld,
     UnitOfWorkContract,
     examples,
@@ -47,3 +48,9 @@ class TestInMemoryPayloadStore(PayloadStoreContract):
     @pytest.fixture
     def world(self) -> PayloadWorld:
         return InMemoryPayloadWorld()
+
+
+class TestInMemorySession(SessionContract):
+    @pytest.fixture
+    def world(self) -> StoreWorld:
+        return InMemoryStoreWorld()

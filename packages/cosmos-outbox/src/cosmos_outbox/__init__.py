@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from cosmos_outbox._domain import Aggregate, DomainError, Event
     from cosmos_outbox._outbox import Outbox, Services
-    from cosmos_outbox._sync import AggregateService, UnitOfWork
+    from cosmos_outbox._sync import AggregateService, Session, UnitOfWork
     from cosmos_outbox._text import Text
     from cosmos_outbox.errors import (
         AlreadyExistsError,
@@ -55,6 +55,7 @@ _WHERE = {
     "Services": "cosmos_outbox._outbox",
     "AggregateService": "cosmos_outbox._sync",
     "UnitOfWork": "cosmos_outbox._sync",
+    "Session": "cosmos_outbox._sync",
     "Page": "cosmos_outbox.ports",
     # HTTP: the route helper, operations of an app's own, request and view models
     "AggregateRoutes": "cosmos_outbox.http",
@@ -93,6 +94,7 @@ __all__ = [
     "Reply",
     "RequestModel",
     "Services",
+    "Session",
     "Text",
     "UnitOfWork",
     "UnrecordedChangeError",

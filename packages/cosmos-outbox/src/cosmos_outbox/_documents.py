@@ -37,6 +37,7 @@ from cosmos_outbox._records import (
     OutboxRecord,
     PoisonEventError,
     Unreadable,
+    reserved_property,
 )
 from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.ports import BatchOperation
@@ -159,6 +160,7 @@ def outbox_record(document: Mapping[str, Any], *,
         raise PoisonEventError(f"event data is not serialisable: {exc}") from None
     get = data.get
     traceparent, dataschema = get("traceparent"), document.get("dataschema")
+    properties = _own_properties(document.get("properties"), aggregate_type)
     try:
         return OutboxRecord(
             event_id=get("id"),
@@ -171,6 +173,7 @@ def outbox_record(document: Mapping[str, Any], *,
             event_source=source,
             dataschema=dataschema if isinstance(dataschema, str) and dataschema else None,
             body=body,
+            properties=properties,
             document=document,
         )
     except ValidationError as exc:
@@ -178,6 +181,20 @@ def outbox_record(document: Mapping[str, Any], *,
         name = str(error["loc"][0])
         key = {"event_id": "id", "aggregate_id": f"{aggregate_type}Id"}.get(name, name)
         raise PoisonEventError(f"event data.{key}: {error['msg']}") from None
+
+
+def _own_properties(value: object, aggregate_type: str) -> dict[str, str | int]:
+    """An event's application properties of the app's own (a session's event may carry some):
+    string names, string or integer values, none of the outbox's names."""
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping) or not all(
+            isinstance(k, str) and type(v) in (str, int) for k, v in value.items()):
+        raise PoisonEventError("event properties must map names to strings or integers")
+    taken = sorted(k for k in value if reserved_property(k, aggregate_type))
+    if taken:
+        raise PoisonEventError(f"event properties {taken} are the outbox's")
+    return dict(value)
 
 
 def document_created_at(document: Mapping[str, Any]) -> float | None:

@@ -36,7 +36,9 @@ from cosmos_outbox._blueprints.relay import relay_blueprint
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._records import LegacyEvents
 from cosmos_outbox._service import AggregateService as AsyncAggregateService
-from cosmos_outbox._sync import AggregateService, UnitOfWork
+from cosmos_outbox._session import Session as AsyncSession
+from cosmos_outbox._session import _Sequences
+from cosmos_outbox._sync import AggregateService, Session, UnitOfWork
 from cosmos_outbox._unit_of_work import UnitOfWork as AsyncUnitOfWork
 from cosmos_outbox.http._api import HttpApi
 from cosmos_outbox.http._declaration import PathParameter
@@ -228,6 +230,15 @@ class Wiring:
         self._lock = threading.Lock()
         self._relay: Relay | None = None
         self._backlog: AsyncBacklogEstimator | None = None
+        self.sequences = _Sequences()
+
+    def session(self, partition_key: str, *, entity: str, session_id: str | None = None,
+                source: str | None = None, traceparent: str | None = None) -> AsyncSession:
+        return AsyncSession(
+            self.store, partition_key, entity=entity, session_id=session_id, source=source,
+            event_ttl_seconds=self.services.event_ttl_seconds,
+            idempotency_ttl_seconds=self.services.idempotency_ttl_seconds,
+            sequences=self.sequences, traceparent=traceparent)
 
     def unit_of_work(self) -> AsyncUnitOfWork:
         return AsyncUnitOfWork(self.store, event_ttl_seconds=self.services.event_ttl_seconds,
@@ -400,6 +411,15 @@ class Outbox(OutboxBase):
         """Create, read and change aggregates of `kind` (one of this outbox's aggregates)."""
         return AggregateService(self._core_service(kind))
 
+    def session(self, partition_key: str, *, entity: str, session_id: str | None = None,
+                source: str | None = None, traceparent: str | None = None) -> Session:
+        """A transactional session on `partition_key` of the outbox's container: your own
+        documents and the events you publish (about `entity`: their `aggregateType`; their
+        SessionId `session_id`, the partition key unless given; their CloudEvents source
+        `source`, `/<entity>s` unless given), committed in one transactional batch."""
+        return Session(self.wiring().session(partition_key, entity=entity, session_id=session_id,
+                                             source=source, traceparent=traceparent))
+
     def ping(self) -> None:
         """Health: the store answers and its container exists (TransientStoreError if not)."""
         run_sync(self.wiring().store.ping())
@@ -419,6 +439,12 @@ class AsyncOutbox(OutboxBase):
 
     def service[A: Aggregate](self, kind: type[A]) -> AsyncAggregateService[A]:
         return self._core_service(kind)
+
+    def session(self, partition_key: str, *, entity: str, session_id: str | None = None,
+                source: str | None = None, traceparent: str | None = None) -> AsyncSession:
+        """`async with outbox.session(...) as session:` (see `Outbox.session`)."""
+        return self.wiring().session(partition_key, entity=entity, session_id=session_id,
+                                     source=source, traceparent=traceparent)
 
     async def ping(self) -> None:
         await self.wiring().store.ping()

@@ -68,6 +68,8 @@ class OutboxRecord(BaseModel):
     event_source: Annotated[str, Field(min_length=1)]
     dataschema: SkipValidation[str | None] = None
     body: SkipValidation[bytes]
+    #: application properties of the message of the app's own (a session's event may set some)
+    properties: SkipValidation[Mapping[str, str | int]] = Field(default_factory=dict)
     document: SkipValidation[Mapping[str, Any]] = Field(
         default_factory=dict, repr=False, exclude=True)
 
@@ -118,6 +120,13 @@ class OutboxMessage:
     dataref: str | None = None
 
 
+def reserved_property(name: str, aggregate_type: str) -> bool:
+    """Whether an application property name is the outbox's (an app's own may not take it)."""
+    return (name in ("aggregateType", f"{aggregate_type}Id", "version", "action",
+                     "traceparent", "Diagnostic-Id", "eventId")
+            or name.lower().startswith("cloudevents"))
+
+
 def to_message(record: OutboxRecord) -> OutboxMessage:
     properties: dict[str, str | int] = {
         "aggregateType": record.aggregate_type,
@@ -128,6 +137,8 @@ def to_message(record: OutboxRecord) -> OutboxMessage:
     if record.traceparent:
         properties["traceparent"] = record.traceparent
         properties["Diagnostic-Id"] = record.traceparent
+    if record.properties:
+        properties.update(record.properties)
     return OutboxMessage(
         message_id=record.event_id,
         session_id=record.aggregate_id,

@@ -8,14 +8,14 @@ from collections.abc import Callable, Coroutine
 from types import TracebackType
 from typing import Any, cast
 
-from cosmos_outbox import _service, _unit_of_work
+from cosmos_outbox import _service, _session, _unit_of_work
 from cosmos_outbox._aio import run_sync
 from cosmos_outbox._callables import refuse_async
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._idempotency import Claim, IdempotencyRecord, Recorded
 from cosmos_outbox._service import Versioned
 
-__all__ = ["AggregateService", "Repository", "Runner", "UnitOfWork"]
+__all__ = ["AggregateService", "Repository", "Runner", "Session", "UnitOfWork"]
 
 #: What runs a coroutine to its end: `run_sync` (the default: over sync adapters, in the
 #: caller's thread), or a test's runner on an event loop (to drive async adapters the same way).
@@ -137,3 +137,61 @@ class AggregateService[A: Aggregate]:
         return cast(Versioned[A] | Recorded, self._run(self._core.change_idempotent(
             aggregate_id, change, claim=claim, precondition=precondition,
             traceparent=traceparent)))
+
+
+class Session:
+    """A transactional session on one partition of the outbox's container: your own documents
+    and the events you publish, committed in one transactional batch (`cosmos_outbox.aio.
+    Session` says how). Used as `with`: leaving the block forgets what was not committed.
+
+        with outbox.session(customer_id, entity="booking") as session:
+            session.upsert(booking)
+            session.publish("BookingConfirmed", {"bookingId": booking["id"]})
+            session.commit()
+    """
+
+    def __init__(self, core: _session.Session, *, run: Runner = run_sync) -> None:
+        self.core = core
+        self._run = run
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.core.rollback()
+
+    @property
+    def partition_key(self) -> str:
+        return self.core.partition_key
+
+    def create(self, document: Any) -> None:
+        self.core.create(document)
+
+    def upsert(self, document: Any) -> None:
+        self.core.upsert(document)
+
+    def replace(self, document: Any, *, if_match: str | None = None) -> None:
+        self.core.replace(document, if_match=if_match)
+
+    def patch(self, document_id: str, operations: Any, *, if_match: str | None = None) -> None:
+        self.core.patch(document_id, operations, if_match=if_match)
+
+    def delete(self, document_id: str, *, if_match: str | None = None) -> None:
+        self.core.delete(document_id, if_match=if_match)
+
+    def read(self, document_id: str) -> dict[str, Any] | None:
+        return cast(dict[str, Any] | None, self._run(self.core.read(document_id)))
+
+    def publish(self, event: Any, data: Any = None, *,
+                properties: Any = None) -> str:
+        return self.core.publish(event, data, properties=properties)
+
+    def claim(self, key: str, *, request: Any, answer: Any = None, scope: str = "") -> None:
+        self.core.claim(key, request=request, answer=answer, scope=scope)
+
+    def commit(self) -> _session.Committed:
+        return cast(_session.Committed, self._run(self.core.commit()))
+
+    def rollback(self) -> None:
+        self.core.rollback()

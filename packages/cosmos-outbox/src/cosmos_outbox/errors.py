@@ -3,6 +3,24 @@ entrypoint maps each to one problem response."""
 
 from __future__ import annotations
 
+__all__ = [
+    "AlreadyExistsError",
+    "BatchTooLargeError",
+    "IdempotencyKeyReusedError",
+    "InvalidContinuationError",
+    "NotFoundError",
+    "OutboxError",
+    "PayloadNotFoundError",
+    "PayloadReferenceError",
+    "PayloadStoreError",
+    "PreconditionFailedError",
+    "PublishFailedError",
+    "StoreUnavailableError",
+    "ThrottledError",
+    "TransientStoreError",
+    "UnrecordedChangeError",
+]
+
 
 class OutboxError(Exception):
     """Base of every error a use case reports to its caller."""
@@ -35,6 +53,11 @@ class UnrecordedChangeError(OutboxError):
         self.aggregate_id = aggregate_id
         #: the fields that changed (empty for a new aggregate that recorded no event)
         self.fields = fields
+
+
+class BatchTooLargeError(OutboxError):
+    """A session's transactional batch would exceed Cosmos DB's limits (100 operations, 2 MB):
+    refused before the round trip, nothing written."""
 
 
 class AlreadyExistsError(OutboxError):

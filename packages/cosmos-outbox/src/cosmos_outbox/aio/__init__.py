@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from cosmos_outbox._outbox import AsyncOutbox as Outbox
     from cosmos_outbox._service import AggregateService
+    from cosmos_outbox._session import Session
     from cosmos_outbox._unit_of_work import Repository, UnitOfWork
     from cosmos_outbox.subscriber._dispatch import AsyncDispatcher as Dispatcher
     from cosmos_outbox.subscriber._projector import AsyncProjector as Projector
@@ -28,10 +29,12 @@ _WHERE = {
     "Projector": ("cosmos_outbox.subscriber._projector", "AsyncProjector"),
     "Outbox": ("cosmos_outbox._outbox", "AsyncOutbox"),
     "Repository": ("cosmos_outbox._unit_of_work", "Repository"),
+    "Session": ("cosmos_outbox._session", "Session"),
     "UnitOfWork": ("cosmos_outbox._unit_of_work", "UnitOfWork"),
 }
 
-__all__ = ["AggregateService", "Dispatcher", "Outbox", "Projector", "Repository", "UnitOfWork"]
+__all__ = ["AggregateService", "Dispatcher", "Outbox", "Projector", "Repository", "Session",
+           "UnitOfWork"]
 
 
 def __getattr__(name: str) -> Any:

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import abc
-import threading
+import itertools
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
 
 from cosmos_outbox._documents import EVENT_TYPE, IDEMPOTENCY_TYPE
-from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._idempotency import Recorded
 from cosmos_outbox._service import Versioned
 from cosmos_outbox._sync import AggregateService
@@ -147,14 +146,13 @@ class IdempotencyContract:
         self, world: StoreWorld, example: AggregateExample
     ) -> None:
         claim = claim_of_key("racing-create", status=201)
-        both_built = threading.Barrier(2, timeout=30)
-        waited = threading.local()
+        both_built = world.gate(2)
+        builds = itertools.count()
 
-        def build() -> Aggregate:
+        def build() -> Any:
             aggregate = example.new()
-            if not getattr(waited, "done", False):
-                waited.done = True
-                both_built.wait()  # neither commits before both have built theirs
+            if next(builds) < 2:  # neither commits before both have built theirs
+                return both_built.meet(aggregate)
             return aggregate
 
         service = self.service(world, example)
@@ -172,11 +170,14 @@ class IdempotencyContract:
     ) -> None:
         aggregate = saved(world, example.new())
         claim = claim_of_key("racing-change")
-        both_loaded = threading.Barrier(2, timeout=30)
+        both_loaded = world.gate(2)
+        changes = itertools.count()
 
-        def change(loaded: Any) -> None:
-            both_loaded.wait()  # both read the same version before either commits
+        def change(loaded: Any) -> Any:
             example.change(loaded)
+            if next(changes) < 2:  # both read the same version before either commits
+                return both_loaded.meet(None)
+            return None
 
         service = self.service(world, example)
         with ThreadPoolExecutor(2) as pool:

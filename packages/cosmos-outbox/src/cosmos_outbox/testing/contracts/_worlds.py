@@ -13,7 +13,7 @@ from typing import Any, cast
 
 import pytest
 
-from cosmos_outbox import _service, _sync, _unit_of_work
+from cosmos_outbox import _service, _session, _sync, _unit_of_work
 from cosmos_outbox._aio import as_async, run_sync
 from cosmos_outbox._documents import EVENT_TYPE
 from cosmos_outbox._domain import Aggregate
@@ -69,12 +69,18 @@ class StoreWorld(abc.ABC):
     outbox's own, over this store, as the sync API runs them (`run`)."""
 
     store: DocumentStore | AsyncDocumentStore
+    #: its coroutines run on an event loop (`run` hands them to it: an `EventLoop`)
+    asynchronous: bool = False
     event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS
     idempotency_ttl_seconds: int = DEFAULT_IDEMPOTENCY_TTL_SECONDS
 
     def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         """Run one coroutine of the outbox over this store to its end."""
         return run_sync(coroutine)
+
+    def gate(self, parties: int) -> Gate:
+        """Where `parties` racing calls of the outbox's callables meet (see `Gate`)."""
+        return Gate(parties, asynchronous=self.asynchronous)
 
     @property
     def async_store(self) -> AsyncDocumentStore:
@@ -88,6 +94,23 @@ class StoreWorld(abc.ABC):
     def service[A: Aggregate](self, kind: type[A]) -> _sync.AggregateService[A]:
         return _sync.AggregateService(_service.AggregateService(kind, lambda: self.uow().core),
                                       run=self.run)
+
+    def session(self, partition_key: str, *, entity: str = "customer",
+                process: object = None, **options: Any) -> _sync.Session:
+        """A session on this store, run to its end by `run`; sessions of one `process` share
+        what it knows of their sequences (another process, another `process`)."""
+        sequences = self._sequences.setdefault(process, _session._Sequences())
+        return _sync.Session(_session.Session(
+            self.async_store, partition_key, entity=entity, sequences=sequences,
+            event_ttl_seconds=self.event_ttl_seconds,
+            idempotency_ttl_seconds=self.idempotency_ttl_seconds, **options), run=self.run)
+
+    @property
+    def _sequences(self) -> dict[object, _session._Sequences]:
+        found: dict[object, _session._Sequences] | None = self.__dict__.get("_known")
+        if found is None:
+            found = self.__dict__["_known"] = {}
+        return found
 
     @property
     def quarantine(self) -> Any:
@@ -110,6 +133,38 @@ class StoreWorld(abc.ABC):
     def expire(self, partition_key: str, document_id: str) -> None:
         """Let the store's TTL delete one document now (shorten it, or move the store's time
         on, and wait until the document is gone)."""
+
+
+class Gate:
+    """Racers meet here before going on: `meet(value)`, called by a callable the outbox runs
+    (a `build`, a change), gives `value` back once `parties` racers reached it: it blocks the
+    racer's thread in a sync world, and is awaited on the loop in an async one (where a
+    blocking wait would stop every racer)."""
+
+    def __init__(self, parties: int, *, asynchronous: bool) -> None:
+        self.parties, self.asynchronous = parties, asynchronous
+        self._threads = threading.Barrier(parties, timeout=30)
+        self._arrived = 0
+        self._lock = threading.Lock()
+        self._open: asyncio.Event | None = None
+
+    def meet[T](self, value: T) -> Any:
+        if not self.asynchronous:
+            self._threads.wait()
+            return value
+
+        async def meeting() -> T:
+            with self._lock:
+                if self._open is None:
+                    self._open = asyncio.Event()
+                self._arrived += 1
+                if self._arrived >= self.parties:
+                    self._open.set()
+                event = self._open
+            await asyncio.wait_for(event.wait(), 30)
+            return value
+
+        return meeting()
 
 
 class EventLoop:

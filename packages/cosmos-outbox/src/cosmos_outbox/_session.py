@@ -1,0 +1,353 @@
+"""The transactional session: the outbox for the app you have. Open one for a partition key of
+the outbox's container, write your own documents in it (the operations of a Cosmos DB
+transactional batch), publish events in it, and commit: your documents, the events and the
+session's sequence, in ONE transactional batch, all or nothing, in one round trip.
+
+    async with outbox.session("customer-42", entity="booking") as session:
+        session.upsert({"id": "booking-7", "partitionKey": "customer-42", ...})
+        session.publish("BookingConfirmed", {"bookingId": "booking-7"})
+        await session.commit()
+
+The events are relayed like an aggregate's: MessageId = event id, SessionId = the session id (the
+partition key unless given), `aggregateType` = `entity`, CloudEvents attributes, claim check,
+quarantine. Each event takes the next number of its session's sequence (`version`), kept in a
+document of the partition (`type: outboxSequence`) written in the same batch, conditioned on the
+etag it was known with: subscribers keep order and see gaps as for aggregates, and two sessions
+racing on one partition never give two events one number. The sequence is known without a read
+when this process wrote it last (a cache); otherwise the batch finds out (409 or 412 on the
+sequence alone), the sequence is read, and the same batch is sent again, once more per race.
+
+Limits of a transactional batch, checked before the round trip (BatchTooLargeError): at most 100
+operations (your documents, the events, the sequence, the idempotency record) and 2 MB.
+
+Idempotency: `claim(key, request, answer)` records the answer with the batch; a retry with the
+same key and request is answered from the record (`Committed.replayed`), writes nothing; the key
+with another request raises IdempotencyKeyReusedError.
+
+This is the async API's (`cosmos_outbox.aio.Session`); the sync one runs it.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from types import TracebackType
+from typing import Any
+
+from pydantic import BaseModel
+
+from cosmos_outbox._documents import EVENT_TYPE, idempotency_record
+from cosmos_outbox._domain import new_id
+from cosmos_outbox._idempotency import IdempotencyRecord, fingerprint, record_id
+from cosmos_outbox._records import reserved_property
+from cosmos_outbox.errors import (
+    AlreadyExistsError,
+    BatchTooLargeError,
+    IdempotencyKeyReusedError,
+    NotFoundError,
+    PreconditionFailedError,
+)
+from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation
+
+#: A transactional batch's limits (Cosmos DB): operations, and bytes of the request.
+MAX_OPERATIONS = 100
+MAX_BATCH_BYTES = 2 * 1024 * 1024
+SEQUENCE_TYPE = "outboxSequence"
+#: The envelope of every event's data: not a field an event's body may set.
+_RESERVED = frozenset({"id", "version", "createdAt", "traceparent", "action"})
+#: How many sessions' sequences a process remembers (least recently used first out).
+_CACHED_SEQUENCES = 10_000
+
+
+def sequence_id(entity: str, session_id: str) -> str:
+    return f"outbox-sequence-{entity}-{session_id}"
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What a commit wrote: the etag each of your document operations left (in the order you
+    staged them; None for a delete), the ids of the events published; or, for a retry of an
+    idempotent request, the answer recorded the first time (`replayed`)."""
+
+    etags: list[str | None] = field(default_factory=list)
+    events: list[str] = field(default_factory=list)
+    replayed: bool = False
+    answer: Any = None
+
+
+class _Sequences:
+    """The sequence documents this process wrote last, by id: their number and etag."""
+
+    def __init__(self) -> None:
+        self._known: OrderedDict[tuple[str, str], tuple[int, str]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str]) -> tuple[int, str] | None:
+        with self._lock:
+            found = self._known.get(key)
+            if found is not None:
+                self._known.move_to_end(key)
+            return found
+
+    def put(self, key: tuple[str, str], value: tuple[int, str]) -> None:
+        with self._lock:
+            self._known[key] = value
+            self._known.move_to_end(key)
+            while len(self._known) > _CACHED_SEQUENCES:
+                self._known.popitem(last=False)
+
+    def forget(self, key: tuple[str, str]) -> None:
+        with self._lock:
+            self._known.pop(key, None)
+
+
+class Session:
+    """A transactional session on one partition of the outbox's container (see the module).
+    Staging is in memory; `commit()` is the one round trip. Used as `async with`: leaving the
+    block forgets what was not committed."""
+
+    def __init__(self, store: AsyncDocumentStore, partition_key: str, *, entity: str,
+                 session_id: str | None = None, source: str | None = None,
+                 event_ttl_seconds: int, idempotency_ttl_seconds: int,
+                 sequences: _Sequences, traceparent: str | None = None) -> None:
+        if not partition_key:
+            raise ValueError("a session needs a partition key")
+        if not entity or not entity.isidentifier():
+            raise ValueError(f"entity must name what the events are about (an identifier, as "
+                             f"aggregateType on the wire), not {entity!r}")
+        self.partition_key = partition_key
+        self.entity = entity
+        self.session_id = session_id or partition_key
+        self.source = source or f"/{entity}s"
+        self.traceparent = traceparent
+        self._store = store
+        self._event_ttl = event_ttl_seconds
+        self._idempotency_ttl = idempotency_ttl_seconds
+        self._sequences = sequences
+        self._operations: list[BatchOperation] = []
+        self._events: list[tuple[str, str, dict[str, Any], dict[str, str | int]]] = []
+        self._claim: tuple[str, str, str, Any] | None = None
+
+    async def __aenter__(self) -> Session:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        self.rollback()
+
+    # -- your documents ------------------------------------------------------------------------
+
+    def _document(self, document: Mapping[str, Any] | BaseModel) -> dict[str, Any]:
+        found = (document.model_dump(mode="json", by_alias=True)
+                 if isinstance(document, BaseModel) else dict(document))
+        if found.get("partitionKey") != self.partition_key:
+            raise ValueError(f"document {found.get('id')!r} is not in this session's partition "
+                             f"(partitionKey {self.partition_key!r})")
+        if not isinstance(found.get("id"), str) or not found["id"]:
+            raise ValueError("a document needs a string id")
+        if found.get("type") in (EVENT_TYPE, SEQUENCE_TYPE):
+            raise ValueError(f"type {found['type']!r} is the outbox's")
+        return found
+
+    def create(self, document: Mapping[str, Any] | BaseModel) -> None:
+        """Create a document (the commit fails, AlreadyExistsError, if its id is taken)."""
+        self._operations.append(BatchOperation("create", self._document(document)))
+
+    def upsert(self, document: Mapping[str, Any] | BaseModel) -> None:
+        """Create or replace a document."""
+        self._operations.append(BatchOperation("upsert", self._document(document)))
+
+    def replace(self, document: Mapping[str, Any] | BaseModel, *,
+                if_match: str | None = None) -> None:
+        """Replace a document (NotFoundError when missing), if its etag is still `if_match`
+        (else PreconditionFailedError): nothing of the batch is written."""
+        self._operations.append(BatchOperation("replace", self._document(document),
+                                               if_match=if_match))
+
+    def patch(self, document_id: str, operations: Sequence[Mapping[str, Any]], *,
+              if_match: str | None = None) -> None:
+        """Change parts of a document (Cosmos DB's patch operations: `add`, `set`, `replace`,
+        `remove`, `incr`, with a `path` and a `value`)."""
+        if not operations:
+            raise ValueError("a patch needs at least one operation")
+        self._operations.append(BatchOperation("patch", id=document_id, patch=list(operations),
+                                               if_match=if_match))
+
+    def delete(self, document_id: str, *, if_match: str | None = None) -> None:
+        """Delete a document (NotFoundError when missing)."""
+        self._operations.append(BatchOperation("delete", id=document_id, if_match=if_match))
+
+    async def read(self, document_id: str) -> dict[str, Any] | None:
+        """A document of this partition as stored now (with its `_etag`), or None. A read, not
+        part of the batch: condition a later write on its etag."""
+        return await self._store.read(self.partition_key, document_id)
+
+    # -- events --------------------------------------------------------------------------------
+
+    def publish(self, event: str | BaseModel, data: Mapping[str, Any] | BaseModel | None = None,
+                *, properties: Mapping[str, str | int] | None = None) -> str:
+        """Publish an event with the commit: `event` is its type (the message's Subject and
+        CloudEvents type) and `data` its body, a JSON object or a pydantic model (by its
+        aliases); or `event` is a pydantic model, its type the model's class name. `properties`
+        are application properties of its message of your own. The event's id."""
+        if isinstance(event, BaseModel):
+            if data is not None:
+                raise TypeError("publish(model) takes its data from the model")
+            action, data = type(event).__name__, event
+        else:
+            action = event
+        if not action:
+            raise ValueError("an event needs a type")
+        body = (data.model_dump(mode="json", by_alias=True) if isinstance(data, BaseModel)
+                else json.loads(json.dumps(dict(data or {}))))
+        reserved = sorted(set(body) & (_RESERVED | {f"{self.entity}Id"}))
+        if reserved:
+            raise ValueError(f"event fields {reserved} are the outbox's: rename them")
+        own = dict(properties or {})
+        taken = sorted(name for name in own if reserved_property(name, self.entity))
+        if taken:
+            raise ValueError(f"application properties {taken} are the outbox's: rename them")
+        event_id = new_id()
+        self._events.append((event_id, action, body, own))
+        return event_id
+
+    def claim(self, key: str, *, request: Mapping[str, Any] | str, answer: Any = None,
+              scope: str = "") -> None:
+        """Record this request's Idempotency-Key with the commit: a retry with the same key and
+        request commits nothing and answers `answer` as recorded (`Committed.replayed`); the
+        key with another request raises IdempotencyKeyReusedError. `request` is what makes two
+        requests the same (its fingerprint is kept, never the key); `scope` where the key is
+        unique (the route, the caller)."""
+        self._claim = (record_id(scope or self.entity, key),
+                       fingerprint(request if isinstance(request, Mapping)
+                                   else {"request": request}),
+                       str(request)[:200] if isinstance(request, str) else "",
+                       answer)
+
+    # -- the commit ------------------------------------------------------------------------------
+
+    async def commit(self) -> Committed:
+        """Write the staged documents, the events and the sequence in one transactional batch
+        (see the module). Raises the store's errors (PreconditionFailedError on a document's
+        etag, AlreadyExistsError on a create, NotFoundError on a replace, patch or delete of a
+        missing one), BatchTooLargeError before the round trip; nothing is written then."""
+        operations, events = list(self._operations), list(self._events)
+        claim, self._claim = self._claim, None
+        if not operations and not events and claim is None:
+            return Committed()
+        key = (self.entity, self.session_id)
+        known = self._sequences.get(key) if events else None
+        for _attempt in range(8):
+            batch, sequence = self._batch(operations, events, known, claim)
+            try:
+                etags = await self._store.execute_batch(self.partition_key, batch)
+            except (AlreadyExistsError, PreconditionFailedError, NotFoundError) as exc:
+                if sequence is not None and exc.operation_index == sequence:
+                    known = await self._read_sequence(key)  # another session moved it on
+                    continue
+                self._sequences.forget(key)
+                # refused: an earlier request with the same key may have done this already
+                replayed = await self._replayed(claim) if claim is not None else None
+                if replayed is None:
+                    raise
+                return replayed
+            self._operations, self._events = [], []
+            if sequence is not None:
+                number = (known[0] if known else 0) + len(events)
+                etag = etags[sequence]
+                if etag is not None:
+                    self._sequences.put(key, (number, etag))
+            return Committed(etags=etags[:len(operations)],
+                             events=[event_id for event_id, *_ in events])
+        raise PreconditionFailedError(
+            f"the sequence of {self.entity} {self.session_id} kept moving: too many racing "
+            "sessions; retry", aggregate_type=self.entity)
+
+    def _batch(self, operations: list[BatchOperation],
+               events: list[tuple[str, str, dict[str, Any], dict[str, str | int]]],
+               known: tuple[int, str] | None, claim: tuple[str, str, str, Any] | None,
+               ) -> tuple[list[BatchOperation], int | None]:
+        """The batch: your operations, then the sequence and the events, then the claim's
+        record; the index of the sequence's operation."""
+        batch = list(operations)
+        sequence: int | None = None
+        now = datetime.now(UTC)
+        if events:
+            start = known[0] if known else 0
+            document = {"id": sequence_id(self.entity, self.session_id),
+                        "partitionKey": self.partition_key, "type": SEQUENCE_TYPE,
+                        "entity": self.entity, "sessionId": self.session_id,
+                        "next": start + len(events) + 1, "ttl": -1}
+            sequence = len(batch)
+            batch.append(BatchOperation("replace", document, if_match=known[1]) if known
+                         else BatchOperation("create", document))
+            for number, (event_id, action, body, own) in enumerate(events, start=start + 1):
+                batch.append(BatchOperation("create", self._event_document(
+                    event_id, action, body, own, number, now)))
+        if claim is not None:
+            record_key, printed, request, answer = claim
+            batch.append(BatchOperation("create", {
+                "id": record_key, "partitionKey": self.partition_key,
+                "type": "idempotencyRecord", "aggregateType": self.entity,
+                "request": request, "fingerprint": printed, "version": 0,
+                "answer": {"status": 200, **({"body": answer} if answer is not None else {})},
+                "createdAt": now.isoformat(), "ttl": self._idempotency_ttl}))
+        self._check_limits(batch)
+        return batch, sequence
+
+    def _event_document(self, event_id: str, action: str, body: dict[str, Any],
+                        own: dict[str, str | int], number: int, now: datetime
+                        ) -> dict[str, Any]:
+        data = {"id": event_id, f"{self.entity}Id": self.session_id, "version": number,
+                "createdAt": now.isoformat(), "traceparent": self.traceparent,
+                "action": action, **body}
+        document = {"id": event_id, "partitionKey": self.partition_key, "type": EVENT_TYPE,
+                    "aggregateType": self.entity, "source": self.source, "data": data,
+                    "ttl": self._event_ttl}
+        if own:
+            document["properties"] = own
+        return document
+
+    @staticmethod
+    def _check_limits(batch: list[BatchOperation]) -> None:
+        if len(batch) > MAX_OPERATIONS:
+            raise BatchTooLargeError(
+                f"the batch holds {len(batch)} operations (your documents, the events, the "
+                f"sequence, the idempotency record); a transactional batch takes at most "
+                f"{MAX_OPERATIONS}: commit in smaller sessions")
+        size = sum(len(json.dumps(op.document or {"patch": list(op.patch)},
+                                  separators=(",", ":")).encode()) for op in batch)
+        if size > MAX_BATCH_BYTES:
+            raise BatchTooLargeError(
+                f"the batch is {size} bytes; a transactional batch takes at most "
+                f"{MAX_BATCH_BYTES}: commit in smaller sessions")
+
+    async def _read_sequence(self, key: tuple[str, str]) -> tuple[int, str] | None:
+        document = await self._store.read(self.partition_key, sequence_id(*key))
+        if document is None:
+            self._sequences.forget(key)
+            return None
+        known = (int(document["next"]) - 1, str(document["_etag"]))
+        self._sequences.put(key, known)
+        return known
+
+    async def _replayed(self, claim: tuple[str, str, str, Any]) -> Committed | None:
+        """The answer of the earlier request with the claim's key; None when there is none."""
+        stored = await self._store.read(self.partition_key, claim[0])
+        record: IdempotencyRecord | None = (idempotency_record(stored)
+                                            if stored is not None else None)
+        if record is None:
+            return None
+        if record.fingerprint != claim[1]:
+            raise IdempotencyKeyReusedError("this Idempotency-Key was used for another request")
+        self._operations, self._events = [], []
+        return Committed(replayed=True, answer=record.answer.body)
+
+    def rollback(self) -> None:
+        """Forget what was staged and not committed."""
+        self._operations, self._events, self._claim = [], [], None
+

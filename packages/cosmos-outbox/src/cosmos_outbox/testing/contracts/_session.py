@@ -1,0 +1,211 @@
+"""The transactional session's suite, over a store: your documents (every operation of a
+transactional batch), the events and the session's sequence in one batch, all or nothing; an
+etag conflict refuses the whole batch; racing sessions on one partition keep every event once
+and in order; the batch limits are refused before the round trip; an idempotent commit is
+answered from its record."""
+
+from __future__ import annotations
+
+import abc
+import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from cosmos_outbox._documents import EVENT_TYPE, read_feed
+from cosmos_outbox._records import OutboxRecord
+from cosmos_outbox._session import SEQUENCE_TYPE
+from cosmos_outbox.errors import (
+    AlreadyExistsError,
+    BatchTooLargeError,
+    IdempotencyKeyReusedError,
+    NotFoundError,
+    PreconditionFailedError,
+)
+from cosmos_outbox.testing.contracts._worlds import StoreWorld
+
+
+def _partition() -> str:
+    return f"customer-{uuid.uuid4().hex[:12]}"
+
+
+def _booking(partition: str, booking_id: str = "b1", **fields: Any) -> dict[str, Any]:
+    return {"id": booking_id, "partitionKey": partition, "type": "booking",
+            "status": "held", **fields}
+
+
+def _events(world: StoreWorld, partition: str) -> list[dict[str, Any]]:
+    return sorted((d for d in world.documents(partition) if d.get("type") == EVENT_TYPE),
+                  key=lambda d: d["data"]["version"])
+
+
+def _kinds(world: StoreWorld, partition: str) -> list[str]:
+    return sorted(str(d.get("type")) for d in world.documents(partition))
+
+
+class SessionContract:
+    """Your documents and the events you publish, committed as one transactional batch."""
+
+    @pytest.fixture
+    @abc.abstractmethod
+    def world(self) -> StoreWorld: ...
+
+    def test_a_commit_writes_your_documents_the_events_and_the_sequence_in_one_batch(
+        self, world: StoreWorld
+    ) -> None:
+        partition = _partition()
+        with world.session(partition, entity="customer") as session:
+            session.create(_booking(partition))
+            first = session.publish("BookingHeld", {"bookingId": "b1", "seats": 2})
+            second = session.publish("BookingNoted", {"note": "window"},
+                                     properties={"channel": "web"})
+            committed = session.commit()
+        assert committed.events == [first, second] and len(committed.etags) == 1
+        assert _kinds(world, partition) == sorted(
+            ["booking", EVENT_TYPE, EVENT_TYPE, SEQUENCE_TYPE])
+        events = _events(world, partition)
+        assert [e["data"]["version"] for e in events] == [1, 2]
+        assert [e["data"]["action"] for e in events] == ["BookingHeld", "BookingNoted"]
+        records = list(read_feed(events))
+        assert all(isinstance(r, OutboxRecord) for r in records)
+        assert {(r.aggregate_type, r.aggregate_id, r.event_source) for r in records
+                if isinstance(r, OutboxRecord)} == {("customer", partition, "/customers")}
+        noted = records[1]
+        assert isinstance(noted, OutboxRecord) and noted.properties == {"channel": "web"}
+        stored = world.documents(partition)
+        if all("_lsn" in d for d in stored):  # one transaction: one change-feed position
+            assert len({d["_lsn"] for d in stored}) == 1
+
+    def test_the_sequence_goes_on_across_sessions_and_processes(
+        self, world: StoreWorld
+    ) -> None:
+        partition = _partition()
+        for process in ("a", "a", "b", "a"):
+            with world.session(partition, process=process) as session:
+                session.publish("BookingNoted", {"by": process})
+                session.commit()
+        assert [e["data"]["version"] for e in _events(world, partition)] == [1, 2, 3, 4]
+
+    def test_every_operation_of_a_batch_on_your_documents(self, world: StoreWorld) -> None:
+        partition = _partition()
+        with world.session(partition) as session:
+            session.create(_booking(partition, "b1"))
+            session.create(_booking(partition, "b2"))
+            session.create(_booking(partition, "b3", seats=1))
+            created = session.commit()
+        with world.session(partition) as session:
+            session.upsert(_booking(partition, "b4"))
+            session.replace(_booking(partition, "b1", status="confirmed"),
+                            if_match=created.etags[0])
+            session.patch("b3", [{"op": "incr", "path": "/seats", "value": 2},
+                                 {"op": "set", "path": "/status", "value": "grown"}])
+            session.delete("b2")
+            session.publish("BookingsChanged", {"count": 4})
+            session.commit()
+        kept = {d["id"]: d for d in world.documents(partition) if d.get("type") == "booking"}
+        assert sorted(kept) == ["b1", "b3", "b4"]
+        assert kept["b1"]["status"] == "confirmed"
+        assert (kept["b3"]["seats"], kept["b3"]["status"]) == (3, "grown")
+
+    def test_a_failing_operation_leaves_nothing_of_the_batch_written(
+        self, world: StoreWorld
+    ) -> None:
+        partition = _partition()
+        world.plant(_booking(partition, "taken"))
+        before = _kinds(world, partition)
+        with world.session(partition) as session:
+            session.create(_booking(partition, "new"))
+            session.create(_booking(partition, "taken"))  # fails the batch
+            session.publish("BookingHeld", {"bookingId": "new"})
+            with pytest.raises(AlreadyExistsError):
+                session.commit()
+        assert _kinds(world, partition) == before
+        with world.session(partition) as session:
+            session.delete("missing")
+            session.publish("BookingCancelled", {"bookingId": "missing"})
+            with pytest.raises(NotFoundError):
+                session.commit()
+        assert _kinds(world, partition) == before
+
+    def test_an_etag_conflict_refuses_the_whole_batch(self, world: StoreWorld) -> None:
+        partition = _partition()
+        with world.session(partition) as session:
+            session.create(_booking(partition))
+            etag = session.commit().etags[0]
+        with world.session(partition) as session:
+            session.replace(_booking(partition, status="confirmed"), if_match=etag)
+            session.commit()
+        with world.session(partition) as session:
+            session.replace(_booking(partition, status="late"), if_match=etag)  # stale
+            session.publish("BookingChanged", {"status": "late"})
+            with pytest.raises(PreconditionFailedError):
+                session.commit()
+        [booking] = [d for d in world.documents(partition) if d.get("type") == "booking"]
+        assert booking["status"] == "confirmed"
+        assert _events(world, partition) == []
+
+    def test_racing_sessions_on_one_partition_keep_every_event_once_and_in_order(
+        self, world: StoreWorld
+    ) -> None:
+        partition = _partition()
+        rounds, racers = 4, 3
+        start = threading.Barrier(racers, timeout=60)
+
+        def race(racer: int) -> list[str]:
+            published = []
+            start.wait()
+            for n in range(rounds):
+                with world.session(partition, process=racer) as session:
+                    published.append(session.publish("SeatTaken", {"racer": racer, "n": n}))
+                    session.commit()
+            return published
+
+        with ThreadPoolExecutor(racers) as pool:
+            ids = [i for published in pool.map(race, range(racers)) for i in published]
+        events = _events(world, partition)
+        assert sorted(e["id"] for e in events) == sorted(ids)  # every one, once
+        assert [e["data"]["version"] for e in events] == list(range(1, rounds * racers + 1))
+        for racer in range(racers):  # each racer's events in the order it committed them
+            mine = [e["data"]["n"] for e in events if e["data"]["racer"] == racer]
+            assert mine == sorted(mine)
+
+    def test_the_batch_limits_are_refused_before_the_round_trip(
+        self, world: StoreWorld
+    ) -> None:
+        partition = _partition()
+        with world.session(partition) as session:
+            for n in range(98):
+                session.create(_booking(partition, f"b{n}"))
+            session.publish("ManyHeld", {"count": 98})
+            session.publish("ManyNoted", {"count": 98})  # 98 + 2 + the sequence: 101
+            with pytest.raises(BatchTooLargeError, match="101 operations"):
+                session.commit()
+        with world.session(partition) as session:
+            session.create(_booking(partition, "large", blob="x" * (2 * 1024 * 1024)))
+            with pytest.raises(BatchTooLargeError, match="bytes"):
+                session.commit()
+        assert world.documents(partition) == []
+
+    def test_an_idempotent_commit_is_answered_from_its_record(self, world: StoreWorld) -> None:
+        partition = _partition()
+        request = {"seats": 2}
+        with world.session(partition) as session:
+            session.create(_booking(partition))
+            session.publish("BookingHeld", {"bookingId": "b1"})
+            session.claim("key-1", request=request, answer={"id": "b1"})
+            first = session.commit()
+        assert not first.replayed
+        with world.session(partition) as session:
+            session.create(_booking(partition))
+            session.publish("BookingHeld", {"bookingId": "b1"})
+            session.claim("key-1", request=request, answer={"id": "other"})
+            again = session.commit()
+        assert (again.replayed, again.answer) == (True, {"id": "b1"})
+        assert len(_events(world, partition)) == 1
+        with world.session(partition) as session:
+            session.create(_booking(partition, "b2"))
+            session.claim("key-1", request={"seats": 3})
+            with pytest.raises(IdempotencyKeyReusedError):
+                session.commit()
