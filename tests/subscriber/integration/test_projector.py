@@ -4,21 +4,24 @@ version order; an event after a gap is held until the missing one arrives."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient
-from azure.cosmos.exceptions import CosmosBatchOperationError
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
+from cosmos_outbox.cosmos import CosmosDocumentStore
+from cosmos_outbox.errors import PreconditionFailedError
 from cosmos_outbox.subscriber._events import QUARANTINE_NOTICE, IncomingEvent
 from cosmos_outbox.subscriber._projector import (
     GAP_TYPE,
     HELD_TYPE,
     INBOX_TYPE,
     MAX_HELD_PER_BATCH,
+    AsyncProjector,
     Outcome,
     Projector,
     held_id,
@@ -122,16 +125,17 @@ def test_an_event_after_a_gap_is_held_until_the_missing_one_arrives(
     assert documents(container, contact, HELD_TYPE) == []
 
 
-class RacedProjector(Projector):
+class RacedProjector(AsyncProjector):
     """Another delivery changes the projection between this one's read and its batch."""
 
     def __init__(self, container: ContainerProxy) -> None:
-        super().__init__(container, ContactProjection(), inbox_ttl_seconds=3600)
+        super().__init__(CosmosDocumentStore(container), ContactProjection(),
+                         inbox_ttl_seconds=3600)
         self.container = container
         self.raced = False
 
-    def _read(self, item: str, partition: str) -> dict[str, Any] | None:
-        document = super()._read(item, partition)
+    async def _read(self, item: str, partition: str) -> dict[str, Any] | None:
+        document = await super()._read(item, partition)
         if document is not None and item == partition and not self.raced:
             self.raced = True
             self.container.replace_item(item, {**document, "touched": True})
@@ -144,8 +148,8 @@ def test_a_batch_that_loses_a_race_writes_neither_the_projection_nor_the_inbox_r
     contact = str(uuid.uuid4())
     one, two, *_ = events(contact)
     Projector(container, ContactProjection(), inbox_ttl_seconds=3600).handle(one)
-    with pytest.raises(CosmosBatchOperationError):
-        RacedProjector(container).handle(two)
+    with pytest.raises(PreconditionFailedError):  # the projection's etag (412)
+        asyncio.run(RacedProjector(container).handle(two))
     assert container.read_item(contact, partition_key=contact)["version"] == 1
     assert [r["version"] for r in documents(container, contact, INBOX_TYPE)] == [1]
     # the redelivery applies it
