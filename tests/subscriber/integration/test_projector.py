@@ -31,7 +31,7 @@ from funcstack.cosmos import start_cosmos
 from tools.provision import create_projection_container
 
 from contacts_projection.projection import ContactProjection  # isort: skip
-from contacts_projection.reads import CosmosProjectionReads  # isort: skip
+from contacts_projection.reads import StoreProjectionReads  # isort: skip
 
 pytestmark = pytest.mark.integration
 
@@ -297,8 +297,9 @@ def test_the_reads_give_a_projection_as_viewed_and_nothing_for_other_documents(
     one, two, *_ = events(contact)
     projector.handle(one)
     projector.handle(two)
-    reads = CosmosProjectionReads(container)
-    assert reads.get(contact) == {
+    reads = StoreProjectionReads(CosmosDocumentStore(container))
+    found = reads.get(contact)
+    assert found is not None and found.model_dump(by_alias=True) == {
         "id": contact, "version": 2, "lastEventId": two.event_id, "deleted": False,
         "data": {"name": {"firstName": "A", "lastName": "L"}, "email": "b@example.com",
                  "description": "d", "company": {"companyName": "C"}}}
@@ -311,13 +312,13 @@ def test_the_reads_page_through_every_projection_once(container: ContainerProxy)
     contacts = sorted(str(uuid.uuid4()) for _ in range(5))
     for contact in contacts:
         projector.handle(events(contact)[0])
-    reads = CosmosProjectionReads(container)
+    reads = StoreProjectionReads(CosmosDocumentStore(container))
     seen: list[str] = []
     page = reads.page(size=2, continuation=None)
     while True:
         assert len(page.items) <= 2
-        seen += [item["id"] for item in page.items]
-        if page.continuation is None:
+        seen += [item.id for item in page.items]
+        if page.continuation_token is None:
             break
-        page = reads.page(size=2, continuation=page.continuation)
+        page = reads.page(size=2, continuation=page.continuation_token)
     assert sorted(seen) == contacts
