@@ -20,6 +20,7 @@ from azure.core.exceptions import AzureError, ResourceNotFoundError
 from azure.storage.blob import BlobServiceClient, ContainerClient, ContentSettings, ExponentialRetry
 from azure.storage.blob.aio import BlobServiceClient as AsyncBlobServiceClient
 from azure.storage.blob.aio import ContainerClient as AsyncContainerClient
+from azure.storage.blob.aio import ExponentialRetry as AsyncExponentialRetry
 
 from cosmos_outbox.errors import PayloadNotFoundError, PayloadReferenceError, PayloadStoreError
 from cosmos_outbox.ports import AsyncPayloadStore, PayloadStore
@@ -31,10 +32,12 @@ CONNECTION_TIMEOUT = 5
 READ_TIMEOUT = 30
 
 
-def _client_options() -> dict[str, Any]:
+def _client_options(*, asynchronous: bool = False) -> dict[str, Any]:
+    # an aio client needs the aio retry policy: the sync one cannot await the pipeline
+    retry = AsyncExponentialRetry if asynchronous else ExponentialRetry
     return {
-        "retry_policy": ExponentialRetry(initial_backoff=1, increment_base=2, retry_total=2,
-                                         random_jitter_range=0),
+        "retry_policy": retry(initial_backoff=1, increment_base=2, retry_total=2,
+                              random_jitter_range=0),
         "connection_timeout": CONNECTION_TIMEOUT,
         "read_timeout": READ_TIMEOUT,
     }
@@ -134,8 +137,8 @@ class AsyncBlobPayloadStore(AsyncPayloadStore):
     @classmethod
     def from_connection_string(cls, connection_string: str, container: str
                                ) -> AsyncBlobPayloadStore:
-        service = AsyncBlobServiceClient.from_connection_string(connection_string,
-                                                                **_client_options())
+        service = AsyncBlobServiceClient.from_connection_string(
+            connection_string, **_client_options(asynchronous=True))
         return cls(service.get_container_client(container))
 
     @classmethod
@@ -143,7 +146,7 @@ class AsyncBlobPayloadStore(AsyncPayloadStore):
         from azure.identity.aio import DefaultAzureCredential
 
         service = AsyncBlobServiceClient(service_uri, credential=DefaultAzureCredential(),
-                                         **_client_options())
+                                         **_client_options(asynchronous=True))
         return cls(service.get_container_client(container))
 
     def reference(self, name: str) -> str:
