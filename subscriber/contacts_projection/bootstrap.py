@@ -1,27 +1,31 @@
 """The subscriber's composition root. `bootstrap(services)` takes what the app runs on as a
 parameter: by default `cosmos_services` (the projection container on Cosmos DB, from the
 validated settings, built once per process on first use); tests pass their own. Nothing is read
-or opened before a function runs."""
+or opened before a function runs.
+
+Its functions are `async def` ones, run on the worker's event loop, over the SDKs' `aio` clients
+(cosmos-outbox's async API, `cosmos_outbox.aio`): one Cosmos DB client per process, made by the
+first invocation (on that loop); the claim check's payloads are fetched with the `aio` Blob
+Storage client (the dispatcher's default, from the app settings)."""
 
 from __future__ import annotations
 
 import hashlib
 import hmac
 import threading
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import azure.functions as func
-from azure.cosmos import CosmosClient
+from azure.cosmos.aio import CosmosClient
 
 from contacts_projection.http import projection_routes
 from contacts_projection.projection import IGNORED_ACTIONS, ContactProjection
 from contacts_projection.reads import ProjectionReads, StoreProjectionReads
 from contacts_projection.settings import SubscriberSettings, load_settings
-from cosmos_outbox.cosmos import CosmosDocumentStore
+from cosmos_outbox.aio import Dispatcher, Projector
+from cosmos_outbox.cosmos import AsyncCosmosDocumentStore
 from cosmos_outbox.http import TokenCodec
-from cosmos_outbox.subscriber import Dispatcher, Projector
 
 #: The aggregate type this subscriber projects. Messages name theirs in the `aggregateType`
 #: application property; those sent before it existed were all contact events.
@@ -31,16 +35,14 @@ TOKEN_PURPOSE = b"contacts-projection/continuation-token/v1"
 
 
 def cosmos_client(settings: SubscriberSettings) -> CosmosClient:
+    """The SDK's `aio` client (no I/O here: it reads the account on its first request). TLS
+    verification off only for local emulators with self-signed certificates."""
     verify = settings.cosmos_verify_tls
-    if not verify:
-        # Only for local emulators with self-signed certificates: one warning per request
-        # otherwise.
-        warnings.filterwarnings("ignore", message="Unverified HTTPS request")
     if settings.cosmos_connection is not None:
         return CosmosClient.from_connection_string(
             settings.cosmos_connection.get_secret_value(), connection_verify=verify
         )
-    from azure.identity import DefaultAzureCredential
+    from azure.identity.aio import DefaultAzureCredential
 
     assert settings.cosmos_account_endpoint
     return CosmosClient(
@@ -62,7 +64,7 @@ class Services:
 def cosmos_services() -> Services:
     """The projection container on Cosmos DB, from the settings (read and validated here)."""
     settings = load_settings()
-    store = CosmosDocumentStore(cosmos_client(settings).get_database_client(
+    store = AsyncCosmosDocumentStore(cosmos_client(settings).get_database_client(
         settings.cosmos_database).get_container_client(settings.projection_container))
     return Services(
         projector=Projector(store, ContactProjection(),
@@ -89,7 +91,7 @@ def bootstrap(services: Callable[[], Services] = cosmos_services) -> func.Functi
     built: list[Services] = []
 
     def current() -> Services:
-        """The services, built once per process on first use."""
+        """The services, built once per process on first use (no I/O: nothing waits here)."""
         if not built:
             with lock:
                 if not built:
@@ -112,7 +114,7 @@ def bootstrap(services: Callable[[], Services] = cosmos_services) -> func.Functi
         subscription_name="%SUBSCRIBER_SUBSCRIPTION%",
         is_sessions_enabled=True,
     )
-    def project_contact_events(msg: func.ServiceBusMessage) -> None:
-        dispatcher.handle(msg)
+    async def project_contact_events(msg: func.ServiceBusMessage) -> None:
+        await dispatcher.handle(msg)
 
     return app

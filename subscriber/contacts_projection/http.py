@@ -1,5 +1,6 @@
 """The projection over HTTP, on cosmos-outbox's HTTP layer (`cosmos_outbox.http.HttpApi`: each
-operation declared once; its request pipeline, problem documents and sealed paging tokens):
+operation declared once; its request pipeline, problem documents and sealed paging tokens),
+served by `async def` functions on the reads' `aio` client:
 
 - `GET projections/contacts/{id}`: 200 with the projection (`id`, `version`, `lastEventId`,
   `deleted`, `data`); 404 when there is none;
@@ -44,8 +45,8 @@ def projection_routes(reads: Callable[[], ProjectionReads],
     @api.operation(route="projections/contacts/{id}", method="GET", status=200,
                    summary="Read a contact's projection", response=ProjectionView,
                    errors=(400, 404, 429, 500, 503))
-    def read_contact_projection(call: HttpCall[None]) -> Reply:
-        found = reads().get(call.path[CONTACT_ID.name])
+    async def read_contact_projection(call: HttpCall[None]) -> Reply:
+        found = await reads().get(call.path[CONTACT_ID.name])
         if found is None:
             raise HttpProblemError(404, "Not Found", "no projection of this contact (unknown, "
                                    "or its first event has not been applied yet)")
@@ -54,11 +55,11 @@ def projection_routes(reads: Callable[[], ProjectionReads],
     @api.operation(route="projections/contacts", method="GET", status=200, paged=True,
                    summary="List the contacts' projections, one page at a time",
                    response=ProjectionPage, errors=(400, 429, 500, 503))
-    def list_contact_projections(call: HttpCall[None]) -> Reply:
+    async def list_contact_projections(call: HttpCall[None]) -> Reply:
         codec = tokens()
         cursor = call.cursor(codec)
         # a store token the store refuses (InvalidContinuationError) is a 400 too
-        page = reads().page(size=call.page_size,
+        page = await reads().page(size=call.page_size,
                             continuation=cursor.store_token if cursor else None)
         token = next_token(page.continuation_token, cursor, codec)
         return Reply(_json(ProjectionPage.of_items(list(page.items), token)),

@@ -1,6 +1,7 @@
 """Reading the projection: one contact's, and the projections a page at a time. The port
-(`ProjectionReads`), its adapter on the projection container (cosmos-outbox's document store: a
-point read; a page of the query on the indexed `/type`) and the views a client gets. The
+(`ProjectionReads`, async: the routes are `async def` functions), its adapter on the projection
+container (cosmos-outbox's document store on the SDK's `aio` client: a point read; a page of the
+query on the indexed `/type`) and the views a client gets. The
 store's failures are cosmos-outbox's errors, translated once by its adapter and answered by its
 HTTP layer (`TransientStoreError`: 429/503 with Retry-After; `InvalidContinuationError`: a
 continuation the store refused)."""
@@ -14,7 +15,7 @@ from typing import Any
 from contacts_projection.projection import PROJECTION_TYPE
 from cosmos_outbox import Page
 from cosmos_outbox.http import Model, PageView
-from cosmos_outbox.ports import DocumentStore
+from cosmos_outbox.ports import AsyncDocumentStore
 
 
 class ProjectionView(Model):
@@ -44,27 +45,28 @@ class ProjectionReads(abc.ABC):
     """What the projection's HTTP routes read."""
 
     @abc.abstractmethod
-    def get(self, contact_id: str) -> ProjectionView | None:
+    async def get(self, contact_id: str) -> ProjectionView | None:
         """The view of a contact's projection; None when there is none."""
 
     @abc.abstractmethod
-    def page(self, *, size: int, continuation: str | None) -> Page[ProjectionView]:
+    async def page(self, *, size: int, continuation: str | None) -> Page[ProjectionView]:
         """Up to `size` views and the store's token of the next page (None on the last)."""
 
 
 class StoreProjectionReads(ProjectionReads):
-    """The reads on the projection container (`cosmos_outbox.cosmos.CosmosDocumentStore`)."""
+    """The reads on the projection container
+    (`cosmos_outbox.cosmos.AsyncCosmosDocumentStore`)."""
 
-    def __init__(self, store: DocumentStore) -> None:
+    def __init__(self, store: AsyncDocumentStore) -> None:
         self._store = store
 
-    def get(self, contact_id: str) -> ProjectionView | None:
-        document = self._store.read(contact_id, contact_id)
+    async def get(self, contact_id: str) -> ProjectionView | None:
+        document = await self._store.read(contact_id, contact_id)
         if document is None or document.get("type") != PROJECTION_TYPE:
             return None
         return ProjectionView.of(document)
 
-    def page(self, *, size: int, continuation: str | None) -> Page[ProjectionView]:
-        found = self._store.page_of_type(PROJECTION_TYPE, page_size=size,
+    async def page(self, *, size: int, continuation: str | None) -> Page[ProjectionView]:
+        found = await self._store.page_of_type(PROJECTION_TYPE, page_size=size,
                                          continuation=continuation)
         return Page([ProjectionView.of(d) for d in found.items], found.continuation_token)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
 from cosmos_outbox import Page
+from cosmos_outbox.aio import Projector
 from cosmos_outbox.errors import (
     InvalidContinuationError,
     OutboxError,
@@ -24,7 +25,6 @@ from cosmos_outbox.errors import (
 )
 from cosmos_outbox.http import Cursor, TokenCodec
 from cosmos_outbox.http._declaration import MAX_PAGE_SIZE
-from cosmos_outbox.subscriber import Projector
 from cosmos_outbox.testing import FunctionClient, InMemoryStore
 from tests.subscriber import subscriber_functions
 
@@ -44,12 +44,12 @@ class InMemoryReads(ProjectionReads):
         self.failure: OutboxError | None = None
         self.continuations: list[str | None] = []
 
-    def get(self, contact_id: str) -> ProjectionView | None:
+    async def get(self, contact_id: str) -> ProjectionView | None:
         if self.failure:
             raise self.failure
         return next((v for v in self.views if v.id == contact_id), None)
 
-    def page(self, *, size: int, continuation: str | None) -> Page[ProjectionView]:
+    async def page(self, *, size: int, continuation: str | None) -> Page[ProjectionView]:
         if self.failure:
             raise self.failure
         self.continuations.append(continuation)
@@ -73,13 +73,22 @@ def client(reads: ProjectionReads) -> FunctionClient:
                                                      tokens=TOKENS)))
 
 
+def call(reads: ProjectionReads, name: str, path: str, *,
+         params: dict[str, str] | None = None, headers: dict[str, str] | None = None,
+         route_params: dict[str, str] | None = None) -> func.HttpResponse:
+    """One request to HTTP function `name` of the app on `reads` (an `async def` function, run
+    on the client's event loop, closed after it)."""
+    with client(reads) as functions:
+        return functions.call(name, "GET", path, params=params, headers=headers,
+                              route_params=route_params)
+
+
 def read_projection(reads: ProjectionReads, contact_id: str, *,
                     params: dict[str, str] | None = None,
                     headers: dict[str, str] | None = None) -> func.HttpResponse:
     """GET projections/contacts/{id} with this route value (routable or not)."""
-    return client(reads).call("read_contact_projection", "GET",
-                              f"projections/contacts/{contact_id}", params=params,
-                              headers=headers, route_params={"id": contact_id})
+    return call(reads, "read_contact_projection", f"projections/contacts/{contact_id}",
+                params=params, headers=headers, route_params={"id": contact_id})
 
 
 def read(reads: ProjectionReads, contact_id: str, **params: str) -> func.HttpResponse:
@@ -88,8 +97,8 @@ def read(reads: ProjectionReads, contact_id: str, **params: str) -> func.HttpRes
 
 def listing(reads: ProjectionReads, *, headers: dict[str, str] | None = None,
             **params: str) -> func.HttpResponse:
-    return client(reads).call("list_contact_projections", "GET", "projections/contacts",
-                              params=params, headers=headers)
+    return call(reads, "list_contact_projections", "projections/contacts", params=params,
+                headers=headers)
 
 
 def body(response: func.HttpResponse) -> Any:
@@ -173,7 +182,7 @@ def test_a_token_it_did_not_issue_is_a_400_and_never_reaches_the_store() -> None
 
 def test_a_store_token_that_does_not_move_ends_the_listing() -> None:
     class Stuck(InMemoryReads):
-        def page(self, *, size: int, continuation: str | None) -> Page[ProjectionView]:
+        async def page(self, *, size: int, continuation: str | None) -> Page[ProjectionView]:
             return Page([], "same")
 
     first = body(listing(Stuck(), continuationToken=seal("same")))
