@@ -3,8 +3,9 @@ projection (contacts_projection), and the projection read over HTTP (`GET
 /api/projections/contacts/{id}` and a paged list; a function key in Azure, none locally).
 The functions and their bindings are declared by the composition root
 (`contacts_projection.bootstrap`); the projection is in `contacts_projection`, the inbox,
-ordering and tolerant dispatch are cosmos-outbox's (`cosmos_outbox.subscriber`). No I/O at
-import.
+ordering and tolerant dispatch are cosmos-outbox's (its async API, `cosmos_outbox.aio`: the
+functions are `async def` ones on the worker's event loop, over the SDKs' `aio` clients). No
+I/O at import.
 
 One session = one contact: the host hands a contact's events over one at a time, in order.
 Success completes the message; an exception abandons it (redelivered, then dead-lettered after

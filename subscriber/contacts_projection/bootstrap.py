@@ -1,41 +1,48 @@
 """The subscriber's composition root. `bootstrap(services)` takes what the app runs on as a
 parameter: by default `cosmos_services` (the projection container on Cosmos DB, from the
 validated settings, built once per process on first use); tests pass their own. Nothing is read
-or opened before a function runs."""
+or opened before a function runs.
+
+Its functions are `async def` ones, run on the worker's event loop, over the SDKs' `aio` clients
+(cosmos-outbox's async API, `cosmos_outbox.aio`): one Cosmos DB client per process, made by the
+first invocation (on that loop); the claim check's payloads are fetched with the `aio` Blob
+Storage client (the dispatcher's default, from the app settings)."""
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import threading
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import azure.functions as func
-from azure.cosmos import CosmosClient
+from azure.cosmos.aio import CosmosClient
 
-from contacts_projection import http
-from contacts_projection.http import Tokens
+from contacts_projection.http import projection_routes
 from contacts_projection.projection import IGNORED_ACTIONS, ContactProjection
-from contacts_projection.reads import CosmosProjectionReads, ProjectionReads
+from contacts_projection.reads import ProjectionReads, StoreProjectionReads
 from contacts_projection.settings import SubscriberSettings, load_settings
-from cosmos_outbox.subscriber import Dispatcher, Projector
+from cosmos_outbox.aio import Dispatcher, Projector
+from cosmos_outbox.cosmos import AsyncCosmosDocumentStore
+from cosmos_outbox.http import TokenCodec
 
 #: The aggregate type this subscriber projects. Messages name theirs in the `aggregateType`
 #: application property; those sent before it existed were all contact events.
 CONTACT = "contact"
+#: Key-derivation purpose of the projection list's paging tokens (a label, not a secret).
+TOKEN_PURPOSE = b"contacts-projection/continuation-token/v1"
 
 
 def cosmos_client(settings: SubscriberSettings) -> CosmosClient:
+    """The SDK's `aio` client (no I/O here: it reads the account on its first request). TLS
+    verification off only for local emulators with self-signed certificates."""
     verify = settings.cosmos_verify_tls
-    if not verify:
-        # Only for local emulators with self-signed certificates: one warning per request
-        # otherwise.
-        warnings.filterwarnings("ignore", message="Unverified HTTPS request")
     if settings.cosmos_connection is not None:
         return CosmosClient.from_connection_string(
             settings.cosmos_connection.get_secret_value(), connection_verify=verify
         )
-    from azure.identity import DefaultAzureCredential
+    from azure.identity.aio import DefaultAzureCredential
 
     assert settings.cosmos_account_endpoint
     return CosmosClient(
@@ -51,31 +58,31 @@ class Services:
 
     projector: Projector
     reads: ProjectionReads
-    tokens: Tokens
+    tokens: TokenCodec
 
 
 def cosmos_services() -> Services:
     """The projection container on Cosmos DB, from the settings (read and validated here)."""
     settings = load_settings()
-    container = (cosmos_client(settings).get_database_client(settings.cosmos_database)
-                 .get_container_client(settings.projection_container))
+    store = AsyncCosmosDocumentStore(cosmos_client(settings).get_database_client(
+        settings.cosmos_database).get_container_client(settings.projection_container))
     return Services(
-        projector=Projector(container, ContactProjection(),
+        projector=Projector(store, ContactProjection(),
                             inbox_ttl_seconds=settings.inbox_ttl_seconds),
-        reads=CosmosProjectionReads(container),
+        reads=StoreProjectionReads(store),
         tokens=token_codec(settings),
     )
 
 
-def token_codec(settings: SubscriberSettings) -> Tokens:
-    """Paging tokens sealed with the account key when there is one (the same on every
-    instance); with a managed identity, with the account, database and container names:
-    strictly checked, not secret."""
-    if settings.cosmos_connection is not None:
-        return Tokens.from_secret(settings.cosmos_connection.get_secret_value())
-    return Tokens.from_secret("|".join((settings.cosmos_account_endpoint or "",
-                                        settings.cosmos_database,
-                                        settings.projection_container)))
+def token_codec(settings: SubscriberSettings) -> TokenCodec:
+    """Paging tokens sealed with a key derived from the account key when there is one (the
+    same on every instance); with a managed identity, from the account, database and container
+    names: strictly checked, not secret."""
+    secret = (settings.cosmos_connection.get_secret_value()
+              if settings.cosmos_connection is not None
+              else "|".join((settings.cosmos_account_endpoint or "", settings.cosmos_database,
+                             settings.projection_container)))
+    return TokenCodec(hmac.new(secret.encode("utf-8"), TOKEN_PURPOSE, hashlib.sha256).digest())
 
 
 def bootstrap(services: Callable[[], Services] = cosmos_services) -> func.FunctionApp:
@@ -84,7 +91,7 @@ def bootstrap(services: Callable[[], Services] = cosmos_services) -> func.Functi
     built: list[Services] = []
 
     def current() -> Services:
-        """The services, built once per process on first use."""
+        """The services, built once per process on first use (no I/O: nothing waits here)."""
         if not built:
             with lock:
                 if not built:
@@ -95,16 +102,9 @@ def bootstrap(services: Callable[[], Services] = cosmos_services) -> func.Functi
     dispatcher = Dispatcher(CONTACT, lambda: current().projector,
                             ignored_actions=IGNORED_ACTIONS, default_aggregate_type=CONTACT)
     app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
-
-    @app.function_name("read_contact_projection")
-    @app.route(route="projections/contacts/{id}", methods=["GET"])
-    def read_contact_projection(req: func.HttpRequest) -> func.HttpResponse:
-        return http.read_projection(req, current().reads)
-
-    @app.function_name("list_contact_projections")
-    @app.route(route="projections/contacts", methods=["GET"])
-    def list_contact_projections(req: func.HttpRequest) -> func.HttpResponse:
-        return http.list_projections(req, current().reads, current().tokens)
+    # The projection read over HTTP (cosmos-outbox's HTTP layer).
+    app.register_functions(
+        projection_routes(lambda: current().reads, lambda: current().tokens).blueprint)
 
     @app.function_name("project_contact_events")
     @app.service_bus_topic_trigger(
@@ -114,7 +114,7 @@ def bootstrap(services: Callable[[], Services] = cosmos_services) -> func.Functi
         subscription_name="%SUBSCRIBER_SUBSCRIPTION%",
         is_sessions_enabled=True,
     )
-    def project_contact_events(msg: func.ServiceBusMessage) -> None:
-        dispatcher.handle(msg)
+    async def project_contact_events(msg: func.ServiceBusMessage) -> None:
+        await dispatcher.handle(msg)
 
     return app

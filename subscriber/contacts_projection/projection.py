@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from cosmos_outbox.subscriber import IncomingEvent, Projection
-from cosmos_outbox.subscriber._projector import last_version
 
 PROJECTION_TYPE = "contactProjection"
 #: The fields each action it handles sets, as named in the event data (camelCase, as on the
@@ -42,7 +41,8 @@ class ContactProjection(Projection):
 
 def apply(projection: Mapping[str, Any] | None, event: IncomingEvent) -> dict[str, Any]:
     """The projection document after `event` (which must be the next version)."""
-    if event.version != last_version(projection) + 1:
+    last = int(projection["version"]) if projection is not None else 0
+    if event.version != last + 1:
         raise ValueError(f"event version {event.version} does not follow the projection")
     fields = HANDLED.get(event.type, ())  # not handled: only the version moves
     base: dict[str, Any] = dict(projection) if projection is not None else {

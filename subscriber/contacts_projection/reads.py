@@ -1,102 +1,72 @@
 """Reading the projection: one contact's, and the projections a page at a time. The port
-(`ProjectionReads`), its Cosmos DB adapter (point read; a query on the indexed `/type`), the
-view a client gets, and the errors of the store as the HTTP side answers them."""
+(`ProjectionReads`, async: the routes are `async def` functions), its adapter on the projection
+container (cosmos-outbox's document store on the SDK's `aio` client: a point read; a page of the
+query on the indexed `/type`) and the views a client gets. The
+store's failures are cosmos-outbox's errors, translated once by its adapter and answered by its
+HTTP layer (`TransientStoreError`: 429/503 with Retry-After; `InvalidContinuationError`: a
+continuation the store refused)."""
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
-from dataclasses import dataclass
+from collections.abc import Mapping
 from typing import Any
 
-from azure.core.exceptions import ServiceRequestError, ServiceResponseError
-from azure.cosmos import ContainerProxy
-from azure.cosmos.exceptions import (
-    CosmosClientTimeoutError,
-    CosmosHttpResponseError,
-    CosmosResourceNotFoundError,
-)
-
 from contacts_projection.projection import PROJECTION_TYPE
-from cosmos_outbox.cosmos import query_page
-
-# Served by the indexed `/type` path (deploy/modules/cosmos.bicep: `/type/?` only).
-LIST_QUERY = ("SELECT c.id, c.version, c.lastEventId, c.deleted, c.data FROM c "
-              "WHERE c.type = 'contactProjection'")
+from cosmos_outbox import Page
+from cosmos_outbox.http import Model, PageView
+from cosmos_outbox.ports import AsyncDocumentStore
 
 
-@dataclass(frozen=True)
-class ProjectionPage:
-    items: list[dict[str, Any]]
-    #: the store's token of the next page; None on the last
-    continuation: str | None
+class ProjectionView(Model):
+    """What a client sees of a projection: the contact's data as projected, the version (of
+    the last event applied), that event's id, and whether the contact is deleted."""
+
+    id: str
+    version: int | None
+    last_event_id: str | None
+    deleted: bool
+    data: dict[str, Any]
+
+    @classmethod
+    def of(cls, document: Mapping[str, Any]) -> ProjectionView:
+        return cls(id=document["id"], version=document.get("version"),
+                   last_event_id=document.get("lastEventId"),
+                   deleted=bool(document.get("deleted")), data=dict(document.get("data") or {}))
 
 
-class StoreError(Exception):
-    """The store failed: `status` 503 (unavailable, timed out) or 429 (throttled), with the
-    seconds to wait; 400 for a continuation the store refused."""
+class ProjectionPage(PageView):
+    """One page of the projections: `{items, continuationToken, hasMore}`."""
 
-    def __init__(self, status: int, retry_after: float = 1.0) -> None:
-        super().__init__(f"the store answered {status}")
-        self.status = status
-        self.retry_after = retry_after
+    items: list[ProjectionView]
 
 
 class ProjectionReads(abc.ABC):
     """What the projection's HTTP routes read."""
 
     @abc.abstractmethod
-    def get(self, contact_id: str) -> dict[str, Any] | None:
-        """The view of a contact's projection; None when there is none. Raises StoreError."""
+    async def get(self, contact_id: str) -> ProjectionView | None:
+        """The view of a contact's projection; None when there is none."""
 
     @abc.abstractmethod
-    def page(self, *, size: int, continuation: str | None) -> ProjectionPage:
-        """Up to `size` views and the store's token of the next page. Raises StoreError."""
+    async def page(self, *, size: int, continuation: str | None) -> Page[ProjectionView]:
+        """Up to `size` views and the store's token of the next page (None on the last)."""
 
 
-def view(document: Mapping[str, Any]) -> dict[str, Any]:
-    """What a client sees of a projection: the contact's data as projected, the version (of
-    the last event applied), that event's id, and whether the contact is deleted."""
-    return {
-        "id": document["id"],
-        "version": document.get("version"),
-        "lastEventId": document.get("lastEventId"),
-        "deleted": bool(document.get("deleted")),
-        "data": dict(document.get("data") or {}),
-    }
+class StoreProjectionReads(ProjectionReads):
+    """The reads on the projection container
+    (`cosmos_outbox.cosmos.AsyncCosmosDocumentStore`)."""
 
+    def __init__(self, store: AsyncDocumentStore) -> None:
+        self._store = store
 
-class CosmosProjectionReads(ProjectionReads):
-    def __init__(self, container: ContainerProxy) -> None:
-        self._container = container
+    async def get(self, contact_id: str) -> ProjectionView | None:
+        document = await self._store.read(contact_id, contact_id)
+        if document is None or document.get("type") != PROJECTION_TYPE:
+            return None
+        return ProjectionView.of(document)
 
-    def get(self, contact_id: str) -> dict[str, Any] | None:
-        with _store_errors():
-            try:
-                document = self._container.read_item(contact_id, partition_key=contact_id)
-            except CosmosResourceNotFoundError:
-                return None
-        return view(document) if document.get("type") == PROJECTION_TYPE else None
-
-    def page(self, *, size: int, continuation: str | None) -> ProjectionPage:
-        with _store_errors():
-            rows, token = query_page(self._container, LIST_QUERY, size, continuation)
-        return ProjectionPage([view(r) for r in rows], token)
-
-
-@contextmanager
-def _store_errors() -> Iterator[None]:
-    try:
-        yield
-    except CosmosClientTimeoutError:
-        raise StoreError(503) from None
-    except CosmosHttpResponseError as exc:
-        status = int(exc.status_code or 503)
-        if status == 429:
-            retry = (exc.headers or {}).get("x-ms-retry-after-ms")
-            raise StoreError(429, float(retry) / 1000 if retry and retry.isdigit() else 1.0) \
-                from None
-        raise StoreError(400 if status == 400 else 503) from None
-    except (ServiceRequestError, ServiceResponseError):
-        raise StoreError(503) from None
+    async def page(self, *, size: int, continuation: str | None) -> Page[ProjectionView]:
+        found = await self._store.page_of_type(PROJECTION_TYPE, page_size=size,
+                                         continuation=continuation)
+        return Page([ProjectionView.of(d) for d in found.items], found.continuation_token)

@@ -25,6 +25,7 @@ from cosmos_outbox._records import OutboxRecord, to_message
 from cosmos_outbox.servicebus._messages import to_servicebus_message
 from cosmos_outbox.subscriber._events import from_message
 from cosmos_outbox.subscriber._projector import INBOX_TYPE, Outcome, Projector
+from entrypoints.bootstrap import LEGACY_EVENTS
 from tools.httpclient import Client
 from tools.stack import Ports, Stack
 
@@ -96,7 +97,7 @@ def stored_event(stack: Stack, contact: str, version: int) -> dict[str, Any]:
 
 def resend(stack: Stack, document: dict[str, Any]) -> None:
     """Re-drive one stored event through the relay's own message mapping."""
-    [item] = read_feed([document])
+    [item] = read_feed([document], legacy=LEGACY_EVENTS)  # as the contacts app's relay
     assert isinstance(item, OutboxRecord)
     assert stack.servicebus is not None
     with ServiceBusClient.from_connection_string(stack.servicebus.connection_string) as sb, \

@@ -1,52 +1,130 @@
-"""The projector against the local Cosmos endpoint (real azure-cosmos SDK): each event changes
-the projection exactly once (inbox record and projection in one transactional batch), in
-version order; an event after a gap is held until the missing one arrives."""
+"""The projector against the local Cosmos endpoint (real azure-cosmos SDK), through both of
+cosmos-outbox's APIs: the sync `Projector` on the SDK's sync client and the async one
+(`cosmos_outbox.aio.Projector`, which the app runs) on its `aio` client. Each event changes the
+projection exactly once (inbox record and projection in one transactional batch), in version
+order; an event after a gap is held until the missing one arrives. Also the projection's reads
+(the HTTP routes' port) on the `aio` client."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient
-from azure.cosmos.exceptions import CosmosBatchOperationError
+from azure.cosmos.aio import ContainerProxy as AsyncContainerProxy
+from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from cosmos_outbox.subscriber._events import QUARANTINE_NOTICE, IncomingEvent
+from cosmos_outbox import aio
+from cosmos_outbox._aio import run_sync
+from cosmos_outbox.cosmos import AsyncCosmosDocumentStore, CosmosDocumentStore
+from cosmos_outbox.errors import PreconditionFailedError
+from cosmos_outbox.ports import AsyncDocumentStore, DocumentStore
+from cosmos_outbox.subscriber import IncomingEvent, Projector, Result
+from cosmos_outbox.subscriber._events import QUARANTINE_NOTICE
 from cosmos_outbox.subscriber._projector import (
     GAP_TYPE,
     HELD_TYPE,
     INBOX_TYPE,
     MAX_HELD_PER_BATCH,
+    AsyncProjector,
     Outcome,
-    Projector,
     held_id,
     inbox_id,
 )
-from funcstack.cosmos import start_cosmos
+from funcstack.cosmos import CosmosEndpoint, start_cosmos
 from tools.provision import create_projection_container
 
 from contacts_projection.projection import ContactProjection  # isort: skip
-from contacts_projection.reads import CosmosProjectionReads  # isort: skip
+from contacts_projection.reads import StoreProjectionReads  # isort: skip
 
 pytestmark = pytest.mark.integration
+DATABASE = "subscriber-tests"
 
 
 @pytest.fixture(scope="module")
-def database() -> Iterator[Any]:
-    cosmos = start_cosmos(port=0)
+def cosmos() -> Iterator[CosmosEndpoint]:
+    running = start_cosmos(port=0)
     try:
-        client = CosmosClient.from_connection_string(
-            cosmos.connection_string, connection_verify=cosmos.verify_tls)
-        yield client.create_database_if_not_exists("subscriber-tests")
+        yield running
     finally:
-        cosmos.stop()
+        running.stop()
+
+
+@pytest.fixture(scope="module")
+def database(cosmos: CosmosEndpoint) -> Any:
+    client = CosmosClient.from_connection_string(
+        cosmos.connection_string, connection_verify=cosmos.verify_tls)
+    return client.create_database_if_not_exists(DATABASE)
 
 
 @pytest.fixture
 def container(database: Any) -> ContainerProxy:
     return create_projection_container(database, f"p-{uuid.uuid4().hex[:8]}")
+
+
+class Handles(Protocol):
+    def handle(self, event: IncomingEvent) -> Result: ...
+
+
+@dataclass
+class Awaited:
+    """The async projector, each event run to its end on the test's event loop."""
+
+    core: AsyncProjector
+    run: Callable[[Coroutine[Any, Any, Result]], Result]
+
+    def handle(self, event: IncomingEvent) -> Result:
+        return self.run(self.core.handle(event))
+
+
+@dataclass
+class Side:
+    """One API on the container: `sync` (the sync client's store; coroutines of the core run
+    as the sync API runs them) or `async` (the `aio` client's store, on an event loop)."""
+
+    name: str
+    store: DocumentStore | AsyncDocumentStore
+    run: Callable[[Coroutine[Any, Any, Any]], Any]
+
+    def projector(self) -> Handles:
+        if isinstance(self.store, DocumentStore):
+            return Projector(self.store, ContactProjection(), inbox_ttl_seconds=3600)
+        return Awaited(aio.Projector(self.store, ContactProjection(), inbox_ttl_seconds=3600),
+                       self.run)
+
+
+@asynccontextmanager
+async def aio_container(cosmos: CosmosEndpoint, name: str) -> AsyncIterator[AsyncContainerProxy]:
+    async with AsyncCosmosClient.from_connection_string(
+            cosmos.connection_string, connection_verify=cosmos.verify_tls) as client:
+        yield client.get_database_client(DATABASE).get_container_client(name)
+
+
+@pytest.fixture
+def aio_store(cosmos: CosmosEndpoint, container: ContainerProxy
+              ) -> Iterator[tuple[AsyncCosmosDocumentStore, asyncio.Runner]]:
+    """The container on the SDK's `aio` client, and the event loop it runs on."""
+    with asyncio.Runner() as runner:
+        opened = aio_container(cosmos, container.id)
+        proxy = runner.run(opened.__aenter__())
+        try:
+            yield AsyncCosmosDocumentStore(proxy), runner
+        finally:
+            runner.run(opened.__aexit__(None, None, None))
+
+
+@pytest.fixture(params=["sync", "async"])
+def side(request: pytest.FixtureRequest, container: ContainerProxy) -> Side:
+    if request.param == "sync":
+        return Side("sync", CosmosDocumentStore(container), run_sync)
+    store, runner = request.getfixturevalue("aio_store")
+    return Side("async", store, runner.run)
 
 
 def events(contact: str) -> list[IncomingEvent]:
@@ -71,9 +149,9 @@ def documents(container: ContainerProxy, contact: str, kind: str) -> list[dict[s
 
 
 def test_events_in_order_build_the_projection_with_one_inbox_record_each(
-    container: ContainerProxy,
+    side: Side, container: ContainerProxy,
 ) -> None:
-    projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
+    projector = side.projector()
     contact = str(uuid.uuid4())
     for event in events(contact):
         assert projector.handle(event).outcome is Outcome.APPLIED
@@ -86,8 +164,10 @@ def test_events_in_order_build_the_projection_with_one_inbox_record_each(
     assert {r["ttl"] for r in inbox} == {3600}
 
 
-def test_a_redelivered_event_is_acknowledged_without_effect(container: ContainerProxy) -> None:
-    projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
+def test_a_redelivered_event_is_acknowledged_without_effect(
+    side: Side, container: ContainerProxy,
+) -> None:
+    projector = side.projector()
     contact = str(uuid.uuid4())
     first, second, *_ = events(contact)
     projector.handle(first)
@@ -103,9 +183,9 @@ def test_a_redelivered_event_is_acknowledged_without_effect(container: Container
 
 
 def test_an_event_after_a_gap_is_held_until_the_missing_one_arrives(
-    container: ContainerProxy,
+    side: Side, container: ContainerProxy,
 ) -> None:
-    projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
+    projector = side.projector()
     contact = str(uuid.uuid4())
     one, two, three, four = events(contact)
     projector.handle(one)
@@ -122,16 +202,16 @@ def test_an_event_after_a_gap_is_held_until_the_missing_one_arrives(
     assert documents(container, contact, HELD_TYPE) == []
 
 
-class RacedProjector(Projector):
+class RacedProjector(AsyncProjector):
     """Another delivery changes the projection between this one's read and its batch."""
 
-    def __init__(self, container: ContainerProxy) -> None:
-        super().__init__(container, ContactProjection(), inbox_ttl_seconds=3600)
+    def __init__(self, side: Side, container: ContainerProxy) -> None:
+        super().__init__(side.store, ContactProjection(), inbox_ttl_seconds=3600)
         self.container = container
         self.raced = False
 
-    def _read(self, item: str, partition: str) -> dict[str, Any] | None:
-        document = super()._read(item, partition)
+    async def _read(self, item: str, partition: str) -> dict[str, Any] | None:
+        document = await super()._read(item, partition)
         if document is not None and item == partition and not self.raced:
             self.raced = True
             self.container.replace_item(item, {**document, "touched": True})
@@ -139,17 +219,17 @@ class RacedProjector(Projector):
 
 
 def test_a_batch_that_loses_a_race_writes_neither_the_projection_nor_the_inbox_record(
-    container: ContainerProxy,
+    side: Side, container: ContainerProxy,
 ) -> None:
     contact = str(uuid.uuid4())
     one, two, *_ = events(contact)
-    Projector(container, ContactProjection(), inbox_ttl_seconds=3600).handle(one)
-    with pytest.raises(CosmosBatchOperationError):
-        RacedProjector(container).handle(two)
+    side.projector().handle(one)
+    with pytest.raises(PreconditionFailedError):  # the projection's etag (412)
+        side.run(RacedProjector(side, container).handle(two))
     assert container.read_item(contact, partition_key=contact)["version"] == 1
     assert [r["version"] for r in documents(container, contact, INBOX_TYPE)] == [1]
     # the redelivery applies it
-    projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
+    projector = side.projector()
     assert projector.handle(two).outcome is Outcome.APPLIED
 
 
@@ -162,9 +242,9 @@ def notice(contact: str, version: int) -> IncomingEvent:
 
 
 def test_a_quarantine_notice_records_a_known_gap_that_the_replay_closes(
-    container: ContainerProxy,
+    side: Side, container: ContainerProxy,
 ) -> None:
-    projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
+    projector = side.projector()
     contact = str(uuid.uuid4())
     one, two, three, _ = events(contact)
     projector.handle(one)
@@ -201,9 +281,9 @@ def at_version(event: IncomingEvent, version: int) -> IncomingEvent:
 
 
 def test_an_action_it_does_not_handle_is_recorded_and_its_version_taken_as_applied(
-    container: ContainerProxy,
+    side: Side, container: ContainerProxy,
 ) -> None:
-    projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
+    projector = side.projector()
     contact = str(uuid.uuid4())
     one, two, *_ = events(contact)
     projector.handle(one)
@@ -222,9 +302,9 @@ def test_an_action_it_does_not_handle_is_recorded_and_its_version_taken_as_appli
 
 
 def test_versions_held_behind_an_unknown_action_follow_it_when_it_arrives(
-    container: ContainerProxy,
+    side: Side, container: ContainerProxy,
 ) -> None:
-    projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
+    projector = side.projector()
     contact = str(uuid.uuid4())
     one, two, *_ = events(contact)
     projector.handle(one)
@@ -246,10 +326,10 @@ def described(contact: str, version: int) -> IncomingEvent:
 
 
 def test_a_long_run_of_held_events_is_applied_in_batches_within_the_limit(
-    container: ContainerProxy,
+    side: Side, container: ContainerProxy,
 ) -> None:
     """More held events follow the missing one than one batch may delete (100 operations)."""
-    projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
+    projector = side.projector()
     contact = str(uuid.uuid4())
     one, *_ = events(contact)
     projector.handle(one)
@@ -265,11 +345,11 @@ def test_a_long_run_of_held_events_is_applied_in_batches_within_the_limit(
 
 
 def test_a_held_event_for_the_missing_version_is_applied_before_the_next_is_held(
-    container: ContainerProxy,
+    side: Side, container: ContainerProxy,
 ) -> None:
     """A delivery that raced the last apply held the version after it: the next event finds
     it instead of holding itself behind a version that is already there."""
-    projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
+    projector = side.projector()
     contact = str(uuid.uuid4())
     one, two, three, _ = events(contact)
     projector.handle(one)
@@ -286,34 +366,39 @@ def test_a_held_event_for_the_missing_version_is_applied_before_the_next_is_held
 # ---- reads (the HTTP routes' port) on Cosmos ----------------------------------------------
 
 def test_the_reads_give_a_projection_as_viewed_and_nothing_for_other_documents(
-    container: ContainerProxy,
+    container: ContainerProxy, aio_store: tuple[AsyncCosmosDocumentStore, asyncio.Runner],
 ) -> None:
+    store, loop = aio_store
     projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
     contact = str(uuid.uuid4())
     one, two, *_ = events(contact)
     projector.handle(one)
     projector.handle(two)
-    reads = CosmosProjectionReads(container)
-    assert reads.get(contact) == {
+    reads = StoreProjectionReads(store)
+    found = loop.run(reads.get(contact))
+    assert found is not None and found.model_dump(by_alias=True) == {
         "id": contact, "version": 2, "lastEventId": two.event_id, "deleted": False,
         "data": {"name": {"firstName": "A", "lastName": "L"}, "email": "b@example.com",
                  "description": "d", "company": {"companyName": "C"}}}
-    assert reads.get(inbox_id(one.event_id)) is None  # another partition: not found
-    assert reads.get(str(uuid.uuid4())) is None
+    assert loop.run(reads.get(inbox_id(one.event_id))) is None  # another partition: not found
+    assert loop.run(reads.get(str(uuid.uuid4()))) is None
 
 
-def test_the_reads_page_through_every_projection_once(container: ContainerProxy) -> None:
+def test_the_reads_page_through_every_projection_once(
+    container: ContainerProxy, aio_store: tuple[AsyncCosmosDocumentStore, asyncio.Runner],
+) -> None:
+    store, loop = aio_store
     projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
     contacts = sorted(str(uuid.uuid4()) for _ in range(5))
     for contact in contacts:
         projector.handle(events(contact)[0])
-    reads = CosmosProjectionReads(container)
+    reads = StoreProjectionReads(store)
     seen: list[str] = []
-    page = reads.page(size=2, continuation=None)
+    page = loop.run(reads.page(size=2, continuation=None))
     while True:
         assert len(page.items) <= 2
-        seen += [item["id"] for item in page.items]
-        if page.continuation is None:
+        seen += [item.id for item in page.items]
+        if page.continuation_token is None:
             break
-        page = reads.page(size=2, continuation=page.continuation)
+        page = loop.run(reads.page(size=2, continuation=page.continuation_token))
     assert sorted(seen) == contacts

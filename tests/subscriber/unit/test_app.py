@@ -5,13 +5,10 @@ before a function runs."""
 from __future__ import annotations
 
 import json
-from typing import cast
-
-from azure.cosmos import ContainerProxy
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from cosmos_outbox.subscriber import Projector
-from cosmos_outbox.testing import FunctionClient
+from cosmos_outbox.aio import Projector
+from cosmos_outbox.testing import FunctionClient, InMemoryStore
 from tests.subscriber.unit.test_http import TOKENS, InMemoryReads
 
 from contacts_projection.bootstrap import Services, bootstrap  # isort: skip
@@ -23,9 +20,7 @@ def test_the_functions_run_on_the_services_given_built_once_on_first_use() -> No
     built: list[Services] = []
 
     def services() -> Services:
-        # The projector's container is never reached by the HTTP functions.
-        projector = Projector(cast(ContainerProxy, object()), ContactProjection(),
-                              inbox_ttl_seconds=3600)
+        projector = Projector(InMemoryStore(), ContactProjection(), inbox_ttl_seconds=3600)
         built.append(Services(projector=projector, reads=reads, tokens=TOKENS))
         return built[-1]
 

@@ -33,6 +33,7 @@ READ_TIMEOUT = 30
 
 
 def _client_options(*, asynchronous: bool = False) -> dict[str, Any]:
+    # an aio client needs the aio retry policy: the sync one cannot await the pipeline
     retry = AsyncExponentialRetry if asynchronous else ExponentialRetry
     return {
         "retry_policy": retry(initial_backoff=1, increment_base=2, retry_total=2,
