@@ -16,8 +16,9 @@ from typing import Any
 from application.contacts.commands import CreateContact, PatchContact, patch_of, update_body
 from application.contacts.ports import ContactList
 from application.contacts.views import ContactPage, ContactView
-from cosmos_outbox import HttpCall, Outbox, Page, PathParameter, Reply
+from cosmos_outbox import HttpCall, Outbox, PathParameter, Reply
 from cosmos_outbox.http import AggregateRoutes, TokenCodec, next_token
+from cosmos_outbox.ports import Page
 from domain.contact import Contact
 
 #: The reference sample's routes, one per aspect of PatchContact, kept for its clients.

@@ -6,7 +6,7 @@ from __future__ import annotations
 import abc
 from dataclasses import dataclass
 
-from cosmos_outbox import Page
+from cosmos_outbox.ports import Page
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,8 @@ here."""
 from __future__ import annotations
 
 from application.contacts.ports import ContactSummary
-from cosmos_outbox import Page
 from cosmos_outbox.http import Model, PageView, view_of
+from cosmos_outbox.ports import Page
 from domain.contact import Contact
 
 ContactView = view_of(Contact, name="ContactView", hidden={"deleted", "deleted_at"})

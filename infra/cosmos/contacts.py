@@ -7,7 +7,7 @@ from azure.cosmos import ContainerProxy
 
 from application.contacts.ports import ContactList, ContactSummary
 from cosmos_outbox.cosmos import query_page
-from cosmos_outbox import Page
+from cosmos_outbox.ports import Page
 
 LIST_CONTACTS_QUERY = (
     "SELECT c.id, c.data.email, c.data.name, c.data.company.companyName FROM c "

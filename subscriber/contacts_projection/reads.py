@@ -13,9 +13,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from contacts_projection.projection import PROJECTION_TYPE
-from cosmos_outbox import Page
 from cosmos_outbox.http import Model, PageView
-from cosmos_outbox.ports import AsyncDocumentStore
+from cosmos_outbox.ports import AsyncDocumentStore, Page
 
 
 class ProjectionView(Model):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from application.contacts.ports import ContactList, ContactSummary
 from cosmos_outbox.errors import InvalidContinuationError
-from cosmos_outbox import Page
+from cosmos_outbox.ports import Page
 from cosmos_outbox.testing import InMemoryStore
 from domain.contact import Contact
 

@@ -10,7 +10,6 @@ import azure.functions as func
 from conftest import World
 
 
-
 def body(response: func.HttpResponse) -> Any:
     return json.loads(response.get_body())
 

@@ -15,7 +15,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from cosmos_outbox import Page
 from cosmos_outbox.aio import Projector
 from cosmos_outbox.errors import (
     InvalidContinuationError,
@@ -25,6 +24,7 @@ from cosmos_outbox.errors import (
 )
 from cosmos_outbox.http import Cursor, TokenCodec
 from cosmos_outbox.http._declaration import MAX_PAGE_SIZE
+from cosmos_outbox.ports import Page
 from cosmos_outbox.testing import FunctionClient, InMemoryStore
 from tests.subscriber import subscriber_functions
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from cosmos_outbox._text import Text
     from cosmos_outbox.errors import (
         AlreadyExistsError,
+        IdempotencyKeyReusedError,
         NotFoundError,
         OutboxError,
         PreconditionFailedError,
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
         View,
         view_of,
     )
-    from cosmos_outbox.ports import Page
 
 __version__ = "0.2.0"
 
@@ -56,7 +56,6 @@ _WHERE = {
     "AggregateService": "cosmos_outbox._sync",
     "UnitOfWork": "cosmos_outbox._sync",
     "Session": "cosmos_outbox._sync",
-    "Page": "cosmos_outbox.ports",
     # HTTP: the route helper, operations of an app's own, request and view models
     "AggregateRoutes": "cosmos_outbox.http",
     "HttpApi": "cosmos_outbox.http",
@@ -71,6 +70,7 @@ _WHERE = {
     "OutboxError": "cosmos_outbox.errors",
     "NotFoundError": "cosmos_outbox.errors",
     "AlreadyExistsError": "cosmos_outbox.errors",
+    "IdempotencyKeyReusedError": "cosmos_outbox.errors",
     "PreconditionFailedError": "cosmos_outbox.errors",
     "UnrecordedChangeError": "cosmos_outbox.errors",
 }
@@ -84,10 +84,10 @@ __all__ = [
     "Event",
     "HttpApi",
     "HttpCall",
+    "IdempotencyKeyReusedError",
     "NotFoundError",
     "Outbox",
     "OutboxError",
-    "Page",
     "PathParameter",
     "PreconditionFailedError",
     "QueryParameter",

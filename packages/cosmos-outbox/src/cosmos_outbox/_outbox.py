@@ -276,12 +276,10 @@ class OutboxBase:
     #: whether its functions are `async def` ones, on the SDKs' `aio` clients
     asynchronous: ClassVar[bool] = False
 
-    def __init__(self, aggregates: Iterable[type[Aggregate]], *,
+    def __init__(self, aggregates: Iterable[type[Aggregate]] = (), *,
                  services: Callable[[], Services] | None = None,
                  legacy_events: LegacyEvents | None = None) -> None:
         self.aggregates: tuple[type[Aggregate], ...] = tuple(aggregates)
-        if not self.aggregates:
-            raise ValueError("an outbox needs at least one aggregate type")
         asynchronous = self.asynchronous
         self._build = services if services is not None else (
             lambda: services_from_settings(asynchronous=asynchronous))
@@ -420,6 +418,16 @@ class Outbox(OutboxBase):
         return Session(self.wiring().session(partition_key, entity=entity, session_id=session_id,
                                              source=source, traceparent=traceparent))
 
+    @property
+    def store(self) -> DocumentStore:
+        """The outbox's container (`cosmos_outbox.ports.DocumentStore`: point reads, documents
+        of a type, a page at a time), for reads of your own that must see what your sessions
+        wrote, on Azure and on the test kit's fakes alike."""
+        store = self.services().store
+        if not isinstance(store, DocumentStore):
+            raise TypeError("this outbox's services are async: use cosmos_outbox.aio.Outbox")
+        return store
+
     def ping(self) -> None:
         """Health: the store answers and its container exists (TransientStoreError if not)."""
         run_sync(self.wiring().store.ping())
@@ -445,6 +453,12 @@ class AsyncOutbox(OutboxBase):
         """`async with outbox.session(...) as session:` (see `Outbox.session`)."""
         return self.wiring().session(partition_key, entity=entity, session_id=session_id,
                                      source=source, traceparent=traceparent)
+
+    @property
+    def store(self) -> AsyncDocumentStore:
+        """The outbox's container (`cosmos_outbox.ports.AsyncDocumentStore`), for reads of your
+        own that must see what your sessions wrote (see `Outbox.store`)."""
+        return self.wiring().store
 
     async def ping(self) -> None:
         await self.wiring().store.ping()

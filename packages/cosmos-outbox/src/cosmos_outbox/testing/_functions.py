@@ -42,9 +42,25 @@ class _TraceContext(TraceContext):
         return {}
 
 
+class _RetryContext(RetryContext):
+    """A first attempt: no retry yet, none configured."""
+
+    @property
+    def retry_count(self) -> int:
+        return 0
+
+    @property
+    def max_retry_count(self) -> int:
+        return 0
+
+    @property
+    def exception(self) -> Any:
+        return None
+
+
 class InvocationContext(func.Context):
-    """The invocation context the host passes to a parameter named `context` (no retry
-    context: a function that reads it is not called this way)."""
+    """The invocation context the host passes to a parameter named `context` (a first
+    attempt: no retry)."""
 
     def __init__(self, function_name: str = "", *, trace_parent: str = "") -> None:
         self._name = function_name
@@ -72,21 +88,22 @@ class InvocationContext(func.Context):
 
     @property
     def retry_context(self) -> RetryContext:
-        raise NotImplementedError
+        return _RetryContext()
 
 
 class FunctionClient:
-    """The functions of one app (a `func.FunctionApp`, indexed once here), called in-process:
-    a sync function in this thread, an `async def` one on an event loop of this client's (one
-    loop for all its calls, as the worker has one; closed with the client)."""
+    """The functions of one app (a `func.FunctionApp`, indexed once), called in-process: a sync
+    function in the caller's thread, an `async def` one on an event loop of this client's, on a
+    thread of its own (one loop for all its calls, as the worker has one: calls from several
+    threads run concurrently on it); the loop is closed with the client."""
 
     def __init__(self, app: func.FunctionApp) -> None:
         self.functions: dict[str, Function] = {
-            str(f.get_function_name()): f for f in app.get_functions()}
+            str(f.get_function_name()): f for f in _indexed(app)}
         routes = http_routes(self.functions.values())
         # The host ranks catch-all routes below every other route.
         self._routes = sorted(routes, key=lambda r: r.catch_all)
-        self._runner: asyncio.Runner | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
 
     def invoke(self, name: str, *args: Any, trace_parent: str = "") -> Any:
@@ -97,21 +114,24 @@ class FunctionClient:
             args = (*args, InvocationContext(name, trace_parent=trace_parent))
         result = user_function(*args)
         if inspect.isawaitable(result):
-            return self._loop().run(_awaited(result))
+            return asyncio.run_coroutine_threadsafe(_awaited(result), self._running()).result()
         return result
 
-    def _loop(self) -> asyncio.Runner:
+    def _running(self) -> asyncio.AbstractEventLoop:
         with self._lock:
-            if self._runner is None:
-                self._runner = asyncio.Runner()
-                weakref.finalize(self, self._runner.close)
-            return self._runner
+            if self._loop is None:
+                self._loop = asyncio.new_event_loop()
+                threading.Thread(target=self._loop.run_forever, name="function-client",
+                                 daemon=True).start()
+                weakref.finalize(self, _stop, self._loop)
+            return self._loop
 
     def close(self) -> None:
-        """Close this client's event loop, if it made one."""
-        if self._runner is not None:
-            self._runner.close()
-            self._runner = None
+        """Stop this client's event loop, if it made one."""
+        with self._lock:
+            loop, self._loop = self._loop, None
+        if loop is not None:
+            _stop(loop)
 
     def __enter__(self) -> FunctionClient:
         return self
@@ -152,7 +172,8 @@ class FunctionClient:
             if method.upper() not in route.methods:
                 continue
             if route.catch_all:
-                name = route.template[2:-1] if route.template.startswith("{*") else "path"
+                template = route.template.lstrip("/")
+                name = template[2:-1] if template.startswith("{*") else "path"
                 return route.function, {name: path}
             if route.matches(path):
                 return route.function, _values(route.template, path)
@@ -162,6 +183,25 @@ class FunctionClient:
         """Hand change-feed documents to the relay (`relay_events`), as the trigger does."""
         self.invoke("relay_events", func.DocumentList(
             func.Document.from_dict(dict(d)) for d in documents))
+
+
+def _stop(loop: asyncio.AbstractEventLoop) -> None:
+    if loop.is_running():
+        loop.call_soon_threadsafe(loop.stop)
+
+
+#: Each app's functions, built once (as the worker indexes an app once): azure-functions'
+#: `FunctionApp` refuses to build its functions a second time.
+_INDEXED: weakref.WeakKeyDictionary[func.FunctionApp, list[Function]] = (
+    weakref.WeakKeyDictionary())
+_INDEX_LOCK = threading.Lock()
+
+
+def _indexed(app: func.FunctionApp) -> list[Function]:
+    with _INDEX_LOCK:
+        if app not in _INDEXED:
+            _INDEXED[app] = list(app.get_functions())
+        return _INDEXED[app]
 
 
 async def _awaited(result: Awaitable[Any]) -> Any:
