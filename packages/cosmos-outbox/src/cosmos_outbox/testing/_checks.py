@@ -195,14 +195,17 @@ def check_openapi_events(document: Mapping[str, Any],
         assert schemas.get(action) == published, f"{action}: its schema differs from its class"
 
 
-def _commands(app: func.FunctionApp) -> Iterator[tuple[str, Command, type[BaseModel] | None]]:
-    for function in app.get_functions():
+def _commands(app: func.FunctionRegister
+              ) -> Iterator[tuple[str, Command, type[BaseModel] | None]]:
+    from cosmos_outbox.testing._functions import _indexed
+
+    for function in _indexed(app):
         operation = operation_of(function.get_user_function())
         if operation is not None and operation.command is not None:
             yield operation.name, operation.command, operation.request
 
 
-def check_commands(app: func.FunctionApp) -> None:
+def check_commands(app: func.FunctionRegister) -> None:
     """Every command declared with the route helper, checked before it ships:
 
     - each change route's request fields are keyword parameters of the aggregate method it

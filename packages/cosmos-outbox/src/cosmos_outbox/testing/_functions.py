@@ -97,7 +97,7 @@ class FunctionClient:
     thread of its own (one loop for all its calls, as the worker has one: calls from several
     threads run concurrently on it); the loop is closed with the client."""
 
-    def __init__(self, app: func.FunctionApp) -> None:
+    def __init__(self, app: func.FunctionRegister) -> None:
         self.functions: dict[str, Function] = {
             str(f.get_function_name()): f for f in _indexed(app)}
         routes = http_routes(self.functions.values())
@@ -192,12 +192,12 @@ def _stop(loop: asyncio.AbstractEventLoop) -> None:
 
 #: Each app's functions, built once (as the worker indexes an app once): azure-functions'
 #: `FunctionApp` refuses to build its functions a second time.
-_INDEXED: weakref.WeakKeyDictionary[func.FunctionApp, list[Function]] = (
+_INDEXED: weakref.WeakKeyDictionary[func.FunctionRegister, list[Function]] = (
     weakref.WeakKeyDictionary())
 _INDEX_LOCK = threading.Lock()
 
 
-def _indexed(app: func.FunctionApp) -> list[Function]:
+def _indexed(app: func.FunctionRegister) -> list[Function]:
     with _INDEX_LOCK:
         if app not in _INDEXED:
             _INDEXED[app] = list(app.get_functions())
