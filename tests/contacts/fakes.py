@@ -5,8 +5,8 @@ of the outbox's ports are cosmos-outbox's (`cosmos_outbox.testing`)."""
 from __future__ import annotations
 
 from application.contacts.ports import ContactList, ContactSummary
-from cosmos_outbox.errors import InvalidContinuationError
 from cosmos_outbox import Page
+from cosmos_outbox.errors import InvalidContinuationError
 from cosmos_outbox.testing import InMemoryStore
 from domain.contact import Contact
 
