@@ -4,7 +4,7 @@ relayed from it (no publisher): the stack's Functions host relays."""
 
 from __future__ import annotations
 
-from cosmos_outbox import Outbox, Services
+from cosmos_outbox import Aggregate, Outbox, Services
 from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.ports import MessagePublisher
 from cosmos_outbox.settings import OutboxSettings
@@ -19,9 +19,11 @@ def _no_publisher() -> MessagePublisher:
     raise AssertionError("this outbox relays nothing: the stack's Functions host does")
 
 
-def outbox_on(store: CosmosDocumentStore, *,
+def outbox_on(store: CosmosDocumentStore, *aggregates: type[Aggregate],
               event_ttl_seconds: int = EVENT_TTL_SECONDS) -> Outbox:
-    """The app's outbox (its aggregate, its legacy events) on `store`."""
+    """The app's outbox (the contact, its legacy events) on `store`; with `aggregates`, an
+    outbox of those (a second app's, on the same container)."""
     services = Services(store=store, publisher=_no_publisher, token_secret="tests",
                         event_ttl_seconds=event_ttl_seconds)
-    return Outbox((Contact,), services=lambda: services, legacy_events=LEGACY_EVENTS)
+    return Outbox(aggregates or (Contact,), services=lambda: services,
+                  legacy_events=LEGACY_EVENTS)
