@@ -17,15 +17,15 @@ from pathlib import Path
 from typing import Any
 
 from azure.storage.blob import BlobServiceClient, ContentSettings
-from pydantic import SecretStr
 
+from cosmos_outbox._aio import run_sync
 from cosmos_outbox._documents import read_feed
+from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._relay.relay import Relay
 from cosmos_outbox._relay.telemetry import RelayTelemetry
 from cosmos_outbox.blob import BlobPayloadStore
 from cosmos_outbox.servicebus import ServiceBusPublisher
-from cosmos_outbox.settings import OutboxSettings, PayloadConnection
-from cosmos_outbox.testing._fakes import InMemoryQuarantine
+from cosmos_outbox.testing import InMemoryStore
 from funcstack.services import LocalServices
 from tools.stack import SERVICEBUS_CONFIG
 
@@ -61,17 +61,14 @@ def measure(base: Path, events: int = 10, rounds: int = 3) -> dict[str, Any]:
         connection = azurite.connection_string
         with BlobServiceClient.from_connection_string(connection) as service:
             service.create_container("outbox-payloads")
-        settings = OutboxSettings.model_validate({
-            "CosmosDBConnection": "AccountEndpoint=https://unused/;AccountKey=a2V5;",
-            "ServiceBusConnection": servicebus.connection_string,
-            "COSMOS_CONTAINER": "bench", "SERVICEBUS_TOPIC": "contact-events"})
-        publisher = ServiceBusPublisher(settings)
-        store = BlobPayloadStore.connect(PayloadConnection(
-            "outbox-payloads", connection_string=SecretStr(connection)))
-        relay = Relay(publisher, InMemoryQuarantine(), TELEMETRY, payloads=store)
+        publisher = ServiceBusPublisher.from_connection_string(servicebus.connection_string,
+                                                               "contact-events")
+        store = BlobPayloadStore.from_connection_string(connection, "outbox-payloads")
+        # The relay as the sync API runs it (over sync adapters, to its end in this thread).
+        relay = Relay(publisher, Quarantine(InMemoryStore()), TELEMETRY, payloads=store)
         floor_container = BlobServiceClient.from_connection_string(
             connection).get_container_client("outbox-payloads")
-        relay.relay(read_feed(documents(1)))  # links opened, clients warm
+        run_sync(relay.relay(read_feed(documents(1))))  # links opened, clients warm
         results: dict[str, list[tuple[float, float]]] = {"relay": [], "floor": []}
         megabytes = 0.0
         for _ in range(rounds):
@@ -81,7 +78,7 @@ def measure(base: Path, events: int = 10, rounds: int = 3) -> dict[str, Any]:
                       if hasattr(r, "body")]
             megabytes = sum(len(b) for _, b in bodies) / MB
             wall, cpu = time.perf_counter(), time.process_time()
-            report = relay.relay(feed)
+            report = run_sync(relay.relay(feed))
             results["relay"].append((time.perf_counter() - wall, time.process_time() - cpu))
             assert report.offloaded == events, report
             wall, cpu = time.perf_counter(), time.process_time()

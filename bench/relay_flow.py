@@ -6,16 +6,20 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import threading
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from azure.cosmos import ContainerProxy
 from azure.servicebus import ServiceBusClient
 
 from bench.stats import percentile
-from cosmos_outbox.cosmos._unit_of_work import CosmosUnitOfWork
+from cosmos_outbox import Outbox, Services
+from cosmos_outbox.cosmos import CosmosDocumentStore
+from cosmos_outbox.ports import MessagePublisher
 from domain.contact import Contact
 from domain.values import Company, Name
 from tools.httpclient import Client
@@ -52,6 +56,18 @@ def _cpu_seconds(pid: int) -> float:
     return total
 
 
+def _no_publisher() -> MessagePublisher:
+    raise AssertionError("the benchmark writes the events; the stack's runner relays them")
+
+
+def contacts_outbox(container: ContainerProxy) -> Outbox:
+    """The Contacts outbox on the stack's container, to write contacts and their events
+    straight to the store (no HTTP) as the app does."""
+    services = Services(store=CosmosDocumentStore(container), publisher=_no_publisher,
+                        token_secret=secrets.token_hex(16), event_ttl_seconds=864000)
+    return Outbox((Contact,), services=lambda: services)
+
+
 def throughput(workdir: Path, *, contacts: int = 200, changes: int = 9,
                leases: int = 1) -> dict[str, Any]:
     """Events written while no relay runs, then one runner drains the backlog with `leases`
@@ -60,15 +76,15 @@ def throughput(workdir: Path, *, contacts: int = 200, changes: int = 9,
     with Stack(workdir=workdir, ports=Ports.free(), with_runner=False,
                settings_overrides={"FEED_POLL_DELAY_MS": "100",
                                    "FUNCTIONS_HOST_COSMOS_LEASES": str(leases)}) as stack:
-        container = stack.contacts_container()
+        outbox = contacts_outbox(stack.contacts_container())
         for i in range(contacts):
             contact = Contact.create(name=Name(first_name=f"T{i}", last_name="Put"),
                                      email=f"t{i}@example.com", company=Company(company_name="C"))
             for u in range(changes):
                 contact.describe(f"change {u}")
-            uow = CosmosUnitOfWork(container, event_ttl_seconds=864000)
-            uow.repository(Contact).add(contact)
-            uow.commit()
+            with outbox.unit_of_work() as uow:
+                uow.repository(Contact).add(contact)
+                uow.commit()
         total = contacts * (changes + 1)
         started = time.monotonic()
         runner = stack.start_runner()

@@ -127,24 +127,23 @@ def live_backlog(settings_file: Path) -> tuple[int, float] | None:
     try:
         import warnings
 
-        from cosmos_outbox._relay.backlog import report_backlog
-        from cosmos_outbox._relay.telemetry import RelayTelemetry
-        from cosmos_outbox.cosmos import CosmosBacklogEstimator, cosmos_client, outbox_container
-        from cosmos_outbox.settings import load_settings
+        from cosmos_outbox import Outbox
+        from cosmos_outbox.ports import BacklogEstimator
+        from domain.contact import Contact
 
         warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-        settings = load_settings()
-        client = cosmos_client(settings)
-        leases = client.get_database_client(settings.cosmos_database).get_container_client(
-            settings.cosmos_lease_container)
-        backlog = report_backlog(
-            CosmosBacklogEstimator(outbox_container(client, settings), leases),
-            RelayTelemetry(destination=settings.servicebus_topic or ""),
-            event_ttl_seconds=settings.event_ttl_seconds)
+        # The Contacts app's outbox services, from the settings (its default composition).
+        estimator = Outbox((Contact,)).services().backlog()
+        assert isinstance(estimator, BacklogEstimator)
+        now = time.time()
+        leases = estimator.estimate()
     except Exception as exc:  # status is best effort: say why, do not crash
         print(f"  (live backlog estimate unavailable: {type(exc).__name__})")
         return None
-    return backlog.pending, backlog.oldest_age_seconds
+    # As the backlog timer reports it: the age of the oldest pending change of any lease.
+    ages = [max(0.0, now - b.oldest_created_at) for b in leases
+            if b.pending and b.oldest_created_at is not None]
+    return sum(b.pending for b in leases), max(ages, default=0.0)
 
 
 @dataclass(frozen=True)

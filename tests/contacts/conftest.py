@@ -6,19 +6,18 @@ functions of the app as deployed (`function_app.app`), for what is read without 
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 import pytest
 from azure.functions.decorators.function_app import Function
 
 from application.contacts.ports import ContactList
-from cosmos_outbox._blueprints.outbox import OutboxDependencies
-from cosmos_outbox.http._paging import TokenCodec, derive_key
-from cosmos_outbox.ports import UnitOfWork
-from cosmos_outbox.testing import TEST_SECRET, FunctionClient, in_memory, uow_factory
-from entrypoints.bootstrap import CONTACTS_TOKEN_PURPOSE, bootstrap
+from cosmos_outbox import Outbox, UnitOfWork
+from cosmos_outbox.http import TokenCodec
+from cosmos_outbox.testing import FunctionClient, in_memory
+from domain.contact import Contact
+from entrypoints.bootstrap import CONTACTS_TOKEN_PURPOSE, LEGACY_EVENTS, bootstrap
 from tests.contacts.fakes import InMemoryContactList
 
 _INDEXED: dict[str, Function] | None = None
@@ -41,24 +40,41 @@ def functions() -> dict[str, Function]:
 
 
 class FakeWorld:
-    """The app on fakes. `uow` and `contacts` may be swapped by a test (a store that fails, a
-    racing writer); the app reads them on every call."""
+    """The app on fakes (`options`: `in_memory`'s). The outbox's store, publisher and backlog
+    are cosmos-outbox's fakes, which a test makes fail or race (`store.fail_next`,
+    `publisher.fail_on_send`, ...); `contacts` may be swapped by a test (a contact list that
+    misbehaves); the app reads it on every call."""
 
     def __init__(self, **options: Any) -> None:
         memory = in_memory(**options)
-        self.store, self.publisher = memory.store, memory.publisher
-        self.quarantine, self.backlog = memory.quarantine, memory.backlog
-        self.uow: Callable[[], UnitOfWork] = uow_factory(self.store)
+        self.memory = memory
+        self.store, self.publisher, self.backlog = memory.store, memory.publisher, memory.backlog
+        self.payloads = memory.payloads
+        self.services = memory.services
         self.contacts: Callable[[], ContactList] = lambda: InMemoryContactList(self.store)
-        self.services = dataclasses.replace(memory.services, unit_of_work=lambda: self.uow())
-        self.outbox: OutboxDependencies = self.services.outbox
+        #: the Contacts app's outbox on the same services, for what a test writes or relays
+        #: itself (the app's own is inside `bootstrap`)
+        self.outbox = Outbox((Contact,), services=lambda: self.services,
+                             legacy_events=LEGACY_EVENTS)
         #: seals the contact list's tokens, as the app does
-        self.tokens = TokenCodec(derive_key(TEST_SECRET, purpose=CONTACTS_TOKEN_PURPOSE))
+        self.tokens = TokenCodec(self.services.token_key(CONTACTS_TOKEN_PURPOSE))
         self.app = bootstrap(lambda: self.services, lambda _: self.contacts())
         self.client = FunctionClient(self.app)
         self.functions = self.client.functions
 
+    def uow(self) -> UnitOfWork:
+        """A unit of work on the app's store (to write contacts behind the API's back)."""
+        return self.outbox.unit_of_work()
+
+    def relay(self, documents: Iterable[Mapping[str, Any]]) -> None:
+        """Hand stored documents to the app's relay, as the change-feed trigger does."""
+        self.client.relay(documents)
+
 
 @pytest.fixture
 def world() -> Iterator[FakeWorld]:
-    yield FakeWorld()
+    world = FakeWorld()
+    try:
+        yield world
+    finally:
+        world.client.close()

@@ -15,11 +15,13 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
+from cosmos_outbox._aio import run_sync
 from cosmos_outbox._documents import event_document, read_feed
-from cosmos_outbox._relay.relay import Relay
+from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._relay import telemetry as names
+from cosmos_outbox._relay.relay import Relay
 from cosmos_outbox._relay.telemetry import RelayTelemetry
-from cosmos_outbox.testing._fakes import FakePublisher, InMemoryQuarantine
+from cosmos_outbox.testing import FakePublisher, InMemoryStore
 from domain.contact import Contact
 from domain.values import Company, Name
 from funcstack.otel import JsonLinesMetricExporter, JsonLinesSpanExporter
@@ -52,7 +54,8 @@ def test_relay_telemetry_lands_in_otlp_json_lines_and_status_sums_it_up(tmp_path
                               tracer_provider=tracer_provider)
     docs = history(9)
     docs[3]["data"].pop("action")  # one poison event
-    Relay(FakePublisher(), InMemoryQuarantine(), recorder).relay(read_feed(docs))
+    relay = Relay(FakePublisher(), Quarantine(InMemoryStore()), recorder)
+    run_sync(relay.relay(read_feed(docs)))
     recorder.backlog([("-FF", 4, 30.0)])
     meter_provider.shutdown()  # final export
     tracer_provider.shutdown()

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 from tools.stack import keep_user_settings
 
@@ -15,7 +16,7 @@ LOCAL_COSMOS = ("AccountEndpoint=https://127.0.0.1:9001/;AccountKey=C2y6yDjf5/R+
 OLD_LOCAL_COSMOS = LOCAL_COSMOS.replace(":9001", ":8081")
 AZURE_SERVICEBUS = ("Endpoint=sb://team.servicebus.windows.net/;SharedAccessKeyName=app;"
                     "SharedAccessKey=c2VjcmV0")
-GENERATED = {"IsEncrypted": False, "Values": {
+GENERATED: dict[str, Any] = {"IsEncrypted": False, "Values": {
     "CosmosDBConnection": LOCAL_COSMOS, "COSMOS_CONTAINER": "contacts",
     "ServiceBusConnection": "Endpoint=sb://127.0.0.1:5999;SharedAccessKeyName=k;"
                             "SharedAccessKey=k;UseDevelopmentEmulator=true;",
@@ -33,7 +34,7 @@ def test_a_missing_file_is_created(tmp_path: Path) -> None:
 
 def test_the_users_values_are_kept_and_only_local_endpoints_move(tmp_path: Path) -> None:
     path = tmp_path / "local.settings.json"
-    users = {"IsEncrypted": False, "Values": {
+    users: dict[str, Any] = {"IsEncrypted": False, "Values": {
         "CosmosDBConnection": OLD_LOCAL_COSMOS, "COSMOS_CONTAINER": "my-contacts",
         "ServiceBusConnection": AZURE_SERVICEBUS, "MY_FLAG": "on"}, "Host": {"CORS": "*"}}
     path.write_text(json.dumps(users))

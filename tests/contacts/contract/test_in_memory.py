@@ -7,11 +7,7 @@ from __future__ import annotations
 import pytest
 
 from application.contacts.ports import ContactList
-from cosmos_outbox.testing.contracts import (
-    InMemoryStoreWorld as InMemoryQuarantineWorld,
-    InMemoryStoreWorld,
-    StoreWorld as QuarantineWorld,
-)
+from cosmos_outbox.testing.contracts import InMemoryStoreWorld, StoreWorld
 from tests.contacts.contract.unit_of_work_contract import (
     ContactsQuarantineContract,
     ContactsStoreContract,
@@ -22,7 +18,7 @@ from tests.contacts.fakes import InMemoryContactList
 
 class InMemoryWorld(InMemoryStoreWorld, ContactsWorld):
     def contact_list(self) -> ContactList:
-        return InMemoryContactList(self.store)
+        return InMemoryContactList(self.memory)
 
 
 class TestInMemoryStore(ContactsStoreContract):
@@ -33,5 +29,5 @@ class TestInMemoryStore(ContactsStoreContract):
 
 class TestInMemoryQuarantine(ContactsQuarantineContract):
     @pytest.fixture
-    def world(self) -> QuarantineWorld:
-        return InMemoryQuarantineWorld()
+    def world(self) -> StoreWorld:
+        return InMemoryStoreWorld()

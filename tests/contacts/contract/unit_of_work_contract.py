@@ -1,5 +1,5 @@
 """The Contacts app's store contract: cosmos-outbox's unit-of-work and quarantine suites
-(`cosmos_outbox.testing._contracts`) driven with the contact, and what only the app has (several
+(`cosmos_outbox.testing.contracts`) driven with the contact, and what only the app has (several
 changes in one commit, the contact list). Subclassed for each implementation: the in-memory
 fakes (tests/contacts/contract/test_in_memory.py) and the Cosmos DB adapters on a real endpoint
 (tests/contacts/integration/test_cosmos_write_path.py, test_cosmos_quarantine.py). The idempotency
@@ -14,15 +14,14 @@ import pytest
 from application.contacts.ports import ContactList
 from cosmos_outbox.errors import InvalidContinuationError
 from cosmos_outbox.testing.contracts import (
-    AggregateExample as AggregateKind,
+    AggregateExample,
     IdempotencyContract,
     QuarantineContract,
     StoreWorld,
     UnitOfWorkContract,
-    events_of,
-    examples as kinds,
-    saved,
+    examples,
 )
+from cosmos_outbox.testing.contracts._worlds import events_of, saved
 from domain.contact import Contact
 from domain.values import Company, Name
 
@@ -35,20 +34,22 @@ def new_contact(first: str = "Ada", email: str = "ada@example.com") -> Contact:
     )
 
 
-CONTACT = AggregateKind(
+CONTACT = AggregateExample(
     "contact", new_contact,
     change=lambda c: c.rename(Name(first_name="Changed", last_name=c.name.last_name)),
     actions=("ContactCreatedEvent", "ContactNameUpdatedEvent"))
 
 
 class ContactsWorld(StoreWorld):
+    """A store world with the app's contact list on the same store."""
+
     @abc.abstractmethod
     def contact_list(self) -> ContactList:
         """The list of live contacts, on the same store."""
 
 
 class ContactsStoreContract(UnitOfWorkContract, IdempotencyContract):
-    kind = kinds(CONTACT)
+    example = examples(CONTACT)
 
     @pytest.fixture
     @abc.abstractmethod
@@ -99,4 +100,4 @@ class ContactsStoreContract(UnitOfWorkContract, IdempotencyContract):
 
 
 class ContactsQuarantineContract(QuarantineContract):
-    kind = kinds(CONTACT)
+    example = examples(CONTACT)

@@ -18,15 +18,14 @@ from typing import Any
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
-from pydantic import SecretStr
 
 from cosmos_outbox.blob import BlobPayloadStore
-from cosmos_outbox.cosmos._unit_of_work import CosmosUnitOfWork
-from cosmos_outbox.settings import PayloadConnection
+from cosmos_outbox.cosmos import CosmosDocumentStore
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.otel import METRICS_FILE
 from tests.contacts.e2e.test_outbox_guarantees import kill_relay_mid_batch, write_large_history
 from tests.contacts.manuscripts import Manuscript, text_of
+from tests.contacts.outboxes import outbox_on
 from tools import status
 from tools.httpclient import Client
 from tools.receive import Received, count_at_least, drain
@@ -39,24 +38,24 @@ KB = 1024
 
 def payloads(stack: Stack) -> BlobPayloadStore:
     assert stack.azurite is not None
-    return BlobPayloadStore.connect(PayloadConnection(
-        stack.settings()["OUTBOX_PAYLOAD_CONTAINER"],
-        connection_string=SecretStr(stack.azurite.connection_string)))
+    return BlobPayloadStore.from_connection_string(stack.azurite.connection_string,
+                                                  stack.settings()["OUTBOX_PAYLOAD_CONTAINER"])
 
 
 def write(stack: Stack, sizes: list[int], tag: str) -> tuple[str, list[str]]:
     """A manuscript started, then revised once per size (text of that many characters), each
     change its own transactional batch; its id and the event ids by version."""
     container = stack.contacts_container()
+    outbox = outbox_on(CosmosDocumentStore(container), Manuscript, event_ttl_seconds=3600)
     manuscript = Manuscript.start(f"{tag} draft")
-    uow = CosmosUnitOfWork(container, event_ttl_seconds=3600)
-    uow.repository(Manuscript).add(manuscript)
-    uow.commit()
-    for i, size in enumerate(sizes):
-        uow = CosmosUnitOfWork(container, event_ttl_seconds=3600)
-        current = uow.repository(Manuscript).get(manuscript.id)
-        current.revise(text_of(size, f"{tag}{i}"))
+    with outbox.unit_of_work() as uow:
+        uow.repository(Manuscript).add(manuscript)
         uow.commit()
+    for i, size in enumerate(sizes):
+        with outbox.unit_of_work() as uow:
+            current = uow.repository(Manuscript).get(manuscript.id)
+            current.revise(text_of(size, f"{tag}{i}"))
+            uow.commit()
     events = sorted(container.query_items(
         "SELECT c.id, c.data.version FROM c WHERE c.type = 'domainEvent' AND "
         "c.partitionKey = @id", parameters=[{"name": "@id", "value": manuscript.id}],

@@ -46,13 +46,15 @@ def plant_history(container: ContainerProxy, first: str, changes: int,
         contact.describe(f"{first} change {i}")
     operations = commit_operations(contact, contact.collect_events(), etag=None,
                                    event_ttl_seconds=864000, traceparent=None)
+    documents = [dict(op.document or {}) for op in operations]
     ids = []
-    for _, doc, _ in operations[1:]:
+    for doc in documents[1:]:
         ids.append(doc["id"])
         if doc["data"]["version"] == big_version:
             doc["data"]["description"] = "x" * BIG
-    container.execute_item_batch([(kind, (doc,)) for kind, doc, _ in operations],
-                                 partition_key=contact.id)
+    container.execute_item_batch(
+        [(op.kind, (doc,)) for op, doc in zip(operations, documents, strict=True)],
+        partition_key=contact.id)
     return contact.id, ids
 
 

@@ -127,19 +127,20 @@ def test_service_bus_down_while_writes_continue_loses_nothing(fresh_stack: Stack
 def write_large_history(stack: Stack) -> int:
     """600 events of ~0.6 KB written straight to the store (no relay runs): one invocation of
     up to 1000 documents needs 2+ sends."""
-    from cosmos_outbox.cosmos._unit_of_work import CosmosUnitOfWork
+    from cosmos_outbox.cosmos import CosmosDocumentStore
     from domain.values import Company, Name
+    from tests.contacts.outboxes import outbox_on
 
-    container = stack.contacts_container()
+    outbox = outbox_on(CosmosDocumentStore(stack.contacts_container()), event_ttl_seconds=864000)
     total = 0
     for i in range(60):
         contact = Contact.create(name=Name(first_name=f"K{i}", last_name="Kill"),
                                  email=f"k{i}@example.com", company=Company(company_name="C"))
         for u in range(9):
             contact.describe(f"{u}:" + "x" * 480)
-        uow = CosmosUnitOfWork(container, event_ttl_seconds=864000)
-        uow.repository(Contact).add(contact)
-        uow.commit()
+        with outbox.unit_of_work() as uow:
+            uow.repository(Contact).add(contact)
+            uow.commit()
         total += 10
     return total
 

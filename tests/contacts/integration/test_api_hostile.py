@@ -12,12 +12,14 @@ import pytest
 from azure.cosmos import CosmosClient
 from pydantic import SecretStr
 
-from cosmos_outbox.cosmos._client import client_options, cosmos_client, outbox_container
-from cosmos_outbox.cosmos._unit_of_work import CosmosUnitOfWork
+from cosmos_outbox._outbox import services_from_settings
+from cosmos_outbox.cosmos import CosmosDocumentStore
+from cosmos_outbox.cosmos._client import client_options
 from cosmos_outbox.errors import StoreUnavailableError
 from cosmos_outbox.settings import OutboxSettings
 from domain.contact import Contact
 from domain.values import Company, Name
+from tests.contacts.outboxes import outbox_on
 from tools.httpclient import Client
 from tools.stack import Stack
 
@@ -138,8 +140,7 @@ def test_a_hung_store_is_a_store_unavailable_error_not_a_hang(hung_store: int) -
         "COSMOS_CONTAINER": "contacts",
     })
     with pytest.raises(StoreUnavailableError):
-        client = cosmos_client(settings)
-        CosmosUnitOfWork(outbox_container(client, settings), event_ttl_seconds=60).ping()
+        services_from_settings(settings).store.ping()
 
 
 class HangingProxy:
@@ -202,16 +203,16 @@ def test_a_store_that_hangs_after_start_fails_reads_and_writes_within_the_bound(
         client = CosmosClient(f"https://127.0.0.1:{proxy.port}/", credential=stack.cosmos.key,
                               connection_verify=False, enable_endpoint_discovery=False,
                               **client_options())
-        container = outbox_container(client, settings)
-        CosmosUnitOfWork(container, event_ttl_seconds=60).ping()
+        store = CosmosDocumentStore(client.get_database_client(
+            settings.cosmos_database).get_container_client(settings.cosmos_container))
+        store.ping()
         proxy.hang()
         with pytest.raises(StoreUnavailableError):
-            CosmosUnitOfWork(container, event_ttl_seconds=60).ping()
-        with pytest.raises(StoreUnavailableError):
-            unit = CosmosUnitOfWork(container, event_ttl_seconds=60)
+            store.ping()
+        with pytest.raises(StoreUnavailableError), outbox_on(store).unit_of_work() as unit:
             unit.repository(Contact).add(Contact.create(name=Name(first_name="H", last_name="S"),
-                                             email="h@example.com",
-                                             company=Company(company_name="C")))
+                                         email="h@example.com",
+                                         company=Company(company_name="C")))
             unit.commit()
     finally:
         proxy.close()

@@ -7,21 +7,24 @@ import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 
 from application.contacts.commands import CreateContact
+from cosmos_outbox import AggregateService
+from cosmos_outbox._aio import as_async, run_sync
 from cosmos_outbox._idempotency import Answer, Claim
-from cosmos_outbox._relay.backlog import report_backlog
+from cosmos_outbox._relay.backlog import Backlog, report_backlog
 from cosmos_outbox._relay.telemetry import RelayTelemetry
-from cosmos_outbox._service import AggregateService
+from cosmos_outbox.cosmos import CosmosBacklogEstimator, CosmosDocumentStore
 from cosmos_outbox.cosmos._client import client_options
-from cosmos_outbox.cosmos._estimator import CosmosBacklogEstimator, latest_lsn
-from cosmos_outbox.cosmos._unit_of_work import CosmosUnitOfWork
+from cosmos_outbox.cosmos._estimator import latest_lsn
 from cosmos_outbox.errors import StoreUnavailableError
 from domain.contact import Contact
 from tests.contacts.faults import frozen
+from tests.contacts.outboxes import outbox_on
 from tools.provision import create_contacts_container
 from tools.stack import Ports, Stack
 
@@ -54,9 +57,12 @@ def containers(
     return db.get_container_client("contacts"), lease_container
 
 
+def contacts_service(container: ContainerProxy) -> AggregateService[Contact]:
+    return outbox_on(CosmosDocumentStore(container), event_ttl_seconds=864000).service(Contact)
+
+
 def create_contacts(container: ContainerProxy, n: int) -> None:
-    service = AggregateService(
-        Contact, lambda: CosmosUnitOfWork(container, event_ttl_seconds=864000))
+    service = contacts_service(container)
     for i in range(n):
         service.create(Contact.create(**CreateContact.model_validate(
             {"firstName": f"C{i}", "lastName": "Backlog", "email": f"c{i}@example.com",
@@ -72,26 +78,29 @@ def test_backlog_while_the_relay_is_off_then_zero_once_it_runs(
     estimator = CosmosBacklogEstimator(contacts, leases)
     telemetry = RelayTelemetry(destination="contact-events")
 
+    def tick(**options: Any) -> Backlog:
+        """One tick of the backlog timer, as the sync API runs it (over the sync estimator)."""
+        return run_sync(report_backlog(as_async(estimator), telemetry,
+                                       event_ttl_seconds=864000, **options))
+
     # no lease yet (the relay never ran): estimated from the start of each feed range
-    first = report_backlog(estimator, telemetry, event_ttl_seconds=864000)
+    first = tick()
     assert first.pending == N  # one change (transaction) per created contact
     [lease] = first.leases
     assert lease.oldest_created_at is not None and lease.oldest_created_at >= before - 1
     t = lease.oldest_created_at
-    later = report_backlog(estimator, telemetry, event_ttl_seconds=864000,
-                           clock=lambda: t + 120)
-    sooner = report_backlog(estimator, telemetry, event_ttl_seconds=864000,
-                            clock=lambda: t + 60)
+    later = tick(clock=lambda: t + 120)
+    sooner = tick(clock=lambda: t + 60)
     assert later.pending == sooner.pending == N
     assert later.oldest_age_seconds == pytest.approx(sooner.oldest_age_seconds + 60)
 
     relay_off.start_runner()
     try:
         deadline = time.monotonic() + 60
-        backlog = report_backlog(estimator, telemetry, event_ttl_seconds=864000)
+        backlog = tick()
         while backlog.pending and time.monotonic() < deadline:
             time.sleep(0.2)
-            backlog = report_backlog(estimator, telemetry, event_ttl_seconds=864000)
+            backlog = tick()
         assert backlog.pending == 0
         assert backlog.oldest_age_seconds == 0
         assert [b.lease for b in backlog.leases] == [lease.lease]  # now from the runner's lease
@@ -133,8 +142,7 @@ def test_a_change_that_raised_no_event_is_not_pending(
     container = create_contacts_container(db, "idempotency-backlog")
     leases = db.create_container_if_not_exists("leases-idempotency",
                                                partition_key=PartitionKey("/id"))
-    service = AggregateService(
-        Contact, lambda: CosmosUnitOfWork(container, event_ttl_seconds=864000))
+    service = contacts_service(container)
     claim = Claim[Contact](scope="PATCH contacts/{id}", key="no-op", fingerprint="f",
                            answer=lambda c: Answer(200, {"version": c.version}))
     created = service.create(Contact.create(**CreateContact.model_validate(

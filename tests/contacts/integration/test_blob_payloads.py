@@ -11,11 +11,9 @@ from pathlib import Path
 
 import pytest
 from azure.storage.blob import BlobServiceClient
-from pydantic import SecretStr
 
 from cosmos_outbox._records import OutboxRecord, payload_name
 from cosmos_outbox.blob import BlobPayloadStore
-from cosmos_outbox.settings import PayloadConnection
 from cosmos_outbox.testing.contracts import PayloadStoreContract, PayloadWorld
 from funcstack.services import LocalServices
 
@@ -38,9 +36,7 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalServices]
 
 def store(services: LocalServices, container: str = CONTAINER) -> BlobPayloadStore:
     assert services.azurite is not None
-    return BlobPayloadStore.connect(PayloadConnection(
-        container, connection_string=SecretStr(services.azurite.connection_string),
-        setting="AzureWebJobsStorage"))
+    return BlobPayloadStore.from_connection_string(services.azurite.connection_string, container)
 
 
 class AzuriteWorld(PayloadWorld):

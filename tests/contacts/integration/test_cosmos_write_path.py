@@ -1,5 +1,6 @@
-"""The Cosmos adapter on the local endpoint through the real SDK: the unit-of-work contract,
-one batch per command, and TTL expiry of event documents."""
+"""The Cosmos DB document store (`cosmos_outbox.cosmos.CosmosDocumentStore`) on the local
+endpoint through the real SDK: the unit-of-work contract, one batch per command, and TTL expiry
+of event documents."""
 
 from __future__ import annotations
 
@@ -14,8 +15,7 @@ from azure.cosmos import ContainerProxy, CosmosClient
 
 from application.contacts.ports import ContactList
 from cosmos_outbox._documents import EVENT_TYPE
-from cosmos_outbox.cosmos import query_page
-from cosmos_outbox.cosmos._unit_of_work import CosmosUnitOfWork
+from cosmos_outbox.cosmos import CosmosDocumentStore, query_page
 from cosmos_outbox.errors import StoreUnavailableError
 from domain.contact import Contact
 from infra.cosmos.contacts import CosmosContactList
@@ -52,12 +52,12 @@ def fresh_container(cosmos: CosmosClient, name: str) -> ContainerProxy:
 
 
 class CosmosWorld(ContactsWorld):
+    """The document store on one container; event documents written with a TTL of `ttl`."""
+
     def __init__(self, container: ContainerProxy, ttl: int = 864000) -> None:
         self.container = container
-        self.uow = lambda: CosmosUnitOfWork(container, event_ttl_seconds=ttl)
-
-    def plant(self, document: dict[str, Any]) -> None:
-        self.container.create_item(document)
+        self.store = CosmosDocumentStore(container)
+        self.event_ttl_seconds = ttl
 
     def documents(self, partition_key: str) -> list[dict[str, Any]]:
         return list(self.container.query_items("SELECT * FROM c", partition_key=partition_key))
@@ -124,14 +124,13 @@ def test_event_documents_expire_by_ttl_and_the_contact_stays(cosmos: CosmosClien
 def test_the_health_probe_passes_when_the_container_exists_without_a_probe_document(
     cosmos: CosmosClient,
 ) -> None:
-    CosmosUnitOfWork(fresh_container(cosmos, "health"), event_ttl_seconds=60).ping()
+    CosmosDocumentStore(fresh_container(cosmos, "health")).ping()
 
 
 def test_the_health_probe_fails_when_the_container_does_not_exist(cosmos: CosmosClient) -> None:
     missing = cosmos.create_database_if_not_exists("contract").get_container_client("misnamed")
     with pytest.raises(StoreUnavailableError, match="does not exist"):
-        CosmosUnitOfWork(missing, event_ttl_seconds=60).ping()
-
+        CosmosDocumentStore(missing).ping()
 
 
 def test_a_pages_token_is_its_own_when_another_request_on_the_client_lands_in_between(

@@ -1,6 +1,6 @@
 """The operators' routes and /health through the local Functions host when the store or the
 broker hangs (its process stopped): each answers 503 with Retry-After within the bound
-(`cosmos_outbox.http._operations.BOUND_SECONDS`), never a 500 nor the SDKs' own waits; and
+(`cosmos_outbox.http._bounded.BOUND_SECONDS`), never a 500 nor the SDKs' own waits; and
 answers again once the endpoint is back. A stack of its own: its endpoints are frozen."""
 
 from __future__ import annotations
@@ -12,10 +12,13 @@ from typing import Any
 
 import pytest
 
+from cosmos_outbox._aio import run_sync
 from cosmos_outbox._documents import EVENT_TYPE, read_feed
-from cosmos_outbox._relay import telemetry as names
-from cosmos_outbox.cosmos._quarantine import CosmosQuarantine
+from cosmos_outbox._quarantine import Quarantine
+from cosmos_outbox._relay import telemetry
+from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.http._bounded import BOUND_RETRY_AFTER_SECONDS, BOUND_SECONDS
+from entrypoints.bootstrap import LEGACY_EVENTS
 from tests.contacts.faults import frozen
 from tools.httpclient import Client
 from tools.stack import Ports, Stack
@@ -68,8 +71,9 @@ def quarantined(stack: Stack, client: Client) -> str:
     [document] = container.query_items(
         "SELECT * FROM c WHERE c.type = @t", parameters=[{"name": "@t", "value": EVENT_TYPE}],
         partition_key=created.json()["id"])
-    [event] = read_feed([document])
-    CosmosQuarantine(container).put(event, reason="set aside by the test")  # type: ignore[arg-type]
+    [event] = read_feed([document], legacy=LEGACY_EVENTS)
+    quarantine = Quarantine(CosmosDocumentStore(container), legacy=LEGACY_EVENTS)
+    run_sync(quarantine.put(event, reason="set aside by the test"))  # type: ignore[arg-type]
     return str(document["id"])
 
 
@@ -127,7 +131,7 @@ def test_make_status_shows_the_records_quarantined_now_from_the_api(
     body, error = api_status(stack.api_url)
     assert error is None and body is not None
     assert body["quarantined"] == now >= 1
-    screen = render(Summary(sums={names.QUARANTINED: 99.0}), context=Context(api=body))
+    screen = render(Summary(sums={telemetry.QUARANTINED: 99.0}), context=Context(api=body))
     assert f"quarantined events now     {now}  (records not resolved, now, from the API)" \
         in screen
     assert "quarantine actions         99  " in screen

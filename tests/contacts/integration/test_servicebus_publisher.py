@@ -15,15 +15,15 @@ from azure.servicebus import ServiceBusClient
 from azure.storage.blob import BlobServiceClient
 from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
-from pydantic import SecretStr
 
+from cosmos_outbox._aio import run_sync
 from cosmos_outbox._documents import event_documents, read_feed
-from cosmos_outbox._relay.relay import Relay
+from cosmos_outbox._quarantine import QUARANTINE_TYPE, Quarantine
+from cosmos_outbox._relay.relay import Relay, RelayReport
 from cosmos_outbox._relay.telemetry import RelayTelemetry
 from cosmos_outbox.blob import BlobPayloadStore
-from cosmos_outbox.servicebus._publisher import ServiceBusPublisher
-from cosmos_outbox.settings import OutboxSettings, PayloadConnection
-from cosmos_outbox.testing._fakes import InMemoryQuarantine
+from cosmos_outbox.servicebus import ServiceBusPublisher
+from cosmos_outbox.testing import InMemoryStore
 from domain.contact import Contact
 from domain.values import Company, Name
 from funcstack.servicebus import ServiceBusEndpoint, start_servicebus
@@ -46,13 +46,25 @@ def endpoint(tmp_path: Path) -> Iterator[ServiceBusEndpoint]:
         sb.stop()
 
 
-def publisher_for(endpoint: ServiceBusEndpoint) -> ServiceBusPublisher:
-    settings = OutboxSettings.model_validate({
-        "CosmosDBConnection": "AccountEndpoint=https://unused/;AccountKey=a2V5;",
-        "ServiceBusConnection": endpoint.connection_string,
-        "COSMOS_CONTAINER": "contacts", "SERVICEBUS_TOPIC": "contact-events",
-    })
-    return ServiceBusPublisher(settings)
+def publisher_for(endpoint: ServiceBusEndpoint, **options: Any) -> ServiceBusPublisher:
+    """The publisher of the topic the local stack has (`options`: `max_message_bytes`,
+    `cloudevents_source_base`; the settings' defaults otherwise)."""
+    return ServiceBusPublisher.from_connection_string(endpoint.connection_string,
+                                                      "contact-events", **options)
+
+
+class Relaying:
+    """The relay as the trigger runs it: stored documents parsed at the boundary, then relayed
+    (the sync API's way: over sync adapters, run to its end in this thread); its quarantine in
+    an in-memory store (`store`)."""
+
+    def __init__(self, publisher: ServiceBusPublisher, *,
+                 payloads: BlobPayloadStore | None = None) -> None:
+        self.store = InMemoryStore()
+        self._relay = Relay(publisher, Quarantine(self.store), TELEMETRY, payloads=payloads)
+
+    def relay(self, documents: list[dict[str, Any]]) -> RelayReport:
+        return run_sync(self._relay.relay(read_feed(documents)))
 
 
 def events(contacts: int, changes: int, size: int = 400) -> list[dict[str, Any]]:
@@ -72,7 +84,7 @@ def test_a_backlog_larger_than_one_batch_is_split_and_all_arrive(
     publisher = publisher_for(endpoint)
     docs = events(contacts=20, changes=29)  # 600 events of ~0.6 KB: more than 256 KB
     try:
-        report = Relay(publisher, InMemoryQuarantine(), TELEMETRY).relay(read_feed(docs))
+        report = Relaying(publisher).relay(docs)
     finally:
         publisher.close()
     assert report.sent == 600 and report.batches >= 2
@@ -86,28 +98,29 @@ def test_an_event_over_the_message_size_limit_is_quarantined_by_the_sdk_check(
     publisher = publisher_for(endpoint)
     docs = events(contacts=1, changes=2)
     docs[1]["data"]["description"] = "x" * 300_000
-    quarantine = InMemoryQuarantine()
+    relaying = Relaying(publisher)
     try:
-        report = Relay(publisher, quarantine, TELEMETRY).relay(read_feed(docs))
+        report = relaying.relay(docs)
     finally:
         publisher.close()
     assert report.sent == 2 and report.quarantined == [docs[1]["id"]]
-    assert "larger than" in next(iter(quarantine.documents.values()))["reason"]
+    [record] = relaying.store.of_type(QUARANTINE_TYPE)
+    assert "larger than" in record["reason"]
 
 
 def test_after_the_broker_restarts_the_next_attempt_uses_a_fresh_link(tmp_path: Path) -> None:
     sb = start_servicebus(config=SERVICEBUS_CONFIG, log_path=tmp_path / "sb.log")
     publisher = publisher_for(sb)
-    relay = Relay(publisher, InMemoryQuarantine(), TELEMETRY)
+    relay = Relaying(publisher)
     try:
-        relay.relay(read_feed(events(contacts=1, changes=0)))
+        relay.relay(events(contacts=1, changes=0))
         port = sb.port
         sb.stop()
         with pytest.raises(Exception):  # noqa: B017 - whatever the SDK raises, it must raise
-            relay.relay(read_feed(events(contacts=1, changes=0)))
+            relay.relay(events(contacts=1, changes=0))
         sb = start_servicebus(port=port, config=SERVICEBUS_CONFIG, log_path=tmp_path / "sb2.log")
         later = events(contacts=2, changes=1)
-        assert relay.relay(read_feed(later)).sent == 4
+        assert relay.relay(later).sent == 4
         received = drain(sb.connection_string, until=count_at_least(4), timeout=30)
         assert {r.message_id for r in received} == {d["id"] for d in later}
     finally:
@@ -118,16 +131,11 @@ def test_after_the_broker_restarts_the_next_attempt_uses_a_fresh_link(tmp_path: 
 def test_a_received_message_reads_through_the_cloudevents_sdk_as_the_same_event(
     endpoint: ServiceBusEndpoint,
 ) -> None:
-    settings = OutboxSettings.model_validate({
-        "CosmosDBConnection": "AccountEndpoint=https://unused/;AccountKey=a2V5;",
-        "ServiceBusConnection": endpoint.connection_string,
-        "CLOUDEVENTS_SOURCE_BASE": "https://contacts.example.com/api",
-        "COSMOS_CONTAINER": "contacts", "SERVICEBUS_TOPIC": "contact-events",
-    })
-    publisher = ServiceBusPublisher(settings)
+    publisher = publisher_for(endpoint,
+                              cloudevents_source_base="https://contacts.example.com/api")
     [doc] = events(contacts=1, changes=0)
     try:
-        assert Relay(publisher, InMemoryQuarantine(), TELEMETRY).relay(read_feed([doc])).sent == 1
+        assert Relaying(publisher).relay([doc]).sent == 1
     finally:
         publisher.close()
     with (
@@ -172,11 +180,11 @@ def test_leases_relaying_at_once_through_one_publisher_each_deliver_every_event(
     errors: list[BaseException] = []
 
     def lease(docs: list[dict[str, Any]]) -> None:
-        relay = Relay(publisher, InMemoryQuarantine(), TELEMETRY)
+        relay = Relaying(publisher)
         start.wait()
         try:
             for i in range(0, len(docs), 10):  # invocations of 10 events: many sends at once
-                relay.relay(read_feed(docs[i:i + 10]))
+                relay.relay(docs[i:i + 10])
         except BaseException as exc:
             errors.append(exc)
 
@@ -201,8 +209,8 @@ def azurite(tmp_path: Path) -> Iterator[BlobPayloadStore]:
         running = services.run_azurite()
         with BlobServiceClient.from_connection_string(running.connection_string) as service:
             service.create_container("outbox-payloads")
-        yield BlobPayloadStore.connect(PayloadConnection(
-            "outbox-payloads", connection_string=SecretStr(running.connection_string)))
+        yield BlobPayloadStore.from_connection_string(running.connection_string,
+                                                      "outbox-payloads")
     finally:
         services.stop()
 
@@ -218,17 +226,11 @@ def test_a_message_over_the_topic_or_the_set_limit_goes_by_claim_check_through_t
     which the official CloudEvents SDK reads as an event whose data is at that reference."""
     sb = start_servicebus(config=SERVICEBUS_CONFIG, log_path=tmp_path / "sb.log",
                           max_message_size=1024 * 1024)
-    values = {"CosmosDBConnection": "AccountEndpoint=https://unused/;AccountKey=a2V5;",
-              "ServiceBusConnection": sb.connection_string,
-              "COSMOS_CONTAINER": "contacts", "SERVICEBUS_TOPIC": "contact-events"}
-    if cap is not None:
-        values["SERVICEBUS_MAX_MESSAGE_BYTES"] = str(cap)
-    publisher = ServiceBusPublisher(OutboxSettings.model_validate(values))
+    publisher = publisher_for(sb, **({} if cap is None else {"max_message_bytes": cap}))
     docs = events(contacts=1, changes=2)
     docs[1]["data"]["description"] = "x" * 300_000
     try:
-        relay = Relay(publisher, InMemoryQuarantine(), TELEMETRY, payloads=azurite)
-        report = relay.relay(read_feed(docs))
+        report = Relaying(publisher, payloads=azurite).relay(docs)
         assert (report.sent, report.offloaded, report.quarantined) == (3, int(offloaded), [])
         received = drain(sb.connection_string, until=count_at_least(3), timeout=30,
                          payloads=azurite.get)

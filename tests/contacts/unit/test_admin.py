@@ -14,19 +14,15 @@ from typing import Any
 import pytest
 
 from cosmos_outbox._blueprints.operators import parse_instant
-from cosmos_outbox._documents import EVENT_TYPE, read_feed
+from cosmos_outbox._documents import EVENT_TYPE
+from cosmos_outbox._quarantine import QUARANTINE_TYPE
 from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT, notice_id
 from cosmos_outbox.errors import StoreUnavailableError
-from cosmos_outbox.http import _operations as operations
-from cosmos_outbox.http._declaration import operation_of
+from cosmos_outbox.http import _bounded as bounded
+from cosmos_outbox.http import operation_of
 from cosmos_outbox.http._paging import Cursor
 from cosmos_outbox.ports import LeaseBacklog
-from cosmos_outbox.testing._fakes import (
-    FakePublisher,
-    FixedBacklog,
-    InMemoryEventStore,
-    InMemoryQuarantine,
-)
+from cosmos_outbox.testing import FakePublisher, FixedBacklog, InMemoryStore
 from domain.contact import Contact
 from domain.values import Company, Name
 from tests.contacts.conftest import FakeWorld
@@ -71,7 +67,7 @@ def document(world: FakeWorld, cid: str, eid: str) -> dict[str, Any]:
 
 def relay_all(world: FakeWorld) -> None:
     """What the change-feed trigger would hand the relay: every stored document."""
-    world.outbox.relay.relay(read_feed(list(world.store.documents.values())))
+    world.relay(list(world.store.documents.values()))
 
 
 def too_large(world: FakeWorld) -> tuple[str, list[str]]:
@@ -152,8 +148,8 @@ def test_replay_after_the_limit_is_raised_sends_it_once_with_its_id_and_resolves
     assert (message.message_id, message.version) == (ids[1], 2)
     assert json.loads(message.body)["description"] == "x" * 5000
     # Kept for audit, expiring with the events; no longer counted as quarantined.
-    [kept] = world.quarantine.documents.values()
-    assert kept["ttl"] == world.outbox.event_ttl_seconds
+    [kept] = world.store.of_type(QUARANTINE_TYPE)
+    assert kept["ttl"] == world.services.event_ttl_seconds
     assert body(api.call("outbox_status", "GET", "outbox/status"))["quarantined"] == 0
     # A second replay is harmless: nothing is sent, the record stays resolved.
     again = body(replay(api, ids[1]))
@@ -286,7 +282,7 @@ def hang(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[type, str], None
     """`hang(Class, "method")` makes the port's method wait (until the test ends); the bound is
     0.2 s instead of 4 s."""
     release = threading.Event()
-    monkeypatch.setattr(operations, "BOUND_SECONDS", 0.2)
+    monkeypatch.setattr(bounded, "BOUND_SECONDS", 0.2)
 
     def hang(cls: type, method: str) -> None:
         def wait(*_: Any, **__: Any) -> Any:
@@ -302,7 +298,7 @@ def hang(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[type, str], None
 
 def unavailable(reply: Any) -> dict[str, Any]:
     doc = problem(reply, 503)
-    assert reply.headers["Retry-After"] == str(operations.BOUND_RETRY_AFTER_SECONDS)
+    assert reply.headers["Retry-After"] == str(bounded.BOUND_RETRY_AFTER_SECONDS)
     assert "did not answer within 0.2 s" in doc["detail"]
     return doc
 
@@ -311,8 +307,10 @@ def test_every_operator_route_answers_503_within_the_bound_when_the_store_hangs(
     api: Api, world: FakeWorld, hang: Callable[[type, str], None]
 ) -> None:
     _, ids = too_large(world)
-    for cls, method in ((FixedBacklog, "estimate"), (InMemoryQuarantine, "get"),
-                        (InMemoryQuarantine, "list_page"), (InMemoryEventStore, "events_since")):
+    # The quarantine and the re-drive read the outbox's store: a record found by its id, a page
+    # of records, the stored events.
+    for cls, method in ((FixedBacklog, "estimate"), (InMemoryStore, "find"),
+                        (InMemoryStore, "page_of_type"), (InMemoryStore, "of_type")):
         hang(cls, method)
     unavailable(api.call("outbox_status", "GET", "outbox/status"))
     unavailable(listing(api))

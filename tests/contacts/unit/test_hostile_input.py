@@ -17,13 +17,12 @@ from hypothesis import strategies as st
 from application.contacts.commands import CreateContact, PatchContact
 from application.contacts.ports import ContactList, ContactSummary
 from cosmos_outbox._text._rules import text_pattern
-from cosmos_outbox.http import _operations as operations
+from cosmos_outbox.http import _bounded as bounded
 from cosmos_outbox.http._paging import Cursor
 from cosmos_outbox.http._problems import HttpProblemError
 from cosmos_outbox.http._requests import MAX_DEPTH, parse_body, parse_json
 from cosmos_outbox.ports import Page
-from cosmos_outbox.testing import InvocationContext
-from cosmos_outbox.testing._fakes import InMemoryUnitOfWork
+from cosmos_outbox.testing import InMemoryStore, InvocationContext
 from tests.contacts.conftest import FakeWorld
 from tests.contacts.unit.test_http_api import ADA, Api, body, created, problem
 
@@ -262,11 +261,11 @@ def test_health_answers_503_when_the_store_does_not_answer(
 ) -> None:
     release = threading.Event()
 
-    def hang(self: InMemoryUnitOfWork) -> None:
+    def hang(self: InMemoryStore) -> None:
         release.wait(30)
 
-    monkeypatch.setattr(InMemoryUnitOfWork, "ping", hang)
-    monkeypatch.setattr(operations, "BOUND_SECONDS", 0.2)
+    monkeypatch.setattr(InMemoryStore, "ping", hang)
+    monkeypatch.setattr(bounded, "BOUND_SECONDS", 0.2)
     try:
         req = func.HttpRequest("GET", "http://localhost/api/health", headers={}, params={},
                                body=b"")

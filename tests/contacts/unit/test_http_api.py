@@ -311,25 +311,24 @@ def test_a_stale_etag_is_412_and_nothing_is_written(api: Api, world: FakeWorld) 
     assert body(api.get(cid))["email"] == "b@example.com"
 
 
-def test_a_write_racing_another_without_if_match_gets_412(api: Api, world: FakeWorld) -> None:
+def test_a_write_racing_another_without_if_match_gets_412(
+    api: Api, world: FakeWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """No client etag: the write is still conditional on the etag the server read."""
-    from cosmos_outbox.testing._fakes import InMemoryUnitOfWork
-
     cid, _ = created(api)
-    original = world.uow
+    write = world.store.execute_batch
 
-    class RacedUnitOfWork(InMemoryUnitOfWork):
-        def commit(self, *, traceparent: str | None = None) -> None:
-            # Another writer commits between this request's read and its write.
-            with original() as other:
-                other.repository(Contact).get(cid).describe("the other writer")
-                other.commit()
-            super().commit(traceparent=traceparent)
+    def raced(partition_key: str, operations: Any) -> Any:
+        # Another writer commits between this request's read and its write.
+        monkeypatch.setattr(world.store, "execute_batch", write)
+        with world.uow() as other:
+            other.repository(Contact).get(cid).describe("the other writer")
+            other.commit()
+        return write(partition_key, operations)
 
-    world.uow = lambda: RacedUnitOfWork(world.store)
+    monkeypatch.setattr(world.store, "execute_batch", raced)
     problem(api.write("update_contact_description", "POST", cid, "/update-description",
                       body={"description": "mine"}), 412)
-    world.uow = original
     assert body(api.get(cid))["description"] == "the other writer"
 
 
@@ -349,10 +348,8 @@ def test_throttling_and_outages_give_retry_after(
 
 
 def test_an_unexpected_error_is_a_bare_500(api: Api, world: FakeWorld) -> None:
-    def broken() -> Any:
-        raise RuntimeError("secret internals: AccountKey=abc")
-
-    world.uow = broken
+    world.store.fail_next = RuntimeError(  # type: ignore[assignment]
+        "secret internals: AccountKey=abc")
     response = api.create()
     doc = problem(response, 500)
     assert "AccountKey" not in json.dumps(doc) and "RuntimeError" not in json.dumps(doc)

@@ -11,7 +11,7 @@ from typing import Any
 import azure.functions as func
 import pytest
 
-from cosmos_outbox._documents import EVENT_TYPE, IDEMPOTENCY_TYPE, read_feed
+from cosmos_outbox._documents import EVENT_TYPE, IDEMPOTENCY_TYPE
 from cosmos_outbox.http._idempotency_key import KEY_PATTERN
 from tests.contacts.conftest import FakeWorld
 from tests.contacts.openapi import openapi_document
@@ -103,7 +103,7 @@ def test_records_are_neither_events_for_the_relay_nor_contacts_in_the_list(
     api.create(headers={KEY: "c"})
     records = world.store.of_type(IDEMPOTENCY_TYPE)
     assert len(records) == 2
-    world.outbox.relay.relay(read_feed(records + world.store.of_type(EVENT_TYPE)))
+    world.relay(records + world.store.of_type(EVENT_TYPE))
     assert len(world.publisher.messages) == 3  # the events, none of the records
     listed = body(api.call("list_contacts", "GET", "contacts"))["items"]
     assert len(listed) == 2

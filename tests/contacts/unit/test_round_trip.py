@@ -15,9 +15,10 @@ from hypothesis import strategies as st
 from pydantic.alias_generators import to_camel
 
 from application.contacts.views import ContactView
+from cosmos_outbox import Outbox
 from cosmos_outbox._documents import aggregate_document
 from cosmos_outbox._text._rules import REFUSED_CATEGORIES, text_problem
-from cosmos_outbox.testing._fakes import InMemoryStore, InMemoryUnitOfWork
+from cosmos_outbox.testing import in_memory
 from domain.contact import Contact
 from domain.values import Company, Name
 
@@ -69,10 +70,11 @@ def contacts(draw: st.DrawFn) -> Contact:
 
 
 def saved_and_loaded(contact: Contact) -> Contact:
-    store = InMemoryStore()
+    memory = in_memory()
     # The document the unit of work writes; the store keeps its JSON, as Cosmos does.
-    store.put(aggregate_document(contact))
-    with InMemoryUnitOfWork(store) as uow:
+    memory.store.put(aggregate_document(contact))
+    outbox = Outbox([Contact], services=lambda: memory.services)
+    with outbox.unit_of_work() as uow:
         return uow.repository(Contact).get(contact.id)
 
 

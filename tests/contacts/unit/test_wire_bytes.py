@@ -5,7 +5,8 @@ before the relay's per-event path was made cheaper: for each case, the stored do
 together, the CloudEvents source base, and the encoded payload of every
 `ServiceBusMessageBatch` the relay filled (the batch envelope and each message in it, as
 `sender.send_messages` transfers it). The relay runs here as in production: documents parsed by
-`read_feed`, messages added by `cosmos_outbox.servicebus._publisher.ServiceBusBatch` to a real
+`read_feed` (as the Contacts app reads them: `LEGACY_EVENTS`), messages added by
+`cosmos_outbox.servicebus._messages.ServiceBusBatch` to a real
 `ServiceBusMessageBatch`; only the send is replaced. Never rewrite the fixture to make this test
 pass: a difference is a change of the wire format.
 
@@ -29,12 +30,15 @@ from azure.servicebus._pyamqp._decode import decode_payload
 from azure.servicebus._pyamqp._encode import encode_payload
 from azure.servicebus._pyamqp.message import BatchMessage
 
+from cosmos_outbox._aio import run_sync
 from cosmos_outbox._documents import read_feed
+from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._relay.relay import Relay
 from cosmos_outbox._relay.telemetry import RelayTelemetry
 from cosmos_outbox.ports import MessageBatch, MessagePublisher
 from cosmos_outbox.servicebus._messages import ServiceBusBatch
-from cosmos_outbox.testing._fakes import InMemoryQuarantine
+from cosmos_outbox.testing import InMemoryStore
+from entrypoints.bootstrap import LEGACY_EVENTS
 
 #: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
 TELEMETRY = RelayTelemetry(destination="test-events")
@@ -74,7 +78,8 @@ def message_payloads(batch: ServiceBusMessageBatch) -> list[bytes]:
 
 def relayed_batches(documents: list[dict[str, Any]], *, base: str) -> list[ServiceBusMessageBatch]:
     publisher = CapturingPublisher(base=base)
-    Relay(publisher, InMemoryQuarantine(), TELEMETRY).relay(read_feed(documents))
+    relay = Relay(publisher, Quarantine(InMemoryStore(), legacy=LEGACY_EVENTS), TELEMETRY)
+    run_sync(relay.relay(read_feed(documents, legacy=LEGACY_EVENTS)))
     return publisher.sent
 
 
@@ -112,11 +117,10 @@ def test_the_fixture_covers_every_case() -> None:
 
 def write_fixture() -> None:  # pragma: no cover - run once, by hand, at the commit named above
     from cosmos_outbox._documents import event_document
-    from cosmos_outbox._domain import EVENTS
     from domain.contact import Contact
 
     pinned: list[dict[str, Any]] = [c["stored"] for c in json.loads(PINNED.read_text("utf-8"))]
-    today = event_document(EVENTS.parse("contact", pinned[0]["data"]), source=Contact.source(),
+    today = event_document(Contact.parse_event(pinned[0]["data"]), source=Contact.source(),
                            ttl_seconds=pinned[0]["ttl"])
     unreadable_time = json.loads(json.dumps(pinned[1]))
     unreadable_time["data"]["createdAt"] = "yesterday"

@@ -1,7 +1,8 @@
 """The messages subscribers receive, pinned byte for byte by a stored fixture
 (tests/contacts/fixtures/wire_format.json, written by the code before the outbox became generic):
 body, MessageId, SessionId, Subject, content type and application properties. Events stored before
-the envelope named their aggregate (no `aggregateType`) still relay to the same message.
+the envelope named their aggregate (no `aggregateType`) still relay to the same message, read as
+the Contacts app reads them (`LEGACY_EVENTS`: contact events, from /contacts).
 
 Each case's `cloudevents` (added later, the pinned fields untouched) pins the CloudEvents
 attributes the Service Bus message adds beside them (AMQP binding, binary content mode); the
@@ -19,14 +20,16 @@ from azure.servicebus import ServiceBusMessage
 from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
 
+from cosmos_outbox._aio import run_sync
 from cosmos_outbox._documents import event_document, read_feed
-from cosmos_outbox._domain import EVENTS
+from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._records import OutboxRecord, to_message
 from cosmos_outbox._relay.relay import Relay
 from cosmos_outbox._relay.telemetry import RelayTelemetry
 from cosmos_outbox.servicebus._messages import to_servicebus_message
-from cosmos_outbox.testing._fakes import FakePublisher, InMemoryQuarantine
+from cosmos_outbox.testing import FakePublisher, InMemoryStore
 from domain.contact import Contact
+from entrypoints.bootstrap import LEGACY_EVENTS
 
 #: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
 TELEMETRY = RelayTelemetry(destination="test-events")
@@ -47,7 +50,8 @@ def pinned(case: dict[str, Any]) -> dict[str, Any]:
 
 def relayed(document: dict[str, Any]) -> dict[str, Any]:
     publisher = FakePublisher()
-    Relay(publisher, InMemoryQuarantine(), TELEMETRY).relay(read_feed([document]))
+    relay = Relay(publisher, Quarantine(InMemoryStore(), legacy=LEGACY_EVENTS), TELEMETRY)
+    run_sync(relay.relay(read_feed([document], legacy=LEGACY_EVENTS)))
     [message] = publisher.messages
     return {
         "message_id": message.message_id, "session_id": message.session_id,
@@ -64,14 +68,14 @@ def test_an_event_stored_before_is_relayed_as_the_same_message(case: dict[str, A
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c["stored"]["data"]["action"])
 def test_the_same_event_stored_today_is_relayed_as_the_same_message(case: dict[str, Any]) -> None:
-    event = EVENTS.parse("contact", case["stored"]["data"])
+    event = Contact.parse_event(case["stored"]["data"])
     document = event_document(event, source=Contact.source(), ttl_seconds=case["stored"]["ttl"])
     assert document == case["stored"] | {"aggregateType": "contact", "source": "/contacts"}
     assert relayed(document) == pinned(case)
 
 
 def servicebus_message(stored: dict[str, Any], **kwargs: Any) -> ServiceBusMessage:
-    [item] = read_feed([stored])
+    [item] = read_feed([stored], legacy=LEGACY_EVENTS)
     assert isinstance(item, OutboxRecord)
     return to_servicebus_message(to_message(item), **kwargs)
 
