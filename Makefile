@@ -42,7 +42,8 @@ run: setup
 # Dead code (vulture) at high confidence in everything that ships or runs; the names it cannot
 # tell are required by an interface (a binding's parameter, __exit__'s, an SDK exporter's).
 DEAD_CODE_PATHS := $(OUTBOX)/src $(FUNCSTACK)/src domain application infra entrypoints \
-  function_app.py subscriber tools bench examples/orders conformance/*.py
+  function_app.py subscriber tools bench examples/orders examples/fastapi-concerts \
+  conformance/*.py
 DEAD_CODE_NAMES := exc_type,tb,timer,timeout_millis,signum,format,frame
 
 # mypy runs once for the repository (pyproject.toml), then for each app folder and test folder
@@ -53,6 +54,7 @@ lint: $(PY_STAMP)
 	$(VENV)/bin/mypy subscriber/function_app.py
 	cd $(OUTBOX)/tests && ../../../$(VENV)/bin/mypy --config-file ../../../pyproject.toml .
 	cd examples/orders && ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml .
+	cd examples/fastapi-concerts && ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml .
 	cd $(FUNCSTACK) && ../../$(VENV)/bin/mypy
 	$(VENV)/bin/vulture $(DEAD_CODE_PATHS) --min-confidence 90 --ignore-names $(DEAD_CODE_NAMES)
 	bash deploy/checkov.sh
@@ -63,10 +65,11 @@ unit: $(PY_STAMP)
 	$(PY) -m pytest tests $(OUTBOX)/tests -m "not integration and not e2e" -q
 	$(MAKE) --no-print-directory example-tests
 
-# The example is an app of its own (its own function_app.py): its tests run in its folder, as
+# Each example is an app of its own (its own function_app.py): its tests run in its folder, as
 # they would in a copy of it.
 example-tests: $(PY_STAMP)
 	cd examples/orders && ../../$(PY) -m pytest -q
+	cd examples/fastapi-concerts && ../../$(PY) -m pytest -q
 
 # `make test`: set up, then the independent tiers at once, each one's output printed whole when
 # it ends: lint, the test suite over $(TEST_WORKERS) workers (a test module stays on one
