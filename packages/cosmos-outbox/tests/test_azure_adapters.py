@@ -7,7 +7,9 @@ publisher sending real batches that a receiver reads back, in order, with their 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import os
 import time
 import uuid
 import warnings
@@ -186,6 +188,49 @@ def test_a_container_that_is_gone_is_unavailable_not_healthy(
     with pytest.raises(StoreUnavailableError):
         loop.run(aio_ping("no-such-container"))
     loop.run(aio_ping(CONTAINER))
+
+
+
+class _CountingExecutor(concurrent.futures.ThreadPoolExecutor):
+    """The event loop's default executor, counting the work handed to it."""
+
+    submitted = 0
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> Any:
+        type(self).submitted += 1
+        return super().submit(fn, *args, **kwargs)
+
+
+@pytest.mark.parametrize("proxy_settings", [False, True])
+def test_the_aio_client_reads_the_environment_on_each_request_only_when_it_has_settings(
+    funcstack_services: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+    proxy_settings: bool,
+) -> None:
+    """The SDK's aio transport looks for proxies and a .netrc on two threads of the loop's
+    executor per request when it may: the library's client lets it only when the process has
+    such settings (here NO_PROXY), else its requests hand nothing to the executor."""
+    from cosmos_outbox.cosmos._client import async_cosmos_client
+
+    for name in [n for n in os.environ if n.upper().endswith("_PROXY") or n.upper() == "NETRC"]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no .netrc
+    if proxy_settings:
+        monkeypatch.setenv("NO_PROXY", "127.0.0.1,localhost")
+
+    async def reads() -> None:
+        asyncio.get_running_loop().set_default_executor(_CountingExecutor(2))
+        async with async_cosmos_client(
+                connection_string=funcstack_services.cosmos_connection_string,
+                verify_tls=False) as aio:
+            store = AsyncCosmosDocumentStore(
+                aio.get_database_client(DATABASE).get_container_client(CONTAINER))
+            await store.ping()
+            _CountingExecutor.submitted = 0
+            for _ in range(5):
+                await store.read("missing", "missing")
+
+    asyncio.run(reads())
+    assert (_CountingExecutor.submitted >= 5) is proxy_settings, _CountingExecutor.submitted
 
 
 # -- Blob Storage ------------------------------------------------------------------------------

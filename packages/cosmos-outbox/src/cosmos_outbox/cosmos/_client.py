@@ -3,7 +3,9 @@ bounded timeouts."""
 
 from __future__ import annotations
 
+import os
 import warnings
+from pathlib import Path
 from typing import Any
 
 from azure.cosmos import CosmosClient
@@ -37,6 +39,10 @@ def cosmos_client(*, connection_string: str | None = None, endpoint: str | None 
     the account `endpoint` with `DefaultAzureCredential` (the app's managed identity). Building
     it reads the account: a store that is down or hangs fails here, as StoreUnavailableError."""
     options = _options(verify_tls)
+    if not environment_settings(requests=True):
+        from azure.core.pipeline.transport import RequestsTransport
+
+        options["transport"] = RequestsTransport(use_env_settings=False)
     with cosmos_errors():
         if connection_string is not None:
             return CosmosClient.from_connection_string(connection_string, **options)
@@ -51,6 +57,10 @@ def async_cosmos_client(*, connection_string: str | None = None, endpoint: str |
     """`cosmos_client` on the SDK's `aio` client: one per process and event loop (it reads the
     account on its first request)."""
     options = _options(verify_tls)
+    if not environment_settings(requests=False):
+        from azure.core.pipeline.transport import AioHttpTransport
+
+        options["transport"] = AioHttpTransport(use_env_settings=False)
     if connection_string is not None:
         return AsyncCosmosClient.from_connection_string(connection_string, **options)
     from azure.identity.aio import DefaultAzureCredential
@@ -66,3 +76,21 @@ def _options(verify_tls: bool) -> dict[str, Any]:
         options["connection_verify"] = False
         warnings.filterwarnings("ignore", message="Unverified HTTPS request")
     return options
+
+
+#: What the SDKs' HTTP transports read from the environment when they may (`use_env_settings`,
+#: their default), besides proxies (any `*_proxy` variable) and a `.netrc`: requests' CA bundles
+#: (the sync transport's).
+_REQUESTS_ENVIRONMENT = frozenset({"REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"})
+
+
+def environment_settings(*, requests: bool) -> bool:
+    """Whether this process has settings for the SDKs' transport (`requests`: the sync one, on
+    requests; else the `aio` one, on aiohttp) to read from the environment. Without any, the
+    clients are built with `use_env_settings=False`: the same requests, without looking for
+    them again on every request (the `aio` transport looks on two threads of the event loop's
+    executor per request: two thread hops)."""
+    names = {name.upper() for name in os.environ}
+    return (any(name.endswith("_PROXY") for name in names) or "NETRC" in names
+            or (requests and bool(names & _REQUESTS_ENVIRONMENT))
+            or (Path.home() / ".netrc").exists() or (Path.home() / "_netrc").exists())
