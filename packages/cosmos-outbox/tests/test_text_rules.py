@@ -22,10 +22,13 @@ from hypothesis import strategies as st
 
 from cosmos_outbox._text._rules import (
     BLANK_GRAPHICS,
+    MARK,
     PLACEHOLDERS,
+    VISIBLE,
     ZWJ,
     ZWNJ,
     character_problem,
+    full_text_problem,
     text_pattern,
     text_problem,
 )
@@ -205,3 +208,22 @@ def test_the_pattern_gives_the_checks_verdict_on_the_named_cases(value: str) -> 
     for required in (True, False):
         matched = re.fullmatch(text_pattern(required), value) is not None
         assert matched == (text_problem(value, required=required) is None)
+
+
+PRINTABLE_ASCII = [chr(c) for c in range(0x20, 0x7F)]
+
+
+def test_printable_ascii_is_allowed_anywhere_and_shows_but_the_space() -> None:
+    """What the fast path of `text_problem` takes for granted, from the tables."""
+    for ch in PRINTABLE_ASCII:
+        assert character_problem(ch) is None, ch
+        assert ch not in MARK, ch
+        assert (ch in VISIBLE) == (ch != " "), ch
+
+
+@settings(max_examples=500)
+@given(st.text(st.sampled_from([*PRINTABLE_ASCII, "\t", "\x7f", "é"]), max_size=12),
+       st.booleans())
+def test_the_fast_path_gives_the_full_checks_verdict(value: str, required: bool) -> None:
+    assert text_problem(value, required=required) == full_text_problem(value,
+                                                                       required=required)

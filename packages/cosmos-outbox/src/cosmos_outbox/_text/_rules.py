@@ -38,6 +38,7 @@ tables, and a property test holds them to the same verdicts.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from bisect import bisect_right
 from collections.abc import Iterable
@@ -239,8 +240,21 @@ def character_problem(value: str) -> str | None:
     return None
 
 
+#: Printable ASCII (U+0020-U+007E): every character allowed anywhere, each one but the space
+#: visible, none a mark (test_text_rules.py holds the tables to that), so a value of these alone
+#: is judged without a look at each character: the names, emails and codes most values are.
+_PRINTABLE_ASCII = re.compile(r"[\x20-\x7e]*")
+
+
 def text_problem(value: str, *, required: bool) -> str | None:
     """Why `value` is not acceptable text (checked as sent, judged trimmed), or None."""
+    if _PRINTABLE_ASCII.fullmatch(value):
+        return "must not be blank" if required and not value.strip(" ") else None
+    return full_text_problem(value, required=required)
+
+
+def full_text_problem(value: str, *, required: bool) -> str | None:
+    """`text_problem`, each character looked at."""
     found = character_problem(value)
     if found is not None:
         return found
