@@ -6,13 +6,16 @@ operators' API, all generic."""
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Annotated, Any
 
 import pytest
 from conftest import TicketWorld, body, problem
+from pydantic import StringConstraints, ValidationError
+from tickets import Ticket, TicketView
 
 from cosmos_outbox._documents import EVENT_TYPE
 from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT, notice_id
+from cosmos_outbox.http import View
 
 
 def opened(world: TicketWorld, title: str = "Printer on fire") -> tuple[str, str]:
@@ -189,3 +192,20 @@ def test_unknown_routes_and_methods_are_problems(world: TicketWorld) -> None:
     reply = world.client.request("PUT", "tickets")
     problem(reply, 405)
     assert reply.headers["Allow"] == "POST"
+
+
+def test_a_view_of_its_own_model_is_the_validated_view_and_any_other_view_validates() -> None:
+    """`View.of` takes the values of the model `view_of` made the view of as they are (the same
+    types and limits, validated when the aggregate was); a view of another shape checks them."""
+    ticket = Ticket.open("Printer on fire", "ABC")
+    view = TicketView.of(ticket)
+    assert view == TicketView.model_validate(
+        ticket.model_dump(include=set(TicketView.model_fields)))
+    assert view.model_dump_json(by_alias=True) == TicketView.model_validate(
+        ticket.model_dump(include=set(TicketView.model_fields))).model_dump_json(by_alias=True)
+
+    class ShortTitle(View):
+        title: Annotated[str, StringConstraints(max_length=3)]
+
+    with pytest.raises(ValidationError):
+        ShortTitle.of(ticket)

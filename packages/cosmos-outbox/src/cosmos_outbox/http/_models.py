@@ -4,7 +4,7 @@ limits validates both; the OpenAPI document is generated from these models."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Self, cast
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from pydantic.alias_generators import to_camel
@@ -40,8 +40,17 @@ class View(Model):
 
     @classmethod
     def of(cls, source: BaseModel) -> Self:
-        """This view of `source`: the fields of `source` that the view has, by name."""
+        """This view of `source`: the fields of `source` that the view has, by name. A view
+        `view_of` made of `source`'s model takes its values as they are (they have the same
+        types and limits, which `source` validated); any other is validated."""
+        if _DERIVED.get(cls) is type(source):
+            return cast(Self, cls.model_construct(**{name: getattr(source, name)
+                                                     for name in cls.model_fields}))
         return cls.model_validate(source.model_dump(include=set(cls.model_fields)))
+
+
+#: Each view `view_of` made, and the model it was made of.
+_DERIVED: dict[type[View], type[BaseModel]] = {}
 
 
 def view_of(model: type[BaseModel], *, name: str, hidden: set[str]) -> type[View]:
@@ -54,7 +63,9 @@ def view_of(model: type[BaseModel], *, name: str, hidden: set[str]) -> type[View
         for field, info in model.model_fields.items()
         if field not in hidden
     }
-    return create_model(name, __base__=View, __module__=model.__module__, **fields)
+    view = create_model(name, __base__=View, __module__=model.__module__, **fields)
+    _DERIVED[view] = model
+    return view
 
 
 def omit_null_defaults(extra: dict[str, Any]) -> Any:
