@@ -273,6 +273,27 @@ def test_a_handler_returning_an_awaitable_that_waits_on_io_answers_500(
     problem(FunctionClient(app).request("GET", "ping"), 500)
 
 
+def test_an_awaitable_a_sync_adapter_returns_is_awaited_on_an_async_outbox(
+    no_coroutine_dropped: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The async API sees a sync adapter through its async port: what one of its methods
+    returns that is awaitable (a test's stand-in for I/O that takes its time) is awaited."""
+    drafts = Drafts(outbox_kind=AsyncOutbox)
+    draft_id, etag = created(drafts)
+    read = InMemoryStore.read
+
+    def later(self: InMemoryStore, partition_key: str, document_id: str) -> Any:
+        async def answer() -> Any:
+            await asyncio.sleep(0)
+            return read(self, partition_key, document_id)
+
+        return answer()
+
+    monkeypatch.setattr(InMemoryStore, "read", later)
+    answer = drafts.client.request("GET", f"drafts/{draft_id}")
+    assert (answer.status_code, answer.headers["ETag"]) == (200, etag)
+
+
 def test_the_service_refuses_an_async_change_before_reading(drafts: Drafts) -> None:
     draft_id, _ = created(drafts)
     service = Outbox([Draft], services=lambda: drafts.memory.services).service(Draft)

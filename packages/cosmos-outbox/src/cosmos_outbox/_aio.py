@@ -58,7 +58,8 @@ def is_async_port(port: object) -> bool:
 
 class _Awaitable:
     """A sync adapter seen through the async port: each public method returns a coroutine that
-    calls it (and completes without suspending); attributes pass through."""
+    calls it (and completes without suspending); attributes pass through. What a method returns
+    that is awaitable is awaited, never handed on unawaited (a test's stand-in that waits)."""
 
     def __init__(self, port: object) -> None:
         self._port = port
@@ -70,7 +71,7 @@ class _Awaitable:
 
         @functools.wraps(attribute)
         async def call(*args: Any, **kwargs: Any) -> Any:
-            return attribute(*args, **kwargs)
+            return await resolved(attribute(*args, **kwargs))
 
         return call
 
