@@ -179,15 +179,9 @@ class AsyncCosmosDocumentStore(AsyncDocumentStore):
 
     async def page_of_type(self, type_: str, *, page_size: int,
                            continuation: str | None) -> Page[dict[str, Any]]:
-        with cosmos_errors():
-            paged = self.container.query_items(
-                _OF_TYPE, parameters=_parameters(type_), max_item_count=page_size)
-            rows: list[dict[str, Any]] = []
-            async for page in paged.by_page(continuation):
-                rows = [dict(d) async for d in page]
-                break
-            token = paged.get_response_headers().get("x-ms-continuation")
-        return Page(rows, str(token) if token else None)
+        rows, token = await async_query_page(self.container, _OF_TYPE, page_size, continuation,
+                                             parameters=_parameters(type_))
+        return Page(rows, token)
 
     async def ping(self) -> None:
         if await self.read(_PROBE, _PROBE) is None:
@@ -225,3 +219,19 @@ def query_page(
         token = paged.get_response_headers().get("x-ms-continuation")
     return rows, str(token) if token else None
 
+
+
+async def async_query_page(
+    container: AsyncContainerProxy, query: str, page_size: int, continuation: str | None,
+    **options: Any,
+) -> tuple[list[dict[str, Any]], str | None]:
+    """`query_page` on the SDK's `aio` container (its queries are cross-partition unless
+    `options` name a partition key)."""
+    with cosmos_errors():
+        paged = container.query_items(query, max_item_count=page_size, **options)
+        rows: list[dict[str, Any]] = []
+        async for page in paged.by_page(continuation):
+            rows = [dict(d) async for d in page]
+            break
+        token = paged.get_response_headers().get("x-ms-continuation")
+    return rows, str(token) if token else None
