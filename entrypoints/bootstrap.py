@@ -1,7 +1,13 @@
 """The Contacts app's composition root. `bootstrap(...)` takes what the app runs on as parameters:
 the services of its outbox (cosmos-outbox's Cosmos DB, Service Bus and Blob Storage adapters by
 default, built from the settings once per process on first use; tests pass in-memory ones) and
-the contact list on them. Nothing is read or opened before a function runs."""
+the contact list on them. Nothing is read or opened before a function runs.
+
+The app is async (`cosmos_outbox.aio.Outbox`: `async def` functions on the worker's event loop,
+over the SDKs' `aio` clients): measured against its sync shape on the local stack, it serves
+more requests at every concurrency (docs/benchmarks.md, "Concurrent clients"). Its sync shape
+(`bootstrap(asynchronous=False)`: plain functions on the worker's thread pool, the SDKs' sync
+clients) is the same routes, kept for that benchmark; examples/orders shows a sync app."""
 
 from __future__ import annotations
 
@@ -12,6 +18,7 @@ import azure.functions as func
 
 from application.contacts.ports import ContactList
 from cosmos_outbox import Outbox, Services
+from cosmos_outbox.aio import Outbox as AsyncOutbox
 from cosmos_outbox.http import TokenCodec
 from cosmos_outbox.settings import LegacyEvents
 from domain.contact import Contact
@@ -29,23 +36,29 @@ LEGACY_EVENTS = LegacyEvents(aggregate_type=Contact.aggregate_type, source=Conta
 
 
 def cosmos_contact_list(services: Services) -> ContactList:
-    """The contact list on the services' Cosmos DB container."""
-    from cosmos_outbox.cosmos import CosmosDocumentStore
-    from infra.cosmos.contacts import CosmosContactList
+    """The contact list on the services' Cosmos DB container (the `aio` one, or the sync one)."""
+    from cosmos_outbox.cosmos import AsyncCosmosDocumentStore, CosmosDocumentStore
+    from infra.cosmos.contacts import CosmosContactList, SyncCosmosContactList
 
-    if not isinstance(services.store, CosmosDocumentStore):
-        raise ValueError("the services' store is not Cosmos DB: give bootstrap() the contact "
-                         "list of their store")
-    return CosmosContactList(services.store.container)
+    if isinstance(services.store, AsyncCosmosDocumentStore):
+        return CosmosContactList(services.store.container)
+    if isinstance(services.store, CosmosDocumentStore):
+        return SyncCosmosContactList(services.store.container)
+    raise ValueError("the services' store is not Cosmos DB: give bootstrap() the contact "
+                     "list of their store")
 
 
 def bootstrap(
     services: Callable[[], Services] | None = None,
     contact_list: Callable[[Services], ContactList] = cosmos_contact_list,
+    *,
+    asynchronous: bool = True,
 ) -> func.FunctionApp:
     """The app: the contact API, the outbox (relay, backlog timer, operators' routes, with this
-    app's `contactId` alias) and the docs, on `services()` (default: from the app settings)."""
-    outbox = Outbox((Contact,), services=services, legacy_events=LEGACY_EVENTS)
+    app's `contactId` alias) and the docs, on `services()` (default: from the app settings, on
+    the SDKs' `aio` clients; their sync ones when not `asynchronous`)."""
+    kind = AsyncOutbox if asynchronous else Outbox
+    outbox = kind((Contact,), services=services, legacy_events=LEGACY_EVENTS)
 
     @functools.cache
     def dependencies() -> ContactsDependencies:

@@ -1,5 +1,7 @@
 """The contact API, on cosmos-outbox's route helper (`Outbox.routes`: load, preconditions,
-change, one batch, ETag), each operation declared once, plus the contact list.
+change, one batch, ETag), each operation declared once, plus the contact list. Written once for
+either outbox: the async one's routes are `async def` functions (the app's), the sync one's
+plain functions running the same handlers in their thread.
 
 The reference sample's one-aspect routes (`POST /contacts/{id}/update-<aspect>`, 204) are
 declared from one table (`REFERENCE_UPDATES`): each is a PATCH of that aspect, with a body
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from application.contacts.commands import CreateContact, PatchContact, patch_of, update_body
 from application.contacts.ports import ContactList
@@ -20,6 +22,9 @@ from cosmos_outbox import HttpCall, Outbox, PathParameter, Reply
 from cosmos_outbox.http import AggregateRoutes, TokenCodec, next_token
 from cosmos_outbox.ports import Page
 from domain.contact import Contact
+
+if TYPE_CHECKING:
+    from cosmos_outbox.aio import Outbox as AsyncOutbox
 
 #: The reference sample's routes, one per aspect of PatchContact, kept for its clients.
 REFERENCE_UPDATES = ("name", "email", "description", "company")
@@ -38,7 +43,7 @@ class ContactsDependencies:
     tokens: TokenCodec
 
 
-def contact_routes(outbox: Outbox,
+def contact_routes(outbox: Outbox | AsyncOutbox,
                    dependencies: Callable[[], ContactsDependencies]) -> AggregateRoutes[Contact]:
     """The contact routes (function keys in Azure): create, read and change through the
     outbox, the list through `dependencies()`."""
@@ -52,12 +57,12 @@ def contact_routes(outbox: Outbox,
 
     @contacts.api.operation(route=collection, method="GET", status=200, paged=True,
                             summary="List contacts, one page at a time", response=ContactPage,
-                            errors=(400, 429, 500, 503))
-    def list_contacts(call: HttpCall[None]) -> Reply:
+                            errors=(400, 429, 500, 503), asynchronous=contacts.asynchronous)
+    async def list_contacts(call: HttpCall[None]) -> Reply:
         deps = dependencies()
         cursor = call.cursor(deps.tokens)
-        page = deps.contacts().list_page(page_size=call.page_size,
-                                         continuation=cursor.store_token if cursor else None)
+        page = await deps.contacts().list_page(
+            page_size=call.page_size, continuation=cursor.store_token if cursor else None)
         token = next_token(page.continuation_token, cursor, deps.tokens)
         body = ContactPage.of(Page(page.items, token))
         return Reply(body, {"X-Continuation-Token": token} if token else {})

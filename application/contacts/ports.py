@@ -18,10 +18,12 @@ class ContactSummary:
 
 
 class ContactList(abc.ABC):
-    """Live (not deleted) contacts, one page at a time."""
+    """Live (not deleted) contacts, one page at a time. Awaited, as the outbox's ports are: an
+    adapter on a sync client completes without suspending (the app's sync shape runs it in its
+    function's thread)."""
 
     @abc.abstractmethod
-    def list_page(self, *, page_size: int,
-                  continuation: str | None) -> Page[ContactSummary]:
+    async def list_page(self, *, page_size: int,
+                        continuation: str | None) -> Page[ContactSummary]:
         """One page of live contacts, and the store's token of the next page if any. Raises
         InvalidContinuationError for a token the store does not accept."""

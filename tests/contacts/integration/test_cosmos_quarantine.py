@@ -13,12 +13,13 @@ from cosmos_outbox.testing.contracts import StoreWorld
 from tests.contacts.contract.unit_of_work_contract import ContactsQuarantineContract
 from tests.contacts.integration.test_cosmos_write_path import (
     CosmosWorld,
+    account,
     cosmos,
     fresh_container,
 )
 
 pytestmark = pytest.mark.integration
-__all__ = ["cosmos"]  # the fixture, used by name
+__all__ = ["account", "cosmos"]  # the fixtures, used by name
 
 
 class TestCosmosQuarantine(ContactsQuarantineContract):

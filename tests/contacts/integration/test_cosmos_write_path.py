@@ -12,13 +12,15 @@ from typing import Any
 
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient
+from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 
 from application.contacts.ports import ContactList
 from cosmos_outbox._documents import EVENT_TYPE
-from cosmos_outbox.cosmos import CosmosDocumentStore, query_page
+from cosmos_outbox.cosmos import AsyncCosmosDocumentStore, CosmosDocumentStore, query_page
 from cosmos_outbox.errors import StoreUnavailableError
+from cosmos_outbox.testing.contracts import EventLoop
 from domain.contact import Contact
-from infra.cosmos.contacts import CosmosContactList
+from infra.cosmos.contacts import CosmosContactList, SyncCosmosContactList
 from tests.contacts.contract.unit_of_work_contract import (
     ContactsStoreContract,
     ContactsWorld,
@@ -32,18 +34,21 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.fixture(scope="module")
-def cosmos(request: pytest.FixtureRequest) -> Iterator[CosmosClient]:
-    """The local endpoint, or the official emulator / an account when COSMOS_ENDPOINT and
-    COSMOS_KEY are set (the contract suite then runs there unchanged)."""
-    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
+def account(request: pytest.FixtureRequest) -> tuple[str, str]:
+    """The local endpoint and its key, or the official emulator / an account when
+    COSMOS_ENDPOINT and COSMOS_KEY are set (the contract suite then runs there unchanged)."""
     endpoint, key = os.environ.get("COSMOS_ENDPOINT"), os.environ.get("COSMOS_KEY")
     if endpoint and key:
-        yield CosmosClient(endpoint, credential=key, connection_verify=False)
-        return
+        return endpoint, key
     stack: Stack = request.getfixturevalue("stack")
     assert stack.cosmos is not None
-    yield CosmosClient.from_connection_string(stack.cosmos.connection_string,
-                                              connection_verify=stack.cosmos.verify_tls)
+    return stack.cosmos.endpoint, stack.cosmos.key
+
+
+@pytest.fixture(scope="module")
+def cosmos(account: tuple[str, str]) -> CosmosClient:
+    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
+    return CosmosClient(account[0], credential=account[1], connection_verify=False)
 
 
 def fresh_container(cosmos: CosmosClient, name: str) -> ContainerProxy:
@@ -63,7 +68,7 @@ class CosmosWorld(ContactsWorld):
         return list(self.container.query_items("SELECT * FROM c", partition_key=partition_key))
 
     def contact_list(self) -> ContactList:
-        return CosmosContactList(self.container)
+        return SyncCosmosContactList(self.container)
 
     def expire(self, partition_key: str, document_id: str) -> None:
         """The store's own TTL, shortened to 1 s: wait until it has deleted the document."""
@@ -76,12 +81,64 @@ class CosmosWorld(ContactsWorld):
             time.sleep(0.25)
 
 
+class AsyncCosmosWorld(CosmosWorld):
+    """The same container through the SDK's `aio` client (the app's), on an event loop of its
+    own; the sync client only arranges and inspects."""
+
+    asynchronous = True
+
+    def __init__(self, container: ContainerProxy, aio: AsyncCosmosClient,
+                 loop: EventLoop) -> None:
+        super().__init__(container)
+        self.loop = loop
+        database = container.container_link.split("/")[1]
+        self.aio_container = aio.get_database_client(database).get_container_client(
+            container.id)
+        self.store = AsyncCosmosDocumentStore(self.aio_container)
+
+    def run(self, coroutine: Any) -> Any:
+        return self.loop.run(coroutine)
+
+    def contact_list(self) -> ContactList:
+        return CosmosContactList(self.aio_container)
+
+
+@pytest.fixture(scope="module")
+def loop() -> Iterator[EventLoop]:
+    running = EventLoop()
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+@pytest.fixture(scope="module")
+def aio(account: tuple[str, str], loop: EventLoop) -> Iterator[AsyncCosmosClient]:
+    """The SDK's `aio` client on `loop` (its session belongs to that loop)."""
+
+    async def connect() -> AsyncCosmosClient:
+        return AsyncCosmosClient(account[0], credential=account[1], connection_verify=False)
+
+    client: AsyncCosmosClient = loop.run(connect())
+    try:
+        yield client
+    finally:
+        loop.run(client.close())
+
+
 class TestCosmosUnitOfWork(ContactsStoreContract):
-    @pytest.fixture
-    def world(self, cosmos: CosmosClient, request: pytest.FixtureRequest) -> ContactsWorld:
+    """On the sync client, then on the `aio` one (the app's)."""
+
+    @pytest.fixture(params=["sync", "aio"])
+    def world(self, cosmos: CosmosClient, request: pytest.FixtureRequest,
+              loop: EventLoop) -> ContactsWorld:
         import uuid
 
-        return CosmosWorld(fresh_container(cosmos, f"c{uuid.uuid4().hex[:12]}"))
+        container = fresh_container(cosmos, f"c{uuid.uuid4().hex[:12]}")
+        if request.param == "sync":
+            return CosmosWorld(container)
+        aio: AsyncCosmosClient = request.getfixturevalue("aio")
+        return AsyncCosmosWorld(container, aio, loop)
 
 
 @pytest.mark.skipif(bool(os.environ.get("COSMOS_ENDPOINT")), reason="reads the local stack")

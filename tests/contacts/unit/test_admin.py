@@ -4,9 +4,9 @@ in it, and a publisher with a message size limit that a test can raise."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-import threading
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -32,16 +32,20 @@ LIMIT = 4096
 
 
 @pytest.fixture
-def world() -> FakeWorld:
+def world() -> Iterator[FakeWorld]:
     """Without the claim check (OUTBOX_PAYLOAD_MAX_BYTES=0): an event larger than a message is
     quarantined, the case these tests are about (its offloading: test_relay.py)."""
-    return FakeWorld(max_payload_bytes=0)
+    world = FakeWorld(max_payload_bytes=0)
+    try:
+        yield world
+    finally:
+        world.client.close()
 
 
 @pytest.fixture
 def api(world: FakeWorld) -> Api:
     world.publisher.max_batch_bytes = LIMIT
-    return Api(world.functions)
+    return Api(world.client)
 
 
 def contact(world: FakeWorld, changes: int, *, first: str = "Ada") -> tuple[str, list[str]]:
@@ -277,23 +281,22 @@ def test_redrive_answers_503_when_the_broker_fails(api: Api, world: FakeWorld) -
 
 # ---- bounded: a store or a broker that hangs -----------------------------------------------
 
+async def never_answers() -> None:
+    """What a store or a broker that hangs gives the app's event loop to await."""
+    await asyncio.sleep(30)
+    raise ConnectionError("released")
+
+
 @pytest.fixture
-def hang(monkeypatch: pytest.MonkeyPatch) -> Iterator[Callable[[type, str], None]]:
-    """`hang(Class, "method")` makes the port's method wait (until the test ends); the bound is
-    0.2 s instead of 4 s."""
-    release = threading.Event()
+def hang(monkeypatch: pytest.MonkeyPatch) -> Callable[[type, str], None]:
+    """`hang(Class, "method")` makes the port's method wait (30 s, as I/O that never answers:
+    the app awaits it, on its event loop); the bound is 0.2 s instead of 4 s."""
     monkeypatch.setattr(bounded, "BOUND_SECONDS", 0.2)
 
     def hang(cls: type, method: str) -> None:
-        def wait(*_: Any, **__: Any) -> Any:
-            release.wait(30)
-            raise ConnectionError("released")
-        monkeypatch.setattr(cls, method, wait)
+        monkeypatch.setattr(cls, method, lambda *_, **__: never_answers())
 
-    try:
-        yield hang
-    finally:
-        release.set()
+    return hang
 
 
 def unavailable(reply: Any) -> dict[str, Any]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from typing import Any
 
 import azure.functions as func
@@ -22,8 +21,9 @@ from cosmos_outbox.http._paging import Cursor
 from cosmos_outbox.http._problems import HttpProblemError
 from cosmos_outbox.http._requests import MAX_DEPTH, parse_body, parse_json
 from cosmos_outbox.ports import Page
-from cosmos_outbox.testing import InMemoryStore, InvocationContext
+from cosmos_outbox.testing import InMemoryStore
 from tests.contacts.conftest import FakeWorld
+from tests.contacts.unit.test_admin import never_answers
 from tests.contacts.unit.test_http_api import ADA, Api, body, created, problem
 
 json_values = st.recursive(
@@ -36,7 +36,7 @@ json_values = st.recursive(
 
 @pytest.fixture
 def api(world: FakeWorld) -> Api:
-    return Api(world.functions)
+    return Api(world.client)
 
 
 # -- properties -------------------------------------------------------------------------------
@@ -188,8 +188,8 @@ def test_a_store_token_that_does_not_move_ends_the_listing_instead_of_looping(
     api: Api, world: FakeWorld
 ) -> None:
     class Stuck(ContactList):
-        def list_page(self, *, page_size: int,
-                      continuation: str | None) -> Page[ContactSummary]:
+        async def list_page(self, *, page_size: int,
+                            continuation: str | None) -> Page[ContactSummary]:
             return Page(items=[], continuation_token="stuck")
 
     world.contacts = Stuck
@@ -259,22 +259,11 @@ def test_a_malformed_conditional_header_is_a_400_naming_it(api: Api) -> None:
 def test_health_answers_503_when_the_store_does_not_answer(
     world: FakeWorld, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    release = threading.Event()
-
-    def hang(self: InMemoryStore) -> None:
-        release.wait(30)
-
-    monkeypatch.setattr(InMemoryStore, "ping", hang)
+    monkeypatch.setattr(InMemoryStore, "ping", lambda self: never_answers())
     monkeypatch.setattr(bounded, "BOUND_SECONDS", 0.2)
-    try:
-        req = func.HttpRequest("GET", "http://localhost/api/health", headers={}, params={},
-                               body=b"")
-        response = world.functions["health"].get_user_function()(
-            req, InvocationContext("health"))
-        problem(response, 503)
-        assert response.headers["Retry-After"]
-    finally:
-        release.set()
+    response = world.client.call("health", "GET", "health")
+    problem(response, 503)
+    assert response.headers["Retry-After"]
 
 
 def test_unknown_query_parameters_are_refused_but_the_key_parameter_is_not(api: Api) -> None:

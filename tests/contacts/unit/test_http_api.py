@@ -1,9 +1,8 @@
 """Every route and every error status, called through the indexed function objects
-(`get_user_function()`) with in-memory fakes of the project's ports."""
+(`FunctionClient`) with in-memory fakes of the project's ports."""
 
 from __future__ import annotations
 
-import inspect
 import json
 from typing import Any
 
@@ -11,7 +10,7 @@ import azure.functions as func
 import pytest
 
 from cosmos_outbox.errors import StoreUnavailableError, ThrottledError
-from cosmos_outbox.testing import InvocationContext
+from cosmos_outbox.testing import FunctionClient
 from domain.contact import Contact
 from tests.contacts.conftest import FakeWorld
 
@@ -21,27 +20,20 @@ ADA = {"firstName": "Ada", "lastName": "Lovelace", "email": "ada@example.com",
 
 
 class Api:
-    def __init__(self, functions: dict[str, Any]) -> None:
-        self.functions = functions
+    """The app's functions called in-process (`FunctionClient`: its `async def` functions on
+    the client's event loop, as the worker runs them)."""
+
+    def __init__(self, client: FunctionClient) -> None:
+        self.client = client
 
     def call(self, name: str, method: str, path: str, *, body: Any = None,
              raw: bytes | None = None, headers: dict[str, str] | None = None,
              route_params: dict[str, str] | None = None,
              params: dict[str, str] | None = None,
              trace_parent: str = "") -> func.HttpResponse:
-        if raw is None:
-            raw = b"" if body is None else json.dumps(body).encode()
-        hdrs = dict(JSON if body is not None else {})
-        hdrs.update(headers or {})
-        req = func.HttpRequest(method=method, url=f"http://localhost/api/{path}", headers=hdrs,
-                               params=params or {}, route_params=route_params or {}, body=raw)
-        user_function = self.functions[name].get_user_function()
-        if "context" in inspect.signature(user_function).parameters:
-            response = user_function(req, InvocationContext(name, trace_parent=trace_parent))
-        else:
-            response = user_function(req)
-        assert isinstance(response, func.HttpResponse)
-        return response
+        return self.client.call(name, method, path, body=body, raw=raw, headers=headers,
+                                route_params=route_params, params=params,
+                                trace_parent=trace_parent)
 
     def create(self, body: dict[str, Any] | None = None, **kw: Any) -> func.HttpResponse:
         return self.call("create_contact", "POST", "contacts", body=body or ADA, **kw)
@@ -69,7 +61,7 @@ def problem(response: func.HttpResponse, status: int) -> dict[str, Any]:
 
 @pytest.fixture
 def api(world: FakeWorld) -> Api:
-    return Api(world.functions)
+    return Api(world.client)
 
 
 def created(api: Api) -> tuple[str, str]:
@@ -214,7 +206,7 @@ def test_delete_is_soft_raises_contact_deleted_and_hides_the_contact(api: Api, w
 
 
 def test_health_is_200_when_the_store_answers_and_503_when_not(world: FakeWorld) -> None:
-    api = Api(world.functions)
+    api = Api(world.client)
     assert api.call("health", "GET", "health").status_code == 200
 
     world.store.unavailable = StoreUnavailableError("down", retry_after=5)

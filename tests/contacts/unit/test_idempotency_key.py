@@ -39,7 +39,7 @@ def answer_of(response: func.HttpResponse) -> tuple[int, str | None, str | None,
 
 @pytest.fixture
 def api(world: FakeWorld) -> Api:
-    return Api(world.functions)
+    return Api(world.client)
 
 
 def test_a_retried_create_is_one_contact_one_event_and_the_same_answer(
