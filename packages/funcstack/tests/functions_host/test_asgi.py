@@ -179,6 +179,14 @@ def test_head_reaches_the_app_and_the_answer_has_no_body(asgi: RunningRunner) ->
     assert dict(headers)["content-type"].startswith("text/plain")
 
 
+def test_a_method_the_library_does_not_register_is_404_from_the_host(asgi: RunningRunner) -> None:
+    # AsgiFunctionApp registers GET POST DELETE HEAD PATCH PUT OPTIONS QUERY: the host's route
+    # does not match TRACE, and no other does.
+    status, headers, body = exchange(asgi, "TRACE", "/echo/t")
+    assert (status, body) == (404, b"")
+    assert "allow" not in dict(headers)
+
+
 # -- answers -----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("code", [200, 201, 204, 304, 404, 418, 503])
@@ -234,6 +242,18 @@ def test_the_apps_own_404_is_its_answer(asgi: RunningRunner) -> None:
 
 
 # -- beside other functions; keys --------------------------------------------------------------
+
+def test_routes_are_tried_in_the_order_of_the_function_names(asgi: RunningRunner) -> None:
+    # The host maps routes in the order of the functions' names (case-insensitive) and the
+    # first that matches wins, whatever ASP.NET Core's precedence would say:
+    # "health" < "http_app_func" (the ASGI function) < "status_page".
+    assert get(asgi, "/health").body == b"healthy from the http function"
+    reply = get(asgi, "/status-page")
+    assert reply.status == 404 and reply.json() == {"detail": "Not Found"}  # FastAPI's answer
+    # a method the earlier route does not take goes on to the next route that matches
+    reply = get(asgi, "/health", "POST")
+    assert reply.status == 404 and reply.json() == {"detail": "Not Found"}  # the app's, not 405
+
 
 def test_keys_are_enforced_on_the_asgi_function(asgi: RunningRunner) -> None:
     status, _, body = exchange(asgi, "GET", "/echo/x", key=False)

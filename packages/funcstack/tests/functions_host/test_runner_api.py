@@ -150,14 +150,17 @@ def test_route_templates(template: str, path: str, expected: dict[str, str] | No
     assert compile_route(template).match(path) == expected
 
 
-def test_route_table_prefers_literals_and_reports_allowed_methods() -> None:
+def test_route_table_takes_the_first_route_that_matches_path_and_method() -> None:
+    # As the host's RouteCollection: in the order added (the host adds them by function name),
+    # no precedence between templates; a wrong method is no match.
     table: RouteTable[str] = RouteTable()
     table.add("contacts/{id}", frozenset({"GET"}), "get")
     table.add("contacts/{id}", frozenset({"PATCH"}), "patch")
-    table.add("contacts/search", frozenset({"GET"}), "search")
+    table.add("contacts/search", frozenset({"GET", "POST"}), "search")
     table.add("contacts", None, "any")
-    assert table.resolve("contacts/search", "GET") == ("search", {})
+    assert table.resolve("contacts/search", "GET") == ("get", {"id": "search"})
+    assert table.resolve("contacts/search", "POST") == ("search", {})
     assert table.resolve("contacts/42", "PATCH") == ("patch", {"id": "42"})
-    assert table.resolve("contacts/42", "DELETE") == {"GET", "PATCH"}
+    assert table.resolve("contacts/42", "DELETE") is None
     assert table.resolve("contacts", "DELETE") == ("any", {})
     assert table.resolve("other", "GET") is None

@@ -14,8 +14,9 @@ The mapping follows the Functions host (``GrpcMessageConversionExtensions.ToRpcH
   name, the first of names that differ only in case), ``content-type``, body, then one
   ``Set-Cookie`` line per ``RpcHttpCookie`` as ASP.NET Core's ``ResponseCookies.Append`` writes
   it;
-* a failed invocation -> 500 with no body; an unknown route -> 404 and a route served for
-  other methods -> 405 with ``Allow``, both with no body;
+* a failed invocation -> 500 with no body; no route that takes the path and the method -> 404
+  with no body (the host has no 405); the routes tried in the order of the functions' names,
+  the first that matches winning (a ``RouteCollection``, no precedence between templates);
 * the path matched as Kestrel hands it to routing: percent-escapes decoded except ``%2F``,
   which stays ``%2F`` inside its segment (so ``items/%2F`` is ``items/{id}`` with the
   value ``%2F``, never ``items/``), dot segments removed, empty segments kept (``a//b``
@@ -101,7 +102,9 @@ class HttpHost:
         prefix = route_prefix.strip("/")
         self._prefix = f"/{prefix}" if prefix else ""
         self._table: RouteTable[FunctionSpec] = RouteTable()
-        for spec in functions:
+        # The host maps the routes in the order of the functions' names (FunctionMetadataManager:
+        # OrderBy(Name, StringComparer.OrdinalIgnoreCase)) and the first that matches wins.
+        for spec in sorted(functions, key=lambda f: f.name.upper()):
             route = str(resolve(spec.trigger.get("route") or spec.name))
             methods = spec.trigger.get("methods")
             allowed = frozenset(str(m).upper() for m in methods) if methods else _ALL_METHODS
@@ -165,10 +168,8 @@ class HttpHost:
             path = path[len(prefix) :]
         method = request.method.upper()
         resolved = self._table.resolve(path.removeprefix("/"), method)
-        if resolved is None:
+        if resolved is None:  # also when routes match the path but not the method: 404
             return web.Response(status=404), None
-        if isinstance(resolved, set):
-            return web.Response(status=405, headers={"Allow": ", ".join(sorted(resolved))}), None
         spec, route_params = resolved
         if self._keys is not None and not self._keys.authorizes(spec.trigger.get("authLevel"),
                                                                 request):
