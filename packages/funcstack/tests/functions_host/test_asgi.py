@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from funcstack.functions_host._launcher import RunningRunner, start_runner
+from funcstack.functions_host._launcher import RunnerStartError, RunningRunner, start_runner
 from funcstack.functions_host.testing import Reply, call
 
 from .conftest import make_app_dir
@@ -261,3 +261,19 @@ def test_keys_are_enforced_on_the_asgi_function(asgi: RunningRunner) -> None:
     status, _, _ = exchange(asgi, "GET", "/echo/x?code=" + str(asgi.function_key), key=False)
     assert status == 200
     assert call(f"http://127.0.0.1:{asgi.port}/health").status == 200  # anonymous beside it
+
+
+# -- the route prefix --------------------------------------------------------------------------
+
+def test_with_a_route_prefix_the_host_does_not_start(tmp_path: Path) -> None:
+    # host.json's routePrefix ("api" unless set) + "/" + the library's "/{*route}" is the
+    # template "api//{*route}", which ASP.NET Core refuses: the Azure host does not start
+    # (azure-functions-python-worker#1310); only routePrefix "" serves an AsgiFunctionApp.
+    app_dir = app_dir_with(tmp_path, "sample_asgi_app.py", {"version": "2.0"})
+    with pytest.raises(RunnerStartError) as failure:
+        start_runner(app_dir=app_dir, settings_file=app_dir / "local.settings.json",
+                     log_path=tmp_path / "runner.log")
+    assert ("An error occurred while creating the route with name 'http_app_func' and template "
+            "'api//{*route}'.") in str(failure.value)
+    assert "The route template separator character '/' cannot appear consecutively." in str(
+        failure.value)

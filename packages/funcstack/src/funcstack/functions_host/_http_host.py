@@ -21,6 +21,8 @@ The mapping follows the Functions host (``GrpcMessageConversionExtensions.ToRpcH
   which stays ``%2F`` inside its segment (so ``items/%2F`` is ``items/{id}`` with the
   value ``%2F``, never ``items/``), dot segments removed, empty segments kept (``a//b``
   matches no ``{id}`` route);
+* a route template ASP.NET Core refuses (``routePrefix/route`` with ``//``) stops the start, as
+  it stops the host's;
 * before routing, Kestrel's limits and timeouts (``http_server``) and, when configured, CORS as
   ``func start`` applies it (``cors``);
 * with ``keys`` (opt-in), after routing and before the body is read, the function's auth level
@@ -57,7 +59,7 @@ from funcstack.functions_host._http_server import (
 )
 from funcstack.functions_host._keys import HostKeys
 from funcstack.functions_host._language_worker import LanguageWorker
-from funcstack.functions_host._routing import RouteTable
+from funcstack.functions_host._routing import RouteTable, RouteTemplateError
 from funcstack.functions_host._rpc import protos
 
 logger = logging.getLogger("funcstack.functions_host.http")
@@ -106,6 +108,7 @@ class HttpHost:
         # OrderBy(Name, StringComparer.OrdinalIgnoreCase)) and the first that matches wins.
         for spec in sorted(functions, key=lambda f: f.name.upper()):
             route = str(resolve(spec.trigger.get("route") or spec.name))
+            check_route_template(spec.name, f"{prefix}/{route}" if prefix else route)
             methods = spec.trigger.get("methods")
             allowed = frozenset(str(m).upper() for m in methods) if methods else _ALL_METHODS
             self._table.add(route, allowed, spec)
@@ -209,6 +212,22 @@ class HttpHost:
         except ValueError as exc:  # the host throws while writing the result: a 500
             logger.error("function %s: its answer cannot be written: %s", spec.name, exc)
             return web.Response(status=500), spec
+
+
+def check_route_template(name: str, template: str) -> None:
+    """Refuse what ASP.NET Core's ``RoutePatternParser`` refuses when the host maps a route
+    (``WebJobsRouteBuilder``: ``routePrefix + '/' + route``, one leading ``/`` or ``~/`` trimmed):
+    two consecutive separators. The Azure host does not start then; e.g. AsgiFunctionApp's
+    ``/{*route}`` under the default prefix is ``api//{*route}``."""
+    trimmed = template[2:] if template.startswith("~/") else template.removeprefix("/")
+    if "//" in trimmed:
+        raise RouteTemplateError(
+            "A host error has occurred during startup operation: Microsoft.AspNetCore.Routing: "
+            f"An error occurred while creating the route with name '{name}' and template "
+            f"'{template}'. Microsoft.AspNetCore.Routing: The route template separator "
+            "character '/' cannot appear consecutively. It must be separated by either a "
+            "parameter or a literal value. (Parameter 'routeTemplate')"
+        )
 
 
 _ENCODED_SLASH = re.compile(r"(%2[fF])")
