@@ -270,10 +270,14 @@ def test_with_a_route_prefix_the_host_does_not_start(tmp_path: Path) -> None:
     # template "api//{*route}", which ASP.NET Core refuses: the Azure host does not start
     # (azure-functions-python-worker#1310); only routePrefix "" serves an AsgiFunctionApp.
     app_dir = app_dir_with(tmp_path, "sample_asgi_app.py", {"version": "2.0"})
-    with pytest.raises(RunnerStartError) as failure:
-        start_runner(app_dir=app_dir, settings_file=app_dir / "local.settings.json",
-                     log_path=tmp_path / "runner.log")
+    try:
+        runner = start_runner(app_dir=app_dir, settings_file=app_dir / "local.settings.json",
+                              log_path=tmp_path / "runner.log")
+    except RunnerStartError as exc:
+        failure = str(exc)
+    else:
+        runner.stop()
+        pytest.fail("the host started under routePrefix 'api'")
     assert ("An error occurred while creating the route with name 'http_app_func' and template "
-            "'api//{*route}'.") in str(failure.value)
-    assert "The route template separator character '/' cannot appear consecutively." in str(
-        failure.value)
+            "'api//{*route}'.") in failure
+    assert "The route template separator character '/' cannot appear consecutively." in failure
