@@ -115,9 +115,9 @@ status: $(PY_STAMP)
 	@$(PY) -m tools.status
 
 # cosmos-outbox as a wheel, for the apps published from a folder of their own (deploy/README.md,
-# "How cosmos-outbox travels"): the subscriber and the example.
+# "How cosmos-outbox travels"): the subscriber and the examples.
 wheels: $(PY_STAMP)
-	for app in subscriber examples/orders; do \
+	for app in subscriber examples/orders examples/fastapi-concerts; do \
 	  $(PY) -m pip wheel --quiet --disable-pip-version-check --no-deps $(OUTBOX) -w $$app/wheels || exit 1; \
 	done
 

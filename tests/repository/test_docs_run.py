@@ -6,9 +6,9 @@ The blocks are found by pytest-examples (`find_examples`). A block whose first l
 (`# orders/domain.py`) is that file (blocks naming the same file continue it); any other block
 is a script of its own. Each README becomes one folder of such files, checked in a fresh
 interpreter: its modules imported in order (a `FunctionApp` named `app` indexed, as the worker
-indexes it), its scripts run, its test files (`test_*.py`) run by pytest, and everything
-checked by `mypy --strict`. A block fenced ```` ```python test="typecheck" ```` (one that needs
-a running stack) is only type-checked.
+indexes it), its scripts run; then its test files (`test_*.py`) run by pytest in another; and
+everything checked by `mypy --strict`. A block fenced ```` ```python test="typecheck" ````
+(one that needs a running stack) is only type-checked.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ DRIVER = """
 import importlib, runpy, sys
 from pathlib import Path
 import azure.functions as func
-import pytest
 folder = Path(sys.argv[1])
 sys.path.insert(0, str(folder))
 tests = []
@@ -55,9 +54,12 @@ for entry in sys.argv[2:]:
         app = getattr(importlib.import_module(name), "app", None)
         if isinstance(app, func.FunctionApp):
             assert app.get_functions(), f"{name}.app has no functions"
-if tests:
-    sys.exit(pytest.main(["-q", "-p", "no:cacheprovider", "-p", "no:randomly",
-                          "--rootdir", str(folder), *tests]))
+if tests:  # in an interpreter of their own: the apps above are indexed (the worker does it once)
+    import subprocess
+    sys.exit(subprocess.call([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                              "-p", "no:randomly", "--rootdir", str(folder), *tests],
+                             cwd=folder, env={**__import__("os").environ,
+                                              "PYTHONPATH": str(folder)}))
 """
 
 

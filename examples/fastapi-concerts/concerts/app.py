@@ -54,10 +54,10 @@ async def announce(body: NewConcert) -> dict[str, Any]:
     concert_id = str(uuid.uuid4())
     concert = {"id": concert_id, "partitionKey": concert_id, "type": "concert",
                "name": body.name, "capacity": body.capacity, "sold": 0}
-    async with outbox.session(concert_id, entity="concert") as session:
-        session.create(concert)
-        session.publish("ConcertAnnounced", {"name": body.name, "capacity": body.capacity})
-        await session.commit()
+    session = outbox.session(concert_id, entity="concert")
+    session.create(concert)
+    session.publish("ConcertAnnounced", {"name": body.name, "capacity": body.capacity})
+    await session.commit()
     return concert_view(concert)
 
 
@@ -73,27 +73,25 @@ async def read_concert(concert_id: str) -> dict[str, Any]:
 async def buy(concert_id: str, order: TicketOrder,
               idempotency_key: Annotated[str | None, Header()] = None) -> dict[str, Any]:
     for _ in range(ATTEMPTS):
-        async with outbox.session(concert_id, entity="concert") as session:
-            concert = await session.read(concert_id)
-            if concert is None or concert.get("type") != "concert":
-                raise HTTPException(404, "no such concert")
-            if concert["sold"] + order.quantity > concert["capacity"]:
-                raise HTTPException(409, "sold out")
-            ticket = {"id": str(uuid.uuid4()), "partitionKey": concert_id, "type": "ticket",
-                      "concertId": concert_id, "buyer": order.buyer,
-                      "quantity": order.quantity, "status": "sold"}
-            session.patch(concert_id, [{"op": "incr", "path": "/sold", "value": order.quantity}],
-                          if_match=concert["_etag"])
-            session.create(ticket)
-            session.publish("TicketsSold", {"ticketId": ticket["id"], "buyer": order.buyer,
-                                            "quantity": order.quantity})
-            if idempotency_key:
-                session.claim(idempotency_key, request=order.model_dump(),
-                              answer=ticket_view(ticket))
-            try:
-                committed = await session.commit()
-            except PreconditionFailedError:
-                continue  # another purchase changed the concert first: read it again
+        concert = await outbox.store.read(concert_id, concert_id)
+        if concert is None or concert.get("type") != "concert":
+            raise HTTPException(404, "no such concert")
+        if concert["sold"] + order.quantity > concert["capacity"]:
+            raise HTTPException(409, "sold out")
+        ticket = {"id": str(uuid.uuid4()), "partitionKey": concert_id, "type": "ticket",
+                  "concertId": concert_id, "buyer": order.buyer,
+                  "quantity": order.quantity, "status": "sold"}
+        sold = [{"op": "incr", "path": "/sold", "value": order.quantity}]
+        session = outbox.session(concert_id, entity="concert")
+        session.patch(concert_id, sold, if_match=concert["_etag"])
+        session.create(ticket)
+        session.publish("TicketsSold", {"ticketId": ticket["id"], "quantity": order.quantity})
+        if idempotency_key:
+            session.claim(idempotency_key, request=order.model_dump(), answer=ticket_view(ticket))
+        try:
+            committed = await session.commit()
+        except PreconditionFailedError:
+            continue  # another purchase changed the concert first: read it again
         return committed.answer if committed.replayed else ticket_view(ticket)
     raise HTTPException(503, "too many purchases at once; retry")
 

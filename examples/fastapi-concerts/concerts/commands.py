@@ -22,16 +22,16 @@ commands = func.Blueprint()  # type: ignore[no-untyped-call]  # untyped in azure
                                     is_sessions_enabled=True)
 async def handle_command(message: func.ServiceBusMessage) -> None:
     command = json.loads(message.get_body())
-    if command.get("type") != "RefundTicket":
-        logger.warning("unknown command %s: dropped", command.get("type"))
-        return
+    if command.get("type") != "RefundTicket":  # retried, then dead-lettered
+        raise ValueError(f"unknown command {command.get('type')!r}")
     concert_id, ticket_id = command["concertId"], command["ticketId"]
-    async with outbox.session(concert_id, entity="concert") as session:
-        ticket = await session.read(ticket_id)
-        if ticket is None or ticket.get("status") != "sold":
-            logger.info("ticket %s of concert %s: nothing to refund", ticket_id, concert_id)
-            return
-        session.replace({**ticket, "status": "refunded"}, if_match=ticket["_etag"])
-        session.patch(concert_id, [{"op": "incr", "path": "/sold", "value": -ticket["quantity"]}])
-        session.publish("TicketRefunded", {"ticketId": ticket_id, "quantity": ticket["quantity"]})
-        await session.commit()
+    ticket = await outbox.store.read(concert_id, ticket_id)
+    if ticket is None or ticket.get("status") != "sold":
+        logger.info("ticket %s of concert %s: nothing to refund", ticket_id, concert_id)
+        return
+    unsold = [{"op": "incr", "path": "/sold", "value": -ticket["quantity"]}]
+    session = outbox.session(concert_id, entity="concert")
+    session.replace({**ticket, "status": "refunded"}, if_match=ticket["_etag"])
+    session.patch(concert_id, unsold)
+    session.publish("TicketRefunded", {"ticketId": ticket_id, "quantity": ticket["quantity"]})
+    await session.commit()

@@ -233,6 +233,17 @@ def test_an_async_apply_and_build_are_awaited_on_an_async_outbox(
     answer = drafts.client.request("PATCH", f"drafts/{draft_id}", body={"text": "second"})
     assert (answer.status_code, body(answer)["text"]) == (200, "second")
     assert answer.headers["ETag"] != etag
+    check_commands(drafts.app)  # the async callables run, awaited, on the example
+
+
+def test_check_commands_runs_an_async_outbox_s_callables_and_fails_a_silent_one() -> None:
+    async def build(body: WriteDraft) -> Draft:
+        await asyncio.sleep(0)
+        return Draft.write(body.text)
+
+    silent = Drafts(build=build, outbox_kind=AsyncOutbox)  # apply: Draft.edit_silently
+    with pytest.raises(AssertionError, match="without recording an event"):
+        check_commands(silent.app)
 
 
 def test_an_awaitable_returned_by_a_plain_function_is_awaited_when_it_needs_no_io(

@@ -96,7 +96,10 @@ def test_quarantine_notice_replay_after_the_limit_is_raised_and_discard(
     try:
         a, a_ids = plant_history(container, "Ada", 3, big_version=2)
         b, b_ids = plant_history(container, "Bob", 1, big_version=2)
-        status = api.request("GET", "/outbox/status").json()
+        # The first call after a restart may find the store slow to answer (503, Retry-After).
+        answer = wait_for(lambda: (r := api.request("GET", "/outbox/status")).status == 200 and r)
+        assert answer, "GET /outbox/status never answered 200"
+        status = answer.json()
         assert (status["pending"], status["quarantined"]) == (2, 0), status  # 2 transactions
         assert status["oldestPendingAgeSeconds"] is not None
 

@@ -161,6 +161,9 @@ def outbox_record(document: Mapping[str, Any], *,
     get = data.get
     traceparent, dataschema = get("traceparent"), document.get("dataschema")
     properties = _own_properties(document.get("properties"), aggregate_type)
+    subject = document.get("subject")
+    if subject is not None and (not isinstance(subject, str) or not subject):
+        raise PoisonEventError("event subject must be a non-empty string")
     try:
         return OutboxRecord(
             event_id=get("id"),
@@ -174,6 +177,7 @@ def outbox_record(document: Mapping[str, Any], *,
             dataschema=dataschema if isinstance(dataschema, str) and dataschema else None,
             body=body,
             properties=properties,
+            subject=subject,
             document=document,
         )
     except ValidationError as exc:

@@ -70,6 +70,8 @@ class OutboxRecord(BaseModel):
     body: SkipValidation[bytes]
     #: application properties of the message of the app's own (a session's event may set some)
     properties: SkipValidation[Mapping[str, str | int]] = Field(default_factory=dict)
+    #: the message's Subject when not the action (a session's event may set one)
+    subject: SkipValidation[str | None] = None
     document: SkipValidation[Mapping[str, Any]] = Field(
         default_factory=dict, repr=False, exclude=True)
 
@@ -142,7 +144,7 @@ def to_message(record: OutboxRecord) -> OutboxMessage:
     return OutboxMessage(
         message_id=record.event_id,
         session_id=record.aggregate_id,
-        subject=record.action,
+        subject=record.subject or record.action,
         version=record.version,
         body=record.body,
         application_properties=properties,

@@ -36,7 +36,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
@@ -77,6 +77,16 @@ class Committed:
     events: list[str] = field(default_factory=list)
     replayed: bool = False
     answer: Any = None
+
+
+class _Staged(NamedTuple):
+    """An event published in a session, until its commit."""
+
+    event_id: str
+    action: str
+    body: dict[str, Any]
+    properties: dict[str, str | int]
+    subject: str | None
 
 
 class _Sequences:
@@ -129,7 +139,7 @@ class Session:
         self._idempotency_ttl = idempotency_ttl_seconds
         self._sequences = sequences
         self._operations: list[BatchOperation] = []
-        self._events: list[tuple[str, str, dict[str, Any], dict[str, str | int]]] = []
+        self._events: list[_Staged] = []
         self._claim: tuple[str, str, str, Any] | None = None
 
     async def __aenter__(self) -> Session:
@@ -189,11 +199,13 @@ class Session:
     # -- events --------------------------------------------------------------------------------
 
     def publish(self, event: str | BaseModel, data: Mapping[str, Any] | BaseModel | None = None,
-                *, properties: Mapping[str, str | int] | None = None) -> str:
-        """Publish an event with the commit: `event` is its type (the message's Subject and
-        CloudEvents type) and `data` its body, a JSON object or a pydantic model (by its
-        aliases); or `event` is a pydantic model, its type the model's class name. `properties`
-        are application properties of its message of your own. The event's id."""
+                *, subject: str | None = None,
+                properties: Mapping[str, str | int] | None = None) -> str:
+        """Publish an event with the commit: `event` is its type (the `action` property and
+        CloudEvents type; the message's Subject unless `subject` is given) and `data` its body,
+        a JSON object or a pydantic model (by its aliases); or `event` is a pydantic model, its
+        type the model's class name. `properties` are application properties of its message of
+        your own. The event's id."""
         if isinstance(event, BaseModel):
             if data is not None:
                 raise TypeError("publish(model) takes its data from the model")
@@ -202,6 +214,8 @@ class Session:
             action = event
         if not action:
             raise ValueError("an event needs a type")
+        if subject is not None and (not isinstance(subject, str) or not subject):
+            raise ValueError("an event's subject is a non-empty string")
         body = (data.model_dump(mode="json", by_alias=True) if isinstance(data, BaseModel)
                 else json.loads(json.dumps(dict(data or {}))))
         reserved = sorted(set(body) & (_RESERVED | {f"{self.entity}Id"}))
@@ -212,7 +226,7 @@ class Session:
         if taken:
             raise ValueError(f"application properties {taken} are the outbox's: rename them")
         event_id = new_id()
-        self._events.append((event_id, action, body, own))
+        self._events.append(_Staged(event_id, action, body, own, subject))
         return event_id
 
     def claim(self, key: str, *, request: Mapping[str, Any] | str, answer: Any = None,
@@ -262,13 +276,13 @@ class Session:
                 if etag is not None:
                     self._sequences.put(key, (number, etag))
             return Committed(etags=etags[:len(operations)],
-                             events=[event_id for event_id, *_ in events])
+                             events=[event.event_id for event in events])
         raise PreconditionFailedError(
             f"the sequence of {self.entity} {self.session_id} kept moving: too many racing "
             "sessions; retry", aggregate_type=self.entity)
 
     def _batch(self, operations: list[BatchOperation],
-               events: list[tuple[str, str, dict[str, Any], dict[str, str | int]]],
+               events: list[_Staged],
                known: tuple[int, str] | None, claim: tuple[str, str, str, Any] | None,
                ) -> tuple[list[BatchOperation], int | None]:
         """The batch: your operations, then the sequence and the events, then the claim's
@@ -285,9 +299,8 @@ class Session:
             sequence = len(batch)
             batch.append(BatchOperation("replace", document, if_match=known[1]) if known
                          else BatchOperation("create", document))
-            for number, (event_id, action, body, own) in enumerate(events, start=start + 1):
-                batch.append(BatchOperation("create", self._event_document(
-                    event_id, action, body, own, number, now)))
+            for number, event in enumerate(events, start=start + 1):
+                batch.append(BatchOperation("create", self._event_document(event, number, now)))
         if claim is not None:
             record_key, printed, request, answer = claim
             batch.append(BatchOperation("create", {
@@ -299,17 +312,17 @@ class Session:
         self._check_limits(batch)
         return batch, sequence
 
-    def _event_document(self, event_id: str, action: str, body: dict[str, Any],
-                        own: dict[str, str | int], number: int, now: datetime
-                        ) -> dict[str, Any]:
-        data = {"id": event_id, f"{self.entity}Id": self.session_id, "version": number,
+    def _event_document(self, event: _Staged, number: int, now: datetime) -> dict[str, Any]:
+        data = {"id": event.event_id, f"{self.entity}Id": self.session_id, "version": number,
                 "createdAt": now.isoformat(), "traceparent": self.traceparent,
-                "action": action, **body}
-        document = {"id": event_id, "partitionKey": self.partition_key, "type": EVENT_TYPE,
-                    "aggregateType": self.entity, "source": self.source, "data": data,
-                    "ttl": self._event_ttl}
-        if own:
-            document["properties"] = own
+                "action": event.action, **event.body}
+        document = {"id": event.event_id, "partitionKey": self.partition_key,
+                    "type": EVENT_TYPE, "aggregateType": self.entity, "source": self.source,
+                    "data": data, "ttl": self._event_ttl}
+        if event.properties:
+            document["properties"] = event.properties
+        if event.subject is not None:
+            document["subject"] = event.subject
         return document
 
     @staticmethod

@@ -4,9 +4,11 @@ coroutine and runs it to its end in the caller's thread."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
 from typing import Any, cast
+
+from pydantic import BaseModel
 
 from cosmos_outbox import _service, _session, _unit_of_work
 from cosmos_outbox._aio import run_sync
@@ -165,33 +167,48 @@ class Session:
     def partition_key(self) -> str:
         return self.core.partition_key
 
-    def create(self, document: Any) -> None:
+    def create(self, document: Mapping[str, Any] | BaseModel) -> None:
+        """Create a document (the commit fails, AlreadyExistsError, if its id is taken)."""
         self.core.create(document)
 
-    def upsert(self, document: Any) -> None:
+    def upsert(self, document: Mapping[str, Any] | BaseModel) -> None:
+        """Create or replace a document."""
         self.core.upsert(document)
 
-    def replace(self, document: Any, *, if_match: str | None = None) -> None:
+    def replace(self, document: Mapping[str, Any] | BaseModel, *,
+                if_match: str | None = None) -> None:
+        """Replace a document if its etag is still `if_match` (else the whole batch fails)."""
         self.core.replace(document, if_match=if_match)
 
-    def patch(self, document_id: str, operations: Any, *, if_match: str | None = None) -> None:
+    def patch(self, document_id: str, operations: Sequence[Mapping[str, Any]], *,
+              if_match: str | None = None) -> None:
+        """Change parts of a document (Cosmos DB's patch operations)."""
         self.core.patch(document_id, operations, if_match=if_match)
 
     def delete(self, document_id: str, *, if_match: str | None = None) -> None:
+        """Delete a document (NotFoundError at the commit when missing)."""
         self.core.delete(document_id, if_match=if_match)
 
     def read(self, document_id: str) -> dict[str, Any] | None:
+        """A document of this partition as stored now (with its `_etag`), or None."""
         return cast(dict[str, Any] | None, self._run(self.core.read(document_id)))
 
-    def publish(self, event: Any, data: Any = None, *,
-                properties: Any = None) -> str:
-        return self.core.publish(event, data, properties=properties)
+    def publish(self, event: str | BaseModel, data: Mapping[str, Any] | BaseModel | None = None,
+                *, subject: str | None = None,
+                properties: Mapping[str, str | int] | None = None) -> str:
+        """Publish an event with the commit (`cosmos_outbox.aio.Session.publish`); its id."""
+        return self.core.publish(event, data, subject=subject, properties=properties)
 
-    def claim(self, key: str, *, request: Any, answer: Any = None, scope: str = "") -> None:
+    def claim(self, key: str, *, request: Mapping[str, Any] | str, answer: Any = None,
+              scope: str = "") -> None:
+        """Record this request's Idempotency-Key with the commit (`cosmos_outbox.aio.Session.
+        claim`)."""
         self.core.claim(key, request=request, answer=answer, scope=scope)
 
     def commit(self) -> _session.Committed:
+        """Write it all in one transactional batch (`cosmos_outbox.aio.Session.commit`)."""
         return cast(_session.Committed, self._run(self.core.commit()))
 
     def rollback(self) -> None:
+        """Forget what was staged and not committed."""
         self.core.rollback()

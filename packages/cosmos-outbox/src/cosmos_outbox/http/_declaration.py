@@ -8,7 +8,7 @@ fallback and the OpenAPI document read the declarations of the indexed functions
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -87,7 +87,7 @@ class Command:
     aggregate: type[Aggregate]
     verb: Literal["create", "change"]
     apply: Callable[..., object]
-    changes: Callable[[Any], Mapping[str, Any]] | None = None
+    changes: Callable[[Any], Mapping[str, Any] | Awaitable[Mapping[str, Any]]] | None = None
 
     @property
     def derived(self) -> bool:

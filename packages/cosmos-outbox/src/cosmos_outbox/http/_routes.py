@@ -36,7 +36,7 @@ aggregate's method; `cosmos_outbox.testing._checks` holds every declared command
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import azure.functions as func
@@ -118,7 +118,7 @@ class AggregateRoutes[A: Aggregate]:
         *,
         route: str,
         request: type[B],
-        build: Callable[[B], A],
+        build: Callable[[B], A | Awaitable[A]],
         summary: str,
         name: str | None = None,
         errors: tuple[int, ...] = CREATE_ERRORS,
@@ -180,7 +180,7 @@ class AggregateRoutes[A: Aggregate]:
         apply: Callable[..., object],
         summary: str,
         request: type[B] | None = None,
-        changes: Callable[[B], Mapping[str, Any]] | None = None,
+        changes: Callable[[B], Mapping[str, Any] | Awaitable[Mapping[str, Any]]] | None = None,
         status: int = 200,
         name: str | None = None,
         errors: tuple[int, ...] | None = None,

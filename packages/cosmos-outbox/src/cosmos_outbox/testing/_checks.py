@@ -24,12 +24,13 @@ Each raises AssertionError naming what is missing.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import json
 import re
 import types
 import typing
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -196,13 +197,34 @@ def check_openapi_events(document: Mapping[str, Any],
 
 
 def _commands(app: func.FunctionRegister
-              ) -> Iterator[tuple[str, Command, type[BaseModel] | None]]:
+              ) -> Iterator[tuple[str, Command, type[BaseModel] | None, bool]]:
+    """Each command of the route helper: its name, what it does, its request model, and whether
+    its function is an `async def` one (an `aio` outbox's: its callables may be async)."""
     from cosmos_outbox.testing._functions import _indexed
 
     for function in _indexed(app):
-        operation = operation_of(function.get_user_function())
+        user = function.get_user_function()
+        operation = operation_of(user)
         if operation is not None and operation.command is not None:
-            yield operation.name, operation.command, operation.request
+            yield (operation.name, operation.command, operation.request,
+                   inspect.iscoroutinefunction(user))
+
+
+def _run_sync(value: object) -> Any:
+    """What a sync route does with what a callable returned: an awaitable that needs no I/O is
+    awaited (SuspendedError if it waits on I/O)."""
+    return run_sync(resolved(value))
+
+
+def _run_async(value: object) -> Any:
+    """What an async route does: an awaitable is awaited, on an event loop of its own."""
+    if not inspect.isawaitable(value):
+        return value
+
+    async def awaited() -> Any:
+        return await value
+
+    return asyncio.run(awaited())
 
 
 def check_commands(app: func.FunctionRegister) -> None:
@@ -210,16 +232,17 @@ def check_commands(app: func.FunctionRegister) -> None:
 
     - each change route's request fields are keyword parameters of the aggregate method it
       calls (a field the method does not accept would be a 500);
-    - no callable is async (a sync route cannot await it);
+    - no callable of a sync route is a coroutine function (a sync route cannot await it; an
+      `aio` outbox's routes await theirs);
     - run on an example aggregate (the one its type's create route builds from an example
       body) with two example bodies: a create records an event, and a change that alters the
       aggregate's state records one too (else the write is refused: 500). A DomainError (a
       business rule refusing the example) is no failure."""
     commands = list(_commands(app))
     assert commands, "the app declares no route with the route helper (AggregateRoutes)"
-    for name, command, request in commands:
+    for name, command, request, asynchronous in commands:
         for fn in (command.apply, command.changes):
-            assert fn is None or not is_async(fn), (
+            assert asynchronous or fn is None or not is_async(fn), (
                 f"{name}: {name_of(fn)} is a coroutine function: the route helper calls it "
                 "synchronously")
         if command.verb != "change" or request is None or command.derived:
@@ -234,19 +257,22 @@ def check_commands(app: func.FunctionRegister) -> None:
         assert not refused, (
             f"{name}: {request.__name__} has fields {refused} that "
             f"{name_of(command.apply)} does not accept: a request sending them would fail (500)")
-    built = {command.aggregate: _created(name, command, request)
-             for name, command, request in commands if command.verb == "create"}
-    for name, command, request in commands:
+    built = {command.aggregate: _created(name, command, request,
+                                         _run_async if asynchronous else _run_sync)
+             for name, command, request, asynchronous in commands if command.verb == "create"}
+    for name, command, request, asynchronous in commands:
         aggregate = built.get(command.aggregate)
         if command.verb == "change" and aggregate is not None:
             for variant in (0, 1):
-                _check_change(name, command, request, aggregate, variant)
+                _check_change(name, command, request, aggregate, variant,
+                              _run_async if asynchronous else _run_sync)
 
 
-def _created(name: str, command: Command, request: type[BaseModel] | None) -> Aggregate:
+def _created(name: str, command: Command, request: type[BaseModel] | None,
+             run: Callable[[object], Any]) -> Aggregate:
     body = example(request) if request is not None else None
     try:
-        aggregate = command.apply(body)
+        aggregate = run(command.apply(body))
     except Exception as exc:
         raise AssertionError(f"{name}: building the {command.aggregate.aggregate_type} from an "
                              f"example body failed: {type(exc).__name__}: {exc}") from exc
@@ -261,16 +287,16 @@ def _created(name: str, command: Command, request: type[BaseModel] | None) -> Ag
 
 
 def _check_change(name: str, command: Command, request: type[BaseModel] | None,
-                  aggregate: Aggregate, variant: int) -> None:
+                  aggregate: Aggregate, variant: int, run: Callable[[object], Any]) -> None:
     target = aggregate.model_copy(deep=True)
     kwargs: Mapping[str, Any] = {}
     if request is not None:
         body = example(request, variant)
-        kwargs = command.changes(body) if command.changes is not None else {
+        kwargs = run(command.changes(body)) if command.changes is not None else {
             field: getattr(body, field) for field in body.model_fields_set}
     before = target.model_dump(mode="json")
     try:
-        run_sync(resolved(command.apply(target, **kwargs)))
+        run(command.apply(target, **kwargs))
     except DomainError:
         return
     except SuspendedError as exc:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from cosmos_outbox._documents import EVENT_TYPE, read_feed
-from cosmos_outbox._records import OutboxRecord
+from cosmos_outbox._records import OutboxRecord, to_message
 from cosmos_outbox._session import SEQUENCE_TYPE
 from cosmos_outbox.errors import (
     AlreadyExistsError,
@@ -59,7 +59,7 @@ class SessionContract:
         with world.session(partition, entity="customer") as session:
             session.create(_booking(partition))
             first = session.publish("BookingHeld", {"bookingId": "b1", "seats": 2})
-            second = session.publish("BookingNoted", {"note": "window"},
+            second = session.publish("BookingNoted", {"note": "window"}, subject="b1",
                                      properties={"channel": "web"})
             committed = session.commit()
         assert committed.events == [first, second] and len(committed.etags) == 1
@@ -72,8 +72,11 @@ class SessionContract:
         assert all(isinstance(r, OutboxRecord) for r in records)
         assert {(r.aggregate_type, r.aggregate_id, r.event_source) for r in records
                 if isinstance(r, OutboxRecord)} == {("customer", partition, "/customers")}
-        noted = records[1]
-        assert isinstance(noted, OutboxRecord) and noted.properties == {"channel": "web"}
+        held, noted = records
+        assert isinstance(held, OutboxRecord) and isinstance(noted, OutboxRecord)
+        assert noted.properties == {"channel": "web"}
+        assert (to_message(held).subject, to_message(noted).subject) == ("BookingHeld", "b1")
+        assert to_message(noted).application_properties["action"] == "BookingNoted"
         stored = world.documents(partition)
         if all("_lsn" in d for d in stored):  # one transaction: one change-feed position
             assert len({d["_lsn"] for d in stored}) == 1
