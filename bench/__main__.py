@@ -13,13 +13,16 @@ from typing import Any
 
 from bench import (
     api,
+    breakdown,
     claim_check,
     cold_start,
     cosmos_sdk,
     first_request,
     relay_cpu,
     relay_flow,
+    session,
     subscriber_catchup,
+    throughput,
 )
 from bench.stats import table
 from tools.stack import ROOT, Ports, Stack
@@ -59,6 +62,29 @@ def main() -> None:
               f"{keys['patch_keyed_to_plain_ratio']:.2f}x (the key's record is one more "
               f"create in the same batch; no extra round trip)")
 
+        print("\nTransactional session: a commit of one document and one event beside the "
+              "bare SDK's batch of the same two documents ...", flush=True)
+        with Stack(workdir=base / "session", ports=Ports.free(), with_servicebus=False,
+                   with_runner=False) as stack:
+            results["session"] = commits = session.measure(stack)
+        for flavour in ("sync", "aio"):
+            row = commits[flavour]
+            print(f"  {flavour}: session {row['session']['median_ms']:.2f} ms (p99 "
+                  f"{row['session']['p99_ms']:.1f}), SDK batch {row['floor']['median_ms']:.2f} "
+                  f"ms (p99 {row['floor']['p99_ms']:.1f}): {row['ratio']:.2f}x (aim 1.10)")
+
+        print("\nConcurrent clients: POST /api/contacts, the app sync and async, beside the "
+              "bare SDK's batch (threads, aio) ...", flush=True)
+        started = time.perf_counter()
+        results["throughput"] = concurrent = throughput.measure(base / "throughput")
+        for mode in ("api", "pipeline"):
+            print(f"  {mode}:\n" + throughput.markdown(concurrent[mode]))
+        print(f"  ({time.perf_counter() - started:.0f} s)")
+
+        print("\nWhere one request's time goes under make run's stack ...", flush=True)
+        results["breakdown"] = parts = breakdown.measure(base / "breakdown")
+        print(breakdown.markdown(parts))
+
         print("\nRelay CPU per event (parse, map, pack; no I/O) beside the SDK's floor ...",
               flush=True)
         results["relay_cpu"] = cpu = relay_cpu.measure()
@@ -68,6 +94,10 @@ def main() -> None:
               f"{cpu['add_only_us']:.1f}")
         print(f"  on ÷ floor {cpu['on_to_floor_ratio']:.2f}x (aim 1.2), off ÷ floor "
               f"{cpu['off_to_floor_ratio']:.2f}x, on ÷ off {cpu['on_to_off_ratio']:.2f}x")
+        print(f"  async (the app's relay): on {cpu['cpu_us_per_event_async_on']:.1f} us/event "
+              f"({cpu['async_on_to_floor_ratio']:.2f}x), off "
+              f"{cpu['cpu_us_per_event_async_off']:.1f} "
+              f"({cpu['async_off_to_floor_ratio']:.2f}x)")
 
         print("\nClaim check: relaying events of 1 MB (bodies to Azurite, claim checks to a "
               "256 KB topic) beside the bare SDK uploading the same bodies ...", flush=True)
@@ -144,6 +174,12 @@ def summary(results: dict[str, Any]) -> str:
         ("relay CPU/event, telemetry off (us)", cpu["cpu_us_per_event_off"],
          "SDK constructs + packs the message", cpu["floor_us_per_event"],
          cpu["off_to_floor_ratio"]),
+        ("async relay CPU/event, telemetry on (us)", cpu["cpu_us_per_event_async_on"],
+         "SDK constructs + packs the message", cpu["floor_us_per_event"],
+         cpu["async_on_to_floor_ratio"]),
+        ("async relay CPU/event, telemetry off (us)", cpu["cpu_us_per_event_async_off"],
+         "SDK constructs + packs the message", cpu["floor_us_per_event"],
+         cpu["async_off_to_floor_ratio"]),
         ("claim check, 1 MB events (ms per MB)", results["claim_check"]["relay_ms_per_mb"],
          "the SDK's upload_blob of the bodies", results["claim_check"]["floor_ms_per_mb"],
          results["claim_check"]["wall_ratio"]),
@@ -156,6 +192,19 @@ def summary(results: dict[str, Any]) -> str:
         ("host start to first 201 (s)", first["app_first_201_s"],
          "bare azure.functions app", first["bare_first_201_s"], first["app_to_bare_ratio"]),
     ]
+    for flavour in ("sync", "aio"):
+        row = results["session"][flavour]
+        rows.append((f"session commit, {flavour} (median ms)", row["session"]["median_ms"],
+                     "SDK batch of the same 2 documents", row["floor"]["median_ms"],
+                     row["ratio"]))
+    for mode in ("api", "pipeline"):
+        run = results["throughput"][mode]
+        for n in run["clients"]:
+            for variant in ("app_async", "app_sync"):
+                rows.append((f"{mode}: {variant}, {n} clients (req/s)",
+                             run["cells"][variant][n]["per_s"], f"SDK aio batch, {n} clients",
+                             run["cells"]["sdk_aio"][n]["per_s"],
+                             run["ratio_to_sdk_aio"][variant][n]))
     one = scaling["runs"][1]["relay_events_per_s"]
     for n, run in scaling["runs"].items():
         if n != 1:

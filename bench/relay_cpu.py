@@ -19,14 +19,17 @@ once into the batch).
 
 `measure()` runs the relay with telemetry on (the OpenTelemetry SDK with an in-memory metric
 reader and a batch span processor, as a configured worker has), with telemetry off (the API's
-no-op providers), and the floors in alternating rounds in one process, in CPU time (the
-process's). Each figure is the best of its rounds (other processes on the same cores only ever
-add to a round's time, as `timeit` reasons) and the ratios are of the best figures; the medians
-of the rounds are kept in the result too.
+no-op providers), each as the sync API runs it (its coroutine to its end in this thread) and as
+the async API does (awaited on an event loop, over an async publisher: the Contacts app's), and
+the floors in alternating rounds in one process, in CPU time (the process's). Each figure is
+the best of its rounds (other processes on the same cores only ever add to a round's time, as
+`timeit` reasons) and the ratios are of the best figures; the medians of the rounds are kept in
+the result too.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import secrets
 import statistics
@@ -45,7 +48,7 @@ from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._records import OutboxRecord, Unreadable, to_message
 from cosmos_outbox._relay.relay import Relay
 from cosmos_outbox._relay.telemetry import RelayTelemetry
-from cosmos_outbox.ports import MessageBatch, MessagePublisher
+from cosmos_outbox.ports import AsyncMessagePublisher, MessageBatch, MessagePublisher
 from cosmos_outbox.servicebus._messages import (
     ServiceBusBatch,
     application_properties,
@@ -71,6 +74,22 @@ class NoSendPublisher(MessagePublisher):
         assert isinstance(batch, ServiceBusBatch)
         self.sent.append(batch.batch)
         del self.sent[:-1]  # the last one, for the size check
+
+
+class AsyncNoSendPublisher(AsyncMessagePublisher):
+    """`NoSendPublisher`, async: the async relay's port (its batch is the SDK's, as the `aio`
+    sender makes it)."""
+
+    def __init__(self) -> None:
+        self.sent: list[ServiceBusMessageBatch] = []
+
+    async def create_batch(self) -> MessageBatch:
+        return ServiceBusBatch(ServiceBusMessageBatch(max_size_in_bytes=BATCH_BYTES))
+
+    async def send(self, batch: MessageBatch) -> None:
+        assert isinstance(batch, ServiceBusBatch)
+        self.sent.append(batch.batch)
+        del self.sent[:-1]
 
 
 class NoQuarantine(Quarantine):
@@ -171,14 +190,23 @@ def measure(rounds: int = 9, invocations: int = 30) -> dict[str, Any]:
             batch.add_message(message)
         floor_batches[:] = [batch]
 
+    loop = asyncio.new_event_loop()
     with telemetry_on() as on:
-        publisher_on, publisher_off = NoSendPublisher(), NoSendPublisher()
-        relay_on = Relay(publisher_on, NoQuarantine(), on)
-        relay_off = Relay(publisher_off, NoQuarantine(), telemetry_off())
+        publishers: dict[str, NoSendPublisher | AsyncNoSendPublisher] = {
+            "relay_on": NoSendPublisher(), "relay_off": NoSendPublisher(),
+            "relay_async_on": AsyncNoSendPublisher(), "relay_async_off": AsyncNoSendPublisher()}
+        relays = {name: Relay(publisher, NoQuarantine(),
+                              on if name.endswith("_on") else telemetry_off())
+                  for name, publisher in publishers.items()}
         variants: dict[str, Callable[[], object]] = {
             # as the sync API runs the relay: its coroutine to its end in this thread
-            "relay_on": lambda: run_sync(relay_on.relay(read_feed(docs))),
-            "relay_off": lambda: run_sync(relay_off.relay(read_feed(docs))),
+            "relay_on": lambda: run_sync(relays["relay_on"].relay(read_feed(docs))),
+            "relay_off": lambda: run_sync(relays["relay_off"].relay(read_feed(docs))),
+            # as the async API runs it: awaited on an event loop, over an async publisher
+            "relay_async_on": lambda: loop.run_until_complete(
+                relays["relay_async_on"].relay(read_feed(docs))),
+            "relay_async_off": lambda: loop.run_until_complete(
+                relays["relay_async_off"].relay(read_feed(docs))),
             "floor_servicebus_message": floor_servicebus_message,
             "floor_amqp_message": floor_amqp_message,
             "add_only": add_only,
@@ -186,8 +214,7 @@ def measure(rounds: int = 9, invocations: int = 30) -> dict[str, Any]:
         sizes = {}
         for name, fn in variants.items():  # warm up, and check the bytes are the same
             fn()
-            [batch] = publisher_on.sent if name == "relay_on" else (
-                publisher_off.sent if name == "relay_off" else floor_batches)
+            [batch] = publishers[name].sent if name in publishers else floor_batches
             assert len(batch) == EVENTS_PER_INVOCATION, name
             sizes[name] = batch.size_in_bytes
         assert len(set(sizes.values())) == 1, f"the batches differ: {sizes}"
@@ -195,6 +222,7 @@ def measure(rounds: int = 9, invocations: int = 30) -> dict[str, Any]:
         for _ in range(rounds):
             for name, fn in variants.items():
                 samples[name].append(_cpu_us_per_event(fn, invocations))
+    loop.close()
     best = {name: min(values) for name, values in samples.items()}
     medians = {name: statistics.median(values) for name, values in samples.items()}
     floor_kind = min(("floor_servicebus_message", "floor_amqp_message"), key=best.__getitem__)
@@ -210,6 +238,10 @@ def measure(rounds: int = 9, invocations: int = 30) -> dict[str, Any]:
         "on_to_floor_ratio": best["relay_on"] / floor,
         "off_to_floor_ratio": best["relay_off"] / floor,
         "on_to_off_ratio": best["relay_on"] / best["relay_off"],
+        "cpu_us_per_event_async_on": best["relay_async_on"],
+        "cpu_us_per_event_async_off": best["relay_async_off"],
+        "async_on_to_floor_ratio": best["relay_async_on"] / floor,
+        "async_off_to_floor_ratio": best["relay_async_off"] / floor,
         "medians_us": medians,
         "batch_bytes": sizes["relay_on"],
         "rounds": rounds,

@@ -1,0 +1,236 @@
+"""Where one sequential request's time goes under `make run`: `POST /api/contacts` and
+`GET /api/contacts/{id}` through the local Functions host, cut into the host, the worker, the
+app and our library, the SDK, and the endpoint.
+
+The stack is `make run`'s (Cosmos DB with its state kept in a file, Service Bus, Azurite, the
+subscriber app projecting every event, telemetry exported to files, the relay polling every
+second), on free ports; the Contacts app runs in both its shapes, each in a host of its own on
+a container of its own (bench/throughput.py). One client (this process) sends one request
+after another, each kind of request through each part in turn (so that the pipeline's work
+behind the writes falls on every part alike), each part timed on its own:
+
+- `sdk`: the bare SDK (`azure.cosmos.aio`) doing what the request does, on a container of its
+  own: the 2-document transactional batch, or the point read; its wall time and its CPU time
+  (this process's, one request at a time: the SDK's own work; the rest of its wall time is the
+  wire and the endpoint);
+- `function`: the app's function called in this process (`FunctionClient`'s way: the request
+  object made here, no host, no worker), on the app's own services (the same SDK clients, the
+  same container) -- its wall time beyond `sdk` is the app and our library;
+- `host`: the request through the host, as the host logs it (`ms=`: from its head received to
+  its answer written, the worker's invocation inside) -- beyond `function` is the worker: the
+  Functions RPC messages both ways and the worker's runtime around the function;
+- `http`: the client's wall time -- beyond `host` is the HTTP server of the host and the wire.
+
+Medians of each (the parts are differences of medians: the figures of a typical request).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import statistics
+import time
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from bench import throughput
+from bench.stats import percentile
+from cosmos_outbox.cosmos._client import async_cosmos_client, cosmos_client
+from cosmos_outbox.testing import FunctionClient
+from cosmos_outbox.testing.contracts import EventLoop
+from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
+from tools.httpclient import Client
+from tools.stack import Ports, Stack
+
+_HOST_LINE = re.compile(r"http request method=(\S+) path=\S+ function=(\S+) status=\d+ "
+                        r"ms=([0-9.]+)")
+KINDS = ("POST", "GET")
+
+
+def _host_ms(log: Path, offset: int, function: str) -> list[float]:
+    """The host's own times (ms) of `function`'s requests logged after `offset` bytes."""
+    with log.open("rb") as f:
+        f.seek(offset)
+        text = f.read().decode(errors="replace")
+    return [float(m.group(3)) for m in _HOST_LINE.finditer(text) if m.group(2) == function]
+
+
+def _timed(samples: dict[str, list[float]], key: str, call: Callable[[], object]) -> None:
+    wall, cpu = time.perf_counter(), time.process_time()
+    call()
+    samples.setdefault(f"{key}_cpu", []).append((time.process_time() - cpu) * 1000)
+    samples.setdefault(f"{key}_wall", []).append((time.perf_counter() - wall) * 1000)
+
+
+def measure(workdir: Path, *, n: int = 300) -> dict[str, Any]:
+    """Each part of a POST and a GET, for the async app and its sync shape, on `make run`'s
+    stack: `n` requests of each kind through each part, taking turns one request at a time (so
+    that the pipeline's work behind the writes falls on every part alike)."""
+    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
+    samples: dict[str, dict[str, list[float]]] = {
+        f"{shape} {kind}": {} for shape in ("async", "sync") for kind in KINDS}
+    with Stack(workdir=workdir, ports=Ports.free(), with_runner=False, with_azurite=True,
+               with_subscriber=True, state_dir=workdir / "state",
+               settings_overrides={OTEL_ENV_VAR: str(workdir / "otel")}) as stack:
+        setup = throughput._start(stack, workdir, relay=True)
+        assert stack.cosmos is not None
+        values = stack.settings()
+        saved = dict(os.environ)
+        loop = EventLoop()
+        try:
+            # The app's functions in this process, with its host's settings, each shape on
+            # its own container (the app builds its services from them on first use: here).
+            from entrypoints.bootstrap import bootstrap
+
+            os.environ.update(values)
+            apps = {"async": FunctionClient(bootstrap())}
+            apps["async"].call("health", "GET", "health")
+            os.environ["COSMOS_CONTAINER"] = "contacts-sync"
+            apps["sync"] = FunctionClient(bootstrap(asynchronous=False))
+            apps["sync"].call("health", "GET", "health")
+            clients = {shape: Client(setup.hosts[f"app_{shape}"].url) for shape in apps}
+            logs = {"async": stack.log_path("runner"), "sync": stack.log_path("runner-sync")}
+            targets = {shape: clients[shape].request("POST", "/contacts",
+                                                     json_body=throughput.BODY).json()["id"]
+                       for shape in clients}
+            closing: list[Callable[[], object]] = []
+            calls = {shape: _calls(shape, stack.cosmos.connection_string, values, setup,
+                                   apps[shape], clients[shape], targets[shape], loop, closing)
+                     for shape in apps}
+            for shape_calls in calls.values():  # everything built, connected and warm
+                for call in shape_calls.values():
+                    for _ in range(10):
+                        call()
+            offsets = {shape: logs[shape].stat().st_size for shape in logs}
+            for _ in range(n):
+                for shape, shape_calls in calls.items():
+                    for (kind, part), call in shape_calls.items():
+                        _timed(samples[f"{shape} {kind}"], part, call)
+            time.sleep(0.5)  # the host's last lines written
+            for shape in logs:
+                for kind, function in (("POST", "create_contact"), ("GET", "get_contact")):
+                    samples[f"{shape} {kind}"]["host_wall"] = _host_ms(
+                        logs[shape], offsets[shape], function)
+            for client in clients.values():
+                client.close()
+            for app in apps.values():
+                app.close()
+            for close in closing:
+                close()
+        finally:
+            loop.close()
+            os.environ.clear()
+            os.environ.update(saved)
+    return {name: parts(s) for name, s in samples.items()} | {"n": n}
+
+
+def _calls(shape: str, connection: str, values: dict[str, str], setup: Any,
+           app: FunctionClient, client: Client, target: str, loop: EventLoop,
+           closing: list[Callable[[], object]]) -> dict[tuple[str, str], Callable[[], object]]:
+    """One request of each kind through each part, for one shape of the app. The floor is the
+    SDK the shape runs on: its `aio` client on an event loop of its own (as `FunctionClient`
+    runs the async app's functions: the hand-over to the loop is in both), or its sync client
+    in this thread; its batches on a container of its own (nothing relays them), its point
+    reads of the app's contact. Its clients are built as the app builds its own (the same
+    options: `cosmos_outbox.cosmos`), so the SDK's part is the SDK as the app runs it."""
+    template = throughput._contact_documents()
+    database, contacts = values["COSMOS_DATABASE"], (
+        values["COSMOS_CONTAINER"] if shape == "async" else "contacts-sync")
+
+    def batch() -> tuple[str, list[Any]]:
+        return throughput._batch(template)
+
+    if shape == "async":
+        async def connect() -> Any:
+            return async_cosmos_client(connection_string=connection, verify_tls=False)
+
+        aio = loop.run(connect())
+        closing.append(lambda: loop.run(aio.close()))
+        floor = aio.get_database_client(database).get_container_client(setup.sdk_container)
+        own = aio.get_database_client(database).get_container_client(contacts)
+
+        async def write() -> None:
+            key, operations = batch()
+            await floor.execute_item_batch(batch_operations=operations, partition_key=key)
+
+        def sdk_post() -> None:
+            loop.run(write())
+
+        def sdk_get() -> None:
+            loop.run(own.read_item(target, partition_key=target))
+    else:
+        sync = cosmos_client(connection_string=connection, verify_tls=False)
+        sync_floor = sync.get_database_client(database).get_container_client(setup.sdk_container)
+        sync_own = sync.get_database_client(database).get_container_client(contacts)
+
+        def sdk_post() -> None:
+            key, operations = batch()
+            sync_floor.execute_item_batch(batch_operations=operations, partition_key=key)
+
+        def sdk_get() -> None:
+            sync_own.read_item(target, partition_key=target)
+
+    def function_post() -> None:
+        assert app.call("create_contact", "POST", "contacts",
+                        body=throughput.BODY).status_code == 201
+
+    def function_get() -> None:
+        assert app.call("get_contact", "GET", f"contacts/{target}",
+                        route_params={"id": target}).status_code == 200
+
+    def http_post() -> None:
+        assert client.request("POST", "/contacts", json_body=throughput.BODY).status == 201
+
+    def http_get() -> None:
+        assert client.request("GET", f"/contacts/{target}").status == 200
+
+    return {("POST", "sdk"): sdk_post, ("POST", "function"): function_post,
+            ("POST", "http"): http_post, ("GET", "sdk"): sdk_get,
+            ("GET", "function"): function_get, ("GET", "http"): http_get}
+
+
+def parts(samples: dict[str, list[float]]) -> dict[str, float]:
+    """The medians, and each part as the difference of two medians."""
+    m = {key: statistics.median(values) for key, values in samples.items() if values}
+    return {
+        "total_ms": m["http_wall"],
+        "p99_ms": percentile(samples["http_wall"], 99),
+        "http_server_and_wire_ms": m["http_wall"] - m["host_wall"],
+        "worker_ms": m["host_wall"] - m["function_wall"],
+        "app_and_library_ms": m["function_wall"] - m["sdk_wall"],
+        "app_and_library_cpu_ms": m["function_cpu"] - m["sdk_cpu"],
+        "sdk_cpu_ms": m["sdk_cpu"],
+        "endpoint_and_wire_ms": m["sdk_wall"] - m["sdk_cpu"],
+        "function_ms": m["function_wall"],
+        "sdk_ms": m["sdk_wall"],
+    }
+
+
+ROWS = (("http_server_and_wire_ms", "the host's HTTP server and the wire (client to host)"),
+        ("worker_ms", "the worker: RPC messages both ways, its runtime around the function"),
+        ("app_and_library_ms", "the app and cosmos-outbox (in the function, beyond the SDK)"),
+        ("sdk_cpu_ms", "the SDK (its CPU time)"),
+        ("endpoint_and_wire_ms", "the endpoint and the wire (the SDK's wall time beyond its CPU)"),
+        ("total_ms", "total, as the client sees it (median)"))
+
+
+def markdown(result: dict[str, Any]) -> str:
+    names = ("async POST", "sync POST", "async GET", "sync GET")
+    lines = ["| part | " + " | ".join(f"{n.split()[1]}, {n.split()[0]} app" for n in names)
+             + " |", "|---|" + "---|" * len(names)]
+    for key, label in ROWS:
+        lines.append(f"| {label} | " + " | ".join(f"{result[n][key]:.2f}" for n in names)
+                     + " |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        found = measure(Path(tmp))
+        print(markdown(found))
+        print(json.dumps(found, indent=1))

@@ -1,0 +1,153 @@
+"""The transactional session against its floor: a commit of one document of the app's own and
+one published event (`Outbox.session`, sync; `cosmos_outbox.aio.Outbox.session`) beside the bare
+SDK's transactional batch of the same two documents, on the same Cosmos DB endpoint, one at a
+time, calls alternated (so both see the same machine).
+
+Each commit is on a partition of its own (a new customer, as a create is): the session's batch
+creates the document, the event and the session's sequence document (the third operation of
+its one round trip). The floor's batch writes the two documents the session wrote, as it wrote
+them (new ids each time); its clients are the session's own (`cosmos_outbox.cosmos`' options),
+so the ratio is what the session adds: staging, the event document, the sequence, the batch's
+limits checked, the answer read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from bench.stats import percentile
+from cosmos_outbox import Outbox, Services
+from cosmos_outbox.aio import Outbox as AsyncOutbox
+from cosmos_outbox.cosmos import AsyncCosmosDocumentStore, CosmosDocumentStore
+from cosmos_outbox.cosmos._client import async_cosmos_client, cosmos_client
+from cosmos_outbox.ports import MessagePublisher
+from tools.provision import create_contacts_container
+from tools.stack import Stack
+
+CONTAINER = "session-bench"
+
+
+def _no_publisher() -> MessagePublisher:
+    raise AssertionError("the benchmark relays nothing")
+
+
+def _booking(customer: str) -> dict[str, Any]:
+    return {"id": f"booking-{uuid.uuid4()}", "partitionKey": customer, "type": "booking",
+            "seats": 2, "show": "Hamlet", "customer": customer}
+
+
+def _services(store: Any) -> Services:
+    return Services(store=store, publisher=_no_publisher, token_secret=secrets.token_hex(16))
+
+
+def _floor_batch(written: list[dict[str, Any]]) -> Callable[[], tuple[str, list[Any]]]:
+    """The session's document and event as it wrote them, with new ids and partition."""
+    booking, event = ({k: v for k, v in d.items() if not k.startswith("_")} for d in written)
+
+    def batch() -> tuple[str, list[Any]]:
+        customer = f"customer-{uuid.uuid4()}"
+        return customer, [
+            ("create", ({**booking, "id": f"booking-{uuid.uuid4()}", "partitionKey": customer},)),
+            ("create", ({**event, "id": str(uuid.uuid4()), "partitionKey": customer,
+                         "aggregateId": customer},))]
+
+    return batch
+
+
+def _alternated(session: Callable[[], None], floor: Callable[[], None], n: int,
+                warmup: int = 20) -> tuple[list[float], list[float]]:
+    for _ in range(warmup):
+        session()
+        floor()
+    samples: tuple[list[float], list[float]] = ([], [])
+    for _ in range(n):
+        for fn, out in ((session, samples[0]), (floor, samples[1])):
+            start = time.perf_counter()
+            fn()
+            out.append((time.perf_counter() - start) * 1000)
+    return samples
+
+
+def _row(samples: list[float]) -> dict[str, float]:
+    return {"n": len(samples), "median_ms": statistics.median(samples),
+            "p99_ms": percentile(samples, 99)}
+
+
+def measure(stack: Stack, *, n: int = 300) -> dict[str, Any]:
+    """Session commit and floor batch, sync then aio: medians, p99s and the ratios."""
+    assert stack.cosmos is not None
+    connection, verify = stack.cosmos.connection_string, stack.cosmos.verify_tls
+    database = stack.settings()["COSMOS_DATABASE"]
+    sync_client = cosmos_client(connection_string=connection, verify_tls=verify)
+    container = create_contacts_container(sync_client.get_database_client(database), CONTAINER)
+    results: dict[str, Any] = {}
+
+    # -- sync: the session as the sync API runs it, the floor on the sync client
+    outbox = Outbox((), services=lambda: _services(CosmosDocumentStore(container)))
+
+    def written_by(customer: str) -> list[dict[str, Any]]:
+        found = list(container.query_items("SELECT * FROM c WHERE c.type != 'outboxSequence'",
+                                           partition_key=customer))
+        return sorted(found, key=lambda d: d["type"] != "booking")
+
+    def sync_session() -> None:
+        customer = f"customer-{uuid.uuid4()}"
+        with outbox.session(customer, entity="booking") as session:
+            booking = _booking(customer)
+            session.create(booking)
+            session.publish("BookingConfirmed", {"reference": booking["id"], "seats": 2})
+            session.commit()
+
+    first = f"customer-{uuid.uuid4()}"
+    with outbox.session(first, entity="booking") as session:
+        session.create(_booking(first))
+        session.publish("BookingConfirmed", {"reference": "b", "seats": 2})
+        session.commit()
+    batch = _floor_batch(written_by(first))
+
+    def sync_floor() -> None:
+        customer, operations = batch()
+        container.execute_item_batch(batch_operations=operations, partition_key=customer)
+
+    plain, floor = _alternated(sync_session, sync_floor, n)
+    results["sync"] = {"session": _row(plain), "floor": _row(floor)}
+
+    # -- aio: the session awaited on an event loop, the floor on the aio client
+    loop = asyncio.new_event_loop()
+
+    async def connect() -> Any:
+        return async_cosmos_client(connection_string=connection, verify_tls=verify)
+
+    aio = loop.run_until_complete(connect())
+    aio_container = aio.get_database_client(database).get_container_client(CONTAINER)
+    aio_outbox = AsyncOutbox((), services=lambda: _services(
+        AsyncCosmosDocumentStore(aio_container)))
+
+    async def commit() -> None:
+        customer = f"customer-{uuid.uuid4()}"
+        async with aio_outbox.session(customer, entity="booking") as session:
+            booking = _booking(customer)
+            session.create(booking)
+            session.publish("BookingConfirmed", {"reference": booking["id"], "seats": 2})
+            await session.commit()
+
+    async def floor_batch() -> None:
+        customer, operations = batch()
+        await aio_container.execute_item_batch(batch_operations=operations,
+                                               partition_key=customer)
+
+    plain, floor = _alternated(lambda: loop.run_until_complete(commit()),
+                               lambda: loop.run_until_complete(floor_batch()), n)
+    results["aio"] = {"session": _row(plain), "floor": _row(floor)}
+    loop.run_until_complete(aio.close())
+    loop.close()
+    for flavour in ("sync", "aio"):
+        r = results[flavour]
+        r["ratio"] = r["session"]["median_ms"] / r["floor"]["median_ms"]
+    return results
