@@ -7,6 +7,7 @@ cannot drift.
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Annotated, Any
 
@@ -29,9 +30,13 @@ from cosmos_outbox import Text
 _TEXT_RULES = Text(max_length=254, required=False)
 
 
+@functools.lru_cache(maxsize=4096)
 def _check_email(value: str) -> str:
     """RFC 5321 addresses only: ASCII, no display name, no quoted local part, no IP literal;
-    checked by email-validator (through pydantic), the domain lowercased."""
+    checked by email-validator (through pydantic), the domain lowercased. A pure function of
+    the value, kept for the last addresses checked: a create checks its address in the request
+    body and again in the contact it makes (email-validator is a third of the app's own time in
+    a request: docs/benchmarks.md); a refused value is checked again each time."""
     value = _TEXT_RULES(value)  # ValueError naming the rule; trimmed
     if not value.isascii():
         raise ValueError(
