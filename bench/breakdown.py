@@ -94,7 +94,7 @@ def measure(workdir: Path, *, n: int = 300) -> dict[str, Any]:
             clients = {shape: Client(setup.hosts[f"app_{shape}"].url) for shape in apps}
             logs = {"async": stack.log_path("runner"), "sync": stack.log_path("runner-sync")}
             targets = {shape: clients[shape].request("POST", "/contacts",
-                                                     json_body=throughput.BODY).json()["id"]
+                                                     json_body=throughput.new_body()).json()["id"]
                        for shape in clients}
             closing: list[Callable[[], object]] = []
             calls = {shape: _calls(shape, stack.cosmos.connection_string, values, setup,
@@ -175,14 +175,15 @@ def _calls(shape: str, connection: str, values: dict[str, str], setup: Any,
 
     def function_post() -> None:
         assert app.call("create_contact", "POST", "contacts",
-                        body=throughput.BODY).status_code == 201
+                        body=throughput.new_body()).status_code == 201
 
     def function_get() -> None:
         assert app.call("get_contact", "GET", f"contacts/{target}",
                         route_params={"id": target}).status_code == 200
 
     def http_post() -> None:
-        assert client.request("POST", "/contacts", json_body=throughput.BODY).status == 201
+        assert client.request("POST", "/contacts",
+                              json_body=throughput.new_body()).status == 201
 
     def http_get() -> None:
         assert client.request("GET", f"/contacts/{target}").status == 200

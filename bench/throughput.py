@@ -34,7 +34,9 @@ host, its worker and the Cosmos DB endpoint, so what bounds a cell can be read o
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
+import logging
 import os
 import shutil
 import time
@@ -74,6 +76,13 @@ from entrypoints.bootstrap import bootstrap
 app = bootstrap(asynchronous=False)
 '''
 RELAY_OFF = {"AzureWebJobs.relay_events.Disabled": "true"}
+_NEXT = itertools.count()
+
+
+def new_body() -> dict[str, str]:
+    """`BODY` with an address of its own: every request's address is checked anew, as a
+    client's would be (the app keeps the addresses it last checked)."""
+    return {**BODY, "email": f"ada.{next(_NEXT)}@example.com"}
 
 
 @dataclass
@@ -217,7 +226,6 @@ def _drive_threads(send: Callable[[], bool], clients: int, seconds: float,
 
 
 async def _http_cell(url: str, clients: int, seconds: float, parts: dict[str, int]) -> Cell:
-    body = json.dumps(BODY).encode()
     headers = {"content-type": "application/json"}
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
     async with aiohttp.ClientSession(connector=connector) as session:
@@ -225,7 +233,8 @@ async def _http_cell(url: str, clients: int, seconds: float, parts: dict[str, in
 
         async def send() -> bool:
             try:
-                async with session.post(target, data=body, headers=headers) as reply:
+                async with session.post(target, data=json.dumps(new_body()).encode(),
+                                        headers=headers) as reply:
                     await reply.read()
                     return reply.status == 201
             except aiohttp.ClientError:
@@ -251,6 +260,8 @@ async def _sdk_aio_cell(connection: str, verify: bool, database: str, container:
 
 def _sdk_threads_cell(proxy: ContainerProxy, clients: int, seconds: float,
                       parts: dict[str, int]) -> Cell:
+    # More threads than the SDK's connection pool (10): urllib3 says so for each request.
+    logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     template = _contact_documents()
 
     def send() -> bool:
@@ -301,7 +312,7 @@ def _start(stack: Stack, workdir: Path, *, relay: bool) -> _Setup:
 def _until_created(url: str, timeout: float = 60.0) -> None:
     async def once() -> int:
         async with aiohttp.ClientSession() as session, session.post(
-                f"{url}/contacts", json=BODY) as reply:
+                f"{url}/contacts", json=new_body()) as reply:
             return reply.status
 
     deadline = time.monotonic() + timeout
