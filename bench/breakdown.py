@@ -13,9 +13,9 @@ behind the writes falls on every part alike), each part timed on its own:
   own: the 2-document transactional batch, or the point read; its wall time and its CPU time
   (this process's, one request at a time: the SDK's own work; the rest of its wall time is the
   wire and the endpoint);
-- `function`: the app's function called in this process (`FunctionClient`'s way: the request
-  object made here, no host, no worker), on the app's own services (the same SDK clients, the
-  same container) -- its wall time beyond `sdk` is the app and our library;
+- `function`: the app's function called in this process (the request object made here, no host,
+  no worker), on the same SDK client as `sdk`, on the app's container -- its wall time beyond
+  `sdk` is the app and our library;
 - `host`: the request through the host, as the host logs it (`ms=`: from its head received to
   its answer written, the worker's invocation inside) -- beyond `function` is the worker: the
   Functions RPC messages both ways and the worker's runtime around the function;
@@ -29,17 +29,23 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import statistics
 import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
+
+import azure.functions as func
 
 from bench import throughput
 from bench.stats import percentile
+from cosmos_outbox import Services
+from cosmos_outbox.cosmos import AsyncCosmosDocumentStore, CosmosDocumentStore
 from cosmos_outbox.cosmos._client import async_cosmos_client, cosmos_client
-from cosmos_outbox.testing import FunctionClient
+from cosmos_outbox.ports import MessagePublisher
+from cosmos_outbox.testing import InvocationContext
 from cosmos_outbox.testing.contracts import EventLoop
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from tools.httpclient import Client
@@ -81,25 +87,18 @@ def measure(workdir: Path, *, n: int = 300) -> dict[str, Any]:
         saved = dict(os.environ)
         loop = EventLoop()
         try:
-            # The app's functions in this process, with its host's settings, each shape on
-            # its own container (the app builds its services from them on first use: here).
-            from entrypoints.bootstrap import bootstrap
-
+            # The app's trigger settings are read when it is indexed (here, for each shape).
             os.environ.update(values)
-            apps = {"async": FunctionClient(bootstrap())}
-            apps["async"].call("health", "GET", "health")
-            os.environ["COSMOS_CONTAINER"] = "contacts-sync"
-            apps["sync"] = FunctionClient(bootstrap(asynchronous=False))
-            apps["sync"].call("health", "GET", "health")
-            clients = {shape: Client(setup.hosts[f"app_{shape}"].url) for shape in apps}
+            shapes = ("async", "sync")
+            clients = {shape: Client(setup.hosts[f"app_{shape}"].url) for shape in shapes}
             logs = {"async": stack.log_path("runner"), "sync": stack.log_path("runner-sync")}
             targets = {shape: clients[shape].request("POST", "/contacts",
                                                      json_body=throughput.new_body()).json()["id"]
                        for shape in clients}
             closing: list[Callable[[], object]] = []
             calls = {shape: _calls(shape, stack.cosmos.connection_string, values, setup,
-                                   apps[shape], clients[shape], targets[shape], loop, closing)
-                     for shape in apps}
+                                   clients[shape], targets[shape], loop, closing)
+                     for shape in shapes}
             for shape_calls in calls.values():  # everything built, connected and warm
                 for call in shape_calls.values():
                     for _ in range(10):
@@ -116,8 +115,6 @@ def measure(workdir: Path, *, n: int = 300) -> dict[str, Any]:
                         logs[shape], offsets[shape], function)
             for client in clients.values():
                 client.close()
-            for app in apps.values():
-                app.close()
             for close in closing:
                 close()
         finally:
@@ -127,21 +124,28 @@ def measure(workdir: Path, *, n: int = 300) -> dict[str, Any]:
     return {name: parts(s) for name, s in samples.items()} | {"n": n}
 
 
-def _calls(shape: str, connection: str, values: dict[str, str], setup: Any,
-           app: FunctionClient, client: Client, target: str, loop: EventLoop,
-           closing: list[Callable[[], object]]) -> dict[tuple[str, str], Callable[[], object]]:
+def _calls(shape: str, connection: str, values: dict[str, str], setup: Any, client: Client,
+           target: str, loop: EventLoop, closing: list[Callable[[], object]]
+           ) -> dict[tuple[str, str], Callable[[], object]]:
     """One request of each kind through each part, for one shape of the app. The floor is the
-    SDK the shape runs on: its `aio` client on an event loop of its own (as `FunctionClient`
-    runs the async app's functions: the hand-over to the loop is in both), or its sync client
-    in this thread; its batches on a container of its own (nothing relays them), its point
-    reads of the app's contact. Its clients are built as the app builds its own (the same
-    options: `cosmos_outbox.cosmos`), so the SDK's part is the SDK as the app runs it."""
+    SDK the shape runs on: its `aio` client on an event loop of its own, or its sync client in
+    this thread; its batches on a container of its own (nothing relays them), its point reads
+    of the app's contact. Its clients are built as the app builds its own (the same options:
+    `cosmos_outbox.cosmos`), and the app called in this process runs on the same client, on the
+    same loop (the hand-over to the loop is in both), so the SDK's part is the SDK as the app
+    runs it and the app's part is the app alone."""
+    from entrypoints.bootstrap import bootstrap
+
     template = throughput._contact_documents()
     database, contacts = values["COSMOS_DATABASE"], (
         values["COSMOS_CONTAINER"] if shape == "async" else "contacts-sync")
 
     def batch() -> tuple[str, list[Any]]:
         return throughput._batch(template)
+
+    def services(store: Any) -> Services:
+        return Services(store=store, publisher=_no_publisher,
+                        token_secret=secrets.token_hex(16))
 
     if shape == "async":
         async def connect() -> Any:
@@ -151,6 +155,8 @@ def _calls(shape: str, connection: str, values: dict[str, str], setup: Any,
         closing.append(lambda: loop.run(aio.close()))
         floor = aio.get_database_client(database).get_container_client(setup.sdk_container)
         own = aio.get_database_client(database).get_container_client(contacts)
+        on_aio = services(AsyncCosmosDocumentStore(own))
+        app = _functions(bootstrap(lambda: on_aio))
 
         async def write() -> None:
             key, operations = batch()
@@ -161,10 +167,16 @@ def _calls(shape: str, connection: str, values: dict[str, str], setup: Any,
 
         def sdk_get() -> None:
             loop.run(own.read_item(target, partition_key=target))
+
+        def call(name: str, request: func.HttpRequest) -> func.HttpResponse:
+            return cast(func.HttpResponse,
+                        loop.run(app[name](request, InvocationContext(name))))
     else:
         sync = cosmos_client(connection_string=connection, verify_tls=False)
         sync_floor = sync.get_database_client(database).get_container_client(setup.sdk_container)
         sync_own = sync.get_database_client(database).get_container_client(contacts)
+        on_sync = services(CosmosDocumentStore(sync_own))
+        sync_app = _functions(bootstrap(lambda: on_sync, asynchronous=False))
 
         def sdk_post() -> None:
             key, operations = batch()
@@ -173,13 +185,19 @@ def _calls(shape: str, connection: str, values: dict[str, str], setup: Any,
         def sdk_get() -> None:
             sync_own.read_item(target, partition_key=target)
 
+        def call(name: str, request: func.HttpRequest) -> func.HttpResponse:
+            return cast(func.HttpResponse, sync_app[name](request, InvocationContext(name)))
+
     def function_post() -> None:
-        assert app.call("create_contact", "POST", "contacts",
-                        body=throughput.new_body()).status_code == 201
+        request = func.HttpRequest("POST", "http://localhost/api/contacts",
+                                   headers={"content-type": "application/json"},
+                                   body=json.dumps(throughput.new_body()).encode())
+        assert call("create_contact", request).status_code == 201
 
     def function_get() -> None:
-        assert app.call("get_contact", "GET", f"contacts/{target}",
-                        route_params={"id": target}).status_code == 200
+        request = func.HttpRequest("GET", f"http://localhost/api/contacts/{target}", body=b"",
+                                   route_params={"id": target})
+        assert call("get_contact", request).status_code == 200
 
     def http_post() -> None:
         assert client.request("POST", "/contacts",
@@ -191,6 +209,14 @@ def _calls(shape: str, connection: str, values: dict[str, str], setup: Any,
     return {("POST", "sdk"): sdk_post, ("POST", "function"): function_post,
             ("POST", "http"): http_post, ("GET", "sdk"): sdk_get,
             ("GET", "function"): function_get, ("GET", "http"): http_get}
+
+
+def _functions(app: func.FunctionApp) -> dict[str, Callable[..., Any]]:
+    return {str(f.get_function_name()): f.get_user_function() for f in app.get_functions()}
+
+
+def _no_publisher() -> MessagePublisher:
+    raise AssertionError("nothing is relayed from this process: the hosts relay")
 
 
 def parts(samples: dict[str, list[float]]) -> dict[str, float]:

@@ -13,8 +13,8 @@ TTL and indexing policy); each app runs in a host of its own (one app per host, 
 both hosts up for the whole mode. N clients (1, 8, 32, 64) each send one request after another
 for SECONDS; throughput is the requests answered inside that window (after a warm-up), with
 the p50 and p99 of their latencies. The variants take turns at each concurrency (sync app, async
-app, SDK threads, SDK aio), ROUNDS times; each cell's figure is the round with the best
-throughput (other processes on the same cores only ever take from it).
+app, SDK threads, SDK aio, then the other way round), ROUNDS times; each cell's figure is the
+round with the best throughput (other processes on the same cores only ever take from it).
 
 Two modes, each on a stack of its own:
 
@@ -348,9 +348,12 @@ def run_mode(workdir: Path, *, pipeline: bool, clients: tuple[int, ...] = CLIENT
     with Stack(workdir=workdir, ports=Ports.free(), with_runner=False,
                with_servicebus=pipeline, with_subscriber=pipeline) as stack:
         setup = _start(stack, workdir, relay=pipeline)
-        for _ in range(rounds):
+        for r in range(rounds):
             for n in clients:
-                for variant in variants:
+                # Each round the other way round: no variant always runs right after the
+                # apps' writes (with the pipeline live, their events are still being relayed
+                # and projected during the next cells).
+                for variant in (variants if r % 2 == 0 else variants[::-1]):
                     row = _cell(setup, variant, n, seconds).row()
                     kept = best[variant].get(n)
                     if kept is None or row["per_s"] > kept["per_s"]:
