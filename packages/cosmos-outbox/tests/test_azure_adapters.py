@@ -22,7 +22,6 @@ from azure.storage.blob import ContainerClient
 from azure.storage.blob.aio import BlobServiceClient as AsyncBlobServiceClient
 from azure.storage.blob.aio import ContainerClient as AsyncContainerClient
 from azure_stack import (
-    CONTAINER,
     DATABASE,
     PAYLOADS,
     TELEMETRY,
@@ -88,16 +87,18 @@ class TestCosmosSession(OnCosmos, SessionContract):
     pass
 
 
-def test_a_container_that_is_gone_is_unavailable_not_healthy(
-    funcstack_services: LocalStack, loop: EventLoop
+def test_the_health_probe_passes_on_an_empty_container_and_fails_on_a_missing_one(
+    funcstack_services: LocalStack, loop: EventLoop, fresh: str
 ) -> None:
+    """An empty container (no probe document) answers: healthy. A container that does not
+    exist is the store unavailable, said so, not healthy (a point read of a missing container
+    answers "not found" like a missing document)."""
     client = CosmosClient.from_connection_string(funcstack_services.cosmos_connection_string,
                                                  connection_verify=False)
-    missing = client.get_database_client(DATABASE).get_container_client("no-such-container")
-    with pytest.raises(StoreUnavailableError):
-        CosmosDocumentStore(missing).ping()
-    CosmosDocumentStore(client.get_database_client(DATABASE).get_container_client(
-        CONTAINER)).ping()
+    database = client.get_database_client(DATABASE)
+    with pytest.raises(StoreUnavailableError, match="does not exist"):
+        CosmosDocumentStore(database.get_container_client("no-such-container")).ping()
+    CosmosDocumentStore(database.get_container_client(fresh)).ping()
 
     async def aio_ping(name: str) -> None:
         async with AsyncCosmosClient.from_connection_string(
@@ -105,9 +106,9 @@ def test_a_container_that_is_gone_is_unavailable_not_healthy(
             await AsyncCosmosDocumentStore(
                 aio.get_database_client(DATABASE).get_container_client(name)).ping()
 
-    with pytest.raises(StoreUnavailableError):
+    with pytest.raises(StoreUnavailableError, match="does not exist"):
         loop.run(aio_ping("no-such-container"))
-    loop.run(aio_ping(CONTAINER))
+    loop.run(aio_ping(fresh))
 
 
 # -- Blob Storage ------------------------------------------------------------------------------
