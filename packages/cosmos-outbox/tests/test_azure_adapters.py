@@ -18,7 +18,7 @@ pytest.importorskip("funcstack", reason="the local Azure stack (funcstack) runs 
 
 from azure.cosmos import CosmosClient
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
-from azure.storage.blob import ContainerClient
+from azure.storage.blob import BlobServiceClient, ContainerClient
 from azure.storage.blob.aio import BlobServiceClient as AsyncBlobServiceClient
 from azure.storage.blob.aio import ContainerClient as AsyncContainerClient
 from azure_stack import (
@@ -37,10 +37,11 @@ from tickets import TICKET
 from cosmos_outbox._aio import run_sync
 from cosmos_outbox._documents import read_feed
 from cosmos_outbox._quarantine import Quarantine
+from cosmos_outbox._records import OutboxRecord, payload_name
 from cosmos_outbox._relay.relay import Relay
 from cosmos_outbox.blob import AsyncBlobPayloadStore, BlobPayloadStore
 from cosmos_outbox.cosmos import AsyncCosmosDocumentStore, CosmosDocumentStore
-from cosmos_outbox.errors import StoreUnavailableError
+from cosmos_outbox.errors import PayloadStoreError, StoreUnavailableError
 from cosmos_outbox.servicebus import AsyncServiceBusPublisher, ServiceBusPublisher
 from cosmos_outbox.testing import InMemoryStore
 from cosmos_outbox.testing.contracts import (
@@ -153,6 +154,57 @@ class TestBlobPayloadStore(PayloadStoreContract):
     def world(self, request: pytest.FixtureRequest, funcstack_services: LocalStack,
               loop: EventLoop) -> PayloadWorld:
         return AzuriteWorld(funcstack_services, loop if request.param == "aio" else None)
+
+
+def payload_store(flavour: str, stack: LocalStack, loop: EventLoop,
+                  container: str = PAYLOADS) -> Any:
+    """The claim check's store of `container`, sync or `aio`, by its public factory."""
+    if flavour == "sync":
+        return BlobPayloadStore.from_connection_string(stack.storage_connection_string,
+                                                       container)
+
+    async def connect() -> AsyncBlobPayloadStore:
+        return AsyncBlobPayloadStore.from_connection_string(stack.storage_connection_string,
+                                                            container)
+
+    return loop.run(connect())
+
+
+def run_on(flavour: str, loop: EventLoop, work: Any) -> Any:
+    """A store's call: its result (sync), or its coroutine run on the loop (`aio`)."""
+    return loop.run(work) if flavour == "aio" else work
+
+
+@pytest.mark.parametrize("flavour", ["sync", "aio"])
+def test_a_payload_is_a_private_blob_with_the_events_content_type_named_by_the_event(
+    funcstack_services: LocalStack, loop: EventLoop, flavour: str
+) -> None:
+    record = OutboxRecord(event_id=f"e-{flavour}", aggregate_type="manuscript",
+                          aggregate_id="m/1", action="Revised", version=2,
+                          event_source="/manuscripts", body=b"{}")
+    payloads = payload_store(flavour, funcstack_services, loop)
+    name = payload_name(record)
+    run_on(flavour, loop, payloads.put(name, b'{"text":"x"}', content_type="application/json"))
+    assert name == f"manuscript/m%2F1/e-{flavour}"
+    with BlobServiceClient.from_connection_string(
+            funcstack_services.storage_connection_string) as service:
+        container = service.get_container_client(PAYLOADS)
+        blob = container.get_blob_client(name).get_blob_properties()
+        assert blob.content_settings.content_type == "application/json"
+        assert blob.size == len(b'{"text":"x"}')
+        assert container.get_container_properties().public_access is None  # private
+    blob_port = funcstack_services.ports.azurite[0]
+    assert payloads.reference(name).startswith(
+        f"http://127.0.0.1:{blob_port}/devstoreaccount1/{PAYLOADS}/manuscript/")
+
+
+@pytest.mark.parametrize("flavour", ["sync", "aio"])
+def test_a_missing_container_fails_the_upload_naming_it(
+    funcstack_services: LocalStack, loop: EventLoop, flavour: str
+) -> None:
+    payloads = payload_store(flavour, funcstack_services, loop, "no-such-container")
+    with pytest.raises(PayloadStoreError, match="no-such-container"):
+        run_on(flavour, loop, payloads.put("a/b/c", b"{}", content_type="application/json"))
 
 
 # -- Service Bus -------------------------------------------------------------------------------
