@@ -6,9 +6,9 @@ The blocks are found by pytest-examples (`find_examples`). A block whose first l
 (`# orders/domain.py`) is that file (blocks naming the same file continue it); any other block
 is a script of its own. Each README becomes one folder of such files, checked in a fresh
 interpreter: its modules imported in order (a `FunctionApp` named `app` indexed, as the worker
-indexes it), its scripts run, then its test files (`test_*.py`) run by pytest in another, and everything
-checked by `mypy --strict`. A block fenced ```` ```python test="typecheck" ```` (one that needs
-a running stack) is only type-checked.
+indexes it), its scripts run; then its test files (`test_*.py`) run by pytest in another; and
+everything checked by `mypy --strict`. A block fenced ```` ```python test="typecheck" ````
+(one that needs a running stack) is only type-checked.
 """
 
 from __future__ import annotations

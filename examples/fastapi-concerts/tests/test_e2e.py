@@ -65,14 +65,14 @@ def test_tickets_sold_and_refunded_reach_the_topic_once_in_order(
 ) -> None:
     app = funcstack_app(APP, settings={"FEED_POLL_DELAY_MS": "100"}, enforce_keys=True)
     key = {"x-functions-key": app.function_key}
-    assert call("POST", f"{app.url}/concerts", {"name": "Ada", "capacity": 3})[0] == 401
-    status, headers, concert = call("POST", f"{app.url}/concerts",
+    assert call("POST", f"{app.url}/api/concerts", {"name": "Ada", "capacity": 3})[0] == 401
+    status, headers, concert = call("POST", f"{app.url}/api/concerts",
                                     {"name": "Ada live", "capacity": 3}, key)
     assert status == 201 and headers["content-type"] == "application/json", concert
-    status, _, ticket = call("POST", f"{app.url}/concerts/{concert['id']}/tickets",
+    status, _, ticket = call("POST", f"{app.url}/api/concerts/{concert['id']}/tickets",
                              {"buyer": "Grace", "quantity": 2}, key)
     assert status == 201, ticket
-    assert call("POST", f"{app.url}/concerts/{concert['id']}/tickets",
+    assert call("POST", f"{app.url}/api/concerts/{concert['id']}/tickets",
                 {"buyer": "Alan", "quantity": 2}, key)[0] == 409  # sold out
     with ServiceBusClient.from_connection_string(
             funcstack_services.servicebus_connection_string) as client, \
@@ -81,11 +81,11 @@ def test_tickets_sold_and_refunded_reach_the_topic_once_in_order(
             "type": "RefundTicket", "concertId": concert["id"], "ticketId": ticket["id"]}),
             session_id=concert["id"]))
     deadline = time.monotonic() + 60
-    while call("GET", f"{app.url}/concerts/{concert['id']}/tickets/{ticket['id']}",
+    while call("GET", f"{app.url}/api/concerts/{concert['id']}/tickets/{ticket['id']}",
                headers=key)[2]["status"] != "refunded":
         assert time.monotonic() < deadline, "the refund command was not handled"
         time.sleep(0.25)
-    assert call("GET", f"{app.url}/concerts/{concert['id']}", headers=key)[2]["sold"] == 0
+    assert call("GET", f"{app.url}/api/concerts/{concert['id']}", headers=key)[2]["sold"] == 0
 
     received = receive(funcstack_services.servicebus_connection_string, concert["id"], 3)
     assert [(m.subject, (m.application_properties or {})[b"version"]) for m in received] == [

@@ -1,12 +1,17 @@
-"""The test kit's fakes held to the package's contract suites (the Cosmos DB adapters are held
-to the same suites on a real endpoint by the apps that use them)."""
+"""The test kit's fakes held to the package's contract suites, through the sync API and through
+the async one on an event loop (the Cosmos DB, Blob Storage and Service Bus adapters are held
+to the same suites in test_azure_adapters.py)."""
 
 from __future__ import annotations
+
+from collections.abc import Coroutine, Iterator
+from typing import Any
 
 import pytest
 from tickets import TICKET
 
 from cosmos_outbox.testing.contracts import (
+    EventLoop,
     IdempotencyContract,
     InMemoryPayloadWorld,
     InMemoryStoreWorld,
@@ -20,28 +25,44 @@ from cosmos_outbox.testing.contracts import (
 )
 
 
-class TestInMemoryUnitOfWork(UnitOfWorkContract):
+class AsyncInMemoryStoreWorld(InMemoryStoreWorld):
+    """The in-memory store driven by the async API on an event loop (racers meet on it)."""
+
+    asynchronous = True
+
+    def __init__(self, loop: EventLoop) -> None:
+        super().__init__()
+        self.loop = loop
+
+    def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        return self.loop.run(coroutine)
+
+
+@pytest.fixture(scope="module")
+def loop() -> Iterator[EventLoop]:
+    running = EventLoop()
+    yield running
+    running.close()
+
+
+class InMemory:
+    """The suites' world: the in-memory store through the sync API, then the async one."""
+
+    @pytest.fixture(params=["sync", "aio"])
+    def world(self, request: pytest.FixtureRequest, loop: EventLoop) -> StoreWorld:
+        return InMemoryStoreWorld() if request.param == "sync" else AsyncInMemoryStoreWorld(loop)
+
+
+class TestInMemoryUnitOfWork(InMemory, UnitOfWorkContract):
     example = examples(TICKET)
 
-    @pytest.fixture
-    def world(self) -> StoreWorld:
-        return InMemoryStoreWorld()
 
-
-class TestInMemoryIdempotency(IdempotencyContract):
+class TestInMemoryIdempotency(InMemory, IdempotencyContract):
     example = examples(TICKET)
 
-    @pytest.fixture
-    def world(self) -> StoreWorld:
-        return InMemoryStoreWorld()
 
-
-class TestInMemoryQuarantine(QuarantineContract):
+class TestInMemoryQuarantine(InMemory, QuarantineContract):
     example = examples(TICKET)
-
-    @pytest.fixture
-    def world(self) -> StoreWorld:
-        return InMemoryStoreWorld()
 
 
 class TestInMemoryPayloadStore(PayloadStoreContract):
@@ -50,7 +71,5 @@ class TestInMemoryPayloadStore(PayloadStoreContract):
         return InMemoryPayloadWorld()
 
 
-class TestInMemorySession(SessionContract):
-    @pytest.fixture
-    def world(self) -> StoreWorld:
-        return InMemoryStoreWorld()
+class TestInMemorySession(InMemory, SessionContract):
+    pass

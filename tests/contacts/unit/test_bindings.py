@@ -43,7 +43,7 @@ def test_the_http_api_is_bound_with_its_routes_methods_and_auth_levels(
 ) -> None:
     bound = {}
     for name, function in functions.items():
-        if function.is_http_function() and name != "not_routed":
+        if function.is_http_function() and name != "zz_not_routed":
             trigger = bindings(functions, name)[0]
             assert trigger["type"] == "httpTrigger"
             for method in trigger["methods"]:
@@ -54,7 +54,7 @@ def test_the_http_api_is_bound_with_its_routes_methods_and_auth_levels(
 def test_the_fallback_takes_every_method_on_a_catch_all_route_without_a_key(
     functions: dict[str, Any],
 ) -> None:
-    [trigger, _] = bindings(functions, "not_routed")
+    [trigger, _] = bindings(functions, "zz_not_routed")
     assert trigger["route"] == "{*path}"
     assert "methods" not in trigger or not trigger["methods"]
     assert trigger["authLevel"] == "ANONYMOUS"

@@ -202,7 +202,7 @@ def test_a_store_token_that_does_not_move_ends_the_listing_instead_of_looping(
 def test_an_unknown_route_is_a_404_problem(functions: dict[str, Any]) -> None:
     req = func.HttpRequest("GET", "http://localhost/api/nope", headers={}, params={},
                            route_params={"path": "nope/deeper"}, body=b"")
-    problem(functions["not_routed"].get_user_function()(req), 404)
+    problem(functions["zz_not_routed"].get_user_function()(req), 404)
 
 
 def test_a_wrong_method_is_a_405_problem_with_allow_from_the_apps_routes(
@@ -210,7 +210,7 @@ def test_a_wrong_method_is_a_405_problem_with_allow_from_the_apps_routes(
 ) -> None:
     req = func.HttpRequest("PUT", "http://localhost/api/contacts/abc", headers={}, params={},
                            route_params={"path": "contacts/abc"}, body=b"")
-    response = functions["not_routed"].get_user_function()(req)
+    response = functions["zz_not_routed"].get_user_function()(req)
     problem(response, 405)
     assert response.headers["Allow"] == "DELETE, GET, PATCH"
 
@@ -224,7 +224,7 @@ def test_a_path_with_an_empty_segment_is_404_not_a_405_for_the_method_it_names(
     the fallback must not answer "GET is not allowed here; allowed: ... GET ..."."""
     req = func.HttpRequest("GET", f"http://localhost/api/{path}", headers={}, params={},
                            route_params={"path": path}, body=b"")
-    problem(functions["not_routed"].get_user_function()(req), 404)
+    problem(functions["zz_not_routed"].get_user_function()(req), 404)
 
 
 def test_if_none_match_star_lists_and_weak_tags_give_304(api: Api) -> None:

@@ -27,7 +27,7 @@ def test_the_document_is_openapi_3_1_with_every_http_function_of_the_app(
                   for path, item in doc["paths"].items() for method, op in item.items()}
     bound = set()
     for name, function in functions.items():
-        if function.is_http_function() and name != "not_routed":
+        if function.is_http_function() and name != "zz_not_routed":
             trigger = json.loads(function.get_function_json())["bindings"][0]
             bound |= {(f"/{trigger['route']}", m.lower(), name) for m in trigger["methods"]}
     assert documented == bound
@@ -38,7 +38,7 @@ def test_every_http_function_but_the_fallback_is_a_declared_operation(
 ) -> None:
     declared = {n for n, f in functions.items() if operation_of(f.get_user_function())}
     http = {n for n, f in functions.items() if f.is_http_function()}
-    assert declared == http - {"not_routed"}
+    assert declared == http - {"zz_not_routed"}
 
 
 def test_the_declaration_is_what_the_function_is_indexed_with(functions: dict[str, Any]) -> None:

@@ -15,9 +15,10 @@ import pytest
 from funcstack.functions_host import Runner
 from funcstack.functions_host._config import HostJson
 from funcstack.functions_host._functions import specs_from_metadata
+from funcstack.functions_host._http_host import check_route_template
 from funcstack.functions_host._language_worker import LanguageWorker
 from funcstack.functions_host._retry import RetryPolicy, parse_timespan
-from funcstack.functions_host._routing import RouteTable, compile_route
+from funcstack.functions_host._routing import RouteTable, RouteTemplateError, compile_route
 from funcstack.functions_host.testing import call
 
 pytestmark = pytest.mark.integration
@@ -150,14 +151,37 @@ def test_route_templates(template: str, path: str, expected: dict[str, str] | No
     assert compile_route(template).match(path) == expected
 
 
-def test_route_table_prefers_literals_and_reports_allowed_methods() -> None:
+def test_route_table_takes_the_first_route_that_matches_path_and_method() -> None:
+    # As the host's RouteCollection: in the order added (the host adds them by function name),
+    # no precedence between templates; a wrong method is no match.
     table: RouteTable[str] = RouteTable()
     table.add("contacts/{id}", frozenset({"GET"}), "get")
     table.add("contacts/{id}", frozenset({"PATCH"}), "patch")
-    table.add("contacts/search", frozenset({"GET"}), "search")
+    table.add("contacts/search", frozenset({"GET", "POST"}), "search")
     table.add("contacts", None, "any")
-    assert table.resolve("contacts/search", "GET") == ("search", {})
+    assert table.resolve("contacts/search", "GET") == ("get", {"id": "search"})
+    assert table.resolve("contacts/search", "POST") == ("search", {})
     assert table.resolve("contacts/42", "PATCH") == ("patch", {"id": "42"})
-    assert table.resolve("contacts/42", "DELETE") == {"GET", "PATCH"}
+    assert table.resolve("contacts/42", "DELETE") is None
     assert table.resolve("contacts", "DELETE") == ("any", {})
     assert table.resolve("other", "GET") is None
+
+
+@pytest.mark.parametrize(
+    ("template", "refused"),
+    [
+        ("api//{*route}", True),  # AsgiFunctionApp's "/{*route}" under the default prefix
+        ("/{*route}", False),  # ... under routePrefix "": one leading slash is trimmed
+        ("api//hello", True),
+        ("api/a//b", True),
+        ("~/x", False),
+        ("api/x/", False),
+    ],
+)  # fmt: skip
+def test_route_templates_asp_net_core_refuses_stop_the_start(template: str,
+                                                             refused: bool) -> None:
+    if refused:
+        with pytest.raises(RouteTemplateError, match="cannot appear consecutively"):
+            check_route_template("f", template)
+    else:
+        check_route_template("f", template)

@@ -99,16 +99,19 @@ class HttpApi:
         return register
 
     def fallback(self, handler: Callable[[func.HttpRequest], func.HttpResponse]) -> None:
-        """Register the lowest-precedence catch-all (`{*path}`, every method, anonymous): the
-        host ranks catch-all routes below every other route, locally and in Azure."""
+        """Register the catch-all (`{*path}`, every method, anonymous) that answers what no
+        route takes (404, 405 with `Allow`). The Functions host tries the HTTP functions' routes
+        in the order of their names (case-insensitive), taking the first that matches, with no
+        precedence of a literal route over a catch-all: this one is named `zz_not_routed`, to
+        come after the app's functions."""
 
-        def not_routed(req: func.HttpRequest) -> func.HttpResponse:
+        def zz_not_routed(req: func.HttpRequest) -> func.HttpResponse:
             try:
                 return handler(req)
             except Exception as exc:  # the boundary: translate everything
                 return from_exception(exc).response()
 
         self.blueprint.route(route="{*path}", methods=None,
-                             auth_level=func.AuthLevel.ANONYMOUS)(not_routed)
+                             auth_level=func.AuthLevel.ANONYMOUS)(zz_not_routed)
 
 

@@ -101,8 +101,10 @@ class FunctionClient:
         self.functions: dict[str, Function] = {
             str(f.get_function_name()): f for f in _indexed(app)}
         routes = http_routes(self.functions.values())
-        # The host ranks catch-all routes below every other route.
-        self._routes = sorted(routes, key=lambda r: r.catch_all)
+        # The host tries the routes in the order of their functions' names (case-insensitive)
+        # and takes the first that matches: a catch-all or `{id}` route named before a literal
+        # one it also matches takes its requests, in Azure as here.
+        self._routes = sorted(routes, key=lambda r: r.function.lower())
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
 

@@ -81,6 +81,9 @@ class HostJson:
     function_timeout: float | None = 30 * 60.0
     # extensions.serviceBus (autoCompleteMessages, maxConcurrentSessions, sessionIdleTimeout...)
     service_bus: Mapping[str, Any] | None = None
+    # extensions.queues (batchSize, newBatchThreshold, maxPollingInterval, visibilityTimeout,
+    # maxDequeueCount, messageEncoding)
+    queues: Mapping[str, Any] | None = None
 
     @classmethod
     def load(cls, app_dir: Path) -> HostJson:
@@ -94,6 +97,7 @@ class HostJson:
             prefix = http["routePrefix"]
         retry = data.get("retry")
         service_bus = data.get("extensions", {}).get("serviceBus")
+        queues = data.get("extensions", {}).get("queues")
         timeout: float | None = cls.function_timeout
         raw_timeout = data.get("functionTimeout")
         if isinstance(raw_timeout, str):
@@ -105,6 +109,7 @@ class HostJson:
             retry=retry if isinstance(retry, dict) else None,
             function_timeout=timeout,
             service_bus=service_bus if isinstance(service_bus, dict) else None,
+            queues=queues if isinstance(queues, dict) else None,
         )
 
 

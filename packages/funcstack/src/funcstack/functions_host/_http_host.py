@@ -8,13 +8,21 @@ The mapping follows the Functions host (``GrpcMessageConversionExtensions.ToRpcH
 * query values joined with ``,`` when a key repeats; keys with an empty value are dropped;
 * route values in ``params`` (absent optional ones left out); the body as bytes, sent only
   when ``Content-Length`` is above 0;
-* the function's ``RpcHttp`` answer: status (200 when empty), headers, ``content-type``, body;
-* a failed invocation -> 500 with no body; an unknown route -> 404 and a route served for
-  other methods -> 405 with ``Allow``, both with no body;
+* ``url`` as the host writes it: ``http://`` + the ``Host`` header + the path as Kestrel decoded
+  it, escaped again as ASP.NET Core's ``PathString`` does, + the query string as sent;
+* the function's ``RpcHttp`` answer: status (200 when empty), headers (a map: one value per
+  name, the first of names that differ only in case), ``content-type``, body, then one
+  ``Set-Cookie`` line per ``RpcHttpCookie`` as ASP.NET Core's ``ResponseCookies.Append`` writes
+  it;
+* a failed invocation -> 500 with no body; no route that takes the path and the method -> 404
+  with no body (the host has no 405); the routes tried in the order of the functions' names,
+  the first that matches winning (a ``RouteCollection``, no precedence between templates);
 * the path matched as Kestrel hands it to routing: percent-escapes decoded except ``%2F``,
   which stays ``%2F`` inside its segment (so ``items/%2F`` is ``items/{id}`` with the
   value ``%2F``, never ``items/``), dot segments removed, empty segments kept (``a//b``
   matches no ``{id}`` route);
+* a route template ASP.NET Core refuses (``routePrefix/route`` with ``//``) stops the start, as
+  it stops the host's;
 * before routing, Kestrel's limits and timeouts (``http_server``) and, when configured, CORS as
   ``func start`` applies it (``cors``);
 * with ``keys`` (opt-in), after routing and before the body is read, the function's auth level
@@ -23,13 +31,16 @@ The mapping follows the Functions host (``GrpcMessageConversionExtensions.ToRpcH
 
 from __future__ import annotations
 
+import datetime as dt
+import email.utils
 import logging
+import math
 import re
 import secrets
 import time
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import unquote_to_bytes
+from urllib.parse import quote, unquote_to_bytes
 
 from aiohttp import web
 from multidict import CIMultiDict
@@ -48,7 +59,7 @@ from funcstack.functions_host._http_server import (
 )
 from funcstack.functions_host._keys import HostKeys
 from funcstack.functions_host._language_worker import LanguageWorker
-from funcstack.functions_host._routing import RouteTable
+from funcstack.functions_host._routing import RouteTable, RouteTemplateError
 from funcstack.functions_host._rpc import protos
 
 logger = logging.getLogger("funcstack.functions_host.http")
@@ -93,8 +104,11 @@ class HttpHost:
         prefix = route_prefix.strip("/")
         self._prefix = f"/{prefix}" if prefix else ""
         self._table: RouteTable[FunctionSpec] = RouteTable()
-        for spec in functions:
+        # The host maps the routes in the order of the functions' names (FunctionMetadataManager:
+        # OrderBy(Name, StringComparer.OrdinalIgnoreCase)) and the first that matches wins.
+        for spec in sorted(functions, key=lambda f: f.name.upper()):
             route = str(resolve(spec.trigger.get("route") or spec.name))
+            check_route_template(spec.name, f"{prefix}/{route}" if prefix else route)
             methods = spec.trigger.get("methods")
             allowed = frozenset(str(m).upper() for m in methods) if methods else _ALL_METHODS
             self._table.add(route, allowed, spec)
@@ -157,10 +171,8 @@ class HttpHost:
             path = path[len(prefix) :]
         method = request.method.upper()
         resolved = self._table.resolve(path.removeprefix("/"), method)
-        if resolved is None:
+        if resolved is None:  # also when routes match the path but not the method: 404
             return web.Response(status=404), None
-        if isinstance(resolved, set):
-            return web.Response(status=405, headers={"Allow": ", ".join(sorted(resolved))}), None
         spec, route_params = resolved
         if self._keys is not None and not self._keys.authorizes(spec.trigger.get("authLevel"),
                                                                 request):
@@ -195,7 +207,27 @@ class HttpHost:
                 "function %s failed: %s", spec.name, answer.result.exception.message.strip()
             )
             return web.Response(status=500), spec
-        return from_rpc_result(answer.return_value), spec
+        try:
+            return from_rpc_result(answer.return_value), spec
+        except ValueError as exc:  # the host throws while writing the result: a 500
+            logger.error("function %s: its answer cannot be written: %s", spec.name, exc)
+            return web.Response(status=500), spec
+
+
+def check_route_template(name: str, template: str) -> None:
+    """Refuse what ASP.NET Core's ``RoutePatternParser`` refuses when the host maps a route
+    (``WebJobsRouteBuilder``: ``routePrefix + '/' + route``, one leading ``/`` or ``~/`` trimmed):
+    two consecutive separators. The Azure host does not start then; e.g. AsgiFunctionApp's
+    ``/{*route}`` under the default prefix is ``api//{*route}``."""
+    trimmed = template[2:] if template.startswith("~/") else template.removeprefix("/")
+    if "//" in trimmed:
+        raise RouteTemplateError(
+            "A host error has occurred during startup operation: Microsoft.AspNetCore.Routing: "
+            f"An error occurred while creating the route with name '{name}' and template "
+            f"'{template}'. Microsoft.AspNetCore.Routing: The route template separator "
+            "character '/' cannot appear consecutively. It must be separated by either a "
+            "parameter or a literal value. (Parameter 'routeTemplate')"
+        )
 
 
 _ENCODED_SLASH = re.compile(r"(%2[fF])")
@@ -231,6 +263,41 @@ def kestrel_path(target: str) -> str:
     return "/".join(out) or "/"
 
 
+# PathString's valid path characters (RFC 3986 pchar and "/"): ToUriComponent escapes the rest.
+_PATH_CHARS = frozenset(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@/"
+)
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def path_uri_component(path: str) -> str:
+    """``PathString.ToUriComponent()``: characters that are not valid in a path escaped as
+    ``Uri.EscapeDataString`` does (UTF-8, upper-case hex); an existing ``%XX`` kept as it is."""
+    out: list[str] = []
+    i = 0
+    while i < len(path):
+        ch = path[i]
+        if ch == "%" and i + 2 < len(path) and path[i + 1] in _HEX and path[i + 2] in _HEX:
+            out.append(path[i : i + 3])
+            i += 3
+            continue
+        if ch in _PATH_CHARS:
+            out.append(ch)
+        else:
+            out.append("".join(f"%{b:02X}" for b in ch.encode("utf-8", "surrogateescape")))
+        i += 1
+    return "".join(out)
+
+
+def rpc_url(request: web.BaseRequest) -> str:
+    """``RpcHttp.url`` as the host builds it:
+    ``$"{scheme}://{request.Host}{request.Path}{request.QueryString}"`` -- the path as Kestrel
+    decoded it (``kestrel_path``), escaped again by ``PathString``; the query string as sent."""
+    path, mark, query = request.raw_path.partition("?")
+    return f"http://{request.headers.get('Host', '')}{path_uri_component(kestrel_path(path))}" \
+        f"{mark}{query}"
+
+
 def _valid_header_text(request: web.BaseRequest) -> bool:
     """aiohttp decodes header bytes as UTF-8 with surrogateescape: a surrogate marks bytes
     that are not UTF-8."""
@@ -253,7 +320,7 @@ def to_rpc_http(request: web.BaseRequest, route_params: dict[str, str], body: by
         query.setdefault(key, []).append(value)
     http = pb.RpcHttp(
         method=request.method.upper(),
-        url=str(request.url),
+        url=rpc_url(request),
         headers=headers,
         query={k: ",".join(v) for k, v in query.items() if ",".join(v)},
         params={k: v for k, v in route_params.items() if v is not None},
@@ -278,8 +345,47 @@ def from_rpc_result(value: Any) -> web.Response:
     status = int(http.status_code) if http.status_code.strip() else 200
     headers: CIMultiDict[str] = CIMultiDict()
     for key, header_value in http.headers.items():
-        headers.add(key, header_value)
+        if key not in headers:  # a later name that differs only in case is dropped (and logged)
+            headers.add(key, header_value)
+    for cookie in http.cookies:
+        headers.add("Set-Cookie", set_cookie_header(cookie))
     return web.Response(status=status, body=_typed_bytes(http.body), headers=headers)
+
+
+_TOKEN = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_SAME_SITE = {1: "lax", 2: "strict", 3: "none"}  # RpcHttpCookie.SameSite: None (0) is unset
+
+
+def set_cookie_header(cookie: Any) -> str:
+    """One ``RpcHttpCookie`` as the host writes it: ``response.Cookies.Append(name, value,
+    options)`` (``GrpcMessageExtensionUtilities.RpcHttpCookieConverter``), i.e. ASP.NET Core's
+    ``SetCookieHeaderValue``: ``name=<Uri.EscapeDataString(value)>``, then ``expires`` (RFC
+    1123), ``max-age`` (whole seconds), ``domain`` (when sent, even empty), ``path`` (``/``
+    when not sent), ``secure``, ``samesite``, ``httponly``. A name that is not a token, or a
+    negative max-age, makes the host throw: ``ValueError`` (a 500)."""
+    name = str(cookie.name)
+    if not _TOKEN.fullmatch(name):
+        raise ValueError(f"invalid cookie name {name!r}")
+    parts = [f"{name}={quote(str(cookie.value), safe='')}"]
+    if cookie.HasField("expires"):
+        moment = dt.datetime.fromtimestamp(cookie.expires.value.seconds, dt.UTC)
+        parts.append(f"expires={email.utils.format_datetime(moment, usegmt=True)}")
+    if cookie.HasField("max_age"):
+        seconds = float(cookie.max_age.value)
+        if not math.isfinite(seconds) or seconds <= -1:
+            raise ValueError(f"cookie {name}: max-age {seconds} is not a non-negative number")
+        parts.append(f"max-age={int(seconds)}")
+    if cookie.HasField("domain"):
+        parts.append(f"domain={cookie.domain.value}")
+    parts.append(f"path={cookie.path.value if cookie.HasField('path') else '/'}")
+    if cookie.HasField("secure") and cookie.secure.value:
+        parts.append("secure")
+    same_site = _SAME_SITE.get(int(cookie.same_site))
+    if same_site is not None:
+        parts.append(f"samesite={same_site}")
+    if cookie.HasField("http_only") and cookie.http_only.value:
+        parts.append("httponly")
+    return "; ".join(parts)
 
 
 def _typed_bytes(value: Any) -> bytes:

@@ -82,8 +82,6 @@ class CompiledRoute:
     regex: re.Pattern[str]
     params: tuple[str, ...]
     post_checks: tuple[tuple[str, str], ...]
-    literal_segments: int
-    constrained_params: int
     catch_all: bool
 
     def match(self, path: str) -> dict[str, str] | None:
@@ -102,11 +100,6 @@ class CompiledRoute:
                 return None
         return values
 
-    @property
-    def precedence(self) -> tuple[int, int, int, int]:
-        """Sort key: literal segments first, then constrained parameters; catch-all last."""
-        return (int(self.catch_all), -self.literal_segments, -self.constrained_params, 0)
-
 
 def compile_route(template: str) -> CompiledRoute:
     """Compile a Functions route template (without the route prefix)."""
@@ -114,8 +107,6 @@ def compile_route(template: str) -> CompiledRoute:
     parts: list[str] = []
     params: list[str] = []
     post: list[tuple[str, str]] = []
-    literal_segments = 0
-    constrained = 0
     catch_all = False
     segments = template.split("/") if template else []
     for index, segment in enumerate(segments):
@@ -139,8 +130,6 @@ def compile_route(template: str) -> CompiledRoute:
             name = name_part.rstrip("?")
             if not name.isidentifier():
                 raise RouteTemplateError(f"bad parameter name {name!r} in {template!r}")
-            if constraint_parts:
-                constrained += 1
             regex, checks = _param_regex(name, constraint_parts, catch_all=is_catch_all)
             post.extend((name, c) for c in checks)
             params.append(name)
@@ -151,7 +140,6 @@ def compile_route(template: str) -> CompiledRoute:
             optional_segment = optional_segment or (optional and m.group(0) == segment)
         seg_regex += re.escape(segment[pos:])
         if not has_param:
-            literal_segments += 1
             seg_regex = "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c)
                                 for c in segment)
         if optional_segment:
@@ -163,8 +151,6 @@ def compile_route(template: str) -> CompiledRoute:
         regex=re.compile("".join(parts)),
         params=tuple(params),
         post_checks=tuple(post),
-        literal_segments=literal_segments,
-        constrained_params=constrained,
         catch_all=catch_all,
     )
 
@@ -190,36 +176,25 @@ def _split_constraints(body: str) -> list[str]:
 
 @dataclass
 class RouteTable[T]:
-    """Routes -> (methods, target). Returns the target, its route values or the allowed methods."""
+    """Routes -> (methods, target), tried in the order they were added, as the Functions host
+    tries its routes (an ASP.NET Core ``RouteCollection``: the first route whose template and
+    method constraint match wins; no precedence between templates)."""
 
     _entries: list[tuple[CompiledRoute, frozenset[str] | None, T]] = field(default_factory=list)
-    _literal: dict[str, list[tuple[frozenset[str] | None, T]]] = field(default_factory=dict)
 
     def add(self, template: str, methods: frozenset[str] | None, target: T) -> None:
-        route = compile_route(template)
-        if not route.params:
-            self._literal.setdefault(route.template.lower(), []).append((methods, target))
-        self._entries.append((route, methods, target))
-        self._entries.sort(key=lambda e: e[0].precedence)
+        self._entries.append((compile_route(template), methods, target))
 
-    def resolve(self, path: str, method: str) -> tuple[T, dict[str, str]] | set[str] | None:
-        """``(target, route_params)``, or the allowed methods when only the method is wrong,
-        or ``None`` when nothing matches the path."""
-        allowed: set[str] = set()
-        literal = self._literal.get((path[:-1] if path.endswith("/") else path).lower())
-        if literal is not None:
-            for methods, target in literal:
-                if methods is None or method in methods:
-                    return target, {}
-                allowed |= methods
+    def resolve(self, path: str, method: str) -> tuple[T, dict[str, str]] | None:
+        """``(target, route_params)`` of the first route that takes ``path`` and ``method``, or
+        ``None`` (the host's 404, also when only the method differs)."""
         for route, methods, target in self._entries:
-            values = route.match(path)
-            if values is None:
+            if methods is not None and method not in methods:
                 continue
-            if methods is None or method in methods:
+            values = route.match(path)
+            if values is not None:
                 return target, values
-            allowed |= methods
-        return allowed or None
+        return None
 
     def templates(self) -> list[str]:
         return [route.template for route, _, _ in self._entries]

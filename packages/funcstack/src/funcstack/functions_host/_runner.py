@@ -1,7 +1,7 @@
 """The local Functions host: serves a v2-programming-model app without Core Tools.
 
 It does the host's jobs -- settings, HTTP listening and the ``RpcHttp`` mapping, the Cosmos DB,
-timer and Service Bus triggers, retry policies, the function timeout,
+timer, Service Bus and Storage queue triggers, retry policies, the function timeout,
 ``AzureWebJobs.<fn>.Disabled`` --
 and leaves indexing, binding conversion and invocation to the real worker library
 (``azure_functions_runtime``) in a worker process, driven with the Functions RPC messages.
@@ -26,6 +26,7 @@ from funcstack.functions_host._http_host import HttpHost
 from funcstack.functions_host._http_server import HttpServer, KestrelLimits
 from funcstack.functions_host._keys import FUNCTION_KEY_SETTING, MASTER_KEY_SETTING, HostKeys
 from funcstack.functions_host._language_worker import LanguageWorker
+from funcstack.functions_host._queue_trigger import QueueTriggerListener
 from funcstack.functions_host._servicebus_trigger import ServiceBusTriggerListener
 from funcstack.functions_host._timer_trigger import TimerListener
 
@@ -72,7 +73,8 @@ class Runner:
         self.functions: list[FunctionSpec] = []
         self.worker: LanguageWorker | None = None
         self._site_runner: web.ServerRunner | None = None
-        self._listeners: list[CosmosTriggerListener | TimerListener | ServiceBusTriggerListener]
+        self._listeners: list[CosmosTriggerListener | TimerListener | ServiceBusTriggerListener
+                              | QueueTriggerListener]
         self._listeners = []
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -124,7 +126,8 @@ class Runner:
         for spec in self.functions:
             by_type.setdefault(spec.trigger_type, []).append(spec)
         for kind, specs in by_type.items():
-            if kind not in {"httpTrigger", "cosmosDBTrigger", "timerTrigger", "serviceBusTrigger"}:
+            if kind not in {"httpTrigger", "cosmosDBTrigger", "timerTrigger", "serviceBusTrigger",
+                            "queueTrigger"}:
                 for spec in specs:
                     logger.warning("function %s: trigger %s not supported", spec.name, kind)
         limits = KestrelLimits.from_settings()
@@ -168,6 +171,12 @@ class Runner:
             )
             servicebus.start()
             self._listeners.append(servicebus)
+        for spec in by_type.get("queueTrigger", []):
+            queue = QueueTriggerListener(
+                spec, worker, host_options=self._host_json.queues, timeout=self._function_timeout
+            )
+            queue.start()
+            self._listeners.append(queue)
         logger.info("host listening on %s (%d function(s))", self.url, len(self.functions))
 
     async def stop_async(self) -> None:
