@@ -25,7 +25,7 @@ pytest.importorskip("funcstack", reason="the local Azure stack (funcstack) runs 
 
 from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
-from azure_stack import DATABASE, CosmosWorld
+from azure_stack import DATABASE, TOPIC, CosmosWorld
 from tickets import Ticket
 
 from cosmos_outbox._aio import as_async, run_sync
@@ -94,14 +94,21 @@ class Estimators:
 
     def tick(self, **options: Any) -> Backlog:
         """One tick of the backlog timer (`report_backlog`), over each estimator, checked to
-        report the same (at one time: now, unless `clock` says another): the sync API's."""
+        report the same (at one time: now, unless `clock` says another): the sync API's. For
+        a backlog that holds still (no relay running)."""
         now = time.time()
         options.setdefault("clock", lambda: now)
-        telemetry = RelayTelemetry(destination="outbox-events")
-        backlog = run_sync(report_backlog(as_async(self.sync), telemetry,
-                                          event_ttl_seconds=TTL, **options))
-        assert self.loop.run(report_backlog(self.aio, telemetry, event_ttl_seconds=TTL,
-                                            **options)) == backlog
+        backlog = self.sync_tick(**options)
+        assert self.aio_tick(**options) == backlog
+        return backlog
+
+    def sync_tick(self, **options: Any) -> Backlog:
+        return run_sync(report_backlog(as_async(self.sync), RelayTelemetry(destination=TOPIC),
+                                       event_ttl_seconds=TTL, **options))
+
+    def aio_tick(self, **options: Any) -> Backlog:
+        backlog: Backlog = self.loop.run(report_backlog(
+            self.aio, RelayTelemetry(destination=TOPIC), event_ttl_seconds=TTL, **options))
         return backlog
 
 
@@ -134,15 +141,16 @@ def test_the_backlog_while_the_relay_is_off_then_zero_once_it_runs(
     funcstack_app(RELAY_APP, settings={"COSMOS_CONTAINER": fresh,
                                        "COSMOS_LEASE_CONTAINER": leases})
     deadline = time.monotonic() + 60
-    backlog = estimators.tick()
+    backlog = estimators.sync_tick()
     while backlog.pending and time.monotonic() < deadline:
         time.sleep(0.2)
-        backlog = estimators.tick()
-    assert backlog.pending == 0
-    assert backlog.oldest_age_seconds == 0
-    [relayed] = backlog.leases
-    assert relayed.lease == lease.lease  # now from the relay's lease: the same range
-    assert relayed.owner is not None and relayed.checkpoint_at is not None
+        backlog = estimators.sync_tick()
+    for drained in (backlog, estimators.aio_tick()):  # the relay has caught up: both agree
+        assert drained.pending == 0
+        assert drained.oldest_age_seconds == 0
+        [relayed] = drained.leases
+        assert relayed.lease == lease.lease  # now from the relay's lease: the same range
+        assert relayed.owner is not None and relayed.checkpoint_at is not None
 
 
 def test_functions_host_leases_with_etag_continuations_are_read(
