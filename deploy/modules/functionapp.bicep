@@ -125,7 +125,7 @@ var contactHttpFunctions = [
   'delete_contact'
   'openapi'
   // The catch-all 404/405 problem route: its Allow lists the contact routes, so it goes with them.
-  'not_routed'
+  'zz_not_routed'
 ]
 var relayFunctions = [
   'relay_events'

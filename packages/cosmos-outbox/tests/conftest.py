@@ -1,13 +1,20 @@
 """The package's tests run on the in-memory services of its test kit (`cosmos_outbox.testing`),
-with a small app of their own (tickets.py) built on the public API."""
+with a small app of their own (tickets.py) built on the public API. The integration modules
+(marked `integration`: the adapters through the SDKs) share one local Azure stack for the
+session, funcstack's pytest plugin's `funcstack_services`, with the resources of
+fixtures/funcstack.json; azure_stack.py holds what they share besides."""
 
 from __future__ import annotations
 
 import json
-from typing import Any
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import azure.functions as func
 import pytest
+from azure_stack import DATABASE
 from tickets import Ticket, ticket_routes
 
 from cosmos_outbox import Outbox
@@ -15,6 +22,10 @@ from cosmos_outbox._aio import run_sync
 from cosmos_outbox._documents import read_feed
 from cosmos_outbox._relay.relay import RelayReport
 from cosmos_outbox.testing import FunctionClient, InMemory, in_memory
+from cosmos_outbox.testing.contracts import EventLoop
+
+if TYPE_CHECKING:
+    from funcstack import LocalStack
 
 
 class TicketWorld:
@@ -50,3 +61,40 @@ def problem(response: func.HttpResponse, status: int) -> dict[str, Any]:
     document: dict[str, Any] = body(response)
     assert document["status"] == status
     return document
+
+
+# -- the local Azure stack (funcstack's pytest plugin) -------------------------------------------
+
+@pytest.fixture(scope="session")
+def funcstack_config() -> Path:
+    """The resources `funcstack_services` provisions (one stack for the session: every
+    integration module shares it)."""
+    return Path(__file__).parent / "fixtures" / "funcstack.json"
+
+
+@pytest.fixture
+def fresh(funcstack_services: LocalStack) -> Iterator[str]:
+    """A container of its own for one test (as the outbox's: /partitionKey, per-item TTL on),
+    deleted after it: the suites count what a store holds."""
+    from azure.cosmos import CosmosClient, PartitionKey
+
+    name = f"outbox-{uuid.uuid4().hex[:12]}"
+    client = CosmosClient.from_connection_string(funcstack_services.cosmos_connection_string,
+                                                 connection_verify=False)
+    database = client.get_database_client(DATABASE)
+    database.create_container(id=name, partition_key=PartitionKey(path="/partitionKey"),
+                              default_ttl=-1)
+    try:
+        yield name
+    finally:
+        database.delete_container(name)
+
+
+@pytest.fixture(scope="module")
+def loop() -> Iterator[EventLoop]:
+    """An event loop on a thread of its own, for the `aio` adapters of one module."""
+    running = EventLoop()
+    try:
+        yield running
+    finally:
+        running.close()

@@ -10,9 +10,6 @@ import asyncio
 import concurrent.futures
 import contextlib
 import os
-import time
-import uuid
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,21 +19,32 @@ import pytest
 pytest.importorskip("funcstack", reason="the local Azure stack (funcstack) runs these tests: "
                                         "pip install funcstack")
 
-from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
+from azure.cosmos import CosmosClient
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
-from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage
-from azure.storage.blob import ContainerClient
+from azure.storage.blob import BlobServiceClient, ContainerClient
 from azure.storage.blob.aio import BlobServiceClient as AsyncBlobServiceClient
 from azure.storage.blob.aio import ContainerClient as AsyncContainerClient
-from tickets import TICKET, Ticket
+from azure_stack import (
+    DATABASE,
+    PAYLOADS,
+    TELEMETRY,
+    TOPIC,
+    cosmos_world,
+    history,
+    properties,
+    received,
+    relay_through,
+)
+from tickets import TICKET
 
 from cosmos_outbox._aio import run_sync
-from cosmos_outbox._documents import event_documents, read_feed
+from cosmos_outbox._documents import read_feed
 from cosmos_outbox._quarantine import Quarantine
+from cosmos_outbox._records import OutboxRecord, payload_name
 from cosmos_outbox._relay.relay import Relay
-from cosmos_outbox._relay.telemetry import RelayTelemetry
 from cosmos_outbox.blob import AsyncBlobPayloadStore, BlobPayloadStore
 from cosmos_outbox.cosmos import AsyncCosmosDocumentStore, CosmosDocumentStore
+from cosmos_outbox.errors import PayloadStoreError, StoreUnavailableError
 from cosmos_outbox.servicebus import AsyncServiceBusPublisher, ServiceBusPublisher
 from cosmos_outbox.testing import InMemoryStore
 from cosmos_outbox.testing.contracts import (
@@ -53,90 +61,9 @@ from cosmos_outbox.testing.contracts import (
 from funcstack import LocalStack
 
 pytestmark = pytest.mark.integration
-DATABASE, CONTAINER, TOPIC = "outbox-tests", "outbox", "outbox-events"
-TELEMETRY = RelayTelemetry(destination=TOPIC)
-
-
-@pytest.fixture(scope="session")
-def funcstack_config() -> Path:
-    return Path(__file__).parent / "fixtures" / "funcstack.json"
-
-
-@pytest.fixture(scope="module")
-def container(funcstack_services: LocalStack) -> ContainerProxy:
-    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-    return funcstack_services.container_client(DATABASE, CONTAINER)
-
-
-@pytest.fixture
-def fresh(funcstack_services: LocalStack) -> Iterator[str]:
-    """A container of its own for one test (as the outbox's: /partitionKey, per-item TTL on),
-    deleted after it: the suites count what a store holds."""
-    name = f"outbox-{uuid.uuid4().hex[:12]}"
-    client = CosmosClient.from_connection_string(funcstack_services.cosmos_connection_string,
-                                                 connection_verify=False)
-    created = client.get_database_client(DATABASE).create_container(
-        id=name, partition_key=PartitionKey(path="/partitionKey"), default_ttl=-1)
-    try:
-        yield name
-    finally:
-        client.get_database_client(DATABASE).delete_container(created)
-
-
-@pytest.fixture(scope="module")
-def loop() -> Iterator[EventLoop]:
-    running = EventLoop()
-    try:
-        yield running
-    finally:
-        running.close()
 
 
 # -- Cosmos DB ---------------------------------------------------------------------------------
-
-class CosmosWorld(StoreWorld):
-    """The outbox's container through the SDK's sync client."""
-
-    def __init__(self, container: ContainerProxy) -> None:
-        self.container = container
-        self.store = CosmosDocumentStore(container)
-
-    def documents(self, partition_key: str) -> list[dict[str, Any]]:
-        return list(self.container.query_items("SELECT * FROM c", partition_key=partition_key))
-
-    def expire(self, partition_key: str, document_id: str) -> None:
-        """The store's own TTL, shortened to 1 s: wait until it has deleted the document."""
-        document = self.container.read_item(document_id, partition_key=partition_key)
-        self.container.replace_item(document_id, {
-            k: v for k, v in document.items() if not k.startswith("_")} | {"ttl": 1})
-        deadline = time.monotonic() + 30
-        while any(d["id"] == document_id for d in self.documents(partition_key)):
-            assert time.monotonic() < deadline, f"{document_id} did not expire"
-            time.sleep(0.25)
-
-
-class AsyncCosmosWorld(CosmosWorld):
-    """The same container through the SDK's `aio` client, on an event loop of its own (the
-    sync client only arranges and inspects)."""
-
-    asynchronous = True
-
-    def __init__(self, container: ContainerProxy, stack: LocalStack, loop: EventLoop) -> None:
-        super().__init__(container)
-        self.loop = loop
-        name = container.id
-
-        async def connect() -> AsyncCosmosDocumentStore:
-            client = AsyncCosmosClient.from_connection_string(
-                stack.cosmos_connection_string, connection_verify=False)
-            return AsyncCosmosDocumentStore(
-                client.get_database_client(DATABASE).get_container_client(name))
-
-        self.store = loop.run(connect())
-
-    def run(self, coroutine: Any) -> Any:
-        return self.loop.run(coroutine)
-
 
 class OnCosmos:
     """The suites' world: the container through the sync client, then through the aio one."""
@@ -144,10 +71,8 @@ class OnCosmos:
     @pytest.fixture(params=["sync", "aio"])
     def world(self, request: pytest.FixtureRequest, fresh: str,
               funcstack_services: LocalStack, loop: EventLoop) -> StoreWorld:
-        container = funcstack_services.container_client(DATABASE, fresh)
-        if request.param == "sync":
-            return CosmosWorld(container)
-        return AsyncCosmosWorld(container, funcstack_services, loop)
+        return cosmos_world(request.param, funcstack_services.container_client(DATABASE, fresh),
+                            funcstack_services, loop)
 
 
 class TestCosmosUnitOfWork(OnCosmos, UnitOfWorkContract):
@@ -166,18 +91,18 @@ class TestCosmosSession(OnCosmos, SessionContract):
     pass
 
 
-def test_a_container_that_is_gone_is_unavailable_not_healthy(
-    funcstack_services: LocalStack, loop: EventLoop
+def test_the_health_probe_passes_on_an_empty_container_and_fails_on_a_missing_one(
+    funcstack_services: LocalStack, loop: EventLoop, fresh: str
 ) -> None:
-    from cosmos_outbox.errors import StoreUnavailableError
-
+    """An empty container (no probe document) answers: healthy. A container that does not
+    exist is the store unavailable, said so, not healthy (a point read of a missing container
+    answers "not found" like a missing document)."""
     client = CosmosClient.from_connection_string(funcstack_services.cosmos_connection_string,
                                                  connection_verify=False)
-    missing = client.get_database_client(DATABASE).get_container_client("no-such-container")
-    with pytest.raises(StoreUnavailableError):
-        CosmosDocumentStore(missing).ping()
-    CosmosDocumentStore(client.get_database_client(DATABASE).get_container_client(
-        CONTAINER)).ping()
+    database = client.get_database_client(DATABASE)
+    with pytest.raises(StoreUnavailableError, match="does not exist"):
+        CosmosDocumentStore(database.get_container_client("no-such-container")).ping()
+    CosmosDocumentStore(database.get_container_client(fresh)).ping()
 
     async def aio_ping(name: str) -> None:
         async with AsyncCosmosClient.from_connection_string(
@@ -185,10 +110,9 @@ def test_a_container_that_is_gone_is_unavailable_not_healthy(
             await AsyncCosmosDocumentStore(
                 aio.get_database_client(DATABASE).get_container_client(name)).ping()
 
-    with pytest.raises(StoreUnavailableError):
+    with pytest.raises(StoreUnavailableError, match="does not exist"):
         loop.run(aio_ping("no-such-container"))
-    loop.run(aio_ping(CONTAINER))
-
+    loop.run(aio_ping(fresh))
 
 
 class _CountingExecutor(concurrent.futures.ThreadPoolExecutor):
@@ -204,7 +128,7 @@ class _CountingExecutor(concurrent.futures.ThreadPoolExecutor):
 @pytest.mark.parametrize("proxy_settings", [False, True])
 def test_the_aio_client_reads_the_environment_on_each_request_only_when_it_has_settings(
     funcstack_services: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-    proxy_settings: bool,
+    fresh: str, proxy_settings: bool,
 ) -> None:
     """The SDK's aio transport looks for proxies and a .netrc on two threads of the loop's
     executor per request when it may: the library's client lets it only when the process has
@@ -223,7 +147,7 @@ def test_the_aio_client_reads_the_environment_on_each_request_only_when_it_has_s
                 connection_string=funcstack_services.cosmos_connection_string,
                 verify_tls=False) as aio:
             store = AsyncCosmosDocumentStore(
-                aio.get_database_client(DATABASE).get_container_client(CONTAINER))
+                aio.get_database_client(DATABASE).get_container_client(fresh))
             await store.ping()
             _CountingExecutor.submitted = 0
             for _ in range(5):
@@ -248,14 +172,14 @@ class AzuriteWorld(PayloadWorld):
                 return BlobPayloadStore(ContainerClient.from_connection_string(
                     connection, name, retry_total=0))
 
-            self.store = sync("outbox-payloads")
+            self.store = sync(PAYLOADS)
             self.foreign_reference = sync("other-payloads").reference("ticket/t1/e1")
         else:
             async def connect(name: str) -> AsyncBlobPayloadStore:
                 return AsyncBlobPayloadStore(AsyncContainerClient.from_connection_string(
                     connection, name, retry_total=0))
 
-            self.store = loop.run(connect("outbox-payloads"))
+            self.store = loop.run(connect(PAYLOADS))
             self.foreign_reference = loop.run(connect("other-payloads")).reference("t/t1/e1")
 
     def run(self, coroutine: Any) -> Any:
@@ -277,56 +201,58 @@ class TestBlobPayloadStore(PayloadStoreContract):
         return AzuriteWorld(funcstack_services, loop if request.param == "aio" else None)
 
 
+def payload_store(flavour: str, stack: LocalStack, loop: EventLoop,
+                  container: str = PAYLOADS) -> Any:
+    """The claim check's store of `container`, sync or `aio`, by its public factory."""
+    if flavour == "sync":
+        return BlobPayloadStore.from_connection_string(stack.storage_connection_string,
+                                                       container)
+
+    async def connect() -> AsyncBlobPayloadStore:
+        return AsyncBlobPayloadStore.from_connection_string(stack.storage_connection_string,
+                                                            container)
+
+    return loop.run(connect())
+
+
+def run_on(flavour: str, loop: EventLoop, work: Any) -> Any:
+    """A store's call: its result (sync), or its coroutine run on the loop (`aio`)."""
+    return loop.run(work) if flavour == "aio" else work
+
+
+@pytest.mark.parametrize("flavour", ["sync", "aio"])
+def test_a_payload_is_a_private_blob_with_the_events_content_type_named_by_the_event(
+    funcstack_services: LocalStack, loop: EventLoop, flavour: str
+) -> None:
+    record = OutboxRecord(event_id=f"e-{flavour}", aggregate_type="manuscript",
+                          aggregate_id="m/1", action="Revised", version=2,
+                          event_source="/manuscripts", body=b"{}")
+    payloads = payload_store(flavour, funcstack_services, loop)
+    name = payload_name(record)
+    run_on(flavour, loop, payloads.put(name, b'{"text":"x"}', content_type="application/json"))
+    assert name == f"manuscript/m%2F1/e-{flavour}"
+    with BlobServiceClient.from_connection_string(
+            funcstack_services.storage_connection_string) as service:
+        container = service.get_container_client(PAYLOADS)
+        blob = container.get_blob_client(name).get_blob_properties()
+        assert blob.content_settings.content_type == "application/json"
+        assert blob.size == len(b'{"text":"x"}')
+        assert container.get_container_properties().public_access is None  # private
+    blob_port = funcstack_services.ports.azurite[0]
+    assert payloads.reference(name).startswith(
+        f"http://127.0.0.1:{blob_port}/devstoreaccount1/{PAYLOADS}/manuscript/")
+
+
+@pytest.mark.parametrize("flavour", ["sync", "aio"])
+def test_a_missing_container_fails_the_upload_naming_it(
+    funcstack_services: LocalStack, loop: EventLoop, flavour: str
+) -> None:
+    payloads = payload_store(flavour, funcstack_services, loop, "no-such-container")
+    with pytest.raises(PayloadStoreError, match="no-such-container"):
+        run_on(flavour, loop, payloads.put("a/b/c", b"{}", content_type="application/json"))
+
+
 # -- Service Bus -------------------------------------------------------------------------------
-
-def history(tickets: int, changes: int, title_size: int = 40) -> list[dict[str, Any]]:
-    """The stored events of `tickets` tickets, each opened then retitled `changes` times, their
-    titles `title_size` characters long (as stored: events of larger tickets than the app's)."""
-    documents = []
-    for _ in range(tickets):
-        ticket = Ticket.open("Printer on fire")
-        for n in range(changes):
-            ticket.retitle(f"Retitled {n}")
-        documents += event_documents(ticket, ttl_seconds=600)
-    for document in documents:
-        document["data"]["title"] = "t" * title_size
-    return documents
-
-
-def received(stack: LocalStack, sessions: set[str], count: int,
-             wait: float = 60) -> list[ServiceBusReceivedMessage]:
-    """`count` messages of the sessions of the test subscription, in order per session."""
-    found: list[ServiceBusReceivedMessage] = []
-    deadline = time.monotonic() + wait
-    with ServiceBusClient.from_connection_string(stack.servicebus_connection_string) as client:
-        for session in sorted(sessions):
-            with client.get_subscription_receiver(TOPIC, "all", session_id=session,
-                                                  max_wait_time=2) as receiver:
-                while time.monotonic() < deadline:
-                    batch = receiver.receive_messages(max_message_count=50, max_wait_time=2)
-                    for message in batch:
-                        receiver.complete_message(message)
-                    found += batch
-                    if not batch:
-                        break
-        assert len(found) >= count or time.monotonic() < deadline
-    return found
-
-
-def properties(message: ServiceBusReceivedMessage) -> dict[str, Any]:
-    """A received message's application properties, names and text values decoded."""
-    def text(value: Any) -> Any:
-        return value.decode() if isinstance(value, bytes) else value
-
-    return {text(k): text(v) for k, v in (message.application_properties or {}).items()}
-
-
-def relay_through(publisher: Any, documents: list[dict[str, Any]], loop: EventLoop | None,
-                  payloads: Any = None) -> Any:
-    relay = Relay(publisher, Quarantine(InMemoryStore()), TELEMETRY, payloads=payloads)
-    work = relay.relay(read_feed(documents))
-    return loop.run(work) if loop is not None else run_sync(work)
-
 
 @pytest.mark.parametrize("flavour", ["sync", "aio"])
 def test_the_publisher_sends_every_event_once_in_order_per_session_in_size_limited_batches(
@@ -366,14 +292,14 @@ def test_an_event_too_large_for_a_message_goes_by_claim_check_through_blob_stora
     storage = funcstack_services.storage_connection_string
     if flavour == "sync":
         publisher: Any = ServiceBusPublisher.from_connection_string(connection, TOPIC)
-        payloads: Any = BlobPayloadStore.from_connection_string(storage, "outbox-payloads")
+        payloads: Any = BlobPayloadStore.from_connection_string(storage, PAYLOADS)
         report = relay_through(publisher, [document], None, payloads)
         publisher.close()
     else:
         async def make() -> tuple[AsyncServiceBusPublisher, AsyncBlobPayloadStore]:
             service = AsyncBlobServiceClient.from_connection_string(storage)
             return (AsyncServiceBusPublisher.from_connection_string(connection, TOPIC),
-                    AsyncBlobPayloadStore(service.get_container_client("outbox-payloads")))
+                    AsyncBlobPayloadStore(service.get_container_client(PAYLOADS)))
 
         publisher, payloads = loop.run(make())
         report = relay_through(publisher, [document], loop, payloads)
@@ -382,7 +308,7 @@ def test_an_event_too_large_for_a_message_goes_by_claim_check_through_blob_stora
     [message] = received(funcstack_services, {document["partitionKey"]}, 1)
     dataref = str(properties(message)["cloudEvents_dataref"])
     assert b"".join(message.body) == b""
-    body = BlobPayloadStore.from_connection_string(storage, "outbox-payloads").get(dataref)
+    body = BlobPayloadStore.from_connection_string(storage, PAYLOADS).get(dataref)
     assert b"x" * 300_000 in body
 
 
@@ -407,7 +333,3 @@ def test_one_async_sender_serves_concurrent_invocations_and_is_reused_after(
 
     first, second = loop.run(invocations())
     assert 1 <= first <= 4 and second == first  # the next invocation took an idle sender
-
-
-def unique() -> str:
-    return uuid.uuid4().hex

@@ -1,6 +1,6 @@
-"""The Cosmos DB document store (`cosmos_outbox.cosmos.CosmosDocumentStore`) on the local
-endpoint through the real SDK: the unit-of-work contract, one batch per command, and TTL expiry
-of event documents."""
+"""The Cosmos DB document store (`cosmos_outbox.cosmos.CosmosDocumentStore`, and its `aio`
+twin, the app's) on the local endpoint through the real SDK: the unit-of-work contract and the
+contact list, one batch per command."""
 
 from __future__ import annotations
 
@@ -16,15 +16,12 @@ from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 
 from application.contacts.ports import ContactList
 from cosmos_outbox._documents import EVENT_TYPE
-from cosmos_outbox.cosmos import AsyncCosmosDocumentStore, CosmosDocumentStore, query_page
-from cosmos_outbox.errors import StoreUnavailableError
+from cosmos_outbox.cosmos import AsyncCosmosDocumentStore, CosmosDocumentStore
 from cosmos_outbox.testing.contracts import EventLoop
-from domain.contact import Contact
 from infra.cosmos.contacts import CosmosContactList, SyncCosmosContactList
 from tests.contacts.contract.unit_of_work_contract import (
     ContactsStoreContract,
     ContactsWorld,
-    new_contact,
 )
 from tools.httpclient import Client
 from tools.provision import create_contacts_container
@@ -163,55 +160,3 @@ def test_a_create_over_http_writes_one_contact_and_one_event_in_its_partition(
     contact = next(d for d in docs if d["type"] == "contact")
     assert contact["ttl"] == -1 and "_etag" not in contact["data"]
     assert event["_ts"] == contact["_ts"]
-
-
-def test_event_documents_expire_by_ttl_and_the_contact_stays(cosmos: CosmosClient) -> None:
-    world = CosmosWorld(fresh_container(cosmos, "ttl"), ttl=1)
-    contact = new_contact()
-    with world.uow() as uow:
-        uow.repository(Contact).add(contact)
-        uow.commit()
-    assert len(world.documents(contact.id)) == 2
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and len(world.documents(contact.id)) > 1:
-        time.sleep(0.25)
-    assert [d["type"] for d in world.documents(contact.id)] == ["contact"]
-
-
-def test_the_health_probe_passes_when_the_container_exists_without_a_probe_document(
-    cosmos: CosmosClient,
-) -> None:
-    CosmosDocumentStore(fresh_container(cosmos, "health")).ping()
-
-
-def test_the_health_probe_fails_when_the_container_does_not_exist(cosmos: CosmosClient) -> None:
-    missing = cosmos.create_database_if_not_exists("contract").get_container_client("misnamed")
-    with pytest.raises(StoreUnavailableError, match="does not exist"):
-        CosmosDocumentStore(missing).ping()
-
-
-def test_a_pages_token_is_its_own_when_another_request_on_the_client_lands_in_between(
-    cosmos: CosmosClient,
-) -> None:
-    """Concurrent invocations share one client. A request on another thread that finishes
-    between a query's response and the reading of its token must not hand the client that
-    request's headers (a point read's etag) as the next page's token."""
-    container = fresh_container(cosmos, f"paging{time.monotonic_ns()}")
-    ids = [f"p{i}" for i in range(5)]
-    for doc_id in ids:
-        container.create_item({"id": doc_id, "partitionKey": doc_id, "type": "paged"})
-    query = "SELECT c.id FROM c WHERE c.type = 'paged'"
-
-    def another_request_lands(_headers: Any, _result: Any) -> None:
-        container.read_item("p4", partition_key="p4")  # what another thread would do
-
-    seen: list[str] = []
-    token: str | None = None
-    for _ in range(len(ids)):
-        rows, token = query_page(container, query, 2, token,
-                                 response_hook=another_request_lands)
-        seen += [row["id"] for row in rows]
-        if token is None:
-            break
-    assert sorted(seen) == ids
-    assert token is None

@@ -1,0 +1,166 @@
+"""What the integration modules share besides the stack itself (conftest.py: `funcstack_config`,
+`fresh`, `loop`): the resources of fixtures/funcstack.json by name, the Cosmos DB worlds of the
+contract suites (sync and `aio`), the tickets' stored events, the relay over a publisher, and
+a receiver of the test topic's sessions. No funcstack import here: conftest.py imports this
+module, and the package's tests run without funcstack (its integration modules are skipped)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import TYPE_CHECKING, Any
+
+from azure.cosmos import ContainerProxy
+from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
+from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage
+from tickets import Ticket
+
+from cosmos_outbox._aio import run_sync
+from cosmos_outbox._documents import event_documents, read_feed
+from cosmos_outbox._quarantine import Quarantine
+from cosmos_outbox._relay.relay import Relay, RelayReport
+from cosmos_outbox._relay.telemetry import RelayTelemetry
+from cosmos_outbox.cosmos import AsyncCosmosDocumentStore, CosmosDocumentStore
+from cosmos_outbox.testing import InMemoryStore
+from cosmos_outbox.testing.contracts import EventLoop, StoreWorld
+
+if TYPE_CHECKING:
+    from funcstack import LocalStack
+
+#: fixtures/funcstack.json: the database and the outbox's container, the lease container, the
+#: topic and its session subscription, the claim check's blob container.
+DATABASE, CONTAINER, LEASES = "outbox-tests", "outbox", "leases"
+TOPIC, SUBSCRIPTION = "outbox-events", "all"
+PAYLOADS = "outbox-payloads"
+#: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
+TELEMETRY = RelayTelemetry(destination=TOPIC)
+
+
+# -- Cosmos DB ---------------------------------------------------------------------------------
+
+class CosmosWorld(StoreWorld):
+    """A container through the SDK's sync client (event documents kept `ttl` seconds)."""
+
+    def __init__(self, container: ContainerProxy, *, ttl: int | None = None) -> None:
+        self.container = container
+        self.store = CosmosDocumentStore(container)
+        if ttl is not None:
+            self.event_ttl_seconds = ttl
+
+    def documents(self, partition_key: str) -> list[dict[str, Any]]:
+        return list(self.container.query_items("SELECT * FROM c", partition_key=partition_key))
+
+    def expire(self, partition_key: str, document_id: str) -> None:
+        """The store's own TTL, shortened to 1 s: wait until it has deleted the document."""
+        document = self.container.read_item(document_id, partition_key=partition_key)
+        self.container.replace_item(document_id, {
+            k: v for k, v in document.items() if not k.startswith("_")} | {"ttl": 1})
+        deadline = time.monotonic() + 30
+        while any(d["id"] == document_id for d in self.documents(partition_key)):
+            assert time.monotonic() < deadline, f"{document_id} did not expire"
+            time.sleep(0.25)
+
+
+class AsyncCosmosWorld(CosmosWorld):
+    """The same container through the SDK's `aio` client, on an event loop of its own (the
+    sync client only arranges and inspects)."""
+
+    asynchronous = True
+
+    def __init__(self, container: ContainerProxy, stack: LocalStack, loop: EventLoop, *,
+                 ttl: int | None = None) -> None:
+        super().__init__(container, ttl=ttl)
+        self.loop = loop
+        name = container.id
+
+        async def connect() -> AsyncCosmosDocumentStore:
+            client = AsyncCosmosClient.from_connection_string(
+                stack.cosmos_connection_string, connection_verify=False)
+            return AsyncCosmosDocumentStore(
+                client.get_database_client(DATABASE).get_container_client(name))
+
+        self.store = loop.run(connect())
+
+    def run(self, coroutine: Any) -> Any:
+        return self.loop.run(coroutine)
+
+
+def cosmos_world(flavour: str, container: ContainerProxy, stack: LocalStack, loop: EventLoop,
+                 *, ttl: int | None = None) -> CosmosWorld:
+    """The world of a `sync` or `aio` test on `container`."""
+    if flavour == "sync":
+        return CosmosWorld(container, ttl=ttl)
+    return AsyncCosmosWorld(container, stack, loop, ttl=ttl)
+
+
+# -- the relay ---------------------------------------------------------------------------------
+
+def history(tickets: int, changes: int, title_size: int = 40) -> list[dict[str, Any]]:
+    """The stored events of `tickets` tickets, each opened then retitled `changes` times, their
+    titles `title_size` characters long (as stored: events of larger tickets than the app's)."""
+    documents = []
+    for _ in range(tickets):
+        ticket = Ticket.open("Printer on fire")
+        for n in range(changes):
+            ticket.retitle(f"Retitled {n}")
+        documents += event_documents(ticket, ttl_seconds=600)
+    for document in documents:
+        document["data"]["title"] = "t" * title_size
+    return documents
+
+
+def relay_through(publisher: Any, documents: list[dict[str, Any]], loop: EventLoop | None,
+                  payloads: Any = None, quarantine: InMemoryStore | None = None) -> RelayReport:
+    """The documents relayed as the trigger relays them, through `publisher` (an `aio` one on
+    `loop`, a sync one with `loop` None); the quarantine in `quarantine` (a new store if
+    None)."""
+    relay = Relay(publisher, Quarantine(quarantine if quarantine is not None else InMemoryStore()),
+                  TELEMETRY, payloads=payloads)
+    work = relay.relay(read_feed(documents))
+    report: RelayReport = loop.run(work) if loop is not None else run_sync(work)
+    return report
+
+
+# -- Service Bus -------------------------------------------------------------------------------
+
+def received(stack: LocalStack, sessions: set[str], count: int,
+             wait: float = 60) -> list[ServiceBusReceivedMessage]:
+    """`count` messages of the sessions of the test subscription, in order per session."""
+    return received_from(stack.servicebus_connection_string, sessions, count, wait)
+
+
+def received_from(connection: str, sessions: set[str], count: int,
+                  wait: float = 60) -> list[ServiceBusReceivedMessage]:
+    """`received` from the endpoint of `connection`: each session read on a thread of its own
+    (opening a session receiver costs the sync SDK about half a second), until it has no more
+    for a second."""
+    found: list[ServiceBusReceivedMessage] = []
+    lock = threading.Lock()
+    deadline = time.monotonic() + wait
+
+    def read(session: str) -> None:
+        with ServiceBusClient.from_connection_string(connection) as client, \
+                client.get_subscription_receiver(TOPIC, SUBSCRIPTION, session_id=session,
+                                                 max_wait_time=1) as receiver:
+            while time.monotonic() < deadline:
+                batch = receiver.receive_messages(max_message_count=100, max_wait_time=1)
+                for message in batch:
+                    receiver.complete_message(message)
+                with lock:
+                    found.extend(batch)
+                if not batch:
+                    break
+
+    with ThreadPoolExecutor(max_workers=min(16, len(sessions) or 1)) as pool:
+        list(pool.map(read, sorted(sessions)))
+    assert len(found) >= count, f"{len(found)} of {count} messages within {wait} s"
+    return found
+
+
+def properties(message: ServiceBusReceivedMessage) -> dict[str, Any]:
+    """A received message's application properties, names and text values decoded."""
+    def text(value: Any) -> Any:
+        return value.decode() if isinstance(value, bytes) else value
+
+    return {text(k): text(v) for k, v in (message.application_properties or {}).items()}

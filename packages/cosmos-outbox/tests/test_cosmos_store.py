@@ -1,0 +1,93 @@
+"""The Cosmos DB document store, sync and `aio`, through the SDK against the local endpoint, in
+what the contract suites (test_azure_adapters.py) do not hold: event documents expire by their
+TTL while the aggregate stays, one commit of several changes writes their events in order, and
+a page's continuation token is that query's own when another request on the client lands
+between the page's response and the reading of its token."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+pytest.importorskip("funcstack", reason="the local Azure stack (funcstack) runs these tests: "
+                                        "pip install funcstack")
+
+from azure_stack import DATABASE, cosmos_world
+from tickets import Ticket
+
+from cosmos_outbox._documents import EVENT_TYPE
+from cosmos_outbox.cosmos import query_page
+from cosmos_outbox.testing.contracts import EventLoop
+from cosmos_outbox.testing.contracts._worlds import events_of, saved
+from funcstack import LocalStack
+
+pytestmark = pytest.mark.integration
+TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+@pytest.mark.parametrize("flavour", ["sync", "aio"])
+def test_event_documents_expire_by_their_ttl_and_the_aggregate_stays(
+    funcstack_services: LocalStack, loop: EventLoop, fresh: str, flavour: str
+) -> None:
+    world = cosmos_world(flavour, funcstack_services.container_client(DATABASE, fresh),
+                         funcstack_services, loop, ttl=1)
+    ticket = Ticket.open("Printer on fire")
+    with world.uow() as uow:
+        uow.repository(Ticket).add(ticket)
+        uow.commit()
+    stored = world.documents(ticket.id)
+    assert sorted(d["type"] for d in stored) == sorted(["ticket", EVENT_TYPE])
+    assert {d["type"]: d["ttl"] for d in stored} == {"ticket": -1, EVENT_TYPE: 1}
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and len(world.documents(ticket.id)) > 1:
+        time.sleep(0.25)
+    assert [d["type"] for d in world.documents(ticket.id)] == ["ticket"]
+
+
+@pytest.mark.parametrize("flavour", ["sync", "aio"])
+def test_one_commit_of_several_changes_writes_their_events_in_order(
+    funcstack_services: LocalStack, loop: EventLoop, fresh: str, flavour: str
+) -> None:
+    world = cosmos_world(flavour, funcstack_services.container_client(DATABASE, fresh),
+                         funcstack_services, loop)
+    ticket = saved(world, Ticket.open("Printer on fire"))
+    with world.uow() as uow:
+        loaded = uow.repository(Ticket).get(ticket.id)
+        loaded.change(title="Printer still on fire", code="FIR")
+        uow.commit(traceparent=TRACEPARENT)
+    events = events_of(world, ticket.id)
+    assert [e["action"] for e in events] == [
+        "TicketOpenedEvent", "TicketRetitledEvent", "TicketRecodedEvent"]
+    assert [e["version"] for e in events] == [1, 2, 3]
+    assert [e["traceparent"] for e in events[1:]] == [TRACEPARENT, TRACEPARENT]
+    with world.uow() as uow:
+        assert uow.repository(Ticket).get(ticket.id).version == 3
+
+
+def test_a_pages_token_is_its_own_when_another_request_on_the_client_lands_in_between(
+    funcstack_services: LocalStack, fresh: str
+) -> None:
+    """Concurrent invocations share one client. A request on another thread that finishes
+    between a query's response and the reading of its token must not hand the client that
+    request's headers (a point read's etag) as the next page's token."""
+    container = funcstack_services.container_client(DATABASE, fresh)
+    ids = [f"p{i}" for i in range(5)]
+    for doc_id in ids:
+        container.create_item({"id": doc_id, "partitionKey": doc_id, "type": "paged"})
+    query = "SELECT c.id FROM c WHERE c.type = 'paged'"
+
+    def another_request_lands(_headers: Any, _result: Any) -> None:
+        container.read_item("p4", partition_key="p4")  # what another thread would do
+
+    seen: list[str] = []
+    token: str | None = None
+    for _ in range(len(ids)):
+        rows, token = query_page(container, query, 2, token,
+                                 response_hook=another_request_lands)
+        seen += [row["id"] for row in rows]
+        if token is None:
+            break
+    assert sorted(seen) == ids
+    assert token is None
