@@ -9,13 +9,21 @@ from typing import Any
 
 import pytest
 from conftest import TicketWorld
+from hypothesis import given
+from hypothesis import strategies as st
+from pydantic import ValidationError
 from tickets import Ticket
 
 from cosmos_outbox._aio import run_sync
 from cosmos_outbox._documents import document_created_at, event_document, read_feed
 from cosmos_outbox._domain import Event, new_id
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, Quarantine
-from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT, notice_id
+from cosmos_outbox._records import (
+    QUARANTINE_NOTICE_SUBJECT,
+    StoredFields,
+    notice_id,
+    plain_fields,
+)
 from cosmos_outbox._relay.relay import Relay, RelayReport
 from cosmos_outbox._relay.telemetry import RelayTelemetry
 from cosmos_outbox.testing import FakePublisher, InMemoryStore, SizeLimitedBatch
@@ -178,6 +186,38 @@ def test_malformed_events_are_quarantined_with_a_reason_and_the_rest_go_on(
     assert reason in kept["reason"]
     assert kept["data"]["id"] == docs[1]["id"]
     assert report.quarantined == [docs[1]["id"]]
+
+
+class _Text(str):
+    """A string of a class of its own (the model's verdict on it decides)."""
+
+
+#: What a stored field may hold: JSON's values, strings about the length limits, and
+#: values a model could convert (a float version, a bool, a string of a class of its own).
+_STORED = st.one_of(
+    st.none(), st.booleans(), st.integers(-2, 3), st.floats(allow_nan=False),
+    st.text(max_size=3), st.text(min_size=126, max_size=130),
+    st.builds(_Text, st.text(max_size=3)), st.lists(st.integers(), max_size=1))
+
+
+@given(event_id=_STORED, aggregate_type=_STORED, aggregate_id=_STORED, action=_STORED,
+       version=_STORED, source=_STORED)
+def test_the_cheap_check_of_the_stored_fields_never_disagrees_with_their_model(
+        event_id: Any, aggregate_type: Any, aggregate_id: Any, action: Any, version: Any,
+        source: Any) -> None:
+    """The parser checks each event's fields without the model (`plain_fields`), and asks the
+    model only when that check fails: what it lets through, the model takes unchanged."""
+    plain = plain_fields(event_id, aggregate_type, aggregate_id, action, version, source)
+    try:
+        model = StoredFields(event_id=event_id, aggregate_type=aggregate_type,
+                             aggregate_id=aggregate_id, action=action, version=version,
+                             event_source=source)
+    except ValidationError:
+        assert plain is None
+        return
+    if plain is not None:
+        assert plain == (model.event_id, model.aggregate_id, model.action, model.version)
+        assert (aggregate_type, source) == (model.aggregate_type, model.event_source)
 
 
 def test_an_event_larger_than_a_message_is_quarantined_and_later_events_still_go() -> None:

@@ -36,7 +36,9 @@ from cosmos_outbox._records import (
     NotAnEvent,
     OutboxRecord,
     PoisonEventError,
+    StoredFields,
     Unreadable,
+    plain_fields,
     reserved_property,
 )
 from cosmos_outbox.errors import NotFoundError
@@ -164,22 +166,40 @@ def outbox_record(document: Mapping[str, Any], *,
     subject = document.get("subject")
     if subject is not None and (not isinstance(subject, str) or not subject):
         raise PoisonEventError("event subject must be a non-empty string")
+    # The stored fields last: an event wrong in several ways is set aside for the first above.
+    plain = plain_fields(get("id"), aggregate_type, get(f"{aggregate_type}Id"), get("action"),
+                         get("version"), source)
+    if plain is None:
+        checked = _checked(get("id"), aggregate_type, get(f"{aggregate_type}Id"), get("action"),
+                           get("version"), source)
+        plain = checked.event_id, checked.aggregate_id, checked.action, checked.version
+        source = checked.event_source
+    event_id, aggregate_id, action, version = plain
+    return OutboxRecord(
+        event_id=event_id,
+        aggregate_id=aggregate_id,
+        action=action,
+        version=version,
+        aggregate_type=aggregate_type,
+        created_at=parse_time(get("createdAt")),
+        traceparent=traceparent if isinstance(traceparent, str) and traceparent else None,
+        event_source=source,
+        dataschema=dataschema if isinstance(dataschema, str) and dataschema else None,
+        body=body,
+        properties=properties,
+        subject=subject,
+        document=document,
+    )
+
+
+def _checked(event_id: object, aggregate_type: str, aggregate_id: object, action: object,
+             version: object, source: str) -> StoredFields:
+    """The stored fields as `StoredFields` takes them; PoisonEventError naming the first one it
+    rejects, by its stored name (`data.id`, `data.orderId`, ...)."""
     try:
-        return OutboxRecord(
-            event_id=get("id"),
-            aggregate_id=get(f"{aggregate_type}Id"),
-            action=get("action"),
-            version=get("version"),
-            aggregate_type=aggregate_type,
-            created_at=parse_time(get("createdAt")),
-            traceparent=traceparent if isinstance(traceparent, str) and traceparent else None,
-            event_source=source,
-            dataschema=dataschema if isinstance(dataschema, str) and dataschema else None,
-            body=body,
-            properties=properties,
-            subject=subject,
-            document=document,
-        )
+        return StoredFields(event_id=event_id, aggregate_type=aggregate_type,
+                            aggregate_id=aggregate_id, action=action, version=version,
+                            event_source=source)
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
         name = str(error["loc"][0])

@@ -22,12 +22,23 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, dataclass_transform
 from urllib.parse import quote
 
-from pydantic import BaseModel, ConfigDict, Field, SkipValidation, StrictInt
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 
-Identifier = Annotated[str, Field(min_length=1, max_length=128)]
+_MAX_ID = 128
+Identifier = Annotated[str, Field(min_length=1, max_length=_MAX_ID)]
+
+
+@dataclass_transform(frozen_default=True, field_specifiers=(field,))
+def per_event[T](cls: type[T]) -> type[T]:
+    """A value class of which the relay builds one or more per event: immutable to the type
+    checker (mypy rejects an assignment to a field, as to a frozen dataclass's), a plain slotted
+    dataclass at run time. A frozen dataclass sets each field through `object.__setattr__` in
+    its `__init__`: about 3 µs for a dozen fields, more than the rest of the mapping of an
+    event (docs/benchmarks.md, "Relay CPU per event")."""
+    return dataclass(slots=True)(cls)
 
 
 @dataclass(frozen=True)
@@ -45,35 +56,64 @@ class PoisonEventError(ValueError):
     """A stored event that can never become a valid message."""
 
 
-class OutboxRecord(BaseModel):
-    """One stored event, typed. `body` is its data exactly as stored, serialised once;
-    `event_source` the CloudEvents source path of its aggregate type (`/orders`);
-    `document` is the stored document as read, opaque here, kept only to be quarantined (the
-    quarantine drops its system keys).
+class StoredFields(BaseModel):
+    """The fields of an outbox record read from the stored data, and their rules: the reason a
+    stored event that breaks one is quarantined with (`cosmos_outbox._documents.outbox_record`
+    names the field as stored). `plain_fields` is the same verdict, checked cheaply first."""
 
-    The fields read from the stored data (ids, action, version) are validated here; those the
-    store's parser derives itself (time, trace context, schema, body, document) are typed by it
-    and not validated again (`SkipValidation`): the relay builds one record per event, and
-    copying the document and re-checking the body cost more than the rest of the record."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     event_id: Identifier
     aggregate_type: Annotated[str, Field(min_length=1)]
     aggregate_id: Identifier
     action: Annotated[str, Field(min_length=1)]
     version: Annotated[StrictInt, Field(ge=1)]
-    created_at: SkipValidation[datetime | None] = None
-    traceparent: SkipValidation[str | None] = None
     event_source: Annotated[str, Field(min_length=1)]
-    dataschema: SkipValidation[str | None] = None
-    body: SkipValidation[bytes]
+
+
+def plain_fields(event_id: object, aggregate_type: str, aggregate_id: object, action: object,
+                 version: object, event_source: str) -> tuple[str, str, str, int] | None:
+    """(event id, aggregate id, action, version) when `StoredFields` takes these values as they
+    are (plain strings of the allowed lengths, an integer version of at least 1): the parser's
+    check of every event, without building a model. None when `StoredFields` would reject one
+    or convert it: then it decides, and names the reason."""
+    if (type(event_id) is str and 0 < len(event_id) <= _MAX_ID
+            and type(aggregate_id) is str and 0 < len(aggregate_id) <= _MAX_ID
+            and type(action) is str and action
+            and type(version) is int and version >= 1
+            and type(aggregate_type) is str and aggregate_type
+            and type(event_source) is str and event_source):
+        return event_id, aggregate_id, action, version
+    return None
+
+
+@per_event
+class OutboxRecord:
+    """One stored event, typed. `body` is its data exactly as stored, serialised once;
+    `event_source` the CloudEvents source path of its aggregate type (`/orders`);
+    `document` is the stored document as read, opaque here, kept only to be quarantined (the
+    quarantine drops its system keys).
+
+    Built by the store's parser (`cosmos_outbox._documents.outbox_record`), which checks the
+    fields read from the stored data (ids, action, version: `StoredFields`) and types those it
+    derives itself (time, trace context, schema, body, document); the record itself checks
+    nothing again: the relay builds one per event."""
+
+    event_id: str
+    aggregate_type: str
+    aggregate_id: str
+    action: str
+    version: int
+    event_source: str
+    body: bytes
+    created_at: datetime | None = None
+    traceparent: str | None = None
+    dataschema: str | None = None
     #: application properties of the message of the app's own (a session's event may set some)
-    properties: SkipValidation[Mapping[str, str | int]] = Field(default_factory=dict)
+    properties: Mapping[str, str | int] = field(default_factory=dict)
     #: the message's Subject when not the action (a session's event may set one)
-    subject: SkipValidation[str | None] = None
-    document: SkipValidation[Mapping[str, Any]] = Field(
-        default_factory=dict, repr=False, exclude=True)
+    subject: str | None = None
+    document: Mapping[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass(frozen=True)
@@ -102,7 +142,7 @@ class NotAnEvent:
 FeedItem = OutboxRecord | Unreadable | NotAnEvent
 
 
-@dataclass(frozen=True)
+@per_event
 class OutboxMessage:
     """One event as a broker message: MessageId = event id, SessionId = aggregate id; `source`
     is the CloudEvents source path of its aggregate type."""
