@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING, Final
 
+from cosmos_outbox._records import per_event
+
 if TYPE_CHECKING:
     from opentelemetry import metrics, trace
     from opentelemetry.trace import Link, SpanContext, TraceFlags
@@ -121,7 +123,7 @@ def error_type(exc: BaseException) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-@dataclass(frozen=True)
+@per_event
 class SentEvent:
     """What telemetry needs of one message in a batch."""
 
@@ -184,16 +186,19 @@ class RelayTelemetry:
         """Run `send` (one batch) inside a PRODUCER span linked to each event's context, and
         record its duration, the messages sent and each event's lag once it was accepted."""
         links: list[Link] = []
-        seen: set[tuple[int, int]] = set()
-        parsed: set[str | None] = {None}  # the same traceparent twice is parsed once
+        #: the trace and span ids linked, as their hex digits (a valid `traceparent` has them
+        #: lowercase at a fixed place: the same digits are the same ids)
+        linked: set[str] = set()
+        parsed: set[str] = set()  # the same traceparent twice is parsed once
         link, span_context_type, flags = self._link, self._span_context_type, _trace_flags()
         for event in events:
-            if event.traceparent in parsed:
+            traceparent = event.traceparent
+            if traceparent is None or traceparent in parsed:
                 continue
-            parsed.add(event.traceparent)
-            ctx = _span_context(event.traceparent, span_context_type, flags)
-            if ctx is not None and (ctx.trace_id, ctx.span_id) not in seen:
-                seen.add((ctx.trace_id, ctx.span_id))
+            parsed.add(traceparent)
+            ctx = _span_context(traceparent, span_context_type, flags)
+            if ctx is not None and (ids := traceparent[3:52]) not in linked:
+                linked.add(ids)
                 links.append(link(ctx))
         with self._tracer.start_as_current_span(
             self._span_name, kind=self._producer, links=links,

@@ -31,8 +31,9 @@ DATAREF = "cloudEvents_dataref"
 
 def rfc3339(moment: datetime) -> str:
     """A timestamp in RFC 3339 (UTC, `Z`); naive times are UTC, as the store writes them."""
-    if moment.tzinfo is not UTC:  # the store's times are UTC already: no conversion
-        moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    if moment.tzinfo is UTC:  # the store's times: formatted naive (half the cost), then Z
+        return f"{moment.replace(tzinfo=None).isoformat()}Z"
+    moment = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
     return moment.isoformat().replace("+00:00", "Z")
 
 
