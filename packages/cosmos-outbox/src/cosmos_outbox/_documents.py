@@ -22,8 +22,10 @@ back into aggregates and typed outbox records here.
 from __future__ import annotations
 
 import json
+from _json import make_encoder
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
+from json.encoder import encode_basestring
 from typing import Any
 
 from pydantic import ValidationError
@@ -46,9 +48,12 @@ from cosmos_outbox.ports import BatchOperation
 
 EVENT_TYPE = "domainEvent"
 IDEMPOTENCY_TYPE = "idempotencyRecord"
-#: The message body's serialisation (compact, UTF-8 as is): one encoder for every event, as
-#: `json.dumps` with these options would build a new one per call.
-_BODY_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
+#: The message body's serialisation (compact, UTF-8 as is): json's own C encoder, as
+#: `json.dumps(data, separators=(",", ":"), ensure_ascii=False)` runs it, built once for every
+#: event (`JSONEncoder.encode` builds one, and a closure, per call: a third of the cost of
+#: encoding an event's data). No cycle check: the data is parsed JSON, a tree.
+_BODY_JSON = make_encoder(None, json.JSONEncoder().default, encode_basestring, None, ":", ",",
+                          False, False, True)
 
 
 def aggregate_document(aggregate: Aggregate) -> dict[str, Any]:
@@ -157,7 +162,7 @@ def outbox_record(document: Mapping[str, Any], *,
     if source is None:
         raise PoisonEventError("event source must be a non-empty string")
     try:
-        body = _BODY_JSON.encode(data).encode()
+        body = "".join(_BODY_JSON(data, 0)).encode()
     except (TypeError, ValueError) as exc:
         raise PoisonEventError(f"event data is not serialisable: {exc}") from None
     get = data.get
