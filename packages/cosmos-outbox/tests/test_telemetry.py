@@ -104,6 +104,26 @@ def test_each_batch_is_a_producer_span_linked_to_the_events_context(otel: Teleme
         assert f"{link.context.span_id:016x}" == TRACE.split("-")[2]
 
 
+def test_a_batch_links_each_valid_context_once_in_order_of_its_events(otel: Telemetry) -> None:
+    """One link per distinct (trace id, span id), first seen first, whatever its flags; no link
+    for a traceparent that is not a valid W3C one (uppercase, another version, zero ids)."""
+    trace, span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    other = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
+    parents = [
+        f"00-{trace.upper()}-{span}-01", f"01-{trace}-{span}-01", f"00-{'0' * 32}-{span}-01",
+        f"00-{trace}-{'0' * 16}-01", f"00-{trace}-{span}-1", f"00-{trace}-{span}-01x",
+        None, f"00-{trace}-{span}-00", other, f"00-{trace}-{span}-01", other]
+    docs = history(len(parents) - 1)
+    for doc, parent in zip(docs, parents, strict=True):
+        doc["data"]["traceparent"] = parent
+    run_sync(relaying(FakePublisher(), otel).relay(read_feed(docs)))
+    [sent] = otel.spans.get_finished_spans()
+    assert [(f"{link.context.trace_id:032x}", f"{link.context.span_id:016x}",
+             int(link.context.trace_flags)) for link in sent.links] == [
+        (trace, span, 0), ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", 0)]
+    assert all(link.context.is_remote for link in sent.links)
+
+
 def test_a_send_failure_counts_a_failure_sends_nothing_and_logs_the_lag(
     otel: Telemetry, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -102,16 +102,14 @@ def _trace_flags() -> dict[str, TraceFlags]:
     return {f"{flags:02x}": TraceFlags(flags) for flags in range(256)}
 
 
-def _span_context(traceparent: object, span_context_type: type[SpanContext],
+def _span_context(traceparent: str, span_context_type: type[SpanContext],
                   flags: dict[str, TraceFlags]) -> SpanContext | None:
     """The remote span context a W3C `traceparent` names, or None when it is not valid."""
-    if not isinstance(traceparent, str):
-        return None
     match = _TRACEPARENT.fullmatch(traceparent)
     if match is None:
         return None
-    ctx = span_context_type(int(match[1], 16), int(match[2], 16), is_remote=True,
-                            trace_flags=flags[match[3]])
+    trace_id, span_id, trace_flags = match.groups()
+    ctx = span_context_type(int(trace_id, 16), int(span_id, 16), True, flags[trace_flags])
     return ctx if ctx.is_valid else None
 
 
@@ -186,18 +184,17 @@ class RelayTelemetry:
         """Run `send` (one batch) inside a PRODUCER span linked to each event's context, and
         record its duration, the messages sent and each event's lag once it was accepted."""
         links: list[Link] = []
-        #: the trace and span ids linked, as their hex digits (a valid `traceparent` has them
-        #: lowercase at a fixed place: the same digits are the same ids)
+        #: the trace and span ids linked, as their hex digits: a valid `traceparent` has them
+        #: lowercase at a fixed place, so the same digits are the same ids (a context linked
+        #: already is not parsed again)
         linked: set[str] = set()
-        parsed: set[str] = set()  # the same traceparent twice is parsed once
         link, span_context_type, flags = self._link, self._span_context_type, _trace_flags()
         for event in events:
             traceparent = event.traceparent
-            if traceparent is None or traceparent in parsed:
+            if traceparent is None or (ids := traceparent[3:52]) in linked:
                 continue
-            parsed.add(traceparent)
             ctx = _span_context(traceparent, span_context_type, flags)
-            if ctx is not None and (ids := traceparent[3:52]) not in linked:
+            if ctx is not None:
                 linked.add(ids)
                 links.append(link(ctx))
         with self._tracer.start_as_current_span(
