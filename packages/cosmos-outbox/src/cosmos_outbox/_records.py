@@ -36,7 +36,7 @@ def per_event[T](cls: type[T]) -> type[T]:
     """A value class of which the relay builds one or more per event: immutable to the type
     checker (mypy rejects an assignment to a field, as to a frozen dataclass's), a plain slotted
     dataclass at run time. A frozen dataclass sets each field through `object.__setattr__` in
-    its `__init__`: about 3 µs for a dozen fields, more than the rest of the mapping of an
+    its `__init__`: about 2 µs more for a dozen fields, more than the rest of the mapping of an
     event (docs/benchmarks.md, "Relay CPU per event")."""
     return dataclass(slots=True)(cls)
 
