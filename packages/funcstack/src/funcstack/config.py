@@ -22,10 +22,10 @@ queues)::
 Each part may instead name a file, relative to this one: ``"Cosmos": "cosmos.json"`` (a
 file holding ``{"Databases": [...]}``), ``"Storage": "storage.json"`` (a file holding
 ``{"BlobContainers": [...], "Queues": [...]}``), ``"ServiceBus": "servicebus-config.json"``
-(an official ``Config.json``; instead of ``UserConfig``). A container's ``IndexingPolicy`` is an object or
-the path of a JSON file, relative to the file that names it. ``//`` and ``/* */`` comments are
-allowed, as the official emulator allows them in its ``Config.json``. Nothing has a default
-name: what is not declared is not created.
+(an official ``Config.json``; instead of ``UserConfig``). A container's ``IndexingPolicy`` is
+an object or the path of a JSON file, relative to the file that names it. ``//`` and ``/* */``
+comments are allowed, as the official emulator allows them in its ``Config.json``. Nothing has a
+default name: what is not declared is not created.
 """
 
 from __future__ import annotations
