@@ -18,7 +18,7 @@ from fastapi import FastAPI, Header, HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from concerts.outbox import outbox
+from concerts.outbox import outbox, read
 from cosmos_outbox import IdempotencyKeyReusedError, PreconditionFailedError
 
 api = FastAPI(title="Concerts", version="1.0")
@@ -63,7 +63,7 @@ async def announce(body: NewConcert) -> dict[str, Any]:
 
 @api.get("/api/concerts/{concert_id}")
 async def read_concert(concert_id: str) -> dict[str, Any]:
-    concert = await outbox.store.read(concert_id, concert_id)
+    concert = await read(concert_id, concert_id)
     if concert is None or concert.get("type") != "concert":
         raise HTTPException(404, "no such concert")
     return concert_view(concert)
@@ -73,7 +73,7 @@ async def read_concert(concert_id: str) -> dict[str, Any]:
 async def buy(concert_id: str, order: TicketOrder,
               idempotency_key: Annotated[str | None, Header()] = None) -> dict[str, Any]:
     for _ in range(ATTEMPTS):
-        concert = await outbox.store.read(concert_id, concert_id)
+        concert = await read(concert_id, concert_id)
         if concert is None or concert.get("type") != "concert":
             raise HTTPException(404, "no such concert")
         if concert["sold"] + order.quantity > concert["capacity"]:
@@ -98,7 +98,7 @@ async def buy(concert_id: str, order: TicketOrder,
 
 @api.get("/api/concerts/{concert_id}/tickets/{ticket_id}")
 async def read_ticket(concert_id: str, ticket_id: str) -> dict[str, Any]:
-    ticket = await outbox.store.read(concert_id, ticket_id)
+    ticket = await read(concert_id, ticket_id)
     if ticket is None or ticket.get("type") != "ticket":
         raise HTTPException(404, "no such ticket")
     return ticket_view(ticket)

@@ -11,7 +11,7 @@ import logging
 
 import azure.functions as func
 
-from concerts.outbox import outbox
+from concerts.outbox import outbox, read
 
 logger = logging.getLogger(__name__)
 commands = func.Blueprint()  # type: ignore[no-untyped-call]  # untyped in azure-functions
@@ -25,13 +25,14 @@ async def handle_command(message: func.ServiceBusMessage) -> None:
     if command.get("type") != "RefundTicket":  # retried, then dead-lettered
         raise ValueError(f"unknown command {command.get('type')!r}")
     concert_id, ticket_id = command["concertId"], command["ticketId"]
-    ticket = await outbox.store.read(concert_id, ticket_id)
+    ticket = await read(concert_id, ticket_id)
     if ticket is None or ticket.get("status") != "sold":
         logger.info("ticket %s of concert %s: nothing to refund", ticket_id, concert_id)
         return
     unsold = [{"op": "incr", "path": "/sold", "value": -ticket["quantity"]}]
+    refunded = {**ticket, "status": "refunded"}
     session = outbox.session(concert_id, entity="concert")
-    session.replace({**ticket, "status": "refunded"}, if_match=ticket["_etag"])
+    session.replace(refunded, if_match=ticket["_etag"])
     session.patch(concert_id, unsold)
     session.publish("TicketRefunded", {"ticketId": ticket_id, "quantity": ticket["quantity"]})
     await session.commit()

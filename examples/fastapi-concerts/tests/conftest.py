@@ -21,7 +21,7 @@ class World:
 
     def call(self, method: str, path: str, body: Any = None,
              headers: dict[str, str] | None = None) -> tuple[int, Any]:
-        reply = self.client.request(method, path, body=body, headers=headers)
+        reply = self.client.request(method, f"api/{path}", body=body, headers=headers)
         raw = reply.get_body()
         return reply.status_code, json.loads(raw) if raw else None
 
@@ -33,7 +33,8 @@ class World:
 
 @pytest.fixture
 def world() -> Iterator[World]:
-    with in_memory(outbox) as memory, FunctionClient(app) as client:
+    # host.json's route prefix is "": the FastAPI routes carry /api themselves.
+    with in_memory(outbox) as memory, FunctionClient(app, route_prefix="") as client:
         yield World(memory, client)
 
 

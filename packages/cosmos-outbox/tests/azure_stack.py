@@ -75,8 +75,8 @@ class AsyncCosmosWorld(CosmosWorld):
         name = container.id
 
         async def connect() -> AsyncCosmosDocumentStore:
-            client = AsyncCosmosClient.from_connection_string(
-                stack.cosmos_connection_string, connection_verify=False)
+            client = loop.closing(AsyncCosmosClient.from_connection_string(
+                stack.cosmos_connection_string, connection_verify=False))
             return AsyncCosmosDocumentStore(
                 client.get_database_client(DATABASE).get_container_client(name))
 

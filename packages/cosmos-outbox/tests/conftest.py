@@ -6,6 +6,7 @@ fixtures/funcstack.json; azure_stack.py holds what they share besides."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from collections.abc import Iterator
@@ -76,14 +77,30 @@ def funcstack_config() -> Path:
 def fresh(funcstack_services: LocalStack) -> Iterator[str]:
     """A container of its own for one test (as the outbox's: /partitionKey, per-item TTL on),
     deleted after it: the suites count what a store holds."""
+    with _container(funcstack_services, "/partitionKey") as name:
+        yield name
+
+
+#: An app's own container's partition key path: another than the outbox's, nested.
+APPS_OWN_KEY_PATH = "/tenant/id"
+
+
+@pytest.fixture
+def fresh_on_apps_own_key(funcstack_services: LocalStack) -> Iterator[str]:
+    """`fresh`, partitioned by an app's own path (`APPS_OWN_KEY_PATH`), not `/partitionKey`."""
+    with _container(funcstack_services, APPS_OWN_KEY_PATH) as name:
+        yield name
+
+
+@contextlib.contextmanager
+def _container(stack: LocalStack, path: str) -> Iterator[str]:
     from azure.cosmos import CosmosClient, PartitionKey
 
     name = f"outbox-{uuid.uuid4().hex[:12]}"
-    client = CosmosClient.from_connection_string(funcstack_services.cosmos_connection_string,
+    client = CosmosClient.from_connection_string(stack.cosmos_connection_string,
                                                  connection_verify=False)
     database = client.get_database_client(DATABASE)
-    database.create_container(id=name, partition_key=PartitionKey(path="/partitionKey"),
-                              default_ttl=-1)
+    database.create_container(id=name, partition_key=PartitionKey(path=path), default_ttl=-1)
     try:
         yield name
     finally:

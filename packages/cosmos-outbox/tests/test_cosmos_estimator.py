@@ -77,8 +77,8 @@ class Estimators:
                                            lease_prefix=lease_prefix)
 
         async def connect() -> AsyncCosmosBacklogEstimator:
-            client = AsyncCosmosClient.from_connection_string(
-                stack.cosmos_connection_string, connection_verify=False, **options)
+            client = loop.closing(AsyncCosmosClient.from_connection_string(
+                stack.cosmos_connection_string, connection_verify=False, **options))
             aio = client.get_database_client(DATABASE)
             return AsyncCosmosBacklogEstimator(aio.get_container_client(monitored),
                                                aio.get_container_client(leases),

@@ -60,6 +60,22 @@ def test_the_storage_part_declares_blob_containers_inline_or_in_a_file(tmp_path:
     assert load_config(HELLO / "funcstack.json").storage.blob_containers == ()
 
 
+def test_the_storage_part_declares_queues_beside_blob_containers_inline_or_in_a_file(
+    tmp_path: Path,
+) -> None:
+    inline = load_config(write(tmp_path / "a.json", {"Storage": {
+        "BlobContainers": [{"Name": "receipts"}],
+        "Queues": [{"Name": "imports"}, {"Name": "a1-b2"}, {"Name": "receipts"}]}}))
+    assert inline.storage.queues == ("imports", "a1-b2", "receipts")  # not a container's name
+    assert inline.storage.blob_containers == ("receipts",)
+    assert inline.summary() == ["storage: blob containers receipts",
+                                "storage: queues imports, a1-b2, receipts"]
+    write(tmp_path / "storage.json", '{"Queues": [{"Name": "abc"}]}  // beside me')
+    from_file = load_config(write(tmp_path / "b.json", {"Storage": "storage.json"}))
+    assert (from_file.storage.queues, from_file.storage.blob_containers) == (("abc",), ())
+    assert load_config(HELLO / "funcstack.json").storage.queues == ()
+
+
 def test_an_official_emulator_config_is_a_declared_resources_file_as_it_is() -> None:
     config = load_config(HERE / "fixtures" / "emulator-Config.json")
     assert config.cosmos.databases == ()
@@ -89,6 +105,21 @@ def test_an_official_emulator_config_is_a_declared_resources_file_as_it_is() -> 
     ({"Storage": {"BlobContainers": [{"Name": "ab"}]}}, "is not a blob container name"),
     ({"Storage": {"BlobContainers": [{"Name": "abc"}, {"Name": "abc"}]}},
      "blob container abc is declared twice"),
+    ({"Storage": {"Queues": "abc"}}, "Storage: Queues must be a list"),
+    ({"Storage": {"Queues": ["abc"]}}, "Storage: Queues[0] must be an object"),
+    ({"Storage": {"Queues": [{"Name": "abc", "Visibility": 5}]}},
+     "Queues[0]: unknown key(s) Visibility"),
+    ({"Storage": {"Queues": [{"Name": "Imports"}]}},
+     "Queues[0]: Name 'Imports' is not a queue name (3-63 lowercase letters"),
+    ({"Storage": {"Queues": [{"Name": "a--b"}]}}, "Name 'a--b' is not a queue name"),
+    ({"Storage": {"Queues": [{"Name": "-abc"}]}}, "Name '-abc' is not a queue name"),
+    ({"Storage": {"Queues": [{"Name": "abc-"}]}}, "Name 'abc-' is not a queue name"),
+    ({"Storage": {"Queues": [{"Name": "ab"}]}}, "Name 'ab' is not a queue name"),
+    ({"Storage": {"Queues": [{"Name": "a" * 64}]}}, "is not a queue name"),
+    ({"Storage": {"Queues": [{"Name": "my_queue"}]}}, "Name 'my_queue' is not a queue name"),
+    ({"Storage": {"Queues": [{"Name": 7}]}}, "Queues[0]: Name must be a string"),
+    ({"Storage": {"Queues": [{"Name": "abc"}, {"Name": "abc"}]}},
+     "queue abc is declared twice"),
     ({"UserConfig": {"Namespaces": []}}, "needs UserConfig.Namespaces with one namespace"),
     ({"UserConfig": {"Namespaces": [{}]}, "ServiceBus": "x.json"}, "not both"),
     ([], "must be an object"),

@@ -15,6 +15,7 @@ import pytest
 from azure.cosmos import CosmosClient
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.storage.blob import BlobServiceClient
+from azure.storage.queue import QueueServiceClient
 
 from funcstack.config import ConfigError, ContainerSpec, CosmosSpec, DatabaseSpec, load_config
 from funcstack.provision import ProvisionError, provision_cosmos
@@ -172,6 +173,28 @@ def test_declared_blob_containers_are_created_private_in_azurite_and_kept(
             container.upload_blob("a/b", b"kept")
             assert [i.outcome for i in stack.provision().items] == ["exists", "exists"]
             assert container.download_blob("a/b").readall() == b"kept"
+
+
+def test_declared_queues_are_created_in_azurite_and_kept_with_their_messages(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "stack.json"
+    config.write_text(json.dumps({"Storage": {"BlobContainers": [{"Name": "imports"}],
+                                              "Queues": [{"Name": "imports"},
+                                                         {"Name": "imports-2"}]}}))
+    with LocalStack(workdir=tmp_path / "stack", config=load_config(config),
+                    ports=ServicePorts.free(), with_servicebus=False) as stack:
+        assert stack.report.lines() == ["storage blob container imports: created",
+                                        "storage queue imports: created",
+                                        "storage queue imports-2: created"]
+        with QueueServiceClient.from_connection_string(stack.storage_connection_string) as qs:
+            assert sorted(q.name for q in qs.list_queues()) == ["imports", "imports-2"]
+            queue = qs.get_queue_client("imports")
+            queue.send_message("kept")
+            assert [(i.kind, i.outcome) for i in stack.provision().items] == [
+                ("blob container", "exists"), ("queue", "exists"), ("queue", "exists")]
+            [message] = queue.peek_messages()
+            assert message.content == "kept"
 
 
 def test_a_bad_sample_settings_file_is_named_in_one_line(official: LocalStack,

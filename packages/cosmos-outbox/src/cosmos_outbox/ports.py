@@ -67,9 +67,10 @@ class BatchOperation:
 
 
 class DocumentStore(abc.ABC):
-    """The container of an outbox (partition key `/partitionKey`, per-item TTL on). Its errors
-    are `cosmos_outbox.errors`' (NotFoundError, AlreadyExistsError, PreconditionFailedError,
-    ThrottledError, StoreUnavailableError, ...)."""
+    """The container of an outbox (one partition key path: the outbox's documents keep their
+    partition in `partitionKey`, and at the container's path when it is another; per-item TTL
+    on). Its errors are `cosmos_outbox.errors`' (NotFoundError, AlreadyExistsError,
+    PreconditionFailedError, ThrottledError, StoreUnavailableError, ...)."""
 
     @abc.abstractmethod
     def execute_batch(self, partition_key: str,

@@ -2,10 +2,11 @@
 
 The file is the official Service Bus emulator's ``Config.json`` (``UserConfig``: namespaces,
 queues, topics, subscriptions, rules), unchanged, plus an optional ``Cosmos`` part beside
-``UserConfig`` and an optional ``Storage`` part (Azurite's private blob containers)::
+``UserConfig`` and an optional ``Storage`` part (Azurite's private blob containers and its
+queues)::
 
     {
-      "Storage": {"BlobContainers": [{"Name": "receipts"}]},
+      "Storage": {"BlobContainers": [{"Name": "receipts"}], "Queues": [{"Name": "imports"}]},
       "Cosmos": {
         "Databases": [
           {"Name": "shop", "Containers": [
@@ -20,11 +21,11 @@ queues, topics, subscriptions, rules), unchanged, plus an optional ``Cosmos`` pa
 
 Each part may instead name a file, relative to this one: ``"Cosmos": "cosmos.json"`` (a
 file holding ``{"Databases": [...]}``), ``"Storage": "storage.json"`` (a file holding
-``{"BlobContainers": [...]}``), ``"ServiceBus": "servicebus-config.json"`` (an official
-``Config.json``; instead of ``UserConfig``). A container's ``IndexingPolicy`` is an object or
-the path of a JSON file, relative to the file that names it. ``//`` and ``/* */`` comments are
-allowed, as the official emulator allows them in its ``Config.json``. Nothing has a default
-name: what is not declared is not created.
+``{"BlobContainers": [...], "Queues": [...]}``), ``"ServiceBus": "servicebus-config.json"``
+(an official ``Config.json``; instead of ``UserConfig``). A container's ``IndexingPolicy`` is
+an object or the path of a JSON file, relative to the file that names it. ``//`` and ``/* */``
+comments are allowed, as the official emulator allows them in its ``Config.json``. Nothing has a
+default name: what is not declared is not created.
 """
 
 from __future__ import annotations
@@ -129,9 +130,11 @@ class CosmosSpec:
 
 @dataclass(frozen=True)
 class StorageSpec:
-    """Azurite's blob containers, by name, each created private (no anonymous access)."""
+    """Azurite's blob containers, by name, each created private (no anonymous access), and
+    its queues, by name."""
 
     blob_containers: tuple[str, ...] = ()
+    queues: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -146,13 +149,15 @@ class StackConfig:
     storage: StorageSpec = field(default_factory=StorageSpec)
 
     def summary(self) -> list[str]:
-        """What is declared, one line per database, for blob storage and per Service Bus
-        namespace."""
+        """What is declared, one line per database, for blob containers, for Storage queues and
+        per Service Bus namespace."""
         lines = [f"cosmos database {db.name}: containers "
                  + (", ".join(c.name for c in db.containers) or "none")
                  for db in self.cosmos.databases]
         if self.storage.blob_containers:
             lines.append("storage: blob containers " + ", ".join(self.storage.blob_containers))
+        if self.storage.queues:
+            lines.append("storage: queues " + ", ".join(self.storage.queues))
         if self.servicebus_file is not None:
             namespace = read_json(self.servicebus_file)["UserConfig"]["Namespaces"][0]
             queues = [str(q.get("Name")) for q in namespace.get("Queues") or []]
@@ -228,9 +233,30 @@ def _cosmos(raw: Any, base: Path, where: str) -> CosmosSpec:
     return CosmosSpec(databases=tuple(databases))
 
 
-#: Blob Storage's container names: 3-63 lowercase letters, digits and single hyphens, starting
-#: and ending with a letter or digit.
-_BLOB_CONTAINER = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}")
+#: Blob Storage's container names and Storage queues' names follow the same rule: 3-63
+#: lowercase letters, digits and single hyphens, starting and ending with a letter or digit.
+_STORAGE_NAME = re.compile(r"[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){2,62}")
+_STORAGE_KINDS = {"BlobContainers": "blob container", "Queues": "queue"}
+
+
+def _storage_names(raw: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    """The names of the ``key`` entries (``[{"Name": ...}]``), each checked."""
+    kind = _STORAGE_KINDS[key]
+    names: list[str] = []
+    entries = _expect(raw.get(key, []), list, f"{where}: {key}")
+    for i, entry in enumerate(entries):
+        at = f"{where}: {key}[{i}]"
+        entry = _expect(entry, dict, at)
+        _unknown(entry, {"Name"}, at)
+        name = _expect(entry.get("Name"), str, f"{at}: Name")
+        if not _STORAGE_NAME.fullmatch(name):
+            raise ConfigError(f"{at}: Name {name!r} is not a {kind} name (3-63 lowercase "
+                              "letters, digits and single hyphens, starting and ending with a "
+                              "letter or digit)")
+        if name in names:
+            raise ConfigError(f"{where}: {kind} {name} is declared twice")
+        names.append(name)
+    return tuple(names)
 
 
 def _storage(raw: Any, base: Path, where: str) -> StorageSpec:
@@ -238,22 +264,9 @@ def _storage(raw: Any, base: Path, where: str) -> StorageSpec:
         file = base / raw
         return _storage(read_json(file), file.parent, str(file))
     raw = _expect(raw, dict, where)
-    _unknown(raw, {"BlobContainers"}, where)
-    names: list[str] = []
-    entries = _expect(raw.get("BlobContainers", []), list, f"{where}: BlobContainers")
-    for i, entry in enumerate(entries):
-        at = f"{where}: BlobContainers[{i}]"
-        entry = _expect(entry, dict, at)
-        _unknown(entry, {"Name"}, at)
-        name = _expect(entry.get("Name"), str, f"{at}: Name")
-        if not _BLOB_CONTAINER.fullmatch(name):
-            raise ConfigError(f"{at}: Name {name!r} is not a blob container name (3-63 "
-                              "lowercase letters, digits and single hyphens, starting and "
-                              "ending with a letter or digit)")
-        if name in names:
-            raise ConfigError(f"{where}: blob container {name} is declared twice")
-        names.append(name)
-    return StorageSpec(blob_containers=tuple(names))
+    _unknown(raw, set(_STORAGE_KINDS), where)
+    return StorageSpec(blob_containers=_storage_names(raw, "BlobContainers", where),
+                       queues=_storage_names(raw, "Queues", where))
 
 
 def _check_servicebus(file: Path, where: str) -> None:

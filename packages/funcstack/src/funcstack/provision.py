@@ -1,5 +1,5 @@
-"""Create the declared Cosmos DB databases and containers, and Azurite's blob containers,
-idempotently, and say what was done: ``created``, ``exists`` (as declared), or ``updated``
+"""Create the declared Cosmos DB databases and containers, and Azurite's blob containers and
+queues, idempotently, and say what was done: ``created``, ``exists`` (as declared), or ``updated``
 (default TTL or indexing policy brought to the declaration). A container whose partition key
 differs from the declared one cannot be changed in place: ProvisionError names it.
 
@@ -18,6 +18,7 @@ from azure.core.exceptions import ResourceExistsError
 from azure.cosmos import CosmosClient, DatabaseProxy, PartitionKey
 from azure.cosmos.exceptions import CosmosResourceExistsError
 from azure.storage.blob import BlobServiceClient
+from azure.storage.queue import QueueServiceClient
 
 from funcstack.config import ContainerSpec, CosmosSpec, StorageSpec
 
@@ -32,8 +33,8 @@ class ProvisionError(RuntimeError):
 @dataclass(frozen=True)
 class Provisioned:
     """One resource: ``database`` or ``container`` (service ``cosmos``, name ``db`` or
-    ``db/container``) or ``blob container`` (service ``storage``), and ``created``, ``exists``
-    or ``updated``."""
+    ``db/container``) or ``blob container`` or ``queue`` (service ``storage``), and
+    ``created``, ``exists`` or ``updated``."""
 
     kind: str
     name: str
@@ -132,17 +133,28 @@ def provision_cosmos(spec: CosmosSpec, connection_string: str, *,
 
 
 def provision_storage(spec: StorageSpec, connection_string: str) -> ProvisionReport:
-    """Create the blob containers ``spec`` declares, private, on the storage account of
-    ``connection_string`` (Azurite's)."""
+    """Create the blob containers ``spec`` declares, private, and its queues, on the storage
+    account of ``connection_string`` (Azurite's)."""
     report = ProvisionReport()
-    if not spec.blob_containers:
-        return report
-    with BlobServiceClient.from_connection_string(connection_string) as service:
-        for name in spec.blob_containers:
-            try:
-                service.create_container(name)  # no public access: private
-                outcome = "created"
-            except ResourceExistsError:
-                outcome = "exists"
-            report.items.append(Provisioned("blob container", name, outcome, service="storage"))
+    if spec.blob_containers:
+        with BlobServiceClient.from_connection_string(connection_string) as service:
+            for name in spec.blob_containers:
+                try:
+                    service.create_container(name)  # no public access: private
+                    outcome = "created"
+                except ResourceExistsError:
+                    outcome = "exists"
+                report.items.append(Provisioned("blob container", name, outcome,
+                                                service="storage"))
+    if spec.queues:
+        with QueueServiceClient.from_connection_string(connection_string) as queues:
+            for name in spec.queues:
+                try:
+                    # an existing queue (204, or 409 with other metadata) raises, as the SDK
+                    # documents it
+                    queues.create_queue(name)
+                    outcome = "created"
+                except ResourceExistsError:
+                    outcome = "exists"
+                report.items.append(Provisioned("queue", name, outcome, service="storage"))
     return report

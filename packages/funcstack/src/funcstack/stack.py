@@ -249,8 +249,8 @@ class LocalStack(LocalServices):
         self.provision()
 
     def provision(self) -> ProvisionReport:
-        """Create the config's Cosmos DB databases and containers, and its blob containers when
-        Azurite runs (idempotent)."""
+        """Create the config's Cosmos DB databases and containers, and its blob containers and
+        queues when Azurite runs (idempotent)."""
         if self.config is None or self.cosmos is None:
             return self.report
         try:

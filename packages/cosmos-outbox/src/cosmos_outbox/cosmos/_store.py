@@ -1,10 +1,16 @@
 """The outbox's container on Cosmos DB: `cosmos_outbox.ports.DocumentStore` on the SDK's sync
 `ContainerProxy`, and `AsyncDocumentStore` on its `aio` one. Each method is one SDK call (or a
 paged query) with its failures translated once (`cosmos_errors`); what is built from or read
-into documents is the same for both (this module's functions)."""
+into documents is the same for both (this module's functions).
+
+The container's partition key may be any single path (`/partitionKey`, `/tenantId`,
+`/customer/id`): the outbox's own documents (events, sequences, claims) carry their partition in
+`partitionKey`, and a written document without a value at the container's path gets that
+partition there. The path is read from the container once, on the first write (or given)."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -13,7 +19,7 @@ from azure.cosmos import ContainerProxy
 from azure.cosmos.aio import ContainerProxy as AsyncContainerProxy
 
 from cosmos_outbox.cosmos._errors import cosmos_errors
-from cosmos_outbox.errors import NotFoundError, StoreUnavailableError
+from cosmos_outbox.errors import NotFoundError, OutboxError, StoreUnavailableError
 from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation, DocumentStore, Page
 
 #: The id of a document that never exists: health reads it (1 RU).
@@ -21,18 +27,65 @@ _PROBE = "health-probe"
 #: Documents of a type (served by the indexed /type path), in a partition when given.
 _OF_TYPE = "SELECT * FROM c WHERE c.type = @type"
 _FIND = "SELECT * FROM c WHERE c.type = @type AND c.id = @id"
+logger = logging.getLogger("cosmos_outbox.cosmos")
+#: Where the outbox's own documents keep their partition.
+OUTBOX_KEY_PATH = "/partitionKey"
+#: The path's segments, when the container's path is another one than OUTBOX_KEY_PATH.
+type KeyPath = tuple[str, ...]
 
 
-def sdk_operations(operations: Sequence[BatchOperation]) -> list[tuple[Any, ...]]:
-    """A batch in the SDK's shape (`execute_item_batch(batch_operations=...)`)."""
+def key_path(properties: Mapping[str, Any]) -> KeyPath:
+    """The container's partition key path (from its properties) as segments; `()` when it is
+    `/partitionKey`, which the outbox's documents carry already. A hierarchical key, or a path
+    with escaped segments, is refused, naming the container and its paths."""
+    definition = properties.get("partitionKey") or {}
+    paths = [str(path) for path in definition.get("paths") or []]
+    if len(paths) != 1 or definition.get("kind", "Hash") != "Hash" or '"' in paths[0]:
+        raise OutboxError(
+            f"container {properties.get('id')!r}: its partition key ({', '.join(paths)}, kind "
+            f"{definition.get('kind')}) is not one the outbox can write to: give it a single "
+            "path (hierarchical partition keys are not supported)")
+    return () if paths[0] == OUTBOX_KEY_PATH else tuple(paths[0].strip("/").split("/"))
+
+
+def container_key_path(properties: Mapping[str, Any]) -> KeyPath:
+    """`key_path` of a container read from the service, and a warning when its time to live is
+    off: Cosmos DB then ignores the event documents' `ttl` and keeps relayed events for ever."""
+    if properties.get("defaultTtl") is None:
+        logger.warning("container %s has time to live off: relayed events are never deleted "
+                       "(set its defaultTtl to -1)", properties.get("id"),
+                       extra={"outbox.container": properties.get("id")})
+    return key_path(properties)
+
+
+def keyed(document: Mapping[str, Any], path: KeyPath, partition_key: object) -> dict[str, Any]:
+    """A copy of `document` with `partition_key` at `path` when it has no value there (nested
+    objects on the way are copied, never the caller's changed)."""
+    copy = dict(document)
+    if not path or partition_key is None:
+        return copy
+    node = copy
+    for segment in path[:-1]:
+        child = node.get(segment)
+        node[segment] = child = dict(child) if isinstance(child, Mapping) else {}
+        node = child
+    node.setdefault(path[-1], partition_key)
+    return copy
+
+
+def sdk_operations(operations: Sequence[BatchOperation], path: KeyPath = (),
+                   partition_key: str | None = None) -> list[tuple[Any, ...]]:
+    """A batch in the SDK's shape (`execute_item_batch(batch_operations=...)`), its documents
+    carrying the partition at the container's `path`."""
     converted: list[tuple[Any, ...]] = []
     for op in operations:
         options = {"if_match_etag": op.if_match} if op.if_match else {}
         match op.kind:
             case "create" | "upsert":
-                converted.append((op.kind, (dict(op.document or {}),)))
+                converted.append((op.kind, (keyed(op.document or {}, path, partition_key),)))
             case "replace":
-                converted.append(("replace", (op.document_id, dict(op.document or {})), options))
+                converted.append(("replace", (op.document_id, keyed(
+                    op.document or {}, path, partition_key)), options))
             case "patch":
                 converted.append(("patch", (op.id, [dict(p) for p in op.patch]), options))
             case "delete":
@@ -57,16 +110,31 @@ def _parameters(type_: str, document_id: str | None = None) -> list[dict[str, ob
 
 
 class CosmosDocumentStore(DocumentStore):
-    """The container (sync SDK). One per process: the client pools connections."""
+    """The container (sync SDK). One per process: the client pools connections.
+    `partition_key_path`: the container's (read from it on the first write when not given)."""
 
-    def __init__(self, container: ContainerProxy) -> None:
+    def __init__(self, container: ContainerProxy, *,
+                 partition_key_path: str | None = None) -> None:
         self.container = container
+        self._path: KeyPath | None = (None if partition_key_path is None else key_path(
+            {"id": container.id, "partitionKey": {"paths": [partition_key_path]}}))
+
+    def key_path(self) -> KeyPath:
+        if self._path is None:
+            try:
+                with cosmos_errors():
+                    self._path = container_key_path(self.container.read())
+            except NotFoundError:
+                raise _missing() from None
+        return self._path
 
     def execute_batch(self, partition_key: str,
                       operations: Sequence[BatchOperation]) -> list[str | None]:
+        path = self.key_path()
         with cosmos_errors("document", partition_key):
             results = self.container.execute_item_batch(
-                batch_operations=sdk_operations(operations), partition_key=partition_key)
+                batch_operations=sdk_operations(operations, path, partition_key),
+                partition_key=partition_key)
         return batch_etags(results)
 
     def read(self, partition_key: str, document_id: str) -> dict[str, Any] | None:
@@ -78,15 +146,18 @@ class CosmosDocumentStore(DocumentStore):
             return None
 
     def upsert(self, document: Mapping[str, Any]) -> dict[str, Any]:
+        path = self.key_path()
         with cosmos_errors():
-            return dict(self.container.upsert_item(dict(document)))
+            return dict(self.container.upsert_item(
+                keyed(document, path, document.get("partitionKey"))))
 
     def replace(self, document: Mapping[str, Any], *, if_match: str | None = None
                 ) -> dict[str, Any]:
+        path = self.key_path()
         with cosmos_errors("document", str(document["id"])):
             return dict(self.container.replace_item(
-                str(document["id"]), dict(document), etag=if_match,
-                match_condition=_match(if_match)))
+                str(document["id"]), keyed(document, path, document.get("partitionKey")),
+                etag=if_match, match_condition=_match(if_match)))
 
     def delete(self, partition_key: str, document_id: str) -> None:
         with cosmos_errors("document", document_id):
@@ -127,16 +198,31 @@ class CosmosDocumentStore(DocumentStore):
 
 
 class AsyncCosmosDocumentStore(AsyncDocumentStore):
-    """The container (the SDK's `aio` client). One per process and event loop."""
+    """The container (the SDK's `aio` client). One per process and event loop.
+    `partition_key_path`: the container's (read from it on the first write when not given)."""
 
-    def __init__(self, container: AsyncContainerProxy) -> None:
+    def __init__(self, container: AsyncContainerProxy, *,
+                 partition_key_path: str | None = None) -> None:
         self.container = container
+        self._path: KeyPath | None = (None if partition_key_path is None else key_path(
+            {"id": container.id, "partitionKey": {"paths": [partition_key_path]}}))
+
+    async def key_path(self) -> KeyPath:
+        if self._path is None:
+            try:
+                with cosmos_errors():
+                    self._path = container_key_path(await self.container.read())
+            except NotFoundError:
+                raise _missing() from None
+        return self._path
 
     async def execute_batch(self, partition_key: str,
                             operations: Sequence[BatchOperation]) -> list[str | None]:
+        path = await self.key_path()
         with cosmos_errors("document", partition_key):
             results = await self.container.execute_item_batch(
-                batch_operations=sdk_operations(operations), partition_key=partition_key)
+                batch_operations=sdk_operations(operations, path, partition_key),
+                partition_key=partition_key)
         return batch_etags(results)
 
     async def read(self, partition_key: str, document_id: str) -> dict[str, Any] | None:
@@ -148,15 +234,18 @@ class AsyncCosmosDocumentStore(AsyncDocumentStore):
             return None
 
     async def upsert(self, document: Mapping[str, Any]) -> dict[str, Any]:
+        path = await self.key_path()
         with cosmos_errors():
-            return dict(await self.container.upsert_item(dict(document)))
+            return dict(await self.container.upsert_item(
+                keyed(document, path, document.get("partitionKey"))))
 
     async def replace(self, document: Mapping[str, Any], *, if_match: str | None = None
                       ) -> dict[str, Any]:
+        path = await self.key_path()
         with cosmos_errors("document", str(document["id"])):
             return dict(await self.container.replace_item(
-                str(document["id"]), dict(document), etag=if_match,
-                match_condition=_match(if_match)))
+                str(document["id"]), keyed(document, path, document.get("partitionKey")),
+                etag=if_match, match_condition=_match(if_match)))
 
     async def delete(self, partition_key: str, document_id: str) -> None:
         with cosmos_errors("document", document_id):

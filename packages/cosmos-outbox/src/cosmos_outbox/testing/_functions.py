@@ -95,9 +95,13 @@ class FunctionClient:
     """The functions of one app (a `func.FunctionApp`, indexed once), called in-process: a sync
     function in the caller's thread, an `async def` one on an event loop of this client's, on a
     thread of its own (one loop for all its calls, as the worker has one: calls from several
-    threads run concurrently on it); the loop is closed with the client."""
+    threads run concurrently on it); the loop is closed with the client.
 
-    def __init__(self, app: func.FunctionRegister) -> None:
+    `route_prefix` is host.json's `extensions.http.routePrefix` (`api` unless the app's host.json
+    says otherwise): a request's `path` is the path after it, as the functions' routes are."""
+
+    def __init__(self, app: func.FunctionRegister, *, route_prefix: str = "api") -> None:
+        self.route_prefix = route_prefix.strip("/")
         self.functions: dict[str, Function] = {
             str(f.get_function_name()): f for f in _indexed(app)}
         routes = http_routes(self.functions.values())
@@ -147,12 +151,12 @@ class FunctionClient:
              params: Mapping[str, str] | None = None,
              trace_parent: str = "") -> func.HttpResponse:
         """Call HTTP function `name` directly (no routing) with a JSON `body` (or `raw`
-        bytes); `path` is the URL path after `/api/`."""
+        bytes); `path` is the URL path after the route prefix."""
         if raw is None:
             raw = b"" if body is None else json.dumps(body).encode()
         sent = {"content-type": "application/json"} if body is not None else {}
         sent.update(headers or {})
-        request = func.HttpRequest(method=method, url=f"http://localhost/api/{path}",
+        request = func.HttpRequest(method=method, url=f"http://localhost{self._url_path(path)}",
                                    headers=sent, params=dict(params or {}),
                                    route_params=dict(route_params or {}), body=raw)
         response = self.invoke(name, request, trace_parent=trace_parent)
@@ -163,13 +167,14 @@ class FunctionClient:
                 headers: Mapping[str, str] | None = None,
                 params: Mapping[str, str] | None = None,
                 trace_parent: str = "") -> func.HttpResponse:
-        """`method` `/api/<path>`, routed as the host routes it."""
+        """`method` `/<route prefix>/<path>`, routed as the host routes it."""
         name, values = self.route(method, path)
         return self.call(name, method, path, body=body, raw=raw, headers=headers,
                          route_params=values, params=params, trace_parent=trace_parent)
 
     def route(self, method: str, path: str) -> tuple[str, dict[str, str]]:
-        """The function the host would call for `method` `/api/<path>`, and its route values."""
+        """The function the host would call for `method` `/<route prefix>/<path>`, and its route
+        values."""
         for route in self._routes:
             if method.upper() not in route.methods:
                 continue
@@ -179,7 +184,10 @@ class FunctionClient:
                 return route.function, {name: path}
             if route.matches(path):
                 return route.function, _values(route.template, path)
-        raise LookupError(f"no function of the app takes {method} /api/{path}")
+        raise LookupError(f"no function of the app takes {method} {self._url_path(path)}")
+
+    def _url_path(self, path: str) -> str:
+        return "/" + "/".join(part for part in (self.route_prefix, path.lstrip("/")) if part)
 
     def relay(self, documents: Iterable[Mapping[str, Any]]) -> None:
         """Hand change-feed documents to the relay (`relay_events`), as the trigger does."""

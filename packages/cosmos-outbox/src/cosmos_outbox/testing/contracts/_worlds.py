@@ -9,7 +9,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import pytest
 
@@ -167,6 +167,10 @@ class Gate:
         return meeting()
 
 
+class _Closable(Protocol):
+    def close(self) -> Coroutine[Any, Any, Any]: ...
+
+
 class EventLoop:
     """An event loop on a thread of its own, for a world of async adapters: `run` hands a
     coroutine to it and waits (from any thread: racing tests interleave on the loop)."""
@@ -176,11 +180,21 @@ class EventLoop:
         self._thread = threading.Thread(target=self.loop.run_forever, name="contract-loop",
                                         daemon=True)
         self._thread.start()
+        self._closing: list[_Closable] = []
 
     def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(120)
 
+    def closing[C: _Closable](self, client: C) -> C:
+        """`client` (an `aio` SDK client: an async `close()`), closed on this loop when the
+        loop is closed: its connections end with it, none is left open at exit."""
+        self._closing.append(client)
+        return client
+
     def close(self) -> None:
+        while self._closing:
+            with contextlib.suppress(Exception):
+                self.run(self._closing.pop().close())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
         self.loop.close()
