@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import random
 import signal
 import socket
 import subprocess
@@ -62,10 +63,39 @@ AZURITE_KEY = (
 )
 
 
+#: Where `free_port` looks first: above the ports this stack knows (Azurite's 10000-10002).
+_FREE_PORTS_FROM = 10100
+
+
 def free_port() -> int:
+    """A port free now, for a server that binds it a moment later: one below the kernel's
+    ephemeral range when there is room, so that no outgoing connection's local port (which
+    comes from that range) can take it in between; else one the kernel gives."""
+    below = _ephemeral_ports()[0]
+    for _ in range(64):
+        if below - 1 <= _FREE_PORTS_FROM:
+            break
+        port = random.randint(_FREE_PORTS_FROM, below - 1)  # not a secret
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@functools.cache
+def _ephemeral_ports() -> tuple[int, int]:
+    """The kernel's range of local ports for outgoing connections (Linux; elsewhere the IANA
+    range, 49152-65535)."""
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 49152, 65535
 
 
 def port_in_use(port: int) -> bool:
