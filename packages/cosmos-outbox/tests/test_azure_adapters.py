@@ -91,25 +91,6 @@ class TestCosmosSession(OnCosmos, SessionContract):
     pass
 
 
-class OnTheAppsOwnKey:
-    """A container partitioned by an app's own path (`/tenant/id`): the outbox's documents
-    carry their partition there too, every write of the suites lands."""
-
-    @pytest.fixture(params=["sync", "aio"])
-    def world(self, request: pytest.FixtureRequest, fresh_on_apps_own_key: str,
-              funcstack_services: LocalStack, loop: EventLoop) -> StoreWorld:
-        return cosmos_world(request.param, funcstack_services.container_client(
-            DATABASE, fresh_on_apps_own_key), funcstack_services, loop)
-
-
-class TestCosmosSessionOnTheAppsOwnKey(OnTheAppsOwnKey, SessionContract):
-    pass
-
-
-class TestCosmosQuarantineOnTheAppsOwnKey(OnTheAppsOwnKey, QuarantineContract):
-    example = examples(TICKET)
-
-
 def test_the_health_probe_passes_on_an_empty_container_and_fails_on_a_missing_one(
     funcstack_services: LocalStack, loop: EventLoop, fresh: str
 ) -> None:
