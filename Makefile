@@ -6,12 +6,13 @@ PY_STAMP := $(VENV)/.installed
 FUNCSTACK := packages/funcstack
 OUTBOX := packages/cosmos-outbox
 
-.PHONY: help setup run test test-suite test-funcstack test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast
+.PHONY: help setup run test test-suite coverage test-funcstack test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast
 
 help:
 	@echo "make run    start Cosmos + Service Bus + Azurite + the Functions app (http://127.0.0.1:7071/api)"
 	@echo "make test   lint + every test tier (unit, contract, conformance, integration, e2e, deploy)"
 	@echo "make unit   every fast tier (unit, contract, subscriber, deploy, cosmos-outbox, examples/orders): no servers"
+	@echo "make coverage  the test suite with coverage (the hosted apps' processes too), its report"
 	@echo "make bench  benchmarks (figures, not assertions)"
 	@echo "make tail   print events as they reach the topic, from now (ARGS=--from-start: what it kept too)"
 	@echo "make status one-screen outbox summary (backlog, lag, sent, failures) from .stack/otel"
@@ -88,7 +89,13 @@ test:
 
 test-suite: setup
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile \
-	  --ignore $(GENERATIVE) --cov --cov-report=term --durations=15
+	  --ignore $(GENERATIVE) --durations=15
+
+# The same suite measured by coverage.py, in the test processes and in every process they start
+# (the hosts' workers run the apps): about a quarter more CPU, so `make test` leaves it out.
+coverage: setup
+	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile \
+	  --ignore $(GENERATIVE) --cov --cov-report=term
 
 # funcstack's own tests (the stand-ins through the SDKs, the host, the CLI, the plugin), from
 # its folder, as any package's.
