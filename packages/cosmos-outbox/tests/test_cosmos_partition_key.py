@@ -11,8 +11,9 @@ from cosmos_outbox.errors import OutboxError
 from cosmos_outbox.ports import BatchOperation
 
 
-def test_the_outbox_path_adds_nothing_and_another_is_split_into_its_segments() -> None:
-    assert key_path({"partitionKey": {"paths": ["/partitionKey"], "kind": "Hash"}}) == ()
+def test_a_path_is_split_into_its_segments() -> None:
+    assert key_path({"partitionKey": {"paths": ["/partitionKey"], "kind": "Hash"}}) == (
+        "partitionKey",)
     assert key_path({"partitionKey": {"paths": ["/tenantId"], "kind": "Hash"}}) == ("tenantId",)
     assert key_path({"partitionKey": {"paths": ["/tenant/id"]}}) == ("tenant", "id")
 
@@ -35,7 +36,8 @@ def test_a_document_gets_the_partition_at_the_path_unless_it_has_a_value_there()
     assert placed == {"id": "1", "partitionKey": "p", "tenant": {"name": "Ada", "id": "p"}}
     assert document == {"id": "1", "partitionKey": "p", "tenant": {"name": "Ada"}}  # a copy
     assert keyed({"id": "2", "tenantId": "t"}, ("tenantId",), "p") == {"id": "2", "tenantId": "t"}
-    assert keyed({"id": "3"}, (), "p") == {"id": "3"}
+    assert keyed({"id": "3"}, ("partitionKey",), "p") == {"id": "3", "partitionKey": "p"}
+    assert keyed({"id": "4"}, (), "p") == {"id": "4"}
 
 
 def test_a_batch_carries_the_partition_in_every_document_it_writes() -> None:
@@ -56,8 +58,9 @@ def test_a_container_with_time_to_live_off_is_said_in_a_warning(
 ) -> None:
     key = {"paths": ["/partitionKey"], "kind": "Hash"}
     with caplog.at_level("WARNING", logger="cosmos_outbox.cosmos"):
-        assert container_key_path({"id": "kept", "partitionKey": key, "defaultTtl": -1}) == ()
+        assert container_key_path({"id": "kept", "partitionKey": key, "defaultTtl": -1}) == (
+            "partitionKey",)
         assert not caplog.records
-        assert container_key_path({"id": "orders", "partitionKey": key}) == ()
+        assert container_key_path({"id": "orders", "partitionKey": key}) == ("partitionKey",)
     [record] = caplog.records
     assert "container orders has time to live off" in record.getMessage()

@@ -154,7 +154,7 @@ class Session:
     def _document(self, document: Mapping[str, Any] | BaseModel) -> dict[str, Any]:
         found = (document.model_dump(mode="json", by_alias=True)
                  if isinstance(document, BaseModel) else dict(document))
-        if found.get("partitionKey") != self.partition_key:
+        if "partitionKey" in found and found["partitionKey"] != self.partition_key:
             raise ValueError(f"document {found.get('id')!r} is not in this session's partition "
                              f"(partitionKey {self.partition_key!r})")
         if not isinstance(found.get("id"), str) or not found["id"]:

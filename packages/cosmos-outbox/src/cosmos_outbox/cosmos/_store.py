@@ -5,8 +5,9 @@ into documents is the same for both (this module's functions).
 
 The container's partition key may be any single path (`/partitionKey`, `/tenantId`,
 `/customer/id`): the outbox's own documents (events, sequences, claims) carry their partition in
-`partitionKey`, and a written document without a value at the container's path gets that
-partition there. The path is read from the container once, on the first write (or given)."""
+`partitionKey`, and a written document without a value at the container's path (the app's own,
+or the outbox's in a container on another path) gets that partition there. The path is read
+from the container once, on the first write (or given)."""
 
 from __future__ import annotations
 
@@ -28,16 +29,14 @@ _PROBE = "health-probe"
 _OF_TYPE = "SELECT * FROM c WHERE c.type = @type"
 _FIND = "SELECT * FROM c WHERE c.type = @type AND c.id = @id"
 logger = logging.getLogger("cosmos_outbox.cosmos")
-#: Where the outbox's own documents keep their partition.
-OUTBOX_KEY_PATH = "/partitionKey"
-#: The path's segments, when the container's path is another one than OUTBOX_KEY_PATH.
+#: A container's partition key path, as segments (`/customer/id`: `("customer", "id")`).
 type KeyPath = tuple[str, ...]
 
 
 def key_path(properties: Mapping[str, Any]) -> KeyPath:
-    """The container's partition key path (from its properties) as segments; `()` when it is
-    `/partitionKey`, which the outbox's documents carry already. A hierarchical key, or a path
-    with escaped segments, is refused, naming the container and its paths."""
+    """The container's partition key path (from its properties) as segments (`/partitionKey`:
+    `("partitionKey",)`). A hierarchical key, or a path with escaped segments, is refused,
+    naming the container and its paths."""
     definition = properties.get("partitionKey") or {}
     paths = [str(path) for path in definition.get("paths") or []]
     if len(paths) != 1 or definition.get("kind", "Hash") != "Hash" or '"' in paths[0]:
@@ -45,7 +44,7 @@ def key_path(properties: Mapping[str, Any]) -> KeyPath:
             f"container {properties.get('id')!r}: its partition key ({', '.join(paths)}, kind "
             f"{definition.get('kind')}) is not one the outbox can write to: give it a single "
             "path (hierarchical partition keys are not supported)")
-    return () if paths[0] == OUTBOX_KEY_PATH else tuple(paths[0].strip("/").split("/"))
+    return tuple(paths[0].strip("/").split("/"))
 
 
 def container_key_path(properties: Mapping[str, Any]) -> KeyPath:
@@ -73,7 +72,7 @@ def keyed(document: Mapping[str, Any], path: KeyPath, partition_key: object) -> 
     return copy
 
 
-def sdk_operations(operations: Sequence[BatchOperation], path: KeyPath = (),
+def sdk_operations(operations: Sequence[BatchOperation], path: KeyPath = ("partitionKey",),
                    partition_key: str | None = None) -> list[tuple[Any, ...]]:
     """A batch in the SDK's shape (`execute_item_batch(batch_operations=...)`), its documents
     carrying the partition at the container's `path`."""

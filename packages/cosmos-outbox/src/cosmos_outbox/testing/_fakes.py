@@ -102,7 +102,8 @@ class InMemoryStore(DocumentStore):
             for index, op in enumerate(operations):
                 key = (partition_key, op.document_id)
                 current = staged.get(key)
-                if op.document is not None and op.document.get("partitionKey") != partition_key:
+                if op.document is not None and op.document.get(
+                        "partitionKey", partition_key) != partition_key:
                     raise ValueError("batch operations must share the partition key")
                 failure: OutboxError | None = None
                 if op.kind == "create" and current is not None:
@@ -122,6 +123,8 @@ class InMemoryStore(DocumentStore):
                     continue
                 document = (_patched(current, op.patch) if op.kind == "patch" and current
                             else _copy(op.document or {}))
+                # as Cosmos DB's store: the batch's partition where a document has none
+                document.setdefault("partitionKey", partition_key)
                 staged[key] = document
                 written.append((op.document_id, document))
             self.batches += 1

@@ -91,6 +91,23 @@ class SessionContract:
                 session.commit()
         assert [e["data"]["version"] for e in _events(world, partition)] == [1, 2, 3, 4]
 
+    def test_a_document_of_yours_without_partition_key_is_written_in_the_sessions_partition(
+        self, world: StoreWorld
+    ) -> None:
+        """Your documents keep your fields: one without `partitionKey` is written in the
+        session's partition (at the container's partition key path); one with another
+        partition's is refused before anything is sent."""
+        partition = _partition()
+        with world.session(partition, entity="customer") as session:
+            session.create({"id": "b1", "type": "booking", "status": "held"})
+            session.publish("BookingHeld", {"bookingId": "b1"})
+            session.commit()
+        [booking] = [d for d in world.documents(partition) if d.get("type") == "booking"]
+        assert (booking["id"], booking["status"]) == ("b1", "held")
+        with world.session(partition, entity="customer") as session, pytest.raises(
+                ValueError, match="not in this session's partition"):
+            session.create(_booking("another-customer", "b2"))
+
     def test_every_operation_of_a_batch_on_your_documents(self, world: StoreWorld) -> None:
         partition = _partition()
         with world.session(partition) as session:
