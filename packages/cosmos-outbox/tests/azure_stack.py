@@ -11,6 +11,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
+import pytest
 from azure.cosmos import ContainerProxy
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage
@@ -92,6 +93,17 @@ def cosmos_world(flavour: str, container: ContainerProxy, stack: LocalStack, loo
     if flavour == "sync":
         return CosmosWorld(container, ttl=ttl)
     return AsyncCosmosWorld(container, stack, loop, ttl=ttl)
+
+
+class OnCosmos:
+    """The contract suites' world: the `fresh` container through the sync client, then through
+    the aio one (a module overrides `fresh` for a container of another kind)."""
+
+    @pytest.fixture(params=["sync", "aio"])
+    def world(self, request: pytest.FixtureRequest, fresh: str,
+              funcstack_services: LocalStack, loop: EventLoop) -> StoreWorld:
+        return cosmos_world(request.param, funcstack_services.container_client(DATABASE, fresh),
+                            funcstack_services, loop)
 
 
 # -- the relay ---------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from azure_stack import (
     PAYLOADS,
     TELEMETRY,
     TOPIC,
-    cosmos_world,
+    OnCosmos,
     history,
     properties,
     received,
@@ -54,7 +54,6 @@ from cosmos_outbox.testing.contracts import (
     PayloadWorld,
     QuarantineContract,
     SessionContract,
-    StoreWorld,
     UnitOfWorkContract,
     examples,
 )
@@ -64,16 +63,6 @@ pytestmark = pytest.mark.integration
 
 
 # -- Cosmos DB ---------------------------------------------------------------------------------
-
-class OnCosmos:
-    """The suites' world: the container through the sync client, then through the aio one."""
-
-    @pytest.fixture(params=["sync", "aio"])
-    def world(self, request: pytest.FixtureRequest, fresh: str,
-              funcstack_services: LocalStack, loop: EventLoop) -> StoreWorld:
-        return cosmos_world(request.param, funcstack_services.container_client(DATABASE, fresh),
-                            funcstack_services, loop)
-
 
 class TestCosmosUnitOfWork(OnCosmos, UnitOfWorkContract):
     example = examples(TICKET)

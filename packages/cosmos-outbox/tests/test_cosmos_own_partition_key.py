@@ -11,34 +11,23 @@ import pytest
 pytest.importorskip("funcstack", reason="the local Azure stack (funcstack) runs these tests: "
                                         "pip install funcstack")
 
-from azure_stack import DATABASE, cosmos_world
+from azure_stack import OnCosmos
 from tickets import TICKET
 
-from cosmos_outbox.testing.contracts import (
-    EventLoop,
-    QuarantineContract,
-    SessionContract,
-    StoreWorld,
-    examples,
-)
-from funcstack import LocalStack
+from cosmos_outbox.testing.contracts import QuarantineContract, SessionContract, examples
 
 pytestmark = pytest.mark.integration
 
 
-class OnTheAppsOwnKey:
-    """The suites' world: a `/tenant/id` container through the sync client, then the aio one."""
-
-    @pytest.fixture(params=["sync", "aio"])
-    def world(self, request: pytest.FixtureRequest, fresh_on_apps_own_key: str,
-              funcstack_services: LocalStack, loop: EventLoop) -> StoreWorld:
-        return cosmos_world(request.param, funcstack_services.container_client(
-            DATABASE, fresh_on_apps_own_key), funcstack_services, loop)
+@pytest.fixture
+def fresh(fresh_on_apps_own_key: str) -> str:
+    """The suites' container in this module: one on an app's own path."""
+    return fresh_on_apps_own_key
 
 
-class TestCosmosSessionOnTheAppsOwnKey(OnTheAppsOwnKey, SessionContract):
+class TestCosmosSessionOnTheAppsOwnKey(OnCosmos, SessionContract):
     pass
 
 
-class TestCosmosQuarantineOnTheAppsOwnKey(OnTheAppsOwnKey, QuarantineContract):
+class TestCosmosQuarantineOnTheAppsOwnKey(OnCosmos, QuarantineContract):
     example = examples(TICKET)
