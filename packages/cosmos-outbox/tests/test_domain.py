@@ -5,14 +5,23 @@ aggregate's values; events are handed over once; `live` hides a soft-deleted one
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 from typing import ClassVar
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from tickets import Ticket, TicketClosed, TicketOpened, TicketRetitled
 
 from cosmos_outbox import Aggregate, Event
-from cosmos_outbox._domain import AGGREGATES, EVENTS, UnknownEventError
+from cosmos_outbox._domain import (
+    AGGREGATES,
+    EVENTS,
+    UnknownEventError,
+    new_id,
+    utc_text,
+)
 
 
 def test_the_catalogue_holds_every_bound_event_class_by_its_aggregate_and_action() -> None:
@@ -93,3 +102,28 @@ def test_events_carry_the_aggregate_id_under_its_own_name_and_are_collected_once
     assert ticket.collect_events() == []
     assert ticket.live
     assert Ticket.parse_event(wire) == TicketOpened.model_validate(wire)
+
+
+def test_new_ids_are_random_version_4_uuids_written_as_uuid_writes_them() -> None:
+    ids = [new_id() for _ in range(2000)]
+    assert len(set(ids)) == len(ids)
+    for made in ids:
+        parsed = uuid.UUID(made)
+        assert (str(parsed), parsed.version, parsed.variant) == (made, 4, uuid.RFC_4122)
+    # every variant digit and every digit elsewhere occurs: the random bits are not stuck
+    assert {made[19] for made in ids} == set("89ab")
+    assert set("".join(made[:8] for made in ids)) == set("0123456789abcdef")
+
+
+@given(st.integers(min_value=0, max_value=253_402_300_799 * 10**9))
+def test_utc_text_is_what_datetime_isoformat_writes(nanoseconds: int) -> None:
+    second, micro = divmod(nanoseconds // 1000, 1_000_000)
+    expected = datetime.fromtimestamp(second, UTC).replace(microsecond=micro).isoformat()
+    assert utc_text(nanoseconds) == expected
+    assert utc_text(second * 10**9) == datetime.fromtimestamp(second, UTC).isoformat()
+
+
+def test_utc_text_without_an_instant_is_now() -> None:
+    before = datetime.now(UTC)
+    written = datetime.fromisoformat(utc_text())
+    assert before <= written <= datetime.now(UTC)

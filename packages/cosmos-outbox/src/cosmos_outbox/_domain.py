@@ -24,7 +24,8 @@ by hand.
 
 from __future__ import annotations
 
-import uuid
+import os
+import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -42,8 +43,35 @@ class DomainError(Exception):
     layer, with the error's message as the detail)."""
 
 
+#: The variant digit of a UUID (RFC 4122: 8, 9, a or b) for a random hex digit: its 2 low bits.
+_VARIANT = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}
+
+
 def new_id() -> str:
-    return str(uuid.uuid4())
+    """A random (version 4) UUID as text, as `str(uuid.uuid4())` writes it, without building a
+    `uuid.UUID` (in under half the time: an id is made for every event): 122 random bits, the
+    version digit 4 and the variant digit."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
+
+
+#: The last second `utc_text` wrote, and its text up to the seconds.
+_SECOND: tuple[int, str] = (-1, "")
+
+
+def utc_text(nanoseconds: int | None = None) -> str:
+    """The instant `nanoseconds` after the epoch (now when not given) as `datetime.isoformat()`
+    writes it in UTC (`2026-11-23T21:26:05.123456+00:00`; no fraction on a whole second), in
+    under half its time: the text up to the second is made once a second. The time of every
+    event a session writes."""
+    global _SECOND
+    if nanoseconds is None:
+        nanoseconds = time.time_ns()
+    second, micro = nanoseconds // 1_000_000_000, nanoseconds // 1000 % 1_000_000
+    known = _SECOND
+    if known[0] != second:
+        known = _SECOND = (second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second)))
+    return f"{known[1]}.{micro:06d}+00:00" if micro else f"{known[1]}+00:00"
 
 
 #: The id the next aggregate made in this context takes (`assigned_id`), else a new uuid4.
