@@ -7,7 +7,6 @@ to its end in the caller's thread, with no event loop. Only I/O differs.
 
 from __future__ import annotations
 
-import functools
 import inspect
 from collections.abc import Awaitable, Coroutine
 from typing import TYPE_CHECKING, Any, cast, overload
@@ -69,7 +68,8 @@ class _Awaitable:
         if name.startswith("_") or not callable(attribute) or isinstance(attribute, type):
             return attribute
 
-        @functools.wraps(attribute)
+        # made on every call (the port's method as it is now: a test may have replaced it),
+        # so kept to a bare closure: functools.wraps would cost more than the call itself
         async def call(*args: Any, **kwargs: Any) -> Any:
             return await resolved(attribute(*args, **kwargs))
 

@@ -292,6 +292,9 @@ class OutboxBase:
         return self.wiring().services
 
     def wiring(self) -> Wiring:
+        wiring = self._wiring  # built once: every request after the first finds it here
+        if wiring is not None:
+            return wiring
         with self._lock:
             if self._wiring is None:
                 self._wiring = Wiring(self._build(), legacy=self.legacy_events)

@@ -19,7 +19,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from cosmos_outbox._records import OutboxMessage
 
@@ -48,12 +48,12 @@ class Page[T]:
     continuation_token: str | None
 
 
-@dataclass(frozen=True)
-class BatchOperation:
+class BatchOperation(NamedTuple):
     """One operation of a transactional batch, in the batch's partition: `create`, `upsert`,
     `replace` (of `document`), `patch` (of the document `id`, with `patch` operations as Cosmos
     DB's: `add`, `set`, `replace`, `remove`, `incr`) or `delete` (of `id`). `if_match`: the
-    etag the document must still have (replace, patch, delete)."""
+    etag the document must still have (replace, patch, delete). A named tuple: every write
+    makes a few, and one is built in a quarter of a frozen dataclass's time."""
 
     kind: Literal["create", "upsert", "replace", "patch", "delete"]
     document: Mapping[str, Any] | None = None

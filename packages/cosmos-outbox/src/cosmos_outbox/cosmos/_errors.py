@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from types import TracebackType
 
 from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 from azure.cosmos.exceptions import (
@@ -57,24 +57,43 @@ def translate(status: int, message: str, headers: Mapping[str, str] | None = Non
     return StoreUnavailableError(f"the store answered {status}", retry_after=_retry_after(headers))
 
 
-@contextmanager
-def cosmos_errors(aggregate_type: str = "document", aggregate_id: str = "") -> Iterator[None]:
+class cosmos_errors:  # noqa: N801 - a context manager used as a function: `with cosmos_errors():`
     """Translate every Cosmos failure raised inside into an application error; a 404 names the
-    aggregate looked for."""
-    try:
-        yield
-    except CosmosBatchOperationError as exc:
+    aggregate looked for. (A class rather than a generator: it wraps every store call, and a
+    generator's context manager costs several times as much.)"""
+
+    __slots__ = ("aggregate_id", "aggregate_type")
+
+    def __init__(self, aggregate_type: str = "document", aggregate_id: str = "") -> None:
+        self.aggregate_type = aggregate_type
+        self.aggregate_id = aggregate_id
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc is not None:
+            error = _translated(exc, self.aggregate_type, self.aggregate_id)
+            if error is not None:
+                raise error from None
+
+
+def _translated(exc: BaseException, aggregate_type: str, aggregate_id: str) -> OutboxError | None:
+    """The application error of a Cosmos failure; None for anything else (raised as it is)."""
+    if isinstance(exc, CosmosBatchOperationError):
         failed = exc.operation_responses[exc.error_index] if exc.operation_responses else {}
         status = int(failed.get("statusCode", exc.status_code or 500))
         error = translate(status, "batch operation failed", exc.headers,
                           aggregate_type=aggregate_type, aggregate_id=aggregate_id)
         error.operation_index = exc.error_index
-        raise error from None
-    except CosmosClientTimeoutError:
-        raise StoreUnavailableError("the store timed out") from None
-    except CosmosHttpResponseError as exc:
-        raise translate(int(exc.status_code or 503), exc.reason or "cosmos error", exc.headers,
-                        sub_status=exc.sub_status, aggregate_type=aggregate_type,
-                        aggregate_id=aggregate_id) from None
-    except (ServiceRequestError, ServiceResponseError):
-        raise StoreUnavailableError("the store is unreachable") from None
+        return error
+    if isinstance(exc, CosmosClientTimeoutError):
+        return StoreUnavailableError("the store timed out")
+    if isinstance(exc, CosmosHttpResponseError):
+        return translate(int(exc.status_code or 503), exc.reason or "cosmos error", exc.headers,
+                         sub_status=exc.sub_status, aggregate_type=aggregate_type,
+                         aggregate_id=aggregate_id)
+    if isinstance(exc, (ServiceRequestError, ServiceResponseError)):
+        return StoreUnavailableError("the store is unreachable")
+    return None

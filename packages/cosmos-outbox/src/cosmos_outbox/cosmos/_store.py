@@ -75,16 +75,22 @@ def keyed(document: Mapping[str, Any], path: KeyPath, partition_key: object) -> 
 def sdk_operations(operations: Sequence[BatchOperation], path: KeyPath = ("partitionKey",),
                    partition_key: str | None = None) -> list[tuple[Any, ...]]:
     """A batch in the SDK's shape (`execute_item_batch(batch_operations=...)`), its documents
-    carrying the partition at the container's `path`."""
+    carrying the partition at the container's `path`: a document that has a value there is
+    given as it is (the SDK only reads it), another is `keyed`."""
+    top = path[0] if len(path) == 1 else None
     converted: list[tuple[Any, ...]] = []
     for op in operations:
+        kind, document = op.kind, op.document
+        if document is not None and (top is None or top not in document):
+            document = keyed(document, path, partition_key)
+        if kind == "create" or kind == "upsert":  # the common case first, no options
+            converted.append((kind, (document if document is not None else {},)))
+            continue
         options = {"if_match_etag": op.if_match} if op.if_match else {}
-        match op.kind:
-            case "create" | "upsert":
-                converted.append((op.kind, (keyed(op.document or {}, path, partition_key),)))
+        match kind:
             case "replace":
-                converted.append(("replace", (op.document_id, keyed(
-                    op.document or {}, path, partition_key)), options))
+                converted.append(("replace", (op.document_id, document if document is not None
+                                              else {}), options))
             case "patch":
                 converted.append(("patch", (op.id, [dict(p) for p in op.patch]), options))
             case "delete":
@@ -94,11 +100,9 @@ def sdk_operations(operations: Sequence[BatchOperation], path: KeyPath = ("parti
 
 def batch_etags(results: Sequence[Mapping[str, Any]]) -> list[str | None]:
     """The etag each operation of a batch left (None for a delete)."""
-    etags: list[str | None] = []
-    for result in results:
-        etag = result.get("eTag") or (result.get("resourceBody") or {}).get("_etag")
-        etags.append(str(etag) if etag else None)
-    return etags
+    return [str(etag) if (etag := result.get("eTag")
+                          or (result.get("resourceBody") or {}).get("_etag")) else None
+            for result in results]
 
 
 def _parameters(type_: str, document_id: str | None = None) -> list[dict[str, object]]:
@@ -129,7 +133,7 @@ class CosmosDocumentStore(DocumentStore):
 
     def execute_batch(self, partition_key: str,
                       operations: Sequence[BatchOperation]) -> list[str | None]:
-        path = self.key_path()
+        path = self._path or self.key_path()
         with cosmos_errors("document", partition_key):
             results = self.container.execute_item_batch(
                 batch_operations=sdk_operations(operations, path, partition_key),
@@ -217,7 +221,7 @@ class AsyncCosmosDocumentStore(AsyncDocumentStore):
 
     async def execute_batch(self, partition_key: str,
                             operations: Sequence[BatchOperation]) -> list[str | None]:
-        path = await self.key_path()
+        path = self._path or await self.key_path()
         with cosmos_errors("document", partition_key):
             results = await self.container.execute_item_batch(
                 batch_operations=sdk_operations(operations, path, partition_key),
