@@ -30,18 +30,14 @@ This is the async API's (`cosmos_outbox.aio.Session`); the sync one runs it.
 from __future__ import annotations
 
 import json
-import threading
-from collections import OrderedDict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 from pydantic import BaseModel
 
 from cosmos_outbox._documents import EVENT_TYPE, idempotency_record
-from cosmos_outbox._domain import new_id
+from cosmos_outbox._domain import new_id, utc_text
 from cosmos_outbox._idempotency import IdempotencyRecord, fingerprint, record_id
 from cosmos_outbox._records import reserved_property
 from cosmos_outbox.errors import (
@@ -59,66 +55,107 @@ MAX_BATCH_BYTES = 2 * 1024 * 1024
 SEQUENCE_TYPE = "outboxSequence"
 #: The envelope of every event's data: not a field an event's body may set.
 _RESERVED = frozenset({"id", "version", "createdAt", "traceparent", "action"})
-#: How many sessions' sequences a process remembers (least recently used first out).
+#: How many sessions' sequences a process remembers.
 _CACHED_SEQUENCES = 10_000
+#: JSON as the SDK sends a batch: compact, a character outside ASCII escaped (`\u00e9`), its
+#: default; what a batch's size is measured in. (A client made to send item writes as compact
+#: UTF-8 sends no more than that.)
+_COMPACT = json.JSONEncoder(separators=(",", ":"))
+
+
+def _c_encoder() -> Callable[[Any, int], tuple[str, ...]] | None:
+    """`_COMPACT`'s C encoder, built once, when the interpreter has one (`_COMPACT.encode`
+    builds one per call: half the time of measuring a small document). Without the circular
+    reference check: a document that holds itself fails with RecursionError instead."""
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:
+        return None
+    return cast(Callable[[Any, int], tuple[str, ...]],
+                make(None, _COMPACT.default, json.encoder.encode_basestring_ascii, None, ":", ",",
+                     False, False, True))
+
+
+_C_ENCODER = _c_encoder()
+#: What an outbox document (an event's envelope, the sequence) holds besides the strings of its
+#: session, its event's type and subject and its body: the keys, two ids, a time, the numbers.
+_ENVELOPE_BYTES = 512
+
+
+def _json_bytes(value: Any, what: str, name: object = None) -> int:
+    """How many bytes `value` is as the SDK sends it (compact JSON, in ASCII: a character a
+    byte). A value that is not JSON is refused, naming `what` (and `name`)."""
+    try:
+        text = "".join(_C_ENCODER(value, 0)) if _C_ENCODER else _COMPACT.encode(value)
+    except (TypeError, ValueError, RecursionError) as exc:
+        named = what if name is None else f"{what} {name!r}"
+        raise TypeError(f"{named} is not JSON: {exc}") from None
+    return len(text)
+
+
+#: The most bytes a character of a string takes in the SDK's JSON: one outside the Basic
+#: Multilingual Plane is two escapes (`\ud83d\ude00`).
+_CHARACTER_BYTES = 12
+
+
+def _escaped_at_most(text: str) -> int:
+    """At most how many bytes `text` is in the SDK's JSON."""
+    return _CHARACTER_BYTES * len(text)
 
 
 def sequence_id(entity: str, session_id: str) -> str:
     return f"outbox-sequence-{entity}-{session_id}"
 
 
-@dataclass(frozen=True)
-class Committed:
+class Committed(NamedTuple):
     """What a commit wrote: the etag each of your document operations left (in the order you
     staged them; None for a delete), the ids of the events published; or, for a retry of an
-    idempotent request, the answer recorded the first time (`replayed`)."""
+    idempotent request, the answer recorded the first time (`replayed`). A named tuple: made on
+    every commit, in half a frozen dataclass's time."""
 
-    etags: list[str | None] = field(default_factory=list)
-    events: list[str] = field(default_factory=list)
+    etags: Sequence[str | None] = ()
+    events: Sequence[str] = ()
     replayed: bool = False
     answer: Any = None
 
 
-class _Staged(NamedTuple):
-    """An event published in a session, until its commit."""
-
-    event_id: str
-    action: str
-    body: dict[str, Any]
-    properties: dict[str, str | int]
-    subject: str | None
+#: An event published in a session, until its commit: its id and its document (made when it
+#: is published; the commit gives it its number and time).
+type _Staged = tuple[str, dict[str, Any]]
 
 
 class _Sequences:
-    """The sequence documents this process wrote last, by id: their number and etag."""
+    """The sequence documents this process wrote last, by id: their number and etag. Emptied
+    when it holds `_CACHED_SEQUENCES` (a session's next commit then finds its sequence again:
+    one read). Without a lock: each call is one or two operations on a dict, and a lost race
+    costs at most such a read; the etag keeps the sequence right."""
 
     def __init__(self) -> None:
-        self._known: OrderedDict[tuple[str, str], tuple[int, str]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._known: dict[tuple[str, str], tuple[int, str]] = {}
 
     def get(self, key: tuple[str, str]) -> tuple[int, str] | None:
-        with self._lock:
-            found = self._known.get(key)
-            if found is not None:
-                self._known.move_to_end(key)
-            return found
+        return self._known.get(key)
 
     def put(self, key: tuple[str, str], value: tuple[int, str]) -> None:
-        with self._lock:
-            self._known[key] = value
-            self._known.move_to_end(key)
-            while len(self._known) > _CACHED_SEQUENCES:
-                self._known.popitem(last=False)
+        known = self._known
+        if len(known) >= _CACHED_SEQUENCES and key not in known:
+            known.clear()
+        known[key] = value
 
     def forget(self, key: tuple[str, str]) -> None:
-        with self._lock:
-            self._known.pop(key, None)
+        self._known.pop(key, None)
 
 
 class Session:
     """A transactional session on one partition of the outbox's container (see the module).
     Staging is in memory; `commit()` is the one round trip. Used as `async with`: leaving the
     block forgets what was not committed."""
+
+    #: The claim staged, if any (`claim`).
+    _claim: tuple[str, str, str, Any] | None = None
+    #: At most how many bytes what is staged adds to the batch, and the claim's record: the
+    #: limit is checked with them, and the batch measured only when it could be reached.
+    _bytes = 0
+    _claim_bytes = 0
 
     def __init__(self, store: AsyncDocumentStore, partition_key: str, *, entity: str,
                  session_id: str | None = None, source: str | None = None,
@@ -140,20 +177,28 @@ class Session:
         self._sequences = sequences
         self._operations: list[BatchOperation] = []
         self._events: list[_Staged] = []
-        self._claim: tuple[str, str, str, Any] | None = None
+        #: At most how many bytes an outbox document of this session holds besides its event's
+        #: type, subject and body.
+        self._envelope = _ENVELOPE_BYTES + _CHARACTER_BYTES * (
+            len(partition_key) + 2 * len(self.session_id) + 2 * len(entity) + len(self.source)
+            + len(traceparent or ""))
 
     async def __aenter__(self) -> Session:
         return self
 
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         tb: TracebackType | None) -> None:
-        self.rollback()
+        if self._operations or self._events or self._claim is not None:
+            self.rollback()
 
     # -- your documents ------------------------------------------------------------------------
 
     def _document(self, document: Mapping[str, Any] | BaseModel) -> dict[str, Any]:
-        found = (document.model_dump(mode="json", by_alias=True)
-                 if isinstance(document, BaseModel) else dict(document))
+        if type(document) is dict:  # the common case first: no pydantic instance check
+            found = dict(document)
+        else:
+            found = (document.model_dump(mode="json", by_alias=True)
+                     if isinstance(document, BaseModel) else dict(document))
         if "partitionKey" in found and found["partitionKey"] != self.partition_key:
             raise ValueError(f"document {found.get('id')!r} is not in this session's partition "
                              f"(partitionKey {self.partition_key!r})")
@@ -161,6 +206,7 @@ class Session:
             raise ValueError("a document needs a string id")
         if found.get("type") in (EVENT_TYPE, SEQUENCE_TYPE):
             raise ValueError(f"type {found['type']!r} is the outbox's")
+        self._bytes += _json_bytes(found, "document", found["id"])
         return found
 
     def create(self, document: Mapping[str, Any] | BaseModel) -> None:
@@ -184,11 +230,14 @@ class Session:
         `remove`, `incr`, with a `path` and a `value`)."""
         if not operations:
             raise ValueError("a patch needs at least one operation")
+        self._bytes += (_json_bytes(list(operations), "the patch of", document_id)
+                        + _escaped_at_most(document_id))
         self._operations.append(BatchOperation("patch", id=document_id, patch=list(operations),
                                                if_match=if_match))
 
     def delete(self, document_id: str, *, if_match: str | None = None) -> None:
         """Delete a document (NotFoundError when missing)."""
+        self._bytes += _escaped_at_most(document_id)
         self._operations.append(BatchOperation("delete", id=document_id, if_match=if_match))
 
     async def read(self, document_id: str) -> dict[str, Any] | None:
@@ -205,8 +254,12 @@ class Session:
         CloudEvents type; the message's Subject unless `subject` is given) and `data` its body,
         a JSON object or a pydantic model (by its aliases); or `event` is a pydantic model, its
         type the model's class name. `properties` are application properties of its message of
-        your own. The event's id."""
-        if isinstance(event, BaseModel):
+        your own. The event's id. The body's top level is copied, as a document's is: change
+        it after this call and the event does not change, unless you change an object inside
+        it. A body that is not JSON raises TypeError here."""
+        if type(event) is str:
+            action = event
+        elif isinstance(event, BaseModel):
             if data is not None:
                 raise TypeError("publish(model) takes its data from the model")
             action, data = type(event).__name__, event
@@ -216,17 +269,38 @@ class Session:
             raise ValueError("an event needs a type")
         if subject is not None and (not isinstance(subject, str) or not subject):
             raise ValueError("an event's subject is a non-empty string")
-        body = (data.model_dump(mode="json", by_alias=True) if isinstance(data, BaseModel)
-                else json.loads(json.dumps(dict(data or {}))))
-        reserved = sorted(set(body) & (_RESERVED | {f"{self.entity}Id"}))
-        if reserved:
-            raise ValueError(f"event fields {reserved} are the outbox's: rename them")
-        own = dict(properties or {})
-        taken = sorted(name for name in own if reserved_property(name, self.entity))
-        if taken:
-            raise ValueError(f"application properties {taken} are the outbox's: rename them")
+        # the body is copied into the event's data below (its top level, as your documents are)
+        body: Mapping[str, Any] = (
+            data if type(data) is dict
+            else data.model_dump(mode="json", by_alias=True) if isinstance(data, BaseModel)
+            else data if data is not None else {})
+        own_id = f"{self.entity}Id"
+        if not _RESERVED.isdisjoint(body) or own_id in body:
+            raise ValueError(f"event fields {sorted(set(body) & (_RESERVED | {own_id}))} are "
+                             "the outbox's: rename them")
+        size = _json_bytes(body, "the event's data")
+        own: dict[str, str | int] = {}
+        if properties:
+            own = dict(properties)
+            taken = sorted(name for name in own if reserved_property(name, self.entity))
+            if taken:
+                raise ValueError(f"application properties {taken} are the outbox's: rename "
+                                 "them")
+            size += _json_bytes(own, "the event's properties")
+        self._bytes += (size + self._envelope + _escaped_at_most(action)
+                        + (_escaped_at_most(subject) if subject else 0))
         event_id = new_id()
-        self._events.append(_Staged(event_id, action, body, own, subject))
+        document = {"id": event_id, "partitionKey": self.partition_key, "type": EVENT_TYPE,
+                    "aggregateType": self.entity, "source": self.source,
+                    "data": {"id": event_id, own_id: self.session_id, "version": 0,
+                             "createdAt": "", "traceparent": self.traceparent,
+                             "action": action, **body},
+                    "ttl": self._event_ttl}
+        if own:
+            document["properties"] = own
+        if subject is not None:
+            document["subject"] = subject
+        self._events.append((event_id, document))
         return event_id
 
     def claim(self, key: str, *, request: Mapping[str, Any] | str, answer: Any = None,
@@ -241,6 +315,8 @@ class Session:
                                    else {"request": request}),
                        str(request)[:200] if isinstance(request, str) else "",
                        answer)
+        self._claim_bytes = (_json_bytes(answer, "the answer")
+                             + self._envelope + _escaped_at_most(self._claim[0]) + 2000)
 
     # -- the commit ------------------------------------------------------------------------------
 
@@ -249,14 +325,18 @@ class Session:
         (see the module). Raises the store's errors (PreconditionFailedError on a document's
         etag, AlreadyExistsError on a create, NotFoundError on a replace, patch or delete of a
         missing one), BatchTooLargeError before the round trip; nothing is written then."""
-        operations, events = list(self._operations), list(self._events)
-        claim, self._claim = self._claim, None
+        # staged as they are until the batch is written: a failed commit leaves them staged
+        operations, events = self._operations, self._events
+        staged = len(operations)
+        claim = self._claim
+        bound = self._bytes_at_most()
+        self._claim = None
         if not operations and not events and claim is None:
             return Committed()
         key = (self.entity, self.session_id)
         known = self._sequences.get(key) if events else None
         for _attempt in range(8):
-            batch, sequence = self._batch(operations, events, known, claim)
+            batch, sequence = self._batch(operations, events, known, claim, bound)
             try:
                 etags = await self._store.execute_batch(self.partition_key, batch)
             except (AlreadyExistsError, PreconditionFailedError, NotFoundError) as exc:
@@ -269,27 +349,34 @@ class Session:
                 if replayed is None:
                     raise
                 return replayed
-            self._operations, self._events = [], []
+            self._operations, self._events, self._bytes = [], [], 0
             if sequence is not None:
                 number = (known[0] if known else 0) + len(events)
                 etag = etags[sequence]
                 if etag is not None:
                     self._sequences.put(key, (number, etag))
-            return Committed(etags=etags[:len(operations)],
-                             events=[event.event_id for event in events])
+            return Committed(etags[:staged], [event_id for event_id, _ in events])
         raise PreconditionFailedError(
             f"the sequence of {self.entity} {self.session_id} kept moving: too many racing "
             "sessions; retry", aggregate_type=self.entity)
 
+    def _bytes_at_most(self) -> int:
+        """At most how many bytes the batch of what is staged is, as its size is measured (its
+        documents as one JSON list): what was counted as it was staged, the sequence's document
+        when there are events, and the list's brackets and commas."""
+        return (self._bytes + (self._envelope if self._events else 0)
+                + (self._claim_bytes if self._claim is not None else 0)
+                + len(self._operations) + len(self._events) + 4)
+
     def _batch(self, operations: list[BatchOperation],
                events: list[_Staged],
                known: tuple[int, str] | None, claim: tuple[str, str, str, Any] | None,
-               ) -> tuple[list[BatchOperation], int | None]:
+               bound: int) -> tuple[list[BatchOperation], int | None]:
         """The batch: your operations, then the sequence and the events, then the claim's
         record; the index of the sequence's operation."""
         batch = list(operations)
         sequence: int | None = None
-        now = datetime.now(UTC)
+        now = utc_text()
         if events:
             start = known[0] if known else 0
             document = {"id": sequence_id(self.entity, self.session_id),
@@ -299,8 +386,10 @@ class Session:
             sequence = len(batch)
             batch.append(BatchOperation("replace", document, if_match=known[1]) if known
                          else BatchOperation("create", document))
-            for number, event in enumerate(events, start=start + 1):
-                batch.append(BatchOperation("create", self._event_document(event, number, now)))
+            for number, (_, event) in enumerate(events, start=start + 1):
+                data = event["data"]
+                data["version"], data["createdAt"] = number, now
+                batch.append(BatchOperation("create", event))
         if claim is not None:
             record_key, printed, request, answer = claim
             batch.append(BatchOperation("create", {
@@ -308,32 +397,23 @@ class Session:
                 "type": "idempotencyRecord", "aggregateType": self.entity,
                 "request": request, "fingerprint": printed, "version": 0,
                 "answer": {"status": 200, **({"body": answer} if answer is not None else {})},
-                "createdAt": now.isoformat(), "ttl": self._idempotency_ttl}))
-        self._check_limits(batch)
+                "createdAt": now, "ttl": self._idempotency_ttl}))
+        if len(batch) > MAX_OPERATIONS or bound > MAX_BATCH_BYTES:
+            self._check_limits(batch)
         return batch, sequence
-
-    def _event_document(self, event: _Staged, number: int, now: datetime) -> dict[str, Any]:
-        data = {"id": event.event_id, f"{self.entity}Id": self.session_id, "version": number,
-                "createdAt": now.isoformat(), "traceparent": self.traceparent,
-                "action": event.action, **event.body}
-        document = {"id": event.event_id, "partitionKey": self.partition_key,
-                    "type": EVENT_TYPE, "aggregateType": self.entity, "source": self.source,
-                    "data": data, "ttl": self._event_ttl}
-        if event.properties:
-            document["properties"] = event.properties
-        if event.subject is not None:
-            document["subject"] = event.subject
-        return document
 
     @staticmethod
     def _check_limits(batch: list[BatchOperation]) -> None:
+        """The batch's limits, when what was staged could be over them (`_batch`: at most how
+        many bytes it is, counted as it was staged, is over the limit): its size measured."""
         if len(batch) > MAX_OPERATIONS:
             raise BatchTooLargeError(
                 f"the batch holds {len(batch)} operations (your documents, the events, the "
                 f"sequence, the idempotency record); a transactional batch takes at most "
                 f"{MAX_OPERATIONS}: commit in smaller sessions")
-        size = sum(len(json.dumps(op.document or {"patch": list(op.patch)},
-                                  separators=(",", ":")).encode()) for op in batch)
+        # the documents as the SDK sends them (ASCII: a character a byte)
+        size = len(_COMPACT.encode([op.document if op.document is not None else op.patch
+                                    for op in batch]))
         if size > MAX_BATCH_BYTES:
             raise BatchTooLargeError(
                 f"the batch is {size} bytes; a transactional batch takes at most "
@@ -357,10 +437,10 @@ class Session:
             return None
         if record.fingerprint != claim[1]:
             raise IdempotencyKeyReusedError("this Idempotency-Key was used for another request")
-        self._operations, self._events = [], []
+        self._operations, self._events, self._bytes = [], [], 0
         return Committed(replayed=True, answer=record.answer.body)
 
     def rollback(self) -> None:
         """Forget what was staged and not committed."""
-        self._operations, self._events, self._claim = [], [], None
+        self._operations, self._events, self._claim, self._bytes = [], [], None, 0
 

@@ -206,7 +206,27 @@ class SessionContract:
             session.create(_booking(partition, "large", blob="x" * (2 * 1024 * 1024)))
             with pytest.raises(BatchTooLargeError, match="bytes"):
                 session.commit()
+        with world.session(partition) as session:
+            session.create(_booking(partition))
+            session.publish("Noted", {"note": "x" * (2 * 1024 * 1024)})
+            with pytest.raises(BatchTooLargeError, match="bytes"):
+                session.commit()
         assert world.documents(partition) == []
+
+    def test_a_batch_near_the_limit_is_measured_and_written_when_it_fits(
+        self, world: StoreWorld
+    ) -> None:
+        """A document 4 KB under the 2 MB limit on a partition key of 250 characters: counted as
+        it is staged as more than 2 MB (each character of the key as its longest escape, 12
+        bytes, in the event's and the sequence's documents), so measured, and written."""
+        partition = f"{_partition()}-{'k' * 230}"
+        with world.session(partition) as session:
+            session.create(_booking(partition, "wide", note="x" * (2 * 1024 * 1024 - 4000)))
+            session.publish("BookingNoted", {"note": "wide"})
+            session.commit()
+        stored = {d["id"]: d for d in world.documents(partition)}
+        assert len(stored["wide"]["note"]) == 2 * 1024 * 1024 - 4000
+        assert [e["data"]["action"] for e in _events(world, partition)] == ["BookingNoted"]
 
     def test_an_idempotent_commit_is_answered_from_its_record(self, world: StoreWorld) -> None:
         partition = _partition()
