@@ -9,12 +9,14 @@ limits.)"""
 from __future__ import annotations
 
 import json
+from types import MappingProxyType
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cosmos_outbox import _session as _session_module
 from cosmos_outbox._records import reserved_property
 from cosmos_outbox._session import (
     _RESERVED,
@@ -30,7 +32,8 @@ from cosmos_outbox.ports import BatchOperation
 texts = (st.text(min_size=1, max_size=24)
          | st.text(st.sampled_from("\x00\x1f\"\\é€😀a"), min_size=1, max_size=400))
 entities = st.from_regex(r"[a-z][A-Za-z0-9]{0,12}", fullmatch=True)
-scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | texts
+scalars = (st.none() | st.booleans() | st.integers()
+           | st.floats(allow_nan=False, allow_infinity=False) | texts)
 values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
                       | st.dictionaries(texts, inner, max_size=4), max_leaves=12)
 
@@ -153,3 +156,36 @@ def test_the_shortest_strings_leave_the_documents_fixed_part_counted() -> None:
     batch, _ = session._batch(session._operations, session._events, (2**62, "x"), None,
                               bound=0)
     assert session._bytes_at_most() >= _exact(batch)
+
+
+def test_a_body_or_document_of_any_mapping_is_staged_as_a_dict() -> None:
+    session = _session("p1", "booking")
+    session.create(MappingProxyType({"id": "b1", "seats": 2}))
+    session.publish("Held", MappingProxyType({"seatId": "s1"}))
+    batch, _ = session._batch(session._operations, session._events, None, None, bound=0)
+    assert batch[0].document == {"id": "b1", "seats": 2}
+    assert batch[2].document is not None and batch[2].document["data"]["seatId"] == "s1"
+
+
+@pytest.mark.parametrize("number", [float("nan"), float("inf"), float("-inf")])
+def test_a_number_json_cannot_hold_is_refused_when_staged(number: float) -> None:
+    """Cosmos DB refuses NaN and infinities (JSON has none): refused here, naming where."""
+    session = _session("p1", "booking")
+    with pytest.raises(TypeError, match="document 'b1' is not JSON"):
+        session.create({"id": "b1", "price": number})
+    with pytest.raises(TypeError, match="the event's data is not JSON"):
+        session.publish("Priced", {"price": number})
+    assert session._operations == [] and session._events == []
+
+
+def test_without_the_c_encoder_the_same_is_counted_and_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An interpreter without json's C encoder measures with `json.JSONEncoder.encode`."""
+    document = {"id": "b1", "note": "é😀\x00\"", "seats": [1, 2.5, None, True]}
+    counted = _session_module._json_bytes(document, "document")
+    monkeypatch.setattr(_session_module, "_C_ENCODER", None)
+    assert _session_module._json_bytes(document, "document") == counted == len(
+        json.dumps(document, separators=(",", ":")))
+    with pytest.raises(TypeError, match="document 'b1' is not JSON"):
+        _session_module._json_bytes({"price": float("nan")}, "document", "b1")

@@ -59,8 +59,8 @@ _RESERVED = frozenset({"id", "version", "createdAt", "traceparent", "action"})
 _CACHED_SEQUENCES = 10_000
 #: JSON as the SDK sends a batch: compact, a character outside ASCII escaped (`\u00e9`), its
 #: default; what a batch's size is measured in. (A client made to send item writes as compact
-#: UTF-8 sends no more than that.)
-_COMPACT = json.JSONEncoder(separators=(",", ":"))
+#: UTF-8 sends no more than that.) NaN and the infinities are not JSON: Cosmos DB refuses them.
+_COMPACT = json.JSONEncoder(separators=(",", ":"), allow_nan=False)
 
 
 def _c_encoder() -> Callable[[Any, int], tuple[str, ...]] | None:
@@ -72,7 +72,7 @@ def _c_encoder() -> Callable[[Any, int], tuple[str, ...]] | None:
         return None
     return cast(Callable[[Any, int], tuple[str, ...]],
                 make(None, _COMPACT.default, json.encoder.encode_basestring_ascii, None, ":", ",",
-                     False, False, True))
+                     False, False, False))
 
 
 _C_ENCODER = _c_encoder()
@@ -273,7 +273,7 @@ class Session:
         body: Mapping[str, Any] = (
             data if type(data) is dict
             else data.model_dump(mode="json", by_alias=True) if isinstance(data, BaseModel)
-            else data if data is not None else {})
+            else dict(data) if data is not None else {})
         own_id = f"{self.entity}Id"
         if not _RESERVED.isdisjoint(body) or own_id in body:
             raise ValueError(f"event fields {sorted(set(body) & (_RESERVED | {own_id}))} are "
