@@ -49,7 +49,7 @@ def _session(partition_key: str, entity: str, **options: Any) -> Session:
                    idempotency_ttl_seconds=86400, sequences=_Sequences(), **options)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(partition_key=texts, entity=entities, session_id=st.none() | texts,
        source=st.none() | texts, traceparent=st.none() | texts,
        documents=st.lists(st.dictionaries(texts, values, max_size=5), max_size=3),
