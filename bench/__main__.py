@@ -18,6 +18,7 @@ from bench import (
     cold_start,
     cosmos_sdk,
     first_request,
+    peers,
     relay_cpu,
     relay_flow,
     session,
@@ -79,6 +80,14 @@ def main() -> None:
         print(f"  the session's own CPU per commit, no I/O (aio): {own['session_us']:.1f} us "
               f"against {own['by_hand_us']:.1f} us for the same 3 documents written by hand: "
               f"{own['added_us']:.1f} us added")
+
+        print("\nThe outbox against what a team would write instead: a plain write, the dual "
+              "write, the outbox session, in one app and one host, in turns ...", flush=True)
+        started = time.perf_counter()
+        results["peers"] = peer = peers.measure(base / "peers")
+        print(peers.markdown(peer))
+        print(f"  (aim: outbox ÷ plain >= 0.9x and outbox ÷ dual > 1 at every concurrency; "
+              f"{time.perf_counter() - started:.0f} s)")
 
         print("\nConcurrent clients: POST /api/contacts, the app sync and async, beside the "
               "bare SDK's batch (threads, aio) ...", flush=True)
@@ -207,6 +216,13 @@ def summary(results: dict[str, Any]) -> str:
         rows.append((f"session commit, {flavour} (median ms)", row["session"]["median_ms"],
                      "SDK batch of the 3 it writes", row["floor3"]["median_ms"],
                      row["ratio_to_three"]))
+    peer = results["peers"]
+    for n in peer["clients"]:
+        for variant, floor in (("outbox", "plain"), ("outbox", "dual"), ("dual", "plain")):
+            rows.append((f"peers: {variant}, {n} clients (req/s)",
+                         peer["cells"][variant][n]["per_s"], f"{floor}, {n} clients",
+                         peer["cells"][floor][n]["per_s"],
+                         peer["cells"][variant][n]["per_s"] / peer["cells"][floor][n]["per_s"]))
     for mode in ("api", "pipeline"):
         run = results["throughput"][mode]
         for n in run["clients"]:
