@@ -9,8 +9,11 @@ one app, so one host and one worker serve them all:
 - `POST /outbox`: the outbox's transactional session: the same document and its event, one
   transactional batch (relayed later by the change feed, outside the request).
 
-And two rows that tell where the outbox's time goes, on the plain write's client:
+And three rows that tell where the outbox's time goes, on a client with the options the
+outbox's own has (its transport does not look up proxy settings in the environment on every
+request, as the SDK's default aiohttp transport does when none are set):
 
+- `POST /tuned`: the plain write on that client (what the client's options are worth);
 - `POST /batch1`: the document alone, as a transactional batch of one operation (what the
   endpoint's batch costs beside a create);
 - `POST /batch3`: the three documents the session writes (the document, an event document, the
@@ -30,6 +33,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import azure.functions as func
+from azure.core.pipeline.transport import AioHttpTransport
 from azure.cosmos.aio import ContainerProxy, CosmosClient
 from azure.servicebus import ServiceBusMessage
 from azure.servicebus.aio import ServiceBusClient, ServiceBusSender
@@ -44,6 +48,7 @@ class _Clients:
     """The team's own `aio` clients, made on first use in the worker's event loop."""
 
     container: ContainerProxy | None = None
+    tuned: ContainerProxy | None = None
     sender: ServiceBusSender | None = None
     lock: asyncio.Lock | None = None
 
@@ -56,6 +61,18 @@ def _container() -> ContainerProxy:
         _Clients.container = client.get_database_client(
             os.environ["COSMOS_DATABASE"]).get_container_client(os.environ["COSMOS_CONTAINER"])
     return _Clients.container
+
+
+def _tuned() -> ContainerProxy:
+    """The same container on a client with the outbox's transport options."""
+    if _Clients.tuned is None:
+        verify = os.environ.get("COSMOS_VERIFY_TLS", "true").lower() != "false"
+        client = CosmosClient.from_connection_string(
+            os.environ["CosmosDBConnection"],  # noqa: SIM112
+            connection_verify=verify, transport=AioHttpTransport(use_env_settings=False))
+        _Clients.tuned = client.get_database_client(
+            os.environ["COSMOS_DATABASE"]).get_container_client(os.environ["COSMOS_CONTAINER"])
+    return _Clients.tuned
 
 
 def _sender() -> tuple[ServiceBusSender, asyncio.Lock]:
@@ -108,11 +125,18 @@ async def with_outbox(req: func.HttpRequest) -> func.HttpResponse:
     return _created(booking)
 
 
+@app.route(route="tuned", methods=["POST"])
+async def tuned(req: func.HttpRequest) -> func.HttpResponse:
+    booking = _booking(str(uuid.uuid4()))
+    await _tuned().create_item(booking)
+    return _created(booking)
+
+
 @app.route(route="batch1", methods=["POST"])
 async def batch1(req: func.HttpRequest) -> func.HttpResponse:
     customer = str(uuid.uuid4())
     booking = _booking(customer)
-    await _container().execute_item_batch(batch_operations=[("create", (booking,))],
+    await _tuned().execute_item_batch(batch_operations=[("create", (booking,))],
                                           partition_key=customer)
     return _created(booking)
 
@@ -131,7 +155,7 @@ async def batch3(req: func.HttpRequest) -> func.HttpResponse:
     sequence = {"id": f"outbox-sequence-customer-{customer}", "partitionKey": customer,
                 "type": "outboxSequence", "entity": "customer", "sessionId": customer,
                 "next": 2, "ttl": -1}
-    await _container().execute_item_batch(
+    await _tuned().execute_item_batch(
         batch_operations=[("create", (booking,)), ("create", (event,)),
                           ("create", (sequence,))],
         partition_key=customer)
