@@ -199,14 +199,18 @@ class QueryContract:
         assert ids("c.fine > 'a'") == ["l5"]
         assert ids("c.tags = ['book', 'late']") == ["l2"]
 
-    def test_not_equal_across_types_is_undefined_too(self, loans: _Loans) -> None:
-        """`!=` and `<>` are comparisons: undefined across types (Cosmos DB's table of them),
-        so the null, text and missing fines are not "!= 0"."""
+    def test_equality_across_types_is_undefined_under_not_too(self, loans: _Loans) -> None:
+        """`=`, `!=`, IN and BETWEEN are undefined across types and for a missing value
+        (Cosmos DB's table of them), so NOT of them is undefined too: the null, text and
+        missing fines are neither "= 0" nor "!= 0"."""
         def ids(where: str) -> list[str]:
             return sorted(loans.ids(f"SELECT VALUE c.id FROM c WHERE {_MINE} AND ({where})"))
 
         assert ids("c.fine != 0") == ["l2", "l4"]
         assert ids("c.fine <> 0") == ["l2", "l4"]
+        assert ids("NOT (c.fine = 0)") == ["l2", "l4"]
+        assert ids("NOT (c.fine IN (0, 3))") == ["l4"]
+        assert ids("NOT (c.fine BETWEEN 0 AND 3)") == ["l4"]
 
     def test_not_in_not_between_and_case_insensitive_text_tests(self, loans: _Loans) -> None:
         def ids(where: str) -> list[str]:
