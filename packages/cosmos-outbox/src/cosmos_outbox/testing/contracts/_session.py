@@ -67,7 +67,7 @@ def _borrow(session: Any, key: str, book: str, *, attempt: int = 1) -> dict[str,
     answer = {"status": 201, "body": {"loan": f"loan-{book}", "attempt": attempt}}
     session.claim(key, request=request, answer=answer)
     committed = session.commit()
-    return committed.answer if committed.replayed else answer  # type: ignore[no-any-return]
+    return committed.answer if committed.replayed else answer
 
 
 class SessionContract:
@@ -313,6 +313,7 @@ class SessionContract:
         for attempt, session in ((1, first), (2, second)):
             assert session.replay("key-1", request={"book": "dune"}) is None
             quota = session.read("quota")
+            assert quota is not None
             session.replace({**_plain(quota), "used": quota["used"] + 1},
                             if_match=quota["_etag"])
             session.publish("BookBorrowed", {"book": "dune"})
