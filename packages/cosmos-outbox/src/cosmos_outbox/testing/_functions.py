@@ -223,7 +223,8 @@ def _stop(loop: asyncio.AbstractEventLoop, lifespan: list[func.AsgiFunctionApp])
     while lifespan:
         asgi = lifespan.pop()
         if asgi.startup_task_done and loop.is_running():
-            shutdown = asyncio.run_coroutine_threadsafe(asgi.middleware.notify_shutdown(), loop)
+            shutdown = asyncio.run_coroutine_threadsafe(
+                asgi.middleware.notify_shutdown(), loop)  # type: ignore[no-untyped-call]
             with contextlib.suppress(Exception):  # the app's own shutdown failing: still stop
                 shutdown.result(_SHUTDOWN_SECONDS)
         asgi.startup_task_done = False
