@@ -154,6 +154,10 @@ def test_azure_entity_names_match_the_local_service_bus_config() -> None:
     }
     topic = topics[t.default(MAIN, "serviceBusTopicName")]
     assert topic["Properties"]["RequiresDuplicateDetection"] is True
+    # the deployed window locally too: a takeover or an outage that Azure's window absorbs is
+    # absorbed locally, and one that would outlast it in Azure outlasts it locally
+    assert (topic["Properties"]["DuplicateDetectionHistoryTimeWindow"]
+            == t.default(MAIN, "duplicateDetectionHistoryTimeWindow"))
     subscriptions = {s["Name"]: s for s in topic["Subscriptions"]}
     subscription = subscriptions[t.default(MAIN, "serviceBusSubscriptionName")]
     assert subscription["Properties"]["RequiresSession"] is True

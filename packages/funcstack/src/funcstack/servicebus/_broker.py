@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -289,7 +290,7 @@ class SenderEntity:
 
     config: SenderEntityConfig
     targets: list[ReceiverEntity]
-    seen: dict[str, float] = field(default_factory=dict)
+    seen: OrderedDict[str, float] = field(default_factory=OrderedDict)
     scheduled: dict[int, StoredMessage] = field(default_factory=dict)
     last_seq: int = 0
 
@@ -297,12 +298,20 @@ class SenderEntity:
         if not self.config.requires_duplicate_detection or message_id is None:
             return False
         now = time.time()  # wall clock: the history outlives a restart (state file)
-        for key, expiry in list(self.seen.items()):
-            if expiry < now:
-                del self.seen[key]
-        if message_id in self.seen:
+        # The history is in the order of its expiries (one window per entity, ids appended as
+        # they come): what expired is at its front, so a send drops only what expired since the
+        # last one, whatever the history holds (a 1-day window keeps a day of ids).
+        seen = self.seen
+        while seen:
+            first = next(iter(seen))
+            if seen[first] >= now:
+                break
+            seen.popitem(last=False)
+        expiry = seen.get(message_id)
+        if expiry is not None and expiry >= now:
             return True
-        self.seen[message_id] = now + self.config.duplicate_window
+        seen.pop(message_id, None)  # an expired one kept behind a later expiry: sent anew
+        seen[message_id] = now + self.config.duplicate_window
         return False
 
     @property

@@ -82,7 +82,8 @@ def load(broker: Broker, path: Path) -> None:
     for key, seen in data["senders"].items():
         sender = broker.senders.get(key)
         if sender is not None:
-            sender.seen.update(seen)
+            # oldest expiry first: the order the history is pruned in
+            sender.seen.update(sorted(seen.items(), key=lambda item: item[1]))
     for key, saved in data.get("scheduled", {}).items():
         sender = broker.senders.get(key)
         if sender is not None:
