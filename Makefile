@@ -44,7 +44,7 @@ run: setup
 # tell are required by an interface (a binding's parameter, __exit__'s, an SDK exporter's).
 DEAD_CODE_PATHS := $(OUTBOX)/src $(FUNCSTACK)/src domain application infra entrypoints \
   function_app.py subscriber tools bench examples/orders examples/fastapi-concerts \
-  conformance/*.py
+  examples/library-loans conformance/*.py
 DEAD_CODE_NAMES := exc_type,tb,timer,timeout_millis,signum,format,frame
 
 # mypy runs once for the repository (pyproject.toml), then for each app folder and test folder
@@ -59,6 +59,7 @@ lint: $(PY_STAMP)
 	  queue_app/function_app.py
 	cd examples/orders && ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml .
 	cd examples/fastapi-concerts && ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml .
+	cd examples/library-loans && ../../$(VENV)/bin/mypy --config-file ../../pyproject.toml .
 	cd $(FUNCSTACK) && ../../$(VENV)/bin/mypy
 	$(VENV)/bin/vulture $(DEAD_CODE_PATHS) --min-confidence 90 --ignore-names $(DEAD_CODE_NAMES)
 	bash deploy/checkov.sh
@@ -74,6 +75,7 @@ unit: $(PY_STAMP)
 example-tests: $(PY_STAMP)
 	cd examples/orders && ../../$(PY) -m pytest -q
 	cd examples/fastapi-concerts && ../../$(PY) -m pytest -q
+	cd examples/library-loans && ../../$(PY) -m pytest -q
 
 # `make test`: set up, then the independent tiers at once, each one's output printed whole when
 # it ends: lint, the test suite over $(TEST_WORKERS) workers (a test module stays on one
@@ -124,12 +126,20 @@ tail: setup
 status: $(PY_STAMP)
 	@$(PY) -m tools.status
 
-# cosmos-outbox as a wheel, for the apps published from a folder of their own (deploy/README.md,
-# "How cosmos-outbox travels"): the subscriber and the examples.
+# Both packages, each as a wheel and an sdist, into dist/ (until they are on PyPI, an app installs
+# them from there: `pip install --find-links <dist> cosmos-outbox`); and cosmos-outbox's wheel
+# into the folders of the apps published on their own (deploy/README.md, "How cosmos-outbox
+# travels"): the subscriber and the examples, whose requirements.txt find it in ./wheels.
+WHEEL_APPS := subscriber examples/orders examples/fastapi-concerts examples/library-loans
 wheels: $(PY_STAMP)
-	for app in subscriber examples/orders examples/fastapi-concerts; do \
-	  $(PY) -m pip wheel --quiet --disable-pip-version-check --no-deps $(OUTBOX) -w $$app/wheels || exit 1; \
+	rm -rf dist
+	cd $(OUTBOX) && ../../$(VENV)/bin/hatchling build -t wheel -t sdist -d ../../dist
+	cd $(FUNCSTACK) && ../../$(VENV)/bin/hatchling build -t wheel -t sdist -d ../../dist
+	for app in $(WHEEL_APPS); do \
+	  mkdir -p $$app/wheels && rm -f $$app/wheels/cosmos_outbox-*.whl && \
+	  cp dist/cosmos_outbox-*.whl $$app/wheels/ || exit 1; \
 	done
+	@ls dist
 
 # Forget the local stack's state (.stack/state: Cosmos, Service Bus; Azurite data; telemetry).
 # Refused while a stack runs from this checkout.

@@ -99,6 +99,8 @@ def test_the_package_imports_nothing_of_any_app_or_of_this_repository() -> None:
         # The example: the library alone (`function_app` there is its own).
         ("examples/orders", APP - {"function_app"} | {"tools", "tests", "bench", "subscriber",
                                                       "contacts_projection"}),
+        ("examples/library-loans", APP - {"function_app"} | {"tools", "tests", "bench",
+                                                             "subscriber", "contacts_projection"}),
         ("tools", {"tests", "bench"}),
         ("bench", {"tests"}),
     ],

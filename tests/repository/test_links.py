@@ -92,3 +92,32 @@ def test_the_checker_sees_links_and_headings() -> None:
     assert slug("What to watch, and what to do") == "what-to-watch-and-what-to-do"
     assert relative_links(ROOT / "README.md"), "the README links nothing: the pattern is wrong"
     assert "how-cosmos-outbox-travels" in anchors(ROOT / "deploy" / "README.md")
+
+
+def sdist_includes(package: Path) -> list[str]:
+    """What the package's sdist holds (pyproject.toml's `[tool.hatch.build.targets.sdist]`)."""
+    import tomllib
+
+    settings = tomllib.loads((package / "pyproject.toml").read_text("utf-8"))
+    found: list[str] = settings["tool"]["hatch"]["build"]["targets"]["sdist"]["include"]
+    return found
+
+
+@pytest.mark.parametrize("package", sorted(ROOT.glob("packages/*/")), ids=lambda p: p.name)
+def test_a_package_readme_links_nothing_outside_its_sdist(package: Path) -> None:
+    """A package's README is its PyPI page and travels in its sdist: a relative link is to a
+    file of the package that its sdist includes, else it is dead there (`../../examples/...`)."""
+    readme = package / "README.md"
+    includes = sdist_includes(package)
+    outside = []
+    for target in relative_links(readme):
+        file = unquote(target.partition("#")[0])
+        if not file:
+            continue
+        linked = (package / file).resolve()
+        inside = linked.is_relative_to(package.resolve())
+        relative = linked.relative_to(package.resolve()).as_posix() if inside else ""
+        if not inside or not any(relative == i or relative.startswith(f"{i}/")
+                                 for i in includes):
+            outside.append(target)
+    assert outside == []

@@ -18,6 +18,7 @@ from cosmos_outbox.testing.contracts import (
     PayloadStoreContract,
     PayloadWorld,
     QuarantineContract,
+    QueryContract,
     SessionContract,
     StoreWorld,
     UnitOfWorkContract,
@@ -72,4 +73,8 @@ class TestInMemoryPayloadStore(PayloadStoreContract):
 
 
 class TestInMemorySession(InMemory, SessionContract):
+    pass
+
+
+class TestInMemoryQueries(InMemory, QueryContract):
     pass

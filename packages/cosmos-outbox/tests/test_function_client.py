@@ -1,7 +1,12 @@
 """`FunctionClient` routes as the host does under the app's route prefix (host.json's
-`extensions.http.routePrefix`): the function sees the URL the host would give it."""
+`extensions.http.routePrefix`): the function sees the URL the host would give it; a plain
+script that calls an ASGI app through it ends when it is done."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
 
 import azure.functions as func
 import pytest
@@ -35,3 +40,48 @@ def test_the_default_prefix_is_the_hosts_and_a_path_no_route_takes_is_named() ->
         assert client.route("GET", "hello/ada") == ("hello", {"name": "ada"})
         with pytest.raises(LookupError, match="GET /api/bye"):
             client.route("GET", "bye")
+
+
+#: A plain ASGI app with a lifespan (as FastAPI's), its function app in a module of its own.
+ASGI_APP = '''
+import azure.functions as func
+
+
+async def api(scope, receive, send):
+    if scope["type"] == "lifespan":
+        while True:
+            message = await receive()
+            if message["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif message["type"] == "lifespan.shutdown":
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": b"hello"})
+
+
+app = func.AsgiFunctionApp(app=api, http_auth_level=func.AuthLevel.ANONYMOUS)
+'''
+SCRIPTS = {
+    "closed": "with FunctionClient(app, route_prefix='') as client:\n"
+              "    print(client.request('GET', 'hello').get_body().decode())\n",
+    "left open": "client = FunctionClient(app, route_prefix='')\n"
+                 "print(client.request('GET', 'hello').get_body().decode())\n",
+}
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=list(SCRIPTS))
+def test_a_plain_script_on_an_asgi_app_ends(tmp_path: Path, script: str) -> None:
+    """The script (not pytest) exits once it is done: the client shuts the ASGI app's lifespan
+    down on its own loop, so azure-functions' `AsgiFunctionApp.__del__` has nothing left to run
+    at exit (it ran the shutdown on a new loop, which waited for ever)."""
+    (tmp_path / "asgi_app.py").write_text(ASGI_APP)
+    (tmp_path / "script.py").write_text(
+        "from cosmos_outbox.testing import FunctionClient\nfrom asgi_app import app\n"
+        + SCRIPTS[script])
+    try:
+        done = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True,
+                              text=True, timeout=60, check=False)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the script did not end within 60 s: it hangs at interpreter exit")
+    assert (done.returncode, done.stdout.strip()) == (0, "hello"), done.stderr

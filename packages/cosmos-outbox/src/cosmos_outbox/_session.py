@@ -20,9 +20,14 @@ sequence alone), the sequence is read, and the same batch is sent again, once mo
 Limits of a transactional batch, checked before the round trip (BatchTooLargeError): at most 100
 operations (your documents, the events, the sequence, the idempotency record) and 2 MB.
 
-Idempotency: `claim(key, request, answer)` records the answer with the batch; a retry with the
-same key and request is answered from the record (`Committed.replayed`), writes nothing; the key
-with another request raises IdempotencyKeyReusedError.
+Idempotency: `replay(key, request)`, before the app's own work and checks, answers a retry with
+the answer its first request recorded (None for a new key); `claim(key, request, answer)` records
+the answer with the batch. A retry that races its first request past `replay` is answered from
+the record at its commit (`Committed.replayed`: its batch, conflicting on the record, writes
+nothing); the key with another request raises IdempotencyKeyReusedError.
+
+A commit with nothing staged (no document operation, no event, no claim) writes nothing and makes
+no round trip: it returns an empty `Committed` (no etags, no events, not replayed).
 
 This is the async API's (`cosmos_outbox.aio.Session`); the sync one runs it.
 """
@@ -102,6 +107,12 @@ def _escaped_at_most(text: str) -> int:
     return _CHARACTER_BYTES * len(text)
 
 
+def _claim_of(key: str, request: Mapping[str, Any] | str, scope: str) -> tuple[str, str]:
+    """An Idempotency-Key's record id in `scope` and the fingerprint of its request."""
+    return (record_id(scope, key),
+            fingerprint(request if isinstance(request, Mapping) else {"request": request}))
+
+
 def sequence_id(entity: str, session_id: str) -> str:
     return f"outbox-sequence-{entity}-{session_id}"
 
@@ -109,8 +120,9 @@ def sequence_id(entity: str, session_id: str) -> str:
 class Committed(NamedTuple):
     """What a commit wrote: the etag each of your document operations left (in the order you
     staged them; None for a delete), the ids of the events published; or, for a retry of an
-    idempotent request, the answer recorded the first time (`replayed`). A named tuple: made on
-    every commit, in half a frozen dataclass's time."""
+    idempotent request, the answer recorded the first time (`replayed`; `Session.replay` gives
+    the same). Empty (no etags, no events) for a commit that had nothing to write. A named
+    tuple: made on every commit, in half a frozen dataclass's time."""
 
     etags: Sequence[str | None] = ()
     events: Sequence[str] = ()
@@ -303,18 +315,27 @@ class Session:
         self._events.append((event_id, document))
         return event_id
 
+    async def replay(self, key: str, *, request: Mapping[str, Any] | str,
+                     scope: str = "") -> Committed | None:
+        """Look an Idempotency-Key up before doing the request's work: what the first request
+        with this key and request recorded (`Committed(replayed=True, answer=...)`), or None
+        for a key not seen yet (do the work, `claim` the key with its answer, commit). Call it
+        first, before your own checks: a retry is answered as its first request was, whatever
+        those checks would say now. IdempotencyKeyReusedError for the key with another request.
+        One point read of the record (in this session's partition); nothing is staged."""
+        record_key, printed = _claim_of(key, request, scope or self.entity)
+        return await self._recorded(record_key, printed)
+
     def claim(self, key: str, *, request: Mapping[str, Any] | str, answer: Any = None,
               scope: str = "") -> None:
         """Record this request's Idempotency-Key with the commit: a retry with the same key and
         request commits nothing and answers `answer` as recorded (`Committed.replayed`); the
         key with another request raises IdempotencyKeyReusedError. `request` is what makes two
         requests the same (its fingerprint is kept, never the key); `scope` where the key is
-        unique (the route, the caller)."""
-        self._claim = (record_id(scope or self.entity, key),
-                       fingerprint(request if isinstance(request, Mapping)
-                                   else {"request": request}),
-                       str(request)[:200] if isinstance(request, str) else "",
-                       answer)
+        unique (the route, the caller). `replay` looks the key up before the work."""
+        record_key, printed = _claim_of(key, request, scope or self.entity)
+        self._claim = (record_key, printed,
+                       str(request)[:200] if isinstance(request, str) else "", answer)
         self._claim_bytes = (_json_bytes(answer, "the answer")
                              + self._envelope + _escaped_at_most(self._claim[0]) + 2000)
 
@@ -324,7 +345,8 @@ class Session:
         """Write the staged documents, the events and the sequence in one transactional batch
         (see the module). Raises the store's errors (PreconditionFailedError on a document's
         etag, AlreadyExistsError on a create, NotFoundError on a replace, patch or delete of a
-        missing one), BatchTooLargeError before the round trip; nothing is written then."""
+        missing one), BatchTooLargeError before the round trip; nothing is written then.
+        With nothing staged it writes nothing and makes no round trip: an empty `Committed`."""
         # staged as they are until the batch is written: a failed commit leaves them staged
         operations, events = self._operations, self._events
         staged = len(operations)
@@ -429,15 +451,22 @@ class Session:
         return known
 
     async def _replayed(self, claim: tuple[str, str, str, Any]) -> Committed | None:
-        """The answer of the earlier request with the claim's key; None when there is none."""
-        stored = await self._store.read(self.partition_key, claim[0])
+        """The answer of the earlier request with the claim's key (what was staged is then
+        dropped); None when there is none."""
+        replayed = await self._recorded(claim[0], claim[1])
+        if replayed is not None:
+            self._operations, self._events, self._bytes = [], [], 0
+        return replayed
+
+    async def _recorded(self, record_key: str, printed: str) -> Committed | None:
+        """The answer recorded under `record_key`, for a request of fingerprint `printed`."""
+        stored = await self._store.read(self.partition_key, record_key)
         record: IdempotencyRecord | None = (idempotency_record(stored)
                                             if stored is not None else None)
         if record is None:
             return None
-        if record.fingerprint != claim[1]:
+        if record.fingerprint != printed:
             raise IdempotencyKeyReusedError("this Idempotency-Key was used for another request")
-        self._operations, self._events, self._bytes = [], [], 0
         return Committed(replayed=True, answer=record.answer.body)
 
     def rollback(self) -> None:

@@ -199,6 +199,13 @@ class Session:
         """Publish an event with the commit (`cosmos_outbox.aio.Session.publish`); its id."""
         return self.core.publish(event, data, subject=subject, properties=properties)
 
+    def replay(self, key: str, *, request: Mapping[str, Any] | str,
+               scope: str = "") -> _session.Committed | None:
+        """The answer the first request with this Idempotency-Key recorded, or None for a new
+        key: call it before your own checks (`cosmos_outbox.aio.Session.replay`)."""
+        return cast(_session.Committed | None,
+                    self._run(self.core.replay(key, request=request, scope=scope)))
+
     def claim(self, key: str, *, request: Mapping[str, Any] | str, answer: Any = None,
               scope: str = "") -> None:
         """Record this request's Idempotency-Key with the commit (`cosmos_outbox.aio.Session.
@@ -206,7 +213,8 @@ class Session:
         self.core.claim(key, request=request, answer=answer, scope=scope)
 
     def commit(self) -> _session.Committed:
-        """Write it all in one transactional batch (`cosmos_outbox.aio.Session.commit`)."""
+        """Write it all in one transactional batch (`cosmos_outbox.aio.Session.commit`); with
+        nothing staged, no round trip and an empty `Committed`."""
         return cast(_session.Committed, self._run(self.core.commit()))
 
     def rollback(self) -> None:

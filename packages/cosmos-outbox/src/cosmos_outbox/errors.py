@@ -8,6 +8,7 @@ __all__ = [
     "BatchTooLargeError",
     "IdempotencyKeyReusedError",
     "InvalidContinuationError",
+    "InvalidQueryError",
     "NotFoundError",
     "OutboxError",
     "PayloadNotFoundError",
@@ -101,6 +102,11 @@ class StoreUnavailableError(TransientStoreError):
 
 class InvalidContinuationError(OutboxError):
     """A paging continuation token that the store does not accept (400)."""
+
+
+class InvalidQueryError(OutboxError):
+    """A query the store refuses (400): not Cosmos DB SQL, a parameter it names not given, or,
+    on the test kit's in-memory store, a part of the language it does not serve (named)."""
 
 
 class PublishFailedError(OutboxError):

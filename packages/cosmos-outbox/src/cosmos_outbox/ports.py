@@ -5,7 +5,8 @@ the async API awaits as they are). The outbox's logic is written once over them.
 
 - `DocumentStore`: the container holding aggregates, their events, idempotency records and the
   quarantine: one transactional batch in one partition, point reads and writes, documents of a
-  type;
+  type, and the app's own Cosmos DB SQL queries (with parameters, in one partition or across
+  them, whole or a page at a time);
 - `MessagePublisher` and its `MessageBatch`: the topic;
 - `PayloadStore`: the claim check's bodies;
 - `BacklogEstimator`: how far the relay's change-feed leases are behind.
@@ -21,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
 
+from cosmos_outbox._queries import QueryParameters
 from cosmos_outbox._records import OutboxMessage
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "OutboxMessage",
     "Page",
     "PayloadStore",
+    "QueryParameters",
 ]
 
 
@@ -110,6 +113,25 @@ class DocumentStore(abc.ABC):
         InvalidContinuationError for a token it did not issue."""
 
     @abc.abstractmethod
+    def query(self, query: str, parameters: QueryParameters = None, *,
+              partition_key: str | None = None) -> list[Any]:
+        """The results of a Cosmos DB SQL query (`SELECT ... FROM c WHERE c.x = @x ...`), every
+        page of them: in one partition when `partition_key` is given, else across partitions.
+        `parameters`: the SDK's `[{"name": "@x", "value": ...}]` or `{"@x": ...}`. A result is
+        what the SELECT clause makes of a document: the document (`SELECT *`), an object of the
+        projected fields, or a value (`SELECT VALUE`). InvalidQueryError for a query the store
+        refuses."""
+
+    @abc.abstractmethod
+    def query_page(self, query: str, parameters: QueryParameters = None, *,
+                   partition_key: str | None = None, page_size: int,
+                   continuation: str | None = None) -> Page[Any]:
+        """One page of a query's results (at most `page_size`; a page may hold fewer while
+        more follow) and the token of the next page (None after the last). Pass the token
+        back with the same query, parameters and partition key. InvalidContinuationError for a
+        token it did not issue."""
+
+    @abc.abstractmethod
     def ping(self) -> None:
         """The store answers and the container exists (TransientStoreError if not)."""
 
@@ -144,6 +166,15 @@ class AsyncDocumentStore(abc.ABC):
     @abc.abstractmethod
     async def page_of_type(self, type_: str, *, page_size: int,
                            continuation: str | None) -> Page[dict[str, Any]]: ...
+
+    @abc.abstractmethod
+    async def query(self, query: str, parameters: QueryParameters = None, *,
+                    partition_key: str | None = None) -> list[Any]: ...
+
+    @abc.abstractmethod
+    async def query_page(self, query: str, parameters: QueryParameters = None, *,
+                         partition_key: str | None = None, page_size: int,
+                         continuation: str | None = None) -> Page[Any]: ...
 
     @abc.abstractmethod
     async def ping(self) -> None: ...

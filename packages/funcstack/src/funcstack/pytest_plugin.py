@@ -6,7 +6,8 @@ until a test requests one of them).
   ``cosmos_endpoint``, ``cosmos_key``, ``servicebus_connection_string`` and
   ``storage_connection_string``.
 * ``funcstack_app`` (per test): a factory hosting an app folder on a free port; returns a
-  ``HostedApp`` whose ``url`` is the app's base URL (``http://127.0.0.1:<port>/api``); its
+  ``HostedApp`` whose ``url`` is the app's base URL (``http://127.0.0.1:<port>`` and host.json's
+  ``routePrefix``: ``/api`` by default, none with ``routePrefix: ""``, as ASGI apps have); its
   host stops when the test ends. ``enforce_keys=True`` requires keys as in Azure
   (``HostedApp.function_key``, ``.master_key``).
 * ``funcstack_config`` (session): the declared-resources file, from the ``--funcstack-config``

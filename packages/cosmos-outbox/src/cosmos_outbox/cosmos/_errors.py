@@ -15,6 +15,7 @@ from azure.cosmos.exceptions import (
 from cosmos_outbox.errors import (
     AlreadyExistsError,
     InvalidContinuationError,
+    InvalidQueryError,
     NotFoundError,
     OutboxError,
     PreconditionFailedError,
@@ -77,6 +78,26 @@ class cosmos_errors:  # noqa: N801 - a context manager used as a function: `with
             error = _translated(exc, self.aggregate_type, self.aggregate_id)
             if error is not None:
                 raise error from None
+
+
+class query_errors(cosmos_errors):  # noqa: N801 - used as a function, as cosmos_errors
+    """`cosmos_errors` for an app's query: a 400 is the query refused (InvalidQueryError, with
+    the service's message) unless the request carried a continuation token (then the token is
+    what was refused: InvalidContinuationError)."""
+
+    __slots__ = ("continued",)
+
+    def __init__(self, *, continued: bool = False) -> None:
+        super().__init__()
+        self.continued = continued
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if (isinstance(exc, CosmosHttpResponseError) and exc.status_code == 400
+                and not self.continued):
+            message = str(exc.message or exc.reason or "bad request").splitlines()[0]
+            raise InvalidQueryError(f"Cosmos DB refused the query: {message}") from None
+        super().__exit__(exc_type, exc, tb)
 
 
 def _translated(exc: BaseException, aggregate_type: str, aggregate_id: str) -> OutboxError | None:

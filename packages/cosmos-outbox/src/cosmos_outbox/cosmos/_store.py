@@ -19,7 +19,8 @@ from azure.core import MatchConditions
 from azure.cosmos import ContainerProxy
 from azure.cosmos.aio import ContainerProxy as AsyncContainerProxy
 
-from cosmos_outbox.cosmos._errors import cosmos_errors
+from cosmos_outbox._queries import QueryParameters, sdk_parameters
+from cosmos_outbox.cosmos._errors import cosmos_errors, query_errors
 from cosmos_outbox.errors import NotFoundError, OutboxError, StoreUnavailableError
 from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation, DocumentStore, Page
 
@@ -105,6 +106,21 @@ def batch_etags(results: Sequence[Mapping[str, Any]]) -> list[str | None]:
             for result in results]
 
 
+def _row(result: Any) -> Any:
+    """A query's result as the store gives it: a document or projection as a plain dict, a
+    value (`SELECT VALUE`) as it is."""
+    return dict(result) if isinstance(result, Mapping) else result
+
+
+def _query_options(parameters: QueryParameters, partition_key: str | None) -> dict[str, Any]:
+    """`query_items`' options for an app's query: its parameters, and its partition (none:
+    across partitions)."""
+    options: dict[str, Any] = {"parameters": sdk_parameters(parameters)}
+    if partition_key is not None:
+        options["partition_key"] = partition_key
+    return options
+
+
 def _parameters(type_: str, document_id: str | None = None) -> list[dict[str, object]]:
     found: list[dict[str, object]] = [{"name": "@type", "value": type_}]
     if document_id is not None:
@@ -185,6 +201,22 @@ class CosmosDocumentStore(DocumentStore):
                      continuation: str | None) -> Page[dict[str, Any]]:
         rows, token = query_page(self.container, _OF_TYPE, page_size, continuation,
                                  parameters=_parameters(type_))
+        return Page(rows, token)
+
+    def query(self, query: str, parameters: QueryParameters = None, *,
+              partition_key: str | None = None) -> list[Any]:
+        options = _query_options(parameters, partition_key)
+        if partition_key is None:
+            options["enable_cross_partition_query"] = True
+        with query_errors():
+            return [_row(r) for r in self.container.query_items(query, **options)]
+
+    def query_page(self, query: str, parameters: QueryParameters = None, *,
+                   partition_key: str | None = None, page_size: int,
+                   continuation: str | None = None) -> Page[Any]:
+        rows, token = query_page(self.container, query, page_size, continuation,
+                                 errors=query_errors(continued=continuation is not None),
+                                 **_query_options(parameters, partition_key))
         return Page(rows, token)
 
     def ping(self) -> None:
@@ -275,6 +307,21 @@ class AsyncCosmosDocumentStore(AsyncDocumentStore):
                                              parameters=_parameters(type_))
         return Page(rows, token)
 
+    async def query(self, query: str, parameters: QueryParameters = None, *,
+                    partition_key: str | None = None) -> list[Any]:
+        with query_errors():
+            return [_row(r) async for r in self.container.query_items(
+                query, **_query_options(parameters, partition_key))]
+
+    async def query_page(self, query: str, parameters: QueryParameters = None, *,
+                         partition_key: str | None = None, page_size: int,
+                         continuation: str | None = None) -> Page[Any]:
+        rows, token = await async_query_page(
+            self.container, query, page_size, continuation,
+            errors=query_errors(continued=continuation is not None),
+            **_query_options(parameters, partition_key))
+        return Page(rows, token)
+
     async def ping(self) -> None:
         if await self.read(_PROBE, _PROBE) is None:
             try:
@@ -294,8 +341,8 @@ def _missing() -> StoreUnavailableError:
 
 def query_page(
     container: ContainerProxy, query: str, page_size: int, continuation: str | None,
-    **options: Any,
-) -> tuple[list[dict[str, Any]], str | None]:
+    *, errors: cosmos_errors | None = None, **options: Any,
+) -> tuple[list[Any], str | None]:
     """One page of a cross-partition query and the token of the next (None: last), failures
     translated (`cosmos_outbox.errors`). `options` go to `query_items` (`parameters`, ...).
 
@@ -303,11 +350,13 @@ def query_page(
     `continuation_token` reads the client's last response headers instead, and those belong to
     whichever request on the client finished last. With requests on other threads (an app
     serves concurrent invocations on one client), that can be another request's, for example
-    a point read's etag. A client then pages with a token that was never this query's."""
-    with cosmos_errors():
+    a point read's etag. A client then pages with a token that was never this query's.
+
+    `errors`: how failures are translated (`cosmos_errors()` unless given)."""
+    with errors or cosmos_errors():
         paged = container.query_items(query, enable_cross_partition_query=True,
                                       max_item_count=page_size, **options)
-        rows: list[dict[str, Any]] = [dict(d) for d in next(paged.by_page(continuation), [])]
+        rows: list[Any] = [_row(d) for d in next(paged.by_page(continuation), [])]
         token = paged.get_response_headers().get("x-ms-continuation")
     return rows, str(token) if token else None
 
@@ -315,15 +364,15 @@ def query_page(
 
 async def async_query_page(
     container: AsyncContainerProxy, query: str, page_size: int, continuation: str | None,
-    **options: Any,
-) -> tuple[list[dict[str, Any]], str | None]:
+    *, errors: cosmos_errors | None = None, **options: Any,
+) -> tuple[list[Any], str | None]:
     """`query_page` on the SDK's `aio` container (its queries are cross-partition unless
     `options` name a partition key)."""
-    with cosmos_errors():
+    with errors or cosmos_errors():
         paged = container.query_items(query, max_item_count=page_size, **options)
-        rows: list[dict[str, Any]] = []
+        rows: list[Any] = []
         async for page in paged.by_page(continuation):
-            rows = [dict(d) async for d in page]
+            rows = [_row(d) async for d in page]
             break
         token = paged.get_response_headers().get("x-ms-continuation")
     return rows, str(token) if token else None

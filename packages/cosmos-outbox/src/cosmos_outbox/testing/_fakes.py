@@ -2,10 +2,12 @@
 adapter (`cosmos_outbox.testing.contracts`, run on both), so a test on a fake says something
 true of production. The store keeps documents as Cosmos DB does (JSON, etags, per-item TTL,
 atomic batches, pages with continuation tokens); the async API awaits these sync fakes as they
-are."""
+are. The store runs an app's Cosmos DB SQL queries with the test kit's query engine
+(`cosmos_outbox.testing._sql`), refusing by name what it does not serve."""
 
 from __future__ import annotations
 
+import hashlib
 import heapq
 import itertools
 import json
@@ -14,9 +16,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from cosmos_outbox._queries import QueryParameters, named_parameters
 from cosmos_outbox.errors import (
     AlreadyExistsError,
     InvalidContinuationError,
+    InvalidQueryError,
     NotFoundError,
     OutboxError,
     PayloadNotFoundError,
@@ -194,6 +198,47 @@ class InMemoryStore(DocumentStore):
         page = rows[start:start + page_size]
         end = start + len(page)
         return Page(page, f"mem:{end}" if end < len(rows) else None)
+
+    def query(self, query: str, parameters: QueryParameters = None, *,
+              partition_key: str | None = None) -> list[Any]:
+        """The query run by the test kit's engine over the documents (of one partition when
+        `partition_key` is given), in the order they were first written unless it orders them.
+        A part of the language the engine does not serve is refused (InvalidQueryError naming
+        it), never answered another way; so is a cross-partition aggregate without VALUE, as
+        Cosmos DB's SDK refuses it."""
+        from cosmos_outbox.testing._sql import QueryUnsupported, run_query
+
+        named = named_parameters(parameters)
+        with self._lock:
+            self._expire()
+            documents = [_copy(d) for (pk, _), d in self.documents.items()
+                         if partition_key is None or pk == partition_key]
+        try:
+            return run_query(query, named, documents, cross_partition=partition_key is None)
+        except QueryUnsupported as refused:
+            raise InvalidQueryError(f"the test kit's in-memory store cannot run {query!r}: "
+                                    f"{refused}") from None
+
+    def query_page(self, query: str, parameters: QueryParameters = None, *,
+                   partition_key: str | None = None, page_size: int,
+                   continuation: str | None = None) -> Page[Any]:
+        """A page of `query`'s results; its token names the query it pages (another query's
+        token, or one the store did not issue, is InvalidContinuationError)."""
+        if page_size < 1:
+            raise ValueError("page_size is at least 1")
+        rows = self.query(query, parameters, partition_key=partition_key)
+        digest = hashlib.sha256(json.dumps(
+            [query, sorted(named_parameters(parameters).items()), partition_key],
+            default=str).encode()).hexdigest()[:16]
+        start = 0
+        if continuation is not None:
+            prefix, _, offset = continuation.rpartition(":")
+            if prefix != f"mem-query:{digest}" or not offset.isdigit():
+                raise InvalidContinuationError("this continuation token is not one of this "
+                                               "query's")
+            start = int(offset)
+        end = start + page_size
+        return Page(rows[start:end], f"mem-query:{digest}:{end}" if end < len(rows) else None)
 
     def ping(self) -> None:
         if self.unavailable is not None:

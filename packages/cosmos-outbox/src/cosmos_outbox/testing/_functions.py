@@ -3,11 +3,18 @@ routed by the app's own route table (literal segments case-insensitive, one trai
 ignored, catch-all routes last), its route values handed over as `route_params`, and the
 invocation context passed to a `context` parameter; the relay is handed change-feed documents.
 No host, no worker, no I/O: what the functions do is what the app's services do (the fakes of
-`cosmos_outbox.testing.in_memory`, typically)."""
+`cosmos_outbox.testing.in_memory`, typically).
+
+An ASGI app (`func.AsgiFunctionApp`, FastAPI's) starts its lifespan on the client's loop with its
+first request; the client shuts it down on that loop when it closes (or at interpreter exit, if
+it was never closed). azure-functions' `AsgiFunctionApp.__del__` would otherwise run the
+shutdown at exit on a new event loop, where the lifespan task never answers: a plain script
+hung there (pytest, which keeps the app alive past the atexit hooks, did not)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import json
 import re
@@ -111,6 +118,9 @@ class FunctionClient:
         self._routes = sorted(routes, key=lambda r: r.function.lower())
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
+        #: the ASGI app whose lifespan this client's loop started (shut down on that loop)
+        self._asgi = app if isinstance(app, func.AsgiFunctionApp) else None
+        self._lifespan: list[func.AsgiFunctionApp] = []
 
     def invoke(self, name: str, *args: Any, trace_parent: str = "") -> Any:
         """Call function `name` with `args`, and the invocation context if it takes one; an
@@ -120,7 +130,14 @@ class FunctionClient:
             args = (*args, InvocationContext(name, trace_parent=trace_parent))
         result = user_function(*args)
         if inspect.isawaitable(result):
-            return asyncio.run_coroutine_threadsafe(_awaited(result), self._running()).result()
+            asgi = self._asgi
+            starting = asgi is not None and not asgi.startup_task_done
+            try:
+                return asyncio.run_coroutine_threadsafe(_awaited(result),
+                                                        self._running()).result()
+            finally:
+                if starting and asgi is not None and asgi.startup_task_done:
+                    self._lifespan.append(asgi)  # started on this client's loop
         return result
 
     def _running(self) -> asyncio.AbstractEventLoop:
@@ -129,15 +146,16 @@ class FunctionClient:
                 self._loop = asyncio.new_event_loop()
                 threading.Thread(target=self._loop.run_forever, name="function-client",
                                  daemon=True).start()
-                weakref.finalize(self, _stop, self._loop)
+                weakref.finalize(self, _stop, self._loop, self._lifespan)
             return self._loop
 
     def close(self) -> None:
-        """Stop this client's event loop, if it made one."""
+        """Shut down the lifespan of the ASGI app this client started, then stop this client's
+        event loop, if it made one."""
         with self._lock:
             loop, self._loop = self._loop, None
         if loop is not None:
-            _stop(loop)
+            _stop(loop, self._lifespan)
 
     def __enter__(self) -> FunctionClient:
         return self
@@ -195,7 +213,21 @@ class FunctionClient:
             func.Document.from_dict(dict(d)) for d in documents))
 
 
-def _stop(loop: asyncio.AbstractEventLoop) -> None:
+#: How long an ASGI app's lifespan shutdown may take when a client closes.
+_SHUTDOWN_SECONDS = 30
+
+
+def _stop(loop: asyncio.AbstractEventLoop, lifespan: list[func.AsgiFunctionApp]) -> None:
+    """Stop a client's loop: first the lifespan of the ASGI apps it started, on this loop (where
+    their lifespan task runs), marked done so that their `__del__` has nothing left to do."""
+    while lifespan:
+        asgi = lifespan.pop()
+        if asgi.startup_task_done and loop.is_running():
+            shutdown = asyncio.run_coroutine_threadsafe(
+                asgi.middleware.notify_shutdown(), loop)  # type: ignore[no-untyped-call]
+            with contextlib.suppress(Exception):  # the app's own shutdown failing: still stop
+                shutdown.result(_SHUTDOWN_SECONDS)
+        asgi.startup_task_done = False
     if loop.is_running():
         loop.call_soon_threadsafe(loop.stop)
 

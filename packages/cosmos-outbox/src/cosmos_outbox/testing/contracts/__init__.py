@@ -27,6 +27,7 @@ from __future__ import annotations
 from cosmos_outbox.testing.contracts._idempotency import IdempotencyContract
 from cosmos_outbox.testing.contracts._payloads import PayloadStoreContract
 from cosmos_outbox.testing.contracts._quarantine import QuarantineContract
+from cosmos_outbox.testing.contracts._queries import QueryContract
 from cosmos_outbox.testing.contracts._session import SessionContract
 from cosmos_outbox.testing.contracts._unit_of_work import UnitOfWorkContract
 from cosmos_outbox.testing.contracts._worlds import (
@@ -48,6 +49,7 @@ __all__ = [
     "PayloadStoreContract",
     "PayloadWorld",
     "QuarantineContract",
+    "QueryContract",
     "SessionContract",
     "StoreWorld",
     "UnitOfWorkContract",

@@ -2,7 +2,8 @@
 transactional batch), the events and the session's sequence in one batch, all or nothing; an
 etag conflict refuses the whole batch; racing sessions on one partition keep every event once
 and in order; the batch limits are refused before the round trip; an idempotent commit is
-answered from its record."""
+answered from its record, and a retry is answered by `replay` before the app's own checks; an
+empty commit writes nothing."""
 
 from __future__ import annotations
 
@@ -43,6 +44,30 @@ def _events(world: StoreWorld, partition: str) -> list[dict[str, Any]]:
 
 def _kinds(world: StoreWorld, partition: str) -> list[str]:
     return sorted(str(d.get("type")) for d in world.documents(partition))
+
+
+def _plain(document: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in document.items() if not k.startswith("_")}
+
+
+def _borrow(session: Any, key: str, book: str, *, attempt: int = 1) -> dict[str, Any]:
+    """The library's borrow, in the order the README shows: the key looked up first, then the
+    quota checked (its etag conditions the write), the loan, its event and the claim."""
+    request = {"book": book}
+    replayed = session.replay(key, request=request)
+    if replayed is not None:
+        answer: dict[str, Any] = replayed.answer
+        return answer
+    quota = session.read("quota")
+    if quota["used"] >= quota["limit"]:
+        return {"status": 409, "body": {"detail": "loan quota exhausted"}}
+    session.replace({**_plain(quota), "used": quota["used"] + 1}, if_match=quota["_etag"])
+    session.create({"id": f"loan-{book}", "type": "loan", "book": book})
+    session.publish("BookBorrowed", {"book": book})
+    answer = {"status": 201, "body": {"loan": f"loan-{book}", "attempt": attempt}}
+    session.claim(key, request=request, answer=answer)
+    committed = session.commit()
+    return committed.answer if committed.replayed else answer
 
 
 class SessionContract:
@@ -249,3 +274,62 @@ class SessionContract:
             session.claim("key-1", request={"seats": 3})
             with pytest.raises(IdempotencyKeyReusedError):
                 session.commit()
+
+    def test_a_retry_is_answered_before_the_apps_checks_as_the_first_request_was(
+        self, world: StoreWorld
+    ) -> None:
+        """Quota 1: the first borrow takes it (201); its retry with the same key is answered
+        that 201 by `replay`, though the quota check would now say 409; one loan, one event.
+        Another key is checked afresh (409), and the key with another request is refused."""
+        member = _partition()
+        world.plant({"id": "quota", "partitionKey": member, "type": "quota", "used": 0,
+                     "limit": 1})
+        with world.session(member, entity="member") as session:
+            first = _borrow(session, "key-1", "dune")
+        with world.session(member, entity="member") as session:
+            again = _borrow(session, "key-1", "dune", attempt=2)
+        assert first == again == {"status": 201, "body": {"loan": "loan-dune", "attempt": 1}}
+        with world.session(member, entity="member") as session:
+            assert _borrow(session, "key-2", "emma")["status"] == 409
+        with world.session(member, entity="member") as session, pytest.raises(
+                IdempotencyKeyReusedError):
+            session.replay("key-1", request={"book": "emma"})
+        assert [e["data"]["action"] for e in _events(world, member)] == [
+            "BookBorrowed"]
+        assert sorted(_kinds(world, member)) == sorted(
+            ["quota", "loan", "idempotencyRecord", EVENT_TYPE, SEQUENCE_TYPE])
+
+    def test_two_first_attempts_racing_with_one_key_end_with_one_effect(
+        self, world: StoreWorld
+    ) -> None:
+        """Both look the key up before either commits (neither finds it) and both borrow: the
+        second's batch fails on the quota's etag and on the key's record, and its commit is
+        answered from the first's record."""
+        member = _partition()
+        world.plant({"id": "quota", "partitionKey": member, "type": "quota", "used": 0,
+                     "limit": 2})
+        first = world.session(member, entity="member", process="a")
+        second = world.session(member, entity="member", process="b")
+        for attempt, session in ((1, first), (2, second)):
+            assert session.replay("key-1", request={"book": "dune"}) is None
+            quota = session.read("quota")
+            assert quota is not None
+            session.replace({**_plain(quota), "used": quota["used"] + 1},
+                            if_match=quota["_etag"])
+            session.publish("BookBorrowed", {"book": "dune"})
+            session.claim("key-1", request={"book": "dune"}, answer={"attempt": attempt})
+        assert first.commit().replayed is False
+        assert second.commit() == ((), (), True, {"attempt": 1})
+        assert len(_events(world, member)) == 1
+        [quota] = [d for d in world.documents(member) if d["id"] == "quota"]
+        assert quota["used"] == 1
+
+    def test_an_empty_commit_writes_nothing_and_returns_no_events(
+        self, world: StoreWorld
+    ) -> None:
+        partition = _partition()
+        with world.session(partition) as session:
+            committed = session.commit()
+        assert (tuple(committed.etags), tuple(committed.events), committed.replayed,
+                committed.answer) == ((), (), False, None)
+        assert world.documents(partition) == []

@@ -1,0 +1,254 @@
+"""Cosmos DB's values in a query, as the NoSQL query language defines them (learn.microsoft.com,
+"Azure Cosmos DB for NoSQL query": equality and comparison operators, logical operators, ORDER
+BY, the system functions): JSON values plus **undefined** (a property that is not there, or the
+result of an operation on types it does not take), which every operator propagates and a WHERE
+clause treats as not true.
+
+- `=` is defined between two values of one type (objects and arrays compared whole), undefined
+  across types; `!=`, `<`, `<=`, `>`, `>=` the same, and undefined between two objects or two
+  arrays;
+- AND, OR, NOT on three values (true, false, undefined; anything not a boolean is undefined);
+- arithmetic on numbers only (a boolean is not a number), `||` on strings only;
+- ORDER BY sorts across types: undefined, null, booleans (false first), numbers, strings.
+
+Pure functions over the JSON a document holds (`dict`, `list`, `str`, `int`/`float`, `bool`,
+None) and `UNDEFINED`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from typing import Any, Final
+
+
+class _Undefined:
+    """The one undefined value (never JSON: dropped from a projection, a VALUE result, an array
+    or object literal)."""
+
+    _instance: _Undefined | None = None
+
+    def __new__(cls) -> _Undefined:
+        if cls._instance is None:
+            cls._instance = super().__new__(cls)
+        return cls._instance
+
+    def __repr__(self) -> str:
+        return "undefined"
+
+
+UNDEFINED: Final = _Undefined()
+
+
+class QueryUnsupported(ValueError):  # noqa: N818 - an internal signal, turned into InvalidQueryError
+    """What the in-memory engine does not serve (or what Cosmos DB refuses), named."""
+
+
+def is_number(value: Any) -> bool:
+    return type(value) in (int, float)
+
+
+def _kind(value: Any) -> int:
+    """The rank of a value's type in Cosmos DB's order across types."""
+    if value is UNDEFINED:
+        return 0
+    if value is None:
+        return 1
+    if type(value) is bool:
+        return 2
+    if is_number(value):
+        return 3
+    if type(value) is str:
+        return 4
+    if type(value) is list:
+        return 5
+    return 6
+
+
+def equal(left: Any, right: Any) -> Any:
+    """`left = right`: true, false, or undefined across types."""
+    kind = _kind(left)
+    if kind == 0 or kind != _kind(right):
+        return UNDEFINED
+    return _same(left, right)
+
+
+def _same(left: Any, right: Any) -> bool:
+    """Deep equality of two JSON values (a boolean never equals a number)."""
+    if _kind(left) != _kind(right):
+        return False
+    if type(left) is list:
+        return len(left) == len(right) and all(_same(a, b) for a, b in zip(left, right,
+                                                                            strict=True))
+    if type(left) is dict:
+        return left.keys() == right.keys() and all(_same(left[k], right[k]) for k in left)
+    return bool(left == right)
+
+
+def compare(operator: str, left: Any, right: Any) -> Any:
+    """`left <operator> right` for `!=`, `<`, `<=`, `>`, `>=`: undefined across types and
+    between objects or arrays."""
+    kind = _kind(left)
+    if kind == 0 or kind != _kind(right) or kind >= 5:
+        return UNDEFINED
+    if operator == "!=":
+        return left != right
+    if kind == 1:  # null against null: equal, neither less nor greater
+        return operator in ("<=", ">=")
+    match operator:
+        case "<":
+            return bool(left < right)
+        case "<=":
+            return bool(left <= right)
+        case ">":
+            return bool(left > right)
+        case _:
+            return bool(left >= right)
+
+
+def truth(value: Any) -> Any:
+    """A value as a logical operand: true, false, or undefined (anything not a boolean)."""
+    return value if type(value) is bool else UNDEFINED
+
+
+def logical_and(left: Any, right: Any) -> Any:
+    left, right = truth(left), truth(right)
+    if left is False or right is False:
+        return False
+    if left is True and right is True:
+        return True
+    return UNDEFINED
+
+
+def logical_or(left: Any, right: Any) -> Any:
+    left, right = truth(left), truth(right)
+    if left is True or right is True:
+        return True
+    if left is False and right is False:
+        return False
+    return UNDEFINED
+
+
+def logical_not(value: Any) -> Any:
+    value = truth(value)
+    return UNDEFINED if value is UNDEFINED else not value
+
+
+def arithmetic(operator: str, left: Any, right: Any) -> Any:
+    """`+ - * / %` on two numbers; undefined for anything else, and for a division by zero."""
+    if not (is_number(left) and is_number(right)):
+        return UNDEFINED
+    match operator:
+        case "+":
+            return left + right
+        case "-":
+            return left - right
+        case "*":
+            return left * right
+    if right == 0:
+        return UNDEFINED
+    if operator == "/":
+        quotient = left / right
+        return int(quotient) if quotient.is_integer() and abs(quotient) < 2**53 else quotient
+    remainder = math.fmod(left, right)  # the sign of the dividend, as JavaScript's %
+    return int(remainder) if type(left) is int and type(right) is int else remainder
+
+
+def negative(value: Any) -> Any:
+    return -value if is_number(value) else UNDEFINED
+
+
+def member(value: Any, name: Any) -> Any:
+    """`value.name` / `value[name]`: a property of an object, an item of an array; else
+    undefined."""
+    if type(value) is dict and type(name) is str:
+        return value.get(name, UNDEFINED)
+    if type(value) is list and type(name) is int and 0 <= name < len(value):
+        return value[name]
+    return UNDEFINED
+
+
+def sort_key(value: Any) -> tuple[int, Any]:
+    """Where a value sorts in ORDER BY: by type (undefined, null, booleans, numbers, strings),
+    then by value. An array or an object is refused: the SDK cannot merge them across
+    partitions, and Cosmos DB orders them by a hash."""
+    kind = _kind(value)
+    if kind >= 5:
+        raise QueryUnsupported("ORDER BY on an array or an object value is not served")
+    return (kind, value if kind >= 2 else 0)
+
+
+def aggregate(name: str, values: Sequence[Any]) -> Any:
+    """COUNT, SUM, AVG, MIN, MAX over the defined values of a query's rows."""
+    defined = [v for v in values if v is not UNDEFINED]
+    if name == "COUNT":
+        return len(defined)
+    if name in ("SUM", "AVG"):
+        if not all(is_number(v) for v in defined):
+            return UNDEFINED
+        if name == "SUM":
+            return sum(defined)
+        return sum(defined) / len(defined) if defined else UNDEFINED
+    scalars = [v for v in defined if _kind(v) < 5]
+    if not scalars or len(scalars) != len(defined):
+        return UNDEFINED
+    return min(scalars, key=sort_key) if name == "MIN" else max(scalars, key=sort_key)
+
+
+# -- the system functions ------------------------------------------------------------------------
+
+def _text_test(test: Callable[[str, str], bool]) -> Callable[..., Any]:
+    """STARTSWITH, ENDSWITH, CONTAINS: two strings and an optional ignore-case flag; else
+    undefined."""
+
+    def call(text: Any, part: Any, ignore_case: Any = False) -> Any:
+        if type(text) is not str or type(part) is not str or type(ignore_case) is not bool:
+            return UNDEFINED
+        return test(text.lower(), part.lower()) if ignore_case else test(text, part)
+
+    return call
+
+
+def _on_text(function: Callable[[str], Any]) -> Callable[[Any], Any]:
+    """LOWER, UPPER, LENGTH: a string; else undefined."""
+    return lambda text: function(text) if type(text) is str else UNDEFINED
+
+
+def _array_contains(array: Any, value: Any, partial: Any = False) -> Any:
+    if type(array) is not list or type(partial) is not bool:
+        return UNDEFINED
+    if partial and type(value) is dict:
+        return any(type(item) is dict and all(k in item and _same(item[k], v)
+                                              for k, v in value.items()) for item in array)
+    return any(_same(item, value) for item in array)
+
+
+def _array_length(array: Any) -> Any:
+    return len(array) if type(array) is list else UNDEFINED
+
+
+def _concat(*texts: Any) -> Any:
+    return "".join(texts) if texts and all(type(t) is str for t in texts) else UNDEFINED
+
+
+#: The system functions served, by name: (least arguments, most arguments, the function).
+FUNCTIONS: Final[dict[str, tuple[int, int, Callable[..., Any]]]] = {
+    "IS_DEFINED": (1, 1, lambda v: v is not UNDEFINED),
+    "IS_NULL": (1, 1, lambda v: v is None),
+    "IS_BOOL": (1, 1, lambda v: type(v) is bool),
+    "IS_NUMBER": (1, 1, is_number),
+    "IS_STRING": (1, 1, lambda v: type(v) is str),
+    "IS_ARRAY": (1, 1, lambda v: type(v) is list),
+    "IS_OBJECT": (1, 1, lambda v: type(v) is dict),
+    "ARRAY_CONTAINS": (2, 3, _array_contains),
+    "ARRAY_LENGTH": (1, 1, _array_length),
+    "STARTSWITH": (2, 3, _text_test(str.startswith)),
+    "ENDSWITH": (2, 3, _text_test(str.endswith)),
+    "CONTAINS": (2, 3, _text_test(str.__contains__)),
+    "LOWER": (1, 1, _on_text(str.lower)),
+    "UPPER": (1, 1, _on_text(str.upper)),
+    "LENGTH": (1, 1, _on_text(len)),
+    "CONCAT": (2, 64, _concat),
+}
+#: The aggregate functions (in a SELECT list or after VALUE, never inside an expression).
+AGGREGATES: Final = frozenset({"COUNT", "SUM", "AVG", "MIN", "MAX"})
