@@ -12,6 +12,7 @@
  *     (`/offers`, SQL over the offers: the SDKs find a resource's offer with
  *     `SELECT * FROM root r WHERE r.resource = <its _self>`), replaced (`PUT /offers/{rid}`);
  *   - deleted with their resource.
+ * The routes (`handleOffers`, at the end) serve them over HTTP as the service does.
  * Limits as the service's: manual 400..1,000,000 RU/s in steps of 100, autoscale maximum
  * 1,000..1,000,000 in steps of 1,000; never below the minimum (a hundredth of the highest
  * RU/s ever provisioned, a tenth for the autoscale maximum). One physical partition: a
@@ -19,6 +20,8 @@
  */
 
 const crypto = require("crypto");
+const { CosmosError, notFound, badRequest, preconditionFailed, send } = require("./responses");
+const { readJson, header, isQueryRequest } = require("./requests");
 
 const MIN_MANUAL = 400;
 const MANUAL_STEP = 100;
@@ -205,4 +208,52 @@ class Offers {
   }
 }
 
-module.exports = { Offers, requestedThroughput, DEFAULT_CONTAINER_THROUGHPUT };
+// ---------------------------------------------------------------- routes
+
+const OFFER_ERRORS = {
+  notFound,
+  badRequest,
+  preconditionFailed
+};
+
+/** /offers (read feed, query) and /offers/{rid} (read, replace). */
+async function handleOffers(account, req, res, segs) {
+  if (segs[0] !== "offers" || segs.length > 2) return false;
+  const offers = account.offers;
+  if (segs.length === 1) {
+    let rows = offers.all();
+    if (req.method === "POST" && isQueryRequest(req)) {
+      let body = await readJson(req);
+      if (typeof body === "string") body = { query: body };
+      if (!body || typeof body.query !== "string") throw badRequest("missing query");
+      try {
+        rows = account.databases._getQuery(body.query).exec(rows, { parameters: body.parameters || [] }).result;
+      } catch (err) {
+        throw badRequest(err.message);
+      }
+    } else if (req.method !== "GET") {
+      throw new CosmosError(405, "MethodNotAllowed", "Method not allowed");
+    }
+    send(req, res, 200, { _rid: "", Offers: rows, _count: rows.length }, { "x-ms-item-count": String(rows.length) });
+    return true;
+  }
+  const rid = segs[1];
+  if (req.method === "GET") {
+    const offer = offers.get(rid);
+    if (!offer) throw notFound();
+    send(req, res, 200, offer, {
+      "x-ms-cosmos-min-throughput": String(offers.minimum(offer)),
+      "x-ms-offer-replace-pending": "False"
+    });
+    return true;
+  }
+  if (req.method === "PUT") {
+    const body = await readJson(req);
+    const offer = offers.replace(rid, body, header(req, "if-match"), OFFER_ERRORS);
+    send(req, res, 200, offer, { "x-ms-offer-replace-pending": "False" });
+    return true;
+  }
+  throw new CosmosError(405, "MethodNotAllowed", "Method not allowed");
+}
+
+module.exports = { Offers, requestedThroughput, DEFAULT_CONTAINER_THROUGHPUT, handleOffers };

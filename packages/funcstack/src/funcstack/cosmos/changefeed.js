@@ -1,0 +1,73 @@
+"use strict";
+/*
+ * The change feed of the local Cosmos DB endpoint (server.js), as the service serves the
+ * incremental feed (A-IM: Incremental feed) to the SDKs and the Functions trigger: the latest
+ * version of each document changed after the continuation, in LSN order, each with its
+ * `_lsn`; the continuation is the `etag` ("<lsn>"). Start from the beginning (no
+ * If-None-Match), now (If-None-Match: *) or a point in time (If-Modified-Since); pages of
+ * x-ms-max-item-count that never split one transaction (one LSN); scoped by the partition key
+ * header or a feed range (partitions.js); 304 with an unchanged etag when nothing is new.
+ */
+
+const { badRequest, send } = require("./responses");
+const { header, headerPartitionKey, unquote } = require("./requests");
+const { docPartitionComponents, sameComponents, lsnOf } = require("./store");
+const { epkScope, inEpkScope } = require("./partitions");
+const globalLsn = require("./lsn");
+
+function handleChangeFeed(req, res, store) {
+  const aim = String(header(req, "a-im") || "");
+  if (!/incremental feed/i.test(aim)) {
+    throw badRequest(`Change feed mode '${aim}' is not supported by the local endpoint.`);
+  }
+  const colData = store.colData;
+  const ifNoneMatch = header(req, "if-none-match");
+  const ifModifiedSince = header(req, "if-modified-since");
+  const current = globalLsn.current();
+  let sinceLsn = 0;
+  let sinceMs = null;
+  if (ifNoneMatch === "*") {
+    sinceLsn = current;
+  } else if (ifNoneMatch) {
+    const n = parseInt(unquote(ifNoneMatch), 10);
+    if (!Number.isFinite(n) || n < 0) throw badRequest(`Invalid change feed continuation '${ifNoneMatch}'.`);
+    sinceLsn = n;
+  } else if (ifModifiedSince) {
+    const t = Date.parse(ifModifiedSince);
+    if (Number.isNaN(t)) throw badRequest(`Invalid If-Modified-Since '${ifModifiedSince}'.`);
+    sinceMs = t;
+  }
+  const pk = headerPartitionKey(req);
+  const scope = epkScope(req);
+
+  let docs = store.all().filter(d => lsnOf(d) > sinceLsn);
+  if (sinceMs !== null) docs = docs.filter(d => (d.__mtime || d._ts * 1000) >= sinceMs - (sinceMs % 1000));
+  if (pk !== null) docs = docs.filter(d => sameComponents(docPartitionComponents(colData, d), pk));
+  if (scope !== null) docs = docs.filter(d => inEpkScope(colData, d, scope));
+  docs.sort((a, b) => lsnOf(a) - lsnOf(b) || a.__mtime - b.__mtime);
+
+  const maxItemCount = parseInt(header(req, "x-ms-max-item-count") || "-1", 10);
+  let page = docs;
+  if (maxItemCount > 0 && docs.length > maxItemCount) {
+    // never split one transaction (same LSN) across pages
+    let end = maxItemCount;
+    while (end < docs.length && lsnOf(docs[end]) === lsnOf(docs[end - 1])) end += 1;
+    page = docs.slice(0, end);
+  }
+  const truncated = page.length < docs.length;
+  const etagLsn = truncated ? lsnOf(page[page.length - 1]) : Math.max(current, sinceLsn);
+  const etag = `"${etagLsn}"`;
+  if (page.length === 0) {
+    send(req, res, 304, undefined, { etag, "x-ms-item-count": "0" });
+    return;
+  }
+  const out = page.map(d => ({ ...d, _lsn: lsnOf(d) }));
+  send(req, res, 200, { _rid: colData._rid, Documents: out, _count: out.length }, {
+    etag,
+    "x-ms-item-count": String(out.length),
+    lsn: String(current),
+    "x-ms-global-committed-lsn": String(current)
+  });
+}
+
+module.exports = { handleChangeFeed };

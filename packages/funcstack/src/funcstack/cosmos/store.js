@@ -1,0 +1,214 @@
+"use strict";
+/*
+ * The document store of the local Cosmos DB endpoint (server.js): every read and write of a
+ * container's documents goes through `Store`, over the package's (@vercel/cosmosdb-server
+ * 1.0.1) collection, which keys documents by id and the first partition key value.
+ *
+ *   - partition key components of a document (missing values are "undefined", `{}` on the
+ *     wire, as the service hashes them), the store key;
+ *   - stamps: each written version carries its LSN and its modification time (non-enumerable
+ *     `__lsn` / `__mtime`, never sent) and a quoted etag, as the service's etags are;
+ *   - TTL as the service applies it: the container's defaultTtl (absent: off) overridden by
+ *     the item's ttl (-1: never); an expired document is deleted when it is accessed;
+ *   - `resolveStore`: a document operation on a missing database or container answers 404
+ *     with sub-status 1003, as the service does.
+ */
+
+const { patchOperation } = require("@vercel/cosmosdb-server/lib/handler/_patch-operations");
+const { ownerNotFound } = require("./responses");
+
+function getPath(obj, pathSegments) {
+  let cur = obj;
+  for (const seg of pathSegments) {
+    if (cur === null || typeof cur !== "object") return undefined;
+    cur = cur[seg];
+  }
+  return cur;
+}
+
+function pkPaths(colData) {
+  const paths = ((colData && colData.partitionKey) || {}).paths || [];
+  return paths.map(p => p.slice(1).split("/"));
+}
+
+/** Partition key component values of a document (undefined when missing). */
+function docPartitionComponents(colData, doc) {
+  const paths = pkPaths(colData);
+  if (paths.length === 0) return [doc.id];
+  return paths.map(p => getPath(doc, p));
+}
+
+function sameComponents(a, b) {
+  return JSON.stringify(a.map(v => (v === undefined ? {} : v))) ===
+    JSON.stringify(b.map(v => (v === undefined ? {} : v)));
+}
+
+/** The vercel store keys documents by the first partition key value (undefined for `{}`). */
+function storeKey(components) {
+  if (!components || components.length === 0) return undefined;
+  const v = components[0];
+  if (v && typeof v === "object") return undefined; // [{}] = undefined / none
+  return v;
+}
+
+function sameStoreKey(a, b) {
+  return JSON.stringify(a === undefined ? null : a) === JSON.stringify(b === undefined ? null : b);
+}
+
+function stamp(doc, lsn) {
+  Object.defineProperty(doc, "__lsn", { value: lsn, enumerable: false, configurable: true, writable: true });
+  Object.defineProperty(doc, "__mtime", { value: Date.now(), enumerable: false, configurable: true, writable: true });
+  // real Cosmos etags are quoted strings
+  if (!String(doc._etag).startsWith('"')) doc._etag = `"${doc._etag}"`;
+  return doc;
+}
+
+function lsnOf(doc) {
+  return doc.__lsn || 0;
+}
+
+/** Effective TTL in seconds (>0) of a document, or null when it never expires. */
+function effectiveTtl(colData, doc) {
+  const def = colData.defaultTtl;
+  if (def === undefined || def === null) return null; // TTL off on the container
+  let ttl = def;
+  if (typeof doc.ttl === "number" && Number.isFinite(doc.ttl)) ttl = doc.ttl;
+  if (ttl === -1 || ttl <= 0) return null;
+  return ttl;
+}
+
+function isExpired(colData, doc, now) {
+  const ttl = effectiveTtl(colData, doc);
+  if (ttl === null) return false;
+  const mtime = doc.__mtime || doc._ts * 1000;
+  return now >= mtime + ttl * 1000;
+}
+
+/** Put a stored version's LSN and modification time back (a restored snapshot). */
+function stampAs(doc, lsn, mtime) {
+  Object.defineProperty(doc, "__lsn", { value: lsn, enumerable: false, configurable: true, writable: true });
+  Object.defineProperty(doc, "__mtime", { value: mtime, enumerable: false, configurable: true, writable: true });
+  return doc;
+}
+
+class Store {
+  constructor(collection) {
+    this.collection = collection;
+    this.docs = collection.documents;
+  }
+
+  get colData() {
+    return this.collection.read();
+  }
+
+  /** Live document by id + store key; expired documents are deleted on access. */
+  get(id, key) {
+    const doc = this.collection.document(id, key === undefined || key === null || key === "" ? id : key).read();
+    if (!doc) return null;
+    if (key !== undefined && doc && !sameStoreKey(storeKey(docPartitionComponents(this.colData, doc)), key)) {
+      return null;
+    }
+    if (isExpired(this.colData, doc, Date.now())) {
+      this.remove(doc);
+      return null;
+    }
+    return doc;
+  }
+
+  remove(doc) {
+    const key = storeKey(docPartitionComponents(this.colData, doc));
+    this.docs.delete(doc.id, key === undefined || key === null || key === "" ? doc.id : key);
+  }
+
+  /** All live documents (expired ones are deleted on the way). */
+  all() {
+    const now = Date.now();
+    const colData = this.colData;
+    const out = [];
+    const expired = [];
+    for (const item of this.docs._data.values()) {
+      const doc = item.read();
+      if (!doc) continue;
+      if (isExpired(colData, doc, now)) expired.push(doc);
+      else out.push(doc);
+    }
+    expired.forEach(d => this.remove(d));
+    return out;
+  }
+
+  insert(body, lsn) {
+    return stamp(this.docs.create(body), lsn);
+  }
+
+  overwrite(body, old, lsn) {
+    return stamp(this.docs.replace(body, old), lsn);
+  }
+
+  /** Put a previous version (or absence) back: used to roll back a failed batch. */
+  restore(id, key, previous) {
+    const current = this.collection.document(id, key === undefined || key === null || key === "" ? id : key).read();
+    if (current) this.remove(current);
+    if (previous) this.docs._set(previous);
+  }
+
+  /** A document by its _rid (as stored: not checked for expiry), or null. */
+  byRid(rid) {
+    const item = this.docs._data.get(rid);
+    return (item && item.read()) || null;
+  }
+
+  /** The package's patch of one document: {statusCode, body} as its handler answers. */
+  applyPatch(id, key, operations) {
+    return patchOperation(this.collection, {
+      id,
+      partitionKey: JSON.stringify([key === undefined ? {} : key]),
+      operations
+    });
+  }
+
+  /** The package's SQL engine: a compiled query, run with `.exec(docs, options)`. */
+  compile(text) {
+    return this.docs._getQuery(text);
+  }
+
+  /** The container's user-defined functions, for the engine's options. */
+  udfs() {
+    return this.docs._userDefinedFunctions();
+  }
+
+  /** A query ({query, parameters}) over the container's stored documents. */
+  select(spec) {
+    return this.docs.query(spec, {});
+  }
+}
+
+/** Every container of every database of the account (the package's collection objects). */
+function* collections(account) {
+  for (const dbItem of account.databases._data.values()) {
+    if (!dbItem.read()) continue;
+    yield* dbItem.collections._data.values();
+  }
+}
+
+function resolveStore(account, dbId, collId) {
+  const database = account.database(dbId);
+  if (!database.read()) throw ownerNotFound();
+  const collection = database.collection(collId);
+  if (!collection.read()) throw ownerNotFound();
+  return new Store(collection);
+}
+
+module.exports = {
+  Store,
+  resolveStore,
+  collections,
+  docPartitionComponents,
+  sameComponents,
+  storeKey,
+  sameStoreKey,
+  stamp,
+  stampAs,
+  lsnOf,
+  effectiveTtl,
+  isExpired
+};
