@@ -3,7 +3,8 @@
 Events are grouped per aggregate (session) and ordered by version inside it, then packed into
 size-limited batches, a new batch whenever one is full. A send failure propagates, so the
 trigger's retry policy redelivers the same documents (the topic drops the duplicates). An event
-that cannot become a message is quarantined with its reason and skipped, and a notice
+that cannot become a message (unreadable, or breaking one of Service Bus's limits that no retry
+changes: `cosmos_outbox._message_limits`) is quarantined with its reason and skipped, and a notice
 (`OutboxEventQuarantined`, MessageId derived from the event id) is published in its session
 where the event would have been, so subscribers can tell "set aside" from "lost".
 
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from cosmos_outbox._aio import as_async
+from cosmos_outbox._message_limits import unsendable
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._records import (
     FeedItem,
@@ -129,6 +131,10 @@ class Relay:
                 await self._put_aside(event, event.reason, report, out)
                 continue
             message = to_message(event)
+            never = unsendable(message)
+            if never is not None:  # no retry can send it: its lease moves on without it
+                await self._put_aside(event, never, report, out)
+                continue
             if not await out.add(message, sent_events[event.event_id], notice=False):
                 await self._offload(event, message, sent_events[event.event_id], report, out)
         await out.flush()
