@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from azure_stack import DATABASE, received
@@ -52,8 +53,9 @@ def test_a_body_with_date_like_strings_reaches_the_topic_byte_for_byte(
     [message] = received(funcstack_services, {member}, 1)
     assert b"".join(message.body) == json.dumps(
         DATA, separators=(",", ":"), ensure_ascii=False).encode()  # byte for byte
-    properties = {k.decode(): v.decode() if isinstance(v, bytes) else v
-                  for k, v in (message.application_properties or {}).items()}
+    properties: dict[str, Any] = {
+        (k.decode() if isinstance(k, bytes) else k): v.decode() if isinstance(v, bytes) else v
+        for k, v in (message.application_properties or {}).items()}
     assert properties["branch"] == "2019-01-01T00:00:01.000Z"  # the app's own, as committed
     assert (properties["memberId"], properties["version"], properties["outboxFormat"]) == (
         member, 1, 2)
