@@ -185,7 +185,8 @@ def services_from_settings(settings: OutboxSettings | None = None, *,
             verify_tls=settings.cosmos_verify_tls).get_database_client(database)
         store = AsyncCosmosDocumentStore(adatabase.get_container_client(container))
         backlog = lambda: AsyncCosmosBacklogEstimator(  # noqa: E731
-            adatabase.get_container_client(container), adatabase.get_container_client(leases))
+            adatabase.get_container_client(container), adatabase.get_container_client(leases),
+            lease_prefix=settings.lease_prefix)
     else:
         from cosmos_outbox.cosmos import CosmosBacklogEstimator, CosmosDocumentStore
         from cosmos_outbox.cosmos._client import cosmos_client
@@ -195,7 +196,8 @@ def services_from_settings(settings: OutboxSettings | None = None, *,
             verify_tls=settings.cosmos_verify_tls).get_database_client(database)
         store = CosmosDocumentStore(sdatabase.get_container_client(container))
         backlog = lambda: CosmosBacklogEstimator(  # noqa: E731
-            sdatabase.get_container_client(container), sdatabase.get_container_client(leases))
+            sdatabase.get_container_client(container), sdatabase.get_container_client(leases),
+            lease_prefix=settings.lease_prefix)
     logger.info(
         "outbox services built: database=%s container=%s topic=%s identity_cosmos=%s async=%s",
         database, container, settings.servicebus_topic, connection is None, asynchronous,
