@@ -7,6 +7,7 @@ text in the event document, is left alone, and the event's time is read by parsi
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Callable
 from datetime import datetime
@@ -61,3 +62,28 @@ def test_a_body_with_date_like_strings_reaches_the_topic_byte_for_byte(
         member, 1, 2)
     sent_at = datetime.fromisoformat(properties["cloudEvents_time"])
     assert abs((sent_at - committed_at).total_seconds()) < 60
+
+
+def test_a_relay_without_its_payload_container_refuses_to_start_and_says_why(
+    funcstack_services: LocalStack, funcstack_app: Callable[..., HostedApp], fresh: str,
+    leases: str,
+) -> None:
+    """issue 48: the relay checked nothing, logged the claim check as configured, and failed
+    only on the first large event, with `sent=0` for its whole batch, on every retry."""
+    member = f"m-{uuid.uuid4().hex[:8]}"
+    outbox = Outbox()
+    store = CosmosDocumentStore(funcstack_services.container_client(DATABASE, fresh))
+    with outbox.override(Services(store=store, publisher=_not_relaying, token_secret="t")), \
+            outbox.session(member, entity="member") as session:
+        session.publish("LoanDue", {"loanId": "small"})
+        session.commit()
+    relay = funcstack_app(RELAY_APP, settings={
+        "COSMOS_CONTAINER": fresh, "COSMOS_LEASE_CONTAINER": leases,
+        "OUTBOX_PAYLOAD_CONTAINER": "no-such-payloads"})
+    deadline = time.monotonic() + 60
+    log = ""
+    while "RelayNotReadyError" not in log and time.monotonic() < deadline:
+        time.sleep(0.2)
+        log = relay.log_path.read_text("utf-8", "replace")
+    assert "the claim check's payload container no-such-payloads does not exist" in log
+    assert received(funcstack_services, {member}, 0, wait=3) == []  # not even the small one

@@ -147,7 +147,8 @@ def payloads_from_settings(settings: OutboxSettings, *, asynchronous: bool = Fal
     payload = settings.payload_storage() if settings.payload_max_bytes else None
     if payload is None:
         return None
-    logger.info("claim check: payloads in container %s (from %s)", payload.container,
+    logger.info("claim check: payloads go to container %s (from %s); the relay checks that it "
+                "exists before it first relays", payload.container,
                 payload.setting, extra={"outbox.payload_container": payload.container,
                                         "outbox.payload_setting": payload.setting})
     if asynchronous:
@@ -220,6 +221,7 @@ class Wiring:
 
     def __init__(self, services: Services, *, legacy: LegacyEvents | None = None) -> None:
         from cosmos_outbox._quarantine import Quarantine
+        from cosmos_outbox._relay.health import RelayHealth
         from cosmos_outbox._relay.telemetry import RelayTelemetry
 
         self.services = services
@@ -227,6 +229,7 @@ class Wiring:
         self.store: AsyncDocumentStore = as_async(services.store)
         self.telemetry: RelayTelemetry = RelayTelemetry(destination=services.topic)
         self.quarantine: Quarantine = Quarantine(self.store, legacy=legacy)
+        self.relay_health = RelayHealth(self.store)
         self.quarantine_tokens = TokenCodec(services.token_key(QUARANTINE_TOKEN_PURPOSE))
         self.event_ttl_seconds = services.event_ttl_seconds
         self._lock = threading.Lock()
@@ -254,7 +257,8 @@ class Wiring:
                 payloads = self.services.payloads()
                 self._relay = Relay(self.services.publisher(), self.quarantine, self.telemetry,
                                     payloads=payloads,
-                                    max_payload_bytes=self.services.max_payload_bytes)
+                                    max_payload_bytes=self.services.max_payload_bytes,
+                                    health=self.relay_health, topic=self.services.topic)
             return self._relay
 
     def backlog(self) -> AsyncBacklogEstimator:
@@ -268,7 +272,7 @@ class Wiring:
 
         return OutboxOperators(store=self.store, quarantine=self.quarantine, relay=self.relay,
                                backlog=self.backlog, event_ttl_seconds=self.event_ttl_seconds,
-                               legacy=self.legacy)
+                               legacy=self.legacy, health=self.relay_health)
 
 
 class OutboxBase:
@@ -353,11 +357,13 @@ class OutboxBase:
 
     def docs_blueprint(self, functions: Callable[[], Sequence[Any]], *, title: str,
                        description: str = "") -> func.Blueprint:
-        """/health (the store answers), /openapi.json (every route of `functions()` and the
-        events of this outbox's aggregates) and the 404/405 fallback."""
-        return docs_blueprint(functions, ping=lambda: self.wiring().store.ping(), title=title,
-                              description=description, aggregates=self.aggregates,
-                              asynchronous=self.asynchronous)
+        """/health (the store answers; "degraded", with what the relay is stuck on, when the
+        relay says it is blocked), /openapi.json (every route of `functions()` and the events
+        of this outbox's aggregates) and the 404/405 fallback."""
+        return docs_blueprint(functions, ping=lambda: self.wiring().store.ping(),
+                              relay_blocked=lambda: self.wiring().relay_health.current(),
+                              title=title, description=description,
+                              aggregates=self.aggregates, asynchronous=self.asynchronous)
 
     def function_app(
         self,
