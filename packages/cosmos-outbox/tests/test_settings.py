@@ -218,7 +218,9 @@ def _relay_trigger(environ: dict[str, str]) -> dict[str, object]:
     app = func.FunctionApp()
     app.register_functions(Outbox().relay_blueprint(triggers=load_trigger_settings(environ)))
     [relay] = [f for f in app.get_functions() if f.get_function_name() == "relay_events"]
-    binding: dict[str, object] = relay.get_trigger().get_dict_repr()
+    trigger = relay.get_trigger()
+    assert trigger is not None
+    binding: dict[str, object] = trigger.get_dict_repr()
     return binding
 
 
