@@ -43,7 +43,7 @@ from azure.servicebus.amqp import AmqpAnnotatedMessage
 from opentelemetry import metrics, trace
 
 from cosmos_outbox._aio import run_sync
-from cosmos_outbox._documents import event_document, read_feed
+from cosmos_outbox._event_document import aggregate_event_document, read_feed
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._records import OutboxRecord, Unreadable, to_message
 from cosmos_outbox._relay.relay import Relay
@@ -114,7 +114,7 @@ def documents(contacts: int = 20, changes: int = 4) -> list[dict[str, Any]]:
         for event in contact.collect_events():
             traced = event.model_copy(update={
                 "traceparent": f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"})
-            docs.append(event_document(traced, source=Contact.source(), ttl_seconds=600))
+            docs.append(aggregate_event_document(traced, source=Contact.source(), ttl_seconds=600))
     return docs
 
 

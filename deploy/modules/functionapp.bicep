@@ -291,6 +291,11 @@ var appSettings = [
     name: 'BACKLOG_ESTIMATE_SCHEDULE'
     value: backlogEstimateSchedule
   }
+  {
+    // The relay's leases apart from any trigger of the app's own on the same lease container.
+    name: 'OUTBOX_LEASE_PREFIX'
+    value: 'outbox.'
+  }
 ]
 
 resource storageAccount 'Microsoft.Storage/storageAccounts@2023-05-01' existing = {

@@ -16,7 +16,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
 from cosmos_outbox._aio import run_sync
-from cosmos_outbox._documents import event_document, read_feed
+from cosmos_outbox._event_document import aggregate_event_document, read_feed
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._relay import telemetry as names
 from cosmos_outbox._relay.relay import Relay
@@ -38,7 +38,7 @@ def history(n_changes: int) -> list[dict[str, Any]]:
                              company=Company(company_name="E"))
     for i in range(n_changes):
         contact.describe(f"change {i}")
-    return [event_document(e.model_copy(update={"traceparent": TRACE}),
+    return [aggregate_event_document(e.model_copy(update={"traceparent": TRACE}),
                            source=Contact.source(), ttl_seconds=60)
             for e in contact.collect_events()]
 
@@ -53,7 +53,7 @@ def test_relay_telemetry_lands_in_otlp_json_lines_and_status_sums_it_up(tmp_path
     recorder = RelayTelemetry(destination="contact-events", meter_provider=meter_provider,
                               tracer_provider=tracer_provider)
     docs = history(9)
-    docs[3]["data"].pop("action")  # one poison event
+    docs[3].pop("action")  # one poison event
     relay = Relay(FakePublisher(), Quarantine(InMemoryStore()), recorder)
     run_sync(relay.relay(read_feed(docs)))
     recorder.backlog([("-FF", 4, 30.0)])

@@ -26,9 +26,9 @@ class World:
         return reply.status_code, json.loads(raw) if raw else None
 
     def events(self) -> list[dict[str, Any]]:
-        """The event documents stored, as relayed: in order per concert."""
-        return sorted((d["data"] for d in self.memory.store.of_type("domainEvent")),
-                      key=lambda e: (e["concertId"], e["version"]))
+        """The events committed, as subscribers read them (envelope and data in one object:
+        `action`, `version`, `concertId`, ...), in order per concert."""
+        return [e.envelope_and_data() for e in self.memory.events()]
 
 
 @pytest.fixture

@@ -30,9 +30,9 @@ class World:
                          {"Idempotency-Key": key} if key else None)
 
     def events(self) -> list[dict[str, Any]]:
-        """The event documents stored, as relayed: in order per member."""
-        return sorted((d["data"] for d in self.memory.store.of_type("domainEvent")),
-                      key=lambda e: (e["memberId"], e["version"]))
+        """The events committed, as subscribers read them (envelope and data in one object:
+        `action`, `version`, `memberId`, ...), in order per member."""
+        return [e.envelope_and_data() for e in self.memory.events()]
 
 
 @pytest.fixture

@@ -6,6 +6,7 @@ module, and the package's tests run without funcstack (its integration modules a
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -118,8 +119,15 @@ def history(tickets: int, changes: int, title_size: int = 40) -> list[dict[str, 
             ticket.retitle(f"Retitled {n}")
         documents += event_documents(ticket, ttl_seconds=600)
     for document in documents:
-        document["data"]["title"] = "t" * title_size
+        retitle(document, "t" * title_size)
     return documents
+
+
+def retitle(document: dict[str, Any], title: str) -> None:
+    """A stored ticket event with another title in its body (the event document keeps the body
+    as JSON text)."""
+    document["body"] = json.dumps({**json.loads(document["body"]), "title": title},
+                                  separators=(",", ":"))
 
 
 def relay_through(publisher: Any, documents: list[dict[str, Any]], loop: EventLoop | None,

@@ -81,6 +81,23 @@ def fresh(funcstack_services: LocalStack) -> Iterator[str]:
         yield name
 
 
+@pytest.fixture
+def leases(funcstack_services: LocalStack) -> Iterator[str]:
+    """A lease container of its own for one test (/id, as the trigger's), deleted after it."""
+    from azure.cosmos import CosmosClient, PartitionKey
+
+    name = f"leases-{uuid.uuid4().hex[:12]}"
+    client = CosmosClient.from_connection_string(funcstack_services.cosmos_connection_string,
+                                                 connection_verify=False)
+    database = client.get_database_client(DATABASE)
+    database.create_container(id=name, partition_key=PartitionKey(path="/id"))
+    try:
+        yield name
+    finally:
+        database.delete_container(name)
+        client.close()
+
+
 #: An app's own container's partition key path: another than the outbox's, nested.
 APPS_OWN_KEY_PATH = "/tenant/id"
 

@@ -34,6 +34,7 @@ from azure_stack import (
     properties,
     received,
     relay_through,
+    retitle,
 )
 from tickets import TICKET
 
@@ -305,7 +306,7 @@ def test_an_event_too_large_for_a_message_goes_by_claim_check_through_blob_stora
     funcstack_services: LocalStack, loop: EventLoop, flavour: str
 ) -> None:
     [document] = history(tickets=1, changes=0, title_size=1)
-    document["data"]["title"] = "x" * 300_000  # over the topic's 256 KB
+    retitle(document, "x" * 300_000)  # over the topic's 256 KB
     connection = funcstack_services.servicebus_connection_string
     storage = funcstack_services.storage_connection_string
     if flavour == "sync":
@@ -351,3 +352,23 @@ def test_one_async_sender_serves_concurrent_invocations_and_is_reused_after(
 
     first, second = loop.run(invocations())
     assert 1 <= first <= 4 and second == first  # the next invocation took an idle sender
+
+
+@pytest.mark.parametrize("flavour", ["sync", "aio"])
+def test_the_payload_store_says_when_its_container_is_missing_and_how_to_fix_it(
+    funcstack_services: LocalStack, loop: EventLoop, flavour: str
+) -> None:
+    storage = funcstack_services.storage_connection_string
+
+    def check(container: str) -> None:
+        if flavour == "sync":
+            BlobPayloadStore.from_connection_string(storage, container).check()
+        else:
+            store = AsyncBlobPayloadStore.from_connection_string(storage, container)
+            loop.run(store.check())
+
+    check(PAYLOADS)  # declared in fixtures/funcstack.json: found
+    with pytest.raises(PayloadStoreError, match="no-such-payloads does not exist") as raised:
+        check("no-such-payloads")
+    assert "OUTBOX_PAYLOAD_CONTAINER" in str(raised.value)
+    assert "OUTBOX_PAYLOAD_MAX_BYTES=0" in str(raised.value)

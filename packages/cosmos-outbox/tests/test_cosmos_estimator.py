@@ -13,7 +13,6 @@ import contextlib
 import os
 import signal
 import time
-import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -23,7 +22,7 @@ import pytest
 pytest.importorskip("funcstack", reason="the local Azure stack (funcstack) runs these tests: "
                                         "pip install funcstack")
 
-from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
+from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 from azure_stack import DATABASE, TOPIC, CosmosWorld
 from tickets import Ticket
@@ -45,18 +44,6 @@ pytestmark = pytest.mark.integration
 RELAY_APP = Path(__file__).parent / "relay_app"
 TTL = 864000
 N = 5
-
-
-@pytest.fixture
-def leases(funcstack_services: LocalStack) -> Iterator[str]:
-    """A lease container of its own for one test (/id, as the trigger's), deleted after it."""
-    name = f"leases-{uuid.uuid4().hex[:12]}"
-    database = cosmos(funcstack_services).get_database_client(DATABASE)
-    database.create_container(id=name, partition_key=PartitionKey(path="/id"))
-    try:
-        yield name
-    finally:
-        database.delete_container(name)
 
 
 def cosmos(stack: LocalStack, **options: Any) -> CosmosClient:

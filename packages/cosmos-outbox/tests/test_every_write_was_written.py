@@ -25,6 +25,7 @@ from conftest import body, problem
 
 from cosmos_outbox import Aggregate, Event
 from cosmos_outbox._documents import EVENT_TYPE, IDEMPOTENCY_TYPE
+from cosmos_outbox._event_document import envelope_and_data
 from cosmos_outbox._outbox import Outbox, Services
 from cosmos_outbox.aio import Outbox as AsyncOutbox
 from cosmos_outbox.http import HttpApi, HttpCall, PathParameter, Reply
@@ -157,7 +158,8 @@ def test_a_change_with_its_event_is_written() -> None:
     answer = app.client.request("PATCH", f"drafts/{draft_id}", body={"text": "second"})
     assert (answer.status_code, body(answer)["text"]) == (200, "second")
     assert answer.headers["ETag"] != etag
-    events = sorted((d["data"] for d in app.stored(draft_id) if d["type"] == EVENT_TYPE),
+    events = sorted((envelope_and_data(d) for d in app.stored(draft_id)
+                     if d["type"] == EVENT_TYPE),
                     key=lambda e: e["version"])
     assert [e["action"] for e in events] == ["DraftWritten", "DraftEdited"]
 

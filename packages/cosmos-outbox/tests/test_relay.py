@@ -15,8 +15,13 @@ from pydantic import ValidationError
 from tickets import Ticket
 
 from cosmos_outbox._aio import run_sync
-from cosmos_outbox._documents import document_created_at, event_document, read_feed
 from cosmos_outbox._domain import Event, new_id
+from cosmos_outbox._event_document import (
+    aggregate_event_document,
+    document_created_at,
+    envelope_and_data,
+    read_feed,
+)
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, Quarantine
 from cosmos_outbox._records import (
     QUARANTINE_NOTICE_SUBJECT,
@@ -26,7 +31,7 @@ from cosmos_outbox._records import (
 )
 from cosmos_outbox._relay.relay import Relay, RelayReport
 from cosmos_outbox._relay.telemetry import RelayTelemetry
-from cosmos_outbox.testing import FakePublisher, InMemoryStore, SizeLimitedBatch
+from cosmos_outbox.testing import FakePublisher, InMemoryStore
 
 #: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
 TELEMETRY = RelayTelemetry(destination="test-events")
@@ -40,8 +45,21 @@ def history(n_changes: int, *, first: str = "Ada") -> list[dict[str, Any]]:
     for i in range(n_changes):
         ticket.retitle(f"change {i}")
     events: list[Event] = ticket.collect_events()
-    return [event_document(e.model_copy(update={"traceparent": TRACE}),
+    return [aggregate_event_document(e.model_copy(update={"traceparent": TRACE}),
                            source=Ticket.source(), ttl_seconds=60) for e in events]
+
+
+def with_body(document: dict[str, Any], **changes: Any) -> None:
+    """A stored event's body (JSON text in its document) with fields changed."""
+    document["body"] = json.dumps({**json.loads(document["body"]), **changes},
+                                  separators=(",", ":"))
+
+
+def format_1(document: dict[str, Any]) -> dict[str, Any]:
+    """The same event as the format before stored it: its envelope and its data in `data`."""
+    kept = {k: v for k, v in document.items()
+            if k not in {"aggregateId", "action", "version", "createdAt", "traceparent", "body"}}
+    return {**kept, "data": envelope_and_data(document)}
 
 
 def note_history(n_changes: int) -> list[dict[str, Any]]:
@@ -96,56 +114,50 @@ def test_maps_each_event_to_a_message_as_the_topic_expects() -> None:
     [doc] = history(0)
     r.relay([doc])
     [message] = publisher.messages
-    data = doc["data"]
-    assert message.message_id == data["id"]
-    assert message.session_id == data["ticketId"]
+    assert message.message_id == doc["id"]
+    assert message.session_id == doc["aggregateId"] == doc["partitionKey"]
     assert message.subject == "TicketOpenedEvent"
     assert message.content_type == "application/json"
-    assert json.loads(message.body) == data
+    assert message.body == doc["body"].encode()  # the event's own fields, as stored
+    assert json.loads(message.body) == {"title": "Ada's printer", "code": "NEW"}
     assert message.application_properties == {
-        "aggregateType": "ticket", "ticketId": data["ticketId"], "version": 1,
-        "action": "TicketOpenedEvent", "traceparent": TRACE, "Diagnostic-Id": TRACE}
+        "aggregateType": "ticket", "ticketId": doc["aggregateId"], "version": 1,
+        "action": "TicketOpenedEvent", "traceparent": TRACE, "Diagnostic-Id": TRACE,
+        "outboxFormat": 2}
     assert (message.aggregate_type, message.source) == ("ticket", "/tickets")
 
 
-def test_groups_by_aggregate_and_orders_by_version_whatever_the_feed_order() -> None:
-    a, b = history(3, first="A"), history(2, first="B")
-    feed = [a[3], b[1], a[0], b[2], a[2], b[0], a[1]]
+def test_an_event_stored_in_the_format_before_is_relayed_as_it_was() -> None:
     r, publisher, _ = relay()
-    r.relay(feed)
-    sent = [(m.session_id, m.version) for m in publisher.messages]
-    a_id, b_id = a[0]["partitionKey"], b[0]["partitionKey"]
-    assert [v for s, v in sent if s == a_id] == [1, 2, 3, 4]
-    assert [v for s, v in sent if s == b_id] == [1, 2, 3]
-    assert len(sent) == 7
+    [doc] = history(0)
+    old = format_1(doc)
+    r.relay([old])
+    [message] = publisher.messages
+    data = old["data"]
+    assert (message.message_id, message.session_id) == (data["id"], data["ticketId"])
+    assert json.loads(message.body) == data  # the envelope in the body, as before
+    assert message.application_properties == {
+        "aggregateType": "ticket", "ticketId": data["ticketId"], "version": 1,
+        "action": "TicketOpenedEvent", "traceparent": TRACE, "Diagnostic-Id": TRACE}
 
 
-def test_a_full_batch_is_sent_and_a_new_one_started_never_failing() -> None:
-    docs = history(29)
-    r, publisher, _ = relay(FakePublisher(max_batch_bytes=2000))
-    report = r.relay(docs)
-    assert len(publisher.sent) > 1
-    # Each batch was sent only when full: the next batch's first message did not fit in it.
-    for batch, following in zip(publisher.sent, publisher.sent[1:], strict=False):
-        size = sum(SizeLimitedBatch.size_of(m) for m in batch)
-        assert size + SizeLimitedBatch.size_of(following[0]) > 2000
-    assert [m.version for m in publisher.messages] == list(range(1, 31))
-    assert report.sent == 30 and report.batches == len(publisher.sent)
-
-
-def test_a_failing_send_is_raised_so_the_invocation_is_retried() -> None:
-    docs = history(29)
-    r, publisher, _ = relay(FakePublisher(max_batch_bytes=2000, fail_on_send=2))
-    with pytest.raises(ConnectionError):
-        r.relay(docs)
-    first_batch = len(publisher.messages)
-    assert 0 < first_batch < 30
-    # The retry delivers the same documents again: everything goes out, the first batch twice
-    # (the topic's duplicate detection drops those by MessageId).
-    r.relay(docs)
-    ids = [m.message_id for m in publisher.messages]
-    assert set(ids) == {d["id"] for d in docs}
-    assert len(ids) == 30 + first_batch
+def test_a_body_is_sent_byte_for_byte_even_when_the_host_re_formatted_the_document() -> None:
+    """The Azure host hands trigger documents over through Newtonsoft.Json, which re-formats
+    date-like strings (Azure/Azure-Functions#1399): the body, kept as JSON text, is not one;
+    the time, read by parsing, is written in one form whatever form it came in."""
+    [doc] = history(0)
+    with_body(doc, due="2019-01-01T00:00:01.0000000Z", at="2019-01-01T10:00:05.120000+02:00")
+    doc["createdAt"] = "2026-01-02T03:04:05.120000+00:00"
+    re_formatted = {**doc, "createdAt": "2026-01-02T03:04:05.12+00:00"}
+    sent = []
+    for stored in (doc, re_formatted):
+        r, publisher, _ = relay()
+        r.relay([stored])
+        [message] = publisher.messages
+        sent.append(message)
+    assert sent[0].body == sent[1].body == doc["body"].encode()
+    assert b'"due":"2019-01-01T00:00:01.0000000Z"' in sent[1].body
+    assert sent[0].created_at == sent[1].created_at
 
 
 def test_non_event_documents_are_skipped() -> None:
@@ -159,22 +171,34 @@ def test_non_event_documents_are_skipped() -> None:
 @pytest.mark.parametrize(
     ("mutate", "reason"),
     [
-        (lambda d: d.pop("data"), "no 'data'"),
-        (lambda d: d["data"].pop("action"), "action"),
-        (lambda d: d["data"].update(version="two"), "version"),
-        (lambda d: d["data"].update(version=True), "version"),
-        (lambda d: d["data"].update(ticketId=""), "ticketId"),
-        (lambda d: d["data"].update(id="x" * 129), "data.id"),
-        (lambda d: d.update(aggregateType="order"), "orderId"),
+        (lambda d: d.pop("body"), "no 'body'"),
+        (lambda d: d.update(body=17), "no 'body'"),
+        (lambda d: d.pop("action"), "action"),
+        (lambda d: d.update(version="two"), "version"),
+        (lambda d: d.update(version=True), "version"),
+        (lambda d: d.update(aggregateId=""), "aggregateId"),
+        (lambda d: d.update(id="x" * 129), "event id"),
+        (lambda d: d.update(source=""), "source"),
+        (lambda d: d.update(properties="{not json"), "properties"),
+        # the format before: the envelope in `data`
+        (lambda d: d.update(format_1(d)) or d.pop("body"), None),
+        (lambda d: [d.update(format_1(d)), d.pop("body"), d["data"].pop("action")], "action"),
+        (lambda d: [d.update(format_1(d)), d.pop("body"), d["data"].update(ticketId="")],
+         "data.ticketId"),
+        (lambda d: [d.update(format_1(d)), d.pop("body"), d.update(aggregateType="order")],
+         "data.orderId"),
     ],
 )
 def test_malformed_events_are_quarantined_with_a_reason_and_the_rest_go_on(
-    mutate: Any, reason: str
+    mutate: Any, reason: str | None
 ) -> None:
     docs = history(2)
     mutate(docs[1])
     r, publisher, quarantine = relay()
     report = r.relay(docs)
+    if reason is None:  # a well-formed event of the format before: relayed
+        assert [m.message_id for m in publisher.messages] == [d["id"] for d in docs]
+        return
     events = [m for m in publisher.messages if m.subject != QUARANTINE_NOTICE_SUBJECT]
     assert [m.message_id for m in events] == [docs[0]["id"], docs[2]["id"]]
     [notice] = [m for m in publisher.messages if m.subject == QUARANTINE_NOTICE_SUBJECT]
@@ -184,7 +208,7 @@ def test_malformed_events_are_quarantined_with_a_reason_and_the_rest_go_on(
     assert report.sent == 2 and report.notices == 1
     [kept] = quarantine.documents.values()
     assert reason in kept["reason"]
-    assert kept["data"]["id"] == docs[1]["id"]
+    assert kept["data"]["id"] == docs[1]["id"]  # the document kept whole
     assert report.quarantined == [docs[1]["id"]]
 
 
@@ -222,7 +246,7 @@ def test_the_cheap_check_of_the_stored_fields_never_disagrees_with_their_model(
 
 def test_an_event_larger_than_a_message_is_quarantined_and_later_events_still_go() -> None:
     docs = history(2) + history(1, first="Other")
-    docs[1]["data"]["title"] = "x" * 5000
+    with_body(docs[1], title="x" * 5000)
     r, publisher, quarantine = relay(FakePublisher(max_batch_bytes=4096))
     r.relay(docs)
     assert docs[1]["id"] not in {m.message_id for m in publisher.messages}
@@ -234,20 +258,20 @@ def test_an_event_larger_than_a_message_is_quarantined_and_later_events_still_go
         (docs[3]["id"], 1), (docs[4]["id"], 2)]
     notice = publisher.messages[1]
     assert notice.subject == QUARANTINE_NOTICE_SUBJECT
-    assert notice.session_id == docs[1]["data"]["ticketId"]
-    cid = docs[1]["data"]["ticketId"]
+    assert notice.session_id == docs[1]["aggregateId"]
+    cid = docs[1]["aggregateId"]
     assert json.loads(notice.body) == {
         "eventId": docs[1]["id"], "ticketId": cid, "aggregateType": "ticket",
         "aggregateId": cid, "action": "TicketRetitledEvent", "version": 2,
         "reason": kept["reason"]}
     assert notice.application_properties == {
         "aggregateType": "ticket", "ticketId": cid, "version": 2,
-        "action": QUARANTINE_NOTICE_SUBJECT, "eventId": docs[1]["id"]}
+        "action": QUARANTINE_NOTICE_SUBJECT, "eventId": docs[1]["id"], "outboxFormat": 2}
 
 
 def test_a_message_too_large_for_the_link_is_tried_once_on_a_fresh_link() -> None:
     docs = history(2)
-    docs[1]["data"]["title"] = "x" * 5000
+    with_body(docs[1], title="x" * 5000)
     publisher = FakePublisher(max_batch_bytes=4096)
     publisher.entity_limit = 64 * 1024  # raised since the link opened
     r, _, quarantine = relay(publisher)
@@ -306,8 +330,11 @@ def test_events_of_two_aggregate_types_in_one_feed_keep_their_own_order() -> Non
     assert sessions == {note[0]["partitionKey"]: [1, 2, 3], ticket[0]["partitionKey"]: [1, 2, 3]}
 
 
-def test_the_creation_time_of_a_stored_event_is_read_from_its_data() -> None:
+def test_the_creation_time_of_a_stored_event_is_read_in_either_format() -> None:
+    body = {"body": "{}"}
+    assert document_created_at({**body, "createdAt": "2024-01-01T00:00:00+00:00"}) == 1704067200.0
+    assert document_created_at({**body, "createdAt": "2024-01-01T00:00:00"}) == 1704067200.0
+    assert document_created_at({**body, "createdAt": "2024-01-01T00:00:00Z"}) == 1704067200.0
+    assert document_created_at({**body, "createdAt": "yesterday"}) is None
     assert document_created_at({"data": {"createdAt": "2024-01-01T00:00:00+00:00"}}) == 1704067200.0
-    assert document_created_at({"data": {"createdAt": "2024-01-01T00:00:00"}}) == 1704067200.0
-    assert document_created_at({"data": {"createdAt": "yesterday"}}) is None
     assert document_created_at({}) is None

@@ -5,12 +5,18 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import azure.functions as func
 import pytest
 
 from cosmos_outbox._outbox import publisher_from_settings
 from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox.servicebus._messages import application_properties
-from cosmos_outbox.settings import OutboxSettings, SettingsError, load_settings
+from cosmos_outbox.settings import (
+    OutboxSettings,
+    SettingsError,
+    load_settings,
+    load_trigger_settings,
+)
 
 KEYED = "AccountEndpoint=https://x:8081/;AccountKey=a2V5;"
 
@@ -99,7 +105,7 @@ def test_setting_names_are_the_documented_app_settings() -> None:
         "SERVICEBUS_MAX_MESSAGE_BYTES", "OUTBOX_PAYLOAD_MAX_BYTES", "OUTBOX_PAYLOAD_CONTAINER",
         "OutboxPayloadStorage", "OutboxPayloadStorage__blobServiceUri", "AzureWebJobsStorage",
         "AzureWebJobsStorage__blobServiceUri", "AzureWebJobsStorage__accountName",
-        "IDEMPOTENCY_TTL_SECONDS",
+        "IDEMPOTENCY_TTL_SECONDS", "OUTBOX_LEASE_PREFIX",
     }
 
 
@@ -203,3 +209,27 @@ def test_the_replaced_cloudevents_source_setting_is_refused_with_what_changed(
     with pytest.raises(SettingsError, match=r"CLOUDEVENTS_SOURCE: .*replaced by "
                                             r"CLOUDEVENTS_SOURCE_BASE"):
         load_settings()
+
+
+def _relay_trigger(environ: dict[str, str]) -> dict[str, object]:
+    """The relay trigger's binding as the worker indexes it with `environ` as app settings."""
+    from cosmos_outbox import Outbox
+
+    app = func.FunctionApp()
+    app.register_functions(Outbox().relay_blueprint(triggers=load_trigger_settings(environ)))
+    [relay] = [f for f in app.get_functions() if f.get_function_name() == "relay_events"]
+    trigger = relay.get_trigger()
+    assert trigger is not None
+    binding: dict[str, object] = trigger.get_dict_repr()
+    return binding
+
+
+def test_the_relays_leases_have_a_prefix_of_their_own_and_can_keep_the_ones_before() -> None:
+    """In Azure two Cosmos DB triggers on one container with one lease container and one prefix
+    share the leases (each sees part of the changes): the relay's have a prefix of their own
+    (`outbox.`); `OUTBOX_LEASE_PREFIX=""` keeps the leases a relay deployed before 0.3 wrote."""
+    assert _relay_trigger({})["leaseContainerPrefix"] == "outbox."
+    assert _relay_trigger({"OUTBOX_LEASE_PREFIX": "orders."})["leaseContainerPrefix"] == "orders."
+    assert "leaseContainerPrefix" not in _relay_trigger({"OUTBOX_LEASE_PREFIX": ""})
+    with pytest.raises(SettingsError, match="OUTBOX_LEASE_PREFIX"):
+        load_trigger_settings({"OUTBOX_LEASE_PREFIX": "a/b"})

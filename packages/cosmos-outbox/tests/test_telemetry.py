@@ -115,7 +115,7 @@ def test_a_batch_links_each_valid_context_once_in_order_of_its_events(otel: Tele
         None, f"00-{trace}-{span}-00", other, f"00-{trace}-{span}-01", other]
     docs = history(len(parents) - 1)
     for doc, parent in zip(docs, parents, strict=True):
-        doc["data"]["traceparent"] = parent
+        doc["traceparent"] = parent
     run_sync(relaying(FakePublisher(), otel).relay(read_feed(docs)))
     [sent] = otel.spans.get_finished_spans()
     assert [(f"{link.context.trace_id:032x}", f"{link.context.span_id:016x}",
@@ -152,7 +152,7 @@ def test_a_send_failure_counts_a_failure_sends_nothing_and_logs_the_lag(
 
 def test_a_quarantined_event_increments_its_counter(otel: Telemetry) -> None:
     docs = history(2)
-    docs[1]["data"].pop("action")
+    docs[1].pop("action")
     run_sync(relaying(FakePublisher(), otel).relay(read_feed(docs)))
     [quarantined] = otel.points(names.QUARANTINED)
     assert quarantined.value == 1

@@ -17,6 +17,11 @@ alone and together; one as stored today; with a `dataschema`, another source pat
 base; with an unreadable creation time; a quarantine notice; an event of a second aggregate type
 (a ticket).
 
+One deliberate change since: the quarantine notice's properties gained `outboxFormat` (2), when
+event messages got format 2 (round 6); that case's bytes were written again then, and only
+those. The format 2 cases are pinned the same way in fixtures/wire_bytes_format_2.json (written
+once by `write_format_2_fixture`).
+
 The SDK's encoder is read through its private modules here (tests may; product code never does).
 """
 
@@ -123,3 +128,78 @@ def test_the_fixture_covers_every_case() -> None:
     assert len(pinned) == 3
     assert all("aggregateType" not in d and "source" not in d for d in pinned)
 
+
+
+# -- format 2 (the body the app's data, the envelope in the properties) -------------------------
+
+FIXTURE_2 = Path(__file__).parent / "fixtures" / "wire_bytes_format_2.json"
+#: The envelope's names in a format 1 event's data (and `contactId`).
+_ENVELOPE_1 = ("id", "contactId", "version", "createdAt", "traceparent", "action")
+
+
+def _as_format_2(document: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """A pinned format 1 document as the library stores the same event today (format 2)."""
+    data = document["data"]
+    return {
+        "id": data["id"], "partitionKey": document["partitionKey"], "type": "domainEvent",
+        "aggregateType": "contact", "aggregateId": data["contactId"], "source": "/contacts",
+        "action": data["action"], "version": data["version"], "createdAt": data["createdAt"],
+        "traceparent": data["traceparent"],
+        "body": json.dumps({k: v for k, v in data.items() if k not in _ENVELOPE_1},
+                           separators=(",", ":"), ensure_ascii=False),
+        "ttl": document["ttl"], **changes}
+
+
+def format_2_cases() -> list[dict[str, Any]]:
+    """The format 2 cases' documents (what `write_format_2_fixture` relayed once)."""
+    pinned = [c["documents"][0] for c in _cases() if c["name"].startswith("pinned-")][:3]
+    today = [_as_format_2(d) for d in pinned]
+    dated = _as_format_2(pinned[0], body=json.dumps(
+        {"due": "2019-01-01T00:00:01.0000000Z", "at": "2019-01-01T10:00:05.120000+02:00",
+         "day": "2019-01-01", "note": "x 2019-01-01T00:00:01Z"}, separators=(",", ":")),
+        createdAt="2025-03-01T12:30:45.120000+00:00")
+    session = _as_format_2(
+        pinned[1], partitionKey="customer-7", aggregateType="customer",
+        aggregateId="booking-session-1", source="/customers", subject="booking-1",
+        properties=json.dumps({"channel": "web", "attempt": 2}, separators=(",", ":")),
+        dataschema="https://example.com/schemas/held.json")
+    return [
+        {"name": "format-2", "base": "", "documents": today[:1]},
+        {"name": "format-2-together", "base": "", "documents": today},
+        {"name": "format-2-date-like-strings", "base": "", "documents": [dated]},
+        {"name": "format-2-session-event", "base": "https://shop.example.com",
+         "documents": [session]},
+    ]
+
+
+def write_format_2_fixture() -> None:  # pragma: no cover - how FIXTURE_2 was written, once
+    cases = []
+    for case in format_2_cases():
+        batches = relayed_batches(case["documents"], base=case["base"])
+        cases.append({**case, "batches": [
+            {"messages": [m.hex() for m in message_payloads(b)], "batch": batch_payload(b).hex()}
+            for b in batches]})
+    FIXTURE_2.write_text(json.dumps(cases, indent=1, ensure_ascii=False) + "\n", "utf-8")
+
+
+def _cases_2() -> list[dict[str, Any]]:
+    cases: list[dict[str, Any]] = json.loads(FIXTURE_2.read_text("utf-8"))
+    return cases
+
+
+@pytest.mark.parametrize("case", _cases_2(), ids=lambda c: c["name"])
+def test_format_2_packs_the_pinned_amqp_bytes(case: dict[str, Any]) -> None:
+    test_the_relay_packs_the_same_amqp_bytes_as_before(case)
+
+
+def test_format_2_bodies_are_the_stored_text_byte_for_byte_after_the_host_re_formats() -> None:
+    """The Azure host re-formats date-like strings of trigger documents (Newtonsoft.Json): the
+    body is JSON text, which it leaves alone, and the time is read by parsing it, so the bytes
+    on the wire are the same as from the document as written."""
+    [case] = [c for c in _cases_2() if c["name"] == "format-2-date-like-strings"]
+    [document] = case["documents"]
+    re_formatted = {**document, "createdAt": "2025-03-01T12:30:45.12+00:00"}
+    [batch] = relayed_batches([re_formatted], base=case["base"])
+    assert batch_payload(batch) == bytes.fromhex(case["batches"][0]["batch"])
+    [message] = message_payloads(batch)
+    assert document["body"].encode() in message

@@ -21,6 +21,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQ
 
 from cosmos_outbox.blob import BlobPayloadStore
 from cosmos_outbox.cosmos import CosmosDocumentStore
+from cosmos_outbox.testing import event_fields
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.otel import METRICS_FILE
 from tests.contacts.e2e.test_outbox_guarantees import kill_relay_mid_batch, write_large_history
@@ -57,16 +58,18 @@ def write(stack: Stack, sizes: list[int], tag: str) -> tuple[str, list[str]]:
             current.revise(text_of(size, f"{tag}{i}"))
             uow.commit()
     events = sorted(container.query_items(
-        "SELECT c.id, c.data.version FROM c WHERE c.type = 'domainEvent' AND "
+        "SELECT c.id, c.version FROM c WHERE c.type = 'domainEvent' AND "
         "c.partitionKey = @id", parameters=[{"name": "@id", "value": manuscript.id}],
         partition_key=manuscript.id), key=lambda e: e["version"])
     return manuscript.id, [e["id"] for e in events]
 
 
 def stored(stack: Stack, event_id: str, aggregate_id: str) -> dict[str, Any]:
-    data: dict[str, Any] = stack.contacts_container().read_item(
-        event_id, partition_key=aggregate_id)["data"]
-    return data
+    """What the app published with an event: its message body."""
+    data = event_fields(stack.contacts_container().read_item(
+        event_id, partition_key=aggregate_id)).data
+    assert data is not None
+    return dict(data)
 
 
 def blobs(stack: Stack, prefix: str = "") -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT, notice_id
+from cosmos_outbox.testing import event_fields
 from domain.contact import Contact
 from tools.httpclient import Client
 from tools.receive import Received, count_at_least, drain
@@ -51,16 +52,16 @@ def assert_exactly_once_in_order(received: list[Received], events: list[dict[str
     ids = Counter(r.message_id for r in received)
     duplicates = {k: n for k, n in ids.items() if n > 1}
     assert duplicates == {}, f"{len(duplicates)} duplicated messages"
-    expected = {e["data"]["id"]: e["data"] for e in events}
+    expected = {f.event_id: f for f in map(event_fields, events)}
     assert set(ids) == set(expected), (
         f"missing {len(set(expected) - set(ids))}, unexpected {len(set(ids) - set(expected))}")
     per_session: dict[str, list[int]] = defaultdict(list)
     for r in received:
-        data = expected[r.message_id]
-        assert r.session_id == data["contactId"]
-        assert r.subject == data["action"]
-        assert r.body == data
-        assert r.properties["contactId"] == data["contactId"]
+        stored = expected[r.message_id]
+        assert r.session_id == stored.aggregate_id
+        assert r.subject == stored.action
+        assert r.body == stored.data  # what the app published, nothing added
+        assert (r.properties["contactId"], r.version) == (stored.aggregate_id, stored.version)
         per_session[r.session_id].append(r.version)
     for session, versions in per_session.items():
         assert versions == sorted(versions), f"out of order in {session}: {versions}"

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from cosmos_outbox._blueprints.operators import parse_instant
-from cosmos_outbox._documents import EVENT_TYPE
+from cosmos_outbox._event_document import EVENT_TYPE, envelope_and_data
 from cosmos_outbox._quarantine import QUARANTINE_TYPE
 from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT, notice_id
 from cosmos_outbox.errors import StoreUnavailableError
@@ -61,8 +61,14 @@ def contact(world: FakeWorld, changes: int, *, first: str = "Ada") -> tuple[str,
 
 
 def events(world: FakeWorld, cid: str | None = None) -> list[dict[str, Any]]:
-    return [d["data"] for d in world.store.of_type(EVENT_TYPE)
+    return [envelope_and_data(d) for d in world.store.of_type(EVENT_TYPE)
             if cid is None or d["partitionKey"] == cid]
+
+
+def enlarge(stored: dict[str, Any]) -> None:
+    """A stored event made larger than the publisher's limit: a long description in its body
+    (the event document keeps the body as JSON text)."""
+    stored["body"] = json.dumps({**json.loads(stored["body"]), "description": "x" * 5000})
 
 
 def document(world: FakeWorld, cid: str, eid: str) -> dict[str, Any]:
@@ -77,7 +83,7 @@ def relay_all(world: FakeWorld) -> None:
 def too_large(world: FakeWorld) -> tuple[str, list[str]]:
     """A contact whose second event (version 2) is larger than the publisher's limit, relayed."""
     cid, ids = contact(world, 2)
-    document(world, cid, ids[1])["data"]["description"] = "x" * 5000
+    enlarge(document(world, cid, ids[1]))
     relay_all(world)
     return cid, ids
 
@@ -203,7 +209,7 @@ def test_discard_needs_a_reason_deletes_the_record_and_writes_an_audit_line(
 def test_the_list_pages_with_sealed_tokens_of_its_own(api: Api, world: FakeWorld) -> None:
     for i in range(3):
         cid, ids = contact(world, 1, first=f"P{i}")
-        document(world, cid, ids[1])["data"]["description"] = "x" * 5000
+        enlarge(document(world, cid, ids[1]))
     relay_all(world)
     first = body(listing(api, pageSize="2"))
     assert len(first["items"]) == 2 and first["hasMore"] is True
@@ -248,7 +254,7 @@ def test_redrive_sends_exactly_the_events_created_since_in_per_contact_order(
     # Versions 1-2 of each were written before T.
     for cid, ids in ((a, a_ids), (b, b_ids)):
         for eid in ids[:2]:
-            document(world, cid, eid)["data"]["createdAt"] = (t - timedelta(minutes=5)).isoformat()
+            document(world, cid, eid)["createdAt"] = (t - timedelta(minutes=5)).isoformat()
     reply = redrive(api, {"since": t.isoformat().replace("+00:00", "Z")})
     assert reply.status_code == 202
     assert body(reply) == {"events": 3, "sent": 3, "quarantined": 0}

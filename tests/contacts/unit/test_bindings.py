@@ -77,6 +77,7 @@ def test_the_relay_trigger_watches_the_contacts_container_with_leases(
         "databaseName": "%COSMOS_DATABASE%",
         "containerName": "%COSMOS_CONTAINER%",
         "leaseContainerName": "%COSMOS_LEASE_CONTAINER%",
+        "leaseContainerPrefix": "outbox.",  # its leases apart from an app's own trigger's
         "createLeaseContainerIfNotExists": True,
         "startFromBeginning": True,  # a new lease must not skip events already written
         "feedPollDelay": 1000,

@@ -9,6 +9,7 @@ from typing import Any
 import azure.functions as func
 import pytest
 
+from cosmos_outbox._event_document import envelope_and_data
 from cosmos_outbox.errors import StoreUnavailableError, ThrottledError
 from cosmos_outbox.testing import FunctionClient
 from domain.contact import Contact
@@ -83,8 +84,8 @@ def test_create_returns_201_location_etag_and_the_contact(api: Api, world: FakeW
     assert contact["company"]["companyName"] == "Engines"
     assert contact["version"] == 1
     [event] = world.store.of_type("domainEvent")
-    assert event["data"]["action"] == "ContactCreatedEvent"
-    assert event["data"]["traceparent"].startswith("00-4bf92f3577b34da6")
+    assert envelope_and_data(event)["action"] == "ContactCreatedEvent"
+    assert envelope_and_data(event)["traceparent"].startswith("00-4bf92f3577b34da6")
     assert world.store.batches == 1
 
 
@@ -95,7 +96,7 @@ def test_events_carry_the_invocation_trace_context_over_the_header(
     api.create(trace_parent=invocation, headers={
         "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})
     [event] = world.store.of_type("domainEvent")
-    assert event["data"]["traceparent"] == invocation
+    assert envelope_and_data(event)["traceparent"] == invocation
 
 
 def test_create_accepts_a_full_company_object(api: Api) -> None:
@@ -152,7 +153,7 @@ def test_patch_raises_one_event_per_changed_aspect_in_one_batch(api: Api, world:
     assert body(response)["version"] == 3
     assert response.headers["ETag"] != etag
     assert world.store.batches == batches + 1
-    actions = sorted(e["data"]["action"] for e in world.store.of_type("domainEvent"))
+    actions = sorted(envelope_and_data(e)["action"] for e in world.store.of_type("domainEvent"))
     assert actions == ["ContactCreatedEvent", "ContactDescriptionUpdatedEvent",
                        "ContactNameUpdatedEvent"]
 
@@ -186,7 +187,7 @@ def test_reference_sample_update_routes_answer_204_with_etag(
     response = api.write(function, "POST", cid, suffix, body=payload, headers={"ETag": etag})
     assert response.status_code == 204
     assert response.headers["ETag"] != etag
-    assert action in {e["data"]["action"] for e in world.store.of_type("domainEvent")}
+    assert action in {envelope_and_data(e)["action"] for e in world.store.of_type("domainEvent")}
 
 
 def test_delete_is_soft_raises_contact_deleted_and_hides_the_contact(api: Api, world: FakeWorld
@@ -197,7 +198,7 @@ def test_delete_is_soft_raises_contact_deleted_and_hides_the_contact(api: Api, w
     problem(api.get(cid), 404)
     stored = world.store.read(cid, cid)
     assert stored is not None and stored["data"]["deleted"] is True
-    actions = {e["data"]["action"] for e in world.store.of_type("domainEvent")}
+    actions = {envelope_and_data(e)["action"] for e in world.store.of_type("domainEvent")}
     assert "ContactDeletedEvent" in actions
     assert body(api.call("list_contacts", "GET", "contacts"))["items"] == []
     problem(api.write("delete_contact", "DELETE", cid), 404)

@@ -65,7 +65,7 @@ def test_every_write_retried_with_its_key_writes_once_and_answers_the_same(
     assert first.status_code == status, first.get_body()
     retry = api.write(name, method, cid, suffix, body=payload, headers=headers)
     assert answer_of(retry) == answer_of(first)
-    versions = [e["data"]["version"] for e in world.store.of_type(EVENT_TYPE)]
+    versions = [e["version"] for e in world.store.of_type(EVENT_TYPE)]
     assert sorted(versions) == [1, 2]  # created, and the one change: not twice
     if payload is not None:  # the same key with another body
         other = {k: (v + "x" if isinstance(v, str) and k != "email" else v)

@@ -1,8 +1,10 @@
 """The messages subscribers receive, pinned byte for byte by a stored fixture
 (tests/contacts/fixtures/wire_format.json, written by the code before the outbox became generic):
 body, MessageId, SessionId, Subject, content type and application properties. Events stored before
-the envelope named their aggregate (no `aggregateType`) still relay to the same message, read as
-the Contacts app reads them (`LEGACY_EVENTS`: contact events, from /contacts).
+(format 1: the envelope in `data`, and before that without `aggregateType`) still relay to the
+same message, read as the Contacts app reads them (`LEGACY_EVENTS`: contact events, from
+/contacts). The same events stored today (format 2) relay with their own fields as the body and
+the same properties, plus `outboxFormat`.
 
 Each case's `cloudevents` (added later, the pinned fields untouched) pins the CloudEvents
 attributes the Service Bus message adds beside them (AMQP binding, binary content mode); the
@@ -21,7 +23,7 @@ from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
 
 from cosmos_outbox._aio import run_sync
-from cosmos_outbox._documents import event_document, read_feed
+from cosmos_outbox._event_document import aggregate_event_document, read_feed
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._records import OutboxRecord, to_message
 from cosmos_outbox._relay.relay import Relay
@@ -66,12 +68,29 @@ def test_an_event_stored_before_is_relayed_as_the_same_message(case: dict[str, A
     assert relayed(case["stored"]) == pinned(case)
 
 
+#: The envelope's names in a format 1 event's data (and `contactId`).
+ENVELOPE = {"id", "contactId", "version", "createdAt", "traceparent", "action"}
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c["stored"]["data"]["action"])
-def test_the_same_event_stored_today_is_relayed_as_the_same_message(case: dict[str, Any]) -> None:
-    event = Contact.parse_event(case["stored"]["data"])
-    document = event_document(event, source=Contact.source(), ttl_seconds=case["stored"]["ttl"])
-    assert document == case["stored"] | {"aggregateType": "contact", "source": "/contacts"}
-    assert relayed(document) == pinned(case)
+def test_the_same_event_stored_today_is_relayed_with_only_its_own_fields_as_the_body(
+    case: dict[str, Any],
+) -> None:
+    """Format 2: the body is the event's own fields, byte for byte as stored (JSON text in the
+    document); the envelope is in the properties, as it was, and `outboxFormat` says so."""
+    data = case["stored"]["data"]
+    own = {k: v for k, v in data.items() if k not in ENVELOPE}
+    event = Contact.parse_event(data)
+    document = aggregate_event_document(event, source=Contact.source(),
+                                        ttl_seconds=case["stored"]["ttl"])
+    assert document["body"] == json.dumps(own, separators=(",", ":"), ensure_ascii=False)
+    assert (document["id"], document["aggregateId"], document["version"],
+            document["action"]) == (data["id"], data["contactId"], data["version"],
+                                    data["action"])
+    expected = pinned(case)
+    assert relayed(document) == expected | {
+        "body": document["body"],
+        "application_properties": expected["application_properties"] | {"outboxFormat": 2}}
 
 
 def servicebus_message(stored: dict[str, Any], **kwargs: Any) -> ServiceBusMessage:

@@ -90,7 +90,7 @@ def describe(client: Client, contact: str, text: str) -> None:
 
 def stored_event(stack: Stack, contact: str, version: int) -> dict[str, Any]:
     [doc] = list(stack.contacts_container().query_items(
-        "SELECT * FROM c WHERE c.type = 'domainEvent' AND c.data.version = @v",
+        "SELECT * FROM c WHERE c.type = 'domainEvent' AND c.version = @v",
         parameters=[{"name": "@v", "value": version}], partition_key=contact))
     return dict(doc)
 

@@ -4,16 +4,18 @@ the contacts app's publisher, reads through the CloudEvents SDK as the same cont
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from cosmos_outbox._documents import read_feed
+from cosmos_outbox._event_document import aggregate_event_document, read_feed
 from cosmos_outbox._records import OutboxRecord, to_message
 from cosmos_outbox.servicebus._messages import to_servicebus_message
 from cosmos_outbox.subscriber._events import UnreadableEventError, from_message
+from domain.contact import Contact
 from entrypoints.bootstrap import LEGACY_EVENTS
 
 from contacts_projection.bootstrap import CONTACT  # isort: skip
@@ -31,14 +33,27 @@ def sent(stored: dict[str, Any]) -> tuple[bytes, str | None, dict[Any, Any]]:
     return str(message).encode(), message.content_type, dict(message.application_properties or {})
 
 
+#: The envelope's names in a format 1 event's data (and `contactId`).
+ENVELOPE = {"id", "contactId", "version", "createdAt", "traceparent", "action"}
+
+
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c["stored"]["data"]["action"])
-def test_a_relayed_message_reads_as_its_contact_event(case: dict[str, Any]) -> None:
-    body, content_type, props = sent(case["stored"])
-    event = from_message(body, content_type=content_type, application_properties=props)
+@pytest.mark.parametrize("stored_format", [1, 2])
+def test_a_relayed_message_reads_as_its_contact_event(case: dict[str, Any],
+                                                     stored_format: int) -> None:
+    """Pinned events of format 1 (the envelope in the body) and the same events stored today
+    (format 2: the body the event's own fields, the envelope in the properties) read alike."""
     data = case["stored"]["data"]
+    stored = case["stored"] if stored_format == 1 else aggregate_event_document(
+        Contact.parse_event(data), source=Contact.source(), ttl_seconds=60)
+    body, content_type, props = sent(stored)
+    event = from_message(body, content_type=content_type, application_properties=props)
     assert (event.event_id, event.aggregate_id, event.type, event.version) == (
         data["id"], data["contactId"], data["action"], data["version"])
-    assert event.data == data and event.source == "/contacts"
+    assert event.data == {k: v for k, v in data.items() if k not in ENVELOPE}
+    assert event.source == "/contacts" and event.traceparent == data["traceparent"]
+    assert event.time == datetime.fromisoformat(data["createdAt"])
+    assert Contact.parse_event(event.envelope_and_data()) == Contact.parse_event(data)
 
 
 def test_a_message_without_cloudevents_attributes_is_unreadable() -> None:

@@ -147,7 +147,8 @@ def payloads_from_settings(settings: OutboxSettings, *, asynchronous: bool = Fal
     payload = settings.payload_storage() if settings.payload_max_bytes else None
     if payload is None:
         return None
-    logger.info("claim check: payloads in container %s (from %s)", payload.container,
+    logger.info("claim check: payloads go to container %s (from %s); the relay checks that it "
+                "exists before it first relays", payload.container,
                 payload.setting, extra={"outbox.payload_container": payload.container,
                                         "outbox.payload_setting": payload.setting})
     if asynchronous:
@@ -185,7 +186,8 @@ def services_from_settings(settings: OutboxSettings | None = None, *,
             verify_tls=settings.cosmos_verify_tls).get_database_client(database)
         store = AsyncCosmosDocumentStore(adatabase.get_container_client(container))
         backlog = lambda: AsyncCosmosBacklogEstimator(  # noqa: E731
-            adatabase.get_container_client(container), adatabase.get_container_client(leases))
+            adatabase.get_container_client(container), adatabase.get_container_client(leases),
+            lease_prefix=settings.lease_prefix)
     else:
         from cosmos_outbox.cosmos import CosmosBacklogEstimator, CosmosDocumentStore
         from cosmos_outbox.cosmos._client import cosmos_client
@@ -195,7 +197,8 @@ def services_from_settings(settings: OutboxSettings | None = None, *,
             verify_tls=settings.cosmos_verify_tls).get_database_client(database)
         store = CosmosDocumentStore(sdatabase.get_container_client(container))
         backlog = lambda: CosmosBacklogEstimator(  # noqa: E731
-            sdatabase.get_container_client(container), sdatabase.get_container_client(leases))
+            sdatabase.get_container_client(container), sdatabase.get_container_client(leases),
+            lease_prefix=settings.lease_prefix)
     logger.info(
         "outbox services built: database=%s container=%s topic=%s identity_cosmos=%s async=%s",
         database, container, settings.servicebus_topic, connection is None, asynchronous,
@@ -218,6 +221,7 @@ class Wiring:
 
     def __init__(self, services: Services, *, legacy: LegacyEvents | None = None) -> None:
         from cosmos_outbox._quarantine import Quarantine
+        from cosmos_outbox._relay.health import RelayHealth
         from cosmos_outbox._relay.telemetry import RelayTelemetry
 
         self.services = services
@@ -225,6 +229,7 @@ class Wiring:
         self.store: AsyncDocumentStore = as_async(services.store)
         self.telemetry: RelayTelemetry = RelayTelemetry(destination=services.topic)
         self.quarantine: Quarantine = Quarantine(self.store, legacy=legacy)
+        self.relay_health = RelayHealth(self.store)
         self.quarantine_tokens = TokenCodec(services.token_key(QUARANTINE_TOKEN_PURPOSE))
         self.event_ttl_seconds = services.event_ttl_seconds
         self._lock = threading.Lock()
@@ -252,7 +257,8 @@ class Wiring:
                 payloads = self.services.payloads()
                 self._relay = Relay(self.services.publisher(), self.quarantine, self.telemetry,
                                     payloads=payloads,
-                                    max_payload_bytes=self.services.max_payload_bytes)
+                                    max_payload_bytes=self.services.max_payload_bytes,
+                                    health=self.relay_health, topic=self.services.topic)
             return self._relay
 
     def backlog(self) -> AsyncBacklogEstimator:
@@ -266,7 +272,7 @@ class Wiring:
 
         return OutboxOperators(store=self.store, quarantine=self.quarantine, relay=self.relay,
                                backlog=self.backlog, event_ttl_seconds=self.event_ttl_seconds,
-                               legacy=self.legacy)
+                               legacy=self.legacy, health=self.relay_health)
 
 
 class OutboxBase:
@@ -351,11 +357,13 @@ class OutboxBase:
 
     def docs_blueprint(self, functions: Callable[[], Sequence[Any]], *, title: str,
                        description: str = "") -> func.Blueprint:
-        """/health (the store answers), /openapi.json (every route of `functions()` and the
-        events of this outbox's aggregates) and the 404/405 fallback."""
-        return docs_blueprint(functions, ping=lambda: self.wiring().store.ping(), title=title,
-                              description=description, aggregates=self.aggregates,
-                              asynchronous=self.asynchronous)
+        """/health (the store answers; "degraded", with what the relay is stuck on, when the
+        relay says it is blocked), /openapi.json (every route of `functions()` and the events
+        of this outbox's aggregates) and the 404/405 fallback."""
+        return docs_blueprint(functions, ping=lambda: self.wiring().store.ping(),
+                              relay_blocked=lambda: self.wiring().relay_health.current(),
+                              title=title, description=description,
+                              aggregates=self.aggregates, asynchronous=self.asynchronous)
 
     def function_app(
         self,

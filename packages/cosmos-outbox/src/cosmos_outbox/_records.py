@@ -2,12 +2,15 @@
 it becomes a broker message. The store's adapter parses its documents into these at its boundary
 (`cosmos_outbox._documents.read_feed`), so the relay never sees a storage key.
 
-The wire format: body = the event's data as stored (JSON), MessageId = event id, SessionId =
-aggregate id, Subject = action, application properties `aggregateType`, `<aggregateType>Id`
-(`orderId`), `version`, `action`, and `traceparent`/`Diagnostic-Id` when the event carries a
-trace context. The message also keeps the event's creation time, CloudEvents source path (per
-aggregate type, `/<collection>`) and data schema (if any): the broker adapter adds them, with the
-other CloudEvents attributes, in the AMQP binding's binary content mode.
+The wire format (format 2, the `outboxFormat` application property): body = the app's data as
+it published it (the event document keeps it as JSON text, `cosmos_outbox._event_document`),
+MessageId = event id, SessionId = aggregate id, Subject = action, application properties
+`aggregateType`, `<aggregateType>Id` (`orderId`), `version`, `action`, `outboxFormat`, and
+`traceparent`/`Diagnostic-Id` when the event carries a trace context. The message also keeps the
+event's creation time, CloudEvents source path (per aggregate type, `/<collection>`) and data
+schema (if any): the broker adapter adds them, with the other CloudEvents attributes, in the AMQP
+binding's binary content mode. An event stored in format 1 (its `data` the envelope and the
+app's fields) is sent as it was: its data the body, no `outboxFormat`.
 
 The claim check: an event whose message is too large for the topic travels as the same message
 with an empty body and the CloudEvents `dataref` attribute, the reference of its body in the
@@ -114,6 +117,9 @@ class OutboxRecord:
     #: the message's Subject when not the action (a session's event may set one)
     subject: str | None = None
     document: Mapping[str, Any] = field(default_factory=dict, repr=False)
+    #: the message format: 2, the body the app's data and the envelope in properties; 1, the
+    #: format before (the body the event's data with its envelope), kept for stored events
+    format: int = 2
 
 
 @dataclass(frozen=True)
@@ -162,10 +168,16 @@ class OutboxMessage:
     dataref: str | None = None
 
 
+#: The application property that tells a message's format (2: the body is the app's data and
+#: the envelope is in the properties); a message without it is of format 1 (the body holds the
+#: envelope too).
+FORMAT_PROPERTY = "outboxFormat"
+
+
 def reserved_property(name: str, aggregate_type: str) -> bool:
     """Whether an application property name is the outbox's (an app's own may not take it)."""
     return (name in ("aggregateType", f"{aggregate_type}Id", "version", "action",
-                     "traceparent", "Diagnostic-Id", "eventId")
+                     "traceparent", "Diagnostic-Id", "eventId", FORMAT_PROPERTY)
             or name.lower().startswith("cloudevents"))
 
 
@@ -179,6 +191,8 @@ def to_message(record: OutboxRecord) -> OutboxMessage:
     if record.traceparent:
         properties["traceparent"] = record.traceparent
         properties["Diagnostic-Id"] = record.traceparent
+    if record.format != 1:
+        properties[FORMAT_PROPERTY] = record.format
     if record.properties:
         properties.update(record.properties)
     return OutboxMessage(
@@ -246,6 +260,7 @@ def quarantine_notice(event: OutboxRecord | Unreadable, reason: str) -> OutboxMe
         f"{aggregate_type}Id": aggregate_id,
         "action": QUARANTINE_NOTICE_SUBJECT,
         "eventId": event.event_id,
+        FORMAT_PROPERTY: 2,
     }
     if version is not None:
         properties["version"] = version

@@ -41,9 +41,17 @@ from typing import Any, NamedTuple, cast
 
 from pydantic import BaseModel
 
-from cosmos_outbox._documents import EVENT_TYPE, idempotency_record
+from cosmos_outbox._documents import IDEMPOTENCY_TYPE, idempotency_record
 from cosmos_outbox._domain import new_id, utc_text
+from cosmos_outbox._event_document import (
+    EVENT_TYPE,
+    body_text,
+    event_document,
+    stamp,
+    stored_size,
+)
 from cosmos_outbox._idempotency import IdempotencyRecord, fingerprint, record_id
+from cosmos_outbox._message_limits import refused_id, refused_properties
 from cosmos_outbox._records import reserved_property
 from cosmos_outbox.errors import (
     AlreadyExistsError,
@@ -58,8 +66,6 @@ from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation
 MAX_OPERATIONS = 100
 MAX_BATCH_BYTES = 2 * 1024 * 1024
 SEQUENCE_TYPE = "outboxSequence"
-#: The envelope of every event's data: not a field an event's body may set.
-_RESERVED = frozenset({"id", "version", "createdAt", "traceparent", "action"})
 #: How many sessions' sequences a process remembers.
 _CACHED_SEQUENCES = 10_000
 #: JSON as the SDK sends a batch: compact, a character outside ASCII escaped (`\u00e9`), its
@@ -181,6 +187,9 @@ class Session:
         self.partition_key = partition_key
         self.entity = entity
         self.session_id = session_id or partition_key
+        refused = refused_id("SessionId", self.session_id)
+        if refused is not None:
+            raise ValueError(f"{refused}: give the session a shorter session_id")
         self.source = source or f"/{entity}s"
         self.traceparent = traceparent
         self._store = store
@@ -266,9 +275,11 @@ class Session:
         CloudEvents type; the message's Subject unless `subject` is given) and `data` its body,
         a JSON object or a pydantic model (by its aliases); or `event` is a pydantic model, its
         type the model's class name. `properties` are application properties of its message of
-        your own. The event's id. The body's top level is copied, as a document's is: change
-        it after this call and the event does not change, unless you change an object inside
-        it. A body that is not JSON raises TypeError here."""
+        your own (strings or integers, within Service Bus's limits: ValueError here for ones
+        that could never be sent). The event's id. The body is written as the message body's
+        JSON text here, nothing added to it (the envelope travels as properties): change it
+        after this call and the event does not change. A body that is not JSON raises
+        TypeError here."""
         if type(event) is str:
             action = event
         elif isinstance(event, BaseModel):
@@ -281,37 +292,43 @@ class Session:
             raise ValueError("an event needs a type")
         if subject is not None and (not isinstance(subject, str) or not subject):
             raise ValueError("an event's subject is a non-empty string")
-        # the body is copied into the event's data below (its top level, as your documents are)
-        body: Mapping[str, Any] = (
-            data if type(data) is dict
-            else data.model_dump(mode="json", by_alias=True) if isinstance(data, BaseModel)
-            else dict(data) if data is not None else {})
-        own_id = f"{self.entity}Id"
-        if not _RESERVED.isdisjoint(body) or own_id in body:
-            raise ValueError(f"event fields {sorted(set(body) & (_RESERVED | {own_id}))} are "
-                             "the outbox's: rename them")
-        size = _json_bytes(body, "the event's data")
-        own: dict[str, str | int] = {}
+        # the body, whatever it is, is written once as the JSON text of the message body
+        # (the event document keeps that text: see cosmos_outbox._event_document)
+        body = (data.model_dump(mode="json", by_alias=True) if isinstance(data, BaseModel)
+                else data if data is not None else {})
+        if not isinstance(body, Mapping):
+            raise TypeError(f"an event's data is a JSON object or a pydantic model, not "
+                            f"{type(body).__name__}")
+        try:
+            text = body_text(body if type(body) is dict else dict(body))
+        except (TypeError, ValueError, RecursionError) as exc:
+            raise TypeError(f"the event's data is not JSON: {exc}") from None
+        size = stored_size(text)
+        own_text: str | None = None
         if properties:
             own = dict(properties)
             taken = sorted(name for name in own if reserved_property(name, self.entity))
             if taken:
                 raise ValueError(f"application properties {taken} are the outbox's: rename "
                                  "them")
-            size += _json_bytes(own, "the event's properties")
+            wrong = sorted(name for name, value in own.items()
+                           if not isinstance(name, str) or type(value) not in (str, int))
+            if wrong:
+                raise TypeError(f"application properties {wrong} are not a string or an "
+                                "integer")
+            refused = refused_properties(own)
+            if refused is not None:
+                raise ValueError(f"{refused}: this event could never be sent")
+            own_text = body_text(own)
+            size += stored_size(own_text)
         self._bytes += (size + self._envelope + _escaped_at_most(action)
                         + (_escaped_at_most(subject) if subject else 0))
         event_id = new_id()
-        document = {"id": event_id, "partitionKey": self.partition_key, "type": EVENT_TYPE,
-                    "aggregateType": self.entity, "source": self.source,
-                    "data": {"id": event_id, own_id: self.session_id, "version": 0,
-                             "createdAt": "", "traceparent": self.traceparent,
-                             "action": action, **body},
-                    "ttl": self._event_ttl}
-        if own:
-            document["properties"] = own
-        if subject is not None:
-            document["subject"] = subject
+        document = event_document(
+            event_id=event_id, partition_key=self.partition_key, aggregate_type=self.entity,
+            aggregate_id=self.session_id, source=self.source, action=action, body=text,
+            ttl=self._event_ttl, traceparent=self.traceparent, subject=subject,
+            properties=own_text)
         self._events.append((event_id, document))
         return event_id
 
@@ -409,14 +426,13 @@ class Session:
             batch.append(BatchOperation("replace", document, if_match=known[1]) if known
                          else BatchOperation("create", document))
             for number, (_, event) in enumerate(events, start=start + 1):
-                data = event["data"]
-                data["version"], data["createdAt"] = number, now
+                stamp(event, number, now)
                 batch.append(BatchOperation("create", event))
         if claim is not None:
             record_key, printed, request, answer = claim
             batch.append(BatchOperation("create", {
                 "id": record_key, "partitionKey": self.partition_key,
-                "type": "idempotencyRecord", "aggregateType": self.entity,
+                "type": IDEMPOTENCY_TYPE, "aggregateType": self.entity,
                 "request": request, "fingerprint": printed, "version": 0,
                 "answer": {"status": 200, **({"body": answer} if answer is not None else {})},
                 "createdAt": now, "ttl": self._idempotency_ttl}))

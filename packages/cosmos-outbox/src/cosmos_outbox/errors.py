@@ -114,6 +114,12 @@ class PublishFailedError(OutboxError):
     repeated (the topic drops what it already has, by MessageId)."""
 
 
+class RelayNotReadyError(OutboxError):
+    """The relay cannot start: something it needs is missing (its topic, the claim check's
+    payload container); the message says what and how to fix it. Its invocation fails and is
+    retried (nothing is lost) until it is fixed."""
+
+
 class PayloadStoreError(OutboxError):
     """The payload store (the claim check's blob container) failed or could not be reached.
     Transient: the relay's invocation fails and is retried; a subscriber's message is abandoned

@@ -250,6 +250,12 @@ class PayloadStore(abc.ABC):
     def get(self, reference: str) -> bytes:
         """The body a reference of this store names."""
 
+    def check(self) -> None:
+        """Raise `PayloadStoreError` saying what is missing (the container) and how to fix it
+        when bodies cannot be stored here; the relay asks before it first relays. Nothing to
+        check by default."""
+        return
+
 
 class AsyncPayloadStore(abc.ABC):
     """`PayloadStore`, async (`reference` does no I/O: it stays sync)."""
@@ -262,6 +268,10 @@ class AsyncPayloadStore(abc.ABC):
 
     @abc.abstractmethod
     async def get(self, reference: str) -> bytes: ...
+
+    async def check(self) -> None:
+        """`PayloadStore.check`."""
+        return
 
 
 @dataclass(frozen=True)

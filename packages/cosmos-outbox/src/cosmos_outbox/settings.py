@@ -31,6 +31,10 @@ DEFAULT_FEED_POLL_DELAY_MS = 1000
 DEFAULT_MAX_ITEMS_PER_INVOCATION = 100
 # NCRONTAB with seconds, as the timer trigger wants it: every minute.
 DEFAULT_BACKLOG_ESTIMATE_SCHEDULE = "0 * * * * *"
+#: The relay's lease documents' prefix (the trigger's `lease_container_prefix`): a trigger of
+#: the app's own on the same container and lease container without this prefix does not share
+#: the relay's leases (in Azure two triggers sharing leases split the changes between them).
+DEFAULT_LEASE_PREFIX = "outbox."
 
 
 __all__ = [
@@ -82,6 +86,9 @@ class TriggerSettings(BaseModel):
         alias="BACKLOG_ESTIMATE_SCHEDULE",
         pattern=r"^\s*\S+(\s+\S+){5}\s*$",  # six NCRONTAB fields
     )
+    #: "" keeps the leases a relay deployed before 0.3 wrote (they have no prefix).
+    lease_prefix: str = Field(default=DEFAULT_LEASE_PREFIX, alias="OUTBOX_LEASE_PREFIX",
+                              max_length=64, pattern=r"^[A-Za-z0-9._-]*$")
 
 
 def _problems(exc: ValidationError) -> str:
@@ -95,8 +102,11 @@ def load_trigger_settings(environ: Mapping[str, str] | None = None) -> TriggerSe
     indexing with a message naming the setting."""
     env = os.environ if environ is None else environ
     names = ("FEED_POLL_DELAY_MS", "MAX_ITEMS_PER_INVOCATION", "BACKLOG_ESTIMATE_SCHEDULE")
+    values = {n: env[n] for n in names if env.get(n)}
+    if "OUTBOX_LEASE_PREFIX" in env:  # set to "" on purpose: a relay deployed before 0.3
+        values["OUTBOX_LEASE_PREFIX"] = env["OUTBOX_LEASE_PREFIX"].strip()
     try:
-        return TriggerSettings.model_validate({n: env[n] for n in names if env.get(n)})
+        return TriggerSettings.model_validate(values)
     except ValidationError as exc:
         raise SettingsError(f"invalid settings: {_problems(exc)}") from None
 

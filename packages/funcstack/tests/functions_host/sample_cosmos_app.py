@@ -1,6 +1,7 @@
 """Sample v2 app with a Cosmos DB trigger (copied into a temp dir as function_app.py).
 
-Every invocation appends one JSON line to SAMPLE_OUT: {"pid", "ok", "ids", "pks"}.
+Every invocation appends one JSON line to SAMPLE_OUT: {"pid", "ok", "ids", "pks"} (and
+"documents", as the function received them, with SAMPLE_RECORD_DOCUMENTS=true).
 While the file SAMPLE_FAIL_FLAG exists, invocations fail (after recording the attempt); so do
 batches holding a document of partition key SAMPLE_FAIL_PK.
 SAMPLE_SLEEP_SECONDS: a successful invocation sleeps after recording its batch, so a runner
@@ -27,12 +28,14 @@ _FROM_BEGINNING = os.environ.get("SAMPLE_FROM_BEGINNING", "true") == "true"
 
 
 def _record(docs: func.DocumentList, ok: bool) -> None:
-    line = {
+    line: dict[str, object] = {
         "pid": os.getpid(),
         "ok": ok,
         "ids": [doc["id"] for doc in docs],
         "pks": [doc["partitionKey"] for doc in docs],
     }
+    if os.environ.get("SAMPLE_RECORD_DOCUMENTS") == "true":
+        line["documents"] = [json.loads(doc.to_json()) for doc in docs]
     with Path(os.environ["SAMPLE_OUT"]).open("a", encoding="utf-8") as out:
         out.write(json.dumps(line) + "\n")
 

@@ -6,6 +6,7 @@ COSMOS_ENDPOINT (+ COSMOS_KEY, COSMOS_VERIFY_TLS) such as the official emulator.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -498,3 +499,33 @@ def test_leases_an_older_funcstack_wrote_with_the_port_are_adopted_then_deleted(
         stack.stop()
     adopted = [line for line in kept.log().splitlines() if "older funcstack" in line]
     assert len(adopted) == 1, adopted
+
+
+def test_documents_reach_the_function_as_the_azure_host_hands_them_over(
+    trigger_env: TriggerEnv,
+) -> None:
+    """The Azure host reads the change feed with Newtonsoft.Json, which re-formats date-like
+    strings (Azure/Azure-Functions#1399); FUNCTIONS_HOST_COSMOS_VERBATIM_DOCUMENTS=true opts
+    out."""
+    committed = {"at": "2019-01-01T00:00:01.0000000Z",
+                 "offset": "2019-01-01T10:00:05.120000+02:00",
+                 "body": '{"at":"2019-01-01T00:00:01.0000000Z"}', "day": "2019-01-01"}
+
+    def received(doc_id: str) -> dict[str, Any]:
+        found = [d for r in trigger_env.records() if r["ok"] for d in r.get("documents", [])
+                 if d["id"] == doc_id]
+        return found[0] if found else {}
+
+    for verbatim, doc_id in ((False, "as-azure"), (True, "verbatim")):
+        runner = trigger_env.start(SAMPLE_RECORD_DOCUMENTS="true",
+                                   FUNCTIONS_HOST_COSMOS_VERBATIM_DOCUMENTS=str(verbatim).lower())
+        try:
+            trigger_env.container.create_item({"id": doc_id, "partitionKey": "p", **committed})
+            wait_for(functools.partial(lambda i: bool(received(i)), doc_id), f"document {doc_id}")
+        finally:
+            runner.stop()
+    as_azure, verbatim_doc = received("as-azure"), received("verbatim")
+    assert {k: as_azure[k] for k in committed} == {
+        "at": "2019-01-01T00:00:01Z", "offset": "2019-01-01T08:00:05.12+00:00",
+        "body": '{"at":"2019-01-01T00:00:01.0000000Z"}', "day": "2019-01-01"}
+    assert {k: verbatim_doc[k] for k in committed} == committed

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import azure.functions as func
 from azure.functions.decorators.function_app import Function
@@ -20,22 +20,38 @@ from cosmos_outbox.http._openapi import openapi_document
 from cosmos_outbox.http._pipeline import HttpCall, Reply
 from cosmos_outbox.http._routing import fallback, http_routes
 
-_HEALTHY = {"type": "object", "properties": {"status": {"const": "healthy"}},
-            "required": ["status"]}
+if TYPE_CHECKING:
+    from cosmos_outbox._relay.health import RelayBlocked
+
+_HEALTHY = {
+    "type": "object",
+    "properties": {
+        "status": {"enum": ["healthy", "degraded"]},
+        "relay": {"type": "object", "description": "degraded: what the relay is stuck on",
+                  "properties": {"eventId": {"type": ["string", "null"]},
+                                 "reason": {"type": "string"},
+                                 "since": {"type": ["string", "null"]},
+                                 "attempts": {"type": "integer"}}},
+    },
+    "required": ["status"],
+}
 
 
 def docs_blueprint(
     functions: Callable[[], Sequence[Function]],
     *,
     ping: Callable[[], Awaitable[None]],
+    relay_blocked: Callable[[], Awaitable[RelayBlocked | None]] | None = None,
     title: str,
     description: str,
     aggregates: Iterable[type[Aggregate]] = (),
     asynchronous: bool = False,
 ) -> func.Blueprint:
     """Health, the OpenAPI document and the fallback of an app whose indexed functions
-    `functions()` gives; `ping` checks the store; the document describes the events of
-    `aggregates`. `asynchronous`: /health is an `async def` function."""
+    `functions()` gives; `ping` checks the store; `relay_blocked` tells whether the relay says
+    it is blocked (health then answers 200 "degraded" with what it is stuck on: the API works,
+    the events wait); the document describes the events of `aggregates`. `asynchronous`:
+    /health is an `async def` function."""
     api = HttpApi(auth_level=func.AuthLevel.ANONYMOUS)
     bp = api.blueprint
     documented = tuple(aggregates)
@@ -52,7 +68,13 @@ def docs_blueprint(
                    asynchronous=asynchronous)
     async def health(call: HttpCall[None]) -> Reply:
         await ping()
-        return Reply({"status": "healthy"})
+        blocked = await relay_blocked() if relay_blocked is not None else None
+        if blocked is None:
+            return Reply({"status": "healthy"})
+        return Reply({"status": "degraded", "relay": {
+            "eventId": blocked.event_id, "reason": blocked.reason,
+            "since": blocked.since.isoformat() if blocked.since else None,
+            "attempts": blocked.attempts}})
 
     @api.operation(route="openapi.json", method="GET", status=200, summary="This document",
                    response_schema={"type": "object"}, errors=(400,), asynchronous=False)

@@ -134,14 +134,27 @@ class LeaseStatusView(Model):
     checkpoint_at: str | None
 
 
+class RelayBlockedView(Model):
+    """The relay cannot get past `event_id` (null: it cannot start), and why."""
+
+    event_id: str | None
+    reason: str
+    since: str | None
+    last_attempt: str | None
+    attempts: int
+
+
 class OutboxStatusView(Model):
     pending: int
     oldest_pending_age_seconds: float | None
     quarantined: int
     leases: list[LeaseStatusView]
+    #: null while the relay works; what it is stuck on otherwise
+    relay_blocked: RelayBlockedView | None = None
 
     @classmethod
     def of(cls, status: OutboxStatus) -> OutboxStatusView:
+        blocked = status.blocked
         return cls(
             pending=status.pending,
             oldest_pending_age_seconds=_round(status.oldest_age_seconds),
@@ -149,7 +162,12 @@ class OutboxStatusView(Model):
             leases=[LeaseStatusView(
                 lease=s.lease.lease, pending=s.lease.pending,
                 oldest_pending_age_seconds=_round(s.oldest_age_seconds), owner=s.lease.owner,
-                checkpoint_at=s.lease.checkpoint_at) for s in status.leases])
+                checkpoint_at=s.lease.checkpoint_at) for s in status.leases],
+            relay_blocked=None if blocked is None else RelayBlockedView(
+                event_id=blocked.event_id, reason=blocked.reason,
+                since=blocked.since.isoformat() if blocked.since else None,
+                last_attempt=blocked.last_attempt.isoformat() if blocked.last_attempt else None,
+                attempts=blocked.attempts))
 
 
 class QuarantineItem(Model):

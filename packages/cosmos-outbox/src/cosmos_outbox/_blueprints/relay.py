@@ -51,6 +51,8 @@ def relay_blueprint(
         container_name="%COSMOS_CONTAINER%",
         lease_container_name="%COSMOS_LEASE_CONTAINER%",
         create_lease_container_if_not_exists=True,
+        # The relay's leases apart from those of an app's own trigger on the same container.
+        lease_container_prefix=settings.lease_prefix or None,
         # A new lease (first deployment, lease container reset) starts from the oldest event
         # still stored, not from "now": events written before the relay first ran are not lost.
         start_from_beginning=True,  # type: ignore[arg-type]  # azure-functions 2.3 types it `time`

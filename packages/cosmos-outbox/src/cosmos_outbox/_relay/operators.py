@@ -21,6 +21,7 @@ from cosmos_outbox._documents import EVENT_TYPE, read_feed, selected
 from cosmos_outbox._quarantine import Quarantine, QuarantinedEvent
 from cosmos_outbox._records import LegacyEvents, NotAnEvent, OutboxRecord, Unreadable
 from cosmos_outbox._relay.backlog import age_seconds
+from cosmos_outbox._relay.health import RelayBlocked, RelayHealth
 from cosmos_outbox._relay.relay import Relay
 from cosmos_outbox._relay.telemetry import error_type
 from cosmos_outbox.errors import PublishFailedError
@@ -42,6 +43,8 @@ class OutboxStatus:
     oldest_age_seconds: float | None
     quarantined: int
     leases: list[LeaseStatus]
+    #: the relay cannot get past an event (or cannot start), when it says so
+    blocked: RelayBlocked | None = None
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,9 @@ class OutboxOperators:
         event_ttl_seconds: int,
         legacy: LegacyEvents | None = None,
         clock: Callable[[], float] = time.time,
+        health: RelayHealth | None = None,
     ) -> None:
+        self._health = health
         self._store = store
         self._quarantine = quarantine
         self._legacy = legacy
@@ -98,6 +103,7 @@ class OutboxOperators:
             oldest_age_seconds=max(ages) if ages else None,
             quarantined=await self._quarantine.count(),
             leases=leases,
+            blocked=await self._health.current() if self._health is not None else None,
         )
 
     async def quarantine_page(self, *, page_size: int,

@@ -3,7 +3,8 @@
 Events are grouped per aggregate (session) and ordered by version inside it, then packed into
 size-limited batches, a new batch whenever one is full. A send failure propagates, so the
 trigger's retry policy redelivers the same documents (the topic drops the duplicates). An event
-that cannot become a message is quarantined with its reason and skipped, and a notice
+that cannot become a message (unreadable, or breaking one of Service Bus's limits that no retry
+changes: `cosmos_outbox._message_limits`) is quarantined with its reason and skipped, and a notice
 (`OutboxEventQuarantined`, MessageId derived from the event id) is published in its session
 where the event would have been, so subscribers can tell "set aside" from "lost".
 
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from cosmos_outbox._aio import as_async
+from cosmos_outbox._message_limits import unsendable
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._records import (
     FeedItem,
@@ -40,7 +42,9 @@ from cosmos_outbox._records import (
     quarantine_notice,
     to_message,
 )
+from cosmos_outbox._relay.health import RelayHealth
 from cosmos_outbox._relay.telemetry import RelayTelemetry, SentEvent, error_type
+from cosmos_outbox.errors import PayloadStoreError, RelayNotReadyError
 from cosmos_outbox.ports import (
     AsyncMessagePublisher,
     AsyncPayloadStore,
@@ -61,6 +65,10 @@ class RelayReport:
     batches: int = 0
     skipped: int = 0
     quarantined: list[str] = field(default_factory=list)
+    #: the ids of the events sent (claim checks included; notices not)
+    sent_ids: set[str] = field(default_factory=set)
+    #: the first event of the batch whose send (or claim check) failed, when one did
+    stuck_on: str | None = None
     #: why each quarantined event was set aside, by event id
     reasons: dict[str, str] = field(default_factory=dict)
     #: quarantine notices published (not counted in `sent`)
@@ -84,6 +92,8 @@ class Relay:
         *,
         payloads: AsyncPayloadStore | PayloadStore | None = None,
         max_payload_bytes: int = DEFAULT_PAYLOAD_MAX_BYTES,
+        health: RelayHealth | None = None,
+        topic: str = "",
     ) -> None:
         self._publisher = as_async(publisher)
         self._quarantine = quarantine
@@ -91,17 +101,51 @@ class Relay:
         self._payloads = as_async(payloads) if payloads is not None and max_payload_bytes > 0 \
             else None
         self._max_payload = max_payload_bytes
+        self._health = health
+        self._topic = topic
+        #: what it needs was found (`_preflight`): asked until it is, then not again
+        self._ready = False
 
     async def relay(self, items: Iterable[FeedItem]) -> RelayReport:
         report = RelayReport()
+        listed = list(items)
         try:
-            await self._relay(items, report)
+            if not self._ready:
+                await self._preflight()
+            await self._relay(listed, report)
         except Exception as exc:
             self._telemetry.failed(exc)
             _log(report, exc)
+            if self._health is not None:
+                await self._health.blocked(report.stuck_on or _first_event(listed),
+                                           f"{error_type(exc)}: {exc}")
             raise
         _log(report, None)
+        if self._health is not None and report.sent_ids:
+            await self._health.sent(report.sent_ids)
         return report
+
+    async def _preflight(self) -> None:
+        """What the relay needs, checked before it first relays (RelayNotReadyError naming
+        what is missing and the fix, in the log and in the relay's status): the topic (a
+        sender's link opens), and the claim check's payload container when there is one."""
+        try:
+            await self._publisher.create_batch()
+        except Exception as exc:
+            raise RelayNotReadyError(
+                f"the relay cannot open a sender to its topic {self._topic!r}: "
+                f"{error_type(exc)}: {str(exc)[:300]}. Check that the topic exists (the "
+                "deploy templates and funcstack.json's UserConfig declare it), that "
+                "SERVICEBUS_TOPIC names it, and that the app's identity may send to it "
+                "(Azure Service Bus Data Sender)") from exc
+        if self._payloads is not None:
+            try:
+                await self._payloads.check()
+            except PayloadStoreError as exc:
+                raise RelayNotReadyError(str(exc)) from exc
+            logger.info("relay: the claim check's payload container was found",
+                        extra={"outbox.claim_check": True})
+        self._ready = True
 
     async def _relay(self, items: Iterable[FeedItem], report: RelayReport) -> None:
         events: dict[str, OutboxRecord | Unreadable] = {}
@@ -129,6 +173,10 @@ class Relay:
                 await self._put_aside(event, event.reason, report, out)
                 continue
             message = to_message(event)
+            never = unsendable(message)
+            if never is not None:  # no retry can send it: its lease moves on without it
+                await self._put_aside(event, never, report, out)
+                continue
             if not await out.add(message, sent_events[event.event_id], notice=False):
                 await self._offload(event, message, sent_events[event.event_id], report, out)
         await out.flush()
@@ -156,7 +204,9 @@ class Relay:
             return
         # Stored now, before `out` can send the batch holding the claim check: a failure
         # raises, nothing of that batch is sent, and the retry stores the same bytes again.
+        report.stuck_on = event.event_id
         await self._payloads.put(name, message.body, content_type=message.content_type)
+        report.stuck_on = None
         logger.info("relay offloaded event %s (%d bytes) to %s", event.event_id, size,
                     claim.dataref, extra={"outbox.event_id": event.event_id,
                                           "outbox.offloaded_bytes": size,
@@ -198,6 +248,7 @@ class _Outgoing:
         self._relay, self._report = relay, report
         self._batch: MessageBatch | None = None
         self._events: list[SentEvent] = []
+        self._ids: list[str] = []
         self._notices = 0
         self._offloaded: list[int] = []
         self._refreshed = False
@@ -212,6 +263,8 @@ class _Outgoing:
         if not self._batch.try_add(message) and not await self._fits_a_new_batch(message):
             return False
         self._events.append(event)
+        if not notice:
+            self._ids.append(message.message_id)
         self._notices += notice
         if offloaded is not None:
             self._offloaded.append(offloaded)
@@ -241,9 +294,19 @@ class _Outgoing:
 
     async def flush(self) -> None:
         if self._batch is not None and len(self._batch):
+            if self._ids:
+                self._report.stuck_on = self._ids[0]
             await self._relay._send(self._batch, self._events, self._report, self._notices,
                               self._offloaded)
-        self._batch, self._events, self._notices, self._offloaded = None, [], 0, []
+            self._report.sent_ids.update(self._ids)
+            self._report.stuck_on = None
+        self._batch, self._events, self._ids = None, [], []
+        self._notices, self._offloaded = 0, []
+
+
+def _first_event(items: list[FeedItem]) -> str | None:
+    """The first event an invocation holds (what a relay that cannot start is stuck on)."""
+    return next((item.event_id for item in items if not isinstance(item, NotAnEvent)), None)
 
 
 def _sent_event(record: OutboxRecord) -> SentEvent:

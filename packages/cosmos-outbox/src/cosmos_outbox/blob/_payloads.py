@@ -79,6 +79,25 @@ class _Container:
             raise PayloadStoreError(f"storing payload {name} failed: {_code(exc)}") from exc
 
     @contextmanager
+    def checking(self) -> Iterator[None]:
+        try:
+            yield
+        except AzureError as exc:
+            raise PayloadStoreError(
+                f"the claim check's payload container {self.name} could not be checked: "
+                f"{_code(exc)}") from exc
+
+    def found(self, exists: bool) -> None:
+        """PayloadStoreError naming the container and the fix when it does not exist."""
+        if not exists:
+            raise PayloadStoreError(
+                f"the claim check's payload container {self.name} does not exist in "
+                f"{self._prefix.rsplit('/', 2)[0]}: create it (a private blob container; the "
+                f"deploy templates and funcstack.json's Storage.BlobContainers declare it), or "
+                f"name another in OUTBOX_PAYLOAD_CONTAINER, or set OUTBOX_PAYLOAD_MAX_BYTES=0 "
+                f"for no claim check (events too large for a message are then quarantined)")
+
+    @contextmanager
     def reading(self, reference: str) -> Iterator[None]:
         try:
             yield
@@ -126,6 +145,11 @@ class BlobPayloadStore(PayloadStore):
         with self._container.reading(reference):
             return self._client.download_blob(name).readall()
 
+    def check(self) -> None:
+        with self._container.checking():
+            found = self._client.exists()
+        self._container.found(found)
+
 
 class AsyncBlobPayloadStore(AsyncPayloadStore):
     """`BlobPayloadStore` on the SDK's `aio` container client."""
@@ -163,6 +187,11 @@ class AsyncBlobPayloadStore(AsyncPayloadStore):
         with self._container.reading(reference):
             downloaded = await self._client.download_blob(name)
             return await downloaded.readall()
+
+    async def check(self) -> None:
+        with self._container.checking():
+            found = await self._client.exists()
+        self._container.found(found)
 
 
 def _shown(reference: str) -> str:

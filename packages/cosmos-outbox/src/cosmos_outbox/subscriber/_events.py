@@ -17,11 +17,13 @@ from typing import Any
 from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
 
-from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT
+from cosmos_outbox._records import FORMAT_PROPERTY, QUARANTINE_NOTICE_SUBJECT
 
 __all__ = ["QUARANTINE_NOTICE", "IncomingEvent", "UnreadableEventError", "dataref_of",
            "from_message"]
 
+#: The envelope's names in the data of a format 1 message (and `<aggregateType>Id`).
+_FORMAT_1_ENVELOPE = frozenset({"id", "version", "createdAt", "traceparent", "action"})
 #: The claim check's attribute, in the binding's two spellings.
 _DATAREF_KEYS = ("cloudEvents_dataref", "cloudEvents:dataref")
 
@@ -38,7 +40,9 @@ class UnreadableEventError(ValueError):
 @dataclass(frozen=True)
 class IncomingEvent:
     """What a handler needs of one event: its id, its aggregate's type and id, its type (the
-    action), version and data."""
+    action), version, time and trace context (the envelope), and its data: what the app
+    published, nothing added (messages of format 1, whose body held the envelope too, read the
+    same: their envelope taken out of the data)."""
 
     event_id: str
     aggregate_id: str
@@ -50,6 +54,16 @@ class IncomingEvent:
     source: str = ""
     #: where its data was fetched from, when it came by claim check
     dataref: str | None = None
+    #: the W3C trace context of the request that caused it, when it carried one
+    traceparent: str | None = None
+
+    def envelope_and_data(self) -> dict[str, Any]:
+        """The event's data with its envelope, camelCase, as `Aggregate.parse_event` reads an
+        event (`Order.parse_event(incoming.envelope_and_data())`)."""
+        return {**self.data, "id": self.event_id, f"{self.aggregate_type}Id": self.aggregate_id,
+                "version": self.version, "action": self.type,
+                **({"createdAt": self.time.isoformat()} if self.time is not None else {}),
+                **({"traceparent": self.traceparent} if self.traceparent else {})}
 
 
 def _text(value: Any) -> Any:
@@ -70,7 +84,8 @@ def from_message(
     payloads: Callable[[str], bytes] | None = None,
 ) -> IncomingEvent:
     """Read one Service Bus message as a CloudEvent and check it is an outbox event: a version,
-    and the subject is the id of its aggregate (`<aggregateType>Id` in its data). A message
+    and the subject is the id of its aggregate (`<aggregateType>Id` in its properties; in its
+    data for a message of format 1, without `outboxFormat`). A message
     without the `aggregateType` property is of `default_aggregate_type` (messages sent before
     the outbox set it; none: unreadable). A claim-check message's data is fetched with
     `payloads(dataref)` (its errors propagate: the message is retried, then dead-lettered);
@@ -102,16 +117,25 @@ def from_message(
             raise UnreadableEventError("event data is not JSON") from None
     if not isinstance(data, Mapping):
         raise UnreadableEventError("event data is not a JSON object")
-    version = data.get("version")
+    own = f"{aggregate_type}Id"
     subject = event.get_subject()
+    if str(properties.get(FORMAT_PROPERTY)) == "2":  # the envelope in the properties
+        version = _number(properties.get("version"))
+        aggregate_id = properties.get(own)
+        where = "properties"
+    else:  # format 1: the envelope in the data, with the app's fields
+        version, aggregate_id, where = data.get("version"), data.get(own), "data"
+        data = {k: v for k, v in data.items() if k not in _FORMAT_1_ENVELOPE and k != own}
     if event.get_type() == QUARANTINE_NOTICE and version is None:
         version = 0  # a notice of an event whose version could not be read: nothing to mark
     if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-        raise UnreadableEventError("event data has no integer version")
+        raise UnreadableEventError(f"event {where} have no integer version")
     if version == 0 and event.get_type() != QUARANTINE_NOTICE:
-        raise UnreadableEventError("event data has no positive integer version")
-    if not subject or data.get(f"{aggregate_type}Id") != subject:
-        raise UnreadableEventError(f"event subject is not the {aggregate_type} id of its data")
+        raise UnreadableEventError(f"event {where} have no positive integer version")
+    if not subject or aggregate_id != subject:
+        raise UnreadableEventError(f"event subject is not the {aggregate_type} id of its "
+                                   f"{where}")
+    traceparent = properties.get("traceparent")
     return IncomingEvent(
         event_id=str(event.get_id()),
         aggregate_id=str(subject),
@@ -122,4 +146,12 @@ def from_message(
         source=str(event.get_source()),
         aggregate_type=aggregate_type,
         dataref=dataref,
+        traceparent=traceparent if isinstance(traceparent, str) and traceparent else None,
     )
+
+
+def _number(value: Any) -> Any:
+    """An integer property as the SDK hands it (an int, or its text from another sender)."""
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return value

@@ -4,10 +4,12 @@ test holds on Azure too.
 - `in_memory(outbox)`: the outbox's services on in-memory fakes (a store with atomic batches,
   etags and TTLs, a size-limited publisher, the claim check's payload store, a backlog), for the
   block of a `with`: `with in_memory(outbox) as world: ...`; `world` is there to arrange and
-  inspect;
+  inspect (`world.events()`: what was committed, as a subscriber will read it);
 - `FunctionClient`: calls an app's indexed functions in-process as the Functions host would
   (routes matched as the host matches them, the invocation context, `async def` functions on an
   event loop of its own, the relay's documents);
+- `event_fields(document)`: what a stored event document says (its envelope, and `data`: what
+  the app published), whatever format it was stored in;
 - trigger inputs for the functions of an app's own (`service_bus_message`, `queue_message`,
   `timer_request`);
 - checks driven by an app's aggregates and routes (`check_event_mappings`, `check_commands`,
@@ -24,12 +26,15 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from cosmos_outbox._event_document import EventFields
+from cosmos_outbox._event_document import fields as event_fields
 from cosmos_outbox._outbox import OutboxBase, Services
 from cosmos_outbox.settings import (
     DEFAULT_EVENT_TTL_SECONDS,
     DEFAULT_IDEMPOTENCY_TTL_SECONDS,
     DEFAULT_PAYLOAD_MAX_BYTES,
 )
+from cosmos_outbox.subscriber import IncomingEvent
 from cosmos_outbox.testing._checks import (
     check_commands,
     check_event_mappings,
@@ -37,6 +42,7 @@ from cosmos_outbox.testing._checks import (
     check_openapi_events,
     check_text_schemas,
 )
+from cosmos_outbox.testing._events import committed_events
 from cosmos_outbox.testing._fakes import (
     FakePublisher,
     FixedBacklog,
@@ -48,6 +54,7 @@ from cosmos_outbox.testing._functions import FunctionClient, InvocationContext
 from cosmos_outbox.testing._triggers import queue_message, service_bus_message, timer_request
 
 __all__ = [
+    "EventFields",
     "FakePublisher",
     "FixedBacklog",
     "FunctionClient",
@@ -61,6 +68,7 @@ __all__ = [
     "check_fields",
     "check_openapi_events",
     "check_text_schemas",
+    "event_fields",
     "in_memory",
     "queue_message",
     "service_bus_message",
@@ -96,6 +104,14 @@ class InMemory:
     def of_type(self, type_: str) -> list[dict[str, Any]]:
         """The stored documents of a type (`domainEvent`, `quarantinedEvent`, ...)."""
         return self.store.of_type(type_)
+
+    def events(self, partition_key: str | None = None) -> list[IncomingEvent]:
+        """The events committed so far (of one partition, when given), each as a subscriber
+        reads its message (`cosmos_outbox.subscriber.IncomingEvent`: its `type`, `version`,
+        `aggregate_id`, `data` -- what the app published -- ...), per session in the order of
+        its sequence. Whether they were relayed yet does not matter: they are what the relay
+        will send."""
+        return committed_events(self.store, partition_key)
 
 
 def in_memory(outbox: OutboxBase | None = None, *,

@@ -391,10 +391,18 @@ class InMemoryPayloadStore(PayloadStore):
         self.content_types: dict[str, str] = {}
         self.puts = 0
         self.unavailable = False
+        #: False: the container is missing (`check` says so; the relay does not start)
+        self.exists = True
+        self._container = container
         self._lock = threading.Lock()
 
     def reference(self, name: str) -> str:
         return self._prefix + name
+
+    def check(self) -> None:
+        if not self.exists:
+            raise PayloadStoreError(f"the claim check's payload container {self._container} "
+                                    "does not exist: create it")
 
     def put(self, name: str, body: bytes, *, content_type: str) -> None:
         with self._lock:

@@ -13,7 +13,10 @@ As the Functions host (the change feed processor behind it) does:
   kept in memory. On shutdown an unfinished batch is not checkpointed.
 * With no lease the feed starts from "now", unless ``startFromBeginning`` or
   ``startFromTime`` says otherwise.
-* The documents reach the worker as one JSON array (``TypedData.json``).
+* The documents reach the worker as one JSON array (``TypedData.json``), written as the Azure
+  host writes them: its Newtonsoft.Json reading re-formats date-like strings
+  (``_newtonsoft``); the local-only app setting ``FUNCTIONS_HOST_COSMOS_VERBATIM_DOCUMENTS=true``
+  hands them over verbatim instead.
 * LOCAL DIFFERENCE: the local Cosmos endpoint has one physical partition, so one lease. The
   local-only app setting ``FUNCTIONS_HOST_COSMOS_LEASES=N`` splits the feed into N
   effective-partition-key ranges with a lease each, which behave as the host's leases on
@@ -59,6 +62,7 @@ from funcstack.functions_host._config import (
 )
 from funcstack.functions_host._functions import FunctionSpec
 from funcstack.functions_host._language_worker import LanguageWorker
+from funcstack.functions_host._newtonsoft import host_documents, host_time_zone
 from funcstack.functions_host._retry import invoke_with_retries
 from funcstack.functions_host._rpc import protos
 
@@ -68,6 +72,9 @@ DEFAULT_FEED_POLL_DELAY_MS = 5000
 DEFAULT_MAX_ITEMS = 100
 #: Local-only app setting: "false" accepts a local endpoint's self-signed certificate.
 VERIFY_TLS_SETTING = "FUNCTIONS_HOST_COSMOS_VERIFY_TLS"
+#: Local-only app setting: "true" hands documents to the function verbatim, where the Azure
+#: host re-formats their date-like strings (`_newtonsoft`).
+VERBATIM_SETTING = "FUNCTIONS_HOST_COSMOS_VERBATIM_DOCUMENTS"
 _STARTUP_RETRY_SECONDS = 2.0
 _STARTUP_TIMEOUT_SECONDS = 30.0
 
@@ -193,6 +200,8 @@ class CosmosTriggerListener:
         self._worker = worker
         self._timeout = timeout
         self._owner = owner or f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self._verbatim = is_truthy(os.environ.get(VERBATIM_SETTING, "false"))
+        self._zone = host_time_zone(dict(os.environ))
         self._clients: list[CosmosClient] = []
         self._task: asyncio.Task[None] | None = None
         self._lease_tasks: list[asyncio.Task[None]] = []
@@ -400,7 +409,9 @@ class CosmosTriggerListener:
         policy = self.spec.retry
         binding = pb.ParameterBinding(
             name=self.spec.trigger_arg,
-            data=pb.TypedData(json=json.dumps(items, separators=(",", ":"))))
+            data=pb.TypedData(json=json.dumps(
+                items if self._verbatim else host_documents(items, self._zone),
+                separators=(",", ":"))))
 
         async def attempt(retries: int, max_retries: int) -> str | None:
             return await self._worker.try_invoke(

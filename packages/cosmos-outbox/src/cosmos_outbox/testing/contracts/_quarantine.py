@@ -25,7 +25,7 @@ def _stored(example: AggregateExample, *, changed: bool = False,
     docs = event_documents(aggregate, ttl_seconds=600)
     if created is not None:
         for doc in docs:
-            doc["data"]["createdAt"] = created.isoformat()
+            doc["createdAt"] = created.isoformat()
     return docs
 
 
@@ -61,7 +61,7 @@ class QuarantineContract:
         self, world: StoreWorld, example: AggregateExample
     ) -> None:
         doc = _stored(example)[0]
-        doc["data"].pop("action")
+        doc.pop("action")
         world.quarantine.put(unreadable(doc, "no action"), reason="no action")
         entry = world.quarantine.get(doc["id"])
         assert isinstance(entry.event, Unreadable)

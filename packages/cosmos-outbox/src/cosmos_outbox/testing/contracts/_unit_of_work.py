@@ -7,7 +7,7 @@ import abc
 
 import pytest
 
-from cosmos_outbox._documents import EVENT_TYPE
+from cosmos_outbox._event_document import EVENT_TYPE, envelope_and_data
 from cosmos_outbox.errors import (
     AlreadyExistsError,
     NotFoundError,
@@ -39,9 +39,10 @@ class UnitOfWorkContract:
         assert event["partitionKey"] == aggregate.id
         assert event["aggregateType"] == aggregate.aggregate_type
         assert event["source"] == aggregate.source()
-        assert event["data"][f"{aggregate.aggregate_type}Id"] == aggregate.id
-        assert event["data"]["action"] == example.actions[0]
-        assert event["data"]["version"] == 1
+        stored = envelope_and_data(event)
+        assert stored[f"{aggregate.aggregate_type}Id"] == aggregate.id
+        assert stored["action"] == example.actions[0]
+        assert stored["version"] == 1
         assert event["ttl"] > 0
 
     def test_reads_back_exactly_what_was_committed_with_an_etag(

@@ -15,8 +15,8 @@ import pytest
 
 from cosmos_outbox import _service, _session, _sync, _unit_of_work
 from cosmos_outbox._aio import as_async, run_sync
-from cosmos_outbox._documents import EVENT_TYPE
 from cosmos_outbox._domain import Aggregate
+from cosmos_outbox._event_document import EVENT_TYPE, envelope_and_data
 from cosmos_outbox._idempotency import Answer, Claim, Recorded
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._relay.operators import stored_events
@@ -289,7 +289,8 @@ def types_in(world: StoreWorld, partition_key: str) -> list[str]:
 
 def events_of(world: StoreWorld, partition_key: str) -> list[dict[str, Any]]:
     return sorted(
-        (d["data"] for d in world.documents(partition_key) if d["type"] == EVENT_TYPE),
+        (envelope_and_data(d) for d in world.documents(partition_key)
+         if d["type"] == EVENT_TYPE),
         key=lambda e: e["version"],
     )
 

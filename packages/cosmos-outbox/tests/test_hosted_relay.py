@@ -1,0 +1,89 @@
+"""The relay in a Functions host (relay_app, on funcstack's host through `funcstack_app`), end
+to end: what an app committed reaches the topic byte for byte. The host hands the relay its
+documents as the Azure host does, through Newtonsoft.Json's reading, which re-formats date-like
+strings (Azure/Azure-Functions#1399; funcstack does the same by default): the body, kept as JSON
+text in the event document, is left alone, and the event's time is read by parsing it."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure_stack import DATABASE, received
+
+from cosmos_outbox import Outbox, Services
+from cosmos_outbox.cosmos import CosmosDocumentStore
+from cosmos_outbox.ports import MessagePublisher
+from funcstack import LocalStack
+from funcstack.pytest_plugin import HostedApp
+
+pytestmark = pytest.mark.integration
+
+RELAY_APP = Path(__file__).parent / "relay_app"
+#: What a team's loan event holds: date-like strings of every form the host re-formats, and the
+#: names format 1 reserved (`id`, `version`, `memberId` for entity="member").
+DATA = {"loanId": "loan-1", "id": "book-9", "version": 7, "memberId": "m-1",
+        "dueAt": "2019-01-01T00:00:01.0000000Z", "lentAt": "2019-01-01T10:00:05.120000+02:00",
+        "day": "2019-01-01", "note": "due 2019-01-01T00:00:01Z", "title": "Ça déjà 😀"}
+
+
+def _not_relaying() -> MessagePublisher:
+    raise AssertionError("the session only writes; the hosted relay sends")
+
+
+def test_a_body_with_date_like_strings_reaches_the_topic_byte_for_byte(
+    funcstack_services: LocalStack, funcstack_app: Callable[..., HostedApp], fresh: str,
+    leases: str,
+) -> None:
+    member = f"m-{uuid.uuid4().hex[:8]}"
+    outbox = Outbox()
+    store = CosmosDocumentStore(funcstack_services.container_client(DATABASE, fresh))
+    with outbox.override(Services(store=store, publisher=_not_relaying, token_secret="t")), \
+            outbox.session(member, entity="member") as session:
+        session.publish("LoanDue", DATA, properties={"branch": "2019-01-01T00:00:01.000Z"})
+        committed_at = datetime.now().astimezone()
+        session.commit()
+    funcstack_app(RELAY_APP, settings={"COSMOS_CONTAINER": fresh,
+                                       "COSMOS_LEASE_CONTAINER": leases})
+    [message] = received(funcstack_services, {member}, 1)
+    assert b"".join(message.body) == json.dumps(
+        DATA, separators=(",", ":"), ensure_ascii=False).encode()  # byte for byte
+    properties: dict[str, Any] = {
+        (k.decode() if isinstance(k, bytes) else k): v.decode() if isinstance(v, bytes) else v
+        for k, v in (message.application_properties or {}).items()}
+    assert properties["branch"] == "2019-01-01T00:00:01.000Z"  # the app's own, as committed
+    assert (properties["memberId"], properties["version"], properties["outboxFormat"]) == (
+        member, 1, 2)
+    sent_at = datetime.fromisoformat(properties["cloudEvents_time"])
+    assert abs((sent_at - committed_at).total_seconds()) < 60
+
+
+def test_a_relay_without_its_payload_container_refuses_to_start_and_says_why(
+    funcstack_services: LocalStack, funcstack_app: Callable[..., HostedApp], fresh: str,
+    leases: str,
+) -> None:
+    """issue 48: the relay checked nothing, logged the claim check as configured, and failed
+    only on the first large event, with `sent=0` for its whole batch, on every retry."""
+    member = f"m-{uuid.uuid4().hex[:8]}"
+    outbox = Outbox()
+    store = CosmosDocumentStore(funcstack_services.container_client(DATABASE, fresh))
+    with outbox.override(Services(store=store, publisher=_not_relaying, token_secret="t")), \
+            outbox.session(member, entity="member") as session:
+        session.publish("LoanDue", {"loanId": "small"})
+        session.commit()
+    relay = funcstack_app(RELAY_APP, settings={
+        "COSMOS_CONTAINER": fresh, "COSMOS_LEASE_CONTAINER": leases,
+        "OUTBOX_PAYLOAD_CONTAINER": "no-such-payloads"})
+    deadline = time.monotonic() + 60
+    log = ""
+    while "RelayNotReadyError" not in log and time.monotonic() < deadline:
+        time.sleep(0.2)
+        log = relay.log_path.read_text("utf-8", "replace")
+    assert "the claim check's payload container no-such-payloads does not exist" in log
+    assert received(funcstack_services, {member}, 0, wait=3) == []  # not even the small one
