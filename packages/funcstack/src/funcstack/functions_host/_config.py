@@ -45,15 +45,25 @@ def apply_settings(
     """Put settings into ``os.environ`` before the app is imported.
 
     Like Core Tools, a value from local.settings.json does not replace an environment variable
-    that is already set. Values passed explicitly (library API) always win.
-    """
+    that is already set. Values passed explicitly (library API) always win. One log line says
+    where the settings came from: the names whose value is the environment's rather than the
+    file's (Core Tools says it once per name; a value the environment holds too, the same,
+    came from either)."""
+    from_environment = sorted(name for name, value in file_values.items()
+                              if name in os.environ and os.environ[name] != value)
     for name, value in file_values.items():
-        if name in os.environ:
-            logger.info("skipping setting %s from local settings: already in the environment", name)
-            continue
-        os.environ[name] = value
+        os.environ.setdefault(name, value)
+    overridden = sorted(name for name, value in (explicit or {}).items()
+                        if file_values.get(name) != value)
     for name, value in (explicit or {}).items():
         os.environ[name] = value
+    parts = [f"{len(file_values)} from local.settings.json"]
+    if from_environment:
+        parts.append(f"the environment's value kept over the file's, as with func start: "
+                     f"{', '.join(from_environment)}")
+    if overridden:
+        parts.append(f"given to the host: {', '.join(overridden)}")
+    logger.info("app settings: %s", "; ".join(parts))
 
 
 def resolve(value: Any) -> Any:
