@@ -109,7 +109,11 @@ class HostJson:
     def load(cls, app_dir: Path, environ: Mapping[str, str] | None = None) -> HostJson:
         """The app's host.json (none: the defaults), with the ``AzureFunctionsJobHost__*``
         settings of ``environ`` (default: ``os.environ``) over it."""
-        from funcstack.functions_host._host_json import HostJsonError, read_host_json
+        from funcstack.functions_host._host_json import (
+            LOG_LEVELS,
+            HostJsonError,
+            read_host_json,
+        )
         from funcstack.functions_host._retry import parse_timespan
 
         data = read_host_json(app_dir, os.environ if environ is None else environ)
@@ -141,6 +145,11 @@ class HostJson:
             raise HostJsonError(f"host.json functions: a list of function names, not "
                                 f"{functions!r}")
         levels = section("logging", "logLevel")
+        for category, level in (levels or {}).items():
+            if str(level).strip().lower() not in LOG_LEVELS:
+                raise HostJsonError(f"host.json logging.logLevel.{category}: {level!r} is not a "
+                                    "log level (Trace, Debug, Information, Warning, Error, "
+                                    "Critical, None)")
         return cls(
             route_prefix=prefix.strip("/"),
             retry=section("retry"),

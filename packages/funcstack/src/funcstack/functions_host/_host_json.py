@@ -37,7 +37,12 @@ from typing import Any, Literal
 
 logger = logging.getLogger("funcstack.functions_host")
 
-__all__ = ["RULES", "HostJsonError", "Rule", "read_host_json"]
+__all__ = ["LOG_LEVELS", "RULES", "HostJsonError", "Rule", "read_host_json"]
+
+#: .NET's LogLevel names (host.json ``logging.logLevel`` values) as Python's levels.
+LOG_LEVELS = {"trace": 5, "debug": logging.DEBUG, "information": logging.INFO,
+              "warning": logging.WARNING, "error": logging.ERROR, "critical": logging.CRITICAL,
+              "none": logging.CRITICAL + 10}
 
 #: The app-setting prefix of host.json overrides (``AzureFunctionsJobHost__a__b``).
 OVERRIDE_PREFIX = "AzureFunctionsJobHost__"
