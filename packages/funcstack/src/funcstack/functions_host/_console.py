@@ -142,10 +142,11 @@ def log_invocation(function: str, trigger: str, *, started: float, detail: str =
     Duration=<ms>ms)`` as ``func start`` words it, then a failure's error in full; ``started``
     is the ``time.perf_counter()`` of the invocation's start."""
     duration = (time.perf_counter() - started) * 1000.0
-    what = ", ".join(part for part in (trigger, detail) if part)
     status = "Succeeded" if error is None else "Failed"
+    what = ", ".join(part for part in (status, trigger, detail, f"Duration={duration:.0f}ms")
+                     if part)
     log = logging.getLogger(f"Function.{function}")
-    text = f"Executed 'Functions.{function}' ({status}, {what}, Duration={duration:.0f}ms)"
+    text = f"Executed 'Functions.{function}' ({what})"
     if error is None:
         log.info("%s", text)
     else:
