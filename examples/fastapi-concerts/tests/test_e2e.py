@@ -63,7 +63,7 @@ def receive(connection: str, session: str, count: int,
 def test_tickets_sold_and_refunded_reach_the_topic_once_in_order(
     funcstack_services: Any, funcstack_app: Callable[..., Any],
 ) -> None:
-    app = funcstack_app(APP, settings={"FEED_POLL_DELAY_MS": "100"}, enforce_keys=True)
+    app = funcstack_app(APP, settings={"FEED_POLL_DELAY_MS": "100"})
     key = {"x-functions-key": app.function_key}
     assert call("POST", f"{app.url}/api/concerts", {"name": "Ada", "capacity": 3})[0] == 401
     status, headers, concert = call("POST", f"{app.url}/api/concerts",

@@ -63,7 +63,7 @@ def test_a_borrow_its_retry_and_the_overdue_timer_reach_the_topic_once_in_order(
     funcstack_services: Any, funcstack_app: Callable[..., Any],
 ) -> None:
     # a quota of 1, loans due at once, the timer every 2 seconds
-    app = funcstack_app(APP, enforce_keys=True, settings={
+    app = funcstack_app(APP, settings={
         "FEED_POLL_DELAY_MS": "100", "LOAN_LIMIT": "1", "LOAN_DAYS": "0",
         "OVERDUE_SCHEDULE": "*/2 * * * * *"})
     key = {"x-functions-key": app.function_key}

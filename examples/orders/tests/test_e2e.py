@@ -71,7 +71,7 @@ def properties_of(message: ServiceBusReceivedMessage) -> dict[str, Any]:
 def test_the_routes_answer_and_the_events_reach_the_topic_once_in_order(
     funcstack_services: Any, funcstack_app: Callable[..., Any],
 ) -> None:
-    app = funcstack_app(APP, settings={"FEED_POLL_DELAY_MS": "100"}, enforce_keys=True)
+    app = funcstack_app(APP, settings={"FEED_POLL_DELAY_MS": "100"})
     key = {"x-functions-key": app.function_key}  # as a client in Azure sends it
     status, headers, order = call("POST", f"{app.url}/orders",
                                   {"customerName": "Ada", "totalCents": 1250}, key)
@@ -104,7 +104,7 @@ def test_the_routes_answer_and_the_events_reach_the_topic_once_in_order(
 def test_each_route_takes_the_keys_of_its_auth_level(funcstack_app: Callable[..., Any]) -> None:
     """The business routes are `function` level, `/health` and `/openapi.json` anonymous, the
     operators' `/outbox/...` admin (the master key only), as the README's table says."""
-    app = funcstack_app(APP, enforce_keys=True)
+    app = funcstack_app(APP)  # keys required by auth level, as in Azure
     function_key = {"x-functions-key": app.function_key}
     master_key = {"x-functions-key": app.master_key}
     order = {"customerName": "Ada", "totalCents": 1}

@@ -325,3 +325,125 @@ def test_run_with_enforce_keys_prints_each_apps_keys_and_requires_them(
     assert cli.interrupt() == 0
     logs = "".join(p.read_text() for p in (project / ".funcstack").glob("*.log"))
     assert function_key not in logs and master_key not in logs
+
+
+SHOP_APP = '''
+import logging
+
+import azure.functions as func
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+log = logging.getLogger("shop")
+
+
+@app.route(route="greet/{name}", methods=["POST"])
+def greet(req: func.HttpRequest) -> func.HttpResponse:
+    log.info("greeting %s", req.route_params["name"])
+    print("printed by greet")
+    return func.HttpResponse("hi", status_code=201)
+
+
+@app.route(route="fail")
+async def fail(req: func.HttpRequest) -> func.HttpResponse:
+    log.warning("about to fail")
+    raise ValueError("the shop is closed")
+
+
+@app.route(route="hush")
+def hush(req: func.HttpRequest) -> func.HttpResponse:
+    log.info("hushed sync")
+    return func.HttpResponse("")
+
+
+@app.route(route="whisper")
+async def whisper(req: func.HttpRequest) -> func.HttpResponse:
+    log.info("hushed async")
+    return func.HttpResponse("")
+'''
+
+#: host.json: a key funcstack does not honour; the terminal's levels per function (the line per
+#: invocation is category Function.<name>, the app's logging Function.<name>.User)
+SHOP_HOST_JSON = {"version": "2.0", "singleton": {"lockPeriod": "00:00:15"},
+                  "logging": {"logLevel": {"Function.hush": "Warning",
+                                           "Function.whisper.User": "Warning"}}}
+
+
+@pytest.fixture
+def shop(tmp_path: Path) -> Path:
+    app = tmp_path / "shop"
+    app.mkdir()
+    (app / "function_app.py").write_text(SHOP_APP)
+    (app / "host.json").write_text(json.dumps(SHOP_HOST_JSON))
+    return tmp_path
+
+
+def request(method: str, url: str) -> int:
+    call = urllib.request.Request(url, method=method, data=b"" if method == "POST" else None)  # noqa: S310
+    try:
+        with urllib.request.urlopen(call, timeout=30) as reply:  # noqa: S310
+            return int(reply.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+
+
+def app_url(cli: Cli, app: str) -> str:
+    found = re.search(r"http://127\.0\.0\.1:\d+/api", cli.wait_for(f"  {app} "))
+    assert found, cli.text
+    return found.group(0)
+
+
+def test_run_shows_a_line_per_invocation_and_the_apps_logging_as_func_start_does(
+    shop: Path, clis: list[Cli],
+) -> None:
+    cli = Cli(shop, ["run", "--app", "shop", "--free-ports"]).start()
+    clis.append(cli)
+    cli.wait_for("Ctrl-C stops everything.")
+    url = app_url(cli, "shop")
+    assert [request("POST", f"{url}/greet/Ada"), request("GET", f"{url}/fail"),
+            request("GET", f"{url}/hush"), request("GET", f"{url}/whisper"),
+            request("POST", f"{url}/greet/Bob")] == [201, 500, 200, 200, 201]
+    last = cli.wait_for("POST /api/greet/Bob -> 201")  # the terminal's lines come in order
+    assert re.fullmatch(r"\[\d\d:\d\d:\d\d\.\d{3}\] shop: Executed 'Functions\.greet' "
+                        r"\(Succeeded, httpTrigger, POST /api/greet/Bob -> 201, "
+                        r"Duration=\d+ms\)", last), last
+    shown = [re.sub(r"^\[[\d:.]+\] ", "", line) for line in cli.output]
+    executed = next(i for i, line in enumerate(shown) if line.startswith(
+        "shop: Executed 'Functions.greet' (Succeeded, httpTrigger, POST /api/greet/Ada -> 201, "
+        "Duration="))
+    assert "shop: greeting Ada" in shown, cli.text
+    assert shown.index("shop: greeting Ada") < executed  # the app's line, then the invocation's
+    assert "shop: printed by greet" in shown  # what the app prints (its own pipe: any order)
+    failed = shown.index("shop: WARNING about to fail") + 1
+    assert re.fullmatch(r"shop: ERROR Executed 'Functions\.fail' \(Failed, httpTrigger, GET "
+                        r"/api/fail, Duration=\d+ms\)", shown[failed]), shown[failed]
+    error = shown[failed + 1:shown.index("shop: greeting Bob")]
+    assert error[0] == "    ValueError: the shop is closed"  # the error in full, indented
+    assert "    Traceback (most recent call last):" in error
+    assert '        raise ValueError("the shop is closed")' in error
+    assert any(line.startswith("shop: Executed 'Functions.whisper' (Succeeded") for line in shown)
+    assert not [line for line in shown if "hushed" in line or "Functions.hush'" in line]
+    assert any(line.startswith("shop: WARNING host.json: singleton (lockPeriod) is not "
+                               "honoured by funcstack") for line in shown)
+    assert cli.interrupt() == 0
+    log = (shop / ".funcstack" / "shop.log").read_text()
+    for once in ("greeting Ada", "hushed sync", "hushed async", "Executed 'Functions.hush'",
+                 "printed by greet", "Traceback (most recent call last):"):
+        assert log.count(once) == (2 if once == "printed by greet" else 1), once
+    settings = [line for line in log.splitlines() if "app settings: " in line]
+    assert len(settings) == 1 and "skipping setting" not in log
+
+
+def test_run_quiet_keeps_the_terminal_to_the_banner(shop: Path, clis: list[Cli]) -> None:
+    cli = Cli(shop, ["run", "--app", "shop", "--free-ports", "--quiet"]).start()
+    clis.append(cli)
+    cli.wait_for("Ctrl-C stops everything.")
+    url = app_url(cli, "shop")
+    assert request("POST", f"{url}/greet/Ada") == 201
+    log = shop / ".funcstack" / "shop.log"
+    deadline = time.monotonic() + 60
+    while "Executed 'Functions.greet'" not in log.read_text():
+        assert time.monotonic() < deadline, log.read_text()
+        time.sleep(0.1)
+    assert cli.interrupt() == 0
+    assert "greeting Ada" in log.read_text()
+    assert not [line for line in cli.output if "greet" in line or "singleton" in line], cli.text

@@ -1,6 +1,7 @@
 """The pytest plugin as a team uses it: a test file outside any project, with only the plugin's
 fixtures, creates an item with the Cosmos DB SDK, receives a message with the Service Bus SDK and
-calls a hosted app; everything stops at the end, when a test fails, and on Ctrl-C."""
+calls a hosted app, which requires its keys by auth level unless told not to; everything stops at
+the end, when a test fails, and on Ctrl-C."""
 
 from __future__ import annotations
 
@@ -84,14 +85,15 @@ def status(url, key=None):
         return error.code
 
 
-def test_an_app_with_keys_enforced(funcstack_app, tmp_path):
+def test_an_app_requires_its_keys_by_default_as_in_azure(funcstack_app, tmp_path):
     (tmp_path / "function_app.py").write_text(KEYED)
-    app = funcstack_app(tmp_path, enforce_keys=True)
+    app = funcstack_app(tmp_path)
     assert status(app.url + "/orders") == 401
     assert status(app.url + "/orders", app.function_key) == 200
     assert status(app.url + "/operators", app.function_key) == 401
     assert status(app.url + "/operators", app.master_key) == 200
-    assert funcstack_app(tmp_path).function_key is None  # by default: no keys, no checks
+    unchecked = funcstack_app(tmp_path, enforce_keys=False)  # as func start: no keys, no checks
+    assert unchecked.function_key is None and status(unchecked.url + "/operators") == 200
 
 
 def test_a_failing_test_still_stops_its_app(funcstack_app):

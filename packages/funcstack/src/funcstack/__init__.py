@@ -7,8 +7,9 @@ library; declared resources (the Service Bus emulator's Config.json plus a Cosmo
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from funcstack._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from funcstack._cache import SetupError
@@ -42,7 +43,8 @@ __all__ = [
     "update_local_settings",
 ]
 
-_WHERE = {
+# the public names, imported when first used (funcstack/_lazy.py)
+__getattr__, __dir__ = lazy_exports(__name__, __all__, {
     "ConfigError": "funcstack.config",
     "StackConfig": "funcstack.config",
     "load_config": "funcstack.config",
@@ -56,12 +58,4 @@ _WHERE = {
     "LocalServices": "funcstack.services",
     "PartStartError": "funcstack.services",
     "SetupError": "funcstack._cache",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """The public names, imported when first used (the worker and the pytest plugin
-    import this package: they pay only for what they use)."""
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_WHERE[name]), name)
+})

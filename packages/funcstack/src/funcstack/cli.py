@@ -4,7 +4,10 @@
 declared resources, create each app's ``local.settings.json`` from its sample (or, when it
 exists, update only its local connection strings and missing keys, saying which), start a
 Functions host per app and print their URLs; serve until Ctrl-C. ``--enforce-keys``: the hosts
-require function keys by auth level, as in Azure, and each app's keys are printed.
+require function keys by auth level, as in Azure, and each app's keys are printed. The terminal
+shows what ``func start`` shows, prefixed by the app's name: a line per invocation (function,
+trigger, status, duration; a failure's error in full), the app's own logging, the hosts'
+warnings and errors; ``--quiet`` keeps it to the banner (the logs have everything).
 ``funcstack up [--config FILE]``: the services only (for tests and other tools).
 ``funcstack setup``: install the Node packages and the Functions RPC messages into the cache
 now (both happen on first use otherwise).
@@ -20,13 +23,16 @@ import json
 import logging
 import shutil
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from funcstack._cache import SetupError, cache_root, setup
 from funcstack.config import ConfigError, StackConfig, load_config
 from funcstack.functions_host import RunningRunner
+from funcstack.functions_host._console import render
 from funcstack.services import port_in_use, running_stack
 from funcstack.serving import serve
 from funcstack.stack import DEFAULT_HOST_PORT, SAMPLE_SETTINGS, SETTINGS, LocalStack, ServicePorts
@@ -73,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="require function keys by auth level, as in Azure (function: the "
                           "function or master key; admin: the master key); the keys are "
                           "printed per app. Default: no checks, as with func start")
+    run.add_argument("--quiet", action="store_true",
+                     help="keep the terminal to the banner: no line per invocation, no app "
+                          f"logging (they stay in {STATE_FOLDER}/<app>.log)")
     run.add_argument("--python", default=None, metavar="PATH",
                      help="the interpreter the apps' workers run with (default: this one); "
                           "it needs funcstack and the apps' requirements installed")
@@ -198,12 +207,15 @@ def _start(args: argparse.Namespace) -> int:
     stack = LocalStack(workdir=workdir, state_dir=workdir / "state", config=config, ports=ports)
     hosts: dict[str, RunningRunner] = {}
 
+    quiet = getattr(args, "quiet", False)
+
     def start() -> None:
         stack.start()
         for app in apps:
             hosts[app.name] = stack.host_app(app.directory, name=app.name, port=app.port,
                                              python=getattr(args, "python", None),
-                                             enforce_keys=getattr(args, "enforce_keys", False))
+                                             enforce_keys=getattr(args, "enforce_keys", False),
+                                             on_console=None if quiet else _printer(app.name))
 
     def banner() -> str:
         return _banner(stack, apps, hosts, workdir, as_json=getattr(args, "json", False))
@@ -211,6 +223,22 @@ def _start(args: argparse.Namespace) -> int:
     what = "the services" + (" and " + ", ".join(a.name for a in apps) if apps else "")
     return serve(stack, pidfile, banner=banner, prog=PROG, start=start,
                  starting=f"{PROG}: starting {what}...")
+
+
+_printing = threading.Lock()
+
+
+def _printer(app: str) -> Callable[[Mapping[str, Any]], None]:
+    """Print an app host's terminal records as they come (hosts print from threads of their
+    own: a line is never cut by another's)."""
+
+    def show(entry: Mapping[str, Any]) -> None:
+        line = render(entry, app)
+        with _printing:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+
+    return show
 
 
 def _banner(stack: LocalStack, apps: list[App], hosts: dict[str, RunningRunner],

@@ -8,8 +8,10 @@ until a test requests one of them).
 * ``funcstack_app`` (per test): a factory hosting an app folder on a free port; returns a
   ``HostedApp`` whose ``url`` is the app's base URL (``http://127.0.0.1:<port>`` and host.json's
   ``routePrefix``: ``/api`` by default, none with ``routePrefix: ""``, as ASGI apps have); its
-  host stops when the test ends. ``enforce_keys=True`` requires keys as in Azure
-  (``HostedApp.function_key``, ``.master_key``).
+  host stops when the test ends. Keys are required by each HTTP function's auth level, as in
+  Azure (``HostedApp.function_key``, ``.master_key``): a suite that sends none to a
+  FUNCTION/ADMIN function fails here as it would in Azure. ``enforce_keys=False`` checks none,
+  as ``func start`` (and ``funcstack run``) do.
 * ``funcstack_config`` (session): the declared-resources file, from the ``--funcstack-config``
   option or the ``funcstack_config`` ini setting (relative to the ini file); override the
   fixture in a ``conftest.py`` to choose it in code. None: no declared resources.
@@ -60,8 +62,8 @@ class HostedApp:
     port: int
     settings_file: Path
     log_path: Path
-    #: With ``enforce_keys=True``: the host's default function key (send it as the
-    #: ``x-functions-key`` header or the ``code`` query parameter) and its master key.
+    #: The host's default function key (send it as the ``x-functions-key`` header or the
+    #: ``code`` query parameter) and its master key; None with ``enforce_keys=False``.
     function_key: str | None = None
     master_key: str | None = None
 
@@ -106,12 +108,12 @@ def funcstack_app(funcstack_services: LocalStack,
     ``.url``. Its settings file is made from its ``local.settings.sample.json`` with the
     services' connection strings, beside the test's files: the app folder's own
     ``local.settings.json`` is neither read nor written. ``settings`` go to the host and win
-    over the file. ``enforce_keys=True``: the host requires keys by auth level, as in Azure
-    (``.function_key``, ``.master_key``); by default none, as with ``func start``."""
+    over the file. The host requires keys by auth level, as in Azure (``.function_key``,
+    ``.master_key``); ``enforce_keys=False``: none, as with ``func start``."""
     started: list[str] = []
 
     def host(app_dir: str | Path, *, settings: Mapping[str, str] | None = None,
-             name: str | None = None, enforce_keys: bool = False) -> HostedApp:
+             name: str | None = None, enforce_keys: bool = True) -> HostedApp:
         directory = Path(app_dir).resolve()
         host_name = name or f"{directory.name}-{next(_numbers)}"
         settings_file = tmp_path / f"{host_name}.local.settings.json"

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import shutil
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -349,7 +349,9 @@ class LocalStack(LocalServices):
                  overrides: Mapping[str, str] | None = None, settings_file: Path | None = None,
                  python: str | None = None,
                  extra_import_paths: Sequence[str | Path] = (),
-                 enforce_keys: bool = False) -> RunningRunner:
+                 enforce_keys: bool = False,
+                 on_console: Callable[[Mapping[str, Any]], None] | None = None
+                 ) -> RunningRunner:
         """Bring the app's settings file up to date and start a host for it, named ``name``
         (default: the folder's name), on ``port`` (default: the file's
         ``Host.LocalHttpPort``, else 7071; 0 = a free port).
@@ -361,7 +363,8 @@ class LocalStack(LocalServices):
         ``settings_changes[name]`` says what changed, in one line. ``overrides`` are this run's:
         they go to the host (they win over the file) and are never written into it.
         ``enforce_keys``: the host requires keys by auth level, as in Azure (the result's
-        ``function_key`` and ``master_key``); default: none, as with ``func start``."""
+        ``function_key`` and ``master_key``); default: none, as with ``func start``.
+        ``on_console``: the host's terminal records, as they come (``start_runner``)."""
         app_dir = Path(app_dir).resolve()
         name = name or app_dir.name
         target = settings_file or app_dir / SETTINGS
@@ -387,7 +390,8 @@ class LocalStack(LocalServices):
         settings = {str(k): _as_setting(v) for k, v in document["Values"].items()}
         return self.run_host(name, app_dir, settings={**settings, **(overrides or {})},
                              port=port, settings_file=target, python=python,
-                             extra_import_paths=extra_import_paths, enforce_keys=enforce_keys)
+                             extra_import_paths=extra_import_paths, enforce_keys=enforce_keys,
+                             on_console=on_console)
 
     def container_client(self, database: str, container: str) -> ContainerProxy:
         """A container on this stack's Cosmos DB endpoint, through the SDK."""

@@ -3,8 +3,9 @@ unmodified azure-cosmos SDK talks to over HTTPS. See docs/cosmos.md."""
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from funcstack._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from funcstack.cosmos._launcher import (
@@ -21,17 +22,10 @@ __all__ = [
     "start_cosmos",
 ]
 
-_WHERE = {
+# the public names, imported when first used (funcstack/_lazy.py)
+__getattr__, __dir__ = lazy_exports(__name__, __all__, {
     "EMULATOR_KEY": "funcstack.cosmos._launcher",
     "CosmosEndpoint": "funcstack.cosmos._launcher",
     "CosmosStartError": "funcstack.cosmos._launcher",
     "start_cosmos": "funcstack.cosmos._launcher",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """The public names, imported when first used (the worker and the pytest plugin
-    import this package: they pay only for what they use)."""
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_WHERE[name]), name)
+})

@@ -3,8 +3,9 @@ library (``azure-functions-runtime``), without Core Tools. See docs/functions-ho
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from funcstack._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from funcstack.functions_host._cosmos_trigger import VERIFY_TLS_SETTING
@@ -19,18 +20,11 @@ __all__ = [
     "start_runner",
 ]
 
-_WHERE = {
+# the public names, imported when first used (funcstack/_lazy.py)
+__getattr__, __dir__ = lazy_exports(__name__, __all__, {
     "Runner": "funcstack.functions_host._runner",
     "RunnerStartError": "funcstack.functions_host._launcher",
     "RunningRunner": "funcstack.functions_host._launcher",
     "start_runner": "funcstack.functions_host._launcher",
     "VERIFY_TLS_SETTING": "funcstack.functions_host._cosmos_trigger",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """The public names, imported when first used (the worker and the pytest plugin
-    import this package: they pay only for what they use)."""
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_WHERE[name]), name)
+})

@@ -7,6 +7,10 @@ Prints one JSON line on stdout when ready: ``{"ready": true, "port": N, "url": "
 when it cannot start ``{"ready": false, "error": "..."}`` (the cause in one line, e.g. the
 worker's indexing error verbatim) and exits with 1; logs go to stderr. SIGINT/SIGTERM stop it
 cleanly, during its start too.
+
+``--console``: what ``func start`` shows in its terminal also goes to stdout, as JSON lines
+``{"console": {"time", "level", "category", "message"}}`` (``_console.py``): a line per
+invocation, the app's own logging, the host's warnings and errors.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import logging
 import signal
 import sys
 
+from funcstack.functions_host._console import install_console, not_console_only
 from funcstack.functions_host._runner import Runner
 
 
@@ -36,6 +41,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--enforce-keys", action="store_true",
                         help="require function keys by auth level, as in Azure (the ready line "
                              "gives the keys); default: no checks, as with func start")
+    parser.add_argument("--console", action="store_true",
+                        help="also write the terminal's lines (a line per invocation, the app's "
+                             "logging, warnings) to stdout as JSON lines")
     return parser.parse_args(argv)
 
 
@@ -98,6 +106,10 @@ def main(argv: list[str] | None = None) -> None:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
     logging.getLogger("azure").setLevel(logging.WARNING)
+    if args.console:
+        for handler in logging.getLogger().handlers:  # the log has the app's records already
+            handler.addFilter(not_console_only)
+        install_console(sys.stdout)
     sys.exit(asyncio.run(_main(args)))
 
 

@@ -1,4 +1,8 @@
-"""Settings the way the Functions host sees them: local.settings.json, host.json, %NAME%."""
+"""Settings the way the Functions host sees them: local.settings.json, host.json, %NAME%.
+
+As Core Tools' ``func start`` reads ``local.settings.json`` (an environment variable already set
+wins over the file) and the host reads host.json (``_host_json.py``).
+"""
 
 from __future__ import annotations
 
@@ -41,15 +45,25 @@ def apply_settings(
     """Put settings into ``os.environ`` before the app is imported.
 
     Like Core Tools, a value from local.settings.json does not replace an environment variable
-    that is already set. Values passed explicitly (library API) always win.
-    """
+    that is already set. Values passed explicitly (library API) always win. One log line says
+    where the settings came from: the names whose value is the environment's rather than the
+    file's (Core Tools says it once per name; a value the environment holds too, the same,
+    came from either)."""
+    from_environment = sorted(name for name, value in file_values.items()
+                              if name in os.environ and os.environ[name] != value)
     for name, value in file_values.items():
-        if name in os.environ:
-            logger.info("skipping setting %s from local settings: already in the environment", name)
-            continue
-        os.environ[name] = value
+        os.environ.setdefault(name, value)
+    overridden = sorted(name for name, value in (explicit or {}).items()
+                        if file_values.get(name) != value)
     for name, value in (explicit or {}).items():
         os.environ[name] = value
+    parts = [f"{len(file_values)} from local.settings.json"]
+    if from_environment:
+        parts.append(f"the environment's value kept over the file's, as with func start: "
+                     f"{', '.join(from_environment)}")
+    if overridden:
+        parts.append(f"given to the host: {', '.join(overridden)}")
+    logger.info("app settings: %s", "; ".join(parts))
 
 
 def resolve(value: Any) -> Any:
@@ -73,7 +87,9 @@ def is_truthy(value: str | None) -> bool:
 
 @dataclass(frozen=True)
 class HostJson:
-    """The parts of host.json the local host honours."""
+    """The parts of host.json the local host honours (``_host_json.py`` reads the file as the
+    host does: keys in any case, ``AzureFunctionsJobHost__*`` app settings over it, a warning
+    per key funcstack does not honour)."""
 
     route_prefix: str = "api"
     retry: Mapping[str, Any] | None = None
@@ -84,32 +100,64 @@ class HostJson:
     # extensions.queues (batchSize, newBatchThreshold, maxPollingInterval, visibilityTimeout,
     # maxDequeueCount, messageEncoding)
     queues: Mapping[str, Any] | None = None
+    # "functions": the allow list (None: every function)
+    functions: tuple[str, ...] | None = None
+    # logging.logLevel: category -> level name
+    log_levels: Mapping[str, str] | None = None
 
     @classmethod
-    def load(cls, app_dir: Path) -> HostJson:
-        path = app_dir / "host.json"
-        if not path.is_file():
-            return cls()
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
-        prefix = "api"
-        http = data.get("extensions", {}).get("http", {})
-        if isinstance(http, dict) and isinstance(http.get("routePrefix"), str):
-            prefix = http["routePrefix"]
-        retry = data.get("retry")
-        service_bus = data.get("extensions", {}).get("serviceBus")
-        queues = data.get("extensions", {}).get("queues")
+    def load(cls, app_dir: Path, environ: Mapping[str, str] | None = None) -> HostJson:
+        """The app's host.json (none: the defaults), with the ``AzureFunctionsJobHost__*``
+        settings of ``environ`` (default: ``os.environ``) over it."""
+        from funcstack.functions_host._host_json import (
+            LOG_LEVELS,
+            HostJsonError,
+            read_host_json,
+        )
+        from funcstack.functions_host._retry import parse_timespan
+
+        data = read_host_json(app_dir, os.environ if environ is None else environ)
+
+        def section(*path: str) -> dict[str, Any] | None:
+            node: Any = data
+            for part in path:
+                node = node.get(part) if isinstance(node, dict) else None
+            if node is not None and not isinstance(node, dict):
+                raise HostJsonError(f"host.json {'.'.join(path)}: an object, not {node!r}")
+            return node
+
+        prefix = (section("extensions", "http") or {}).get("routePrefix", "api")
+        if not isinstance(prefix, str):
+            raise HostJsonError(f"host.json extensions.http.routePrefix: a string, not {prefix!r}")
         timeout: float | None = cls.function_timeout
         raw_timeout = data.get("functionTimeout")
-        if isinstance(raw_timeout, str):
-            from funcstack.functions_host._retry import parse_timespan
-
-            timeout = None if raw_timeout.strip() == "-1" else parse_timespan(raw_timeout)
+        if raw_timeout is not None:
+            if not isinstance(raw_timeout, str):
+                raise HostJsonError("host.json functionTimeout: a TimeSpan string "
+                                    f"(\"00:05:00\", or \"-1\"), not {raw_timeout!r}")
+            try:
+                timeout = None if raw_timeout.strip() == "-1" else parse_timespan(raw_timeout)
+            except ValueError as exc:
+                raise HostJsonError(f"host.json functionTimeout: {exc}") from None
+        functions = data.get("functions")
+        if functions is not None and not (isinstance(functions, list)
+                                          and all(isinstance(f, str) for f in functions)):
+            raise HostJsonError(f"host.json functions: a list of function names, not "
+                                f"{functions!r}")
+        levels = section("logging", "logLevel")
+        for category, level in (levels or {}).items():
+            if str(level).strip().lower() not in LOG_LEVELS:
+                raise HostJsonError(f"host.json logging.logLevel.{category}: {level!r} is not a "
+                                    "log level (Trace, Debug, Information, Warning, Error, "
+                                    "Critical, None)")
         return cls(
             route_prefix=prefix.strip("/"),
-            retry=retry if isinstance(retry, dict) else None,
+            retry=section("retry"),
             function_timeout=timeout,
-            service_bus=service_bus if isinstance(service_bus, dict) else None,
-            queues=queues if isinstance(queues, dict) else None,
+            service_bus=section("extensions", "serviceBus"),
+            queues=section("extensions", "queues"),
+            functions=tuple(functions) if functions is not None else None,
+            log_levels={str(k): str(v) for k, v in levels.items()} if levels else None,
         )
 
 

@@ -34,10 +34,18 @@ class FunctionSpec:
 
 
 def specs_from_metadata(metadata: list[Any], host: HostJson) -> list[FunctionSpec]:
-    """``RpcFunctionMetadata`` -> specs; functions disabled by app setting are left out."""
+    """``RpcFunctionMetadata`` -> specs; functions disabled by app setting, or left out of
+    host.json's ``functions`` allow list (names compared ignoring case, as the host's
+    ``FunctionMetadataManager.ApplyAllowList`` does), are left out."""
     specs: list[FunctionSpec] = []
+    allowed = None if host.functions is None else {f.casefold() for f in host.functions}
+    if host.functions is not None:
+        logger.info("A function allow list has been specified, excluding all but the following "
+                    "functions: [%s]", ", ".join(host.functions))
     for item in metadata:
         name = str(item.name)
+        if allowed is not None and name.casefold() not in allowed:
+            continue
         if is_truthy(os.environ.get(f"AzureWebJobs.{name}.Disabled")):
             logger.info("function %s is disabled by app setting", name)
             continue

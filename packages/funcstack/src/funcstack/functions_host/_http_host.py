@@ -131,11 +131,10 @@ class HttpHost:
             return response
         finally:
             request_done(request)
-            path = request.raw_path.split("?", 1)[0]
             logger.info(
                 "http request method=%s path=%s function=%s status=%d ms=%.2f",
                 request.method[:16],
-                path if len(path) <= 200 else f"{path[:200]}...({len(path)} characters)",
+                _shown_path(request.raw_path.split("?", 1)[0]),
                 spec.name if spec else "-",
                 status,
                 (time.perf_counter() - started) * 1000.0,
@@ -198,20 +197,22 @@ class HttpHost:
                 trace_parent=child_traceparent(headers.get("traceparent")),
                 trace_state=headers.get("tracestate", ""),
                 time_limit=self._timeout(),
+                detail=f"{method} {_shown_path(request.raw_path.split('?', 1)[0])}",
             )
-        except Exception as exc:
-            logger.error("function %s failed: %s", spec.name, exc)
+        except Exception:  # its Executed line says why (the language worker's)
             return web.Response(status=500), spec
         if answer.result.status != pb.StatusResult.Success:
-            logger.error(
-                "function %s failed: %s", spec.name, answer.result.exception.message.strip()
-            )
             return web.Response(status=500), spec
         try:
             return from_rpc_result(answer.return_value), spec
         except ValueError as exc:  # the host throws while writing the result: a 500
             logger.error("function %s: its answer cannot be written: %s", spec.name, exc)
             return web.Response(status=500), spec
+
+
+def _shown_path(path: str) -> str:
+    """A request's path for a log line: its first 200 characters."""
+    return path if len(path) <= 200 else f"{path[:200]}...({len(path)} characters)"
 
 
 def check_route_template(name: str, template: str) -> None:

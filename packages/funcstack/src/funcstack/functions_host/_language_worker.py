@@ -5,7 +5,10 @@ environment, sends ``WorkerInitRequest`` (the library indexes the app there),
 ``FunctionsMetadataRequest`` and one ``FunctionLoadRequest`` per function, then one
 ``InvocationRequest`` per invocation. A worker that dies is started again; an invocation that
 overruns the function timeout fails and the worker is restarted (the host's answer to a
-timeout in an out-of-process language).
+timeout in an out-of-process language). Each invocation ends with one ``Executed`` line (the
+host's ``FunctionExecutor``: function, trigger, status, duration, a failure's error in full);
+the worker's ``RpcLog`` messages (the app's logging, when the terminal wants it) are logged
+under the invocation's function, as the host's ``WorkerChannel`` does (``_console.py``).
 """
 
 from __future__ import annotations
@@ -13,15 +16,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import json
 import logging
 import os
 import sys
+import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from funcstack._cache import RPC_WHEEL_ENV, rpc_wheel
+from funcstack.functions_host._console import (
+    console_active,
+    log_invocation,
+    log_printed,
+    log_user,
+)
 from funcstack.functions_host._rpc import frame, protos, read_message
 
 logger = logging.getLogger("funcstack.functions_host")
@@ -63,6 +74,11 @@ class LanguageWorker:
         self._stopping = False
         self.metadata: list[Any] = []
         self.starts = 0
+        #: function id -> (name, trigger type), from the metadata
+        self._functions: dict[str, tuple[str, str]] = {}
+        #: invocation id -> function name, while it runs (the RpcLog messages name the id)
+        self._running: dict[str, str] = {}
+        self._printed: asyncio.Task[None] | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -81,12 +97,20 @@ class LanguageWorker:
         env.setdefault("PYTHONUNBUFFERED", "1")
         env.setdefault(RPC_WHEEL_ENV, str(rpc_wheel()))
         worker_id = str(uuid.uuid4())
+        # the app's logging as RpcLog messages, when a terminal shows it (else the log, which
+        # has it from the worker's stderr, is all there is to show)
+        console = console_active()
         self._process = await asyncio.create_subprocess_exec(
             self.python, "-m", "funcstack.functions_host._worker",
             "--host", "127.0.0.1", "--port", str(port), "--worker-id", worker_id,
-            "--host-pid", str(os.getpid()),
+            "--host-pid", str(os.getpid()), *(["--forward-logs"] if console else []),
             cwd=str(self.app_dir), env=env, stdin=asyncio.subprocess.DEVNULL,
+            # what the app prints: the host's stdout, else read line by line for the terminal
+            stdout=asyncio.subprocess.PIPE if console else None,
         )  # fmt: skip
+        if self._process.stdout is not None:
+            self._printed = asyncio.create_task(_relay_printed(self._process.stdout),
+                                                name="worker-stdout")
         self.starts += 1
         try:
             reader, self._writer = await asyncio.wait_for(
@@ -117,6 +141,8 @@ class LanguageWorker:
         response = listing.function_metadata_response
         _check(response.result, "functions metadata")
         self.metadata = list(response.function_metadata_results)
+        self._functions = {str(m.function_id): (str(m.name), _trigger_type(m))
+                           for m in self.metadata}
         for metadata in self.metadata:
             loaded = await self._request(
                 "function_load_request",
@@ -156,6 +182,10 @@ class LanguageWorker:
             with contextlib.suppress(ProcessLookupError):
                 process.kill()
             await process.wait()
+        if self._printed is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await asyncio.wait_for(self._printed, 2.0)  # its last lines, up to the end
+            self._printed = None
         if self._reader_task is not None:
             self._reader_task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -197,10 +227,56 @@ class LanguageWorker:
         retry_count: int = 0,
         max_retry_count: int = 0,
         time_limit: float | None = None,
+        detail: str = "",
     ) -> Any:
-        """Send one ``InvocationRequest``; the worker's ``InvocationResponse``."""
-        pb = protos()
+        """Send one ``InvocationRequest``; the worker's ``InvocationResponse``. Logs the
+        invocation's ``Executed`` line (``detail``: what the trigger adds, e.g. the HTTP
+        request's method and path)."""
+        started = time.perf_counter()
         invocation_id = str(uuid.uuid4())
+        name, trigger = self._functions.get(function_id, (function_id, ""))
+        self._running[invocation_id] = name
+        try:
+            answer = await self._invoke(invocation_id, function_id, input_data,
+                                        trigger_metadata=trigger_metadata,
+                                        trace_parent=trace_parent, trace_state=trace_state,
+                                        retry_count=retry_count,
+                                        max_retry_count=max_retry_count, time_limit=time_limit)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log_invocation(name, trigger, started=started, detail=detail,
+                           error=f"{type(exc).__name__}: {exc}")
+            raise
+        finally:
+            self._running.pop(invocation_id, None)
+        result = answer.result
+        if result.status == protos().StatusResult.Success:
+            status = _http_status(answer)
+            log_invocation(name, trigger, started=started,
+                           detail=f"{detail} -> {status}" if detail and status else detail)
+        else:
+            failure = result.exception
+            log_invocation(name, trigger, started=started, detail=detail,
+                           error="\n".join(part for part in (str(failure.message).strip(),
+                                                             str(failure.stack_trace).rstrip())
+                                           if part) or "failed")
+        return answer
+
+    async def _invoke(
+        self,
+        invocation_id: str,
+        function_id: str,
+        input_data: list[Any],
+        *,
+        trigger_metadata: Mapping[str, Any] | None,
+        trace_parent: str,
+        trace_state: str,
+        retry_count: int,
+        max_retry_count: int,
+        time_limit: float | None,
+    ) -> Any:
+        pb = protos()
         request = pb.InvocationRequest(
             invocation_id=invocation_id,
             function_id=function_id,
@@ -268,6 +344,9 @@ class LanguageWorker:
             if kind == "invocation_response":
                 key = message.invocation_response.invocation_id
             elif kind == "rpc_log":
+                log = message.rpc_log
+                if log.log_category == protos().RpcLog.User:
+                    log_user(self._running.get(str(log.invocation_id)), log)
                 continue
             else:
                 key = message.request_id
@@ -284,6 +363,45 @@ class LanguageWorker:
             if not future.done():
                 future.set_exception(error)
         self._pending.clear()
+
+
+async def _relay_printed(stdout: asyncio.StreamReader) -> None:
+    """Each line the worker prints, to the host's log and terminal, until it ends (a line over
+    64 KiB in pieces of that size: the pipe never fills)."""
+    pending = b""
+    while chunk := await stdout.read(_PRINTED_LINE):
+        *lines, pending = (pending + chunk).split(b"\n")
+        if len(pending) >= _PRINTED_LINE:
+            lines.append(pending)
+            pending = b""
+        for line in lines:
+            log_printed(line.decode("utf-8", "replace").rstrip("\r"))
+    if pending:
+        log_printed(pending.decode("utf-8", "replace").rstrip("\r"))
+
+
+_PRINTED_LINE = 64 * 1024
+
+
+def _trigger_type(metadata: Any) -> str:
+    """The type of a function's trigger binding, from its metadata's raw bindings."""
+    for raw in metadata.raw_bindings:
+        try:
+            binding = json.loads(raw)
+        except ValueError:
+            continue
+        kind = str(binding.get("type", "")) if isinstance(binding, dict) else ""
+        if kind.endswith("Trigger"):
+            return kind
+    return ""
+
+
+def _http_status(answer: Any) -> str:
+    """The status of an HTTP function's answer (200 when it sets none), else ''."""
+    value = answer.return_value
+    if value.WhichOneof("data") != "http":
+        return ""
+    return str(value.http.status_code or "200")
 
 
 def _check(result: Any, what: str) -> None:

@@ -9,10 +9,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from funcstack._cache import RPC_WHEEL_ENV, SetupError, rpc_wheel
 from funcstack._processes import OWN_PROCESS_GROUP, describe_exit, last_lines, stop_child
@@ -76,6 +77,7 @@ def start_runner(
     python: str | None = None,
     extra_import_paths: Sequence[str | Path] = (),
     enforce_keys: bool = False,
+    on_console: Callable[[Mapping[str, Any]], None] | None = None,
 ) -> RunningRunner:
     """Start ``python -m funcstack.functions_host`` and wait for its ready line.
 
@@ -91,6 +93,12 @@ def start_runner(
     ``enforce_keys``: the host requires keys by auth level, as in Azure; the keys (the
     settings' ``FUNCTIONS_HOST_FUNCTION_KEY``/``FUNCTIONS_HOST_MASTER_KEY``, else new ones) are
     ``function_key``/``master_key`` of the result (never written to the log).
+
+    ``on_console``: the host also writes what ``func start`` shows in its terminal (a line per
+    invocation, the app's logging, the host's warnings; ``_console.py``), and each record is
+    handed to ``on_console`` (``{"time", "level", "category", "message"}``; ``_console.render``
+    makes it a line), from a thread of its own, as it comes; so is each line the app prints
+    (``{"category": "stdout", "message": ...}``), which also goes to the log as before.
     """
     app_dir = Path(app_dir).resolve()
     if not app_dir.is_dir():
@@ -122,6 +130,8 @@ def start_runner(
         cmd += ["--python", python]
     if enforce_keys:
         cmd += ["--enforce-keys"]
+    if on_console is not None:
+        cmd += ["--console"]
     log: IO[bytes] | None = Path(log_path).open("ab") if log_path else None  # noqa: SIM115
     process = subprocess.Popen(
         cmd,
@@ -137,24 +147,48 @@ def start_runner(
     failed: list[str] = []
     deadline = time.monotonic() + timeout
 
+    def _console(raw: bytes, data: object) -> bool:
+        """A console record (to ``on_console`` only: the log has it), or a line the app
+        printed (to ``on_console`` too); False for the host's own lines."""
+        if on_console is None:
+            return False
+        if isinstance(data, dict) and isinstance(data.get("console"), dict):
+            on_console(data["console"])
+            return True
+        if not (isinstance(data, dict) and "ready" in data):
+            text = raw.decode("utf-8", "replace").rstrip("\r\n")
+            now = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+            on_console({"time": now, "category": "stdout", "level": "INFO", "message": text})
+        return False
+
     def _read_ready() -> None:
         for raw in stdout:
             try:
                 data = json.loads(raw)
             except ValueError:
                 data = None
+            if _console(raw, data):
+                continue
             if isinstance(data, dict) and "keys" in data:  # the keys are not logged
                 raw = (json.dumps({**data, "keys": "(not logged)"}) + "\n").encode()
             if log is not None:
                 log.write(raw)
+                log.flush()
             if isinstance(data, dict) and data.get("ready"):
                 ready.update(data)
                 break
             if isinstance(data, dict) and data.get("ready") is False:
                 failed.append(str(data.get("error") or "unknown error"))
         for raw in stdout:  # keep draining so the child never blocks on a full pipe
+            try:
+                data = json.loads(raw) if raw.startswith(b"{") else None
+            except ValueError:
+                data = None
+            if _console(raw, data):
+                continue
             if log is not None and not log.closed:
                 log.write(raw)
+                log.flush()
 
     drain = threading.Thread(target=_read_ready, name="runner-stdout", daemon=True)
     drain.start()

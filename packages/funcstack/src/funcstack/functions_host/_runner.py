@@ -19,6 +19,7 @@ from pathlib import Path
 from aiohttp import web
 
 from funcstack.functions_host._config import HostJson, apply_settings, load_local_settings
+from funcstack.functions_host._console import set_levels as set_console_levels
 from funcstack.functions_host._cors import CorsPolicy, load_cors
 from funcstack.functions_host._cosmos_trigger import CosmosTriggerListener
 from funcstack.functions_host._functions import FunctionSpec, specs_from_metadata
@@ -93,6 +94,7 @@ class Runner:
         file_values = load_local_settings(self.settings_file) if self.settings_file else {}
         apply_settings(file_values, self.settings)
         self._host_json = HostJson.load(self.app_dir)
+        set_console_levels(self._host_json.log_levels)  # the terminal's (funcstack run)
         # func start reads the `Host` section of the same file (CORS, CORSCredentials)
         self._cors = load_cors(self.settings_file)
         if self.enforce_keys:

@@ -10,16 +10,25 @@ function load, invocation -- exactly as the Azure worker does: the library gets
 ``request.request`` (the message) and ``request.properties`` (``host`` and ``protos``), and
 its response goes back unchanged. Invocations run concurrently; sync functions run on the
 library's thread pool.
+
+The app's logging goes to stderr (the host's log). With ``--forward-logs`` (when the host shows
+a terminal) each of its records goes to the host too, as an ``RpcLog`` of category User naming
+the invocation it belongs to, as the Azure Python worker's dispatcher (``on_logging``) sends
+them: the invocation is the library's ``invocation_id_cv`` on its thread pool (sync functions)
+or the invocation's task (async ones).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextvars
 import logging
 import os
 import signal
 import sys
+import threading
+import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,11 +48,21 @@ class LibraryRequest:
     properties: dict[str, Any] = field(default_factory=dict)
 
 
+#: The invocation an async function's task runs (the library sets its own only on threads).
+_invocation: contextvars.ContextVar[str | None] = contextvars.ContextVar("invocation",
+                                                                        default=None)
+
+#: Loggers of the worker and its library: System logs, not the app's (not forwarded).
+SYSTEM_LOGGERS = ("funcstack", "azure.functions", "azure_functions_runtime")
+
+
 class Worker:
-    def __init__(self, host: str, port: int, worker_id: str) -> None:
+    def __init__(self, host: str, port: int, worker_id: str, *,
+                 forward_logs: bool = False) -> None:
         self._host = host
         self._port = port
         self._worker_id = worker_id
+        self._forward_logs = forward_logs
         self._writer: asyncio.StreamWriter | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -51,6 +70,9 @@ class Worker:
         import azure_functions_runtime as library
 
         reader, self._writer = await asyncio.open_connection(self._host, self._port)
+        if self._forward_logs:
+            forward = ForwardLogs(self._send, asyncio.get_running_loop())
+            logging.getLogger().addHandler(forward)
         pb = protos()
         self._send(pb.StreamingMessage(start_stream=pb.StartStream(worker_id=self._worker_id)))
         handlers = {
@@ -99,6 +121,8 @@ class Worker:
         library.stop_threadpool_executor()
 
     async def _answer(self, message: Any, response_field: str, handler: Any) -> None:
+        if message.WhichOneof("content") == "invocation_request":
+            _invocation.set(message.invocation_request.invocation_id)  # this task's only
         pb = protos()
         request = LibraryRequest(message, {"host": self._host, "protos": pb})
         response = await handler(request)
@@ -109,12 +133,60 @@ class Worker:
         self._writer.write(frame(message))
 
 
+class ForwardLogs(logging.Handler):
+    """The app's log records to the host as ``RpcLog`` messages (category User), each naming
+    its invocation; sent from the event loop's thread, in the order they were logged."""
+
+    def __init__(self, send: Callable[[Any], None], loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__()
+        self._send = send
+        self._loop = loop
+        self._loop_thread = threading.get_ident()
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.name.startswith(SYSTEM_LOGGERS):
+            return
+        try:
+            message = self._message(record)
+            if threading.get_ident() == self._loop_thread:
+                self._send(message)
+            else:
+                self._loop.call_soon_threadsafe(self._send, message)
+        except RuntimeError:  # the loop has closed: the worker is ending
+            return
+        except Exception:
+            self.handleError(record)
+
+    @staticmethod
+    def _message(record: logging.LogRecord) -> Any:
+        from azure_functions_runtime import invocation_id_cv
+
+        pb = protos()
+        levels = pb.RpcLog.Level
+        level = (levels.Critical if record.levelno >= logging.CRITICAL
+                 else levels.Error if record.levelno >= logging.ERROR
+                 else levels.Warning if record.levelno >= logging.WARNING
+                 else levels.Information if record.levelno >= logging.INFO
+                 else levels.Debug)
+        log = pb.RpcLog(invocation_id=invocation_id_cv.get() or _invocation.get() or "",
+                        category=record.name, level=level, message=record.getMessage(),
+                        log_category=pb.RpcLog.User)
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            log.exception.CopyFrom(pb.RpcException(
+                message=f"{type(error).__name__}: {error}",
+                stack_trace="".join(traceback.format_exception(error)).rstrip()))
+        return pb.StreamingMessage(rpc_log=log)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m funcstack.functions_host._worker")
     parser.add_argument("--host", required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--worker-id", required=True)
     parser.add_argument("--host-pid", type=int, default=None)
+    parser.add_argument("--forward-logs", action="store_true",
+                        help="send the app's logging to the host as RpcLog messages too")
     args = parser.parse_args(argv)
     if args.host_pid is not None:
         _die_with_the_host(args.host_pid)
@@ -133,7 +205,8 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     shutdown_telemetry = _local_telemetry()
     try:
-        asyncio.run(Worker(args.host, args.port, args.worker_id).run())
+        asyncio.run(Worker(args.host, args.port, args.worker_id,
+                           forward_logs=args.forward_logs).run())
     finally:
         shutdown_telemetry()
 

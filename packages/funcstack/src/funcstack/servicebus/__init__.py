@@ -4,8 +4,9 @@ See docs/servicebus.md. ``funcstack.servicebus.tail`` prints what arrives on a s
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from funcstack._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from funcstack.servicebus._config import connection_string
@@ -17,16 +18,9 @@ __all__ = [
     "start_servicebus",
 ]
 
-_WHERE = {
+# the public names, imported when first used (funcstack/_lazy.py)
+__getattr__, __dir__ = lazy_exports(__name__, __all__, {
     "ServiceBusEndpoint": "funcstack.servicebus._launcher",
     "start_servicebus": "funcstack.servicebus._launcher",
     "connection_string": "funcstack.servicebus._config",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """The public names, imported when first used (the worker and the pytest plugin
-    import this package: they pay only for what they use)."""
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_WHERE[name]), name)
+})
