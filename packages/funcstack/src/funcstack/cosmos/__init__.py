@@ -7,6 +7,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from funcstack.cosmos._control import (
+        CosmosControlError,
+        PhysicalPartition,
+        physical_partitions,
+        split_partition,
+    )
     from funcstack.cosmos._launcher import (
         EMULATOR_KEY,
         CosmosEndpoint,
@@ -16,8 +22,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EMULATOR_KEY",
+    "CosmosControlError",
     "CosmosEndpoint",
     "CosmosStartError",
+    "PhysicalPartition",
+    "physical_partitions",
+    "split_partition",
     "start_cosmos",
 ]
 
@@ -26,6 +36,10 @@ _WHERE = {
     "CosmosEndpoint": "funcstack.cosmos._launcher",
     "CosmosStartError": "funcstack.cosmos._launcher",
     "start_cosmos": "funcstack.cosmos._launcher",
+    "CosmosControlError": "funcstack.cosmos._control",
+    "PhysicalPartition": "funcstack.cosmos._control",
+    "physical_partitions": "funcstack.cosmos._control",
+    "split_partition": "funcstack.cosmos._control",
 }
 
 
