@@ -4,10 +4,11 @@
  * (@vercel/cosmosdb-server 1.0.1) SQL engine, answered as the service's gateway answers them:
  *
  *   - scoped by the partition key header or a feed range (partitions.js);
- *   - a cross-partition query the gateway cannot serve (ORDER BY, TOP, OFFSET/LIMIT,
- *     DISTINCT, aggregates) is refused with 400 / sub-status 1004 and its query plan, which
- *     the SDK also fetches on its own (x-ms-cosmos-is-query-plan-request, queryplan.js), then
- *     sends the rewritten query per range and merges;
+ *   - a cross-partition query the gateway cannot serve (one over several physical partitions,
+ *     or one that needs merging: ORDER BY, TOP, OFFSET/LIMIT, DISTINCT, aggregates) is refused
+ *     with 400 / sub-status 1004 and its query plan, which the SDK also fetches on its own
+ *     (x-ms-cosmos-is-query-plan-request, queryplan.js), then sends the rewritten query per
+ *     range (x-ms-documentdb-partitionkeyrangeid) and merges;
  *   - added to the engine: DISTINCT (by value), OFFSET/LIMIT, keyword-named properties,
  *     parameters of any name, composite indexes in reverse order, the plan's per-range
  *     aggregates, query metrics (x-ms-documentdb-populatequerymetrics);
@@ -18,7 +19,7 @@
 const { engineShape, needsPlan, queryPlan, rewrittenAggregate } = require("./queryplan");
 const { CosmosError, CROSS_PARTITION_QUERY_NOT_SERVABLE, badRequest, send } = require("./responses");
 const { readJson, header, isTrue, headerPartitionKey } = require("./requests");
-const { scopedDocs } = require("./partitions");
+const { requestScope, scopedDocs } = require("./partitions");
 
 function queryDocuments(store, docs, body, req) {
   const maxItemCount = parseInt(header(req, "x-ms-max-item-count") || "-1", 10);
@@ -144,10 +145,12 @@ async function handleQuery(req, res, store) {
   }
   let result;
   if (headerPartitionKey(req) === null && header(req, "x-ms-documentdb-partitionkeyrangeid") === undefined &&
-      needsPlan(body.query, body.parameters, badRequest)) {
-    // as the service's gateway: the SDK is to fetch the plan and query every range itself
+      (requestScope(req, store).ranges.length > 1 || needsPlan(body.query, body.parameters, badRequest))) {
+    // as the service's gateway: a query over several physical partitions, or one the SDK must
+    // merge, is the SDK's to run: it fetches the plan and queries every range itself
     const err = new CosmosError(400, "BadRequest",
-      "Cross partition query with TOP/ORDER BY/OFFSET LIMIT/DISTINCT/aggregates is not servable by the gateway.",
+      "The cross partition query cannot be served by the gateway directly: run it from its query plan " +
+      "(additionalErrorInfo) on each partition key range, as the SDKs do.",
       CROSS_PARTITION_QUERY_NOT_SERVABLE);
     err.additionalErrorInfo = JSON.stringify(queryPlan(body.query, body.parameters, badRequest));
     throw err;
