@@ -56,8 +56,9 @@ function inEpkRange(epk, scope) {
 
 /**
  * What a request to a container's documents is scoped to: `{ pk, range, epk, ranges }` — the
- * partition key header's components (or null), the range it names (or null; 410 / 1002 when
- * that range is gone), the feed range (or null) and the live ranges it touches.
+ * partition key header's components (or null), the range it names (or null, also when that
+ * range is the container's only one; 410 / 1002 when that range is gone), the feed range (or
+ * null) and the live ranges it touches.
  */
 function requestScope(req, store) {
   const owner = store.collection;
@@ -66,12 +67,14 @@ function requestScope(req, store) {
   const rangeId = header(req, "x-ms-documentdb-partitionkeyrangeid");
   const range = rangeId !== undefined ? liveRange(owner, rangeId) : null;
   const epk = epkScope(req);
+  // a range spanning the whole container (its only one) scopes nothing
+  const scoping = range !== null && !(range.minInclusive === "" && range.maxExclusive === "FF") ? range : null;
   let ranges;
   if (range !== null) ranges = [range];
   else if (pk !== null) ranges = [rangeOfEpk(owner, keyEpk(colData, pk))];
   else if (epk !== null) ranges = overlapping(owner, epk[0], epk[1] === epk[0] ? `${epk[0]}0` : epk[1]);
   else ranges = liveRanges(owner);
-  return { pk, range, epk, ranges };
+  return { pk, range: scoping, epk, ranges };
 }
 
 /** Whether a document is in a request's scope (requestScope). */
