@@ -310,6 +310,11 @@ def test_read_feed_ranges_and_pkranges_after_a_split(local: CosmosEndpoint,
     assert len(after) == 5
     assert set(before) - set(after) == {old[parent]}  # only the parent's span is cut in two
     assert sum(p.documents for p in local.physical_partitions(database.id, container.id)) == 24
+    # a container's settings replaced: its partitions stay, and its body never shows them
+    replaced = database.replace_container(container, partition_key=PartitionKey(path=PK_PATH),
+                                          default_ttl=60)
+    assert ranges(replaced) == after
+    assert not [k for k in replaced.read() if "artition" in k and k != "partitionKey"]
 
 
 def test_a_request_naming_a_split_range_answers_410_with_sub_status_1002(
