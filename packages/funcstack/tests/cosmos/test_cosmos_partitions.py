@@ -159,7 +159,7 @@ def test_a_container_declared_with_four_partitions_has_four_ranges_that_tile_the
     assert all(layout[i][1] == layout[i + 1][0] for i in range(3))  # no gap, no overlap
     holders = {write(container, key, 0) for key in KEYS}
     assert len(holders) > 1  # the keys spread over the ranges
-    # a query across them is the SDK's to run range by range, as against the service's gateway
+    # a query across them is served one range per answer, as the service's gateway serves it
     answers: list[Any] = []
     found = list(container.query_items("SELECT * FROM c", enable_cross_partition_query=True,
                                        response_hook=lambda headers, _: answers.append(headers)))
@@ -368,6 +368,11 @@ def test_a_query_paged_across_a_split_returns_every_document_once(
     first = [str(i["id"]) for i in next(pages)]
     token = pages.continuation_token  # type: ignore[attr-defined]
     assert token and len(first) == 5
+    # and through the gateway, which serves it one range per answer, paged the same way
+    gateway = container.query_items("SELECT * FROM c", enable_cross_partition_query=True,
+                                    max_item_count=7).by_page()
+    gateway_first = [str(i["id"]) for i in next(gateway)]
+    gateway_token = gateway.continuation_token  # type: ignore[attr-defined]
 
     container.read_item(first[0], partition_key=first[0].rsplit("-", 1)[0])
     local.split(database.id, container.id, range_of(container))
@@ -376,6 +381,10 @@ def test_a_query_paged_across_a_split_returns_every_document_once(
         "SELECT * FROM c", feed_range=WHOLE, max_item_count=5).by_page(token) for i in page]
     ids = first + rest
     assert len(ids) == len(set(ids)) == total
+    gateway_rest = [str(i["id"]) for page in container.query_items(
+        "SELECT * FROM c", enable_cross_partition_query=True,
+        max_item_count=7).by_page(gateway_token) for i in page]
+    assert len(gateway_first + gateway_rest) == len({*gateway_first, *gateway_rest}) == total
 
     # queries the SDK merges from each range, on the routing map it cached before the split
     ordered = [int(i["seq"]) for i in container.query_items(
