@@ -18,6 +18,7 @@ from bench import (
     cold_start,
     cosmos_sdk,
     first_request,
+    partitions,
     peers,
     relay_cpu,
     relay_flow,
@@ -38,6 +39,10 @@ def main() -> None:
         print("Cosmos SDK against the local endpoint ...", flush=True)
         results["cosmos_sdk"] = cosmos_sdk.measure(n=500)
         print(json.dumps(results["cosmos_sdk"], indent=2, default=str))
+
+        print("\nPhysical partitions: 1 against 4, and a live split ...", flush=True)
+        results["partitions"] = partitions.measure()
+        print(partitions.report(results["partitions"]))
 
         print("\nHTTP API through the local Functions host ...", flush=True)
         started = time.perf_counter()

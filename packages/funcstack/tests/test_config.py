@@ -49,6 +49,16 @@ def test_parts_may_be_files_beside_it_and_policies_files_beside_those(tmp_path: 
     assert config.servicebus_file == official
 
 
+def test_a_container_declares_how_many_physical_partitions_it_starts_with(
+        tmp_path: Path) -> None:
+    config = load_config(write(tmp_path / "stack.json", {"Cosmos": {"Databases": [
+        {"Name": "d", "Containers": [{"Name": "orders", "PartitionKey": "/pk",
+                                      "PhysicalPartitions": 4},
+                                     {"Name": "leases", "PartitionKey": "/id"}]}]}}))
+    orders, leases = config.cosmos.databases[0].containers
+    assert (orders.physical_partitions, leases.physical_partitions) == (4, 1)
+
+
 def test_the_storage_part_declares_blob_containers_inline_or_in_a_file(tmp_path: Path) -> None:
     inline = load_config(write(tmp_path / "a.json", {"Storage": {"BlobContainers": [
         {"Name": "receipts"}, {"Name": "a1-b2"}]}}))
@@ -96,6 +106,12 @@ def test_an_official_emulator_config_is_a_declared_resources_file_as_it_is() -> 
     ({"Cosmos": {"Databases": [{"Name": "d", "Containers": [
         {"Name": "c", "PartitionKey": "/pk"}, {"Name": "c", "PartitionKey": "/pk"}]}]}},
      "declares a container twice"),
+    ({"Cosmos": {"Databases": [{"Name": "d", "Containers": [
+        {"Name": "c", "PartitionKey": "/pk", "PhysicalPartitions": 0}]}]}},
+     "(c): PhysicalPartitions must be from 1 to 64, not 0"),
+    ({"Cosmos": {"Databases": [{"Name": "d", "Containers": [
+        {"Name": "c", "PartitionKey": "/pk", "PhysicalPartitions": "4"}]}]}},
+     "(c): PhysicalPartitions must be an integer"),
     ({"Cosmos": "missing.json"}, "missing.json: no such file"),
     ({"Storage": {"Containers": []}}, "Storage: unknown key(s) Containers"),
     ({"Storage": {"BlobContainers": ["abc"]}}, "Storage: BlobContainers[0] must be an object"),

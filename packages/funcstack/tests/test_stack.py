@@ -106,6 +106,30 @@ def test_provisioning_is_idempotent_and_says_what_it_did(official: LocalStack) -
         provision_cosmos(moved, connection)
 
 
+def test_declared_physical_partitions_are_laid_out_split_and_kept_as_declared(
+        official: LocalStack) -> None:
+    name = f"db-{uuid.uuid4().hex[:8]}"
+
+    def spec(partitions: int) -> CosmosSpec:
+        return CosmosSpec(databases=(DatabaseSpec(name, (
+            ContainerSpec("orders", "/pk", physical_partitions=partitions),)),))
+
+    connection = official.cosmos_connection_string
+    assert [i.outcome for i in provision_cosmos(spec(4), connection).items] == [
+        "created", "created"]
+    assert [p.id for p in official.physical_partitions(name, "orders")] == ["0", "1", "2", "3"]
+    assert [i.outcome for i in provision_cosmos(spec(4), connection).items] == [
+        "exists", "exists"]
+    assert official.split(name, "orders", "1") == ["4", "5"]
+    # more than declared (split since) is kept: physical partitions never merge
+    assert [i.outcome for i in provision_cosmos(spec(4), connection).items] == [
+        "exists", "exists"]
+    # fewer than declared: split until there are as many
+    assert [i.outcome for i in provision_cosmos(spec(7), connection).items] == [
+        "exists", "updated"]
+    assert len(official.physical_partitions(name, "orders")) == 7
+
+
 APP = '''
 import importlib.util
 import sys

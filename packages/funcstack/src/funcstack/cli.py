@@ -11,6 +11,9 @@ warnings and errors; ``--quiet`` keeps it to the banner (the logs have everythin
 ``funcstack up [--config FILE]``: the services only (for tests and other tools).
 ``funcstack setup``: install the Node packages and the Functions RPC messages into the cache
 now (both happen on first use otherwise).
+``funcstack split DATABASE CONTAINER [--range ID]``: split a physical partition of a container
+of the stack running from this folder (``run`` or ``up``), as Azure does on its own; ``funcstack
+partitions DATABASE CONTAINER`` lists them (``_partitions_cli.py``).
 
 State (Cosmos DB documents, Service Bus messages, Azurite's data) and logs are kept in
 ``.funcstack/`` under the current folder; ``--fresh`` forgets the state first.
@@ -30,6 +33,12 @@ from pathlib import Path
 from typing import Any
 
 from funcstack._cache import SetupError, cache_root, setup
+from funcstack._partitions_cli import (
+    PARTITION_COMMANDS,
+    PartitionCommandError,
+    add_partition_commands,
+    run_partition_command,
+)
 from funcstack.config import ConfigError, StackConfig, load_config
 from funcstack.functions_host import RunningRunner
 from funcstack.functions_host._console import render
@@ -92,6 +101,7 @@ def _parser() -> argparse.ArgumentParser:
     common(up)
     commands.add_parser("setup", help="install the Node packages and the Functions RPC "
                                       "messages into the cache now")
+    add_partition_commands(commands, STATE_FOLDER)
     return parser
 
 
@@ -100,8 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "setup":
             return _setup()
+        if args.command in PARTITION_COMMANDS:
+            return run_partition_command(args, Path.cwd() / STATE_FOLDER)
         return _start(args)
-    except (UsageError, ConfigError, SetupError) as exc:
+    except (UsageError, ConfigError, SetupError, PartitionCommandError) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         return 1
 

@@ -11,13 +11,17 @@ queues)::
         "Databases": [
           {"Name": "shop", "Containers": [
             {"Name": "orders", "PartitionKey": "/customerId", "DefaultTtl": -1,
-             "IndexingPolicy": "indexing-policy.json"},
+             "IndexingPolicy": "indexing-policy.json", "PhysicalPartitions": 4},
             {"Name": "leases", "PartitionKey": "/id"}
           ]}
         ]
       },
       "UserConfig": { "Namespaces": [ ... the Service Bus emulator's Config.json ... ] }
     }
+
+``PhysicalPartitions`` (default 1) is how many partition key ranges a container starts with,
+as a container provisioned with more throughput starts with more in Azure; a running stack
+splits them further on request (``funcstack split``).
 
 Each part may instead name a file, relative to this one: ``"Cosmos": "cosmos.json"`` (a
 file holding ``{"Databases": [...]}``), ``"Storage": "storage.json"`` (a file holding
@@ -106,15 +110,22 @@ def read_json(path: Path) -> Any:
                           f"{exc.colno}") from None
 
 
+#: The most physical partitions a container may declare (the local endpoint's limit at create).
+MAX_PHYSICAL_PARTITIONS = 64
+
+
 @dataclass(frozen=True)
 class ContainerSpec:
     """A Cosmos DB container: name, partition key path, default TTL (None: off; -1: on, items
-    decide), indexing policy (None: the service's default)."""
+    decide), indexing policy (None: the service's default), and how many physical partitions
+    (partition key ranges) it starts with (1 by default, as a container of 400 RU/s in Azure;
+    it may be split later)."""
 
     name: str
     partition_key: str
     default_ttl: int | None = None
     indexing_policy: Mapping[str, Any] | None = None
+    physical_partitions: int = 1
 
 
 @dataclass(frozen=True)
@@ -171,7 +182,7 @@ class StackConfig:
 
 
 _TOP_KEYS = {"Cosmos", "ServiceBus", "Storage", "UserConfig", "$schema"}
-_CONTAINER_KEYS = {"Name", "PartitionKey", "DefaultTtl", "IndexingPolicy"}
+_CONTAINER_KEYS = {"Name", "PartitionKey", "DefaultTtl", "IndexingPolicy", "PhysicalPartitions"}
 
 
 def _expect(value: Any, kind: type, where: str) -> Any:
@@ -207,7 +218,13 @@ def _container(raw: Any, base: Path, where: str) -> ContainerSpec:
         policy = _expect(read_json(base / policy), dict, f"{base / policy}")
     elif policy is not None:
         policy = _expect(policy, dict, f"{where}: IndexingPolicy")
-    return ContainerSpec(name=name, partition_key=key, default_ttl=ttl, indexing_policy=policy)
+    partitions = raw.get("PhysicalPartitions", 1)
+    partitions = _expect(partitions, int, f"{where}: PhysicalPartitions")
+    if not 1 <= partitions <= MAX_PHYSICAL_PARTITIONS:
+        raise ConfigError(f"{where}: PhysicalPartitions must be from 1 to "
+                          f"{MAX_PHYSICAL_PARTITIONS}, not {partitions}")
+    return ContainerSpec(name=name, partition_key=key, default_ttl=ttl, indexing_policy=policy,
+                         physical_partitions=partitions)
 
 
 def _cosmos(raw: Any, base: Path, where: str) -> CosmosSpec:

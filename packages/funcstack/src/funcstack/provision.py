@@ -1,7 +1,13 @@
 """Create the declared Cosmos DB databases and containers, and Azurite's blob containers and
 queues, idempotently, and say what was done: ``created``, ``exists`` (as declared), or ``updated``
-(default TTL or indexing policy brought to the declaration). A container whose partition key
-differs from the declared one cannot be changed in place: ProvisionError names it.
+(default TTL or indexing policy brought to the declaration, or a container with fewer physical
+partitions than declared split until it has them). A container whose partition key differs
+from the declared one cannot be changed in place: ProvisionError names it.
+
+A container declaring several physical partitions is created with the local endpoint's header
+``x-funcstack-physical-partitions`` (the endpoint lays them out as the service lays out a
+container whose throughput needs that many); one with more than declared (split since) keeps
+them: physical partitions never merge, as in Azure.
 
 The Service Bus part needs no provisioning step: the local endpoint starts with the entities of
 its ``Config.json``, as the official emulator does.
@@ -15,12 +21,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from azure.core.exceptions import ResourceExistsError
-from azure.cosmos import CosmosClient, DatabaseProxy, PartitionKey
+from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionKey
 from azure.cosmos.exceptions import CosmosResourceExistsError
 from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueServiceClient
 
 from funcstack.config import ContainerSpec, CosmosSpec, StorageSpec
+from funcstack.cosmos._control import CosmosControlError, split_partition
 
 __all__ = ["ProvisionError", "ProvisionReport", "Provisioned", "provision_cosmos",
            "provision_storage"]
@@ -71,12 +78,36 @@ def _policy_differs(declared: Mapping[str, Any], stored: Mapping[str, Any]) -> b
     return False
 
 
-def _container(database: DatabaseProxy, spec: ContainerSpec) -> str:
+#: The local endpoint's header asking a container create for that many physical partitions.
+PARTITIONS_HEADER = "x-funcstack-physical-partitions"
+
+
+def _partitions(database: DatabaseProxy, proxy: ContainerProxy, spec: ContainerSpec,
+                endpoint: str) -> bool:
+    """Split an existing container until it has the declared physical partitions; whether it
+    split (more than declared is left as it is: partitions never merge, as in Azure)."""
+    have = len(list(proxy.read_feed_ranges(force_refresh=True)))
+    if have >= spec.physical_partitions:
+        return False
+    try:
+        for _ in range(spec.physical_partitions - have):
+            split_partition(endpoint, database.id, spec.name)
+    except CosmosControlError as exc:
+        raise ProvisionError(
+            f"container {database.id}/{spec.name} has {have} physical partition(s), declared "
+            f"{spec.physical_partitions}: it cannot be split here ({exc})") from None
+    return True
+
+
+def _container(database: DatabaseProxy, spec: ContainerSpec, endpoint: str) -> str:
     options: dict[str, Any] = {}
     if spec.default_ttl is not None:
         options["default_ttl"] = spec.default_ttl
     if spec.indexing_policy is not None:
         options["indexing_policy"] = dict(spec.indexing_policy)
+    if spec.physical_partitions > 1:
+        # azure-core's per-request headers (the SDK's own initial_headers is not sent)
+        options["headers"] = {PARTITIONS_HEADER: str(spec.physical_partitions)}
     try:
         database.create_container(spec.name, partition_key=PartitionKey(path=spec.partition_key),
                                   **options)
@@ -91,11 +122,12 @@ def _container(database: DatabaseProxy, spec: ContainerSpec) -> str:
             f"container {database.id}/{spec.name} exists with partition key "
             f"{', '.join(paths) or 'none'}, declared {spec.partition_key}: a partition key "
             "cannot change (remove the container, or start with --fresh)")
+    split = _partitions(database, proxy, spec, endpoint)
     ttl_differs = stored.get("defaultTtl") != spec.default_ttl
     policy_differs = spec.indexing_policy is not None and _policy_differs(
         spec.indexing_policy, stored.get("indexingPolicy") or {})
     if not ttl_differs and not policy_differs:
-        return "exists"
+        return "updated" if split else "exists"
     database.replace_container(
         proxy, partition_key=PartitionKey(path=spec.partition_key),
         default_ttl=spec.default_ttl,
@@ -118,6 +150,7 @@ def provision_cosmos(spec: CosmosSpec, connection_string: str, *,
         warnings.filterwarnings("ignore", message="Unverified HTTPS request")
     client = CosmosClient.from_connection_string(connection_string,
                                                  connection_verify=verify_tls)
+    endpoint = str(client.client_connection.url_connection)
     for db in spec.databases:
         try:
             database = client.create_database(db.name)
@@ -128,7 +161,7 @@ def provision_cosmos(spec: CosmosSpec, connection_string: str, *,
         report.items.append(Provisioned("database", db.name, outcome))
         for container in db.containers:
             report.items.append(Provisioned("container", f"{db.name}/{container.name}",
-                                            _container(database, container)))
+                                            _container(database, container, endpoint)))
     return report
 
 

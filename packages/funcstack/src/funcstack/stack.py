@@ -7,6 +7,7 @@ made from its ``local.settings.sample.json`` with the stack's connection strings
     with LocalStack(workdir=Path(".funcstack"), config=load_config("funcstack.json")) as stack:
         print(stack.cosmos_connection_string, stack.servicebus_connection_string)
         app = stack.host_app(Path("my_app"))        # a Functions host; app.url ends in /api
+        stack.split("shop", "orders")               # a live split of a physical partition
 
 Settings: an app's ``local.settings.json`` is the user's once it exists. When it does not,
 it is made from the sample: every value that is a connection string of one of the services is
@@ -33,6 +34,7 @@ from urllib.parse import urlsplit
 from azure.cosmos import ContainerProxy, CosmosClient
 
 from funcstack.config import ConfigError, StackConfig, read_json
+from funcstack.cosmos import PhysicalPartition
 from funcstack.functions_host import VERIFY_TLS_SETTING, RunningRunner
 from funcstack.provision import ProvisionReport, provision_cosmos, provision_storage
 from funcstack.servicebus import ServiceBusEndpoint
@@ -392,6 +394,21 @@ class LocalStack(LocalServices):
                              port=port, settings_file=target, python=python,
                              extra_import_paths=extra_import_paths, enforce_keys=enforce_keys,
                              on_console=on_console)
+
+    # -- Cosmos DB physical partitions -------------------------------------------------------
+
+    def physical_partitions(self, database: str, container: str) -> list[PhysicalPartition]:
+        """The live physical partitions (partition key ranges) of a container, in EPK order,
+        with how many documents each holds."""
+        assert self.cosmos is not None, "the stack is not started"
+        return self.cosmos.physical_partitions(database, container)
+
+    def split(self, database: str, container: str, range_id: str | None = None) -> list[str]:
+        """Split a physical partition of a container now, as Azure does on its own (``range_id``;
+        None: the one holding the most documents, cut at the median EPK of its documents);
+        the children's ids. See ``CosmosEndpoint.split``."""
+        assert self.cosmos is not None, "the stack is not started"
+        return self.cosmos.split(database, container, range_id)
 
     def container_client(self, database: str, container: str) -> ContainerProxy:
         """A container on this stack's Cosmos DB endpoint, through the SDK."""

@@ -8,6 +8,12 @@ from typing import TYPE_CHECKING
 from funcstack._lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from funcstack.cosmos._control import (
+        CosmosControlError,
+        PhysicalPartition,
+        physical_partitions,
+        split_partition,
+    )
     from funcstack.cosmos._launcher import (
         EMULATOR_KEY,
         CosmosEndpoint,
@@ -17,8 +23,12 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EMULATOR_KEY",
+    "CosmosControlError",
     "CosmosEndpoint",
     "CosmosStartError",
+    "PhysicalPartition",
+    "physical_partitions",
+    "split_partition",
     "start_cosmos",
 ]
 
@@ -28,4 +38,8 @@ __getattr__, __dir__ = lazy_exports(__name__, __all__, {
     "CosmosEndpoint": "funcstack.cosmos._launcher",
     "CosmosStartError": "funcstack.cosmos._launcher",
     "start_cosmos": "funcstack.cosmos._launcher",
+    "CosmosControlError": "funcstack.cosmos._control",
+    "PhysicalPartition": "funcstack.cosmos._control",
+    "physical_partitions": "funcstack.cosmos._control",
+    "split_partition": "funcstack.cosmos._control",
 })

@@ -1,8 +1,10 @@
 """Start / stop the local Cosmos DB endpoint (``node funcstack/cosmos/server.js``).
 
 The endpoint is the npm package ``@vercel/cosmosdb-server`` 1.0.1 extended at start-up
-(atomic batch, incremental change feed, TTL, 404/409/412, keep-alive); the unmodified
-``azure-cosmos`` SDK talks to it over HTTPS with ``connection_verify=False``.
+(atomic batch, incremental change feed, TTL, 404/409/412, physical partitions and their
+splits, keep-alive); the unmodified ``azure-cosmos`` SDK talks to it over HTTPS with
+``connection_verify=False``. ``CosmosEndpoint`` also reaches its local-only routes (fault
+injection, a container's physical partitions and a live split: ``_control.py``).
 """
 
 from __future__ import annotations
@@ -10,11 +12,9 @@ from __future__ import annotations
 import json
 import logging
 import os
-import ssl
 import subprocess
 import threading
 import time
-import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -22,6 +22,12 @@ from typing import IO
 
 from funcstack._cache import SetupError, node_executable, node_modules
 from funcstack._processes import OWN_PROCESS_GROUP, describe_exit, last_lines, note, stop_child
+from funcstack.cosmos._control import (
+    PhysicalPartition,
+    control,
+    physical_partitions,
+    split_partition,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -94,18 +100,20 @@ class CosmosEndpoint:
         self._control("DELETE", None)
 
     def _control(self, method: str, body: dict[str, object] | None) -> None:
-        context = ssl.create_default_context()
-        context.check_hostname = False
-        context.verify_mode = ssl.CERT_NONE  # the package's self-signed certificate
-        data = json.dumps(body).encode() if body is not None else None
-        request = urllib.request.Request(  # noqa: S310 - our own endpoint URL
-            f"{self.endpoint.rstrip('/')}/_emulators/faults",
-            data=data,
-            method=method,
-            headers={"content-type": "application/json"},
-        )
-        with urllib.request.urlopen(request, timeout=10, context=context) as response:  # noqa: S310
-            response.read()
+        control(self.endpoint, method, "_emulators/faults", body)
+
+    def physical_partitions(self, database: str, container: str) -> list[PhysicalPartition]:
+        """The live physical partitions (partition key ranges) of a container, in EPK order,
+        with how many documents each holds."""
+        return physical_partitions(self.endpoint, database, container)
+
+    def split(self, database: str, container: str, range_id: str | None = None) -> list[str]:
+        """Split a physical partition of a container now, as the service does on its own:
+        ``range_id`` (None: the one holding the most documents) is cut at the median EPK of
+        its documents; returns the children's ids. Requests naming the parent answer 410 with
+        sub-status 1002 from then on, and /pkranges lists the children with the parent in
+        their ``parents``. CosmosControlError names a missing container or range."""
+        return split_partition(self.endpoint, database, container, range_id)
 
     def __enter__(self) -> CosmosEndpoint:
         return self

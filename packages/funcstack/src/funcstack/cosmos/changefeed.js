@@ -5,14 +5,17 @@
  * version of each document changed after the continuation, in LSN order, each with its
  * `_lsn`; the continuation is the `etag` ("<lsn>"). Start from the beginning (no
  * If-None-Match), now (If-None-Match: *) or a point in time (If-Modified-Since); pages of
- * x-ms-max-item-count that never split one transaction (one LSN); scoped by the partition key
- * header or a feed range (partitions.js); 304 with an unchanged etag when nothing is new.
+ * x-ms-max-item-count that never split one transaction (one LSN); scoped to a partition key
+ * range, a feed range or a partition key (partitions.js); 304 with an unchanged etag when
+ * nothing is new. The LSN is the account's, so a continuation taken on a range is valid on
+ * the ranges a split makes of it (the service's LSNs are per physical partition; its SDKs hand
+ * the parent's continuation to each child all the same).
  */
 
 const { badRequest, send } = require("./responses");
-const { header, headerPartitionKey, unquote } = require("./requests");
-const { docPartitionComponents, sameComponents, lsnOf } = require("./store");
-const { epkScope, inEpkScope } = require("./partitions");
+const { header, unquote } = require("./requests");
+const { lsnOf } = require("./store");
+const { requestScope, inScope } = require("./partitions");
 const globalLsn = require("./lsn");
 
 function handleChangeFeed(req, res, store) {
@@ -37,13 +40,11 @@ function handleChangeFeed(req, res, store) {
     if (Number.isNaN(t)) throw badRequest(`Invalid If-Modified-Since '${ifModifiedSince}'.`);
     sinceMs = t;
   }
-  const pk = headerPartitionKey(req);
-  const scope = epkScope(req);
+  const scope = requestScope(req, store);
 
   let docs = store.all().filter(d => lsnOf(d) > sinceLsn);
   if (sinceMs !== null) docs = docs.filter(d => (d.__mtime || d._ts * 1000) >= sinceMs - (sinceMs % 1000));
-  if (pk !== null) docs = docs.filter(d => sameComponents(docPartitionComponents(colData, d), pk));
-  if (scope !== null) docs = docs.filter(d => inEpkScope(colData, d, scope));
+  docs = docs.filter(d => inScope(colData, d, scope));
   docs.sort((a, b) => lsnOf(a) - lsnOf(b) || a.__mtime - b.__mtime);
 
   const maxItemCount = parseInt(header(req, "x-ms-max-item-count") || "-1", 10);

@@ -1,8 +1,9 @@
 "use strict";
 // Effective partition key (hash partitioning V2), as the Azure Cosmos SDKs compute it:
 // MurmurHash3 x64 128 over the binary encoding of the partition key components,
-// bytes reversed, top two bits cleared, upper-case hex. Used to scope the change feed
-// when the SDK sends x-ms-start-epk / x-ms-end-epk (feed range of one partition key).
+// bytes reversed, top two bits cleared, upper-case hex. Used to place a document in its
+// physical partition (ranges.js) and to scope requests by feed range (x-ms-start-epk /
+// x-ms-end-epk, e.g. the feed range of one partition key).
 
 const MASK = (1n << 64n) - 1n;
 const C1 = 0x87c37b91114253d5n;
@@ -186,4 +187,12 @@ function effectivePartitionKeyV1(components) {
   return Buffer.from(bytes).toString("hex").toUpperCase();
 }
 
-module.exports = { effectivePartitionKeyV1, effectivePartitionKeyV2 };
+/**
+ * The EPK prefix of a V1 hash value: every document whose hash is at least `hash` has an EPK
+ * at or after it (the orderable number encoding keeps the order), so it cuts the V1 space.
+ */
+function v1HashBoundary(hash) {
+  return Buffer.from(binaryV1(hash)).toString("hex").toUpperCase();
+}
+
+module.exports = { effectivePartitionKeyV1, effectivePartitionKeyV2, v1HashBoundary };

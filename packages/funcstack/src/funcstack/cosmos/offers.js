@@ -15,13 +15,16 @@
  * The routes (`handleOffers`, at the end) serve them over HTTP as the service does.
  * Limits as the service's: manual 400..1,000,000 RU/s in steps of 100, autoscale maximum
  * 1,000..1,000,000 in steps of 1,000; never below the minimum (a hundredth of the highest
- * RU/s ever provisioned, a tenth for the autoscale maximum). One physical partition: a
- * replace completes at once (`x-ms-offer-replace-pending: False`).
+ * RU/s ever provisioned, a tenth for the autoscale maximum). A replace completes at once
+ * (`x-ms-offer-replace-pending: False`): a raise past 10,000 RU/s per physical partition
+ * splits partitions as the service does, but before the answer (splits.js), where the service
+ * splits in the background.
  */
 
 const crypto = require("crypto");
 const { CosmosError, notFound, badRequest, preconditionFailed, send } = require("./responses");
 const { readJson, header, isQueryRequest } = require("./requests");
+const { splitForThroughput } = require("./splits");
 
 const MIN_MANUAL = 400;
 const MANUAL_STEP = 100;
@@ -250,6 +253,7 @@ async function handleOffers(account, req, res, segs) {
   if (req.method === "PUT") {
     const body = await readJson(req);
     const offer = offers.replace(rid, body, header(req, "if-match"), OFFER_ERRORS);
+    splitForThroughput(account, offer); // a raise past 10,000 RU/s per partition splits
     send(req, res, 200, offer, { "x-ms-offer-replace-pending": "False" });
     return true;
   }

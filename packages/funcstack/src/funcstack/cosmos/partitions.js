@@ -1,24 +1,45 @@
 "use strict";
 /*
  * Partitions of the local Cosmos DB endpoint (server.js): where a document lies in the
- * effective partition key (EPK) space and which documents a request is scoped to.
+ * effective partition key (EPK) space, which physical partition (partition key range,
+ * ranges.js) holds it, and which documents a request is scoped to. The one place a request's
+ * scope is decided, for queries, the read feed and the change feed alike.
  *
  * As the service: a container created with partitionKey.version 1 hashes its keys with
- * hash V1, others with V2 (epk.js); a request is scoped by the partition key header
- * (`x-ms-documentdb-partitionkey`) and/or a feed range (`x-ms-start-epk` / `x-ms-end-epk`,
- * the whole range "" .. "FF" meaning no scope); partition key range ids are strings ("0").
- * This endpoint has one partition key range, "0", covering the whole EPK space.
+ * hash V1, others with V2 (epk.js); a request is scoped by
+ *   - the partition key range it names (`x-ms-documentdb-partitionkeyrangeid`, what the SDKs
+ *     send for the change feed of a physical partition and for each range of a query they
+ *     merge): only that range's documents; a range that was split answers 410 with
+ *     sub-status 1002 (ranges.js);
+ *   - a feed range (`x-ms-start-epk` / `x-ms-end-epk`, the whole range "" .. "FF" meaning no
+ *     scope), within that range;
+ *   - the partition key header (`x-ms-documentdb-partitionkey`).
+ * A document operation lands in the range that holds its key's EPK; responses name the
+ * range(s) a request read or wrote (`x-ms-documentdb-partitionkeyrangeid` when one, and the
+ * session token, one "<range>:-1#<lsn>" per range).
  */
 
 const { effectivePartitionKeyV1, effectivePartitionKeyV2 } = require("./epk");
 const { header, headerPartitionKey } = require("./requests");
 const { docPartitionComponents, sameComponents } = require("./store");
+const { liveRange, liveRanges, rangeOfEpk, overlapping } = require("./ranges");
 
-function docEpk(colData, doc) {
-  const comps = docPartitionComponents(colData, doc).map(v => (v === undefined ? {} : v));
+function keyEpk(colData, components) {
+  const comps = components.map(v => (v === undefined ? {} : v));
   // a container created with partitionKey.version 1 hashes its keys with V1
   if ((colData.partitionKey || {}).version === 1) return effectivePartitionKeyV1(comps);
   return effectivePartitionKeyV2(comps);
+}
+
+/** A document's EPK, kept on the stored version (never sent) once computed. */
+function docEpk(colData, doc) {
+  const components = docPartitionComponents(colData, doc);
+  const key = `${(colData.partitionKey || {}).version === 1 ? 1 : 2}${JSON.stringify(components)}`;
+  const cached = doc.__epk;
+  if (cached && cached.key === key) return cached.epk;
+  const epk = keyEpk(colData, components);
+  Object.defineProperty(doc, "__epk", { value: { key, epk }, enumerable: false, configurable: true, writable: true });
+  return epk;
 }
 
 /** The EPK range a request is scoped to (a feed range), or null for the whole container. */
@@ -29,26 +50,73 @@ function epkScope(req) {
   return [startEpk, endEpk];
 }
 
-function inEpkScope(colData, doc, scope) {
-  const e = docEpk(colData, doc);
-  return e === scope[0] || (e >= scope[0] && e < scope[1]);
+function inEpkRange(epk, scope) {
+  return epk === scope[0] || (epk >= scope[0] && epk < scope[1]);
 }
 
-function scopedDocs(req, store) {
-  const pk = headerPartitionKey(req);
-  const scope = epkScope(req);
+/**
+ * What a request to a container's documents is scoped to: `{ pk, range, epk, ranges }` — the
+ * partition key header's components (or null), the range it names (or null, also when that
+ * range is the container's only one; 410 / 1002 when that range is gone), the feed range (or
+ * null) and the live ranges it touches.
+ */
+function requestScope(req, store) {
+  const owner = store.collection;
   const colData = store.colData;
-  let docs = store.all();
-  if (pk !== null) docs = docs.filter(d => sameComponents(docPartitionComponents(colData, d), pk));
-  if (scope !== null) docs = docs.filter(d => inEpkScope(colData, d, scope));
-  return docs;
+  const pk = headerPartitionKey(req);
+  const rangeId = header(req, "x-ms-documentdb-partitionkeyrangeid");
+  const range = rangeId !== undefined ? liveRange(owner, rangeId) : null;
+  const epk = epkScope(req);
+  // a range spanning the whole container (its only one) scopes nothing
+  const scoping = range !== null && !(range.minInclusive === "" && range.maxExclusive === "FF") ? range : null;
+  let ranges;
+  if (range !== null) ranges = [range];
+  else if (pk !== null) ranges = [rangeOfEpk(owner, keyEpk(colData, pk))];
+  else if (epk !== null) ranges = overlapping(owner, epk[0], epk[1] === epk[0] ? `${epk[0]}0` : epk[1]);
+  else ranges = liveRanges(owner);
+  return { pk, range: scoping, epk, ranges };
 }
 
-/** Partition key ranges as the service lists them: ids (and parents) are strings. */
-function servicePartitionKeyRanges(ranges) {
-  return ranges.map(r => ({
-    ...r, id: String(r.id), parents: (r.parents || []).map(String)
-  }));
+/** Whether a document is in a request's scope (requestScope). */
+function inScope(colData, doc, scope) {
+  if (scope.pk !== null && !sameComponents(docPartitionComponents(colData, doc), scope.pk)) return false;
+  if (scope.range === null && scope.epk === null) return true;
+  const e = docEpk(colData, doc);
+  if (scope.range !== null && !(e >= scope.range.minInclusive && e < scope.range.maxExclusive)) return false;
+  return scope.epk === null || inEpkRange(e, scope.epk);
 }
 
-module.exports = { docEpk, epkScope, inEpkScope, scopedDocs, servicePartitionKeyRanges };
+/** The live documents a request is scoped to. */
+function scopedDocs(req, store) {
+  const scope = requestScope(req, store);
+  const colData = store.colData;
+  const docs = store.all();
+  if (scope.pk === null && scope.range === null && scope.epk === null) return docs;
+  return docs.filter(d => inScope(colData, d, scope));
+}
+
+/** The live range that holds a partition key (its components). */
+function rangeOfKey(store, components) {
+  return rangeOfEpk(store.collection, keyEpk(store.colData, components));
+}
+
+/**
+ * Name the range(s) a request works on in its answer: `x-ms-documentdb-partitionkeyrangeid`
+ * when it is one, and the session token of each (responses.js).
+ */
+function answerFor(res, ranges) {
+  res.partitionKeyRangeIds = ranges.map(r => r.id);
+  if (ranges.length === 1) res.setHeader("x-ms-documentdb-partitionkeyrangeid", ranges[0].id);
+  else res.removeHeader("x-ms-documentdb-partitionkeyrangeid");
+}
+
+module.exports = {
+  docEpk,
+  epkScope,
+  inEpkRange,
+  requestScope,
+  inScope,
+  scopedDocs,
+  rangeOfKey,
+  answerFor
+};

@@ -1,16 +1,15 @@
 "use strict";
 /*
  * What the local Cosmos DB endpoint (server.js) leaves to the unmodified package
- * @vercel/cosmosdb-server 1.0.1: its own routes and handlers (databases, containers,
- * partition key ranges, UDFs, the account), answered in the service's shape: errors as
- * {"code", "message"}, partition key range ids as strings, and the ranges' change feed
- * (read by the SDK's routing map cache) with a constant etag, the set never changing.
+ * @vercel/cosmosdb-server 1.0.1: its own routes and handlers (databases, containers, UDFs,
+ * the account), answered in the service's shape: errors as {"code", "message"}, and a
+ * container's body without the partition key ranges kept in it (ranges.js, which serves
+ * them at /pkranges).
  */
 
 const packageRoutes = require("@vercel/cosmosdb-server/lib/routes").default;
 const { send } = require("./responses");
-const { header } = require("./requests");
-const { servicePartitionKeyRanges } = require("./partitions");
+const { publicContainer } = require("./ranges");
 
 /**
  * Everything that is not a document operation: the package's own handlers. `onSuccess(status,
@@ -32,10 +31,6 @@ async function handleWithPackage(account, req, res, onSuccess) {
     return;
   }
   const status = res.statusCode || 200;
-  if (body && Array.isArray(body.PartitionKeyRanges)) {
-    // the service's range ids are strings ("0"); the SDK files session tokens under them
-    body.PartitionKeyRanges = servicePartitionKeyRanges(body.PartitionKeyRanges);
-  }
   if (status > 399) {
     const b = body && typeof body === "object" ? body : {};
     const code = b.code || (status === 404 ? "NotFound" : status === 409 ? "Conflict" : "BadRequest");
@@ -43,17 +38,11 @@ async function handleWithPackage(account, req, res, onSuccess) {
     return;
   }
   if (onSuccess) onSuccess(status, body);
-  if (header(req, "a-im")) {
-    // partition key ranges are read as a change feed by the SDK's routing map cache:
-    // the set never changes (one range), so any known etag is up to date
-    if (header(req, "if-none-match")) {
-      send(req, res, 304, undefined, { etag: '"1"' });
-      return;
-    }
-    send(req, res, status, body === undefined ? {} : body, { etag: '"1"' });
-    return;
-  }
-  send(req, res, status, body === undefined ? {} : body);
+  let answer = body === undefined ? {} : body;
+  if (Array.isArray(answer.DocumentCollections)) {
+    answer = { ...answer, DocumentCollections: answer.DocumentCollections.map(publicContainer) };
+  } else answer = publicContainer(answer);
+  send(req, res, status, answer);
 }
 
 module.exports = { handleWithPackage };

@@ -7,7 +7,9 @@
  *   - a cross-partition query the gateway cannot serve (ORDER BY, TOP, OFFSET/LIMIT,
  *     DISTINCT, aggregates) is refused with 400 / sub-status 1004 and its query plan, which
  *     the SDK also fetches on its own (x-ms-cosmos-is-query-plan-request, queryplan.js), then
- *     sends the rewritten query per range and merges;
+ *     sends the rewritten query per range (x-ms-documentdb-partitionkeyrangeid) and merges;
+ *     one it can serve goes over several physical partitions one range per answer
+ *     (acrossRanges), as the gateway does;
  *   - added to the engine: DISTINCT (by value), OFFSET/LIMIT, keyword-named properties,
  *     parameters of any name, composite indexes in reverse order, the plan's per-range
  *     aggregates, query metrics (x-ms-documentdb-populatequerymetrics);
@@ -18,11 +20,11 @@
 const { engineShape, needsPlan, queryPlan, rewrittenAggregate } = require("./queryplan");
 const { CosmosError, CROSS_PARTITION_QUERY_NOT_SERVABLE, badRequest, send } = require("./responses");
 const { readJson, header, isTrue, headerPartitionKey } = require("./requests");
-const { scopedDocs } = require("./partitions");
+const { answerFor, docEpk, requestScope, scopedDocs } = require("./partitions");
+const { liveRanges } = require("./ranges");
 
-function queryDocuments(store, docs, body, req) {
+function queryDocuments(store, docs, body, req, contRaw = header(req, "x-ms-continuation")) {
   const maxItemCount = parseInt(header(req, "x-ms-max-item-count") || "-1", 10);
-  const contRaw = header(req, "x-ms-continuation");
   let continuation = null;
   if (contRaw && /^-RID:/.test(contRaw)) {
     // a service-format token (its resource id names another container's pages): the service
@@ -153,9 +155,14 @@ async function handleQuery(req, res, store) {
     throw err;
   }
   const started = process.hrtime.bigint();
-  const docs = scopedDocs(req, store);
+  let docs;
   try {
-    result = queryDocuments(store, docs, body, req);
+    const serial = acrossRanges(req, res, store, body);
+    if (serial) ({ docs, result } = serial);
+    else {
+      docs = scopedDocs(req, store);
+      result = queryDocuments(store, docs, body, req);
+    }
   } catch (err) {
     if (err instanceof CosmosError) throw err;
     throw badRequest(err.message);
@@ -195,8 +202,55 @@ function queryMetrics(scanned, output, started) {
 }
 
 function handleReadFeed(req, res, store) {
-  const result = queryDocuments(store, scopedDocs(req, store), { query: "SELECT * FROM c" }, req);
+  const body = { query: "SELECT * FROM c" };
+  const serial = acrossRanges(req, res, store, body);
+  const result = serial ? serial.result : queryDocuments(store, scopedDocs(req, store), body, req);
   sendFeed(req, res, store, result);
+}
+
+/**
+ * As the gateway serves a query (or the read feed) over several physical partitions that
+ * needs no merging: one range per answer, in EPK order, each answer's continuation naming the
+ * EPK span it is in and the place in it, the next span once one is done (an empty range is an
+ * empty answer that leads on). A span survives a split of its range: its documents are read
+ * by EPK, whichever ranges hold them now. A continuation of the engine's own (a container that
+ * had one range when it was taken) goes on over the whole container. Null when the request is
+ * scoped (a partition key, a range, a feed range) or the container has one range.
+ */
+function acrossRanges(req, res, store, body) {
+  const scope = requestScope(req, store);
+  const owner = store.collection;
+  let position = null;
+  const raw = header(req, "x-ms-continuation");
+  if (raw && !/^-RID:/.test(raw)) {
+    try {
+      const parsed = JSON.parse(raw);
+      if (parsed && parsed.span) position = parsed;
+      else if (scope.pk === null && scope.range === null && scope.epk === null) {
+        position = { span: ["", "FF"], inner: parsed }; // taken before the container had several
+      }
+    } catch (e) {
+      throw badRequest("Invalid continuation token");
+    }
+  }
+  if (position === null && (scope.pk !== null || scope.range !== null || scope.epk !== null ||
+      scope.ranges.length < 2)) return null;
+  const live = liveRanges(owner);
+  const [min, max] = position ? position.span : [live[0].minInclusive, live[0].maxExclusive];
+  const colData = store.colData;
+  const docs = store.all().filter(d => {
+    const e = docEpk(colData, d);
+    return e >= min && e < max;
+  });
+  const page = queryDocuments(store, docs, body, req, position && position.inner ? JSON.stringify(position.inner) : null);
+  let continuation = null;
+  if (page.continuation) continuation = { span: [min, max], inner: page.continuation };
+  else {
+    const after = live.find(r => r.minInclusive === max);
+    if (after) continuation = { span: [after.minInclusive, after.maxExclusive], inner: null };
+  }
+  answerFor(res, live.filter(r => r.minInclusive >= min && r.maxExclusive <= max));
+  return { docs, result: { result: page.result, continuation } };
 }
 
 /** POST .../docs with x-ms-cosmos-is-query-plan-request: the query's plan (queryplan.js). */

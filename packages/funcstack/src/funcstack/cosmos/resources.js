@@ -5,7 +5,9 @@
  *
  *   - create (POST /dbs, POST /dbs/{db}/colls): defaultTtl and the throughput headers
  *     validated, a container's settings completed (settings.js), its offer created
- *     (offers.js; a container without shared throughput gets the default 400 RU/s);
+ *     (offers.js; a container without shared throughput gets the default 400 RU/s), its
+ *     physical partitions laid out (ranges.js: as its throughput needs, or as many as the
+ *     local-only header x-funcstack-physical-partitions asks for);
  *   - replace (PUT /dbs/{db}/colls/{coll}): the settings change, the documents stay;
  *   - delete: the resource's offers (and its containers') go with it;
  *   - delete by partition key (POST .../operations/partitionkeydelete): every document of
@@ -20,6 +22,7 @@ const { resolveStore, docPartitionComponents, storeKey, sameStoreKey } = require
 const { completeIndexingPolicy, withContainerDefaults, checkDefaultTtl } = require("./settings");
 const { requestedThroughput, DEFAULT_CONTAINER_THROUGHPUT } = require("./offers");
 const { handleWithPackage } = require("./passthrough");
+const { initialRangeCount, layOut, publicContainer } = require("./ranges");
 const globalLsn = require("./lsn");
 
 /** POST /dbs/{db}/colls/{coll}/operations/partitionkeydelete: every document of one key. */
@@ -63,7 +66,7 @@ async function handleContainerReplace(account, req, res, segs) {
     _ts: Math.floor(Date.now() / 1000)
   });
   collection._data = updated;
-  send(req, res, 200, updated);
+  send(req, res, 200, publicContainer(updated));
   return true;
 }
 
@@ -85,6 +88,8 @@ async function handleResourceCreate(account, req, res, segs) {
     throw badRequest("The request payload is invalid JSON.");
   }
   let throughput = requestedThroughput(req.headers, badRequest);
+  // its physical partitions: as asked (local only) or as its throughput needs (ranges.js)
+  const rangeCount = isContainer ? initialRangeCount(req.headers, throughput) : 1;
   if (isContainer) {
     checkDefaultTtl(body);
     const database = account.database(segs[1]).read();
@@ -100,6 +105,9 @@ async function handleResourceCreate(account, req, res, segs) {
   replay.headers = req.headers;
   await handleWithPackage(account, replay, res, (status, created) => {
     if (status === 201 && throughput && created && created._rid) account.offers.create(created, throughput);
+    if (status === 201 && isContainer && created && created.id !== undefined) {
+      layOut(account.database(segs[1]).collection(created.id), rangeCount);
+    }
   });
   return true;
 }

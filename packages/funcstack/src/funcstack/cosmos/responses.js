@@ -4,7 +4,8 @@
  * `CosmosError` (status, code, sub-status) and the errors every room throws (404 with
  * sub-status 1003 for a missing owner, 409, 412, 400, 413), and `send` / `sendError`, which
  * write the service's headers on every answer (x-ms-activity-id, x-ms-request-charge, the
- * LSN and the session token "0:-1#<lsn>", the body's etag) and its error body
+ * LSN and the session token "<range>:-1#<lsn>" of each range the request touched, the
+ * body's etag) and its error body
  * {"code", "message"[, "additionalErrorInfo"]}.
  */
 
@@ -49,9 +50,11 @@ function send(req, res, statusCode, body, headers = {}) {
   res.setHeader("x-ms-serviceversion", "version=2.14.0.0");
   res.setHeader("date", new Date().toUTCString());
   // The partition's LSN after this operation (a write's own LSN; the latest for a read) and
-  // the session token built from it, as the service sends them ("<range>:<version>#<lsn>").
-  res.setHeader("lsn", String(globalLsn.current()));
-  res.setHeader("x-ms-session-token", `0:-1#${globalLsn.current()}`);
+  // the session token built from it, as the service sends them ("<range>:<version>#<lsn>",
+  // one per range the request touched, comma-separated; partitions.js names them).
+  const lsn = globalLsn.current();
+  res.setHeader("lsn", String(lsn));
+  res.setHeader("x-ms-session-token", (res.partitionKeyRangeIds || ["0"]).map(id => `${id}:-1#${lsn}`).join(","));
   if (body && typeof body === "object" && !Array.isArray(body) && body._etag && !headers.etag) {
     res.setHeader("etag", body._etag);
   }

@@ -21,7 +21,10 @@
  *   - the service's default indexing policy, filled in when a container is created;
  *   - management operations refused (403) to Entra ID (AAD) tokens, as data-plane RBAC does;
  *   - HTTP keep-alive.
- * Everything else (databases, containers, pkranges, UDFs, account) goes to the package.
+ *   - physical partitions: a container's partition key ranges (declared, or as its
+ *     throughput needs), /pkranges with parents and the incremental read, requests scoped by
+ *     range (410 / 1002 for a range that was split), live splits on request;
+ * Everything else (databases, containers, UDFs, account) goes to the package.
  *
  * One room per idea, each following the service's behaviour in its own file:
  *   server.js       the listener: routing of each request to a room, createServer, the CLI
@@ -30,7 +33,9 @@
  *   responses.js    CosmosError, the service's errors, send / sendError
  *   requests.js     bodies, headers, partition key header, path segments
  *   store.js        the Store over the package's collection: stamps, partition keys, TTL on access
- *   partitions.js   EPK of a document, partition key / feed range scope of a request
+ *   partitions.js   EPK of a document, its range, the scope of a request (range, feed range, key)
+ *   ranges.js       a container's physical partitions (partition key ranges), /pkranges
+ *   splits.js       live splits on request (local only)
  *   documents.js    point operations (create, replace, upsert, read, delete, patch)
  *   batch.js        the transactional batch
  *   query.js        queries, query plans, the read feed
@@ -61,11 +66,14 @@ const Account = require("@vercel/cosmosdb-server/lib/account").default;
 const { offerRid } = require("./ids");
 const { CosmosError, send, sendError, tooLarge, badRequest } = require("./responses");
 const { readBody, readJson, header, isTrue, headerPartitionKey, wantsMinimal, pathSegments } = require("./requests");
-const { resolveStore } = require("./store");
+const { resolveStore, docPartitionComponents } = require("./store");
 const { opCreate, opReplace, opUpsert, opRead, opDelete, opPatch, documentIdOf, docHeaders } = require("./documents");
 const { handleBatch, MAX_BATCH_BYTES } = require("./batch");
 const { handleQuery, handleQueryPlan, handleReadFeed } = require("./query");
 const { handleChangeFeed } = require("./changefeed");
+const { answerFor, rangeOfKey, requestScope } = require("./partitions");
+const { handlePartitionKeyRanges } = require("./ranges");
+const { handleRangesControl } = require("./splits");
 const {
   handlePartitionKeyDelete, handleContainerReplace, handleResourceCreate, handleResourceDelete
 } = require("./resources");
@@ -86,18 +94,25 @@ async function handleDocuments(account, req, res, segs) {
     handlePartitionKeyDelete(account, req, res, segs);
     return true;
   }
+  // /dbs/{db}/colls/{coll}/pkranges: the container's physical partitions (ranges.js)
+  if (req.method === "GET" && segs.length === 5 && segs[0] === "dbs" && segs[2] === "colls" &&
+      segs[4] === "pkranges") {
+    handlePartitionKeyRanges(req, res, resolveStore(account, segs[1], segs[3]).collection);
+    return true;
+  }
   // /dbs/{db}/colls/{coll}/docs[/{id}]
   if (segs.length < 5 || segs[0] !== "dbs" || segs[2] !== "colls" || segs[4] !== "docs" || segs.length > 6) {
     return false;
   }
   const store = resolveStore(account, segs[1], segs[3]);
   // As the service answers document operations: the container by name and by resource id,
-  // and the partition key range (this endpoint has one, "0"). The SDK files the session
-  // token it receives under the container these name.
+  // and the partition key range(s) the request works on (partitions.js; a range that was
+  // split answers 410 / 1002 here, before anything is read). The SDK files the session token
+  // it receives under the container and range these name.
   const colData = store.colData;
   res.setHeader("x-ms-alt-content-path", `dbs/${account.database(segs[1]).read().id}/colls/${colData.id}`);
   res.setHeader("x-ms-content-path", colData._rid);
-  res.setHeader("x-ms-documentdb-partitionkeyrangeid", "0");
+  answerFor(res, requestScope(req, store).ranges);
   const method = req.method;
   const pk = () => headerPartitionKey(req);
   if (segs.length === 5) {
@@ -129,6 +144,9 @@ async function handleDocuments(account, req, res, segs) {
       return true;
     }
     if (raw.length > MAX_DOCUMENT_BYTES) throw tooLarge();
+    if (pk() === null && body && typeof body === "object" && !Array.isArray(body)) {
+      answerFor(res, [rangeOfKey(store, docPartitionComponents(colData, body))]);
+    }
     const lsn = globalLsn.next();
     const r = isTrue(req, "x-ms-documentdb-is-upsert")
       ? opUpsert(store, body, pk(), header(req, "if-match"), lsn)
@@ -173,6 +191,7 @@ function createRequestListener(getAccount, opts) {
       const segs = pathSegments(req.url);
       try {
         if (await handleControl(req, res, segs)) return;
+        if (await handleRangesControl(account, req, res, segs)) return;
         const fault = takeFault(req, segs);
         if (fault) {
           sendFault(req, res, fault);
@@ -190,6 +209,7 @@ function createRequestListener(getAccount, opts) {
         if (await handleResourceDelete(account, req, res, segs)) return;
       } catch (err) {
         if (err instanceof CosmosError) {
+          req.resume(); // a body left unread (refused before it was read) is drained
           sendError(req, res, err);
           return;
         }

@@ -1,0 +1,101 @@
+"""``funcstack split`` / ``funcstack partitions`` as a user meets them: against the stack
+``funcstack up`` runs from the same folder (found through what it keeps in ``.funcstack/``),
+a container's physical partition is split while the stack runs; what a user can get wrong is
+one line naming the cause, exit status 1, no traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from azure.cosmos import CosmosClient
+
+pytestmark = pytest.mark.integration
+CONFIG = """{
+  "Cosmos": {"Databases": [{"Name": "shop", "Containers": [
+    {"Name": "orders", "PartitionKey": "/customerId", "PhysicalPartitions": 2}]}]}
+}"""
+
+
+def funcstack(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "funcstack", *args], cwd=cwd,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def one_line(done: subprocess.CompletedProcess[str]) -> str:
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    [line] = [line for line in done.stderr.splitlines() if line.startswith("funcstack: ")]
+    return line
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
+    """``funcstack up`` running in a folder of its own (free ports): the folder, its output."""
+    (tmp_path / "funcstack.json").write_text(CONFIG)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "funcstack", "up", "--free-ports", "--json"], cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, process_group=0)
+    output: list[str] = []
+
+    def read() -> None:
+        assert process.stdout is not None
+        output.extend(line.rstrip("\n") for line in process.stdout)
+
+    threading.Thread(target=read, daemon=True).start()
+    try:
+        deadline = time.monotonic() + 180
+        while not any(line.startswith('{"ready": true') for line in output):
+            assert process.poll() is None and time.monotonic() < deadline, "\n".join(output)
+            time.sleep(0.05)
+        yield tmp_path, output
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGINT)
+            process.wait(60)
+
+
+def test_split_a_physical_partition_of_the_stack_running_from_this_folder(
+        stack: tuple[Path, list[str]]) -> None:
+    folder, output = stack
+    listed = funcstack(folder, "partitions", "shop", "orders")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.splitlines()[0] == "shop/orders: 2 physical partition(s)"
+
+    [ready] = [line for line in output if line.startswith('{"ready": true')]
+    connection = json.loads(ready)["cosmos"]
+    with CosmosClient.from_connection_string(connection, connection_verify=False) as client:
+        orders = client.get_database_client("shop").get_container_client("orders")
+        for i in range(20):
+            orders.create_item({"id": str(i), "customerId": f"c{i}"})
+
+    split = funcstack(folder, "split", "shop", "orders", "--range", "1")
+    assert split.returncode == 0, split.stderr
+    lines = split.stdout.splitlines()
+    assert lines[0] == ("shop/orders: range 1 split into 2, 3; requests naming 1 now answer "
+                        "410 / 1002 (PartitionKeyRangeGone)")
+    rows = [line.split() for line in lines[2:]]
+    assert [row[0] for row in rows] == ["0", "2", "3"]
+    assert sum(int(row[1]) for row in rows) == 20
+    assert [row[-1] for row in rows] == ["-", "1", "1"]
+
+    assert "No live partition key range '1'" in one_line(
+        funcstack(folder, "split", "shop", "orders", "--range", "1"))
+    assert "No container 'nope' in database 'shop'" in one_line(
+        funcstack(folder, "partitions", "shop", "nope"))
+
+
+def test_split_without_a_running_stack_is_one_line(tmp_path: Path) -> None:
+    line = one_line(funcstack(tmp_path, "split", "shop", "orders"))
+    assert "no stack runs from this folder" in line and "funcstack up" in line
+    line = one_line(funcstack(tmp_path, "partitions", "shop", "orders",
+                              "--endpoint", "https://127.0.0.1:9/"))
+    assert "cannot be reached" in line
