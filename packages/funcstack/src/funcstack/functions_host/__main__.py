@@ -36,6 +36,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--enforce-keys", action="store_true",
                         help="require function keys by auth level, as in Azure (the ready line "
                              "gives the keys); default: no checks, as with func start")
+    parser.add_argument("--group", default=None, metavar="GROUP",
+                        help="serve one function group only, as a Flex Consumption instance "
+                             "does: 'http' or 'function:<name>' (default: every function)")
     return parser.parse_args(argv)
 
 
@@ -56,6 +59,7 @@ async def _main(args: argparse.Namespace) -> int:
         port=args.port,
         python=args.python,
         enforce_keys=args.enforce_keys,
+        group=args.group,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -76,6 +76,7 @@ def start_runner(
     python: str | None = None,
     extra_import_paths: Sequence[str | Path] = (),
     enforce_keys: bool = False,
+    group: str | None = None,
 ) -> RunningRunner:
     """Start ``python -m funcstack.functions_host`` and wait for its ready line.
 
@@ -91,6 +92,9 @@ def start_runner(
     ``enforce_keys``: the host requires keys by auth level, as in Azure; the keys (the
     settings' ``FUNCTIONS_HOST_FUNCTION_KEY``/``FUNCTIONS_HOST_MASTER_KEY``, else new ones) are
     ``function_key``/``master_key`` of the result (never written to the log).
+
+    ``group``: the host serves that function group only (``http``, ``function:<name>``), as
+    an instance of a Flex Consumption app does.
     """
     app_dir = Path(app_dir).resolve()
     if not app_dir.is_dir():
@@ -122,6 +126,8 @@ def start_runner(
         cmd += ["--python", python]
     if enforce_keys:
         cmd += ["--enforce-keys"]
+    if group is not None:
+        cmd += ["--group", group]
     log: IO[bytes] | None = Path(log_path).open("ab") if log_path else None  # noqa: SIM115
     process = subprocess.Popen(
         cmd,
