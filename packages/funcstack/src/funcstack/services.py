@@ -247,13 +247,14 @@ class LocalServices:
     def run_host(self, name: str, app_dir: Path, settings: Mapping[str, str], port: int = 0,
                  settings_file: Path | None = None, *, python: str | None = None,
                  extra_import_paths: Sequence[str | Path] = (),
-                 enforce_keys: bool = False) -> RunningRunner:
+                 enforce_keys: bool = False, group: str | None = None) -> RunningRunner:
         """A Functions host for the app in ``app_dir`` (one app per host, as in Azure);
         ``settings`` become its environment and win over ``settings_file``. The app's folder
         is the only entry on its worker's import path, unless ``extra_import_paths`` opts
         into more; ``python`` is the worker's interpreter (default: this one).
         ``enforce_keys``: keys required by auth level, as in Azure (the result's
-        ``function_key``/``master_key``)."""
+        ``function_key``/``master_key``). ``group``: the host serves that function group
+        only (``http``, ``function:<name>``)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         previous = self.hosts.get(name)
         with _starting(name):
@@ -261,7 +262,7 @@ class LocalServices:
                 app_dir=app_dir, settings_file=settings_file, settings=settings,
                 port=previous.port if previous else port, log_path=self.log_path(name),
                 python=python, extra_import_paths=extra_import_paths,
-                enforce_keys=enforce_keys,
+                enforce_keys=enforce_keys, group=group,
             )
         return self.hosts[name]
 

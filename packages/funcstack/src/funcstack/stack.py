@@ -7,6 +7,7 @@ made from its ``local.settings.sample.json`` with the stack's connection strings
     with LocalStack(workdir=Path(".funcstack"), config=load_config("funcstack.json")) as stack:
         print(stack.cosmos_connection_string, stack.servicebus_connection_string)
         app = stack.host_app(Path("my_app"))        # a Functions host; app.url ends in /api
+        app = stack.host_app(Path("my_app"), instances=3)            # scaled out (scaleout.py)
 
 Settings: an app's ``local.settings.json`` is the user's once it exists. When it does not,
 it is made from the sample: every value that is a connection string of one of the services is
@@ -35,6 +36,7 @@ from azure.cosmos import ContainerProxy, CosmosClient
 from funcstack.config import ConfigError, StackConfig, read_json
 from funcstack.functions_host import VERIFY_TLS_SETTING, RunningRunner
 from funcstack.provision import ProvisionReport, provision_cosmos, provision_storage
+from funcstack.scaleout import AppInstances, parse_instances
 from funcstack.servicebus import ServiceBusEndpoint
 from funcstack.services import LocalServices, PartStartError
 
@@ -225,6 +227,8 @@ class LocalStack(LocalServices):
     report: ProvisionReport = field(default_factory=ProvisionReport)
     #: What ``host_app`` did to each app's settings file, in one line (by host name).
     settings_changes: dict[str, str] = field(default_factory=dict)
+    #: The apps hosted on several instances, by name (their hosts are in ``hosts`` too).
+    scaled: dict[str, AppInstances] = field(default_factory=dict)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -263,6 +267,22 @@ class LocalStack(LocalServices):
             first = (str(exc).strip().splitlines() or [""])[0]
             raise PartStartError("provisioning", f"{type(exc).__name__}: {first}") from exc
         return self.report
+
+    def stop(self) -> None:
+        """Stop every part; the fronts of scaled apps first."""
+        for app in list(self.scaled.values()):
+            if app.front is not None:
+                app.front.stop()
+                app.front = None
+        super().stop()
+        self.scaled.clear()
+
+    def stop_part(self, name: str) -> None:
+        """Stop a part, or every instance of a scaled app and its front."""
+        if name in self.scaled:
+            self.scaled.pop(name).stop()
+            return
+        super().stop_part(name)
 
     def __enter__(self) -> LocalStack:
         return self.start()
@@ -349,7 +369,8 @@ class LocalStack(LocalServices):
                  overrides: Mapping[str, str] | None = None, settings_file: Path | None = None,
                  python: str | None = None,
                  extra_import_paths: Sequence[str | Path] = (),
-                 enforce_keys: bool = False) -> RunningRunner:
+                 enforce_keys: bool = False,
+                 instances: int | str | Mapping[str, int] = 1) -> RunningRunner | AppInstances:
         """Bring the app's settings file up to date and start a host for it, named ``name``
         (default: the folder's name), on ``port`` (default: the file's
         ``Host.LocalHttpPort``, else 7071; 0 = a free port).
@@ -361,8 +382,12 @@ class LocalStack(LocalServices):
         ``settings_changes[name]`` says what changed, in one line. ``overrides`` are this run's:
         they go to the host (they win over the file) and are never written into it.
         ``enforce_keys``: the host requires keys by auth level, as in Azure (the result's
-        ``function_key`` and ``master_key``); default: none, as with ``func start``."""
+        ``function_key`` and ``master_key``); default: none, as with ``func start``.
+        ``instances``: more than one host, as Azure scales out (``scaleout.parse_instances``:
+        ``3``, or function groups apart such as ``"http=2,relay_events=3"``): an
+        ``AppInstances`` with the front on ``port``, its hosts named ``<name>-<n>``."""
         app_dir = Path(app_dir).resolve()
+        plan = parse_instances(instances)
         name = name or app_dir.name
         target = settings_file or app_dir / SETTINGS
         sample = self._sample(app_dir)
@@ -385,6 +410,20 @@ class LocalStack(LocalServices):
         if port is None:
             port = int((document.get("Host") or {}).get("LocalHttpPort") or DEFAULT_HOST_PORT)
         settings = {str(k): _as_setting(v) for k, v in document["Values"].items()}
+        if plan != {None: 1}:
+            scaled = AppInstances(self, name, app_dir, {**settings, **(overrides or {})}, plan,
+                                  port=port, settings_file=target, python=python,
+                                  extra_import_paths=extra_import_paths,
+                                  enforce_keys=enforce_keys)
+            self.scaled[name] = scaled
+            try:
+                return scaled.start()
+            except ValueError as exc:
+                self.scaled.pop(name, None)
+                raise PartStartError(name, str(exc)) from None
+            except BaseException:
+                self.scaled.pop(name, None)
+                raise
         return self.run_host(name, app_dir, settings={**settings, **(overrides or {})},
                              port=port, settings_file=target, python=python,
                              extra_import_paths=extra_import_paths, enforce_keys=enforce_keys)

@@ -2,7 +2,8 @@
 
 ``python -m funcstack.functions_host --app-dir . --settings local.settings.json``
 
-Prints one JSON line on stdout when ready: ``{"ready": true, "port": N, "url": "..."}`` (with
+Prints one JSON line on stdout when ready: ``{"ready": true, "port": N, "url": "...",
+"groups": {"http": [...], "function:<name>": [...]}}`` (the app's function groups; with
 ``--enforce-keys`` also ``"keys": {"function": "...", "master": "..."}``), or
 when it cannot start ``{"ready": false, "error": "..."}`` (the cause in one line, e.g. the
 worker's indexing error verbatim) and exits with 1; logs go to stderr. SIGINT/SIGTERM stop it
@@ -83,7 +84,8 @@ async def _main(args: argparse.Namespace) -> int:
         _say({"ready": False, "error": reason})
         return 1
     try:
-        ready: dict[str, object] = {"ready": True, "port": runner.port, "url": runner.url}
+        ready: dict[str, object] = {"ready": True, "port": runner.port, "url": runner.url,
+                                    "groups": runner.groups()}
         if runner.keys is not None:
             ready["keys"] = {"function": runner.keys.function_key,
                              "master": runner.keys.master_key}

@@ -34,6 +34,8 @@ class RunningRunner:
     #: With ``enforce_keys``: the host's default function key and its master key.
     function_key: str | None = None
     master_key: str | None = None
+    #: The app's function groups and their functions (``http``, ``function:<name>``).
+    groups: dict[str, list[str]] = field(default_factory=dict)
     _log: IO[bytes] | None = field(default=None, repr=False)
     _drain: threading.Thread | None = field(default=None, repr=False)
 
@@ -186,7 +188,10 @@ def start_runner(
             log.close()
         raise
     keys = ready.get("keys")
+    groups = ready.get("groups")
     return RunningRunner(
+        groups={str(k): [str(n) for n in v] for k, v in groups.items()
+                if isinstance(v, list)} if isinstance(groups, dict) else {},
         url=str(ready["url"]),
         port=int(str(ready["port"])),
         function_key=str(keys["function"]) if isinstance(keys, dict) else None,

@@ -135,6 +135,13 @@ class Runner:
         self._host_json = HostJson()
         self._cors: CorsPolicy | None = None
 
+    def groups(self) -> dict[str, list[str]]:
+        """The app's function groups (``function_group``) and their functions."""
+        found: dict[str, list[str]] = {}
+        for spec in self.functions:
+            found.setdefault(function_group(spec), []).append(spec.name)
+        return found
+
     @property
     def url(self) -> str:
         prefix = self._host_json.route_prefix
