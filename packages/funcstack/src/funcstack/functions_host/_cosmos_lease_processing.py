@@ -97,12 +97,19 @@ class PartitionController:
 
     async def shutdown(self) -> None:
         """Stop processing every lease and release them (``ShutdownAsync``); a second at most
-        (a stack stops each part within 1.5 s)."""
+        (a stack stops each part within 1.5 s): a lease not released by then is left to
+        expire."""
         tasks = list(self._owned.values())
         for task in tasks:
             task.cancel()
         if tasks:
-            await asyncio.wait(tasks, timeout=1.0)
+            _, pending = await asyncio.wait(tasks, timeout=1.0)
+            if pending:
+                logger.info("cosmos trigger %s: %d lease(s) not released in time; they expire "
+                            "after %gs", self._name, len(pending), self._options.expiration)
+                for task in pending:
+                    task.cancel()
+                await asyncio.wait(pending, timeout=0.2)
         self._owned.clear()
 
     async def _process(self, lease: Lease) -> None:

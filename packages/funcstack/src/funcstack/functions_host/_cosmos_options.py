@@ -10,6 +10,12 @@ database; the prefix is the processor's name; the monitored container cannot hol
 and ``CosmosDBTriggerListener.InitializeBuilder`` (``startFromTime`` parsed as .NET's
 ``DateTime.TryParse``, refused with ``startFromBeginning``; an interval of 0 keeps the
 default).
+
+LOCAL ONLY: the app settings ``FUNCTIONS_HOST_COSMOS_LEASE_ACQUIRE_INTERVAL``,
+``..._RENEW_INTERVAL`` and ``..._EXPIRATION_INTERVAL`` (ms) replace the processor's defaults for
+a binding that sets none of its own, so a test can kill a host whose app it cannot change and
+see its leases taken over in seconds (Azure has no such setting: there, the binding's
+properties); the trigger's start line gives the intervals in force.
 """
 
 from __future__ import annotations
@@ -30,6 +36,12 @@ DEFAULT_MAX_ITEMS = 100
 DEFAULT_ACQUIRE_INTERVAL = 13.0
 DEFAULT_RENEW_INTERVAL = 17.0
 DEFAULT_EXPIRATION_INTERVAL = 60.0
+#: Local-only app settings (ms): defaults for a binding that sets no interval of its own.
+LOCAL_INTERVAL_SETTINGS = {
+    "leaseAcquireInterval": "FUNCTIONS_HOST_COSMOS_LEASE_ACQUIRE_INTERVAL",
+    "leaseRenewInterval": "FUNCTIONS_HOST_COSMOS_LEASE_RENEW_INTERVAL",
+    "leaseExpirationInterval": "FUNCTIONS_HOST_COSMOS_LEASE_EXPIRATION_INTERVAL",
+}
 
 
 @dataclass
@@ -87,12 +99,11 @@ class CosmosTriggerOptions:
             feed_poll_delay=_milliseconds(opt("feedPollDelay"), DEFAULT_FEED_POLL_DELAY_MS),
             max_items=int(opt("maxItemsPerInvocation") or DEFAULT_MAX_ITEMS),
             start_time=start,
-            acquire_interval=_milliseconds(opt("leaseAcquireInterval"),
-                                           DEFAULT_ACQUIRE_INTERVAL * 1000),
-            renew_interval=_milliseconds(opt("leaseRenewInterval"),
-                                         DEFAULT_RENEW_INTERVAL * 1000),
-            expiration_interval=_milliseconds(opt("leaseExpirationInterval"),
-                                              DEFAULT_EXPIRATION_INTERVAL * 1000),
+            acquire_interval=_interval(binding, "leaseAcquireInterval",
+                                       DEFAULT_ACQUIRE_INTERVAL),
+            renew_interval=_interval(binding, "leaseRenewInterval", DEFAULT_RENEW_INTERVAL),
+            expiration_interval=_interval(binding, "leaseExpirationInterval",
+                                          DEFAULT_EXPIRATION_INTERVAL),
             start_error=start_error,
         )
         if (options.lease_connection == options.connection
@@ -132,6 +143,14 @@ def start_position(from_beginning: Any, from_time: Any) -> tuple[dt.datetime | s
     if moment.tzinfo is None:
         return "Now", "StartTime cannot have DateTimeKind.Unspecified (Parameter 'value')"
     return moment.astimezone(dt.UTC), None
+
+
+def _interval(binding: dict[str, Any], key: str, default: float) -> float:
+    """A lease interval in seconds: the binding's, else the local-only setting's, else the
+    processor's default."""
+    local = os.environ.get(LOCAL_INTERVAL_SETTINGS[key], "").strip()
+    return _milliseconds(resolve(binding.get(key)),
+                         _milliseconds(local, default * 1000) * 1000)
 
 
 def _milliseconds(value: Any, default_ms: float) -> float:
