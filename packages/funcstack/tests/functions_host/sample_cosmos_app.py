@@ -7,7 +7,7 @@ batches holding a document of partition key SAMPLE_FAIL_PK.
 SAMPLE_SLEEP_SECONDS: a successful invocation sleeps after recording its batch, so a runner
 killed meanwhile has delivered the batch but not checkpointed it.
 SAMPLE_LEASE_INTERVALS_MS: "<acquire>,<renew>,<expiration>" in the binding (default
-"1000,1000,5000": a killed host's leases are free again within seconds; "" for Azure's
+"1000,1000,10000": a killed host's leases are free again within seconds; "" for Azure's
 defaults). SAMPLE_SECOND_TRIGGER=true adds a second trigger, `audit`, on the same container and
 lease container (SAMPLE_SECOND_PREFIX: its lease_container_prefix); it records with "fn".
 """
@@ -32,7 +32,7 @@ _FROM_BEGINNING = os.environ.get("SAMPLE_FROM_BEGINNING", "true") == "true"
 
 
 _INTERVALS = [int(ms) for ms in
-              os.environ.get("SAMPLE_LEASE_INTERVALS_MS", "1000,1000,5000").split(",") if ms]
+              os.environ.get("SAMPLE_LEASE_INTERVALS_MS", "1000,1000,10000").split(",") if ms]
 _ACQUIRE, _RENEW, _EXPIRATION = _INTERVALS if _INTERVALS else (None, None, None)
 
 
