@@ -25,6 +25,7 @@ groups not named on one instance each. Instances are named ``<app>-<n>`` (whole 
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import signal
@@ -190,9 +191,10 @@ class AppInstances:
         for inst in self.instances:
             if inst.paused:
                 self.resume(inst)
-        from funcstack.services import stop_all
+        from funcstack.services import STOP_TIMEOUT, stop_all
 
-        stop_all([(inst.name, inst.runner.stop) for inst in self.instances])
+        stop_all([(inst.name, functools.partial(inst.runner.stop, timeout=STOP_TIMEOUT))
+                  for inst in self.instances])
         for inst in self.instances:
             self.stack.hosts.pop(inst.name, None)
 

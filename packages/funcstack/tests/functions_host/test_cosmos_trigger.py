@@ -270,9 +270,10 @@ def test_failed_batch_is_checkpointed_without_retry_policy_or_after_exhausted_re
 ) -> None:
     attempts = 1 if max_retry == "none" else 1 + int(max_retry)
     trigger_env.fail_flag.touch()
+    # written before the start, so that the first read takes both (one batch)
+    failed_docs = write_docs(trigger_env.container, ["a"], per_pk=2)
     runner = trigger_env.start(SAMPLE_MAX_RETRY=max_retry)
     try:
-        failed_docs = write_docs(trigger_env.container, ["a"], per_pk=2)
         wait_for(
             lambda: any(lease.get("ContinuationToken") for lease in trigger_env.leases()),
             "checkpoint of the failed batch",

@@ -185,6 +185,8 @@ class CosmosTriggerListener:
         while True:
             try:
                 await asyncio.wait_for(self._initialise(), _STARTUP_TIMEOUT_SECONDS)
+                assert self._store is not None
+                await self._bootstrap(self._store)  # may wait for another instance's lock
                 break
             except asyncio.CancelledError:
                 raise
@@ -201,7 +203,6 @@ class CosmosTriggerListener:
                 await asyncio.sleep(_STARTUP_RETRY_SECONDS)
         store = self._store
         assert store is not None
-        await self._bootstrap(store)
         opts = self.options
         self._controller = PartitionController(
             store,
