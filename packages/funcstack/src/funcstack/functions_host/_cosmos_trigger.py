@@ -280,11 +280,12 @@ class CosmosTriggerListener:
         held = {lease.token for lease in await store.all_leases()}
         if len(ranges) > 1 and not tokens <= held:
             logger.warning(
-                "cosmos trigger %s: %s=%d asks for %d leases, but the lease store was "
-                "initialised with %s: as the change feed processor, leases are created only "
-                "when the store is first initialised (delete the lease container, or its "
-                "documents with this prefix, to start over)", self.spec.name, LEASES_SETTING,
-                len(ranges), len(ranges), ", ".join(sorted(held)) or "none")
+                "cosmos trigger %s: the feed has %d ranges now (its physical partitions, or "
+                "%s), but the lease store was initialised with lease(s) %s: as the change feed "
+                "processor, leases are created only when the store is first initialised (and "
+                "on splits); delete the lease container, or its documents with this prefix, to "
+                "start over", self.spec.name, len(ranges), LEASES_SETTING,
+                ", ".join(sorted(held)) or "none")
 
     async def _feed_ranges(self) -> list[dict[str, Any]]:
         monitored = self._monitored
