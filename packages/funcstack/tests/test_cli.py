@@ -447,3 +447,29 @@ def test_run_quiet_keeps_the_terminal_to_the_banner(shop: Path, clis: list[Cli])
     assert cli.interrupt() == 0
     assert "greeting Ada" in log.read_text()
     assert not [line for line in cli.output if "greet" in line or "singleton" in line], cli.text
+def test_run_with_instances_lists_them_each_with_its_log_behind_the_apps_url(
+    project: Path, clis: list[Cli],
+) -> None:
+    """``--instances 2``: two hosts of the app, each with its log, listed in the banner; the
+    app's URL is the front (which spreads requests: tests/functions_host/test_scaleout.py);
+    Ctrl-C stops everything."""
+    cli = Cli(project, ["run", "--app", "hello", "--free-ports", "--instances", "2"]).start()
+    clis.append(cli)
+    cli.wait_for("Ctrl-C stops everything.")
+    url = re.search(r"http://127\.0\.0\.1:\d+/api", cli.wait_for("  hello ")).group(0)  # type: ignore[union-attr]
+    assert "2 instances, requests spread over the HTTP ones" in cli.text
+    for name in ("hello-1", "hello-2"):
+        line = cli.wait_for(f"instance {name} (whole app, pid ")
+        assert f"log: .funcstack/{name}.log" in line
+    created = [post(f"{url}/greetings", {"name": f"Ada {i}"}) for i in range(4)]
+    assert [status for status, _ in created] == [201] * 4
+    logs = {name: (project / ".funcstack" / f"{name}.log").read_text()
+            for name in ("hello-1", "hello-2")}
+    assert all("host listening" in log for log in logs.values())
+    assert cli.interrupt() == 0
+    assert cli.leftovers() == []
+
+
+def test_a_bad_instances_value_is_one_line_naming_it(project: Path) -> None:
+    line = one_line(run_once(project, "run", "--app", "hello", "--instances", "http=none"))
+    assert "--instances http=none: instances: 'none' is not a count of instances" in line

@@ -96,6 +96,18 @@ def test_an_app_requires_its_keys_by_default_as_in_azure(funcstack_app, tmp_path
     assert unchecked.function_key is None and status(unchecked.url + "/operators") == 200
 
 
+def test_an_app_on_two_instances(funcstack_app):
+    app = funcstack_app(HELLO, instances=2)
+    assert [inst.name for inst in app.instances.instances] == [app.name + "-1", app.name + "-2"]
+    for i in range(4):
+        request = urllib.request.Request(app.url + "/greetings", method="POST",
+                                         data=json.dumps({{"name": str(i)}}).encode(),
+                                         headers={{"content-type": "application/json"}})
+        with urllib.request.urlopen(request, timeout=30) as reply:
+            assert reply.status == 201
+    assert sorted(app.instances.front.forwarded.values()) == [2, 2]
+
+
 def test_a_failing_test_still_stops_its_app(funcstack_app):
     funcstack_app(HELLO)
     assert False, "fails on purpose"
@@ -114,7 +126,7 @@ def test_a_test_file_with_only_the_plugins_fixtures(pytester: pytest.Pytester,
     pytester.makeini(f"[pytest]\nfuncstack_config = {HELLO / 'funcstack.json'}\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:xdist",
                                            "-p", "no:randomly", timeout=600)
-    result.assert_outcomes(passed=3, failed=1)
+    result.assert_outcomes(passed=4, failed=1)
     result.stdout.fnmatch_lines(["*fails on purpose*"])
     assert leftovers(mark) == []
 

@@ -24,7 +24,11 @@ from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.testing import event_fields
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.otel import METRICS_FILE
-from tests.contacts.e2e.test_outbox_guarantees import kill_relay_mid_batch, write_large_history
+from tests.contacts.e2e.test_outbox_guarantees import (
+    FAST_TAKEOVER,
+    kill_relay_mid_batch,
+    write_large_history,
+)
 from tests.contacts.manuscripts import Manuscript, text_of
 from tests.contacts.outboxes import outbox_on
 from tools import status
@@ -250,7 +254,8 @@ def test_a_relay_killed_during_a_claim_checks_send_resends_once_and_leaves_one_b
     the same bytes under the same name and sends again; the topic drops the duplicate."""
     with Stack(workdir=tmp_path / "stack", ports=Ports.free(), with_runner=False,
                with_azurite=True, servicebus_settle_delay_ms=1500,
-               settings_overrides={**RELAY, "MAX_ITEMS_PER_INVOCATION": "1000"}) as stack:
+               settings_overrides={**RELAY, "MAX_ITEMS_PER_INVOCATION": "1000",
+                                   **FAST_TAKEOVER}) as stack:
         assert stack.servicebus is not None
         manuscript, ids = write(stack, [300 * KB], "killed")  # first in the feed: first batch
         total = len(ids) + write_large_history(stack)

@@ -5,9 +5,12 @@ declared resources, create each app's ``local.settings.json`` from its sample (o
 exists, update only its local connection strings and missing keys, saying which), start a
 Functions host per app and print their URLs; serve until Ctrl-C. ``--enforce-keys``: the hosts
 require function keys by auth level, as in Azure, and each app's keys are printed. The terminal
-shows what ``func start`` shows, prefixed by the app's name: a line per invocation (function,
-trigger, status, duration; a failure's error in full), the app's own logging, the hosts'
-warnings and errors; ``--quiet`` keeps it to the banner (the logs have everything).
+shows what ``func start`` shows, prefixed by the app's (or instance's) name: a line per invocation
+(function, trigger, status, duration; a failure's error in full), the app's own logging, the
+hosts' warnings and errors; ``--quiet`` keeps it to the banner (the logs have everything).
+``--instances N`` (or function groups apart, ``--instances http=2,relay_events=3``): each app
+scaled out as in Azure (``funcstack.scaleout``), one log per instance, a front on the app's
+port; once for every app, or once per ``--app`` in their order.
 ``funcstack up [--config FILE]``: the services only (for tests and other tools).
 ``funcstack setup``: install the Node packages and the Functions RPC messages into the cache
 now (both happen on first use otherwise).
@@ -42,6 +45,7 @@ from funcstack._partitions_cli import (
 from funcstack.config import ConfigError, StackConfig, load_config
 from funcstack.functions_host import RunningRunner
 from funcstack.functions_host._console import render
+from funcstack.scaleout import AppInstances
 from funcstack.services import port_in_use, running_stack
 from funcstack.serving import serve
 from funcstack.stack import DEFAULT_HOST_PORT, SAMPLE_SETTINGS, SETTINGS, LocalStack, ServicePorts
@@ -91,6 +95,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--quiet", action="store_true",
                      help="keep the terminal to the banner: no line per invocation, no app "
                           f"logging (they stay in {STATE_FOLDER}/<app>.log)")
+    run.add_argument("--instances", action="append", default=None, metavar="N|GROUP=N,...",
+                     help="host instances per app, as Azure scales out: a count (the whole app "
+                          "on each), or function groups apart as on Flex Consumption "
+                          "(http=2,function:NAME=3; the groups not named get one); once for "
+                          "every app or once per --app. Default: 1")
     run.add_argument("--python", default=None, metavar="PATH",
                      help="the interpreter the apps' workers run with (default: this one); "
                           "it needs funcstack and the apps' requirements installed")
@@ -169,6 +178,25 @@ def _apps(dirs: Sequence[Path], free: bool) -> list[App]:
     return apps
 
 
+def _instances(given: list[str] | None, apps: list[App]) -> dict[str, str]:
+    """Each app's ``--instances`` (checked now: a mistake is one line before anything
+    starts)."""
+    from funcstack.scaleout import parse_instances
+
+    values = list(given or ["1"])
+    if len(values) == 1:
+        values *= len(apps)
+    if len(values) != len(apps):
+        raise UsageError(f"--instances given {len(values)} times for {len(apps)} apps: give it "
+                         "once (every app) or once per --app")
+    for value in values:
+        try:
+            parse_instances(value)
+        except ValueError as exc:
+            raise UsageError(f"--instances {value}: {exc}") from None
+    return {app.name: value for app, value in zip(apps, values, strict=True)}
+
+
 def _local_http_port(directory: Path) -> int | None:
     """``Host.LocalHttpPort`` of the app's ``local.settings.json`` (the user's, as ``func
     start`` reads it), else of its sample."""
@@ -192,6 +220,7 @@ def _start(args: argparse.Namespace) -> int:
     logging.getLogger("azure").setLevel(logging.WARNING)
     app_dirs: list[Path] = list(getattr(args, "app", None) or [])
     apps = _apps(app_dirs, args.free_ports)
+    scale = _instances(getattr(args, "instances", None), apps)
     config = _config(args.config, [a.directory for a in apps])
     workdir = Path.cwd() / STATE_FOLDER
     pidfile = workdir / "pids.json"
@@ -217,7 +246,7 @@ def _start(args: argparse.Namespace) -> int:
     if not ignore.exists():
         ignore.write_text("# made by funcstack: its state and logs\n*\n")
     stack = LocalStack(workdir=workdir, state_dir=workdir / "state", config=config, ports=ports)
-    hosts: dict[str, RunningRunner] = {}
+    hosts: dict[str, RunningRunner | AppInstances] = {}
 
     quiet = getattr(args, "quiet", False)
 
@@ -227,6 +256,7 @@ def _start(args: argparse.Namespace) -> int:
             hosts[app.name] = stack.host_app(app.directory, name=app.name, port=app.port,
                                              python=getattr(args, "python", None),
                                              enforce_keys=getattr(args, "enforce_keys", False),
+                                             instances=scale[app.name],
                                              on_console=None if quiet else _printer(app.name))
 
     def banner() -> str:
@@ -245,7 +275,7 @@ def _printer(app: str) -> Callable[[Mapping[str, Any]], None]:
     own: a line is never cut by another's)."""
 
     def show(entry: Mapping[str, Any]) -> None:
-        line = render(entry, app)
+        line = render(entry, str(entry.get("instance") or app))
         with _printing:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
@@ -267,8 +297,16 @@ def _banner(stack: LocalStack, apps: list[App], hosts: dict[str, RunningRunner],
     width = max([11, *(len(a.name) for a in apps)]) + 2
     for app in apps:
         host = hosts[app.name]
-        lines.append(f"  {app.name:<{width}}{host.url}   (settings: "
-                     f"{shown(app.directory / SETTINGS)}, log: {shown(stack.log_path(app.name))})")
+        if isinstance(host, AppInstances):
+            lines.append(f"  {app.name:<{width}}{host.url}   (settings: "
+                         f"{shown(app.directory / SETTINGS)}; {len(host.instances)} instances, "
+                         "requests spread over the HTTP ones)")
+            lines += [f"  {'':<{width}}instance {line}, log: {shown(inst.log_path)}"
+                      for inst, line in zip(host.instances, host.lines(), strict=True)]
+        else:
+            lines.append(f"  {app.name:<{width}}{host.url}   (settings: "
+                         f"{shown(app.directory / SETTINGS)}, log: "
+                         f"{shown(stack.log_path(app.name))})")
         if app.name in stack.settings_changes:
             lines.append(f"  {'':<{width}}{stack.settings_changes[app.name]}")
         if host.function_key is not None:  # --enforce-keys: deliberately shown (local keys)

@@ -11,7 +11,10 @@ until a test requests one of them).
   host stops when the test ends. Keys are required by each HTTP function's auth level, as in
   Azure (``HostedApp.function_key``, ``.master_key``): a suite that sends none to a
   FUNCTION/ADMIN function fails here as it would in Azure. ``enforce_keys=False`` checks none,
-  as ``func start`` (and ``funcstack run``) do.
+  as ``func start`` (and ``funcstack run``) do. ``instances=3`` (or function groups apart,
+  ``instances="http=2,relay_events=3"``) scales it out as Azure does: ``url`` is the front that
+  spreads requests over the HTTP instances, ``HostedApp.instances`` kills, pauses, resumes and
+  adds instances (``funcstack.scaleout.AppInstances``).
 * ``funcstack_config`` (session): the declared-resources file, from the ``--funcstack-config``
   option or the ``funcstack_config`` ini setting (relative to the ini file); override the
   fixture in a ``conftest.py`` to choose it in code. None: no declared resources.
@@ -32,6 +35,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
+    from funcstack.scaleout import AppInstances
     from funcstack.stack import LocalStack
 
 __all__ = [
@@ -66,6 +70,8 @@ class HostedApp:
     #: ``code`` query parameter) and its master key; None with ``enforce_keys=False``.
     function_key: str | None = None
     master_key: str | None = None
+    #: With ``instances``: the app's instances (kill, pause, resume, add one).
+    instances: AppInstances | None = None
 
 
 @pytest.fixture(scope="session")
@@ -113,18 +119,22 @@ def funcstack_app(funcstack_services: LocalStack,
     started: list[str] = []
 
     def host(app_dir: str | Path, *, settings: Mapping[str, str] | None = None,
-             name: str | None = None, enforce_keys: bool = True) -> HostedApp:
+             name: str | None = None, enforce_keys: bool = True,
+             instances: int | str | Mapping[str, int] = 1) -> HostedApp:
         directory = Path(app_dir).resolve()
         host_name = name or f"{directory.name}-{next(_numbers)}"
         settings_file = tmp_path / f"{host_name}.local.settings.json"
         started.append(host_name)
         runner = funcstack_services.host_app(directory, name=host_name, port=0,
                                              overrides=settings, settings_file=settings_file,
-                                             enforce_keys=enforce_keys)
+                                             enforce_keys=enforce_keys, instances=instances)
+        scaled = funcstack_services.scaled.get(host_name)
         return HostedApp(name=host_name, url=runner.url, port=runner.port,
                          settings_file=settings_file,
-                         log_path=funcstack_services.log_path(host_name),
-                         function_key=runner.function_key, master_key=runner.master_key)
+                         log_path=(scaled.instances[0].log_path if scaled is not None
+                                   else funcstack_services.log_path(host_name)),
+                         function_key=runner.function_key, master_key=runner.master_key,
+                         instances=scaled)
 
     try:
         yield host

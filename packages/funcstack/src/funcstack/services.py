@@ -248,7 +248,7 @@ class LocalServices:
     def run_host(self, name: str, app_dir: Path, settings: Mapping[str, str], port: int = 0,
                  settings_file: Path | None = None, *, python: str | None = None,
                  extra_import_paths: Sequence[str | Path] = (),
-                 enforce_keys: bool = False,
+                 enforce_keys: bool = False, group: str | None = None,
                  on_console: Callable[[Mapping[str, Any]], None] | None = None
                  ) -> RunningRunner:
         """A Functions host for the app in ``app_dir`` (one app per host, as in Azure);
@@ -256,7 +256,8 @@ class LocalServices:
         is the only entry on its worker's import path, unless ``extra_import_paths`` opts
         into more; ``python`` is the worker's interpreter (default: this one).
         ``enforce_keys``: keys required by auth level, as in Azure (the result's
-        ``function_key``/``master_key``). ``on_console``: the terminal's records
+        ``function_key``/``master_key``). ``group``: the host serves that function group
+        only (``http``, ``function:<name>``). ``on_console``: the terminal's records
         (``start_runner``)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         previous = self.hosts.get(name)
@@ -265,7 +266,7 @@ class LocalServices:
                 app_dir=app_dir, settings_file=settings_file, settings=settings,
                 port=previous.port if previous else port, log_path=self.log_path(name),
                 python=python, extra_import_paths=extra_import_paths,
-                enforce_keys=enforce_keys, on_console=on_console,
+                enforce_keys=enforce_keys, group=group, on_console=on_console,
             )
         return self.hosts[name]
 

@@ -8,6 +8,7 @@ made from its ``local.settings.sample.json`` with the stack's connection strings
         print(stack.cosmos_connection_string, stack.servicebus_connection_string)
         app = stack.host_app(Path("my_app"))        # a Functions host; app.url ends in /api
         stack.split("shop", "orders")               # a live split of a physical partition
+        app = stack.host_app(Path("my_app"), instances=3)            # scaled out (scaleout.py)
 
 Settings: an app's ``local.settings.json`` is the user's once it exists. When it does not,
 it is made from the sample: every value that is a connection string of one of the services is
@@ -37,6 +38,7 @@ from funcstack.config import ConfigError, StackConfig, read_json
 from funcstack.cosmos import PhysicalPartition
 from funcstack.functions_host import VERIFY_TLS_SETTING, RunningRunner
 from funcstack.provision import ProvisionReport, provision_cosmos, provision_storage
+from funcstack.scaleout import AppInstances, parse_instances
 from funcstack.servicebus import ServiceBusEndpoint
 from funcstack.services import LocalServices, PartStartError
 
@@ -227,6 +229,8 @@ class LocalStack(LocalServices):
     report: ProvisionReport = field(default_factory=ProvisionReport)
     #: What ``host_app`` did to each app's settings file, in one line (by host name).
     settings_changes: dict[str, str] = field(default_factory=dict)
+    #: The apps hosted on several instances, by name (their hosts are in ``hosts`` too).
+    scaled: dict[str, AppInstances] = field(default_factory=dict)
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -265,6 +269,22 @@ class LocalStack(LocalServices):
             first = (str(exc).strip().splitlines() or [""])[0]
             raise PartStartError("provisioning", f"{type(exc).__name__}: {first}") from exc
         return self.report
+
+    def stop(self) -> None:
+        """Stop every part; the fronts of scaled apps first."""
+        for app in list(self.scaled.values()):
+            if app.front is not None:
+                app.front.stop()
+                app.front = None
+        super().stop()
+        self.scaled.clear()
+
+    def stop_part(self, name: str) -> None:
+        """Stop a part, or every instance of a scaled app and its front."""
+        if name in self.scaled:
+            self.scaled.pop(name).stop()
+            return
+        super().stop_part(name)
 
     def __enter__(self) -> LocalStack:
         return self.start()
@@ -352,8 +372,9 @@ class LocalStack(LocalServices):
                  python: str | None = None,
                  extra_import_paths: Sequence[str | Path] = (),
                  enforce_keys: bool = False,
+                 instances: int | str | Mapping[str, int] = 1,
                  on_console: Callable[[Mapping[str, Any]], None] | None = None
-                 ) -> RunningRunner:
+                 ) -> RunningRunner | AppInstances:
         """Bring the app's settings file up to date and start a host for it, named ``name``
         (default: the folder's name), on ``port`` (default: the file's
         ``Host.LocalHttpPort``, else 7071; 0 = a free port).
@@ -366,8 +387,13 @@ class LocalStack(LocalServices):
         they go to the host (they win over the file) and are never written into it.
         ``enforce_keys``: the host requires keys by auth level, as in Azure (the result's
         ``function_key`` and ``master_key``); default: none, as with ``func start``.
-        ``on_console``: the host's terminal records, as they come (``start_runner``)."""
+        ``instances``: more than one host, as Azure scales out (``scaleout.parse_instances``:
+        ``3``, or function groups apart such as ``"http=2,relay_events=3"``): an
+        ``AppInstances`` with the front on ``port``, its hosts named ``<name>-<n>``.
+        ``on_console``: the hosts' terminal records, as they come (``start_runner``; with
+        several instances each record names its instance under ``"instance"``)."""
         app_dir = Path(app_dir).resolve()
+        plan = parse_instances(instances)
         name = name or app_dir.name
         target = settings_file or app_dir / SETTINGS
         sample = self._sample(app_dir)
@@ -390,6 +416,20 @@ class LocalStack(LocalServices):
         if port is None:
             port = int((document.get("Host") or {}).get("LocalHttpPort") or DEFAULT_HOST_PORT)
         settings = {str(k): _as_setting(v) for k, v in document["Values"].items()}
+        if plan != {None: 1}:
+            scaled = AppInstances(self, name, app_dir, {**settings, **(overrides or {})}, plan,
+                                  port=port, settings_file=target, python=python,
+                                  extra_import_paths=extra_import_paths,
+                                  enforce_keys=enforce_keys, on_console=on_console)
+            self.scaled[name] = scaled
+            try:
+                return scaled.start()
+            except ValueError as exc:
+                self.scaled.pop(name, None)
+                raise PartStartError(name, str(exc)) from None
+            except BaseException:
+                self.scaled.pop(name, None)
+                raise
         return self.run_host(name, app_dir, settings={**settings, **(overrides or {})},
                              port=port, settings_file=target, python=python,
                              extra_import_paths=extra_import_paths, enforce_keys=enforce_keys,

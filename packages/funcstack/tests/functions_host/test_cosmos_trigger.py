@@ -92,11 +92,12 @@ class TriggerEnv:
         db = self.client.get_database_client(self.settings["COSMOS_DATABASE"])
         container = db.get_container_client(self.leases_name)
         try:
-            return list(
+            found = list(
                 container.query_items("SELECT * FROM c", enable_cross_partition_query=True)
             )
         except CosmosResourceNotFoundError:  # the runner has not created it yet
             return []
+        return [doc for doc in found if "LeaseToken" in doc]  # not the store's .info / .lock
 
 
 @pytest.fixture
@@ -269,9 +270,10 @@ def test_failed_batch_is_checkpointed_without_retry_policy_or_after_exhausted_re
 ) -> None:
     attempts = 1 if max_retry == "none" else 1 + int(max_retry)
     trigger_env.fail_flag.touch()
+    # written before the start, so that the first read takes both (one batch)
+    failed_docs = write_docs(trigger_env.container, ["a"], per_pk=2)
     runner = trigger_env.start(SAMPLE_MAX_RETRY=max_retry)
     try:
-        failed_docs = write_docs(trigger_env.container, ["a"], per_pk=2)
         wait_for(
             lambda: any(lease.get("ContinuationToken") for lease in trigger_env.leases()),
             "checkpoint of the failed batch",
@@ -308,21 +310,35 @@ def test_a_stuck_lease_does_not_hold_back_the_others(trigger_env: TriggerEnv) ->
     assert set(trigger_env.delivered_ids()) <= {d["id"] for d in docs}
 
 
-def test_a_new_lease_starts_from_now_by_default(trigger_env: TriggerEnv) -> None:
+def test_a_lease_without_a_checkpoint_starts_from_now_at_each_start(
+    trigger_env: TriggerEnv,
+) -> None:
+    """The default start: a lease that never saw a change starts from "now" each time it is
+    acquired, and "now" is never written into it, so what was written while no host ran is
+    skipped, as in Azure (the extension's processor checkpoints only after changes)."""
     before = write_docs(trigger_env.container, ["old"], per_pk=3)
     runner = trigger_env.start(SAMPLE_FROM_BEGINNING="false")
     try:
-        wait_for(
-            lambda: any(lease.get("ContinuationToken") for lease in trigger_env.leases()),
-            "the lease pinned at now",
-        )
+        wait_for(lambda: trigger_env.log_path.exists()
+                 and "lease -FF: read from Now" in trigger_env.log_path.read_text(),
+                 "the first read from now")
+    finally:
+        runner.stop()  # a clean stop: the lease is released
+    [lease] = trigger_env.leases()
+    assert not lease.get("ContinuationToken"), "'now' was pinned into the lease"
+    assert lease.get("Owner") is None, "not released at the stop"
+    gap = write_docs(trigger_env.container, ["gap"], per_pk=3)  # while no host runs
+    runner = trigger_env.start(SAMPLE_FROM_BEGINNING="false")
+    try:
+        wait_for(lambda: trigger_env.log_path.read_text().count("lease -FF: read from Now") == 2,
+                 "the second start's first read")
         after = write_docs(trigger_env.container, ["new"], per_pk=3)
         wait_for(
             lambda: set(trigger_env.delivered_ids()) >= {d["id"] for d in after}, "new documents"
         )
     finally:
         runner.stop()
-    assert not {d["id"] for d in before} & set(trigger_env.delivered_ids())
+    assert not {d["id"] for d in [*before, *gap]} & set(trigger_env.delivered_ids())
 
 
 def test_shutdown_does_not_checkpoint_an_unfinished_batch(trigger_env: TriggerEnv) -> None:
@@ -414,8 +430,9 @@ def container(stack: LocalStack, name: str) -> ContainerProxy:
 
 
 def all_leases(stack: LocalStack) -> list[dict[str, Any]]:
-    return list(container(stack, "leases").query_items(
-        "SELECT * FROM c", enable_cross_partition_query=True))
+    """The lease documents (not the processor's ``.info`` / ``.lock``)."""
+    return [doc for doc in container(stack, "leases").query_items(
+        "SELECT * FROM c", enable_cross_partition_query=True) if "LeaseToken" in doc]
 
 
 def azure_lease_prefix(stack: LocalStack) -> str:
@@ -486,6 +503,8 @@ def test_leases_an_older_funcstack_wrote_with_the_port_are_adopted_then_deleted(
         [current] = [{k: v for k, v in lease.items() if not k.startswith("_")}
                      for lease in all_leases(stack)]
         leases.delete_item(current["id"], partition_key=current["id"])
+        info = current["id"].removesuffix("..-FF") + ".info"  # older versions wrote no marker
+        leases.delete_item(info, partition_key=info)
         legacy = f"127.0.0.1:{stack.cosmos_endpoint.rsplit(':', 1)[1].strip('/')}"
         leases.create_item({**current, "id": f"{legacy}_kept_contacts..-FF"})
         leases.create_item({**current, "id": "127.0.0.1:8081_kept_contacts..-FF",

@@ -2,7 +2,8 @@
 
 ``python -m funcstack.functions_host --app-dir . --settings local.settings.json``
 
-Prints one JSON line on stdout when ready: ``{"ready": true, "port": N, "url": "..."}`` (with
+Prints one JSON line on stdout when ready: ``{"ready": true, "port": N, "url": "...",
+"groups": {"http": [...], "function:<name>": [...]}}`` (the app's function groups; with
 ``--enforce-keys`` also ``"keys": {"function": "...", "master": "..."}``), or
 when it cannot start ``{"ready": false, "error": "..."}`` (the cause in one line, e.g. the
 worker's indexing error verbatim) and exits with 1; logs go to stderr. SIGINT/SIGTERM stop it
@@ -44,6 +45,9 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--console", action="store_true",
                         help="also write the terminal's lines (a line per invocation, the app's "
                              "logging, warnings) to stdout as JSON lines")
+    parser.add_argument("--group", default=None, metavar="GROUP",
+                        help="serve one function group only, as a Flex Consumption instance "
+                             "does: 'http' or 'function:<name>' (default: every function)")
     return parser.parse_args(argv)
 
 
@@ -64,6 +68,7 @@ async def _main(args: argparse.Namespace) -> int:
         port=args.port,
         python=args.python,
         enforce_keys=args.enforce_keys,
+        group=args.group,
     )
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -87,7 +92,8 @@ async def _main(args: argparse.Namespace) -> int:
         _say({"ready": False, "error": reason})
         return 1
     try:
-        ready: dict[str, object] = {"ready": True, "port": runner.port, "url": runner.url}
+        ready: dict[str, object] = {"ready": True, "port": runner.port, "url": runner.url,
+                                    "groups": runner.groups()}
         if runner.keys is not None:
             ready["keys"] = {"function": runner.keys.function_key,
                              "master": runner.keys.master_key}

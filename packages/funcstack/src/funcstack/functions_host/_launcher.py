@@ -35,6 +35,8 @@ class RunningRunner:
     #: With ``enforce_keys``: the host's default function key and its master key.
     function_key: str | None = None
     master_key: str | None = None
+    #: The app's function groups and their functions (``http``, ``function:<name>``).
+    groups: dict[str, list[str]] = field(default_factory=dict)
     _log: IO[bytes] | None = field(default=None, repr=False)
     _drain: threading.Thread | None = field(default=None, repr=False)
 
@@ -78,6 +80,7 @@ def start_runner(
     extra_import_paths: Sequence[str | Path] = (),
     enforce_keys: bool = False,
     on_console: Callable[[Mapping[str, Any]], None] | None = None,
+    group: str | None = None,
 ) -> RunningRunner:
     """Start ``python -m funcstack.functions_host`` and wait for its ready line.
 
@@ -99,6 +102,8 @@ def start_runner(
     handed to ``on_console`` (``{"time", "level", "category", "message"}``; ``_console.render``
     makes it a line), from a thread of its own, as it comes; so is each line the app prints
     (``{"category": "stdout", "message": ...}``), which also goes to the log as before.
+    ``group``: the host serves that function group only (``http``, ``function:<name>``), as
+    an instance of a Flex Consumption app does.
     """
     app_dir = Path(app_dir).resolve()
     if not app_dir.is_dir():
@@ -132,6 +137,8 @@ def start_runner(
         cmd += ["--enforce-keys"]
     if on_console is not None:
         cmd += ["--console"]
+    if group is not None:
+        cmd += ["--group", group]
     log: IO[bytes] | None = Path(log_path).open("ab") if log_path else None  # noqa: SIM115
     process = subprocess.Popen(
         cmd,
@@ -214,7 +221,10 @@ def start_runner(
             log.close()
         raise
     keys = ready.get("keys")
+    groups = ready.get("groups")
     return RunningRunner(
+        groups={str(k): [str(n) for n in v] for k, v in groups.items()
+                if isinstance(v, list)} if isinstance(groups, dict) else {},
         url=str(ready["url"]),
         port=int(str(ready["port"])),
         function_key=str(keys["function"]) if isinstance(keys, dict) else None,

@@ -5,6 +5,13 @@ timer, Service Bus and Storage queue triggers, retry policies, the function time
 ``AzureWebJobs.<fn>.Disabled`` --
 and leaves indexing, binding conversion and invocation to the real worker library
 (``azure_functions_runtime``) in a worker process, driven with the Functions RPC messages.
+
+Every trigger but HTTP is served by a listener (``Listener``: ``start()``, ``await stop()``),
+made from the table ``TRIGGERS`` by trigger type, as the WebJobs host makes an ``IListener``
+per function from its binding provider. A host may serve one **function group** only, as an
+instance of a Flex Consumption app does (per-function scaling: the HTTP functions are the group
+``http``; each other function is ``function:<name>``; Azure's "Flex Consumption plan hosting"
+docs): its other functions are indexed by the worker but not triggered there.
 """
 
 from __future__ import annotations
@@ -13,14 +20,17 @@ import asyncio
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from aiohttp import web
 
 from funcstack.functions_host._config import HostJson, apply_settings, load_local_settings
 from funcstack.functions_host._console import set_levels as set_console_levels
 from funcstack.functions_host._cors import CorsPolicy, load_cors
+from funcstack.functions_host._cosmos_options import shared_leases
 from funcstack.functions_host._cosmos_trigger import CosmosTriggerListener
 from funcstack.functions_host._functions import FunctionSpec, specs_from_metadata
 from funcstack.functions_host._http_host import HttpHost
@@ -32,6 +42,46 @@ from funcstack.functions_host._servicebus_trigger import ServiceBusTriggerListen
 from funcstack.functions_host._timer_trigger import TimerListener
 
 logger = logging.getLogger("funcstack.functions_host")
+
+#: The function group of the HTTP functions (Flex Consumption's ``http``).
+HTTP_GROUP = "http"
+
+
+class Listener(Protocol):
+    """What the host runs for one triggered function (the WebJobs ``IListener``)."""
+
+    spec: FunctionSpec
+
+    def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class HostServices:
+    """What a listener gets from the host: the worker, the function timeout, host.json."""
+
+    worker: LanguageWorker
+    timeout: Callable[[], float | None]
+    host_json: HostJson
+
+
+#: The listener of each trigger type the host serves besides HTTP.
+TRIGGERS: dict[str, Callable[[FunctionSpec, HostServices], Listener]] = {
+    "cosmosDBTrigger": lambda spec, host: CosmosTriggerListener(
+        spec, host.worker, timeout=host.timeout),
+    "timerTrigger": lambda spec, host: TimerListener(spec, host.worker, timeout=host.timeout),
+    "serviceBusTrigger": lambda spec, host: ServiceBusTriggerListener(
+        spec, host.worker, host_options=host.host_json.service_bus, timeout=host.timeout),
+    "queueTrigger": lambda spec, host: QueueTriggerListener(
+        spec, host.worker, host_options=host.host_json.queues, timeout=host.timeout),
+}
+
+
+def function_group(spec: FunctionSpec) -> str:
+    """The Flex Consumption group a function scales with: ``http`` for HTTP triggers,
+    ``function:<name>`` for any other."""
+    return HTTP_GROUP if spec.trigger_type == "httpTrigger" else f"function:{spec.name}"
 
 
 class Runner:
@@ -45,6 +95,9 @@ class Runner:
     ``enforce_keys``: HTTP functions require keys by their auth level, as in Azure (``keys``:
     the settings' ``FUNCTIONS_HOST_FUNCTION_KEY``/``FUNCTIONS_HOST_MASTER_KEY``, else new
     ones); by default no key is checked, as with ``func start``.
+
+    ``group``: serve only the functions of that function group (``http`` or
+    ``function:<name>``; ``function_group``); None serves them all.
     """
 
     def __init__(
@@ -58,8 +111,10 @@ class Runner:
         port: int = 0,
         python: str | None = None,
         enforce_keys: bool = False,
+        group: str | None = None,
     ) -> None:
         self.app_dir = Path(app_dir).resolve()
+        self.group = group
         self.enforce_keys = enforce_keys
         #: The keys HTTP functions require (None: none checked, as with ``func start``).
         self.keys: HostKeys | None = None
@@ -74,14 +129,19 @@ class Runner:
         self.functions: list[FunctionSpec] = []
         self.worker: LanguageWorker | None = None
         self._site_runner: web.ServerRunner | None = None
-        self._listeners: list[CosmosTriggerListener | TimerListener | ServiceBusTriggerListener
-                              | QueueTriggerListener]
-        self._listeners = []
+        self._listeners: list[Listener] = []
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_event: asyncio.Event | None = None
         self._host_json = HostJson()
         self._cors: CorsPolicy | None = None
+
+    def groups(self) -> dict[str, list[str]]:
+        """The app's function groups (``function_group``) and their functions."""
+        found: dict[str, list[str]] = {}
+        for spec in self.functions:
+            found.setdefault(function_group(spec), []).append(spec.name)
+        return found
 
     @property
     def url(self) -> str:
@@ -124,17 +184,30 @@ class Runner:
             await self.load()
         worker = self.worker
         assert worker is not None
-        by_type: dict[str, list[FunctionSpec]] = {}
-        for spec in self.functions:
-            by_type.setdefault(spec.trigger_type, []).append(spec)
-        for kind, specs in by_type.items():
-            if kind not in {"httpTrigger", "cosmosDBTrigger", "timerTrigger", "serviceBusTrigger",
-                            "queueTrigger"}:
-                for spec in specs:
-                    logger.warning("function %s: trigger %s not supported", spec.name, kind)
+        served = [spec for spec in self.functions
+                  if self.group is None or function_group(spec) == self.group]
+        if self.group is not None:
+            if not served:
+                known = sorted({function_group(spec) for spec in self.functions})
+                raise ValueError(f"function group {self.group!r} has no function in this app "
+                                 f"(its groups: {', '.join(known) or 'none'})")
+            logger.info("function group %s: %s", self.group,
+                        ", ".join(spec.name for spec in served))
+        for first, second, opts in shared_leases(self.functions):
+            logger.warning(
+                "functions %s and %s watch %s/%s with the same lease container %s and lease "
+                "prefix '%s': as in Azure they compete for the same leases, and each receives "
+                "only part of the changes, or none. Give one of them a lease_container_prefix "
+                "of its own", first, second, opts.database_name, opts.container_name,
+                opts.lease_container_name, opts.lease_container_prefix)
+        http_specs = [spec for spec in served if spec.trigger_type == "httpTrigger"]
+        for spec in served:
+            if spec.trigger_type != "httpTrigger" and spec.trigger_type not in TRIGGERS:
+                logger.warning("function %s: trigger %s not supported", spec.name,
+                               spec.trigger_type)
         limits = KestrelLimits.from_settings()
         http_host = HttpHost(
-            by_type.get("httpTrigger", []),
+            http_specs,
             self._host_json.route_prefix,
             worker,
             timeout=self._function_timeout,
@@ -156,30 +229,15 @@ class Runner:
         sockets = self._site_runner.addresses
         if sockets:
             self.port = int(sockets[0][1])
-        for spec in by_type.get("cosmosDBTrigger", []):
-            cosmos = CosmosTriggerListener(spec, worker, timeout=self._function_timeout)
-            cosmos.start()
-            self._listeners.append(cosmos)
-        for spec in by_type.get("timerTrigger", []):
-            timer = TimerListener(spec, worker, timeout=self._function_timeout)
-            timer.start()
-            self._listeners.append(timer)
-        for spec in by_type.get("serviceBusTrigger", []):
-            servicebus = ServiceBusTriggerListener(
-                spec,
-                worker,
-                host_options=self._host_json.service_bus,
-                timeout=self._function_timeout,
-            )
-            servicebus.start()
-            self._listeners.append(servicebus)
-        for spec in by_type.get("queueTrigger", []):
-            queue = QueueTriggerListener(
-                spec, worker, host_options=self._host_json.queues, timeout=self._function_timeout
-            )
-            queue.start()
-            self._listeners.append(queue)
-        logger.info("host listening on %s (%d function(s))", self.url, len(self.functions))
+        services = HostServices(worker, self._function_timeout, self._host_json)
+        for spec in served:
+            make = TRIGGERS.get(spec.trigger_type)
+            if make is None:
+                continue
+            listener = make(spec, services)
+            listener.start()
+            self._listeners.append(listener)
+        logger.info("host listening on %s (%d function(s))", self.url, len(served))
 
     async def stop_async(self) -> None:
         """Stop accepting HTTP, cancel the trigger loops, stop the worker."""

@@ -6,6 +6,15 @@ function is invoked with the host's timer payload (``Schedule``, ``ScheduleStatu
 A failed invocation is logged (and retried per the function's retry policy); the schedule
 goes on. LOCAL DIFFERENCE: no schedule monitor in storage (``useMonitor`` is ignored), so a
 restarted host does not catch up missed occurrences.
+
+On several instances a timer runs on one of them at a time: the timer's listener is a singleton
+(``[Singleton(Mode = SingletonMode.Listener)]`` on the WebJobs ``TimerListener``;
+``SingletonListener`` in Azure/azure-webjobs-sdk): the instance holding the lock runs the
+schedule, the others try to take the lock every ``ListenerLockRecoveryPollingInterval`` (1
+minute). LOCAL DIFFERENCE: the lock is a file lock in the folder the local-only setting
+``FUNCTIONS_HOST_LOCKS_DIR`` names (funcstack sets it for an app on several instances) where
+Azure takes a 60 s blob lease in the host's storage: a killed instance's lock is free at once
+(in Azure within 60 s), a paused one keeps it until it resumes or dies.
 """
 
 from __future__ import annotations
@@ -13,9 +22,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
+import fcntl
 import json
 import logging
+import os
 from collections.abc import Callable
+from pathlib import Path
 
 from croniter import croniter
 
@@ -28,6 +40,10 @@ from funcstack.functions_host._rpc import protos
 logger = logging.getLogger("funcstack.functions_host.timer")
 
 _MIN = dt.datetime.min.replace(tzinfo=dt.UTC)
+#: Local-only app setting: the folder of the singleton listener locks of an app's instances.
+LOCKS_SETTING = "FUNCTIONS_HOST_LOCKS_DIR"
+#: ``SingletonOptions.ListenerLockRecoveryPollingInterval``.
+LOCK_RECOVERY_SECONDS = 60.0
 
 
 class Schedule:
@@ -76,7 +92,9 @@ class TimerListener:
         self.invocations = 0
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name=f"timer-{self.spec.name}")
+        locks = os.environ.get(LOCKS_SETTING)
+        run = self._run() if not locks else self._run_singleton(Path(locks))
+        self._task = asyncio.create_task(run, name=f"timer-{self.spec.name}")
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -84,6 +102,30 @@ class TimerListener:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+
+    async def _run_singleton(self, folder: Path) -> None:
+        """The schedule on the instance that holds ``<function>.Listener`` (``SingletonListener``:
+        the others try again every recovery interval)."""
+        os.makedirs(folder, exist_ok=True)  # noqa: PTH103 - a local folder: no need for a thread
+        fd = os.open(folder / f"{self.spec.name}.Listener", os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            said = False
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if not said:
+                        logger.info("timer %s: another instance holds its singleton listener "
+                                    "lock; trying again every %.0fs", self.spec.name,
+                                    LOCK_RECOVERY_SECONDS)
+                        said = True
+                    await asyncio.sleep(LOCK_RECOVERY_SECONDS)
+            logger.info("timer %s: this instance holds its singleton listener lock",
+                        self.spec.name)
+            await self._run()
+        finally:
+            os.close(fd)  # releases the lock
 
     async def _run(self) -> None:
         last: dt.datetime | None = None

@@ -1,0 +1,239 @@
+"""The Cosmos DB trigger on several instances: the change feed processor's lease protocol.
+
+Instances share the leases evenly and a new one steals its share; a killed instance's leases are
+taken over once they expire; an instance paused past the expiry loses its lease, its checkpoint
+is refused and the new owner delivers again from the last checkpoint; two triggers on one lease
+container and prefix split the changes between them. Short intervals in the sample's binding
+(acquire 1 s, renew 1 s, expiry 10 s: a host stalled a few seconds on a busy machine keeps its
+leases); ``FUNCTIONS_HOST_COSMOS_LEASES=4`` gives four leases on the local endpoint's one
+physical partition.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
+from azure.cosmos.exceptions import CosmosResourceNotFoundError
+
+from funcstack.functions_host._cosmos_trigger import VERIFY_TLS_SETTING
+from funcstack.scaleout import AppInstances
+from funcstack.stack import LocalStack, ServicePorts
+
+from .test_cosmos_trigger import Cosmos, cosmos, wait_for, write_docs
+
+pytestmark = pytest.mark.integration
+__all__ = ["cosmos"]  # the module's endpoint (a fixture)
+
+HERE = Path(__file__).resolve().parent
+
+
+@dataclass
+class Scaled:
+    """The sample Cosmos DB app, hosted by a stack of hosts only (the endpoint is the
+    module's)."""
+
+    stack: LocalStack
+    app_dir: Path
+    tmp: Path
+    settings: dict[str, str]
+    container: ContainerProxy
+    leases_container: ContainerProxy
+
+    def host(self, instances: int, **extra: str) -> AppInstances:
+        app = self.stack.host_app(self.app_dir, name="app", port=0, instances=instances,
+                                  settings_file=self.tmp / "app.settings.json",
+                                  overrides={**self.settings, **extra})
+        assert isinstance(app, AppInstances)
+        return app
+
+    def host_one(self, **extra: str) -> None:
+        """One host (not scaled out), named ``app``; its log is ``app.log``."""
+        self.stack.hosts.pop("app", None)
+        self.stack.host_app(self.app_dir, name="app", port=0,
+                            settings_file=self.tmp / "app.settings.json",
+                            overrides={**self.settings, **extra})
+
+    def records(self) -> list[dict[str, Any]]:
+        out = self.tmp / "out.jsonl"
+        if not out.exists():
+            return []
+        return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+
+    def delivered(self, fn: str = "relay") -> list[tuple[str, str]]:
+        """(instance, document id) per successful delivery of ``fn``."""
+        return [(r["instance"], i) for r in self.records() if r["ok"] and r["fn"] == fn
+                for i in r["ids"]]
+
+    def delivered_ids(self, fn: str = "relay") -> list[str]:
+        return [doc for _, doc in self.delivered(fn)]
+
+    def leases(self) -> list[dict[str, Any]]:
+        try:
+            found = list(self.leases_container.query_items(
+                "SELECT * FROM c", enable_cross_partition_query=True))
+        except CosmosResourceNotFoundError:
+            return []
+        return [doc for doc in found if "LeaseToken" in doc]
+
+    def settled(self) -> bool:
+        """Every lease stolen so far has been given up by the instance it was stolen from
+        (until then, both may read it: at least once)."""
+        logs = [path.read_text() for path in (self.tmp / "stack").glob("app*.log")]
+        return sum(log.count("stolen from") for log in logs) == sum(
+            log.count(" lost (lease") for log in logs)
+
+    def owners(self) -> Counter[str]:
+        """Leases per owning instance (an owner is ``<instance>:<pid>:<random>``)."""
+        return Counter(str(lease.get("Owner") or "").split(":")[0] or "-"
+                       for lease in self.leases())
+
+
+@pytest.fixture
+def scaled(cosmos: Cosmos, tmp_path: Path) -> Iterator[Scaled]:
+    app_dir = tmp_path / "app"
+    app_dir.mkdir()
+    (app_dir / "function_app.py").write_text((HERE / "sample_cosmos_app.py").read_text())
+    (app_dir / "host.json").write_text(json.dumps({"version": "2.0"}))
+    database = f"leases-{uuid.uuid4().hex[:8]}"
+    client = CosmosClient(cosmos.endpoint, credential=cosmos.key,
+                          connection_verify=cosmos.verify_tls)
+    db = client.create_database_if_not_exists(database)
+    container = db.create_container_if_not_exists(
+        "contacts", partition_key=PartitionKey(path="/partitionKey"), default_ttl=-1)
+    settings = {
+        "FUNCTIONS_WORKER_RUNTIME": "python",
+        "CosmosDBConnection": cosmos.connection_string,
+        VERIFY_TLS_SETTING: "true" if cosmos.verify_tls else "false",
+        "COSMOS_DATABASE": database,
+        "COSMOS_CONTAINER": "contacts",
+        "COSMOS_LEASE_CONTAINER": "leases",
+        "SAMPLE_OUT": str(tmp_path / "out.jsonl"),
+        "SAMPLE_FAIL_FLAG": str(tmp_path / "fail.flag"),
+    }
+    stack = LocalStack(workdir=tmp_path / "stack", ports=ServicePorts.free(),
+                       with_servicebus=False, with_azurite=False)
+    try:
+        yield Scaled(stack, app_dir, tmp_path, settings, container,
+                     db.get_container_client("leases"))
+    finally:
+        stack.stop()
+        try:
+            client.delete_database(database)
+        finally:
+            client.close()
+
+
+PKS = [f"p{i:02d}" for i in range(32)]  # spread over the four ranges
+
+
+def test_two_instances_share_the_leases_evenly_and_a_third_steals_its_share(
+    scaled: Scaled,
+) -> None:
+    app = scaled.host(2, FUNCTIONS_HOST_COSMOS_LEASES="4")
+    wait_for(lambda: scaled.owners() == Counter({"app-1": 2, "app-2": 2}) and scaled.settled(),
+             "two leases each")
+    docs = write_docs(scaled.container, PKS, per_pk=2)
+    expected = sorted(d["id"] for d in docs)
+    wait_for(lambda: sorted(scaled.delivered_ids()) == expected, "every document")
+    assert sorted(scaled.delivered_ids()) == expected  # each exactly once: no lease read twice
+    assert {instance for instance, _ in scaled.delivered()} == {"app-1", "app-2"}
+
+    third = app.add_instance()
+    wait_for(lambda: sorted(scaled.owners().values()) == [1, 1, 2]
+             and scaled.owners()["app-3"] == 1 and scaled.settled(),
+             "the third instance's share")
+    assert "stolen from app-" in third.log_path.read_text()
+    more = write_docs(scaled.container, [f"q{i:02d}" for i in range(32)], per_pk=2)
+    expected += [d["id"] for d in more]
+    wait_for(lambda: set(scaled.delivered_ids()) >= set(expected), "the later documents")
+    assert "app-3" in {instance for instance, doc in scaled.delivered() if doc.startswith("q")}
+
+
+def test_a_killed_instances_leases_are_taken_over_once_they_expire(scaled: Scaled) -> None:
+    """SIGKILL releases nothing: the survivor takes the leases at its first acquire after
+    their expiry (10 s + up to 1 s here); what the killed one had not checkpointed is delivered
+    again; nothing is lost."""
+    app = scaled.host(2, FUNCTIONS_HOST_COSMOS_LEASES="4", SAMPLE_SLEEP_SECONDS="0.3")
+    wait_for(lambda: scaled.owners() == Counter({"app-1": 2, "app-2": 2}) and scaled.settled(),
+             "two leases each")
+    docs = write_docs(scaled.container, PKS, per_pk=3)
+    wait_for(lambda: {i for i, _ in scaled.delivered()} == {"app-1", "app-2"}, "both deliver")
+    killed_at = time.monotonic()
+    app.kill("app-1")
+    wait_for(lambda: scaled.owners() == Counter({"app-2": 4}), "the survivor owns every lease")
+    takeover = time.monotonic() - killed_at
+    wait_for(lambda: set(scaled.delivered_ids()) >= {d["id"] for d in docs}, "every document")
+    log = app.instance("app-2").log_path.read_text()
+    assert log.count("expired, was app-1:") == 2  # taken once expired, not stolen
+    print(f"takeover after SIGKILL: {takeover:.1f} s (expiry 10 s, acquire 1 s)")
+
+
+def test_an_instance_paused_past_the_expiry_loses_its_lease_and_its_checkpoint_is_refused(
+    scaled: Scaled,
+) -> None:
+    """One lease: app-1 delivers a batch and is paused (SIGSTOP) before its checkpoint; app-2
+    takes the expired lease and delivers from the last checkpoint (the same batch again: at
+    least once); resumed, app-1's checkpoint is refused and it stops reading that lease."""
+    app = scaled.host(2, SAMPLE_SLEEP_SECONDS="2")
+    wait_for(lambda: scaled.owners() == Counter({"app-1": 1}), "app-1 owns the lease")
+    docs = write_docs(scaled.container, ["a", "b"], per_pk=5)  # two batches of five
+    wait_for(lambda: len(scaled.delivered()) >= 5, "app-1's first batch")
+    app.pause("app-1")  # in the function's 2 s sleep: delivered, not checkpointed
+    first_batch = scaled.delivered_ids()
+    assert {i for i, _ in scaled.delivered()} == {"app-1"}, "app-2 read the lease too"
+    assert len(first_batch) == 5
+    wait_for(lambda: scaled.owners() == Counter({"app-2": 1}), "app-2 took the expired lease")
+    wait_for(lambda: set(scaled.delivered_ids()) >= {d["id"] for d in docs}, "every document")
+    app.resume("app-1")
+    log = app.instance("app-1").log_path
+    wait_for(lambda: "lease -FF lost (lease -FF: taken over by owner 'app-2:" in log.read_text(),
+             "app-1's checkpoint refused")
+    by_app2 = [doc for instance, doc in scaled.delivered() if instance == "app-2"]
+    assert by_app2[:5] == first_batch  # the uncheckpointed batch, again, from the checkpoint
+    assert [i for i, _ in scaled.delivered()].count("app-1") == 5  # nothing more from app-1
+    assert scaled.owners() == Counter({"app-2": 1})
+
+
+def test_two_triggers_on_one_lease_container_split_the_changes_between_them(
+    scaled: Scaled,
+) -> None:
+    """An app adds a second trigger (``audit``) on the same container and lease container,
+    without a prefix of its own: as in Azure, it is one more instance of the same processor and
+    takes half the leases, so each change reaches one of the two functions; the host says so
+    at start. With a prefix of its own, each function sees every change."""
+    scaled.host_one(FUNCTIONS_HOST_COSMOS_LEASES="4")  # the store, initialised
+    wait_for(lambda: len(scaled.leases()) == 4, "four leases")
+    scaled.stack.stop_part("app")
+    scaled.host_one(FUNCTIONS_HOST_COSMOS_LEASES="4", SAMPLE_SECOND_TRIGGER="true")
+    wait_for(lambda: sorted(Counter(lease.get("Owner") for lease in scaled.leases()).values())
+             == [2, 2] and scaled.settled(), "two leases each")
+    docs = write_docs(scaled.container, PKS, per_pk=2)
+    def both() -> list[str]:
+        return sorted(scaled.delivered_ids("relay") + scaled.delivered_ids("audit"))
+
+    wait_for(lambda: both() == sorted(d["id"] for d in docs), "every document, once")
+    assert scaled.delivered_ids("relay") and scaled.delivered_ids("audit")
+    assert not set(scaled.delivered_ids("relay")) & set(scaled.delivered_ids("audit"))
+    log = scaled.stack.log_path("app").read_text()
+    warning = [line for line in log.splitlines() if "compete for the same leases" in line]
+    assert len(warning) == 1
+    assert "functions relay and audit" in warning[0]
+    assert "lease_container_prefix" in warning[0]
+
+    scaled.stack.stop_part("app")
+    scaled.host_one(FUNCTIONS_HOST_COSMOS_LEASES="4", SAMPLE_SECOND_TRIGGER="true",
+                    SAMPLE_SECOND_PREFIX="audit.")
+    later = write_docs(scaled.container, [f"q{i:02d}" for i in range(8)], per_pk=1)
+    ids = {d["id"] for d in later}
+    wait_for(lambda: ids <= set(scaled.delivered_ids("relay"))
+             and ids <= set(scaled.delivered_ids("audit")), "each function, every change")
+    assert scaled.stack.log_path("app").read_text().count("compete for the same leases") == 1

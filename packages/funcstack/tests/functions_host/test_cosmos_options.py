@@ -1,0 +1,135 @@
+"""The Cosmos DB trigger's binding read as the extension reads it, and the equal-partitions
+balancing, without an endpoint: start options (and the listener's refusals, in the extension's
+words), the lease intervals (the processor's defaults, the binding's, the local-only settings),
+the triggers that would share one processor's leases, which leases an instance takes."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from typing import Any, cast
+
+import pytest
+
+from funcstack.functions_host._cosmos_lease_balancer import leases_to_take
+from funcstack.functions_host._cosmos_lease_store import Lease
+from funcstack.functions_host._cosmos_options import CosmosTriggerOptions, shared_leases
+from funcstack.functions_host._cosmos_trigger import CosmosTriggerListener
+from funcstack.functions_host._functions import FunctionSpec
+from funcstack.functions_host._language_worker import LanguageWorker
+
+BINDING = {"type": "cosmosDBTrigger", "name": "docs", "connection": "CosmosDBConnection",
+           "databaseName": "db", "containerName": "items"}
+NOW = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
+
+
+def options(**binding: Any) -> CosmosTriggerOptions:
+    return CosmosTriggerOptions.from_binding({**BINDING, **binding})
+
+
+@pytest.mark.parametrize(("binding", "start", "error"), [
+    ({}, "Now", None),
+    ({"startFromBeginning": True}, "Beginning", None),
+    ({"startFromBeginning": "false"}, "Now", None),
+    ({"startFromTime": "2021-02-16T14:19:29Z"}, dt.datetime(2021, 2, 16, 14, 19, 29,
+                                                             tzinfo=dt.UTC), None),
+    ({"startFromTime": "2021-02-16T16:19:29+02:00"}, dt.datetime(2021, 2, 16, 14, 19, 29,
+                                                                  tzinfo=dt.UTC), None),
+    # DateTime.TryParse without a zone: DateTimeKind.Unspecified, which the processor refuses
+    ({"startFromTime": "2021-02-16T14:19:29"}, "Now",
+     "StartTime cannot have DateTimeKind.Unspecified (Parameter 'value')"),
+    ({"startFromTime": "16 Feb"}, "Now",
+     "The specified StartFromTime parameter is not in the correct format. Please use the ISO "
+     "8601 format with the UTC designator. For example: '2021-02-16T14:19:29Z'."),
+    ({"startFromTime": "2021-02-16T14:19:29Z", "startFromBeginning": True}, "Now",
+     "Only one of StartFromBeginning or StartFromTime can be used"),
+    ({"leaseContainerName": "ITEMS"}, "Now",
+     "The monitored container cannot be the same as the container storing the leases."),
+])
+def test_start_options_as_the_extension_reads_them(
+    binding: dict[str, Any], start: object, error: str | None,
+) -> None:
+    read = options(**binding)
+    assert (read.start_time, read.start_error) == (start, error)
+
+
+def test_a_listener_that_refuses_to_start_says_why_and_the_host_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    spec = FunctionSpec("relay", "id-1", {**BINDING, "startFromBeginning": True,
+                                          "startFromTime": "2021-02-16T14:19:29Z"}, (), None)
+    listener = CosmosTriggerListener(spec, cast(LanguageWorker, None))
+    with caplog.at_level(logging.ERROR):
+        listener.start()  # no task, no client: nothing runs
+    assert caplog.messages == [
+        "The listener for function 'Functions.relay' was unable to start: Only one of "
+        "StartFromBeginning or StartFromTime can be used"]
+
+
+def test_lease_intervals_the_processors_defaults_the_bindings_and_the_local_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    read = options()
+    # ChangeFeedLeaseOptions: acquire 13 s, renew 17 s, expiration 60 s (the docs swap the
+    # first two)
+    assert (read.acquire_interval, read.renew_interval, read.expiration_interval) == (
+        13.0, 17.0, 60.0)
+    assert read.feed_poll_delay == 5.0
+    read = options(leaseAcquireInterval=1000, leaseRenewInterval="2000",
+                   leaseExpirationInterval=0)  # 0: the default
+    assert (read.acquire_interval, read.renew_interval, read.expiration_interval) == (
+        1.0, 2.0, 60.0)
+    monkeypatch.setenv("FUNCTIONS_HOST_COSMOS_LEASE_EXPIRATION_INTERVAL", "5000")
+    assert options().expiration_interval == 5.0
+    assert options(leaseExpirationInterval=7000).expiration_interval == 7.0  # the binding wins
+
+
+def spec(name: str, **binding: Any) -> FunctionSpec:
+    return FunctionSpec(name, f"id-{name}", {**BINDING, **binding}, (), None)
+
+
+def test_triggers_sharing_one_processors_leases_are_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("CosmosDBConnection", "AccountEndpoint=https://a/;AccountKey=k;")
+    monkeypatch.setenv("OtherName", "AccountEndpoint=https://a/;AccountKey=k;")
+    found = shared_leases([
+        spec("relay"), spec("audit", connection="OtherName"),  # the same account
+        spec("own", leaseContainerPrefix="own."),  # a prefix of its own
+        spec("elsewhere", containerName="other"),  # another monitored container
+        FunctionSpec("web", "id-web", {"type": "httpTrigger"}, (), None),
+    ])
+    assert [(first, second) for first, second, _ in found] == [("relay", "audit")]
+
+
+def lease(token: str, owner: str | None, age: float = 0.0) -> Lease:
+    stamp = (NOW - dt.timedelta(seconds=age)).isoformat()
+    return Lease({"id": f"p..{token}", "LeaseToken": token, "Owner": owner, "timestamp": stamp})
+
+
+def tokens(taken: list[Lease]) -> list[str]:
+    return [item.token for item in taken]
+
+
+def test_equal_partitions_balancing() -> None:
+    """EqualPartitionsBalancingStrategy.SelectLeasesToTake, case by case."""
+    def take(leases: list[Lease], me: str = "me") -> list[str]:
+        return tokens(leases_to_take(leases, me, 60.0, now=NOW))
+
+    # unowned and expired leases first, up to the target
+    assert take([lease("a", None), lease("b", None), lease("c", None)]) == ["a", "b", "c"]
+    assert take([lease("a", "x"), lease("b", "x", age=61), lease("c", None), lease("d", "x")],
+                ) == ["b", "c"]
+    # nothing to take when at the target: 4 leases, 2 instances, 2 each
+    assert take([lease("a", "me"), lease("b", "me"), lease("c", "x"), lease("d", "x")]) == []
+    # none free: steal one from the instance with the most, when it has more than the target
+    assert take([lease("a", "x"), lease("b", "x"), lease("c", "x"), lease("d", "x")]) == ["a"]
+    # 3 instances, 4 leases: target 2; a newcomer needing 2 steals from one holding 2 (the
+    # last of those with the most, its first lease)
+    assert take([lease("a", "x"), lease("b", "y"), lease("c", "x"), lease("d", "y")]) == ["b"]
+    assert take([lease("a", "x"), lease("b", "x"), lease("c", "y"), lease("d", "y")]) == ["c"]
+    # ... but once it has one, it does not steal from one holding the target
+    assert take([lease("a", "x"), lease("b", "x"), lease("c", "y"), lease("d", "me")]) == []
+    # an expired owner does not count as an instance
+    assert take([lease("a", "gone", age=61), lease("b", "me")]) == ["a"]
+    assert take([]) == []

@@ -1,0 +1,184 @@
+"""An app on several host instances, as Azure scales it out (``LocalStack.host_app(...,
+instances=...)``): HTTP requests spread over the instances, per request, by the front on the
+app's port; function groups (Flex Consumption's per-function scaling) each in processes of
+their own, so memory is not shared between an HTTP function and a timer; a timer on one
+instance at a time; the chaos API (kill, add). No endpoint is needed: the sample app has HTTP
+functions and a timer only."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import shutil
+import time
+import urllib.request
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from funcstack.scaleout import AppInstances, parse_instances
+from funcstack.services import PartStartError
+from funcstack.stack import LocalStack, ServicePorts
+
+pytestmark = pytest.mark.integration
+
+HERE = Path(__file__).resolve().parent
+
+
+@pytest.fixture
+def app_dir(tmp_path: Path) -> Path:
+    folder = tmp_path / "app"
+    folder.mkdir()
+    shutil.copy(HERE / "sample_scaleout_app.py", folder / "function_app.py")
+    (folder / "host.json").write_text(json.dumps({"version": "2.0"}))
+    return folder
+
+
+@pytest.fixture
+def stack(tmp_path: Path) -> Iterator[LocalStack]:
+    """Hosts only: the sample needs no endpoint."""
+    local = LocalStack(workdir=tmp_path / "stack", ports=ServicePorts.free(),
+                       with_servicebus=False, with_azurite=False)
+    try:
+        yield local
+    finally:
+        local.stop()
+
+
+def host(stack: LocalStack, app_dir: Path, tmp_path: Path, instances: str) -> AppInstances:
+    scaled = stack.host_app(app_dir, name="app", port=0, instances=instances,
+                            settings_file=tmp_path / "app.settings.json",
+                            overrides={"SAMPLE_OUT": str(tmp_path / "ticks.jsonl")})
+    assert isinstance(scaled, AppInstances)
+    return scaled
+
+
+def call(url: str, *, method: str = "GET", body: bytes | None = None) -> http.client.HTTPResponse:
+    """The answer, read (the local host's URL)."""
+    request = urllib.request.Request(url, data=body, method=method,  # noqa: S310
+                                     headers={"content-type": "application/json"} if body else {})
+    with urllib.request.urlopen(request, timeout=30) as reply:  # noqa: S310
+        reply.read()
+        answer: http.client.HTTPResponse = reply
+        return answer
+
+
+def get(url: str) -> dict[str, Any]:
+    request = urllib.request.Request(url)  # noqa: S310
+    with urllib.request.urlopen(request, timeout=30) as reply:  # noqa: S310
+        answer: dict[str, Any] = json.loads(reply.read())
+        return answer
+
+
+def ticks(tmp_path: Path) -> list[dict[str, Any]]:
+    out = tmp_path / "ticks.jsonl"
+    if not out.exists():
+        return []
+    return [json.loads(line) for line in out.read_text().splitlines() if line.strip()]
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_the_instances_spelling() -> None:
+    assert parse_instances("3") == {None: 3}
+    assert parse_instances(2) == {None: 2}
+    assert parse_instances("http=2, function:relay_events=3") == {
+        "http": 2, "function:relay_events": 3}
+    assert parse_instances("relay_events=1") == {"function:relay_events": 1}
+    for bad, named in (("0", "'0'"), ("http=x", "'x'"), ("3,http=2", "not both"),
+                       ("a-b=2", "'a-b'"), ("", "empty")):
+        with pytest.raises(ValueError, match=named):
+            parse_instances(bad)
+
+
+def test_requests_are_spread_over_two_instances_one_request_at_a_time(
+    stack: LocalStack, app_dir: Path, tmp_path: Path,
+) -> None:
+    """Per request, not per connection: four requests on one kept-alive connection reach both
+    instances, in turn."""
+    app = host(stack, app_dir, tmp_path, "2")
+    assert [inst.name for inst in app.instances] == ["app-1", "app-2"]
+    assert all(inst.log_path.name == f"{inst.name}.log" and inst.log_path.exists()
+               for inst in app.instances)
+    connection = http.client.HTTPConnection("127.0.0.1", app.port, timeout=30)
+    try:
+        served = []
+        for _ in range(4):
+            connection.request("GET", "/api/whoami")
+            reply = connection.getresponse()
+            assert reply.status == 200
+            served.append(json.loads(reply.read())["instance"])
+    finally:
+        connection.close()
+    assert served == ["app-1", "app-2", "app-1", "app-2"]
+    # a body goes through with its length, and the answer's headers come back
+    reply = call(app.url + "/remember?value=x", method="POST", body=b"{}")
+    assert reply.headers["content-type"].startswith("application/json")
+    # a killed instance gets no more requests
+    app.kill("app-1")
+    assert {get(app.url + "/whoami")["instance"] for _ in range(3)} == {"app-2"}
+    added = app.add_instance()
+    assert added.name == "app-3"
+    assert {get(app.url + "/whoami")["instance"] for _ in range(4)} == {"app-2", "app-3"}
+
+
+def test_function_groups_run_apart_so_memory_is_not_shared(
+    stack: LocalStack, app_dir: Path, tmp_path: Path,
+) -> None:
+    """Flex Consumption: the HTTP functions on their instances (``http=2``), the timer on one
+    of its own: what the HTTP functions keep in memory, the timer does not see; in one
+    instance of the whole app it does."""
+    app = host(stack, app_dir, tmp_path, "http=2")
+    assert [(inst.name, inst.group) for inst in app.instances] == [
+        ("app-http-1", "http"), ("app-http-2", "http"), ("app-tick-1", "function:tick")]
+    assert {group: sorted(names) for group, names in app.groups.items()} == {
+        "http": ["recall", "remember", "whoami"], "function:tick": ["tick"]}
+    for _ in range(2):  # one on each HTTP instance
+        call(app.url + "/remember?value=kept", method="POST")
+    assert {get(app.url + "/recall")["instance"] for _ in range(2)} == {"app-http-1",
+                                                                       "app-http-2"}
+    assert all(get(app.url + "/recall")["remembered"] == ["kept"] for _ in range(2))
+    wait_for(lambda: len(ticks(tmp_path)) >= 2, "two ticks")
+    assert {tick["instance"] for tick in ticks(tmp_path)} == {"app-tick-1"}
+    assert all(tick["remembered"] == [] for tick in ticks(tmp_path))
+    stack.stop_part("app")
+    assert not stack.scaled and not stack.hosts
+    # the whole app in one process: the timer sees what the HTTP function kept
+    (tmp_path / "ticks.jsonl").unlink()
+    single = stack.host_app(app_dir, name="one", port=0,
+                            settings_file=tmp_path / "one.settings.json",
+                            overrides={"SAMPLE_OUT": str(tmp_path / "ticks.jsonl")})
+    call(single.url + "/remember?value=kept", method="POST")
+    wait_for(lambda: any(t["remembered"] == ["kept"] for t in ticks(tmp_path)),
+             "a tick that remembers")
+
+
+def test_a_timer_runs_on_one_instance_of_several(
+    stack: LocalStack, app_dir: Path, tmp_path: Path,
+) -> None:
+    """The timer's listener is a singleton: on two instances of the whole app, one ticks."""
+    app = host(stack, app_dir, tmp_path, "2")
+    wait_for(lambda: len(ticks(tmp_path)) >= 3, "three ticks")
+    assert len({tick["instance"] for tick in ticks(tmp_path)}) == 1
+    waiting = [inst for inst in app.instances
+               if "another instance holds its singleton listener lock"
+               in inst.log_path.read_text()]
+    assert len(waiting) == 1
+
+
+def test_a_group_the_app_does_not_have_is_named_with_the_apps_groups(
+    stack: LocalStack, app_dir: Path, tmp_path: Path,
+) -> None:
+    with pytest.raises(PartStartError, match=r"function group 'function:relay' has no function "
+                                             r"in this app \(its groups: function:tick, http\)"):
+        host(stack, app_dir, tmp_path, "relay=2")
+    assert not stack.scaled and not stack.hosts
