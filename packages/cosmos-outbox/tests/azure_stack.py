@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from azure.cosmos import ContainerProxy
+from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage
 from tickets import Ticket
@@ -28,6 +28,8 @@ from cosmos_outbox.testing import InMemoryStore
 from cosmos_outbox.testing.contracts import EventLoop, StoreWorld
 
 if TYPE_CHECKING:
+    from funcstack_external import ExternalServices
+
     from funcstack import LocalStack
 
 #: fixtures/funcstack.json: the database and the outbox's container, the lease container, the
@@ -37,6 +39,27 @@ TOPIC, SUBSCRIPTION = "outbox-events", "all"
 PAYLOADS = "outbox-payloads"
 #: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
 TELEMETRY = RelayTelemetry(destination=TOPIC)
+
+
+# -- the stack of another interpreter ----------------------------------------------------------
+
+class ExternalStack:
+    """The services of a funcstack run by a Python 3.13 environment (conftest.py), with the
+    attributes of funcstack's `LocalStack` the adapter suites use: its connection strings and
+    `container_client`. What needs funcstack in-process (stopping a service, hosting an app)
+    is not here: the tests that do it skip."""
+
+    def __init__(self, services: ExternalServices) -> None:
+        self.cosmos_connection_string = services.cosmos_connection_string
+        self.servicebus_connection_string = services.servicebus_connection_string
+        self.storage_connection_string = services.storage_connection_string
+
+    def container_client(self, database: str, container: str) -> ContainerProxy:
+        """A container on the stack's Cosmos DB endpoint, through the SDK (its certificate is
+        the endpoint's own: not verified, as funcstack's `LocalStack` does)."""
+        client = CosmosClient.from_connection_string(self.cosmos_connection_string,
+                                                     connection_verify=False)
+        return client.get_database_client(database).get_container_client(container)
 
 
 # -- Cosmos DB ---------------------------------------------------------------------------------

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("funcstack", reason="the local Azure stack (funcstack) runs these tests: "
-                                        "pip install funcstack")
+pytest.importorskip("funcstack", reason=(
+    "funcstack in this interpreter (Python 3.13+) runs these tests: "
+    "they stop and start funcstack's Service Bus endpoint in-process"))
 
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient

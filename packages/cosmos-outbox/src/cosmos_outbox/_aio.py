@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Awaitable, Coroutine
-from typing import TYPE_CHECKING, Any, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 if TYPE_CHECKING:
     from cosmos_outbox.ports import (
@@ -23,12 +23,14 @@ if TYPE_CHECKING:
         PayloadStore,
     )
 
+T = TypeVar("T")
+
 
 class SuspendedError(RuntimeError):
     """A coroutine run by the sync API waited on I/O: something async reached a sync path."""
 
 
-def run_sync[T](coroutine: Coroutine[Any, Any, T]) -> T:
+def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run `coroutine` to its end in this thread, without an event loop. It must not suspend
     (it awaits only sync adapters made awaitable): if it does, it is closed (its `finally`
     blocks run) and SuspendedError is raised."""
@@ -42,7 +44,7 @@ def run_sync[T](coroutine: Coroutine[Any, Any, T]) -> T:
         "the sync API; use cosmos_outbox.aio for async code")
 
 
-async def resolved[T](value: T | Awaitable[T]) -> T:
+async def resolved(value: T | Awaitable[T]) -> T:
     """`value`, awaited when it is awaitable (a user's callable may be either)."""
     if inspect.isawaitable(value):
         return await value

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from cosmos_outbox._domain import Aggregate, Event, read_back
 from cosmos_outbox._event_document import (
@@ -38,6 +38,8 @@ from cosmos_outbox._event_document import (
 from cosmos_outbox._idempotency import Answer, IdempotencyRecord
 from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.ports import BatchOperation
+
+A = TypeVar("A", bound="Aggregate")
 
 __all__ = [
     "EVENT_TYPE",
@@ -71,7 +73,7 @@ def aggregate_document(aggregate: Aggregate) -> dict[str, Any]:
     }
 
 
-def aggregate_from_document[A: Aggregate](kind: type[A], document: Mapping[str, Any]) -> A:
+def aggregate_from_document(kind: type[A], document: Mapping[str, Any]) -> A:
     """The aggregate a stored document holds. NotFoundError when it is another kind of document
     (an event or a quarantined event with that id)."""
     if document.get("type") != kind.aggregate_type:

@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from cosmos_outbox._aio import run_sync
 
+P = ParamSpec("P")
+R = TypeVar("R")
 
-def shell[**P, R](asynchronous: bool) -> Callable[[Callable[P, Coroutine[Any, Any, R]]],
+
+def shell(asynchronous: bool) -> Callable[[Callable[P, Coroutine[Any, Any, R]]],
                                                    Callable[P, Any]]:
     """`@shell(asynchronous)` on a coroutine function: itself when `asynchronous`, else a
     plain function running it."""

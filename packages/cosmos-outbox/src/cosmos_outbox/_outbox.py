@@ -25,7 +25,7 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar
 
 import azure.functions as func
 
@@ -69,11 +69,13 @@ if TYPE_CHECKING:
     from cosmos_outbox._relay.telemetry import RelayTelemetry
     from cosmos_outbox.settings import OutboxSettings, TriggerSettings
 
+A = TypeVar("A", bound="Aggregate")
+
 logger = logging.getLogger("cosmos_outbox")
 #: Key-derivation purpose of the quarantine list's tokens (a label, not a secret).
 QUARANTINE_TOKEN_PURPOSE = "outbox-admin/quarantine-token/v1"  # noqa: S105
 #: A part of an app: a blueprint, or what holds one.
-type Functions = func.Blueprint | HttpApi | AggregateRoutes[Any]
+Functions: TypeAlias = func.Blueprint | HttpApi | AggregateRoutes[Any]
 
 
 def _no_backlog() -> BacklogEstimator:
@@ -318,16 +320,16 @@ class OutboxBase:
             with self._lock:
                 self._wiring = before
 
-    def _checked[A: Aggregate](self, kind: type[A]) -> type[A]:
+    def _checked(self, kind: type[A]) -> type[A]:
         if kind not in self.aggregates:
             raise ValueError(f"{kind.__qualname__} is not an aggregate of this outbox: "
                              "add it to Outbox(aggregates=...)")
         return kind
 
-    def _core_service[A: Aggregate](self, kind: type[A]) -> AsyncAggregateService[A]:
+    def _core_service(self, kind: type[A]) -> AsyncAggregateService[A]:
         return AsyncAggregateService(self._checked(kind), lambda: self.wiring().unit_of_work())
 
-    def routes[A: Aggregate](self, kind: type[A], *, view: type[View] | None = None,
+    def routes(self, kind: type[A], *, view: type[View] | None = None,
                              id_parameter: PathParameter | None = None,
                              auth_level: func.AuthLevel = func.AuthLevel.FUNCTION,
                              etag_request_header: bool = False) -> AggregateRoutes[A]:
@@ -416,7 +418,7 @@ class Outbox(OutboxBase):
         command handled outside the route helper (a queue- or timer-triggered function, ...)."""
         return UnitOfWork(self.wiring().unit_of_work())
 
-    def service[A: Aggregate](self, kind: type[A]) -> AggregateService[A]:
+    def service(self, kind: type[A]) -> AggregateService[A]:
         """Create, read and change aggregates of `kind` (one of this outbox's aggregates)."""
         return AggregateService(self._core_service(kind))
 
@@ -456,7 +458,7 @@ class AsyncOutbox(OutboxBase):
         """`async with outbox.unit_of_work() as uow:` (see `Outbox.unit_of_work`)."""
         return self.wiring().unit_of_work()
 
-    def service[A: Aggregate](self, kind: type[A]) -> AsyncAggregateService[A]:
+    def service(self, kind: type[A]) -> AsyncAggregateService[A]:
         return self._core_service(kind)
 
     def session(self, partition_key: str, *, entity: str, session_id: str | None = None,

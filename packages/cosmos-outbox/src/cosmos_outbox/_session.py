@@ -37,7 +37,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, TypeAlias, cast
 
 from pydantic import BaseModel
 
@@ -138,7 +138,7 @@ class Committed(NamedTuple):
 
 #: An event published in a session, until its commit: its id and its document (made when it
 #: is published; the commit gives it its number and time).
-type _Staged = tuple[str, dict[str, Any]]
+_Staged: TypeAlias = tuple[str, dict[str, Any]]
 
 
 class _Sequences:

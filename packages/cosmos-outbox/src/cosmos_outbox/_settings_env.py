@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Self
+from typing import Self, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -28,6 +28,8 @@ from cosmos_outbox.settings import (
     TriggerSettings,
     _problems,
 )
+
+S = TypeVar("S", bound="BaseSettings")
 
 __all__ = ["CosmosSettings", "OutboxSettings", "PayloadConnection", "PayloadSettings",
            "load_payload_settings", "load_settings", "read_settings"]
@@ -229,7 +231,7 @@ class OutboxSettings(TriggerSettings, PayloadSettings, CosmosSettings):
                 "source, <base>/<collection> (e.g. https://shop.example.com/orders); set the "
                 "base and remove CLOUDEVENTS_SOURCE")
 
-def read_settings[S: BaseSettings](kind: type[S]) -> S:
+def read_settings(kind: type[S]) -> S:
     """Settings of `kind` read from the environment and validated once; a bad or missing one
     raises `SettingsError` naming the settings, never their values."""
     try:

@@ -20,10 +20,12 @@ from __future__ import annotations
 import abc
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from cosmos_outbox._queries import QueryParameters
 from cosmos_outbox._records import OutboxMessage
+
+T = TypeVar("T")
 
 __all__ = [
     "AsyncBacklogEstimator",
@@ -44,7 +46,7 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class Page[T]:
+class Page(Generic[T]):
     """One page of a listing, and the store's token of the next page (None on the last)."""
 
     items: list[T]

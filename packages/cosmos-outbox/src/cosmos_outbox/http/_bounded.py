@@ -10,9 +10,11 @@ import contextvars
 import logging
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from cosmos_outbox.http._problems import HttpProblemError
+
+T = TypeVar("T")
 
 logger = logging.getLogger(__name__)
 #: A bounded operation answers within this many seconds whatever the store or the broker does.
@@ -21,7 +23,7 @@ BOUND_SECONDS = 4.0
 BOUND_RETRY_AFTER_SECONDS = 5
 
 
-def run_bounded[T](work: Callable[[], T], *, what: str) -> T:
+def run_bounded(work: Callable[[], T], *, what: str) -> T:
     """`work()`'s result or error, if it ends within BOUND_SECONDS; else 503 with Retry-After
     (HttpProblemError). It runs on a thread of its own, in this call's context (trace, logging);
     past the bound it is left to finish on its own: the store's and the broker's clients bound
@@ -51,7 +53,7 @@ def run_bounded[T](work: Callable[[], T], *, what: str) -> T:
 
 
 
-async def await_bounded[T](work: Awaitable[T], *, what: str) -> T:
+async def await_bounded(work: Awaitable[T], *, what: str) -> T:
     """`await work`, if it ends within BOUND_SECONDS; else it is cancelled and 503 with
     Retry-After (HttpProblemError)."""
     try:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -33,6 +33,8 @@ from cosmos_outbox.http._problems import bad_request
 
 if TYPE_CHECKING:
     from cosmos_outbox.http._pipeline import HttpCall
+
+A = TypeVar("A", bound="Aggregate")
 
 __all__ = [
     "KEY_HEADER",
@@ -87,7 +89,7 @@ def request_fingerprint(method: str, route: str, path: Mapping[str, str],
     return fingerprint({"method": method, "route": route, "path": dict(path), "body": data})
 
 
-def claim_of[A: Aggregate](call: HttpCall[Any],
+def claim_of(call: HttpCall[Any],
                            answer: Callable[[A], Answer]) -> Claim[A] | None:
     """The claim of an `HttpCall` that carries a key (None without one)."""
     key = call.idempotency_key

@@ -14,7 +14,7 @@ import re
 import secrets
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Generic, TypeAlias, TypeVar, cast
 
 import azure.functions as func
 from pydantic import BaseModel, ValidationError
@@ -41,6 +41,8 @@ from cosmos_outbox.http._problems import (
 )
 from cosmos_outbox.http._requests import parse_body
 
+B = TypeVar("B")
+
 _PAGE_SIZE = re.compile(r"[0-9]{1,4}")
 _TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
 
@@ -56,7 +58,7 @@ class Reply:
 
 
 @dataclass(frozen=True)
-class HttpCall[B]:
+class HttpCall(Generic[B]):
     """One request, parsed and checked against its operation's declaration."""
 
     request: func.HttpRequest
@@ -110,7 +112,7 @@ class HttpCall[B]:
 
 
 #: A handler: a plain function, or an async one (awaited).
-type Handler = Callable[[HttpCall[Any]], Reply | func.HttpResponse
+Handler: TypeAlias = Callable[[HttpCall[Any]], Reply | func.HttpResponse
                         | Awaitable[Reply | func.HttpResponse]]
 
 

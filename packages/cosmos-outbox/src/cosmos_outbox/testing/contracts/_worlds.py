@@ -9,7 +9,7 @@ import contextlib
 import threading
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import pytest
 
@@ -24,6 +24,10 @@ from cosmos_outbox._service import Versioned
 from cosmos_outbox.ports import AsyncDocumentStore, AsyncPayloadStore, DocumentStore, PayloadStore
 from cosmos_outbox.settings import DEFAULT_EVENT_TTL_SECONDS, DEFAULT_IDEMPOTENCY_TTL_SECONDS
 from cosmos_outbox.testing._fakes import InMemoryPayloadStore, InMemoryStore
+
+A = TypeVar("A", bound="Aggregate")
+T = TypeVar("T")
+C = TypeVar("C", bound="_Closable")
 
 
 @dataclass(frozen=True)
@@ -91,7 +95,7 @@ class StoreWorld(abc.ABC):
             self.async_store, event_ttl_seconds=self.event_ttl_seconds,
             idempotency_ttl_seconds=self.idempotency_ttl_seconds), run=self.run)
 
-    def service[A: Aggregate](self, kind: type[A]) -> _sync.AggregateService[A]:
+    def service(self, kind: type[A]) -> _sync.AggregateService[A]:
         return _sync.AggregateService(_service.AggregateService(kind, lambda: self.uow().core),
                                       run=self.run)
 
@@ -148,7 +152,7 @@ class Gate:
         self._lock = threading.Lock()
         self._open: asyncio.Event | None = None
 
-    def meet[T](self, value: T) -> Any:
+    def meet(self, value: T) -> Any:
         if not self.asynchronous:
             self._threads.wait()
             return value
@@ -185,7 +189,7 @@ class EventLoop:
     def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(120)
 
-    def closing[C: _Closable](self, client: C) -> C:
+    def closing(self, client: C) -> C:
         """`client` (an `aio` SDK client: an async `close()`), closed on this loop when the
         loop is closed: its connections end with it, none is left open at exit."""
         self._closing.append(client)
