@@ -12,7 +12,7 @@ import pytest
 from azure.cosmos import CosmosClient
 from pydantic import SecretStr
 
-from cosmos_outbox._outbox import services_from_settings
+from cosmos_outbox._wiring import services_from_settings
 from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.cosmos._client import client_options
 from cosmos_outbox.errors import StoreUnavailableError

@@ -18,7 +18,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from cosmos_outbox.settings import (
+from cosmos_outbox._settings_base import (
     DEFAULT_EVENT_TTL_SECONDS,
     DEFAULT_IDEMPOTENCY_TTL_SECONDS,
     DEFAULT_PAYLOAD_CONTAINER,
@@ -26,7 +26,7 @@ from cosmos_outbox.settings import (
     DEFAULT_SERVICEBUS_MAX_MESSAGE_BYTES,
     SettingsError,
     TriggerSettings,
-    _problems,
+    problems,
 )
 
 S = TypeVar("S", bound="BaseSettings")
@@ -237,7 +237,7 @@ def read_settings(kind: type[S]) -> S:
     try:
         return kind()  # the values come from the environment
     except ValidationError as exc:
-        raise SettingsError(f"invalid settings: {_problems(exc)}") from None
+        raise SettingsError(f"invalid settings: {problems(exc)}") from None
 
 
 def load_settings() -> OutboxSettings:

@@ -8,6 +8,7 @@ OpenAPI document are read from the declarations."""
 from __future__ import annotations
 
 from cosmos_outbox.http._api import HttpApi
+from cosmos_outbox.http._call import HttpCall, Reply
 from cosmos_outbox.http._declaration import (
     HttpOperation,
     PathParameter,
@@ -25,7 +26,6 @@ from cosmos_outbox.http._models import (
     view_of,
 )
 from cosmos_outbox.http._paging import Cursor, TokenCodec, next_token
-from cosmos_outbox.http._pipeline import HttpCall, Reply
 from cosmos_outbox.http._problems import HttpProblemError
 from cosmos_outbox.http._routes import AggregateRoutes
 

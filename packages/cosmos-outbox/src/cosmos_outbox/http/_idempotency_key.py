@@ -23,16 +23,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._idempotency import Answer, Claim, fingerprint
+from cosmos_outbox.http._call import HttpCall
 from cosmos_outbox.http._problems import bad_request
-
-if TYPE_CHECKING:
-    from cosmos_outbox.http._pipeline import HttpCall
 
 A = TypeVar("A", bound="Aggregate")
 

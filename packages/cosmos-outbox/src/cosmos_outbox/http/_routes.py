@@ -48,11 +48,11 @@ from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._idempotency import Answer, Claim, Recorded
 from cosmos_outbox._service import AggregateService, Versioned
 from cosmos_outbox.http._api import HttpApi
+from cosmos_outbox.http._call import HttpCall, Reply
 from cosmos_outbox.http._conditional import Outcome, Preconditions
 from cosmos_outbox.http._declaration import Command, ResponseHeader
 from cosmos_outbox.http._idempotency_key import claim_of
 from cosmos_outbox.http._models import View, view_of
-from cosmos_outbox.http._pipeline import HttpCall, Reply
 from cosmos_outbox.http._problems import HttpProblemError
 
 A = TypeVar("A", bound="Aggregate")

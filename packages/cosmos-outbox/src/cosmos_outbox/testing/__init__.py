@@ -28,7 +28,8 @@ from typing import Any
 
 from cosmos_outbox._event_document import EventFields
 from cosmos_outbox._event_document import fields as event_fields
-from cosmos_outbox._outbox import OutboxBase, Services
+from cosmos_outbox._outbox import OutboxBase
+from cosmos_outbox._wiring import Services
 from cosmos_outbox.settings import (
     DEFAULT_EVENT_TTL_SECONDS,
     DEFAULT_IDEMPOTENCY_TTL_SECONDS,
