@@ -116,16 +116,28 @@ def idempotency_document(record: IdempotencyRecord, *, ttl_seconds: int) -> dict
         answer["location"] = record.answer.location
     if record.answer.body is not None:
         answer["body"] = record.answer.body
+    return record_document(
+        record_id=record.record_id, partition_key=record.aggregate_id,
+        aggregate_type=record.aggregate_type, request=record.request,
+        fingerprint=record.fingerprint, version=record.version, answer=answer,
+        created_at=record.created_at.isoformat(), ttl_seconds=ttl_seconds)
+
+
+def record_document(*, record_id: str, partition_key: str, aggregate_type: str, request: str,
+                    fingerprint: str, version: int, answer: dict[str, Any], created_at: str,
+                    ttl_seconds: int) -> dict[str, Any]:
+    """An Idempotency-Key's record document, its keys written here only (the aggregates' write
+    path through `idempotency_document`, the session's straight from its claim)."""
     return {
-        "id": record.record_id,
-        "partitionKey": record.aggregate_id,
+        "id": record_id,
+        "partitionKey": partition_key,
         "type": IDEMPOTENCY_TYPE,
-        "aggregateType": record.aggregate_type,
-        "request": record.request,
-        "fingerprint": record.fingerprint,
-        "version": record.version,
+        "aggregateType": aggregate_type,
+        "request": request,
+        "fingerprint": fingerprint,
+        "version": version,
         "answer": answer,
-        "createdAt": record.created_at.isoformat(),
+        "createdAt": created_at,
         "ttl": ttl_seconds,
     }
 
