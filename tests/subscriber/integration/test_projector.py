@@ -21,22 +21,24 @@ from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
 from cosmos_outbox import aio
-from cosmos_outbox._aio import run_sync
 from cosmos_outbox.cosmos import AsyncCosmosDocumentStore, CosmosDocumentStore
 from cosmos_outbox.errors import PreconditionFailedError
 from cosmos_outbox.ports import AsyncDocumentStore, DocumentStore
-from cosmos_outbox.subscriber import IncomingEvent, Projector, Result
-from cosmos_outbox.subscriber._events import QUARANTINE_NOTICE
-from cosmos_outbox.subscriber._projector import (
+from cosmos_outbox.subscriber import (
     GAP_TYPE,
     HELD_TYPE,
     INBOX_TYPE,
     MAX_HELD_PER_BATCH,
+    QUARANTINE_NOTICE,
     AsyncProjector,
+    IncomingEvent,
     Outcome,
+    Projector,
+    Result,
     held_id,
     inbox_id,
 )
+from cosmos_outbox.testing import run_sync
 from funcstack.cosmos import CosmosEndpoint, start_cosmos
 from tools.provision import create_projection_container
 

@@ -22,8 +22,7 @@ from cosmos_outbox.errors import (
     StoreUnavailableError,
     ThrottledError,
 )
-from cosmos_outbox.http import Cursor, TokenCodec
-from cosmos_outbox.http._declaration import MAX_PAGE_SIZE
+from cosmos_outbox.http import MAX_PAGE_SIZE, Cursor, TokenCodec
 from cosmos_outbox.ports import Page
 from cosmos_outbox.testing import FunctionClient, InMemoryStore
 from tests.subscriber import subscriber_functions

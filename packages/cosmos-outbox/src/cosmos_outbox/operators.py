@@ -11,6 +11,7 @@ from cosmos_outbox._blueprints.operators import (
     QuarantineItem,
     QuarantineListPage,
     RedriveRequest,
+    parse_instant,
 )
 from cosmos_outbox._quarantine import QuarantinedEvent
 
@@ -20,4 +21,5 @@ __all__ = [
     "QuarantineListPage",
     "QuarantinedEvent",
     "RedriveRequest",
+    "parse_instant",
 ]

@@ -7,6 +7,7 @@ client; `async_query_page` on the `aio` client). Failures are translated once in
 
 from __future__ import annotations
 
+from cosmos_outbox.cosmos._client import async_cosmos_client, client_options, cosmos_client
 from cosmos_outbox.cosmos._estimator import AsyncCosmosBacklogEstimator, CosmosBacklogEstimator
 from cosmos_outbox.cosmos._store import (
     AsyncCosmosDocumentStore,
@@ -20,6 +21,9 @@ __all__ = [
     "AsyncCosmosDocumentStore",
     "CosmosBacklogEstimator",
     "CosmosDocumentStore",
+    "async_cosmos_client",
     "async_query_page",
+    "client_options",
+    "cosmos_client",
     "query_page",
 ]

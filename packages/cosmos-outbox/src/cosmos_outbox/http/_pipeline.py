@@ -18,7 +18,6 @@ import azure.functions as func
 from pydantic import BaseModel, ValidationError
 
 from cosmos_outbox._aio import SuspendedError, resolved, run_sync
-from cosmos_outbox.http._bounded import await_bounded, run_bounded
 from cosmos_outbox.http._call import Handler, HttpCall, Reply
 from cosmos_outbox.http._conditional import MalformedConditionError, Preconditions
 from cosmos_outbox.http._declaration import (
@@ -37,6 +36,7 @@ from cosmos_outbox.http._problems import (
     json_response,
 )
 from cosmos_outbox.http._requests import parse_body
+from cosmos_outbox.http.bounded import await_bounded, run_bounded
 
 _PAGE_SIZE = re.compile(r"[0-9]{1,4}")
 

@@ -5,10 +5,24 @@ indexing."""
 
 from __future__ import annotations
 
+from cosmos_outbox.servicebus._messages import (
+    ServiceBusBatch,
+    application_properties,
+    to_amqp_message,
+    to_servicebus_message,
+)
 from cosmos_outbox.servicebus._publisher import (
     DEFAULT_MAX_MESSAGE_BYTES,
     AsyncServiceBusPublisher,
     ServiceBusPublisher,
 )
 
-__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "AsyncServiceBusPublisher", "ServiceBusPublisher"]
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "AsyncServiceBusPublisher",
+    "ServiceBusBatch",
+    "ServiceBusPublisher",
+    "application_properties",
+    "to_amqp_message",
+    "to_servicebus_message",
+]

@@ -21,14 +21,24 @@ from cosmos_outbox.subscriber._events import (
     from_message,
 )
 from cosmos_outbox.subscriber._projector import (
+    GAP_TYPE,
+    HELD_TYPE,
+    INBOX_TYPE,
+    MAX_HELD_PER_BATCH,
     AsyncProjector,
     Outcome,
     Projection,
     Projector,
     Result,
+    held_id,
+    inbox_id,
 )
 
 __all__ = [
+    "GAP_TYPE",
+    "HELD_TYPE",
+    "INBOX_TYPE",
+    "MAX_HELD_PER_BATCH",
     "QUARANTINE_NOTICE",
     "AsyncDispatcher",
     "AsyncProjector",
@@ -40,4 +50,6 @@ __all__ = [
     "Result",
     "UnreadableEventError",
     "from_message",
+    "held_id",
+    "inbox_id",
 ]

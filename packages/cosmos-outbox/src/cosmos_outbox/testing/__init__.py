@@ -26,6 +26,8 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from cosmos_outbox._aio import as_async, run_sync
+from cosmos_outbox._domain import EVENTS
 from cosmos_outbox._event_document import EventFields
 from cosmos_outbox._event_document import fields as event_fields
 from cosmos_outbox._outbox import OutboxBase
@@ -55,6 +57,7 @@ from cosmos_outbox.testing._functions import FunctionClient, InvocationContext
 from cosmos_outbox.testing._triggers import queue_message, service_bus_message, timer_request
 
 __all__ = [
+    "EVENTS",
     "EventFields",
     "FakePublisher",
     "FixedBacklog",
@@ -64,6 +67,7 @@ __all__ = [
     "InMemoryStore",
     "InvocationContext",
     "SizeLimitedBatch",
+    "as_async",
     "check_commands",
     "check_event_mappings",
     "check_fields",
@@ -72,6 +76,7 @@ __all__ = [
     "event_fields",
     "in_memory",
     "queue_message",
+    "run_sync",
     "service_bus_message",
     "timer_request",
 ]

@@ -37,7 +37,9 @@ from cosmos_outbox.testing.contracts._worlds import (
     InMemoryStoreWorld,
     PayloadWorld,
     StoreWorld,
+    events_of,
     examples,
+    saved,
 )
 
 __all__ = [
@@ -53,5 +55,7 @@ __all__ = [
     "SessionContract",
     "StoreWorld",
     "UnitOfWorkContract",
+    "events_of",
     "examples",
+    "saved",
 ]

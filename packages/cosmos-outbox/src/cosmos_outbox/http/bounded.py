@@ -1,7 +1,8 @@
 """Bounded waits: an operation declared `bounded` (/health, the operators' routes) answers
 within BOUND_SECONDS whatever the store or the broker does: past it, 503 with Retry-After. A sync
 function's work runs on a thread of its own (`run_bounded`), an async one's under a timeout
-(`await_bounded`)."""
+(`await_bounded`). Public: an app (or its tests) reads the bound here, and may set
+`BOUND_SECONDS` (read at each call)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from typing import Any, TypeVar, cast
 from cosmos_outbox.http._problems import HttpProblemError
 
 T = TypeVar("T")
+
+__all__ = ["BOUND_RETRY_AFTER_SECONDS", "BOUND_SECONDS", "await_bounded", "run_bounded"]
 
 logger = logging.getLogger(__name__)
 #: A bounded operation answers within this many seconds whatever the store or the broker does.
