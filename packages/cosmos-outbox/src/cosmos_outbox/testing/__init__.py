@@ -49,6 +49,7 @@ from cosmos_outbox.testing._events import committed_events
 from cosmos_outbox.testing._fakes import (
     FakePublisher,
     FixedBacklog,
+    InMemoryBacklogEstimator,
     InMemoryPayloadStore,
     InMemoryStore,
     SizeLimitedBatch,
@@ -63,6 +64,7 @@ __all__ = [
     "FixedBacklog",
     "FunctionClient",
     "InMemory",
+    "InMemoryBacklogEstimator",
     "InMemoryPayloadStore",
     "InMemoryStore",
     "InvocationContext",
