@@ -360,10 +360,11 @@ class ServiceBusWorld(PublisherWorld):
             self.stack.start_servicebus()  # on its port, with its entities
 
     def close(self) -> None:
-        if isinstance(self.publisher, ServiceBusPublisher):
-            self.publisher.close()
-        else:
-            self.run(self.publisher.close())
+        publisher = self.publisher
+        if isinstance(publisher, ServiceBusPublisher):
+            publisher.close()
+        elif isinstance(publisher, AsyncServiceBusPublisher):
+            self.run(publisher.close())
 
 
 class TestServiceBusPublisher(PublisherContract):

@@ -40,7 +40,7 @@ class BacklogEstimatorContract:
     @staticmethod
     def estimate(world: BacklogWorld) -> list[LeaseBacklog]:
         estimated: Any = world.estimator.estimate()
-        if inspect.isawaitable(estimated):  # an async estimator's, on the world's loop
+        if inspect.iscoroutine(estimated):  # an async estimator's, on the world's loop
             estimated = world.store_world.run(estimated)
         return list(estimated)
 

@@ -39,7 +39,7 @@ class PublisherContract:
     def call(world: PublisherWorld, name: str, *args: Any) -> Any:
         """A publisher method, run to its end (awaited on the world's loop when async)."""
         result = getattr(world.publisher, name)(*args)
-        return world.run(result) if inspect.isawaitable(result) else result
+        return world.run(result) if inspect.iscoroutine(result) else result
 
     def batch(self, world: PublisherWorld, *messages: OutboxMessage) -> MessageBatch:
         batch: MessageBatch = self.call(world, "create_batch")
