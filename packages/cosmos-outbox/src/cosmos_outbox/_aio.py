@@ -7,6 +7,7 @@ to its end in the caller's thread, with no event loop. Only I/O differs.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Awaitable, Coroutine
 from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
@@ -81,20 +82,24 @@ class _Awaitable:
         return f"as_async({self._port!r})"
 
 
-#: Methods that stay sync in every port (no I/O: a batch is filled in memory, a reference made).
-SYNC_METHODS = frozenset({"try_add", "reference", "max_size_in_bytes"})
+@functools.cache
+def _stays_sync() -> frozenset[str]:
+    """The port methods declared `stays_sync` (`cosmos_outbox.ports`), read once."""
+    from cosmos_outbox.ports import sync_methods
+
+    return sync_methods()
 
 
 class _SyncView(_Awaitable):
     def __getattr__(self, name: str) -> Any:
-        if name in SYNC_METHODS:
+        if name in _stays_sync():
             return getattr(self._port, name)
         return super().__getattr__(name)
 
 
 def _awaited(port: object) -> Any:
     """`port` itself when it is an async adapter, else a view of the sync one whose methods are
-    awaitable (those of `SYNC_METHODS` stay as they are)."""
+    awaitable (those the ports declare `stays_sync` stay as they are)."""
     return port if isinstance(port, _Awaitable) or is_async_port(port) else _SyncView(port)
 
 
