@@ -35,12 +35,9 @@ from typing import Any
 from bench.stats import percentile
 from cosmos_outbox import Outbox, Services
 from cosmos_outbox.aio import Outbox as AsyncOutbox
-from cosmos_outbox.cosmos import (
-    AsyncCosmosDocumentStore,
-    CosmosDocumentStore,
-    async_cosmos_client,
-    cosmos_client,
-)
+from cosmos_outbox.cosmos import CosmosDocumentStore, cosmos_client
+from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
+from cosmos_outbox.cosmos.aio import cosmos_client as async_cosmos_client
 from cosmos_outbox.ports import MessagePublisher
 from tools.provision import create_contacts_container
 from tools.stack import Stack

@@ -23,7 +23,8 @@ from cosmos_outbox._documents import event_documents, read_feed
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._relay.relay import Relay, RelayReport
 from cosmos_outbox._relay.telemetry import RelayTelemetry
-from cosmos_outbox.cosmos import AsyncCosmosDocumentStore, CosmosDocumentStore
+from cosmos_outbox.cosmos import CosmosDocumentStore
+from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
 from cosmos_outbox.testing import InMemoryStore
 from cosmos_outbox.testing.contracts import EventLoop, StoreWorld
 

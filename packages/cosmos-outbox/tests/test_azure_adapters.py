@@ -41,15 +41,14 @@ from cosmos_outbox._documents import read_feed
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._records import OutboxRecord, payload_name
 from cosmos_outbox._relay.relay import Relay
-from cosmos_outbox.blob import AsyncBlobPayloadStore, BlobPayloadStore
-from cosmos_outbox.cosmos import (
-    AsyncCosmosBacklogEstimator,
-    AsyncCosmosDocumentStore,
-    CosmosBacklogEstimator,
-    CosmosDocumentStore,
-)
+from cosmos_outbox.blob import BlobPayloadStore
+from cosmos_outbox.blob.aio import BlobPayloadStore as AsyncBlobPayloadStore
+from cosmos_outbox.cosmos import CosmosBacklogEstimator, CosmosDocumentStore
+from cosmos_outbox.cosmos.aio import CosmosBacklogEstimator as AsyncCosmosBacklogEstimator
+from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
 from cosmos_outbox.errors import PayloadStoreError, StoreUnavailableError
-from cosmos_outbox.servicebus import AsyncServiceBusPublisher, ServiceBusPublisher
+from cosmos_outbox.servicebus import ServiceBusPublisher
+from cosmos_outbox.servicebus.aio import ServiceBusPublisher as AsyncServiceBusPublisher
 from cosmos_outbox.testing import InMemoryStore
 from cosmos_outbox.testing.contracts import (
     BacklogEstimatorContract,

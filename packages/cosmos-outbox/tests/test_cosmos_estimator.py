@@ -32,9 +32,10 @@ from cosmos_outbox._aio import as_async, run_sync
 from cosmos_outbox._idempotency import Answer, Claim
 from cosmos_outbox._relay.backlog import Backlog, report_backlog
 from cosmos_outbox._relay.telemetry import RelayTelemetry
-from cosmos_outbox.cosmos import AsyncCosmosBacklogEstimator, CosmosBacklogEstimator
+from cosmos_outbox.cosmos import CosmosBacklogEstimator
 from cosmos_outbox.cosmos._client import client_options
 from cosmos_outbox.cosmos._estimator import latest_lsn
+from cosmos_outbox.cosmos.aio import CosmosBacklogEstimator as AsyncCosmosBacklogEstimator
 from cosmos_outbox.errors import StoreUnavailableError
 from cosmos_outbox.ports import LeaseBacklog
 from cosmos_outbox.testing.contracts import EventLoop

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import pkgutil
 import subprocess
 import sys
@@ -53,10 +54,54 @@ def test_every_public_module_lists_its_names_and_each_exists(module: str) -> Non
     assert not missing, f"{module}.__all__ names {missing}, which it has not"
 
 
-def test_the_async_api_has_the_sync_names_it_mirrors() -> None:
-    for name in ("Outbox", "AggregateService", "UnitOfWork"):
-        assert name in cosmos_outbox.aio.__all__ and name in cosmos_outbox.__all__
-        assert getattr(cosmos_outbox.aio, name) is not getattr(cosmos_outbox, name)
+#: Each `aio` module and the sync module whose names it mirrors (as `azure.cosmos.aio` mirrors
+#: `azure.cosmos`).
+MIRRORS = {"cosmos_outbox.aio": "cosmos_outbox",
+           "cosmos_outbox.cosmos.aio": "cosmos_outbox.cosmos",
+           "cosmos_outbox.servicebus.aio": "cosmos_outbox.servicebus",
+           "cosmos_outbox.blob.aio": "cosmos_outbox.blob",
+           "cosmos_outbox.subscriber.aio": "cosmos_outbox.subscriber"}
+#: An `aio` name whose sync twin an app never names (it gets it from `uow.repository(...)`).
+AIO_ONLY = {"Repository"}
+
+
+@pytest.mark.parametrize(("aio", "sync"), MIRRORS.items())
+def test_each_aio_module_has_its_sync_modules_names_for_what_exists_in_both(
+    aio: str, sync: str
+) -> None:
+    asynchronous, synchronous = importlib.import_module(aio), importlib.import_module(sync)
+    assert set(asynchronous.__all__) - AIO_ONLY <= set(synchronous.__all__), aio
+    for name in asynchronous.__all__:
+        if name in synchronous.__all__:
+            assert getattr(asynchronous, name) is not getattr(synchronous, name), name
+
+
+def test_every_public_class_and_function_has_one_public_name() -> None:
+    """One name per idea: an object exported by several public modules is exported under one
+    name (the root re-exports names of other modules under the same name)."""
+    names: dict[int, set[str]] = defaultdict(set)
+    for module in ["cosmos_outbox", *public_modules()]:
+        imported = importlib.import_module(module)
+        for name in imported.__all__:
+            value = getattr(imported, name)
+            if isinstance(value, type) or inspect.isfunction(value):
+                names[id(value)].add(name)
+    assert [sorted(found) for found in names.values() if len(found) > 1] == []
+
+
+def test_a_renamed_name_still_works_for_a_release_and_warns_naming_its_replacement() -> None:
+    import cosmos_outbox.cosmos
+    import cosmos_outbox.cosmos.aio
+    import cosmos_outbox.subscriber.aio
+
+    with pytest.warns(DeprecationWarning, match=r"use cosmos_outbox\.cosmos\.aio\."
+                                                 r"CosmosDocumentStore"):
+        old = cosmos_outbox.cosmos.AsyncCosmosDocumentStore  # type: ignore[attr-defined]
+    assert old is cosmos_outbox.cosmos.aio.CosmosDocumentStore
+    with pytest.warns(DeprecationWarning, match="cosmos_outbox.subscriber.aio.Projector"):
+        assert cosmos_outbox.aio.Projector is cosmos_outbox.subscriber.aio.Projector
+    with pytest.raises(AttributeError):
+        cosmos_outbox.cosmos.NoSuchName  # type: ignore[attr-defined]  # noqa: B018
 
 
 def _top_level_imports(path: Path, module: str) -> set[str]:

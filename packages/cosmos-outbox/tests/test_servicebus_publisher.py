@@ -40,8 +40,10 @@ from cosmos_outbox._aio import run_sync
 from cosmos_outbox._documents import read_feed
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, Quarantine
 from cosmos_outbox._relay.relay import Relay, RelayReport
-from cosmos_outbox.blob import AsyncBlobPayloadStore, BlobPayloadStore
-from cosmos_outbox.servicebus import AsyncServiceBusPublisher, ServiceBusPublisher
+from cosmos_outbox.blob import BlobPayloadStore
+from cosmos_outbox.blob.aio import BlobPayloadStore as AsyncBlobPayloadStore
+from cosmos_outbox.servicebus import ServiceBusPublisher
+from cosmos_outbox.servicebus.aio import ServiceBusPublisher as AsyncServiceBusPublisher
 from cosmos_outbox.testing import InMemoryStore
 from cosmos_outbox.testing.contracts import EventLoop
 from funcstack import LocalStack

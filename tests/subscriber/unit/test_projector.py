@@ -20,7 +20,6 @@ import azure.functions as func
 import pytest
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from cosmos_outbox import aio
 from cosmos_outbox.documents import read_feed
 from cosmos_outbox.errors import PayloadNotFoundError
 from cosmos_outbox.relay import (
@@ -40,6 +39,7 @@ from cosmos_outbox.subscriber import (
     Projector,
     Result,
     UnreadableEventError,
+    aio,
 )
 from cosmos_outbox.testing import (
     FunctionClient,

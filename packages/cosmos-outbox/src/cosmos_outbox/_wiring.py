@@ -99,7 +99,7 @@ def publisher_from_settings(settings: OutboxSettings, *, asynchronous: bool = Fa
     options: dict[str, Any] = {"max_message_bytes": settings.servicebus_max_message_bytes,
                                "cloudevents_source_base": settings.cloudevents_source_base}
     if asynchronous:
-        from cosmos_outbox.servicebus import AsyncServiceBusPublisher as Publisher
+        from cosmos_outbox.servicebus.aio import ServiceBusPublisher as Publisher
     else:
         from cosmos_outbox.servicebus import ServiceBusPublisher as Publisher  # type: ignore[assignment]
     if settings.servicebus_connection is not None:
@@ -126,7 +126,7 @@ def payloads_from_settings(settings: OutboxSettings, *, asynchronous: bool = Fal
                 payload.setting, extra={"outbox.payload_container": payload.container,
                                         "outbox.payload_setting": payload.setting})
     if asynchronous:
-        from cosmos_outbox.blob import AsyncBlobPayloadStore as Store
+        from cosmos_outbox.blob.aio import BlobPayloadStore as Store
     else:
         from cosmos_outbox.blob import BlobPayloadStore as Store  # type: ignore[assignment]
     if payload.connection_string is not None:
@@ -152,8 +152,9 @@ def services_from_settings(settings: OutboxSettings | None = None, *,
     store: DocumentStore | AsyncDocumentStore
     backlog: Callable[[], BacklogEstimator | AsyncBacklogEstimator]
     if asynchronous:
-        from cosmos_outbox.cosmos import AsyncCosmosBacklogEstimator, AsyncCosmosDocumentStore
         from cosmos_outbox.cosmos._client import async_cosmos_client
+        from cosmos_outbox.cosmos.aio import CosmosBacklogEstimator as AsyncCosmosBacklogEstimator
+        from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
 
         adatabase = async_cosmos_client(
             connection_string=connection, endpoint=settings.cosmos_account_endpoint,

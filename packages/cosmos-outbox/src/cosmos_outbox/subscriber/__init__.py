@@ -13,7 +13,10 @@ tolerant dispatch that records and skips what a subscriber does not handle (`dis
 
 from __future__ import annotations
 
-from cosmos_outbox.subscriber._dispatch import AsyncDispatcher, Dispatcher
+from typing import Any
+
+from cosmos_outbox._renamed import renamed
+from cosmos_outbox.subscriber._dispatch import Dispatcher
 from cosmos_outbox.subscriber._events import (
     QUARANTINE_NOTICE,
     IncomingEvent,
@@ -25,7 +28,6 @@ from cosmos_outbox.subscriber._projector import (
     HELD_TYPE,
     INBOX_TYPE,
     MAX_HELD_PER_BATCH,
-    AsyncProjector,
     Outcome,
     Projection,
     Projector,
@@ -40,8 +42,6 @@ __all__ = [
     "INBOX_TYPE",
     "MAX_HELD_PER_BATCH",
     "QUARANTINE_NOTICE",
-    "AsyncDispatcher",
-    "AsyncProjector",
     "Dispatcher",
     "IncomingEvent",
     "Outcome",
@@ -53,3 +53,13 @@ __all__ = [
     "held_id",
     "inbox_id",
 ]
+
+#: Renamed in 0.3 (`cosmos_outbox.aio`-style namespaces): kept for a release, deprecated.
+_RENAMED = {
+    "AsyncProjector": "cosmos_outbox.subscriber.aio.Projector",
+    "AsyncDispatcher": "cosmos_outbox.subscriber.aio.Dispatcher",
+}
+
+
+def __getattr__(name: str) -> Any:
+    return renamed(__name__, name, _RENAMED)

@@ -143,7 +143,8 @@ def _settings_payloads(*, asynchronous: bool) -> Callable[[], AsyncPayloadStore 
         with lock:
             if not built:
                 from cosmos_outbox._settings_env import load_payload_settings
-                from cosmos_outbox.blob import AsyncBlobPayloadStore, BlobPayloadStore
+                from cosmos_outbox.blob import BlobPayloadStore
+                from cosmos_outbox.blob.aio import BlobPayloadStore as AsyncBlobPayloadStore
 
                 connection = load_payload_settings().payload_storage()
                 if connection is None:
