@@ -36,11 +36,11 @@ from azure_stack import (
 )
 from tickets import TICKET
 
-from cosmos_outbox._aio import run_sync
 from cosmos_outbox._documents import read_feed
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._records import OutboxRecord, payload_name
 from cosmos_outbox._relay.relay import Relay
+from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox.blob import BlobPayloadStore
 from cosmos_outbox.blob.aio import BlobPayloadStore as AsyncBlobPayloadStore
 from cosmos_outbox.cosmos import CosmosBacklogEstimator, CosmosDocumentStore

@@ -28,10 +28,10 @@ from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 from azure_stack import DATABASE, TOPIC, CosmosWorld
 from tickets import Ticket
 
-from cosmos_outbox._aio import as_async, run_sync
 from cosmos_outbox._idempotency import Answer, Claim
 from cosmos_outbox._relay.backlog import Backlog, report_backlog
 from cosmos_outbox._relay.telemetry import RelayTelemetry
+from cosmos_outbox._sync_bridge import as_async, run_sync
 from cosmos_outbox.cosmos import CosmosBacklogEstimator
 from cosmos_outbox.cosmos._client import client_options
 from cosmos_outbox.cosmos._estimator import latest_lsn

@@ -16,7 +16,8 @@ the same for both, once per process, on first use.
 
 `Outbox` is the sync API (sync functions, the SDKs' sync clients, run by the worker's thread
 pool); `cosmos_outbox.aio.Outbox` the async one (`async def` functions, the SDKs' `aio` clients,
-on the worker's event loop). The logic is the same coroutines for both (`cosmos_outbox._aio`).
+on the worker's event loop). The logic is the same coroutines for both
+(`cosmos_outbox._sync_bridge`).
 """
 
 from __future__ import annotations
@@ -29,21 +30,21 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar
 
 import azure.functions as func
 
-from cosmos_outbox._aio import run_sync
 from cosmos_outbox._blueprints.docs import docs_blueprint
-from cosmos_outbox._blueprints.operators import OperatorModels, operators_blueprint
-from cosmos_outbox._blueprints.relay import relay_blueprint
+from cosmos_outbox._blueprints.operator_routes import OperatorModels, operators_blueprint
+from cosmos_outbox._blueprints.relay_functions import relay_blueprint
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._records import LegacyEvents
 from cosmos_outbox._service import AggregateService as AsyncAggregateService
 from cosmos_outbox._session import Session as AsyncSession
 from cosmos_outbox._sync import AggregateService, Session, UnitOfWork
+from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox._unit_of_work import UnitOfWork as AsyncUnitOfWork
 from cosmos_outbox._wiring import Services, Wiring, services_from_settings
+from cosmos_outbox.http._aggregate_routes import AggregateRoutes
 from cosmos_outbox.http._api import HttpApi
 from cosmos_outbox.http._declaration import PathParameter
 from cosmos_outbox.http._models import View
-from cosmos_outbox.http._routes import AggregateRoutes
 from cosmos_outbox.http._routing import IndexedFunctionApp
 from cosmos_outbox.ports import (
     AsyncDocumentStore,

@@ -16,9 +16,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, TypeAlias, TypeVar
 
-from cosmos_outbox._aio import resolved
 from cosmos_outbox._domain import Aggregate, DomainError, assigned_id
 from cosmos_outbox._idempotency import MAX_GENERATIONS, Claim, Recorded, weak_etag
+from cosmos_outbox._sync_bridge import resolved
 from cosmos_outbox._unit_of_work import UnitOfWork
 from cosmos_outbox.errors import (
     AlreadyExistsError,

@@ -1,5 +1,5 @@
 """The sync API's write path: thin shells that run the async one (`_unit_of_work`, `_service`)
-over sync adapters (`cosmos_outbox._aio.run_sync`). No logic here: each method calls its
+over sync adapters (`cosmos_outbox._sync_bridge.run_sync`). No logic here: each method calls its
 coroutine and runs it to its end in the caller's thread."""
 
 from __future__ import annotations
@@ -11,11 +11,11 @@ from typing import Any, Generic, TypeAlias, TypeVar, cast
 from pydantic import BaseModel
 
 from cosmos_outbox import _service, _session, _unit_of_work
-from cosmos_outbox._aio import run_sync
 from cosmos_outbox._callables import refuse_async
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._idempotency import Claim, IdempotencyRecord, Recorded
 from cosmos_outbox._service import Versioned
+from cosmos_outbox._sync_bridge import run_sync
 
 A = TypeVar("A", bound="Aggregate")
 

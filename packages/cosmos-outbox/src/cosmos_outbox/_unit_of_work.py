@@ -2,7 +2,8 @@
 aggregates it loaded or added, the etag of each, and the batches a commit writes (the aggregate,
 its events and the claimed idempotency record, one transactional batch per aggregate, in its
 partition, conditioned on the etag it was read with). Nothing is written unless `commit()`
-runs. This is the async API's; the sync API runs it over a sync store (`cosmos_outbox._aio`).
+runs. This is the async API's; the sync API runs it over a sync store
+(`cosmos_outbox._sync_bridge`).
 """
 
 from __future__ import annotations

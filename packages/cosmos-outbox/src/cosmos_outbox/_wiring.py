@@ -16,10 +16,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from cosmos_outbox._aio import as_async
 from cosmos_outbox._records import LegacyEvents
 from cosmos_outbox._session import Session as AsyncSession
 from cosmos_outbox._session import _Sequences
+from cosmos_outbox._sync_bridge import as_async
 from cosmos_outbox._unit_of_work import UnitOfWork as AsyncUnitOfWork
 from cosmos_outbox.http._paging import TokenCodec, derive_key
 from cosmos_outbox.ports import (
@@ -40,7 +40,7 @@ from cosmos_outbox.settings import (
 
 if TYPE_CHECKING:
     from cosmos_outbox._quarantine import Quarantine
-    from cosmos_outbox._relay.operators import OutboxOperators
+    from cosmos_outbox._relay.operator_actions import OutboxOperators
     from cosmos_outbox._relay.relay import Relay
     from cosmos_outbox._relay.telemetry import RelayTelemetry
     from cosmos_outbox.settings import OutboxSettings
@@ -243,7 +243,7 @@ class Wiring:
             return self._backlog
 
     def operators(self) -> OutboxOperators:
-        from cosmos_outbox._relay.operators import OutboxOperators
+        from cosmos_outbox._relay.operator_actions import OutboxOperators
 
         return OutboxOperators(store=self.store, quarantine=self.quarantine, relay=self.relay,
                                backlog=self.backlog, event_ttl_seconds=self.event_ttl_seconds,

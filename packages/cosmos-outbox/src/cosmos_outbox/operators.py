@@ -6,7 +6,7 @@ id its operators know, say): subclass `RedriveRequest` (overriding `scope`), `Qu
 
 from __future__ import annotations
 
-from cosmos_outbox._blueprints.operators import (
+from cosmos_outbox._blueprints.operator_routes import (
     OperatorModels,
     QuarantineItem,
     QuarantineListPage,

@@ -10,7 +10,7 @@ outbox from here:
     async with outbox.unit_of_work() as uow: ...
 
 The logic is the sync API's, written once: the sync API runs these same coroutines over sync
-adapters (`cosmos_outbox._aio`)."""
+adapters (`cosmos_outbox._sync_bridge`)."""
 
 from __future__ import annotations
 

@@ -7,6 +7,7 @@ OpenAPI document are read from the declarations."""
 
 from __future__ import annotations
 
+from cosmos_outbox.http._aggregate_routes import AggregateRoutes
 from cosmos_outbox.http._api import HttpApi
 from cosmos_outbox.http._call import HttpCall, Reply
 from cosmos_outbox.http._conditional import TAG_LIST_PATTERN
@@ -33,7 +34,6 @@ from cosmos_outbox.http._models import (
 from cosmos_outbox.http._paging import TOKEN_PATTERN, Cursor, TokenCodec, next_token
 from cosmos_outbox.http._problems import HttpProblemError
 from cosmos_outbox.http._requests import MAX_DEPTH, parse_body, parse_json
-from cosmos_outbox.http._routes import AggregateRoutes
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",

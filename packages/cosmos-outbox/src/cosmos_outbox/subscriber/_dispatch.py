@@ -34,7 +34,7 @@ from typing import Any
 
 import azure.functions as func
 
-from cosmos_outbox._aio import as_async, run_sync
+from cosmos_outbox._sync_bridge import as_async, run_sync
 from cosmos_outbox.errors import PayloadStoreError
 from cosmos_outbox.ports import AsyncPayloadStore, PayloadStore
 from cosmos_outbox.settings import SettingsError

@@ -42,7 +42,7 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
-from cosmos_outbox._aio import as_async, run_sync
+from cosmos_outbox._sync_bridge import as_async, run_sync
 from cosmos_outbox.errors import AlreadyExistsError
 from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation, DocumentStore
 from cosmos_outbox.subscriber._events import QUARANTINE_NOTICE, IncomingEvent

@@ -26,11 +26,11 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
-from cosmos_outbox._aio import as_async, run_sync
 from cosmos_outbox._domain import EVENTS
 from cosmos_outbox._event_document import EventFields
 from cosmos_outbox._event_document import fields as event_fields
 from cosmos_outbox._outbox import OutboxBase
+from cosmos_outbox._sync_bridge import as_async, run_sync
 from cosmos_outbox._wiring import Services
 from cosmos_outbox.settings import (
     DEFAULT_EVENT_TTL_SECONDS,

@@ -14,13 +14,13 @@ from typing import Any, Protocol, TypeVar, cast
 import pytest
 
 from cosmos_outbox import _service, _session, _sync, _unit_of_work
-from cosmos_outbox._aio import as_async, run_sync
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._event_document import EVENT_TYPE, envelope_and_data
 from cosmos_outbox._idempotency import Answer, Claim, Recorded
 from cosmos_outbox._quarantine import Quarantine
-from cosmos_outbox._relay.operators import stored_events
+from cosmos_outbox._relay.operator_actions import stored_events
 from cosmos_outbox._service import Versioned
+from cosmos_outbox._sync_bridge import as_async, run_sync
 from cosmos_outbox.ports import (
     AsyncBacklogEstimator,
     AsyncDocumentStore,
@@ -136,7 +136,8 @@ class StoreWorld(abc.ABC):
         return _Blocking(Quarantine(self.async_store), self.run)
 
     def events_since(self, *args: Any, **kwargs: Any) -> Any:
-        """The stored events a re-drive reads (`cosmos_outbox._relay.operators.stored_events`)."""
+        """The stored events a re-drive reads
+        (`cosmos_outbox._relay.operator_actions.stored_events`)."""
         return self.run(stored_events(self.async_store, *args, **kwargs))
 
     def plant(self, document: dict[str, Any]) -> None:

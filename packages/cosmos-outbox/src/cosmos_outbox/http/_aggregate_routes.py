@@ -42,11 +42,11 @@ from typing import Any, Generic, TypeVar
 import azure.functions as func
 from pydantic import BaseModel
 
-from cosmos_outbox._aio import resolved
 from cosmos_outbox._callables import refuse_async
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._idempotency import Answer, Claim, Recorded
 from cosmos_outbox._service import AggregateService, Versioned
+from cosmos_outbox._sync_bridge import resolved
 from cosmos_outbox.http._api import HttpApi
 from cosmos_outbox.http._call import HttpCall, Reply
 from cosmos_outbox.http._conditional import Outcome, Preconditions

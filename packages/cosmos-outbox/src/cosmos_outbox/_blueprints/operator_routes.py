@@ -45,7 +45,7 @@ from cosmos_outbox.http._paging import next_token
 from cosmos_outbox.ports import Page
 
 if TYPE_CHECKING:
-    from cosmos_outbox._relay.operators import OutboxStatus
+    from cosmos_outbox._relay.operator_actions import OutboxStatus
     from cosmos_outbox._wiring import Wiring
 
 __all__ = [
