@@ -96,12 +96,12 @@ def test_a_renamed_name_still_works_for_a_release_and_warns_naming_its_replaceme
 
     with pytest.warns(DeprecationWarning, match=r"use cosmos_outbox\.cosmos\.aio\."
                                                  r"CosmosDocumentStore"):
-        old = cosmos_outbox.cosmos.AsyncCosmosDocumentStore  # type: ignore[attr-defined]
+        old = cosmos_outbox.cosmos.AsyncCosmosDocumentStore
     assert old is cosmos_outbox.cosmos.aio.CosmosDocumentStore
     with pytest.warns(DeprecationWarning, match="cosmos_outbox.subscriber.aio.Projector"):
         assert cosmos_outbox.aio.Projector is cosmos_outbox.subscriber.aio.Projector
     with pytest.raises(AttributeError):
-        cosmos_outbox.cosmos.NoSuchName  # type: ignore[attr-defined]  # noqa: B018
+        cosmos_outbox.cosmos.NoSuchName  # noqa: B018
 
 
 def _top_level_imports(path: Path, module: str) -> set[str]:
