@@ -16,7 +16,6 @@ from __future__ import annotations
 from typing import Any
 
 from cosmos_outbox._renamed import renamed
-from cosmos_outbox.subscriber._dispatch import Dispatcher
 from cosmos_outbox.subscriber._events import (
     QUARANTINE_NOTICE,
     IncomingEvent,
@@ -30,11 +29,11 @@ from cosmos_outbox.subscriber._projector import (
     MAX_HELD_PER_BATCH,
     Outcome,
     Projection,
-    Projector,
     Result,
     held_id,
     inbox_id,
 )
+from cosmos_outbox.subscriber._sync import Dispatcher, Projector
 
 __all__ = [
     "GAP_TYPE",
