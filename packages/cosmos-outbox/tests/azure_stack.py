@@ -177,8 +177,9 @@ def received(stack: LocalStack, sessions: set[str], count: int,
 def received_from(connection: str, sessions: set[str], count: int,
                   wait: float = 60) -> list[ServiceBusReceivedMessage]:
     """`received` from the endpoint of `connection`: each session read on a thread of its own
-    (opening a session receiver costs the sync SDK about half a second), until it has no more
-    for a second."""
+    (opening a session receiver costs the sync SDK about half a second) until `count` messages
+    arrived in all (or the deadline passed), then until it has no more for a second (so a
+    duplicate would be seen). A relay that starts later than the reader is waited for."""
     found: list[ServiceBusReceivedMessage] = []
     lock = threading.Lock()
     deadline = time.monotonic() + wait
@@ -193,7 +194,8 @@ def received_from(connection: str, sessions: set[str], count: int,
                     receiver.complete_message(message)
                 with lock:
                     found.extend(batch)
-                if not batch:
+                    enough = len(found) >= count
+                if not batch and enough:
                     break
 
     with ThreadPoolExecutor(max_workers=min(16, len(sessions) or 1)) as pool:
