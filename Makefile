@@ -6,11 +6,12 @@ PY_STAMP := $(VENV)/.installed
 FUNCSTACK := packages/funcstack
 OUTBOX := packages/cosmos-outbox
 
-.PHONY: help setup run test test-suite coverage test-funcstack test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast
+.PHONY: help setup run test test-suite coverage test-funcstack test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast test-other-pythons
 
 help:
 	@echo "make run    start Cosmos + Service Bus + Azurite + the Functions app (http://127.0.0.1:7071/api)"
 	@echo "make test   lint + every test tier (unit, contract, conformance, integration, e2e, deploy)"
+	@echo "make test-py3.11 (test-py3.12)  cosmos-outbox's tests and examples/orders' on that Python"
 	@echo "make unit   every fast tier (unit, contract, subscriber, deploy, cosmos-outbox, examples/orders): no servers"
 	@echo "make coverage  the test suite with coverage (the hosted apps' processes too), its report"
 	@echo "make bench  benchmarks (figures, not assertions)"
@@ -52,6 +53,7 @@ DEAD_CODE_NAMES := exc_type,tb,timer,timeout_millis,signum,format,frame
 lint: $(PY_STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
+	$(VENV)/bin/mypy --python-version 3.11 $(OUTBOX)/src
 	$(VENV)/bin/mypy subscriber/function_app.py
 	cd $(OUTBOX)/tests && ../../../$(VENV)/bin/mypy --config-file ../../../pyproject.toml . \
 	  --exclude queue_app
@@ -87,7 +89,7 @@ GENERATIVE := tests/contacts/integration/test_api_generative.py
 
 test:
 	@$(MAKE) --no-print-directory setup
-	@$(MAKE) --no-print-directory -j6 --output-sync=target lint test-suite test-funcstack test-generative conformance-fast example-tests
+	@$(MAKE) --no-print-directory -j6 --output-sync=target lint test-suite test-funcstack test-generative conformance-fast example-tests $(OTHER_PYTHON_TESTS)
 
 test-suite: setup
 	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist loadfile \
@@ -108,6 +110,19 @@ test-funcstack: setup
 
 test-generative: setup
 	$(PY) -m pytest -q -p no:cacheprovider $(GENERATIVE)
+
+# cosmos-outbox on the other Pythons it supports (issue 47; funcstack and the Contacts app are
+# 3.13): in a venv of each (.venv-3.11, .venv-3.12), the package's own tests, the adapter
+# contract suites among them against funcstack's services started from the 3.13 venv, and
+# examples/orders' in-process tests (scripts/test-other-python says what runs and what skips). A
+# missing interpreter is one line saying what to install, and the rest runs. Each prints how
+# long it took.
+OTHER_PYTHONS := 3.11 3.12
+OTHER_PYTHON_TESTS := $(addprefix test-py,$(OTHER_PYTHONS))
+.PHONY: $(OTHER_PYTHON_TESTS)
+test-other-pythons: $(OTHER_PYTHON_TESTS)
+$(OTHER_PYTHON_TESTS): test-py%: setup
+	@scripts/test-other-python $*
 
 # The SDKs' own suites and samples (sdists of the installed azure-cosmos / azure-servicebus from PyPI).
 conformance: setup
@@ -150,4 +165,4 @@ reset:
 	@echo "local stack state removed"
 
 clean:
-	rm -rf $(VENV) .venv-checkov .stack .pytest_cache .mypy_cache .ruff_cache .coverage
+	rm -rf $(VENV) .venv-checkov $(addprefix .venv-,$(OTHER_PYTHONS)) .stack .pytest_cache .mypy_cache .ruff_cache .coverage

@@ -22,9 +22,9 @@ from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 
 from bench.stats import percentile, timed
 from cosmos_outbox import Services
-from cosmos_outbox._documents import aggregate_document, event_documents
-from cosmos_outbox.cosmos import AsyncCosmosDocumentStore
-from cosmos_outbox.cosmos._client import async_cosmos_client
+from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
+from cosmos_outbox.cosmos.aio import cosmos_client as async_cosmos_client
+from cosmos_outbox.documents import aggregate_document, event_documents
 from cosmos_outbox.ports import MessagePublisher
 from cosmos_outbox.testing import InvocationContext
 from domain.contact import Contact

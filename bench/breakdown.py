@@ -42,8 +42,9 @@ import azure.functions as func
 from bench import throughput
 from bench.stats import percentile
 from cosmos_outbox import Services
-from cosmos_outbox.cosmos import AsyncCosmosDocumentStore, CosmosDocumentStore
-from cosmos_outbox.cosmos._client import async_cosmos_client, cosmos_client
+from cosmos_outbox.cosmos import CosmosDocumentStore, cosmos_client
+from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
+from cosmos_outbox.cosmos.aio import cosmos_client as async_cosmos_client
 from cosmos_outbox.ports import MessagePublisher
 from cosmos_outbox.testing import InvocationContext
 from cosmos_outbox.testing.contracts import EventLoop

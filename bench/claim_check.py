@@ -18,14 +18,11 @@ from typing import Any
 
 from azure.storage.blob import BlobServiceClient, ContentSettings
 
-from cosmos_outbox._aio import run_sync
-from cosmos_outbox._documents import read_feed
-from cosmos_outbox._quarantine import Quarantine
-from cosmos_outbox._relay.relay import Relay
-from cosmos_outbox._relay.telemetry import RelayTelemetry
 from cosmos_outbox.blob import BlobPayloadStore
+from cosmos_outbox.documents import read_feed
+from cosmos_outbox.relay import Quarantine, Relay, RelayTelemetry
 from cosmos_outbox.servicebus import ServiceBusPublisher
-from cosmos_outbox.testing import InMemoryStore
+from cosmos_outbox.testing import InMemoryStore, run_sync
 from funcstack.services import LocalServices
 from tools.stack import SERVICEBUS_CONFIG
 

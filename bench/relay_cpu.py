@@ -42,19 +42,18 @@ from azure.servicebus import ServiceBusMessage, ServiceBusMessageBatch
 from azure.servicebus.amqp import AmqpAnnotatedMessage
 from opentelemetry import metrics, trace
 
-from cosmos_outbox._aio import run_sync
-from cosmos_outbox._event_document import aggregate_event_document, read_feed
-from cosmos_outbox._quarantine import Quarantine
-from cosmos_outbox._records import OutboxRecord, Unreadable, to_message
-from cosmos_outbox._relay.relay import Relay
-from cosmos_outbox._relay.telemetry import RelayTelemetry
+from cosmos_outbox.documents import aggregate_event_document, read_feed
 from cosmos_outbox.ports import AsyncMessagePublisher, MessageBatch, MessagePublisher
-from cosmos_outbox.servicebus._messages import (
-    ServiceBusBatch,
-    application_properties,
-    to_amqp_message,
+from cosmos_outbox.relay import (
+    OutboxRecord,
+    Quarantine,
+    Relay,
+    RelayTelemetry,
+    Unreadable,
+    to_message,
 )
-from cosmos_outbox.testing import InMemoryStore
+from cosmos_outbox.servicebus import ServiceBusBatch, application_properties, to_amqp_message
+from cosmos_outbox.testing import InMemoryStore, run_sync
 from domain.contact import Contact
 from domain.values import Company, Name
 

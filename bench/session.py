@@ -35,8 +35,9 @@ from typing import Any
 from bench.stats import percentile
 from cosmos_outbox import Outbox, Services
 from cosmos_outbox.aio import Outbox as AsyncOutbox
-from cosmos_outbox.cosmos import AsyncCosmosDocumentStore, CosmosDocumentStore
-from cosmos_outbox.cosmos._client import async_cosmos_client, cosmos_client
+from cosmos_outbox.cosmos import CosmosDocumentStore, cosmos_client
+from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
+from cosmos_outbox.cosmos.aio import cosmos_client as async_cosmos_client
 from cosmos_outbox.ports import MessagePublisher
 from tools.provision import create_contacts_container
 from tools.stack import Stack
@@ -203,7 +204,7 @@ def cpu(*, n: int = 5000, rounds: int = 7) -> dict[str, float]:
     """The aio session's CPU per commit of one document and one event against a store that
     answers at once, beside writing the same three documents by hand: microseconds, best of
     `rounds` (see the module)."""
-    from cosmos_outbox._domain import new_id, utc_text
+    from cosmos_outbox.documents import new_id, utc_text
 
     container = _AtOnce()
     outbox = AsyncOutbox((), services=lambda: _services(AsyncCosmosDocumentStore(

@@ -22,9 +22,9 @@ from typing import Any
 from azure.cosmos import ContainerProxy
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 
-from cosmos_outbox._documents import event_documents, read_feed
-from cosmos_outbox._records import OutboxRecord, to_message
-from cosmos_outbox.servicebus._messages import to_servicebus_message
+from cosmos_outbox.documents import event_documents, read_feed
+from cosmos_outbox.relay import OutboxRecord, to_message
+from cosmos_outbox.servicebus import to_servicebus_message
 from domain.contact import Contact
 from domain.values import Company, Name
 from tools.stack import SUBSCRIBER_DIR, Ports, Stack

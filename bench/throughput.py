@@ -53,8 +53,9 @@ import aiohttp
 from azure.cosmos import ContainerProxy, CosmosClient
 
 from bench.stats import percentile
-from cosmos_outbox._documents import aggregate_document, event_documents
-from cosmos_outbox.cosmos._client import async_cosmos_client, cosmos_client
+from cosmos_outbox.cosmos import cosmos_client
+from cosmos_outbox.cosmos.aio import cosmos_client as async_cosmos_client
+from cosmos_outbox.documents import aggregate_document, event_documents
 from domain.contact import Contact
 from domain.values import Company, Name
 from funcstack.functions_host import RunningRunner

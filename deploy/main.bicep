@@ -114,6 +114,22 @@ param alertActionGroupId string = ''
 @minValue(60)
 param oldestPendingAgeAlertSeconds int = 300
 
+@description('Python version of the apps (3.11, 3.12: azure-functions 1.x; 3.13, 3.14: 2.x). Linux Consumption: 3.11 or 3.12. Tested here on 3.13 (deploy/README.md, Python versions).')
+@allowed([
+  '3.11'
+  '3.12'
+  '3.13'
+  '3.14'
+])
+param pythonVersion string = '3.13'
+
+@description('Hosting plan of the contacts app (and the relay app): FlexConsumption (default) or Consumption (Linux Consumption, Python 3.11/3.12 only; retires 30 September 2028).')
+@allowed([
+  'FlexConsumption'
+  'Consumption'
+])
+param hostingPlan string = 'FlexConsumption'
+
 @description('Deploy the relay as a second Function App (API app: trigger disabled; relay app: contact HTTP functions disabled) so they scale, deploy and fail separately.')
 param splitRelay bool = false
 
@@ -390,6 +406,8 @@ module api 'modules/functionapp.bicep' = {
     name: appName
     planName: '${abbrs.webServerFarms}api-${token}'
     location: location
+    pythonVersion: pythonVersion
+    hostingPlan: hostingPlan
     tags: tags
     azdServiceName: 'api'
     appRole: splitRelay ? 'api' : 'all'
@@ -432,6 +450,8 @@ module relay 'modules/functionapp.bicep' = if (splitRelay) {
     name: relayAppName
     planName: '${abbrs.webServerFarms}relay-${token}'
     location: location
+    pythonVersion: pythonVersion
+    hostingPlan: hostingPlan
     tags: tags
     azdServiceName: 'relay'
     appRole: 'relay'
@@ -472,6 +492,7 @@ module subscriber 'modules/subscriberapp.bicep' = if (deploySubscriber) {
     name: subscriberAppName
     planName: '${abbrs.webServerFarms}subscriber-${token}'
     location: location
+    pythonVersion: pythonVersion
     tags: tags
     instanceMemoryMB: instanceMemoryMB
     storageAccountName: storage.name

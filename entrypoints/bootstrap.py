@@ -37,7 +37,8 @@ LEGACY_EVENTS = LegacyEvents(aggregate_type=Contact.aggregate_type, source=Conta
 
 def cosmos_contact_list(services: Services) -> ContactList:
     """The contact list on the services' Cosmos DB container (the `aio` one, or the sync one)."""
-    from cosmos_outbox.cosmos import AsyncCosmosDocumentStore, CosmosDocumentStore
+    from cosmos_outbox.cosmos import CosmosDocumentStore
+    from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
     from infra.cosmos.contacts import CosmosContactList, SyncCosmosContactList
 
     if isinstance(services.store, AsyncCosmosDocumentStore):

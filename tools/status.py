@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cosmos_outbox._relay import telemetry as names
+from cosmos_outbox import telemetry as names
 from funcstack.otel import METRICS_FILE
 from funcstack.services import running_stack
 from tools.admin import DEFAULT_API

@@ -1,5 +1,7 @@
-// One Function App on the Flex Consumption plan (Linux, Python), with its own plan (Flex allows
-// one app per plan) and its own deployment-package container in the shared host storage account.
+// One Function App on the Flex Consumption plan (Linux, Python; or, with hostingPlan
+// 'Consumption', Linux Consumption for Python 3.11/3.12 until its retirement on 30 September
+// 2028), with its own plan (Flex allows one app per plan) and its own deployment-package
+// container in the shared host storage account.
 // Every connection is identity based through the user-assigned managed identity: no keys or
 // connection strings in app settings.
 
@@ -26,11 +28,23 @@ param planName string
 ])
 param appRole string = 'all'
 
-@description('Python version of the Functions runtime (the app needs azure-functions 2.x, Python 3.13+).')
+@description('Hosting plan: FlexConsumption (the default: Python 3.11 - 3.14, function groups, identity-based deployment) or Consumption (Linux Consumption, Y1: Python 3.11 and 3.12 only, no new language versions; Microsoft retires it on 30 September 2028).')
 @allowed([
+  'FlexConsumption'
+  'Consumption'
+])
+param hostingPlan string = 'FlexConsumption'
+
+@description('Python version of the Functions runtime: 3.11 and 3.12 run azure-functions 1.x, 3.13 and 3.14 2.x (cosmos-outbox follows either). Linux Consumption: 3.11 or 3.12. The Contacts app is tested on 3.13 (deploy/README.md, Python versions).')
+@allowed([
+  '3.11'
+  '3.12'
   '3.13'
+  '3.14'
 ])
 param pythonVersion string = '3.13'
+
+var flexConsumption = hostingPlan == 'FlexConsumption'
 
 @description('Maximum number of instances the app scales out to.')
 @minValue(1)
@@ -321,14 +335,60 @@ resource plan 'Microsoft.Web/serverfarms@2024-04-01' = {
   location: location
   tags: tags
   kind: 'functionapp'
-  sku: {
+  sku: flexConsumption ? {
     tier: 'FlexConsumption'
     name: 'FC1'
+  } : {
+    tier: 'Dynamic'
+    name: 'Y1'
   }
   properties: {
     reserved: true
   }
 }
+
+// Flex Consumption: the runtime, scale and deployment package in functionAppConfig.
+var flexAppConfig = {
+  deployment: {
+    storage: {
+      type: 'blobContainer'
+      value: '${storageAccount.properties.primaryEndpoints.blob}${deploymentContainerName}'
+      authentication: {
+        type: 'UserAssignedIdentity'
+        userAssignedIdentityResourceId: identityId
+      }
+    }
+  }
+  scaleAndConcurrency: {
+    maximumInstanceCount: maximumInstanceCount
+    instanceMemoryMB: instanceMemoryMB
+  }
+  runtime: {
+    name: 'python'
+    version: pythonVersion
+  }
+}
+
+// Linux Consumption: the runtime in linuxFxVersion and the settings Flex forbids; azd's zip
+// deployment builds the app remotely (Oryx), as `func azure functionapp publish` does.
+var consumptionSettings = [
+  {
+    name: 'FUNCTIONS_EXTENSION_VERSION'
+    value: '~4'
+  }
+  {
+    name: 'FUNCTIONS_WORKER_RUNTIME'
+    value: 'python'
+  }
+  {
+    name: 'SCM_DO_BUILD_DURING_DEPLOYMENT'
+    value: 'true'
+  }
+  {
+    name: 'ENABLE_ORYX_BUILD'
+    value: 'true'
+  }
+]
 
 resource site 'Microsoft.Web/sites@2024-04-01' = {
   //checkov:skip=CKV_AZURE_212: Flex Consumption scales per function group and to zero; a minimum instance count is configured with alwaysReady, not siteConfig. Add alwaysReady for the http group if cold starts matter.
@@ -352,31 +412,13 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
     httpsOnly: true
     publicNetworkAccess: 'Enabled'
     clientCertEnabled: false
-    functionAppConfig: {
-      deployment: {
-        storage: {
-          type: 'blobContainer'
-          value: '${storageAccount.properties.primaryEndpoints.blob}${deploymentContainerName}'
-          authentication: {
-            type: 'UserAssignedIdentity'
-            userAssignedIdentityResourceId: identityId
-          }
-        }
-      }
-      scaleAndConcurrency: {
-        maximumInstanceCount: maximumInstanceCount
-        instanceMemoryMB: instanceMemoryMB
-      }
-      runtime: {
-        name: 'python'
-        version: pythonVersion
-      }
-    }
+    functionAppConfig: flexConsumption ? flexAppConfig : null
     siteConfig: {
       minTlsVersion: '1.2'
       http20Enabled: true
       ftpsState: 'Disabled'
-      appSettings: concat(appSettings, disabledFunctionSettings)
+      linuxFxVersion: flexConsumption ? null : 'Python|${pythonVersion}'
+      appSettings: concat(appSettings, disabledFunctionSettings, flexConsumption ? [] : consumptionSettings)
       cors: {
         allowedOrigins: corsAllowedOrigins
         supportCredentials: corsSupportCredentials

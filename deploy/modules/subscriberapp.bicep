@@ -19,9 +19,12 @@ param azdServiceName string = 'subscriber'
 @description('Flex Consumption plan name.')
 param planName string
 
-@description('Python version of the Functions runtime.')
+@description('Python version of the Functions runtime (Flex Consumption: 3.11 - 3.14; 3.11/3.12 run azure-functions 1.x, 3.13/3.14 2.x).')
 @allowed([
+  '3.11'
+  '3.12'
   '3.13'
+  '3.14'
 ])
 param pythonVersion string = '3.13'
 

@@ -11,7 +11,8 @@ from azure.cosmos import ContainerProxy
 from azure.cosmos.aio import ContainerProxy as AsyncContainerProxy
 
 from application.contacts.ports import ContactList, ContactSummary
-from cosmos_outbox.cosmos import async_query_page, query_page
+from cosmos_outbox.cosmos import query_page
+from cosmos_outbox.cosmos.aio import query_page as async_query_page
 from cosmos_outbox.ports import Page
 
 LIST_CONTACTS_QUERY = (

@@ -23,9 +23,9 @@ from contacts_projection.http import projection_routes
 from contacts_projection.projection import IGNORED_ACTIONS, ContactProjection
 from contacts_projection.reads import ProjectionReads, StoreProjectionReads
 from contacts_projection.settings import SubscriberSettings, load_settings
-from cosmos_outbox.aio import Dispatcher, Projector
-from cosmos_outbox.cosmos import AsyncCosmosDocumentStore
+from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
 from cosmos_outbox.http import TokenCodec
+from cosmos_outbox.subscriber.aio import Dispatcher, Projector
 
 #: The aggregate type this subscriber projects. Messages name theirs in the `aggregateType`
 #: application property; those sent before it existed were all contact events.

@@ -166,17 +166,55 @@ def test_azure_entity_names_match_the_local_service_bus_config() -> None:
 # ---- Function App, identity, monitoring ----
 
 
-def test_function_app_runs_python_311_on_flex_consumption_as_the_user_assigned_identity() -> None:
+def test_function_app_runs_python_on_flex_consumption_as_the_user_assigned_identity() -> None:
     plan = t.one("Microsoft.Web/serverfarms", "plan")
-    assert plan.config["sku"] == {"tier": "FlexConsumption", "name": "FC1"}
+    sku = plan.config["sku"]["operator"]["operands"]  # flexConsumption ? FC1 : Y1
+    assert sku["condition"] == "flexConsumption"
+    assert sku["true_value"] == {"tier": "FlexConsumption", "name": "FC1"}
+    assert t.default(FUNCTION_APP_MODULE, "hostingPlan") == "FlexConsumption"
     site = t.one("Microsoft.Web/sites", "site")
     assert site.config["identity"]["type"] == "UserAssigned"
-    config = site.properties["functionAppConfig"]
+    config = t.variable(FUNCTION_APP_MODULE, "flexAppConfig")
     assert config["runtime"] == {"name": "python", "version": "pythonVersion"}
     assert t.default(FUNCTION_APP_MODULE, "pythonVersion") == "3.13"
     auth = config["deployment"]["storage"]["authentication"]
     assert auth == {"type": "UserAssignedIdentity", "userAssignedIdentityResourceId": "identityId"}
     assert site.properties["httpsOnly"] is True
+
+
+def conditional(node: object) -> dict[str, object]:
+    """`condition ? a : b` as pycep gives it: condition, true_value, false_value."""
+    assert isinstance(node, dict) and node["operator"]["type"] == "conditional", node
+    operands: dict[str, object] = node["operator"]["operands"]
+    return operands
+
+
+def test_the_python_version_and_the_plan_are_parameters_linux_consumption_on_y1() -> None:
+    """Python 3.11 - 3.14 on Flex Consumption (default); Linux Consumption (Y1) with its runtime
+    in linuxFxVersion and the settings Flex forbids (issue 47)."""
+    for module in (FUNCTION_APP_MODULE, MAIN):
+        assert t.allowed(module, "pythonVersion") == ["3.11", "3.12", "3.13", "3.14"]
+        assert t.allowed(module, "hostingPlan") == ["FlexConsumption", "Consumption"]
+    assert t.allowed(DEPLOY / "modules" / "subscriberapp.bicep", "pythonVersion") == [
+        "3.11", "3.12", "3.13", "3.14"]
+    for name in ("api", "relay"):
+        params = t.modules(MAIN)[name]["params"]
+        assert params["pythonVersion"] == "pythonVersion"
+        assert params["hostingPlan"] == "hostingPlan"
+    plan = conditional(t.one("Microsoft.Web/serverfarms", "plan").config["sku"])
+    assert plan["false_value"] == {"tier": "Dynamic", "name": "Y1"}
+    site = t.one("Microsoft.Web/sites", "site").properties
+    assert conditional(site["functionAppConfig"]) == {
+        "condition": "flexConsumption", "true_value": "flexAppConfig", "false_value": None}
+    assert conditional(site["siteConfig"]["linuxFxVersion"])["false_value"] == (
+        "Python|${pythonVersion}")
+    settings = {s["name"]: s["value"]
+                for s in t.variable(FUNCTION_APP_MODULE, "consumptionSettings")}
+    assert settings == {"FUNCTIONS_EXTENSION_VERSION": "~4", "FUNCTIONS_WORKER_RUNTIME": "python",
+                        "SCM_DO_BUILD_DURING_DEPLOYMENT": "true", "ENABLE_ORYX_BUILD": "true"}
+    parameters = t.json_file(DEPLOY / "main.parameters.json")["parameters"]
+    assert parameters["pythonVersion"]["value"] == "${PYTHON_VERSION=3.13}"
+    assert parameters["hostingPlan"]["value"] == "${HOSTING_PLAN=FlexConsumption}"
 
 
 def test_connections_are_identity_based_with_the_user_assigned_client_id() -> None:

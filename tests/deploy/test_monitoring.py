@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from cosmos_outbox._relay import telemetry
+from cosmos_outbox import telemetry
 from tests.deploy import templates as t
 from tests.deploy.templates import DEPLOY, ROOT
 

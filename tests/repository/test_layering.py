@@ -279,3 +279,49 @@ def test_no_module_of_the_app_or_the_library_imports_itself_in_a_cycle() -> None
         if module not in state:
             visit(module)
     assert cycles == []
+
+
+#: Every folder and file of this repository's apps, tools and tests (not the packages').
+APP_AND_ITS_TOOLS = ("function_app.py", "domain", "application", "infra", "entrypoints",
+                     "subscriber", "tools", "bench", "tests", "conformance", "examples")
+
+
+def private_library_imports(path: Path) -> list[str]:
+    """`module` (or `module.name`) for each import in `path` of a private cosmos_outbox module
+    or name (a part after `cosmos_outbox` starting with `_`)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == ROOT_MODULE and any(p.startswith("_") for p in parts[1:]):
+                found.append(name)
+    return found
+
+
+def test_the_app_its_tools_and_tests_import_only_the_librarys_public_names() -> None:
+    """What the app, its tests, tools and benchmarks need of cosmos-outbox is its public API
+    (issue 46): no import of a `cosmos_outbox._*` module or name."""
+    found = {}
+    for entry in APP_AND_ITS_TOOLS:
+        target = ROOT / entry
+        for path in [target] if target.is_file() else sorted(target.rglob("*.py")):
+            if {"node_modules", "wheels", ".funcstack", ".stack"} & set(path.parts):
+                continue
+            if private := private_library_imports(path):
+                found[str(path.relative_to(ROOT))] = private
+    assert found == {}
+
+
+def test_a_private_import_is_found(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("from cosmos_outbox._documents import read_feed\n"
+                      "from cosmos_outbox.http import _bounded\nimport cosmos_outbox.testing\n"
+                      "def f() -> None:\n    import cosmos_outbox._sync_bridge\n")
+    assert private_library_imports(module) == [
+        "cosmos_outbox._documents.read_feed", "cosmos_outbox.http._bounded",
+        "cosmos_outbox._sync_bridge"]

@@ -15,13 +15,10 @@ from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 
-from cosmos_outbox._aio import run_sync
-from cosmos_outbox._event_document import aggregate_event_document, read_feed
-from cosmos_outbox._quarantine import Quarantine
-from cosmos_outbox._relay import telemetry as names
-from cosmos_outbox._relay.relay import Relay
-from cosmos_outbox._relay.telemetry import RelayTelemetry
-from cosmos_outbox.testing import FakePublisher, InMemoryStore
+from cosmos_outbox import telemetry as names
+from cosmos_outbox.documents import aggregate_event_document, read_feed
+from cosmos_outbox.relay import Quarantine, Relay, RelayTelemetry
+from cosmos_outbox.testing import FakePublisher, InMemoryStore, run_sync
 from domain.contact import Contact
 from domain.values import Company, Name
 from funcstack.otel import JsonLinesMetricExporter, JsonLinesSpanExporter

@@ -13,21 +13,24 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from azure.cosmos import ContainerProxy
+from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage
 from tickets import Ticket
 
-from cosmos_outbox._aio import run_sync
 from cosmos_outbox._documents import event_documents, read_feed
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._relay.relay import Relay, RelayReport
 from cosmos_outbox._relay.telemetry import RelayTelemetry
-from cosmos_outbox.cosmos import AsyncCosmosDocumentStore, CosmosDocumentStore
+from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox.cosmos import CosmosDocumentStore
+from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
 from cosmos_outbox.testing import InMemoryStore
 from cosmos_outbox.testing.contracts import EventLoop, StoreWorld
 
 if TYPE_CHECKING:
+    from funcstack_external import ExternalServices
+
     from funcstack import LocalStack
 
 #: fixtures/funcstack.json: the database and the outbox's container, the lease container, the
@@ -37,6 +40,27 @@ TOPIC, SUBSCRIPTION = "outbox-events", "all"
 PAYLOADS = "outbox-payloads"
 #: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
 TELEMETRY = RelayTelemetry(destination=TOPIC)
+
+
+# -- the stack of another interpreter ----------------------------------------------------------
+
+class ExternalStack:
+    """The services of a funcstack run by a Python 3.13 environment (conftest.py), with the
+    attributes of funcstack's `LocalStack` the adapter suites use: its connection strings and
+    `container_client`. What needs funcstack in-process (stopping a service, hosting an app)
+    is not here: the tests that do it skip."""
+
+    def __init__(self, services: ExternalServices) -> None:
+        self.cosmos_connection_string = services.cosmos_connection_string
+        self.servicebus_connection_string = services.servicebus_connection_string
+        self.storage_connection_string = services.storage_connection_string
+
+    def container_client(self, database: str, container: str) -> ContainerProxy:
+        """A container on the stack's Cosmos DB endpoint, through the SDK (its certificate is
+        the endpoint's own: not verified, as funcstack's `LocalStack` does)."""
+        client = CosmosClient.from_connection_string(self.cosmos_connection_string,
+                                                     connection_verify=False)
+        return client.get_database_client(database).get_container_client(container)
 
 
 # -- Cosmos DB ---------------------------------------------------------------------------------
@@ -153,9 +177,9 @@ def received(stack: LocalStack, sessions: set[str], count: int,
 def received_from(connection: str, sessions: set[str], count: int,
                   wait: float = 60) -> list[ServiceBusReceivedMessage]:
     """`received` from the endpoint of `connection`: each session read on a thread of its own
-    (opening a session receiver costs the sync SDK about half a second), until `count` have
-    come and a session has no more for a second (on a loaded machine the relay's first batch
-    can come after several empty seconds)."""
+    (opening a session receiver costs the sync SDK about half a second) until `count` messages
+    arrived in all (or the deadline passed), then until it has no more for a second (so a
+    duplicate would be seen). A relay that starts later than the reader is waited for."""
     found: list[ServiceBusReceivedMessage] = []
     lock = threading.Lock()
     deadline = time.monotonic() + wait

@@ -1,13 +1,23 @@
 """The package's tests run on the in-memory services of its test kit (`cosmos_outbox.testing`),
 with a small app of their own (tickets.py) built on the public API. The integration modules
 (marked `integration`: the adapters through the SDKs) share one local Azure stack for the
-session, funcstack's pytest plugin's `funcstack_services`, with the resources of
-fixtures/funcstack.json; azure_stack.py holds what they share besides."""
+session, `funcstack_services`, with the resources of fixtures/funcstack.json; azure_stack.py
+holds what they share besides.
+
+`funcstack_services` is funcstack's pytest plugin's where funcstack is installed (Python 3.13+).
+On Python 3.11 and 3.12, where it cannot be, it is the services of a `funcstack up --json` run
+from a 3.13 environment named by `FUNCSTACK` (funcstack_external.py, funcstack's own
+`funcstack.external` copied, as its docs/other-pythons.md tells an app on those versions to):
+the adapter suites run there through the SDKs of this interpreter; the modules that host an app
+or stop a service in-process need funcstack here and are skipped. Neither: the integration
+modules are skipped, saying what to install."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
+import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,13 +25,14 @@ from typing import TYPE_CHECKING, Any
 
 import azure.functions as func
 import pytest
-from azure_stack import DATABASE
+from azure_stack import DATABASE, ExternalStack
+from funcstack_external import FUNCSTACK_VARIABLE, external_services
 from tickets import Ticket, ticket_routes
 
 from cosmos_outbox import Outbox
-from cosmos_outbox._aio import run_sync
 from cosmos_outbox._documents import read_feed
 from cosmos_outbox._relay.relay import RelayReport
+from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox.testing import FunctionClient, InMemory, in_memory
 from cosmos_outbox.testing.contracts import EventLoop
 
@@ -71,6 +82,17 @@ def funcstack_config() -> Path:
     """The resources `funcstack_services` provisions (one stack for the session: every
     integration module shares it)."""
     return Path(__file__).parent / "fixtures" / "funcstack.json"
+
+
+if importlib.util.find_spec("funcstack") is None:
+    @pytest.fixture(scope="session")
+    def funcstack_services(funcstack_config: Path) -> Iterator[ExternalStack]:
+        """The services of a funcstack run by a Python 3.13 environment (`FUNCSTACK`)."""
+        if not os.environ.get(FUNCSTACK_VARIABLE, "").strip():
+            pytest.skip("the local Azure stack: pip install funcstack (Python 3.13+), or set "
+                        f"{FUNCSTACK_VARIABLE} to the funcstack command of a 3.13 environment")
+        with external_services(config=funcstack_config) as services:
+            yield ExternalStack(services)
 
 
 @pytest.fixture

@@ -1,8 +1,9 @@
 """The library's own adapters, sync and `aio`, through the unmodified Azure SDKs against the local
 Azure stack (funcstack's pytest plugin: Cosmos DB, Service Bus and Azurite on free ports, the
 resources of fixtures/funcstack.json): each held to the same contract suites as the in-memory
-fakes (unit of work, Idempotency-Key, quarantine, session; payload store), and the relay's
-publisher sending real batches that a receiver reads back, in order, with their ids."""
+fakes (unit of work, Idempotency-Key, quarantine, session, queries; payload store; message
+publisher; backlog estimator), and the relay's publisher sending real batches that a receiver
+reads back, in order, with their ids."""
 
 from __future__ import annotations
 
@@ -12,13 +13,9 @@ import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-
-pytest.importorskip("funcstack", reason="the local Azure stack (funcstack) runs these tests: "
-                                        "pip install funcstack")
-
 from azure.cosmos import CosmosClient
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 from azure.storage.blob import BlobServiceClient, ContainerClient
@@ -30,6 +27,7 @@ from azure_stack import (
     TELEMETRY,
     TOPIC,
     OnCosmos,
+    cosmos_world,
     history,
     properties,
     received,
@@ -38,28 +36,39 @@ from azure_stack import (
 )
 from tickets import TICKET
 
-from cosmos_outbox._aio import run_sync
 from cosmos_outbox._documents import read_feed
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._records import OutboxRecord, payload_name
 from cosmos_outbox._relay.relay import Relay
-from cosmos_outbox.blob import AsyncBlobPayloadStore, BlobPayloadStore
-from cosmos_outbox.cosmos import AsyncCosmosDocumentStore, CosmosDocumentStore
+from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox.blob import BlobPayloadStore
+from cosmos_outbox.blob.aio import BlobPayloadStore as AsyncBlobPayloadStore
+from cosmos_outbox.cosmos import CosmosBacklogEstimator, CosmosDocumentStore
+from cosmos_outbox.cosmos.aio import CosmosBacklogEstimator as AsyncCosmosBacklogEstimator
+from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
 from cosmos_outbox.errors import PayloadStoreError, StoreUnavailableError
-from cosmos_outbox.servicebus import AsyncServiceBusPublisher, ServiceBusPublisher
+from cosmos_outbox.servicebus import ServiceBusPublisher
+from cosmos_outbox.servicebus.aio import ServiceBusPublisher as AsyncServiceBusPublisher
 from cosmos_outbox.testing import InMemoryStore
 from cosmos_outbox.testing.contracts import (
+    BacklogEstimatorContract,
+    BacklogWorld,
     EventLoop,
     IdempotencyContract,
     PayloadStoreContract,
     PayloadWorld,
+    PublisherContract,
+    PublisherWorld,
     QuarantineContract,
     QueryContract,
+    Received,
     SessionContract,
     UnitOfWorkContract,
     examples,
 )
-from funcstack import LocalStack
+
+if TYPE_CHECKING:
+    from funcstack import LocalStack
 
 pytestmark = pytest.mark.integration
 
@@ -206,6 +215,8 @@ class AzuriteWorld(PayloadWorld):
 
     @contextlib.contextmanager
     def outage(self) -> Iterator[None]:
+        if not hasattr(self.stack, "stop_part"):  # conftest.py's ExternalStack
+            pytest.skip("stops Azurite: needs funcstack in this interpreter (Python 3.13+)")
         self.stack.stop_part("azurite")
         try:
             yield
@@ -257,9 +268,9 @@ def test_a_payload_is_a_private_blob_with_the_events_content_type_named_by_the_e
         assert blob.content_settings.content_type == "application/json"
         assert blob.size == len(b'{"text":"x"}')
         assert container.get_container_properties().public_access is None  # private
-    blob_port = funcstack_services.ports.azurite[0]
-    assert payloads.reference(name).startswith(
-        f"http://127.0.0.1:{blob_port}/devstoreaccount1/{PAYLOADS}/manuscript/")
+    blob_endpoint = dict(part.split("=", 1) for part in funcstack_services
+                         .storage_connection_string.split(";") if part)["BlobEndpoint"]
+    assert payloads.reference(name).startswith(f"{blob_endpoint}/{PAYLOADS}/manuscript/")
 
 
 @pytest.mark.parametrize("flavour", ["sync", "aio"])
@@ -271,7 +282,100 @@ def test_a_missing_container_fails_the_upload_naming_it(
         run_on(flavour, loop, payloads.put("a/b/c", b"{}", content_type="application/json"))
 
 
+class CosmosBacklogWorld(BacklogWorld):
+    """The backlog estimator of a container and a lease container, sync or `aio`; a checkpoint
+    is a lease as the Functions host's change feed processor writes it (an etag continuation
+    on the whole range)."""
+
+    def __init__(self, flavour: str, stack: LocalStack, loop: EventLoop, monitored: str,
+                 leases: str) -> None:
+        self.store_world = cosmos_world(flavour, stack.container_client(DATABASE, monitored),
+                                        stack, loop)
+        self.monitored = stack.container_client(DATABASE, monitored)
+        self.leases = stack.container_client(DATABASE, leases)
+        if flavour == "sync":
+            self.estimator = CosmosBacklogEstimator(self.monitored, self.leases,
+                                                    lease_prefix="outbox.")
+        else:
+            async def connect() -> AsyncCosmosBacklogEstimator:
+                client = loop.closing(AsyncCosmosClient.from_connection_string(
+                    stack.cosmos_connection_string, connection_verify=False))
+                database = client.get_database_client(DATABASE)
+                return AsyncCosmosBacklogEstimator(database.get_container_client(monitored),
+                                                   database.get_container_client(leases),
+                                                   lease_prefix="outbox.")
+
+            self.estimator = loop.run(connect())
+
+    def checkpoint(self) -> None:
+        latest = max(int(d["_lsn"]) for d in
+                     self.monitored.query_items_change_feed(start_time="Beginning"))
+        self.leases.upsert_item({
+            "id": "outbox.account_outbox..0", "version": 1, "LeaseToken": "0",
+            "ContinuationToken": f'"{latest}"', "Owner": None,
+            "timestamp": "2026-01-01T00:00:00Z", "FeedRange": {"Range": {"min": "", "max": "FF"}}})
+
+
+class TestCosmosBacklogEstimator(BacklogEstimatorContract):
+    @pytest.fixture(params=["sync", "aio"])
+    def world(self, request: pytest.FixtureRequest, funcstack_services: LocalStack,
+              loop: EventLoop, fresh: str, leases: str) -> BacklogWorld:
+        return CosmosBacklogWorld(request.param, funcstack_services, loop, fresh, leases)
+
+
 # -- Service Bus -------------------------------------------------------------------------------
+
+class ServiceBusWorld(PublisherWorld):
+    """The relay's publisher of the test topic, sync or `aio`; what reached the topic read back
+    from its session subscription; an outage is the endpoint stopped (funcstack in-process)."""
+
+    def __init__(self, flavour: str, stack: LocalStack, loop: EventLoop) -> None:
+        self.stack, self.loop = stack, loop if flavour == "aio" else None
+        connection = stack.servicebus_connection_string
+        if self.loop is None:
+            self.publisher = ServiceBusPublisher.from_connection_string(connection, TOPIC)
+        else:
+            async def connect() -> AsyncServiceBusPublisher:
+                return AsyncServiceBusPublisher.from_connection_string(connection, TOPIC)
+
+            self.publisher = self.loop.run(connect())
+
+    def run(self, coroutine: Any) -> Any:
+        return self.loop.run(coroutine) if self.loop is not None else run_sync(coroutine)
+
+    def received(self, sessions: list[str], count: int) -> list[Received]:
+        return [Received(str(m.message_id), m.session_id, m.subject, b"".join(m.body),
+                         properties(m))
+                for m in received(self.stack, set(sessions), count)]
+
+    @contextlib.contextmanager
+    def outage(self) -> Iterator[None]:
+        if not hasattr(self.stack, "stop_servicebus"):  # conftest.py's ExternalStack
+            pytest.skip("stops Service Bus: needs funcstack in this interpreter (Python 3.13+)")
+        self.stack.stop_servicebus()
+        try:
+            yield
+        finally:
+            self.stack.start_servicebus()  # on its port, with its entities
+
+    def close(self) -> None:
+        publisher = self.publisher
+        if isinstance(publisher, ServiceBusPublisher):
+            publisher.close()
+        elif isinstance(publisher, AsyncServiceBusPublisher):
+            self.run(publisher.close())
+
+
+class TestServiceBusPublisher(PublisherContract):
+    @pytest.fixture(params=["sync", "aio"])
+    def world(self, request: pytest.FixtureRequest, funcstack_services: LocalStack,
+              loop: EventLoop) -> Iterator[PublisherWorld]:
+        world = ServiceBusWorld(request.param, funcstack_services, loop)
+        try:
+            yield world
+        finally:
+            world.close()
+
 
 @pytest.mark.parametrize("flavour", ["sync", "aio"])
 def test_the_publisher_sends_every_event_once_in_order_per_session_in_size_limited_batches(

@@ -14,7 +14,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from cosmos_outbox.blob import AsyncBlobPayloadStore, BlobPayloadStore
+from cosmos_outbox.blob import BlobPayloadStore
+from cosmos_outbox.blob.aio import BlobPayloadStore as AsyncBlobPayloadStore
 from cosmos_outbox.errors import PayloadNotFoundError
 
 BODY = b'{"id":"e1","version":2}'

@@ -1,6 +1,8 @@
 """The test kit's fakes held to the package's contract suites, through the sync API and through
 the async one on an event loop (the Cosmos DB, Blob Storage and Service Bus adapters are held
-to the same suites in test_azure_adapters.py)."""
+to the same suites in test_azure_adapters.py): the store's suites, the payload store's, the
+message publisher's (`FakePublisher`) and the backlog estimator's
+(`InMemoryBacklogEstimator`)."""
 
 from __future__ import annotations
 
@@ -11,12 +13,18 @@ import pytest
 from tickets import TICKET
 
 from cosmos_outbox.testing.contracts import (
+    BacklogEstimatorContract,
+    BacklogWorld,
     EventLoop,
+    FakePublisherWorld,
     IdempotencyContract,
+    InMemoryBacklogWorld,
     InMemoryPayloadWorld,
     InMemoryStoreWorld,
     PayloadStoreContract,
     PayloadWorld,
+    PublisherContract,
+    PublisherWorld,
     QuarantineContract,
     QueryContract,
     SessionContract,
@@ -78,3 +86,17 @@ class TestInMemorySession(InMemory, SessionContract):
 
 class TestInMemoryQueries(InMemory, QueryContract):
     pass
+
+
+class TestInMemoryBacklogEstimator(BacklogEstimatorContract):
+    @pytest.fixture(params=["sync", "aio"])
+    def world(self, request: pytest.FixtureRequest, loop: EventLoop) -> BacklogWorld:
+        if request.param == "sync":
+            return InMemoryBacklogWorld()
+        return InMemoryBacklogWorld(AsyncInMemoryStoreWorld(loop), asynchronous=True)
+
+
+class TestFakePublisher(PublisherContract):
+    @pytest.fixture(params=["sync", "aio"])
+    def world(self, request: pytest.FixtureRequest) -> PublisherWorld:
+        return FakePublisherWorld(asynchronous=request.param == "aio")

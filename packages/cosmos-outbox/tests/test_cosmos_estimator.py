@@ -19,21 +19,23 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("funcstack", reason="the local Azure stack (funcstack) runs these tests: "
-                                        "pip install funcstack")
+pytest.importorskip("funcstack", reason=(
+    "funcstack in this interpreter (Python 3.13+) runs these tests: "
+    "they host an app on funcstack's Functions host"))
 
 from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 from azure_stack import DATABASE, TOPIC, CosmosWorld
 from tickets import Ticket
 
-from cosmos_outbox._aio import as_async, run_sync
 from cosmos_outbox._idempotency import Answer, Claim
 from cosmos_outbox._relay.backlog import Backlog, report_backlog
 from cosmos_outbox._relay.telemetry import RelayTelemetry
-from cosmos_outbox.cosmos import AsyncCosmosBacklogEstimator, CosmosBacklogEstimator
+from cosmos_outbox._sync_bridge import as_async, run_sync
+from cosmos_outbox.cosmos import CosmosBacklogEstimator
 from cosmos_outbox.cosmos._client import client_options
 from cosmos_outbox.cosmos._estimator import latest_lsn
+from cosmos_outbox.cosmos.aio import CosmosBacklogEstimator as AsyncCosmosBacklogEstimator
 from cosmos_outbox.errors import StoreUnavailableError
 from cosmos_outbox.ports import LeaseBacklog
 from cosmos_outbox.testing.contracts import EventLoop

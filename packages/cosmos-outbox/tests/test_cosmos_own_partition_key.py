@@ -7,10 +7,6 @@ own: its suites run beside test_azure_adapters.py's on another worker."""
 from __future__ import annotations
 
 import pytest
-
-pytest.importorskip("funcstack", reason="the local Azure stack (funcstack) runs these tests: "
-                                        "pip install funcstack")
-
 from azure_stack import OnCosmos
 from tickets import TICKET
 

@@ -7,13 +7,9 @@ between the page's response and the reading of its token."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-
-pytest.importorskip("funcstack", reason="the local Azure stack (funcstack) runs these tests: "
-                                        "pip install funcstack")
-
 from azure_stack import DATABASE, cosmos_world
 from tickets import Ticket
 
@@ -21,7 +17,9 @@ from cosmos_outbox._documents import EVENT_TYPE
 from cosmos_outbox.cosmos import query_page
 from cosmos_outbox.testing.contracts import EventLoop
 from cosmos_outbox.testing.contracts._worlds import events_of, saved
-from funcstack import LocalStack
+
+if TYPE_CHECKING:
+    from funcstack import LocalStack
 
 pytestmark = pytest.mark.integration
 TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"

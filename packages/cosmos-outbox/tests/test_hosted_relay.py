@@ -15,6 +15,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+pytest.importorskip("funcstack", reason=(
+    "funcstack in this interpreter (Python 3.13+) runs these tests: "
+    "they host an app on funcstack's Functions host"))
+
 from azure_stack import DATABASE, received
 
 from cosmos_outbox import Outbox, Services

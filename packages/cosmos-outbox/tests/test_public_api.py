@@ -1,12 +1,14 @@
 """The public API is what it says: the root re-exports what an app uses (one screen: at most 25
 names), lazily (importing the package imports nothing else); every module is `_private` or
 lists its public names in `__all__`, each of which exists; the async API mirrors the sync one's
-names; nothing in the library imports in a cycle."""
+names; nothing in the library imports in a cycle, at import time or at all (type-only and
+deferred imports included: a circle of those still ties its modules into one room)."""
 
 from __future__ import annotations
 
 import ast
 import importlib
+import inspect
 import pkgutil
 import subprocess
 import sys
@@ -52,19 +54,54 @@ def test_every_public_module_lists_its_names_and_each_exists(module: str) -> Non
     assert not missing, f"{module}.__all__ names {missing}, which it has not"
 
 
-def test_the_async_api_has_the_sync_names_it_mirrors() -> None:
-    for name in ("Outbox", "AggregateService", "UnitOfWork"):
-        assert name in cosmos_outbox.aio.__all__ and name in cosmos_outbox.__all__
-        assert getattr(cosmos_outbox.aio, name) is not getattr(cosmos_outbox, name)
+#: Each `aio` module and the sync module whose names it mirrors (as `azure.cosmos.aio` mirrors
+#: `azure.cosmos`).
+MIRRORS = {"cosmos_outbox.aio": "cosmos_outbox",
+           "cosmos_outbox.cosmos.aio": "cosmos_outbox.cosmos",
+           "cosmos_outbox.servicebus.aio": "cosmos_outbox.servicebus",
+           "cosmos_outbox.blob.aio": "cosmos_outbox.blob",
+           "cosmos_outbox.subscriber.aio": "cosmos_outbox.subscriber"}
+#: An `aio` name whose sync twin an app never names (it gets it from `uow.repository(...)`).
+AIO_ONLY = {"Repository"}
 
 
-def _imports(path: Path, module: str) -> set[str]:
-    found = set()
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
-        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            # imports inside functions and under TYPE_CHECKING are not cycles at import time
-            found.add(node.module)
-    return {m for m in found if m.startswith("cosmos_outbox") and m != module}
+@pytest.mark.parametrize(("aio", "sync"), MIRRORS.items())
+def test_each_aio_module_has_its_sync_modules_names_for_what_exists_in_both(
+    aio: str, sync: str
+) -> None:
+    asynchronous, synchronous = importlib.import_module(aio), importlib.import_module(sync)
+    assert set(asynchronous.__all__) - AIO_ONLY <= set(synchronous.__all__), aio
+    for name in asynchronous.__all__:
+        if name in synchronous.__all__:
+            assert getattr(asynchronous, name) is not getattr(synchronous, name), name
+
+
+def test_every_public_class_and_function_has_one_public_name() -> None:
+    """One name per idea: an object exported by several public modules is exported under one
+    name (the root re-exports names of other modules under the same name)."""
+    names: dict[int, set[str]] = defaultdict(set)
+    for module in ["cosmos_outbox", *public_modules()]:
+        imported = importlib.import_module(module)
+        for name in imported.__all__:
+            value = getattr(imported, name)
+            if isinstance(value, type) or inspect.isfunction(value):
+                names[id(value)].add(name)
+    assert [sorted(found) for found in names.values() if len(found) > 1] == []
+
+
+def test_a_renamed_name_still_works_for_a_release_and_warns_naming_its_replacement() -> None:
+    import cosmos_outbox.cosmos
+    import cosmos_outbox.cosmos.aio
+    import cosmos_outbox.subscriber.aio
+
+    with pytest.warns(DeprecationWarning, match=r"use cosmos_outbox\.cosmos\.aio\."
+                                                 r"CosmosDocumentStore"):
+        old = cosmos_outbox.cosmos.AsyncCosmosDocumentStore
+    assert old is cosmos_outbox.cosmos.aio.CosmosDocumentStore
+    with pytest.warns(DeprecationWarning, match="cosmos_outbox.subscriber.aio.Projector"):
+        assert cosmos_outbox.aio.Projector is cosmos_outbox.subscriber.aio.Projector
+    with pytest.raises(AttributeError):
+        cosmos_outbox.cosmos.NoSuchName  # noqa: B018
 
 
 def _top_level_imports(path: Path, module: str) -> set[str]:
@@ -105,3 +142,108 @@ def test_no_module_of_the_library_imports_in_a_cycle() -> None:
 
     for name in sorted(graph):
         visit(name)
+
+
+def _every_import(path: Path, package: str, modules: set[str]) -> dict[str, str]:
+    """Every library module `path` imports anywhere (top level, in functions, under
+    `TYPE_CHECKING`), each with how: "type-only", "deferred" (in a function) or "import". A
+    relative import is resolved; `from package import name` is the submodule when it is one."""
+    tree = ast.parse(path.read_text(), str(path))
+    found: dict[str, str] = {}
+    how_of: dict[ast.AST, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for inner in ast.walk(node):
+                how_of.setdefault(inner, "type-only")
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            for inner in ast.walk(node):
+                how_of.setdefault(inner, "deferred")
+    for node in ast.walk(tree):
+        targets: list[str] = []
+        if isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join([*parts, *([base] if base else [])])
+            for alias in node.names:
+                child = f"{base}.{alias.name}"
+                targets.append(child if child in modules else base)
+        elif isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        for target in targets:
+            if target in modules:
+                found.setdefault(target, how_of.get(node, "import"))
+    return found
+
+
+def library_import_graph() -> dict[str, dict[str, str]]:
+    """module -> {module it imports: how}, over every module of the library; a submodule's
+    import of its own package (how Python loads it) left out."""
+    modules = {m.name: m for m in pkgutil.walk_packages(cosmos_outbox.__path__,
+                                                        "cosmos_outbox.")}
+    modules["cosmos_outbox"] = None  # type: ignore[assignment]
+    graph: dict[str, dict[str, str]] = {}
+    for name in modules:
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.origin is not None
+        is_package = spec.submodule_search_locations is not None
+        package = name if is_package else name.rpartition(".")[0]
+        edges = _every_import(Path(spec.origin), package, set(modules))
+        graph[name] = {target: how for target, how in edges.items()
+                       if target != name and not name.startswith(f"{target}.")}
+    return graph
+
+
+def import_circles(graph: dict[str, dict[str, str]]) -> list[list[str]]:
+    """The circles of the graph: its strongly connected components of more than one module
+    (Tarjan's algorithm), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph[node]:
+            if target not in index:
+                connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return circles
+
+
+def test_no_import_circle_even_through_type_only_or_deferred_imports() -> None:
+    graph = library_import_graph()
+    assert sum(len(targets) for targets in graph.values()) > 100  # the graph was read
+    circles = import_circles(graph)
+    described = ["; ".join(f"{a} -> {b} ({graph[a][b]})" for a in circle for b in circle
+                           if b in graph[a]) for circle in circles]
+    assert len(circles) == 0, described
+
+
+def test_the_circle_finder_sees_a_type_only_import_closing_a_loop() -> None:
+    """The check above, on a graph with one type-only back edge: it is a circle."""
+    graph = library_import_graph()
+    assert "cosmos_outbox._wiring" in graph["cosmos_outbox._outbox"]
+    graph["cosmos_outbox._wiring"] = {**graph["cosmos_outbox._wiring"],
+                                      "cosmos_outbox._outbox": "type-only"}
+    assert any({"cosmos_outbox._outbox", "cosmos_outbox._wiring"} <= set(circle)
+               for circle in import_circles(graph))

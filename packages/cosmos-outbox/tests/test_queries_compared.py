@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
-
-pytest.importorskip("funcstack", reason="the local Azure stack (funcstack) runs these tests: "
-                                        "pip install funcstack")
-
 from azure_stack import DATABASE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -25,7 +21,9 @@ from hypothesis import strategies as st
 from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.errors import InvalidQueryError
 from cosmos_outbox.testing import InMemoryStore
-from funcstack import LocalStack
+
+if TYPE_CHECKING:
+    from funcstack import LocalStack
 
 pytestmark = pytest.mark.integration
 

@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("funcstack", reason="the local Azure stack (funcstack) runs these tests: "
-                                        "pip install funcstack")
+pytest.importorskip("funcstack", reason=(
+    "funcstack in this interpreter (Python 3.13+) runs these tests: "
+    "they host an app on funcstack's Functions host"))
 
 from azure.core.exceptions import ResourceNotFoundError
 from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey

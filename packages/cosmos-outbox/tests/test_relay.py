@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 from tickets import Ticket
 
-from cosmos_outbox._aio import run_sync
 from cosmos_outbox._domain import Event, new_id
 from cosmos_outbox._event_document import (
     aggregate_event_document,
@@ -31,6 +30,7 @@ from cosmos_outbox._records import (
 )
 from cosmos_outbox._relay.relay import Relay, RelayReport
 from cosmos_outbox._relay.telemetry import RelayTelemetry
+from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox.testing import FakePublisher, InMemoryStore
 
 #: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
@@ -338,3 +338,24 @@ def test_the_creation_time_of_a_stored_event_is_read_in_either_format() -> None:
     assert document_created_at({**body, "createdAt": "yesterday"}) is None
     assert document_created_at({"data": {"createdAt": "2024-01-01T00:00:00+00:00"}}) == 1704067200.0
     assert document_created_at({}) is None
+
+
+def test_the_relay_and_its_batch_builder_talk_through_a_small_interface() -> None:
+    """`_Outgoing` (the batch being filled) gets the publisher's port and a `send` callable:
+    it names no private member of anything but itself, and the relay names none of its."""
+    import ast
+    import inspect
+
+    from cosmos_outbox._relay import relay
+
+    tree = ast.parse(inspect.getsource(relay))
+    classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
+
+    def foreign_private(cls: ast.ClassDef) -> list[str]:
+        return [ast.unparse(node) for node in ast.walk(cls)
+                if isinstance(node, ast.Attribute) and node.attr.startswith("_")
+                and not node.attr.startswith("__")
+                and not (isinstance(node.value, ast.Name) and node.value.id in {"self", "cls"})]
+
+    assert foreign_private(classes["_Outgoing"]) == []
+    assert foreign_private(classes["Relay"]) == []

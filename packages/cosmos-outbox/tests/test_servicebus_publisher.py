@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("funcstack", reason="the local Azure stack (funcstack) runs these tests: "
-                                        "pip install funcstack")
+pytest.importorskip("funcstack", reason=(
+    "funcstack in this interpreter (Python 3.13+) runs these tests: "
+    "they stop and start funcstack's Service Bus endpoint in-process"))
 
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
@@ -35,12 +36,14 @@ from azure_stack import (
 from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
 
-from cosmos_outbox._aio import run_sync
 from cosmos_outbox._documents import read_feed
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, Quarantine
 from cosmos_outbox._relay.relay import Relay, RelayReport
-from cosmos_outbox.blob import AsyncBlobPayloadStore, BlobPayloadStore
-from cosmos_outbox.servicebus import AsyncServiceBusPublisher, ServiceBusPublisher
+from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox.blob import BlobPayloadStore
+from cosmos_outbox.blob.aio import BlobPayloadStore as AsyncBlobPayloadStore
+from cosmos_outbox.servicebus import ServiceBusPublisher
+from cosmos_outbox.servicebus.aio import ServiceBusPublisher as AsyncServiceBusPublisher
 from cosmos_outbox.testing import InMemoryStore
 from cosmos_outbox.testing.contracts import EventLoop
 from funcstack import LocalStack

@@ -16,12 +16,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 from test_relay import TRACE, history
 
-from cosmos_outbox._aio import run_sync
 from cosmos_outbox._documents import read_feed
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._relay import telemetry as names
 from cosmos_outbox._relay.relay import Relay
 from cosmos_outbox._relay.telemetry import RelayTelemetry
+from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox.testing import FakePublisher, InMemoryStore
 
 TOPIC = "ticket-events"

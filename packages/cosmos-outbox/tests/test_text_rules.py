@@ -32,6 +32,7 @@ from cosmos_outbox._text._rules import (
     text_pattern,
     text_problem,
 )
+from cosmos_outbox._text._unicode_tables import UNICODE_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]  # the package
 
@@ -65,6 +66,10 @@ REFUSED = {
 }
 
 
+@pytest.mark.skipif(
+    unicodedata.unidata_version != UNICODE_VERSION,
+    reason=f"the tables are made from the Unicode {UNICODE_VERSION} of Python 3.13's unicodedata; "
+           f"this Python has {unicodedata.unidata_version} (the rules use the tables, not it)")
 def test_the_unicode_tables_are_what_the_generator_makes() -> None:
     run = subprocess.run([sys.executable, "scripts/generate_unicode_tables.py", "--check"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
@@ -122,7 +127,10 @@ def test_text_of_visible_characters_spaces_and_marks_is_accepted(
 def test_a_character_of_a_refused_category_is_refused_anywhere(
     category: str, data: st.DataObject
 ) -> None:
-    ch = data.draw(st.characters(categories=[category]))  # type: ignore[list-item]
+    drawn = st.characters(categories=[category])  # type: ignore[list-item]
+    if category == "Cn":  # unassigned in this Python's Unicode and in the tables' (3.11: 14.0)
+        drawn = drawn.filter(lambda ch: ch not in VISIBLE and ch not in MARK)
+    ch = data.draw(drawn)
     where = data.draw(st.integers(0, 3))
     value = "Ada"[:where] + ch + "Ada"[where:]
     problem = text_problem(value, required=True)

@@ -21,9 +21,10 @@ from cosmos_outbox.testing.contracts import (
     QuarantineContract,
     StoreWorld,
     UnitOfWorkContract,
+    events_of,
     examples,
+    saved,
 )
-from cosmos_outbox.testing.contracts._worlds import events_of, saved
 from domain.contact import Contact
 from domain.values import Company, Name
 

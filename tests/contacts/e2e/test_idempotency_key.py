@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from cosmos_outbox._documents import IDEMPOTENCY_TYPE
+from cosmos_outbox.documents import IDEMPOTENCY_TYPE
 from tests.contacts.e2e.test_outbox_guarantees import (
     FAST_TAKEOVER,
     assert_exactly_once_in_order,

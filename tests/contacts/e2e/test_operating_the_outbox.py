@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from azure.cosmos import ContainerProxy
 
-from cosmos_outbox._documents import commit_operations
-from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT, notice_id
+from cosmos_outbox.documents import commit_operations
+from cosmos_outbox.relay import QUARANTINE_NOTICE_SUBJECT, notice_id
 from domain.contact import Contact
 from domain.values import Company, Name
 from tests.contacts.e2e.test_outbox_guarantees import record, stored_events, write_history

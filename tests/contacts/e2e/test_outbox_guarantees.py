@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT, notice_id
+from cosmos_outbox.relay import QUARANTINE_NOTICE_SUBJECT, notice_id
 from cosmos_outbox.testing import event_fields
 from domain.contact import Contact
 from tools.httpclient import Client

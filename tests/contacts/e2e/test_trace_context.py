@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from cosmos_outbox._relay import telemetry as names
+from cosmos_outbox import telemetry as names
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.otel import METRICS_FILE, TRACES_FILE
 from tools.httpclient import Client

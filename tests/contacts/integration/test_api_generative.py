@@ -46,8 +46,7 @@ from hypothesis import HealthCheck, settings
 from schemathesis.checks import CheckFunction
 from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
 
-from cosmos_outbox.http._idempotency_key import parse_key
-from cosmos_outbox.http._problems import HttpProblemError
+from cosmos_outbox.http import HttpProblemError, parse_key
 from tests.contacts.openapi import openapi_document
 from tools.httpclient import Client
 from tools.stack import Stack

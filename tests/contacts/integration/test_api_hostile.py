@@ -12,10 +12,9 @@ import pytest
 from azure.cosmos import CosmosClient
 from pydantic import SecretStr
 
-from cosmos_outbox._outbox import services_from_settings
-from cosmos_outbox.cosmos import CosmosDocumentStore
-from cosmos_outbox.cosmos._client import client_options
+from cosmos_outbox.cosmos import CosmosDocumentStore, client_options
 from cosmos_outbox.errors import StoreUnavailableError
+from cosmos_outbox.services import services_from_settings
 from cosmos_outbox.settings import OutboxSettings
 from domain.contact import Contact
 from domain.values import Company, Name

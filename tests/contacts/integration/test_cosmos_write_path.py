@@ -15,8 +15,9 @@ from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 
 from application.contacts.ports import ContactList
-from cosmos_outbox._documents import EVENT_TYPE
-from cosmos_outbox.cosmos import AsyncCosmosDocumentStore, CosmosDocumentStore
+from cosmos_outbox.cosmos import CosmosDocumentStore
+from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
+from cosmos_outbox.documents import EVENT_TYPE
 from cosmos_outbox.testing.contracts import EventLoop
 from infra.cosmos.contacts import CosmosContactList, SyncCosmosContactList
 from tests.contacts.contract.unit_of_work_contract import (

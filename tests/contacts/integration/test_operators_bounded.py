@@ -1,6 +1,6 @@
 """The operators' routes and /health through the local Functions host when the store or the
 broker hangs (its process stopped): each answers 503 with Retry-After within the bound
-(`cosmos_outbox.http._bounded.BOUND_SECONDS`), never a 500 nor the SDKs' own waits; and
+(`cosmos_outbox.http.bounded.BOUND_SECONDS`), never a 500 nor the SDKs' own waits; and
 answers again once the endpoint is back. A stack of its own: its endpoints are frozen."""
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from cosmos_outbox._aio import run_sync
-from cosmos_outbox._documents import EVENT_TYPE, read_feed
-from cosmos_outbox._quarantine import Quarantine
-from cosmos_outbox._relay import telemetry
+from cosmos_outbox import telemetry
 from cosmos_outbox.cosmos import CosmosDocumentStore
-from cosmos_outbox.http._bounded import BOUND_RETRY_AFTER_SECONDS, BOUND_SECONDS
+from cosmos_outbox.documents import EVENT_TYPE, read_feed
+from cosmos_outbox.http.bounded import BOUND_RETRY_AFTER_SECONDS, BOUND_SECONDS
+from cosmos_outbox.relay import Quarantine
+from cosmos_outbox.testing import run_sync
 from entrypoints.bootstrap import LEGACY_EVENTS
 from tests.contacts.faults import frozen
 from tools.httpclient import Client

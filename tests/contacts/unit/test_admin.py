@@ -13,15 +13,13 @@ from typing import Any
 
 import pytest
 
-from cosmos_outbox._blueprints.operators import parse_instant
-from cosmos_outbox._event_document import EVENT_TYPE, envelope_and_data
-from cosmos_outbox._quarantine import QUARANTINE_TYPE
-from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT, notice_id
+from cosmos_outbox.documents import EVENT_TYPE, QUARANTINE_TYPE, envelope_and_data
 from cosmos_outbox.errors import StoreUnavailableError
-from cosmos_outbox.http import _bounded as bounded
-from cosmos_outbox.http import operation_of
-from cosmos_outbox.http._paging import Cursor
+from cosmos_outbox.http import Cursor, operation_of
+from cosmos_outbox.http import bounded as bounded
+from cosmos_outbox.operators import parse_instant
 from cosmos_outbox.ports import LeaseBacklog
+from cosmos_outbox.relay import QUARANTINE_NOTICE_SUBJECT, notice_id
 from cosmos_outbox.testing import FakePublisher, FixedBacklog, InMemoryStore
 from domain.contact import Contact
 from domain.values import Company, Name

@@ -1,4 +1,4 @@
-"""The Contacts app's mappings, held by cosmos-outbox's checks (`cosmos_outbox.testing._checks`),
+"""The Contacts app's mappings, held by cosmos-outbox's checks (`cosmos_outbox.testing`),
 driven by what the app registers: its aggregates and its declared routes. A class, field or
 mapping left out fails here, by name: the steps of docs/changing-the-model.md ("Add a field to
 the contact")."""

@@ -15,13 +15,11 @@ from hypothesis import strategies as st
 
 from application.contacts.commands import CreateContact, PatchContact
 from application.contacts.ports import ContactList, ContactSummary
-from cosmos_outbox._text._rules import text_pattern
-from cosmos_outbox.http import _bounded as bounded
-from cosmos_outbox.http._paging import Cursor
-from cosmos_outbox.http._problems import HttpProblemError
-from cosmos_outbox.http._requests import MAX_DEPTH, parse_body, parse_json
+from cosmos_outbox.http import MAX_DEPTH, Cursor, HttpProblemError, parse_body, parse_json
+from cosmos_outbox.http import bounded as bounded
 from cosmos_outbox.ports import Page
 from cosmos_outbox.testing import InMemoryStore
+from cosmos_outbox.text import text_pattern
 from tests.contacts.conftest import FakeWorld
 from tests.contacts.unit.test_admin import never_answers
 from tests.contacts.unit.test_http_api import ADA, Api, body, created, problem

@@ -9,7 +9,7 @@ from typing import Any
 import azure.functions as func
 import pytest
 
-from cosmos_outbox._event_document import envelope_and_data
+from cosmos_outbox.documents import envelope_and_data
 from cosmos_outbox.errors import StoreUnavailableError, ThrottledError
 from cosmos_outbox.testing import FunctionClient
 from domain.contact import Contact

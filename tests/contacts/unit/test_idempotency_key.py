@@ -11,8 +11,8 @@ from typing import Any
 import azure.functions as func
 import pytest
 
-from cosmos_outbox._documents import EVENT_TYPE, IDEMPOTENCY_TYPE
-from cosmos_outbox.http._idempotency_key import KEY_PATTERN
+from cosmos_outbox.documents import EVENT_TYPE, IDEMPOTENCY_TYPE
+from cosmos_outbox.http import KEY_PATTERN
 from tests.contacts.conftest import FakeWorld
 from tests.contacts.openapi import openapi_document
 from tests.contacts.unit.test_http_api import ADA, Api, body, created, problem

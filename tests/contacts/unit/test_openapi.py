@@ -10,7 +10,7 @@ from typing import Any
 
 from application.contacts.commands import CreateContact
 from application.contacts.views import ContactView
-from cosmos_outbox.http._declaration import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, operation_of
+from cosmos_outbox.http import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, operation_of
 from tests.contacts.openapi import openapi_document
 
 
@@ -103,9 +103,7 @@ def test_errors_are_problem_documents_and_contact_routes_need_a_key() -> None:
 
 
 def test_response_headers_patterns_formats_and_cross_field_rules_are_declared() -> None:
-    from cosmos_outbox.http._conditional import TAG_LIST_PATTERN
-    from cosmos_outbox.http._models import ID_PATTERN
-    from cosmos_outbox.http._paging import TOKEN_PATTERN
+    from cosmos_outbox.http import ID_PATTERN, TAG_LIST_PATTERN, TOKEN_PATTERN
 
     doc = document()
     paths, schemas = doc["paths"], doc["components"]["schemas"]

@@ -1,7 +1,7 @@
 """Property: any valid contact survives save -> load -> view with every field, under its name.
 
 Saving and loading go through the in-memory unit of work, which writes and reads the same
-documents as the Cosmos adapter (`cosmos_outbox._documents`), as JSON text; the view is the API's
+documents as the Cosmos adapter (`cosmos_outbox.documents`), as JSON text; the view is the API's
 `ContactView`. A field that one layer drops, renames or reformats fails here."""
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from pydantic.alias_generators import to_camel
 
 from application.contacts.views import ContactView
 from cosmos_outbox import Outbox
-from cosmos_outbox._documents import aggregate_document
-from cosmos_outbox._text._rules import REFUSED_CATEGORIES, text_problem
+from cosmos_outbox.documents import aggregate_document
 from cosmos_outbox.testing import in_memory
+from cosmos_outbox.text import REFUSED_CATEGORIES, text_problem
 from domain.contact import Contact
 from domain.values import Company, Name
 
@@ -26,7 +26,7 @@ HIDDEN_FROM_THE_API = {"deleted", "deleted_at"}
 
 
 def trimmed(min_size: int, max_size: int) -> st.SearchStrategy[str]:
-    """Text a contact may hold (cosmos_outbox._text._rules's rules), trimmed."""
+    """Text a contact may hold (`cosmos_outbox.text`'s rules), trimmed."""
     allowed = st.characters(exclude_categories=sorted(REFUSED_CATEGORIES))  # type: ignore[arg-type]
     return st.text(allowed, min_size=min_size, max_size=max_size).map(str.strip).filter(
         lambda s: len(s) >= min_size and text_problem(s, required=min_size > 0) is None)

@@ -22,14 +22,10 @@ from azure.servicebus import ServiceBusMessage
 from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
 
-from cosmos_outbox._aio import run_sync
-from cosmos_outbox._event_document import aggregate_event_document, read_feed
-from cosmos_outbox._quarantine import Quarantine
-from cosmos_outbox._records import OutboxRecord, to_message
-from cosmos_outbox._relay.relay import Relay
-from cosmos_outbox._relay.telemetry import RelayTelemetry
-from cosmos_outbox.servicebus._messages import to_servicebus_message
-from cosmos_outbox.testing import FakePublisher, InMemoryStore
+from cosmos_outbox.documents import aggregate_event_document, read_feed
+from cosmos_outbox.relay import OutboxRecord, Quarantine, Relay, RelayTelemetry, to_message
+from cosmos_outbox.servicebus import to_servicebus_message
+from cosmos_outbox.testing import FakePublisher, InMemoryStore, run_sync
 from domain.contact import Contact
 from entrypoints.bootstrap import LEGACY_EVENTS
 

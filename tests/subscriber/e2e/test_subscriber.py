@@ -20,11 +20,10 @@ from azure.cosmos.exceptions import CosmosResourceNotFoundError
 from azure.servicebus import ServiceBusClient
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from cosmos_outbox._documents import read_feed
-from cosmos_outbox._records import OutboxRecord, to_message
-from cosmos_outbox.servicebus._messages import to_servicebus_message
-from cosmos_outbox.subscriber._events import from_message
-from cosmos_outbox.subscriber._projector import INBOX_TYPE, Outcome, Projector
+from cosmos_outbox.documents import read_feed
+from cosmos_outbox.relay import OutboxRecord, to_message
+from cosmos_outbox.servicebus import to_servicebus_message
+from cosmos_outbox.subscriber import INBOX_TYPE, Outcome, Projector, from_message
 from entrypoints.bootstrap import LEGACY_EVENTS
 from tools.httpclient import Client
 from tools.stack import Ports, Stack

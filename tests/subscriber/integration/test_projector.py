@@ -1,9 +1,9 @@
 """The projector against the local Cosmos endpoint (real azure-cosmos SDK), through both of
 cosmos-outbox's APIs: the sync `Projector` on the SDK's sync client and the async one
-(`cosmos_outbox.aio.Projector`, which the app runs) on its `aio` client. Each event changes the
-projection exactly once (inbox record and projection in one transactional batch), in version
-order; an event after a gap is held until the missing one arrives. Also the projection's reads
-(the HTTP routes' port) on the `aio` client."""
+(`cosmos_outbox.subscriber.aio.Projector`, which the app runs) on its `aio` client. Each event
+changes the projection exactly once (inbox record and projection in one transactional batch),
+in version order; an event after a gap is held until the missing one arrives. Also the
+projection's reads (the HTTP routes' port) on the `aio` client."""
 
 from __future__ import annotations
 
@@ -20,23 +20,26 @@ from azure.cosmos.aio import ContainerProxy as AsyncContainerProxy
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from cosmos_outbox import aio
-from cosmos_outbox._aio import run_sync
-from cosmos_outbox.cosmos import AsyncCosmosDocumentStore, CosmosDocumentStore
+from cosmos_outbox.cosmos import CosmosDocumentStore
+from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
 from cosmos_outbox.errors import PreconditionFailedError
 from cosmos_outbox.ports import AsyncDocumentStore, DocumentStore
-from cosmos_outbox.subscriber import IncomingEvent, Projector, Result
-from cosmos_outbox.subscriber._events import QUARANTINE_NOTICE
-from cosmos_outbox.subscriber._projector import (
+from cosmos_outbox.subscriber import (
     GAP_TYPE,
     HELD_TYPE,
     INBOX_TYPE,
     MAX_HELD_PER_BATCH,
-    AsyncProjector,
+    QUARANTINE_NOTICE,
+    IncomingEvent,
     Outcome,
+    Projector,
+    Result,
+    aio,
     held_id,
     inbox_id,
 )
+from cosmos_outbox.subscriber.aio import Projector as AsyncProjector
+from cosmos_outbox.testing import run_sync
 from funcstack.cosmos import CosmosEndpoint, start_cosmos
 from tools.provision import create_projection_container
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from cosmos_outbox.aio import Projector
+from cosmos_outbox.subscriber.aio import Projector
 from cosmos_outbox.testing import FunctionClient, InMemoryStore
 from tests.subscriber.unit.test_http import TOKENS, InMemoryReads
 

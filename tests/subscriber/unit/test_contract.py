@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from cosmos_outbox._domain import EVENTS, Event
+from cosmos_outbox import Event
+from cosmos_outbox.testing import EVENTS
 from domain.contact import Contact
 
 from contacts_projection.bootstrap import CONTACT  # isort: skip

@@ -11,10 +11,10 @@ from typing import Any
 import pytest
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from cosmos_outbox._event_document import aggregate_event_document, read_feed
-from cosmos_outbox._records import OutboxRecord, to_message
-from cosmos_outbox.servicebus._messages import to_servicebus_message
-from cosmos_outbox.subscriber._events import UnreadableEventError, from_message
+from cosmos_outbox.documents import aggregate_event_document, read_feed
+from cosmos_outbox.relay import OutboxRecord, to_message
+from cosmos_outbox.servicebus import to_servicebus_message
+from cosmos_outbox.subscriber import UnreadableEventError, from_message
 from domain.contact import Contact
 from entrypoints.bootstrap import LEGACY_EVENTS
 

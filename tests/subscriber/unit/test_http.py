@@ -15,16 +15,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from cosmos_outbox.aio import Projector
 from cosmos_outbox.errors import (
     InvalidContinuationError,
     OutboxError,
     StoreUnavailableError,
     ThrottledError,
 )
-from cosmos_outbox.http import Cursor, TokenCodec
-from cosmos_outbox.http._declaration import MAX_PAGE_SIZE
+from cosmos_outbox.http import MAX_PAGE_SIZE, Cursor, TokenCodec
 from cosmos_outbox.ports import Page
+from cosmos_outbox.subscriber.aio import Projector
 from cosmos_outbox.testing import FunctionClient, InMemoryStore
 from tests.subscriber import subscriber_functions
 

@@ -20,24 +20,32 @@ import azure.functions as func
 import pytest
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from cosmos_outbox import aio
-from cosmos_outbox._aio import as_async
-from cosmos_outbox._documents import read_feed
-from cosmos_outbox._records import (
+from cosmos_outbox.documents import read_feed
+from cosmos_outbox.errors import PayloadNotFoundError
+from cosmos_outbox.relay import (
     OutboxMessage,
     OutboxRecord,
     claim_check,
     quarantine_notice,
     to_message,
 )
-from cosmos_outbox.errors import PayloadNotFoundError
-from cosmos_outbox.servicebus._messages import to_servicebus_message
-from cosmos_outbox.subscriber import Dispatcher, Outcome, Projector, Result, UnreadableEventError
-from cosmos_outbox.subscriber._projector import GAP_TYPE, HELD_TYPE, INBOX_TYPE
+from cosmos_outbox.servicebus import to_servicebus_message
+from cosmos_outbox.subscriber import (
+    GAP_TYPE,
+    HELD_TYPE,
+    INBOX_TYPE,
+    Dispatcher,
+    Outcome,
+    Projector,
+    Result,
+    UnreadableEventError,
+    aio,
+)
 from cosmos_outbox.testing import (
     FunctionClient,
     InMemoryPayloadStore,
     InMemoryStore,
+    as_async,
     service_bus_message,
 )
 from tests.subscriber.unit.test_http import TOKENS

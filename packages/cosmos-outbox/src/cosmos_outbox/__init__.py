@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from cosmos_outbox._domain import Aggregate, DomainError, Event
-    from cosmos_outbox._outbox import Outbox, Services
+    from cosmos_outbox._outbox import Outbox
     from cosmos_outbox._sync import AggregateService, Session, UnitOfWork
     from cosmos_outbox._text import Text
+    from cosmos_outbox._wiring import Services
     from cosmos_outbox.errors import (
         AlreadyExistsError,
         IdempotencyKeyReusedError,
@@ -52,7 +53,7 @@ _WHERE = {
     "Text": "cosmos_outbox._text",
     # the outbox and what it gives an app
     "Outbox": "cosmos_outbox._outbox",
-    "Services": "cosmos_outbox._outbox",
+    "Services": "cosmos_outbox._wiring",
     "AggregateService": "cosmos_outbox._sync",
     "UnitOfWork": "cosmos_outbox._sync",
     "Session": "cosmos_outbox._sync",

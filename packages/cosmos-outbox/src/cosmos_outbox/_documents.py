@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar
 
 from cosmos_outbox._domain import Aggregate, Event, read_back
 from cosmos_outbox._event_document import (
@@ -38,6 +38,8 @@ from cosmos_outbox._event_document import (
 from cosmos_outbox._idempotency import Answer, IdempotencyRecord
 from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.ports import BatchOperation
+
+A = TypeVar("A", bound="Aggregate")
 
 __all__ = [
     "EVENT_TYPE",
@@ -71,7 +73,7 @@ def aggregate_document(aggregate: Aggregate) -> dict[str, Any]:
     }
 
 
-def aggregate_from_document[A: Aggregate](kind: type[A], document: Mapping[str, Any]) -> A:
+def aggregate_from_document(kind: type[A], document: Mapping[str, Any]) -> A:
     """The aggregate a stored document holds. NotFoundError when it is another kind of document
     (an event or a quarantined event with that id)."""
     if document.get("type") != kind.aggregate_type:
@@ -114,16 +116,28 @@ def idempotency_document(record: IdempotencyRecord, *, ttl_seconds: int) -> dict
         answer["location"] = record.answer.location
     if record.answer.body is not None:
         answer["body"] = record.answer.body
+    return record_document(
+        record_id=record.record_id, partition_key=record.aggregate_id,
+        aggregate_type=record.aggregate_type, request=record.request,
+        fingerprint=record.fingerprint, version=record.version, answer=answer,
+        created_at=record.created_at.isoformat(), ttl_seconds=ttl_seconds)
+
+
+def record_document(*, record_id: str, partition_key: str, aggregate_type: str, request: str,
+                    fingerprint: str, version: int, answer: dict[str, Any], created_at: str,
+                    ttl_seconds: int) -> dict[str, Any]:
+    """An Idempotency-Key's record document, its keys written here only (the aggregates' write
+    path through `idempotency_document`, the session's straight from its claim)."""
     return {
-        "id": record.record_id,
-        "partitionKey": record.aggregate_id,
+        "id": record_id,
+        "partitionKey": partition_key,
         "type": IDEMPOTENCY_TYPE,
-        "aggregateType": record.aggregate_type,
-        "request": record.request,
-        "fingerprint": record.fingerprint,
-        "version": record.version,
+        "aggregateType": aggregate_type,
+        "request": request,
+        "fingerprint": fingerprint,
+        "version": version,
         "answer": answer,
-        "createdAt": record.created_at.isoformat(),
+        "createdAt": created_at,
         "ttl": ttl_seconds,
     }
 

@@ -30,10 +30,13 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from typing import Any, ClassVar, Literal, overload
+from typing import Any, ClassVar, Literal, TypeVar, overload
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
 from pydantic.alias_generators import to_camel
+
+A = TypeVar("A", bound="Aggregate")
+E = TypeVar("E", bound="Event")
 
 __all__ = ["Aggregate", "DomainError", "Event"]
 
@@ -233,14 +236,14 @@ class Aggregate(BaseModel):
 
     @overload
     @classmethod
-    def event[E: Event](cls, event: type[E], /) -> type[E]: ...
+    def event(cls, event: type[E], /) -> type[E]: ...
 
     @overload
     @classmethod
-    def event[E: Event](cls, event: str, /) -> Callable[[type[E]], type[E]]: ...
+    def event(cls, event: str, /) -> Callable[[type[E]], type[E]]: ...
 
     @classmethod
-    def event[E: Event](cls, event: type[E] | str, /
+    def event(cls, event: type[E] | str, /
                         ) -> type[E] | Callable[[type[E]], type[E]]:
         """Bind an event class to this aggregate: `@Order.event` (the action is the class
         name) or `@Order.event("OrderPlacedEvent")` (the action named). The class becomes
@@ -251,7 +254,7 @@ class Aggregate(BaseModel):
         return cls._bind(event, event.__name__)
 
     @classmethod
-    def _bind[E: Event](cls, kind: type[E], action: str) -> type[E]:
+    def _bind(cls, kind: type[E], action: str) -> type[E]:
         if not (isinstance(kind, type) and issubclass(kind, Event)):
             raise TypeError(f"{cls.__qualname__}.event binds Event subclasses, not {kind!r}")
         if "aggregate_type" in kind.__dict__:
@@ -324,7 +327,7 @@ class Aggregate(BaseModel):
 
 
 
-def read_back[A: Aggregate](aggregate: A) -> A:
+def read_back(aggregate: A) -> A:
     """`aggregate`, marked as read from the store: its next event takes the next version."""
     aggregate._new = False
     return aggregate

@@ -1,18 +1,21 @@
 """A function the worker indexes, from its body written once as a coroutine: the body itself as
 an `async def` function (run on the worker's event loop), or a plain function that runs it in
-its thread (`cosmos_outbox._aio.run_sync`: over sync adapters it never suspends). The binding
-parameters are the body's (`functools.wraps`: the worker reads them from its signature)."""
+its thread (`cosmos_outbox._sync_bridge.run_sync`: over sync adapters it never suspends). The
+binding parameters are the body's (`functools.wraps`: the worker reads them from its signature)."""
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Coroutine
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
-from cosmos_outbox._aio import run_sync
+from cosmos_outbox._sync_bridge import run_sync
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
-def shell[**P, R](asynchronous: bool) -> Callable[[Callable[P, Coroutine[Any, Any, R]]],
+def shell(asynchronous: bool) -> Callable[[Callable[P, Coroutine[Any, Any, R]]],
                                                    Callable[P, Any]]:
     """`@shell(asynchronous)` on a coroutine function: itself when `asynchronous`, else a
     plain function running it."""

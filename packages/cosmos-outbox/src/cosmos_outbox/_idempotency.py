@@ -22,9 +22,11 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from cosmos_outbox._domain import Aggregate
+
+A = TypeVar("A", bound="Aggregate")
 
 __all__ = [
     "MAX_GENERATIONS",
@@ -96,7 +98,7 @@ class IdempotencyRecord:
 
 
 @dataclass(frozen=True)
-class Claim[A: Aggregate]:
+class Claim(Generic[A]):
     """A key claimed by one request. `scope` is where the key is unique (the route, and the
     caller when known); `answer` makes the answer from the aggregate as written."""
 

@@ -25,17 +25,19 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Annotated, Any, dataclass_transform
+from typing import Annotated, Any, TypeVar, dataclass_transform
 from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
+
+T = TypeVar("T")
 
 _MAX_ID = 128
 Identifier = Annotated[str, Field(min_length=1, max_length=_MAX_ID)]
 
 
 @dataclass_transform(frozen_default=True, field_specifiers=(field,))
-def per_event[T](cls: type[T]) -> type[T]:
+def per_event(cls: type[T]) -> type[T]:
     """A value class of which the relay builds one or more per event: immutable to the type
     checker (mypy rejects an assignment to a field, as to a frozen dataclass's), a plain slotted
     dataclass at run time. A frozen dataclass sets each field through `object.__setattr__` in

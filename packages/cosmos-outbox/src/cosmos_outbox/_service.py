@@ -14,10 +14,11 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import Generic, TypeAlias, TypeVar
 
-from cosmos_outbox._aio import resolved
 from cosmos_outbox._domain import Aggregate, DomainError, assigned_id
 from cosmos_outbox._idempotency import MAX_GENERATIONS, Claim, Recorded, weak_etag
+from cosmos_outbox._sync_bridge import resolved
 from cosmos_outbox._unit_of_work import UnitOfWork
 from cosmos_outbox.errors import (
     AlreadyExistsError,
@@ -26,13 +27,15 @@ from cosmos_outbox.errors import (
     PreconditionFailedError,
 )
 
+A = TypeVar("A", bound="Aggregate")
+
 __all__ = ["AggregateService", "Versioned"]
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Versioned[A: Aggregate]:
+class Versioned(Generic[A]):
     """An aggregate and the etag of the stored version it was read from or written as."""
 
     aggregate: A
@@ -40,12 +43,12 @@ class Versioned[A: Aggregate]:
 
 
 #: A change of an aggregate: a plain or an async function (awaited).
-type Change[A] = Callable[[A], object | Awaitable[object]]
+Change: TypeAlias = Callable[[A], object | Awaitable[object]]
 #: What makes a new aggregate: a plain or an async function (awaited).
-type Build[A] = Callable[[], A | Awaitable[A]]
+Build: TypeAlias = Callable[[], A | Awaitable[A]]
 
 
-class AggregateService[A: Aggregate]:
+class AggregateService(Generic[A]):
     """Create, read and change aggregates of one type. An aggregate that is not `live` (a soft
     delete) reads as missing: NotFoundError, as for one that never existed. This is the async
     API's (`cosmos_outbox.aio`); the sync API's runs it (`cosmos_outbox.AggregateService`)."""

@@ -37,11 +37,11 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, NamedTuple, cast
+from typing import Any, NamedTuple, TypeAlias, cast
 
 from pydantic import BaseModel
 
-from cosmos_outbox._documents import IDEMPOTENCY_TYPE, idempotency_record
+from cosmos_outbox._documents import idempotency_record, record_document
 from cosmos_outbox._domain import new_id, utc_text
 from cosmos_outbox._event_document import (
     EVENT_TYPE,
@@ -138,7 +138,7 @@ class Committed(NamedTuple):
 
 #: An event published in a session, until its commit: its id and its document (made when it
 #: is published; the commit gives it its number and time).
-type _Staged = tuple[str, dict[str, Any]]
+_Staged: TypeAlias = tuple[str, dict[str, Any]]
 
 
 class _Sequences:
@@ -430,12 +430,11 @@ class Session:
                 batch.append(BatchOperation("create", event))
         if claim is not None:
             record_key, printed, request, answer = claim
-            batch.append(BatchOperation("create", {
-                "id": record_key, "partitionKey": self.partition_key,
-                "type": IDEMPOTENCY_TYPE, "aggregateType": self.entity,
-                "request": request, "fingerprint": printed, "version": 0,
-                "answer": {"status": 200, **({"body": answer} if answer is not None else {})},
-                "createdAt": now, "ttl": self._idempotency_ttl}))
+            batch.append(BatchOperation("create", record_document(
+                record_id=record_key, partition_key=self.partition_key,
+                aggregate_type=self.entity, request=request, fingerprint=printed, version=0,
+                answer={"status": 200, **({"body": answer} if answer is not None else {})},
+                created_at=now, ttl_seconds=self._idempotency_ttl)))
         if len(batch) > MAX_OPERATIONS or bound > MAX_BATCH_BYTES:
             self._check_limits(batch)
         return batch, sequence

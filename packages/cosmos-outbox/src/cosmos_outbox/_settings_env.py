@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Self
+from typing import Self, TypeVar
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -18,7 +18,7 @@ from pydantic import (
 )
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from cosmos_outbox.settings import (
+from cosmos_outbox._settings_base import (
     DEFAULT_EVENT_TTL_SECONDS,
     DEFAULT_IDEMPOTENCY_TTL_SECONDS,
     DEFAULT_PAYLOAD_CONTAINER,
@@ -26,8 +26,10 @@ from cosmos_outbox.settings import (
     DEFAULT_SERVICEBUS_MAX_MESSAGE_BYTES,
     SettingsError,
     TriggerSettings,
-    _problems,
+    problems,
 )
+
+S = TypeVar("S", bound="BaseSettings")
 
 __all__ = ["CosmosSettings", "OutboxSettings", "PayloadConnection", "PayloadSettings",
            "load_payload_settings", "load_settings", "read_settings"]
@@ -229,13 +231,13 @@ class OutboxSettings(TriggerSettings, PayloadSettings, CosmosSettings):
                 "source, <base>/<collection> (e.g. https://shop.example.com/orders); set the "
                 "base and remove CLOUDEVENTS_SOURCE")
 
-def read_settings[S: BaseSettings](kind: type[S]) -> S:
+def read_settings(kind: type[S]) -> S:
     """Settings of `kind` read from the environment and validated once; a bad or missing one
     raises `SettingsError` naming the settings, never their values."""
     try:
         return kind()  # the values come from the environment
     except ValidationError as exc:
-        raise SettingsError(f"invalid settings: {_problems(exc)}") from None
+        raise SettingsError(f"invalid settings: {problems(exc)}") from None
 
 
 def load_settings() -> OutboxSettings:

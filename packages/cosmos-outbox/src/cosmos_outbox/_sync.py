@@ -1,30 +1,32 @@
 """The sync API's write path: thin shells that run the async one (`_unit_of_work`, `_service`)
-over sync adapters (`cosmos_outbox._aio.run_sync`). No logic here: each method calls its
+over sync adapters (`cosmos_outbox._sync_bridge.run_sync`). No logic here: each method calls its
 coroutine and runs it to its end in the caller's thread."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Generic, TypeAlias, TypeVar, cast
 
 from pydantic import BaseModel
 
 from cosmos_outbox import _service, _session, _unit_of_work
-from cosmos_outbox._aio import run_sync
 from cosmos_outbox._callables import refuse_async
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._idempotency import Claim, IdempotencyRecord, Recorded
 from cosmos_outbox._service import Versioned
+from cosmos_outbox._sync_bridge import run_sync
+
+A = TypeVar("A", bound="Aggregate")
 
 __all__ = ["AggregateService", "Repository", "Runner", "Session", "UnitOfWork"]
 
 #: What runs a coroutine to its end: `run_sync` (the default: over sync adapters, in the
 #: caller's thread), or a test's runner on an event loop (to drive async adapters the same way).
-type Runner = Callable[[Coroutine[Any, Any, Any]], Any]
+Runner: TypeAlias = Callable[[Coroutine[Any, Any, Any]], Any]
 
 
-class Repository[A: Aggregate]:
+class Repository(Generic[A]):
     """Aggregates of one type in one unit of work (sync)."""
 
     def __init__(self, core: _unit_of_work.Repository[A], *, run: Runner = run_sync) -> None:
@@ -71,7 +73,7 @@ class UnitOfWork:
                  tb: TracebackType | None) -> None:
         self.rollback()
 
-    def repository[A: Aggregate](self, kind: type[A]) -> Repository[A]:
+    def repository(self, kind: type[A]) -> Repository[A]:
         """The repository of one aggregate type (the same one for the whole unit of work)."""
         if kind not in self._repositories:
             self._repositories[kind] = Repository(self.core.repository(kind), run=self._run)
@@ -99,7 +101,7 @@ class UnitOfWork:
         self._run(self.core.ping())
 
 
-class AggregateService[A: Aggregate]:
+class AggregateService(Generic[A]):
     """Create, read and change aggregates of one type, each in one unit of work and at most one
     transactional batch (`cosmos_outbox.aio.AggregateService` says how). Its callables are plain
     functions: a coroutine function is refused when it is given (use the async API)."""

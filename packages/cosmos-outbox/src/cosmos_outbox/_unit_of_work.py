@@ -2,13 +2,14 @@
 aggregates it loaded or added, the etag of each, and the batches a commit writes (the aggregate,
 its events and the claimed idempotency record, one transactional batch per aggregate, in its
 partition, conditioned on the etag it was read with). Nothing is written unless `commit()`
-runs. This is the async API's; the sync API runs it over a sync store (`cosmos_outbox._aio`).
+runs. This is the async API's; the sync API runs it over a sync store
+(`cosmos_outbox._sync_bridge`).
 """
 
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, cast
 
 from cosmos_outbox._documents import (
     aggregate_from_document,
@@ -21,8 +22,10 @@ from cosmos_outbox._idempotency import IdempotencyRecord
 from cosmos_outbox.errors import NotFoundError, PreconditionFailedError, UnrecordedChangeError
 from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation
 
+A = TypeVar("A", bound="Aggregate")
 
-class Repository[A: Aggregate]:
+
+class Repository(Generic[A]):
     """Aggregates of one type in one unit of work. Remembers the etag of each it loaded or
     wrote, and the state each was read with (a change must record its event)."""
 
@@ -105,7 +108,7 @@ class UnitOfWork:
                         tb: TracebackType | None) -> None:
         self.rollback()
 
-    def repository[A: Aggregate](self, kind: type[A]) -> Repository[A]:
+    def repository(self, kind: type[A]) -> Repository[A]:
         """The repository of one aggregate type (the same one for the whole unit of work)."""
         if kind not in self._repositories:
             self._repositories[kind] = Repository(self.store, kind)

@@ -6,11 +6,12 @@ id its operators know, say): subclass `RedriveRequest` (overriding `scope`), `Qu
 
 from __future__ import annotations
 
-from cosmos_outbox._blueprints.operators import (
+from cosmos_outbox._blueprints.operator_routes import (
     OperatorModels,
     QuarantineItem,
     QuarantineListPage,
     RedriveRequest,
+    parse_instant,
 )
 from cosmos_outbox._quarantine import QuarantinedEvent
 
@@ -20,4 +21,5 @@ __all__ = [
     "QuarantineListPage",
     "QuarantinedEvent",
     "RedriveRequest",
+    "parse_instant",
 ]

@@ -18,14 +18,17 @@ same behaviour.
 from __future__ import annotations
 
 import abc
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, NamedTuple
+from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from cosmos_outbox._queries import QueryParameters
 from cosmos_outbox._records import OutboxMessage
 
+T = TypeVar("T")
+
 __all__ = [
+    "STAYS_SYNC",
     "AsyncBacklogEstimator",
     "AsyncDocumentStore",
     "AsyncMessagePublisher",
@@ -40,11 +43,36 @@ __all__ = [
     "Page",
     "PayloadStore",
     "QueryParameters",
+    "stays_sync",
+    "sync_methods",
 ]
 
 
+
+F = TypeVar("F", bound=Callable[..., Any])
+#: The attribute `stays_sync` sets on a port method.
+STAYS_SYNC = "__outbox_stays_sync__"
+
+
+def stays_sync(method: F) -> F:
+    """Declares a port method that does no I/O and stays sync in the async port too (a batch
+    filled in memory, a reference made from a name): `cosmos_outbox.testing.as_async` hands it
+    on as it is rather than as a coroutine."""
+    setattr(method, STAYS_SYNC, True)
+    return method
+
+
+def sync_methods() -> frozenset[str]:
+    """The names of the port methods declared `stays_sync`, across the ports of this module."""
+    return frozenset(
+        name for port in (DocumentStore, AsyncDocumentStore, MessageBatch, MessagePublisher,
+                          AsyncMessagePublisher, PayloadStore, AsyncPayloadStore,
+                          BacklogEstimator, AsyncBacklogEstimator)
+        for name, member in vars(port).items()
+        if getattr(member, STAYS_SYNC, False))
+
 @dataclass(frozen=True)
-class Page[T]:
+class Page(Generic[T]):
     """One page of a listing, and the store's token of the next page (None on the last)."""
 
     items: list[T]
@@ -184,6 +212,7 @@ class MessageBatch(abc.ABC):
     """A size-limited batch of messages (filled in memory: the same for sync and async)."""
 
     @abc.abstractmethod
+    @stays_sync
     def try_add(self, message: OutboxMessage) -> bool:
         """Add the message if it fits; False when the batch is full."""
 
@@ -238,6 +267,7 @@ class PayloadStore(abc.ABC):
     there), `PayloadReferenceError` (not one of this store's references: never fetched)."""
 
     @abc.abstractmethod
+    @stays_sync
     def reference(self, name: str) -> str:
         """The reference (a URL) of what is stored under `name`: known before it is stored,
         the same for every retry (no I/O)."""
@@ -261,6 +291,7 @@ class AsyncPayloadStore(abc.ABC):
     """`PayloadStore`, async (`reference` does no I/O: it stays sync)."""
 
     @abc.abstractmethod
+    @stays_sync
     def reference(self, name: str) -> str: ...
 
     @abc.abstractmethod

@@ -5,13 +5,51 @@ trigger's documented default)."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
-
 from cosmos_outbox._records import LegacyEvents
+
+# The defaults, the error and the trigger settings (public here; `_settings_base` holds them so
+# that `_settings_env` need not import this module).
+from cosmos_outbox._settings_base import (
+    DEFAULT_BACKLOG_ESTIMATE_SCHEDULE as DEFAULT_BACKLOG_ESTIMATE_SCHEDULE,
+)
+from cosmos_outbox._settings_base import (
+    DEFAULT_EVENT_TTL_SECONDS as DEFAULT_EVENT_TTL_SECONDS,
+)
+from cosmos_outbox._settings_base import (
+    DEFAULT_FEED_POLL_DELAY_MS as DEFAULT_FEED_POLL_DELAY_MS,
+)
+from cosmos_outbox._settings_base import (
+    DEFAULT_IDEMPOTENCY_TTL_SECONDS as DEFAULT_IDEMPOTENCY_TTL_SECONDS,
+)
+from cosmos_outbox._settings_base import (
+    DEFAULT_LEASE_PREFIX as DEFAULT_LEASE_PREFIX,
+)
+from cosmos_outbox._settings_base import (
+    DEFAULT_MAX_ITEMS_PER_INVOCATION as DEFAULT_MAX_ITEMS_PER_INVOCATION,
+)
+from cosmos_outbox._settings_base import (
+    DEFAULT_PAYLOAD_CONTAINER as DEFAULT_PAYLOAD_CONTAINER,
+)
+from cosmos_outbox._settings_base import (
+    DEFAULT_PAYLOAD_MAX_BYTES as DEFAULT_PAYLOAD_MAX_BYTES,
+)
+from cosmos_outbox._settings_base import (
+    DEFAULT_SERVICEBUS_MAX_MESSAGE_BYTES as DEFAULT_SERVICEBUS_MAX_MESSAGE_BYTES,
+)
+from cosmos_outbox._settings_base import (
+    RETIRED_SETTINGS as RETIRED_SETTINGS,
+)
+from cosmos_outbox._settings_base import (
+    SettingsError as SettingsError,
+)
+from cosmos_outbox._settings_base import (
+    TriggerSettings as TriggerSettings,
+)
+from cosmos_outbox._settings_base import (
+    load_trigger_settings as load_trigger_settings,
+)
 
 if TYPE_CHECKING:
     from cosmos_outbox._settings_env import (
@@ -24,19 +62,6 @@ if TYPE_CHECKING:
         read_settings,
     )
 
-# The host cannot resolve %SETTING% in int binding properties, but the Python worker indexes the
-# app with the app settings in its environment: the trigger reads these at indexing time
-# (`load_trigger_settings`), so the app settings take effect in Azure too.
-DEFAULT_FEED_POLL_DELAY_MS = 1000
-DEFAULT_MAX_ITEMS_PER_INVOCATION = 100
-# NCRONTAB with seconds, as the timer trigger wants it: every minute.
-DEFAULT_BACKLOG_ESTIMATE_SCHEDULE = "0 * * * * *"
-#: The relay's lease documents' prefix (the trigger's `lease_container_prefix`): a trigger of
-#: the app's own on the same container and lease container without this prefix does not share
-#: the relay's leases (in Azure two triggers sharing leases split the changes between them).
-DEFAULT_LEASE_PREFIX = "outbox."
-
-
 __all__ = [
     "CosmosSettings",
     "LegacyEvents",
@@ -47,69 +72,6 @@ __all__ = [
     "load_settings",
     "read_settings",
 ]
-
-#: Settings that were replaced: read only to refuse them with a word on what replaced them.
-RETIRED_SETTINGS = frozenset({"CLOUDEVENTS_SOURCE"})
-#: Ten days: event documents must outlive any relay outage, or they expire unrelayed.
-DEFAULT_EVENT_TTL_SECONDS = 864000
-#: The largest message (and batch) the relay sends: 256 KB, Service Bus Standard's limit. A link
-#: that announces a smaller one wins; Premium namespaces raise it (1 MB: their batch limit).
-DEFAULT_SERVICEBUS_MAX_MESSAGE_BYTES = 256 * 1024
-#: The private blob container of the claim check: bodies too large for a message.
-DEFAULT_PAYLOAD_CONTAINER = "outbox-payloads"
-#: The largest body the relay offloads: 2 MiB, Cosmos DB's item limit (a larger event cannot be
-#: stored in the first place). Larger bodies, and every large body when it is 0, are quarantined.
-DEFAULT_PAYLOAD_MAX_BYTES = 2 * 1024 * 1024
-#: One day: how long a write's Idempotency-Key is remembered (its record's TTL). A client's
-#: retries of one request must all come within it; later, the key is a new key.
-DEFAULT_IDEMPOTENCY_TTL_SECONDS = 86400
-
-
-class SettingsError(ValueError):
-    """Settings are missing or invalid. The message names the settings, never their values."""
-
-
-class TriggerSettings(BaseModel):
-    """The settings binding metadata is built from, read when the worker indexes the app
-    (`load_trigger_settings`; `OutboxSettings` holds them too)."""
-
-    model_config = ConfigDict(extra="ignore", populate_by_name=False, frozen=True)
-
-    feed_poll_delay_ms: int = Field(
-        default=DEFAULT_FEED_POLL_DELAY_MS, alias="FEED_POLL_DELAY_MS", ge=10, le=600_000
-    )
-    max_items_per_invocation: int = Field(
-        default=DEFAULT_MAX_ITEMS_PER_INVOCATION, alias="MAX_ITEMS_PER_INVOCATION", ge=1, le=10_000
-    )
-    backlog_estimate_schedule: str = Field(
-        default=DEFAULT_BACKLOG_ESTIMATE_SCHEDULE,
-        alias="BACKLOG_ESTIMATE_SCHEDULE",
-        pattern=r"^\s*\S+(\s+\S+){5}\s*$",  # six NCRONTAB fields
-    )
-    #: "" keeps the leases a relay deployed before 0.3 wrote (they have no prefix).
-    lease_prefix: str = Field(default=DEFAULT_LEASE_PREFIX, alias="OUTBOX_LEASE_PREFIX",
-                              max_length=64, pattern=r"^[A-Za-z0-9._-]*$")
-
-
-def _problems(exc: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(p) for p in e['loc']) or 'settings'}: {e['msg']}" for e in exc.errors()
-    )
-
-
-def load_trigger_settings(environ: Mapping[str, str] | None = None) -> TriggerSettings:
-    """The trigger settings from the environment (no I/O): defaults when unset; a bad value fails
-    indexing with a message naming the setting."""
-    env = os.environ if environ is None else environ
-    names = ("FEED_POLL_DELAY_MS", "MAX_ITEMS_PER_INVOCATION", "BACKLOG_ESTIMATE_SCHEDULE")
-    values = {n: env[n] for n in names if env.get(n)}
-    if "OUTBOX_LEASE_PREFIX" in env:  # set to "" on purpose: a relay deployed before 0.3
-        values["OUTBOX_LEASE_PREFIX"] = env["OUTBOX_LEASE_PREFIX"].strip()
-    try:
-        return TriggerSettings.model_validate(values)
-    except ValidationError as exc:
-        raise SettingsError(f"invalid settings: {_problems(exc)}") from None
-
 
 #: Read from the environment by pydantic-settings, imported on first use: the worker's indexing
 #: of an app needs only the trigger settings, so `import function_app` does not pay for it.

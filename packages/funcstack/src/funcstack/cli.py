@@ -283,7 +283,7 @@ def _printer(app: str) -> Callable[[Mapping[str, Any]], None]:
     return show
 
 
-def _banner(stack: LocalStack, apps: list[App], hosts: dict[str, RunningRunner],
+def _banner(stack: LocalStack, apps: list[App], hosts: dict[str, RunningRunner | AppInstances],
             workdir: Path, *, as_json: bool) -> str:
     here = Path.cwd()
 

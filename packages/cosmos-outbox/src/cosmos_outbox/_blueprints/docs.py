@@ -15,10 +15,10 @@ from azure.functions.decorators.function_app import Function
 
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox.http._api import HttpApi
-from cosmos_outbox.http._bounded import BOUND_SECONDS
+from cosmos_outbox.http._call import HttpCall, Reply
 from cosmos_outbox.http._openapi import openapi_document
-from cosmos_outbox.http._pipeline import HttpCall, Reply
 from cosmos_outbox.http._routing import fallback, http_routes
+from cosmos_outbox.http.bounded import BOUND_SECONDS
 
 if TYPE_CHECKING:
     from cosmos_outbox._relay.health import RelayBlocked

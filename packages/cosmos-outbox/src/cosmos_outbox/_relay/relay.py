@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Protocol
 
-from cosmos_outbox._aio import as_async
 from cosmos_outbox._message_limits import unsendable
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._records import (
@@ -44,6 +44,7 @@ from cosmos_outbox._records import (
 )
 from cosmos_outbox._relay.health import RelayHealth
 from cosmos_outbox._relay.telemetry import RelayTelemetry, SentEvent, error_type
+from cosmos_outbox._sync_bridge import as_async
 from cosmos_outbox.errors import PayloadStoreError, RelayNotReadyError
 from cosmos_outbox.ports import (
     AsyncMessagePublisher,
@@ -167,7 +168,11 @@ class Relay:
         if oldest is not None:
             report.max_lag_ms = (time.time() - oldest) * 1000
 
-        out = _Outgoing(self, report)
+        async def send(batch: MessageBatch, events: list[SentEvent], notices: int,
+                       offloaded: list[int]) -> None:
+            await self._send(batch, events, report, notices, offloaded)
+
+        out = _Outgoing(self._publisher, send, report)
         for event in _in_session_order(events.values()):
             if isinstance(event, Unreadable):
                 await self._put_aside(event, event.reason, report, out)
@@ -241,11 +246,22 @@ class Relay:
                          event.event_id)
 
 
-class _Outgoing:
-    """The batch being filled, in order; a new one whenever it is full."""
+class _SendBatch(Protocol):
+    """How a filled batch leaves (the relay's: telemetry, then the publisher; counted in the
+    report): the batch, the events it holds, how many of its messages are notices, and the
+    sizes of the bodies its claim checks stand for."""
 
-    def __init__(self, relay: Relay, report: RelayReport) -> None:
-        self._relay, self._report = relay, report
+    def __call__(self, batch: MessageBatch, events: list[SentEvent], notices: int,
+                 offloaded: list[int]) -> Awaitable[None]: ...
+
+
+class _Outgoing:
+    """The batch being filled, in order; a new one whenever it is full. It talks to the relay
+    through two things only: the publisher's port (new batches, a fresh link) and `send`."""
+
+    def __init__(self, publisher: AsyncMessagePublisher, send: _SendBatch,
+                 report: RelayReport) -> None:
+        self._publisher, self._send, self._report = publisher, send, report
         self._batch: MessageBatch | None = None
         self._events: list[SentEvent] = []
         self._ids: list[str] = []
@@ -259,7 +275,7 @@ class _Outgoing:
         when it does not fit even in an empty batch. `offloaded`: the size of the body a
         claim-check message stands for."""
         if self._batch is None:
-            self._batch = await self._relay._publisher.create_batch()
+            self._batch = await self._publisher.create_batch()
         if not self._batch.try_add(message) and not await self._fits_a_new_batch(message):
             return False
         self._events.append(event)
@@ -274,7 +290,7 @@ class _Outgoing:
         """The current batch is full: the message in a new one. False when it does not fit an
         empty batch, even on a fresh link when the publisher may learn a larger limit there
         (asked once per invocation: a namespace moved to Premium since the link opened)."""
-        publisher = self._relay._publisher
+        publisher = self._publisher
         assert self._batch is not None
         # A message whose body alone is as large as a batch can never fit one of this link:
         # the batch being filled is kept (the claim check that stands for it goes in it too).
@@ -296,8 +312,7 @@ class _Outgoing:
         if self._batch is not None and len(self._batch):
             if self._ids:
                 self._report.stuck_on = self._ids[0]
-            await self._relay._send(self._batch, self._events, self._report, self._notices,
-                              self._offloaded)
+            await self._send(self._batch, self._events, self._notices, self._offloaded)
             self._report.sent_ids.update(self._ids)
             self._report.stuck_on = None
         self._batch, self._events, self._ids = None, [], []

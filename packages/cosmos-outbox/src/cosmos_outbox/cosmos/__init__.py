@@ -1,25 +1,34 @@
-"""Cosmos DB: the outbox's container (`CosmosDocumentStore` on the SDK's sync client,
-`AsyncCosmosDocumentStore` on its `aio` one), the relay's backlog estimate from its trigger's
-leases (`CosmosBacklogEstimator`, `AsyncCosmosBacklogEstimator`), and `query_page` (one page of
-a query, its token read from that query's own response: safe with concurrent invocations on one
-client; `async_query_page` on the `aio` client). Failures are translated once into
-`cosmos_outbox.errors`."""
+"""Cosmos DB: the outbox's container (`CosmosDocumentStore` on the SDK's sync client), the
+relay's backlog estimate from its trigger's leases (`CosmosBacklogEstimator`), `query_page` (one
+page of a query, its token read from that query's own response: safe with concurrent
+invocations on one client), and the clients the adapters are built on (`cosmos_client`,
+`client_options`). The same names on the SDK's `aio` client: `cosmos_outbox.cosmos.aio`.
+Failures are translated once into `cosmos_outbox.errors`."""
 
 from __future__ import annotations
 
-from cosmos_outbox.cosmos._estimator import AsyncCosmosBacklogEstimator, CosmosBacklogEstimator
-from cosmos_outbox.cosmos._store import (
-    AsyncCosmosDocumentStore,
-    CosmosDocumentStore,
-    async_query_page,
-    query_page,
-)
+from typing import Any
+
+from cosmos_outbox._renamed import renamed
+from cosmos_outbox.cosmos._client import client_options, cosmos_client
+from cosmos_outbox.cosmos._estimator import CosmosBacklogEstimator
+from cosmos_outbox.cosmos._store import CosmosDocumentStore, query_page
 
 __all__ = [
-    "AsyncCosmosBacklogEstimator",
-    "AsyncCosmosDocumentStore",
     "CosmosBacklogEstimator",
     "CosmosDocumentStore",
-    "async_query_page",
+    "client_options",
+    "cosmos_client",
     "query_page",
 ]
+
+#: Renamed in 0.3 (`cosmos_outbox.aio`-style namespaces): kept for a release, deprecated.
+_RENAMED = {
+    "AsyncCosmosDocumentStore": "cosmos_outbox.cosmos.aio.CosmosDocumentStore",
+    "AsyncCosmosBacklogEstimator": "cosmos_outbox.cosmos.aio.CosmosBacklogEstimator",
+    "async_query_page": "cosmos_outbox.cosmos.aio.query_page",
+}
+
+
+def __getattr__(name: str) -> Any:
+    return renamed(__name__, name, _RENAMED)

@@ -35,8 +35,8 @@ from typing import Any, Protocol
 from azure.cosmos import ContainerProxy
 from azure.cosmos.aio import ContainerProxy as AsyncContainerProxy
 
-from cosmos_outbox._aio import run_sync
 from cosmos_outbox._documents import EVENT_TYPE, document_created_at
+from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox.cosmos._errors import cosmos_errors
 from cosmos_outbox.ports import AsyncBacklogEstimator, BacklogEstimator, LeaseBacklog
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 from azure.core import MatchConditions
 from azure.cosmos import ContainerProxy
@@ -31,7 +31,7 @@ _OF_TYPE = "SELECT * FROM c WHERE c.type = @type"
 _FIND = "SELECT * FROM c WHERE c.type = @type AND c.id = @id"
 logger = logging.getLogger("cosmos_outbox.cosmos")
 #: A container's partition key path, as segments (`/customer/id`: `("customer", "id")`).
-type KeyPath = tuple[str, ...]
+KeyPath: TypeAlias = tuple[str, ...]
 
 
 def key_path(properties: Mapping[str, Any]) -> KeyPath:

@@ -7,15 +7,22 @@ OpenAPI document are read from the declarations."""
 
 from __future__ import annotations
 
+from cosmos_outbox.http._aggregate_routes import AggregateRoutes
 from cosmos_outbox.http._api import HttpApi
+from cosmos_outbox.http._call import HttpCall, Reply
+from cosmos_outbox.http._conditional import TAG_LIST_PATTERN
 from cosmos_outbox.http._declaration import (
+    DEFAULT_PAGE_SIZE,
+    MAX_PAGE_SIZE,
     HttpOperation,
     PathParameter,
     QueryParameter,
     ResponseHeader,
     operation_of,
 )
+from cosmos_outbox.http._idempotency_key import KEY_PATTERN, parse_key
 from cosmos_outbox.http._models import (
+    ID_PATTERN,
     Identifier,
     Model,
     PageView,
@@ -24,12 +31,18 @@ from cosmos_outbox.http._models import (
     omit_null_defaults,
     view_of,
 )
-from cosmos_outbox.http._paging import Cursor, TokenCodec, next_token
-from cosmos_outbox.http._pipeline import HttpCall, Reply
+from cosmos_outbox.http._paging import TOKEN_PATTERN, Cursor, TokenCodec, next_token
 from cosmos_outbox.http._problems import HttpProblemError
-from cosmos_outbox.http._routes import AggregateRoutes
+from cosmos_outbox.http._requests import MAX_DEPTH, parse_body, parse_json
 
 __all__ = [
+    "DEFAULT_PAGE_SIZE",
+    "ID_PATTERN",
+    "KEY_PATTERN",
+    "MAX_DEPTH",
+    "MAX_PAGE_SIZE",
+    "TAG_LIST_PATTERN",
+    "TOKEN_PATTERN",
     "AggregateRoutes",
     "Cursor",
     "HttpApi",
@@ -49,5 +62,8 @@ __all__ = [
     "next_token",
     "omit_null_defaults",
     "operation_of",
+    "parse_body",
+    "parse_json",
+    "parse_key",
     "view_of",
 ]

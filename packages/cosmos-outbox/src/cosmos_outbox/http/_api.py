@@ -11,6 +11,7 @@ import azure.functions as func
 from pydantic import BaseModel
 
 from cosmos_outbox._callables import is_async
+from cosmos_outbox.http._call import Handler
 from cosmos_outbox.http._declaration import (
     ATTRIBUTE,
     Command,
@@ -19,7 +20,7 @@ from cosmos_outbox.http._declaration import (
     QueryParameter,
     ResponseHeader,
 )
-from cosmos_outbox.http._pipeline import Handler, entry
+from cosmos_outbox.http._pipeline import entry
 from cosmos_outbox.http._problems import from_exception
 
 

@@ -11,9 +11,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import dataclass
-from typing import Literal
-
-type TagList = Literal["*"] | tuple[EntityTag, ...]
+from typing import Literal, TypeAlias
 
 
 class MalformedConditionError(ValueError):
@@ -41,6 +39,8 @@ class EntityTag:
     def __str__(self) -> str:
         return f"W/{self.opaque}" if self.weak else self.opaque
 
+
+TagList: TypeAlias = Literal["*"] | tuple[EntityTag, ...]
 
 #: entity-tag = [ "W/" ] DQUOTE *etagc DQUOTE; etagc = %x21 / %x23-7E / obs-text (%x80-FF).
 ENTITY_TAG = r'(?:W/)?"[\x21\x23-\x7e\x80-\xff]*"'

@@ -118,7 +118,7 @@ class HttpOperation:
     #: answers within BOUND_SECONDS (503 + Retry-After past it): the handler runs bounded
     bounded: bool = False
     #: what the operation does to an aggregate, when the route helper declared it
-    #: (`cosmos_outbox.http._routes`): the testing kit checks it against the aggregate
+    #: (`cosmos_outbox.http._aggregate_routes`): the testing kit checks it against the aggregate
     command: Command | None = None
     #: the conditional headers are required on a write: without them, 428
     precondition_required: bool = False

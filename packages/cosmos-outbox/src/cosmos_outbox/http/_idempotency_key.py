@@ -23,16 +23,16 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._idempotency import Answer, Claim, fingerprint
+from cosmos_outbox.http._call import HttpCall
 from cosmos_outbox.http._problems import bad_request
 
-if TYPE_CHECKING:
-    from cosmos_outbox.http._pipeline import HttpCall
+A = TypeVar("A", bound="Aggregate")
 
 __all__ = [
     "KEY_HEADER",
@@ -87,7 +87,7 @@ def request_fingerprint(method: str, route: str, path: Mapping[str, str],
     return fingerprint({"method": method, "route": route, "path": dict(path), "body": data})
 
 
-def claim_of[A: Aggregate](call: HttpCall[Any],
+def claim_of(call: HttpCall[Any],
                            answer: Callable[[A], Answer]) -> Claim[A] | None:
     """The claim of an `HttpCall` that carries a key (None without one)."""
     key = call.idempotency_key

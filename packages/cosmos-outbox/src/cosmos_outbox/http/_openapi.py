@@ -21,7 +21,6 @@ from pydantic import BaseModel
 from pydantic.json_schema import models_json_schema
 
 from cosmos_outbox._domain import Aggregate, Event
-from cosmos_outbox.http._bounded import BOUND_SECONDS
 from cosmos_outbox.http._conditional import TAG_LIST_PATTERN
 from cosmos_outbox.http._declaration import (
     DEFAULT_PAGE_SIZE,
@@ -33,6 +32,7 @@ from cosmos_outbox.http._idempotency_key import KEY_HEADER, KEY_MAX_LENGTH, KEY_
 from cosmos_outbox.http._paging import TOKEN_PATTERN
 from cosmos_outbox.http._problems import Problem
 from cosmos_outbox.http._requests import MAX_BODY_BYTES
+from cosmos_outbox.http.bounded import BOUND_SECONDS
 
 _STATUS_TEXT = {
     200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 304: "Not Modified",

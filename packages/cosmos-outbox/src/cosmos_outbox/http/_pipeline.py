@@ -5,23 +5,20 @@ fault answers), the handler runs (bounded when declared so), and its `Reply` get
 status. Every error leaves as a problem document, never a stack trace.
 
 Written once, as a coroutine (`respond`): an `async def` function awaits it, a sync function
-runs it (`cosmos_outbox._aio.run_sync`: a sync handler completes without suspending)."""
+runs it (`cosmos_outbox._sync_bridge.run_sync`: a sync handler completes without suspending)."""
 
 from __future__ import annotations
 
 import json
 import re
-import secrets
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
 import azure.functions as func
 from pydantic import BaseModel, ValidationError
 
-from cosmos_outbox._aio import SuspendedError, resolved, run_sync
-from cosmos_outbox.errors import InvalidContinuationError
-from cosmos_outbox.http._bounded import await_bounded, run_bounded
+from cosmos_outbox._sync_bridge import SuspendedError, resolved, run_sync
+from cosmos_outbox.http._call import Handler, HttpCall, Reply
 from cosmos_outbox.http._conditional import MalformedConditionError, Preconditions
 from cosmos_outbox.http._declaration import (
     DEFAULT_PAGE_SIZE,
@@ -31,7 +28,6 @@ from cosmos_outbox.http._declaration import (
     QueryParameter,
 )
 from cosmos_outbox.http._idempotency_key import KEY_HEADER, parse_key
-from cosmos_outbox.http._paging import Cursor, TokenCodec
 from cosmos_outbox.http._problems import (
     HttpProblemError,
     bad_request,
@@ -40,78 +36,9 @@ from cosmos_outbox.http._problems import (
     json_response,
 )
 from cosmos_outbox.http._requests import parse_body
+from cosmos_outbox.http.bounded import await_bounded, run_bounded
 
 _PAGE_SIZE = re.compile(r"[0-9]{1,4}")
-_TRACEPARENT = re.compile(r"00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}")
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What a handler answers: a body (a model, or JSON-able data), headers, and the status when
-    it is not the operation's success status (304)."""
-
-    body: BaseModel | Mapping[str, Any] | None = None
-    headers: Mapping[str, str] = field(default_factory=dict)
-    status: int | None = None
-
-
-@dataclass(frozen=True)
-class HttpCall[B]:
-    """One request, parsed and checked against its operation's declaration."""
-
-    request: func.HttpRequest
-    context: func.Context | None
-    operation: HttpOperation
-    path: Mapping[str, str]
-    query: Mapping[str, Any]
-    preconditions: Preconditions
-    body: B
-    page_size: int = DEFAULT_PAGE_SIZE
-    #: the `Idempotency-Key` sent to an idempotent operation (None when none was sent)
-    idempotency_key: str | None = None
-
-    @property
-    def write_preconditions(self) -> Preconditions | None:
-        """The preconditions of a write (If-Match, its `ETag` alias and If-None-Match); None
-        when the request has none."""
-        return None if self.preconditions.unconditional else self.preconditions
-
-    @property
-    def traceparent(self) -> str:
-        """The W3C trace context carried into the events: the invocation's (the host's
-        `context.trace_context`, which continues the caller's), else the request's `traceparent`
-        header, else a new one. So the events of one request share its trace."""
-        trace = self.context.trace_context if self.context is not None else None
-        candidates = (trace.trace_parent if trace is not None else None,
-                      self.request.headers.get("traceparent"))
-        for candidate in candidates:
-            value = (candidate or "").strip().lower()
-            if _TRACEPARENT.fullmatch(value) and value[3:35] != "0" * 32:
-                return value
-        return f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"
-
-    def cursor(self, tokens: TokenCodec) -> Cursor | None:
-        """The page token from the query or the `x-continuation-token` header (the same one if
-        both), opened with `tokens`; 400 for anything the API did not issue."""
-        query = self.request.params.get("continuationToken")
-        header = self.request.headers.get("x-continuation-token")
-        if query is not None and header is not None and query != header:
-            raise bad_request("continuationToken and x-continuation-token differ; send one",
-                              "continuationToken")
-        token = query if query is not None else header
-        if token is None:
-            return None
-        try:
-            return tokens.decode(token)
-        except InvalidContinuationError:
-            raise bad_request("the continuation token is not valid: pass back a "
-                              "continuationToken this API returned, unchanged",
-                              "continuationToken") from None
-
-
-#: A handler: a plain function, or an async one (awaited).
-type Handler = Callable[[HttpCall[Any]], Reply | func.HttpResponse
-                        | Awaitable[Reply | func.HttpResponse]]
 
 
 async def respond(operation: HttpOperation, handler: Handler, req: func.HttpRequest,

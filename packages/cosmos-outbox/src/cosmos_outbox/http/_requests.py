@@ -16,11 +16,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from cosmos_outbox.http._problems import HttpProblemError, bad_request, field_errors
+
+M = TypeVar("M", bound="BaseModel")
 
 MAX_BODY_BYTES = 64 * 1024
 MAX_DEPTH = 16
@@ -121,7 +123,7 @@ def parse_json(body: bytes) -> Any:
         raise bad_request("the body is not valid JSON", "$") from None
 
 
-def parse_body[M: BaseModel](body: bytes, content_type: str | None, model: type[M]) -> M:
+def parse_body(body: bytes, content_type: str | None, model: type[M]) -> M:
     """413 over 64 KiB, 415 unless JSON in UTF-8, 400 for bad JSON or invalid fields."""
     if len(body) > MAX_BODY_BYTES:
         raise HttpProblemError(413, "Content Too Large",

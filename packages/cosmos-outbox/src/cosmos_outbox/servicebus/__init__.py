@@ -1,14 +1,38 @@
-"""Service Bus: the relay's publisher on azure-servicebus, sync (`ServiceBusPublisher`) and on its
-`aio` client (`AsyncServiceBusPublisher`); each message carries the outbox's properties and the
+"""Service Bus: the relay's publisher on azure-servicebus (`ServiceBusPublisher`; on its `aio`
+client: `cosmos_outbox.servicebus.aio`); each message carries the outbox's properties and the
 CloudEvents 1.0 attributes (AMQP binding, binary mode). Imported where the relay runs, never at
 indexing."""
 
 from __future__ import annotations
 
+from typing import Any
+
+from cosmos_outbox._renamed import renamed
+from cosmos_outbox.servicebus._messages import (
+    ServiceBusBatch,
+    application_properties,
+    to_amqp_message,
+    to_servicebus_message,
+)
 from cosmos_outbox.servicebus._publisher import (
     DEFAULT_MAX_MESSAGE_BYTES,
-    AsyncServiceBusPublisher,
     ServiceBusPublisher,
 )
 
-__all__ = ["DEFAULT_MAX_MESSAGE_BYTES", "AsyncServiceBusPublisher", "ServiceBusPublisher"]
+__all__ = [
+    "DEFAULT_MAX_MESSAGE_BYTES",
+    "ServiceBusBatch",
+    "ServiceBusPublisher",
+    "application_properties",
+    "to_amqp_message",
+    "to_servicebus_message",
+]
+
+#: Renamed in 0.3 (`cosmos_outbox.aio`-style namespaces): kept for a release, deprecated.
+_RENAMED = {
+    "AsyncServiceBusPublisher": "cosmos_outbox.servicebus.aio.ServiceBusPublisher",
+}
+
+
+def __getattr__(name: str) -> Any:
+    return renamed(__name__, name, _RENAMED)

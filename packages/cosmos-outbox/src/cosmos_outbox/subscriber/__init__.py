@@ -13,7 +13,9 @@ tolerant dispatch that records and skips what a subscriber does not handle (`dis
 
 from __future__ import annotations
 
-from cosmos_outbox.subscriber._dispatch import AsyncDispatcher, Dispatcher
+from typing import Any
+
+from cosmos_outbox._renamed import renamed
 from cosmos_outbox.subscriber._events import (
     QUARANTINE_NOTICE,
     IncomingEvent,
@@ -21,17 +23,24 @@ from cosmos_outbox.subscriber._events import (
     from_message,
 )
 from cosmos_outbox.subscriber._projector import (
-    AsyncProjector,
+    GAP_TYPE,
+    HELD_TYPE,
+    INBOX_TYPE,
+    MAX_HELD_PER_BATCH,
     Outcome,
     Projection,
-    Projector,
     Result,
+    held_id,
+    inbox_id,
 )
+from cosmos_outbox.subscriber._sync import Dispatcher, Projector
 
 __all__ = [
+    "GAP_TYPE",
+    "HELD_TYPE",
+    "INBOX_TYPE",
+    "MAX_HELD_PER_BATCH",
     "QUARANTINE_NOTICE",
-    "AsyncDispatcher",
-    "AsyncProjector",
     "Dispatcher",
     "IncomingEvent",
     "Outcome",
@@ -40,4 +49,16 @@ __all__ = [
     "Result",
     "UnreadableEventError",
     "from_message",
+    "held_id",
+    "inbox_id",
 ]
+
+#: Renamed in 0.3 (`cosmos_outbox.aio`-style namespaces): kept for a release, deprecated.
+_RENAMED = {
+    "AsyncProjector": "cosmos_outbox.subscriber.aio.Projector",
+    "AsyncDispatcher": "cosmos_outbox.subscriber.aio.Dispatcher",
+}
+
+
+def __getattr__(name: str) -> Any:
+    return renamed(__name__, name, _RENAMED)

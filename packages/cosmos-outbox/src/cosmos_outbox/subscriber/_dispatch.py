@@ -34,15 +34,15 @@ from typing import Any
 
 import azure.functions as func
 
-from cosmos_outbox._aio import as_async, run_sync
+from cosmos_outbox._sync_bridge import as_async
 from cosmos_outbox.errors import PayloadStoreError
 from cosmos_outbox.ports import AsyncPayloadStore, PayloadStore
 from cosmos_outbox.settings import SettingsError
 from cosmos_outbox.subscriber import _telemetry as telemetry
 from cosmos_outbox.subscriber._events import IncomingEvent, dataref_of, from_message
-from cosmos_outbox.subscriber._projector import AsyncProjector, Outcome, Projector, Result
+from cosmos_outbox.subscriber._projector import AsyncProjector, Outcome, Result
 
-__all__ = ["AsyncDispatcher", "Dispatcher"]
+__all__ = ["AsyncDispatcher", "settings_payloads"]
 
 logger = logging.getLogger("cosmos_outbox.subscriber")
 
@@ -62,7 +62,7 @@ class AsyncDispatcher:
         self._projector = projector
         self._ignored = frozenset(ignored_actions)
         self._default_type = default_aggregate_type
-        self._payloads = payloads or _settings_payloads(asynchronous=True)
+        self._payloads = payloads or settings_payloads(asynchronous=True)
 
     async def handle(self, message: func.ServiceBusMessage) -> Result | None:
         """Handle one message; None when it was not for this subscriber."""
@@ -114,26 +114,7 @@ class AsyncDispatcher:
         return result
 
 
-class Dispatcher:
-    """`AsyncDispatcher`, sync: its projector a sync `Projector`, its payload store the
-    settings' on the SDK's sync client unless given."""
-
-    def __init__(self, aggregate_type: str, projector: Callable[[], Projector], *,
-                 ignored_actions: Iterable[str] = (),
-                 default_aggregate_type: str | None = None,
-                 payloads: Callable[[], PayloadStore] | None = None) -> None:
-        self.aggregate_type = aggregate_type
-        self.core = AsyncDispatcher(
-            aggregate_type, lambda: projector().core, ignored_actions=ignored_actions,
-            default_aggregate_type=default_aggregate_type,
-            payloads=payloads or _settings_payloads(asynchronous=False))
-
-    def handle(self, message: func.ServiceBusMessage) -> Result | None:
-        """Handle one message; None when it was not for this subscriber."""
-        return run_sync(self.core.handle(message))
-
-
-def _settings_payloads(*, asynchronous: bool) -> Callable[[], AsyncPayloadStore | PayloadStore]:
+def settings_payloads(*, asynchronous: bool) -> Callable[[], AsyncPayloadStore | PayloadStore]:
     """The payload store the app settings name, built once, on the first claim-check message
     (never at indexing: azure-storage-blob is imported then)."""
     lock = threading.Lock()
@@ -143,7 +124,8 @@ def _settings_payloads(*, asynchronous: bool) -> Callable[[], AsyncPayloadStore 
         with lock:
             if not built:
                 from cosmos_outbox._settings_env import load_payload_settings
-                from cosmos_outbox.blob import AsyncBlobPayloadStore, BlobPayloadStore
+                from cosmos_outbox.blob import BlobPayloadStore
+                from cosmos_outbox.blob.aio import BlobPayloadStore as AsyncBlobPayloadStore
 
                 connection = load_payload_settings().payload_storage()
                 if connection is None:

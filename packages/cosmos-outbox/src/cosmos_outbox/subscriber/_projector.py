@@ -42,12 +42,12 @@ from datetime import UTC, datetime
 from enum import Enum
 from typing import Any
 
-from cosmos_outbox._aio import as_async, run_sync
+from cosmos_outbox._sync_bridge import as_async
 from cosmos_outbox.errors import AlreadyExistsError
 from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation, DocumentStore
 from cosmos_outbox.subscriber._events import QUARANTINE_NOTICE, IncomingEvent
 
-__all__ = ["AsyncProjector", "Decision", "Outcome", "Projection", "Projector", "Result",
+__all__ = ["AsyncProjector", "Decision", "Outcome", "Projection", "Result",
            "decide", "last_version"]
 
 logger = logging.getLogger(__name__)
@@ -299,19 +299,3 @@ class AsyncProjector:
             step = [_held_event(following, event.aggregate_type)]
             incoming = False
 
-
-class Projector:
-    """`AsyncProjector`, sync: over the SDK's sync client (`cosmos_outbox.cosmos.
-    CosmosDocumentStore`, or the sync container itself)."""
-
-    def __init__(self, store: DocumentStore | Any, projection: Projection, *,
-                 inbox_ttl_seconds: int) -> None:
-        if not isinstance(store, DocumentStore):
-            from cosmos_outbox.cosmos import CosmosDocumentStore
-
-            store = CosmosDocumentStore(store)  # a ContainerProxy
-        self.core = AsyncProjector(store, projection, inbox_ttl_seconds=inbox_ttl_seconds)
-
-    def handle(self, event: IncomingEvent) -> Result:
-        """Apply one event (see `AsyncProjector`)."""
-        return run_sync(self.core.handle(event))

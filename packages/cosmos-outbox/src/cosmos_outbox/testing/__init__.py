@@ -26,9 +26,12 @@ import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
+from cosmos_outbox._domain import EVENTS
 from cosmos_outbox._event_document import EventFields
 from cosmos_outbox._event_document import fields as event_fields
-from cosmos_outbox._outbox import OutboxBase, Services
+from cosmos_outbox._outbox import OutboxBase
+from cosmos_outbox._sync_bridge import as_async, run_sync
+from cosmos_outbox._wiring import Services
 from cosmos_outbox.settings import (
     DEFAULT_EVENT_TTL_SECONDS,
     DEFAULT_IDEMPOTENCY_TTL_SECONDS,
@@ -46,6 +49,7 @@ from cosmos_outbox.testing._events import committed_events
 from cosmos_outbox.testing._fakes import (
     FakePublisher,
     FixedBacklog,
+    InMemoryBacklogEstimator,
     InMemoryPayloadStore,
     InMemoryStore,
     SizeLimitedBatch,
@@ -54,15 +58,18 @@ from cosmos_outbox.testing._functions import FunctionClient, InvocationContext
 from cosmos_outbox.testing._triggers import queue_message, service_bus_message, timer_request
 
 __all__ = [
+    "EVENTS",
     "EventFields",
     "FakePublisher",
     "FixedBacklog",
     "FunctionClient",
     "InMemory",
+    "InMemoryBacklogEstimator",
     "InMemoryPayloadStore",
     "InMemoryStore",
     "InvocationContext",
     "SizeLimitedBatch",
+    "as_async",
     "check_commands",
     "check_event_mappings",
     "check_fields",
@@ -71,6 +78,7 @@ __all__ = [
     "event_fields",
     "in_memory",
     "queue_message",
+    "run_sync",
     "service_bus_message",
     "timer_request",
 ]

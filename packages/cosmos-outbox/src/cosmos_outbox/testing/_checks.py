@@ -37,11 +37,11 @@ from typing import Any, Literal
 import azure.functions as func
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from cosmos_outbox._aio import SuspendedError, resolved, run_sync
 from cosmos_outbox._callables import is_async, name_of
 from cosmos_outbox._domain import Aggregate, DomainError, Event
 from cosmos_outbox._event_document import ENVELOPE_FIELDS, aggregate_event_document, read_feed
 from cosmos_outbox._records import OutboxRecord, to_message
+from cosmos_outbox._sync_bridge import SuspendedError, resolved, run_sync
 from cosmos_outbox._text import Text
 from cosmos_outbox.http._declaration import Command, operation_of
 

@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from cosmos_outbox._event_document import EVENT_TYPE, document_created_at
 from cosmos_outbox._queries import QueryParameters, named_parameters
 from cosmos_outbox.errors import (
     AlreadyExistsError,
@@ -63,13 +64,18 @@ class InMemoryStore(DocumentStore):
         #: raised by every health check while set: a store that is down
         self.unavailable: OutboxError | None = None
         self.batches = 0
+        #: the change feed: each write's documents (a batch is one change), in order; the
+        #: change's number is its index + 1 (Cosmos DB's LSN)
+        self.changes: list[tuple[dict[str, Any], ...]] = []
 
     # -- tests' own access ----------------------------------------------------------------
 
     def put(self, document: Mapping[str, Any]) -> None:
         """Write outside any unit of work (tests plant documents this way)."""
         with self._lock:
-            self._store(_copy(document))
+            stored = _copy(document)
+            self._store(stored)
+            self.changes.append((stored,))
 
     def elapse(self, seconds: float) -> None:
         """Move the store's time on: documents whose TTL ran out are deleted."""
@@ -139,6 +145,7 @@ class InMemoryStore(DocumentStore):
                     etags.append(None)
                 else:
                     etags.append(self._store(stored))
+            self.changes.append(tuple(d for _, d in written if d is not None))
             return etags
 
     def read(self, partition_key: str, document_id: str) -> dict[str, Any] | None:
@@ -152,6 +159,7 @@ class InMemoryStore(DocumentStore):
             self._expire()
             stored = _copy(document)
             self._store(stored)
+            self.changes.append((stored,))
             return _copy(stored)
 
     def replace(self, document: Mapping[str, Any], *, if_match: str | None = None
@@ -166,6 +174,7 @@ class InMemoryStore(DocumentStore):
                 raise PreconditionFailedError("etag mismatch")
             stored = _copy(document)
             self._store(stored)
+            self.changes.append((stored,))
             return _copy(stored)
 
     def delete(self, partition_key: str, document_id: str) -> None:
@@ -425,6 +434,39 @@ class InMemoryPayloadStore(PayloadStore):
         if body is None:
             raise PayloadNotFoundError(reference)
         return body
+
+
+class InMemoryBacklogEstimator(BacklogEstimator):
+    """The relay's backlog on an `InMemoryStore`, as the Cosmos DB estimator reads it from the
+    change feed: per lease, the changes after its checkpoint that carry an event document (a
+    change is a write: a batch is one), and the creation time of the first of them. One lease
+    (`"0"`: an in-memory store is one feed range), read from the start until `checkpoint()`
+    moves it, as the trigger does after an invocation."""
+
+    def __init__(self, store: InMemoryStore, *, lease: str = "0") -> None:
+        self.store = store
+        #: each lease's checkpoint: the number of changes it has processed
+        self.checkpoints: dict[str, int] = {lease: 0}
+
+    def checkpoint(self, lease: str = "0", *, at: int | None = None) -> None:
+        """`lease` checkpointed after change `at` (default: the latest)."""
+        with self.store._lock:
+            self.checkpoints[lease] = len(self.store.changes) if at is None else at
+
+    def estimate(self) -> list[LeaseBacklog]:
+        with self.store._lock:
+            changes = list(self.store.changes)
+        found = []
+        for lease, done in self.checkpoints.items():
+            pending = [change for change in changes[done:]
+                       if any(d.get("type") == EVENT_TYPE for d in change)]
+            oldest = None
+            if pending:
+                first = next(d for d in pending[0] if d.get("type") == EVENT_TYPE)
+                oldest = document_created_at(first)
+            found.append(LeaseBacklog(lease=lease, pending=len(pending),
+                                      oldest_created_at=oldest))
+        return found
 
 
 class FixedBacklog(BacklogEstimator):

@@ -37,6 +37,7 @@ from funcstack.functions_host._http_host import HttpHost
 from funcstack.functions_host._http_server import HttpServer, KestrelLimits
 from funcstack.functions_host._keys import FUNCTION_KEY_SETTING, MASTER_KEY_SETTING, HostKeys
 from funcstack.functions_host._language_worker import LanguageWorker
+from funcstack.functions_host._python_version import python_version_notice
 from funcstack.functions_host._queue_trigger import QueueTriggerListener
 from funcstack.functions_host._servicebus_trigger import ServiceBusTriggerListener
 from funcstack.functions_host._timer_trigger import TimerListener
@@ -155,6 +156,9 @@ class Runner:
         apply_settings(file_values, self.settings)
         self._host_json = HostJson.load(self.app_dir)
         set_console_levels(self._host_json.log_levels)  # the terminal's (funcstack run)
+        notice = python_version_notice(self.app_dir, self.python)
+        if notice is not None:
+            logger.warning("%s", notice)
         # func start reads the `Host` section of the same file (CORS, CORSCredentials)
         self._cors = load_cors(self.settings_file)
         if self.enforce_keys:

@@ -24,34 +24,52 @@ drive are the outbox's own, over that store. Test classes here are not collected
 
 from __future__ import annotations
 
+from cosmos_outbox.testing.contracts._backlog import BacklogEstimatorContract
 from cosmos_outbox.testing.contracts._idempotency import IdempotencyContract
 from cosmos_outbox.testing.contracts._payloads import PayloadStoreContract
+from cosmos_outbox.testing.contracts._publisher import PublisherContract
 from cosmos_outbox.testing.contracts._quarantine import QuarantineContract
 from cosmos_outbox.testing.contracts._queries import QueryContract
 from cosmos_outbox.testing.contracts._session import SessionContract
 from cosmos_outbox.testing.contracts._unit_of_work import UnitOfWorkContract
 from cosmos_outbox.testing.contracts._worlds import (
     AggregateExample,
+    BacklogWorld,
     EventLoop,
+    FakePublisherWorld,
+    InMemoryBacklogWorld,
     InMemoryPayloadWorld,
     InMemoryStoreWorld,
     PayloadWorld,
+    PublisherWorld,
+    Received,
     StoreWorld,
+    events_of,
     examples,
+    saved,
 )
 
 __all__ = [
     "AggregateExample",
+    "BacklogEstimatorContract",
+    "BacklogWorld",
     "EventLoop",
+    "FakePublisherWorld",
     "IdempotencyContract",
+    "InMemoryBacklogWorld",
     "InMemoryPayloadWorld",
     "InMemoryStoreWorld",
     "PayloadStoreContract",
     "PayloadWorld",
+    "PublisherContract",
+    "PublisherWorld",
     "QuarantineContract",
     "QueryContract",
+    "Received",
     "SessionContract",
     "StoreWorld",
     "UnitOfWorkContract",
+    "events_of",
     "examples",
+    "saved",
 ]

@@ -9,21 +9,39 @@ import contextlib
 import threading
 from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, TypeVar, cast
 
 import pytest
 
 from cosmos_outbox import _service, _session, _sync, _unit_of_work
-from cosmos_outbox._aio import as_async, run_sync
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._event_document import EVENT_TYPE, envelope_and_data
 from cosmos_outbox._idempotency import Answer, Claim, Recorded
 from cosmos_outbox._quarantine import Quarantine
-from cosmos_outbox._relay.operators import stored_events
+from cosmos_outbox._relay.operator_actions import stored_events
 from cosmos_outbox._service import Versioned
-from cosmos_outbox.ports import AsyncDocumentStore, AsyncPayloadStore, DocumentStore, PayloadStore
+from cosmos_outbox._sync_bridge import as_async, run_sync
+from cosmos_outbox.ports import (
+    AsyncBacklogEstimator,
+    AsyncDocumentStore,
+    AsyncMessagePublisher,
+    AsyncPayloadStore,
+    BacklogEstimator,
+    DocumentStore,
+    MessagePublisher,
+    PayloadStore,
+)
 from cosmos_outbox.settings import DEFAULT_EVENT_TTL_SECONDS, DEFAULT_IDEMPOTENCY_TTL_SECONDS
-from cosmos_outbox.testing._fakes import InMemoryPayloadStore, InMemoryStore
+from cosmos_outbox.testing._fakes import (
+    FakePublisher,
+    InMemoryBacklogEstimator,
+    InMemoryPayloadStore,
+    InMemoryStore,
+)
+
+A = TypeVar("A", bound="Aggregate")
+T = TypeVar("T")
+C = TypeVar("C", bound="_Closable")
 
 
 @dataclass(frozen=True)
@@ -91,7 +109,7 @@ class StoreWorld(abc.ABC):
             self.async_store, event_ttl_seconds=self.event_ttl_seconds,
             idempotency_ttl_seconds=self.idempotency_ttl_seconds), run=self.run)
 
-    def service[A: Aggregate](self, kind: type[A]) -> _sync.AggregateService[A]:
+    def service(self, kind: type[A]) -> _sync.AggregateService[A]:
         return _sync.AggregateService(_service.AggregateService(kind, lambda: self.uow().core),
                                       run=self.run)
 
@@ -118,7 +136,8 @@ class StoreWorld(abc.ABC):
         return _Blocking(Quarantine(self.async_store), self.run)
 
     def events_since(self, *args: Any, **kwargs: Any) -> Any:
-        """The stored events a re-drive reads (`cosmos_outbox._relay.operators.stored_events`)."""
+        """The stored events a re-drive reads
+        (`cosmos_outbox._relay.operator_actions.stored_events`)."""
         return self.run(stored_events(self.async_store, *args, **kwargs))
 
     def plant(self, document: dict[str, Any]) -> None:
@@ -148,7 +167,7 @@ class Gate:
         self._lock = threading.Lock()
         self._open: asyncio.Event | None = None
 
-    def meet[T](self, value: T) -> Any:
+    def meet(self, value: T) -> Any:
         if not self.asynchronous:
             self._threads.wait()
             return value
@@ -185,7 +204,7 @@ class EventLoop:
     def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
         return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result(120)
 
-    def closing[C: _Closable](self, client: C) -> C:
+    def closing(self, client: C) -> C:
         """`client` (an `aio` SDK client: an async `close()`), closed on this loop when the
         loop is closed: its connections end with it, none is left open at exit."""
         self._closing.append(client)
@@ -258,6 +277,90 @@ class InMemoryPayloadWorld(PayloadWorld):
             yield
         finally:
             self.memory.unavailable = False
+
+
+class BacklogWorld(abc.ABC):
+    """What the backlog estimator's suite needs: a store world (the container the relay reads;
+    the suite writes to it through the store world's sessions), the estimator over it (sync, or
+    async: the store world's `run` awaits it), and a way to checkpoint the relay's leases at
+    the latest change, as the trigger does after an invocation."""
+
+    store_world: StoreWorld
+    estimator: BacklogEstimator | AsyncBacklogEstimator
+
+    @abc.abstractmethod
+    def checkpoint(self) -> None:
+        """Every lease of the relay checkpointed after the latest change (a lease written
+        when there is none yet, as the trigger's first run writes it)."""
+
+
+class InMemoryBacklogWorld(BacklogWorld):
+    """The in-memory store and its estimator (`InMemoryBacklogEstimator`); `store_world` may
+    drive it through the async API (`asynchronous`, on `loop`)."""
+
+    def __init__(self, store_world: InMemoryStoreWorld | None = None, *,
+                 asynchronous: bool = False) -> None:
+        self.store_world = store_world or InMemoryStoreWorld()
+        memory = self.store_world.memory
+        self.fake = InMemoryBacklogEstimator(memory)
+        self.estimator = as_async(self.fake) if asynchronous else self.fake
+
+    def checkpoint(self) -> None:
+        self.fake.checkpoint()
+
+
+@dataclass(frozen=True)
+class Received:
+    """A message as it reached the topic (read back by a `PublisherWorld`)."""
+
+    message_id: str
+    session_id: str | None
+    subject: str | None
+    body: bytes
+    properties: dict[str, Any]
+
+
+class PublisherWorld(abc.ABC):
+    """What the publisher's suite needs: the publisher (sync, or async: `run` awaits its
+    coroutines), what reached its topic, and a way to make sends fail."""
+
+    publisher: MessagePublisher | AsyncMessagePublisher
+
+    def run(self, coroutine: Coroutine[Any, Any, Any]) -> Any:
+        return run_sync(coroutine)
+
+    @abc.abstractmethod
+    def received(self, sessions: list[str], count: int) -> list[Received]:
+        """The messages of `sessions` that reached the topic, in the order each session's
+        arrived: waits until `count` are there (fails past a deadline)."""
+
+    @abc.abstractmethod
+    def outage(self) -> contextlib.AbstractContextManager[None]:
+        """Sends fail inside the block (the broker is unreachable), and work again after it."""
+
+
+class FakePublisherWorld(PublisherWorld):
+    """The test kit's `FakePublisher` (through the async API when `asynchronous`)."""
+
+    def __init__(self, *, asynchronous: bool = False, max_batch_bytes: int = 8192) -> None:
+        self.fake = FakePublisher(max_batch_bytes=max_batch_bytes)
+        self.publisher = as_async(self.fake) if asynchronous else self.fake
+
+    def received(self, sessions: list[str], count: int) -> list[Received]:
+        found = [Received(m.message_id, m.session_id, m.subject, m.body,
+                          dict(m.application_properties))
+                 for m in self.fake.messages if m.session_id in sessions]
+        assert len(found) >= count, f"{len(found)} of {count} messages sent"
+        return found
+
+    @contextlib.contextmanager
+    def outage(self) -> Iterator[None]:
+        before = self.fake.fail_on_send
+        self.fake.fail_on_send = self.fake.attempts + 1
+        try:
+            yield
+        finally:
+            self.fake.fail_on_send = before
 
 
 def saved(world: StoreWorld, aggregate: Aggregate) -> Any:

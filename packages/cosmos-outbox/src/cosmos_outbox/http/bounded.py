@@ -1,7 +1,8 @@
 """Bounded waits: an operation declared `bounded` (/health, the operators' routes) answers
 within BOUND_SECONDS whatever the store or the broker does: past it, 503 with Retry-After. A sync
 function's work runs on a thread of its own (`run_bounded`), an async one's under a timeout
-(`await_bounded`)."""
+(`await_bounded`). Public: an app (or its tests) reads the bound here, and may set
+`BOUND_SECONDS` (read at each call)."""
 
 from __future__ import annotations
 
@@ -10,9 +11,13 @@ import contextvars
 import logging
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from cosmos_outbox.http._problems import HttpProblemError
+
+T = TypeVar("T")
+
+__all__ = ["BOUND_RETRY_AFTER_SECONDS", "BOUND_SECONDS", "await_bounded", "run_bounded"]
 
 logger = logging.getLogger(__name__)
 #: A bounded operation answers within this many seconds whatever the store or the broker does.
@@ -21,7 +26,7 @@ BOUND_SECONDS = 4.0
 BOUND_RETRY_AFTER_SECONDS = 5
 
 
-def run_bounded[T](work: Callable[[], T], *, what: str) -> T:
+def run_bounded(work: Callable[[], T], *, what: str) -> T:
     """`work()`'s result or error, if it ends within BOUND_SECONDS; else 503 with Retry-After
     (HttpProblemError). It runs on a thread of its own, in this call's context (trace, logging);
     past the bound it is left to finish on its own: the store's and the broker's clients bound
@@ -51,7 +56,7 @@ def run_bounded[T](work: Callable[[], T], *, what: str) -> T:
 
 
 
-async def await_bounded[T](work: Awaitable[T], *, what: str) -> T:
+async def await_bounded(work: Awaitable[T], *, what: str) -> T:
     """`await work`, if it ends within BOUND_SECONDS; else it is cancelled and 503 with
     Retry-After (HttpProblemError)."""
     try:

@@ -37,23 +37,26 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import azure.functions as func
 from pydantic import BaseModel
 
-from cosmos_outbox._aio import resolved
 from cosmos_outbox._callables import refuse_async
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._idempotency import Answer, Claim, Recorded
 from cosmos_outbox._service import AggregateService, Versioned
+from cosmos_outbox._sync_bridge import resolved
 from cosmos_outbox.http._api import HttpApi
+from cosmos_outbox.http._call import HttpCall, Reply
 from cosmos_outbox.http._conditional import Outcome, Preconditions
 from cosmos_outbox.http._declaration import Command, ResponseHeader
 from cosmos_outbox.http._idempotency_key import claim_of
 from cosmos_outbox.http._models import View, view_of
-from cosmos_outbox.http._pipeline import HttpCall, Reply
 from cosmos_outbox.http._problems import HttpProblemError
+
+A = TypeVar("A", bound="Aggregate")
+B = TypeVar("B", bound="BaseModel")
 
 __all__ = [
     "CREATE_ERRORS",
@@ -88,7 +91,7 @@ def sent_fields(body: BaseModel) -> dict[str, Any]:
     return {name: getattr(body, name) for name in body.model_fields_set}
 
 
-class AggregateRoutes[A: Aggregate]:
+class AggregateRoutes(Generic[A]):
     """The routes of one aggregate type on `api`, served by `service()` (the async API's
     service: its handlers are written once, as coroutines). Answers carry the aggregate as
     `view` (`View.of(aggregate)`; default: every field of the aggregate). `asynchronous`:
@@ -113,7 +116,7 @@ class AggregateRoutes[A: Aggregate]:
         if not self.asynchronous:
             refuse_async(fn, what)
 
-    def create[B: BaseModel](
+    def create(
         self,
         *,
         route: str,
@@ -172,7 +175,7 @@ class AggregateRoutes[A: Aggregate]:
             headers=(self.etag,), errors=errors, asynchronous=self.asynchronous,
         )(read)
 
-    def update[B: BaseModel](
+    def update(
         self,
         *,
         route: str,
@@ -249,7 +252,7 @@ class AggregateRoutes[A: Aggregate]:
         return value
 
 
-def _answered[A: Aggregate](claim: Claim[A], result: Versioned[A] | Recorded
+def _answered(claim: Claim[A], result: Versioned[A] | Recorded
                             ) -> func.HttpResponse:
     """The answer of a write made with a key: made from the aggregate as written, or the one
     recorded by the earlier request with that key (marked `Idempotent-Replayed: true`). Both

@@ -1,15 +1,17 @@
-"""Async beside sync, written once. The outbox's logic is written once, as coroutines over the
-async ports (`cosmos_outbox.ports.Async*`): that is the async API (`cosmos_outbox.aio`). The
-sync API runs the same coroutines with `run_sync` over sync adapters made awaitable by
-`as_async`: a sync adapter's calls complete without suspending, so a coroutine over them runs
-to its end in the caller's thread, with no event loop. Only I/O differs.
+"""The sync bridge: async beside sync, written once. The outbox's logic is written once, as
+coroutines over the async ports (`cosmos_outbox.ports.Async*`): that is the async API
+(`cosmos_outbox.aio`). The sync API runs the same coroutines with `run_sync` over sync
+adapters made awaitable by `as_async`: a sync adapter's calls complete without suspending, so a
+coroutine over them runs to its end in the caller's thread, with no event loop. Only I/O
+differs. A port method declared `stays_sync` (`cosmos_outbox.ports`) is handed on as it is.
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Awaitable, Coroutine
-from typing import TYPE_CHECKING, Any, cast, overload
+from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 
 if TYPE_CHECKING:
     from cosmos_outbox.ports import (
@@ -23,12 +25,14 @@ if TYPE_CHECKING:
         PayloadStore,
     )
 
+T = TypeVar("T")
+
 
 class SuspendedError(RuntimeError):
     """A coroutine run by the sync API waited on I/O: something async reached a sync path."""
 
 
-def run_sync[T](coroutine: Coroutine[Any, Any, T]) -> T:
+def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run `coroutine` to its end in this thread, without an event loop. It must not suspend
     (it awaits only sync adapters made awaitable): if it does, it is closed (its `finally`
     blocks run) and SuspendedError is raised."""
@@ -42,7 +46,7 @@ def run_sync[T](coroutine: Coroutine[Any, Any, T]) -> T:
         "the sync API; use cosmos_outbox.aio for async code")
 
 
-async def resolved[T](value: T | Awaitable[T]) -> T:
+async def resolved(value: T | Awaitable[T]) -> T:
     """`value`, awaited when it is awaitable (a user's callable may be either)."""
     if inspect.isawaitable(value):
         return await value
@@ -79,20 +83,24 @@ class _Awaitable:
         return f"as_async({self._port!r})"
 
 
-#: Methods that stay sync in every port (no I/O: a batch is filled in memory, a reference made).
-SYNC_METHODS = frozenset({"try_add", "reference", "max_size_in_bytes"})
+@functools.cache
+def _stays_sync() -> frozenset[str]:
+    """The port methods declared `stays_sync` (`cosmos_outbox.ports`), read once."""
+    from cosmos_outbox.ports import sync_methods
+
+    return sync_methods()
 
 
 class _SyncView(_Awaitable):
     def __getattr__(self, name: str) -> Any:
-        if name in SYNC_METHODS:
+        if name in _stays_sync():
             return getattr(self._port, name)
         return super().__getattr__(name)
 
 
 def _awaited(port: object) -> Any:
     """`port` itself when it is an async adapter, else a view of the sync one whose methods are
-    awaitable (those of `SYNC_METHODS` stay as they are)."""
+    awaitable (those the ports declare `stays_sync` stay as they are)."""
     return port if isinstance(port, _Awaitable) or is_async_port(port) else _SyncView(port)
 
 

@@ -22,7 +22,7 @@ from cosmos_outbox._functions import shell
 from cosmos_outbox.settings import TriggerSettings, load_trigger_settings
 
 if TYPE_CHECKING:  # imported when a function first runs, not at indexing (cold start)
-    from cosmos_outbox._outbox import Wiring
+    from cosmos_outbox._wiring import Wiring
 
 
 def relay_blueprint(

@@ -32,6 +32,7 @@ from pydantic import (
 from cosmos_outbox._quarantine import QuarantinedEvent
 from cosmos_outbox._text import Text
 from cosmos_outbox.http._api import HttpApi
+from cosmos_outbox.http._call import HttpCall, Reply
 from cosmos_outbox.http._declaration import PathParameter, QueryParameter
 from cosmos_outbox.http._models import (
     Identifier,
@@ -41,12 +42,11 @@ from cosmos_outbox.http._models import (
     omit_null_defaults,
 )
 from cosmos_outbox.http._paging import next_token
-from cosmos_outbox.http._pipeline import HttpCall, Reply
 from cosmos_outbox.ports import Page
 
 if TYPE_CHECKING:
-    from cosmos_outbox._outbox import Wiring
-    from cosmos_outbox._relay.operators import OutboxStatus
+    from cosmos_outbox._relay.operator_actions import OutboxStatus
+    from cosmos_outbox._wiring import Wiring
 
 __all__ = [
     "AggregateType",

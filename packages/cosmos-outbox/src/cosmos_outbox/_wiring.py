@@ -1,0 +1,250 @@
+"""What an outbox runs on and what is built from it, once per process: `Services` (the leaves:
+a document store, a publisher, a payload store, a backlog estimator, the paging tokens' secret,
+the TTLs), their factory from the app settings (`services_from_settings`), and `Wiring` (the
+unit of work, the session, the relay and its telemetry, the quarantine, the operators' use
+cases, the quarantine list's tokens), the same for the sync and the async outbox.
+
+Below the blueprints: the relay's and the operators' blueprints take a `Wiring` to build their
+functions on, and `_outbox` (the composition root an app holds) imports both, so nothing here
+imports back up."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from cosmos_outbox._records import LegacyEvents
+from cosmos_outbox._session import Session as AsyncSession
+from cosmos_outbox._session import _Sequences
+from cosmos_outbox._sync_bridge import as_async
+from cosmos_outbox._unit_of_work import UnitOfWork as AsyncUnitOfWork
+from cosmos_outbox.http._paging import TokenCodec, derive_key
+from cosmos_outbox.ports import (
+    AsyncBacklogEstimator,
+    AsyncDocumentStore,
+    AsyncMessagePublisher,
+    AsyncPayloadStore,
+    BacklogEstimator,
+    DocumentStore,
+    MessagePublisher,
+    PayloadStore,
+)
+from cosmos_outbox.settings import (
+    DEFAULT_EVENT_TTL_SECONDS,
+    DEFAULT_IDEMPOTENCY_TTL_SECONDS,
+    DEFAULT_PAYLOAD_MAX_BYTES,
+)
+
+if TYPE_CHECKING:
+    from cosmos_outbox._quarantine import Quarantine
+    from cosmos_outbox._relay.operator_actions import OutboxOperators
+    from cosmos_outbox._relay.relay import Relay
+    from cosmos_outbox._relay.telemetry import RelayTelemetry
+    from cosmos_outbox.settings import OutboxSettings
+
+logger = logging.getLogger("cosmos_outbox")
+#: Key-derivation purpose of the quarantine list's tokens (a label, not a secret).
+QUARANTINE_TOKEN_PURPOSE = "outbox-admin/quarantine-token/v1"  # noqa: S105
+
+
+def _no_backlog() -> BacklogEstimator:
+    raise NotImplementedError("these services estimate no backlog")
+
+
+@dataclass(frozen=True)
+class Services:
+    """What an outbox runs on: its adapters (sync or async ones: the async API awaits sync
+    ones as they are), the secret its paging tokens are sealed with (derive a key per purpose
+    with `token_key`), and its TTLs. `publisher`, `payloads` and `backlog` are made on first
+    use (where the relay runs; the claim check's store, None: no claim check)."""
+
+    store: DocumentStore | AsyncDocumentStore
+    publisher: Callable[[], MessagePublisher | AsyncMessagePublisher]
+    token_secret: str
+    payloads: Callable[[], PayloadStore | AsyncPayloadStore | None] = lambda: None
+    backlog: Callable[[], BacklogEstimator | AsyncBacklogEstimator] = _no_backlog
+    #: the topic (the relay's telemetry names it)
+    topic: str = ""
+    event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS
+    idempotency_ttl_seconds: int = DEFAULT_IDEMPOTENCY_TTL_SECONDS
+    max_payload_bytes: int = DEFAULT_PAYLOAD_MAX_BYTES
+
+    def token_key(self, purpose: str) -> bytes:
+        """A key for one purpose derived from the secret (never the secret itself)."""
+        return derive_key(self.token_secret, purpose=purpose)
+
+
+def token_secret(settings: OutboxSettings) -> str:
+    """What paging tokens are sealed with: the store's account key when there is one (the same
+    on every instance); with a managed identity there is none, and the account, database and
+    container names are used, so tokens are still strictly checked but not secret."""
+    if settings.cosmos_connection is not None:
+        return settings.cosmos_connection.get_secret_value()
+    return "|".join((settings.cosmos_account_endpoint or "", settings.cosmos_database,
+                     settings.cosmos_container))
+
+
+def publisher_from_settings(settings: OutboxSettings, *, asynchronous: bool = False
+                            ) -> MessagePublisher | AsyncMessagePublisher:
+    """The relay's publisher the settings name (SettingsError naming what is missing: the topic,
+    the connection). No I/O: the first send connects."""
+    from cosmos_outbox.settings import SettingsError
+
+    if not settings.servicebus_topic:
+        raise SettingsError("invalid settings: set SERVICEBUS_TOPIC (the topic the relay "
+                            "sends to) to relay events")
+    options: dict[str, Any] = {"max_message_bytes": settings.servicebus_max_message_bytes,
+                               "cloudevents_source_base": settings.cloudevents_source_base}
+    if asynchronous:
+        from cosmos_outbox.servicebus.aio import ServiceBusPublisher as Publisher
+    else:
+        from cosmos_outbox.servicebus import ServiceBusPublisher as Publisher  # type: ignore[assignment]
+    if settings.servicebus_connection is not None:
+        return Publisher.from_connection_string(
+            settings.servicebus_connection.get_secret_value(), settings.servicebus_topic,
+            **options)
+    if settings.servicebus_namespace:
+        return Publisher.from_namespace(settings.servicebus_namespace,
+                                        settings.servicebus_topic, **options)
+    raise SettingsError(
+        "invalid settings: set ServiceBusConnection (connection string) or "
+        "ServiceBusConnection__fullyQualifiedNamespace (managed identity) to relay events")
+
+
+def payloads_from_settings(settings: OutboxSettings, *, asynchronous: bool = False
+                           ) -> PayloadStore | AsyncPayloadStore | None:
+    """The claim check's payload store the settings name (OutboxPayloadStorage, else
+    AzureWebJobsStorage); None when there is none, or OUTBOX_PAYLOAD_MAX_BYTES is 0. No I/O."""
+    payload = settings.payload_storage() if settings.payload_max_bytes else None
+    if payload is None:
+        return None
+    logger.info("claim check: payloads go to container %s (from %s); the relay checks that it "
+                "exists before it first relays", payload.container,
+                payload.setting, extra={"outbox.payload_container": payload.container,
+                                        "outbox.payload_setting": payload.setting})
+    if asynchronous:
+        from cosmos_outbox.blob.aio import BlobPayloadStore as Store
+    else:
+        from cosmos_outbox.blob import BlobPayloadStore as Store  # type: ignore[assignment]
+    if payload.connection_string is not None:
+        return Store.from_connection_string(payload.connection_string.get_secret_value(),
+                                            payload.container)
+    assert payload.service_uri is not None
+    return Store.from_service_uri(payload.service_uri, payload.container)
+
+
+def services_from_settings(settings: OutboxSettings | None = None, *,
+                           asynchronous: bool = False) -> Services:
+    """Cosmos DB, Service Bus and Blob Storage, from the settings (read and validated here,
+    once, unless given): the SDKs' sync clients, or their `aio` ones when `asynchronous`. The
+    sync Cosmos DB client reads the account now; Service Bus is reached on the relay's first
+    send; Blob Storage on its first offload."""
+    from cosmos_outbox.settings import load_settings
+
+    settings = settings if settings is not None else load_settings()
+    connection = (settings.cosmos_connection.get_secret_value()
+                  if settings.cosmos_connection is not None else None)
+    database, container = settings.cosmos_database, settings.cosmos_container
+    leases = settings.cosmos_lease_container
+    store: DocumentStore | AsyncDocumentStore
+    backlog: Callable[[], BacklogEstimator | AsyncBacklogEstimator]
+    if asynchronous:
+        from cosmos_outbox.cosmos._client import async_cosmos_client
+        from cosmos_outbox.cosmos.aio import CosmosBacklogEstimator as AsyncCosmosBacklogEstimator
+        from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
+
+        adatabase = async_cosmos_client(
+            connection_string=connection, endpoint=settings.cosmos_account_endpoint,
+            verify_tls=settings.cosmos_verify_tls).get_database_client(database)
+        store = AsyncCosmosDocumentStore(adatabase.get_container_client(container))
+        backlog = lambda: AsyncCosmosBacklogEstimator(  # noqa: E731
+            adatabase.get_container_client(container), adatabase.get_container_client(leases),
+            lease_prefix=settings.lease_prefix)
+    else:
+        from cosmos_outbox.cosmos import CosmosBacklogEstimator, CosmosDocumentStore
+        from cosmos_outbox.cosmos._client import cosmos_client
+
+        sdatabase = cosmos_client(
+            connection_string=connection, endpoint=settings.cosmos_account_endpoint,
+            verify_tls=settings.cosmos_verify_tls).get_database_client(database)
+        store = CosmosDocumentStore(sdatabase.get_container_client(container))
+        backlog = lambda: CosmosBacklogEstimator(  # noqa: E731
+            sdatabase.get_container_client(container), sdatabase.get_container_client(leases),
+            lease_prefix=settings.lease_prefix)
+    logger.info(
+        "outbox services built: database=%s container=%s topic=%s identity_cosmos=%s async=%s",
+        database, container, settings.servicebus_topic, connection is None, asynchronous,
+        extra={"outbox.database": database, "outbox.container": container,
+               "outbox.topic": settings.servicebus_topic})
+    return Services(
+        store=store, backlog=backlog,
+        publisher=lambda: publisher_from_settings(settings, asynchronous=asynchronous),
+        payloads=lambda: payloads_from_settings(settings, asynchronous=asynchronous),
+        token_secret=token_secret(settings), topic=settings.servicebus_topic or "",
+        event_ttl_seconds=settings.event_ttl_seconds,
+        idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
+        max_payload_bytes=settings.payload_max_bytes)
+
+
+class Wiring:
+    """The outbox's objects, built from its services (the one composition path): the unit of
+    work, the relay and its telemetry, the quarantine, the operators' use cases, the quarantine
+    list's tokens. The relay and the backlog estimator are made once, on first use."""
+
+    def __init__(self, services: Services, *, legacy: LegacyEvents | None = None) -> None:
+        from cosmos_outbox._quarantine import Quarantine
+        from cosmos_outbox._relay.health import RelayHealth
+        from cosmos_outbox._relay.telemetry import RelayTelemetry
+
+        self.services = services
+        self.legacy = legacy
+        self.store: AsyncDocumentStore = as_async(services.store)
+        self.telemetry: RelayTelemetry = RelayTelemetry(destination=services.topic)
+        self.quarantine: Quarantine = Quarantine(self.store, legacy=legacy)
+        self.relay_health = RelayHealth(self.store)
+        self.quarantine_tokens = TokenCodec(services.token_key(QUARANTINE_TOKEN_PURPOSE))
+        self.event_ttl_seconds = services.event_ttl_seconds
+        self._lock = threading.Lock()
+        self._relay: Relay | None = None
+        self._backlog: AsyncBacklogEstimator | None = None
+        self.sequences = _Sequences()
+
+    def session(self, partition_key: str, *, entity: str, session_id: str | None = None,
+                source: str | None = None, traceparent: str | None = None) -> AsyncSession:
+        return AsyncSession(
+            self.store, partition_key, entity=entity, session_id=session_id, source=source,
+            event_ttl_seconds=self.services.event_ttl_seconds,
+            idempotency_ttl_seconds=self.services.idempotency_ttl_seconds,
+            sequences=self.sequences, traceparent=traceparent)
+
+    def unit_of_work(self) -> AsyncUnitOfWork:
+        return AsyncUnitOfWork(self.store, event_ttl_seconds=self.services.event_ttl_seconds,
+                               idempotency_ttl_seconds=self.services.idempotency_ttl_seconds)
+
+    def relay(self) -> Relay:
+        with self._lock:
+            if self._relay is None:
+                from cosmos_outbox._relay.relay import Relay
+
+                payloads = self.services.payloads()
+                self._relay = Relay(self.services.publisher(), self.quarantine, self.telemetry,
+                                    payloads=payloads,
+                                    max_payload_bytes=self.services.max_payload_bytes,
+                                    health=self.relay_health, topic=self.services.topic)
+            return self._relay
+
+    def backlog(self) -> AsyncBacklogEstimator:
+        with self._lock:
+            if self._backlog is None:
+                self._backlog = as_async(self.services.backlog())
+            return self._backlog
+
+    def operators(self) -> OutboxOperators:
+        from cosmos_outbox._relay.operator_actions import OutboxOperators
+
+        return OutboxOperators(store=self.store, quarantine=self.quarantine, relay=self.relay,
+                               backlog=self.backlog, event_ttl_seconds=self.event_ttl_seconds,
+                               legacy=self.legacy, health=self.relay_health)

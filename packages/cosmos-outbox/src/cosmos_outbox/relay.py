@@ -1,0 +1,39 @@
+"""The relay à la carte, for tools, benchmarks and tests that drive it without a Functions host:
+`Relay` (change-feed documents in, messages out through a publisher; `RelayReport` what one
+invocation did), its `Quarantine` (stored events that cannot become messages) and
+`RelayTelemetry`; the outbox record and message it sends (`OutboxRecord`, `OutboxMessage`,
+`to_message`; `Unreadable` a document it could not read; `claim_check` a message whose body
+went to blob storage) and the quarantine notice that takes a set-aside event's place
+(`quarantine_notice`, `notice_id`, `QUARANTINE_NOTICE_SUBJECT`). An app registers the relay
+with `Outbox.function_app` or `Outbox.relay_blueprint`."""
+
+from __future__ import annotations
+
+from cosmos_outbox._quarantine import Quarantine
+from cosmos_outbox._records import (
+    QUARANTINE_NOTICE_SUBJECT,
+    OutboxMessage,
+    OutboxRecord,
+    Unreadable,
+    claim_check,
+    notice_id,
+    quarantine_notice,
+    to_message,
+)
+from cosmos_outbox._relay.relay import Relay, RelayReport
+from cosmos_outbox._relay.telemetry import RelayTelemetry
+
+__all__ = [
+    "QUARANTINE_NOTICE_SUBJECT",
+    "OutboxMessage",
+    "OutboxRecord",
+    "Quarantine",
+    "Relay",
+    "RelayReport",
+    "RelayTelemetry",
+    "Unreadable",
+    "claim_check",
+    "notice_id",
+    "quarantine_notice",
+    "to_message",
+]

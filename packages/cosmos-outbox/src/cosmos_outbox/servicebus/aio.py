@@ -1,0 +1,9 @@
+"""Service Bus, async: the same names as `cosmos_outbox.servicebus`, on the SDK's `aio` client
+(as `azure.servicebus.aio` mirrors `azure.servicebus`): the relay's publisher
+(`ServiceBusPublisher`: one sender, reused)."""
+
+from __future__ import annotations
+
+from cosmos_outbox.servicebus._publisher import AsyncServiceBusPublisher as ServiceBusPublisher
+
+__all__ = ["ServiceBusPublisher"]

@@ -1,0 +1,55 @@
+"""The subscriber's sync API: `Projector` and `Dispatcher` run the async ones' coroutines to
+their end in the caller's thread (`run_sync`), over the SDKs' sync clients: no logic here, as
+`cosmos_outbox._sync` is for the write path. The sync shells of every package live in its
+`_sync` module."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import Any
+
+import azure.functions as func
+
+from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox.ports import DocumentStore, PayloadStore
+from cosmos_outbox.subscriber._dispatch import AsyncDispatcher, settings_payloads
+from cosmos_outbox.subscriber._events import IncomingEvent
+from cosmos_outbox.subscriber._projector import AsyncProjector, Projection, Result
+
+__all__ = ["Dispatcher", "Projector"]
+
+
+class Projector:
+    """`AsyncProjector`, sync: over the SDK's sync client (`cosmos_outbox.cosmos.
+    CosmosDocumentStore`, or the sync container itself)."""
+
+    def __init__(self, store: DocumentStore | Any, projection: Projection, *,
+                 inbox_ttl_seconds: int) -> None:
+        if not isinstance(store, DocumentStore):
+            from cosmos_outbox.cosmos import CosmosDocumentStore
+
+            store = CosmosDocumentStore(store)  # a ContainerProxy
+        self.core = AsyncProjector(store, projection, inbox_ttl_seconds=inbox_ttl_seconds)
+
+    def handle(self, event: IncomingEvent) -> Result:
+        """Apply one event (see `AsyncProjector`)."""
+        return run_sync(self.core.handle(event))
+
+
+class Dispatcher:
+    """`AsyncDispatcher`, sync: its projector a sync `Projector`, its payload store the
+    settings' on the SDK's sync client unless given."""
+
+    def __init__(self, aggregate_type: str, projector: Callable[[], Projector], *,
+                 ignored_actions: Iterable[str] = (),
+                 default_aggregate_type: str | None = None,
+                 payloads: Callable[[], PayloadStore] | None = None) -> None:
+        self.aggregate_type = aggregate_type
+        self.core = AsyncDispatcher(
+            aggregate_type, lambda: projector().core, ignored_actions=ignored_actions,
+            default_aggregate_type=default_aggregate_type,
+            payloads=payloads or settings_payloads(asynchronous=False))
+
+    def handle(self, message: func.ServiceBusMessage) -> Result | None:
+        """Handle one message; None when it was not for this subscriber."""
+        return run_sync(self.core.handle(message))

@@ -1,0 +1,83 @@
+"""funcstack's services for a suite on another Python (``funcstack.external``): the module,
+loaded by path into Python 3.11 (this interpreter when there is none) as a suite on that
+version copies it, runs this environment's ``funcstack up --json`` and yields connection
+strings the SDKs reach; the services stop when it exits, and a missing command is named."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import funcstack.external
+from funcstack.external import ExternalStackError, external_services
+
+pytestmark = pytest.mark.integration
+
+MODULE = Path(funcstack.external.__file__)
+FUNCSTACK = Path(sys.executable).with_name("funcstack")
+CONFIG = Path(__file__).parent / "apps" / "hello" / "funcstack.json"
+
+#: Run by the other interpreter: start the services, reach each through its port, stop, and
+#: check nothing listens any more.
+SCRIPT = """
+import importlib.util, socket, sys, urllib.parse
+spec = importlib.util.spec_from_file_location("funcstack_external", sys.argv[1])
+module = importlib.util.module_from_spec(spec)
+sys.modules["funcstack_external"] = module
+spec.loader.exec_module(module)
+
+def ports(services):
+    cosmos = services.cosmos_connection_string.split("AccountEndpoint=")[1].split(";")[0]
+    bus = services.servicebus_connection_string.split("Endpoint=")[1].split(";")[0]
+    blob = dict(p.split("=", 1) for p in services.storage_connection_string.split(";") if p)
+    return [urllib.parse.urlsplit(u).port for u in (cosmos, bus, blob["BlobEndpoint"])]
+
+def listening(port):
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+with module.external_services(config=sys.argv[2]) as services:
+    found = ports(services)
+    assert all(listening(p) for p in found), found
+    print("python", sys.version_info[0], sys.version_info[1], "ports", *found)
+assert not any(listening(p) for p in found), found
+print("stopped")
+"""
+
+
+def _other_python() -> str:
+    return shutil.which("python3.11") or next(
+        (str(p) for p in sorted(Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
+                                .glob("versions/3.11.*/bin/python3.11"))), sys.executable)
+
+
+def test_a_suite_on_another_python_gets_the_services_and_they_stop_after() -> None:
+    python = _other_python()
+    run = subprocess.run([python, "-c", SCRIPT, str(MODULE), str(CONFIG)],
+                         env={**os.environ, "FUNCSTACK": str(FUNCSTACK)},
+                         capture_output=True, text=True, timeout=300, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "ports" in run.stdout and run.stdout.rstrip().endswith("stopped"), run.stdout
+
+
+def test_a_missing_command_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("FUNCSTACK", raising=False)
+    with pytest.raises(ExternalStackError, match="FUNCSTACK is not set"), external_services():
+        pass
+    with pytest.raises(ExternalStackError, match="cannot run '/no/such/funcstack'"), \
+            external_services("/no/such/funcstack"):
+        pass
+
+
+def test_a_refusal_is_reported_with_funcstacks_words(tmp_path: Path) -> None:
+    bad = tmp_path / "funcstack.json"
+    bad.write_text("{not json")
+    with pytest.raises(ExternalStackError, match="did not come up") as raised, \
+            external_services(str(FUNCSTACK), config=bad):
+        pass
+    assert "funcstack.json" in str(raised.value)
