@@ -7,6 +7,8 @@
  * If-None-Match), now (If-None-Match: *) or a point in time (If-Modified-Since); pages of
  * x-ms-max-item-count that never split one transaction (one LSN); scoped by the partition key
  * header or a feed range (partitions.js); 304 with an unchanged etag when nothing is new.
+ * Read from the container's LSN index (store.changedSince, indexes.js), as the service reads
+ * its log from a position: a poll costs what was written since its continuation.
  */
 
 const { badRequest, send } = require("./responses");
@@ -40,21 +42,21 @@ function handleChangeFeed(req, res, store) {
   const pk = headerPartitionKey(req);
   const scope = epkScope(req);
 
-  let docs = store.all().filter(d => lsnOf(d) > sinceLsn);
-  if (sinceMs !== null) docs = docs.filter(d => (d.__mtime || d._ts * 1000) >= sinceMs - (sinceMs % 1000));
-  if (pk !== null) docs = docs.filter(d => sameComponents(docPartitionComponents(colData, d), pk));
-  if (scope !== null) docs = docs.filter(d => inEpkScope(colData, d, scope));
-  docs.sort((a, b) => lsnOf(a) - lsnOf(b) || a.__mtime - b.__mtime);
-
   const maxItemCount = parseInt(header(req, "x-ms-max-item-count") || "-1", 10);
-  let page = docs;
-  if (maxItemCount > 0 && docs.length > maxItemCount) {
-    // never split one transaction (same LSN) across pages
-    let end = maxItemCount;
-    while (end < docs.length && lsnOf(docs[end]) === lsnOf(docs[end - 1])) end += 1;
-    page = docs.slice(0, end);
+  // read from the LSN index (store.changedSince), in LSN order, up to one document past a
+  // full page; a page never splits one transaction (same LSN)
+  const page = [];
+  let truncated = false;
+  for (const d of store.changedSince(sinceLsn)) {
+    if (sinceMs !== null && (d.__mtime || d._ts * 1000) < sinceMs - (sinceMs % 1000)) continue;
+    if (pk !== null && !sameComponents(docPartitionComponents(colData, d), pk)) continue;
+    if (scope !== null && !inEpkScope(colData, d, scope)) continue;
+    if (maxItemCount > 0 && page.length >= maxItemCount && lsnOf(d) !== lsnOf(page[page.length - 1])) {
+      truncated = true;
+      break;
+    }
+    page.push(d);
   }
-  const truncated = page.length < docs.length;
   const etagLsn = truncated ? lsnOf(page[page.length - 1]) : Math.max(current, sinceLsn);
   const etag = `"${etagLsn}"`;
   if (page.length === 0) {

@@ -1,36 +1,52 @@
 "use strict";
 /*
- * State across restarts of the local Cosmos DB endpoint (server.js), with --state-file FILE:
+ * State across restarts of the local Cosmos DB endpoint (server.js), with --state-dir DIR:
  * no Azure counterpart (the service is durable); what it keeps is what the service would
- * still answer after a restart: every database, container and live document with its LSN and
- * modification time, the offers, the account's LSN and the counters that make resource ids,
- * so the same _rid / _self / _etag values come back (the SDK's change feed continuations and
- * the Functions trigger's leases name a container by its _rid).
+ * still answer after a restart, and when: a write the endpoint acknowledged is there after
+ * its process is killed (SIGKILL included), as a write the service acknowledged is durable.
+ * Kept: every database, container (settings) and live document with its LSN and modification
+ * time, the offers, the account's LSN and the counters that make resource ids, so the same
+ * _rid / _self / _etag values come back (the SDK's change feed continuations and the
+ * Functions trigger's leases name a container by its _rid). Not kept: UDFs.
  *
- * The interface server.js uses:
- *   - load(account, file): start from the file, if there is one (restore);
- *   - attach(server, getAccount, file): any request that may write (not GET / HEAD) marks
- *     the state dirty; a dirty state is written within STATE_FLUSH_MS, and once more by
- *     server.flush() on stop; without a file, server.flush() does nothing;
- *   - snapshot(account) / restore(account, state): the state as one JSON-able object;
- *   - persist(account, file): the snapshot written atomically (temporary file, then rename).
+ * How (journal.js has the files): every request's changes are one commit, appended to the
+ * journal (write(2)) before its answer is sent; the answer waits for nothing else, so a
+ * write costs the same whatever the endpoint holds. store.js reports each document version
+ * written or removed (`observe`); at the answer the journal gets the latest version of each
+ * (or its absence), the container's resource-id counter and the LSN, and, after a request
+ * that may change databases, containers or offers (any method but GET / HEAD outside
+ * .../docs), the account's metadata when it changed. When the journal has grown past
+ * max(--state-compact-bytes, half the snapshot), a new snapshot is written in slices between
+ * requests. With --state-fsync each answer also waits for an fdatasync shared by the commits
+ * before it (group commit): durable across a power cut too.
+ *
+ * The earlier format, one JSON file rewritten whole every 0.5 s (versions 1 and 2, at
+ * DIR.json: `.funcstack/state/cosmos.json` beside `.funcstack/state/cosmos/`), is read once,
+ * converted into DIR and removed; a version 1 file is migrated on the way (`restore`).
+ *
+ * The interface server.js uses: `open(opts)` (null without a state directory),
+ * `load(account, kept)` when the account exists, `attach(server, getAccount, kept)`.
  */
 
 const fs = require("fs");
-const path = require("path");
+const { StateDir, StateError } = require("./journal");
 const { serviceRid } = require("./ids");
 const { withContainerDefaults } = require("./settings");
 const { DEFAULT_CONTAINER_THROUGHPUT } = require("./offers");
-const { lsnOf, stampAs } = require("./store");
+const { lsnOf, stampAs, observe, collections, indexes } = require("./store");
+const { pathSegments } = require("./requests");
 const globalLsn = require("./lsn");
 
-const STATE_FLUSH_MS = 500;
-const STATE_VERSION = 2;
+/** The journal's size that starts a compaction (a snapshot), unless the snapshot's half is more. */
+const COMPACT_MIN_BYTES = 64 * 1024 * 1024;
+/** About this many bytes of document lines are written per turn of the event loop. */
+const SNAPSHOT_SLICE_BYTES = 1024 * 1024;
+const LEGACY_VERSIONS = [1, 2];
 
-/** Every database, container and live document with its LSN, the offers, and the counters
- * that make resource ids, so a restart restores the same _rid / _self / _etag values (the
- * SDK's change feed continuations and the trigger's leases name the container by its _rid). */
-function snapshot(account) {
+// ---------------------------------------------------------------- the account's metadata
+
+/** Databases, containers (bodies and resource-id counters) and offers: all but documents. */
+function metaOf(account) {
   const dbs = [];
   for (const dbItem of account.databases._data.values()) {
     const db = dbItem.read();
@@ -38,33 +54,112 @@ function snapshot(account) {
     const colls = [];
     for (const colItem of dbItem.collections._data.values()) {
       const col = colItem.read();
-      if (!col) continue;
-      const docs = [];
-      for (const item of colItem.documents._data.values()) {
-        const doc = item.read();
-        if (doc) docs.push({ body: doc, lsn: lsnOf(doc), mtime: doc.__mtime || 0 });
-      }
-      colls.push({ body: col, ridCount: colItem.documents._ridCount, docs });
+      if (col) colls.push({ body: col, ridCount: colItem.documents._ridCount });
     }
     dbs.push({ body: db, ridCount: dbItem.collections._ridCount, colls });
   }
-  return {
-    version: STATE_VERSION, globalLsn: globalLsn.current(), ridCount: account.databases._ridCount, dbs,
-    offers: account.offers.snapshot()
-  };
+  return { ridCount: account.databases._ridCount, offers: account.offers.snapshot(), dbs };
 }
 
+function containerRids(meta) {
+  const rids = new Set();
+  for (const d of meta.dbs) for (const c of d.colls) rids.add(c.body._rid);
+  return rids;
+}
+
+// ---------------------------------------------------------------- reading: replay, then build
+
+/** The state as read: the latest metadata, and each container's documents by _rid. */
+class Replay {
+  constructor() {
+    this.lsn = 0;
+    this.meta = null;
+    this.cols = new Map(); // container _rid -> {ridCount, docs: Map(_rid -> stamped body)}
+    this.documents = 0;
+  }
+
+  header(header) {
+    this.lsn = header.lsn;
+    this.applyMeta(header.meta);
+  }
+
+  applyMeta(meta) {
+    const rids = containerRids(meta);
+    for (const d of meta.dbs) {
+      for (const c of d.colls) {
+        const kept = this.cols.get(c.body._rid);
+        if (kept) kept.ridCount = Math.max(kept.ridCount, c.ridCount);
+        else this.cols.set(c.body._rid, { ridCount: c.ridCount, docs: new Map() });
+      }
+    }
+    for (const rid of this.cols.keys()) if (!rids.has(rid)) this.cols.delete(rid);
+    this.meta = meta;
+  }
+
+  /** [container _rid, lsn, mtime, body]: the document's version (the latest read so far). */
+  put(line) {
+    const kept = this.cols.get(line[0]);
+    if (!kept) return; // its container was deleted
+    const body = stampAs(line[3], line[1], line[2]);
+    // a write moves a document to the end, as the package's replace does
+    kept.docs.delete(body._rid);
+    kept.docs.set(body._rid, body);
+  }
+
+  commit(record) {
+    if (record.m) this.applyMeta(record.m);
+    for (const [rid, count] of Object.entries(record.c || {})) {
+      const kept = this.cols.get(rid);
+      if (kept) kept.ridCount = Math.max(kept.ridCount, count);
+    }
+    for (const line of record.p || []) this.put(line);
+    for (const [colRid, rid] of record.d || []) {
+      const kept = this.cols.get(colRid);
+      if (kept) kept.docs.delete(rid);
+    }
+    this.lsn = Math.max(this.lsn, record.l || 0);
+  }
+
+  /** Put the state into a new account; returns the number of documents. */
+  build(account) {
+    globalLsn.set(this.lsn);
+    const meta = this.meta;
+    if (!meta) return 0;
+    let documents = 0;
+    account.databases._ridCount = meta.ridCount;
+    account.offers.restore(meta.offers);
+    for (const d of meta.dbs) {
+      account.databases._set(d.body);
+      const dbItem = account.database(d.body.id);
+      dbItem.collections._ridCount = d.ridCount;
+      for (const c of d.colls) {
+        dbItem.collections._set(c.body);
+        const colItem = dbItem.collection(c.body.id);
+        const kept = this.cols.get(c.body._rid);
+        colItem.documents._ridCount = Math.max(c.ridCount, kept.ridCount);
+        for (const body of kept.docs.values()) colItem.documents._set(body);
+        documents += kept.docs.size;
+        kept.docs = null;
+        indexes(colItem); // built now rather than by the first request
+      }
+    }
+    return documents;
+  }
+}
+
+// ---------------------------------------------------------------- the earlier format
+
 /**
- * Load a snapshot. A version 1 file (written before this endpoint used the service's
- * resource-id encoding, filled in container settings and kept offers) is migrated: '/' in
- * resource ids becomes '-' (the same ids, in the service's encoding; _self links follow),
- * containers get the service's default settings, and every container without throughput of
- * its own in a database without shared throughput gets the default 400 RU/s offer it would
- * have had. Ids and LSNs are otherwise kept as they were.
+ * Load a state of the earlier format (one JSON object). A version 1 file (written before this
+ * endpoint used the service's resource-id encoding, filled in container settings and kept
+ * offers) is migrated: '/' in resource ids becomes '-' (the same ids, in the service's
+ * encoding; _self links follow), containers get the service's default settings, and every
+ * container without throughput of its own in a database without shared throughput gets the
+ * default 400 RU/s offer it would have had. Ids and LSNs are otherwise kept as they were.
  */
 function restore(account, state) {
-  if (!state || (state.version !== 1 && state.version !== STATE_VERSION)) {
-    throw new Error("unknown state file version");
+  if (!state || !LEGACY_VERSIONS.includes(state.version)) {
+    throw new StateError(`unknown state file version ${JSON.stringify(state && state.version)}`);
   }
   const migrating = state.version === 1;
   globalLsn.set(state.globalLsn);
@@ -100,46 +195,229 @@ function migratedIds(body, parent, kind) {
   return { ...body, _rid: rid, _self: self };
 }
 
-/** Write the snapshot atomically (temporary file, then rename). */
-function persist(account, file) {
-  const tmp = `${file}.tmp`;
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  fs.writeFileSync(tmp, JSON.stringify(snapshot(account)));
-  fs.renameSync(tmp, file);
+// ---------------------------------------------------------------- writing
+
+/**
+ * The document lines of a snapshot of `containers` ([[_rid, collection], ...], taken when it
+ * starts), about SNAPSHOT_SLICE_BYTES per string; `counted()` for each document.
+ */
+function* documentLines(containers, counted) {
+  let parts = [];
+  let bytes = 0;
+  for (const [rid, colItem] of containers) {
+    // a live iterator: documents written meanwhile may be seen (the journal has them too)
+    for (const item of colItem.documents._data.values()) {
+      const doc = item.read();
+      if (!doc) continue;
+      const line = JSON.stringify([rid, lsnOf(doc), doc.__mtime || 0, doc]);
+      parts.push(line);
+      bytes += line.length;
+      counted();
+      if (bytes >= SNAPSHOT_SLICE_BYTES) {
+        yield `${parts.join("\n")}\n`;
+        parts = [];
+        bytes = 0;
+      }
+    }
+  }
+  if (parts.length) yield `${parts.join("\n")}\n`;
 }
 
-/** Start the account from the state file, when it exists. */
-function load(account, file) {
-  if (file && fs.existsSync(file)) {
-    restore(account, JSON.parse(fs.readFileSync(file, "utf8")));
+/** The state kept in one directory: what server.js holds while it runs. */
+class Kept {
+  constructor({ dir, legacyFile, fsync, compactBytes }) {
+    this.dir = new StateDir(dir, { fsync });
+    this.legacyFile = legacyFile;
+    this.compactBytes = compactBytes;
+    this.dirty = new Map(); // collection -> Set of document _rids changed since the last commit
+    this.lsn = 0;
+    this.metaText = "";
+    this.knownContainers = new Set();
   }
+
+  touch(collection, rid) {
+    let rids = this.dirty.get(collection);
+    if (!rids) {
+      rids = new Set();
+      this.dirty.set(collection, rids);
+    }
+    rids.add(rid);
+  }
+
+  load(account) {
+    const started = Date.now();
+    const converting = !this.dir.exists() && this.legacyFile && fs.existsSync(this.legacyFile);
+    const replay = new Replay();
+    this.dir.load({
+      onHeader: header => header && replay.header(header),
+      onDocument: line => replay.put(line),
+      onCommit: record => replay.commit(record)
+    });
+    let documents;
+    if (converting) {
+      restore(account, JSON.parse(fs.readFileSync(this.legacyFile, "utf8")));
+      let count = 0;
+      this.dir.compactNow(this.header(account), documentLines(this.containers(account), () => { count += 1; }),
+        () => ({ end: count }));
+      fs.rmSync(this.legacyFile);
+      documents = count;
+      process.stderr.write(`cosmos local state: converted ${this.legacyFile} into ${this.dir.dir}\n`);
+    } else {
+      documents = replay.build(account);
+      if (this.legacyFile && fs.existsSync(this.legacyFile)) {
+        process.stderr.write(`cosmos local state: ${this.legacyFile} ignored: ${this.dir.dir} holds the state ` +
+          "(it was converted before; remove the file)\n");
+      }
+    }
+    this.remember(metaOf(account));
+    this.lsn = globalLsn.current();
+    observe((collection, rid) => this.touch(collection, rid));
+    process.stderr.write(`cosmos local state: ${documents} documents from ${this.dir.dir} in ` +
+      `${Date.now() - started} ms\n`);
+    this.maybeCompact(account);
+  }
+
+  remember(meta) {
+    this.metaText = JSON.stringify(meta);
+    this.knownContainers = containerRids(meta);
+  }
+
+  header(account) {
+    return { lsn: globalLsn.current(), meta: metaOf(account) };
+  }
+
+  containers(account) {
+    const out = [];
+    for (const colItem of collections(account)) {
+      const col = colItem.read();
+      if (col) out.push([col._rid, colItem]);
+    }
+    return out;
+  }
+
+  /**
+   * Append what changed since the last commit (one journal line), before the answer.
+   * `checkMeta`: the request may have changed databases, containers or offers.
+   */
+  commit(account, checkMeta) {
+    if (!account) return;
+    const lsn = globalLsn.current();
+    let needMeta = checkMeta;
+    const counts = {};
+    const puts = [];
+    const dels = [];
+    for (const [collection, rids] of this.dirty) {
+      const col = collection.read();
+      if (!col) continue;
+      if (!this.knownContainers.has(col._rid)) needMeta = true;
+      counts[col._rid] = collection.documents._ridCount;
+      for (const rid of rids) {
+        const item = collection.documents._data.get(rid);
+        const doc = item && item.read();
+        if (doc) puts.push([col._rid, lsnOf(doc), doc.__mtime || 0, doc]);
+        else dels.push([col._rid, rid]);
+      }
+    }
+    let meta = null;
+    if (needMeta) {
+      const m = metaOf(account);
+      if (JSON.stringify(m) !== this.metaText) meta = m;
+    }
+    if (!puts.length && !dels.length && meta === null && lsn === this.lsn) {
+      this.dirty.clear();
+      return;
+    }
+    const record = { l: lsn };
+    if (meta !== null) record.m = meta;
+    if (puts.length || dels.length) record.c = counts;
+    if (puts.length) record.p = puts;
+    if (dels.length) record.d = dels;
+    this.dir.append(record); // throws: nothing is cleared, the next commit has it all
+    this.dirty.clear();
+    this.lsn = lsn;
+    if (meta !== null) this.remember(meta);
+    this.maybeCompact(account);
+  }
+
+  maybeCompact(account) {
+    if (this.dir.compacting || this.closed) return;
+    if (this.dir.journalBytes < Math.max(this.compactBytes, this.dir.snapshotBytes / 2)) return;
+    let count = 0;
+    this.dir.compact(this.header(account), documentLines(this.containers(account), () => { count += 1; }),
+      () => ({ end: count }))
+      .catch(err => {
+        if (!this.closed) process.stderr.write(`cosmos local state: compaction failed: ${err && err.stack}\n`);
+      });
+  }
+
+  close() {
+    this.closed = true;
+    this.dir.close();
+  }
+}
+
+/** The state directory server.js was given (--state-dir, or --state-file's earlier name), or null. */
+function open(opts) {
+  let dir = opts.stateDir;
+  let legacyFile = null;
+  if (!dir && opts.stateFile) dir = String(opts.stateFile).replace(/\.json$/, "");
+  if (dir) legacyFile = `${dir}.json`;
+  if (!dir) return null;
+  const compactBytes = opts.compactBytes === undefined ? COMPACT_MIN_BYTES : opts.compactBytes;
+  return new Kept({ dir, legacyFile, fsync: Boolean(opts.fsync), compactBytes });
+}
+
+/** Start the account from the kept state, if any. */
+function load(account, kept) {
+  if (!kept) return;
+  try {
+    kept.load(account);
+  } catch (err) {
+    throw new StateError(`cannot read the kept state in ${kept.dir.dir}: ${err && err.message} ` +
+      "(start with a fresh state, e.g. funcstack run --fresh, or move the folder away)");
+  }
+}
+
+function isDocumentPath(url) {
+  const segs = pathSegments(url);
+  return segs[0] === "dbs" && segs[2] === "colls" && segs[4] === "docs";
 }
 
 /**
- * With a state file, any change is written within STATE_FLUSH_MS, and once more on stop
- * (`server.flush()`); `server.dirty` says whether a change is not written yet.
+ * Every answer waits until the request's changes are in the journal (and on disk with
+ * --state-fsync). A commit that cannot be written turns the answer into a 500 naming the
+ * state directory: the change is applied in memory but was not kept, and is written with the
+ * next commit. `server.flush()` commits what is pending (the sweep's deletes; on stop).
  */
-function attach(server, getAccount, file) {
-  server.dirty = false;
-  if (file) {
-    server.on("request", (req, res) => {
-      if (req.method !== "GET" && req.method !== "HEAD") res.on("finish", () => { server.dirty = true; });
-    });
-    const flusher = setInterval(() => server.flush(), STATE_FLUSH_MS);
-    flusher.unref();
-    server.on("close", () => clearInterval(flusher));
-  }
+function attach(server, getAccount, kept) {
   server.flush = () => {
-    const account = getAccount();
-    if (!file || !account || !server.dirty) return;
-    server.dirty = false;
-    try {
-      persist(account, file);
-    } catch (err) {
-      server.dirty = true;
-      process.stderr.write(`cosmos local state: ${err && err.stack}\n`);
-    }
+    if (kept) kept.commit(getAccount(), false);
   };
+  if (!kept) return;
+  server.prependListener("request", (req, res) => {
+    const checkMeta = req.method !== "GET" && req.method !== "HEAD" && !isDocumentPath(req.url);
+    const end = res.end;
+    res.end = function endAfterCommit(...args) {
+      res.end = end;
+      try {
+        kept.commit(getAccount(), checkMeta);
+      } catch (err) {
+        process.stderr.write(`cosmos local state: cannot write ${kept.dir.dir}: ${err && err.stack}\n`);
+        if (!res.headersSent) {
+          res.statusCode = 500;
+          res.removeHeader("etag");
+          return end.call(res, JSON.stringify({
+            code: "InternalServerError",
+            message: `The local endpoint could not write its state to ${kept.dir.dir} (${err && err.message}): ` +
+              "the change was not kept."
+          }));
+        }
+      }
+      kept.dir.whenDurable(() => end.apply(res, args));
+      return res;
+    };
+  });
+  server.on("close", () => kept.close());
 }
 
-module.exports = { snapshot, restore, persist, load, attach, STATE_VERSION };
+module.exports = { open, load, attach, restore, metaOf, COMPACT_MIN_BYTES };

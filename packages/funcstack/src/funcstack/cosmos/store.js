@@ -11,11 +11,16 @@
  *   - TTL as the service applies it: the container's defaultTtl (absent: off) overridden by
  *     the item's ttl (-1: never); an expired document is deleted when it is accessed;
  *   - `resolveStore`: a document operation on a missing database or container answers 404
- *     with sub-status 1003, as the service does.
+ *     with sub-status 1003, as the service does;
+ *   - every version written, put back or removed is reported: to the container's indexes
+ *     (indexes.js: the LSN index the change feed reads, the expiry index the TTL sweep pops)
+ *     and to the one observer `observe` registers (persistence.js's journal, which writes it
+ *     before the answer).
  */
 
 const { patchOperation } = require("@vercel/cosmosdb-server/lib/handler/_patch-operations");
 const { ownerNotFound } = require("./responses");
+const { indexOf } = require("./indexes");
 
 function getPath(obj, pathSegments) {
   let cur = obj;
@@ -91,6 +96,39 @@ function stampAs(doc, lsn, mtime) {
   return doc;
 }
 
+/** When a version expires (ms since the epoch), or null when it never does. */
+function expiresAt(colData, doc) {
+  const ttl = effectiveTtl(colData, doc);
+  if (ttl === null) return null;
+  return (doc.__mtime || doc._ts * 1000) + ttl * 1000;
+}
+
+/** The indexes (indexes.js) of a container: the package's collection object. */
+function indexes(collection) {
+  const colData = collection.read();
+  return indexOf(collection, doc => expiresAt(colData, doc));
+}
+
+let observer = null;
+
+/**
+ * Register the one observer of document changes: `fn(collection, rid)` after a version of the
+ * document `rid` is written, put back or removed (persistence.js's journal). null: none.
+ */
+function observe(fn) {
+  observer = fn;
+}
+
+function written(collection, doc) {
+  indexes(collection).written(doc, expiresAt(collection.read(), doc));
+  if (observer) observer(collection, doc._rid);
+  return doc;
+}
+
+function removed(collection, rid) {
+  if (observer) observer(collection, rid);
+}
+
 class Store {
   constructor(collection) {
     this.collection = collection;
@@ -118,6 +156,7 @@ class Store {
   remove(doc) {
     const key = storeKey(docPartitionComponents(this.colData, doc));
     this.docs.delete(doc.id, key === undefined || key === null || key === "" ? doc.id : key);
+    removed(this.collection, doc._rid);
   }
 
   /** All live documents (expired ones are deleted on the way). */
@@ -137,18 +176,52 @@ class Store {
   }
 
   insert(body, lsn) {
-    return stamp(this.docs.create(body), lsn);
+    return written(this.collection, stamp(this.docs.create(body), lsn));
   }
 
   overwrite(body, old, lsn) {
-    return stamp(this.docs.replace(body, old), lsn);
+    return written(this.collection, stamp(this.docs.replace(body, old), lsn));
   }
 
   /** Put a previous version (or absence) back: used to roll back a failed batch. */
   restore(id, key, previous) {
     const current = this.collection.document(id, key === undefined || key === null || key === "" ? id : key).read();
     if (current) this.remove(current);
-    if (previous) this.docs._set(previous);
+    if (previous) {
+      this.docs._set(previous);
+      written(this.collection, previous);
+    }
+  }
+
+  /**
+   * The live documents written after `sinceLsn`, in LSN order (the change feed): read from the
+   * LSN index, so the cost is what was written since, not the container's size.
+   */
+  *changedSince(sinceLsn) {
+    const colData = this.colData;
+    const now = Date.now();
+    for (const doc of indexes(this.collection).lsn.since(sinceLsn, indexes(this.collection).live)) {
+      if (!isExpired(colData, doc, now)) yield doc;
+    }
+  }
+
+  /**
+   * Delete what has expired by `now`, at most `max` documents (the TTL sweep): popped from the
+   * expiry index, so the cost is what expires, not the container's size. Returns how many.
+   */
+  deleteExpired(now, max) {
+    const index = indexes(this.collection);
+    const colData = this.colData;
+    let deleted = 0;
+    while (deleted < max && index.expiry.peek() <= now) {
+      const [, rid, lsn] = index.expiry.pop();
+      const doc = index.live(rid, lsn);
+      if (doc && isExpired(colData, doc, now)) {
+        this.remove(doc);
+        deleted += 1;
+      }
+    }
+    return deleted;
   }
 
   /** A document by its _rid (as stored: not checked for expiry), or null. */
@@ -157,13 +230,21 @@ class Store {
     return (item && item.read()) || null;
   }
 
-  /** The package's patch of one document: {statusCode, body} as its handler answers. */
-  applyPatch(id, key, operations) {
-    return patchOperation(this.collection, {
+  /**
+   * The package's patch of one document: {statusCode, body} as its handler answers; the
+   * patched version (`doc`, on success) is stamped with `lsn`.
+   */
+  applyPatch(id, key, operations, lsn) {
+    const result = patchOperation(this.collection, {
       id,
       partitionKey: JSON.stringify([key === undefined ? {} : key]),
       operations
     });
+    if (result.statusCode < 400) {
+      const doc = this.collection.document(id, key === undefined || key === null || key === "" ? id : key).read();
+      result.doc = written(this.collection, stamp(doc, lsn));
+    }
+    return result;
   }
 
   /** The package's SQL engine: a compiled query, run with `.exec(docs, options)`. */
@@ -176,9 +257,9 @@ class Store {
     return this.docs._userDefinedFunctions();
   }
 
-  /** A query ({query, parameters}) over the container's stored documents. */
-  select(spec) {
-    return this.docs.query(spec, {});
+  /** A query over the given documents only (a patch's condition on the one it patches). */
+  selectFrom(docs, text) {
+    return this.compile(text).exec(docs, { udf: this.udfs() });
   }
 }
 
@@ -202,6 +283,8 @@ module.exports = {
   Store,
   resolveStore,
   collections,
+  indexes,
+  observe,
   docPartitionComponents,
   sameComponents,
   storeKey,

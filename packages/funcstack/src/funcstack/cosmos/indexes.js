@@ -1,0 +1,260 @@
+"use strict";
+/*
+ * Indexes of a container's documents for the local Cosmos DB endpoint (store.js), so that the
+ * paths a running app takes all the time cost what they touch, not what the container holds:
+ *
+ *   - the LSN index: the container's writes in LSN order, (lsn, _rid) per written version.
+ *     The service serves a partition's change feed from its log by position (the continuation
+ *     is an LSN, Microsoft.Azure.Cosmos's ChangeFeedStartFrom / the etag of a page): a read
+ *     from a continuation looks the position up (binary search) and walks forward over what
+ *     was written since, never over the whole container. An entry is live while the document
+ *     with that _rid still carries that LSN; the others (older versions, deleted documents)
+ *     are skipped and dropped once they outnumber the documents (amortised, in one pass);
+ *   - the expiry index: a min-heap of (expiry time, _rid, lsn) of every version with a time to
+ *     live, which the TTL sweep (ttl.js) pops instead of reading every document every second,
+ *     as the service's background TTL deletion works through what has expired.
+ *
+ * One `ContainerIndex` per container (the package's collection object), built from the
+ * container's documents when first asked for (after a restart, or a legacy load) and kept up
+ * to date by store.js, which reports each written version. Pure data structures: no I/O, no
+ * knowledge of the store beyond the `live(rid, lsn)` and `expiresAt(doc)` it is given.
+ */
+
+/** First position whose value is > `value` in a non-decreasing array. */
+function upperBound(values, value) {
+  let lo = 0;
+  let hi = values.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (values[mid] <= value) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** First position whose value is >= `value` in a non-decreasing array. */
+function lowerBound(values, value) {
+  let lo = 0;
+  let hi = values.length;
+  while (lo < hi) {
+    const mid = (lo + hi) >>> 1;
+    if (values[mid] < value) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/** Entries beyond this many more than the live documents are dropped in one pass. */
+const SLACK = 1024;
+
+class LsnIndex {
+  constructor() {
+    this.lsns = [];
+    this.rids = [];
+  }
+
+  get size() {
+    return this.lsns.length;
+  }
+
+  /** A version written at `lsn` (the newest, or an older one put back by a rolled-back batch). */
+  add(lsn, rid) {
+    const { lsns, rids } = this;
+    const n = lsns.length;
+    if (n === 0 || lsns[n - 1] < lsn) {
+      lsns.push(lsn);
+      rids.push(rid);
+      return;
+    }
+    // same LSN (one batch) or an older one: keep the order, and one entry per version
+    let i = lowerBound(lsns, lsn);
+    for (; i < n && lsns[i] === lsn; i += 1) if (rids[i] === rid) return;
+    if (i === n) {
+      lsns.push(lsn);
+      rids.push(rid);
+    } else {
+      lsns.splice(i, 0, lsn);
+      rids.splice(i, 0, rid);
+    }
+  }
+
+  /**
+   * The live versions written after `sinceLsn`, in LSN order (one transaction's documents in
+   * the order they were written), each once (an entry is one version, and only the version a
+   * document carries now is live): `live(rid, lsn)` returns the document when it still
+   * carries that LSN, or null.
+   */
+  *since(sinceLsn, live) {
+    const { lsns, rids } = this;
+    for (let i = upperBound(lsns, sinceLsn); i < lsns.length; i += 1) {
+      const doc = live(rids[i], lsns[i]);
+      if (doc) yield doc;
+    }
+  }
+
+  /** Drop what is no longer live once it outnumbers the `liveCount` documents. */
+  compact(liveCount, live) {
+    if (this.lsns.length <= 2 * liveCount + SLACK) return;
+    const lsns = [];
+    const rids = [];
+    for (let i = 0; i < this.lsns.length; i += 1) {
+      if (!live(this.rids[i], this.lsns[i])) continue;
+      lsns.push(this.lsns[i]);
+      rids.push(this.rids[i]);
+    }
+    this.lsns = lsns;
+    this.rids = rids;
+  }
+}
+
+/** A binary min-heap of (expiry time in ms, _rid, lsn). */
+class ExpiryHeap {
+  constructor() {
+    this.at = [];
+    this.rids = [];
+    this.lsns = [];
+  }
+
+  get size() {
+    return this.at.length;
+  }
+
+  peek() {
+    return this.at.length ? this.at[0] : Infinity;
+  }
+
+  push(at, rid, lsn) {
+    this.at.push(at);
+    this.rids.push(rid);
+    this.lsns.push(lsn);
+    this.up(this.at.length - 1);
+  }
+
+  /** The earliest entry, removed: [at, rid, lsn]. */
+  pop() {
+    const top = [this.at[0], this.rids[0], this.lsns[0]];
+    const last = this.at.length - 1;
+    this.swap(0, last);
+    this.at.pop();
+    this.rids.pop();
+    this.lsns.pop();
+    if (this.at.length) this.down(0);
+    return top;
+  }
+
+  /** Keep only the entries `keep(rid, lsn)` accepts, as one heap again (O(n)). */
+  filter(keep) {
+    const at = [];
+    const rids = [];
+    const lsns = [];
+    for (let i = 0; i < this.at.length; i += 1) {
+      if (!keep(this.rids[i], this.lsns[i])) continue;
+      at.push(this.at[i]);
+      rids.push(this.rids[i]);
+      lsns.push(this.lsns[i]);
+    }
+    this.at = at;
+    this.rids = rids;
+    this.lsns = lsns;
+    for (let i = (at.length >>> 1) - 1; i >= 0; i -= 1) this.down(i);
+  }
+
+  swap(i, j) {
+    const { at, rids, lsns } = this;
+    [at[i], at[j]] = [at[j], at[i]];
+    [rids[i], rids[j]] = [rids[j], rids[i]];
+    [lsns[i], lsns[j]] = [lsns[j], lsns[i]];
+  }
+
+  up(i) {
+    while (i > 0) {
+      const parent = (i - 1) >>> 1;
+      if (this.at[parent] <= this.at[i]) return;
+      this.swap(i, parent);
+      i = parent;
+    }
+  }
+
+  down(i) {
+    const n = this.at.length;
+    for (;;) {
+      const l = 2 * i + 1;
+      const r = l + 1;
+      let m = i;
+      if (l < n && this.at[l] < this.at[m]) m = l;
+      if (r < n && this.at[r] < this.at[m]) m = r;
+      if (m === i) return;
+      this.swap(i, m);
+      i = m;
+    }
+  }
+}
+
+class ContainerIndex {
+  /**
+   * `docs` is the package's documents of the container (its `_data` map, by _rid);
+   * `expiresAt(doc)` the time a version expires (ms), or null when it never does.
+   */
+  constructor(docs, expiresAt, defaultTtl) {
+    this.docs = docs;
+    this.lsn = new LsnIndex();
+    this.expiry = new ExpiryHeap();
+    this.ttlBuiltFor = defaultTtl;
+    this.live = (rid, lsn) => {
+      const item = docs._data.get(rid);
+      const doc = item && item.read();
+      return doc && (doc.__lsn || 0) === lsn ? doc : null;
+    };
+    const entries = [];
+    for (const item of docs._data.values()) {
+      const doc = item.read();
+      if (doc) entries.push(doc);
+    }
+    // stored in the order of their last write: nearly sorted already
+    entries.sort((a, b) => (a.__lsn || 0) - (b.__lsn || 0));
+    for (const doc of entries) this.lsn.add(doc.__lsn || 0, doc._rid);
+    this.rebuildExpiry(expiresAt, defaultTtl);
+  }
+
+  /** Every version with a time to live, again (the container's defaultTtl changed). */
+  rebuildExpiry(expiresAt, defaultTtl) {
+    this.expiry = new ExpiryHeap();
+    this.ttlBuiltFor = defaultTtl;
+    for (const item of this.docs._data.values()) {
+      const doc = item.read();
+      const at = doc ? expiresAt(doc) : null;
+      if (at !== null) this.expiry.push(at, doc._rid, doc.__lsn || 0);
+    }
+  }
+
+  /** A version was written (or put back); `at` is its expiry time or null. */
+  written(doc, at) {
+    const lsn = doc.__lsn || 0;
+    this.lsn.add(lsn, doc._rid);
+    this.lsn.compact(this.docs._data.size, this.live);
+    if (at !== null) {
+      this.expiry.push(at, doc._rid, lsn);
+      if (this.expiry.size > 2 * this.docs._data.size + SLACK) this.expiry.filter(this.live);
+    }
+  }
+}
+
+const byCollection = new WeakMap();
+
+/**
+ * The index of a container (the package's collection object), built on first use.
+ * `expiresAt(doc)` as for ContainerIndex.
+ */
+function indexOf(collection, expiresAt) {
+  let index = byCollection.get(collection);
+  const defaultTtl = (collection.read() || {}).defaultTtl;
+  if (!index) {
+    index = new ContainerIndex(collection.documents, expiresAt, defaultTtl);
+    byCollection.set(collection, index);
+  } else if (index.ttlBuiltFor !== defaultTtl) {
+    index.rebuildExpiry(expiresAt, defaultTtl);
+  }
+  return index;
+}
+
+module.exports = { indexOf, LsnIndex, ExpiryHeap };
