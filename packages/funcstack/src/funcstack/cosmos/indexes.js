@@ -17,7 +17,7 @@
  * One `ContainerIndex` per container (the package's collection object), built from the
  * container's documents when first asked for (after a restart, or a legacy load) and kept up
  * to date by store.js, which reports each written version. Pure data structures: no I/O, no
- * knowledge of the store beyond the `live(rid, lsn)` and `expiresAt(doc)` it is given.
+ * knowledge of the store beyond the `versions` it is given (an item's LSN and expiry time).
  */
 
 /** First position whose value is > `value` in a non-decreasing array. */
@@ -79,10 +79,9 @@ class LsnIndex {
   }
 
   /**
-   * The live versions written after `sinceLsn`, in LSN order (one transaction's documents in
-   * the order they were written), each once (an entry is one version, and only the version a
-   * document carries now is live): `live(rid, lsn)` returns the document when it still
-   * carries that LSN, or null.
+   * What `live(rid, lsn)` returns for each entry written after `sinceLsn`, in LSN order (one
+   * transaction's documents in the order they were written), each once (an entry is one
+   * version, and only the version a document holds now is live), skipping the null ones.
    */
   *since(sinceLsn, live) {
     const { lsns, rids } = this;
@@ -192,48 +191,50 @@ class ExpiryHeap {
 
 class ContainerIndex {
   /**
-   * `docs` is the package's documents of the container (its `_data` map, by _rid);
-   * `expiresAt(doc)` the time a version expires (ms), or null when it never does.
+   * `docs` is the package's documents of the container (its `_data` map: _rid -> item);
+   * `versions` = {lsn(item), expiresAt(item)}: the LSN of the version an item holds and when
+   * it expires (ms, or null), read without parsing a document kept across a restart.
    */
-  constructor(docs, expiresAt, defaultTtl) {
+  constructor(docs, versions, defaultTtl) {
     this.docs = docs;
+    this.versions = versions;
     this.lsn = new LsnIndex();
     this.expiry = new ExpiryHeap();
     this.ttlBuiltFor = defaultTtl;
+    /** The item of `rid` when it still holds the version written at `lsn`, or null. */
     this.live = (rid, lsn) => {
       const item = docs._data.get(rid);
-      const doc = item && item.read();
-      return doc && (doc.__lsn || 0) === lsn ? doc : null;
+      return item && versions.lsn(item) === lsn ? item : null;
     };
-    const entries = [];
-    for (const item of docs._data.values()) {
-      const doc = item.read();
-      if (doc) entries.push(doc);
-    }
+    const rids = [...docs._data.keys()];
+    const lsns = rids.map(rid => versions.lsn(docs._data.get(rid)));
     // stored in the order of their last write: nearly sorted already
-    entries.sort((a, b) => (a.__lsn || 0) - (b.__lsn || 0));
-    for (const doc of entries) this.lsn.add(doc.__lsn || 0, doc._rid);
-    this.rebuildExpiry(expiresAt, defaultTtl);
+    const order = rids.map((_, i) => i).sort((a, b) => lsns[a] - lsns[b]);
+    for (const i of order) this.lsn.add(lsns[i], rids[i]);
+    this.rebuildExpiry(defaultTtl);
   }
 
   /** Every version with a time to live, again (the container's defaultTtl changed). */
-  rebuildExpiry(expiresAt, defaultTtl) {
+  rebuildExpiry(defaultTtl) {
     this.expiry = new ExpiryHeap();
     this.ttlBuiltFor = defaultTtl;
-    for (const item of this.docs._data.values()) {
-      const doc = item.read();
-      const at = doc ? expiresAt(doc) : null;
-      if (at !== null) this.expiry.push(at, doc._rid, doc.__lsn || 0);
+    for (const [rid, item] of this.docs._data) {
+      const at = this.versions.expiresAt(item);
+      if (at !== null) this.expiry.push(at, rid, this.versions.lsn(item));
     }
   }
 
+  /** The items of the live versions written after `sinceLsn`, in LSN order. */
+  changedSince(sinceLsn) {
+    return this.lsn.since(sinceLsn, this.live);
+  }
+
   /** A version was written (or put back); `at` is its expiry time or null. */
-  written(doc, at) {
-    const lsn = doc.__lsn || 0;
-    this.lsn.add(lsn, doc._rid);
+  written(lsn, rid, at) {
+    this.lsn.add(lsn, rid);
     this.lsn.compact(this.docs._data.size, this.live);
     if (at !== null) {
-      this.expiry.push(at, doc._rid, lsn);
+      this.expiry.push(at, rid, lsn);
       if (this.expiry.size > 2 * this.docs._data.size + SLACK) this.expiry.filter(this.live);
     }
   }
@@ -243,16 +244,17 @@ const byCollection = new WeakMap();
 
 /**
  * The index of a container (the package's collection object), built on first use.
- * `expiresAt(doc)` as for ContainerIndex.
+ * `versions` as for ContainerIndex.
  */
-function indexOf(collection, expiresAt) {
+function indexOf(collection, versions) {
   let index = byCollection.get(collection);
   const defaultTtl = (collection.read() || {}).defaultTtl;
   if (!index) {
-    index = new ContainerIndex(collection.documents, expiresAt, defaultTtl);
+    index = new ContainerIndex(collection.documents, versions, defaultTtl);
     byCollection.set(collection, index);
   } else if (index.ttlBuiltFor !== defaultTtl) {
-    index.rebuildExpiry(expiresAt, defaultTtl);
+    index.versions = versions;
+    index.rebuildExpiry(defaultTtl);
   }
   return index;
 }

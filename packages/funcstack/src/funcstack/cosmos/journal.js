@@ -5,8 +5,9 @@
  * gives is the service's promise for a write it acknowledged: it is there after the process
  * dies, because its journal line was written (write(2)) before the answer was sent.
  *
- *   DIR/snapshot-<g>.jsonl   the state when journal <g> began: a header line, one line per
- *                            document, a trailer line {"end": <documents>}
+ *   DIR/snapshot-<g>.jsonl   the state when journal <g> began: a header line, then for each
+ *                            container a line {"container": <_rid>} and one line per document
+ *                            of it, a trailer line {"end": <documents>}
  *   DIR/journal-<g>.jsonl    one line per commit since then, appended (never rewritten)
  *
  * Generation 1 starts with no snapshot (the empty state). Compaction starts generation g+1:
@@ -33,9 +34,13 @@ const READ_CHUNK = 16 * 1024 * 1024;
 
 class StateError extends Error {}
 
-/** Call `onLine(text, lineNumber)` for each complete line of `file`; returns the byte length
- * of the complete lines and whether an unterminated tail follows them. */
-function readLines(file, onLine) {
+/**
+ * Call `onLine(buf, start, end, lineNumber)` for each complete line of `file` (its bytes are
+ * buf[start..end), without the newline); returns the byte length of the complete lines and
+ * whether an unterminated tail follows them. With `retain`, a chunk read is never reused, so
+ * `buf` may be kept (a kept document's bytes, parsed later).
+ */
+function readLines(file, onLine, { retain = false } = {}) {
   const fd = fs.openSync(file, "r");
   let buf = Buffer.allocUnsafe(READ_CHUNK);
   let start = 0;
@@ -45,16 +50,17 @@ function readLines(file, onLine) {
   try {
     for (;;) {
       if (end === buf.length) {
-        if (start > 0) {
+        const size = start > 0 ? buf.length : buf.length * 2;
+        if (start > 0 && !retain) {
           buf.copy(buf, 0, start, end);
-          consumed += start;
-          end -= start;
-          start = 0;
         } else {
-          const bigger = Buffer.allocUnsafe(buf.length * 2);
-          buf.copy(bigger, 0, 0, end);
-          buf = bigger;
+          const next = Buffer.allocUnsafe(size);
+          buf.copy(next, 0, start, end);
+          buf = next;
         }
+        consumed += start;
+        end -= start;
+        start = 0;
       }
       const n = fs.readSync(fd, buf, end, buf.length - end, null);
       if (n === 0) break;
@@ -62,7 +68,7 @@ function readLines(file, onLine) {
       const view = buf.subarray(0, end);
       for (let nl = view.indexOf(10, start); nl !== -1; nl = view.indexOf(10, start)) {
         line += 1;
-        onLine(buf.toString("utf8", start, nl), line);
+        onLine(buf, start, nl, line);
         start = nl + 1;
       }
     }
@@ -128,11 +134,13 @@ class StateDir {
   }
 
   /**
-   * Read the state: `onHeader(header)` once (null: the empty state), `onDocument(line)` for
-   * each document line of the snapshot, `onCommit(record)` for each journal line in order.
-   * Leaves the journal of the current generation open for appending.
+   * Read the state: `onHeader(header)` once (null: the empty state); for each line of the
+   * snapshot between its header and its end, `onDocument(head, buf, start, end)` for a
+   * document line ("<head JSON>\t<document JSON>": the document's bytes are buf[start..end),
+   * which may be kept) and `onEntry(value)` for any other; `onCommit(record)` for each journal
+   * line in order. Leaves the journal of the current generation open for appending.
    */
-  load({ onHeader, onDocument, onCommit }) {
+  load({ onHeader, onDocument, onEntry, onCommit }) {
     fs.mkdirSync(this.dir, { recursive: true });
     const { snapshots, journals } = this.scan();
     const base = snapshots.length ? snapshots[snapshots.length - 1] : 1;
@@ -140,26 +148,29 @@ class StateDir {
       const file = this.file("snapshot", base);
       let header = null;
       let trailer = null;
-      const read = readLines(file, (text, n) => {
+      const read = readLines(file, (buf, start, end, n) => {
         if (trailer !== null) throw new StateError(`${file}:${n}: a line after the snapshot's end`);
+        const tab = header === null ? -1 : buf.indexOf(9, start);
         let value;
         try {
-          value = JSON.parse(text);
+          value = JSON.parse(buf.toString("utf8", start, tab !== -1 && tab < end ? tab : end));
         } catch (err) {
           throw new StateError(`${file}:${n}: not JSON (${err.message})`);
         }
-        if (header === null) {
+        if (tab !== -1 && tab < end) {
+          onDocument(value, buf, tab + 1, end);
+        } else if (header === null) {
           if (!value || value.format !== FORMAT || value.version !== VERSION) {
             throw new StateError(`${file}:1: not a ${FORMAT} version ${VERSION} snapshot`);
           }
           header = value;
           onHeader(value);
-        } else if (Array.isArray(value)) {
-          onDocument(value);
-        } else {
+        } else if (value !== null && typeof value === "object" && "end" in value) {
           trailer = value;
+        } else {
+          onEntry(value);
         }
-      });
+      }, { retain: true });
       if (trailer === null || read.tail) throw new StateError(`${file}: the snapshot has no end line (cut short)`);
       this.snapshotBytes = read.length;
     } else {
@@ -170,11 +181,11 @@ class StateDir {
       const file = this.file("journal", mine[i]);
       const last = i === mine.length - 1;
       let bad = null;
-      const read = readLines(file, (text, n) => {
+      const read = readLines(file, (buf, start, end, n) => {
         if (bad !== null) throw new StateError(`${file}:${bad.n}: not JSON (${bad.message})`);
         let record;
         try {
-          record = JSON.parse(text);
+          record = JSON.parse(buf.toString("utf8", start, end));
         } catch (err) {
           bad = { n, message: err.message };
           return;

@@ -16,8 +16,8 @@
  * (or its absence), the container's resource-id counter and the LSN, and, after a request
  * that may change databases, containers or offers (any method but GET / HEAD outside
  * .../docs), the account's metadata when it changed. When the journal has grown past
- * max(--state-compact-bytes, half the snapshot), a new snapshot is written in slices between
- * requests. With --state-fsync each answer also waits for an fdatasync shared by the commits
+ * max(64 MB, half the snapshot) (or --state-compact-bytes N, when given), a new snapshot is
+ * written in slices between requests. With --state-fsync each answer also waits for an fdatasync shared by the commits
  * before it (group commit): durable across a power cut too.
  *
  * The earlier format, one JSON file rewritten whole every 0.5 s (versions 1 and 2, at
@@ -33,7 +33,8 @@ const { StateDir, StateError } = require("./journal");
 const { serviceRid } = require("./ids");
 const { withContainerDefaults } = require("./settings");
 const { DEFAULT_CONTAINER_THROUGHPUT } = require("./offers");
-const { lsnOf, stampAs, observe, collections, indexes } = require("./store");
+const getValue = require("@vercel/cosmosdb-server/lib/utils/get-value").default;
+const { KeptDocument, lsnOf, stampAs, observe, collections, indexes } = require("./store");
 const { pathSegments } = require("./requests");
 const globalLsn = require("./lsn");
 
@@ -42,6 +43,8 @@ const COMPACT_MIN_BYTES = 64 * 1024 * 1024;
 /** About this many bytes of document lines are written per turn of the event loop. */
 const SNAPSHOT_SLICE_BYTES = 1024 * 1024;
 const LEGACY_VERSIONS = [1, 2];
+/** The kept documents are parsed in the background in slices of about this long. */
+const READ_SLICE_MS = 5;
 
 // ---------------------------------------------------------------- the account's metadata
 
@@ -69,13 +72,17 @@ function containerRids(meta) {
 
 // ---------------------------------------------------------------- reading: replay, then build
 
-/** The state as read: the latest metadata, and each container's documents by _rid. */
+/**
+ * The state as read: the latest metadata, and for each container the snapshot's documents
+ * (in its order) and what the journals changed since (by _rid, in the order of the changes:
+ * a version, or null for a deletion). Documents go into the account once, at `build`.
+ */
 class Replay {
   constructor() {
     this.lsn = 0;
     this.meta = null;
-    this.cols = new Map(); // container _rid -> {ridCount, docs: Map(_rid -> stamped body)}
-    this.documents = 0;
+    this.cols = new Map(); // container _rid -> {ridCount, base: [stamped body], changed: Map}
+    this.current = null; // the container whose snapshot lines are being read
   }
 
   header(header) {
@@ -89,21 +96,28 @@ class Replay {
       for (const c of d.colls) {
         const kept = this.cols.get(c.body._rid);
         if (kept) kept.ridCount = Math.max(kept.ridCount, c.ridCount);
-        else this.cols.set(c.body._rid, { ridCount: c.ridCount, docs: new Map() });
+        else this.cols.set(c.body._rid, { ridCount: c.ridCount, base: [], changed: new Map() });
       }
     }
     for (const rid of this.cols.keys()) if (!rids.has(rid)) this.cols.delete(rid);
     this.meta = meta;
   }
 
-  /** [container _rid, lsn, mtime, body]: the document's version (the latest read so far). */
-  put(line) {
-    const kept = this.cols.get(line[0]);
-    if (!kept) return; // its container was deleted
-    const body = stampAs(line[3], line[1], line[2]);
-    // a write moves a document to the end, as the package's replace does
-    kept.docs.delete(body._rid);
-    kept.docs.set(body._rid, body);
+  /** A snapshot line other than a document's: {"container": _rid} before its documents. */
+  entry(value) {
+    this.current = (value && this.cols.get(value.container)) || null;
+  }
+
+  /**
+   * A snapshot's document line of the current container: its head [lsn, mtime, _rid, own
+   * ttl, id, partition key value, values of the other unique keys] and its JSON's bytes, kept
+   * as they are (parsed when first read).
+   */
+  document(head, bytes, start, end) {
+    if (!this.current) return;
+    const [lsn, mtime, rid, ttl, id, partition, unique] = head;
+    this.current.base.push(new KeptDocument(rid, bytes, start, end, lsn, mtime, ttl, id, partition,
+      unique || null));
   }
 
   commit(record) {
@@ -112,10 +126,18 @@ class Replay {
       const kept = this.cols.get(rid);
       if (kept) kept.ridCount = Math.max(kept.ridCount, count);
     }
-    for (const line of record.p || []) this.put(line);
+    // a change moves a document to the end, as the package's replace does
+    for (const [colRid, lsn, mtime, body] of record.p || []) {
+      const kept = this.cols.get(colRid);
+      if (!kept) continue; // its container was deleted
+      kept.changed.delete(body._rid);
+      kept.changed.set(body._rid, stampAs(body, lsn, mtime));
+    }
     for (const [colRid, rid] of record.d || []) {
       const kept = this.cols.get(colRid);
-      if (kept) kept.docs.delete(rid);
+      if (!kept) continue;
+      kept.changed.delete(rid);
+      kept.changed.set(rid, null);
     }
     this.lsn = Math.max(this.lsn, record.l || 0);
   }
@@ -125,7 +147,6 @@ class Replay {
     globalLsn.set(this.lsn);
     const meta = this.meta;
     if (!meta) return 0;
-    let documents = 0;
     account.databases._ridCount = meta.ridCount;
     account.offers.restore(meta.offers);
     for (const d of meta.dbs) {
@@ -136,15 +157,48 @@ class Replay {
         dbItem.collections._set(c.body);
         const colItem = dbItem.collection(c.body.id);
         const kept = this.cols.get(c.body._rid);
-        colItem.documents._ridCount = Math.max(c.ridCount, kept.ridCount);
-        for (const body of kept.docs.values()) colItem.documents._set(body);
-        documents += kept.docs.size;
-        kept.docs = null;
+        const docs = colItem.documents;
+        docs._ridCount = Math.max(c.ridCount, kept.ridCount);
+        const { base, changed } = kept;
+        kept.base = null;
+        kept.changed = null;
+        for (const item of base) if (!changed.has(item.rid)) setKept(docs, item);
+        for (const body of changed.values()) if (body) docs._set(body);
         indexes(colItem); // built now rather than by the first request
       }
     }
+    let documents = 0;
+    for (const colItem of collections(account)) documents += colItem.documents._data.size;
     return documents;
   }
+}
+
+/**
+ * Put a kept document into the package's documents as its `_set` does (the index entry of
+ * each unique key path, "/id" last, then the item by _rid), from what its head says.
+ */
+function setKept(docs, item) {
+  const paths = docs._uniqueKeyPaths;
+  for (let i = 0; i < paths.length; i += 1) {
+    const value = i === paths.length - 1 ? item.id : (item.unique || [])[i];
+    docs._index.set(docs._getId(paths[i], value, item.partition), item.rid);
+  }
+  docs._data.set(item.rid, item);
+}
+
+/** The head of a document's snapshot line (see Replay.document). */
+function headOf(docs, item) {
+  if (item instanceof KeptDocument && !item.parsed) {
+    const head = [item.lsn, item.mtime, item.rid, item.ttl, item.id, item.partition];
+    if (item.unique) head.push(item.unique);
+    return head;
+  }
+  const doc = item.read();
+  const head = [lsnOf(doc), doc.__mtime || 0, doc._rid, typeof doc.ttl === "number" ? doc.ttl : null,
+    doc.id, docs._getPartition(doc)];
+  const paths = docs._uniqueKeyPaths;
+  if (paths.length > 1) head.push(paths.slice(0, -1).map(p => getValue(p.slice(1).split("/"), doc)));
+  return head;
 }
 
 // ---------------------------------------------------------------- the earlier format
@@ -198,18 +252,23 @@ function migratedIds(body, parent, kind) {
 // ---------------------------------------------------------------- writing
 
 /**
- * The document lines of a snapshot of `containers` ([[_rid, collection], ...], taken when it
- * starts), about SNAPSHOT_SLICE_BYTES per string; `counted()` for each document.
+ * The lines of a snapshot of `containers` ([[_rid, collection], ...], taken when it starts):
+ * for each, {"container": _rid} then "<head>\t<document JSON>" per document (a document not
+ * read since the restart is written as it was read); strings of about SNAPSHOT_SLICE_BYTES;
+ * `counted()` for each document.
  */
-function* documentLines(containers, counted) {
+function* snapshotLines(containers, counted) {
   let parts = [];
   let bytes = 0;
   for (const [rid, colItem] of containers) {
+    const docs = colItem.documents;
+    parts.push(JSON.stringify({ container: rid }));
     // a live iterator: documents written meanwhile may be seen (the journal has them too)
-    for (const item of colItem.documents._data.values()) {
-      const doc = item.read();
-      if (!doc) continue;
-      const line = JSON.stringify([rid, lsnOf(doc), doc.__mtime || 0, doc]);
+    for (const item of docs._data.values()) {
+      const kept = item instanceof KeptDocument && !item.parsed;
+      const doc = kept ? null : item.read();
+      if (!kept && !doc) continue;
+      const line = `${JSON.stringify(headOf(docs, item))}\t${kept ? item.text() : JSON.stringify(doc)}`;
       parts.push(line);
       bytes += line.length;
       counted();
@@ -225,8 +284,9 @@ function* documentLines(containers, counted) {
 
 /** The state kept in one directory: what server.js holds while it runs. */
 class Kept {
-  constructor({ dir, legacyFile, fsync, compactBytes }) {
+  constructor({ dir, legacyFile, fsync, compactBytes, readKept }) {
     this.dir = new StateDir(dir, { fsync });
+    this.readKept = readKept;
     this.legacyFile = legacyFile;
     this.compactBytes = compactBytes;
     this.dirty = new Map(); // collection -> Set of document _rids changed since the last commit
@@ -246,18 +306,20 @@ class Kept {
 
   load(account) {
     const started = Date.now();
+    const cpu = process.cpuUsage();
     const converting = !this.dir.exists() && this.legacyFile && fs.existsSync(this.legacyFile);
     const replay = new Replay();
     this.dir.load({
       onHeader: header => header && replay.header(header),
-      onDocument: line => replay.put(line),
+      onDocument: (head, bytes, start, end) => replay.document(head, bytes, start, end),
+      onEntry: value => replay.entry(value),
       onCommit: record => replay.commit(record)
     });
     let documents;
     if (converting) {
       restore(account, JSON.parse(fs.readFileSync(this.legacyFile, "utf8")));
       let count = 0;
-      this.dir.compactNow(this.header(account), documentLines(this.containers(account), () => { count += 1; }),
+      this.dir.compactNow(this.header(account), snapshotLines(this.containers(account), () => { count += 1; }),
         () => ({ end: count }));
       fs.rmSync(this.legacyFile);
       documents = count;
@@ -272,9 +334,47 @@ class Kept {
     this.remember(metaOf(account));
     this.lsn = globalLsn.current();
     observe((collection, rid) => this.touch(collection, rid));
+    const heap = Math.round(process.memoryUsage().heapUsed / 1048576);
+    const used = process.cpuUsage(cpu);
     process.stderr.write(`cosmos local state: ${documents} documents from ${this.dir.dir} in ` +
-      `${Date.now() - started} ms\n`);
+      `${Date.now() - started} ms (CPU ${Math.round((used.user + used.system) / 1000)} ms, heap ${heap} MB)\n`);
     this.maybeCompact(account);
+    if (this.readKept) this.readInBackground(account);
+  }
+
+  /**
+   * Parse the kept documents not read yet, a slice per turn of the event loop, so that a
+   * query soon after the start does not parse them all at once.
+   */
+  readInBackground(account) {
+    const started = Date.now();
+    const pending = (function* unread() {
+      for (const colItem of collections(account)) {
+        for (const item of colItem.documents._data.values()) {
+          if (item instanceof KeptDocument && !item.parsed) yield item;
+        }
+      }
+    }());
+    let count = 0;
+    const slice = () => {
+      if (this.closed) return;
+      const until = Date.now() + READ_SLICE_MS;
+      for (;;) {
+        const { value, done } = pending.next();
+        if (done) {
+          if (count) {
+            process.stderr.write(`cosmos local state: ${count} kept documents read in the background ` +
+              `in ${Date.now() - started} ms\n`);
+          }
+          return;
+        }
+        value.read();
+        count += 1;
+        if ((count & 255) === 0 && Date.now() >= until) break;
+      }
+      setImmediate(slice);
+    };
+    setImmediate(slice);
   }
 
   remember(meta) {
@@ -341,10 +441,18 @@ class Kept {
 
   maybeCompact(account) {
     if (this.dir.compacting || this.closed) return;
-    if (this.dir.journalBytes < Math.max(this.compactBytes, this.dir.snapshotBytes / 2)) return;
+    const threshold = this.compactBytes === null
+      ? Math.max(COMPACT_MIN_BYTES, this.dir.snapshotBytes / 2) : this.compactBytes;
+    if (this.dir.journalBytes < threshold || this.dir.journalBytes === 0) return;
     let count = 0;
-    this.dir.compact(this.header(account), documentLines(this.containers(account), () => { count += 1; }),
+    const started = Date.now();
+    this.dir.compact(this.header(account), snapshotLines(this.containers(account), () => { count += 1; }),
       () => ({ end: count }))
+      .then(() => {
+        process.stderr.write(`cosmos local state: snapshot ${this.dir.generation} of ${count} documents ` +
+          `(${Math.round(this.dir.snapshotBytes / 1048576)} MB) written in ${Date.now() - started} ms\n`);
+        this.maybeCompact(account); // the journal may have grown past the mark meanwhile
+      })
       .catch(err => {
         if (!this.closed) process.stderr.write(`cosmos local state: compaction failed: ${err && err.stack}\n`);
       });
@@ -363,8 +471,8 @@ function open(opts) {
   if (!dir && opts.stateFile) dir = String(opts.stateFile).replace(/\.json$/, "");
   if (dir) legacyFile = `${dir}.json`;
   if (!dir) return null;
-  const compactBytes = opts.compactBytes === undefined ? COMPACT_MIN_BYTES : opts.compactBytes;
-  return new Kept({ dir, legacyFile, fsync: Boolean(opts.fsync), compactBytes });
+  const compactBytes = opts.compactBytes === undefined ? null : opts.compactBytes;
+  return new Kept({ dir, legacyFile, fsync: Boolean(opts.fsync), compactBytes, readKept: opts.readKept !== false });
 }
 
 /** Start the account from the kept state, if any. */

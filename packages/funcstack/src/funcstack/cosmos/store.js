@@ -19,7 +19,7 @@
  */
 
 const { patchOperation } = require("@vercel/cosmosdb-server/lib/handler/_patch-operations");
-const { ownerNotFound } = require("./responses");
+const { CosmosError, ownerNotFound } = require("./responses");
 const { indexOf } = require("./indexes");
 
 function getPath(obj, pathSegments) {
@@ -74,10 +74,15 @@ function lsnOf(doc) {
 
 /** Effective TTL in seconds (>0) of a document, or null when it never expires. */
 function effectiveTtl(colData, doc) {
+  return ttlOf(colData, doc.ttl);
+}
+
+/** Effective TTL in seconds (>0) for a document's own `ttl` value, or null. */
+function ttlOf(colData, own) {
   const def = colData.defaultTtl;
   if (def === undefined || def === null) return null; // TTL off on the container
   let ttl = def;
-  if (typeof doc.ttl === "number" && Number.isFinite(doc.ttl)) ttl = doc.ttl;
+  if (typeof own === "number" && Number.isFinite(own)) ttl = own;
   if (ttl === -1 || ttl <= 0) return null;
   return ttl;
 }
@@ -103,10 +108,62 @@ function expiresAt(colData, doc) {
   return (doc.__mtime || doc._ts * 1000) + ttl * 1000;
 }
 
+/**
+ * A document kept across a restart, as the package's Document item is (`read()`), parsed
+ * from its stored JSON (bytes of the snapshot file) when first read: the endpoint is ready
+ * without turning every kept document into objects first (persistence.js then reads them in
+ * the background). Its version's stamps and what the package indexes it by are known without
+ * parsing; a write replaces the item, so they never change.
+ */
+class KeptDocument {
+  constructor(rid, bytes, start, end, lsn, mtime, ttl, id, partition, unique) {
+    this.rid = rid;
+    this.bytes = bytes;
+    this.start = start;
+    this.end = end;
+    this.lsn = lsn;
+    this.mtime = mtime;
+    this.ttl = ttl; // the document's own ttl, or null
+    this.id = id;
+    this.partition = partition;
+    this.unique = unique; // values of the container's unique key paths other than /id, or null
+    this.doc = null;
+  }
+
+  get parsed() {
+    return this.bytes === null;
+  }
+
+  /** The stored JSON, while not parsed. */
+  text() {
+    return this.bytes.toString("utf8", this.start, this.end);
+  }
+
+  read() {
+    if (this.bytes !== null) {
+      this.doc = stampAs(JSON.parse(this.text()), this.lsn, this.mtime);
+      this.bytes = null;
+    }
+    return this.doc;
+  }
+}
+
+/** The LSN of the version an item of the package's documents holds (never parses a kept one). */
+function itemLsn(item) {
+  return item instanceof KeptDocument ? item.lsn : lsnOf(item.read());
+}
+
 /** The indexes (indexes.js) of a container: the package's collection object. */
 function indexes(collection) {
   const colData = collection.read();
-  return indexOf(collection, doc => expiresAt(colData, doc));
+  return indexOf(collection, {
+    lsn: itemLsn,
+    expiresAt: item => {
+      if (!(item instanceof KeptDocument)) return expiresAt(colData, item.read());
+      const ttl = ttlOf(colData, item.ttl);
+      return ttl === null ? null : item.mtime + ttl * 1000;
+    }
+  });
 }
 
 let observer = null;
@@ -120,13 +177,23 @@ function observe(fn) {
 }
 
 function written(collection, doc) {
-  indexes(collection).written(doc, expiresAt(collection.read(), doc));
+  indexes(collection).written(lsnOf(doc), doc._rid, expiresAt(collection.read(), doc));
   if (observer) observer(collection, doc._rid);
   return doc;
 }
 
 function removed(collection, rid) {
   if (observer) observer(collection, rid);
+}
+
+/** The package's write, its unique key violation answered 409 as the service answers it. */
+function uniqueKeysKept(write) {
+  try {
+    return write();
+  } catch (err) {
+    if (err && err.conflict) throw new CosmosError(409, "Conflict", err.message);
+    throw err;
+  }
 }
 
 class Store {
@@ -176,11 +243,11 @@ class Store {
   }
 
   insert(body, lsn) {
-    return written(this.collection, stamp(this.docs.create(body), lsn));
+    return written(this.collection, stamp(uniqueKeysKept(() => this.docs.create(body)), lsn));
   }
 
   overwrite(body, old, lsn) {
-    return written(this.collection, stamp(this.docs.replace(body, old), lsn));
+    return written(this.collection, stamp(uniqueKeysKept(() => this.docs.replace(body, old)), lsn));
   }
 
   /** Put a previous version (or absence) back: used to roll back a failed batch. */
@@ -200,7 +267,8 @@ class Store {
   *changedSince(sinceLsn) {
     const colData = this.colData;
     const now = Date.now();
-    for (const doc of indexes(this.collection).lsn.since(sinceLsn, indexes(this.collection).live)) {
+    for (const item of indexes(this.collection).changedSince(sinceLsn)) {
+      const doc = item.read();
       if (!isExpired(colData, doc, now)) yield doc;
     }
   }
@@ -215,7 +283,8 @@ class Store {
     let deleted = 0;
     while (deleted < max && index.expiry.peek() <= now) {
       const [, rid, lsn] = index.expiry.pop();
-      const doc = index.live(rid, lsn);
+      const item = index.live(rid, lsn);
+      const doc = item && item.read();
       if (doc && isExpired(colData, doc, now)) {
         this.remove(doc);
         deleted += 1;
@@ -281,6 +350,7 @@ function resolveStore(account, dbId, collId) {
 
 module.exports = {
   Store,
+  KeptDocument,
   resolveStore,
   collections,
   indexes,
