@@ -1,26 +1,31 @@
 """The local Cosmos DB endpoint at scale (issue 45 item 3): a write with a million documents
 kept ÷ the same on a fresh endpoint, the restart with them kept, the endpoint's memory.
 
-Two endpoints, each with a state folder as `funcstack run` gives it (every acknowledged write
-in the journal before the answer): a fresh one, and one started on DOCS documents of about
-1 KB (contacts: names, e-mail, company, a 700-character description) in one container
-(`/partitionKey`, defaultTtl -1, as the app's). Through the SDK (`azure.cosmos.aio`, one
-client, CONCURRENCY tasks creating one document after another, the issue's measure), each
-round times WRITES creates on each endpoint in turn, ROUNDS rounds; the figure of each is its
-best round (other processes on the same two cores only ever take from it), with the median
-beside it. Each cell also has the endpoint's own CPU per create (its process's user + system
-time over the round ÷ creates): what a create costs the endpoint, whatever bounds the client.
+Four endpoints: one with a state folder as `funcstack run` gives it (every acknowledged write
+in the journal before the answer) started on DOCS documents of about 1 KB (contacts: names,
+e-mail, company, a 700-character description) in one container (`/partitionKey`, defaultTtl
+-1, as the app's); and three fresh ones: the same, the same with `--state-fsync` (an
+fdatasync shared by the answers waiting at once), and one keeping nothing (in memory, as in
+tests). Through the SDK (`azure.cosmos.aio`, one client, CONCURRENCY tasks creating one
+document after another, the issue's measure), each round times WRITES creates on each
+endpoint in turn, ROUNDS rounds; the figure of each is its best round (other processes on the
+same two cores only ever take from it), with the median beside it. Each cell also has the
+endpoint's own CPU per create (its process's user + system time over the round ÷ creates,
+the least of the rounds): what a create costs the endpoint, whatever bounds the client.
 
 The million documents are loaded the fast way: the state is written in the endpoint's own
-format (a snapshot, journal.js) from this process, after the endpoint created the database
-and container (their metadata and resource ids are the endpoint's own, read back from its
-journal) and one document, whose `_rid` checks the ids written here. For scale, the way
-through the endpoint is measured too: transactional batches of 100 over LOAD_CONNECTIONS
-connections for LOAD_SAMPLE documents, and what a million would take at that rate.
+format (a snapshot: "<head>\t<document>" lines, journal.js, persistence.js) from this process,
+after the endpoint created the database and container (their metadata and resource ids are the
+endpoint's own, read back from its journal) and one document, whose `_rid` checks the ids
+written here. For scale, the way through the endpoint is measured too: transactional batches
+of 100 over LOAD_CONNECTIONS connections for LOAD_SAMPLE documents, and what a million would
+take at that rate.
 
 Restart: from the endpoint's start to its ready line, with the documents kept (twice: the
-second after the rounds' writes, which are in its journal). Memory: the endpoint's resident
-set (VmRSS) after the restart and at its peak (VmHWM). `python -m bench.cosmos_scale` prints
+second after the rounds' writes, which are in its journal); the endpoint then parses the kept
+documents in the background, and the rounds start once it has. Memory: the endpoint's
+resident set (VmRSS) when ready, once every document is read, after the rounds, and its peak
+(VmHWM). `python -m bench.cosmos_scale` prints
 the figures (DOCS=100000 etc. in the environment for a shorter run). No assertions.
 """
 
@@ -95,8 +100,9 @@ def memory_mb(cosmos: CosmosEndpoint) -> dict[str, float]:
 
 
 @contextmanager
-def running(state: Path, log: Path, timeout: float = 30.0) -> Iterator[CosmosEndpoint]:
-    cosmos = start_cosmos(state_dir=state, log_path=log, timeout=timeout)
+def running(state: Path | None, log: Path, timeout: float = 30.0,
+            fsync: bool = False) -> Iterator[CosmosEndpoint]:
+    cosmos = start_cosmos(state_dir=state, state_fsync=fsync, log_path=log, timeout=timeout)
     try:
         yield cosmos
     finally:
@@ -213,6 +219,17 @@ def creates(cosmos: CosmosEndpoint, tag: str, n: int) -> dict[str, float]:
     return asyncio.run(_creates(cosmos, tag, n))
 
 
+def background_read(log: Path, started: float, timeout: float = 600.0) -> float:
+    """Wait until the endpoint has read its kept documents in the background (its log says
+    so); seconds from `started`."""
+    deadline = time.monotonic() + timeout
+    while "read in the background" not in log.read_text():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{log}: the kept documents were not read in {timeout} s")
+        time.sleep(0.2)
+    return time.perf_counter() - started
+
+
 def best(rounds: list[dict[str, float]]) -> dict[str, float]:
     top = max(rounds, key=lambda r: r["per_s"])
     return {**top, "median_per_s": statistics.median(r["per_s"] for r in rounds),
@@ -231,18 +248,25 @@ def measure(base: Path | None = None, docs: int = DOCS) -> dict[str, Any]:
         results["load_direct"] = write_kept_state(root / "kept", root / "kept.log", docs)
         restarts = []
         started = time.perf_counter()
-        with (running(root / "fresh", root / "fresh.log") as fresh,
-              running(root / "kept", root / "kept.log", timeout=300) as kept):
-            restarts.append(time.perf_counter() - started)  # the fresh one starts in ~0.3 s
+        with running(root / "kept", root / "kept.log", timeout=300) as kept:
+            restarts.append(time.perf_counter() - started)
             results["memory_after_restart_mb"] = memory_mb(kept)
-            sync_client(fresh).create_database(DATABASE).create_container(
-                CONTAINER, PartitionKey("/partitionKey"), default_ttl=-1)
-            creates(fresh, "warm", 300)
-            creates(kept, "warm", 300)
-            rounds: dict[str, list[dict[str, float]]] = {"fresh": [], "kept": []}
-            for r in range(ROUNDS):
-                for name, cosmos in (("fresh", fresh), ("kept", kept))[:: 1 if r % 2 == 0 else -1]:
-                    rounds[name].append(creates(cosmos, f"r{r}", WRITES))
+            results["background_read_s"] = background_read(root / "kept.log", started)
+            results["memory_after_background_read_mb"] = memory_mb(kept)
+            with (running(None, root / "memory.log") as memory,
+                  running(root / "fresh", root / "fresh.log") as fresh,
+                  running(root / "fsync", root / "fsync.log", fsync=True) as fsync):
+                endpoints = {"memory": memory, "fresh": fresh, "fsync": fsync, "kept": kept}
+                for name, cosmos in endpoints.items():
+                    if name != "kept":
+                        sync_client(cosmos).create_database(DATABASE).create_container(
+                            CONTAINER, PartitionKey("/partitionKey"), default_ttl=-1)
+                    creates(cosmos, "warm", 600)
+                rounds: dict[str, list[dict[str, float]]] = {name: [] for name in endpoints}
+                for r in range(ROUNDS):
+                    turn = list(endpoints.items())
+                    for name, cosmos in turn if r % 2 == 0 else reversed(turn):
+                        rounds[name].append(creates(cosmos, f"r{r}", WRITES))
             results["memory_after_writes_mb"] = memory_mb(kept)
         started = time.perf_counter()
         with running(root / "kept", root / "kept.log", timeout=300) as kept:
@@ -251,39 +275,51 @@ def measure(base: Path | None = None, docs: int = DOCS) -> dict[str, Any]:
         results["restart_s"] = restarts
         results["log"] = [line for line in (root / "kept.log").read_text().splitlines()
                           if "cosmos local state" in line]
-        results["fresh"] = best(rounds["fresh"])
-        results["kept"] = best(rounds["kept"])
+        for name in rounds:
+            results[name] = best(rounds[name])
         results["rounds_detail"] = rounds
         results["kept_to_fresh"] = results["kept"]["per_s"] / results["fresh"]["per_s"]
         results["kept_to_fresh_median"] = (results["kept"]["median_per_s"]
                                            / results["fresh"]["median_per_s"])
         results["cpu_kept_to_fresh"] = (results["kept"]["min_endpoint_cpu_us"]
                                          / results["fresh"]["min_endpoint_cpu_us"])
+        results["fresh_to_memory"] = results["fresh"]["per_s"] / results["memory"]["per_s"]
+        results["fsync_to_fresh"] = results["fsync"]["per_s"] / results["fresh"]["per_s"]
     return results
 
 
+ROWS = {
+    "memory": "fresh, nothing kept (no state folder)",
+    "fresh": "fresh, state folder (journal)",
+    "fsync": "fresh, state folder, --state-fsync",
+    "kept": "{documents:,} documents kept (journal)",
+}
+
+
 def markdown(r: dict[str, Any]) -> str:
-    fresh, kept = r["fresh"], r["kept"]
     direct, batches = r["load_direct"], r["load_batches"]
     mem = r["memory_after_restart_mb"]
     lines = [
         f"| {r['concurrency']} concurrent creates (SDK aio) | creates/s (best; median) | "
-        "endpoint CPU/create | p50 | p99 |",
+        "endpoint CPU/create (least) | p50 | p99 |",
         "|---|---|---|---|---|",
-        f"| fresh endpoint | {fresh['per_s']:.0f}; {fresh['median_per_s']:.0f} | "
-        f"{fresh['min_endpoint_cpu_us']:.0f} us | {fresh['p50_ms']:.1f} ms | "
-        f"{fresh['p99_ms']:.1f} ms |",
-        f"| {r['documents']:,} documents kept | {kept['per_s']:.0f}; {kept['median_per_s']:.0f} | "
-        f"{kept['min_endpoint_cpu_us']:.0f} us | {kept['p50_ms']:.1f} ms | "
-        f"{kept['p99_ms']:.1f} ms |",
+    ]
+    for name, label in ROWS.items():
+        row = r[name]
+        lines.append(f"| {label.format(documents=r['documents'])} | {row['per_s']:.0f}; "
+                     f"{row['median_per_s']:.0f} | {row['min_endpoint_cpu_us']:.0f} us | "
+                     f"{row['p50_ms']:.1f} ms | {row['p99_ms']:.1f} ms |")
+    lines += [
         "",
         f"kept ÷ fresh: {r['kept_to_fresh']:.2f}x (medians {r['kept_to_fresh_median']:.2f}x); "
-        f"endpoint CPU per create {r['cpu_kept_to_fresh']:.2f}x",
-        f"restart with them kept: {r['restart_s'][0]:.1f} s, again after the rounds "
-        f"{r['restart_s'][1]:.1f} s",
-        f"memory (RSS) with them kept: {mem['VmRSS']:.0f} MB after the restart, "
-        f"{r['memory_after_writes_mb']['VmRSS']:.0f} MB after the rounds, peak "
-        f"{r['memory_after_writes_mb']['VmHWM']:.0f} MB",
+        f"endpoint CPU per create {r['cpu_kept_to_fresh']:.2f}x; the journal ÷ nothing kept "
+        f"{r['fresh_to_memory']:.2f}x; fsync ÷ the journal {r['fsync_to_fresh']:.2f}x",
+        f"restart with them kept: ready after {r['restart_s'][0]:.1f} s, again after the rounds "
+        f"{r['restart_s'][1]:.1f} s (" + "; ".join(r["log"][1:]) + ")",
+        f"memory (RSS) with them kept: {mem['VmRSS']:.0f} MB when ready, "
+        f"{r['memory_after_background_read_mb']['VmRSS']:.0f} MB once all are read (after "
+        f"{r['background_read_s']:.0f} s), {r['memory_after_writes_mb']['VmRSS']:.0f} MB "
+        f"after the rounds, peak {r['memory_after_writes_mb']['VmHWM']:.0f} MB",
         f"loading: written in the endpoint's format in {direct['write_s']:.0f} s "
         f"({direct['bytes'] / 1e6:.0f} MB); through the endpoint in batches of 100 over "
         f"{LOAD_CONNECTIONS} connections {batches['per_s']:.0f} documents/s "

@@ -363,8 +363,10 @@ class Kept {
         const { value, done } = pending.next();
         if (done) {
           if (count) {
+            const m = process.memoryUsage();
+            const mb = n => Math.round(n / 1048576);
             process.stderr.write(`cosmos local state: ${count} kept documents read in the background ` +
-              `in ${Date.now() - started} ms\n`);
+              `in ${Date.now() - started} ms (heap ${mb(m.heapUsed)} MB, buffers ${mb(m.arrayBuffers)} MB)\n`);
           }
           return;
         }
