@@ -146,7 +146,7 @@ def write_kept_state(state: Path, log: Path, n: int) -> dict[str, float]:
             rid = document_rid(coll_rid, i + 1)
             body = {**document(i), "_rid": rid, "_self": f"{coll_self}/docs/{rid}/",
                     "_etag": f'"{uuid.UUID(int=i)}"', "_ts": int(now)}
-            head = [lsn + i, int(now * 1000), rid, body["ttl"], body["id"], body["partitionKey"]]
+            head = [lsn + i, int(now * 1000), rid, body["ttl"], body["id"], [body["partitionKey"]]]
             lines.append(json.dumps(head, separators=(",", ":")) + "\t"
                          + json.dumps(body, separators=(",", ":")))
             if len(lines) == 10000:

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionKey, exceptions
+from azure.cosmos.partition_key import NonePartitionKeyValue
 
 from funcstack.cosmos import CosmosEndpoint, CosmosStartError, start_cosmos
 
@@ -322,6 +323,11 @@ def generation(state: Path) -> int:
     return max(done, default=1)
 
 
+def scoped(container: ContainerProxy, key: Any) -> list[str]:
+    """The ids a query scoped to one partition key value returns."""
+    return sorted(i["id"] for i in container.query_items("SELECT * FROM c", partition_key=key))
+
+
 def settled(state: Path) -> bool:
     """A snapshot holds everything: the journal of its generation is empty."""
     g = generation(state)
@@ -339,8 +345,10 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
 def test_documents_read_back_from_a_snapshot_serve_every_operation(tmp_path: Path) -> None:
     """After a restart the documents of a snapshot are parsed when first used
     (--state-keep-unread: none in the background); each operation works on them as on any:
-    reads (by id and by _self), queries, the change feed, a unique key, TTL, writes; and a
-    snapshot written while some are still unread keeps them as they were."""
+    reads (by id and by _self), queries (one partition, documents without a partition key
+    value apart from those whose value is null, across partitions), the change feed, a unique
+    key, TTL, writes; and a snapshot written while some are still unread keeps them as they
+    were."""
     state = tmp_path / "state" / "cosmos"
     compact = ["--state-compact-bytes", "1"]
     with endpoint(state, extra_args=compact) as cosmos:
@@ -351,6 +359,9 @@ def test_documents_read_back_from_a_snapshot_serve_every_operation(tmp_path: Pat
         for i in range(6):
             container.create_item({"id": f"d{i}", "pk": f"p{i % 2}", "n": i, "email": f"{i}@x"})
         container.create_item({"id": "short", "pk": "p0", "email": "s@x", "ttl": 1})
+        container.create_item({"id": "none", "email": "none@x"})  # no partition key value
+        container.create_item({"id": "null", "pk": None, "email": "null@x"})
+        assert scoped(container, NonePartitionKeyValue) == ["none"]
         before = {i["id"]: i for i in container.read_all_items()}
         feed = [i["id"] for i in container.query_items_change_feed(start_time="Beginning")]
         wait_for(lambda: settled(state))
@@ -364,8 +375,8 @@ def test_documents_read_back_from_a_snapshot_serve_every_operation(tmp_path: Pat
         assert sorted(i["id"] for i in container.query_items(
             "SELECT * FROM c WHERE c.n >= 3", enable_cross_partition_query=True)) == [
             "d3", "d4", "d5"]
-        assert sorted(i["id"] for i in container.query_items(
-            "SELECT * FROM c", partition_key="p1")) == ["d1", "d3", "d5"]
+        assert scoped(container, "p1") == ["d1", "d3", "d5"]
+        assert scoped(container, NonePartitionKeyValue) == ["none"]
         assert [i["id"] for i in container.query_items_change_feed(
             start_time="Beginning")] == [f for f in feed if f != "short"]
         with pytest.raises(exceptions.CosmosResourceExistsError):
@@ -382,8 +393,9 @@ def test_documents_read_back_from_a_snapshot_serve_every_operation(tmp_path: Pat
 
     with endpoint(state) as cosmos:
         kept = items_of(client_of(cosmos))
-        assert {k: v["n"] for k, v in kept.items()} == {
-            "d0": 100, "d1": 11, "d3": 3, "d4": 4, "d5": 5}
+        assert {k: v.get("n") for k, v in kept.items()} == {
+            "d0": 100, "d1": 11, "d3": 3, "d4": 4, "d5": 5, "none": None, "null": None}
+        assert scoped(contacts_of(client_of(cosmos)), NonePartitionKeyValue) == ["none"]
         assert {k: system(kept[k]) for k in ("d3", "d4", "d5")} == {
             k: system(before[k]) for k in ("d3", "d4", "d5")}
 

@@ -12,7 +12,10 @@
  *     are skipped and dropped once they outnumber the documents (amortised, in one pass);
  *   - the expiry index: a min-heap of (expiry time, _rid, lsn) of every version with a time to
  *     live, which the TTL sweep (ttl.js) pops instead of reading every document every second,
- *     as the service's background TTL deletion works through what has expired.
+ *     as the service's background TTL deletion works through what has expired;
+ *   - the partition index: the _rids of each value of the partition key's first component, so
+ *     a request scoped to one partition key reads that partition's documents, as the service
+ *     serves it from one logical partition.
  *
  * One `ContainerIndex` per container (the package's collection object), built from the
  * container's documents when first asked for (after a restart, or a legacy load) and kept up
@@ -192,14 +195,16 @@ class ExpiryHeap {
 class ContainerIndex {
   /**
    * `docs` is the package's documents of the container (its `_data` map: _rid -> item);
-   * `versions` = {lsn(item), expiresAt(item)}: the LSN of the version an item holds and when
-   * it expires (ms, or null), read without parsing a document kept across a restart.
+   * `versions` = {lsn(item), expiresAt(item), partition(item)}: the LSN of the version an item
+   * holds, when it expires (ms, or null) and its partition index key, read without parsing a
+   * document kept across a restart.
    */
   constructor(docs, versions, defaultTtl) {
     this.docs = docs;
     this.versions = versions;
     this.lsn = new LsnIndex();
     this.expiry = new ExpiryHeap();
+    this.partitions = new Map(); // key -> _rid, or a Set of _rids when more than one
     this.ttlBuiltFor = defaultTtl;
     /** The item of `rid` when it still holds the version written at `lsn`, or null. */
     this.live = (rid, lsn) => {
@@ -211,7 +216,33 @@ class ContainerIndex {
     // stored in the order of their last write: nearly sorted already
     const order = rids.map((_, i) => i).sort((a, b) => lsns[a] - lsns[b]);
     for (const i of order) this.lsn.add(lsns[i], rids[i]);
+    for (let i = 0; i < rids.length; i += 1) this.enter(versions.partition(docs._data.get(rids[i])), rids[i]);
     this.rebuildExpiry(defaultTtl);
+  }
+
+  enter(key, rid) {
+    const there = this.partitions.get(key);
+    if (there === undefined) this.partitions.set(key, rid);
+    else if (typeof there === "string") {
+      if (there !== rid) this.partitions.set(key, new Set([there, rid]));
+    } else there.add(rid);
+  }
+
+  /** A document left its partition (deleted). */
+  removed(key, rid) {
+    const there = this.partitions.get(key);
+    if (there === rid) this.partitions.delete(key);
+    else if (there !== undefined && typeof there !== "string") {
+      there.delete(rid);
+      if (there.size === 0) this.partitions.delete(key);
+    }
+  }
+
+  /** The _rids in the partition index under `key` (may include some no longer there). */
+  inPartition(key) {
+    const there = this.partitions.get(key);
+    if (there === undefined) return [];
+    return typeof there === "string" ? [there] : [...there];
   }
 
   /** Every version with a time to live, again (the container's defaultTtl changed). */
@@ -229,9 +260,10 @@ class ContainerIndex {
     return this.lsn.since(sinceLsn, this.live);
   }
 
-  /** A version was written (or put back); `at` is its expiry time or null. */
-  written(lsn, rid, at) {
+  /** A version was written (or put back); `at` is its expiry time or null, `key` its partition's. */
+  written(lsn, rid, at, key) {
     this.lsn.add(lsn, rid);
+    this.enter(key, rid);
     this.lsn.compact(this.docs._data.size, this.live);
     if (at !== null) {
       this.expiry.push(at, rid, lsn);

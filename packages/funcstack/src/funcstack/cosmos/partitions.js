@@ -38,7 +38,7 @@ function scopedDocs(req, store) {
   const pk = headerPartitionKey(req);
   const scope = epkScope(req);
   const colData = store.colData;
-  let docs = store.all();
+  let docs = pk !== null ? store.inPartition(pk) : store.all();
   if (pk !== null) docs = docs.filter(d => sameComponents(docPartitionComponents(colData, d), pk));
   if (scope !== null) docs = docs.filter(d => inEpkScope(colData, d, scope));
   return docs;

@@ -34,7 +34,9 @@ const { serviceRid } = require("./ids");
 const { withContainerDefaults } = require("./settings");
 const { DEFAULT_CONTAINER_THROUGHPUT } = require("./offers");
 const getValue = require("@vercel/cosmosdb-server/lib/utils/get-value").default;
-const { KeptDocument, lsnOf, stampAs, observe, collections, indexes } = require("./store");
+const {
+  KeptDocument, lsnOf, stampAs, observe, collections, indexes, docPartitionComponents
+} = require("./store");
 const { pathSegments } = require("./requests");
 const globalLsn = require("./lsn");
 
@@ -110,14 +112,15 @@ class Replay {
 
   /**
    * A snapshot's document line of the current container: its head [lsn, mtime, _rid, own
-   * ttl, id, partition key value, values of the other unique keys] and its JSON's bytes, kept
-   * as they are (parsed when first read).
+   * ttl, id, [the value the package keys it by] ([] for none), values of the other unique keys
+   * (or null), [its partition key's first component] (only where it is not the former)] and
+   * its JSON's bytes, kept as they are (parsed when first read).
    */
   document(head, bytes, start, end) {
     if (!this.current) return;
-    const [lsn, mtime, rid, ttl, id, partition, unique] = head;
+    const [lsn, mtime, rid, ttl, id, partition, unique, first] = head;
     this.current.base.push(new KeptDocument(rid, bytes, start, end, lsn, mtime, ttl, id, partition,
-      unique || null));
+      unique || null, first || partition));
   }
 
   commit(record) {
@@ -181,7 +184,7 @@ function setKept(docs, item) {
   const paths = docs._uniqueKeyPaths;
   for (let i = 0; i < paths.length; i += 1) {
     const value = i === paths.length - 1 ? item.id : (item.unique || [])[i];
-    docs._index.set(docs._getId(paths[i], value, item.partition), item.rid);
+    docs._index.set(docs._getId(paths[i], value, item.partition.length ? item.partition[0] : undefined), item.rid);
   }
   docs._data.set(item.rid, item);
 }
@@ -190,14 +193,20 @@ function setKept(docs, item) {
 function headOf(docs, item) {
   if (item instanceof KeptDocument && !item.parsed) {
     const head = [item.lsn, item.mtime, item.rid, item.ttl, item.id, item.partition];
-    if (item.unique) head.push(item.unique);
+    if (item.unique || item.first !== item.partition) head.push(item.unique);
+    if (item.first !== item.partition) head.push(item.first);
     return head;
   }
   const doc = item.read();
+  const partition = docs._getPartition(doc);
   const head = [lsnOf(doc), doc.__mtime || 0, doc._rid, typeof doc.ttl === "number" ? doc.ttl : null,
-    doc.id, docs._getPartition(doc)];
+    doc.id, partition === undefined ? [] : [partition]];
   const paths = docs._uniqueKeyPaths;
-  if (paths.length > 1) head.push(paths.slice(0, -1).map(p => getValue(p.slice(1).split("/"), doc)));
+  const unique = paths.length > 1 ? paths.slice(0, -1).map(p => getValue(p.slice(1).split("/"), doc)) : null;
+  // the partition key's first component, where the package keys the document otherwise
+  const first = docPartitionComponents(docs._parent.read(), doc)[0];
+  if (unique || JSON.stringify(first) !== JSON.stringify(partition)) head.push(unique);
+  if (JSON.stringify(first) !== JSON.stringify(partition)) head.push(first === undefined ? [] : [first]);
   return head;
 }
 

@@ -116,7 +116,7 @@ function expiresAt(colData, doc) {
  * parsing; a write replaces the item, so they never change.
  */
 class KeptDocument {
-  constructor(rid, bytes, start, end, lsn, mtime, ttl, id, partition, unique) {
+  constructor(rid, bytes, start, end, lsn, mtime, ttl, id, partition, unique, first) {
     this.rid = rid;
     this.bytes = bytes;
     this.start = start;
@@ -125,8 +125,9 @@ class KeptDocument {
     this.mtime = mtime;
     this.ttl = ttl; // the document's own ttl, or null
     this.id = id;
-    this.partition = partition;
+    this.partition = partition; // [the value the package keys it by], [] for none
     this.unique = unique; // values of the container's unique key paths other than /id, or null
+    this.first = first; // [its partition key's first component], [] for none
     this.doc = null;
   }
 
@@ -148,6 +149,20 @@ class KeptDocument {
   }
 }
 
+/**
+ * The partition index key (indexes.js) of a partition key's first component: documents with
+ * the same key may still differ in the others (hierarchical keys: the caller compares them).
+ */
+function partitionKeyOf(first) {
+  const none = first === undefined ||
+    (first !== null && typeof first === "object" && !Array.isArray(first) && Object.keys(first).length === 0);
+  return none ? "~" : JSON.stringify(first);
+}
+
+function docPartitionKey(colData, doc) {
+  return partitionKeyOf(docPartitionComponents(colData, doc)[0]);
+}
+
 /** The LSN of the version an item of the package's documents holds (never parses a kept one). */
 function itemLsn(item) {
   return item instanceof KeptDocument ? item.lsn : lsnOf(item.read());
@@ -158,6 +173,9 @@ function indexes(collection) {
   const colData = collection.read();
   return indexOf(collection, {
     lsn: itemLsn,
+    partition: item => (item instanceof KeptDocument
+      ? partitionKeyOf(item.first.length ? item.first[0] : undefined)
+      : docPartitionKey(colData, item.read())),
     expiresAt: item => {
       if (!(item instanceof KeptDocument)) return expiresAt(colData, item.read());
       const ttl = ttlOf(colData, item.ttl);
@@ -177,13 +195,15 @@ function observe(fn) {
 }
 
 function written(collection, doc) {
-  indexes(collection).written(lsnOf(doc), doc._rid, expiresAt(collection.read(), doc));
+  const colData = collection.read();
+  indexes(collection).written(lsnOf(doc), doc._rid, expiresAt(colData, doc), docPartitionKey(colData, doc));
   if (observer) observer(collection, doc._rid);
   return doc;
 }
 
-function removed(collection, rid) {
-  if (observer) observer(collection, rid);
+function removed(collection, doc) {
+  indexes(collection).removed(docPartitionKey(collection.read(), doc), doc._rid);
+  if (observer) observer(collection, doc._rid);
 }
 
 /** The package's write, its unique key violation answered 409 as the service answers it. */
@@ -223,7 +243,7 @@ class Store {
   remove(doc) {
     const key = storeKey(docPartitionComponents(this.colData, doc));
     this.docs.delete(doc.id, key === undefined || key === null || key === "" ? doc.id : key);
-    removed(this.collection, doc._rid);
+    removed(this.collection, doc);
   }
 
   /** All live documents (expired ones are deleted on the way). */
@@ -234,6 +254,27 @@ class Store {
     const expired = [];
     for (const item of this.docs._data.values()) {
       const doc = item.read();
+      if (!doc) continue;
+      if (isExpired(colData, doc, now)) expired.push(doc);
+      else out.push(doc);
+    }
+    expired.forEach(d => this.remove(d));
+    return out;
+  }
+
+  /**
+   * The live documents of the partition key `pk` (its components; those of a hierarchical key
+   * sharing the first component too: the caller compares the rest), from the partition index;
+   * expired ones are deleted on the way.
+   */
+  inPartition(pk) {
+    const now = Date.now();
+    const colData = this.colData;
+    const out = [];
+    const expired = [];
+    for (const rid of indexes(this.collection).inPartition(partitionKeyOf(pk[0]))) {
+      const item = this.docs._data.get(rid);
+      const doc = item && item.read();
       if (!doc) continue;
       if (isExpired(colData, doc, now)) expired.push(doc);
       else out.push(doc);
