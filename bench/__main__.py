@@ -227,7 +227,7 @@ def summary(results: dict[str, Any]) -> str:
                      row["ratio_to_three"]))
     scale = results["cosmos_scale"]
     for name, label, floor, floor_label in (
-            ("kept", "cosmos creates/s, 1M documents kept", "fresh", "fresh endpoint (state folder)"),
+            ("kept", "cosmos creates/s, 1M docs kept", "fresh", "fresh endpoint (state folder)"),
             ("fresh", "cosmos creates/s, state folder", "memory", "fresh endpoint, nothing kept"),
             ("fsync", "cosmos creates/s, --state-fsync", "fresh", "state folder, no fsync")):
         rows.append((label, scale[name]["per_s"], floor_label, scale[floor]["per_s"],
