@@ -242,7 +242,8 @@ def measure(base: Path | None = None, docs: int = DOCS) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(dir=base) as tmp:
         root = Path(tmp)
         results: dict[str, Any] = {"documents": docs, "concurrency": CONCURRENCY,
-                                   "writes_per_round": WRITES, "rounds": ROUNDS}
+                                   "writes_per_round": WRITES, "rounds": ROUNDS,
+                                   "load_average_at_start": os.getloadavg()[0]}
         results["load_batches"] = load_through_batches(root / "batches", root / "b.log",
                                                        LOAD_SAMPLE)
         results["load_direct"] = write_kept_state(root / "kept", root / "kept.log", docs)
@@ -273,6 +274,7 @@ def measure(base: Path | None = None, docs: int = DOCS) -> dict[str, Any]:
             restarts.append(time.perf_counter() - started)
             results["memory_second_restart_mb"] = memory_mb(kept)
         results["restart_s"] = restarts
+        results["load_average_at_end"] = os.getloadavg()[0]
         results["log"] = [line for line in (root / "kept.log").read_text().splitlines()
                           if "cosmos local state" in line]
         for name in rounds:
@@ -324,6 +326,8 @@ def markdown(r: dict[str, Any]) -> str:
         f"({direct['bytes'] / 1e6:.0f} MB); through the endpoint in batches of 100 over "
         f"{LOAD_CONNECTIONS} connections {batches['per_s']:.0f} documents/s "
         f"(a million: {batches['million_s']:.0f} s)",
+        f"(the machine's load average: {r['load_average_at_start']:.1f} at the start, "
+        f"{r['load_average_at_end']:.1f} at the end, on {os.cpu_count()} cores)",
     ]
     return "\n".join(lines)
 

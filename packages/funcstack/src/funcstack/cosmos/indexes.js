@@ -204,7 +204,9 @@ class ContainerIndex {
     this.versions = versions;
     this.lsn = new LsnIndex();
     this.expiry = new ExpiryHeap();
-    this.partitions = new Map(); // key -> _rid, or a Set of _rids when more than one
+    // key -> _rid, or a Set of _rids when more than one; built when first asked for (a
+    // restart does not pay for it before the first query scoped to a partition)
+    this.partitions = null;
     this.ttlBuiltFor = defaultTtl;
     /** The item of `rid` when it still holds the version written at `lsn`, or null. */
     this.live = (rid, lsn) => {
@@ -216,11 +218,11 @@ class ContainerIndex {
     // stored in the order of their last write: nearly sorted already
     const order = rids.map((_, i) => i).sort((a, b) => lsns[a] - lsns[b]);
     for (const i of order) this.lsn.add(lsns[i], rids[i]);
-    for (let i = 0; i < rids.length; i += 1) this.enter(versions.partition(docs._data.get(rids[i])), rids[i]);
     this.rebuildExpiry(defaultTtl);
   }
 
   enter(key, rid) {
+    if (this.partitions === null) return;
     const there = this.partitions.get(key);
     if (there === undefined) this.partitions.set(key, rid);
     else if (typeof there === "string") {
@@ -230,6 +232,7 @@ class ContainerIndex {
 
   /** A document left its partition (deleted). */
   removed(key, rid) {
+    if (this.partitions === null) return;
     const there = this.partitions.get(key);
     if (there === rid) this.partitions.delete(key);
     else if (there !== undefined && typeof there !== "string") {
@@ -240,6 +243,10 @@ class ContainerIndex {
 
   /** The _rids in the partition index under `key` (may include some no longer there). */
   inPartition(key) {
+    if (this.partitions === null) {
+      this.partitions = new Map();
+      for (const [rid, item] of this.docs._data) this.enter(this.versions.partition(item), rid);
+    }
     const there = this.partitions.get(key);
     if (there === undefined) return [];
     return typeof there === "string" ? [there] : [...there];

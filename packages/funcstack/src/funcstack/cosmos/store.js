@@ -150,14 +150,17 @@ class KeptDocument {
 }
 
 /**
- * The partition index key (indexes.js) of a partition key's first component: documents with
- * the same key may still differ in the others (hierarchical keys: the caller compares them).
+ * The partition index key (indexes.js) of a partition key's first component: the value itself
+ * (a Map tells "1" from 1 and null from undefined), undefined for none; every object value one
+ * key (a partition key value is a string, number, boolean or null). Documents under one key may
+ * still differ in the other components (hierarchical keys: the caller compares them).
  */
 function partitionKeyOf(first) {
-  const none = first === undefined ||
-    (first !== null && typeof first === "object" && !Array.isArray(first) && Object.keys(first).length === 0);
-  return none ? "~" : JSON.stringify(first);
+  if (first === null || typeof first !== "object") return first;
+  return Array.isArray(first) || Object.keys(first).length > 0 ? OBJECT_KEY : undefined;
 }
+
+const OBJECT_KEY = Symbol("an object");
 
 function docPartitionKey(colData, doc) {
   return partitionKeyOf(docPartitionComponents(colData, doc)[0]);
