@@ -230,13 +230,21 @@ WRITES = [create, replace, upsert, delete, patch, batch, delete_partition, creat
           replace_throughput]
 
 
-@pytest.mark.parametrize("write", WRITES, ids=[w.__name__ for w in WRITES])
-def test_an_acknowledged_write_is_there_after_a_sigkill(
-        tmp_path: Path, write: Callable[[CosmosClient], Check]) -> None:
-    state = tmp_path / "state" / "cosmos"
+@pytest.fixture(scope="module")
+def set_up(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A state folder holding `setup`'s state, kept through a stop (SIGTERM)."""
+    state = tmp_path_factory.mktemp("set-up") / "state" / "cosmos"
     with endpoint(state) as cosmos:
         setup(client_of(cosmos))
-        cosmos.stop()  # stopped as asked (SIGTERM): the state before the write is kept
+        cosmos.stop()
+    return state
+
+
+@pytest.mark.parametrize("write", WRITES, ids=[w.__name__ for w in WRITES])
+def test_an_acknowledged_write_is_there_after_a_sigkill(
+        tmp_path: Path, set_up: Path, write: Callable[[CosmosClient], Check]) -> None:
+    state = tmp_path / "state" / "cosmos"
+    shutil.copytree(set_up, state)
     with endpoint(state) as cosmos:
         check = write(client_of(cosmos))
         kill(cosmos)  # at once after the answer
