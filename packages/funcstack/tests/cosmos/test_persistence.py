@@ -244,7 +244,7 @@ def set_up(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_an_acknowledged_write_is_there_after_a_sigkill(
         tmp_path: Path, set_up: Path, write: Callable[[CosmosClient], Check]) -> None:
     state = tmp_path / "state" / "cosmos"
-    shutil.copytree(set_up, state)
+    shutil.copytree(set_up.parent, state.parent)
     with endpoint(state) as cosmos:
         check = write(client_of(cosmos))
         kill(cosmos)  # at once after the answer
