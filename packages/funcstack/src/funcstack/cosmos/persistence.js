@@ -3,7 +3,9 @@
  * State across restarts of the local Cosmos DB endpoint (server.js), with --state-dir DIR:
  * no Azure counterpart (the service is durable); what it keeps is what the service would
  * still answer after a restart, and when: a write the endpoint acknowledged is there after
- * its process is killed (SIGKILL included), as a write the service acknowledged is durable.
+ * its process is killed (SIGKILL included), as a write the service acknowledged is durable
+ * (its replica set commits a write with a majority quorum before answering: "Global data
+ * distribution with Azure Cosmos DB - under the hood", learn.microsoft.com).
  * Kept: every database, container (settings) and live document with its LSN and modification
  * time, the offers, the account's LSN and the counters that make resource ids, so the same
  * _rid / _self / _etag values come back (the SDK's change feed continuations and the
@@ -17,8 +19,10 @@
  * that may change databases, containers or offers (any method but GET / HEAD outside
  * .../docs), the account's metadata when it changed. When the journal has grown past
  * max(64 MB, half the snapshot) (or --state-compact-bytes N, when given), a new snapshot is
- * written in slices between requests. With --state-fsync each answer also waits for an fdatasync shared by the commits
- * before it (group commit): durable across a power cut too.
+ * written in slices between requests. With --state-fsync each answer also waits for an
+ * fdatasync shared by the commits before it (group commit): durable across a power cut too.
+ * A restart reads each snapshot line's head (what the indexes need) and keeps the document's
+ * JSON as read (store.js KeptDocument), parsed when first used or in the background.
  *
  * The earlier format, one JSON file rewritten whole every 0.5 s (versions 1 and 2, at
  * DIR.json: `.funcstack/state/cosmos.json` beside `.funcstack/state/cosmos/`), is read once,
