@@ -16,6 +16,7 @@ from bench import (
     breakdown,
     claim_check,
     cold_start,
+    cosmos_scale,
     cosmos_sdk,
     first_request,
     partitions,
@@ -43,6 +44,13 @@ def main() -> None:
         print("\nPhysical partitions: 1 against 4, and a live split ...", flush=True)
         results["partitions"] = partitions.measure()
         print(partitions.report(results["partitions"]))
+        print(f"\nCosmos DB endpoint at scale: creates with {cosmos_scale.DOCS:,} documents kept "
+              "beside a fresh endpoint, the restart, the memory ...", flush=True)
+        started = time.perf_counter()
+        results["cosmos_scale"] = cosmos_scale.measure(base)
+        print(cosmos_scale.markdown(results["cosmos_scale"]))
+        print(f"  (aim: kept ÷ fresh >= 0.9x, restart <= 10 s; "
+              f"{time.perf_counter() - started:.0f} s)")
 
         print("\nHTTP API through the local Functions host ...", flush=True)
         started = time.perf_counter()
@@ -221,6 +229,16 @@ def summary(results: dict[str, Any]) -> str:
         rows.append((f"session commit, {flavour} (median ms)", row["session"]["median_ms"],
                      "SDK batch of the 3 it writes", row["floor3"]["median_ms"],
                      row["ratio_to_three"]))
+    scale = results["cosmos_scale"]
+    for name, label, floor, floor_label in (
+            ("kept", "cosmos creates/s, 1M docs kept", "fresh", "fresh endpoint (state folder)"),
+            ("fresh", "cosmos creates/s, state folder", "memory", "fresh endpoint, nothing kept"),
+            ("fsync", "cosmos creates/s, --state-fsync", "fresh", "state folder, no fsync")):
+        rows.append((label, scale[name]["per_s"], floor_label, scale[floor]["per_s"],
+                     scale[name]["per_s"] / scale[floor]["per_s"]))
+    rows.append(("cosmos CPU/create, 1M kept (us)", scale["kept"]["min_endpoint_cpu_us"],
+                 "fresh endpoint (state folder)", scale["fresh"]["min_endpoint_cpu_us"],
+                 scale["cpu_kept_to_fresh"]))
     peer = results["peers"]
     for n in peer["clients"]:
         for variant, floor in (("outbox", "plain"), ("outbox", "dual"), ("dual", "plain")):

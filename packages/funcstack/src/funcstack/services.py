@@ -218,7 +218,7 @@ class LocalServices:
         with _starting("cosmos"):
             self.cosmos = start_cosmos(port=self.cosmos.port if self.cosmos else port,
                                        log_path=self.log_path("cosmos"),
-                                       state_file=self._state("cosmos.json"))
+                                       state_dir=self._state("cosmos"))
         return self.cosmos
 
     def run_servicebus(self, port: int = 0, *, config: Path | None = None,

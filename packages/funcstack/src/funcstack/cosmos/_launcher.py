@@ -40,13 +40,19 @@ EMULATOR_KEY = (
 )
 
 
+#: Node's heap limit for the endpoint: its default depends on the machine's memory (4 GB on
+#: one of 24 GB, less on smaller ones), and a million kept documents of ~1 KB need about 2 GB.
+HEAP_MB = 4096
+
+
 class CosmosStartError(RuntimeError):
     """The local endpoint could not be started."""
 
 
 @dataclass(frozen=True)
 class CosmosEndpoint:
-    """A running local endpoint process. State is in memory only: ``stop()`` loses it."""
+    """A running local endpoint process. Without a state directory, state is in memory only:
+    ``stop()`` loses it."""
 
     endpoint: str
     key: str
@@ -135,21 +141,36 @@ def start_cosmos(
     timeout: float = 30.0,
     tls: tuple[Path, Path] | None = None,
     extra_args: list[str] | None = None,
+    state_dir: Path | None = None,
+    state_fsync: bool = False,
     state_file: Path | None = None,
 ) -> CosmosEndpoint:
     """Run the endpoint and wait for its ready line. ``port=0`` lets the OS pick a free port.
-    With ``state_file`` the endpoint starts from it (when it exists) and writes every change to
-    it within half a second, and once more when stopped."""
+
+    With ``state_dir`` the endpoint starts from the state kept there (when there is one) and
+    writes each change to its journal before it answers, so an acknowledged write survives
+    the process being killed; ``state_fsync`` also waits for the disk (fdatasync, shared by the
+    answers waiting at once) before it answers, so it survives a power cut too. A state file
+    of the earlier format beside the folder (``<state_dir>.json``) is converted and removed.
+    ``state_file`` is the earlier name: ``state/cosmos.json`` means ``state_dir=state/cosmos``
+    (and that file, if there, is converted). See docs/cosmos.md, "State across restarts"."""
     try:
         node = node_executable()
         modules = node_modules()  # npm ci into funcstack's cache on first use
     except SetupError as exc:
         raise CosmosStartError(str(exc)) from None
-    cmd = [node, str(SERVER_JS), "--host", host, "--port", str(port), *(extra_args or [])]
+    cmd = [node, f"--max-old-space-size={HEAP_MB}", str(SERVER_JS), "--host", host,
+           "--port", str(port), *(extra_args or [])]
     if tls is not None:
         cmd += ["--cert", str(tls[0]), "--key", str(tls[1])]
-    if state_file is not None:
-        cmd += ["--state-file", str(state_file)]
+    if state_dir is None and state_file is not None:
+        state_dir = state_file.with_suffix("") if state_file.suffix == ".json" else state_file
+    if state_dir is not None:
+        cmd += ["--state-dir", str(state_dir)]
+        if state_fsync:
+            cmd.append("--state-fsync")
+    elif state_fsync:
+        raise ValueError("state_fsync=True needs a state_dir to keep the state in")
     log: IO[bytes] | None = log_path.open("ab") if log_path is not None else None
     process = subprocess.Popen(
         cmd,

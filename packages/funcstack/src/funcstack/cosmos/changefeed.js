@@ -9,7 +9,9 @@
  * range, a feed range or a partition key (partitions.js); 304 with an unchanged etag when
  * nothing is new. The LSN is the account's, so a continuation taken on a range is valid on
  * the ranges a split makes of it (the service's LSNs are per physical partition; its SDKs hand
- * the parent's continuation to each child all the same).
+ * the parent's continuation to each child all the same). Read from the container's LSN index
+ * (store.changedSince, indexes.js), as the service reads its log from a position: a poll costs
+ * what was written since its continuation.
  */
 
 const { badRequest, send } = require("./responses");
@@ -42,20 +44,20 @@ function handleChangeFeed(req, res, store) {
   }
   const scope = requestScope(req, store);
 
-  let docs = store.all().filter(d => lsnOf(d) > sinceLsn);
-  if (sinceMs !== null) docs = docs.filter(d => (d.__mtime || d._ts * 1000) >= sinceMs - (sinceMs % 1000));
-  docs = docs.filter(d => inScope(colData, d, scope));
-  docs.sort((a, b) => lsnOf(a) - lsnOf(b) || a.__mtime - b.__mtime);
-
   const maxItemCount = parseInt(header(req, "x-ms-max-item-count") || "-1", 10);
-  let page = docs;
-  if (maxItemCount > 0 && docs.length > maxItemCount) {
-    // never split one transaction (same LSN) across pages
-    let end = maxItemCount;
-    while (end < docs.length && lsnOf(docs[end]) === lsnOf(docs[end - 1])) end += 1;
-    page = docs.slice(0, end);
+  // read from the LSN index (store.changedSince), in LSN order, up to one document past a
+  // full page; a page never splits one transaction (same LSN)
+  const page = [];
+  let truncated = false;
+  for (const d of store.changedSince(sinceLsn)) {
+    if (sinceMs !== null && (d.__mtime || d._ts * 1000) < sinceMs - (sinceMs % 1000)) continue;
+    if (!inScope(colData, d, scope)) continue;
+    if (maxItemCount > 0 && page.length >= maxItemCount && lsnOf(d) !== lsnOf(page[page.length - 1])) {
+      truncated = true;
+      break;
+    }
+    page.push(d);
   }
-  const truncated = page.length < docs.length;
   const etagLsn = truncated ? lsnOf(page[page.length - 1]) : Math.max(current, sinceLsn);
   const etag = `"${etagLsn}"`;
   if (page.length === 0) {

@@ -13,7 +13,7 @@
 
 const { CosmosError, notFound, conflict, preconditionFailed, badRequest } = require("./responses");
 const { unquote } = require("./requests");
-const { docPartitionComponents, sameComponents, storeKey, stamp } = require("./store");
+const { docPartitionComponents, sameComponents, storeKey } = require("./store");
 const { validTtl } = require("./ttl");
 
 function validateBody(body) {
@@ -126,14 +126,12 @@ function opPatch(store, id, patch, pk, ifMatch, lsn) {
       throw new CosmosError(412, "PreconditionFailed", "Condition specified in the patch request is not satisfied.");
     }
   }
-  const result = store.applyPatch(id, key, operations);
+  const result = store.applyPatch(id, key, operations, lsn);
   if (result.statusCode >= 400) {
     const body = result.body || {};
     throw new CosmosError(result.statusCode, body.code || "BadRequest", body.message || "patch failed");
   }
-  const doc = store.get(id, key);
-  stamp(doc, lsn);
-  return { statusCode: 200, doc, undo: () => store.restore(id, key, old) };
+  return { statusCode: 200, doc: result.doc, undo: () => store.restore(id, key, old) };
 }
 
 /**
@@ -146,9 +144,7 @@ function patchConditionHolds(store, doc, condition) {
   const [, alias, predicate] = m;
   let result;
   try {
-    result = store.select(
-      { query: `SELECT * FROM ${alias} WHERE ${alias}._rid = @rid AND (${predicate})`, parameters: [{ name: "@rid", value: doc._rid }] }
-    );
+    result = store.selectFrom([doc], `SELECT * FROM ${alias} WHERE ${predicate}`);
   } catch (err) {
     throw badRequest(`Invalid condition in patch request: ${err && err.message}`);
   }

@@ -90,7 +90,8 @@ function inScope(colData, doc, scope) {
 function scopedDocs(req, store) {
   const scope = requestScope(req, store);
   const colData = store.colData;
-  const docs = store.all();
+  // one partition key: its documents only, from the partition index (store.inPartition)
+  const docs = scope.pk !== null ? store.inPartition(scope.pk) : store.all();
   if (scope.pk === null && scope.range === null && scope.epk === null) return docs;
   return docs.filter(d => inScope(colData, d, scope));
 }

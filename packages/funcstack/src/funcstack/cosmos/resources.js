@@ -31,7 +31,7 @@ function handlePartitionKeyDelete(account, req, res, segs) {
   const pk = headerPartitionKey(req);
   if (pk === null) throw badRequest("The partition key to delete must be given (x-ms-documentdb-partitionkey).");
   const key = storeKey(pk);
-  for (const doc of store.all()) {
+  for (const doc of store.inPartition(pk)) {
     if (sameStoreKey(storeKey(docPartitionComponents(store.colData, doc)), key)) store.remove(doc);
   }
   globalLsn.next();

@@ -47,12 +47,15 @@
  *   aad.js          Entra ID (AAD) tokens refused management operations
  *   faults.js       fault injection (local only)
  *   ttl.js          TTL validity and the periodic sweep
- *   persistence.js  --state-file: snapshot, restore, flush
+ *   persistence.js  --state-dir: what is kept, loaded, committed before each answer
+ *   journal.js      the state directory's files: snapshot, journal, compaction
+ *   indexes.js      a container's LSN index (change feed) and expiry index (TTL sweep)
  *   epk.js, queryplan.js  effective partition keys; query plans as the service's gateway
  *
  *
  * CLI: node server.js [--host 127.0.0.1] [--port 0] [--no-ssl] [--log-requests]
  *      [--cert cert.pem --key key.pem] (default: the package's self-signed certificate)
+ *      [--state-dir DIR [--state-fsync] [--state-compact-bytes N]] (persistence.js)
  * Prints one JSON line on stdout when ready: {"ready":true,"port":N,"endpoint":"..."}.
  */
 
@@ -234,9 +237,14 @@ function parseArgs(argv) {
     else if (a === "--log-requests") args.logRequests = true;
     else if (a === "--cert") args.cert = argv[(i += 1)];
     else if (a === "--key") args.key = argv[(i += 1)];
-    else if (a === "--state-file") args.stateFile = argv[(i += 1)];
+    else if (a === "--state-dir") args.stateDir = argv[(i += 1)];
+    else if (a === "--state-file") args.stateFile = argv[(i += 1)]; // the earlier name: DIR.json
+    else if (a === "--state-fsync") args.fsync = true;
+    else if (a === "--state-compact-bytes") args.compactBytes = parseInt(argv[(i += 1)], 10);
+    else if (a === "--state-keep-unread") args.readKept = false; // tests: parse kept documents on use only
     else if (a === "-h" || a === "--help") {
-      process.stdout.write("usage: server.js [--host 127.0.0.1] [--port 0] [--no-ssl] [--log-requests] [--state-file FILE]\n");
+      process.stdout.write("usage: server.js [--host 127.0.0.1] [--port 0] [--no-ssl] [--log-requests] " +
+        "[--state-dir DIR [--state-fsync] [--state-compact-bytes N]]\n");
       process.exit(0);
     }
   }
@@ -244,11 +252,16 @@ function parseArgs(argv) {
     process.stderr.write("invalid --port\n");
     process.exit(2);
   }
+  if (args.compactBytes !== undefined && !(Number.isInteger(args.compactBytes) && args.compactBytes > 0)) {
+    process.stderr.write("invalid --state-compact-bytes (a positive number of bytes)\n");
+    process.exit(2);
+  }
   return args;
 }
 
 function createServer(opts = {}) {
   let account;
+  const kept = persistence.open(opts);
   const listener = createRequestListener(() => account, opts);
   const server = opts.ssl === false
     ? http.createServer({ keepAlive: true }, listener)
@@ -267,7 +280,13 @@ function createServer(opts = {}) {
     const host = address === "0.0.0.0" || address === "::" ? "localhost" : address;
     account = new Account(host, port);
     account.offers = new Offers(offerRid);
-    persistence.load(account, opts.stateFile);
+    try {
+      persistence.load(account, kept);
+    } catch (err) {
+      server.close();
+      server.emit("error", err);
+      return;
+    }
     if (opts.ssl === false) {
       const meta = account.read();
       for (const loc of [...meta.writableLocations, ...meta.readableLocations]) {
@@ -275,14 +294,18 @@ function createServer(opts = {}) {
       }
     }
   });
-  persistence.attach(server, () => account, opts.stateFile);
-  startSweep(server, () => account);
+  persistence.attach(server, () => account, kept);
+  startSweep(server, () => account, () => server.flush());
   return server;
 }
 
 if (require.main === module) {
   const args = parseArgs(process.argv.slice(2));
   const server = createServer(args);
+  server.on("error", err => {
+    process.stderr.write(`cosmos local: ${err && err.message}\n`);
+    process.exit(1);
+  });
   server.listen(args.port, args.host, () => {
     const { port } = server.address();
     const scheme = args.ssl ? "https" : "http";

@@ -11,11 +11,16 @@
  *   - TTL as the service applies it: the container's defaultTtl (absent: off) overridden by
  *     the item's ttl (-1: never); an expired document is deleted when it is accessed;
  *   - `resolveStore`: a document operation on a missing database or container answers 404
- *     with sub-status 1003, as the service does.
+ *     with sub-status 1003, as the service does;
+ *   - every version written, put back or removed is reported: to the container's indexes
+ *     (indexes.js: the LSN index the change feed reads, the expiry index the TTL sweep pops)
+ *     and to the one observer `observe` registers (persistence.js's journal, which writes it
+ *     before the answer).
  */
 
 const { patchOperation } = require("@vercel/cosmosdb-server/lib/handler/_patch-operations");
-const { ownerNotFound } = require("./responses");
+const { CosmosError, ownerNotFound } = require("./responses");
+const { indexOf } = require("./indexes");
 
 function getPath(obj, pathSegments) {
   let cur = obj;
@@ -69,10 +74,15 @@ function lsnOf(doc) {
 
 /** Effective TTL in seconds (>0) of a document, or null when it never expires. */
 function effectiveTtl(colData, doc) {
+  return ttlOf(colData, doc.ttl);
+}
+
+/** Effective TTL in seconds (>0) for a document's own `ttl` value, or null. */
+function ttlOf(colData, own) {
   const def = colData.defaultTtl;
   if (def === undefined || def === null) return null; // TTL off on the container
   let ttl = def;
-  if (typeof doc.ttl === "number" && Number.isFinite(doc.ttl)) ttl = doc.ttl;
+  if (typeof own === "number" && Number.isFinite(own)) ttl = own;
   if (ttl === -1 || ttl <= 0) return null;
   return ttl;
 }
@@ -89,6 +99,124 @@ function stampAs(doc, lsn, mtime) {
   Object.defineProperty(doc, "__lsn", { value: lsn, enumerable: false, configurable: true, writable: true });
   Object.defineProperty(doc, "__mtime", { value: mtime, enumerable: false, configurable: true, writable: true });
   return doc;
+}
+
+/** When a version expires (ms since the epoch), or null when it never does. */
+function expiresAt(colData, doc) {
+  const ttl = effectiveTtl(colData, doc);
+  if (ttl === null) return null;
+  return (doc.__mtime || doc._ts * 1000) + ttl * 1000;
+}
+
+/**
+ * A document kept across a restart, as the package's Document item is (`read()`), parsed
+ * from its stored JSON (bytes of the snapshot file) when first read: the endpoint is ready
+ * without turning every kept document into objects first (persistence.js then reads them in
+ * the background). Its version's stamps and what the package indexes it by are known without
+ * parsing; a write replaces the item, so they never change.
+ */
+class KeptDocument {
+  constructor(rid, bytes, start, end, lsn, mtime, ttl, id, partition, unique, first) {
+    this.rid = rid;
+    this.bytes = bytes;
+    this.start = start;
+    this.end = end;
+    this.lsn = lsn;
+    this.mtime = mtime;
+    this.ttl = ttl; // the document's own ttl, or null
+    this.id = id;
+    this.partition = partition; // [the value the package keys it by], [] for none
+    this.unique = unique; // values of the container's unique key paths other than /id, or null
+    this.first = first; // [its partition key's first component], [] for none
+    this.doc = null;
+  }
+
+  get parsed() {
+    return this.bytes === null;
+  }
+
+  /** The stored JSON, while not parsed. */
+  text() {
+    return this.bytes.toString("utf8", this.start, this.end);
+  }
+
+  read() {
+    if (this.bytes !== null) {
+      this.doc = stampAs(JSON.parse(this.text()), this.lsn, this.mtime);
+      this.bytes = null;
+    }
+    return this.doc;
+  }
+}
+
+/**
+ * The partition index key (indexes.js) of a partition key's first component: the value itself
+ * (a Map tells "1" from 1 and null from undefined), undefined for none; every object value one
+ * key (a partition key value is a string, number, boolean or null). Documents under one key may
+ * still differ in the other components (hierarchical keys: the caller compares them).
+ */
+function partitionKeyOf(first) {
+  if (first === null || typeof first !== "object") return first;
+  return Array.isArray(first) || Object.keys(first).length > 0 ? OBJECT_KEY : undefined;
+}
+
+const OBJECT_KEY = Symbol("an object");
+
+function docPartitionKey(colData, doc) {
+  return partitionKeyOf(docPartitionComponents(colData, doc)[0]);
+}
+
+/** The LSN of the version an item of the package's documents holds (never parses a kept one). */
+function itemLsn(item) {
+  return item instanceof KeptDocument ? item.lsn : lsnOf(item.read());
+}
+
+/** The indexes (indexes.js) of a container: the package's collection object. */
+function indexes(collection) {
+  const colData = collection.read();
+  return indexOf(collection, {
+    lsn: itemLsn,
+    partition: item => (item instanceof KeptDocument
+      ? partitionKeyOf(item.first.length ? item.first[0] : undefined)
+      : docPartitionKey(colData, item.read())),
+    expiresAt: item => {
+      if (!(item instanceof KeptDocument)) return expiresAt(colData, item.read());
+      const ttl = ttlOf(colData, item.ttl);
+      return ttl === null ? null : item.mtime + ttl * 1000;
+    }
+  });
+}
+
+let observer = null;
+
+/**
+ * Register the one observer of document changes: `fn(collection, rid)` after a version of the
+ * document `rid` is written, put back or removed (persistence.js's journal). null: none.
+ */
+function observe(fn) {
+  observer = fn;
+}
+
+function written(collection, doc) {
+  const colData = collection.read();
+  indexes(collection).written(lsnOf(doc), doc._rid, expiresAt(colData, doc), docPartitionKey(colData, doc));
+  if (observer) observer(collection, doc._rid);
+  return doc;
+}
+
+function removed(collection, doc) {
+  indexes(collection).removed(docPartitionKey(collection.read(), doc), doc._rid);
+  if (observer) observer(collection, doc._rid);
+}
+
+/** The package's write, its unique key violation answered 409 as the service answers it. */
+function uniqueKeysKept(write) {
+  try {
+    return write();
+  } catch (err) {
+    if (err && err.conflict) throw new CosmosError(409, "Conflict", err.message);
+    throw err;
+  }
 }
 
 class Store {
@@ -118,6 +246,7 @@ class Store {
   remove(doc) {
     const key = storeKey(docPartitionComponents(this.colData, doc));
     this.docs.delete(doc.id, key === undefined || key === null || key === "" ? doc.id : key);
+    removed(this.collection, doc);
   }
 
   /** All live documents (expired ones are deleted on the way). */
@@ -136,19 +265,76 @@ class Store {
     return out;
   }
 
+  /**
+   * The live documents of the partition key `pk` (its components; those of a hierarchical key
+   * sharing the first component too: the caller compares the rest), from the partition index;
+   * expired ones are deleted on the way.
+   */
+  inPartition(pk) {
+    const now = Date.now();
+    const colData = this.colData;
+    const out = [];
+    const expired = [];
+    for (const rid of indexes(this.collection).inPartition(partitionKeyOf(pk[0]))) {
+      const item = this.docs._data.get(rid);
+      const doc = item && item.read();
+      if (!doc) continue;
+      if (isExpired(colData, doc, now)) expired.push(doc);
+      else out.push(doc);
+    }
+    expired.forEach(d => this.remove(d));
+    return out;
+  }
+
   insert(body, lsn) {
-    return stamp(this.docs.create(body), lsn);
+    return written(this.collection, stamp(uniqueKeysKept(() => this.docs.create(body)), lsn));
   }
 
   overwrite(body, old, lsn) {
-    return stamp(this.docs.replace(body, old), lsn);
+    return written(this.collection, stamp(uniqueKeysKept(() => this.docs.replace(body, old)), lsn));
   }
 
   /** Put a previous version (or absence) back: used to roll back a failed batch. */
   restore(id, key, previous) {
     const current = this.collection.document(id, key === undefined || key === null || key === "" ? id : key).read();
     if (current) this.remove(current);
-    if (previous) this.docs._set(previous);
+    if (previous) {
+      this.docs._set(previous);
+      written(this.collection, previous);
+    }
+  }
+
+  /**
+   * The live documents written after `sinceLsn`, in LSN order (the change feed): read from the
+   * LSN index, so the cost is what was written since, not the container's size.
+   */
+  *changedSince(sinceLsn) {
+    const colData = this.colData;
+    const now = Date.now();
+    for (const item of indexes(this.collection).changedSince(sinceLsn)) {
+      const doc = item.read();
+      if (!isExpired(colData, doc, now)) yield doc;
+    }
+  }
+
+  /**
+   * Delete what has expired by `now`, at most `max` documents (the TTL sweep): popped from the
+   * expiry index, so the cost is what expires, not the container's size. Returns how many.
+   */
+  deleteExpired(now, max) {
+    const index = indexes(this.collection);
+    const colData = this.colData;
+    let deleted = 0;
+    while (deleted < max && index.expiry.peek() <= now) {
+      const [, rid, lsn] = index.expiry.pop();
+      const item = index.live(rid, lsn);
+      const doc = item && item.read();
+      if (doc && isExpired(colData, doc, now)) {
+        this.remove(doc);
+        deleted += 1;
+      }
+    }
+    return deleted;
   }
 
   /** A document by its _rid (as stored: not checked for expiry), or null. */
@@ -157,13 +343,21 @@ class Store {
     return (item && item.read()) || null;
   }
 
-  /** The package's patch of one document: {statusCode, body} as its handler answers. */
-  applyPatch(id, key, operations) {
-    return patchOperation(this.collection, {
+  /**
+   * The package's patch of one document: {statusCode, body} as its handler answers; the
+   * patched version (`doc`, on success) is stamped with `lsn`.
+   */
+  applyPatch(id, key, operations, lsn) {
+    const result = patchOperation(this.collection, {
       id,
       partitionKey: JSON.stringify([key === undefined ? {} : key]),
       operations
     });
+    if (result.statusCode < 400) {
+      const doc = this.collection.document(id, key === undefined || key === null || key === "" ? id : key).read();
+      result.doc = written(this.collection, stamp(doc, lsn));
+    }
+    return result;
   }
 
   /** The package's SQL engine: a compiled query, run with `.exec(docs, options)`. */
@@ -176,9 +370,9 @@ class Store {
     return this.docs._userDefinedFunctions();
   }
 
-  /** A query ({query, parameters}) over the container's stored documents. */
-  select(spec) {
-    return this.docs.query(spec, {});
+  /** A query over the given documents only (a patch's condition on the one it patches). */
+  selectFrom(docs, text) {
+    return this.compile(text).exec(docs, { udf: this.udfs() });
   }
 }
 
@@ -200,8 +394,11 @@ function resolveStore(account, dbId, collId) {
 
 module.exports = {
   Store,
+  KeptDocument,
   resolveStore,
   collections,
+  indexes,
+  observe,
   docPartitionComponents,
   sameComponents,
   storeKey,

@@ -4,31 +4,42 @@
  * a ttl (item) or defaultTtl (container) is -1 or a positive integer (0, null and < -1 are
  * refused with 400), and expired items are deleted in the background as well as on access
  * (store.js): a sweep every SWEEP_INTERVAL_MS over every container with TTL on, so expired
- * items also leave the change feed and queries nobody runs.
+ * items also leave the change feed and queries nobody runs. The sweep pops each container's
+ * expiry index (indexes.js) instead of reading every document, at most SWEEP_MAX_DELETES a
+ * tick (the rest on the next ticks, and on access meanwhile), as the service's background
+ * deletion uses spare throughput and may lag behind the expiry time.
  */
 
 const { Store, collections } = require("./store");
 
 const SWEEP_INTERVAL_MS = 1000;
+const SWEEP_MAX_DELETES = 10000;
 
 function validTtl(value) {
   return Number.isInteger(value) && (value === -1 || value > 0);
 }
 
-function sweep(account) {
-  if (!account) return;
+/** Delete what has expired, at most `max` documents; `afterDeletes()` when any were. */
+function sweep(account, now = Date.now(), max = SWEEP_MAX_DELETES) {
+  if (!account) return 0;
+  let deleted = 0;
   for (const colItem of collections(account)) {
     const colData = colItem.read();
     if (!colData || colData.defaultTtl === undefined || colData.defaultTtl === null) continue;
-    new Store(colItem).all();
+    deleted += new Store(colItem).deleteExpired(now, max - deleted);
+    if (deleted >= max) break;
   }
+  return deleted;
 }
 
-/** Sweep the account every SWEEP_INTERVAL_MS until the server closes. */
-function startSweep(server, getAccount) {
+/**
+ * Sweep the account every SWEEP_INTERVAL_MS until the server closes; `afterDeletes()` runs
+ * when a sweep deleted something (persistence.js writes the deletes to the journal).
+ */
+function startSweep(server, getAccount, afterDeletes = () => {}) {
   const timer = setInterval(() => {
     try {
-      sweep(getAccount());
+      if (sweep(getAccount()) > 0) afterDeletes();
     } catch (err) {
       process.stderr.write(`cosmos local sweep: ${err && err.stack}\n`);
     }

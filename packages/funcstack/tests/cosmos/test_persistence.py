@@ -1,0 +1,479 @@
+"""The local Cosmos DB endpoint's kept state (``state_dir``): a write it acknowledged is there
+after its process is killed with SIGKILL right after the answer and started again, for every
+kind of write (document operations, a transactional batch, databases, containers, offers),
+with the same ``_rid`` / ``_self`` / ``_etag`` and LSN, as a write the service acknowledged is
+durable; a state file of the earlier format (one JSON file, version 2) is converted once;
+compaction under concurrent writes loses nothing; a journal line cut short by a crash is
+dropped, a damaged one refuses the start naming the file.
+
+Local only (no Azure counterpart for killing the service): these tests start their own
+endpoints and never run against COSMOS_ENDPOINT.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionKey, exceptions
+from azure.cosmos.partition_key import NonePartitionKeyValue
+
+from funcstack.cosmos import CosmosEndpoint, CosmosStartError, start_cosmos
+
+pytestmark = [pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")]
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+Check = Callable[[CosmosClient], None]
+
+
+@contextmanager
+def endpoint(state: Path, *, fsync: bool = False,
+             extra_args: list[str] | None = None) -> Iterator[CosmosEndpoint]:
+    """An endpoint keeping its state in ``state``; killed (SIGKILL) when the block ends, if the
+    block has not killed it."""
+    state.parent.mkdir(parents=True, exist_ok=True)
+    cosmos = start_cosmos(state_dir=state, state_fsync=fsync, extra_args=extra_args,
+                          log_path=state.parent / "cosmos.log")
+    try:
+        yield cosmos
+    finally:
+        kill(cosmos)
+
+
+def kill(cosmos: CosmosEndpoint) -> None:
+    if cosmos.process.poll() is None:
+        os.kill(cosmos.process.pid, signal.SIGKILL)
+        cosmos.process.wait(timeout=10)
+    cosmos.stop()  # closes its pipes; the process is gone
+
+
+def client_of(cosmos: CosmosEndpoint) -> CosmosClient:
+    return CosmosClient(cosmos.endpoint, cosmos.key, connection_verify=cosmos.verify_tls)
+
+
+def lsn_of(proxy: ContainerProxy | DatabaseProxy) -> int:
+    return int(proxy.client_connection.last_response_headers["lsn"])
+
+
+def system(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: item[k] for k in ("id", "_rid", "_self", "_etag", "_ts")}
+
+
+def setup(client: CosmosClient) -> ContainerProxy:
+    database = client.create_database("db")
+    container = database.create_container("c", PartitionKey("/pk"), default_ttl=-1)
+    container.create_item({"id": "a", "pk": "p1", "n": 1})
+    container.create_item({"id": "b", "pk": "p2", "n": 2})
+    return container
+
+
+def contacts_of(client: CosmosClient) -> ContainerProxy:
+    return client.get_database_client("db").get_container_client("c")
+
+
+def items_of(client: CosmosClient) -> dict[str, dict[str, Any]]:
+    return {item["id"]: item for item in contacts_of(client).read_all_items()}
+
+
+# Each write: done on an endpoint that kept `setup`'s state through a stop and a start, then
+# killed at once after the answer; the check it returns runs against the endpoint started
+# again on the same state.
+
+
+def create(client: CosmosClient) -> Check:
+    container = contacts_of(client)
+    created = container.create_item({"id": "new", "pk": "p1", "n": 3})
+    lsn = lsn_of(container)
+
+    def check(client: CosmosClient) -> None:
+        kept = contacts_of(client).read_item("new", "p1")
+        assert system(kept) == system(created) and kept["n"] == 3
+        assert lsn_of(contacts_of(client)) == lsn
+    return check
+
+
+def replace(client: CosmosClient) -> Check:
+    container = contacts_of(client)
+    replaced = container.replace_item("a", {"id": "a", "pk": "p1", "n": 10})
+
+    def check(client: CosmosClient) -> None:
+        kept = items_of(client)["a"]
+        assert system(kept) == system(replaced) and kept["n"] == 10
+    return check
+
+
+def upsert(client: CosmosClient) -> Check:
+    container = contacts_of(client)
+    upserted = container.upsert_item({"id": "b", "pk": "p2", "n": 20})
+
+    def check(client: CosmosClient) -> None:
+        kept = items_of(client)["b"]
+        assert system(kept) == system(upserted) and kept["n"] == 20
+    return check
+
+
+def delete(client: CosmosClient) -> Check:
+    container = contacts_of(client)
+    container.delete_item("a", "p1")
+    lsn = lsn_of(container)
+
+    def check(client: CosmosClient) -> None:
+        assert sorted(items_of(client)) == ["b"]
+        # the delete's LSN is kept: the next write gets a later one
+        contacts_of(client).create_item({"id": "after", "pk": "p1"})
+        assert lsn_of(contacts_of(client)) > lsn
+    return check
+
+
+def patch(client: CosmosClient) -> Check:
+    container = contacts_of(client)
+    patched = container.patch_item("a", "p1", [{"op": "incr", "path": "/n", "value": 41}])
+
+    def check(client: CosmosClient) -> None:
+        kept = items_of(client)["a"]
+        assert system(kept) == system(patched) and kept["n"] == 42
+    return check
+
+
+def batch(client: CosmosClient) -> Check:
+    container = contacts_of(client)
+    results = container.execute_item_batch([
+        ("create", ({"id": "x", "pk": "p1"},)),
+        ("replace", ("a", {"id": "a", "pk": "p1", "n": 100})),
+        ("upsert", ({"id": "y", "pk": "p1"},)),
+    ], partition_key="p1")
+    written = {r["resourceBody"]["id"]: r["resourceBody"] for r in results}
+
+    def check(client: CosmosClient) -> None:
+        kept = items_of(client)
+        assert sorted(kept) == ["a", "b", "x", "y"]
+        assert {k: system(kept[k]) for k in written} == {k: system(v) for k, v in written.items()}
+    return check
+
+
+def delete_partition(client: CosmosClient) -> Check:
+    container = contacts_of(client)
+    container.delete_all_items_by_partition_key("p2")
+
+    def check(client: CosmosClient) -> None:
+        assert sorted(items_of(client)) == ["a"]
+    return check
+
+
+def create_container(client: CosmosClient) -> Check:
+    database = client.get_database_client("db")
+    rid = database.create_container("new", PartitionKey("/id")).read()["_rid"]
+
+    def check(client: CosmosClient) -> None:
+        assert client.get_database_client("db").get_container_client("new").read()["_rid"] == rid
+    return check
+
+
+def replace_container(client: CosmosClient) -> Check:
+    container = contacts_of(client)
+    client.get_database_client("db").replace_container(container, PartitionKey("/pk"),
+                                                        default_ttl=3600)
+
+    def check(client: CosmosClient) -> None:
+        assert contacts_of(client).read()["defaultTtl"] == 3600
+        assert sorted(items_of(client)) == ["a", "b"]
+    return check
+
+
+def delete_container(client: CosmosClient) -> Check:
+    container = contacts_of(client)
+    client.get_database_client("db").delete_container(container)
+
+    def check(client: CosmosClient) -> None:
+        with pytest.raises(exceptions.CosmosResourceNotFoundError):
+            contacts_of(client).read()
+    return check
+
+
+def create_database(client: CosmosClient) -> Check:
+    rid = client.create_database("other").read()["_rid"]
+
+    def check(client: CosmosClient) -> None:
+        assert client.get_database_client("other").read()["_rid"] == rid
+    return check
+
+
+def delete_database(client: CosmosClient) -> Check:
+    client.delete_database("db")
+
+    def check(client: CosmosClient) -> None:
+        assert [d["id"] for d in client.list_databases()] == []
+    return check
+
+
+def replace_throughput(client: CosmosClient) -> Check:
+    container = contacts_of(client)
+    container.replace_throughput(900)
+
+    def check(client: CosmosClient) -> None:
+        assert contacts_of(client).get_throughput().offer_throughput == 900
+    return check
+
+
+WRITES = [create, replace, upsert, delete, patch, batch, delete_partition, create_container,
+          replace_container, delete_container, create_database, delete_database,
+          replace_throughput]
+
+
+@pytest.fixture(scope="module")
+def set_up(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A state folder holding `setup`'s state, kept through a stop (SIGTERM)."""
+    state = tmp_path_factory.mktemp("set-up") / "state" / "cosmos"
+    with endpoint(state) as cosmos:
+        setup(client_of(cosmos))
+        cosmos.stop()
+    return state
+
+
+@pytest.mark.parametrize("write", WRITES, ids=[w.__name__ for w in WRITES])
+def test_an_acknowledged_write_is_there_after_a_sigkill(
+        tmp_path: Path, set_up: Path, write: Callable[[CosmosClient], Check]) -> None:
+    state = tmp_path / "state" / "cosmos"
+    shutil.copytree(set_up.parent, state.parent)
+    with endpoint(state) as cosmos:
+        check = write(client_of(cosmos))
+        kill(cosmos)  # at once after the answer
+    with endpoint(state) as cosmos:
+        check(client_of(cosmos))
+
+
+def test_with_fsync_an_acknowledged_batch_is_there_after_a_sigkill(tmp_path: Path) -> None:
+    """--state-fsync: the answer also waits for the disk (group commit); same promise."""
+    state = tmp_path / "state" / "cosmos"
+    with endpoint(state, fsync=True) as cosmos:
+        setup(client_of(cosmos))
+        cosmos.stop()
+    with endpoint(state, fsync=True) as cosmos:
+        check = batch(client_of(cosmos))
+        kill(cosmos)
+    with endpoint(state, fsync=True) as cosmos:
+        check(client_of(cosmos))
+
+
+def test_nothing_acknowledged_is_lost_while_compactions_run(tmp_path: Path) -> None:
+    """A journal of a few KB: snapshots are written one after another while 4 clients write
+    (creates, replaces and deletes); the endpoint is killed while they do, and every write
+    acknowledged before the kill is there, as acknowledged (or as the same client's next
+    write of that document, which the kill left unanswered: written, not acknowledged)."""
+    state = tmp_path / "state" / "cosmos"
+    acknowledged: dict[str, int | None] = {}  # id -> n kept, None: deleted
+    # each writer's request under way when the endpoint is killed: it may or may not be kept
+    in_flight: dict[str, int | None] = {}
+    lock = threading.Lock()
+    enough = threading.Event()
+    with endpoint(state, extra_args=["--state-compact-bytes", "4096"]) as cosmos:
+        container = setup(client_of(cosmos))
+
+        def writer(w: int) -> None:
+            own = CosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False)
+            mine = own.get_database_client("db").get_container_client("c")
+            i = 0
+            while not enough.is_set():
+                i += 1
+                doc_id = f"w{w}-{i % 40}"
+                with lock:
+                    in_flight[doc_id] = None if i % 7 == 0 else i
+                try:
+                    if i % 7 == 0:
+                        mine.delete_item(doc_id, "p1")
+                        value: int | None = None
+                    else:
+                        mine.upsert_item({"id": doc_id, "pk": "p1", "n": i, "pad": "x" * 500})
+                        value = i
+                except exceptions.CosmosResourceNotFoundError:
+                    value = None  # answered: not there
+                except Exception:  # the kill cuts requests short: not acknowledged
+                    return
+                with lock:
+                    acknowledged[doc_id] = value
+                    del in_flight[doc_id]
+                    if len(acknowledged) >= 120 and generation(state) >= 4:
+                        enough.set()
+
+        threads = [threading.Thread(target=writer, args=(w,)) for w in range(4)]
+        for t in threads:
+            t.start()
+        assert enough.wait(timeout=120), "no compactions while writing"
+        with lock:
+            kill(cosmos)
+            expected = dict(acknowledged)
+            unanswered = dict(in_flight)
+        for t in threads:
+            t.join(timeout=30)
+        assert container is not None
+    with endpoint(state) as cosmos:
+        kept = items_of(client_of(cosmos))
+    for doc_id, value in expected.items():
+        found = kept[doc_id]["n"] if doc_id in kept else None
+        assert found == value or (doc_id in unanswered and found == unanswered[doc_id]), doc_id
+
+
+def generation(state: Path) -> int:
+    """The highest snapshot generation written so far (1: none)."""
+    names = [p.name for p in state.iterdir()] if state.exists() else []
+    done = [int(n.split("-")[1].split(".")[0]) for n in names
+            if n.startswith("snapshot-") and n.endswith(".jsonl")]
+    return max(done, default=1)
+
+
+def scoped(container: ContainerProxy, key: Any) -> list[str]:
+    """The ids a query scoped to one partition key value returns."""
+    return sorted(i["id"] for i in container.query_items("SELECT * FROM c", partition_key=key))
+
+
+def settled(state: Path) -> bool:
+    """A snapshot holds everything: the journal of its generation is empty."""
+    g = generation(state)
+    journal = state / f"journal-{g}.jsonl"
+    return g > 1 and journal.exists() and journal.stat().st_size == 0
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def test_documents_read_back_from_a_snapshot_serve_every_operation(tmp_path: Path) -> None:
+    """After a restart the documents of a snapshot are parsed when first used
+    (--state-keep-unread: none in the background); each operation works on them as on any:
+    reads (by id and by _self), queries (one partition, documents without a partition key
+    value apart from those whose value is null, across partitions), the change feed, a unique
+    key, TTL, writes; and a snapshot written while some are still unread keeps them as they
+    were."""
+    state = tmp_path / "state" / "cosmos"
+    compact = ["--state-compact-bytes", "1"]
+    with endpoint(state, extra_args=compact) as cosmos:
+        database = client_of(cosmos).create_database("db")
+        container = database.create_container(
+            "c", PartitionKey("/pk"), default_ttl=-1,
+            unique_key_policy={"uniqueKeys": [{"paths": ["/email"]}]})
+        for i in range(6):
+            container.create_item({"id": f"d{i}", "pk": f"p{i % 2}", "n": i, "email": f"{i}@x"})
+        container.create_item({"id": "short", "pk": "p0", "email": "s@x", "ttl": 1})
+        container.create_item({"id": "none", "email": "none@x"})  # no partition key value
+        container.create_item({"id": "null", "pk": None, "email": "null@x"})
+        assert scoped(container, NonePartitionKeyValue) == ["none"]
+        before = {i["id"]: i for i in container.read_all_items()}
+        feed = [i["id"] for i in container.query_items_change_feed(start_time="Beginning")]
+        wait_for(lambda: settled(state))
+        cosmos.stop()
+    time.sleep(1.1)  # "short" expires while the endpoint is down
+
+    with endpoint(state, extra_args=[*compact, "--state-keep-unread"]) as cosmos:
+        container = contacts_of(client_of(cosmos))
+        assert system(container.read_item("d1", "p1")) == system(before["d1"])
+        assert system(container.read_item(before["d2"], "p0")) == system(before["d2"])  # _self
+        assert sorted(i["id"] for i in container.query_items(
+            "SELECT * FROM c WHERE c.n >= 3", enable_cross_partition_query=True)) == [
+            "d3", "d4", "d5"]
+        assert scoped(container, "p1") == ["d1", "d3", "d5"]
+        assert scoped(container, NonePartitionKeyValue) == ["none"]
+        assert [i["id"] for i in container.query_items_change_feed(
+            start_time="Beginning")] == [f for f in feed if f != "short"]
+        with pytest.raises(exceptions.CosmosResourceExistsError):
+            container.create_item({"id": "dup", "pk": "p0", "email": "4@x"})  # d4's
+        with pytest.raises(exceptions.CosmosResourceExistsError):
+            container.create_item({"id": "d0", "pk": "p0"})
+        with pytest.raises(exceptions.CosmosResourceNotFoundError):
+            container.read_item("short", "p0")
+        container.replace_item("d0", {"id": "d0", "pk": "p0", "n": 100, "email": "0@x"})
+        container.patch_item("d1", "p1", [{"op": "incr", "path": "/n", "value": 10}])
+        container.delete_item("d2", "p0")
+        wait_for(lambda: settled(state))  # the snapshot has d3..d5 unread: written as read
+        cosmos.stop()
+
+    with endpoint(state) as cosmos:
+        kept = items_of(client_of(cosmos))
+        assert {k: v.get("n") for k, v in kept.items()} == {
+            "d0": 100, "d1": 11, "d3": 3, "d4": 4, "d5": 5, "none": None, "null": None}
+        assert scoped(contacts_of(client_of(cosmos)), NonePartitionKeyValue) == ["none"]
+        assert {k: system(kept[k]) for k in ("d3", "d4", "d5")} == {
+            k: system(before[k]) for k in ("d3", "d4", "d5")}
+
+
+def test_a_journal_line_cut_short_by_a_crash_is_dropped(tmp_path: Path) -> None:
+    """A commit whose line was not finished was never acknowledged: it is dropped (and cut off
+    the file, so what is appended after it reads back too)."""
+    state = tmp_path / "state" / "cosmos"
+    with endpoint(state) as cosmos:
+        setup(client_of(cosmos))
+    journal = max(state.glob("journal-*.jsonl"))
+    with journal.open("a") as f:
+        f.write('{"l": 99, "p": [["gAAB')
+    with endpoint(state) as cosmos:
+        assert sorted(items_of(client_of(cosmos))) == ["a", "b"]
+        client_of(cosmos).get_database_client("db").get_container_client("c").create_item(
+            {"id": "later", "pk": "p1"})
+    with endpoint(state) as cosmos:
+        assert sorted(items_of(client_of(cosmos))) == ["a", "b", "later"]
+    assert "dropped an unfinished last line" in (state.parent / "cosmos.log").read_text()
+
+
+def test_a_damaged_journal_refuses_the_start_naming_the_file(tmp_path: Path) -> None:
+    state = tmp_path / "state" / "cosmos"
+    with endpoint(state) as cosmos:
+        setup(client_of(cosmos))
+    journal = max(state.glob("journal-*.jsonl"))
+    lines = journal.read_text().splitlines(keepends=True)
+    lines.insert(1, "not json\n")
+    journal.write_text("".join(lines))
+    with pytest.raises(CosmosStartError, match=journal.name):
+        start_cosmos(state_dir=state, log_path=state.parent / "cosmos.log").stop()
+
+
+def test_a_state_file_of_the_earlier_format_is_converted_once(tmp_path: Path) -> None:
+    """cosmos-state-v2.json was written by the endpoint as it was before (one JSON file,
+    version 2; fixtures/README.md says how). Started with the folder beside it, the endpoint
+    reads it once, writes it in the new format and removes it: the same documents with the
+    same _rid / _self / _etag / _ts, the LSN sequence going on, a change feed continuation
+    taken before still valid, the offers; and a write after it kept like any other."""
+    old = json.loads((FIXTURES / "cosmos-state-v2.json").read_text())
+    feed = json.loads((FIXTURES / "cosmos-state-v2.feed.json").read_text())
+    state = tmp_path / "state" / "cosmos"
+    state.parent.mkdir()
+    shutil.copy(FIXTURES / "cosmos-state-v2.json", tmp_path / "state" / "cosmos.json")
+    old_docs = {d["body"]["id"]: d["body"] for c in old["dbs"][0]["colls"] for d in c["docs"]}
+
+    with endpoint(state) as cosmos:
+        database = client_of(cosmos).get_database_client("db")
+        contacts = database.get_container_client("contacts")
+        kept = {i["id"]: i for i in contacts.read_all_items()}
+        kept.update({i["id"]: i for i in database.get_container_client("leases").read_all_items()})
+        assert {k: system(v) for k, v in kept.items()} == {
+            k: system(v) for k, v in old_docs.items()}
+        assert kept["a"]["n"] == 10 and kept["c"]["n"] == 3
+        assert lsn_of(contacts) == old["globalLsn"]
+        since = contacts.query_items_change_feed(continuation=feed["continuation"])
+        assert sorted(i["id"] for i in since) == ["a", "c"]
+        assert contacts.get_throughput().offer_throughput == 700
+        leases = database.get_container_client("leases").get_throughput()
+        assert leases.auto_scale_max_throughput == 4000
+        contacts.create_item({"id": "d", "pk": "p1"})
+        assert lsn_of(contacts) == old["globalLsn"] + 1
+        created_rid = contacts.read_item("d", "p1")["_rid"]
+        kill(cosmos)
+    assert not (tmp_path / "state" / "cosmos.json").exists()
+    assert sorted(p.name for p in state.iterdir()) == ["journal-2.jsonl", "snapshot-2.jsonl"]
+
+    with endpoint(state) as cosmos:
+        contacts = client_of(cosmos).get_database_client("db").get_container_client("contacts")
+        assert sorted(i["id"] for i in contacts.read_all_items()) == ["a", "b", "c", "d", "e"]
+        assert contacts.read_item("d", "p1")["_rid"] == created_rid
+        assert created_rid not in {v["_rid"] for v in old_docs.values()}
