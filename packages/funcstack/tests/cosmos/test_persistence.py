@@ -27,7 +27,13 @@ import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionKey, exceptions
 from azure.cosmos.partition_key import NonePartitionKeyValue
 
-from funcstack.cosmos import CosmosEndpoint, CosmosStartError, start_cosmos
+from funcstack.cosmos import (
+    CosmosEndpoint,
+    CosmosStartError,
+    physical_partitions,
+    split_partition,
+    start_cosmos,
+)
 
 pytestmark = [pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")]
 
@@ -225,9 +231,33 @@ def replace_throughput(client: CosmosClient) -> Check:
     return check
 
 
+def split(client: CosmosClient) -> Check:
+    endpoint = str(client.client_connection.url_connection)
+    children = split_partition(endpoint, "db", "c")
+    live = [p.id for p in physical_partitions(endpoint, "db", "c")]
+
+    def check(client: CosmosClient) -> None:
+        kept = [p.id for p in physical_partitions(str(client.client_connection.url_connection),
+                                                  "db", "c")]
+        assert kept == live and set(children) <= set(kept)
+        assert sorted(items_of(client)) == ["a", "b"]
+    return check
+
+
+def split_by_throughput(client: CosmosClient) -> Check:
+    container = contacts_of(client)
+    container.replace_throughput(12_000)  # two partitions' worth: the service splits
+
+    def check(client: CosmosClient) -> None:
+        endpoint = str(client.client_connection.url_connection)
+        assert len(physical_partitions(endpoint, "db", "c")) == 2
+        assert contacts_of(client).get_throughput().offer_throughput == 12_000
+    return check
+
+
 WRITES = [create, replace, upsert, delete, patch, batch, delete_partition, create_container,
           replace_container, delete_container, create_database, delete_database,
-          replace_throughput]
+          replace_throughput, split, split_by_throughput]
 
 
 @pytest.fixture(scope="module")
