@@ -12,12 +12,7 @@ import sys
 from pathlib import Path
 
 from funcstack.servicebus._broker import Broker
-from funcstack.servicebus._config import (
-    MAX_MESSAGE_SIZE,
-    NamespaceConfig,
-    connection_string,
-    load_config,
-)
+from funcstack.servicebus._config import NamespaceConfig, connection_string, load_config
 from funcstack.servicebus._control import serve_control
 from funcstack.servicebus._server import Server
 from funcstack.servicebus._state import load, save
@@ -97,9 +92,10 @@ def main(argv: list[str] | None = None) -> int:
         "accepted at once)",
     )
     parser.add_argument(
-        "--max-message-size", type=int, default=MAX_MESSAGE_SIZE,
-        help="largest message or batch a sender may send, in bytes (default 262144, the "
-        "Standard tier's 256 KB; Premium entities allow up to 100 MB)",
+        "--max-message-size", type=int, default=None,
+        help="largest message or batch a sender may send to any entity, in bytes, overriding "
+        "the tier's (the namespace's Sku in --config: Standard 256 KB; Premium 1 MB, or an "
+        "entity's MaxMessageSizeInKilobytes, and 1 MB batches)",
     )
     parser.add_argument("--log-level", default="WARNING")
     parser.add_argument(

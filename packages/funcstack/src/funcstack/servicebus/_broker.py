@@ -374,6 +374,7 @@ class Broker:
 
     def __init__(self, config: NamespaceConfig) -> None:
         self.namespace = config.name
+        self.tier = config.tier
         self.senders: dict[str, SenderEntity] = {}
         self.receivers: dict[str, ReceiverEntity] = {}
         self.locks: dict[uuid.UUID, tuple[ReceiverEntity, int]] = {}

@@ -18,9 +18,13 @@ from azure.servicebus._pyamqp import message as amqp_message
 from azure.servicebus._pyamqp.types import TYPE, VALUE, AMQPTypes
 
 from funcstack.servicebus._broker import SCHEDULED_ENQUEUE_TIME, StoredMessage, now_ms
+from funcstack.servicebus._limits import check_header, check_ids, check_properties
 
 BATCH_FORMAT = 0x80013700
 MESSAGE_STATE = b"x-opt-message-state"
+PARTITION_KEY = b"x-opt-partition-key"
+VIA_PARTITION_KEY = b"x-opt-via-partition-key"
+
 
 def text(value: Any) -> str | None:
     if value is None:
@@ -51,9 +55,14 @@ def split_sections(payload: bytes) -> list[tuple[int, bytes, Any]]:
     return out
 
 
-def parse_message(payload: bytes) -> StoredMessage:
-    """A sent message as stored by the broker (sequence number assigned per receiver entity)."""
+def parse_message(payload: bytes, *, label: str | None = None) -> StoredMessage:
+    """A sent message as stored by the broker (sequence number assigned per receiver entity).
+
+    With ``label`` (how a refusal names it), a message a sender sent: refused
+    (``RefusedError``) when it breaks a quota of Service Bus's on one message (``_limits``: an
+    id over 128 characters, a property over 32 KB, a header over 64 KB)."""
     props_raw = b""
+    annotations_raw = b""
     props: list[Any] = []
     app: dict[Any, Any] | None = None
     app_raw = b""
@@ -65,7 +74,7 @@ def parse_message(payload: bytes) -> StoredMessage:
         if code == 0x70:
             header = pad(value, 5)
         elif code == 0x72:
-            annotations = dict(value or {})
+            annotations_raw, annotations = raw, dict(value or {})
         elif code == 0x73:
             props_raw, props = raw, pad(value, 13)
         elif code == 0x74:
@@ -74,6 +83,13 @@ def parse_message(payload: bytes) -> StoredMessage:
             delivery_annotations = dict(value or {})
         else:
             body += raw
+    if label is not None:
+        props = props or pad(None, 13)
+        check_ids({"MessageId": props[0], "SessionId": props[10], "ReplyToSessionId": props[12],
+                   "PartitionKey": annotations.get(PARTITION_KEY),
+                   "ViaPartitionKey": annotations.get(VIA_PARTITION_KEY)}, label=label)
+        check_properties(app, label=label)
+        check_header(len(props_raw) + len(app_raw) + len(annotations_raw), label=label)
     return StoredMessage(
         seq=0,
         message_id=text(props[0]) if props else None,

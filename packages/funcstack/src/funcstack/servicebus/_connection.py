@@ -28,6 +28,7 @@ from azure.servicebus._pyamqp.types import TYPE, VALUE, AMQPTypes
 
 from funcstack.servicebus._broker import Broker, ReceiverEntity, SenderEntity, now_ms
 from funcstack.servicebus._codec import pad, text
+from funcstack.servicebus._limits import RefusedError
 
 logger = logging.getLogger(__name__)
 
@@ -39,13 +40,13 @@ SENDER_CREDIT = 1000
 SESSION_FILTER = b"com.microsoft:session-filter"
 LOCKED_UNTIL_UTC = b"com.microsoft:locked-until-utc"
 LINK_TIMEOUT = b"com.microsoft:timeout"
+MAX_BATCH_SIZE = b"com.microsoft:max-message-batch-size"
 DATETIMEOFFSET_EPOCH = 621355968000000000
 ROLE_SENDER = False
 ROLE_RECEIVER = True
 
 COND_NOT_FOUND = b"amqp:not-found"
 COND_NOT_ALLOWED = b"amqp:not-allowed"
-COND_SIZE = b"amqp:link:message-size-exceeded"
 COND_LOCK_LOST = b"com.microsoft:message-lock-lost"
 COND_SESSION_LOCKED = b"com.microsoft:session-cannot-be-locked"
 COND_SESSION_LOCK_LOST = b"com.microsoft:session-lock-lost"
@@ -74,13 +75,6 @@ def target_terminus(address: str | None) -> Any:
 def amqp_failure(condition: bytes, description: str) -> Any:
     return amqp_error.AMQPError(condition=condition, description=description, info=None)
 
-
-
-class SendRejectedError(Exception):
-    def __init__(self, condition: bytes, description: str) -> None:
-        super().__init__(description)
-        self.condition = condition
-        self.description = description
 
 
 @dataclass(eq=False)
@@ -121,11 +115,12 @@ class Endpoint(Protocol):
     """What a connection hands over to the endpoint behind it (``_server.Server``)."""
 
     broker: Broker
-    max_message_size: int
     settle_delay: float
     pending: list[Link]
 
     def schedule_pump(self) -> None: ...
+
+    def limits(self, entity: SenderEntity | None) -> tuple[int, int]: ...
 
     def unlink(self, link: Link) -> None: ...
 
@@ -293,6 +288,12 @@ class Connection:
         self, link: Link, *, role: bool, source: Any, target: Any, props: Any = None
     ) -> None:
         f = link.attach_fields
+        max_message_size = None
+        if role == ROLE_RECEIVER:
+            # the client's sender learns the entity's limits here (the SDK sizes its batches
+            # by the batch limit, as Service Bus announces it)
+            max_message_size, max_batch_size = self.server.limits(link.sender_entity)
+            props = {MAX_BATCH_SIZE: {TYPE: AMQPTypes.ulong, VALUE: max_batch_size}}
         self.send(
             link.session.channel,
             perf.AttachFrame(
@@ -306,7 +307,7 @@ class Connection:
                 unsettled=None,
                 incomplete_unsettled=None,
                 initial_delivery_count=0 if role == ROLE_SENDER else None,
-                max_message_size=self.server.max_message_size if role == ROLE_RECEIVER else None,
+                max_message_size=max_message_size,
                 offered_capabilities=None,
                 desired_capabilities=None,
                 properties=props,
@@ -522,7 +523,7 @@ class Connection:
         if link.kind == "send":
             try:
                 self.server.accept_send(link, payload, int(first[3] or 0))
-            except SendRejectedError as exc:
+            except RefusedError as exc:
                 state = outcomes.Rejected(error=amqp_failure(exc.condition, exc.description))
         elif link.kind in ("cbs-in", "mgmt-in"):
             self.server.management(link, payload)

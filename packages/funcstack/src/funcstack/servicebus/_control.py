@@ -37,9 +37,9 @@ def apply(broker: Broker, request: dict[str, Any]) -> dict[str, Any]:
     if not name:
         return {"ok": False, "error": "name is required"}
     if op == "create-queue":
-        broker.add_entity(queue_config(name, props))
+        broker.add_entity(queue_config(name, props, broker.tier))
     elif op == "create-topic":
-        broker.add_entity(topic_config(name, props))
+        broker.add_entity(topic_config(name, props, tier=broker.tier))
     elif op == "create-subscription":
         try:
             sub = subscription_config(name, props, request.get("rules"))

@@ -33,6 +33,7 @@ from funcstack.servicebus._connection import (
     Link,
     entity_path,
 )
+from funcstack.servicebus._limits import COND_INTERNAL, RefusedError
 
 logger = logging.getLogger(__name__)
 
@@ -112,8 +113,12 @@ class Management:
                 sender.cancel(int(seq))  # the service ignores numbers it does not know
             return 200, "OK", None, None
         messages = []
-        for entry in body.get(b"messages") or []:
-            m = parse_message(bytes(entry[b"message"]))
+        for n, entry in enumerate(body.get(b"messages") or [], 1):
+            try:
+                m = parse_message(bytes(entry[b"message"]), label=f"scheduled message {n}")
+            except RefusedError as refused:
+                status = 500 if refused.condition == COND_INTERNAL else 400
+                return status, refused.description, None, refused.condition
             if sender.requires_session and m.session_id is None:
                 return (
                     400,

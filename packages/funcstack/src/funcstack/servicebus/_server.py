@@ -27,7 +27,7 @@ from typing import Any
 
 from azure.servicebus._pyamqp import outcomes
 
-from funcstack.servicebus._broker import Broker, ReceiverEntity
+from funcstack.servicebus._broker import Broker, ReceiverEntity, SenderEntity
 from funcstack.servicebus._codec import (
     BATCH_FORMAT,
     encode_stored,
@@ -36,18 +36,16 @@ from funcstack.servicebus._codec import (
     split_sections,
     text,
 )
-from funcstack.servicebus._config import MAX_MESSAGE_SIZE
 from funcstack.servicebus._connection import (
     COND_LOCK_LOST,
     COND_NOT_ALLOWED,
-    COND_SIZE,
     COND_TIMEOUT,
     ROLE_SENDER,
     Connection,
     Link,
-    SendRejectedError,
     amqp_failure,
 )
+from funcstack.servicebus._limits import RefusedError, check_size
 from funcstack.servicebus._management import Management
 
 logger = logging.getLogger(__name__)
@@ -57,10 +55,10 @@ class Server:
     """The listening endpoint plus its broker."""
 
     def __init__(self, broker: Broker, *, settle_delay: float = 0.0,
-                 max_message_size: int = MAX_MESSAGE_SIZE) -> None:
+                 max_message_size: int | None = None) -> None:
         self.broker = broker
-        #: The largest message (or batch) a sender may send, announced on each sender's link
-        #: (the SDK sizes its batches by it): 256 KB as on Standard; larger as on Premium.
+        #: Overrides the largest message and batch of every entity (``--max-message-size``);
+        #: None: each entity's, by its namespace's tier (``limits``).
         self.max_message_size = max_message_size
         # Fault injection for tests: accept a send at once (receivers see it) but answer its
         # disposition late, so a sender can be killed while it still waits for the ack.
@@ -187,22 +185,34 @@ class Server:
             conn.send_link_flow(link, drain=True)
 
     # ---- sending -------------------------------------------------------------------------
+    def limits(self, entity: SenderEntity | None) -> tuple[int, int]:
+        """The largest message and the largest batch a sender to ``entity`` may send: the
+        entity's (its tier's, or a Premium entity's MaxMessageSizeInKilobytes), unless
+        ``--max-message-size`` overrides both for every entity."""
+        if self.max_message_size is not None:
+            return self.max_message_size, self.max_message_size
+        tier = self.broker.tier
+        message = entity.config.max_message_bytes if entity is not None else tier.max_message_bytes
+        return message, tier.max_batch_bytes
+
     def accept_send(self, link: Link, payload: bytes, message_format: int) -> None:
+        """Take one transfer of a sender (a message, or the SDK's batch) or refuse it whole
+        (``RefusedError``: the batch's size, then each message's size and quotas)."""
         entity = link.sender_entity
         assert entity is not None
-        if len(payload) > self.max_message_size:
-            raise SendRejectedError(
-                COND_SIZE,
-                f"The received message (size {len(payload)} bytes) exceeds the limit "
-                f"({self.max_message_size} bytes) currently allowed on the link.",
-            )
+        max_message, max_batch = self.limits(entity)
         if message_format == BATCH_FORMAT:
-            inner = [value for code, _, value in split_sections(payload) if code == 0x75]
-            messages = [parse_message(bytes(data)) for data in inner]
+            check_size(len(payload), max_batch, what="batch")
+            inner = [bytes(value) for code, _, value in split_sections(payload) if code == 0x75]
+            messages = []
+            for n, data in enumerate(inner, 1):
+                check_size(len(data), max_message, what=f"message {n} of the batch")
+                messages.append(parse_message(data, label=f"message {n} of the batch"))
         else:
-            messages = [parse_message(payload)]
+            check_size(len(payload), max_message, what="message")
+            messages = [parse_message(payload, label="the message")]
         if entity.requires_session and any(m.session_id is None for m in messages):
-            raise SendRejectedError(
+            raise RefusedError(
                 COND_NOT_ALLOWED,
                 "The SessionId was not set on a message, and it cannot be sent to the entity. "
                 "Entities that have session support enabled can only receive messages that have "
