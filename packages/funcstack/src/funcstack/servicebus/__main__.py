@@ -17,6 +17,8 @@ from funcstack.servicebus._control import serve_control
 from funcstack.servicebus._server import Server
 from funcstack.servicebus._state import load, save
 
+logger = logging.getLogger("funcstack.servicebus")
+
 
 async def _serve(args: argparse.Namespace, config: NamespaceConfig) -> None:
     broker = Broker(config)
@@ -27,8 +29,11 @@ async def _serve(args: argparse.Namespace, config: NamespaceConfig) -> None:
                     max_message_size=args.max_message_size)
     port = await server.start(args.host, args.port)
     ready: dict[str, object] = {
-        "ready": True, "port": port, "connection_string": connection_string(args.host, port)
+        "ready": True, "port": port, "connection_string": connection_string(args.host, port),
+        "warnings": config.warnings,
     }
+    for line in config.warnings:
+        logger.warning("%s", line)
     if args.tls_port is not None:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(args.tls_cert, args.tls_key)

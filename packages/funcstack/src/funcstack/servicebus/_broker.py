@@ -6,6 +6,7 @@ State survives a restart through ``state.py`` (``--state-file``).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 import uuid
@@ -402,6 +403,9 @@ class Broker:
         self, entity: SenderEntityConfig, sub: ReceiverEntityConfig
     ) -> ReceiverEntity:
         path = entity.name if entity.is_queue else f"{entity.name}/Subscriptions/{sub.name}"
+        if entity.default_ttl and (sub.default_ttl is None or entity.default_ttl < sub.default_ttl):
+            # a topic's DefaultMessageTimeToLive bounds its subscriptions'
+            sub = dataclasses.replace(sub, default_ttl=entity.default_ttl)
         receiver = ReceiverEntity(path=path, config=sub, broker=self)
         dlq = ReceiverEntity(
             path=path + "/$DeadLetterQueue", config=sub, broker=self, is_dead_letter=True

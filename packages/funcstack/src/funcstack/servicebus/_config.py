@@ -18,8 +18,16 @@ from pathlib import Path
 from typing import Any
 
 from funcstack.config import read_json
+from funcstack.servicebus._entity_settings import config_entities, warnings_for
 from funcstack.servicebus._filters import Rule, RuleError, parse_rules
-from funcstack.servicebus._limits import KB, STANDARD, Tier, check_entity_name, tier_named
+from funcstack.servicebus._limits import (
+    KB,
+    PREMIUM,
+    STANDARD,
+    Tier,
+    check_entity_name,
+    tier_named,
+)
 
 NAMESPACE = "sbemulatorns"  # the official emulator's one namespace
 SAS_KEY_VALUE = "SAS_KEY_VALUE"  # the emulator's well-known placeholder key; not checked
@@ -75,6 +83,8 @@ class SenderEntityConfig:
     #: The largest message it takes, in bytes: its tier's, or a Premium entity's
     #: MaxMessageSizeInKilobytes.
     max_message_bytes: int = STANDARD.max_message_bytes
+    #: A topic's DefaultMessageTimeToLive in seconds: its subscriptions' can only be shorter.
+    default_ttl: float | None = None
 
 
 @dataclass
@@ -82,6 +92,8 @@ class NamespaceConfig:
     name: str
     entities: list[SenderEntityConfig]
     tier: Tier = STANDARD
+    #: One line per entity setting the endpoint does not honour (``_entity_settings``).
+    warnings: list[str] = field(default_factory=list)
 
 
 def _receiver(name: str, props: dict[str, Any], rules: list[Rule] | None = None
@@ -120,6 +132,10 @@ def _sender(kind: str, name: str, props: dict[str, Any], tier: Tier) -> SenderEn
             str(props.get("DuplicateDetectionHistoryTimeWindow", "PT10M"))
         ),
         max_message_bytes=_max_message_bytes(kind, name, props, tier),
+        default_ttl=(
+            parse_duration(str(props["DefaultMessageTimeToLive"]))
+            if kind == "topic" and props.get("DefaultMessageTimeToLive") else None
+        ),
     )
 
 
@@ -197,4 +213,7 @@ def load_config(path: Path | None, *,
     if duplicate_window_seconds is not None:
         for entity in entities:
             entity.duplicate_window = duplicate_window_seconds
-    return NamespaceConfig(name=str(ns.get("Name", NAMESPACE)), entities=entities, tier=tier)
+    return NamespaceConfig(
+        name=str(ns.get("Name", NAMESPACE)), entities=entities, tier=tier,
+        warnings=warnings_for(config_entities(ns), premium=tier is PREMIUM),
+    )
