@@ -80,6 +80,9 @@ class ReceiverEntity:
     is_dead_letter: bool = False
     messages: dict[int, StoredMessage] = field(default_factory=dict)
     session_owners: dict[str, object] = field(default_factory=dict)
+    #: Until when (epoch ms) each held session is locked: it lapses then unless renewed, as the
+    #: service's session lock does (LockDuration).
+    session_locked_until: dict[str, int] = field(default_factory=dict)
     session_state: dict[str, bytes | None] = field(default_factory=dict)
     #: When each session's state was last set (epoch ms): list sessions "updated after".
     session_updated_ms: dict[str, int] = field(default_factory=dict)
@@ -170,10 +173,53 @@ class ReceiverEntity:
                 return m
             m.owner = owner
             m.lock_token = uuid.uuid4()
-            m.locked_until_ms = now_ms() + int(self.config.lock_duration * 1000)
+            # a session's messages are locked by the session's lock
+            m.locked_until_ms = (self.session_locked_until.get(session_id or "")
+                                 or now_ms() + self.lock_ms)
             self.broker.locks[m.lock_token] = (self, m.seq)
             return m
         return None
+
+    @property
+    def lock_ms(self) -> int:
+        return int(self.config.lock_duration * 1000)
+
+    def lock_session(self, session_id: str, owner: object) -> int:
+        """``owner`` holds ``session_id`` from now for LockDuration: until when (epoch ms)."""
+        self.session_owners[session_id] = owner
+        until = now_ms() + self.lock_ms
+        self.session_locked_until[session_id] = until
+        return until
+
+    def renew_session(self, session_id: str) -> int | None:
+        """Renew a held session's lock (and its messages'): until when, or None if not held."""
+        if session_id not in self.session_owners:
+            return None
+        until = now_ms() + self.lock_ms
+        self.session_locked_until[session_id] = until
+        for m in self.messages.values():
+            if m.session_id == session_id and m.lock_token is not None:
+                m.locked_until_ms = until
+        return until
+
+    def expire_sessions(self, now: int) -> list[object]:
+        """Session locks that ran out: each session is free again, its locked messages
+        available with DeliveryCount + 1 (a lost lock); their former owners."""
+        lost: list[object] = []
+        for sid, until in list(self.session_locked_until.items()):
+            if until >= now:
+                continue
+            del self.session_locked_until[sid]
+            owner = self.session_owners.pop(sid, None)
+            if owner is None:
+                continue
+            logger.info("session lock expired on %s session %s", self.path, sid)
+            for m in list(self.messages.values()):
+                if m.session_id == sid and m.owner is owner:
+                    self.release(m, count=True)
+            lost.append(owner)
+            self.broker.changed()
+        return lost
 
     def next_free_session(self) -> str | None:
         for m in self.messages.values():
@@ -262,6 +308,7 @@ class ReceiverEntity:
         for sid, o in list(self.session_owners.items()):
             if o is owner:
                 del self.session_owners[sid]
+                self.session_locked_until.pop(sid, None)
         self.broker.changed()
 
     def expire_locks(self, now: int) -> None:
@@ -439,13 +486,17 @@ class Broker:
     def receiver(self, path: str) -> ReceiverEntity | None:
         return self.receivers.get(path.lower())
 
-    def expire_locks(self) -> None:
-        """Runs a few times a second: locks run out, scheduled messages come due, messages
+    def expire_locks(self) -> list[object]:
+        """Runs a few times a second: locks run out (the owners of the session locks that did
+        are returned: their links lose their sessions), scheduled messages come due, messages
         past their time to live leave."""
         now = now_ms()
+        lost: list[object] = []
         for sender in list(self.senders.values()):
             sender.activate_due(now)
         for entity in list(self.receivers.values()):
+            lost += entity.expire_sessions(now)
             entity.expire_locks(now)
             entity.activate_due(now)
             entity.expire_messages(now)
+        return lost

@@ -108,6 +108,8 @@ class Session:
     next_incoming_id: int = 0
     links: dict[int, Link] = field(default_factory=dict)
     unsettled: dict[int, tuple[Link, uuid.UUID | None]] = field(default_factory=dict)
+    #: Handles of links the endpoint detached, whose client's detach is still to come.
+    detached: set[int] = field(default_factory=set)
 
 
 
@@ -255,6 +257,9 @@ class Connection:
             self.on_disposition(self.sessions[channel], f)
         elif code == 0x16:  # detach
             session = self.sessions[channel]
+            if int(f[0]) in session.detached:  # the answer to our detach
+                session.detached.discard(int(f[0]))
+                return
             link = session.links.pop(int(f[0]), None)
             if link is not None:
                 self.server.unlink(link)
@@ -326,6 +331,18 @@ class Connection:
         )
         link.session.links.pop(link.handle, None)
         link.active = False
+
+    def detach_with_error(self, link: Link, condition: bytes, description: str) -> None:
+        """The service ends a link (a lost session lock): a detach with the error; the
+        client's answering detach is not answered again."""
+        session = link.session
+        if session.links.get(link.handle) is not link or self.closed:
+            return
+        session.links.pop(link.handle, None)
+        session.detached.add(link.handle)
+        self.server.unlink(link)
+        self.send(session.channel, perf.DetachFrame(
+            handle=link.handle, closed=True, error=amqp_failure(condition, description)))
 
     def on_attach(self, session: Session, f: list[Any]) -> None:
         handle = int(f[1])
@@ -436,7 +453,7 @@ class Connection:
                             "It may be locked by another receiver.",
                         )
                         return
-                    link.entity.session_owners[sid] = link
+                    link.entity.lock_session(sid, link)
                     link.session_id = sid
                 else:
                     props = f[13] if isinstance(f[13], dict) else {}
@@ -456,10 +473,8 @@ class Connection:
         if link.is_session and link.session_id is not None:
             filters = {SESSION_FILTER: link.session_id}
             assert link.entity is not None
-            ticks = (
-                DATETIMEOFFSET_EPOCH
-                + (now_ms() + int(link.entity.config.lock_duration * 1000)) * 10000
-            )
+            until = link.entity.session_locked_until.get(link.session_id) or now_ms()
+            ticks = DATETIMEOFFSET_EPOCH + until * 10000
             props = {LOCKED_UNTIL_UTC: {TYPE: AMQPTypes.long, VALUE: ticks}}
         target = pad(link.attach_fields[6], 7)
         self.send_attach(

@@ -192,7 +192,7 @@ class Management:
             if entity.session_owners.get(sid) is None:
                 return 410, "The session lock was lost.", None, COND_SESSION_LOCK_LOST
             if op == "renew-session-lock":
-                expiry = now_ms() + lock_ms
+                expiry = entity.renew_session(sid) or now_ms()
                 return 200, "OK", {"expiration": {TYPE: AMQPTypes.timestamp, VALUE: expiry}}, None
             if op == "get-session-state":
                 return 200, "OK", {"session-state": entity.session_state.get(sid)}, None

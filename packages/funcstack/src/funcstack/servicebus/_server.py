@@ -39,6 +39,7 @@ from funcstack.servicebus._codec import (
 from funcstack.servicebus._connection import (
     COND_LOCK_LOST,
     COND_NOT_ALLOWED,
+    COND_SESSION_LOCK_LOST,
     COND_TIMEOUT,
     ROLE_SENDER,
     Connection,
@@ -116,7 +117,12 @@ class Server:
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(0.2)
-            self.broker.expire_locks()
+            for owner in self.broker.expire_locks():
+                if isinstance(owner, Link) and owner.active:
+                    owner.session.conn.detach_with_error(
+                        owner, COND_SESSION_LOCK_LOST,
+                        "The session lock has expired on the MessageSession. Accept a new "
+                        "MessageSession.")
             now = loop.time()
             for link in list(self.pending):
                 if link.pending_deadline is not None and link.pending_deadline < now:
@@ -157,7 +163,7 @@ class Server:
             self.pending.remove(link)
             if link.session.links.get(link.handle) is not link or link.session.conn.closed:
                 continue
-            entity.session_owners[sid] = link
+            entity.lock_session(sid, link)
             link.session_id = sid
             link.session.conn.complete_receiver_attach(link)
         for conn in list(self.connections):
