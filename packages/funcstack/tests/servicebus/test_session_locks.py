@@ -10,7 +10,6 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
