@@ -1,7 +1,10 @@
 """In-memory Service Bus entities: topics/queues with duplicate detection, subscriptions with
 peek-lock, sessions, delivery counts and dead-lettering.
 
-State survives a restart through ``state.py`` (``--state-file``).
+Every change to what persists is recorded by key (``Broker.touch`` and its kin: a message, a
+scheduled message, a session's state, a sequence counter, a duplicate-detection entry, a dropped
+entity); ``_state.Store`` writes what was recorded before the endpoint acknowledges it
+(``--state-file``).
 """
 
 from __future__ import annotations
@@ -92,7 +95,12 @@ class ReceiverEntity:
     def next_seq(self) -> int:
         """Sequence numbers are per entity, as in the service."""
         self.last_seq += 1
+        self.broker.touch_counter(self.key)
         return self.last_seq
+
+    @property
+    def key(self) -> str:
+        return self.path.lower()
 
     @property
     def requires_session(self) -> bool:
@@ -100,6 +108,7 @@ class ReceiverEntity:
 
     def enqueue(self, message: StoredMessage) -> None:
         self.messages[message.seq] = message
+        self.broker.touch(self, message.seq)
         self.broker.changed()
 
     def _available(self, m: StoredMessage) -> bool:
@@ -135,6 +144,7 @@ class ReceiverEntity:
                 )
             else:
                 self.messages.pop(m.seq, None)
+                self.broker.touch(self, m.seq)
                 self.broker.changed()
 
     def activate_due(self, now: int) -> None:
@@ -144,6 +154,7 @@ class ReceiverEntity:
             if m.scheduled_ms and m.scheduled_ms <= now:
                 m.enqueued_ms = m.scheduled_ms
                 m.scheduled_ms = 0
+                self.broker.touch(self, m.seq)
                 due = True
         if due:
             self.broker.changed()
@@ -153,6 +164,7 @@ class ReceiverEntity:
         if m is None or not m.scheduled_ms:
             return False
         del self.messages[seq]
+        self.broker.touch(self, seq)
         self.broker.changed()
         return True
 
@@ -170,6 +182,7 @@ class ReceiverEntity:
                 continue
             if delete:
                 del self.messages[m.seq]
+                self.broker.touch(self, m.seq)
                 return m
             m.owner = owner
             m.lock_token = uuid.uuid4()
@@ -177,6 +190,7 @@ class ReceiverEntity:
             m.locked_until_ms = (self.session_locked_until.get(session_id or "")
                                  or now_ms() + self.lock_ms)
             self.broker.locks[m.lock_token] = (self, m.seq)
+            self.broker.touch(self, m.seq)
             return m
         return None
 
@@ -241,11 +255,14 @@ class ReceiverEntity:
         return m
 
     def _unlock(self, m: StoredMessage) -> None:
+        """Unlock a message that is settled, released, deferred or dead-lettered (each of which
+        persists: it is recorded here)."""
         if m.lock_token is not None:
             self.broker.locks.pop(m.lock_token, None)
         m.lock_token = None
         m.owner = None
         m.locked_until_ms = 0
+        self.broker.touch(self, m.seq)
 
     def complete(self, m: StoredMessage) -> None:
         self._unlock(m)
@@ -325,6 +342,8 @@ class ReceiverEntity:
 
 
 SCHEDULED_ENQUEUE_TIME = b"x-opt-scheduled-enqueue-time"
+#: A sender entity's key among the sequence counters (a queue's receiver has the same name).
+SENDER_PREFIX = "sender:"
 
 
 @dataclass
@@ -360,7 +379,13 @@ class SenderEntity:
             return True
         seen.pop(message_id, None)  # an expired one kept behind a later expiry: sent anew
         seen[message_id] = now + self.config.duplicate_window
+        if self.targets:
+            self.targets[0].broker.record_seen(self.key, message_id, seen[message_id])
         return False
+
+    @property
+    def key(self) -> str:
+        return self.config.name.lower()
 
     @property
     def requires_session(self) -> bool:
@@ -390,7 +415,10 @@ class SenderEntity:
         copy.scheduled_ms = due_ms
         self.scheduled[copy.seq] = copy
         if self.targets:
-            self.targets[0].broker.changed()
+            broker = self.targets[0].broker
+            broker.touch_scheduled(self.key, copy.seq)
+            broker.touch_counter(f"{SENDER_PREFIX}{self.key}")
+            broker.changed()
         return copy.seq
 
     def fan_out(self, m: StoredMessage) -> None:
@@ -406,15 +434,35 @@ class SenderEntity:
     def cancel(self, seq: int) -> bool:
         if self.config.is_queue:
             return bool(self.targets) and self.targets[0].cancel_scheduled(seq)
+        if self.targets:
+            self.targets[0].broker.touch_scheduled(self.key, seq)
         return self.scheduled.pop(seq, None) is not None
 
     def activate_due(self, now: int) -> None:
         for seq, m in list(self.scheduled.items()):
             if m.scheduled_ms <= now:
                 del self.scheduled[seq]
+                if self.targets:
+                    self.targets[0].broker.touch_scheduled(self.key, seq)
                 m.enqueued_ms = m.scheduled_ms
                 m.scheduled_ms = 0
                 self.fan_out(m)
+
+
+@dataclass
+class Changes:
+    """Keys of what changed since the store last wrote."""
+
+    messages: set[tuple[str, int]] = field(default_factory=set)  # (receiver key, seq)
+    scheduled: set[tuple[str, int]] = field(default_factory=set)  # (sender key, seq)
+    counters: set[str] = field(default_factory=set)  # receiver key, or SENDER_PREFIX + key
+    sessions: set[tuple[str, str]] = field(default_factory=set)  # (receiver key, session id)
+    seen: list[tuple[str, str, float]] = field(default_factory=list)  # (sender key, id, expiry)
+    dropped: set[str] = field(default_factory=set)  # entities gone, with what they held
+
+    def __bool__(self) -> bool:
+        return bool(self.messages or self.scheduled or self.counters or self.sessions
+                    or self.seen or self.dropped)
 
 
 class Broker:
@@ -428,6 +476,9 @@ class Broker:
         self.locks: dict[uuid.UUID, tuple[ReceiverEntity, int]] = {}
         self._seq = 0
         self.on_change: Callable[[], None] = lambda: None
+        #: What changed since the store last wrote, by key (kept only with a store attached).
+        self.recording = False
+        self.changes = Changes()
         for entity in config.entities:
             self.add_entity(entity)
 
@@ -467,11 +518,36 @@ class Broker:
         sender = self.senders.pop(name.lower(), None)
         if sender is None:
             return False
+        if self.recording:
+            self.changes.dropped.add(f"{SENDER_PREFIX}{sender.key}")
         for target in sender.targets:
             for receiver in (target, target.dead_letter):
                 if receiver is not None:
                     self.receivers.pop(receiver.path.lower(), None)
+                    if self.recording:
+                        self.changes.dropped.add(receiver.key)
         return True
+
+    # ---- what persists: recorded by key, written by _state.Store -------------------------
+    def touch(self, entity: ReceiverEntity, seq: int) -> None:
+        if self.recording:
+            self.changes.messages.add((entity.key, seq))
+
+    def touch_scheduled(self, sender_key: str, seq: int) -> None:
+        if self.recording:
+            self.changes.scheduled.add((sender_key, seq))
+
+    def touch_counter(self, key: str) -> None:
+        if self.recording:
+            self.changes.counters.add(key)
+
+    def touch_session(self, entity: ReceiverEntity, session_id: str) -> None:
+        if self.recording:
+            self.changes.sessions.add((entity.key, session_id))
+
+    def record_seen(self, sender_key: str, message_id: str, expiry: float) -> None:
+        if self.recording:
+            self.changes.seen.append((sender_key, message_id, expiry))
 
     def next_seq(self) -> int:
         self._seq += 1

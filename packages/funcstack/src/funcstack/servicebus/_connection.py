@@ -132,6 +132,8 @@ class Endpoint(Protocol):
 
     def management(self, link: Link, payload: bytes) -> None: ...
 
+    def persist(self) -> None: ...
+
 
 class Connection:
     def __init__(
@@ -540,6 +542,7 @@ class Connection:
                 self.server.accept_send(link, payload, int(first[3] or 0))
             except RefusedError as exc:
                 state = outcomes.Rejected(error=amqp_failure(exc.condition, exc.description))
+            self.server.persist()  # durable before the sender hears it was accepted
         elif link.kind in ("cbs-in", "mgmt-in"):
             self.server.management(link, payload)
         if not first[4]:
@@ -573,13 +576,16 @@ class Connection:
             return
         first = int(f[1])
         last = int(f[2]) if f[2] is not None else first
+        echoes: list[tuple[int, Any]] = []
         for delivery_id in range(first, last + 1):
             entry = session.unsettled.pop(delivery_id, None)
             if entry is None:
                 continue
             link, token = entry
-            echo = self.server.settle(link, token, f[4])
-            if not f[3]:
+            echoes.append((delivery_id, self.server.settle(link, token, f[4])))
+        self.server.persist()  # durable before the receiver hears it was settled
+        if not f[3]:
+            for delivery_id, echo in echoes:
                 self.send(
                     session.channel,
                     perf.DispositionFrame(

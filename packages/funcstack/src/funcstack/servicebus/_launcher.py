@@ -22,7 +22,7 @@ logger = logging.getLogger("funcstack.servicebus")
 @dataclass
 class ServiceBusEndpoint:
     """A running endpoint process. ``stop()`` ends it; its state survives only with a
-    ``state_file`` (saved at stop and once a second)."""
+    ``state_file``, where what it acknowledges is written first (a SIGKILL loses none of it)."""
 
     host: str
     port: int

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 from azure.servicebus._pyamqp import _decode as amqp_decode
@@ -43,8 +44,10 @@ DATETIME_MAX_MS = 253402300800000  # .NET DateTime.MaxValue: "no filter" in get-
 class Management:
     """The request-response operations on the namespace's entities."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, *, persist: Callable[[], None] = lambda: None) -> None:
         self.broker = broker
+        #: Writes what an operation changed, before its answer goes (``Server.persist``).
+        self._persist = persist
 
     def handle(self, link: Link, payload: bytes) -> None:
         """Answer one request that arrived on ``link`` (``$cbs`` or an entity's ``$management``)."""
@@ -69,6 +72,7 @@ class Management:
             response_app = {"statusCode": status, "statusDescription": description}
             if condition is not None:
                 response_app["errorCondition"] = {TYPE: AMQPTypes.symbol, VALUE: condition}
+        self._persist()  # durable before the answer goes
         reply_link = None
         for candidate in link.session.links.values():
             if candidate.kind in ("cbs-out", "mgmt-out") and entity_path(
@@ -166,6 +170,7 @@ class Management:
                 if m is None:
                     return 410, "The lock supplied is invalid.", None, COND_LOCK_LOST
                 m.locked_until_ms = now_ms() + lock_ms
+                self.broker.touch(entity, m.seq)
                 expirations.append({TYPE: AMQPTypes.timestamp, VALUE: m.locked_until_ms})
             return 200, "OK", {"expirations": expirations}, None
         if op == "update-disposition":
@@ -199,6 +204,7 @@ class Management:
             state = body.get(b"session-state")
             entity.session_state[sid] = bytes(state) if state is not None else None
             entity.session_updated_ms[sid] = now_ms()
+            self.broker.touch_session(entity, sid)
             return 200, "OK", None, None
         if op == "peek-message":
             start = int(body.get(b"from-sequence-number") or 0)
@@ -227,6 +233,7 @@ class Management:
                     return 404, f"Message {seq} not found.", None, COND_MESSAGE_NOT_FOUND
                 if delete:
                     entity.messages.pop(m.seq)
+                    self.broker.touch(entity, m.seq)
                     self.broker.changed()
                     out.append({"message": encode_stored(m, locked=False)})
                     continue
@@ -235,6 +242,7 @@ class Management:
                 m.lock_token = uuid.uuid4()
                 m.locked_until_ms = now_ms() + lock_ms
                 self.broker.locks[m.lock_token] = (entity, m.seq)
+                self.broker.touch(entity, m.seq)
                 out.append({"message": encode_stored(m, locked=True), "lock-token": m.lock_token})
             return 200, "OK", {"messages": out}, None
         if op == "get-message-sessions":

@@ -11,8 +11,12 @@ The rooms: ``_codec`` (messages in and out), ``_connection`` (AMQP framing and p
 (what persists). Follows "AMQP 1.0 in Azure Service Bus and Event Hubs protocol guide" and "Message
 transfers, locks, and settlement" (learn.microsoft.com).
 
-State is in memory, kept across a restart only with ``--state-file`` (``_state``): a restart
-without it loses undelivered messages and the duplicate detection history.
+What persists: the broker's state is in memory and, with ``--state-file``, in a SQLite file
+(``_state``: messages waiting, deferred and scheduled, a message lock with its expiry, sequence
+numbers, session state, the duplicate-detection history), written before it is acknowledged: a
+send before its ``accepted`` disposition, a settlement before its echo or its ``$management``
+answer (``persist``), the rest as soon as the event loop is free. A SIGKILL right after an
+acknowledgement loses nothing acknowledged; without ``--state-file`` a restart loses everything.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from funcstack.servicebus._connection import (
 )
 from funcstack.servicebus._limits import RefusedError, check_size
 from funcstack.servicebus._management import Management
+from funcstack.servicebus._state import Store
 
 logger = logging.getLogger(__name__)
 
@@ -56,8 +61,10 @@ class Server:
     """The listening endpoint plus its broker."""
 
     def __init__(self, broker: Broker, *, settle_delay: float = 0.0,
-                 max_message_size: int | None = None) -> None:
+                 max_message_size: int | None = None, store: Store | None = None) -> None:
         self.broker = broker
+        #: Where what persists is written (``--state-file``), before it is acknowledged.
+        self.store = store
         #: Overrides the largest message and batch of every entity (``--max-message-size``);
         #: None: each entity's, by its namespace's tier (``limits``).
         self.max_message_size = max_message_size
@@ -70,7 +77,7 @@ class Server:
         self._server: asyncio.base_events.Server | None = None
         self._tls_server: asyncio.base_events.Server | None = None
         self._sweeper: asyncio.Task[None] | None = None
-        self._management = Management(broker)
+        self._management = Management(broker, persist=self.persist)
         broker.on_change = self.schedule_pump
 
     async def start(self, host: str, port: int) -> int:
@@ -123,6 +130,7 @@ class Server:
                         owner, COND_SESSION_LOCK_LOST,
                         "The session lock has expired on the MessageSession. Accept a new "
                         "MessageSession.")
+            self.persist()  # locks run out, expiries, scheduled messages come due
             now = loop.time()
             for link in list(self.pending):
                 if link.pending_deadline is not None and link.pending_deadline < now:
@@ -145,6 +153,11 @@ class Server:
         for delivery_id, (owner, _) in list(link.session.unsettled.items()):
             if owner is link:
                 del link.session.unsettled[delivery_id]
+
+    def persist(self) -> None:
+        """Write what changed to the state file (before acknowledging it; no-op without one)."""
+        if self.store is not None:
+            self.store.flush(self.broker)
 
     def schedule_pump(self) -> None:
         if not self._pump_scheduled:
@@ -171,6 +184,7 @@ class Server:
                 for link in list(session.links.values()):
                     if link.kind == "recv" and link.active and link.entity is not None:
                         self._deliver(conn, link, link.entity)
+        self.persist()  # locks taken, and whatever else changed since the last write
 
     def _deliver(self, conn: Connection, link: Link, entity: ReceiverEntity) -> None:
         while link.credit > 0:
