@@ -150,6 +150,14 @@ def test_what_was_acknowledged_survives_a_sigkill(
             got = receiver.receive_messages(max_message_count=10, max_wait_time=2)
             for message in got:
                 receiver.complete_message(message)
+        endpoint = _kill(restartable, tmp_path)  # the queue empty: its sequence number kept
+    with ServiceBusClient.from_connection_string(endpoint.connection_string) as client:
+        with client.get_queue_sender(QUEUE) as sender:
+            sender.send_messages(ServiceBusMessage("after"))
+        with client.get_queue_receiver(QUEUE, max_wait_time=2) as receiver:
+            after = receiver.receive_messages(max_message_count=10, max_wait_time=2)
+            for message in after:
+                receiver.complete_message(message)
         with client.get_topic_sender(TOPIC) as sender:
             sender.send_messages(ServiceBusMessage("v1 again", message_id=f"{session}:1",
                                                    session_id=session))
@@ -161,6 +169,7 @@ def test_what_was_acknowledged_survives_a_sigkill(
                 receiver.complete_message(message)
     assert [str(m) for m in got] == ["kept"]
     assert [m.sequence_number for m in got] == [2]
+    assert [m.sequence_number for m in after] == [3]
     assert [str(m) for m in events] == ["v1"]
 
 

@@ -10,6 +10,7 @@ entity); ``_state.Store`` writes what was recorded before the endpoint acknowled
 from __future__ import annotations
 
 import dataclasses
+import heapq
 import logging
 import time
 import uuid
@@ -91,11 +92,15 @@ class ReceiverEntity:
     session_updated_ms: dict[str, int] = field(default_factory=dict)
     dead_letter: ReceiverEntity | None = None
     last_seq: int = 0
+    #: (when it expires, seq) of messages with a time to live: the sweep looks at what is due
+    #: only, whatever the entity holds (entries of messages gone meanwhile are skipped).
+    _expiries: list[tuple[int, int]] = field(default_factory=list)
+    #: Sequence numbers of the entity's scheduled messages (a queue's).
+    _scheduled: set[int] = field(default_factory=set)
 
     def next_seq(self) -> int:
         """Sequence numbers are per entity, as in the service."""
-        self.last_seq += 1
-        self.broker.touch_counter(self.key)
+        self.last_seq += 1  # kept with the message; the store keeps it when a message goes
         return self.last_seq
 
     @property
@@ -107,9 +112,27 @@ class ReceiverEntity:
         return self.config.requires_session and not self.is_dead_letter
 
     def enqueue(self, message: StoredMessage) -> None:
-        self.messages[message.seq] = message
+        self.put(message)
         self.broker.touch(self, message.seq)
         self.broker.changed()
+
+    def put(self, message: StoredMessage) -> None:
+        """Hold ``message`` (indexed for the sweep): a new one, or one restored at start."""
+        self.messages[message.seq] = message
+        if message.scheduled_ms:
+            self._scheduled.add(message.seq)
+        else:
+            self._index_expiry(message)
+
+    def _index_expiry(self, m: StoredMessage) -> None:
+        expires = self._expires_at(m)
+        if expires is not None:
+            heapq.heappush(self._expiries, (expires, m.seq))
+            if len(self._expiries) > 2 * len(self.messages) + 1024:
+                # entries of messages settled meanwhile: rebuilt from what is held
+                self._expiries = [(at, seq) for at, seq in self._expiries
+                                  if seq in self.messages]
+                heapq.heapify(self._expiries)
 
     def _available(self, m: StoredMessage) -> bool:
         return (
@@ -117,25 +140,34 @@ class ReceiverEntity:
             and not self._expired(m, now_ms())
         )
 
-    def _expired(self, m: StoredMessage, now: int) -> bool:
-        """Past its time to live: the message's own (header ttl, ms) or the entity's default,
-        whichever is shorter, counted from when it was enqueued."""
+    def _expires_at(self, m: StoredMessage) -> int | None:
+        """When its time to live ends (epoch ms): the message's own (header ttl, ms) or the
+        entity's default, whichever is shorter, counted from when it was enqueued."""
         if self.is_dead_letter:
-            return False  # dead-lettered messages do not expire
+            return None  # dead-lettered messages do not expire
         limits = []
         if isinstance(m.header[2], int) and m.header[2] > 0:
             limits.append(m.header[2])
         if self.config.default_ttl:
             limits.append(int(self.config.default_ttl * 1000))
-        return bool(limits) and m.enqueued_ms + min(limits) <= now
+        return m.enqueued_ms + min(limits) if limits else None
+
+    def _expired(self, m: StoredMessage, now: int) -> bool:
+        expires = self._expires_at(m)
+        return expires is not None and expires <= now
 
     def expire_messages(self, now: int) -> None:
         """Expired messages that nobody holds leave: to the dead-letter queue when the entity
-        says so (DeadLetteringOnMessageExpiration), otherwise they are dropped."""
-        if self.is_dead_letter:
-            return
-        for m in list(self.messages.values()):
-            if m.owner is not None or m.scheduled_ms or not self._expired(m, now):
+        says so (DeadLetteringOnMessageExpiration), otherwise they are dropped. A held one is
+        looked at again at the next sweep."""
+        held: list[tuple[int, int]] = []
+        while self._expiries and self._expiries[0][0] <= now:
+            _, seq = heapq.heappop(self._expiries)
+            m = self.messages.get(seq)
+            if m is None or m.scheduled_ms or not self._expired(m, now):
+                continue  # gone, scheduled (indexed again when due), or enqueued anew
+            if m.owner is not None:
+                held.append((now + 1, seq))
                 continue
             if self.config.dead_lettering_on_expiration:
                 self.dead_letter_message(
@@ -146,14 +178,21 @@ class ReceiverEntity:
                 self.messages.pop(m.seq, None)
                 self.broker.touch(self, m.seq)
                 self.broker.changed()
+        for entry in held:
+            heapq.heappush(self._expiries, entry)
 
     def activate_due(self, now: int) -> None:
         """Scheduled messages whose time has come become active, enqueued at that time."""
         due = False
-        for m in self.messages.values():
-            if m.scheduled_ms and m.scheduled_ms <= now:
+        for seq in list(self._scheduled):
+            m = self.messages.get(seq)
+            if m is None or not m.scheduled_ms:
+                self._scheduled.discard(seq)
+            elif m.scheduled_ms <= now:
+                self._scheduled.discard(seq)
                 m.enqueued_ms = m.scheduled_ms
                 m.scheduled_ms = 0
+                self._index_expiry(m)
                 self.broker.touch(self, m.seq)
                 due = True
         if due:
@@ -163,6 +202,7 @@ class ReceiverEntity:
         m = self.messages.get(seq)
         if m is None or not m.scheduled_ms:
             return False
+        self._scheduled.discard(seq)
         del self.messages[seq]
         self.broker.touch(self, seq)
         self.broker.changed()
@@ -328,17 +368,17 @@ class ReceiverEntity:
                 self.session_locked_until.pop(sid, None)
         self.broker.changed()
 
-    def expire_locks(self, now: int) -> None:
-        for m in list(self.messages.values()):
-            # Messages of a session stay locked while the session is held by its receiver;
-            # a lock restored from the state file (owner ORPHANED) runs out like any other.
-            if (
-                m.owner is not None
-                and (m.session_id is None or m.owner is ORPHANED)
-                and m.locked_until_ms < now
-            ):
-                logger.info("lock expired on %s seq %s", self.path, m.seq)
-                self.release(m, count=True)
+    def expire_lock(self, m: StoredMessage, now: int) -> None:
+        """A message lock that ran out: the message is available again, DeliveryCount + 1.
+        Messages of a session stay locked while their session is (its lock lapses as a whole);
+        a lock restored from the state file (owner ORPHANED) runs out like any other."""
+        if (
+            m.owner is not None
+            and (m.session_id is None or m.owner is ORPHANED)
+            and m.locked_until_ms < now
+        ):
+            logger.info("lock expired on %s seq %s", self.path, m.seq)
+            self.release(m, count=True)
 
 
 SCHEDULED_ENQUEUE_TIME = b"x-opt-scheduled-enqueue-time"
@@ -570,9 +610,12 @@ class Broker:
         lost: list[object] = []
         for sender in list(self.senders.values()):
             sender.activate_due(now)
+        for entity, seq in list(self.locks.values()):  # the locked messages only
+            m = entity.messages.get(seq)
+            if m is not None:
+                entity.expire_lock(m, now)
         for entity in list(self.receivers.values()):
             lost += entity.expire_sessions(now)
-            entity.expire_locks(now)
             entity.activate_due(now)
             entity.expire_messages(now)
         return lost
