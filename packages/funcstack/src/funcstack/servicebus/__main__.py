@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import logging
 import signal
@@ -25,6 +26,9 @@ async def _serve(args: argparse.Namespace, config: NamespaceConfig) -> None:
     store = Store(Path(args.state_file)) if args.state_file else None
     if store is not None:
         store.restore(broker)
+        # what was restored lives as long as the endpoint: out of the garbage collector's
+        # full collections, whose cost would grow with what is kept
+        gc.freeze()
     server = Server(broker, settle_delay=args.settle_delay_ms / 1000,
                     max_message_size=args.max_message_size, store=store)
     port = await server.start(args.host, args.port)
