@@ -23,6 +23,7 @@ from bench import (
     peers,
     relay_cpu,
     relay_flow,
+    servicebus_scale,
     session,
     subscriber_catchup,
     throughput,
@@ -170,6 +171,11 @@ def main() -> None:
                                                                  poll_ms=poll)
             print(f"  {results[f'latency_poll_{poll}']}")
         results["subscriber_catchup"] = subscriber_catchup.report(base / "catchup")
+
+        print("\nThe local Service Bus endpoint with 100,000 messages kept, beside fresh ...",
+              flush=True)
+        results["servicebus_scale"] = servicebus_scale.measure(base / "servicebus-scale")
+        print(servicebus_scale.report(results["servicebus_scale"]))
     print("\n" + summary(results))
     out = ROOT / ".stack" / "bench.json"
     out.parent.mkdir(exist_ok=True)
@@ -259,6 +265,18 @@ def summary(results: dict[str, Any]) -> str:
         if n != 1:
             rows.append((f"relay drain, {n} leases (events/s)", run["relay_events_per_s"],
                          "1 lease", one, scaling["ratio_to_one_lease"][n]))
+    sb = results["servicebus_scale"]
+    kept = f"{sb['kept']:,} kept"
+    rows += [
+        (f"Service Bus sends, {kept} (msg/s)", sb["kept_sends_per_s"], "fresh",
+         sb["fresh_sends_per_s"], sb["kept_to_fresh_ratio"]),
+        ("Service Bus sends, state file (msg/s)", sb["fresh_sends_per_s"], "memory only",
+         sb["memory_only_sends_per_s"], sb["durable_to_memory_ratio"]),
+        (f"Service Bus restart, {kept} (s)", sb["restart_kept_s"], "fresh",
+         sb["restart_fresh_s"], sb["restart_kept_s"] / sb["restart_fresh_s"]),
+        (f"Service Bus RSS, {kept} (MB)", sb["kept_rss_mb"], "fresh", sb["fresh_rss_mb"],
+         sb["kept_rss_mb"] / sb["fresh_rss_mb"]),
+    ]
     lines = [f"{'figure':40} {'ours':>10}  {'floor':36} {'':>10} {'ratio':>7}"]
     lines += [f"{name:40} {ours:10.2f}  {floor_name:36} {floor:10.2f} {ratio:6.2f}x"
               for name, ours, floor_name, floor, ratio in rows]

@@ -4,7 +4,8 @@ function_app.py).
 Every invocation appends one JSON line to SAMPLE_OUT: {"id", "session", "delivery", "seq",
 "body", "props", "content_type", "ok"}. A message whose body has "fail_deliveries": n fails
 its first n deliveries (DeliveryCount 1..n); "sleep": s sleeps s seconds first. SAMPLE_RETRY="fixed"
-declares a fixed-delay retry policy of one retry.
+declares a fixed-delay retry policy of one retry. SAMPLE_SESSIONS="false": a subscription without
+sessions. Each line has "start" and "end" (epoch seconds) of its invocation.
 """
 
 from __future__ import annotations
@@ -35,19 +36,21 @@ def _retry(builder: FunctionBuilder) -> FunctionBuilder:
     connection="ServiceBusConnection",
     topic_name="%SAMPLE_TOPIC%",
     subscription_name="%SAMPLE_SUBSCRIPTION%",
-    is_sessions_enabled=True,
+    is_sessions_enabled=os.environ.get("SAMPLE_SESSIONS", "true") == "true",
 )
 def on_message(msg: func.ServiceBusMessage) -> None:
+    start = time.time()
     body: dict[str, Any] = json.loads(msg.get_body())
     delivery = int(msg.delivery_count or 0)
     ok = delivery > int(body.get("fail_deliveries", 0))
     line = {
         "id": msg.message_id, "session": msg.session_id, "delivery": delivery,
         "seq": msg.sequence_number, "body": body, "props": msg.application_properties,
-        "content_type": msg.content_type, "ok": ok, "pid": os.getpid(),
+        "content_type": msg.content_type, "ok": ok, "pid": os.getpid(), "start": start,
     }
+    time.sleep(float(body.get("sleep", 0)))
+    line["end"] = time.time()
     with Path(os.environ["SAMPLE_OUT"]).open("a", encoding="utf-8") as out:
         out.write(json.dumps(line) + "\n")
-    time.sleep(float(body.get("sleep", 0)))
     if not ok:
         raise RuntimeError(f"failing delivery {delivery} of {msg.message_id}")

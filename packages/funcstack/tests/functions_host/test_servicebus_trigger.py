@@ -1,14 +1,19 @@
 """The runner drives a session-enabled Service Bus topic trigger, as the host does: complete on
 success, abandon on failure (redelivered with DeliveryCount + 1), dead-lettered by the broker
 after the subscription's MaxDeliveryCount, each session's messages in order, the function's
-retry policy applied under the same lock. Real azure-servicebus SDK against the local broker."""
+retry policy applied under the same lock; a message's lock (without sessions) and a session's
+lock renewed up to host.json's maxAutoLockRenewalDuration, then lost (the message handed out
+again while the first invocation still runs). Real azure-servicebus SDK against the local
+broker."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +22,7 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQueue
 
 from funcstack.functions_host._launcher import RunningRunner, start_runner
+from funcstack.functions_host._servicebus_trigger import renew_delay
 from funcstack.servicebus._control import request
 from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
 
@@ -43,7 +49,7 @@ class Env:
     out: Path
     runner: RunningRunner
 
-    def send(self, session: str, body: dict[str, Any], **props: str | int) -> str:
+    def send(self, session: str | None, body: dict[str, Any], **props: str | int) -> str:
         message_id = str(uuid.uuid4())
         with ServiceBusClient.from_connection_string(self.broker.connection_string) as client, \
                 client.get_topic_sender(self.topic) as sender:
@@ -76,22 +82,27 @@ class Env:
             return list(receiver.receive_messages(max_message_count=50, max_wait_time=wait))
 
 
-def _env(broker: ServiceBusEndpoint, tmp_path: Path, **settings: str) -> Iterator[Env]:
+def _env(broker: ServiceBusEndpoint, tmp_path: Path, *, sessions: bool = True,
+         subscription: dict[str, Any] | None = None, service_bus: dict[str, Any] | None = None,
+         **settings: str) -> Iterator[Env]:
     topic = f"t-{uuid.uuid4().hex[:8]}"
     assert broker.control_port is not None
     request(broker.host, broker.control_port, {
         "op": "create-topic", "name": topic, "properties": {}})
     request(broker.host, broker.control_port, {
         "op": "create-subscription", "topic": topic, "name": "sub",
-        "properties": {"RequiresSession": True, "MaxDeliveryCount": MAX_DELIVERY}})
+        "properties": {"RequiresSession": sessions, "MaxDeliveryCount": MAX_DELIVERY,
+                       **(subscription or {})}})
     out = tmp_path / "out.jsonl"
     app_dir = make_app_dir(tmp_path, "sample_servicebus_app.py", {})
     (app_dir / "host.json").write_text(json.dumps({"version": "2.0", "extensions": {
-        "serviceBus": {"maxConcurrentSessions": 4, "sessionIdleTimeout": "00:00:01"}}}))
+        "serviceBus": {"maxConcurrentSessions": 4, "sessionIdleTimeout": "00:00:01",
+                       **(service_bus or {})}}}))
     runner = start_runner(app_dir=app_dir, log_path=tmp_path / "runner.log", settings={
         "FUNCTIONS_WORKER_RUNTIME": "python",
         "ServiceBusConnection": broker.connection_string,
         "SAMPLE_TOPIC": topic, "SAMPLE_SUBSCRIPTION": "sub", "SAMPLE_OUT": str(out),
+        "SAMPLE_SESSIONS": "true" if sessions else "false",
         **settings,
     })
     try:
@@ -171,3 +182,61 @@ def test_the_functions_retry_policy_retries_under_the_same_lock_before_abandonin
         (message_id, 1, False), (message_id, 1, False), (message_id, 2, True)]
     log = (retry_env.out.parent / "runner.log").read_text("utf-8")
     assert "Soon retries will not be supported for function 'Functions.on_message'" in log
+
+
+# ---- locks: renewed up to maxAutoLockRenewalDuration, then lost -------------------------------
+
+LOCK = {"LockDuration": "PT2S", "MaxDeliveryCount": 10}
+
+
+@pytest.mark.parametrize("sessions", [False, True], ids=["message-lock", "session-lock"])
+def test_a_lock_is_renewed_while_a_long_invocation_runs(
+    broker: ServiceBusEndpoint, tmp_path: Path, sessions: bool,
+) -> None:
+    """A 2 s lock, a 6 s invocation, renewal up to 30 s: one invocation, completed; the
+    session's next message after it (without renewal the lock lapses at 2 s and the message is
+    handed out again)."""
+    with contextmanager(_env)(broker, tmp_path, sessions=sessions, subscription=LOCK,
+                              service_bus={"maxAutoLockRenewalDuration": "00:00:30"}) as env:
+        session = "long" if sessions else None
+        first = env.send(session, {"n": 0, "sleep": 6})
+        second = env.send(session, {"n": 1})
+        lines = env.wait(lambda lines: {x["id"] for x in lines} == {first, second})
+        time.sleep(3)  # past another lock duration: nothing handed out again
+        lines = env.lines()
+        assert sorted((x["id"], x["delivery"]) for x in lines) == sorted(
+            [(first, 1), (second, 1)])
+        if sessions:  # in order, the second after the first ended
+            assert [x["body"]["n"] for x in lines] == [0, 1]
+        assert env.dead_letters(wait=1) == []
+
+
+@pytest.mark.parametrize("sessions", [False, True], ids=["message-lock", "session-lock"])
+def test_past_max_auto_lock_renewal_duration_the_lock_is_lost_and_the_message_redelivered(
+    broker: ServiceBusEndpoint, tmp_path: Path, sessions: bool,
+) -> None:
+    """A 2 s lock renewed up to 3 s, an 8 s invocation: the lock lapses about 4 s in and the
+    message is handed out again (DeliveryCount 2) while the first invocation still runs; the
+    first one's settlement then fails, as in Azure."""
+    with contextmanager(_env)(broker, tmp_path, sessions=sessions, subscription=LOCK,
+                              service_bus={"maxAutoLockRenewalDuration": "00:00:03"}) as env:
+        message_id = env.send("lapse" if sessions else None, {"sleep": 8})
+        lines = env.wait(lambda lines: len(lines) >= 2, timeout=45)
+        by_delivery = {x["delivery"]: x for x in lines if x["id"] == message_id}
+        first, again = by_delivery[1], by_delivery[2]
+        # handed out again while the first invocation ran, after its lock was renewed (> 2 s)
+        assert first["start"] + 2.5 < again["start"] < first["end"]
+        log = (env.out.parent / "runner.log").read_text("utf-8")
+        assert "settling message" in log
+
+
+def test_a_lock_is_renewed_when_as_the_dotnet_processor_renews_it() -> None:
+    now = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
+
+    def after(seconds: float) -> dt.datetime:
+        return now + dt.timedelta(seconds=seconds)
+
+    assert renew_delay(after(60), now) == 50  # what is left less 10 s
+    assert renew_delay(after(8), now) == 4  # ... less half of it, under 20 s
+    assert renew_delay(after(0.3), now) == 0 and renew_delay(after(-1), now) == 0
+    assert renew_delay(None, now) == 0

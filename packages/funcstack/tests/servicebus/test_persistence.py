@@ -1,9 +1,11 @@
 """The local Service Bus endpoint keeps its state across a restart (``--state-file``), like
 the official emulator with persistence: undelivered messages, sequence numbers and the
-duplicate-detection history. Local only (restarts the endpoint)."""
+duplicate-detection history; what it acknowledged survives a SIGKILL; a state file of the
+earlier format is converted. Local only (restarts and kills the endpoint)."""
 
 from __future__ import annotations
 
+import pickle
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -11,7 +13,10 @@ from pathlib import Path
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus._pyamqp import _encode as amqp_encode
+from azure.servicebus._pyamqp import message as amqp_message
 
+from funcstack.servicebus._codec import parse_message
 from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
 
 from .conftest import CONFIG, QUEUE, SUBSCRIPTION, TOPIC
@@ -107,3 +112,90 @@ def test_messages_scheduled_on_a_topic_survive_a_restart(
             for message in got:
                 receiver.complete_message(message)
     assert sorted(str(m) for m in got) == ["a", "b"]
+
+
+def _kill(current: list[ServiceBusEndpoint], tmp_path: Path) -> ServiceBusEndpoint:
+    """SIGKILL the endpoint (nothing of it runs after), then start it again on its state."""
+    old = current[-1]
+    old.process.kill()
+    old.process.wait(timeout=10)
+    old.stop()
+    new = start_servicebus(
+        config=CONFIG, port=old.port, state_file=tmp_path / "servicebus.state",
+        log_path=tmp_path / "sb.log",
+    )
+    current.append(new)
+    return new
+
+
+def test_what_was_acknowledged_survives_a_sigkill(
+    restartable: list[ServiceBusEndpoint], tmp_path: Path
+) -> None:
+    """Durable before acknowledged: a send the endpoint accepted is there after a SIGKILL right
+    after it, a complete it confirmed is gone, a message id it took is a duplicate still."""
+    session = f"contact-{uuid.uuid4()}"
+    with ServiceBusClient.from_connection_string(restartable[-1].connection_string) as client, \
+            client.get_queue_sender(QUEUE) as sender, \
+            client.get_queue_receiver(QUEUE, max_wait_time=2) as receiver, \
+            client.get_topic_sender(TOPIC) as topic_sender:
+        sender.send_messages([ServiceBusMessage("done"), ServiceBusMessage("kept")])
+        [done] = receiver.receive_messages(max_message_count=1, max_wait_time=2)
+        receiver.complete_message(done)
+        topic_sender.send_messages(ServiceBusMessage("v1", message_id=f"{session}:1",
+                                                     session_id=session))
+        # at once, the links still open: within a few ms of the last acknowledgement
+        endpoint = _kill(restartable, tmp_path)
+    with ServiceBusClient.from_connection_string(endpoint.connection_string) as client:
+        with client.get_queue_receiver(QUEUE, max_wait_time=2) as receiver:
+            got = receiver.receive_messages(max_message_count=10, max_wait_time=2)
+            for message in got:
+                receiver.complete_message(message)
+        endpoint = _kill(restartable, tmp_path)  # the queue empty: its sequence number kept
+    with ServiceBusClient.from_connection_string(endpoint.connection_string) as client:
+        with client.get_queue_sender(QUEUE) as sender:
+            sender.send_messages(ServiceBusMessage("after"))
+        with client.get_queue_receiver(QUEUE, max_wait_time=2) as receiver:
+            after = receiver.receive_messages(max_message_count=10, max_wait_time=2)
+            for message in after:
+                receiver.complete_message(message)
+        with client.get_topic_sender(TOPIC) as sender:
+            sender.send_messages(ServiceBusMessage("v1 again", message_id=f"{session}:1",
+                                                   session_id=session))
+        with client.get_subscription_receiver(
+            TOPIC, SUBSCRIPTION, session_id=session, max_wait_time=2
+        ) as receiver:
+            events = receiver.receive_messages(max_message_count=10, max_wait_time=2)
+            for message in events:
+                receiver.complete_message(message)
+    assert [str(m) for m in got] == ["kept"]
+    assert [m.sequence_number for m in got] == [2]
+    assert [m.sequence_number for m in after] == [3]
+    assert [str(m) for m in events] == ["v1"]
+
+
+def test_a_state_file_of_the_earlier_format_is_read_once_and_converted(tmp_path: Path) -> None:
+    """The earlier format (one pickle of the broker) is restored, then the file is the
+    database: the messages are there after a second restart too, and the old file is gone."""
+    state = tmp_path / "servicebus.state"
+    payload = bytes(amqp_encode.encode_payload(bytearray(), amqp_message.Message(
+        data=[b"from v1"], properties=amqp_message.Properties(message_id="v1-message"))))
+    stored = parse_message(payload)
+    stored.seq = 7
+    state.write_bytes(pickle.dumps({
+        "version": 1,
+        "receivers": {QUEUE: {"last_seq": 7, "messages": [stored], "session_state": {}}},
+        "senders": {TOPIC: {"seen-before": 4102444800.0}},
+        "scheduled": {},
+    }))
+    for _ in range(2):
+        endpoint = start_servicebus(config=CONFIG, state_file=state, log_path=tmp_path / "sb.log")
+        try:
+            with ServiceBusClient.from_connection_string(endpoint.connection_string) as client, \
+                    client.get_queue_receiver(QUEUE, max_wait_time=2) as receiver:
+                peeked = receiver.peek_messages(max_message_count=5)
+        finally:
+            endpoint.stop()
+        assert [(m.message_id, m.sequence_number, str(m)) for m in peeked] == [
+            ("v1-message", 7, "from v1")]
+        assert state.read_bytes().startswith(b"SQLite format 3")
+        assert not state.with_name(state.name + ".v1").exists()

@@ -87,6 +87,7 @@ RULES: dict[str, Rule] = {
     "extensions.serviceBus.maxConcurrentCalls": _HONOURED,
     "extensions.serviceBus.maxConcurrentSessions": _HONOURED,
     "extensions.serviceBus.sessionIdleTimeout": _HONOURED,
+    "extensions.serviceBus.maxAutoLockRenewalDuration": _HONOURED,
     "extensions.queues.batchSize": _HONOURED,
     "extensions.queues.newBatchThreshold": _HONOURED,
     "extensions.queues.maxPollingInterval": _HONOURED,
@@ -128,8 +129,6 @@ RULES: dict[str, Rule] = {
                                                 "through the Python SDK, over HTTPS, with its "
                                                 "defaults", section=True),
     "extensions.serviceBus.prefetchCount": Rule("not honoured", f"{_SB} prefetches nothing"),
-    "extensions.serviceBus.maxAutoLockRenewalDuration": Rule(
-        "not honoured", f"{_SB} does not renew locks"),
     "extensions.serviceBus.maxMessageBatchSize": Rule(
         "not honoured", f"{_SB} does not serve cardinality many (batches)"),
     "extensions.serviceBus.minMessageBatchSize": Rule(

@@ -25,10 +25,20 @@ As the Functions host (Service Bus extension 5.x) does:
   ``ContentType``, ``Subject``/``Label``, ``CorrelationId``, ``EnqueuedTimeUtc``, ``ExpiresAtUtc``,
   ``ApplicationProperties``/``UserProperties``, ...).
 * A function timeout is a failed invocation (the worker is restarted): abandoned.
+* Locks, as the extension's ``ServiceBusProcessor`` keeps them (Azure.Messaging.ServiceBus,
+  ``ReceiverManager.RenewMessageLock`` and ``SessionReceiverManager.RenewSessionLock``): while an
+  invocation runs, the host renews its message's lock (``renew_message_lock``), and from the
+  moment a session is accepted, the session's lock (``session.renew_lock()``), each time when
+  what is left of the lock less min(half of it, 10 s) has passed (at once under 400 ms), up to
+  host.json ``extensions.serviceBus.maxAutoLockRenewalDuration`` (a TimeSpan, 5 minutes by
+  default; ``00:00:00`` renews nothing). Then the lock lapses at its end: the broker hands the
+  message (or the session's messages) out again with ``DeliveryCount`` + 1 while the first
+  invocation may still run, and settling it fails (lock lost). A renewal that fails with a lost
+  lock ends the renewals; another failure is retried. For a session the limit counts from the
+  accept, not per message, as in Azure (azure-sdk-for-net #35267): a session held longer loses
+  its lock even while its messages keep coming.
 * LOCAL DIFFERENCE: ``cardinality: many`` (batches) is not supported (the function is not
-  started; a warning says so). No lock renewal is needed: the local broker holds a session's
-  locks while its receiver is attached, and a receiver that goes away (host stopped) releases
-  them with ``DeliveryCount`` + 1, as a lost lock does in Azure.
+  started; a warning says so).
 """
 
 from __future__ import annotations
@@ -41,14 +51,20 @@ import json
 import logging
 import os
 import ssl
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import certifi
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusReceivedMessage
 from azure.servicebus.aio import ServiceBusClient, ServiceBusReceiver
-from azure.servicebus.exceptions import OperationTimeoutError, ServiceBusError
+from azure.servicebus.exceptions import (
+    MessageAlreadySettled,
+    MessageLockLostError,
+    OperationTimeoutError,
+    ServiceBusError,
+    SessionLockLostError,
+)
 
 from funcstack.functions_host._config import SettingError, is_truthy, resolve
 from funcstack.functions_host._functions import FunctionSpec
@@ -63,7 +79,56 @@ DEFAULT_MAX_CONCURRENT_SESSIONS = 8
 # waits to accept the next session, and on an idle session when sessionIdleTimeout is not set.
 TRY_TIMEOUT = 60.0
 DEFAULT_SESSION_IDLE_TIMEOUT = TRY_TIMEOUT
+#: ServiceBusProcessorOptions.MaxAutoLockRenewalDuration's default.
+DEFAULT_MAX_AUTO_LOCK_RENEWAL = 300.0
+#: Constants.MaximumRenewBufferDuration: a lock is renewed at most this long before it ends.
+MAX_RENEW_BUFFER = 10.0
 _RECONNECT_SECONDS = 1.0
+
+
+def renew_delay(locked_until: dt.datetime | None, now: dt.datetime) -> float:
+    """How long to wait before renewing a lock held until ``locked_until``: the .NET
+    processor's ``CalculateRenewDelay`` (what is left, less min(half of it, 10 s); none under
+    400 ms)."""
+    if locked_until is None:
+        return 0.0
+    if locked_until.tzinfo is None:
+        locked_until = locked_until.replace(tzinfo=dt.UTC)
+    remaining = (locked_until - now).total_seconds()
+    if remaining < 0.4:
+        return 0.0
+    return remaining - min(remaining / 2, MAX_RENEW_BUFFER)
+
+
+async def renew_until(
+    renew: Callable[[], Awaitable[Any]],
+    locked_until: Callable[[], dt.datetime | None],
+    *,
+    limit: float,
+    stop: asyncio.Event,
+    what: str,
+) -> None:
+    """Renew a lock as the processor does, for ``limit`` seconds from now (then let it lapse),
+    until ``stop`` is set (never in the middle of a renewal). Ends at once with a lost lock;
+    retries another failure."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + limit
+    while not stop.is_set():
+        delay = renew_delay(locked_until(), dt.datetime.now(dt.UTC))
+        if loop.time() + delay >= deadline:
+            return  # maxAutoLockRenewalDuration reached: the lock lapses at its end
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), delay)
+        if stop.is_set():
+            return
+        try:
+            await renew()
+        except (MessageLockLostError, SessionLockLostError, MessageAlreadySettled) as exc:
+            logger.warning("%s: renewing the lock failed, not retried: %s", what, exc)
+            return
+        except ServiceBusError as exc:
+            logger.warning("%s: renewing the lock failed, retried: %s", what, exc)
+            await asyncio.sleep(_RECONNECT_SECONDS)
 
 
 def _as_bool(value: Any, default: bool) -> bool:
@@ -87,6 +152,8 @@ class ServiceBusTriggerOptions:
     max_concurrent_calls: int
     max_concurrent_sessions: int
     session_idle_timeout: float
+    #: host.json maxAutoLockRenewalDuration, in seconds (0: no renewal).
+    max_auto_lock_renewal: float = DEFAULT_MAX_AUTO_LOCK_RENEWAL
 
     @classmethod
     def from_binding(
@@ -107,6 +174,7 @@ class ServiceBusTriggerOptions:
                 "serviceBusTrigger needs queueName, or topicName and subscriptionName"
             )
         idle = extension.get("sessionIdleTimeout")
+        renewal = extension.get("maxAutoLockRenewalDuration")
         return cls(
             connection=connection,
             queue=str(queue) if queue else None,
@@ -127,6 +195,9 @@ class ServiceBusTriggerOptions:
             ),
             session_idle_timeout=(
                 parse_timespan(idle) if idle is not None else DEFAULT_SESSION_IDLE_TIMEOUT
+            ),
+            max_auto_lock_renewal=(
+                parse_timespan(renewal) if renewal is not None else DEFAULT_MAX_AUTO_LOCK_RENEWAL
             ),
         )
 
@@ -259,7 +330,7 @@ class ServiceBusTriggerListener:
         self._timeout = timeout
         self._client: ServiceBusClient | None = None
         self._tasks: list[asyncio.Task[None]] = []
-        #: receivers of released sessions, closing in the background
+        #: work in the background: receivers of released sessions closing, lock renewals
         self._closing: set[asyncio.Task[None]] = set()
         self.invocations = 0
 
@@ -322,6 +393,8 @@ class ServiceBusTriggerListener:
                 receiver = self._receiver(session_id=NEXT_AVAILABLE_SESSION,
                                           max_wait_time=TRY_TIMEOUT)
                 await receiver.__aenter__()
+                done_with_session = asyncio.Event()
+                self._renew_session(receiver, done_with_session)
                 try:
                     while True:
                         batch = await receiver.receive_messages(
@@ -331,6 +404,7 @@ class ServiceBusTriggerListener:
                             break  # idle session: release it, take the next one
                         await self._process(receiver, batch[0])
                 finally:
+                    done_with_session.set()
                     self._release(receiver)
             except asyncio.CancelledError:
                 raise
@@ -343,10 +417,24 @@ class ServiceBusTriggerListener:
                 logger.exception("servicebus trigger %s: receive failed", self.spec.name)
                 await asyncio.sleep(_RECONNECT_SECONDS)
 
-    def _release(self, receiver: ServiceBusReceiver) -> None:
-        task = asyncio.create_task(self._close_quietly(receiver))
+    def _renew_session(self, receiver: ServiceBusReceiver, done: asyncio.Event) -> None:
+        """Renew the accepted session's lock up to maxAutoLockRenewalDuration from now, until
+        ``done``."""
+        limit = self.options.max_auto_lock_renewal
+        if limit > 0:
+            session = receiver.session
+            self._background(renew_until(
+                session.renew_lock, lambda: session.locked_until_utc, limit=limit, stop=done,
+                what=f"servicebus trigger {self.spec.name}: session {session.session_id}"))
+
+    def _background(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` beside the loops; stop() waits a moment for what is left of it."""
+        task = asyncio.create_task(work)
         self._closing.add(task)
         task.add_done_callback(self._closing.discard)
+
+    def _release(self, receiver: ServiceBusReceiver) -> None:
+        self._background(self._close_quietly(receiver))
 
     async def _close_quietly(self, receiver: ServiceBusReceiver) -> None:
         try:
@@ -373,7 +461,19 @@ class ServiceBusTriggerListener:
     async def _process(
         self, receiver: ServiceBusReceiver, message: ServiceBusReceivedMessage
     ) -> None:
-        ok = await self._invoke(message)
+        invoked = asyncio.Event()
+        limit = self.options.max_auto_lock_renewal
+        if not self.options.sessions and limit > 0:
+            # the message's lock, renewed while the invocation runs (a session's is renewed
+            # with the session)
+            self._background(renew_until(
+                functools.partial(receiver.renew_message_lock, message),
+                lambda: message.locked_until_utc, limit=limit, stop=invoked,
+                what=f"servicebus trigger {self.spec.name}: message {message.message_id}"))
+        try:
+            ok = await self._invoke(message)
+        finally:
+            invoked.set()
         if not self.options.auto_complete:
             return
         try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import logging
 import signal
@@ -12,28 +13,31 @@ import sys
 from pathlib import Path
 
 from funcstack.servicebus._broker import Broker
-from funcstack.servicebus._config import (
-    MAX_MESSAGE_SIZE,
-    NamespaceConfig,
-    connection_string,
-    load_config,
-)
+from funcstack.servicebus._config import NamespaceConfig, connection_string, load_config
 from funcstack.servicebus._control import serve_control
 from funcstack.servicebus._server import Server
-from funcstack.servicebus._state import load, save
+from funcstack.servicebus._state import Store
+
+logger = logging.getLogger("funcstack.servicebus")
 
 
 async def _serve(args: argparse.Namespace, config: NamespaceConfig) -> None:
     broker = Broker(config)
-    state_file = Path(args.state_file) if args.state_file else None
-    if state_file is not None:
-        load(broker, state_file)
+    store = Store(Path(args.state_file)) if args.state_file else None
+    if store is not None:
+        store.restore(broker)
+        # what was restored lives as long as the endpoint: out of the garbage collector's
+        # full collections, whose cost would grow with what is kept
+        gc.freeze()
     server = Server(broker, settle_delay=args.settle_delay_ms / 1000,
-                    max_message_size=args.max_message_size)
+                    max_message_size=args.max_message_size, store=store)
     port = await server.start(args.host, args.port)
     ready: dict[str, object] = {
-        "ready": True, "port": port, "connection_string": connection_string(args.host, port)
+        "ready": True, "port": port, "connection_string": connection_string(args.host, port),
+        "warnings": config.warnings,
     }
+    for line in config.warnings:
+        logger.warning("%s", line)
     if args.tls_port is not None:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.load_cert_chain(args.tls_cert, args.tls_key)
@@ -46,32 +50,13 @@ async def _serve(args: argparse.Namespace, config: NamespaceConfig) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     print(json.dumps(ready), flush=True)
-    saver = asyncio.create_task(_keep_saving(broker, state_file)) if state_file else None
     await stop.wait()
     if control is not None:
         control.close()
     await server.stop()
-    if saver is not None:
-        saver.cancel()
-    if state_file is not None:
-        save(broker, state_file)
-
-
-async def _keep_saving(broker: Broker, path: Path) -> None:
-    dirty = True
-    previous = broker.on_change
-
-    def mark() -> None:
-        nonlocal dirty
-        dirty = True
-        previous()
-
-    broker.on_change = mark
-    while True:
-        await asyncio.sleep(1.0)
-        if dirty:
-            dirty = False
-            save(broker, path)
+    if store is not None:
+        store.flush(broker)
+        store.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -97,14 +82,16 @@ def main(argv: list[str] | None = None) -> int:
         "accepted at once)",
     )
     parser.add_argument(
-        "--max-message-size", type=int, default=MAX_MESSAGE_SIZE,
-        help="largest message or batch a sender may send, in bytes (default 262144, the "
-        "Standard tier's 256 KB; Premium entities allow up to 100 MB)",
+        "--max-message-size", type=int, default=None,
+        help="largest message or batch a sender may send to any entity, in bytes, overriding "
+        "the tier's (the namespace's Sku in --config: Standard 256 KB; Premium 1 MB, or an "
+        "entity's MaxMessageSizeInKilobytes, and 1 MB batches)",
     )
     parser.add_argument("--log-level", default="WARNING")
     parser.add_argument(
         "--state-file", default=None,
-        help="keep messages, locks and duplicate-detection history across restarts",
+        help="keep messages, locks, session state and duplicate-detection history across "
+        "restarts (a SQLite database; written before each acknowledgement)",
     )
     parser.add_argument("--tls-port", type=int, default=None, help="also listen with amqps")
     parser.add_argument("--tls-cert", default=None)

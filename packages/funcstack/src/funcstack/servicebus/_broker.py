@@ -1,11 +1,16 @@
 """In-memory Service Bus entities: topics/queues with duplicate detection, subscriptions with
 peek-lock, sessions, delivery counts and dead-lettering.
 
-State survives a restart through ``state.py`` (``--state-file``).
+Every change to what persists is recorded by key (``Broker.touch`` and its kin: a message, a
+scheduled message, a session's state, a sequence counter, a duplicate-detection entry, a dropped
+entity); ``_state.Store`` writes what was recorded before the endpoint acknowledges it
+(``--state-file``).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import heapq
 import logging
 import time
 import uuid
@@ -79,24 +84,55 @@ class ReceiverEntity:
     is_dead_letter: bool = False
     messages: dict[int, StoredMessage] = field(default_factory=dict)
     session_owners: dict[str, object] = field(default_factory=dict)
+    #: Until when (epoch ms) each held session is locked: it lapses then unless renewed, as the
+    #: service's session lock does (LockDuration).
+    session_locked_until: dict[str, int] = field(default_factory=dict)
     session_state: dict[str, bytes | None] = field(default_factory=dict)
     #: When each session's state was last set (epoch ms): list sessions "updated after".
     session_updated_ms: dict[str, int] = field(default_factory=dict)
     dead_letter: ReceiverEntity | None = None
     last_seq: int = 0
+    #: (when it expires, seq) of messages with a time to live: the sweep looks at what is due
+    #: only, whatever the entity holds (entries of messages gone meanwhile are skipped).
+    _expiries: list[tuple[int, int]] = field(default_factory=list)
+    #: Sequence numbers of the entity's scheduled messages (a queue's).
+    _scheduled: set[int] = field(default_factory=set)
 
     def next_seq(self) -> int:
         """Sequence numbers are per entity, as in the service."""
-        self.last_seq += 1
+        self.last_seq += 1  # kept with the message; the store keeps it when a message goes
         return self.last_seq
+
+    @property
+    def key(self) -> str:
+        return self.path.lower()
 
     @property
     def requires_session(self) -> bool:
         return self.config.requires_session and not self.is_dead_letter
 
     def enqueue(self, message: StoredMessage) -> None:
-        self.messages[message.seq] = message
+        self.put(message)
+        self.broker.touch(self, message.seq)
         self.broker.changed()
+
+    def put(self, message: StoredMessage) -> None:
+        """Hold ``message`` (indexed for the sweep): a new one, or one restored at start."""
+        self.messages[message.seq] = message
+        if message.scheduled_ms:
+            self._scheduled.add(message.seq)
+        else:
+            self._index_expiry(message)
+
+    def _index_expiry(self, m: StoredMessage) -> None:
+        expires = self._expires_at(m)
+        if expires is not None:
+            heapq.heappush(self._expiries, (expires, m.seq))
+            if len(self._expiries) > 2 * len(self.messages) + 1024:
+                # entries of messages settled meanwhile: rebuilt from what is held
+                self._expiries = [(at, seq) for at, seq in self._expiries
+                                  if seq in self.messages]
+                heapq.heapify(self._expiries)
 
     def _available(self, m: StoredMessage) -> bool:
         return (
@@ -104,25 +140,34 @@ class ReceiverEntity:
             and not self._expired(m, now_ms())
         )
 
-    def _expired(self, m: StoredMessage, now: int) -> bool:
-        """Past its time to live: the message's own (header ttl, ms) or the entity's default,
-        whichever is shorter, counted from when it was enqueued."""
+    def _expires_at(self, m: StoredMessage) -> int | None:
+        """When its time to live ends (epoch ms): the message's own (header ttl, ms) or the
+        entity's default, whichever is shorter, counted from when it was enqueued."""
         if self.is_dead_letter:
-            return False  # dead-lettered messages do not expire
+            return None  # dead-lettered messages do not expire
         limits = []
         if isinstance(m.header[2], int) and m.header[2] > 0:
             limits.append(m.header[2])
         if self.config.default_ttl:
             limits.append(int(self.config.default_ttl * 1000))
-        return bool(limits) and m.enqueued_ms + min(limits) <= now
+        return m.enqueued_ms + min(limits) if limits else None
+
+    def _expired(self, m: StoredMessage, now: int) -> bool:
+        expires = self._expires_at(m)
+        return expires is not None and expires <= now
 
     def expire_messages(self, now: int) -> None:
         """Expired messages that nobody holds leave: to the dead-letter queue when the entity
-        says so (DeadLetteringOnMessageExpiration), otherwise they are dropped."""
-        if self.is_dead_letter:
-            return
-        for m in list(self.messages.values()):
-            if m.owner is not None or m.scheduled_ms or not self._expired(m, now):
+        says so (DeadLetteringOnMessageExpiration), otherwise they are dropped. A held one is
+        looked at again at the next sweep."""
+        held: list[tuple[int, int]] = []
+        while self._expiries and self._expiries[0][0] <= now:
+            _, seq = heapq.heappop(self._expiries)
+            m = self.messages.get(seq)
+            if m is None or m.scheduled_ms or not self._expired(m, now):
+                continue  # gone, scheduled (indexed again when due), or enqueued anew
+            if m.owner is not None:
+                held.append((now + 1, seq))
                 continue
             if self.config.dead_lettering_on_expiration:
                 self.dead_letter_message(
@@ -131,15 +176,24 @@ class ReceiverEntity:
                 )
             else:
                 self.messages.pop(m.seq, None)
+                self.broker.touch(self, m.seq)
                 self.broker.changed()
+        for entry in held:
+            heapq.heappush(self._expiries, entry)
 
     def activate_due(self, now: int) -> None:
         """Scheduled messages whose time has come become active, enqueued at that time."""
         due = False
-        for m in self.messages.values():
-            if m.scheduled_ms and m.scheduled_ms <= now:
+        for seq in list(self._scheduled):
+            m = self.messages.get(seq)
+            if m is None or not m.scheduled_ms:
+                self._scheduled.discard(seq)
+            elif m.scheduled_ms <= now:
+                self._scheduled.discard(seq)
                 m.enqueued_ms = m.scheduled_ms
                 m.scheduled_ms = 0
+                self._index_expiry(m)
+                self.broker.touch(self, m.seq)
                 due = True
         if due:
             self.broker.changed()
@@ -148,7 +202,9 @@ class ReceiverEntity:
         m = self.messages.get(seq)
         if m is None or not m.scheduled_ms:
             return False
+        self._scheduled.discard(seq)
         del self.messages[seq]
+        self.broker.touch(self, seq)
         self.broker.changed()
         return True
 
@@ -166,13 +222,58 @@ class ReceiverEntity:
                 continue
             if delete:
                 del self.messages[m.seq]
+                self.broker.touch(self, m.seq)
                 return m
             m.owner = owner
             m.lock_token = uuid.uuid4()
-            m.locked_until_ms = now_ms() + int(self.config.lock_duration * 1000)
+            # a session's messages are locked by the session's lock
+            m.locked_until_ms = (self.session_locked_until.get(session_id or "")
+                                 or now_ms() + self.lock_ms)
             self.broker.locks[m.lock_token] = (self, m.seq)
+            self.broker.touch(self, m.seq)
             return m
         return None
+
+    @property
+    def lock_ms(self) -> int:
+        return int(self.config.lock_duration * 1000)
+
+    def lock_session(self, session_id: str, owner: object) -> int:
+        """``owner`` holds ``session_id`` from now for LockDuration: until when (epoch ms)."""
+        self.session_owners[session_id] = owner
+        until = now_ms() + self.lock_ms
+        self.session_locked_until[session_id] = until
+        return until
+
+    def renew_session(self, session_id: str) -> int | None:
+        """Renew a held session's lock (and its messages'): until when, or None if not held."""
+        if session_id not in self.session_owners:
+            return None
+        until = now_ms() + self.lock_ms
+        self.session_locked_until[session_id] = until
+        for m in self.messages.values():
+            if m.session_id == session_id and m.lock_token is not None:
+                m.locked_until_ms = until
+        return until
+
+    def expire_sessions(self, now: int) -> list[object]:
+        """Session locks that ran out: each session is free again, its locked messages
+        available with DeliveryCount + 1 (a lost lock); their former owners."""
+        lost: list[object] = []
+        for sid, until in list(self.session_locked_until.items()):
+            if until >= now:
+                continue
+            del self.session_locked_until[sid]
+            owner = self.session_owners.pop(sid, None)
+            if owner is None:
+                continue
+            logger.info("session lock expired on %s session %s", self.path, sid)
+            for m in list(self.messages.values()):
+                if m.session_id == sid and m.owner is owner:
+                    self.release(m, count=True)
+            lost.append(owner)
+            self.broker.changed()
+        return lost
 
     def next_free_session(self) -> str | None:
         for m in self.messages.values():
@@ -194,11 +295,14 @@ class ReceiverEntity:
         return m
 
     def _unlock(self, m: StoredMessage) -> None:
+        """Unlock a message that is settled, released, deferred or dead-lettered (each of which
+        persists: it is recorded here)."""
         if m.lock_token is not None:
             self.broker.locks.pop(m.lock_token, None)
         m.lock_token = None
         m.owner = None
         m.locked_until_ms = 0
+        self.broker.touch(self, m.seq)
 
     def complete(self, m: StoredMessage) -> None:
         self._unlock(m)
@@ -261,22 +365,25 @@ class ReceiverEntity:
         for sid, o in list(self.session_owners.items()):
             if o is owner:
                 del self.session_owners[sid]
+                self.session_locked_until.pop(sid, None)
         self.broker.changed()
 
-    def expire_locks(self, now: int) -> None:
-        for m in list(self.messages.values()):
-            # Messages of a session stay locked while the session is held by its receiver;
-            # a lock restored from the state file (owner ORPHANED) runs out like any other.
-            if (
-                m.owner is not None
-                and (m.session_id is None or m.owner is ORPHANED)
-                and m.locked_until_ms < now
-            ):
-                logger.info("lock expired on %s seq %s", self.path, m.seq)
-                self.release(m, count=True)
+    def expire_lock(self, m: StoredMessage, now: int) -> None:
+        """A message lock that ran out: the message is available again, DeliveryCount + 1.
+        Messages of a session stay locked while their session is (its lock lapses as a whole);
+        a lock restored from the state file (owner ORPHANED) runs out like any other."""
+        if (
+            m.owner is not None
+            and (m.session_id is None or m.owner is ORPHANED)
+            and m.locked_until_ms < now
+        ):
+            logger.info("lock expired on %s seq %s", self.path, m.seq)
+            self.release(m, count=True)
 
 
 SCHEDULED_ENQUEUE_TIME = b"x-opt-scheduled-enqueue-time"
+#: A sender entity's key among the sequence counters (a queue's receiver has the same name).
+SENDER_PREFIX = "sender:"
 
 
 @dataclass
@@ -312,7 +419,13 @@ class SenderEntity:
             return True
         seen.pop(message_id, None)  # an expired one kept behind a later expiry: sent anew
         seen[message_id] = now + self.config.duplicate_window
+        if self.targets:
+            self.targets[0].broker.record_seen(self.key, message_id, seen[message_id])
         return False
+
+    @property
+    def key(self) -> str:
+        return self.config.name.lower()
 
     @property
     def requires_session(self) -> bool:
@@ -342,7 +455,10 @@ class SenderEntity:
         copy.scheduled_ms = due_ms
         self.scheduled[copy.seq] = copy
         if self.targets:
-            self.targets[0].broker.changed()
+            broker = self.targets[0].broker
+            broker.touch_scheduled(self.key, copy.seq)
+            broker.touch_counter(f"{SENDER_PREFIX}{self.key}")
+            broker.changed()
         return copy.seq
 
     def fan_out(self, m: StoredMessage) -> None:
@@ -358,15 +474,35 @@ class SenderEntity:
     def cancel(self, seq: int) -> bool:
         if self.config.is_queue:
             return bool(self.targets) and self.targets[0].cancel_scheduled(seq)
+        if self.targets:
+            self.targets[0].broker.touch_scheduled(self.key, seq)
         return self.scheduled.pop(seq, None) is not None
 
     def activate_due(self, now: int) -> None:
         for seq, m in list(self.scheduled.items()):
             if m.scheduled_ms <= now:
                 del self.scheduled[seq]
+                if self.targets:
+                    self.targets[0].broker.touch_scheduled(self.key, seq)
                 m.enqueued_ms = m.scheduled_ms
                 m.scheduled_ms = 0
                 self.fan_out(m)
+
+
+@dataclass
+class Changes:
+    """Keys of what changed since the store last wrote."""
+
+    messages: set[tuple[str, int]] = field(default_factory=set)  # (receiver key, seq)
+    scheduled: set[tuple[str, int]] = field(default_factory=set)  # (sender key, seq)
+    counters: set[str] = field(default_factory=set)  # receiver key, or SENDER_PREFIX + key
+    sessions: set[tuple[str, str]] = field(default_factory=set)  # (receiver key, session id)
+    seen: list[tuple[str, str, float]] = field(default_factory=list)  # (sender key, id, expiry)
+    dropped: set[str] = field(default_factory=set)  # entities gone, with what they held
+
+    def __bool__(self) -> bool:
+        return bool(self.messages or self.scheduled or self.counters or self.sessions
+                    or self.seen or self.dropped)
 
 
 class Broker:
@@ -374,11 +510,15 @@ class Broker:
 
     def __init__(self, config: NamespaceConfig) -> None:
         self.namespace = config.name
+        self.tier = config.tier
         self.senders: dict[str, SenderEntity] = {}
         self.receivers: dict[str, ReceiverEntity] = {}
         self.locks: dict[uuid.UUID, tuple[ReceiverEntity, int]] = {}
         self._seq = 0
         self.on_change: Callable[[], None] = lambda: None
+        #: What changed since the store last wrote, by key (kept only with a store attached).
+        self.recording = False
+        self.changes = Changes()
         for entity in config.entities:
             self.add_entity(entity)
 
@@ -401,6 +541,9 @@ class Broker:
         self, entity: SenderEntityConfig, sub: ReceiverEntityConfig
     ) -> ReceiverEntity:
         path = entity.name if entity.is_queue else f"{entity.name}/Subscriptions/{sub.name}"
+        if entity.default_ttl and (sub.default_ttl is None or entity.default_ttl < sub.default_ttl):
+            # a topic's DefaultMessageTimeToLive bounds its subscriptions'
+            sub = dataclasses.replace(sub, default_ttl=entity.default_ttl)
         receiver = ReceiverEntity(path=path, config=sub, broker=self)
         dlq = ReceiverEntity(
             path=path + "/$DeadLetterQueue", config=sub, broker=self, is_dead_letter=True
@@ -415,11 +558,36 @@ class Broker:
         sender = self.senders.pop(name.lower(), None)
         if sender is None:
             return False
+        if self.recording:
+            self.changes.dropped.add(f"{SENDER_PREFIX}{sender.key}")
         for target in sender.targets:
             for receiver in (target, target.dead_letter):
                 if receiver is not None:
                     self.receivers.pop(receiver.path.lower(), None)
+                    if self.recording:
+                        self.changes.dropped.add(receiver.key)
         return True
+
+    # ---- what persists: recorded by key, written by _state.Store -------------------------
+    def touch(self, entity: ReceiverEntity, seq: int) -> None:
+        if self.recording:
+            self.changes.messages.add((entity.key, seq))
+
+    def touch_scheduled(self, sender_key: str, seq: int) -> None:
+        if self.recording:
+            self.changes.scheduled.add((sender_key, seq))
+
+    def touch_counter(self, key: str) -> None:
+        if self.recording:
+            self.changes.counters.add(key)
+
+    def touch_session(self, entity: ReceiverEntity, session_id: str) -> None:
+        if self.recording:
+            self.changes.sessions.add((entity.key, session_id))
+
+    def record_seen(self, sender_key: str, message_id: str, expiry: float) -> None:
+        if self.recording:
+            self.changes.seen.append((sender_key, message_id, expiry))
 
     def next_seq(self) -> int:
         self._seq += 1
@@ -434,13 +602,20 @@ class Broker:
     def receiver(self, path: str) -> ReceiverEntity | None:
         return self.receivers.get(path.lower())
 
-    def expire_locks(self) -> None:
-        """Runs a few times a second: locks run out, scheduled messages come due, messages
+    def expire_locks(self) -> list[object]:
+        """Runs a few times a second: locks run out (the owners of the session locks that did
+        are returned: their links lose their sessions), scheduled messages come due, messages
         past their time to live leave."""
         now = now_ms()
+        lost: list[object] = []
         for sender in list(self.senders.values()):
             sender.activate_due(now)
+        for entity, seq in list(self.locks.values()):  # the locked messages only
+            m = entity.messages.get(seq)
+            if m is not None:
+                entity.expire_lock(m, now)
         for entity in list(self.receivers.values()):
-            entity.expire_locks(now)
+            lost += entity.expire_sessions(now)
             entity.activate_due(now)
             entity.expire_messages(now)
+        return lost

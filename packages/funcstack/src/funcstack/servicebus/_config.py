@@ -1,6 +1,14 @@
 """Entities from a JSON file in the shape of the official Service Bus emulator's Config.json
 (given by the caller: the endpoint names no entity of its own; without a file the namespace is
-empty and entities come from the control channel)."""
+empty and entities come from the control channel).
+
+Beside the emulator's schema (Azure/azure-service-bus-emulator-installer,
+``ServiceBus-Emulator/Schema/Config-schema.json``), a namespace may declare its tier, as ARM's
+``Microsoft.ServiceBus/namespaces`` ``sku.name`` does: ``"Sku": "Premium"`` (or ``{"Name":
+"Premium"}``; ``Standard`` when absent), and a Premium queue or topic its
+``MaxMessageSizeInKilobytes`` (1024 - 102400, the management API's name). Names longer than
+Service Bus takes (``_limits``) are refused here.
+"""
 
 from __future__ import annotations
 
@@ -10,10 +18,18 @@ from pathlib import Path
 from typing import Any
 
 from funcstack.config import read_json
+from funcstack.servicebus._entity_settings import config_entities, warnings_for
 from funcstack.servicebus._filters import Rule, RuleError, parse_rules
+from funcstack.servicebus._limits import (
+    KB,
+    PREMIUM,
+    STANDARD,
+    Tier,
+    check_entity_name,
+    tier_named,
+)
 
 NAMESPACE = "sbemulatorns"  # the official emulator's one namespace
-MAX_MESSAGE_SIZE = 256 * 1024
 SAS_KEY_VALUE = "SAS_KEY_VALUE"  # the emulator's well-known placeholder key; not checked
 
 
@@ -64,12 +80,20 @@ class SenderEntityConfig:
     duplicate_window: float = 600.0
     subscriptions: list[ReceiverEntityConfig] = field(default_factory=list)
     is_queue: bool = False
+    #: The largest message it takes, in bytes: its tier's, or a Premium entity's
+    #: MaxMessageSizeInKilobytes.
+    max_message_bytes: int = STANDARD.max_message_bytes
+    #: A topic's DefaultMessageTimeToLive in seconds: its subscriptions' can only be shorter.
+    default_ttl: float | None = None
 
 
 @dataclass
 class NamespaceConfig:
     name: str
     entities: list[SenderEntityConfig]
+    tier: Tier = STANDARD
+    #: One line per entity setting the endpoint does not honour (``_entity_settings``).
+    warnings: list[str] = field(default_factory=list)
 
 
 def _receiver(name: str, props: dict[str, Any], rules: list[Rule] | None = None
@@ -88,35 +112,68 @@ def _receiver(name: str, props: dict[str, Any], rules: list[Rule] | None = None
     )
 
 
-def _sender(name: str, props: dict[str, Any]) -> SenderEntityConfig:
+def _max_message_bytes(kind: str, name: str, props: dict[str, Any], tier: Tier) -> int:
+    raw = props.get("MaxMessageSizeInKilobytes")
+    if raw is None or tier.entity_message_kilobytes is None:
+        return tier.max_message_bytes  # on Standard the setting is not used (warned about)
+    low, high = tier.entity_message_kilobytes
+    if isinstance(raw, bool) or not isinstance(raw, int) or not low <= raw <= high:
+        raise ValueError(f"{kind} {name!r}: MaxMessageSizeInKilobytes {raw!r} is not a whole "
+                         f"number from {low} to {high} (the {tier.name} tier's range)")
+    return raw * KB
+
+
+def _sender(kind: str, name: str, props: dict[str, Any], tier: Tier) -> SenderEntityConfig:
+    check_entity_name(name, kind=kind, where=f"{kind} {name[:40]!r}")
     return SenderEntityConfig(
         name=name,
         requires_duplicate_detection=bool(props.get("RequiresDuplicateDetection", False)),
         duplicate_window=parse_duration(
             str(props.get("DuplicateDetectionHistoryTimeWindow", "PT10M"))
         ),
+        max_message_bytes=_max_message_bytes(kind, name, props, tier),
+        default_ttl=(
+            parse_duration(str(props["DefaultMessageTimeToLive"]))
+            if kind == "topic" and props.get("DefaultMessageTimeToLive") else None
+        ),
     )
 
 
-def queue_config(name: str, props: dict[str, Any]) -> SenderEntityConfig:
+def queue_config(name: str, props: dict[str, Any], tier: Tier = STANDARD) -> SenderEntityConfig:
     """A queue from emulator-format ``Properties`` (the same keys as config.json)."""
-    entity = _sender(name, props)
+    entity = _sender("queue", name, props, tier)
     entity.is_queue = True
     entity.subscriptions = [_receiver(name, props)]
     return entity
 
 
 def topic_config(
-    name: str, props: dict[str, Any], subscriptions: dict[str, dict[str, Any]] | None = None
+    name: str, props: dict[str, Any], subscriptions: dict[str, dict[str, Any]] | None = None,
+    tier: Tier = STANDARD,
 ) -> SenderEntityConfig:
-    entity = _sender(name, props)
-    entity.subscriptions = [_receiver(n, p) for n, p in (subscriptions or {}).items()]
+    entity = _sender("topic", name, props, tier)
+    entity.subscriptions = [subscription_config(n, p) for n, p in (subscriptions or {}).items()]
     return entity
 
 
 def subscription_config(name: str, props: dict[str, Any],
                         rules: list[dict[str, Any]] | None = None) -> ReceiverEntityConfig:
+    check_entity_name(name, kind="subscription", where=f"subscription {name[:40]!r}")
+    for rule in rules or []:
+        if isinstance(rule, dict) and isinstance(rule.get("Name"), str):
+            check_entity_name(rule["Name"], kind="rule",
+                              where=f"subscription {name!r}, rule {rule['Name'][:40]!r}")
     return _receiver(name, props, parse_rules(rules, f"subscription {name!r}"))
+
+
+def namespace_tier(namespace: dict[str, Any]) -> Tier:
+    """The tier a namespace declares with ``Sku`` (a name, or ARM's ``{"Name": ...}``)."""
+    sku = namespace.get("Sku", STANDARD.name)
+    if isinstance(sku, dict):
+        sku = sku.get("Name", sku.get("name"))
+    if not isinstance(sku, str):
+        raise ValueError(f"namespace Sku {sku!r} is not a tier name: 'Standard' or 'Premium'")
+    return tier_named(sku)
 
 
 def load_config(path: Path | None, *,
@@ -133,21 +190,30 @@ def load_config(path: Path | None, *,
     if not namespaces:
         raise ValueError("config has no namespace")
     ns = namespaces[0]
-    entities: list[SenderEntityConfig] = []
-    for queue in ns.get("Queues", []) or []:
-        entities.append(queue_config(queue["Name"], queue.get("Properties", {}) or {}))
-    for topic in ns.get("Topics", []) or []:
-        entity = _sender(topic["Name"], topic.get("Properties", {}) or {})
-        try:
-            entity.subscriptions = [
-                subscription_config(sub["Name"], sub.get("Properties", {}) or {},
-                                    sub.get("Rules"))
-                for sub in topic.get("Subscriptions", []) or []
-            ]
-        except RuleError as error:
-            raise RuleError(f"{path}: topic {topic['Name']!r}, {error}") from None
-        entities.append(entity)
+    try:
+        tier = namespace_tier(ns)
+        entities: list[SenderEntityConfig] = []
+        for queue in ns.get("Queues", []) or []:
+            entities.append(queue_config(queue["Name"], queue.get("Properties", {}) or {}, tier))
+        for topic in ns.get("Topics", []) or []:
+            entity = _sender("topic", topic["Name"], topic.get("Properties", {}) or {}, tier)
+            try:
+                entity.subscriptions = [
+                    subscription_config(sub["Name"], sub.get("Properties", {}) or {},
+                                        sub.get("Rules"))
+                    for sub in topic.get("Subscriptions", []) or []
+                ]
+            except RuleError as error:
+                raise RuleError(f"{path}: topic {topic['Name']!r}, {error}") from None
+            entities.append(entity)
+    except RuleError:
+        raise
+    except ValueError as error:
+        raise ValueError(f"{path}: {error}") from None
     if duplicate_window_seconds is not None:
         for entity in entities:
             entity.duplicate_window = duplicate_window_seconds
-    return NamespaceConfig(name=str(ns.get("Name", NAMESPACE)), entities=entities)
+    return NamespaceConfig(
+        name=str(ns.get("Name", NAMESPACE)), entities=entities, tier=tier,
+        warnings=warnings_for(config_entities(ns), premium=tier is PREMIUM),
+    )

@@ -9,7 +9,10 @@ instead: one JSON request per line over TCP, one JSON reply per line::
     {"op": "create-subscription", "topic": "t1", "name": "s1", "properties": {...},
      "rules": [...]}
     {"op": "delete", "name": "q1"}
-    -> {"ok": true} | {"ok": false, "error": "..."}
+    -> {"ok": true, "warnings": [...]} | {"ok": false, "error": "..."}
+
+``warnings``: one line per property the endpoint does not honour (``_entity_settings``), logged
+by the endpoint and by ``request``.
 
 Properties and rules use the keys of the emulator's Config.json (LockDuration,
 MaxDeliveryCount, ...; ``Rules`` as in funcstack/servicebus/_filters.py).
@@ -25,7 +28,9 @@ from typing import Any
 
 from funcstack.servicebus._broker import Broker
 from funcstack.servicebus._config import queue_config, subscription_config, topic_config
+from funcstack.servicebus._entity_settings import warnings_for
 from funcstack.servicebus._filters import RuleError
+from funcstack.servicebus._limits import PREMIUM
 
 logger = logging.getLogger(__name__)
 
@@ -36,10 +41,14 @@ def apply(broker: Broker, request: dict[str, Any]) -> dict[str, Any]:
     name = str(request.get("name", ""))
     if not name:
         return {"ok": False, "error": "name is required"}
+    kind = {"create-queue": "queue", "create-topic": "topic",
+            "create-subscription": "subscription"}.get(op)
+    label = f"{request.get('topic')}/{name}" if kind == "subscription" else name
+    warnings = warnings_for([(kind, label, props)], premium=broker.tier is PREMIUM) if kind else []
     if op == "create-queue":
-        broker.add_entity(queue_config(name, props))
+        broker.add_entity(queue_config(name, props, broker.tier))
     elif op == "create-topic":
-        broker.add_entity(topic_config(name, props))
+        broker.add_entity(topic_config(name, props, tier=broker.tier))
     elif op == "create-subscription":
         try:
             sub = subscription_config(name, props, request.get("rules"))
@@ -54,7 +63,9 @@ def apply(broker: Broker, request: dict[str, Any]) -> dict[str, Any]:
     else:
         return {"ok": False, "error": f"unknown op {op!r}"}
     logger.info("control: %s %s", op, name)
-    return {"ok": True}
+    for line in warnings:
+        logger.warning("%s", line)
+    return {"ok": True, "warnings": warnings}
 
 
 async def serve_control(broker: Broker, host: str, port: int) -> tuple[asyncio.Server, int]:
@@ -87,3 +98,5 @@ def request(host: str, port: int, payload: dict[str, Any], timeout: float = 10.0
     reply = json.loads(data or b"{}")
     if not reply.get("ok"):
         raise RuntimeError(f"service bus control {payload.get('op')}: {reply.get('error')}")
+    for line in reply.get("warnings") or []:
+        logger.warning("%s", line)

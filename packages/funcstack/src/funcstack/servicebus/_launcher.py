@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 import json
+import logging
 import selectors
 import signal
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 from funcstack._processes import OWN_PROCESS_GROUP, describe_exit, last_lines, stop_child
 from funcstack.servicebus._config import connection_string
 
+logger = logging.getLogger("funcstack.servicebus")
+
 
 @dataclass
 class ServiceBusEndpoint:
     """A running endpoint process. ``stop()`` ends it; its state survives only with a
-    ``state_file`` (saved at stop and once a second)."""
+    ``state_file``, where what it acknowledges is written first (a SIGKILL loses none of it)."""
 
     host: str
     port: int
@@ -27,6 +30,9 @@ class ServiceBusEndpoint:
     _log: IO[str] | None = None
     tls_port: int | None = None
     control_port: int | None = None
+    #: One line per entity setting of the config the endpoint does not honour (logged at start
+    #: by this process too, so that ``funcstack run`` and a test's log show them).
+    warnings: list[str] = field(default_factory=list)
 
     @property
     def connection_string(self) -> str:
@@ -116,9 +122,13 @@ def start_servicebus(
                     break
                 ready = json.loads(line)
                 if ready.get("ready"):
+                    warnings = [str(line) for line in ready.get("warnings") or []]
+                    for line in warnings:
+                        logger.warning("%s", line)
                     return ServiceBusEndpoint(
                         host=host, port=int(ready["port"]), process=process, _log=log,
                         tls_port=ready.get("tls_port"), control_port=ready.get("control_port"),
+                        warnings=warnings,
                     )
     except BaseException:  # interrupted: the endpoint does not outlive its start
         stop_child(process)

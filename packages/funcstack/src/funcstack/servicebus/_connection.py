@@ -1,0 +1,624 @@
+"""One AMQP 1.0 connection to the local Service Bus endpoint: the SASL and AMQP handshakes,
+framing, sessions and links, and the performatives (open, begin, attach, flow, transfer,
+disposition, detach, end, close) as the service's AMQP stack (Microsoft.Azure.Amqp) answers them.
+What a link carries (sends, deliveries, settlements, ``$cbs`` and ``$management`` requests) is
+the endpoint's (``Endpoint``, implemented by ``_server.Server``).
+
+Follows the OASIS AMQP 1.0 specification (parts 2.4-2.8: connections, sessions, links, flow
+control, delivery state) and "AMQP 1.0 in Azure Service Bus and Event Hubs protocol guide"
+(learn.microsoft.com) for what Service Bus adds: the session filter, locked-until on attach, the
+link timeout, refusals by detach with an error. Frames are encoded with the SDK's own codec.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from azure.servicebus._pyamqp import _decode as amqp_decode
+from azure.servicebus._pyamqp import _encode as amqp_encode
+from azure.servicebus._pyamqp import endpoints, outcomes
+from azure.servicebus._pyamqp import error as amqp_error
+from azure.servicebus._pyamqp import performatives as perf
+from azure.servicebus._pyamqp.types import TYPE, VALUE, AMQPTypes
+
+from funcstack.servicebus._broker import Broker, ReceiverEntity, SenderEntity, now_ms
+from funcstack.servicebus._codec import pad, text
+from funcstack.servicebus._limits import RefusedError
+
+logger = logging.getLogger(__name__)
+
+SASL_HEADER = b"AMQP\x03\x01\x00\x00"
+AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
+MAX_FRAME_SIZE = 65536
+BIG_WINDOW = 2**31 - 1
+SENDER_CREDIT = 1000
+SESSION_FILTER = b"com.microsoft:session-filter"
+LOCKED_UNTIL_UTC = b"com.microsoft:locked-until-utc"
+LINK_TIMEOUT = b"com.microsoft:timeout"
+MAX_BATCH_SIZE = b"com.microsoft:max-message-batch-size"
+DATETIMEOFFSET_EPOCH = 621355968000000000
+ROLE_SENDER = False
+ROLE_RECEIVER = True
+
+COND_NOT_FOUND = b"amqp:not-found"
+COND_NOT_ALLOWED = b"amqp:not-allowed"
+COND_LOCK_LOST = b"com.microsoft:message-lock-lost"
+COND_SESSION_LOCKED = b"com.microsoft:session-cannot-be-locked"
+COND_SESSION_LOCK_LOST = b"com.microsoft:session-lock-lost"
+COND_TIMEOUT = b"com.microsoft:timeout"
+COND_MESSAGE_NOT_FOUND = b"com.microsoft:message-not-found"
+COND_ARGUMENT_ERROR = b"com.microsoft:argument-error"
+COND_INVALID_FIELD = b"amqp:invalid-field"
+
+
+def entity_path(address: str) -> str:
+    """``amqp://host:port/topic/Subscriptions/sub`` or ``topic/...`` -> ``topic/...``."""
+    if "://" in address:
+        address = address.split("://", 1)[1]
+        address = address.split("/", 1)[1] if "/" in address else ""
+    return address.strip("/")
+
+
+def source_terminus(address: str | None, filters: dict[bytes, Any] | None = None) -> Any:
+    return endpoints.Source(*([None] * 11))._replace(address=address, filters=filters)
+
+
+def target_terminus(address: str | None) -> Any:
+    return endpoints.Target(*([None] * 7))._replace(address=address)
+
+
+def amqp_failure(condition: bytes, description: str) -> Any:
+    return amqp_error.AMQPError(condition=condition, description=description, info=None)
+
+
+
+@dataclass(eq=False)
+class Link:
+    session: Session
+    handle: int
+    name: str
+    kind: str  # "cbs-in", "cbs-out", "mgmt-in", "mgmt-out", "send", "recv"
+    address: str
+    sender_entity: SenderEntity | None = None
+    entity: ReceiverEntity | None = None
+    session_id: str | None = None
+    is_session: bool = False
+    receive_and_delete: bool = False
+    credit: int = 0
+    delivery_count: int = 0
+    drain: bool = False
+    active: bool = True
+    pending_deadline: float | None = None
+    attach_fields: list[Any] = field(default_factory=list)
+    partial: bytearray = field(default_factory=bytearray)
+    first_transfer: list[Any] | None = None
+    received: int = 0
+
+
+@dataclass(eq=False)
+class Session:
+    conn: Connection
+    channel: int
+    next_outgoing_id: int = 0
+    next_incoming_id: int = 0
+    links: dict[int, Link] = field(default_factory=dict)
+    unsettled: dict[int, tuple[Link, uuid.UUID | None]] = field(default_factory=dict)
+    #: Handles of links the endpoint detached, whose client's detach is still to come.
+    detached: set[int] = field(default_factory=set)
+
+
+
+class Endpoint(Protocol):
+    """What a connection hands over to the endpoint behind it (``_server.Server``)."""
+
+    broker: Broker
+    settle_delay: float
+    pending: list[Link]
+
+    def schedule_pump(self) -> None: ...
+
+    def limits(self, entity: SenderEntity | None) -> tuple[int, int]: ...
+
+    def unlink(self, link: Link) -> None: ...
+
+    def accept_send(self, link: Link, payload: bytes, message_format: int) -> None: ...
+
+    def settle(self, link: Link, token: uuid.UUID | None, state: Any) -> Any: ...
+
+    def management(self, link: Link, payload: bytes) -> None: ...
+
+    def persist(self) -> None: ...
+
+
+class Connection:
+    def __init__(
+        self, server: Endpoint, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        self.server = server
+        self.reader = reader
+        self.writer = writer
+        self.sessions: dict[int, Session] = {}
+        self.remote_max_frame = 512
+        self.closed = False
+
+    # ---- framing -------------------------------------------------------------------------
+    def send(self, channel: int, frame: Any, frame_type: bytes = b"\x00") -> None:
+        if self.closed:
+            return
+        header, body = amqp_encode.encode_frame(frame, frame_type=frame_type)
+        if body is None:
+            self.writer.write(header)
+        else:
+            self.writer.write(header + channel.to_bytes(2, "big") + body)
+
+    async def read_frame(self) -> tuple[int, int, memoryview | None]:
+        head = await self.reader.readexactly(8)
+        size = int.from_bytes(head[:4], "big")
+        doff = head[4]
+        channel = int.from_bytes(head[6:8], "big")
+        body = await self.reader.readexactly(size - 8) if size > 8 else b""
+        data = memoryview(body)[doff * 4 - 8 :]
+        return head[5], channel, data if len(data) else None
+
+    async def run(self) -> None:
+        try:
+            header = await self.reader.readexactly(8)
+            if header == SASL_HEADER:
+                self.writer.write(SASL_HEADER)
+                self.send(
+                    0,
+                    perf.SASLMechanism(
+                        sasl_server_mechanisms=[b"MSSBCBS", b"ANONYMOUS", b"PLAIN", b"EXTERNAL"]
+                    ),
+                    frame_type=b"\x01",
+                )
+                await self.writer.drain()
+                _, _, data = await self.read_frame()  # sasl-init
+                self.send(0, perf.SASLOutcome(code=0, additional_data=None), frame_type=b"\x01")
+                await self.writer.drain()
+                header = await self.reader.readexactly(8)
+            if header != AMQP_HEADER:
+                self.writer.write(AMQP_HEADER)
+                return
+            self.writer.write(AMQP_HEADER)
+            while not self.closed:
+                _, channel, data = await self.read_frame()
+                if data is None:
+                    continue  # heartbeat
+                code, fields = amqp_decode.decode_frame(data)
+                self.handle(code, channel, fields)
+                await self.writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass
+        except Exception:
+            logger.exception("connection failed")
+        finally:
+            self.closed = True
+            self.cleanup()
+            with contextlib.suppress(Exception):
+                self.writer.close()
+
+    def cleanup(self) -> None:
+        for session in list(self.sessions.values()):
+            for link in list(session.links.values()):
+                self.server.unlink(link)
+        self.sessions.clear()
+
+    # ---- performatives -------------------------------------------------------------------
+    def handle(self, code: int, channel: int, f: list[Any]) -> None:
+        if code == 0x10:  # open
+            self.remote_max_frame = int(f[2] or 4294967295)
+            self.send(
+                0,
+                perf.OpenFrame(
+                    container_id="funcstack-servicebus",
+                    hostname=None,
+                    max_frame_size=MAX_FRAME_SIZE,
+                    channel_max=65535,
+                    idle_timeout=None,
+                    outgoing_locales=None,
+                    incoming_locales=None,
+                    offered_capabilities=None,
+                    desired_capabilities=None,
+                    properties=None,
+                ),
+            )
+        elif code == 0x11:  # begin
+            session = Session(conn=self, channel=channel, next_incoming_id=int(f[1] or 0))
+            self.sessions[channel] = session
+            self.send(
+                channel,
+                perf.BeginFrame(
+                    remote_channel=channel,
+                    next_outgoing_id=0,
+                    incoming_window=BIG_WINDOW,
+                    outgoing_window=BIG_WINDOW,
+                    handle_max=65535,
+                    offered_capabilities=None,
+                    desired_capabilities=None,
+                    properties=None,
+                ),
+            )
+        elif code == 0x18:  # close
+            self.send(0, perf.CloseFrame(error=None))
+            self.closed = True
+        elif 0x12 <= code <= 0x17 and channel not in self.sessions:
+            self.on_unmapped_channel(code, channel)
+        elif code == 0x12:
+            self.on_attach(self.sessions[channel], f)
+        elif code == 0x13:
+            self.on_flow(self.sessions[channel], f)
+        elif code == 0x14:
+            self.on_transfer(self.sessions[channel], f)
+        elif code == 0x15:
+            self.on_disposition(self.sessions[channel], f)
+        elif code == 0x16:  # detach
+            session = self.sessions[channel]
+            if int(f[0]) in session.detached:  # the answer to our detach
+                session.detached.discard(int(f[0]))
+                return
+            link = session.links.pop(int(f[0]), None)
+            if link is not None:
+                self.server.unlink(link)
+            self.send(channel, perf.DetachFrame(handle=int(f[0]), closed=True, error=None))
+        elif code == 0x17:  # end
+            session = self.sessions.pop(channel)
+            for link in list(session.links.values()):
+                self.server.unlink(link)
+            self.send(channel, perf.EndFrame(error=None))
+
+    def on_unmapped_channel(self, code: int, channel: int) -> None:
+        """A frame on a channel with no session: one ended already, or never begun.
+
+        As the service's AMQP stack (Microsoft.Azure.Amqp) does: a ``detach`` or ``end`` there
+        is ignored (the async SDK detaches its links after its session's ``end``: the session
+        and its links are gone, there is nothing to answer); any other frame is a
+        ``amqp:not-found`` error that closes the connection.
+        """
+        if code in (0x16, 0x17):
+            logger.debug("ignored a %s on channel %s: no session there (ended already)",
+                         "detach" if code == 0x16 else "end", channel,
+                         extra={"channel": channel})
+            return
+        description = f"channel {channel} has no session"
+        logger.warning("closing a connection: frame 0x%x on %s", code, description,
+                       extra={"channel": channel})
+        self.send(0, perf.CloseFrame(error=amqp_failure(COND_NOT_FOUND, description)))
+        self.closed = True
+
+    def send_attach(
+        self, link: Link, *, role: bool, source: Any, target: Any, props: Any = None
+    ) -> None:
+        f = link.attach_fields
+        max_message_size = None
+        if role == ROLE_RECEIVER:
+            # the client's sender learns the entity's limits here (the SDK sizes its batches
+            # by the batch limit, as Service Bus announces it)
+            max_message_size, max_batch_size = self.server.limits(link.sender_entity)
+            props = {MAX_BATCH_SIZE: {TYPE: AMQPTypes.ulong, VALUE: max_batch_size}}
+        self.send(
+            link.session.channel,
+            perf.AttachFrame(
+                name=link.name,
+                handle=link.handle,
+                role=role,
+                send_settle_mode=f[3],
+                rcv_settle_mode=f[4],
+                source=source,
+                target=target,
+                unsettled=None,
+                incomplete_unsettled=None,
+                initial_delivery_count=0 if role == ROLE_SENDER else None,
+                max_message_size=max_message_size,
+                offered_capabilities=None,
+                desired_capabilities=None,
+                properties=props,
+            ),
+        )
+
+    def refuse_attach(self, link: Link, *, role: bool, condition: bytes, description: str) -> None:
+        """Attach then detach with an error, the way the service refuses a link."""
+        # No source/target: the client's link fails at once with the detach's error, so the
+        # receiver's open raises (it does not report a link that is about to go).
+        self.send_attach(link, role=role, source=None, target=None)
+        self.send(
+            link.session.channel,
+            perf.DetachFrame(handle=link.handle, closed=True,
+                             error=amqp_failure(condition, description)),
+        )
+        link.session.links.pop(link.handle, None)
+        link.active = False
+
+    def detach_with_error(self, link: Link, condition: bytes, description: str) -> None:
+        """The service ends a link (a lost session lock): a detach with the error; the
+        client's answering detach is not answered again."""
+        session = link.session
+        if session.links.get(link.handle) is not link or self.closed:
+            return
+        session.links.pop(link.handle, None)
+        session.detached.add(link.handle)
+        self.server.unlink(link)
+        self.send(session.channel, perf.DetachFrame(
+            handle=link.handle, closed=True, error=amqp_failure(condition, description)))
+
+    def on_attach(self, session: Session, f: list[Any]) -> None:
+        handle = int(f[1])
+        client_role = bool(f[2])
+        source = pad(f[5], 11) if f[5] is not None else pad(None, 11)
+        target = pad(f[6], 7) if f[6] is not None else pad(None, 7)
+        if client_role == ROLE_SENDER:
+            address = text(target[0]) or ""
+            path = entity_path(address)
+            link = Link(
+                session=session,
+                handle=handle,
+                name=text(f[0]) or "",
+                kind="send",
+                address=address,
+                attach_fields=f,
+            )
+            session.links[handle] = link
+            if path.lower() == "$cbs":
+                link.kind = "cbs-in"
+            elif path.lower().endswith("$management"):
+                link.kind = "mgmt-in"
+            else:
+                link.sender_entity = self.server.broker.sender(path)
+                if link.sender_entity is None:
+                    self.refuse_attach(
+                        link,
+                        role=ROLE_RECEIVER,
+                        condition=COND_NOT_FOUND,
+                        description=f"The messaging entity '{path}' could not be found.",
+                    )
+                    return
+            self.send_attach(
+                link, role=ROLE_RECEIVER, source=source_terminus(text(source[0])),
+                target=target_terminus(address),
+            )
+            link.delivery_count = int(f[9] or 0)
+            link.credit = SENDER_CREDIT
+            self.send_link_flow(link)
+            return
+        address = text(source[0]) or ""
+        path = entity_path(address)
+        link = Link(
+            session=session,
+            handle=handle,
+            name=text(f[0]) or "",
+            kind="recv",
+            address=address,
+            attach_fields=f,
+            receive_and_delete=f[3] == 1,
+        )
+        session.links[handle] = link
+        if path.lower() == "$cbs":
+            link.kind = "cbs-out"
+        elif path.lower().endswith("$management"):
+            link.kind = "mgmt-out"
+        else:
+            link.entity = self.server.broker.receiver(path)
+            if link.entity is None:
+                self.refuse_attach(
+                    link,
+                    role=ROLE_SENDER,
+                    condition=COND_NOT_FOUND,
+                    description=f"The messaging entity '{path}' could not be found.",
+                )
+                return
+            filters = source[7] if isinstance(source[7], dict) else {}
+            link.is_session = SESSION_FILTER in filters
+            if link.entity.requires_session and not link.is_session:
+                self.refuse_attach(
+                    link,
+                    role=ROLE_SENDER,
+                    condition=COND_NOT_ALLOWED,
+                    description="It is not possible for an entity that requires sessions "
+                    "to create a non-sessionful message receiver.",
+                )
+                return
+            if link.is_session and not link.entity.requires_session:
+                self.refuse_attach(
+                    link,
+                    role=ROLE_SENDER,
+                    condition=COND_NOT_ALLOWED,
+                    description="A sessionful message receiver cannot be created on an entity "
+                    "that does not require sessions. Ensure RequiresSession is set to true when "
+                    "creating a Queue or Subscription to enable sessionful behavior.",
+                )
+                return
+            raw_sid = filters.get(SESSION_FILTER)
+            if link.is_session and not (raw_sid is None or isinstance(raw_sid, bytes | str)):
+                # a session id is a string (an int from the client is refused at open)
+                self.refuse_attach(
+                    link,
+                    role=ROLE_SENDER,
+                    condition=COND_INVALID_FIELD,
+                    description="The session filter must be a string session id.",
+                )
+                return
+            if link.is_session:
+                sid = text(raw_sid)
+                if sid is not None:
+                    owner = link.entity.session_owners.get(sid)
+                    if owner is not None and owner is not link:
+                        self.refuse_attach(
+                            link,
+                            role=ROLE_SENDER,
+                            condition=COND_SESSION_LOCKED,
+                            description=f"The requested session '{sid}' cannot be accepted. "
+                            "It may be locked by another receiver.",
+                        )
+                        return
+                    link.entity.lock_session(sid, link)
+                    link.session_id = sid
+                else:
+                    props = f[13] if isinstance(f[13], dict) else {}
+                    timeout_ms = int(props.get(LINK_TIMEOUT) or 65000)  # the service default
+                    link.active = False
+                    link.pending_deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
+                    self.server.pending.append(link)
+                    self.server.schedule_pump()
+                    return
+        self.complete_receiver_attach(link)
+
+    def complete_receiver_attach(self, link: Link) -> None:
+        link.active = True
+        link.pending_deadline = None
+        props = None
+        filters = None
+        if link.is_session and link.session_id is not None:
+            filters = {SESSION_FILTER: link.session_id}
+            assert link.entity is not None
+            until = link.entity.session_locked_until.get(link.session_id) or now_ms()
+            ticks = DATETIMEOFFSET_EPOCH + until * 10000
+            props = {LOCKED_UNTIL_UTC: {TYPE: AMQPTypes.long, VALUE: ticks}}
+        target = pad(link.attach_fields[6], 7)
+        self.send_attach(
+            link,
+            role=ROLE_SENDER,
+            source=source_terminus(link.address, filters),
+            target=target_terminus(text(target[0])),
+            props=props,
+        )
+        self.server.schedule_pump()
+
+    def send_link_flow(self, link: Link, *, drain: bool = False) -> None:
+        session = link.session
+        self.send(
+            session.channel,
+            perf.FlowFrame(
+                next_incoming_id=session.next_incoming_id,
+                incoming_window=BIG_WINDOW,
+                next_outgoing_id=session.next_outgoing_id,
+                outgoing_window=BIG_WINDOW,
+                handle=link.handle,
+                delivery_count=link.delivery_count,
+                link_credit=link.credit,
+                available=None,
+                drain=drain,
+                echo=None,
+                properties=None,
+            ),
+        )
+
+    def on_flow(self, session: Session, f: list[Any]) -> None:
+        if f[4] is None:
+            return
+        link = session.links.get(int(f[4]))
+        if link is None or link.kind not in ("recv", "mgmt-out", "cbs-out"):
+            return
+        delivery_count = link.delivery_count if f[5] is None else int(f[5])
+        link.credit = max(0, delivery_count + int(f[6] or 0) - link.delivery_count)
+        link.drain = bool(f[8])
+        if f[9]:
+            self.send_link_flow(link)
+        self.server.schedule_pump()
+
+    def on_transfer(self, session: Session, f: list[Any]) -> None:
+        session.next_incoming_id += 1
+        link = session.links.get(int(f[0]))
+        if link is None:
+            return
+        if link.first_transfer is None:
+            link.first_transfer = f
+        link.partial += bytes(f[11])
+        if f[5]:  # more
+            return
+        first = link.first_transfer
+        payload = bytes(link.partial)
+        link.first_transfer = None
+        link.partial = bytearray()
+        link.delivery_count += 1
+        link.received += 1
+        state: Any = outcomes.Accepted()
+        if link.kind == "send":
+            try:
+                self.server.accept_send(link, payload, int(first[3] or 0))
+            except RefusedError as exc:
+                state = outcomes.Rejected(error=amqp_failure(exc.condition, exc.description))
+            self.server.persist()  # durable before the sender hears it was accepted
+        elif link.kind in ("cbs-in", "mgmt-in"):
+            self.server.management(link, payload)
+        if not first[4]:
+            disposition = perf.DispositionFrame(
+                role=ROLE_RECEIVER,
+                first=first[1],
+                last=first[1],
+                settled=True,
+                state=state,
+                batchable=None,
+            )
+            if link.kind == "send" and self.server.settle_delay > 0:
+                asyncio.get_running_loop().call_later(
+                    self.server.settle_delay, self._send_quietly, session.channel, disposition
+                )
+            else:
+                self.send(session.channel, disposition)
+        if link.received >= SENDER_CREDIT // 2:
+            link.received = 0
+            link.credit = SENDER_CREDIT
+            self.send_link_flow(link)
+
+    def _send_quietly(self, channel: int, frame: Any) -> None:
+        try:
+            self.send(channel, frame)
+        except Exception:  # the connection may be gone by then
+            logger.debug("late disposition not sent", exc_info=True)
+
+    def on_disposition(self, session: Session, f: list[Any]) -> None:
+        if not f[0]:  # only receiver-role dispositions settle our deliveries
+            return
+        first = int(f[1])
+        last = int(f[2]) if f[2] is not None else first
+        echoes: list[tuple[int, Any]] = []
+        for delivery_id in range(first, last + 1):
+            entry = session.unsettled.pop(delivery_id, None)
+            if entry is None:
+                continue
+            link, token = entry
+            echoes.append((delivery_id, self.server.settle(link, token, f[4])))
+        self.server.persist()  # durable before the receiver hears it was settled
+        if not f[3]:
+            for delivery_id, echo in echoes:
+                self.send(
+                    session.channel,
+                    perf.DispositionFrame(
+                        role=ROLE_SENDER,
+                        first=delivery_id,
+                        last=delivery_id,
+                        settled=True,
+                        state=echo,
+                        batchable=None,
+                    ),
+                )
+        self.server.schedule_pump()
+
+    def send_transfer(self, link: Link, payload: bytes, *, tag: bytes, settled: bool) -> int:
+        session = link.session
+        delivery_id = session.next_outgoing_id
+        session.next_outgoing_id += 1
+        chunk = max(512, min(self.remote_max_frame, 1024 * 1024) - 256)
+        pieces = [payload[i : i + chunk] for i in range(0, len(payload), chunk)] or [b""]
+        for index, piece in enumerate(pieces):
+            first = index == 0
+            self.send(
+                session.channel,
+                perf.TransferFrame(
+                    handle=link.handle,
+                    delivery_id=delivery_id if first else None,
+                    delivery_tag=tag if first else None,
+                    message_format=0 if first else None,
+                    settled=settled if first else None,
+                    more=index < len(pieces) - 1,
+                    payload=piece,
+                ),
+            )
+        link.delivery_count += 1
+        link.credit = max(0, link.credit - 1)
+        return delivery_id

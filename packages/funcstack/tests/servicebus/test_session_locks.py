@@ -1,0 +1,100 @@
+"""A session's lock lapses after the entity's LockDuration unless it is renewed, as Service Bus's
+does, even while its receiver stays attached: the session is free for another receiver, its
+unsettled messages come back with DeliveryCount + 1, and the first receiver's link is detached
+with ``com.microsoft:session-lock-lost``. Renewed (``session.renew_lock()``), it is kept past
+its LockDuration. Through the real SDK; local only (a 2 s LockDuration)."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
+from azure.servicebus.exceptions import ServiceBusError, SessionCannotBeLockedError
+
+from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
+
+pytestmark = pytest.mark.conformance
+
+QUEUE = "sessions"
+LOCK_SECONDS = 2
+
+
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceBusEndpoint]:
+    tmp = tmp_path_factory.mktemp("session-locks")
+    config = tmp / "Config.json"
+    config.write_text(json.dumps({"UserConfig": {"Namespaces": [{
+        "Name": "sbemulatorns", "Topics": [], "Queues": [{"Name": QUEUE, "Properties": {
+            "RequiresSession": True, "LockDuration": f"PT{LOCK_SECONDS}S",
+            "MaxDeliveryCount": 10}}]}]}}))
+    sb = start_servicebus(config=config, log_path=tmp / "sb.log")
+    try:
+        yield sb
+    finally:
+        sb.stop()
+
+
+def _no_retry(endpoint: ServiceBusEndpoint) -> ServiceBusClient:
+    """A client that does not retry a refused session (the SDK would, for longer than the
+    lock lasts)."""
+    return ServiceBusClient.from_connection_string(endpoint.connection_string, retry_total=0)
+
+
+def _send(client: ServiceBusClient, session: str) -> None:
+    with client.get_queue_sender(QUEUE) as sender:
+        sender.send_messages(ServiceBusMessage("m", message_id=str(uuid.uuid4()),
+                                               session_id=session))
+
+
+def test_a_session_lock_not_renewed_lapses_while_its_receiver_is_attached(
+    endpoint: ServiceBusEndpoint,
+) -> None:
+    session = f"s-{uuid.uuid4()}"
+    with ServiceBusClient.from_connection_string(endpoint.connection_string) as client:
+        _send(client, session)
+        with client.get_queue_receiver(QUEUE, session_id=session) as first:
+            [message] = first.receive_messages(max_message_count=1, max_wait_time=5)
+            assert message.delivery_count == 0
+            # held: another receiver is refused the session meanwhile
+            with _no_retry(endpoint) as other, pytest.raises(SessionCannotBeLockedError), \
+                    other.get_queue_receiver(QUEUE, session_id=session):
+                pass
+            # past the lock duration, not renewed: the session is another receiver's
+            deadline = time.monotonic() + 30
+            while True:
+                try:
+                    with _no_retry(endpoint) as other, other.get_queue_receiver(
+                            QUEUE, session_id=session) as second:
+                        again = second.receive_messages(max_message_count=1, max_wait_time=5)
+                        for m in again:
+                            second.complete_message(m)
+                    break
+                except SessionCannotBeLockedError:
+                    assert time.monotonic() < deadline, "the session lock never lapsed"
+                    time.sleep(0.5)
+            with pytest.raises(ServiceBusError):
+                first.complete_message(message)
+    assert [m.message_id for m in again] == [message.message_id]
+    assert again[0].delivery_count == 1
+
+
+def test_a_renewed_session_lock_is_kept_past_its_lock_duration(
+    endpoint: ServiceBusEndpoint,
+) -> None:
+    session = f"s-{uuid.uuid4()}"
+    with ServiceBusClient.from_connection_string(endpoint.connection_string) as client:
+        _send(client, session)
+        with client.get_queue_receiver(QUEUE, session_id=session) as holder:
+            [message] = holder.receive_messages(max_message_count=1, max_wait_time=5)
+            started = time.monotonic()
+            while time.monotonic() - started < 3 * LOCK_SECONDS:
+                holder.session.renew_lock()
+                time.sleep(LOCK_SECONDS / 4)
+            with _no_retry(endpoint) as other, pytest.raises(SessionCannotBeLockedError), \
+                    other.get_queue_receiver(QUEUE, session_id=session):
+                pass
+            holder.complete_message(message)
