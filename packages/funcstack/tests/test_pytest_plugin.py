@@ -16,8 +16,14 @@ from pathlib import Path
 import pytest
 from test_cli import Cli
 
+from funcstack._cache import CACHE_ENV, cache_root
+
 pytestmark = pytest.mark.integration
 HELLO = Path(__file__).resolve().parent / "apps" / "hello"
+#: funcstack's cache as this process found it, read at import: the ``pytester`` fixture points
+#: HOME at the test's folder, where a pytest it starts would install the Node packages and the
+#: RPC messages again (npm from the registry: 40 s more, and a start that depends on the network)
+SHARED_CACHE = {CACHE_ENV: str(cache_root())}
 
 USER_TESTS = f'''
 import json
@@ -122,6 +128,7 @@ def test_a_test_file_with_only_the_plugins_fixtures(pytester: pytest.Pytester,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     mark = uuid.uuid4().hex
     monkeypatch.setenv("FUNCSTACK_TEST_MARK", mark)
+    monkeypatch.setenv(CACHE_ENV, SHARED_CACHE[CACHE_ENV])
     pytester.makepyfile(test_user=USER_TESTS)
     pytester.makeini(f"[pytest]\nfuncstack_config = {HELLO / 'funcstack.json'}\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:xdist",
@@ -146,7 +153,7 @@ def test_waits(funcstack_services):
     process = subprocess.Popen(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
          "--funcstack-config", str(HELLO / "funcstack.json")],
-        cwd=pytester.path, env={**os.environ, "FUNCSTACK_TEST_MARK": mark},
+        cwd=pytester.path, env={**os.environ, **SHARED_CACHE, "FUNCSTACK_TEST_MARK": mark},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, process_group=0)
     try:
         deadline = time.monotonic() + 180
