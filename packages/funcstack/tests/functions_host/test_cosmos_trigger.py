@@ -314,12 +314,13 @@ def test_failed_batch_is_checkpointed_without_retry_policy_or_after_exhausted_re
 
 def test_a_stuck_lease_does_not_hold_back_the_others(trigger_env: TriggerEnv) -> None:
     """Two physical partitions, a lease each: the batch of one keeps failing (retried for
-    ever) while the other lease's batches are delivered."""
+    ever) while the other lease's batches are delivered. The removed setting that cut one
+    partition's feed into N leases is not read, and the host says so."""
     trigger_env.recreate_container(physical_partitions=2)
     trigger_env.container.create_item({"id": "stuck-000", "partitionKey": "stuck", "seq": 0})
     pks = [f"p{i:02d}" for i in range(16)]
     docs = write_docs(trigger_env.container, pks, per_pk=3)
-    runner = trigger_env.start(SAMPLE_FAIL_PK="stuck")
+    runner = trigger_env.start(SAMPLE_FAIL_PK="stuck", FUNCTIONS_HOST_COSMOS_LEASES="4")
     try:
         wait_for(lambda: len(trigger_env.leases()) == 2, "two leases")
         # the batch with "stuck" fails forever; the other lease needs several batches of 5
@@ -330,6 +331,9 @@ def test_a_stuck_lease_does_not_hold_back_the_others(trigger_env: TriggerEnv) ->
     assert failures and all("stuck-000" in r["ids"] for r in failures)
     assert "stuck-000" not in trigger_env.delivered_ids()
     assert set(trigger_env.delivered_ids()) <= {d["id"] for d in docs}
+    assert len(trigger_env.leases()) == 2  # the partitions', not the setting's 4
+    assert "the app setting FUNCTIONS_HOST_COSMOS_LEASES is no longer read" in (
+        trigger_env.log_path.read_text())
 
 
 def test_a_lease_without_a_checkpoint_starts_from_now_at_each_start(

@@ -93,6 +93,9 @@ VERIFY_TLS_SETTING = "FUNCTIONS_HOST_COSMOS_VERIFY_TLS"
 #: Local-only app setting: "true" hands documents to the function verbatim, where the Azure
 #: host re-formats their date-like strings (`_newtonsoft`).
 VERBATIM_SETTING = "FUNCTIONS_HOST_COSMOS_VERBATIM_DOCUMENTS"
+#: A local-only app setting that cut a one-partition feed into N leases, removed: physical
+#: partitions give the leases now; the host says so when it is still set.
+REMOVED_LEASES_SETTING = "FUNCTIONS_HOST_COSMOS_LEASES"
 #: ``BootstrapperCore.DefaultLockTime`` / ``DefaultSleepTime``.
 INIT_LOCK_SECONDS = 30.0
 INIT_SLEEP_SECONDS = 15.0
@@ -167,6 +170,12 @@ class CosmosTriggerListener:
             logger.error("The listener for function 'Functions.%s' was unable to start: %s",
                          self.spec.name, self.options.start_error)
             return
+        if os.environ.get(REMOVED_LEASES_SETTING):
+            logger.warning(
+                "cosmos trigger %s: the app setting %s is no longer read (a lease per physical "
+                "partition, as in Azure): declare the container's physical partitions instead "
+                "(\"PhysicalPartitions\": N in funcstack.json)", self.spec.name,
+                REMOVED_LEASES_SETTING)
         self._task = asyncio.create_task(self._run(), name=f"cosmos-trigger-{self.spec.name}")
 
     async def stop(self) -> None:
@@ -296,10 +305,13 @@ class CosmosTriggerListener:
         return [feed_range async for feed_range in monitored.read_feed_ranges()]
 
     async def _current_feed_ranges(self) -> list[dict[str, Any]]:
-        """The feed ranges read afresh (``TryGetOverlappingRangesAsync(forceRefresh: true)``)."""
+        """The feed ranges read afresh (``TryGetOverlappingRangesAsync(forceRefresh: true)``);
+        the refresh replaces the client's routing map, so not during another lease's read."""
         monitored = self._monitored
         assert monitored is not None
-        return [feed_range async for feed_range in monitored.read_feed_ranges(force_refresh=True)]
+        async with self._read_lock:
+            return [feed_range
+                    async for feed_range in monitored.read_feed_ranges(force_refresh=True)]
 
     async def _create_missing_leases(self, store: LeaseStore) -> None:
         """``PartitionSynchronizerCore.CreateMissingLeasesAsync``; leases an older funcstack
