@@ -48,6 +48,7 @@ from funcstack.functions_host._cosmos_lease_store import Lease, LeaseLostError, 
 
 logger = logging.getLogger("funcstack.functions_host.cosmos")
 
+
 @dataclass(frozen=True)
 class Page:
     """One read of a lease's range."""
@@ -237,12 +238,13 @@ class LeaseSupervisor:
         try:
             done, _ = await asyncio.wait({renewer, processor},
                                          return_when=asyncio.FIRST_EXCEPTION)
-            if renewer in done and renewer.exception() is not None:
+            if renewer in done and (lost := renewer.exception()) is not None:
                 # lost on renewal: the processor stops before its next page, and a checkpoint
                 # of the batch it may be delivering is refused
                 self._lost.set()
                 with contextlib.suppress(LeaseLostError):
                     await processor
+                raise lost  # its cause (taken over by whom, or gone), not the processor's echo
             for task in (processor, renewer):
                 if task.done() and not task.cancelled() and (error := task.exception()):
                     raise error
