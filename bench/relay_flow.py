@@ -9,6 +9,7 @@ import re
 import secrets
 import threading
 import time
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,9 @@ from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.ports import MessagePublisher
 from domain.contact import Contact
 from domain.values import Company, Name
+from funcstack.config import StackConfig
 from tools.httpclient import Client
+from tools.provision import declared
 from tools.receive import count_at_least, drain
 from tools.stack import Ports, Stack
 
@@ -68,14 +71,26 @@ def contacts_outbox(container: ContainerProxy) -> Outbox:
     return Outbox((Contact,), services=lambda: services)
 
 
+def with_contacts_partitions(partitions: int) -> StackConfig:
+    """This app's declared resources with its contacts container in ``partitions`` physical
+    partitions (``PhysicalPartitions``): the trigger gets a lease per partition, as in Azure."""
+    config = declared()
+    databases = tuple(
+        replace(db, containers=tuple(
+            replace(c, physical_partitions=partitions) if c.name == "contacts" else c
+            for c in db.containers))
+        for db in config.cosmos.databases)
+    return replace(config, cosmos=replace(config.cosmos, databases=databases))
+
+
 def throughput(workdir: Path, *, contacts: int = 200, changes: int = 9,
                leases: int = 1) -> dict[str, Any]:
     """Events written while no relay runs, then one runner drains the backlog with `leases`
-    leases (feed ranges; the local host's FUNCTIONS_HOST_COSMOS_LEASES, each lease its own
-    concurrent invocations, as the host does with one lease per physical partition)."""
+    leases (the contacts container in as many physical partitions, a lease each, each lease
+    its own concurrent invocations, as the host does)."""
     with Stack(workdir=workdir, ports=Ports.free(), with_runner=False,
-               settings_overrides={"FEED_POLL_DELAY_MS": "100",
-                                   "FUNCTIONS_HOST_COSMOS_LEASES": str(leases)}) as stack:
+               config=with_contacts_partitions(leases),
+               settings_overrides={"FEED_POLL_DELAY_MS": "100"}) as stack:
         outbox = contacts_outbox(stack.contacts_container())
         for i in range(contacts):
             contact = Contact.create(name=Name(first_name=f"T{i}", last_name="Put"),

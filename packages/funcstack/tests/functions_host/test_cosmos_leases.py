@@ -5,8 +5,7 @@ taken over once they expire; an instance paused past the expiry loses its lease,
 is refused and the new owner delivers again from the last checkpoint; two triggers on one lease
 container and prefix split the changes between them. Short intervals in the sample's binding
 (acquire 1 s, renew 1 s, expiry 10 s: a host stalled a few seconds on a busy machine keeps its
-leases); ``FUNCTIONS_HOST_COSMOS_LEASES=4`` gives four leases on the local endpoint's one
-physical partition.
+leases); a container declared with four physical partitions gets four leases, as in Azure.
 """
 
 from __future__ import annotations
@@ -24,6 +23,7 @@ import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
+from funcstack.cosmos import PhysicalPartition, physical_partitions
 from funcstack.functions_host._cosmos_trigger import VERIFY_TLS_SETTING
 from funcstack.scaleout import AppInstances
 from funcstack.stack import LocalStack, ServicePorts
@@ -47,6 +47,20 @@ class Scaled:
     settings: dict[str, str]
     container: ContainerProxy
     leases_container: ContainerProxy
+    cosmos: Cosmos
+
+    def split(self) -> list[str]:
+        """Split the container's physical partition holding the most documents now; the
+        children's range ids."""
+        return self.cosmos.split(self.settings["COSMOS_DATABASE"], "contacts")
+
+    def physical_partitions(self) -> list[PhysicalPartition]:
+        return physical_partitions(self.cosmos.endpoint, self.settings["COSMOS_DATABASE"],
+                                   "contacts")
+
+    def logs(self) -> dict[str, str]:
+        """Each instance's log, by instance (``app-1``, ...)."""
+        return {path.stem: path.read_text() for path in (self.tmp / "stack").glob("app*.log")}
 
     def host(self, instances: int, **extra: str) -> AppInstances:
         app = self.stack.host_app(self.app_dir, name="app", port=0, instances=instances,
@@ -97,8 +111,18 @@ class Scaled:
                        for lease in self.leases())
 
 
+#: The local endpoint's create header for a container's physical partitions (what
+#: ``PhysicalPartitions`` in funcstack.json sends).
+PARTITIONS_HEADER = "x-funcstack-physical-partitions"
+#: ``@FOUR_PARTITIONS`` on a test: its container has four physical partitions (default one).
+FOUR_PARTITIONS = pytest.mark.parametrize("scaled", [4], indirect=True, ids=["4-partitions"])
+
+
 @pytest.fixture
-def scaled(cosmos: Cosmos, tmp_path: Path) -> Iterator[Scaled]:
+def scaled(cosmos: Cosmos, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Scaled]:
+    """The sample app's stack; its container has ``request.param`` physical partitions (1
+    unless the test is parametrised indirectly, as ``FOUR_PARTITIONS``)."""
+    partitions = int(getattr(request, "param", 1))
     app_dir = tmp_path / "app"
     app_dir.mkdir()
     (app_dir / "function_app.py").write_text((HERE / "sample_cosmos_app.py").read_text())
@@ -108,7 +132,8 @@ def scaled(cosmos: Cosmos, tmp_path: Path) -> Iterator[Scaled]:
                           connection_verify=cosmos.verify_tls)
     db = client.create_database_if_not_exists(database)
     container = db.create_container_if_not_exists(
-        "contacts", partition_key=PartitionKey(path="/partitionKey"), default_ttl=-1)
+        "contacts", partition_key=PartitionKey(path="/partitionKey"), default_ttl=-1,
+        headers={PARTITIONS_HEADER: str(partitions)})
     settings = {
         "FUNCTIONS_WORKER_RUNTIME": "python",
         "CosmosDBConnection": cosmos.connection_string,
@@ -123,7 +148,7 @@ def scaled(cosmos: Cosmos, tmp_path: Path) -> Iterator[Scaled]:
                        with_servicebus=False, with_azurite=False)
     try:
         yield Scaled(stack, app_dir, tmp_path, settings, container,
-                     db.get_container_client("leases"))
+                     db.get_container_client("leases"), cosmos)
     finally:
         stack.stop()
         try:
@@ -135,10 +160,11 @@ def scaled(cosmos: Cosmos, tmp_path: Path) -> Iterator[Scaled]:
 PKS = [f"p{i:02d}" for i in range(32)]  # spread over the four ranges
 
 
+@FOUR_PARTITIONS
 def test_two_instances_share_the_leases_evenly_and_a_third_steals_its_share(
     scaled: Scaled,
 ) -> None:
-    app = scaled.host(2, FUNCTIONS_HOST_COSMOS_LEASES="4")
+    app = scaled.host(2)
     wait_for(lambda: scaled.owners() == Counter({"app-1": 2, "app-2": 2}) and scaled.settled(),
              "two leases each")
     docs = write_docs(scaled.container, PKS, per_pk=2)
@@ -158,11 +184,12 @@ def test_two_instances_share_the_leases_evenly_and_a_third_steals_its_share(
     assert "app-3" in {instance for instance, doc in scaled.delivered() if doc.startswith("q")}
 
 
+@FOUR_PARTITIONS
 def test_a_killed_instances_leases_are_taken_over_once_they_expire(scaled: Scaled) -> None:
     """SIGKILL releases nothing: the survivor takes the leases at its first acquire after
     their expiry (10 s + up to 1 s here); what the killed one had not checkpointed is delivered
     again; nothing is lost."""
-    app = scaled.host(2, FUNCTIONS_HOST_COSMOS_LEASES="4", SAMPLE_SLEEP_SECONDS="0.3")
+    app = scaled.host(2, SAMPLE_SLEEP_SECONDS="0.3")
     wait_for(lambda: scaled.owners() == Counter({"app-1": 2, "app-2": 2}) and scaled.settled(),
              "two leases each")
     docs = write_docs(scaled.container, PKS, per_pk=3)
@@ -203,6 +230,7 @@ def test_an_instance_paused_past_the_expiry_loses_its_lease_and_its_checkpoint_i
     assert scaled.owners() == Counter({"app-2": 1})
 
 
+@FOUR_PARTITIONS
 def test_two_triggers_on_one_lease_container_split_the_changes_between_them(
     scaled: Scaled,
 ) -> None:
@@ -210,10 +238,10 @@ def test_two_triggers_on_one_lease_container_split_the_changes_between_them(
     without a prefix of its own: as in Azure, it is one more instance of the same processor and
     takes half the leases, so each change reaches one of the two functions; the host says so
     at start. With a prefix of its own, each function sees every change."""
-    scaled.host_one(FUNCTIONS_HOST_COSMOS_LEASES="4")  # the store, initialised
+    scaled.host_one()  # the store, initialised
     wait_for(lambda: len(scaled.leases()) == 4, "four leases")
     scaled.stack.stop_part("app")
-    scaled.host_one(FUNCTIONS_HOST_COSMOS_LEASES="4", SAMPLE_SECOND_TRIGGER="true")
+    scaled.host_one(SAMPLE_SECOND_TRIGGER="true")
     wait_for(lambda: sorted(Counter(lease.get("Owner") for lease in scaled.leases()).values())
              == [2, 2] and scaled.settled(), "two leases each")
     docs = write_docs(scaled.container, PKS, per_pk=2)
@@ -230,8 +258,7 @@ def test_two_triggers_on_one_lease_container_split_the_changes_between_them(
     assert "lease_container_prefix" in warning[0]
 
     scaled.stack.stop_part("app")
-    scaled.host_one(FUNCTIONS_HOST_COSMOS_LEASES="4", SAMPLE_SECOND_TRIGGER="true",
-                    SAMPLE_SECOND_PREFIX="audit.")
+    scaled.host_one(SAMPLE_SECOND_TRIGGER="true", SAMPLE_SECOND_PREFIX="audit.")
     later = write_docs(scaled.container, [f"q{i:02d}" for i in range(8)], per_pk=1)
     ids = {d["id"] for d in later}
     wait_for(lambda: ids <= set(scaled.delivered_ids("relay"))

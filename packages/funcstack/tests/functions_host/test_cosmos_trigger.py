@@ -20,6 +20,7 @@ import pytest
 from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
+from funcstack.cosmos import split_partition
 from funcstack.functions_host._cosmos_trigger import VERIFY_TLS_SETTING
 from funcstack.functions_host._launcher import RunningRunner, start_runner
 from funcstack.services import free_port
@@ -39,6 +40,15 @@ class Cosmos:
     endpoint: str
     key: str
     verify_tls: bool
+    #: funcstack's own endpoint, which splits a physical partition when asked (Azure and the
+    #: official emulator split on their own).
+    local: bool = False
+
+    def split(self, database: str, container: str, range_id: str | None = None) -> list[str]:
+        """Split a physical partition of ``container`` now; the children's range ids."""
+        if not self.local:
+            pytest.skip("splits are asked of funcstack's endpoint only")
+        return split_partition(self.endpoint, database, container, range_id)
 
     @property
     def connection_string(self) -> str:
@@ -56,7 +66,7 @@ def cosmos() -> Iterator[Cosmos]:
 
     local = start_cosmos(port=0)
     try:
-        yield Cosmos(local.endpoint, local.key, local.verify_tls)
+        yield Cosmos(local.endpoint, local.key, local.verify_tls, local=True)
     finally:
         local.stop()
 
@@ -87,6 +97,15 @@ class TriggerEnv:
 
     def delivered_ids(self) -> list[str]:
         return [i for r in self.records() if r["ok"] for i in r["ids"]]
+
+    def recreate_container(self, *, physical_partitions: int) -> None:
+        """The monitored container again, empty, with that many physical partitions (the
+        local endpoint's create header, what ``PhysicalPartitions`` in funcstack.json sends)."""
+        db = self.client.get_database_client(self.settings["COSMOS_DATABASE"])
+        db.delete_container(self.container)
+        self.container = db.create_container(
+            self.settings["COSMOS_CONTAINER"], partition_key=PartitionKey(path="/partitionKey"),
+            default_ttl=-1, headers={"x-funcstack-physical-partitions": str(physical_partitions)})
 
     def leases(self) -> list[dict[str, Any]]:
         db = self.client.get_database_client(self.settings["COSMOS_DATABASE"])
@@ -294,10 +313,14 @@ def test_failed_batch_is_checkpointed_without_retry_policy_or_after_exhausted_re
 
 
 def test_a_stuck_lease_does_not_hold_back_the_others(trigger_env: TriggerEnv) -> None:
+    """Two physical partitions, a lease each: the batch of one keeps failing (retried for
+    ever) while the other lease's batches are delivered. The removed setting that cut one
+    partition's feed into N leases is not read, and the host says so."""
+    trigger_env.recreate_container(physical_partitions=2)
     trigger_env.container.create_item({"id": "stuck-000", "partitionKey": "stuck", "seq": 0})
     pks = [f"p{i:02d}" for i in range(16)]
     docs = write_docs(trigger_env.container, pks, per_pk=3)
-    runner = trigger_env.start(FUNCTIONS_HOST_COSMOS_LEASES="2", SAMPLE_FAIL_PK="stuck")
+    runner = trigger_env.start(SAMPLE_FAIL_PK="stuck", FUNCTIONS_HOST_COSMOS_LEASES="4")
     try:
         wait_for(lambda: len(trigger_env.leases()) == 2, "two leases")
         # the batch with "stuck" fails forever; the other lease needs several batches of 5
@@ -308,6 +331,9 @@ def test_a_stuck_lease_does_not_hold_back_the_others(trigger_env: TriggerEnv) ->
     assert failures and all("stuck-000" in r["ids"] for r in failures)
     assert "stuck-000" not in trigger_env.delivered_ids()
     assert set(trigger_env.delivered_ids()) <= {d["id"] for d in docs}
+    assert len(trigger_env.leases()) == 2  # the partitions', not the setting's 4
+    assert "the app setting FUNCTIONS_HOST_COSMOS_LEASES is no longer read" in (
+        trigger_env.log_path.read_text())
 
 
 def test_a_lease_without_a_checkpoint_starts_from_now_at_each_start(

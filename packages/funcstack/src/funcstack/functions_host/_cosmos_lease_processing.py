@@ -21,6 +21,13 @@ Follows Azure/azure-cosmos-dotnet-v3 (3.41), ``ChangeFeedProcessor/``:
   again from its start option when it is next acquired (the "now" start re-anchors at each
   start, as in Azure). A checkpoint refused (another owner) ends the processing of that lease:
   what was delivered and not checkpointed is read again by the new owner (at least once).
+  A read that finds the lease's physical partition split (the .NET processor's 410 / 1002,
+  ``HandleFailedRequest``; see ``_cosmos_continuation`` for how the Python SDK shows it) ends
+  the lease's processing with ``FeedRangeGoneError`` and the last continuation read.
+* ``PartitionControllerCore.HandlePartitionGoneAsync``: on ``FeedRangeGoneError`` the lease is
+  replaced by child leases (``_cosmos_lease_split``), which this instance then acquires and
+  processes as any lease it takes (the balancers spread them later); the parent is deleted,
+  not released.
 
 The Cosmos DB extension's part (``CosmosDBTriggerListener.ProcessChangesAsync``): the delivery
 is an invocation of the function; a stop cancels it and its batch is not checkpointed.
@@ -41,12 +48,37 @@ from funcstack.functions_host._cosmos_lease_store import Lease, LeaseLostError, 
 
 logger = logging.getLogger("funcstack.functions_host.cosmos")
 
-#: ``(lease, position) -> (documents, continuation)``: one page of the lease's range, from
-#: ``position`` (a continuation) or, when None, from the start options.
-ReadPage = Callable[[Lease, str | None], Awaitable[tuple[list[dict[str, Any]], str | None]]]
+
+@dataclass(frozen=True)
+class Page:
+    """One read of a lease's range."""
+
+    items: list[dict[str, Any]]
+    #: Where the next read starts (None: the read gave none).
+    continuation: str | None
+    #: The lease's range spans several physical partitions now: its partition split.
+    split: bool = False
+
+
+#: ``(lease, position) -> page``: one page of the lease's range, from ``position`` (a
+#: continuation) or, when None, from the start options.
+ReadPage = Callable[[Lease, str | None], Awaitable[Page]]
 #: Hand a page over (the function's invocation, with its retry policy); returns once the
 #: page may be checkpointed.
 Deliver = Callable[[Lease, list[dict[str, Any]]], Awaitable[None]]
+#: ``(lease, last continuation) -> children``: replace a lease whose partition split by its
+#: child leases (``PartitionSynchronizer.handle_partition_gone``; None: not split, the lease
+#: stays); ``LeaseLostError`` when the lease is no longer this instance's to split.
+Split = Callable[[Lease, str | None], Awaitable[list[Lease] | None]]
+
+
+class FeedRangeGoneError(Exception):
+    """The processor's ``FeedRangeGoneException``: the lease's physical partition split;
+    ``continuation`` is the last one read (where its children start)."""
+
+    def __init__(self, token: str, continuation: str | None) -> None:
+        super().__init__(f"lease {token}: its physical partition split")
+        self.continuation = continuation
 
 
 @dataclass(frozen=True)
@@ -63,13 +95,18 @@ class PartitionController:
     """The leases this instance processes, by lease token."""
 
     def __init__(self, store: LeaseStore, options: ProcessingOptions, *, read_page: ReadPage,
-                 deliver: Deliver, name: str) -> None:
+                 deliver: Deliver, split: Split, name: str) -> None:
         self._store = store
         self._options = options
         self._read_page = read_page
         self._deliver = deliver
+        self._split = split
         self._name = name
         self._owned: dict[str, asyncio.Task[None]] = {}
+        #: Tokens being acquired now (``currentlyOwnedPartitions.TryAdd`` comes first there
+        #: too): the balancer and a split may both want a new child.
+        self._acquiring: set[str] = set()
+        self._closing = False
 
     @property
     def owned(self) -> list[str]:
@@ -78,10 +115,14 @@ class PartitionController:
 
     async def add(self, lease: Lease) -> None:
         """Acquire ``lease`` and process it (``AddOrUpdateLeaseAsync``)."""
-        if lease.token in self._owned:
+        if self._closing or lease.token in self._owned or lease.token in self._acquiring:
             return
         previous = lease.owner
-        acquired = await self._store.acquire(lease)
+        self._acquiring.add(lease.token)
+        try:
+            acquired = await self._store.acquire(lease)
+        finally:
+            self._acquiring.discard(lease.token)
         if previous is None:
             came = "unowned"
         elif lease.expired(self._options.expiration):
@@ -99,6 +140,7 @@ class PartitionController:
         """Stop processing every lease and release them (``ShutdownAsync``); a second at most
         (a stack stops each part within 1.5 s): a lease not released by then is left to
         expire."""
+        self._closing = True  # a split under way takes no child from now on
         tasks = list(self._owned.values())
         for task in tasks:
             task.cancel()
@@ -118,6 +160,8 @@ class PartitionController:
         lost = False
         try:
             await supervisor.run()
+        except FeedRangeGoneError as gone:
+            lost = await self._handle_partition_gone(supervisor.lease, gone.continuation)
         except LeaseLostError as exc:
             lost = True
             logger.info("cosmos trigger %s: lease %s lost (%s); its processing stopped, the new "
@@ -134,6 +178,34 @@ class PartitionController:
                 del self._owned[lease.token]
         if not lost:
             await self._release(supervisor.lease)
+
+    async def _handle_partition_gone(self, lease: Lease, continuation: str | None) -> bool:
+        """Replace ``lease`` by its children and take them (``HandlePartitionGoneAsync``);
+        True when the parent is gone (or another instance's): nothing to release."""
+        try:
+            children = await self._split(lease, continuation)
+        except LeaseLostError as exc:
+            logger.info("cosmos trigger %s: lease %s lost before its split (%s); its owner "
+                        "splits it", self._name, lease.token, exc)
+            return True
+        except Exception as exc:
+            logger.error("cosmos trigger %s: lease %s: its partition split, but the lease could "
+                         "not be replaced by its children (%s: %s); released, to be split by "
+                         "the next instance that reads it", self._name, lease.token,
+                         type(exc).__name__, exc)
+            return False
+        if children is None:  # one partition still holds it ("redirected"): released, as there
+            return False
+        for child in children:
+            try:
+                await self.add(child)
+            except LeaseLostError as exc:  # another instance took it first
+                logger.info("cosmos trigger %s: lease %s not acquired (%s)", self._name,
+                            child.token, exc)
+            except Exception as exc:  # unowned: the next balancing takes it
+                logger.warning("cosmos trigger %s: lease %s not acquired (%s: %s)", self._name,
+                               child.token, type(exc).__name__, exc)
+        return True
 
     async def _release(self, lease: Lease) -> None:
         try:
@@ -166,12 +238,13 @@ class LeaseSupervisor:
         try:
             done, _ = await asyncio.wait({renewer, processor},
                                          return_when=asyncio.FIRST_EXCEPTION)
-            if renewer in done and renewer.exception() is not None:
+            if renewer in done and (lost := renewer.exception()) is not None:
                 # lost on renewal: the processor stops before its next page, and a checkpoint
                 # of the batch it may be delivering is refused
                 self._lost.set()
                 with contextlib.suppress(LeaseLostError):
                     await processor
+                raise lost  # its cause (taken over by whom, or gone), not the processor's echo
             for task in (processor, renewer):
                 if task.done() and not task.cancelled() and (error := task.exception()):
                     raise error
@@ -202,7 +275,7 @@ class LeaseSupervisor:
             if self._lost.is_set():
                 raise LeaseLostError(self.lease.token, "lost on renewal")
             try:
-                items, token = await self._read_page(self.lease, position)
+                page = await self._read_page(self.lease, position)
                 if first:
                     first = False
                     logger.info("lease %s: read from %s (no checkpoint)", self.lease.token,
@@ -218,6 +291,7 @@ class LeaseSupervisor:
                                else "")
                 await self._pause()
                 continue
+            items, token = page.items, page.continuation
             if items:
                 await self._deliver(self.lease, items)
                 if token is None:
@@ -227,10 +301,12 @@ class LeaseSupervisor:
                     async with self._writing:
                         self.lease = await self._store.checkpoint(self.lease, token)
                     position = token
-                if len(items) >= self._options.max_items:
-                    continue
             elif token:
                 position = token  # nothing new: the position moves in memory, not in the lease
+            if page.split:
+                raise FeedRangeGoneError(self.lease.token, position)
+            if len(items) >= self._options.max_items:
+                continue
             await self._pause()
 
     async def _pause(self) -> None:

@@ -25,21 +25,22 @@ Follows Azure/azure-cosmos-dotnet-v3, ``Microsoft.Azure.Cosmos/src/ChangeFeedPro
 * ``DocumentServiceLeaseContainerCosmos``: all leases are the documents whose id starts with
   ``<prefix>..``.
 * ``Bootstrapping/PartitionSynchronizerCore``: leases are created for the ranges that have
-  none (an EPK lease sharing a range's min or max covers it); a lease whose range split is
-  replaced by child leases that carry its continuation (``replace_with_children``; called once
-  the local endpoint splits partitions).
+  none (an EPK lease sharing a range's min or max covers it); a lease whose partition split is
+  replaced by child leases that start where it was, with its properties, then deleted
+  (``replace_with_children``; ``_cosmos_lease_split`` decides when).
 
 LOCAL DIFFERENCE: the continuation is the Python SDK's change-feed continuation (a token that
-names its range) where .NET keeps the service's etag; leases are EPK-range leases (version 1,
-as .NET writes for an EPK lease's children) where .NET first writes one per partition key
-range id (version 0).
+names its range; each child gets the parent's cut to its own range, ``_cosmos_continuation``)
+where .NET keeps the service's etag (each child gets the parent's as it is); leases are
+EPK-range leases (version 1, as .NET writes for an EPK lease's children) where .NET first
+writes one per partition key range id (version 0). The parent is deleted only if nobody wrote
+it since the split began (``If-Match``), where .NET deletes it unconditionally.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import itertools
-import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -48,8 +49,6 @@ from typing import Any
 from azure.core import MatchConditions
 from azure.cosmos.aio import ContainerProxy
 from azure.cosmos.exceptions import CosmosHttpResponseError
-
-logger = logging.getLogger("funcstack.functions_host.cosmos")
 
 #: ``HttpConstants.A_IMHeaderValues.IncrementalFeed``: the latest-version change feed.
 INCREMENTAL_FEED = "Incremental feed"
@@ -199,7 +198,8 @@ class LeaseStore:
             query=query, parameters=[{"name": "@prefix", "value": self.lease_prefix}])]
         return sorted(found, key=lambda lease: lease.id)
 
-    def new_lease(self, feed_range: dict[str, Any], continuation: str | None) -> dict[str, Any]:
+    def new_lease(self, feed_range: dict[str, Any], continuation: str | None, *,
+                  properties: dict[str, Any] | None = None) -> dict[str, Any]:
         """A lease document for ``feed_range`` (``CreateLeaseIfNotExistAsync(FeedRangeEpk)``)."""
         token = range_token(feed_range)
         return self._with_pk({
@@ -210,15 +210,17 @@ class LeaseStore:
             "Owner": None,
             "ContinuationToken": continuation,
             "timestamp": _stamp(),
-            "properties": {},
+            "properties": dict(properties or {}),
             "Mode": INCREMENTAL_FEED,
         }, pk=str(uuid.uuid4()))
 
     async def create_if_missing(self, feed_range: dict[str, Any],
-                                continuation: str | None = None) -> Lease | None:
+                                continuation: str | None = None, *,
+                                properties: dict[str, Any] | None = None) -> Lease | None:
         """The new lease, or None when another instance created it first (409)."""
         try:
-            created = await self.container.create_item(self.new_lease(feed_range, continuation))
+            created = await self.container.create_item(
+                self.new_lease(feed_range, continuation, properties=properties))
         except CosmosHttpResponseError as exc:
             if exc.status_code == 409:
                 return None
@@ -277,34 +279,47 @@ class LeaseStore:
 
         await self._update(current, clear)
 
-    async def delete(self, lease: Lease) -> None:
-        try:
-            await self.container.delete_item(lease.id, partition_key=self._pk_of(lease))
-        except CosmosHttpResponseError as exc:
-            if exc.status_code != 404:
-                raise
+    async def replace_with_children(
+        self, parent: Lease, children: list[dict[str, Any]], *,
+        continuation_for: Callable[[dict[str, Any]], str | None] | None = None,
+    ) -> list[Lease]:
+        """A split (``PartitionSynchronizerCore.HandlePartitionGoneAsync`` for an EPK lease,
+        with ``PartitionControllerCore.HandlePartitionGoneAsync``): a lease per child range,
+        each starting from ``continuation_for(its range)`` (default: the parent's
+        continuation) with the parent's properties, then the parent deleted. The children
+        cover the parent's range in the processor's bounds: the first starts at its min, each
+        ends at its partition's max, the last at the parent's max. Returns the leases created
+        here (a child another instance created first is left to it).
 
-    async def replace_with_children(self, parent: Lease,
-                                    children: list[dict[str, Any]]) -> list[Lease]:
-        """A split (``PartitionSynchronizerCore.HandlePartitionGoneAsync`` for an EPK lease):
-        a lease per child range, each starting from the parent's continuation, then the parent
-        deleted. The children cover the parent's range: the first starts at its min, the last
-        ends at its max."""
+        The parent is deleted only if unchanged since ``parent`` was read (``If-Match``):
+        ``LeaseLostError`` when another instance wrote it meanwhile (the children stay; whoever
+        owns the parent meets the split too, finds them and deletes it); one already gone was
+        split by another instance."""
         parent_range = parent.feed_range
         if parent_range is None or not children:
             raise ValueError(f"lease {parent.token}: no range or no child ranges to split into")
         outer = _range(parent_range)
         bounds = [outer["min"], *(_range(child)["max"] for child in children[:-1]), outer["max"]]
+        properties = dict(parent.doc.get("properties") or {})
         created: list[Lease] = []
         for low, high in itertools.pairwise(bounds):
             child = {"Range": {"min": low, "max": high, "isMinInclusive": True,
                                "isMaxInclusive": False}}
-            lease = await self.create_if_missing(child, parent.continuation)
+            continuation = (parent.continuation if continuation_for is None
+                            else continuation_for(child))
+            lease = await self.create_if_missing(child, continuation, properties=properties)
             if lease is not None:
                 created.append(lease)
-        await self.delete(parent)
-        logger.info("lease %s split into %s", parent.token,
-                    ", ".join(lease.token for lease in created))
+        try:
+            await self.container.delete_item(
+                parent.id, partition_key=self._pk_of(parent), etag=parent.etag,
+                match_condition=MatchConditions.IfNotModified)
+        except CosmosHttpResponseError as exc:
+            if exc.status_code == 412:
+                raise LeaseLostError(parent.token, "written by another instance while it was "
+                                                   "split") from None
+            if exc.status_code != 404:
+                raise
         return created
 
     # -- DocumentServiceLeaseUpdaterCosmos -----------------------------------------------------

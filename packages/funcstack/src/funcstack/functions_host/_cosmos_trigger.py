@@ -37,10 +37,11 @@ in Azure/azure-cosmos-dotnet-v3, 3.41):
   host writes them: its Newtonsoft.Json reading re-formats date-like strings
   (``_newtonsoft``); the local-only app setting ``FUNCTIONS_HOST_COSMOS_VERBATIM_DOCUMENTS=true``
   hands them over verbatim instead.
-* LOCAL DIFFERENCE: the local Cosmos endpoint may have one physical partition, so one lease.
-  The local-only app setting ``FUNCTIONS_HOST_COSMOS_LEASES=N`` splits the feed into N
-  effective-partition-key ranges with a lease each when the lease store is initialised, which
-  behave as the host's leases on N physical partitions.
+* A lease per physical partition of the monitored container when the store is initialised;
+  when a partition splits, its lease is replaced by child leases that start where it was, its
+  owner acquires them and balancing spreads them (``_cosmos_lease_split``, as
+  ``PartitionSynchronizerCore.HandlePartitionGoneAsync``); a read shows the split
+  (``_cosmos_continuation``).
 * Lease ids as the change feed processor forms them (``GetLeasePrefix``):
   ``<leaseContainerPrefix><account Uri.Host>_<database rid>_<container rid>..<lease token>``:
   no port, so a local endpoint restarted on another port (``--free-ports``) with its kept
@@ -55,7 +56,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import itertools
 import json
 import logging
 import os
@@ -69,12 +69,15 @@ from urllib.parse import urlsplit
 from azure.cosmos import PartitionKey
 from azure.cosmos.aio import ContainerProxy, CosmosClient, DatabaseProxy
 
+from funcstack.functions_host import _cosmos_continuation as continuations
 from funcstack.functions_host._config import SettingError, is_truthy, parse_connection_string
 from funcstack.functions_host._cosmos_lease_balancer import LoadBalancer
 from funcstack.functions_host._cosmos_lease_processing import (
+    Page,
     PartitionController,
     ProcessingOptions,
 )
+from funcstack.functions_host._cosmos_lease_split import PartitionSynchronizer
 from funcstack.functions_host._cosmos_lease_store import Lease, LeaseStore, range_token
 from funcstack.functions_host._cosmos_options import CosmosTriggerOptions
 from funcstack.functions_host._functions import FunctionSpec
@@ -90,8 +93,9 @@ VERIFY_TLS_SETTING = "FUNCTIONS_HOST_COSMOS_VERIFY_TLS"
 #: Local-only app setting: "true" hands documents to the function verbatim, where the Azure
 #: host re-formats their date-like strings (`_newtonsoft`).
 VERBATIM_SETTING = "FUNCTIONS_HOST_COSMOS_VERBATIM_DOCUMENTS"
-#: Local-only app setting: split a one-range container's feed into N leases.
-LEASES_SETTING = "FUNCTIONS_HOST_COSMOS_LEASES"
+#: A local-only app setting that cut a one-partition feed into N leases, removed: physical
+#: partitions give the leases now; the host says so when it is still set.
+REMOVED_LEASES_SETTING = "FUNCTIONS_HOST_COSMOS_LEASES"
 #: ``BootstrapperCore.DefaultLockTime`` / ``DefaultSleepTime``.
 INIT_LOCK_SECONDS = 30.0
 INIT_SLEEP_SECONDS = 15.0
@@ -166,6 +170,12 @@ class CosmosTriggerListener:
             logger.error("The listener for function 'Functions.%s' was unable to start: %s",
                          self.spec.name, self.options.start_error)
             return
+        if os.environ.get(REMOVED_LEASES_SETTING):
+            logger.warning(
+                "cosmos trigger %s: the app setting %s is no longer read (a lease per physical "
+                "partition, as in Azure): declare the container's physical partitions instead "
+                "(\"PhysicalPartitions\": N in funcstack.json)", self.spec.name,
+                REMOVED_LEASES_SETTING)
         self._task = asyncio.create_task(self._run(), name=f"cosmos-trigger-{self.spec.name}")
 
     async def stop(self) -> None:
@@ -204,13 +214,16 @@ class CosmosTriggerListener:
         store = self._store
         assert store is not None
         opts = self.options
+        synchronizer = PartitionSynchronizer(store, self._current_feed_ranges,
+                                             name=self.spec.name)
         self._controller = PartitionController(
             store,
             ProcessingOptions(renew_interval=opts.renew_interval,
                               expiration=opts.expiration_interval,
                               feed_poll_delay=opts.feed_poll_delay, max_items=opts.max_items,
                               start=opts.start_label),
-            read_page=self._read_page, deliver=self._deliver, name=self.spec.name)
+            read_page=self._read_page, deliver=self._deliver,
+            split=synchronizer.handle_partition_gone, name=self.spec.name)
         logger.info(
             "cosmos trigger %s: watching %s/%s, leases in %s (prefix '%s'), owner %s; acquire "
             "%gs, renew %gs, expiry %gs; poll %.3fs, batch %d; a lease without a checkpoint "
@@ -279,22 +292,26 @@ class CosmosTriggerListener:
         tokens = {range_token(r) for r in ranges}
         held = {lease.token for lease in await store.all_leases()}
         if len(ranges) > 1 and not tokens <= held:
-            logger.warning(
-                "cosmos trigger %s: the feed has %d ranges now (its physical partitions, or "
-                "%s), but the lease store was initialised with lease(s) %s: as the change feed "
-                "processor, leases are created only when the store is first initialised (and "
-                "on splits); delete the lease container, or its documents with this prefix, to "
-                "start over", self.spec.name, len(ranges), LEASES_SETTING,
-                ", ".join(sorted(held)) or "none")
+            logger.info(
+                "cosmos trigger %s: %d physical partitions, lease(s) %s: a lease whose partition "
+                "split since is replaced by its children when it is next read",
+                self.spec.name, len(ranges), ", ".join(sorted(held)) or "none")
 
     async def _feed_ranges(self) -> list[dict[str, Any]]:
+        """The monitored container's feed ranges, one per physical partition, as the SDK's
+        routing map has them."""
         monitored = self._monitored
         assert monitored is not None
-        ranges = [feed_range async for feed_range in monitored.read_feed_ranges()]
-        split = int(os.environ.get(LEASES_SETTING, "1") or "1")
-        if split > 1 and len(ranges) == 1:
-            ranges = _split_range(ranges[0], split)
-        return ranges
+        return [feed_range async for feed_range in monitored.read_feed_ranges()]
+
+    async def _current_feed_ranges(self) -> list[dict[str, Any]]:
+        """The feed ranges read afresh (``TryGetOverlappingRangesAsync(forceRefresh: true)``);
+        the refresh replaces the client's routing map, so not during another lease's read."""
+        monitored = self._monitored
+        assert monitored is not None
+        async with self._read_lock:
+            return [feed_range
+                    async for feed_range in monitored.read_feed_ranges(force_refresh=True)]
 
     async def _create_missing_leases(self, store: LeaseStore) -> None:
         """``PartitionSynchronizerCore.CreateMissingLeasesAsync``; leases an older funcstack
@@ -324,8 +341,7 @@ class CosmosTriggerListener:
                 "endpoint's port) replaced by the current format; %d continuation(s) adopted",
                 self.spec.name, len(legacy), adopted)
 
-    async def _read_page(self, lease: Lease,
-                         position: str | None) -> tuple[list[dict[str, Any]], str | None]:
+    async def _read_page(self, lease: Lease, position: str | None) -> Page:
         async with self._read_lock:
             monitored = self._monitored
             assert monitored is not None
@@ -348,7 +364,9 @@ class CosmosTriggerListener:
                 # nothing new: the SDK's continuation is in the response's etag
                 headers = monitored.client_connection.last_response_headers
                 token = headers.get("etag") if headers else None
-            return items, token if isinstance(token, str) else None
+            token = token if isinstance(token, str) else None
+            # the SDK met the partition's split (410 / 1002) and reads on in its children
+            return Page(items, token, split=len(continuations.ranges(token)) > 1)
 
     async def _deliver(self, lease: Lease, items: list[dict[str, Any]]) -> None:
         """Invoke the function with ``items``; retry per policy; return when it may checkpoint."""
@@ -410,15 +428,3 @@ def _latest_legacy(legacy: list[dict[str, Any]], token: str) -> dict[str, Any] |
         return None
     return max(candidates, key=lambda item: (str(item.get("timestamp") or ""), item.get("_ts", 0)))
 
-
-def _split_range(feed_range: dict[str, Any], parts: int) -> list[dict[str, Any]]:
-    """``parts`` contiguous sub-ranges of the full effective-partition-key range."""
-    rng = feed_range.get("Range", feed_range)
-    if not (isinstance(rng, dict) and rng.get("min") == "" and rng.get("max") == "FF"):
-        return [feed_range]
-    # hash (v2) effective partition keys begin with a byte in 00..3F: split that space evenly
-    bounds = [""] + [f"{(64 * i) // parts:02X}" for i in range(1, parts)] + ["FF"]
-    return [
-        {"Range": {"isMaxInclusive": False, "isMinInclusive": True, "min": lo, "max": hi}}
-        for lo, hi in itertools.pairwise(bounds)
-    ]
