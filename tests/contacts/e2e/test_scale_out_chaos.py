@@ -44,6 +44,7 @@ from tests.contacts.e2e.test_outbox_guarantees import (
     record,
     stored_events,
 )
+from tests.deploy.templates import iso_duration_seconds
 from tests.subscriber.e2e.test_subscriber import invocations, projection
 from tools.httpclient import Client
 from tools.receive import count_at_least, drain
@@ -80,21 +81,12 @@ def relay_function() -> str:
     return name
 
 
-def iso_seconds(duration: str) -> float:
-    """An ISO 8601 duration of days, hours, minutes, seconds (Service Bus's entity settings)."""
-    match = re.fullmatch(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?",
-                         duration)
-    assert match, duration
-    d, h, m, s = (float(g or 0) for g in match.groups())
-    return ((d * 24 + h) * 60 + m) * 60 + s
-
-
 def duplicate_window_seconds() -> float:
     """The contacts topic's duplicate-detection window, as the local stack declares it."""
     config = json.loads(SERVICEBUS_CONFIG.read_text("utf-8"))
     [topic] = [t for ns in config["UserConfig"]["Namespaces"] for t in ns["Topics"]
                if t["Name"] == "contact-events"]
-    return iso_seconds(topic["Properties"]["DuplicateDetectionHistoryTimeWindow"])
+    return iso_duration_seconds(topic["Properties"]["DuplicateDetectionHistoryTimeWindow"])
 
 
 @dataclass
