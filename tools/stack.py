@@ -5,6 +5,13 @@ containers and the claim check's blob container; tools/servicebus-config.json: i
 subscriptions) + a Functions host serving function_app.py and, beside it on its own port, a
 second host serving the subscriber app in subscriber/, with a generated local.settings.json.
 
+By default the contacts app runs on one host and its container has the physical partitions
+tools/funcstack.json declares. A test can run it scaled out as Azure does (`runner_instances`:
+funcstack's plan, e.g. `{"http": 2, "function:relay_events": 3}`, Flex Consumption's function
+groups apart, behind one front) and give the contacts container more physical partitions
+(`contacts_partitions`), then kill, pause and add instances (`runner_app`) and split the
+container (`split_contacts`).
+
 `python -m tools` (what `make run` calls) starts it on the well-known ports and serves until
 Ctrl-C; tests use `Stack` on free ports and stop/kill parts of it to inject faults.
 """
@@ -16,16 +23,17 @@ import logging
 import os
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from azure.cosmos import ContainerProxy
 
-from funcstack.config import StackConfig
+from funcstack.config import CosmosSpec, StackConfig
 from funcstack.functions_host import VERIFY_TLS_SETTING, RunningRunner
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
-from funcstack.services import free_port, port_in_use, running_stack
+from funcstack.scaleout import AppInstances, parse_instances
+from funcstack.services import PartStartError, free_port, port_in_use, running_stack
 from funcstack.serving import serve as serve_stack
 from funcstack.stack import LocalStack, ServicePorts, update_local_settings
 from tools.provision import declared
@@ -73,6 +81,14 @@ class Stack(LocalStack):
     # servicebus_max_message_size (funcstack's): change it and call `start_servicebus()` again
     # to move the namespace "to Premium".
     settings_file: Path | None = None
+    #: The contacts app's host instances: 1 (one host, the default) or funcstack's plan
+    #: (`funcstack.scaleout.parse_instances`): `3` (the whole app thrice), or its function
+    #: groups apart as on Flex Consumption, `{"http": 2, "function:relay_events": 3}`; then
+    #: `runner_app` holds them and `api_url` is their front's.
+    runner_instances: int | str | Mapping[str, int] = 1
+    #: The contacts container's physical partitions at create (None: as tools/funcstack.json
+    #: declares).
+    contacts_partitions: int | None = None
     #: Also write the generated settings here (`make run`: local.settings.json at the root,
     #: for `func start`, `make tail` and the operators' CLI) before any host starts.
     settings_copy: Path | None = None
@@ -82,6 +98,9 @@ class Stack(LocalStack):
     def start(self) -> Stack:
         """Endpoints, containers, settings, then the hosts: the subscriber's, and the contacts
         app's last, so that when its /health answers 200 the whole stack is up."""
+        if self.contacts_partitions is not None and self.config is not None:
+            self.config = with_partitions(self.config, self.contacts_container_name,
+                                          self.contacts_partitions)
         try:
             # Cosmos DB, Service Bus, Azurite when asked; the declared containers provisioned
             # (the blob container of the claim check with Azurite).
@@ -96,7 +115,11 @@ class Stack(LocalStack):
             if self.with_subscriber:
                 subscriber = self.start_subscriber()
                 logger.info("subscriber host listening on %s", subscriber.url)
-            if self.with_runner:
+            if self.with_runner and self.scaled_out:
+                app = self.start_runner_app()
+                logger.info("contacts app on %d instances behind %s", len(app.instances),
+                            app.url)
+            elif self.with_runner:
                 runner = self.start_runner()
                 logger.info("contacts app host listening on %s", runner.url)
         except BaseException:
@@ -117,12 +140,46 @@ class Stack(LocalStack):
         return self.hosts.get("runner")
 
     @property
+    def runner_app(self) -> AppInstances | None:
+        """The contacts app's instances, when it runs scaled out (`runner_instances`)."""
+        return self.scaled.get("runner")
+
+    @property
     def subscriber(self) -> RunningRunner | None:
         return self.hosts.get("subscriber")
+
+    @property
+    def scaled_out(self) -> bool:
+        """Whether the contacts app runs on several instances (`runner_instances`)."""
+        return parse_instances(self.runner_instances) != {None: 1}
+
+    def start_runner_app(self, **overrides: str) -> AppInstances:
+        """The contacts app on the instances of `runner_instances`, behind one front on the
+        runner's port (funcstack's `AppInstances`: kill, pause, resume, add_instance)."""
+        assert self.settings_file is not None
+        # this stack's settings as they are (LocalStack.host_app would add the sample's keys
+        # missing from the file back: AzureWebJobsStorage on a stack without Azurite)
+        scaled = AppInstances(self, "runner", ROOT, {**self.settings(), **overrides},
+                              parse_instances(self.runner_instances), port=self.ports.runner,
+                              settings_file=self.settings_file)
+        self.scaled["runner"] = scaled
+        try:
+            scaled.start()
+        except ValueError as exc:  # a function group the app does not have
+            self.scaled.pop("runner", None)
+            raise PartStartError("runner", str(exc)) from None
+        except BaseException:
+            self.scaled.pop("runner", None)
+            raise
+        self.ports.runner = scaled.port
+        return scaled
 
     def start_runner(self, **overrides: str) -> RunningRunner:
         """The contacts app (function_app.py) in a host of its own."""
         assert self.settings_file is not None
+        if self.scaled_out:
+            raise ValueError(f"runner_instances={self.runner_instances!r}: the contacts app "
+                             "runs scaled out; start it with start_runner_app()")
         runner = self.run_host(
             "runner", ROOT, port=self.ports.runner, settings_file=self.settings_file,
             # Passed explicitly so they win over anything inherited from the environment.
@@ -199,9 +256,21 @@ class Stack(LocalStack):
         """A container of the app's database on this stack's Cosmos endpoint, through the SDK."""
         return self.container_client(self.settings()["COSMOS_DATABASE"], name)
 
+    @property
+    def contacts_container_name(self) -> str:
+        """COSMOS_CONTAINER: the sample's, or this stack's override (known before it starts)."""
+        name = self.settings_overrides.get("COSMOS_CONTAINER")
+        return name or str(json.loads(SAMPLE.read_text())["Values"]["COSMOS_CONTAINER"])
+
     def contacts_container(self) -> ContainerProxy:
         """The app's container (events and contacts)."""
         return self.container(self.settings()["COSMOS_CONTAINER"])
+
+    def split_contacts(self, range_id: str | None = None) -> list[str]:
+        """A live split of one of the contacts container's physical partitions (None: the one
+        holding the most documents); the children's ids."""
+        return self.split(self.settings()["COSMOS_DATABASE"], self.contacts_container_name,
+                          range_id)
 
     def projections_container(self) -> ContainerProxy:
         """The subscriber's projection container."""
@@ -209,8 +278,25 @@ class Stack(LocalStack):
 
     @property
     def api_url(self) -> str:
+        """The contacts app's base URL: its host's, or its instances' front's."""
+        if self.runner_app is not None:
+            return self.runner_app.url
         assert self.runner is not None
         return self.runner.url
+
+
+def with_partitions(config: StackConfig, container: str, partitions: int) -> StackConfig:
+    """`config` with `container` (in every database declaring it) created with `partitions`
+    physical partitions; a `ValueError` when none declares it."""
+    if not any(c.name == container for db in config.cosmos.databases for c in db.containers):
+        raise ValueError(f"contacts_partitions: no container {container!r} declared in "
+                         f"{config.path}")
+    databases = tuple(
+        replace(db, containers=tuple(
+            replace(c, physical_partitions=partitions) if c.name == container else c
+            for c in db.containers))
+        for db in config.cosmos.databases)
+    return replace(config, cosmos=CosmosSpec(databases=databases))
 
 
 def write_settings(path: Path, values: Mapping[str, str]) -> None:
