@@ -6,7 +6,7 @@ PY_STAMP := $(VENV)/.installed
 FUNCSTACK := packages/funcstack
 OUTBOX := packages/cosmos-outbox
 
-.PHONY: help setup run test test-suite coverage test-funcstack test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast test-other-pythons
+.PHONY: help setup venvs run test test-suite coverage test-funcstack test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast test-other-pythons
 
 help:
 	@echo "make run    start Cosmos + Service Bus + Azurite + the Functions app (http://127.0.0.1:7071/api)"
@@ -87,8 +87,10 @@ example-tests: $(PY_STAMP)
 TEST_WORKERS ?= 3
 GENERATIVE := tests/contacts/integration/test_api_generative.py
 
+# Setting up .venv keeps one core busy: the venvs it does not need (the other Pythons', checkov's)
+# are built beside it.
 test:
-	@$(MAKE) --no-print-directory setup
+	@$(MAKE) --no-print-directory -j3 --output-sync=target setup venvs
 	@$(MAKE) --no-print-directory -j6 --output-sync=target lint test-suite test-funcstack test-generative conformance-fast example-tests $(OTHER_PYTHON_TESTS)
 
 test-suite: setup
@@ -123,6 +125,11 @@ OTHER_PYTHON_TESTS := $(addprefix test-py,$(OTHER_PYTHONS))
 test-other-pythons: $(OTHER_PYTHON_TESTS)
 $(OTHER_PYTHON_TESTS): test-py%: setup
 	@scripts/test-other-python $*
+
+# The venvs that need no .venv: each other Python's, checkov's.
+venvs:
+	@for v in $(OTHER_PYTHONS); do scripts/test-other-python $$v --venv-only & done; \
+	  bash deploy/checkov.sh --install-only & wait
 
 # The SDKs' own suites and samples (sdists of the installed azure-cosmos / azure-servicebus from PyPI).
 conformance: setup

@@ -8,6 +8,7 @@
 # inside the resource block (Bicep comments are //, not #).
 #
 # Usage: deploy/checkov.sh      (from anywhere; non-zero exit when a check fails)
+#        deploy/checkov.sh --install-only   (its venv only: `make test` builds it beside .venv)
 # Env:   CHECKOV_VENV (default <repo>/.venv-checkov), CHECKOV_PYTHON (default python3.11)
 set -euo pipefail
 
@@ -28,6 +29,7 @@ if [[ ! -x "$VENV/bin/checkov" || "$(installed_version)" != "$CHECKOV_VERSION" ]
   "$VENV/bin/pip" install --quiet --disable-pip-version-check "checkov==$CHECKOV_VERSION" \
     2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
 fi
+[[ "${1:-}" == "--install-only" ]] && exit 0
 
 cd "$ROOT"
 # --skip-download: no calls to the vendor platform (works offline and in CI).

@@ -161,7 +161,12 @@ def test_waits(funcstack_services):
             assert process.poll() is None and time.monotonic() < deadline
             time.sleep(0.1)
         os.killpg(process.pid, signal.SIGINT)  # Ctrl-C in its terminal
-        output, _ = process.communicate(timeout=60)
+        try:
+            output, _ = process.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            output, _ = process.communicate()
+            pytest.fail(f"pytest still ran 120 s after Ctrl-C; its output:\n{output[-4000:]}")
     finally:
         if process.poll() is None:
             process.kill()
