@@ -180,6 +180,12 @@ def test_non_event_documents_are_skipped() -> None:
         (lambda d: d.update(id="x" * 129), "event id"),
         (lambda d: d.update(source=""), "source"),
         (lambda d: d.update(properties="{not json"), "properties"),
+        # what Service Bus refuses at every send (issue 44): a property's value over 32 KB, and
+        # properties under 32 KB each whose header is over 64 KB
+        (lambda d: d.update(properties=json.dumps({"note": "x" * 40 * 1024})),
+         "application property 'note' is 40960 bytes"),
+        (lambda d: d.update(properties=json.dumps({f"p{i}": "x" * 25 * 1024 for i in range(3)})),
+         "header"),
         # the format before: the envelope in `data`
         (lambda d: d.update(format_1(d)) or d.pop("body"), None),
         (lambda d: [d.update(format_1(d)), d.pop("body"), d["data"].pop("action")], "action"),

@@ -161,6 +161,24 @@ def test_the_shortest_strings_leave_the_documents_fixed_part_counted() -> None:
     assert session._bytes_at_most() >= _exact(batch)
 
 
+@pytest.mark.parametrize(("properties", "reason"), [
+    ({"note": "x" * 40 * 1024}, "application property 'note' is 40960 bytes"),
+    ({f"p{i}": "x" * 25 * 1024 for i in range(3)}, "header"),
+])
+def test_properties_service_bus_would_refuse_at_every_send_are_refused_at_publish(
+        properties: dict[str, str], reason: str) -> None:
+    """Refused where the app can still answer for it, not at the relay (issue 44): a property's
+    value over 32 KB, or properties whose header would be over 64 KB. Nothing is staged."""
+    session = _session("p1", "booking")
+    with pytest.raises(ValueError, match=reason) as refused:
+        session.publish("Held", {"n": 1}, properties=properties)
+    assert "could never be sent" in str(refused.value)
+    fresh = _session("p1", "booking")
+    assert session._events == [] and session._bytes_at_most() == fresh._bytes_at_most()
+    session.publish("Held", {"n": 1}, properties={"note": "x" * 30 * 1024})  # under: staged
+    assert len(session._events) == 1
+
+
 def test_a_body_or_document_of_any_mapping_is_staged_as_a_dict() -> None:
     session = _session("p1", "booking")
     session.create(MappingProxyType({"id": "b1", "seats": 2}))
