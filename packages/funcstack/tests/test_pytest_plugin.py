@@ -5,6 +5,7 @@ the end, when a test fails, and on Ctrl-C."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -164,9 +165,13 @@ def test_waits(funcstack_services):
         try:
             output, _ = process.communicate(timeout=120)
         except subprocess.TimeoutExpired:
+            # pytest's faulthandler prints every thread's stack on SIGABRT: where it hangs
+            os.kill(process.pid, signal.SIGABRT)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(10)
             os.killpg(process.pid, signal.SIGKILL)
             output, _ = process.communicate()
-            pytest.fail(f"pytest still ran 120 s after Ctrl-C; its output:\n{output[-4000:]}")
+            pytest.fail(f"pytest still ran 120 s after Ctrl-C; its output:\n{output[-8000:]}")
     finally:
         if process.poll() is None:
             process.kill()
