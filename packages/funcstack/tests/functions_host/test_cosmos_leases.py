@@ -210,14 +210,17 @@ def test_an_instance_paused_past_the_expiry_loses_its_lease_and_its_checkpoint_i
     """One lease: app-1 delivers a batch and is paused (SIGSTOP) before its checkpoint; app-2
     takes the expired lease and delivers from the last checkpoint (the same batch again: at
     least once); resumed, app-1's checkpoint is refused and it stops reading that lease."""
-    app = scaled.host(2, SAMPLE_SLEEP_SECONDS="2")
+    app = scaled.host(2, SAMPLE_SLEEP_SECONDS="3")
     wait_for(lambda: scaled.owners() == Counter({"app-1": 1}), "app-1 owns the lease")
     docs = write_docs(scaled.container, ["a", "b"], per_pk=5)  # two batches of five
     wait_for(lambda: len(scaled.delivered()) >= 5, "app-1's first batch")
-    app.pause("app-1")  # in the function's 2 s sleep: delivered, not checkpointed
-    first_batch = scaled.delivered_ids()
-    assert {i for i, _ in scaled.delivered()} == {"app-1"}, "app-2 read the lease too"
-    assert len(first_batch) == 5
+    app.pause("app-1")  # in the function's 3 s sleep: delivered, not checkpointed
+    batches = [r for r in scaled.records() if r["ok"] and r["fn"] == "relay"]
+    assert {r["instance"] for r in batches} == {"app-1"}, "app-2 read the lease too"
+    # the batch app-1 is paused in: its first, or on a loaded machine, where the pause can come
+    # more than 3 s after the first batch was seen, its second
+    unfinished: list[str] = batches[-1]["ids"]
+    by_app1 = len(scaled.delivered())
     wait_for(lambda: scaled.owners() == Counter({"app-2": 1}), "app-2 took the expired lease")
     wait_for(lambda: set(scaled.delivered_ids()) >= {d["id"] for d in docs}, "every document")
     app.resume("app-1")
@@ -225,8 +228,9 @@ def test_an_instance_paused_past_the_expiry_loses_its_lease_and_its_checkpoint_i
     wait_for(lambda: "lease -FF lost (lease -FF: taken over by owner 'app-2:" in log.read_text(),
              "app-1's checkpoint refused")
     by_app2 = [doc for instance, doc in scaled.delivered() if instance == "app-2"]
-    assert by_app2[:5] == first_batch  # the uncheckpointed batch, again, from the checkpoint
-    assert [i for i, _ in scaled.delivered()].count("app-1") == 5  # nothing more from app-1
+    # the uncheckpointed batch, again, from the checkpoint
+    assert by_app2[:len(unfinished)] == unfinished
+    assert [i for i, _ in scaled.delivered()].count("app-1") == by_app1  # nothing more
     assert scaled.owners() == Counter({"app-2": 1})
 
 
