@@ -47,6 +47,12 @@ pytestmark = pytest.mark.conformance
 FAST: dict[str, Any] = {"prefetch_count": 1, "keep_alive": 0}
 
 
+def _no_retry(target: Target) -> ServiceBusClient:
+    """A client whose operations are tried once: for the tests of a refusal or a time-out, which
+    the SDK would retry with backoff for many seconds before raising the same error."""
+    return ServiceBusClient.from_connection_string(target.connection_string, retry_total=0)
+
+
 def _sid() -> str:
     return f"contact-{uuid.uuid4()}"
 
@@ -199,13 +205,16 @@ def test_sessions_are_fifo_and_next_available_takes_each_then_times_out(
                         versions.append(_version(message))
                         receiver.complete_message(message)
         assert seen == {sid: [1, 2, 3, 4, 5] for sid in sessions}
-        with (
-            pytest.raises(OperationTimeoutError),
-            client.get_subscription_receiver(
-                TOPIC, SUBSCRIPTION, **FAST, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1
-            ) as idle,
-        ):
-            idle.receive_messages(max_message_count=1, max_wait_time=1)
+    # no session left: the accept times out (once: the SDK retries a timed-out accept, with
+    # backoff, 17 s in all by default)
+    with (
+        _no_retry(fresh_servicebus) as client,
+        pytest.raises(OperationTimeoutError),
+        client.get_subscription_receiver(
+            TOPIC, SUBSCRIPTION, **FAST, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1
+        ) as idle,
+    ):
+        idle.receive_messages(max_message_count=1, max_wait_time=1)
 
 
 def test_a_locked_session_is_not_given_to_a_second_receiver(fresh_servicebus: Target) -> None:
@@ -497,13 +506,15 @@ def test_a_lock_outlives_its_receiver_and_another_receiver_can_settle_it(
 
 
 def test_a_client_for_an_entity_that_does_not_exist_fails_to_authenticate(
-    local_only: Target, client: ServiceBusClient
+    local_only: Target,
 ) -> None:
-    # the service refuses the $cbs token whose audience names no entity, before any link
-    with pytest.raises(ServiceBusAuthenticationError):
+    # the service refuses the $cbs token whose audience names no entity, before any link (a
+    # client that does not retry: the SDK retries a refused token with backoff, 16 s in all)
+    with _no_retry(local_only) as client, pytest.raises(ServiceBusAuthenticationError):
         client.get_queue_receiver("no-such-queue", max_wait_time=1).receive_messages()
     with (
         pytest.raises(ServiceBusAuthenticationError),
+        _no_retry(local_only) as client,
         client.get_queue_sender("no-such-queue") as sender,
     ):
         sender.send_messages(ServiceBusMessage("x"))
@@ -519,13 +530,15 @@ def test_deferred_messages_received_in_receive_and_delete_mode_are_gone(
             [message] = receiver.receive_messages(max_message_count=1, max_wait_time=5)
             receiver.defer_message(message)
         assert message.sequence_number is not None
-        with client.get_queue_receiver(
-            QUEUE, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=1
-        ) as deleting:
-            [deferred] = deleting.receive_deferred_messages([message.sequence_number])
-            assert str(deferred) == "d"
-            with pytest.raises(MessageNotFoundError):
-                deleting.receive_deferred_messages([message.sequence_number])
+    # the second look-up's not-found (com.microsoft:message-not-found) is retried by the SDK's
+    # handler, with backoff, 11 s in all: a client that does not retry
+    with _no_retry(fresh_servicebus) as client, client.get_queue_receiver(
+        QUEUE, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=1
+    ) as deleting:
+        [deferred] = deleting.receive_deferred_messages([message.sequence_number])
+        assert str(deferred) == "d"
+        with pytest.raises(MessageNotFoundError):
+            deleting.receive_deferred_messages([message.sequence_number])
 
 
 def test_expired_messages_leave_for_the_dead_letter_queue(
