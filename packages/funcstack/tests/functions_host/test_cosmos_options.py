@@ -70,8 +70,8 @@ def test_lease_intervals_the_processors_defaults_the_bindings_and_the_local_sett
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     read = options()
-    # ChangeFeedLeaseOptions: acquire 13 s, renew 17 s, expiration 60 s (the docs swap the
-    # first two)
+    # ChangeFeedLeaseOptions: acquire 13 s, renew 17 s, expiration 60 s (as the trigger's
+    # reference, CosmosDBv4TriggerOptions, gives them)
     assert (read.acquire_interval, read.renew_interval, read.expiration_interval) == (
         13.0, 17.0, 60.0)
     assert read.feed_poll_delay == 5.0

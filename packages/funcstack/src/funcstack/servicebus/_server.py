@@ -1,9 +1,9 @@
 """The local Service Bus endpoint's server: it listens (AMQP, and AMQP over TLS), runs one
 ``Connection`` per client, and does what links carry against the broker: accepts sends (single
-messages and the SDK's batches; duplicate detection, session-id enforcement, the 256 KB limit),
-delivers to receivers with credit (peek-lock and receive-and-delete, sessions including
-NEXT_AVAILABLE), settles over the link, and hands ``$cbs``/``$management`` requests to
-``_management``. A sweep a few times a second ends expired locks, activates scheduled messages,
+messages and the SDK's batches; duplicate detection, session-id enforcement, the limits of the
+namespace's tier, ``_limits``), delivers to receivers with credit (peek-lock and
+receive-and-delete, sessions including NEXT_AVAILABLE), settles over the link, and hands
+``$cbs``/``$management`` requests to ``_management``. A sweep a few times a second ends expired locks, activates scheduled messages,
 expires messages past their time to live and times out waiting session accepts.
 
 The rooms: ``_codec`` (messages in and out), ``_connection`` (AMQP framing and performatives),
