@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -40,7 +41,12 @@ from tickets import TICKET
 
 from cosmos_outbox._documents import read_feed
 from cosmos_outbox._quarantine import Quarantine
-from cosmos_outbox._records import OutboxRecord, payload_name
+from cosmos_outbox._records import (
+    QUARANTINE_NOTICE_SUBJECT,
+    OutboxRecord,
+    notice_id,
+    payload_name,
+)
 from cosmos_outbox._relay.relay import Relay
 from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox.blob import BlobPayloadStore
@@ -442,6 +448,40 @@ def test_an_event_too_large_for_a_message_goes_by_claim_check_through_blob_stora
     assert b"".join(message.body) == b""
     body = BlobPayloadStore.from_connection_string(storage, PAYLOADS).get(dataref)
     assert b"x" * 300_000 in body
+
+
+@pytest.mark.parametrize("flavour", ["sync", "aio"])
+def test_an_event_service_bus_refuses_at_every_send_is_quarantined_and_the_rest_are_sent(
+    funcstack_services: LocalStack, loop: EventLoop, flavour: str
+) -> None:
+    """A stored event whose application property is 40 KB (written by an older library, or by
+    hand: the session refuses it at publish), relayed through the SDK to funcstack's endpoint,
+    which refuses such a message as Service Bus does (32 KB a value): set aside with its
+    reason, its notice in its place, the session's other events sent, the batch not failed (a
+    failed batch is retried by the trigger for ever: its lease would never move on)."""
+    documents = history(tickets=1, changes=2)
+    documents[1]["properties"] = json.dumps({"note": "x" * 40 * 1024})
+    connection = funcstack_services.servicebus_connection_string
+    quarantine = InMemoryStore()
+    if flavour == "sync":
+        publisher: Any = ServiceBusPublisher.from_connection_string(connection, TOPIC)
+        report = relay_through(publisher, documents, None, quarantine=quarantine)
+        publisher.close()
+    else:
+        async def make() -> AsyncServiceBusPublisher:
+            return AsyncServiceBusPublisher.from_connection_string(connection, TOPIC)
+
+        publisher = loop.run(make())
+        report = relay_through(publisher, documents, loop, quarantine=quarantine)
+        loop.run(publisher.close())
+    assert report.quarantined == [documents[1]["id"]]
+    assert (report.sent, report.notices) == (2, 1)
+    [kept] = quarantine.documents.values()
+    assert "application property 'note' is 40960 bytes" in kept["reason"]
+    messages = received(funcstack_services, {documents[0]["partitionKey"]}, 3)
+    assert [m.subject == QUARANTINE_NOTICE_SUBJECT for m in messages] == [False, True, False]
+    assert [str(m.message_id) for m in messages] == [
+        documents[0]["id"], notice_id(documents[1]["id"]), documents[2]["id"]]
 
 
 def test_one_async_sender_serves_concurrent_invocations_and_is_reused_after(

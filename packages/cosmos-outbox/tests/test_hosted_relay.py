@@ -93,3 +93,34 @@ def test_a_relay_without_its_payload_container_refuses_to_start_and_says_why(
         log = relay.log_path.read_text("utf-8", "replace")
     assert why in log
     assert received(funcstack_services, {member}, 0, wait=3) == []  # not even the small one
+
+
+def test_an_apps_own_trigger_beside_the_relay_starves_neither(
+    funcstack_services: LocalStack, funcstack_app: Callable[..., HostedApp], fresh: str,
+    leases: str, tmp_path: Path,
+) -> None:
+    """issue 44: in Azure two triggers on one container, lease container and lease prefix are
+    one processor's instances: they split the leases, and each change reaches one of them.
+    The relay's leases have a prefix of their own (`OUTBOX_LEASE_PREFIX`, `outbox.`), so an
+    app's own trigger beside it, without one, takes nothing from it: both see every change."""
+    member = f"m-{uuid.uuid4().hex[:8]}"
+    outbox = Outbox()
+    store = CosmosDocumentStore(funcstack_services.container_client(DATABASE, fresh))
+    with outbox.override(Services(store=store, publisher=_not_relaying, token_secret="t")), \
+            outbox.session(member, entity="member") as session:
+        for n in range(3):
+            session.publish("LoanDue", {"loanId": f"loan-{n}"})
+        committed = session.commit()
+    own = tmp_path / "own-trigger.txt"
+    app = funcstack_app(RELAY_APP, settings={"COSMOS_CONTAINER": fresh,
+                                             "COSMOS_LEASE_CONTAINER": leases,
+                                             "RELAY_APP_OWN_TRIGGER_OUT": str(own)})
+    event_ids = list(committed.events)
+    messages = received(funcstack_services, {member}, len(event_ids))
+    assert [str(m.message_id) for m in messages] == event_ids  # every one, by the relay
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (
+            own.exists() and set(event_ids) <= set(own.read_text().split())):
+        time.sleep(0.2)
+    assert own.exists() and set(event_ids) <= set(own.read_text().split())  # and by the app's
+    assert "compete for the same leases" not in app.log_path.read_text("utf-8", "replace")
