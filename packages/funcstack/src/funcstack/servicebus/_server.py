@@ -3,8 +3,9 @@
 messages and the SDK's batches; duplicate detection, session-id enforcement, the limits of the
 namespace's tier, ``_limits``), delivers to receivers with credit (peek-lock and
 receive-and-delete, sessions including NEXT_AVAILABLE), settles over the link, and hands
-``$cbs``/``$management`` requests to ``_management``. A sweep a few times a second ends expired locks, activates scheduled messages,
-expires messages past their time to live and times out waiting session accepts.
+``$cbs``/``$management`` requests to ``_management``. A sweep a few times a second ends expired
+locks, activates scheduled messages, expires messages past their time to live and times out
+waiting session accepts.
 
 The rooms: ``_codec`` (messages in and out), ``_connection`` (AMQP framing and performatives),
 ``_management`` (request-response operations), ``_broker`` (entities and messages), ``_state``
