@@ -54,6 +54,20 @@ def test_every_public_module_lists_its_names_and_each_exists(module: str) -> Non
     assert not missing, f"{module}.__all__ names {missing}, which it has not"
 
 
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+@pytest.mark.parametrize("module", public_modules())
+def test_the_readme_names_every_public_name(module: str) -> None:
+    """The README's "The public API" names each name of each public module's `__all__` (a name
+    added without a word there is not public in all but name)."""
+    text = README.read_text("utf-8")
+    names = importlib.import_module(module).__all__
+    unnamed = [n for n in names if f"`{n}" not in text and f" {n}`" not in text
+               and f"({n}" not in text and f", {n}" not in text]
+    assert not unnamed, f"README.md does not name {module}'s {unnamed}"
+
+
 #: Each `aio` module and the sync module whose names it mirrors (as `azure.cosmos.aio` mirrors
 #: `azure.cosmos`).
 MIRRORS = {"cosmos_outbox.aio": "cosmos_outbox",

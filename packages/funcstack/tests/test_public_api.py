@@ -63,3 +63,17 @@ def test_the_readme_names_every_public_name_of_the_package() -> None:
     for dotted in sorted(n for n in named if n.startswith("funcstack.") and n.count(".") >= 2):
         package, _, name = dotted.rpartition(".")
         assert hasattr(importlib.import_module(package), name), dotted
+
+
+#: A source file over this holds more than one idea: split it into rooms (issue 46).
+MAX_SOURCE_LINES = 700
+SOURCE = Path(__file__).resolve().parents[1] / "src" / "funcstack"
+
+
+def test_no_source_file_is_over_700_lines() -> None:
+    files = [p for p in SOURCE.rglob("*") if p.suffix in {".py", ".js"}
+             and "node_modules" not in p.parts]
+    assert len(files) > 50  # the package's sources were found
+    long = {str(p.relative_to(SOURCE)): n for p in files
+            if (n := len(p.read_text("utf-8").splitlines())) > MAX_SOURCE_LINES}
+    assert not long, f"split these into rooms of one idea each: {long}"

@@ -59,7 +59,7 @@ async def stored_events(
     aggregate_id: str | None = None, legacy: LegacyEvents | None = None,
 ) -> list[OutboxRecord | Unreadable]:
     """Every event document still stored (not expired) created at or after `since` (by
-    `data.createdAt`: not indexed, filtered here; no index is added for an operator's occasional
+    its creation time, `cosmos_outbox._event_document.document_created_at`: not indexed, filtered here; no index is added for an operator's occasional
     re-drive), of one aggregate type and one aggregate (read in its partition) if given."""
     documents = [d for d in await store.of_type(EVENT_TYPE, partition_key=aggregate_id)
                  if selected(d, since, aggregate_type, legacy=legacy)]

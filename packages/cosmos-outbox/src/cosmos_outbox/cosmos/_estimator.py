@@ -11,8 +11,8 @@ transactions that carry events:
       pending = latest LSN of the range - LSN of the first unprocessed event + 1
 
 The latest LSN comes from the session token (`x-ms-session-token`, `<range>:<ver>#<lsn>`),
-or the `lsn` header; the creation time from the first pending event (`data.createdAt`, else
-`_ts`). Counting is in LSNs, i.e. transactions: an aggregate, its events and its idempotency
+or the `lsn` header; the creation time from the first pending event (its `createdAt`, read by
+`cosmos_outbox._event_document`, else `_ts`). Counting is in LSNs, i.e. transactions: an aggregate, its events and its idempotency
 record written in one batch are one change. Reads: the lease documents, then at most two pages
 per lease (the second only to learn that the feed ended).
 
