@@ -54,7 +54,7 @@ from cosmos_outbox.blob.aio import BlobPayloadStore as AsyncBlobPayloadStore
 from cosmos_outbox.cosmos import CosmosBacklogEstimator, CosmosDocumentStore
 from cosmos_outbox.cosmos.aio import CosmosBacklogEstimator as AsyncCosmosBacklogEstimator
 from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
-from cosmos_outbox.errors import PayloadStoreError, StoreUnavailableError
+from cosmos_outbox.errors import PayloadStoreError, RelayNotReadyError, StoreUnavailableError
 from cosmos_outbox.servicebus import ServiceBusPublisher
 from cosmos_outbox.servicebus.aio import ServiceBusPublisher as AsyncServiceBusPublisher
 from cosmos_outbox.testing import InMemoryStore
@@ -149,6 +149,32 @@ def test_the_health_probe_passes_on_an_empty_container_and_fails_on_a_missing_on
     with pytest.raises(StoreUnavailableError, match="does not exist"):
         loop.run(aio_ping("no-such-container"))
     loop.run(aio_ping(fresh))
+
+
+def test_a_missing_lease_container_is_the_relay_not_ready_naming_it(
+    funcstack_services: LocalStack, loop: EventLoop, fresh: str
+) -> None:
+    """issue 48: the backlog estimate (the timer's, every minute) says that the relay's lease
+    container does not exist as the relay says what it misses: RelayNotReadyError naming it
+    and the fix, sync and aio (the timer records it in the relay's status)."""
+    client = CosmosClient.from_connection_string(funcstack_services.cosmos_connection_string,
+                                                 connection_verify=False)
+    database = client.get_database_client(DATABASE)
+    missing = "lease container 'no-such-leases' does not exist.*COSMOS_LEASE_CONTAINER"
+    with pytest.raises(RelayNotReadyError, match=missing):
+        CosmosBacklogEstimator(database.get_container_client(fresh),
+                               database.get_container_client("no-such-leases")).estimate()
+
+    async def aio_estimate() -> None:
+        async with AsyncCosmosClient.from_connection_string(
+                funcstack_services.cosmos_connection_string, connection_verify=False) as aio:
+            adatabase = aio.get_database_client(DATABASE)
+            await AsyncCosmosBacklogEstimator(
+                adatabase.get_container_client(fresh),
+                adatabase.get_container_client("no-such-leases")).estimate()
+
+    with pytest.raises(RelayNotReadyError, match=missing):
+        loop.run(aio_estimate())
 
 
 class _CountingExecutor(concurrent.futures.ThreadPoolExecutor):

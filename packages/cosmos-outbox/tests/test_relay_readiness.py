@@ -18,7 +18,7 @@ from tickets import Ticket
 from cosmos_outbox._event_document import aggregate_event_document
 from cosmos_outbox.errors import RelayNotReadyError
 from cosmos_outbox.ports import MessageBatch
-from cosmos_outbox.testing import FakePublisher
+from cosmos_outbox.testing import FakePublisher, timer_request
 
 
 def _stored(world: TicketWorld, *, title: str = "Printer on fire") -> list[dict[str, Any]]:
@@ -96,3 +96,30 @@ def test_a_relay_stuck_on_a_send_names_the_event_in_the_status() -> None:
     world.relay(stored)  # the retry sends it: unblocked
     assert _status(world)["relayBlocked"] is None
     assert json.loads(world.memory.publisher.messages[0].body)["title"] == "Printer on fire"
+
+
+def test_before_any_event_the_backlog_timer_says_what_the_relay_cannot_do(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """issue 48: a fresh deployment with no event yet showed healthy while its claim check's
+    container was missing; the first large event then stalled the relay. The backlog timer
+    (`outbox_backlog`, every minute) checks what the relay needs until it is found."""
+    world = TicketWorld()
+    world.memory.payloads.exists = False
+    with caplog.at_level(logging.ERROR, "application.relay"):
+        world.client.invoke("outbox_backlog", timer_request())
+    [line] = [r.getMessage() for r in caplog.records if "relay not ready" in r.getMessage()]
+    assert "payload container outbox-payloads does not exist" in line
+    blocked = _status(world)["relayBlocked"]
+    assert blocked["eventId"] is None and "RelayNotReadyError" in blocked["reason"]
+    health = world.client.request("GET", "health")
+    assert body(health)["status"] == "degraded"
+
+    world.memory.payloads.exists = True  # created: the next tick finds it, the status clears
+    world.client.invoke("outbox_backlog", timer_request())
+    assert _status(world)["relayBlocked"] is None
+    assert body(world.client.request("GET", "health")) == {"status": "healthy"}
+    caplog.clear()
+    with caplog.at_level(logging.INFO, "application.relay"):
+        world.client.invoke("outbox_backlog", timer_request())  # ready: not asked again
+    assert not [r for r in caplog.records if "payload container" in r.getMessage()]

@@ -116,8 +116,8 @@ class PublishFailedError(OutboxError):
 
 class RelayNotReadyError(OutboxError):
     """The relay cannot start: something it needs is missing (its topic, the claim check's
-    payload container); the message says what and how to fix it. Its invocation fails and is
-    retried (nothing is lost) until it is fixed."""
+    payload container, its lease container); the message says what and how to fix it. Its
+    invocation fails and is retried (nothing is lost) until it is fixed."""
 
 
 class PayloadStoreError(OutboxError):

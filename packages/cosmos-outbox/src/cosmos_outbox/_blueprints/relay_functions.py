@@ -75,12 +75,22 @@ def relay_blueprint(
     )
     @shell(asynchronous)
     async def outbox_backlog(timer: func.TimerRequest) -> None:
-        """One tick: estimate the backlog, record the gauges, apply the TTL guard."""
+        """One tick: until the relay has found what it needs (its topic, the claim check's
+        container), check it, so that what is missing is said before any event; estimate the
+        backlog (its lease container missing: said the same way), record the gauges, apply
+        the TTL guard."""
         wired = wiring()
         from cosmos_outbox._relay.backlog import report_backlog
+        from cosmos_outbox.errors import RelayNotReadyError
 
-        await report_backlog(wired.backlog(), wired.telemetry,
-                             event_ttl_seconds=wired.event_ttl_seconds)
+        relay = wired.relay()
+        await relay.check()
+        try:
+            await report_backlog(wired.backlog(), wired.telemetry,
+                                 event_ttl_seconds=wired.event_ttl_seconds)
+        except RelayNotReadyError as exc:
+            await relay.not_ready(exc)
+            raise
 
     return bp
 

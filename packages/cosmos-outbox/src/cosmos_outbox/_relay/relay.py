@@ -126,6 +126,28 @@ class Relay:
             await self._health.sent(report.sent_ids)
         return report
 
+    async def check(self) -> str | None:
+        """What the relay needs, checked now unless it was found already (the backlog timer
+        asks at each tick, so a relay that cannot start says so within a minute of the app's
+        start, before any event): None when ready; else why not, which is logged in one line
+        and recorded in the relay's status (`/outbox/status`, `/health`). Never raises."""
+        if self._ready:
+            return None
+        try:
+            await self._preflight()
+        except RelayNotReadyError as exc:
+            await self.not_ready(exc)
+            return str(exc)
+        if self._health is not None:
+            await self._health.sent(set())  # a "not ready" another tick recorded, cleared
+        return None
+
+    async def not_ready(self, exc: RelayNotReadyError) -> None:
+        """Say that the relay cannot start, and why: one log line, and its status."""
+        logger.error("relay not ready: %s", exc, extra={"outbox.relay_ready": False})
+        if self._health is not None:
+            await self._health.blocked(None, f"{error_type(exc)}: {exc}")
+
     async def _preflight(self) -> None:
         """What the relay needs, checked before it first relays (RelayNotReadyError naming
         what is missing and the fix, in the log and in the relay's status): the topic (a

@@ -12,9 +12,10 @@ transactions that carry events:
 
 The latest LSN comes from the session token (`x-ms-session-token`, `<range>:<ver>#<lsn>`),
 or the `lsn` header; the creation time from the first pending event (its `createdAt`, read by
-`cosmos_outbox._event_document`, else `_ts`). Counting is in LSNs, i.e. transactions: an aggregate, its events and its idempotency
-record written in one batch are one change. Reads: the lease documents, then at most two pages
-per lease (the second only to learn that the feed ended).
+`cosmos_outbox._event_document`, else `_ts`). Counting is in LSNs, i.e. transactions: an
+aggregate, its events and its idempotency record written in one batch are one change. Reads:
+the lease documents, then at most two pages per lease (the second only to learn that the feed
+ended).
 
 Lease formats read: the local host's (the Python SDK's change-feed continuation token) and the
 Functions host's (.NET change feed processor: an etag `"<lsn>"` with a partition key range id as
@@ -34,10 +35,12 @@ from typing import Any, Protocol
 
 from azure.cosmos import ContainerProxy
 from azure.cosmos.aio import ContainerProxy as AsyncContainerProxy
+from azure.cosmos.exceptions import CosmosHttpResponseError
 
 from cosmos_outbox._documents import EVENT_TYPE, document_created_at
 from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox.cosmos._errors import cosmos_errors
+from cosmos_outbox.errors import RelayNotReadyError
 from cosmos_outbox.ports import AsyncBacklogEstimator, BacklogEstimator, LeaseBacklog
 
 logger = logging.getLogger(__name__)
@@ -48,6 +51,9 @@ SCAN = 100
 class _Feed(Protocol):
     """What the estimate reads: the lease documents, the monitored container's feed ranges and
     rid, and the changes after a position (sync and `aio` SDKs alike, awaited)."""
+
+    #: the lease container's name (for the error that says it does not exist)
+    lease_container: str
 
     async def leases(self) -> list[dict[str, Any]]: ...
 
@@ -72,11 +78,27 @@ class _Estimate:
 
     async def estimate(self) -> list[LeaseBacklog]:
         with cosmos_errors():
-            leases = [doc for doc in await self._feed.leases() if _is_lease(doc, self._prefix)]
+            leases = [doc for doc in await self._stored_leases() if _is_lease(doc, self._prefix)]
             if not leases:
                 leases = [{"LeaseToken": _range_name(feed_range), "feedRange": feed_range}
                           for feed_range in await self._feed.feed_ranges()]
             return [await self._estimate(lease) for lease in leases]
+
+    async def _stored_leases(self) -> list[dict[str, Any]]:
+        try:
+            return await self._feed.leases()
+        except CosmosHttpResponseError as exc:
+            if exc.status_code == 404:  # a query finds nothing with a 200: the container (or
+                # its database) is missing, whether the SDK's read of its properties or the
+                # query itself answered
+                raise RelayNotReadyError(
+                    f"the relay's lease container {self._feed.lease_container!r} does not "
+                    "exist: its trigger cannot start. Create it (partition key /id; the "
+                    "deploy templates create it), or let the trigger create it "
+                    "(create_lease_container_if_not_exists, which needs the account's key: "
+                    "an identity cannot create containers), and check COSMOS_LEASE_CONTAINER"
+                ) from exc
+            raise
 
     async def _estimate(self, lease: Mapping[str, Any]) -> LeaseBacklog:
         name = str(lease.get("LeaseToken"))
@@ -164,6 +186,7 @@ class _HeaderHook:
 class _SyncFeed:
     def __init__(self, monitored: ContainerProxy, leases: ContainerProxy) -> None:
         self._monitored, self._leases = monitored, leases
+        self.lease_container = str(leases.id)
 
     async def leases(self) -> list[dict[str, Any]]:
         return [dict(d) for d in self._leases.query_items(
@@ -190,6 +213,7 @@ class _SyncFeed:
 class _AsyncFeed:
     def __init__(self, monitored: AsyncContainerProxy, leases: AsyncContainerProxy) -> None:
         self._monitored, self._leases = monitored, leases
+        self.lease_container = str(leases.id)
 
     async def leases(self) -> list[dict[str, Any]]:
         return [dict(d) async for d in self._leases.query_items("SELECT * FROM c")]
