@@ -12,17 +12,17 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from azure.storage.blob import BlobServiceClient, ContentSettings
 
+from cosmos_outbox import Outbox
 from cosmos_outbox.blob import BlobPayloadStore
-from cosmos_outbox.documents import read_feed
+from cosmos_outbox.documents import EVENT_TYPE, read_feed
 from cosmos_outbox.relay import Quarantine, Relay, RelayTelemetry
 from cosmos_outbox.servicebus import ServiceBusPublisher
-from cosmos_outbox.testing import InMemoryStore, run_sync
+from cosmos_outbox.testing import InMemoryStore, in_memory, run_sync
 from funcstack.services import LocalServices
 from tools.stack import SERVICEBUS_CONFIG
 
@@ -33,19 +33,16 @@ MB = 1024 * 1024
 
 
 def documents(n: int, size: int = MB) -> list[dict[str, Any]]:
-    """`n` event documents of one aggregate, each with a body of about `size` bytes."""
+    """`n` event documents of one aggregate, each with a body of about `size` bytes, as the
+    library stores them (a session's commit each, on an in-memory store)."""
     aggregate = str(uuid.uuid4())
-    docs = []
-    for version in range(1, n + 1):
-        event_id = str(uuid.uuid4())
-        docs.append({
-            "id": event_id, "partitionKey": aggregate, "type": "domainEvent",
-            "aggregateType": "manuscript", "source": "/manuscripts", "ttl": 600,
-            "data": {"id": event_id, "manuscriptId": aggregate, "version": version,
-                     "action": "ManuscriptRevised",
-                     "createdAt": datetime.now(UTC).isoformat(), "traceparent": None,
-                     "text": "x" * (size - 250)}})
-    return docs
+    with in_memory() as world:
+        outbox = Outbox(services=lambda: world.services)
+        for _ in range(n):
+            with outbox.session(aggregate, entity="manuscript") as session:
+                session.publish("ManuscriptRevised", {"text": "x" * (size - 250)})
+                session.commit()
+        return list(world.store.of_type(EVENT_TYPE))
 
 
 def measure(base: Path, events: int = 10, rounds: int = 3) -> dict[str, Any]:
