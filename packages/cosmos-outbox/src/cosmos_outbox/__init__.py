@@ -42,7 +42,7 @@ if TYPE_CHECKING:
         view_of,
     )
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 #: Each public name and the module that defines it.
 _WHERE = {
