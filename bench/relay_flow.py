@@ -3,7 +3,6 @@ latency at a steady write rate, through the whole local stack."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import secrets
@@ -21,6 +20,7 @@ from bench.stats import percentile
 from cosmos_outbox import Outbox, Services
 from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.ports import MessagePublisher
+from cosmos_outbox.subscriber import from_message
 from domain.contact import Contact
 from domain.values import Company, Name
 from funcstack.config import StackConfig
@@ -163,8 +163,10 @@ def latency(workdir: Path, *, poll_ms: int, rate: float = 20.0, seconds: float =
                     for message in receiver.receive_messages(max_message_count=1,
                                                              max_wait_time=0.5):
                         now = datetime.now(UTC)
-                        created = datetime.fromisoformat(
-                            json.loads(b"".join(message.body))["createdAt"])
+                        created = from_message(
+                            b"".join(message.body), content_type=message.content_type,
+                            application_properties=message.application_properties).time
+                        assert created is not None, "an outbox event carries its time"
                         with lock:
                             samples.append((now - created).total_seconds() * 1000)
                         receiver.complete_message(message)
