@@ -219,7 +219,10 @@ class Runner:
                                  f"(its groups: {', '.join(known) or 'none'})")
             logger.info("function group %s: %s", self.group,
                         ", ".join(spec.name for spec in served))
+        served_names = {spec.name for spec in served}
         for first, second, opts in shared_leases(self.functions):
+            if not {first, second} & served_names:
+                continue  # said by the hosts of those functions (an http group's host: not)
             logger.warning(
                 "functions %s and %s watch %s/%s with the same lease container %s and lease "
                 "prefix '%s': as in Azure they compete for the same leases, and each receives "
