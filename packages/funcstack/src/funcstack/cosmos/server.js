@@ -51,6 +51,7 @@
  *   journal.js      the state directory's files: snapshot, journal, compaction
  *   indexes.js      a container's LSN index (change feed) and expiry index (TTL sweep)
  *   epk.js, queryplan.js  effective partition keys; query plans as the service's gateway
+ *   sqlparser.js    the package's SQL parser with a results cache (linear, not exponential)
  *
  *
  * CLI: node server.js [--host 127.0.0.1] [--port 0] [--no-ssl] [--log-requests]
@@ -64,6 +65,7 @@ const http = require("http");
 const https = require("https");
 const path = require("path");
 
+require("./sqlparser"); // before the package's query engine loads its parser
 const PKG_DIR = path.dirname(require.resolve("@vercel/cosmosdb-server/package.json"));
 const Account = require("@vercel/cosmosdb-server/lib/account").default;
 const { offerRid } = require("./ids");
