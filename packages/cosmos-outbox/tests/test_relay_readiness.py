@@ -123,3 +123,29 @@ def test_before_any_event_the_backlog_timer_says_what_the_relay_cannot_do(
     with caplog.at_level(logging.INFO, "application.relay"):
         world.client.invoke("outbox_backlog", timer_request())  # ready: not asked again
     assert not [r for r in caplog.records if "payload container" in r.getMessage()]
+
+
+def test_a_lease_container_created_after_the_timer_said_it_was_missing_clears_the_status(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The backlog's read of the lease container said "not ready"; once the container is there
+    the next tick clears the status, though no event was sent since (a quiet app would show
+    degraded for the record's hour)."""
+    world = TicketWorld()
+    missing = RelayNotReadyError("the relay's lease container 'leases' does not exist")
+
+    def lease_container_missing() -> list[Any]:
+        raise missing
+
+    monkeypatch.setattr(world.memory.backlog, "estimate", lease_container_missing)
+    said = _status(world)  # before any tick: no backlog to read, and why (not a 500)
+    assert said["leases"] == [] and "lease container 'leases'" in said["relayBlocked"]["reason"]
+    with pytest.raises(Exception, match="lease container 'leases' does not exist"):
+        world.client.invoke("outbox_backlog", timer_request())
+    blocked = _status(world)["relayBlocked"]
+    assert blocked["eventId"] is None and "lease container" in blocked["reason"]
+
+    monkeypatch.undo()  # created
+    world.client.invoke("outbox_backlog", timer_request())
+    assert _status(world)["relayBlocked"] is None
+    assert body(world.client.request("GET", "health")) == {"status": "healthy"}

@@ -78,19 +78,21 @@ def relay_blueprint(
         """One tick: until the relay has found what it needs (its topic, the claim check's
         container), check it, so that what is missing is said before any event; estimate the
         backlog (its lease container missing: said the same way), record the gauges, apply
-        the TTL guard."""
+        the TTL guard; once all is found, clear what an earlier tick said."""
         wired = wiring()
         from cosmos_outbox._relay.backlog import report_backlog
         from cosmos_outbox.errors import RelayNotReadyError
 
         relay = wired.relay()
-        await relay.check()
+        problem = await relay.check()
         try:
             await report_backlog(wired.backlog(), wired.telemetry,
                                  event_ttl_seconds=wired.event_ttl_seconds)
         except RelayNotReadyError as exc:
             await relay.not_ready(exc)
             raise
+        if problem is None:
+            await relay.ready()
 
     return bp
 

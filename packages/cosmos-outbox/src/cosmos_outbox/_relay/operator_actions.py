@@ -24,7 +24,7 @@ from cosmos_outbox._relay.backlog import age_seconds
 from cosmos_outbox._relay.health import RelayBlocked, RelayHealth
 from cosmos_outbox._relay.relay import Relay
 from cosmos_outbox._relay.telemetry import error_type
-from cosmos_outbox.errors import PublishFailedError
+from cosmos_outbox.errors import PublishFailedError, RelayNotReadyError
 from cosmos_outbox.ports import AsyncBacklogEstimator, AsyncDocumentStore, LeaseBacklog, Page
 
 #: The log category operators filter on (kept across module moves).
@@ -94,17 +94,27 @@ class OutboxOperators:
         self._clock = clock
 
     async def status(self) -> OutboxStatus:
-        """The change-feed backlog as the estimator sees it, and the unresolved quarantine."""
+        """The change-feed backlog as the estimator sees it, and the unresolved quarantine.
+        Without its lease container there is no backlog to read: no leases, and the relay
+        blocked before any event, naming it (what the backlog timer records too)."""
         now = self._clock()
-        leases = [LeaseStatus(b, age_seconds(b, now))
-                  for b in await self._backlog().estimate()]
+        missing: RelayNotReadyError | None = None
+        try:
+            backlog = await self._backlog().estimate()
+        except RelayNotReadyError as exc:
+            backlog, missing = [], exc
+        leases = [LeaseStatus(b, age_seconds(b, now)) for b in backlog]
         ages = [s.oldest_age_seconds for s in leases if s.oldest_age_seconds is not None]
+        blocked = await self._health.current() if self._health is not None else None
+        if blocked is None and missing is not None:
+            blocked = RelayBlocked(event_id=None, reason=f"{error_type(missing)}: {missing}",
+                                   since=None, last_attempt=None, attempts=0)
         return OutboxStatus(
             pending=sum(s.lease.pending for s in leases),
             oldest_age_seconds=max(ages) if ages else None,
             quarantined=await self._quarantine.count(),
             leases=leases,
-            blocked=await self._health.current() if self._health is not None else None,
+            blocked=blocked,
         )
 
     async def quarantine_page(self, *, page_size: int,

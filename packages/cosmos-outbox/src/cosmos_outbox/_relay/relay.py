@@ -138,9 +138,14 @@ class Relay:
         except RelayNotReadyError as exc:
             await self.not_ready(exc)
             return str(exc)
-        if self._health is not None:
-            await self._health.sent(set())  # a "not ready" another tick recorded, cleared
         return None
+
+    async def ready(self) -> None:
+        """Everything the relay needs was found (by `check` and the backlog's read of its
+        lease container): a "not ready" record an earlier tick left is cleared. No round trip
+        once none can exist."""
+        if self._health is not None:
+            await self._health.sent(set())
 
     async def not_ready(self, exc: RelayNotReadyError) -> None:
         """Say that the relay cannot start, and why: one log line, and its status."""
