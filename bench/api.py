@@ -32,8 +32,12 @@ from domain.values import Company, Name
 from tools.httpclient import Client
 from tools.stack import Stack
 
-BODY = {"firstName": "Ada", "lastName": "Lovelace", "email": "ada@example.com",
-        "companyName": "Engines"}
+BODY = {
+    "firstName": "Ada",
+    "lastName": "Lovelace",
+    "email": "ada@example.com",
+    "companyName": "Engines",
+}
 _NEXT = itertools.count()
 
 
@@ -56,8 +60,9 @@ def until_healthy(stack: Stack, timeout: float = 60.0) -> float:
     raise TimeoutError("/health did not answer 200")
 
 
-def alternated(plain: Callable[[], None], keyed: Callable[[], None], n: int,
-               warmup: int = 20) -> tuple[dict[str, float], dict[str, float]]:
+def alternated(
+    plain: Callable[[], None], keyed: Callable[[], None], n: int, warmup: int = 20
+) -> tuple[dict[str, float], dict[str, float]]:
     """Median and p99 (ms) of `plain` and of `keyed`, n calls each, one of each in turn."""
     for _ in range(warmup):
         plain()
@@ -68,8 +73,9 @@ def alternated(plain: Callable[[], None], keyed: Callable[[], None], n: int,
             start = time.perf_counter()
             fn()
             out.append((time.perf_counter() - start) * 1000)
-    plain_row, keyed_row = ({"n": n, "median_ms": statistics.median(s),
-                             "p99_ms": percentile(s, 99)} for s in samples)
+    plain_row, keyed_row = (
+        {"n": n, "median_ms": statistics.median(s), "p99_ms": percentile(s, 99)} for s in samples
+    )
     return plain_row, keyed_row
 
 
@@ -78,14 +84,19 @@ def idempotency(client: Client, n: int) -> dict[str, Any]:
     Idempotency-Key (a new key every call: the success path, the record in the same batch)."""
 
     def post(headers: dict[str, str]) -> None:
-        assert client.request("POST", "/contacts", json_body=new_body(),
-                              headers=headers).status == 201
+        assert (
+            client.request("POST", "/contacts", json_body=new_body(), headers=headers).status == 201
+        )
 
     target = client.request("POST", "/contacts", json_body=BODY).json()["id"]
 
     def patch(headers: dict[str, str]) -> None:
-        reply = client.request("PATCH", f"/contacts/{target}", headers=headers,
-                               json_body={"description": uuid.uuid4().hex})
+        reply = client.request(
+            "PATCH",
+            f"/contacts/{target}",
+            headers=headers,
+            json_body={"description": uuid.uuid4().hex},
+        )
         assert reply.status == 200
 
     def key() -> dict[str, str]:
@@ -111,19 +122,26 @@ def run(stack: Stack, n: int = 500) -> dict[str, Any]:
     # One event loop in this thread for every async call here: the SDK's aio client (the floor)
     # and the app's async functions called in-process, each on its own client, as the app has.
     loop = asyncio.new_event_loop()
-    cosmos = loop.run_until_complete(_aio_client(stack.cosmos.connection_string,
-                                                 stack.cosmos.verify_tls))
+    cosmos = loop.run_until_complete(
+        _aio_client(stack.cosmos.connection_string, stack.cosmos.verify_tls)
+    )
     container = cosmos.get_database_client(values["COSMOS_DATABASE"]).get_container_client(
-        values["COSMOS_CONTAINER"])
+        values["COSMOS_CONTAINER"]
+    )
 
     def sdk_batch() -> None:
-        contact = Contact.create(name=Name(first_name="Ada", last_name="Lovelace"),
-                                 email="ada@example.com", company=Company(company_name="E"))
+        contact = Contact.create(
+            name=Name(first_name="Ada", last_name="Lovelace"),
+            email="ada@example.com",
+            company=Company(company_name="E"),
+        )
         [event] = event_documents(contact, ttl_seconds=864000)
-        loop.run_until_complete(container.execute_item_batch(
-            batch_operations=[("create", (aggregate_document(contact),)),
-                              ("create", (event,))],
-            partition_key=contact.id))
+        loop.run_until_complete(
+            container.execute_item_batch(
+                batch_operations=[("create", (aggregate_document(contact),)), ("create", (event,))],
+                partition_key=contact.id,
+            )
+        )
 
     client = Client(stack.api_url)
 
@@ -142,24 +160,37 @@ def run(stack: Stack, n: int = 500) -> dict[str, Any]:
     os.environ.update(values)
     from entrypoints.bootstrap import bootstrap
 
-    services = Services(store=AsyncCosmosDocumentStore(container), publisher=_no_publisher,
-                        token_secret=secrets.token_hex(16))
-    functions = {f.get_function_name(): f.get_user_function()
-                 for f in bootstrap(lambda: services).get_functions()}
+    services = Services(
+        store=AsyncCosmosDocumentStore(container),
+        publisher=_no_publisher,
+        token_secret=secrets.token_hex(16),
+    )
+    functions = {
+        f.get_function_name(): f.get_user_function()
+        for f in bootstrap(lambda: services).get_functions()
+    }
 
     def direct_post() -> None:
-        req = func.HttpRequest("POST", "http://localhost/api/contacts",
-                               headers={"content-type": "application/json"},
-                               body=json.dumps(new_body()).encode())
+        req = func.HttpRequest(
+            "POST",
+            "http://localhost/api/contacts",
+            headers={"content-type": "application/json"},
+            body=json.dumps(new_body()).encode(),
+        )
         context = InvocationContext("create_contact")
         answer = loop.run_until_complete(functions["create_contact"](req, context))
         assert answer.status_code == 201
 
     def direct_get() -> None:
-        req = func.HttpRequest("GET", f"http://localhost/api/contacts/{created}", body=b"",
-                               route_params={"id": created})
+        req = func.HttpRequest(
+            "GET",
+            f"http://localhost/api/contacts/{created}",
+            body=b"",
+            route_params={"id": created},
+        )
         answer = loop.run_until_complete(
-            functions["get_contact"](req, InvocationContext("get_contact")))
+            functions["get_contact"](req, InvocationContext("get_contact"))
+        )
         assert answer.status_code == 200
 
     rows = {
@@ -175,8 +206,10 @@ def run(stack: Stack, n: int = 500) -> dict[str, Any]:
     loop.close()
     os.environ.clear()
     os.environ.update(saved)
-    post, batch = rows["POST /api/contacts via local host (HTTP)"], rows[
-        "SDK execute_item_batch (contact + event)"]
+    post, batch = (
+        rows["POST /api/contacts via local host (HTTP)"],
+        rows["SDK execute_item_batch (contact + event)"],
+    )
     return {
         "rows": rows,
         "idempotency": keys,

@@ -52,8 +52,10 @@ from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from tools.httpclient import Client
 from tools.stack import Ports, Stack
 
-_HOST_LINE = re.compile(r"http request method=(\S+) path=\S+ function=(\S+) status=\d+ "
-                        r"ms=([0-9.]+)")
+_HOST_LINE = re.compile(
+    r"http request method=(\S+) path=\S+ function=(\S+) status=\d+ "
+    r"ms=([0-9.]+)"
+)
 KINDS = ("POST", "GET")
 
 
@@ -78,10 +80,17 @@ def measure(workdir: Path, *, n: int = 300) -> dict[str, Any]:
     that the pipeline's work behind the writes falls on every part alike)."""
     warnings.filterwarnings("ignore", message="Unverified HTTPS request")
     samples: dict[str, dict[str, list[float]]] = {
-        f"{shape} {kind}": {} for shape in ("async", "sync") for kind in KINDS}
-    with Stack(workdir=workdir, ports=Ports.free(), with_runner=False, with_azurite=True,
-               with_subscriber=True, state_dir=workdir / "state",
-               settings_overrides={OTEL_ENV_VAR: str(workdir / "otel")}) as stack:
+        f"{shape} {kind}": {} for shape in ("async", "sync") for kind in KINDS
+    }
+    with Stack(
+        workdir=workdir,
+        ports=Ports.free(),
+        with_runner=False,
+        with_azurite=True,
+        with_subscriber=True,
+        state_dir=workdir / "state",
+        settings_overrides={OTEL_ENV_VAR: str(workdir / "otel")},
+    ) as stack:
         setup = throughput._start(stack, workdir, relay=True)
         assert stack.cosmos is not None
         values = stack.settings()
@@ -93,13 +102,26 @@ def measure(workdir: Path, *, n: int = 300) -> dict[str, Any]:
             shapes = ("async", "sync")
             clients = {shape: Client(setup.hosts[f"app_{shape}"].url) for shape in shapes}
             logs = {"async": stack.log_path("runner"), "sync": stack.log_path("runner-sync")}
-            targets = {shape: clients[shape].request("POST", "/contacts",
-                                                     json_body=throughput.new_body()).json()["id"]
-                       for shape in clients}
+            targets = {
+                shape: clients[shape]
+                .request("POST", "/contacts", json_body=throughput.new_body())
+                .json()["id"]
+                for shape in clients
+            }
             closing: list[Callable[[], object]] = []
-            calls = {shape: _calls(shape, stack.cosmos.connection_string, values, setup,
-                                   clients[shape], targets[shape], loop, closing)
-                     for shape in shapes}
+            calls = {
+                shape: _calls(
+                    shape,
+                    stack.cosmos.connection_string,
+                    values,
+                    setup,
+                    clients[shape],
+                    targets[shape],
+                    loop,
+                    closing,
+                )
+                for shape in shapes
+            }
             for shape_calls in calls.values():  # everything built, connected and warm
                 for call in shape_calls.values():
                     for _ in range(10):
@@ -113,7 +135,8 @@ def measure(workdir: Path, *, n: int = 300) -> dict[str, Any]:
             for shape in logs:
                 for kind, function in (("POST", "create_contact"), ("GET", "get_contact")):
                     samples[f"{shape} {kind}"]["host_wall"] = _host_ms(
-                        logs[shape], offsets[shape], function)
+                        logs[shape], offsets[shape], function
+                    )
             for client in clients.values():
                 client.close()
             for close in closing:
@@ -125,9 +148,16 @@ def measure(workdir: Path, *, n: int = 300) -> dict[str, Any]:
     return {name: parts(s) for name, s in samples.items()} | {"n": n}
 
 
-def _calls(shape: str, connection: str, values: dict[str, str], setup: Any, client: Client,
-           target: str, loop: EventLoop, closing: list[Callable[[], object]]
-           ) -> dict[tuple[str, str], Callable[[], object]]:
+def _calls(
+    shape: str,
+    connection: str,
+    values: dict[str, str],
+    setup: Any,
+    client: Client,
+    target: str,
+    loop: EventLoop,
+    closing: list[Callable[[], object]],
+) -> dict[tuple[str, str], Callable[[], object]]:
     """One request of each kind through each part, for one shape of the app. The floor is the
     SDK the shape runs on: its `aio` client on an event loop of its own, or its sync client in
     this thread; its batches on a container of its own (nothing relays them), its point reads
@@ -138,17 +168,19 @@ def _calls(shape: str, connection: str, values: dict[str, str], setup: Any, clie
     from entrypoints.bootstrap import bootstrap
 
     template = throughput._contact_documents()
-    database, contacts = values["COSMOS_DATABASE"], (
-        values["COSMOS_CONTAINER"] if shape == "async" else "contacts-sync")
+    database, contacts = (
+        values["COSMOS_DATABASE"],
+        (values["COSMOS_CONTAINER"] if shape == "async" else "contacts-sync"),
+    )
 
     def batch() -> tuple[str, list[Any]]:
         return throughput._batch(template)
 
     def services(store: Any) -> Services:
-        return Services(store=store, publisher=_no_publisher,
-                        token_secret=secrets.token_hex(16))
+        return Services(store=store, publisher=_no_publisher, token_secret=secrets.token_hex(16))
 
     if shape == "async":
+
         async def connect() -> Any:
             return async_cosmos_client(connection_string=connection, verify_tls=False)
 
@@ -170,8 +202,7 @@ def _calls(shape: str, connection: str, values: dict[str, str], setup: Any, clie
             loop.run(own.read_item(target, partition_key=target))
 
         def call(name: str, request: func.HttpRequest) -> func.HttpResponse:
-            return cast(func.HttpResponse,
-                        loop.run(app[name](request, InvocationContext(name))))
+            return cast(func.HttpResponse, loop.run(app[name](request, InvocationContext(name))))
     else:
         sync = cosmos_client(connection_string=connection, verify_tls=False)
         sync_floor = sync.get_database_client(database).get_container_client(setup.sdk_container)
@@ -190,26 +221,34 @@ def _calls(shape: str, connection: str, values: dict[str, str], setup: Any, clie
             return cast(func.HttpResponse, sync_app[name](request, InvocationContext(name)))
 
     def function_post() -> None:
-        request = func.HttpRequest("POST", "http://localhost/api/contacts",
-                                   headers={"content-type": "application/json"},
-                                   body=json.dumps(throughput.new_body()).encode())
+        request = func.HttpRequest(
+            "POST",
+            "http://localhost/api/contacts",
+            headers={"content-type": "application/json"},
+            body=json.dumps(throughput.new_body()).encode(),
+        )
         assert call("create_contact", request).status_code == 201
 
     def function_get() -> None:
-        request = func.HttpRequest("GET", f"http://localhost/api/contacts/{target}", body=b"",
-                                   route_params={"id": target})
+        request = func.HttpRequest(
+            "GET", f"http://localhost/api/contacts/{target}", body=b"", route_params={"id": target}
+        )
         assert call("get_contact", request).status_code == 200
 
     def http_post() -> None:
-        assert client.request("POST", "/contacts",
-                              json_body=throughput.new_body()).status == 201
+        assert client.request("POST", "/contacts", json_body=throughput.new_body()).status == 201
 
     def http_get() -> None:
         assert client.request("GET", f"/contacts/{target}").status == 200
 
-    return {("POST", "sdk"): sdk_post, ("POST", "function"): function_post,
-            ("POST", "http"): http_post, ("GET", "sdk"): sdk_get,
-            ("GET", "function"): function_get, ("GET", "http"): http_get}
+    return {
+        ("POST", "sdk"): sdk_post,
+        ("POST", "function"): function_post,
+        ("POST", "http"): http_post,
+        ("GET", "sdk"): sdk_get,
+        ("GET", "function"): function_get,
+        ("GET", "http"): http_get,
+    }
 
 
 def _functions(app: func.FunctionApp) -> dict[str, Callable[..., Any]]:
@@ -237,21 +276,24 @@ def parts(samples: dict[str, list[float]]) -> dict[str, float]:
     }
 
 
-ROWS = (("http_server_and_wire_ms", "the host's HTTP server and the wire (client to host)"),
-        ("worker_ms", "the worker: RPC messages both ways, its runtime around the function"),
-        ("app_and_library_ms", "the app and cosmos-outbox (in the function, beyond the SDK)"),
-        ("sdk_cpu_ms", "the SDK (its CPU time)"),
-        ("endpoint_and_wire_ms", "the endpoint and the wire (the SDK's wall time beyond its CPU)"),
-        ("total_ms", "total, as the client sees it (median)"))
+ROWS = (
+    ("http_server_and_wire_ms", "the host's HTTP server and the wire (client to host)"),
+    ("worker_ms", "the worker: RPC messages both ways, its runtime around the function"),
+    ("app_and_library_ms", "the app and cosmos-outbox (in the function, beyond the SDK)"),
+    ("sdk_cpu_ms", "the SDK (its CPU time)"),
+    ("endpoint_and_wire_ms", "the endpoint and the wire (the SDK's wall time beyond its CPU)"),
+    ("total_ms", "total, as the client sees it (median)"),
+)
 
 
 def markdown(result: dict[str, Any]) -> str:
     names = ("async POST", "sync POST", "async GET", "sync GET")
-    lines = ["| part | " + " | ".join(f"{n.split()[1]}, {n.split()[0]} app" for n in names)
-             + " |", "|---|" + "---|" * len(names)]
+    lines = [
+        "| part | " + " | ".join(f"{n.split()[1]}, {n.split()[0]} app" for n in names) + " |",
+        "|---|" + "---|" * len(names),
+    ]
     for key, label in ROWS:
-        lines.append(f"| {label} | " + " | ".join(f"{result[n][key]:.2f}" for n in names)
-                     + " |")
+        lines.append(f"| {label} | " + " | ".join(f"{result[n][key]:.2f}" for n in names) + " |")
     return "\n".join(lines)
 
 

@@ -55,21 +55,26 @@ def measure(base: Path, events: int = 10, rounds: int = 3) -> dict[str, Any]:
         connection = azurite.connection_string
         with BlobServiceClient.from_connection_string(connection) as service:
             service.create_container("outbox-payloads")
-        publisher = ServiceBusPublisher.from_connection_string(servicebus.connection_string,
-                                                               "contact-events")
+        publisher = ServiceBusPublisher.from_connection_string(
+            servicebus.connection_string, "contact-events"
+        )
         store = BlobPayloadStore.from_connection_string(connection, "outbox-payloads")
         # The relay as the sync API runs it (over sync adapters, to its end in this thread).
         relay = Relay(publisher, Quarantine(InMemoryStore()), TELEMETRY, payloads=store)
-        floor_container = BlobServiceClient.from_connection_string(
-            connection).get_container_client("outbox-payloads")
+        floor_container = BlobServiceClient.from_connection_string(connection).get_container_client(
+            "outbox-payloads"
+        )
         run_sync(relay.relay(read_feed(documents(1))))  # links opened, clients warm
         results: dict[str, list[tuple[float, float]]] = {"relay": [], "floor": []}
         megabytes = 0.0
         for _ in range(rounds):
             docs = documents(events)
             feed = list(read_feed(docs))
-            bodies = [(f"floor/{d['id']}", r.body) for d, r in zip(docs, feed, strict=True)
-                      if hasattr(r, "body")]
+            bodies = [
+                (f"floor/{d['id']}", r.body)
+                for d, r in zip(docs, feed, strict=True)
+                if hasattr(r, "body")
+            ]
             megabytes = sum(len(b) for _, b in bodies) / MB
             wall, cpu = time.perf_counter(), time.process_time()
             report = run_sync(relay.relay(feed))
@@ -78,8 +83,11 @@ def measure(base: Path, events: int = 10, rounds: int = 3) -> dict[str, Any]:
             wall, cpu = time.perf_counter(), time.process_time()
             for name, body in bodies:
                 floor_container.upload_blob(
-                    name, body, overwrite=True,
-                    content_settings=ContentSettings(content_type="application/json"))
+                    name,
+                    body,
+                    overwrite=True,
+                    content_settings=ContentSettings(content_type="application/json"),
+                )
             results["floor"].append((time.perf_counter() - wall, time.process_time() - cpu))
         publisher.close()
         floor_container.close()
@@ -88,9 +96,13 @@ def measure(base: Path, events: int = 10, rounds: int = 3) -> dict[str, Any]:
     best = {k: (min(w for w, _ in v), min(c for _, c in v)) for k, v in results.items()}
     per_mb = {k: (w / megabytes * 1000, c / megabytes * 1000) for k, (w, c) in best.items()}
     return {
-        "events": events, "megabytes_per_round": megabytes, "rounds": rounds,
-        "relay_ms_per_mb": per_mb["relay"][0], "relay_cpu_ms_per_mb": per_mb["relay"][1],
-        "floor_ms_per_mb": per_mb["floor"][0], "floor_cpu_ms_per_mb": per_mb["floor"][1],
+        "events": events,
+        "megabytes_per_round": megabytes,
+        "rounds": rounds,
+        "relay_ms_per_mb": per_mb["relay"][0],
+        "relay_cpu_ms_per_mb": per_mb["relay"][1],
+        "floor_ms_per_mb": per_mb["floor"][0],
+        "floor_cpu_ms_per_mb": per_mb["floor"][1],
         "wall_ratio": per_mb["relay"][0] / per_mb["floor"][0],
         "cpu_ratio": per_mb["relay"][1] / per_mb["floor"][1],
     }

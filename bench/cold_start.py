@@ -28,14 +28,18 @@ FLOOR = "import azure.functions, azure.cosmos, azure.servicebus"
 
 
 def _import_seconds(statement: str, *, write_bytecode: bool = False) -> float:
-    code = ("import time\nstart = time.process_time()\n" + statement +
-            "\nprint(time.process_time() - start)")
+    code = (
+        "import time\nstart = time.process_time()\n"
+        + statement
+        + "\nprint(time.process_time() - start)"
+    )
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     if not write_bytecode:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+    )
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -55,8 +59,10 @@ def measure(rounds: int = 21) -> dict[str, Any]:
         "app_to_floor_ratio": min(app) / min(floor),
         # Each round's two imports run back to back: their ratio shares the machine's state.
         "median_round_ratio": statistics.median(a / f for a, f in zip(app, floor, strict=True)),
-        "medians_s": {"function_app": statistics.median(app),
-                      "bare_sdks": statistics.median(floor)},
+        "medians_s": {
+            "function_app": statistics.median(app),
+            "bare_sdks": statistics.median(floor),
+        },
         "floor": FLOOR,
         "rounds": rounds,
     }

@@ -59,22 +59,33 @@ ROUNDS = int(os.environ.get("ROUNDS", "3"))
 LOAD_SAMPLE = int(os.environ.get("LOAD_SAMPLE", "20000"))
 LOAD_CONNECTIONS = 8
 DATABASE, CONTAINER = "bench", "contacts"
-DESCRIPTION = ("Met at the spring fair; interested in the annual plan and in moving the team's "
-               "contacts over before the summer. ") * 7  # ~700 characters
+DESCRIPTION = (
+    "Met at the spring fair; interested in the annual plan and in moving the team's "
+    "contacts over before the summer. "
+) * 7  # ~700 characters
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
 def document(i: int, tag: str = "kept") -> dict[str, Any]:
     """A contact of about 1 KB as JSON."""
     return {
-        "id": f"{tag}-{i}", "partitionKey": f"{tag}-{i}", "type": "contact",
+        "id": f"{tag}-{i}",
+        "partitionKey": f"{tag}-{i}",
+        "type": "contact",
         "data": {
             "name": {"firstName": "Ada", "lastName": f"Lovelace {i}"},
-            "email": f"ada.{i}@example.com", "description": DESCRIPTION[:700],
-            "company": {"companyName": "Analytical Engines Ltd", "street": "St James's Square",
-                        "houseNumber": "12", "postalCode": "SW1Y 4JH", "city": "London",
-                        "country": "United Kingdom"},
-            "createdAt": "2026-01-01T00:00:00+00:00", "modifiedAt": "2026-01-01T00:00:00+00:00",
+            "email": f"ada.{i}@example.com",
+            "description": DESCRIPTION[:700],
+            "company": {
+                "companyName": "Analytical Engines Ltd",
+                "street": "St James's Square",
+                "houseNumber": "12",
+                "postalCode": "SW1Y 4JH",
+                "city": "London",
+                "country": "United Kingdom",
+            },
+            "createdAt": "2026-01-01T00:00:00+00:00",
+            "modifiedAt": "2026-01-01T00:00:00+00:00",
             "version": 1,
         },
         "ttl": -1,
@@ -93,15 +104,18 @@ def endpoint_cpu_s(cosmos: CosmosEndpoint) -> float:
 
 
 def memory_mb(cosmos: CosmosEndpoint) -> dict[str, float]:
-    status = dict(line.split(":", 1) for line in
-                  Path(f"/proc/{cosmos.process.pid}/status").read_text().splitlines()
-                  if ":" in line)
+    status = dict(
+        line.split(":", 1)
+        for line in Path(f"/proc/{cosmos.process.pid}/status").read_text().splitlines()
+        if ":" in line
+    )
     return {k: int(status[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM")}
 
 
 @contextmanager
-def running(state: Path | None, log: Path, timeout: float = 30.0,
-            fsync: bool = False) -> Iterator[CosmosEndpoint]:
+def running(
+    state: Path | None, log: Path, timeout: float = 30.0, fsync: bool = False
+) -> Iterator[CosmosEndpoint]:
     cosmos = start_cosmos(state_dir=state, state_fsync=fsync, log_path=log, timeout=timeout)
     try:
         yield cosmos
@@ -119,8 +133,9 @@ def write_kept_state(state: Path, log: Path, n: int) -> dict[str, float]:
     started = time.perf_counter()
     with running(state, log) as cosmos:
         database = sync_client(cosmos).create_database(DATABASE)
-        container = database.create_container(CONTAINER, PartitionKey("/partitionKey"),
-                                              default_ttl=-1)
+        container = database.create_container(
+            CONTAINER, PartitionKey("/partitionKey"), default_ttl=-1
+        )
         probe = container.create_item(document(0, "probe"))
         container.delete_item(probe["id"], probe["partitionKey"])
     meta: dict[str, Any] | None = None
@@ -138,17 +153,29 @@ def write_kept_state(state: Path, log: Path, n: int) -> dict[str, float]:
     now = time.time()
     snapshot = state / "snapshot-2.jsonl"
     with snapshot.open("w", encoding="utf-8") as out:
-        out.write(json.dumps({"format": "funcstack-cosmos-state", "version": 3,
-                              "lsn": lsn + n, "meta": meta}) + "\n")
+        out.write(
+            json.dumps(
+                {"format": "funcstack-cosmos-state", "version": 3, "lsn": lsn + n, "meta": meta}
+            )
+            + "\n"
+        )
         out.write(json.dumps({"container": coll_rid}) + "\n")
         lines = []
         for i in range(1, n + 1):
             rid = document_rid(coll_rid, i + 1)
-            body = {**document(i), "_rid": rid, "_self": f"{coll_self}/docs/{rid}/",
-                    "_etag": f'"{uuid.UUID(int=i)}"', "_ts": int(now)}
+            body = {
+                **document(i),
+                "_rid": rid,
+                "_self": f"{coll_self}/docs/{rid}/",
+                "_etag": f'"{uuid.UUID(int=i)}"',
+                "_ts": int(now),
+            }
             head = [lsn + i, int(now * 1000), rid, body["ttl"], body["id"], [body["partitionKey"]]]
-            lines.append(json.dumps(head, separators=(",", ":")) + "\t"
-                         + json.dumps(body, separators=(",", ":")))
+            lines.append(
+                json.dumps(head, separators=(",", ":"))
+                + "\t"
+                + json.dumps(body, separators=(",", ":"))
+            )
             if len(lines) == 10000:
                 out.write("\n".join(lines) + "\n")
                 lines = []
@@ -163,20 +190,25 @@ def load_through_batches(state: Path, log: Path, n: int) -> dict[str, float]:
     """`n` documents through the endpoint: batches of 100 over LOAD_CONNECTIONS connections."""
     with running(state, log) as cosmos:
         sync_client(cosmos).create_database(DATABASE).create_container(
-            CONTAINER, PartitionKey("/partitionKey"), default_ttl=-1)
+            CONTAINER, PartitionKey("/partitionKey"), default_ttl=-1
+        )
 
         async def load() -> float:
-            clients = [AsyncCosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False)
-                       for _ in range(LOAD_CONNECTIONS)]
+            clients = [
+                AsyncCosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False)
+                for _ in range(LOAD_CONNECTIONS)
+            ]
             counter = itertools.count()
             try:
+
                 async def worker(client: AsyncCosmosClient) -> None:
-                    container = client.get_database_client(DATABASE).get_container_client(
-                        CONTAINER)
+                    container = client.get_database_client(DATABASE).get_container_client(CONTAINER)
                     while (b := next(counter)) * 100 < n:
                         pk = f"batch-{b}"
-                        ops = [("create", ({**document(b * 100 + j, "batch"),
-                                            "partitionKey": pk},)) for j in range(100)]
+                        ops = [
+                            ("create", ({**document(b * 100 + j, "batch"), "partitionKey": pk},))
+                            for j in range(100)
+                        ]
                         await container.execute_item_batch(ops, partition_key=pk)
 
                 started = time.perf_counter()
@@ -187,8 +219,12 @@ def load_through_batches(state: Path, log: Path, n: int) -> dict[str, float]:
                     await c.close()
 
         seconds = asyncio.run(load())
-    return {"documents": n, "seconds": seconds, "per_s": n / seconds,
-            "million_s": 1_000_000 / (n / seconds)}
+    return {
+        "documents": n,
+        "seconds": seconds,
+        "per_s": n / seconds,
+        "million_s": 1_000_000 / (n / seconds),
+    }
 
 
 async def _creates(cosmos: CosmosEndpoint, tag: str, n: int) -> dict[str, float]:
@@ -210,9 +246,12 @@ async def _creates(cosmos: CosmosEndpoint, tag: str, n: int) -> dict[str, float]
         seconds = time.perf_counter() - started
         cpu = endpoint_cpu_s(cosmos) - cpu
     latencies.sort()
-    return {"per_s": n / seconds, "endpoint_cpu_us": cpu / n * 1e6,
-            "p50_ms": latencies[len(latencies) // 2] * 1000,
-            "p99_ms": latencies[int(len(latencies) * 0.99)] * 1000}
+    return {
+        "per_s": n / seconds,
+        "endpoint_cpu_us": cpu / n * 1e6,
+        "p50_ms": latencies[len(latencies) // 2] * 1000,
+        "p99_ms": latencies[int(len(latencies) * 0.99)] * 1000,
+    }
 
 
 def creates(cosmos: CosmosEndpoint, tag: str, n: int) -> dict[str, float]:
@@ -232,8 +271,11 @@ def background_read(log: Path, started: float, timeout: float = 600.0) -> float:
 
 def best(rounds: list[dict[str, float]]) -> dict[str, float]:
     top = max(rounds, key=lambda r: r["per_s"])
-    return {**top, "median_per_s": statistics.median(r["per_s"] for r in rounds),
-            "min_endpoint_cpu_us": min(r["endpoint_cpu_us"] for r in rounds)}
+    return {
+        **top,
+        "median_per_s": statistics.median(r["per_s"] for r in rounds),
+        "min_endpoint_cpu_us": min(r["endpoint_cpu_us"] for r in rounds),
+    }
 
 
 def measure(base: Path | None = None, docs: int = DOCS) -> dict[str, Any]:
@@ -241,11 +283,16 @@ def measure(base: Path | None = None, docs: int = DOCS) -> dict[str, Any]:
     logging.getLogger("azure").setLevel(logging.WARNING)
     with tempfile.TemporaryDirectory(dir=base) as tmp:
         root = Path(tmp)
-        results: dict[str, Any] = {"documents": docs, "concurrency": CONCURRENCY,
-                                   "writes_per_round": WRITES, "rounds": ROUNDS,
-                                   "load_average_at_start": os.getloadavg()[0]}
-        results["load_batches"] = load_through_batches(root / "batches", root / "b.log",
-                                                       LOAD_SAMPLE)
+        results: dict[str, Any] = {
+            "documents": docs,
+            "concurrency": CONCURRENCY,
+            "writes_per_round": WRITES,
+            "rounds": ROUNDS,
+            "load_average_at_start": os.getloadavg()[0],
+        }
+        results["load_batches"] = load_through_batches(
+            root / "batches", root / "b.log", LOAD_SAMPLE
+        )
         results["load_direct"] = write_kept_state(root / "kept", root / "kept.log", docs)
         restarts = []
         started = time.perf_counter()
@@ -254,14 +301,17 @@ def measure(base: Path | None = None, docs: int = DOCS) -> dict[str, Any]:
             results["memory_after_restart_mb"] = memory_mb(kept)
             results["background_read_s"] = background_read(root / "kept.log", started)
             results["memory_after_background_read_mb"] = memory_mb(kept)
-            with (running(None, root / "memory.log") as memory,
-                  running(root / "fresh", root / "fresh.log") as fresh,
-                  running(root / "fsync", root / "fsync.log", fsync=True) as fsync):
+            with (
+                running(None, root / "memory.log") as memory,
+                running(root / "fresh", root / "fresh.log") as fresh,
+                running(root / "fsync", root / "fsync.log", fsync=True) as fsync,
+            ):
                 endpoints = {"memory": memory, "fresh": fresh, "fsync": fsync, "kept": kept}
                 for name, cosmos in endpoints.items():
                     if name != "kept":
                         sync_client(cosmos).create_database(DATABASE).create_container(
-                            CONTAINER, PartitionKey("/partitionKey"), default_ttl=-1)
+                            CONTAINER, PartitionKey("/partitionKey"), default_ttl=-1
+                        )
                     creates(cosmos, "warm", 600)
                 rounds: dict[str, list[dict[str, float]]] = {name: [] for name in endpoints}
                 for r in range(ROUNDS):
@@ -275,16 +325,21 @@ def measure(base: Path | None = None, docs: int = DOCS) -> dict[str, Any]:
             results["memory_second_restart_mb"] = memory_mb(kept)
         results["restart_s"] = restarts
         results["load_average_at_end"] = os.getloadavg()[0]
-        results["log"] = [line for line in (root / "kept.log").read_text().splitlines()
-                          if "cosmos local state" in line]
+        results["log"] = [
+            line
+            for line in (root / "kept.log").read_text().splitlines()
+            if "cosmos local state" in line
+        ]
         for name in rounds:
             results[name] = best(rounds[name])
         results["rounds_detail"] = rounds
         results["kept_to_fresh"] = results["kept"]["per_s"] / results["fresh"]["per_s"]
-        results["kept_to_fresh_median"] = (results["kept"]["median_per_s"]
-                                           / results["fresh"]["median_per_s"])
-        results["cpu_kept_to_fresh"] = (results["kept"]["min_endpoint_cpu_us"]
-                                         / results["fresh"]["min_endpoint_cpu_us"])
+        results["kept_to_fresh_median"] = (
+            results["kept"]["median_per_s"] / results["fresh"]["median_per_s"]
+        )
+        results["cpu_kept_to_fresh"] = (
+            results["kept"]["min_endpoint_cpu_us"] / results["fresh"]["min_endpoint_cpu_us"]
+        )
         results["fresh_to_memory"] = results["fresh"]["per_s"] / results["memory"]["per_s"]
         results["fsync_to_fresh"] = results["fsync"]["per_s"] / results["fresh"]["per_s"]
     return results
@@ -308,9 +363,11 @@ def markdown(r: dict[str, Any]) -> str:
     ]
     for name, label in ROWS.items():
         row = r[name]
-        lines.append(f"| {label.format(documents=r['documents'])} | {row['per_s']:.0f}; "
-                     f"{row['median_per_s']:.0f} | {row['min_endpoint_cpu_us']:.0f} us | "
-                     f"{row['p50_ms']:.1f} ms | {row['p99_ms']:.1f} ms |")
+        lines.append(
+            f"| {label.format(documents=r['documents'])} | {row['per_s']:.0f}; "
+            f"{row['median_per_s']:.0f} | {row['min_endpoint_cpu_us']:.0f} us | "
+            f"{row['p50_ms']:.1f} ms | {row['p99_ms']:.1f} ms |"
+        )
     lines += [
         "",
         f"kept ÷ fresh: {r['kept_to_fresh']:.2f}x (medians {r['kept_to_fresh_median']:.2f}x); "

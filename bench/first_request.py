@@ -22,10 +22,14 @@ from funcstack.functions_host._launcher import RunningRunner, start_runner
 from tools.httpclient import Client
 from tools.stack import Ports, Stack
 
-BODY = {"firstName": "Ada", "lastName": "Lovelace", "email": "ada@example.com",
-        "companyName": "Engines"}
+BODY = {
+    "firstName": "Ada",
+    "lastName": "Lovelace",
+    "email": "ada@example.com",
+    "companyName": "Engines",
+}
 
-BARE_APP = '''import azure.functions as func
+BARE_APP = """import azure.functions as func
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
 
@@ -33,7 +37,7 @@ app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
 @app.route(route="contacts", methods=["POST"])
 def create(req: func.HttpRequest) -> func.HttpResponse:
     return func.HttpResponse("{}", status_code=201, mimetype="application/json")
-'''
+"""
 
 
 def _first_201(start: float, runner: RunningRunner) -> tuple[float, float]:
@@ -55,8 +59,9 @@ def measure(base: Path, rounds: int = 5) -> dict[str, Any]:
     (bare_dir / "host.json").write_text('{"version": "2.0"}\n')
     app: list[tuple[float, float]] = []
     floor: list[tuple[float, float]] = []
-    with Stack(workdir=base / "stack", ports=Ports.free(), with_servicebus=False,
-               with_runner=False) as stack:
+    with Stack(
+        workdir=base / "stack", ports=Ports.free(), with_servicebus=False, with_runner=False
+    ) as stack:
         for _ in range(rounds):
             start = time.perf_counter()
             runner = stack.start_runner()
@@ -65,8 +70,7 @@ def measure(base: Path, rounds: int = 5) -> dict[str, Any]:
             finally:
                 stack.stop_runner()
             start = time.perf_counter()
-            bare = start_runner(app_dir=bare_dir, settings={},
-                                log_path=base / "bare-host.log")
+            bare = start_runner(app_dir=bare_dir, settings={}, log_path=base / "bare-host.log")
             try:
                 floor.append(_first_201(start, bare))
             finally:
@@ -78,8 +82,10 @@ def measure(base: Path, rounds: int = 5) -> dict[str, Any]:
         "bare_ready_s": min(r for r, _ in floor),
         "bare_first_201_s": floor_best,
         "app_to_bare_ratio": app_best / floor_best,
-        "medians_s": {"app_first_201": statistics.median(f for _, f in app),
-                      "bare_first_201": statistics.median(f for _, f in floor)},
+        "medians_s": {
+            "app_first_201": statistics.median(f for _, f in app),
+            "bare_first_201": statistics.median(f for _, f in floor),
+        },
         "rounds": rounds,
     }
 

@@ -26,8 +26,7 @@ from funcstack.cosmos import start_cosmos
 
 def _drain_ms(container: ContainerProxy) -> float:
     started = time.perf_counter()
-    pages = container.query_items_change_feed(start_time="Beginning",
-                                              max_item_count=1000).by_page()
+    pages = container.query_items_change_feed(start_time="Beginning", max_item_count=1000).by_page()
     read = sum(1 for page in pages for _ in page)
     assert read > 0
     return (time.perf_counter() - started) * 1000
@@ -46,14 +45,17 @@ def measure(n: int = 300, docs: int = 2000) -> dict[str, Any]:
         for partitions in (1, 4):
             name = f"c{partitions}"
             container = database.create_container(
-                name, partition_key=PartitionKey(path="/partitionKey"),
-                headers={"x-funcstack-physical-partitions": str(partitions)})
+                name,
+                partition_key=PartitionKey(path="/partitionKey"),
+                headers={"x-funcstack-physical-partitions": str(partitions)},
+            )
             counter = itertools.count()
             for i in range(docs):
                 container.create_item({"id": f"d{i}", "partitionKey": f"p{i % 200}", "n": i})
 
-            def write(container: ContainerProxy = container,
-                      counter: itertools.count[int] = counter) -> None:
+            def write(
+                container: ContainerProxy = container, counter: itertools.count[int] = counter
+            ) -> None:
                 i = next(counter)
                 container.create_item({"id": f"w{i}", "partitionKey": f"p{i}", "n": i})
 
@@ -81,7 +83,8 @@ def report(figures: dict[str, Any]) -> str:
             f"  {partitions} partition(s), {figures['docs']} documents: change feed from the "
             f"beginning {figures[f'change_feed_drain_ms_{partitions}']:.0f} ms; a split "
             f"{figures[f'split_ms_{partitions}']:.1f} ms; the change feed after it "
-            f"{figures[f'change_feed_drain_after_split_ms_{partitions}']:.0f} ms")
+            f"{figures[f'change_feed_drain_after_split_ms_{partitions}']:.0f} ms"
+        )
     return "\n".join(lines)
 
 

@@ -54,8 +54,9 @@ async def _cell(url: str, clients: int, seconds: float, parts: dict[str, int]) -
 
         async def send() -> bool:
             try:
-                async with session.post(url, data=b"{}",
-                                        headers={"content-type": "application/json"}) as reply:
+                async with session.post(
+                    url, data=b"{}", headers={"content-type": "application/json"}
+                ) as reply:
                     await reply.read()
                     return reply.status == 201
             except aiohttp.ClientError:
@@ -79,14 +80,15 @@ def _until_created(url: str, timeout: float = 60.0) -> None:
 @contextmanager
 def _app(workdir: Path) -> Iterator[tuple[Stack, RunningRunner]]:
     """A stack (Cosmos DB, Service Bus) and the peers' app in a host of its own."""
-    with Stack(workdir=workdir, ports=Ports.free(), with_runner=False,
-               with_servicebus=True) as stack:
+    with Stack(
+        workdir=workdir, ports=Ports.free(), with_runner=False, with_servicebus=True
+    ) as stack:
         values = stack.settings()
         assert stack.cosmos is not None
-        cosmos = CosmosClient.from_connection_string(stack.cosmos.connection_string,
-                                                     connection_verify=stack.cosmos.verify_tls)
-        create_contacts_container(cosmos.get_database_client(values["COSMOS_DATABASE"]),
-                                  CONTAINER)
+        cosmos = CosmosClient.from_connection_string(
+            stack.cosmos.connection_string, connection_verify=stack.cosmos.verify_tls
+        )
+        create_contacts_container(cosmos.get_database_client(values["COSMOS_DATABASE"]), CONTAINER)
         app_dir = workdir / "peers-app"
         app_dir.mkdir(parents=True, exist_ok=True)
         shutil.copy(APP, app_dir / "function_app.py")
@@ -97,50 +99,72 @@ def _app(workdir: Path) -> Iterator[tuple[Stack, RunningRunner]]:
         yield stack, host
 
 
-def measure(workdir: Path, *, clients: tuple[int, ...] = CLIENTS, seconds: float = SECONDS,
-            rounds: int = ROUNDS) -> dict[str, Any]:
+def measure(
+    workdir: Path,
+    *,
+    clients: tuple[int, ...] = CLIENTS,
+    seconds: float = SECONDS,
+    rounds: int = ROUNDS,
+) -> dict[str, Any]:
     """Every function at every concurrency, in turns; each cell's best round, and the ratios."""
     best: dict[str, dict[int, dict[str, Any]]] = {v: {} for v in VARIANTS}
     with _app(workdir) as (stack, host):
         parts = _parts(stack, host)
         for r in range(rounds):
             for n in clients:
-                for variant in (VARIANTS if r % 2 == 0 else VARIANTS[::-1]):
+                for variant in VARIANTS if r % 2 == 0 else VARIANTS[::-1]:
                     row = asyncio.run(_cell(f"{host.url}/{variant}", n, seconds, parts)).row()
                     kept = best[variant].get(n)
                     if kept is None or row["per_s"] > kept["per_s"]:
                         best[variant][n] = row
-                    print(f"    {variant:7} {n:>3} clients: {row['per_s']:7.1f}/s, p50 "
-                          f"{row['p50_ms']:6.1f} ms, p99 {row['p99_ms']:6.1f} ms"
-                          + (f", {row['errors']} errors" if row["errors"] else ""), flush=True)
+                    print(
+                        f"    {variant:7} {n:>3} clients: {row['per_s']:7.1f}/s, p50 "
+                        f"{row['p50_ms']:6.1f} ms, p99 {row['p99_ms']:6.1f} ms"
+                        + (f", {row['errors']} errors" if row["errors"] else ""),
+                        flush=True,
+                    )
 
     def ratio(a: str, b: str) -> dict[int, float]:
         return {n: best[a][n]["per_s"] / best[b][n]["per_s"] for n in clients}
 
-    return {"cells": best, "clients": list(clients), "seconds": seconds, "rounds": rounds,
-            "outbox_to_plain": ratio("outbox", "plain"),
-            "outbox_to_dual": ratio("outbox", "dual"),
-            "dual_to_plain": ratio("dual", "plain"),
-            "where": {"client": ratio("tuned", "plain"), "batch": ratio("batch1", "tuned"),
-                      "documents": ratio("batch3", "batch1"),
-                      "library": ratio("outbox", "batch3")}}
+    return {
+        "cells": best,
+        "clients": list(clients),
+        "seconds": seconds,
+        "rounds": rounds,
+        "outbox_to_plain": ratio("outbox", "plain"),
+        "outbox_to_dual": ratio("outbox", "dual"),
+        "dual_to_plain": ratio("dual", "plain"),
+        "where": {
+            "client": ratio("tuned", "plain"),
+            "batch": ratio("batch1", "tuned"),
+            "documents": ratio("batch3", "batch1"),
+            "library": ratio("outbox", "batch3"),
+        },
+    }
 
 
 def markdown(result: dict[str, Any]) -> str:
     """Requests/s (p50 / p99 ms) per function and concurrency, the ratios, and where the
     outbox's time goes (each step's ratio)."""
-    lines = ["| clients | plain | dual write | outbox | outbox ÷ plain | outbox ÷ dual "
-             "| client options | batch ÷ create | 3 docs ÷ 1 | library ÷ its batch |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| clients | plain | dual write | outbox | outbox ÷ plain | outbox ÷ dual "
+        "| client options | batch ÷ create | 3 docs ÷ 1 | library ÷ its batch |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     cells, where = result["cells"], result["where"]
     for n in result["clients"]:
+
         def fmt(variant: str, n: int = n) -> str:
             c = cells[variant][n]
             return f"{c['per_s']:.0f}/s ({c['p50_ms']:.1f} / {c['p99_ms']:.1f})"
-        lines.append(f"| {n} | {fmt('plain')} | {fmt('dual')} | {fmt('outbox')} "
-                     f"| {result['outbox_to_plain'][n]:.2f}x | {result['outbox_to_dual'][n]:.2f}x "
-                     f"| {where['client'][n]:.2f}x | {where['batch'][n]:.2f}x "
-                     f"| {where['documents'][n]:.2f}x | {where['library'][n]:.2f}x |")
+
+        lines.append(
+            f"| {n} | {fmt('plain')} | {fmt('dual')} | {fmt('outbox')} "
+            f"| {result['outbox_to_plain'][n]:.2f}x | {result['outbox_to_dual'][n]:.2f}x "
+            f"| {where['client'][n]:.2f}x | {where['batch'][n]:.2f}x "
+            f"| {where['documents'][n]:.2f}x | {where['library'][n]:.2f}x |"
+        )
     return "\n".join(lines)
 
 

@@ -56,10 +56,13 @@ class _Clients:
 def _container() -> ContainerProxy:
     if _Clients.container is None:
         verify = os.environ.get("COSMOS_VERIFY_TLS", "true").lower() != "false"
-        client = CosmosClient.from_connection_string(os.environ["CosmosDBConnection"],  # noqa: SIM112
-                                                     connection_verify=verify)
+        client = CosmosClient.from_connection_string(
+            os.environ["CosmosDBConnection"],  # noqa: SIM112
+            connection_verify=verify,
+        )
         _Clients.container = client.get_database_client(
-            os.environ["COSMOS_DATABASE"]).get_container_client(os.environ["COSMOS_CONTAINER"])
+            os.environ["COSMOS_DATABASE"]
+        ).get_container_client(os.environ["COSMOS_CONTAINER"])
     return _Clients.container
 
 
@@ -69,9 +72,12 @@ def _tuned() -> ContainerProxy:
         verify = os.environ.get("COSMOS_VERIFY_TLS", "true").lower() != "false"
         client = CosmosClient.from_connection_string(
             os.environ["CosmosDBConnection"],  # noqa: SIM112
-            connection_verify=verify, transport=AioHttpTransport(use_env_settings=False))
+            connection_verify=verify,
+            transport=AioHttpTransport(use_env_settings=False),
+        )
         _Clients.tuned = client.get_database_client(
-            os.environ["COSMOS_DATABASE"]).get_container_client(os.environ["COSMOS_CONTAINER"])
+            os.environ["COSMOS_DATABASE"]
+        ).get_container_client(os.environ["COSMOS_CONTAINER"])
     return _Clients.tuned
 
 
@@ -84,13 +90,20 @@ def _sender() -> tuple[ServiceBusSender, asyncio.Lock]:
 
 
 def _booking(customer: str) -> dict[str, Any]:
-    return {"id": f"booking-{uuid.uuid4()}", "partitionKey": customer, "type": "booking",
-            "seats": 2, "show": "Hamlet", "customer": customer}
+    return {
+        "id": f"booking-{uuid.uuid4()}",
+        "partitionKey": customer,
+        "type": "booking",
+        "seats": 2,
+        "show": "Hamlet",
+        "customer": customer,
+    }
 
 
 def _created(document: dict[str, Any]) -> func.HttpResponse:
-    return func.HttpResponse(json.dumps({"id": document["id"]}), status_code=201,
-                             mimetype="application/json")
+    return func.HttpResponse(
+        json.dumps({"id": document["id"]}), status_code=201, mimetype="application/json"
+    )
 
 
 @app.route(route="plain", methods=["POST"])
@@ -106,9 +119,13 @@ async def dual(req: func.HttpRequest) -> func.HttpResponse:
     booking = _booking(customer)
     await _container().create_item(booking)
     sender, lock = _sender()
-    message = ServiceBusMessage(json.dumps({"bookingId": booking["id"], "seats": 2}),
-                                message_id=str(uuid.uuid4()), session_id=customer,
-                                subject="SeatsBooked", content_type="application/json")
+    message = ServiceBusMessage(
+        json.dumps({"bookingId": booking["id"], "seats": 2}),
+        message_id=str(uuid.uuid4()),
+        session_id=customer,
+        subject="SeatsBooked",
+        content_type="application/json",
+    )
     async with lock:
         await sender.send_messages(message)
     return _created(booking)
@@ -136,8 +153,9 @@ async def tuned(req: func.HttpRequest) -> func.HttpResponse:
 async def batch1(req: func.HttpRequest) -> func.HttpResponse:
     customer = str(uuid.uuid4())
     booking = _booking(customer)
-    await _tuned().execute_item_batch(batch_operations=[("create", (booking,))],
-                                          partition_key=customer)
+    await _tuned().execute_item_batch(
+        batch_operations=[("create", (booking,))], partition_key=customer
+    )
     return _created(booking)
 
 
@@ -146,17 +164,34 @@ async def batch3(req: func.HttpRequest) -> func.HttpResponse:
     customer = str(uuid.uuid4())
     booking = _booking(customer)
     event_id = str(uuid.uuid4())
-    event = {"id": event_id, "partitionKey": customer, "type": "domainEvent",
-             "aggregateType": "customer", "source": "/customers",
-             "data": {"id": event_id, "customerId": customer, "version": 1,
-                      "createdAt": datetime.now(UTC).isoformat(), "action": "SeatsBooked",
-                      "bookingId": booking["id"], "seats": 2},
-             "ttl": 864000}
-    sequence = {"id": f"outbox-sequence-customer-{customer}", "partitionKey": customer,
-                "type": "outboxSequence", "entity": "customer", "sessionId": customer,
-                "next": 2, "ttl": -1}
+    event = {
+        "id": event_id,
+        "partitionKey": customer,
+        "type": "domainEvent",
+        "aggregateType": "customer",
+        "source": "/customers",
+        "data": {
+            "id": event_id,
+            "customerId": customer,
+            "version": 1,
+            "createdAt": datetime.now(UTC).isoformat(),
+            "action": "SeatsBooked",
+            "bookingId": booking["id"],
+            "seats": 2,
+        },
+        "ttl": 864000,
+    }
+    sequence = {
+        "id": f"outbox-sequence-customer-{customer}",
+        "partitionKey": customer,
+        "type": "outboxSequence",
+        "entity": "customer",
+        "sessionId": customer,
+        "next": 2,
+        "ttl": -1,
+    }
     await _tuned().execute_item_batch(
-        batch_operations=[("create", (booking,)), ("create", (event,)),
-                          ("create", (sequence,))],
-        partition_key=customer)
+        batch_operations=[("create", (booking,)), ("create", (event,)), ("create", (sequence,))],
+        partition_key=customer,
+    )
     return _created(booking)

@@ -106,21 +106,27 @@ def documents(contacts: int = 20, changes: int = 4) -> list[dict[str, Any]]:
     """Stored event documents as the HTTP API writes them: one request (trace) per change."""
     docs = []
     for i in range(contacts):
-        contact = Contact.create(name=Name(first_name=f"C{i}", last_name="Bench"),
-                                 email=f"c{i}@example.com", company=Company(company_name="B"))
+        contact = Contact.create(
+            name=Name(first_name=f"C{i}", last_name="Bench"),
+            email=f"c{i}@example.com",
+            company=Company(company_name="B"),
+        )
         for u in range(changes):
             contact.describe(f"change {u}")
         for event in contact.collect_events():
-            traced = event.model_copy(update={
-                "traceparent": f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"})
+            traced = event.model_copy(
+                update={"traceparent": f"00-{secrets.token_hex(16)}-{secrets.token_hex(8)}-01"}
+            )
             docs.append(aggregate_event_document(traced, source=Contact.source(), ttl_seconds=600))
     return docs
 
 
 def telemetry_off() -> RelayTelemetry:
-    return RelayTelemetry(destination="contact-events",
-                          meter_provider=metrics.NoOpMeterProvider(),
-                          tracer_provider=trace.NoOpTracerProvider())
+    return RelayTelemetry(
+        destination="contact-events",
+        meter_provider=metrics.NoOpMeterProvider(),
+        tracer_provider=trace.NoOpTracerProvider(),
+    )
 
 
 @contextmanager
@@ -136,8 +142,11 @@ def telemetry_on() -> Iterator[RelayTelemetry]:
     tracer_provider.add_span_processor(BatchSpanProcessor(InMemorySpanExporter()))
     meter_provider = MeterProvider(metric_readers=[InMemoryMetricReader()])
     try:
-        yield RelayTelemetry(destination="contact-events", meter_provider=meter_provider,
-                             tracer_provider=tracer_provider)
+        yield RelayTelemetry(
+            destination="contact-events",
+            meter_provider=meter_provider,
+            tracer_provider=tracer_provider,
+        )
     finally:
         tracer_provider.shutdown()
         meter_provider.shutdown()
@@ -160,13 +169,31 @@ def measure(rounds: int = 9, invocations: int = 30) -> dict[str, Any]:
     # The floors' inputs, ready-made (untimed): the body and the property mappings, as the
     # SDK's public constructors take them.
     sb_inputs: list[tuple[bytes, dict[str, Any]]] = [
-        (m.body, {"content_type": m.content_type, "subject": m.subject,
-                  "message_id": m.message_id, "session_id": m.session_id,
-                  "application_properties": application_properties(m)})
-        for m in outbox]
-    amqp_inputs = [(m.body, {"message_id": m.message_id, "subject": m.subject,
-                             "content_type": m.content_type, "group_id": m.session_id},
-                    application_properties(m)) for m in outbox]
+        (
+            m.body,
+            {
+                "content_type": m.content_type,
+                "subject": m.subject,
+                "message_id": m.message_id,
+                "session_id": m.session_id,
+                "application_properties": application_properties(m),
+            },
+        )
+        for m in outbox
+    ]
+    amqp_inputs = [
+        (
+            m.body,
+            {
+                "message_id": m.message_id,
+                "subject": m.subject,
+                "content_type": m.content_type,
+                "group_id": m.session_id,
+            },
+            application_properties(m),
+        )
+        for m in outbox
+    ]
     prebuilt = [to_amqp_message(m) for m in outbox]
     floor_batches: list[ServiceBusMessageBatch] = []
 
@@ -179,8 +206,11 @@ def measure(rounds: int = 9, invocations: int = 30) -> dict[str, Any]:
     def floor_amqp_message() -> None:
         batch = ServiceBusMessageBatch(max_size_in_bytes=BATCH_BYTES)
         for body, properties, app_properties in amqp_inputs:
-            batch.add_message(AmqpAnnotatedMessage(
-                data_body=body, properties=properties, application_properties=app_properties))
+            batch.add_message(
+                AmqpAnnotatedMessage(
+                    data_body=body, properties=properties, application_properties=app_properties
+                )
+            )
         floor_batches[:] = [batch]
 
     def add_only() -> None:
@@ -192,20 +222,26 @@ def measure(rounds: int = 9, invocations: int = 30) -> dict[str, Any]:
     loop = asyncio.new_event_loop()
     with telemetry_on() as on:
         publishers: dict[str, NoSendPublisher | AsyncNoSendPublisher] = {
-            "relay_on": NoSendPublisher(), "relay_off": NoSendPublisher(),
-            "relay_async_on": AsyncNoSendPublisher(), "relay_async_off": AsyncNoSendPublisher()}
-        relays = {name: Relay(publisher, NoQuarantine(),
-                              on if name.endswith("_on") else telemetry_off())
-                  for name, publisher in publishers.items()}
+            "relay_on": NoSendPublisher(),
+            "relay_off": NoSendPublisher(),
+            "relay_async_on": AsyncNoSendPublisher(),
+            "relay_async_off": AsyncNoSendPublisher(),
+        }
+        relays = {
+            name: Relay(publisher, NoQuarantine(), on if name.endswith("_on") else telemetry_off())
+            for name, publisher in publishers.items()
+        }
         variants: dict[str, Callable[[], object]] = {
             # as the sync API runs the relay: its coroutine to its end in this thread
             "relay_on": lambda: run_sync(relays["relay_on"].relay(read_feed(docs))),
             "relay_off": lambda: run_sync(relays["relay_off"].relay(read_feed(docs))),
             # as the async API runs it: awaited on an event loop, over an async publisher
             "relay_async_on": lambda: loop.run_until_complete(
-                relays["relay_async_on"].relay(read_feed(docs))),
+                relays["relay_async_on"].relay(read_feed(docs))
+            ),
             "relay_async_off": lambda: loop.run_until_complete(
-                relays["relay_async_off"].relay(read_feed(docs))),
+                relays["relay_async_off"].relay(read_feed(docs))
+            ),
             "floor_servicebus_message": floor_servicebus_message,
             "floor_amqp_message": floor_amqp_message,
             "add_only": add_only,

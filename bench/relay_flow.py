@@ -29,8 +29,10 @@ from tools.provision import declared
 from tools.receive import count_at_least, drain
 from tools.stack import Ports, Stack
 
-_LINE = re.compile(r"^(\S+ \S+) INFO application\.relay relay invocation ok: received=(\d+) "
-                   r"sent=(\d+) batches=(\d+)")
+_LINE = re.compile(
+    r"^(\S+ \S+) INFO application\.relay relay invocation ok: received=(\d+) "
+    r"sent=(\d+) batches=(\d+)"
+)
 
 
 def _invocations(log: Path) -> list[tuple[datetime, int, int]]:
@@ -66,8 +68,12 @@ def _no_publisher() -> MessagePublisher:
 def contacts_outbox(container: ContainerProxy) -> Outbox:
     """The Contacts outbox on the stack's container, to write contacts and their events
     straight to the store (no HTTP) as the app does."""
-    services = Services(store=CosmosDocumentStore(container), publisher=_no_publisher,
-                        token_secret=secrets.token_hex(16), event_ttl_seconds=864000)
+    services = Services(
+        store=CosmosDocumentStore(container),
+        publisher=_no_publisher,
+        token_secret=secrets.token_hex(16),
+        event_ttl_seconds=864000,
+    )
     return Outbox((Contact,), services=lambda: services)
 
 
@@ -76,25 +82,38 @@ def with_contacts_partitions(partitions: int) -> StackConfig:
     partitions (``PhysicalPartitions``): the trigger gets a lease per partition, as in Azure."""
     config = declared()
     databases = tuple(
-        replace(db, containers=tuple(
-            replace(c, physical_partitions=partitions) if c.name == "contacts" else c
-            for c in db.containers))
-        for db in config.cosmos.databases)
+        replace(
+            db,
+            containers=tuple(
+                replace(c, physical_partitions=partitions) if c.name == "contacts" else c
+                for c in db.containers
+            ),
+        )
+        for db in config.cosmos.databases
+    )
     return replace(config, cosmos=replace(config.cosmos, databases=databases))
 
 
-def throughput(workdir: Path, *, contacts: int = 200, changes: int = 9,
-               leases: int = 1) -> dict[str, Any]:
+def throughput(
+    workdir: Path, *, contacts: int = 200, changes: int = 9, leases: int = 1
+) -> dict[str, Any]:
     """Events written while no relay runs, then one runner drains the backlog with `leases`
     leases (the contacts container in as many physical partitions, a lease each, each lease
     its own concurrent invocations, as the host does)."""
-    with Stack(workdir=workdir, ports=Ports.free(), with_runner=False,
-               config=with_contacts_partitions(leases),
-               settings_overrides={"FEED_POLL_DELAY_MS": "100"}) as stack:
+    with Stack(
+        workdir=workdir,
+        ports=Ports.free(),
+        with_runner=False,
+        config=with_contacts_partitions(leases),
+        settings_overrides={"FEED_POLL_DELAY_MS": "100"},
+    ) as stack:
         outbox = contacts_outbox(stack.contacts_container())
         for i in range(contacts):
-            contact = Contact.create(name=Name(first_name=f"T{i}", last_name="Put"),
-                                     email=f"t{i}@example.com", company=Company(company_name="C"))
+            contact = Contact.create(
+                name=Name(first_name=f"T{i}", last_name="Put"),
+                email=f"t{i}@example.com",
+                company=Company(company_name="C"),
+            )
             for u in range(changes):
                 contact.describe(f"change {u}")
             with outbox.unit_of_work() as uow:
@@ -104,9 +123,11 @@ def throughput(workdir: Path, *, contacts: int = 200, changes: int = 9,
         started = time.monotonic()
         runner = stack.start_runner()
         assert stack.servicebus is not None and stack.cosmos is not None
-        parts = {"functions host + worker": runner.process.pid,
-                 "Service Bus endpoint": stack.servicebus.process.pid,
-                 "Cosmos DB endpoint": stack.cosmos.process.pid}
+        parts = {
+            "functions host + worker": runner.process.pid,
+            "Service Bus endpoint": stack.servicebus.process.pid,
+            "Cosmos DB endpoint": stack.cosmos.process.pid,
+        }
         before = {name: _cpu_seconds(pid) for name, pid in parts.items()}
         # Until the relay's log says every event was sent; received (and checked) after, so
         # the receiving does not share the machine with the relay.
@@ -116,17 +137,21 @@ def throughput(workdir: Path, *, contacts: int = 200, changes: int = 9,
             time.sleep(0.05)
         relayed = time.monotonic() - started
         cpu = {name: _cpu_seconds(pid) - before[name] for name, pid in parts.items()}
-        received = drain(stack.servicebus.connection_string, until=count_at_least(total),
-                         timeout=300)
+        received = drain(
+            stack.servicebus.connection_string, until=count_at_least(total), timeout=300
+        )
         assert len({r.message_id for r in received}) == total, "events missing"
         stack.stop_runner()
         rows = _invocations(workdir / "runner.log")
     sent = sum(r[1] for r in rows)
     span = (rows[-1][0] - rows[0][0]).total_seconds() if len(rows) > 1 else float("nan")
     return {
-        "leases": leases, "events": total, "contacts": contacts,
+        "leases": leases,
+        "events": total,
+        "contacts": contacts,
         "received": len({r.message_id for r in received}),
-        "invocations": len(rows), "sent": sent,
+        "invocations": len(rows),
+        "sent": sent,
         "sends_per_invocation": sum(r[2] for r in rows) / max(1, len(rows)),
         "events_per_invocation": sent / max(1, len(rows)),
         "relay_events_per_s": sent / span if span and span > 0 else float("nan"),
@@ -138,34 +163,55 @@ def throughput(workdir: Path, *, contacts: int = 200, changes: int = 9,
     }
 
 
-def latency(workdir: Path, *, poll_ms: int, rate: float = 20.0, seconds: float = 10.0,
-            contacts: int = 5) -> dict[str, Any]:
+def latency(
+    workdir: Path, *, poll_ms: int, rate: float = 20.0, seconds: float = 10.0, contacts: int = 5
+) -> dict[str, Any]:
     """Updates at a steady rate; each subscriber thread holds one contact's session."""
-    with Stack(workdir=workdir, ports=Ports.free(),
-               settings_overrides={"FEED_POLL_DELAY_MS": str(poll_ms)}) as stack:
+    with Stack(
+        workdir=workdir, ports=Ports.free(), settings_overrides={"FEED_POLL_DELAY_MS": str(poll_ms)}
+    ) as stack:
         assert stack.servicebus is not None
         conn = stack.servicebus.connection_string
         client = Client(stack.api_url)
-        ids = [client.request("POST", "/contacts", json_body={
-            "firstName": f"L{i}", "lastName": "Lat", "email": f"l{i}@example.com",
-            "companyName": "C"}).json()["id"] for i in range(contacts)]
+        ids = [
+            client.request(
+                "POST",
+                "/contacts",
+                json_body={
+                    "firstName": f"L{i}",
+                    "lastName": "Lat",
+                    "email": f"l{i}@example.com",
+                    "companyName": "C",
+                },
+            ).json()["id"]
+            for i in range(contacts)
+        ]
         drain(conn, until=count_at_least(contacts), timeout=30)
         samples: list[float] = []
         lock = threading.Lock()
         stop = time.monotonic() + seconds + 5
 
         def listen(session: str) -> None:
-            with ServiceBusClient.from_connection_string(conn) as sb, \
-                    sb.get_subscription_receiver("contact-events", "all-events",
-                                                 session_id=session, prefetch_count=50,
-                                                 keep_alive=0) as receiver:
+            with (
+                ServiceBusClient.from_connection_string(conn) as sb,
+                sb.get_subscription_receiver(
+                    "contact-events",
+                    "all-events",
+                    session_id=session,
+                    prefetch_count=50,
+                    keep_alive=0,
+                ) as receiver,
+            ):
                 while time.monotonic() < stop:
-                    for message in receiver.receive_messages(max_message_count=1,
-                                                             max_wait_time=0.5):
+                    for message in receiver.receive_messages(
+                        max_message_count=1, max_wait_time=0.5
+                    ):
                         now = datetime.now(UTC)
                         created = from_message(
-                            b"".join(message.body), content_type=message.content_type,
-                            application_properties=message.application_properties).time
+                            b"".join(message.body),
+                            content_type=message.content_type,
+                            application_properties=message.application_properties,
+                        ).time
                         assert created is not None, "an outbox event carries its time"
                         with lock:
                             samples.append((now - created).total_seconds() * 1000)
@@ -179,19 +225,28 @@ def latency(workdir: Path, *, poll_ms: int, rate: float = 20.0, seconds: float =
         start = time.monotonic()
         while time.monotonic() - start < seconds:
             cid = ids[writes % contacts]
-            client.request("POST", f"/contacts/{cid}/update-description",
-                           json_body={"description": f"w{writes}"})
+            client.request(
+                "POST",
+                f"/contacts/{cid}/update-description",
+                json_body={"description": f"w{writes}"},
+            )
             writes += 1
             time.sleep(max(0.0, start + writes / rate - time.monotonic()))
         for t in threads:
             t.join(seconds + 10)
         client.close()
-    return {"poll_ms": poll_ms, "writes": writes, "received": len(samples),
-            "p50_ms": percentile(samples, 50), "p99_ms": percentile(samples, 99)}
+    return {
+        "poll_ms": poll_ms,
+        "writes": writes,
+        "received": len(samples),
+        "p50_ms": percentile(samples, 50),
+        "p99_ms": percentile(samples, 99),
+    }
 
 
-def lease_scaling(workdir: Path, leases: tuple[int, ...] = (1, 2, 4),
-                  rounds: int = 2) -> dict[str, Any]:
+def lease_scaling(
+    workdir: Path, leases: tuple[int, ...] = (1, 2, 4), rounds: int = 2
+) -> dict[str, Any]:
     """The same backlog drained with 1, 2 and 4 leases, in alternating rounds; events/s of each
     (the best of its rounds: a drain lasts about a second, and one slow invocation on a loaded
     machine stretches it) and its ratio to one lease."""
@@ -202,5 +257,8 @@ def lease_scaling(workdir: Path, leases: tuple[int, ...] = (1, 2, 4),
             if n not in runs or run["relay_events_per_s"] > runs[n]["relay_events_per_s"]:
                 runs[n] = run
     one = runs[leases[0]]["relay_events_per_s"]
-    return {"runs": runs, "rounds": rounds,
-            "ratio_to_one_lease": {n: r["relay_events_per_s"] / one for n, r in runs.items()}}
+    return {
+        "runs": runs,
+        "rounds": rounds,
+        "ratio_to_one_lease": {n: r["relay_events_per_s"] / one for n, r in runs.items()},
+    }

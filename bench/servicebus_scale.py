@@ -38,10 +38,24 @@ ROUNDS = 9
 
 def _config(base: Path) -> Path:
     path = base / "Config.json"
-    path.write_text(json.dumps({"UserConfig": {"Namespaces": [{
-        "Name": "sbemulatorns", "Topics": [],
-        "Queues": [{"Name": QUEUE, "Properties": {"DefaultMessageTimeToLive": "P14D"}}]}],
-        "Logging": {"Type": "File"}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "UserConfig": {
+                    "Namespaces": [
+                        {
+                            "Name": "sbemulatorns",
+                            "Topics": [],
+                            "Queues": [
+                                {"Name": QUEUE, "Properties": {"DefaultMessageTimeToLive": "P14D"}}
+                            ],
+                        }
+                    ],
+                    "Logging": {"Type": "File"},
+                }
+            }
+        )
+    )
     return path
 
 
@@ -78,20 +92,25 @@ def _fill(sender: ServiceBusSender, kept: int) -> float:
 
 def _start(base: Path, state: Path | None) -> tuple[ServiceBusEndpoint, float]:
     started = time.perf_counter()
-    endpoint = start_servicebus(config=_config(base), state_file=state, timeout=300,
-                                log_path=base / "servicebus.log", log_level="WARNING")
+    endpoint = start_servicebus(
+        config=_config(base),
+        state_file=state,
+        timeout=300,
+        log_path=base / "servicebus.log",
+        log_level="WARNING",
+    )
     return endpoint, time.perf_counter() - started
 
 
-def _throughputs(endpoints: dict[str, ServiceBusEndpoint],
-                 sends: int) -> dict[str, list[float]]:
+def _throughputs(endpoints: dict[str, ServiceBusEndpoint], sends: int) -> dict[str, list[float]]:
     """Sends a second to each endpoint, the endpoints in turns (``ROUNDS`` rounds of ``sends``
     each, so that a busy moment of the shared machine falls on all alike): each round's."""
     with ExitStack() as stack:
         senders = {}
         for name, endpoint in endpoints.items():
             client = stack.enter_context(
-                ServiceBusClient.from_connection_string(endpoint.connection_string))
+                ServiceBusClient.from_connection_string(endpoint.connection_string)
+            )
             senders[name] = stack.enter_context(client.get_queue_sender(QUEUE))
             _sends_per_s(senders[name], 100)  # warm: links open, code paths taken
         rates: dict[str, list[float]] = {name: [] for name in endpoints}
@@ -119,9 +138,10 @@ def measure(base: Path, *, kept: int = 100_000, sends: int = SENDS) -> dict[str,
     endpoints: dict[str, ServiceBusEndpoint] = {}
     try:
         endpoints["kept"], _ = _start(dirs["kept"], states["kept"])
-        with ServiceBusClient.from_connection_string(
-                endpoints["kept"].connection_string) as client, \
-                client.get_queue_sender(QUEUE) as sender:
+        with (
+            ServiceBusClient.from_connection_string(endpoints["kept"].connection_string) as client,
+            client.get_queue_sender(QUEUE) as sender,
+        ):
             out["fill_s"] = _fill(sender, kept)
         out["stop_kept_s"] = _stopped(endpoints.pop("kept"))
         out["state_file_mb"] = states["kept"].stat().st_size / 2**20
@@ -145,29 +165,33 @@ def measure(base: Path, *, kept: int = 100_000, sends: int = SENDS) -> dict[str,
     out["kept_to_fresh_ratio"] = out["kept_sends_per_s"] / out["fresh_sends_per_s"]
     out["durable_to_memory_ratio"] = out["fresh_sends_per_s"] / out["memory_only_sends_per_s"]
     out["kept_to_fresh_median_round_ratio"] = statistics.median(
-        k / f for k, f in zip(rates["kept"], rates["fresh"], strict=True))
+        k / f for k, f in zip(rates["kept"], rates["fresh"], strict=True)
+    )
     out["durable_to_memory_median_round_ratio"] = statistics.median(
-        f / m for f, m in zip(rates["fresh"], rates["memory"], strict=True))
+        f / m for f, m in zip(rates["fresh"], rates["memory"], strict=True)
+    )
     return out
 
 
 def report(figures: dict[str, Any]) -> str:
     f = figures
-    return "\n".join([
-        f"  sends (one acknowledged ~1 KB message at a time, the endpoints in turns, best of "
-        f"{ROUNDS} x {f['sends']}): "
-        f"fresh {f['fresh_sends_per_s']:.0f}/s, with {f['kept']:,} kept "
-        f"{f['kept_sends_per_s']:.0f}/s: {f['kept_to_fresh_ratio']:.2f}x (the median of the "
-        f"rounds' ratios {f['kept_to_fresh_median_round_ratio']:.2f}x)",
-        f"  durability's cost: fresh with a state file ÷ memory only "
-        f"({f['memory_only_sends_per_s']:.0f}/s): {f['durable_to_memory_ratio']:.2f}x (rounds "
-        f"{f['durable_to_memory_median_round_ratio']:.2f}x)",
-        f"  restart: with {f['kept']:,} kept {f['restart_kept_s']:.2f} s, fresh "
-        f"{f['restart_fresh_s']:.2f} s (stop with them kept {f['stop_kept_s']:.2f} s; "
-        f"filling them took {f['fill_s']:.1f} s; state file {f['state_file_mb']:.0f} MB)",
-        f"  memory (RSS): with {f['kept']:,} kept {f['kept_rss_mb']:.0f} MB, fresh "
-        f"{f['fresh_rss_mb']:.0f} MB",
-    ])
+    return "\n".join(
+        [
+            f"  sends (one acknowledged ~1 KB message at a time, the endpoints in turns, best of "
+            f"{ROUNDS} x {f['sends']}): "
+            f"fresh {f['fresh_sends_per_s']:.0f}/s, with {f['kept']:,} kept "
+            f"{f['kept_sends_per_s']:.0f}/s: {f['kept_to_fresh_ratio']:.2f}x (the median of the "
+            f"rounds' ratios {f['kept_to_fresh_median_round_ratio']:.2f}x)",
+            f"  durability's cost: fresh with a state file ÷ memory only "
+            f"({f['memory_only_sends_per_s']:.0f}/s): {f['durable_to_memory_ratio']:.2f}x (rounds "
+            f"{f['durable_to_memory_median_round_ratio']:.2f}x)",
+            f"  restart: with {f['kept']:,} kept {f['restart_kept_s']:.2f} s, fresh "
+            f"{f['restart_fresh_s']:.2f} s (stop with them kept {f['stop_kept_s']:.2f} s; "
+            f"filling them took {f['fill_s']:.1f} s; state file {f['state_file_mb']:.0f} MB)",
+            f"  memory (RSS): with {f['kept']:,} kept {f['kept_rss_mb']:.0f} MB, fresh "
+            f"{f['fresh_rss_mb']:.0f} MB",
+        ]
+    )
 
 
 def main() -> None:

@@ -50,8 +50,14 @@ def _no_publisher() -> MessagePublisher:
 
 
 def _booking(customer: str) -> dict[str, Any]:
-    return {"id": f"booking-{uuid.uuid4()}", "partitionKey": customer, "type": "booking",
-            "seats": 2, "show": "Hamlet", "customer": customer}
+    return {
+        "id": f"booking-{uuid.uuid4()}",
+        "partitionKey": customer,
+        "type": "booking",
+        "seats": 2,
+        "show": "Hamlet",
+        "customer": customer,
+    }
 
 
 def _services(store: Any) -> Services:
@@ -68,29 +74,44 @@ async def _aio_commit(outbox: AsyncOutbox) -> None:
         await session.commit()
 
 
-def _floor_batch(written: list[dict[str, Any]], *, with_sequence: bool = False
-                 ) -> Callable[[], tuple[str, list[Any]]]:
+def _floor_batch(
+    written: list[dict[str, Any]], *, with_sequence: bool = False
+) -> Callable[[], tuple[str, list[Any]]]:
     """The session's document and event as it wrote them (and its sequence document, when
     `with_sequence`), with new ids and partition."""
-    booking, event, sequence = ({k: v for k, v in d.items() if not k.startswith("_")}
-                                for d in written)
+    booking, event, sequence = (
+        {k: v for k, v in d.items() if not k.startswith("_")} for d in written
+    )
 
     def batch() -> tuple[str, list[Any]]:
         customer = f"customer-{uuid.uuid4()}"
         operations: list[Any] = [
             ("create", ({**booking, "id": f"booking-{uuid.uuid4()}", "partitionKey": customer},)),
-            ("create", ({**event, "id": str(uuid.uuid4()), "partitionKey": customer,
-                         "aggregateId": customer},))]
+            (
+                "create",
+                (
+                    {
+                        **event,
+                        "id": str(uuid.uuid4()),
+                        "partitionKey": customer,
+                        "aggregateId": customer,
+                    },
+                ),
+            ),
+        ]
         if with_sequence:
-            operations.append(("create", ({**sequence, "id": f"sequence-{uuid.uuid4()}",
-                                           "partitionKey": customer},)))
+            operations.append(
+                (
+                    "create",
+                    ({**sequence, "id": f"sequence-{uuid.uuid4()}", "partitionKey": customer},),
+                )
+            )
         return customer, operations
 
     return batch
 
 
-def _alternated(calls: list[Callable[[], None]], n: int, warmup: int = 20
-                ) -> list[list[float]]:
+def _alternated(calls: list[Callable[[], None]], n: int, warmup: int = 20) -> list[list[float]]:
     for _ in range(warmup):
         for fn in calls:
             fn()
@@ -104,8 +125,11 @@ def _alternated(calls: list[Callable[[], None]], n: int, warmup: int = 20
 
 
 def _row(samples: list[float]) -> dict[str, float]:
-    return {"n": len(samples), "median_ms": statistics.median(samples),
-            "p99_ms": percentile(samples, 99)}
+    return {
+        "n": len(samples),
+        "median_ms": statistics.median(samples),
+        "p99_ms": percentile(samples, 99),
+    }
 
 
 def _paired(samples: list[float], floor: list[float]) -> float:
@@ -152,11 +176,16 @@ def measure(stack: Stack, *, n: int = 600) -> dict[str, Any]:
         def run() -> None:
             customer, operations = make()
             container.execute_item_batch(batch_operations=operations, partition_key=customer)
+
         return run
 
     plain, floor, floor3 = _alternated([sync_session, sync_floor(batch), sync_floor(batch3)], n)
-    results["sync"] = {"session": _row(plain), "floor": _row(floor), "floor3": _row(floor3),
-                       "paired_ratio": _paired(plain, floor)}
+    results["sync"] = {
+        "session": _row(plain),
+        "floor": _row(floor),
+        "floor3": _row(floor3),
+        "paired_ratio": _paired(plain, floor),
+    }
 
     # -- aio: the session awaited on an event loop, the floor on the aio client
     loop = asyncio.new_event_loop()
@@ -166,21 +195,28 @@ def measure(stack: Stack, *, n: int = 600) -> dict[str, Any]:
 
     aio = loop.run_until_complete(connect())
     aio_container = aio.get_database_client(database).get_container_client(CONTAINER)
-    aio_outbox = AsyncOutbox((), services=lambda: _services(
-        AsyncCosmosDocumentStore(aio_container)))
-
+    aio_outbox = AsyncOutbox(
+        (), services=lambda: _services(AsyncCosmosDocumentStore(aio_container))
+    )
 
     async def floor_batch(make: Callable[[], tuple[str, list[Any]]]) -> None:
         customer, operations = make()
-        await aio_container.execute_item_batch(batch_operations=operations,
-                                               partition_key=customer)
+        await aio_container.execute_item_batch(batch_operations=operations, partition_key=customer)
 
-    plain, floor, floor3 = _alternated([
-        lambda: loop.run_until_complete(_aio_commit(aio_outbox)),
-        lambda: loop.run_until_complete(floor_batch(batch)),
-        lambda: loop.run_until_complete(floor_batch(batch3))], n)
-    results["aio"] = {"session": _row(plain), "floor": _row(floor), "floor3": _row(floor3),
-                      "paired_ratio": _paired(plain, floor)}
+    plain, floor, floor3 = _alternated(
+        [
+            lambda: loop.run_until_complete(_aio_commit(aio_outbox)),
+            lambda: loop.run_until_complete(floor_batch(batch)),
+            lambda: loop.run_until_complete(floor_batch(batch3)),
+        ],
+        n,
+    )
+    results["aio"] = {
+        "session": _row(plain),
+        "floor": _row(floor),
+        "floor3": _row(floor3),
+        "paired_ratio": _paired(plain, floor),
+    }
     loop.run_until_complete(aio.close())
     loop.close()
     for flavour in ("sync", "aio"):
@@ -195,8 +231,9 @@ class _AtOnce:
 
     id = "at-once"
 
-    async def execute_item_batch(self, batch_operations: list[Any], partition_key: str
-                                 ) -> list[dict[str, Any]]:
+    async def execute_item_batch(
+        self, batch_operations: list[Any], partition_key: str
+    ) -> list[dict[str, Any]]:
         return [{"statusCode": 201, "eTag": '"1"'} for _ in batch_operations]
 
 
@@ -207,25 +244,60 @@ def cpu(*, n: int = 5000, rounds: int = 7) -> dict[str, float]:
     from cosmos_outbox.documents import new_id, utc_text
 
     container = _AtOnce()
-    outbox = AsyncOutbox((), services=lambda: _services(AsyncCosmosDocumentStore(
-        container, partition_key_path="/partitionKey")))  # type: ignore[arg-type]
-
+    outbox = AsyncOutbox(
+        (),
+        services=lambda: _services(
+            AsyncCosmosDocumentStore(container, partition_key_path="/partitionKey")  # type: ignore[arg-type]
+        ),
+    )
 
     async def by_hand() -> None:
         customer = f"customer-{uuid.uuid4()}"
         booking = _booking(customer)
         event_id, now = new_id(), utc_text()
-        await container.execute_item_batch(batch_operations=[
-            ("create", (booking,)),
-            ("create", ({"id": f"outbox-sequence-booking-{customer}", "partitionKey": customer,
-                         "type": "outboxSequence", "entity": "booking", "sessionId": customer,
-                         "next": 2, "ttl": -1},)),
-            ("create", ({"id": event_id, "partitionKey": customer, "type": "outboxEvent",
-                         "aggregateType": "booking", "source": "/bookings",
-                         "data": {"id": event_id, "bookingId": customer, "version": 1,
-                                  "createdAt": now, "traceparent": None,
-                                  "action": "BookingConfirmed", "reference": booking["id"],
-                                  "seats": 2}, "ttl": 3600},))], partition_key=customer)
+        await container.execute_item_batch(
+            batch_operations=[
+                ("create", (booking,)),
+                (
+                    "create",
+                    (
+                        {
+                            "id": f"outbox-sequence-booking-{customer}",
+                            "partitionKey": customer,
+                            "type": "outboxSequence",
+                            "entity": "booking",
+                            "sessionId": customer,
+                            "next": 2,
+                            "ttl": -1,
+                        },
+                    ),
+                ),
+                (
+                    "create",
+                    (
+                        {
+                            "id": event_id,
+                            "partitionKey": customer,
+                            "type": "outboxEvent",
+                            "aggregateType": "booking",
+                            "source": "/bookings",
+                            "data": {
+                                "id": event_id,
+                                "bookingId": customer,
+                                "version": 1,
+                                "createdAt": now,
+                                "traceparent": None,
+                                "action": "BookingConfirmed",
+                                "reference": booking["id"],
+                                "seats": 2,
+                            },
+                            "ttl": 3600,
+                        },
+                    ),
+                ),
+            ],
+            partition_key=customer,
+        )
 
     async def many(fn: Callable[[], Any]) -> None:
         for _ in range(n):
@@ -241,5 +313,8 @@ def cpu(*, n: int = 5000, rounds: int = 7) -> dict[str, float]:
                 best[name] = min(best[name], (time.thread_time() - start) / n * 1e6)
     finally:
         loop.close()
-    return {"session_us": best["session"], "by_hand_us": best["by_hand"],
-            "added_us": best["session"] - best["by_hand"]}
+    return {
+        "session_us": best["session"],
+        "by_hand_us": best["by_hand"],
+        "added_us": best["session"] - best["by_hand"],
+    }

@@ -67,8 +67,12 @@ SECONDS = 2.5
 WARMUP_SECONDS = 0.5
 ROUNDS = 2
 VARIANTS = ("app_sync", "app_async", "sdk_threads", "sdk_aio")
-BODY = {"firstName": "Ada", "lastName": "Lovelace", "email": "ada@example.com",
-        "companyName": "Engines"}
+BODY = {
+    "firstName": "Ada",
+    "lastName": "Lovelace",
+    "email": "ada@example.com",
+    "companyName": "Engines",
+}
 #: The sync shape's app folder: this file as its function_app.py, the repository's host.json.
 SYNC_APP = '''"""The Contacts app in its sync shape (bench/throughput.py)."""
 
@@ -97,17 +101,24 @@ class Cell:
     cpu_us: dict[str, float]
 
     def row(self) -> dict[str, Any]:
-        return {"clients": self.clients, "per_s": len(self.latencies_ms) / self.seconds,
-                "p50_ms": percentile(self.latencies_ms, 50),
-                "p99_ms": percentile(self.latencies_ms, 99), "errors": self.errors,
-                "cpu_us_per_request": self.cpu_us}
+        return {
+            "clients": self.clients,
+            "per_s": len(self.latencies_ms) / self.seconds,
+            "p50_ms": percentile(self.latencies_ms, 50),
+            "p99_ms": percentile(self.latencies_ms, 99),
+            "errors": self.errors,
+            "cpu_us_per_request": self.cpu_us,
+        }
 
 
 def _contact_documents() -> tuple[dict[str, Any], dict[str, Any]]:
     """The two documents a create writes (made once: each batch copies them with new ids, so
     the floor's client spends nothing but the SDK's own work on them)."""
-    contact = Contact.create(name=Name(first_name="Ada", last_name="Lovelace"),
-                             email="ada@example.com", company=Company(company_name="Engines"))
+    contact = Contact.create(
+        name=Name(first_name="Ada", last_name="Lovelace"),
+        email="ada@example.com",
+        company=Company(company_name="Engines"),
+    )
     [event] = event_documents(contact, ttl_seconds=864000)
     return aggregate_document(contact), event
 
@@ -115,12 +126,17 @@ def _contact_documents() -> tuple[dict[str, Any], dict[str, Any]]:
 def _batch(template: tuple[dict[str, Any], dict[str, Any]]) -> tuple[str, list[Any]]:
     contact_id = str(uuid.uuid4())
     contact = {**template[0], "id": contact_id, "partitionKey": contact_id}
-    event = {**template[1], "id": str(uuid.uuid4()), "partitionKey": contact_id,
-             "aggregateId": contact_id}
+    event = {
+        **template[1],
+        "id": str(uuid.uuid4()),
+        "partitionKey": contact_id,
+        "aggregateId": contact_id,
+    }
     return contact_id, [("create", (contact,)), ("create", (event,))]
 
 
 # -- CPU of the processes ------------------------------------------------------------------------
+
 
 def _cpu_of(pid: int) -> float:
     """User + system CPU seconds of one process (all its threads; Linux /proc)."""
@@ -155,8 +171,9 @@ def _parts(stack: Stack, host: RunningRunner | None) -> dict[str, int]:
 
 
 @contextmanager
-def _cpu_per_request(parts: dict[str, int], out: dict[str, float],
-                     requests: Callable[[], int]) -> Iterator[None]:
+def _cpu_per_request(
+    parts: dict[str, int], out: dict[str, float], requests: Callable[[], int]
+) -> Iterator[None]:
     before = {name: _cpu_of(pid) for name, pid in parts.items()}
     before["client"] = time.process_time()
     yield
@@ -168,8 +185,10 @@ def _cpu_per_request(parts: dict[str, int], out: dict[str, float],
 
 # -- the load ------------------------------------------------------------------------------------
 
-async def _drive_async(send: Callable[[], Awaitable[bool]], clients: int, seconds: float,
-                       parts: dict[str, int]) -> Cell:
+
+async def _drive_async(
+    send: Callable[[], Awaitable[bool]], clients: int, seconds: float, parts: dict[str, int]
+) -> Cell:
     """`clients` tasks, each sending one request after another; the window opens after the
     warm-up and closes `seconds` later."""
     loop = asyncio.get_running_loop()
@@ -197,8 +216,9 @@ async def _drive_async(send: Callable[[], Awaitable[bool]], clients: int, second
     return Cell(clients, seconds, latencies, errors[0], cpu)
 
 
-def _drive_threads(send: Callable[[], bool], clients: int, seconds: float,
-                   parts: dict[str, int]) -> Cell:
+def _drive_threads(
+    send: Callable[[], bool], clients: int, seconds: float, parts: dict[str, int]
+) -> Cell:
     """`_drive_async` with `clients` threads."""
     start = time.perf_counter() + WARMUP_SECONDS
     end = start + seconds
@@ -234,8 +254,9 @@ async def _http_cell(url: str, clients: int, seconds: float, parts: dict[str, in
 
         async def send() -> bool:
             try:
-                async with session.post(target, data=json.dumps(new_body()).encode(),
-                                        headers=headers) as reply:
+                async with session.post(
+                    target, data=json.dumps(new_body()).encode(), headers=headers
+                ) as reply:
                     await reply.read()
                     return reply.status == 201
             except aiohttp.ClientError:
@@ -244,8 +265,15 @@ async def _http_cell(url: str, clients: int, seconds: float, parts: dict[str, in
         return await _drive_async(send, clients, seconds, parts)
 
 
-async def _sdk_aio_cell(connection: str, verify: bool, database: str, container: str,
-                        clients: int, seconds: float, parts: dict[str, int]) -> Cell:
+async def _sdk_aio_cell(
+    connection: str,
+    verify: bool,
+    database: str,
+    container: str,
+    clients: int,
+    seconds: float,
+    parts: dict[str, int],
+) -> Cell:
     template = _contact_documents()
     async with async_cosmos_client(connection_string=connection, verify_tls=verify) as client:
         proxy = client.get_database_client(database).get_container_client(container)
@@ -259,8 +287,9 @@ async def _sdk_aio_cell(connection: str, verify: bool, database: str, container:
         return await _drive_async(send, clients, seconds, parts)
 
 
-def _sdk_threads_cell(proxy: ContainerProxy, clients: int, seconds: float,
-                      parts: dict[str, int]) -> Cell:
+def _sdk_threads_cell(
+    proxy: ContainerProxy, clients: int, seconds: float, parts: dict[str, int]
+) -> Cell:
     # More threads than the SDK's connection pool (10): urllib3 says so for each request.
     logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
     template = _contact_documents()
@@ -275,6 +304,7 @@ def _sdk_threads_cell(proxy: ContainerProxy, clients: int, seconds: float,
 
 # -- the stack -----------------------------------------------------------------------------------
 
+
 @dataclass
 class _Setup:
     stack: Stack
@@ -288,8 +318,9 @@ def _start(stack: Stack, workdir: Path, *, relay: bool) -> _Setup:
     values = stack.settings()
     assert stack.cosmos is not None
     warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-    cosmos = CosmosClient.from_connection_string(stack.cosmos.connection_string,
-                                                 connection_verify=stack.cosmos.verify_tls)
+    cosmos = CosmosClient.from_connection_string(
+        stack.cosmos.connection_string, connection_verify=stack.cosmos.verify_tls
+    )
     database = cosmos.get_database_client(values["COSMOS_DATABASE"])
     for name in ("contacts-sync", "sdk-floor"):
         create_contacts_container(database, name)
@@ -301,9 +332,16 @@ def _start(stack: Stack, workdir: Path, *, relay: bool) -> _Setup:
     hosts = {
         "app_async": stack.run_host("runner", ROOT, settings={**values, **extra}),
         "app_sync": stack.run_host(
-            "runner-sync", sync_dir, extra_import_paths=[ROOT],
-            settings={**values, **extra, "COSMOS_CONTAINER": "contacts-sync",
-                      "COSMOS_LEASE_CONTAINER": "leases-sync"}),
+            "runner-sync",
+            sync_dir,
+            extra_import_paths=[ROOT],
+            settings={
+                **values,
+                **extra,
+                "COSMOS_CONTAINER": "contacts-sync",
+                "COSMOS_LEASE_CONTAINER": "leases-sync",
+            },
+        ),
     }
     for host in hosts.values():  # dependencies built, store reached
         _until_created(host.url)
@@ -312,8 +350,10 @@ def _start(stack: Stack, workdir: Path, *, relay: bool) -> _Setup:
 
 def _until_created(url: str, timeout: float = 60.0) -> None:
     async def once() -> int:
-        async with aiohttp.ClientSession() as session, session.post(
-                f"{url}/contacts", json=new_body()) as reply:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(f"{url}/contacts", json=new_body()) as reply,
+        ):
             return reply.status
 
     deadline = time.monotonic() + timeout
@@ -331,43 +371,77 @@ def _cell(setup: _Setup, variant: str, clients: int, seconds: float) -> Cell:
         return asyncio.run(_http_cell(host.url, clients, seconds, _parts(stack, host)))
     parts = _parts(stack, None)
     if variant == "sdk_aio":
-        return asyncio.run(_sdk_aio_cell(stack.cosmos.connection_string,
-                                         stack.cosmos.verify_tls, setup.database,
-                                         setup.sdk_container, clients, seconds, parts))
-    proxy = cosmos_client(connection_string=stack.cosmos.connection_string,
-                          verify_tls=stack.cosmos.verify_tls).get_database_client(
-        setup.database).get_container_client(setup.sdk_container)
+        return asyncio.run(
+            _sdk_aio_cell(
+                stack.cosmos.connection_string,
+                stack.cosmos.verify_tls,
+                setup.database,
+                setup.sdk_container,
+                clients,
+                seconds,
+                parts,
+            )
+        )
+    proxy = (
+        cosmos_client(
+            connection_string=stack.cosmos.connection_string, verify_tls=stack.cosmos.verify_tls
+        )
+        .get_database_client(setup.database)
+        .get_container_client(setup.sdk_container)
+    )
     proxy.read()  # the account and the container read once, before the window
     return _sdk_threads_cell(proxy, clients, seconds, parts)
 
 
-def run_mode(workdir: Path, *, pipeline: bool, clients: tuple[int, ...] = CLIENTS,
-             seconds: float = SECONDS, rounds: int = ROUNDS,
-             variants: tuple[str, ...] = VARIANTS) -> dict[str, Any]:
+def run_mode(
+    workdir: Path,
+    *,
+    pipeline: bool,
+    clients: tuple[int, ...] = CLIENTS,
+    seconds: float = SECONDS,
+    rounds: int = ROUNDS,
+    variants: tuple[str, ...] = VARIANTS,
+) -> dict[str, Any]:
     """Every variant at every concurrency on one stack; each cell's best round."""
     best: dict[str, dict[int, dict[str, Any]]] = {v: {} for v in variants}
-    with Stack(workdir=workdir, ports=Ports.free(), with_runner=False,
-               with_servicebus=pipeline, with_subscriber=pipeline) as stack:
+    with Stack(
+        workdir=workdir,
+        ports=Ports.free(),
+        with_runner=False,
+        with_servicebus=pipeline,
+        with_subscriber=pipeline,
+    ) as stack:
         setup = _start(stack, workdir, relay=pipeline)
         for r in range(rounds):
             for n in clients:
                 # Each round the other way round: no variant always runs right after the
                 # apps' writes (with the pipeline live, their events are still being relayed
                 # and projected during the next cells).
-                for variant in (variants if r % 2 == 0 else variants[::-1]):
+                for variant in variants if r % 2 == 0 else variants[::-1]:
                     row = _cell(setup, variant, n, seconds).row()
                     kept = best[variant].get(n)
                     if kept is None or row["per_s"] > kept["per_s"]:
                         best[variant][n] = row
-                    print(f"    {variant:12} {n:>3} clients: {row['per_s']:7.1f}/s, p50 "
-                          f"{row['p50_ms']:6.1f} ms, p99 {row['p99_ms']:6.1f} ms"
-                          + (f", {row['errors']} errors" if row["errors"] else ""), flush=True)
+                    print(
+                        f"    {variant:12} {n:>3} clients: {row['per_s']:7.1f}/s, p50 "
+                        f"{row['p50_ms']:6.1f} ms, p99 {row['p99_ms']:6.1f} ms"
+                        + (f", {row['errors']} errors" if row["errors"] else ""),
+                        flush=True,
+                    )
     ratios = {}
     if "sdk_aio" in best:
-        ratios = {v: {n: best[v][n]["per_s"] / best["sdk_aio"][n]["per_s"] for n in clients}
-                  for v in variants if v != "sdk_aio"}
-    return {"cells": best, "ratio_to_sdk_aio": ratios, "seconds": seconds, "rounds": rounds,
-            "clients": list(clients)}
+        ratios = {
+            v: {n: best[v][n]["per_s"] / best["sdk_aio"][n]["per_s"] for n in clients}
+            for v in variants
+            if v != "sdk_aio"
+        }
+    return {
+        "cells": best,
+        "ratio_to_sdk_aio": ratios,
+        "seconds": seconds,
+        "rounds": rounds,
+        "clients": list(clients),
+    }
 
 
 def measure(workdir: Path, *, seconds: float = SECONDS, rounds: int = ROUNDS) -> dict[str, Any]:
@@ -384,16 +458,23 @@ def measure(workdir: Path, *, seconds: float = SECONDS, rounds: int = ROUNDS) ->
 def markdown(result: dict[str, Any]) -> str:
     """The table of one mode: per concurrency, each variant's requests/s (p50/p99 ms) and the
     apps' ratios to the SDK's aio batch."""
-    lines = ["| clients | the app, sync | the app, async | bare SDK, threads | bare SDK, aio "
-             "| sync ÷ aio | async ÷ aio |", "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| clients | the app, sync | the app, async | bare SDK, threads | bare SDK, aio "
+        "| sync ÷ aio | async ÷ aio |",
+        "|---|---|---|---|---|---|---|",
+    ]
     cells, ratios = result["cells"], result["ratio_to_sdk_aio"]
     for n in result["clients"]:
+
         def fmt(variant: str, n: int = n) -> str:
             c = cells[variant][n]
             return f"{c['per_s']:.0f}/s ({c['p50_ms']:.1f} / {c['p99_ms']:.1f})"
-        lines.append(f"| {n} | {fmt('app_sync')} | {fmt('app_async')} | {fmt('sdk_threads')} "
-                     f"| {fmt('sdk_aio')} | {ratios['app_sync'][n]:.2f} "
-                     f"| {ratios['app_async'][n]:.2f} |")
+
+        lines.append(
+            f"| {n} | {fmt('app_sync')} | {fmt('app_async')} | {fmt('sdk_threads')} "
+            f"| {fmt('sdk_aio')} | {ratios['app_sync'][n]:.2f} "
+            f"| {ratios['app_async'][n]:.2f} |"
+        )
     return "\n".join(lines)
 
 

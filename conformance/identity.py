@@ -30,10 +30,17 @@ def _b64url(data: bytes) -> str:
 def unsigned_jwt(resource: str, now: int, lifetime: int = TOKEN_LIFETIME_S) -> str:
     """A JWT shaped like Entra ID's (``alg: none``): the endpoints read nothing from it."""
     header = {"alg": "none", "typ": "JWT"}
-    claims = {"aud": resource, "iss": "https://localhost/conformance-identity/",
-              "iat": now, "nbf": now, "exp": now + lifetime, "sub": "conformance-samples"}
-    return ".".join([_b64url(json.dumps(header).encode()),
-                     _b64url(json.dumps(claims).encode()), ""])
+    claims = {
+        "aud": resource,
+        "iss": "https://localhost/conformance-identity/",
+        "iat": now,
+        "nbf": now,
+        "exp": now + lifetime,
+        "sub": "conformance-samples",
+    }
+    return ".".join(
+        [_b64url(json.dumps(header).encode()), _b64url(json.dumps(claims).encode()), ""]
+    )
 
 
 @dataclass
@@ -78,13 +85,16 @@ def start_identity_endpoint() -> IdentityEndpoint:
                 return
             seen.append(resource)
             now = int(time.time())
-            self._reply(200, {
-                "access_token": unsigned_jwt(resource, now),
-                "expires_on": str(now + TOKEN_LIFETIME_S),
-                "resource": resource,
-                "token_type": "Bearer",
-                "client_id": "00000000-0000-0000-0000-000000000000",
-            })
+            self._reply(
+                200,
+                {
+                    "access_token": unsigned_jwt(resource, now),
+                    "expires_on": str(now + TOKEN_LIFETIME_S),
+                    "resource": resource,
+                    "token_type": "Bearer",
+                    "client_id": "00000000-0000-0000-0000-000000000000",
+                },
+            )
 
         def _reply(self, status: int, body: dict[str, object]) -> None:
             data = json.dumps(body).encode()

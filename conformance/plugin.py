@@ -16,9 +16,17 @@ import pytest
 from conformance.scope import Exclusions, load_exclusions
 
 MARKERS = (
-    "cosmosEmulator", "cosmosLong", "cosmosQuery", "cosmosSplit", "cosmosMultiRegion",
-    "cosmosCircuitBreaker", "cosmosPerPartitionAutomaticFailover", "cosmosSearchQuery",
-    "liveTest", "live_test_only", "playback_test_only",
+    "cosmosEmulator",
+    "cosmosLong",
+    "cosmosQuery",
+    "cosmosSplit",
+    "cosmosMultiRegion",
+    "cosmosCircuitBreaker",
+    "cosmosPerPartitionAutomaticFailover",
+    "cosmosSearchQuery",
+    "liveTest",
+    "live_test_only",
+    "playback_test_only",
 )
 
 

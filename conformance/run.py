@@ -79,8 +79,20 @@ def sdist(distribution: str) -> Path:
         return target
     WORK.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--disable-pip-version-check",
-         "--no-binary", ":all:", "--no-deps", f"{distribution}=={version}", "-d", str(WORK)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-binary",
+            ":all:",
+            "--no-deps",
+            f"{distribution}=={version}",
+            "-d",
+            str(WORK),
+        ],
         check=True,
     )
     archive = WORK / f"{stem}.tar.gz"
@@ -100,7 +112,11 @@ def _port_free(port: int) -> bool:
 
 
 def run_file(
-    sdk: str, tests_dir: Path, file: str, env: dict[str, str], timeout: float,
+    sdk: str,
+    tests_dir: Path,
+    file: str,
+    env: dict[str, str],
+    timeout: float,
     select: str | None = None,
 ) -> FileResult:
     result = FileResult(sdk=sdk, file=file)
@@ -113,18 +129,46 @@ def run_file(
     # -c: the SDK's tests dir is inside this repo, whose pytest settings must not apply.
     ini = WORK / "pytest.ini"
     ini.write_text("[pytest]\n")
-    cmd = [sys.executable, "-P", "-m", "pytest", file, "-c", str(ini), "--rootdir", str(tests_dir),
-           "-p", "conformance.plugin",
-           "--import-mode=append", "-q", "-rN", "--no-header", "-p", "no:cacheprovider",
-           "-p", "no:cov", "--timeout", "600", "-o", "asyncio_mode=auto",
-           "-W", "ignore::DeprecationWarning"]
+    cmd = [
+        sys.executable,
+        "-P",
+        "-m",
+        "pytest",
+        file,
+        "-c",
+        str(ini),
+        "--rootdir",
+        str(tests_dir),
+        "-p",
+        "conformance.plugin",
+        "--import-mode=append",
+        "-q",
+        "-rN",
+        "--no-header",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:cov",
+        "--timeout",
+        "600",
+        "-o",
+        "asyncio_mode=auto",
+        "-W",
+        "ignore::DeprecationWarning",
+    ]
     if select:
         cmd += ["-k", select]
     with log.open("w") as out:
         try:
-            subprocess.run(cmd, cwd=tests_dir, env={**env, "CONFORMANCE_SDK": sdk,
-                                                    "CONFORMANCE_REPORT": str(report)},
-                           stdout=out, stderr=subprocess.STDOUT, timeout=timeout, check=False)
+            subprocess.run(
+                cmd,
+                cwd=tests_dir,
+                env={**env, "CONFORMANCE_SDK": sdk, "CONFORMANCE_REPORT": str(report)},
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                timeout=timeout,
+                check=False,
+            )
         except subprocess.TimeoutExpired:
             result.note = f"file timed out after {timeout:.0f} s"
     result.seconds = round(time.monotonic() - started, 1)
@@ -151,13 +195,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--label", default="latest")
     parser.add_argument("--markdown", type=Path, default=None)
     parser.add_argument("--file-timeout", type=float, default=3600.0)
-    parser.add_argument("--select", metavar="EXPR",
-                        help="only the tests matching this pytest -k expression (re-measuring)")
-    parser.add_argument("--suite", choices=("tests", "samples"), action="append",
-                        help="only the SDKs' own tests, or only their samples (default: both;"
-                        " --file alone means tests, --sample alone samples)")
-    parser.add_argument("--sample", action="append",
-                        help="only these samples (paths under the sdist's samples/)")
+    parser.add_argument(
+        "--select",
+        metavar="EXPR",
+        help="only the tests matching this pytest -k expression (re-measuring)",
+    )
+    parser.add_argument(
+        "--suite",
+        choices=("tests", "samples"),
+        action="append",
+        help="only the SDKs' own tests, or only their samples (default: both;"
+        " --file alone means tests, --sample alone samples)",
+    )
+    parser.add_argument(
+        "--sample", action="append", help="only these samples (paths under the sdist's samples/)"
+    )
     parser.add_argument("--sample-timeout", type=float, default=sample_suite.DEFAULT_TIMEOUT_S)
     args = parser.parse_args(argv)
     excluded = load_exclusions()  # fail early on a malformed exclusions file
@@ -191,8 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     if selected & HARD_CODED_ADDRESS_FILES:
         cosmos_port = COSMOS_EMULATOR_PORT if _port_free(COSMOS_EMULATOR_PORT) else 0
     if selected & HARD_CODED_ADDRESS_FILES and not cosmos_port:
-        print(f"port {COSMOS_EMULATOR_PORT} is in use (make run?): the SDK tests that hard-code "
-              "the emulator's address will fail", file=sys.stderr)
+        print(
+            f"port {COSMOS_EMULATOR_PORT} is in use (make run?): the SDK tests that hard-code "
+            "the emulator's address will fail",
+            file=sys.stderr,
+        )
     cosmos = None
     servicebus = None
     results: list[FileResult] = []
@@ -203,8 +258,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         if "azure-servicebus" in sdks:
             servicebus = start_servicebus(
-                log_path=logs / "servicebus.log", tls=(AMQPS_PORT, tls.cert, tls.key),
-                control=True, log_level="WARNING",
+                log_path=logs / "servicebus.log",
+                tls=(AMQPS_PORT, tls.cert, tls.key),
+                control=True,
+                log_level="WARNING",
             )
         env = {
             **os.environ,
@@ -214,8 +271,9 @@ def main(argv: list[str] | None = None) -> int:
             "CONFORMANCE_CA_BUNDLE": str(tls.bundle),
             "REQUESTS_CA_BUNDLE": str(tls.bundle),
             "SSL_CERT_FILE": str(tls.bundle),
-            "CONFORMANCE_SERVICEBUS_CONTROL":
-                f"127.0.0.1:{servicebus.control_port if servicebus else 0}",
+            "CONFORMANCE_SERVICEBUS_CONTROL": (
+                f"127.0.0.1:{servicebus.control_port if servicebus else 0}"
+            ),
             "SERVICEBUS_ENDPOINT_SUFFIX": "",
         }
         for sdk in sdks:
@@ -227,15 +285,21 @@ def main(argv: list[str] | None = None) -> int:
                 results.append(result)
         if "samples" in suites:
             sample_results = _run_samples(
-                sdks, args, excluded, cosmos_port=cosmos.port, tls_bundle=tls.bundle,
+                sdks,
+                args,
+                excluded,
+                cosmos_port=cosmos.port,
+                tls_bundle=tls.bundle,
                 servicebus=servicebus,
                 endpoint_logs=[logs / "cosmos.log"]
                 + ([logs / "servicebus.log"] if servicebus is not None else []),
             )
     except KeyboardInterrupt:
         # Ctrl-C reaches the pytest child too (one process group); stop the endpoints, no verdict
-        print(f"\nconformance: interrupted after {len(results)} file(s); endpoints stopped",
-              file=sys.stderr)
+        print(
+            f"\nconformance: interrupted after {len(results)} file(s); endpoints stopped",
+            file=sys.stderr,
+        )
         return 130
     finally:
         if servicebus is not None:
@@ -250,19 +314,27 @@ def main(argv: list[str] | None = None) -> int:
         table = "The SDKs' own tests\n\n" + markdown(results)
     if "samples" in suites:
         (WORK / f"samples-{args.label}.json").write_text(sample_suite.to_json(sample_results))
-        table += ("\n" if table else "") + "The SDKs' samples\n\n" + sample_suite.markdown(
-            sample_results, known)
+        table += (
+            ("\n" if table else "")
+            + "The SDKs' samples\n\n"
+            + sample_suite.markdown(sample_results, known)
+        )
     print(table)
     if args.markdown:
         args.markdown.parent.mkdir(parents=True, exist_ok=True)
         args.markdown.write_text(table)
-    return verdict(results, known, sample_suite.verdict(sample_results, known),
-                   sample_results)
+    return verdict(results, known, sample_suite.verdict(sample_results, known), sample_results)
 
 
 def _run_samples(
-    sdks: list[str], args: argparse.Namespace, excluded: Exclusions, *, cosmos_port: int,
-    tls_bundle: Path, servicebus: ServiceBusEndpoint | None, endpoint_logs: list[Path],
+    sdks: list[str],
+    args: argparse.Namespace,
+    excluded: Exclusions,
+    *,
+    cosmos_port: int,
+    tls_bundle: Path,
+    servicebus: ServiceBusEndpoint | None,
+    endpoint_logs: list[Path],
 ) -> list[sample_suite.SampleResult]:
     identity = start_identity_endpoint()
     try:
@@ -273,7 +345,8 @@ def _run_samples(
             servicebus_connection_string=SERVICEBUS_CONNECTION_STRING,
             servicebus_control=(
                 ("127.0.0.1", int(servicebus.control_port))
-                if servicebus is not None and servicebus.control_port else None
+                if servicebus is not None and servicebus.control_port
+                else None
             ),
             ca_bundle=tls_bundle,
             identity=identity,
@@ -289,20 +362,22 @@ def _run_samples(
                 names = [n for n in names if n in sample_suite.FAST_SAMPLES.get(sdk, [])]
             if args.sample:
                 names = [n for n in names if n in args.sample]
-            out += sample_suite.run_samples(sdk, samples_dir, names, ctx, excluded,
-                                            on_result=_print_sample)
+            out += sample_suite.run_samples(
+                sdk, samples_dir, names, ctx, excluded, on_result=_print_sample
+            )
         return out
     finally:
         identity.stop()
 
 
 def _print_sample(r: sample_suite.SampleResult) -> None:
-    print(f"| {r.sdk} | sample {r.sample} | {r.outcome} | {r.seconds} | {r.reason} |",
-          flush=True)
+    print(f"| {r.sdk} | sample {r.sample} | {r.outcome} | {r.seconds} | {r.reason} |", flush=True)
 
 
 def verdict(
-    results: list[FileResult], known: Exclusions, sample_problems: list[str] | None = None,
+    results: list[FileResult],
+    known: Exclusions,
+    sample_problems: list[str] | None = None,
     sample_results: list[sample_suite.SampleResult] | None = None,
 ) -> int:
     """0 when every failure is a listed gap (known-failures.txt) and every listed gap that ran
@@ -319,15 +394,18 @@ def verdict(
                 known_count += 1
         for nodeid in r.passes:
             if known.reason(r.sdk, nodeid) is not None:
-                problems.append(f"{r.sdk} {nodeid}: passes now; remove it from "
-                                "conformance/known-failures.txt")
+                problems.append(
+                    f"{r.sdk} {nodeid}: passes now; remove it from conformance/known-failures.txt"
+                )
     total = sum(r.passed for r in results)
     line = f"conformance: {total} passed, {known_count} known gaps failed as listed"
     if sample_results:
         for sdk, counts in sample_suite.summary(sample_results, known).items():
-            line += (f"; {sdk} samples: {counts.get('passed', 0)} passed, "
-                     f"{counts.get('known gap', 0)} known gaps, "
-                     f"{counts.get('out of scope', 0)} out of scope")
+            line += (
+                f"; {sdk} samples: {counts.get('passed', 0)} passed, "
+                f"{counts.get('known gap', 0)} known gaps, "
+                f"{counts.get('out of scope', 0)} out of scope"
+            )
     print(f"{line}; {len(problems)} problems")
     for problem in problems:
         print(f"  {problem}", file=sys.stderr)
@@ -335,12 +413,16 @@ def verdict(
 
 
 def _row(r: FileResult) -> str:
-    return (f"| {r.sdk} | {r.file} | {r.collected} | {r.passed} | {r.failed} | {r.skipped} | "
-            f"{r.excluded} | {r.seconds} | {r.note} |")
+    return (
+        f"| {r.sdk} | {r.file} | {r.collected} | {r.passed} | {r.failed} | {r.skipped} | "
+        f"{r.excluded} | {r.seconds} | {r.note} |"
+    )
 
 
 def markdown(results: list[FileResult]) -> str:
-    lines = ["| SDK | test file | collected | passed | failed | skipped | excluded | s | note |",
-             "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        "| SDK | test file | collected | passed | failed | skipped | excluded | s | note |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     lines += [_row(r) for r in results]
     return "\n".join(lines) + "\n"

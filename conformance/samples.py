@@ -99,8 +99,9 @@ ERROR_LINE = re.compile(
 )
 #: ...unless the line says the error was the point (``Failed as expected.``, ``403 error
 #: assertion success``, ``Expected error when using both: ...``).
-EXPECTED_LINE = re.compile(r"\b(?:as|is) expected\b|^\s*expected error\b|\bassertion success\b",
-                           re.IGNORECASE)
+EXPECTED_LINE = re.compile(
+    r"\b(?:as|is) expected\b|^\s*expected error\b|\bassertion success\b", re.IGNORECASE
+)
 
 
 @dataclass(frozen=True)
@@ -115,11 +116,13 @@ class DesignedError:
 _BATCH_412 = DesignedError(
     r"^Error operation: \('replace', \('replace_item'.*'statusCode': 412",
     "the sample's own comment: its if-match replace, after a replace of the same item in the "
-    "same batch, fails with 412 and the whole batch is rolled back")
+    "same batch, fails with 412 and the whole batch is rolled back",
+)
 _DATABASE_TWICE = DesignedError(
     r"^A database with id '[^']+' already exists$",
     "the sample creates its database twice on purpose (steps 2 and 2.8, the second with "
-    "autoscale): the second answers 409")
+    "autoscale): the second answers 409",
+)
 
 #: Per SDK and sample: the errors it provokes on purpose. Such a line is not a failure, and
 #: the sample must print it: when it does not, the endpoint did not refuse what the service
@@ -135,8 +138,11 @@ DESIGNED_ERRORS: dict[str, dict[str, list[DesignedError]]] = {
 
 #: Lines in an endpoint's log that mean it failed while a sample ran: a Python traceback or
 #: a dropped connection (Service Bus), a stack trace (Cosmos DB: ``cosmos local...: <stack>``).
-ENDPOINT_FAILURE = re.compile(r"Traceback \(most recent call last\)|connection failed"
-                              r"|^cosmos local[^:]*:", re.MULTILINE)
+ENDPOINT_FAILURE = re.compile(
+    r"Traceback \(most recent call last\)|connection failed"
+    r"|^cosmos local[^:]*:",
+    re.MULTILINE,
+)
 
 #: The samples' queues and subscriptions lock messages for 30 s, as the SDK's own test
 #: resources do (auto_lock_renew's failure demonstration renews every 40 s, "greater than the
@@ -151,9 +157,7 @@ SUBSCRIPTION_PROPERTIES: dict[str, dict[str, object]] = {
 
 #: Variables that would pick another credential than the local managed identity, or another
 #: endpoint than the run's (a developer's own settings): not passed to the samples.
-CREDENTIAL_VARIABLES = re.compile(
-    r"^(AZURE_|MSI_|IDENTITY_|IMDS_|ACCOUNT_|COSMOS_|SERVICEBUS_)"
-)
+CREDENTIAL_VARIABLES = re.compile(r"^(AZURE_|MSI_|IDENTITY_|IMDS_|ACCOUNT_|COSMOS_|SERVICEBUS_)")
 
 
 @dataclass
@@ -186,8 +190,11 @@ class SampleContext:
 def discover(sdk: str, samples_dir: Path) -> list[str]:
     """Every sample script of an SDK's sdist (paths relative to ``samples/``), sorted."""
     found = sorted(p.relative_to(samples_dir).as_posix() for p in samples_dir.rglob("*.py"))
-    return [s for s in found if s not in NOT_SAMPLES.get(sdk, set())
-            and not s.startswith("__") and "/__" not in s]
+    return [
+        s
+        for s in found
+        if s not in NOT_SAMPLES.get(sdk, set()) and not s.startswith("__") and "/__" not in s
+    ]
 
 
 def designed_errors(sdk: str, sample: str) -> list[re.Pattern[str]]:
@@ -215,18 +222,20 @@ def missing_designed_errors(output: str, designed: list[re.Pattern[str]]) -> lis
 
 def _base_env(ctx: SampleContext) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not CREDENTIAL_VARIABLES.match(k)}
-    env.update({
-        "PYTHONPATH": str(SAMPLE_SHIMS),
-        # the sync Cosmos client skips TLS verification for localhost by design and urllib3
-        # warns on every request: noise in the sample's output, nothing else
-        "PYTHONWARNINGS": "ignore:Unverified HTTPS request",
-        "PYTHONUNBUFFERED": "1",
-        "PYTHONDONTWRITEBYTECODE": "1",
-        "CONFORMANCE_CA_BUNDLE": str(ctx.ca_bundle),
-        "REQUESTS_CA_BUNDLE": str(ctx.ca_bundle),
-        "SSL_CERT_FILE": str(ctx.ca_bundle),
-        **ctx.identity.environment,
-    })
+    env.update(
+        {
+            "PYTHONPATH": str(SAMPLE_SHIMS),
+            # the sync Cosmos client skips TLS verification for localhost by design and urllib3
+            # warns on every request: noise in the sample's output, nothing else
+            "PYTHONWARNINGS": "ignore:Unverified HTTPS request",
+            "PYTHONUNBUFFERED": "1",
+            "PYTHONDONTWRITEBYTECODE": "1",
+            "CONFORMANCE_CA_BUNDLE": str(ctx.ca_bundle),
+            "REQUESTS_CA_BUNDLE": str(ctx.ca_bundle),
+            "SSL_CERT_FILE": str(ctx.ca_bundle),
+            **ctx.identity.environment,
+        }
+    )
     return env
 
 
@@ -252,20 +261,40 @@ def cosmos_env(ctx: SampleContext, prefix: str) -> dict[str, str]:
 
 
 def servicebus_env(ctx: SampleContext, prefix: str, sample: str) -> dict[str, str]:
-    names = {"queue": f"{prefix}-q", "session_queue": f"{prefix}-sq",
-             "topic": f"{prefix}-t", "subscription": f"{prefix}-s"}
+    names = {
+        "queue": f"{prefix}-q",
+        "session_queue": f"{prefix}-sq",
+        "topic": f"{prefix}-t",
+        "subscription": f"{prefix}-s",
+    }
     if ctx.servicebus_control is not None:
         host, port = ctx.servicebus_control
         lock = {"LockDuration": LOCK_DURATION}
-        servicebus_control(host, port, {"op": "create-queue", "name": names["queue"],
-                                        "properties": lock})
-        servicebus_control(host, port, {"op": "create-queue", "name": names["session_queue"],
-                                        "properties": {**lock, "RequiresSession": True}})
-        servicebus_control(host, port, {"op": "create-topic", "name": names["topic"],
-                                        "properties": {}})
-        servicebus_control(host, port, {
-            "op": "create-subscription", "topic": names["topic"], "name": names["subscription"],
-            "properties": {**lock, **SUBSCRIPTION_PROPERTIES.get(sample, {})}})
+        servicebus_control(
+            host, port, {"op": "create-queue", "name": names["queue"], "properties": lock}
+        )
+        servicebus_control(
+            host,
+            port,
+            {
+                "op": "create-queue",
+                "name": names["session_queue"],
+                "properties": {**lock, "RequiresSession": True},
+            },
+        )
+        servicebus_control(
+            host, port, {"op": "create-topic", "name": names["topic"], "properties": {}}
+        )
+        servicebus_control(
+            host,
+            port,
+            {
+                "op": "create-subscription",
+                "topic": names["topic"],
+                "name": names["subscription"],
+                "properties": {**lock, **SUBSCRIPTION_PROPERTIES.get(sample, {})},
+            },
+        )
     return {
         "SERVICEBUS_FULLY_QUALIFIED_NAMESPACE": ctx.servicebus_namespace,
         "SERVICEBUS_CONNECTION_STR": ctx.servicebus_connection_string,
@@ -305,13 +334,21 @@ def run_sample(sdk: str, samples_dir: Path, sample: str, ctx: SampleContext) -> 
     started = time.monotonic()
     timed_out = False
     try:
-        env.update(cosmos_env(ctx, prefix) if sdk == "azure-cosmos"
-                   else servicebus_env(ctx, prefix, sample))
+        env.update(
+            cosmos_env(ctx, prefix)
+            if sdk == "azure-cosmos"
+            else servicebus_env(ctx, prefix, sample)
+        )
         with log.open("w", encoding="utf-8") as out:
             try:
                 proc = subprocess.run(
-                    [sys.executable, script.name], cwd=script.parent, env=env, stdout=out,
-                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, timeout=ctx.timeout,
+                    [sys.executable, script.name],
+                    cwd=script.parent,
+                    env=env,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    stdin=subprocess.DEVNULL,
+                    timeout=ctx.timeout,
                     check=False,
                 )
                 code: int | None = proc.returncode
@@ -344,8 +381,12 @@ def run_sample(sdk: str, samples_dir: Path, sample: str, ctx: SampleContext) -> 
 
 
 def run_samples(
-    sdk: str, samples_dir: Path, samples: list[str], ctx: SampleContext,
-    excluded: Exclusions, on_result: Callable[[SampleResult], None] | None = None,
+    sdk: str,
+    samples_dir: Path,
+    samples: list[str],
+    ctx: SampleContext,
+    excluded: Exclusions,
+    on_result: Callable[[SampleResult], None] | None = None,
 ) -> list[SampleResult]:
     results: list[SampleResult] = []
     section = f"{sdk} samples"
@@ -384,8 +425,10 @@ def verdict(results: list[SampleResult], known: Exclusions) -> list[str]:
         if status == "FAILED":
             problems.append(f"{r.sdk} sample {r.sample}: {r.reason} (see {r.log})")
         elif status.startswith("GAP CLOSED"):
-            problems.append(f"{r.sdk} sample {r.sample}: passes now; remove it from "
-                            "conformance/known-failures.txt")
+            problems.append(
+                f"{r.sdk} sample {r.sample}: passes now; remove it from "
+                "conformance/known-failures.txt"
+            )
     return problems
 
 
@@ -403,15 +446,18 @@ def markdown(results: list[SampleResult], known: Exclusions) -> str:
     lines = ["| SDK | sample | result | s | reason |", "|---|---|---|---|---|"]
     for r in results:
         status, reason = classify(r, known)
-        lines.append(f"| {r.sdk} | {r.sample} | {status} | {r.seconds} | "
-                     f"{reason.replace('|', '/')} |")
+        lines.append(
+            f"| {r.sdk} | {r.sample} | {status} | {r.seconds} | {reason.replace('|', '/')} |"
+        )
     lines.append("")
     lines.append("| SDK | passed | known gap | out of scope | failed |")
     lines.append("|---|---|---|---|---|")
     for sdk, counts in summary(results, known).items():
         failed = counts.get("FAILED", 0) + counts.get("GAP CLOSED", 0)
-        lines.append(f"| {sdk} | {counts.get('passed', 0)} | {counts.get('known gap', 0)} | "
-                     f"{counts.get('out of scope', 0)} | {failed} |")
+        lines.append(
+            f"| {sdk} | {counts.get('passed', 0)} | {counts.get('known gap', 0)} | "
+            f"{counts.get('out of scope', 0)} | {failed} |"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -45,9 +45,15 @@ def make_tls(directory: Path) -> TlsFiles:
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
             x509.KeyUsage(
-                digital_signature=True, key_cert_sign=True, crl_sign=True,
-                content_commitment=False, key_encipherment=False, data_encipherment=False,
-                key_agreement=False, encipher_only=False, decipher_only=False,
+                digital_signature=True,
+                key_cert_sign=True,
+                crl_sign=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                encipher_only=False,
+                decipher_only=False,
             ),
             critical=True,
         )
@@ -82,13 +88,15 @@ def make_tls(directory: Path) -> TlsFiles:
         .sign(ca_key, hashes.SHA256())
     )
     files = TlsFiles(
-        cert=directory / "server.pem", key=directory / "server-key.pem",
+        cert=directory / "server.pem",
+        key=directory / "server-key.pem",
         bundle=directory / "ca-bundle.pem",
     )
     files.cert.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
     files.key.write_bytes(
         key.private_bytes(
-            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
             serialization.NoEncryption(),
         )
     )

@@ -33,10 +33,17 @@ class Contact(Aggregate):
         contact_id: str | None = None,
     ) -> Contact:
         now = datetime.now(UTC)
-        contact = cls.model_validate({
-            "name": name, "email": email, "description": description, "company": company,
-            "created_at": now, "modified_at": now, **({"id": contact_id} if contact_id else {}),
-        })
+        contact = cls.model_validate(
+            {
+                "name": name,
+                "email": email,
+                "description": description,
+                "company": company,
+                "created_at": now,
+                "modified_at": now,
+                **({"id": contact_id} if contact_id else {}),
+            }
+        )
         contact.record(ContactCreated, at=now)
         return contact
 

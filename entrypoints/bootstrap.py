@@ -28,8 +28,10 @@ from entrypoints.operators import MODELS
 #: Key-derivation purpose of the contact list's paging tokens (a label, not a secret).
 CONTACTS_TOKEN_PURPOSE = "contacts-api/continuation-token/v1"  # noqa: S105
 TITLE = "Contacts outbox API"
-DESCRIPTION = ("Contacts saved with their domain events in one Cosmos DB transactional batch; "
-               "events relayed to Service Bus.")
+DESCRIPTION = (
+    "Contacts saved with their domain events in one Cosmos DB transactional batch; "
+    "events relayed to Service Bus."
+)
 #: Events this app stored before event documents named their aggregate type and source (the
 #: Contacts outbox app before the library): contact events, from /contacts.
 LEGACY_EVENTS = LegacyEvents(aggregate_type=Contact.aggregate_type, source=Contact.source())
@@ -45,8 +47,9 @@ def cosmos_contact_list(services: Services) -> ContactList:
         return CosmosContactList(services.store.container)
     if isinstance(services.store, CosmosDocumentStore):
         return SyncCosmosContactList(services.store.container)
-    raise ValueError("the services' store is not Cosmos DB: give bootstrap() the contact "
-                     "list of their store")
+    raise ValueError(
+        "the services' store is not Cosmos DB: give bootstrap() the contact list of their store"
+    )
 
 
 def bootstrap(
@@ -66,7 +69,9 @@ def bootstrap(
         current = outbox.services()
         return ContactsDependencies(
             contacts=lambda: contact_list(current),
-            tokens=TokenCodec(current.token_key(CONTACTS_TOKEN_PURPOSE)))
+            tokens=TokenCodec(current.token_key(CONTACTS_TOKEN_PURPOSE)),
+        )
 
-    return outbox.function_app(contact_routes(outbox, dependencies), title=TITLE,
-                               description=DESCRIPTION, operators=MODELS)
+    return outbox.function_app(
+        contact_routes(outbox, dependencies), title=TITLE, description=DESCRIPTION, operators=MODELS
+    )

@@ -43,42 +43,72 @@ class ContactsDependencies:
     tokens: TokenCodec
 
 
-def contact_routes(outbox: Outbox | AsyncOutbox,
-                   dependencies: Callable[[], ContactsDependencies]) -> AggregateRoutes[Contact]:
+def contact_routes(
+    outbox: Outbox | AsyncOutbox, dependencies: Callable[[], ContactsDependencies]
+) -> AggregateRoutes[Contact]:
     """The contact routes (function keys in Azure): create, read and change through the
     outbox, the list through `dependencies()`."""
-    contacts = outbox.routes(Contact, view=ContactView, id_parameter=CONTACT_ID,
-                             etag_request_header=True)
+    contacts = outbox.routes(
+        Contact, view=ContactView, id_parameter=CONTACT_ID, etag_request_header=True
+    )
     collection, one = Contact.collection, f"{Contact.collection}/{{id}}"
 
-    contacts.create(route=collection, request=CreateContact,
-                    build=lambda body: Contact.create(**body.fields()),
-                    summary="Create a contact (raises ContactCreated)")
+    contacts.create(
+        route=collection,
+        request=CreateContact,
+        build=lambda body: Contact.create(**body.fields()),
+        summary="Create a contact (raises ContactCreated)",
+    )
 
-    @contacts.api.operation(route=collection, method="GET", status=200, paged=True,
-                            summary="List contacts, one page at a time", response=ContactPage,
-                            errors=(400, 429, 500, 503), asynchronous=contacts.asynchronous)
+    @contacts.api.operation(
+        route=collection,
+        method="GET",
+        status=200,
+        paged=True,
+        summary="List contacts, one page at a time",
+        response=ContactPage,
+        errors=(400, 429, 500, 503),
+        asynchronous=contacts.asynchronous,
+    )
     async def list_contacts(call: HttpCall[None]) -> Reply:
         deps = dependencies()
         cursor = call.cursor(deps.tokens)
         page = await deps.contacts().list_page(
-            page_size=call.page_size, continuation=cursor.store_token if cursor else None)
+            page_size=call.page_size, continuation=cursor.store_token if cursor else None
+        )
         token = next_token(page.continuation_token, cursor, deps.tokens)
         body = ContactPage.of(Page(page.items, token))
         return Reply(body, {"X-Continuation-Token": token} if token else {})
 
     contacts.read(route=one, summary="Read a contact", errors=_READ_ERRORS)
-    contacts.update(route=one, method="PATCH", request=PatchContact, apply=Contact.change,
-                    errors=_WRITE_ERRORS,
-                    summary="Change any of name, email, description, company "
-                            "(one event per changed aspect)")
+    contacts.update(
+        route=one,
+        method="PATCH",
+        request=PatchContact,
+        apply=Contact.change,
+        errors=_WRITE_ERRORS,
+        summary="Change any of name, email, description, company (one event per changed aspect)",
+    )
     for aspect in REFERENCE_UPDATES:
-        contacts.update(name=f"update_contact_{aspect}", route=f"{one}/update-{aspect}",
-                        method="POST", status=204, request=update_body(aspect),
-                        apply=Contact.change, changes=_as_patch(aspect), errors=_WRITE_ERRORS,
-                        summary=f"Change the {aspect}")
-    contacts.update(route=one, method="DELETE", status=204, apply=Contact.delete,
-                    errors=(400, 404, 412, 429, 500, 503), summary="Soft-delete a contact")
+        contacts.update(
+            name=f"update_contact_{aspect}",
+            route=f"{one}/update-{aspect}",
+            method="POST",
+            status=204,
+            request=update_body(aspect),
+            apply=Contact.change,
+            changes=_as_patch(aspect),
+            errors=_WRITE_ERRORS,
+            summary=f"Change the {aspect}",
+        )
+    contacts.update(
+        route=one,
+        method="DELETE",
+        status=204,
+        apply=Contact.delete,
+        errors=(400, 404, 412, 429, 500, 503),
+        summary="Soft-delete a contact",
+    )
     return contacts
 
 

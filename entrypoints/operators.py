@@ -23,23 +23,34 @@ class RedriveRequest(operators.RedriveRequest):
     type, and one aggregate of it (`aggregateId`, which needs `aggregateType`); `contactId` is
     this app's alias of `aggregateType: "contact"` + `aggregateId`."""
 
-    model_config = ConfigDict(json_schema_extra=omit_null_defaults({
-        "dependentRequired": {"aggregateId": ["aggregateType"]},
-        "dependentSchemas": {"contactId": {
-            "properties": {"aggregateType": {"const": CONTACT}},
-            "not": {"required": ["aggregateId"]}}},
-    }))
+    model_config = ConfigDict(
+        json_schema_extra=omit_null_defaults(
+            {
+                "dependentRequired": {"aggregateId": ["aggregateType"]},
+                "dependentSchemas": {
+                    "contactId": {
+                        "properties": {"aggregateType": {"const": CONTACT}},
+                        "not": {"required": ["aggregateId"]},
+                    }
+                },
+            }
+        )
+    )
 
     contact_id: Identifier | None = Field(
-        default=None, description="Alias of aggregateType contact + aggregateId")
+        default=None, description="Alias of aggregateType contact + aggregateId"
+    )
 
     @model_validator(mode="before")
     @classmethod
     def _alias_checked_first(cls, data: object) -> object:
         """`contactId` with `aggregateId` is refused before the base's rule (aggregateId
         needs aggregateType) can name the wrong fault."""
-        if (isinstance(data, dict) and data.get("contactId") is not None
-                and data.get("aggregateId") is not None):
+        if (
+            isinstance(data, dict)
+            and data.get("contactId") is not None
+            and data.get("aggregateId") is not None
+        ):
             raise ValueError("send contactId or aggregateId, not both")
         return data
 
@@ -59,13 +70,15 @@ class RedriveRequest(operators.RedriveRequest):
 
 class QuarantineItem(operators.QuarantineItem):
     contact_id: str | None = Field(
-        description="Alias of aggregateId when the aggregate is a contact, else null")
+        description="Alias of aggregateId when the aggregate is a contact, else null"
+    )
 
     @classmethod
     def fields_of(cls, entry: QuarantinedEvent) -> dict[str, object]:
-        return {**super().fields_of(entry),
-                "contact_id": entry.aggregate_id if entry.aggregate_type in (CONTACT, None)
-                else None}
+        return {
+            **super().fields_of(entry),
+            "contact_id": entry.aggregate_id if entry.aggregate_type in (CONTACT, None) else None,
+        }
 
 
 class QuarantineListPage(operators.QuarantineListPage):
@@ -73,5 +86,7 @@ class QuarantineListPage(operators.QuarantineListPage):
 
 
 MODELS = operators.OperatorModels(
-    redrive_request=RedriveRequest, quarantine_item=QuarantineItem,
-    quarantine_page=QuarantineListPage)
+    redrive_request=RedriveRequest,
+    quarantine_item=QuarantineItem,
+    quarantine_page=QuarantineListPage,
+)

@@ -26,8 +26,11 @@ settings.load_profile("suite")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     from tools.stack import Ports, Stack
 
-    with Stack(workdir=Path(tmp_path_factory.mktemp("stack")), ports=Ports.free(),
-               settings_overrides={"FEED_POLL_DELAY_MS": "100"}) as s:
+    with Stack(
+        workdir=Path(tmp_path_factory.mktemp("stack")),
+        ports=Ports.free(),
+        settings_overrides={"FEED_POLL_DELAY_MS": "100"},
+    ) as s:
         yield s
 
 

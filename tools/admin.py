@@ -63,8 +63,9 @@ class Api:
         self.timeout = timeout
         scheme = urllib.parse.urlsplit(self.base).scheme
         if scheme not in {"http", "https"}:
-            raise AdminError(f"--api must be an http(s) URL such as {DEFAULT_API}, "
-                             f"not {self.base!r}")
+            raise AdminError(
+                f"--api must be an http(s) URL such as {DEFAULT_API}, not {self.base!r}"
+            )
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         url = f"{self.base}{path}"
@@ -78,8 +79,11 @@ class Api:
             request.add_header("x-functions-key", self.key)
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
-                status, ctype, raw = response.status, response.headers.get_content_type(), \
-                    response.read()
+                status, ctype, raw = (
+                    response.status,
+                    response.headers.get_content_type(),
+                    response.read(),
+                )
         except urllib.error.HTTPError as error:
             status, ctype = error.code, error.headers.get_content_type()
             try:
@@ -95,8 +99,11 @@ class Api:
         except (OSError, http.client.HTTPException) as error:
             raise AdminError(f"{where}: the connection failed ({_why(error)})") from None
         if status in {401, 403}:
-            hint = ("send the host's master key (--key or OUTBOX_ADMIN_KEY)" if not self.key
-                    else "the key was refused: the operators' routes need the host's master key")
+            hint = (
+                "send the host's master key (--key or OUTBOX_ADMIN_KEY)"
+                if not self.key
+                else "the key was refused: the operators' routes need the host's master key"
+            )
             raise AdminError(f"{where}: {status} {http.client.responses.get(status, '')}; {hint}")
         if not raw:
             return status, None
@@ -138,15 +145,25 @@ def _timeout(text: str) -> float:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tools.admin",
-                                     description="Operate the outbox through its admin API.")
-    parser.add_argument("--api", default=os.environ.get("OUTBOX_API", DEFAULT_API),
-                        help=f"the app's API base URL (OUTBOX_API; default {DEFAULT_API})")
-    parser.add_argument("--key", default=os.environ.get("OUTBOX_ADMIN_KEY"),
-                        help="the host's master key (OUTBOX_ADMIN_KEY; Azure); not needed locally")
-    parser.add_argument("--timeout", type=_timeout,
-                        default=os.environ.get("OUTBOX_ADMIN_TIMEOUT", str(DEFAULT_TIMEOUT)),
-                        help="seconds to wait for each answer (OUTBOX_ADMIN_TIMEOUT; default 60)")
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.admin", description="Operate the outbox through its admin API."
+    )
+    parser.add_argument(
+        "--api",
+        default=os.environ.get("OUTBOX_API", DEFAULT_API),
+        help=f"the app's API base URL (OUTBOX_API; default {DEFAULT_API})",
+    )
+    parser.add_argument(
+        "--key",
+        default=os.environ.get("OUTBOX_ADMIN_KEY"),
+        help="the host's master key (OUTBOX_ADMIN_KEY; Azure); not needed locally",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=_timeout,
+        default=os.environ.get("OUTBOX_ADMIN_TIMEOUT", str(DEFAULT_TIMEOUT)),
+        help="seconds to wait for each answer (OUTBOX_ADMIN_TIMEOUT; default 60)",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     commands.add_parser("status", help="backlog per lease and quarantined events")
     quarantine = commands.add_parser("quarantine", help="list, replay or discard")
@@ -171,8 +188,11 @@ def _run(args: argparse.Namespace) -> tuple[int, Any]:
     if args.command == "status":
         return api.call("GET", "/outbox/status")
     if args.command == "redrive":
-        scope = {"aggregateType": args.aggregate_type, "aggregateId": args.aggregate_id,
-                 "contactId": args.contact_id}
+        scope = {
+            "aggregateType": args.aggregate_type,
+            "aggregateId": args.aggregate_id,
+            "contactId": args.contact_id,
+        }
         payload = {"since": args.since} | {k: v for k, v in scope.items() if v}
         return api.call("POST", "/outbox/redrive", payload)
     if args.action == "list":
@@ -182,8 +202,7 @@ def _run(args: argparse.Namespace) -> tuple[int, Any]:
         return api.call("POST", f"/outbox/quarantine/{event}/replay")
     reason = urllib.parse.urlencode({"reason": args.reason})
     status, body = api.call("DELETE", f"/outbox/quarantine/{event}?{reason}")
-    return status, body if body is not None else {"discarded": args.event_id,
-                                                  "reason": args.reason}
+    return status, body if body is not None else {"discarded": args.event_id, "reason": args.reason}
 
 
 def main(argv: list[str] | None = None) -> int:

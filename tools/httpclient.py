@@ -31,8 +31,15 @@ class Client:
         self._timeout = timeout
         self._conn: http.client.HTTPConnection | None = None
 
-    def request(self, method: str, path: str, *, json_body: Any = None, raw: bytes | None = None,
-                headers: dict[str, str] | None = None) -> Reply:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json_body: Any = None,
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> Reply:
         hdrs = dict(headers or {})
         body = raw
         if json_body is not None:
@@ -40,8 +47,9 @@ class Client:
             hdrs.setdefault("content-type", "application/json")
         for attempt in range(2):
             if self._conn is None:
-                self._conn = http.client.HTTPConnection(self._host, self._port,
-                                                        timeout=self._timeout)
+                self._conn = http.client.HTTPConnection(
+                    self._host, self._port, timeout=self._timeout
+                )
             try:
                 self._conn.request(method, self.prefix + path, body=body, headers=hdrs)
                 response = self._conn.getresponse()

@@ -43,7 +43,9 @@ def create_like(database: DatabaseProxy, declared_name: str, name: str) -> Conta
     """A container named ``name`` with the settings of the declared ``declared_name``."""
     spec = container_spec(declared_name)
     return database.create_container_if_not_exists(
-        name, partition_key=PartitionKey(path=spec.partition_key), default_ttl=spec.default_ttl,
+        name,
+        partition_key=PartitionKey(path=spec.partition_key),
+        default_ttl=spec.default_ttl,
         indexing_policy=dict(spec.indexing_policy) if spec.indexing_policy else None,
     )
 

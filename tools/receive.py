@@ -38,10 +38,16 @@ def _decode(value: Any) -> Any:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def drain(connection_string: str, *, until: Callable[[list[Received]], bool],
-          timeout: float, topic: str = "contact-events",
-          subscription: str = "all-events", workers: int = 8,
-          payloads: Callable[[str], bytes] | None = None) -> list[Received]:
+def drain(
+    connection_string: str,
+    *,
+    until: Callable[[list[Received]], bool],
+    timeout: float,
+    topic: str = "contact-events",
+    subscription: str = "all-events",
+    workers: int = 8,
+    payloads: Callable[[str], bytes] | None = None,
+) -> list[Received]:
     """Receive (and complete) from every session until `until(received)` or the timeout.
 
     Like a real consumer, several threads each take the next available session: opening a
@@ -63,8 +69,9 @@ def drain(connection_string: str, *, until: Callable[[list[Received]], bool],
         with ServiceBusClient.from_connection_string(connection_string, retry_total=0) as client:
             while time.monotonic() < deadline and not done():
                 try:
-                    _drain_one_session(client, topic, subscription, deadline, received, lock,
-                                       payloads)
+                    _drain_one_session(
+                        client, topic, subscription, deadline, received, lock, payloads
+                    )
                 except (OperationTimeoutError, ServiceBusError):
                     time.sleep(0.2)
 
@@ -76,14 +83,24 @@ def drain(connection_string: str, *, until: Callable[[list[Received]], bool],
     return list(received)
 
 
-def _drain_one_session(client: ServiceBusClient, topic: str, subscription: str,
-                       deadline: float, received: list[Received], lock: threading.Lock,
-                       payloads: Callable[[str], bytes] | None = None) -> None:
+def _drain_one_session(
+    client: ServiceBusClient,
+    topic: str,
+    subscription: str,
+    deadline: float,
+    received: list[Received],
+    lock: threading.Lock,
+    payloads: Callable[[str], bytes] | None = None,
+) -> None:
     # keep_alive=0 + prefetch: the SDK starts no keep-alive thread, whose 1 s sleeps would
     # otherwise delay every close.
     with client.get_subscription_receiver(
-        topic, subscription, session_id=NEXT_AVAILABLE_SESSION, max_wait_time=1,
-        prefetch_count=100, keep_alive=0,
+        topic,
+        subscription,
+        session_id=NEXT_AVAILABLE_SESSION,
+        max_wait_time=1,
+        prefetch_count=100,
+        keep_alive=0,
     ) as receiver:
         wait = 1.0
         while time.monotonic() < deadline:
@@ -92,8 +109,10 @@ def _drain_one_session(client: ServiceBusClient, topic: str, subscription: str,
             if not batch:
                 return
             for message in batch:
-                props = {_decode(k): _decode(v)
-                         for k, v in (message.application_properties or {}).items()}
+                props = {
+                    _decode(k): _decode(v)
+                    for k, v in (message.application_properties or {}).items()
+                }
                 raw = b"".join(message.body)
                 data = raw
                 dataref = props.get("cloudEvents_dataref")

@@ -41,8 +41,16 @@ from tools.provision import declared
 if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient
 
-__all__ = ["ROOT", "SERVICEBUS_CONFIG", "Ports", "Stack", "free_port", "main", "port_in_use",
-           "running_stack"]
+__all__ = [
+    "ROOT",
+    "SERVICEBUS_CONFIG",
+    "Ports",
+    "Stack",
+    "free_port",
+    "main",
+    "port_in_use",
+    "running_stack",
+]
 
 logger = logging.getLogger("tools.stack")
 ROOT = Path(__file__).resolve().parents[1]
@@ -99,8 +107,9 @@ class Stack(LocalStack):
         """Endpoints, containers, settings, then the hosts: the subscriber's, and the contacts
         app's last, so that when its /health answers 200 the whole stack is up."""
         if self.contacts_partitions is not None and self.config is not None:
-            self.config = with_partitions(self.config, self.contacts_container_name,
-                                          self.contacts_partitions)
+            self.config = with_partitions(
+                self.config, self.contacts_container_name, self.contacts_partitions
+            )
         try:
             # Cosmos DB, Service Bus, Azurite when asked; the declared containers provisioned
             # (the blob container of the claim check with Azurite).
@@ -109,16 +118,18 @@ class Stack(LocalStack):
             self.settings_file = self.workdir / "local.settings.json"
             write_settings(self.settings_file, values)
             if self.settings_copy is not None:
-                line = keep_user_settings(self.settings_copy, json.loads(
-                    self.settings_file.read_text()), self.connections())
+                line = keep_user_settings(
+                    self.settings_copy,
+                    json.loads(self.settings_file.read_text()),
+                    self.connections(),
+                )
                 logger.info("database and containers provisioned; %s", line)
             if self.with_subscriber:
                 subscriber = self.start_subscriber()
                 logger.info("subscriber host listening on %s", subscriber.url)
             if self.with_runner and self.scaled_out:
                 app = self.start_runner_app()
-                logger.info("contacts app on %d instances behind %s", len(app.instances),
-                            app.url)
+                logger.info("contacts app on %d instances behind %s", len(app.instances), app.url)
             elif self.with_runner:
                 runner = self.start_runner()
                 logger.info("contacts app host listening on %s", runner.url)
@@ -159,9 +170,15 @@ class Stack(LocalStack):
         assert self.settings_file is not None
         # this stack's settings as they are (LocalStack.host_app would add the sample's keys
         # missing from the file back: AzureWebJobsStorage on a stack without Azurite)
-        scaled = AppInstances(self, "runner", ROOT, {**self.settings(), **overrides},
-                              parse_instances(self.runner_instances), port=self.ports.runner,
-                              settings_file=self.settings_file)
+        scaled = AppInstances(
+            self,
+            "runner",
+            ROOT,
+            {**self.settings(), **overrides},
+            parse_instances(self.runner_instances),
+            port=self.ports.runner,
+            settings_file=self.settings_file,
+        )
         self.scaled["runner"] = scaled
         try:
             scaled.start()
@@ -178,10 +195,15 @@ class Stack(LocalStack):
         """The contacts app (function_app.py) in a host of its own."""
         assert self.settings_file is not None
         if self.scaled_out:
-            raise ValueError(f"runner_instances={self.runner_instances!r}: the contacts app "
-                             "runs scaled out; start it with start_runner_app()")
+            raise ValueError(
+                f"runner_instances={self.runner_instances!r}: the contacts app "
+                "runs scaled out; start it with start_runner_app()"
+            )
         runner = self.run_host(
-            "runner", ROOT, port=self.ports.runner, settings_file=self.settings_file,
+            "runner",
+            ROOT,
+            port=self.ports.runner,
+            settings_file=self.settings_file,
             # Passed explicitly so they win over anything inherited from the environment.
             settings={**self.settings(), **overrides},
         )
@@ -197,7 +219,9 @@ class Stack(LocalStack):
     def start_subscriber(self, **overrides: str) -> RunningRunner:
         """The subscriber app in a host of its own (the host runs one app per instance)."""
         subscriber = self.run_host(
-            "subscriber", SUBSCRIBER_DIR, port=self.ports.subscriber,
+            "subscriber",
+            SUBSCRIBER_DIR,
+            port=self.ports.subscriber,
             settings={**self.subscriber_settings(), **overrides},
         )
         self.ports.subscriber = subscriber.port
@@ -234,16 +258,25 @@ class Stack(LocalStack):
 
         assert self.azurite is not None
         return ContainerClient.from_connection_string(
-            self.azurite.connection_string, self.settings()["OUTBOX_PAYLOAD_CONTAINER"])
+            self.azurite.connection_string, self.settings()["OUTBOX_PAYLOAD_CONTAINER"]
+        )
 
     def subscriber_settings(self) -> dict[str, str]:
         """The subscriber sample's values with this stack's real endpoints."""
         values: dict[str, str] = json.loads(SUBSCRIBER_SAMPLE.read_text())["Values"]
         main = self.settings()
-        for name in ("CosmosDBConnection", "COSMOS_VERIFY_TLS", VERIFY_TLS_SETTING,
-                     "ServiceBusConnection", "AzureWebJobsStorage", "COSMOS_DATABASE",
-                     "SERVICEBUS_TOPIC", "OutboxPayloadStorage", "OUTBOX_PAYLOAD_CONTAINER",
-                     OTEL_ENV_VAR):
+        for name in (
+            "CosmosDBConnection",
+            "COSMOS_VERIFY_TLS",
+            VERIFY_TLS_SETTING,
+            "ServiceBusConnection",
+            "AzureWebJobsStorage",
+            "COSMOS_DATABASE",
+            "SERVICEBUS_TOPIC",
+            "OutboxPayloadStorage",
+            "OUTBOX_PAYLOAD_CONTAINER",
+            OTEL_ENV_VAR,
+        ):
             if name in main:
                 values[name] = main[name]
         if "AzureWebJobsStorage" not in main:
@@ -269,8 +302,9 @@ class Stack(LocalStack):
     def split_contacts(self, range_id: str | None = None) -> list[str]:
         """A live split of one of the contacts container's physical partitions (None: the one
         holding the most documents); the children's ids."""
-        return self.split(self.settings()["COSMOS_DATABASE"], self.contacts_container_name,
-                          range_id)
+        return self.split(
+            self.settings()["COSMOS_DATABASE"], self.contacts_container_name, range_id
+        )
 
     def projections_container(self) -> ContainerProxy:
         """The subscriber's projection container."""
@@ -289,13 +323,19 @@ def with_partitions(config: StackConfig, container: str, partitions: int) -> Sta
     """`config` with `container` (in every database declaring it) created with `partitions`
     physical partitions; a `ValueError` when none declares it."""
     if not any(c.name == container for db in config.cosmos.databases for c in db.containers):
-        raise ValueError(f"contacts_partitions: no container {container!r} declared in "
-                         f"{config.path}")
+        raise ValueError(
+            f"contacts_partitions: no container {container!r} declared in {config.path}"
+        )
     databases = tuple(
-        replace(db, containers=tuple(
-            replace(c, physical_partitions=partitions) if c.name == container else c
-            for c in db.containers))
-        for db in config.cosmos.databases)
+        replace(
+            db,
+            containers=tuple(
+                replace(c, physical_partitions=partitions) if c.name == container else c
+                for c in db.containers
+            ),
+        )
+        for db in config.cosmos.databases
+    )
     return replace(config, cosmos=CosmosSpec(databases=databases))
 
 
@@ -305,8 +345,9 @@ def write_settings(path: Path, values: Mapping[str, str]) -> None:
     path.write_text(json.dumps(sample, indent=2) + "\n")
 
 
-def keep_user_settings(path: Path, generated: Mapping[str, Any],
-                       connections: Mapping[str, str]) -> str:
+def keep_user_settings(
+    path: Path, generated: Mapping[str, Any], connections: Mapping[str, str]
+) -> str:
     """`local.settings.json` at `path` (for `func start`, `make tail`, the operators' CLI) is
     the user's, as funcstack treats an app's: written from `generated` when missing; else only
     local connection strings are moved to this stack's endpoints and missing keys added, every
@@ -315,8 +356,7 @@ def keep_user_settings(path: Path, generated: Mapping[str, Any],
     if not path.exists():
         path.write_text(json.dumps(generated, indent=2) + "\n")
         return f"{path.name}: created"
-    document, changes = update_local_settings(json.loads(path.read_text()), generated,
-                                              connections)
+    document, changes = update_local_settings(json.loads(path.read_text()), generated, connections)
     if changes.changed:
         path.write_text(json.dumps(document, indent=2) + "\n")
     return changes.line()
@@ -325,29 +365,41 @@ def keep_user_settings(path: Path, generated: Mapping[str, Any],
 # -- `make run` ---------------------------------------------------------------------------------
 
 PIDFILE = ROOT / ".stack" / "pids.json"
-EXAMPLE = json.dumps({"firstName": "Ada", "lastName": "Lovelace", "email": "ada@example.com",
-                      "companyName": "Engines"}, separators=(",", ":"))
+EXAMPLE = json.dumps(
+    {
+        "firstName": "Ada",
+        "lastName": "Lovelace",
+        "email": "ada@example.com",
+        "companyName": "Engines",
+    },
+    separators=(",", ":"),
+)
 
 
 def main() -> int:
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s"
-    )
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     logging.getLogger("azure").setLevel(logging.WARNING)  # no per-request SDK HTTP logging
     running = running_stack(PIDFILE)
     if running:
         listed = ", ".join(f"{p.name} (pid {p.pid})" for p in running)
-        print(f"a local stack is already running from this checkout: {listed}.\n"
-              "Stop it first (Ctrl-C in its terminal); it was left untouched.", file=sys.stderr)
+        print(
+            f"a local stack is already running from this checkout: {listed}.\n"
+            "Stop it first (Ctrl-C in its terminal); it was left untouched.",
+            file=sys.stderr,
+        )
         return 1
     PIDFILE.unlink(missing_ok=True)  # stale: none of its processes runs any more
     ports = Ports()
-    busy = [p for p in (ports.cosmos, ports.servicebus, ports.runner, ports.subscriber,
-                        *ports.azurite)
-            if port_in_use(p)]
+    busy = [
+        p
+        for p in (ports.cosmos, ports.servicebus, ports.runner, ports.subscriber, *ports.azurite)
+        if port_in_use(p)
+    ]
     if busy:
-        print(f"ports already in use: {busy} (another local stack or emulator?); "
-              "stop it first", file=sys.stderr)
+        print(
+            f"ports already in use: {busy} (another local stack or emulator?); stop it first",
+            file=sys.stderr,
+        )
         return 1
     workdir = ROOT / ".stack"
     # The workers export telemetry as OTLP/JSON lines here (funcstack/otel.py; `make status`).
@@ -357,11 +409,16 @@ def main() -> int:
     if size is not None and not size.isdigit():
         print("SERVICEBUS_MAX_MESSAGE_SIZE must be a number of bytes", file=sys.stderr)
         return 1
-    stack = Stack(workdir=workdir, ports=ports, with_azurite=True, with_subscriber=True,
-                  state_dir=workdir / "state",
-                  settings_overrides={OTEL_ENV_VAR: str(otel_dir)},
-                  servicebus_max_message_size=int(size) if size else None,
-                  settings_copy=ROOT / "local.settings.json")
+    stack = Stack(
+        workdir=workdir,
+        ports=ports,
+        with_azurite=True,
+        with_subscriber=True,
+        state_dir=workdir / "state",
+        settings_overrides={OTEL_ENV_VAR: str(otel_dir)},
+        servicebus_max_message_size=int(size) if size else None,
+        settings_copy=ROOT / "local.settings.json",
+    )
     return serve(stack, PIDFILE)
 
 
@@ -371,9 +428,13 @@ def serve(stack: Stack, pidfile: Path) -> int:
     asked for, 130 when interrupted while starting, 1 when a part did not start or died (the
     cause on stderr in a line or two). The processes are recorded in `pidfile` while they run."""
     return serve_stack(
-        stack, pidfile, banner=lambda: banner(stack), prog="make run",
+        stack,
+        pidfile,
+        banner=lambda: banner(stack),
+        prog="make run",
         starting="starting the local stack (Cosmos, Service Bus, Azurite, Functions hosts for "
-                 "the subscriber and the contacts app)...")
+        "the subscriber and the contacts app)...",
+    )
 
 
 def banner(stack: Stack) -> str:
@@ -382,12 +443,12 @@ def banner(stack: Stack) -> str:
     projections = f"{stack.subscriber.url}/projections/contacts"
     return f"""
   API          {api}   (OpenAPI: {api}/openapi.json, health: {api}/health)
-  Cosmos DB    {stack.cosmos.endpoint if stack.cosmos else ''}  (well-known emulator key)
+  Cosmos DB    {stack.cosmos.endpoint if stack.cosmos else ""}  (well-known emulator key)
   Service Bus  amqp://127.0.0.1:{stack.ports.servicebus}  topic contact-events / all-events
   Subscriber   subscriber/ on port {stack.ports.subscriber}: contact-events / contact-projection
                -> Cosmos container contact-projections (log: .stack/subscriber.log)
   Projections  {projections}/<id>   {projections}?pageSize=10
-  Azurite      blob/queue/table on {', '.join(map(str, stack.ports.azurite))}; large events' bodies
+  Azurite      blob/queue/table on {", ".join(map(str, stack.ports.azurite))}; large events' bodies
                (the claim check) in its container outbox-payloads
   Settings     local.settings.json (yours, kept: only local endpoints are moved; `func start` works)
   State        .stack/state (kept across restarts; `make reset` forgets it)

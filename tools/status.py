@@ -87,22 +87,27 @@ def summarise(lines: Iterable[str]) -> Summary:
                 summary.sums[name] = summary.sums.get(name, 0.0) + _number(point)
                 if name == names.RELAY_FAILURES:
                     kind = str(_attrs(point).get("error.type"))
-                    summary.failures_by_type[kind] = (
-                        summary.failures_by_type.get(kind, 0.0) + _number(point))
+                    summary.failures_by_type[kind] = summary.failures_by_type.get(
+                        kind, 0.0
+                    ) + _number(point)
         elif "gauge" in metric:
             for point in metric["gauge"].get("dataPoints", []):
                 summary.gauges[(name, str(_attrs(point).get("outbox.lease")))] = _number(point)
         elif "histogram" in metric:
-            target = {names.RELAY_LAG: summary.lag,
-                      names.OPERATION_DURATION: summary.send}.get(name)
+            target = {names.RELAY_LAG: summary.lag, names.OPERATION_DURATION: summary.send}.get(
+                name
+            )
             for point in metric["histogram"].get("dataPoints", []) if target else []:
                 assert target is not None
                 target.count += int(point.get("count", 0))
                 target.total += float(point.get("sum", 0.0))
                 counts = [int(c) for c in point.get("bucketCounts", [])]
                 target.bounds = [float(b) for b in point.get("explicitBounds", [])]
-                target.buckets = ([a + b for a, b in zip(target.buckets, counts, strict=True)]
-                                  if len(target.buckets) == len(counts) else counts)
+                target.buckets = (
+                    [a + b for a, b in zip(target.buckets, counts, strict=True)]
+                    if len(target.buckets) == len(counts)
+                    else counts
+                )
     return summary
 
 
@@ -141,8 +146,11 @@ def live_backlog(settings_file: Path) -> tuple[int, float] | None:
         print(f"  (live backlog estimate unavailable: {type(exc).__name__})")
         return None
     # As the backlog timer reports it: the age of the oldest pending change of any lease.
-    ages = [max(0.0, now - b.oldest_created_at) for b in leases
-            if b.pending and b.oldest_created_at is not None]
+    ages = [
+        max(0.0, now - b.oldest_created_at)
+        for b in leases
+        if b.pending and b.oldest_created_at is not None
+    ]
     return sum(b.pending for b in leases), max(ages, default=0.0)
 
 
@@ -184,24 +192,33 @@ def _age(seconds: float) -> str:
 
 
 def heading(context: Context) -> list[str]:
-    when = ("no figures exported yet" if context.exported_at is None else
-            "figures exported at " + time.strftime("%Y-%m-%d %H:%M:%S",
-                                                   time.localtime(context.exported_at))
-            + f" ({_age(max(0.0, context.now - context.exported_at))})")
+    when = (
+        "no figures exported yet"
+        if context.exported_at is None
+        else "figures exported at "
+        + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(context.exported_at))
+        + f" ({_age(max(0.0, context.now - context.exported_at))})"
+    )
     if context.running:
         return [f"outbox status: local stack running; {when}"]
-    return ["NO LOCAL STACK IS RUNNING from this checkout (`make run` starts one).",
-            f"The figures below are its last run's, not current: {when}."]
+    return [
+        "NO LOCAL STACK IS RUNNING from this checkout (`make run` starts one).",
+        f"The figures below are its last run's, not current: {when}.",
+    ]
 
 
-def render(summary: Summary, live: tuple[int, float] | None = None,
-           context: Context | None = None) -> str:
+def render(
+    summary: Summary, live: tuple[int, float] | None = None, context: Context | None = None
+) -> str:
     context = context or Context()
     api = context.api
     pending = summary.gauges.get((names.PENDING, names.ALL_LEASES))
     oldest = summary.gauges.get((names.OLDEST_PENDING_AGE, names.ALL_LEASES))
-    leases = sorted(lease for (name, lease) in summary.gauges
-                    if name == names.PENDING and lease != names.ALL_LEASES)
+    leases = sorted(
+        lease
+        for (name, lease) in summary.gauges
+        if name == names.PENDING and lease != names.ALL_LEASES
+    )
     source = f"timer estimate at the export, {len(leases)} lease(s)"
     if api is not None:
         pending, oldest = api.get("pending"), api.get("oldestPendingAgeSeconds")
@@ -217,24 +234,35 @@ def render(summary: Summary, live: tuple[int, float] | None = None,
     lag = summary.lag
     failures = ", ".join(f"{k}={v:.0f}" for k, v in sorted(summary.failures_by_type.items()))
     rows = [
-        ("backlog (pending changes)",
-         "-" if pending is None else f"{pending:.0f}  ({source})"),
+        ("backlog (pending changes)", "-" if pending is None else f"{pending:.0f}  ({source})"),
         ("oldest pending age", _seconds(oldest) if pending else "-"),
-        ("relay lag p50 / p95 / p99",
-         " / ".join(_seconds(lag.quantile(q)) for q in (0.5, 0.95, 0.99))
-         + f"  (n={lag.count})"),
+        (
+            "relay lag p50 / p95 / p99",
+            " / ".join(_seconds(lag.quantile(q)) for q in (0.5, 0.95, 0.99)) + f"  (n={lag.count})",
+        ),
         ("messages sent", f"{summary.sums.get(names.SENT_MESSAGES, 0):.0f}"),
-        ("sends (batches)", f"{summary.send.count}, mean "
-         + _seconds(summary.send.total / summary.send.count if summary.send.count else None)),
-        ("relay failures", f"{summary.sums.get(names.RELAY_FAILURES, 0):.0f}"
-         + (f"  ({failures})" if failures else "")),
-        ("offloaded (claim check)",
-         f"{summary.sums.get(names.OFFLOADED, 0):.0f} events, "
-         f"{_size(summary.sums.get(names.OFFLOADED_BYTES, 0))}  (sent with their bodies in the "
-         "payload store; counted in messages sent)"),
+        (
+            "sends (batches)",
+            f"{summary.send.count}, mean "
+            + _seconds(summary.send.total / summary.send.count if summary.send.count else None),
+        ),
+        (
+            "relay failures",
+            f"{summary.sums.get(names.RELAY_FAILURES, 0):.0f}"
+            + (f"  ({failures})" if failures else ""),
+        ),
+        (
+            "offloaded (claim check)",
+            f"{summary.sums.get(names.OFFLOADED, 0):.0f} events, "
+            f"{_size(summary.sums.get(names.OFFLOADED_BYTES, 0))}  (sent with their bodies in the "
+            "payload store; counted in messages sent)",
+        ),
         ("quarantined events now", quarantined),
-        ("quarantine actions", f"{summary.sums.get(names.QUARANTINED, 0):.0f}  (events the relay "
-                               "set aside since it started, set aside again included)"),
+        (
+            "quarantine actions",
+            f"{summary.sums.get(names.QUARANTINED, 0):.0f}  (events the relay "
+            "set aside since it started, set aside again included)",
+        ),
     ]
     width = max(len(k) for k, _ in rows)
     return "\n".join([*heading(context), *(f"  {k.ljust(width)}  {v}" for k, v in rows)])
@@ -246,7 +274,8 @@ def api_status(base: str = DEFAULT_API) -> tuple[dict[str, Any] | None, str | No
 
     try:
         status, body = Api(base, os.environ.get("OUTBOX_ADMIN_KEY"), timeout=10).call(
-            "GET", "/outbox/status")
+            "GET", "/outbox/status"
+        )
     except AdminError as exc:
         return None, str(exc)
     if status != 200 or not isinstance(body, dict):
@@ -262,15 +291,19 @@ def main(argv: list[str] | None = None) -> int:
     lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
     running = bool(running_stack(PIDFILE))
     if not lines:
-        print(f"no metrics in {path} yet" + (" (the workers export every 5 s)" if running
-                                               else ""))
+        print(f"no metrics in {path} yet" + (" (the workers export every 5 s)" if running else ""))
     summary = summarise(lines)
     api, api_error = api_status() if running else (None, None)
     live = None
     if running and api is None and (names.PENDING, names.ALL_LEASES) not in summary.gauges:
         live = live_backlog(ROOT / "local.settings.json")
-    print(render(summary, live, Context(running=running, exported_at=exported_at(lines),
-                                        api=api, api_error=api_error)))
+    print(
+        render(
+            summary,
+            live,
+            Context(running=running, exported_at=exported_at(lines), api=api, api_error=api_error),
+        )
+    )
     return 0 if running else 1
 
 

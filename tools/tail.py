@@ -41,17 +41,23 @@ def setting(name: str, settings_file: Path = Path("local.settings.json")) -> str
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tools.tail")
     parser.add_argument("--connection-string", default=None)
-    parser.add_argument("--topic", default=None,
-                        help=f"default: {TOPIC_SETTING} or {DEFAULT_TOPIC}")
+    parser.add_argument(
+        "--topic", default=None, help=f"default: {TOPIC_SETTING} or {DEFAULT_TOPIC}"
+    )
     parser.add_argument("--subscription", default=SUBSCRIPTION)
-    parser.add_argument("--from-start", action="store_true",
-                        help="print the events the subscription kept from before too "
-                             "(up to 10 minutes), not only those from now on")
+    parser.add_argument(
+        "--from-start",
+        action="store_true",
+        help="print the events the subscription kept from before too "
+        "(up to 10 minutes), not only those from now on",
+    )
     args = parser.parse_args(argv)
     connection_string = args.connection_string or setting(CONNECTION_SETTING)
     if not connection_string:
-        parser.error(f"no --connection-string, no {CONNECTION_SETTING} in the environment or "
-                     "local.settings.json (is `make run` running?)")
+        parser.error(
+            f"no --connection-string, no {CONNECTION_SETTING} in the environment or "
+            "local.settings.json (is `make run` running?)"
+        )
     topic = args.topic or setting(TOPIC_SETTING) or DEFAULT_TOPIC
     since = None if args.from_start else datetime.now(UTC)
     try:

@@ -18,9 +18,11 @@ from domain.values import Company, CompanyName, Description, EmailAddress, Name,
 class CreateContact(RequestModel):
     """Body of POST /contacts: either `companyName` or a full `company`."""
 
-    model_config = ConfigDict(json_schema_extra=omit_null_defaults(
-        {"oneOf": [{"required": ["companyName"]}, {"required": ["company"]}]}
-    ))
+    model_config = ConfigDict(
+        json_schema_extra=omit_null_defaults(
+            {"oneOf": [{"required": ["companyName"]}, {"required": ["company"]}]}
+        )
+    )
 
     first_name: PersonName
     last_name: PersonName
@@ -37,10 +39,17 @@ class CreateContact(RequestModel):
 
     def fields(self) -> dict[str, Any]:
         """The new contact's fields, as `Contact.create` takes them."""
-        company = self.company if self.company is not None else Company(
-            company_name=self.company_name or "")
-        return {"name": Name(first_name=self.first_name, last_name=self.last_name),
-                "email": self.email, "description": self.description, "company": company}
+        company = (
+            self.company
+            if self.company is not None
+            else Company(company_name=self.company_name or "")
+        )
+        return {
+            "name": Name(first_name=self.first_name, last_name=self.last_name),
+            "email": self.email,
+            "description": self.description,
+            "company": company,
+        }
 
 
 class PatchContact(RequestModel):
@@ -56,8 +65,7 @@ class PatchContact(RequestModel):
     @model_validator(mode="after")
     def _something(self) -> Self:
         if not self.model_fields_set:
-            raise ValueError(
-                f"send at least one of {', '.join(type(self).model_fields)}")
+            raise ValueError(f"send at least one of {', '.join(type(self).model_fields)}")
         return self
 
     def changes(self) -> dict[str, Any]:
@@ -72,8 +80,12 @@ def update_body(aspect: str) -> type[BaseModel]:
     name = f"Update{aspect[:1].upper()}{aspect[1:]}"
     kind = _object_model(aspect)
     if kind is not None:
-        return create_model(name, __base__=kind, __module__=__name__,
-                            __doc__=f"Body of POST /contacts/{{id}}/update-{aspect}.")
+        return create_model(
+            name,
+            __base__=kind,
+            __module__=__name__,
+            __doc__=f"Body of POST /contacts/{{id}}/update-{aspect}.",
+        )
     annotation = next(a for a in _branches(aspect) if a is not type(None))
     fields: dict[str, Any] = {aspect: (annotation, ...)}
     return create_model(name, __base__=RequestModel, __module__=__name__, **fields)
@@ -87,8 +99,9 @@ def patch_of(aspect: str, body: BaseModel) -> PatchContact:
 
 
 def _object_model(aspect: str) -> type[BaseModel] | None:
-    return next((a for a in _branches(aspect)
-                 if isinstance(a, type) and issubclass(a, BaseModel)), None)
+    return next(
+        (a for a in _branches(aspect) if isinstance(a, type) and issubclass(a, BaseModel)), None
+    )
 
 
 def _branches(aspect: str) -> tuple[Any, ...]:

@@ -23,7 +23,6 @@ class ContactList(abc.ABC):
     function's thread)."""
 
     @abc.abstractmethod
-    async def list_page(self, *, page_size: int,
-                        continuation: str | None) -> Page[ContactSummary]:
+    async def list_page(self, *, page_size: int, continuation: str | None) -> Page[ContactSummary]:
         """One page of live contacts, and the store's token of the next page if any. Raises
         InvalidContinuationError for a token the store does not accept."""

@@ -21,8 +21,12 @@ class ContactListItem(Model):
 
     @classmethod
     def of(cls, summary: ContactSummary) -> ContactListItem:
-        return cls(id=summary.id, email=summary.email, full_name=summary.full_name,
-                   company_name=summary.company_name)
+        return cls(
+            id=summary.id,
+            email=summary.email,
+            full_name=summary.full_name,
+            company_name=summary.company_name,
+        )
 
 
 class ContactPage(PageView):

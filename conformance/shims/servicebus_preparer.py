@@ -140,8 +140,14 @@ class ServiceBusSubscriptionPreparer(AzureMgmtPreparer):
 
     def create_resource(self, name: str, **kwargs: Any) -> dict[str, Any]:
         topic = kwargs[self.topic_parameter].name
-        _control({"op": "create-subscription", "topic": topic, "name": name,
-                  "properties": self.properties})
+        _control(
+            {
+                "op": "create-subscription",
+                "topic": topic,
+                "name": name,
+                "properties": self.properties,
+            }
+        )
         return {self.parameter_name: FakeResource(name=name, id=name)}
 
 

@@ -11,6 +11,8 @@ from orders.domain import Order
 
 outbox = Outbox([Order])
 app = outbox.function_app(
-    order_routes(outbox), title="Orders API",
+    order_routes(outbox),
+    title="Orders API",
     description="Orders saved with their events in one Cosmos DB transactional batch; events "
-                "relayed to Service Bus.")
+    "relayed to Service Bus.",
+)

@@ -40,10 +40,10 @@ class CosmosContactList(ContactList):
     def __init__(self, container: AsyncContainerProxy) -> None:
         self._container = container
 
-    async def list_page(self, *, page_size: int,
-                        continuation: str | None) -> Page[ContactSummary]:
-        return _page(*await async_query_page(self._container, LIST_CONTACTS_QUERY, page_size,
-                                             continuation))
+    async def list_page(self, *, page_size: int, continuation: str | None) -> Page[ContactSummary]:
+        return _page(
+            *await async_query_page(self._container, LIST_CONTACTS_QUERY, page_size, continuation)
+        )
 
 
 class SyncCosmosContactList(ContactList):
@@ -52,7 +52,5 @@ class SyncCosmosContactList(ContactList):
     def __init__(self, container: ContainerProxy) -> None:
         self._container = container
 
-    async def list_page(self, *, page_size: int,
-                        continuation: str | None) -> Page[ContactSummary]:
-        return _page(*query_page(self._container, LIST_CONTACTS_QUERY, page_size,
-                                 continuation))
+    async def list_page(self, *, page_size: int, continuation: str | None) -> Page[ContactSummary]:
+        return _page(*query_page(self._container, LIST_CONTACTS_QUERY, page_size, continuation))

@@ -46,7 +46,8 @@ def cosmos_client(settings: SubscriberSettings) -> CosmosClient:
 
     assert settings.cosmos_account_endpoint
     return CosmosClient(
-        settings.cosmos_account_endpoint, credential=DefaultAzureCredential(),
+        settings.cosmos_account_endpoint,
+        credential=DefaultAzureCredential(),
         connection_verify=verify,
     )
 
@@ -64,11 +65,15 @@ class Services:
 def cosmos_services() -> Services:
     """The projection container on Cosmos DB, from the settings (read and validated here)."""
     settings = load_settings()
-    store = AsyncCosmosDocumentStore(cosmos_client(settings).get_database_client(
-        settings.cosmos_database).get_container_client(settings.projection_container))
+    store = AsyncCosmosDocumentStore(
+        cosmos_client(settings)
+        .get_database_client(settings.cosmos_database)
+        .get_container_client(settings.projection_container)
+    )
     return Services(
-        projector=Projector(store, ContactProjection(),
-                            inbox_ttl_seconds=settings.inbox_ttl_seconds),
+        projector=Projector(
+            store, ContactProjection(), inbox_ttl_seconds=settings.inbox_ttl_seconds
+        ),
         reads=StoreProjectionReads(store),
         tokens=token_codec(settings),
     )
@@ -78,10 +83,17 @@ def token_codec(settings: SubscriberSettings) -> TokenCodec:
     """Paging tokens sealed with a key derived from the account key when there is one (the
     same on every instance); with a managed identity, from the account, database and container
     names: strictly checked, not secret."""
-    secret = (settings.cosmos_connection.get_secret_value()
-              if settings.cosmos_connection is not None
-              else "|".join((settings.cosmos_account_endpoint or "", settings.cosmos_database,
-                             settings.projection_container)))
+    secret = (
+        settings.cosmos_connection.get_secret_value()
+        if settings.cosmos_connection is not None
+        else "|".join(
+            (
+                settings.cosmos_account_endpoint or "",
+                settings.cosmos_database,
+                settings.projection_container,
+            )
+        )
+    )
     return TokenCodec(hmac.new(secret.encode("utf-8"), TOKEN_PURPOSE, hashlib.sha256).digest())
 
 
@@ -99,12 +111,17 @@ def bootstrap(services: Callable[[], Services] = cosmos_services) -> func.Functi
         return built[0]
 
     # Contact events to the projector; the rest recorded and skipped (cosmos-outbox's dispatch).
-    dispatcher = Dispatcher(CONTACT, lambda: current().projector,
-                            ignored_actions=IGNORED_ACTIONS, default_aggregate_type=CONTACT)
+    dispatcher = Dispatcher(
+        CONTACT,
+        lambda: current().projector,
+        ignored_actions=IGNORED_ACTIONS,
+        default_aggregate_type=CONTACT,
+    )
     app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
     # The projection read over HTTP (cosmos-outbox's HTTP layer).
     app.register_functions(
-        projection_routes(lambda: current().reads, lambda: current().tokens).blueprint)
+        projection_routes(lambda: current().reads, lambda: current().tokens).blueprint
+    )
 
     @app.function_name("project_contact_events")
     @app.service_bus_topic_trigger(

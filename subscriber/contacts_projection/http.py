@@ -36,34 +36,53 @@ from cosmos_outbox.http import (
 CONTACT_ID = PathParameter("id", "the contact id")
 
 
-def projection_routes(reads: Callable[[], ProjectionReads],
-                      tokens: Callable[[], TokenCodec]) -> HttpApi:
+def projection_routes(
+    reads: Callable[[], ProjectionReads], tokens: Callable[[], TokenCodec]
+) -> HttpApi:
     """The projection's routes (a function key in Azure), on `reads()`, paged with
     `tokens()`."""
     api = HttpApi(parameters={CONTACT_ID.name: CONTACT_ID})
 
-    @api.operation(route="projections/contacts/{id}", method="GET", status=200,
-                   summary="Read a contact's projection", response=ProjectionView,
-                   errors=(400, 404, 429, 500, 503))
+    @api.operation(
+        route="projections/contacts/{id}",
+        method="GET",
+        status=200,
+        summary="Read a contact's projection",
+        response=ProjectionView,
+        errors=(400, 404, 429, 500, 503),
+    )
     async def read_contact_projection(call: HttpCall[None]) -> Reply:
         found = await reads().get(call.path[CONTACT_ID.name])
         if found is None:
-            raise HttpProblemError(404, "Not Found", "no projection of this contact (unknown, "
-                                   "or its first event has not been applied yet)")
+            raise HttpProblemError(
+                404,
+                "Not Found",
+                "no projection of this contact (unknown, "
+                "or its first event has not been applied yet)",
+            )
         return Reply(_json(found))
 
-    @api.operation(route="projections/contacts", method="GET", status=200, paged=True,
-                   summary="List the contacts' projections, one page at a time",
-                   response=ProjectionPage, errors=(400, 429, 500, 503))
+    @api.operation(
+        route="projections/contacts",
+        method="GET",
+        status=200,
+        paged=True,
+        summary="List the contacts' projections, one page at a time",
+        response=ProjectionPage,
+        errors=(400, 429, 500, 503),
+    )
     async def list_contact_projections(call: HttpCall[None]) -> Reply:
         codec = tokens()
         cursor = call.cursor(codec)
         # a store token the store refuses (InvalidContinuationError) is a 400 too
-        page = await reads().page(size=call.page_size,
-                            continuation=cursor.store_token if cursor else None)
+        page = await reads().page(
+            size=call.page_size, continuation=cursor.store_token if cursor else None
+        )
         token = next_token(page.continuation_token, cursor, codec)
-        return Reply(_json(ProjectionPage.of_items(list(page.items), token)),
-                     {"X-Continuation-Token": token} if token else {})
+        return Reply(
+            _json(ProjectionPage.of_items(list(page.items), token)),
+            {"X-Continuation-Token": token} if token else {},
+        )
 
     return api
 

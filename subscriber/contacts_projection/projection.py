@@ -34,8 +34,7 @@ class ContactProjection(Projection):
     def handles(self, action: str) -> bool:
         return action in HANDLED
 
-    def apply(self, projection: Mapping[str, Any] | None,
-              event: IncomingEvent) -> dict[str, Any]:
+    def apply(self, projection: Mapping[str, Any] | None, event: IncomingEvent) -> dict[str, Any]:
         return apply(projection, event)
 
 
@@ -45,23 +44,29 @@ def apply(projection: Mapping[str, Any] | None, event: IncomingEvent) -> dict[st
     if event.version != last + 1:
         raise ValueError(f"event version {event.version} does not follow the projection")
     fields = HANDLED.get(event.type, ())  # not handled: only the version moves
-    base: dict[str, Any] = dict(projection) if projection is not None else {
-        "id": event.aggregate_id,
-        "partitionKey": event.aggregate_id,
-        "type": PROJECTION_TYPE,
-        "data": {},
-        "deleted": False,
-    }
+    base: dict[str, Any] = (
+        dict(projection)
+        if projection is not None
+        else {
+            "id": event.aggregate_id,
+            "partitionKey": event.aggregate_id,
+            "type": PROJECTION_TYPE,
+            "data": {},
+            "deleted": False,
+        }
+    )
     data = dict(base["data"])
     for name in fields:
         if name in event.data:
             data[name] = event.data[name]
     base = {k: v for k, v in base.items() if not k.startswith("_")}
-    base.update({
-        "data": data,
-        "version": event.version,
-        "deleted": event.type == "ContactDeletedEvent" or bool(base.get("deleted")),
-        "lastEventId": event.event_id,
-        "ttl": -1,
-    })
+    base.update(
+        {
+            "data": data,
+            "version": event.version,
+            "deleted": event.type == "ContactDeletedEvent" or bool(base.get("deleted")),
+            "lastEventId": event.event_id,
+            "ttl": -1,
+        }
+    )
     return base

@@ -29,9 +29,13 @@ class ProjectionView(Model):
 
     @classmethod
     def of(cls, document: Mapping[str, Any]) -> ProjectionView:
-        return cls(id=document["id"], version=document.get("version"),
-                   last_event_id=document.get("lastEventId"),
-                   deleted=bool(document.get("deleted")), data=dict(document.get("data") or {}))
+        return cls(
+            id=document["id"],
+            version=document.get("version"),
+            last_event_id=document.get("lastEventId"),
+            deleted=bool(document.get("deleted")),
+            data=dict(document.get("data") or {}),
+        )
 
 
 class ProjectionPage(PageView):
@@ -66,6 +70,7 @@ class StoreProjectionReads(ProjectionReads):
         return ProjectionView.of(document)
 
     async def page(self, *, size: int, continuation: str | None) -> Page[ProjectionView]:
-        found = await self._store.page_of_type(PROJECTION_TYPE, page_size=size,
-                                         continuation=continuation)
+        found = await self._store.page_of_type(
+            PROJECTION_TYPE, page_size=size, continuation=continuation
+        )
         return Page([ProjectionView.of(d) for d in found.items], found.continuation_token)

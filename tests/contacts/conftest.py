@@ -54,8 +54,9 @@ class FakeWorld:
         self.contacts: Callable[[], ContactList] = lambda: InMemoryContactList(self.store)
         #: the Contacts app's outbox on the same services, for what a test writes or relays
         #: itself (the app's own is inside `bootstrap`)
-        self.outbox = Outbox((Contact,), services=lambda: self.services,
-                             legacy_events=LEGACY_EVENTS)
+        self.outbox = Outbox(
+            (Contact,), services=lambda: self.services, legacy_events=LEGACY_EVENTS
+        )
         #: seals the contact list's tokens, as the app does
         self.tokens = TokenCodec(self.services.token_key(CONTACTS_TOKEN_PURPOSE))
         self.app = bootstrap(lambda: self.services, lambda _: self.contacts())

@@ -17,8 +17,7 @@ class InMemoryContactList(ContactList):
     def __init__(self, store: InMemoryStore) -> None:
         self._store = store
 
-    async def list_page(self, *, page_size: int,
-                        continuation: str | None) -> Page[ContactSummary]:
+    async def list_page(self, *, page_size: int, continuation: str | None) -> Page[ContactSummary]:
         live = sorted(
             (d for d in self._store.of_type(Contact.aggregate_type) if not d["data"]["deleted"]),
             key=lambda d: d["id"],

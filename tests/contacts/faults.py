@@ -26,6 +26,7 @@ def frozen(process: subprocess.Popen[Any]) -> Iterator[None]:
 
 # -- processes and their connections (Linux /proc) ---------------------------------------------
 
+
 def child_pids(pid: int) -> list[int]:
     """The processes whose parent is `pid` (a Functions host's language worker)."""
     children = []
@@ -57,8 +58,14 @@ def _tcp() -> list[tuple[int, int, int, int]]:
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         for line in Path(table).read_text().splitlines()[1:]:
             f = line.split()
-            rows.append((int(f[1].rsplit(":", 1)[1], 16), int(f[2].rsplit(":", 1)[1], 16),
-                         int(f[4].split(":")[1], 16), int(f[9])))
+            rows.append(
+                (
+                    int(f[1].rsplit(":", 1)[1], 16),
+                    int(f[2].rsplit(":", 1)[1], 16),
+                    int(f[4].split(":")[1], 16),
+                    int(f[9]),
+                )
+            )
     return rows
 
 
@@ -68,12 +75,9 @@ def unread(server_port: int, client_pid: int) -> tuple[int, int]:
     and not read yet (answers waiting at a frozen client)."""
     rows = _tcp()
     inodes = _socket_inodes(client_pid)
-    ports = {local for local, remote, _, inode in rows
-             if inode in inodes and remote == server_port}
-    at_server = sum(q for local, remote, q, _ in rows
-                    if local == server_port and remote in ports)
-    at_client = sum(q for local, remote, q, _ in rows
-                    if local in ports and remote == server_port)
+    ports = {local for local, remote, _, inode in rows if inode in inodes and remote == server_port}
+    at_server = sum(q for local, remote, q, _ in rows if local == server_port and remote in ports)
+    at_client = sum(q for local, remote, q, _ in rows if local in ports and remote == server_port)
     return at_server, at_client
 
 
@@ -92,9 +96,15 @@ def wait_until(condition: Callable[[], bool], timeout: float) -> bool:
     return True
 
 
-def commit_then_kill_worker(store: subprocess.Popen[Any], host: subprocess.Popen[Any],
-                            store_port: int, *, send: Callable[[], None],
-                            committed: Callable[[], bool], max_calls: int = 20) -> None:
+def commit_then_kill_worker(
+    store: subprocess.Popen[Any],
+    host: subprocess.Popen[Any],
+    store_port: int,
+    *,
+    send: Callable[[], None],
+    committed: Callable[[], bool],
+    max_calls: int = 20,
+) -> None:
     """A request whose change commits and whose worker dies before it learns so: the answer
     is lost (the host answers 500), the commit stands.
 
@@ -129,8 +139,13 @@ def commit_then_kill_worker(store: subprocess.Popen[Any], host: subprocess.Popen
         os.kill(worker, signal.SIGKILL)
 
 
-def kill_worker_with_answers_pending(store: subprocess.Popen[Any], host: subprocess.Popen[Any],
-                                     store_port: int, *, gather: float = 0.3) -> int:
+def kill_worker_with_answers_pending(
+    store: subprocess.Popen[Any],
+    host: subprocess.Popen[Any],
+    store_port: int,
+    *,
+    gather: float = 0.3,
+) -> int:
     """Kill the host's worker while the store's answers to its calls wait, unread, in its
     sockets: the writes among those calls have committed and their answers are lost. The store
     is frozen for `gather` seconds (the worker's busy invocations each reach it with a call),

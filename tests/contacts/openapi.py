@@ -13,8 +13,9 @@ from tests.contacts.conftest import indexed_functions
 
 
 def openapi_document() -> dict[str, Any]:
-    req = func.HttpRequest("GET", "http://localhost/api/openapi.json", headers={}, params={},
-                           body=b"")
+    req = func.HttpRequest(
+        "GET", "http://localhost/api/openapi.json", headers={}, params={}, body=b""
+    )
     function = indexed_functions()["openapi"].get_user_function()
     response = function(req, InvocationContext("openapi"))
     assert response.status_code == 200, response.get_body()

@@ -19,11 +19,17 @@ def _no_publisher() -> MessagePublisher:
     raise AssertionError("this outbox relays nothing: the stack's Functions host does")
 
 
-def outbox_on(store: CosmosDocumentStore, *aggregates: type[Aggregate],
-              event_ttl_seconds: int = EVENT_TTL_SECONDS) -> Outbox:
+def outbox_on(
+    store: CosmosDocumentStore,
+    *aggregates: type[Aggregate],
+    event_ttl_seconds: int = EVENT_TTL_SECONDS,
+) -> Outbox:
     """The app's outbox (the contact, its legacy events) on `store`; with `aggregates`, an
     outbox of those (a second app's, on the same container)."""
-    services = Services(store=store, publisher=_no_publisher, token_secret="tests",
-                        event_ttl_seconds=event_ttl_seconds)
-    return Outbox(aggregates or (Contact,), services=lambda: services,
-                  legacy_events=LEGACY_EVENTS)
+    services = Services(
+        store=store,
+        publisher=_no_publisher,
+        token_secret="tests",
+        event_ttl_seconds=event_ttl_seconds,
+    )
+    return Outbox(aggregates or (Contact,), services=lambda: services, legacy_events=LEGACY_EVENTS)

@@ -17,11 +17,23 @@ def ticket_history(n_changes: int, *, ttl_seconds: int = 60) -> list[dict[str, A
     for version in range(1, n_changes + 2):
         event_id = str(uuid.uuid4())
         action = "TicketOpenedEvent" if version == 1 else "TicketRetitledEvent"
-        documents.append({
-            "id": event_id, "partitionKey": ticket_id, "type": "domainEvent",
-            "aggregateType": "ticket", "source": "/tickets", "ttl": ttl_seconds,
-            "data": {"id": event_id, "ticketId": ticket_id, "version": version,
-                     "createdAt": datetime.now(UTC).isoformat(), "traceparent": None,
-                     "action": action, "title": f"Printer on fire, take {version}"},
-        })
+        documents.append(
+            {
+                "id": event_id,
+                "partitionKey": ticket_id,
+                "type": "domainEvent",
+                "aggregateType": "ticket",
+                "source": "/tickets",
+                "ttl": ttl_seconds,
+                "data": {
+                    "id": event_id,
+                    "ticketId": ticket_id,
+                    "version": version,
+                    "createdAt": datetime.now(UTC).isoformat(),
+                    "traceparent": None,
+                    "action": action,
+                    "title": f"Printer on fire, take {version}",
+                },
+            }
+        )
     return documents

@@ -19,8 +19,7 @@ def _indexed() -> dict[str, dict[str, Any]]:
     """Function name -> its binding metadata, as the worker indexes the app."""
     from tests.contacts.conftest import indexed_functions
 
-    return {name: json.loads(f.get_function_json())
-            for name, f in indexed_functions().items()}
+    return {name: json.loads(f.get_function_json()) for name, f in indexed_functions().items()}
 
 
 def _trigger(metadata: dict[str, Any]) -> dict[str, Any]:
@@ -34,8 +33,11 @@ def http_functions() -> set[str]:
 
 def admin_functions() -> set[str]:
     """HTTP functions with auth level ADMIN (the host's master key)."""
-    return {n for n, m in _indexed().items()
-            if _trigger(m)["type"] == "httpTrigger" and _trigger(m)["authLevel"] == "ADMIN"}
+    return {
+        n
+        for n, m in _indexed().items()
+        if _trigger(m)["type"] == "httpTrigger" and _trigger(m)["authLevel"] == "ADMIN"
+    }
 
 
 def trigger_functions() -> set[str]:

@@ -36,8 +36,13 @@ def test_all_role_disables_nothing_api_disables_the_relay_relay_keeps_only_healt
 def test_role_lists_name_exactly_the_functions_of_function_app() -> None:
     roles = disabled_by_role()
     admin = functions.admin_functions()
-    assert admin == {"outbox_status", "list_quarantine", "replay_quarantined",
-                     "discard_quarantined", "redrive_events"}
+    assert admin == {
+        "outbox_status",
+        "list_quarantine",
+        "replay_quarantined",
+        "discard_quarantined",
+        "redrive_events",
+    }
     assert set(roles["api"]) == functions.trigger_functions() | admin
     assert set(roles["relay"]) == functions.http_functions() - {"health"} - admin
 

@@ -79,7 +79,8 @@ def test_container_names_default_to_the_app_defaults() -> None:
 
 def test_app_identity_gets_cosmos_built_in_data_contributor() -> None:
     assignment = t.one(
-        "Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments", "dataContributor")
+        "Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments", "dataContributor"
+    )
     assert COSMOS_DATA_CONTRIBUTOR in t.role_definition(assignment)
     cosmos_params = t.modules(MAIN)["cosmos"]["params"]
     assert APP_IDENTITY_PRINCIPAL in t.references(cosmos_params["dataContributorPrincipalIds"])
@@ -126,7 +127,8 @@ def relay_max_retry_gap_seconds() -> float:
 
 def test_consumer_subscription_requires_sessions_and_dead_letters() -> None:
     subscription = t.one(
-        "Microsoft.ServiceBus/namespaces/topics/subscriptions", "subscription").properties
+        "Microsoft.ServiceBus/namespaces/topics/subscriptions", "subscription"
+    ).properties
     assert subscription["requiresSession"] is True
     assert subscription["deadLetteringOnMessageExpiration"] is True
     assert subscription["maxDeliveryCount"] == "maxDeliveryCount"
@@ -156,8 +158,9 @@ def test_azure_entity_names_match_the_local_service_bus_config() -> None:
     assert topic["Properties"]["RequiresDuplicateDetection"] is True
     # the deployed window locally too: a takeover or an outage that Azure's window absorbs is
     # absorbed locally, and one that would outlast it in Azure outlasts it locally
-    assert (topic["Properties"]["DuplicateDetectionHistoryTimeWindow"]
-            == t.default(MAIN, "duplicateDetectionHistoryTimeWindow"))
+    assert topic["Properties"]["DuplicateDetectionHistoryTimeWindow"] == t.default(
+        MAIN, "duplicateDetectionHistoryTimeWindow"
+    )
     subscriptions = {s["Name"]: s for s in topic["Subscriptions"]}
     subscription = subscriptions[t.default(MAIN, "serviceBusSubscriptionName")]
     assert subscription["Properties"]["RequiresSession"] is True
@@ -196,7 +199,11 @@ def test_the_python_version_and_the_plan_are_parameters_linux_consumption_on_y1(
         assert t.allowed(module, "pythonVersion") == ["3.11", "3.12", "3.13", "3.14"]
         assert t.allowed(module, "hostingPlan") == ["FlexConsumption", "Consumption"]
     assert t.allowed(DEPLOY / "modules" / "subscriberapp.bicep", "pythonVersion") == [
-        "3.11", "3.12", "3.13", "3.14"]
+        "3.11",
+        "3.12",
+        "3.13",
+        "3.14",
+    ]
     for name in ("api", "relay"):
         params = t.modules(MAIN)[name]["params"]
         assert params["pythonVersion"] == "pythonVersion"
@@ -205,13 +212,22 @@ def test_the_python_version_and_the_plan_are_parameters_linux_consumption_on_y1(
     assert plan["false_value"] == {"tier": "Dynamic", "name": "Y1"}
     site = t.one("Microsoft.Web/sites", "site").properties
     assert conditional(site["functionAppConfig"]) == {
-        "condition": "flexConsumption", "true_value": "flexAppConfig", "false_value": None}
+        "condition": "flexConsumption",
+        "true_value": "flexAppConfig",
+        "false_value": None,
+    }
     assert conditional(site["siteConfig"]["linuxFxVersion"])["false_value"] == (
-        "Python|${pythonVersion}")
-    settings = {s["name"]: s["value"]
-                for s in t.variable(FUNCTION_APP_MODULE, "consumptionSettings")}
-    assert settings == {"FUNCTIONS_EXTENSION_VERSION": "~4", "FUNCTIONS_WORKER_RUNTIME": "python",
-                        "SCM_DO_BUILD_DURING_DEPLOYMENT": "true", "ENABLE_ORYX_BUILD": "true"}
+        "Python|${pythonVersion}"
+    )
+    settings = {
+        s["name"]: s["value"] for s in t.variable(FUNCTION_APP_MODULE, "consumptionSettings")
+    }
+    assert settings == {
+        "FUNCTIONS_EXTENSION_VERSION": "~4",
+        "FUNCTIONS_WORKER_RUNTIME": "python",
+        "SCM_DO_BUILD_DURING_DEPLOYMENT": "true",
+        "ENABLE_ORYX_BUILD": "true",
+    }
     parameters = t.json_file(DEPLOY / "main.parameters.json")["parameters"]
     assert parameters["pythonVersion"]["value"] == "${PYTHON_VERSION=3.13}"
     assert parameters["hostingPlan"]["value"] == "${HOSTING_PLAN=FlexConsumption}"
@@ -380,10 +396,14 @@ def test_the_subscribers_subscription_takes_only_its_aggregate_type() -> None:
     rule = t.one("Microsoft.ServiceBus/namespaces/topics/subscriptions/rules", "projectionFilter")
     assert (rule.config["parent"], rule.config["name"]) == ("projectionSubscription", "$Default")
     assert rule.properties["filterType"] == "SqlFilter"
-    expression = rule.properties["sqlFilter"]["sqlExpression"].replace("\\'", "'").replace(
-        "${projectionAggregateType}", t.default(SERVICEBUS, "projectionAggregateType"))
+    expression = (
+        rule.properties["sqlFilter"]["sqlExpression"]
+        .replace("\\'", "'")
+        .replace("${projectionAggregateType}", t.default(SERVICEBUS, "projectionAggregateType"))
+    )
     assert expression == (
-        f"aggregateType = '{Contact.aggregate_type}' OR NOT EXISTS(aggregateType)")
+        f"aggregateType = '{Contact.aggregate_type}' OR NOT EXISTS(aggregateType)"
+    )
 
 
 def test_the_api_apps_cors_is_a_parameter_off_by_default_as_with_func_start() -> None:
@@ -391,7 +411,9 @@ def test_the_api_apps_cors_is_a_parameter_off_by_default_as_with_func_start() ->
     local.settings.json are locally: the same comma-separated list, empty by default."""
     site = t.one("Microsoft.Web/sites", "site")
     assert site.properties["siteConfig"]["cors"] == {
-        "allowedOrigins": "corsAllowedOrigins", "supportCredentials": "corsSupportCredentials"}
+        "allowedOrigins": "corsAllowedOrigins",
+        "supportCredentials": "corsSupportCredentials",
+    }
     assert t.default(FUNCTION_APP_MODULE, "corsAllowedOrigins") == []
     assert t.default(FUNCTION_APP_MODULE, "corsSupportCredentials") is False
     assert t.default(MAIN, "corsAllowedOrigins") == ""
@@ -400,8 +422,11 @@ def test_the_api_apps_cors_is_a_parameter_off_by_default_as_with_func_start() ->
     assert api["corsAllowedOrigins"] == "corsOrigins"
     assert api["corsSupportCredentials"] == "corsSupportCredentials"
     # the list is split on commas, spaces dropped; an empty string is no origin at all
-    functions = {n["function"]["type"] for n in t.walk(t.variable(MAIN, "corsOrigins"))
-                 if isinstance(n, dict) and "function" in n}
+    functions = {
+        n["function"]["type"]
+        for n in t.walk(t.variable(MAIN, "corsOrigins"))
+        if isinstance(n, dict) and "function" in n
+    }
     assert functions == {"split", "replace", "empty", "trim"}
     assert "corsAllowedOrigins" in t.references(t.variable(MAIN, "corsOrigins"))
     parameters = t.json_file(DEPLOY / "main.parameters.json")["parameters"]

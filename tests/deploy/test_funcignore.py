@@ -27,9 +27,14 @@ CORE_TOOLS_IGNORED_FILES = {
     "project.lock.json",
 }
 
-REQUIRED = ["function_app.py", "host.json", "requirements.txt",
-            "packages/cosmos-outbox/pyproject.toml", "packages/cosmos-outbox/README.md",
-            "packages/cosmos-outbox/src/cosmos_outbox/__init__.py"]
+REQUIRED = [
+    "function_app.py",
+    "host.json",
+    "requirements.txt",
+    "packages/cosmos-outbox/pyproject.toml",
+    "packages/cosmos-outbox/README.md",
+    "packages/cosmos-outbox/src/cosmos_outbox/__init__.py",
+]
 REQUIRED_PACKAGES = ["domain", "infra"]
 # Must never ship: tests, the local stack, node_modules, templates, local settings, tooling.
 FORBIDDEN_PREFIXES = [
@@ -153,13 +158,28 @@ def test_the_library_builds_from_what_is_uploaded(tmp_path: Path) -> None:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes((ROOT / rel).read_bytes())
     out = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-         "--disable-pip-version-check", "-w", str(tmp_path / "dist"),
-         str(tmp_path / "packages" / "cosmos-outbox")],
-        capture_output=True, text=True, timeout=300, check=False)
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "-w",
+            str(tmp_path / "dist"),
+            str(tmp_path / "packages" / "cosmos-outbox"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     [wheel] = (tmp_path / "dist").glob("cosmos_outbox-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")} == {
-        "cosmos_outbox"}
+        "cosmos_outbox"
+    }
     assert "cosmos_outbox/py.typed" in names

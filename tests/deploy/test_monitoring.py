@@ -29,8 +29,9 @@ def test_host_and_worker_export_opentelemetry_to_application_insights() -> None:
 
 
 def test_three_alert_rules_on_the_outbox_metrics_notify_the_action_group() -> None:
-    rules = [r for r in t.resources("Microsoft.Insights/scheduledQueryRules")
-             if r.file == MONITORING]
+    rules = [
+        r for r in t.resources("Microsoft.Insights/scheduledQueryRules") if r.file == MONITORING
+    ]
     assert len(rules) == 3
     text = MONITORING.read_text()
     for key in ("oldestPendingAge", "quarantined", "relayFailures"):
@@ -43,8 +44,7 @@ def test_three_alert_rules_on_the_outbox_metrics_notify_the_action_group() -> No
 
 
 def test_a_workbook_plots_lag_throughput_backlog_and_quarantines() -> None:
-    [workbook] = [r for r in t.resources("Microsoft.Insights/workbooks")
-                  if r.file == MONITORING]
+    [workbook] = [r for r in t.resources("Microsoft.Insights/workbooks") if r.file == MONITORING]
     assert workbook.config["kind"] == "shared"
     text = MONITORING.read_text()
     for key in ("relayLag", "sentMessages", "pending", "oldestPendingAge", "quarantined"):

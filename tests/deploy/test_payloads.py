@@ -36,15 +36,19 @@ def test_the_payloads_have_an_account_of_their_own_with_identity_access_only() -
 def test_its_container_is_private_and_named_as_the_code_expects() -> None:
     from cosmos_outbox.settings import DEFAULT_PAYLOAD_CONTAINER
 
-    [container] = [r for r in _of(MODULE)
-                   if r.type == "Microsoft.Storage/storageAccounts/blobServices/containers"]
+    [container] = [
+        r
+        for r in _of(MODULE)
+        if r.type == "Microsoft.Storage/storageAccounts/blobServices/containers"
+    ]
     assert container.properties["publicAccess"] == "None"
     assert t.default(MODULE, "containerName") == DEFAULT_PAYLOAD_CONTAINER
 
 
 def test_a_lifecycle_rule_deletes_payloads_after_the_topics_messages_have_expired() -> None:
-    [policy] = [r for r in _of(MODULE)
-                if r.type == "Microsoft.Storage/storageAccounts/managementPolicies"]
+    [policy] = [
+        r for r in _of(MODULE) if r.type == "Microsoft.Storage/storageAccounts/managementPolicies"
+    ]
     [rule] = policy.properties["policy"]["rules"]
     assert rule["enabled"] is True and rule["type"] == "Lifecycle"
     assert rule["definition"]["filters"]["prefixMatch"] == ["${containerName}/"]
@@ -52,19 +56,24 @@ def test_a_lifecycle_rule_deletes_payloads_after_the_topics_messages_have_expire
     # after the last write: a relay retry or a re-drive writes the payload again, renewing it
     assert t.references(delete["daysAfterModificationGreaterThan"]) == {"retentionDays"}
     assert t.references(t.modules(MAIN)["payloads"]["params"]["retentionDays"]) == {
-        "payloadRetentionDays"}
+        "payloadRetentionDays"
+    }
     days = t.default(MAIN, "payloadRetentionDays")
     ttl = t.iso_duration_seconds(t.default(SERVICEBUS, "defaultMessageTimeToLive"))
     assert days * 86400 > ttl  # no message on the topic outlives its payload
-    [minimum] = [d["argument"] for d in t.parameter(MAIN, "payloadRetentionDays")["decorators"]
-                 if d["type"] == "min_value"]
+    [minimum] = [
+        d["argument"]
+        for d in t.parameter(MAIN, "payloadRetentionDays")["decorators"]
+        if d["type"] == "min_value"
+    ]
     assert minimum * 86400 > ttl
     assert days * 86400 > t.default(MAIN, "eventTtlSeconds")  # a re-drive may resend them
 
 
 def test_the_relay_may_write_and_subscribers_only_read_the_container() -> None:
-    assignments = {r.symbol: r for r in _of(MODULE)
-                   if r.type == "Microsoft.Authorization/roleAssignments"}
+    assignments = {
+        r.symbol: r for r in _of(MODULE) if r.type == "Microsoft.Authorization/roleAssignments"
+    }
     assert BLOB_DATA_CONTRIBUTOR in t.role_definition(assignments["contributors"])
     assert BLOB_DATA_READER in t.role_definition(assignments["readers"])
     for assignment in assignments.values():
@@ -73,17 +82,21 @@ def test_the_relay_may_write_and_subscribers_only_read_the_container() -> None:
     assert "appPrincipal" in t.references(params["contributorPrincipals"])
     assert t.references(params["readerPrincipals"]) == {"subscriberPrincipals"}
     assert not {BLOB_DATA_OWNER, BLOB_DATA_CONTRIBUTOR} & {
-        role for r in assignments.values() if "readerPrincipals" in t.references(r.config)
-        for role in (BLOB_DATA_OWNER, BLOB_DATA_CONTRIBUTOR) if role in t.role_definition(r)}
+        role
+        for r in assignments.values()
+        if "readerPrincipals" in t.references(r.config)
+        for role in (BLOB_DATA_OWNER, BLOB_DATA_CONTRIBUTOR)
+        if role in t.role_definition(r)
+    }
 
 
-def test_both_apps_reach_the_payloads_with_their_identity_and_the_relay_knows_its_limits(
-) -> None:
+def test_both_apps_reach_the_payloads_with_their_identity_and_the_relay_knows_its_limits() -> None:
     relay = t.app_settings()
     subscriber = {e["name"]: e["value"] for e in t.variable(SUBSCRIBER_APP, "appSettings")}
     for settings in (relay, subscriber):
         assert t.references(settings["OutboxPayloadStorage__blobServiceUri"]) == {
-            "payloadBlobEndpoint"}
+            "payloadBlobEndpoint"
+        }
         assert settings["OutboxPayloadStorage__credential"] == "managedidentity"
         assert "OutboxPayloadStorage" not in settings  # never a connection string
         assert t.references(settings["OUTBOX_PAYLOAD_CONTAINER"]) == {"payloadContainer"}

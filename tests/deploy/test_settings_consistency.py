@@ -25,8 +25,13 @@ LOCAL_ONLY = {"COSMOS_VERIFY_TLS"}
 # Set by the platform in Azure (Flex Consumption: functionAppConfig.runtime), never an app setting.
 PLATFORM = {"FUNCTIONS_WORKER_RUNTIME", "FUNCTIONS_EXTENSION_VERSION"}
 # Set by the template for the host and the SDKs, not read by the app's settings object.
-HOST_SETTING_PREFIXES = ("AzureWebJobs", "APPLICATIONINSIGHTS_", "AZURE_CLIENT_ID",
-                         "PYTHON_APPLICATIONINSIGHTS_")
+HOST_SETTING_PREFIXES = (
+    "AzureWebJobs",
+    "APPLICATIONINSIGHTS_",
+    "AZURE_CLIENT_ID",
+    "PYTHON_APPLICATIONINSIGHTS_",
+)
+
 
 def family(name: str) -> str:
     return name.split("__", 1)[0]

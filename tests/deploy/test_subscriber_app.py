@@ -21,7 +21,8 @@ from tests.deploy.templates import DEPLOY, MAIN, ROOT
 from tests.subscriber import subscriber_functions
 
 from contacts_projection.settings import (  # isort: skip
-    DEFAULT_INBOX_TTL_SECONDS, SubscriberSettings,
+    DEFAULT_INBOX_TTL_SECONDS,
+    SubscriberSettings,
 )
 
 SUBSCRIBER = ROOT / "subscriber"
@@ -48,7 +49,9 @@ def test_it_runs_on_flex_consumption_as_its_own_identity() -> None:
     site = t.one("Microsoft.Web/sites", "subscriberSite")
     assert site.config["identity"]["type"] == "UserAssigned"
     assert site.properties["functionAppConfig"]["runtime"] == {
-        "name": "python", "version": "pythonVersion"}
+        "name": "python",
+        "version": "pythonVersion",
+    }
     params = t.modules(MAIN)["subscriber"]["params"]
     assert "subscriberIdentity.id" in t.references(params["identityId"])
     assert "identity.id" not in t.references(params["identityId"])
@@ -61,7 +64,8 @@ def test_connections_are_identity_based_and_keyless() -> None:
         assert settings[f"{connection}__clientId"] == "identityClientId"
         assert connection not in settings
     assert settings["ServiceBusConnection__fullyQualifiedNamespace"] == (
-        "serviceBusFullyQualifiedNamespace")
+        "serviceBusFullyQualifiedNamespace"
+    )
 
 
 def test_its_settings_are_what_the_code_reads_and_the_sample_lists() -> None:
@@ -82,27 +86,46 @@ def test_its_settings_are_what_the_code_reads_and_the_sample_lists() -> None:
 
 def test_its_subscription_requires_sessions_and_exists_locally() -> None:
     subscription = t.one(
-        "Microsoft.ServiceBus/namespaces/topics/subscriptions", "projectionSubscription")
+        "Microsoft.ServiceBus/namespaces/topics/subscriptions", "projectionSubscription"
+    )
     assert subscription.properties["requiresSession"] is True
     assert subscription.properties["deadLetteringOnMessageExpiration"] is True
     config = t.json_file(ROOT / "tools" / "servicebus-config.json")
-    [topic] = [x for ns in config["UserConfig"]["Namespaces"] for x in ns["Topics"]
-               if x["Name"] == t.default(MAIN, "serviceBusTopicName")]
+    [topic] = [
+        x
+        for ns in config["UserConfig"]["Namespaces"]
+        for x in ns["Topics"]
+        if x["Name"] == t.default(MAIN, "serviceBusTopicName")
+    ]
     local = {s["Name"]: s for s in topic["Subscriptions"]}
-    assert local[t.default(MAIN, "subscriberSubscriptionName")]["Properties"][
-        "RequiresSession"] is True
+    assert (
+        local[t.default(MAIN, "subscriberSubscriptionName")]["Properties"]["RequiresSession"]
+        is True
+    )
 
 
 def test_its_subscription_filters_on_the_aggregate_type_locally_as_in_azure() -> None:
     rule = t.one("Microsoft.ServiceBus/namespaces/topics/subscriptions/rules", "projectionFilter")
-    in_azure = rule.properties["sqlFilter"]["sqlExpression"].replace("\\'", "'").replace(
-        "${projectionAggregateType}",
-        t.default(DEPLOY / "modules" / "servicebus.bicep", "projectionAggregateType"))
+    in_azure = (
+        rule.properties["sqlFilter"]["sqlExpression"]
+        .replace("\\'", "'")
+        .replace(
+            "${projectionAggregateType}",
+            t.default(DEPLOY / "modules" / "servicebus.bicep", "projectionAggregateType"),
+        )
+    )
     config = t.json_file(ROOT / "tools" / "servicebus-config.json")
-    [topic] = [x for ns in config["UserConfig"]["Namespaces"] for x in ns["Topics"]
-               if x["Name"] == t.default(MAIN, "serviceBusTopicName")]
-    [subscription] = [s for s in topic["Subscriptions"]
-                      if s["Name"] == t.default(MAIN, "subscriberSubscriptionName")]
+    [topic] = [
+        x
+        for ns in config["UserConfig"]["Namespaces"]
+        for x in ns["Topics"]
+        if x["Name"] == t.default(MAIN, "serviceBusTopicName")
+    ]
+    [subscription] = [
+        s
+        for s in topic["Subscriptions"]
+        if s["Name"] == t.default(MAIN, "subscriberSubscriptionName")
+    ]
     [local] = subscription["Rules"]
     assert (local["Name"], local["Properties"]["FilterType"]) == ("$Default", "Sql")
     assert local["Properties"]["SqlFilter"]["SqlExpression"] == in_azure
@@ -126,20 +149,26 @@ def test_it_has_rights_on_its_subscription_only_owner_for_target_based_scaling()
     assert t.references(params["projectionReceiverPrincipals"]) == {"subscriberPrincipals"}
     assert SUBSCRIBER_PRINCIPAL in t.references(t.variable(MAIN, "subscriberPrincipals"))
     # No other Service Bus role of the subscriber: nothing on the topic or the namespace.
-    others = [r for r in t.resources("Microsoft.Authorization/roleAssignments")
-              if "subscriberPrincipals" in t.references(r.config) and r.symbol != receiver.symbol
-              and SERVICEBUS_DATA_OWNER in t.role_definition(r)]
+    others = [
+        r
+        for r in t.resources("Microsoft.Authorization/roleAssignments")
+        if "subscriberPrincipals" in t.references(r.config)
+        and r.symbol != receiver.symbol
+        and SERVICEBUS_DATA_OWNER in t.role_definition(r)
+    ]
     assert others == []
 
 
 def test_its_container_keeps_ttl_per_item_and_only_it_gets_data_access() -> None:
-    container = t.one("Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers",
-                      "projections")
+    container = t.one(
+        "Microsoft.DocumentDB/databaseAccounts/sqlDatabases/containers", "projections"
+    )
     resource = container.properties["resource"]
     assert resource["partitionKey"]["paths"] == ["/partitionKey"]
     assert t.value(resource["defaultTtl"]) == -1
-    access = t.one("Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments",
-                   "projectionDataContributor")
+    access = t.one(
+        "Microsoft.DocumentDB/databaseAccounts/sqlRoleAssignments", "projectionDataContributor"
+    )
     assert "colls" in str(access.properties["scope"])  # the container, not the account
     params = t.modules(MAIN)["cosmos"]["params"]
     assert "subscriberPrincipals" in t.references(params["projectionContributorPrincipalIds"])
@@ -147,7 +176,8 @@ def test_its_container_keeps_ttl_per_item_and_only_it_gets_data_access() -> None
 
 def package() -> set[str]:
     spec = pathspec.GitIgnoreSpec.from_lines(
-        (SUBSCRIBER / ".funcignore").read_text("utf-8").splitlines())
+        (SUBSCRIBER / ".funcignore").read_text("utf-8").splitlines()
+    )
     files = set()
     for directory, dirnames, filenames in os.walk(SUBSCRIBER):
         rel_dir = Path(directory).relative_to(SUBSCRIBER)
@@ -161,8 +191,12 @@ def package() -> set[str]:
 
 def test_its_package_has_the_app_and_nothing_local() -> None:
     files = package()
-    assert {"function_app.py", "host.json", "requirements.txt",
-            "contacts_projection/projection.py"} <= files
+    assert {
+        "function_app.py",
+        "host.json",
+        "requirements.txt",
+        "contacts_projection/projection.py",
+    } <= files
     assert not {f for f in files if "local.settings" in f or "__pycache__" in f}
     requirements = (SUBSCRIBER / "requirements.txt").read_text("utf-8").splitlines()
     # cosmos-outbox from the wheel built into ./wheels before publishing (deploy/README.md)
@@ -175,8 +209,12 @@ def test_its_package_has_the_app_and_nothing_local() -> None:
 def test_its_projection_read_takes_a_function_key_over_https_only() -> None:
     """The projection's HTTP routes are FUNCTION level: a function key in Azure (locally none
     is checked, as with func start); the app has no anonymous route."""
-    levels = {b["authLevel"] for f in subscriber_functions().values()
-              for b in f["bindings"] if b["type"] == "httpTrigger"}
+    levels = {
+        b["authLevel"]
+        for f in subscriber_functions().values()
+        for b in f["bindings"]
+        if b["type"] == "httpTrigger"
+    }
     assert levels == {"FUNCTION"}
     site = t.one("Microsoft.Web/sites", "subscriberSite")
     assert site.properties["httpsOnly"] is True

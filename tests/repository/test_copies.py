@@ -9,12 +9,14 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 COPIES = {
-    "packages/cosmos-outbox/tests/funcstack_external.py":
-        "packages/funcstack/src/funcstack/external.py",
+    "packages/cosmos-outbox/tests/funcstack_external.py": (
+        "packages/funcstack/src/funcstack/external.py"
+    ),
 }
 
 
 def test_each_copy_is_its_original_byte_for_byte() -> None:
     for copy, original in COPIES.items():
         assert (ROOT / copy).read_bytes() == (ROOT / original).read_bytes(), (
-            f"{copy} differs from {original}: copy it again")
+            f"{copy} differs from {original}: copy it again"
+        )

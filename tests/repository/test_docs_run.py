@@ -26,8 +26,14 @@ from pytest_examples import CodeExample, find_examples
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The READMEs whose Python blocks must run: this repository's, the packages', the examples'.
-READMES = sorted(str(p.relative_to(ROOT)) for p in (
-    ROOT / "README.md", *ROOT.glob("packages/*/README.md"), *ROOT.glob("examples/*/README.md")))
+READMES = sorted(
+    str(p.relative_to(ROOT))
+    for p in (
+        ROOT / "README.md",
+        *ROOT.glob("packages/*/README.md"),
+        *ROOT.glob("examples/*/README.md"),
+    )
+)
 MYPY_CONFIG = """[mypy]
 strict = True
 allow_untyped_calls = True
@@ -64,8 +70,7 @@ if tests:  # in an interpreter of their own: the apps above are indexed (the wor
 
 
 def blocks(doc: str) -> list[CodeExample]:
-    return [e for e in find_examples(ROOT / doc)
-            if e.prefix.split(" ", 1)[0] in ("py", "python")]
+    return [e for e in find_examples(ROOT / doc) if e.prefix.split(" ", 1)[0] in ("py", "python")]
 
 
 def write_project(doc: str, folder: Path) -> Iterator[str]:
@@ -87,7 +92,8 @@ def write_project(doc: str, folder: Path) -> Iterator[str]:
             continue
         assert named or "def test_" not in example.source, (
             f"{doc}:{example.start_line}: a block of tests names no file: start it with "
-            "`# tests/test_<name>.py` so that it runs as tests")
+            "`# tests/test_<name>.py` so that it runs as tests"
+        )
         seen.add(path)
         if Path(path).name.startswith("test_"):
             yield f"test:{path}"
@@ -112,15 +118,34 @@ def test_every_python_block_of_the_readme_runs_and_type_checks(
     folder.mkdir()
     steps = list(write_project(doc, folder))
     environment = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
-    ran = subprocess.run([sys.executable, "-c", DRIVER, str(folder), *steps], cwd=folder,
-                         env=environment, capture_output=True, text=True, timeout=240)
+    ran = subprocess.run(
+        [sys.executable, "-c", DRIVER, str(folder), *steps],
+        cwd=folder,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert ran.returncode == 0, f"{doc}: a block does not run\n{ran.stdout}\n{ran.stderr}"
     cache = tmp_path_factory.getbasetemp() / "docs-mypy-cache"
     (tmp_path / "mypy.ini").write_text(MYPY_CONFIG)
     checked = subprocess.run(
-        [sys.executable, "-m", "mypy", "--config-file", str(tmp_path / "mypy.ini"),
-         "--cache-dir", str(cache), "."],
-        cwd=folder, env=environment, capture_output=True, text=True, timeout=240)
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--config-file",
+            str(tmp_path / "mypy.ini"),
+            "--cache-dir",
+            str(cache),
+            ".",
+        ],
+        cwd=folder,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert checked.returncode == 0, f"{doc}: a block does not type-check\n{checked.stdout}"
 
 
@@ -129,16 +154,28 @@ def test_a_block_naming_a_file_is_written_as_that_file(tmp_path: Path) -> None:
     blocks the harness misreads fails above rather than passing unchecked)."""
     steps = list(write_project("packages/cosmos-outbox/README.md", tmp_path))
     assert steps and all(s.split(":", 1)[0] in ("module", "script", "test") for s in steps)
-    assert all((tmp_path / (s.split(":", 1)[1] if not s.startswith("module:") else
-                            s[7:].replace(".", "/") + ".py")).exists() for s in steps)
+    assert all(
+        (
+            tmp_path
+            / (
+                s.split(":", 1)[1]
+                if not s.startswith("module:")
+                else s[7:].replace(".", "/") + ".py"
+            )
+        ).exists()
+        for s in steps
+    )
 
 
 def library_imports(source: str) -> list[tuple[str, str]]:
     """(module, name) of every `from cosmos_outbox... import name` in Python source."""
     found = []
     for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.ImportFrom) and node.module and (
-                node.module.split(".")[0] == "cosmos_outbox"):
+        if (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and (node.module.split(".")[0] == "cosmos_outbox")
+        ):
             found += [(node.module, alias.name) for alias in node.names]
     return found
 
@@ -160,8 +197,12 @@ EXAMPLE_APPS = sorted(p.parent for p in ROOT.glob("examples/*/function_app.py"))
 def test_an_example_imports_only_the_root_and_the_test_kit(app: Path) -> None:
     """An example is written against the one-screen API: `cosmos_outbox`, its async twin
     `cosmos_outbox.aio`, and `cosmos_outbox.testing` (its tests)."""
-    allowed = {"cosmos_outbox", "cosmos_outbox.aio", "cosmos_outbox.testing",
-               "cosmos_outbox.testing.contracts"}
+    allowed = {
+        "cosmos_outbox",
+        "cosmos_outbox.aio",
+        "cosmos_outbox.testing",
+        "cosmos_outbox.testing.contracts",
+    }
     for path in sorted(app.rglob("*.py")):
         if ".venv" in path.parts:
             continue

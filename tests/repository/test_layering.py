@@ -49,7 +49,8 @@ def imported_roots(package: str) -> set[str]:
 
 def foreign_to_the_domain(modules: set[str], own: str) -> set[str]:
     return {
-        name for name in modules
+        name
+        for name in modules
         if name.split(".")[0] not in sys.stdlib_module_names | {"pydantic", "pydantic_core", own}
         and name != ROOT_MODULE
         and not any(name == core or name.startswith(f"{core}.") for core in DOMAIN_CORE)
@@ -67,13 +68,28 @@ def test_the_packages_domain_core_imports_only_the_standard_library_and_pydantic
     modules = imported_modules(f"{PACKAGE}/{core}")
     assert foreign_to_the_domain(modules, "cosmos_outbox") == set()
     assert {m for m in modules if m.startswith("cosmos_outbox")} <= DOMAIN_CORE | {
-        f"{c}._rules" for c in DOMAIN_CORE}
+        f"{c}._rules" for c in DOMAIN_CORE
+    }
 
 
 def test_the_package_imports_nothing_of_any_app_or_of_this_repository() -> None:
-    assert imported_roots(PACKAGE) & (APP | {"tools", "tests", "bench", "funcstack",
-                                             "subscriber", "contacts_projection",
-                                             "conformance", "orders"}) == set()
+    assert (
+        imported_roots(PACKAGE)
+        & (
+            APP
+            | {
+                "tools",
+                "tests",
+                "bench",
+                "funcstack",
+                "subscriber",
+                "contacts_projection",
+                "conformance",
+                "orders",
+            }
+        )
+        == set()
+    )
 
 
 @pytest.mark.parametrize(
@@ -89,18 +105,48 @@ def test_the_package_imports_nothing_of_any_app_or_of_this_repository() -> None:
         ("entrypoints/operators.py", {"infra"}),
         ("function_app.py", {"tools", "funcstack", "tests", "bench"}),
         # The local stack tool serves any app: neither it nor its tests import this one.
-        (FUNCSTACK_SRC, APP | {"subscriber", "contacts_projection", "tools", "bench", "tests",
-                               "conformance", "cosmos_outbox", "orders"}),
-        (FUNCSTACK_TESTS, APP | {"subscriber", "contacts_projection", "tools", "bench", "tests",
-                                 "conformance", "cosmos_outbox", "orders"}),
+        (
+            FUNCSTACK_SRC,
+            APP
+            | {
+                "subscriber",
+                "contacts_projection",
+                "tools",
+                "bench",
+                "tests",
+                "conformance",
+                "cosmos_outbox",
+                "orders",
+            },
+        ),
+        (
+            FUNCSTACK_TESTS,
+            APP
+            | {
+                "subscriber",
+                "contacts_projection",
+                "tools",
+                "bench",
+                "tests",
+                "conformance",
+                "cosmos_outbox",
+                "orders",
+            },
+        ),
         # A separate Function App, deployed on its own: it shares no code with this one (it
         # shares the library).
         ("subscriber", APP | {"tools", "funcstack", "tests", "bench"}),
         # The example: the library alone (`function_app` there is its own).
-        ("examples/orders", APP - {"function_app"} | {"tools", "tests", "bench", "subscriber",
-                                                      "contacts_projection"}),
-        ("examples/library-loans", APP - {"function_app"} | {"tools", "tests", "bench",
-                                                             "subscriber", "contacts_projection"}),
+        (
+            "examples/orders",
+            APP - {"function_app"}
+            | {"tools", "tests", "bench", "subscriber", "contacts_projection"},
+        ),
+        (
+            "examples/library-loans",
+            APP - {"function_app"}
+            | {"tools", "tests", "bench", "subscriber", "contacts_projection"},
+        ),
         ("tools", {"tests", "bench"}),
         ("bench", {"tests"}),
     ],
@@ -121,9 +167,19 @@ def app_names() -> set[str]:
     names = {"contact", "outbox"}
     for sample in SAMPLES:
         values = json.loads((ROOT / sample).read_text("utf-8"))["Values"]
-        names |= {v for k, v in values.items()
-                  if k in {"COSMOS_DATABASE", "COSMOS_CONTAINER", "COSMOS_LEASE_CONTAINER",
-                           "PROJECTION_CONTAINER", "SERVICEBUS_TOPIC", "SUBSCRIBER_SUBSCRIPTION"}}
+        names |= {
+            v
+            for k, v in values.items()
+            if k
+            in {
+                "COSMOS_DATABASE",
+                "COSMOS_CONTAINER",
+                "COSMOS_LEASE_CONTAINER",
+                "PROJECTION_CONTAINER",
+                "SERVICEBUS_TOPIC",
+                "SUBSCRIBER_SUBSCRIPTION",
+            }
+        }
     config = json.loads((ROOT / "tools" / "servicebus-config.json").read_text("utf-8"))
     for namespace in config["UserConfig"]["Namespaces"]:
         for topic in namespace.get("Topics", []):
@@ -140,8 +196,9 @@ def app_names() -> set[str]:
 
 def app_settings() -> set[str]:
     """The names of this app's settings (both apps' samples), the host's own left out."""
-    return {k for sample in SAMPLES
-            for k in json.loads((ROOT / sample).read_text("utf-8"))["Values"]} - HOST_SETTINGS
+    return {
+        k for sample in SAMPLES for k in json.loads((ROOT / sample).read_text("utf-8"))["Values"]
+    } - HOST_SETTINGS
 
 
 #: Names the stand-ins may use because they are not this app's: "leases" is the Cosmos DB
@@ -170,8 +227,15 @@ def names_in(text: str) -> set[str]:
 
 def test_the_app_names_are_found_where_they_are() -> None:
     """The check below can see them: they are in this app's own tooling."""
-    assert {"outbox", "contacts", "contact-events", "all-events", "contact-projection",
-            "contact-projections", "tail"} <= app_names()
+    assert {
+        "outbox",
+        "contacts",
+        "contact-events",
+        "all-events",
+        "contact-projection",
+        "contact-projections",
+        "tail",
+    } <= app_names()
     assert {"COSMOS_DATABASE", "ServiceBusConnection", "SUBSCRIBER_SUBSCRIPTION"} <= app_settings()
     found = names_in((ROOT / "tools" / "stack.py").read_text("utf-8"))
     assert {"contact", "contact-events", "all-events", "COSMOS_DATABASE"} <= found
@@ -182,12 +246,18 @@ def test_the_local_stack_tool_names_nothing_of_this_app() -> None:
     """Containers, topic, subscriptions, routes and settings come from configuration or
     arguments: funcstack's source (Python, JavaScript, its package.json; not its docs or the
     npm lock file) names none of them, not even as a default."""
-    sources = [p for p in sorted((ROOT / FUNCSTACK_SRC).rglob("*"))
-               if (p.suffix in {".py", ".js"} or p.name == "package.json")
-               and "node_modules" not in p.parts]
+    sources = [
+        p
+        for p in sorted((ROOT / FUNCSTACK_SRC).rglob("*"))
+        if (p.suffix in {".py", ".js"} or p.name == "package.json")
+        and "node_modules" not in p.parts
+    ]
     assert len(sources) > 20
-    offenders = {str(p.relative_to(ROOT)): sorted(found) for p in sources
-                 if (found := names_in(p.read_text("utf-8")))}
+    offenders = {
+        str(p.relative_to(ROOT)): sorted(found)
+        for p in sources
+        if (found := names_in(p.read_text("utf-8")))
+    }
     assert offenders == {}
 
 
@@ -208,10 +278,20 @@ def test_importing_the_app_opens_no_connection_and_builds_nothing() -> None:
         "assert not built, f'{built} imported at indexing: clients built?'\n"
         "print('clean')\n"
     )
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("Cosmos", "COSMOS", "ServiceBus", "SERVICEBUS"))}
-    out = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env,
-                         capture_output=True, text=True, timeout=60, check=False)
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("Cosmos", "COSMOS", "ServiceBus", "SERVICEBUS"))
+    }
+    out = subprocess.run(
+        [sys.executable, "-c", probe],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "clean"
 
@@ -220,8 +300,9 @@ def _modules() -> dict[str, Path]:
     """The app's modules and the library's, by dotted name."""
     found = {"function_app": ROOT / "function_app.py"}
     src = ROOT / "packages" / "cosmos-outbox" / "src"
-    roots = [(src, src / "cosmos_outbox")] + [(ROOT, ROOT / p) for p in sorted(APP - {
-        "function_app"})]
+    roots = [(src, src / "cosmos_outbox")] + [
+        (ROOT, ROOT / p) for p in sorted(APP - {"function_app"})
+    ]
     for base, folder in roots:
         for path in sorted(folder.rglob("*.py")):
             name = ".".join(path.relative_to(base).with_suffix("").parts)
@@ -246,10 +327,14 @@ def _runtime_imports(path: Path, modules: dict[str, Path]) -> set[str]:
             if isinstance(sub, ast.Import):
                 names = [alias.name for alias in sub.names]
             elif isinstance(sub, ast.ImportFrom) and sub.module and sub.level == 0:
-                submodules = [f"{sub.module}.{a.name}" for a in sub.names
-                              if f"{sub.module}.{a.name}" in modules]
-                names = submodules if len(submodules) == len(sub.names) else [
-                    sub.module, *submodules]
+                submodules = [
+                    f"{sub.module}.{a.name}"
+                    for a in sub.names
+                    if f"{sub.module}.{a.name}" in modules
+                ]
+                names = (
+                    submodules if len(submodules) == len(sub.names) else [sub.module, *submodules]
+                )
             else:
                 continue
             found |= {m for n in names if (m := known(n)) is not None}
@@ -269,7 +354,7 @@ def test_no_module_of_the_app_or_the_library_imports_itself_in_a_cycle() -> None
         path.append(module)
         for imported in sorted(graph[module]):
             if state.get(imported) == 1:
-                cycles.append([*path[path.index(imported):], imported])
+                cycles.append([*path[path.index(imported) :], imported])
             elif imported not in state:
                 visit(imported)
         path.pop()
@@ -282,8 +367,19 @@ def test_no_module_of_the_app_or_the_library_imports_itself_in_a_cycle() -> None
 
 
 #: Every folder and file of this repository's apps, tools and tests (not the packages').
-APP_AND_ITS_TOOLS = ("function_app.py", "domain", "application", "infra", "entrypoints",
-                     "subscriber", "tools", "bench", "tests", "conformance", "examples")
+APP_AND_ITS_TOOLS = (
+    "function_app.py",
+    "domain",
+    "application",
+    "infra",
+    "entrypoints",
+    "subscriber",
+    "tools",
+    "bench",
+    "tests",
+    "conformance",
+    "examples",
+)
 
 
 def private_library_imports(path: Path) -> list[str]:
@@ -319,9 +415,13 @@ def test_the_app_its_tools_and_tests_import_only_the_librarys_public_names() -> 
 
 def test_a_private_import_is_found(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
-    module.write_text("from cosmos_outbox._documents import read_feed\n"
-                      "from cosmos_outbox.http import _bounded\nimport cosmos_outbox.testing\n"
-                      "def f() -> None:\n    import cosmos_outbox._sync_bridge\n")
+    module.write_text(
+        "from cosmos_outbox._documents import read_feed\n"
+        "from cosmos_outbox.http import _bounded\nimport cosmos_outbox.testing\n"
+        "def f() -> None:\n    import cosmos_outbox._sync_bridge\n"
+    )
     assert private_library_imports(module) == [
-        "cosmos_outbox._documents.read_feed", "cosmos_outbox.http._bounded",
-        "cosmos_outbox._sync_bridge"]
+        "cosmos_outbox._documents.read_feed",
+        "cosmos_outbox.http._bounded",
+        "cosmos_outbox._sync_bridge",
+    ]

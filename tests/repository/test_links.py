@@ -10,8 +10,15 @@ from urllib.parse import unquote
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-DOCUMENTS = ("README.md", "docs/*.md", "packages/*/README.md", "packages/*/docs/*.md",
-             "examples/*/README.md", "deploy/README.md", "conformance/RESULTS.md")
+DOCUMENTS = (
+    "README.md",
+    "docs/*.md",
+    "packages/*/README.md",
+    "packages/*/docs/*.md",
+    "examples/*/README.md",
+    "deploy/README.md",
+    "conformance/RESULTS.md",
+)
 FENCE = re.compile(r"^\s*(```|~~~)")
 HEADING = re.compile(r"^#{1,6}\s+(.+?)\s*#*\s*$")
 # [text](target) or [text](target "title"); the text may hold `code` and brackets of its own.
@@ -57,9 +64,12 @@ def anchors(path: Path) -> set[str]:
 
 
 def relative_links(path: Path) -> list[str]:
-    return [target for line in prose(path.read_text("utf-8"))
-            for target in LINK.findall(CODE_SPAN.sub("", line))
-            if not re.match(r"[a-z][a-z0-9+.-]*:", target, re.IGNORECASE)]
+    return [
+        target
+        for line in prose(path.read_text("utf-8"))
+        for target in LINK.findall(CODE_SPAN.sub("", line))
+        if not re.match(r"[a-z][a-z0-9+.-]*:", target, re.IGNORECASE)
+    ]
 
 
 def broken(path: Path, target: str) -> str | None:
@@ -75,20 +85,26 @@ def broken(path: Path, target: str) -> str | None:
 
 @pytest.mark.parametrize("path", documents(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_relative_link_leads_to_a_file_and_heading(path: Path) -> None:
-    dead = {f"{target}: {why}" for target in relative_links(path)
-            if (why := broken(path, target)) is not None}
+    dead = {
+        f"{target}: {why}"
+        for target in relative_links(path)
+        if (why := broken(path, target)) is not None
+    }
     assert dead == set()
 
 
 def test_the_readme_links_every_docs_page() -> None:
-    linked = {(ROOT / target.partition("#")[0]).resolve()
-              for target in relative_links(ROOT / "README.md")}
+    linked = {
+        (ROOT / target.partition("#")[0]).resolve() for target in relative_links(ROOT / "README.md")
+    }
     assert {page.resolve() for page in (ROOT / "docs").glob("*.md")} - linked == set()
 
 
 def test_the_checker_sees_links_and_headings() -> None:
-    assert slug("API and relay as separate apps (`splitRelay`)") == \
-        "api-and-relay-as-separate-apps-splitrelay"
+    assert (
+        slug("API and relay as separate apps (`splitRelay`)")
+        == "api-and-relay-as-separate-apps-splitrelay"
+    )
     assert slug("What to watch, and what to do") == "what-to-watch-and-what-to-do"
     assert relative_links(ROOT / "README.md"), "the README links nothing: the pattern is wrong"
     assert "how-cosmos-outbox-travels" in anchors(ROOT / "deploy" / "README.md")
@@ -117,7 +133,6 @@ def test_a_package_readme_links_nothing_outside_its_sdist(package: Path) -> None
         linked = (package / file).resolve()
         inside = linked.is_relative_to(package.resolve())
         relative = linked.relative_to(package.resolve()).as_posix() if inside else ""
-        if not inside or not any(relative == i or relative.startswith(f"{i}/")
-                                 for i in includes):
+        if not inside or not any(relative == i or relative.startswith(f"{i}/") for i in includes):
             outside.append(target)
     assert outside == []

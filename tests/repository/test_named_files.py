@@ -7,14 +7,17 @@ import subprocess
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-NAMED = re.compile(r"\b(?:tests|domain|application|infra|entrypoints|deploy|emulators|bench|"
-                   r"packages|examples|subscriber|tools|src|scripts)/"
-                   r"[A-Za-z0-9_./-]*[A-Za-z0-9_]\.(?:py|json|bicep|js|md|toml)\b")
+NAMED = re.compile(
+    r"\b(?:tests|domain|application|infra|entrypoints|deploy|emulators|bench|"
+    r"packages|examples|subscriber|tools|src|scripts)/"
+    r"[A-Za-z0-9_./-]*[A-Za-z0-9_]\.(?:py|json|bicep|js|md|toml)\b"
+)
 
 
 def tracked_text_files() -> list[Path]:
-    listed = subprocess.run(["git", "ls-files", "*.py", "*.md"], cwd=ROOT, capture_output=True,
-                            text=True, check=True).stdout.split()
+    listed = subprocess.run(
+        ["git", "ls-files", "*.py", "*.md"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
     return [ROOT / name for name in listed]
 
 
@@ -36,7 +39,8 @@ BLOCK_FILE = re.compile(r"^```[^\n]*\n#\s*[A-Za-z0-9_./-]+\.py\b.*$", re.MULTILI
 def test_every_file_named_in_a_docstring_or_doc_exists() -> None:
     missing = {
         f"{path.relative_to(ROOT)} names {name}"
-        for path in tracked_text_files() if path.exists()
+        for path in tracked_text_files()
+        if path.exists()
         for name in NAMED.findall(BLOCK_FILE.sub("", path.read_text("utf-8")))
         if not exists(name, path)
     }

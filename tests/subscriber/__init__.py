@@ -17,10 +17,13 @@ if str(SUBSCRIBER_DIR) not in sys.path:
 def subscriber_functions() -> dict[str, Any]:
     """The subscriber app's indexed functions, as function.json documents by name (its
     function_app.py loaded under a name of its own: the contacts app's is `function_app`)."""
-    spec = importlib.util.spec_from_file_location("subscriber_function_app",
-                                                  SUBSCRIBER_DIR / "function_app.py")
+    spec = importlib.util.spec_from_file_location(
+        "subscriber_function_app", SUBSCRIBER_DIR / "function_app.py"
+    )
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return {str(f.get_function_name()): json.loads(f.get_function_json())
-            for f in module.app.get_functions()}
+    return {
+        str(f.get_function_name()): json.loads(f.get_function_json())
+        for f in module.app.get_functions()
+    }

@@ -23,8 +23,15 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def admin(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tools.admin", *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=60, check=False, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "tools.admin", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env=env,
+    )
 
 
 def one_line_error(done: subprocess.CompletedProcess[str]) -> str:
@@ -101,15 +108,27 @@ def test_a_success_that_is_not_json_is_not_the_apps_answer(canned: CannedServer)
     assert "not JSON (text/plain)" in line
 
 
-@pytest.mark.parametrize(("status", "key", "hint"), [
-    (401, None, "send the host's master key (--key or OUTBOX_ADMIN_KEY)"),
-    (403, "not-the-master-key", "the key was refused"),
-])
-def test_unauthorised_says_what_key_to_send(canned: CannedServer, status: int, key: str | None,
-                                            hint: str) -> None:
+@pytest.mark.parametrize(
+    ("status", "key", "hint"),
+    [
+        (401, None, "send the host's master key (--key or OUTBOX_ADMIN_KEY)"),
+        (403, "not-the-master-key", "the key was refused"),
+    ],
+)
+def test_unauthorised_says_what_key_to_send(
+    canned: CannedServer, status: int, key: str | None, hint: str
+) -> None:
     canned.status, canned.body = status, b""
-    line = one_line_error(admin("--api", url(canned), *(["--key", key] if key else []),
-                                "redrive", "--since", "2026-11-22T08:00:00Z"))
+    line = one_line_error(
+        admin(
+            "--api",
+            url(canned),
+            *(["--key", key] if key else []),
+            "redrive",
+            "--since",
+            "2026-11-22T08:00:00Z",
+        )
+    )
     assert f"{status} " in line and hint in line
     assert "not-the-master-key" not in line  # the key is never printed
 
@@ -125,8 +144,12 @@ def test_a_server_that_never_answers_times_out() -> None:
         hung.bind(("127.0.0.1", 0))
         hung.listen(8)  # accepted by the kernel, never answered
         port = hung.getsockname()[1]
-        done = admin("--api", f"http://127.0.0.1:{port}/api", "status",
-                     env={**os.environ, "OUTBOX_ADMIN_TIMEOUT": "0.5"})
+        done = admin(
+            "--api",
+            f"http://127.0.0.1:{port}/api",
+            "status",
+            env={**os.environ, "OUTBOX_ADMIN_TIMEOUT": "0.5"},
+        )
     assert "no answer within 0.5 s" in one_line_error(done)
 
 
@@ -142,10 +165,30 @@ def test_the_local_apps_answer_is_printed_as_json(stack: Stack) -> None:
 
 
 def test_a_redrive_is_scoped_by_aggregate_type_and_id(stack: Stack) -> None:
-    done = admin("--api", stack.api_url, "--timeout", "30", "redrive", "--since",
-                 "2999-01-01T00:00:00Z", "--aggregate-type", "ticket", "--aggregate-id", "t-1")
+    done = admin(
+        "--api",
+        stack.api_url,
+        "--timeout",
+        "30",
+        "redrive",
+        "--since",
+        "2999-01-01T00:00:00Z",
+        "--aggregate-type",
+        "ticket",
+        "--aggregate-id",
+        "t-1",
+    )
     assert done.returncode == 0, done.stderr
     assert json.loads(done.stdout) == {"events": 0, "sent": 0, "quarantined": 0}
-    refused = admin("--api", stack.api_url, "--timeout", "30", "redrive", "--since",
-                    "2999-01-01T00:00:00Z", "--aggregate-id", "t-1")
+    refused = admin(
+        "--api",
+        stack.api_url,
+        "--timeout",
+        "30",
+        "redrive",
+        "--since",
+        "2999-01-01T00:00:00Z",
+        "--aggregate-id",
+        "t-1",
+    )
     assert refused.returncode == 1 and "aggregateId needs aggregateType" in refused.stderr

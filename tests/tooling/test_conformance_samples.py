@@ -30,45 +30,53 @@ from conformance.scope import EXCLUDED, KNOWN_FAILURES, load_exclusions
 # ----------------------------------------------------------------- the error-line rule
 
 
-@pytest.mark.parametrize("line", [
-    "run_sample has caught an error. (BadRequest) no route",
-    "Error: (NotFound) Entity with the specified id does not exist in the system.",
-    "Database throughput error: (BadRequest) no route",
-    "Error updating autoscale throughput: (BadRequest) no route",
-    "Error in reading item with id 'x'.",
-    "Bad Request exception occurred:  (BadRequest) Unsupported ORDER BY clause.",
-    "Exception: Authentication failed",
-    "Failed to create user. Status code:400",
-    "ManagedIdentityCredential.get_token_info failed: connection refused",
-    "A container with id 'c1' does not exist",
-    "Entity doesn't exist",
-    "Entity already exists",
-    "Traceback (most recent call last):",
-    # a parser's message that starts with "Expected" is no expected error
-    'Bad Request exception occurred:  (BadRequest) Expected "!=", "%", "&", "(", or "}"',
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "run_sample has caught an error. (BadRequest) no route",
+        "Error: (NotFound) Entity with the specified id does not exist in the system.",
+        "Database throughput error: (BadRequest) no route",
+        "Error updating autoscale throughput: (BadRequest) no route",
+        "Error in reading item with id 'x'.",
+        "Bad Request exception occurred:  (BadRequest) Unsupported ORDER BY clause.",
+        "Exception: Authentication failed",
+        "Failed to create user. Status code:400",
+        "ManagedIdentityCredential.get_token_info failed: connection refused",
+        "A container with id 'c1' does not exist",
+        "Entity doesn't exist",
+        "Entity already exists",
+        "Traceback (most recent call last):",
+        # a parser's message that starts with "Expected" is no expected error
+        'Bad Request exception occurred:  (BadRequest) Expected "!=", "%", "&", "(", or "}"',
+    ],
+)
 def test_a_line_reporting_a_caught_error_counts(line: str) -> None:
     assert error_lines(f"step 1\n{line}\nrun_sample done\n") == [line]
 
 
-@pytest.mark.parametrize("line", [
-    "Failed as expected.",
-    "403 error assertion success",
-    "Expected error when using both: 'feed_range' and 'partition_key' are exclusive",
-    "Messages cannot be settled if they have timed out. (This is expected)",
-    "Database 'read_items_sync_db' created or already exists.",
-    "Filter predicate match failure will result in BadRequestException.",
-    "Intentionally failed to renew lock on message due to None",
-    "--- 1. Basic read_items usage with a non-existent item ---",
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Failed as expected.",
+        "403 error assertion success",
+        "Expected error when using both: 'feed_range' and 'partition_key' are exclusive",
+        "Messages cannot be settled if they have timed out. (This is expected)",
+        "Database 'read_items_sync_db' created or already exists.",
+        "Filter predicate match failure will result in BadRequestException.",
+        "Intentionally failed to renew lock on message due to None",
+        "--- 1. Basic read_items usage with a non-existent item ---",
+    ],
+)
 def test_a_line_that_describes_an_error_on_purpose_does_not(line: str) -> None:
     assert error_lines(line) == []
 
 
 def test_an_error_the_sample_provokes_by_design_is_required_not_counted() -> None:
     designed = designed_errors("azure-cosmos", "transactional_batch.py")
-    provoked = ("Error operation: ('replace', ('replace_item', {'id': 'replace_item'}), {}), "
-                "error operation response: {'statusCode': 412, 'requestCharge': 1}")
+    provoked = (
+        "Error operation: ('replace', ('replace_item', {'id': 'replace_item'}), {}), "
+        "error operation response: {'statusCode': 412, 'requestCharge': 1}"
+    )
     assert error_lines(provoked, designed) == []
     assert missing_designed_errors(provoked, designed) == []
     # the batch went through: the endpoint did not refuse what the service refuses
@@ -119,13 +127,16 @@ def test_the_fast_samples_are_in_scope_and_not_known_gaps() -> None:
 
 
 def test_modules_the_samples_import_are_not_samples(tmp_path: Path) -> None:
-    for name in ("config.py", "examples.py", "MultiMasterOperations/Worker.py",
-                 "MultiMasterOperations/Program.py"):
+    for name in (
+        "config.py",
+        "examples.py",
+        "MultiMasterOperations/Worker.py",
+        "MultiMasterOperations/Program.py",
+    ):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("", encoding="utf-8")
     assert "config.py" in NOT_SAMPLES["azure-cosmos"]
-    assert discover("azure-cosmos", tmp_path) == ["MultiMasterOperations/Program.py",
-                                                  "examples.py"]
+    assert discover("azure-cosmos", tmp_path) == ["MultiMasterOperations/Program.py", "examples.py"]
 
 
 # ----------------------------------------------------------------- managed identity stand-in
@@ -143,7 +154,8 @@ def identity() -> Iterator[IdentityEndpoint]:
 def test_the_token_endpoint_answers_as_app_services(identity: IdentityEndpoint) -> None:
     url = f"{identity.url}?api-version=2019-08-01&resource=https://servicebus.azure.net"
     request = urllib.request.Request(  # noqa: S310 - local
-        url, headers={"X-IDENTITY-HEADER": identity.secret})
+        url, headers={"X-IDENTITY-HEADER": identity.secret}
+    )
     with urllib.request.urlopen(request, timeout=5) as response:  # noqa: S310 - local
         body = json.loads(response.read())
     assert body["resource"] == "https://servicebus.azure.net"
@@ -157,7 +169,8 @@ def test_the_token_endpoint_answers_as_app_services(identity: IdentityEndpoint) 
 
 
 def test_managed_identity_credential_gets_its_token_there(
-    identity: IdentityEndpoint, monkeypatch: pytest.MonkeyPatch,
+    identity: IdentityEndpoint,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     for name, value in identity.environment.items():
         monkeypatch.setenv(name, value)

@@ -31,24 +31,33 @@ TRACE = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
 
 def history(n_changes: int) -> list[dict[str, Any]]:
     """The stored events of a contact created, then described `n_changes` times."""
-    contact = Contact.create(name=Name(first_name="Ada", last_name="L"), email="a@example.com",
-                             company=Company(company_name="E"))
+    contact = Contact.create(
+        name=Name(first_name="Ada", last_name="L"),
+        email="a@example.com",
+        company=Company(company_name="E"),
+    )
     for i in range(n_changes):
         contact.describe(f"change {i}")
-    return [aggregate_event_document(e.model_copy(update={"traceparent": TRACE}),
-                           source=Contact.source(), ttl_seconds=60)
-            for e in contact.collect_events()]
+    return [
+        aggregate_event_document(
+            e.model_copy(update={"traceparent": TRACE}), source=Contact.source(), ttl_seconds=60
+        )
+        for e in contact.collect_events()
+    ]
 
 
 def test_relay_telemetry_lands_in_otlp_json_lines_and_status_sums_it_up(tmp_path: Path) -> None:
     reader = PeriodicExportingMetricReader(
-        JsonLinesMetricExporter(tmp_path / "metrics.jsonl"), export_interval_millis=3_600_000)
+        JsonLinesMetricExporter(tmp_path / "metrics.jsonl"), export_interval_millis=3_600_000
+    )
     meter_provider = MeterProvider(metric_readers=[reader])
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(
-        SimpleSpanProcessor(JsonLinesSpanExporter(tmp_path / "traces.jsonl")))
-    recorder = RelayTelemetry(destination="contact-events", meter_provider=meter_provider,
-                              tracer_provider=tracer_provider)
+        SimpleSpanProcessor(JsonLinesSpanExporter(tmp_path / "traces.jsonl"))
+    )
+    recorder = RelayTelemetry(
+        destination="contact-events", meter_provider=meter_provider, tracer_provider=tracer_provider
+    )
     docs = history(9)
     docs[3].pop("action")  # one poison event
     relay = Relay(FakePublisher(), Quarantine(InMemoryStore()), recorder)
@@ -79,13 +88,14 @@ def test_relay_telemetry_lands_in_otlp_json_lines_and_status_sums_it_up(tmp_path
 
 def line(screen: str, label: str) -> str:
     [found] = [row for row in screen.splitlines() if row.strip().startswith(label)]
-    return found.strip()[len(label):].strip()
+    return found.strip()[len(label) :].strip()
 
 
 def test_status_says_when_no_stack_runs_and_how_old_its_figures_are() -> None:
     summary = Summary(sums={names.QUARANTINED: 7.0})
-    screen = render(summary, context=Context(running=False, exported_at=1_000_000.0,
-                                             now=1_000_000.0 + 3 * 3600))
+    screen = render(
+        summary, context=Context(running=False, exported_at=1_000_000.0, now=1_000_000.0 + 3 * 3600)
+    )
     first, second = screen.splitlines()[:2]
     assert first.startswith("NO LOCAL STACK IS RUNNING")
     assert "not current" in second and "(3.0 h ago)" in second
@@ -94,25 +104,33 @@ def test_status_says_when_no_stack_runs_and_how_old_its_figures_are() -> None:
 
 
 def test_status_takes_the_quarantined_records_and_the_backlog_from_the_api() -> None:
-    summary = Summary(sums={names.QUARANTINED: 7.0},
-                      gauges={(names.PENDING, names.ALL_LEASES): 40.0})
-    api = {"pending": 2, "oldestPendingAgeSeconds": 1.5, "quarantined": 1,
-           "leases": [{"lease": "0"}]}
+    summary = Summary(
+        sums={names.QUARANTINED: 7.0}, gauges={(names.PENDING, names.ALL_LEASES): 40.0}
+    )
+    api = {
+        "pending": 2,
+        "oldestPendingAgeSeconds": 1.5,
+        "quarantined": 1,
+        "leases": [{"lease": "0"}],
+    }
     screen = render(summary, context=Context(running=True, exported_at=time.time(), api=api))
-    assert screen.splitlines()[0].startswith("outbox status: local stack running; figures "
-                                             "exported at ")
+    assert screen.splitlines()[0].startswith(
+        "outbox status: local stack running; figures exported at "
+    )
     assert line(screen, "quarantined events now") == (
-        "1  (records not resolved, now, from the API)")
+        "1  (records not resolved, now, from the API)"
+    )
     assert line(screen, "quarantine actions").startswith("7  ")
     assert line(screen, "backlog (pending changes)") == "2  (now, from the API, 1 lease(s))"
     failing = render(summary, context=Context(running=True, api_error="503 the store ..."))
     assert line(failing, "quarantined events now") == (
-        "-  (the API did not answer: 503 the store ...)")
+        "-  (the API did not answer: 503 the store ...)"
+    )
 
 
-def test_make_status_exits_1_when_no_stack_runs(tmp_path: Path,
-                                               monkeypatch: pytest.MonkeyPatch,
-                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_make_status_exits_1_when_no_stack_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     monkeypatch.setattr(status, "PIDFILE", tmp_path / "pids.json")
     assert status.main([str(tmp_path)]) == 1
     out = capsys.readouterr().out
@@ -122,7 +140,13 @@ def test_make_status_exits_1_when_no_stack_runs(tmp_path: Path,
 def test_python_m_tools_status_as_make_status_runs_it(tmp_path: Path) -> None:
     """The command `make status` runs, as a process: it prints the screen and exits with it
     (an empty directory of figures, so no stack's figures are read)."""
-    done = subprocess.run([sys.executable, "-m", "tools.status", str(tmp_path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "tools.status", str(tmp_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert "quarantine actions" in done.stdout, done.stderr
     assert done.returncode in (0, 1)

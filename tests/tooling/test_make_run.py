@@ -66,13 +66,23 @@ class Run:
         return f"http://127.0.0.1:{self.ports[2]}/api"
 
     def start(self) -> Run:
-        args = {"workdir": str(self.workdir / "stack"), "ports": self.ports,
-                "settings": str(self.settings), "pidfile": str(self.pidfile)}
+        args = {
+            "workdir": str(self.workdir / "stack"),
+            "ports": self.ports,
+            "settings": str(self.settings),
+            "pidfile": str(self.pidfile),
+        }
         env = {**os.environ, "PYTHONPATH": str(ROOT), "MAKE_RUN_TEST_MARK": self.mark}
         # A process group of its own, as a job in a terminal: Ctrl-C is sent to the group.
         self.process = subprocess.Popen(
-            [sys.executable, "-c", DRIVER, json.dumps(args)], cwd=ROOT, env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, process_group=0)
+            [sys.executable, "-c", DRIVER, json.dumps(args)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            process_group=0,
+        )
         threading.Thread(target=self._read, daemon=True).start()
         return self
 
@@ -113,10 +123,16 @@ class Run:
             if not entry.name.isdigit() or int(entry.name) == os.getpid():
                 continue
             try:
-                if needle in (entry / "environ").read_bytes() and \
-                        (entry / "stat").read_text().split(") ")[1][0] != "Z":
-                    found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ")
-                                 .decode(errors="replace"))
+                if (
+                    needle in (entry / "environ").read_bytes()
+                    and (entry / "stat").read_text().split(") ")[1][0] != "Z"
+                ):
+                    found.append(
+                        (entry / "cmdline")
+                        .read_bytes()
+                        .replace(b"\0", b" ")
+                        .decode(errors="replace")
+                    )
             except (OSError, IndexError):
                 continue
         return found

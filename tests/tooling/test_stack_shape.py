@@ -16,8 +16,9 @@ from tools.stack import Stack, with_partitions
 
 def partitions(stack_config: StackConfig | None) -> dict[str, int]:
     assert stack_config is not None
-    return {c.name: c.physical_partitions
-            for db in stack_config.cosmos.databases for c in db.containers}
+    return {
+        c.name: c.physical_partitions for db in stack_config.cosmos.databases for c in db.containers
+    }
 
 
 def test_by_default_one_host_and_the_declared_partitions(tmp_path: Path) -> None:

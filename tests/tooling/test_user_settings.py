@@ -11,19 +11,27 @@ from typing import Any
 
 from tools.stack import keep_user_settings
 
-LOCAL_COSMOS = ("AccountEndpoint=https://127.0.0.1:9001/;AccountKey=C2y6yDjf5/R+ob0N8A7Cgv30VRD"
-                "JIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==;")
+LOCAL_COSMOS = (
+    "AccountEndpoint=https://127.0.0.1:9001/;AccountKey=C2y6yDjf5/R+ob0N8A7Cgv30VRD"
+    "JIWEHLM+4QDU5DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==;"
+)
 OLD_LOCAL_COSMOS = LOCAL_COSMOS.replace(":9001", ":8081")
-AZURE_SERVICEBUS = ("Endpoint=sb://team.servicebus.windows.net/;SharedAccessKeyName=app;"
-                    "SharedAccessKey=c2VjcmV0")
-GENERATED: dict[str, Any] = {"IsEncrypted": False, "Values": {
-    "CosmosDBConnection": LOCAL_COSMOS, "COSMOS_CONTAINER": "contacts",
-    "ServiceBusConnection": "Endpoint=sb://127.0.0.1:5999;SharedAccessKeyName=k;"
-                            "SharedAccessKey=k;UseDevelopmentEmulator=true;",
-    "NEW_SETTING": "1", "FUNCTIONS_WORKER_RUNTIME": "python",
-    "FUNCTIONS_HOST_COSMOS_VERIFY_TLS": "false"}}
-CONNECTIONS = {"cosmos": LOCAL_COSMOS,
-               "servicebus": GENERATED["Values"]["ServiceBusConnection"]}
+AZURE_SERVICEBUS = (
+    "Endpoint=sb://team.servicebus.windows.net/;SharedAccessKeyName=app;SharedAccessKey=c2VjcmV0"
+)
+GENERATED: dict[str, Any] = {
+    "IsEncrypted": False,
+    "Values": {
+        "CosmosDBConnection": LOCAL_COSMOS,
+        "COSMOS_CONTAINER": "contacts",
+        "ServiceBusConnection": "Endpoint=sb://127.0.0.1:5999;SharedAccessKeyName=k;"
+        "SharedAccessKey=k;UseDevelopmentEmulator=true;",
+        "NEW_SETTING": "1",
+        "FUNCTIONS_WORKER_RUNTIME": "python",
+        "FUNCTIONS_HOST_COSMOS_VERIFY_TLS": "false",
+    },
+}
+CONNECTIONS = {"cosmos": LOCAL_COSMOS, "servicebus": GENERATED["Values"]["ServiceBusConnection"]}
 
 
 def test_a_missing_file_is_created(tmp_path: Path) -> None:
@@ -34,14 +42,24 @@ def test_a_missing_file_is_created(tmp_path: Path) -> None:
 
 def test_the_users_values_are_kept_and_only_local_endpoints_move(tmp_path: Path) -> None:
     path = tmp_path / "local.settings.json"
-    users: dict[str, Any] = {"IsEncrypted": False, "Values": {
-        "CosmosDBConnection": OLD_LOCAL_COSMOS, "COSMOS_CONTAINER": "my-contacts",
-        "ServiceBusConnection": AZURE_SERVICEBUS, "MY_FLAG": "on"}, "Host": {"CORS": "*"}}
+    users: dict[str, Any] = {
+        "IsEncrypted": False,
+        "Values": {
+            "CosmosDBConnection": OLD_LOCAL_COSMOS,
+            "COSMOS_CONTAINER": "my-contacts",
+            "ServiceBusConnection": AZURE_SERVICEBUS,
+            "MY_FLAG": "on",
+        },
+        "Host": {"CORS": "*"},
+    }
     path.write_text(json.dumps(users))
     line = keep_user_settings(path, GENERATED, CONNECTIONS)
     kept = json.loads(path.read_text())
-    assert kept["Values"] == {**GENERATED["Values"], **users["Values"],
-                              "CosmosDBConnection": LOCAL_COSMOS}
+    assert kept["Values"] == {
+        **GENERATED["Values"],
+        **users["Values"],
+        "CosmosDBConnection": LOCAL_COSMOS,
+    }
     assert kept["Host"] == {"CORS": "*"}
     assert "updated CosmosDBConnection" in line and "added NEW_SETTING" in line
     assert "kept ServiceBusConnection" in line

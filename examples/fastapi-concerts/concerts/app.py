@@ -52,8 +52,14 @@ async def key_reused(request: Request, exc: IdempotencyKeyReusedError) -> JSONRe
 @api.post("/api/concerts", status_code=201)
 async def announce(body: NewConcert) -> dict[str, Any]:
     concert_id = str(uuid.uuid4())
-    concert = {"id": concert_id, "partitionKey": concert_id, "type": "concert",
-               "name": body.name, "capacity": body.capacity, "sold": 0}
+    concert = {
+        "id": concert_id,
+        "partitionKey": concert_id,
+        "type": "concert",
+        "name": body.name,
+        "capacity": body.capacity,
+        "sold": 0,
+    }
     session = outbox.session(concert_id, entity="concert")
     session.create(concert)
     session.publish("ConcertAnnounced", {"name": body.name, "capacity": body.capacity})
@@ -70,17 +76,24 @@ async def read_concert(concert_id: str) -> dict[str, Any]:
 
 
 @api.post("/api/concerts/{concert_id}/tickets", status_code=201)
-async def buy(concert_id: str, order: TicketOrder,
-              idempotency_key: Annotated[str | None, Header()] = None) -> dict[str, Any]:
+async def buy(
+    concert_id: str, order: TicketOrder, idempotency_key: Annotated[str | None, Header()] = None
+) -> dict[str, Any]:
     for _ in range(ATTEMPTS):
         concert = await read(concert_id, concert_id)
         if concert is None or concert.get("type") != "concert":
             raise HTTPException(404, "no such concert")
         if concert["sold"] + order.quantity > concert["capacity"]:
             raise HTTPException(409, "sold out")
-        ticket = {"id": str(uuid.uuid4()), "partitionKey": concert_id, "type": "ticket",
-                  "concertId": concert_id, "buyer": order.buyer,
-                  "quantity": order.quantity, "status": "sold"}
+        ticket = {
+            "id": str(uuid.uuid4()),
+            "partitionKey": concert_id,
+            "type": "ticket",
+            "concertId": concert_id,
+            "buyer": order.buyer,
+            "quantity": order.quantity,
+            "status": "sold",
+        }
         sold = [{"op": "incr", "path": "/sold", "value": order.quantity}]
         session = outbox.session(concert_id, entity="concert")
         session.patch(concert_id, sold, if_match=concert["_etag"])

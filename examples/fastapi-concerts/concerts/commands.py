@@ -17,9 +17,12 @@ logger = logging.getLogger(__name__)
 commands = func.Blueprint()  # type: ignore[no-untyped-call]  # untyped in azure-functions
 
 
-@commands.service_bus_queue_trigger(arg_name="message", queue_name="%COMMANDS_QUEUE%",
-                                    connection="ServiceBusConnection",
-                                    is_sessions_enabled=True)
+@commands.service_bus_queue_trigger(
+    arg_name="message",
+    queue_name="%COMMANDS_QUEUE%",
+    connection="ServiceBusConnection",
+    is_sessions_enabled=True,
+)
 async def handle_command(message: func.ServiceBusMessage) -> None:
     command = json.loads(message.get_body())
     if command.get("type") != "RefundTicket":  # retried, then dead-lettered

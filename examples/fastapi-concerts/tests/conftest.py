@@ -19,8 +19,9 @@ class World:
     def __init__(self, memory: InMemory, client: FunctionClient) -> None:
         self.memory, self.client = memory, client
 
-    def call(self, method: str, path: str, body: Any = None,
-             headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    def call(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
         reply = self.client.request(method, f"api/{path}", body=body, headers=headers)
         raw = reply.get_body()
         return reply.status_code, json.loads(raw) if raw else None

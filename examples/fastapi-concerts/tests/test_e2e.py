@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 
 pytest.importorskip(
-    "funcstack", reason="the local stack tool is not installed (pip install "
-                        "<repo>/packages/funcstack): the end-to-end test needs it")
+    "funcstack",
+    reason="the local stack tool is not installed (pip install "
+    "<repo>/packages/funcstack): the end-to-end test needs it",
+)
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceivedMessage
 
@@ -26,8 +28,9 @@ pytestmark = pytest.mark.e2e
 APP = Path(__file__).resolve().parents[1]
 
 
-def call(method: str, url: str, body: Any = None,
-         headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
+def call(
+    method: str, url: str, body: Any = None, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], Any]:
     data = None if body is None else json.dumps(body).encode()
     sent = {**({"content-type": "application/json"} if data is not None else {}), **(headers or {})}
     request = urllib.request.Request(url, data=data, method=method, headers=sent)  # noqa: S310
@@ -42,14 +45,18 @@ def call(method: str, url: str, body: Any = None,
         return error.code, answer, json.loads(raw) if raw else None
 
 
-def receive(connection: str, session: str, count: int,
-            wait: float = 60) -> list[ServiceBusReceivedMessage]:
+def receive(
+    connection: str, session: str, count: int, wait: float = 60
+) -> list[ServiceBusReceivedMessage]:
     """`count` messages of one session of the app's subscription, then 3 s more for any extra."""
     received: list[ServiceBusReceivedMessage] = []
     deadline = time.monotonic() + wait
-    with ServiceBusClient.from_connection_string(connection) as client, \
-            client.get_subscription_receiver("concert-events", "concert-audit",
-                                             session_id=session, max_wait_time=3) as receiver:
+    with (
+        ServiceBusClient.from_connection_string(connection) as client,
+        client.get_subscription_receiver(
+            "concert-events", "concert-audit", session_id=session, max_wait_time=3
+        ) as receiver,
+    ):
         while time.monotonic() < deadline:
             batch = receiver.receive_messages(max_message_count=10, max_wait_time=3)
             for message in batch:
@@ -61,35 +68,63 @@ def receive(connection: str, session: str, count: int,
 
 
 def test_tickets_sold_and_refunded_reach_the_topic_once_in_order(
-    funcstack_services: Any, funcstack_app: Callable[..., Any],
+    funcstack_services: Any,
+    funcstack_app: Callable[..., Any],
 ) -> None:
     app = funcstack_app(APP, settings={"FEED_POLL_DELAY_MS": "100"})
     key = {"x-functions-key": app.function_key}
     assert call("POST", f"{app.url}/api/concerts", {"name": "Ada", "capacity": 3})[0] == 401
-    status, headers, concert = call("POST", f"{app.url}/api/concerts",
-                                    {"name": "Ada live", "capacity": 3}, key)
+    status, headers, concert = call(
+        "POST", f"{app.url}/api/concerts", {"name": "Ada live", "capacity": 3}, key
+    )
     assert status == 201 and headers["content-type"] == "application/json", concert
-    status, _, ticket = call("POST", f"{app.url}/api/concerts/{concert['id']}/tickets",
-                             {"buyer": "Grace", "quantity": 2}, key)
+    status, _, ticket = call(
+        "POST",
+        f"{app.url}/api/concerts/{concert['id']}/tickets",
+        {"buyer": "Grace", "quantity": 2},
+        key,
+    )
     assert status == 201, ticket
-    assert call("POST", f"{app.url}/api/concerts/{concert['id']}/tickets",
-                {"buyer": "Alan", "quantity": 2}, key)[0] == 409  # sold out
-    with ServiceBusClient.from_connection_string(
-            funcstack_services.servicebus_connection_string) as client, \
-            client.get_queue_sender("concert-commands") as sender:
-        sender.send_messages(ServiceBusMessage(json.dumps({
-            "type": "RefundTicket", "concertId": concert["id"], "ticketId": ticket["id"]}),
-            session_id=concert["id"]))
+    assert (
+        call(
+            "POST",
+            f"{app.url}/api/concerts/{concert['id']}/tickets",
+            {"buyer": "Alan", "quantity": 2},
+            key,
+        )[0]
+        == 409
+    )  # sold out
+    with (
+        ServiceBusClient.from_connection_string(
+            funcstack_services.servicebus_connection_string
+        ) as client,
+        client.get_queue_sender("concert-commands") as sender,
+    ):
+        sender.send_messages(
+            ServiceBusMessage(
+                json.dumps(
+                    {"type": "RefundTicket", "concertId": concert["id"], "ticketId": ticket["id"]}
+                ),
+                session_id=concert["id"],
+            )
+        )
     deadline = time.monotonic() + 60
-    while call("GET", f"{app.url}/api/concerts/{concert['id']}/tickets/{ticket['id']}",
-               headers=key)[2]["status"] != "refunded":
+    while (
+        call("GET", f"{app.url}/api/concerts/{concert['id']}/tickets/{ticket['id']}", headers=key)[
+            2
+        ]["status"]
+        != "refunded"
+    ):
         assert time.monotonic() < deadline, "the refund command was not handled"
         time.sleep(0.25)
     assert call("GET", f"{app.url}/api/concerts/{concert['id']}", headers=key)[2]["sold"] == 0
 
     received = receive(funcstack_services.servicebus_connection_string, concert["id"], 3)
     assert [(m.subject, (m.application_properties or {})[b"version"]) for m in received] == [
-        ("ConcertAnnounced", 1), ("TicketsSold", 2), ("TicketRefunded", 3)]
+        ("ConcertAnnounced", 1),
+        ("TicketsSold", 2),
+        ("TicketRefunded", 3),
+    ]
     for message in received:
         properties = message.application_properties or {}
         assert properties[b"aggregateType"] == b"concert"

@@ -51,8 +51,9 @@ async def key_reused(request: Request, exc: IdempotencyKeyReusedError) -> JSONRe
 
 
 @api.post("/api/members/{member_id}/loans", status_code=201)
-async def borrow(member_id: str, body: Borrow,
-                 idempotency_key: Annotated[str | None, Header()] = None) -> dict[str, Any]:
+async def borrow(
+    member_id: str, body: Borrow, idempotency_key: Annotated[str | None, Header()] = None
+) -> dict[str, Any]:
     for _ in range(ATTEMPTS):
         session = outbox.session(member_id, entity="member")
         if idempotency_key:  # first: a retry gets the first answer, whatever the quota says now
@@ -63,9 +64,14 @@ async def borrow(member_id: str, body: Borrow,
         quota = await read(member_id, "quota")
         if quota is not None and quota["open"] >= int(os.environ.get("LOAN_LIMIT", "2")):
             raise HTTPException(409, "loan quota exhausted")
-        loan = {"id": str(uuid.uuid4()), "memberId": member_id, "type": "loan",
-                "bookId": body.bookId, "status": "open",
-                "dueAt": due_at(int(os.environ.get("LOAN_DAYS", "14")))}
+        loan = {
+            "id": str(uuid.uuid4()),
+            "memberId": member_id,
+            "type": "loan",
+            "bookId": body.bookId,
+            "status": "open",
+            "dueAt": due_at(int(os.environ.get("LOAN_DAYS", "14"))),
+        }
         counted = {"id": "quota", "memberId": member_id, "type": "quota", "open": 1}
         if quota is None:
             session.create(counted)
@@ -73,8 +79,9 @@ async def borrow(member_id: str, body: Borrow,
             counted = {**plain(quota), "open": quota["open"] + 1}
             session.replace(counted, if_match=quota["_etag"])
         session.create(loan)
-        session.publish("BookBorrowed", {"loanId": loan["id"], "bookId": body.bookId,
-                                         "dueAt": loan["dueAt"]})
+        session.publish(
+            "BookBorrowed", {"loanId": loan["id"], "bookId": body.bookId, "dueAt": loan["dueAt"]}
+        )
         if idempotency_key:
             session.claim(idempotency_key, request=body.model_dump(), answer=loan_view(loan))
         try:

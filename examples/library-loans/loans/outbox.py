@@ -15,7 +15,8 @@ async def read(member_id: str, document_id: str) -> dict[str, Any] | None:
     return await outbox.store.read(member_id, document_id)
 
 
-async def query(sql: str, parameters: list[dict[str, Any]] | None = None, *,
-                member_id: str | None = None) -> list[dict[str, Any]]:
+async def query(
+    sql: str, parameters: list[dict[str, Any]] | None = None, *, member_id: str | None = None
+) -> list[dict[str, Any]]:
     """The results of one of the app's queries: a member's partition, or every member's."""
     return await outbox.store.query(sql, parameters, partition_key=member_id)

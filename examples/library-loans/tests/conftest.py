@@ -19,15 +19,20 @@ class World:
     def __init__(self, memory: InMemory, client: FunctionClient) -> None:
         self.memory, self.client = memory, client
 
-    def call(self, method: str, path: str, body: Any = None,
-             headers: dict[str, str] | None = None) -> tuple[int, Any]:
+    def call(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None
+    ) -> tuple[int, Any]:
         reply = self.client.request(method, f"api/{path}", body=body, headers=headers)
         raw = reply.get_body()
         return reply.status_code, json.loads(raw) if raw else None
 
     def borrow(self, member: str, book: str, key: str | None = None) -> tuple[int, Any]:
-        return self.call("POST", f"members/{member}/loans", {"bookId": book},
-                         {"Idempotency-Key": key} if key else None)
+        return self.call(
+            "POST",
+            f"members/{member}/loans",
+            {"bookId": book},
+            {"Idempotency-Key": key} if key else None,
+        )
 
     def events(self) -> list[dict[str, Any]]:
         """The events committed, as subscribers read them (envelope and data in one object:

@@ -82,23 +82,34 @@ def code_lines(source: str) -> int:
     module = ast.parse(source)
     skipped: set[int] = set()
     for node in module.body:
-        docstring = (node is module.body[0] and isinstance(node, ast.Expr)
-                     and isinstance(node.value, ast.Constant))
+        docstring = (
+            node is module.body[0]
+            and isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+        )
         if docstring or (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
             skipped.update(range(node.lineno, (node.end_lineno or node.lineno) + 1))
-    return sum(1 for number, line in enumerate(source.splitlines(), start=1)
-               if number not in skipped and line.strip() and not line.lstrip().startswith("#"))
+    return sum(
+        1
+        for number, line in enumerate(source.splitlines(), start=1)
+        if number not in skipped and line.strip() and not line.lstrip().startswith("#")
+    )
 
 
 def test_the_diffs_match_the_app_and_give_back_the_app_without_the_outbox() -> None:
     outbox_step, idempotency_step = diffs()
     names = {d.path for d in outbox_step + idempotency_step}
-    now = {name: (APP / name).read_text(encoding="utf-8") for name in names
-           if (APP / name).exists()}
+    now = {
+        name: (APP / name).read_text(encoding="utf-8") for name in names if (APP / name).exists()
+    }
     without_key = backwards(now, idempotency_step)
     without_outbox = backwards(without_key, outbox_step)
-    assert set(without_outbox) == {"function_app.py", "loans/app.py", "loans/overdue.py",
-                                   "loans/cosmos.py"}
+    assert set(without_outbox) == {
+        "function_app.py",
+        "loans/app.py",
+        "loans/overdue.py",
+        "loans/cosmos.py",
+    }
     for name, source in without_outbox.items():
         ast.parse(source, filename=name)
         assert "cosmos_outbox" not in source and "loans.outbox" not in source, name
@@ -108,8 +119,9 @@ def test_the_apps_queries_are_the_same_before_and_after() -> None:
     """Its SQL is unchanged by the adoption: the same strings, given to the same function."""
     outbox_step, idempotency_step = diffs()
     names = {d.path for d in outbox_step + idempotency_step}
-    now = {name: (APP / name).read_text(encoding="utf-8") for name in names
-           if (APP / name).exists()}
+    now = {
+        name: (APP / name).read_text(encoding="utf-8") for name in names if (APP / name).exists()
+    }
     before = backwards(backwards(now, idempotency_step), outbox_step)
     for name in ("loans/app.py", "loans/overdue.py"):
         source = now[name]
@@ -125,8 +137,7 @@ def test_the_readme_counts_what_the_diffs_change() -> None:
     assert f"**{written} lines written**" in PROSE
     module = code_lines((APP / "loans" / "outbox.py").read_text(encoding="utf-8"))
     assert f"(`loans/outbox.py`: {module} lines of code)" in PROSE
-    replaced = code_lines(backwards({}, [d for d in outbox_step if d.deleted])[
-        "loans/cosmos.py"])
+    replaced = code_lines(backwards({}, [d for d in outbox_step if d.deleted])["loans/cosmos.py"])
     assert f"(`loans/cosmos.py`, {replaced} lines of code)" in PROSE
     changed, written = counted(idempotency_step)
     assert f"{written} more lines, {changed} changed" in PROSE

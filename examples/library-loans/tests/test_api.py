@@ -14,17 +14,23 @@ from conftest import World
 def test_a_borrow_writes_the_loan_the_quota_and_its_event_together(world: World) -> None:
     status, loan = world.borrow("ada", "dune")
     assert status == 201 and (loan["memberId"], loan["bookId"], loan["status"]) == (
-        "ada", "dune", "open")
+        "ada",
+        "dune",
+        "open",
+    )
     assert world.memory.store.read("ada", "quota") is not None
     [event] = world.events()
     assert (event["action"], event["memberId"], event["version"], event["loanId"]) == (
-        "BookBorrowed", "ada", 1, loan["id"])
+        "BookBorrowed",
+        "ada",
+        1,
+        loan["id"],
+    )
     assert world.memory.store.batches == 1
 
 
 def test_the_quota_refuses_a_loan_too_many_and_writes_nothing(world: World) -> None:
-    assert [world.borrow("ada", book)[0] for book in ("dune", "emma", "ulysses")] == [
-        201, 201, 409]
+    assert [world.borrow("ada", book)[0] for book in ("dune", "emma", "ulysses")] == [201, 201, 409]
     assert len(world.events()) == 2
 
 
@@ -49,9 +55,9 @@ def test_a_retry_with_its_idempotency_key_gets_the_first_answer_after_the_quota_
     assert world.borrow("ada", "emma", key="borrow-1")[0] == 422  # the key, another body
 
 
-def test_a_members_loans_come_from_the_apps_own_query_by_due_date(world: World,
-                                                                   monkeypatch: pytest.MonkeyPatch
-                                                                   ) -> None:
+def test_a_members_loans_come_from_the_apps_own_query_by_due_date(
+    world: World, monkeypatch: pytest.MonkeyPatch
+) -> None:
     world.borrow("ada", "dune")
     monkeypatch.setenv("LOAN_DAYS", "7")
     world.borrow("ada", "emma")

@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 
 pytest.importorskip(
-    "funcstack", reason="the local stack tool is not installed (pip install funcstack, from "
-                        "its wheel until it is on PyPI): the end-to-end test needs it")
+    "funcstack",
+    reason="the local stack tool is not installed (pip install funcstack, from "
+    "its wheel until it is on PyPI): the end-to-end test needs it",
+)
 
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage
 
@@ -27,8 +29,9 @@ pytestmark = pytest.mark.e2e
 APP = Path(__file__).resolve().parents[1]
 
 
-def call(method: str, url: str, body: Any = None,
-         headers: dict[str, str] | None = None) -> tuple[int, Any]:
+def call(
+    method: str, url: str, body: Any = None, headers: dict[str, str] | None = None
+) -> tuple[int, Any]:
     data = None if body is None else json.dumps(body).encode()
     sent = {**({"content-type": "application/json"} if data is not None else {}), **(headers or {})}
     request = urllib.request.Request(url, data=data, method=method, headers=sent)  # noqa: S310
@@ -41,14 +44,18 @@ def call(method: str, url: str, body: Any = None,
         return error.code, json.loads(raw) if raw else None
 
 
-def receive(connection: str, session: str, count: int,
-            wait: float = 60) -> list[ServiceBusReceivedMessage]:
+def receive(
+    connection: str, session: str, count: int, wait: float = 60
+) -> list[ServiceBusReceivedMessage]:
     """`count` messages of one session of the app's subscription, then 3 s more for any extra."""
     received: list[ServiceBusReceivedMessage] = []
     deadline = time.monotonic() + wait
-    with ServiceBusClient.from_connection_string(connection) as client, \
-            client.get_subscription_receiver("loan-events", "loan-notices",
-                                             session_id=session, max_wait_time=3) as receiver:
+    with (
+        ServiceBusClient.from_connection_string(connection) as client,
+        client.get_subscription_receiver(
+            "loan-events", "loan-notices", session_id=session, max_wait_time=3
+        ) as receiver,
+    ):
         while time.monotonic() < deadline:
             batch = receiver.receive_messages(max_message_count=10, max_wait_time=3)
             for message in batch:
@@ -60,12 +67,19 @@ def receive(connection: str, session: str, count: int,
 
 
 def test_a_borrow_its_retry_and_the_overdue_timer_reach_the_topic_once_in_order(
-    funcstack_services: Any, funcstack_app: Callable[..., Any],
+    funcstack_services: Any,
+    funcstack_app: Callable[..., Any],
 ) -> None:
     # a quota of 1, loans due at once, the timer every 2 seconds
-    app = funcstack_app(APP, settings={
-        "FEED_POLL_DELAY_MS": "100", "LOAN_LIMIT": "1", "LOAN_DAYS": "0",
-        "OVERDUE_SCHEDULE": "*/2 * * * * *"})
+    app = funcstack_app(
+        APP,
+        settings={
+            "FEED_POLL_DELAY_MS": "100",
+            "LOAN_LIMIT": "1",
+            "LOAN_DAYS": "0",
+            "OVERDUE_SCHEDULE": "*/2 * * * * *",
+        },
+    )
     key = {"x-functions-key": app.function_key}
     loans = f"{app.url}/api/members/ada/loans"
     assert call("POST", loans, {"bookId": "dune"})[0] == 401
@@ -81,5 +95,7 @@ def test_a_borrow_its_retry_and_the_overdue_timer_reach_the_topic_once_in_order(
 
     received = receive(funcstack_services.servicebus_connection_string, "ada", 2)
     assert [(m.subject, (m.application_properties or {})[b"version"]) for m in received] == [
-        ("BookBorrowed", 1), ("LoanOverdue", 2)]
+        ("BookBorrowed", 1),
+        ("LoanOverdue", 2),
+    ]
     assert {json.loads(b"".join(m.body))["loanId"] for m in received} == {first[1]["id"]}

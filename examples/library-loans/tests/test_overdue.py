@@ -18,8 +18,11 @@ def test_open_loans_past_due_are_marked_overdue_with_their_event(
     monkeypatch.setenv("LOAN_DAYS", "14")
     world.borrow("ada", "emma")
     world.client.invoke("mark_overdue", timer_request())
-    statuses = {loan["id"]: loan["status"] for member in ("ada", "grace")
-                for loan in world.call("GET", f"members/{member}/loans")[1]}
+    statuses = {
+        loan["id"]: loan["status"]
+        for member in ("ada", "grace")
+        for loan in world.call("GET", f"members/{member}/loans")[1]
+    }
     assert sorted(s for s in statuses.values()) == ["open", "overdue", "overdue"]
     assert all(statuses[loan_id] == "overdue" for loan_id in late)
     overdue = [e for e in world.events() if e["action"] == "LoanOverdue"]

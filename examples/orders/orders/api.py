@@ -21,10 +21,19 @@ class PlaceOrder(RequestModel):
 
 def order_routes(outbox: Outbox) -> AggregateRoutes[Order]:
     orders = outbox.routes(Order)  # answers show every field of the order
-    orders.create(route="orders", request=PlaceOrder, summary="Place an order (OrderPlaced)",
-                  build=lambda body: Order.place(**body.fields()), name="place_order")
+    orders.create(
+        route="orders",
+        request=PlaceOrder,
+        summary="Place an order (OrderPlaced)",
+        build=lambda body: Order.place(**body.fields()),
+        name="place_order",
+    )
     orders.read(route="orders/{id}", summary="Read an order")
-    orders.update(route="orders/{id}/cancel", method="POST", apply=Order.cancel,
-                  summary="Cancel an order (OrderCancelled); 409 when already cancelled",
-                  name="cancel_order")
+    orders.update(
+        route="orders/{id}/cancel",
+        method="POST",
+        apply=Order.cancel,
+        summary="Cancel an order (OrderCancelled); 409 when already cancelled",
+        name="cancel_order",
+    )
     return orders

@@ -22,16 +22,22 @@ def problem(response: func.HttpResponse, status: int) -> dict[str, Any]:
 
 
 def place(world: World, **fields: Any) -> func.HttpResponse:
-    return world.client.request("POST", "orders", body={
-        "customerName": "Ada", "totalCents": 1250, **fields})
+    return world.client.request(
+        "POST", "orders", body={"customerName": "Ada", "totalCents": 1250, **fields}
+    )
 
 
 def test_placing_an_order_answers_201_with_location_etag_and_the_order(world: World) -> None:
     reply = place(world)
     assert reply.status_code == 201, reply.get_body()
     order = body(reply)
-    assert order == {"id": order["id"], "version": 1, "customerName": "Ada",
-                     "totalCents": 1250, "status": "placed"}
+    assert order == {
+        "id": order["id"],
+        "version": 1,
+        "customerName": "Ada",
+        "totalCents": 1250,
+        "status": "placed",
+    }
     assert reply.headers["Location"] == f"/api/orders/{order['id']}"
     assert reply.headers["ETag"]
 
@@ -43,29 +49,44 @@ def test_reading_an_order_answers_its_etag_304_when_unchanged_404_when_unknown(
     oid, etag = body(placed)["id"], placed.headers["ETag"]
     reply = world.client.request("GET", f"orders/{oid}")
     assert (reply.status_code, reply.headers["ETag"], body(reply)["status"]) == (
-        200, etag, "placed")
-    assert world.client.request("GET", f"orders/{oid}",
-                                headers={"If-None-Match": etag}).status_code == 304
+        200,
+        etag,
+        "placed",
+    )
+    assert (
+        world.client.request("GET", f"orders/{oid}", headers={"If-None-Match": etag}).status_code
+        == 304
+    )
     problem(world.client.request("GET", "orders/no-such-order"), 404)
 
 
 def test_cancelling_answers_200_then_409_and_honours_if_match(world: World) -> None:
     placed = place(world)
     oid, etag = body(placed)["id"], placed.headers["ETag"]
-    problem(world.client.request("POST", f"orders/{oid}/cancel",
-                                 headers={"If-Match": '"not-the-etag"'}), 412)
+    problem(
+        world.client.request(
+            "POST", f"orders/{oid}/cancel", headers={"If-Match": '"not-the-etag"'}
+        ),
+        412,
+    )
     reply = world.client.request("POST", f"orders/{oid}/cancel", headers={"If-Match": etag})
     assert (reply.status_code, body(reply)["status"], body(reply)["version"]) == (
-        200, "cancelled", 2)
+        200,
+        "cancelled",
+        2,
+    )
     assert reply.headers["ETag"] != etag
     again = problem(world.client.request("POST", f"orders/{oid}/cancel"), 409)
     assert again["detail"] == f"order {oid} is already cancelled"
 
 
 BAD: list[tuple[dict[str, Any], str]] = [
-    ({"totalCents": -1}, "totalCents"), ({"totalCents": "1"}, "totalCents"),
-    ({"totalCents": True}, "totalCents"), ({"customerName": ""}, "customerName"),
-    ({"customerName": "Ada\u0000"}, "customerName"), ({"status": "cancelled"}, "status"),
+    ({"totalCents": -1}, "totalCents"),
+    ({"totalCents": "1"}, "totalCents"),
+    ({"totalCents": True}, "totalCents"),
+    ({"customerName": ""}, "customerName"),
+    ({"customerName": "Ada\u0000"}, "customerName"),
+    ({"status": "cancelled"}, "status"),
 ]
 
 
@@ -83,7 +104,9 @@ def test_the_events_reach_the_topic_in_order_under_the_order_type(world: World) 
     world.client.relay(world.memory.store.of_type("domainEvent"))
     messages = world.memory.publisher.messages
     assert [(m.subject, m.version, m.session_id) for m in messages] == [
-        ("OrderPlaced", 1, oid), ("OrderCancelled", 2, oid)]
+        ("OrderPlaced", 1, oid),
+        ("OrderCancelled", 2, oid),
+    ]
     assert {m.application_properties["aggregateType"] for m in messages} == {"order"}
     assert {m.application_properties["orderId"] for m in messages} == {oid}
     assert {m.source for m in messages} == {"/orders"}
@@ -91,20 +114,25 @@ def test_the_events_reach_the_topic_in_order_under_the_order_type(world: World) 
 
 def test_writes_retried_with_their_idempotency_key_have_one_effect(world: World) -> None:
     key = {"Idempotency-Key": '"order-1"'}
-    placed = world.client.request("POST", "orders", headers=key,
-                                  body={"customerName": "Ada", "totalCents": 1250})
-    again = world.client.request("POST", "orders", headers=key,
-                                 body={"customerName": "Ada", "totalCents": 1250})
+    placed = world.client.request(
+        "POST", "orders", headers=key, body={"customerName": "Ada", "totalCents": 1250}
+    )
+    again = world.client.request(
+        "POST", "orders", headers=key, body={"customerName": "Ada", "totalCents": 1250}
+    )
     assert placed.status_code == again.status_code == 201
     assert (again.headers["Location"], again.get_body()) == (
-        placed.headers["Location"], placed.get_body())
+        placed.headers["Location"],
+        placed.get_body(),
+    )
     oid = body(placed)["id"]
     cancel = {"Idempotency-Key": "cancel-1"}
     first = world.client.request("POST", f"orders/{oid}/cancel", headers=cancel)
     retry = world.client.request("POST", f"orders/{oid}/cancel", headers=cancel)
     assert first.status_code == retry.status_code == 200  # not 409: it is the same cancel
     assert retry.get_body() == first.get_body()
-    other = world.client.request("POST", "orders", headers=key,
-                                 body={"customerName": "Bob", "totalCents": 1})
+    other = world.client.request(
+        "POST", "orders", headers=key, body={"customerName": "Bob", "totalCents": 1}
+    )
     problem(other, 422)
     assert sorted(e.type for e in world.memory.events()) == ["OrderCancelled", "OrderPlaced"]

@@ -16,8 +16,12 @@ from cosmos_outbox.testing.contracts import (
 )
 from orders.domain import Order
 
-ORDER = AggregateExample("order", lambda: Order.place(customer_name="Ada", total_cents=1250),
-                         change=Order.cancel, actions=("OrderPlaced", "OrderCancelled"))
+ORDER = AggregateExample(
+    "order",
+    lambda: Order.place(customer_name="Ada", total_cents=1250),
+    change=Order.cancel,
+    actions=("OrderPlaced", "OrderCancelled"),
+)
 
 
 class TestInMemoryUnitOfWork(UnitOfWorkContract):

@@ -12,7 +12,11 @@ from orders.domain import Order, OrderCancelled, OrderPlaced
 def test_a_placed_order_records_what_was_ordered() -> None:
     order = Order.place(customer_name=" Ada ", total_cents=1250)
     assert (order.customer_name, order.total_cents, order.status, order.version) == (
-        "Ada", 1250, "placed", 1)
+        "Ada",
+        1250,
+        "placed",
+        1,
+    )
     [event] = order.collect_events()
     assert isinstance(event, OrderPlaced)
     assert (event.customer_name, event.total_cents, event.aggregate_id) == ("Ada", 1250, order.id)
@@ -29,8 +33,7 @@ def test_a_cancelled_order_refuses_to_be_cancelled_again() -> None:
         order.cancel()
 
 
-@pytest.mark.parametrize(("name", "cents"), [("", 1), ("Ada", -1), ("\u200b", 1),
-                                             ("x" * 101, 1)])
+@pytest.mark.parametrize(("name", "cents"), [("", 1), ("Ada", -1), ("\u200b", 1), ("x" * 101, 1)])
 def test_an_order_needs_a_customer_and_a_total_of_zero_or_more(name: str, cents: int) -> None:
     with pytest.raises(ValidationError):
         Order.place(customer_name=name, total_cents=cents)

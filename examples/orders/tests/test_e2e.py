@@ -18,8 +18,10 @@ from typing import Any
 import pytest
 
 pytest.importorskip(
-    "funcstack", reason="the local stack tool is not installed (pip install "
-                        "<repo>/packages/funcstack): the end-to-end test needs it")
+    "funcstack",
+    reason="the local stack tool is not installed (pip install "
+    "<repo>/packages/funcstack): the end-to-end test needs it",
+)
 
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage
 
@@ -27,8 +29,9 @@ pytestmark = pytest.mark.e2e
 APP = Path(__file__).resolve().parents[1]
 
 
-def call(method: str, url: str, body: Any = None,
-         headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], Any]:
+def call(
+    method: str, url: str, body: Any = None, headers: dict[str, str] | None = None
+) -> tuple[int, dict[str, str], Any]:
     data = None if body is None else json.dumps(body).encode()
     sent = {**({"content-type": "application/json"} if data is not None else {}), **(headers or {})}
     request = urllib.request.Request(url, data=data, method=method, headers=sent)  # noqa: S310
@@ -43,8 +46,9 @@ def call(method: str, url: str, body: Any = None,
         return error.code, headers, json.loads(raw) if raw else None
 
 
-def call_served(method: str, url: str, headers: dict[str, str] | None = None,
-                wait: float = 60) -> int:
+def call_served(
+    method: str, url: str, headers: dict[str, str] | None = None, wait: float = 60
+) -> int:
     """`call`'s status, a 503 retried after its Retry-After as a client of a bounded route
     does (the operators' routes answer within 4 s, or 503: on a loaded machine the first
     status read, clients and all, can take longer)."""
@@ -56,14 +60,18 @@ def call_served(method: str, url: str, headers: dict[str, str] | None = None,
         time.sleep(float(headers_back.get("retry-after", "1")))
 
 
-def receive(connection: str, session: str, count: int,
-            wait: float = 60) -> list[ServiceBusReceivedMessage]:
+def receive(
+    connection: str, session: str, count: int, wait: float = 60
+) -> list[ServiceBusReceivedMessage]:
     """`count` messages of one session of the app's subscription, then 3 s more for any extra."""
     received: list[ServiceBusReceivedMessage] = []
     deadline = time.monotonic() + wait
-    with ServiceBusClient.from_connection_string(connection) as client, \
-            client.get_subscription_receiver("order-events", "order-audit", session_id=session,
-                                             max_wait_time=3) as receiver:
+    with (
+        ServiceBusClient.from_connection_string(connection) as client,
+        client.get_subscription_receiver(
+            "order-events", "order-audit", session_id=session, max_wait_time=3
+        ) as receiver,
+    ):
         while time.monotonic() < deadline:
             batch = receiver.receive_messages(max_message_count=10, max_wait_time=3)
             for message in batch:
@@ -82,29 +90,35 @@ def properties_of(message: ServiceBusReceivedMessage) -> dict[str, Any]:
 
 
 def test_the_routes_answer_and_the_events_reach_the_topic_once_in_order(
-    funcstack_services: Any, funcstack_app: Callable[..., Any],
+    funcstack_services: Any,
+    funcstack_app: Callable[..., Any],
 ) -> None:
     app = funcstack_app(APP, settings={"FEED_POLL_DELAY_MS": "100"})
     key = {"x-functions-key": app.function_key}  # as a client in Azure sends it
-    status, headers, order = call("POST", f"{app.url}/orders",
-                                  {"customerName": "Ada", "totalCents": 1250}, key)
+    status, headers, order = call(
+        "POST", f"{app.url}/orders", {"customerName": "Ada", "totalCents": 1250}, key
+    )
     assert status == 201, order
     assert headers["location"] == f"/api/orders/{order['id']}"
     etag = headers["etag"]
     status, headers, read = call("GET", f"{app.url}/orders/{order['id']}", headers=key)
     assert (status, headers["etag"], read["status"]) == (200, etag, "placed")
-    status, _, _ = call("POST", f"{app.url}/orders/{order['id']}/cancel",
-                        headers={**key, "If-Match": '"stale"'})
+    status, _, _ = call(
+        "POST", f"{app.url}/orders/{order['id']}/cancel", headers={**key, "If-Match": '"stale"'}
+    )
     assert status == 412
-    status, _, cancelled = call("POST", f"{app.url}/orders/{order['id']}/cancel",
-                                headers={**key, "If-Match": etag})
+    status, _, cancelled = call(
+        "POST", f"{app.url}/orders/{order['id']}/cancel", headers={**key, "If-Match": etag}
+    )
     assert (status, cancelled["status"]) == (200, "cancelled")
     status, headers, _ = call("POST", f"{app.url}/orders/{order['id']}/cancel", headers=key)
     assert status == 409 and headers["content-type"].startswith("application/problem+json")
 
     received = receive(funcstack_services.servicebus_connection_string, order["id"], 2)
     assert [(m.subject, properties_of(m)["version"]) for m in received] == [
-        ("OrderPlaced", 1), ("OrderCancelled", 2)]
+        ("OrderPlaced", 1),
+        ("OrderCancelled", 2),
+    ]
     for message in received:
         properties = properties_of(message)
         body = json.loads(b"".join(message.body))  # the event's own fields, nothing added

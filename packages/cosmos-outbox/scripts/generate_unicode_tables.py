@@ -31,7 +31,7 @@ TARGET = ROOT / "src" / "cosmos_outbox" / "_text" / "_unicode_tables.py"
 
 _PROPERTIES = {
     "JOINING": r"[\p{Joining_Type=Dual_Joining}\p{Joining_Type=Left_Joining}"
-               r"\p{Joining_Type=Right_Joining}]",
+    r"\p{Joining_Type=Right_Joining}]",
     "JOINING_TRANSPARENT": r"\p{Joining_Type=Transparent}",
     "EXTENDED_PICTOGRAPHIC": r"\p{Extended_Pictographic}",
     "EMOJI_MODIFIER": r"\p{Emoji_Modifier}",
@@ -78,8 +78,9 @@ def source() -> str:
     selectors = _property(everything, r"\p{Variation_Selector}")
     classes: dict[CharClass, set[int]] = {c: set() for c in CharClass}
     for cp in range(0x110000):
-        classes[classify(cp, default_ignorable=cp in ignorable,
-                         variation_selector=cp in selectors)].add(cp)
+        classes[
+            classify(cp, default_ignorable=cp in ignorable, variation_selector=cp in selectors)
+        ].add(cp)
     allowed = set().union(*(classes[c] for c in CharClass if c is not CharClass.REFUSED))
     props = {name: _property(everything, expr) & allowed for name, expr in _PROPERTIES.items()}
     virama = {cp for cp in allowed if unicodedata.combining(chr(cp)) == 9}
@@ -88,8 +89,7 @@ def source() -> str:
     starts = props["JOINING"] | props["EXTENDED_PICTOGRAPHIC"]
     assert starts <= classes[CharClass.VISIBLE]
     assert virama <= classes[CharClass.MARK]
-    assert not props["EXTENDED_PICTOGRAPHIC"] & (
-        props["JOINING_TRANSPARENT"] | props["JOINING"])
+    assert not props["EXTENDED_PICTOGRAPHIC"] & (props["JOINING_TRANSPARENT"] | props["JOINING"])
     header = f'''"""Unicode data for the text rules of `cosmos_outbox._text`. GENERATED: do not
 edit; run packages/cosmos-outbox/scripts/generate_unicode_tables.py.
 
@@ -107,15 +107,23 @@ UNICODE_VERSION = "{unicodedata.unidata_version}"
         _table("SPACE", "What str.strip() trims (and is not refused).", classes[CharClass.SPACE]),
         _table("MARK", "Combining marks (M*) that are not refused.", classes[CharClass.MARK]),
         _table("BLANK", "Graphic characters that render as nothing.", classes[CharClass.BLANK]),
-        _table("VISIBLE", "Letters, digits, punctuation and symbols that show.",
-               classes[CharClass.VISIBLE]),
+        _table(
+            "VISIBLE",
+            "Letters, digits, punctuation and symbols that show.",
+            classes[CharClass.VISIBLE],
+        ),
         _table("VIRAMA", "Canonical combining class 9 (Virama).", virama),
-        _table("JOINING", "Joining_Type L, D or R: the letters of cursive scripts.",
-               props["JOINING"]),
-        _table("JOINING_TRANSPARENT", "Joining_Type=T (allowed ones).",
-               props["JOINING_TRANSPARENT"]),
-        _table("EXTENDED_PICTOGRAPHIC", "Extended_Pictographic (assigned).",
-               props["EXTENDED_PICTOGRAPHIC"]),
+        _table(
+            "JOINING", "Joining_Type L, D or R: the letters of cursive scripts.", props["JOINING"]
+        ),
+        _table(
+            "JOINING_TRANSPARENT", "Joining_Type=T (allowed ones).", props["JOINING_TRANSPARENT"]
+        ),
+        _table(
+            "EXTENDED_PICTOGRAPHIC",
+            "Extended_Pictographic (assigned).",
+            props["EXTENDED_PICTOGRAPHIC"],
+        ),
         _table("EMOJI_MODIFIER", "Emoji_Modifier (skin tones).", props["EMOJI_MODIFIER"]),
     ]
     return header + "\n".join(tables)
@@ -123,8 +131,11 @@ UNICODE_VERSION = "{unicodedata.unidata_version}"
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--check", action="store_true",
-                        help="exit 1 if the committed file is not what would be written")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help="exit 1 if the committed file is not what would be written",
+    )
     args = parser.parse_args(argv)
     text = source()
     if args.check:

@@ -44,6 +44,7 @@ TELEMETRY = RelayTelemetry(destination=TOPIC)
 
 # -- the stack of another interpreter ----------------------------------------------------------
 
+
 class ExternalStack:
     """The services of a funcstack run by a Python 3.13 environment (conftest.py), with the
     attributes of funcstack's `LocalStack` the adapter suites use: its connection strings and
@@ -58,12 +59,14 @@ class ExternalStack:
     def container_client(self, database: str, container: str) -> ContainerProxy:
         """A container on the stack's Cosmos DB endpoint, through the SDK (its certificate is
         the endpoint's own: not verified, as funcstack's `LocalStack` does)."""
-        client = CosmosClient.from_connection_string(self.cosmos_connection_string,
-                                                     connection_verify=False)
+        client = CosmosClient.from_connection_string(
+            self.cosmos_connection_string, connection_verify=False
+        )
         return client.get_database_client(database).get_container_client(container)
 
 
 # -- Cosmos DB ---------------------------------------------------------------------------------
+
 
 class CosmosWorld(StoreWorld):
     """A container through the SDK's sync client (event documents kept `ttl` seconds)."""
@@ -80,8 +83,9 @@ class CosmosWorld(StoreWorld):
     def expire(self, partition_key: str, document_id: str) -> None:
         """The store's own TTL, shortened to 1 s: wait until it has deleted the document."""
         document = self.container.read_item(document_id, partition_key=partition_key)
-        self.container.replace_item(document_id, {
-            k: v for k, v in document.items() if not k.startswith("_")} | {"ttl": 1})
+        self.container.replace_item(
+            document_id, {k: v for k, v in document.items() if not k.startswith("_")} | {"ttl": 1}
+        )
         deadline = time.monotonic() + 30
         while any(d["id"] == document_id for d in self.documents(partition_key)):
             assert time.monotonic() < deadline, f"{document_id} did not expire"
@@ -94,17 +98,27 @@ class AsyncCosmosWorld(CosmosWorld):
 
     asynchronous = True
 
-    def __init__(self, container: ContainerProxy, stack: LocalStack, loop: EventLoop, *,
-                 ttl: int | None = None) -> None:
+    def __init__(
+        self,
+        container: ContainerProxy,
+        stack: LocalStack,
+        loop: EventLoop,
+        *,
+        ttl: int | None = None,
+    ) -> None:
         super().__init__(container, ttl=ttl)
         self.loop = loop
         name = container.id
 
         async def connect() -> AsyncCosmosDocumentStore:
-            client = loop.closing(AsyncCosmosClient.from_connection_string(
-                stack.cosmos_connection_string, connection_verify=False))
+            client = loop.closing(
+                AsyncCosmosClient.from_connection_string(
+                    stack.cosmos_connection_string, connection_verify=False
+                )
+            )
             return AsyncCosmosDocumentStore(
-                client.get_database_client(DATABASE).get_container_client(name))
+                client.get_database_client(DATABASE).get_container_client(name)
+            )
 
         self.store = loop.run(connect())
 
@@ -112,8 +126,14 @@ class AsyncCosmosWorld(CosmosWorld):
         return self.loop.run(coroutine)
 
 
-def cosmos_world(flavour: str, container: ContainerProxy, stack: LocalStack, loop: EventLoop,
-                 *, ttl: int | None = None) -> CosmosWorld:
+def cosmos_world(
+    flavour: str,
+    container: ContainerProxy,
+    stack: LocalStack,
+    loop: EventLoop,
+    *,
+    ttl: int | None = None,
+) -> CosmosWorld:
     """The world of a `sync` or `aio` test on `container`."""
     if flavour == "sync":
         return CosmosWorld(container, ttl=ttl)
@@ -125,13 +145,23 @@ class OnCosmos:
     the aio one (a module overrides `fresh` for a container of another kind)."""
 
     @pytest.fixture(params=["sync", "aio"])
-    def world(self, request: pytest.FixtureRequest, fresh: str,
-              funcstack_services: LocalStack, loop: EventLoop) -> StoreWorld:
-        return cosmos_world(request.param, funcstack_services.container_client(DATABASE, fresh),
-                            funcstack_services, loop)
+    def world(
+        self,
+        request: pytest.FixtureRequest,
+        fresh: str,
+        funcstack_services: LocalStack,
+        loop: EventLoop,
+    ) -> StoreWorld:
+        return cosmos_world(
+            request.param,
+            funcstack_services.container_client(DATABASE, fresh),
+            funcstack_services,
+            loop,
+        )
 
 
 # -- the relay ---------------------------------------------------------------------------------
+
 
 def history(tickets: int, changes: int, title_size: int = 40) -> list[dict[str, Any]]:
     """The stored events of `tickets` tickets, each opened then retitled `changes` times, their
@@ -150,17 +180,27 @@ def history(tickets: int, changes: int, title_size: int = 40) -> list[dict[str, 
 def retitle(document: dict[str, Any], title: str) -> None:
     """A stored ticket event with another title in its body (the event document keeps the body
     as JSON text)."""
-    document["body"] = json.dumps({**json.loads(document["body"]), "title": title},
-                                  separators=(",", ":"))
+    document["body"] = json.dumps(
+        {**json.loads(document["body"]), "title": title}, separators=(",", ":")
+    )
 
 
-def relay_through(publisher: Any, documents: list[dict[str, Any]], loop: EventLoop | None,
-                  payloads: Any = None, quarantine: InMemoryStore | None = None) -> RelayReport:
+def relay_through(
+    publisher: Any,
+    documents: list[dict[str, Any]],
+    loop: EventLoop | None,
+    payloads: Any = None,
+    quarantine: InMemoryStore | None = None,
+) -> RelayReport:
     """The documents relayed as the trigger relays them, through `publisher` (an `aio` one on
     `loop`, a sync one with `loop` None); the quarantine in `quarantine` (a new store if
     None)."""
-    relay = Relay(publisher, Quarantine(quarantine if quarantine is not None else InMemoryStore()),
-                  TELEMETRY, payloads=payloads)
+    relay = Relay(
+        publisher,
+        Quarantine(quarantine if quarantine is not None else InMemoryStore()),
+        TELEMETRY,
+        payloads=payloads,
+    )
     work = relay.relay(read_feed(documents))
     report: RelayReport = loop.run(work) if loop is not None else run_sync(work)
     return report
@@ -168,14 +208,17 @@ def relay_through(publisher: Any, documents: list[dict[str, Any]], loop: EventLo
 
 # -- Service Bus -------------------------------------------------------------------------------
 
-def received(stack: LocalStack, sessions: set[str], count: int,
-             wait: float = 60) -> list[ServiceBusReceivedMessage]:
+
+def received(
+    stack: LocalStack, sessions: set[str], count: int, wait: float = 60
+) -> list[ServiceBusReceivedMessage]:
     """`count` messages of the sessions of the test subscription, in order per session."""
     return received_from(stack.servicebus_connection_string, sessions, count, wait)
 
 
-def received_from(connection: str, sessions: set[str], count: int,
-                  wait: float = 60) -> list[ServiceBusReceivedMessage]:
+def received_from(
+    connection: str, sessions: set[str], count: int, wait: float = 60
+) -> list[ServiceBusReceivedMessage]:
     """`received` from the endpoint of `connection`: each session read on a thread of its own
     (opening a session receiver costs the sync SDK about half a second) until `count` messages
     arrived in all (or the deadline passed), then until it has no more for a second (so a
@@ -185,9 +228,12 @@ def received_from(connection: str, sessions: set[str], count: int,
     deadline = time.monotonic() + wait
 
     def read(session: str) -> None:
-        with ServiceBusClient.from_connection_string(connection) as client, \
-                client.get_subscription_receiver(TOPIC, SUBSCRIPTION, session_id=session,
-                                                 max_wait_time=1) as receiver:
+        with (
+            ServiceBusClient.from_connection_string(connection) as client,
+            client.get_subscription_receiver(
+                TOPIC, SUBSCRIPTION, session_id=session, max_wait_time=1
+            ) as receiver,
+        ):
             while time.monotonic() < deadline:
                 batch = receiver.receive_messages(max_message_count=100, max_wait_time=1)
                 for message in batch:
@@ -206,6 +252,7 @@ def received_from(connection: str, sessions: set[str], count: int,
 
 def properties(message: ServiceBusReceivedMessage) -> dict[str, Any]:
     """A received message's application properties, names and text values decoded."""
+
     def text(value: Any) -> Any:
         return value.decode() if isinstance(value, bytes) else value
 

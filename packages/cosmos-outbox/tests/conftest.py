@@ -47,8 +47,8 @@ class TicketWorld:
         self.memory: InMemory = in_memory(**options)
         self.outbox = Outbox([Ticket], services=lambda: self.memory.services)
         self.app = self.outbox.function_app(
-            ticket_routes(self.outbox, etag_request_header=etag_request_header),
-            title="Tickets")
+            ticket_routes(self.outbox, etag_request_header=etag_request_header), title="Tickets"
+        )
         self.client = FunctionClient(self.app)
 
     def relay(self, documents: list[dict[str, Any]]) -> RelayReport:
@@ -77,6 +77,7 @@ def problem(response: func.HttpResponse, status: int) -> dict[str, Any]:
 
 # -- the local Azure stack (funcstack's pytest plugin) -------------------------------------------
 
+
 @pytest.fixture(scope="session")
 def funcstack_config() -> Path:
     """The resources `funcstack_services` provisions (one stack for the session: every
@@ -85,12 +86,15 @@ def funcstack_config() -> Path:
 
 
 if importlib.util.find_spec("funcstack") is None:
+
     @pytest.fixture(scope="session")
     def funcstack_services(funcstack_config: Path) -> Iterator[ExternalStack]:
         """The services of a funcstack run by a Python 3.13 environment (`FUNCSTACK`)."""
         if not os.environ.get(FUNCSTACK_VARIABLE, "").strip():
-            pytest.skip("the local Azure stack: pip install funcstack (Python 3.13+), or set "
-                        f"{FUNCSTACK_VARIABLE} to the funcstack command of a 3.13 environment")
+            pytest.skip(
+                "the local Azure stack: pip install funcstack (Python 3.13+), or set "
+                f"{FUNCSTACK_VARIABLE} to the funcstack command of a 3.13 environment"
+            )
         with external_services(config=funcstack_config) as services:
             yield ExternalStack(services)
 
@@ -109,8 +113,9 @@ def leases(funcstack_services: LocalStack) -> Iterator[str]:
     from azure.cosmos import CosmosClient, PartitionKey
 
     name = f"leases-{uuid.uuid4().hex[:12]}"
-    client = CosmosClient.from_connection_string(funcstack_services.cosmos_connection_string,
-                                                 connection_verify=False)
+    client = CosmosClient.from_connection_string(
+        funcstack_services.cosmos_connection_string, connection_verify=False
+    )
     database = client.get_database_client(DATABASE)
     database.create_container(id=name, partition_key=PartitionKey(path="/id"))
     try:
@@ -136,8 +141,9 @@ def _container(stack: LocalStack, path: str) -> Iterator[str]:
     from azure.cosmos import CosmosClient, PartitionKey
 
     name = f"outbox-{uuid.uuid4().hex[:12]}"
-    client = CosmosClient.from_connection_string(stack.cosmos_connection_string,
-                                                 connection_verify=False)
+    client = CosmosClient.from_connection_string(
+        stack.cosmos_connection_string, connection_verify=False
+    )
     database = client.get_database_client(DATABASE)
     database.create_container(id=name, partition_key=PartitionKey(path=path), default_ttl=-1)
     try:

@@ -70,7 +70,8 @@ def funcstack_command(command: str | Sequence[str] | None = None) -> list[str]:
             raise ExternalStackError(
                 f"{FUNCSTACK_VARIABLE} is not set: name the funcstack command of a Python 3.13 "
                 "environment (python3.13 -m venv .funcstack && .funcstack/bin/pip install "
-                f"funcstack; {FUNCSTACK_VARIABLE}=.funcstack/bin/funcstack)")
+                f"funcstack; {FUNCSTACK_VARIABLE}=.funcstack/bin/funcstack)"
+            )
     parts = shlex.split(command) if isinstance(command, str) else list(command)
     if not parts:
         raise ExternalStackError("an empty funcstack command")
@@ -78,9 +79,13 @@ def funcstack_command(command: str | Sequence[str] | None = None) -> list[str]:
 
 
 @contextlib.contextmanager
-def external_services(command: str | Sequence[str] | None = None, *,
-                      config: Path | None = None, workdir: Path | None = None,
-                      start_timeout: float = START_TIMEOUT) -> Iterator[ExternalServices]:
+def external_services(
+    command: str | Sequence[str] | None = None,
+    *,
+    config: Path | None = None,
+    workdir: Path | None = None,
+    start_timeout: float = START_TIMEOUT,
+) -> Iterator[ExternalServices]:
     """Run ``funcstack up --json --free-ports --fresh`` (``--config config`` when given) in
     ``workdir`` (default: a temporary folder: its state is forgotten), wait for its JSON line,
     yield the connection strings; on the way out stop it as Ctrl-C does (it stops every part
@@ -90,27 +95,39 @@ def external_services(command: str | Sequence[str] | None = None, *,
         argv += ["--config", str(Path(config).resolve())]
     with contextlib.ExitStack() as cleanup:
         if workdir is None:
-            workdir = Path(cleanup.enter_context(tempfile.TemporaryDirectory(
-                prefix="funcstack-external-")))
+            workdir = Path(
+                cleanup.enter_context(tempfile.TemporaryDirectory(prefix="funcstack-external-"))
+            )
         try:
-            process = subprocess.Popen(argv, cwd=workdir, stdout=subprocess.PIPE,
-                                       stderr=subprocess.PIPE, text=True, bufsize=1)
+            process = subprocess.Popen(
+                argv,
+                cwd=workdir,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                bufsize=1,
+            )
         except OSError as exc:
-            raise ExternalStackError(f"cannot run {argv[0]!r} ({FUNCSTACK_VARIABLE}): "
-                                     f"{exc.strerror or exc}") from None
+            raise ExternalStackError(
+                f"cannot run {argv[0]!r} ({FUNCSTACK_VARIABLE}): {exc.strerror or exc}"
+            ) from None
         cleanup.callback(_stop, process)
         errors: list[str] = []
         threading.Thread(target=_collect, args=(process.stderr, errors), daemon=True).start()
         ready = _ready_line(process, start_timeout)
         if ready is None:
             tail = "\n".join(errors[-10:]) or "(nothing on stderr)"
-            raise ExternalStackError(f"{shlex.join(argv)} did not come up "
-                                     f"(exit status {process.poll()}):\n{tail}")
+            raise ExternalStackError(
+                f"{shlex.join(argv)} did not come up (exit status {process.poll()}):\n{tail}"
+            )
         threading.Thread(target=_collect, args=(process.stdout, []), daemon=True).start()
-        yield ExternalServices(cosmos_connection_string=ready["cosmos"],
-                               servicebus_connection_string=ready["servicebus"],
-                               storage_connection_string=ready["storage"],
-                               pid=process.pid, ready=ready)
+        yield ExternalServices(
+            cosmos_connection_string=ready["cosmos"],
+            servicebus_connection_string=ready["servicebus"],
+            storage_connection_string=ready["storage"],
+            pid=process.pid,
+            ready=ready,
+        )
 
 
 def _ready_line(process: subprocess.Popen[str], timeout: float) -> dict[str, Any] | None:

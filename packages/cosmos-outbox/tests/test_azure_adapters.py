@@ -83,6 +83,7 @@ pytestmark = pytest.mark.integration
 
 # -- Cosmos DB ---------------------------------------------------------------------------------
 
+
 class TestCosmosUnitOfWork(OnCosmos, UnitOfWorkContract):
     example = examples(TICKET)
 
@@ -106,23 +107,34 @@ _ENDPOINT_GAP = "funcstack's Cosmos DB endpoint: {}; Cosmos DB (and the in-memor
 
 
 class TestCosmosQueries(OnCosmos, QueryContract):
-    @pytest.mark.xfail(strict=True, reason=_ENDPOINT_GAP.format(
-        "ORDER BY leaves out the documents without the property",
-        "sorts them first (the default indexing policy indexes every path)"))
-    def test_order_by_puts_undefined_then_null_then_numbers_then_strings(
-        self, loans: Any
-    ) -> None:
+    @pytest.mark.xfail(
+        strict=True,
+        reason=_ENDPOINT_GAP.format(
+            "ORDER BY leaves out the documents without the property",
+            "sorts them first (the default indexing policy indexes every path)",
+        ),
+    )
+    def test_order_by_puts_undefined_then_null_then_numbers_then_strings(self, loans: Any) -> None:
         super().test_order_by_puts_undefined_then_null_then_numbers_then_strings(loans)
 
-    @pytest.mark.xfail(strict=True, reason=_ENDPOINT_GAP.format(
-        "=, !=, IN and BETWEEN across types (and IN, BETWEEN of a missing value) are false or "
-        "true", "undefined (so NOT of them is undefined too)"))
+    @pytest.mark.xfail(
+        strict=True,
+        reason=_ENDPOINT_GAP.format(
+            "=, !=, IN and BETWEEN across types (and IN, BETWEEN of a missing value) are false or "
+            "true",
+            "undefined (so NOT of them is undefined too)",
+        ),
+    )
     def test_equality_across_types_is_undefined_under_not_too(self, loans: Any) -> None:
         super().test_equality_across_types_is_undefined_under_not_too(loans)
 
-    @pytest.mark.xfail(strict=True, reason=_ENDPOINT_GAP.format(
-        "NOT IN, NOT BETWEEN and the ignore-case argument of STARTSWITH are refused (400)",
-        "serve them"))
+    @pytest.mark.xfail(
+        strict=True,
+        reason=_ENDPOINT_GAP.format(
+            "NOT IN, NOT BETWEEN and the ignore-case argument of STARTSWITH are refused (400)",
+            "serve them",
+        ),
+    )
     def test_not_in_not_between_and_case_insensitive_text_tests(self, loans: Any) -> None:
         super().test_not_in_not_between_and_case_insensitive_text_tests(loans)
 
@@ -133,8 +145,9 @@ def test_the_health_probe_passes_on_an_empty_container_and_fails_on_a_missing_on
     """An empty container (no probe document) answers: healthy. A container that does not
     exist is the store unavailable, said so, not healthy (a point read of a missing container
     answers "not found" like a missing document)."""
-    client = CosmosClient.from_connection_string(funcstack_services.cosmos_connection_string,
-                                                 connection_verify=False)
+    client = CosmosClient.from_connection_string(
+        funcstack_services.cosmos_connection_string, connection_verify=False
+    )
     database = client.get_database_client(DATABASE)
     with pytest.raises(StoreUnavailableError, match="does not exist"):
         CosmosDocumentStore(database.get_container_client("no-such-container")).ping()
@@ -142,9 +155,11 @@ def test_the_health_probe_passes_on_an_empty_container_and_fails_on_a_missing_on
 
     async def aio_ping(name: str) -> None:
         async with AsyncCosmosClient.from_connection_string(
-                funcstack_services.cosmos_connection_string, connection_verify=False) as aio:
+            funcstack_services.cosmos_connection_string, connection_verify=False
+        ) as aio:
             await AsyncCosmosDocumentStore(
-                aio.get_database_client(DATABASE).get_container_client(name)).ping()
+                aio.get_database_client(DATABASE).get_container_client(name)
+            ).ping()
 
     with pytest.raises(StoreUnavailableError, match="does not exist"):
         loop.run(aio_ping("no-such-container"))
@@ -157,21 +172,25 @@ def test_a_missing_lease_container_is_the_relay_not_ready_naming_it(
     """issue 48: the backlog estimate (the timer's, every minute) says that the relay's lease
     container does not exist as the relay says what it misses: RelayNotReadyError naming it
     and the fix, sync and aio (the timer records it in the relay's status)."""
-    client = CosmosClient.from_connection_string(funcstack_services.cosmos_connection_string,
-                                                 connection_verify=False)
+    client = CosmosClient.from_connection_string(
+        funcstack_services.cosmos_connection_string, connection_verify=False
+    )
     database = client.get_database_client(DATABASE)
     missing = "lease container 'no-such-leases' does not exist.*COSMOS_LEASE_CONTAINER"
     with pytest.raises(RelayNotReadyError, match=missing):
-        CosmosBacklogEstimator(database.get_container_client(fresh),
-                               database.get_container_client("no-such-leases")).estimate()
+        CosmosBacklogEstimator(
+            database.get_container_client(fresh), database.get_container_client("no-such-leases")
+        ).estimate()
 
     async def aio_estimate() -> None:
         async with AsyncCosmosClient.from_connection_string(
-                funcstack_services.cosmos_connection_string, connection_verify=False) as aio:
+            funcstack_services.cosmos_connection_string, connection_verify=False
+        ) as aio:
             adatabase = aio.get_database_client(DATABASE)
             await AsyncCosmosBacklogEstimator(
                 adatabase.get_container_client(fresh),
-                adatabase.get_container_client("no-such-leases")).estimate()
+                adatabase.get_container_client("no-such-leases"),
+            ).estimate()
 
     with pytest.raises(RelayNotReadyError, match=missing):
         loop.run(aio_estimate())
@@ -189,8 +208,11 @@ class _CountingExecutor(concurrent.futures.ThreadPoolExecutor):
 
 @pytest.mark.parametrize("proxy_settings", [False, True])
 def test_the_aio_client_reads_the_environment_on_each_request_only_when_it_has_settings(
-    funcstack_services: LocalStack, monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
-    fresh: str, proxy_settings: bool,
+    funcstack_services: LocalStack,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    fresh: str,
+    proxy_settings: bool,
 ) -> None:
     """The SDK's aio transport looks for proxies and a .netrc on two threads of the loop's
     executor per request when it may: the library's client lets it only when the process has
@@ -206,10 +228,11 @@ def test_the_aio_client_reads_the_environment_on_each_request_only_when_it_has_s
     async def reads() -> None:
         asyncio.get_running_loop().set_default_executor(_CountingExecutor(2))
         async with async_cosmos_client(
-                connection_string=funcstack_services.cosmos_connection_string,
-                verify_tls=False) as aio:
+            connection_string=funcstack_services.cosmos_connection_string, verify_tls=False
+        ) as aio:
             store = AsyncCosmosDocumentStore(
-                aio.get_database_client(DATABASE).get_container_client(fresh))
+                aio.get_database_client(DATABASE).get_container_client(fresh)
+            )
             await store.ping()
             _CountingExecutor.submitted = 0
             for _ in range(5):
@@ -221,6 +244,7 @@ def test_the_aio_client_reads_the_environment_on_each_request_only_when_it_has_s
 
 # -- Blob Storage ------------------------------------------------------------------------------
 
+
 class AzuriteWorld(PayloadWorld):
     """Azurite's blob containers through the SDK, sync or aio; the SDK's retries off (the
     outage fails at once: the adapter's translation of it is what is held, not the SDK's
@@ -230,16 +254,20 @@ class AzuriteWorld(PayloadWorld):
         self.stack, self.loop = stack, loop
         connection = stack.storage_connection_string
         if loop is None:
+
             def sync(name: str) -> BlobPayloadStore:
-                return BlobPayloadStore(ContainerClient.from_connection_string(
-                    connection, name, retry_total=0))
+                return BlobPayloadStore(
+                    ContainerClient.from_connection_string(connection, name, retry_total=0)
+                )
 
             self.store = sync(PAYLOADS)
             self.foreign_reference = sync("other-payloads").reference("ticket/t1/e1")
         else:
+
             async def connect(name: str) -> AsyncBlobPayloadStore:
-                return AsyncBlobPayloadStore(AsyncContainerClient.from_connection_string(
-                    connection, name, retry_total=0))
+                return AsyncBlobPayloadStore(
+                    AsyncContainerClient.from_connection_string(connection, name, retry_total=0)
+                )
 
             self.store = loop.run(connect(PAYLOADS))
             self.foreign_reference = loop.run(connect("other-payloads")).reference("t/t1/e1")
@@ -260,21 +288,23 @@ class AzuriteWorld(PayloadWorld):
 
 class TestBlobPayloadStore(PayloadStoreContract):
     @pytest.fixture(params=["sync", "aio"])
-    def world(self, request: pytest.FixtureRequest, funcstack_services: LocalStack,
-              loop: EventLoop) -> PayloadWorld:
+    def world(
+        self, request: pytest.FixtureRequest, funcstack_services: LocalStack, loop: EventLoop
+    ) -> PayloadWorld:
         return AzuriteWorld(funcstack_services, loop if request.param == "aio" else None)
 
 
-def payload_store(flavour: str, stack: LocalStack, loop: EventLoop,
-                  container: str = PAYLOADS) -> Any:
+def payload_store(
+    flavour: str, stack: LocalStack, loop: EventLoop, container: str = PAYLOADS
+) -> Any:
     """The claim check's store of `container`, sync or `aio`, by its public factory."""
     if flavour == "sync":
-        return BlobPayloadStore.from_connection_string(stack.storage_connection_string,
-                                                       container)
+        return BlobPayloadStore.from_connection_string(stack.storage_connection_string, container)
 
     async def connect() -> AsyncBlobPayloadStore:
-        return AsyncBlobPayloadStore.from_connection_string(stack.storage_connection_string,
-                                                            container)
+        return AsyncBlobPayloadStore.from_connection_string(
+            stack.storage_connection_string, container
+        )
 
     return loop.run(connect())
 
@@ -288,22 +318,32 @@ def run_on(flavour: str, loop: EventLoop, work: Any) -> Any:
 def test_a_payload_is_a_private_blob_with_the_events_content_type_named_by_the_event(
     funcstack_services: LocalStack, loop: EventLoop, flavour: str
 ) -> None:
-    record = OutboxRecord(event_id=f"e-{flavour}", aggregate_type="manuscript",
-                          aggregate_id="m/1", action="Revised", version=2,
-                          event_source="/manuscripts", body=b"{}")
+    record = OutboxRecord(
+        event_id=f"e-{flavour}",
+        aggregate_type="manuscript",
+        aggregate_id="m/1",
+        action="Revised",
+        version=2,
+        event_source="/manuscripts",
+        body=b"{}",
+    )
     payloads = payload_store(flavour, funcstack_services, loop)
     name = payload_name(record)
     run_on(flavour, loop, payloads.put(name, b'{"text":"x"}', content_type="application/json"))
     assert name == f"manuscript/m%2F1/e-{flavour}"
     with BlobServiceClient.from_connection_string(
-            funcstack_services.storage_connection_string) as service:
+        funcstack_services.storage_connection_string
+    ) as service:
         container = service.get_container_client(PAYLOADS)
         blob = container.get_blob_client(name).get_blob_properties()
         assert blob.content_settings.content_type == "application/json"
         assert blob.size == len(b'{"text":"x"}')
         assert container.get_container_properties().public_access is None  # private
-    blob_endpoint = dict(part.split("=", 1) for part in funcstack_services
-                         .storage_connection_string.split(";") if part)["BlobEndpoint"]
+    blob_endpoint = dict(
+        part.split("=", 1)
+        for part in funcstack_services.storage_connection_string.split(";")
+        if part
+    )["BlobEndpoint"]
     assert payloads.reference(name).startswith(f"{blob_endpoint}/{PAYLOADS}/manuscript/")
 
 
@@ -321,43 +361,67 @@ class CosmosBacklogWorld(BacklogWorld):
     is a lease as the Functions host's change feed processor writes it (an etag continuation
     on the whole range)."""
 
-    def __init__(self, flavour: str, stack: LocalStack, loop: EventLoop, monitored: str,
-                 leases: str) -> None:
-        self.store_world = cosmos_world(flavour, stack.container_client(DATABASE, monitored),
-                                        stack, loop)
+    def __init__(
+        self, flavour: str, stack: LocalStack, loop: EventLoop, monitored: str, leases: str
+    ) -> None:
+        self.store_world = cosmos_world(
+            flavour, stack.container_client(DATABASE, monitored), stack, loop
+        )
         self.monitored = stack.container_client(DATABASE, monitored)
         self.leases = stack.container_client(DATABASE, leases)
         if flavour == "sync":
-            self.estimator = CosmosBacklogEstimator(self.monitored, self.leases,
-                                                    lease_prefix="outbox.")
+            self.estimator = CosmosBacklogEstimator(
+                self.monitored, self.leases, lease_prefix="outbox."
+            )
         else:
+
             async def connect() -> AsyncCosmosBacklogEstimator:
-                client = loop.closing(AsyncCosmosClient.from_connection_string(
-                    stack.cosmos_connection_string, connection_verify=False))
+                client = loop.closing(
+                    AsyncCosmosClient.from_connection_string(
+                        stack.cosmos_connection_string, connection_verify=False
+                    )
+                )
                 database = client.get_database_client(DATABASE)
-                return AsyncCosmosBacklogEstimator(database.get_container_client(monitored),
-                                                   database.get_container_client(leases),
-                                                   lease_prefix="outbox.")
+                return AsyncCosmosBacklogEstimator(
+                    database.get_container_client(monitored),
+                    database.get_container_client(leases),
+                    lease_prefix="outbox.",
+                )
 
             self.estimator = loop.run(connect())
 
     def checkpoint(self) -> None:
-        latest = max(int(d["_lsn"]) for d in
-                     self.monitored.query_items_change_feed(start_time="Beginning"))
-        self.leases.upsert_item({
-            "id": "outbox.account_outbox..0", "version": 1, "LeaseToken": "0",
-            "ContinuationToken": f'"{latest}"', "Owner": None,
-            "timestamp": "2026-01-01T00:00:00Z", "FeedRange": {"Range": {"min": "", "max": "FF"}}})
+        latest = max(
+            int(d["_lsn"]) for d in self.monitored.query_items_change_feed(start_time="Beginning")
+        )
+        self.leases.upsert_item(
+            {
+                "id": "outbox.account_outbox..0",
+                "version": 1,
+                "LeaseToken": "0",
+                "ContinuationToken": f'"{latest}"',
+                "Owner": None,
+                "timestamp": "2026-01-01T00:00:00Z",
+                "FeedRange": {"Range": {"min": "", "max": "FF"}},
+            }
+        )
 
 
 class TestCosmosBacklogEstimator(BacklogEstimatorContract):
     @pytest.fixture(params=["sync", "aio"])
-    def world(self, request: pytest.FixtureRequest, funcstack_services: LocalStack,
-              loop: EventLoop, fresh: str, leases: str) -> BacklogWorld:
+    def world(
+        self,
+        request: pytest.FixtureRequest,
+        funcstack_services: LocalStack,
+        loop: EventLoop,
+        fresh: str,
+        leases: str,
+    ) -> BacklogWorld:
         return CosmosBacklogWorld(request.param, funcstack_services, loop, fresh, leases)
 
 
 # -- Service Bus -------------------------------------------------------------------------------
+
 
 class ServiceBusWorld(PublisherWorld):
     """The relay's publisher of the test topic, sync or `aio`; what reached the topic read back
@@ -372,12 +436,19 @@ class ServiceBusWorld(PublisherWorld):
         if self.loop is None:
             self.publisher = ServiceBusPublisher(
                 lambda: ServiceBusClient.from_connection_string(
-                    connection, retry_backoff_factor=backoff), TOPIC)
+                    connection, retry_backoff_factor=backoff
+                ),
+                TOPIC,
+            )
         else:
+
             async def connect() -> AsyncServiceBusPublisher:
                 return AsyncServiceBusPublisher(
                     AsyncServiceBusClient.from_connection_string(
-                        connection, retry_backoff_factor=backoff), TOPIC)
+                        connection, retry_backoff_factor=backoff
+                    ),
+                    TOPIC,
+                )
 
             self.publisher = self.loop.run(connect())
 
@@ -385,9 +456,10 @@ class ServiceBusWorld(PublisherWorld):
         return self.loop.run(coroutine) if self.loop is not None else run_sync(coroutine)
 
     def received(self, sessions: list[str], count: int) -> list[Received]:
-        return [Received(str(m.message_id), m.session_id, m.subject, b"".join(m.body),
-                         properties(m))
-                for m in received(self.stack, set(sessions), count)]
+        return [
+            Received(str(m.message_id), m.session_id, m.subject, b"".join(m.body), properties(m))
+            for m in received(self.stack, set(sessions), count)
+        ]
 
     @contextlib.contextmanager
     def outage(self) -> Iterator[None]:
@@ -409,8 +481,9 @@ class ServiceBusWorld(PublisherWorld):
 
 class TestServiceBusPublisher(PublisherContract):
     @pytest.fixture(params=["sync", "aio"])
-    def world(self, request: pytest.FixtureRequest, funcstack_services: LocalStack,
-              loop: EventLoop) -> Iterator[PublisherWorld]:
+    def world(
+        self, request: pytest.FixtureRequest, funcstack_services: LocalStack, loop: EventLoop
+    ) -> Iterator[PublisherWorld]:
         world = ServiceBusWorld(request.param, funcstack_services, loop)
         try:
             yield world
@@ -426,13 +499,16 @@ def test_the_publisher_sends_every_event_once_in_order_per_session_in_size_limit
     connection = funcstack_services.servicebus_connection_string
     if flavour == "sync":
         publisher: Any = ServiceBusPublisher.from_connection_string(
-            connection, TOPIC, max_message_bytes=4096)
+            connection, TOPIC, max_message_bytes=4096
+        )
         report = relay_through(publisher, documents, None)
         publisher.close()
     else:
+
         async def make() -> AsyncServiceBusPublisher:
             return AsyncServiceBusPublisher.from_connection_string(
-                connection, TOPIC, max_message_bytes=4096)
+                connection, TOPIC, max_message_bytes=4096
+            )
 
         publisher = loop.run(make())
         report = relay_through(publisher, documents, loop)
@@ -460,10 +536,13 @@ def test_an_event_too_large_for_a_message_goes_by_claim_check_through_blob_stora
         report = relay_through(publisher, [document], None, payloads)
         publisher.close()
     else:
+
         async def make() -> tuple[AsyncServiceBusPublisher, AsyncBlobPayloadStore]:
             service = AsyncBlobServiceClient.from_connection_string(storage)
-            return (AsyncServiceBusPublisher.from_connection_string(connection, TOPIC),
-                    AsyncBlobPayloadStore(service.get_container_client(PAYLOADS)))
+            return (
+                AsyncServiceBusPublisher.from_connection_string(connection, TOPIC),
+                AsyncBlobPayloadStore(service.get_container_client(PAYLOADS)),
+            )
 
         publisher, payloads = loop.run(make())
         report = relay_through(publisher, [document], loop, payloads)
@@ -494,6 +573,7 @@ def test_an_event_service_bus_refuses_at_every_send_is_quarantined_and_the_rest_
         report = relay_through(publisher, documents, None, quarantine=quarantine)
         publisher.close()
     else:
+
         async def make() -> AsyncServiceBusPublisher:
             return AsyncServiceBusPublisher.from_connection_string(connection, TOPIC)
 
@@ -507,7 +587,10 @@ def test_an_event_service_bus_refuses_at_every_send_is_quarantined_and_the_rest_
     messages = received(funcstack_services, {documents[0]["partitionKey"]}, 3)
     assert [m.subject == QUARANTINE_NOTICE_SUBJECT for m in messages] == [False, True, False]
     assert [str(m.message_id) for m in messages] == [
-        documents[0]["id"], notice_id(documents[1]["id"]), documents[2]["id"]]
+        documents[0]["id"],
+        notice_id(documents[1]["id"]),
+        documents[2]["id"],
+    ]
 
 
 def test_one_async_sender_serves_concurrent_invocations_and_is_reused_after(
@@ -519,8 +602,7 @@ def test_one_async_sender_serves_concurrent_invocations_and_is_reused_after(
         publisher = AsyncServiceBusPublisher.from_connection_string(connection, TOPIC)
         relay = Relay(publisher, Quarantine(InMemoryStore()), TELEMETRY)
         feeds = [history(tickets=1, changes=4) for _ in range(4)]
-        await asyncio.gather(*(asyncio.ensure_future(relay.relay(read_feed(f)))
-                               for f in feeds))
+        await asyncio.gather(*(asyncio.ensure_future(relay.relay(read_feed(f))) for f in feeds))
         await asyncio.sleep(0)  # the ended tasks' callbacks run
         first = len(publisher._idle)
         await asyncio.ensure_future(relay.relay(read_feed(history(tickets=1, changes=1))))

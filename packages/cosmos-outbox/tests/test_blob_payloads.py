@@ -20,8 +20,9 @@ from cosmos_outbox.errors import PayloadNotFoundError
 
 BODY = b'{"id":"e1","version":2}'
 #: Azurite's well-known development account (public, not a secret).
-ACCOUNT_KEY = ("Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/"
-               "KBHBeksoGMGw==")
+ACCOUNT_KEY = (
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
 
 
 class _Blobs(BaseHTTPRequestHandler):
@@ -31,9 +32,11 @@ class _Blobs(BaseHTTPRequestHandler):
         if self.path.split("?", 1)[0].endswith("/present"):
             self.send_response(200)
             for name, value in {
-                "Content-Length": str(len(BODY)), "Content-Type": "application/json",
+                "Content-Length": str(len(BODY)),
+                "Content-Type": "application/json",
                 "Content-Range": f"bytes 0-{len(BODY) - 1}/{len(BODY)}",
-                "x-ms-blob-type": "BlockBlob", "ETag": '"0x1"',
+                "x-ms-blob-type": "BlockBlob",
+                "ETag": '"0x1"',
                 "Last-Modified": "Mon, 23 Nov 2026 00:00:00 GMT",
             }.items():
                 self.send_header(name, value)
@@ -55,9 +58,11 @@ def connection_string() -> Iterator[str]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield (f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
-               f"AccountKey={ACCOUNT_KEY};"
-               f"BlobEndpoint=http://127.0.0.1:{server.server_address[1]}/devstoreaccount1;")
+        yield (
+            f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;"
+            f"AccountKey={ACCOUNT_KEY};"
+            f"BlobEndpoint=http://127.0.0.1:{server.server_address[1]}/devstoreaccount1;"
+        )
     finally:
         server.shutdown()
         server.server_close()
@@ -76,8 +81,7 @@ def test_the_aio_store_reads_a_payload_and_translates_a_missing_one(
     connection_string: str,
 ) -> None:
     async def read() -> None:
-        store = AsyncBlobPayloadStore.from_connection_string(connection_string,
-                                                             "outbox-payloads")
+        store = AsyncBlobPayloadStore.from_connection_string(connection_string, "outbox-payloads")
         assert await store.get(store.reference("contact/c1/present")) == BODY
         with pytest.raises(PayloadNotFoundError):
             await store.get(store.reference("contact/c1/missing"))

@@ -36,8 +36,7 @@ from cosmos_outbox.testing import (
 
 
 def openapi(world: TicketWorld) -> dict[str, Any]:
-    document: dict[str, Any] = json.loads(
-        world.client.request("GET", "openapi.json").get_body())
+    document: dict[str, Any] = json.loads(world.client.request("GET", "openapi.json").get_body())
     return document
 
 
@@ -58,8 +57,13 @@ def test_a_patch_field_the_aggregate_does_not_accept_fails_check_commands() -> N
     memory = in_memory()
     outbox = Outbox([Ticket], services=lambda: memory.services)
     tickets = outbox.routes(Ticket, view=TicketView)
-    tickets.update(route="tickets/{id}", method="PATCH", request=ChangeTicketWithPriority,
-                   apply=Ticket.change, summary="Change a ticket")
+    tickets.update(
+        route="tickets/{id}",
+        method="PATCH",
+        request=ChangeTicketWithPriority,
+        apply=Ticket.change,
+        summary="Change a ticket",
+    )
     app = outbox.function_app(tickets, title="Tickets")
     with pytest.raises(AssertionError, match=r"patch_ticket: .*\['priority'\].*does not accept"):
         check_commands(app)
@@ -81,8 +85,11 @@ def test_an_aggregate_missing_from_the_openapi_document_fails_check_openapi_even
     class NoteWritten(Event):
         pass
 
-    with pytest.raises(AssertionError, match=r"missing from the OpenAPI document: "
-                                             r"\['NoteWrittenEvent'\]"):
+    with pytest.raises(
+        AssertionError,
+        match=r"missing from the OpenAPI document: "
+        r"\['NoteWrittenEvent'\]",
+    ):
         check_openapi_events(openapi(world), [Ticket, Note])
     with pytest.raises(AssertionError, match="lists events of no registered aggregate"):
         check_openapi_events(openapi(world), [])
@@ -107,11 +114,17 @@ class TitleOnly(RequestModel):
 
 
 def test_a_field_a_client_cannot_set_or_that_travels_in_no_event_fails_check_fields() -> None:
-    with pytest.raises(AssertionError, match=r"no event of Ticket carries every field a client "
-                                             r"sets: \['closed', 'code', 'title'\]"):
+    with pytest.raises(
+        AssertionError,
+        match=r"no event of Ticket carries every field a client "
+        r"sets: \['closed', 'code', 'title'\]",
+    ):
         check_fields(Ticket, patch=ChangeTicket)
-    with pytest.raises(AssertionError, match=r"TitleOnly changes \['title'\]; the fields a "
-                                             r"client sets are \['code', 'title'\]"):
+    with pytest.raises(
+        AssertionError,
+        match=r"TitleOnly changes \['title'\]; the fields a "
+        r"client sets are \['code', 'title'\]",
+    ):
         check_fields(Ticket, patch=TitleOnly, kept={"closed"})
 
 
@@ -127,13 +140,17 @@ class _PatternReplaced:
 
 
 class Coded(RequestModel):
-    code: Annotated[str, StringConstraints(pattern=r"^[A-Z]{3}$"), Text(max_length=3),
-                    _PatternReplaced]
+    code: Annotated[
+        str, StringConstraints(pattern=r"^[A-Z]{3}$"), Text(max_length=3), _PatternReplaced
+    ]
 
 
 def test_a_text_schema_that_is_not_what_it_validates_fails_check_text_schemas() -> None:
-    with pytest.raises(AssertionError, match=r"Coded.code: .* refused by validation but "
-                                             r"accepted by the published schema"):
+    with pytest.raises(
+        AssertionError,
+        match=r"Coded.code: .* refused by validation but "
+        r"accepted by the published schema",
+    ):
         check_text_schemas([Coded])
 
 
@@ -148,5 +165,6 @@ def test_every_aggregate_of_the_outbox_is_in_its_openapi_document(world: TicketW
     listed = {e["aggregateType"] for e in openapi(world)["x-events"]}
     assert listed == {"ticket"}
     assert {e["action"] for e in openapi(world)["x-events"]} == {
-        k.action_name() for k in Ticket.event_classes()}
+        k.action_name() for k in Ticket.event_classes()
+    }
     assert issubclass(TicketOpened, Event)

@@ -27,16 +27,18 @@ def history(world: TicketWorld, sizes: list[int]) -> tuple[str, list[dict[str, A
     assert reply.status_code == 201, reply.get_body()
     tid = json.loads(reply.get_body())["id"]
     for _ in sizes[1:]:
-        changed = world.client.request("PATCH", f"tickets/{tid}",
-                                       body={"title": f"Retitled {len(sizes)}x"})
+        changed = world.client.request(
+            "PATCH", f"tickets/{tid}", body={"title": f"Retitled {len(sizes)}x"}
+        )
         assert changed.status_code == 200, changed.get_body()
         world.client.request("PATCH", f"tickets/{tid}", body={"title": "Printer on fire"})
     docs = sorted(world.memory.store.of_type(EVENT_TYPE), key=lambda d: d["version"])
     docs = docs[: len(sizes)]
     for doc, size in zip(docs, sizes, strict=True):
         if size:
-            doc["body"] = json.dumps({**json.loads(doc["body"]), "title": "t" * size},
-                                     separators=(",", ":"))
+            doc["body"] = json.dumps(
+                {**json.loads(doc["body"]), "title": "t" * size}, separators=(",", ":")
+            )
             world.memory.store.put(doc)
     return tid, docs
 
@@ -53,7 +55,8 @@ def test_an_event_too_large_for_a_message_travels_by_claim_check_in_its_place() 
     assert report.offloaded_bytes == sum(len(d["body"].encode()) for d in docs[1:3])
     messages = world.memory.publisher.messages
     assert [(m.message_id, m.session_id, m.version) for m in messages] == [
-        (d["id"], tid, d["version"]) for d in docs]  # in order, same ids
+        (d["id"], tid, d["version"]) for d in docs
+    ]  # in order, same ids
     small, *claims, last = messages
     assert small.dataref is None and last.dataref is None
     for message, doc in zip(claims, docs[1:3], strict=True):
@@ -116,7 +119,10 @@ def test_an_event_above_the_payload_limit_is_quarantined_with_its_notice() -> No
     assert report.quarantined == [docs[1]["id"]]
     assert "OUTBOX_PAYLOAD_MAX_BYTES (100000)" in report.reasons[docs[1]["id"]]
     assert [m.subject for m in world.memory.publisher.messages] == [
-        "TicketOpenedEvent", QUARANTINE_NOTICE_SUBJECT, "TicketRetitledEvent"]
+        "TicketOpenedEvent",
+        QUARANTINE_NOTICE_SUBJECT,
+        "TicketRetitledEvent",
+    ]
     assert world.memory.payloads.puts == 0
 
 
@@ -129,8 +135,7 @@ def test_without_a_claim_check_a_large_event_is_quarantined_as_before() -> None:
     assert world.memory.payloads.puts == 0
 
 
-def test_a_claim_check_message_that_does_not_fit_either_is_quarantined_and_stores_nothing(
-) -> None:
+def test_a_claim_check_message_that_does_not_fit_either_is_quarantined_and_stores_nothing() -> None:
     world = TicketWorld(max_batch_bytes=150)  # a claim check (id + reference) is larger
     _, docs = history(world, [200])
     report = relay(world, docs)
@@ -164,6 +169,7 @@ def test_an_offloaded_event_is_logged_with_its_size_and_reference(
 
 # -- the subscriber's side -----------------------------------------------------------------------
 
+
 def _claim(world: TicketWorld) -> tuple[OutboxMessage, dict[str, Any]]:
     _, docs = history(world, [0, 300_000])
     relay(world, docs)
@@ -173,22 +179,28 @@ def _claim(world: TicketWorld) -> tuple[OutboxMessage, dict[str, Any]]:
 def test_a_subscriber_reads_a_claim_check_as_the_whole_event() -> None:
     world = TicketWorld(max_batch_bytes=LIMIT)
     message, doc = _claim(world)
-    event = from_message(message.body, content_type=message.content_type,
-                         application_properties=application_properties(message),
-                         payloads=world.memory.payloads.get)
+    event = from_message(
+        message.body,
+        content_type=message.content_type,
+        application_properties=application_properties(message),
+        payloads=world.memory.payloads.get,
+    )
     assert event.data == json.loads(doc["body"])
     assert (event.event_id, event.version, event.type) == (doc["id"], 2, "TicketRetitledEvent")
     assert event.dataref == message.dataref
 
 
-def test_a_claim_check_whose_payload_is_gone_raises_and_one_without_a_store_is_unreadable(
-) -> None:
+def test_a_claim_check_whose_payload_is_gone_raises_and_one_without_a_store_is_unreadable() -> None:
     world = TicketWorld(max_batch_bytes=LIMIT)
     message, _ = _claim(world)
     world.memory.payloads.bodies.clear()  # expired, deleted
     properties = application_properties(message)
     with pytest.raises(PayloadNotFoundError):
-        from_message(b"", content_type="application/json", application_properties=properties,
-                     payloads=world.memory.payloads.get)
+        from_message(
+            b"",
+            content_type="application/json",
+            application_properties=properties,
+            payloads=world.memory.payloads.get,
+        )
     with pytest.raises(UnreadableEventError, match="dataref"):
         from_message(b"", content_type="application/json", application_properties=properties)

@@ -20,8 +20,9 @@ from cosmos_outbox.http._conditional import (
 
 #: etagc: %x21 / %x23-7E / obs-text (%x80-FF)
 ETAGC = st.characters(codec="latin-1", min_codepoint=0x21, exclude_characters='"\x7f')
-tags = st.builds(lambda text, weak: EntityTag(f'"{text}"', weak=weak),
-                 st.text(ETAGC, max_size=12), st.booleans())
+tags = st.builds(
+    lambda text, weak: EntityTag(f'"{text}"', weak=weak), st.text(ETAGC, max_size=12), st.booleans()
+)
 ows = st.sampled_from(["", " ", "\t", " \t "])
 CURRENT = '"00000a00-0000-0000-0000-5f5e0e5c0000"'
 
@@ -81,17 +82,22 @@ def test_a_failed_if_match_wins_over_if_none_match(safe: bool) -> None:
 def test_star_matches_any_current_representation() -> None:
     assert Preconditions(if_match="*").evaluate(CURRENT, safe=False) is Outcome.PROCEED
     assert Preconditions(if_none_match="*").evaluate(CURRENT, safe=True) is Outcome.NOT_MODIFIED
-    assert Preconditions(if_none_match="*").evaluate(
-        CURRENT, safe=False) is Outcome.PRECONDITION_FAILED
+    assert (
+        Preconditions(if_none_match="*").evaluate(CURRENT, safe=False)
+        is Outcome.PRECONDITION_FAILED
+    )
 
 
-@pytest.mark.parametrize(("a", "b", "strong", "weak"), [
-    # RFC 9110 §8.8.3.2
-    ('W/"1"', 'W/"1"', False, True),
-    ('W/"1"', 'W/"2"', False, False),
-    ('W/"1"', '"1"', False, True),
-    ('"1"', '"1"', True, True),
-])
+@pytest.mark.parametrize(
+    ("a", "b", "strong", "weak"),
+    [
+        # RFC 9110 §8.8.3.2
+        ('W/"1"', 'W/"1"', False, True),
+        ('W/"1"', 'W/"2"', False, False),
+        ('W/"1"', '"1"', False, True),
+        ('"1"', '"1"', True, True),
+    ],
+)
 def test_the_comparison_table_of_rfc_9110(a: str, b: str, strong: bool, weak: bool) -> None:
     [left] = parse_tag_list(a) or ()
     [right] = parse_tag_list(b) or ()
@@ -105,7 +111,7 @@ def test_the_reference_samples_etag_header_counts_as_if_match_unless_if_match_is
     assert Preconditions.parse(if_match='"x"', etag=CURRENT).if_match == (EntityTag('"x"'),)
 
 
-@pytest.mark.parametrize("value", ['abc', '"unclosed', '*, "a"', '"a" "b"', 'W/abc', '"a\x01"'])
+@pytest.mark.parametrize("value", ["abc", '"unclosed', '*, "a"', '"a" "b"', "W/abc", '"a\x01"'])
 def test_malformed_values_are_refused(value: str) -> None:
     with pytest.raises(MalformedConditionError):
         parse_tag_list(value)

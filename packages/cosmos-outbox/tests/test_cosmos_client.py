@@ -17,22 +17,22 @@ def bare(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
     """An environment with none of the settings, and a home without a .netrc."""
     for name in list(os.environ):
         if name.upper().endswith("_PROXY") or name.upper() in {
-                "NETRC", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"}:
+            "NETRC",
+            "REQUESTS_CA_BUNDLE",
+            "CURL_CA_BUNDLE",
+        }:
             monkeypatch.delenv(name)
     monkeypatch.setenv("HOME", str(tmp_path))
     return monkeypatch
 
 
-def test_without_settings_neither_transport_reads_the_environment(
-        bare: pytest.MonkeyPatch) -> None:
+def test_without_settings_neither_transport_reads_the_environment(bare: pytest.MonkeyPatch) -> None:
     assert not environment_settings(requests=True)
     assert not environment_settings(requests=False)
 
 
-@pytest.mark.parametrize("name", ["HTTPS_PROXY", "https_proxy", "NO_PROXY", "ALL_PROXY",
-                                  "NETRC"])
-def test_a_proxy_or_netrc_setting_is_honoured_by_both(bare: pytest.MonkeyPatch,
-                                                      name: str) -> None:
+@pytest.mark.parametrize("name", ["HTTPS_PROXY", "https_proxy", "NO_PROXY", "ALL_PROXY", "NETRC"])
+def test_a_proxy_or_netrc_setting_is_honoured_by_both(bare: pytest.MonkeyPatch, name: str) -> None:
     bare.setenv(name, "x")
     assert environment_settings(requests=True)
     assert environment_settings(requests=False)

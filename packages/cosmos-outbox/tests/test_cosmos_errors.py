@@ -22,20 +22,27 @@ from cosmos_outbox.errors import (
 )
 
 
-def http_error(status: int, message: str, sub_status: int | None = None
-               ) -> CosmosHttpResponseError:
+def http_error(status: int, message: str, sub_status: int | None = None) -> CosmosHttpResponseError:
     headers = {} if sub_status is None else {"x-ms-substatus": str(sub_status)}
     error = CosmosHttpResponseError(  # type: ignore[no-untyped-call]
-        status_code=status, message=message)
+        status_code=status, message=message
+    )
     error.headers, error.sub_status = headers, sub_status
     return error
 
 
 @pytest.mark.parametrize(
     ("status", "expected"),
-    [(404, NotFoundError), (409, AlreadyExistsError), (412, PreconditionFailedError),
-     (429, ThrottledError), (400, InvalidContinuationError), (503, StoreUnavailableError),
-     (408, StoreUnavailableError), (500, StoreUnavailableError)],
+    [
+        (404, NotFoundError),
+        (409, AlreadyExistsError),
+        (412, PreconditionFailedError),
+        (429, ThrottledError),
+        (400, InvalidContinuationError),
+        (503, StoreUnavailableError),
+        (408, StoreUnavailableError),
+        (500, StoreUnavailableError),
+    ],
 )
 def test_http_statuses_map_to_application_errors(status: int, expected: type[Exception]) -> None:
     with pytest.raises(expected), cosmos_errors("c1"):
@@ -54,12 +61,17 @@ def test_a_failed_batch_reports_the_failing_operation_status() -> None:
     responses = [{"statusCode": 424}, {"statusCode": 412}, {"statusCode": 424}]
     with pytest.raises(PreconditionFailedError), cosmos_errors("c1"):
         raise CosmosBatchOperationError(  # type: ignore[no-untyped-call]
-            error_index=1, headers={}, status_code=412, message="batch failed",
-            operation_responses=responses)
+            error_index=1,
+            headers={},
+            status_code=412,
+            message="batch failed",
+            operation_responses=responses,
+        )
 
 
 @pytest.mark.parametrize(
-    "error", [CosmosClientTimeoutError(), ServiceRequestError("refused")]  # type: ignore[no-untyped-call]
+    "error",
+    [CosmosClientTimeoutError(), ServiceRequestError("refused")],  # type: ignore[no-untyped-call]
 )
 def test_timeouts_and_unreachable_stores_are_unavailable(error: Exception) -> None:
     with pytest.raises(StoreUnavailableError), cosmos_errors():

@@ -19,9 +19,13 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("funcstack", reason=(
-    "funcstack in this interpreter (Python 3.13+) runs these tests: "
-    "they host an app on funcstack's Functions host"))
+pytest.importorskip(
+    "funcstack",
+    reason=(
+        "funcstack in this interpreter (Python 3.13+) runs these tests: "
+        "they host an app on funcstack's Functions host"
+    ),
+)
 
 from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
@@ -49,29 +53,45 @@ N = 5
 
 
 def cosmos(stack: LocalStack, **options: Any) -> CosmosClient:
-    return CosmosClient.from_connection_string(stack.cosmos_connection_string,
-                                               connection_verify=False, **options)
+    return CosmosClient.from_connection_string(
+        stack.cosmos_connection_string, connection_verify=False, **options
+    )
 
 
 class Estimators:
     """The sync estimator and the `aio` one on the same containers (the `aio` one on the
     module's event loop)."""
 
-    def __init__(self, stack: LocalStack, loop: EventLoop, monitored: str, leases: str, *,
-                 lease_prefix: str = "", **options: Any) -> None:
+    def __init__(
+        self,
+        stack: LocalStack,
+        loop: EventLoop,
+        monitored: str,
+        leases: str,
+        *,
+        lease_prefix: str = "",
+        **options: Any,
+    ) -> None:
         self.loop = loop
         database = cosmos(stack, **options).get_database_client(DATABASE)
-        self.sync = CosmosBacklogEstimator(database.get_container_client(monitored),
-                                           database.get_container_client(leases),
-                                           lease_prefix=lease_prefix)
+        self.sync = CosmosBacklogEstimator(
+            database.get_container_client(monitored),
+            database.get_container_client(leases),
+            lease_prefix=lease_prefix,
+        )
 
         async def connect() -> AsyncCosmosBacklogEstimator:
-            client = loop.closing(AsyncCosmosClient.from_connection_string(
-                stack.cosmos_connection_string, connection_verify=False, **options))
+            client = loop.closing(
+                AsyncCosmosClient.from_connection_string(
+                    stack.cosmos_connection_string, connection_verify=False, **options
+                )
+            )
             aio = client.get_database_client(DATABASE)
-            return AsyncCosmosBacklogEstimator(aio.get_container_client(monitored),
-                                               aio.get_container_client(leases),
-                                               lease_prefix=lease_prefix)
+            return AsyncCosmosBacklogEstimator(
+                aio.get_container_client(monitored),
+                aio.get_container_client(leases),
+                lease_prefix=lease_prefix,
+            )
 
         self.aio = loop.run(connect())
 
@@ -92,12 +112,21 @@ class Estimators:
         return backlog
 
     def sync_tick(self, **options: Any) -> Backlog:
-        return run_sync(report_backlog(as_async(self.sync), RelayTelemetry(destination=TOPIC),
-                                       event_ttl_seconds=TTL, **options))
+        return run_sync(
+            report_backlog(
+                as_async(self.sync),
+                RelayTelemetry(destination=TOPIC),
+                event_ttl_seconds=TTL,
+                **options,
+            )
+        )
 
     def aio_tick(self, **options: Any) -> Backlog:
-        backlog: Backlog = self.loop.run(report_backlog(
-            self.aio, RelayTelemetry(destination=TOPIC), event_ttl_seconds=TTL, **options))
+        backlog: Backlog = self.loop.run(
+            report_backlog(
+                self.aio, RelayTelemetry(destination=TOPIC), event_ttl_seconds=TTL, **options
+            )
+        )
         return backlog
 
 
@@ -109,8 +138,11 @@ def open_tickets(container: ContainerProxy, n: int) -> None:
 
 
 def test_the_backlog_while_the_relay_is_off_then_zero_once_it_runs(
-    funcstack_services: LocalStack, funcstack_app: Callable[..., HostedApp], loop: EventLoop,
-    fresh: str, leases: str,
+    funcstack_services: LocalStack,
+    funcstack_app: Callable[..., HostedApp],
+    loop: EventLoop,
+    fresh: str,
+    leases: str,
 ) -> None:
     before = time.time()
     open_tickets(funcstack_services.container_client(DATABASE, fresh), N)
@@ -127,8 +159,7 @@ def test_the_backlog_while_the_relay_is_off_then_zero_once_it_runs(
     assert later.pending == sooner.pending == N
     assert later.oldest_age_seconds == pytest.approx(sooner.oldest_age_seconds + 60)
 
-    funcstack_app(RELAY_APP, settings={"COSMOS_CONTAINER": fresh,
-                                       "COSMOS_LEASE_CONTAINER": leases})
+    funcstack_app(RELAY_APP, settings={"COSMOS_CONTAINER": fresh, "COSMOS_LEASE_CONTAINER": leases})
     deadline = time.monotonic() + 60
     backlog = estimators.sync_tick()
     while backlog.pending and time.monotonic() < deadline:
@@ -149,16 +180,23 @@ def test_functions_host_leases_with_etag_continuations_are_read(
     continuation, on an EPK feed range (with a range id as its token)."""
     monitored = funcstack_services.container_client(DATABASE, fresh)
     open_tickets(monitored, 1)
-    checkpoint = max(int(d["_lsn"])
-                     for d in monitored.query_items_change_feed(start_time="Beginning"))
+    checkpoint = max(
+        int(d["_lsn"]) for d in monitored.query_items_change_feed(start_time="Beginning")
+    )
     lease_container = funcstack_services.container_client(DATABASE, leases)
     lease_container.upsert_item({"id": "outbox.info", "LeaseToken": "info"})  # not a lease
     lease_container.upsert_item({"id": "outbox.info.lock"})
-    lease_container.upsert_item({
-        "id": "account_outbox_tickets..0", "version": 1, "LeaseToken": "0",
-        "ContinuationToken": f'"{checkpoint}"', "Owner": None,
-        "timestamp": "2024-01-01T00:00:00Z",
-        "FeedRange": {"Range": {"min": "", "max": "FF"}}})
+    lease_container.upsert_item(
+        {
+            "id": "account_outbox_tickets..0",
+            "version": 1,
+            "LeaseToken": "0",
+            "ContinuationToken": f'"{checkpoint}"',
+            "Owner": None,
+            "timestamp": "2024-01-01T00:00:00Z",
+            "FeedRange": {"Range": {"min": "", "max": "FF"}},
+        }
+    )
     open_tickets(monitored, 3)
     estimators = Estimators(funcstack_services, loop, fresh, leases, lease_prefix="account_")
     [backlog] = estimators.estimate()
@@ -174,8 +212,12 @@ def test_a_change_that_raised_no_event_is_not_pending(
     transaction of its own: it is no event to relay, and the backlog does not count it."""
     monitored = funcstack_services.container_client(DATABASE, fresh)
     service = CosmosWorld(monitored, ttl=TTL).service(Ticket)
-    claim = Claim[Ticket](scope="PATCH tickets/{id}", key="no-op", fingerprint="f",
-                          answer=lambda t: Answer(200, {"version": t.version}))
+    claim = Claim[Ticket](
+        scope="PATCH tickets/{id}",
+        key="no-op",
+        fingerprint="f",
+        answer=lambda t: Answer(200, {"version": t.version}),
+    )
     created = service.create(Ticket.open("Printer on fire"))
     service.change_idempotent(created.aggregate.id, lambda t: None, claim=claim)
     changes = list(monitored.query_items_change_feed(start_time="Beginning"))

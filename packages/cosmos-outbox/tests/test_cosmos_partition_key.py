@@ -13,18 +13,22 @@ from cosmos_outbox.ports import BatchOperation
 
 def test_a_path_is_split_into_its_segments() -> None:
     assert key_path({"partitionKey": {"paths": ["/partitionKey"], "kind": "Hash"}}) == (
-        "partitionKey",)
+        "partitionKey",
+    )
     assert key_path({"partitionKey": {"paths": ["/tenantId"], "kind": "Hash"}}) == ("tenantId",)
     assert key_path({"partitionKey": {"paths": ["/tenant/id"]}}) == ("tenant", "id")
 
 
-@pytest.mark.parametrize("definition", [
-    {"paths": ["/tenantId", "/userId"], "kind": "MultiHash"},
-    {"paths": ['/"tenant id"'], "kind": "Hash"},
-    {"paths": [], "kind": "Hash"},
-])
+@pytest.mark.parametrize(
+    "definition",
+    [
+        {"paths": ["/tenantId", "/userId"], "kind": "MultiHash"},
+        {"paths": ['/"tenant id"'], "kind": "Hash"},
+        {"paths": [], "kind": "Hash"},
+    ],
+)
 def test_a_key_the_outbox_cannot_write_to_is_refused_naming_the_container(
-    definition: dict[str, object]
+    definition: dict[str, object],
 ) -> None:
     with pytest.raises(OutboxError, match=r"container 'orders'.*single path"):
         key_path({"id": "orders", "partitionKey": definition})
@@ -41,25 +45,31 @@ def test_a_document_gets_the_partition_at_the_path_unless_it_has_a_value_there()
 
 
 def test_a_batch_carries_the_partition_in_every_document_it_writes() -> None:
-    operations = [BatchOperation("create", {"id": "a"}), BatchOperation("upsert", {"id": "b"}),
-                  BatchOperation("replace", {"id": "c"}, if_match="e"),
-                  BatchOperation("patch", id="d", patch=[{"op": "set", "path": "/x", "value": 1}]),
-                  BatchOperation("delete", id="e")]
+    operations = [
+        BatchOperation("create", {"id": "a"}),
+        BatchOperation("upsert", {"id": "b"}),
+        BatchOperation("replace", {"id": "c"}, if_match="e"),
+        BatchOperation("patch", id="d", patch=[{"op": "set", "path": "/x", "value": 1}]),
+        BatchOperation("delete", id="e"),
+    ]
     converted = sdk_operations(operations, ("tenantId",), "p")
     assert converted[0] == ("create", ({"id": "a", "tenantId": "p"},))
     assert converted[1] == ("upsert", ({"id": "b", "tenantId": "p"},))
     assert converted[2] == ("replace", ("c", {"id": "c", "tenantId": "p"}), {"if_match_etag": "e"})
-    assert converted[3:] == [("patch", ("d", [{"op": "set", "path": "/x", "value": 1}]), {}),
-                             ("delete", ("e",), {})]
+    assert converted[3:] == [
+        ("patch", ("d", [{"op": "set", "path": "/x", "value": 1}]), {}),
+        ("delete", ("e",), {}),
+    ]
 
 
 def test_a_container_with_time_to_live_off_is_said_in_a_warning(
-    caplog: pytest.LogCaptureFixture
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     key = {"paths": ["/partitionKey"], "kind": "Hash"}
     with caplog.at_level("WARNING", logger="cosmos_outbox.cosmos"):
         assert container_key_path({"id": "kept", "partitionKey": key, "defaultTtl": -1}) == (
-            "partitionKey",)
+            "partitionKey",
+        )
         assert not caplog.records
         assert container_key_path({"id": "orders", "partitionKey": key}) == ("partitionKey",)
     [record] = caplog.records

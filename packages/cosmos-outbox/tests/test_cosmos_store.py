@@ -29,8 +29,13 @@ TRACEPARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 def test_event_documents_expire_by_their_ttl_and_the_aggregate_stays(
     funcstack_services: LocalStack, loop: EventLoop, fresh: str, flavour: str
 ) -> None:
-    world = cosmos_world(flavour, funcstack_services.container_client(DATABASE, fresh),
-                         funcstack_services, loop, ttl=1)
+    world = cosmos_world(
+        flavour,
+        funcstack_services.container_client(DATABASE, fresh),
+        funcstack_services,
+        loop,
+        ttl=1,
+    )
     ticket = Ticket.open("Printer on fire")
     with world.uow() as uow:
         uow.repository(Ticket).add(ticket)
@@ -48,8 +53,9 @@ def test_event_documents_expire_by_their_ttl_and_the_aggregate_stays(
 def test_one_commit_of_several_changes_writes_their_events_in_order(
     funcstack_services: LocalStack, loop: EventLoop, fresh: str, flavour: str
 ) -> None:
-    world = cosmos_world(flavour, funcstack_services.container_client(DATABASE, fresh),
-                         funcstack_services, loop)
+    world = cosmos_world(
+        flavour, funcstack_services.container_client(DATABASE, fresh), funcstack_services, loop
+    )
     ticket = saved(world, Ticket.open("Printer on fire"))
     with world.uow() as uow:
         loaded = uow.repository(Ticket).get(ticket.id)
@@ -57,7 +63,10 @@ def test_one_commit_of_several_changes_writes_their_events_in_order(
         uow.commit(traceparent=TRACEPARENT)
     events = events_of(world, ticket.id)
     assert [e["action"] for e in events] == [
-        "TicketOpenedEvent", "TicketRetitledEvent", "TicketRecodedEvent"]
+        "TicketOpenedEvent",
+        "TicketRetitledEvent",
+        "TicketRecodedEvent",
+    ]
     assert [e["version"] for e in events] == [1, 2, 3]
     assert [e["traceparent"] for e in events[1:]] == [TRACEPARENT, TRACEPARENT]
     with world.uow() as uow:
@@ -82,8 +91,7 @@ def test_a_pages_token_is_its_own_when_another_request_on_the_client_lands_in_be
     seen: list[str] = []
     token: str | None = None
     for _ in range(len(ids)):
-        rows, token = query_page(container, query, 2, token,
-                                 response_hook=another_request_lands)
+        rows, token = query_page(container, query, 2, token, response_hook=another_request_lands)
         seen += [row["id"] for row in rows]
         if token is None:
             break

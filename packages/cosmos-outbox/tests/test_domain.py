@@ -26,7 +26,8 @@ from cosmos_outbox._domain import (
 
 def test_the_catalogue_holds_every_bound_event_class_by_its_aggregate_and_action() -> None:
     assert {"TicketOpenedEvent", "TicketRetitledEvent", "TicketClosedEvent"} <= EVENTS.actions(
-        "ticket")
+        "ticket"
+    )
     assert EVENTS.resolve("ticket", "TicketOpenedEvent") is TicketOpened
     assert {TicketOpened, TicketRetitled, TicketClosed} <= Ticket.event_classes()
     assert AGGREGATES["ticket"] is Ticket
@@ -57,7 +58,10 @@ def test_an_aggregate_may_name_its_type_and_collection() -> None:
         collection: ClassVar[str] = "people"
 
     assert (Person.aggregate_type, Person.collection, AGGREGATES["human"]) == (
-        "human", "people", Person)
+        "human",
+        "people",
+        Person,
+    )
 
 
 def test_two_classes_cannot_share_an_action_and_an_event_needs_its_aggregate() -> None:
@@ -82,7 +86,9 @@ def test_record_gives_the_next_version_and_takes_the_aggregates_values() -> None
     opened, retitled = ticket.events
     assert [opened.version, retitled.version] == [1, 2]
     assert isinstance(opened, TicketOpened) and (opened.title, opened.code) == (
-        "Printer on fire", "NEW")
+        "Printer on fire",
+        "NEW",
+    )
     assert isinstance(retitled, TicketRetitled) and retitled.title == "Printer fixed"
     at = datetime(2026, 1, 2, tzinfo=UTC)
     ticket.collect_events()

@@ -83,16 +83,25 @@ DraftView = view_of(Draft, name="DraftView", hidden=set())
 DRAFT_ID = {"id": PathParameter("id", "the draft id")}
 
 
-def draft_app(services: Callable[[], Services], *, build: Callable[[Any], Any] | None = None,
-              apply: Callable[..., object] = Draft.edit_silently,
-              outbox_kind: type[Outbox] | type[AsyncOutbox] = Outbox) -> func.FunctionApp:
+def draft_app(
+    services: Callable[[], Services],
+    *,
+    build: Callable[[Any], Any] | None = None,
+    apply: Callable[..., object] = Draft.edit_silently,
+    outbox_kind: type[Outbox] | type[AsyncOutbox] = Outbox,
+) -> func.FunctionApp:
     outbox = outbox_kind([Draft], services=services)
     drafts = outbox.routes(Draft, view=DraftView)
-    drafts.create(route="drafts", request=WriteDraft, summary="Write a draft",
-                  build=build or (lambda b: Draft.write(b.text)))
+    drafts.create(
+        route="drafts",
+        request=WriteDraft,
+        summary="Write a draft",
+        build=build or (lambda b: Draft.write(b.text)),
+    )
     drafts.read(route="drafts/{id}", summary="Read a draft")
-    drafts.update(route="drafts/{id}", method="PATCH", request=EditDraft, apply=apply,
-                  summary="Edit a draft")
+    drafts.update(
+        route="drafts/{id}", method="PATCH", request=EditDraft, apply=apply, summary="Edit a draft"
+    )
     return outbox.function_app(drafts, title="Drafts")
 
 
@@ -103,8 +112,10 @@ class Drafts:
         self.client = FunctionClient(self.app)
 
     def stored(self, draft_id: str) -> list[dict[str, Any]]:
-        return sorted((d for (pk, _), d in self.memory.store.documents.items()
-                       if pk == draft_id), key=lambda d: d["id"])
+        return sorted(
+            (d for (pk, _), d in self.memory.store.documents.items() if pk == draft_id),
+            key=lambda d: d["id"],
+        )
 
 
 @pytest.fixture
@@ -131,6 +142,7 @@ def created(drafts: Drafts, text: str = "first") -> tuple[str, str]:
 
 # -- a change without its event ------------------------------------------------------------
 
+
 @pytest.mark.parametrize("key", [None, "edit-1"], ids=["plain", "idempotency-key"])
 def test_a_change_without_its_event_answers_500_logs_it_and_writes_nothing(
     drafts: Drafts, caplog: pytest.LogCaptureFixture, key: str | None
@@ -139,8 +151,9 @@ def test_a_change_without_its_event_answers_500_logs_it_and_writes_nothing(
     before = drafts.stored(draft_id)
     headers = {"Idempotency-Key": key} if key else {}
     with caplog.at_level(logging.ERROR):
-        answer = drafts.client.request("PATCH", f"drafts/{draft_id}", body={"text": "second"},
-                                      headers=headers)
+        answer = drafts.client.request(
+            "PATCH", f"drafts/{draft_id}", body={"text": "second"}, headers=headers
+        )
     assert problem(answer, 500)["detail"] == "an unexpected error occurred"  # no internals
     [record] = [r for r in caplog.records if r.getMessage().startswith("change refused")]
     assert getattr(record, "aggregate.type") == "draft"
@@ -157,9 +170,10 @@ def test_a_change_with_its_event_is_written() -> None:
     answer = app.client.request("PATCH", f"drafts/{draft_id}", body={"text": "second"})
     assert (answer.status_code, body(answer)["text"]) == (200, "second")
     assert answer.headers["ETag"] != etag
-    events = sorted((envelope_and_data(d) for d in app.stored(draft_id)
-                     if d["type"] == EVENT_TYPE),
-                    key=lambda e: e["version"])
+    events = sorted(
+        (envelope_and_data(d) for d in app.stored(draft_id) if d["type"] == EVENT_TYPE),
+        key=lambda e: e["version"],
+    )
     assert [e["action"] for e in events] == ["DraftWritten", "DraftEdited"]
 
 
@@ -177,8 +191,11 @@ def test_a_new_aggregate_without_an_event_answers_500_and_writes_nothing() -> No
 
 
 def test_check_commands_fails_for_a_change_without_its_event(drafts: Drafts) -> None:
-    with pytest.raises(AssertionError, match=r"Draft\.edit_silently changes \['text'\] of the "
-                                             r"draft without recording an event"):
+    with pytest.raises(
+        AssertionError,
+        match=r"Draft\.edit_silently changes \['text'\] of the "
+        r"draft without recording an event",
+    ):
         check_commands(drafts.app)
     check_commands(Drafts(apply=Draft.edit).app)
 
@@ -190,6 +207,7 @@ def test_check_commands_fails_for_a_create_without_an_event() -> None:
 
 
 # -- async callables -----------------------------------------------------------------------
+
 
 def test_an_async_apply_is_refused_where_it_is_declared() -> None:
     with pytest.raises(TypeError, match=r"apply Draft\.edit_later is a coroutine function"):
@@ -205,7 +223,7 @@ def test_an_async_build_is_refused_where_it_is_declared() -> None:
 
 
 def test_an_async_handler_is_served_by_an_async_function_and_awaited(
-    no_coroutine_dropped: None
+    no_coroutine_dropped: None,
 ) -> None:
     api = HttpApi()
 
@@ -223,7 +241,7 @@ def test_an_async_handler_is_served_by_an_async_function_and_awaited(
 
 
 def test_an_async_apply_and_build_are_awaited_on_an_async_outbox(
-    no_coroutine_dropped: None
+    no_coroutine_dropped: None,
 ) -> None:
     async def build(body: WriteDraft) -> Draft:
         await asyncio.sleep(0)
@@ -248,7 +266,7 @@ def test_check_commands_runs_an_async_outbox_s_callables_and_fails_a_silent_one(
 
 
 def test_an_awaitable_returned_by_a_plain_function_is_awaited_when_it_needs_no_io(
-    no_coroutine_dropped: None
+    no_coroutine_dropped: None,
 ) -> None:
     drafts = Drafts(apply=lambda draft, **changes: draft.edit_later(**changes))
     draft_id, _ = created(drafts)
@@ -258,7 +276,7 @@ def test_an_awaitable_returned_by_a_plain_function_is_awaited_when_it_needs_no_i
 
 
 def test_an_awaitable_that_waits_on_io_in_a_sync_function_is_refused_never_dropped(
-    no_coroutine_dropped: None
+    no_coroutine_dropped: None,
 ) -> None:
     drafts = Drafts(apply=lambda draft, **changes: draft.edit_after_io(**changes))
     draft_id, etag = created(drafts)
@@ -270,7 +288,7 @@ def test_an_awaitable_that_waits_on_io_in_a_sync_function_is_refused_never_dropp
 
 
 def test_a_handler_returning_an_awaitable_that_waits_on_io_answers_500(
-    no_coroutine_dropped: None
+    no_coroutine_dropped: None,
 ) -> None:
     api = HttpApi()
 
@@ -279,7 +297,8 @@ def test_a_handler_returning_an_awaitable_that_waits_on_io_answers_500(
         return Reply()
 
     api.operation(route="ping", method="GET", summary="Ping", status=200, errors=())(
-        lambda call: later())
+        lambda call: later()
+    )
     app = func.FunctionApp()
     app.register_functions(api.blueprint)
     problem(FunctionClient(app).request("GET", "ping"), 500)
@@ -315,10 +334,15 @@ def test_the_service_refuses_an_async_change_before_reading(drafts: Drafts) -> N
 
 # -- the in-memory store behaves as Cosmos DB --------------------------------------------
 
+
 def test_what_the_in_memory_store_gives_back_is_a_copy_of_what_it_keeps() -> None:
     store = InMemoryStore()
-    document: dict[str, Any] = {"id": "a", "partitionKey": "a", "type": "draft",
-                                "data": {"tags": ["x"]}}
+    document: dict[str, Any] = {
+        "id": "a",
+        "partitionKey": "a",
+        "type": "draft",
+        "data": {"tags": ["x"]},
+    }
     store.put(document)
     document["data"]["tags"].append("written after")
     read = store.read("a", "a")

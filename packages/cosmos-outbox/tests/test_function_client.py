@@ -24,11 +24,14 @@ def _app() -> func.FunctionApp:
     return app
 
 
-@pytest.mark.parametrize(("prefix", "url"), [
-    ("api", "http://localhost/api/hello/ada"),
-    ("", "http://localhost/hello/ada"),
-    ("/v1/", "http://localhost/v1/hello/ada"),
-])
+@pytest.mark.parametrize(
+    ("prefix", "url"),
+    [
+        ("api", "http://localhost/api/hello/ada"),
+        ("", "http://localhost/hello/ada"),
+        ("/v1/", "http://localhost/v1/hello/ada"),
+    ],
+)
 def test_a_request_is_routed_under_the_route_prefix(prefix: str, url: str) -> None:
     with FunctionClient(_app(), route_prefix=prefix) as client:
         reply = client.request("GET", "hello/ada")
@@ -43,7 +46,7 @@ def test_the_default_prefix_is_the_hosts_and_a_path_no_route_takes_is_named() ->
 
 
 #: A plain ASGI app with a lifespan (as FastAPI's), its function app in a module of its own.
-ASGI_APP = '''
+ASGI_APP = """
 import azure.functions as func
 
 
@@ -61,12 +64,12 @@ async def api(scope, receive, send):
 
 
 app = func.AsgiFunctionApp(app=api, http_auth_level=func.AuthLevel.ANONYMOUS)
-'''
+"""
 SCRIPTS = {
     "closed": "with FunctionClient(app, route_prefix='') as client:\n"
-              "    print(client.request('GET', 'hello').get_body().decode())\n",
+    "    print(client.request('GET', 'hello').get_body().decode())\n",
     "left open": "client = FunctionClient(app, route_prefix='')\n"
-                 "print(client.request('GET', 'hello').get_body().decode())\n",
+    "print(client.request('GET', 'hello').get_body().decode())\n",
 }
 
 
@@ -78,10 +81,17 @@ def test_a_plain_script_on_an_asgi_app_ends(tmp_path: Path, script: str) -> None
     (tmp_path / "asgi_app.py").write_text(ASGI_APP)
     (tmp_path / "script.py").write_text(
         "from cosmos_outbox.testing import FunctionClient\nfrom asgi_app import app\n"
-        + SCRIPTS[script])
+        + SCRIPTS[script]
+    )
     try:
-        done = subprocess.run([sys.executable, "script.py"], cwd=tmp_path, capture_output=True,
-                              text=True, timeout=60, check=False)
+        done = subprocess.run(
+            [sys.executable, "script.py"],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
     except subprocess.TimeoutExpired:
         pytest.fail("the script did not end within 60 s: it hangs at interpreter exit")
     assert (done.returncode, done.stdout.strip()) == (0, "hello"), done.stderr

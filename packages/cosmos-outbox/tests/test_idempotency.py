@@ -36,8 +36,12 @@ KEY = "Idempotency-Key"
 
 def answer_of(response: func.HttpResponse) -> tuple[int, str | None, str | None, bytes]:
     """What a client compares between a write's answer and its retry's."""
-    return (response.status_code, response.headers.get("ETag"),
-            response.headers.get("Location"), response.get_body())
+    return (
+        response.status_code,
+        response.headers.get("ETag"),
+        response.headers.get("Location"),
+        response.get_body(),
+    )
 
 
 def of_type(world: TicketWorld, kind: str) -> list[dict[str, Any]]:
@@ -47,25 +51,44 @@ def of_type(world: TicketWorld, kind: str) -> list[dict[str, Any]]:
 # -- the header ---------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("value", "key"), [
-    ('"8e03978e-40d5-43e8-bc93-6894a57f9324"', "8e03978e-40d5-43e8-bc93-6894a57f9324"),
-    ("8e03978e-40d5-43e8-bc93-6894a57f9324", "8e03978e-40d5-43e8-bc93-6894a57f9324"),
-    ('"with space"', "with space"),
-    (r'"a\"b\\c"', 'a"b\\c'),
-    (' "padded" ', "padded"),
-    ('"' + "k" * 255 + '"', "k" * 255),
-    ("k" * 255, "k" * 255),
-    ("a;b=c,d", "a;b=c,d"),  # bare: the value as it is
-])
+@pytest.mark.parametrize(
+    ("value", "key"),
+    [
+        ('"8e03978e-40d5-43e8-bc93-6894a57f9324"', "8e03978e-40d5-43e8-bc93-6894a57f9324"),
+        ("8e03978e-40d5-43e8-bc93-6894a57f9324", "8e03978e-40d5-43e8-bc93-6894a57f9324"),
+        ('"with space"', "with space"),
+        (r'"a\"b\\c"', 'a"b\\c'),
+        (' "padded" ', "padded"),
+        ('"' + "k" * 255 + '"', "k" * 255),
+        ("k" * 255, "k" * 255),
+        ("a;b=c,d", "a;b=c,d"),  # bare: the value as it is
+    ],
+)
 def test_a_key_is_a_quoted_sf_string_or_bare(value: str, key: str) -> None:
     assert parse_key(value) == key
 
 
-@pytest.mark.parametrize("value", [
-    "", '""', '"' + "k" * 256 + '"', "k" * 256, '"abc', 'abc"', '"a"b"', '"a\\b"',
-    '"abc";p=1', '"a", "b"', "with space", "caf\u00e9", '"caf\u00e9"', '"tab\t"', "a\\b",
-    '"\x7f"',
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "",
+        '""',
+        '"' + "k" * 256 + '"',
+        "k" * 256,
+        '"abc',
+        'abc"',
+        '"a"b"',
+        '"a\\b"',
+        '"abc";p=1',
+        '"a", "b"',
+        "with space",
+        "caf\u00e9",
+        '"caf\u00e9"',
+        '"tab\t"',
+        "a\\b",
+        '"\x7f"',
+    ],
+)
 def test_a_malformed_key_is_refused_naming_the_header(value: str) -> None:
     with pytest.raises(HttpProblemError) as info:
         parse_key(value)
@@ -108,7 +131,8 @@ def test_the_fingerprint_is_of_the_validated_request_not_its_formatting() -> Non
     assert fp("POST", "tickets", {}, one) != fp("POST", "tickets", {}, other)
     assert fp("POST", "tickets", {}, one) != fp("PUT", "tickets", {}, one)
     assert fp("POST", "tickets/{id}", {"id": "a"}, None) != fp(
-        "POST", "tickets/{id}", {"id": "b"}, None)
+        "POST", "tickets/{id}", {"id": "b"}, None
+    )
     # a default left out is not the same request as the value sent (PATCH semantics)
     defaulted = OpenTicket.model_validate_json('{"title": "Printer"}')
     explicit = OpenTicket.model_validate_json('{"title": "Printer", "code": "NEW"}')
@@ -120,10 +144,12 @@ def test_a_key_is_scoped_by_route_and_by_the_caller_the_platform_names() -> None
     anonymous = scope("POST", "tickets", {})
     assert anonymous == "POST tickets"
     assert scope("PATCH", "tickets/{id}", {}) != anonymous
-    alice = scope("POST", "tickets", {"x-ms-client-principal-idp": "aad",
-                                      "x-ms-client-principal-id": "alice"})
-    bob = scope("POST", "tickets", {"x-ms-client-principal-idp": "aad",
-                                    "x-ms-client-principal-id": "bob"})
+    alice = scope(
+        "POST", "tickets", {"x-ms-client-principal-idp": "aad", "x-ms-client-principal-id": "alice"}
+    )
+    bob = scope(
+        "POST", "tickets", {"x-ms-client-principal-idp": "aad", "x-ms-client-principal-id": "bob"}
+    )
     assert len({anonymous, alice, bob}) == 3
     assert record_id(alice, "k") != record_id(bob, "k") != record_id(anonymous, "k")
 
@@ -140,12 +166,20 @@ def test_the_record_id_and_derived_ids_never_show_the_key() -> None:
 
 def test_a_record_round_trips_through_its_document_and_is_no_event() -> None:
     record = IdempotencyRecord(
-        record_id=record_id("POST tickets", "k"), aggregate_type="ticket", aggregate_id="t1",
-        fingerprint="f" * 64, version=3, request="POST tickets",
-        answer=Answer(201, {"id": "t1", "title": "Zoë"}, "/api/tickets/t1"))
+        record_id=record_id("POST tickets", "k"),
+        aggregate_type="ticket",
+        aggregate_id="t1",
+        fingerprint="f" * 64,
+        version=3,
+        request="POST tickets",
+        answer=Answer(201, {"id": "t1", "title": "Zoë"}, "/api/tickets/t1"),
+    )
     document = idempotency_document(record, ttl_seconds=86400)
     assert (document["type"], document["partitionKey"], document["ttl"]) == (
-        IDEMPOTENCY_TYPE, "t1", 86400)
+        IDEMPOTENCY_TYPE,
+        "t1",
+        86400,
+    )
     assert idempotency_record(json.loads(json.dumps(document))) == record
     assert [type(i) for i in read_feed([document])] == [NotAnEvent]
     assert idempotency_record({**document, "type": "ticket"}) is None
@@ -155,13 +189,16 @@ def test_a_record_round_trips_through_its_document_and_is_no_event() -> None:
 # -- the route helper with a key ------------------------------------------------------------------
 
 
-def post(world: TicketWorld, key: str | None, payload: dict[str, Any] | None = None,
-         headers: dict[str, str] | None = None) -> func.HttpResponse:
+def post(
+    world: TicketWorld,
+    key: str | None,
+    payload: dict[str, Any] | None = None,
+    headers: dict[str, str] | None = None,
+) -> func.HttpResponse:
     sent = dict(headers or {})
     if key is not None:
         sent[KEY] = key
-    return world.client.request("POST", "tickets", body=payload or {"title": "Zoë"},
-                                headers=sent)
+    return world.client.request("POST", "tickets", body=payload or {"title": "Zoë"}, headers=sent)
 
 
 def test_a_create_retried_with_its_key_answers_the_same_and_writes_once(
@@ -177,8 +214,11 @@ def test_a_create_retried_with_its_key_answers_the_same_and_writes_once(
     [record] = of_type(world, IDEMPOTENCY_TYPE)
     ticket = body(first)
     assert record["partitionKey"] == ticket["id"]
-    assert record["answer"] == {"status": 201, "location": f"/api/tickets/{ticket['id']}",
-                                "body": ticket}
+    assert record["answer"] == {
+        "status": 201,
+        "location": f"/api/tickets/{ticket['id']}",
+        "body": ticket,
+    }
     assert "create-1" not in json.dumps(record)
 
 
@@ -239,14 +279,17 @@ def test_a_change_retried_after_it_landed_answers_the_same_not_412(world: Ticket
     created = post(world, None)
     tid, etag = body(created)["id"], created.headers["ETag"]
     change = {"title": "Retitled"}
-    first = world.client.request("PATCH", f"tickets/{tid}", body=change,
-                                 headers={KEY: "p1", "If-Match": etag})
+    first = world.client.request(
+        "PATCH", f"tickets/{tid}", body=change, headers={KEY: "p1", "If-Match": etag}
+    )
     assert first.status_code == 200
-    retry = world.client.request("PATCH", f"tickets/{tid}", body=change,
-                                 headers={KEY: "p1", "If-Match": etag})
+    retry = world.client.request(
+        "PATCH", f"tickets/{tid}", body=change, headers={KEY: "p1", "If-Match": etag}
+    )
     assert answer_of(retry) == answer_of(first)
-    unkeyed = world.client.request("PATCH", f"tickets/{tid}", body=change,
-                                   headers={"If-Match": etag})
+    unkeyed = world.client.request(
+        "PATCH", f"tickets/{tid}", body=change, headers={"If-Match": etag}
+    )
     problem(unkeyed, 412)  # without the key, as before: the client cannot tell
     assert [e["version"] for e in of_type(world, EVENT_TYPE)] == [1, 2]
 
@@ -255,18 +298,24 @@ def test_a_retry_after_later_changes_answers_the_body_of_its_write_with_a_weak_e
     world: TicketWorld,
 ) -> None:
     tid = body(post(world, None))["id"]
-    first = world.client.request("PATCH", f"tickets/{tid}", body={"title": "Second"},
-                                 headers={KEY: "p2"})
+    first = world.client.request(
+        "PATCH", f"tickets/{tid}", body={"title": "Second"}, headers={KEY: "p2"}
+    )
     later = world.client.request("PATCH", f"tickets/{tid}", body={"title": "Third"})
     assert later.status_code == 200
-    retry = world.client.request("PATCH", f"tickets/{tid}", body={"title": "Second"},
-                                 headers={KEY: "p2"})
+    retry = world.client.request(
+        "PATCH", f"tickets/{tid}", body={"title": "Second"}, headers={KEY: "p2"}
+    )
     assert (retry.status_code, retry.get_body()) == (200, first.get_body())
     assert body(retry)["title"] == "Second" and body(retry)["version"] == 2
     assert retry.headers["ETag"] == 'W/"2"'
     # a conditional write built on it is refused, as one on the first answer's ETag would be
-    stale = world.client.request("PATCH", f"tickets/{tid}", body={"title": "Fourth"},
-                                 headers={"If-Match": retry.headers["ETag"]})
+    stale = world.client.request(
+        "PATCH",
+        f"tickets/{tid}",
+        body={"title": "Fourth"},
+        headers={"If-Match": retry.headers["ETag"]},
+    )
     problem(stale, 412)
 
 
@@ -278,8 +327,9 @@ def test_a_refused_retry_of_a_business_rule_answers_as_the_first(world: TicketWo
     assert first.status_code == 200
     retry = world.client.request("POST", f"tickets/{tid}/close", headers=close)
     assert answer_of(retry) == answer_of(first)
-    again = world.client.request("POST", f"tickets/{tid}/close",
-                                 headers={KEY: "close-2", "If-Match": first.headers["ETag"]})
+    again = world.client.request(
+        "POST", f"tickets/{tid}/close", headers={KEY: "close-2", "If-Match": first.headers["ETag"]}
+    )
     problem(again, 409)  # a new key: a new request, refused by the rule
 
 
@@ -289,13 +339,15 @@ def test_a_change_that_changes_nothing_records_its_answer_all_the_same(
     created = post(world, None)
     tid, etag = body(created)["id"], created.headers["ETag"]
     same = {"title": "Zoë"}
-    first = world.client.request("PATCH", f"tickets/{tid}", body=same,
-                                 headers={KEY: "noop", "If-Match": etag})
+    first = world.client.request(
+        "PATCH", f"tickets/{tid}", body=same, headers={KEY: "noop", "If-Match": etag}
+    )
     assert first.status_code == 200 and first.headers["ETag"] == etag
     assert len(of_type(world, IDEMPOTENCY_TYPE)) == 1 and len(of_type(world, EVENT_TYPE)) == 1
     world.client.request("PATCH", f"tickets/{tid}", body={"title": "Changed since"})
-    retry = world.client.request("PATCH", f"tickets/{tid}", body=same,
-                                 headers={KEY: "noop", "If-Match": etag})
+    retry = world.client.request(
+        "PATCH", f"tickets/{tid}", body=same, headers={KEY: "noop", "If-Match": etag}
+    )
     assert (retry.status_code, retry.get_body()) == (200, first.get_body())  # not 412
 
 
@@ -304,15 +356,19 @@ def test_a_deleted_resource_answers_the_retried_change_that_deleted_it(
 ) -> None:
     """The route helper's 404 for a resource that is gone is checked against the key too."""
     tid = body(post(world, None))["id"]
-    first = world.client.request("PATCH", f"tickets/{tid}", body={"code": "ABC"},
-                                 headers={KEY: "gone"})
+    first = world.client.request(
+        "PATCH", f"tickets/{tid}", body={"code": "ABC"}, headers={KEY: "gone"}
+    )
     world.memory.store.documents.pop((tid, tid))  # gone since (as a soft delete reads)
-    retry = world.client.request("PATCH", f"tickets/{tid}", body={"code": "ABC"},
-                                 headers={KEY: "gone"})
+    retry = world.client.request(
+        "PATCH", f"tickets/{tid}", body={"code": "ABC"}, headers={KEY: "gone"}
+    )
     assert (retry.status_code, retry.get_body()) == (200, first.get_body())
     assert retry.headers["ETag"] == 'W/"2"'
-    problem(world.client.request("PATCH", f"tickets/{tid}", body={"code": "ABC"},
-                                 headers={KEY: "new"}), 404)
+    problem(
+        world.client.request("PATCH", f"tickets/{tid}", body={"code": "ABC"}, headers={KEY: "new"}),
+        404,
+    )
 
 
 def test_a_key_past_its_ttl_is_a_new_key(world: TicketWorld) -> None:
@@ -329,11 +385,15 @@ def test_a_key_past_its_ttl_is_a_new_key(world: TicketWorld) -> None:
 def test_a_key_is_scoped_to_its_route_and_its_caller(world: TicketWorld) -> None:
     created = post(world, "shared")
     tid = body(created)["id"]
-    changed = world.client.request("PATCH", f"tickets/{tid}", body={"title": "Other"},
-                                   headers={KEY: "shared"})
+    changed = world.client.request(
+        "PATCH", f"tickets/{tid}", body={"title": "Other"}, headers={KEY: "shared"}
+    )
     assert changed.status_code == 200 and "Idempotent-Replayed" not in changed.headers
-    alice = post(world, "shared", headers={"x-ms-client-principal-idp": "aad",
-                                           "x-ms-client-principal-id": "alice"})
+    alice = post(
+        world,
+        "shared",
+        headers={"x-ms-client-principal-idp": "aad", "x-ms-client-principal-id": "alice"},
+    )
     assert alice.status_code == 201 and body(alice)["id"] != tid
     assert len(of_type(world, "ticket")) == 2
 
@@ -342,8 +402,11 @@ def test_the_openapi_document_declares_the_header_and_422_on_writes_only(
     world: TicketWorld,
 ) -> None:
     document = body(world.client.request("GET", "openapi.json"))
-    for path, method in (("/tickets", "post"), ("/tickets/{id}", "patch"),
-                         ("/tickets/{id}/close", "post")):
+    for path, method in (
+        ("/tickets", "post"),
+        ("/tickets/{id}", "patch"),
+        ("/tickets/{id}/close", "post"),
+    ):
         operation = document["paths"][path][method]
         [header] = [p for p in operation["parameters"] if p["name"] == KEY]
         assert header["in"] == "header" and "required" not in header

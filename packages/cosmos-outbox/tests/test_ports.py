@@ -18,8 +18,7 @@ from cosmos_outbox.ports import (
 )
 from cosmos_outbox.testing import InMemoryPayloadStore, as_async, run_sync
 
-ASYNC_PORTS = (AsyncDocumentStore, AsyncMessagePublisher, AsyncPayloadStore,
-               AsyncBacklogEstimator)
+ASYNC_PORTS = (AsyncDocumentStore, AsyncMessagePublisher, AsyncPayloadStore, AsyncBacklogEstimator)
 
 
 def test_an_async_ports_sync_methods_are_the_declared_ones() -> None:
@@ -30,7 +29,8 @@ def test_an_async_ports_sync_methods_are_the_declared_ones() -> None:
             declared = getattr(member, STAYS_SYNC, False)
             assert inspect.iscoroutinefunction(member) is not declared, (
                 f"{port.__name__}.{name}: a sync method of an async port is declared "
-                "@stays_sync, every other one is async")
+                "@stays_sync, every other one is async"
+            )
 
 
 def test_the_declared_methods_are_the_reference_and_the_batchs_try_add() -> None:

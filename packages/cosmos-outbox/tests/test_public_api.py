@@ -24,9 +24,11 @@ SOURCE = Path(cosmos_outbox.__file__).parent
 
 
 def public_modules() -> list[str]:
-    return sorted(m.name for m in pkgutil.walk_packages(cosmos_outbox.__path__,
-                                                       "cosmos_outbox.")
-                  if not any(part.startswith("_") for part in m.name.split(".")[1:]))
+    return sorted(
+        m.name
+        for m in pkgutil.walk_packages(cosmos_outbox.__path__, "cosmos_outbox.")
+        if not any(part.startswith("_") for part in m.name.split(".")[1:])
+    )
 
 
 def test_the_root_holds_one_screen_of_names_each_of_which_is_there() -> None:
@@ -37,11 +39,14 @@ def test_the_root_holds_one_screen_of_names_each_of_which_is_there() -> None:
 
 
 def test_importing_the_package_imports_nothing_more_until_a_name_is_used() -> None:
-    code = ("import sys, cosmos_outbox; "
-            "print(sorted(m for m in sys.modules if m.startswith(('cosmos_outbox', 'azure', "
-            "'pydantic'))))")
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True).stdout.strip()
+    code = (
+        "import sys, cosmos_outbox; "
+        "print(sorted(m for m in sys.modules if m.startswith(('cosmos_outbox', 'azure', "
+        "'pydantic'))))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert loaded == "['cosmos_outbox']"
 
 
@@ -63,18 +68,26 @@ def test_the_readme_names_every_public_name(module: str) -> None:
     added without a word there is not public in all but name)."""
     text = README.read_text("utf-8")
     names = importlib.import_module(module).__all__
-    unnamed = [n for n in names if f"`{n}" not in text and f" {n}`" not in text
-               and f"({n}" not in text and f", {n}" not in text]
+    unnamed = [
+        n
+        for n in names
+        if f"`{n}" not in text
+        and f" {n}`" not in text
+        and f"({n}" not in text
+        and f", {n}" not in text
+    ]
     assert not unnamed, f"README.md does not name {module}'s {unnamed}"
 
 
 #: Each `aio` module and the sync module whose names it mirrors (as `azure.cosmos.aio` mirrors
 #: `azure.cosmos`).
-MIRRORS = {"cosmos_outbox.aio": "cosmos_outbox",
-           "cosmos_outbox.cosmos.aio": "cosmos_outbox.cosmos",
-           "cosmos_outbox.servicebus.aio": "cosmos_outbox.servicebus",
-           "cosmos_outbox.blob.aio": "cosmos_outbox.blob",
-           "cosmos_outbox.subscriber.aio": "cosmos_outbox.subscriber"}
+MIRRORS = {
+    "cosmos_outbox.aio": "cosmos_outbox",
+    "cosmos_outbox.cosmos.aio": "cosmos_outbox.cosmos",
+    "cosmos_outbox.servicebus.aio": "cosmos_outbox.servicebus",
+    "cosmos_outbox.blob.aio": "cosmos_outbox.blob",
+    "cosmos_outbox.subscriber.aio": "cosmos_outbox.subscriber",
+}
 #: An `aio` name whose sync twin an app never names (it gets it from `uow.repository(...)`).
 AIO_ONLY = {"Repository"}
 
@@ -108,8 +121,11 @@ def test_a_renamed_name_still_works_for_a_release_and_warns_naming_its_replaceme
     import cosmos_outbox.cosmos.aio
     import cosmos_outbox.subscriber.aio
 
-    with pytest.warns(DeprecationWarning, match=r"use cosmos_outbox\.cosmos\.aio\."
-                                                 r"CosmosDocumentStore"):
+    with pytest.warns(
+        DeprecationWarning,
+        match=r"use cosmos_outbox\.cosmos\.aio\."
+        r"CosmosDocumentStore",
+    ):
         old = cosmos_outbox.cosmos.AsyncCosmosDocumentStore
     assert old is cosmos_outbox.cosmos.aio.CosmosDocumentStore
     with pytest.warns(DeprecationWarning, match="cosmos_outbox.subscriber.aio.Projector"):
@@ -131,8 +147,7 @@ def _top_level_imports(path: Path, module: str) -> set[str]:
 
 
 def test_no_module_of_the_library_imports_in_a_cycle() -> None:
-    modules = {m.name: m for m in pkgutil.walk_packages(cosmos_outbox.__path__,
-                                                        "cosmos_outbox.")}
+    modules = {m.name: m for m in pkgutil.walk_packages(cosmos_outbox.__path__, "cosmos_outbox.")}
     graph: dict[str, set[str]] = defaultdict(set)
     for name in modules:
         spec = importlib.util.find_spec(name)
@@ -144,7 +159,7 @@ def test_no_module_of_the_library_imports_in_a_cycle() -> None:
     def visit(node: str) -> None:
         if node in done:
             return
-        assert node not in visiting, " -> ".join([*visiting[visiting.index(node):], node])
+        assert node not in visiting, " -> ".join([*visiting[visiting.index(node) :], node])
         visiting.append(node)
         for target in sorted(graph[node]):
             # a package imports its submodules' names; the submodule importing its package's
@@ -193,8 +208,7 @@ def _every_import(path: Path, package: str, modules: set[str]) -> dict[str, str]
 def library_import_graph() -> dict[str, dict[str, str]]:
     """module -> {module it imports: how}, over every module of the library; a submodule's
     import of its own package (how Python loads it) left out."""
-    modules = {m.name: m for m in pkgutil.walk_packages(cosmos_outbox.__path__,
-                                                        "cosmos_outbox.")}
+    modules = {m.name: m for m in pkgutil.walk_packages(cosmos_outbox.__path__, "cosmos_outbox.")}
     modules["cosmos_outbox"] = None  # type: ignore[assignment]
     graph: dict[str, dict[str, str]] = {}
     for name in modules:
@@ -203,8 +217,11 @@ def library_import_graph() -> dict[str, dict[str, str]]:
         is_package = spec.submodule_search_locations is not None
         package = name if is_package else name.rpartition(".")[0]
         edges = _every_import(Path(spec.origin), package, set(modules))
-        graph[name] = {target: how for target, how in edges.items()
-                       if target != name and not name.startswith(f"{target}.")}
+        graph[name] = {
+            target: how
+            for target, how in edges.items()
+            if target != name and not name.startswith(f"{target}.")
+        }
     return graph
 
 
@@ -248,8 +265,10 @@ def test_no_import_circle_even_through_type_only_or_deferred_imports() -> None:
     graph = library_import_graph()
     assert sum(len(targets) for targets in graph.values()) > 100  # the graph was read
     circles = import_circles(graph)
-    described = ["; ".join(f"{a} -> {b} ({graph[a][b]})" for a in circle for b in circle
-                           if b in graph[a]) for circle in circles]
+    described = [
+        "; ".join(f"{a} -> {b} ({graph[a][b]})" for a in circle for b in circle if b in graph[a])
+        for circle in circles
+    ]
     assert len(circles) == 0, described
 
 
@@ -257,7 +276,11 @@ def test_the_circle_finder_sees_a_type_only_import_closing_a_loop() -> None:
     """The check above, on a graph with one type-only back edge: it is a circle."""
     graph = library_import_graph()
     assert "cosmos_outbox._wiring" in graph["cosmos_outbox._outbox"]
-    graph["cosmos_outbox._wiring"] = {**graph["cosmos_outbox._wiring"],
-                                      "cosmos_outbox._outbox": "type-only"}
-    assert any({"cosmos_outbox._outbox", "cosmos_outbox._wiring"} <= set(circle)
-               for circle in import_circles(graph))
+    graph["cosmos_outbox._wiring"] = {
+        **graph["cosmos_outbox._wiring"],
+        "cosmos_outbox._outbox": "type-only",
+    }
+    assert any(
+        {"cosmos_outbox._outbox", "cosmos_outbox._wiring"} <= set(circle)
+        for circle in import_circles(graph)
+    )

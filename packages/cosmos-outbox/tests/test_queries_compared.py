@@ -29,8 +29,13 @@ pytestmark = pytest.mark.integration
 
 #: The values a document's fields and a query's literals take: a few of each JSON type, so that
 #: comparisons meet equal values, neighbours and other types.
-SCALARS = st.one_of(st.integers(-3, 3), st.sampled_from([0.5, -1.5, 2.0]),
-                    st.sampled_from(["", "a", "ab", "B", "b"]), st.booleans(), st.none())
+SCALARS = st.one_of(
+    st.integers(-3, 3),
+    st.sampled_from([0.5, -1.5, 2.0]),
+    st.sampled_from(["", "a", "ab", "B", "b"]),
+    st.booleans(),
+    st.none(),
+)
 FIELDS = ("n", "s", "flag")
 
 
@@ -38,8 +43,10 @@ FIELDS = ("n", "s", "flag")
 def documents(draw: st.DrawFn) -> list[dict[str, Any]]:
     found = []
     for number in range(draw(st.integers(1, 8))):
-        document: dict[str, Any] = {"id": f"d{number}",
-                                    "partitionKey": draw(st.sampled_from(["p1", "p2"]))}
+        document: dict[str, Any] = {
+            "id": f"d{number}",
+            "partitionKey": draw(st.sampled_from(["p1", "p2"])),
+        }
         for field in FIELDS:
             if draw(st.booleans()):
                 document[field] = draw(SCALARS)
@@ -67,42 +74,81 @@ def equalities() -> st.SearchStrategy[str]:
     kept out of NOT, where the two differ."""
     equal = st.builds(lambda f, v: f"{f} = {literal(v)}", field(), SCALARS)
     parameter = st.builds(lambda f: f"{f} = @v", field())
-    membership = st.builds(lambda f, vs: f"{f} IN ({', '.join(literal(v) for v in vs)})",
-                           field(), st.lists(SCALARS, min_size=1, max_size=3))
+    membership = st.builds(
+        lambda f, vs: f"{f} IN ({', '.join(literal(v) for v in vs)})",
+        field(),
+        st.lists(SCALARS, min_size=1, max_size=3),
+    )
     # of numbers (or undefined): the endpoint compares a boolean to numbers in BETWEEN
-    between = st.builds(lambda f, a, b: f"{f} BETWEEN {a} AND {b}",
-                        st.sampled_from(["ARRAY_LENGTH(c.tags)", "LENGTH(c.s)", "c.n * 1"]),
-                        st.integers(-1, 3), st.integers(0, 3))
+    between = st.builds(
+        lambda f, a, b: f"{f} BETWEEN {a} AND {b}",
+        st.sampled_from(["ARRAY_LENGTH(c.tags)", "LENGTH(c.s)", "c.n * 1"]),
+        st.integers(-1, 3),
+        st.integers(0, 3),
+    )
     return st.one_of(equal, parameter, membership, between)
 
 
 def orderings() -> st.SearchStrategy[str]:
     """Comparisons, arithmetic and the system functions: the same on both, under NOT too."""
-    comparison = st.builds(lambda f, op, v: f"{f} {op} {literal(v)}", field(),
-                           st.sampled_from(["<", "<=", ">", ">="]), SCALARS)
+    comparison = st.builds(
+        lambda f, op, v: f"{f} {op} {literal(v)}",
+        field(),
+        st.sampled_from(["<", "<=", ">", ">="]),
+        SCALARS,
+    )
     parameter = st.builds(lambda f: f"{f} > @v", field())
-    arithmetic = st.builds(lambda op, k, v: f"c.n {op} {k} > {v}", st.sampled_from("+-*"),
-                           st.integers(1, 2), st.integers(-2, 4))
-    functions = st.sampled_from([
-        "IS_DEFINED(c.n)", "IS_NULL(c.s)", "IS_STRING(c.s)", "IS_NUMBER(c.n)", "IS_BOOL(c.flag)",
-        "ARRAY_CONTAINS(c.tags, 'a')", "ARRAY_LENGTH(c.tags) > 1", "STARTSWITH(c.s, 'a')",
-        "ENDSWITH(c.s, 'b')", "CONTAINS(c.s, 'b')", "LOWER(c.s) > 'a'", "UPPER(c.s) < 'B'",
-        "LENGTH(c.s) >= 1", "c.flag", "c.s || 'x' > 'ax'"])
+    arithmetic = st.builds(
+        lambda op, k, v: f"c.n {op} {k} > {v}",
+        st.sampled_from("+-*"),
+        st.integers(1, 2),
+        st.integers(-2, 4),
+    )
+    functions = st.sampled_from(
+        [
+            "IS_DEFINED(c.n)",
+            "IS_NULL(c.s)",
+            "IS_STRING(c.s)",
+            "IS_NUMBER(c.n)",
+            "IS_BOOL(c.flag)",
+            "ARRAY_CONTAINS(c.tags, 'a')",
+            "ARRAY_LENGTH(c.tags) > 1",
+            "STARTSWITH(c.s, 'a')",
+            "ENDSWITH(c.s, 'b')",
+            "CONTAINS(c.s, 'b')",
+            "LOWER(c.s) > 'a'",
+            "UPPER(c.s) < 'B'",
+            "LENGTH(c.s) >= 1",
+            "c.flag",
+            "c.s || 'x' > 'ax'",
+        ]
+    )
     return st.one_of(comparison, parameter, arithmetic, functions)
 
 
 def filters() -> st.SearchStrategy[str]:
     def both(inner: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
-        return st.one_of(st.builds(lambda a, b: f"({a}) AND ({b})", inner, inner),
-                         st.builds(lambda a, b: f"({a}) OR ({b})", inner, inner))
+        return st.one_of(
+            st.builds(lambda a, b: f"({a}) AND ({b})", inner, inner),
+            st.builds(lambda a, b: f"({a}) OR ({b})", inner, inner),
+        )
 
-    negatable = st.recursive(orderings(), lambda inner: st.one_of(
-        both(inner), st.builds(lambda a: f"NOT ({a})", inner)), max_leaves=3)
+    negatable = st.recursive(
+        orderings(),
+        lambda inner: st.one_of(both(inner), st.builds(lambda a: f"NOT ({a})", inner)),
+        max_leaves=3,
+    )
     return st.recursive(st.one_of(negatable, equalities()), both, max_leaves=4)
 
 
-SELECTS = st.sampled_from(["SELECT VALUE c.id FROM c", "SELECT c.id, c.n, c.s AS text FROM c",
-                           "SELECT * FROM c", "SELECT VALUE COUNT(1) FROM c"])
+SELECTS = st.sampled_from(
+    [
+        "SELECT VALUE c.id FROM c",
+        "SELECT c.id, c.n, c.s AS text FROM c",
+        "SELECT * FROM c",
+        "SELECT VALUE COUNT(1) FROM c",
+    ]
+)
 
 
 @pytest.fixture(scope="module")
@@ -112,32 +158,46 @@ def container(funcstack_services: LocalStack) -> Iterator[Any]:
     from azure.cosmos import CosmosClient, PartitionKey
 
     name = f"compared-{uuid.uuid4().hex[:8]}"
-    client = CosmosClient.from_connection_string(funcstack_services.cosmos_connection_string,
-                                                 connection_verify=False)
+    client = CosmosClient.from_connection_string(
+        funcstack_services.cosmos_connection_string, connection_verify=False
+    )
     database = client.get_database_client(DATABASE)
     yield database.create_container(id=name, partition_key=PartitionKey(path="/partitionKey"))
     database.delete_container(name)
 
 
 def _sorted(rows: list[Any]) -> list[Any]:
-    plain = [{k: v for k, v in r.items() if not k.startswith("_")} if isinstance(r, dict)
-             else r for r in rows]
+    plain = [
+        {k: v for k, v in r.items() if not k.startswith("_")} if isinstance(r, dict) else r
+        for r in rows
+    ]
     return sorted(plain, key=repr)
 
 
-@settings(max_examples=30, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(stored=documents(), where=filters(), select=SELECTS, value=SCALARS,
-       scope=st.sampled_from(["p1", "p2", None]))
+@settings(
+    max_examples=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    stored=documents(),
+    where=filters(),
+    select=SELECTS,
+    value=SCALARS,
+    scope=st.sampled_from(["p1", "p2", None]),
+)
 def test_the_in_memory_store_answers_a_query_as_cosmos_db_does(
-    container: Any, stored: list[dict[str, Any]], where: str, select: str, value: Any,
+    container: Any,
+    stored: list[dict[str, Any]],
+    where: str,
+    select: str,
+    value: Any,
     scope: str | None,
 ) -> None:
     run = uuid.uuid4().hex[:10]
     cosmos, memory = CosmosDocumentStore(container), InMemoryStore()
     for document in stored:
-        document = {**document, "run": run,
-                    "partitionKey": f"{document['partitionKey']}-{run}"}
+        document = {**document, "run": run, "partitionKey": f"{document['partitionKey']}-{run}"}
         cosmos.upsert(document)
         memory.put(document)
     sql = f"{select} WHERE c.run = @run AND ({where})"
@@ -149,18 +209,28 @@ def test_the_in_memory_store_answers_a_query_as_cosmos_db_does(
         with pytest.raises(InvalidQueryError):
             memory.query(sql, parameters, partition_key=partition)
         return
-    assert _sorted(memory.query(sql, parameters, partition_key=partition)) == _sorted(
-        expected), sql
+    assert _sorted(memory.query(sql, parameters, partition_key=partition)) == _sorted(expected), sql
 
 
-@settings(max_examples=25, deadline=None,
-          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
-@given(stored=documents(), descending=st.booleans(), by=st.sampled_from(["c.n", "c.s", "c.id"]),
-       window=st.one_of(st.none(), st.tuples(st.integers(0, 3), st.integers(1, 4))),
-       scope=st.sampled_from(["p1", None]))
+@settings(
+    max_examples=25,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    stored=documents(),
+    descending=st.booleans(),
+    by=st.sampled_from(["c.n", "c.s", "c.id"]),
+    window=st.one_of(st.none(), st.tuples(st.integers(0, 3), st.integers(1, 4))),
+    scope=st.sampled_from(["p1", None]),
+)
 def test_the_in_memory_store_orders_and_cuts_as_cosmos_db_does(
-    container: Any, stored: list[dict[str, Any]], descending: bool, by: str,
-    window: tuple[int, int] | None, scope: str | None,
+    container: Any,
+    stored: list[dict[str, Any]],
+    descending: bool,
+    by: str,
+    window: tuple[int, int] | None,
+    scope: str | None,
 ) -> None:
     """ORDER BY across types (null, booleans, numbers, strings) in one partition and across
     them (the SDK merges the partitions' pages), with OFFSET LIMIT; only documents that have the
@@ -173,8 +243,10 @@ def test_the_in_memory_store_orders_and_cuts_as_cosmos_db_does(
         memory.put(document)
     # a projection, not VALUE: the SDK drops a VALUE of 0 (falsy) from a cross-partition
     # query's OFFSET LIMIT page (azure-cosmos 4.x's merge, against any endpoint)
-    sql = (f"SELECT {by} AS v FROM c WHERE c.run = @run AND IS_DEFINED({by}) "
-           f"ORDER BY {by}{' DESC' if descending else ''}")
+    sql = (
+        f"SELECT {by} AS v FROM c WHERE c.run = @run AND IS_DEFINED({by}) "
+        f"ORDER BY {by}{' DESC' if descending else ''}"
+    )
     if window is not None:
         sql += f" OFFSET {window[0]} LIMIT {window[1]}"
     partition = None if scope is None else f"{scope}-{run}"

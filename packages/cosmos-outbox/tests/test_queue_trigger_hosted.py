@@ -20,9 +20,13 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("funcstack", reason=(
-    "funcstack in this interpreter (Python 3.13+) runs these tests: "
-    "they host an app on funcstack's Functions host"))
+pytest.importorskip(
+    "funcstack",
+    reason=(
+        "funcstack in this interpreter (Python 3.13+) runs these tests: "
+        "they host an app on funcstack's Functions host"
+    ),
+)
 
 from azure.core.exceptions import ResourceNotFoundError
 from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
@@ -59,10 +63,14 @@ class Hosted:
     def session_messages(self, session: str) -> list[ServiceBusReceivedMessage]:
         """What the topic's subscription holds for `session`: waits up to a minute for the
         first message (the host and the relay run meanwhile), then 2 s more for any other."""
-        with ServiceBusClient.from_connection_string(
-                self.stack.servicebus_connection_string) as client, \
-                client.get_subscription_receiver(TOPIC, SUBSCRIPTION, session_id=session,
-                                                 max_wait_time=60) as receiver:
+        with (
+            ServiceBusClient.from_connection_string(
+                self.stack.servicebus_connection_string
+            ) as client,
+            client.get_subscription_receiver(
+                TOPIC, SUBSCRIPTION, session_id=session, max_wait_time=60
+            ) as receiver,
+        ):
             got = receiver.receive_messages(max_message_count=10, max_wait_time=60)
             got += receiver.receive_messages(max_message_count=10, max_wait_time=2)
             for message in got:
@@ -71,27 +79,32 @@ class Hosted:
 
 
 @pytest.fixture(scope="module")
-def hosted(funcstack_services: LocalStack,
-           tmp_path_factory: pytest.TempPathFactory) -> Iterator[Hosted]:
+def hosted(
+    funcstack_services: LocalStack, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Hosted]:
     """queue_app in one host for the module, on an outbox container and a lease container of
     its own (deleted after)."""
     suffix = uuid.uuid4().hex[:12]
     outbox, leases = f"outbox-{suffix}", f"leases-{suffix}"
     database = CosmosClient.from_connection_string(
-        funcstack_services.cosmos_connection_string,
-        connection_verify=False).get_database_client(DATABASE)
-    container = database.create_container(id=outbox,
-                                          partition_key=PartitionKey(path="/partitionKey"),
-                                          default_ttl=-1)
+        funcstack_services.cosmos_connection_string, connection_verify=False
+    ).get_database_client(DATABASE)
+    container = database.create_container(
+        id=outbox, partition_key=PartitionKey(path="/partitionKey"), default_ttl=-1
+    )
     database.create_container(id=leases, partition_key=PartitionKey(path="/id"))
     name = f"queue-app-{suffix}"
     try:
         funcstack_services.host_app(
-            QUEUE_APP, name=name, port=0,
+            QUEUE_APP,
+            name=name,
+            port=0,
             settings_file=tmp_path_factory.mktemp("queue-app") / "local.settings.json",
-            overrides={"COSMOS_CONTAINER": outbox, "COSMOS_LEASE_CONTAINER": leases})
+            overrides={"COSMOS_CONTAINER": outbox, "COSMOS_LEASE_CONTAINER": leases},
+        )
         with QueueServiceClient.from_connection_string(
-                funcstack_services.storage_connection_string) as queues:
+            funcstack_services.storage_connection_string
+        ) as queues:
             yield Hosted(funcstack_services, container, queues)
     finally:
         funcstack_services.stop_part(name)
@@ -109,7 +122,10 @@ def test_a_queued_command_is_committed_and_its_event_reaches_the_topic_once(
     [message] = hosted.session_messages(customer)  # all the session holds: exactly one
     [event] = [d for d in hosted.documents(customer) if d["type"] == "domainEvent"]
     assert (str(message.message_id), message.session_id, message.subject) == (
-        event["id"], customer, "BookingImported")
+        event["id"],
+        customer,
+        "BookingImported",
+    )
     data = json.loads(b"".join(message.body))  # the event's data, as published
     assert data == {"bookingId": booking, "seats": 3}
     assert message.application_properties is not None
@@ -132,13 +148,16 @@ def test_a_command_that_is_not_valid_ends_in_the_poison_queue_having_written_not
             peeked = hosted.queue(POISON).peek_messages(max_messages=32)
         except ResourceNotFoundError:  # the host creates it when it first moves one there
             peeked = []
-        poisoned = next((m for m in peeked
-                         if customer in base64.b64decode(m.content).decode()), None)
+        poisoned = next(
+            (m for m in peeked if customer in base64.b64decode(m.content).decode()), None
+        )
         time.sleep(0.2)
     assert poisoned is not None, f"the command did not reach {POISON}"
     assert json.loads(base64.b64decode(poisoned.content)) == command  # the text as sent
 
-    assert not any(customer in base64.b64decode(m.content).decode()
-                   for m in hosted.queue(QUEUE).peek_messages(max_messages=32))
+    assert not any(
+        customer in base64.b64decode(m.content).decode()
+        for m in hosted.queue(QUEUE).peek_messages(max_messages=32)
+    )
     assert hosted.documents(customer) == []
     assert received(hosted.stack, {customer}, 0, wait=5) == []  # nothing on the topic

@@ -33,22 +33,30 @@ class ImportBooking(BaseModel):
 
 
 def booking(command: ImportBooking, msg: func.QueueMessage) -> dict[str, Any]:
-    return {"id": command.booking_id, "partitionKey": command.customer_id, "type": "booking",
-            "seats": command.seats, "messageId": msg.id, "dequeueCount": msg.dequeue_count}
+    return {
+        "id": command.booking_id,
+        "partitionKey": command.customer_id,
+        "type": "booking",
+        "seats": command.seats,
+        "messageId": msg.id,
+        "dequeueCount": msg.dequeue_count,
+    }
 
 
 sync_outbox = Outbox()
 sync_app = func.FunctionApp()
 
 
-@sync_app.queue_trigger(arg_name="msg", queue_name="bookings-imported",
-                        connection="AzureWebJobsStorage")
+@sync_app.queue_trigger(
+    arg_name="msg", queue_name="bookings-imported", connection="AzureWebJobsStorage"
+)
 def import_booking(msg: func.QueueMessage) -> None:
     command = ImportBooking.model_validate_json(msg.get_body())
     with sync_outbox.session(command.customer_id, entity="customer") as session:
         session.create(booking(command, msg))
-        session.publish("BookingImported", {"bookingId": command.booking_id,
-                                            "seats": command.seats})
+        session.publish(
+            "BookingImported", {"bookingId": command.booking_id, "seats": command.seats}
+        )
         session.commit()  # raises: the host retries the message, then poisons it
 
 
@@ -56,14 +64,16 @@ async_outbox = AsyncOutbox()
 async_app = func.FunctionApp()
 
 
-@async_app.queue_trigger(arg_name="msg", queue_name="bookings-imported",
-                         connection="AzureWebJobsStorage")
+@async_app.queue_trigger(
+    arg_name="msg", queue_name="bookings-imported", connection="AzureWebJobsStorage"
+)
 async def import_booking_async(msg: func.QueueMessage) -> None:
     command = ImportBooking.model_validate_json(msg.get_body())
     async with async_outbox.session(command.customer_id, entity="customer") as session:
         session.create(booking(command, msg))
-        session.publish("BookingImported", {"bookingId": command.booking_id,
-                                            "seats": command.seats})
+        session.publish(
+            "BookingImported", {"bookingId": command.booking_id, "seats": command.seats}
+        )
         await session.commit()
 
 
@@ -77,9 +87,11 @@ class World:
 
 @pytest.fixture(params=["sync", "aio"])
 def world(request: pytest.FixtureRequest) -> Iterator[World]:
-    outbox, app, function = ((sync_outbox, sync_app, "import_booking")
-                             if request.param == "sync"
-                             else (async_outbox, async_app, "import_booking_async"))
+    outbox, app, function = (
+        (sync_outbox, sync_app, "import_booking")
+        if request.param == "sync"
+        else (async_outbox, async_app, "import_booking_async")
+    )
     with in_memory(outbox) as memory, FunctionClient(app) as client:
         yield World(memory, client, function)
 

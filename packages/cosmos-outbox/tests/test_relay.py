@@ -45,20 +45,28 @@ def history(n_changes: int, *, first: str = "Ada") -> list[dict[str, Any]]:
     for i in range(n_changes):
         ticket.retitle(f"change {i}")
     events: list[Event] = ticket.collect_events()
-    return [aggregate_event_document(e.model_copy(update={"traceparent": TRACE}),
-                           source=Ticket.source(), ttl_seconds=60) for e in events]
+    return [
+        aggregate_event_document(
+            e.model_copy(update={"traceparent": TRACE}), source=Ticket.source(), ttl_seconds=60
+        )
+        for e in events
+    ]
 
 
 def with_body(document: dict[str, Any], **changes: Any) -> None:
     """A stored event's body (JSON text in its document) with fields changed."""
-    document["body"] = json.dumps({**json.loads(document["body"]), **changes},
-                                  separators=(",", ":"))
+    document["body"] = json.dumps(
+        {**json.loads(document["body"]), **changes}, separators=(",", ":")
+    )
 
 
 def format_1(document: dict[str, Any]) -> dict[str, Any]:
     """The same event as the format before stored it: its envelope and its data in `data`."""
-    kept = {k: v for k, v in document.items()
-            if k not in {"aggregateId", "action", "version", "createdAt", "traceparent", "body"}}
+    kept = {
+        k: v
+        for k, v in document.items()
+        if k not in {"aggregateId", "action", "version", "createdAt", "traceparent", "body"}
+    }
     return {**kept, "data": envelope_and_data(document)}
 
 
@@ -69,13 +77,24 @@ def note_history(n_changes: int) -> list[dict[str, Any]]:
     documents = []
     for version in range(1, n_changes + 2):
         event_id = new_id()
-        documents.append({
-            "id": event_id, "partitionKey": note_id, "type": "domainEvent",
-            "aggregateType": "note", "source": "/notes", "ttl": 60,
-            "data": {"id": event_id, "noteId": note_id, "version": version,
-                     "createdAt": "2026-01-01T00:00:00+00:00", "traceparent": None,
-                     "action": "NoteWrittenEvent" if version == 1 else "NoteEditedEvent"},
-        })
+        documents.append(
+            {
+                "id": event_id,
+                "partitionKey": note_id,
+                "type": "domainEvent",
+                "aggregateType": "note",
+                "source": "/notes",
+                "ttl": 60,
+                "data": {
+                    "id": event_id,
+                    "noteId": note_id,
+                    "version": version,
+                    "createdAt": "2026-01-01T00:00:00+00:00",
+                    "traceparent": None,
+                    "action": "NoteWrittenEvent" if version == 1 else "NoteEditedEvent",
+                },
+            }
+        )
     return documents
 
 
@@ -121,9 +140,14 @@ def test_maps_each_event_to_a_message_as_the_topic_expects() -> None:
     assert message.body == doc["body"].encode()  # the event's own fields, as stored
     assert json.loads(message.body) == {"title": "Ada's printer", "code": "NEW"}
     assert message.application_properties == {
-        "aggregateType": "ticket", "ticketId": doc["aggregateId"], "version": 1,
-        "action": "TicketOpenedEvent", "traceparent": TRACE, "Diagnostic-Id": TRACE,
-        "outboxFormat": 2}
+        "aggregateType": "ticket",
+        "ticketId": doc["aggregateId"],
+        "version": 1,
+        "action": "TicketOpenedEvent",
+        "traceparent": TRACE,
+        "Diagnostic-Id": TRACE,
+        "outboxFormat": 2,
+    }
     assert (message.aggregate_type, message.source) == ("ticket", "/tickets")
 
 
@@ -137,8 +161,13 @@ def test_an_event_stored_in_the_format_before_is_relayed_as_it_was() -> None:
     assert (message.message_id, message.session_id) == (data["id"], data["ticketId"])
     assert json.loads(message.body) == data  # the envelope in the body, as before
     assert message.application_properties == {
-        "aggregateType": "ticket", "ticketId": data["ticketId"], "version": 1,
-        "action": "TicketOpenedEvent", "traceparent": TRACE, "Diagnostic-Id": TRACE}
+        "aggregateType": "ticket",
+        "ticketId": data["ticketId"],
+        "version": 1,
+        "action": "TicketOpenedEvent",
+        "traceparent": TRACE,
+        "Diagnostic-Id": TRACE,
+    }
 
 
 def test_a_body_is_sent_byte_for_byte_even_when_the_host_re_formatted_the_document() -> None:
@@ -182,17 +211,25 @@ def test_non_event_documents_are_skipped() -> None:
         (lambda d: d.update(properties="{not json"), "properties"),
         # what Service Bus refuses at every send (issue 44): a property's value over 32 KB, and
         # properties under 32 KB each whose header is over 64 KB
-        (lambda d: d.update(properties=json.dumps({"note": "x" * 40 * 1024})),
-         "application property 'note' is 40960 bytes"),
-        (lambda d: d.update(properties=json.dumps({f"p{i}": "x" * 25 * 1024 for i in range(3)})),
-         "header"),
+        (
+            lambda d: d.update(properties=json.dumps({"note": "x" * 40 * 1024})),
+            "application property 'note' is 40960 bytes",
+        ),
+        (
+            lambda d: d.update(properties=json.dumps({f"p{i}": "x" * 25 * 1024 for i in range(3)})),
+            "header",
+        ),
         # the format before: the envelope in `data`
         (lambda d: d.update(format_1(d)) or d.pop("body"), None),
         (lambda d: [d.update(format_1(d)), d.pop("body"), d["data"].pop("action")], "action"),
-        (lambda d: [d.update(format_1(d)), d.pop("body"), d["data"].update(ticketId="")],
-         "data.ticketId"),
-        (lambda d: [d.update(format_1(d)), d.pop("body"), d.update(aggregateType="order")],
-         "data.orderId"),
+        (
+            lambda d: [d.update(format_1(d)), d.pop("body"), d["data"].update(ticketId="")],
+            "data.ticketId",
+        ),
+        (
+            lambda d: [d.update(format_1(d)), d.pop("body"), d.update(aggregateType="order")],
+            "data.orderId",
+        ),
     ],
 )
 def test_malformed_events_are_quarantined_with_a_reason_and_the_rest_go_on(
@@ -225,23 +262,40 @@ class _Text(str):
 #: What a stored field may hold: JSON's values, strings about the length limits, and
 #: values a model could convert (a float version, a bool, a string of a class of its own).
 _STORED = st.one_of(
-    st.none(), st.booleans(), st.integers(-2, 3), st.floats(allow_nan=False),
-    st.text(max_size=3), st.text(min_size=126, max_size=130),
-    st.builds(_Text, st.text(max_size=3)), st.lists(st.integers(), max_size=1))
+    st.none(),
+    st.booleans(),
+    st.integers(-2, 3),
+    st.floats(allow_nan=False),
+    st.text(max_size=3),
+    st.text(min_size=126, max_size=130),
+    st.builds(_Text, st.text(max_size=3)),
+    st.lists(st.integers(), max_size=1),
+)
 
 
-@given(event_id=_STORED, aggregate_type=_STORED, aggregate_id=_STORED, action=_STORED,
-       version=_STORED, source=_STORED)
+@given(
+    event_id=_STORED,
+    aggregate_type=_STORED,
+    aggregate_id=_STORED,
+    action=_STORED,
+    version=_STORED,
+    source=_STORED,
+)
 def test_the_cheap_check_of_the_stored_fields_never_disagrees_with_their_model(
-        event_id: Any, aggregate_type: Any, aggregate_id: Any, action: Any, version: Any,
-        source: Any) -> None:
+    event_id: Any, aggregate_type: Any, aggregate_id: Any, action: Any, version: Any, source: Any
+) -> None:
     """The parser checks each event's fields without the model (`plain_fields`), and asks the
     model only when that check fails: what it lets through, the model takes unchanged."""
     plain = plain_fields(event_id, aggregate_type, aggregate_id, action, version, source)
     try:
-        model = StoredFields(event_id=event_id, aggregate_type=aggregate_type,
-                             aggregate_id=aggregate_id, action=action, version=version,
-                             event_source=source)
+        model = StoredFields(
+            event_id=event_id,
+            aggregate_type=aggregate_type,
+            aggregate_id=aggregate_id,
+            action=action,
+            version=version,
+            event_source=source,
+        )
     except ValidationError:
         assert plain is None
         return
@@ -260,19 +314,33 @@ def test_an_event_larger_than_a_message_is_quarantined_and_later_events_still_go
     assert "larger than" in kept["reason"]
     # Its notice is published in its place: same session, between versions 1 and 3.
     assert [(m.message_id, m.version) for m in publisher.messages] == [
-        (docs[0]["id"], 1), (notice_id(docs[1]["id"]), 2), (docs[2]["id"], 3),
-        (docs[3]["id"], 1), (docs[4]["id"], 2)]
+        (docs[0]["id"], 1),
+        (notice_id(docs[1]["id"]), 2),
+        (docs[2]["id"], 3),
+        (docs[3]["id"], 1),
+        (docs[4]["id"], 2),
+    ]
     notice = publisher.messages[1]
     assert notice.subject == QUARANTINE_NOTICE_SUBJECT
     assert notice.session_id == docs[1]["aggregateId"]
     cid = docs[1]["aggregateId"]
     assert json.loads(notice.body) == {
-        "eventId": docs[1]["id"], "ticketId": cid, "aggregateType": "ticket",
-        "aggregateId": cid, "action": "TicketRetitledEvent", "version": 2,
-        "reason": kept["reason"]}
+        "eventId": docs[1]["id"],
+        "ticketId": cid,
+        "aggregateType": "ticket",
+        "aggregateId": cid,
+        "action": "TicketRetitledEvent",
+        "version": 2,
+        "reason": kept["reason"],
+    }
     assert notice.application_properties == {
-        "aggregateType": "ticket", "ticketId": cid, "version": 2,
-        "action": QUARANTINE_NOTICE_SUBJECT, "eventId": docs[1]["id"], "outboxFormat": 2}
+        "aggregateType": "ticket",
+        "ticketId": cid,
+        "version": 2,
+        "action": QUARANTINE_NOTICE_SUBJECT,
+        "eventId": docs[1]["id"],
+        "outboxFormat": 2,
+    }
 
 
 def test_a_message_too_large_for_the_link_is_tried_once_on_a_fresh_link() -> None:
@@ -320,8 +388,11 @@ def test_another_aggregate_type_is_relayed_with_its_own_id_property_and_session(
     assert message.subject == "NoteWrittenEvent"
     assert json.loads(message.body) == data
     assert message.application_properties == {
-        "aggregateType": "note", "noteId": data["noteId"], "version": 1,
-        "action": "NoteWrittenEvent"}
+        "aggregateType": "note",
+        "noteId": data["noteId"],
+        "version": 1,
+        "action": "NoteWrittenEvent",
+    }
     assert (message.aggregate_type, message.source) == ("note", "/notes")
 
 
@@ -358,10 +429,14 @@ def test_the_relay_and_its_batch_builder_talk_through_a_small_interface() -> Non
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}
 
     def foreign_private(cls: ast.ClassDef) -> list[str]:
-        return [ast.unparse(node) for node in ast.walk(cls)
-                if isinstance(node, ast.Attribute) and node.attr.startswith("_")
-                and not node.attr.startswith("__")
-                and not (isinstance(node.value, ast.Name) and node.value.id in {"self", "cls"})]
+        return [
+            ast.unparse(node)
+            for node in ast.walk(cls)
+            if isinstance(node, ast.Attribute)
+            and node.attr.startswith("_")
+            and not node.attr.startswith("__")
+            and not (isinstance(node.value, ast.Name) and node.value.id in {"self", "cls"})
+        ]
 
     assert foreign_private(classes["_Outgoing"]) == []
     assert foreign_private(classes["Relay"]) == []

@@ -23,8 +23,10 @@ from cosmos_outbox.testing import FakePublisher, timer_request
 
 def _stored(world: TicketWorld, *, title: str = "Printer on fire") -> list[dict[str, Any]]:
     ticket = Ticket.open(title)
-    documents = [aggregate_event_document(e, source=Ticket.source(), ttl_seconds=60)
-                 for e in ticket.collect_events()]
+    documents = [
+        aggregate_event_document(e, source=Ticket.source(), ttl_seconds=60)
+        for e in ticket.collect_events()
+    ]
     for document in documents:
         world.memory.store.put(document)
     return documents
@@ -43,12 +45,18 @@ def test_a_relay_without_its_payload_container_refuses_to_start_and_says_why(
     world = TicketWorld()
     world.memory.payloads.exists = False
     small = _stored(world)  # not even a small event goes before the relay can run
-    with caplog.at_level(logging.ERROR, "application.relay"), \
-            pytest.raises(RelayNotReadyError, match="payload container outbox-payloads"):
+    with (
+        caplog.at_level(logging.ERROR, "application.relay"),
+        pytest.raises(RelayNotReadyError, match="payload container outbox-payloads"),
+    ):
         world.relay(small)
     assert world.memory.publisher.messages == []
-    assert any("OUTBOX_PAYLOAD_CONTAINER" in r.getMessage() or "outbox-payloads" in str(r.args)
-               or "RelayNotReadyError" in r.getMessage() for r in caplog.records)
+    assert any(
+        "OUTBOX_PAYLOAD_CONTAINER" in r.getMessage()
+        or "outbox-payloads" in str(r.args)
+        or "RelayNotReadyError" in r.getMessage()
+        for r in caplog.records
+    )
     blocked = _status(world)["relayBlocked"]
     assert blocked["eventId"] == small[0]["id"] and blocked["attempts"] == 1
     assert "RelayNotReadyError" in blocked["reason"] and "does not exist" in blocked["reason"]
@@ -64,7 +72,8 @@ def test_a_relay_without_its_payload_container_refuses_to_start_and_says_why(
     world.memory.payloads.exists = True  # created: the next retry relays, the status clears
     report = world.relay(small)
     assert report.sent == 1 and [m.message_id for m in world.memory.publisher.messages] == [
-        small[0]["id"]]
+        small[0]["id"]
+    ]
     assert _status(world)["relayBlocked"] is None
     assert body(world.client.request("GET", "health")) == {"status": "healthy"}
 

@@ -15,9 +15,13 @@ from typing import Any
 
 import pytest
 
-pytest.importorskip("funcstack", reason=(
-    "funcstack in this interpreter (Python 3.13+) runs these tests: "
-    "they stop and start funcstack's Service Bus endpoint in-process"))
+pytest.importorskip(
+    "funcstack",
+    reason=(
+        "funcstack in this interpreter (Python 3.13+) runs these tests: "
+        "they stop and start funcstack's Service Bus endpoint in-process"
+    ),
+)
 
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
@@ -58,23 +62,37 @@ class Publishing:
     client's), and one relay over it, as the trigger runs it (its quarantine in
     `quarantine`); closed by `close()`."""
 
-    def __init__(self, flavour: str, connection: str, loop: EventLoop, *,
-                 payloads: Any = None, sdk: dict[str, Any] | None = None,
-                 **options: Any) -> None:
+    def __init__(
+        self,
+        flavour: str,
+        connection: str,
+        loop: EventLoop,
+        *,
+        payloads: Any = None,
+        sdk: dict[str, Any] | None = None,
+        **options: Any,
+    ) -> None:
         self.loop = loop if flavour == "aio" else None
         self.quarantine = InMemoryStore()
         if self.loop is None:
             self.publisher: Any = ServiceBusPublisher(
                 lambda: ServiceBusClient.from_connection_string(connection, **(sdk or {})),
-                TOPIC, **options)
+                TOPIC,
+                **options,
+            )
         else:
+
             async def make() -> AsyncServiceBusPublisher:
-                return AsyncServiceBusPublisher(AsyncServiceBusClient.from_connection_string(
-                    connection, **(sdk or {})), TOPIC, **options)
+                return AsyncServiceBusPublisher(
+                    AsyncServiceBusClient.from_connection_string(connection, **(sdk or {})),
+                    TOPIC,
+                    **options,
+                )
 
             self.publisher = self.loop.run(make())
-        self._relay = Relay(self.publisher, Quarantine(self.quarantine), TELEMETRY,
-                            payloads=payloads)
+        self._relay = Relay(
+            self.publisher, Quarantine(self.quarantine), TELEMETRY, payloads=payloads
+        )
 
     def sender(self) -> object:
         """The SDK sender the last invocation sent on (of this thread, sync; of the link the
@@ -97,11 +115,13 @@ class Publishing:
 
 
 @pytest.fixture
-def publishing(request: pytest.FixtureRequest, funcstack_services: LocalStack,
-               loop: EventLoop) -> Iterator[Publishing]:
+def publishing(
+    request: pytest.FixtureRequest, funcstack_services: LocalStack, loop: EventLoop
+) -> Iterator[Publishing]:
     """The test's publisher (its `flavour` parameter), on the stack's topic."""
-    publishing = Publishing(request.getfixturevalue("flavour"),
-                            funcstack_services.servicebus_connection_string, loop)
+    publishing = Publishing(
+        request.getfixturevalue("flavour"), funcstack_services.servicebus_connection_string, loop
+    )
     try:
         yield publishing
     finally:
@@ -129,8 +149,9 @@ def test_after_the_broker_restarts_the_next_attempt_uses_a_fresh_link(
     """A send on a link the broker dropped fails (the trigger retries the invocation); the
     publisher does not reuse that link: the retried invocation's events go on a new one. (The
     SDK's own retries are off: the failure comes at once, not after 12 s of back-off.)"""
-    publishing = Publishing(flavour, funcstack_services.servicebus_connection_string, loop,
-                            sdk={"retry_total": 0})
+    publishing = Publishing(
+        flavour, funcstack_services.servicebus_connection_string, loop, sdk={"retry_total": 0}
+    )
     try:
         assert publishing.relay(history(tickets=1, changes=0)).sent == 1
         first = publishing.sender()
@@ -153,8 +174,12 @@ def test_after_the_broker_restarts_the_next_attempt_uses_a_fresh_link(
 def test_a_received_message_reads_through_the_cloudevents_sdk_as_the_same_event(
     funcstack_services: LocalStack, loop: EventLoop, flavour: str
 ) -> None:
-    publishing = Publishing(flavour, funcstack_services.servicebus_connection_string, loop,
-                            cloudevents_source_base="https://tickets.example.com/api")
+    publishing = Publishing(
+        flavour,
+        funcstack_services.servicebus_connection_string,
+        loop,
+        cloudevents_source_base="https://tickets.example.com/api",
+    )
     [document] = history(tickets=1, changes=0)
     try:
         assert publishing.relay([document]).sent == 1
@@ -163,7 +188,10 @@ def test_a_received_message_reads_through_the_cloudevents_sdk_as_the_same_event(
     [message] = received(funcstack_services, {document["partitionKey"]}, 1)
     event = from_binary(amqp_message(message), JSONFormat())
     assert (event.get_id(), event.get_type(), event.get_subject()) == (
-        document["id"], document["action"], document["aggregateId"])
+        document["id"],
+        document["action"],
+        document["aggregateId"],
+    )
     assert event.get_source() == "https://tickets.example.com/api/tickets"
     assert event.get_specversion() == "1.0"
     assert event.get_time() == datetime.fromisoformat(document["createdAt"])
@@ -176,9 +204,11 @@ def test_a_received_message_reads_through_the_cloudevents_sdk_as_the_same_event(
 
 def amqp_message(message: ServiceBusReceivedMessage) -> AMQPMessage:
     """A received message as the CloudEvents SDK's AMQP binding reads it."""
-    return AMQPMessage(properties={"content-type": message.content_type},
-                       application_properties=properties(message),
-                       application_data=b"".join(message.body))
+    return AMQPMessage(
+        properties={"content-type": message.content_type},
+        application_properties=properties(message),
+        application_data=b"".join(message.body),
+    )
 
 
 def test_leases_relaying_at_once_through_the_one_sync_publisher_deliver_every_event(
@@ -189,7 +219,8 @@ def test_leases_relaying_at_once_through_the_one_sync_publisher_deliver_every_ev
     SDK's senders are not thread-safe), so every event arrives and no send fails. (The `aio`
     publisher's concurrent invocations: test_azure_adapters.py.)"""
     publisher = ServiceBusPublisher.from_connection_string(
-        funcstack_services.servicebus_connection_string, TOPIC)
+        funcstack_services.servicebus_connection_string, TOPIC
+    )
     leases = [history(tickets=2, changes=49, title_size=50) for _ in range(4)]  # 4 x 100 events
     start = threading.Barrier(len(leases))
     errors: list[BaseException] = []
@@ -198,7 +229,7 @@ def test_leases_relaying_at_once_through_the_one_sync_publisher_deliver_every_ev
         start.wait()
         try:
             for i in range(0, len(documents), 10):  # invocations of 10 events: many sends
-                relay_through(publisher, documents[i:i + 10], None)
+                relay_through(publisher, documents[i : i + 10], None)
         except BaseException as exc:
             errors.append(exc)
 
@@ -218,15 +249,19 @@ def test_leases_relaying_at_once_through_the_one_sync_publisher_deliver_every_ev
 
 # -- the claim check on a namespace that takes 1 MB messages -----------------------------------
 
+
 @pytest.fixture(scope="module")
-def premium(funcstack_services: LocalStack,
-            tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceBusEndpoint]:
+def premium(
+    funcstack_services: LocalStack, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServiceBusEndpoint]:
     """A second Service Bus endpoint with the test topic, taking messages of 1 MB (as a
     Premium namespace can)."""
     assert funcstack_services.config is not None
-    endpoint = start_servicebus(config=funcstack_services.config.servicebus_file,
-                                log_path=tmp_path_factory.mktemp("premium") / "sb.log",
-                                max_message_size=1024 * 1024)
+    endpoint = start_servicebus(
+        config=funcstack_services.config.servicebus_file,
+        log_path=tmp_path_factory.mktemp("premium") / "sb.log",
+        max_message_size=1024 * 1024,
+    )
     try:
         yield endpoint
     finally:
@@ -251,6 +286,7 @@ def test_a_message_over_the_topic_or_the_set_limit_goes_by_claim_check_through_t
     if flavour == "sync":
         payloads: Any = reader
     else:
+
         async def connect() -> AsyncBlobPayloadStore:
             return AsyncBlobPayloadStore.from_connection_string(storage, PAYLOADS)
 
@@ -258,8 +294,9 @@ def test_a_message_over_the_topic_or_the_set_limit_goes_by_claim_check_through_t
     relayed: list[tuple[list[dict[str, Any]], bool]] = []
     for cap, offloaded in CAPS:
         options: dict[str, Any] = {} if cap is None else {"max_message_bytes": cap}
-        publishing = Publishing(flavour, premium.connection_string, loop, payloads=payloads,
-                                **options)
+        publishing = Publishing(
+            flavour, premium.connection_string, loop, payloads=payloads, **options
+        )
         documents = history(tickets=1, changes=2)
         retitle(documents[1], "x" * 300_000)
         try:
@@ -268,9 +305,11 @@ def test_a_message_over_the_topic_or_the_set_limit_goes_by_claim_check_through_t
             publishing.close()
         assert (report.sent, report.offloaded, report.quarantined) == (3, int(offloaded), [])
         relayed.append((documents, offloaded))
-    messages = received_from(premium.connection_string,
-                             {documents[0]["partitionKey"] for documents, _ in relayed},
-                             3 * len(relayed))
+    messages = received_from(
+        premium.connection_string,
+        {documents[0]["partitionKey"] for documents, _ in relayed},
+        3 * len(relayed),
+    )
     for documents, offloaded in relayed:
         session = [m for m in messages if m.session_id == documents[0]["partitionKey"]]
         assert [properties(m)["version"] for m in session] == [1, 2, 3]
@@ -285,10 +324,13 @@ def test_a_message_over_the_topic_or_the_set_limit_goes_by_claim_check_through_t
             continue
         assert body == b""
         assert dataref == reader.reference(
-            f"ticket/{documents[1]['partitionKey']}/{documents[1]['id']}")
+            f"ticket/{documents[1]['partitionKey']}/{documents[1]['id']}"
+        )
         assert reader.get(dataref) == documents[1]["body"].encode()  # whole, fetched
         event = from_binary(amqp_message(big), JSONFormat())
         assert event.get_data() is None
         assert event.get_attributes()["dataref"] == dataref
         assert (event.get_id(), event.get_attributes()["datacontenttype"]) == (
-            documents[1]["id"], "application/json")
+            documents[1]["id"],
+            "application/json",
+        )

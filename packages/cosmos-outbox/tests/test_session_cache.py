@@ -18,8 +18,11 @@ def test_it_is_emptied_when_full_and_keeps_what_it_is_given_after(
     for n in range(3):
         cache.put(("booking", f"s{n}"), (n, f'"{n}"'))
     cache.put(("booking", "s1"), (5, '"5"'))  # a session it holds: written again, nothing lost
-    assert [cache.get(("booking", f"s{n}")) for n in range(3)] == [(0, '"0"'), (5, '"5"'),
-                                                                   (2, '"2"')]
+    assert [cache.get(("booking", f"s{n}")) for n in range(3)] == [
+        (0, '"0"'),
+        (5, '"5"'),
+        (2, '"2"'),
+    ]
     cache.put(("booking", "s3"), (1, '"a"'))  # a fourth: the cache starts again
     assert [cache.get(("booking", f"s{n}")) for n in range(3)] == [None, None, None]
     assert cache.get(("booking", "s3")) == (1, '"a"')

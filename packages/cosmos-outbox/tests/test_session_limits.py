@@ -28,52 +28,92 @@ from cosmos_outbox.ports import BatchOperation
 
 #: Strings whose JSON is longest for their length among them: characters escaped `\\u0000`
 #: (6 bytes), outside the BMP (two escapes, 12 bytes), quotes; and long ones.
-texts = (st.text(min_size=1, max_size=24)
-         | st.text(st.sampled_from("\x00\x1f\"\\é€😀a"), min_size=1, max_size=400))
+texts = st.text(min_size=1, max_size=24) | st.text(
+    st.sampled_from('\x00\x1f"\\é€😀a'), min_size=1, max_size=400
+)
 entities = st.from_regex(r"[a-z][A-Za-z0-9]{0,12}", fullmatch=True)
-scalars = (st.none() | st.booleans() | st.integers()
-           | st.floats(allow_nan=False, allow_infinity=False) | texts)
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4)
-                      | st.dictionaries(texts, inner, max_size=4), max_leaves=12)
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | texts
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
+    max_leaves=12,
+)
 
 
 def _exact(batch: list[BatchOperation]) -> int:
     """The batch's documents as the SDK sends them (compact JSON, ASCII): what the limit is."""
-    return len(json.dumps([op.document if op.document is not None else op.patch
-                           for op in batch], separators=(",", ":")).encode())
+    return len(
+        json.dumps(
+            [op.document if op.document is not None else op.patch for op in batch],
+            separators=(",", ":"),
+        ).encode()
+    )
 
 
 def _session(partition_key: str, entity: str, **options: Any) -> Session:
-    return Session(None, partition_key, entity=entity, event_ttl_seconds=3600,  # type: ignore[arg-type]
-                   idempotency_ttl_seconds=86400, sequences=_Sequences(), **options)
+    return Session(
+        None,  # type: ignore[arg-type]
+        partition_key,
+        entity=entity,
+        event_ttl_seconds=3600,
+        idempotency_ttl_seconds=86400,
+        sequences=_Sequences(),
+        **options,
+    )
 
 
 @settings(max_examples=100, deadline=None)
-@given(partition_key=texts, entity=entities, session_id=st.none() | texts,
-       source=st.none() | texts, traceparent=st.none() | texts,
-       documents=st.lists(st.dictionaries(texts, values, max_size=5), max_size=3),
-       patches=st.lists(st.tuples(texts, st.lists(st.dictionaries(texts, values, max_size=3),
-                                                  min_size=1, max_size=2)), max_size=2),
-       deletes=st.lists(texts, max_size=2),
-       events=st.lists(st.tuples(texts, st.none() | texts,
-                                 st.dictionaries(texts, values, max_size=4),
-                                 st.dictionaries(texts.map(lambda t: "p" + t),
-                                                 st.integers() | texts, max_size=3)),
-                       max_size=3),
-       claim=st.none() | st.tuples(texts, st.dictionaries(texts, values, max_size=3), values),
-       known=st.none() | st.tuples(st.integers(0, 2**62), texts))
+@given(
+    partition_key=texts,
+    entity=entities,
+    session_id=st.none() | texts,
+    source=st.none() | texts,
+    traceparent=st.none() | texts,
+    documents=st.lists(st.dictionaries(texts, values, max_size=5), max_size=3),
+    patches=st.lists(
+        st.tuples(
+            texts, st.lists(st.dictionaries(texts, values, max_size=3), min_size=1, max_size=2)
+        ),
+        max_size=2,
+    ),
+    deletes=st.lists(texts, max_size=2),
+    events=st.lists(
+        st.tuples(
+            texts,
+            st.none() | texts,
+            st.dictionaries(texts, values, max_size=4),
+            st.dictionaries(texts.map(lambda t: "p" + t), st.integers() | texts, max_size=3),
+        ),
+        max_size=3,
+    ),
+    claim=st.none() | st.tuples(texts, st.dictionaries(texts, values, max_size=3), values),
+    known=st.none() | st.tuples(st.integers(0, 2**62), texts),
+)
 def test_what_is_counted_as_staged_is_at_most_the_batch(
-    partition_key: str, entity: str, session_id: str | None, source: str | None,
-    traceparent: str | None, documents: list[dict[str, Any]],
-    patches: list[tuple[str, list[dict[str, Any]]]], deletes: list[str],
+    partition_key: str,
+    entity: str,
+    session_id: str | None,
+    source: str | None,
+    traceparent: str | None,
+    documents: list[dict[str, Any]],
+    patches: list[tuple[str, list[dict[str, Any]]]],
+    deletes: list[str],
     events: list[tuple[str, str | None, dict[str, Any], dict[str, Any]]],
-    claim: tuple[str, dict[str, Any], Any] | None, known: tuple[int, str] | None,
+    claim: tuple[str, dict[str, Any], Any] | None,
+    known: tuple[int, str] | None,
 ) -> None:
     # a session id (the partition key unless given) is at most 128 UTF-16 units
     session_id = session_id or partition_key
     assume(len(session_id.encode("utf-16-le")) <= 256)
-    session = _session(partition_key, entity, session_id=session_id, source=source,
-                       traceparent=traceparent)
+    session = _session(
+        partition_key, entity, session_id=session_id, source=source, traceparent=traceparent
+    )
     for n, document in enumerate(documents):
         session.upsert({**document, "id": f"doc-{n}", "partitionKey": partition_key})
     for document_id, operations in patches:
@@ -87,8 +127,7 @@ def test_what_is_counted_as_staged_is_at_most_the_batch(
         key, request, answer = claim
         session.claim(key, request=request, answer=answer)
     counted = session._bytes_at_most()
-    batch, _ = session._batch(session._operations, session._events, known, session._claim,
-                              bound=0)
+    batch, _ = session._batch(session._operations, session._events, known, session._claim, bound=0)
     assert counted >= _exact(batch)
 
 
@@ -99,14 +138,16 @@ def test_a_batch_counted_over_the_limit_is_measured_and_written_when_it_fits() -
     session.create({"id": "wide", "note": "x" * (MAX_BATCH_BYTES - 3000)})
     session.publish("Noted", {"n": 1})
     assert session._bytes_at_most() > MAX_BATCH_BYTES
-    batch, _ = session._batch(session._operations, session._events, None, None,
-                              bound=session._bytes_at_most())
+    batch, _ = session._batch(
+        session._operations, session._events, None, None, bound=session._bytes_at_most()
+    )
     assert _exact(batch) < MAX_BATCH_BYTES
 
     session.create({"id": "more", "note": "é" * 600})  # 3,600 bytes escaped: now over
     with pytest.raises(BatchTooLargeError, match="bytes"):
-        session._batch(session._operations, session._events, None, None,
-                       bound=session._bytes_at_most())
+        session._batch(
+            session._operations, session._events, None, None, bound=session._bytes_at_most()
+        )
 
 
 def test_what_is_not_json_is_refused_when_staged_naming_it() -> None:
@@ -127,26 +168,47 @@ def test_what_is_not_json_is_refused_when_staged_naming_it() -> None:
 WORST = "😀" * 300  # 12 bytes a character in JSON: the longest a string can be for its length
 
 
-@pytest.mark.parametrize("field", ["partition_key", "session_id", "source", "traceparent",
-                                   "action", "subject", "property", "claim", "all"])
+@pytest.mark.parametrize(
+    "field",
+    [
+        "partition_key",
+        "session_id",
+        "source",
+        "traceparent",
+        "action",
+        "subject",
+        "property",
+        "claim",
+        "all",
+    ],
+)
 def test_a_string_at_its_longest_in_json_is_counted_whole(field: str) -> None:
     """Each string of the session and its event at its longest JSON, alone and all at once: the
     count is at most the batch, whichever one it is."""
+
     def value(name: str, plain: str) -> str:
         return WORST if field in (name, "all") else plain
 
-    session = _session(value("partition_key", "p1"), "booking",
-                       # a session id is at most 128 UTF-16 units (Service Bus's SessionId)
-                       session_id=WORST[:64] if field in ("session_id", "all") else "s1",
-                       source=value("source", "/b"),
-                       traceparent=value("traceparent", "00-trace"))
-    session.publish(value("action", "Held"), {"n": 1}, subject=value("subject", "b1"),
-                    properties={"channel": value("property", "web")})
+    session = _session(
+        value("partition_key", "p1"),
+        "booking",
+        # a session id is at most 128 UTF-16 units (Service Bus's SessionId)
+        session_id=WORST[:64] if field in ("session_id", "all") else "s1",
+        source=value("source", "/b"),
+        traceparent=value("traceparent", "00-trace"),
+    )
+    session.publish(
+        value("action", "Held"),
+        {"n": 1},
+        subject=value("subject", "b1"),
+        properties={"channel": value("property", "web")},
+    )
     if field in ("claim", "all"):
         session.claim(WORST, request=WORST, answer=WORST)
     for known in (None, (2**62, WORST)):
-        batch, _ = session._batch(session._operations, session._events, known,
-                                  session._claim, bound=0)
+        batch, _ = session._batch(
+            session._operations, session._events, known, session._claim, bound=0
+        )
         assert session._bytes_at_most() >= _exact(batch)
 
 
@@ -156,17 +218,20 @@ def test_the_shortest_strings_leave_the_documents_fixed_part_counted() -> None:
     session = _session("p", "e", session_id="s", source="/")
     for _ in range(40):
         session.publish("A", {}, subject="x", properties={"c": 2**62})
-    batch, _ = session._batch(session._operations, session._events, (2**62, "x"), None,
-                              bound=0)
+    batch, _ = session._batch(session._operations, session._events, (2**62, "x"), None, bound=0)
     assert session._bytes_at_most() >= _exact(batch)
 
 
-@pytest.mark.parametrize(("properties", "reason"), [
-    ({"note": "x" * 40 * 1024}, "application property 'note' is 40960 bytes"),
-    ({f"p{i}": "x" * 25 * 1024 for i in range(3)}, "header"),
-])
+@pytest.mark.parametrize(
+    ("properties", "reason"),
+    [
+        ({"note": "x" * 40 * 1024}, "application property 'note' is 40960 bytes"),
+        ({f"p{i}": "x" * 25 * 1024 for i in range(3)}, "header"),
+    ],
+)
 def test_properties_service_bus_would_refuse_at_every_send_are_refused_at_publish(
-        properties: dict[str, str], reason: str) -> None:
+    properties: dict[str, str], reason: str
+) -> None:
     """Refused where the app can still answer for it, not at the relay (issue 44): a property's
     value over 32 KB, or properties whose header would be over 64 KB. Nothing is staged."""
     session = _session("p1", "booking")
@@ -203,10 +268,13 @@ def test_without_the_c_encoder_the_same_is_counted_and_refused(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """An interpreter without json's C encoder measures with `json.JSONEncoder.encode`."""
-    document = {"id": "b1", "note": "é😀\x00\"", "seats": [1, 2.5, None, True]}
+    document = {"id": "b1", "note": 'é😀\x00"', "seats": [1, 2.5, None, True]}
     counted = _session_module._json_bytes(document, "document")
     monkeypatch.setattr(_session_module, "_C_ENCODER", None)
-    assert _session_module._json_bytes(document, "document") == counted == len(
-        json.dumps(document, separators=(",", ":")))
+    assert (
+        _session_module._json_bytes(document, "document")
+        == counted
+        == len(json.dumps(document, separators=(",", ":")))
+    )
     with pytest.raises(TypeError, match="document 'b1' is not JSON"):
         _session_module._json_bytes({"price": float("nan")}, "document", "b1")

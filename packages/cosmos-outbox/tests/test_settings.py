@@ -33,7 +33,10 @@ def test_defaults_apply_when_only_a_connection_and_a_container_are_set(
     monkeypatch.setenv("CosmosDBConnection", KEYED)
     s = load_settings()
     assert (s.cosmos_database, s.cosmos_container, s.cosmos_lease_container) == (
-        "outbox", "orders", "leases")
+        "outbox",
+        "orders",
+        "leases",
+    )
     assert (s.servicebus_topic, s.event_ttl_seconds) == (None, 864000)
     assert (s.feed_poll_delay_ms, s.max_items_per_invocation) == (1000, 100)
     assert s.cosmos_verify_tls is True
@@ -52,8 +55,9 @@ def test_the_container_has_no_default_and_is_named_when_missing(
 
 def test_the_relay_needs_a_topic_and_says_which_setting(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("CosmosDBConnection", KEYED)
-    monkeypatch.setenv("ServiceBusConnection", "Endpoint=sb://x/;SharedAccessKeyName=k;"
-                                               "SharedAccessKey=c2VjcmV0;")
+    monkeypatch.setenv(
+        "ServiceBusConnection", "Endpoint=sb://x/;SharedAccessKeyName=k;SharedAccessKey=c2VjcmV0;"
+    )
     with pytest.raises(SettingsError, match="SERVICEBUS_TOPIC"):
         publisher_from_settings(load_settings())
 
@@ -97,21 +101,42 @@ def test_a_loaded_secret_is_never_shown_in_repr_or_str(monkeypatch: pytest.Monke
 def test_setting_names_are_the_documented_app_settings() -> None:
     names = {f.alias for f in OutboxSettings.model_fields.values()}
     assert names == {
-        "CosmosDBConnection", "CosmosDBConnection__accountEndpoint", "COSMOS_DATABASE",
-        "COSMOS_CONTAINER", "COSMOS_LEASE_CONTAINER", "COSMOS_VERIFY_TLS",
-        "ServiceBusConnection", "ServiceBusConnection__fullyQualifiedNamespace",
-        "SERVICEBUS_TOPIC", "EVENT_TTL_SECONDS", "FEED_POLL_DELAY_MS", "MAX_ITEMS_PER_INVOCATION",
-        "BACKLOG_ESTIMATE_SCHEDULE", "CLOUDEVENTS_SOURCE_BASE", "CLOUDEVENTS_SOURCE",
-        "SERVICEBUS_MAX_MESSAGE_BYTES", "OUTBOX_PAYLOAD_MAX_BYTES", "OUTBOX_PAYLOAD_CONTAINER",
-        "OutboxPayloadStorage", "OutboxPayloadStorage__blobServiceUri", "AzureWebJobsStorage",
-        "AzureWebJobsStorage__blobServiceUri", "AzureWebJobsStorage__accountName",
-        "IDEMPOTENCY_TTL_SECONDS", "OUTBOX_LEASE_PREFIX",
+        "CosmosDBConnection",
+        "CosmosDBConnection__accountEndpoint",
+        "COSMOS_DATABASE",
+        "COSMOS_CONTAINER",
+        "COSMOS_LEASE_CONTAINER",
+        "COSMOS_VERIFY_TLS",
+        "ServiceBusConnection",
+        "ServiceBusConnection__fullyQualifiedNamespace",
+        "SERVICEBUS_TOPIC",
+        "EVENT_TTL_SECONDS",
+        "FEED_POLL_DELAY_MS",
+        "MAX_ITEMS_PER_INVOCATION",
+        "BACKLOG_ESTIMATE_SCHEDULE",
+        "CLOUDEVENTS_SOURCE_BASE",
+        "CLOUDEVENTS_SOURCE",
+        "SERVICEBUS_MAX_MESSAGE_BYTES",
+        "OUTBOX_PAYLOAD_MAX_BYTES",
+        "OUTBOX_PAYLOAD_CONTAINER",
+        "OutboxPayloadStorage",
+        "OutboxPayloadStorage__blobServiceUri",
+        "AzureWebJobsStorage",
+        "AzureWebJobsStorage__blobServiceUri",
+        "AzureWebJobsStorage__accountName",
+        "IDEMPOTENCY_TTL_SECONDS",
+        "OUTBOX_LEASE_PREFIX",
     }
 
 
-STORAGE = ("OutboxPayloadStorage", "OutboxPayloadStorage__blobServiceUri",
-           "OutboxPayloadStorage__serviceUri", "AzureWebJobsStorage",
-           "AzureWebJobsStorage__blobServiceUri", "AzureWebJobsStorage__accountName")
+STORAGE = (
+    "OutboxPayloadStorage",
+    "OutboxPayloadStorage__blobServiceUri",
+    "OutboxPayloadStorage__serviceUri",
+    "AzureWebJobsStorage",
+    "AzureWebJobsStorage__blobServiceUri",
+    "AzureWebJobsStorage__accountName",
+)
 
 
 def test_the_claim_check_limits_default_to_standard_and_cosmos_item_sizes(
@@ -126,22 +151,43 @@ def test_the_claim_check_limits_default_to_standard_and_cosmos_item_sizes(
     assert s.payload_storage() is None  # no storage: no claim check
 
 
-@pytest.mark.parametrize(("settings", "setting", "uri"), [
-    ({"OutboxPayloadStorage": "UseDevelopmentStorage=true",
-      "AzureWebJobsStorage": "DefaultEndpointsProtocol=https;AccountName=h"},
-     "OutboxPayloadStorage", None),
-    ({"OutboxPayloadStorage__blobServiceUri": "https://p.blob.core.windows.net/",
-      "AzureWebJobsStorage": "UseDevelopmentStorage=true"},
-     "OutboxPayloadStorage__blobServiceUri", "https://p.blob.core.windows.net"),
-    ({"OutboxPayloadStorage__serviceUri": "https://p.blob.core.windows.net"},
-     "OutboxPayloadStorage__blobServiceUri", "https://p.blob.core.windows.net"),
-    ({"AzureWebJobsStorage": "UseDevelopmentStorage=true"}, "AzureWebJobsStorage", None),
-    ({"AzureWebJobsStorage__accountName": "hoststore"}, "AzureWebJobsStorage__accountName",
-     "https://hoststore.blob.core.windows.net"),
-    ({"AzureWebJobsStorage": ""}, None, None),
-])
+@pytest.mark.parametrize(
+    ("settings", "setting", "uri"),
+    [
+        (
+            {
+                "OutboxPayloadStorage": "UseDevelopmentStorage=true",
+                "AzureWebJobsStorage": "DefaultEndpointsProtocol=https;AccountName=h",
+            },
+            "OutboxPayloadStorage",
+            None,
+        ),
+        (
+            {
+                "OutboxPayloadStorage__blobServiceUri": "https://p.blob.core.windows.net/",
+                "AzureWebJobsStorage": "UseDevelopmentStorage=true",
+            },
+            "OutboxPayloadStorage__blobServiceUri",
+            "https://p.blob.core.windows.net",
+        ),
+        (
+            {"OutboxPayloadStorage__serviceUri": "https://p.blob.core.windows.net"},
+            "OutboxPayloadStorage__blobServiceUri",
+            "https://p.blob.core.windows.net",
+        ),
+        ({"AzureWebJobsStorage": "UseDevelopmentStorage=true"}, "AzureWebJobsStorage", None),
+        (
+            {"AzureWebJobsStorage__accountName": "hoststore"},
+            "AzureWebJobsStorage__accountName",
+            "https://hoststore.blob.core.windows.net",
+        ),
+        ({"AzureWebJobsStorage": ""}, None, None),
+    ],
+)
 def test_the_payload_storage_is_its_own_connection_else_the_hosts(
-    monkeypatch: pytest.MonkeyPatch, settings: dict[str, str], setting: str | None,
+    monkeypatch: pytest.MonkeyPatch,
+    settings: dict[str, str],
+    setting: str | None,
     uri: str | None,
 ) -> None:
     monkeypatch.setenv("CosmosDBConnection", KEYED)
@@ -158,14 +204,22 @@ def test_the_payload_storage_is_its_own_connection_else_the_hosts(
     assert (connection.connection_string is None) == (uri is not None)
 
 
-@pytest.mark.parametrize(("name", "value"), [
-    ("SERVICEBUS_MAX_MESSAGE_BYTES", "100"), ("SERVICEBUS_MAX_MESSAGE_BYTES", "256KB"),
-    ("OUTBOX_PAYLOAD_MAX_BYTES", "-1"), ("OUTBOX_PAYLOAD_CONTAINER", "Payloads"),
-    ("OUTBOX_PAYLOAD_CONTAINER", "a--b"), ("OUTBOX_PAYLOAD_CONTAINER", "ab"),
-    ("OutboxPayloadStorage__blobServiceUri", "p.blob.core.windows.net"),
-])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("SERVICEBUS_MAX_MESSAGE_BYTES", "100"),
+        ("SERVICEBUS_MAX_MESSAGE_BYTES", "256KB"),
+        ("OUTBOX_PAYLOAD_MAX_BYTES", "-1"),
+        ("OUTBOX_PAYLOAD_CONTAINER", "Payloads"),
+        ("OUTBOX_PAYLOAD_CONTAINER", "a--b"),
+        ("OUTBOX_PAYLOAD_CONTAINER", "ab"),
+        ("OutboxPayloadStorage__blobServiceUri", "p.blob.core.windows.net"),
+    ],
+)
 def test_a_bad_claim_check_setting_is_named(
-    monkeypatch: pytest.MonkeyPatch, name: str, value: str,
+    monkeypatch: pytest.MonkeyPatch,
+    name: str,
+    value: str,
 ) -> None:
     monkeypatch.setenv("CosmosDBConnection", KEYED)
     monkeypatch.setenv(name, value)
@@ -173,27 +227,44 @@ def test_a_bad_claim_check_setting_is_named(
         load_settings()
 
 
-@pytest.mark.parametrize(("base", "source"), [
-    ("https://shop.example.com", "https://shop.example.com/orders"),
-    ("https://shop.example.com/", "https://shop.example.com/orders"),
-    ("urn:example:shop", "urn:example:shop/orders"), ("/api", "/api/orders"),
-    ("", "/orders")])
+@pytest.mark.parametrize(
+    ("base", "source"),
+    [
+        ("https://shop.example.com", "https://shop.example.com/orders"),
+        ("https://shop.example.com/", "https://shop.example.com/orders"),
+        ("urn:example:shop", "urn:example:shop/orders"),
+        ("/api", "/api/orders"),
+        ("", "/orders"),
+    ],
+)
 def test_the_cloudevents_source_base_is_put_before_the_source_path(
-    monkeypatch: pytest.MonkeyPatch, base: str, source: str,
+    monkeypatch: pytest.MonkeyPatch,
+    base: str,
+    source: str,
 ) -> None:
     monkeypatch.setenv("CosmosDBConnection", KEYED)
     monkeypatch.setenv("CLOUDEVENTS_SOURCE_BASE", base)
-    message = OutboxMessage(message_id="e1", session_id="o1", subject="OrderPlaced", version=1,
-                            body=b"{}", application_properties={}, aggregate_type="order",
-                            source="/orders", created_at=datetime(2026, 1, 1, tzinfo=UTC))
+    message = OutboxMessage(
+        message_id="e1",
+        session_id="o1",
+        subject="OrderPlaced",
+        version=1,
+        body=b"{}",
+        application_properties={},
+        aggregate_type="order",
+        source="/orders",
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+    )
     properties = application_properties(message, base=load_settings().cloudevents_source_base)
     assert properties["cloudEvents_source"] == source
 
 
-@pytest.mark.parametrize("base", ["orders", "https://a b", "/x\ny", "http://[::1",
-                                  "https://x/?q=1", "https://x/#f"])
+@pytest.mark.parametrize(
+    "base", ["orders", "https://a b", "/x\ny", "http://[::1", "https://x/?q=1", "https://x/#f"]
+)
 def test_a_cloudevents_source_base_that_is_not_a_uri_names_the_setting(
-    monkeypatch: pytest.MonkeyPatch, base: str,
+    monkeypatch: pytest.MonkeyPatch,
+    base: str,
 ) -> None:
     monkeypatch.setenv("CosmosDBConnection", KEYED)
     monkeypatch.setenv("CLOUDEVENTS_SOURCE_BASE", base)
@@ -206,8 +277,11 @@ def test_the_replaced_cloudevents_source_setting_is_refused_with_what_changed(
 ) -> None:
     monkeypatch.setenv("CosmosDBConnection", KEYED)
     monkeypatch.setenv("CLOUDEVENTS_SOURCE", "https://shop.example.com/orders")
-    with pytest.raises(SettingsError, match=r"CLOUDEVENTS_SOURCE: .*replaced by "
-                                            r"CLOUDEVENTS_SOURCE_BASE"):
+    with pytest.raises(
+        SettingsError,
+        match=r"CLOUDEVENTS_SOURCE: .*replaced by "
+        r"CLOUDEVENTS_SOURCE_BASE",
+    ):
         load_settings()
 
 

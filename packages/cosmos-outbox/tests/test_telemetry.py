@@ -59,8 +59,13 @@ def otel() -> Iterator[Telemetry]:
     tracer_provider = TracerProvider()
     tracer_provider.add_span_processor(SimpleSpanProcessor(spans))
     meter_provider = MeterProvider(metric_readers=[reader])
-    yield Telemetry(reader, spans, RelayTelemetry(
-        destination=TOPIC, meter_provider=meter_provider, tracer_provider=tracer_provider))
+    yield Telemetry(
+        reader,
+        spans,
+        RelayTelemetry(
+            destination=TOPIC, meter_provider=meter_provider, tracer_provider=tracer_provider
+        ),
+    )
     meter_provider.shutdown()
     tracer_provider.shutdown()
 
@@ -74,8 +79,11 @@ def test_a_known_batch_gives_exact_counts_and_one_lag_value_per_event(otel: Tele
     [sent] = otel.points(names.SENT_MESSAGES)
     assert sent.value == 30
     assert dict(sent.attributes) == {
-        "messaging.system": "servicebus", "messaging.destination.name": TOPIC,
-        "messaging.operation.name": "send", "messaging.operation.type": "send"}
+        "messaging.system": "servicebus",
+        "messaging.destination.name": TOPIC,
+        "messaging.operation.name": "send",
+        "messaging.operation.type": "send",
+    }
     [duration] = otel.points(names.OPERATION_DURATION)
     assert duration.count == batches
     [lag] = otel.points(names.RELAY_LAG)
@@ -110,17 +118,31 @@ def test_a_batch_links_each_valid_context_once_in_order_of_its_events(otel: Tele
     trace, span = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
     other = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
     parents = [
-        f"00-{trace.upper()}-{span}-01", f"01-{trace}-{span}-01", f"00-{'0' * 32}-{span}-01",
-        f"00-{trace}-{'0' * 16}-01", f"00-{trace}-{span}-1", f"00-{trace}-{span}-01x",
-        None, f"00-{trace}-{span}-00", other, f"00-{trace}-{span}-01", other]
+        f"00-{trace.upper()}-{span}-01",
+        f"01-{trace}-{span}-01",
+        f"00-{'0' * 32}-{span}-01",
+        f"00-{trace}-{'0' * 16}-01",
+        f"00-{trace}-{span}-1",
+        f"00-{trace}-{span}-01x",
+        None,
+        f"00-{trace}-{span}-00",
+        other,
+        f"00-{trace}-{span}-01",
+        other,
+    ]
     docs = history(len(parents) - 1)
     for doc, parent in zip(docs, parents, strict=True):
         doc["traceparent"] = parent
     run_sync(relaying(FakePublisher(), otel).relay(read_feed(docs)))
     [sent] = otel.spans.get_finished_spans()
-    assert [(f"{link.context.trace_id:032x}", f"{link.context.span_id:016x}",
-             int(link.context.trace_flags)) for link in sent.links] == [
-        (trace, span, 0), ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", 0)]
+    assert [
+        (
+            f"{link.context.trace_id:032x}",
+            f"{link.context.span_id:016x}",
+            int(link.context.trace_flags),
+        )
+        for link in sent.links
+    ] == [(trace, span, 0), ("0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331", 0)]
     assert all(link.context.is_remote for link in sent.links)
 
 
@@ -130,8 +152,7 @@ def test_a_send_failure_counts_a_failure_sends_nothing_and_logs_the_lag(
     docs = history(3)
     publisher = FakePublisher(fail_on_send=1)
     relay = Relay(publisher, Quarantine(InMemoryStore()), otel.recorder)
-    with caplog.at_level(logging.INFO, logger="application.relay"), \
-            pytest.raises(ConnectionError):
+    with caplog.at_level(logging.INFO, logger="application.relay"), pytest.raises(ConnectionError):
         run_sync(relay.relay(read_feed(docs)))
     [failure] = otel.points(names.RELAY_FAILURES)
     assert failure.value == 1
@@ -173,7 +194,6 @@ def test_a_successful_invocation_logs_its_fields(
 def test_backlog_gauges_per_lease_and_in_total(otel: Telemetry) -> None:
     otel.recorder.backlog([("0-7F", 3, 12.5), ("7F-FF", 2, 40.0)])
     pending = {p.attributes["outbox.lease"]: p.value for p in otel.points(names.PENDING)}
-    oldest = {p.attributes["outbox.lease"]: p.value
-              for p in otel.points(names.OLDEST_PENDING_AGE)}
+    oldest = {p.attributes["outbox.lease"]: p.value for p in otel.points(names.OLDEST_PENDING_AGE)}
     assert pending == {"0-7F": 3, "7F-FF": 2, "all": 5}
     assert oldest == {"0-7F": 12.5, "7F-FF": 40.0, "all": 40.0}

@@ -37,42 +37,90 @@ from cosmos_outbox._text._unicode_tables import UNICODE_VERSION
 ROOT = Path(__file__).resolve().parents[1]  # the package
 
 ACCEPTED = [
-    "Ada", "Zoë", "  Ada  ", "O'Brien-Smith", "李小龍", "Ὀδυσσεύς", "José\u0301",
+    "Ada",
+    "Zoë",
+    "  Ada  ",
+    "O'Brien-Smith",
+    "李小龍",
+    "Ὀδυσσεύς",
+    "José\u0301",
     "مهر\u200cآذر",  # Persian: ZWNJ as the half-space, after REH (right-joining)
     "می\u200cروم",  # Persian: ZWNJ after YEH (dual-joining): RFC 5892 A.1 as it stands
     "क्\u200dष",  # Devanagari: ZWJ after a virama
     "क्\u200cष",  # Devanagari: ZWNJ after a virama
     "ශ්\u200dරී",  # Sinhala: ZWJ after al-lakuna (virama)
-    "👩\u200d🔬", "👨\u200d👩\u200d👧\u200d👦", "Zoë 👩\u200d🔬", "👩🏽\u200d🔬",
-    "🏳\ufe0f\u200d🌈", "❤\ufe0f\u200d🔥",
+    "👩\u200d🔬",
+    "👨\u200d👩\u200d👧\u200d👦",
+    "Zoë 👩\u200d🔬",
+    "👩🏽\u200d🔬",
+    "🏳\ufe0f\u200d🌈",
+    "❤\ufe0f\u200d🔥",
     "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f",  # flag of Scotland
     "葛\U000e0100",  # an ideographic variation sequence (Japanese names)
     "\u2800Ada",  # a blank graphic is allowed when something shows
 ]
 
 REFUSED = {
-    "\u3164": "U+3164", "Ada\u3164": "U+3164", "\u115f": "U+115F", "\u1160": "U+1160",
-    "\uffa0": "U+FFA0", "\u2800": "blank", "  \u2800  ": "blank", "\u0301": "combining mark",
-    " \u0301Ada": "combining mark", "\ue000": "U+E000", "Ada\U000f0000": "U+F0000",
-    "\ufffe": "U+FFFE", "\ufdd0": "U+FDD0", "\U0001ffff": "U+1FFFF", "Ad\ufffda": "U+FFFD",
-    "\ufffc": "U+FFFC", "Ada\x00": "U+0000", "Ada\t": "U+0009", "Ada\n": "U+000A",
-    "A\u200bda": "U+200B", "\u202eAda": "U+202E", "\u2066Ada\u2069": "U+2066",
-    "Ada\u200e": "U+200E", "\u061cAda": "U+061C", "\ufeffAda": "U+FEFF", "A\u00adda": "U+00AD",
-    "Ada\u2028": "U+2028", "Ada\u2029": "U+2029", "A\ud800da": "U+D800", "A\u034fda": "U+034F",
-    "a\u200db": "U+200D", "a\u200cb": "U+200C", "\u200cب": "U+200C", "ب\u200c": "U+200C",
-    "ب\u200c ر": "U+200C", "👩\u200d": "U+200D", "\u200d🔬": "U+200D", "a\u200d🔬": "U+200D",
-    "Ada\U000e0041": "U+E0041", "🏴\U000e0067\U000e0062": "U+E0067",
-    "\U000e0067\U000e007f": "U+E0067", "": "blank", "   ": "blank",
+    "\u3164": "U+3164",
+    "Ada\u3164": "U+3164",
+    "\u115f": "U+115F",
+    "\u1160": "U+1160",
+    "\uffa0": "U+FFA0",
+    "\u2800": "blank",
+    "  \u2800  ": "blank",
+    "\u0301": "combining mark",
+    " \u0301Ada": "combining mark",
+    "\ue000": "U+E000",
+    "Ada\U000f0000": "U+F0000",
+    "\ufffe": "U+FFFE",
+    "\ufdd0": "U+FDD0",
+    "\U0001ffff": "U+1FFFF",
+    "Ad\ufffda": "U+FFFD",
+    "\ufffc": "U+FFFC",
+    "Ada\x00": "U+0000",
+    "Ada\t": "U+0009",
+    "Ada\n": "U+000A",
+    "A\u200bda": "U+200B",
+    "\u202eAda": "U+202E",
+    "\u2066Ada\u2069": "U+2066",
+    "Ada\u200e": "U+200E",
+    "\u061cAda": "U+061C",
+    "\ufeffAda": "U+FEFF",
+    "A\u00adda": "U+00AD",
+    "Ada\u2028": "U+2028",
+    "Ada\u2029": "U+2029",
+    "A\ud800da": "U+D800",
+    "A\u034fda": "U+034F",
+    "a\u200db": "U+200D",
+    "a\u200cb": "U+200C",
+    "\u200cب": "U+200C",
+    "ب\u200c": "U+200C",
+    "ب\u200c ر": "U+200C",
+    "👩\u200d": "U+200D",
+    "\u200d🔬": "U+200D",
+    "a\u200d🔬": "U+200D",
+    "Ada\U000e0041": "U+E0041",
+    "🏴\U000e0067\U000e0062": "U+E0067",
+    "\U000e0067\U000e007f": "U+E0067",
+    "": "blank",
+    "   ": "blank",
 }
 
 
 @pytest.mark.skipif(
     unicodedata.unidata_version != UNICODE_VERSION,
     reason=f"the tables are made from the Unicode {UNICODE_VERSION} of Python 3.13's unicodedata; "
-           f"this Python has {unicodedata.unidata_version} (the rules use the tables, not it)")
+    f"this Python has {unicodedata.unidata_version} (the rules use the tables, not it)",
+)
 def test_the_unicode_tables_are_what_the_generator_makes() -> None:
-    run = subprocess.run([sys.executable, "scripts/generate_unicode_tables.py", "--check"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    run = subprocess.run(
+        [sys.executable, "scripts/generate_unicode_tables.py", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
 
 
@@ -98,20 +146,25 @@ def test_an_optional_value_may_be_empty_but_not_look_empty() -> None:
 
 # -- the kinds of character, with Unicode's data as the oracle -----------------------------------
 
+
 def _is(prop: str, ch: str) -> bool:
     return regex.match(rf"\p{{{prop}}}", ch) is not None
 
 
 def shows(ch: str) -> bool:
     """A letter, digit, punctuation mark or symbol that renders, by Unicode's properties."""
-    return (unicodedata.category(ch)[0] in "LNPS" and not _is("Default_Ignorable_Code_Point", ch)
-            and ord(ch) not in BLANK_GRAPHICS | PLACEHOLDERS)
+    return (
+        unicodedata.category(ch)[0] in "LNPS"
+        and not _is("Default_Ignorable_Code_Point", ch)
+        and ord(ch) not in BLANK_GRAPHICS | PLACEHOLDERS
+    )
 
 
 visible = st.characters(categories=["L", "N", "P", "S"]).filter(shows)
 spaces = st.characters(categories=["Zs"])
 marks = st.characters(categories=["Mn", "Mc", "Me"]).filter(
-    lambda ch: not _is("Default_Ignorable_Code_Point", ch) or _is("Variation_Selector", ch))
+    lambda ch: not _is("Default_Ignorable_Code_Point", ch) or _is("Variation_Selector", ch)
+)
 
 
 @given(st.text(visible | spaces | marks, max_size=40), visible, st.text(spaces, max_size=3))
@@ -138,8 +191,9 @@ def test_a_character_of_a_refused_category_is_refused_anywhere(
 
 
 EVERY_CODE_POINT = "".join(chr(cp) for cp in range(0x110000) if not 0xD800 <= cp <= 0xDFFF)
-IGNORABLE = regex.findall(r"[\p{Default_Ignorable_Code_Point}--\p{Variation_Selector}]",
-                          EVERY_CODE_POINT, flags=regex.V1)
+IGNORABLE = regex.findall(
+    r"[\p{Default_Ignorable_Code_Point}--\p{Variation_Selector}]", EVERY_CODE_POINT, flags=regex.V1
+)
 
 
 @given(st.sampled_from(IGNORABLE))
@@ -155,9 +209,7 @@ def test_text_that_shows_nothing_is_blank(value: str) -> None:
 
 
 @given(st.text(spaces, max_size=3), marks, st.text(visible, min_size=1, max_size=10))
-def test_a_value_starting_with_a_combining_mark_is_refused(
-    pad: str, mark: str, rest: str
-) -> None:
+def test_a_value_starting_with_a_combining_mark_is_refused(pad: str, mark: str, rest: str) -> None:
     problem = text_problem(pad + mark + rest, required=True)
     assert problem is not None and "combining mark" in problem
 
@@ -167,8 +219,24 @@ def test_a_value_starting_with_a_combining_mark_is_refused(
 # Arabic letters of each joining type (D, R, U, C), an Arabic mark (T), Devanagari letters, a
 # virama and a nukta (T, not a virama), Latin, and the joiners.
 JOINER_ALPHABET = st.sampled_from(
-    ["\u0628", "\u0647", "\u0631", "\u0627", "\u0621", "\u0640", "\u064e", "\u0915",
-     "\u0937", "\u094d", "\u093c", "a", " ", ZWNJ, ZWJ])
+    [
+        "\u0628",
+        "\u0647",
+        "\u0631",
+        "\u0627",
+        "\u0621",
+        "\u0640",
+        "\u064e",
+        "\u0915",
+        "\u0937",
+        "\u094d",
+        "\u093c",
+        "a",
+        " ",
+        ZWNJ,
+        ZWJ,
+    ]
+)
 
 
 @settings(max_examples=400)
@@ -191,17 +259,47 @@ EMOJI = sorted(seq for seq in emoji.EMOJI_DATA if _assigned(seq))
 
 def test_every_emoji_sequence_of_this_unicode_version_is_accepted() -> None:
     assert len(EMOJI) > 5000
-    refused = [seq for seq in EMOJI if text_problem(f"Zoë {seq}", required=True) is not None
-               or text_problem(seq, required=True) is not None]
+    refused = [
+        seq
+        for seq in EMOJI
+        if text_problem(f"Zoë {seq}", required=True) is not None
+        or text_problem(seq, required=True) is not None
+    ]
     assert refused == []
 
 
 # -- the OpenAPI pattern is the same rule ------------------------------------------------------
 
 MIXED = st.sampled_from(
-    ["a", "é", "\u0301", " ", "\u3000", "\u2800", "\u3164", "\x00", "\ufffd", "\ue000",
-     "\u0628", "\u0631", "\u064e", "\u0640", "\u0915", "\u094d", "👩", "🔬", "\ufe0f",
-     "\U0001f3fd", "🏴", "\U000e0067", "\U000e007f", ZWJ, ZWNJ, "\u200b"])
+    [
+        "a",
+        "é",
+        "\u0301",
+        " ",
+        "\u3000",
+        "\u2800",
+        "\u3164",
+        "\x00",
+        "\ufffd",
+        "\ue000",
+        "\u0628",
+        "\u0631",
+        "\u064e",
+        "\u0640",
+        "\u0915",
+        "\u094d",
+        "👩",
+        "🔬",
+        "\ufe0f",
+        "\U0001f3fd",
+        "🏴",
+        "\U000e0067",
+        "\U000e007f",
+        ZWJ,
+        ZWNJ,
+        "\u200b",
+    ]
+)
 
 
 @settings(max_examples=500)
@@ -230,8 +328,6 @@ def test_printable_ascii_is_allowed_anywhere_and_shows_but_the_space() -> None:
 
 
 @settings(max_examples=500)
-@given(st.text(st.sampled_from([*PRINTABLE_ASCII, "\t", "\x7f", "é"]), max_size=12),
-       st.booleans())
+@given(st.text(st.sampled_from([*PRINTABLE_ASCII, "\t", "\x7f", "é"]), max_size=12), st.booleans())
 def test_the_fast_path_gives_the_full_checks_verdict(value: str, required: bool) -> None:
-    assert text_problem(value, required=required) == full_text_problem(value,
-                                                                       required=required)
+    assert text_problem(value, required=required) == full_text_problem(value, required=required)

@@ -30,22 +30,42 @@ def relay_all(world: TicketWorld) -> None:
 
 def test_the_app_is_its_routes_the_outbox_functions_and_the_docs(world: TicketWorld) -> None:
     assert set(world.client.functions) == {
-        "open_ticket", "get_ticket", "patch_ticket", "post_ticket", "relay_events",
-        "outbox_backlog", "outbox_status", "list_quarantine", "replay_quarantined",
-        "discard_quarantined", "redrive_events", "health", "openapi", "zz_not_routed"}
+        "open_ticket",
+        "get_ticket",
+        "patch_ticket",
+        "post_ticket",
+        "relay_events",
+        "outbox_backlog",
+        "outbox_status",
+        "list_quarantine",
+        "replay_quarantined",
+        "discard_quarantined",
+        "redrive_events",
+        "health",
+        "openapi",
+        "zz_not_routed",
+    }
 
 
 def test_create_answers_201_with_location_etag_and_the_view(world: TicketWorld) -> None:
     reply = world.client.request("POST", "tickets", body={"title": " Printer ", "code": "ABC"})
     assert reply.status_code == 201
     ticket = body(reply)
-    assert ticket == {"id": ticket["id"], "version": 1, "title": "Printer", "code": "ABC",
-                      "closed": False}
+    assert ticket == {
+        "id": ticket["id"],
+        "version": 1,
+        "title": "Printer",
+        "code": "ABC",
+        "closed": False,
+    }
     assert reply.headers["Location"] == f"/api/tickets/{ticket['id']}"
     assert reply.headers["ETag"].startswith('"')
     [event] = world.memory.store.of_type(EVENT_TYPE)
     assert (event["aggregateType"], event["partitionKey"], event["source"]) == (
-        "ticket", ticket["id"], "/tickets")
+        "ticket",
+        ticket["id"],
+        "/tickets",
+    )
     assert event["aggregateId"] == ticket["id"]
 
 
@@ -55,8 +75,10 @@ def test_read_answers_the_etag_and_304_when_unchanged_and_404_when_missing(
     tid, etag = opened(world)
     reply = world.client.request("GET", f"tickets/{tid}")
     assert (reply.status_code, reply.headers["ETag"]) == (200, etag)
-    assert world.client.request("GET", f"tickets/{tid}",
-                                headers={"If-None-Match": etag}).status_code == 304
+    assert (
+        world.client.request("GET", f"tickets/{tid}", headers={"If-None-Match": etag}).status_code
+        == 304
+    )
     problem(world.client.request("GET", f"tickets/{tid}", headers={"If-Match": '"other"'}), 412)
     problem(world.client.request("GET", "tickets/nope"), 404)
 
@@ -64,11 +86,18 @@ def test_read_answers_the_etag_and_304_when_unchanged_and_404_when_missing(
 def test_a_patch_applies_the_fields_sent_one_event_each_in_one_batch(world: TicketWorld) -> None:
     tid, etag = opened(world)
     batches = world.memory.store.batches
-    reply = world.client.request("PATCH", f"tickets/{tid}", body={"title": "Fixed", "code": "FIX"},
-                                 headers={"If-Match": etag})
+    reply = world.client.request(
+        "PATCH",
+        f"tickets/{tid}",
+        body={"title": "Fixed", "code": "FIX"},
+        headers={"If-Match": etag},
+    )
     assert reply.status_code == 200, reply.get_body()
     assert (body(reply)["title"], body(reply)["code"], body(reply)["version"]) == (
-        "Fixed", "FIX", 3)
+        "Fixed",
+        "FIX",
+        3,
+    )
     assert reply.headers["ETag"] != etag
     assert world.memory.store.batches == batches + 1
     actions = sorted(e["action"] for e in world.memory.store.of_type(EVENT_TYPE))
@@ -78,8 +107,12 @@ def test_a_patch_applies_the_fields_sent_one_event_each_in_one_batch(world: Tick
 def test_a_stale_if_match_is_412_and_writes_nothing(world: TicketWorld) -> None:
     tid, _ = opened(world)
     batches = world.memory.store.batches
-    problem(world.client.request("PATCH", f"tickets/{tid}", body={"title": "Late"},
-                                 headers={"If-Match": '"stale"'}), 412)
+    problem(
+        world.client.request(
+            "PATCH", f"tickets/{tid}", body={"title": "Late"}, headers={"If-Match": '"stale"'}
+        ),
+        412,
+    )
     assert world.memory.store.batches == batches
 
 
@@ -89,13 +122,18 @@ def test_an_etag_request_header_is_a_precondition_only_where_the_api_says_so(
     """The reference sample's clients send the etag they read in a header named `ETag`: an
     app for them opts in (`etag_request_header=True`); elsewhere it is no precondition."""
     tid, _ = opened(world)
-    changed = world.client.request("PATCH", f"tickets/{tid}", body={"title": "Late"},
-                                   headers={"ETag": '"stale"'})
+    changed = world.client.request(
+        "PATCH", f"tickets/{tid}", body={"title": "Late"}, headers={"ETag": '"stale"'}
+    )
     assert changed.status_code == 200
     legacy = TicketWorld(etag_request_header=True)
     tid, _ = opened(legacy)
-    problem(legacy.client.request("PATCH", f"tickets/{tid}", body={"title": "Later"},
-                                  headers={"ETag": '"stale"'}), 412)
+    problem(
+        legacy.client.request(
+            "PATCH", f"tickets/{tid}", body={"title": "Later"}, headers={"ETag": '"stale"'}
+        ),
+        412,
+    )
 
 
 def test_a_business_rule_refusal_is_409_and_a_missing_precondition_428(
@@ -111,8 +149,9 @@ def test_a_business_rule_refusal_is_409_and_a_missing_precondition_428(
 
 def test_the_code_field_keeps_its_own_pattern_and_the_text_rules(world: TicketWorld) -> None:
     for code in ("abc", "AB\u200b", "ABCD"):
-        doc = problem(world.client.request("POST", "tickets", body={"title": "T", "code": code}),
-                      400)
+        doc = problem(
+            world.client.request("POST", "tickets", body={"title": "T", "code": code}), 400
+        )
         assert doc["errors"][0]["field"] == "code"
 
 
@@ -121,7 +160,10 @@ def test_a_ticket_is_relayed_under_its_own_type(world: TicketWorld) -> None:
     relay_all(world)
     [message] = world.memory.publisher.messages
     assert (message.session_id, message.subject, message.source) == (
-        tid, "TicketOpenedEvent", "/tickets")
+        tid,
+        "TicketOpenedEvent",
+        "/tickets",
+    )
     assert message.application_properties["aggregateType"] == "ticket"
     assert message.application_properties["ticketId"] == tid
 
@@ -135,13 +177,25 @@ def test_a_poison_event_is_quarantined_with_a_notice_and_listed_generically() ->
     relay_all(world)
     [notice] = world.memory.publisher.messages
     assert (notice.subject, notice.message_id, notice.session_id) == (
-        QUARANTINE_NOTICE_SUBJECT, notice_id(doc["id"]), tid)
+        QUARANTINE_NOTICE_SUBJECT,
+        notice_id(doc["id"]),
+        tid,
+    )
     assert json.loads(notice.body) | {"reason": ""} == {
-        "eventId": doc["id"], "ticketId": tid, "aggregateType": "ticket", "aggregateId": tid,
-        "action": "TicketOpenedEvent", "version": 1, "reason": ""}
+        "eventId": doc["id"],
+        "ticketId": tid,
+        "aggregateType": "ticket",
+        "aggregateId": tid,
+        "action": "TicketOpenedEvent",
+        "version": 1,
+        "reason": "",
+    }
     [item] = body(world.client.request("GET", "outbox/quarantine"))["items"]
     assert (item["eventId"], item["aggregateType"], item["aggregateId"]) == (
-        doc["id"], "ticket", tid)
+        doc["id"],
+        "ticket",
+        tid,
+    )
     assert "contactId" not in item
     world.memory.publisher.max_batch_bytes = 1024 * 1024
     replayed = body(world.client.request("POST", f"outbox/quarantine/{doc['id']}/replay"))
@@ -153,8 +207,9 @@ def test_a_redrive_takes_one_aggregate_type_or_one_aggregate_of_it(world: Ticket
     tids = [opened(world, f"T{i}")[0] for i in range(2)]
 
     def redrive(**scope: str) -> dict[str, Any]:
-        reply = world.client.request("POST", "outbox/redrive",
-                                     body={"since": "2000-01-01T00:00:00Z", **scope})
+        reply = world.client.request(
+            "POST", "outbox/redrive", body={"since": "2000-01-01T00:00:00Z", **scope}
+        )
         assert reply.status_code == 202, reply.get_body()
         return body(reply)  # type: ignore[no-any-return]
 
@@ -164,16 +219,25 @@ def test_a_redrive_takes_one_aggregate_type_or_one_aggregate_of_it(world: Ticket
     assert redrive(aggregateType="order")["events"] == 0
 
 
-@pytest.mark.parametrize(("scope", "field"), [
-    ({"aggregateId": "abc"}, "$"),
-    ({"aggregateType": "no spaces"}, "aggregateType"),
-    ({"contactId": "abc"}, "contactId"),
-])
+@pytest.mark.parametrize(
+    ("scope", "field"),
+    [
+        ({"aggregateId": "abc"}, "$"),
+        ({"aggregateType": "no spaces"}, "aggregateType"),
+        ({"contactId": "abc"}, "contactId"),
+    ],
+)
 def test_a_redrive_scope_that_does_not_hold_together_is_a_400(
-    world: TicketWorld, scope: dict[str, str], field: str,
+    world: TicketWorld,
+    scope: dict[str, str],
+    field: str,
 ) -> None:
-    doc = problem(world.client.request("POST", "outbox/redrive",
-                                       body={"since": "2000-01-01T00:00:00Z", **scope}), 400)
+    doc = problem(
+        world.client.request(
+            "POST", "outbox/redrive", body={"since": "2000-01-01T00:00:00Z", **scope}
+        ),
+        400,
+    )
     assert doc["errors"][0]["field"] == field
 
 
@@ -200,9 +264,11 @@ def test_a_view_of_its_own_model_is_the_validated_view_and_any_other_view_valida
     ticket = Ticket.open("Printer on fire", "ABC")
     view = TicketView.of(ticket)
     assert view == TicketView.model_validate(
-        ticket.model_dump(include=set(TicketView.model_fields)))
+        ticket.model_dump(include=set(TicketView.model_fields))
+    )
     assert view.model_dump_json(by_alias=True) == TicketView.model_validate(
-        ticket.model_dump(include=set(TicketView.model_fields))).model_dump_json(by_alias=True)
+        ticket.model_dump(include=set(TicketView.model_fields))
+    ).model_dump_json(by_alias=True)
 
     class ShortTitle(View):
         title: Annotated[str, StringConstraints(max_length=3)]

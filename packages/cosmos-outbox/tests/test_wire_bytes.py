@@ -66,8 +66,7 @@ class CapturingPublisher(MessagePublisher):
         self.sent: list[ServiceBusMessageBatch] = []
 
     def create_batch(self) -> MessageBatch:
-        return ServiceBusBatch(ServiceBusMessageBatch(max_size_in_bytes=256 * 1024),
-                               base=self.base)
+        return ServiceBusBatch(ServiceBusMessageBatch(max_size_in_bytes=256 * 1024), base=self.base)
 
     def send(self, batch: MessageBatch) -> None:
         assert isinstance(batch, ServiceBusBatch)
@@ -119,15 +118,22 @@ def test_the_relay_packs_the_same_amqp_bytes_as_before(case: dict[str, Any]) -> 
 
 def test_the_fixture_covers_every_case() -> None:
     names = {c["name"] for c in _cases()}
-    assert {"pinned-0", "pinned-1", "pinned-2", "pinned-together", "stored-today",
-            "dataschema-and-base", "unreadable-time", "quarantine-notice",
-            "second-aggregate"} <= names
+    assert {
+        "pinned-0",
+        "pinned-1",
+        "pinned-2",
+        "pinned-together",
+        "stored-today",
+        "dataschema-and-base",
+        "unreadable-time",
+        "quarantine-notice",
+        "second-aggregate",
+    } <= names
     # The pinned events are as stored before documents named their aggregate: read as the
     # legacy events' (LEGACY_EVENTS), as the Contacts app reads them.
     pinned = [c["documents"][0] for c in _cases() if c["name"].startswith("pinned-")][:3]
     assert len(pinned) == 3
     assert all("aggregateType" not in d and "source" not in d for d in pinned)
-
 
 
 # -- format 2 (the body the app's data, the envelope in the properties) -------------------------
@@ -141,34 +147,62 @@ def _as_format_2(document: dict[str, Any], **changes: Any) -> dict[str, Any]:
     """A pinned format 1 document as the library stores the same event today (format 2)."""
     data = document["data"]
     return {
-        "id": data["id"], "partitionKey": document["partitionKey"], "type": "domainEvent",
-        "aggregateType": "contact", "aggregateId": data["contactId"], "source": "/contacts",
-        "action": data["action"], "version": data["version"], "createdAt": data["createdAt"],
+        "id": data["id"],
+        "partitionKey": document["partitionKey"],
+        "type": "domainEvent",
+        "aggregateType": "contact",
+        "aggregateId": data["contactId"],
+        "source": "/contacts",
+        "action": data["action"],
+        "version": data["version"],
+        "createdAt": data["createdAt"],
         "traceparent": data["traceparent"],
-        "body": json.dumps({k: v for k, v in data.items() if k not in _ENVELOPE_1},
-                           separators=(",", ":"), ensure_ascii=False),
-        "ttl": document["ttl"], **changes}
+        "body": json.dumps(
+            {k: v for k, v in data.items() if k not in _ENVELOPE_1},
+            separators=(",", ":"),
+            ensure_ascii=False,
+        ),
+        "ttl": document["ttl"],
+        **changes,
+    }
 
 
 def format_2_cases() -> list[dict[str, Any]]:
     """The format 2 cases' documents (what `write_format_2_fixture` relayed once)."""
     pinned = [c["documents"][0] for c in _cases() if c["name"].startswith("pinned-")][:3]
     today = [_as_format_2(d) for d in pinned]
-    dated = _as_format_2(pinned[0], body=json.dumps(
-        {"due": "2019-01-01T00:00:01.0000000Z", "at": "2019-01-01T10:00:05.120000+02:00",
-         "day": "2019-01-01", "note": "x 2019-01-01T00:00:01Z"}, separators=(",", ":")),
-        createdAt="2025-03-01T12:30:45.120000+00:00")
+    dated = _as_format_2(
+        pinned[0],
+        body=json.dumps(
+            {
+                "due": "2019-01-01T00:00:01.0000000Z",
+                "at": "2019-01-01T10:00:05.120000+02:00",
+                "day": "2019-01-01",
+                "note": "x 2019-01-01T00:00:01Z",
+            },
+            separators=(",", ":"),
+        ),
+        createdAt="2025-03-01T12:30:45.120000+00:00",
+    )
     session = _as_format_2(
-        pinned[1], partitionKey="customer-7", aggregateType="customer",
-        aggregateId="booking-session-1", source="/customers", subject="booking-1",
+        pinned[1],
+        partitionKey="customer-7",
+        aggregateType="customer",
+        aggregateId="booking-session-1",
+        source="/customers",
+        subject="booking-1",
         properties=json.dumps({"channel": "web", "attempt": 2}, separators=(",", ":")),
-        dataschema="https://example.com/schemas/held.json")
+        dataschema="https://example.com/schemas/held.json",
+    )
     return [
         {"name": "format-2", "base": "", "documents": today[:1]},
         {"name": "format-2-together", "base": "", "documents": today},
         {"name": "format-2-date-like-strings", "base": "", "documents": [dated]},
-        {"name": "format-2-session-event", "base": "https://shop.example.com",
-         "documents": [session]},
+        {
+            "name": "format-2-session-event",
+            "base": "https://shop.example.com",
+            "documents": [session],
+        },
     ]
 
 
@@ -176,9 +210,18 @@ def write_format_2_fixture() -> None:  # pragma: no cover - how FIXTURE_2 was wr
     cases = []
     for case in format_2_cases():
         batches = relayed_batches(case["documents"], base=case["base"])
-        cases.append({**case, "batches": [
-            {"messages": [m.hex() for m in message_payloads(b)], "batch": batch_payload(b).hex()}
-            for b in batches]})
+        cases.append(
+            {
+                **case,
+                "batches": [
+                    {
+                        "messages": [m.hex() for m in message_payloads(b)],
+                        "batch": batch_payload(b).hex(),
+                    }
+                    for b in batches
+                ],
+            }
+        )
     FIXTURE_2.write_text(json.dumps(cases, indent=1, ensure_ascii=False) + "\n", "utf-8")
 
 

@@ -111,20 +111,37 @@ class ChangeTicket(RequestModel):
 TicketView = view_of(Ticket, name="TicketView", hidden=set())
 
 TICKET = AggregateExample(
-    "ticket", lambda: Ticket.open("Printer on fire"), change=lambda t: t.retitle("Changed"),
-    actions=("TicketOpenedEvent", "TicketRetitledEvent"))
+    "ticket",
+    lambda: Ticket.open("Printer on fire"),
+    change=lambda t: t.retitle("Changed"),
+    actions=("TicketOpenedEvent", "TicketRetitledEvent"),
+)
 
 
-def ticket_routes(outbox: Outbox, *, etag_request_header: bool = False
-                  ) -> AggregateRoutes[Ticket]:
+def ticket_routes(outbox: Outbox, *, etag_request_header: bool = False) -> AggregateRoutes[Ticket]:
     tickets = outbox.routes(Ticket, view=TicketView, etag_request_header=etag_request_header)
-    tickets.create(route="tickets", request=OpenTicket, summary="Open a ticket",
-                   build=lambda body: Ticket.open(body.title, body.code), name="open_ticket")
+    tickets.create(
+        route="tickets",
+        request=OpenTicket,
+        summary="Open a ticket",
+        build=lambda body: Ticket.open(body.title, body.code),
+        name="open_ticket",
+    )
     tickets.read(route="tickets/{id}", summary="Read a ticket")
-    tickets.update(route="tickets/{id}", method="PATCH", request=ChangeTicket,
-                   apply=Ticket.change, summary="Change a ticket")
-    tickets.update(route="tickets/{id}/close", method="POST", apply=Ticket.close,
-                   precondition_required=True, summary="Close a ticket (If-Match required)")
+    tickets.update(
+        route="tickets/{id}",
+        method="PATCH",
+        request=ChangeTicket,
+        apply=Ticket.change,
+        summary="Change a ticket",
+    )
+    tickets.update(
+        route="tickets/{id}/close",
+        method="POST",
+        apply=Ticket.close,
+        precondition_required=True,
+        summary="Close a ticket (If-Match required)",
+    )
     return tickets
 
 

@@ -45,8 +45,14 @@ class Cli:
     def start(self) -> Cli:
         env = {**os.environ, **self.env, "FUNCSTACK_TEST_MARK": self.mark}
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "funcstack", *self.args], cwd=self.cwd, env=env,
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, process_group=0)
+            [sys.executable, "-m", "funcstack", *self.args],
+            cwd=self.cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            process_group=0,
+        )
         threading.Thread(target=self._read, daemon=True).start()
         return self
 
@@ -88,10 +94,16 @@ class Cli:
             if not entry.name.isdigit() or int(entry.name) == os.getpid():
                 continue
             try:
-                if needle in (entry / "environ").read_bytes() and \
-                        (entry / "stat").read_text().split(") ")[1][0] != "Z":
-                    found.append((entry / "cmdline").read_bytes().replace(b"\0", b" ")
-                                 .decode(errors="replace"))
+                if (
+                    needle in (entry / "environ").read_bytes()
+                    and (entry / "stat").read_text().split(") ")[1][0] != "Z"
+                ):
+                    found.append(
+                        (entry / "cmdline")
+                        .read_bytes()
+                        .replace(b"\0", b" ")
+                        .decode(errors="replace")
+                    )
             except (OSError, IndexError):
                 continue
         return found
@@ -124,8 +136,11 @@ def clis() -> Iterator[list[Cli]]:
 
 def post(url: str, body: object) -> tuple[int, dict[str, object]]:
     request = urllib.request.Request(  # noqa: S310 - the local host's URL
-        url, data=json.dumps(body).encode(), method="POST",
-        headers={"content-type": "application/json"})
+        url,
+        data=json.dumps(body).encode(),
+        method="POST",
+        headers={"content-type": "application/json"},
+    )
     try:
         with urllib.request.urlopen(request, timeout=30) as reply:  # noqa: S310
             return reply.status, json.loads(reply.read())
@@ -134,7 +149,8 @@ def post(url: str, body: object) -> tuple[int, dict[str, object]]:
 
 
 def test_an_app_copied_out_runs_with_one_command_and_ctrl_c_stops_it_under_load(
-    project: Path, clis: list[Cli],
+    project: Path,
+    clis: list[Cli],
 ) -> None:
     cli = Cli(project, ["run", "--app", "hello", "--free-ports"]).start()
     clis.append(cli)
@@ -145,8 +161,10 @@ def test_an_app_copied_out_runs_with_one_command_and_ctrl_c_stops_it_under_load(
     assert "cosmos container hello/greetings: created" in cli.text
     status, greeting = post(f"{url}/greetings", {"name": "Ada"})
     assert status == 201, cli.text
-    with ServiceBusClient.from_connection_string(servicebus) as client, \
-            client.get_subscription_receiver("greetings", "all", max_wait_time=30) as receiver:
+    with (
+        ServiceBusClient.from_connection_string(servicebus) as client,
+        client.get_subscription_receiver("greetings", "all", max_wait_time=30) as receiver,
+    ):
         [message] = receiver.receive_messages(max_wait_time=30)
         receiver.complete_message(message)
     assert message.message_id == greeting["id"]
@@ -191,15 +209,17 @@ def test_state_persists_per_project_folder_unless_fresh(project: Path, clis: lis
     second = one_line(run_once(project, "up", "--free-ports"))
     assert "a stack is already running from this folder: cosmos (pid" in second
     assert first.interrupt() == 0
-    again = Cli(project, ["up", "--free-ports", "--config", "hello/funcstack.json",
-                          "--json"]).start()
+    again = Cli(
+        project, ["up", "--free-ports", "--config", "hello/funcstack.json", "--json"]
+    ).start()
     clis.append(again)
     ready = json.loads(again.wait_for('{"ready": true'))
     assert set(ready) >= {"cosmos", "servicebus", "storage"}
     assert "cosmos container hello/greetings: exists" in again.text
     assert again.interrupt() == 0
-    fresh = Cli(project, ["up", "--free-ports", "--config", "hello/funcstack.json",
-                          "--fresh"]).start()
+    fresh = Cli(
+        project, ["up", "--free-ports", "--config", "hello/funcstack.json", "--fresh"]
+    ).start()
     clis.append(fresh)
     fresh.wait_for("Ctrl-C stops everything.")
     assert "cosmos container hello/greetings: created" in fresh.text
@@ -207,11 +227,18 @@ def test_state_persists_per_project_folder_unless_fresh(project: Path, clis: lis
     assert fresh.leftovers() == []
 
 
-def run_once(cwd: Path, *args: str,
-             env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "funcstack", *args], cwd=cwd,
-                          env={**os.environ, **(env or {})}, capture_output=True, text=True,
-                          timeout=120, check=False)
+def run_once(
+    cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "funcstack", *args],
+        cwd=cwd,
+        env={**os.environ, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def one_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -225,8 +252,7 @@ def one_line(done: subprocess.CompletedProcess[str]) -> str:
 def test_an_app_folder_without_function_app_py_is_one_line(project: Path) -> None:
     (project / "empty").mkdir()
     assert "no function_app.py in" in one_line(run_once(project, "run", "--app", "empty"))
-    assert "--app nowhere: no such folder" in one_line(run_once(project, "run", "--app",
-                                                                "nowhere"))
+    assert "--app nowhere: no such folder" in one_line(run_once(project, "run", "--app", "nowhere"))
 
 
 def test_a_bad_config_file_is_one_line_naming_it(project: Path) -> None:
@@ -256,25 +282,31 @@ def test_missing_node_is_one_line(project: Path) -> None:
 
 
 def test_run_keeps_the_users_local_settings_and_says_in_one_line_what_it_changed(
-    project: Path, clis: list[Cli],
+    project: Path,
+    clis: list[Cli],
 ) -> None:
     """The user's own setting and their own Service Bus namespace in Azure are kept; the local
     connections of an earlier run (the well-known ports) move to this run's free ports; the
     line names settings, never values."""
     app = project / "hello"
     sample = json.loads((app / "local.settings.sample.json").read_text())
-    theirs = ("Endpoint=sb://contoso.servicebus.windows.net/;SharedAccessKeyName=send;"
-              "SharedAccessKey=their-secret-value=")
+    theirs = (
+        "Endpoint=sb://contoso.servicebus.windows.net/;SharedAccessKeyName=send;"
+        "SharedAccessKey=their-secret-value="
+    )
     values = {**sample["Values"], "MY_FEATURE_FLAG": "on", "ServiceBusConnection": theirs}
-    (app / "local.settings.json").write_text(json.dumps(
-        {"IsEncrypted": False, "Values": values, "Host": {"LocalHttpPort": 7071}}))
+    (app / "local.settings.json").write_text(
+        json.dumps({"IsEncrypted": False, "Values": values, "Host": {"LocalHttpPort": 7071}})
+    )
     cli = Cli(project, ["run", "--app", "hello", "--free-ports"]).start()
     clis.append(cli)
     cli.wait_for("Ctrl-C stops everything.")
     said = [line.strip() for line in cli.output if "local.settings.json: " in line]
-    assert said == ["local.settings.json: updated AzureWebJobsStorage, CosmosConnection (the "
-                    "local endpoints); added FUNCTIONS_HOST_COSMOS_VERIFY_TLS (missing); kept "
-                    "ServiceBusConnection (not a local endpoint)"], cli.text
+    assert said == [
+        "local.settings.json: updated AzureWebJobsStorage, CosmosConnection (the "
+        "local endpoints); added FUNCTIONS_HOST_COSMOS_VERIFY_TLS (missing); kept "
+        "ServiceBusConnection (not a local endpoint)"
+    ], cli.text
     assert "their-secret-value" not in cli.text
     cosmos = cli.wait_for("AccountEndpoint=").split()[-1]
     assert cli.interrupt() == 0
@@ -285,7 +317,7 @@ def test_run_keeps_the_users_local_settings_and_says_in_one_line_what_it_changed
     assert written["Host"] == {"LocalHttpPort": 7071}
 
 
-KEYED_APP = '''
+KEYED_APP = """
 import azure.functions as func
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
@@ -294,11 +326,12 @@ app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
 @app.route(route="orders", methods=["GET"])
 def orders(req: func.HttpRequest) -> func.HttpResponse:
     return func.HttpResponse("orders")
-'''
+"""
 
 
 def test_run_with_enforce_keys_prints_each_apps_keys_and_requires_them(
-    project: Path, clis: list[Cli],
+    project: Path,
+    clis: list[Cli],
 ) -> None:
     app = project / "keyed"
     app.mkdir()
@@ -327,7 +360,7 @@ def test_run_with_enforce_keys_prints_each_apps_keys_and_requires_them(
     assert function_key not in logs and master_key not in logs
 
 
-SHOP_APP = '''
+SHOP_APP = """
 import logging
 
 import azure.functions as func
@@ -359,13 +392,15 @@ def hush(req: func.HttpRequest) -> func.HttpResponse:
 async def whisper(req: func.HttpRequest) -> func.HttpResponse:
     log.info("hushed async")
     return func.HttpResponse("")
-'''
+"""
 
 #: host.json: a key funcstack does not honour; the terminal's levels per function (the line per
 #: invocation is category Function.<name>, the app's logging Function.<name>.User)
-SHOP_HOST_JSON = {"version": "2.0", "singleton": {"lockPeriod": "00:00:15"},
-                  "logging": {"logLevel": {"Function.hush": "Warning",
-                                           "Function.whisper.User": "Warning"}}}
+SHOP_HOST_JSON = {
+    "version": "2.0",
+    "singleton": {"lockPeriod": "00:00:15"},
+    "logging": {"logLevel": {"Function.hush": "Warning", "Function.whisper.User": "Warning"}},
+}
 
 
 @pytest.fixture
@@ -393,41 +428,67 @@ def app_url(cli: Cli, app: str) -> str:
 
 
 def test_run_shows_a_line_per_invocation_and_the_apps_logging_as_func_start_does(
-    shop: Path, clis: list[Cli],
+    shop: Path,
+    clis: list[Cli],
 ) -> None:
     cli = Cli(shop, ["run", "--app", "shop", "--free-ports"]).start()
     clis.append(cli)
     cli.wait_for("Ctrl-C stops everything.")
     url = app_url(cli, "shop")
-    assert [request("POST", f"{url}/greet/Ada"), request("GET", f"{url}/fail"),
-            request("GET", f"{url}/hush"), request("GET", f"{url}/whisper"),
-            request("POST", f"{url}/greet/Bob")] == [201, 500, 200, 200, 201]
+    assert [
+        request("POST", f"{url}/greet/Ada"),
+        request("GET", f"{url}/fail"),
+        request("GET", f"{url}/hush"),
+        request("GET", f"{url}/whisper"),
+        request("POST", f"{url}/greet/Bob"),
+    ] == [201, 500, 200, 200, 201]
     last = cli.wait_for("POST /api/greet/Bob -> 201")  # the terminal's lines come in order
-    assert re.fullmatch(r"\[\d\d:\d\d:\d\d\.\d{3}\] shop: Executed 'Functions\.greet' "
-                        r"\(Succeeded, httpTrigger, POST /api/greet/Bob -> 201, "
-                        r"Duration=\d+ms\)", last), last
+    assert re.fullmatch(
+        r"\[\d\d:\d\d:\d\d\.\d{3}\] shop: Executed 'Functions\.greet' "
+        r"\(Succeeded, httpTrigger, POST /api/greet/Bob -> 201, "
+        r"Duration=\d+ms\)",
+        last,
+    ), last
     shown = [re.sub(r"^\[[\d:.]+\] ", "", line) for line in cli.output]
-    executed = next(i for i, line in enumerate(shown) if line.startswith(
-        "shop: Executed 'Functions.greet' (Succeeded, httpTrigger, POST /api/greet/Ada -> 201, "
-        "Duration="))
+    executed = next(
+        i
+        for i, line in enumerate(shown)
+        if line.startswith(
+            "shop: Executed 'Functions.greet' (Succeeded, httpTrigger, POST /api/greet/Ada -> 201, "
+            "Duration="
+        )
+    )
     assert "shop: greeting Ada" in shown, cli.text
     assert shown.index("shop: greeting Ada") < executed  # the app's line, then the invocation's
     assert "shop: printed by greet" in shown  # what the app prints (its own pipe: any order)
     failed = shown.index("shop: WARNING about to fail") + 1
-    assert re.fullmatch(r"shop: ERROR Executed 'Functions\.fail' \(Failed, httpTrigger, GET "
-                        r"/api/fail, Duration=\d+ms\)", shown[failed]), shown[failed]
-    error = shown[failed + 1:shown.index("shop: greeting Bob")]
+    assert re.fullmatch(
+        r"shop: ERROR Executed 'Functions\.fail' \(Failed, httpTrigger, GET "
+        r"/api/fail, Duration=\d+ms\)",
+        shown[failed],
+    ), shown[failed]
+    error = shown[failed + 1 : shown.index("shop: greeting Bob")]
     assert error[0] == "    ValueError: the shop is closed"  # the error in full, indented
     assert "    Traceback (most recent call last):" in error
     assert '        raise ValueError("the shop is closed")' in error
     assert any(line.startswith("shop: Executed 'Functions.whisper' (Succeeded") for line in shown)
     assert not [line for line in shown if "hushed" in line or "Functions.hush'" in line]
-    assert any(line.startswith("shop: WARNING host.json: singleton (lockPeriod) is not "
-                               "honoured by funcstack") for line in shown)
+    assert any(
+        line.startswith(
+            "shop: WARNING host.json: singleton (lockPeriod) is not honoured by funcstack"
+        )
+        for line in shown
+    )
     assert cli.interrupt() == 0
     log = (shop / ".funcstack" / "shop.log").read_text()
-    for once in ("greeting Ada", "hushed sync", "hushed async", "Executed 'Functions.hush'",
-                 "printed by greet", "Traceback (most recent call last):"):
+    for once in (
+        "greeting Ada",
+        "hushed sync",
+        "hushed async",
+        "Executed 'Functions.hush'",
+        "printed by greet",
+        "Traceback (most recent call last):",
+    ):
         assert log.count(once) == (2 if once == "printed by greet" else 1), once
     settings = [line for line in log.splitlines() if "app settings: " in line]
     assert len(settings) == 1 and "skipping setting" not in log
@@ -447,8 +508,11 @@ def test_run_quiet_keeps_the_terminal_to_the_banner(shop: Path, clis: list[Cli])
     assert cli.interrupt() == 0
     assert "greeting Ada" in log.read_text()
     assert not [line for line in cli.output if "greet" in line or "singleton" in line], cli.text
+
+
 def test_run_with_instances_lists_them_each_with_its_log_behind_the_apps_url(
-    project: Path, clis: list[Cli],
+    project: Path,
+    clis: list[Cli],
 ) -> None:
     """``--instances 2``: two hosts of the app, each with its log, listed in the banner; the
     app's URL is the front (which spreads requests: tests/functions_host/test_scaleout.py);
@@ -463,8 +527,10 @@ def test_run_with_instances_lists_them_each_with_its_log_behind_the_apps_url(
         assert f"log: .funcstack/{name}.log" in line
     created = [post(f"{url}/greetings", {"name": f"Ada {i}"}) for i in range(4)]
     assert [status for status, _ in created] == [201] * 4
-    logs = {name: (project / ".funcstack" / f"{name}.log").read_text()
-            for name in ("hello-1", "hello-2")}
+    logs = {
+        name: (project / ".funcstack" / f"{name}.log").read_text()
+        for name in ("hello-1", "hello-2")
+    }
     assert all("host listening" in log for log in logs.values())
     assert cli.interrupt() == 0
     assert cli.leftovers() == []

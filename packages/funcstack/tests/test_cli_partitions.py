@@ -26,8 +26,14 @@ CONFIG = """{
 
 
 def funcstack(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "funcstack", *args], cwd=cwd,
-                          capture_output=True, text=True, timeout=120, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "funcstack", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
 
 
 def one_line(done: subprocess.CompletedProcess[str]) -> str:
@@ -42,8 +48,13 @@ def stack(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
     """``funcstack up`` running in a folder of its own (free ports): the folder, its output."""
     (tmp_path / "funcstack.json").write_text(CONFIG)
     process = subprocess.Popen(
-        [sys.executable, "-m", "funcstack", "up", "--free-ports", "--json"], cwd=tmp_path,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, process_group=0)
+        [sys.executable, "-m", "funcstack", "up", "--free-ports", "--json"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        process_group=0,
+    )
     output: list[str] = []
 
     def read() -> None:
@@ -64,7 +75,8 @@ def stack(tmp_path: Path) -> Iterator[tuple[Path, list[str]]]:
 
 
 def test_split_a_physical_partition_of_the_stack_running_from_this_folder(
-        stack: tuple[Path, list[str]]) -> None:
+    stack: tuple[Path, list[str]],
+) -> None:
     folder, output = stack
     listed = funcstack(folder, "partitions", "shop", "orders")
     assert listed.returncode == 0, listed.stderr
@@ -80,22 +92,27 @@ def test_split_a_physical_partition_of_the_stack_running_from_this_folder(
     split = funcstack(folder, "split", "shop", "orders", "--range", "1")
     assert split.returncode == 0, split.stderr
     lines = split.stdout.splitlines()
-    assert lines[0] == ("shop/orders: range 1 split into 2, 3; requests naming 1 now answer "
-                        "410 / 1002 (PartitionKeyRangeGone)")
+    assert lines[0] == (
+        "shop/orders: range 1 split into 2, 3; requests naming 1 now answer "
+        "410 / 1002 (PartitionKeyRangeGone)"
+    )
     rows = [line.split() for line in lines[2:]]
     assert [row[0] for row in rows] == ["0", "2", "3"]
     assert sum(int(row[1]) for row in rows) == 20
     assert [row[-1] for row in rows] == ["-", "1", "1"]
 
     assert "No live partition key range '1'" in one_line(
-        funcstack(folder, "split", "shop", "orders", "--range", "1"))
+        funcstack(folder, "split", "shop", "orders", "--range", "1")
+    )
     assert "No container 'nope' in database 'shop'" in one_line(
-        funcstack(folder, "partitions", "shop", "nope"))
+        funcstack(folder, "partitions", "shop", "nope")
+    )
 
 
 def test_split_without_a_running_stack_is_one_line(tmp_path: Path) -> None:
     line = one_line(funcstack(tmp_path, "split", "shop", "orders"))
     assert "no stack runs from this folder" in line and "funcstack up" in line
-    line = one_line(funcstack(tmp_path, "partitions", "shop", "orders",
-                              "--endpoint", "https://127.0.0.1:9/"))
+    line = one_line(
+        funcstack(tmp_path, "partitions", "shop", "orders", "--endpoint", "https://127.0.0.1:9/")
+    )
     assert "cannot be reached" in line

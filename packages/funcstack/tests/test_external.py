@@ -52,15 +52,28 @@ print("stopped")
 
 def _other_python() -> str:
     return shutil.which("python3.11") or next(
-        (str(p) for p in sorted(Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv"))
-                                .glob("versions/3.11.*/bin/python3.11"))), sys.executable)
+        (
+            str(p)
+            for p in sorted(
+                Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")).glob(
+                    "versions/3.11.*/bin/python3.11"
+                )
+            )
+        ),
+        sys.executable,
+    )
 
 
 def test_a_suite_on_another_python_gets_the_services_and_they_stop_after() -> None:
     python = _other_python()
-    run = subprocess.run([python, "-c", SCRIPT, str(MODULE), str(CONFIG)],
-                         env={**os.environ, "FUNCSTACK": str(FUNCSTACK)},
-                         capture_output=True, text=True, timeout=300, check=False)
+    run = subprocess.run(
+        [python, "-c", SCRIPT, str(MODULE), str(CONFIG)],
+        env={**os.environ, "FUNCSTACK": str(FUNCSTACK)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "ports" in run.stdout and run.stdout.rstrip().endswith("stopped"), run.stdout
 
@@ -69,15 +82,19 @@ def test_a_missing_command_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("FUNCSTACK", raising=False)
     with pytest.raises(ExternalStackError, match="FUNCSTACK is not set"), external_services():
         pass
-    with pytest.raises(ExternalStackError, match="cannot run '/no/such/funcstack'"), \
-            external_services("/no/such/funcstack"):
+    with (
+        pytest.raises(ExternalStackError, match="cannot run '/no/such/funcstack'"),
+        external_services("/no/such/funcstack"),
+    ):
         pass
 
 
 def test_a_refusal_is_reported_with_funcstacks_words(tmp_path: Path) -> None:
     bad = tmp_path / "funcstack.json"
     bad.write_text("{not json")
-    with pytest.raises(ExternalStackError, match="did not come up") as raised, \
-            external_services(str(FUNCSTACK), config=bad):
+    with (
+        pytest.raises(ExternalStackError, match="did not come up") as raised,
+        external_services(str(FUNCSTACK), config=bad),
+    ):
         pass
     assert "funcstack.json" in str(raised.value)

@@ -23,7 +23,8 @@ print(polite.wait(5), stubborn.wait(5))
 
 def test_every_child_still_running_is_stopped_and_a_stubborn_one_killed() -> None:
     # in a process of its own: here it would stop this test process's other children
-    done = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True,
-                          timeout=60, check=False)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=60, check=False
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["-15", "-9"]

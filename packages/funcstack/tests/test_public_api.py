@@ -25,24 +25,37 @@ def test_every_public_name_resolves_and_is_listed(package: str) -> None:
     for name in module.__all__:
         assert getattr(module, name) is not None, name
     assert set(module.__all__) <= set(dir(module))
-    with pytest.raises(AttributeError, match=rf"module '{re.escape(package)}' has no attribute "
-                                             "'NoSuchName'"):
+    with pytest.raises(
+        AttributeError,
+        match=rf"module '{re.escape(package)}' has no attribute "
+        "'NoSuchName'",
+    ):
         _ = module.NoSuchName
 
 
 def test_importing_the_packages_imports_none_of_their_modules() -> None:
-    code = ("import sys, funcstack, funcstack.cosmos, funcstack.servicebus, "
-            "funcstack.functions_host; print(sorted(m for m in sys.modules if "
-            "m.startswith('funcstack.') and m != 'funcstack._lazy' and m not in "
-            f"{PACKAGES!r}))")
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True).stdout.strip()
+    code = (
+        "import sys, funcstack, funcstack.cosmos, funcstack.servicebus, "
+        "funcstack.functions_host; print(sorted(m for m in sys.modules if "
+        "m.startswith('funcstack.') and m != 'funcstack._lazy' and m not in "
+        f"{PACKAGES!r}))"
+    )
+    loaded = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout.strip()
     assert loaded == "[]"
     used = subprocess.run(
-        [sys.executable, "-c", "import sys, funcstack; funcstack.load_config; "
-                               "print('funcstack.config' in sys.modules, "
-                               "'funcstack.stack' in sys.modules)"],
-        capture_output=True, text=True, check=True).stdout.split()
+        [
+            sys.executable,
+            "-c",
+            "import sys, funcstack; funcstack.load_config; "
+            "print('funcstack.config' in sys.modules, "
+            "'funcstack.stack' in sys.modules)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert used == ["True", "False"]  # the name's module, and only it
 
 
@@ -53,8 +66,8 @@ def test_a_lazy_name_left_out_of_all_is_refused() -> None:
 
 def test_the_readme_names_every_public_name_of_the_package() -> None:
     text = README.read_text("utf-8")
-    section = text[text.index("## Python API"):]
-    section = section[:section.index("\n## ", 1)]
+    section = text[text.index("## Python API") :]
+    section = section[: section.index("\n## ", 1)]
     named = set(re.findall(r"`([A-Za-z_][\w.]*)", section))
     import funcstack
 
@@ -71,9 +84,13 @@ SOURCE = Path(__file__).resolve().parents[1] / "src" / "funcstack"
 
 
 def test_no_source_file_is_over_700_lines() -> None:
-    files = [p for p in SOURCE.rglob("*") if p.suffix in {".py", ".js"}
-             and "node_modules" not in p.parts]
+    files = [
+        p for p in SOURCE.rglob("*") if p.suffix in {".py", ".js"} and "node_modules" not in p.parts
+    ]
     assert len(files) > 50  # the package's sources were found
-    long = {str(p.relative_to(SOURCE)): n for p in files
-            if (n := len(p.read_text("utf-8").splitlines())) > MAX_SOURCE_LINES}
+    long = {
+        str(p.relative_to(SOURCE)): n
+        for p in files
+        if (n := len(p.read_text("utf-8").splitlines())) > MAX_SOURCE_LINES
+    }
     assert not long, f"split these into rooms of one idea each: {long}"

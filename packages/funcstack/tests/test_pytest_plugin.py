@@ -125,15 +125,17 @@ def leftovers(mark: str) -> list[str]:
     return Cli(Path(), [], mark=mark).leftovers()
 
 
-def test_a_test_file_with_only_the_plugins_fixtures(pytester: pytest.Pytester,
-                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_test_file_with_only_the_plugins_fixtures(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
     mark = uuid.uuid4().hex
     monkeypatch.setenv("FUNCSTACK_TEST_MARK", mark)
     monkeypatch.setenv(CACHE_ENV, SHARED_CACHE[CACHE_ENV])
     pytester.makepyfile(test_user=USER_TESTS)
     pytester.makeini(f"[pytest]\nfuncstack_config = {HELLO / 'funcstack.json'}\n")
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:xdist",
-                                           "-p", "no:randomly", timeout=600)
+    result = pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly", timeout=600
+    )
     result.assert_outcomes(passed=4, failed=1)
     result.stdout.fnmatch_lines(["*fails on purpose*"])
     assert leftovers(mark) == []
@@ -141,7 +143,8 @@ def test_a_test_file_with_only_the_plugins_fixtures(pytester: pytest.Pytester,
 
 def test_ctrl_c_stops_the_services(pytester: pytest.Pytester, tmp_path: Path) -> None:
     started = tmp_path / "started"
-    pytester.makepyfile(test_wait=f'''
+    pytester.makepyfile(
+        test_wait=f"""
 import pathlib
 import time
 
@@ -149,7 +152,8 @@ import time
 def test_waits(funcstack_services):
     pathlib.Path({str(started)!r}).write_text(funcstack_services.cosmos_endpoint)
     time.sleep(600)
-''')
+"""
+    )
     mark = uuid.uuid4().hex
     # A terminal starts its foreground job with Ctrl-C at its default. A suite started in the
     # background of a non-interactive shell (`make test &`) has SIGINT ignored, a child inherits
@@ -158,10 +162,25 @@ def test_waits(funcstack_services):
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
-             "--funcstack-config", str(HELLO / "funcstack.json")],
-            cwd=pytester.path, env={**os.environ, **SHARED_CACHE, "FUNCSTACK_TEST_MARK": mark},
-            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, process_group=0)
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "-p",
+                "no:xdist",
+                "-q",
+                "--funcstack-config",
+                str(HELLO / "funcstack.json"),
+            ],
+            cwd=pytester.path,
+            env={**os.environ, **SHARED_CACHE, "FUNCSTACK_TEST_MARK": mark},
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            process_group=0,
+        )
     finally:
         signal.signal(signal.SIGINT, previous)
     try:

@@ -29,8 +29,12 @@ OFFICIAL = HERE / "fixtures" / "emulator-Config.json"
 @pytest.fixture(scope="module")
 def official(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
     """The services with the official sample Config.json, unchanged (no Azurite)."""
-    stack = LocalStack(workdir=tmp_path_factory.mktemp("official"), config=load_config(OFFICIAL),
-                       ports=ServicePorts.free(), with_azurite=False)
+    stack = LocalStack(
+        workdir=tmp_path_factory.mktemp("official"),
+        config=load_config(OFFICIAL),
+        ports=ServicePorts.free(),
+        with_azurite=False,
+    )
     with stack:
         yield stack
 
@@ -56,21 +60,26 @@ def test_the_official_sample_config_provisions_unchanged_with_its_queue_topic_an
             receiver.complete_message(message)
             assert message.message_id == "q-1"
         with sb.get_topic_sender("topic.1") as sender:
-            sender.send_messages([
-                ServiceBusMessage("{}", message_id="json", content_type="application/json"),
-                ServiceBusMessage("p", message_id="prop", application_properties={
-                    "prop1": "value1"}),
-                ServiceBusMessage("s", message_id="123456", application_properties={
-                    "userProp1": "value1"}),
-                ServiceBusMessage("n", message_id="none"),
-            ])
+            sender.send_messages(
+                [
+                    ServiceBusMessage("{}", message_id="json", content_type="application/json"),
+                    ServiceBusMessage(
+                        "p", message_id="prop", application_properties={"prop1": "value1"}
+                    ),
+                    ServiceBusMessage(
+                        "s", message_id="123456", application_properties={"userProp1": "value1"}
+                    ),
+                    ServiceBusMessage("n", message_id="none"),
+                ]
+            )
         # subscription.1: Correlation on ContentType; .2: Correlation on a user property;
         # .3: no rules (everything); .4: SQL on sys.MessageId and a user property (its rule's
         # Action is taken, not applied)
         assert receive(sb, "topic.1", "subscription.1") == ["json"]
         assert receive(sb, "topic.1", "subscription.2") == ["prop"]
         assert sorted(receive(sb, "topic.1", "subscription.3")) == sorted(
-            ["json", "prop", "123456", "none"])
+            ["json", "prop", "123456", "none"]
+        )
         assert receive(sb, "topic.1", "subscription.4") == ["123456"]
     log = official.log_path("servicebus").read_text()
     assert "rule 'sql-filter-1': rule action \"SET sys.To = 'Entity'\" is not applied" in log
@@ -78,59 +87,81 @@ def test_the_official_sample_config_provisions_unchanged_with_its_queue_topic_an
 
 def test_provisioning_is_idempotent_and_says_what_it_did(official: LocalStack) -> None:
     name = f"db-{uuid.uuid4().hex[:8]}"
-    spec = CosmosSpec(databases=(DatabaseSpec(name, (
-        ContainerSpec("items", "/pk", default_ttl=-1,
-                      indexing_policy={"indexingMode": "consistent",
-                                       "includedPaths": [{"path": "/kind/?"}],
-                                       "excludedPaths": [{"path": "/*"}]}),
-        ContainerSpec("leases", "/id"))),))
+    spec = CosmosSpec(
+        databases=(
+            DatabaseSpec(
+                name,
+                (
+                    ContainerSpec(
+                        "items",
+                        "/pk",
+                        default_ttl=-1,
+                        indexing_policy={
+                            "indexingMode": "consistent",
+                            "includedPaths": [{"path": "/kind/?"}],
+                            "excludedPaths": [{"path": "/*"}],
+                        },
+                    ),
+                    ContainerSpec("leases", "/id"),
+                ),
+            ),
+        )
+    )
     connection = official.cosmos_connection_string
     first = provision_cosmos(spec, connection)
-    assert first.lines() == [f"cosmos database {name}: created",
-                             f"cosmos container {name}/items: created",
-                             f"cosmos container {name}/leases: created"]
+    assert first.lines() == [
+        f"cosmos database {name}: created",
+        f"cosmos container {name}/items: created",
+        f"cosmos container {name}/leases: created",
+    ]
     again = provision_cosmos(spec, connection)
     assert [i.outcome for i in again.items] == ["exists", "exists", "exists"]
     assert again.created == []
-    changed = CosmosSpec(databases=(DatabaseSpec(name, (ContainerSpec("items", "/pk",
-                                                                      default_ttl=60),)),))
-    assert [i.outcome for i in provision_cosmos(changed, connection).items] == [
-        "exists", "updated"]
+    changed = CosmosSpec(
+        databases=(DatabaseSpec(name, (ContainerSpec("items", "/pk", default_ttl=60),)),)
+    )
+    assert [i.outcome for i in provision_cosmos(changed, connection).items] == ["exists", "updated"]
     client = CosmosClient.from_connection_string(connection, connection_verify=False)
     stored = client.get_database_client(name).get_container_client("items").read()
     assert stored["defaultTtl"] == 60
     assert stored["indexingPolicy"]["includedPaths"] == [{"path": "/kind/?"}]  # kept
     moved = CosmosSpec(databases=(DatabaseSpec(name, (ContainerSpec("items", "/other"),)),))
-    with pytest.raises(ProvisionError, match=f"{name}/items exists with partition key /pk, "
-                                             "declared /other"):
+    with pytest.raises(
+        ProvisionError, match=f"{name}/items exists with partition key /pk, declared /other"
+    ):
         provision_cosmos(moved, connection)
 
 
 def test_declared_physical_partitions_are_laid_out_split_and_kept_as_declared(
-        official: LocalStack) -> None:
+    official: LocalStack,
+) -> None:
     name = f"db-{uuid.uuid4().hex[:8]}"
 
     def spec(partitions: int) -> CosmosSpec:
-        return CosmosSpec(databases=(DatabaseSpec(name, (
-            ContainerSpec("orders", "/pk", physical_partitions=partitions),)),))
+        return CosmosSpec(
+            databases=(
+                DatabaseSpec(
+                    name, (ContainerSpec("orders", "/pk", physical_partitions=partitions),)
+                ),
+            )
+        )
 
     connection = official.cosmos_connection_string
     assert [i.outcome for i in provision_cosmos(spec(4), connection).items] == [
-        "created", "created"]
+        "created",
+        "created",
+    ]
     assert [p.id for p in official.physical_partitions(name, "orders")] == ["0", "1", "2", "3"]
-    assert [i.outcome for i in provision_cosmos(spec(4), connection).items] == [
-        "exists", "exists"]
+    assert [i.outcome for i in provision_cosmos(spec(4), connection).items] == ["exists", "exists"]
     assert official.split(name, "orders", "1") == ["4", "5"]
     # more than declared (split since) is kept: physical partitions never merge
-    assert [i.outcome for i in provision_cosmos(spec(4), connection).items] == [
-        "exists", "exists"]
+    assert [i.outcome for i in provision_cosmos(spec(4), connection).items] == ["exists", "exists"]
     # fewer than declared: split until there are as many
-    assert [i.outcome for i in provision_cosmos(spec(7), connection).items] == [
-        "exists", "updated"]
+    assert [i.outcome for i in provision_cosmos(spec(7), connection).items] == ["exists", "updated"]
     assert len(official.physical_partitions(name, "orders")) == 7
 
 
-APP = '''
+APP = """
 import importlib.util
 import sys
 
@@ -143,11 +174,13 @@ app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
 def path(req: func.HttpRequest) -> func.HttpResponse:
     found = importlib.util.find_spec("probe_leak") is not None
     return func.HttpResponse(f"{int(found)}")
-'''
+"""
 
 
 def test_the_apps_folder_is_the_only_entry_added_to_its_workers_import_path(
-    official: LocalStack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    official: LocalStack,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A PYTHONPATH in the environment does not reach the app; extra_import_paths opts in."""
     leak = tmp_path / "leak"
@@ -174,10 +207,16 @@ def test_the_apps_folder_is_the_only_entry_added_to_its_workers_import_path(
 def test_the_services_start_with_the_declared_resources_of_an_app(tmp_path: Path) -> None:
     app = tmp_path / "hello"
     shutil.copytree(HERE / "apps" / "hello", app)
-    with LocalStack(workdir=tmp_path / "stack", config=load_config(app / "funcstack.json"),
-                    ports=ServicePorts.free(), with_azurite=False) as stack:
-        assert stack.report.lines() == ["cosmos database hello: created",
-                                        "cosmos container hello/greetings: created"]
+    with LocalStack(
+        workdir=tmp_path / "stack",
+        config=load_config(app / "funcstack.json"),
+        ports=ServicePorts.free(),
+        with_azurite=False,
+    ) as stack:
+        assert stack.report.lines() == [
+            "cosmos database hello: created",
+            "cosmos container hello/greetings: created",
+        ]
         stack.container_client("hello", "greetings").create_item({"id": "1"})
 
 
@@ -185,12 +224,19 @@ def test_declared_blob_containers_are_created_private_in_azurite_and_kept(
     tmp_path: Path,
 ) -> None:
     config = tmp_path / "stack.json"
-    config.write_text(json.dumps({"Storage": {"BlobContainers": [
-        {"Name": "payloads"}, {"Name": "archive"}]}}))
-    with LocalStack(workdir=tmp_path / "stack", config=load_config(config),
-                    ports=ServicePorts.free(), with_servicebus=False) as stack:
-        assert stack.report.lines() == ["storage blob container payloads: created",
-                                        "storage blob container archive: created"]
+    config.write_text(
+        json.dumps({"Storage": {"BlobContainers": [{"Name": "payloads"}, {"Name": "archive"}]}})
+    )
+    with LocalStack(
+        workdir=tmp_path / "stack",
+        config=load_config(config),
+        ports=ServicePorts.free(),
+        with_servicebus=False,
+    ) as stack:
+        assert stack.report.lines() == [
+            "storage blob container payloads: created",
+            "storage blob container archive: created",
+        ]
         with BlobServiceClient.from_connection_string(stack.storage_connection_string) as blobs:
             container = blobs.get_container_client("payloads")
             assert container.get_container_properties().public_access is None  # private
@@ -203,32 +249,52 @@ def test_declared_queues_are_created_in_azurite_and_kept_with_their_messages(
     tmp_path: Path,
 ) -> None:
     config = tmp_path / "stack.json"
-    config.write_text(json.dumps({"Storage": {"BlobContainers": [{"Name": "imports"}],
-                                              "Queues": [{"Name": "imports"},
-                                                         {"Name": "imports-2"}]}}))
-    with LocalStack(workdir=tmp_path / "stack", config=load_config(config),
-                    ports=ServicePorts.free(), with_servicebus=False) as stack:
-        assert stack.report.lines() == ["storage blob container imports: created",
-                                        "storage queue imports: created",
-                                        "storage queue imports-2: created"]
+    config.write_text(
+        json.dumps(
+            {
+                "Storage": {
+                    "BlobContainers": [{"Name": "imports"}],
+                    "Queues": [{"Name": "imports"}, {"Name": "imports-2"}],
+                }
+            }
+        )
+    )
+    with LocalStack(
+        workdir=tmp_path / "stack",
+        config=load_config(config),
+        ports=ServicePorts.free(),
+        with_servicebus=False,
+    ) as stack:
+        assert stack.report.lines() == [
+            "storage blob container imports: created",
+            "storage queue imports: created",
+            "storage queue imports-2: created",
+        ]
         with QueueServiceClient.from_connection_string(stack.storage_connection_string) as qs:
             assert sorted(q.name for q in qs.list_queues()) == ["imports", "imports-2"]
             queue = qs.get_queue_client("imports")
             queue.send_message("kept")
             assert [(i.kind, i.outcome) for i in stack.provision().items] == [
-                ("blob container", "exists"), ("queue", "exists"), ("queue", "exists")]
+                ("blob container", "exists"),
+                ("queue", "exists"),
+                ("queue", "exists"),
+            ]
             [message] = queue.peek_messages()
             assert message.content == "kept"
 
 
-def test_a_bad_sample_settings_file_is_named_in_one_line(official: LocalStack,
-                                                         tmp_path: Path) -> None:
+def test_a_bad_sample_settings_file_is_named_in_one_line(
+    official: LocalStack, tmp_path: Path
+) -> None:
     app = tmp_path / "bad"
     app.mkdir()
     (app / "function_app.py").write_text(APP)
     (app / "local.settings.sample.json").write_text('{"Values": {"A": 1,}}')
-    with pytest.raises(Exception, match=r"bad did not start: .*local.settings.sample.json: not "
-                                        r"valid JSON") as failed:
+    with pytest.raises(
+        Exception,
+        match=r"bad did not start: .*local.settings.sample.json: not "
+        r"valid JSON",
+    ) as failed:
         official.host_app(app, port=0)
     assert "\n" not in str(failed.value)
     assert not isinstance(failed.value, ConfigError)
@@ -237,10 +303,14 @@ def test_a_bad_sample_settings_file_is_named_in_one_line(official: LocalStack,
 # -- local.settings.json is the user's (issue 36) --------------------------------------------------
 
 #: A team's own Service Bus namespace in Azure (not a local endpoint): funcstack keeps it.
-THEIR_SERVICEBUS = ("Endpoint=sb://contoso.servicebus.windows.net/;SharedAccessKeyName=send;"
-                    "SharedAccessKey=their-secret-value=")
-AN_EARLIER_RUN_COSMOS = ("AccountEndpoint=https://127.0.0.1:40001/;AccountKey=C2y6yDjf5/R+ob0N8A7C"
-                         "gv30VRDJIWEHLM+4QDU9DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==;")
+THEIR_SERVICEBUS = (
+    "Endpoint=sb://contoso.servicebus.windows.net/;SharedAccessKeyName=send;"
+    "SharedAccessKey=their-secret-value="
+)
+AN_EARLIER_RUN_COSMOS = (
+    "AccountEndpoint=https://127.0.0.1:40001/;AccountKey=C2y6yDjf5/R+ob0N8A7C"
+    "gv30VRDJIWEHLM+4QDU9DE2nQ9nDuVTqobD4b8mGGyPMbIZnqyMsEcaGQy67XIw/Jw==;"
+)
 
 
 def users_settings(app: Path) -> dict[str, object]:
@@ -250,15 +320,25 @@ def users_settings(app: Path) -> dict[str, object]:
     sample = json.loads((app / "local.settings.sample.json").read_text())
     values = dict(sample["Values"])
     del values["GREETINGS_TOPIC"]
-    values.update({"MY_FEATURE_FLAG": "on", "ServiceBusConnection": THEIR_SERVICEBUS,
-                   "CosmosConnection": AN_EARLIER_RUN_COSMOS, "RETRIES": 3})
-    return {"IsEncrypted": False, "Values": values,
-            "Host": {"LocalHttpPort": 7071, "CORS": "https://app.example"},
-            "ConnectionStrings": {}}
+    values.update(
+        {
+            "MY_FEATURE_FLAG": "on",
+            "ServiceBusConnection": THEIR_SERVICEBUS,
+            "CosmosConnection": AN_EARLIER_RUN_COSMOS,
+            "RETRIES": 3,
+        }
+    )
+    return {
+        "IsEncrypted": False,
+        "Values": values,
+        "Host": {"LocalHttpPort": 7071, "CORS": "https://app.example"},
+        "ConnectionStrings": {},
+    }
 
 
 def test_the_users_local_settings_are_kept_and_only_local_connections_updated(
-    official: LocalStack, tmp_path: Path,
+    official: LocalStack,
+    tmp_path: Path,
 ) -> None:
     app = tmp_path / "hello"
     shutil.copytree(HERE / "apps" / "hello", app)
@@ -275,21 +355,25 @@ def test_the_users_local_settings_are_kept_and_only_local_connections_updated(
     assert values["GREETINGS_TOPIC"] == "greetings"  # missing: added from the sample
     assert written["Host"] == mine["Host"] and written["ConnectionStrings"] == {}
     line = official.settings_changes["kept"]
-    assert line == ("local.settings.json: updated CosmosConnection (the local endpoint); added "
-                    "GREETINGS_TOPIC, FUNCTIONS_HOST_COSMOS_VERIFY_TLS (missing); kept "
-                    "ServiceBusConnection (not a local endpoint)")
+    assert line == (
+        "local.settings.json: updated CosmosConnection (the local endpoint); added "
+        "GREETINGS_TOPIC, FUNCTIONS_HOST_COSMOS_VERIFY_TLS (missing); kept "
+        "ServiceBusConnection (not a local endpoint)"
+    )
     assert "secret" not in line and "AccountKey" not in line
 
     before = (app / "local.settings.json").stat().st_mtime_ns
     official.host_app(app, name="kept", port=0)  # nothing to change: the file is not written
     official.stop_part("kept")
     assert (app / "local.settings.json").stat().st_mtime_ns == before
-    assert official.settings_changes["kept"] == ("local.settings.json: unchanged; kept "
-                                                 "ServiceBusConnection (not a local endpoint)")
+    assert official.settings_changes["kept"] == (
+        "local.settings.json: unchanged; kept ServiceBusConnection (not a local endpoint)"
+    )
 
 
 def test_a_missing_local_settings_file_is_created_from_the_sample(
-    official: LocalStack, tmp_path: Path,
+    official: LocalStack,
+    tmp_path: Path,
 ) -> None:
     app = tmp_path / "hello"
     shutil.copytree(HERE / "apps" / "hello", app)
@@ -299,11 +383,13 @@ def test_a_missing_local_settings_file_is_created_from_the_sample(
     assert values["CosmosConnection"] == official.cosmos_connection_string
     assert values["ServiceBusConnection"] == official.servicebus_connection_string
     assert official.settings_changes["created"] == (
-        "local.settings.json: created from local.settings.sample.json")
+        "local.settings.json: created from local.settings.sample.json"
+    )
 
 
 def test_an_unreadable_local_settings_file_is_named_and_left_as_it_is(
-    official: LocalStack, tmp_path: Path,
+    official: LocalStack,
+    tmp_path: Path,
 ) -> None:
     app = tmp_path / "hello"
     shutil.copytree(HERE / "apps" / "hello", app)

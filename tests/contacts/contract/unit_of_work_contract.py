@@ -38,9 +38,11 @@ def new_contact(first: str = "Ada", email: str = "ada@example.com") -> Contact:
 
 
 CONTACT = AggregateExample(
-    "contact", new_contact,
+    "contact",
+    new_contact,
     change=lambda c: c.rename(Name(first_name="Changed", last_name=c.name.last_name)),
-    actions=("ContactCreatedEvent", "ContactNameUpdatedEvent"))
+    actions=("ContactCreatedEvent", "ContactNameUpdatedEvent"),
+)
 
 
 class ContactsWorld(StoreWorld):
@@ -52,8 +54,10 @@ class ContactsWorld(StoreWorld):
         """The list of live contacts, on the same store."""
 
     def list_page(self, *, page_size: int, continuation: str | None) -> Page[ContactSummary]:
-        return cast(Page[ContactSummary], self.run(self.contact_list().list_page(
-            page_size=page_size, continuation=continuation)))
+        return cast(
+            Page[ContactSummary],
+            self.run(self.contact_list().list_page(page_size=page_size, continuation=continuation)),
+        )
 
 
 class ContactsStoreContract(UnitOfWorkContract, IdempotencyContract):
@@ -72,7 +76,9 @@ class ContactsStoreContract(UnitOfWorkContract, IdempotencyContract):
             uow.commit(traceparent="00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
         events = events_of(world, contact.id)
         assert [e["action"] for e in events] == [
-            "ContactCreatedEvent", "ContactNameUpdatedEvent", "ContactEmailUpdatedEvent",
+            "ContactCreatedEvent",
+            "ContactNameUpdatedEvent",
+            "ContactEmailUpdatedEvent",
         ]
         assert [e["version"] for e in events] == [1, 2, 3]
         assert all(e["traceparent"].startswith("00-0af7651916cd43dd") for e in events[1:])
@@ -80,8 +86,9 @@ class ContactsStoreContract(UnitOfWorkContract, IdempotencyContract):
             assert uow.repository(Contact).get(contact.id).version == 3
 
     def test_pages_through_live_contacts_with_a_continuation(self, world: ContactsWorld) -> None:
-        ids = {saved(world, new_contact(first=f"P{i}", email=f"p{i}@example.com")).id
-               for i in range(5)}
+        ids = {
+            saved(world, new_contact(first=f"P{i}", email=f"p{i}@example.com")).id for i in range(5)
+        }
         deleted = saved(world, new_contact(first="Gone", email="gone@example.com"))
         with world.uow() as uow:
             uow.repository(Contact).get(deleted.id).delete()

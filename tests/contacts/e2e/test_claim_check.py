@@ -43,8 +43,9 @@ KB = 1024
 
 def payloads(stack: Stack) -> BlobPayloadStore:
     assert stack.azurite is not None
-    return BlobPayloadStore.from_connection_string(stack.azurite.connection_string,
-                                                  stack.settings()["OUTBOX_PAYLOAD_CONTAINER"])
+    return BlobPayloadStore.from_connection_string(
+        stack.azurite.connection_string, stack.settings()["OUTBOX_PAYLOAD_CONTAINER"]
+    )
 
 
 def write(stack: Stack, sizes: list[int], tag: str) -> tuple[str, list[str]]:
@@ -61,17 +62,22 @@ def write(stack: Stack, sizes: list[int], tag: str) -> tuple[str, list[str]]:
             current = uow.repository(Manuscript).get(manuscript.id)
             current.revise(text_of(size, f"{tag}{i}"))
             uow.commit()
-    events = sorted(container.query_items(
-        "SELECT c.id, c.version FROM c WHERE c.type = 'domainEvent' AND "
-        "c.partitionKey = @id", parameters=[{"name": "@id", "value": manuscript.id}],
-        partition_key=manuscript.id), key=lambda e: e["version"])
+    events = sorted(
+        container.query_items(
+            "SELECT c.id, c.version FROM c WHERE c.type = 'domainEvent' AND c.partitionKey = @id",
+            parameters=[{"name": "@id", "value": manuscript.id}],
+            partition_key=manuscript.id,
+        ),
+        key=lambda e: e["version"],
+    )
     return manuscript.id, [e["id"] for e in events]
 
 
 def stored(stack: Stack, event_id: str, aggregate_id: str) -> dict[str, Any]:
     """What the app published with an event: its message body."""
-    data = event_fields(stack.contacts_container().read_item(
-        event_id, partition_key=aggregate_id)).data
+    data = event_fields(
+        stack.contacts_container().read_item(event_id, partition_key=aggregate_id)
+    ).data
     assert data is not None
     return dict(data)
 
@@ -104,9 +110,13 @@ def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     workdir = Path(tmp_path_factory.mktemp("claim-check"))
-    with Stack(workdir=workdir / "stack", ports=Ports.free(), with_azurite=True,
-               with_subscriber=True,
-               settings_overrides={**RELAY, OTEL_ENV_VAR: str(workdir / "otel")}) as stack:
+    with Stack(
+        workdir=workdir / "stack",
+        ports=Ports.free(),
+        with_azurite=True,
+        with_subscriber=True,
+        settings_overrides={**RELAY, OTEL_ENV_VAR: str(workdir / "otel")},
+    ) as stack:
         yield stack
 
 
@@ -116,8 +126,12 @@ def test_events_of_300_kb_and_1_5_mb_reach_a_subscriber_whole_once_in_order(
     assert stack.servicebus is not None
     written = [write(stack, [300 * KB, 1536 * KB, 100], tag) for tag in ("first", "second")]
     total = sum(len(ids) for _, ids in written)
-    received = drain(stack.servicebus.connection_string, until=count_at_least(total),
-                     timeout=90, payloads=payloads(stack).get)
+    received = drain(
+        stack.servicebus.connection_string,
+        until=count_at_least(total),
+        timeout=90,
+        payloads=payloads(stack).get,
+    )
     sessions = once_in_order(received)
     for manuscript, ids in written:
         messages = sessions[manuscript]
@@ -129,11 +143,13 @@ def test_events_of_300_kb_and_1_5_mb_reach_a_subscriber_whole_once_in_order(
         for claim in (big, bigger):
             assert claim.raw_size == 0 and claim.content_type == "application/json"
             assert claim.dataref is not None and claim.dataref.endswith(
-                f"/outbox-payloads/manuscript/{manuscript}/{claim.message_id}")
+                f"/outbox-payloads/manuscript/{manuscript}/{claim.message_id}"
+            )
             assert claim.properties["manuscriptId"] == manuscript
         assert small.dataref is None and last.dataref is None
         assert sorted(blobs(stack, f"manuscript/{manuscript}/")) == sorted(
-            f"manuscript/{manuscript}/{m.message_id}" for m in (big, bigger))
+            f"manuscript/{manuscript}/{m.message_id}" for m in (big, bigger)
+        )
     # Counted as relayed, not quarantined: the operators' status and `make status`' figures.
     client = Client(stack.api_url)
     try:
@@ -163,12 +179,19 @@ def test_azurite_down_while_offloading_is_retried_and_nothing_is_lost(stack: Sta
     stack.stop_part("azurite")
     try:
         manuscript, ids = write(stack, [400 * KB, 100], "outage")
-        wait_for(lambda: log.read_text("utf-8", "replace").count("PayloadStoreError")
-                 > failures_before, 60, "a relay invocation failing on the payload store")
+        wait_for(
+            lambda: log.read_text("utf-8", "replace").count("PayloadStoreError") > failures_before,
+            60,
+            "a relay invocation failing on the payload store",
+        )
     finally:
         stack.run_azurite()  # on its ports, with its data: the trigger's retry goes through
-    received = drain(stack.servicebus.connection_string, until=count_at_least(len(ids)),
-                     timeout=120, payloads=payloads(stack).get)
+    received = drain(
+        stack.servicebus.connection_string,
+        until=count_at_least(len(ids)),
+        timeout=120,
+        payloads=payloads(stack).get,
+    )
     messages = once_in_order(received)[manuscript]
     assert [m.message_id for m in messages] == ids
     assert [m.body for m in messages] == [stored(stack, i, manuscript) for i in ids]
@@ -185,23 +208,38 @@ def test_the_contacts_projection_reads_offloaded_contact_events_without_a_change
     stack.start_runner(SERVICEBUS_MAX_MESSAGE_BYTES="1024")
     client = Client(stack.api_url)
     try:
-        created = client.request("POST", "/contacts", json_body={
-            "firstName": "Claire", "lastName": "Check", "email": "claire@example.com",
-            "companyName": "Claims", "description": "d" * 500})
+        created = client.request(
+            "POST",
+            "/contacts",
+            json_body={
+                "firstName": "Claire",
+                "lastName": "Check",
+                "email": "claire@example.com",
+                "companyName": "Claims",
+                "description": "d" * 500,
+            },
+        )
         assert created.status == 201, created.body
         cid = created.json()["id"]
-        described = client.request("POST", f"/contacts/{cid}/update-description",
-                                   json_body={"description": "e" * 500})
+        described = client.request(
+            "POST", f"/contacts/{cid}/update-description", json_body={"description": "e" * 500}
+        )
         assert described.status == 204, described.body
         contact = client.request("GET", f"/contacts/{cid}").json()
-        received = drain(stack.servicebus.connection_string, until=count_at_least(2),
-                         timeout=60)
+        received = drain(stack.servicebus.connection_string, until=count_at_least(2), timeout=60)
         assert [r.dataref is not None for r in received] == [True, True]
 
         def projected() -> dict[str, Any] | None:
-            doc: dict[str, Any] | None = next(iter(stack.projections_container().query_items(
-                "SELECT * FROM c WHERE c.id = @id", parameters=[{"name": "@id", "value": cid}],
-                partition_key=cid)), None)
+            doc: dict[str, Any] | None = next(
+                iter(
+                    stack.projections_container().query_items(
+                        "SELECT * FROM c WHERE c.id = @id",
+                        parameters=[{"name": "@id", "value": cid}],
+                        partition_key=cid,
+                    )
+                ),
+                None,
+            )
             return doc if doc and doc["version"] == 2 else None
 
         projection = wait_for(projected, 60, "the projection at version 2")
@@ -220,18 +258,31 @@ def test_a_message_whose_payload_is_missing_is_dead_lettered_with_the_reason_log
     cid, eid = str(uuid.uuid4()), str(uuid.uuid4())
     dataref = payloads(stack).reference(f"contact/{cid}/{eid}")  # never stored
     message = ServiceBusMessage(
-        b"", content_type="application/json", subject="ContactCreatedEvent", message_id=eid,
-        session_id=cid, application_properties={
-            "aggregateType": "contact", "contactId": cid, "version": 1,
-            "action": "ContactCreatedEvent", "cloudEvents_specversion": "1.0",
-            "cloudEvents_id": eid, "cloudEvents_source": "/contacts",
-            "cloudEvents_type": "ContactCreatedEvent", "cloudEvents_subject": cid,
-            "cloudEvents_dataref": dataref})
+        b"",
+        content_type="application/json",
+        subject="ContactCreatedEvent",
+        message_id=eid,
+        session_id=cid,
+        application_properties={
+            "aggregateType": "contact",
+            "contactId": cid,
+            "version": 1,
+            "action": "ContactCreatedEvent",
+            "cloudEvents_specversion": "1.0",
+            "cloudEvents_id": eid,
+            "cloudEvents_source": "/contacts",
+            "cloudEvents_type": "ContactCreatedEvent",
+            "cloudEvents_subject": cid,
+            "cloudEvents_dataref": dataref,
+        },
+    )
     with ServiceBusClient.from_connection_string(stack.servicebus.connection_string) as client:
         with client.get_topic_sender("contact-events") as sender:
             sender.send_messages(message)
         with client.get_subscription_receiver(
-            "contact-events", "contact-projection", sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+            "contact-events",
+            "contact-projection",
+            sub_queue=ServiceBusSubQueue.DEAD_LETTER,
             max_wait_time=90,
         ) as dead_letters:
             [dead] = dead_letters.receive_messages(max_message_count=1, max_wait_time=90)
@@ -239,9 +290,11 @@ def test_a_message_whose_payload_is_missing_is_dead_lettered_with_the_reason_log
     assert dead.message_id == eid
     assert dead.dead_letter_reason == "MaxDeliveryCountExceeded"
     assert dead.delivery_count == 10
-    lines = [json.loads(line) if line.startswith("{") else line
-             for line in stack.log_path("subscriber").read_text("utf-8", "replace").splitlines()
-             if eid in line and "could not be fetched" in line]
+    lines = [
+        json.loads(line) if line.startswith("{") else line
+        for line in stack.log_path("subscriber").read_text("utf-8", "replace").splitlines()
+        if eid in line and "could not be fetched" in line
+    ]
     assert len(lines) == 10  # one per delivery, each with the reason
     assert all("no payload at" in str(line) and dataref in str(line) for line in lines)
 
@@ -252,10 +305,14 @@ def test_a_relay_killed_during_a_claim_checks_send_resends_once_and_leaves_one_b
     """The relay stores the body, sends the batch holding its claim check, and is SIGKILLed
     while it waits for the acknowledgement (the endpoint answers 1.5 s late). The retry stores
     the same bytes under the same name and sends again; the topic drops the duplicate."""
-    with Stack(workdir=tmp_path / "stack", ports=Ports.free(), with_runner=False,
-               with_azurite=True, servicebus_settle_delay_ms=1500,
-               settings_overrides={**RELAY, "MAX_ITEMS_PER_INVOCATION": "1000",
-                                   **FAST_TAKEOVER}) as stack:
+    with Stack(
+        workdir=tmp_path / "stack",
+        ports=Ports.free(),
+        with_runner=False,
+        with_azurite=True,
+        servicebus_settle_delay_ms=1500,
+        settings_overrides={**RELAY, "MAX_ITEMS_PER_INVOCATION": "1000", **FAST_TAKEOVER},
+    ) as stack:
         assert stack.servicebus is not None
         manuscript, ids = write(stack, [300 * KB], "killed")  # first in the feed: first batch
         total = len(ids) + write_large_history(stack)
@@ -263,9 +320,12 @@ def test_a_relay_killed_during_a_claim_checks_send_resends_once_and_leaves_one_b
         assert ids[1] in {r.message_id for r in before}, "the claim check's send had landed"
         assert blobs(stack) == [f"manuscript/{manuscript}/{ids[1]}"]
         stack.start_runner()
-        rest = drain(stack.servicebus.connection_string,
-                     until=count_at_least(total - len(before)), timeout=120,
-                     payloads=payloads(stack).get)
+        rest = drain(
+            stack.servicebus.connection_string,
+            until=count_at_least(total - len(before)),
+            timeout=120,
+            payloads=payloads(stack).get,
+        )
         rest += drain(stack.servicebus.connection_string, until=lambda r: False, timeout=3)
         sessions = once_in_order(before + rest)
         assert sum(len(m) for m in sessions.values()) == total

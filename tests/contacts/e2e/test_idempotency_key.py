@@ -43,30 +43,45 @@ KEY = "Idempotency-Key"
 #: No backlog timer during the faults: it would call the store from the worker on its own.
 #: FAST_TAKEOVER: the relay of a host started after a kill takes the killed host's lease in
 #: seconds (the change feed processor's expiry is 60 s).
-QUIET = {"FEED_POLL_DELAY_MS": "100", "BACKLOG_ESTIMATE_SCHEDULE": "0 0 0 1 1 *",
-         **FAST_TAKEOVER}
+QUIET = {"FEED_POLL_DELAY_MS": "100", "BACKLOG_ESTIMATE_SCHEDULE": "0 0 0 1 1 *", **FAST_TAKEOVER}
 
 
 def contact(tag: str) -> dict[str, str]:
-    return {"firstName": tag, "lastName": "Retry", "email": f"{tag.lower()}@example.com",
-            "companyName": "Idempotent"}
+    return {
+        "firstName": tag,
+        "lastName": "Retry",
+        "email": f"{tag.lower()}@example.com",
+        "companyName": "Idempotent",
+    }
 
 
 def documents(stack: Stack, kind: str) -> list[dict[str, Any]]:
-    return list(stack.contacts_container().query_items(
-        "SELECT * FROM c WHERE c.type = @type", parameters=[{"name": "@type", "value": kind}],
-        enable_cross_partition_query=True))
+    return list(
+        stack.contacts_container().query_items(
+            "SELECT * FROM c WHERE c.type = @type",
+            parameters=[{"name": "@type", "value": kind}],
+            enable_cross_partition_query=True,
+        )
+    )
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with Stack(workdir=tmp_path_factory.mktemp("idempotency"), ports=Ports.free(),
-               settings_overrides=QUIET) as s:
+    with Stack(
+        workdir=tmp_path_factory.mktemp("idempotency"), ports=Ports.free(), settings_overrides=QUIET
+    ) as s:
         yield s
 
 
-def lose_the_answer(stack: Stack, method: str, path: str, body: dict[str, Any],
-                    headers: dict[str, str], *, committed: Any) -> Reply | Exception:
+def lose_the_answer(
+    stack: Stack,
+    method: str,
+    path: str,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    *,
+    committed: Any,
+) -> Reply | Exception:
     """Send the request; its change commits and its worker is killed before it answers."""
     assert stack.cosmos is not None and stack.runner is not None
     outcome: list[Reply | Exception] = []
@@ -81,8 +96,13 @@ def lose_the_answer(stack: Stack, method: str, path: str, body: dict[str, Any],
             client.close()
 
     thread = threading.Thread(target=request)
-    commit_then_kill_worker(stack.cosmos.process, stack.runner.process, stack.cosmos.port,
-                            send=thread.start, committed=committed)
+    commit_then_kill_worker(
+        stack.cosmos.process,
+        stack.runner.process,
+        stack.cosmos.port,
+        send=thread.start,
+        committed=committed,
+    )
     thread.join(90)
     assert outcome, "the request never ended"
     return outcome[0]
@@ -97,12 +117,19 @@ def test_a_create_committed_before_its_worker_died_is_answered_on_retry_once(
         assert client.request("POST", "/contacts", json_body=contact("Warm")).status == 201
         body = contact("Lost")
         lost = lose_the_answer(
-            stack, "POST", "/contacts", body, {KEY: '"create-lost-1"'},
-            committed=lambda: any(d["data"]["name"]["firstName"] == "Lost"
-                                  for d in documents(stack, "contact")))
+            stack,
+            "POST",
+            "/contacts",
+            body,
+            {KEY: '"create-lost-1"'},
+            committed=lambda: any(
+                d["data"]["name"]["firstName"] == "Lost" for d in documents(stack, "contact")
+            ),
+        )
         assert isinstance(lost, Exception) or lost.status >= 500, lost
-        retry = client.request("POST", "/contacts", json_body=body,
-                               headers={KEY: '"create-lost-1"'})
+        retry = client.request(
+            "POST", "/contacts", json_body=body, headers={KEY: '"create-lost-1"'}
+        )
     finally:
         client.close()
     assert retry.status == 201, retry.body
@@ -126,9 +153,15 @@ def test_a_patch_committed_before_its_worker_died_is_one_event_and_the_same_answ
         change = {"description": "changed once"}
         headers = {KEY: "patch-lost-1", "If-Match": etag}
         lost = lose_the_answer(
-            stack, "PATCH", f"/contacts/{cid}", change, headers,
-            committed=lambda: stack.contacts_container().read_item(
-                cid, partition_key=cid)["data"]["version"] == 2)
+            stack,
+            "PATCH",
+            f"/contacts/{cid}",
+            change,
+            headers,
+            committed=lambda: (
+                stack.contacts_container().read_item(cid, partition_key=cid)["data"]["version"] == 2
+            ),
+        )
         assert isinstance(lost, Exception) or lost.status >= 500, lost
         retry = client.request("PATCH", f"/contacts/{cid}", json_body=change, headers=headers)
         read = client.request("GET", f"/contacts/{cid}")
@@ -144,12 +177,15 @@ def test_a_patch_committed_before_its_worker_died_is_one_event_and_the_same_answ
 def test_the_same_key_with_another_body_is_422_over_http(stack: Stack) -> None:
     client = Client(stack.api_url)
     try:
-        first = client.request("POST", "/contacts", json_body=contact("Once"),
-                               headers={KEY: "reused"})
-        other = client.request("POST", "/contacts", json_body=contact("Twice"),
-                               headers={KEY: "reused"})
-        malformed = client.request("POST", "/contacts", json_body=contact("Bad"),
-                                   headers={KEY: '"no end'})
+        first = client.request(
+            "POST", "/contacts", json_body=contact("Once"), headers={KEY: "reused"}
+        )
+        other = client.request(
+            "POST", "/contacts", json_body=contact("Twice"), headers={KEY: "reused"}
+        )
+        malformed = client.request(
+            "POST", "/contacts", json_body=contact("Bad"), headers={KEY: '"no end'}
+        )
     finally:
         client.close()
     assert first.status == 201
@@ -164,30 +200,41 @@ def test_a_key_past_its_ttl_is_a_new_key_over_http(stack: Stack) -> None:
     client = Client(stack.api_url)
     container = stack.contacts_container()
     try:
-        first = client.request("POST", "/contacts", json_body=contact("Expiring"),
-                               headers={KEY: "expiring"})
+        first = client.request(
+            "POST", "/contacts", json_body=contact("Expiring"), headers={KEY: "expiring"}
+        )
         cid = first.json()["id"]
         [record] = [d for d in documents(stack, IDEMPOTENCY_TYPE) if d["partitionKey"] == cid]
         assert record["ttl"] == int(stack.settings()["IDEMPOTENCY_TTL_SECONDS"]) == 86400
         # the store's own TTL, shortened: wait until it has deleted the record
-        container.replace_item(record["id"], {
-            k: v for k, v in record.items() if not k.startswith("_")} | {"ttl": 1})
-        wait_for(lambda: not [d for d in documents(stack, IDEMPOTENCY_TYPE)
-                              if d["id"] == record["id"]], "the record's expiry")
-        again = client.request("POST", "/contacts", json_body=contact("Expiring"),
-                               headers={KEY: "expiring"})
-        retry = client.request("POST", "/contacts", json_body=contact("Expiring"),
-                               headers={KEY: "expiring"})
+        container.replace_item(
+            record["id"], {k: v for k, v in record.items() if not k.startswith("_")} | {"ttl": 1}
+        )
+        wait_for(
+            lambda: not [d for d in documents(stack, IDEMPOTENCY_TYPE) if d["id"] == record["id"]],
+            "the record's expiry",
+        )
+        again = client.request(
+            "POST", "/contacts", json_body=contact("Expiring"), headers={KEY: "expiring"}
+        )
+        retry = client.request(
+            "POST", "/contacts", json_body=contact("Expiring"), headers={KEY: "expiring"}
+        )
     finally:
         client.close()
     assert again.status == 201 and again.header("idempotent-replayed") is None
     assert again.json()["id"] != cid  # a new contact: the key behaved as new
     assert retry.status == 201 and retry.header("location") == again.header("location")
-    assert len([d for d in documents(stack, "contact")
-                if d["data"]["name"]["firstName"] == "Expiring"]) == 2
+    assert (
+        len(
+            [d for d in documents(stack, "contact") if d["data"]["name"]["firstName"] == "Expiring"]
+        )
+        == 2
+    )
 
 
 # -- chaos --------------------------------------------------------------------------------------
+
 
 @dataclass
 class Tally:
@@ -205,9 +252,17 @@ class Tally:
             self.attempts[outcome] += 1
 
 
-def send(url: str, method: str, path: str, body: dict[str, Any], key: str,
-         tally: Tally, deadline: float, *, if_match: str | None = None,
-         ) -> tuple[int, dict[str, str], bytes] | None:
+def send(
+    url: str,
+    method: str,
+    path: str,
+    body: dict[str, Any],
+    key: str,
+    tally: Tally,
+    deadline: float,
+    *,
+    if_match: str | None = None,
+) -> tuple[int, dict[str, str], bytes] | None:
     """The request, retried with its key on 5xx, 429, timeouts and connection failures (as
     HTTP client libraries and gateways do) until it gets a definitive answer."""
     parts = url.split("://", 1)[1].split("/", 1)
@@ -217,9 +272,16 @@ def send(url: str, method: str, path: str, body: dict[str, Any], key: str,
     while time.monotonic() < deadline:
         connection = http.client.HTTPConnection(host, int(port), timeout=8)
         try:
-            connection.request(method, prefix + path, body=payload, headers={
-                "content-type": "application/json", KEY: f'"{key}"',
-                **({"If-Match": if_match} if if_match else {})})
+            connection.request(
+                method,
+                prefix + path,
+                body=payload,
+                headers={
+                    "content-type": "application/json",
+                    KEY: f'"{key}"',
+                    **({"If-Match": if_match} if if_match else {}),
+                },
+            )
             response = connection.getresponse()
             data = response.read()
             status = response.status
@@ -241,16 +303,22 @@ def send(url: str, method: str, path: str, body: dict[str, Any], key: str,
     return None
 
 
-def writer(stack: Stack, n: int, tally: Tally, stop: threading.Event,
-           deadline: float) -> None:
+def writer(stack: Stack, n: int, tally: Tally, stop: threading.Event, deadline: float) -> None:
     rng = random.Random(n)
     mine: list[str] = []
     etags: dict[str, str] = {}  # each change is conditional on the ETag of the last answer
     while not stop.is_set() and time.monotonic() < deadline:
         if not mine or rng.random() < 0.1:
             key = f"w{n}-create-{uuid.uuid4()}"
-            answer = send(stack.api_url, "POST", "/contacts",
-                          contact(f"W{n}C{len(mine)}"), key, tally, deadline)
+            answer = send(
+                stack.api_url,
+                "POST",
+                "/contacts",
+                contact(f"W{n}C{len(mine)}"),
+                key,
+                tally,
+                deadline,
+            )
             if answer is None or answer[0] != 201:
                 tally.unexpected.append(f"create {key}: {answer and answer[:1]}")
                 continue
@@ -262,11 +330,15 @@ def writer(stack: Stack, n: int, tally: Tally, stop: threading.Event,
         else:
             cid = rng.choice(mine)
             key = f"w{n}-change-{uuid.uuid4()}"
-            method, path, body, status = rng.choice([
-                ("PATCH", f"/contacts/{cid}", {"description": key}, 200),
-                ("POST", f"/contacts/{cid}/update-description", {"description": key}, 204)])
-            answer = send(stack.api_url, method, path, body, key, tally, deadline,
-                          if_match=etags[cid])
+            method, path, body, status = rng.choice(
+                [
+                    ("PATCH", f"/contacts/{cid}", {"description": key}, 200),
+                    ("POST", f"/contacts/{cid}/update-description", {"description": key}, 204),
+                ]
+            )
+            answer = send(
+                stack.api_url, method, path, body, key, tally, deadline, if_match=etags[cid]
+            )
             if answer is None or answer[0] != status:  # a 412 here: a lost answer's change
                 tally.unexpected.append(f"change {key}: {answer and answer[:1]}")
                 continue
@@ -277,8 +349,17 @@ def writer(stack: Stack, n: int, tally: Tally, stop: threading.Event,
 
 #: The faults, in this order, 1-2 s apart (a count, not a duration: the same run however busy
 #: the machine is).
-FAULTS = ("kill worker", "pause store", "kill worker", "kill worker", "restart host",
-          "pause store", "kill worker", "kill worker", "pause store")
+FAULTS = (
+    "kill worker",
+    "pause store",
+    "kill worker",
+    "kill worker",
+    "restart host",
+    "pause store",
+    "kill worker",
+    "kill worker",
+    "pause store",
+)
 
 
 def chaos(stack: Stack, stop: threading.Event, faults: Counter[str]) -> None:
@@ -294,8 +375,9 @@ def chaos(stack: Stack, stop: threading.Event, faults: Counter[str]) -> None:
             runner = stack.runner
             assert runner is not None
             if fault == "kill worker":
-                if kill_worker_with_answers_pending(stack.cosmos.process, runner.process,
-                                                   stack.cosmos.port):
+                if kill_worker_with_answers_pending(
+                    stack.cosmos.process, runner.process, stack.cosmos.port
+                ):
                     faults["worker_killed_with_answers_pending"] += 1
                 else:
                     faults["worker_killed"] += 1
@@ -322,8 +404,10 @@ def test_writers_retrying_with_keys_under_worker_kills_and_store_pauses_have_one
         tally, faults, stop = Tally(), Counter[str](), threading.Event()
         started = time.monotonic()
         deadline = started + 600
-        threads = [threading.Thread(target=writer, args=(stack, n, tally, stop, deadline))
-                   for n in range(writers)]
+        threads = [
+            threading.Thread(target=writer, args=(stack, n, tally, stop, deadline))
+            for n in range(writers)
+        ]
         threads.append(threading.Thread(target=chaos, args=(stack, stop, faults)))
         for t in threads:
             t.start()
@@ -332,22 +416,31 @@ def test_writers_retrying_with_keys_under_worker_kills_and_store_pauses_have_one
         seconds = round(time.monotonic() - started, 1)
         contacts = documents(stack, "contact")
         events = stored_events(stack)
-        received = drain(stack.servicebus.connection_string,
-                         until=count_at_least(len(events)), timeout=180)
+        received = drain(
+            stack.servicebus.connection_string, until=count_at_least(len(events)), timeout=180
+        )
         received += drain(stack.servicebus.connection_string, until=lambda r: False, timeout=3)
     versions: dict[str, list[int]] = defaultdict(list)
     for event in events:
         versions[event["partitionKey"]].append(event["version"])
     changes = Counter(tally.change_keys.values())
     report = {
-        "writers": writers, "seconds": seconds, "faults": dict(faults),
-        "attempts": dict(tally.attempts), "answers_replayed": tally.replays,
-        "create_keys": len(tally.create_keys), "contacts": len(contacts),
-        "change_keys": len(tally.change_keys), "events": len(events),
-        "messages_received": len(received), "unexpected": tally.unexpected,
+        "writers": writers,
+        "seconds": seconds,
+        "faults": dict(faults),
+        "attempts": dict(tally.attempts),
+        "answers_replayed": tally.replays,
+        "create_keys": len(tally.create_keys),
+        "contacts": len(contacts),
+        "change_keys": len(tally.change_keys),
+        "events": len(events),
+        "messages_received": len(received),
+        "unexpected": tally.unexpected,
         "contacts_whose_events_are_not_their_versions": sorted(
-            c["id"] for c in contacts
-            if sorted(versions[c["id"]]) != list(range(1, c["data"]["version"] + 1))),
+            c["id"]
+            for c in contacts
+            if sorted(versions[c["id"]]) != list(range(1, c["data"]["version"] + 1))
+        ),
     }
     (tmp_path / "idempotency-chaos.json").write_text(json.dumps(report, indent=2))
     print("idempotency chaos:", json.dumps(report))

@@ -25,25 +25,39 @@ REPORT = Path(__file__).resolve().parents[3] / ".stack" / "e2e-report.json"
 
 
 def stored_events(stack: Stack) -> list[dict[str, Any]]:
-    return list(stack.contacts_container().query_items(
-        "SELECT * FROM c WHERE c.type = 'domainEvent'", enable_cross_partition_query=True))
+    return list(
+        stack.contacts_container().query_items(
+            "SELECT * FROM c WHERE c.type = 'domainEvent'", enable_cross_partition_query=True
+        )
+    )
 
 
-def write_history(client: Client, contacts: int, updates: int, tag: str,
-                  existing: list[str] | None = None) -> list[str]:
+def write_history(
+    client: Client, contacts: int, updates: int, tag: str, existing: list[str] | None = None
+) -> list[str]:
     """New contacts, then `updates` description changes of them and of `existing`; returns the
     new contacts' ids."""
     ids = []
     for i in range(contacts):
-        reply = client.request("POST", "/contacts", json_body={
-            "firstName": f"{tag}{i}", "lastName": "E2E", "email": f"{tag}{i}@example.com",
-            "companyName": "Outbox"})
+        reply = client.request(
+            "POST",
+            "/contacts",
+            json_body={
+                "firstName": f"{tag}{i}",
+                "lastName": "E2E",
+                "email": f"{tag}{i}@example.com",
+                "companyName": "Outbox",
+            },
+        )
         assert reply.status == 201, reply.body
         ids.append(reply.json()["id"])
     for u in range(updates):
         for cid in ids + (existing or []):
-            reply = client.request("POST", f"/contacts/{cid}/update-description",
-                                   json_body={"description": f"{tag} update {u}"})
+            reply = client.request(
+                "POST",
+                f"/contacts/{cid}/update-description",
+                json_body={"description": f"{tag} update {u}"},
+            )
             assert reply.status == 204, reply.body
     return ids
 
@@ -54,7 +68,8 @@ def assert_exactly_once_in_order(received: list[Received], events: list[dict[str
     assert duplicates == {}, f"{len(duplicates)} duplicated messages"
     expected = {f.event_id: f for f in map(event_fields, events)}
     assert set(ids) == set(expected), (
-        f"missing {len(set(expected) - set(ids))}, unexpected {len(set(ids) - set(expected))}")
+        f"missing {len(set(expected) - set(ids))}, unexpected {len(set(ids) - set(expected))}"
+    )
     per_session: dict[str, list[int]] = defaultdict(list)
     for r in received:
         stored = expected[r.message_id]
@@ -80,27 +95,46 @@ def test_every_committed_change_is_one_message_in_version_order(fresh_stack: Sta
     client = Client(fresh_stack.api_url)
     try:
         write_history(client, contacts=8, updates=3, tag="order")
-        patched = client.request("POST", "/contacts", json_body={
-            "firstName": "P", "lastName": "Q", "email": "pq@example.com", "companyName": "C"})
+        patched = client.request(
+            "POST",
+            "/contacts",
+            json_body={
+                "firstName": "P",
+                "lastName": "Q",
+                "email": "pq@example.com",
+                "companyName": "C",
+            },
+        )
         cid = patched.json()["id"]
-        client.request("PATCH", f"/contacts/{cid}", json_body={
-            "name": {"firstName": "R", "lastName": "S"}, "email": "rs@example.com",
-            "description": "three events in one batch"})
+        client.request(
+            "PATCH",
+            f"/contacts/{cid}",
+            json_body={
+                "name": {"firstName": "R", "lastName": "S"},
+                "email": "rs@example.com",
+                "description": "three events in one batch",
+            },
+        )
         client.request("DELETE", f"/contacts/{cid}")
     finally:
         client.close()
     events = stored_events(fresh_stack)
     assert len(events) == 8 * 4 + 5
     assert fresh_stack.servicebus is not None
-    received = drain(fresh_stack.servicebus.connection_string,
-                     until=count_at_least(len(events)), timeout=60)
+    received = drain(
+        fresh_stack.servicebus.connection_string, until=count_at_least(len(events)), timeout=60
+    )
     assert_exactly_once_in_order(received, events)
     traced = [r for r in received if r.properties.get("traceparent")]
     assert len(traced) == len(received)
     actions = {r.subject for r in received}
-    assert actions == {"ContactCreatedEvent", "ContactDescriptionUpdatedEvent",
-                       "ContactNameUpdatedEvent", "ContactEmailUpdatedEvent",
-                       "ContactDeletedEvent"}
+    assert actions == {
+        "ContactCreatedEvent",
+        "ContactDescriptionUpdatedEvent",
+        "ContactNameUpdatedEvent",
+        "ContactEmailUpdatedEvent",
+        "ContactDeletedEvent",
+    }
 
 
 def test_service_bus_down_while_writes_continue_loses_nothing(fresh_stack: Stack) -> None:
@@ -118,11 +152,21 @@ def test_service_bus_down_while_writes_continue_loses_nothing(fresh_stack: Stack
     finally:
         client.close()
     events = stored_events(fresh_stack)
-    after = drain(fresh_stack.servicebus.connection_string,
-                  until=count_at_least(len(events) - len(before)), timeout=90)
+    after = drain(
+        fresh_stack.servicebus.connection_string,
+        until=count_at_least(len(events) - len(before)),
+        timeout=90,
+    )
     assert_exactly_once_in_order(before + after, events)
-    record("service_bus_down", {"events": len(events), "received_before": len(before),
-                                "received_after_restart": len(after), "duplicates": 0})
+    record(
+        "service_bus_down",
+        {
+            "events": len(events),
+            "received_before": len(before),
+            "received_after_restart": len(after),
+            "duplicates": 0,
+        },
+    )
 
 
 def write_large_history(stack: Stack) -> int:
@@ -135,8 +179,11 @@ def write_large_history(stack: Stack) -> int:
     outbox = outbox_on(CosmosDocumentStore(stack.contacts_container()), event_ttl_seconds=864000)
     total = 0
     for i in range(60):
-        contact = Contact.create(name=Name(first_name=f"K{i}", last_name="Kill"),
-                                 email=f"k{i}@example.com", company=Company(company_name="C"))
+        contact = Contact.create(
+            name=Name(first_name=f"K{i}", last_name="Kill"),
+            email=f"k{i}@example.com",
+            company=Company(company_name="C"),
+        )
         for u in range(9):
             contact.describe(f"{u}:" + "x" * 480)
         with outbox.unit_of_work() as uow:
@@ -162,32 +209,48 @@ def kill_relay_mid_batch(stack: Stack, total: int) -> list[Received]:
 
 #: The killed relay's lease is taken over by the relay started after it once it expires (60 s by
 #: the change feed processor's defaults); funcstack's local-only lease intervals make that 5 s.
-FAST_TAKEOVER = {"FUNCTIONS_HOST_COSMOS_LEASE_ACQUIRE_INTERVAL": "1000",
-                 "FUNCTIONS_HOST_COSMOS_LEASE_RENEW_INTERVAL": "1000",
-                 "FUNCTIONS_HOST_COSMOS_LEASE_EXPIRATION_INTERVAL": "5000"}
-RELAY_SETTINGS = {"FEED_POLL_DELAY_MS": "100", "MAX_ITEMS_PER_INVOCATION": "1000",
-                  **FAST_TAKEOVER}
+FAST_TAKEOVER = {
+    "FUNCTIONS_HOST_COSMOS_LEASE_ACQUIRE_INTERVAL": "1000",
+    "FUNCTIONS_HOST_COSMOS_LEASE_RENEW_INTERVAL": "1000",
+    "FUNCTIONS_HOST_COSMOS_LEASE_EXPIRATION_INTERVAL": "5000",
+}
+RELAY_SETTINGS = {"FEED_POLL_DELAY_MS": "100", "MAX_ITEMS_PER_INVOCATION": "1000", **FAST_TAKEOVER}
 
 
 def test_relay_killed_mid_batch_resends_and_the_topic_drops_duplicates(tmp_path: Path) -> None:
-    with Stack(workdir=tmp_path / "stack", ports=Ports.free(), with_runner=False,
-               servicebus_settle_delay_ms=1500, settings_overrides=RELAY_SETTINGS) as stack:
+    with Stack(
+        workdir=tmp_path / "stack",
+        ports=Ports.free(),
+        with_runner=False,
+        servicebus_settle_delay_ms=1500,
+        settings_overrides=RELAY_SETTINGS,
+    ) as stack:
         assert stack.servicebus is not None
         total = write_large_history(stack)
         before = kill_relay_mid_batch(stack, total)
         stack.start_runner()
-        rest = drain(stack.servicebus.connection_string,
-                     until=count_at_least(total - len(before)), timeout=120)
+        rest = drain(
+            stack.servicebus.connection_string,
+            until=count_at_least(total - len(before)),
+            timeout=120,
+        )
         events = stored_events(stack)
         assert len(events) == total
         assert_exactly_once_in_order(before + rest, events)
         log = (tmp_path / "stack" / "servicebus.log").read_text()
         dropped = log.count("duplicate message id")
         assert dropped >= len(before)  # the whole first send came again, and was dropped
-    record("relay_killed_mid_batch", {
-        "events": total, "accepted_before_kill": dropped, "received_before_kill": len(before),
-        "received_after_restart": len(rest), "resends_dropped_as_duplicates": dropped,
-        "duplicates_received": 0})
+    record(
+        "relay_killed_mid_batch",
+        {
+            "events": total,
+            "accepted_before_kill": dropped,
+            "received_before_kill": len(before),
+            "received_after_restart": len(rest),
+            "resends_dropped_as_duplicates": dropped,
+            "duplicates_received": 0,
+        },
+    )
 
 
 def test_a_resend_after_the_whole_stack_restarted_is_still_dropped(tmp_path: Path) -> None:
@@ -196,25 +259,41 @@ def test_a_resend_after_the_whole_stack_restarted_is_still_dropped(tmp_path: Pat
     resends what the topic already accepted, and the topic's restored duplicate-detection
     history drops it: every event once, in order."""
     workdir, state = tmp_path / "stack", tmp_path / "state"
-    with Stack(workdir=workdir, ports=Ports.free(), with_runner=False, state_dir=state,
-               servicebus_settle_delay_ms=1500, settings_overrides=RELAY_SETTINGS) as stack:
+    with Stack(
+        workdir=workdir,
+        ports=Ports.free(),
+        with_runner=False,
+        state_dir=state,
+        servicebus_settle_delay_ms=1500,
+        settings_overrides=RELAY_SETTINGS,
+    ) as stack:
         total = write_large_history(stack)
         before = kill_relay_mid_batch(stack, total)
-    with Stack(workdir=workdir, ports=Ports.free(), state_dir=state,
-               settings_overrides=RELAY_SETTINGS) as stack:
+    with Stack(
+        workdir=workdir, ports=Ports.free(), state_dir=state, settings_overrides=RELAY_SETTINGS
+    ) as stack:
         assert stack.servicebus is not None
-        rest = drain(stack.servicebus.connection_string,
-                     until=count_at_least(total - len(before)), timeout=120)
+        rest = drain(
+            stack.servicebus.connection_string,
+            until=count_at_least(total - len(before)),
+            timeout=120,
+        )
         rest += drain(stack.servicebus.connection_string, until=lambda r: False, timeout=3)
         events = stored_events(stack)
         assert len(events) == total  # the store kept them
         assert_exactly_once_in_order(before + rest, events)
         dropped = (workdir / "servicebus.log").read_text().count("duplicate message id")
         assert dropped >= len(before)
-    record("resend_after_stack_restart", {
-        "events": total, "received_before_restart": len(before),
-        "received_after_restart": len(rest), "resends_dropped_as_duplicates": dropped,
-        "duplicates_received": 0})
+    record(
+        "resend_after_stack_restart",
+        {
+            "events": total,
+            "received_before_restart": len(before),
+            "received_after_restart": len(rest),
+            "resends_dropped_as_duplicates": dropped,
+            "duplicates_received": 0,
+        },
+    )
 
 
 def test_a_poison_event_is_quarantined_and_does_not_block_later_events(
@@ -225,24 +304,41 @@ def test_a_poison_event_is_quarantined_and_does_not_block_later_events(
     client = Client(fresh_stack.api_url)
     try:
         [cid] = write_history(client, contacts=1, updates=0, tag="poison")
-        poison = {"id": "poison-event-1", "partitionKey": cid, "type": "domainEvent", "ttl": 600,
-                  "data": {"id": "poison-event-1", "contactId": cid, "version": 99,
-                           "action": "ContactDescriptionUpdatedEvent",
-                           "createdAt": "2026-01-01T00:00:00Z", "description": "x" * 300_000}}
+        poison = {
+            "id": "poison-event-1",
+            "partitionKey": cid,
+            "type": "domainEvent",
+            "ttl": 600,
+            "data": {
+                "id": "poison-event-1",
+                "contactId": cid,
+                "version": 99,
+                "action": "ContactDescriptionUpdatedEvent",
+                "createdAt": "2026-01-01T00:00:00Z",
+                "description": "x" * 300_000,
+            },
+        }
         container.create_item(poison)
         later = write_history(client, contacts=2, updates=1, tag="after")
-        client.request("POST", f"/contacts/{cid}/update-email",
-                       json_body={"email": "still-flowing@example.com"})
+        client.request(
+            "POST",
+            f"/contacts/{cid}/update-email",
+            json_body={"email": "still-flowing@example.com"},
+        )
     finally:
         client.close()
     good = [e for e in stored_events(fresh_stack) if e["id"] != "poison-event-1"]
-    received = drain(fresh_stack.servicebus.connection_string,
-                     until=count_at_least(len(good) + 1), timeout=60)
+    received = drain(
+        fresh_stack.servicebus.connection_string, until=count_at_least(len(good) + 1), timeout=60
+    )
     assert "poison-event-1" not in {r.message_id for r in received}
     # Subscribers are told: a notice in the contact's session, with the event's version.
     [notice] = [r for r in received if r.subject == QUARANTINE_NOTICE_SUBJECT]
     assert (notice.message_id, notice.session_id, notice.version) == (
-        notice_id("poison-event-1"), cid, 99)
+        notice_id("poison-event-1"),
+        cid,
+        99,
+    )
     assert_exactly_once_in_order([r for r in received if r is not notice], good)
     assert len(later) == 2
     kept = container.read_item("quarantine-poison-event-1", partition_key=cid)
@@ -268,14 +364,24 @@ def test_load_twenty_concurrent_clients_nothing_lost_no_duplicates_order_kept(
         try:
             while time.monotonic() < stop_at:
                 if not mine or (len(mine) < 5 and rng.random() < 0.3):
-                    reply = client.request("POST", "/contacts", json_body={
-                        "firstName": f"L{n}", "lastName": str(len(mine)),
-                        "email": f"l{n}.{len(mine)}@example.com", "companyName": "Load"})
+                    reply = client.request(
+                        "POST",
+                        "/contacts",
+                        json_body={
+                            "firstName": f"L{n}",
+                            "lastName": str(len(mine)),
+                            "email": f"l{n}.{len(mine)}@example.com",
+                            "companyName": "Load",
+                        },
+                    )
                     if reply.status == 201:
                         mine.append(reply.json()["id"])
                 else:
-                    reply = client.request("PATCH", f"/contacts/{rng.choice(mine)}", json_body={
-                        "description": f"{n}-{rng.random()}"})
+                    reply = client.request(
+                        "PATCH",
+                        f"/contacts/{rng.choice(mine)}",
+                        json_body={"description": f"{n}-{rng.random()}"},
+                    )
                 with lock:
                     if reply.status < 300:
                         writes["ok"] += 1
@@ -292,11 +398,20 @@ def test_load_twenty_concurrent_clients_nothing_lost_no_duplicates_order_kept(
         t.join(60)
     elapsed = time.monotonic() - started
     events = stored_events(fresh_stack)
-    received = drain(fresh_stack.servicebus.connection_string,
-                     until=count_at_least(len(events)), timeout=120)
+    received = drain(
+        fresh_stack.servicebus.connection_string, until=count_at_least(len(events)), timeout=120
+    )
     assert_exactly_once_in_order(received, events)
-    record("load", {"clients": clients, "seconds": round(elapsed, 1),
-                    "successful_writes": writes["ok"], "failed_writes": dict(errors),
-                    "events_in_cosmos": len(events), "messages_received": len(received),
-                    "duplicates_received": 0,
-                    "contacts": len({e["partitionKey"] for e in events})})
+    record(
+        "load",
+        {
+            "clients": clients,
+            "seconds": round(elapsed, 1),
+            "successful_writes": writes["ok"],
+            "failed_writes": dict(errors),
+            "events_in_cosmos": len(events),
+            "messages_received": len(received),
+            "duplicates_received": 0,
+            "contacts": len({e["partitionKey"] for e in events}),
+        },
+    )

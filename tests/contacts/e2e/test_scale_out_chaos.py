@@ -76,16 +76,23 @@ PACE_SECONDS = 0.3
 
 def relay_function() -> str:
     """The app's change-feed relay, found by indexing the app: its Cosmos DB trigger."""
-    [name] = [name for name, f in indexed_functions().items()
-              if json.loads(f.get_function_json())["bindings"][0]["type"] == "cosmosDBTrigger"]
+    [name] = [
+        name
+        for name, f in indexed_functions().items()
+        if json.loads(f.get_function_json())["bindings"][0]["type"] == "cosmosDBTrigger"
+    ]
     return name
 
 
 def duplicate_window_seconds() -> float:
     """The contacts topic's duplicate-detection window, as the local stack declares it."""
     config = json.loads(SERVICEBUS_CONFIG.read_text("utf-8"))
-    [topic] = [t for ns in config["UserConfig"]["Namespaces"] for t in ns["Topics"]
-               if t["Name"] == "contact-events"]
+    [topic] = [
+        t
+        for ns in config["UserConfig"]["Namespaces"]
+        for t in ns["Topics"]
+        if t["Name"] == "contact-events"
+    ]
     return iso_duration_seconds(topic["Properties"]["DuplicateDetectionHistoryTimeWindow"])
 
 
@@ -100,15 +107,22 @@ class Started:
 def started(tmp_path: Path) -> Iterator[Started]:
     relay = relay_function()
     began = time.monotonic()
-    with Stack(workdir=tmp_path / "stack", ports=Ports.free(), with_subscriber=True,
-               runner_instances={"http": 2, f"function:{relay}": 3}, contacts_partitions=4,
-               # the declared duplicate window (the deployed one), never a shorter one
-               duplicate_window_seconds=None, servicebus_settle_delay_ms=SETTLE_MS,
-               settings_overrides={"FEED_POLL_DELAY_MS": "100", **FAST_TAKEOVER}) as stack:
+    with Stack(
+        workdir=tmp_path / "stack",
+        ports=Ports.free(),
+        with_subscriber=True,
+        runner_instances={"http": 2, f"function:{relay}": 3},
+        contacts_partitions=4,
+        # the declared duplicate window (the deployed one), never a shorter one
+        duplicate_window_seconds=None,
+        servicebus_settle_delay_ms=SETTLE_MS,
+        settings_overrides={"FEED_POLL_DELAY_MS": "100", **FAST_TAKEOVER},
+    ) as stack:
         yield Started(stack, time.monotonic() - began)
 
 
 # -- the writers ----------------------------------------------------------------------------------
+
 
 @dataclass
 class Writers:
@@ -129,8 +143,9 @@ class Writers:
             return sum(n for status, n in self.statuses.items() if status < 300)
 
     def start(self) -> Writers:
-        self._threads = [threading.Thread(target=self._write, args=(n,), daemon=True)
-                         for n in range(WRITERS)]
+        self._threads = [
+            threading.Thread(target=self._write, args=(n,), daemon=True) for n in range(WRITERS)
+        ]
         for thread in self._threads:
             thread.start()
         return self
@@ -147,21 +162,32 @@ class Writers:
         try:
             while not self._stop.wait(PACE_SECONDS):
                 if len(mine) < CONTACTS_PER_WRITER and (not mine or rng.random() < 0.4):
-                    reply = client.request("POST", "/contacts", json_body={
-                        "firstName": f"Chaos{n}", "lastName": str(len(mine)),
-                        "email": f"chaos{n}.{len(mine)}@example.com", "companyName": "Scale"})
+                    reply = client.request(
+                        "POST",
+                        "/contacts",
+                        json_body={
+                            "firstName": f"Chaos{n}",
+                            "lastName": str(len(mine)),
+                            "email": f"chaos{n}.{len(mine)}@example.com",
+                            "companyName": "Scale",
+                        },
+                    )
                     if reply.status == 201:
                         mine.append(str(reply.json()["id"]))
                         with self._lock:
                             self.contacts.append(mine[-1])
                 elif rng.random() < 0.5:
                     reply = client.request(
-                        "POST", f"/contacts/{rng.choice(mine)}/update-description",
-                        json_body={"description": f"writer {n} at {time.monotonic():.3f}"})
+                        "POST",
+                        f"/contacts/{rng.choice(mine)}/update-description",
+                        json_body={"description": f"writer {n} at {time.monotonic():.3f}"},
+                    )
                 else:
                     reply = client.request(
-                        "POST", f"/contacts/{rng.choice(mine)}/update-email",
-                        json_body={"email": f"w{n}.{rng.randrange(10**6)}@example.com"})
+                        "POST",
+                        f"/contacts/{rng.choice(mine)}/update-email",
+                        json_body={"email": f"w{n}.{rng.randrange(10**6)}@example.com"},
+                    )
                 with self._lock:
                     self.statuses[reply.status] += 1
                     if reply.status >= 300:
@@ -175,13 +201,15 @@ class Writers:
     def wait_for_more(self, writes: int, timeout: float = 120) -> None:
         """Until `writes` more writes have committed (the faults land while they write)."""
         target = self.committed + writes
-        wait_for(lambda: self.committed >= target or self.errors, timeout,
-                 f"{writes} more committed writes")
+        wait_for(
+            lambda: self.committed >= target or self.errors,
+            timeout,
+            f"{writes} more committed writes",
+        )
         assert self.errors == [], self.errors[:5]
 
 
-def wait_for[T](check: Callable[[], T], timeout: float, what: str, *,
-                every: float = 0.2) -> T:
+def wait_for[T](check: Callable[[], T], timeout: float, what: str, *, every: float = 0.2) -> T:
     deadline = time.monotonic() + timeout
     while True:
         value = check()
@@ -193,6 +221,7 @@ def wait_for[T](check: Callable[[], T], timeout: float, what: str, *,
 
 
 # -- the leases -----------------------------------------------------------------------------------
+
 
 @dataclass(frozen=True)
 class LeaseView:
@@ -210,11 +239,16 @@ class Leases:
         self._prefix = stack.settings()["OUTBOX_LEASE_PREFIX"]
 
     def read(self) -> list[LeaseView]:
-        return [LeaseView(str(doc["LeaseToken"]),
-                          str(doc["Owner"]).split(":", 1)[0] if doc.get("Owner") else None)
-                for doc in self._container.query_items("SELECT * FROM c",
-                                                       enable_cross_partition_query=True)
-                if doc.get("LeaseToken") is not None and str(doc["id"]).startswith(self._prefix)]
+        return [
+            LeaseView(
+                str(doc["LeaseToken"]),
+                str(doc["Owner"]).split(":", 1)[0] if doc.get("Owner") else None,
+            )
+            for doc in self._container.query_items(
+                "SELECT * FROM c", enable_cross_partition_query=True
+            )
+            if doc.get("LeaseToken") is not None and str(doc["id"]).startswith(self._prefix)
+        ]
 
     def owners(self) -> Counter[str | None]:
         """Leases per owning instance (None: unowned)."""
@@ -240,9 +274,16 @@ def relay_counts(app: AppInstances, relay: str) -> Counter[str]:
     for inst in app.in_group(relay):
         text = inst.log_path.read_text("utf-8", "replace")
         counts["delivered"] += sum(
-            int(n) for n in re.findall(r": delivered (\d+) document\(s\)", text))
-        counts["sent"] += sum(int(n) for n in re.findall(r"relay invocation ok: received=\d+ "
-                                                          r"sent=(\d+)", text))
+            int(n) for n in re.findall(r": delivered (\d+) document\(s\)", text)
+        )
+        counts["sent"] += sum(
+            int(n)
+            for n in re.findall(
+                r"relay invocation ok: received=\d+ "
+                r"sent=(\d+)",
+                text,
+            )
+        )
         counts["failed_invocations"] += text.count("relay invocation failed")
     return counts
 
@@ -255,8 +296,14 @@ class Takeover:
     seconds: float
 
 
-def take_over(leases: Leases, app: AppInstances, relay: str, fault: str,
-              inflict: Callable[[Instance], object], victim: Instance) -> Takeover:
+def take_over(
+    leases: Leases,
+    app: AppInstances,
+    relay: str,
+    fault: str,
+    inflict: Callable[[Instance], object],
+    victim: Instance,
+) -> Takeover:
     """Inflict `fault` on `victim`, then wait until every lease is owned by a live relay
     instance; that wait is the takeover."""
     held = leases.owners()[victim.name]
@@ -269,12 +316,17 @@ def take_over(leases: Leases, app: AppInstances, relay: str, fault: str,
         views = leases.read()
         return bool(views) and all(lease.instance in live for lease in views)
 
-    wait_for(all_live, EXPIRY + ACQUIRE + 120, f"{victim.name}'s leases taken over after "
-             f"the {fault}", every=0.05)
+    wait_for(
+        all_live,
+        EXPIRY + ACQUIRE + 120,
+        f"{victim.name}'s leases taken over after the {fault}",
+        every=0.05,
+    )
     return Takeover(fault, victim.name, held, round(time.monotonic() - struck, 2))
 
 
 # -- the test -------------------------------------------------------------------------------------
+
 
 def test_scaled_out_under_splits_kills_and_pauses_nothing_lost_nothing_twice_in_order(
     started: Started,
@@ -292,9 +344,15 @@ def test_scaled_out_under_splits_kills_and_pauses_nothing_lost_nothing_twice_in_
     assert stack.duplicate_window_seconds is None
     assert duplicate_window_seconds() > 10 * (60 + 13)
     leases = Leases(stack)
-    wait_for(lambda: len(leases.read()) == 4 and None not in leases.owners()
-             and set(leases.owners()) <= live_relays(app, relay), 120,
-             "the 4 leases shared by the relay's instances")
+    wait_for(
+        lambda: (
+            len(leases.read()) == 4
+            and None not in leases.owners()
+            and set(leases.owners()) <= live_relays(app, relay)
+        ),
+        120,
+        "the 4 leases shared by the relay's instances",
+    )
 
     writers = Writers(stack.api_url).start()
     try:
@@ -308,8 +366,9 @@ def test_scaled_out_under_splits_kills_and_pauses_nothing_lost_nothing_twice_in_
         writers.wait_for_more(WRITES_BETWEEN_FAULTS)
 
         held = leases.owners()
-        sleeper = next(i for i in app.in_group(relay)
-                       if i.name in live_relays(app, relay) and held[i.name])
+        sleeper = next(
+            i for i in app.in_group(relay) if i.name in live_relays(app, relay) and held[i.name]
+        )
         lost_before = lost_leases(sleeper)
         paused = take_over(leases, app, relay, "SIGSTOP", app.pause, sleeper)
         # resumed past the lease expiry (the takeover can come sooner after the pause: a
@@ -317,14 +376,20 @@ def test_scaled_out_under_splits_kills_and_pauses_nothing_lost_nothing_twice_in_
         time.sleep(max(0.0, EXPIRY + ACQUIRE - paused.seconds))
         app.resume(sleeper)
         # its renewal or its checkpoint finds each of its leases another's: it stops them
-        wait_for(lambda: lost_leases(sleeper) - lost_before >= paused.leases_held, 60,
-                 f"{sleeper.name} told its leases were lost")
+        wait_for(
+            lambda: lost_leases(sleeper) - lost_before >= paused.leases_held,
+            60,
+            f"{sleeper.name} told its leases were lost",
+        )
         lost_on_resume = lost_leases(sleeper) - lost_before
         writers.wait_for_more(WRITES_BETWEEN_FAULTS)
 
         added = app.add_instance(relay)
-        wait_for(lambda: leases.owners()[added.name] > 0, EXPIRY + 60,
-                 f"{added.name} takes its share of the leases")
+        wait_for(
+            lambda: leases.owners()[added.name] > 0,
+            EXPIRY + 60,
+            f"{added.name} takes its share of the leases",
+        )
         writers.wait_for_more(WRITES_BETWEEN_FAULTS)
     finally:
         writers.stop()
@@ -337,8 +402,9 @@ def test_scaled_out_under_splits_kills_and_pauses_nothing_lost_nothing_twice_in_
 
     # nothing lost, nothing twice, in order per contact: on the topic ...
     events = stored_events(stack)
-    received = drain(stack.servicebus.connection_string,
-                     until=count_at_least(len(events)), timeout=240)
+    received = drain(
+        stack.servicebus.connection_string, until=count_at_least(len(events)), timeout=240
+    )
     received += drain(stack.servicebus.connection_string, until=lambda r: False, timeout=3)
     assert_exactly_once_in_order(received, events)
 
@@ -347,8 +413,7 @@ def test_scaled_out_under_splits_kills_and_pauses_nothing_lost_nothing_twice_in_
     assert set(writers.contacts) <= contacts
     client = Client(stack.api_url)
     try:
-        expected = {c: client.request("GET", f"/contacts/{c}").json()["version"]
-                    for c in contacts}
+        expected = {c: client.request("GET", f"/contacts/{c}").json()["version"] for c in contacts}
     finally:
         client.close()
     assert sum(expected.values()) == len(events)
@@ -367,42 +432,61 @@ def test_scaled_out_under_splits_kills_and_pauses_nothing_lost_nothing_twice_in_
         time.sleep(1)
         remaining = behind()
     assert remaining == {}, f"{len(remaining)} projections behind: {list(remaining.items())[:5]}"
-    outcomes = Counter((i["contact"], i["version"]) for i in invocations(stack)
-                       if i["outcome"] == "applied")
+    outcomes = Counter(
+        (i["contact"], i["version"]) for i in invocations(stack) if i["outcome"] == "applied"
+    )
     assert [k for k, n in outcomes.items() if n > 1] == []
     assert len(outcomes) == len(events)
 
     # the figures
-    dropped = (stack.workdir / "servicebus.log").read_text("utf-8", "replace").count(
-        "duplicate message id")
+    dropped = (
+        (stack.workdir / "servicebus.log")
+        .read_text("utf-8", "replace")
+        .count("duplicate message id")
+    )
     relayed = relay_counts(app, relay)
     # the faults caught the relay between sends and checkpoints: a takeover resends what was
     # delivered and not checkpointed (at least once), and the topic drops it; every resend the
     # relay counted was dropped (a SIGKILLed invocation's sends are dropped too, never counted)
     assert dropped > 0, "no takeover sent anything again"
     assert relayed["sent"] - len(events) <= dropped
-    record("scale_out_chaos", {
-        "http_instances": 2, "relay_instances": "3 (+1 added)", "physical_partitions": 4,
-        "split_into": children, "leases_after": len(leases.read()),
-        "writers": WRITERS, "contacts": len(expected), "events": len(events),
-        "writes": dict(writers.statuses), "requests_per_http_instance": spread,
-        "takeover_after_sigkill_s": killed.seconds, "leases_of_killed": killed.leases_held,
-        "takeover_after_sigstop_s": paused.seconds, "leases_of_paused": paused.leases_held,
-        "lease_expiry_s": EXPIRY, "acquire_interval_s": ACQUIRE,
-        "leases_found_lost_on_resume": lost_on_resume,
-        "documents_delivered_to_relay": relayed["delivered"],
-        "messages_sent_by_relay": relayed["sent"],
-        "relay_invocations_failed": relayed["failed_invocations"],
-        "resends_counted_by_relay": relayed["sent"] - len(events),
-        "resends_dropped_as_duplicates": dropped,
-        "messages_received": len(received), "duplicates_received": 0,
-        "subscriber_applied": len(outcomes),
-        "subscriber_duplicates_ignored": sum(1 for i in invocations(stack)
-                                             if i["outcome"] == "duplicate"),
-        "stack_start_s": round(started.seconds, 1), "seconds_writing": round(writing, 1),
-        "seconds_after_start": round(time.monotonic() - began, 1),
-        "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-    })
+    record(
+        "scale_out_chaos",
+        {
+            "http_instances": 2,
+            "relay_instances": "3 (+1 added)",
+            "physical_partitions": 4,
+            "split_into": children,
+            "leases_after": len(leases.read()),
+            "writers": WRITERS,
+            "contacts": len(expected),
+            "events": len(events),
+            "writes": dict(writers.statuses),
+            "requests_per_http_instance": spread,
+            "takeover_after_sigkill_s": killed.seconds,
+            "leases_of_killed": killed.leases_held,
+            "takeover_after_sigstop_s": paused.seconds,
+            "leases_of_paused": paused.leases_held,
+            "lease_expiry_s": EXPIRY,
+            "acquire_interval_s": ACQUIRE,
+            "leases_found_lost_on_resume": lost_on_resume,
+            "documents_delivered_to_relay": relayed["delivered"],
+            "messages_sent_by_relay": relayed["sent"],
+            "relay_invocations_failed": relayed["failed_invocations"],
+            "resends_counted_by_relay": relayed["sent"] - len(events),
+            "resends_dropped_as_duplicates": dropped,
+            "messages_received": len(received),
+            "duplicates_received": 0,
+            "subscriber_applied": len(outcomes),
+            "subscriber_duplicates_ignored": sum(
+                1 for i in invocations(stack) if i["outcome"] == "duplicate"
+            ),
+            "stack_start_s": round(started.seconds, 1),
+            "seconds_writing": round(writing, 1),
+            "seconds_after_start": round(time.monotonic() - began, 1),
+            "at": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        },
+    )
     # every resend of the run came within the topic's duplicate window
     assert duplicate_window_seconds() > time.monotonic() - began
     # after each kill, every lease owned by a live instance within expiry + one acquire

@@ -26,10 +26,16 @@ def post_and_receive_one(stack: Stack) -> Received:
     client = Client(stack.api_url)
     try:
         response = client.request(
-            "POST", "/contacts",
-            json_body={"firstName": "T", "lastName": "Race", "email": "t@example.com",
-                       "companyName": "Spans"},
-            headers={"traceparent": f"00-{TRACE_ID}-eee19b7ec3c1b174-01"})
+            "POST",
+            "/contacts",
+            json_body={
+                "firstName": "T",
+                "lastName": "Race",
+                "email": "t@example.com",
+                "companyName": "Spans",
+            },
+            headers={"traceparent": f"00-{TRACE_ID}-eee19b7ec3c1b174-01"},
+        )
     finally:
         client.close()
     assert response.status == 201
@@ -49,20 +55,29 @@ def test_the_local_worker_exports_the_relays_telemetry_to_files(tmp_path: Path) 
     file exporters (funcstack/otel.py), so the relay's metrics and its PRODUCER span, linked
     to the request's trace, reach `.stack/otel` and `make status` can read them."""
     otel_dir = tmp_path / "otel"
-    with Stack(workdir=tmp_path / "stack", ports=Ports.free(),
-               settings_overrides={"FEED_POLL_DELAY_MS": "100",
-                                   OTEL_ENV_VAR: str(otel_dir)}) as stack:
+    with Stack(
+        workdir=tmp_path / "stack",
+        ports=Ports.free(),
+        settings_overrides={"FEED_POLL_DELAY_MS": "100", OTEL_ENV_VAR: str(otel_dir)},
+    ) as stack:
         post_and_receive_one(stack)
     # The stack has stopped: the worker flushed on its way out.
     summary = summarise((otel_dir / METRICS_FILE).read_text("utf-8").splitlines())
     assert summary.sums[names.SENT_MESSAGES] >= 1
     assert summary.lag.count >= 1
-    resources = [rs for line in (otel_dir / TRACES_FILE).read_text("utf-8").splitlines()
-                 for rs in json.loads(line)["resourceSpans"]]
+    resources = [
+        rs
+        for line in (otel_dir / TRACES_FILE).read_text("utf-8").splitlines()
+        for rs in json.loads(line)["resourceSpans"]
+    ]
     spans = [span for rs in resources for ss in rs["scopeSpans"] for span in ss["spans"]]
     # The service name is OpenTelemetry's OTEL_SERVICE_NAME, set per app by the stack.
-    assert {a["value"]["stringValue"] for rs in resources for a in rs["resource"]["attributes"]
-            if a["key"] == "service.name"} == {SERVICE_NAMES["runner"]}
+    assert {
+        a["value"]["stringValue"]
+        for rs in resources
+        for a in rs["resource"]["attributes"]
+        if a["key"] == "service.name"
+    } == {SERVICE_NAMES["runner"]}
     producers = [s for s in spans if s.get("kind") == 4]  # SPAN_KIND_PRODUCER
     assert producers
     assert any(link["traceId"] == TRACE_ID for s in producers for link in s.get("links", []))

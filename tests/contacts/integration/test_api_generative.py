@@ -93,7 +93,9 @@ KEYS_SENT: set[tuple[str, str, str]] = set()
 # loaded here, not through `schemathesis.pytest.from_fixture`, which pytest 9 breaks.
 schema = schemathesis.openapi.from_dict(openapi_document())
 schema.config.generation.update(
-    modes=list(schemathesis.GenerationMode), max_examples=MAX_EXAMPLES, database="none",
+    modes=list(schemathesis.GenerationMode),
+    max_examples=MAX_EXAMPLES,
+    database="none",
     # Function keys are the host's business (see above): no key header is generated, and its
     # absence is not negative data here.
     with_security_parameters=False,
@@ -117,7 +119,8 @@ def test_the_api_conforms_to_its_openapi_document(
     query: dict[str, Any] = case.query or {}
     headers: dict[str, Any] = dict(case.headers or {})
     token_given = "continuationToken" in query or any(
-        name.lower() == "x-continuation-token" for name in headers)
+        name.lower() == "x-continuation-token" for name in headers
+    )
     if case.headers:
         # The client writes str headers as latin-1: this str becomes the value's UTF-8 bytes.
         for name, value in list(case.headers.items()):
@@ -127,12 +130,10 @@ def test_the_api_conforms_to_its_openapi_document(
     key_reused = key is not None and (case.method, case.path, key) in KEYS_SENT
     if key is not None:
         KEYS_SENT.add((case.method, case.path, key))
-    excluded: list[CheckFunction] = (
-        [positive_data_acceptance] if token_given or key_reused else [])
+    excluded: list[CheckFunction] = [positive_data_acceptance] if token_given or key_reused else []
     if _a_parameter_reaches_the_app_as_nothing(case):
         excluded.append(negative_data_rejection)
-    response = case.call_and_validate(
-        base_url=stack.api_url, timeout=30, excluded_checks=excluded)
+    response = case.call_and_validate(base_url=stack.api_url, timeout=30, excluded_checks=excluded)
     CASES[f"{case.method} {case.path}"] += 1
     STATUSES[response.status_code] += 1
 

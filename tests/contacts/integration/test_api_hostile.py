@@ -24,8 +24,12 @@ from tools.stack import Stack
 
 pytestmark = pytest.mark.integration
 
-ADA = {"firstName": "Ada", "lastName": "Lovelace", "email": "hostile@example.com",
-       "companyName": "Engines"}
+ADA = {
+    "firstName": "Ada",
+    "lastName": "Lovelace",
+    "email": "hostile@example.com",
+    "companyName": "Engines",
+}
 
 
 def problem(reply: Any, status: int) -> dict[str, Any]:
@@ -56,17 +60,30 @@ def test_204_and_304_have_no_body(client: Client) -> None:
     not_modified = client.request("GET", f"/contacts/{cid}", headers={"If-None-Match": "*"})
     assert not_modified.status == 304 and not_modified.body == b""
     assert not_modified.header("etag") == etag
-    no_content = client.request("POST", f"/contacts/{cid}/update-description",
-                                json_body={"description": "d"}, headers={"If-Match": etag})
+    no_content = client.request(
+        "POST",
+        f"/contacts/{cid}/update-description",
+        json_body={"description": "d"},
+        headers={"If-Match": etag},
+    )
     assert no_content.status == 204 and no_content.body == b""
 
 
 def test_hostile_bodies_are_400_and_write_nothing(client: Client) -> None:
     before = client.request("GET", "/contacts?pageSize=100").json()["items"]
-    for raw in (b"[" * 5000 + b"]" * 5000, b'{"firstName":' + b"1" * 10000 + b"}",
-                b'{"a":1,"a":2}', b'{"firstName":"\\u0000"}', b"\xff\xfe{"):
-        problem(client.request("POST", "/contacts", raw=raw,
-                               headers={"content-type": "application/json"}), 400)
+    for raw in (
+        b"[" * 5000 + b"]" * 5000,
+        b'{"firstName":' + b"1" * 10000 + b"}",
+        b'{"a":1,"a":2}',
+        b'{"firstName":"\\u0000"}',
+        b"\xff\xfe{",
+    ):
+        problem(
+            client.request(
+                "POST", "/contacts", raw=raw, headers={"content-type": "application/json"}
+            ),
+            400,
+        )
     assert client.request("GET", "/contacts?pageSize=100").json()["items"] == before
 
 
@@ -78,8 +95,9 @@ def test_names_in_every_script_are_accepted_and_blank_looking_ones_refused(
         assert reply.status == 201, reply.body
         assert reply.json()["name"]["firstName"] == name
     for name in ("\u3164", "\u2800", "\u0301", "\ue000", "\ufffe", "\ufffd"):
-        doc = problem(client.request("POST", "/contacts", json_body={**ADA, "firstName": name}),
-                      400)
+        doc = problem(
+            client.request("POST", "/contacts", json_body={**ADA, "firstName": name}), 400
+        )
         assert doc["errors"][0]["field"] == "firstName"
 
 
@@ -132,12 +150,15 @@ def hung_store() -> Iterator[int]:
 def test_a_hung_store_is_a_store_unavailable_error_not_a_hang(hung_store: int) -> None:
     """The client timeouts bound every wait: without them the SDK waits over a minute and the
     test's own bound (pytest-timeout) fails it. No duration is asserted."""
-    settings = OutboxSettings.model_validate({
-        "CosmosDBConnection": SecretStr(
-            f"AccountEndpoint=https://127.0.0.1:{hung_store}/;AccountKey=a2V5;"),
-        "COSMOS_VERIFY_TLS": "false",
-        "COSMOS_CONTAINER": "contacts",
-    })
+    settings = OutboxSettings.model_validate(
+        {
+            "CosmosDBConnection": SecretStr(
+                f"AccountEndpoint=https://127.0.0.1:{hung_store}/;AccountKey=a2V5;"
+            ),
+            "COSMOS_VERIFY_TLS": "false",
+            "COSMOS_CONTAINER": "contacts",
+        }
+    )
     with pytest.raises(StoreUnavailableError):
         services_from_settings(settings).store.ping()
 
@@ -192,26 +213,39 @@ def test_a_store_that_hangs_after_start_fails_reads_and_writes_within_the_bound(
     assert stack.cosmos is not None
     proxy = HangingProxy(stack.cosmos.port)
     try:
-        settings = OutboxSettings.model_validate({
-            "CosmosDBConnection": SecretStr(stack.cosmos.connection_string),
-            "COSMOS_VERIFY_TLS": "false",
-            "COSMOS_CONTAINER": "contacts",
-        })
+        settings = OutboxSettings.model_validate(
+            {
+                "CosmosDBConnection": SecretStr(stack.cosmos.connection_string),
+                "COSMOS_VERIFY_TLS": "false",
+                "COSMOS_CONTAINER": "contacts",
+            }
+        )
         # The production options; endpoint discovery off only so that the SDK keeps talking to
         # the proxy instead of the endpoint the account advertises.
-        client = CosmosClient(f"https://127.0.0.1:{proxy.port}/", credential=stack.cosmos.key,
-                              connection_verify=False, enable_endpoint_discovery=False,
-                              **client_options())
-        store = CosmosDocumentStore(client.get_database_client(
-            settings.cosmos_database).get_container_client(settings.cosmos_container))
+        client = CosmosClient(
+            f"https://127.0.0.1:{proxy.port}/",
+            credential=stack.cosmos.key,
+            connection_verify=False,
+            enable_endpoint_discovery=False,
+            **client_options(),
+        )
+        store = CosmosDocumentStore(
+            client.get_database_client(settings.cosmos_database).get_container_client(
+                settings.cosmos_container
+            )
+        )
         store.ping()
         proxy.hang()
         with pytest.raises(StoreUnavailableError):
             store.ping()
         with pytest.raises(StoreUnavailableError), outbox_on(store).unit_of_work() as unit:
-            unit.repository(Contact).add(Contact.create(name=Name(first_name="H", last_name="S"),
-                                         email="h@example.com",
-                                         company=Company(company_name="C")))
+            unit.repository(Contact).add(
+                Contact.create(
+                    name=Name(first_name="H", last_name="S"),
+                    email="h@example.com",
+                    company=Company(company_name="C"),
+                )
+            )
             unit.commit()
     finally:
         proxy.close()

@@ -12,8 +12,12 @@ from tools.httpclient import Client, Reply
 
 pytestmark = pytest.mark.integration
 
-ADA = {"firstName": "Ada", "lastName": "Lovelace", "email": "ada@example.com",
-       "companyName": "Engines"}
+ADA = {
+    "firstName": "Ada",
+    "lastName": "Lovelace",
+    "email": "ada@example.com",
+    "companyName": "Engines",
+}
 
 
 def create(client: Client, **changes: Any) -> Reply:
@@ -39,26 +43,43 @@ def test_create_read_and_conditional_get(client: Client) -> None:
     read = client.request("GET", f"/contacts/{contact['id']}")
     assert read.status == 200 and read.header("etag") == etag
     assert read.json() == contact
-    assert client.request("GET", f"/contacts/{contact['id']}",
-                          headers={"If-None-Match": etag}).status == 304
+    assert (
+        client.request("GET", f"/contacts/{contact['id']}", headers={"If-None-Match": etag}).status
+        == 304
+    )
 
 
 def test_patch_and_reference_routes_move_the_etag_and_version(client: Client) -> None:
     created = create(client, email="patch@example.com")
     cid, etag = created.json()["id"], created.header("etag") or ""
-    patched = client.request("PATCH", f"/contacts/{cid}", headers={"If-Match": etag}, json_body={
-        "name": {"firstName": "Augusta", "lastName": "King"}, "description": "maths"})
+    patched = client.request(
+        "PATCH",
+        f"/contacts/{cid}",
+        headers={"If-Match": etag},
+        json_body={"name": {"firstName": "Augusta", "lastName": "King"}, "description": "maths"},
+    )
     assert patched.status == 200 and patched.json()["version"] == 3
     etag2 = patched.header("etag")
     assert etag2 != etag
-    for suffix, body in (("update-name", {"firstName": "A", "lastName": "K"}),
-                         ("update-email", {"email": "k@example.com"}),
-                         ("update-description", {"description": "d"}),
-                         ("update-company", {"companyName": "C", "street": "S",
-                                             "houseNumber": "1", "postalCode": "P",
-                                             "city": "Ci", "country": "Co"})):
-        reply = client.request("POST", f"/contacts/{cid}/{suffix}", json_body=body,
-                               headers={"ETag": etag2 or ""})
+    for suffix, body in (
+        ("update-name", {"firstName": "A", "lastName": "K"}),
+        ("update-email", {"email": "k@example.com"}),
+        ("update-description", {"description": "d"}),
+        (
+            "update-company",
+            {
+                "companyName": "C",
+                "street": "S",
+                "houseNumber": "1",
+                "postalCode": "P",
+                "city": "Ci",
+                "country": "Co",
+            },
+        ),
+    ):
+        reply = client.request(
+            "POST", f"/contacts/{cid}/{suffix}", json_body=body, headers={"ETag": etag2 or ""}
+        )
         assert reply.status == 204, reply.body
         etag2 = reply.header("etag")
     final = client.request("GET", f"/contacts/{cid}").json()
@@ -68,10 +89,24 @@ def test_patch_and_reference_routes_move_the_etag_and_version(client: Client) ->
 def test_stale_etag_is_412(client: Client) -> None:
     created = create(client, email="stale@example.com")
     cid, etag = created.json()["id"], created.header("etag") or ""
-    assert client.request("POST", f"/contacts/{cid}/update-email", headers={"If-Match": etag},
-                          json_body={"email": "new@example.com"}).status == 204
-    problem(client.request("POST", f"/contacts/{cid}/update-email", headers={"If-Match": etag},
-                           json_body={"email": "newer@example.com"}), 412)
+    assert (
+        client.request(
+            "POST",
+            f"/contacts/{cid}/update-email",
+            headers={"If-Match": etag},
+            json_body={"email": "new@example.com"},
+        ).status
+        == 204
+    )
+    problem(
+        client.request(
+            "POST",
+            f"/contacts/{cid}/update-email",
+            headers={"If-Match": etag},
+            json_body={"email": "newer@example.com"},
+        ),
+        412,
+    )
     assert client.request("GET", f"/contacts/{cid}").json()["email"] == "new@example.com"
 
 
@@ -92,10 +127,12 @@ def test_paging_with_continuation_in_query_and_header(client: Client) -> None:
         if token is None:
             reply = client.request("GET", "/contacts?pageSize=2")
         elif i % 2:
-            reply = client.request("GET", "/contacts?pageSize=2",
-                                   headers={"x-continuation-token": token})
+            reply = client.request(
+                "GET", "/contacts?pageSize=2", headers={"x-continuation-token": token}
+            )
         else:
             from urllib.parse import quote
+
             reply = client.request("GET", f"/contacts?pageSize=2&continuationToken={quote(token)}")
         assert reply.status == 200, reply.body
         page = reply.json()
@@ -114,19 +151,27 @@ def test_paging_with_continuation_in_query_and_header(client: Client) -> None:
     ("method", "path", "kwargs", "status"),
     [
         ("POST", "/contacts", {"json_body": {"firstName": ""}}, 400),
-        ("POST", "/contacts", {"raw": b"{nope", "headers": {"content-type": "application/json"}},
-         400),
-        ("POST", "/contacts", {"raw": b"a=b",
-                               "headers": {"content-type": "application/x-www-form-urlencoded"}},
-         415),
+        (
+            "POST",
+            "/contacts",
+            {"raw": b"{nope", "headers": {"content-type": "application/json"}},
+            400,
+        ),
+        (
+            "POST",
+            "/contacts",
+            {"raw": b"a=b", "headers": {"content-type": "application/x-www-form-urlencoded"}},
+            415,
+        ),
         ("POST", "/contacts", {"json_body": ADA | {"description": "x" * 70000}}, 413),
         ("GET", "/contacts/00000000-0000-0000-0000-000000000000", {}, 404),
         ("GET", "/contacts?pageSize=500", {}, 400),
         ("GET", "/contacts?continuationToken=garbage", {}, 400),
     ],
 )
-def test_errors_are_problem_documents(client: Client, method: str, path: str,
-                                      kwargs: dict[str, Any], status: int) -> None:
+def test_errors_are_problem_documents(
+    client: Client, method: str, path: str, kwargs: dict[str, Any], status: int
+) -> None:
     problem(client.request(method, path, **kwargs), status)
 
 
@@ -137,8 +182,9 @@ def test_health_and_openapi(client: Client) -> None:
     assert spec.status == 200 and spec.json()["openapi"] == "3.1.0"
 
 
-def test_two_racing_updates_with_the_same_etag_one_wins_one_gets_412(client: Client,
-                                                                      stack: Any) -> None:
+def test_two_racing_updates_with_the_same_etag_one_wins_one_gets_412(
+    client: Client, stack: Any
+) -> None:
     created = create(client, email="race@example.com")
     cid, etag = created.json()["id"], created.header("etag") or ""
     results: list[int] = []
@@ -148,9 +194,14 @@ def test_two_racing_updates_with_the_same_etag_one_wins_one_gets_412(client: Cli
         c = Client(stack.api_url)
         try:
             barrier.wait()
-            results.append(c.request("POST", f"/contacts/{cid}/update-description",
-                                     headers={"If-Match": etag},
-                                     json_body={"description": description}).status)
+            results.append(
+                c.request(
+                    "POST",
+                    f"/contacts/{cid}/update-description",
+                    headers={"If-Match": etag},
+                    json_body={"description": description},
+                ).status
+            )
         finally:
             c.close()
 

@@ -36,8 +36,9 @@ def contact_count(client: Client) -> int:
     raise AssertionError("too many pages")
 
 
-def test_a_short_throttling_burst_is_absorbed_by_the_sdk_retries(faults: Stack,
-                                                                  client: Client) -> None:
+def test_a_short_throttling_burst_is_absorbed_by_the_sdk_retries(
+    faults: Stack, client: Client
+) -> None:
     assert faults.cosmos is not None
     faults.cosmos.inject_fault(429, count=3, retry_after_ms=10, methods=["POST"])
     assert client.request("POST", "/contacts", json_body=ADA).status == 201

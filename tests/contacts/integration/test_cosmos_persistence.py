@@ -34,8 +34,9 @@ def endpoint(state_file: Path | None, tmp_path: Path) -> Iterator[CosmosEndpoint
 
 
 def container_of(cosmos: CosmosEndpoint) -> ContainerProxy:
-    client = CosmosClient.from_connection_string(cosmos.connection_string,
-                                                 connection_verify=cosmos.verify_tls)
+    client = CosmosClient.from_connection_string(
+        cosmos.connection_string, connection_verify=cosmos.verify_tls
+    )
     database = client.create_database_if_not_exists("db")
     return database.create_container_if_not_exists("contacts", PartitionKey("/pk"))
 
@@ -76,7 +77,8 @@ def test_documents_leases_and_feed_positions_survive_a_restart(tmp_path: Path) -
         container = container_of(cosmos)
         again = container.read_item("a", partition_key="p1")
         assert {k: again[k] for k in ("_rid", "_self", "_etag", "n")} == {
-            k: first[k] for k in ("_rid", "_self", "_etag", "n")}
+            k: first[k] for k in ("_rid", "_self", "_etag", "n")
+        }
         assert changes(container, token)[0] == []  # nothing new since the saved position
         container.upsert_item({"id": "c", "pk": "p1", "n": 3})
         written = lsn(container)
@@ -117,16 +119,39 @@ def _version_1_state(documents: int) -> dict[str, Any]:
     docs = []
     for n in range(1, documents + 1):
         rid = _plain_base64_rid(coll_bytes, n.to_bytes(4, "little"), bytes(4))
-        body = {"id": f"d{n}", "pk": "p1", "n": n, "_etag": f'"etag-{n}"', "_rid": rid,
-                "_self": f"{coll_self}/docs/{rid}/", "_ts": 1700000000}
+        body = {
+            "id": f"d{n}",
+            "pk": "p1",
+            "n": n,
+            "_etag": f'"etag-{n}"',
+            "_rid": rid,
+            "_self": f"{coll_self}/docs/{rid}/",
+            "_ts": 1700000000,
+        }
         docs.append({"body": body, "lsn": n, "mtime": 1700000000000})
-    collection = {"id": "contacts", "partitionKey": {"paths": ["/pk"], "kind": "Hash"},
-                  "indexingPolicy": {"indexingMode": "consistent"}, "geospatialConfig": {},
-                  "_etag": '"coll"', "_rid": coll_rid, "_self": coll_self, "_ts": 1700000000}
+    collection = {
+        "id": "contacts",
+        "partitionKey": {"paths": ["/pk"], "kind": "Hash"},
+        "indexingPolicy": {"indexingMode": "consistent"},
+        "geospatialConfig": {},
+        "_etag": '"coll"',
+        "_rid": coll_rid,
+        "_self": coll_self,
+        "_ts": 1700000000,
+    }
     database = {"id": "db", "_etag": '"db"', "_rid": db_rid, "_self": db_self, "_ts": 1700000000}
-    return {"version": 1, "globalLsn": documents, "ridCount": 1, "dbs": [
-        {"body": database, "ridCount": 1,
-         "colls": [{"body": collection, "ridCount": documents, "docs": docs}]}]}
+    return {
+        "version": 1,
+        "globalLsn": documents,
+        "ridCount": 1,
+        "dbs": [
+            {
+                "body": database,
+                "ridCount": 1,
+                "colls": [{"body": collection, "ridCount": documents, "docs": docs}],
+            }
+        ],
+    }
 
 
 def test_a_kept_state_with_the_old_resource_ids_is_migrated_on_load(tmp_path: Path) -> None:

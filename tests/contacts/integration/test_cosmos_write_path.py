@@ -71,8 +71,9 @@ class CosmosWorld(ContactsWorld):
     def expire(self, partition_key: str, document_id: str) -> None:
         """The store's own TTL, shortened to 1 s: wait until it has deleted the document."""
         document = self.container.read_item(document_id, partition_key=partition_key)
-        self.container.replace_item(document_id, {
-            k: v for k, v in document.items() if not k.startswith("_")} | {"ttl": 1})
+        self.container.replace_item(
+            document_id, {k: v for k, v in document.items() if not k.startswith("_")} | {"ttl": 1}
+        )
         deadline = time.monotonic() + 30
         while any(d["id"] == document_id for d in self.documents(partition_key)):
             assert time.monotonic() < deadline, f"{document_id} did not expire"
@@ -85,13 +86,11 @@ class AsyncCosmosWorld(CosmosWorld):
 
     asynchronous = True
 
-    def __init__(self, container: ContainerProxy, aio: AsyncCosmosClient,
-                 loop: EventLoop) -> None:
+    def __init__(self, container: ContainerProxy, aio: AsyncCosmosClient, loop: EventLoop) -> None:
         super().__init__(container)
         self.loop = loop
         database = container.container_link.split("/")[1]
-        self.aio_container = aio.get_database_client(database).get_container_client(
-            container.id)
+        self.aio_container = aio.get_database_client(database).get_container_client(container.id)
         self.store = AsyncCosmosDocumentStore(self.aio_container)
 
     def run(self, coroutine: Any) -> Any:
@@ -128,8 +127,9 @@ class TestCosmosUnitOfWork(ContactsStoreContract):
     """On the sync client, then on the `aio` one (the app's)."""
 
     @pytest.fixture(params=["sync", "aio"])
-    def world(self, cosmos: CosmosClient, request: pytest.FixtureRequest,
-              loop: EventLoop) -> ContactsWorld:
+    def world(
+        self, cosmos: CosmosClient, request: pytest.FixtureRequest, loop: EventLoop
+    ) -> ContactsWorld:
         import uuid
 
         container = fresh_container(cosmos, f"c{uuid.uuid4().hex[:12]}")
@@ -145,15 +145,23 @@ def test_a_create_over_http_writes_one_contact_and_one_event_in_its_partition(
 ) -> None:
     client = Client(stack.api_url)
     try:
-        reply = client.request("POST", "/contacts", json_body={
-            "firstName": "One", "lastName": "Batch", "email": "one@example.com",
-            "companyName": "C"})
+        reply = client.request(
+            "POST",
+            "/contacts",
+            json_body={
+                "firstName": "One",
+                "lastName": "Batch",
+                "email": "one@example.com",
+                "companyName": "C",
+            },
+        )
     finally:
         client.close()
     cid = reply.json()["id"]
     values = stack.settings()
     container = cosmos.get_database_client(values["COSMOS_DATABASE"]).get_container_client(
-        values["COSMOS_CONTAINER"])
+        values["COSMOS_CONTAINER"]
+    )
     docs = list(container.query_items("SELECT * FROM c", partition_key=cid))
     assert sorted(d["type"] for d in docs) == ["contact", EVENT_TYPE]
     event = next(d for d in docs if d["type"] == EVENT_TYPE)

@@ -26,14 +26,21 @@ from tools.status import Context, Summary, api_status, render
 
 pytestmark = pytest.mark.integration
 
-ADA = {"firstName": "Ada", "lastName": "Bound", "email": "bound@example.com",
-       "companyName": "Engines"}
+ADA = {
+    "firstName": "Ada",
+    "lastName": "Bound",
+    "email": "bound@example.com",
+    "companyName": "Engines",
+}
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
-    with Stack(workdir=Path(tmp_path_factory.mktemp("bounded")), ports=Ports.free(),
-               settings_overrides={"FEED_POLL_DELAY_MS": "100"}) as s:
+    with Stack(
+        workdir=Path(tmp_path_factory.mktemp("bounded")),
+        ports=Ports.free(),
+        settings_overrides={"FEED_POLL_DELAY_MS": "100"},
+    ) as s:
         yield s
 
 
@@ -69,8 +76,10 @@ def quarantined(stack: Stack, client: Client) -> str:
     assert created.status == 201, created.body
     container = stack.contacts_container()
     [document] = container.query_items(
-        "SELECT * FROM c WHERE c.type = @t", parameters=[{"name": "@t", "value": EVENT_TYPE}],
-        partition_key=created.json()["id"])
+        "SELECT * FROM c WHERE c.type = @t",
+        parameters=[{"name": "@t", "value": EVENT_TYPE}],
+        partition_key=created.json()["id"],
+    )
     [event] = read_feed([document], legacy=LEGACY_EVENTS)
     quarantine = Quarantine(CosmosDocumentStore(container), legacy=LEGACY_EVENTS)
     run_sync(quarantine.put(event, reason="set aside by the test"))  # type: ignore[arg-type]
@@ -96,26 +105,27 @@ def test_replay_discard_and_redrive_answer_503_when_the_store_hangs(
     with frozen(stack.cosmos.process):
         unavailable(client.request("POST", f"/outbox/quarantine/{event_id}/replay"))
         unavailable(client.request("DELETE", f"/outbox/quarantine/{event_id}?reason=gone"))
-        unavailable(client.request("POST", "/outbox/redrive",
-                                   json_body={"since": "2000-01-01T00:00:00Z"}))
+        unavailable(
+            client.request("POST", "/outbox/redrive", json_body={"since": "2000-01-01T00:00:00Z"})
+        )
     assert until_ok(client, "/health").status == 200
 
 
-def test_replay_and_redrive_answer_503_when_the_broker_hangs(
-    stack: Stack, client: Client
-) -> None:
+def test_replay_and_redrive_answer_503_when_the_broker_hangs(stack: Stack, client: Client) -> None:
     assert stack.servicebus is not None
     event_id = quarantined(stack, client)
     with frozen(stack.servicebus.process):
         unavailable(client.request("POST", f"/outbox/quarantine/{event_id}/replay"))
-        unavailable(client.request("POST", "/outbox/redrive",
-                                   json_body={"since": "2000-01-01T00:00:00Z"}))
+        unavailable(
+            client.request("POST", "/outbox/redrive", json_body={"since": "2000-01-01T00:00:00Z"})
+        )
     # the broker back: the replay goes out (a replay that finished meanwhile resolved it)
     deadline = time.monotonic() + 60
     while True:
         reply = client.request("POST", f"/outbox/quarantine/{event_id}/replay")
-        if (reply.status == 202 and reply.json()["status"] == "resolved") \
-                or time.monotonic() > deadline:
+        if (
+            reply.status == 202 and reply.json()["status"] == "resolved"
+        ) or time.monotonic() > deadline:
             break
         time.sleep(1)
     assert reply.status == 202, reply.body
@@ -132,6 +142,5 @@ def test_make_status_shows_the_records_quarantined_now_from_the_api(
     assert error is None and body is not None
     assert body["quarantined"] == now >= 1
     screen = render(Summary(sums={telemetry.QUARANTINED: 99.0}), context=Context(api=body))
-    assert f"quarantined events now     {now}  (records not resolved, now, from the API)" \
-        in screen
+    assert f"quarantined events now     {now}  (records not resolved, now, from the API)" in screen
     assert "quarantine actions         99  " in screen

@@ -48,8 +48,11 @@ def api(world: FakeWorld) -> Api:
 
 def contact(world: FakeWorld, changes: int, *, first: str = "Ada") -> tuple[str, list[str]]:
     """A contact with `changes` description changes, committed; its event ids by version."""
-    c = Contact.create(name=Name(first_name=first, last_name="L"), email="a@example.com",
-                       company=Company(company_name="E"))
+    c = Contact.create(
+        name=Name(first_name=first, last_name="L"),
+        email="a@example.com",
+        company=Company(company_name="E"),
+    )
     for i in range(changes):
         c.describe(f"change {i}")
     with world.uow() as uow:
@@ -59,8 +62,11 @@ def contact(world: FakeWorld, changes: int, *, first: str = "Ada") -> tuple[str,
 
 
 def events(world: FakeWorld, cid: str | None = None) -> list[dict[str, Any]]:
-    return [envelope_and_data(d) for d in world.store.of_type(EVENT_TYPE)
-            if cid is None or d["partitionKey"] == cid]
+    return [
+        envelope_and_data(d)
+        for d in world.store.of_type(EVENT_TYPE)
+        if cid is None or d["partitionKey"] == cid
+    ]
 
 
 def enlarge(stored: dict[str, Any]) -> None:
@@ -87,13 +93,22 @@ def too_large(world: FakeWorld) -> tuple[str, list[str]]:
 
 
 def replay(api: Api, eid: str) -> Any:
-    return api.call("replay_quarantined", "POST", f"outbox/quarantine/{eid}/replay",
-                    route_params={"eventId": eid})
+    return api.call(
+        "replay_quarantined",
+        "POST",
+        f"outbox/quarantine/{eid}/replay",
+        route_params={"eventId": eid},
+    )
 
 
 def discard(api: Api, eid: str, **params: str) -> Any:
-    return api.call("discard_quarantined", "DELETE", f"outbox/quarantine/{eid}",
-                    route_params={"eventId": eid}, params=params)
+    return api.call(
+        "discard_quarantined",
+        "DELETE",
+        f"outbox/quarantine/{eid}",
+        route_params={"eventId": eid},
+        params=params,
+    )
 
 
 def listing(api: Api, **params: str) -> Any:
@@ -106,27 +121,39 @@ def redrive(api: Api, payload: Any) -> Any:
 
 # ---- the relay's notice -----------------------------------------------------------------
 
+
 def test_a_quarantined_event_is_listed_and_its_notice_is_in_its_session_in_order(
     api: Api, world: FakeWorld
 ) -> None:
     cid, ids = too_large(world)
     sent = [(m.message_id, m.subject, m.version) for m in world.publisher.messages]
-    assert sent == [(ids[0], "ContactCreatedEvent", 1),
-                    (notice_id(ids[1]), QUARANTINE_NOTICE_SUBJECT, 2),
-                    (ids[2], "ContactDescriptionUpdatedEvent", 3)]
+    assert sent == [
+        (ids[0], "ContactCreatedEvent", 1),
+        (notice_id(ids[1]), QUARANTINE_NOTICE_SUBJECT, 2),
+        (ids[2], "ContactDescriptionUpdatedEvent", 3),
+    ]
     reply = listing(api)
     assert reply.status_code == 200
     [item] = body(reply)["items"]
     assert item == {
-        "eventId": ids[1], "contactId": cid, "aggregateType": "contact", "aggregateId": cid,
-        "action": "ContactDescriptionUpdatedEvent", "version": 2,
-        "reason": item["reason"], "quarantinedAt": item["quarantinedAt"], "replays": 0,
-        "status": "quarantined", "resolvedAt": None}
+        "eventId": ids[1],
+        "contactId": cid,
+        "aggregateType": "contact",
+        "aggregateId": cid,
+        "action": "ContactDescriptionUpdatedEvent",
+        "version": 2,
+        "reason": item["reason"],
+        "quarantinedAt": item["quarantinedAt"],
+        "replays": 0,
+        "status": "quarantined",
+        "resolvedAt": None,
+    }
     assert "larger than" in item["reason"]
     assert body(reply)["hasMore"] is False and body(reply)["continuationToken"] is None
 
 
 # ---- replay -----------------------------------------------------------------------------
+
 
 def test_replay_while_the_cause_remains_keeps_it_quarantined_and_counts_the_replay(
     api: Api, world: FakeWorld
@@ -183,6 +210,7 @@ def test_replay_of_an_unknown_event_is_404_and_a_bad_id_400(api: Api) -> None:
 
 # ---- discard ----------------------------------------------------------------------------
 
+
 def test_discard_needs_a_reason_deletes_the_record_and_writes_an_audit_line(
     api: Api, world: FakeWorld, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -204,6 +232,7 @@ def test_discard_needs_a_reason_deletes_the_record_and_writes_an_audit_line(
 
 # ---- list paging ------------------------------------------------------------------------
 
+
 def test_the_list_pages_with_sealed_tokens_of_its_own(api: Api, world: FakeWorld) -> None:
     for i in range(3):
         cid, ids = contact(world, 1, first=f"P{i}")
@@ -223,6 +252,7 @@ def test_the_list_pages_with_sealed_tokens_of_its_own(api: Api, world: FakeWorld
 
 # ---- status -----------------------------------------------------------------------------
 
+
 def test_status_reports_the_backlog_per_lease_and_the_quarantine(
     api: Api, world: FakeWorld
 ) -> None:
@@ -237,11 +267,17 @@ def test_status_reports_the_backlog_per_lease_and_the_quarantine(
     assert 29 <= status["oldestPendingAgeSeconds"] < 60
     assert status["leases"][0]["owner"] == "host-1"
     assert status["leases"][0]["checkpointAt"] == "2026-11-22T08:00:00+00:00"
-    assert status["leases"][1] == {"lease": "1", "pending": 0, "oldestPendingAgeSeconds": None,
-                                   "owner": None, "checkpointAt": None}
+    assert status["leases"][1] == {
+        "lease": "1",
+        "pending": 0,
+        "oldestPendingAgeSeconds": None,
+        "owner": None,
+        "checkpointAt": None,
+    }
 
 
 # ---- re-drive ---------------------------------------------------------------------------
+
 
 def test_redrive_sends_exactly_the_events_created_since_in_per_contact_order(
     api: Api, world: FakeWorld
@@ -258,7 +294,10 @@ def test_redrive_sends_exactly_the_events_created_since_in_per_contact_order(
     assert body(reply) == {"events": 3, "sent": 3, "quarantined": 0}
     sent = [(m.session_id, m.version, m.message_id) for m in world.publisher.messages]
     assert sent == [(a, 3, a_ids[2]), (a, 4, a_ids[3]), (b, 3, b_ids[2])] or sent == [
-        (b, 3, b_ids[2]), (a, 3, a_ids[2]), (a, 4, a_ids[3])]
+        (b, 3, b_ids[2]),
+        (a, 3, a_ids[2]),
+        (a, 4, a_ids[3]),
+    ]
     world.publisher.sent.clear()
     only_b = body(redrive(api, {"since": "1970-01-01T00:00:00+00:00", "contactId": b}))
     assert only_b["events"] == 3
@@ -266,11 +305,15 @@ def test_redrive_sends_exactly_the_events_created_since_in_per_contact_order(
 
 
 def test_redrive_refuses_a_bad_body(api: Api) -> None:
-    for payload, field in [({}, "since"), ({"since": "2026-01-01"}, "since"),
-                           ({"since": "1700000000"}, "since"), ({"since": 1700000000}, "since"),
-                           ({"since": "2026-02-30T00:00:00Z"}, "since"),
-                           ({"since": "2026-01-01T00:00:00Z", "contactId": None}, "contactId"),
-                           ({"since": "2026-01-01T00:00:00Z", "x": 1}, "x")]:
+    for payload, field in [
+        ({}, "since"),
+        ({"since": "2026-01-01"}, "since"),
+        ({"since": "1700000000"}, "since"),
+        ({"since": 1700000000}, "since"),
+        ({"since": "2026-02-30T00:00:00Z"}, "since"),
+        ({"since": "2026-01-01T00:00:00Z", "contactId": None}, "contactId"),
+        ({"since": "2026-01-01T00:00:00Z", "x": 1}, "x"),
+    ]:
         doc = problem(redrive(api, payload), 400)
         assert doc["errors"][0]["field"] == field, (payload, doc)
 
@@ -284,6 +327,7 @@ def test_redrive_answers_503_when_the_broker_fails(api: Api, world: FakeWorld) -
 
 
 # ---- bounded: a store or a broker that hangs -----------------------------------------------
+
 
 async def never_answers() -> None:
     """What a store or a broker that hangs gives the app's event loop to await."""
@@ -316,8 +360,12 @@ def test_every_operator_route_answers_503_within_the_bound_when_the_store_hangs(
     _, ids = too_large(world)
     # The quarantine and the re-drive read the outbox's store: a record found by its id, a page
     # of records, the stored events.
-    for cls, method in ((FixedBacklog, "estimate"), (InMemoryStore, "find"),
-                        (InMemoryStore, "page_of_type"), (InMemoryStore, "of_type")):
+    for cls, method in (
+        (FixedBacklog, "estimate"),
+        (InMemoryStore, "find"),
+        (InMemoryStore, "page_of_type"),
+        (InMemoryStore, "of_type"),
+    ):
         hang(cls, method)
     unavailable(api.call("outbox_status", "GET", "outbox/status"))
     unavailable(listing(api))
@@ -336,8 +384,9 @@ def test_replay_and_redrive_answer_503_within_the_bound_when_the_broker_hangs(
     unavailable(redrive(api, {"since": "2000-01-01T00:00:00Z"}))
 
 
-def test_status_answers_503_when_the_store_is_unavailable(api: Api, world: FakeWorld,
-                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+def test_status_answers_503_when_the_store_is_unavailable(
+    api: Api, world: FakeWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def down(self: FixedBacklog) -> list[LeaseBacklog]:
         raise StoreUnavailableError("the store is unreachable", retry_after=1.0)
 
@@ -350,16 +399,23 @@ def test_status_answers_503_when_the_store_is_unavailable(api: Api, world: FakeW
 def test_every_operator_operation_and_health_are_bounded(functions: dict[str, Any]) -> None:
     declared = {name: operation_of(f.get_user_function()) for name, f in functions.items()}
     bounded = {name for name, op in declared.items() if op is not None and op.bounded}
-    operators = {name for name, op in declared.items()
-                 if op is not None and op.route.startswith("outbox/")}
-    assert operators == {"outbox_status", "list_quarantine", "replay_quarantined",
-                         "discard_quarantined", "redrive_events"}
+    operators = {
+        name for name, op in declared.items() if op is not None and op.route.startswith("outbox/")
+    }
+    assert operators == {
+        "outbox_status",
+        "list_quarantine",
+        "replay_quarantined",
+        "discard_quarantined",
+        "redrive_events",
+    }
     assert bounded == operators | {"health"}
 
 
 def test_instants_are_rfc_3339_with_an_offset_and_clamp_at_the_calendar_ends() -> None:
     assert parse_instant("2026-11-22T08:00:00.1234567+01:00") == datetime(
-        2026, 11, 22, 7, 0, 0, 123456, tzinfo=UTC)
+        2026, 11, 22, 7, 0, 0, 123456, tzinfo=UTC
+    )
     assert parse_instant("0001-01-01T00:00:00+01:00") == datetime.min.replace(tzinfo=UTC)
     assert parse_instant("9999-12-31T23:59:59-01:00") == datetime.max.replace(tzinfo=UTC)
     for bad in ("2026-11-22", "2026-11-22T08:00:00", "now", "2026-13-01T00:00:00Z"):
@@ -367,8 +423,7 @@ def test_instants_are_rfc_3339_with_an_offset_and_clamp_at_the_calendar_ends() -
             parse_instant(bad)
 
 
-def test_redrive_takes_the_contact_alias_and_the_generic_scope(api: Api, world: FakeWorld
-                                                               ) -> None:
+def test_redrive_takes_the_contact_alias_and_the_generic_scope(api: Api, world: FakeWorld) -> None:
     a, _ = contact(world, 1, first="A")
     contact(world, 0, first="B")
 
@@ -385,14 +440,19 @@ def test_redrive_takes_the_contact_alias_and_the_generic_scope(api: Api, world: 
     assert events(aggregateType="ticket") == 0
 
 
-@pytest.mark.parametrize(("scope", "field"), [
-    ({"aggregateId": "abc"}, "$"),
-    ({"contactId": "abc", "aggregateId": "abc", "aggregateType": "contact"}, "$"),
-    ({"contactId": "abc", "aggregateType": "ticket"}, "$"),
-    ({"aggregateType": "no spaces"}, "aggregateType"),
-])
+@pytest.mark.parametrize(
+    ("scope", "field"),
+    [
+        ({"aggregateId": "abc"}, "$"),
+        ({"contactId": "abc", "aggregateId": "abc", "aggregateType": "contact"}, "$"),
+        ({"contactId": "abc", "aggregateType": "ticket"}, "$"),
+        ({"aggregateType": "no spaces"}, "aggregateType"),
+    ],
+)
 def test_a_redrive_scope_that_does_not_hold_together_is_a_400(
-    api: Api, scope: dict[str, str], field: str,
+    api: Api,
+    scope: dict[str, str],
+    field: str,
 ) -> None:
     doc = problem(redrive(api, {"since": "2000-01-01T00:00:00Z", **scope}), 400)
     assert doc["errors"][0]["field"] == field

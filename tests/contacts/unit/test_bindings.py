@@ -98,7 +98,9 @@ def test_host_json_pins_the_extension_bundle() -> None:
 
     host = json.loads((Path(__file__).resolve().parents[3] / "host.json").read_text())
     assert host["extensionBundle"] == {
-        "id": "Microsoft.Azure.Functions.ExtensionBundle", "version": "[4.*, 5.0.0)"}
+        "id": "Microsoft.Azure.Functions.ExtensionBundle",
+        "version": "[4.*, 5.0.0)",
+    }
     assert host["extensions"]["http"]["routePrefix"] == "api"
 
 
@@ -112,16 +114,29 @@ print(json.dumps({f.get_function_name(): json.loads(f.get_function_json())["bind
 def index_with(env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """Index the app in a fresh process with these app settings, as the worker does."""
     root = Path(__file__).resolve().parents[3]
-    clean = {k: v for k, v in os.environ.items()
-             if k not in ("FEED_POLL_DELAY_MS", "MAX_ITEMS_PER_INVOCATION",
-                          "BACKLOG_ESTIMATE_SCHEDULE")}
-    return subprocess.run([sys.executable, "-c", INDEX], cwd=root, env={**clean, **env},
-                          capture_output=True, text=True, check=False)
+    clean = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("FEED_POLL_DELAY_MS", "MAX_ITEMS_PER_INVOCATION", "BACKLOG_ESTIMATE_SCHEDULE")
+    }
+    return subprocess.run(
+        [sys.executable, "-c", INDEX],
+        cwd=root,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
 
 
 def test_relay_settings_in_the_environment_change_the_indexed_metadata() -> None:
-    result = index_with({"FEED_POLL_DELAY_MS": "250", "MAX_ITEMS_PER_INVOCATION": "40",
-                         "BACKLOG_ESTIMATE_SCHEDULE": "*/5 * * * * *"})
+    result = index_with(
+        {
+            "FEED_POLL_DELAY_MS": "250",
+            "MAX_ITEMS_PER_INVOCATION": "40",
+            "BACKLOG_ESTIMATE_SCHEDULE": "*/5 * * * * *",
+        }
+    )
     assert result.returncode == 0, result.stderr
     triggers = json.loads(result.stdout)
     assert triggers["relay_events"]["feedPollDelay"] == 250
@@ -129,9 +144,15 @@ def test_relay_settings_in_the_environment_change_the_indexed_metadata() -> None
     assert triggers["outbox_backlog"]["schedule"] == "*/5 * * * * *"
 
 
-@pytest.mark.parametrize(("name", "value"), [
-    ("FEED_POLL_DELAY_MS", "soon"), ("FEED_POLL_DELAY_MS", "0"),
-    ("MAX_ITEMS_PER_INVOCATION", "-1"), ("BACKLOG_ESTIMATE_SCHEDULE", "every minute")])
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("FEED_POLL_DELAY_MS", "soon"),
+        ("FEED_POLL_DELAY_MS", "0"),
+        ("MAX_ITEMS_PER_INVOCATION", "-1"),
+        ("BACKLOG_ESTIMATE_SCHEDULE", "every minute"),
+    ],
+)
 def test_a_bad_relay_setting_fails_indexing_naming_the_setting(name: str, value: str) -> None:
     result = index_with({name: value})
     assert result.returncode != 0

@@ -41,12 +41,14 @@ def test_every_field_a_client_sets_travels_in_events_and_can_be_changed_through_
 
 
 def test_every_field_a_client_sets_can_be_given_on_create() -> None:
-    create = CreateContact.model_validate({
-        "firstName": "Ada", "lastName": "L", "email": "ada@example.com", "companyName": "E"})
+    create = CreateContact.model_validate(
+        {"firstName": "Ada", "lastName": "L", "email": "ada@example.com", "companyName": "E"}
+    )
     settable = set(Contact.model_fields) - {"id", "version"} - KEPT_BY_THE_CONTACT
     assert set(create.fields()) == settable
 
 
 def test_every_text_field_publishes_what_it_validates() -> None:
-    check_text_schemas([CreateContact, PatchContact,
-                        *(update_body(aspect) for aspect in REFERENCE_UPDATES)])
+    check_text_schemas(
+        [CreateContact, PatchContact, *(update_body(aspect) for aspect in REFERENCE_UPDATES)]
+    )

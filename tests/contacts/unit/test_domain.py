@@ -35,7 +35,9 @@ def test_each_change_raises_one_event_and_grows_the_version_by_one() -> None:
     events = contact.collect_events()
     assert [e.version for e in events] == [2, 3, 4, 5]
     assert [type(e).__name__ for e in events] == [
-        "ContactNameUpdated", "ContactEmailUpdated", "ContactDescriptionUpdated",
+        "ContactNameUpdated",
+        "ContactEmailUpdated",
+        "ContactDescriptionUpdated",
         "ContactCompanyUpdated",
     ]
     assert contact.version == 5
@@ -66,7 +68,8 @@ def test_a_deleted_contact_refuses_changes() -> None:
 
 def test_events_are_frozen_and_round_trip_through_their_json() -> None:
     event = ContactNameUpdated(
-        aggregate_id="c1", version=2, name=Name(first_name="A", last_name="B"))
+        aggregate_id="c1", version=2, name=Name(first_name="A", last_name="B")
+    )
     with pytest.raises(ValidationError):
         event.version = 3  # type: ignore[misc]
     data = event.model_dump(mode="json", by_alias=True)
@@ -77,8 +80,7 @@ def test_events_are_frozen_and_round_trip_through_their_json() -> None:
 
 @pytest.mark.parametrize(
     ("field", "value"),
-    [("first_name", ""), ("first_name", "x" * 101), ("last_name", "   "),
-     ("last_name", "y" * 101)],
+    [("first_name", ""), ("first_name", "x" * 101), ("last_name", "   "), ("last_name", "y" * 101)],
 )
 def test_names_are_required_and_at_most_100_characters(field: str, value: str) -> None:
     values = {"first_name": "Ada", "last_name": "Lovelace", field: value}
@@ -88,9 +90,13 @@ def test_names_are_required_and_at_most_100_characters(field: str, value: str) -
 
 @pytest.mark.parametrize(
     "fields",
-    [{"company_name": ""}, {"company_name": "c" * 251},
-     {"company_name": "ok", "house_number": "1" * 11},
-     {"company_name": "ok", "postal_code": "1" * 26}, {"company_name": "ok", "city": "c" * 101}],
+    [
+        {"company_name": ""},
+        {"company_name": "c" * 251},
+        {"company_name": "ok", "house_number": "1" * 11},
+        {"company_name": "ok", "postal_code": "1" * 26},
+        {"company_name": "ok", "city": "c" * 101},
+    ],
 )
 def test_company_limits(fields: dict[str, str]) -> None:
     with pytest.raises(ValidationError):

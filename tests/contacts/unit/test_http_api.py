@@ -16,8 +16,12 @@ from domain.contact import Contact
 from tests.contacts.conftest import FakeWorld
 
 JSON = {"content-type": "application/json"}
-ADA = {"firstName": "Ada", "lastName": "Lovelace", "email": "ada@example.com",
-       "companyName": "Engines"}
+ADA = {
+    "firstName": "Ada",
+    "lastName": "Lovelace",
+    "email": "ada@example.com",
+    "companyName": "Engines",
+}
 
 
 class Api:
@@ -27,14 +31,30 @@ class Api:
     def __init__(self, client: FunctionClient) -> None:
         self.client = client
 
-    def call(self, name: str, method: str, path: str, *, body: Any = None,
-             raw: bytes | None = None, headers: dict[str, str] | None = None,
-             route_params: dict[str, str] | None = None,
-             params: dict[str, str] | None = None,
-             trace_parent: str = "") -> func.HttpResponse:
-        return self.client.call(name, method, path, body=body, raw=raw, headers=headers,
-                                route_params=route_params, params=params,
-                                trace_parent=trace_parent)
+    def call(
+        self,
+        name: str,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        raw: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        route_params: dict[str, str] | None = None,
+        params: dict[str, str] | None = None,
+        trace_parent: str = "",
+    ) -> func.HttpResponse:
+        return self.client.call(
+            name,
+            method,
+            path,
+            body=body,
+            raw=raw,
+            headers=headers,
+            route_params=route_params,
+            params=params,
+            trace_parent=trace_parent,
+        )
 
     def create(self, body: dict[str, Any] | None = None, **kw: Any) -> func.HttpResponse:
         return self.call("create_contact", "POST", "contacts", body=body or ADA, **kw)
@@ -42,8 +62,9 @@ class Api:
     def get(self, cid: str, **kw: Any) -> func.HttpResponse:
         return self.call("get_contact", "GET", f"contacts/{cid}", route_params={"id": cid}, **kw)
 
-    def write(self, name: str, method: str, cid: str, suffix: str = "", **kw: Any
-              ) -> func.HttpResponse:
+    def write(
+        self, name: str, method: str, cid: str, suffix: str = "", **kw: Any
+    ) -> func.HttpResponse:
         return self.call(name, method, f"contacts/{cid}{suffix}", route_params={"id": cid}, **kw)
 
 
@@ -73,9 +94,11 @@ def created(api: Api) -> tuple[str, str]:
 
 # -- happy paths ------------------------------------------------------------------------------
 
+
 def test_create_returns_201_location_etag_and_the_contact(api: Api, world: FakeWorld) -> None:
-    response = api.create(headers={
-        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})
+    response = api.create(
+        headers={"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+    )
     assert response.status_code == 201
     contact = body(response)
     assert response.headers["Location"] == f"/api/contacts/{contact['id']}"
@@ -93,15 +116,23 @@ def test_events_carry_the_invocation_trace_context_over_the_header(
     api: Api, world: FakeWorld
 ) -> None:
     invocation = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
-    api.create(trace_parent=invocation, headers={
-        "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"})
+    api.create(
+        trace_parent=invocation,
+        headers={"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+    )
     [event] = world.store.of_type("domainEvent")
     assert envelope_and_data(event)["traceparent"] == invocation
 
 
 def test_create_accepts_a_full_company_object(api: Api) -> None:
-    company = {"companyName": "Engines", "street": "Main", "houseNumber": "1",
-               "postalCode": "W1", "city": "London", "country": "UK"}
+    company = {
+        "companyName": "Engines",
+        "street": "Main",
+        "houseNumber": "1",
+        "postalCode": "W1",
+        "city": "London",
+        "country": "UK",
+    }
     payload = {k: v for k, v in ADA.items() if k != "companyName"} | {"company": company}
     response = api.create(payload)
     assert response.status_code == 201
@@ -127,8 +158,13 @@ def test_list_pages_with_a_continuation_token_in_query_or_header(api: Api) -> No
     assert len(page["items"]) == 2 and page["hasMore"] is True
     assert set(page["items"][0]) == {"id", "email", "fullName", "companyName"}
     assert first.headers["X-Continuation-Token"] == page["continuationToken"]
-    second = api.call("list_contacts", "GET", "contacts", params={"pageSize": "2"},
-                      headers={"x-continuation-token": page["continuationToken"]})
+    second = api.call(
+        "list_contacts",
+        "GET",
+        "contacts",
+        params={"pageSize": "2"},
+        headers={"x-continuation-token": page["continuationToken"]},
+    )
     rest = body(second)
     assert len(rest["items"]) == 1 and rest["hasMore"] is False
     assert rest["continuationToken"] is None
@@ -140,22 +176,30 @@ def test_list_defaults_to_ten_per_page(api: Api) -> None:
     assert len(body(api.call("list_contacts", "GET", "contacts"))["items"]) == 10
 
 
-def test_patch_raises_one_event_per_changed_aspect_in_one_batch(api: Api, world: FakeWorld
-                                                                ) -> None:
+def test_patch_raises_one_event_per_changed_aspect_in_one_batch(api: Api, world: FakeWorld) -> None:
     cid, etag = created(api)
     batches = world.store.batches
-    response = api.write("patch_contact", "PATCH", cid, body={
-        "name": {"firstName": "Augusta", "lastName": "King"},
-        "email": "ada@example.com",  # unchanged: raises nothing
-        "description": "mathematician",
-    }, headers={"If-Match": etag})
+    response = api.write(
+        "patch_contact",
+        "PATCH",
+        cid,
+        body={
+            "name": {"firstName": "Augusta", "lastName": "King"},
+            "email": "ada@example.com",  # unchanged: raises nothing
+            "description": "mathematician",
+        },
+        headers={"If-Match": etag},
+    )
     assert response.status_code == 200
     assert body(response)["version"] == 3
     assert response.headers["ETag"] != etag
     assert world.store.batches == batches + 1
     actions = sorted(envelope_and_data(e)["action"] for e in world.store.of_type("domainEvent"))
-    assert actions == ["ContactCreatedEvent", "ContactDescriptionUpdatedEvent",
-                       "ContactNameUpdatedEvent"]
+    assert actions == [
+        "ContactCreatedEvent",
+        "ContactDescriptionUpdatedEvent",
+        "ContactNameUpdatedEvent",
+    ]
 
 
 def test_patch_with_nothing_changed_writes_nothing(api: Api, world: FakeWorld) -> None:
@@ -169,15 +213,37 @@ def test_patch_with_nothing_changed_writes_nothing(api: Api, world: FakeWorld) -
 @pytest.mark.parametrize(
     ("function", "suffix", "payload", "action"),
     [
-        ("update_contact_name", "/update-name", {"firstName": "A", "lastName": "K"},
-         "ContactNameUpdatedEvent"),
-        ("update_contact_email", "/update-email", {"email": "k@example.com"},
-         "ContactEmailUpdatedEvent"),
-        ("update_contact_description", "/update-description", {"description": "d"},
-         "ContactDescriptionUpdatedEvent"),
-        ("update_contact_company", "/update-company",
-         {"companyName": "B", "street": "S", "houseNumber": "2", "postalCode": "P",
-          "city": "C", "country": "X"}, "ContactCompanyUpdatedEvent"),
+        (
+            "update_contact_name",
+            "/update-name",
+            {"firstName": "A", "lastName": "K"},
+            "ContactNameUpdatedEvent",
+        ),
+        (
+            "update_contact_email",
+            "/update-email",
+            {"email": "k@example.com"},
+            "ContactEmailUpdatedEvent",
+        ),
+        (
+            "update_contact_description",
+            "/update-description",
+            {"description": "d"},
+            "ContactDescriptionUpdatedEvent",
+        ),
+        (
+            "update_contact_company",
+            "/update-company",
+            {
+                "companyName": "B",
+                "street": "S",
+                "houseNumber": "2",
+                "postalCode": "P",
+                "city": "C",
+                "country": "X",
+            },
+            "ContactCompanyUpdatedEvent",
+        ),
     ],
 )
 def test_reference_sample_update_routes_answer_204_with_etag(
@@ -190,8 +256,9 @@ def test_reference_sample_update_routes_answer_204_with_etag(
     assert action in {envelope_and_data(e)["action"] for e in world.store.of_type("domainEvent")}
 
 
-def test_delete_is_soft_raises_contact_deleted_and_hides_the_contact(api: Api, world: FakeWorld
-                                                                     ) -> None:
+def test_delete_is_soft_raises_contact_deleted_and_hides_the_contact(
+    api: Api, world: FakeWorld
+) -> None:
     cid, _ = created(api)
     response = api.write("delete_contact", "DELETE", cid)
     assert response.status_code == 204 and response.headers["ETag"]
@@ -202,8 +269,12 @@ def test_delete_is_soft_raises_contact_deleted_and_hides_the_contact(api: Api, w
     assert "ContactDeletedEvent" in actions
     assert body(api.call("list_contacts", "GET", "contacts"))["items"] == []
     problem(api.write("delete_contact", "DELETE", cid), 404)
-    problem(api.write("update_contact_email", "POST", cid, "/update-email",
-                      body={"email": "x@example.com"}), 404)
+    problem(
+        api.write(
+            "update_contact_email", "POST", cid, "/update-email", body={"email": "x@example.com"}
+        ),
+        404,
+    )
 
 
 def test_health_is_200_when_the_store_answers_and_503_when_not(world: FakeWorld) -> None:
@@ -224,9 +295,17 @@ def test_openapi_json_is_served(api: Api) -> None:
 
 # -- errors -----------------------------------------------------------------------------------
 
+
 def test_invalid_fields_give_400_with_one_error_per_field(api: Api, world: FakeWorld) -> None:
-    response = api.create({"firstName": "", "lastName": "x" * 101, "email": "nope",
-                           "companyName": "Engines", "nickname": "x"})
+    response = api.create(
+        {
+            "firstName": "",
+            "lastName": "x" * 101,
+            "email": "nope",
+            "companyName": "Engines",
+            "nickname": "x",
+        }
+    )
     doc = problem(response, 400)
     fields = {e["field"] for e in doc["errors"]}
     assert fields == {"firstName", "lastName", "email", "nickname"}
@@ -235,8 +314,15 @@ def test_invalid_fields_give_400_with_one_error_per_field(api: Api, world: FakeW
 
 def test_nested_field_errors_name_the_path(api: Api) -> None:
     cid, _ = created(api)
-    doc = problem(api.write("patch_contact", "PATCH", cid,
-                            body={"company": {"companyName": "ok", "postalCode": "9" * 26}}), 400)
+    doc = problem(
+        api.write(
+            "patch_contact",
+            "PATCH",
+            cid,
+            body={"company": {"companyName": "ok", "postalCode": "9" * 26}},
+        ),
+        400,
+    )
     assert [e["field"] for e in doc["errors"]] == ["company.postalCode"]
 
 
@@ -258,8 +344,16 @@ def test_bad_json_is_400(api: Api, raw: bytes) -> None:
 
 
 def test_a_body_that_is_not_json_is_415(api: Api) -> None:
-    problem(api.call("create_contact", "POST", "contacts", raw=b"a=b",
-                     headers={"content-type": "application/x-www-form-urlencoded"}), 415)
+    problem(
+        api.call(
+            "create_contact",
+            "POST",
+            "contacts",
+            raw=b"a=b",
+            headers={"content-type": "application/x-www-form-urlencoded"},
+        ),
+        415,
+    )
     problem(api.call("create_contact", "POST", "contacts", raw=json.dumps(ADA).encode()), 415)
 
 
@@ -286,19 +380,35 @@ def test_page_size_out_of_range_is_400(api: Api, size: str) -> None:
 
 
 def test_a_garbage_continuation_token_is_400(api: Api) -> None:
-    doc = problem(api.call("list_contacts", "GET", "contacts",
-                           params={"continuationToken": "garbage"}), 400)
+    doc = problem(
+        api.call("list_contacts", "GET", "contacts", params={"continuationToken": "garbage"}), 400
+    )
     assert doc["errors"][0]["field"] == "continuationToken"
 
 
 def test_a_stale_etag_is_412_and_nothing_is_written(api: Api, world: FakeWorld) -> None:
     cid, stale = created(api)
-    first = api.write("update_contact_email", "POST", cid, "/update-email",
-                      body={"email": "b@example.com"}, headers={"If-Match": stale})
+    first = api.write(
+        "update_contact_email",
+        "POST",
+        cid,
+        "/update-email",
+        body={"email": "b@example.com"},
+        headers={"If-Match": stale},
+    )
     assert first.status_code == 204
     before = len(world.store.documents)
-    problem(api.write("update_contact_email", "POST", cid, "/update-email",
-                      body={"email": "c@example.com"}, headers={"If-Match": stale}), 412)
+    problem(
+        api.write(
+            "update_contact_email",
+            "POST",
+            cid,
+            "/update-email",
+            body={"email": "c@example.com"},
+            headers={"If-Match": stale},
+        ),
+        412,
+    )
     problem(api.write("delete_contact", "DELETE", cid, headers={"ETag": stale}), 412)
     assert len(world.store.documents) == before
     assert body(api.get(cid))["email"] == "b@example.com"
@@ -320,15 +430,25 @@ def test_a_write_racing_another_without_if_match_gets_412(
         return write(partition_key, operations)
 
     monkeypatch.setattr(world.store, "execute_batch", raced)
-    problem(api.write("update_contact_description", "POST", cid, "/update-description",
-                      body={"description": "mine"}), 412)
+    problem(
+        api.write(
+            "update_contact_description",
+            "POST",
+            cid,
+            "/update-description",
+            body={"description": "mine"},
+        ),
+        412,
+    )
     assert body(api.get(cid))["description"] == "the other writer"
 
 
 @pytest.mark.parametrize(
     ("error", "status", "retry_after"),
-    [(ThrottledError("busy", retry_after=2.2), 429, "3"),
-     (StoreUnavailableError("down", retry_after=0.1), 503, "1")],
+    [
+        (ThrottledError("busy", retry_after=2.2), 429, "3"),
+        (StoreUnavailableError("down", retry_after=0.1), 503, "1"),
+    ],
 )
 def test_throttling_and_outages_give_retry_after(
     api: Api, world: FakeWorld, error: Exception, status: int, retry_after: str
@@ -342,7 +462,8 @@ def test_throttling_and_outages_give_retry_after(
 
 def test_an_unexpected_error_is_a_bare_500(api: Api, world: FakeWorld) -> None:
     world.store.fail_next = RuntimeError(  # type: ignore[assignment]
-        "secret internals: AccountKey=abc")
+        "secret internals: AccountKey=abc"
+    )
     response = api.create()
     doc = problem(response, 500)
     assert "AccountKey" not in json.dumps(doc) and "RuntimeError" not in json.dumps(doc)

@@ -25,16 +25,31 @@ WRITES: list[tuple[str, str, str, dict[str, Any] | None, int]] = [
     ("update_contact_name", "POST", "/update-name", {"firstName": "A", "lastName": "B"}, 204),
     ("update_contact_email", "POST", "/update-email", {"email": "r@example.com"}, 204),
     ("update_contact_description", "POST", "/update-description", {"description": "d"}, 204),
-    ("update_contact_company", "POST", "/update-company", {
-        "companyName": "C", "street": "S", "houseNumber": "1", "postalCode": "P",
-        "city": "X", "country": "Y"}, 204),
+    (
+        "update_contact_company",
+        "POST",
+        "/update-company",
+        {
+            "companyName": "C",
+            "street": "S",
+            "houseNumber": "1",
+            "postalCode": "P",
+            "city": "X",
+            "country": "Y",
+        },
+        204,
+    ),
     ("delete_contact", "DELETE", "", None, 204),
 ]
 
 
 def answer_of(response: func.HttpResponse) -> tuple[int, str | None, str | None, bytes]:
-    return (response.status_code, response.headers.get("ETag"),
-            response.headers.get("Location"), response.get_body())
+    return (
+        response.status_code,
+        response.headers.get("ETag"),
+        response.headers.get("Location"),
+        response.get_body(),
+    )
 
 
 @pytest.fixture
@@ -56,8 +71,13 @@ def test_a_retried_create_is_one_contact_one_event_and_the_same_answer(
 
 @pytest.mark.parametrize(("name", "method", "suffix", "payload", "status"), WRITES)
 def test_every_write_retried_with_its_key_writes_once_and_answers_the_same(
-    api: Api, world: FakeWorld, name: str, method: str, suffix: str,
-    payload: dict[str, Any] | None, status: int,
+    api: Api,
+    world: FakeWorld,
+    name: str,
+    method: str,
+    suffix: str,
+    payload: dict[str, Any] | None,
+    status: int,
 ) -> None:
     cid, etag = created(api)
     headers = {KEY: f"{name}-1", "If-Match": etag}
@@ -68,21 +88,27 @@ def test_every_write_retried_with_its_key_writes_once_and_answers_the_same(
     versions = [e["version"] for e in world.store.of_type(EVENT_TYPE)]
     assert sorted(versions) == [1, 2]  # created, and the one change: not twice
     if payload is not None:  # the same key with another body
-        other = {k: (v + "x" if isinstance(v, str) and k != "email" else v)
-                 for k, v in payload.items()} | ({"email": "o@example.com"}
-                                                  if "email" in payload else {})
+        other = {
+            k: (v + "x" if isinstance(v, str) and k != "email" else v) for k, v in payload.items()
+        } | ({"email": "o@example.com"} if "email" in payload else {})
         problem(api.write(name, method, cid, suffix, body=other, headers=headers), 422)
 
 
 @pytest.mark.parametrize(("name", "method", "suffix", "payload", "status"), WRITES)
 def test_a_malformed_key_is_400_on_every_write(
-    api: Api, world: FakeWorld, name: str, method: str, suffix: str,
-    payload: dict[str, Any] | None, status: int,
+    api: Api,
+    world: FakeWorld,
+    name: str,
+    method: str,
+    suffix: str,
+    payload: dict[str, Any] | None,
+    status: int,
 ) -> None:
     cid, _ = created(api)
     before = dict(world.store.documents)
-    document = problem(api.write(name, method, cid, suffix, body=payload,
-                                 headers={KEY: '"unterminated'}), 400)
+    document = problem(
+        api.write(name, method, cid, suffix, body=payload, headers={KEY: '"unterminated'}), 400
+    )
     assert document["errors"] == [{"field": KEY, "message": document["detail"]}]
     assert world.store.documents == before
     problem(api.create(headers={KEY: "two words"}), 400)
@@ -111,8 +137,12 @@ def test_records_are_neither_events_for_the_relay_nor_contacts_in_the_list(
 
 def test_every_write_route_documents_the_key_and_422_and_no_read_does() -> None:
     document = openapi_document()
-    writes = {(p, m) for p, ops in document["paths"].items() for m in ops
-              if p.startswith("/contacts") and m != "get"}
+    writes = {
+        (p, m)
+        for p, ops in document["paths"].items()
+        for m in ops
+        if p.startswith("/contacts") and m != "get"
+    }
     assert len(writes) == 7  # POST, PATCH, DELETE and the four update-* routes
     for path, ops in document["paths"].items():
         for method, operation in ops.items():

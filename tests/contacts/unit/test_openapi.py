@@ -23,8 +23,11 @@ def test_the_document_is_openapi_3_1_with_every_http_function_of_the_app(
 ) -> None:
     doc = document()
     assert doc["openapi"] == "3.1.0"
-    documented = {(path, method, op["operationId"])
-                  for path, item in doc["paths"].items() for method, op in item.items()}
+    documented = {
+        (path, method, op["operationId"])
+        for path, item in doc["paths"].items()
+        for method, op in item.items()
+    }
     bound = set()
     for name, function in functions.items():
         if function.is_http_function() and name != "zz_not_routed":
@@ -48,7 +51,10 @@ def test_the_declaration_is_what_the_function_is_indexed_with(functions: dict[st
             continue
         trigger = json.loads(function.get_function_json())["bindings"][0]
         assert (trigger["route"], trigger["methods"], trigger["authLevel"]) == (
-            op.route, [op.method], op.auth_level.name)
+            op.route,
+            [op.method],
+            op.auth_level.name,
+        )
 
 
 def test_request_schemas_are_the_validating_models() -> None:
@@ -64,7 +70,8 @@ def test_request_schemas_are_the_validating_models() -> None:
     assert set(create["required"]) == {"firstName", "lastName", "email"}
     post = document()["paths"]["/contacts"]["post"]
     assert post["requestBody"]["content"]["application/json"]["schema"] == {
-        "$ref": "#/components/schemas/CreateContact"}
+        "$ref": "#/components/schemas/CreateContact"
+    }
 
 
 def test_the_contact_returned_is_documented_with_every_field_of_the_view() -> None:
@@ -110,20 +117,27 @@ def test_response_headers_patterns_formats_and_cross_field_rules_are_declared() 
     created = paths["/contacts"]["post"]["responses"]["201"]["headers"]
     assert created["Location"]["required"] and created["ETag"]["required"]
     listed = paths["/contacts"]["get"]
-    assert listed["responses"]["200"]["headers"]["X-Continuation-Token"]["schema"]["pattern"] \
+    assert (
+        listed["responses"]["200"]["headers"]["X-Continuation-Token"]["schema"]["pattern"]
         == TOKEN_PATTERN
+    )
     get = paths["/contacts/{id}"]["get"]
     assert get["parameters"][0]["schema"]["pattern"] == ID_PATTERN
     assert {p["name"]: p["schema"]["pattern"] for p in get["parameters"][1:]} == {
-        "If-Match": TAG_LIST_PATTERN, "ETag": TAG_LIST_PATTERN, "If-None-Match": TAG_LIST_PATTERN}
+        "If-Match": TAG_LIST_PATTERN,
+        "ETag": TAG_LIST_PATTERN,
+        "If-None-Match": TAG_LIST_PATTERN,
+    }
     for status in ("304",):
         assert "content" not in get["responses"][status]
     for route in ("update-name", "update-email", "update-description", "update-company"):
         no_content = paths[f"/contacts/{{id}}/{route}"]["post"]["responses"]["204"]
         assert "content" not in no_content and no_content["headers"]["ETag"]["required"]
     assert schemas["CreateContact"]["properties"]["email"]["format"] == "email"
-    assert schemas["CreateContact"]["oneOf"] == [{"required": ["companyName"]},
-                                                 {"required": ["company"]}]
+    assert schemas["CreateContact"]["oneOf"] == [
+        {"required": ["companyName"]},
+        {"required": ["company"]},
+    ]
     assert schemas["PatchContact"]["minProperties"] == 1
     assert "null" not in json.dumps(schemas["PatchContact"]["properties"])
     assert schemas["Problem"]["required"] == ["title", "status", "detail"]

@@ -28,27 +28,39 @@ HIDDEN_FROM_THE_API = {"deleted", "deleted_at"}
 def trimmed(min_size: int, max_size: int) -> st.SearchStrategy[str]:
     """Text a contact may hold (`cosmos_outbox.text`'s rules), trimmed."""
     allowed = st.characters(exclude_categories=sorted(REFUSED_CATEGORIES))  # type: ignore[arg-type]
-    return st.text(allowed, min_size=min_size, max_size=max_size).map(str.strip).filter(
-        lambda s: len(s) >= min_size and text_problem(s, required=min_size > 0) is None)
+    return (
+        st.text(allowed, min_size=min_size, max_size=max_size)
+        .map(str.strip)
+        .filter(lambda s: len(s) >= min_size and text_problem(s, required=min_size > 0) is None)
+    )
 
 
 # "ab--" is reserved for IDNA (RFC 5891 §4.2.3.1): email-validator refuses such labels.
 label = st.from_regex(r"[a-z0-9](?:[a-z0-9-]{0,10}[a-z0-9])?", fullmatch=True).filter(
-    lambda text: text[2:4] != "--")
+    lambda text: text[2:4] != "--"
+)
 emails = st.builds(
     lambda local, labels, tld: f"{local}@{'.'.join(labels)}.{tld}",
     st.from_regex(r"[A-Za-z0-9_+-]{1,15}(?:\.[A-Za-z0-9_+-]{1,14})?", fullmatch=True),
     st.lists(label, min_size=1, max_size=2),
     st.from_regex(r"[a-z]{2,6}", fullmatch=True),  # a top-level domain is never numeric
 )
-times = st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1),
-                     timezones=st.just(UTC))
-names = st.fixed_dictionaries(
-    {"first_name": trimmed(1, 100), "last_name": trimmed(1, 100)}).map(Name.model_validate)
-companies = st.fixed_dictionaries({
-    "company_name": trimmed(1, 250), "street": trimmed(0, 250), "house_number": trimmed(0, 10),
-    "postal_code": trimmed(0, 25), "city": trimmed(0, 100), "country": trimmed(0, 100),
-}).map(Company.model_validate)
+times = st.datetimes(
+    min_value=datetime(2000, 1, 1), max_value=datetime(2100, 1, 1), timezones=st.just(UTC)
+)
+names = st.fixed_dictionaries({"first_name": trimmed(1, 100), "last_name": trimmed(1, 100)}).map(
+    Name.model_validate
+)
+companies = st.fixed_dictionaries(
+    {
+        "company_name": trimmed(1, 250),
+        "street": trimmed(0, 250),
+        "house_number": trimmed(0, 10),
+        "postal_code": trimmed(0, 25),
+        "city": trimmed(0, 100),
+        "country": trimmed(0, 100),
+    }
+).map(Company.model_validate)
 
 
 @st.composite
@@ -103,5 +115,8 @@ def test_the_stored_document_holds_every_field_under_its_camel_case_name(
 ) -> None:
     document = aggregate_document(contact)
     assert (document["id"], document["partitionKey"], document["type"]) == (
-        contact.id, contact.id, "contact")
+        contact.id,
+        contact.id,
+        "contact",
+    )
     assert document["data"] == {k: v for k, v in as_json(contact).items() if k != "id"}

@@ -33,7 +33,8 @@ from entrypoints.bootstrap import LEGACY_EVENTS
 TELEMETRY = RelayTelemetry(destination="test-events")
 
 CASES: list[dict[str, Any]] = json.loads(
-    (Path(__file__).parents[1] / "fixtures" / "wire_format.json").read_text("utf-8"))
+    (Path(__file__).parents[1] / "fixtures" / "wire_format.json").read_text("utf-8")
+)
 #: The one addition to the pinned properties since the fixture was written: the
 #: aggregate type, which subscriptions filter on (a correlation filter per aggregate type).
 ADDED_PROPERTIES = {"aggregateType": "contact"}
@@ -52,8 +53,10 @@ def relayed(document: dict[str, Any]) -> dict[str, Any]:
     run_sync(relay.relay(read_feed([document], legacy=LEGACY_EVENTS)))
     [message] = publisher.messages
     return {
-        "message_id": message.message_id, "session_id": message.session_id,
-        "subject": message.subject, "content_type": message.content_type,
+        "message_id": message.message_id,
+        "session_id": message.session_id,
+        "subject": message.subject,
+        "content_type": message.content_type,
         "application_properties": message.application_properties,
         "body": message.body.decode(),
     }
@@ -77,16 +80,21 @@ def test_the_same_event_stored_today_is_relayed_with_only_its_own_fields_as_the_
     data = case["stored"]["data"]
     own = {k: v for k, v in data.items() if k not in ENVELOPE}
     event = Contact.parse_event(data)
-    document = aggregate_event_document(event, source=Contact.source(),
-                                        ttl_seconds=case["stored"]["ttl"])
+    document = aggregate_event_document(
+        event, source=Contact.source(), ttl_seconds=case["stored"]["ttl"]
+    )
     assert document["body"] == json.dumps(own, separators=(",", ":"), ensure_ascii=False)
-    assert (document["id"], document["aggregateId"], document["version"],
-            document["action"]) == (data["id"], data["contactId"], data["version"],
-                                    data["action"])
+    assert (document["id"], document["aggregateId"], document["version"], document["action"]) == (
+        data["id"],
+        data["contactId"],
+        data["version"],
+        data["action"],
+    )
     expected = pinned(case)
     assert relayed(document) == expected | {
         "body": document["body"],
-        "application_properties": expected["application_properties"] | {"outboxFormat": 2}}
+        "application_properties": expected["application_properties"] | {"outboxFormat": 2},
+    }
 
 
 def servicebus_message(stored: dict[str, Any], **kwargs: Any) -> ServiceBusMessage:
@@ -107,7 +115,8 @@ def test_the_service_bus_message_carries_the_pinned_fields_and_the_cloudevent(
     assert message.subject == expected["subject"]
     assert message.content_type == expected["content_type"]
     assert message.application_properties == (
-        expected["application_properties"] | case["cloudevents"])
+        expected["application_properties"] | case["cloudevents"]
+    )
 
 
 def as_amqp(message: ServiceBusMessage) -> AMQPMessage:
@@ -139,10 +148,13 @@ def test_the_official_sdk_reads_the_message_as_the_same_event(case: dict[str, An
     assert event.get_data() == data
 
 
-def test_the_source_is_the_configured_base_and_the_stored_path_and_a_dataschema_is_carried(
-) -> None:
-    stored = CASES[1]["stored"] | {"dataschema": "https://example.com/schemas/contact-v1.json",
-                                   "source": "/people"}
+def test_the_source_is_the_configured_base_and_the_stored_path_and_a_dataschema_is_carried() -> (
+    None
+):
+    stored = CASES[1]["stored"] | {
+        "dataschema": "https://example.com/schemas/contact-v1.json",
+        "source": "/people",
+    }
     message = servicebus_message(stored, base="https://crm.example.com")
     event = from_binary(as_amqp(message), JSONFormat())
     assert event.get_source() == "https://crm.example.com/people"

@@ -26,8 +26,13 @@ pytestmark = pytest.mark.e2e
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     workdir = Path(tmp_path_factory.mktemp("subscriber-claim-check"))
-    with Stack(workdir=workdir / "stack", ports=Ports.free(), with_azurite=True,
-               with_subscriber=True, settings_overrides={"FEED_POLL_DELAY_MS": "100"}) as stack:
+    with Stack(
+        workdir=workdir / "stack",
+        ports=Ports.free(),
+        with_azurite=True,
+        with_subscriber=True,
+        settings_overrides={"FEED_POLL_DELAY_MS": "100"},
+    ) as stack:
         yield stack
 
 
@@ -47,13 +52,22 @@ def test_offloaded_contact_events_are_projected_whole(stack: Stack) -> None:
     stack.start_runner(SERVICEBUS_MAX_MESSAGE_BYTES="1024")
     client = Client(stack.api_url)
     try:
-        created = client.request("POST", "/contacts", json_body={
-            "firstName": "Claire", "lastName": "Check", "email": "claire@example.com",
-            "companyName": "Claims", "description": "d" * 500})
+        created = client.request(
+            "POST",
+            "/contacts",
+            json_body={
+                "firstName": "Claire",
+                "lastName": "Check",
+                "email": "claire@example.com",
+                "companyName": "Claims",
+                "description": "d" * 500,
+            },
+        )
         assert created.status == 201, created.body
         contact = created.json()["id"]
-        described = client.request("POST", f"/contacts/{contact}/update-description",
-                                   json_body={"description": "e" * 500})
+        described = client.request(
+            "POST", f"/contacts/{contact}/update-description", json_body={"description": "e" * 500}
+        )
         assert described.status == 204, described.body
     finally:
         client.close()
@@ -61,7 +75,8 @@ def test_offloaded_contact_events_are_projected_whole(stack: Stack) -> None:
     def projected() -> dict[str, Any] | None:
         try:
             doc: dict[str, Any] = stack.projections_container().read_item(
-                contact, partition_key=contact)
+                contact, partition_key=contact
+            )
         except CosmosResourceNotFoundError:
             return None
         return doc if doc["version"] == 2 else None
@@ -73,8 +88,11 @@ def test_offloaded_contact_events_are_projected_whole(stack: Stack) -> None:
         stack.start_runner()
     assert projection["data"]["description"] == "e" * 500
     assert projection["data"]["email"] == "claire@example.com"
-    offloaded = [line for line in stack.log_path("runner").read_text("utf-8", "replace")
-                 .splitlines() if "offloaded event" in line and contact in line]
+    offloaded = [
+        line
+        for line in stack.log_path("runner").read_text("utf-8", "replace").splitlines()
+        if "offloaded event" in line and contact in line
+    ]
     assert len(offloaded) == 2
 
 
@@ -83,30 +101,50 @@ def test_a_message_whose_payload_is_missing_is_dead_lettered_with_the_reason_log
 ) -> None:
     assert stack.servicebus is not None and stack.azurite is not None
     payloads = BlobPayloadStore.from_connection_string(
-        stack.azurite.connection_string, stack.settings()["OUTBOX_PAYLOAD_CONTAINER"])
+        stack.azurite.connection_string, stack.settings()["OUTBOX_PAYLOAD_CONTAINER"]
+    )
     contact, event_id = str(uuid.uuid4()), str(uuid.uuid4())
     dataref = payloads.reference(f"contact/{contact}/{event_id}")  # never stored
     message = ServiceBusMessage(
-        b"", content_type="application/json", subject="ContactCreatedEvent",
-        message_id=event_id, session_id=contact, application_properties={
-            "aggregateType": "contact", "contactId": contact, "version": 1,
-            "action": "ContactCreatedEvent", "cloudEvents_specversion": "1.0",
-            "cloudEvents_id": event_id, "cloudEvents_source": "/contacts",
-            "cloudEvents_type": "ContactCreatedEvent", "cloudEvents_subject": contact,
-            "cloudEvents_dataref": dataref})
+        b"",
+        content_type="application/json",
+        subject="ContactCreatedEvent",
+        message_id=event_id,
+        session_id=contact,
+        application_properties={
+            "aggregateType": "contact",
+            "contactId": contact,
+            "version": 1,
+            "action": "ContactCreatedEvent",
+            "cloudEvents_specversion": "1.0",
+            "cloudEvents_id": event_id,
+            "cloudEvents_source": "/contacts",
+            "cloudEvents_type": "ContactCreatedEvent",
+            "cloudEvents_subject": contact,
+            "cloudEvents_dataref": dataref,
+        },
+    )
     subscription = stack.subscriber_settings()["SUBSCRIBER_SUBSCRIPTION"]
     with ServiceBusClient.from_connection_string(stack.servicebus.connection_string) as client:
         with client.get_topic_sender("contact-events") as sender:
             sender.send_messages(message)
         with client.get_subscription_receiver(
-            "contact-events", subscription, sub_queue=ServiceBusSubQueue.DEAD_LETTER,
+            "contact-events",
+            subscription,
+            sub_queue=ServiceBusSubQueue.DEAD_LETTER,
             max_wait_time=90,
         ) as dead_letters:
             [dead] = dead_letters.receive_messages(max_message_count=1, max_wait_time=90)
             dead_letters.complete_message(dead)
     assert (dead.message_id, dead.dead_letter_reason, dead.delivery_count) == (
-        event_id, "MaxDeliveryCountExceeded", 10)
-    lines = [line for line in stack.log_path("subscriber").read_text("utf-8", "replace")
-             .splitlines() if event_id in line and "could not be fetched" in line]
+        event_id,
+        "MaxDeliveryCountExceeded",
+        10,
+    )
+    lines = [
+        line
+        for line in stack.log_path("subscriber").read_text("utf-8", "replace").splitlines()
+        if event_id in line and "could not be fetched" in line
+    ]
     assert len(lines) == 10  # one per delivery, each with the reason
     assert all("no payload at" in line and dataref in line for line in lines)

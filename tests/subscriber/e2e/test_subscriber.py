@@ -35,14 +35,19 @@ REPORT = Path(__file__).resolve().parents[3] / ".stack" / "e2e-subscriber-report
 DUPLICATE_WINDOW = 2.0
 _LINE = re.compile(
     r"event (?P<event>\S+) \(contact (?P<contact>\S+), version (?P<version>\d+), "
-    r"delivery (?P<delivery>\d+)\): (?P<outcome>\w+)")
+    r"delivery (?P<delivery>\d+)\): (?P<outcome>\w+)"
+)
 
 
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[Stack]:
-    with Stack(workdir=tmp_path / "stack", ports=Ports.free(), with_subscriber=True,
-               duplicate_window_seconds=DUPLICATE_WINDOW,
-               settings_overrides={"FEED_POLL_DELAY_MS": "100"}) as stack:
+    with Stack(
+        workdir=tmp_path / "stack",
+        ports=Ports.free(),
+        with_subscriber=True,
+        duplicate_window_seconds=DUPLICATE_WINDOW,
+        settings_overrides={"FEED_POLL_DELAY_MS": "100"},
+    ) as stack:
         yield stack
 
 
@@ -74,23 +79,35 @@ def invocations(stack: Stack) -> list[dict[str, str]]:
 
 
 def create(client: Client, tag: str) -> str:
-    reply = client.request("POST", "/contacts", json_body={
-        "firstName": tag, "lastName": "Sub", "email": f"{tag}@example.com",
-        "companyName": "Inbox"})
+    reply = client.request(
+        "POST",
+        "/contacts",
+        json_body={
+            "firstName": tag,
+            "lastName": "Sub",
+            "email": f"{tag}@example.com",
+            "companyName": "Inbox",
+        },
+    )
     assert reply.status == 201, reply.body
     return str(reply.json()["id"])
 
 
 def describe(client: Client, contact: str, text: str) -> None:
-    reply = client.request("POST", f"/contacts/{contact}/update-description",
-                           json_body={"description": text})
+    reply = client.request(
+        "POST", f"/contacts/{contact}/update-description", json_body={"description": text}
+    )
     assert reply.status == 204, reply.body
 
 
 def stored_event(stack: Stack, contact: str, version: int) -> dict[str, Any]:
-    [doc] = list(stack.contacts_container().query_items(
-        "SELECT * FROM c WHERE c.type = 'domainEvent' AND c.version = @v",
-        parameters=[{"name": "@v", "value": version}], partition_key=contact))
+    [doc] = list(
+        stack.contacts_container().query_items(
+            "SELECT * FROM c WHERE c.type = 'domainEvent' AND c.version = @v",
+            parameters=[{"name": "@v", "value": version}],
+            partition_key=contact,
+        )
+    )
     return dict(doc)
 
 
@@ -99,8 +116,10 @@ def resend(stack: Stack, document: dict[str, Any]) -> None:
     [item] = read_feed([document], legacy=LEGACY_EVENTS)  # as the contacts app's relay
     assert isinstance(item, OutboxRecord)
     assert stack.servicebus is not None
-    with ServiceBusClient.from_connection_string(stack.servicebus.connection_string) as sb, \
-            sb.get_topic_sender("contact-events") as sender:
+    with (
+        ServiceBusClient.from_connection_string(stack.servicebus.connection_string) as sb,
+        sb.get_topic_sender("contact-events") as sender,
+    ):
         sender.send_messages(to_servicebus_message(to_message(item)))
 
 
@@ -112,11 +131,15 @@ def test_redeliveries_change_the_projection_exactly_once(stack: Stack) -> None:
     # 1. a message abandoned once: a consumer takes it first and abandons it
     stack.stop_subscriber()
     abandoned = create(client, "abandoned")
-    with ServiceBusClient.from_connection_string(stack.servicebus.connection_string) as sb, \
-            sb.get_subscription_receiver("contact-events", subscription, session_id=abandoned,
-                                         max_wait_time=30) as receiver:
-        [message] = wait_for(lambda: receiver.receive_messages(max_wait_time=5), 30,
-                             "the first event")
+    with (
+        ServiceBusClient.from_connection_string(stack.servicebus.connection_string) as sb,
+        sb.get_subscription_receiver(
+            "contact-events", subscription, session_id=abandoned, max_wait_time=30
+        ) as receiver,
+    ):
+        [message] = wait_for(
+            lambda: receiver.receive_messages(max_wait_time=5), 30, "the first event"
+        )
         receiver.abandon_message(message)
 
     # 2. a lock lost mid-processing: a consumer runs the subscriber's own projector on the
@@ -124,32 +147,49 @@ def test_redeliveries_change_the_projection_exactly_once(stack: Stack) -> None:
     #    expired one, and redelivers with DeliveryCount + 1)
     lost = create(client, "lost-lock")
     projector = Projector(projections(stack), ContactProjection(), inbox_ttl_seconds=3600)
-    with ServiceBusClient.from_connection_string(stack.servicebus.connection_string) as sb, \
-            sb.get_subscription_receiver("contact-events", subscription, session_id=lost,
-                                         max_wait_time=30) as receiver:
-        [message] = wait_for(lambda: receiver.receive_messages(max_wait_time=5), 30,
-                             "the first event")
-        event = from_message(b"".join(message.body), content_type=message.content_type,
-                             application_properties=message.application_properties)
+    with (
+        ServiceBusClient.from_connection_string(stack.servicebus.connection_string) as sb,
+        sb.get_subscription_receiver(
+            "contact-events", subscription, session_id=lost, max_wait_time=30
+        ) as receiver,
+    ):
+        [message] = wait_for(
+            lambda: receiver.receive_messages(max_wait_time=5), 30, "the first event"
+        )
+        event = from_message(
+            b"".join(message.body),
+            content_type=message.content_type,
+            application_properties=message.application_properties,
+        )
         assert projector.handle(event).outcome is Outcome.APPLIED
     stack.start_subscriber()
 
     wait_for(lambda: projection(stack, abandoned), 60, "the abandoned event's projection")
     describe(client, abandoned, "after the abandon")
     describe(client, lost, "after the lost lock")
-    wait_for(lambda: (projection(stack, abandoned) or {}).get("version") == 2
-             and (projection(stack, lost) or {}).get("version") == 2, 60, "version 2")
+    wait_for(
+        lambda: (
+            (projection(stack, abandoned) or {}).get("version") == 2
+            and (projection(stack, lost) or {}).get("version") == 2
+        ),
+        60,
+        "version 2",
+    )
 
     # 3. a re-drive outside the topic's duplicate window (accepted by the topic)
     time.sleep(DUPLICATE_WINDOW + 1)
     before = {c: projection(stack, c) for c in (abandoned, lost)}
     resend(stack, stored_event(stack, lost, 1))
     resend(stack, stored_event(stack, abandoned, 2))
-    wait_for(lambda: sum(1 for i in invocations(stack) if i["outcome"] == "duplicate") >= 3,
-             60, "the re-driven duplicates")
+    wait_for(
+        lambda: sum(1 for i in invocations(stack) if i["outcome"] == "duplicate") >= 3,
+        60,
+        "the re-driven duplicates",
+    )
     after = {c: projection(stack, c) for c in (abandoned, lost)}
     assert {c: d and d["_etag"] for c, d in after.items()} == {
-        c: d and d["_etag"] for c, d in before.items()}
+        c: d and d["_etag"] for c, d in before.items()
+    }
 
     seen = invocations(stack)
     by_event = Counter((i["contact"], i["version"], i["outcome"]) for i in seen)
@@ -157,12 +197,17 @@ def test_redeliveries_change_the_projection_exactly_once(stack: Stack) -> None:
     assert by_event[(lost, "1", "applied")] == 0  # applied by the consumer that lost its lock
     assert by_event[(lost, "1", "duplicate")] == 2  # the redelivery and the re-drive
     assert by_event[(abandoned, "2", "duplicate")] == 1
-    assert [i["delivery"] for i in seen if i["contact"] == abandoned and i["version"] == "1"] \
-        == ["2"]
+    assert [i["delivery"] for i in seen if i["contact"] == abandoned and i["version"] == "1"] == [
+        "2"
+    ]
     for contact in (abandoned, lost):
-        inbox = list(projections(stack).query_items(
-            "SELECT * FROM c WHERE c.type = @t", parameters=[{"name": "@t", "value": INBOX_TYPE}],
-            partition_key=contact))
+        inbox = list(
+            projections(stack).query_items(
+                "SELECT * FROM c WHERE c.type = @t",
+                parameters=[{"name": "@t", "value": INBOX_TYPE}],
+                partition_key=contact,
+            )
+        )
         assert sorted(r["version"] for r in inbox) == [1, 2]
 
 
@@ -186,8 +231,11 @@ def test_after_a_load_of_20_clients_the_projection_equals_the_api_version_for_ve
                 if rng.random() < 0.5:
                     describe(client, contact, f"client {n} update {u}")
                 else:
-                    reply = client.request("POST", f"/contacts/{contact}/update-email",
-                                           json_body={"email": f"c{n}u{u}@example.com"})
+                    reply = client.request(
+                        "POST",
+                        f"/contacts/{contact}/update-email",
+                        json_body={"email": f"c{n}u{u}@example.com"},
+                    )
                     assert reply.status == 204, reply.body
         except BaseException as exc:
             errors.append(exc)
@@ -206,10 +254,14 @@ def test_after_a_load_of_20_clients_the_projection_equals_the_api_version_for_ve
         out = {}
         for contact, api in expected.items():
             got = projection(stack, contact)
-            view = got and {"version": got["version"], **{
-                k: got["data"].get(k) for k in ("name", "email", "description", "company")}}
-            want = {"version": api["version"], **{
-                k: api[k] for k in ("name", "email", "description", "company")}}
+            view = got and {
+                "version": got["version"],
+                **{k: got["data"].get(k) for k in ("name", "email", "description", "company")},
+            }
+            want = {
+                "version": api["version"],
+                **{k: api[k] for k in ("name", "email", "description", "company")},
+            }
             if view != want:
                 out[contact] = (view, want)
         return out
@@ -247,26 +299,55 @@ def test_a_gap_left_by_a_quarantined_event_is_held_and_closed_by_its_replay(
     doc = contacts.read_item(contact, partition_key=contact)
     data = {**doc["data"], "version": 2, "description": "replayed"}
     event: dict[str, Any] = {
-        "id": f"gap-event-{contact}", "partitionKey": contact, "type": "domainEvent",
-        "aggregateType": "contact", "ttl": 600,
-        "data": {"id": f"gap-event-{contact}", "contactId": contact, "version": 2,
-                 "action": "ContactDescriptionUpdatedEvent",
-                 "createdAt": "2026-01-01T00:00:00Z", "description": "x" * 300_000}}
-    contacts.execute_item_batch(batch_operations=[
-        ("replace", (contact, {**doc, "data": data}), {"if_match_etag": doc["_etag"]}),
-        ("create", (event,)),
-    ], partition_key=contact)
+        "id": f"gap-event-{contact}",
+        "partitionKey": contact,
+        "type": "domainEvent",
+        "aggregateType": "contact",
+        "ttl": 600,
+        "data": {
+            "id": f"gap-event-{contact}",
+            "contactId": contact,
+            "version": 2,
+            "action": "ContactDescriptionUpdatedEvent",
+            "createdAt": "2026-01-01T00:00:00Z",
+            "description": "x" * 300_000,
+        },
+    }
+    contacts.execute_item_batch(
+        batch_operations=[
+            ("replace", (contact, {**doc, "data": data}), {"if_match_etag": doc["_etag"]}),
+            ("create", (event,)),
+        ],
+        partition_key=contact,
+    )
     wait_for(lambda: _exists(contacts, f"quarantine-{event['id']}", contact), 60, "quarantine")
-    reply = client.request("POST", f"/contacts/{contact}/update-email",
-                           json_body={"email": "after-the-gap@example.com"})
+    reply = client.request(
+        "POST",
+        f"/contacts/{contact}/update-email",
+        json_body={"email": "after-the-gap@example.com"},
+    )
     assert reply.status == 204, reply.body
 
-    held = wait_for(lambda: list(projections(stack).query_items(
-        "SELECT * FROM c WHERE c.type = 'heldEvent'", partition_key=contact)), 60, "held")
+    held = wait_for(
+        lambda: list(
+            projections(stack).query_items(
+                "SELECT * FROM c WHERE c.type = 'heldEvent'", partition_key=contact
+            )
+        ),
+        60,
+        "held",
+    )
     assert [(h["event"]["version"], h["missingVersion"]) for h in held] == [(3, 2)]
     # the outbox's notice (same session, where version 2 would have been) marks the gap as known
-    [gap] = wait_for(lambda: list(projections(stack).query_items(
-        "SELECT * FROM c WHERE c.type = 'quarantinedGap'", partition_key=contact)), 60, "gap")
+    [gap] = wait_for(
+        lambda: list(
+            projections(stack).query_items(
+                "SELECT * FROM c WHERE c.type = 'quarantinedGap'", partition_key=contact
+            )
+        ),
+        60,
+        "gap",
+    )
     assert (gap["version"], gap["eventId"]) == (2, event["id"])
     assert "larger than" in gap["reason"]
     assert (projection(stack, contact) or {})["version"] == 1
@@ -279,9 +360,15 @@ def test_a_gap_left_by_a_quarantined_event_is_held_and_closed_by_its_replay(
     assert got is not None and got["version"] == api["version"] == 3
     assert got["data"]["description"] == api["description"] == "replayed"
     assert got["data"]["email"] == api["email"] == "after-the-gap@example.com"
-    assert list(projections(stack).query_items(
-        "SELECT * FROM c WHERE c.type IN ('heldEvent', 'quarantinedGap')",
-        partition_key=contact)) == []
+    assert (
+        list(
+            projections(stack).query_items(
+                "SELECT * FROM c WHERE c.type IN ('heldEvent', 'quarantinedGap')",
+                partition_key=contact,
+            )
+        )
+        == []
+    )
 
 
 def test_an_action_the_subscriber_does_not_know_never_stalls_the_contact(stack: Stack) -> None:
@@ -294,31 +381,59 @@ def test_an_action_the_subscriber_does_not_know_never_stalls_the_contact(stack: 
     doc = contacts.read_item(contact, partition_key=contact)
     event_id = f"nickname-{contact}"
     event: dict[str, Any] = {
-        "id": event_id, "partitionKey": contact, "type": "domainEvent",
-        "aggregateType": "contact", "source": "/contacts", "ttl": 600,
-        "data": {"id": event_id, "contactId": contact, "version": 2,
-                 "action": "ContactNicknameChangedEvent", "createdAt": "2026-11-22T08:00:00Z",
-                 "nickname": "Countess"}}
-    contacts.execute_item_batch(batch_operations=[
-        ("replace", (contact, {**doc, "data": {**doc["data"], "version": 2}}),
-         {"if_match_etag": doc["_etag"]}),
-        ("create", (event,)),
-    ], partition_key=contact)
-    reply = client.request("POST", f"/contacts/{contact}/update-email",
-                           json_body={"email": "after-the-unknown@example.com"})
+        "id": event_id,
+        "partitionKey": contact,
+        "type": "domainEvent",
+        "aggregateType": "contact",
+        "source": "/contacts",
+        "ttl": 600,
+        "data": {
+            "id": event_id,
+            "contactId": contact,
+            "version": 2,
+            "action": "ContactNicknameChangedEvent",
+            "createdAt": "2026-11-22T08:00:00Z",
+            "nickname": "Countess",
+        },
+    }
+    contacts.execute_item_batch(
+        batch_operations=[
+            (
+                "replace",
+                (contact, {**doc, "data": {**doc["data"], "version": 2}}),
+                {"if_match_etag": doc["_etag"]},
+            ),
+            ("create", (event,)),
+        ],
+        partition_key=contact,
+    )
+    reply = client.request(
+        "POST",
+        f"/contacts/{contact}/update-email",
+        json_body={"email": "after-the-unknown@example.com"},
+    )
     assert reply.status == 204, reply.body
 
-    got = wait_for(lambda: (p := projection(stack, contact)) and p["version"] == 3 and p,
-                   60, "version 3")
+    got = wait_for(
+        lambda: (p := projection(stack, contact)) and p["version"] == 3 and p, 60, "version 3"
+    )
     assert got["data"]["email"] == "after-the-unknown@example.com"
     assert "nickname" not in got["data"]
     inbox = projections(stack).read_item(f"inbox-{event_id}", partition_key=contact)
     assert (inbox["ignored"], inbox["action"]) == (True, "ContactNicknameChangedEvent")
-    assert list(projections(stack).query_items(
-        "SELECT * FROM c WHERE c.type = 'heldEvent'", partition_key=contact)) == []
+    assert (
+        list(
+            projections(stack).query_items(
+                "SELECT * FROM c WHERE c.type = 'heldEvent'", partition_key=contact
+            )
+        )
+        == []
+    )
     log = (stack.workdir / "subscriber.log").read_text("utf-8", "replace")
-    assert (f"event {event_id} (contact {contact}, version 2): action "
-            "ContactNicknameChangedEvent is not projected (unknown action)") in log
+    assert (
+        f"event {event_id} (contact {contact}, version 2): action "
+        "ContactNicknameChangedEvent is not projected (unknown action)"
+    ) in log
 
 
 def _exists(store: ContainerProxy, item: str, partition: str) -> bool:
@@ -330,6 +445,7 @@ def _exists(store: ContainerProxy, item: str, partition: str) -> bool:
 
 
 # ---- the projection read over HTTP, and a catch-up ----------------------------------------
+
 
 def test_the_projection_is_read_over_http_with_its_version_and_last_event(
     stack: Stack,
@@ -366,11 +482,13 @@ def test_the_projection_is_read_over_http_with_its_version_and_last_event(
         headers = {"x-continuation-token": token}
     assert contact in listed and len(listed) == len(set(listed))
 
-    for path, status in (("/projections/contacts/no-such-contact", 404),
-                         ("/projections/contacts/%E2%80%AEx", 400),
-                         ("/projections/contacts?pageSize=0", 400),
-                         ("/projections/contacts?pageSize=5&sort=id", 400),
-                         ("/projections/contacts?continuationToken=t1.x.y", 400)):
+    for path, status in (
+        ("/projections/contacts/no-such-contact", 404),
+        ("/projections/contacts/%E2%80%AEx", 400),
+        ("/projections/contacts?pageSize=0", 400),
+        ("/projections/contacts?pageSize=5&sort=id", 400),
+        ("/projections/contacts?continuationToken=t1.x.y", 400),
+    ):
         reply = reader.request("GET", path)
         assert reply.status == status, (path, reply.body)
         assert (reply.header("content-type") or "").startswith("application/problem+json")
@@ -394,8 +512,9 @@ def test_a_backlog_of_more_contacts_than_sessions_is_caught_up_version_for_versi
         versions: dict[str, int] = {}
         headers: dict[str, str] = {}
         for _ in range(100):
-            page = reader.request("GET", "/projections/contacts?pageSize=30",
-                                  headers=headers).json()
+            page = reader.request(
+                "GET", "/projections/contacts?pageSize=30", headers=headers
+            ).json()
             versions |= {item["id"]: item["version"] for item in page["items"]}
             if page["continuationToken"] is None:
                 break

@@ -62,7 +62,8 @@ def cosmos() -> Iterator[CosmosEndpoint]:
 @pytest.fixture(scope="module")
 def database(cosmos: CosmosEndpoint) -> Any:
     client = CosmosClient.from_connection_string(
-        cosmos.connection_string, connection_verify=cosmos.verify_tls)
+        cosmos.connection_string, connection_verify=cosmos.verify_tls
+    )
     return client.create_database_if_not_exists(DATABASE)
 
 
@@ -98,20 +99,23 @@ class Side:
     def projector(self) -> Handles:
         if isinstance(self.store, DocumentStore):
             return Projector(self.store, ContactProjection(), inbox_ttl_seconds=3600)
-        return Awaited(aio.Projector(self.store, ContactProjection(), inbox_ttl_seconds=3600),
-                       self.run)
+        return Awaited(
+            aio.Projector(self.store, ContactProjection(), inbox_ttl_seconds=3600), self.run
+        )
 
 
 @asynccontextmanager
 async def aio_container(cosmos: CosmosEndpoint, name: str) -> AsyncIterator[AsyncContainerProxy]:
     async with AsyncCosmosClient.from_connection_string(
-            cosmos.connection_string, connection_verify=cosmos.verify_tls) as client:
+        cosmos.connection_string, connection_verify=cosmos.verify_tls
+    ) as client:
         yield client.get_database_client(DATABASE).get_container_client(name)
 
 
 @pytest.fixture
-def aio_store(cosmos: CosmosEndpoint, container: ContainerProxy
-              ) -> Iterator[tuple[AsyncCosmosDocumentStore, asyncio.Runner]]:
+def aio_store(
+    cosmos: CosmosEndpoint, container: ContainerProxy
+) -> Iterator[tuple[AsyncCosmosDocumentStore, asyncio.Runner]]:
     """The container on the SDK's `aio` client, and the event loop it runs on."""
     with asyncio.Runner() as runner:
         opened = aio_container(cosmos, container.id)
@@ -132,13 +136,31 @@ def side(request: pytest.FixtureRequest, container: ContainerProxy) -> Side:
 
 def events(contact: str) -> list[IncomingEvent]:
     def ev(version: int, action: str, **data: Any) -> IncomingEvent:
-        body = {"id": str(uuid.uuid4()), "contactId": contact, "version": version,
-                "action": action, **data}
-        return IncomingEvent(event_id=body["id"], aggregate_id=contact,
-                             aggregate_type="contact", type=action, version=version, data=body)
+        body = {
+            "id": str(uuid.uuid4()),
+            "contactId": contact,
+            "version": version,
+            "action": action,
+            **data,
+        }
+        return IncomingEvent(
+            event_id=body["id"],
+            aggregate_id=contact,
+            aggregate_type="contact",
+            type=action,
+            version=version,
+            data=body,
+        )
+
     return [
-        ev(1, "ContactCreatedEvent", name={"firstName": "A", "lastName": "L"},
-           email="a@example.com", description="d", company={"companyName": "C"}),
+        ev(
+            1,
+            "ContactCreatedEvent",
+            name={"firstName": "A", "lastName": "L"},
+            email="a@example.com",
+            description="d",
+            company={"companyName": "C"},
+        ),
         ev(2, "ContactEmailUpdatedEvent", email="b@example.com"),
         ev(3, "ContactNameUpdatedEvent", name={"firstName": "B", "lastName": "L"}),
         ev(4, "ContactDeletedEvent", deletedAt="2025-01-01T00:00:00Z"),
@@ -146,13 +168,18 @@ def events(contact: str) -> list[IncomingEvent]:
 
 
 def documents(container: ContainerProxy, contact: str, kind: str) -> list[dict[str, Any]]:
-    return list(container.query_items(
-        "SELECT * FROM c WHERE c.type = @t", parameters=[{"name": "@t", "value": kind}],
-        partition_key=contact))
+    return list(
+        container.query_items(
+            "SELECT * FROM c WHERE c.type = @t",
+            parameters=[{"name": "@t", "value": kind}],
+            partition_key=contact,
+        )
+    )
 
 
 def test_events_in_order_build_the_projection_with_one_inbox_record_each(
-    side: Side, container: ContainerProxy,
+    side: Side,
+    container: ContainerProxy,
 ) -> None:
     projector = side.projector()
     contact = str(uuid.uuid4())
@@ -168,7 +195,8 @@ def test_events_in_order_build_the_projection_with_one_inbox_record_each(
 
 
 def test_a_redelivered_event_is_acknowledged_without_effect(
-    side: Side, container: ContainerProxy,
+    side: Side,
+    container: ContainerProxy,
 ) -> None:
     projector = side.projector()
     contact = str(uuid.uuid4())
@@ -186,7 +214,8 @@ def test_a_redelivered_event_is_acknowledged_without_effect(
 
 
 def test_an_event_after_a_gap_is_held_until_the_missing_one_arrives(
-    side: Side, container: ContainerProxy,
+    side: Side,
+    container: ContainerProxy,
 ) -> None:
     projector = side.projector()
     contact = str(uuid.uuid4())
@@ -222,7 +251,8 @@ class RacedProjector(AsyncProjector):
 
 
 def test_a_batch_that_loses_a_race_writes_neither_the_projection_nor_the_inbox_record(
-    side: Side, container: ContainerProxy,
+    side: Side,
+    container: ContainerProxy,
 ) -> None:
     contact = str(uuid.uuid4())
     one, two, *_ = events(contact)
@@ -237,15 +267,26 @@ def test_a_batch_that_loses_a_race_writes_neither_the_projection_nor_the_inbox_r
 
 
 def notice(contact: str, version: int) -> IncomingEvent:
-    body = {"eventId": str(uuid.uuid4()), "contactId": contact,
-            "action": "ContactEmailUpdatedEvent", "version": version,
-            "reason": "message of 300000 bytes is too large"}
-    return IncomingEvent(event_id=str(uuid.uuid4()), aggregate_id=contact, aggregate_type="contact",
-                         type=QUARANTINE_NOTICE, version=version, data=body)
+    body = {
+        "eventId": str(uuid.uuid4()),
+        "contactId": contact,
+        "action": "ContactEmailUpdatedEvent",
+        "version": version,
+        "reason": "message of 300000 bytes is too large",
+    }
+    return IncomingEvent(
+        event_id=str(uuid.uuid4()),
+        aggregate_id=contact,
+        aggregate_type="contact",
+        type=QUARANTINE_NOTICE,
+        version=version,
+        data=body,
+    )
 
 
 def test_a_quarantine_notice_records_a_known_gap_that_the_replay_closes(
-    side: Side, container: ContainerProxy,
+    side: Side,
+    container: ContainerProxy,
 ) -> None:
     projector = side.projector()
     contact = str(uuid.uuid4())
@@ -256,7 +297,10 @@ def test_a_quarantine_notice_records_a_known_gap_that_the_replay_closes(
     assert projector.handle(told).outcome is Outcome.DUPLICATE  # redelivered notice
     [gap] = documents(container, contact, GAP_TYPE)
     assert (gap["version"], gap["eventId"], gap["reason"]) == (
-        2, told.data["eventId"], told.data["reason"])
+        2,
+        told.data["eventId"],
+        told.data["reason"],
+    )
     assert projector.handle(three).outcome is Outcome.HELD  # later events wait, as for any gap
     replayed = projector.handle(two)  # the operator replays the quarantined event
     assert replayed.applied == [2, 3]
@@ -270,21 +314,38 @@ def test_a_quarantine_notice_records_a_known_gap_that_the_replay_closes(
 def unknown(contact: str, version: int) -> IncomingEvent:
     """An action the contacts app emits that this subscriber does not know (yet)."""
     event_id = str(uuid.uuid4())
-    body = {"id": event_id, "contactId": contact, "version": version,
-            "action": "ContactNicknameChangedEvent", "nickname": "Ada"}
-    return IncomingEvent(event_id=event_id, aggregate_id=contact, aggregate_type="contact",
-                         type="ContactNicknameChangedEvent", version=version, data=body)
+    body = {
+        "id": event_id,
+        "contactId": contact,
+        "version": version,
+        "action": "ContactNicknameChangedEvent",
+        "nickname": "Ada",
+    }
+    return IncomingEvent(
+        event_id=event_id,
+        aggregate_id=contact,
+        aggregate_type="contact",
+        type="ContactNicknameChangedEvent",
+        version=version,
+        data=body,
+    )
 
 
 def at_version(event: IncomingEvent, version: int) -> IncomingEvent:
     """The same change as `event`, as the contact's `version`-th event."""
-    return IncomingEvent(event_id=f"{event.event_id}-v{version}", aggregate_id=event.aggregate_id,
-                         aggregate_type="contact", type=event.type, version=version,
-                         data={**event.data, "version": version})
+    return IncomingEvent(
+        event_id=f"{event.event_id}-v{version}",
+        aggregate_id=event.aggregate_id,
+        aggregate_type="contact",
+        type=event.type,
+        version=version,
+        data={**event.data, "version": version},
+    )
 
 
 def test_an_action_it_does_not_handle_is_recorded_and_its_version_taken_as_applied(
-    side: Side, container: ContainerProxy,
+    side: Side,
+    container: ContainerProxy,
 ) -> None:
     projector = side.projector()
     contact = str(uuid.uuid4())
@@ -292,8 +353,9 @@ def test_an_action_it_does_not_handle_is_recorded_and_its_version_taken_as_appli
     projector.handle(one)
     nickname = unknown(contact, 2)
     assert projector.handle(nickname).outcome is Outcome.IGNORED
-    [record] = [r for r in documents(container, contact, INBOX_TYPE)
-                if r["eventId"] == nickname.event_id]
+    [record] = [
+        r for r in documents(container, contact, INBOX_TYPE) if r["eventId"] == nickname.event_id
+    ]
     assert (record["ignored"], record["action"]) == (True, "ContactNicknameChangedEvent")
     projection = container.read_item(contact, partition_key=contact)
     assert projection["version"] == 2 and "nickname" not in projection["data"]
@@ -305,7 +367,8 @@ def test_an_action_it_does_not_handle_is_recorded_and_its_version_taken_as_appli
 
 
 def test_versions_held_behind_an_unknown_action_follow_it_when_it_arrives(
-    side: Side, container: ContainerProxy,
+    side: Side,
+    container: ContainerProxy,
 ) -> None:
     projector = side.projector()
     contact = str(uuid.uuid4())
@@ -321,15 +384,25 @@ def test_versions_held_behind_an_unknown_action_follow_it_when_it_arrives(
 
 def described(contact: str, version: int) -> IncomingEvent:
     event_id = str(uuid.uuid4())
-    return IncomingEvent(event_id=event_id, aggregate_id=contact, aggregate_type="contact",
-                         type="ContactDescriptionUpdatedEvent", version=version,
-                         data={"id": event_id, "contactId": contact, "version": version,
-                               "action": "ContactDescriptionUpdatedEvent",
-                               "description": f"v{version}"})
+    return IncomingEvent(
+        event_id=event_id,
+        aggregate_id=contact,
+        aggregate_type="contact",
+        type="ContactDescriptionUpdatedEvent",
+        version=version,
+        data={
+            "id": event_id,
+            "contactId": contact,
+            "version": version,
+            "action": "ContactDescriptionUpdatedEvent",
+            "description": f"v{version}",
+        },
+    )
 
 
 def test_a_long_run_of_held_events_is_applied_in_batches_within_the_limit(
-    side: Side, container: ContainerProxy,
+    side: Side,
+    container: ContainerProxy,
 ) -> None:
     """More held events follow the missing one than one batch may delete (100 operations)."""
     projector = side.projector()
@@ -348,7 +421,8 @@ def test_a_long_run_of_held_events_is_applied_in_batches_within_the_limit(
 
 
 def test_a_held_event_for_the_missing_version_is_applied_before_the_next_is_held(
-    side: Side, container: ContainerProxy,
+    side: Side,
+    container: ContainerProxy,
 ) -> None:
     """A delivery that raced the last apply held the version after it: the next event finds
     it instead of holding itself behind a version that is already there."""
@@ -356,10 +430,16 @@ def test_a_held_event_for_the_missing_version_is_applied_before_the_next_is_held
     contact = str(uuid.uuid4())
     one, two, three, _ = events(contact)
     projector.handle(one)
-    container.upsert_item({"id": held_id(2), "partitionKey": contact, "type": HELD_TYPE,
-                           "missingVersion": 1, "ttl": -1,
-                           "event": {"id": two.event_id, "type": two.type, "version": 2,
-                                     "data": dict(two.data)}})
+    container.upsert_item(
+        {
+            "id": held_id(2),
+            "partitionKey": contact,
+            "type": HELD_TYPE,
+            "missingVersion": 1,
+            "ttl": -1,
+            "event": {"id": two.event_id, "type": two.type, "version": 2, "data": dict(two.data)},
+        }
+    )
     result = projector.handle(three)
     assert (result.outcome, result.applied) == (Outcome.APPLIED, [3])
     assert container.read_item(contact, partition_key=contact)["version"] == 3
@@ -368,8 +448,10 @@ def test_a_held_event_for_the_missing_version_is_applied_before_the_next_is_held
 
 # ---- reads (the HTTP routes' port) on Cosmos ----------------------------------------------
 
+
 def test_the_reads_give_a_projection_as_viewed_and_nothing_for_other_documents(
-    container: ContainerProxy, aio_store: tuple[AsyncCosmosDocumentStore, asyncio.Runner],
+    container: ContainerProxy,
+    aio_store: tuple[AsyncCosmosDocumentStore, asyncio.Runner],
 ) -> None:
     store, loop = aio_store
     projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)
@@ -380,15 +462,24 @@ def test_the_reads_give_a_projection_as_viewed_and_nothing_for_other_documents(
     reads = StoreProjectionReads(store)
     found = loop.run(reads.get(contact))
     assert found is not None and found.model_dump(by_alias=True) == {
-        "id": contact, "version": 2, "lastEventId": two.event_id, "deleted": False,
-        "data": {"name": {"firstName": "A", "lastName": "L"}, "email": "b@example.com",
-                 "description": "d", "company": {"companyName": "C"}}}
+        "id": contact,
+        "version": 2,
+        "lastEventId": two.event_id,
+        "deleted": False,
+        "data": {
+            "name": {"firstName": "A", "lastName": "L"},
+            "email": "b@example.com",
+            "description": "d",
+            "company": {"companyName": "C"},
+        },
+    }
     assert loop.run(reads.get(inbox_id(one.event_id))) is None  # another partition: not found
     assert loop.run(reads.get(str(uuid.uuid4()))) is None
 
 
 def test_the_reads_page_through_every_projection_once(
-    container: ContainerProxy, aio_store: tuple[AsyncCosmosDocumentStore, asyncio.Runner],
+    container: ContainerProxy,
+    aio_store: tuple[AsyncCosmosDocumentStore, asyncio.Runner],
 ) -> None:
     store, loop = aio_store
     projector = Projector(container, ContactProjection(), inbox_ttl_seconds=3600)

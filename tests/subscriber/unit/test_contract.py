@@ -31,7 +31,8 @@ def test_every_action_the_app_emits_is_handled_or_deliberately_ignored() -> None
     undecided = set(emitted()) - set(HANDLED) - IGNORED_ACTIONS
     assert undecided == set(), (
         f"the contacts app emits {sorted(undecided)}: handle them in the subscriber's "
-        "projection (HANDLED) or list them in IGNORED_ACTIONS")
+        "projection (HANDLED) or list them in IGNORED_ACTIONS"
+    )
 
 
 def test_every_action_the_subscriber_handles_or_ignores_is_one_the_app_emits() -> None:
@@ -45,5 +46,5 @@ def test_the_fields_the_projection_reads_are_fields_the_event_carries(action: st
     carried = {field.alias or name for name, field in event.model_fields.items()} - ENVELOPE
     assert set(HANDLED[action]) <= carried
     assert carried <= set(HANDLED[action]), (
-        f"{action} carries {sorted(carried - set(HANDLED[action]))}, which the projection "
-        "drops")
+        f"{action} carries {sorted(carried - set(HANDLED[action]))}, which the projection drops"
+    )

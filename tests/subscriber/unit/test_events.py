@@ -21,7 +21,8 @@ from entrypoints.bootstrap import LEGACY_EVENTS
 from contacts_projection.bootstrap import CONTACT  # isort: skip
 
 CASES: list[dict[str, Any]] = json.loads(
-    (Path(__file__).parents[2] / "contacts" / "fixtures" / "wire_format.json").read_text("utf-8"))
+    (Path(__file__).parents[2] / "contacts" / "fixtures" / "wire_format.json").read_text("utf-8")
+)
 
 
 def sent(stored: dict[str, Any]) -> tuple[bytes, str | None, dict[Any, Any]]:
@@ -39,17 +40,27 @@ ENVELOPE = {"id", "contactId", "version", "createdAt", "traceparent", "action"}
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c["stored"]["data"]["action"])
 @pytest.mark.parametrize("stored_format", [1, 2])
-def test_a_relayed_message_reads_as_its_contact_event(case: dict[str, Any],
-                                                     stored_format: int) -> None:
+def test_a_relayed_message_reads_as_its_contact_event(
+    case: dict[str, Any], stored_format: int
+) -> None:
     """Pinned events of format 1 (the envelope in the body) and the same events stored today
     (format 2: the body the event's own fields, the envelope in the properties) read alike."""
     data = case["stored"]["data"]
-    stored = case["stored"] if stored_format == 1 else aggregate_event_document(
-        Contact.parse_event(data), source=Contact.source(), ttl_seconds=60)
+    stored = (
+        case["stored"]
+        if stored_format == 1
+        else aggregate_event_document(
+            Contact.parse_event(data), source=Contact.source(), ttl_seconds=60
+        )
+    )
     body, content_type, props = sent(stored)
     event = from_message(body, content_type=content_type, application_properties=props)
     assert (event.event_id, event.aggregate_id, event.type, event.version) == (
-        data["id"], data["contactId"], data["action"], data["version"])
+        data["id"],
+        data["contactId"],
+        data["action"],
+        data["version"],
+    )
     assert event.data == {k: v for k, v in data.items() if k not in ENVELOPE}
     assert event.source == "/contacts" and event.traceparent == data["traceparent"]
     assert event.time == datetime.fromisoformat(data["createdAt"])
@@ -77,13 +88,23 @@ def test_an_event_of_another_aggregate_type_reads_with_its_type() -> None:
     body, content_type, props = sent(stored)
     event = from_message(body, content_type=content_type, application_properties=props)
     assert (event.aggregate_type, event.aggregate_id, event.source) == (
-        "ticket", stored["partitionKey"], "/tickets")
+        "ticket",
+        stored["partitionKey"],
+        "/tickets",
+    )
 
 
 def test_a_message_from_before_the_aggregate_type_property_reads_as_a_contact_event() -> None:
     body, content_type, props = sent(CASES[0]["stored"])
     del props["aggregateType"]
-    assert from_message(body, content_type=content_type, application_properties=props,
-                        default_aggregate_type=CONTACT).aggregate_type == "contact"
+    assert (
+        from_message(
+            body,
+            content_type=content_type,
+            application_properties=props,
+            default_aggregate_type=CONTACT,
+        ).aggregate_type
+        == "contact"
+    )
     with pytest.raises(UnreadableEventError, match="aggregateType"):
         from_message(body, content_type=content_type, application_properties=props)

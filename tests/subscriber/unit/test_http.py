@@ -36,10 +36,18 @@ class InMemoryReads(ProjectionReads):
     """Views in a list; the store's token is the index of the next item."""
 
     def __init__(self, count: int = 0) -> None:
-        self.views = [ProjectionView.of({
-            "id": f"c{i:03d}", "version": i % 3 + 1, "lastEventId": f"e{i}",
-            "deleted": i % 5 == 0, "data": {"email": f"c{i}@example.com"}})
-            for i in range(count)]
+        self.views = [
+            ProjectionView.of(
+                {
+                    "id": f"c{i:03d}",
+                    "version": i % 3 + 1,
+                    "lastEventId": f"e{i}",
+                    "deleted": i % 5 == 0,
+                    "data": {"email": f"c{i}@example.com"},
+                }
+            )
+            for i in range(count)
+        ]
         self.failure: OutboxError | None = None
         self.continuations: list[str | None] = []
 
@@ -68,36 +76,56 @@ def seal(store_token: str, codec: TokenCodec = TOKENS) -> str:
 def client(reads: ProjectionReads) -> FunctionClient:
     """The subscriber app on `reads` (its projector is not reached by the HTTP functions)."""
     projector = Projector(InMemoryStore(), ContactProjection(), inbox_ttl_seconds=3600)
-    return FunctionClient(bootstrap(lambda: Services(projector=projector, reads=reads,
-                                                     tokens=TOKENS)))
+    return FunctionClient(
+        bootstrap(lambda: Services(projector=projector, reads=reads, tokens=TOKENS))
+    )
 
 
-def call(reads: ProjectionReads, name: str, path: str, *,
-         params: dict[str, str] | None = None, headers: dict[str, str] | None = None,
-         route_params: dict[str, str] | None = None) -> func.HttpResponse:
+def call(
+    reads: ProjectionReads,
+    name: str,
+    path: str,
+    *,
+    params: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+    route_params: dict[str, str] | None = None,
+) -> func.HttpResponse:
     """One request to HTTP function `name` of the app on `reads` (an `async def` function, run
     on the client's event loop, closed after it)."""
     with client(reads) as functions:
-        return functions.call(name, "GET", path, params=params, headers=headers,
-                              route_params=route_params)
+        return functions.call(
+            name, "GET", path, params=params, headers=headers, route_params=route_params
+        )
 
 
-def read_projection(reads: ProjectionReads, contact_id: str, *,
-                    params: dict[str, str] | None = None,
-                    headers: dict[str, str] | None = None) -> func.HttpResponse:
+def read_projection(
+    reads: ProjectionReads,
+    contact_id: str,
+    *,
+    params: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None,
+) -> func.HttpResponse:
     """GET projections/contacts/{id} with this route value (routable or not)."""
-    return call(reads, "read_contact_projection", f"projections/contacts/{contact_id}",
-                params=params, headers=headers, route_params={"id": contact_id})
+    return call(
+        reads,
+        "read_contact_projection",
+        f"projections/contacts/{contact_id}",
+        params=params,
+        headers=headers,
+        route_params={"id": contact_id},
+    )
 
 
 def read(reads: ProjectionReads, contact_id: str, **params: str) -> func.HttpResponse:
     return read_projection(reads, contact_id, params=params)
 
 
-def listing(reads: ProjectionReads, *, headers: dict[str, str] | None = None,
-            **params: str) -> func.HttpResponse:
-    return call(reads, "list_contact_projections", "projections/contacts", params=params,
-                headers=headers)
+def listing(
+    reads: ProjectionReads, *, headers: dict[str, str] | None = None, **params: str
+) -> func.HttpResponse:
+    return call(
+        reads, "list_contact_projections", "projections/contacts", params=params, headers=headers
+    )
 
 
 def body(response: func.HttpResponse) -> Any:
@@ -118,8 +146,12 @@ def problem(response: func.HttpResponse, status: int) -> dict[str, Any]:
 def test_a_projection_is_read_with_its_version_last_event_and_deleted_flag() -> None:
     reads = InMemoryReads(3)
     assert body(read(reads, "c001")) == {
-        "id": "c001", "version": 2, "lastEventId": "e1", "deleted": False,
-        "data": {"email": "c1@example.com"}}
+        "id": "c001",
+        "version": 2,
+        "lastEventId": "e1",
+        "deleted": False,
+        "data": {"email": "c1@example.com"},
+    }
     assert body(read(reads, "c000", code="function-key"))["deleted"] is True
 
 
@@ -127,8 +159,9 @@ def test_an_unknown_contact_is_a_404_problem() -> None:
     assert "no projection" in problem(read(InMemoryReads(1), "c999"), 404)["detail"]
 
 
-@pytest.mark.parametrize("contact_id", ["", "-x", ".", "a" * 129, "a/b", "a b", "é", "a\x00",
-                                        "%2F", "a\u202e"])
+@pytest.mark.parametrize(
+    "contact_id", ["", "-x", ".", "a" * 129, "a/b", "a b", "é", "a\x00", "%2F", "a\u202e"]
+)
 def test_an_id_that_is_not_one_is_a_400_naming_it(contact_id: str) -> None:
     document = problem(read(InMemoryReads(1), contact_id), 400)
     assert document["errors"] == [{"field": "id", "message": document["detail"]}]
@@ -159,11 +192,13 @@ def test_the_list_pages_through_every_projection_once_with_sealed_tokens() -> No
     assert len(body(listing(reads))["items"]) == 10  # the default page size
 
 
-@pytest.mark.parametrize("size", ["0", str(MAX_PAGE_SIZE + 1), "-1", "1e1", " 5", "", "x",
-                                  "99999999999999999999"])
+@pytest.mark.parametrize(
+    "size", ["0", str(MAX_PAGE_SIZE + 1), "-1", "1e1", " 5", "", "x", "99999999999999999999"]
+)
 def test_a_bad_page_size_is_a_400(size: str) -> None:
-    assert problem(listing(InMemoryReads(1), pageSize=size), 400)["errors"][0]["field"] == \
-        "pageSize"
+    assert (
+        problem(listing(InMemoryReads(1), pageSize=size), 400)["errors"][0]["field"] == "pageSize"
+    )
 
 
 def test_a_token_it_did_not_issue_is_a_400_and_never_reaches_the_store() -> None:
@@ -171,12 +206,18 @@ def test_a_token_it_did_not_issue_is_a_400_and_never_reaches_the_store() -> None
     token = body(listing(reads, pageSize="10"))["continuationToken"]
     version, payload, mac = token.split(".")
     forged = seal("10", TokenCodec(b"another key, not the app's"))
-    for bad in ("garbage", token + "x", f"{version}.{payload}x.{mac}", forged, "p1..",
-                "p1." + "A" * 9000 + "." + mac, "t1." + payload + "." + mac):
+    for bad in (
+        "garbage",
+        token + "x",
+        f"{version}.{payload}x.{mac}",
+        forged,
+        "p1..",
+        "p1." + "A" * 9000 + "." + mac,
+        "t1." + payload + "." + mac,
+    ):
         problem(listing(reads, continuationToken=bad), 400)
     assert reads.continuations == [None]
-    problem(listing(reads, continuationToken=token,
-                    headers={"x-continuation-token": forged}), 400)
+    problem(listing(reads, continuationToken=token, headers={"x-continuation-token": forged}), 400)
 
 
 def test_a_store_token_that_does_not_move_ends_the_listing() -> None:
@@ -201,21 +242,32 @@ def test_the_store_failing_is_a_503_or_429_with_retry_after(status: int, retry: 
 def test_a_token_the_store_refuses_is_a_400() -> None:
     reads = InMemoryReads(1)
     reads.failure = InvalidContinuationError("the store refused it")
-    assert problem(listing(reads, continuationToken=seal("0")), 400)["errors"][0][
-        "field"] == "continuationToken"
+    assert (
+        problem(listing(reads, continuationToken=seal("0")), 400)["errors"][0]["field"]
+        == "continuationToken"
+    )
 
 
 @settings(max_examples=200)
-@given(st.text(max_size=200),
-       st.dictionaries(st.sampled_from(["pageSize", "continuationToken", "code", "x"]),
-                       st.text(max_size=50), max_size=3),
-       st.dictionaries(st.sampled_from(["x-continuation-token", "accept"]),
-                       st.text(max_size=50), max_size=2))
-def test_no_id_query_or_header_gives_a_5xx(contact_id: str, params: dict[str, str],
-                                           headers: dict[str, str]) -> None:
+@given(
+    st.text(max_size=200),
+    st.dictionaries(
+        st.sampled_from(["pageSize", "continuationToken", "code", "x"]),
+        st.text(max_size=50),
+        max_size=3,
+    ),
+    st.dictionaries(
+        st.sampled_from(["x-continuation-token", "accept"]), st.text(max_size=50), max_size=2
+    ),
+)
+def test_no_id_query_or_header_gives_a_5xx(
+    contact_id: str, params: dict[str, str], headers: dict[str, str]
+) -> None:
     reads = InMemoryReads(5)
-    for response in (read_projection(reads, contact_id, params=params, headers=headers),
-                     listing(reads, headers=headers, **params)):
+    for response in (
+        read_projection(reads, contact_id, params=params, headers=headers),
+        listing(reads, headers=headers, **params),
+    ):
         assert response.status_code < 500, response.get_body()
         json.loads(response.get_body())
 

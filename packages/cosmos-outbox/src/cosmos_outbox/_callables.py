@@ -11,8 +11,8 @@ import inspect
 def is_async(fn: object) -> bool:
     """Whether calling `fn` makes an awaitable: a coroutine function, a partial of one, or an
     object whose `__call__` is one."""
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
-        getattr(fn, "__call__", None))  # noqa: B004
+    call = getattr(fn, "__call__", None)  # noqa: B004
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(call)
 
 
 def name_of(fn: object) -> str:
@@ -22,6 +22,8 @@ def name_of(fn: object) -> str:
 def refuse_async(fn: object, what: str) -> None:
     """Raise TypeError, naming `fn`, when `fn` is async: a sync path cannot await it."""
     if is_async(fn):
-        raise TypeError(f"{what} {name_of(fn)} is a coroutine function (async def): the sync "
-                        "API runs it in a sync function, which cannot wait on its I/O; pass a "
-                        "plain function, or build the outbox from cosmos_outbox.aio")
+        raise TypeError(
+            f"{what} {name_of(fn)} is a coroutine function (async def): the sync "
+            "API runs it in a sync function, which cannot wait on its I/O; pass a "
+            "plain function, or build the outbox from cosmos_outbox.aio"
+        )

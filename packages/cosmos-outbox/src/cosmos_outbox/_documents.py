@@ -83,8 +83,10 @@ def aggregate_from_document(kind: type[A], document: Mapping[str, Any]) -> A:
 
 def event_documents(aggregate: Aggregate, *, ttl_seconds: int) -> list[dict[str, Any]]:
     """The envelopes of the events the aggregate recorded (collected: it forgets them)."""
-    return [aggregate_event_document(e, source=aggregate.source(), ttl_seconds=ttl_seconds)
-            for e in aggregate.collect_events()]
+    return [
+        aggregate_event_document(e, source=aggregate.source(), ttl_seconds=ttl_seconds)
+        for e in aggregate.collect_events()
+    ]
 
 
 def commit_operations(
@@ -97,14 +99,21 @@ def commit_operations(
 ) -> list[BatchOperation]:
     """What one command writes, as one batch in the aggregate's partition: the aggregate (create
     when `etag` is None, else replace conditioned on it), then one create per event."""
-    operations = [BatchOperation("create" if etag is None else "replace",
-                                 aggregate_document(aggregate), if_match=etag)]
+    operations = [
+        BatchOperation(
+            "create" if etag is None else "replace", aggregate_document(aggregate), if_match=etag
+        )
+    ]
     source = aggregate.source()
     for event in events:
         if traceparent and event.traceparent is None:
             event = event.model_copy(update={"traceparent": traceparent})
-        operations.append(BatchOperation("create", aggregate_event_document(
-            event, source=source, ttl_seconds=event_ttl_seconds)))
+        operations.append(
+            BatchOperation(
+                "create",
+                aggregate_event_document(event, source=source, ttl_seconds=event_ttl_seconds),
+            )
+        )
     return operations
 
 
@@ -117,15 +126,30 @@ def idempotency_document(record: IdempotencyRecord, *, ttl_seconds: int) -> dict
     if record.answer.body is not None:
         answer["body"] = record.answer.body
     return record_document(
-        record_id=record.record_id, partition_key=record.aggregate_id,
-        aggregate_type=record.aggregate_type, request=record.request,
-        fingerprint=record.fingerprint, version=record.version, answer=answer,
-        created_at=record.created_at.isoformat(), ttl_seconds=ttl_seconds)
+        record_id=record.record_id,
+        partition_key=record.aggregate_id,
+        aggregate_type=record.aggregate_type,
+        request=record.request,
+        fingerprint=record.fingerprint,
+        version=record.version,
+        answer=answer,
+        created_at=record.created_at.isoformat(),
+        ttl_seconds=ttl_seconds,
+    )
 
 
-def record_document(*, record_id: str, partition_key: str, aggregate_type: str, request: str,
-                    fingerprint: str, version: int, answer: dict[str, Any], created_at: str,
-                    ttl_seconds: int) -> dict[str, Any]:
+def record_document(
+    *,
+    record_id: str,
+    partition_key: str,
+    aggregate_type: str,
+    request: str,
+    fingerprint: str,
+    version: int,
+    answer: dict[str, Any],
+    created_at: str,
+    ttl_seconds: int,
+) -> dict[str, Any]:
     """An Idempotency-Key's record document, its keys written here only (the aggregates' write
     path through `idempotency_document`, the session's straight from its claim)."""
     return {
@@ -155,8 +179,7 @@ def idempotency_record(document: Mapping[str, Any]) -> IdempotencyRecord | None:
     status, version = answer.get("status"), document.get("version")
     fingerprint = document.get("fingerprint")
     location = answer.get("location")
-    if (type(status) is not int or type(version) is not int
-            or not isinstance(fingerprint, str)):
+    if type(status) is not int or type(version) is not int or not isinstance(fingerprint, str):
         return None
     return IdempotencyRecord(
         record_id=str(document.get("id")),
@@ -164,8 +187,11 @@ def idempotency_record(document: Mapping[str, Any]) -> IdempotencyRecord | None:
         aggregate_id=str(document.get("partitionKey")),
         fingerprint=fingerprint,
         version=version,
-        answer=Answer(status=status, body=answer.get("body"),
-                      location=location if isinstance(location, str) else None),
+        answer=Answer(
+            status=status,
+            body=answer.get("body"),
+            location=location if isinstance(location, str) else None,
+        ),
         request=str(document.get("request", "")),
         created_at=parse_time(document.get("createdAt")) or datetime.now(UTC),
     )

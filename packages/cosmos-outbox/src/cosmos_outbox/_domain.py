@@ -131,15 +131,20 @@ class EventCatalogue:
         known = self._by_type.setdefault(aggregate_type, {})
         same = known.get(action)
         if same is not None and (same.__module__, same.__qualname__) != (
-                kind.__module__, kind.__qualname__):
-            raise TypeError(f"{kind.__qualname__} and {same.__qualname__} both have the "
-                            f"{aggregate_type} action {action!r}")
+            kind.__module__,
+            kind.__qualname__,
+        ):
+            raise TypeError(
+                f"{kind.__qualname__} and {same.__qualname__} both have the "
+                f"{aggregate_type} action {action!r}"
+            )
         known[action] = kind
 
     def resolve(self, aggregate_type: str, action: object) -> type[Event]:
         """The class of an event. Raises UnknownEventError."""
-        found = self._by_type.get(aggregate_type, {}).get(action) if isinstance(
-            action, str) else None
+        found = (
+            self._by_type.get(aggregate_type, {}).get(action) if isinstance(action, str) else None
+        )
         if found is None:
             raise UnknownEventError(aggregate_type, action)
         return found
@@ -186,8 +191,10 @@ class Event(BaseModel):
         """The action of a bound event class."""
         action = cls.model_fields["action"].default
         if not isinstance(action, str) or not action:
-            raise TypeError(f"{cls.__qualname__} is not bound to an aggregate: decorate it with "
-                            "its aggregate's event decorator (@Order.event)")
+            raise TypeError(
+                f"{cls.__qualname__} is not bound to an aggregate: decorate it with "
+                "its aggregate's event decorator (@Order.event)"
+            )
         return action
 
     @classmethod
@@ -243,8 +250,7 @@ class Aggregate(BaseModel):
     def event(cls, event: str, /) -> Callable[[type[E]], type[E]]: ...
 
     @classmethod
-    def event(cls, event: type[E] | str, /
-                        ) -> type[E] | Callable[[type[E]], type[E]]:
+    def event(cls, event: type[E] | str, /) -> type[E] | Callable[[type[E]], type[E]]:
         """Bind an event class to this aggregate: `@Order.event` (the action is the class
         name) or `@Order.event("OrderPlacedEvent")` (the action named). The class becomes
         this aggregate's, with `<aggregateType>Id` on the wire, and is registered."""
@@ -260,9 +266,12 @@ class Aggregate(BaseModel):
         if "aggregate_type" in kind.__dict__:
             raise TypeError(f"{kind.__qualname__} is bound to {kind.aggregate_type} already")
         namespace: dict[str, Any] = {
-            "__module__": kind.__module__, "__qualname__": kind.__qualname__,
-            "__doc__": kind.__doc__, "__annotations__": {"action": Literal[action]},
-            "action": action, "aggregate_type": cls.aggregate_type,
+            "__module__": kind.__module__,
+            "__qualname__": kind.__qualname__,
+            "__doc__": kind.__doc__,
+            "__annotations__": {"action": Literal[action]},
+            "action": action,
+            "aggregate_type": cls.aggregate_type,
             "model_config": ConfigDict(alias_generator=event_aliases(cls.aggregate_type)),
         }
         bound: type[E] = type(kind.__name__, (kind,), namespace)
@@ -276,8 +285,10 @@ class Aggregate(BaseModel):
     @classmethod
     def event_classes(cls) -> frozenset[type[Event]]:
         """The event classes bound to this aggregate type."""
-        return frozenset(EVENTS.resolve(cls.aggregate_type, action)
-                         for action in EVENTS.actions(cls.aggregate_type))
+        return frozenset(
+            EVENTS.resolve(cls.aggregate_type, action)
+            for action in EVENTS.actions(cls.aggregate_type)
+        )
 
     @classmethod
     def parse_event(cls, data: Mapping[str, Any]) -> Event:
@@ -301,8 +312,7 @@ class Aggregate(BaseModel):
         drained, self._events = self._events, []
         return drained
 
-    def record(self, event: type[Event], /, *, at: datetime | None = None,
-               **fields: Any) -> None:
+    def record(self, event: type[Event], /, *, at: datetime | None = None, **fields: Any) -> None:
         """Record that `event` happened (now, or `at`). The first event of a new aggregate is
         at version 1; every other one takes the next version. The event's own fields are
         `fields`, and for those not given, the aggregate's fields of the same name as they are
@@ -312,19 +322,26 @@ class Aggregate(BaseModel):
         else:
             self.version += 1
         own = type(self).model_fields
-        values = {name: getattr(self, name) for name in event.model_fields
-                  if name not in fields and name not in _ENVELOPE and name in own}
-        recorded = event.model_validate({
-            **values, **fields, "aggregate_id": self.id, "version": self.version,
-            "created_at": at or utcnow(),
-        })
+        values = {
+            name: getattr(self, name)
+            for name in event.model_fields
+            if name not in fields and name not in _ENVELOPE and name in own
+        }
+        recorded = event.model_validate(
+            {
+                **values,
+                **fields,
+                "aggregate_id": self.id,
+                "version": self.version,
+                "created_at": at or utcnow(),
+            }
+        )
         self._events.append(recorded)
         self.on_recorded(recorded)
 
     def on_recorded(self, event: Event) -> None:
         """Runs after each event is recorded (an aggregate may keep its time as
         `modified_at`, for instance). Does nothing by default."""
-
 
 
 def read_back(aggregate: A) -> A:

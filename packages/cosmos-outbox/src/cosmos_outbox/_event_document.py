@@ -52,18 +52,19 @@ EVENT_TYPE = "domainEvent"
 #: application property); format 1 is the one before, without the property.
 FORMAT = 2
 #: The fields of an event that are its envelope, not its data (the `Event` model's names).
-ENVELOPE_FIELDS: set[str] = {"id", "aggregate_id", "version", "created_at", "traceparent",
-                   "action"}
+ENVELOPE_FIELDS: set[str] = {"id", "aggregate_id", "version", "created_at", "traceparent", "action"}
 #: The envelope's names in the data of a format 1 event (and `<aggregateType>Id`).
 _FORMAT_1_ENVELOPE = frozenset({"id", "version", "createdAt", "traceparent", "action"})
 #: JSON text of a body: compact, UTF-8 as is; json's own C encoder, built once (`json.dumps`
 #: builds one, and a closure, per call). No cycle check: a body is a tree. NaN and the
 #: infinities are not JSON (Cosmos DB refuses them): refused.
-_BODY_JSON = make_encoder(None, json.JSONEncoder().default, encode_basestring, None, ":", ",",
-                          False, False, False)
+_BODY_JSON = make_encoder(
+    None, json.JSONEncoder().default, encode_basestring, None, ":", ",", False, False, False
+)
 #: The same for a format 1 event's data, as it was (its stored data: no NaN can be in it).
-_DATA_JSON = make_encoder(None, json.JSONEncoder().default, encode_basestring, None, ":", ",",
-                          False, False, True)
+_DATA_JSON = make_encoder(
+    None, json.JSONEncoder().default, encode_basestring, None, ":", ",", False, False, True
+)
 
 
 def body_text(data: Any) -> str:
@@ -77,16 +78,38 @@ def stored_size(text: str) -> int:
     return len(encode_basestring_ascii(text))
 
 
-def event_document(*, event_id: str, partition_key: str, aggregate_type: str,
-                   aggregate_id: str, source: str, action: str, body: str, ttl: int,
-                   version: int = 0, created_at: str = "", traceparent: str | None = None,
-                   subject: str | None = None, properties: str | None = None) -> dict[str, Any]:
+def event_document(
+    *,
+    event_id: str,
+    partition_key: str,
+    aggregate_type: str,
+    aggregate_id: str,
+    source: str,
+    action: str,
+    body: str,
+    ttl: int,
+    version: int = 0,
+    created_at: str = "",
+    traceparent: str | None = None,
+    subject: str | None = None,
+    properties: str | None = None,
+) -> dict[str, Any]:
     """One event's document. `body` and `properties` are JSON text (`body_text`). A session's
     event is written before its commit gives it its number and time (`stamp`)."""
-    document = {"id": event_id, "partitionKey": partition_key, "type": EVENT_TYPE,
-                "aggregateType": aggregate_type, "aggregateId": aggregate_id, "source": source,
-                "action": action, "version": version, "createdAt": created_at,
-                "traceparent": traceparent, "body": body, "ttl": ttl}
+    document = {
+        "id": event_id,
+        "partitionKey": partition_key,
+        "type": EVENT_TYPE,
+        "aggregateType": aggregate_type,
+        "aggregateId": aggregate_id,
+        "source": source,
+        "action": action,
+        "version": version,
+        "createdAt": created_at,
+        "traceparent": traceparent,
+        "body": body,
+        "ttl": ttl,
+    }
     if subject is not None:
         document["subject"] = subject
     if properties is not None:
@@ -104,12 +127,18 @@ def aggregate_event_document(event: Event, *, source: str, ttl_seconds: int) -> 
     the event's own fields (camelCase), its envelope the rest; expiring after `ttl_seconds`."""
     created_at = event.model_dump(mode="json", by_alias=True, include={"created_at"})
     return event_document(
-        event_id=event.id, partition_key=event.aggregate_id,
-        aggregate_type=event.aggregate_type, aggregate_id=event.aggregate_id, source=source,
-        action=event.action, version=event.version, created_at=created_at["createdAt"],
+        event_id=event.id,
+        partition_key=event.aggregate_id,
+        aggregate_type=event.aggregate_type,
+        aggregate_id=event.aggregate_id,
+        source=source,
+        action=event.action,
+        version=event.version,
+        created_at=created_at["createdAt"],
         traceparent=event.traceparent,
         body=body_text(event.model_dump(mode="json", by_alias=True, exclude=ENVELOPE_FIELDS)),
-        ttl=ttl_seconds)
+        ttl=ttl_seconds,
+    )
 
 
 class EventFields(NamedTuple):
@@ -140,35 +169,57 @@ def fields(document: Mapping[str, Any], *, legacy: LegacyEvents | None = None) -
         except ValueError:
             data = None
         get = document.get
-        return EventFields(get("id"), kind, get("aggregateId"), get("action"), get("version"),
-                           get("createdAt"), get("traceparent"),
-                           data if isinstance(data, Mapping) else None, FORMAT)
+        return EventFields(
+            get("id"),
+            kind,
+            get("aggregateId"),
+            get("action"),
+            get("version"),
+            get("createdAt"),
+            get("traceparent"),
+            data if isinstance(data, Mapping) else None,
+            FORMAT,
+        )
     stored = document.get("data")
     if not isinstance(stored, Mapping):
         return EventFields(document.get("id"), kind, None, None, None, None, None, None, 1)
     own = f"{kind}Id"
     return EventFields(
-        stored.get("id"), kind, stored.get(own), stored.get("action"), stored.get("version"),
-        stored.get("createdAt"), stored.get("traceparent"),
-        {k: v for k, v in stored.items() if k not in _FORMAT_1_ENVELOPE and k != own}, 1)
+        stored.get("id"),
+        kind,
+        stored.get(own),
+        stored.get("action"),
+        stored.get("version"),
+        stored.get("createdAt"),
+        stored.get("traceparent"),
+        {k: v for k, v in stored.items() if k not in _FORMAT_1_ENVELOPE and k != own},
+        1,
+    )
 
 
-def envelope_and_data(document: Mapping[str, Any], *,
-                      legacy: LegacyEvents | None = None) -> dict[str, Any]:
+def envelope_and_data(
+    document: Mapping[str, Any], *, legacy: LegacyEvents | None = None
+) -> dict[str, Any]:
     """A stored event's data with its envelope in one object, camelCase (`<aggregateType>Id`
     for the aggregate id): what a format 1 document kept as its `data`, and what
     `Aggregate.parse_event` reads. Empty when its data cannot be read."""
     found = fields(document, legacy=legacy)
     if found.data is None:
         return {}
-    envelope = {"id": found.event_id, f"{found.aggregate_type}Id": found.aggregate_id,
-                "version": found.version, "createdAt": found.created_at,
-                "traceparent": found.traceparent, "action": found.action}
+    envelope = {
+        "id": found.event_id,
+        f"{found.aggregate_type}Id": found.aggregate_id,
+        "version": found.version,
+        "createdAt": found.created_at,
+        "traceparent": found.traceparent,
+        "action": found.action,
+    }
     return {**envelope, **found.data}
 
 
-def read_feed(documents: Iterable[Mapping[str, Any]], *,
-              legacy: LegacyEvents | None = None) -> Iterator[FeedItem]:
+def read_feed(
+    documents: Iterable[Mapping[str, Any]], *, legacy: LegacyEvents | None = None
+) -> Iterator[FeedItem]:
     """Change-feed documents as the relay's typed items: events become outbox records (or
     Unreadable, with the reason), anything else NotAnEvent. `legacy`: how to read events
     stored before documents named their aggregate type and source."""
@@ -182,8 +233,9 @@ def read_feed(documents: Iterable[Mapping[str, Any]], *,
             yield unreadable(document, str(exc), legacy=legacy)
 
 
-def outbox_record(document: Mapping[str, Any], *,
-                  legacy: LegacyEvents | None = None) -> OutboxRecord:
+def outbox_record(
+    document: Mapping[str, Any], *, legacy: LegacyEvents | None = None
+) -> OutboxRecord:
     """Parse one stored event, in either format. Raises PoisonEventError naming what is
     wrong."""
     aggregate_type = _aggregate_type(document, legacy)
@@ -210,21 +262,38 @@ def _record(document: Mapping[str, Any], aggregate_type: str, body: str) -> Outb
     if subject is not None and (not isinstance(subject, str) or not subject):
         raise PoisonEventError("event subject must be a non-empty string")
     traceparent, dataschema = get("traceparent"), get("dataschema")
-    plain = plain_fields(get("id"), aggregate_type, get("aggregateId"), get("action"),
-                         get("version"), source)
+    plain = plain_fields(
+        get("id"), aggregate_type, get("aggregateId"), get("action"), get("version"), source
+    )
     if plain is None:
-        checked = _checked(get("id"), aggregate_type, get("aggregateId"), get("action"),
-                           get("version"), source, id_key="aggregateId", prefix="")
+        checked = _checked(
+            get("id"),
+            aggregate_type,
+            get("aggregateId"),
+            get("action"),
+            get("version"),
+            source,
+            id_key="aggregateId",
+            prefix="",
+        )
         plain = checked.event_id, checked.aggregate_id, checked.action, checked.version
     event_id, aggregate_id, action, version = plain
     return OutboxRecord(
-        event_id=event_id, aggregate_id=aggregate_id, action=action, version=version,
-        aggregate_type=aggregate_type, created_at=parse_time(get("createdAt")),
+        event_id=event_id,
+        aggregate_id=aggregate_id,
+        action=action,
+        version=version,
+        aggregate_type=aggregate_type,
+        created_at=parse_time(get("createdAt")),
         traceparent=traceparent if isinstance(traceparent, str) and traceparent else None,
         event_source=source,
         dataschema=dataschema if isinstance(dataschema, str) and dataschema else None,
-        body=payload, properties=properties, subject=subject, document=document,
-        format=FORMAT)
+        body=payload,
+        properties=properties,
+        subject=subject,
+        document=document,
+        format=FORMAT,
+    )
 
 
 def _properties_of(value: object) -> object:
@@ -237,8 +306,9 @@ def _properties_of(value: object) -> object:
         raise PoisonEventError("event properties are not JSON text") from None
 
 
-def _format_1_record(document: Mapping[str, Any], aggregate_type: object,
-                     legacy: LegacyEvents | None) -> OutboxRecord:
+def _format_1_record(
+    document: Mapping[str, Any], aggregate_type: object, legacy: LegacyEvents | None
+) -> OutboxRecord:
     """A format 1 event (`data`): relayed as it was, its data the body."""
     data = document.get("data")
     if not isinstance(data, Mapping):
@@ -260,31 +330,61 @@ def _format_1_record(document: Mapping[str, Any], aggregate_type: object,
         raise PoisonEventError("event subject must be a non-empty string")
     # The stored fields last: an event wrong in several ways is set aside for the first above.
     own = f"{aggregate_type}Id"
-    plain = plain_fields(get("id"), aggregate_type, get(own), get("action"), get("version"),
-                         source)
+    plain = plain_fields(get("id"), aggregate_type, get(own), get("action"), get("version"), source)
     if plain is None:
-        checked = _checked(get("id"), aggregate_type, get(own), get("action"), get("version"),
-                           source, id_key=own, prefix="data.")
+        checked = _checked(
+            get("id"),
+            aggregate_type,
+            get(own),
+            get("action"),
+            get("version"),
+            source,
+            id_key=own,
+            prefix="data.",
+        )
         plain = checked.event_id, checked.aggregate_id, checked.action, checked.version
         source = checked.event_source
     event_id, aggregate_id, action, version = plain
     return OutboxRecord(
-        event_id=event_id, aggregate_id=aggregate_id, action=action, version=version,
-        aggregate_type=aggregate_type, created_at=parse_time(get("createdAt")),
+        event_id=event_id,
+        aggregate_id=aggregate_id,
+        action=action,
+        version=version,
+        aggregate_type=aggregate_type,
+        created_at=parse_time(get("createdAt")),
         traceparent=traceparent if isinstance(traceparent, str) and traceparent else None,
         event_source=source,
         dataschema=dataschema if isinstance(dataschema, str) and dataschema else None,
-        body=body, properties=properties, subject=subject, document=document, format=1)
+        body=body,
+        properties=properties,
+        subject=subject,
+        document=document,
+        format=1,
+    )
 
 
-def _checked(event_id: object, aggregate_type: str, aggregate_id: object, action: object,
-             version: object, source: str, *, id_key: str, prefix: str) -> StoredFields:
+def _checked(
+    event_id: object,
+    aggregate_type: str,
+    aggregate_id: object,
+    action: object,
+    version: object,
+    source: str,
+    *,
+    id_key: str,
+    prefix: str,
+) -> StoredFields:
     """The stored fields as `StoredFields` takes them; PoisonEventError naming the first one it
     rejects, by its stored name (`version`, `data.orderId`, ...)."""
     try:
-        return StoredFields(event_id=event_id, aggregate_type=aggregate_type,
-                            aggregate_id=aggregate_id, action=action, version=version,
-                            event_source=source)
+        return StoredFields(
+            event_id=event_id,
+            aggregate_type=aggregate_type,
+            aggregate_id=aggregate_id,
+            action=action,
+            version=version,
+            event_source=source,
+        )
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
         name = str(error["loc"][0])
@@ -298,7 +398,8 @@ def _own_properties(value: object, aggregate_type: str) -> dict[str, str | int]:
     if value is None:
         return {}
     if not isinstance(value, Mapping) or not all(
-            isinstance(k, str) and type(v) in (str, int) for k, v in value.items()):
+        isinstance(k, str) and type(v) in (str, int) for k, v in value.items()
+    ):
         raise PoisonEventError("event properties must map names to strings or integers")
     taken = sorted(k for k in value if reserved_property(k, aggregate_type))
     if taken:
@@ -306,17 +407,23 @@ def _own_properties(value: object, aggregate_type: str) -> dict[str, str | int]:
     return dict(value)
 
 
-def unreadable(document: Mapping[str, Any], reason: str, *,
-               legacy: LegacyEvents | None = None) -> Unreadable:
+def unreadable(
+    document: Mapping[str, Any], reason: str, *, legacy: LegacyEvents | None = None
+) -> Unreadable:
     """A stored event that is not a valid outbox record, with what can still be read of it:
     its aggregate's id (its partition when it has none), its action and version if they have
     the right type."""
     found = fields(document, legacy=legacy)
     kind, partition = found.aggregate_type, document.get("partitionKey")
-    aggregate_id = (found.aggregate_id if isinstance(found.aggregate_id, str)
-                    and found.aggregate_id else partition)
+    aggregate_id = (
+        found.aggregate_id
+        if isinstance(found.aggregate_id, str) and found.aggregate_id
+        else partition
+    )
     return Unreadable(
-        str(document.get("id")), reason, without_system_keys(document),
+        str(document.get("id")),
+        reason,
+        without_system_keys(document),
         aggregate_type=kind if isinstance(kind, str) and kind else None,
         aggregate_id=aggregate_id if isinstance(aggregate_id, str) and aggregate_id else None,
         action=found.action if isinstance(found.action, str) else None,
@@ -354,8 +461,13 @@ def document_created_at(document: Mapping[str, Any]) -> float | None:
     return (at if at.tzinfo is not None else at.replace(tzinfo=UTC)).timestamp()
 
 
-def selected(document: Mapping[str, Any], since: datetime,
-             aggregate_type: str | None = None, *, legacy: LegacyEvents | None = None) -> bool:
+def selected(
+    document: Mapping[str, Any],
+    since: datetime,
+    aggregate_type: str | None = None,
+    *,
+    legacy: LegacyEvents | None = None,
+) -> bool:
     """Whether a stored event is re-driven: created at or after `since` (an event without a
     readable time is not selected), of `aggregate_type` when given."""
     if aggregate_type is not None and _aggregate_type(document, legacy) != aggregate_type:

@@ -15,8 +15,7 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def shell(asynchronous: bool) -> Callable[[Callable[P, Coroutine[Any, Any, R]]],
-                                                   Callable[P, Any]]:
+def shell(asynchronous: bool) -> Callable[[Callable[P, Coroutine[Any, Any, R]]], Callable[P, Any]]:
     """`@shell(asynchronous)` on a coroutine function: itself when `asynchronous`, else a
     plain function running it."""
 

@@ -108,8 +108,9 @@ class Claim(Generic[A]):
     answer: Callable[[A], Answer]
     request: str = ""
     #: the last answer made, and of which aggregate (made once: for the record, then replied)
-    _made: list[tuple[A, Answer]] = field(default_factory=list, init=False, repr=False,
-                                          compare=False)
+    _made: list[tuple[A, Answer]] = field(
+        default_factory=list, init=False, repr=False, compare=False
+    )
 
     @property
     def record_id(self) -> str:
@@ -128,9 +129,14 @@ class Claim(Generic[A]):
     def record(self, aggregate: A) -> IdempotencyRecord:
         """The record of this claim for `aggregate` as it is about to be written."""
         return IdempotencyRecord(
-            record_id=self.record_id, aggregate_type=aggregate.aggregate_type,
-            aggregate_id=aggregate.id, fingerprint=self.fingerprint, version=aggregate.version,
-            answer=self.answer_for(aggregate), request=self.request)
+            record_id=self.record_id,
+            aggregate_type=aggregate.aggregate_type,
+            aggregate_id=aggregate.id,
+            fingerprint=self.fingerprint,
+            version=aggregate.version,
+            answer=self.answer_for(aggregate),
+            request=self.request,
+        )
 
 
 @dataclass(frozen=True)

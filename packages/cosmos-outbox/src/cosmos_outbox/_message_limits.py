@@ -32,8 +32,10 @@ _ITEM_OVERHEAD = 5
 
 def property_bytes(properties: Mapping[str, str | int]) -> int:
     """At most how many bytes `properties` take in a message's header (AMQP map entries)."""
-    return sum(len(name.encode()) + len(str(value).encode()) + 2 * _ITEM_OVERHEAD
-               for name, value in properties.items())
+    return sum(
+        len(name.encode()) + len(str(value).encode()) + 2 * _ITEM_OVERHEAD
+        for name, value in properties.items()
+    )
 
 
 def refused_properties(properties: Mapping[str, str | int]) -> str | None:
@@ -41,13 +43,17 @@ def refused_properties(properties: Mapping[str, str | int]) -> str | None:
     for name, value in properties.items():
         size = len(value.encode()) if isinstance(value, str) else 8
         if size > MAX_PROPERTY_VALUE_BYTES:
-            return (f"application property {name!r} is {size} bytes; Service Bus takes at most "
-                    f"{MAX_PROPERTY_VALUE_BYTES} for a property's value")
+            return (
+                f"application property {name!r} is {size} bytes; Service Bus takes at most "
+                f"{MAX_PROPERTY_VALUE_BYTES} for a property's value"
+            )
     total = property_bytes(properties)
     if total > MAX_HEADER_BYTES - OUTBOX_HEADER_BYTES:
-        return (f"the application properties are {total} bytes; Service Bus takes at most "
-                f"{MAX_HEADER_BYTES} for a message's header, of which the outbox's own "
-                f"properties take up to {OUTBOX_HEADER_BYTES}")
+        return (
+            f"the application properties are {total} bytes; Service Bus takes at most "
+            f"{MAX_HEADER_BYTES} for a message's header, of which the outbox's own "
+            f"properties take up to {OUTBOX_HEADER_BYTES}"
+        )
     return None
 
 
@@ -56,25 +62,37 @@ def refused_id(what: str, value: str) -> str | None:
     # .NET counts UTF-16 units: a character outside the BMP is two
     length = len(value) if value.isascii() else len(value.encode("utf-16-le")) // 2
     if length > MAX_ID_LENGTH:
-        return (f"{what} {value[:40]!r}... is {length} characters (UTF-16 units); Service Bus "
-                f"takes at most {MAX_ID_LENGTH}")
+        return (
+            f"{what} {value[:40]!r}... is {length} characters (UTF-16 units); Service Bus "
+            f"takes at most {MAX_ID_LENGTH}"
+        )
     return None
 
 
 def unsendable(message: OutboxMessage) -> str | None:
     """Why a message can never be sent, whatever the retries, or None."""
-    reason = (refused_id("MessageId", message.message_id)
-              or refused_id("SessionId", message.session_id))
+    reason = refused_id("MessageId", message.message_id) or refused_id(
+        "SessionId", message.session_id
+    )
     if reason is not None:
         return reason
     for name, value in message.application_properties.items():
         size = len(value.encode()) if isinstance(value, str) else 8
         if size > MAX_PROPERTY_VALUE_BYTES:
-            return (f"application property {name!r} is {size} bytes; Service Bus takes at most "
-                    f"{MAX_PROPERTY_VALUE_BYTES} for a property's value")
-    header = (property_bytes(message.application_properties) + len(message.message_id)
-              + len(message.session_id) + len(message.subject.encode()) + OUTBOX_HEADER_BYTES)
+            return (
+                f"application property {name!r} is {size} bytes; Service Bus takes at most "
+                f"{MAX_PROPERTY_VALUE_BYTES} for a property's value"
+            )
+    header = (
+        property_bytes(message.application_properties)
+        + len(message.message_id)
+        + len(message.session_id)
+        + len(message.subject.encode())
+        + OUTBOX_HEADER_BYTES
+    )
     if header > MAX_HEADER_BYTES:
-        return (f"the message's header is about {header} bytes; Service Bus takes at most "
-                f"{MAX_HEADER_BYTES} (its application properties are too large)")
+        return (
+            f"the message's header is about {header} bytes; Service Bus takes at most "
+            f"{MAX_HEADER_BYTES} (its application properties are too large)"
+        )
     return None

@@ -68,13 +68,20 @@ class OutboxBase:
     #: whether its functions are `async def` ones, on the SDKs' `aio` clients
     asynchronous: ClassVar[bool] = False
 
-    def __init__(self, aggregates: Iterable[type[Aggregate]] = (), *,
-                 services: Callable[[], Services] | None = None,
-                 legacy_events: LegacyEvents | None = None) -> None:
+    def __init__(
+        self,
+        aggregates: Iterable[type[Aggregate]] = (),
+        *,
+        services: Callable[[], Services] | None = None,
+        legacy_events: LegacyEvents | None = None,
+    ) -> None:
         self.aggregates: tuple[type[Aggregate], ...] = tuple(aggregates)
         asynchronous = self.asynchronous
-        self._build = services if services is not None else (
-            lambda: services_from_settings(asynchronous=asynchronous))
+        self._build = (
+            services
+            if services is not None
+            else (lambda: services_from_settings(asynchronous=asynchronous))
+        )
         self.legacy_events = legacy_events
         self._wiring: Wiring | None = None
         self._lock = threading.Lock()
@@ -106,25 +113,40 @@ class OutboxBase:
 
     def _checked(self, kind: type[A]) -> type[A]:
         if kind not in self.aggregates:
-            raise ValueError(f"{kind.__qualname__} is not an aggregate of this outbox: "
-                             "add it to Outbox(aggregates=...)")
+            raise ValueError(
+                f"{kind.__qualname__} is not an aggregate of this outbox: "
+                "add it to Outbox(aggregates=...)"
+            )
         return kind
 
     def _core_service(self, kind: type[A]) -> AsyncAggregateService[A]:
         return AsyncAggregateService(self._checked(kind), lambda: self.wiring().unit_of_work())
 
-    def routes(self, kind: type[A], *, view: type[View] | None = None,
-                             id_parameter: PathParameter | None = None,
-                             auth_level: func.AuthLevel = func.AuthLevel.FUNCTION,
-                             etag_request_header: bool = False) -> AggregateRoutes[A]:
+    def routes(
+        self,
+        kind: type[A],
+        *,
+        view: type[View] | None = None,
+        id_parameter: PathParameter | None = None,
+        auth_level: func.AuthLevel = func.AuthLevel.FUNCTION,
+        etag_request_header: bool = False,
+    ) -> AggregateRoutes[A]:
         """The route helper for `kind`: its `create`, `read` and `update` declare routes on a
         blueprint of their own (its route parameter `id`: `id_parameter`, else "the <type>
         id"), served by this outbox; answers show `view` (default: every field)."""
         parameter = id_parameter or PathParameter("id", f"the {kind.aggregate_type} id")
-        api = HttpApi(parameters={parameter.name: parameter}, auth_level=auth_level,
-                      etag_request_header=etag_request_header)
-        return AggregateRoutes(api, self._checked(kind), lambda: self._core_service(kind),
-                               view=view, asynchronous=self.asynchronous)
+        api = HttpApi(
+            parameters={parameter.name: parameter},
+            auth_level=auth_level,
+            etag_request_header=etag_request_header,
+        )
+        return AggregateRoutes(
+            api,
+            self._checked(kind),
+            lambda: self._core_service(kind),
+            view=view,
+            asynchronous=self.asynchronous,
+        )
 
     def relay_blueprint(self, *, triggers: TriggerSettings | None = None) -> func.Blueprint:
         """The relay (`relay_events`, the change-feed trigger) and the backlog timer
@@ -132,24 +154,38 @@ class OutboxBase:
         indexing, unless given."""
         return relay_blueprint(self.wiring, asynchronous=self.asynchronous, triggers=triggers)
 
-    def operators_blueprint(self, *, models: OperatorModels = OperatorModels(),  # noqa: B008
-                            route_prefix: str = "outbox",
-                            auth_level: func.AuthLevel = func.AuthLevel.ADMIN
-                            ) -> func.Blueprint:
+    def operators_blueprint(
+        self,
+        *,
+        models: OperatorModels = OperatorModels(),  # noqa: B008
+        route_prefix: str = "outbox",
+        auth_level: func.AuthLevel = func.AuthLevel.ADMIN,
+    ) -> func.Blueprint:
         """The operators' routes (status, quarantine, re-drive) under `route_prefix`, at
         `auth_level` (ADMIN: the host's master key)."""
-        return operators_blueprint(self.wiring, asynchronous=self.asynchronous, models=models,
-                                   route_prefix=route_prefix, auth_level=auth_level)
+        return operators_blueprint(
+            self.wiring,
+            asynchronous=self.asynchronous,
+            models=models,
+            route_prefix=route_prefix,
+            auth_level=auth_level,
+        )
 
-    def docs_blueprint(self, functions: Callable[[], Sequence[Any]], *, title: str,
-                       description: str = "") -> func.Blueprint:
+    def docs_blueprint(
+        self, functions: Callable[[], Sequence[Any]], *, title: str, description: str = ""
+    ) -> func.Blueprint:
         """/health (the store answers; "degraded", with what the relay is stuck on, when the
         relay says it is blocked), /openapi.json (every route of `functions()` and the events
         of this outbox's aggregates) and the 404/405 fallback."""
-        return docs_blueprint(functions, ping=lambda: self.wiring().store.ping(),
-                              relay_blocked=lambda: self.wiring().relay_health.current(),
-                              title=title, description=description,
-                              aggregates=self.aggregates, asynchronous=self.asynchronous)
+        return docs_blueprint(
+            functions,
+            ping=lambda: self.wiring().store.ping(),
+            relay_blocked=lambda: self.wiring().relay_health.current(),
+            title=title,
+            description=description,
+            aggregates=self.aggregates,
+            asynchronous=self.asynchronous,
+        )
 
     def function_app(
         self,
@@ -173,8 +209,9 @@ class OutboxBase:
         if operators is not False:
             models = operators if isinstance(operators, OperatorModels) else OperatorModels()
             app.register_functions(self.operators_blueprint(models=models))
-        app.register_functions(self.docs_blueprint(app.get_functions, title=title,
-                                                   description=description))
+        app.register_functions(
+            self.docs_blueprint(app.get_functions, title=title, description=description)
+        )
         return app
 
 
@@ -206,14 +243,28 @@ class Outbox(OutboxBase):
         """Create, read and change aggregates of `kind` (one of this outbox's aggregates)."""
         return AggregateService(self._core_service(kind))
 
-    def session(self, partition_key: str, *, entity: str, session_id: str | None = None,
-                source: str | None = None, traceparent: str | None = None) -> Session:
+    def session(
+        self,
+        partition_key: str,
+        *,
+        entity: str,
+        session_id: str | None = None,
+        source: str | None = None,
+        traceparent: str | None = None,
+    ) -> Session:
         """A transactional session on `partition_key` of the outbox's container: your own
         documents and the events you publish (about `entity`: their `aggregateType`; their
         SessionId `session_id`, the partition key unless given; their CloudEvents source
         `source`, `/<entity>s` unless given), committed in one transactional batch."""
-        return Session(self.wiring().session(partition_key, entity=entity, session_id=session_id,
-                                             source=source, traceparent=traceparent))
+        return Session(
+            self.wiring().session(
+                partition_key,
+                entity=entity,
+                session_id=session_id,
+                source=source,
+                traceparent=traceparent,
+            )
+        )
 
     @property
     def store(self) -> DocumentStore:
@@ -245,11 +296,23 @@ class AsyncOutbox(OutboxBase):
     def service(self, kind: type[A]) -> AsyncAggregateService[A]:
         return self._core_service(kind)
 
-    def session(self, partition_key: str, *, entity: str, session_id: str | None = None,
-                source: str | None = None, traceparent: str | None = None) -> AsyncSession:
+    def session(
+        self,
+        partition_key: str,
+        *,
+        entity: str,
+        session_id: str | None = None,
+        source: str | None = None,
+        traceparent: str | None = None,
+    ) -> AsyncSession:
         """`async with outbox.session(...) as session:` (see `Outbox.session`)."""
-        return self.wiring().session(partition_key, entity=entity, session_id=session_id,
-                                     source=source, traceparent=traceparent)
+        return self.wiring().session(
+            partition_key,
+            entity=entity,
+            session_id=session_id,
+            source=source,
+            traceparent=traceparent,
+        )
 
     @property
     def store(self) -> AsyncDocumentStore:

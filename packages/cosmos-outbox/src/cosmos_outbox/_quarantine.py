@@ -44,9 +44,11 @@ class QuarantinedEvent:
         return self.resolved_at is not None
 
 
-
 def quarantine_document(
-    document: Mapping[str, Any], *, reason: str, now: datetime | None = None,
+    document: Mapping[str, Any],
+    *,
+    reason: str,
+    now: datetime | None = None,
     previous: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """A copy of a poison event kept (no TTL) with the reason, in the event's own partition.
@@ -80,15 +82,19 @@ def quarantine_id(event_id: str) -> str:
     return f"quarantine-{event_id}"
 
 
-def quarantined_event(document: Mapping[str, Any], *,
-                      legacy: LegacyEvents | None = None) -> QuarantinedEvent:
+def quarantined_event(
+    document: Mapping[str, Any], *, legacy: LegacyEvents | None = None
+) -> QuarantinedEvent:
     """A stored quarantine record, typed; the event it holds parsed as the relay parses it.
     Records written before the admin API (no status, time or replays) read as quarantined,
     quarantined at the document's `_ts`."""
     stored = document.get("data")
     stored = stored if isinstance(stored, Mapping) else {}
-    event_id = str(document.get("eventId") or stored.get("id")
-                   or str(document.get("id", "")).removeprefix("quarantine-"))
+    event_id = str(
+        document.get("eventId")
+        or stored.get("id")
+        or str(document.get("id", "")).removeprefix("quarantine-")
+    )
     try:
         event: OutboxRecord | Unreadable = outbox_record(stored, legacy=legacy)
     except PoisonEventError as exc:
@@ -113,18 +119,25 @@ def quarantined_event(document: Mapping[str, Any], *,
 
 
 def replayed_document(
-    document: Mapping[str, Any], entry: QuarantinedEvent, *, resolved: bool, reason: str,
-    ttl_seconds: int, now: datetime,
+    document: Mapping[str, Any],
+    entry: QuarantinedEvent,
+    *,
+    resolved: bool,
+    reason: str,
+    ttl_seconds: int,
+    now: datetime,
 ) -> dict[str, Any]:
     """The record after a replay: resolved (kept for audit, expiring after `ttl_seconds`), or
     still quarantined with the new reason; either way one more replay counted."""
     updated = without_system_keys(document)
-    updated.update({
-        "eventId": entry.event_id,
-        "replays": entry.replays + 1,
-        "quarantinedAt": (entry.quarantined_at or now).isoformat(),
-        "lastReplayAt": now.isoformat(),
-    })
+    updated.update(
+        {
+            "eventId": entry.event_id,
+            "replays": entry.replays + 1,
+            "quarantinedAt": (entry.quarantined_at or now).isoformat(),
+            "lastReplayAt": now.isoformat(),
+        }
+    )
     if resolved:
         updated.update({"status": "resolved", "resolvedAt": now.isoformat(), "ttl": ttl_seconds})
     else:
@@ -133,14 +146,17 @@ def replayed_document(
     return updated
 
 
-
 class Quarantine:
     """The quarantine records of one container: found by event id (a query on the indexed
     `type`, few documents), then read and written by point operations in their partition."""
 
-    def __init__(self, store: AsyncDocumentStore | DocumentStore, *,
-                 legacy: LegacyEvents | None = None,
-                 clock: Callable[[], datetime] = lambda: datetime.now(UTC)) -> None:
+    def __init__(
+        self,
+        store: AsyncDocumentStore | DocumentStore,
+        *,
+        legacy: LegacyEvents | None = None,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
         self._store = as_async(store)
         self._legacy = legacy
         self._clock = clock
@@ -151,8 +167,9 @@ class Quarantine:
         fresh = quarantine_document(event.document, reason=reason, now=self._clock())
         previous = await self._store.read(fresh["partitionKey"], fresh["id"])
         if previous is not None:
-            fresh = quarantine_document(event.document, reason=reason, now=self._clock(),
-                                        previous=previous)
+            fresh = quarantine_document(
+                event.document, reason=reason, now=self._clock(), previous=previous
+            )
         await self._store.upsert(fresh)
 
     async def _document(self, event_id: str) -> dict[str, Any]:
@@ -165,29 +182,40 @@ class Quarantine:
         """The record of an event, resolved or not. Raises NotFoundError."""
         return quarantined_event(await self._document(event_id), legacy=self._legacy)
 
-    async def list_page(self, *, page_size: int,
-                        continuation: str | None) -> Page[QuarantinedEvent]:
+    async def list_page(
+        self, *, page_size: int, continuation: str | None
+    ) -> Page[QuarantinedEvent]:
         """One page of records (resolved ones too, until they expire), and the next token."""
-        page = await self._store.page_of_type(QUARANTINE_TYPE, page_size=page_size,
-                                              continuation=continuation)
-        return Page([quarantined_event(d, legacy=self._legacy) for d in page.items],
-                    page.continuation_token)
+        page = await self._store.page_of_type(
+            QUARANTINE_TYPE, page_size=page_size, continuation=continuation
+        )
+        return Page(
+            [quarantined_event(d, legacy=self._legacy) for d in page.items], page.continuation_token
+        )
 
     async def count(self) -> int:
         """How many records are not resolved."""
-        return sum(1 for d in await self._store.of_type(QUARANTINE_TYPE)
-                   if d.get("status") != "resolved")
+        return sum(
+            1 for d in await self._store.of_type(QUARANTINE_TYPE) if d.get("status") != "resolved"
+        )
 
-    async def replayed(self, entry: QuarantinedEvent, *, resolved: bool, reason: str,
-                       ttl_seconds: int) -> QuarantinedEvent:
+    async def replayed(
+        self, entry: QuarantinedEvent, *, resolved: bool, reason: str, ttl_seconds: int
+    ) -> QuarantinedEvent:
         """Record a replay of `entry` (as read before the replay): resolved (kept, expiring
         after `ttl_seconds`) or still quarantined with the new reason; replays + 1."""
         key = quarantine_id(entry.event_id)
         current = await self._store.read(entry.aggregate_id, key)
         if current is None:
             raise NotFoundError(QUARANTINED_EVENT, entry.event_id)
-        updated = replayed_document(current, entry, resolved=resolved, reason=reason,
-                                    ttl_seconds=ttl_seconds, now=self._clock())
+        updated = replayed_document(
+            current,
+            entry,
+            resolved=resolved,
+            reason=reason,
+            ttl_seconds=ttl_seconds,
+            now=self._clock(),
+        )
         return quarantined_event(await self._store.replace(updated), legacy=self._legacy)
 
     async def discard(self, entry: QuarantinedEvent) -> None:

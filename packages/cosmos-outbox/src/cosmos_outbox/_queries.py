@@ -26,8 +26,9 @@ def named_parameters(parameters: QueryParameters) -> dict[str, Any]:
         pairs = []
         for item in parameters:
             if not isinstance(item, Mapping) or "name" not in item or "value" not in item:
-                raise InvalidQueryError(f"a query parameter is {{'name': '@x', 'value': ...}}, "
-                                        f"not {item!r}")
+                raise InvalidQueryError(
+                    f"a query parameter is {{'name': '@x', 'value': ...}}, not {item!r}"
+                )
             pairs.append((item["name"], item["value"]))
     named: dict[str, Any] = {}
     for name, value in pairs:

@@ -76,18 +76,32 @@ class StoredFields(BaseModel):
     event_source: Annotated[str, Field(min_length=1)]
 
 
-def plain_fields(event_id: object, aggregate_type: str, aggregate_id: object, action: object,
-                 version: object, event_source: str) -> tuple[str, str, str, int] | None:
+def plain_fields(
+    event_id: object,
+    aggregate_type: str,
+    aggregate_id: object,
+    action: object,
+    version: object,
+    event_source: str,
+) -> tuple[str, str, str, int] | None:
     """(event id, aggregate id, action, version) when `StoredFields` takes these values as they
     are (plain strings of the allowed lengths, an integer version of at least 1): the parser's
     check of every event, without building a model. None when `StoredFields` would reject one
     or convert it: then it decides, and names the reason."""
-    if (type(event_id) is str and 0 < len(event_id) <= _MAX_ID
-            and type(aggregate_id) is str and 0 < len(aggregate_id) <= _MAX_ID
-            and type(action) is str and action
-            and type(version) is int and version >= 1
-            and type(aggregate_type) is str and aggregate_type
-            and type(event_source) is str and event_source):
+    if (
+        type(event_id) is str
+        and 0 < len(event_id) <= _MAX_ID
+        and type(aggregate_id) is str
+        and 0 < len(aggregate_id) <= _MAX_ID
+        and type(action) is str
+        and action
+        and type(version) is int
+        and version >= 1
+        and type(aggregate_type) is str
+        and aggregate_type
+        and type(event_source) is str
+        and event_source
+    ):
         return event_id, aggregate_id, action, version
     return None
 
@@ -178,9 +192,16 @@ FORMAT_PROPERTY = "outboxFormat"
 
 def reserved_property(name: str, aggregate_type: str) -> bool:
     """Whether an application property name is the outbox's (an app's own may not take it)."""
-    return (name in ("aggregateType", f"{aggregate_type}Id", "version", "action",
-                     "traceparent", "Diagnostic-Id", "eventId", FORMAT_PROPERTY)
-            or name.lower().startswith("cloudevents"))
+    return name in (
+        "aggregateType",
+        f"{aggregate_type}Id",
+        "version",
+        "action",
+        "traceparent",
+        "Diagnostic-Id",
+        "eventId",
+        FORMAT_PROPERTY,
+    ) or name.lower().startswith("cloudevents")
 
 
 def to_message(record: OutboxRecord) -> OutboxMessage:
@@ -215,8 +236,10 @@ def payload_name(record: OutboxRecord) -> str:
     """Where the claim check stores an event's body: `<aggregateType>/<aggregateId>/<eventId>`,
     each part percent-encoded (a `/` in an id cannot make two events share a name). The same
     for every retry, so a retry overwrites the same blob with the same bytes."""
-    return "/".join(quote(part, safe="") for part in
-                    (record.aggregate_type, record.aggregate_id, record.event_id))
+    return "/".join(
+        quote(part, safe="")
+        for part in (record.aggregate_type, record.aggregate_id, record.event_id)
+    )
 
 
 def claim_check(message: OutboxMessage, reference: str) -> OutboxMessage:
@@ -254,9 +277,15 @@ def quarantine_notice(event: OutboxRecord | Unreadable, reason: str) -> OutboxMe
         source = event.event_source
     if not aggregate_id or not aggregate_type:
         return None
-    body = {"eventId": event.event_id, f"{aggregate_type}Id": aggregate_id,
-            "aggregateType": aggregate_type, "aggregateId": aggregate_id, "action": action,
-            "version": version, "reason": reason}
+    body = {
+        "eventId": event.event_id,
+        f"{aggregate_type}Id": aggregate_id,
+        "aggregateType": aggregate_type,
+        "aggregateId": aggregate_id,
+        "action": action,
+        "version": version,
+        "reason": reason,
+    }
     properties: dict[str, str | int] = {
         "aggregateType": aggregate_type,
         f"{aggregate_type}Id": aggregate_id,

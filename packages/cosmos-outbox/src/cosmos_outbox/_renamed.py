@@ -18,7 +18,10 @@ def renamed(module: str, name: str, table: Mapping[str, str]) -> Any:
     replacement = table.get(name)
     if replacement is None:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
-    warnings.warn(f"{module}.{name} is deprecated (removed in cosmos-outbox 0.4): use "
-                  f"{replacement}", DeprecationWarning, stacklevel=3)
+    warnings.warn(
+        f"{module}.{name} is deprecated (removed in cosmos-outbox 0.4): use {replacement}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
     path, _, attribute = replacement.rpartition(".")
     return getattr(importlib.import_module(path), attribute)

@@ -85,8 +85,9 @@ class AggregateService(Generic[A]):
         raised in one batch conditioned on the etag read. A change that leaves the aggregate as
         it was writes nothing and answers the etag read; one that alters it without recording
         an event is refused (UnrecordedChangeError), nothing written."""
-        return await self._change(aggregate_id, change, precondition=precondition,
-                                  traceparent=traceparent)
+        return await self._change(
+            aggregate_id, change, precondition=precondition, traceparent=traceparent
+        )
 
     async def _change(
         self,
@@ -105,7 +106,8 @@ class AggregateService(Generic[A]):
             if precondition is not None and not precondition(repository.etag(aggregate_id)):
                 raise PreconditionFailedError(
                     f"{self.kind.aggregate_type} {aggregate_id}: a precondition failed",
-                    aggregate_type=self.kind.aggregate_type)
+                    aggregate_type=self.kind.aggregate_type,
+                )
             await resolved(change(aggregate))
             if claim is not None:
                 uow.claim(claim.record(aggregate))
@@ -142,11 +144,16 @@ class AggregateService(Generic[A]):
                     return found
                 if aggregate.id != derived:
                     raise  # the aggregate chose its own id, and it is taken
-                logger.info("idempotency key reused after its record expired: next id",
-                            extra={"idempotency.record": claim.record_id,
-                                   "idempotency.generation": generation + 1})
+                logger.info(
+                    "idempotency key reused after its record expired: next id",
+                    extra={
+                        "idempotency.record": claim.record_id,
+                        "idempotency.generation": generation + 1,
+                    },
+                )
         raise AlreadyExistsError(
-            f"every {self.kind.aggregate_type} id this Idempotency-Key derives is taken")
+            f"every {self.kind.aggregate_type} id this Idempotency-Key derives is taken"
+        )
 
     async def change_idempotent(
         self,
@@ -163,8 +170,13 @@ class AggregateService(Generic[A]):
         there), an earlier request with the same key may have made it: its record answers
         instead; 422 when that was another request; else the refusal stands."""
         try:
-            return await self._change(aggregate_id, change, precondition=precondition,
-                                      traceparent=traceparent, claim=claim)
+            return await self._change(
+                aggregate_id,
+                change,
+                precondition=precondition,
+                traceparent=traceparent,
+                claim=claim,
+            )
         except (NotFoundError, PreconditionFailedError, AlreadyExistsError, DomainError):
             found = await self._recorded(aggregate_id, claim)
             if found is None:
@@ -178,17 +190,22 @@ class AggregateService(Generic[A]):
             record = await uow.recorded(aggregate_id, claim.record_id)
             if record is None:
                 return None
-            fields = {"idempotency.record": claim.record_id,
-                      "aggregate.type": self.kind.aggregate_type, "aggregate.id": aggregate_id}
+            fields = {
+                "idempotency.record": claim.record_id,
+                "aggregate.type": self.kind.aggregate_type,
+                "aggregate.id": aggregate_id,
+            }
             if record.fingerprint != claim.fingerprint:
                 logger.info("idempotency key reused for another request: 422", extra=fields)
-                raise IdempotencyKeyReusedError(
-                    "this Idempotency-Key was used for another request")
+                raise IdempotencyKeyReusedError("this Idempotency-Key was used for another request")
             repository = uow.repository(self.kind)
             try:
                 current = await repository.get(aggregate_id)
-                etag = (repository.etag(aggregate_id) if current.version == record.version
-                        else weak_etag(record.version))
+                etag = (
+                    repository.etag(aggregate_id)
+                    if current.version == record.version
+                    else weak_etag(record.version)
+                )
             except NotFoundError:
                 etag = weak_etag(record.version)
             logger.info("idempotent retry answered from its record", extra=fields)

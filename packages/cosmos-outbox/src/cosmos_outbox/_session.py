@@ -81,9 +81,20 @@ def _c_encoder() -> Callable[[Any, int], tuple[str, ...]] | None:
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:
         return None
-    return cast(Callable[[Any, int], tuple[str, ...]],
-                make(None, _COMPACT.default, json.encoder.encode_basestring_ascii, None, ":", ",",
-                     False, False, False))
+    return cast(
+        Callable[[Any, int], tuple[str, ...]],
+        make(
+            None,
+            _COMPACT.default,
+            json.encoder.encode_basestring_ascii,
+            None,
+            ":",
+            ",",
+            False,
+            False,
+            False,
+        ),
+    )
 
 
 _C_ENCODER = _c_encoder()
@@ -115,8 +126,10 @@ def _escaped_at_most(text: str) -> int:
 
 def _claim_of(key: str, request: Mapping[str, Any] | str, scope: str) -> tuple[str, str]:
     """An Idempotency-Key's record id in `scope` and the fingerprint of its request."""
-    return (record_id(scope, key),
-            fingerprint(request if isinstance(request, Mapping) else {"request": request}))
+    return (
+        record_id(scope, key),
+        fingerprint(request if isinstance(request, Mapping) else {"request": request}),
+    )
 
 
 def sequence_id(entity: str, session_id: str) -> str:
@@ -175,15 +188,26 @@ class Session:
     _bytes = 0
     _claim_bytes = 0
 
-    def __init__(self, store: AsyncDocumentStore, partition_key: str, *, entity: str,
-                 session_id: str | None = None, source: str | None = None,
-                 event_ttl_seconds: int, idempotency_ttl_seconds: int,
-                 sequences: _Sequences, traceparent: str | None = None) -> None:
+    def __init__(
+        self,
+        store: AsyncDocumentStore,
+        partition_key: str,
+        *,
+        entity: str,
+        session_id: str | None = None,
+        source: str | None = None,
+        event_ttl_seconds: int,
+        idempotency_ttl_seconds: int,
+        sequences: _Sequences,
+        traceparent: str | None = None,
+    ) -> None:
         if not partition_key:
             raise ValueError("a session needs a partition key")
         if not entity or not entity.isidentifier():
-            raise ValueError(f"entity must name what the events are about (an identifier, as "
-                             f"aggregateType on the wire), not {entity!r}")
+            raise ValueError(
+                f"entity must name what the events are about (an identifier, as "
+                f"aggregateType on the wire), not {entity!r}"
+            )
         self.partition_key = partition_key
         self.entity = entity
         self.session_id = session_id or partition_key
@@ -201,14 +225,22 @@ class Session:
         #: At most how many bytes an outbox document of this session holds besides its event's
         #: type, subject and body.
         self._envelope = _ENVELOPE_BYTES + _CHARACTER_BYTES * (
-            len(partition_key) + 2 * len(self.session_id) + 2 * len(entity) + len(self.source)
-            + len(traceparent or ""))
+            len(partition_key)
+            + 2 * len(self.session_id)
+            + 2 * len(entity)
+            + len(self.source)
+            + len(traceparent or "")
+        )
 
     async def __aenter__(self) -> Session:
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if self._operations or self._events or self._claim is not None:
             self.rollback()
 
@@ -218,11 +250,16 @@ class Session:
         if type(document) is dict:  # the common case first: no pydantic instance check
             found = dict(document)
         else:
-            found = (document.model_dump(mode="json", by_alias=True)
-                     if isinstance(document, BaseModel) else dict(document))
+            found = (
+                document.model_dump(mode="json", by_alias=True)
+                if isinstance(document, BaseModel)
+                else dict(document)
+            )
         if "partitionKey" in found and found["partitionKey"] != self.partition_key:
-            raise ValueError(f"document {found.get('id')!r} is not in this session's partition "
-                             f"(partitionKey {self.partition_key!r})")
+            raise ValueError(
+                f"document {found.get('id')!r} is not in this session's partition "
+                f"(partitionKey {self.partition_key!r})"
+            )
         if not isinstance(found.get("id"), str) or not found["id"]:
             raise ValueError("a document needs a string id")
         if found.get("type") in (EVENT_TYPE, SEQUENCE_TYPE):
@@ -238,23 +275,32 @@ class Session:
         """Create or replace a document."""
         self._operations.append(BatchOperation("upsert", self._document(document)))
 
-    def replace(self, document: Mapping[str, Any] | BaseModel, *,
-                if_match: str | None = None) -> None:
+    def replace(
+        self, document: Mapping[str, Any] | BaseModel, *, if_match: str | None = None
+    ) -> None:
         """Replace a document (NotFoundError when missing), if its etag is still `if_match`
         (else PreconditionFailedError): nothing of the batch is written."""
-        self._operations.append(BatchOperation("replace", self._document(document),
-                                               if_match=if_match))
+        self._operations.append(
+            BatchOperation("replace", self._document(document), if_match=if_match)
+        )
 
-    def patch(self, document_id: str, operations: Sequence[Mapping[str, Any]], *,
-              if_match: str | None = None) -> None:
+    def patch(
+        self,
+        document_id: str,
+        operations: Sequence[Mapping[str, Any]],
+        *,
+        if_match: str | None = None,
+    ) -> None:
         """Change parts of a document (Cosmos DB's patch operations: `add`, `set`, `replace`,
         `remove`, `incr`, with a `path` and a `value`)."""
         if not operations:
             raise ValueError("a patch needs at least one operation")
-        self._bytes += (_json_bytes(list(operations), "the patch of", document_id)
-                        + _escaped_at_most(document_id))
-        self._operations.append(BatchOperation("patch", id=document_id, patch=list(operations),
-                                               if_match=if_match))
+        self._bytes += _json_bytes(
+            list(operations), "the patch of", document_id
+        ) + _escaped_at_most(document_id)
+        self._operations.append(
+            BatchOperation("patch", id=document_id, patch=list(operations), if_match=if_match)
+        )
 
     def delete(self, document_id: str, *, if_match: str | None = None) -> None:
         """Delete a document (NotFoundError when missing)."""
@@ -268,9 +314,14 @@ class Session:
 
     # -- events --------------------------------------------------------------------------------
 
-    def publish(self, event: str | BaseModel, data: Mapping[str, Any] | BaseModel | None = None,
-                *, subject: str | None = None,
-                properties: Mapping[str, str | int] | None = None) -> str:
+    def publish(
+        self,
+        event: str | BaseModel,
+        data: Mapping[str, Any] | BaseModel | None = None,
+        *,
+        subject: str | None = None,
+        properties: Mapping[str, str | int] | None = None,
+    ) -> str:
         """Publish an event with the commit: `event` is its type (the `action` property and
         CloudEvents type; the message's Subject unless `subject` is given) and `data` its body,
         a JSON object or a pydantic model (by its aliases); or `event` is a pydantic model, its
@@ -294,11 +345,17 @@ class Session:
             raise ValueError("an event's subject is a non-empty string")
         # the body, whatever it is, is written once as the JSON text of the message body
         # (the event document keeps that text: see cosmos_outbox._event_document)
-        body = (data.model_dump(mode="json", by_alias=True) if isinstance(data, BaseModel)
-                else data if data is not None else {})
+        body = (
+            data.model_dump(mode="json", by_alias=True)
+            if isinstance(data, BaseModel)
+            else data
+            if data is not None
+            else {}
+        )
         if not isinstance(body, Mapping):
-            raise TypeError(f"an event's data is a JSON object or a pydantic model, not "
-                            f"{type(body).__name__}")
+            raise TypeError(
+                f"an event's data is a JSON object or a pydantic model, not {type(body).__name__}"
+            )
         try:
             text = body_text(body if type(body) is dict else dict(body))
         except (TypeError, ValueError, RecursionError) as exc:
@@ -309,31 +366,45 @@ class Session:
             own = dict(properties)
             taken = sorted(name for name in own if reserved_property(name, self.entity))
             if taken:
-                raise ValueError(f"application properties {taken} are the outbox's: rename "
-                                 "them")
-            wrong = sorted(name for name, value in own.items()
-                           if not isinstance(name, str) or type(value) not in (str, int))
+                raise ValueError(f"application properties {taken} are the outbox's: rename them")
+            wrong = sorted(
+                name
+                for name, value in own.items()
+                if not isinstance(name, str) or type(value) not in (str, int)
+            )
             if wrong:
-                raise TypeError(f"application properties {wrong} are not a string or an "
-                                "integer")
+                raise TypeError(f"application properties {wrong} are not a string or an integer")
             refused = refused_properties(own)
             if refused is not None:
                 raise ValueError(f"{refused}: this event could never be sent")
             own_text = body_text(own)
             size += stored_size(own_text)
-        self._bytes += (size + self._envelope + _escaped_at_most(action)
-                        + (_escaped_at_most(subject) if subject else 0))
+        self._bytes += (
+            size
+            + self._envelope
+            + _escaped_at_most(action)
+            + (_escaped_at_most(subject) if subject else 0)
+        )
         event_id = new_id()
         document = event_document(
-            event_id=event_id, partition_key=self.partition_key, aggregate_type=self.entity,
-            aggregate_id=self.session_id, source=self.source, action=action, body=text,
-            ttl=self._event_ttl, traceparent=self.traceparent, subject=subject,
-            properties=own_text)
+            event_id=event_id,
+            partition_key=self.partition_key,
+            aggregate_type=self.entity,
+            aggregate_id=self.session_id,
+            source=self.source,
+            action=action,
+            body=text,
+            ttl=self._event_ttl,
+            traceparent=self.traceparent,
+            subject=subject,
+            properties=own_text,
+        )
         self._events.append((event_id, document))
         return event_id
 
-    async def replay(self, key: str, *, request: Mapping[str, Any] | str,
-                     scope: str = "") -> Committed | None:
+    async def replay(
+        self, key: str, *, request: Mapping[str, Any] | str, scope: str = ""
+    ) -> Committed | None:
         """Look an Idempotency-Key up before doing the request's work: what the first request
         with this key and request recorded (`Committed(replayed=True, answer=...)`), or None
         for a key not seen yet (do the work, `claim` the key with its answer, commit). Call it
@@ -343,18 +414,27 @@ class Session:
         record_key, printed = _claim_of(key, request, scope or self.entity)
         return await self._recorded(record_key, printed)
 
-    def claim(self, key: str, *, request: Mapping[str, Any] | str, answer: Any = None,
-              scope: str = "") -> None:
+    def claim(
+        self, key: str, *, request: Mapping[str, Any] | str, answer: Any = None, scope: str = ""
+    ) -> None:
         """Record this request's Idempotency-Key with the commit: a retry with the same key and
         request commits nothing and answers `answer` as recorded (`Committed.replayed`); the
         key with another request raises IdempotencyKeyReusedError. `request` is what makes two
         requests the same (its fingerprint is kept, never the key); `scope` where the key is
         unique (the route, the caller). `replay` looks the key up before the work."""
         record_key, printed = _claim_of(key, request, scope or self.entity)
-        self._claim = (record_key, printed,
-                       str(request)[:200] if isinstance(request, str) else "", answer)
-        self._claim_bytes = (_json_bytes(answer, "the answer")
-                             + self._envelope + _escaped_at_most(self._claim[0]) + 2000)
+        self._claim = (
+            record_key,
+            printed,
+            str(request)[:200] if isinstance(request, str) else "",
+            answer,
+        )
+        self._claim_bytes = (
+            _json_bytes(answer, "the answer")
+            + self._envelope
+            + _escaped_at_most(self._claim[0])
+            + 2000
+        )
 
     # -- the commit ------------------------------------------------------------------------------
 
@@ -397,20 +477,31 @@ class Session:
             return Committed(etags[:staged], [event_id for event_id, _ in events])
         raise PreconditionFailedError(
             f"the sequence of {self.entity} {self.session_id} kept moving: too many racing "
-            "sessions; retry", aggregate_type=self.entity)
+            "sessions; retry",
+            aggregate_type=self.entity,
+        )
 
     def _bytes_at_most(self) -> int:
         """At most how many bytes the batch of what is staged is, as its size is measured (its
         documents as one JSON list): what was counted as it was staged, the sequence's document
         when there are events, and the list's brackets and commas."""
-        return (self._bytes + (self._envelope if self._events else 0)
-                + (self._claim_bytes if self._claim is not None else 0)
-                + len(self._operations) + len(self._events) + 4)
+        return (
+            self._bytes
+            + (self._envelope if self._events else 0)
+            + (self._claim_bytes if self._claim is not None else 0)
+            + len(self._operations)
+            + len(self._events)
+            + 4
+        )
 
-    def _batch(self, operations: list[BatchOperation],
-               events: list[_Staged],
-               known: tuple[int, str] | None, claim: tuple[str, str, str, Any] | None,
-               bound: int) -> tuple[list[BatchOperation], int | None]:
+    def _batch(
+        self,
+        operations: list[BatchOperation],
+        events: list[_Staged],
+        known: tuple[int, str] | None,
+        claim: tuple[str, str, str, Any] | None,
+        bound: int,
+    ) -> tuple[list[BatchOperation], int | None]:
         """The batch: your operations, then the sequence and the events, then the claim's
         record; the index of the sequence's operation."""
         batch = list(operations)
@@ -418,23 +509,42 @@ class Session:
         now = utc_text()
         if events:
             start = known[0] if known else 0
-            document = {"id": sequence_id(self.entity, self.session_id),
-                        "partitionKey": self.partition_key, "type": SEQUENCE_TYPE,
-                        "entity": self.entity, "sessionId": self.session_id,
-                        "next": start + len(events) + 1, "ttl": -1}
+            document = {
+                "id": sequence_id(self.entity, self.session_id),
+                "partitionKey": self.partition_key,
+                "type": SEQUENCE_TYPE,
+                "entity": self.entity,
+                "sessionId": self.session_id,
+                "next": start + len(events) + 1,
+                "ttl": -1,
+            }
             sequence = len(batch)
-            batch.append(BatchOperation("replace", document, if_match=known[1]) if known
-                         else BatchOperation("create", document))
+            batch.append(
+                BatchOperation("replace", document, if_match=known[1])
+                if known
+                else BatchOperation("create", document)
+            )
             for number, (_, event) in enumerate(events, start=start + 1):
                 stamp(event, number, now)
                 batch.append(BatchOperation("create", event))
         if claim is not None:
             record_key, printed, request, answer = claim
-            batch.append(BatchOperation("create", record_document(
-                record_id=record_key, partition_key=self.partition_key,
-                aggregate_type=self.entity, request=request, fingerprint=printed, version=0,
-                answer={"status": 200, **({"body": answer} if answer is not None else {})},
-                created_at=now, ttl_seconds=self._idempotency_ttl)))
+            batch.append(
+                BatchOperation(
+                    "create",
+                    record_document(
+                        record_id=record_key,
+                        partition_key=self.partition_key,
+                        aggregate_type=self.entity,
+                        request=request,
+                        fingerprint=printed,
+                        version=0,
+                        answer={"status": 200, **({"body": answer} if answer is not None else {})},
+                        created_at=now,
+                        ttl_seconds=self._idempotency_ttl,
+                    ),
+                )
+            )
         if len(batch) > MAX_OPERATIONS or bound > MAX_BATCH_BYTES:
             self._check_limits(batch)
         return batch, sequence
@@ -447,14 +557,17 @@ class Session:
             raise BatchTooLargeError(
                 f"the batch holds {len(batch)} operations (your documents, the events, the "
                 f"sequence, the idempotency record); a transactional batch takes at most "
-                f"{MAX_OPERATIONS}: commit in smaller sessions")
+                f"{MAX_OPERATIONS}: commit in smaller sessions"
+            )
         # the documents as the SDK sends them (ASCII: a character a byte)
-        size = len(_COMPACT.encode([op.document if op.document is not None else op.patch
-                                    for op in batch]))
+        size = len(
+            _COMPACT.encode([op.document if op.document is not None else op.patch for op in batch])
+        )
         if size > MAX_BATCH_BYTES:
             raise BatchTooLargeError(
                 f"the batch is {size} bytes; a transactional batch takes at most "
-                f"{MAX_BATCH_BYTES}: commit in smaller sessions")
+                f"{MAX_BATCH_BYTES}: commit in smaller sessions"
+            )
 
     async def _read_sequence(self, key: tuple[str, str]) -> tuple[int, str] | None:
         document = await self._store.read(self.partition_key, sequence_id(*key))
@@ -476,8 +589,9 @@ class Session:
     async def _recorded(self, record_key: str, printed: str) -> Committed | None:
         """The answer recorded under `record_key`, for a request of fingerprint `printed`."""
         stored = await self._store.read(self.partition_key, record_key)
-        record: IdempotencyRecord | None = (idempotency_record(stored)
-                                            if stored is not None else None)
+        record: IdempotencyRecord | None = (
+            idempotency_record(stored) if stored is not None else None
+        )
         if record is None:
             return None
         if record.fingerprint != printed:
@@ -487,4 +601,3 @@ class Session:
     def rollback(self) -> None:
         """Forget what was staged and not committed."""
         self._operations, self._events, self._claim, self._bytes = [], [], None, 0
-

@@ -61,8 +61,12 @@ class TriggerSettings(BaseModel):
         pattern=r"^\s*\S+(\s+\S+){5}\s*$",  # six NCRONTAB fields
     )
     #: "" keeps the leases a relay deployed before 0.3 wrote (they have no prefix).
-    lease_prefix: str = Field(default=DEFAULT_LEASE_PREFIX, alias="OUTBOX_LEASE_PREFIX",
-                              max_length=64, pattern=r"^[A-Za-z0-9._-]*$")
+    lease_prefix: str = Field(
+        default=DEFAULT_LEASE_PREFIX,
+        alias="OUTBOX_LEASE_PREFIX",
+        max_length=64,
+        pattern=r"^[A-Za-z0-9._-]*$",
+    )
 
 
 def problems(exc: ValidationError) -> str:

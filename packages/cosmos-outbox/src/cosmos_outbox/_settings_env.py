@@ -31,8 +31,15 @@ from cosmos_outbox._settings_base import (
 
 S = TypeVar("S", bound="BaseSettings")
 
-__all__ = ["CosmosSettings", "OutboxSettings", "PayloadConnection", "PayloadSettings",
-           "load_payload_settings", "load_settings", "read_settings"]
+__all__ = [
+    "CosmosSettings",
+    "OutboxSettings",
+    "PayloadConnection",
+    "PayloadSettings",
+    "load_payload_settings",
+    "load_settings",
+    "read_settings",
+]
 
 
 @dataclass(frozen=True)
@@ -61,24 +68,28 @@ class PayloadSettings(BaseSettings):
     payload_connection: SecretStr | None = Field(default=None, alias="OutboxPayloadStorage")
     payload_service_uri: str | None = Field(
         default=None,
-        validation_alias=AliasChoices("OutboxPayloadStorage__blobServiceUri",
-                                      "OutboxPayloadStorage__serviceUri"),
+        validation_alias=AliasChoices(
+            "OutboxPayloadStorage__blobServiceUri", "OutboxPayloadStorage__serviceUri"
+        ),
         alias="OutboxPayloadStorage__blobServiceUri",
     )
     host_storage: SecretStr | None = Field(default=None, alias="AzureWebJobsStorage")
     host_storage_service_uri: str | None = Field(
-        default=None, alias="AzureWebJobsStorage__blobServiceUri")
+        default=None, alias="AzureWebJobsStorage__blobServiceUri"
+    )
     host_storage_account: str | None = Field(default=None, alias="AzureWebJobsStorage__accountName")
-    payload_container: str = Field(default=DEFAULT_PAYLOAD_CONTAINER,
-                                   alias="OUTBOX_PAYLOAD_CONTAINER")
+    payload_container: str = Field(
+        default=DEFAULT_PAYLOAD_CONTAINER, alias="OUTBOX_PAYLOAD_CONTAINER"
+    )
 
     @field_validator("payload_connection", "host_storage", mode="before")
     @classmethod
     def _empty_secret_is_unset(cls, value: object) -> object:
         return None if value == "" else value
 
-    @field_validator("payload_service_uri", "host_storage_service_uri", "host_storage_account",
-                     mode="before")
+    @field_validator(
+        "payload_service_uri", "host_storage_service_uri", "host_storage_account", mode="before"
+    )
     @classmethod
     def _empty_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
@@ -90,8 +101,9 @@ class PayloadSettings(BaseSettings):
             return None
         parts = urlsplit(value)
         if parts.scheme not in ("https", "http") or not parts.netloc:
-            raise ValueError("must be the blob service's URI (https://<account>.blob.core."
-                             "windows.net)")
+            raise ValueError(
+                "must be the blob service's URI (https://<account>.blob.core.windows.net)"
+            )
         return value.rstrip("/")
 
     @field_validator("payload_container")
@@ -100,8 +112,10 @@ class PayloadSettings(BaseSettings):
         """Blob Storage's container names: 3-63 lowercase letters, digits and single hyphens,
         starting and ending with a letter or digit."""
         if not _CONTAINER_NAME.fullmatch(value) or "--" in value:
-            raise ValueError("must be a blob container name: 3-63 lowercase letters, digits "
-                             "and single hyphens, starting and ending with a letter or digit")
+            raise ValueError(
+                "must be a blob container name: 3-63 lowercase letters, digits "
+                "and single hyphens, starting and ending with a letter or digit"
+            )
         return value
 
     def payload_storage(self) -> PayloadConnection | None:
@@ -109,21 +123,31 @@ class PayloadSettings(BaseSettings):
         neither is set."""
         container = self.payload_container
         if self.payload_connection is not None:
-            return PayloadConnection(container, connection_string=self.payload_connection,
-                                     setting="OutboxPayloadStorage")
+            return PayloadConnection(
+                container, connection_string=self.payload_connection, setting="OutboxPayloadStorage"
+            )
         if self.payload_service_uri:
-            return PayloadConnection(container, service_uri=self.payload_service_uri,
-                                     setting="OutboxPayloadStorage__blobServiceUri")
+            return PayloadConnection(
+                container,
+                service_uri=self.payload_service_uri,
+                setting="OutboxPayloadStorage__blobServiceUri",
+            )
         if self.host_storage is not None:
-            return PayloadConnection(container, connection_string=self.host_storage,
-                                     setting="AzureWebJobsStorage")
+            return PayloadConnection(
+                container, connection_string=self.host_storage, setting="AzureWebJobsStorage"
+            )
         if self.host_storage_service_uri:
-            return PayloadConnection(container, service_uri=self.host_storage_service_uri,
-                                     setting="AzureWebJobsStorage__blobServiceUri")
+            return PayloadConnection(
+                container,
+                service_uri=self.host_storage_service_uri,
+                setting="AzureWebJobsStorage__blobServiceUri",
+            )
         if self.host_storage_account:
             return PayloadConnection(
-                container, service_uri=f"https://{self.host_storage_account}.blob.core.windows.net",
-                setting="AzureWebJobsStorage__accountName")
+                container,
+                service_uri=f"https://{self.host_storage_account}.blob.core.windows.net",
+                setting="AzureWebJobsStorage__accountName",
+            )
         return None
 
 
@@ -179,27 +203,38 @@ class OutboxSettings(TriggerSettings, PayloadSettings, CosmosSettings):
     )
     #: The topic the relay sends to (needed where the relay runs; an API-only app has none).
     servicebus_topic: str | None = Field(default=None, alias="SERVICEBUS_TOPIC", min_length=1)
-    event_ttl_seconds: int = Field(default=DEFAULT_EVENT_TTL_SECONDS, alias="EVENT_TTL_SECONDS",
-                                   ge=60)
+    event_ttl_seconds: int = Field(
+        default=DEFAULT_EVENT_TTL_SECONDS, alias="EVENT_TTL_SECONDS", ge=60
+    )
     #: The largest message (and batch) the relay sends; the link's own limit wins when smaller.
     #: A message above it is offloaded to the payload store (the claim check).
     servicebus_max_message_bytes: int = Field(
-        default=DEFAULT_SERVICEBUS_MAX_MESSAGE_BYTES, alias="SERVICEBUS_MAX_MESSAGE_BYTES",
-        ge=1024, le=100 * 1024 * 1024)
+        default=DEFAULT_SERVICEBUS_MAX_MESSAGE_BYTES,
+        alias="SERVICEBUS_MAX_MESSAGE_BYTES",
+        ge=1024,
+        le=100 * 1024 * 1024,
+    )
     #: The largest body the relay offloads; above it (and with 0, for every body too large for
     #: a message) the event is quarantined.
-    payload_max_bytes: int = Field(default=DEFAULT_PAYLOAD_MAX_BYTES,
-                                   alias="OUTBOX_PAYLOAD_MAX_BYTES", ge=0,
-                                   le=100 * 1024 * 1024)
+    payload_max_bytes: int = Field(
+        default=DEFAULT_PAYLOAD_MAX_BYTES,
+        alias="OUTBOX_PAYLOAD_MAX_BYTES",
+        ge=0,
+        le=100 * 1024 * 1024,
+    )
     # How long an Idempotency-Key is remembered (the TTL of its record): the window in which a
     # retry of a write answers what the write answered instead of writing again.
     idempotency_ttl_seconds: int = Field(
-        default=DEFAULT_IDEMPOTENCY_TTL_SECONDS, alias="IDEMPOTENCY_TTL_SECONDS", ge=1,
-        le=2_147_483_647)
+        default=DEFAULT_IDEMPOTENCY_TTL_SECONDS,
+        alias="IDEMPOTENCY_TTL_SECONDS",
+        ge=1,
+        le=2_147_483_647,
+    )
     # Put before each aggregate type's CloudEvents source path (`/orders`): empty (the path
     # alone), an absolute URI naming this service (`https://shop.example.com`) or a path.
     cloudevents_source_base: str = Field(
-        default="", alias="CLOUDEVENTS_SOURCE_BASE", max_length=2048)
+        default="", alias="CLOUDEVENTS_SOURCE_BASE", max_length=2048
+    )
     # The setting this one replaced; set, it is refused with a word on what changed.
     cloudevents_source_replaced: str | None = Field(default=None, alias="CLOUDEVENTS_SOURCE")
 
@@ -212,8 +247,10 @@ class OutboxSettings(TriggerSettings, PayloadSettings, CosmosSettings):
         if not value:
             return value
         if any(c.isspace() or ord(c) < 0x20 or c in '"<>\\^`{|}?#' for c in value):
-            raise ValueError("must be a URI-reference with no query or fragment: no spaces "
-                             "or reserved characters")
+            raise ValueError(
+                "must be a URI-reference with no query or fragment: no spaces "
+                "or reserved characters"
+            )
         try:
             parts = urlsplit(value)
         except ValueError:
@@ -229,7 +266,9 @@ class OutboxSettings(TriggerSettings, PayloadSettings, CosmosSettings):
             raise ValueError(
                 "is replaced by CLOUDEVENTS_SOURCE_BASE: each aggregate type now has its own "
                 "source, <base>/<collection> (e.g. https://shop.example.com/orders); set the "
-                "base and remove CLOUDEVENTS_SOURCE")
+                "base and remove CLOUDEVENTS_SOURCE"
+            )
+
 
 def read_settings(kind: type[S]) -> S:
     """Settings of `kind` read from the environment and validated once; a bad or missing one

@@ -69,8 +69,12 @@ class UnitOfWork:
     def __enter__(self) -> UnitOfWork:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.rollback()
 
     def repository(self, kind: type[A]) -> Repository[A]:
@@ -90,8 +94,9 @@ class UnitOfWork:
         self._run(self.core.commit(traceparent=traceparent))
 
     def recorded(self, aggregate_id: str, record_id: str) -> IdempotencyRecord | None:
-        return cast(IdempotencyRecord | None,
-                    self._run(self.core.recorded(aggregate_id, record_id)))
+        return cast(
+            IdempotencyRecord | None, self._run(self.core.recorded(aggregate_id, record_id))
+        )
 
     def rollback(self) -> None:
         """Forget every uncommitted change."""
@@ -115,32 +120,60 @@ class AggregateService(Generic[A]):
         return self._core.kind
 
     def create(self, aggregate: A, *, traceparent: str | None = None) -> Versioned[A]:
-        return cast(Versioned[A], self._run(self._core.create(aggregate,
-                                                              traceparent=traceparent)))
+        return cast(Versioned[A], self._run(self._core.create(aggregate, traceparent=traceparent)))
 
     def get(self, aggregate_id: str) -> Versioned[A]:
         return cast(Versioned[A], self._run(self._core.get(aggregate_id)))
 
-    def change(self, aggregate_id: str, change: Callable[[A], object], *,
-               precondition: Callable[[str], bool] | None = None,
-               traceparent: str | None = None) -> Versioned[A]:
+    def change(
+        self,
+        aggregate_id: str,
+        change: Callable[[A], object],
+        *,
+        precondition: Callable[[str], bool] | None = None,
+        traceparent: str | None = None,
+    ) -> Versioned[A]:
         refuse_async(change, "the change")
-        return cast(Versioned[A], self._run(self._core.change(
-            aggregate_id, change, precondition=precondition, traceparent=traceparent)))
+        return cast(
+            Versioned[A],
+            self._run(
+                self._core.change(
+                    aggregate_id, change, precondition=precondition, traceparent=traceparent
+                )
+            ),
+        )
 
-    def create_idempotent(self, build: Callable[[], A], *, claim: Claim[A],
-                          traceparent: str | None = None) -> Versioned[A] | Recorded:
+    def create_idempotent(
+        self, build: Callable[[], A], *, claim: Claim[A], traceparent: str | None = None
+    ) -> Versioned[A] | Recorded:
         refuse_async(build, "build")
-        return cast(Versioned[A] | Recorded, self._run(self._core.create_idempotent(
-            build, claim=claim, traceparent=traceparent)))
+        return cast(
+            Versioned[A] | Recorded,
+            self._run(self._core.create_idempotent(build, claim=claim, traceparent=traceparent)),
+        )
 
-    def change_idempotent(self, aggregate_id: str, change: Callable[[A], object], *,
-                          claim: Claim[A], precondition: Callable[[str], bool] | None = None,
-                          traceparent: str | None = None) -> Versioned[A] | Recorded:
+    def change_idempotent(
+        self,
+        aggregate_id: str,
+        change: Callable[[A], object],
+        *,
+        claim: Claim[A],
+        precondition: Callable[[str], bool] | None = None,
+        traceparent: str | None = None,
+    ) -> Versioned[A] | Recorded:
         refuse_async(change, "the change")
-        return cast(Versioned[A] | Recorded, self._run(self._core.change_idempotent(
-            aggregate_id, change, claim=claim, precondition=precondition,
-            traceparent=traceparent)))
+        return cast(
+            Versioned[A] | Recorded,
+            self._run(
+                self._core.change_idempotent(
+                    aggregate_id,
+                    change,
+                    claim=claim,
+                    precondition=precondition,
+                    traceparent=traceparent,
+                )
+            ),
+        )
 
 
 class Session:
@@ -161,8 +194,12 @@ class Session:
     def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.core.rollback()
 
     @property
@@ -177,13 +214,19 @@ class Session:
         """Create or replace a document."""
         self.core.upsert(document)
 
-    def replace(self, document: Mapping[str, Any] | BaseModel, *,
-                if_match: str | None = None) -> None:
+    def replace(
+        self, document: Mapping[str, Any] | BaseModel, *, if_match: str | None = None
+    ) -> None:
         """Replace a document if its etag is still `if_match` (else the whole batch fails)."""
         self.core.replace(document, if_match=if_match)
 
-    def patch(self, document_id: str, operations: Sequence[Mapping[str, Any]], *,
-              if_match: str | None = None) -> None:
+    def patch(
+        self,
+        document_id: str,
+        operations: Sequence[Mapping[str, Any]],
+        *,
+        if_match: str | None = None,
+    ) -> None:
         """Change parts of a document (Cosmos DB's patch operations)."""
         self.core.patch(document_id, operations, if_match=if_match)
 
@@ -195,21 +238,30 @@ class Session:
         """A document of this partition as stored now (with its `_etag`), or None."""
         return cast(dict[str, Any] | None, self._run(self.core.read(document_id)))
 
-    def publish(self, event: str | BaseModel, data: Mapping[str, Any] | BaseModel | None = None,
-                *, subject: str | None = None,
-                properties: Mapping[str, str | int] | None = None) -> str:
+    def publish(
+        self,
+        event: str | BaseModel,
+        data: Mapping[str, Any] | BaseModel | None = None,
+        *,
+        subject: str | None = None,
+        properties: Mapping[str, str | int] | None = None,
+    ) -> str:
         """Publish an event with the commit (`cosmos_outbox.aio.Session.publish`); its id."""
         return self.core.publish(event, data, subject=subject, properties=properties)
 
-    def replay(self, key: str, *, request: Mapping[str, Any] | str,
-               scope: str = "") -> _session.Committed | None:
+    def replay(
+        self, key: str, *, request: Mapping[str, Any] | str, scope: str = ""
+    ) -> _session.Committed | None:
         """The answer the first request with this Idempotency-Key recorded, or None for a new
         key: call it before your own checks (`cosmos_outbox.aio.Session.replay`)."""
-        return cast(_session.Committed | None,
-                    self._run(self.core.replay(key, request=request, scope=scope)))
+        return cast(
+            _session.Committed | None,
+            self._run(self.core.replay(key, request=request, scope=scope)),
+        )
 
-    def claim(self, key: str, *, request: Mapping[str, Any] | str, answer: Any = None,
-              scope: str = "") -> None:
+    def claim(
+        self, key: str, *, request: Mapping[str, Any] | str, answer: Any = None, scope: str = ""
+    ) -> None:
         """Record this request's Idempotency-Key with the commit (`cosmos_outbox.aio.Session.
         claim`)."""
         self.core.claim(key, request=request, answer=answer, scope=scope)

@@ -43,7 +43,8 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     coroutine.close()
     raise SuspendedError(
         "an awaitable of the sync API waited on I/O: an async callable or adapter was given to "
-        "the sync API; use cosmos_outbox.aio for async code")
+        "the sync API; use cosmos_outbox.aio for async code"
+    )
 
 
 async def resolved(value: T | Awaitable[T]) -> T:
@@ -55,8 +56,11 @@ async def resolved(value: T | Awaitable[T]) -> T:
 
 def is_async_port(port: object) -> bool:
     """Whether `port`'s public methods are coroutine functions (an async adapter)."""
-    return any(inspect.iscoroutinefunction(getattr(type(port), name, None))
-               for name in dir(type(port)) if not name.startswith("_"))
+    return any(
+        inspect.iscoroutinefunction(getattr(type(port), name, None))
+        for name in dir(type(port))
+        if not name.startswith("_")
+    )
 
 
 class _Awaitable:

@@ -93,8 +93,9 @@ class UnitOfWork:
     events it raised in one atomic batch, conditioned on the etag it was loaded with. Used as
     `async with`: leaving the block forgets what was not committed."""
 
-    def __init__(self, store: AsyncDocumentStore, *, event_ttl_seconds: int,
-                 idempotency_ttl_seconds: int) -> None:
+    def __init__(
+        self, store: AsyncDocumentStore, *, event_ttl_seconds: int, idempotency_ttl_seconds: int
+    ) -> None:
         self.store = store
         self.event_ttl_seconds = event_ttl_seconds
         self.idempotency_ttl_seconds = idempotency_ttl_seconds
@@ -104,8 +105,12 @@ class UnitOfWork:
     async def __aenter__(self) -> UnitOfWork:
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.rollback()
 
     def repository(self, kind: type[A]) -> Repository[A]:
@@ -127,14 +132,19 @@ class UnitOfWork:
         AlreadyExistsError on an id collision, UnrecordedChangeError (before any write) when a
         change recorded no event."""
         claim, self._claimed = self._claimed, None
-        pending = [(repository, repository.pending())
-                   for repository in self._repositories.values()]  # all checked, then written
+        pending = [
+            (repository, repository.pending()) for repository in self._repositories.values()
+        ]  # all checked, then written
         for repository, writes in pending:
             for aggregate, events, etag in writes:
                 aggregate.collect_events()
                 planned = commit_operations(
-                    aggregate, events, etag=etag, event_ttl_seconds=self.event_ttl_seconds,
-                    traceparent=traceparent)
+                    aggregate,
+                    events,
+                    etag=etag,
+                    event_ttl_seconds=self.event_ttl_seconds,
+                    traceparent=traceparent,
+                )
                 if claim is not None and claim.aggregate_id == aggregate.id:
                     planned.append(self._claim(claim))
                     claim = None
@@ -176,5 +186,6 @@ def _state(aggregate: Aggregate) -> dict[str, Any]:
 
 
 def _changed(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
-    return sorted(name for name in before.keys() | after.keys()
-                  if before.get(name) != after.get(name))
+    return sorted(
+        name for name in before.keys() | after.keys() if before.get(name) != after.get(name)
+    )

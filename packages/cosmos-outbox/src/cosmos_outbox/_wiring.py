@@ -83,61 +83,81 @@ def token_secret(settings: OutboxSettings) -> str:
     container names are used, so tokens are still strictly checked but not secret."""
     if settings.cosmos_connection is not None:
         return settings.cosmos_connection.get_secret_value()
-    return "|".join((settings.cosmos_account_endpoint or "", settings.cosmos_database,
-                     settings.cosmos_container))
+    return "|".join(
+        (
+            settings.cosmos_account_endpoint or "",
+            settings.cosmos_database,
+            settings.cosmos_container,
+        )
+    )
 
 
-def publisher_from_settings(settings: OutboxSettings, *, asynchronous: bool = False
-                            ) -> MessagePublisher | AsyncMessagePublisher:
+def publisher_from_settings(
+    settings: OutboxSettings, *, asynchronous: bool = False
+) -> MessagePublisher | AsyncMessagePublisher:
     """The relay's publisher the settings name (SettingsError naming what is missing: the topic,
     the connection). No I/O: the first send connects."""
     from cosmos_outbox.settings import SettingsError
 
     if not settings.servicebus_topic:
-        raise SettingsError("invalid settings: set SERVICEBUS_TOPIC (the topic the relay "
-                            "sends to) to relay events")
-    options: dict[str, Any] = {"max_message_bytes": settings.servicebus_max_message_bytes,
-                               "cloudevents_source_base": settings.cloudevents_source_base}
+        raise SettingsError(
+            "invalid settings: set SERVICEBUS_TOPIC (the topic the relay sends to) to relay events"
+        )
+    options: dict[str, Any] = {
+        "max_message_bytes": settings.servicebus_max_message_bytes,
+        "cloudevents_source_base": settings.cloudevents_source_base,
+    }
     if asynchronous:
         from cosmos_outbox.servicebus.aio import ServiceBusPublisher as Publisher
     else:
         from cosmos_outbox.servicebus import ServiceBusPublisher as Publisher  # type: ignore[assignment]
     if settings.servicebus_connection is not None:
         return Publisher.from_connection_string(
-            settings.servicebus_connection.get_secret_value(), settings.servicebus_topic,
-            **options)
+            settings.servicebus_connection.get_secret_value(), settings.servicebus_topic, **options
+        )
     if settings.servicebus_namespace:
-        return Publisher.from_namespace(settings.servicebus_namespace,
-                                        settings.servicebus_topic, **options)
+        return Publisher.from_namespace(
+            settings.servicebus_namespace, settings.servicebus_topic, **options
+        )
     raise SettingsError(
         "invalid settings: set ServiceBusConnection (connection string) or "
-        "ServiceBusConnection__fullyQualifiedNamespace (managed identity) to relay events")
+        "ServiceBusConnection__fullyQualifiedNamespace (managed identity) to relay events"
+    )
 
 
-def payloads_from_settings(settings: OutboxSettings, *, asynchronous: bool = False
-                           ) -> PayloadStore | AsyncPayloadStore | None:
+def payloads_from_settings(
+    settings: OutboxSettings, *, asynchronous: bool = False
+) -> PayloadStore | AsyncPayloadStore | None:
     """The claim check's payload store the settings name (OutboxPayloadStorage, else
     AzureWebJobsStorage); None when there is none, or OUTBOX_PAYLOAD_MAX_BYTES is 0. No I/O."""
     payload = settings.payload_storage() if settings.payload_max_bytes else None
     if payload is None:
         return None
-    logger.info("claim check: payloads go to container %s (from %s); the relay checks that it "
-                "exists before it first relays", payload.container,
-                payload.setting, extra={"outbox.payload_container": payload.container,
-                                        "outbox.payload_setting": payload.setting})
+    logger.info(
+        "claim check: payloads go to container %s (from %s); the relay checks that it "
+        "exists before it first relays",
+        payload.container,
+        payload.setting,
+        extra={
+            "outbox.payload_container": payload.container,
+            "outbox.payload_setting": payload.setting,
+        },
+    )
     if asynchronous:
         from cosmos_outbox.blob.aio import BlobPayloadStore as Store
     else:
         from cosmos_outbox.blob import BlobPayloadStore as Store  # type: ignore[assignment]
     if payload.connection_string is not None:
-        return Store.from_connection_string(payload.connection_string.get_secret_value(),
-                                            payload.container)
+        return Store.from_connection_string(
+            payload.connection_string.get_secret_value(), payload.container
+        )
     assert payload.service_uri is not None
     return Store.from_service_uri(payload.service_uri, payload.container)
 
 
-def services_from_settings(settings: OutboxSettings | None = None, *,
-                           asynchronous: bool = False) -> Services:
+def services_from_settings(
+    settings: OutboxSettings | None = None, *, asynchronous: bool = False
+) -> Services:
     """Cosmos DB, Service Bus and Blob Storage, from the settings (read and validated here,
     once, unless given): the SDKs' sync clients, or their `aio` ones when `asynchronous`. The
     sync Cosmos DB client reads the account now; Service Bus is reached on the relay's first
@@ -145,8 +165,11 @@ def services_from_settings(settings: OutboxSettings | None = None, *,
     from cosmos_outbox.settings import load_settings
 
     settings = settings if settings is not None else load_settings()
-    connection = (settings.cosmos_connection.get_secret_value()
-                  if settings.cosmos_connection is not None else None)
+    connection = (
+        settings.cosmos_connection.get_secret_value()
+        if settings.cosmos_connection is not None
+        else None
+    )
     database, container = settings.cosmos_database, settings.cosmos_container
     leases = settings.cosmos_lease_container
     store: DocumentStore | AsyncDocumentStore
@@ -157,36 +180,55 @@ def services_from_settings(settings: OutboxSettings | None = None, *,
         from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
 
         adatabase = async_cosmos_client(
-            connection_string=connection, endpoint=settings.cosmos_account_endpoint,
-            verify_tls=settings.cosmos_verify_tls).get_database_client(database)
+            connection_string=connection,
+            endpoint=settings.cosmos_account_endpoint,
+            verify_tls=settings.cosmos_verify_tls,
+        ).get_database_client(database)
         store = AsyncCosmosDocumentStore(adatabase.get_container_client(container))
         backlog = lambda: AsyncCosmosBacklogEstimator(  # noqa: E731
-            adatabase.get_container_client(container), adatabase.get_container_client(leases),
-            lease_prefix=settings.lease_prefix)
+            adatabase.get_container_client(container),
+            adatabase.get_container_client(leases),
+            lease_prefix=settings.lease_prefix,
+        )
     else:
         from cosmos_outbox.cosmos import CosmosBacklogEstimator, CosmosDocumentStore
         from cosmos_outbox.cosmos._client import cosmos_client
 
         sdatabase = cosmos_client(
-            connection_string=connection, endpoint=settings.cosmos_account_endpoint,
-            verify_tls=settings.cosmos_verify_tls).get_database_client(database)
+            connection_string=connection,
+            endpoint=settings.cosmos_account_endpoint,
+            verify_tls=settings.cosmos_verify_tls,
+        ).get_database_client(database)
         store = CosmosDocumentStore(sdatabase.get_container_client(container))
         backlog = lambda: CosmosBacklogEstimator(  # noqa: E731
-            sdatabase.get_container_client(container), sdatabase.get_container_client(leases),
-            lease_prefix=settings.lease_prefix)
+            sdatabase.get_container_client(container),
+            sdatabase.get_container_client(leases),
+            lease_prefix=settings.lease_prefix,
+        )
     logger.info(
         "outbox services built: database=%s container=%s topic=%s identity_cosmos=%s async=%s",
-        database, container, settings.servicebus_topic, connection is None, asynchronous,
-        extra={"outbox.database": database, "outbox.container": container,
-               "outbox.topic": settings.servicebus_topic})
+        database,
+        container,
+        settings.servicebus_topic,
+        connection is None,
+        asynchronous,
+        extra={
+            "outbox.database": database,
+            "outbox.container": container,
+            "outbox.topic": settings.servicebus_topic,
+        },
+    )
     return Services(
-        store=store, backlog=backlog,
+        store=store,
+        backlog=backlog,
         publisher=lambda: publisher_from_settings(settings, asynchronous=asynchronous),
         payloads=lambda: payloads_from_settings(settings, asynchronous=asynchronous),
-        token_secret=token_secret(settings), topic=settings.servicebus_topic or "",
+        token_secret=token_secret(settings),
+        topic=settings.servicebus_topic or "",
         event_ttl_seconds=settings.event_ttl_seconds,
         idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
-        max_payload_bytes=settings.payload_max_bytes)
+        max_payload_bytes=settings.payload_max_bytes,
+    )
 
 
 class Wiring:
@@ -212,17 +254,33 @@ class Wiring:
         self._backlog: AsyncBacklogEstimator | None = None
         self.sequences = _Sequences()
 
-    def session(self, partition_key: str, *, entity: str, session_id: str | None = None,
-                source: str | None = None, traceparent: str | None = None) -> AsyncSession:
+    def session(
+        self,
+        partition_key: str,
+        *,
+        entity: str,
+        session_id: str | None = None,
+        source: str | None = None,
+        traceparent: str | None = None,
+    ) -> AsyncSession:
         return AsyncSession(
-            self.store, partition_key, entity=entity, session_id=session_id, source=source,
+            self.store,
+            partition_key,
+            entity=entity,
+            session_id=session_id,
+            source=source,
             event_ttl_seconds=self.services.event_ttl_seconds,
             idempotency_ttl_seconds=self.services.idempotency_ttl_seconds,
-            sequences=self.sequences, traceparent=traceparent)
+            sequences=self.sequences,
+            traceparent=traceparent,
+        )
 
     def unit_of_work(self) -> AsyncUnitOfWork:
-        return AsyncUnitOfWork(self.store, event_ttl_seconds=self.services.event_ttl_seconds,
-                               idempotency_ttl_seconds=self.services.idempotency_ttl_seconds)
+        return AsyncUnitOfWork(
+            self.store,
+            event_ttl_seconds=self.services.event_ttl_seconds,
+            idempotency_ttl_seconds=self.services.idempotency_ttl_seconds,
+        )
 
     def relay(self) -> Relay:
         with self._lock:
@@ -230,10 +288,15 @@ class Wiring:
                 from cosmos_outbox._relay.relay import Relay
 
                 payloads = self.services.payloads()
-                self._relay = Relay(self.services.publisher(), self.quarantine, self.telemetry,
-                                    payloads=payloads,
-                                    max_payload_bytes=self.services.max_payload_bytes,
-                                    health=self.relay_health, topic=self.services.topic)
+                self._relay = Relay(
+                    self.services.publisher(),
+                    self.quarantine,
+                    self.telemetry,
+                    payloads=payloads,
+                    max_payload_bytes=self.services.max_payload_bytes,
+                    health=self.relay_health,
+                    topic=self.services.topic,
+                )
             return self._relay
 
     def backlog(self) -> AsyncBacklogEstimator:
@@ -245,6 +308,12 @@ class Wiring:
     def operators(self) -> OutboxOperators:
         from cosmos_outbox._relay.operator_actions import OutboxOperators
 
-        return OutboxOperators(store=self.store, quarantine=self.quarantine, relay=self.relay,
-                               backlog=self.backlog, event_ttl_seconds=self.event_ttl_seconds,
-                               legacy=self.legacy, health=self.relay_health)
+        return OutboxOperators(
+            store=self.store,
+            quarantine=self.quarantine,
+            relay=self.relay,
+            backlog=self.backlog,
+            event_ttl_seconds=self.event_ttl_seconds,
+            legacy=self.legacy,
+            health=self.relay_health,
+        )

@@ -47,9 +47,11 @@ class UnrecordedChangeError(OutboxError):
     type and the fields)."""
 
     def __init__(self, aggregate_type: str, aggregate_id: str, fields: list[str]) -> None:
-        what = (f"changed {', '.join(fields)}" if fields else "was created")
-        super().__init__(f"{aggregate_type} {aggregate_id} {what} without recording an event: "
-                         "refused, nothing written (every change records its event)")
+        what = f"changed {', '.join(fields)}" if fields else "was created"
+        super().__init__(
+            f"{aggregate_type} {aggregate_id} {what} without recording an event: "
+            "refused, nothing written (every change records its event)"
+        )
         self.aggregate_type = aggregate_type
         self.aggregate_id = aggregate_id
         #: the fields that changed (empty for a new aggregate that recorded no event)

@@ -48,7 +48,6 @@ __all__ = [
 ]
 
 
-
 F = TypeVar("F", bound=Callable[..., Any])
 #: The attribute `stays_sync` sets on a port method.
 STAYS_SYNC = "__outbox_stays_sync__"
@@ -65,11 +64,22 @@ def stays_sync(method: F) -> F:
 def sync_methods() -> frozenset[str]:
     """The names of the port methods declared `stays_sync`, across the ports of this module."""
     return frozenset(
-        name for port in (DocumentStore, AsyncDocumentStore, MessageBatch, MessagePublisher,
-                          AsyncMessagePublisher, PayloadStore, AsyncPayloadStore,
-                          BacklogEstimator, AsyncBacklogEstimator)
+        name
+        for port in (
+            DocumentStore,
+            AsyncDocumentStore,
+            MessageBatch,
+            MessagePublisher,
+            AsyncMessagePublisher,
+            PayloadStore,
+            AsyncPayloadStore,
+            BacklogEstimator,
+            AsyncBacklogEstimator,
+        )
         for name, member in vars(port).items()
-        if getattr(member, STAYS_SYNC, False))
+        if getattr(member, STAYS_SYNC, False)
+    )
+
 
 @dataclass(frozen=True)
 class Page(Generic[T]):
@@ -104,8 +114,9 @@ class DocumentStore(abc.ABC):
     PreconditionFailedError, ThrottledError, StoreUnavailableError, ...)."""
 
     @abc.abstractmethod
-    def execute_batch(self, partition_key: str,
-                      operations: Sequence[BatchOperation]) -> list[str | None]:
+    def execute_batch(
+        self, partition_key: str, operations: Sequence[BatchOperation]
+    ) -> list[str | None]:
         """Run the operations as one transactional batch in one partition: all or nothing.
         The etag each operation left (None for a delete)."""
 
@@ -118,8 +129,9 @@ class DocumentStore(abc.ABC):
         """Create or replace a document; what is stored."""
 
     @abc.abstractmethod
-    def replace(self, document: Mapping[str, Any], *, if_match: str | None = None
-                ) -> dict[str, Any]:
+    def replace(
+        self, document: Mapping[str, Any], *, if_match: str | None = None
+    ) -> dict[str, Any]:
         """Replace an existing document (NotFoundError), conditioned on `if_match`."""
 
     @abc.abstractmethod
@@ -135,14 +147,16 @@ class DocumentStore(abc.ABC):
         """Every document of type `type_` (in one partition when given)."""
 
     @abc.abstractmethod
-    def page_of_type(self, type_: str, *, page_size: int,
-                     continuation: str | None) -> Page[dict[str, Any]]:
+    def page_of_type(
+        self, type_: str, *, page_size: int, continuation: str | None
+    ) -> Page[dict[str, Any]]:
         """One page of the documents of type `type_`, and the token of the next.
         InvalidContinuationError for a token it did not issue."""
 
     @abc.abstractmethod
-    def query(self, query: str, parameters: QueryParameters = None, *,
-              partition_key: str | None = None) -> list[Any]:
+    def query(
+        self, query: str, parameters: QueryParameters = None, *, partition_key: str | None = None
+    ) -> list[Any]:
         """The results of a Cosmos DB SQL query (`SELECT ... FROM c WHERE c.x = @x ...`), every
         page of them: in one partition when `partition_key` is given, else across partitions.
         `parameters`: the SDK's `[{"name": "@x", "value": ...}]` or `{"@x": ...}`. A result is
@@ -151,9 +165,15 @@ class DocumentStore(abc.ABC):
         refuses."""
 
     @abc.abstractmethod
-    def query_page(self, query: str, parameters: QueryParameters = None, *,
-                   partition_key: str | None = None, page_size: int,
-                   continuation: str | None = None) -> Page[Any]:
+    def query_page(
+        self,
+        query: str,
+        parameters: QueryParameters = None,
+        *,
+        partition_key: str | None = None,
+        page_size: int,
+        continuation: str | None = None,
+    ) -> Page[Any]:
         """One page of a query's results (at most `page_size`; a page may hold fewer while
         more follow) and the token of the next page (None after the last). Pass the token
         back with the same query, parameters and partition key. InvalidContinuationError for a
@@ -168,8 +188,9 @@ class AsyncDocumentStore(abc.ABC):
     """`DocumentStore`, async."""
 
     @abc.abstractmethod
-    async def execute_batch(self, partition_key: str,
-                            operations: Sequence[BatchOperation]) -> list[str | None]: ...
+    async def execute_batch(
+        self, partition_key: str, operations: Sequence[BatchOperation]
+    ) -> list[str | None]: ...
 
     @abc.abstractmethod
     async def read(self, partition_key: str, document_id: str) -> dict[str, Any] | None: ...
@@ -178,8 +199,9 @@ class AsyncDocumentStore(abc.ABC):
     async def upsert(self, document: Mapping[str, Any]) -> dict[str, Any]: ...
 
     @abc.abstractmethod
-    async def replace(self, document: Mapping[str, Any], *, if_match: str | None = None
-                      ) -> dict[str, Any]: ...
+    async def replace(
+        self, document: Mapping[str, Any], *, if_match: str | None = None
+    ) -> dict[str, Any]: ...
 
     @abc.abstractmethod
     async def delete(self, partition_key: str, document_id: str) -> None: ...
@@ -188,21 +210,30 @@ class AsyncDocumentStore(abc.ABC):
     async def find(self, type_: str, document_id: str) -> dict[str, Any] | None: ...
 
     @abc.abstractmethod
-    async def of_type(self, type_: str, *, partition_key: str | None = None
-                      ) -> list[dict[str, Any]]: ...
+    async def of_type(
+        self, type_: str, *, partition_key: str | None = None
+    ) -> list[dict[str, Any]]: ...
 
     @abc.abstractmethod
-    async def page_of_type(self, type_: str, *, page_size: int,
-                           continuation: str | None) -> Page[dict[str, Any]]: ...
+    async def page_of_type(
+        self, type_: str, *, page_size: int, continuation: str | None
+    ) -> Page[dict[str, Any]]: ...
 
     @abc.abstractmethod
-    async def query(self, query: str, parameters: QueryParameters = None, *,
-                    partition_key: str | None = None) -> list[Any]: ...
+    async def query(
+        self, query: str, parameters: QueryParameters = None, *, partition_key: str | None = None
+    ) -> list[Any]: ...
 
     @abc.abstractmethod
-    async def query_page(self, query: str, parameters: QueryParameters = None, *,
-                         partition_key: str | None = None, page_size: int,
-                         continuation: str | None = None) -> Page[Any]: ...
+    async def query_page(
+        self,
+        query: str,
+        parameters: QueryParameters = None,
+        *,
+        partition_key: str | None = None,
+        page_size: int,
+        continuation: str | None = None,
+    ) -> Page[Any]: ...
 
     @abc.abstractmethod
     async def ping(self) -> None: ...

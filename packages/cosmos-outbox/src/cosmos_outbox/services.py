@@ -12,5 +12,9 @@ from cosmos_outbox._wiring import (
     services_from_settings,
 )
 
-__all__ = ["Services", "payloads_from_settings", "publisher_from_settings",
-           "services_from_settings"]
+__all__ = [
+    "Services",
+    "payloads_from_settings",
+    "publisher_from_settings",
+    "services_from_settings",
+]

@@ -75,9 +75,17 @@ __all__ = [
 
 #: Read from the environment by pydantic-settings, imported on first use: the worker's indexing
 #: of an app needs only the trigger settings, so `import function_app` does not pay for it.
-_ON_FIRST_USE = frozenset({"CosmosSettings", "OutboxSettings", "PayloadConnection",
-                           "PayloadSettings", "load_payload_settings", "load_settings",
-                           "read_settings"})
+_ON_FIRST_USE = frozenset(
+    {
+        "CosmosSettings",
+        "OutboxSettings",
+        "PayloadConnection",
+        "PayloadSettings",
+        "load_payload_settings",
+        "load_settings",
+        "read_settings",
+    }
+)
 
 
 def __getattr__(name: str) -> Any:

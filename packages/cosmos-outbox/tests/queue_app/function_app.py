@@ -25,13 +25,19 @@ class ImportBooking(BaseModel):
     seats: int = Field(gt=0, le=10)
 
 
-@app.queue_trigger(arg_name="msg", queue_name="%COMMANDS_QUEUE%",
-                   connection="AzureWebJobsStorage")
+@app.queue_trigger(arg_name="msg", queue_name="%COMMANDS_QUEUE%", connection="AzureWebJobsStorage")
 async def import_booking(msg: func.QueueMessage) -> None:
     command = ImportBooking.model_validate_json(msg.get_body())  # invalid: raises, retried
     async with outbox.session(command.customer_id, entity="customer") as session:
-        session.create({"id": command.booking_id, "partitionKey": command.customer_id,
-                        "type": "booking", "seats": command.seats})
-        session.publish("BookingImported", {"bookingId": command.booking_id,
-                                            "seats": command.seats})
+        session.create(
+            {
+                "id": command.booking_id,
+                "partitionKey": command.customer_id,
+                "type": "booking",
+                "seats": command.seats,
+            }
+        )
+        session.publish(
+            "BookingImported", {"bookingId": command.booking_id, "seats": command.seats}
+        )
         await session.commit()  # a failure raises: retried, then poisoned

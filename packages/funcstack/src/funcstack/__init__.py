@@ -44,18 +44,22 @@ __all__ = [
 ]
 
 # the public names, imported when first used (funcstack/_lazy.py)
-__getattr__, __dir__ = lazy_exports(__name__, __all__, {
-    "ConfigError": "funcstack.config",
-    "StackConfig": "funcstack.config",
-    "load_config": "funcstack.config",
-    "ProvisionReport": "funcstack.provision",
-    "provision_cosmos": "funcstack.provision",
-    "LocalStack": "funcstack.stack",
-    "ServicePorts": "funcstack.stack",
-    "local_settings": "funcstack.stack",
-    "SettingsChanges": "funcstack.stack",
-    "update_local_settings": "funcstack.stack",
-    "LocalServices": "funcstack.services",
-    "PartStartError": "funcstack.services",
-    "SetupError": "funcstack._cache",
-})
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    __all__,
+    {
+        "ConfigError": "funcstack.config",
+        "StackConfig": "funcstack.config",
+        "load_config": "funcstack.config",
+        "ProvisionReport": "funcstack.provision",
+        "provision_cosmos": "funcstack.provision",
+        "LocalStack": "funcstack.stack",
+        "ServicePorts": "funcstack.stack",
+        "local_settings": "funcstack.stack",
+        "SettingsChanges": "funcstack.stack",
+        "update_local_settings": "funcstack.stack",
+        "LocalServices": "funcstack.services",
+        "PartStartError": "funcstack.services",
+        "SetupError": "funcstack._cache",
+    },
+)

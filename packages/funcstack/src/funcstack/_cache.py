@@ -77,17 +77,22 @@ def node_executable() -> str:
     """The ``node`` on PATH, checked to be Node.js >= 20 (SetupError otherwise)."""
     node = shutil.which("node")
     if node is None:
-        raise SetupError(f"node was not found on PATH: funcstack needs Node.js >= {MIN_NODE} "
-                         "(with npm) for the Cosmos DB endpoint and Azurite")
+        raise SetupError(
+            f"node was not found on PATH: funcstack needs Node.js >= {MIN_NODE} "
+            "(with npm) for the Cosmos DB endpoint and Azurite"
+        )
     try:
-        version = subprocess.run([node, "--version"], capture_output=True, text=True,
-                                 timeout=30, check=False).stdout.strip()
+        version = subprocess.run(
+            [node, "--version"], capture_output=True, text=True, timeout=30, check=False
+        ).stdout.strip()
     except OSError as exc:
         raise SetupError(f"{node} could not be run: {exc}") from None
     match = re.match(r"v(\d+)\.", version)
     if match is None or int(match.group(1)) < MIN_NODE:
-        raise SetupError(f"{node} is Node.js {version or '(unknown version)'}: funcstack needs "
-                         f"Node.js >= {MIN_NODE}")
+        raise SetupError(
+            f"{node} is Node.js {version or '(unknown version)'}: funcstack needs "
+            f"Node.js >= {MIN_NODE}"
+        )
     return node
 
 
@@ -105,26 +110,34 @@ def node_modules() -> Path:
         return target / "node_modules"
     npm = shutil.which("npm")
     if npm is None:
-        raise SetupError("npm was not found on PATH: funcstack installs its Node packages "
-                         "with npm (it comes with Node.js)")
+        raise SetupError(
+            "npm was not found on PATH: funcstack installs its Node packages "
+            "with npm (it comes with Node.js)"
+        )
     with _locked(target.with_name(target.name + ".lock")):
         if (target / _STAMP).exists():
             return target / "node_modules"
-        _say(f"first use: installing the Node packages (Cosmos DB endpoint, Azurite) into "
-             f"{target} with npm ci")
+        _say(
+            f"first use: installing the Node packages (Cosmos DB endpoint, Azurite) into "
+            f"{target} with npm ci"
+        )
         work = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
         try:
             for name in ("package.json", "package-lock.json"):
                 shutil.copyfile(NODE_PROJECT / name, work / name)
             done = subprocess.run(
-                [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=work,
-                capture_output=True, text=True, check=False,
+                [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                cwd=work,
+                capture_output=True,
+                text=True,
+                check=False,
             )
             if done.returncode != 0:
-                lines = [line for line in (done.stderr or done.stdout).splitlines()
-                         if line.strip()]
-                raise SetupError(f"npm ci failed in {work} (exit code {done.returncode}): "
-                                 + (lines[-1] if lines else "no output"))
+                lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+                raise SetupError(
+                    f"npm ci failed in {work} (exit code {done.returncode}): "
+                    + (lines[-1] if lines else "no output")
+                )
             (work / _STAMP).write_text("")
             shutil.rmtree(target, ignore_errors=True)
             work.rename(target)
@@ -154,22 +167,39 @@ def rpc_wheel() -> Path:
         found = sorted(target.glob(_WHEEL_GLOB))
         if found and (target / _STAMP).exists():
             return found[-1]
-        _say(f"first use: downloading the Functions RPC messages (a pinned wheel, not "
-             f"installed) into {target}")
+        _say(
+            f"first use: downloading the Functions RPC messages (a pinned wheel, not "
+            f"installed) into {target}"
+        )
         work = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
         try:
             done = subprocess.run(
-                [sys.executable, "-m", "pip", "download", "--quiet",
-                 "--disable-pip-version-check", "--no-deps", "--only-binary", ":all:",
-                 "--require-hashes", "-r", str(RPC_REQUIREMENTS), "-d", str(work)],
-                capture_output=True, text=True, check=False,
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "download",
+                    "--quiet",
+                    "--disable-pip-version-check",
+                    "--no-deps",
+                    "--only-binary",
+                    ":all:",
+                    "--require-hashes",
+                    "-r",
+                    str(RPC_REQUIREMENTS),
+                    "-d",
+                    str(work),
+                ],
+                capture_output=True,
+                text=True,
+                check=False,
             )
             if done.returncode != 0:
-                lines = [line for line in (done.stderr or done.stdout).splitlines()
-                         if line.strip()]
-                raise SetupError(f"pip download of the Functions RPC messages failed (exit "
-                                 f"code {done.returncode}): "
-                                 + (lines[-1] if lines else "no output"))
+                lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+                raise SetupError(
+                    f"pip download of the Functions RPC messages failed (exit "
+                    f"code {done.returncode}): " + (lines[-1] if lines else "no output")
+                )
             (work / _STAMP).write_text("")
             shutil.rmtree(target, ignore_errors=True)
             work.rename(target)

@@ -21,8 +21,9 @@ from typing import Any
 __all__ = ["lazy_exports"]
 
 
-def lazy_exports(package: str, public: Iterable[str], where: Mapping[str, str]
-                 ) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+def lazy_exports(
+    package: str, public: Iterable[str], where: Mapping[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
     """The module ``__getattr__`` and ``__dir__`` of ``package``: each name of ``where`` is
     imported from its module when first used; any other name is an ``AttributeError`` naming
     the package. ``public`` (the package's ``__all__``) must hold every name of ``where``:

@@ -29,8 +29,13 @@ from funcstack.cosmos._control import (
 )
 from funcstack.services import running_stack
 
-__all__ = ["PARTITION_COMMANDS", "PartitionCommandError", "add_partition_commands",
-           "find_cosmos_endpoint", "run_partition_command"]
+__all__ = [
+    "PARTITION_COMMANDS",
+    "PartitionCommandError",
+    "add_partition_commands",
+    "find_cosmos_endpoint",
+    "run_partition_command",
+]
 
 PARTITION_COMMANDS = frozenset({"split", "partitions"})
 _READY = re.compile(r"cosmos endpoint ready at (\S+) \(pid (\d+)\)")
@@ -42,22 +47,36 @@ class PartitionCommandError(Exception):
 
 def add_partition_commands(commands: Any, state_folder: str) -> None:
     """Add ``split`` and ``partitions`` to the command's subparsers."""
+
     def common(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("database", help="the database's name")
         sub.add_argument("container", help="the container's name")
-        sub.add_argument("--endpoint", default=None, metavar="URL",
-                         help="the Cosmos DB endpoint (default: the one of the stack running "
-                              f"from this folder, found in {state_folder}/)")
+        sub.add_argument(
+            "--endpoint",
+            default=None,
+            metavar="URL",
+            help="the Cosmos DB endpoint (default: the one of the stack running "
+            f"from this folder, found in {state_folder}/)",
+        )
 
     split = commands.add_parser(
-        "split", help="split a physical partition of a container of the running stack, as "
-                      "Azure does on its own")
+        "split",
+        help="split a physical partition of a container of the running stack, as "
+        "Azure does on its own",
+    )
     common(split)
-    split.add_argument("--range", default=None, metavar="ID", dest="range_id",
-                       help="the partition key range to split (default: the one holding the "
-                            "most documents)")
-    common(commands.add_parser(
-        "partitions", help="the physical partitions of a container of the running stack"))
+    split.add_argument(
+        "--range",
+        default=None,
+        metavar="ID",
+        dest="range_id",
+        help="the partition key range to split (default: the one holding the most documents)",
+    )
+    common(
+        commands.add_parser(
+            "partitions", help="the physical partitions of a container of the running stack"
+        )
+    )
 
 
 def find_cosmos_endpoint(workdir: Path) -> str:
@@ -68,7 +87,8 @@ def find_cosmos_endpoint(workdir: Path) -> str:
         raise PartitionCommandError(
             f"no stack runs from this folder (nothing running is recorded in {workdir}): start "
             "one here with `funcstack run` or `funcstack up`, or name an endpoint with "
-            "--endpoint URL")
+            "--endpoint URL"
+        )
     log = workdir / "cosmos.log"
     try:
         lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -80,14 +100,17 @@ def find_cosmos_endpoint(workdir: Path) -> str:
             return found.group(1)
     raise PartitionCommandError(
         f"the stack's Cosmos DB endpoint (pid {cosmos.pid}) runs but {log} does not say where "
-        "it listens: name it with --endpoint URL")
+        "it listens: name it with --endpoint URL"
+    )
 
 
 def _table(partitions: list[PhysicalPartition]) -> list[str]:
     lines = [f"  {'range':<7}{'documents':>10}  {'EPK from':<34}{'to':<34}parents"]
     for p in partitions:
-        lines.append(f"  {p.id:<7}{p.documents:>10}  {p.min_inclusive or '(start)':<34}"
-                     f"{p.max_exclusive:<34}{', '.join(p.parents) or '-'}")
+        lines.append(
+            f"  {p.id:<7}{p.documents:>10}  {p.min_inclusive or '(start)':<34}"
+            f"{p.max_exclusive:<34}{', '.join(p.parents) or '-'}"
+        )
     return lines
 
 
@@ -101,8 +124,10 @@ def run_partition_command(args: argparse.Namespace, workdir: Path) -> int:
             partitions = physical_partitions(endpoint, args.database, args.container)
             parents = {p.id: p.parents for p in partitions}
             parent = parents[children[0]][-1] if parents.get(children[0]) else "?"
-            print(f"{where}: range {parent} split into {', '.join(children)}; requests naming "
-                  f"{parent} now answer 410 / 1002 (PartitionKeyRangeGone)")
+            print(
+                f"{where}: range {parent} split into {', '.join(children)}; requests naming "
+                f"{parent} now answer 410 / 1002 (PartitionKeyRangeGone)"
+            )
         else:
             partitions = physical_partitions(endpoint, args.database, args.container)
             print(f"{where}: {len(partitions)} physical partition(s)")

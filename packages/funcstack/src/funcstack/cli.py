@@ -72,44 +72,78 @@ class App:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog=PROG, description="A Docker-free local Azure stack for Python Functions apps.")
+        prog=PROG, description="A Docker-free local Azure stack for Python Functions apps."
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def common(sub: argparse.ArgumentParser) -> None:
-        sub.add_argument("--config", type=Path, default=None,
-                         help=f"declared resources (default: ./{CONFIG_FILE}, else the first "
-                              "app's, when there is one)")
-        sub.add_argument("--fresh", action="store_true",
-                         help=f"forget the state kept in {STATE_FOLDER}/ first")
-        sub.add_argument("--free-ports", action="store_true",
-                         help="free ports instead of the well-known ones (8081, 5672, "
-                              "10000-10002; apps 7071, 7072, ...)")
+        sub.add_argument(
+            "--config",
+            type=Path,
+            default=None,
+            help=f"declared resources (default: ./{CONFIG_FILE}, else the first "
+            "app's, when there is one)",
+        )
+        sub.add_argument(
+            "--fresh", action="store_true", help=f"forget the state kept in {STATE_FOLDER}/ first"
+        )
+        sub.add_argument(
+            "--free-ports",
+            action="store_true",
+            help="free ports instead of the well-known ones (8081, 5672, "
+            "10000-10002; apps 7071, 7072, ...)",
+        )
 
     run = commands.add_parser("run", help="the services and a Functions host per app")
-    run.add_argument("--app", type=Path, action="append", required=True, metavar="DIR",
-                     help="a Functions app folder (function_app.py); repeat for more apps")
-    run.add_argument("--enforce-keys", action="store_true",
-                     help="require function keys by auth level, as in Azure (function: the "
-                          "function or master key; admin: the master key); the keys are "
-                          "printed per app. Default: no checks, as with func start")
-    run.add_argument("--quiet", action="store_true",
-                     help="keep the terminal to the banner: no line per invocation, no app "
-                          f"logging (they stay in {STATE_FOLDER}/<app>.log)")
-    run.add_argument("--instances", action="append", default=None, metavar="N|GROUP=N,...",
-                     help="host instances per app, as Azure scales out: a count (the whole app "
-                          "on each), or function groups apart as on Flex Consumption "
-                          "(http=2,function:NAME=3; the groups not named get one); once for "
-                          "every app or once per --app. Default: 1")
-    run.add_argument("--python", default=None, metavar="PATH",
-                     help="the interpreter the apps' workers run with (default: this one); "
-                          "it needs funcstack and the apps' requirements installed")
+    run.add_argument(
+        "--app",
+        type=Path,
+        action="append",
+        required=True,
+        metavar="DIR",
+        help="a Functions app folder (function_app.py); repeat for more apps",
+    )
+    run.add_argument(
+        "--enforce-keys",
+        action="store_true",
+        help="require function keys by auth level, as in Azure (function: the "
+        "function or master key; admin: the master key); the keys are "
+        "printed per app. Default: no checks, as with func start",
+    )
+    run.add_argument(
+        "--quiet",
+        action="store_true",
+        help="keep the terminal to the banner: no line per invocation, no app "
+        f"logging (they stay in {STATE_FOLDER}/<app>.log)",
+    )
+    run.add_argument(
+        "--instances",
+        action="append",
+        default=None,
+        metavar="N|GROUP=N,...",
+        help="host instances per app, as Azure scales out: a count (the whole app "
+        "on each), or function groups apart as on Flex Consumption "
+        "(http=2,function:NAME=3; the groups not named get one); once for "
+        "every app or once per --app. Default: 1",
+    )
+    run.add_argument(
+        "--python",
+        default=None,
+        metavar="PATH",
+        help="the interpreter the apps' workers run with (default: this one); "
+        "it needs funcstack and the apps' requirements installed",
+    )
     common(run)
     up = commands.add_parser("up", help="the services only (Cosmos DB, Service Bus, Azurite)")
-    up.add_argument("--json", action="store_true",
-                    help="once up, print one JSON line with the connection strings")
+    up.add_argument(
+        "--json",
+        action="store_true",
+        help="once up, print one JSON line with the connection strings",
+    )
     common(up)
-    commands.add_parser("setup", help="install the Node packages and the Functions RPC "
-                                      "messages into the cache now")
+    commands.add_parser(
+        "setup", help="install the Node packages and the Functions RPC messages into the cache now"
+    )
     add_partition_commands(commands, STATE_FOLDER)
     return parser
 
@@ -129,8 +163,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _setup() -> int:
     modules, wheel = setup()
-    print(f"{PROG}: Node packages in {modules.parent}; Functions RPC messages {wheel} "
-          f"(cache: {cache_root()})")
+    print(
+        f"{PROG}: Node packages in {modules.parent}; Functions RPC messages {wheel} "
+        f"(cache: {cache_root()})"
+    )
     return 0
 
 
@@ -151,8 +187,10 @@ def _apps(dirs: Sequence[Path], free: bool) -> list[App]:
         if not directory.is_dir():
             raise UsageError(f"--app {given}: no such folder")
         if not (directory / "function_app.py").is_file():
-            raise UsageError(f"--app {given}: no function_app.py in {directory} (a Python "
-                             "Functions app, v2 programming model)")
+            raise UsageError(
+                f"--app {given}: no function_app.py in {directory} (a Python "
+                "Functions app, v2 programming model)"
+            )
         port = _local_http_port(directory)
         names = {a.name for a in apps}
         name = directory.name or "app"
@@ -173,8 +211,10 @@ def _apps(dirs: Sequence[Path], free: bool) -> list[App]:
         app.port = port
     ports = [a.port for a in apps if a.port]
     if len(set(ports)) != len(ports):
-        raise UsageError(f"two apps want the same port ({', '.join(map(str, ports))}): change "
-                         "Host.LocalHttpPort in a local.settings.json or its sample")
+        raise UsageError(
+            f"two apps want the same port ({', '.join(map(str, ports))}): change "
+            "Host.LocalHttpPort in a local.settings.json or its sample"
+        )
     return apps
 
 
@@ -187,8 +227,10 @@ def _instances(given: list[str] | None, apps: list[App]) -> dict[str, str]:
     if len(values) == 1:
         values *= len(apps)
     if len(values) != len(apps):
-        raise UsageError(f"--instances given {len(values)} times for {len(apps)} apps: give it "
-                         "once (every app) or once per --app")
+        raise UsageError(
+            f"--instances given {len(values)} times for {len(apps)} apps: give it "
+            "once (every app) or once per --app"
+        )
     for value in values:
         try:
             parse_instances(value)
@@ -215,8 +257,11 @@ def _local_http_port(directory: Path) -> int | None:
 
 
 def _start(args: argparse.Namespace) -> int:
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
     logging.getLogger("azure").setLevel(logging.WARNING)
     app_dirs: list[Path] = list(getattr(args, "app", None) or [])
     apps = _apps(app_dirs, args.free_ports)
@@ -227,17 +272,25 @@ def _start(args: argparse.Namespace) -> int:
     running = running_stack(pidfile)
     if running:
         listed = ", ".join(f"{p.name} (pid {p.pid})" for p in running)
-        raise UsageError(f"a stack is already running from this folder: {listed}; stop it "
-                         "first (Ctrl-C in its terminal)")
+        raise UsageError(
+            f"a stack is already running from this folder: {listed}; stop it "
+            "first (Ctrl-C in its terminal)"
+        )
     pidfile.unlink(missing_ok=True)
     ports = ServicePorts.free() if args.free_ports else ServicePorts()
     if not args.free_ports:
-        wanted = [("cosmos", ports.cosmos), ("servicebus", ports.servicebus),
-                  *(("azurite", p) for p in ports.azurite), *((a.name, a.port) for a in apps)]
+        wanted = [
+            ("cosmos", ports.cosmos),
+            ("servicebus", ports.servicebus),
+            *(("azurite", p) for p in ports.azurite),
+            *((a.name, a.port) for a in apps),
+        ]
         busy = [f"{port} ({name})" for name, port in wanted if port_in_use(port)]
         if busy:
-            raise UsageError(f"port(s) in use: {', '.join(busy)}: another stack or emulator? "
-                             "Stop it, or use --free-ports")
+            raise UsageError(
+                f"port(s) in use: {', '.join(busy)}: another stack or emulator? "
+                "Stop it, or use --free-ports"
+            )
     if args.fresh:
         shutil.rmtree(workdir / "state", ignore_errors=True)
         shutil.rmtree(workdir / "azurite", ignore_errors=True)
@@ -253,18 +306,28 @@ def _start(args: argparse.Namespace) -> int:
     def start() -> None:
         stack.start()
         for app in apps:
-            hosts[app.name] = stack.host_app(app.directory, name=app.name, port=app.port,
-                                             python=getattr(args, "python", None),
-                                             enforce_keys=getattr(args, "enforce_keys", False),
-                                             instances=scale[app.name],
-                                             on_console=None if quiet else _printer(app.name))
+            hosts[app.name] = stack.host_app(
+                app.directory,
+                name=app.name,
+                port=app.port,
+                python=getattr(args, "python", None),
+                enforce_keys=getattr(args, "enforce_keys", False),
+                instances=scale[app.name],
+                on_console=None if quiet else _printer(app.name),
+            )
 
     def banner() -> str:
         return _banner(stack, apps, hosts, workdir, as_json=getattr(args, "json", False))
 
     what = "the services" + (" and " + ", ".join(a.name for a in apps) if apps else "")
-    return serve(stack, pidfile, banner=banner, prog=PROG, start=start,
-                 starting=f"{PROG}: starting {what}...")
+    return serve(
+        stack,
+        pidfile,
+        banner=banner,
+        prog=PROG,
+        start=start,
+        starting=f"{PROG}: starting {what}...",
+    )
 
 
 _printing = threading.Lock()
@@ -283,8 +346,14 @@ def _printer(app: str) -> Callable[[Mapping[str, Any]], None]:
     return show
 
 
-def _banner(stack: LocalStack, apps: list[App], hosts: dict[str, RunningRunner | AppInstances],
-            workdir: Path, *, as_json: bool) -> str:
+def _banner(
+    stack: LocalStack,
+    apps: list[App],
+    hosts: dict[str, RunningRunner | AppInstances],
+    workdir: Path,
+    *,
+    as_json: bool,
+) -> str:
     here = Path.cwd()
 
     def shown(path: Path) -> str:
@@ -298,20 +367,28 @@ def _banner(stack: LocalStack, apps: list[App], hosts: dict[str, RunningRunner |
     for app in apps:
         host = hosts[app.name]
         if isinstance(host, AppInstances):
-            lines.append(f"  {app.name:<{width}}{host.url}   (settings: "
-                         f"{shown(app.directory / SETTINGS)}; {len(host.instances)} instances, "
-                         "requests spread over the HTTP ones)")
-            lines += [f"  {'':<{width}}instance {line}, log: {shown(inst.log_path)}"
-                      for inst, line in zip(host.instances, host.lines(), strict=True)]
+            lines.append(
+                f"  {app.name:<{width}}{host.url}   (settings: "
+                f"{shown(app.directory / SETTINGS)}; {len(host.instances)} instances, "
+                "requests spread over the HTTP ones)"
+            )
+            lines += [
+                f"  {'':<{width}}instance {line}, log: {shown(inst.log_path)}"
+                for inst, line in zip(host.instances, host.lines(), strict=True)
+            ]
         else:
-            lines.append(f"  {app.name:<{width}}{host.url}   (settings: "
-                         f"{shown(app.directory / SETTINGS)}, log: "
-                         f"{shown(stack.log_path(app.name))})")
+            lines.append(
+                f"  {app.name:<{width}}{host.url}   (settings: "
+                f"{shown(app.directory / SETTINGS)}, log: "
+                f"{shown(stack.log_path(app.name))})"
+            )
         if app.name in stack.settings_changes:
             lines.append(f"  {'':<{width}}{stack.settings_changes[app.name]}")
         if host.function_key is not None:  # --enforce-keys: deliberately shown (local keys)
-            lines.append(f"  {'':<{width}}keys: function (default) {host.function_key}   "
-                         f"master {host.master_key}")
+            lines.append(
+                f"  {'':<{width}}keys: function (default) {host.function_key}   "
+                f"master {host.master_key}"
+            )
     connections = stack.connections()
     labels = {"cosmos": "Cosmos DB", "servicebus": "Service Bus", "storage": "Storage"}
     for kind, label in labels.items():
@@ -323,12 +400,17 @@ def _banner(stack: LocalStack, apps: list[App], hosts: dict[str, RunningRunner |
         lines.append(f"  {'Declared':<{width}}{shown(stack.config.path or here)}")
         if stack.config.servicebus_file is not None:
             lines += [f"  {'':<{width}}{line}" for line in stack.config.summary()[-1:]]
-    lines.append(f"  {'State':<{width}}{shown(workdir / 'state')} (kept across runs; --fresh "
-                 f"forgets it)   Logs: {shown(workdir)}/*.log")
+    lines.append(
+        f"  {'State':<{width}}{shown(workdir / 'state')} (kept across runs; --fresh "
+        f"forgets it)   Logs: {shown(workdir)}/*.log"
+    )
     lines += ["", "Ctrl-C stops everything."]
     if as_json:
-        lines.append(json.dumps({"ready": True, **connections,
-                                 "apps": {a.name: hosts[a.name].url for a in apps}}))
+        lines.append(
+            json.dumps(
+                {"ready": True, **connections, "apps": {a.name: hosts[a.name].url for a in apps}}
+            )
+        )
     return "\n".join(lines)
 
 

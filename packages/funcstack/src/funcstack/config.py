@@ -106,8 +106,9 @@ def read_json(path: Path) -> Any:
     try:
         return json.loads(_strip_comments(text))
     except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column "
-                          f"{exc.colno}") from None
+        raise ConfigError(
+            f"{path}: not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}"
+        ) from None
 
 
 #: The most physical partitions a container may declare (the local endpoint's limit at create).
@@ -162,9 +163,11 @@ class StackConfig:
     def summary(self) -> list[str]:
         """What is declared, one line per database, for blob containers, for Storage queues and
         per Service Bus namespace."""
-        lines = [f"cosmos database {db.name}: containers "
-                 + (", ".join(c.name for c in db.containers) or "none")
-                 for db in self.cosmos.databases]
+        lines = [
+            f"cosmos database {db.name}: containers "
+            + (", ".join(c.name for c in db.containers) or "none")
+            for db in self.cosmos.databases
+        ]
         if self.storage.blob_containers:
             lines.append("storage: blob containers " + ", ".join(self.storage.blob_containers))
         if self.storage.queues:
@@ -172,12 +175,21 @@ class StackConfig:
         if self.servicebus_file is not None:
             namespace = read_json(self.servicebus_file)["UserConfig"]["Namespaces"][0]
             queues = [str(q.get("Name")) for q in namespace.get("Queues") or []]
-            topics = [f"{t.get('Name')} ("
-                      + (", ".join(str(s.get("Name")) for s in t.get("Subscriptions") or [])
-                         or "no subscriptions") + ")"
-                      for t in namespace.get("Topics") or []]
-            lines.append("service bus: queues " + (", ".join(queues) or "none")
-                         + "; topics " + (", ".join(topics) or "none"))
+            topics = [
+                f"{t.get('Name')} ("
+                + (
+                    ", ".join(str(s.get("Name")) for s in t.get("Subscriptions") or [])
+                    or "no subscriptions"
+                )
+                + ")"
+                for t in namespace.get("Topics") or []
+            ]
+            lines.append(
+                "service bus: queues "
+                + (", ".join(queues) or "none")
+                + "; topics "
+                + (", ".join(topics) or "none")
+            )
         return lines
 
 
@@ -195,8 +207,9 @@ def _expect(value: Any, kind: type, where: str) -> Any:
 def _unknown(raw: Mapping[str, Any], allowed: set[str], where: str) -> None:
     extra = sorted(set(raw) - allowed)
     if extra:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(extra)} (allowed: "
-                          f"{', '.join(sorted(allowed))})")
+        raise ConfigError(
+            f"{where}: unknown key(s) {', '.join(extra)} (allowed: {', '.join(sorted(allowed))})"
+        )
 
 
 def _container(raw: Any, base: Path, where: str) -> ContainerSpec:
@@ -211,8 +224,10 @@ def _container(raw: Any, base: Path, where: str) -> ContainerSpec:
     if ttl is not None:
         ttl = _expect(ttl, int, f"{where}: DefaultTtl")
         if ttl == 0 or ttl < -1:
-            raise ConfigError(f"{where}: DefaultTtl must be -1 (on, items decide) or a number "
-                              f"of seconds > 0, not {ttl}")
+            raise ConfigError(
+                f"{where}: DefaultTtl must be -1 (on, items decide) or a number "
+                f"of seconds > 0, not {ttl}"
+            )
     policy = raw.get("IndexingPolicy")
     if isinstance(policy, str):
         policy = _expect(read_json(base / policy), dict, f"{base / policy}")
@@ -221,10 +236,17 @@ def _container(raw: Any, base: Path, where: str) -> ContainerSpec:
     partitions = raw.get("PhysicalPartitions", 1)
     partitions = _expect(partitions, int, f"{where}: PhysicalPartitions")
     if not 1 <= partitions <= MAX_PHYSICAL_PARTITIONS:
-        raise ConfigError(f"{where}: PhysicalPartitions must be from 1 to "
-                          f"{MAX_PHYSICAL_PARTITIONS}, not {partitions}")
-    return ContainerSpec(name=name, partition_key=key, default_ttl=ttl, indexing_policy=policy,
-                         physical_partitions=partitions)
+        raise ConfigError(
+            f"{where}: PhysicalPartitions must be from 1 to "
+            f"{MAX_PHYSICAL_PARTITIONS}, not {partitions}"
+        )
+    return ContainerSpec(
+        name=name,
+        partition_key=key,
+        default_ttl=ttl,
+        indexing_policy=policy,
+        physical_partitions=partitions,
+    )
 
 
 def _cosmos(raw: Any, base: Path, where: str) -> CosmosSpec:
@@ -241,8 +263,8 @@ def _cosmos(raw: Any, base: Path, where: str) -> CosmosSpec:
         name = _expect(entry.get("Name"), str, f"{at}: Name")
         containers = tuple(
             _container(c, base, f"{where}: database {name}, Containers[{j}]")
-            for j, c in enumerate(_expect(entry.get("Containers", []), list,
-                                          f"{at}: Containers")))
+            for j, c in enumerate(_expect(entry.get("Containers", []), list, f"{at}: Containers"))
+        )
         seen = [c.name for c in containers]
         if len(set(seen)) != len(seen):
             raise ConfigError(f"{where}: database {name} declares a container twice")
@@ -267,9 +289,11 @@ def _storage_names(raw: Mapping[str, Any], key: str, where: str) -> tuple[str, .
         _unknown(entry, {"Name"}, at)
         name = _expect(entry.get("Name"), str, f"{at}: Name")
         if not _STORAGE_NAME.fullmatch(name):
-            raise ConfigError(f"{at}: Name {name!r} is not a {kind} name (3-63 lowercase "
-                              "letters, digits and single hyphens, starting and ending with a "
-                              "letter or digit)")
+            raise ConfigError(
+                f"{at}: Name {name!r} is not a {kind} name (3-63 lowercase "
+                "letters, digits and single hyphens, starting and ending with a "
+                "letter or digit)"
+            )
         if name in names:
             raise ConfigError(f"{where}: {kind} {name} is declared twice")
         names.append(name)
@@ -282,8 +306,10 @@ def _storage(raw: Any, base: Path, where: str) -> StorageSpec:
         return _storage(read_json(file), file.parent, str(file))
     raw = _expect(raw, dict, where)
     _unknown(raw, set(_STORAGE_KINDS), where)
-    return StorageSpec(blob_containers=_storage_names(raw, "BlobContainers", where),
-                       queues=_storage_names(raw, "Queues", where))
+    return StorageSpec(
+        blob_containers=_storage_names(raw, "BlobContainers", where),
+        queues=_storage_names(raw, "Queues", where),
+    )
 
 
 def _check_servicebus(file: Path, where: str) -> None:
@@ -294,8 +320,10 @@ def _check_servicebus(file: Path, where: str) -> None:
     except (KeyError, TypeError):
         ok = False
     if not ok:
-        raise ConfigError(f"{where}: the Service Bus part needs UserConfig.Namespaces with one "
-                          "namespace (the official emulator's Config.json format)")
+        raise ConfigError(
+            f"{where}: the Service Bus part needs UserConfig.Namespaces with one "
+            "namespace (the official emulator's Config.json format)"
+        )
 
 
 def load_config(path: str | Path) -> StackConfig:
@@ -307,12 +335,15 @@ def load_config(path: str | Path) -> StackConfig:
     _unknown(raw, _TOP_KEYS, where)
     base = path.parent
     cosmos = _cosmos(raw["Cosmos"], base, f"{where}: Cosmos") if "Cosmos" in raw else CosmosSpec()
-    storage = (_storage(raw["Storage"], base, f"{where}: Storage") if "Storage" in raw
-               else StorageSpec())
+    storage = (
+        _storage(raw["Storage"], base, f"{where}: Storage") if "Storage" in raw else StorageSpec()
+    )
     servicebus: Path | None = None
     if "UserConfig" in raw and "ServiceBus" in raw:
-        raise ConfigError(f"{where}: give the Service Bus part either inline (UserConfig) or as "
-                          "a file (ServiceBus), not both")
+        raise ConfigError(
+            f"{where}: give the Service Bus part either inline (UserConfig) or as "
+            "a file (ServiceBus), not both"
+        )
     if "UserConfig" in raw:
         servicebus = path
     elif "ServiceBus" in raw:

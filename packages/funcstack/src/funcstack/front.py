@@ -34,10 +34,19 @@ __all__ = ["HttpFront"]
 logger = logging.getLogger("funcstack.front")
 
 #: RFC 9110 7.6.1's hop-by-hop headers, and the body framing each side sets for itself.
-_HOP_BY_HOP = frozenset({
-    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "proxy-connection",
-    "te", "trailer", "transfer-encoding", "upgrade",
-})
+_HOP_BY_HOP = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+    }
+)
 #: Generous parser limits: the instances enforce Kestrel's (414, 431), not the front.
 _PARSER_LIMITS = {"max_line_size": 1 << 20, "max_field_size": 1 << 20, "max_headers": 10_000}
 
@@ -46,8 +55,9 @@ class HttpFront:
     """Listens on ``host:port`` (0: a free port) and forwards each request to one of
     ``backends()`` (base URLs such as ``http://127.0.0.1:7301``), in turn."""
 
-    def __init__(self, backends: Callable[[], list[str]], *, host: str = "127.0.0.1",
-                 port: int = 0) -> None:
+    def __init__(
+        self, backends: Callable[[], list[str]], *, host: str = "127.0.0.1", port: int = 0
+    ) -> None:
         self._backends = backends
         self.host = host
         self.port = port
@@ -95,8 +105,10 @@ class HttpFront:
     async def _serve(self, ready: threading.Event) -> None:
         self._stopped = asyncio.Event()
         self._session = aiohttp.ClientSession(
-            auto_decompress=False, timeout=aiohttp.ClientTimeout(total=None),
-            connector=aiohttp.TCPConnector(limit=0, force_close=False))
+            auto_decompress=False,
+            timeout=aiohttp.ClientTimeout(total=None),
+            connector=aiohttp.TCPConnector(limit=0, force_close=False),
+        )
         server = web.Server(self._handle, **_PARSER_LIMITS)  # type: ignore[arg-type]
         runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=0.5)
         await runner.setup()
@@ -123,8 +135,11 @@ class HttpFront:
         out: web.StreamResponse | None = None
         try:
             async with self._session.request(
-                request.method, target + request.rel_url.raw_path_qs, headers=headers,
-                data=request.content if has_body else None, allow_redirects=False,
+                request.method,
+                target + request.rel_url.raw_path_qs,
+                headers=headers,
+                data=request.content if has_body else None,
+                allow_redirects=False,
                 skip_auto_headers={"User-Agent", "Accept", "Accept-Encoding", "Content-Type"},
             ) as answer:
                 out = web.StreamResponse(status=answer.status, reason=answer.reason)
@@ -137,8 +152,9 @@ class HttpFront:
                 await out.write_eof()
                 return out
         except aiohttp.ClientError as exc:
-            logger.warning("front: %s %s to %s failed: %s", request.method, request.path,
-                           target, exc)
+            logger.warning(
+                "front: %s %s to %s failed: %s", request.method, request.path, target, exc
+            )
             if out is not None and out.prepared:
                 return out  # the answer had begun: its connection ends here
             return web.Response(status=502, text="the instance did not answer\n")

@@ -101,8 +101,9 @@ class JsonLinesMetricExporter(MetricExporter):
         super().__init__()
         self._out = _JsonLines(path)
 
-    def export(self, metrics_data: MetricsData, timeout_millis: float = 10_000,
-               **kwargs: Any) -> MetricExportResult:
+    def export(
+        self, metrics_data: MetricsData, timeout_millis: float = 10_000, **kwargs: Any
+    ) -> MetricExportResult:
         self._out.write(otlp_json(encode_metrics(metrics_data)))
         return MetricExportResult.SUCCESS
 
@@ -136,7 +137,8 @@ def configure_file_exporters(
     meter_provider = MeterProvider(resource=resource, metric_readers=[reader])
     tracer_provider = TracerProvider(resource=resource)
     tracer_provider.add_span_processor(
-        BatchSpanProcessor(JsonLinesSpanExporter(directory / TRACES_FILE)))
+        BatchSpanProcessor(JsonLinesSpanExporter(directory / TRACES_FILE))
+    )
     metrics.set_meter_provider(meter_provider)
     trace.set_tracer_provider(tracer_provider)
 

@@ -29,8 +29,13 @@ from azure.storage.queue import QueueServiceClient
 from funcstack.config import ContainerSpec, CosmosSpec, StorageSpec
 from funcstack.cosmos._control import CosmosControlError, split_partition
 
-__all__ = ["ProvisionError", "ProvisionReport", "Provisioned", "provision_cosmos",
-           "provision_storage"]
+__all__ = [
+    "ProvisionError",
+    "ProvisionReport",
+    "Provisioned",
+    "provision_cosmos",
+    "provision_storage",
+]
 
 
 class ProvisionError(RuntimeError):
@@ -82,8 +87,9 @@ def _policy_differs(declared: Mapping[str, Any], stored: Mapping[str, Any]) -> b
 PARTITIONS_HEADER = "x-funcstack-physical-partitions"
 
 
-def _partitions(database: DatabaseProxy, proxy: ContainerProxy, spec: ContainerSpec,
-                endpoint: str) -> bool:
+def _partitions(
+    database: DatabaseProxy, proxy: ContainerProxy, spec: ContainerSpec, endpoint: str
+) -> bool:
     """Split an existing container until it has the declared physical partitions; whether it
     split (more than declared is left as it is: partitions never merge, as in Azure)."""
     have = len(list(proxy.read_feed_ranges(force_refresh=True)))
@@ -95,7 +101,8 @@ def _partitions(database: DatabaseProxy, proxy: ContainerProxy, spec: ContainerS
     except CosmosControlError as exc:
         raise ProvisionError(
             f"container {database.id}/{spec.name} has {have} physical partition(s), declared "
-            f"{spec.physical_partitions}: it cannot be split here ({exc})") from None
+            f"{spec.physical_partitions}: it cannot be split here ({exc})"
+        ) from None
     return True
 
 
@@ -109,8 +116,9 @@ def _container(database: DatabaseProxy, spec: ContainerSpec, endpoint: str) -> s
         # azure-core's per-request headers (the SDK's own initial_headers is not sent)
         options["headers"] = {PARTITIONS_HEADER: str(spec.physical_partitions)}
     try:
-        database.create_container(spec.name, partition_key=PartitionKey(path=spec.partition_key),
-                                  **options)
+        database.create_container(
+            spec.name, partition_key=PartitionKey(path=spec.partition_key), **options
+        )
         return "created"
     except CosmosResourceExistsError:
         pass
@@ -121,24 +129,31 @@ def _container(database: DatabaseProxy, spec: ContainerSpec, endpoint: str) -> s
         raise ProvisionError(
             f"container {database.id}/{spec.name} exists with partition key "
             f"{', '.join(paths) or 'none'}, declared {spec.partition_key}: a partition key "
-            "cannot change (remove the container, or start with --fresh)")
+            "cannot change (remove the container, or start with --fresh)"
+        )
     split = _partitions(database, proxy, spec, endpoint)
     ttl_differs = stored.get("defaultTtl") != spec.default_ttl
     policy_differs = spec.indexing_policy is not None and _policy_differs(
-        spec.indexing_policy, stored.get("indexingPolicy") or {})
+        spec.indexing_policy, stored.get("indexingPolicy") or {}
+    )
     if not ttl_differs and not policy_differs:
         return "updated" if split else "exists"
     database.replace_container(
-        proxy, partition_key=PartitionKey(path=spec.partition_key),
+        proxy,
+        partition_key=PartitionKey(path=spec.partition_key),
         default_ttl=spec.default_ttl,
-        indexing_policy=dict(spec.indexing_policy if spec.indexing_policy is not None
-                             else stored.get("indexingPolicy") or {}),
+        indexing_policy=dict(
+            spec.indexing_policy
+            if spec.indexing_policy is not None
+            else stored.get("indexingPolicy") or {}
+        ),
     )
     return "updated"
 
 
-def provision_cosmos(spec: CosmosSpec, connection_string: str, *,
-                     verify_tls: bool = False) -> ProvisionReport:
+def provision_cosmos(
+    spec: CosmosSpec, connection_string: str, *, verify_tls: bool = False
+) -> ProvisionReport:
     """Create what ``spec`` declares on the endpoint of ``connection_string`` (the local one has
     a self-signed certificate: ``verify_tls=False``)."""
     report = ProvisionReport()
@@ -148,8 +163,7 @@ def provision_cosmos(spec: CosmosSpec, connection_string: str, *,
         # The SDK's requests (its health checks too, on threads of its own) warn about the
         # local endpoint's self-signed certificate on every call: once is not news.
         warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-    client = CosmosClient.from_connection_string(connection_string,
-                                                 connection_verify=verify_tls)
+    client = CosmosClient.from_connection_string(connection_string, connection_verify=verify_tls)
     endpoint = str(client.client_connection.url_connection)
     for db in spec.databases:
         try:
@@ -160,8 +174,13 @@ def provision_cosmos(spec: CosmosSpec, connection_string: str, *,
             outcome = "exists"
         report.items.append(Provisioned("database", db.name, outcome))
         for container in db.containers:
-            report.items.append(Provisioned("container", f"{db.name}/{container.name}",
-                                            _container(database, container, endpoint)))
+            report.items.append(
+                Provisioned(
+                    "container",
+                    f"{db.name}/{container.name}",
+                    _container(database, container, endpoint),
+                )
+            )
     return report
 
 
@@ -177,8 +196,7 @@ def provision_storage(spec: StorageSpec, connection_string: str) -> ProvisionRep
                     outcome = "created"
                 except ResourceExistsError:
                     outcome = "exists"
-                report.items.append(Provisioned("blob container", name, outcome,
-                                                service="storage"))
+                report.items.append(Provisioned("blob container", name, outcome, service="storage"))
     if spec.queues:
         with QueueServiceClient.from_connection_string(connection_string) as queues:
             for name in spec.queues:

@@ -50,11 +50,18 @@ _INI = "funcstack_config"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addini(_INI, "funcstack: the declared-resources file of funcstack_services "
-                        "(relative to the ini file)", default="")
+    parser.addini(
+        _INI,
+        "funcstack: the declared-resources file of funcstack_services (relative to the ini file)",
+        default="",
+    )
     parser.getgroup("funcstack").addoption(
-        "--funcstack-config", dest="funcstack_config", default=None, metavar="FILE",
-        help="the declared-resources file of the funcstack_services fixture")
+        "--funcstack-config",
+        dest="funcstack_config",
+        default=None,
+        metavar="FILE",
+        help="the declared-resources file of the funcstack_services fixture",
+    )
 
 
 @dataclass(frozen=True)
@@ -88,15 +95,17 @@ def funcstack_config(request: pytest.FixtureRequest) -> Path | None:
 
 
 @pytest.fixture(scope="session")
-def funcstack_services(funcstack_config: Path | None,
-                       tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
+def funcstack_services(
+    funcstack_config: Path | None, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalStack]:
     """Cosmos DB, Service Bus and Azurite on free ports, the declared resources provisioned."""
     from funcstack.config import load_config
     from funcstack.stack import LocalStack, ServicePorts
 
     config = load_config(funcstack_config) if funcstack_config is not None else None
-    stack = LocalStack(workdir=tmp_path_factory.mktemp("funcstack"), config=config,
-                       ports=ServicePorts.free())
+    stack = LocalStack(
+        workdir=tmp_path_factory.mktemp("funcstack"), config=config, ports=ServicePorts.free()
+    )
     stack.start()
     try:
         yield stack
@@ -108,8 +117,9 @@ _numbers = itertools.count(1)
 
 
 @pytest.fixture
-def funcstack_app(funcstack_services: LocalStack,
-                  tmp_path: Path) -> Iterator[Callable[..., HostedApp]]:
+def funcstack_app(
+    funcstack_services: LocalStack, tmp_path: Path
+) -> Iterator[Callable[..., HostedApp]]:
     """``funcstack_app(app_dir, settings={...})``: host an app folder; its base URL is
     ``.url``. Its settings file is made from its ``local.settings.sample.json`` with the
     services' connection strings, beside the test's files: the app folder's own
@@ -118,23 +128,42 @@ def funcstack_app(funcstack_services: LocalStack,
     ``.master_key``); ``enforce_keys=False``: none, as with ``func start``."""
     started: list[str] = []
 
-    def host(app_dir: str | Path, *, settings: Mapping[str, str] | None = None,
-             name: str | None = None, enforce_keys: bool = True,
-             instances: int | str | Mapping[str, int] = 1) -> HostedApp:
+    def host(
+        app_dir: str | Path,
+        *,
+        settings: Mapping[str, str] | None = None,
+        name: str | None = None,
+        enforce_keys: bool = True,
+        instances: int | str | Mapping[str, int] = 1,
+    ) -> HostedApp:
         directory = Path(app_dir).resolve()
         host_name = name or f"{directory.name}-{next(_numbers)}"
         settings_file = tmp_path / f"{host_name}.local.settings.json"
         started.append(host_name)
-        runner = funcstack_services.host_app(directory, name=host_name, port=0,
-                                             overrides=settings, settings_file=settings_file,
-                                             enforce_keys=enforce_keys, instances=instances)
+        runner = funcstack_services.host_app(
+            directory,
+            name=host_name,
+            port=0,
+            overrides=settings,
+            settings_file=settings_file,
+            enforce_keys=enforce_keys,
+            instances=instances,
+        )
         scaled = funcstack_services.scaled.get(host_name)
-        return HostedApp(name=host_name, url=runner.url, port=runner.port,
-                         settings_file=settings_file,
-                         log_path=(scaled.instances[0].log_path if scaled is not None
-                                   else funcstack_services.log_path(host_name)),
-                         function_key=runner.function_key, master_key=runner.master_key,
-                         instances=scaled)
+        return HostedApp(
+            name=host_name,
+            url=runner.url,
+            port=runner.port,
+            settings_file=settings_file,
+            log_path=(
+                scaled.instances[0].log_path
+                if scaled is not None
+                else funcstack_services.log_path(host_name)
+            ),
+            function_key=runner.function_key,
+            master_key=runner.master_key,
+            instances=scaled,
+        )
 
     try:
         yield host

@@ -66,16 +66,21 @@ def parse_instances(text: str | int | Mapping[str, int]) -> dict[str | None, int
             left, eq, right = part.strip().partition("=")
             pairs.append((left.strip(), right.strip()) if eq else (None, left.strip()))
         if len(pairs) > 1 and any(group is None for group, _ in pairs):
-            raise ValueError(f"instances {text!r}: either one count (3) or groups with counts "
-                             "(http=2,function:relay=3), not both")
+            raise ValueError(
+                f"instances {text!r}: either one count (3) or groups with counts "
+                "(http=2,function:relay=3), not both"
+            )
     plan: dict[str | None, int] = {}
     for name, count in pairs:
         if not count.isdigit() or int(count) < 1:
-            raise ValueError(f"instances: {count!r} is not a count of instances (1 or more)"
-                             + (f" for {name}" if name else ""))
+            raise ValueError(
+                f"instances: {count!r} is not a count of instances (1 or more)"
+                + (f" for {name}" if name else "")
+            )
         if name is not None and not _GROUP.match(name):
-            raise ValueError(f"instances: {name!r} is not a function group (http, "
-                             "function:<name> or <name>)")
+            raise ValueError(
+                f"instances: {name!r} is not a function group (http, function:<name> or <name>)"
+            )
         plan[_group(name)] = int(count)
     return plan
 
@@ -150,16 +155,20 @@ class AppInstances:
         """Start the instances (each ready before the next), then the front on ``port``. On a
         failure, what started is stopped and the error raised."""
         # a timer runs on one instance at a time (the singleton listener lock's folder)
-        self.settings = {**self.settings,
-                         LOCKS_SETTING: str(self.stack.workdir / "locks" / self.name)}
+        self.settings = {
+            **self.settings,
+            LOCKS_SETTING: str(self.stack.workdir / "locks" / self.name),
+        }
         if self.enforce_keys:  # one set of keys for every instance, as one app has in Azure
             keys = HostKeys.from_settings(self.settings)
-            self.settings = {**self.settings, FUNCTION_KEY_SETTING: keys.function_key,
-                             MASTER_KEY_SETTING: keys.master_key}
+            self.settings = {
+                **self.settings,
+                FUNCTION_KEY_SETTING: keys.function_key,
+                MASTER_KEY_SETTING: keys.master_key,
+            }
         try:
             self._start_instances()
-            if any(inst.serves_http for inst in self.instances) and self.groups.get(
-                    HTTP_GROUP):
+            if any(inst.serves_http for inst in self.instances) and self.groups.get(HTTP_GROUP):
                 self.front = HttpFront(self._http_backends, port=self.port).start()
                 self.port = self.front.port
             else:
@@ -179,8 +188,10 @@ class AppInstances:
         first = self.add_instance(named[0])
         unknown = [g for g in named if g not in self.groups]
         if unknown:
-            raise ValueError(f"{self.name}: no function group {', '.join(map(str, unknown))} "
-                             f"in the app (its groups: {', '.join(self.groups)})")
+            raise ValueError(
+                f"{self.name}: no function group {', '.join(map(str, unknown))} "
+                f"in the app (its groups: {', '.join(self.groups)})"
+            )
         for group in self.groups:
             wanted = self.plan.get(group, 1) - (1 if group == first.group else 0)
             for _ in range(wanted):
@@ -196,8 +207,12 @@ class AppInstances:
                 self.resume(inst)
         from funcstack.services import STOP_TIMEOUT, stop_all
 
-        stop_all([(inst.name, functools.partial(inst.runner.stop, timeout=STOP_TIMEOUT))
-                  for inst in self.instances])
+        stop_all(
+            [
+                (inst.name, functools.partial(inst.runner.stop, timeout=STOP_TIMEOUT))
+                for inst in self.instances
+            ]
+        )
         for inst in self.instances:
             self.stack.hosts.pop(inst.name, None)
 
@@ -209,8 +224,11 @@ class AppInstances:
         return f"http://127.0.0.1:{self.port}{self._prefix}"
 
     def _http_backends(self) -> list[str]:
-        return [f"http://127.0.0.1:{inst.port}" for inst in self.instances
-                if inst.serves_http and inst.alive]
+        return [
+            f"http://127.0.0.1:{inst.port}"
+            for inst in self.instances
+            if inst.serves_http and inst.alive
+        ]
 
     # -- chaos ----------------------------------------------------------------------------------
 
@@ -220,8 +238,10 @@ class AppInstances:
         for inst in self.instances:
             if inst.name == which:
                 return inst
-        raise KeyError(f"{self.name}: no instance {which!r} (instances: "
-                       f"{', '.join(i.name for i in self.instances)})")
+        raise KeyError(
+            f"{self.name}: no instance {which!r} (instances: "
+            f"{', '.join(i.name for i in self.instances)})"
+        )
 
     def in_group(self, group: str | None) -> list[Instance]:
         """The instances of ``group`` (``http``, ``function:<name>`` or ``<name>``; None: the
@@ -257,36 +277,51 @@ class AppInstances:
         group's name), ready when this returns."""
         group = _group(group)
         if (group is None) != (None in self.plan):
-            raise ValueError(f"{self.name}: runs "
-                             + ("the whole app per instance" if None in self.plan
-                                else "function groups apart") + f"; no instance of {group!r}")
+            raise ValueError(
+                f"{self.name}: runs "
+                + ("the whole app per instance" if None in self.plan else "function groups apart")
+                + f"; no instance of {group!r}"
+            )
         number = self._numbers.get(group, 0) + 1
         self._numbers[group] = number
-        label = "" if group is None else ("http" if group == HTTP_GROUP
-                                          else group.removeprefix("function:")) + "-"
+        label = (
+            ""
+            if group is None
+            else ("http" if group == HTTP_GROUP else group.removeprefix("function:")) + "-"
+        )
         name = f"{self.name}-{label}{number}"
         settings = {**self.settings, "WEBSITE_INSTANCE_ID": name}
         runner = self.stack.run_host(
-            name, self.app_dir, settings=settings, port=0, settings_file=self.settings_file,
-            python=self.python, extra_import_paths=self.extra_import_paths,
-            enforce_keys=self.enforce_keys, group=group,
-            on_console=None if self.on_console is None else _tagged(self.on_console, name))
+            name,
+            self.app_dir,
+            settings=settings,
+            port=0,
+            settings_file=self.settings_file,
+            python=self.python,
+            extra_import_paths=self.extra_import_paths,
+            enforce_keys=self.enforce_keys,
+            group=group,
+            on_console=None if self.on_console is None else _tagged(self.on_console, name),
+        )
         inst = Instance(name, group, runner, self.stack.log_path(name))
         self.instances.append(inst)
         if not self.groups:
             self.groups = dict(runner.groups)
             base = f"http://127.0.0.1:{runner.port}"
-            self._prefix = runner.url[len(base):] if runner.url.startswith(base) else ""
+            self._prefix = runner.url[len(base) :] if runner.url.startswith(base) else ""
             self.function_key, self.master_key = runner.function_key, runner.master_key
         return inst
 
     def lines(self) -> list[str]:
         """One line per instance, for a banner."""
-        return [f"{inst.name} ({inst.group or 'whole app'}, pid {inst.pid}, "
-                f"127.0.0.1:{inst.port})" for inst in self.instances]
+        return [
+            f"{inst.name} ({inst.group or 'whole app'}, pid {inst.pid}, 127.0.0.1:{inst.port})"
+            for inst in self.instances
+        ]
 
 
-def _tagged(show: Callable[[Mapping[str, Any]], None],
-            instance: str) -> Callable[[Mapping[str, Any]], None]:
+def _tagged(
+    show: Callable[[Mapping[str, Any]], None], instance: str
+) -> Callable[[Mapping[str, Any]], None]:
     """``show`` given each record with the instance that wrote it."""
     return lambda entry: show({**entry, "instance": instance})

@@ -111,10 +111,12 @@ def azurite_connection_string(blob: int, queue: int, table: int) -> str:
     if (blob, queue, table) == (10000, 10001, 10002):
         return "UseDevelopmentStorage=true"
     account = AZURITE_ACCOUNT
-    return (f"DefaultEndpointsProtocol=http;AccountName={account};AccountKey={AZURITE_KEY};"
-            f"BlobEndpoint=http://127.0.0.1:{blob}/{account};"
-            f"QueueEndpoint=http://127.0.0.1:{queue}/{account};"
-            f"TableEndpoint=http://127.0.0.1:{table}/{account};")
+    return (
+        f"DefaultEndpointsProtocol=http;AccountName={account};AccountKey={AZURITE_KEY};"
+        f"BlobEndpoint=http://127.0.0.1:{blob}/{account};"
+        f"QueueEndpoint=http://127.0.0.1:{queue}/{account};"
+        f"TableEndpoint=http://127.0.0.1:{table}/{account};"
+    )
 
 
 @dataclass
@@ -141,23 +143,41 @@ class Azurite:
         self.process.wait(timeout)
 
 
-def start_azurite(data_dir: Path, log_path: Path,
-                  ports: tuple[int, int, int] = (0, 0, 0)) -> Azurite:
+def start_azurite(
+    data_dir: Path, log_path: Path, ports: tuple[int, int, int] = (0, 0, 0)
+) -> Azurite:
     """Azurite (npm) for blob, queue and table on ``ports`` (0: a free port each)."""
     node_executable()
     exe = node_modules() / ".bin" / "azurite"  # npm ci into funcstack's cache on first use
     if not exe.exists():
-        raise RuntimeError(f"{exe} is missing: remove {exe.parents[1]} to have it installed "
-                           "again")
+        raise RuntimeError(f"{exe} is missing: remove {exe.parents[1]} to have it installed again")
     blob, queue, table = (p or free_port() for p in ports)
     data_dir.mkdir(parents=True, exist_ok=True)
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            [str(exe), "--silent", "--skipApiVersionCheck", "--loose", "--location", str(data_dir),
-             "--blobHost", "127.0.0.1", "--blobPort", str(blob),
-             "--queueHost", "127.0.0.1", "--queuePort", str(queue),
-             "--tableHost", "127.0.0.1", "--tablePort", str(table)],
-            stdout=log, stderr=subprocess.STDOUT, **OWN_PROCESS_GROUP,
+            [
+                str(exe),
+                "--silent",
+                "--skipApiVersionCheck",
+                "--loose",
+                "--location",
+                str(data_dir),
+                "--blobHost",
+                "127.0.0.1",
+                "--blobPort",
+                str(blob),
+                "--queueHost",
+                "127.0.0.1",
+                "--queuePort",
+                str(queue),
+                "--tableHost",
+                "127.0.0.1",
+                "--tablePort",
+                str(table),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            **OWN_PROCESS_GROUP,
         )
     deadline = time.monotonic() + 30
     try:
@@ -167,13 +187,16 @@ def start_azurite(data_dir: Path, log_path: Path,
                 lines = last_lines(log_path)
                 raise RuntimeError(
                     f"azurite did not start ({describe_exit(code)})"
-                    + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else ""))
+                    + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else "")
+                )
             time.sleep(0.1)
     except BaseException:  # not started, or interrupted: it does not outlive its start
         stop_child(process)
         raise
-    note(log_path, f"azurite listening on blob {blob}, queue {queue}, table {table} "
-                   f"(pid {process.pid})")
+    note(
+        log_path,
+        f"azurite listening on blob {blob}, queue {queue}, table {table} (pid {process.pid})",
+    )
     return Azurite(process=process, ports=(blob, queue, table))
 
 
@@ -216,24 +239,33 @@ class LocalServices:
     def run_cosmos(self, port: int = 0) -> CosmosEndpoint:
         self.workdir.mkdir(parents=True, exist_ok=True)
         with _starting("cosmos"):
-            self.cosmos = start_cosmos(port=self.cosmos.port if self.cosmos else port,
-                                       log_path=self.log_path("cosmos"),
-                                       state_dir=self._state("cosmos"))
+            self.cosmos = start_cosmos(
+                port=self.cosmos.port if self.cosmos else port,
+                log_path=self.log_path("cosmos"),
+                state_dir=self._state("cosmos"),
+            )
         return self.cosmos
 
-    def run_servicebus(self, port: int = 0, *, config: Path | None = None,
-                       duplicate_window_seconds: float | None = None,
-                       settle_delay_ms: float = 0.0,
-                       max_message_size: int | None = None) -> ServiceBusEndpoint:
+    def run_servicebus(
+        self,
+        port: int = 0,
+        *,
+        config: Path | None = None,
+        duplicate_window_seconds: float | None = None,
+        settle_delay_ms: float = 0.0,
+        max_message_size: int | None = None,
+    ) -> ServiceBusEndpoint:
         """The Service Bus endpoint with the entities of ``config`` (the official emulator's
         Config.json shape; None: an empty namespace)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         with _starting("servicebus"):
             self.servicebus = start_servicebus(
-                port=self.servicebus.port if self.servicebus else port, config=config,
+                port=self.servicebus.port if self.servicebus else port,
+                config=config,
                 log_path=self.log_path("servicebus"),
                 duplicate_window_seconds=duplicate_window_seconds,
-                settle_delay_ms=settle_delay_ms, state_file=self._state("servicebus.state"),
+                settle_delay_ms=settle_delay_ms,
+                state_file=self._state("servicebus.state"),
                 max_message_size=max_message_size,
             )
         return self.servicebus
@@ -241,16 +273,27 @@ class LocalServices:
     def run_azurite(self, ports: tuple[int, int, int] = (0, 0, 0)) -> Azurite:
         self.workdir.mkdir(parents=True, exist_ok=True)
         with _starting("azurite"):
-            self.azurite = start_azurite(self.workdir / "azurite", self.log_path("azurite"),
-                                         self.azurite.ports if self.azurite else ports)
+            self.azurite = start_azurite(
+                self.workdir / "azurite",
+                self.log_path("azurite"),
+                self.azurite.ports if self.azurite else ports,
+            )
         return self.azurite
 
-    def run_host(self, name: str, app_dir: Path, settings: Mapping[str, str], port: int = 0,
-                 settings_file: Path | None = None, *, python: str | None = None,
-                 extra_import_paths: Sequence[str | Path] = (),
-                 enforce_keys: bool = False, group: str | None = None,
-                 on_console: Callable[[Mapping[str, Any]], None] | None = None
-                 ) -> RunningRunner:
+    def run_host(
+        self,
+        name: str,
+        app_dir: Path,
+        settings: Mapping[str, str],
+        port: int = 0,
+        settings_file: Path | None = None,
+        *,
+        python: str | None = None,
+        extra_import_paths: Sequence[str | Path] = (),
+        enforce_keys: bool = False,
+        group: str | None = None,
+        on_console: Callable[[Mapping[str, Any]], None] | None = None,
+    ) -> RunningRunner:
         """A Functions host for the app in ``app_dir`` (one app per host, as in Azure);
         ``settings`` become its environment and win over ``settings_file``. The app's folder
         is the only entry on its worker's import path, unless ``extra_import_paths`` opts
@@ -263,17 +306,27 @@ class LocalServices:
         previous = self.hosts.get(name)
         with _starting(name):
             self.hosts[name] = start_runner(
-                app_dir=app_dir, settings_file=settings_file, settings=settings,
-                port=previous.port if previous else port, log_path=self.log_path(name),
-                python=python, extra_import_paths=extra_import_paths,
-                enforce_keys=enforce_keys, group=group, on_console=on_console,
+                app_dir=app_dir,
+                settings_file=settings_file,
+                settings=settings,
+                port=previous.port if previous else port,
+                log_path=self.log_path(name),
+                python=python,
+                extra_import_paths=extra_import_paths,
+                enforce_keys=enforce_keys,
+                group=group,
+                on_console=on_console,
             )
         return self.hosts[name]
 
-    def _parts(self) -> list[tuple[str, CosmosEndpoint | ServiceBusEndpoint | Azurite
-                                   | RunningRunner]]:
-        fixed = [("cosmos", self.cosmos), ("servicebus", self.servicebus),
-                 ("azurite", self.azurite)]
+    def _parts(
+        self,
+    ) -> list[tuple[str, CosmosEndpoint | ServiceBusEndpoint | Azurite | RunningRunner]]:
+        fixed = [
+            ("cosmos", self.cosmos),
+            ("servicebus", self.servicebus),
+            ("azurite", self.azurite),
+        ]
         return [*((n, p) for n, p in fixed if p is not None), *self.hosts.items()]
 
     def stop_part(self, name: str) -> None:
@@ -287,8 +340,12 @@ class LocalServices:
 
     def stop(self) -> None:
         """Stop every part at once; each is killed if it has not exited within 1.5 s."""
-        stop_all([(name, functools.partial(part.stop, timeout=STOP_TIMEOUT))
-                  for name, part in self._parts()])
+        stop_all(
+            [
+                (name, functools.partial(part.stop, timeout=STOP_TIMEOUT))
+                for name, part in self._parts()
+            ]
+        )
 
     def pids(self) -> list[tuple[str, int]]:
         return [(name, part.process.pid) for name, part in self._parts()]
@@ -304,8 +361,7 @@ class LocalServices:
         """Note in a part's own log that its process exited unexpectedly (a process that dies
         of a signal writes nothing itself); the last lines of that log, for the console."""
         pid = next((pid for part, pid in self.pids() if part == name), None)
-        note(self.log_path(name),
-             f"{name} (pid {pid}) exited unexpectedly: {describe_exit(code)}")
+        note(self.log_path(name), f"{name} (pid {pid}) exited unexpectedly: {describe_exit(code)}")
         return last_lines(self.log_path(name))
 
 
@@ -322,8 +378,9 @@ def _starting(part: str) -> Iterator[None]:
 
 def stop_all(parts: list[tuple[str, Callable[[], None]]]) -> None:
     """Stop the parts at once (in parallel); each kills its process if it lingers."""
-    threads = [threading.Thread(target=_quietly, args=(stop,), name=f"stop-{name}")
-               for name, stop in parts]
+    threads = [
+        threading.Thread(target=_quietly, args=(stop,), name=f"stop-{name}") for name, stop in parts
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -37,8 +37,15 @@ class Servable(Protocol):
     def log_path(self, name: str) -> Path: ...
 
 
-def serve(stack: Servable, pidfile: Path, *, banner: Callable[[], str], prog: str,
-          starting: str, start: Callable[[], object] | None = None) -> int:
+def serve(
+    stack: Servable,
+    pidfile: Path,
+    *,
+    banner: Callable[[], str],
+    prog: str,
+    starting: str,
+    start: Callable[[], object] | None = None,
+) -> int:
     """Start (``start``, default ``stack.start``), print the banner, serve until a signal or a
     dead part; stop everything."""
     stopping = threading.Event()
@@ -55,8 +62,16 @@ def serve(stack: Servable, pidfile: Path, *, banner: Callable[[], str], prog: st
     for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(sig, on_signal)
     try:
-        return _serve(stack, pidfile, stopping, in_start, banner=banner, prog=prog,
-                      starting=starting, start=start or stack.start)
+        return _serve(
+            stack,
+            pidfile,
+            stopping,
+            in_start,
+            banner=banner,
+            prog=prog,
+            starting=starting,
+            start=start or stack.start,
+        )
     except KeyboardInterrupt:  # between the start's end and the serving loop
         stack.stop()
         stop_stray_children()
@@ -64,9 +79,17 @@ def serve(stack: Servable, pidfile: Path, *, banner: Callable[[], str], prog: st
         return 130
 
 
-def _serve(stack: Servable, pidfile: Path, stopping: threading.Event, in_start: list[bool], *,
-           banner: Callable[[], str], prog: str, starting: str,
-           start: Callable[[], object]) -> int:
+def _serve(
+    stack: Servable,
+    pidfile: Path,
+    stopping: threading.Event,
+    in_start: list[bool],
+    *,
+    banner: Callable[[], str],
+    prog: str,
+    starting: str,
+    start: Callable[[], object],
+) -> int:
     print(starting, flush=True)
     try:
         start()
@@ -90,9 +113,12 @@ def _serve(stack: Servable, pidfile: Path, stopping: threading.Event, in_start: 
             if dead is not None:
                 name, code = dead
                 lines = stack.record_exit(name, code)
-                print(f"{name} exited unexpectedly ({describe_exit(code)}); stopping the "
-                      f"stack. Last lines of {stack.log_path(name)}:", file=sys.stderr,
-                      flush=True)
+                print(
+                    f"{name} exited unexpectedly ({describe_exit(code)}); stopping the "
+                    f"stack. Last lines of {stack.log_path(name)}:",
+                    file=sys.stderr,
+                    flush=True,
+                )
                 for line in lines:
                     print(f"  {line}", file=sys.stderr, flush=True)
                 exit_code = 1

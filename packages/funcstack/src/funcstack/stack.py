@@ -80,7 +80,8 @@ def _kind(value: str) -> str | None:
     if lowered.startswith("endpoint=sb://"):
         return "servicebus"
     if lowered.startswith("usedevelopmentstorage=true") or (
-            "defaultendpointsprotocol=" in lowered and "accountname=" in lowered):
+        "defaultendpointsprotocol=" in lowered and "accountname=" in lowered
+    ):
         return "storage"
     return None
 
@@ -97,8 +98,10 @@ def _points_here(value: str) -> bool:
     for part in value.split(";"):
         key, _, val = part.partition("=")
         parts[key.strip().lower()] = val.strip()
-    if "true" in {parts.get("usedevelopmentstorage", "").lower(),
-                  parts.get("usedevelopmentemulator", "").lower()}:
+    if "true" in {
+        parts.get("usedevelopmentstorage", "").lower(),
+        parts.get("usedevelopmentemulator", "").lower(),
+    }:
         return True
     hosts = [urlsplit(val).hostname for key, val in parts.items() if key.endswith("endpoint")]
     return bool(hosts) and all(host in _LOCAL_HOSTS for host in hosts)
@@ -130,8 +133,10 @@ class SettingsChanges:
             return f"{self.file}: created from {SAMPLE_SETTINGS}"
         parts = []
         if self.updated:
-            parts.append(f"updated {', '.join(self.updated)} (the local endpoint"
-                         f"{'s' if len(self.updated) > 1 else ''})")
+            parts.append(
+                f"updated {', '.join(self.updated)} (the local endpoint"
+                f"{'s' if len(self.updated) > 1 else ''})"
+            )
         if self.added:
             parts.append(f"added {', '.join(self.added)} (missing)")
         if not parts:
@@ -141,9 +146,9 @@ class SettingsChanges:
         return f"{self.file}: {'; '.join(parts)}"
 
 
-def update_local_settings(existing: Mapping[str, Any], sample: Mapping[str, Any],
-                          connections: Mapping[str, str]) -> tuple[dict[str, Any],
-                                                                   SettingsChanges]:
+def update_local_settings(
+    existing: Mapping[str, Any], sample: Mapping[str, Any], connections: Mapping[str, str]
+) -> tuple[dict[str, Any], SettingsChanges]:
     """The user's ``local.settings.json`` (``existing``) with what funcstack owns brought up to
     date, and what changed:
 
@@ -183,8 +188,11 @@ def update_local_settings(existing: Mapping[str, Any], sample: Mapping[str, Any]
     return document, changes
 
 
-def local_settings(sample: Mapping[str, Any], connections: Mapping[str, str],
-                   overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
+def local_settings(
+    sample: Mapping[str, Any],
+    connections: Mapping[str, str],
+    overrides: Mapping[str, str] | None = None,
+) -> dict[str, Any]:
     """A ``local.settings.json`` document from a sample: each value that is a connection string
     of a running service (``connections``: ``cosmos``, ``servicebus``, ``storage``) replaced by
     the local one; ``FUNCTIONS_WORKER_RUNTIME`` python and ``AzureWebJobsStorage`` set when
@@ -260,11 +268,13 @@ class LocalStack(LocalServices):
         if self.config is None or self.cosmos is None:
             return self.report
         try:
-            self.report = provision_cosmos(self.config.cosmos, self.cosmos.connection_string,
-                                           verify_tls=self.cosmos.verify_tls)
+            self.report = provision_cosmos(
+                self.config.cosmos, self.cosmos.connection_string, verify_tls=self.cosmos.verify_tls
+            )
             if self.azurite is not None:
                 self.report.items += provision_storage(
-                    self.config.storage, self.azurite.connection_string).items
+                    self.config.storage, self.azurite.connection_string
+                ).items
         except Exception as exc:
             first = (str(exc).strip().splitlines() or [""])[0]
             raise PartStartError("provisioning", f"{type(exc).__name__}: {first}") from exc
@@ -361,20 +371,27 @@ class LocalStack(LocalServices):
             raise PartStartError(app_dir.name, f"{sample_file}: Values must be an object")
         return sample
 
-    def app_settings(self, app_dir: Path,
-                     overrides: Mapping[str, str] | None = None) -> dict[str, Any]:
+    def app_settings(
+        self, app_dir: Path, overrides: Mapping[str, str] | None = None
+    ) -> dict[str, Any]:
         """The app's ``local.settings.sample.json`` (an empty one when it has none) with this
         stack's connection strings (see ``local_settings``)."""
         return local_settings(self._sample(app_dir), self.connections(), overrides)
 
-    def host_app(self, app_dir: Path, *, name: str | None = None, port: int | None = None,
-                 overrides: Mapping[str, str] | None = None, settings_file: Path | None = None,
-                 python: str | None = None,
-                 extra_import_paths: Sequence[str | Path] = (),
-                 enforce_keys: bool = False,
-                 instances: int | str | Mapping[str, int] = 1,
-                 on_console: Callable[[Mapping[str, Any]], None] | None = None
-                 ) -> RunningRunner | AppInstances:
+    def host_app(
+        self,
+        app_dir: Path,
+        *,
+        name: str | None = None,
+        port: int | None = None,
+        overrides: Mapping[str, str] | None = None,
+        settings_file: Path | None = None,
+        python: str | None = None,
+        extra_import_paths: Sequence[str | Path] = (),
+        enforce_keys: bool = False,
+        instances: int | str | Mapping[str, int] = 1,
+        on_console: Callable[[Mapping[str, Any]], None] | None = None,
+    ) -> RunningRunner | AppInstances:
         """Bring the app's settings file up to date and start a host for it, named ``name``
         (default: the folder's name), on ``port`` (default: the file's
         ``Host.LocalHttpPort``, else 7071; 0 = a free port).
@@ -402,8 +419,7 @@ class LocalStack(LocalServices):
                 existing = read_json(target)
             except ConfigError as exc:
                 raise PartStartError(name, str(exc)) from None
-            if not isinstance(existing, dict) or not isinstance(existing.get("Values", {}),
-                                                                dict):
+            if not isinstance(existing, dict) or not isinstance(existing.get("Values", {}), dict):
                 raise PartStartError(name, f"{target}: Values must be an object")
             document, changes = update_local_settings(existing, sample, self.connections())
         else:
@@ -417,10 +433,19 @@ class LocalStack(LocalServices):
             port = int((document.get("Host") or {}).get("LocalHttpPort") or DEFAULT_HOST_PORT)
         settings = {str(k): _as_setting(v) for k, v in document["Values"].items()}
         if plan != {None: 1}:
-            scaled = AppInstances(self, name, app_dir, {**settings, **(overrides or {})}, plan,
-                                  port=port, settings_file=target, python=python,
-                                  extra_import_paths=extra_import_paths,
-                                  enforce_keys=enforce_keys, on_console=on_console)
+            scaled = AppInstances(
+                self,
+                name,
+                app_dir,
+                {**settings, **(overrides or {})},
+                plan,
+                port=port,
+                settings_file=target,
+                python=python,
+                extra_import_paths=extra_import_paths,
+                enforce_keys=enforce_keys,
+                on_console=on_console,
+            )
             self.scaled[name] = scaled
             try:
                 return scaled.start()
@@ -430,10 +455,17 @@ class LocalStack(LocalServices):
             except BaseException:
                 self.scaled.pop(name, None)
                 raise
-        return self.run_host(name, app_dir, settings={**settings, **(overrides or {})},
-                             port=port, settings_file=target, python=python,
-                             extra_import_paths=extra_import_paths, enforce_keys=enforce_keys,
-                             on_console=on_console)
+        return self.run_host(
+            name,
+            app_dir,
+            settings={**settings, **(overrides or {})},
+            port=port,
+            settings_file=target,
+            python=python,
+            extra_import_paths=extra_import_paths,
+            enforce_keys=enforce_keys,
+            on_console=on_console,
+        )
 
     # -- Cosmos DB physical partitions -------------------------------------------------------
 
@@ -454,8 +486,9 @@ class LocalStack(LocalServices):
         """A container on this stack's Cosmos DB endpoint, through the SDK."""
         assert self.cosmos is not None, "the stack is not started"
         warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-        client = CosmosClient.from_connection_string(self.cosmos.connection_string,
-                                                     connection_verify=self.cosmos.verify_tls)
+        client = CosmosClient.from_connection_string(
+            self.cosmos.connection_string, connection_verify=self.cosmos.verify_tls
+        )
         return client.get_database_client(database).get_container_client(container)
 
 

@@ -24,6 +24,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
 ]
 
+
 def ids(items: Any) -> list[str]:
     return [str(i["id"]) for i in items]
 
@@ -129,7 +130,9 @@ def test_conditional_patch_takes_any_alias_and_answers_412_when_unmet(
             )
         assert unmet.value.status_code == 412
     patched = container.patch_item(
-        "c", partition_key="p1", patch_operations=set_n,
+        "c",
+        partition_key="p1",
+        patch_operations=set_n,
         filter_predicate="from root where root.n = 1",
     )
     assert patched["n"] == 2
@@ -164,10 +167,13 @@ def test_a_replace_naming_another_id_renames_the_document(container: ContainerPr
     assert sorted(ids(container.read_all_items())) == ["newer", "taken"]
     # a failed batch puts the old name back
     with pytest.raises(exceptions.CosmosBatchOperationError):
-        container.execute_item_batch([
-            ("replace", ("newer", doc("newest", "p1"))),
-            ("create", (doc("taken", "p1"),)),
-        ], "p1")
+        container.execute_item_batch(
+            [
+                ("replace", ("newer", doc("newest", "p1"))),
+                ("create", (doc("taken", "p1"),)),
+            ],
+            "p1",
+        )
     assert sorted(ids(container.read_all_items())) == ["newer", "taken"]
 
 
@@ -350,7 +356,8 @@ def test_change_feed_scoped_to_documents_without_a_partition_key_value(
     container.create_item({"id": "null", PK_PATH[1:]: None})
     container.create_item(doc("set", "p1"))
     feed = container.query_items_change_feed(
-        partition_key=NonePartitionKeyValue, start_time="Beginning")
+        partition_key=NonePartitionKeyValue, start_time="Beginning"
+    )
     assert ids(feed) == ["none"]
 
 
@@ -459,8 +466,10 @@ def test_a_where_of_nested_groups_is_answered(container: ContainerProxy) -> None
     meanwhile. The service parses them at once; sqlparser.js loads the parser with the cache."""
     container.create_item(doc("g1", "p1", n=1, s="b"))
     container.create_item(doc("g2", "p1", n=2, s="a"))
-    query = ("SELECT VALUE c.id FROM c WHERE ((((((((((((((c.n = 1)))))))))))))"  # 12 groups
-             " AND ((c.s = 'b') OR (NOT (c.n > 3))))")
+    query = (
+        "SELECT VALUE c.id FROM c WHERE ((((((((((((((c.n = 1)))))))))))))"  # 12 groups
+        " AND ((c.s = 'b') OR (NOT (c.n > 3))))"
+    )
     # a bound, so that a parse which does not end fails the test instead of hanging the suite
     found = container.query_items(query, partition_key="p1", timeout=60)
     assert list(cast(Any, found)) == ["g1"]
@@ -482,14 +491,16 @@ def test_query_distinct_offset_limit_and_keyword_like_names(container: Container
     assert list(cast(Any, page)) == ["q1", "q2"]
     # distinct by value: field order does not matter; pages of one item each
     pages = container.query_items(
-        "SELECT DISTINCT c['group'] FROM c", enable_cross_partition_query=True,
+        "SELECT DISTINCT c['group'] FROM c",
+        enable_cross_partition_query=True,
         max_item_count=1,
     ).by_page()
     assert [list(p) for p in pages] == [[{"group": 0}], [{"group": 1}], [{"group": 2}]]
     # a property whose name starts with a keyword, a parameter named like one
     found = container.query_items(
         "SELECT VALUE c.id FROM c WHERE c.value1 = @value",
-        parameters=[{"name": "@value", "value": 4}], enable_cross_partition_query=True,
+        parameters=[{"name": "@value", "value": 4}],
+        enable_cross_partition_query=True,
     )
     assert list(cast(Any, found)) == ["q4"]
 
@@ -497,9 +508,11 @@ def test_query_distinct_offset_limit_and_keyword_like_names(container: Container
 def test_query_metrics_when_asked(container: ContainerProxy) -> None:
     container.create_item(doc("m1", "p1"))
     container.create_item(doc("m2", "p1"))
-    list(container.query_items(
-        "SELECT * FROM c WHERE c.id = 'm1'", partition_key="p1", populate_query_metrics=True
-    ))
+    list(
+        container.query_items(
+            "SELECT * FROM c WHERE c.id = 'm1'", partition_key="p1", populate_query_metrics=True
+        )
+    )
     header = container.client_connection.last_response_headers["x-ms-documentdb-query-metrics"]
     metrics = dict(pair.split("=") for pair in header.split(";"))
     assert metrics["retrievedDocumentCount"] == "2"
@@ -514,7 +527,8 @@ def test_reads_carry_the_session_token_of_the_write_before(container: ContainerP
     written = container.client_connection.last_response_headers["x-ms-session-token"]
     sent: dict[str, str] = {}
     container.read_item(
-        "s1", partition_key="p1",
+        "s1",
+        partition_key="p1",
         raw_response_hook=lambda response: sent.update(response.http_request.headers),
     )
     assert sent.get("x-ms-session-token") == written
@@ -533,9 +547,11 @@ def test_a_continuation_token_of_another_container_starts_from_the_beginning(
     )
     assert [ids(p) for p in pages] == [["t1"]]
     with pytest.raises(exceptions.CosmosHttpResponseError) as garbage:
-        list(container.query_items(
-            "SELECT * FROM c", partition_key="p1"
-        ).by_page(continuation_token="not a token"))
+        list(
+            container.query_items("SELECT * FROM c", partition_key="p1").by_page(
+                continuation_token="not a token"
+            )
+        )
     assert garbage.value.status_code == 400
 
 
@@ -554,17 +570,26 @@ def test_cross_partition_queries_that_need_merging_run_from_the_sdks_query_plan(
             per_range.append(response.http_request.headers["x-ms-documentdb-partitionkeyrangeid"])
 
     def run(query: str, **kwargs: Any) -> list[Any]:
-        return list(cast(Any, container.query_items(
-            query, enable_cross_partition_query=True, raw_response_hook=hook, **kwargs)))
+        return list(
+            cast(
+                Any,
+                container.query_items(
+                    query, enable_cross_partition_query=True, raw_response_hook=hook, **kwargs
+                ),
+            )
+        )
 
     assert ids(run("SELECT * FROM c ORDER BY c.n DESC")) == [f"o{i}" for i in range(5, -1, -1)]
     assert run("SELECT TOP 2 VALUE c.id FROM c ORDER BY c.n") == ["o0", "o1"]
     assert run("SELECT c.id, c.n AS x FROM c ORDER BY c.n OFFSET 4 LIMIT 5") == [
-        {"id": "o4", "x": 4}, {"id": "o5", "x": 5}]
+        {"id": "o4", "x": 4},
+        {"id": "o5", "x": 5},
+    ]
     assert run("SELECT DISTINCT VALUE c.tag FROM c ORDER BY c.tag DESC") == [1, 0]
     assert run("SELECT DISTINCT VALUE c.tag FROM c ORDER BY c.tag OFFSET 1 LIMIT 1") == [1]
-    assert run("SELECT VALUE AVG(c.n) FROM c WHERE c.tag = @t", parameters=[
-        {"name": "@t", "value": 1}]) == [3]
+    assert run(
+        "SELECT VALUE AVG(c.n) FROM c WHERE c.tag = @t", parameters=[{"name": "@t", "value": 1}]
+    ) == [3]
     assert run("SELECT VALUE COUNT(1) FROM c") == [6]
     # over no documents the SDK's merge of MAX yields None (the gateway itself answers [])
     assert run("SELECT VALUE MAX(c.n) FROM c WHERE c.n > 100") == [None]
@@ -577,21 +602,28 @@ def test_cross_partition_queries_that_need_merging_run_from_the_sdks_query_plan(
     assert run("SELECT * FROM c WHERE c.n = 1") and per_range == ["0"] * 8
 
 
-@pytest.mark.parametrize("query", [
-    "SELECT TOP @top * FROM c",  # a TOP parameter that is not a non-negative integer
-    "SELECT * FROM c ORDER BY c.n OFFSET 1",
-    "SELECT VALUE MAX(c.n FROM c",
-    "SELECT VALUE COUNT(1) + 5 FROM c",
-    "SELECT c.n FROM c GROUP BY c.n",
-])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "SELECT TOP @top * FROM c",  # a TOP parameter that is not a non-negative integer
+        "SELECT * FROM c ORDER BY c.n OFFSET 1",
+        "SELECT VALUE MAX(c.n FROM c",
+        "SELECT VALUE COUNT(1) + 5 FROM c",
+        "SELECT c.n FROM c GROUP BY c.n",
+    ],
+)
 def test_malformed_or_unsupported_cross_partition_queries_are_400(
     container: ContainerProxy, query: str
 ) -> None:
     container.create_item(doc("m", "p1", n=1))
     with pytest.raises(exceptions.CosmosHttpResponseError) as refused:
-        list(container.query_items(
-            query, parameters=[{"name": "@top", "value": "ten"}], enable_cross_partition_query=True
-        ))
+        list(
+            container.query_items(
+                query,
+                parameters=[{"name": "@top", "value": "ten"}],
+                enable_cross_partition_query=True,
+            )
+        )
     assert refused.value.status_code == 400
 
 

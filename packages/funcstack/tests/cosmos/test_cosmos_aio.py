@@ -18,6 +18,7 @@ pytestmark = [
     pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
 ]
 
+
 @asynccontextmanager
 async def fresh_container(cosmos: Target) -> AsyncIterator[ContainerProxy]:
     client = CosmosClient(cosmos.endpoint, cosmos.key, connection_verify=cosmos.verify_tls)
@@ -154,31 +155,38 @@ def test_container_and_database_throughput_manual_and_autoscale(cosmos: Target) 
         async with client:
             manual_db = await client.create_database(unique("db"), offer_throughput=400)
             auto_db = await client.create_database(
-                unique("db"), offer_throughput=ThroughputProperties(auto_scale_max_throughput=4000))
+                unique("db"), offer_throughput=ThroughputProperties(auto_scale_max_throughput=4000)
+            )
             try:
                 assert (await manual_db.get_throughput()).offer_throughput == 400
                 assert (await manual_db.replace_throughput(600)).offer_throughput == 600
                 assert (await manual_db.get_throughput()).offer_throughput == 600
                 assert (await auto_db.get_throughput()).auto_scale_max_throughput == 4000
                 await auto_db.replace_throughput(
-                    ThroughputProperties(auto_scale_max_throughput=5000))
+                    ThroughputProperties(auto_scale_max_throughput=5000)
+                )
                 assert (await auto_db.get_throughput()).auto_scale_max_throughput == 5000
 
                 # containers of their own (in a database without shared throughput)
                 plain = await client.create_database(unique("db"))
                 try:
                     manual = await plain.create_container(
-                        unique("c"), PartitionKey(PK_PATH), offer_throughput=500)
+                        unique("c"), PartitionKey(PK_PATH), offer_throughput=500
+                    )
                     assert (await manual.get_throughput()).offer_throughput == 500
                     assert (await manual.replace_throughput(900)).offer_throughput == 900
                     assert (await manual.get_throughput()).offer_throughput == 900
                     auto = await plain.create_container(
-                        unique("c"), PartitionKey(PK_PATH),
+                        unique("c"),
+                        PartitionKey(PK_PATH),
                         offer_throughput=ThroughputProperties(
-                            auto_scale_max_throughput=1000, auto_scale_increment_percent=0))
+                            auto_scale_max_throughput=1000, auto_scale_increment_percent=0
+                        ),
+                    )
                     assert (await auto.get_throughput()).auto_scale_max_throughput == 1000
                     await auto.replace_throughput(
-                        ThroughputProperties(auto_scale_max_throughput=3000))
+                        ThroughputProperties(auto_scale_max_throughput=3000)
+                    )
                     assert (await auto.get_throughput()).auto_scale_max_throughput == 3000
                 finally:
                     await client.delete_database(plain)

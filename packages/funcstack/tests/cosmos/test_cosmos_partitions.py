@@ -47,8 +47,9 @@ def local(cosmos: Target) -> CosmosEndpoint:
 
 def four_ranges(database: DatabaseProxy) -> ContainerProxy:
     """A container laid out in 4 physical partitions (the local endpoint's create header)."""
-    return database.create_container(unique("c"), partition_key=PartitionKey(path=PK_PATH),
-                                     headers={PARTITIONS_HEADER: "4"})
+    return database.create_container(
+        unique("c"), partition_key=PartitionKey(path=PK_PATH), headers={PARTITIONS_HEADER: "4"}
+    )
 
 
 def ranges(container: ContainerProxy) -> list[tuple[str, str]]:
@@ -62,8 +63,9 @@ def ranges(container: ContainerProxy) -> list[tuple[str, str]]:
 
 def range_of(container: ContainerProxy) -> str:
     """The partition key range the last response named."""
-    return str(container.client_connection.last_response_headers[
-        "x-ms-documentdb-partitionkeyrangeid"])
+    return str(
+        container.client_connection.last_response_headers["x-ms-documentdb-partitionkeyrangeid"]
+    )
 
 
 def write(container: ContainerProxy, key: str, seq: int) -> str:
@@ -86,18 +88,21 @@ def wait_until(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
         time.sleep(0.05)
 
 
-def read_change_feed(container: ContainerProxy, token: str | None,
-                     max_items: int = 25) -> tuple[list[dict[str, Any]], str | None]:
+def read_change_feed(
+    container: ContainerProxy, token: str | None, max_items: int = 25
+) -> tuple[list[dict[str, Any]], str | None]:
     """What a poller reads from ``token`` (None: the beginning): pages of at most
     ``max_items`` until the SDK finds nothing new in any range; the items and the continuation
     to go on from. (A continuation is taken once the iterator ran dry: before, the ranges it
     has not reached yet hold no token, and the SDK cannot read that continuation back.)"""
     if token is None:
-        pages = container.query_items_change_feed(start_time="Beginning",
-                                                  max_item_count=max_items).by_page()
+        pages = container.query_items_change_feed(
+            start_time="Beginning", max_item_count=max_items
+        ).by_page()
     else:
-        pages = container.query_items_change_feed(continuation=token,
-                                                  max_item_count=max_items).by_page()
+        pages = container.query_items_change_feed(
+            continuation=token, max_item_count=max_items
+        ).by_page()
     items = [item for page in pages for item in page]
     # a read that found nothing at all hands out no continuation: go on from the same one
     handed = pages.continuation_token  # type: ignore[attr-defined]
@@ -117,14 +122,18 @@ def check_order_per_key(items: list[dict[str, Any]]) -> None:
         assert seqs == sorted(seqs), f"{key} out of order: {seqs}"
 
 
-def raw(endpoint: str, method: str, path: str, headers: dict[str, str],
-        body: Any = None) -> tuple[int, Any, Any]:
+def raw(
+    endpoint: str, method: str, path: str, headers: dict[str, str], body: Any = None
+) -> tuple[int, Any, Any]:
     """One request to the endpoint as the SDKs send it (the local endpoint checks no key):
     status, JSON body (None when empty), headers."""
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(  # noqa: S310 - the local endpoint
-        f"{endpoint.rstrip('/')}/{path}", data=data, method=method,
-        headers={"x-ms-version": "2020-07-15", **headers})
+        f"{endpoint.rstrip('/')}/{path}",
+        data=data,
+        method=method,
+        headers={"x-ms-version": "2020-07-15", **headers},
+    )
     context = ssl.create_default_context()
     context.check_hostname = False
     context.verify_mode = ssl.CERT_NONE
@@ -151,7 +160,8 @@ def pkranges(endpoint: str, path: str, etag: str | None = None) -> tuple[int, An
 
 
 def test_a_container_declared_with_four_partitions_has_four_ranges_that_tile_the_space(
-        local: CosmosEndpoint, database: DatabaseProxy) -> None:
+    local: CosmosEndpoint, database: DatabaseProxy
+) -> None:
     container = four_ranges(database)
     layout = ranges(container)
     assert len(layout) == 4
@@ -161,8 +171,13 @@ def test_a_container_declared_with_four_partitions_has_four_ranges_that_tile_the
     assert len(holders) > 1  # the keys spread over the ranges
     # a query across them is served one range per answer, as the service's gateway serves it
     answers: list[Any] = []
-    found = list(container.query_items("SELECT * FROM c", enable_cross_partition_query=True,
-                                       response_hook=lambda headers, _: answers.append(headers)))
+    found = list(
+        container.query_items(
+            "SELECT * FROM c",
+            enable_cross_partition_query=True,
+            response_hook=lambda headers, _: answers.append(headers),
+        )
+    )
     assert len(found) == len(KEYS)
     answered = [str(a["x-ms-documentdb-partitionkeyrangeid"]) for a in answers]
     assert len(answered) == len(set(answered))  # one answer per range, each range once
@@ -175,16 +190,20 @@ def test_a_container_declared_with_four_partitions_has_four_ranges_that_tile_the
         held = range_of(container)
         routed = container.client_connection._routing_map_provider.get_overlapping_ranges(  # type: ignore[no-untyped-call]
             container.container_link,
-            [PartitionKey(path=PK_PATH)._get_epk_range_for_partition_key(key)], {})
+            [PartitionKey(path=PK_PATH)._get_epk_range_for_partition_key(key)],
+            {},
+        )
         assert [r["id"] for r in routed] == [held]
 
 
 def test_throughput_lays_out_and_splits_partitions_as_the_service(
-        local: CosmosEndpoint, database: DatabaseProxy) -> None:
+    local: CosmosEndpoint, database: DatabaseProxy
+) -> None:
     small = database.create_container(unique("c"), partition_key=PartitionKey(path=PK_PATH))
     assert len(ranges(small)) == 1  # 400 RU/s: one partition
-    big = database.create_container(unique("c"), partition_key=PartitionKey(path=PK_PATH),
-                                    offer_throughput=30000)
+    big = database.create_container(
+        unique("c"), partition_key=PartitionKey(path=PK_PATH), offer_throughput=30000
+    )
     assert len(ranges(big)) == 5  # one per 6,000 RU/s, as a new container in Azure
     for i, key in enumerate(KEYS * 4):
         write(big, key, i)
@@ -197,7 +216,8 @@ def test_throughput_lays_out_and_splits_partitions_as_the_service(
 
 
 def test_the_change_feed_resumed_from_before_a_split_loses_and_repeats_nothing(
-        local: CosmosEndpoint, database: DatabaseProxy) -> None:
+    local: CosmosEndpoint, database: DatabaseProxy
+) -> None:
     container = four_ranges(database)
     per_key = 25
     for key in KEYS:  # some documents before anything is read
@@ -258,8 +278,9 @@ def test_the_change_feed_resumed_from_before_a_split_loses_and_repeats_nothing(
     check_order_per_key(again)
 
 
-def test_order_holds_per_partition_key_and_only_that(local: CosmosEndpoint,
-                                                     database: DatabaseProxy) -> None:
+def test_order_holds_per_partition_key_and_only_that(
+    local: CosmosEndpoint, database: DatabaseProxy
+) -> None:
     container = four_ranges(database)
     by_range: dict[str, list[str]] = {}
     for key in KEYS:
@@ -280,8 +301,9 @@ def test_order_holds_per_partition_key_and_only_that(local: CosmosEndpoint,
     assert fed.index(order[1]) < fed.index(order[0])
 
 
-def test_read_feed_ranges_and_pkranges_after_a_split(local: CosmosEndpoint,
-                                                     database: DatabaseProxy) -> None:
+def test_read_feed_ranges_and_pkranges_after_a_split(
+    local: CosmosEndpoint, database: DatabaseProxy
+) -> None:
     container = four_ranges(database)
     for seq, key in enumerate(KEYS * 3):
         write(container, key, seq)
@@ -311,21 +333,26 @@ def test_read_feed_ranges_and_pkranges_after_a_split(local: CosmosEndpoint,
     assert set(before) - set(after) == {old[parent]}  # only the parent's span is cut in two
     assert sum(p.documents for p in local.physical_partitions(database.id, container.id)) == 24
     # a container's settings replaced: its partitions stay, and its body never shows them
-    replaced = database.replace_container(container, partition_key=PartitionKey(path=PK_PATH),
-                                          default_ttl=60)
+    replaced = database.replace_container(
+        container, partition_key=PartitionKey(path=PK_PATH), default_ttl=60
+    )
     assert ranges(replaced) == after
     assert not [k for k in replaced.read() if "artition" in k and k != "partitionKey"]
 
 
 def test_a_request_naming_a_split_range_answers_410_with_sub_status_1002(
-        local: CosmosEndpoint, database: DatabaseProxy) -> None:
+    local: CosmosEndpoint, database: DatabaseProxy
+) -> None:
     container = four_ranges(database)
     for seq, key in enumerate(KEYS):
         write(container, key, seq)
     path = f"dbs/{database.id}/colls/{container.id}/docs"
     change_feed = {"A-IM": "Incremental feed", "x-ms-documentdb-partitionkeyrangeid": "1"}
-    query = {"x-ms-documentdb-isquery": "true", "content-type": "application/query+json",
-             "x-ms-documentdb-partitionkeyrangeid": "1"}
+    query = {
+        "x-ms-documentdb-isquery": "true",
+        "content-type": "application/query+json",
+        "x-ms-documentdb-partitionkeyrangeid": "1",
+    }
     status, body, _ = raw(local.endpoint, "GET", path, change_feed)
     assert status == 200
     held = len(body["Documents"])
@@ -333,15 +360,21 @@ def test_a_request_naming_a_split_range_answers_410_with_sub_status_1002(
     assert status == 200 and len(body["Documents"]) == held  # the range serves its own
 
     children = local.split(database.id, container.id, "1")
-    for method, headers, payload in (("GET", change_feed, None),
-                                     ("POST", query, {"query": "SELECT * FROM c"})):
+    for method, headers, payload in (
+        ("GET", change_feed, None),
+        ("POST", query, {"query": "SELECT * FROM c"}),
+    ):
         status, body, answered = raw(local.endpoint, method, path, headers, payload)
         assert (status, answered["x-ms-substatus"]) == (410, "1002")
         assert body["code"] == "Gone"
         assert f"'1' was split into {', '.join(children)}" in body["message"]
     for child in children:  # the children serve the parent's documents between them
-        status, body, _ = raw(local.endpoint, "GET", path, {
-            **change_feed, "x-ms-documentdb-partitionkeyrangeid": child})
+        status, body, _ = raw(
+            local.endpoint,
+            "GET",
+            path,
+            {**change_feed, "x-ms-documentdb-partitionkeyrangeid": child},
+        )
         held -= len(body["Documents"]) if status == 200 else 0
     assert held == 0
     with pytest.raises(CosmosControlError, match="No live partition key range '1'"):
@@ -356,7 +389,8 @@ WHOLE = {"Range": {"min": "", "max": "FF", "isMinInclusive": True, "isMaxInclusi
 
 
 def test_a_query_paged_across_a_split_returns_every_document_once(
-        local: CosmosEndpoint, database: DatabaseProxy) -> None:
+    local: CosmosEndpoint, database: DatabaseProxy
+) -> None:
     container = four_ranges(database)
     for seq in range(10):
         for key in KEYS:
@@ -369,39 +403,58 @@ def test_a_query_paged_across_a_split_returns_every_document_once(
     token = pages.continuation_token  # type: ignore[attr-defined]
     assert token and len(first) == 5
     # and through the gateway, which serves it one range per answer, paged the same way
-    gateway = container.query_items("SELECT * FROM c", enable_cross_partition_query=True,
-                                    max_item_count=7).by_page()
+    gateway = container.query_items(
+        "SELECT * FROM c", enable_cross_partition_query=True, max_item_count=7
+    ).by_page()
     gateway_first = [str(i["id"]) for i in next(gateway)]
     gateway_token = gateway.continuation_token  # type: ignore[attr-defined]
 
     container.read_item(first[0], partition_key=first[0].rsplit("-", 1)[0])
     local.split(database.id, container.id, range_of(container))
 
-    rest = [str(i["id"]) for page in container.query_items(
-        "SELECT * FROM c", feed_range=WHOLE, max_item_count=5).by_page(token) for i in page]
+    rest = [
+        str(i["id"])
+        for page in container.query_items(
+            "SELECT * FROM c", feed_range=WHOLE, max_item_count=5
+        ).by_page(token)
+        for i in page
+    ]
     ids = first + rest
     assert len(ids) == len(set(ids)) == total
-    gateway_rest = [str(i["id"]) for page in container.query_items(
-        "SELECT * FROM c", enable_cross_partition_query=True,
-        max_item_count=7).by_page(gateway_token) for i in page]
+    gateway_rest = [
+        str(i["id"])
+        for page in container.query_items(
+            "SELECT * FROM c", enable_cross_partition_query=True, max_item_count=7
+        ).by_page(gateway_token)
+        for i in page
+    ]
     assert len(gateway_first + gateway_rest) == len({*gateway_first, *gateway_rest}) == total
 
     # queries the SDK merges from each range, on the routing map it cached before the split
-    ordered = [int(i["seq"]) for i in container.query_items(
-        "SELECT * FROM c ORDER BY c.seq", enable_cross_partition_query=True)]
+    ordered = [
+        int(i["seq"])
+        for i in container.query_items(
+            "SELECT * FROM c ORDER BY c.seq", enable_cross_partition_query=True
+        )
+    ]
     assert ordered == sorted(ordered) and len(ordered) == total
-    assert values(container.query_items("SELECT VALUE COUNT(1) FROM c",
-                                        enable_cross_partition_query=True)) == [total]
-    assert values(container.query_items("SELECT VALUE SUM(c.seq) FROM c",
-                                        enable_cross_partition_query=True)) == [45 * len(KEYS)]
+    assert values(
+        container.query_items("SELECT VALUE COUNT(1) FROM c", enable_cross_partition_query=True)
+    ) == [total]
+    assert values(
+        container.query_items("SELECT VALUE SUM(c.seq) FROM c", enable_cross_partition_query=True)
+    ) == [45 * len(KEYS)]
     # each feed range read before the split still holds what it held
     counted = 0
     for feed_range in feed_ranges:
-        counted += sum(values(container.query_items("SELECT VALUE COUNT(1) FROM c",
-                                                    feed_range=feed_range)))
+        counted += sum(
+            values(container.query_items("SELECT VALUE COUNT(1) FROM c", feed_range=feed_range))
+        )
     assert counted == total
-    one_key = [int(i["seq"]) for i in container.query_items(
-        "SELECT * FROM c ORDER BY c.seq", partition_key=KEYS[0])]
+    one_key = [
+        int(i["seq"])
+        for i in container.query_items("SELECT * FROM c ORDER BY c.seq", partition_key=KEYS[0])
+    ]
     assert one_key == list(range(10))
 
 
@@ -409,7 +462,8 @@ def test_a_query_paged_across_a_split_returns_every_document_once(
 
 
 def test_point_reads_and_batches_after_a_split_land_in_the_child(
-        local: CosmosEndpoint, database: DatabaseProxy) -> None:
+    local: CosmosEndpoint, database: DatabaseProxy
+) -> None:
     container = four_ranges(database)
     holders = {key: write(container, key, 0) for key in KEYS}
     busiest = max(local.physical_partitions(database.id, container.id), key=lambda p: p.documents)
@@ -421,9 +475,12 @@ def test_point_reads_and_batches_after_a_split_land_in_the_child(
         child = range_of(container)
         assert child in children
         result = container.execute_item_batch(
-            [("create", (doc(f"{key}-0001", key, seq=1),)),
-             ("upsert", (doc(f"{key}-0000", key, seq=0, touched=True),))],
-            partition_key=key)
+            [
+                ("create", (doc(f"{key}-0001", key, seq=1),)),
+                ("upsert", (doc(f"{key}-0000", key, seq=0, touched=True),)),
+            ],
+            partition_key=key,
+        )
         assert [r["statusCode"] for r in result] == [201, 200]
         headers = container.client_connection.last_response_headers
         assert headers["x-ms-documentdb-partitionkeyrangeid"] == child
@@ -440,16 +497,18 @@ def test_point_reads_and_batches_after_a_split_land_in_the_child(
 
 def test_split_names_what_it_cannot_do(local: CosmosEndpoint, database: DatabaseProxy) -> None:
     container = four_ranges(database)
-    with pytest.raises(CosmosControlError,
-                       match=r"No live partition key range '9'.*live: 0, 1, 2, 3"):
+    with pytest.raises(
+        CosmosControlError, match=r"No live partition key range '9'.*live: 0, 1, 2, 3"
+    ):
         local.split(database.id, container.id, "9")
     with pytest.raises(CosmosControlError, match="No container 'nope' in database"):
         local.split(database.id, "nope")
     with pytest.raises(CosmosControlError, match="No database 'nowhere'"):
         local.physical_partitions("nowhere", container.id)
     with pytest.raises(exceptions.CosmosHttpResponseError, match=PARTITIONS_HEADER):
-        database.create_container(unique("c"), partition_key=PartitionKey(path=PK_PATH),
-                                  headers={PARTITIONS_HEADER: "0"})
+        database.create_container(
+            unique("c"), partition_key=PartitionKey(path=PK_PATH), headers={PARTITIONS_HEADER: "0"}
+        )
     # an empty range is cut in the middle of the hash space it covers
     assert local.split(database.id, container.id, "0") == ["4", "5"]
     assert len(ranges(container)) == 5
@@ -466,8 +525,9 @@ def kept(tmp_path: Path) -> Iterator[Callable[[], CosmosEndpoint]]:
     def start() -> CosmosEndpoint:
         if started:
             started[-1].stop()
-        started.append(start_cosmos(state_file=tmp_path / "cosmos.json",
-                                    log_path=tmp_path / "cosmos.log"))
+        started.append(
+            start_cosmos(state_file=tmp_path / "cosmos.json", log_path=tmp_path / "cosmos.log")
+        )
         return started[-1]
 
     yield start
@@ -476,19 +536,22 @@ def kept(tmp_path: Path) -> Iterator[Callable[[], CosmosEndpoint]]:
 
 
 def test_ranges_and_continuations_are_kept_across_a_restart(
-        kept: Callable[[], CosmosEndpoint]) -> None:
+    kept: Callable[[], CosmosEndpoint],
+) -> None:
     endpoint = kept()
     names = (unique("db"), unique("c"))
     with CosmosClient(endpoint.endpoint, endpoint.key, connection_verify=False) as client:
         container = client.create_database(names[0]).create_container(
-            names[1], partition_key=PartitionKey(path=PK_PATH), headers={PARTITIONS_HEADER: "4"})
+            names[1], partition_key=PartitionKey(path=PK_PATH), headers={PARTITIONS_HEADER: "4"}
+        )
         for seq, key in enumerate(KEYS):
             write(container, key, seq)
         items, before_split = read_change_feed(container, None, max_items=100)
         assert len(items) == len(KEYS)
         children = endpoint.split(*names)
-        parent = next(p for p in endpoint.physical_partitions(*names)
-                      if p.id == children[0]).parents[-1]
+        parent = next(
+            p for p in endpoint.physical_partitions(*names) if p.id == children[0]
+        ).parents[-1]
         for seq, key in enumerate(KEYS, start=100):
             write(container, key, seq)
         layout = ranges(container)
@@ -499,9 +562,12 @@ def test_ranges_and_continuations_are_kept_across_a_restart(
     with CosmosClient(endpoint.endpoint, endpoint.key, connection_verify=False) as client:
         container = client.get_database_client(names[0]).get_container_client(names[1])
         assert ranges(container) == layout
-    status, _, answered = raw(endpoint.endpoint, "GET", f"dbs/{names[0]}/colls/{names[1]}/docs",
-                              {"A-IM": "Incremental feed",
-                               "x-ms-documentdb-partitionkeyrangeid": parent})
+    status, _, answered = raw(
+        endpoint.endpoint,
+        "GET",
+        f"dbs/{names[0]}/colls/{names[1]}/docs",
+        {"A-IM": "Incremental feed", "x-ms-documentdb-partitionkeyrangeid": parent},
+    )
     assert (status, answered["x-ms-substatus"]) == (410, "1002")
     with CosmosClient(endpoint.endpoint, endpoint.key, connection_verify=False) as client:
         container = client.get_database_client(names[0]).get_container_client(names[1])

@@ -61,8 +61,7 @@ def test_over_200_items_are_read_replaced_and_deleted_through_their_item_dicts(
 
 
 def test_container_manual_throughput_is_read_and_replaced(database: DatabaseProxy) -> None:
-    container = database.create_container(unique("c"), PartitionKey(PK_PATH),
-                                          offer_throughput=500)
+    container = database.create_container(unique("c"), PartitionKey(PK_PATH), offer_throughput=500)
     throughput = container.get_throughput()
     assert throughput.offer_throughput == 500
     assert throughput.auto_scale_max_throughput is None
@@ -78,9 +77,11 @@ def test_container_manual_throughput_is_read_and_replaced(database: DatabaseProx
 
 def test_container_autoscale_throughput_is_read_and_replaced(database: DatabaseProxy) -> None:
     container = database.create_container(
-        unique("c"), PartitionKey(PK_PATH),
-        offer_throughput=ThroughputProperties(auto_scale_max_throughput=4000,
-                                              auto_scale_increment_percent=0),
+        unique("c"),
+        PartitionKey(PK_PATH),
+        offer_throughput=ThroughputProperties(
+            auto_scale_max_throughput=4000, auto_scale_increment_percent=0
+        ),
     )
     throughput = container.get_throughput()
     assert throughput.auto_scale_max_throughput == 4000
@@ -98,7 +99,8 @@ def test_database_manual_and_autoscale_throughput_are_read_and_replaced(
 ) -> None:
     manual = client.create_database(unique("db"), offer_throughput=400)
     autoscale = client.create_database(
-        unique("db"), offer_throughput=ThroughputProperties(auto_scale_max_throughput=5000))
+        unique("db"), offer_throughput=ThroughputProperties(auto_scale_max_throughput=5000)
+    )
     try:
         assert manual.get_throughput().offer_throughput == 400
         assert manual.replace_throughput(800).offer_throughput == 800
@@ -113,7 +115,8 @@ def test_database_manual_and_autoscale_throughput_are_read_and_replaced(
 
 
 def test_a_container_without_throughput_of_its_own_gets_400_rus_unless_its_database_shares(
-    client: CosmosClient, database: DatabaseProxy,
+    client: CosmosClient,
+    database: DatabaseProxy,
 ) -> None:
     dedicated = database.create_container(unique("c"), PartitionKey(PK_PATH))
     assert dedicated.get_throughput().offer_throughput == 400
@@ -131,8 +134,7 @@ def test_a_container_without_throughput_of_its_own_gets_400_rus_unless_its_datab
 
 
 def test_throughput_outside_the_service_limits_is_refused(database: DatabaseProxy) -> None:
-    container = database.create_container(unique("c"), PartitionKey(PK_PATH),
-                                          offer_throughput=400)
+    container = database.create_container(unique("c"), PartitionKey(PK_PATH), offer_throughput=400)
     for invalid in (300, 450):  # below the minimum; not in steps of 100
         with pytest.raises(exceptions.CosmosHttpResponseError) as refused:
             container.replace_throughput(invalid)
@@ -146,8 +148,7 @@ def test_throughput_outside_the_service_limits_is_refused(database: DatabaseProx
 def test_an_offer_read_names_the_minimum_throughput(database: DatabaseProxy) -> None:
     """A GET of the offer answers the lowest RU/s it may be set to (x-ms-cosmos-min-throughput,
     as the REST reference documents)."""
-    container = database.create_container(unique("c"), PartitionKey(PK_PATH),
-                                          offer_throughput=400)
+    container = database.create_container(unique("c"), PartitionKey(PK_PATH), offer_throughput=400)
     offer = container.get_throughput().properties
     assert offer is not None
     connection = container.client_connection
@@ -157,8 +158,7 @@ def test_an_offer_read_names_the_minimum_throughput(database: DatabaseProxy) -> 
 
 
 def test_an_offer_goes_with_its_container(client: CosmosClient, database: DatabaseProxy) -> None:
-    container = database.create_container(unique("c"), PartitionKey(PK_PATH),
-                                          offer_throughput=400)
+    container = database.create_container(unique("c"), PartitionKey(PK_PATH), offer_throughput=400)
     rid = container.read()["_rid"]
 
     def offers_of_container() -> list[dict[str, Any]]:
@@ -186,8 +186,10 @@ def test_a_partial_indexing_policy_is_completed_and_survives_a_read_modify_write
     database: DatabaseProxy,
 ) -> None:
     container = database.create_container(
-        unique("c"), PartitionKey(PK_PATH),
-        indexing_policy={"excludedPaths": [{"path": "/secret/*"}]})
+        unique("c"),
+        PartitionKey(PK_PATH),
+        indexing_policy={"excludedPaths": [{"path": "/secret/*"}]},
+    )
     policy = container.read()["indexingPolicy"]
     assert policy["indexingMode"] == "consistent"
     assert policy["automatic"] is True
@@ -197,8 +199,9 @@ def test_a_partial_indexing_policy_is_completed_and_survives_a_read_modify_write
 
     # as the SDK's index_management sample does: read the policy, change it, write it back
     policy["excludedPaths"].append({"path": "/notes/*"})
-    database.replace_container(container, partition_key=PartitionKey(PK_PATH),
-                               indexing_policy=policy)
+    database.replace_container(
+        container, partition_key=PartitionKey(PK_PATH), indexing_policy=policy
+    )
     again = container.read()["indexingPolicy"]
     assert {"path": "/notes/*"} in again["excludedPaths"]
     assert again["includedPaths"] == [{"path": "/*"}]
@@ -208,9 +211,14 @@ def test_a_composite_index_serves_its_order_and_the_exact_reverse(
     database: DatabaseProxy,
 ) -> None:
     container = database.create_container(
-        unique("c"), PartitionKey(PK_PATH),
-        indexing_policy={"compositeIndexes": [[{"path": "/a", "order": "ascending"},
-                                               {"path": "/b", "order": "descending"}]]})
+        unique("c"),
+        PartitionKey(PK_PATH),
+        indexing_policy={
+            "compositeIndexes": [
+                [{"path": "/a", "order": "ascending"}, {"path": "/b", "order": "descending"}]
+            ]
+        },
+    )
     for i, (a, b) in enumerate([(1, 1), (1, 2), (2, 1), (2, 2)]):
         container.create_item(doc(f"i{i}", "p", a=a, b=b))
 
@@ -238,7 +246,9 @@ class StaticToken:
 
 
 def test_management_operations_are_refused_to_entra_id_tokens(
-    cosmos: Target, database: DatabaseProxy, container: ContainerProxy,
+    cosmos: Target,
+    database: DatabaseProxy,
+    container: ContainerProxy,
 ) -> None:
     """Data-plane RBAC (local only: the emulator takes no Entra ID tokens): items, queries and
     reads of metadata are allowed; creating or deleting databases and containers and changing
@@ -255,7 +265,8 @@ def test_management_operations_are_refused_to_entra_id_tokens(
         lambda: aad.create_database(unique("db")),
         lambda: aad.delete_database(database.id),
         lambda: aad.get_database_client(database.id).create_container(
-            unique("c"), PartitionKey(PK_PATH)),
+            unique("c"), PartitionKey(PK_PATH)
+        ),
         lambda: aad.get_database_client(database.id).delete_container(container.id),
         lambda: items.replace_throughput(500),
     ]

@@ -43,13 +43,18 @@ Check = Callable[[CosmosClient], None]
 
 
 @contextmanager
-def endpoint(state: Path, *, fsync: bool = False,
-             extra_args: list[str] | None = None) -> Iterator[CosmosEndpoint]:
+def endpoint(
+    state: Path, *, fsync: bool = False, extra_args: list[str] | None = None
+) -> Iterator[CosmosEndpoint]:
     """An endpoint keeping its state in ``state``; killed (SIGKILL) when the block ends, if the
     block has not killed it."""
     state.parent.mkdir(parents=True, exist_ok=True)
-    cosmos = start_cosmos(state_dir=state, state_fsync=fsync, extra_args=extra_args,
-                          log_path=state.parent / "cosmos.log")
+    cosmos = start_cosmos(
+        state_dir=state,
+        state_fsync=fsync,
+        extra_args=extra_args,
+        log_path=state.parent / "cosmos.log",
+    )
     try:
         yield cosmos
     finally:
@@ -105,6 +110,7 @@ def create(client: CosmosClient) -> Check:
         kept = contacts_of(client).read_item("new", "p1")
         assert system(kept) == system(created) and kept["n"] == 3
         assert lsn_of(contacts_of(client)) == lsn
+
     return check
 
 
@@ -115,6 +121,7 @@ def replace(client: CosmosClient) -> Check:
     def check(client: CosmosClient) -> None:
         kept = items_of(client)["a"]
         assert system(kept) == system(replaced) and kept["n"] == 10
+
     return check
 
 
@@ -125,6 +132,7 @@ def upsert(client: CosmosClient) -> Check:
     def check(client: CosmosClient) -> None:
         kept = items_of(client)["b"]
         assert system(kept) == system(upserted) and kept["n"] == 20
+
     return check
 
 
@@ -138,6 +146,7 @@ def delete(client: CosmosClient) -> Check:
         # the delete's LSN is kept: the next write gets a later one
         contacts_of(client).create_item({"id": "after", "pk": "p1"})
         assert lsn_of(contacts_of(client)) > lsn
+
     return check
 
 
@@ -148,22 +157,27 @@ def patch(client: CosmosClient) -> Check:
     def check(client: CosmosClient) -> None:
         kept = items_of(client)["a"]
         assert system(kept) == system(patched) and kept["n"] == 42
+
     return check
 
 
 def batch(client: CosmosClient) -> Check:
     container = contacts_of(client)
-    results = container.execute_item_batch([
-        ("create", ({"id": "x", "pk": "p1"},)),
-        ("replace", ("a", {"id": "a", "pk": "p1", "n": 100})),
-        ("upsert", ({"id": "y", "pk": "p1"},)),
-    ], partition_key="p1")
+    results = container.execute_item_batch(
+        [
+            ("create", ({"id": "x", "pk": "p1"},)),
+            ("replace", ("a", {"id": "a", "pk": "p1", "n": 100})),
+            ("upsert", ({"id": "y", "pk": "p1"},)),
+        ],
+        partition_key="p1",
+    )
     written = {r["resourceBody"]["id"]: r["resourceBody"] for r in results}
 
     def check(client: CosmosClient) -> None:
         kept = items_of(client)
         assert sorted(kept) == ["a", "b", "x", "y"]
         assert {k: system(kept[k]) for k in written} == {k: system(v) for k, v in written.items()}
+
     return check
 
 
@@ -173,6 +187,7 @@ def delete_partition(client: CosmosClient) -> Check:
 
     def check(client: CosmosClient) -> None:
         assert sorted(items_of(client)) == ["a"]
+
     return check
 
 
@@ -182,17 +197,20 @@ def create_container(client: CosmosClient) -> Check:
 
     def check(client: CosmosClient) -> None:
         assert client.get_database_client("db").get_container_client("new").read()["_rid"] == rid
+
     return check
 
 
 def replace_container(client: CosmosClient) -> Check:
     container = contacts_of(client)
-    client.get_database_client("db").replace_container(container, PartitionKey("/pk"),
-                                                        default_ttl=3600)
+    client.get_database_client("db").replace_container(
+        container, PartitionKey("/pk"), default_ttl=3600
+    )
 
     def check(client: CosmosClient) -> None:
         assert contacts_of(client).read()["defaultTtl"] == 3600
         assert sorted(items_of(client)) == ["a", "b"]
+
     return check
 
 
@@ -203,6 +221,7 @@ def delete_container(client: CosmosClient) -> Check:
     def check(client: CosmosClient) -> None:
         with pytest.raises(exceptions.CosmosResourceNotFoundError):
             contacts_of(client).read()
+
     return check
 
 
@@ -211,6 +230,7 @@ def create_database(client: CosmosClient) -> Check:
 
     def check(client: CosmosClient) -> None:
         assert client.get_database_client("other").read()["_rid"] == rid
+
     return check
 
 
@@ -219,6 +239,7 @@ def delete_database(client: CosmosClient) -> Check:
 
     def check(client: CosmosClient) -> None:
         assert [d["id"] for d in client.list_databases()] == []
+
     return check
 
 
@@ -228,6 +249,7 @@ def replace_throughput(client: CosmosClient) -> Check:
 
     def check(client: CosmosClient) -> None:
         assert contacts_of(client).get_throughput().offer_throughput == 900
+
     return check
 
 
@@ -237,10 +259,13 @@ def split(client: CosmosClient) -> Check:
     live = [p.id for p in physical_partitions(endpoint, "db", "c")]
 
     def check(client: CosmosClient) -> None:
-        kept = [p.id for p in physical_partitions(str(client.client_connection.url_connection),
-                                                  "db", "c")]
+        kept = [
+            p.id
+            for p in physical_partitions(str(client.client_connection.url_connection), "db", "c")
+        ]
         assert kept == live and set(children) <= set(kept)
         assert sorted(items_of(client)) == ["a", "b"]
+
     return check
 
 
@@ -252,12 +277,27 @@ def split_by_throughput(client: CosmosClient) -> Check:
         endpoint = str(client.client_connection.url_connection)
         assert len(physical_partitions(endpoint, "db", "c")) == 2
         assert contacts_of(client).get_throughput().offer_throughput == 12_000
+
     return check
 
 
-WRITES = [create, replace, upsert, delete, patch, batch, delete_partition, create_container,
-          replace_container, delete_container, create_database, delete_database,
-          replace_throughput, split, split_by_throughput]
+WRITES = [
+    create,
+    replace,
+    upsert,
+    delete,
+    patch,
+    batch,
+    delete_partition,
+    create_container,
+    replace_container,
+    delete_container,
+    create_database,
+    delete_database,
+    replace_throughput,
+    split,
+    split_by_throughput,
+]
 
 
 @pytest.fixture(scope="module")
@@ -272,7 +312,8 @@ def set_up(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.parametrize("write", WRITES, ids=[w.__name__ for w in WRITES])
 def test_an_acknowledged_write_is_there_after_a_sigkill(
-        tmp_path: Path, set_up: Path, write: Callable[[CosmosClient], Check]) -> None:
+    tmp_path: Path, set_up: Path, write: Callable[[CosmosClient], Check]
+) -> None:
     state = tmp_path / "state" / "cosmos"
     shutil.copytree(set_up.parent, state.parent)
     with endpoint(state) as cosmos:
@@ -356,8 +397,11 @@ def test_nothing_acknowledged_is_lost_while_compactions_run(tmp_path: Path) -> N
 def generation(state: Path) -> int:
     """The highest snapshot generation written so far (1: none)."""
     names = [p.name for p in state.iterdir()] if state.exists() else []
-    done = [int(n.split("-")[1].split(".")[0]) for n in names
-            if n.startswith("snapshot-") and n.endswith(".jsonl")]
+    done = [
+        int(n.split("-")[1].split(".")[0])
+        for n in names
+        if n.startswith("snapshot-") and n.endswith(".jsonl")
+    ]
     return max(done, default=1)
 
 
@@ -392,8 +436,11 @@ def test_documents_read_back_from_a_snapshot_serve_every_operation(tmp_path: Pat
     with endpoint(state, extra_args=compact) as cosmos:
         database = client_of(cosmos).create_database("db")
         container = database.create_container(
-            "c", PartitionKey("/pk"), default_ttl=-1,
-            unique_key_policy={"uniqueKeys": [{"paths": ["/email"]}]})
+            "c",
+            PartitionKey("/pk"),
+            default_ttl=-1,
+            unique_key_policy={"uniqueKeys": [{"paths": ["/email"]}]},
+        )
         for i in range(6):
             container.create_item({"id": f"d{i}", "pk": f"p{i % 2}", "n": i, "email": f"{i}@x"})
         container.create_item({"id": "short", "pk": "p0", "email": "s@x", "ttl": 1})
@@ -410,13 +457,17 @@ def test_documents_read_back_from_a_snapshot_serve_every_operation(tmp_path: Pat
         container = contacts_of(client_of(cosmos))
         assert system(container.read_item("d1", "p1")) == system(before["d1"])
         assert system(container.read_item(before["d2"], "p0")) == system(before["d2"])  # _self
-        assert sorted(i["id"] for i in container.query_items(
-            "SELECT * FROM c WHERE c.n >= 3", enable_cross_partition_query=True)) == [
-            "d3", "d4", "d5"]
+        assert sorted(
+            i["id"]
+            for i in container.query_items(
+                "SELECT * FROM c WHERE c.n >= 3", enable_cross_partition_query=True
+            )
+        ) == ["d3", "d4", "d5"]
         assert scoped(container, "p1") == ["d1", "d3", "d5"]
         assert scoped(container, NonePartitionKeyValue) == ["none"]
-        assert [i["id"] for i in container.query_items_change_feed(
-            start_time="Beginning")] == [f for f in feed if f != "short"]
+        assert [i["id"] for i in container.query_items_change_feed(start_time="Beginning")] == [
+            f for f in feed if f != "short"
+        ]
         with pytest.raises(exceptions.CosmosResourceExistsError):
             container.create_item({"id": "dup", "pk": "p0", "email": "4@x"})  # d4's
         with pytest.raises(exceptions.CosmosResourceExistsError):
@@ -432,10 +483,18 @@ def test_documents_read_back_from_a_snapshot_serve_every_operation(tmp_path: Pat
     with endpoint(state) as cosmos:
         kept = items_of(client_of(cosmos))
         assert {k: v.get("n") for k, v in kept.items()} == {
-            "d0": 100, "d1": 11, "d3": 3, "d4": 4, "d5": 5, "none": None, "null": None}
+            "d0": 100,
+            "d1": 11,
+            "d3": 3,
+            "d4": 4,
+            "d5": 5,
+            "none": None,
+            "null": None,
+        }
         assert scoped(contacts_of(client_of(cosmos)), NonePartitionKeyValue) == ["none"]
         assert {k: system(kept[k]) for k in ("d3", "d4", "d5")} == {
-            k: system(before[k]) for k in ("d3", "d4", "d5")}
+            k: system(before[k]) for k in ("d3", "d4", "d5")
+        }
 
 
 def test_a_journal_line_cut_short_by_a_crash_is_dropped(tmp_path: Path) -> None:
@@ -450,7 +509,8 @@ def test_a_journal_line_cut_short_by_a_crash_is_dropped(tmp_path: Path) -> None:
     with endpoint(state) as cosmos:
         assert sorted(items_of(client_of(cosmos))) == ["a", "b"]
         client_of(cosmos).get_database_client("db").get_container_client("c").create_item(
-            {"id": "later", "pk": "p1"})
+            {"id": "later", "pk": "p1"}
+        )
     with endpoint(state) as cosmos:
         assert sorted(items_of(client_of(cosmos))) == ["a", "b", "later"]
     assert "dropped an unfinished last line" in (state.parent / "cosmos.log").read_text()
@@ -487,7 +547,8 @@ def test_a_state_file_of_the_earlier_format_is_converted_once(tmp_path: Path) ->
         kept = {i["id"]: i for i in contacts.read_all_items()}
         kept.update({i["id"]: i for i in database.get_container_client("leases").read_all_items()})
         assert {k: system(v) for k, v in kept.items()} == {
-            k: system(v) for k, v in old_docs.items()}
+            k: system(v) for k, v in old_docs.items()
+        }
         assert kept["a"]["n"] == 10 and kept["c"]["n"] == 3
         assert lsn_of(contacts) == old["globalLsn"]
         since = contacts.query_items_change_feed(continuation=feed["continuation"])

@@ -59,8 +59,16 @@ async def status(code: int) -> Response:
 @api.get("/cookies")
 async def cookies() -> Response:
     response = JSONResponse({"cookies": 3})
-    response.set_cookie("session", "a b/c", httponly=True, secure=True, samesite="strict",
-                        max_age=3600, path="/app", domain="example.com")
+    response.set_cookie(
+        "session",
+        "a b/c",
+        httponly=True,
+        secure=True,
+        samesite="strict",
+        max_age=3600,
+        path="/app",
+        domain="example.com",
+    )
     response.set_cookie("theme", "dark")
     response.delete_cookie("old")
     response.headers.append("x-repeated", "one")

@@ -19,8 +19,9 @@ def _seen(req: func.HttpRequest, level: str) -> func.HttpResponse:
         "params": dict(req.params),
         "url": req.url,
         "key_header": req.headers.get("x-functions-key") is not None,
-        "keys_in_environment": sorted(k for k in os.environ if k.endswith("_KEY")
-                                      and k.startswith("FUNCTIONS_HOST_")),
+        "keys_in_environment": sorted(
+            k for k in os.environ if k.endswith("_KEY") and k.startswith("FUNCTIONS_HOST_")
+        ),
     }
     return func.HttpResponse(json.dumps(payload), mimetype="application/json")
 

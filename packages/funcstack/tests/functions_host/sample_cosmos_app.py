@@ -31,8 +31,11 @@ _MAX_RETRY = os.environ.get("SAMPLE_MAX_RETRY", "-1")
 _FROM_BEGINNING = os.environ.get("SAMPLE_FROM_BEGINNING", "true") == "true"
 
 
-_INTERVALS = [int(ms) for ms in
-              os.environ.get("SAMPLE_LEASE_INTERVALS_MS", "1000,1000,10000").split(",") if ms]
+_INTERVALS = [
+    int(ms)
+    for ms in os.environ.get("SAMPLE_LEASE_INTERVALS_MS", "1000,1000,10000").split(",")
+    if ms
+]
 _ACQUIRE, _RENEW, _EXPIRATION = _INTERVALS if _INTERVALS else (None, None, None)
 
 

@@ -37,12 +37,14 @@ def remember(req: func.HttpRequest) -> func.HttpResponse:
 
 @app.route(route="recall", methods=["GET"])
 def recall(req: func.HttpRequest) -> func.HttpResponse:
-    return func.HttpResponse(json.dumps({**_me(), "remembered": _remembered}),
-                             mimetype="application/json")
+    return func.HttpResponse(
+        json.dumps({**_me(), "remembered": _remembered}), mimetype="application/json"
+    )
 
 
-@app.timer_trigger(arg_name="timer", schedule="* * * * * *", run_on_startup=False,
-                   use_monitor=False)
+@app.timer_trigger(
+    arg_name="timer", schedule="* * * * * *", run_on_startup=False, use_monitor=False
+)
 def tick(timer: func.TimerRequest) -> None:
     with Path(os.environ["SAMPLE_OUT"]).open("a", encoding="utf-8") as out:
         out.write(json.dumps({**_me(), "remembered": _remembered}) + "\n")

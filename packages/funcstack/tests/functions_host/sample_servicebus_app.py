@@ -44,9 +44,16 @@ def on_message(msg: func.ServiceBusMessage) -> None:
     delivery = int(msg.delivery_count or 0)
     ok = delivery > int(body.get("fail_deliveries", 0))
     line = {
-        "id": msg.message_id, "session": msg.session_id, "delivery": delivery,
-        "seq": msg.sequence_number, "body": body, "props": msg.application_properties,
-        "content_type": msg.content_type, "ok": ok, "pid": os.getpid(), "start": start,
+        "id": msg.message_id,
+        "session": msg.session_id,
+        "delivery": delivery,
+        "seq": msg.sequence_number,
+        "body": body,
+        "props": msg.application_properties,
+        "content_type": msg.content_type,
+        "ok": ok,
+        "pid": os.getpid(),
+        "start": start,
     }
     time.sleep(float(body.get("sleep", 0)))
     line["end"] = time.time()

@@ -8,7 +8,8 @@ import azure.functions as func
 app = func.FunctionApp()
 
 
-@app.timer_trigger(arg_name="timer", schedule="0 0 0 1 1 *", run_on_startup=False,
-                   use_monitor=False)
+@app.timer_trigger(
+    arg_name="timer", schedule="0 0 0 1 1 *", run_on_startup=False, use_monitor=False
+)
 def yearly(timer: func.TimerRequest) -> None:
     return None

@@ -14,7 +14,8 @@ from funcstack.functions_host._config import apply_settings
 
 
 def test_one_line_names_the_settings_the_environment_gave(
-        monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
     file_values = {f"HP_SETTING_{i}": f"file-{i}" for i in range(12)}
     for i in range(12):  # as funcstack run starts a host: the file's values in its environment
         monkeypatch.setenv(f"HP_SETTING_{i}", f"file-{i}")
@@ -27,7 +28,9 @@ def test_one_line_names_the_settings_the_environment_gave(
     assert os.environ["HP_SETTING_5"] == "file-5"
     assert os.environ["HP_EXPLICIT"] == "x"
     lines = [r.getMessage() for r in caplog.records]
-    assert lines == ["app settings: 12 from local.settings.json; the environment's value kept "
-                     "over the file's, as with func start: HP_SETTING_3; given to the host: "
-                     "HP_EXPLICIT"]
+    assert lines == [
+        "app settings: 12 from local.settings.json; the environment's value kept "
+        "over the file's, as with func start: HP_SETTING_3; given to the host: "
+        "HP_EXPLICIT"
+    ]
     monkeypatch.delenv("HP_EXPLICIT")

@@ -32,10 +32,15 @@ def app_dir_with(tmp: Path, sample: str, host_json: dict[str, Any]) -> Path:
 @pytest.fixture(scope="module")
 def asgi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningRunner]:
     tmp = tmp_path_factory.mktemp("asgi")
-    app_dir = app_dir_with(tmp, "sample_asgi_app.py",
-                           {"version": "2.0", "extensions": {"http": {"routePrefix": ""}}})
-    runner = start_runner(app_dir=app_dir, settings_file=app_dir / "local.settings.json",
-                          log_path=tmp / "runner.log", enforce_keys=True)
+    app_dir = app_dir_with(
+        tmp, "sample_asgi_app.py", {"version": "2.0", "extensions": {"http": {"routePrefix": ""}}}
+    )
+    runner = start_runner(
+        app_dir=app_dir,
+        settings_file=app_dir / "local.settings.json",
+        log_path=tmp / "runner.log",
+        enforce_keys=True,
+    )
     try:
         yield runner
     finally:
@@ -69,11 +74,20 @@ def exchange(
         conn.close()
 
 
-def get(runner: RunningRunner, target: str, method: str = "GET", body: bytes | None = None,
-        headers: dict[str, str] | None = None) -> Reply:
+def get(
+    runner: RunningRunner,
+    target: str,
+    method: str = "GET",
+    body: bytes | None = None,
+    headers: dict[str, str] | None = None,
+) -> Reply:
     assert runner.function_key
-    return call(f"http://127.0.0.1:{runner.port}{target}", method, body=body,
-                headers={"x-functions-key": runner.function_key, **(headers or {})})
+    return call(
+        f"http://127.0.0.1:{runner.port}{target}",
+        method,
+        body=body,
+        headers={"x-functions-key": runner.function_key, **(headers or {})},
+    )
 
 
 def echo(runner: RunningRunner, target: str, **kwargs: Any) -> dict[str, Any]:
@@ -85,6 +99,7 @@ def echo(runner: RunningRunner, target: str, **kwargs: Any) -> dict[str, Any]:
 
 
 # -- the route ---------------------------------------------------------------------------------
+
 
 def test_the_catch_all_hands_every_path_to_the_app_as_sent(asgi: RunningRunner) -> None:
     data = echo(asgi, "/echo/a/b")
@@ -117,13 +132,21 @@ def test_dot_segments_are_removed_before_the_app_sees_the_path(asgi: RunningRunn
 def test_the_query_string_reaches_the_app_as_sent(asgi: RunningRunner) -> None:
     data = echo(asgi, "/echo/q?tag=a&tag=b&empty=&plus=a+b&sp=%20x")
     assert data["query_string"] == "tag=a&tag=b&empty=&plus=a+b&sp=%20x"
-    assert data["query"] == [["tag", "a"], ["tag", "b"], ["empty", ""], ["plus", "a b"],
-                             ["sp", " x"]]
+    assert data["query"] == [
+        ["tag", "a"],
+        ["tag", "b"],
+        ["empty", ""],
+        ["plus", "a b"],
+        ["sp", " x"],
+    ]
 
 
 def test_request_headers_reach_the_app_lower_cased_with_repeats_joined(asgi: RunningRunner) -> None:
-    data = echo(asgi, "/echo/h", headers=[("X-Multi", "one"), ("X-Multi", "two"),
-                                          ("X-Empty", ""), ("Accept", "text/plain")])
+    data = echo(
+        asgi,
+        "/echo/h",
+        headers=[("X-Multi", "one"), ("X-Multi", "two"), ("X-Empty", ""), ("Accept", "text/plain")],
+    )
     headers = dict(data["headers"])
     assert len(headers) == len(data["headers"])  # one line per name
     assert headers["x-multi"] == "one,two"
@@ -135,9 +158,15 @@ def test_request_headers_reach_the_app_lower_cased_with_repeats_joined(asgi: Run
 
 # -- bodies ------------------------------------------------------------------------------------
 
+
 def test_a_json_body_round_trips(asgi: RunningRunner) -> None:
-    reply = get(asgi, "/json", "POST", body=json.dumps({"a": [1, "é"]}).encode(),
-                headers={"Content-Type": "application/json"})
+    reply = get(
+        asgi,
+        "/json",
+        "POST",
+        body=json.dumps({"a": [1, "é"]}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
     assert reply.status == 200
     assert reply.headers["content-type"] == "application/json"
     assert reply.json() == {"received": {"a": [1, "é"]}}
@@ -145,8 +174,9 @@ def test_a_json_body_round_trips(asgi: RunningRunner) -> None:
 
 def test_a_binary_body_round_trips(asgi: RunningRunner) -> None:
     body = bytes(range(256)) * 4
-    reply = get(asgi, "/bytes", "POST", body=body,
-                headers={"Content-Type": "application/octet-stream"})
+    reply = get(
+        asgi, "/bytes", "POST", body=body, headers={"Content-Type": "application/octet-stream"}
+    )
     assert (reply.status, reply.body) == (200, body)
     assert reply.headers["content-type"] == "application/octet-stream"
 
@@ -166,9 +196,11 @@ def test_a_large_body_reaches_the_app_whole(asgi: RunningRunner) -> None:
 
 # -- methods -----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("method", ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"])
-def test_every_method_the_library_registers_reaches_the_app(asgi: RunningRunner,
-                                                             method: str) -> None:
+def test_every_method_the_library_registers_reaches_the_app(
+    asgi: RunningRunner, method: str
+) -> None:
     assert echo(asgi, "/echo/m", method=method)["method"] == method
 
 
@@ -189,6 +221,7 @@ def test_a_method_the_library_does_not_register_is_404_from_the_host(asgi: Runni
 
 # -- answers -----------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("code", [200, 201, 204, 304, 404, 418, 503])
 def test_the_apps_status_code_is_the_answers(asgi: RunningRunner, code: int) -> None:
     status, headers, body = exchange(asgi, "GET", f"/status/{code}")
@@ -208,12 +241,17 @@ def test_several_set_cookie_lines_come_back_as_the_host_writes_cookies(asgi: Run
     status, headers, _ = exchange(asgi, "GET", "/cookies")
     assert status == 200
     cookies = [value for name, value in headers if name == "set-cookie"]
-    assert cookies[0] == ("session=a%20b%2Fc; max-age=3600; domain=example.com; path=/app; "
-                          "secure; samesite=strict; httponly")
+    assert cookies[0] == (
+        "session=a%20b%2Fc; max-age=3600; domain=example.com; path=/app; "
+        "secure; samesite=strict; httponly"
+    )
     assert cookies[1] == "theme=dark; domain=; path=/; samesite=lax"
     # delete_cookie: expires "now" (RFC 1123, as ASP.NET Core formats dates), max-age 0
-    assert re.fullmatch(r"old=; expires=\w{3}, \d\d \w{3} \d{4} \d\d:\d\d:\d\d GMT; max-age=0; "
-                        r"domain=; path=/; samesite=lax", cookies[2]), cookies[2]
+    assert re.fullmatch(
+        r"old=; expires=\w{3}, \d\d \w{3} \d{4} \d\d:\d\d:\d\d GMT; max-age=0; "
+        r"domain=; path=/; samesite=lax",
+        cookies[2],
+    ), cookies[2]
     assert len(cookies) == 3
 
 
@@ -243,6 +281,7 @@ def test_the_apps_own_404_is_its_answer(asgi: RunningRunner) -> None:
 
 # -- beside other functions; keys --------------------------------------------------------------
 
+
 def test_routes_are_tried_in_the_order_of_the_function_names(asgi: RunningRunner) -> None:
     # The host maps routes in the order of the functions' names (case-insensitive) and the
     # first that matches wins, whatever ASP.NET Core's precedence would say:
@@ -265,19 +304,25 @@ def test_keys_are_enforced_on_the_asgi_function(asgi: RunningRunner) -> None:
 
 # -- the route prefix --------------------------------------------------------------------------
 
+
 def test_with_a_route_prefix_the_host_does_not_start(tmp_path: Path) -> None:
     # host.json's routePrefix ("api" unless set) + "/" + the library's "/{*route}" is the
     # template "api//{*route}", which ASP.NET Core refuses: the Azure host does not start
     # (azure-functions-python-worker#1310); only routePrefix "" serves an AsgiFunctionApp.
     app_dir = app_dir_with(tmp_path, "sample_asgi_app.py", {"version": "2.0"})
     try:
-        runner = start_runner(app_dir=app_dir, settings_file=app_dir / "local.settings.json",
-                              log_path=tmp_path / "runner.log")
+        runner = start_runner(
+            app_dir=app_dir,
+            settings_file=app_dir / "local.settings.json",
+            log_path=tmp_path / "runner.log",
+        )
     except RunnerStartError as exc:
         failure = str(exc)
     else:
         runner.stop()
         pytest.fail("the host started under routePrefix 'api'")
-    assert ("An error occurred while creating the route with name 'http_app_func' and template "
-            "'api//{*route}'.") in failure
+    assert (
+        "An error occurred while creating the route with name 'http_app_func' and template "
+        "'api//{*route}'."
+    ) in failure
     assert "The route template separator character '/' cannot appear consecutively." in failure

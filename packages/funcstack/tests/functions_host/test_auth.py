@@ -24,8 +24,12 @@ ROUTES = {"anonymous": "open", "function": "orders", "admin": "operators/status"
 def enforcing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningRunner]:
     tmp = tmp_path_factory.mktemp("auth")
     app_dir = make_app_dir(tmp, "sample_auth_app.py", {"FUNCTIONS_WORKER_RUNTIME": "python"})
-    runner = start_runner(app_dir=app_dir, settings_file=app_dir / "local.settings.json",
-                          log_path=tmp / "runner.log", enforce_keys=True)
+    runner = start_runner(
+        app_dir=app_dir,
+        settings_file=app_dir / "local.settings.json",
+        log_path=tmp / "runner.log",
+        enforce_keys=True,
+    )
     try:
         yield runner
     finally:
@@ -33,14 +37,23 @@ def enforcing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningRunne
 
 
 def key_of(runner: RunningRunner, which: str) -> str:
-    key = {"function": runner.function_key, "master": runner.master_key,
-           "wrong": "not-a-key-of-this-host"}[which]
+    key = {
+        "function": runner.function_key,
+        "master": runner.master_key,
+        "wrong": "not-a-key-of-this-host",
+    }[which]
     assert key
     return key
 
 
-def ask(runner: RunningRunner, level: str, *, key: str | None = None, header: bool = True,
-        query: str = "") -> Reply:
+def ask(
+    runner: RunningRunner,
+    level: str,
+    *,
+    key: str | None = None,
+    header: bool = True,
+    query: str = "",
+) -> Reply:
     url = f"{runner.url}/{ROUTES[level]}"
     if key is not None and not header:
         query = f"code={key}" + (f"&{query}" if query else "")
@@ -72,7 +85,11 @@ CASES = [
 
 @pytest.mark.parametrize(("level", "which", "where", "status"), CASES)
 def test_each_auth_level_takes_the_keys_the_azure_host_takes(
-    enforcing: RunningRunner, level: str, which: str | None, where: str, status: int,
+    enforcing: RunningRunner,
+    level: str,
+    which: str | None,
+    where: str,
+    status: int,
 ) -> None:
     key = None if which is None else key_of(enforcing, which)
     reply = ask(enforcing, level, key=key, header=where == "header")
@@ -103,8 +120,9 @@ def test_the_header_takes_precedence_over_the_code_parameter(enforcing: RunningR
     assert call(url, headers={"x-functions-key": "wrong"}).status == 401
     assert call(url, headers={"x-functions-key": ""}).status == 401
     assert call(f"{enforcing.url}/orders?code=", headers={}).status == 401
-    assert call(f"{enforcing.url}/orders?code=wrong",
-                headers={"x-functions-key": good}).status == 200
+    assert (
+        call(f"{enforcing.url}/orders?code=wrong", headers={"x-functions-key": good}).status == 200
+    )
 
 
 def test_routing_comes_first_and_keys_are_never_logged(enforcing: RunningRunner) -> None:
@@ -119,14 +137,26 @@ def test_routing_comes_first_and_keys_are_never_logged(enforcing: RunningRunner)
 
 
 def test_keys_given_by_settings_are_the_keys(tmp_path: Path) -> None:
-    app_dir = make_app_dir(tmp_path, "sample_auth_app.py", {
-        "FUNCTIONS_WORKER_RUNTIME": "python", FUNCTION_KEY_SETTING: "fixed-function-key",
-        MASTER_KEY_SETTING: "fixed-master-key"})
-    runner = start_runner(app_dir=app_dir, settings_file=app_dir / "local.settings.json",
-                          log_path=tmp_path / "runner.log", enforce_keys=True)
+    app_dir = make_app_dir(
+        tmp_path,
+        "sample_auth_app.py",
+        {
+            "FUNCTIONS_WORKER_RUNTIME": "python",
+            FUNCTION_KEY_SETTING: "fixed-function-key",
+            MASTER_KEY_SETTING: "fixed-master-key",
+        },
+    )
+    runner = start_runner(
+        app_dir=app_dir,
+        settings_file=app_dir / "local.settings.json",
+        log_path=tmp_path / "runner.log",
+        enforce_keys=True,
+    )
     try:
-        assert (runner.function_key, runner.master_key) == ("fixed-function-key",
-                                                            "fixed-master-key")
+        assert (runner.function_key, runner.master_key) == (
+            "fixed-function-key",
+            "fixed-master-key",
+        )
         assert ask(runner, "function", key="fixed-function-key").status == 200
         assert ask(runner, "admin", key="fixed-master-key", header=False).status == 200
         assert ask(runner, "admin", key="fixed-function-key").status == 401
@@ -138,8 +168,11 @@ def test_keys_given_by_settings_are_the_keys(tmp_path: Path) -> None:
 
 def test_by_default_no_key_is_checked_as_with_func_start(tmp_path: Path) -> None:
     app_dir = make_app_dir(tmp_path, "sample_auth_app.py", {"FUNCTIONS_WORKER_RUNTIME": "python"})
-    runner = start_runner(app_dir=app_dir, settings_file=app_dir / "local.settings.json",
-                          log_path=tmp_path / "runner.log")
+    runner = start_runner(
+        app_dir=app_dir,
+        settings_file=app_dir / "local.settings.json",
+        log_path=tmp_path / "runner.log",
+    )
     try:
         assert (runner.function_key, runner.master_key) == (None, None)
         assert [ask(runner, level).status for level in ROUTES] == [200, 200, 200]

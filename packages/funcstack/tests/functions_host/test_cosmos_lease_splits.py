@@ -37,10 +37,12 @@ class Writer:
     own with a client of its own, until stopped."""
 
     def __init__(self, cosmos: Cosmos, database: str) -> None:
-        self._client = CosmosClient(cosmos.endpoint, credential=cosmos.key,
-                                    connection_verify=cosmos.verify_tls)
+        self._client = CosmosClient(
+            cosmos.endpoint, credential=cosmos.key, connection_verify=cosmos.verify_tls
+        )
         self._container = self._client.get_database_client(database).get_container_client(
-            "contacts")
+            "contacts"
+        )
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self.written: list[str] = []
@@ -83,8 +85,9 @@ def child_tokens(scaled: Scaled) -> list[str]:
 
 def takeovers(scaled: Scaled) -> int:
     """Leases taken from another instance (stolen, or expired) so far, in every log."""
-    return sum(log.count("stolen from") + log.count("expired, was")
-               for log in scaled.logs().values())
+    return sum(
+        log.count("stolen from") + log.count("expired, was") for log in scaled.logs().values()
+    )
 
 
 def settled(scaled: Scaled) -> bool:
@@ -92,14 +95,16 @@ def settled(scaled: Scaled) -> bool:
     then both may read it: at least once). Counted apart from ``Scaled.settled``: a lease
     deleted by a split is lost too ("no longer exists")."""
     logs = scaled.logs().values()
-    return (sum(log.count("stolen from") for log in logs)
-            == sum(len(STOLEN_LEASE_LOST.findall(log)) for log in logs))
+    return sum(log.count("stolen from") for log in logs) == sum(
+        len(STOLEN_LEASE_LOST.findall(log)) for log in logs
+    )
 
 
 def sole_owner(scaled: Scaled) -> str:
     """The instance owning the one lease, once one does."""
-    wait_for(lambda: sum(scaled.owners().values()) == 1 and "-" not in scaled.owners(),
-             "the lease owned")
+    wait_for(
+        lambda: sum(scaled.owners().values()) == 1 and "-" not in scaled.owners(), "the lease owned"
+    )
     [owner] = scaled.owners()
     return owner
 
@@ -110,7 +115,8 @@ def assert_every_document_once_but_for_takeovers(scaled: Scaled, written: list[s
     again = len(delivered) - len(set(delivered))
     assert again <= MAX_ITEMS * takeovers(scaled), (
         f"{again} deliveries again with {takeovers(scaled)} takeover(s): a lease read again "
-        "from further back than its last checkpoint")
+        "from further back than its last checkpoint"
+    )
     assert_in_order_per_pk(delivered)
 
 
@@ -133,16 +139,20 @@ def test_a_live_split_replaces_the_lease_by_children_the_instances_share(
     children = child_tokens(scaled)
     assert len(children) == 2
     wait_for(lambda: set(scaled.delivered_ids()) >= set(written), "every document")
-    wait_for(lambda: sorted(lease["LeaseToken"] for lease in scaled.leases()) == children
-             and sorted(scaled.owners().values()) == [1, 1] and settled(scaled),
-             "a child lease on each instance")
+    wait_for(
+        lambda: (
+            sorted(lease["LeaseToken"] for lease in scaled.leases()) == children
+            and sorted(scaled.owners().values()) == [1, 1]
+            and settled(scaled)
+        ),
+        "a child lease on each instance",
+    )
     last = [f"{key}-9999" for key in KEYS]  # after all the writer wrote
     for doc_id in last:
         scaled.container.create_item({"id": doc_id, "partitionKey": doc_id.split("-")[0]})
     wait_for(lambda: set(scaled.delivered_ids()) >= set(last), "the last documents")
     # each child's documents from its own instance
-    assert {instance for instance, doc in scaled.delivered() if doc in last} == {"app-1",
-                                                                                "app-2"}
+    assert {instance for instance, doc in scaled.delivered() if doc in last} == {"app-1", "app-2"}
     log = app.instance(owner).log_path.read_text()
     assert f"lease -FF split into {', '.join(children)}" in log
     assert "starts where the lease was (its continuation)" in log
@@ -169,19 +179,28 @@ def test_a_split_while_the_owner_is_paused_is_made_by_the_instance_that_takes_th
             before = len(writer.written)
             wait_for(lambda: len(writer.written) >= before + 32, "writes after the split")
             log = app.instance(other).log_path
-            wait_for(lambda: "lease -FF split into" in log.read_text(),
-                     f"{other} splits the lease it took")
+            wait_for(
+                lambda: "lease -FF split into" in log.read_text(),
+                f"{other} splits the lease it took",
+            )
         finally:
             app.resume(paused)
     written = writer.written
     children = child_tokens(scaled)
     wait_for(lambda: set(scaled.delivered_ids()) >= set(written), "every document")
-    wait_for(lambda: sorted(lease["LeaseToken"] for lease in scaled.leases()) == children
-             and scaled.owners() == Counter({"app-1": 1, "app-2": 1}) and settled(scaled),
-             "a child lease on each instance")
+    wait_for(
+        lambda: (
+            sorted(lease["LeaseToken"] for lease in scaled.leases()) == children
+            and scaled.owners() == Counter({"app-1": 1, "app-2": 1})
+            and settled(scaled)
+        ),
+        "a child lease on each instance",
+    )
     logs = scaled.logs()
     assert f"expired, was {paused}:" in logs[other]
     assert "split into" not in logs[paused]
-    wait_for(lambda: "lease -FF lost" in app.instance(paused).log_path.read_text(),
-             f"{paused} finds its lease gone")
+    wait_for(
+        lambda: "lease -FF lost" in app.instance(paused).log_path.read_text(),
+        f"{paused} finds its lease gone",
+    )
     assert_every_document_once_but_for_takeovers(scaled, written)

@@ -35,15 +35,20 @@ Scenario = Callable[[ContainerProxy], Awaitable[None]]
 @pytest.fixture
 def on_leases(cosmos: Cosmos) -> Callable[[Scenario], None]:
     """Run a scenario on a lease container of its own (partition key /id, TTL on)."""
+
     def run(scenario: Scenario) -> None:
         async def main() -> None:
-            client = CosmosClient(cosmos.endpoint, credential=cosmos.key,
-                                  connection_verify=cosmos.verify_tls)
+            client = CosmosClient(
+                cosmos.endpoint, credential=cosmos.key, connection_verify=cosmos.verify_tls
+            )
             name = f"store-{uuid.uuid4().hex[:8]}"
             database = await client.create_database_if_not_exists(name)
             try:
-                await scenario(await database.create_container_if_not_exists(
-                    "leases", partition_key=PartitionKey(path="/id"), default_ttl=-1))
+                await scenario(
+                    await database.create_container_if_not_exists(
+                        "leases", partition_key=PartitionKey(path="/id"), default_ttl=-1
+                    )
+                )
             finally:
                 await client.delete_database(name)
                 await client.close()
@@ -64,8 +69,11 @@ async def checkpoint_after_a_takeover(leases: ContainerProxy) -> None:
     created = await one.create_if_missing(FULL)
     assert created is not None and await two.create_if_missing(FULL) is None  # 409: exists
     mine = await one.acquire(created)
-    assert mine.owner == "one" and mine.doc["version"] == 1 and mine.doc["Mode"] == (
-        "Incremental feed")
+    assert (
+        mine.owner == "one"
+        and mine.doc["version"] == 1
+        and mine.doc["Mode"] == ("Incremental feed")
+    )
     mine = await one.checkpoint(mine, "c1")
     renewed = await one.renew(mine)  # the owner's own change meanwhile: retried on its copy
     mine = await one.checkpoint(mine, "c2")
@@ -107,12 +115,22 @@ async def initialised_under_the_lock(leases: ContainerProxy) -> None:
 
 
 #: The keys of a lease document (``DocumentServiceLeaseCoreEpk``) besides the service's own.
-LEASE_KEYS = {"id", "version", "LeaseToken", "FeedRange", "Owner", "ContinuationToken",
-              "timestamp", "properties", "Mode"}
+LEASE_KEYS = {
+    "id",
+    "version",
+    "LeaseToken",
+    "FeedRange",
+    "Owner",
+    "ContinuationToken",
+    "timestamp",
+    "properties",
+    "Mode",
+}
 
 
-async def page_ids(monitored: ContainerProxy, continuation: str | None,
-                   feed_range: dict[str, Any] | None = None) -> tuple[list[str], str]:
+async def page_ids(
+    monitored: ContainerProxy, continuation: str | None, feed_range: dict[str, Any] | None = None
+) -> tuple[list[str], str]:
     """Read the change feed to its end from ``continuation`` (None: ``feed_range`` from the
     beginning) as the trigger reads a lease: the ids, and the continuation to go on from."""
     ids: list[str] = []
@@ -142,10 +160,12 @@ def test_a_lease_whose_partition_split_is_replaced_by_children_that_read_on_from
     (the SDK met the 410) and its continuation names both. The lease is replaced by two child
     leases in the processor's schema, with the parent's properties, each reading its own part
     from where the parent was: together, every later change once, none of the earlier ones."""
+
     async def main() -> None:
         name = f"split-{uuid.uuid4().hex[:8]}"
-        async with CosmosClient(cosmos.endpoint, credential=cosmos.key,
-                                connection_verify=cosmos.verify_tls) as client:
+        async with CosmosClient(
+            cosmos.endpoint, credential=cosmos.key, connection_verify=cosmos.verify_tls
+        ) as client:
             database = await client.create_database(name)
             try:
                 await split_and_read_on(cosmos, name, database)
@@ -157,8 +177,9 @@ def test_a_lease_whose_partition_split_is_replaced_by_children_that_read_on_from
 
 async def split_and_read_on(cosmos: Cosmos, name: str, database: DatabaseProxy) -> None:
     monitored = await database.create_container("contacts", partition_key=PartitionKey("/pk"))
-    leases = await database.create_container("leases", partition_key=PartitionKey("/id"),
-                                             default_ttl=-1)
+    leases = await database.create_container(
+        "leases", partition_key=PartitionKey("/id"), default_ttl=-1
+    )
     store = LeaseStore(leases, "acct_db_coll", "one")
     [whole] = [feed_range async for feed_range in monitored.read_feed_ranges()]
     created = await store.create_if_missing(whole)
@@ -184,13 +205,15 @@ async def split_and_read_on(cosmos: Cosmos, name: str, database: DatabaseProxy) 
         return [rng async for rng in monitored.read_feed_ranges(force_refresh=True)]
 
     children = await PartitionSynchronizer(store, feed_ranges, name="t").handle_partition_gone(
-        lease, last)
+        lease, last
+    )
     assert children is not None and len(children) == 2
     stored = await store.all_leases()
     assert [c.id for c in stored] == sorted(c.id for c in children)  # the parent is gone
     ranges = [rng["Range"] async for rng in monitored.read_feed_ranges()]
-    assert [(c.doc["FeedRange"]["Range"]["min"], c.doc["FeedRange"]["Range"]["max"])
-            for c in stored] == [(r["min"], r["max"]) for r in ranges]
+    assert [
+        (c.doc["FeedRange"]["Range"]["min"], c.doc["FeedRange"]["Range"]["max"]) for c in stored
+    ] == [(r["min"], r["max"]) for r in ranges]
     for child in stored:
         rng = child.doc["FeedRange"]["Range"]
         assert {k for k in child.doc if not k.startswith("_")} == LEASE_KEYS
@@ -222,9 +245,10 @@ async def split_races(leases: ContainerProxy) -> None:
     whose parent another instance wrote meanwhile does not delete it (412); its children stay,
     and the next split of the parent finds them and deletes it."""
     one, two = LeaseStore(leases, "acct_db_coll", "one"), LeaseStore(leases, "acct_db_coll", "two")
-    halves = [{"Range": {"min": "", "max": "20", "isMinInclusive": True, "isMaxInclusive": False}},
-              {"Range": {"min": "20", "max": "FF", "isMinInclusive": True,
-                         "isMaxInclusive": False}}]
+    halves = [
+        {"Range": {"min": "", "max": "20", "isMinInclusive": True, "isMaxInclusive": False}},
+        {"Range": {"min": "20", "max": "FF", "isMinInclusive": True, "isMaxInclusive": False}},
+    ]
 
     async def two_ranges() -> list[dict[str, Any]]:
         return halves
@@ -235,7 +259,8 @@ async def split_races(leases: ContainerProxy) -> None:
     taken = await two.acquire(as_one_saw_it)  # expired, say: taken by two
     with pytest.raises(LeaseLostError, match="taken over by owner 'two'"):
         await PartitionSynchronizer(one, two_ranges, name="t").handle_partition_gone(
-            as_one_saw_it, None)
+            as_one_saw_it, None
+        )
     assert [(lease.token, lease.owner) for lease in await one.all_leases()] == [("-FF", "two")]
 
     renewed = await two.renew(taken)  # the parent written after the split read it
@@ -243,6 +268,7 @@ async def split_races(leases: ContainerProxy) -> None:
         await two.replace_with_children(taken, halves)
     assert [lease.token for lease in await two.all_leases()] == ["-20", "-FF", "20-FF"]
     children = await PartitionSynchronizer(two, two_ranges, name="t").handle_partition_gone(
-        renewed, None)
+        renewed, None
+    )
     assert children == []  # created by the first try
     assert [lease.token for lease in await two.all_leases()] == ["-20", "20-FF"]

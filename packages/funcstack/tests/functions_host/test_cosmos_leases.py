@@ -55,26 +55,36 @@ class Scaled:
         return self.cosmos.split(self.settings["COSMOS_DATABASE"], "contacts")
 
     def physical_partitions(self) -> list[PhysicalPartition]:
-        return physical_partitions(self.cosmos.endpoint, self.settings["COSMOS_DATABASE"],
-                                   "contacts")
+        return physical_partitions(
+            self.cosmos.endpoint, self.settings["COSMOS_DATABASE"], "contacts"
+        )
 
     def logs(self) -> dict[str, str]:
         """Each instance's log, by instance (``app-1``, ...)."""
         return {path.stem: path.read_text() for path in (self.tmp / "stack").glob("app*.log")}
 
     def host(self, instances: int, **extra: str) -> AppInstances:
-        app = self.stack.host_app(self.app_dir, name="app", port=0, instances=instances,
-                                  settings_file=self.tmp / "app.settings.json",
-                                  overrides={**self.settings, **extra})
+        app = self.stack.host_app(
+            self.app_dir,
+            name="app",
+            port=0,
+            instances=instances,
+            settings_file=self.tmp / "app.settings.json",
+            overrides={**self.settings, **extra},
+        )
         assert isinstance(app, AppInstances)
         return app
 
     def host_one(self, **extra: str) -> None:
         """One host (not scaled out), named ``app``; its log is ``app.log``."""
         self.stack.hosts.pop("app", None)
-        self.stack.host_app(self.app_dir, name="app", port=0,
-                            settings_file=self.tmp / "app.settings.json",
-                            overrides={**self.settings, **extra})
+        self.stack.host_app(
+            self.app_dir,
+            name="app",
+            port=0,
+            settings_file=self.tmp / "app.settings.json",
+            overrides={**self.settings, **extra},
+        )
 
     def records(self) -> list[dict[str, Any]]:
         out = self.tmp / "out.jsonl"
@@ -84,16 +94,23 @@ class Scaled:
 
     def delivered(self, fn: str = "relay") -> list[tuple[str, str]]:
         """(instance, document id) per successful delivery of ``fn``."""
-        return [(r["instance"], i) for r in self.records() if r["ok"] and r["fn"] == fn
-                for i in r["ids"]]
+        return [
+            (r["instance"], i)
+            for r in self.records()
+            if r["ok"] and r["fn"] == fn
+            for i in r["ids"]
+        ]
 
     def delivered_ids(self, fn: str = "relay") -> list[str]:
         return [doc for _, doc in self.delivered(fn)]
 
     def leases(self) -> list[dict[str, Any]]:
         try:
-            found = list(self.leases_container.query_items(
-                "SELECT * FROM c", enable_cross_partition_query=True))
+            found = list(
+                self.leases_container.query_items(
+                    "SELECT * FROM c", enable_cross_partition_query=True
+                )
+            )
         except CosmosResourceNotFoundError:
             return []
         return [doc for doc in found if "LeaseToken" in doc]
@@ -103,12 +120,14 @@ class Scaled:
         (until then, both may read it: at least once)."""
         logs = [path.read_text() for path in (self.tmp / "stack").glob("app*.log")]
         return sum(log.count("stolen from") for log in logs) == sum(
-            log.count(" lost (lease") for log in logs)
+            log.count(" lost (lease") for log in logs
+        )
 
     def owners(self) -> Counter[str]:
         """Leases per owning instance (an owner is ``<instance>:<pid>:<random>``)."""
-        return Counter(str(lease.get("Owner") or "").split(":")[0] or "-"
-                       for lease in self.leases())
+        return Counter(
+            str(lease.get("Owner") or "").split(":")[0] or "-" for lease in self.leases()
+        )
 
 
 #: The local endpoint's create header for a container's physical partitions (what
@@ -128,12 +147,16 @@ def scaled(cosmos: Cosmos, tmp_path: Path, request: pytest.FixtureRequest) -> It
     (app_dir / "function_app.py").write_text((HERE / "sample_cosmos_app.py").read_text())
     (app_dir / "host.json").write_text(json.dumps({"version": "2.0"}))
     database = f"leases-{uuid.uuid4().hex[:8]}"
-    client = CosmosClient(cosmos.endpoint, credential=cosmos.key,
-                          connection_verify=cosmos.verify_tls)
+    client = CosmosClient(
+        cosmos.endpoint, credential=cosmos.key, connection_verify=cosmos.verify_tls
+    )
     db = client.create_database_if_not_exists(database)
     container = db.create_container_if_not_exists(
-        "contacts", partition_key=PartitionKey(path="/partitionKey"), default_ttl=-1,
-        headers={PARTITIONS_HEADER: str(partitions)})
+        "contacts",
+        partition_key=PartitionKey(path="/partitionKey"),
+        default_ttl=-1,
+        headers={PARTITIONS_HEADER: str(partitions)},
+    )
     settings = {
         "FUNCTIONS_WORKER_RUNTIME": "python",
         "CosmosDBConnection": cosmos.connection_string,
@@ -144,11 +167,16 @@ def scaled(cosmos: Cosmos, tmp_path: Path, request: pytest.FixtureRequest) -> It
         "SAMPLE_OUT": str(tmp_path / "out.jsonl"),
         "SAMPLE_FAIL_FLAG": str(tmp_path / "fail.flag"),
     }
-    stack = LocalStack(workdir=tmp_path / "stack", ports=ServicePorts.free(),
-                       with_servicebus=False, with_azurite=False)
+    stack = LocalStack(
+        workdir=tmp_path / "stack",
+        ports=ServicePorts.free(),
+        with_servicebus=False,
+        with_azurite=False,
+    )
     try:
-        yield Scaled(stack, app_dir, tmp_path, settings, container,
-                     db.get_container_client("leases"), cosmos)
+        yield Scaled(
+            stack, app_dir, tmp_path, settings, container, db.get_container_client("leases"), cosmos
+        )
     finally:
         stack.stop()
         try:
@@ -165,8 +193,10 @@ def test_two_instances_share_the_leases_evenly_and_a_third_steals_its_share(
     scaled: Scaled,
 ) -> None:
     app = scaled.host(2)
-    wait_for(lambda: scaled.owners() == Counter({"app-1": 2, "app-2": 2}) and scaled.settled(),
-             "two leases each")
+    wait_for(
+        lambda: scaled.owners() == Counter({"app-1": 2, "app-2": 2}) and scaled.settled(),
+        "two leases each",
+    )
     docs = write_docs(scaled.container, PKS, per_pk=2)
     expected = sorted(d["id"] for d in docs)
     wait_for(lambda: sorted(scaled.delivered_ids()) == expected, "every document")
@@ -174,9 +204,14 @@ def test_two_instances_share_the_leases_evenly_and_a_third_steals_its_share(
     assert {instance for instance, _ in scaled.delivered()} == {"app-1", "app-2"}
 
     third = app.add_instance()
-    wait_for(lambda: sorted(scaled.owners().values()) == [1, 1, 2]
-             and scaled.owners()["app-3"] == 1 and scaled.settled(),
-             "the third instance's share")
+    wait_for(
+        lambda: (
+            sorted(scaled.owners().values()) == [1, 1, 2]
+            and scaled.owners()["app-3"] == 1
+            and scaled.settled()
+        ),
+        "the third instance's share",
+    )
     assert "stolen from app-" in third.log_path.read_text()
     more = write_docs(scaled.container, [f"q{i:02d}" for i in range(32)], per_pk=2)
     expected += [d["id"] for d in more]
@@ -190,8 +225,10 @@ def test_a_killed_instances_leases_are_taken_over_once_they_expire(scaled: Scale
     their expiry (10 s + up to 1 s here); what the killed one had not checkpointed is delivered
     again; nothing is lost."""
     app = scaled.host(2, SAMPLE_SLEEP_SECONDS="0.3")
-    wait_for(lambda: scaled.owners() == Counter({"app-1": 2, "app-2": 2}) and scaled.settled(),
-             "two leases each")
+    wait_for(
+        lambda: scaled.owners() == Counter({"app-1": 2, "app-2": 2}) and scaled.settled(),
+        "two leases each",
+    )
     docs = write_docs(scaled.container, PKS, per_pk=3)
     wait_for(lambda: {i for i, _ in scaled.delivered()} == {"app-1", "app-2"}, "both deliver")
     killed_at = time.monotonic()
@@ -225,11 +262,13 @@ def test_an_instance_paused_past_the_expiry_loses_its_lease_and_its_checkpoint_i
     wait_for(lambda: set(scaled.delivered_ids()) >= {d["id"] for d in docs}, "every document")
     app.resume("app-1")
     log = app.instance("app-1").log_path
-    wait_for(lambda: "lease -FF lost (lease -FF: taken over by owner 'app-2:" in log.read_text(),
-             "app-1's checkpoint refused")
+    wait_for(
+        lambda: "lease -FF lost (lease -FF: taken over by owner 'app-2:" in log.read_text(),
+        "app-1's checkpoint refused",
+    )
     by_app2 = [doc for instance, doc in scaled.delivered() if instance == "app-2"]
     # the uncheckpointed batch, again, from the checkpoint
-    assert by_app2[:len(unfinished)] == unfinished
+    assert by_app2[: len(unfinished)] == unfinished
     assert [i for i, _ in scaled.delivered()].count("app-1") == by_app1  # nothing more
     assert scaled.owners() == Counter({"app-2": 1})
 
@@ -246,6 +285,7 @@ def test_two_triggers_on_one_lease_container_split_the_changes_between_them(
     wait_for(lambda: len(scaled.leases()) == 4, "four leases")
     scaled.stack.stop_part("app")
     scaled.host_one(SAMPLE_SECOND_TRIGGER="true")
+
     def two_each() -> bool:  # two owners of two leases each (unowned leases are no owner's:
         # counted as one, two owned and two not yet looked like "two each", and the documents
         # written then all went to the trigger that took the other two a moment later)
@@ -254,6 +294,7 @@ def test_two_triggers_on_one_lease_container_split_the_changes_between_them(
 
     wait_for(lambda: two_each() and scaled.settled(), "two leases each")
     docs = write_docs(scaled.container, PKS, per_pk=2)
+
     def both() -> list[str]:
         return sorted(scaled.delivered_ids("relay") + scaled.delivered_ids("audit"))
 
@@ -270,6 +311,10 @@ def test_two_triggers_on_one_lease_container_split_the_changes_between_them(
     scaled.host_one(SAMPLE_SECOND_TRIGGER="true", SAMPLE_SECOND_PREFIX="audit.")
     later = write_docs(scaled.container, [f"q{i:02d}" for i in range(8)], per_pk=1)
     ids = {d["id"] for d in later}
-    wait_for(lambda: ids <= set(scaled.delivered_ids("relay"))
-             and ids <= set(scaled.delivered_ids("audit")), "each function, every change")
+    wait_for(
+        lambda: (
+            ids <= set(scaled.delivered_ids("relay")) and ids <= set(scaled.delivered_ids("audit"))
+        ),
+        "each function, every change",
+    )
     assert scaled.stack.log_path("app").read_text().count("compete for the same leases") == 1

@@ -18,8 +18,13 @@ from funcstack.functions_host._cosmos_trigger import CosmosTriggerListener
 from funcstack.functions_host._functions import FunctionSpec
 from funcstack.functions_host._language_worker import LanguageWorker
 
-BINDING = {"type": "cosmosDBTrigger", "name": "docs", "connection": "CosmosDBConnection",
-           "databaseName": "db", "containerName": "items"}
+BINDING = {
+    "type": "cosmosDBTrigger",
+    "name": "docs",
+    "connection": "CosmosDBConnection",
+    "databaseName": "db",
+    "containerName": "items",
+}
 NOW = dt.datetime(2026, 1, 1, 12, 0, 0, tzinfo=dt.UTC)
 
 
@@ -27,27 +32,50 @@ def options(**binding: Any) -> CosmosTriggerOptions:
     return CosmosTriggerOptions.from_binding({**BINDING, **binding})
 
 
-@pytest.mark.parametrize(("binding", "start", "error"), [
-    ({}, "Now", None),
-    ({"startFromBeginning": True}, "Beginning", None),
-    ({"startFromBeginning": "false"}, "Now", None),
-    ({"startFromTime": "2021-02-16T14:19:29Z"}, dt.datetime(2021, 2, 16, 14, 19, 29,
-                                                             tzinfo=dt.UTC), None),
-    ({"startFromTime": "2021-02-16T16:19:29+02:00"}, dt.datetime(2021, 2, 16, 14, 19, 29,
-                                                                  tzinfo=dt.UTC), None),
-    # DateTime.TryParse without a zone: DateTimeKind.Unspecified, which the processor refuses
-    ({"startFromTime": "2021-02-16T14:19:29"}, "Now",
-     "StartTime cannot have DateTimeKind.Unspecified (Parameter 'value')"),
-    ({"startFromTime": "16 Feb"}, "Now",
-     "The specified StartFromTime parameter is not in the correct format. Please use the ISO "
-     "8601 format with the UTC designator. For example: '2021-02-16T14:19:29Z'."),
-    ({"startFromTime": "2021-02-16T14:19:29Z", "startFromBeginning": True}, "Now",
-     "Only one of StartFromBeginning or StartFromTime can be used"),
-    ({"leaseContainerName": "ITEMS"}, "Now",
-     "The monitored container cannot be the same as the container storing the leases."),
-])
+@pytest.mark.parametrize(
+    ("binding", "start", "error"),
+    [
+        ({}, "Now", None),
+        ({"startFromBeginning": True}, "Beginning", None),
+        ({"startFromBeginning": "false"}, "Now", None),
+        (
+            {"startFromTime": "2021-02-16T14:19:29Z"},
+            dt.datetime(2021, 2, 16, 14, 19, 29, tzinfo=dt.UTC),
+            None,
+        ),
+        (
+            {"startFromTime": "2021-02-16T16:19:29+02:00"},
+            dt.datetime(2021, 2, 16, 14, 19, 29, tzinfo=dt.UTC),
+            None,
+        ),
+        # DateTime.TryParse without a zone: DateTimeKind.Unspecified, which the processor refuses
+        (
+            {"startFromTime": "2021-02-16T14:19:29"},
+            "Now",
+            "StartTime cannot have DateTimeKind.Unspecified (Parameter 'value')",
+        ),
+        (
+            {"startFromTime": "16 Feb"},
+            "Now",
+            "The specified StartFromTime parameter is not in the correct format. Please use the "
+            "ISO 8601 format with the UTC designator. For example: '2021-02-16T14:19:29Z'.",
+        ),
+        (
+            {"startFromTime": "2021-02-16T14:19:29Z", "startFromBeginning": True},
+            "Now",
+            "Only one of StartFromBeginning or StartFromTime can be used",
+        ),
+        (
+            {"leaseContainerName": "ITEMS"},
+            "Now",
+            "The monitored container cannot be the same as the container storing the leases.",
+        ),
+    ],
+)
 def test_start_options_as_the_extension_reads_them(
-    binding: dict[str, Any], start: object, error: str | None,
+    binding: dict[str, Any],
+    start: object,
+    error: str | None,
 ) -> None:
     read = options(**binding)
     assert (read.start_time, read.start_error) == (start, error)
@@ -56,14 +84,20 @@ def test_start_options_as_the_extension_reads_them(
 def test_a_listener_that_refuses_to_start_says_why_and_the_host_goes_on(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    spec = FunctionSpec("relay", "id-1", {**BINDING, "startFromBeginning": True,
-                                          "startFromTime": "2021-02-16T14:19:29Z"}, (), None)
+    spec = FunctionSpec(
+        "relay",
+        "id-1",
+        {**BINDING, "startFromBeginning": True, "startFromTime": "2021-02-16T14:19:29Z"},
+        (),
+        None,
+    )
     listener = CosmosTriggerListener(spec, cast(LanguageWorker, None))
     with caplog.at_level(logging.ERROR):
         listener.start()  # no task, no client: nothing runs
     assert caplog.messages == [
         "The listener for function 'Functions.relay' was unable to start: Only one of "
-        "StartFromBeginning or StartFromTime can be used"]
+        "StartFromBeginning or StartFromTime can be used"
+    ]
 
 
 def test_lease_intervals_the_processors_defaults_the_bindings_and_the_local_settings(
@@ -73,12 +107,19 @@ def test_lease_intervals_the_processors_defaults_the_bindings_and_the_local_sett
     # ChangeFeedLeaseOptions: acquire 13 s, renew 17 s, expiration 60 s (as the trigger's
     # reference, CosmosDBv4TriggerOptions, gives them)
     assert (read.acquire_interval, read.renew_interval, read.expiration_interval) == (
-        13.0, 17.0, 60.0)
+        13.0,
+        17.0,
+        60.0,
+    )
     assert read.feed_poll_delay == 5.0
-    read = options(leaseAcquireInterval=1000, leaseRenewInterval="2000",
-                   leaseExpirationInterval=0)  # 0: the default
+    read = options(
+        leaseAcquireInterval=1000, leaseRenewInterval="2000", leaseExpirationInterval=0
+    )  # 0: the default
     assert (read.acquire_interval, read.renew_interval, read.expiration_interval) == (
-        1.0, 2.0, 60.0)
+        1.0,
+        2.0,
+        60.0,
+    )
     monkeypatch.setenv("FUNCTIONS_HOST_COSMOS_LEASE_EXPIRATION_INTERVAL", "5000")
     assert options().expiration_interval == 5.0
     assert options(leaseExpirationInterval=7000).expiration_interval == 7.0  # the binding wins
@@ -93,12 +134,15 @@ def test_triggers_sharing_one_processors_leases_are_found(
 ) -> None:
     monkeypatch.setenv("CosmosDBConnection", "AccountEndpoint=https://a/;AccountKey=k;")
     monkeypatch.setenv("OtherName", "AccountEndpoint=https://a/;AccountKey=k;")
-    found = shared_leases([
-        spec("relay"), spec("audit", connection="OtherName"),  # the same account
-        spec("own", leaseContainerPrefix="own."),  # a prefix of its own
-        spec("elsewhere", containerName="other"),  # another monitored container
-        FunctionSpec("web", "id-web", {"type": "httpTrigger"}, (), None),
-    ])
+    found = shared_leases(
+        [
+            spec("relay"),
+            spec("audit", connection="OtherName"),  # the same account
+            spec("own", leaseContainerPrefix="own."),  # a prefix of its own
+            spec("elsewhere", containerName="other"),  # another monitored container
+            FunctionSpec("web", "id-web", {"type": "httpTrigger"}, (), None),
+        ]
+    )
     assert [(first, second) for first, second, _ in found] == [("relay", "audit")]
 
 
@@ -113,13 +157,15 @@ def tokens(taken: list[Lease]) -> list[str]:
 
 def test_equal_partitions_balancing() -> None:
     """EqualPartitionsBalancingStrategy.SelectLeasesToTake, case by case."""
+
     def take(leases: list[Lease], me: str = "me") -> list[str]:
         return tokens(leases_to_take(leases, me, 60.0, now=NOW))
 
     # unowned and expired leases first, up to the target
     assert take([lease("a", None), lease("b", None), lease("c", None)]) == ["a", "b", "c"]
-    assert take([lease("a", "x"), lease("b", "x", age=61), lease("c", None), lease("d", "x")],
-                ) == ["b", "c"]
+    assert take(
+        [lease("a", "x"), lease("b", "x", age=61), lease("c", None), lease("d", "x")],
+    ) == ["b", "c"]
     # nothing to take when at the target: 4 leases, 2 instances, 2 each
     assert take([lease("a", "me"), lease("b", "me"), lease("c", "x"), lease("d", "x")]) == []
     # none free: steal one from the instance with the most, when it has more than the target

@@ -104,8 +104,11 @@ class TriggerEnv:
         db = self.client.get_database_client(self.settings["COSMOS_DATABASE"])
         db.delete_container(self.container)
         self.container = db.create_container(
-            self.settings["COSMOS_CONTAINER"], partition_key=PartitionKey(path="/partitionKey"),
-            default_ttl=-1, headers={"x-funcstack-physical-partitions": str(physical_partitions)})
+            self.settings["COSMOS_CONTAINER"],
+            partition_key=PartitionKey(path="/partitionKey"),
+            default_ttl=-1,
+            headers={"x-funcstack-physical-partitions": str(physical_partitions)},
+        )
 
     def leases(self) -> list[dict[str, Any]]:
         db = self.client.get_database_client(self.settings["COSMOS_DATABASE"])
@@ -299,9 +302,7 @@ def test_failed_batch_is_checkpointed_without_retry_policy_or_after_exhausted_re
         )
         trigger_env.fail_flag.unlink()
         later = write_docs(trigger_env.container, ["b"], per_pk=2)
-        wait_for(
-            lambda: set(trigger_env.delivered_ids()) >= {d["id"] for d in later}, "later docs"
-        )
+        wait_for(lambda: set(trigger_env.delivered_ids()) >= {d["id"] for d in later}, "later docs")
     finally:
         runner.stop()
     failed = [r for r in trigger_env.records() if not r["ok"]]
@@ -333,7 +334,8 @@ def test_a_stuck_lease_does_not_hold_back_the_others(trigger_env: TriggerEnv) ->
     assert set(trigger_env.delivered_ids()) <= {d["id"] for d in docs}
     assert len(trigger_env.leases()) == 2  # the partitions', not the setting's 4
     assert "the app setting FUNCTIONS_HOST_COSMOS_LEASES is no longer read" in (
-        trigger_env.log_path.read_text())
+        trigger_env.log_path.read_text()
+    )
 
 
 def test_a_lease_without_a_checkpoint_starts_from_now_at_each_start(
@@ -345,9 +347,13 @@ def test_a_lease_without_a_checkpoint_starts_from_now_at_each_start(
     before = write_docs(trigger_env.container, ["old"], per_pk=3)
     runner = trigger_env.start(SAMPLE_FROM_BEGINNING="false")
     try:
-        wait_for(lambda: trigger_env.log_path.exists()
-                 and "lease -FF: read from Now" in trigger_env.log_path.read_text(),
-                 "the first read from now")
+        wait_for(
+            lambda: (
+                trigger_env.log_path.exists()
+                and "lease -FF: read from Now" in trigger_env.log_path.read_text()
+            ),
+            "the first read from now",
+        )
     finally:
         runner.stop()  # a clean stop: the lease is released
     [lease] = trigger_env.leases()
@@ -356,8 +362,10 @@ def test_a_lease_without_a_checkpoint_starts_from_now_at_each_start(
     gap = write_docs(trigger_env.container, ["gap"], per_pk=3)  # while no host runs
     runner = trigger_env.start(SAMPLE_FROM_BEGINNING="false")
     try:
-        wait_for(lambda: trigger_env.log_path.read_text().count("lease -FF: read from Now") == 2,
-                 "the second start's first read")
+        wait_for(
+            lambda: trigger_env.log_path.read_text().count("lease -FF: read from Now") == 2,
+            "the second start's first read",
+        )
         after = write_docs(trigger_env.container, ["new"], per_pk=3)
         wait_for(
             lambda: set(trigger_env.delivered_ids()) >= {d["id"] for d in after}, "new documents"
@@ -402,9 +410,13 @@ class KeptState:
         while port in self.used_ports:
             port = free_port()
         self.used_ports.add(port)
-        stack = LocalStack(workdir=self.tmp / "stack", state_dir=self.tmp / "state",
-                           ports=ServicePorts(cosmos=port), with_servicebus=False,
-                           with_azurite=False)
+        stack = LocalStack(
+            workdir=self.tmp / "stack",
+            state_dir=self.tmp / "state",
+            ports=ServicePorts(cosmos=port),
+            with_servicebus=False,
+            with_azurite=False,
+        )
         return stack.start()
 
     def host(self, stack: LocalStack) -> RunningRunner:
@@ -448,17 +460,24 @@ def kept(tmp_path: Path) -> KeptState:
 
 
 def container(stack: LocalStack, name: str) -> ContainerProxy:
-    client = CosmosClient.from_connection_string(stack.cosmos_connection_string,
-                                                 connection_verify=False)
+    client = CosmosClient.from_connection_string(
+        stack.cosmos_connection_string, connection_verify=False
+    )
     database = client.create_database_if_not_exists("kept")
     return database.create_container_if_not_exists(
-        name, partition_key=PartitionKey(path="/partitionKey" if name == "contacts" else "/id"))
+        name, partition_key=PartitionKey(path="/partitionKey" if name == "contacts" else "/id")
+    )
 
 
 def all_leases(stack: LocalStack) -> list[dict[str, Any]]:
     """The lease documents (not the processor's ``.info`` / ``.lock``)."""
-    return [doc for doc in container(stack, "leases").query_items(
-        "SELECT * FROM c", enable_cross_partition_query=True) if "LeaseToken" in doc]
+    return [
+        doc
+        for doc in container(stack, "leases").query_items(
+            "SELECT * FROM c", enable_cross_partition_query=True
+        )
+        if "LeaseToken" in doc
+    ]
 
 
 def azure_lease_prefix(stack: LocalStack) -> str:
@@ -466,8 +485,9 @@ def azure_lease_prefix(stack: LocalStack) -> str:
     forms it (``GetLeasePrefix``: ``Uri.Host``, no port; the database rid read from the
     service, not derived here)."""
     monitored = container(stack, "contacts")
-    client = CosmosClient.from_connection_string(stack.cosmos_connection_string,
-                                                 connection_verify=False)
+    client = CosmosClient.from_connection_string(
+        stack.cosmos_connection_string, connection_verify=False
+    )
     database_rid = client.get_database_client("kept").read()["_rid"]
     return f"127.0.0.1_{database_rid}_{monitored.read()['_rid']}.."
 
@@ -475,8 +495,10 @@ def azure_lease_prefix(stack: LocalStack) -> str:
 def wait_for_polls(kept: KeptState, runs: int) -> None:
     """The host of the ``runs``-th run watches its leases, and has polled them for 2 s (the
     sample's poll delay is 0.1 s)."""
-    wait_for(lambda: kept.log().count("cosmos trigger relay: watching") >= runs,
-             f"run {runs} watching its leases")
+    wait_for(
+        lambda: kept.log().count("cosmos trigger relay: watching") >= runs,
+        f"run {runs} watching its leases",
+    )
     time.sleep(2.0)
 
 
@@ -488,8 +510,10 @@ def test_a_restart_on_other_ports_with_kept_state_delivers_nothing_again(
         docs = write_docs(container(stack, "contacts"), ["a", "b"], per_pk=3)
         kept.host(stack)
         wait_for(lambda: set(kept.delivered_ids()) >= {d["id"] for d in docs}, "delivery")
-        wait_for(lambda: all(lease.get("ContinuationToken") for lease in all_leases(stack)),
-                 "the checkpoint")
+        wait_for(
+            lambda: all(lease.get("ContinuationToken") for lease in all_leases(stack)),
+            "the checkpoint",
+        )
         first_run = [lease["id"] for lease in all_leases(stack)]
     finally:
         stack.stop()
@@ -509,8 +533,9 @@ def test_a_restart_on_other_ports_with_kept_state_delivers_nothing_again(
         marker = write_docs(container(stack, "contacts"), ["later"], per_pk=1)
         wait_for(lambda: "later-000" in kept.delivered_ids(), "a later document")
         # the log says where it started: from its lease, not "no checkpoint" (issue 48)
-        [acquired] = [line for line in log.read_text("utf-8").splitlines()[before:]
-                      if "acquired" in line]
+        [acquired] = [
+            line for line in log.read_text("utf-8").splitlines()[before:] if "acquired" in line
+        ]
         assert "resumed from its lease" in acquired, acquired
     finally:
         stack.stop()
@@ -530,18 +555,27 @@ def test_leases_an_older_funcstack_wrote_with_the_port_are_adopted_then_deleted(
         docs = write_docs(container(stack, "contacts"), ["a", "b"], per_pk=3)
         kept.host(stack)
         wait_for(lambda: set(kept.delivered_ids()) >= {d["id"] for d in docs}, "delivery")
-        wait_for(lambda: all(lease.get("ContinuationToken") for lease in all_leases(stack)),
-                 "the checkpoint")
+        wait_for(
+            lambda: all(lease.get("ContinuationToken") for lease in all_leases(stack)),
+            "the checkpoint",
+        )
         stack.stop_part("app")
-        [current] = [{k: v for k, v in lease.items() if not k.startswith("_")}
-                     for lease in all_leases(stack)]
+        [current] = [
+            {k: v for k, v in lease.items() if not k.startswith("_")} for lease in all_leases(stack)
+        ]
         leases.delete_item(current["id"], partition_key=current["id"])
         info = current["id"].removesuffix("..-FF") + ".info"  # older versions wrote no marker
         leases.delete_item(info, partition_key=info)
         legacy = f"127.0.0.1:{stack.cosmos_endpoint.rsplit(':', 1)[1].strip('/')}"
         leases.create_item({**current, "id": f"{legacy}_kept_contacts..-FF"})
-        leases.create_item({**current, "id": "127.0.0.1:8081_kept_contacts..-FF",
-                            "ContinuationToken": None, "timestamp": "2020-01-01T00:00:00+00:00"})
+        leases.create_item(
+            {
+                **current,
+                "id": "127.0.0.1:8081_kept_contacts..-FF",
+                "ContinuationToken": None,
+                "timestamp": "2020-01-01T00:00:00+00:00",
+            }
+        )
         stack.hosts.pop("app")
         kept.host(stack)
         wait_for_polls(kept, runs=2)
@@ -559,18 +593,28 @@ def test_documents_reach_the_function_as_the_azure_host_hands_them_over(
     """The Azure host reads the change feed with Newtonsoft.Json, which re-formats date-like
     strings (Azure/Azure-Functions#1399); FUNCTIONS_HOST_COSMOS_VERBATIM_DOCUMENTS=true opts
     out."""
-    committed = {"at": "2019-01-01T00:00:01.0000000Z",
-                 "offset": "2019-01-01T10:00:05.120000+02:00",
-                 "body": '{"at":"2019-01-01T00:00:01.0000000Z"}', "day": "2019-01-01"}
+    committed = {
+        "at": "2019-01-01T00:00:01.0000000Z",
+        "offset": "2019-01-01T10:00:05.120000+02:00",
+        "body": '{"at":"2019-01-01T00:00:01.0000000Z"}',
+        "day": "2019-01-01",
+    }
 
     def received(doc_id: str) -> dict[str, Any]:
-        found = [d for r in trigger_env.records() if r["ok"] for d in r.get("documents", [])
-                 if d["id"] == doc_id]
+        found = [
+            d
+            for r in trigger_env.records()
+            if r["ok"]
+            for d in r.get("documents", [])
+            if d["id"] == doc_id
+        ]
         return found[0] if found else {}
 
     for verbatim, doc_id in ((False, "as-azure"), (True, "verbatim")):
-        runner = trigger_env.start(SAMPLE_RECORD_DOCUMENTS="true",
-                                   FUNCTIONS_HOST_COSMOS_VERBATIM_DOCUMENTS=str(verbatim).lower())
+        runner = trigger_env.start(
+            SAMPLE_RECORD_DOCUMENTS="true",
+            FUNCTIONS_HOST_COSMOS_VERBATIM_DOCUMENTS=str(verbatim).lower(),
+        )
         try:
             trigger_env.container.create_item({"id": doc_id, "partitionKey": "p", **committed})
             wait_for(functools.partial(lambda i: bool(received(i)), doc_id), f"document {doc_id}")
@@ -578,6 +622,9 @@ def test_documents_reach_the_function_as_the_azure_host_hands_them_over(
             runner.stop()
     as_azure, verbatim_doc = received("as-azure"), received("verbatim")
     assert {k: as_azure[k] for k in committed} == {
-        "at": "2019-01-01T00:00:01Z", "offset": "2019-01-01T08:00:05.12+00:00",
-        "body": '{"at":"2019-01-01T00:00:01.0000000Z"}', "day": "2019-01-01"}
+        "at": "2019-01-01T00:00:01Z",
+        "offset": "2019-01-01T08:00:05.12+00:00",
+        "body": '{"at":"2019-01-01T00:00:01.0000000Z"}',
+        "day": "2019-01-01",
+    }
     assert {k: verbatim_doc[k] for k in committed} == committed

@@ -33,11 +33,17 @@ OTHER_ORIGIN = "http://other.example"
 
 def start(tmp: Path, sample: str, host: dict[str, Any] | None = None) -> RunningRunner:
     tmp.mkdir(parents=True, exist_ok=True)
-    app_dir = make_app_dir(tmp, sample, {
-        "FUNCTIONS_WORKER_RUNTIME": "python", "SAMPLE_ROUTE": "by-setting",
-        # local-only settings: short timeouts so that a test does not wait 30 s
-        HEADERS_TIMEOUT_SETTING: "0.5", BODY_GRACE_SETTING: "0.5",
-    })
+    app_dir = make_app_dir(
+        tmp,
+        sample,
+        {
+            "FUNCTIONS_WORKER_RUNTIME": "python",
+            "SAMPLE_ROUTE": "by-setting",
+            # local-only settings: short timeouts so that a test does not wait 30 s
+            HEADERS_TIMEOUT_SETTING: "0.5",
+            BODY_GRACE_SETTING: "0.5",
+        },
+    )
     settings = app_dir / "local.settings.json"
     if host is not None:
         data = json.loads(settings.read_text())
@@ -47,8 +53,11 @@ def start(tmp: Path, sample: str, host: dict[str, Any] | None = None) -> Running
 
 @pytest.fixture(scope="module")
 def host(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningRunner]:
-    runner = start(tmp_path_factory.mktemp("limits"), "sample_http_app.py",
-                   {"CORS": f"{ORIGIN},https://second.example", "CORSCredentials": True})
+    runner = start(
+        tmp_path_factory.mktemp("limits"),
+        "sample_http_app.py",
+        {"CORS": f"{ORIGIN},https://second.example", "CORSCredentials": True},
+    )
     try:
         yield runner
     finally:
@@ -76,8 +85,9 @@ def exchange(
 
 
 def get(path: str, extra: bytes = b"") -> bytes:
-    return (b"GET " + path.encode() + b" HTTP/1.1\r\nHost: h\r\n" + extra
-            + b"Connection: close\r\n\r\n")
+    return (
+        b"GET " + path.encode() + b" HTTP/1.1\r\nHost: h\r\n" + extra + b"Connection: close\r\n\r\n"
+    )
 
 
 def refused(runner: RunningRunner, data: bytes, status: int, **kw: bytes) -> None:
@@ -89,6 +99,7 @@ def refused(runner: RunningRunner, data: bytes, status: int, **kw: bytes) -> Non
 
 
 # -- Kestrel's limits ---------------------------------------------------------------------------
+
 
 def test_a_url_over_8_kb_is_414_without_a_body(host: RunningRunner) -> None:
     refused(host, get("/api/items/" + "a" * LIMITS.max_request_line), 414)
@@ -127,8 +138,10 @@ def test_a_request_head_that_never_completes_gets_408(host: RunningRunner) -> No
 def test_a_body_that_never_completes_gets_408_and_the_function_is_not_called(
     host: RunningRunner,
 ) -> None:
-    head = (b"POST /api/items HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
-            b"Content-Length: 1000\r\n\r\n")
+    head = (
+        b"POST /api/items HTTP/1.1\r\nHost: h\r\nContent-Type: application/json\r\n"
+        b"Content-Length: 1000\r\n\r\n"
+    )
     refused(host, head, 408, then=b'{"a": ')
     assert host.log_path is not None
     assert "function=create_item status=408" in host.log_path.read_text()
@@ -147,11 +160,17 @@ def test_refused_requests_leave_one_short_line_and_no_traceback(host: RunningRun
 
 # -- CORS from local.settings.json `Host` -------------------------------------------------------
 
+
 def preflight(origin: str, method: str = "PATCH", headers: str = "content-type, if-match") -> bytes:
-    return (b"OPTIONS /api/items/abc HTTP/1.1\r\nHost: h\r\nOrigin: " + origin.encode()
-            + b"\r\nAccess-Control-Request-Method: " + method.encode()
-            + b"\r\nAccess-Control-Request-Headers: " + headers.encode()
-            + b"\r\nConnection: close\r\n\r\n")
+    return (
+        b"OPTIONS /api/items/abc HTTP/1.1\r\nHost: h\r\nOrigin: "
+        + origin.encode()
+        + b"\r\nAccess-Control-Request-Method: "
+        + method.encode()
+        + b"\r\nAccess-Control-Request-Headers: "
+        + headers.encode()
+        + b"\r\nConnection: close\r\n\r\n"
+    )
 
 
 def test_a_preflight_from_an_allowed_origin_is_answered_by_the_host(host: RunningRunner) -> None:
@@ -222,6 +241,7 @@ def test_any_origin_answers_star_without_vary_and_star_with_credentials_does_not
 
 # -- routing on the path as Kestrel hands it over -------------------------------------------------
 
+
 def test_an_empty_segment_matches_no_route_and_one_trailing_slash_is_ignored(
     host: RunningRunner,
 ) -> None:
@@ -247,6 +267,7 @@ def test_an_encoded_slash_stays_in_its_segment(host: RunningRunner) -> None:
 
 
 # -- no warning on every start ------------------------------------------------------------------
+
 
 def test_an_app_without_http_functions_starts_without_the_auth_level_warning(
     tmp_path: Path,

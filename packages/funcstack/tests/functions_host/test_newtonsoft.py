@@ -84,13 +84,18 @@ def test_other_strings_are_handed_over_as_they_are(text: str) -> None:
 
 
 def test_only_values_are_read_as_dates_never_property_names() -> None:
-    document = {"2019-01-01T00:00:01.0000000Z": "2019-01-01T00:00:01.0000000Z",
-                "list": ["2019-01-01T00:00:01.100Z", 1, None, True, {"n": 1.5}],
-                "body": '{"at":"2019-01-01T00:00:01.0000000Z"}'}
+    document = {
+        "2019-01-01T00:00:01.0000000Z": "2019-01-01T00:00:01.0000000Z",
+        "list": ["2019-01-01T00:00:01.100Z", 1, None, True, {"n": 1.5}],
+        "body": '{"at":"2019-01-01T00:00:01.0000000Z"}',
+    }
     assert host_documents([document]) == [
-        {"2019-01-01T00:00:01.0000000Z": "2019-01-01T00:00:01Z",
-         "list": ["2019-01-01T00:00:01.1Z", 1, None, True, {"n": 1.5}],
-         "body": '{"at":"2019-01-01T00:00:01.0000000Z"}'}]
+        {
+            "2019-01-01T00:00:01.0000000Z": "2019-01-01T00:00:01Z",
+            "list": ["2019-01-01T00:00:01.1Z", 1, None, True, {"n": 1.5}],
+            "body": '{"at":"2019-01-01T00:00:01.0000000Z"}',
+        }
+    ]
     assert document["list"][0] == "2019-01-01T00:00:01.100Z"  # the given value is not changed
 
 
@@ -105,11 +110,20 @@ def test_the_host_time_zone_is_utc_unless_the_app_sets_tz() -> None:
     assert host_string("2019-01-01T10:00:00Z", paris) == "2019-01-01T10:00:00Z"
 
 
-@given(st.datetimes(min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30),
-                    timezones=st.sampled_from([dt.UTC, dt.timezone(dt.timedelta(hours=5,
-                                                                                minutes=30)),
-                                               dt.timezone(dt.timedelta(hours=-8))])),
-       st.sampled_from(["auto", "seconds", "milliseconds", "microseconds"]))
+@given(
+    st.datetimes(
+        min_value=dt.datetime(1, 1, 2),
+        max_value=dt.datetime(9999, 12, 30),
+        timezones=st.sampled_from(
+            [
+                dt.UTC,
+                dt.timezone(dt.timedelta(hours=5, minutes=30)),
+                dt.timezone(dt.timedelta(hours=-8)),
+            ]
+        ),
+    ),
+    st.sampled_from(["auto", "seconds", "milliseconds", "microseconds"]),
+)
 def test_a_python_timestamp_keeps_its_instant_whatever_its_form(
     moment: dt.datetime, timespec: str
 ) -> None:

@@ -54,7 +54,8 @@ class Env:
 
     def client(self, name: str | None = None) -> QueueClient:
         return QueueServiceClient.from_connection_string(
-            self.storage.connection_string).get_queue_client(name or self.queue)
+            self.storage.connection_string
+        ).get_queue_client(name or self.queue)
 
     def send(self, text: str, *, queue: str | None = None, encode: bool = True) -> str:
         content = base64.b64encode(text.encode()).decode() if encode else text
@@ -71,8 +72,9 @@ class Env:
             return []
         return [json.loads(x) for x in self.out.read_text("utf-8").splitlines() if x]
 
-    def wait(self, until: Callable[[list[dict[str, Any]]], bool],
-             timeout: float = 30) -> list[dict[str, Any]]:
+    def wait(
+        self, until: Callable[[list[dict[str, Any]]], bool], timeout: float = 30
+    ) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             lines = self.lines()
@@ -88,20 +90,26 @@ class Env:
 def host(storage: Azurite, tmp: Path, queues: dict[str, Any]) -> Env:
     queue = f"jobs-{uuid.uuid4().hex[:8]}"
     out = tmp / "out.jsonl"
-    app_dir = make_app_dir(tmp, "sample_queue_app.py", {
-        "FUNCTIONS_WORKER_RUNTIME": "python",
-        "AzureWebJobsStorage": storage.connection_string,
-        "JobsStorage": storage.connection_string,
-        "JOBS_QUEUE": queue,
-        "QUEUE_OUT": str(out),
-    })
-    (app_dir / "host.json").write_text(json.dumps(
-        {"version": "2.0", "extensions": {"queues": queues}}))
+    app_dir = make_app_dir(
+        tmp,
+        "sample_queue_app.py",
+        {
+            "FUNCTIONS_WORKER_RUNTIME": "python",
+            "AzureWebJobsStorage": storage.connection_string,
+            "JobsStorage": storage.connection_string,
+            "JOBS_QUEUE": queue,
+            "QUEUE_OUT": str(out),
+        },
+    )
+    (app_dir / "host.json").write_text(
+        json.dumps({"version": "2.0", "extensions": {"queues": queues}})
+    )
     service = QueueServiceClient.from_connection_string(storage.connection_string)
     for name in (queue, f"plain-{queue}"):
         service.create_queue(name)
-    runner = start_runner(app_dir=app_dir, settings_file=app_dir / "local.settings.json",
-                          log_path=tmp / "runner.log")
+    runner = start_runner(
+        app_dir=app_dir, settings_file=app_dir / "local.settings.json", log_path=tmp / "runner.log"
+    )
     return Env(storage, queue, out, runner)
 
 
@@ -156,8 +164,11 @@ def test_a_failing_message_is_retried_then_moved_to_the_poison_queue(env: Env) -
     env.wait(lambda _: len(env.of(message_id)) >= MAX_DEQUEUE)
     poison = f"{env.queue}-poison"
     deadline = time.monotonic() + 10
-    while not (moved := [m for m in env.peek(poison)
-                         if m.content == base64.b64encode(text.encode()).decode()]):
+    while not (
+        moved := [
+            m for m in env.peek(poison) if m.content == base64.b64encode(text.encode()).decode()
+        ]
+    ):
         assert time.monotonic() < deadline, "not moved to the poison queue"
         time.sleep(0.1)
     assert len(moved) == 1  # the text as stored, base64 still
@@ -176,8 +187,9 @@ def test_a_message_that_is_not_base64_goes_to_the_poison_queue_uninvoked(env: En
     assert env.of(message_id) == []
 
 
-def test_with_message_encoding_none_the_text_arrives_as_sent(azurite: Azurite,
-                                                             tmp_path: Path) -> None:
+def test_with_message_encoding_none_the_text_arrives_as_sent(
+    azurite: Azurite, tmp_path: Path
+) -> None:
     e = host(azurite, tmp_path, {"messageEncoding": "none"})
     try:
         message_id = e.send('{"plain": "text"}', encode=False)
@@ -189,21 +201,39 @@ def test_with_message_encoding_none_the_text_arrives_as_sent(azurite: Azurite,
 
 # -- options, without a host ------------------------------------------------------------------
 
+
 def test_host_json_options_and_their_defaults(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("Q", "Orders")
     binding = {"type": "queueTrigger", "queueName": "%Q%"}
     defaults = QueueTriggerOptions.from_binding(binding)
     assert (defaults.queue, defaults.connection) == ("orders", "AzureWebJobsStorage")
-    assert (defaults.batch_size, defaults.max_dequeue_count, defaults.visibility_timeout,
-            defaults.message_encoding) == (16, 5, 0.0, "base64")
+    assert (
+        defaults.batch_size,
+        defaults.max_dequeue_count,
+        defaults.visibility_timeout,
+        defaults.message_encoding,
+    ) == (16, 5, 0.0, "base64")
     assert defaults.new_batch_threshold % 8 == 0  # (16 / 2) x processor count
     assert defaults.max_polling_interval == 1.0  # the local cap when host.json sets none
-    tuned = QueueTriggerOptions.from_binding(binding, {
-        "batchSize": 4, "newBatchThreshold": 1, "maxPollingInterval": "00:00:30",
-        "visibilityTimeout": "00:00:05", "maxDequeueCount": 2, "messageEncoding": "None"})
-    assert (tuned.batch_size, tuned.new_batch_threshold, tuned.max_polling_interval,
-            tuned.visibility_timeout, tuned.max_dequeue_count, tuned.message_encoding) == (
-        4, 1, 30.0, 5.0, 2, "none")
+    tuned = QueueTriggerOptions.from_binding(
+        binding,
+        {
+            "batchSize": 4,
+            "newBatchThreshold": 1,
+            "maxPollingInterval": "00:00:30",
+            "visibilityTimeout": "00:00:05",
+            "maxDequeueCount": 2,
+            "messageEncoding": "None",
+        },
+    )
+    assert (
+        tuned.batch_size,
+        tuned.new_batch_threshold,
+        tuned.max_polling_interval,
+        tuned.visibility_timeout,
+        tuned.max_dequeue_count,
+        tuned.message_encoding,
+    ) == (4, 1, 30.0, 5.0, 2, "none")
 
 
 def test_poison_queue_names_and_base64() -> None:

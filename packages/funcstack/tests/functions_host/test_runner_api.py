@@ -78,6 +78,7 @@ def test_retry_policy_is_read_from_the_function_settings(tmp_path: Path) -> None
         "def no_retry(docs: func.DocumentList) -> None:\n"
         "    pass\n"
     )
+
     async def index() -> list[object]:
         env = {**os.environ, "PYTHON_SCRIPT_FILE_NAME": "retry_app.py"}
         worker = LanguageWorker(tmp_path, env)
@@ -178,8 +179,7 @@ def test_route_table_takes_the_first_route_that_matches_path_and_method() -> Non
         ("api/x/", False),
     ],
 )  # fmt: skip
-def test_route_templates_asp_net_core_refuses_stop_the_start(template: str,
-                                                             refused: bool) -> None:
+def test_route_templates_asp_net_core_refuses_stop_the_start(template: str, refused: bool) -> None:
     if refused:
         with pytest.raises(RouteTemplateError, match="cannot appear consecutively"):
             check_route_template("f", template)

@@ -39,8 +39,12 @@ def app_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def stack(tmp_path: Path) -> Iterator[LocalStack]:
     """Hosts only: the sample needs no endpoint."""
-    local = LocalStack(workdir=tmp_path / "stack", ports=ServicePorts.free(),
-                       with_servicebus=False, with_azurite=False)
+    local = LocalStack(
+        workdir=tmp_path / "stack",
+        ports=ServicePorts.free(),
+        with_servicebus=False,
+        with_azurite=False,
+    )
     try:
         yield local
     finally:
@@ -48,17 +52,26 @@ def stack(tmp_path: Path) -> Iterator[LocalStack]:
 
 
 def host(stack: LocalStack, app_dir: Path, tmp_path: Path, instances: str) -> AppInstances:
-    scaled = stack.host_app(app_dir, name="app", port=0, instances=instances,
-                            settings_file=tmp_path / "app.settings.json",
-                            overrides={"SAMPLE_OUT": str(tmp_path / "ticks.jsonl")})
+    scaled = stack.host_app(
+        app_dir,
+        name="app",
+        port=0,
+        instances=instances,
+        settings_file=tmp_path / "app.settings.json",
+        overrides={"SAMPLE_OUT": str(tmp_path / "ticks.jsonl")},
+    )
     assert isinstance(scaled, AppInstances)
     return scaled
 
 
 def call(url: str, *, method: str = "GET", body: bytes | None = None) -> http.client.HTTPResponse:
     """The answer, read (the local host's URL)."""
-    request = urllib.request.Request(url, data=body, method=method,  # noqa: S310
-                                     headers={"content-type": "application/json"} if body else {})
+    request = urllib.request.Request(  # noqa: S310
+        url,
+        data=body,
+        method=method,
+        headers={"content-type": "application/json"} if body else {},
+    )
     with urllib.request.urlopen(request, timeout=30) as reply:  # noqa: S310
         reply.read()
         answer: http.client.HTTPResponse = reply
@@ -92,23 +105,34 @@ def test_the_instances_spelling() -> None:
     assert parse_instances("3") == {None: 3}
     assert parse_instances(2) == {None: 2}
     assert parse_instances("http=2, function:relay_events=3") == {
-        "http": 2, "function:relay_events": 3}
+        "http": 2,
+        "function:relay_events": 3,
+    }
     assert parse_instances("relay_events=1") == {"function:relay_events": 1}
-    for bad, named in (("0", "'0'"), ("http=x", "'x'"), ("3,http=2", "not both"),
-                       ("a-b=2", "'a-b'"), ("", "empty")):
+    for bad, named in (
+        ("0", "'0'"),
+        ("http=x", "'x'"),
+        ("3,http=2", "not both"),
+        ("a-b=2", "'a-b'"),
+        ("", "empty"),
+    ):
         with pytest.raises(ValueError, match=named):
             parse_instances(bad)
 
 
 def test_requests_are_spread_over_two_instances_one_request_at_a_time(
-    stack: LocalStack, app_dir: Path, tmp_path: Path,
+    stack: LocalStack,
+    app_dir: Path,
+    tmp_path: Path,
 ) -> None:
     """Per request, not per connection: four requests on one kept-alive connection reach both
     instances, in turn."""
     app = host(stack, app_dir, tmp_path, "2")
     assert [inst.name for inst in app.instances] == ["app-1", "app-2"]
-    assert all(inst.log_path.name == f"{inst.name}.log" and inst.log_path.exists()
-               for inst in app.instances)
+    assert all(
+        inst.log_path.name == f"{inst.name}.log" and inst.log_path.exists()
+        for inst in app.instances
+    )
     connection = http.client.HTTPConnection("127.0.0.1", app.port, timeout=30)
     try:
         served = []
@@ -132,20 +156,26 @@ def test_requests_are_spread_over_two_instances_one_request_at_a_time(
 
 
 def test_function_groups_run_apart_so_memory_is_not_shared(
-    stack: LocalStack, app_dir: Path, tmp_path: Path,
+    stack: LocalStack,
+    app_dir: Path,
+    tmp_path: Path,
 ) -> None:
     """Flex Consumption: the HTTP functions on their instances (``http=2``), the timer on one
     of its own: what the HTTP functions keep in memory, the timer does not see; in one
     instance of the whole app it does."""
     app = host(stack, app_dir, tmp_path, "http=2")
     assert [(inst.name, inst.group) for inst in app.instances] == [
-        ("app-http-1", "http"), ("app-http-2", "http"), ("app-tick-1", "function:tick")]
+        ("app-http-1", "http"),
+        ("app-http-2", "http"),
+        ("app-tick-1", "function:tick"),
+    ]
     assert {group: sorted(names) for group, names in app.groups.items()} == {
-        "http": ["recall", "remember", "whoami"], "function:tick": ["tick"]}
+        "http": ["recall", "remember", "whoami"],
+        "function:tick": ["tick"],
+    }
     for _ in range(2):  # one on each HTTP instance
         call(app.url + "/remember?value=kept", method="POST")
-    assert {get(app.url + "/recall")["instance"] for _ in range(2)} == {"app-http-1",
-                                                                       "app-http-2"}
+    assert {get(app.url + "/recall")["instance"] for _ in range(2)} == {"app-http-1", "app-http-2"}
     assert all(get(app.url + "/recall")["remembered"] == ["kept"] for _ in range(2))
     wait_for(lambda: len(ticks(tmp_path)) >= 2, "two ticks")
     assert {tick["instance"] for tick in ticks(tmp_path)} == {"app-tick-1"}
@@ -154,31 +184,45 @@ def test_function_groups_run_apart_so_memory_is_not_shared(
     assert not stack.scaled and not stack.hosts
     # the whole app in one process: the timer sees what the HTTP function kept
     (tmp_path / "ticks.jsonl").unlink()
-    single = stack.host_app(app_dir, name="one", port=0,
-                            settings_file=tmp_path / "one.settings.json",
-                            overrides={"SAMPLE_OUT": str(tmp_path / "ticks.jsonl")})
+    single = stack.host_app(
+        app_dir,
+        name="one",
+        port=0,
+        settings_file=tmp_path / "one.settings.json",
+        overrides={"SAMPLE_OUT": str(tmp_path / "ticks.jsonl")},
+    )
     call(single.url + "/remember?value=kept", method="POST")
-    wait_for(lambda: any(t["remembered"] == ["kept"] for t in ticks(tmp_path)),
-             "a tick that remembers")
+    wait_for(
+        lambda: any(t["remembered"] == ["kept"] for t in ticks(tmp_path)), "a tick that remembers"
+    )
 
 
 def test_a_timer_runs_on_one_instance_of_several(
-    stack: LocalStack, app_dir: Path, tmp_path: Path,
+    stack: LocalStack,
+    app_dir: Path,
+    tmp_path: Path,
 ) -> None:
     """The timer's listener is a singleton: on two instances of the whole app, one ticks."""
     app = host(stack, app_dir, tmp_path, "2")
     wait_for(lambda: len(ticks(tmp_path)) >= 3, "three ticks")
     assert len({tick["instance"] for tick in ticks(tmp_path)}) == 1
-    waiting = [inst for inst in app.instances
-               if "another instance holds its singleton listener lock"
-               in inst.log_path.read_text()]
+    waiting = [
+        inst
+        for inst in app.instances
+        if "another instance holds its singleton listener lock" in inst.log_path.read_text()
+    ]
     assert len(waiting) == 1
 
 
 def test_a_group_the_app_does_not_have_is_named_with_the_apps_groups(
-    stack: LocalStack, app_dir: Path, tmp_path: Path,
+    stack: LocalStack,
+    app_dir: Path,
+    tmp_path: Path,
 ) -> None:
-    with pytest.raises(PartStartError, match=r"function group 'function:relay' has no function "
-                                             r"in this app \(its groups: function:tick, http\)"):
+    with pytest.raises(
+        PartStartError,
+        match=r"function group 'function:relay' has no function "
+        r"in this app \(its groups: function:tick, http\)",
+    ):
         host(stack, app_dir, tmp_path, "relay=2")
     assert not stack.scaled and not stack.hosts

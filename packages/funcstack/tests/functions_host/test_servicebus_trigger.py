@@ -59,10 +59,15 @@ class Env:
 
     def send(self, session: str | None, body: dict[str, Any], **props: str | int) -> str:
         message_id = str(uuid.uuid4())
-        self.sender.send_messages(ServiceBusMessage(
-            json.dumps(body), message_id=message_id, session_id=session,
-            content_type="application/json",
-            application_properties=dict(props.items()) or None))
+        self.sender.send_messages(
+            ServiceBusMessage(
+                json.dumps(body),
+                message_id=message_id,
+                session_id=session,
+                content_type="application/json",
+                application_properties=dict(props.items()) or None,
+            )
+        )
         return message_id
 
     def lines(self) -> list[dict[str, Any]]:
@@ -70,8 +75,9 @@ class Env:
             return []
         return [json.loads(x) for x in self.out.read_text("utf-8").splitlines() if x]
 
-    def wait(self, until: Callable[[list[dict[str, Any]]], bool], timeout: float = 30) -> list[
-            dict[str, Any]]:
+    def wait(
+        self, until: Callable[[list[dict[str, Any]]], bool], timeout: float = 30
+    ) -> list[dict[str, Any]]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             lines = self.lines()
@@ -81,39 +87,77 @@ class Env:
         raise AssertionError(f"timed out; invocations so far: {self.lines()}")
 
     def dead_letters(self, wait: float = 5) -> list[Any]:
-        with ServiceBusClient.from_connection_string(self.broker.connection_string) as client, \
-                client.get_subscription_receiver(
-                    self.topic, "sub", sub_queue=ServiceBusSubQueue.DEAD_LETTER,
-                    max_wait_time=wait) as receiver:
+        with (
+            ServiceBusClient.from_connection_string(self.broker.connection_string) as client,
+            client.get_subscription_receiver(
+                self.topic, "sub", sub_queue=ServiceBusSubQueue.DEAD_LETTER, max_wait_time=wait
+            ) as receiver,
+        ):
             return list(receiver.receive_messages(max_message_count=50, max_wait_time=wait))
 
 
-def _env(broker: ServiceBusEndpoint, tmp_path: Path, *, sessions: bool = True,
-         subscription: dict[str, Any] | None = None, service_bus: dict[str, Any] | None = None,
-         **settings: str) -> Iterator[Env]:
+def _env(
+    broker: ServiceBusEndpoint,
+    tmp_path: Path,
+    *,
+    sessions: bool = True,
+    subscription: dict[str, Any] | None = None,
+    service_bus: dict[str, Any] | None = None,
+    **settings: str,
+) -> Iterator[Env]:
     topic = f"t-{uuid.uuid4().hex[:8]}"
     assert broker.control_port is not None
-    request(broker.host, broker.control_port, {
-        "op": "create-topic", "name": topic, "properties": {}})
-    request(broker.host, broker.control_port, {
-        "op": "create-subscription", "topic": topic, "name": "sub",
-        "properties": {"RequiresSession": sessions, "MaxDeliveryCount": MAX_DELIVERY,
-                       **(subscription or {})}})
+    request(
+        broker.host, broker.control_port, {"op": "create-topic", "name": topic, "properties": {}}
+    )
+    request(
+        broker.host,
+        broker.control_port,
+        {
+            "op": "create-subscription",
+            "topic": topic,
+            "name": "sub",
+            "properties": {
+                "RequiresSession": sessions,
+                "MaxDeliveryCount": MAX_DELIVERY,
+                **(subscription or {}),
+            },
+        },
+    )
     out = tmp_path / "out.jsonl"
     app_dir = make_app_dir(tmp_path, "sample_servicebus_app.py", {})
-    (app_dir / "host.json").write_text(json.dumps({"version": "2.0", "extensions": {
-        "serviceBus": {"maxConcurrentSessions": 4, "sessionIdleTimeout": "00:00:01",
-                       **(service_bus or {})}}}))
-    runner = start_runner(app_dir=app_dir, log_path=tmp_path / "runner.log", settings={
-        "FUNCTIONS_WORKER_RUNTIME": "python",
-        "ServiceBusConnection": broker.connection_string,
-        "SAMPLE_TOPIC": topic, "SAMPLE_SUBSCRIPTION": "sub", "SAMPLE_OUT": str(out),
-        "SAMPLE_SESSIONS": "true" if sessions else "false",
-        **settings,
-    })
+    (app_dir / "host.json").write_text(
+        json.dumps(
+            {
+                "version": "2.0",
+                "extensions": {
+                    "serviceBus": {
+                        "maxConcurrentSessions": 4,
+                        "sessionIdleTimeout": "00:00:01",
+                        **(service_bus or {}),
+                    }
+                },
+            }
+        )
+    )
+    runner = start_runner(
+        app_dir=app_dir,
+        log_path=tmp_path / "runner.log",
+        settings={
+            "FUNCTIONS_WORKER_RUNTIME": "python",
+            "ServiceBusConnection": broker.connection_string,
+            "SAMPLE_TOPIC": topic,
+            "SAMPLE_SUBSCRIPTION": "sub",
+            "SAMPLE_OUT": str(out),
+            "SAMPLE_SESSIONS": "true" if sessions else "false",
+            **settings,
+        },
+    )
     try:
-        with ServiceBusClient.from_connection_string(broker.connection_string) as client, \
-                client.get_topic_sender(topic, keep_alive=0) as sender:
+        with (
+            ServiceBusClient.from_connection_string(broker.connection_string) as client,
+            client.get_topic_sender(topic, keep_alive=0) as sender,
+        ):
             yield Env(broker, topic, out, runner, sender)
     finally:
         runner.stop()
@@ -142,7 +186,10 @@ def test_a_failed_invocation_abandons_and_the_message_comes_back_with_delivery_c
     message_id = env.send("s2", {"fail_deliveries": 2})
     lines = env.wait(lambda lines: any(x["ok"] for x in lines))
     assert [(x["id"], x["delivery"], x["ok"]) for x in lines] == [
-        (message_id, 1, False), (message_id, 2, False), (message_id, 3, True)]
+        (message_id, 1, False),
+        (message_id, 2, False),
+        (message_id, 3, True),
+    ]
     time.sleep(1.5)
     assert len(env.lines()) == 3
     assert env.dead_letters(wait=1) == []
@@ -172,7 +219,10 @@ def test_each_session_is_processed_in_order_one_message_at_a_time(env: Env) -> N
     env.send("held", {"n": 1})
     lines = env.wait(lambda lines: len([x for x in lines if x["session"] == "held"]) == 3)
     assert [(x["body"]["n"], x["delivery"]) for x in lines if x["session"] == "held"] == [
-        (0, 1), (0, 2), (1, 1)]
+        (0, 1),
+        (0, 2),
+        (1, 1),
+    ]
 
 
 @pytest.fixture
@@ -187,7 +237,10 @@ def test_the_functions_retry_policy_retries_under_the_same_lock_before_abandonin
     message_id = retry_env.send("r1", {"fail_deliveries": 1})
     lines = retry_env.wait(lambda lines: any(x["ok"] for x in lines))
     assert [(x["id"], x["delivery"], x["ok"]) for x in lines] == [
-        (message_id, 1, False), (message_id, 1, False), (message_id, 2, True)]
+        (message_id, 1, False),
+        (message_id, 1, False),
+        (message_id, 2, True),
+    ]
     log = (retry_env.out.parent / "runner.log").read_text("utf-8")
     assert "Soon retries will not be supported for function 'Functions.on_message'" in log
 
@@ -199,21 +252,27 @@ LOCK = {"LockDuration": "PT2S", "MaxDeliveryCount": 10}
 
 @pytest.mark.parametrize("sessions", [False, True], ids=["message-lock", "session-lock"])
 def test_a_lock_is_renewed_while_a_long_invocation_runs(
-    broker: ServiceBusEndpoint, tmp_path: Path, sessions: bool,
+    broker: ServiceBusEndpoint,
+    tmp_path: Path,
+    sessions: bool,
 ) -> None:
     """A 2 s lock, a 6 s invocation, renewal up to 30 s: one invocation, completed; the
     session's next message after it (without renewal the lock lapses at 2 s and the message is
     handed out again)."""
-    with contextmanager(_env)(broker, tmp_path, sessions=sessions, subscription=LOCK,
-                              service_bus={"maxAutoLockRenewalDuration": "00:00:30"}) as env:
+    with contextmanager(_env)(
+        broker,
+        tmp_path,
+        sessions=sessions,
+        subscription=LOCK,
+        service_bus={"maxAutoLockRenewalDuration": "00:00:30"},
+    ) as env:
         session = "long" if sessions else None
         first = env.send(session, {"n": 0, "sleep": 6})
         second = env.send(session, {"n": 1})
         lines = env.wait(lambda lines: {x["id"] for x in lines} == {first, second})
         time.sleep(3)  # past another lock duration: nothing handed out again
         lines = env.lines()
-        assert sorted((x["id"], x["delivery"]) for x in lines) == sorted(
-            [(first, 1), (second, 1)])
+        assert sorted((x["id"], x["delivery"]) for x in lines) == sorted([(first, 1), (second, 1)])
         if sessions:  # in order, the second after the first ended
             assert [x["body"]["n"] for x in lines] == [0, 1]
         assert env.dead_letters(wait=1) == []
@@ -221,13 +280,20 @@ def test_a_lock_is_renewed_while_a_long_invocation_runs(
 
 @pytest.mark.parametrize("sessions", [False, True], ids=["message-lock", "session-lock"])
 def test_past_max_auto_lock_renewal_duration_the_lock_is_lost_and_the_message_redelivered(
-    broker: ServiceBusEndpoint, tmp_path: Path, sessions: bool,
+    broker: ServiceBusEndpoint,
+    tmp_path: Path,
+    sessions: bool,
 ) -> None:
     """A 2 s lock renewed up to 3 s, an 8 s invocation: the lock lapses about 4 s in and the
     message is handed out again (DeliveryCount 2) while the first invocation still runs; the
     first one's settlement then fails, as in Azure."""
-    with contextmanager(_env)(broker, tmp_path, sessions=sessions, subscription=LOCK,
-                              service_bus={"maxAutoLockRenewalDuration": "00:00:03"}) as env:
+    with contextmanager(_env)(
+        broker,
+        tmp_path,
+        sessions=sessions,
+        subscription=LOCK,
+        service_bus={"maxAutoLockRenewalDuration": "00:00:03"},
+    ) as env:
         message_id = env.send("lapse" if sessions else None, {"sleep": 8})
         lines = env.wait(lambda lines: len(lines) >= 2, timeout=45)
         by_delivery = {x["delivery"]: x for x in lines if x["id"] == message_id}

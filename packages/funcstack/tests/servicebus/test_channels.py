@@ -41,7 +41,7 @@ class Peer:
         while True:
             head = self._exactly(8)
             size, doff, channel = int.from_bytes(head[:4], "big"), head[4], head[6:8]
-            body = memoryview(self._exactly(size - 8))[doff * 4 - 8:]
+            body = memoryview(self._exactly(size - 8))[doff * 4 - 8 :]
             if len(body):
                 code, fields = amqp_decode.decode_frame(body)
                 return int.from_bytes(channel, "big"), code, fields
@@ -63,24 +63,50 @@ class Peer:
 
 
 def _open() -> Any:
-    return perf.OpenFrame(container_id="test", hostname=None, max_frame_size=65536,
-                          channel_max=255, idle_timeout=None, outgoing_locales=None,
-                          incoming_locales=None, offered_capabilities=None,
-                          desired_capabilities=None, properties=None)
+    return perf.OpenFrame(
+        container_id="test",
+        hostname=None,
+        max_frame_size=65536,
+        channel_max=255,
+        idle_timeout=None,
+        outgoing_locales=None,
+        incoming_locales=None,
+        offered_capabilities=None,
+        desired_capabilities=None,
+        properties=None,
+    )
 
 
 def _begin() -> Any:
-    return perf.BeginFrame(remote_channel=None, next_outgoing_id=0, incoming_window=100,
-                           outgoing_window=100, handle_max=None, offered_capabilities=None,
-                           desired_capabilities=None, properties=None)
+    return perf.BeginFrame(
+        remote_channel=None,
+        next_outgoing_id=0,
+        incoming_window=100,
+        outgoing_window=100,
+        handle_max=None,
+        offered_capabilities=None,
+        desired_capabilities=None,
+        properties=None,
+    )
 
 
 def _attach(handle: int) -> Any:
-    return perf.AttachFrame(name="late", handle=handle, role=True, send_settle_mode=None,
-                            rcv_settle_mode=None, source=None, target=None, unsettled=None,
-                            incomplete_unsettled=None, initial_delivery_count=None,
-                            max_message_size=None, offered_capabilities=None,
-                            desired_capabilities=None, properties=None)
+    return perf.AttachFrame(
+        name="late",
+        handle=handle,
+        role=True,
+        send_settle_mode=None,
+        rcv_settle_mode=None,
+        source=None,
+        target=None,
+        unsettled=None,
+        incomplete_unsettled=None,
+        initial_delivery_count=None,
+        max_message_size=None,
+        offered_capabilities=None,
+        desired_capabilities=None,
+        properties=None,
+    )
 
 
 def _opened_peer(target: Target) -> Peer:

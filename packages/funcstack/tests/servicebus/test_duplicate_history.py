@@ -14,7 +14,8 @@ from funcstack.servicebus._config import SenderEntityConfig
 def _topic(window: float) -> SenderEntity:
     return SenderEntity(
         config=SenderEntityConfig("t", requires_duplicate_detection=True, duplicate_window=window),
-        targets=[])
+        targets=[],
+    )
 
 
 def test_an_id_is_a_duplicate_inside_the_window_only() -> None:

@@ -34,15 +34,31 @@ FIXTURES = Path(__file__).parents[1] / "fixtures"
 #: Every property of each entity in the official emulator's Config-schema.json
 #: (Azure/azure-service-bus-emulator-installer, ServiceBus-Emulator/Schema).
 EMULATOR_SCHEMA = {
-    "queue": {"DeadLetteringOnMessageExpiration", "DefaultMessageTimeToLive",
-              "DuplicateDetectionHistoryTimeWindow", "ForwardDeadLetteredMessagesTo",
-              "ForwardTo", "LockDuration", "MaxDeliveryCount", "RequiresDuplicateDetection",
-              "RequiresSession"},
-    "topic": {"DefaultMessageTimeToLive", "DuplicateDetectionHistoryTimeWindow",
-              "RequiresDuplicateDetection"},
-    "subscription": {"DeadLetteringOnMessageExpiration", "DefaultMessageTimeToLive",
-                     "LockDuration", "MaxDeliveryCount", "ForwardDeadLetteredMessagesTo",
-                     "ForwardTo", "RequiresSession"},
+    "queue": {
+        "DeadLetteringOnMessageExpiration",
+        "DefaultMessageTimeToLive",
+        "DuplicateDetectionHistoryTimeWindow",
+        "ForwardDeadLetteredMessagesTo",
+        "ForwardTo",
+        "LockDuration",
+        "MaxDeliveryCount",
+        "RequiresDuplicateDetection",
+        "RequiresSession",
+    },
+    "topic": {
+        "DefaultMessageTimeToLive",
+        "DuplicateDetectionHistoryTimeWindow",
+        "RequiresDuplicateDetection",
+    },
+    "subscription": {
+        "DeadLetteringOnMessageExpiration",
+        "DefaultMessageTimeToLive",
+        "LockDuration",
+        "MaxDeliveryCount",
+        "ForwardDeadLetteredMessagesTo",
+        "ForwardTo",
+        "RequiresSession",
+    },
 }
 
 
@@ -57,43 +73,89 @@ def _model(cls: type) -> set[str]:
     return {_pascal(name) for name in names if name != "name"}
 
 
-@pytest.mark.parametrize(("kind", "model"), [
-    ("queue", QueueProperties), ("topic", TopicProperties),
-    ("subscription", SubscriptionProperties)])
+@pytest.mark.parametrize(
+    ("kind", "model"),
+    [
+        ("queue", QueueProperties),
+        ("topic", TopicProperties),
+        ("subscription", SubscriptionProperties),
+    ],
+)
 def test_every_property_is_honoured_of_no_local_effect_or_warned_about(
-    kind: str, model: type,
+    kind: str,
+    model: type,
 ) -> None:
-    known = HONOURED[kind] | NO_LOCAL_EFFECT | {
-        name for name, (kinds, _, _) in UNHONOURED.items() if kind in kinds}
+    known = (
+        HONOURED[kind]
+        | NO_LOCAL_EFFECT
+        | {name for name, (kinds, _, _) in UNHONOURED.items() if kind in kinds}
+    )
     assert EMULATOR_SCHEMA[kind] | _model(model) <= known
     assert _model(model) >= HONOURED[kind] - {"MaxMessageSizeInKilobytes"}
 
 
 def _write(tmp_path: Path, namespace: dict[str, Any]) -> Path:
     path = tmp_path / "Config.json"
-    path.write_text(json.dumps({"UserConfig": {"Namespaces": [
-        {"Name": "sbemulatorns", "Queues": [], "Topics": [], **namespace}],
-        "Logging": {"Type": "File"}}}))
+    path.write_text(
+        json.dumps(
+            {
+                "UserConfig": {
+                    "Namespaces": [
+                        {"Name": "sbemulatorns", "Queues": [], "Topics": [], **namespace}
+                    ],
+                    "Logging": {"Type": "File"},
+                }
+            }
+        )
+    )
     return path
 
 
 def test_each_setting_not_honoured_is_one_warning_line_naming_each_entity(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
-    config = _write(tmp_path, {
-        "Queues": [
-            {"Name": "orders", "Properties": {"ForwardTo": "archive", "EnablePartitioning": True,
-                                              "LockDuration": "PT30S"}},
-            {"Name": "archive", "Properties": {"ForwardTo": "", "AutoDeleteOnIdle": "PT5M",
-                                               "EnablePartitioning": False}},
-            {"Name": "large", "Properties": {"MaxMessageSizeInKilobytes": 4096}},
-        ],
-        "Topics": [{"Name": "events", "Properties": {"AutoDeleteOnIdle": "PT1H",
-                                                     "Status": "SendDisabled"},
-                    "Subscriptions": [{"Name": "all", "Properties": {
-                        "ForwardTo": "orders", "ForwardDeadLetteredMessagesTo": "dlq",
-                        "MaxDeliveryCount": 3, "LockDurationn": "PT1M"}}]}],
-    })
+    config = _write(
+        tmp_path,
+        {
+            "Queues": [
+                {
+                    "Name": "orders",
+                    "Properties": {
+                        "ForwardTo": "archive",
+                        "EnablePartitioning": True,
+                        "LockDuration": "PT30S",
+                    },
+                },
+                {
+                    "Name": "archive",
+                    "Properties": {
+                        "ForwardTo": "",
+                        "AutoDeleteOnIdle": "PT5M",
+                        "EnablePartitioning": False,
+                    },
+                },
+                {"Name": "large", "Properties": {"MaxMessageSizeInKilobytes": 4096}},
+            ],
+            "Topics": [
+                {
+                    "Name": "events",
+                    "Properties": {"AutoDeleteOnIdle": "PT1H", "Status": "SendDisabled"},
+                    "Subscriptions": [
+                        {
+                            "Name": "all",
+                            "Properties": {
+                                "ForwardTo": "orders",
+                                "ForwardDeadLetteredMessagesTo": "dlq",
+                                "MaxDeliveryCount": 3,
+                                "LockDurationn": "PT1M",
+                            },
+                        }
+                    ],
+                }
+            ],
+        },
+    )
     with caplog.at_level(logging.WARNING, logger="funcstack.servicebus"):
         endpoint = start_servicebus(config=config, log_path=tmp_path / "sb.log")
     try:
@@ -102,9 +164,17 @@ def test_each_setting_not_honoured_is_one_warning_line_naming_each_entity(
         endpoint.stop()
     by_setting = {line.split()[0]: line for line in lines}
     assert len(by_setting) == len(lines)  # one line per setting
-    assert sorted(by_setting) == sorted([
-        "ForwardTo", "EnablePartitioning", "AutoDeleteOnIdle", "Status",
-        "ForwardDeadLetteredMessagesTo", "MaxMessageSizeInKilobytes", "LockDurationn"])
+    assert sorted(by_setting) == sorted(
+        [
+            "ForwardTo",
+            "EnablePartitioning",
+            "AutoDeleteOnIdle",
+            "Status",
+            "ForwardDeadLetteredMessagesTo",
+            "MaxMessageSizeInKilobytes",
+            "LockDurationn",
+        ]
+    )
     forward = by_setting["ForwardTo"]
     assert "queue 'orders': 'archive'" in forward
     assert "subscription 'events/all': 'orders'" in forward
@@ -116,8 +186,11 @@ def test_each_setting_not_honoured_is_one_warning_line_naming_each_entity(
     assert "'archive'" not in by_setting["EnablePartitioning"]  # false: no difference
     assert "'SendDisabled'" in by_setting["Status"]
     assert "used only on Premium" in by_setting["MaxMessageSizeInKilobytes"]
-    assert re.search(r"LockDurationn is not a property of a Service Bus subscription "
-                     r"\(subscription 'events/all'\)", by_setting["LockDurationn"])
+    assert re.search(
+        r"LockDurationn is not a property of a Service Bus subscription "
+        r"\(subscription 'events/all'\)",
+        by_setting["LockDurationn"],
+    )
     # shown by the process that started the endpoint, and kept in the endpoint's log
     assert [r.getMessage() for r in caplog.records if r.name == "funcstack.servicebus"] == lines
     log = (tmp_path / "sb.log").read_text()
@@ -134,14 +207,18 @@ def test_the_emulators_own_config_draws_no_warning(tmp_path: Path) -> None:
 
 
 def test_an_entity_created_on_the_control_channel_is_warned_about_too(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     endpoint = start_servicebus(control=True, log_path=tmp_path / "sb.log")
     try:
         assert endpoint.control_port is not None
         with caplog.at_level(logging.WARNING, logger="funcstack.servicebus"):
-            request(endpoint.host, endpoint.control_port, {
-                "op": "create-queue", "name": "q", "properties": {"ForwardTo": "elsewhere"}})
+            request(
+                endpoint.host,
+                endpoint.control_port,
+                {"op": "create-queue", "name": "q", "properties": {"ForwardTo": "elsewhere"}},
+            )
     finally:
         endpoint.stop()
     [line] = [r.getMessage() for r in caplog.records if r.name.startswith("funcstack.servicebus")]
@@ -149,9 +226,20 @@ def test_an_entity_created_on_the_control_channel_is_warned_about_too(
 
 
 def test_a_topics_time_to_live_bounds_its_subscriptions(tmp_path: Path) -> None:
-    config = _write(tmp_path, {"Topics": [{
-        "Name": "t", "Properties": {"DefaultMessageTimeToLive": "PT1S"},
-        "Subscriptions": [{"Name": "s", "Properties": {"DefaultMessageTimeToLive": "PT1H"}}]}]})
+    config = _write(
+        tmp_path,
+        {
+            "Topics": [
+                {
+                    "Name": "t",
+                    "Properties": {"DefaultMessageTimeToLive": "PT1S"},
+                    "Subscriptions": [
+                        {"Name": "s", "Properties": {"DefaultMessageTimeToLive": "PT1H"}}
+                    ],
+                }
+            ]
+        },
+    )
     endpoint = start_servicebus(config=config, log_path=tmp_path / "sb.log")
     try:
         with ServiceBusClient.from_connection_string(endpoint.connection_string) as client:

@@ -39,16 +39,21 @@ LARGE_QUEUE = "large"
 
 
 def _config(tmp_path: Path, sku: str | None, **extra: Any) -> Path:
-    namespace: dict[str, Any] = {"Name": "sbemulatorns", "Topics": [], "Queues": [
-        {"Name": QUEUE, "Properties": {}},
-        {"Name": SESSION_QUEUE, "Properties": {"RequiresSession": True}},
-        *extra.pop("queues", []),
-    ]}
+    namespace: dict[str, Any] = {
+        "Name": "sbemulatorns",
+        "Topics": [],
+        "Queues": [
+            {"Name": QUEUE, "Properties": {}},
+            {"Name": SESSION_QUEUE, "Properties": {"RequiresSession": True}},
+            *extra.pop("queues", []),
+        ],
+    }
     if sku is not None:
         namespace["Sku"] = sku
     path = tmp_path / f"config-{sku}.json"
-    path.write_text(json.dumps({"UserConfig": {"Namespaces": [namespace],
-                                               "Logging": {"Type": "File"}}}))
+    path.write_text(
+        json.dumps({"UserConfig": {"Namespaces": [namespace], "Logging": {"Type": "File"}}})
+    )
     return path
 
 
@@ -65,8 +70,11 @@ def standard(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceBusEnd
 @pytest.fixture(scope="module")
 def premium(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceBusEndpoint]:
     tmp = tmp_path_factory.mktemp("premium")
-    config = _config(tmp, "Premium", queues=[
-        {"Name": LARGE_QUEUE, "Properties": {"MaxMessageSizeInKilobytes": 2048}}])
+    config = _config(
+        tmp,
+        "Premium",
+        queues=[{"Name": LARGE_QUEUE, "Properties": {"MaxMessageSizeInKilobytes": 2048}}],
+    )
     endpoint = start_servicebus(config=config, log_path=tmp / "sb.log")
     try:
         yield endpoint
@@ -85,10 +93,13 @@ def _sending(endpoint: ServiceBusEndpoint, queue: str = QUEUE) -> Iterator[Servi
         yield sender
 
 
-def _received(endpoint: ServiceBusEndpoint, queue: str = QUEUE,
-              session_id: str | None = None) -> list[Any]:
-    with _client(endpoint) as client, client.get_queue_receiver(
-            queue, session_id=session_id, max_wait_time=1) as receiver:
+def _received(
+    endpoint: ServiceBusEndpoint, queue: str = QUEUE, session_id: str | None = None
+) -> list[Any]:
+    with (
+        _client(endpoint) as client,
+        client.get_queue_receiver(queue, session_id=session_id, max_wait_time=1) as receiver,
+    ):
         got = receiver.receive_messages(max_message_count=50, max_wait_time=1)
         for message in got:
             receiver.complete_message(message)
@@ -114,10 +125,13 @@ def test_standard_messages_and_batches_are_256_kb(standard: ServiceBusEndpoint) 
 def test_a_property_of_40_kb_is_refused_at_send_and_nothing_is_kept(
     standard: ServiceBusEndpoint,
 ) -> None:
-    event = ServiceBusMessage("{}", message_id=_id(),
-                              application_properties={"note": "n" * 40 * KB})
-    with _sending(standard) as sender, pytest.raises(
-            ServiceBusError, match=r"'note'.*40960 bytes") as refused:
+    event = ServiceBusMessage(
+        "{}", message_id=_id(), application_properties={"note": "n" * 40 * KB}
+    )
+    with (
+        _sending(standard) as sender,
+        pytest.raises(ServiceBusError, match=r"'note'.*40960 bytes") as refused,
+    ):
         sender.send_messages(event)
     assert not isinstance(refused.value, MessageSizeExceededError)
     assert _received(standard) == []
@@ -127,11 +141,17 @@ def test_40_kb_of_properties_under_32_kb_each_are_sent(standard: ServiceBusEndpo
     props: dict[str | bytes, Any] = {f"p{i}": str(i) * 10 * KB for i in range(4)}
     message_id = _id()
     with _sending(standard) as sender:
-        sender.send_messages(ServiceBusMessage("{}", message_id=message_id,
-                                               application_properties=props))
+        sender.send_messages(
+            ServiceBusMessage("{}", message_id=message_id, application_properties=props)
+        )
         # at the limit: one property of exactly 32 KB
-        sender.send_messages(ServiceBusMessage("{}", message_id="at-limit", application_properties={
-            "p": "x" * MAX_PROPERTY_VALUE_BYTES}))
+        sender.send_messages(
+            ServiceBusMessage(
+                "{}",
+                message_id="at-limit",
+                application_properties={"p": "x" * MAX_PROPERTY_VALUE_BYTES},
+            )
+        )
     got = _received(standard)
     assert [m.message_id for m in got] == [message_id, "at-limit"]
     # the SDK reads string properties back as bytes
@@ -141,10 +161,13 @@ def test_40_kb_of_properties_under_32_kb_each_are_sent(standard: ServiceBusEndpo
 def test_a_header_over_64_kb_is_refused_as_too_large(standard: ServiceBusEndpoint) -> None:
     # 70 KB of properties, each under 32 KB
     props: dict[str | bytes, Any] = {f"p{i}": "h" * 10 * KB for i in range(7)}
-    with _sending(standard) as sender, pytest.raises(MessageSizeExceededError,
-                                                     match=str(MAX_HEADER_BYTES)):
-        sender.send_messages(ServiceBusMessage("{}", message_id=_id(),
-                                               application_properties=props))
+    with (
+        _sending(standard) as sender,
+        pytest.raises(MessageSizeExceededError, match=str(MAX_HEADER_BYTES)),
+    ):
+        sender.send_messages(
+            ServiceBusMessage("{}", message_id=_id(), application_properties=props)
+        )
     assert _received(standard) == []
 
 
@@ -154,8 +177,11 @@ def test_a_batch_with_one_message_over_a_quota_is_refused_whole(
     with _sending(standard) as sender:
         batch = sender.create_message_batch()
         batch.add_message(ServiceBusMessage("fine", message_id=_id()))
-        batch.add_message(ServiceBusMessage("bad", message_id=_id(),
-                                            application_properties={"big": "b" * 33 * KB}))
+        batch.add_message(
+            ServiceBusMessage(
+                "bad", message_id=_id(), application_properties={"big": "b" * 33 * KB}
+            )
+        )
         with pytest.raises(ServiceBusError, match="message 2 of the batch"):
             sender.send_messages(batch)
     assert _received(standard) == []
@@ -167,8 +193,11 @@ def test_an_id_over_128_characters_is_refused(standard: ServiceBusEndpoint, fiel
     the endpoint, which refuses them as the service does (not retried)."""
     queue = SESSION_QUEUE if field == "group_id" else QUEUE
     long = "é" * (MAX_ID_LENGTH + 1)
-    properties = {"message_id": _id(), "group_id": "s" if queue == SESSION_QUEUE else None,
-                  field: long}
+    properties = {
+        "message_id": _id(),
+        "group_id": "s" if queue == SESSION_QUEUE else None,
+        field: long,
+    }
     with _sending(standard, queue) as sender:
         with pytest.raises(ServiceBusError, match=f"{MAX_ID_LENGTH + 1} characters"):
             sender.send_messages(AmqpAnnotatedMessage(data_body=b"x", properties=properties))
@@ -182,8 +211,11 @@ def test_an_id_over_128_characters_is_refused(standard: ServiceBusEndpoint, fiel
 def test_a_partition_key_over_128_characters_is_refused(standard: ServiceBusEndpoint) -> None:
     annotations: dict[Any, Any] = {b"x-opt-partition-key": "k" * (MAX_ID_LENGTH + 1)}
     with _sending(standard) as sender, pytest.raises(ServiceBusError, match="PartitionKey"):
-        sender.send_messages(AmqpAnnotatedMessage(
-            data_body=b"x", properties={"message_id": _id()}, annotations=annotations))
+        sender.send_messages(
+            AmqpAnnotatedMessage(
+                data_body=b"x", properties={"message_id": _id()}, annotations=annotations
+            )
+        )
     assert _received(standard) == []
 
 
@@ -209,8 +241,9 @@ def test_premium_messages_of_1_mb_and_batches_of_1_mb(premium: ServiceBusEndpoin
 
 def test_premium_keeps_the_property_and_header_quotas(premium: ServiceBusEndpoint) -> None:
     with _sending(premium) as sender, pytest.raises(ServiceBusError, match="'note'"):
-        sender.send_messages(ServiceBusMessage("{}", application_properties={
-            "note": "n" * 40 * KB}))
+        sender.send_messages(
+            ServiceBusMessage("{}", application_properties={"note": "n" * 40 * KB})
+        )
 
 
 # ---- aio --------------------------------------------------------------------------------------
@@ -218,14 +251,18 @@ def test_premium_keeps_the_property_and_header_quotas(premium: ServiceBusEndpoin
 
 def test_the_async_client_meets_the_same_refusals(standard: ServiceBusEndpoint) -> None:
     async def run() -> tuple[BaseException, BaseException, BaseException]:
-        async with AsyncServiceBusClient.from_connection_string(
-                standard.connection_string, retry_total=0) as client, \
-                client.get_queue_sender(QUEUE) as sender:
+        async with (
+            AsyncServiceBusClient.from_connection_string(
+                standard.connection_string, retry_total=0
+            ) as client,
+            client.get_queue_sender(QUEUE) as sender,
+        ):
             errors = []
             for message in (
                 ServiceBusMessage("{}", application_properties={"note": "n" * 40 * KB}),
-                ServiceBusMessage("{}", application_properties={
-                    f"p{i}": "h" * 10 * KB for i in range(7)}),
+                ServiceBusMessage(
+                    "{}", application_properties={f"p{i}": "h" * 10 * KB for i in range(7)}
+                ),
                 ServiceBusMessage(b"x" * 257 * KB),
             ):
                 try:
@@ -245,20 +282,31 @@ def test_the_async_client_meets_the_same_refusals(standard: ServiceBusEndpoint) 
 # ---- the declared namespace -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize(("namespace", "message"), [
-    ({"Sku": "Basic"}, "'Basic' is not modelled"),
-    ({"Sku": "Gold"}, "not a Service Bus tier"),
-    ({"Sku": "Premium", "Queues": [{"Name": "q", "Properties": {
-        "MaxMessageSizeInKilobytes": 200000}}]}, "MaxMessageSizeInKilobytes 200000"),
-    ({"Queues": [{"Name": "q" * 261}]}, "261 characters.*at most 260"),
-    ({"Topics": [{"Name": "t", "Subscriptions": [{"Name": "s" * 51}]}]}, "at most 50"),
-])
+@pytest.mark.parametrize(
+    ("namespace", "message"),
+    [
+        ({"Sku": "Basic"}, "'Basic' is not modelled"),
+        ({"Sku": "Gold"}, "not a Service Bus tier"),
+        (
+            {
+                "Sku": "Premium",
+                "Queues": [{"Name": "q", "Properties": {"MaxMessageSizeInKilobytes": 200000}}],
+            },
+            "MaxMessageSizeInKilobytes 200000",
+        ),
+        ({"Queues": [{"Name": "q" * 261}]}, "261 characters.*at most 260"),
+        ({"Topics": [{"Name": "t", "Subscriptions": [{"Name": "s" * 51}]}]}, "at most 50"),
+    ],
+)
 def test_a_namespace_azure_would_refuse_is_refused_naming_the_cause(
-    tmp_path: Path, namespace: dict[str, Any], message: str,
+    tmp_path: Path,
+    namespace: dict[str, Any],
+    message: str,
 ) -> None:
     path = tmp_path / "Config.json"
-    path.write_text(json.dumps({"UserConfig": {"Namespaces": [{"Name": "sbemulatorns",
-                                                               **namespace}]}}))
+    path.write_text(
+        json.dumps({"UserConfig": {"Namespaces": [{"Name": "sbemulatorns", **namespace}]}})
+    )
     with pytest.raises(ValueError, match=message) as refused:
         load_config(path)
     assert str(path) in str(refused.value)
@@ -266,6 +314,9 @@ def test_a_namespace_azure_would_refuse_is_refused_naming_the_cause(
 
 def test_premium_is_declared_with_arms_sku_object_too(tmp_path: Path) -> None:
     path = tmp_path / "Config.json"
-    path.write_text(json.dumps({"UserConfig": {"Namespaces": [
-        {"Name": "sbemulatorns", "Sku": {"Name": "premium"}}]}}))
+    path.write_text(
+        json.dumps(
+            {"UserConfig": {"Namespaces": [{"Name": "sbemulatorns", "Sku": {"Name": "premium"}}]}}
+        )
+    )
     assert load_config(path).tier.name == "Premium"

@@ -39,7 +39,9 @@ def _restart(current: list[ServiceBusEndpoint], tmp_path: Path) -> ServiceBusEnd
     old = current[-1]
     old.stop()
     new = start_servicebus(
-        config=CONFIG, port=old.port, state_file=tmp_path / "servicebus.state",
+        config=CONFIG,
+        port=old.port,
+        state_file=tmp_path / "servicebus.state",
         log_path=tmp_path / "sb.log",
     )
     current.append(new)
@@ -121,7 +123,9 @@ def _kill(current: list[ServiceBusEndpoint], tmp_path: Path) -> ServiceBusEndpoi
     old.process.wait(timeout=10)
     old.stop()
     new = start_servicebus(
-        config=CONFIG, port=old.port, state_file=tmp_path / "servicebus.state",
+        config=CONFIG,
+        port=old.port,
+        state_file=tmp_path / "servicebus.state",
         log_path=tmp_path / "sb.log",
     )
     current.append(new)
@@ -134,15 +138,18 @@ def test_what_was_acknowledged_survives_a_sigkill(
     """Durable before acknowledged: a send the endpoint accepted is there after a SIGKILL right
     after it, a complete it confirmed is gone, a message id it took is a duplicate still."""
     session = f"contact-{uuid.uuid4()}"
-    with ServiceBusClient.from_connection_string(restartable[-1].connection_string) as client, \
-            client.get_queue_sender(QUEUE) as sender, \
-            client.get_queue_receiver(QUEUE, max_wait_time=2) as receiver, \
-            client.get_topic_sender(TOPIC) as topic_sender:
+    with (
+        ServiceBusClient.from_connection_string(restartable[-1].connection_string) as client,
+        client.get_queue_sender(QUEUE) as sender,
+        client.get_queue_receiver(QUEUE, max_wait_time=2) as receiver,
+        client.get_topic_sender(TOPIC) as topic_sender,
+    ):
         sender.send_messages([ServiceBusMessage("done"), ServiceBusMessage("kept")])
         [done] = receiver.receive_messages(max_message_count=1, max_wait_time=2)
         receiver.complete_message(done)
-        topic_sender.send_messages(ServiceBusMessage("v1", message_id=f"{session}:1",
-                                                     session_id=session))
+        topic_sender.send_messages(
+            ServiceBusMessage("v1", message_id=f"{session}:1", session_id=session)
+        )
         # at once, the links still open: within a few ms of the last acknowledgement
         endpoint = _kill(restartable, tmp_path)
     with ServiceBusClient.from_connection_string(endpoint.connection_string) as client:
@@ -159,8 +166,9 @@ def test_what_was_acknowledged_survives_a_sigkill(
             for message in after:
                 receiver.complete_message(message)
         with client.get_topic_sender(TOPIC) as sender:
-            sender.send_messages(ServiceBusMessage("v1 again", message_id=f"{session}:1",
-                                                   session_id=session))
+            sender.send_messages(
+                ServiceBusMessage("v1 again", message_id=f"{session}:1", session_id=session)
+            )
         with client.get_subscription_receiver(
             TOPIC, SUBSCRIPTION, session_id=session, max_wait_time=2
         ) as receiver:
@@ -177,25 +185,38 @@ def test_a_state_file_of_the_earlier_format_is_read_once_and_converted(tmp_path:
     """The earlier format (one pickle of the broker) is restored, then the file is the
     database: the messages are there after a second restart too, and the old file is gone."""
     state = tmp_path / "servicebus.state"
-    payload = bytes(amqp_encode.encode_payload(bytearray(), amqp_message.Message(
-        data=[b"from v1"], properties=amqp_message.Properties(message_id="v1-message"))))
+    payload = bytes(
+        amqp_encode.encode_payload(
+            bytearray(),
+            amqp_message.Message(
+                data=[b"from v1"], properties=amqp_message.Properties(message_id="v1-message")
+            ),
+        )
+    )
     stored = parse_message(payload)
     stored.seq = 7
-    state.write_bytes(pickle.dumps({
-        "version": 1,
-        "receivers": {QUEUE: {"last_seq": 7, "messages": [stored], "session_state": {}}},
-        "senders": {TOPIC: {"seen-before": 4102444800.0}},
-        "scheduled": {},
-    }))
+    state.write_bytes(
+        pickle.dumps(
+            {
+                "version": 1,
+                "receivers": {QUEUE: {"last_seq": 7, "messages": [stored], "session_state": {}}},
+                "senders": {TOPIC: {"seen-before": 4102444800.0}},
+                "scheduled": {},
+            }
+        )
+    )
     for _ in range(2):
         endpoint = start_servicebus(config=CONFIG, state_file=state, log_path=tmp_path / "sb.log")
         try:
-            with ServiceBusClient.from_connection_string(endpoint.connection_string) as client, \
-                    client.get_queue_receiver(QUEUE, max_wait_time=2) as receiver:
+            with (
+                ServiceBusClient.from_connection_string(endpoint.connection_string) as client,
+                client.get_queue_receiver(QUEUE, max_wait_time=2) as receiver,
+            ):
                 peeked = receiver.peek_messages(max_message_count=5)
         finally:
             endpoint.stop()
         assert [(m.message_id, m.sequence_number, str(m)) for m in peeked] == [
-            ("v1-message", 7, "from v1")]
+            ("v1-message", 7, "from v1")
+        ]
         assert state.read_bytes().startswith(b"SQLite format 3")
         assert not state.with_name(state.name + ".v1").exists()

@@ -29,29 +29,58 @@ def correlation(name: str, **fields: Any) -> dict[str, Any]:
 
 
 def sql(name: str, expression: str) -> dict[str, Any]:
-    return {"Name": name,
-            "Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpression": expression}}}
+    return {
+        "Name": name,
+        "Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpression": expression}},
+    }
 
 
 SUBSCRIPTIONS: dict[str, list[dict[str, Any]]] = {
     "kind-a": [correlation("a", Properties={"kind": "a"})],
     "kind-b": [correlation("b", Properties={"kind": "b"})],
     "urgent": [correlation("label", Label="urgent")],
-    "a-or-urgent": [correlation("a", Properties={"kind": "a"}),
-                    correlation("label", Label="urgent")],
-    "a-and-json": [correlation("both", ContentType="application/json", CorrelationId="r-1",
-                               Properties={"kind": "a", "priority": 7})],
+    "a-or-urgent": [
+        correlation("a", Properties={"kind": "a"}),
+        correlation("label", Label="urgent"),
+    ],
+    "a-and-json": [
+        correlation(
+            "both",
+            ContentType="application/json",
+            CorrelationId="r-1",
+            Properties={"kind": "a", "priority": 7},
+        )
+    ],
     "sql": [sql("tenant-b-or-high", "(kind = 'b' AND EXISTS(tenant)) OR priority > 8")],
     "everything": [],
 }
 
 
 def config(subscriptions: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    return {"UserConfig": {"Namespaces": [{"Name": "sbemulatorns", "Queues": [], "Topics": [{
-        "Name": TOPIC, "Properties": {},
-        "Subscriptions": [{"Name": name, "Properties": {"RequiresSession": False},
-                           "Rules": rules} for name, rules in subscriptions.items()],
-    }]}]}}
+    return {
+        "UserConfig": {
+            "Namespaces": [
+                {
+                    "Name": "sbemulatorns",
+                    "Queues": [],
+                    "Topics": [
+                        {
+                            "Name": TOPIC,
+                            "Properties": {},
+                            "Subscriptions": [
+                                {
+                                    "Name": name,
+                                    "Properties": {"RequiresSession": False},
+                                    "Rules": rules,
+                                }
+                                for name, rules in subscriptions.items()
+                            ],
+                        }
+                    ],
+                }
+            ]
+        }
+    }
 
 
 @pytest.fixture(scope="module")
@@ -70,24 +99,39 @@ MESSAGES = [
     ServiceBusMessage("1", message_id="m-a", application_properties={"kind": "a"}),
     ServiceBusMessage("2", message_id="m-b", application_properties={"kind": "b"}),
     ServiceBusMessage("3", message_id="m-urgent", subject="urgent"),
-    ServiceBusMessage("4", message_id="m-a-json", content_type="application/json",
-                      correlation_id="r-1", application_properties={"kind": "a", "priority": 7}),
-    ServiceBusMessage("5", message_id="m-b-tenant",
-                      application_properties={"kind": "b", "tenant": "t1"}),
+    ServiceBusMessage(
+        "4",
+        message_id="m-a-json",
+        content_type="application/json",
+        correlation_id="r-1",
+        application_properties={"kind": "a", "priority": 7},
+    ),
+    ServiceBusMessage(
+        "5", message_id="m-b-tenant", application_properties={"kind": "b", "tenant": "t1"}
+    ),
     ServiceBusMessage("6", message_id="m-high", application_properties={"priority": 9}),
     ServiceBusMessage("7", message_id="m-none"),
-    ServiceBusMessage("8", message_id="m-a-string-priority", content_type="application/json",
-                      correlation_id="r-1", application_properties={"kind": "a", "priority": "7"}),
+    ServiceBusMessage(
+        "8",
+        message_id="m-a-string-priority",
+        content_type="application/json",
+        correlation_id="r-1",
+        application_properties={"kind": "a", "priority": "7"},
+    ),
 ]
 
 
 def received(client: ServiceBusClient, subscription: str) -> set[str]:
     with client.get_subscription_receiver(
-        TOPIC, subscription, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
+        TOPIC,
+        subscription,
+        receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
         max_wait_time=1,
     ) as receiver:
-        return {str(m.message_id) for m in receiver.receive_messages(max_message_count=50,
-                                                                       max_wait_time=1)}
+        return {
+            str(m.message_id)
+            for m in receiver.receive_messages(max_message_count=50, max_wait_time=1)
+        }
 
 
 def test_each_subscription_receives_what_its_rules_match(endpoint: ServiceBusEndpoint) -> None:
@@ -117,27 +161,30 @@ def matches(expression: str, f: Facts) -> bool:
     return rule.filter.matches(f)
 
 
-@pytest.mark.parametrize(("expression", "user", "expected"), [
-    ("kind = 'a'", {"kind": "a"}, True),
-    ("kind = 'a'", {"kind": "A"}, False),
-    ("kind = 'a'", {}, False),  # unknown, not false: see NOT below
-    ("NOT kind = 'a'", {}, False),
-    ("NOT kind = 'a'", {"kind": "b"}, True),
-    ("kind <> 'a' OR kind IS NULL", {}, True),
-    ("kind IS NOT NULL", {"kind": "a"}, True),
-    ("EXISTS(kind) AND NOT EXISTS(tenant)", {"kind": "a"}, True),
-    ("kind IN ('a', 'b')", {"kind": "b"}, True),
-    ("kind NOT IN ('a', 'b')", {"kind": "c"}, True),
-    ("priority >= 5 AND priority < 10", {"priority": 5}, True),
-    ("priority > 5", {"priority": "9"}, False),  # a string is not a number
-    ("priority = 5.0", {"priority": 5}, True),
-    ("flag = TRUE", {"flag": True}, True),
-    ("flag = 1", {"flag": True}, False),
-    ("[odd-name] = 'x''y'", {"odd-name": "x'y"}, True),
-    ("user.kind = 'a'", {"kind": "a"}, True),
-    ("1 = 1", {}, True),
-    ("(kind = 'a' OR kind = 'b') AND tenant = 't'", {"kind": "b", "tenant": "t"}, True),
-])
+@pytest.mark.parametrize(
+    ("expression", "user", "expected"),
+    [
+        ("kind = 'a'", {"kind": "a"}, True),
+        ("kind = 'a'", {"kind": "A"}, False),
+        ("kind = 'a'", {}, False),  # unknown, not false: see NOT below
+        ("NOT kind = 'a'", {}, False),
+        ("NOT kind = 'a'", {"kind": "b"}, True),
+        ("kind <> 'a' OR kind IS NULL", {}, True),
+        ("kind IS NOT NULL", {"kind": "a"}, True),
+        ("EXISTS(kind) AND NOT EXISTS(tenant)", {"kind": "a"}, True),
+        ("kind IN ('a', 'b')", {"kind": "b"}, True),
+        ("kind NOT IN ('a', 'b')", {"kind": "c"}, True),
+        ("priority >= 5 AND priority < 10", {"priority": 5}, True),
+        ("priority > 5", {"priority": "9"}, False),  # a string is not a number
+        ("priority = 5.0", {"priority": 5}, True),
+        ("flag = TRUE", {"flag": True}, True),
+        ("flag = 1", {"flag": True}, False),
+        ("[odd-name] = 'x''y'", {"odd-name": "x'y"}, True),
+        ("user.kind = 'a'", {"kind": "a"}, True),
+        ("1 = 1", {}, True),
+        ("(kind = 'a' OR kind = 'b') AND tenant = 't'", {"kind": "b", "tenant": "t"}, True),
+    ],
+)
 def test_the_sql_subset(expression: str, user: dict[str, Any], expected: bool) -> None:
     assert matches(expression, facts(**user)) is expected
 
@@ -149,22 +196,35 @@ def test_sql_reads_system_properties_by_their_sys_names() -> None:
     assert not matches("sys.CorrelationId = 'x'", message)
 
 
-@pytest.mark.parametrize(("rule", "why"), [
-    (sql("r", "name LIKE 'a%'"), "LIKE"),
-    (sql("r", "priority + 1 > 2"), "'+'"),
-    (sql("r", "newid() = 'x'"), "function newid()"),
-    (sql("r", "sys.DeliveryCount > 2"), "sys.DeliveryCount"),
-    (sql("r", "kind = "), "the end"),
-    (sql("r", ""), "empty"),
-    ({"Name": "r", "Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpression": "1=1"},
-                                  "Action": {"SqlExpression": "DROP kind"}}},
-     "not a SET or REMOVE statement"),
-    ({"Name": "r", "Properties": {"FilterType": "True"}}, "FilterType must be"),
-    (correlation("r", Subject="x"), "unknown CorrelationFilter field"),
-    (correlation("r"), "at least one field"),
-])
+@pytest.mark.parametrize(
+    ("rule", "why"),
+    [
+        (sql("r", "name LIKE 'a%'"), "LIKE"),
+        (sql("r", "priority + 1 > 2"), "'+'"),
+        (sql("r", "newid() = 'x'"), "function newid()"),
+        (sql("r", "sys.DeliveryCount > 2"), "sys.DeliveryCount"),
+        (sql("r", "kind = "), "the end"),
+        (sql("r", ""), "empty"),
+        (
+            {
+                "Name": "r",
+                "Properties": {
+                    "FilterType": "Sql",
+                    "SqlFilter": {"SqlExpression": "1=1"},
+                    "Action": {"SqlExpression": "DROP kind"},
+                },
+            },
+            "not a SET or REMOVE statement",
+        ),
+        ({"Name": "r", "Properties": {"FilterType": "True"}}, "FilterType must be"),
+        (correlation("r", Subject="x"), "unknown CorrelationFilter field"),
+        (correlation("r"), "at least one field"),
+    ],
+)
 def test_rules_the_endpoint_cannot_evaluate_are_refused_at_load(
-    tmp_path: Path, rule: dict[str, Any], why: str,
+    tmp_path: Path,
+    rule: dict[str, Any],
+    why: str,
 ) -> None:
     path = tmp_path / "config.json"
     path.write_text(json.dumps(config({"s": [rule]})))
@@ -175,14 +235,20 @@ def test_rules_the_endpoint_cannot_evaluate_are_refused_at_load(
 
 
 def test_a_rule_action_is_taken_with_a_warning_and_its_filter_still_decides(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """The official emulator's sample Config.json has an Action: it loads, the action is not
     applied (a warning says so), the filter is."""
     path = tmp_path / "config.json"
-    rule = {"Name": "r", "Properties": {
-        "FilterType": "Sql", "SqlFilter": {"SqlExpression": "kind = 'a'"},
-        "Action": {"SqlExpression": "SET sys.To = 'Entity'"}}}
+    rule = {
+        "Name": "r",
+        "Properties": {
+            "FilterType": "Sql",
+            "SqlFilter": {"SqlExpression": "kind = 'a'"},
+            "Action": {"SqlExpression": "SET sys.To = 'Entity'"},
+        },
+    }
     path.write_text(json.dumps(config({"s": [rule]})))
     [topic] = load_config(path).entities
     [loaded] = topic.subscriptions[0].rules
@@ -196,7 +262,11 @@ def test_the_endpoint_refuses_such_a_config_in_one_line(tmp_path: Path) -> None:
     path.write_text(json.dumps(config({"s": [sql("r", "name LIKE 'a%'")]})))
     done = subprocess.run(
         [sys.executable, "-m", "funcstack.servicebus", "--port", "0", "--config", str(path)],
-        capture_output=True, text=True, timeout=60, check=False)
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.strip().count("\n") == 0 and "LIKE" in done.stderr, done.stderr

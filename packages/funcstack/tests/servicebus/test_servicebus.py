@@ -319,8 +319,9 @@ def test_the_message_size_limit_is_configurable_as_on_premium(fresh_servicebus: 
         with ServiceBusClient.from_connection_string(larger.connection_string) as client:
             with client.get_topic_sender(TOPIC, keep_alive=0) as sender:
                 assert sender.create_message_batch().max_size_in_bytes == 1024 * 1024
-                sender.send_messages(ServiceBusMessage(b"x" * 300_000, session_id=sid,
-                                                       message_id=f"{sid}:1"))
+                sender.send_messages(
+                    ServiceBusMessage(b"x" * 300_000, session_id=sid, message_id=f"{sid}:1")
+                )
                 with pytest.raises(MessageSizeExceededError):
                     sender.send_messages(ServiceBusMessage(b"x" * 1_100_000, session_id=sid))
             got = _drain_session(client, sid, expected=1)
@@ -436,9 +437,7 @@ def test_messages_scheduled_on_a_topic_can_be_cancelled(fresh_servicebus: Target
     due = datetime.now(UTC) + timedelta(seconds=2)
     with ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client:
         with client.get_topic_sender(TOPIC, keep_alive=0) as sender:
-            numbers = sender.schedule_messages(
-                [_event("kept", 1), _event("cancelled", 1)], due
-            )
+            numbers = sender.schedule_messages([_event("kept", 1), _event("cancelled", 1)], due)
             assert len(numbers) == 2 and numbers[0] != numbers[1]
             sender.cancel_scheduled_messages(numbers[1])
         with client.get_subscription_receiver(TOPIC, "tail", max_wait_time=1) as receiver:
@@ -474,7 +473,8 @@ def test_a_session_id_that_is_not_a_string_is_refused_at_open(
     local_only: Target, client: ServiceBusClient
 ) -> None:
     receiver = client.get_subscription_receiver(
-        TOPIC, SUBSCRIPTION, session_id=cast(Any, 1), max_wait_time=1)
+        TOPIC, SUBSCRIPTION, session_id=cast(Any, 1), max_wait_time=1
+    )
     with pytest.raises(ServiceBusError), receiver:
         pass
 
@@ -532,9 +532,12 @@ def test_deferred_messages_received_in_receive_and_delete_mode_are_gone(
         assert message.sequence_number is not None
     # the second look-up's not-found (com.microsoft:message-not-found) is retried by the SDK's
     # handler, with backoff, 11 s in all: a client that does not retry
-    with _no_retry(fresh_servicebus) as client, client.get_queue_receiver(
-        QUEUE, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=1
-    ) as deleting:
+    with (
+        _no_retry(fresh_servicebus) as client,
+        client.get_queue_receiver(
+            QUEUE, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE, max_wait_time=1
+        ) as deleting,
+    ):
         [deferred] = deleting.receive_deferred_messages([message.sequence_number])
         assert str(deferred) == "d"
         with pytest.raises(MessageNotFoundError):

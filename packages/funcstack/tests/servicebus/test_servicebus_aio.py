@@ -81,7 +81,8 @@ async def _list_sessions_then_round_trip(connection_string: str) -> tuple[list[s
 
 
 def test_a_detach_after_its_sessions_end_is_ignored_without_dropping_the_connection(
-    fresh_servicebus: Target, tmp_path: Path,
+    fresh_servicebus: Target,
+    tmp_path: Path,
 ) -> None:
     """The async client detaches its $management links after it ended their session. As the
     service's AMQP stack does, the endpoint ignores a detach (or end) on a channel that has no

@@ -27,10 +27,30 @@ LOCK_SECONDS = 2
 def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceBusEndpoint]:
     tmp = tmp_path_factory.mktemp("session-locks")
     config = tmp / "Config.json"
-    config.write_text(json.dumps({"UserConfig": {"Namespaces": [{
-        "Name": "sbemulatorns", "Topics": [], "Queues": [{"Name": QUEUE, "Properties": {
-            "RequiresSession": True, "LockDuration": f"PT{LOCK_SECONDS}S",
-            "MaxDeliveryCount": 10}}]}]}}))
+    config.write_text(
+        json.dumps(
+            {
+                "UserConfig": {
+                    "Namespaces": [
+                        {
+                            "Name": "sbemulatorns",
+                            "Topics": [],
+                            "Queues": [
+                                {
+                                    "Name": QUEUE,
+                                    "Properties": {
+                                        "RequiresSession": True,
+                                        "LockDuration": f"PT{LOCK_SECONDS}S",
+                                        "MaxDeliveryCount": 10,
+                                    },
+                                }
+                            ],
+                        }
+                    ]
+                }
+            }
+        )
+    )
     sb = start_servicebus(config=config, log_path=tmp / "sb.log")
     try:
         yield sb
@@ -46,8 +66,9 @@ def _no_retry(endpoint: ServiceBusEndpoint) -> ServiceBusClient:
 
 def _send(client: ServiceBusClient, session: str) -> None:
     with client.get_queue_sender(QUEUE) as sender:
-        sender.send_messages(ServiceBusMessage("m", message_id=str(uuid.uuid4()),
-                                               session_id=session))
+        sender.send_messages(
+            ServiceBusMessage("m", message_id=str(uuid.uuid4()), session_id=session)
+        )
 
 
 def test_a_session_lock_not_renewed_lapses_while_its_receiver_is_attached(
@@ -60,15 +81,20 @@ def test_a_session_lock_not_renewed_lapses_while_its_receiver_is_attached(
             [message] = first.receive_messages(max_message_count=1, max_wait_time=5)
             assert message.delivery_count == 0
             # held: another receiver is refused the session meanwhile
-            with _no_retry(endpoint) as other, pytest.raises(SessionCannotBeLockedError), \
-                    other.get_queue_receiver(QUEUE, session_id=session):
+            with (
+                _no_retry(endpoint) as other,
+                pytest.raises(SessionCannotBeLockedError),
+                other.get_queue_receiver(QUEUE, session_id=session),
+            ):
                 pass
             # past the lock duration, not renewed: the session is another receiver's
             deadline = time.monotonic() + 30
             while True:
                 try:
-                    with _no_retry(endpoint) as other, other.get_queue_receiver(
-                            QUEUE, session_id=session) as second:
+                    with (
+                        _no_retry(endpoint) as other,
+                        other.get_queue_receiver(QUEUE, session_id=session) as second,
+                    ):
                         again = second.receive_messages(max_message_count=1, max_wait_time=5)
                         for m in again:
                             second.complete_message(m)
@@ -94,7 +120,10 @@ def test_a_renewed_session_lock_is_kept_past_its_lock_duration(
             while time.monotonic() - started < 3 * LOCK_SECONDS:
                 holder.session.renew_lock()
                 time.sleep(LOCK_SECONDS / 4)
-            with _no_retry(endpoint) as other, pytest.raises(SessionCannotBeLockedError), \
-                    other.get_queue_receiver(QUEUE, session_id=session):
+            with (
+                _no_retry(endpoint) as other,
+                pytest.raises(SessionCannotBeLockedError),
+                other.get_queue_receiver(QUEUE, session_id=session),
+            ):
                 pass
             holder.complete_message(message)

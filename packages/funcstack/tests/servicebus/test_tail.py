@@ -47,8 +47,9 @@ def test_tail_prints_one_line_per_event(fresh_servicebus: Target) -> None:
     assert printed == 4
     with ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client:
         untouched = [
-            client.get_subscription_receiver(TOPIC, SUBSCRIPTION, session_id=sid)
-            .peek_messages(max_message_count=10)
+            client.get_subscription_receiver(TOPIC, SUBSCRIPTION, session_id=sid).peek_messages(
+                max_message_count=10
+            )
             for sid in ("c-1", "c-2")
         ]
     assert [len(peeked) for peeked in untouched] == [2, 2]
@@ -69,18 +70,31 @@ def test_tail_from_now_drops_what_was_enqueued_before_it_started(
             ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as c,
             c.get_topic_sender(TOPIC, keep_alive=0) as sender,
         ):
-            sender.send_messages([ServiceBusMessage(f'{{"v": {v}}}', message_id=f"m{v}",
-                                                    session_id="c-1") for v in versions])
+            sender.send_messages(
+                [
+                    ServiceBusMessage(f'{{"v": {v}}}', message_id=f"m{v}", session_id="c-1")
+                    for v in versions
+                ]
+            )
 
     send(range(1, 3))
     started = datetime.now(UTC)
     send(range(3, 5))
     out = io.StringIO()
-    printed = print_arrivals(fresh_servicebus.connection_string, topic=TOPIC, subscription="tail",
-                   wait_seconds=2, out=out, max_messages=2, since=started)
+    printed = print_arrivals(
+        fresh_servicebus.connection_string,
+        topic=TOPIC,
+        subscription="tail",
+        wait_seconds=2,
+        out=out,
+        max_messages=2,
+        since=started,
+    )
     assert printed == 2
     assert [line.split(" id=")[1].split(" ")[0] for line in out.getvalue().splitlines()] == [
-        "m3", "m4"]
+        "m3",
+        "m4",
+    ]
     with ServiceBusClient.from_connection_string(fresh_servicebus.connection_string) as client:
         left = client.get_subscription_receiver(TOPIC, "tail").peek_messages(max_message_count=10)
     assert left == []  # the earlier ones were received and dropped

@@ -27,11 +27,16 @@ _HEALTHY = {
     "type": "object",
     "properties": {
         "status": {"enum": ["healthy", "degraded"]},
-        "relay": {"type": "object", "description": "degraded: what the relay is stuck on",
-                  "properties": {"eventId": {"type": ["string", "null"]},
-                                 "reason": {"type": "string"},
-                                 "since": {"type": ["string", "null"]},
-                                 "attempts": {"type": "integer"}}},
+        "relay": {
+            "type": "object",
+            "description": "degraded: what the relay is stuck on",
+            "properties": {
+                "eventId": {"type": ["string", "null"]},
+                "reason": {"type": "string"},
+                "since": {"type": ["string", "null"]},
+                "attempts": {"type": "integer"},
+            },
+        },
     },
     "required": ["status"],
 }
@@ -58,26 +63,47 @@ def docs_blueprint(
 
     @cache
     def document() -> dict[str, Any]:
-        return openapi_document(functions(), title=title, description=description,
-                                aggregates=documented)
+        return openapi_document(
+            functions(), title=title, description=description, aggregates=documented
+        )
 
-    @api.operation(route="health", method="GET", status=200,
-                   summary=f"Health: checks the store (answers within {BOUND_SECONDS:g} s: "
-                           "503 when the store fails or does not answer)",
-                   response_schema=_HEALTHY, errors=(400, 500, 503), bounded=True,
-                   asynchronous=asynchronous)
+    @api.operation(
+        route="health",
+        method="GET",
+        status=200,
+        summary=f"Health: checks the store (answers within {BOUND_SECONDS:g} s: "
+        "503 when the store fails or does not answer)",
+        response_schema=_HEALTHY,
+        errors=(400, 500, 503),
+        bounded=True,
+        asynchronous=asynchronous,
+    )
     async def health(call: HttpCall[None]) -> Reply:
         await ping()
         blocked = await relay_blocked() if relay_blocked is not None else None
         if blocked is None:
             return Reply({"status": "healthy"})
-        return Reply({"status": "degraded", "relay": {
-            "eventId": blocked.event_id, "reason": blocked.reason,
-            "since": blocked.since.isoformat() if blocked.since else None,
-            "attempts": blocked.attempts}})
+        return Reply(
+            {
+                "status": "degraded",
+                "relay": {
+                    "eventId": blocked.event_id,
+                    "reason": blocked.reason,
+                    "since": blocked.since.isoformat() if blocked.since else None,
+                    "attempts": blocked.attempts,
+                },
+            }
+        )
 
-    @api.operation(route="openapi.json", method="GET", status=200, summary="This document",
-                   response_schema={"type": "object"}, errors=(400,), asynchronous=False)
+    @api.operation(
+        route="openapi.json",
+        method="GET",
+        status=200,
+        summary="This document",
+        response_schema={"type": "object"},
+        errors=(400,),
+        asynchronous=False,
+    )
     def openapi(call: HttpCall[None]) -> Reply:
         return Reply(document())
 

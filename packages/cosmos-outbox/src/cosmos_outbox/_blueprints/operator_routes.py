@@ -68,7 +68,8 @@ OperatorReason = Annotated[str, Text(max_length=500)]
 
 _RFC3339 = re.compile(
     r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?"
-    r"([Zz]|[+-][0-9]{2}:[0-9]{2})")
+    r"([Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
 
 
 def parse_instant(value: object) -> datetime:
@@ -76,11 +77,12 @@ def parse_instant(value: object) -> datetime:
     as an aware UTC datetime; times beyond the calendar's range clamp to its ends."""
     m = _RFC3339.fullmatch(value) if isinstance(value, str) else None
     if m is None:
-        raise ValueError("must be an RFC 3339 date-time with an offset, "
-                         "e.g. 2026-11-22T08:00:00Z")
+        raise ValueError("must be an RFC 3339 date-time with an offset, e.g. 2026-11-22T08:00:00Z")
     fraction = (m.group(7) or ".0")[1:7].ljust(6, "0")
-    text = (f"{m.group(1)}-{m.group(2)}-{m.group(3)}T{m.group(4)}:{m.group(5)}:{m.group(6)}"
-            f".{fraction}{'+00:00' if m.group(8) in 'Zz' else m.group(8)}")
+    text = (
+        f"{m.group(1)}-{m.group(2)}-{m.group(3)}T{m.group(4)}:{m.group(5)}:{m.group(6)}"
+        f".{fraction}{'+00:00' if m.group(8) in 'Zz' else m.group(8)}"
+    )
     try:
         at = datetime.fromisoformat(text)
     except ValueError:
@@ -91,8 +93,11 @@ def parse_instant(value: object) -> datetime:
         return (datetime.min if at.year == 1 else datetime.max).replace(tzinfo=UTC)
 
 
-Instant = Annotated[datetime, BeforeValidator(parse_instant),
-                    WithJsonSchema({"type": "string", "format": "date-time"})]
+Instant = Annotated[
+    datetime,
+    BeforeValidator(parse_instant),
+    WithJsonSchema({"type": "string", "format": "date-time"}),
+]
 AggregateType = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9]{0,63}$", max_length=64)]
 
 
@@ -100,9 +105,13 @@ class RedriveRequest(RequestModel):
     """Body of POST /outbox/redrive: `since` (RFC 3339 with offset); optionally one aggregate
     type, and one aggregate of it (`aggregateId`, which needs `aggregateType`)."""
 
-    model_config = ConfigDict(json_schema_extra=omit_null_defaults({
-        "dependentRequired": {"aggregateId": ["aggregateType"]},
-    }))
+    model_config = ConfigDict(
+        json_schema_extra=omit_null_defaults(
+            {
+                "dependentRequired": {"aggregateId": ["aggregateType"]},
+            }
+        )
+    )
 
     since: Instant
     aggregate_type: AggregateType | None = None
@@ -159,15 +168,26 @@ class OutboxStatusView(Model):
             pending=status.pending,
             oldest_pending_age_seconds=_round(status.oldest_age_seconds),
             quarantined=status.quarantined,
-            leases=[LeaseStatusView(
-                lease=s.lease.lease, pending=s.lease.pending,
-                oldest_pending_age_seconds=_round(s.oldest_age_seconds), owner=s.lease.owner,
-                checkpoint_at=s.lease.checkpoint_at) for s in status.leases],
-            relay_blocked=None if blocked is None else RelayBlockedView(
-                event_id=blocked.event_id, reason=blocked.reason,
+            leases=[
+                LeaseStatusView(
+                    lease=s.lease.lease,
+                    pending=s.lease.pending,
+                    oldest_pending_age_seconds=_round(s.oldest_age_seconds),
+                    owner=s.lease.owner,
+                    checkpoint_at=s.lease.checkpoint_at,
+                )
+                for s in status.leases
+            ],
+            relay_blocked=None
+            if blocked is None
+            else RelayBlockedView(
+                event_id=blocked.event_id,
+                reason=blocked.reason,
                 since=blocked.since.isoformat() if blocked.since else None,
                 last_attempt=blocked.last_attempt.isoformat() if blocked.last_attempt else None,
-                attempts=blocked.attempts))
+                attempts=blocked.attempts,
+            ),
+        )
 
 
 class QuarantineItem(Model):
@@ -186,8 +206,11 @@ class QuarantineItem(Model):
     def fields_of(cls, entry: QuarantinedEvent) -> dict[str, object]:
         """The fields of the item of `entry`: the record's of the same name, and its status (a
         subclass adds its own to them)."""
-        shown = {name: getattr(entry, name) for name in QuarantineItem.model_fields
-                 if hasattr(entry, name)}
+        shown = {
+            name: getattr(entry, name)
+            for name in QuarantineItem.model_fields
+            if hasattr(entry, name)
+        }
         return {**shown, "status": "resolved" if entry.resolved else "quarantined"}
 
     @classmethod
@@ -199,8 +222,7 @@ class QuarantineListPage(PageView):
     items: list[QuarantineItem]
 
     @classmethod
-    def of(cls, page: Page[QuarantinedEvent], item: type[QuarantineItem] = QuarantineItem
-           ) -> Self:
+    def of(cls, page: Page[QuarantinedEvent], item: type[QuarantineItem] = QuarantineItem) -> Self:
         return cls.of_items([item.of(e) for e in page.items], page.continuation_token)
 
 
@@ -219,9 +241,12 @@ def _round(value: float | None) -> float | None:
 
 EVENT_ID = PathParameter("eventId", "the event id")
 REASON = QueryParameter(
-    "reason", TypeAdapter(OperatorReason),
-    "Why the event is discarded (written to the audit log)", required=True,
-    missing="reason is required: say why the event is discarded")
+    "reason",
+    TypeAdapter(OperatorReason),
+    "Why the event is discarded (written to the audit log)",
+    required=True,
+    missing="reason is required: say why the event is discarded",
+)
 _ERRORS = (400, 429, 500, 503)
 
 
@@ -244,55 +269,84 @@ def operators_blueprint(
     def operation(**declared: Any) -> Callable[[Any], Any]:
         return api.operation(asynchronous=asynchronous, **declared)
 
-    @operation(route=f"{prefix}/status", method="GET", status=200,
-               summary="Operators: the relay's backlog per lease and the number of quarantined "
-                       "events",
-               response=OutboxStatusView, errors=_ERRORS)
+    @operation(
+        route=f"{prefix}/status",
+        method="GET",
+        status=200,
+        summary="Operators: the relay's backlog per lease and the number of quarantined events",
+        response=OutboxStatusView,
+        errors=_ERRORS,
+    )
     async def outbox_status(call: HttpCall[None]) -> Reply:
         return Reply(OutboxStatusView.of(await wiring().operators().status()))
 
-    @operation(route=f"{prefix}/quarantine", method="GET", status=200, paged=True,
-               summary="Operators: the quarantined events (resolved ones too, until they "
-                       "expire), one page at a time",
-               response=models.quarantine_page, errors=_ERRORS)
+    @operation(
+        route=f"{prefix}/quarantine",
+        method="GET",
+        status=200,
+        paged=True,
+        summary="Operators: the quarantined events (resolved ones too, until they "
+        "expire), one page at a time",
+        response=models.quarantine_page,
+        errors=_ERRORS,
+    )
     async def list_quarantine(call: HttpCall[None]) -> Reply:
         wired = wiring()
         cursor = call.cursor(wired.quarantine_tokens)
         page = await wired.operators().quarantine_page(
-            page_size=call.page_size, continuation=cursor.store_token if cursor else None)
+            page_size=call.page_size, continuation=cursor.store_token if cursor else None
+        )
         token = next_token(page.continuation_token, cursor, wired.quarantine_tokens)
         body = models.quarantine_page.of(Page(page.items, token), models.quarantine_item)
         return Reply(body, {"X-Continuation-Token": token} if token else {})
 
-    @operation(route=f"{prefix}/quarantine/{{eventId}}/replay", method="POST", status=202,
-               summary="Operators: send a quarantined event through the relay again with its "
-                       "own id; the record answered is resolved, or still quarantined with "
-                       "the new reason",
-               response=models.quarantine_item, errors=(400, 404, 429, 500, 503))
+    @operation(
+        route=f"{prefix}/quarantine/{{eventId}}/replay",
+        method="POST",
+        status=202,
+        summary="Operators: send a quarantined event through the relay again with its "
+        "own id; the record answered is resolved, or still quarantined with "
+        "the new reason",
+        response=models.quarantine_item,
+        errors=(400, 404, 429, 500, 503),
+    )
     async def replay_quarantined(call: HttpCall[None]) -> Reply:
         replayed = await wiring().operators().replay(call.path["eventId"])
         return Reply(models.quarantine_item.of(replayed))
 
-    @operation(route=f"{prefix}/quarantine/{{eventId}}", method="DELETE", status=204,
-               summary="Operators: delete a quarantine record for good, with the reason "
-                       "(audit log)",
-               query=(REASON,), errors=(400, 404, 429, 500, 503))
+    @operation(
+        route=f"{prefix}/quarantine/{{eventId}}",
+        method="DELETE",
+        status=204,
+        summary="Operators: delete a quarantine record for good, with the reason (audit log)",
+        query=(REASON,),
+        errors=(400, 404, 429, 500, 503),
+    )
     async def discard_quarantined(call: HttpCall[None]) -> Reply:
         await wiring().operators().discard(call.path["eventId"], call.query["reason"])
         return Reply()
 
-    @operation(route=f"{prefix}/redrive", method="POST", status=202,
-               summary="Operators: publish again every stored event created at or after "
-                       "`since` (of one aggregate type, and one aggregate, if given), per "
-                       "aggregate in version order (duplicates inside the topic's detection "
-                       "window are dropped)",
-               request=models.redrive_request, response=RedriveView,
-               errors=(400, 413, 415, 429, 500, 503))
+    @operation(
+        route=f"{prefix}/redrive",
+        method="POST",
+        status=202,
+        summary="Operators: publish again every stored event created at or after "
+        "`since` (of one aggregate type, and one aggregate, if given), per "
+        "aggregate in version order (duplicates inside the topic's detection "
+        "window are dropped)",
+        request=models.redrive_request,
+        response=RedriveView,
+        errors=(400, 413, 415, 429, 500, 503),
+    )
     async def redrive_events(call: HttpCall[Any]) -> Reply:
         aggregate_type, aggregate_id = call.body.scope
-        report = await wiring().operators().redrive(
-            call.body.since, aggregate_type=aggregate_type, aggregate_id=aggregate_id)
-        return Reply(RedriveView(events=report.events, sent=report.sent,
-                                 quarantined=report.quarantined))
+        report = (
+            await wiring()
+            .operators()
+            .redrive(call.body.since, aggregate_type=aggregate_type, aggregate_id=aggregate_id)
+        )
+        return Reply(
+            RedriveView(events=report.events, sent=report.sent, quarantined=report.quarantined)
+        )
 
     return api.blueprint

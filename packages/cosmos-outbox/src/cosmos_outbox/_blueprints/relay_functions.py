@@ -64,8 +64,9 @@ def relay_blueprint(
         """Relay one trigger invocation. Raises when a send fails, so the retry policy
         redelivers the same documents and the lease does not move."""
         wired = wiring()
-        await wired.relay().relay(read_feed((doc.to_dict() for doc in documents),
-                                            legacy=wired.legacy))
+        await wired.relay().relay(
+            read_feed((doc.to_dict() for doc in documents), legacy=wired.legacy)
+        )
 
     @bp.timer_trigger(
         arg_name="timer",
@@ -86,8 +87,9 @@ def relay_blueprint(
         relay = wired.relay()
         problem = await relay.check()
         try:
-            await report_backlog(wired.backlog(), wired.telemetry,
-                                 event_ttl_seconds=wired.event_ttl_seconds)
+            await report_backlog(
+                wired.backlog(), wired.telemetry, event_ttl_seconds=wired.event_ttl_seconds
+            )
         except RelayNotReadyError as exc:
             await relay.not_ready(exc)
             raise
@@ -95,4 +97,3 @@ def relay_blueprint(
             await relay.ready()
 
     return bp
-

@@ -36,19 +36,28 @@ async def report_backlog(
     leases = await estimator.estimate()
     ages = [(b.lease, b.pending, age_seconds(b, now)) for b in leases]
     telemetry.backlog(ages)
-    backlog = Backlog(leases, sum(b.pending for b in leases),
-                      max((age or 0.0 for _, _, age in ages), default=0.0))
-    fields = {"outbox.pending": backlog.pending,
-              "outbox.oldest_pending_age_s": round(backlog.oldest_age_seconds, 3),
-              "outbox.leases": len(leases)}
-    logger.info("outbox backlog: pending=%d oldest_pending_age_s=%.1f leases=%d",
-                backlog.pending, backlog.oldest_age_seconds, len(leases), extra=fields)
+    backlog = Backlog(
+        leases, sum(b.pending for b in leases), max((age or 0.0 for _, _, age in ages), default=0.0)
+    )
+    fields = {
+        "outbox.pending": backlog.pending,
+        "outbox.oldest_pending_age_s": round(backlog.oldest_age_seconds, 3),
+        "outbox.leases": len(leases),
+    }
+    logger.info(
+        "outbox backlog: pending=%d oldest_pending_age_s=%.1f leases=%d",
+        backlog.pending,
+        backlog.oldest_age_seconds,
+        len(leases),
+        extra=fields,
+    )
     if backlog.oldest_age_seconds > event_ttl_seconds / 2:
         logger.error(
             "outbox backlog: the oldest pending event is %.0f s old, more than half of "
             "EVENT_TTL_SECONDS=%d; events not relayed within the TTL are deleted unrelayed. "
             "Check that relay_events runs and can send to Service Bus.",
-            backlog.oldest_age_seconds, event_ttl_seconds,
+            backlog.oldest_age_seconds,
+            event_ttl_seconds,
             extra={**fields, "outbox.ttl_guard": True},
         )
     return backlog

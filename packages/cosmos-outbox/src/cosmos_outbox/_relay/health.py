@@ -58,12 +58,19 @@ class RelayHealth:
             known = await self.current()
             same = known is not None and known.event_id == event_id
             since = known.since if same and known is not None else None
-            await self._store.upsert({
-                "id": STATUS_ID, "partitionKey": STATUS_ID, "type": STATUS_TYPE,
-                "eventId": event_id, "reason": reason[:2000],
-                "since": (since or now).isoformat(), "lastAttempt": now.isoformat(),
-                "attempts": (known.attempts if same and known is not None else 0) + 1,
-                "ttl": STATUS_TTL_SECONDS})
+            await self._store.upsert(
+                {
+                    "id": STATUS_ID,
+                    "partitionKey": STATUS_ID,
+                    "type": STATUS_TYPE,
+                    "eventId": event_id,
+                    "reason": reason[:2000],
+                    "since": (since or now).isoformat(),
+                    "lastAttempt": now.isoformat(),
+                    "attempts": (known.attempts if same and known is not None else 0) + 1,
+                    "ttl": STATUS_TTL_SECONDS,
+                }
+            )
             self._maybe_recorded = True
         except Exception:
             logger.warning("the relay's status could not be recorded", exc_info=True)
@@ -80,9 +87,12 @@ class RelayHealth:
             elif known.event_id is None or known.event_id in event_ids:
                 await self._store.delete(STATUS_ID, STATUS_ID)
                 self._maybe_recorded = False
-                logger.info("relay unblocked: sent event %s after %d failed attempt(s)",
-                            known.event_id, known.attempts,
-                            extra={"outbox.event_id": known.event_id})
+                logger.info(
+                    "relay unblocked: sent event %s after %d failed attempt(s)",
+                    known.event_id,
+                    known.attempts,
+                    extra={"outbox.event_id": known.event_id},
+                )
         except NotFoundError:
             self._maybe_recorded = False
         except Exception:
@@ -96,4 +106,5 @@ def _blocked(document: dict[str, Any]) -> RelayBlocked:
         reason=str(document.get("reason", "")),
         since=parse_time(document.get("since")),
         last_attempt=parse_time(document.get("lastAttempt")),
-        attempts=attempts if type(attempts) is int else 0)
+        attempts=attempts if type(attempts) is int else 0,
+    )

@@ -55,17 +55,25 @@ class RedriveReport:
 
 
 async def stored_events(
-    store: AsyncDocumentStore, since: datetime, *, aggregate_type: str | None = None,
-    aggregate_id: str | None = None, legacy: LegacyEvents | None = None,
+    store: AsyncDocumentStore,
+    since: datetime,
+    *,
+    aggregate_type: str | None = None,
+    aggregate_id: str | None = None,
+    legacy: LegacyEvents | None = None,
 ) -> list[OutboxRecord | Unreadable]:
     """Every event document still stored (not expired) created at or after `since` (by its
     creation time, `cosmos_outbox._event_document.document_created_at`: not indexed, filtered
     here; no index is added for an operator's occasional re-drive), of one aggregate type and
     one aggregate (read in its partition) if given."""
-    documents = [d for d in await store.of_type(EVENT_TYPE, partition_key=aggregate_id)
-                 if selected(d, since, aggregate_type, legacy=legacy)]
-    return [item for item in read_feed(documents, legacy=legacy)
-            if not isinstance(item, NotAnEvent)]
+    documents = [
+        d
+        for d in await store.of_type(EVENT_TYPE, partition_key=aggregate_id)
+        if selected(d, since, aggregate_type, legacy=legacy)
+    ]
+    return [
+        item for item in read_feed(documents, legacy=legacy) if not isinstance(item, NotAnEvent)
+    ]
 
 
 class OutboxOperators:
@@ -107,8 +115,13 @@ class OutboxOperators:
         ages = [s.oldest_age_seconds for s in leases if s.oldest_age_seconds is not None]
         blocked = await self._health.current() if self._health is not None else None
         if blocked is None and missing is not None:
-            blocked = RelayBlocked(event_id=None, reason=f"{error_type(missing)}: {missing}",
-                                   since=None, last_attempt=None, attempts=0)
+            blocked = RelayBlocked(
+                event_id=None,
+                reason=f"{error_type(missing)}: {missing}",
+                since=None,
+                last_attempt=None,
+                attempts=0,
+            )
         return OutboxStatus(
             pending=sum(s.lease.pending for s in leases),
             oldest_age_seconds=max(ages) if ages else None,
@@ -117,8 +130,9 @@ class OutboxOperators:
             blocked=blocked,
         )
 
-    async def quarantine_page(self, *, page_size: int,
-                              continuation: str | None) -> Page[QuarantinedEvent]:
+    async def quarantine_page(
+        self, *, page_size: int, continuation: str | None
+    ) -> Page[QuarantinedEvent]:
         return await self._quarantine.list_page(page_size=page_size, continuation=continuation)
 
     async def replay(self, event_id: str) -> QuarantinedEvent:
@@ -133,14 +147,19 @@ class OutboxOperators:
             report = await self._relay().relay([entry.event])
         except Exception as exc:  # the broker failed: recorded, and the record stays
             reason = f"replay failed to send: {error_type(exc)}"
-            result = await self._quarantine.replayed(entry, resolved=False, reason=reason,
-                                               ttl_seconds=self._ttl)
+            result = await self._quarantine.replayed(
+                entry, resolved=False, reason=reason, ttl_seconds=self._ttl
+            )
         else:
             reason = report.reasons.get(entry.event_id, "")
-            result = await self._quarantine.replayed(entry, resolved=not reason, reason=reason,
-                                               ttl_seconds=self._ttl)
-        _audit("quarantine.replay", result,
-               "resolved" if result.resolved else f"still quarantined: {result.reason}")
+            result = await self._quarantine.replayed(
+                entry, resolved=not reason, reason=reason, ttl_seconds=self._ttl
+            )
+        _audit(
+            "quarantine.replay",
+            result,
+            "resolved" if result.resolved else f"still quarantined: {result.reason}",
+        )
         return result
 
     async def discard(self, event_id: str, reason: str) -> QuarantinedEvent:
@@ -150,14 +169,20 @@ class OutboxOperators:
         _audit("quarantine.discard", entry, reason)
         return entry
 
-    async def redrive(self, since: datetime, *, aggregate_type: str | None = None,
-                      aggregate_id: str | None = None) -> RedriveReport:
+    async def redrive(
+        self, since: datetime, *, aggregate_type: str | None = None, aggregate_id: str | None = None
+    ) -> RedriveReport:
         """Publish again every stored event created at or after `since` (of one aggregate type,
         and one aggregate of it, if given), through the relay: per aggregate in version order,
         MessageId = event id. The topic drops those still in its duplicate-detection window;
         older ones are repeats."""
-        events = await stored_events(self._store, since, aggregate_type=aggregate_type,
-                                     aggregate_id=aggregate_id, legacy=self._legacy)
+        events = await stored_events(
+            self._store,
+            since,
+            aggregate_type=aggregate_type,
+            aggregate_id=aggregate_id,
+            legacy=self._legacy,
+        )
         try:
             report = await self._relay().relay(events)
         except Exception as exc:
@@ -166,23 +191,42 @@ class OutboxOperators:
         scope = " ".join(p for p in (aggregate_type, aggregate_id) if p)
         logger.warning(
             "outbox audit: redrive since %s%s: %d events, %d sent, %d quarantined",
-            since.isoformat(), f" of {scope}" if scope else "", result.events,
-            result.sent, result.quarantined,
-            extra={"outbox.audit": "redrive", "outbox.since": since.isoformat(),
-                   "outbox.aggregate_type": aggregate_type,
-                   "outbox.aggregate_id": aggregate_id, "outbox.events": result.events,
-                   "outbox.sent": result.sent, "outbox.quarantined": result.quarantined})
+            since.isoformat(),
+            f" of {scope}" if scope else "",
+            result.events,
+            result.sent,
+            result.quarantined,
+            extra={
+                "outbox.audit": "redrive",
+                "outbox.since": since.isoformat(),
+                "outbox.aggregate_type": aggregate_type,
+                "outbox.aggregate_id": aggregate_id,
+                "outbox.events": result.events,
+                "outbox.sent": result.sent,
+                "outbox.quarantined": result.quarantined,
+            },
+        )
         return result
 
 
 def _audit(action: str, entry: QuarantinedEvent, reason: str) -> None:
     fields: dict[str, Any] = {
-        "outbox.audit": action, "outbox.event_id": entry.event_id,
+        "outbox.audit": action,
+        "outbox.event_id": entry.event_id,
         "outbox.aggregate_type": entry.aggregate_type,
-        "outbox.aggregate_id": entry.aggregate_id, "outbox.action": entry.action,
-        "outbox.version": entry.version, "outbox.reason": reason,
+        "outbox.aggregate_id": entry.aggregate_id,
+        "outbox.action": entry.action,
+        "outbox.version": entry.version,
+        "outbox.reason": reason,
         "outbox.replays": entry.replays,
     }
-    logger.warning("outbox audit: %s of event %s (%s %s v%s): %s", action, entry.event_id,
-                   entry.aggregate_type, entry.aggregate_id, entry.version, reason,
-                   extra=fields)
+    logger.warning(
+        "outbox audit: %s of event %s (%s %s v%s): %s",
+        action,
+        entry.event_id,
+        entry.aggregate_type,
+        entry.aggregate_id,
+        entry.version,
+        reason,
+        extra=fields,
+    )

@@ -99,8 +99,9 @@ class Relay:
         self._publisher = as_async(publisher)
         self._quarantine = quarantine
         self._telemetry = telemetry
-        self._payloads = as_async(payloads) if payloads is not None and max_payload_bytes > 0 \
-            else None
+        self._payloads = (
+            as_async(payloads) if payloads is not None and max_payload_bytes > 0 else None
+        )
         self._max_payload = max_payload_bytes
         self._health = health
         self._topic = topic
@@ -118,8 +119,9 @@ class Relay:
             self._telemetry.failed(exc)
             _log(report, exc)
             if self._health is not None:
-                await self._health.blocked(report.stuck_on or _first_event(listed),
-                                           f"{error_type(exc)}: {exc}")
+                await self._health.blocked(
+                    report.stuck_on or _first_event(listed), f"{error_type(exc)}: {exc}"
+                )
             raise
         _log(report, None)
         if self._health is not None and report.sent_ids:
@@ -165,14 +167,17 @@ class Relay:
                 f"{error_type(exc)}: {str(exc)[:300]}. Check that the topic exists (the "
                 "deploy templates and funcstack.json's UserConfig declare it), that "
                 "SERVICEBUS_TOPIC names it, and that the app's identity may send to it "
-                "(Azure Service Bus Data Sender)") from exc
+                "(Azure Service Bus Data Sender)"
+            ) from exc
         if self._payloads is not None:
             try:
                 await self._payloads.check()
             except PayloadStoreError as exc:
                 raise RelayNotReadyError(str(exc)) from exc
-            logger.info("relay: the claim check's payload container was found",
-                        extra={"outbox.claim_check": True})
+            logger.info(
+                "relay: the claim check's payload container was found",
+                extra={"outbox.claim_check": True},
+            )
         self._ready = True
 
     async def _relay(self, items: Iterable[FeedItem], report: RelayReport) -> None:
@@ -189,14 +194,14 @@ class Relay:
                 case OutboxRecord():
                     events[item.event_id] = item
                     sent = sent_events[item.event_id] = _sent_event(item)
-                    if sent.created_at is not None and (oldest is None
-                                                        or sent.created_at < oldest):
+                    if sent.created_at is not None and (oldest is None or sent.created_at < oldest):
                         oldest = sent.created_at
         if oldest is not None:
             report.max_lag_ms = (time.time() - oldest) * 1000
 
-        async def send(batch: MessageBatch, events: list[SentEvent], notices: int,
-                       offloaded: list[int]) -> None:
+        async def send(
+            batch: MessageBatch, events: list[SentEvent], notices: int, offloaded: list[int]
+        ) -> None:
             await self._send(batch, events, report, notices, offloaded)
 
         out = _Outgoing(self._publisher, send, report)
@@ -213,39 +218,72 @@ class Relay:
                 await self._offload(event, message, sent_events[event.event_id], report, out)
         await out.flush()
 
-    async def _offload(self, event: OutboxRecord, message: OutboxMessage, sent: SentEvent,
-                 report: RelayReport, out: _Outgoing) -> None:
+    async def _offload(
+        self,
+        event: OutboxRecord,
+        message: OutboxMessage,
+        sent: SentEvent,
+        report: RelayReport,
+        out: _Outgoing,
+    ) -> None:
         """An event too large for a message: its claim-check message in its place, its body
         stored before the batch holding that message can be sent; or quarantined."""
         size = len(message.body)
         too_large = f"message of {size} bytes is larger than the entity's message size limit"
         if self._payloads is None:
-            await self._put_aside(event, f"{too_large} (no claim check: no payload storage, or "
-                            "OUTBOX_PAYLOAD_MAX_BYTES is 0)", report, out)
+            await self._put_aside(
+                event,
+                f"{too_large} (no claim check: no payload storage, or "
+                "OUTBOX_PAYLOAD_MAX_BYTES is 0)",
+                report,
+                out,
+            )
             return
         if size > self._max_payload:
-            await self._put_aside(event, f"{too_large}, and its body is larger than "
-                            f"OUTBOX_PAYLOAD_MAX_BYTES ({self._max_payload}) for a claim check",
-                            report, out)
+            await self._put_aside(
+                event,
+                f"{too_large}, and its body is larger than "
+                f"OUTBOX_PAYLOAD_MAX_BYTES ({self._max_payload}) for a claim check",
+                report,
+                out,
+            )
             return
         name = payload_name(event)
         claim = claim_check(message, self._payloads.reference(name))
         if not await out.add(claim, sent, notice=False, offloaded=size):
-            await self._put_aside(event, f"{too_large}, and its claim-check message does not fit "
-                            "either (its properties are too large)", report, out)
+            await self._put_aside(
+                event,
+                f"{too_large}, and its claim-check message does not fit "
+                "either (its properties are too large)",
+                report,
+                out,
+            )
             return
         # Stored now, before `out` can send the batch holding the claim check: a failure
         # raises, nothing of that batch is sent, and the retry stores the same bytes again.
         report.stuck_on = event.event_id
         await self._payloads.put(name, message.body, content_type=message.content_type)
         report.stuck_on = None
-        logger.info("relay offloaded event %s (%d bytes) to %s", event.event_id, size,
-                    claim.dataref, extra={"outbox.event_id": event.event_id,
-                                          "outbox.offloaded_bytes": size,
-                                          "outbox.dataref": claim.dataref})
+        logger.info(
+            "relay offloaded event %s (%d bytes) to %s",
+            event.event_id,
+            size,
+            claim.dataref,
+            extra={
+                "outbox.event_id": event.event_id,
+                "outbox.offloaded_bytes": size,
+                "outbox.dataref": claim.dataref,
+            },
+        )
 
-    async def _send(self, batch: MessageBatch, events: list[SentEvent], report: RelayReport,
-                    notices: int, offloaded: list[int]) -> None:
+    async def _send(
+        self,
+        batch: MessageBatch,
+        events: list[SentEvent],
+        report: RelayReport,
+        notices: int,
+        offloaded: list[int],
+    ) -> None:
         await self._telemetry.send(events, lambda: self._publisher.send(batch))
         report.sent += len(batch) - notices
         report.notices += notices
@@ -260,17 +298,23 @@ class Relay:
     ) -> None:
         """Quarantine the event, then publish its notice in its session, where the event would
         have been (after the earlier versions, before the later ones)."""
-        logger.error("relay quarantined event %s: %s", event.event_id, reason,
-                     extra={"outbox.event_id": event.event_id, "outbox.reason": reason})
+        logger.error(
+            "relay quarantined event %s: %s",
+            event.event_id,
+            reason,
+            extra={"outbox.event_id": event.event_id, "outbox.reason": reason},
+        )
         await self._quarantine.put(event, reason=reason)
         self._telemetry.quarantined()
         report.quarantined.append(event.event_id)
         report.reasons[event.event_id] = reason
         notice = quarantine_notice(event, reason)
         if notice is not None and not await out.add(
-                notice, SentEvent(getattr(event, "traceparent", None), None), notice=True):
-            logger.error("the quarantine notice of event %s does not fit in a message",
-                         event.event_id)
+            notice, SentEvent(getattr(event, "traceparent", None), None), notice=True
+        ):
+            logger.error(
+                "the quarantine notice of event %s does not fit in a message", event.event_id
+            )
 
 
 class _SendBatch(Protocol):
@@ -278,16 +322,18 @@ class _SendBatch(Protocol):
     report): the batch, the events it holds, how many of its messages are notices, and the
     sizes of the bodies its claim checks stand for."""
 
-    def __call__(self, batch: MessageBatch, events: list[SentEvent], notices: int,
-                 offloaded: list[int]) -> Awaitable[None]: ...
+    def __call__(
+        self, batch: MessageBatch, events: list[SentEvent], notices: int, offloaded: list[int]
+    ) -> Awaitable[None]: ...
 
 
 class _Outgoing:
     """The batch being filled, in order; a new one whenever it is full. It talks to the relay
     through two things only: the publisher's port (new batches, a fresh link) and `send`."""
 
-    def __init__(self, publisher: AsyncMessagePublisher, send: _SendBatch,
-                 report: RelayReport) -> None:
+    def __init__(
+        self, publisher: AsyncMessagePublisher, send: _SendBatch, report: RelayReport
+    ) -> None:
         self._publisher, self._send, self._report = publisher, send, report
         self._batch: MessageBatch | None = None
         self._events: list[SentEvent] = []
@@ -296,8 +342,14 @@ class _Outgoing:
         self._offloaded: list[int] = []
         self._refreshed = False
 
-    async def add(self, message: OutboxMessage, event: SentEvent, *, notice: bool,
-                  offloaded: int | None = None) -> bool:
+    async def add(
+        self,
+        message: OutboxMessage,
+        event: SentEvent,
+        *,
+        notice: bool,
+        offloaded: int | None = None,
+    ) -> bool:
         """Add the message to the current batch, or to a new one when that is full; False
         when it does not fit even in an empty batch. `offloaded`: the size of the body a
         claim-check message stands for."""
@@ -376,8 +428,14 @@ def _log(report: RelayReport, exc: Exception | None) -> None:
         logging.ERROR if exc else logging.INFO,
         "relay invocation %s: received=%d sent=%d batches=%d skipped=%d quarantined=%d "
         "offloaded=%d max_lag_ms=%s%s",
-        fields["outbox.outcome"], report.received, report.sent, report.batches, report.skipped,
-        len(report.quarantined), report.offloaded, lag,
+        fields["outbox.outcome"],
+        report.received,
+        report.sent,
+        report.batches,
+        report.skipped,
+        len(report.quarantined),
+        report.offloaded,
+        lag,
         f" error.type={fields['error.type']}" if exc else "",
         extra=fields,
     )

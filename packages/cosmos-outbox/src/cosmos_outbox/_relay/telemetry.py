@@ -51,23 +51,51 @@ class MetricSpec:
 
 
 METRICS: Final[tuple[MetricSpec, ...]] = (
-    MetricSpec(RELAY_LAG, "histogram", "s",
-               "Event creation to acceptance by Service Bus, one value per event sent"),
+    MetricSpec(
+        RELAY_LAG,
+        "histogram",
+        "s",
+        "Event creation to acceptance by Service Bus, one value per event sent",
+    ),
     MetricSpec(SENT_MESSAGES, "counter", "{message}", "Messages accepted by Service Bus"),
     MetricSpec(OPERATION_DURATION, "histogram", "s", "Duration of each send of a batch"),
-    MetricSpec(RELAY_FAILURES, "counter", "{invocation}",
-               "Relay invocations that raised (retried by the trigger), by error.type"),
-    MetricSpec(QUARANTINED, "counter", "{event}",
-               "Event documents set aside because they cannot become a message"),
-    MetricSpec(OFFLOADED, "counter", "{event}",
-               "Events sent as a claim check: the body in the payload store, the message "
-               "with its dataref (counted when Service Bus accepted the message)"),
-    MetricSpec(OFFLOADED_BYTES, "counter", "By",
-               "Bytes of the bodies those events put in the payload store"),
-    MetricSpec(PENDING, "gauge", "{change}",
-               "Estimated change-feed changes not yet relayed, per lease and in total (all)"),
-    MetricSpec(OLDEST_PENDING_AGE, "gauge", "s",
-               "Age of the first unprocessed change, per lease and the oldest of all (all)"),
+    MetricSpec(
+        RELAY_FAILURES,
+        "counter",
+        "{invocation}",
+        "Relay invocations that raised (retried by the trigger), by error.type",
+    ),
+    MetricSpec(
+        QUARANTINED,
+        "counter",
+        "{event}",
+        "Event documents set aside because they cannot become a message",
+    ),
+    MetricSpec(
+        OFFLOADED,
+        "counter",
+        "{event}",
+        "Events sent as a claim check: the body in the payload store, the message "
+        "with its dataref (counted when Service Bus accepted the message)",
+    ),
+    MetricSpec(
+        OFFLOADED_BYTES,
+        "counter",
+        "By",
+        "Bytes of the bodies those events put in the payload store",
+    ),
+    MetricSpec(
+        PENDING,
+        "gauge",
+        "{change}",
+        "Estimated change-feed changes not yet relayed, per lease and in total (all)",
+    ),
+    MetricSpec(
+        OLDEST_PENDING_AGE,
+        "gauge",
+        "s",
+        "Age of the first unprocessed change, per lease and the oldest of all (all)",
+    ),
 )
 
 #: The names as deploy/modules/metric-names.json gives them to the Bicep alert rules and the
@@ -86,10 +114,43 @@ BICEP_NAMES: Final[dict[str, str]] = {
 }
 
 # Seconds: from a fast relay (tens of ms) to an outage of hours.
-LAG_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-                      120.0, 300.0, 600.0, 1800.0, 3600.0, 21600.0, 86400.0)
-DURATION_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
-                           2.5, 5.0, 10.0, 30.0)
+LAG_BUCKETS: Final = (
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    120.0,
+    300.0,
+    600.0,
+    1800.0,
+    3600.0,
+    21600.0,
+    86400.0,
+)
+DURATION_BUCKETS: Final = (
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
 
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 
@@ -102,8 +163,9 @@ def _trace_flags() -> dict[str, TraceFlags]:
     return {f"{flags:02x}": TraceFlags(flags) for flags in range(256)}
 
 
-def _span_context(traceparent: str, span_context_type: type[SpanContext],
-                  flags: dict[str, TraceFlags]) -> SpanContext | None:
+def _span_context(
+    traceparent: str, span_context_type: type[SpanContext], flags: dict[str, TraceFlags]
+) -> SpanContext | None:
     """The remote span context a W3C `traceparent` names, or None when it is not valid."""
     match = _TRACEPARENT.fullmatch(traceparent)
     if match is None:
@@ -152,35 +214,52 @@ class RelayTelemetry:
         self._tracer = trace.get_tracer(INSTRUMENTATION_SCOPE, tracer_provider=tracer_provider)
         self._clock = clock
         self.destination = destination
-        self._attrs = {"messaging.system": MESSAGING_SYSTEM,
-                       "messaging.destination.name": destination}
-        self._send_attrs = {**self._attrs, "messaging.operation.name": "send",
-                            "messaging.operation.type": "send"}
+        self._attrs = {
+            "messaging.system": MESSAGING_SYSTEM,
+            "messaging.destination.name": destination,
+        }
+        self._send_attrs = {
+            **self._attrs,
+            "messaging.operation.name": "send",
+            "messaging.operation.type": "send",
+        }
         self._span_name = f"send {destination}"
         spec = {m.name: m for m in METRICS}
         self._lag = meter.create_histogram(
-            RELAY_LAG, unit="s", description=spec[RELAY_LAG].description,
-            explicit_bucket_boundaries_advisory=list(LAG_BUCKETS))
+            RELAY_LAG,
+            unit="s",
+            description=spec[RELAY_LAG].description,
+            explicit_bucket_boundaries_advisory=list(LAG_BUCKETS),
+        )
         self._sent = meter.create_counter(
-            SENT_MESSAGES, unit="{message}", description=spec[SENT_MESSAGES].description)
+            SENT_MESSAGES, unit="{message}", description=spec[SENT_MESSAGES].description
+        )
         self._duration = meter.create_histogram(
-            OPERATION_DURATION, unit="s", description=spec[OPERATION_DURATION].description,
-            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS))
+            OPERATION_DURATION,
+            unit="s",
+            description=spec[OPERATION_DURATION].description,
+            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
+        )
         self._failures = meter.create_counter(
-            RELAY_FAILURES, unit="{invocation}", description=spec[RELAY_FAILURES].description)
+            RELAY_FAILURES, unit="{invocation}", description=spec[RELAY_FAILURES].description
+        )
         self._quarantined = meter.create_counter(
-            QUARANTINED, unit="{event}", description=spec[QUARANTINED].description)
+            QUARANTINED, unit="{event}", description=spec[QUARANTINED].description
+        )
         self._offloaded = meter.create_counter(
-            OFFLOADED, unit="{event}", description=spec[OFFLOADED].description)
+            OFFLOADED, unit="{event}", description=spec[OFFLOADED].description
+        )
         self._offloaded_bytes = meter.create_counter(
-            OFFLOADED_BYTES, unit="By", description=spec[OFFLOADED_BYTES].description)
+            OFFLOADED_BYTES, unit="By", description=spec[OFFLOADED_BYTES].description
+        )
         self._pending = meter.create_gauge(
-            PENDING, unit="{change}", description=spec[PENDING].description)
+            PENDING, unit="{change}", description=spec[PENDING].description
+        )
         self._oldest = meter.create_gauge(
-            OLDEST_PENDING_AGE, unit="s", description=spec[OLDEST_PENDING_AGE].description)
+            OLDEST_PENDING_AGE, unit="s", description=spec[OLDEST_PENDING_AGE].description
+        )
 
-    async def send(self, events: Sequence[SentEvent], send: Callable[[], Awaitable[None]]
-                   ) -> None:
+    async def send(self, events: Sequence[SentEvent], send: Callable[[], Awaitable[None]]) -> None:
         """Run `send` (one batch) inside a PRODUCER span linked to each event's context, and
         record its duration, the messages sent and each event's lag once it was accepted."""
         links: list[Link] = []
@@ -198,9 +277,12 @@ class RelayTelemetry:
                 linked.add(ids)
                 links.append(link(ctx))
         with self._tracer.start_as_current_span(
-            self._span_name, kind=self._producer, links=links,
+            self._span_name,
+            kind=self._producer,
+            links=links,
             attributes={**self._send_attrs, "messaging.batch.message_count": len(events)},
-            record_exception=True, set_status_on_exception=True,
+            record_exception=True,
+            set_status_on_exception=True,
         ) as span:
             start = time.perf_counter()
             try:
@@ -208,8 +290,9 @@ class RelayTelemetry:
             except BaseException as exc:
                 kind = error_type(exc)
                 span.set_attribute("error.type", kind)
-                self._duration.record(time.perf_counter() - start,
-                                      {**self._send_attrs, "error.type": kind})
+                self._duration.record(
+                    time.perf_counter() - start, {**self._send_attrs, "error.type": kind}
+                )
                 raise
             self._duration.record(time.perf_counter() - start, self._send_attrs)
             self._sent.add(len(events), self._send_attrs)
@@ -244,4 +327,3 @@ class RelayTelemetry:
         attrs = {**self._attrs, "outbox.lease": ALL_LEASES}
         self._pending.set(total, attrs)
         self._oldest.set(oldest, attrs)
-

@@ -47,10 +47,12 @@ class Text:
         inner = handler(source)
         if inner.get("type") != "str":
             raise TypeError(f"Text applies to str fields, not {source!r}")
-        limited = core_schema.str_schema(**{
-            **{k: v for k, v in inner.items() if k != "type"},
-            "max_length": min(self.max_length, inner.get("max_length") or self.max_length),
-        })
+        limited = core_schema.str_schema(
+            **{
+                **{k: v for k, v in inner.items() if k != "type"},
+                "max_length": min(self.max_length, inner.get("max_length") or self.max_length),
+            }
+        )
         return core_schema.no_info_after_validator_function(self, limited)
 
     def __get_pydantic_json_schema__(

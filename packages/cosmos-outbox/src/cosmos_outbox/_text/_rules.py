@@ -193,10 +193,11 @@ def _refused(ch: str) -> str:
     cp = ord(ch)
     category = unicodedata.category(ch)
     if ch in (ZWJ, ZWNJ):
-        what = ("a zero width joiner outside an emoji sequence or a virama cluster"
-                if ch == ZWJ else
-                "a zero width non-joiner outside a word of a joining script or a virama "
-                "cluster")
+        what = (
+            "a zero width joiner outside an emoji sequence or a virama cluster"
+            if ch == ZWJ
+            else "a zero width non-joiner outside a word of a joining script or a virama cluster"
+        )
     elif 0xE0000 <= cp <= 0xE007F:
         what = "tag characters outside an emoji flag sequence"
     elif cp in PLACEHOLDERS:
@@ -271,6 +272,7 @@ def full_text_problem(value: str, *, required: bool) -> str | None:
 @cache
 def text_pattern(required: bool) -> str:
     """The same rule as `text_problem`, as a regular expression over the value as sent."""
+
     def cls(*sets: CodePoints) -> str:
         merged = sets[0]
         for other in sets[1:]:

@@ -37,8 +37,10 @@ __all__ = ["AggregateService", "Outbox", "Repository", "Session", "UnitOfWork"]
 
 #: Renamed in 0.3: the subscriber's async classes are in `cosmos_outbox.subscriber.aio`, beside
 #: the sync ones' names (kept here for a release, deprecated).
-_RENAMED = {"Dispatcher": "cosmos_outbox.subscriber.aio.Dispatcher",
-            "Projector": "cosmos_outbox.subscriber.aio.Projector"}
+_RENAMED = {
+    "Dispatcher": "cosmos_outbox.subscriber.aio.Dispatcher",
+    "Projector": "cosmos_outbox.subscriber.aio.Projector",
+}
 
 
 def __getattr__(name: str) -> Any:

@@ -36,8 +36,9 @@ def _client_options(*, asynchronous: bool = False) -> dict[str, Any]:
     # an aio client needs the aio retry policy: the sync one cannot await the pipeline
     retry = AsyncExponentialRetry if asynchronous else ExponentialRetry
     return {
-        "retry_policy": retry(initial_backoff=1, increment_base=2, retry_total=2,
-                              random_jitter_range=0),
+        "retry_policy": retry(
+            initial_backoff=1, increment_base=2, retry_total=2, random_jitter_range=0
+        ),
         "connection_timeout": CONNECTION_TIMEOUT,
         "read_timeout": READ_TIMEOUT,
     }
@@ -63,7 +64,7 @@ class _Container:
         parts = urlsplit(reference)
         if parts.query or parts.fragment:
             raise PayloadReferenceError(_shown(reference), "a query or fragment")
-        name = unquote(reference[len(self._prefix):])
+        name = unquote(reference[len(self._prefix) :])
         if not name or any(part in ("", ".", "..") for part in name.split("/")):
             raise PayloadReferenceError(_shown(reference), "not a payload name")
         return name
@@ -74,7 +75,8 @@ class _Container:
             yield
         except ResourceNotFoundError as exc:  # the container does not exist
             raise PayloadStoreError(
-                f"payload container {self.name} not found: {_code(exc)}") from exc
+                f"payload container {self.name} not found: {_code(exc)}"
+            ) from exc
         except AzureError as exc:
             raise PayloadStoreError(f"storing payload {name} failed: {_code(exc)}") from exc
 
@@ -85,7 +87,8 @@ class _Container:
         except AzureError as exc:
             raise PayloadStoreError(
                 f"the claim check's payload container {self.name} could not be checked: "
-                f"{_code(exc)}") from exc
+                f"{_code(exc)}"
+            ) from exc
 
     def found(self, exists: bool) -> None:
         """PayloadStoreError naming the container and the fix when it does not exist."""
@@ -95,7 +98,8 @@ class _Container:
                 f"{self._prefix.rsplit('/', 2)[0]}: create it (a private blob container; the "
                 f"deploy templates and funcstack.json's Storage.BlobContainers declare it), or "
                 f"name another in OUTBOX_PAYLOAD_CONTAINER, or set OUTBOX_PAYLOAD_MAX_BYTES=0 "
-                f"for no claim check (events too large for a message are then quarantined)")
+                f"for no claim check (events too large for a message are then quarantined)"
+            )
 
     @contextmanager
     def reading(self, reference: str) -> Iterator[None]:
@@ -105,7 +109,8 @@ class _Container:
             raise PayloadNotFoundError(_shown(reference)) from None
         except AzureError as exc:
             raise PayloadStoreError(
-                f"reading payload {_shown(reference)} failed: {_code(exc)}") from exc
+                f"reading payload {_shown(reference)} failed: {_code(exc)}"
+            ) from exc
 
 
 class BlobPayloadStore(PayloadStore):
@@ -116,10 +121,8 @@ class BlobPayloadStore(PayloadStore):
         self._container = _Container(container)
 
     @classmethod
-    def from_connection_string(cls, connection_string: str, container: str
-                               ) -> BlobPayloadStore:
-        service = BlobServiceClient.from_connection_string(connection_string,
-                                                           **_client_options())
+    def from_connection_string(cls, connection_string: str, container: str) -> BlobPayloadStore:
+        service = BlobServiceClient.from_connection_string(connection_string, **_client_options())
         return cls(service.get_container_client(container))
 
     @classmethod
@@ -128,8 +131,9 @@ class BlobPayloadStore(PayloadStore):
         user-assigned one)."""
         from azure.identity import DefaultAzureCredential
 
-        service = BlobServiceClient(service_uri, credential=DefaultAzureCredential(),
-                                    **_client_options())
+        service = BlobServiceClient(
+            service_uri, credential=DefaultAzureCredential(), **_client_options()
+        )
         return cls(service.get_container_client(container))
 
     def reference(self, name: str) -> str:
@@ -137,8 +141,13 @@ class BlobPayloadStore(PayloadStore):
 
     def put(self, name: str, body: bytes, *, content_type: str) -> None:
         with self._container.storing(name):
-            self._client.upload_blob(name, body, overwrite=True, length=len(body),
-                                     content_settings=ContentSettings(content_type=content_type))
+            self._client.upload_blob(
+                name,
+                body,
+                overwrite=True,
+                length=len(body),
+                content_settings=ContentSettings(content_type=content_type),
+            )
 
     def get(self, reference: str) -> bytes:
         name = self._container.blob_name(reference)
@@ -159,18 +168,21 @@ class AsyncBlobPayloadStore(AsyncPayloadStore):
         self._container = _Container(container)
 
     @classmethod
-    def from_connection_string(cls, connection_string: str, container: str
-                               ) -> AsyncBlobPayloadStore:
+    def from_connection_string(
+        cls, connection_string: str, container: str
+    ) -> AsyncBlobPayloadStore:
         service = AsyncBlobServiceClient.from_connection_string(
-            connection_string, **_client_options(asynchronous=True))
+            connection_string, **_client_options(asynchronous=True)
+        )
         return cls(service.get_container_client(container))
 
     @classmethod
     def from_service_uri(cls, service_uri: str, container: str) -> AsyncBlobPayloadStore:
         from azure.identity.aio import DefaultAzureCredential
 
-        service = AsyncBlobServiceClient(service_uri, credential=DefaultAzureCredential(),
-                                         **_client_options(asynchronous=True))
+        service = AsyncBlobServiceClient(
+            service_uri, credential=DefaultAzureCredential(), **_client_options(asynchronous=True)
+        )
         return cls(service.get_container_client(container))
 
     def reference(self, name: str) -> str:
@@ -179,8 +191,12 @@ class AsyncBlobPayloadStore(AsyncPayloadStore):
     async def put(self, name: str, body: bytes, *, content_type: str) -> None:
         with self._container.storing(name):
             await self._client.upload_blob(
-                name, body, overwrite=True, length=len(body),
-                content_settings=ContentSettings(content_type=content_type))
+                name,
+                body,
+                overwrite=True,
+                length=len(body),
+                content_settings=ContentSettings(content_type=content_type),
+            )
 
     async def get(self, reference: str) -> bytes:
         name = self._container.blob_name(reference)

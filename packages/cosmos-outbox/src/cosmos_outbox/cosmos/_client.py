@@ -33,8 +33,9 @@ def client_options() -> dict[str, Any]:
     }
 
 
-def cosmos_client(*, connection_string: str | None = None, endpoint: str | None = None,
-                  verify_tls: bool = True) -> CosmosClient:
+def cosmos_client(
+    *, connection_string: str | None = None, endpoint: str | None = None, verify_tls: bool = True
+) -> CosmosClient:
     """One client per process (it pools connections): from a connection string (a key), else
     the account `endpoint` with `DefaultAzureCredential` (the app's managed identity). Building
     it reads the account: a store that is down or hangs fails here, as StoreUnavailableError."""
@@ -52,8 +53,9 @@ def cosmos_client(*, connection_string: str | None = None, endpoint: str | None 
         return CosmosClient(endpoint, credential=DefaultAzureCredential(), **options)
 
 
-def async_cosmos_client(*, connection_string: str | None = None, endpoint: str | None = None,
-                        verify_tls: bool = True) -> AsyncCosmosClient:
+def async_cosmos_client(
+    *, connection_string: str | None = None, endpoint: str | None = None, verify_tls: bool = True
+) -> AsyncCosmosClient:
     """`cosmos_client` on the SDK's `aio` client: one per process and event loop (it reads the
     account on its first request)."""
     options = _options(verify_tls)
@@ -91,6 +93,10 @@ def environment_settings(*, requests: bool) -> bool:
     them again on every request (the `aio` transport looks on two threads of the event loop's
     executor per request: two thread hops)."""
     names = {name.upper() for name in os.environ}
-    return (any(name.endswith("_PROXY") for name in names) or "NETRC" in names
-            or (requests and bool(names & _REQUESTS_ENVIRONMENT))
-            or (Path.home() / ".netrc").exists() or (Path.home() / "_netrc").exists())
+    return (
+        any(name.endswith("_PROXY") for name in names)
+        or "NETRC" in names
+        or (requests and bool(names & _REQUESTS_ENVIRONMENT))
+        or (Path.home() / ".netrc").exists()
+        or (Path.home() / "_netrc").exists()
+    )

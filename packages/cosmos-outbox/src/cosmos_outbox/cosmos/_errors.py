@@ -39,12 +39,17 @@ def _retry_after(headers: Mapping[str, str] | None) -> float:
     return 1.0
 
 
-def translate(status: int, message: str, headers: Mapping[str, str] | None = None,
-              *, sub_status: int | None = None, aggregate_type: str = "document",
-              aggregate_id: str = "") -> OutboxError:
+def translate(
+    status: int,
+    message: str,
+    headers: Mapping[str, str] | None = None,
+    *,
+    sub_status: int | None = None,
+    aggregate_type: str = "document",
+    aggregate_id: str = "",
+) -> OutboxError:
     if status == 404 and sub_status == OWNER_RESOURCE_NOT_FOUND:
-        return StoreUnavailableError("the database or container does not exist",
-                                     retry_after=30.0)
+        return StoreUnavailableError("the database or container does not exist", retry_after=30.0)
     if status == 404:
         return NotFoundError(aggregate_type, aggregate_id)
     if status == 409:
@@ -72,8 +77,12 @@ class cosmos_errors:  # noqa: N801 - a context manager used as a function: `with
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         if exc is not None:
             error = _translated(exc, self.aggregate_type, self.aggregate_id)
             if error is not None:
@@ -91,10 +100,17 @@ class query_errors(cosmos_errors):  # noqa: N801 - used as a function, as cosmos
         super().__init__()
         self.continued = continued
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        if (isinstance(exc, CosmosHttpResponseError) and exc.status_code == 400
-                and not self.continued):
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if (
+            isinstance(exc, CosmosHttpResponseError)
+            and exc.status_code == 400
+            and not self.continued
+        ):
             message = str(exc.message or exc.reason or "bad request").splitlines()[0]
             raise InvalidQueryError(f"Cosmos DB refused the query: {message}") from None
         super().__exit__(exc_type, exc, tb)
@@ -105,16 +121,26 @@ def _translated(exc: BaseException, aggregate_type: str, aggregate_id: str) -> O
     if isinstance(exc, CosmosBatchOperationError):
         failed = exc.operation_responses[exc.error_index] if exc.operation_responses else {}
         status = int(failed.get("statusCode", exc.status_code or 500))
-        error = translate(status, "batch operation failed", exc.headers,
-                          aggregate_type=aggregate_type, aggregate_id=aggregate_id)
+        error = translate(
+            status,
+            "batch operation failed",
+            exc.headers,
+            aggregate_type=aggregate_type,
+            aggregate_id=aggregate_id,
+        )
         error.operation_index = exc.error_index
         return error
     if isinstance(exc, CosmosClientTimeoutError):
         return StoreUnavailableError("the store timed out")
     if isinstance(exc, CosmosHttpResponseError):
-        return translate(int(exc.status_code or 503), exc.reason or "cosmos error", exc.headers,
-                         sub_status=exc.sub_status, aggregate_type=aggregate_type,
-                         aggregate_id=aggregate_id)
+        return translate(
+            int(exc.status_code or 503),
+            exc.reason or "cosmos error",
+            exc.headers,
+            sub_status=exc.sub_status,
+            aggregate_type=aggregate_type,
+            aggregate_id=aggregate_id,
+        )
     if isinstance(exc, (ServiceRequestError, ServiceResponseError)):
         return StoreUnavailableError("the store is unreachable")
     return None

@@ -61,8 +61,9 @@ class _Feed(Protocol):
 
     async def rid(self) -> str: ...
 
-    async def changes(self, start: dict[str, Any], limit: int
-                      ) -> tuple[list[dict[str, Any]], bool, dict[str, str]]:
+    async def changes(
+        self, start: dict[str, Any], limit: int
+    ) -> tuple[list[dict[str, Any]], bool, dict[str, str]]:
         """Up to about `limit` changes from `start`, whether the feed ended within them, and
         the last response's headers."""
         ...
@@ -80,8 +81,10 @@ class _Estimate:
         with cosmos_errors():
             leases = [doc for doc in await self._stored_leases() if _is_lease(doc, self._prefix)]
             if not leases:
-                leases = [{"LeaseToken": _range_name(feed_range), "feedRange": feed_range}
-                          for feed_range in await self._feed.feed_ranges()]
+                leases = [
+                    {"LeaseToken": _range_name(feed_range), "feedRange": feed_range}
+                    for feed_range in await self._feed.feed_ranges()
+                ]
             return [await self._estimate(lease) for lease in leases]
 
     async def _stored_leases(self) -> list[dict[str, Any]]:
@@ -147,8 +150,13 @@ class _Estimate:
         return base64.b64encode(json.dumps(state).encode()).decode()
 
 
-def backlog_of(name: str, lease: Mapping[str, Any], changes: list[dict[str, Any]], ended: bool,
-               headers: Mapping[str, str]) -> LeaseBacklog:
+def backlog_of(
+    name: str,
+    lease: Mapping[str, Any],
+    changes: list[dict[str, Any]],
+    ended: bool,
+    headers: Mapping[str, str],
+) -> LeaseBacklog:
     """A lease's backlog from the changes after its continuation (exact when the feed ended
     within them, else from the range's latest LSN)."""
     owner, checkpoint = _lease_owner(lease)
@@ -171,8 +179,11 @@ def backlog_of(name: str, lease: Mapping[str, Any], changes: list[dict[str, Any]
 def _is_lease(doc: Mapping[str, Any], prefix: str) -> bool:
     """A lease document of the trigger (not the processor's bookkeeping documents)."""
     doc_id = str(doc.get("id", ""))
-    return ("LeaseToken" in doc and not doc_id.endswith((".info", ".lock"))
-            and doc_id.startswith(prefix))
+    return (
+        "LeaseToken" in doc
+        and not doc_id.endswith((".info", ".lock"))
+        and doc_id.startswith(prefix)
+    )
 
 
 class _HeaderHook:
@@ -189,8 +200,10 @@ class _SyncFeed:
         self.lease_container = str(leases.id)
 
     async def leases(self) -> list[dict[str, Any]]:
-        return [dict(d) for d in self._leases.query_items(
-            "SELECT * FROM c", enable_cross_partition_query=True)]
+        return [
+            dict(d)
+            for d in self._leases.query_items("SELECT * FROM c", enable_cross_partition_query=True)
+        ]
 
     async def feed_ranges(self) -> list[dict[str, Any]]:
         return [dict(r) for r in self._monitored.read_feed_ranges()]
@@ -198,12 +211,14 @@ class _SyncFeed:
     async def rid(self) -> str:
         return str(self._monitored.read()["_rid"])
 
-    async def changes(self, start: dict[str, Any], limit: int
-                      ) -> tuple[list[dict[str, Any]], bool, dict[str, str]]:
+    async def changes(
+        self, start: dict[str, Any], limit: int
+    ) -> tuple[list[dict[str, Any]], bool, dict[str, str]]:
         hook = _HeaderHook()
         changes: list[dict[str, Any]] = []
         for page in self._monitored.query_items_change_feed(
-                max_item_count=limit, response_hook=hook, **start).by_page():
+            max_item_count=limit, response_hook=hook, **start
+        ).by_page():
             changes.extend(page)
             if len(changes) >= limit:
                 return changes, False, hook.headers
@@ -224,12 +239,14 @@ class _AsyncFeed:
     async def rid(self) -> str:
         return str((await self._monitored.read())["_rid"])
 
-    async def changes(self, start: dict[str, Any], limit: int
-                      ) -> tuple[list[dict[str, Any]], bool, dict[str, str]]:
+    async def changes(
+        self, start: dict[str, Any], limit: int
+    ) -> tuple[list[dict[str, Any]], bool, dict[str, str]]:
         hook = _HeaderHook()
         changes: list[dict[str, Any]] = []
         async for page in self._monitored.query_items_change_feed(
-                max_item_count=limit, response_hook=hook, **start).by_page():
+            max_item_count=limit, response_hook=hook, **start
+        ).by_page():
             changes.extend([c async for c in page])
             if len(changes) >= limit:
                 return changes, False, hook.headers
@@ -240,8 +257,9 @@ class CosmosBacklogEstimator(BacklogEstimator):
     """Estimates from the lease container of a Cosmos DB trigger on the monitored container
     (sync SDK). Raises StoreUnavailableError/ThrottledError when the store fails."""
 
-    def __init__(self, monitored: ContainerProxy, leases: ContainerProxy, *,
-                 lease_prefix: str = "") -> None:
+    def __init__(
+        self, monitored: ContainerProxy, leases: ContainerProxy, *, lease_prefix: str = ""
+    ) -> None:
         self._estimate = _Estimate(_SyncFeed(monitored, leases), lease_prefix=lease_prefix)
 
     def estimate(self) -> list[LeaseBacklog]:
@@ -251,8 +269,9 @@ class CosmosBacklogEstimator(BacklogEstimator):
 class AsyncCosmosBacklogEstimator(AsyncBacklogEstimator):
     """`CosmosBacklogEstimator` on the SDK's `aio` client."""
 
-    def __init__(self, monitored: AsyncContainerProxy, leases: AsyncContainerProxy, *,
-                 lease_prefix: str = "") -> None:
+    def __init__(
+        self, monitored: AsyncContainerProxy, leases: AsyncContainerProxy, *, lease_prefix: str = ""
+    ) -> None:
         self._estimate = _Estimate(_AsyncFeed(monitored, leases), lease_prefix=lease_prefix)
 
     async def estimate(self) -> list[LeaseBacklog]:
@@ -266,8 +285,10 @@ def _lease_owner(lease: Mapping[str, Any]) -> tuple[str | None, str | None]:
     stamp = lease.get("timestamp")
     if not isinstance(stamp, str) and isinstance(lease.get("_ts"), int | float):
         stamp = datetime.fromtimestamp(float(lease["_ts"]), UTC).isoformat()
-    return (owner if isinstance(owner, str) and owner else None,
-            stamp if isinstance(stamp, str) and stamp else None)
+    return (
+        owner if isinstance(owner, str) and owner else None,
+        stamp if isinstance(stamp, str) and stamp else None,
+    )
 
 
 def _range_name(feed_range: Mapping[str, Any]) -> str:

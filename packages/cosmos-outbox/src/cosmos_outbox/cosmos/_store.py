@@ -44,7 +44,8 @@ def key_path(properties: Mapping[str, Any]) -> KeyPath:
         raise OutboxError(
             f"container {properties.get('id')!r}: its partition key ({', '.join(paths)}, kind "
             f"{definition.get('kind')}) is not one the outbox can write to: give it a single "
-            "path (hierarchical partition keys are not supported)")
+            "path (hierarchical partition keys are not supported)"
+        )
     return tuple(paths[0].strip("/").split("/"))
 
 
@@ -52,9 +53,12 @@ def container_key_path(properties: Mapping[str, Any]) -> KeyPath:
     """`key_path` of a container read from the service, and a warning when its time to live is
     off: Cosmos DB then ignores the event documents' `ttl` and keeps relayed events for ever."""
     if properties.get("defaultTtl") is None:
-        logger.warning("container %s has time to live off: relayed events are never deleted "
-                       "(set its defaultTtl to -1)", properties.get("id"),
-                       extra={"outbox.container": properties.get("id")})
+        logger.warning(
+            "container %s has time to live off: relayed events are never deleted "
+            "(set its defaultTtl to -1)",
+            properties.get("id"),
+            extra={"outbox.container": properties.get("id")},
+        )
     return key_path(properties)
 
 
@@ -73,8 +77,11 @@ def keyed(document: Mapping[str, Any], path: KeyPath, partition_key: object) -> 
     return copy
 
 
-def sdk_operations(operations: Sequence[BatchOperation], path: KeyPath = ("partitionKey",),
-                   partition_key: str | None = None) -> list[tuple[Any, ...]]:
+def sdk_operations(
+    operations: Sequence[BatchOperation],
+    path: KeyPath = ("partitionKey",),
+    partition_key: str | None = None,
+) -> list[tuple[Any, ...]]:
     """A batch in the SDK's shape (`execute_item_batch(batch_operations=...)`), its documents
     carrying the partition at the container's `path`: a document that has a value there is
     given as it is (the SDK only reads it), another is `keyed`."""
@@ -90,8 +97,9 @@ def sdk_operations(operations: Sequence[BatchOperation], path: KeyPath = ("parti
         options = {"if_match_etag": op.if_match} if op.if_match else {}
         match kind:
             case "replace":
-                converted.append(("replace", (op.document_id, document if document is not None
-                                              else {}), options))
+                converted.append(
+                    ("replace", (op.document_id, document if document is not None else {}), options)
+                )
             case "patch":
                 converted.append(("patch", (op.id, [dict(p) for p in op.patch]), options))
             case "delete":
@@ -101,9 +109,12 @@ def sdk_operations(operations: Sequence[BatchOperation], path: KeyPath = ("parti
 
 def batch_etags(results: Sequence[Mapping[str, Any]]) -> list[str | None]:
     """The etag each operation of a batch left (None for a delete)."""
-    return [str(etag) if (etag := result.get("eTag")
-                          or (result.get("resourceBody") or {}).get("_etag")) else None
-            for result in results]
+    return [
+        str(etag)
+        if (etag := result.get("eTag") or (result.get("resourceBody") or {}).get("_etag"))
+        else None
+        for result in results
+    ]
 
 
 def _row(result: Any) -> Any:
@@ -132,11 +143,13 @@ class CosmosDocumentStore(DocumentStore):
     """The container (sync SDK). One per process: the client pools connections.
     `partition_key_path`: the container's (read from it on the first write when not given)."""
 
-    def __init__(self, container: ContainerProxy, *,
-                 partition_key_path: str | None = None) -> None:
+    def __init__(self, container: ContainerProxy, *, partition_key_path: str | None = None) -> None:
         self.container = container
-        self._path: KeyPath | None = (None if partition_key_path is None else key_path(
-            {"id": container.id, "partitionKey": {"paths": [partition_key_path]}}))
+        self._path: KeyPath | None = (
+            None
+            if partition_key_path is None
+            else key_path({"id": container.id, "partitionKey": {"paths": [partition_key_path]}})
+        )
 
     def key_path(self) -> KeyPath:
         if self._path is None:
@@ -147,36 +160,44 @@ class CosmosDocumentStore(DocumentStore):
                 raise _missing() from None
         return self._path
 
-    def execute_batch(self, partition_key: str,
-                      operations: Sequence[BatchOperation]) -> list[str | None]:
+    def execute_batch(
+        self, partition_key: str, operations: Sequence[BatchOperation]
+    ) -> list[str | None]:
         path = self._path or self.key_path()
         with cosmos_errors("document", partition_key):
             results = self.container.execute_item_batch(
                 batch_operations=sdk_operations(operations, path, partition_key),
-                partition_key=partition_key)
+                partition_key=partition_key,
+            )
         return batch_etags(results)
 
     def read(self, partition_key: str, document_id: str) -> dict[str, Any] | None:
         try:
             with cosmos_errors():
-                return dict(self.container.read_item(item=document_id,
-                                                     partition_key=partition_key))
+                return dict(self.container.read_item(item=document_id, partition_key=partition_key))
         except NotFoundError:
             return None
 
     def upsert(self, document: Mapping[str, Any]) -> dict[str, Any]:
         path = self.key_path()
         with cosmos_errors():
-            return dict(self.container.upsert_item(
-                keyed(document, path, document.get("partitionKey"))))
+            return dict(
+                self.container.upsert_item(keyed(document, path, document.get("partitionKey")))
+            )
 
-    def replace(self, document: Mapping[str, Any], *, if_match: str | None = None
-                ) -> dict[str, Any]:
+    def replace(
+        self, document: Mapping[str, Any], *, if_match: str | None = None
+    ) -> dict[str, Any]:
         path = self.key_path()
         with cosmos_errors("document", str(document["id"])):
-            return dict(self.container.replace_item(
-                str(document["id"]), keyed(document, path, document.get("partitionKey")),
-                etag=if_match, match_condition=_match(if_match)))
+            return dict(
+                self.container.replace_item(
+                    str(document["id"]),
+                    keyed(document, path, document.get("partitionKey")),
+                    etag=if_match,
+                    match_condition=_match(if_match),
+                )
+            )
 
     def delete(self, partition_key: str, document_id: str) -> None:
         with cosmos_errors("document", document_id):
@@ -184,39 +205,65 @@ class CosmosDocumentStore(DocumentStore):
 
     def find(self, type_: str, document_id: str) -> dict[str, Any] | None:
         with cosmos_errors():
-            found = list(self.container.query_items(
-                _FIND, parameters=_parameters(type_, document_id),
-                enable_cross_partition_query=True))
+            found = list(
+                self.container.query_items(
+                    _FIND,
+                    parameters=_parameters(type_, document_id),
+                    enable_cross_partition_query=True,
+                )
+            )
         return dict(found[0]) if found else None
 
     def of_type(self, type_: str, *, partition_key: str | None = None) -> list[dict[str, Any]]:
         with cosmos_errors():
             if partition_key is not None:
-                return [dict(d) for d in self.container.query_items(
-                    _OF_TYPE, parameters=_parameters(type_), partition_key=partition_key)]
-            return [dict(d) for d in self.container.query_items(
-                _OF_TYPE, parameters=_parameters(type_), enable_cross_partition_query=True)]
+                return [
+                    dict(d)
+                    for d in self.container.query_items(
+                        _OF_TYPE, parameters=_parameters(type_), partition_key=partition_key
+                    )
+                ]
+            return [
+                dict(d)
+                for d in self.container.query_items(
+                    _OF_TYPE, parameters=_parameters(type_), enable_cross_partition_query=True
+                )
+            ]
 
-    def page_of_type(self, type_: str, *, page_size: int,
-                     continuation: str | None) -> Page[dict[str, Any]]:
-        rows, token = query_page(self.container, _OF_TYPE, page_size, continuation,
-                                 parameters=_parameters(type_))
+    def page_of_type(
+        self, type_: str, *, page_size: int, continuation: str | None
+    ) -> Page[dict[str, Any]]:
+        rows, token = query_page(
+            self.container, _OF_TYPE, page_size, continuation, parameters=_parameters(type_)
+        )
         return Page(rows, token)
 
-    def query(self, query: str, parameters: QueryParameters = None, *,
-              partition_key: str | None = None) -> list[Any]:
+    def query(
+        self, query: str, parameters: QueryParameters = None, *, partition_key: str | None = None
+    ) -> list[Any]:
         options = _query_options(parameters, partition_key)
         if partition_key is None:
             options["enable_cross_partition_query"] = True
         with query_errors():
             return [_row(r) for r in self.container.query_items(query, **options)]
 
-    def query_page(self, query: str, parameters: QueryParameters = None, *,
-                   partition_key: str | None = None, page_size: int,
-                   continuation: str | None = None) -> Page[Any]:
-        rows, token = query_page(self.container, query, page_size, continuation,
-                                 errors=query_errors(continued=continuation is not None),
-                                 **_query_options(parameters, partition_key))
+    def query_page(
+        self,
+        query: str,
+        parameters: QueryParameters = None,
+        *,
+        partition_key: str | None = None,
+        page_size: int,
+        continuation: str | None = None,
+    ) -> Page[Any]:
+        rows, token = query_page(
+            self.container,
+            query,
+            page_size,
+            continuation,
+            errors=query_errors(continued=continuation is not None),
+            **_query_options(parameters, partition_key),
+        )
         return Page(rows, token)
 
     def ping(self) -> None:
@@ -236,11 +283,15 @@ class AsyncCosmosDocumentStore(AsyncDocumentStore):
     """The container (the SDK's `aio` client). One per process and event loop.
     `partition_key_path`: the container's (read from it on the first write when not given)."""
 
-    def __init__(self, container: AsyncContainerProxy, *,
-                 partition_key_path: str | None = None) -> None:
+    def __init__(
+        self, container: AsyncContainerProxy, *, partition_key_path: str | None = None
+    ) -> None:
         self.container = container
-        self._path: KeyPath | None = (None if partition_key_path is None else key_path(
-            {"id": container.id, "partitionKey": {"paths": [partition_key_path]}}))
+        self._path: KeyPath | None = (
+            None
+            if partition_key_path is None
+            else key_path({"id": container.id, "partitionKey": {"paths": [partition_key_path]}})
+        )
 
     async def key_path(self) -> KeyPath:
         if self._path is None:
@@ -251,36 +302,48 @@ class AsyncCosmosDocumentStore(AsyncDocumentStore):
                 raise _missing() from None
         return self._path
 
-    async def execute_batch(self, partition_key: str,
-                            operations: Sequence[BatchOperation]) -> list[str | None]:
+    async def execute_batch(
+        self, partition_key: str, operations: Sequence[BatchOperation]
+    ) -> list[str | None]:
         path = self._path or await self.key_path()
         with cosmos_errors("document", partition_key):
             results = await self.container.execute_item_batch(
                 batch_operations=sdk_operations(operations, path, partition_key),
-                partition_key=partition_key)
+                partition_key=partition_key,
+            )
         return batch_etags(results)
 
     async def read(self, partition_key: str, document_id: str) -> dict[str, Any] | None:
         try:
             with cosmos_errors():
-                return dict(await self.container.read_item(item=document_id,
-                                                           partition_key=partition_key))
+                return dict(
+                    await self.container.read_item(item=document_id, partition_key=partition_key)
+                )
         except NotFoundError:
             return None
 
     async def upsert(self, document: Mapping[str, Any]) -> dict[str, Any]:
         path = await self.key_path()
         with cosmos_errors():
-            return dict(await self.container.upsert_item(
-                keyed(document, path, document.get("partitionKey"))))
+            return dict(
+                await self.container.upsert_item(
+                    keyed(document, path, document.get("partitionKey"))
+                )
+            )
 
-    async def replace(self, document: Mapping[str, Any], *, if_match: str | None = None
-                      ) -> dict[str, Any]:
+    async def replace(
+        self, document: Mapping[str, Any], *, if_match: str | None = None
+    ) -> dict[str, Any]:
         path = await self.key_path()
         with cosmos_errors("document", str(document["id"])):
-            return dict(await self.container.replace_item(
-                str(document["id"]), keyed(document, path, document.get("partitionKey")),
-                etag=if_match, match_condition=_match(if_match)))
+            return dict(
+                await self.container.replace_item(
+                    str(document["id"]),
+                    keyed(document, path, document.get("partitionKey")),
+                    etag=if_match,
+                    match_condition=_match(if_match),
+                )
+            )
 
     async def delete(self, partition_key: str, document_id: str) -> None:
         with cosmos_errors("document", document_id):
@@ -288,38 +351,66 @@ class AsyncCosmosDocumentStore(AsyncDocumentStore):
 
     async def find(self, type_: str, document_id: str) -> dict[str, Any] | None:
         with cosmos_errors():
-            found = [d async for d in self.container.query_items(
-                _FIND, parameters=_parameters(type_, document_id))]
+            found = [
+                d
+                async for d in self.container.query_items(
+                    _FIND, parameters=_parameters(type_, document_id)
+                )
+            ]
         return dict(found[0]) if found else None
 
-    async def of_type(self, type_: str, *, partition_key: str | None = None
-                      ) -> list[dict[str, Any]]:
+    async def of_type(
+        self, type_: str, *, partition_key: str | None = None
+    ) -> list[dict[str, Any]]:
         with cosmos_errors():
             if partition_key is not None:
-                return [dict(d) async for d in self.container.query_items(
-                    _OF_TYPE, parameters=_parameters(type_), partition_key=partition_key)]
-            return [dict(d) async for d in self.container.query_items(
-                _OF_TYPE, parameters=_parameters(type_))]
+                return [
+                    dict(d)
+                    async for d in self.container.query_items(
+                        _OF_TYPE, parameters=_parameters(type_), partition_key=partition_key
+                    )
+                ]
+            return [
+                dict(d)
+                async for d in self.container.query_items(_OF_TYPE, parameters=_parameters(type_))
+            ]
 
-    async def page_of_type(self, type_: str, *, page_size: int,
-                           continuation: str | None) -> Page[dict[str, Any]]:
-        rows, token = await async_query_page(self.container, _OF_TYPE, page_size, continuation,
-                                             parameters=_parameters(type_))
+    async def page_of_type(
+        self, type_: str, *, page_size: int, continuation: str | None
+    ) -> Page[dict[str, Any]]:
+        rows, token = await async_query_page(
+            self.container, _OF_TYPE, page_size, continuation, parameters=_parameters(type_)
+        )
         return Page(rows, token)
 
-    async def query(self, query: str, parameters: QueryParameters = None, *,
-                    partition_key: str | None = None) -> list[Any]:
+    async def query(
+        self, query: str, parameters: QueryParameters = None, *, partition_key: str | None = None
+    ) -> list[Any]:
         with query_errors():
-            return [_row(r) async for r in self.container.query_items(
-                query, **_query_options(parameters, partition_key))]
+            return [
+                _row(r)
+                async for r in self.container.query_items(
+                    query, **_query_options(parameters, partition_key)
+                )
+            ]
 
-    async def query_page(self, query: str, parameters: QueryParameters = None, *,
-                         partition_key: str | None = None, page_size: int,
-                         continuation: str | None = None) -> Page[Any]:
+    async def query_page(
+        self,
+        query: str,
+        parameters: QueryParameters = None,
+        *,
+        partition_key: str | None = None,
+        page_size: int,
+        continuation: str | None = None,
+    ) -> Page[Any]:
         rows, token = await async_query_page(
-            self.container, query, page_size, continuation,
+            self.container,
+            query,
+            page_size,
+            continuation,
             errors=query_errors(continued=continuation is not None),
-            **_query_options(parameters, partition_key))
+            **_query_options(parameters, partition_key),
+        )
         return Page(rows, token)
 
     async def ping(self) -> None:
@@ -340,8 +431,13 @@ def _missing() -> StoreUnavailableError:
 
 
 def query_page(
-    container: ContainerProxy, query: str, page_size: int, continuation: str | None,
-    *, errors: cosmos_errors | None = None, **options: Any,
+    container: ContainerProxy,
+    query: str,
+    page_size: int,
+    continuation: str | None,
+    *,
+    errors: cosmos_errors | None = None,
+    **options: Any,
 ) -> tuple[list[Any], str | None]:
     """One page of a cross-partition query and the token of the next (None: last), failures
     translated (`cosmos_outbox.errors`). `options` go to `query_items` (`parameters`, ...).
@@ -354,17 +450,22 @@ def query_page(
 
     `errors`: how failures are translated (`cosmos_errors()` unless given)."""
     with errors or cosmos_errors():
-        paged = container.query_items(query, enable_cross_partition_query=True,
-                                      max_item_count=page_size, **options)
+        paged = container.query_items(
+            query, enable_cross_partition_query=True, max_item_count=page_size, **options
+        )
         rows: list[Any] = [_row(d) for d in next(paged.by_page(continuation), [])]
         token = paged.get_response_headers().get("x-ms-continuation")
     return rows, str(token) if token else None
 
 
-
 async def async_query_page(
-    container: AsyncContainerProxy, query: str, page_size: int, continuation: str | None,
-    *, errors: cosmos_errors | None = None, **options: Any,
+    container: AsyncContainerProxy,
+    query: str,
+    page_size: int,
+    continuation: str | None,
+    *,
+    errors: cosmos_errors | None = None,
+    **options: Any,
 ) -> tuple[list[Any], str | None]:
     """`query_page` on the SDK's `aio` container (its queries are cross-partition unless
     `options` name a partition key)."""

@@ -77,13 +77,15 @@ REPLAYED_HEADER = "Idempotent-Replayed"
 
 
 def etag_header(what: str) -> ResponseHeader:
-    return ResponseHeader("ETag", f"The entity tag of the stored {what} (strong)",
-                          {"type": "string"})
+    return ResponseHeader(
+        "ETag", f"The entity tag of the stored {what} (strong)", {"type": "string"}
+    )
 
 
 def location_header(what: str) -> ResponseHeader:
-    return ResponseHeader("Location", f"The new {what}",
-                          {"type": "string", "format": "uri-reference"})
+    return ResponseHeader(
+        "Location", f"The new {what}", {"type": "string", "format": "uri-reference"}
+    )
 
 
 def sent_fields(body: BaseModel) -> dict[str, Any]:
@@ -99,13 +101,20 @@ class AggregateRoutes(Generic[A]):
     take async `build` / `apply` too; else sync functions, whose callables are plain (a
     coroutine function is refused when it is declared)."""
 
-    def __init__(self, api: HttpApi, kind: type[A],
-                 service: Callable[[], AggregateService[A]], *, view: type[View] | None = None,
-                 asynchronous: bool = False) -> None:
+    def __init__(
+        self,
+        api: HttpApi,
+        kind: type[A],
+        service: Callable[[], AggregateService[A]],
+        *,
+        view: type[View] | None = None,
+        asynchronous: bool = False,
+    ) -> None:
         self.api = api
         self.kind = kind
-        self.view = view if view is not None else view_of(
-            kind, name=f"{kind.__name__}View", hidden=set())
+        self.view = (
+            view if view is not None else view_of(kind, name=f"{kind.__name__}View", hidden=set())
+        )
         self._service = service
         self.asynchronous = asynchronous
         self.etag = etag_header(kind.aggregate_type)
@@ -139,22 +148,39 @@ class AggregateRoutes(Generic[A]):
         async def create(call: HttpCall[B]) -> Reply | func.HttpResponse:
             claim = claim_of(call, self._answer(201, body=True, location=location))
             if claim is not None:
-                return _answered(claim, await self._service().create_idempotent(
-                    lambda: build(call.body), claim=claim, traceparent=call.traceparent))
+                return _answered(
+                    claim,
+                    await self._service().create_idempotent(
+                        lambda: build(call.body), claim=claim, traceparent=call.traceparent
+                    ),
+                )
             aggregate = await resolved(build(call.body))
             result = await self._service().create(aggregate, traceparent=call.traceparent)
             return self._reply(result, Location=location(aggregate))
 
         self.api.operation(
-            name=name or f"create_{self.kind.aggregate_type}", route=route, method="POST",
-            status=201, summary=summary, request=request, response=self.view,
-            headers=(self.location, self.etag), errors=errors,
-            command=Command(self.kind, "create", build), idempotent=idempotent,
+            name=name or f"create_{self.kind.aggregate_type}",
+            route=route,
+            method="POST",
+            status=201,
+            summary=summary,
+            request=request,
+            response=self.view,
+            headers=(self.location, self.etag),
+            errors=errors,
+            command=Command(self.kind, "create", build),
+            idempotent=idempotent,
             asynchronous=self.asynchronous,
         )(create)
 
-    def read(self, *, route: str, summary: str, name: str | None = None,
-             errors: tuple[int, ...] = READ_ERRORS) -> None:
+    def read(
+        self,
+        *,
+        route: str,
+        summary: str,
+        name: str | None = None,
+        errors: tuple[int, ...] = READ_ERRORS,
+    ) -> None:
         """GET `route` (with the aggregate's id as its one path parameter): 200, `ETag`, the
         view; 304 when If-None-Match matches; 412 when If-Match does not."""
 
@@ -165,14 +191,23 @@ class AggregateRoutes(Generic[A]):
                     return Reply(headers={"ETag": result.etag}, status=304)
                 case Outcome.PRECONDITION_FAILED:
                     raise HttpProblemError(
-                        412, "Precondition Failed",
-                        f"the {self.kind.aggregate_type} does not match the If-Match condition")
+                        412,
+                        "Precondition Failed",
+                        f"the {self.kind.aggregate_type} does not match the If-Match condition",
+                    )
             return self._reply(result)
 
         self.api.operation(
-            name=name or f"get_{self.kind.aggregate_type}", route=route, method="GET",
-            status=200, conditional=True, summary=summary, response=self.view,
-            headers=(self.etag,), errors=errors, asynchronous=self.asynchronous,
+            name=name or f"get_{self.kind.aggregate_type}",
+            route=route,
+            method="GET",
+            status=200,
+            conditional=True,
+            summary=summary,
+            response=self.view,
+            headers=(self.etag,),
+            errors=errors,
+            asynchronous=self.asynchronous,
         )(read)
 
     def update(
@@ -201,44 +236,67 @@ class AggregateRoutes(Generic[A]):
         derive = changes if changes is not None else sent_fields
 
         async def update(call: HttpCall[Any]) -> Reply | func.HttpResponse:
-            kwargs: Mapping[str, Any] = (await resolved(derive(call.body))
-                                         if request is not None else {})
+            kwargs: Mapping[str, Any] = (
+                await resolved(derive(call.body)) if request is not None else {}
+            )
             claim = claim_of(call, self._answer(status, body=status != 204))
             if claim is not None:
-                return _answered(claim, await self._service().change_idempotent(
-                    self._id(call), lambda aggregate: apply(aggregate, **kwargs), claim=claim,
-                    precondition=_precondition(call.write_preconditions),
-                    traceparent=call.traceparent))
+                return _answered(
+                    claim,
+                    await self._service().change_idempotent(
+                        self._id(call),
+                        lambda aggregate: apply(aggregate, **kwargs),
+                        claim=claim,
+                        precondition=_precondition(call.write_preconditions),
+                        traceparent=call.traceparent,
+                    ),
+                )
             result = await self._service().change(
-                self._id(call), lambda aggregate: apply(aggregate, **kwargs),
+                self._id(call),
+                lambda aggregate: apply(aggregate, **kwargs),
                 precondition=_precondition(call.write_preconditions),
-                traceparent=call.traceparent)
+                traceparent=call.traceparent,
+            )
             if status == 204:
                 return Reply(headers={"ETag": result.etag})
             return self._reply(result)
 
-        declared = errors if errors is not None else (
-            UPDATE_ERRORS if request is not None
-            else tuple(e for e in UPDATE_ERRORS if e not in (413, 415)))
+        declared = (
+            errors
+            if errors is not None
+            else (
+                UPDATE_ERRORS
+                if request is not None
+                else tuple(e for e in UPDATE_ERRORS if e not in (413, 415))
+            )
+        )
         if precondition_required and 428 not in declared:
             declared = tuple(sorted((*declared, 428)))
         self.api.operation(
-            name=name or f"{method.lower()}_{self.kind.aggregate_type}", route=route,
-            method=method, status=status, conditional=True, summary=summary, request=request,
-            response=self.view if status != 204 else None, headers=(self.etag,),
-            errors=declared, precondition_required=precondition_required,
+            name=name or f"{method.lower()}_{self.kind.aggregate_type}",
+            route=route,
+            method=method,
+            status=status,
+            conditional=True,
+            summary=summary,
+            request=request,
+            response=self.view if status != 204 else None,
+            headers=(self.etag,),
+            errors=declared,
+            precondition_required=precondition_required,
             command=Command(self.kind, "change", apply, changes),
-            idempotent=idempotent, asynchronous=self.asynchronous,
+            idempotent=idempotent,
+            asynchronous=self.asynchronous,
         )(update)
 
-    def _answer(self, status: int, *, body: bool,
-                location: Callable[[A], str] | None = None) -> Callable[[A], Answer]:
+    def _answer(
+        self, status: int, *, body: bool, location: Callable[[A], str] | None = None
+    ) -> Callable[[A], Answer]:
         """How a write's answer is made from the aggregate as written (what its idempotency
         record keeps): the status, the view as JSON, the Location."""
 
         def answer(aggregate: A) -> Answer:
-            view = (self.view.of(aggregate).model_dump(mode="json", by_alias=True) if body
-                    else None)
+            view = self.view.of(aggregate).model_dump(mode="json", by_alias=True) if body else None
             return Answer(status, view, location(aggregate) if location else None)
 
         return answer
@@ -252,8 +310,7 @@ class AggregateRoutes(Generic[A]):
         return value
 
 
-def _answered(claim: Claim[A], result: Versioned[A] | Recorded
-                            ) -> func.HttpResponse:
+def _answered(claim: Claim[A], result: Versioned[A] | Recorded) -> func.HttpResponse:
     """The answer of a write made with a key: made from the aggregate as written, or the one
     recorded by the earlier request with that key (marked `Idempotent-Replayed: true`). Both
     are built here, from an `Answer`, so a retry's answer is the first one's."""
@@ -271,7 +328,10 @@ def _answered(claim: Claim[A], result: Versioned[A] | Recorded
     # As pydantic writes a model (`model_dump_json`): compact, UTF-8 as is.
     return func.HttpResponse(
         json.dumps(answer.body, separators=(",", ":"), ensure_ascii=False),
-        status_code=answer.status, headers=headers, mimetype="application/json")
+        status_code=answer.status,
+        headers=headers,
+        mimetype="application/json",
+    )
 
 
 def _precondition(conditions: Preconditions | None) -> Callable[[str], bool] | None:

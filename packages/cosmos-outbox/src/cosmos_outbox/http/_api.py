@@ -34,10 +34,15 @@ class HttpApi:
     A handler is a plain function (served in a sync function: the worker's thread pool) or an
     `async def` one (served in an async function, on the worker's event loop)."""
 
-    def __init__(self, blueprint: func.Blueprint | None = None, *,
-                 parameters: Mapping[str, PathParameter] | None = None,
-                 auth_level: func.AuthLevel = func.AuthLevel.FUNCTION,
-                 bounded: bool = False, etag_request_header: bool = False) -> None:
+    def __init__(
+        self,
+        blueprint: func.Blueprint | None = None,
+        *,
+        parameters: Mapping[str, PathParameter] | None = None,
+        auth_level: func.AuthLevel = func.AuthLevel.FUNCTION,
+        bounded: bool = False,
+        etag_request_header: bool = False,
+    ) -> None:
         self.blueprint = blueprint if blueprint is not None else func.Blueprint()  # type: ignore[no-untyped-call]
         self._parameters = dict(parameters or {})
         self._auth_level = auth_level
@@ -79,22 +84,39 @@ class HttpApi:
             if unknown:
                 raise ValueError(f"route {route!r} uses undeclared parameters {unknown}")
             operation = HttpOperation(
-                name=name or handler.__name__, route=route, method=method.upper(),
-                auth_level=auth_level or self._auth_level, summary=summary, status=status,
-                request=request, response=response, response_schema=response_schema,
-                query=query, paged=paged, conditional=conditional, headers=headers,
-                errors=errors, path=tuple(self._parameters[n] for n in names),
-                bounded=self._bounded if bounded is None else bounded, command=command,
-                precondition_required=precondition_required, idempotent=idempotent,
-                etag_request_header=self._etag_request_header)
-            function = entry(operation, handler, asynchronous=is_async(handler)
-                             if asynchronous is None else asynchronous)
+                name=name or handler.__name__,
+                route=route,
+                method=method.upper(),
+                auth_level=auth_level or self._auth_level,
+                summary=summary,
+                status=status,
+                request=request,
+                response=response,
+                response_schema=response_schema,
+                query=query,
+                paged=paged,
+                conditional=conditional,
+                headers=headers,
+                errors=errors,
+                path=tuple(self._parameters[n] for n in names),
+                bounded=self._bounded if bounded is None else bounded,
+                command=command,
+                precondition_required=precondition_required,
+                idempotent=idempotent,
+                etag_request_header=self._etag_request_header,
+            )
+            function = entry(
+                operation,
+                handler,
+                asynchronous=is_async(handler) if asynchronous is None else asynchronous,
+            )
             function.__name__ = function.__qualname__ = operation.name
             function.__module__ = getattr(handler, "__module__", __name__)
             function.__doc__ = operation.summary
             setattr(function, ATTRIBUTE, operation)
-            self.blueprint.route(route=route, methods=[operation.method],
-                                 auth_level=operation.auth_level)(function)
+            self.blueprint.route(
+                route=route, methods=[operation.method], auth_level=operation.auth_level
+            )(function)
             return handler
 
         return register
@@ -112,7 +134,6 @@ class HttpApi:
             except Exception as exc:  # the boundary: translate everything
                 return from_exception(exc).response()
 
-        self.blueprint.route(route="{*path}", methods=None,
-                             auth_level=func.AuthLevel.ANONYMOUS)(zz_not_routed)
-
-
+        self.blueprint.route(route="{*path}", methods=None, auth_level=func.AuthLevel.ANONYMOUS)(
+            zz_not_routed
+        )

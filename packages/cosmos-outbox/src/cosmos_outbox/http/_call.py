@@ -62,8 +62,10 @@ class HttpCall(Generic[B]):
         `context.trace_context`, which continues the caller's), else the request's `traceparent`
         header, else a new one. So the events of one request share its trace."""
         trace = self.context.trace_context if self.context is not None else None
-        candidates = (trace.trace_parent if trace is not None else None,
-                      self.request.headers.get("traceparent"))
+        candidates = (
+            trace.trace_parent if trace is not None else None,
+            self.request.headers.get("traceparent"),
+        )
         for candidate in candidates:
             value = (candidate or "").strip().lower()
             if _TRACEPARENT.fullmatch(value) and value[3:35] != "0" * 32:
@@ -76,19 +78,23 @@ class HttpCall(Generic[B]):
         query = self.request.params.get("continuationToken")
         header = self.request.headers.get("x-continuation-token")
         if query is not None and header is not None and query != header:
-            raise bad_request("continuationToken and x-continuation-token differ; send one",
-                              "continuationToken")
+            raise bad_request(
+                "continuationToken and x-continuation-token differ; send one", "continuationToken"
+            )
         token = query if query is not None else header
         if token is None:
             return None
         try:
             return tokens.decode(token)
         except InvalidContinuationError:
-            raise bad_request("the continuation token is not valid: pass back a "
-                              "continuationToken this API returned, unchanged",
-                              "continuationToken") from None
+            raise bad_request(
+                "the continuation token is not valid: pass back a "
+                "continuationToken this API returned, unchanged",
+                "continuationToken",
+            ) from None
 
 
 #: A handler: a plain function, or an async one (awaited).
-Handler: TypeAlias = Callable[[HttpCall[Any]], Reply | func.HttpResponse
-                        | Awaitable[Reply | func.HttpResponse]]
+Handler: TypeAlias = Callable[
+    [HttpCall[Any]], Reply | func.HttpResponse | Awaitable[Reply | func.HttpResponse]
+]

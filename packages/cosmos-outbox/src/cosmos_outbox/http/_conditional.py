@@ -65,8 +65,7 @@ def parse_tag_list(value: str, *, header: str = "If-Match") -> TagList | None:
     if value.strip(" \t") == "*":
         return "*"
     return tuple(
-        EntityTag(tag.removeprefix("W/"), weak=tag.startswith("W/"))
-        for tag in _TAG.findall(value)
+        EntityTag(tag.removeprefix("W/"), weak=tag.startswith("W/")) for tag in _TAG.findall(value)
     )
 
 
@@ -86,7 +85,10 @@ class Preconditions:
 
     @classmethod
     def parse(
-        cls, *, if_match: str | None = None, if_none_match: str | None = None,
+        cls,
+        *,
+        if_match: str | None = None,
+        if_none_match: str | None = None,
         etag: str | None = None,
     ) -> Preconditions:
         """From the header values. The reference sample's request header `ETag` counts as
@@ -107,13 +109,14 @@ class Preconditions:
         """RFC 9110 §13.2.2 for a resource whose current (strong) etag is `current_etag`;
         `safe` for GET and HEAD."""
         current = EntityTag(current_etag)
-        if self.if_match is not None and self.if_match != "*" and not any(
-            tag.strong_match(current) for tag in self.if_match
+        if (
+            self.if_match is not None
+            and self.if_match != "*"
+            and not any(tag.strong_match(current) for tag in self.if_match)
         ):
             return Outcome.PRECONDITION_FAILED
         if self.if_none_match is not None and (
-            self.if_none_match == "*"
-            or any(tag.weak_match(current) for tag in self.if_none_match)
+            self.if_none_match == "*" or any(tag.weak_match(current) for tag in self.if_none_match)
         ):
             return Outcome.NOT_MODIFIED if safe else Outcome.PRECONDITION_FAILED
         return Outcome.PROCEED

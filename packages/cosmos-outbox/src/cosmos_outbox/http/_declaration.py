@@ -71,8 +71,11 @@ class ResponseHeader:
 _TOKEN_SCHEMA = {"type": "string", "pattern": TOKEN_PATTERN}
 #: The response header that carries the next page's token (paged operations).
 CONTINUATION_HEADER = ResponseHeader(
-    "X-Continuation-Token", "The token of the next page; absent on the last page",
-    _TOKEN_SCHEMA, required=False)
+    "X-Continuation-Token",
+    "The token of the next page; absent on the last page",
+    _TOKEN_SCHEMA,
+    required=False,
+)
 #: The paging parameters of a paged operation (they are read by `HttpCall.cursor`).
 PAGING_PARAMETERS = ("pageSize", "continuationToken")
 
@@ -149,8 +152,6 @@ class HttpOperation:
     @property
     def success_headers(self) -> tuple[ResponseHeader, ...]:
         return self.headers + ((CONTINUATION_HEADER,) if self.paged else ())
-
-
 
 
 def operation_of(user_function: object) -> HttpOperation | None:

@@ -56,8 +56,10 @@ _KEY = re.compile(KEY_PATTERN)
 _ESCAPE = re.compile(r'\\(["\\])')
 #: What App Service authentication (Easy Auth) sets to name the caller.
 PRINCIPAL_HEADERS = ("x-ms-client-principal-idp", "x-ms-client-principal-id")
-_MALFORMED = (f"{KEY_HEADER} must be 1-{KEY_MAX_LENGTH} visible ASCII characters, quoted as a "
-              "structured-field string or bare (then without quotes, backslashes or spaces)")
+_MALFORMED = (
+    f"{KEY_HEADER} must be 1-{KEY_MAX_LENGTH} visible ASCII characters, quoted as a "
+    "structured-field string or bare (then without quotes, backslashes or spaces)"
+)
 
 
 def parse_key(value: str | None) -> str | None:
@@ -79,16 +81,17 @@ def scope(method: str, route: str, headers: Mapping[str, str]) -> str:
     return f"{method} {route}" + (f" {caller}" if caller.strip("/") else "")
 
 
-def request_fingerprint(method: str, route: str, path: Mapping[str, str],
-                        body: object) -> str:
+def request_fingerprint(method: str, route: str, path: Mapping[str, str], body: object) -> str:
     """The fingerprint of a request (see the module's docstring)."""
-    data = (body.model_dump(mode="json", by_alias=True, exclude_unset=True)
-            if isinstance(body, BaseModel) else None)
+    data = (
+        body.model_dump(mode="json", by_alias=True, exclude_unset=True)
+        if isinstance(body, BaseModel)
+        else None
+    )
     return fingerprint({"method": method, "route": route, "path": dict(path), "body": data})
 
 
-def claim_of(call: HttpCall[Any],
-                           answer: Callable[[A], Answer]) -> Claim[A] | None:
+def claim_of(call: HttpCall[Any], answer: Callable[[A], Answer]) -> Claim[A] | None:
     """The claim of an `HttpCall` that carries a key (None without one)."""
     key = call.idempotency_key
     if key is None:
@@ -97,8 +100,7 @@ def claim_of(call: HttpCall[Any],
     return Claim(
         scope=scope(operation.method, operation.route, call.request.headers),
         key=key,
-        fingerprint=request_fingerprint(operation.method, operation.route, call.path,
-                                        call.body),
+        fingerprint=request_fingerprint(operation.method, operation.route, call.path, call.body),
         answer=answer,
         request=f"{operation.method} {operation.route}",
     )

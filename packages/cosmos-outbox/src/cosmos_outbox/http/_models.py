@@ -17,7 +17,10 @@ Identifier = Annotated[str, Field(pattern=ID_PATTERN, max_length=ID_MAX_LENGTH)]
 
 class Model(BaseModel):
     model_config = ConfigDict(
-        frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True,
+        frozen=True,
+        extra="forbid",
+        alias_generator=to_camel,
+        populate_by_name=True,
         json_schema_serialization_defaults_required=True,
     )
 
@@ -44,8 +47,10 @@ class View(Model):
         `view_of` made of `source`'s model takes its values as they are (they have the same
         types and limits, which `source` validated); any other is validated."""
         if _DERIVED.get(cls) is type(source):
-            return cast(Self, cls.model_construct(**{name: getattr(source, name)
-                                                     for name in cls.model_fields}))
+            return cast(
+                Self,
+                cls.model_construct(**{name: getattr(source, name) for name in cls.model_fields}),
+            )
         return cls.model_validate(source.model_dump(include=set(cls.model_fields)))
 
 
@@ -80,8 +85,9 @@ def omit_null_defaults(extra: dict[str, Any]) -> Any:
             if {"type": "null"} in branches:
                 rest = [b for b in branches if b != {"type": "null"}]
                 prop.pop("anyOf")
-                schema["properties"][name] = {**rest[0], **prop} if len(rest) == 1 else {
-                    **prop, "anyOf": rest}
+                schema["properties"][name] = (
+                    {**rest[0], **prop} if len(rest) == 1 else {**prop, "anyOf": rest}
+                )
         schema.update(extra)
 
     return edit

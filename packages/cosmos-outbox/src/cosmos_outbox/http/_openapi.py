@@ -35,16 +35,29 @@ from cosmos_outbox.http._requests import MAX_BODY_BYTES
 from cosmos_outbox.http.bounded import BOUND_SECONDS
 
 _STATUS_TEXT = {
-    200: "OK", 201: "Created", 202: "Accepted", 204: "No Content", 304: "Not Modified",
+    200: "OK",
+    201: "Created",
+    202: "Accepted",
+    204: "No Content",
+    304: "Not Modified",
     400: "Bad Request",
-    404: "Not Found", 409: "Conflict", 412: "Precondition Failed", 413: "Content Too Large",
-    415: "Unsupported Media Type", 422: "Unprocessable Content", 428: "Precondition Required",
-    429: "Too Many Requests", 500: "Internal Server Error",
+    404: "Not Found",
+    409: "Conflict",
+    412: "Precondition Failed",
+    413: "Content Too Large",
+    415: "Unsupported Media Type",
+    422: "Unprocessable Content",
+    428: "Precondition Required",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
     503: "Service Unavailable",
 }
 
-_RETRY_AFTER = {"description": "Seconds to wait before retrying", "required": True,
-                "schema": {"type": "string", "pattern": "^[0-9]+$"}}
+_RETRY_AFTER = {
+    "description": "Seconds to wait before retrying",
+    "required": True,
+    "schema": {"type": "string", "pattern": "^[0-9]+$"},
+}
 _TOKEN = {"type": "string", "pattern": TOKEN_PATTERN}
 _TAGS = {"type": "string", "pattern": TAG_LIST_PATTERN}
 _SECURITY: dict[func.AuthLevel, list[dict[str, list[str]]]] = {
@@ -72,7 +85,8 @@ def operations(functions: Iterable[Function]) -> list[HttpOperation]:
         if operation is None:
             raise UndeclaredOperationError(
                 f"HTTP function {function.get_function_name()} is not a declared operation: "
-                "register it with HttpApi.operation")
+                "register it with HttpApi.operation"
+            )
         found.append(operation)
     return found
 
@@ -83,43 +97,86 @@ def _ref(model: type[BaseModel]) -> dict[str, str]:
 
 def _parameters(op: HttpOperation) -> list[dict[str, Any]]:
     params: list[dict[str, Any]] = [
-        {"name": p.name, "in": "path", "required": True, "schema": p.schema} for p in op.path]
-    params += [{"name": q.name, "in": "query", "required": q.required,
-                "description": q.description, "schema": q.schema} for q in op.query]
+        {"name": p.name, "in": "path", "required": True, "schema": p.schema} for p in op.path
+    ]
+    params += [
+        {
+            "name": q.name,
+            "in": "query",
+            "required": q.required,
+            "description": q.description,
+            "schema": q.schema,
+        }
+        for q in op.query
+    ]
     if op.paged:
         params += [
-            {"name": "pageSize", "in": "query",
-             "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE_SIZE,
-                        "default": DEFAULT_PAGE_SIZE}},
-            {"name": "continuationToken", "in": "query", "schema": _TOKEN,
-             "description": "The continuationToken of the previous page, unchanged"},
-            {"name": "x-continuation-token", "in": "header", "schema": _TOKEN,
-             "description": "Same as continuationToken (send one, or the same in both)"},
+            {
+                "name": "pageSize",
+                "in": "query",
+                "schema": {
+                    "type": "integer",
+                    "minimum": 1,
+                    "maximum": MAX_PAGE_SIZE,
+                    "default": DEFAULT_PAGE_SIZE,
+                },
+            },
+            {
+                "name": "continuationToken",
+                "in": "query",
+                "schema": _TOKEN,
+                "description": "The continuationToken of the previous page, unchanged",
+            },
+            {
+                "name": "x-continuation-token",
+                "in": "header",
+                "schema": _TOKEN,
+                "description": "Same as continuationToken (send one, or the same in both)",
+            },
         ]
     if op.conditional:
         params += [
-            {"name": "If-Match", "in": "header", "schema": _TAGS,
-             "description": "`*` or entity tags (strong comparison); no match gives 412"},
-            {"name": "ETag", "in": "header", "schema": _TAGS,
-             "description": "Same as If-Match when there is none, for reference-sample clients"},
-            {"name": "If-None-Match", "in": "header", "schema": _TAGS,
-             "description": "`*` or entity tags (weak comparison); a match gives "
-                            + ("304" if op.not_modified else "412")},
+            {
+                "name": "If-Match",
+                "in": "header",
+                "schema": _TAGS,
+                "description": "`*` or entity tags (strong comparison); no match gives 412",
+            },
+            {
+                "name": "ETag",
+                "in": "header",
+                "schema": _TAGS,
+                "description": "Same as If-Match when there is none, for reference-sample clients",
+            },
+            {
+                "name": "If-None-Match",
+                "in": "header",
+                "schema": _TAGS,
+                "description": "`*` or entity tags (weak comparison); a match gives "
+                + ("304" if op.not_modified else "412"),
+            },
         ]
     if op.idempotent:
-        params.append({
-            "name": KEY_HEADER, "in": "header",
-            "schema": {"type": "string", "pattern": KEY_PATTERN,
-                       "maxLength": 2 * KEY_MAX_LENGTH + 2},
-            "description": (
-                f"Optional: 1-{KEY_MAX_LENGTH} characters naming this request, the same on "
-                "each retry of it (IETF httpapi draft \"The Idempotency-Key HTTP Header "
-                "Field\"; a quoted structured-field string, or bare). A retry with the same key "
-                "and the same request answers what the first answered (status, ETag, "
-                "Location, body as of that write) without writing again; the same key with "
-                "another request answers 422. Scoped to this route (and the caller when the "
-                "platform names one); remembered for IDEMPOTENCY_TTL_SECONDS (default 1 day)"),
-        })
+        params.append(
+            {
+                "name": KEY_HEADER,
+                "in": "header",
+                "schema": {
+                    "type": "string",
+                    "pattern": KEY_PATTERN,
+                    "maxLength": 2 * KEY_MAX_LENGTH + 2,
+                },
+                "description": (
+                    f"Optional: 1-{KEY_MAX_LENGTH} characters naming this request, the same on "
+                    'each retry of it (IETF httpapi draft "The Idempotency-Key HTTP Header '
+                    'Field"; a quoted structured-field string, or bare). A retry with the same key '
+                    "and the same request answers what the first answered (status, ETag, "
+                    "Location, body as of that write) without writing again; the same key with "
+                    "another request answers 422. Scoped to this route (and the caller when the "
+                    "platform names one); remembered for IDEMPOTENCY_TTL_SECONDS (default 1 day)"
+                ),
+            }
+        )
     return params
 
 
@@ -129,17 +186,21 @@ def _operation(op: HttpOperation) -> dict[str, Any]:
         success["content"] = {"application/json": {"schema": _ref(op.response)}}
     elif op.response_schema is not None:
         success["content"] = {"application/json": {"schema": dict(op.response_schema)}}
-    headers = {h.name: {"description": h.description, "required": h.required,
-                        "schema": dict(h.schema)} if h.required else
-               {"description": h.description, "schema": dict(h.schema)}
-               for h in op.success_headers}
+    headers = {
+        h.name: {"description": h.description, "required": h.required, "schema": dict(h.schema)}
+        if h.required
+        else {"description": h.description, "schema": dict(h.schema)}
+        for h in op.success_headers
+    }
     if headers:
         success["headers"] = headers
     responses: dict[str, Any] = {str(op.status): success}
     if op.not_modified:
         etag = {n: h for n, h in headers.items() if n == "ETag"}
-        responses["304"] = {"description": "Not Modified (If-None-Match matched); no body",
-                            **({"headers": etag} if etag else {})}
+        responses["304"] = {
+            "description": "Not Modified (If-None-Match matched); no body",
+            **({"headers": etag} if etag else {}),
+        }
     for status in op.declared_errors:
         error: dict[str, Any] = {
             "description": _STATUS_TEXT[status],
@@ -150,32 +211,42 @@ def _operation(op: HttpOperation) -> dict[str, Any]:
         if status == 413:
             error["description"] += f" (over {MAX_BODY_BYTES} bytes)"
         if status == 422 and op.idempotent:
-            error["description"] += (f" (the {KEY_HEADER} was used for another request to "
-                                     "this route)")
+            error["description"] += (
+                f" (the {KEY_HEADER} was used for another request to this route)"
+            )
         if status == 503 and op.bounded:
-            error["description"] += (f" (also when the store or the message broker has not "
-                                     f"answered within {BOUND_SECONDS:g} s)")
+            error["description"] += (
+                f" (also when the store or the message broker has not "
+                f"answered within {BOUND_SECONDS:g} s)"
+            )
         responses[str(status)] = error
-    result: dict[str, Any] = {"operationId": op.name, "summary": op.summary,
-                              "responses": responses}
+    result: dict[str, Any] = {"operationId": op.name, "summary": op.summary, "responses": responses}
     params = _parameters(op)
     if params:
         result["parameters"] = params
     if op.request is not None:
-        result["requestBody"] = {"required": True,
-                                 "content": {"application/json": {"schema": _ref(op.request)}}}
+        result["requestBody"] = {
+            "required": True,
+            "content": {"application/json": {"schema": _ref(op.request)}},
+        }
     result["security"] = _SECURITY[op.auth_level]
     return result
 
 
-def _events(aggregates: Iterable[type[Aggregate]]) -> list[tuple[type[Aggregate],
-                                                                type[Event]]]:
-    return sorted(((a, e) for a in aggregates for e in a.event_classes()),
-                  key=lambda pair: (pair[0].aggregate_type, pair[1].action_name()))
+def _events(aggregates: Iterable[type[Aggregate]]) -> list[tuple[type[Aggregate], type[Event]]]:
+    return sorted(
+        ((a, e) for a in aggregates for e in a.event_classes()),
+        key=lambda pair: (pair[0].aggregate_type, pair[1].action_name()),
+    )
 
 
-def openapi_document(functions: Iterable[Function], *, title: str, description: str,
-                     aggregates: Iterable[type[Aggregate]] = ()) -> dict[str, Any]:
+def openapi_document(
+    functions: Iterable[Function],
+    *,
+    title: str,
+    description: str,
+    aggregates: Iterable[type[Aggregate]] = (),
+) -> dict[str, Any]:
     """The document of the app's HTTP operations and of the events of `aggregates`."""
     indexed = operations(functions)
     events = _events(aggregates)
@@ -190,8 +261,9 @@ def openapi_document(functions: Iterable[Function], *, title: str, description: 
     )
     components = dict(schemas.get("$defs", {}))
     for _, event in events:
-        schema = event.model_json_schema(by_alias=True, mode="serialization",
-                                         ref_template="#/components/schemas/{model}")
+        schema = event.model_json_schema(
+            by_alias=True, mode="serialization", ref_template="#/components/schemas/{model}"
+        )
         components.update(schema.pop("$defs", {}))
         components[event.action_name()] = schema
     paths: dict[str, dict[str, Any]] = {}
@@ -207,17 +279,29 @@ def openapi_document(functions: Iterable[Function], *, title: str, description: 
             "securitySchemes": {
                 "functionKey": {"type": "apiKey", "in": "header", "name": "x-functions-key"},
                 "functionKeyQuery": {"type": "apiKey", "in": "query", "name": "code"},
-                "masterKey": {"type": "apiKey", "in": "header", "name": "x-functions-key",
-                              "description": "The host's master key (admin routes)"},
-                "masterKeyQuery": {"type": "apiKey", "in": "query", "name": "code",
-                                   "description": "The host's master key (admin routes)"},
+                "masterKey": {
+                    "type": "apiKey",
+                    "in": "header",
+                    "name": "x-functions-key",
+                    "description": "The host's master key (admin routes)",
+                },
+                "masterKeyQuery": {
+                    "type": "apiKey",
+                    "in": "query",
+                    "name": "code",
+                    "description": "The host's master key (admin routes)",
+                },
             },
         },
         "x-events": [
-            {"action": event.action_name(), "aggregateType": aggregate.aggregate_type,
-             "source": aggregate.source(), "subject": event.action_name(),
-             "sessionId": f"{aggregate.aggregate_type}Id",
-             "schema": {"$ref": f"#/components/schemas/{event.action_name()}"}}
+            {
+                "action": event.action_name(),
+                "aggregateType": aggregate.aggregate_type,
+                "source": aggregate.source(),
+                "subject": event.action_name(),
+                "sessionId": f"{aggregate.aggregate_type}Id",
+                "schema": {"$ref": f"#/components/schemas/{event.action_name()}"},
+            }
             for aggregate, event in events
         ],
     }

@@ -41,8 +41,14 @@ from cosmos_outbox.http.bounded import await_bounded, run_bounded
 _PAGE_SIZE = re.compile(r"[0-9]{1,4}")
 
 
-async def respond(operation: HttpOperation, handler: Handler, req: func.HttpRequest,
-                  context: func.Context | None, *, asynchronous: bool) -> func.HttpResponse:
+async def respond(
+    operation: HttpOperation,
+    handler: Handler,
+    req: func.HttpRequest,
+    context: func.Context | None,
+    *,
+    asynchronous: bool,
+) -> func.HttpResponse:
     """The answer to one request: parsed, handled, answered; every error a problem document.
     `asynchronous`: the handler runs on the event loop (a bounded one under a timeout), else in
     this thread (a bounded one on a thread of its own)."""
@@ -53,8 +59,7 @@ async def respond(operation: HttpOperation, handler: Handler, req: func.HttpRequ
         elif asynchronous:
             result = await await_bounded(resolved(handler(call)), what=operation.name)
         else:
-            result = run_bounded(lambda: run_sync(resolved(handler(call))),
-                                 what=operation.name)
+            result = run_bounded(lambda: run_sync(resolved(handler(call))), what=operation.name)
         if isinstance(result, func.HttpResponse):
             return result
         return answer(operation, cast(Reply, result))
@@ -62,11 +67,13 @@ async def respond(operation: HttpOperation, handler: Handler, req: func.HttpRequ
         return from_exception(exc).response()
 
 
-def entry(operation: HttpOperation, handler: Handler, *, asynchronous: bool
-          ) -> Callable[..., func.HttpResponse | Awaitable[func.HttpResponse]]:
+def entry(
+    operation: HttpOperation, handler: Handler, *, asynchronous: bool
+) -> Callable[..., func.HttpResponse | Awaitable[func.HttpResponse]]:
     """The function the worker indexes: `async def (req, context)` when `asynchronous`, else a
     plain function that runs the pipeline in its thread."""
     if asynchronous:
+
         async def serve(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
             return await respond(operation, handler, req, context, asynchronous=True)
 
@@ -81,39 +88,54 @@ def entry(operation: HttpOperation, handler: Handler, *, asynchronous: bool
     return run
 
 
-def parse(operation: HttpOperation, req: func.HttpRequest,
-           context: func.Context | None) -> HttpCall[Any]:
+def parse(
+    operation: HttpOperation, req: func.HttpRequest, context: func.Context | None
+) -> HttpCall[Any]:
     """Query names, path parameters, declared query values, page size, preconditions, the
     Idempotency-Key, body: in this order, the first fault answers."""
     for name in req.params:
         if name not in operation.allowed_query:
             raise bad_request(f"unknown query parameter {json.dumps(name)}", name)
     path = {p.name: _path_value(req, p) for p in operation.path}
-    query = {q.name: value for q in operation.query
-             if (value := _query_value(req, q)) is not None}
+    query = {q.name: value for q in operation.query if (value := _query_value(req, q)) is not None}
     page_size = _page_size(req) if operation.paged else DEFAULT_PAGE_SIZE
-    preconditions = (_preconditions(req, etag_header=operation.etag_request_header)
-                     if operation.conditional else Preconditions())
+    preconditions = (
+        _preconditions(req, etag_header=operation.etag_request_header)
+        if operation.conditional
+        else Preconditions()
+    )
     if operation.precondition_required and preconditions.if_match is None:
         raise HttpProblemError(
-            428, "Precondition Required",
+            428,
+            "Precondition Required",
             "this change needs If-Match (or ETag) with the ETag you read: read the resource, "
-            "then send its ETag")
+            "then send its ETag",
+        )
     key = parse_key(req.headers.get(KEY_HEADER)) if operation.idempotent else None
     body = None
     if operation.request is not None:
-        body = parse_body(req.get_body() or b"", req.headers.get("content-type"),
-                          operation.request)
-    return HttpCall(request=req, context=context, operation=operation, path=path, query=query,
-                    preconditions=preconditions, body=body, page_size=page_size,
-                    idempotency_key=key)
+        body = parse_body(req.get_body() or b"", req.headers.get("content-type"), operation.request)
+    return HttpCall(
+        request=req,
+        context=context,
+        operation=operation,
+        path=path,
+        query=query,
+        preconditions=preconditions,
+        body=body,
+        page_size=page_size,
+        idempotency_key=key,
+    )
 
 
 def _path_value(req: func.HttpRequest, parameter: PathParameter) -> str:
     value = str(req.route_params.get(parameter.name, ""))
     if len(value) > parameter.max_length or not re.fullmatch(parameter.pattern, value):
-        raise bad_request(f"{parameter.what} must be 1-{parameter.max_length} letters, digits, "
-                          "'.', '_' or '-', starting with a letter or digit", parameter.name)
+        raise bad_request(
+            f"{parameter.what} must be 1-{parameter.max_length} letters, digits, "
+            "'.', '_' or '-', starting with a letter or digit",
+            parameter.name,
+        )
     return value
 
 
@@ -121,8 +143,7 @@ def _query_value(req: func.HttpRequest, parameter: QueryParameter) -> Any:
     raw = req.params.get(parameter.name)
     if raw is None:
         if parameter.required:
-            raise bad_request(parameter.missing or f"{parameter.name} is required",
-                              parameter.name)
+            raise bad_request(parameter.missing or f"{parameter.name} is required", parameter.name)
         return None
     try:
         return parameter.adapter.validate_python(raw)
@@ -150,8 +171,9 @@ def _preconditions(req: func.HttpRequest, *, etag_header: bool) -> Preconditions
             etag=req.headers.get("etag") if etag_header else None,
         )
     except MalformedConditionError as exc:
-        raise bad_request(f"{exc.header} is not a valid entity-tag list: {exc.reason}",
-                          exc.header) from None
+        raise bad_request(
+            f"{exc.header} is not a valid entity-tag list: {exc.reason}", exc.header
+        ) from None
 
 
 def answer(operation: HttpOperation, reply: Reply) -> func.HttpResponse:
@@ -159,5 +181,8 @@ def answer(operation: HttpOperation, reply: Reply) -> func.HttpResponse:
     headers = dict(reply.headers)
     if reply.body is None:
         return func.HttpResponse(status_code=status, headers=headers)
-    return json_response(reply.body if isinstance(reply.body, BaseModel)
-                         else cast(Any, reply.body), status=status, headers=headers)
+    return json_response(
+        reply.body if isinstance(reply.body, BaseModel) else cast(Any, reply.body),
+        status=status,
+        headers=headers,
+    )

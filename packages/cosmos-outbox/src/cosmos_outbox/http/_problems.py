@@ -60,7 +60,9 @@ class HttpProblemError(Exception):
     ) -> None:
         super().__init__(detail or title)
         self.problem = Problem(
-            title=title, status=status, detail=detail or title,
+            title=title,
+            status=status,
+            detail=detail or title,
             errors=list(errors) if errors else None,
         )
         self.headers = headers or {}
@@ -80,7 +82,8 @@ def _printable(text: str, limit: int = 200) -> str:
     """What a client sent, safe to repeat: control, format and surrogate characters escaped,
     cut at `limit` characters."""
     out = "".join(
-        ch if ch.isprintable() and not 0xD800 <= ord(ch) <= 0xDFFF
+        ch
+        if ch.isprintable() and not 0xD800 <= ord(ch) <= 0xDFFF
         else ch.encode("unicode_escape", "backslashreplace").decode("ascii")
         for ch in text[:limit]
     )
@@ -109,59 +112,85 @@ def from_exception(exc: Exception) -> HttpProblemError:
         case HttpProblemError():
             return exc
         case ValidationError():
-            return HttpProblemError(400, "Bad Request", "the request is not valid",
-                                    errors=field_errors(exc))
+            return HttpProblemError(
+                400, "Bad Request", "the request is not valid", errors=field_errors(exc)
+            )
         case NotFoundError():
             return HttpProblemError(404, "Not Found", f"no such {exc.aggregate_type}")
         case PublishFailedError():
             logger.error("publishing failed: %s", exc, exc_info=exc.__cause__)
-            return HttpProblemError(503, "Service Unavailable",
-                                    "the message broker did not take the messages; retry later "
-                                    "(what was sent already is dropped as a duplicate)",
-                                    headers={"Retry-After": "5"})
+            return HttpProblemError(
+                503,
+                "Service Unavailable",
+                "the message broker did not take the messages; retry later "
+                "(what was sent already is dropped as a duplicate)",
+                headers={"Retry-After": "5"},
+            )
         case PreconditionFailedError():
             return HttpProblemError(
-                412, "Precondition Failed",
-                f"the {exc.aggregate_type} has changed; read it again and retry with its ETag")
+                412,
+                "Precondition Failed",
+                f"the {exc.aggregate_type} has changed; read it again and retry with its ETag",
+            )
         case IdempotencyKeyReusedError():
             return HttpProblemError(
-                422, "Unprocessable Content",
+                422,
+                "Unprocessable Content",
                 "this Idempotency-Key was used for another request to this route (another body "
                 "or target); a retry must repeat the request unchanged, a new request needs a "
-                "new key", errors=[FieldError(field="Idempotency-Key",
-                                              message="used for another request")])
+                "new key",
+                errors=[FieldError(field="Idempotency-Key", message="used for another request")],
+            )
         case AlreadyExistsError():
             return HttpProblemError(409, "Conflict", "the resource already exists")
         case DomainError():
             return HttpProblemError(409, "Conflict", str(exc))
         case InvalidContinuationError():
-            return bad_request("the continuation token is not valid: pass back a "
-                               "continuationToken this API returned, unchanged",
-                               "continuationToken")
+            return bad_request(
+                "the continuation token is not valid: pass back a "
+                "continuationToken this API returned, unchanged",
+                "continuationToken",
+            )
         case TransientStoreError():
             seconds = str(max(1, math.ceil(exc.retry_after)))
             title = "Too Many Requests" if exc.status == 429 else "Service Unavailable"
             return HttpProblemError(
-                exc.status, title, "the store is busy or unavailable; retry later",
+                exc.status,
+                title,
+                "the store is busy or unavailable; retry later",
                 headers={"Retry-After": seconds},
             )
         case UnrecordedChangeError():
-            logger.error("change refused: %s", exc, extra={
-                "aggregate.type": exc.aggregate_type, "aggregate.id": exc.aggregate_id,
-                "aggregate.changed_fields": exc.fields})
+            logger.error(
+                "change refused: %s",
+                exc,
+                extra={
+                    "aggregate.type": exc.aggregate_type,
+                    "aggregate.id": exc.aggregate_id,
+                    "aggregate.changed_fields": exc.fields,
+                },
+            )
             return HttpProblemError(500, "Internal Server Error", "an unexpected error occurred")
         case SettingsError():
             logger.error("configuration error: %s", exc)
-            return HttpProblemError(503, "Service Unavailable", "the service is not configured",
-                               headers={"Retry-After": "30"})
+            return HttpProblemError(
+                503,
+                "Service Unavailable",
+                "the service is not configured",
+                headers={"Retry-After": "30"},
+            )
     logger.error("unhandled error", exc_info=exc)
     return HttpProblemError(500, "Internal Server Error", "an unexpected error occurred")
 
 
-def json_response(body: Any, *, status: int = 200, headers: dict[str, str] | None = None
-                  ) -> func.HttpResponse:
-    payload = body.model_dump_json(by_alias=True) if isinstance(body, BaseModel) else json.dumps(
-        body, separators=(",", ":")
+def json_response(
+    body: Any, *, status: int = 200, headers: dict[str, str] | None = None
+) -> func.HttpResponse:
+    payload = (
+        body.model_dump_json(by_alias=True)
+        if isinstance(body, BaseModel)
+        else json.dumps(body, separators=(",", ":"))
     )
-    return func.HttpResponse(payload, status_code=status, headers=headers,
-                             mimetype="application/json")
+    return func.HttpResponse(
+        payload, status_code=status, headers=headers, mimetype="application/json"
+    )

@@ -37,8 +37,9 @@ def _media_type(header: str) -> tuple[str, dict[str, str]]:
     for part in rest.split(";") if rest else ():
         m = _PARAM.fullmatch(part)
         if m is None:
-            raise HttpProblemError(415, "Unsupported Media Type",
-                                   "the Content-Type header is malformed")
+            raise HttpProblemError(
+                415, "Unsupported Media Type", "the Content-Type header is malformed"
+            )
         params[m.group(1).lower()] = m.group(2).strip('"')
     return media.strip(), params
 
@@ -111,8 +112,9 @@ def parse_json(body: bytes) -> Any:
     if _depth_exceeds(text, MAX_DEPTH):
         raise bad_request(f"the body nests deeper than {MAX_DEPTH} levels", "$")
     try:
-        return json.loads(text, object_pairs_hook=_object, parse_int=_integer,
-                          parse_constant=_constant)
+        return json.loads(
+            text, object_pairs_hook=_object, parse_int=_integer, parse_constant=_constant
+        )
     except _RefusedError as exc:
         raise bad_request(exc.detail, exc.field) from None
     except json.JSONDecodeError as exc:
@@ -126,8 +128,9 @@ def parse_json(body: bytes) -> Any:
 def parse_body(body: bytes, content_type: str | None, model: type[M]) -> M:
     """413 over 64 KiB, 415 unless JSON in UTF-8, 400 for bad JSON or invalid fields."""
     if len(body) > MAX_BODY_BYTES:
-        raise HttpProblemError(413, "Content Too Large",
-                               f"the body is larger than {MAX_BODY_BYTES} bytes")
+        raise HttpProblemError(
+            413, "Content Too Large", f"the body is larger than {MAX_BODY_BYTES} bytes"
+        )
     check_json_content_type(content_type)
     data = parse_json(body)
     if not isinstance(data, dict):
@@ -135,5 +138,6 @@ def parse_body(body: bytes, content_type: str | None, model: type[M]) -> M:
     try:
         return model.model_validate(data, by_alias=True, by_name=False)
     except ValidationError as exc:
-        raise HttpProblemError(400, "Bad Request", "the request is not valid",
-                               errors=field_errors(exc)) from None
+        raise HttpProblemError(
+            400, "Bad Request", "the request is not valid", errors=field_errors(exc)
+        ) from None

@@ -76,11 +76,15 @@ def http_routes(functions: Iterable[Function]) -> list[HttpRoute]:
         for binding in bindings:
             if binding.get("type") == "httpTrigger":
                 methods = binding.get("methods")
-                routes.append(HttpRoute(
-                    function=str(fn.get_function_name()),
-                    template=str(binding.get("route") or fn.get_function_name()),
-                    methods=frozenset(str(m).upper() for m in methods) if methods else ALL_METHODS,
-                ))
+                routes.append(
+                    HttpRoute(
+                        function=str(fn.get_function_name()),
+                        template=str(binding.get("route") or fn.get_function_name()),
+                        methods=frozenset(str(m).upper() for m in methods)
+                        if methods
+                        else ALL_METHODS,
+                    )
+                )
     return routes
 
 
@@ -99,7 +103,8 @@ def fallback(req: func.HttpRequest, routes: Iterable[HttpRoute]) -> func.HttpRes
     allowed = allowed_methods(routes, path)
     if allowed:
         raise HttpProblemError(
-            405, "Method Not Allowed",
+            405,
+            "Method Not Allowed",
             f"{req.method.upper()} is not allowed here; allowed: {', '.join(sorted(allowed))}",
             headers={"Allow": ", ".join(sorted(allowed))},
         )

@@ -42,8 +42,7 @@ def run_bounded(work: Callable[[], T], *, what: str) -> T:
             outcome.append((False, exc))
 
     context = contextvars.copy_context()
-    thread = threading.Thread(target=context.run, args=(run,), name=f"bounded-{what}",
-                              daemon=True)
+    thread = threading.Thread(target=context.run, args=(run,), name=f"bounded-{what}", daemon=True)
     thread.start()
     thread.join(seconds)
     if not outcome:
@@ -52,8 +51,6 @@ def run_bounded(work: Callable[[], T], *, what: str) -> T:
     if not ok:
         raise value
     return cast(T, value)
-
-
 
 
 async def await_bounded(work: Awaitable[T], *, what: str) -> T:
@@ -66,9 +63,15 @@ async def await_bounded(work: Awaitable[T], *, what: str) -> T:
 
 
 def _out_of_time(what: str, seconds: float) -> HttpProblemError:
-    logger.warning("%s did not complete within %g s: 503", what, seconds,
-                   extra={"http.operation": what, "bound_seconds": seconds})
+    logger.warning(
+        "%s did not complete within %g s: 503",
+        what,
+        seconds,
+        extra={"http.operation": what, "bound_seconds": seconds},
+    )
     return HttpProblemError(
-        503, "Service Unavailable",
+        503,
+        "Service Unavailable",
         f"the store or the message broker did not answer within {seconds:g} s; retry later",
-        headers={"Retry-After": str(BOUND_RETRY_AFTER_SECONDS)})
+        headers={"Retry-After": str(BOUND_RETRY_AFTER_SECONDS)},
+    )

@@ -37,8 +37,9 @@ def rfc3339(moment: datetime) -> str:
     return moment.isoformat().replace("+00:00", "Z")
 
 
-def cloudevent_properties(message: OutboxMessage, *, base: str = "",
-                          into: dict[str, Any] | None = None) -> dict[str, Any]:
+def cloudevent_properties(
+    message: OutboxMessage, *, base: str = "", into: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The CloudEvents context attributes of one message as AMQP application properties (binary
     content mode), added to `into` (a new mapping by default): all but `datacontenttype` (the
     AMQP content-type carries it); the source is `base` + the message's source path."""

@@ -41,9 +41,14 @@ class ServiceBusPublisher(MessagePublisher):
 
     `connect` makes a client (called once per thread)."""
 
-    def __init__(self, connect: Callable[[], ServiceBusClient], topic: str, *,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 cloudevents_source_base: str = "") -> None:
+    def __init__(
+        self,
+        connect: Callable[[], ServiceBusClient],
+        topic: str,
+        *,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        cloudevents_source_base: str = "",
+    ) -> None:
         self.topic = topic
         self._connect = connect
         self._cap = max_message_bytes
@@ -53,20 +58,26 @@ class ServiceBusPublisher(MessagePublisher):
         self._local = threading.local()
 
     @classmethod
-    def from_connection_string(cls, connection_string: str, topic: str,
-                               **options: Any) -> ServiceBusPublisher:
-        return cls(lambda: ServiceBusClient.from_connection_string(connection_string), topic,
-                   **options)
+    def from_connection_string(
+        cls, connection_string: str, topic: str, **options: Any
+    ) -> ServiceBusPublisher:
+        return cls(
+            lambda: ServiceBusClient.from_connection_string(connection_string), topic, **options
+        )
 
     @classmethod
-    def from_namespace(cls, fully_qualified_namespace: str, topic: str,
-                       **options: Any) -> ServiceBusPublisher:
+    def from_namespace(
+        cls, fully_qualified_namespace: str, topic: str, **options: Any
+    ) -> ServiceBusPublisher:
         """With `DefaultAzureCredential` (the app's managed identity)."""
         from azure.identity import DefaultAzureCredential
 
         credential = DefaultAzureCredential()
-        return cls(lambda: ServiceBusClient(fully_qualified_namespace, credential=credential),
-                   topic, **options)
+        return cls(
+            lambda: ServiceBusClient(fully_qualified_namespace, credential=credential),
+            topic,
+            **options,
+        )
 
     def _link(self) -> tuple[ServiceBusClient, _Link]:
         found: tuple[ServiceBusClient, _Link] | None = getattr(self._local, "link", None)
@@ -111,8 +122,11 @@ class ServiceBusPublisher(MessagePublisher):
         unless this link already takes `max_message_bytes` (no link can take more from the
         relay): opening a link costs a round trip or more."""
         found: tuple[ServiceBusClient, _Link] | None = getattr(self._local, "link", None)
-        if found is not None and found[1].batch_bytes is not None and (
-                found[1].batch_bytes >= self._cap):
+        if (
+            found is not None
+            and found[1].batch_bytes is not None
+            and (found[1].batch_bytes >= self._cap)
+        ):
             return False
         self._reset()
         return True
@@ -138,9 +152,14 @@ class AsyncServiceBusPublisher(AsyncMessagePublisher):
     by the next, so concurrent leases send concurrently and no invocation opens a link of its
     own once the pool holds one. Batches are filled without blocking the loop."""
 
-    def __init__(self, client: AsyncServiceBusClient, topic: str, *,
-                 max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
-                 cloudevents_source_base: str = "") -> None:
+    def __init__(
+        self,
+        client: AsyncServiceBusClient,
+        topic: str,
+        *,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        cloudevents_source_base: str = "",
+    ) -> None:
         self.topic = topic
         self._client = client
         self._cap = max_message_bytes
@@ -149,19 +168,25 @@ class AsyncServiceBusPublisher(AsyncMessagePublisher):
         self._busy: dict[asyncio.Task[Any], _Link] = {}
 
     @classmethod
-    def from_connection_string(cls, connection_string: str, topic: str,
-                               **options: Any) -> AsyncServiceBusPublisher:
-        return cls(AsyncServiceBusClient.from_connection_string(connection_string), topic,
-                   **options)
+    def from_connection_string(
+        cls, connection_string: str, topic: str, **options: Any
+    ) -> AsyncServiceBusPublisher:
+        return cls(
+            AsyncServiceBusClient.from_connection_string(connection_string), topic, **options
+        )
 
     @classmethod
-    def from_namespace(cls, fully_qualified_namespace: str, topic: str,
-                       **options: Any) -> AsyncServiceBusPublisher:
+    def from_namespace(
+        cls, fully_qualified_namespace: str, topic: str, **options: Any
+    ) -> AsyncServiceBusPublisher:
         """With `DefaultAzureCredential` (the app's managed identity)."""
         from azure.identity.aio import DefaultAzureCredential
 
-        return cls(AsyncServiceBusClient(fully_qualified_namespace,
-                                         credential=DefaultAzureCredential()), topic, **options)
+        return cls(
+            AsyncServiceBusClient(fully_qualified_namespace, credential=DefaultAzureCredential()),
+            topic,
+            **options,
+        )
 
     def _link(self) -> _Link:
         task = asyncio.current_task()

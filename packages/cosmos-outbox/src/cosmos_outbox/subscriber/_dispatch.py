@@ -53,11 +53,15 @@ class AsyncDispatcher:
     on the SDK's `aio` client). `cosmos_outbox.aio.Dispatcher`; the sync `Dispatcher` runs
     it."""
 
-    def __init__(self, aggregate_type: str, projector: Callable[[], AsyncProjector], *,
-                 ignored_actions: Iterable[str] = (),
-                 default_aggregate_type: str | None = None,
-                 payloads: Callable[[], AsyncPayloadStore | PayloadStore] | None = None,
-                 ) -> None:
+    def __init__(
+        self,
+        aggregate_type: str,
+        projector: Callable[[], AsyncProjector],
+        *,
+        ignored_actions: Iterable[str] = (),
+        default_aggregate_type: str | None = None,
+        payloads: Callable[[], AsyncPayloadStore | PayloadStore] | None = None,
+    ) -> None:
         self.aggregate_type = aggregate_type
         self._projector = projector
         self._ignored = frozenset(ignored_actions)
@@ -68,22 +72,33 @@ class AsyncDispatcher:
         """Handle one message; None when it was not for this subscriber."""
         try:
             dataref = dataref_of(message.application_properties)
-            fetched = (await as_async(self._payloads()).get(dataref)
-                       if dataref is not None else None)
-            event = from_message(message.get_body(), content_type=message.content_type,
-                                 application_properties=message.application_properties,
-                                 default_aggregate_type=self._default_type,
-                                 payloads=lambda _: fetched or b"")
+            fetched = await as_async(self._payloads()).get(dataref) if dataref is not None else None
+            event = from_message(
+                message.get_body(),
+                content_type=message.content_type,
+                application_properties=message.application_properties,
+                default_aggregate_type=self._default_type,
+                payloads=lambda _: fetched or b"",
+            )
         except (PayloadStoreError, SettingsError) as exc:
             dataref = dataref_of(message.application_properties)
             logger.error(
                 "message %s (delivery %s): its payload could not be fetched from %s: %s; "
                 "abandoned (dead-lettered after the subscription's MaxDeliveryCount)",
-                message.message_id, message.delivery_count, dataref, exc,
-                extra={"messageId": message.message_id, "eventId": message.message_id,
-                       "deliveryCount": message.delivery_count, "dataref": dataref,
-                       "outcome": "payload-unavailable", "reason": str(exc),
-                       "error.type": type(exc).__name__})
+                message.message_id,
+                message.delivery_count,
+                dataref,
+                exc,
+                extra={
+                    "messageId": message.message_id,
+                    "eventId": message.message_id,
+                    "deliveryCount": message.delivery_count,
+                    "dataref": dataref,
+                    "outcome": "payload-unavailable",
+                    "reason": str(exc),
+                    "error.type": type(exc).__name__,
+                },
+            )
             raise
         fields = _fields(event, message.delivery_count)
         if event.aggregate_type != self.aggregate_type:
@@ -91,9 +106,13 @@ class AsyncDispatcher:
             telemetry.ignored(event.type, reason, event.aggregate_type)
             logger.warning(
                 "event %s of %s %s ignored: this subscriber projects %s (is the "
-                "subscription's aggregateType filter missing?)", event.event_id,
-                event.aggregate_type, event.aggregate_id, self.aggregate_type,
-                extra={**fields, "outcome": "ignored", "reason": reason})
+                "subscription's aggregateType filter missing?)",
+                event.event_id,
+                event.aggregate_type,
+                event.aggregate_id,
+                self.aggregate_type,
+                extra={**fields, "outcome": "ignored", "reason": reason},
+            )
             return None
         result = await self._projector().handle(event)
         if result.outcome is Outcome.IGNORED:
@@ -102,15 +121,26 @@ class AsyncDispatcher:
             logger.log(
                 logging.INFO if reason == "ignored action" else logging.WARNING,
                 "event %s (%s %s, version %d): action %s is not projected (%s); its version "
-                "is taken as applied", event.event_id, event.aggregate_type,
-                event.aggregate_id, event.version, event.type, reason,
-                extra={**fields, "outcome": result.outcome.value, "reason": reason})
+                "is taken as applied",
+                event.event_id,
+                event.aggregate_type,
+                event.aggregate_id,
+                event.version,
+                event.type,
+                reason,
+                extra={**fields, "outcome": result.outcome.value, "reason": reason},
+            )
             return result
         logger.info(
-            "event %s (%s %s, version %d, delivery %s): %s", event.event_id,
-            event.aggregate_type, event.aggregate_id, event.version, message.delivery_count,
+            "event %s (%s %s, version %d, delivery %s): %s",
+            event.event_id,
+            event.aggregate_type,
+            event.aggregate_id,
+            event.version,
+            message.delivery_count,
             result.outcome.value,
-            extra={**fields, "outcome": result.outcome.value, "applied": result.applied})
+            extra={**fields, "outcome": result.outcome.value, "applied": result.applied},
+        )
         return result
 
 
@@ -132,21 +162,32 @@ def settings_payloads(*, asynchronous: bool) -> Callable[[], AsyncPayloadStore |
                     raise SettingsError(
                         "invalid settings: a message's data is in the outbox's payload store "
                         "(dataref): set OutboxPayloadStorage (or AzureWebJobsStorage) and "
-                        "OUTBOX_PAYLOAD_CONTAINER to read it")
+                        "OUTBOX_PAYLOAD_CONTAINER to read it"
+                    )
                 kind = AsyncBlobPayloadStore if asynchronous else BlobPayloadStore
                 if connection.connection_string is not None:
-                    built.append(kind.from_connection_string(
-                        connection.connection_string.get_secret_value(), connection.container))
+                    built.append(
+                        kind.from_connection_string(
+                            connection.connection_string.get_secret_value(), connection.container
+                        )
+                    )
                 else:
                     assert connection.service_uri is not None
-                    built.append(kind.from_service_uri(connection.service_uri,
-                                                       connection.container))
+                    built.append(
+                        kind.from_service_uri(connection.service_uri, connection.container)
+                    )
             return built[0]
 
     return payloads
 
 
 def _fields(event: IncomingEvent, delivery_count: int | None) -> dict[str, Any]:
-    return {"eventId": event.event_id, "aggregateType": event.aggregate_type,
-            "aggregateId": event.aggregate_id, f"{event.aggregate_type}Id": event.aggregate_id,
-            "action": event.type, "version": event.version, "deliveryCount": delivery_count}
+    return {
+        "eventId": event.event_id,
+        "aggregateType": event.aggregate_type,
+        "aggregateId": event.aggregate_id,
+        f"{event.aggregate_type}Id": event.aggregate_id,
+        "action": event.type,
+        "version": event.version,
+        "deliveryCount": delivery_count,
+    }

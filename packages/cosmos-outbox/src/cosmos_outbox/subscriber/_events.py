@@ -19,8 +19,13 @@ from cloudevents.core.formats.json import JSONFormat
 
 from cosmos_outbox._records import FORMAT_PROPERTY, QUARANTINE_NOTICE_SUBJECT
 
-__all__ = ["QUARANTINE_NOTICE", "IncomingEvent", "UnreadableEventError", "dataref_of",
-           "from_message"]
+__all__ = [
+    "QUARANTINE_NOTICE",
+    "IncomingEvent",
+    "UnreadableEventError",
+    "dataref_of",
+    "from_message",
+]
 
 #: The envelope's names in the data of a format 1 message (and `<aggregateType>Id`).
 _FORMAT_1_ENVELOPE = frozenset({"id", "version", "createdAt", "traceparent", "action"})
@@ -60,10 +65,15 @@ class IncomingEvent:
     def envelope_and_data(self) -> dict[str, Any]:
         """The event's data with its envelope, camelCase, as `Aggregate.parse_event` reads an
         event (`Order.parse_event(incoming.envelope_and_data())`)."""
-        return {**self.data, "id": self.event_id, f"{self.aggregate_type}Id": self.aggregate_id,
-                "version": self.version, "action": self.type,
-                **({"createdAt": self.time.isoformat()} if self.time is not None else {}),
-                **({"traceparent": self.traceparent} if self.traceparent else {})}
+        return {
+            **self.data,
+            "id": self.event_id,
+            f"{self.aggregate_type}Id": self.aggregate_id,
+            "version": self.version,
+            "action": self.type,
+            **({"createdAt": self.time.isoformat()} if self.time is not None else {}),
+            **({"traceparent": self.traceparent} if self.traceparent else {}),
+        }
 
 
 def _text(value: Any) -> Any:
@@ -79,7 +89,10 @@ def dataref_of(application_properties: Mapping[Any, Any] | None) -> str | None:
 
 
 def from_message(
-    body: bytes, *, content_type: str | None, application_properties: Mapping[Any, Any] | None,
+    body: bytes,
+    *,
+    content_type: str | None,
+    application_properties: Mapping[Any, Any] | None,
     default_aggregate_type: str | None = None,
     payloads: Callable[[str], bytes] | None = None,
 ) -> IncomingEvent:
@@ -94,8 +107,9 @@ def from_message(
     dataref = dataref_of(properties)
     if dataref is not None:
         if payloads is None:
-            raise UnreadableEventError("the event's data is in a payload store (dataref) and "
-                                       "this reader has none")
+            raise UnreadableEventError(
+                "the event's data is in a payload store (dataref) and this reader has none"
+            )
         body = payloads(dataref)
     aggregate_type = properties.get("aggregateType", default_aggregate_type)
     if not isinstance(aggregate_type, str) or not aggregate_type:
@@ -133,8 +147,7 @@ def from_message(
     if version == 0 and event.get_type() != QUARANTINE_NOTICE:
         raise UnreadableEventError(f"event {where} have no positive integer version")
     if not subject or aggregate_id != subject:
-        raise UnreadableEventError(f"event subject is not the {aggregate_type} id of its "
-                                   f"{where}")
+        raise UnreadableEventError(f"event subject is not the {aggregate_type} id of its {where}")
     traceparent = properties.get("traceparent")
     return IncomingEvent(
         event_id=str(event.get_id()),

@@ -47,8 +47,15 @@ from cosmos_outbox.errors import AlreadyExistsError
 from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation, DocumentStore
 from cosmos_outbox.subscriber._events import QUARANTINE_NOTICE, IncomingEvent
 
-__all__ = ["AsyncProjector", "Decision", "Outcome", "Projection", "Result",
-           "decide", "last_version"]
+__all__ = [
+    "AsyncProjector",
+    "Decision",
+    "Outcome",
+    "Projection",
+    "Result",
+    "decide",
+    "last_version",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -62,8 +69,7 @@ class Projection(abc.ABC):
         """Whether an event of this action changes the projection (else: a version step)."""
 
     @abc.abstractmethod
-    def apply(self, projection: Mapping[str, Any] | None,
-              event: IncomingEvent) -> dict[str, Any]:
+    def apply(self, projection: Mapping[str, Any] | None, event: IncomingEvent) -> dict[str, Any]:
         """The projection document after `event` (the next version; None: the first), with
         `id`, `partitionKey` (the aggregate id) and `version` (the event's)."""
 
@@ -85,6 +91,7 @@ def decide(projection: Mapping[str, Any] | None, event: IncomingEvent) -> Decisi
     if event.version == last + 1:
         return Decision.APPLY
     return Decision.HOLD
+
 
 INBOX_TYPE = "inboxRecord"
 HELD_TYPE = "heldEvent"
@@ -125,8 +132,12 @@ def gap_id(version: int) -> str:
 def _held_event(document: dict[str, Any], aggregate_type: str) -> IncomingEvent:
     e = document["event"]
     return IncomingEvent(
-        event_id=e["id"], aggregate_id=document["partitionKey"], type=e["type"],
-        version=int(e["version"]), data=e["data"], aggregate_type=aggregate_type,
+        event_id=e["id"],
+        aggregate_id=document["partitionKey"],
+        type=e["type"],
+        version=int(e["version"]),
+        data=e["data"],
+        aggregate_type=aggregate_type,
     )
 
 
@@ -145,8 +156,13 @@ class AsyncProjector:
     was processed already is its version (not above the projection's) or, for an event held or
     noticed before, the batch's create of its inbox record failing with 409."""
 
-    def __init__(self, store: AsyncDocumentStore | DocumentStore, projection: Projection, *,
-                 inbox_ttl_seconds: int) -> None:
+    def __init__(
+        self,
+        store: AsyncDocumentStore | DocumentStore,
+        projection: Projection,
+        *,
+        inbox_ttl_seconds: int,
+    ) -> None:
         self._store = as_async(store)
         self._projection = projection
         self._inbox_ttl = inbox_ttl_seconds
@@ -163,14 +179,16 @@ class AsyncProjector:
             "action": event.type,
             "version": event.version,
             "held": held,
-            "ignored": (event.type != QUARANTINE_NOTICE
-                        and not self._projection.handles(event.type)),
+            "ignored": (
+                event.type != QUARANTINE_NOTICE and not self._projection.handles(event.type)
+            ),
             "processedAt": datetime.now(UTC).isoformat(),
             "ttl": self._inbox_ttl,
         }
 
-    async def _batch(self, operations: list[BatchOperation], partition: str, *,
-                     inbox_first: bool) -> None:
+    async def _batch(
+        self, operations: list[BatchOperation], partition: str, *, inbox_first: bool
+    ) -> None:
         """One transactional batch. When its first operation creates the incoming event's
         inbox record and that fails with 409, the event was processed before."""
         try:
@@ -200,35 +218,50 @@ class AsyncProjector:
             if orphan is not None:
                 # the missing version is held already (a delivery that raced the last apply
                 # held it): apply from it, then decide again
-                await self._apply(projection, _held_event(orphan, event.aggregate_type),
-                                  incoming=False)
+                await self._apply(
+                    projection, _held_event(orphan, event.aggregate_type), incoming=False
+                )
                 return await self._handle(event)
             held = {
                 "id": held_id(event.version),
                 "partitionKey": partition,
                 "type": HELD_TYPE,
                 "missingVersion": missing,
-                "event": {"id": event.event_id, "type": event.type, "version": event.version,
-                          "data": dict(event.data)},
+                "event": {
+                    "id": event.event_id,
+                    "type": event.type,
+                    "version": event.version,
+                    "data": dict(event.data),
+                },
                 "ttl": -1,
             }
             await self._write_with_inbox(event, held, held=True)
             logger.warning(
-                "%s %s: event %s version %d held, version %d missing", event.aggregate_type,
-                partition, event.event_id, event.version, missing,
+                "%s %s: event %s version %d held, version %d missing",
+                event.aggregate_type,
+                partition,
+                event.event_id,
+                event.version,
+                missing,
             )
             return Result(Outcome.HELD, missing=missing)
         applied = await self._apply(projection, event, incoming=True)
         outcome = Outcome.APPLIED if self._projection.handles(event.type) else Outcome.IGNORED
         return Result(outcome, applied=applied)
 
-    async def _write_with_inbox(self, event: IncomingEvent, record: dict[str, Any], *,
-                                held: bool) -> None:
+    async def _write_with_inbox(
+        self, event: IncomingEvent, record: dict[str, Any], *, held: bool
+    ) -> None:
         """The event's inbox record and one record of its aggregate (held event, known gap), in
         one batch: both or neither."""
-        await self._batch([BatchOperation("create", self._inbox_record(event, held=held)),
-                           BatchOperation("upsert", record)], event.aggregate_id,
-                          inbox_first=True)
+        await self._batch(
+            [
+                BatchOperation("create", self._inbox_record(event, held=held)),
+                BatchOperation("upsert", record),
+            ],
+            event.aggregate_id,
+            inbox_first=True,
+        )
 
     async def _record_gap(self, projection: dict[str, Any] | None, event: IncomingEvent) -> Result:
         """A quarantine notice: the event of `event.version` was set aside by the outbox. Its
@@ -251,12 +284,17 @@ class AsyncProjector:
         await self._write_with_inbox(event, gap, held=False)
         logger.warning(
             "%s %s: version %d was quarantined by the outbox (event %s): %s",
-            event.aggregate_type, partition, event.version, gap["eventId"], gap["reason"],
+            event.aggregate_type,
+            partition,
+            event.version,
+            gap["eventId"],
+            gap["reason"],
         )
         return Result(Outcome.GAP_RECORDED, missing=event.version)
 
-    async def _apply(self, projection: dict[str, Any] | None, event: IncomingEvent, *,
-                     incoming: bool) -> list[int]:
+    async def _apply(
+        self, projection: dict[str, Any] | None, event: IncomingEvent, *, incoming: bool
+    ) -> list[int]:
         """Apply `event` (the incoming one, or a held one) and the held events that follow on
         without a gap, in batches of at most MAX_HELD_PER_BATCH held events: the projection
         after them (created, or replaced if its etag is unchanged), the inbox record of the
@@ -278,17 +316,21 @@ class AsyncProjector:
             with_inbox = incoming and not applied
             operations: list[BatchOperation] = []
             if with_inbox:
-                operations.append(BatchOperation("create",
-                                                 self._inbox_record(event, held=False)))
+                operations.append(BatchOperation("create", self._inbox_record(event, held=False)))
             if projection is None:
                 operations.append(BatchOperation("create", updated))
             else:
-                operations.append(BatchOperation("replace", updated,
-                                                 if_match=projection["_etag"]))
-            operations += [BatchOperation("delete", id=held_id(item.version)) for item in step
-                           if not (with_inbox and item is event)]
-            operations += [BatchOperation("delete", id=gap_id(item.version)) for item in step
-                           if await self._read(gap_id(item.version), partition) is not None]
+                operations.append(BatchOperation("replace", updated, if_match=projection["_etag"]))
+            operations += [
+                BatchOperation("delete", id=held_id(item.version))
+                for item in step
+                if not (with_inbox and item is event)
+            ]
+            operations += [
+                BatchOperation("delete", id=gap_id(item.version))
+                for item in step
+                if await self._read(gap_id(item.version), partition) is not None
+            ]
             await self._batch(operations, partition, inbox_first=with_inbox)
             applied += [item.version for item in step]
             if following is None:
@@ -298,4 +340,3 @@ class AsyncProjector:
             assert projection is not None
             step = [_held_event(following, event.aggregate_type)]
             incoming = False
-

@@ -23,8 +23,9 @@ class Projector:
     """`AsyncProjector`, sync: over the SDK's sync client (`cosmos_outbox.cosmos.
     CosmosDocumentStore`, or the sync container itself)."""
 
-    def __init__(self, store: DocumentStore | Any, projection: Projection, *,
-                 inbox_ttl_seconds: int) -> None:
+    def __init__(
+        self, store: DocumentStore | Any, projection: Projection, *, inbox_ttl_seconds: int
+    ) -> None:
         if not isinstance(store, DocumentStore):
             from cosmos_outbox.cosmos import CosmosDocumentStore
 
@@ -40,15 +41,23 @@ class Dispatcher:
     """`AsyncDispatcher`, sync: its projector a sync `Projector`, its payload store the
     settings' on the SDK's sync client unless given."""
 
-    def __init__(self, aggregate_type: str, projector: Callable[[], Projector], *,
-                 ignored_actions: Iterable[str] = (),
-                 default_aggregate_type: str | None = None,
-                 payloads: Callable[[], PayloadStore] | None = None) -> None:
+    def __init__(
+        self,
+        aggregate_type: str,
+        projector: Callable[[], Projector],
+        *,
+        ignored_actions: Iterable[str] = (),
+        default_aggregate_type: str | None = None,
+        payloads: Callable[[], PayloadStore] | None = None,
+    ) -> None:
         self.aggregate_type = aggregate_type
         self.core = AsyncDispatcher(
-            aggregate_type, lambda: projector().core, ignored_actions=ignored_actions,
+            aggregate_type,
+            lambda: projector().core,
+            ignored_actions=ignored_actions,
             default_aggregate_type=default_aggregate_type,
-            payloads=payloads or settings_payloads(asynchronous=False))
+            payloads=payloads or settings_payloads(asynchronous=False),
+        )
 
     def handle(self, message: func.ServiceBusMessage) -> Result | None:
         """Handle one message; None when it was not for this subscriber."""

@@ -22,11 +22,19 @@ def _ignored() -> Counter:
     from opentelemetry import metrics
 
     return metrics.get_meter(INSTRUMENTATION_SCOPE).create_counter(
-        IGNORED, unit="{event}",
+        IGNORED,
+        unit="{event}",
         description="Events acknowledged without a projection change: an action this "
-                    "subscriber does not handle, or another aggregate type")
+        "subscriber does not handle, or another aggregate type",
+    )
 
 
 def ignored(event_type: str, reason: str, aggregate_type: str) -> None:
-    _ignored().add(1, {"cloudevents.event_type": event_type, "subscriber.ignore_reason": reason,
-                       "outbox.aggregate_type": aggregate_type})
+    _ignored().add(
+        1,
+        {
+            "cloudevents.event_type": event_type,
+            "subscriber.ignore_reason": reason,
+            "outbox.aggregate_type": aggregate_type,
+        },
+    )

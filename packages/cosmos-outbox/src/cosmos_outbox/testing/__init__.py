@@ -122,11 +122,15 @@ class InMemory:
         return committed_events(self.store, partition_key)
 
 
-def in_memory(outbox: OutboxBase | None = None, *,
-              event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS,
-              idempotency_ttl_seconds: int = DEFAULT_IDEMPOTENCY_TTL_SECONDS,
-              max_batch_bytes: int = 4096, topic: str = "test-events",
-              max_payload_bytes: int = DEFAULT_PAYLOAD_MAX_BYTES) -> InMemory:
+def in_memory(
+    outbox: OutboxBase | None = None,
+    *,
+    event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS,
+    idempotency_ttl_seconds: int = DEFAULT_IDEMPOTENCY_TTL_SECONDS,
+    max_batch_bytes: int = 4096,
+    topic: str = "test-events",
+    max_payload_bytes: int = DEFAULT_PAYLOAD_MAX_BYTES,
+) -> InMemory:
     """Services on fakes (`world.services`), which `outbox` runs on inside `with in_memory(
     outbox) as world:`. An event too large for `max_batch_bytes` is offloaded to `payloads`
     (the claim check), or quarantined when its body is above `max_payload_bytes` (0: no claim
@@ -136,9 +140,21 @@ def in_memory(outbox: OutboxBase | None = None, *,
     backlog = FixedBacklog()
     payloads = InMemoryPayloadStore()
     services = Services(
-        store=store, publisher=lambda: publisher, payloads=lambda: payloads,
-        backlog=lambda: backlog, token_secret=TEST_SECRET, topic=topic,
-        event_ttl_seconds=event_ttl_seconds, idempotency_ttl_seconds=idempotency_ttl_seconds,
-        max_payload_bytes=max_payload_bytes)
-    return InMemory(store=store, publisher=publisher, backlog=backlog, payloads=payloads,
-                    services=services, outbox=outbox)
+        store=store,
+        publisher=lambda: publisher,
+        payloads=lambda: payloads,
+        backlog=lambda: backlog,
+        token_secret=TEST_SECRET,
+        topic=topic,
+        event_ttl_seconds=event_ttl_seconds,
+        idempotency_ttl_seconds=idempotency_ttl_seconds,
+        max_payload_bytes=max_payload_bytes,
+    )
+    return InMemory(
+        store=store,
+        publisher=publisher,
+        backlog=backlog,
+        payloads=payloads,
+        services=services,
+        outbox=outbox,
+    )

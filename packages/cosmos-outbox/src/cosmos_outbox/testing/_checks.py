@@ -70,8 +70,7 @@ def example(annotation: Any, variant: int = 0) -> Any:
     so two variants of a model differ where their types allow."""
     origin = typing.get_origin(annotation)
     if origin in (typing.Union, types.UnionType):
-        return example(next(a for a in typing.get_args(annotation) if a is not type(None)),
-                       variant)
+        return example(next(a for a in typing.get_args(annotation) if a is not type(None)), variant)
     if origin is Literal:
         choices = typing.get_args(annotation)
         return choices[variant % len(choices)]
@@ -79,9 +78,13 @@ def example(annotation: Any, variant: int = 0) -> Any:
     if isinstance(bare, type) and issubclass(bare, BaseModel):
         return _example_model(bare, variant)
     candidates: tuple[Any, ...] = {
-        str: _STRINGS, int: _INTEGERS, bool: (True, False),
-        datetime: (datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
-                   datetime(2026, 2, 3, 4, 5, 6, tzinfo=UTC)),
+        str: _STRINGS,
+        int: _INTEGERS,
+        bool: (True, False),
+        datetime: (
+            datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC),
+            datetime(2026, 2, 3, 4, 5, 6, tzinfo=UTC),
+        ),
     }.get(bare, ())
     adapter: TypeAdapter[Any] = TypeAdapter(annotation)
     accepted = []
@@ -91,16 +94,19 @@ def example(annotation: Any, variant: int = 0) -> Any:
         except ValidationError:
             continue
     if not accepted:
-        raise AssertionError(f"no example value of {annotation!r}: give the field a default or "
-                             "extend cosmos_outbox.testing._checks.example")
+        raise AssertionError(
+            f"no example value of {annotation!r}: give the field a default or "
+            "extend cosmos_outbox.testing._checks.example"
+        )
     return accepted[variant % len(accepted)]
 
 
 def _example_model(model: type[BaseModel], variant: int) -> BaseModel:
     """Every field set; else (a model validator refusing that) the required fields, alone, then
     with one optional field each."""
-    values = {name: example(f.rebuild_annotation(), variant)
-              for name, f in model.model_fields.items()}
+    values = {
+        name: example(f.rebuild_annotation(), variant) for name, f in model.model_fields.items()
+    }
     required = {n for n, f in model.model_fields.items() if f.is_required()}
     attempts = [set(values), required, *({*required, n} for n in values if n not in required)]
     error: ValidationError | None = None
@@ -114,13 +120,15 @@ def _example_model(model: type[BaseModel], variant: int) -> BaseModel:
 
 def example_event(kind: type[Event], aggregate_id: str = "agg-1") -> Event:
     """An instance of an event class with example values, at version 2."""
-    fields = {name: example(f.rebuild_annotation()) for name, f in kind.model_fields.items()
-              if name not in ENVELOPE}
+    fields = {
+        name: example(f.rebuild_annotation())
+        for name, f in kind.model_fields.items()
+        if name not in ENVELOPE
+    }
     return kind.model_validate({"aggregate_id": aggregate_id, "version": 2, **fields})
 
 
-def _events(aggregates: Iterable[type[Aggregate]]
-            ) -> Iterator[tuple[type[Aggregate], type[Event]]]:
+def _events(aggregates: Iterable[type[Aggregate]]) -> Iterator[tuple[type[Aggregate], type[Event]]]:
     for aggregate in aggregates:
         events = sorted(aggregate.event_classes(), key=lambda e: e.action_name())
         assert events, f"{aggregate.__qualname__} has no event class"
@@ -149,35 +157,53 @@ def _check_event_mapping(aggregate: type[Aggregate], kind: type[Event]) -> None:
 
     action = kind.action_name()
     event = example_event(kind)
-    document = json.loads(json.dumps(
-        aggregate_event_document(event, source=aggregate.source(), ttl_seconds=60)))
+    document = json.loads(
+        json.dumps(aggregate_event_document(event, source=aggregate.source(), ttl_seconds=60))
+    )
     assert (document["aggregateType"], document["partitionKey"]) == (
-        aggregate.aggregate_type, "agg-1"), f"{action}: document envelope"
+        aggregate.aggregate_type,
+        "agg-1",
+    ), f"{action}: document envelope"
     [record] = read_feed([document])
     assert isinstance(record, OutboxRecord), f"{action}: unreadable document: {record}"
     message = to_message(record)
     assert (message.subject, message.session_id, message.message_id) == (
-        action, "agg-1", event.id), f"{action}: Subject, SessionId, MessageId"
+        action,
+        "agg-1",
+        event.id,
+    ), f"{action}: Subject, SessionId, MessageId"
     properties = application_properties(message)
     assert properties["aggregateType"] == aggregate.aggregate_type
     assert properties[f"{aggregate.aggregate_type}Id"] == "agg-1"
-    cloudevent = from_binary(AMQPMessage(
-        properties={"content-type": message.content_type},
-        application_properties=properties, application_data=message.body), JSONFormat())
+    cloudevent = from_binary(
+        AMQPMessage(
+            properties={"content-type": message.content_type},
+            application_properties=properties,
+            application_data=message.body,
+        ),
+        JSONFormat(),
+    )
     assert (cloudevent.get_type(), cloudevent.get_source(), cloudevent.get_subject()) == (
-        action, aggregate.source(), "agg-1"), f"{action}: CloudEvents attributes"
+        action,
+        aggregate.source(),
+        "agg-1",
+    ), f"{action}: CloudEvents attributes"
     data = cloudevent.get_data()
     assert isinstance(data, dict), f"{action}: CloudEvent data is not an object"
     assert data == event.model_dump(mode="json", by_alias=True, exclude=ENVELOPE_FIELDS), (
-        f"{action}: the CloudEvent's data is not the event's own fields")
-    incoming = from_message(message.body, content_type=message.content_type,
-                            application_properties=properties)
+        f"{action}: the CloudEvent's data is not the event's own fields"
+    )
+    incoming = from_message(
+        message.body, content_type=message.content_type, application_properties=properties
+    )
     assert aggregate.parse_event(incoming.envelope_and_data()) == event, (
-        f"{action}: the message does not read back as the event")
+        f"{action}: the message does not read back as the event"
+    )
 
 
-def check_openapi_events(document: Mapping[str, Any],
-                         aggregates: Iterable[type[Aggregate]]) -> None:
+def check_openapi_events(
+    document: Mapping[str, Any], aggregates: Iterable[type[Aggregate]]
+) -> None:
     """The document's `x-events` are exactly the events of `aggregates`, each with how it
     travels and the schema its class publishes."""
     listed = {e["action"]: e for e in document.get("x-events", [])}
@@ -190,17 +216,22 @@ def check_openapi_events(document: Mapping[str, Any],
     for action, (aggregate, kind) in by_action.items():
         entry = listed[action]
         assert (entry["aggregateType"], entry["subject"], entry["source"], entry["sessionId"]) == (
-            aggregate.aggregate_type, action, aggregate.source(),
-            f"{aggregate.aggregate_type}Id"), f"{action}: how it travels"
-        published = kind.model_json_schema(by_alias=True, mode="serialization",
-                                           ref_template="#/components/schemas/{model}")
+            aggregate.aggregate_type,
+            action,
+            aggregate.source(),
+            f"{aggregate.aggregate_type}Id",
+        ), f"{action}: how it travels"
+        published = kind.model_json_schema(
+            by_alias=True, mode="serialization", ref_template="#/components/schemas/{model}"
+        )
         for name, schema in published.pop("$defs", {}).items():
             assert schemas.get(name) == schema, f"{action}: schema {name} differs"
         assert schemas.get(action) == published, f"{action}: its schema differs from its class"
 
 
-def _commands(app: func.FunctionRegister
-              ) -> Iterator[tuple[str, Command, type[BaseModel] | None, bool]]:
+def _commands(
+    app: func.FunctionRegister,
+) -> Iterator[tuple[str, Command, type[BaseModel] | None, bool]]:
     """Each command of the route helper: its name, what it does, its request model, and whether
     its function is an `async def` one (an `aio` outbox's: its callables may be async)."""
     from cosmos_outbox.testing._functions import _indexed
@@ -209,8 +240,12 @@ def _commands(app: func.FunctionRegister
         user = function.get_user_function()
         operation = operation_of(user)
         if operation is not None and operation.command is not None:
-            yield (operation.name, operation.command, operation.request,
-                   inspect.iscoroutinefunction(user))
+            yield (
+                operation.name,
+                operation.command,
+                operation.request,
+                inspect.iscoroutinefunction(user),
+            )
 
 
 def _run_sync(value: object) -> Any:
@@ -247,56 +282,84 @@ def check_commands(app: func.FunctionRegister) -> None:
         for fn in (command.apply, command.changes):
             assert asynchronous or fn is None or not is_async(fn), (
                 f"{name}: {name_of(fn)} is a coroutine function: the route helper calls it "
-                "synchronously")
+                "synchronously"
+            )
         if command.verb != "change" or request is None or command.derived:
             continue
         parameters = inspect.signature(command.apply).parameters.values()
         if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
             continue
-        accepted = {p.name for p in parameters
-                    if p.kind in (inspect.Parameter.KEYWORD_ONLY,
-                                  inspect.Parameter.POSITIONAL_OR_KEYWORD)}
+        accepted = {
+            p.name
+            for p in parameters
+            if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        }
         refused = sorted(set(request.model_fields) - accepted)
         assert not refused, (
             f"{name}: {request.__name__} has fields {refused} that "
-            f"{name_of(command.apply)} does not accept: a request sending them would fail (500)")
-    built = {command.aggregate: _created(name, command, request,
-                                         _run_async if asynchronous else _run_sync)
-             for name, command, request, asynchronous in commands if command.verb == "create"}
+            f"{name_of(command.apply)} does not accept: a request sending them would fail (500)"
+        )
+    built = {
+        command.aggregate: _created(
+            name, command, request, _run_async if asynchronous else _run_sync
+        )
+        for name, command, request, asynchronous in commands
+        if command.verb == "create"
+    }
     for name, command, request, asynchronous in commands:
         aggregate = built.get(command.aggregate)
         if command.verb == "change" and aggregate is not None:
             for variant in (0, 1):
-                _check_change(name, command, request, aggregate, variant,
-                              _run_async if asynchronous else _run_sync)
+                _check_change(
+                    name,
+                    command,
+                    request,
+                    aggregate,
+                    variant,
+                    _run_async if asynchronous else _run_sync,
+                )
 
 
-def _created(name: str, command: Command, request: type[BaseModel] | None,
-             run: Callable[[object], Any]) -> Aggregate:
+def _created(
+    name: str, command: Command, request: type[BaseModel] | None, run: Callable[[object], Any]
+) -> Aggregate:
     body = example(request) if request is not None else None
     try:
         aggregate = run(command.apply(body))
     except Exception as exc:
-        raise AssertionError(f"{name}: building the {command.aggregate.aggregate_type} from an "
-                             f"example body failed: {type(exc).__name__}: {exc}") from exc
+        raise AssertionError(
+            f"{name}: building the {command.aggregate.aggregate_type} from an "
+            f"example body failed: {type(exc).__name__}: {exc}"
+        ) from exc
     assert isinstance(aggregate, command.aggregate), (
         f"{name}: {name_of(command.apply)} returned {type(aggregate).__name__}, not a "
-        f"{command.aggregate.__name__}")
+        f"{command.aggregate.__name__}"
+    )
     assert aggregate.events, (
         f"{name}: {name_of(command.apply)} makes a {aggregate.aggregate_type} that records no "
-        "event: the create would be refused (500)")
+        "event: the create would be refused (500)"
+    )
     aggregate.collect_events()
     return aggregate
 
 
-def _check_change(name: str, command: Command, request: type[BaseModel] | None,
-                  aggregate: Aggregate, variant: int, run: Callable[[object], Any]) -> None:
+def _check_change(
+    name: str,
+    command: Command,
+    request: type[BaseModel] | None,
+    aggregate: Aggregate,
+    variant: int,
+    run: Callable[[object], Any],
+) -> None:
     target = aggregate.model_copy(deep=True)
     kwargs: Mapping[str, Any] = {}
     if request is not None:
         body = example(request, variant)
-        kwargs = run(command.changes(body)) if command.changes is not None else {
-            field: getattr(body, field) for field in body.model_fields_set}
+        kwargs = (
+            run(command.changes(body))
+            if command.changes is not None
+            else {field: getattr(body, field) for field in body.model_fields_set}
+        )
     before = target.model_dump(mode="json")
     try:
         run(command.apply(target, **kwargs))
@@ -309,11 +372,13 @@ def _check_change(name: str, command: Command, request: type[BaseModel] | None,
     assert not changed or target.events, (
         f"{name}: {name_of(command.apply)} changes {changed} of the "
         f"{target.aggregate_type} without recording an event: the write would be refused "
-        "(500); record the event that says what happened")
+        "(500); record the event that says what happened"
+    )
 
 
-def check_fields(aggregate: type[Aggregate], *, patch: type[BaseModel] | None = None,
-                 kept: Iterable[str] = ()) -> None:
+def check_fields(
+    aggregate: type[Aggregate], *, patch: type[BaseModel] | None = None, kept: Iterable[str] = ()
+) -> None:
     """The fields of `aggregate` a client sets (all but `id`, `version` and `kept`, which the
     aggregate keeps itself): each travels in the creation event; with a `patch` model, each can
     be changed through it and has one change event that carries just it."""
@@ -322,13 +387,16 @@ def check_fields(aggregate: type[Aggregate], *, patch: type[BaseModel] | None = 
     assert not unknown, f"{aggregate.__qualname__} has no fields {sorted(unknown)}"
     events = {k: set(k.model_fields) - ENVELOPE for k in aggregate.event_classes()}
     creations = [k for k, fields in events.items() if fields >= settable]
-    assert creations, (f"no event of {aggregate.__qualname__} carries every field a client "
-                       f"sets: {sorted(settable)}")
+    assert creations, (
+        f"no event of {aggregate.__qualname__} carries every field a client "
+        f"sets: {sorted(settable)}"
+    )
     if patch is None:
         return
     assert set(patch.model_fields) == settable, (
         f"{patch.__name__} changes {sorted(patch.model_fields)}; the fields a client sets are "
-        f"{sorted(settable)}")
+        f"{sorted(settable)}"
+    )
     for field in sorted(settable):
         carriers = [k for k, fields in events.items() if fields == {field}]
         assert carriers, f"no event carries a change of {field} alone"
@@ -340,15 +408,17 @@ def _texts(annotation: Any) -> Iterator[Text]:
             yield meta
 
 
-def _text_fields(model: type[BaseModel], seen: set[type[BaseModel]]
-                 ) -> Iterator[tuple[type[BaseModel], str]]:
+def _text_fields(
+    model: type[BaseModel], seen: set[type[BaseModel]]
+) -> Iterator[tuple[type[BaseModel], str]]:
     if model in seen:
         return
     seen.add(model)
     for name, field in model.model_fields.items():
         annotation = field.rebuild_annotation()
         if any(True for _ in _texts(annotation)) or any(
-                isinstance(m, Text) for m in field.metadata):
+            isinstance(m, Text) for m in field.metadata
+        ):
             yield model, name
         for inner in _nested_models(annotation):
             yield from _text_fields(inner, seen)
@@ -363,11 +433,33 @@ def _nested_models(annotation: Any) -> Iterator[type[BaseModel]]:
 
 #: Values that probe every text rule and the usual field patterns.
 _PROBES = (
-    "", " ", "Ada", "ada", "ADA", "A", "1", "a b", "  Ada  ", "Ada\u0000", "\u200b", "\u2800",
-    "\u0301a", "a\u0301", "\u0915\u094d\u200d\u0937", "\u200d",
+    "",
+    " ",
+    "Ada",
+    "ada",
+    "ADA",
+    "A",
+    "1",
+    "a b",
+    "  Ada  ",
+    "Ada\u0000",
+    "\u200b",
+    "\u2800",
+    "\u0301a",
+    "a\u0301",
+    "\u0915\u094d\u200d\u0937",
+    "\u200d",
     "Zo\u00eb \U0001f469\u200d\U0001f52c",
-    "\U0001f3f4\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f", "\ufffd",
-    "\ue000", "x" * 9, "x" * 10, "x" * 11, "ab-12", "AB12", "ab_12.c", "2026-01-02",
+    "\U0001f3f4\U000e0067\U000e0062\U000e0065\U000e006e\U000e0067\U000e007f",
+    "\ufffd",
+    "\ue000",
+    "x" * 9,
+    "x" * 10,
+    "x" * 11,
+    "ab-12",
+    "AB12",
+    "ab_12.c",
+    "2026-01-02",
 )
 
 
@@ -404,6 +496,7 @@ def check_text_schemas(models: Iterable[type[BaseModel]]) -> None:
             assert valid == published, (
                 f"{model.__name__}.{name}: {probe!r} is {'accepted' if valid else 'refused'} "
                 f"by validation but {'accepted' if published else 'refused'} by the published "
-                "schema")
+                "schema"
+            )
         checked += 1
     assert checked, "no text field found in the models"

@@ -11,16 +11,23 @@ from cosmos_outbox.subscriber._events import IncomingEvent, from_message
 from cosmos_outbox.testing._fakes import InMemoryStore
 
 
-def committed_events(store: InMemoryStore, partition_key: str | None = None
-                     ) -> list[IncomingEvent]:
+def committed_events(store: InMemoryStore, partition_key: str | None = None) -> list[IncomingEvent]:
     """The events in `store` (of one partition, when given), per session by version."""
-    documents = [d for d in store.of_type(EVENT_TYPE)
-                 if partition_key is None or d.get("partitionKey") == partition_key]
+    documents = [
+        d
+        for d in store.of_type(EVENT_TYPE)
+        if partition_key is None or d.get("partitionKey") == partition_key
+    ]
     events = []
     for record in read_feed(documents):
         if not isinstance(record, OutboxRecord):
             continue  # unreadable: the relay quarantines it; no subscriber reads it
         message = to_message(record)
-        events.append(from_message(message.body, content_type=message.content_type,
-                                   application_properties=application_properties(message)))
+        events.append(
+            from_message(
+                message.body,
+                content_type=message.content_type,
+                application_properties=application_properties(message),
+            )
+        )
     return sorted(events, key=lambda e: (e.aggregate_type, e.aggregate_id, e.version))

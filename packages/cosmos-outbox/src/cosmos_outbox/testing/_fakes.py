@@ -100,8 +100,9 @@ class InMemoryStore(DocumentStore):
 
     # -- DocumentStore --------------------------------------------------------------------
 
-    def execute_batch(self, partition_key: str,
-                      operations: Sequence[BatchOperation]) -> list[str | None]:
+    def execute_batch(
+        self, partition_key: str, operations: Sequence[BatchOperation]
+    ) -> list[str | None]:
         with self._lock:
             if self.fail_next is not None:
                 injected, self.fail_next = self.fail_next, None
@@ -112,8 +113,10 @@ class InMemoryStore(DocumentStore):
             for index, op in enumerate(operations):
                 key = (partition_key, op.document_id)
                 current = staged.get(key)
-                if op.document is not None and op.document.get(
-                        "partitionKey", partition_key) != partition_key:
+                if (
+                    op.document is not None
+                    and op.document.get("partitionKey", partition_key) != partition_key
+                ):
                     raise ValueError("batch operations must share the partition key")
                 failure: OutboxError | None = None
                 if op.kind == "create" and current is not None:
@@ -121,8 +124,10 @@ class InMemoryStore(DocumentStore):
                 elif op.kind in ("replace", "patch", "delete") and current is None:
                     failure = NotFoundError("document", op.document_id)
                 elif op.kind in ("replace", "patch", "delete") and (
-                        op.if_match is not None and current is not None
-                        and current["_etag"] != op.if_match):
+                    op.if_match is not None
+                    and current is not None
+                    and current["_etag"] != op.if_match
+                ):
                     failure = PreconditionFailedError("etag mismatch")
                 if failure is not None:
                     failure.operation_index = index
@@ -131,8 +136,11 @@ class InMemoryStore(DocumentStore):
                     staged.pop(key)
                     written.append((op.document_id, None))
                     continue
-                document = (_patched(current, op.patch) if op.kind == "patch" and current
-                            else _copy(op.document or {}))
+                document = (
+                    _patched(current, op.patch)
+                    if op.kind == "patch" and current
+                    else _copy(op.document or {})
+                )
                 # as Cosmos DB's store: the batch's partition where a document has none
                 document.setdefault("partitionKey", partition_key)
                 staged[key] = document
@@ -162,8 +170,9 @@ class InMemoryStore(DocumentStore):
             self.changes.append((stored,))
             return _copy(stored)
 
-    def replace(self, document: Mapping[str, Any], *, if_match: str | None = None
-                ) -> dict[str, Any]:
+    def replace(
+        self, document: Mapping[str, Any], *, if_match: str | None = None
+    ) -> dict[str, Any]:
         with self._lock:
             self._expire()
             key = (str(document["partitionKey"]), str(document["id"]))
@@ -187,29 +196,40 @@ class InMemoryStore(DocumentStore):
     def find(self, type_: str, document_id: str) -> dict[str, Any] | None:
         with self._lock:
             self._expire()
-            return next((_copy(d) for (_, doc_id), d in self.documents.items()
-                         if doc_id == document_id and d.get("type") == type_), None)
+            return next(
+                (
+                    _copy(d)
+                    for (_, doc_id), d in self.documents.items()
+                    if doc_id == document_id and d.get("type") == type_
+                ),
+                None,
+            )
 
     def of_type(self, type_: str, *, partition_key: str | None = None) -> list[dict[str, Any]]:
         with self._lock:
             self._expire()
-            return [_copy(d) for (pk, _), d in self.documents.items()
-                    if d.get("type") == type_ and partition_key in (None, pk)]
+            return [
+                _copy(d)
+                for (pk, _), d in self.documents.items()
+                if d.get("type") == type_ and partition_key in (None, pk)
+            ]
 
-    def page_of_type(self, type_: str, *, page_size: int,
-                     continuation: str | None) -> Page[dict[str, Any]]:
+    def page_of_type(
+        self, type_: str, *, page_size: int, continuation: str | None
+    ) -> Page[dict[str, Any]]:
         rows = sorted(self.of_type(type_), key=lambda d: (d["partitionKey"], d["id"]))
         start = 0
         if continuation is not None:
             if not continuation.startswith("mem:") or not continuation[4:].isdigit():
                 raise InvalidContinuationError("bad continuation token")
             start = int(continuation[4:])
-        page = rows[start:start + page_size]
+        page = rows[start : start + page_size]
         end = start + len(page)
         return Page(page, f"mem:{end}" if end < len(rows) else None)
 
-    def query(self, query: str, parameters: QueryParameters = None, *,
-              partition_key: str | None = None) -> list[Any]:
+    def query(
+        self, query: str, parameters: QueryParameters = None, *, partition_key: str | None = None
+    ) -> list[Any]:
         """The query run by the test kit's engine over the documents (of one partition when
         `partition_key` is given), in the order they were first written unless it orders them.
         A part of the language the engine does not serve is refused (InvalidQueryError naming
@@ -220,31 +240,42 @@ class InMemoryStore(DocumentStore):
         named = named_parameters(parameters)
         with self._lock:
             self._expire()
-            documents = [_copy(d) for (pk, _), d in self.documents.items()
-                         if partition_key is None or pk == partition_key]
+            documents = [
+                _copy(d)
+                for (pk, _), d in self.documents.items()
+                if partition_key is None or pk == partition_key
+            ]
         try:
             return run_query(query, named, documents, cross_partition=partition_key is None)
         except QueryUnsupported as refused:
-            raise InvalidQueryError(f"the test kit's in-memory store cannot run {query!r}: "
-                                    f"{refused}") from None
+            raise InvalidQueryError(
+                f"the test kit's in-memory store cannot run {query!r}: {refused}"
+            ) from None
 
-    def query_page(self, query: str, parameters: QueryParameters = None, *,
-                   partition_key: str | None = None, page_size: int,
-                   continuation: str | None = None) -> Page[Any]:
+    def query_page(
+        self,
+        query: str,
+        parameters: QueryParameters = None,
+        *,
+        partition_key: str | None = None,
+        page_size: int,
+        continuation: str | None = None,
+    ) -> Page[Any]:
         """A page of `query`'s results; its token names the query it pages (another query's
         token, or one the store did not issue, is InvalidContinuationError)."""
         if page_size < 1:
             raise ValueError("page_size is at least 1")
         rows = self.query(query, parameters, partition_key=partition_key)
-        digest = hashlib.sha256(json.dumps(
-            [query, sorted(named_parameters(parameters).items()), partition_key],
-            default=str).encode()).hexdigest()[:16]
+        digest = hashlib.sha256(
+            json.dumps(
+                [query, sorted(named_parameters(parameters).items()), partition_key], default=str
+            ).encode()
+        ).hexdigest()[:16]
         start = 0
         if continuation is not None:
             prefix, _, offset = continuation.rpartition(":")
             if prefix != f"mem-query:{digest}" or not offset.isdigit():
-                raise InvalidContinuationError("this continuation token is not one of this "
-                                               "query's")
+                raise InvalidContinuationError("this continuation token is not one of this query's")
             start = int(offset)
         end = start + page_size
         return Page(rows[start:end], f"mem-query:{digest}:{end}" if end < len(rows) else None)
@@ -290,8 +321,9 @@ def _copy(document: Mapping[str, Any]) -> dict[str, Any]:
     return copied
 
 
-def _patched(document: Mapping[str, Any], operations: Sequence[Mapping[str, Any]]
-             ) -> dict[str, Any]:
+def _patched(
+    document: Mapping[str, Any], operations: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
     """`document` after Cosmos DB's partial-document update operations (`add`, `set`, `replace`,
     `remove`, `incr`, on top-level or nested paths `/a/b`)."""
     patched = _copy(document)
@@ -331,8 +363,9 @@ class SizeLimitedBatch(MessageBatch):
 
     @classmethod
     def size_of(cls, message: OutboxMessage) -> int:
-        return (len(message.body) + len(message.message_id) + len(message.dataref or "")
-                + cls.OVERHEAD)
+        return (
+            len(message.body) + len(message.message_id) + len(message.dataref or "") + cls.OVERHEAD
+        )
 
     def try_add(self, message: OutboxMessage) -> bool:
         size = self.size_of(message)
@@ -410,8 +443,9 @@ class InMemoryPayloadStore(PayloadStore):
 
     def check(self) -> None:
         if not self.exists:
-            raise PayloadStoreError(f"the claim check's payload container {self._container} "
-                                    "does not exist: create it")
+            raise PayloadStoreError(
+                f"the claim check's payload container {self._container} does not exist: create it"
+            )
 
     def put(self, name: str, body: bytes, *, content_type: str) -> None:
         with self._lock:
@@ -424,7 +458,7 @@ class InMemoryPayloadStore(PayloadStore):
     def get(self, reference: str) -> bytes:
         if not reference.startswith(self._prefix):
             raise PayloadReferenceError(reference, "not in this store's container")
-        name = reference[len(self._prefix):]
+        name = reference[len(self._prefix) :]
         if "?" in name or "#" in name or any(p in ("", ".", "..") for p in name.split("/")):
             raise PayloadReferenceError(reference, "not a payload name")
         with self._lock:
@@ -458,14 +492,16 @@ class InMemoryBacklogEstimator(BacklogEstimator):
             changes = list(self.store.changes)
         found = []
         for lease, done in self.checkpoints.items():
-            pending = [change for change in changes[done:]
-                       if any(d.get("type") == EVENT_TYPE for d in change)]
+            pending = [
+                change
+                for change in changes[done:]
+                if any(d.get("type") == EVENT_TYPE for d in change)
+            ]
             oldest = None
             if pending:
                 first = next(d for d in pending[0] if d.get("type") == EVENT_TYPE)
                 oldest = document_created_at(first)
-            found.append(LeaseBacklog(lease=lease, pending=len(pending),
-                                      oldest_created_at=oldest))
+            found.append(LeaseBacklog(lease=lease, pending=len(pending), oldest_created_at=oldest))
         return found
 
 
@@ -477,4 +513,3 @@ class FixedBacklog(BacklogEstimator):
 
     def estimate(self) -> list[LeaseBacklog]:
         return list(self.leases)
-

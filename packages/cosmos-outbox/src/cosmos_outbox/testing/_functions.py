@@ -109,8 +109,7 @@ class FunctionClient:
 
     def __init__(self, app: func.FunctionRegister, *, route_prefix: str = "api") -> None:
         self.route_prefix = route_prefix.strip("/")
-        self.functions: dict[str, Function] = {
-            str(f.get_function_name()): f for f in _indexed(app)}
+        self.functions: dict[str, Function] = {str(f.get_function_name()): f for f in _indexed(app)}
         routes = http_routes(self.functions.values())
         # The host tries the routes in the order of their functions' names (case-insensitive)
         # and takes the first that matches: a catch-all or `{id}` route named before a literal
@@ -133,8 +132,7 @@ class FunctionClient:
             asgi = self._asgi
             starting = asgi is not None and not asgi.startup_task_done
             try:
-                return asyncio.run_coroutine_threadsafe(_awaited(result),
-                                                        self._running()).result()
+                return asyncio.run_coroutine_threadsafe(_awaited(result), self._running()).result()
             finally:
                 if starting and asgi is not None and asgi.startup_task_done:
                     self._lifespan.append(asgi)  # started on this client's loop
@@ -144,8 +142,9 @@ class FunctionClient:
         with self._lock:
             if self._loop is None:
                 self._loop = asyncio.new_event_loop()
-                threading.Thread(target=self._loop.run_forever, name="function-client",
-                                 daemon=True).start()
+                threading.Thread(
+                    target=self._loop.run_forever, name="function-client", daemon=True
+                ).start()
                 weakref.finalize(self, _stop, self._loop, self._lifespan)
             return self._loop
 
@@ -163,32 +162,61 @@ class FunctionClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def call(self, name: str, method: str, path: str, *, body: Any = None,
-             raw: bytes | None = None, headers: Mapping[str, str] | None = None,
-             route_params: Mapping[str, str] | None = None,
-             params: Mapping[str, str] | None = None,
-             trace_parent: str = "") -> func.HttpResponse:
+    def call(
+        self,
+        name: str,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        raw: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        route_params: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+        trace_parent: str = "",
+    ) -> func.HttpResponse:
         """Call HTTP function `name` directly (no routing) with a JSON `body` (or `raw`
         bytes); `path` is the URL path after the route prefix."""
         if raw is None:
             raw = b"" if body is None else json.dumps(body).encode()
         sent = {"content-type": "application/json"} if body is not None else {}
         sent.update(headers or {})
-        request = func.HttpRequest(method=method, url=f"http://localhost{self._url_path(path)}",
-                                   headers=sent, params=dict(params or {}),
-                                   route_params=dict(route_params or {}), body=raw)
+        request = func.HttpRequest(
+            method=method,
+            url=f"http://localhost{self._url_path(path)}",
+            headers=sent,
+            params=dict(params or {}),
+            route_params=dict(route_params or {}),
+            body=raw,
+        )
         response = self.invoke(name, request, trace_parent=trace_parent)
         assert isinstance(response, func.HttpResponse)
         return response
 
-    def request(self, method: str, path: str, *, body: Any = None, raw: bytes | None = None,
-                headers: Mapping[str, str] | None = None,
-                params: Mapping[str, str] | None = None,
-                trace_parent: str = "") -> func.HttpResponse:
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        raw: bytes | None = None,
+        headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
+        trace_parent: str = "",
+    ) -> func.HttpResponse:
         """`method` `/<route prefix>/<path>`, routed as the host routes it."""
         name, values = self.route(method, path)
-        return self.call(name, method, path, body=body, raw=raw, headers=headers,
-                         route_params=values, params=params, trace_parent=trace_parent)
+        return self.call(
+            name,
+            method,
+            path,
+            body=body,
+            raw=raw,
+            headers=headers,
+            route_params=values,
+            params=params,
+            trace_parent=trace_parent,
+        )
 
     def route(self, method: str, path: str) -> tuple[str, dict[str, str]]:
         """The function the host would call for `method` `/<route prefix>/<path>`, and its route
@@ -209,8 +237,9 @@ class FunctionClient:
 
     def relay(self, documents: Iterable[Mapping[str, Any]]) -> None:
         """Hand change-feed documents to the relay (`relay_events`), as the trigger does."""
-        self.invoke("relay_events", func.DocumentList(
-            func.Document.from_dict(dict(d)) for d in documents))
+        self.invoke(
+            "relay_events", func.DocumentList(func.Document.from_dict(dict(d)) for d in documents)
+        )
 
 
 #: How long an ASGI app's lifespan shutdown may take when a client closes.
@@ -223,8 +252,7 @@ def _stop(loop: asyncio.AbstractEventLoop, lifespan: list[func.AsgiFunctionApp])
     while lifespan:
         asgi = lifespan.pop()
         if asgi.startup_task_done and loop.is_running():
-            shutdown = asyncio.run_coroutine_threadsafe(
-                asgi.middleware.notify_shutdown(), loop)  # type: ignore[no-untyped-call]
+            shutdown = asyncio.run_coroutine_threadsafe(asgi.middleware.notify_shutdown(), loop)  # type: ignore[no-untyped-call]
             with contextlib.suppress(Exception):  # the app's own shutdown failing: still stop
                 shutdown.result(_SHUTDOWN_SECONDS)
         asgi.startup_task_done = False
@@ -235,7 +263,8 @@ def _stop(loop: asyncio.AbstractEventLoop, lifespan: list[func.AsgiFunctionApp])
 #: Each app's functions, built once (as the worker indexes an app once): azure-functions'
 #: `FunctionApp` refuses to build its functions a second time.
 _INDEXED: weakref.WeakKeyDictionary[func.FunctionRegister, list[Function]] = (
-    weakref.WeakKeyDictionary())
+    weakref.WeakKeyDictionary()
+)
 _INDEX_LOCK = threading.Lock()
 
 
@@ -254,5 +283,8 @@ def _values(template: str, path: str) -> dict[str, str]:
     want = template.strip("/").split("/")
     path = path.removeprefix("/")
     have = (path[:-1] if path.endswith("/") else path).split("/")
-    return {m[1]: segment for pattern, segment in zip(want, have, strict=True)
-            if (m := re.fullmatch(r"{([^}:*]+)(?::[^}]*)?}", pattern))}
+    return {
+        m[1]: segment
+        for pattern, segment in zip(want, have, strict=True)
+        if (m := re.fullmatch(r"{([^}:*]+)(?::[^}]*)?}", pattern))
+    }

@@ -33,13 +33,17 @@ __all__ = [
 ]
 
 # the public names, imported when first used (funcstack/_lazy.py)
-__getattr__, __dir__ = lazy_exports(__name__, __all__, {
-    "EMULATOR_KEY": "funcstack.cosmos._launcher",
-    "CosmosEndpoint": "funcstack.cosmos._launcher",
-    "CosmosStartError": "funcstack.cosmos._launcher",
-    "start_cosmos": "funcstack.cosmos._launcher",
-    "CosmosControlError": "funcstack.cosmos._control",
-    "PhysicalPartition": "funcstack.cosmos._control",
-    "physical_partitions": "funcstack.cosmos._control",
-    "split_partition": "funcstack.cosmos._control",
-})
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    __all__,
+    {
+        "EMULATOR_KEY": "funcstack.cosmos._launcher",
+        "CosmosEndpoint": "funcstack.cosmos._launcher",
+        "CosmosStartError": "funcstack.cosmos._launcher",
+        "start_cosmos": "funcstack.cosmos._launcher",
+        "CosmosControlError": "funcstack.cosmos._control",
+        "PhysicalPartition": "funcstack.cosmos._control",
+        "physical_partitions": "funcstack.cosmos._control",
+        "split_partition": "funcstack.cosmos._control",
+    },
+)

@@ -20,8 +20,13 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["CosmosControlError", "PhysicalPartition", "control", "physical_partitions",
-           "split_partition"]
+__all__ = [
+    "CosmosControlError",
+    "PhysicalPartition",
+    "control",
+    "physical_partitions",
+    "split_partition",
+]
 
 
 class CosmosControlError(RuntimeError):
@@ -49,14 +54,21 @@ def _tls_context() -> ssl.SSLContext:
     return context
 
 
-def control(endpoint: str, method: str, path: str, body: dict[str, Any] | None = None,
-            *, timeout: float = 30.0) -> Any:
+def control(
+    endpoint: str,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None = None,
+    *,
+    timeout: float = 30.0,
+) -> Any:
     """One call to a local-only route of the endpoint at ``endpoint`` (its URL); the answer's
     JSON body (None when it has none). A refusal is CosmosControlError with its message."""
     url = f"{endpoint.rstrip('/')}/{path.lstrip('/')}"
     data = json.dumps(body).encode() if body is not None else None
     request = urllib.request.Request(  # noqa: S310 - the local endpoint's URL
-        url, data=data, method=method, headers={"content-type": "application/json"})
+        url, data=data, method=method, headers={"content-type": "application/json"}
+    )
     context = _tls_context() if url.startswith("https:") else None
     try:
         with urllib.request.urlopen(request, timeout=timeout, context=context) as response:  # noqa: S310
@@ -68,8 +80,9 @@ def control(endpoint: str, method: str, path: str, body: dict[str, Any] | None =
         raise CosmosControlError(f"{method} {path}: {exc.code} {detail}") from None
     except (urllib.error.URLError, OSError) as exc:
         reason = getattr(exc, "reason", exc)
-        raise CosmosControlError(f"the Cosmos DB endpoint at {endpoint} cannot be reached "
-                                 f"({reason})") from None
+        raise CosmosControlError(
+            f"the Cosmos DB endpoint at {endpoint} cannot be reached ({reason})"
+        ) from None
     return json.loads(raw) if raw else None
 
 
@@ -79,11 +92,16 @@ def _route(database: str, container: str) -> str:
 
 
 def _partitions(answer: Any) -> list[PhysicalPartition]:
-    return [PhysicalPartition(id=str(r["id"]), min_inclusive=str(r["minInclusive"]),
-                              max_exclusive=str(r["maxExclusive"]),
-                              parents=tuple(str(p) for p in r.get("parents") or ()),
-                              documents=int(r.get("documents", 0)))
-            for r in answer["ranges"]]
+    return [
+        PhysicalPartition(
+            id=str(r["id"]),
+            min_inclusive=str(r["minInclusive"]),
+            max_exclusive=str(r["maxExclusive"]),
+            parents=tuple(str(p) for p in r.get("parents") or ()),
+            documents=int(r.get("documents", 0)),
+        )
+        for r in answer["ranges"]
+    ]
 
 
 def physical_partitions(endpoint: str, database: str, container: str) -> list[PhysicalPartition]:
@@ -91,8 +109,9 @@ def physical_partitions(endpoint: str, database: str, container: str) -> list[Ph
     return _partitions(control(endpoint, "GET", _route(database, container)))
 
 
-def split_partition(endpoint: str, database: str, container: str,
-                    range_id: str | None = None) -> list[str]:
+def split_partition(
+    endpoint: str, database: str, container: str, range_id: str | None = None
+) -> list[str]:
     """Split one physical partition of a container now (``range_id``; None: the one holding
     the most documents), at the median EPK of its documents. Returns the children's ids; the
     parent's id answers 410 / 1002 from then on, as after a split in Azure."""

@@ -159,8 +159,16 @@ def start_cosmos(
         modules = node_modules()  # npm ci into funcstack's cache on first use
     except SetupError as exc:
         raise CosmosStartError(str(exc)) from None
-    cmd = [node, f"--max-old-space-size={HEAP_MB}", str(SERVER_JS), "--host", host,
-           "--port", str(port), *(extra_args or [])]
+    cmd = [
+        node,
+        f"--max-old-space-size={HEAP_MB}",
+        str(SERVER_JS),
+        "--host",
+        host,
+        "--port",
+        str(port),
+        *(extra_args or []),
+    ]
     if tls is not None:
         cmd += ["--cert", str(tls[0]), "--key", str(tls[1])]
     if state_dir is None and state_file is not None:
@@ -215,7 +223,8 @@ def start_cosmos(
         lines = last_lines(log_path)
         raise CosmosStartError(
             f"the endpoint did not become ready ({describe_exit(code)}"
-            + (f", output {str(ready['error']).strip()!r}" if ready.get("error") else "") + ")"
+            + (f", output {str(ready['error']).strip()!r}" if ready.get("error") else "")
+            + ")"
             + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else "")
         )
     endpoint = CosmosEndpoint(

@@ -21,10 +21,14 @@ __all__ = [
 ]
 
 # the public names, imported when first used (funcstack/_lazy.py)
-__getattr__, __dir__ = lazy_exports(__name__, __all__, {
-    "Runner": "funcstack.functions_host._runner",
-    "RunnerStartError": "funcstack.functions_host._launcher",
-    "RunningRunner": "funcstack.functions_host._launcher",
-    "start_runner": "funcstack.functions_host._launcher",
-    "VERIFY_TLS_SETTING": "funcstack.functions_host._cosmos_trigger",
-})
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    __all__,
+    {
+        "Runner": "funcstack.functions_host._runner",
+        "RunnerStartError": "funcstack.functions_host._launcher",
+        "RunningRunner": "funcstack.functions_host._launcher",
+        "start_runner": "funcstack.functions_host._launcher",
+        "VERIFY_TLS_SETTING": "funcstack.functions_host._cosmos_trigger",
+    },
+)

@@ -31,23 +31,37 @@ from funcstack.functions_host._runner import Runner
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m funcstack.functions_host", description=__doc__)
     parser.add_argument("--app-dir", default=".")
-    parser.add_argument("--script", default="function_app.py",
-                        help="the app's script; default: the Python v2 model's file name")
+    parser.add_argument(
+        "--script",
+        default="function_app.py",
+        help="the app's script; default: the Python v2 model's file name",
+    )
     parser.add_argument("--settings", default=None, help="local.settings.json (Values)")
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=7071, help="0 = a free port")
     parser.add_argument("--log-level", default="INFO")
-    parser.add_argument("--python", default=None,
-                        help="the language worker's interpreter (default: this one)")
-    parser.add_argument("--enforce-keys", action="store_true",
-                        help="require function keys by auth level, as in Azure (the ready line "
-                             "gives the keys); default: no checks, as with func start")
-    parser.add_argument("--console", action="store_true",
-                        help="also write the terminal's lines (a line per invocation, the app's "
-                             "logging, warnings) to stdout as JSON lines")
-    parser.add_argument("--group", default=None, metavar="GROUP",
-                        help="serve one function group only, as a Flex Consumption instance "
-                             "does: 'http' or 'function:<name>' (default: every function)")
+    parser.add_argument(
+        "--python", default=None, help="the language worker's interpreter (default: this one)"
+    )
+    parser.add_argument(
+        "--enforce-keys",
+        action="store_true",
+        help="require function keys by auth level, as in Azure (the ready line "
+        "gives the keys); default: no checks, as with func start",
+    )
+    parser.add_argument(
+        "--console",
+        action="store_true",
+        help="also write the terminal's lines (a line per invocation, the app's "
+        "logging, warnings) to stdout as JSON lines",
+    )
+    parser.add_argument(
+        "--group",
+        default=None,
+        metavar="GROUP",
+        help="serve one function group only, as a Flex Consumption instance "
+        "does: 'http' or 'function:<name>' (default: every function)",
+    )
     return parser.parse_args(argv)
 
 
@@ -92,11 +106,14 @@ async def _main(args: argparse.Namespace) -> int:
         _say({"ready": False, "error": reason})
         return 1
     try:
-        ready: dict[str, object] = {"ready": True, "port": runner.port, "url": runner.url,
-                                    "groups": runner.groups()}
+        ready: dict[str, object] = {
+            "ready": True,
+            "port": runner.port,
+            "url": runner.url,
+            "groups": runner.groups(),
+        }
         if runner.keys is not None:
-            ready["keys"] = {"function": runner.keys.function_key,
-                             "master": runner.keys.master_key}
+            ready["keys"] = {"function": runner.keys.function_key, "master": runner.keys.master_key}
         _say(ready)
         await stop.wait()
     finally:

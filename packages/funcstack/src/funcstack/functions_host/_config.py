@@ -49,18 +49,24 @@ def apply_settings(
     where the settings came from: the names whose value is the environment's rather than the
     file's (Core Tools says it once per name; a value the environment holds too, the same,
     came from either)."""
-    from_environment = sorted(name for name, value in file_values.items()
-                              if name in os.environ and os.environ[name] != value)
+    from_environment = sorted(
+        name
+        for name, value in file_values.items()
+        if name in os.environ and os.environ[name] != value
+    )
     for name, value in file_values.items():
         os.environ.setdefault(name, value)
-    overridden = sorted(name for name, value in (explicit or {}).items()
-                        if file_values.get(name) != value)
+    overridden = sorted(
+        name for name, value in (explicit or {}).items() if file_values.get(name) != value
+    )
     for name, value in (explicit or {}).items():
         os.environ[name] = value
     parts = [f"{len(file_values)} from local.settings.json"]
     if from_environment:
-        parts.append(f"the environment's value kept over the file's, as with func start: "
-                     f"{', '.join(from_environment)}")
+        parts.append(
+            f"the environment's value kept over the file's, as with func start: "
+            f"{', '.join(from_environment)}"
+        )
     if overridden:
         parts.append(f"given to the host: {', '.join(overridden)}")
     logger.info("app settings: %s", "; ".join(parts))
@@ -133,23 +139,27 @@ class HostJson:
         raw_timeout = data.get("functionTimeout")
         if raw_timeout is not None:
             if not isinstance(raw_timeout, str):
-                raise HostJsonError("host.json functionTimeout: a TimeSpan string "
-                                    f"(\"00:05:00\", or \"-1\"), not {raw_timeout!r}")
+                raise HostJsonError(
+                    "host.json functionTimeout: a TimeSpan string "
+                    f'("00:05:00", or "-1"), not {raw_timeout!r}'
+                )
             try:
                 timeout = None if raw_timeout.strip() == "-1" else parse_timespan(raw_timeout)
             except ValueError as exc:
                 raise HostJsonError(f"host.json functionTimeout: {exc}") from None
         functions = data.get("functions")
-        if functions is not None and not (isinstance(functions, list)
-                                          and all(isinstance(f, str) for f in functions)):
-            raise HostJsonError(f"host.json functions: a list of function names, not "
-                                f"{functions!r}")
+        if functions is not None and not (
+            isinstance(functions, list) and all(isinstance(f, str) for f in functions)
+        ):
+            raise HostJsonError(f"host.json functions: a list of function names, not {functions!r}")
         levels = section("logging", "logLevel")
         for category, level in (levels or {}).items():
             if str(level).strip().lower() not in LOG_LEVELS:
-                raise HostJsonError(f"host.json logging.logLevel.{category}: {level!r} is not a "
-                                    "log level (Trace, Debug, Information, Warning, Error, "
-                                    "Critical, None)")
+                raise HostJsonError(
+                    f"host.json logging.logLevel.{category}: {level!r} is not a "
+                    "log level (Trace, Debug, Information, Warning, Error, "
+                    "Critical, None)"
+                )
         return cls(
             route_prefix=prefix.strip("/"),
             retry=section("retry"),

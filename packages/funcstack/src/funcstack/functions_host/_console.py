@@ -48,8 +48,15 @@ CONSOLE_ONLY = "funcstack_console_only"
 APP_RECORD = "funcstack_app_record"
 
 #: RpcLog.Level's numbers (Trace, Debug, Information, Warning, Error, Critical, None).
-_RPC_LEVELS = (5, logging.DEBUG, logging.INFO, logging.WARNING, logging.ERROR,
-               logging.CRITICAL, logging.CRITICAL + 10)
+_RPC_LEVELS = (
+    5,
+    logging.DEBUG,
+    logging.INFO,
+    logging.WARNING,
+    logging.ERROR,
+    logging.CRITICAL,
+    logging.CRITICAL + 10,
+)
 
 
 class LogLevels:
@@ -99,8 +106,14 @@ class ConsoleHandler(logging.Handler):
             if record.exc_info:
                 message += "\n" + logging.Formatter().formatException(record.exc_info)
             stamp = datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds")
-            line = {"console": {"time": stamp.replace("+00:00", "Z"), "level": record.levelname,
-                                "category": record.name, "message": message}}
+            line = {
+                "console": {
+                    "time": stamp.replace("+00:00", "Z"),
+                    "level": record.levelname,
+                    "category": record.name,
+                    "message": message,
+                }
+            }
             self.stream.write(json.dumps(line) + "\n")
             self.stream.flush()
         except Exception:
@@ -136,15 +149,17 @@ def not_console_only(record: logging.LogRecord) -> bool:
     return not getattr(record, CONSOLE_ONLY, False)
 
 
-def log_invocation(function: str, trigger: str, *, started: float, detail: str = "",
-                   error: str | None = None) -> None:
+def log_invocation(
+    function: str, trigger: str, *, started: float, detail: str = "", error: str | None = None
+) -> None:
     """The line per invocation, ``Executed 'Functions.<name>' (<status>, <trigger>[, <detail>],
     Duration=<ms>ms)`` as ``func start`` words it, then a failure's error in full; ``started``
     is the ``time.perf_counter()`` of the invocation's start."""
     duration = (time.perf_counter() - started) * 1000.0
     status = "Succeeded" if error is None else "Failed"
-    what = ", ".join(part for part in (status, trigger, detail, f"Duration={duration:.0f}ms")
-                     if part)
+    what = ", ".join(
+        part for part in (status, trigger, detail, f"Duration={duration:.0f}ms") if part
+    )
     log = logging.getLogger(f"Function.{function}")
     text = f"Executed 'Functions.{function}' ({what})"
     if error is None:
@@ -163,10 +178,14 @@ def log_user(function: str | None, rpc_log: Any) -> None:
     message = str(rpc_log.message)
     if rpc_log.HasField("exception"):
         failure = rpc_log.exception
-        message = "\n".join(part for part in (message, str(failure.message),
-                                              str(failure.stack_trace).rstrip()) if part)
-    logging.getLogger(category).log(level, "%s", message,
-                                    extra={CONSOLE_ONLY: True, APP_RECORD: True})
+        message = "\n".join(
+            part
+            for part in (message, str(failure.message), str(failure.stack_trace).rstrip())
+            if part
+        )
+    logging.getLogger(category).log(
+        level, "%s", message, extra={CONSOLE_ONLY: True, APP_RECORD: True}
+    )
 
 
 def log_printed(line: str) -> None:
@@ -186,6 +205,9 @@ def render(entry: Mapping[str, Any], app: str) -> str:
         shown = stamp
     level = str(entry.get("level") or "INFO")
     lines = str(entry.get("message") or "").splitlines() or [""]
-    head = f"[{shown}] {app}: " + (f"{level} " if level in {"WARNING", "ERROR", "CRITICAL"}
-                                   else "") + lines[0]
+    head = (
+        f"[{shown}] {app}: "
+        + (f"{level} " if level in {"WARNING", "ERROR", "CRITICAL"} else "")
+        + lines[0]
+    )
     return "\n".join([head, *(f"    {line}" for line in lines[1:])])

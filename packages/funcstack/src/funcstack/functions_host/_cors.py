@@ -78,8 +78,12 @@ class CorsPolicy:
         if not self.allows(origin):
             return response
         headers = self._common(origin)
-        requested = [h.strip() for v in request.headers.getall("Access-Control-Request-Headers", [])
-                     for h in v.split(",") if h.strip()]
+        requested = [
+            h.strip()
+            for v in request.headers.getall("Access-Control-Request-Headers", [])
+            for h in v.split(",")
+            if h.strip()
+        ]
         if requested:
             headers["Access-Control-Allow-Headers"] = ",".join(requested)
         method = request.headers.get("Access-Control-Request-Method", "")
@@ -103,8 +107,11 @@ class CorsPolicy:
 
 
 def is_preflight(request: web.BaseRequest) -> bool:
-    return (request.method.upper() == "OPTIONS" and "Origin" in request.headers
-            and "Access-Control-Request-Method" in request.headers)
+    return (
+        request.method.upper() == "OPTIONS"
+        and "Origin" in request.headers
+        and "Access-Control-Request-Method" in request.headers
+    )
 
 
 def load_cors(path: Path | None) -> CorsPolicy | None:

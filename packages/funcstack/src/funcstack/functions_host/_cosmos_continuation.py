@@ -35,8 +35,11 @@ def ranges(continuation: str | None) -> list[dict[str, Any]]:
     if state is None:
         return []
     entries = (state.get("continuation") or {}).get("continuation") or []
-    return [dict(entry["range"]) for entry in entries
-            if isinstance(entry, dict) and isinstance(entry.get("range"), dict)]
+    return [
+        dict(entry["range"])
+        for entry in entries
+        if isinstance(entry, dict) and isinstance(entry.get("range"), dict)
+    ]
 
 
 def for_range(continuation: str, feed_range: dict[str, Any]) -> str:

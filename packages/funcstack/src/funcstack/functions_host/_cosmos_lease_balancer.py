@@ -26,8 +26,9 @@ from funcstack.functions_host._cosmos_lease_store import Lease, LeaseLostError, 
 logger = logging.getLogger("funcstack.functions_host.cosmos")
 
 
-def leases_to_take(leases: list[Lease], owner: str, expiration: float, *,
-                   now: dt.datetime | None = None) -> list[Lease]:
+def leases_to_take(
+    leases: list[Lease], owner: str, expiration: float, *, now: dt.datetime | None = None
+) -> list[Lease]:
     """The leases ``owner`` should take now (``SelectLeasesToTake``)."""
     moment = now or dt.datetime.now(dt.UTC)
     counts: dict[str, int] = {}
@@ -53,16 +54,28 @@ def leases_to_take(leases: list[Lease], owner: str, expiration: float, *,
         if most <= count:
             most_owner, most = name, count
     if most > target - (1 if needed > 1 else 0):
-        return [next(lease for lease in by_token.values()
-                     if (lease.owner or "").lower() == most_owner.lower())]
+        return [
+            next(
+                lease
+                for lease in by_token.values()
+                if (lease.owner or "").lower() == most_owner.lower()
+            )
+        ]
     return []
 
 
 class LoadBalancer:
     """Every ``acquire_interval`` seconds: the leases to take, each handed to ``take``."""
 
-    def __init__(self, store: LeaseStore, *, acquire_interval: float, expiration: float,
-                 take: Callable[[Lease], Awaitable[None]], name: str) -> None:
+    def __init__(
+        self,
+        store: LeaseStore,
+        *,
+        acquire_interval: float,
+        expiration: float,
+        take: Callable[[Lease], Awaitable[None]],
+        name: str,
+    ) -> None:
         self._store = store
         self._acquire_interval = acquire_interval
         self._expiration = expiration
@@ -79,15 +92,27 @@ class LoadBalancer:
                     except asyncio.CancelledError:
                         raise
                     except LeaseLostError as exc:  # another instance was quicker
-                        logger.info("cosmos trigger %s: lease %s not acquired (%s)", self._name,
-                                    lease.token, exc)
+                        logger.info(
+                            "cosmos trigger %s: lease %s not acquired (%s)",
+                            self._name,
+                            lease.token,
+                            exc,
+                        )
                     except Exception as exc:
-                        logger.warning("cosmos trigger %s: lease %s not acquired (%s: %s)",
-                                       self._name, lease.token, type(exc).__name__, exc)
+                        logger.warning(
+                            "cosmos trigger %s: lease %s not acquired (%s: %s)",
+                            self._name,
+                            lease.token,
+                            type(exc).__name__,
+                            exc,
+                        )
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                logger.warning("cosmos trigger %s: lease balancing failed (%s: %s)", self._name,
-                               type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc)
-                               else "")
+                logger.warning(
+                    "cosmos trigger %s: lease balancing failed (%s: %s)",
+                    self._name,
+                    type(exc).__name__,
+                    str(exc).splitlines()[0][:200] if str(exc) else "",
+                )
             await asyncio.sleep(self._acquire_interval)

@@ -94,8 +94,16 @@ class ProcessingOptions:
 class PartitionController:
     """The leases this instance processes, by lease token."""
 
-    def __init__(self, store: LeaseStore, options: ProcessingOptions, *, read_page: ReadPage,
-                 deliver: Deliver, split: Split, name: str) -> None:
+    def __init__(
+        self,
+        store: LeaseStore,
+        options: ProcessingOptions,
+        *,
+        read_page: ReadPage,
+        deliver: Deliver,
+        split: Split,
+        name: str,
+    ) -> None:
         self._store = store
         self._options = options
         self._read_page = read_page
@@ -129,12 +137,17 @@ class PartitionController:
             came = f"expired, was {previous}'s"
         else:
             came = f"stolen from {previous}"
-        start = ("resumed from its lease" if acquired.continuation
-                 else f"no checkpoint: starts at {self._options.start}")
-        logger.info("cosmos trigger %s: lease %s acquired (%s); %s", self._name, acquired.token,
-                    came, start)
+        start = (
+            "resumed from its lease"
+            if acquired.continuation
+            else f"no checkpoint: starts at {self._options.start}"
+        )
+        logger.info(
+            "cosmos trigger %s: lease %s acquired (%s); %s", self._name, acquired.token, came, start
+        )
         self._owned[acquired.token] = asyncio.create_task(
-            self._process(acquired), name=f"lease-{acquired.token}")
+            self._process(acquired), name=f"lease-{acquired.token}"
+        )
 
     async def shutdown(self) -> None:
         """Stop processing every lease and release them (``ShutdownAsync``); a second at most
@@ -147,16 +160,21 @@ class PartitionController:
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=1.0)
             if pending:
-                logger.info("cosmos trigger %s: %d lease(s) not released in time; they expire "
-                            "after %gs", self._name, len(pending), self._options.expiration)
+                logger.info(
+                    "cosmos trigger %s: %d lease(s) not released in time; they expire after %gs",
+                    self._name,
+                    len(pending),
+                    self._options.expiration,
+                )
                 for task in pending:
                     task.cancel()
                 await asyncio.wait(pending, timeout=0.2)
         self._owned.clear()
 
     async def _process(self, lease: Lease) -> None:
-        supervisor = LeaseSupervisor(self._store, lease, self._options,
-                                     read_page=self._read_page, deliver=self._deliver)
+        supervisor = LeaseSupervisor(
+            self._store, lease, self._options, read_page=self._read_page, deliver=self._deliver
+        )
         lost = False
         try:
             await supervisor.run()
@@ -164,15 +182,20 @@ class PartitionController:
             lost = await self._handle_partition_gone(supervisor.lease, gone.continuation)
         except LeaseLostError as exc:
             lost = True
-            logger.info("cosmos trigger %s: lease %s lost (%s); its processing stopped, the new "
-                        "owner reads again from its last checkpoint", self._name, lease.token,
-                        exc)
+            logger.info(
+                "cosmos trigger %s: lease %s lost (%s); its processing stopped, the new "
+                "owner reads again from its last checkpoint",
+                self._name,
+                lease.token,
+                exc,
+            )
         except asyncio.CancelledError:
             await self._release(supervisor.lease)
             raise
         except Exception:
-            logger.exception("cosmos trigger %s: lease %s processing failed", self._name,
-                             lease.token)
+            logger.exception(
+                "cosmos trigger %s: lease %s processing failed", self._name, lease.token
+            )
         finally:
             if self._owned.get(lease.token) is asyncio.current_task():
                 del self._owned[lease.token]
@@ -185,14 +208,23 @@ class PartitionController:
         try:
             children = await self._split(lease, continuation)
         except LeaseLostError as exc:
-            logger.info("cosmos trigger %s: lease %s lost before its split (%s); its owner "
-                        "splits it", self._name, lease.token, exc)
+            logger.info(
+                "cosmos trigger %s: lease %s lost before its split (%s); its owner splits it",
+                self._name,
+                lease.token,
+                exc,
+            )
             return True
         except Exception as exc:
-            logger.error("cosmos trigger %s: lease %s: its partition split, but the lease could "
-                         "not be replaced by its children (%s: %s); released, to be split by "
-                         "the next instance that reads it", self._name, lease.token,
-                         type(exc).__name__, exc)
+            logger.error(
+                "cosmos trigger %s: lease %s: its partition split, but the lease could "
+                "not be replaced by its children (%s: %s); released, to be split by "
+                "the next instance that reads it",
+                self._name,
+                lease.token,
+                type(exc).__name__,
+                exc,
+            )
             return False
         if children is None:  # one partition still holds it ("redirected"): released, as there
             return False
@@ -200,11 +232,17 @@ class PartitionController:
             try:
                 await self.add(child)
             except LeaseLostError as exc:  # another instance took it first
-                logger.info("cosmos trigger %s: lease %s not acquired (%s)", self._name,
-                            child.token, exc)
+                logger.info(
+                    "cosmos trigger %s: lease %s not acquired (%s)", self._name, child.token, exc
+                )
             except Exception as exc:  # unowned: the next balancing takes it
-                logger.warning("cosmos trigger %s: lease %s not acquired (%s: %s)", self._name,
-                               child.token, type(exc).__name__, exc)
+                logger.warning(
+                    "cosmos trigger %s: lease %s not acquired (%s: %s)",
+                    self._name,
+                    child.token,
+                    type(exc).__name__,
+                    exc,
+                )
         return True
 
     async def _release(self, lease: Lease) -> None:
@@ -214,15 +252,23 @@ class PartitionController:
         except LeaseLostError:
             pass  # taken by another instance meanwhile: theirs
         except Exception as exc:
-            logger.warning("cosmos trigger %s: lease %s not released (%s)", self._name,
-                           lease.token, exc)
+            logger.warning(
+                "cosmos trigger %s: lease %s not released (%s)", self._name, lease.token, exc
+            )
 
 
 class LeaseSupervisor:
     """One lease: its renewer and its feed processor (``PartitionSupervisorCore``)."""
 
-    def __init__(self, store: LeaseStore, lease: Lease, options: ProcessingOptions, *,
-                 read_page: ReadPage, deliver: Deliver) -> None:
+    def __init__(
+        self,
+        store: LeaseStore,
+        lease: Lease,
+        options: ProcessingOptions,
+        *,
+        read_page: ReadPage,
+        deliver: Deliver,
+    ) -> None:
         self._store = store
         #: The lease as last written by this instance (renewals and checkpoints update it).
         self.lease = lease
@@ -236,8 +282,7 @@ class LeaseSupervisor:
         renewer = asyncio.create_task(self._renew(), name=f"renew-{self.lease.token}")
         processor = asyncio.create_task(self._feed(), name=f"feed-{self.lease.token}")
         try:
-            done, _ = await asyncio.wait({renewer, processor},
-                                         return_when=asyncio.FIRST_EXCEPTION)
+            done, _ = await asyncio.wait({renewer, processor}, return_when=asyncio.FIRST_EXCEPTION)
             if renewer in done and (lost := renewer.exception()) is not None:
                 # lost on renewal: the processor stops before its next page, and a checkpoint
                 # of the batch it may be delivering is refused
@@ -264,8 +309,12 @@ class LeaseSupervisor:
             except LeaseLostError:
                 raise
             except Exception as exc:
-                logger.warning("lease %s: renewal failed (%s); trying again in %.1fs",
-                               self.lease.token, exc, self._options.renew_interval)
+                logger.warning(
+                    "lease %s: renewal failed (%s); trying again in %.1fs",
+                    self.lease.token,
+                    exc,
+                    self._options.renew_interval,
+                )
             await asyncio.sleep(self._options.renew_interval)
 
     async def _feed(self) -> None:
@@ -278,25 +327,33 @@ class LeaseSupervisor:
                 page = await self._read_page(self.lease, position)
                 if first:
                     first = False
-                    logger.info("lease %s: read from %s (no checkpoint)", self.lease.token,
-                                self._options.start)
+                    logger.info(
+                        "lease %s: read from %s (no checkpoint)",
+                        self.lease.token,
+                        self._options.start,
+                    )
             except CosmosHttpResponseError as exc:
-                logger.warning("lease %s: change feed read failed (status %s)",
-                               self.lease.token, exc.status_code)
+                logger.warning(
+                    "lease %s: change feed read failed (status %s)",
+                    self.lease.token,
+                    exc.status_code,
+                )
                 await self._pause()
                 continue
             except Exception as exc:  # the endpoint unreachable for a while: try again
-                logger.warning("lease %s: change feed read failed (%s: %s)", self.lease.token,
-                               type(exc).__name__, str(exc).splitlines()[0][:200] if str(exc)
-                               else "")
+                logger.warning(
+                    "lease %s: change feed read failed (%s: %s)",
+                    self.lease.token,
+                    type(exc).__name__,
+                    str(exc).splitlines()[0][:200] if str(exc) else "",
+                )
                 await self._pause()
                 continue
             items, token = page.items, page.continuation
             if items:
                 await self._deliver(self.lease, items)
                 if token is None:
-                    logger.error("lease %s: no continuation token to checkpoint",
-                                 self.lease.token)
+                    logger.error("lease %s: no continuation token to checkpoint", self.lease.token)
                 else:
                     async with self._writing:
                         self.lease = await self._store.checkpoint(self.lease, token)

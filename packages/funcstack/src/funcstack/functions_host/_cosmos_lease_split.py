@@ -48,8 +48,9 @@ class PartitionSynchronizer:
         self._feed_ranges = feed_ranges
         self._name = name
 
-    async def handle_partition_gone(self, lease: Lease,
-                                    continuation: str | None) -> list[Lease] | None:
+    async def handle_partition_gone(
+        self, lease: Lease, continuation: str | None
+    ) -> list[Lease] | None:
         """Replace ``lease``, whose partition split, by its children, starting from
         ``continuation`` (the last one its owner read; None: the parent's start options);
         the children created here, or None when one partition still holds the whole lease
@@ -58,12 +59,18 @@ class PartitionSynchronizer:
         if parent_range is None:
             raise ValueError(f"lease {lease.token} has no FeedRange to split")
         low, high = _bounds(parent_range)
-        overlapping = [rng for rng in await self._feed_ranges()
-                       if _bounds(rng)[0] < high and low < _bounds(rng)[1]]
+        overlapping = [
+            rng
+            for rng in await self._feed_ranges()
+            if _bounds(rng)[0] < high and low < _bounds(rng)[1]
+        ]
         if len(overlapping) <= 1:
-            logger.info("cosmos trigger %s: lease %s is gone but one partition holds its range "
-                        "(%s): kept", self._name, lease.token,
-                        ", ".join(f"{a}-{b}" for a, b in map(_bounds, overlapping)) or "none")
+            logger.info(
+                "cosmos trigger %s: lease %s is gone but one partition holds its range (%s): kept",
+                self._name,
+                lease.token,
+                ", ".join(f"{a}-{b}" for a, b in map(_bounds, overlapping)) or "none",
+            )
             return None
         # still its owner? (refused if another instance took it); the children start here
         if continuation:
@@ -74,12 +81,17 @@ class PartitionSynchronizer:
         def start(child: dict[str, Any]) -> str | None:
             return continuations.for_range(continuation, child) if continuation else None
 
-        children = await self._store.replace_with_children(parent, overlapping,
-                                                           continuation_for=start)
-        logger.info("cosmos trigger %s: lease %s split into %s, its physical partition having "
-                    "split; each starts where the lease was (%s)", self._name, lease.token,
-                    ", ".join(child.token for child in children) or "leases another instance "
-                    "created", "its continuation" if continuation else "no continuation yet")
+        children = await self._store.replace_with_children(
+            parent, overlapping, continuation_for=start
+        )
+        logger.info(
+            "cosmos trigger %s: lease %s split into %s, its physical partition having "
+            "split; each starts where the lease was (%s)",
+            self._name,
+            lease.token,
+            ", ".join(child.token for child in children) or "leases another instance created",
+            "its continuation" if continuation else "no continuation yet",
+        )
         return children
 
 

@@ -124,12 +124,15 @@ class LeaseStore:
     """The leases of one processor (one trigger's prefix) in its lease container, for the
     instance named ``owner`` (the processor's host name)."""
 
-    def __init__(self, container: ContainerProxy, prefix: str, owner: str, *,
-                 partition_key_path: str = "/id") -> None:
+    def __init__(
+        self, container: ContainerProxy, prefix: str, owner: str, *, partition_key_path: str = "/id"
+    ) -> None:
         if partition_key_path not in {"/id", "/partitionKey"}:
             # DocumentServiceLeaseStoreManagerBuilder's refusal, word for word
-            raise ValueError("The lease container, if partitioned, must have partition key "
-                             "equal to /id or /partitionKey.")
+            raise ValueError(
+                "The lease container, if partitioned, must have partition key "
+                "equal to /id or /partitionKey."
+            )
         self.container = container
         #: ``ContainerNamePrefix``: ``<leaseContainerPrefix><host>_<db rid>_<container rid>``.
         self.prefix = prefix
@@ -180,8 +183,11 @@ class LeaseStore:
     async def release_initialization_lock(self) -> bool:
         try:
             await self.container.delete_item(
-                self.lock_id, partition_key=self._pk(self.lock_id), etag=self._lock_etag,
-                match_condition=MatchConditions.IfNotModified)
+                self.lock_id,
+                partition_key=self._pk(self.lock_id),
+                etag=self._lock_etag,
+                match_condition=MatchConditions.IfNotModified,
+            )
         except CosmosHttpResponseError as exc:
             if exc.status_code in {404, 412}:
                 return False
@@ -194,33 +200,50 @@ class LeaseStore:
     async def all_leases(self) -> list[Lease]:
         """``GetAllLeasesAsync``: every lease of this prefix."""
         query = "SELECT * FROM c WHERE STARTSWITH(c.id, @prefix)"
-        found = [Lease(dict(item)) async for item in self.container.query_items(
-            query=query, parameters=[{"name": "@prefix", "value": self.lease_prefix}])]
+        found = [
+            Lease(dict(item))
+            async for item in self.container.query_items(
+                query=query, parameters=[{"name": "@prefix", "value": self.lease_prefix}]
+            )
+        ]
         return sorted(found, key=lambda lease: lease.id)
 
-    def new_lease(self, feed_range: dict[str, Any], continuation: str | None, *,
-                  properties: dict[str, Any] | None = None) -> dict[str, Any]:
+    def new_lease(
+        self,
+        feed_range: dict[str, Any],
+        continuation: str | None,
+        *,
+        properties: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
         """A lease document for ``feed_range`` (``CreateLeaseIfNotExistAsync(FeedRangeEpk)``)."""
         token = range_token(feed_range)
-        return self._with_pk({
-            "id": f"{self.lease_prefix}{token}",
-            "version": 1,
-            "LeaseToken": token,
-            "FeedRange": {"Range": _range(feed_range)},
-            "Owner": None,
-            "ContinuationToken": continuation,
-            "timestamp": _stamp(),
-            "properties": dict(properties or {}),
-            "Mode": INCREMENTAL_FEED,
-        }, pk=str(uuid.uuid4()))
+        return self._with_pk(
+            {
+                "id": f"{self.lease_prefix}{token}",
+                "version": 1,
+                "LeaseToken": token,
+                "FeedRange": {"Range": _range(feed_range)},
+                "Owner": None,
+                "ContinuationToken": continuation,
+                "timestamp": _stamp(),
+                "properties": dict(properties or {}),
+                "Mode": INCREMENTAL_FEED,
+            },
+            pk=str(uuid.uuid4()),
+        )
 
-    async def create_if_missing(self, feed_range: dict[str, Any],
-                                continuation: str | None = None, *,
-                                properties: dict[str, Any] | None = None) -> Lease | None:
+    async def create_if_missing(
+        self,
+        feed_range: dict[str, Any],
+        continuation: str | None = None,
+        *,
+        properties: dict[str, Any] | None = None,
+    ) -> Lease | None:
         """The new lease, or None when another instance created it first (409)."""
         try:
             created = await self.container.create_item(
-                self.new_lease(feed_range, continuation, properties=properties))
+                self.new_lease(feed_range, continuation, properties=properties)
+            )
         except CosmosHttpResponseError as exc:
             if exc.status_code == 409:
                 return None
@@ -280,7 +303,10 @@ class LeaseStore:
         await self._update(current, clear)
 
     async def replace_with_children(
-        self, parent: Lease, children: list[dict[str, Any]], *,
+        self,
+        parent: Lease,
+        children: list[dict[str, Any]],
+        *,
         continuation_for: Callable[[dict[str, Any]], str | None] | None = None,
     ) -> list[Lease]:
         """A split (``PartitionSynchronizerCore.HandlePartitionGoneAsync`` for an EPK lease,
@@ -303,37 +329,45 @@ class LeaseStore:
         properties = dict(parent.doc.get("properties") or {})
         created: list[Lease] = []
         for low, high in itertools.pairwise(bounds):
-            child = {"Range": {"min": low, "max": high, "isMinInclusive": True,
-                               "isMaxInclusive": False}}
-            continuation = (parent.continuation if continuation_for is None
-                            else continuation_for(child))
+            child = {
+                "Range": {"min": low, "max": high, "isMinInclusive": True, "isMaxInclusive": False}
+            }
+            continuation = (
+                parent.continuation if continuation_for is None else continuation_for(child)
+            )
             lease = await self.create_if_missing(child, continuation, properties=properties)
             if lease is not None:
                 created.append(lease)
         try:
             await self.container.delete_item(
-                parent.id, partition_key=self._pk_of(parent), etag=parent.etag,
-                match_condition=MatchConditions.IfNotModified)
+                parent.id,
+                partition_key=self._pk_of(parent),
+                etag=parent.etag,
+                match_condition=MatchConditions.IfNotModified,
+            )
         except CosmosHttpResponseError as exc:
             if exc.status_code == 412:
-                raise LeaseLostError(parent.token, "written by another instance while it was "
-                                                   "split") from None
+                raise LeaseLostError(
+                    parent.token, "written by another instance while it was split"
+                ) from None
             if exc.status_code != 404:
                 raise
         return created
 
     # -- DocumentServiceLeaseUpdaterCosmos -----------------------------------------------------
 
-    async def _update(self, lease: Lease,
-                      mutate: Callable[[Lease], dict[str, Any]]) -> Lease:
+    async def _update(self, lease: Lease, mutate: Callable[[Lease], dict[str, Any]]) -> Lease:
         current = lease
         for _ in range(RETRIES_ON_CONFLICT + 1):
             body = _schema(mutate(current))
             body["timestamp"] = _stamp()
             try:
                 replaced = await self.container.replace_item(
-                    current.id, body, etag=current.etag,
-                    match_condition=MatchConditions.IfNotModified)
+                    current.id,
+                    body,
+                    etag=current.etag,
+                    match_condition=MatchConditions.IfNotModified,
+                )
             except CosmosHttpResponseError as exc:
                 if exc.status_code == 404:
                     raise LeaseLostError(lease.token, "no longer exists", gone=True) from None
@@ -344,8 +378,7 @@ class LeaseStore:
                 current = await self._read(current)  # someone else wrote it: again, on theirs
                 continue
             return Lease(dict(replaced))
-        raise LeaseLostError(lease.token, f"still conflicting after {RETRIES_ON_CONFLICT} "
-                                          "retries")
+        raise LeaseLostError(lease.token, f"still conflicting after {RETRIES_ON_CONFLICT} retries")
 
     async def _read(self, lease: Lease) -> Lease:
         try:
@@ -380,9 +413,12 @@ def _range(feed_range: dict[str, Any]) -> dict[str, Any]:
     rng = feed_range.get("Range", feed_range)
     if not isinstance(rng, dict) or "min" not in rng or "max" not in rng:
         raise ValueError(f"not an effective-partition-key range: {feed_range!r}")
-    return {"min": str(rng["min"]), "max": str(rng["max"]),
-            "isMinInclusive": bool(rng.get("isMinInclusive", True)),
-            "isMaxInclusive": bool(rng.get("isMaxInclusive", False))}
+    return {
+        "min": str(rng["min"]),
+        "max": str(rng["max"]),
+        "isMinInclusive": bool(rng.get("isMinInclusive", True)),
+        "isMaxInclusive": bool(rng.get("isMaxInclusive", False)),
+    }
 
 
 def _schema(doc: dict[str, Any]) -> dict[str, Any]:
@@ -408,7 +444,7 @@ def _parse_time(raw: str) -> dt.datetime | None:
     head, dot, rest = text.partition(".")
     if dot:  # Python reads at most six fraction digits
         digits = "".join(c for c in rest if c.isdigit())
-        zone = rest[len(digits):]
+        zone = rest[len(digits) :]
         text = f"{head}.{digits[:6]}{zone}"
     try:
         parsed = dt.datetime.fromisoformat(text)

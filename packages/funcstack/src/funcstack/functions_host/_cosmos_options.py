@@ -99,19 +99,22 @@ class CosmosTriggerOptions:
             feed_poll_delay=_milliseconds(opt("feedPollDelay"), DEFAULT_FEED_POLL_DELAY_MS),
             max_items=int(opt("maxItemsPerInvocation") or DEFAULT_MAX_ITEMS),
             start_time=start,
-            acquire_interval=_interval(binding, "leaseAcquireInterval",
-                                       DEFAULT_ACQUIRE_INTERVAL),
+            acquire_interval=_interval(binding, "leaseAcquireInterval", DEFAULT_ACQUIRE_INTERVAL),
             renew_interval=_interval(binding, "leaseRenewInterval", DEFAULT_RENEW_INTERVAL),
-            expiration_interval=_interval(binding, "leaseExpirationInterval",
-                                          DEFAULT_EXPIRATION_INTERVAL),
+            expiration_interval=_interval(
+                binding, "leaseExpirationInterval", DEFAULT_EXPIRATION_INTERVAL
+            ),
             start_error=start_error,
         )
-        if (options.lease_connection == options.connection
-                and options.lease_database_name.lower() == database.lower()
-                and options.lease_container_name.lower() == options.container_name.lower()):
+        if (
+            options.lease_connection == options.connection
+            and options.lease_database_name.lower() == database.lower()
+            and options.lease_container_name.lower() == options.container_name.lower()
+        ):
             # CosmosDBTriggerAttributeBindingProvider's refusal
-            options.start_error = ("The monitored container cannot be the same as the "
-                                   "container storing the leases.")
+            options.start_error = (
+                "The monitored container cannot be the same as the container storing the leases."
+            )
         return options
 
     @property
@@ -137,9 +140,11 @@ def start_position(from_beginning: Any, from_time: Any) -> tuple[dt.datetime | s
     try:
         moment = dt.datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
     except ValueError:
-        return "Now", ("The specified StartFromTime parameter is not in the correct format. "
-                       "Please use the ISO 8601 format with the UTC designator. For example: "
-                       "'2021-02-16T14:19:29Z'.")
+        return "Now", (
+            "The specified StartFromTime parameter is not in the correct format. "
+            "Please use the ISO 8601 format with the UTC designator. For example: "
+            "'2021-02-16T14:19:29Z'."
+        )
     if moment.tzinfo is None:
         return "Now", "StartTime cannot have DateTimeKind.Unspecified (Parameter 'value')"
     return moment.astimezone(dt.UTC), None
@@ -149,8 +154,7 @@ def _interval(binding: dict[str, Any], key: str, default: float) -> float:
     """A lease interval in seconds: the binding's, else the local-only setting's, else the
     processor's default."""
     local = os.environ.get(LOCAL_INTERVAL_SETTINGS[key], "").strip()
-    return _milliseconds(resolve(binding.get(key)),
-                         _milliseconds(local, default * 1000) * 1000)
+    return _milliseconds(resolve(binding.get(key)), _milliseconds(local, default * 1000) * 1000)
 
 
 def _milliseconds(value: Any, default_ms: float) -> float:
@@ -164,7 +168,6 @@ def _milliseconds(value: Any, default_ms: float) -> float:
 
 def _as_bool(value: Any) -> bool:
     return value if isinstance(value, bool) else is_truthy(str(value))
-
 
 
 def shared_leases(specs: Iterable[FunctionSpec]) -> list[tuple[str, str, CosmosTriggerOptions]]:
@@ -181,10 +184,15 @@ def shared_leases(specs: Iterable[FunctionSpec]) -> list[tuple[str, str, CosmosT
             opts = CosmosTriggerOptions.from_binding(spec.trigger)
         except SettingError:
             continue  # said when its listener starts
-        key = (_setting_value(opts.connection), opts.database_name.lower(),
-               opts.container_name.lower(), _setting_value(opts.lease_connection),
-               opts.lease_database_name.lower(), opts.lease_container_name.lower(),
-               opts.lease_container_prefix)
+        key = (
+            _setting_value(opts.connection),
+            opts.database_name.lower(),
+            opts.container_name.lower(),
+            _setting_value(opts.lease_connection),
+            opts.lease_database_name.lower(),
+            opts.lease_container_name.lower(),
+            opts.lease_container_prefix,
+        )
         if key in seen:
             found.append((seen[key], spec.name, opts))
         else:

@@ -167,15 +167,20 @@ class CosmosTriggerListener:
         if self.options.start_error is not None:
             # the host keeps running; this function's listener does not (Azure: the listener
             # fails in StartAsync and the host logs it)
-            logger.error("The listener for function 'Functions.%s' was unable to start: %s",
-                         self.spec.name, self.options.start_error)
+            logger.error(
+                "The listener for function 'Functions.%s' was unable to start: %s",
+                self.spec.name,
+                self.options.start_error,
+            )
             return
         if os.environ.get(REMOVED_LEASES_SETTING):
             logger.warning(
                 "cosmos trigger %s: the app setting %s is no longer read (a lease per physical "
                 "partition, as in Azure): declare the container's physical partitions instead "
-                "(\"PhysicalPartitions\": N in funcstack.json)", self.spec.name,
-                REMOVED_LEASES_SETTING)
+                '("PhysicalPartitions": N in funcstack.json)',
+                self.spec.name,
+                REMOVED_LEASES_SETTING,
+            )
         self._task = asyncio.create_task(self._run(), name=f"cosmos-trigger-{self.spec.name}")
 
     async def stop(self) -> None:
@@ -214,26 +219,45 @@ class CosmosTriggerListener:
         store = self._store
         assert store is not None
         opts = self.options
-        synchronizer = PartitionSynchronizer(store, self._current_feed_ranges,
-                                             name=self.spec.name)
+        synchronizer = PartitionSynchronizer(store, self._current_feed_ranges, name=self.spec.name)
         self._controller = PartitionController(
             store,
-            ProcessingOptions(renew_interval=opts.renew_interval,
-                              expiration=opts.expiration_interval,
-                              feed_poll_delay=opts.feed_poll_delay, max_items=opts.max_items,
-                              start=opts.start_label),
-            read_page=self._read_page, deliver=self._deliver,
-            split=synchronizer.handle_partition_gone, name=self.spec.name)
+            ProcessingOptions(
+                renew_interval=opts.renew_interval,
+                expiration=opts.expiration_interval,
+                feed_poll_delay=opts.feed_poll_delay,
+                max_items=opts.max_items,
+                start=opts.start_label,
+            ),
+            read_page=self._read_page,
+            deliver=self._deliver,
+            split=synchronizer.handle_partition_gone,
+            name=self.spec.name,
+        )
         logger.info(
             "cosmos trigger %s: watching %s/%s, leases in %s (prefix '%s'), owner %s; acquire "
             "%gs, renew %gs, expiry %gs; poll %.3fs, batch %d; a lease without a checkpoint "
             "starts at %s",
-            self.spec.name, opts.database_name, opts.container_name, opts.lease_container_name,
-            opts.lease_container_prefix, self.owner, opts.acquire_interval, opts.renew_interval,
-            opts.expiration_interval, opts.feed_poll_delay, opts.max_items, opts.start_label)
-        balancer = LoadBalancer(store, acquire_interval=opts.acquire_interval,
-                                expiration=opts.expiration_interval,
-                                take=self._controller.add, name=self.spec.name)
+            self.spec.name,
+            opts.database_name,
+            opts.container_name,
+            opts.lease_container_name,
+            opts.lease_container_prefix,
+            self.owner,
+            opts.acquire_interval,
+            opts.renew_interval,
+            opts.expiration_interval,
+            opts.feed_poll_delay,
+            opts.max_items,
+            opts.start_label,
+        )
+        balancer = LoadBalancer(
+            store,
+            acquire_interval=opts.acquire_interval,
+            expiration=opts.expiration_interval,
+            take=self._controller.add,
+            name=self.spec.name,
+        )
         await balancer.run()
 
     async def _close_clients(self) -> None:
@@ -259,16 +283,19 @@ class CosmosTriggerListener:
         if opts.create_lease_container:
             # as the extension creates it: partition key /id, TTL on (the init lock expires)
             leases = await lease_db.create_container_if_not_exists(
-                id=opts.lease_container_name, partition_key=PartitionKey(path="/id"),
-                default_ttl=-1)
+                id=opts.lease_container_name, partition_key=PartitionKey(path="/id"), default_ttl=-1
+            )
         else:
             leases = lease_db.get_container_client(opts.lease_container_name)
         properties = await leases.read()
         paths = list((properties.get("partitionKey") or {}).get("paths") or ["/id"])
         account = str(client.client_connection.url_connection)
-        self._store = LeaseStore(leases, lease_prefix(opts.lease_container_prefix, account,
-                                                      container_rid),
-                                 self.owner, partition_key_path=paths[0])
+        self._store = LeaseStore(
+            leases,
+            lease_prefix(opts.lease_container_prefix, account, container_rid),
+            self.owner,
+            partition_key_path=paths[0],
+        )
         self._monitored = monitored
 
     async def _bootstrap(self, store: LeaseStore) -> None:
@@ -276,8 +303,12 @@ class CosmosTriggerListener:
         holding ``.lock`` creates the missing leases and ``.info``; the others wait."""
         while not await store.is_initialized():
             if not await store.acquire_initialization_lock(INIT_LOCK_SECONDS):
-                logger.info("cosmos trigger %s: another instance is initialising the lease "
-                            "store; looking again in %.0fs", self.spec.name, INIT_SLEEP_SECONDS)
+                logger.info(
+                    "cosmos trigger %s: another instance is initialising the lease "
+                    "store; looking again in %.0fs",
+                    self.spec.name,
+                    INIT_SLEEP_SECONDS,
+                )
                 await asyncio.sleep(INIT_SLEEP_SECONDS)
                 continue
             try:
@@ -295,7 +326,10 @@ class CosmosTriggerListener:
             logger.info(
                 "cosmos trigger %s: %d physical partitions, lease(s) %s: a lease whose partition "
                 "split since is replaced by its children when it is next read",
-                self.spec.name, len(ranges), ", ".join(sorted(held)) or "none")
+                self.spec.name,
+                len(ranges),
+                ", ".join(sorted(held)) or "none",
+            )
 
     async def _feed_ranges(self) -> list[dict[str, Any]]:
         """The monitored container's feed ranges, one per physical partition, as the SDK's
@@ -310,24 +344,34 @@ class CosmosTriggerListener:
         monitored = self._monitored
         assert monitored is not None
         async with self._read_lock:
-            return [feed_range
-                    async for feed_range in monitored.read_feed_ranges(force_refresh=True)]
+            return [
+                feed_range async for feed_range in monitored.read_feed_ranges(force_refresh=True)
+            ]
 
     async def _create_missing_leases(self, store: LeaseStore) -> None:
         """``PartitionSynchronizerCore.CreateMissingLeasesAsync``; leases an older funcstack
         wrote give their continuation to the new ones, then are deleted."""
         existing = await store.all_leases()
         legacy_id = _legacy_lease_id(self.options)
-        legacy = [dict(item) async for item in store.container.query_items(
-            query="SELECT * FROM c") if legacy_id.fullmatch(str(item.get("id", "")))]
+        legacy = [
+            dict(item)
+            async for item in store.container.query_items(query="SELECT * FROM c")
+            if legacy_id.fullmatch(str(item.get("id", "")))
+        ]
         adopted = 0
         for feed_range in await self._feed_ranges():
             rng = feed_range.get("Range", feed_range)
-            if any(lease.token == range_token(feed_range) or (
-                    lease.feed_range is not None and (
+            if any(
+                lease.token == range_token(feed_range)
+                or (
+                    lease.feed_range is not None
+                    and (
                         lease.feed_range.get("Range", {}).get("min") == rng.get("min")
-                        or lease.feed_range.get("Range", {}).get("max") == rng.get("max")))
-                   for lease in existing):
+                        or lease.feed_range.get("Range", {}).get("max") == rng.get("max")
+                    )
+                )
+                for lease in existing
+            ):
                 continue
             older = _latest_legacy(legacy, range_token(feed_range))
             continuation = str(older["ContinuationToken"]) if older is not None else None
@@ -339,7 +383,10 @@ class CosmosTriggerListener:
             logger.info(
                 "cosmos trigger %s: %d lease(s) an older funcstack wrote (ids with the "
                 "endpoint's port) replaced by the current format; %d continuation(s) adopted",
-                self.spec.name, len(legacy), adopted)
+                self.spec.name,
+                len(legacy),
+                adopted,
+            )
 
     async def _read_page(self, lease: Lease, position: str | None) -> Page:
         async with self._read_lock:
@@ -374,25 +421,40 @@ class CosmosTriggerListener:
         policy = self.spec.retry
         binding = pb.ParameterBinding(
             name=self.spec.trigger_arg,
-            data=pb.TypedData(json=json.dumps(
-                items if self._verbatim else host_documents(items, self._zone),
-                separators=(",", ":"))))
+            data=pb.TypedData(
+                json=json.dumps(
+                    items if self._verbatim else host_documents(items, self._zone),
+                    separators=(",", ":"),
+                )
+            ),
+        )
 
         async def attempt(retries: int, max_retries: int) -> str | None:
             return await self._worker.try_invoke(
-                self.spec.function_id, [binding], retry_count=retries,
-                max_retry_count=max_retries, time_limit=self._timeout())
+                self.spec.function_id,
+                [binding],
+                retry_count=retries,
+                max_retry_count=max_retries,
+                time_limit=self._timeout(),
+            )
 
         what = f"cosmos trigger {self.spec.name} (lease {lease.token})"
         ok, retries = await invoke_with_retries(policy, attempt, what=what)
         if ok:
             logger.info("%s: delivered %d document(s) (retry %d)", what, len(items), retries)
         elif policy is None:
-            logger.error("%s: no retry policy; checkpointing the failed batch of %d "
-                         "(host behaviour)", what, len(items))
+            logger.error(
+                "%s: no retry policy; checkpointing the failed batch of %d (host behaviour)",
+                what,
+                len(items),
+            )
         else:
-            logger.error("%s: %d retries exhausted; checkpointing the failed batch of %d",
-                         what, retries, len(items))
+            logger.error(
+                "%s: %d retries exhausted; checkpointing the failed batch of %d",
+                what,
+                retries,
+                len(items),
+            )
 
 
 def lease_prefix(lease_container_prefix: str, account_endpoint: str, container_rid: str) -> str:
@@ -421,10 +483,10 @@ def _legacy_lease_id(opts: CosmosTriggerOptions) -> re.Pattern[str]:
 def _latest_legacy(legacy: list[dict[str, Any]], token: str) -> dict[str, Any] | None:
     """The legacy lease of ``token`` written last that holds a continuation, if any."""
     candidates = [
-        item for item in legacy
+        item
+        for item in legacy
         if str(item.get("LeaseToken")) == token and item.get("ContinuationToken")
     ]
     if not candidates:
         return None
     return max(candidates, key=lambda item: (str(item.get("timestamp") or ""), item.get("_ts", 0)))
-

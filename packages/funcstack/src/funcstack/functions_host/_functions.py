@@ -40,8 +40,11 @@ def specs_from_metadata(metadata: list[Any], host: HostJson) -> list[FunctionSpe
     specs: list[FunctionSpec] = []
     allowed = None if host.functions is None else {f.casefold() for f in host.functions}
     if host.functions is not None:
-        logger.info("A function allow list has been specified, excluding all but the following "
-                    "functions: [%s]", ", ".join(host.functions))
+        logger.info(
+            "A function allow list has been specified, excluding all but the following "
+            "functions: [%s]",
+            ", ".join(host.functions),
+        )
     for item in metadata:
         name = str(item.name)
         if allowed is not None and name.casefold() not in allowed:

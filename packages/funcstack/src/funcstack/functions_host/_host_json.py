@@ -40,9 +40,15 @@ logger = logging.getLogger("funcstack.functions_host")
 __all__ = ["LOG_LEVELS", "RULES", "HostJsonError", "Rule", "read_host_json"]
 
 #: .NET's LogLevel names (host.json ``logging.logLevel`` values) as Python's levels.
-LOG_LEVELS = {"trace": 5, "debug": logging.DEBUG, "information": logging.INFO,
-              "warning": logging.WARNING, "error": logging.ERROR, "critical": logging.CRITICAL,
-              "none": logging.CRITICAL + 10}
+LOG_LEVELS = {
+    "trace": 5,
+    "debug": logging.DEBUG,
+    "information": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+    "critical": logging.CRITICAL,
+    "none": logging.CRITICAL + 10,
+}
 
 #: The app-setting prefix of host.json overrides (``AzureFunctionsJobHost__a__b``).
 OVERRIDE_PREFIX = "AzureFunctionsJobHost__"
@@ -79,9 +85,13 @@ RULES: dict[str, Rule] = {
     "retry.delayInterval": _HONOURED,
     "retry.minimumInterval": _HONOURED,
     "retry.maximumInterval": _HONOURED,
-    "logging.logLevel": Rule("honoured", "for the terminal's lines (funcstack run): "
-                                         "Function.<name> and Function.<name>.User; the log "
-                                         "file keeps every line", section=True),
+    "logging.logLevel": Rule(
+        "honoured",
+        "for the terminal's lines (funcstack run): "
+        "Function.<name> and Function.<name>.User; the log "
+        "file keeps every line",
+        section=True,
+    ),
     "extensions.http.routePrefix": _HONOURED,
     "extensions.serviceBus.autoCompleteMessages": _HONOURED,
     "extensions.serviceBus.maxConcurrentCalls": _HONOURED,
@@ -95,66 +105,101 @@ RULES: dict[str, Rule] = {
     "extensions.queues.maxDequeueCount": _HONOURED,
     "extensions.queues.messageEncoding": _HONOURED,
     # -- no local counterpart ----------------------------------------------------------------
-    "extensionBundle": Rule("no local counterpart", "funcstack serves its triggers itself",
-                            section=True),
+    "extensionBundle": Rule(
+        "no local counterpart", "funcstack serves its triggers itself", section=True
+    ),
     "telemetryMode": Rule("no local counterpart", "the host's own telemetry"),
     "aggregator": Rule("no local counterpart", "Application Insights", section=True),
-    "logging.applicationInsights": Rule("no local counterpart", "Application Insights",
-                                        section=True),
-    "logging.fileLoggingMode": Rule("no local counterpart",
-                                    "the host's files in Azure; funcstack writes its log always"),
+    "logging.applicationInsights": Rule(
+        "no local counterpart", "Application Insights", section=True
+    ),
+    "logging.fileLoggingMode": Rule(
+        "no local counterpart", "the host's files in Azure; funcstack writes its log always"
+    ),
     "managedDependency": Rule("no local counterpart", "PowerShell apps", section=True),
     # -- not honoured ------------------------------------------------------------------------
-    "concurrency": Rule("not honoured", "no dynamic concurrency: each trigger runs as many "
-                                        "invocations at once as its own settings allow",
-                        section=True),
-    "logging.console": Rule("not honoured", "funcstack run's terminal shows invocations and the "
-                                            "app's logging unless --quiet", section=True),
-    "customHandler": Rule("not honoured", "funcstack hosts Python apps on the Python worker only",
-                          section=True),
-    "healthMonitor": Rule("not honoured", "no host health monitor: the host is never recycled",
-                          section=True),
+    "concurrency": Rule(
+        "not honoured",
+        "no dynamic concurrency: each trigger runs as many "
+        "invocations at once as its own settings allow",
+        section=True,
+    ),
+    "logging.console": Rule(
+        "not honoured",
+        "funcstack run's terminal shows invocations and the app's logging unless --quiet",
+        section=True,
+    ),
+    "customHandler": Rule(
+        "not honoured", "funcstack hosts Python apps on the Python worker only", section=True
+    ),
+    "healthMonitor": Rule(
+        "not honoured", "no host health monitor: the host is never recycled", section=True
+    ),
     "singleton": Rule("not honoured", "no singleton locks", section=True),
-    "watchDirectories": Rule("not honoured", "the host is not restarted when files change: "
-                                             "restart it"),
+    "watchDirectories": Rule(
+        "not honoured", "the host is not restarted when files change: restart it"
+    ),
     "watchFiles": Rule("not honoured", "the host is not restarted when files change: restart it"),
     "extensions.http.maxOutstandingRequests": Rule("not honoured", "no HTTP throttling (no 429)"),
     "extensions.http.maxConcurrentRequests": Rule("not honoured", "no HTTP throttling (no 429)"),
     "extensions.http.dynamicThrottlesEnabled": Rule("not honoured", "no HTTP throttling (no 429)"),
-    "extensions.http.hsts": Rule("not honoured", "no Strict-Transport-Security header (the host "
-                                                 "listens on plain HTTP)", section=True),
-    "extensions.http.customHeaders": Rule("not honoured", "the headers are not added",
-                                          section=True),
-    "extensions.cosmosDB": Rule("not honoured", "the Cosmos DB trigger reads the change feed "
-                                                "through the Python SDK, over HTTPS, with its "
-                                                "defaults", section=True),
+    "extensions.http.hsts": Rule(
+        "not honoured",
+        "no Strict-Transport-Security header (the host listens on plain HTTP)",
+        section=True,
+    ),
+    "extensions.http.customHeaders": Rule(
+        "not honoured", "the headers are not added", section=True
+    ),
+    "extensions.cosmosDB": Rule(
+        "not honoured",
+        "the Cosmos DB trigger reads the change feed "
+        "through the Python SDK, over HTTPS, with its "
+        "defaults",
+        section=True,
+    ),
     "extensions.serviceBus.prefetchCount": Rule("not honoured", f"{_SB} prefetches nothing"),
     "extensions.serviceBus.maxMessageBatchSize": Rule(
-        "not honoured", f"{_SB} does not serve cardinality many (batches)"),
+        "not honoured", f"{_SB} does not serve cardinality many (batches)"
+    ),
     "extensions.serviceBus.minMessageBatchSize": Rule(
-        "not honoured", f"{_SB} does not serve cardinality many (batches)"),
+        "not honoured", f"{_SB} does not serve cardinality many (batches)"
+    ),
     "extensions.serviceBus.maxBatchWaitTime": Rule(
-        "not honoured", f"{_SB} does not serve cardinality many (batches)"),
+        "not honoured", f"{_SB} does not serve cardinality many (batches)"
+    ),
     "extensions.serviceBus.clientRetryOptions": Rule(
-        "not honoured", f"{_SB} uses the Python SDK's retry defaults", section=True),
+        "not honoured", f"{_SB} uses the Python SDK's retry defaults", section=True
+    ),
     "extensions.serviceBus.transportType": Rule("not honoured", f"{_SB} speaks AMQP over TCP"),
     "extensions.serviceBus.webProxy": Rule("not honoured", f"{_SB} connects directly"),
-    "extensions.serviceBus.enableCrossEntityTransactions": Rule(
-        "not honoured", "no transactions"),
+    "extensions.serviceBus.enableCrossEntityTransactions": Rule("not honoured", "no transactions"),
     "extensions.serviceBus.messageHandlerOptions": Rule(
-        "not honoured", "an extension 4.x setting: 5.x (the bundle's) reads the keys of "
-                        "extensions.serviceBus itself", section=True),
+        "not honoured",
+        "an extension 4.x setting: 5.x (the bundle's) reads the keys of "
+        "extensions.serviceBus itself",
+        section=True,
+    ),
     "extensions.serviceBus.sessionHandlerOptions": Rule(
-        "not honoured", "an extension 4.x setting: 5.x (the bundle's) reads the keys of "
-                        "extensions.serviceBus itself", section=True),
+        "not honoured",
+        "an extension 4.x setting: 5.x (the bundle's) reads the keys of "
+        "extensions.serviceBus itself",
+        section=True,
+    ),
     "extensions.serviceBus.batchOptions": Rule(
-        "not honoured", "an extension 4.x setting: 5.x (the bundle's) reads the keys of "
-                        "extensions.serviceBus itself", section=True),
+        "not honoured",
+        "an extension 4.x setting: 5.x (the bundle's) reads the keys of "
+        "extensions.serviceBus itself",
+        section=True,
+    ),
 }
 
 #: An extension section funcstack has no rule for: its bindings are not served.
-_OTHER_EXTENSION = Rule("not honoured", "funcstack has no such extension (its triggers are "
-                                        "logged as unsupported)", section=True)
+_OTHER_EXTENSION = Rule(
+    "not honoured",
+    "funcstack has no such extension (its triggers are logged as unsupported)",
+    section=True,
+)
 
 
 def _spellings() -> dict[tuple[str, ...], dict[str, str]]:
@@ -185,8 +230,10 @@ class Finding:
         name = ".".join(self.path)
         named = f"{name} ({', '.join(self.keys)})" if self.keys else name
         if self.rule is None:
-            return (f"{self.origin}: {named} is not a host.json setting funcstack knows (a "
-                    "typo? Azure ignores it too)")
+            return (
+                f"{self.origin}: {named} is not a host.json setting funcstack knows (a "
+                "typo? Azure ignores it too)"
+            )
         return f"{self.origin}: {named} is not honoured by funcstack: {self.rule.why}"
 
 
@@ -202,8 +249,9 @@ def _known_below(path: tuple[str, ...]) -> bool:
     return tuple(p.lower() for p in path) in _SPELLING
 
 
-def _normalise(node: Mapping[str, Any], origin: str, path: tuple[str, ...],
-               findings: list[Finding]) -> dict[str, Any]:
+def _normalise(
+    node: Mapping[str, Any], origin: str, path: tuple[str, ...], findings: list[Finding]
+) -> dict[str, Any]:
     """``node`` with every known key spelled as funcstack reads it (two spellings of one key:
     the later wins, objects merged), and a finding per key that is not honoured or unknown."""
     out: dict[str, Any] = {}
@@ -244,7 +292,7 @@ def _overrides(environ: Mapping[str, str]) -> list[tuple[str, dict[str, Any]]]:
     for name, value in sorted(environ.items()):
         if not name.lower().startswith(OVERRIDE_PREFIX.lower()):
             continue
-        parts = [p for p in name[len(OVERRIDE_PREFIX):].split("__") if p]
+        parts = [p for p in name[len(OVERRIDE_PREFIX) :].split("__") if p]
         if not parts:
             continue
         tree: Any = value
@@ -258,16 +306,24 @@ def _check_version(data: Mapping[str, Any], path: Path) -> None:
     """HostJsonFileConfigurationProvider.InitializeHostConfig's check, with its messages."""
     version = data.get("version")
     if version is None or version == "":
-        raise HostJsonError(f"The host.json file is missing the required 'version' property "
-                            f"({path}). See https://aka.ms/functions-hostjson for steps to "
-                            "migrate the configuration file.")
+        raise HostJsonError(
+            f"The host.json file is missing the required 'version' property "
+            f"({path}). See https://aka.ms/functions-hostjson for steps to "
+            "migrate the configuration file."
+        )
     if str(version) != "2.0":
-        extra = ("This does not correspond to the function runtime version, only to the schema "
-                 "version of the host.json file. " if str(version).startswith("3") else "")
-        raise HostJsonError(f"'{version}' is an invalid value for host.json 'version' property "
-                            f"({path}). We recommend you set the 'version' property to '2.0'. "
-                            f"{extra}See https://aka.ms/functions-hostjson for more information "
-                            "on this configuration file.")
+        extra = (
+            "This does not correspond to the function runtime version, only to the schema "
+            "version of the host.json file. "
+            if str(version).startswith("3")
+            else ""
+        )
+        raise HostJsonError(
+            f"'{version}' is an invalid value for host.json 'version' property "
+            f"({path}). We recommend you set the 'version' property to '2.0'. "
+            f"{extra}See https://aka.ms/functions-hostjson for more information "
+            "on this configuration file."
+        )
 
 
 def read_host_json(app_dir: Path, environ: Mapping[str, str]) -> dict[str, Any]:
@@ -281,11 +337,13 @@ def read_host_json(app_dir: Path, environ: Mapping[str, str]) -> dict[str, Any]:
         try:
             parsed = json.loads(path.read_text(encoding="utf-8-sig"))
         except ValueError as exc:
-            raise HostJsonError(f"Unable to parse host configuration file '{path}': {exc}") \
-                from None
+            raise HostJsonError(
+                f"Unable to parse host configuration file '{path}': {exc}"
+            ) from None
         if not isinstance(parsed, dict):
-            raise HostJsonError(f"Unable to parse host configuration file '{path}': not a JSON "
-                                "object")
+            raise HostJsonError(
+                f"Unable to parse host configuration file '{path}': not a JSON object"
+            )
         if parsed:
             _check_version(parsed, path)
             data = parsed

@@ -173,8 +173,9 @@ class HttpHost:
         if resolved is None:  # also when routes match the path but not the method: 404
             return web.Response(status=404), None
         spec, route_params = resolved
-        if self._keys is not None and not self._keys.authorizes(spec.trigger.get("authLevel"),
-                                                                request):
+        if self._keys is not None and not self._keys.authorizes(
+            spec.trigger.get("authLevel"), request
+        ):
             return web.Response(status=401), spec  # UnauthorizedResult: no body
         length = request.content_length or 0
         if length > self._limits.max_body:
@@ -295,8 +296,10 @@ def rpc_url(request: web.BaseRequest) -> str:
     ``$"{scheme}://{request.Host}{request.Path}{request.QueryString}"`` -- the path as Kestrel
     decoded it (``kestrel_path``), escaped again by ``PathString``; the query string as sent."""
     path, mark, query = request.raw_path.partition("?")
-    return f"http://{request.headers.get('Host', '')}{path_uri_component(kestrel_path(path))}" \
+    return (
+        f"http://{request.headers.get('Host', '')}{path_uri_component(kestrel_path(path))}"
         f"{mark}{query}"
+    )
 
 
 def _valid_header_text(request: web.BaseRequest) -> bool:

@@ -76,8 +76,9 @@ class KestrelLimits:
             return value
 
         return cls(
-            request_headers_timeout=number(HEADERS_TIMEOUT_SETTING,
-                                           defaults.request_headers_timeout),
+            request_headers_timeout=number(
+                HEADERS_TIMEOUT_SETTING, defaults.request_headers_timeout
+            ),
             min_body_rate=number(BODY_RATE_SETTING, defaults.min_body_rate),
             min_body_grace=number(BODY_GRACE_SETTING, defaults.min_body_grace),
         )
@@ -127,8 +128,10 @@ def reject_and_close(protocol: Any, status: int, reason: str) -> None:
     if transport is None or transport.is_closing():
         return
     phrase = HTTPStatus(status).phrase
-    head = (f"HTTP/1.1 {status} {phrase}\r\nContent-Length: 0\r\nConnection: close\r\n"
-            f"Date: {formatdate(usegmt=True)}\r\n\r\n")
+    head = (
+        f"HTTP/1.1 {status} {phrase}\r\nContent-Length: 0\r\nConnection: close\r\n"
+        f"Date: {formatdate(usegmt=True)}\r\n\r\n"
+    )
     transport.write(head.encode("ascii"))
     protocol.force_close()
 
@@ -180,8 +183,9 @@ class _Connection(web.RequestHandler):
     def _arm_head_timer(self) -> None:
         self._cancel_head_timer()
         loop = asyncio.get_running_loop()
-        self._head_timer = loop.call_later(self._limits.request_headers_timeout,
-                                           self._head_timed_out)
+        self._head_timer = loop.call_later(
+            self._limits.request_headers_timeout, self._head_timed_out
+        )
 
     def _cancel_head_timer(self) -> None:
         if self._head_timer is not None:
@@ -231,15 +235,19 @@ class HttpServer(web.Server):
             "max_field_size": limits.max_headers_total,
             "max_headers": limits.max_header_count,
             "keepalive_timeout": limits.keep_alive_timeout,
-            **{k: v for k, v in kwargs.items()
-               if k not in {"loop", "request_factory", "handler_cancellation"}},
+            **{
+                k: v
+                for k, v in kwargs.items()
+                if k not in {"loop", "request_factory", "handler_cancellation"}
+            },
         }
         super().__init__(handler, **kwargs)
         self.limits = limits
 
     def __call__(self) -> web.RequestHandler:
-        return _Connection(self, limits=self.limits, loop=asyncio.get_running_loop(),
-                           **self._connection_kwargs)
+        return _Connection(
+            self, limits=self.limits, loop=asyncio.get_running_loop(), **self._connection_kwargs
+        )
 
 
 def head_received(request: web.BaseRequest) -> None:

@@ -68,8 +68,10 @@ class HostKeys:
     def from_settings(cls, settings: Mapping[str, str] | None = None) -> HostKeys:
         """The keys the settings (default: the environment) give, else new random ones."""
         source = os.environ if settings is None else settings
-        return cls(function_key=source.get(FUNCTION_KEY_SETTING) or _new_key(),
-                   master_key=source.get(MASTER_KEY_SETTING) or _new_key())
+        return cls(
+            function_key=source.get(FUNCTION_KEY_SETTING) or _new_key(),
+            master_key=source.get(MASTER_KEY_SETTING) or _new_key(),
+        )
 
     def authorizes(self, auth_level: object, request: web.BaseRequest) -> bool:
         """Whether ``request`` may invoke a function of ``auth_level`` (the trigger's

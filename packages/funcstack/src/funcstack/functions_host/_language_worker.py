@@ -55,8 +55,9 @@ class FunctionTimeoutError(TimeoutError):
 class LanguageWorker:
     """One Python worker process for the app in ``app_dir``."""
 
-    def __init__(self, app_dir: Path, environment: Mapping[str, str], *,
-                 python: str | None = None) -> None:
+    def __init__(
+        self, app_dir: Path, environment: Mapping[str, str], *, python: str | None = None
+    ) -> None:
         self.app_dir = app_dir
         #: The worker's interpreter (default: this one); it needs funcstack and the worker
         #: library installed, and the app's requirements.
@@ -109,8 +110,9 @@ class LanguageWorker:
             stdout=asyncio.subprocess.PIPE if console else None,
         )  # fmt: skip
         if self._process.stdout is not None:
-            self._printed = asyncio.create_task(_relay_printed(self._process.stdout),
-                                                name="worker-stdout")
+            self._printed = asyncio.create_task(
+                _relay_printed(self._process.stdout), name="worker-stdout"
+            )
         self.starts += 1
         try:
             reader, self._writer = await asyncio.wait_for(
@@ -141,8 +143,9 @@ class LanguageWorker:
         response = listing.function_metadata_response
         _check(response.result, "functions metadata")
         self.metadata = list(response.function_metadata_results)
-        self._functions = {str(m.function_id): (str(m.name), _trigger_type(m))
-                           for m in self.metadata}
+        self._functions = {
+            str(m.function_id): (str(m.name), _trigger_type(m)) for m in self.metadata
+        }
         for metadata in self.metadata:
             loaded = await self._request(
                 "function_load_request",
@@ -157,9 +160,7 @@ class LanguageWorker:
                 with contextlib.suppress(Exception):
                     self._writer.write(
                         frame(
-                            protos().StreamingMessage(
-                                worker_terminate=protos().WorkerTerminate()
-                            )
+                            protos().StreamingMessage(worker_terminate=protos().WorkerTerminate())
                         )
                     )
                     await self._writer.drain()
@@ -237,30 +238,49 @@ class LanguageWorker:
         name, trigger = self._functions.get(function_id, (function_id, ""))
         self._running[invocation_id] = name
         try:
-            answer = await self._invoke(invocation_id, function_id, input_data,
-                                        trigger_metadata=trigger_metadata,
-                                        trace_parent=trace_parent, trace_state=trace_state,
-                                        retry_count=retry_count,
-                                        max_retry_count=max_retry_count, time_limit=time_limit)
+            answer = await self._invoke(
+                invocation_id,
+                function_id,
+                input_data,
+                trigger_metadata=trigger_metadata,
+                trace_parent=trace_parent,
+                trace_state=trace_state,
+                retry_count=retry_count,
+                max_retry_count=max_retry_count,
+                time_limit=time_limit,
+            )
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log_invocation(name, trigger, started=started, detail=detail,
-                           error=f"{type(exc).__name__}: {exc}")
+            log_invocation(
+                name, trigger, started=started, detail=detail, error=f"{type(exc).__name__}: {exc}"
+            )
             raise
         finally:
             self._running.pop(invocation_id, None)
         result = answer.result
         if result.status == protos().StatusResult.Success:
             status = _http_status(answer)
-            log_invocation(name, trigger, started=started,
-                           detail=f"{detail} -> {status}" if detail and status else detail)
+            log_invocation(
+                name,
+                trigger,
+                started=started,
+                detail=f"{detail} -> {status}" if detail and status else detail,
+            )
         else:
             failure = result.exception
-            log_invocation(name, trigger, started=started, detail=detail,
-                           error="\n".join(part for part in (str(failure.message).strip(),
-                                                             str(failure.stack_trace).rstrip())
-                                           if part) or "failed")
+            log_invocation(
+                name,
+                trigger,
+                started=started,
+                detail=detail,
+                error="\n".join(
+                    part
+                    for part in (str(failure.message).strip(), str(failure.stack_trace).rstrip())
+                    if part
+                )
+                or "failed",
+            )
         return answer
 
     async def _invoke(
@@ -283,9 +303,7 @@ class LanguageWorker:
             input_data=input_data,
             trigger_metadata=dict(trigger_metadata or {}),
             trace_context=pb.RpcTraceContext(trace_parent=trace_parent, trace_state=trace_state),
-            retry_context=pb.RetryContext(
-                retry_count=retry_count, max_retry_count=max_retry_count
-            ),
+            retry_context=pb.RetryContext(retry_count=retry_count, max_retry_count=max_retry_count),
         )
         if self._writer is None:
             async with self._lock:

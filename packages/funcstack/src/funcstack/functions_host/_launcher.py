@@ -109,8 +109,9 @@ def start_runner(
     if not app_dir.is_dir():
         raise RunnerStartError(f"the app folder {app_dir} does not exist")
     if not (app_dir / script).is_file():
-        raise RunnerStartError(f"no {script} in {app_dir}: not a Python Functions app (v2 "
-                               "programming model)")
+        raise RunnerStartError(
+            f"no {script} in {app_dir}: not a Python Functions app (v2 programming model)"
+        )
     try:
         wheel = rpc_wheel()  # downloaded on first use, said here rather than in the host's log
     except SetupError as exc:
@@ -210,7 +211,8 @@ def start_runner(
                 lines = last_lines(Path(log_path) if log_path else None)
                 raise RunnerStartError(
                     f"the host exited ({describe_exit(process.returncode)})"
-                    + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else ""))
+                    + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else "")
+                )
             if time.monotonic() > deadline:
                 raise RunnerStartError(f"the host did not become ready within {timeout:g} s")
             time.sleep(0.02)
@@ -223,8 +225,9 @@ def start_runner(
     keys = ready.get("keys")
     groups = ready.get("groups")
     return RunningRunner(
-        groups={str(k): [str(n) for n in v] for k, v in groups.items()
-                if isinstance(v, list)} if isinstance(groups, dict) else {},
+        groups={str(k): [str(n) for n in v] for k, v in groups.items() if isinstance(v, list)}
+        if isinstance(groups, dict)
+        else {},
         url=str(ready["url"]),
         port=int(str(ready["port"])),
         function_key=str(keys["function"]) if isinstance(keys, dict) else None,

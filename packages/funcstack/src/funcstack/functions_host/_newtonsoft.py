@@ -86,6 +86,7 @@ def host_string(text: str, zone: dt.tzinfo = dt.UTC) -> str:
 
 # -- reading (JsonTextReader with DateParseHandling.DateTime, DateTimeZoneHandling.RoundtripKind)
 
+
 def _read_date(text: str, zone: dt.tzinfo) -> tuple[int, str] | None:
     """(ticks, kind) of the DateTime Newtonsoft reads from ``text``, or None for a string."""
     if not text:
@@ -115,7 +116,7 @@ class _Fields:
 def _digits(text: str, start: int, count: int, end: int) -> int | None:
     if start + count - 1 >= end:
         return None
-    chunk = text[start:start + count]
+    chunk = text[start : start + count]
     if len(chunk) != count or not all("0" <= c <= "9" for c in chunk):
         return None
     return int(chunk)
@@ -130,17 +131,35 @@ def _parse(text: str) -> _Fields | None:
     end = len(text)
     f = _Fields()
     year, month, day = _digits(text, 0, 4, end), _digits(text, 5, 2, end), _digits(text, 8, 2, end)
-    if (year is None or year < 1 or not _char(text, 4, end, "-") or month is None
-            or not 1 <= month <= 12 or not _char(text, 7, end, "-") or day is None
-            or not 1 <= day <= calendar.monthrange(year, month)[1]
-            or not _char(text, 10, end, "T")):
+    if (
+        year is None
+        or year < 1
+        or not _char(text, 4, end, "-")
+        or month is None
+        or not 1 <= month <= 12
+        or not _char(text, 7, end, "-")
+        or day is None
+        or not 1 <= day <= calendar.monthrange(year, month)[1]
+        or not _char(text, 10, end, "T")
+    ):
         return None
     f.year, f.month, f.day = year, month, day
-    hour, minute, second = (_digits(text, 11, 2, end), _digits(text, 14, 2, end),
-                            _digits(text, 17, 2, end))
-    if (hour is None or hour > 24 or not _char(text, 13, end, ":") or minute is None
-            or minute >= 60 or not _char(text, 16, end, ":") or second is None or second >= 60
-            or (hour == 24 and (minute or second))):
+    hour, minute, second = (
+        _digits(text, 11, 2, end),
+        _digits(text, 14, 2, end),
+        _digits(text, 17, 2, end),
+    )
+    if (
+        hour is None
+        or hour > 24
+        or not _char(text, 13, end, ":")
+        or minute is None
+        or minute >= 60
+        or not _char(text, 16, end, ":")
+        or second is None
+        or second >= 60
+        or (hour == 24 and (minute or second))
+    ):
         return None
     f.hour, f.minute, f.second = hour, minute, second
     at = 19
@@ -190,9 +209,11 @@ def _read_iso(text: str, zone: dt.tzinfo) -> tuple[int, str] | None:
         return None
     midnight = f.hour == 24
     day = dt.date(f.year, f.month, f.day).toordinal() - 1 + (1 if midnight else 0)
-    ticks = (day * _TICKS_PER_DAY
-             + ((0 if midnight else f.hour) * 3600 + f.minute * 60 + f.second) * _TICKS_PER_SECOND
-             + f.fraction)
+    ticks = (
+        day * _TICKS_PER_DAY
+        + ((0 if midnight else f.hour) * 3600 + f.minute * 60 + f.second) * _TICKS_PER_SECOND
+        + f.fraction
+    )
     if ticks > _MAX_TICKS:  # 9999-12-31T24:00:00: .NET's AddDays throws; the reader fails
         return None
     if f.zone == _UTC:
@@ -227,8 +248,12 @@ def _read_microsoft(text: str, zone: dt.tzinfo) -> tuple[int, str] | None:
             return None
         digits_end = sign_at
     number = text[6:digits_end]
-    if not number or not (number.isascii() and number.lstrip("-").isdigit()) \
-            or number.count("-") > 1 or (number.startswith("-") and len(number) == 1):
+    if (
+        not number
+        or not (number.isascii() and number.lstrip("-").isdigit())
+        or number.count("-") > 1
+        or (number.startswith("-") and len(number) == 1)
+    ):
         return None
     utc = int(number) * 10_000 + _EPOCH_TICKS
     if not 0 <= utc <= _MAX_TICKS:
@@ -253,11 +278,13 @@ def _to_local(utc: int, zone: dt.tzinfo) -> int:
 def _as_datetime(ticks: int) -> dt.datetime:
     days, rest = divmod(ticks, _TICKS_PER_DAY)
     seconds, fraction = divmod(rest, _TICKS_PER_SECOND)
-    return (dt.datetime.combine(dt.date.fromordinal(days + 1), dt.time())
-            + dt.timedelta(seconds=seconds, microseconds=fraction // 10))
+    return dt.datetime.combine(dt.date.fromordinal(days + 1), dt.time()) + dt.timedelta(
+        seconds=seconds, microseconds=fraction // 10
+    )
 
 
 # -- writing (DateFormatHandling.IsoDateFormat) ------------------------------------------------
+
 
 def _write_date(ticks: int, kind: str, zone: dt.tzinfo) -> str:
     """``WriteDateTimeString``: ``WriteDefaultIsoDate``, then ``Z`` (Utc), the local offset
@@ -267,8 +294,9 @@ def _write_date(ticks: int, kind: str, zone: dt.tzinfo) -> str:
     day = dt.date.fromordinal(days + 1)
     hour, rest_seconds = divmod(seconds, 3600)
     minute, second = divmod(rest_seconds, 60)
-    out = (f"{day.year:04d}-{day.month:02d}-{day.day:02d}T{hour:02d}:{minute:02d}:{second:02d}"
-           + (f".{fraction:07d}".rstrip("0") if fraction else ""))
+    out = f"{day.year:04d}-{day.month:02d}-{day.day:02d}T{hour:02d}:{minute:02d}:{second:02d}" + (
+        f".{fraction:07d}".rstrip("0") if fraction else ""
+    )
     suffix: Callable[[], str] = {
         _UTC: lambda: "Z",
         _LOCAL: lambda: _offset_text(_local_offset_of(ticks, zone)),

@@ -49,8 +49,13 @@ def _interpreter_version(python: str | None) -> tuple[int, int] | None:
     if python is None:
         return sys.version_info[:2]
     try:
-        run = subprocess.run([python, "-c", "import sys; print(*sys.version_info[:2])"],
-                             capture_output=True, text=True, timeout=30, check=True)
+        run = subprocess.run(
+            [python, "-c", "import sys; print(*sys.version_info[:2])"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
         major, minor = run.stdout.split()
         return int(major), int(minor)
     except (OSError, subprocess.SubprocessError, ValueError):
@@ -67,6 +72,8 @@ def python_version_notice(app_dir: Path, python: str | None = None) -> str | Non
     if running is None or running == declared:
         return None
     wanted, here = ".".join(map(str, declared)), ".".join(map(str, running))
-    return (f"the app declares Python {wanted} ({DECLARATION_FILE}); funcstack's host runs its "
-            f"functions on Python {here} (it needs 3.13): run its unit tests on {wanted} too "
-            "(funcstack docs/other-pythons.md)")
+    return (
+        f"the app declares Python {wanted} ({DECLARATION_FILE}); funcstack's host runs its "
+        f"functions on Python {here} (it needs 3.13): run its unit tests on {wanted} too "
+        "(funcstack docs/other-pythons.md)"
+    )

@@ -104,11 +104,11 @@ class QueueTriggerOptions:
             raise SettingError(f"extensions.queues.batchSize must be 1..{MAX_BATCH_SIZE}")
         threshold = ext.get("newbatchthreshold")
         polling = ext.get("maxpollinginterval")
-        max_polling = parse_timespan(polling) if polling is not None \
-            else LOCAL_MAX_POLLING_INTERVAL
+        max_polling = parse_timespan(polling) if polling is not None else LOCAL_MAX_POLLING_INTERVAL
         if max_polling < MINIMUM_POLLING_INTERVAL:
-            raise SettingError("extensions.queues.maxPollingInterval must not be less than "
-                               "00:00:00.1")
+            raise SettingError(
+                "extensions.queues.maxPollingInterval must not be less than 00:00:00.1"
+            )
         encoding = str(ext.get("messageencoding", "base64")).lower()
         if encoding not in {"base64", "none"}:
             raise SettingError(f"extensions.queues.messageEncoding {encoding!r}: base64 or none")
@@ -121,7 +121,8 @@ class QueueTriggerOptions:
             data_type=str(binding.get("dataType") or "").lower(),
             batch_size=batch,
             # QueuesOptions: (batchSize / 2) * processor count when not set (1 on Consumption)
-            new_batch_threshold=int(threshold) if threshold is not None
+            new_batch_threshold=int(threshold)
+            if threshold is not None
             else (batch // 2) * (os.cpu_count() or 1),
             max_polling_interval=max_polling,
             visibility_timeout=parse_timespan(ext.get("visibilitytimeout", 0)),
@@ -172,9 +173,11 @@ def trigger_metadata(message: QueueMessage, text: str) -> dict[str, Any]:
         "PopReceipt": pb.TypedData(string=str(message.pop_receipt)),
         "DequeueCount": pb.TypedData(json=json.dumps(int(message.dequeue_count or 0))),
     }
-    for name, moment in (("InsertionTime", message.inserted_on),
-                         ("ExpirationTime", message.expires_on),
-                         ("NextVisibleTime", message.next_visible_on)):
+    for name, moment in (
+        ("InsertionTime", message.inserted_on),
+        ("ExpirationTime", message.expires_on),
+        ("NextVisibleTime", message.next_visible_on),
+    ):
         stamp = _json_time(moment)
         if stamp is not None:
             out[name] = pb.TypedData(json=stamp)
@@ -207,9 +210,14 @@ class QueueTriggerListener:
         opts = self.options
         logger.info(
             "queue trigger %s: %s (batchSize %d, newBatchThreshold %d, maxPollingInterval %.1fs,"
-            " maxDequeueCount %d, messageEncoding %s)", self.spec.name, opts.queue,
-            opts.batch_size, opts.new_batch_threshold, opts.max_polling_interval,
-            opts.max_dequeue_count, opts.message_encoding,
+            " maxDequeueCount %d, messageEncoding %s)",
+            self.spec.name,
+            opts.queue,
+            opts.batch_size,
+            opts.new_batch_threshold,
+            opts.max_polling_interval,
+            opts.max_dequeue_count,
+            opts.message_encoding,
         )
 
     async def stop(self) -> None:
@@ -228,8 +236,12 @@ class QueueTriggerListener:
             self._service = None
 
     def _delays(self) -> Any:
-        policy = RetryPolicy("exponential_backoff", -1, minimum_interval=MINIMUM_POLLING_INTERVAL,
-                             maximum_interval=self.options.max_polling_interval)
+        policy = RetryPolicy(
+            "exponential_backoff",
+            -1,
+            minimum_interval=MINIMUM_POLLING_INTERVAL,
+            maximum_interval=self.options.max_polling_interval,
+        )
         return policy.backoff()
 
     async def _run(self) -> None:
@@ -242,9 +254,14 @@ class QueueTriggerListener:
         found_since_last_delay = False
         while True:
             try:
-                batch = [m async for m in queue.receive_messages(
-                    messages_per_page=opts.batch_size, max_messages=opts.batch_size,
-                    visibility_timeout=RECEIVE_VISIBILITY_TIMEOUT)]
+                batch = [
+                    m
+                    async for m in queue.receive_messages(
+                        messages_per_page=opts.batch_size,
+                        max_messages=opts.batch_size,
+                        visibility_timeout=RECEIVE_VISIBILITY_TIMEOUT,
+                    )
+                ]
             except asyncio.CancelledError:
                 raise
             except ResourceNotFoundError:
@@ -266,8 +283,9 @@ class QueueTriggerListener:
                 found_since_last_delay = False
             await asyncio.sleep(backoff.next_delay())
 
-    async def _process(self, queue: QueueClient, poison: QueueClient | None,
-                       message: QueueMessage) -> None:
+    async def _process(
+        self, queue: QueueClient, poison: QueueClient | None, message: QueueMessage
+    ) -> None:
         opts = self.options
         try:
             if int(message.dequeue_count or 0) > opts.max_dequeue_count:
@@ -275,8 +293,11 @@ class QueueTriggerListener:
                 return
             body = decode_body(str(message.content or ""), opts.message_encoding)
             if body is None:
-                logger.warning("queue trigger %s: message %s is not base64 (messageEncoding "
-                               "base64)", self.spec.name, message.id)
+                logger.warning(
+                    "queue trigger %s: message %s is not base64 (messageEncoding base64)",
+                    self.spec.name,
+                    message.id,
+                )
                 await self._to_poison(queue, poison, message)
                 return
             renewal = asyncio.create_task(self._keep_invisible(queue, message))
@@ -292,9 +313,13 @@ class QueueTriggerListener:
                 if int(message.dequeue_count or 0) >= opts.max_dequeue_count:
                     await self._to_poison(queue, poison, message)
                 else:
-                    await self._settle(queue.update_message(
-                        message.id, message.pop_receipt,
-                        visibility_timeout=int(opts.visibility_timeout)))
+                    await self._settle(
+                        queue.update_message(
+                            message.id,
+                            message.pop_receipt,
+                            visibility_timeout=int(opts.visibility_timeout),
+                        )
+                    )
             # without a poison queue a failed message stays invisible (no fast infinite loop)
         except asyncio.CancelledError:
             raise
@@ -305,8 +330,9 @@ class QueueTriggerListener:
         """``UpdateQueueMessageVisibilityCommand``: at half the visibility timeout, again."""
         while True:
             await asyncio.sleep(RECEIVE_VISIBILITY_TIMEOUT / 2)
-            receipt = await queue.update_message(message.id, message.pop_receipt,
-                                                 visibility_timeout=RECEIVE_VISIBILITY_TIMEOUT)
+            receipt = await queue.update_message(
+                message.id, message.pop_receipt, visibility_timeout=RECEIVE_VISIBILITY_TIMEOUT
+            )
             message.pop_receipt = receipt.pop_receipt
             message.next_visible_on = receipt.next_visible_on
 
@@ -318,13 +344,17 @@ class QueueTriggerListener:
         except AzureError as exc:  # pop receipt mismatch: someone else took the message over
             logger.debug("queue trigger %s: settling: %s", self.spec.name, exc)
 
-    async def _to_poison(self, queue: QueueClient, poison: QueueClient | None,
-                         message: QueueMessage) -> None:
+    async def _to_poison(
+        self, queue: QueueClient, poison: QueueClient | None, message: QueueMessage
+    ) -> None:
         """``HandlePoisonMessageAsync``: the text as stored, into ``<queue>-poison``."""
         if poison is None:
             return
-        logger.warning("Message has reached MaxDequeueCount of %d. Moving message to queue "
-                       "'%s'.", self.options.max_dequeue_count, poison.queue_name)
+        logger.warning(
+            "Message has reached MaxDequeueCount of %d. Moving message to queue '%s'.",
+            self.options.max_dequeue_count,
+            poison.queue_name,
+        )
         with contextlib.suppress(ResourceExistsError):
             await poison.create_queue()
         await poison.send_message(str(message.content or ""))
@@ -333,18 +363,28 @@ class QueueTriggerListener:
     async def _invoke(self, message: QueueMessage, body: bytes) -> bool:
         pb = protos()
         text = body.decode("utf-8", "replace")
-        data = pb.TypedData(bytes=body) if self.options.data_type == "binary" \
+        data = (
+            pb.TypedData(bytes=body)
+            if self.options.data_type == "binary"
             else pb.TypedData(string=text)
+        )
         binding = pb.ParameterBinding(name=self.spec.trigger_arg, data=data)
         metadata = trigger_metadata(message, text)
 
         async def attempt(retries: int, max_retries: int) -> str | None:
             self.invocations += 1
             return await self._worker.try_invoke(
-                self.spec.function_id, [binding], trigger_metadata=metadata,
-                retry_count=retries, max_retry_count=max_retries, time_limit=self._timeout())
+                self.spec.function_id,
+                [binding],
+                trigger_metadata=metadata,
+                retry_count=retries,
+                max_retry_count=max_retries,
+                time_limit=self._timeout(),
+            )
 
-        what = (f"queue trigger {self.spec.name}: message {message.id} "
-                f"(dequeue {message.dequeue_count})")
+        what = (
+            f"queue trigger {self.spec.name}: message {message.id} "
+            f"(dequeue {message.dequeue_count})"
+        )
         ok, _ = await invoke_with_retries(self.spec.retry, attempt, what=what)
         return ok

@@ -67,9 +67,11 @@ class RetryPolicy:
     @classmethod
     def from_rpc(cls, options: Any) -> RetryPolicy:
         """From the ``RpcRetryOptions`` the worker returned with the function's metadata."""
-        strategy = options.DESCRIPTOR.fields_by_name["retry_strategy"].enum_type.values_by_number[
-            options.retry_strategy
-        ].name
+        strategy = (
+            options.DESCRIPTOR.fields_by_name["retry_strategy"]
+            .enum_type.values_by_number[options.retry_strategy]
+            .name
+        )
         count = int(options.max_retry_count)
         if strategy == "fixed_delay":
             delay = options.delay_interval.ToTimedelta().total_seconds()
@@ -140,6 +142,11 @@ async def invoke_with_retries(
             return False, retries
         retries += 1
         delay = backoff.next_delay()
-        logger.warning("%s: retry %d of %s in %.2fs", what, retries,
-                       "unlimited" if max_retry_count < 0 else max_retry_count, delay)
+        logger.warning(
+            "%s: retry %d of %s in %.2fs",
+            what,
+            retries,
+            "unlimited" if max_retry_count < 0 else max_retry_count,
+            delay,
+        )
         await asyncio.sleep(delay)

@@ -140,8 +140,9 @@ def compile_route(template: str) -> CompiledRoute:
             optional_segment = optional_segment or (optional and m.group(0) == segment)
         seg_regex += re.escape(segment[pos:])
         if not has_param:
-            seg_regex = "".join(f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c)
-                                for c in segment)
+            seg_regex = "".join(
+                f"[{c.lower()}{c.upper()}]" if c.isalpha() else re.escape(c) for c in segment
+            )
         if optional_segment:
             parts.append(f"(?:{re.escape(sep)}{seg_regex})?")
         else:

@@ -78,15 +78,17 @@ def _timer_listener(spec: FunctionSpec, host: HostServices) -> Listener:
 def _servicebus_listener(spec: FunctionSpec, host: HostServices) -> Listener:
     from funcstack.functions_host._servicebus_trigger import ServiceBusTriggerListener
 
-    return ServiceBusTriggerListener(spec, host.worker, host_options=host.host_json.service_bus,
-                                     timeout=host.timeout)
+    return ServiceBusTriggerListener(
+        spec, host.worker, host_options=host.host_json.service_bus, timeout=host.timeout
+    )
 
 
 def _queue_listener(spec: FunctionSpec, host: HostServices) -> Listener:
     from funcstack.functions_host._queue_trigger import QueueTriggerListener
 
-    return QueueTriggerListener(spec, host.worker, host_options=host.host_json.queues,
-                                timeout=host.timeout)
+    return QueueTriggerListener(
+        spec, host.worker, host_options=host.host_json.queues, timeout=host.timeout
+    )
 
 
 #: The listener of each trigger type the host serves besides HTTP. Each trigger's module (and
@@ -187,8 +189,11 @@ class Runner:
             self.keys = HostKeys.from_settings()
         # the worker's environment only: this process may host other apps (tests do); the
         # keys are the host's (in Azure the app's environment holds none)
-        environment = {k: v for k, v in os.environ.items()
-                       if k not in {FUNCTION_KEY_SETTING, MASTER_KEY_SETTING}}
+        environment = {
+            k: v
+            for k, v in os.environ.items()
+            if k not in {FUNCTION_KEY_SETTING, MASTER_KEY_SETTING}
+        }
         environment["PYTHON_SCRIPT_FILE_NAME"] = self.script
         self.worker = LanguageWorker(self.app_dir, environment, python=self.python)
         metadata = await self.worker.start()
@@ -210,15 +215,21 @@ class Runner:
             await self.load()
         worker = self.worker
         assert worker is not None
-        served = [spec for spec in self.functions
-                  if self.group is None or function_group(spec) == self.group]
+        served = [
+            spec
+            for spec in self.functions
+            if self.group is None or function_group(spec) == self.group
+        ]
         if self.group is not None:
             if not served:
                 known = sorted({function_group(spec) for spec in self.functions})
-                raise ValueError(f"function group {self.group!r} has no function in this app "
-                                 f"(its groups: {', '.join(known) or 'none'})")
-            logger.info("function group %s: %s", self.group,
-                        ", ".join(spec.name for spec in served))
+                raise ValueError(
+                    f"function group {self.group!r} has no function in this app "
+                    f"(its groups: {', '.join(known) or 'none'})"
+                )
+            logger.info(
+                "function group %s: %s", self.group, ", ".join(spec.name for spec in served)
+            )
         served_names = {spec.name for spec in served}
         for first, second, opts in shared_leases(self.functions):
             if not {first, second} & served_names:
@@ -227,13 +238,20 @@ class Runner:
                 "functions %s and %s watch %s/%s with the same lease container %s and lease "
                 "prefix '%s': as in Azure they compete for the same leases, and each receives "
                 "only part of the changes, or none. Give one of them a lease_container_prefix "
-                "of its own", first, second, opts.database_name, opts.container_name,
-                opts.lease_container_name, opts.lease_container_prefix)
+                "of its own",
+                first,
+                second,
+                opts.database_name,
+                opts.container_name,
+                opts.lease_container_name,
+                opts.lease_container_prefix,
+            )
         http_specs = [spec for spec in served if spec.trigger_type == "httpTrigger"]
         for spec in served:
             if spec.trigger_type != "httpTrigger" and spec.trigger_type not in TRIGGERS:
-                logger.warning("function %s: trigger %s not supported", spec.name,
-                               spec.trigger_type)
+                logger.warning(
+                    "function %s: trigger %s not supported", spec.name, spec.trigger_type
+                )
         limits = KestrelLimits.from_settings()
         http_host = HttpHost(
             http_specs,
@@ -247,8 +265,11 @@ class Runner:
         if self.keys is not None:
             logger.info("keys: enforced by auth level (function key and master key)")
         if self._cors is not None:
-            logger.info("CORS: origins %s, credentials %s", ",".join(self._cors.origins),
-                        self._cors.credentials)
+            logger.info(
+                "CORS: origins %s, credentials %s",
+                ",".join(self._cors.origins),
+                self._cors.credentials,
+            )
         server = HttpServer(http_host.handle, limits=limits, access_log=None)
         # In-flight requests get half a second at a stop: a stack stops each part within 1.5 s.
         self._site_runner = web.ServerRunner(server, handle_signals=False, shutdown_timeout=0.5)

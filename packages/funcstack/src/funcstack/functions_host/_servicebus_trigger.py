@@ -225,8 +225,9 @@ def servicebus_client_for(setting: str) -> ServiceBusClient:
     if namespace:
         from azure.identity.aio import DefaultAzureCredential
 
-        return ServiceBusClient(namespace, credential=DefaultAzureCredential(),
-                                ssl_context=_tls_context())
+        return ServiceBusClient(
+            namespace, credential=DefaultAzureCredential(), ssl_context=_tls_context()
+        )
     raise SettingError(f"app setting {setting} (or {setting}__fullyQualifiedNamespace) is not set")
 
 
@@ -271,9 +272,7 @@ def body_data(message: ServiceBusReceivedMessage, data_type: str) -> Any:
 def trigger_metadata(message: ServiceBusReceivedMessage) -> dict[str, Any]:
     """The host's binding data for one message, as ``TypedData``."""
     pb = protos()
-    properties = {
-        _text(k): _text(v) for k, v in (message.application_properties or {}).items()
-    }
+    properties = {_text(k): _text(v) for k, v in (message.application_properties or {}).items()}
     properties_json = json.dumps(properties, default=_json_default)
     values: dict[str, Any] = {
         "MessageId": message.message_id,
@@ -339,13 +338,16 @@ class ServiceBusTriggerListener:
         if opts.cardinality != "one":
             logger.warning(
                 "function %s: serviceBusTrigger cardinality %r is not supported locally; "
-                "not started", self.spec.name, opts.cardinality,
+                "not started",
+                self.spec.name,
+                opts.cardinality,
             )
             return
         if self.spec.retry is not None:
             logger.warning(
                 "Soon retries will not be supported for function 'Functions.%s'. For more "
-                "information, please visit http://aka.ms/func-retry-policies.", self.spec.name,
+                "information, please visit http://aka.ms/func-retry-policies.",
+                self.spec.name,
             )
         self._client = servicebus_client_for(opts.connection)
         count = opts.max_concurrent_sessions if opts.sessions else opts.max_concurrent_calls
@@ -356,7 +358,11 @@ class ServiceBusTriggerListener:
         ]
         logger.info(
             "servicebus trigger %s: %s (sessions %s, autoComplete %s, concurrency %d)",
-            self.spec.name, opts.entity, opts.sessions, opts.auto_complete, count,
+            self.spec.name,
+            opts.entity,
+            opts.sessions,
+            opts.auto_complete,
+            count,
         )
 
     async def stop(self) -> None:
@@ -390,8 +396,9 @@ class ServiceBusTriggerListener:
         idle = self.options.session_idle_timeout
         while True:
             try:
-                receiver = self._receiver(session_id=NEXT_AVAILABLE_SESSION,
-                                          max_wait_time=TRY_TIMEOUT)
+                receiver = self._receiver(
+                    session_id=NEXT_AVAILABLE_SESSION, max_wait_time=TRY_TIMEOUT
+                )
                 await receiver.__aenter__()
                 done_with_session = asyncio.Event()
                 self._renew_session(receiver, done_with_session)
@@ -423,9 +430,15 @@ class ServiceBusTriggerListener:
         limit = self.options.max_auto_lock_renewal
         if limit > 0:
             session = receiver.session
-            self._background(renew_until(
-                session.renew_lock, lambda: session.locked_until_utc, limit=limit, stop=done,
-                what=f"servicebus trigger {self.spec.name}: session {session.session_id}"))
+            self._background(
+                renew_until(
+                    session.renew_lock,
+                    lambda: session.locked_until_utc,
+                    limit=limit,
+                    stop=done,
+                    what=f"servicebus trigger {self.spec.name}: session {session.session_id}",
+                )
+            )
 
     def _background(self, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` beside the loops; stop() waits a moment for what is left of it."""
@@ -466,10 +479,15 @@ class ServiceBusTriggerListener:
         if not self.options.sessions and limit > 0:
             # the message's lock, renewed while the invocation runs (a session's is renewed
             # with the session)
-            self._background(renew_until(
-                functools.partial(receiver.renew_message_lock, message),
-                lambda: message.locked_until_utc, limit=limit, stop=invoked,
-                what=f"servicebus trigger {self.spec.name}: message {message.message_id}"))
+            self._background(
+                renew_until(
+                    functools.partial(receiver.renew_message_lock, message),
+                    lambda: message.locked_until_utc,
+                    limit=limit,
+                    stop=invoked,
+                    what=f"servicebus trigger {self.spec.name}: message {message.message_id}",
+                )
+            )
         try:
             ok = await self._invoke(message)
         finally:
@@ -485,23 +503,33 @@ class ServiceBusTriggerListener:
             # the lock was lost meanwhile: the broker redelivers the message
             logger.warning(
                 "servicebus trigger %s: settling message %s failed: %s",
-                self.spec.name, message.message_id, exc,
+                self.spec.name,
+                message.message_id,
+                exc,
             )
 
     async def _invoke(self, message: ServiceBusReceivedMessage) -> bool:
         """Invoke the function with ``message``; retry per policy; whether it succeeded."""
         pb = protos()
         binding = pb.ParameterBinding(
-            name=self.spec.trigger_arg, data=body_data(message, self.options.data_type))
+            name=self.spec.trigger_arg, data=body_data(message, self.options.data_type)
+        )
         metadata = trigger_metadata(message)
 
         async def attempt(retries: int, max_retries: int) -> str | None:
             self.invocations += 1
             return await self._worker.try_invoke(
-                self.spec.function_id, [binding], trigger_metadata=metadata,
-                retry_count=retries, max_retry_count=max_retries, time_limit=self._timeout())
+                self.spec.function_id,
+                [binding],
+                trigger_metadata=metadata,
+                retry_count=retries,
+                max_retry_count=max_retries,
+                time_limit=self._timeout(),
+            )
 
-        what = (f"servicebus trigger {self.spec.name}: message {message.message_id} "
-                f"(delivery {(message.delivery_count or 0) + 1})")
+        what = (
+            f"servicebus trigger {self.spec.name}: message {message.message_id} "
+            f"(delivery {(message.delivery_count or 0) + 1})"
+        )
         ok, _ = await invoke_with_retries(self.spec.retry, attempt, what=what)
         return ok

@@ -57,9 +57,7 @@ class Schedule:
             if self._interval <= 0:
                 raise ValueError(f"timer interval must be positive: {expression!r}")
         elif len(self.expression.split()) != 6:
-            raise ValueError(
-                f"NCRONTAB schedule needs six fields (second first): {expression!r}"
-            )
+            raise ValueError(f"NCRONTAB schedule needs six fields (second first): {expression!r}")
         elif not croniter.is_valid(self.expression, second_at_beginning=True):
             raise ValueError(f"not a valid NCRONTAB schedule: {expression!r}")
 
@@ -116,13 +114,15 @@ class TimerListener:
                     break
                 except BlockingIOError:
                     if not said:
-                        logger.info("timer %s: another instance holds its singleton listener "
-                                    "lock; trying again every %.0fs", self.spec.name,
-                                    LOCK_RECOVERY_SECONDS)
+                        logger.info(
+                            "timer %s: another instance holds its singleton listener "
+                            "lock; trying again every %.0fs",
+                            self.spec.name,
+                            LOCK_RECOVERY_SECONDS,
+                        )
                         said = True
                     await asyncio.sleep(LOCK_RECOVERY_SECONDS)
-            logger.info("timer %s: this instance holds its singleton listener lock",
-                        self.spec.name)
+            logger.info("timer %s: this instance holds its singleton listener lock", self.spec.name)
             await self._run()
         finally:
             os.close(fd)  # releases the lock
@@ -156,12 +156,17 @@ class TimerListener:
             "IsPastDue": past_due,
         }
         binding = pb.ParameterBinding(
-            name=self.spec.trigger_arg, data=pb.TypedData(json=json.dumps(payload)))
+            name=self.spec.trigger_arg, data=pb.TypedData(json=json.dumps(payload))
+        )
 
         async def attempt(retries: int, max_retries: int) -> str | None:
             self.invocations += 1
             return await self._worker.try_invoke(
-                self.spec.function_id, [binding], retry_count=retries,
-                max_retry_count=max_retries, time_limit=self._timeout())
+                self.spec.function_id,
+                [binding],
+                retry_count=retries,
+                max_retry_count=max_retries,
+                time_limit=self._timeout(),
+            )
 
         await invoke_with_retries(self.spec.retry, attempt, what=f"timer {self.spec.name}")

@@ -49,16 +49,14 @@ class LibraryRequest:
 
 
 #: The invocation an async function's task runs (the library sets its own only on threads).
-_invocation: contextvars.ContextVar[str | None] = contextvars.ContextVar("invocation",
-                                                                        default=None)
+_invocation: contextvars.ContextVar[str | None] = contextvars.ContextVar("invocation", default=None)
 
 #: Loggers of the worker and its library: System logs, not the app's (not forwarded).
 SYSTEM_LOGGERS = ("funcstack", "azure.functions", "azure_functions_runtime")
 
 
 class Worker:
-    def __init__(self, host: str, port: int, worker_id: str, *,
-                 forward_logs: bool = False) -> None:
+    def __init__(self, host: str, port: int, worker_id: str, *, forward_logs: bool = False) -> None:
         self._host = host
         self._port = port
         self._worker_id = worker_id
@@ -163,19 +161,32 @@ class ForwardLogs(logging.Handler):
 
         pb = protos()
         levels = pb.RpcLog.Level
-        level = (levels.Critical if record.levelno >= logging.CRITICAL
-                 else levels.Error if record.levelno >= logging.ERROR
-                 else levels.Warning if record.levelno >= logging.WARNING
-                 else levels.Information if record.levelno >= logging.INFO
-                 else levels.Debug)
-        log = pb.RpcLog(invocation_id=invocation_id_cv.get() or _invocation.get() or "",
-                        category=record.name, level=level, message=record.getMessage(),
-                        log_category=pb.RpcLog.User)
+        level = (
+            levels.Critical
+            if record.levelno >= logging.CRITICAL
+            else levels.Error
+            if record.levelno >= logging.ERROR
+            else levels.Warning
+            if record.levelno >= logging.WARNING
+            else levels.Information
+            if record.levelno >= logging.INFO
+            else levels.Debug
+        )
+        log = pb.RpcLog(
+            invocation_id=invocation_id_cv.get() or _invocation.get() or "",
+            category=record.name,
+            level=level,
+            message=record.getMessage(),
+            log_category=pb.RpcLog.User,
+        )
         if record.exc_info and record.exc_info[1] is not None:
             error = record.exc_info[1]
-            log.exception.CopyFrom(pb.RpcException(
-                message=f"{type(error).__name__}: {error}",
-                stack_trace="".join(traceback.format_exception(error)).rstrip()))
+            log.exception.CopyFrom(
+                pb.RpcException(
+                    message=f"{type(error).__name__}: {error}",
+                    stack_trace="".join(traceback.format_exception(error)).rstrip(),
+                )
+            )
         return pb.StreamingMessage(rpc_log=log)
 
 
@@ -185,8 +196,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--worker-id", required=True)
     parser.add_argument("--host-pid", type=int, default=None)
-    parser.add_argument("--forward-logs", action="store_true",
-                        help="send the app's logging to the host as RpcLog messages too")
+    parser.add_argument(
+        "--forward-logs",
+        action="store_true",
+        help="send the app's logging to the host as RpcLog messages too",
+    )
     args = parser.parse_args(argv)
     if args.host_pid is not None:
         _die_with_the_host(args.host_pid)
@@ -205,8 +219,9 @@ def main(argv: list[str] | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     shutdown_telemetry = _local_telemetry()
     try:
-        asyncio.run(Worker(args.host, args.port, args.worker_id,
-                           forward_logs=args.forward_logs).run())
+        asyncio.run(
+            Worker(args.host, args.port, args.worker_id, forward_logs=args.forward_logs).run()
+        )
     finally:
         shutdown_telemetry()
 

@@ -19,8 +19,12 @@ __all__ = [
 ]
 
 # the public names, imported when first used (funcstack/_lazy.py)
-__getattr__, __dir__ = lazy_exports(__name__, __all__, {
-    "ServiceBusEndpoint": "funcstack.servicebus._launcher",
-    "start_servicebus": "funcstack.servicebus._launcher",
-    "connection_string": "funcstack.servicebus._config",
-})
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    __all__,
+    {
+        "ServiceBusEndpoint": "funcstack.servicebus._launcher",
+        "start_servicebus": "funcstack.servicebus._launcher",
+        "connection_string": "funcstack.servicebus._config",
+    },
+)

@@ -29,11 +29,17 @@ async def _serve(args: argparse.Namespace, config: NamespaceConfig) -> None:
         # what was restored lives as long as the endpoint: out of the garbage collector's
         # full collections, whose cost would grow with what is kept
         gc.freeze()
-    server = Server(broker, settle_delay=args.settle_delay_ms / 1000,
-                    max_message_size=args.max_message_size, store=store)
+    server = Server(
+        broker,
+        settle_delay=args.settle_delay_ms / 1000,
+        max_message_size=args.max_message_size,
+        store=store,
+    )
     port = await server.start(args.host, args.port)
     ready: dict[str, object] = {
-        "ready": True, "port": port, "connection_string": connection_string(args.host, port),
+        "ready": True,
+        "port": port,
+        "connection_string": connection_string(args.host, port),
         "warnings": config.warnings,
     }
     for line in config.warnings:
@@ -64,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=5672)
     parser.add_argument(
-        "--config", default=None,
+        "--config",
+        default=None,
         help="entities (and subscription rules) in the official emulator's Config.json shape; "
         "without it the namespace starts empty",
     )
@@ -82,14 +89,17 @@ def main(argv: list[str] | None = None) -> int:
         "accepted at once)",
     )
     parser.add_argument(
-        "--max-message-size", type=int, default=None,
+        "--max-message-size",
+        type=int,
+        default=None,
         help="largest message or batch a sender may send to any entity, in bytes, overriding "
         "the tier's (the namespace's Sku in --config: Standard 256 KB; Premium 1 MB, or an "
         "entity's MaxMessageSizeInKilobytes, and 1 MB batches)",
     )
     parser.add_argument("--log-level", default="WARNING")
     parser.add_argument(
-        "--state-file", default=None,
+        "--state-file",
+        default=None,
         help="keep messages, locks, session state and duplicate-detection history across "
         "restarts (a SQLite database; written before each acknowledgement)",
     )
@@ -97,7 +107,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tls-cert", default=None)
     parser.add_argument("--tls-key", default=None)
     parser.add_argument(
-        "--control-port", type=int, default=None,
+        "--control-port",
+        type=int,
+        default=None,
         help="local-only entity control channel (see funcstack/servicebus/_control.py)",
     )
     args = parser.parse_args(argv)
@@ -107,8 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s %(message)s",
     )
     try:
-        config = load_config(Path(args.config) if args.config else None,
-                             duplicate_window_seconds=args.duplicate_window_seconds)
+        config = load_config(
+            Path(args.config) if args.config else None,
+            duplicate_window_seconds=args.duplicate_window_seconds,
+        )
     except (ValueError, TypeError) as error:  # RuleError, ConfigError: the file and the cause
         parser.exit(2, f"{error}\n")
     except KeyError as error:

@@ -130,13 +130,14 @@ class ReceiverEntity:
             heapq.heappush(self._expiries, (expires, m.seq))
             if len(self._expiries) > 2 * len(self.messages) + 1024:
                 # entries of messages settled meanwhile: rebuilt from what is held
-                self._expiries = [(at, seq) for at, seq in self._expiries
-                                  if seq in self.messages]
+                self._expiries = [(at, seq) for at, seq in self._expiries if seq in self.messages]
                 heapq.heapify(self._expiries)
 
     def _available(self, m: StoredMessage) -> bool:
         return (
-            m.owner is None and not m.deferred and not m.scheduled_ms
+            m.owner is None
+            and not m.deferred
+            and not m.scheduled_ms
             and not self._expired(m, now_ms())
         )
 
@@ -171,7 +172,8 @@ class ReceiverEntity:
                 continue
             if self.config.dead_lettering_on_expiration:
                 self.dead_letter_message(
-                    m, reason="TTLExpiredException",
+                    m,
+                    reason="TTLExpiredException",
                     description="The message expired and was dead lettered.",
                 )
             else:
@@ -227,8 +229,9 @@ class ReceiverEntity:
             m.owner = owner
             m.lock_token = uuid.uuid4()
             # a session's messages are locked by the session's lock
-            m.locked_until_ms = (self.session_locked_until.get(session_id or "")
-                                 or now_ms() + self.lock_ms)
+            m.locked_until_ms = (
+                self.session_locked_until.get(session_id or "") or now_ms() + self.lock_ms
+            )
             self.broker.locks[m.lock_token] = (self, m.seq)
             self.broker.touch(self, m.seq)
             return m
@@ -501,8 +504,14 @@ class Changes:
     dropped: set[str] = field(default_factory=set)  # entities gone, with what they held
 
     def __bool__(self) -> bool:
-        return bool(self.messages or self.scheduled or self.counters or self.sessions
-                    or self.seen or self.dropped)
+        return bool(
+            self.messages
+            or self.scheduled
+            or self.counters
+            or self.sessions
+            or self.seen
+            or self.dropped
+        )
 
 
 class Broker:

@@ -85,9 +85,16 @@ def parse_message(payload: bytes, *, label: str | None = None) -> StoredMessage:
             body += raw
     if label is not None:
         props = props or pad(None, 13)
-        check_ids({"MessageId": props[0], "SessionId": props[10], "ReplyToSessionId": props[12],
-                   "PartitionKey": annotations.get(PARTITION_KEY),
-                   "ViaPartitionKey": annotations.get(VIA_PARTITION_KEY)}, label=label)
+        check_ids(
+            {
+                "MessageId": props[0],
+                "SessionId": props[10],
+                "ReplyToSessionId": props[12],
+                "PartitionKey": annotations.get(PARTITION_KEY),
+                "ViaPartitionKey": annotations.get(VIA_PARTITION_KEY),
+            },
+            label=label,
+        )
         check_properties(app, label=label)
         check_header(len(props_raw) + len(app_raw) + len(annotations_raw), label=label)
     return StoredMessage(

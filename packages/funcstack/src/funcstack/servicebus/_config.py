@@ -96,8 +96,9 @@ class NamespaceConfig:
     warnings: list[str] = field(default_factory=list)
 
 
-def _receiver(name: str, props: dict[str, Any], rules: list[Rule] | None = None
-              ) -> ReceiverEntityConfig:
+def _receiver(
+    name: str, props: dict[str, Any], rules: list[Rule] | None = None
+) -> ReceiverEntityConfig:
     return ReceiverEntityConfig(
         name=name,
         requires_session=bool(props.get("RequiresSession", False)),
@@ -105,7 +106,8 @@ def _receiver(name: str, props: dict[str, Any], rules: list[Rule] | None = None
         lock_duration=parse_duration(str(props.get("LockDuration", "PT1M"))),
         default_ttl=(
             parse_duration(str(props["DefaultMessageTimeToLive"]))
-            if props.get("DefaultMessageTimeToLive") else None
+            if props.get("DefaultMessageTimeToLive")
+            else None
         ),
         dead_lettering_on_expiration=bool(props.get("DeadLetteringOnMessageExpiration", False)),
         rules=rules or [],
@@ -118,8 +120,10 @@ def _max_message_bytes(kind: str, name: str, props: dict[str, Any], tier: Tier) 
         return tier.max_message_bytes  # on Standard the setting is not used (warned about)
     low, high = tier.entity_message_kilobytes
     if isinstance(raw, bool) or not isinstance(raw, int) or not low <= raw <= high:
-        raise ValueError(f"{kind} {name!r}: MaxMessageSizeInKilobytes {raw!r} is not a whole "
-                         f"number from {low} to {high} (the {tier.name} tier's range)")
+        raise ValueError(
+            f"{kind} {name!r}: MaxMessageSizeInKilobytes {raw!r} is not a whole "
+            f"number from {low} to {high} (the {tier.name} tier's range)"
+        )
     return raw * KB
 
 
@@ -134,7 +138,8 @@ def _sender(kind: str, name: str, props: dict[str, Any], tier: Tier) -> SenderEn
         max_message_bytes=_max_message_bytes(kind, name, props, tier),
         default_ttl=(
             parse_duration(str(props["DefaultMessageTimeToLive"]))
-            if kind == "topic" and props.get("DefaultMessageTimeToLive") else None
+            if kind == "topic" and props.get("DefaultMessageTimeToLive")
+            else None
         ),
     )
 
@@ -148,7 +153,9 @@ def queue_config(name: str, props: dict[str, Any], tier: Tier = STANDARD) -> Sen
 
 
 def topic_config(
-    name: str, props: dict[str, Any], subscriptions: dict[str, dict[str, Any]] | None = None,
+    name: str,
+    props: dict[str, Any],
+    subscriptions: dict[str, dict[str, Any]] | None = None,
     tier: Tier = STANDARD,
 ) -> SenderEntityConfig:
     entity = _sender("topic", name, props, tier)
@@ -156,13 +163,17 @@ def topic_config(
     return entity
 
 
-def subscription_config(name: str, props: dict[str, Any],
-                        rules: list[dict[str, Any]] | None = None) -> ReceiverEntityConfig:
+def subscription_config(
+    name: str, props: dict[str, Any], rules: list[dict[str, Any]] | None = None
+) -> ReceiverEntityConfig:
     check_entity_name(name, kind="subscription", where=f"subscription {name[:40]!r}")
     for rule in rules or []:
         if isinstance(rule, dict) and isinstance(rule.get("Name"), str):
-            check_entity_name(rule["Name"], kind="rule",
-                              where=f"subscription {name!r}, rule {rule['Name'][:40]!r}")
+            check_entity_name(
+                rule["Name"],
+                kind="rule",
+                where=f"subscription {name!r}, rule {rule['Name'][:40]!r}",
+            )
     return _receiver(name, props, parse_rules(rules, f"subscription {name!r}"))
 
 
@@ -176,8 +187,9 @@ def namespace_tier(namespace: dict[str, Any]) -> Tier:
     return tier_named(sku)
 
 
-def load_config(path: Path | None, *,
-                duplicate_window_seconds: float | None = None) -> NamespaceConfig:
+def load_config(
+    path: Path | None, *, duplicate_window_seconds: float | None = None
+) -> NamespaceConfig:
     """Read the emulator-format config (None: an empty namespace). A rule the endpoint cannot
     evaluate is refused here, naming the file, subscription and rule (``RuleError``).
 
@@ -199,8 +211,9 @@ def load_config(path: Path | None, *,
             entity = _sender("topic", topic["Name"], topic.get("Properties", {}) or {}, tier)
             try:
                 entity.subscriptions = [
-                    subscription_config(sub["Name"], sub.get("Properties", {}) or {},
-                                        sub.get("Rules"))
+                    subscription_config(
+                        sub["Name"], sub.get("Properties", {}) or {}, sub.get("Rules")
+                    )
                     for sub in topic.get("Subscriptions", []) or []
                 ]
             except RuleError as error:
@@ -214,6 +227,8 @@ def load_config(path: Path | None, *,
         for entity in entities:
             entity.duplicate_window = duplicate_window_seconds
     return NamespaceConfig(
-        name=str(ns.get("Name", NAMESPACE)), entities=entities, tier=tier,
+        name=str(ns.get("Name", NAMESPACE)),
+        entities=entities,
+        tier=tier,
         warnings=warnings_for(config_entities(ns), premium=tier is PREMIUM),
     )

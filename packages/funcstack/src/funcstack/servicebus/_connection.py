@@ -76,7 +76,6 @@ def amqp_failure(condition: bytes, description: str) -> Any:
     return amqp_error.AMQPError(condition=condition, description=description, info=None)
 
 
-
 @dataclass(eq=False)
 class Link:
     session: Session
@@ -110,7 +109,6 @@ class Session:
     unsettled: dict[int, tuple[Link, uuid.UUID | None]] = field(default_factory=dict)
     #: Handles of links the endpoint detached, whose client's detach is still to come.
     detached: set[int] = field(default_factory=set)
-
 
 
 class Endpoint(Protocol):
@@ -281,13 +279,17 @@ class Connection:
         ``amqp:not-found`` error that closes the connection.
         """
         if code in (0x16, 0x17):
-            logger.debug("ignored a %s on channel %s: no session there (ended already)",
-                         "detach" if code == 0x16 else "end", channel,
-                         extra={"channel": channel})
+            logger.debug(
+                "ignored a %s on channel %s: no session there (ended already)",
+                "detach" if code == 0x16 else "end",
+                channel,
+                extra={"channel": channel},
+            )
             return
         description = f"channel {channel} has no session"
-        logger.warning("closing a connection: frame 0x%x on %s", code, description,
-                       extra={"channel": channel})
+        logger.warning(
+            "closing a connection: frame 0x%x on %s", code, description, extra={"channel": channel}
+        )
         self.send(0, perf.CloseFrame(error=amqp_failure(COND_NOT_FOUND, description)))
         self.closed = True
 
@@ -328,8 +330,9 @@ class Connection:
         self.send_attach(link, role=role, source=None, target=None)
         self.send(
             link.session.channel,
-            perf.DetachFrame(handle=link.handle, closed=True,
-                             error=amqp_failure(condition, description)),
+            perf.DetachFrame(
+                handle=link.handle, closed=True, error=amqp_failure(condition, description)
+            ),
         )
         link.session.links.pop(link.handle, None)
         link.active = False
@@ -343,8 +346,12 @@ class Connection:
         session.links.pop(link.handle, None)
         session.detached.add(link.handle)
         self.server.unlink(link)
-        self.send(session.channel, perf.DetachFrame(
-            handle=link.handle, closed=True, error=amqp_failure(condition, description)))
+        self.send(
+            session.channel,
+            perf.DetachFrame(
+                handle=link.handle, closed=True, error=amqp_failure(condition, description)
+            ),
+        )
 
     def on_attach(self, session: Session, f: list[Any]) -> None:
         handle = int(f[1])
@@ -378,7 +385,9 @@ class Connection:
                     )
                     return
             self.send_attach(
-                link, role=ROLE_RECEIVER, source=source_terminus(text(source[0])),
+                link,
+                role=ROLE_RECEIVER,
+                source=source_terminus(text(source[0])),
                 target=target_terminus(address),
             )
             link.delivery_count = int(f[9] or 0)

@@ -41,8 +41,11 @@ def apply(broker: Broker, request: dict[str, Any]) -> dict[str, Any]:
     name = str(request.get("name", ""))
     if not name:
         return {"ok": False, "error": "name is required"}
-    kind = {"create-queue": "queue", "create-topic": "topic",
-            "create-subscription": "subscription"}.get(op)
+    kind = {
+        "create-queue": "queue",
+        "create-topic": "topic",
+        "create-subscription": "subscription",
+    }.get(op)
     label = f"{request.get('topic')}/{name}" if kind == "subscription" else name
     warnings = warnings_for([(kind, label, props)], premium=broker.tier is PREMIUM) if kind else []
     if op == "create-queue":

@@ -20,16 +20,35 @@ from typing import Any
 
 #: Honoured by the endpoint (docs/servicebus.md says how).
 HONOURED: dict[str, frozenset[str]] = {
-    "queue": frozenset({
-        "LockDuration", "MaxDeliveryCount", "RequiresSession", "DefaultMessageTimeToLive",
-        "DeadLetteringOnMessageExpiration", "RequiresDuplicateDetection",
-        "DuplicateDetectionHistoryTimeWindow", "MaxMessageSizeInKilobytes"}),
-    "topic": frozenset({
-        "DefaultMessageTimeToLive", "RequiresDuplicateDetection",
-        "DuplicateDetectionHistoryTimeWindow", "MaxMessageSizeInKilobytes"}),
-    "subscription": frozenset({
-        "LockDuration", "MaxDeliveryCount", "RequiresSession", "DefaultMessageTimeToLive",
-        "DeadLetteringOnMessageExpiration"}),
+    "queue": frozenset(
+        {
+            "LockDuration",
+            "MaxDeliveryCount",
+            "RequiresSession",
+            "DefaultMessageTimeToLive",
+            "DeadLetteringOnMessageExpiration",
+            "RequiresDuplicateDetection",
+            "DuplicateDetectionHistoryTimeWindow",
+            "MaxMessageSizeInKilobytes",
+        }
+    ),
+    "topic": frozenset(
+        {
+            "DefaultMessageTimeToLive",
+            "RequiresDuplicateDetection",
+            "DuplicateDetectionHistoryTimeWindow",
+            "MaxMessageSizeInKilobytes",
+        }
+    ),
+    "subscription": frozenset(
+        {
+            "LockDuration",
+            "MaxDeliveryCount",
+            "RequiresSession",
+            "DefaultMessageTimeToLive",
+            "DeadLetteringOnMessageExpiration",
+        }
+    ),
 }
 
 #: Settings with no behaviour to reproduce locally (metadata, a service-side optimisation).
@@ -46,46 +65,67 @@ def _set(value: Any) -> bool:
 #: does not do, what funcstack does instead)
 UNHONOURED: dict[str, tuple[frozenset[str], Callable[[Any], bool], str]] = {
     "ForwardTo": (
-        frozenset({"queue", "subscription"}), _set,
-        "messages stay in the entity they reach; funcstack does not forward them"),
+        frozenset({"queue", "subscription"}),
+        _set,
+        "messages stay in the entity they reach; funcstack does not forward them",
+    ),
     "ForwardDeadLetteredMessagesTo": (
-        frozenset({"queue", "subscription"}), _set,
-        "dead-lettered messages stay in the entity's dead-letter queue"),
+        frozenset({"queue", "subscription"}),
+        _set,
+        "dead-lettered messages stay in the entity's dead-letter queue",
+    ),
     "AutoDeleteOnIdle": (
         frozenset({"queue", "topic", "subscription"}),
         lambda v: _set(v) and str(v).strip() != _NEVER,
-        "idle entities are never deleted"),
+        "idle entities are never deleted",
+    ),
     "EnablePartitioning": (
-        frozenset({"queue", "topic"}), _set,
+        frozenset({"queue", "topic"}),
+        _set,
         "one partition: duplicate detection spans the whole entity, and a PartitionKey "
-        "other than the SessionId is not refused"),
+        "other than the SessionId is not refused",
+    ),
     "EnableExpress": (
-        frozenset({"queue", "topic"}), _set,
-        "each message is stored as any other (none is held in memory only)"),
+        frozenset({"queue", "topic"}),
+        _set,
+        "each message is stored as any other (none is held in memory only)",
+    ),
     "MaxSizeInMegabytes": (
-        frozenset({"queue", "topic"}), _set,
-        "the entity has no size quota: a send is never refused as QuotaExceeded"),
+        frozenset({"queue", "topic"}),
+        _set,
+        "the entity has no size quota: a send is never refused as QuotaExceeded",
+    ),
     "Status": (
         frozenset({"queue", "topic", "subscription"}),
         lambda v: _set(v) and str(v).strip().lower() != "active",
-        "the entity is active: sends and receives are not refused"),
+        "the entity is active: sends and receives are not refused",
+    ),
     "AuthorizationRules": (
-        frozenset({"queue", "topic"}), _set,
-        "keys and tokens are not checked (any connection string is accepted)"),
+        frozenset({"queue", "topic"}),
+        _set,
+        "keys and tokens are not checked (any connection string is accepted)",
+    ),
     "SupportOrdering": (
-        frozenset({"topic"}), lambda v: v is False,
-        "messages keep the order they were sent in anyway"),
+        frozenset({"topic"}),
+        lambda v: v is False,
+        "messages keep the order they were sent in anyway",
+    ),
     "FilteringMessagesBeforePublishing": (
-        frozenset({"topic"}), _set,
-        "a message no subscription takes is accepted and dropped"),
+        frozenset({"topic"}),
+        _set,
+        "a message no subscription takes is accepted and dropped",
+    ),
     "DeadLetteringOnFilterEvaluationExceptions": (
-        frozenset({"subscription"}), _set,
-        "rules are checked when the config loads; a rule does not fail at evaluation"),
+        frozenset({"subscription"}),
+        _set,
+        "rules are checked when the config loads; a rule does not fail at evaluation",
+    ),
     "AvailabilityStatus": (
-        frozenset({"queue", "topic", "subscription"}), _set,
-        "the service reports it, nobody sets it: ignored"),
-    "SizeInBytes": (
-        frozenset({"topic"}), _set, "the service reports it, nobody sets it: ignored"),
+        frozenset({"queue", "topic", "subscription"}),
+        _set,
+        "the service reports it, nobody sets it: ignored",
+    ),
+    "SizeInBytes": (frozenset({"topic"}), _set, "the service reports it, nobody sets it: ignored"),
 }
 
 
@@ -93,8 +133,9 @@ def _label(kind: str, name: str) -> str:
     return f"{kind} {name!r}"
 
 
-def warnings_for(entities: Iterable[tuple[str, str, Mapping[str, Any]]], *,
-                 premium: bool = False) -> list[str]:
+def warnings_for(
+    entities: Iterable[tuple[str, str, Mapping[str, Any]]], *, premium: bool = False
+) -> list[str]:
     """One line per property the endpoint does not honour, naming each entity (``(kind, name,
     properties)``; kind ``queue``, ``topic`` or ``subscription``, a subscription named
     ``topic/subscription``) that sets it, with what funcstack does instead; then one line per
@@ -125,10 +166,10 @@ def warnings_for(entities: Iterable[tuple[str, str, Mapping[str, Any]]], *,
         lines.append(
             f"MaxMessageSizeInKilobytes is used only on Premium ({'; '.join(standard_sizes)}): "
             "the namespace is Standard, its messages and batches 256 KB (declare the "
-            'namespace\'s "Sku": "Premium" for larger ones)')
+            'namespace\'s "Sku": "Premium" for larger ones)'
+        )
     lines += [
-        f"{key} is not a property of a Service Bus {kind} ({', '.join(where)}): ignored "
-        "(a typo?)"
+        f"{key} is not a property of a Service Bus {kind} ({', '.join(where)}): ignored (a typo?)"
         for (key, kind), where in unknown.items()
     ]
     return lines
@@ -142,6 +183,11 @@ def config_entities(namespace: Mapping[str, Any]) -> list[tuple[str, str, Mappin
     for topic in namespace.get("Topics") or []:
         out.append(("topic", str(topic.get("Name")), topic.get("Properties") or {}))
         for sub in topic.get("Subscriptions") or []:
-            out.append(("subscription", f"{topic.get('Name')}/{sub.get('Name')}",
-                        sub.get("Properties") or {}))
+            out.append(
+                (
+                    "subscription",
+                    f"{topic.get('Name')}/{sub.get('Name')}",
+                    sub.get("Properties") or {},
+                )
+            )
     return out

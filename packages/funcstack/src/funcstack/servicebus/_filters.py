@@ -44,11 +44,26 @@ class RuleError(ValueError):
 
 #: Correlation filter field -> index in the AMQP properties section.
 SYSTEM_FIELDS = {
-    "messageid": 0, "to": 2, "label": 3, "subject": 3, "replyto": 4, "correlationid": 5,
-    "contenttype": 6, "sessionid": 10, "replytosessionid": 12,
+    "messageid": 0,
+    "to": 2,
+    "label": 3,
+    "subject": 3,
+    "replyto": 4,
+    "correlationid": 5,
+    "contenttype": 6,
+    "sessionid": 10,
+    "replytosessionid": 12,
 }
-CORRELATION_FIELDS = ("ContentType", "CorrelationId", "Label", "MessageId", "ReplyTo",
-                      "ReplyToSessionId", "SessionId", "To")
+CORRELATION_FIELDS = (
+    "ContentType",
+    "CorrelationId",
+    "Label",
+    "MessageId",
+    "ReplyTo",
+    "ReplyToSessionId",
+    "SessionId",
+    "To",
+)
 
 
 def _plain(value: Any) -> Any:
@@ -72,8 +87,10 @@ class Facts:
             decoded = amqp_decode.decode_payload(memoryview(properties_raw))
             section = list(decoded.properties or [])
         section += [None] * (13 - len(section))
-        system = {name: None if section[i] is None else str(_plain(section[i]))
-                  for name, i in SYSTEM_FIELDS.items()}
+        system = {
+            name: None if section[i] is None else str(_plain(section[i]))
+            for name, i in SYSTEM_FIELDS.items()
+        }
         user = {str(_plain(k)): _plain(v) for k, v in (app_properties or {}).items()}
         return cls(system=system, user=user)
 
@@ -100,7 +117,8 @@ class CorrelationFilter:
 
     def matches(self, facts: Facts) -> bool:
         return all(facts.system.get(name) == value for name, value in self.system) and all(
-            _equal(facts.user.get(name), value) is True for name, value in self.properties)
+            _equal(facts.user.get(name), value) is True for name, value in self.properties
+        )
 
 
 @dataclass(frozen=True)
@@ -132,11 +150,15 @@ def parse_rules(raw: Any, where: str) -> list[Rule]:
         action = str((props.get("Action") or {}).get("SqlExpression") or "").strip()
         if action:
             if not _ACTION.match(action):
-                raise RuleError(f"{rule_where}: rule action {action!r} is not a SET or REMOVE "
-                                "statement")
+                raise RuleError(
+                    f"{rule_where}: rule action {action!r} is not a SET or REMOVE statement"
+                )
             # Taken, so an emulator Config.json loads as it is; not applied (documented limit).
-            logger.warning("%s: rule action %r is not applied by the local endpoint (the "
-                           "filter is)", rule_where, action)
+            logger.warning(
+                "%s: rule action %r is not applied by the local endpoint (the filter is)",
+                rule_where,
+                action,
+            )
         kind = str(props.get("FilterType", ""))
         if kind == "Correlation":
             rules.append(Rule(name, _correlation(props.get("CorrelationFilter") or {}, rule_where)))
@@ -152,8 +174,11 @@ def _correlation(raw: Mapping[str, Any], where: str) -> CorrelationFilter:
     unknown = set(raw) - {*CORRELATION_FIELDS, "Properties"}
     if unknown:
         raise RuleError(f"{where}: unknown CorrelationFilter field(s) {sorted(unknown)}")
-    system = tuple((name.lower(), str(raw[name])) for name in CORRELATION_FIELDS
-                   if raw.get(name) not in (None, ""))
+    system = tuple(
+        (name.lower(), str(raw[name]))
+        for name in CORRELATION_FIELDS
+        if raw.get(name) not in (None, "")
+    )
     properties = tuple((str(k), v) for k, v in (raw.get("Properties") or {}).items())
     if not system and not properties:
         raise RuleError(f"{where}: a CorrelationFilter needs at least one field")
@@ -166,12 +191,15 @@ _ACTION = re.compile(r"^\s*(SET|REMOVE)\s", re.IGNORECASE)
 
 # -- the SQL subset ---------------------------------------------------------------------------
 
-_TOKEN = re.compile(r"""\s*(?:
+_TOKEN = re.compile(
+    r"""\s*(?:
     (?P<string>'(?:[^']|'')*')
   | (?P<number>\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)
   | (?P<name>\[[^\]]+\]|[A-Za-z_][A-Za-z0-9_]*(?:\.(?:\[[^\]]+\]|[A-Za-z_][A-Za-z0-9_]*))?)
   | (?P<op><>|!=|>=|<=|=|<|>|\(|\)|,)
-  | (?P<other>\S))""", re.VERBOSE)
+  | (?P<other>\S))""",
+    re.VERBOSE,
+)
 _KEYWORDS = {"AND", "OR", "NOT", "IS", "NULL", "IN", "EXISTS", "TRUE", "FALSE", "LIKE", "ESCAPE"}
 Evaluator = Callable[[Facts], Any]
 
@@ -222,6 +250,7 @@ class _Parser:
         def either(facts: Facts) -> Any:
             values = [t(facts) for t in terms]
             return True if True in values else None if None in values else False
+
         return either
 
     def _and(self) -> Evaluator:
@@ -235,6 +264,7 @@ class _Parser:
         def both(facts: Facts) -> Any:
             values = [t(facts) for t in terms]
             return False if False in values else None if None in values else True
+
         return both
 
     def _not(self) -> Evaluator:
@@ -290,6 +320,7 @@ class _Parser:
                     return None
                 found = any(_equal(value, o(facts)) is True for o in options)
                 return found != negate
+
             return member
         if word == "LIKE":
             raise self._error("LIKE")
@@ -342,4 +373,5 @@ def _comparison(op: str, left: Evaluator, right: Evaluator) -> Evaluator:
         if not numbers and not (isinstance(a, str) and isinstance(b, str)):
             return None
         return {"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+
     return compare

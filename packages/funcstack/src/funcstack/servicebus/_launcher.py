@@ -126,8 +126,12 @@ def start_servicebus(
                     for line in warnings:
                         logger.warning("%s", line)
                     return ServiceBusEndpoint(
-                        host=host, port=int(ready["port"]), process=process, _log=log,
-                        tls_port=ready.get("tls_port"), control_port=ready.get("control_port"),
+                        host=host,
+                        port=int(ready["port"]),
+                        process=process,
+                        _log=log,
+                        tls_port=ready.get("tls_port"),
+                        control_port=ready.get("control_port"),
                         warnings=warnings,
                     )
     except BaseException:  # interrupted: the endpoint does not outlive its start

@@ -71,7 +71,8 @@ def tier_named(name: str) -> Tier:
         if name.strip().lower() == "basic":
             raise ValueError(
                 "Sku 'Basic' is not modelled by funcstack (a Basic namespace has no topics, "
-                "sessions or duplicate detection): declare 'Standard' or 'Premium'")
+                "sessions or duplicate detection): declare 'Standard' or 'Premium'"
+            )
         raise ValueError(f"Sku {name!r} is not a Service Bus tier: 'Standard' or 'Premium'")
     return tier
 
@@ -111,7 +112,8 @@ def check_ids(ids: Mapping[str, Any], *, label: str) -> None:
             raise RefusedError(
                 COND_OUT_OF_RANGE,
                 f"The value supplied for {what} of {label} is {utf16_length(value)} characters "
-                f"long; the maximum allowed is {MAX_ID_LENGTH} ({QUOTAS_PAGE}).")
+                f"long; the maximum allowed is {MAX_ID_LENGTH} ({QUOTAS_PAGE}).",
+            )
 
 
 def check_properties(properties: Mapping[Any, Any] | None, *, label: str) -> None:
@@ -124,7 +126,8 @@ def check_properties(properties: Mapping[Any, Any] | None, *, label: str) -> Non
                 f"The service was unable to process the request; please retry the operation. "
                 f"(funcstack: application property {_name(key)!r} of {label} is {size} bytes; "
                 f"Service Bus takes at most {MAX_PROPERTY_VALUE_BYTES} bytes for a property, "
-                f"{QUOTAS_PAGE})")
+                f"{QUOTAS_PAGE})",
+            )
 
 
 def check_header(header_bytes: int, *, label: str) -> None:
@@ -134,7 +137,8 @@ def check_header(header_bytes: int, *, label: str) -> None:
             COND_SIZE,
             f"A serialization error occurred while processing the message header stream of "
             f"{label}: it is {header_bytes} bytes, and the size quota for this stream "
-            f"({MAX_HEADER_BYTES}) has been exceeded ({QUOTAS_PAGE}).")
+            f"({MAX_HEADER_BYTES}) has been exceeded ({QUOTAS_PAGE}).",
+        )
 
 
 def check_size(size: int, limit: int, *, what: str) -> None:
@@ -143,7 +147,8 @@ def check_size(size: int, limit: int, *, what: str) -> None:
         raise RefusedError(
             COND_SIZE,
             f"The received {what} (size {size} bytes) exceeds the limit ({limit} bytes) "
-            f"currently allowed on the link.")
+            f"currently allowed on the link.",
+        )
 
 
 def check_entity_name(name: str, *, kind: str, where: str) -> None:
@@ -153,5 +158,7 @@ def check_entity_name(name: str, *, kind: str, where: str) -> None:
     if not name:
         raise ValueError(f"{where}: a {kind} needs a name")
     if len(name) > limit:
-        raise ValueError(f"{where}: the {kind} name {name[:40]!r}... is {len(name)} characters; "
-                         f"Service Bus takes at most {limit} for a {kind} ({QUOTAS_PAGE})")
+        raise ValueError(
+            f"{where}: the {kind} name {name[:40]!r}... is {len(name)} characters; "
+            f"Service Bus takes at most {limit} for a {kind} ({QUOTAS_PAGE})"
+        )

@@ -67,8 +67,9 @@ class Management:
                 # 400; the link and the connection go on
                 status, value, condition = 400, None, COND_ARGUMENT_ERROR
                 description = f"The management request is malformed: {type(exc).__name__} {exc}"
-                logger.warning("refused a malformed $management request on %s: %s",
-                               link.address, description)
+                logger.warning(
+                    "refused a malformed $management request on %s: %s", link.address, description
+                )
             response_app = {"statusCode": status, "statusDescription": description}
             if condition is not None:
                 response_app["errorCondition"] = {TYPE: AMQPTypes.symbol, VALUE: condition}
@@ -143,10 +144,12 @@ class Management:
         return (
             200,
             "OK",
-            {"sequence-numbers": {
-                TYPE: AMQPTypes.array,
-                VALUE: [{TYPE: AMQPTypes.long, VALUE: n} for n in numbers],
-            }},
+            {
+                "sequence-numbers": {
+                    TYPE: AMQPTypes.array,
+                    VALUE: [{TYPE: AMQPTypes.long, VALUE: n} for n in numbers],
+                }
+            },
             None,
         )
 

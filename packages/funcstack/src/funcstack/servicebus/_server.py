@@ -61,8 +61,14 @@ logger = logging.getLogger(__name__)
 class Server:
     """The listening endpoint plus its broker."""
 
-    def __init__(self, broker: Broker, *, settle_delay: float = 0.0,
-                 max_message_size: int | None = None, store: Store | None = None) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        *,
+        settle_delay: float = 0.0,
+        max_message_size: int | None = None,
+        store: Store | None = None,
+    ) -> None:
         self.broker = broker
         #: Where what persists is written (``--state-file``), before it is acknowledged.
         self.store = store
@@ -128,9 +134,11 @@ class Server:
             for owner in self.broker.expire_locks():
                 if isinstance(owner, Link) and owner.active:
                     owner.session.conn.detach_with_error(
-                        owner, COND_SESSION_LOCK_LOST,
+                        owner,
+                        COND_SESSION_LOCK_LOST,
                         "The session lock has expired on the MessageSession. Accept a new "
-                        "MessageSession.")
+                        "MessageSession.",
+                    )
             self.persist()  # locks run out, expiries, scheduled messages come due
             now = loop.time()
             for link in list(self.pending):

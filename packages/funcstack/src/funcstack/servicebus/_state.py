@@ -99,17 +99,23 @@ class Store:
         self._db.executescript(_SCHEMA)
         version = self._db.execute("SELECT value FROM meta WHERE key = 'version'").fetchone()
         if version is not None and version[0] != str(SCHEMA_VERSION):
-            logger.warning("state file %s has format %s, not %s: starting empty",
-                           path, version[0], SCHEMA_VERSION)
+            logger.warning(
+                "state file %s has format %s, not %s: starting empty",
+                path,
+                version[0],
+                SCHEMA_VERSION,
+            )
             for table in ("messages", "scheduled", "counters", "sessions", "seen"):
                 self._db.execute(f"DELETE FROM {table}")  # noqa: S608 - our table names
-        self._db.execute("INSERT OR REPLACE INTO meta VALUES ('version', ?)",
-                         (str(SCHEMA_VERSION),))
+        self._db.execute(
+            "INSERT OR REPLACE INTO meta VALUES ('version', ?)", (str(SCHEMA_VERSION),)
+        )
         self._legacy = legacy
         self._seen_swept = time.monotonic()
         self._stop = threading.Event()
-        self._checkpointer = threading.Thread(target=self._checkpoint_every, args=(1.0,),
-                                              name="servicebus-checkpoint", daemon=True)
+        self._checkpointer = threading.Thread(
+            target=self._checkpoint_every, args=(1.0,), name="servicebus-checkpoint", daemon=True
+        )
         self._checkpointer.start()
         self.writes = 0
 
@@ -146,8 +152,11 @@ class Store:
             self.flush(broker)
             if isinstance(aside, Path):
                 aside.unlink(missing_ok=True)  # converted: the old file has served
-            logger.info("converted the state file %s (%d messages) to the current format",
-                        self.path, restored)
+            logger.info(
+                "converted the state file %s (%d messages) to the current format",
+                self.path,
+                restored,
+            )
             return restored
         restored = self._restore(broker)
         broker.recording = True
@@ -192,7 +201,8 @@ class Store:
                 if updated:
                     receiver.session_updated_ms[session_id] = updated
         for entity, message_id, expiry in db.execute(
-                "SELECT entity, message_id, expiry FROM seen ORDER BY expiry"):
+            "SELECT entity, message_id, expiry FROM seen ORDER BY expiry"
+        ):
             sender = senders.get(entity)
             if sender is not None:
                 sender.seen[message_id] = expiry
@@ -213,8 +223,10 @@ class Store:
                 for table in ("messages", "scheduled", "counters", "sessions", "seen"):
                     db.execute(f"DELETE FROM {table} WHERE entity = ?", (entity,))  # noqa: S608
                     if entity.startswith(SENDER_PREFIX):
-                        db.execute(f"DELETE FROM {table} WHERE entity = ?",  # noqa: S608
-                                   (entity.removeprefix(SENDER_PREFIX),))
+                        db.execute(
+                            f"DELETE FROM {table} WHERE entity = ?",  # noqa: S608
+                            (entity.removeprefix(SENDER_PREFIX),),
+                        )
             upserts: list[tuple[str, int, bytes]] = []
             deletes: list[tuple[str, int]] = []
             for key, seq in changes.messages:
@@ -237,8 +249,9 @@ class Store:
                 if m is None:
                     db.execute("DELETE FROM scheduled WHERE entity = ? AND seq = ?", (key, seq))
                 else:
-                    db.execute("INSERT OR REPLACE INTO scheduled VALUES (?, ?, ?)",
-                               (key, seq, _dump(m)))
+                    db.execute(
+                        "INSERT OR REPLACE INTO scheduled VALUES (?, ?, ?)", (key, seq, _dump(m))
+                    )
             for key in changes.counters:
                 last = _last_seq(broker, key)
                 if last is not None:
@@ -246,9 +259,15 @@ class Store:
             for key, session_id in changes.sessions:
                 receiver = broker.receivers.get(key)
                 if receiver is not None:
-                    db.execute("INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?)", (
-                        key, session_id, receiver.session_state.get(session_id),
-                        receiver.session_updated_ms.get(session_id)))
+                    db.execute(
+                        "INSERT OR REPLACE INTO sessions VALUES (?, ?, ?, ?)",
+                        (
+                            key,
+                            session_id,
+                            receiver.session_state.get(session_id),
+                            receiver.session_updated_ms.get(session_id),
+                        ),
+                    )
             if changes.seen:
                 db.executemany("INSERT OR REPLACE INTO seen VALUES (?, ?, ?)", changes.seen)
             if time.monotonic() - self._seen_swept > SEEN_SWEEP_SECONDS:

@@ -63,7 +63,9 @@ def print_arrivals(
         while max_messages is None or printed < max_messages:
             try:
                 with client.get_subscription_receiver(
-                    topic, subscription, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
+                    topic,
+                    subscription,
+                    receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE,
                     prefetch_count=100,
                 ) as receiver:
                     while max_messages is None or printed < max_messages:
@@ -77,9 +79,13 @@ def print_arrivals(
                             print(format_event(message), file=out, flush=True)
                             printed += 1
                         if skipped:
-                            print(f"# {skipped} message(s) enqueued before "
-                                  f"{since.isoformat() if since else ''} dropped "
-                                  "(--from-start prints them)", file=sys.stderr, flush=True)
+                            print(
+                                f"# {skipped} message(s) enqueued before "
+                                f"{since.isoformat() if since else ''} dropped "
+                                "(--from-start prints them)",
+                                file=sys.stderr,
+                                flush=True,
+                            )
             except ServiceBusError as exc:
                 print(f"# {type(exc).__name__}: {exc}", file=sys.stderr, flush=True)
                 time.sleep(1.0)  # endpoint down or restarting: try again shortly
@@ -100,13 +106,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--connection-string", required=True)
     parser.add_argument("--topic", required=True)
     parser.add_argument("--subscription", required=True)
-    parser.add_argument("--from-start", action="store_true",
-                        help="print what the subscription kept from before too")
+    parser.add_argument(
+        "--from-start", action="store_true", help="print what the subscription kept from before too"
+    )
     args = parser.parse_args(argv)
     since = None if args.from_start else datetime.now(UTC)
     try:
-        print_arrivals(args.connection_string, topic=args.topic, subscription=args.subscription,
-             since=since)
+        print_arrivals(
+            args.connection_string, topic=args.topic, subscription=args.subscription, since=since
+        )
     except KeyboardInterrupt:
         return 0
     return 0

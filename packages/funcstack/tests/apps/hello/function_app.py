@@ -51,9 +51,14 @@ def create_greeting(req: func.HttpRequest) -> func.HttpResponse:
     greeting = {"id": str(uuid.uuid4()), "name": name, "text": f"Hello, {name}!"}
     greetings().create_item(greeting)
     with servicebus().get_topic_sender(os.environ["GREETINGS_TOPIC"]) as sender:
-        sender.send_messages(ServiceBusMessage(json.dumps(greeting), message_id=greeting["id"],
-                                               subject="GreetingCreated",
-                                               content_type="application/json"))
+        sender.send_messages(
+            ServiceBusMessage(
+                json.dumps(greeting),
+                message_id=greeting["id"],
+                subject="GreetingCreated",
+                content_type="application/json",
+            )
+        )
     return _json(201, greeting)
 
 

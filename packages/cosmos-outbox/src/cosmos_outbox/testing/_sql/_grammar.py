@@ -125,10 +125,9 @@ _PARSER: Final = Lark(GRAMMAR, parser="lalr", maybe_placeholders=True)
 #: What the grammar leaves out on purpose, found in the text outside its string literals (not
 #: as a property name: `c.join` is a property): refused by name.
 _REFUSED: Final = re.compile(
-    r"(?<![\w$.@])(join|group\s+by|distinct|exists|like|having|udf\s*\.)(?![\w$])",
-    re.IGNORECASE)
-_FROM_IN: Final = re.compile(r"(?<![\w$.@])from\s+[A-Za-z_$][\w$]*\s+in(?![\w$])",
-                             re.IGNORECASE)
+    r"(?<![\w$.@])(join|group\s+by|distinct|exists|like|having|udf\s*\.)(?![\w$])", re.IGNORECASE
+)
+_FROM_IN: Final = re.compile(r"(?<![\w$.@])from\s+[A-Za-z_$][\w$]*\s+in(?![\w$])", re.IGNORECASE)
 _LITERALS: Final = re.compile(r"'(?:[^'\\]|\\.)*'|\"(?:[^\"\\]|\\.)*\"")
 
 
@@ -151,10 +150,11 @@ def parse(sql: str) -> Tree[Token]:
     try:
         return _PARSER.parse(sql)
     except UnexpectedInput as error:
-        found = getattr(error, "token", None) or sql[error.pos_in_stream:][:20]
+        found = getattr(error, "token", None) or sql[error.pos_in_stream :][:20]
         raise QueryUnsupported(
             f"unexpected {str(found)!r} at line {error.line}, column {error.column}: not a "
-            "query of the subset served") from None
+            "query of the subset served"
+        ) from None
 
 
 def unquote(literal: str) -> str:
@@ -162,8 +162,17 @@ def unquote(literal: str) -> str:
     body = literal[1:-1]
     out: list[str] = []
     index = 0
-    escapes = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "/": "/", "\\": "\\",
-               "'": "'", '"': '"'}
+    escapes = {
+        "n": "\n",
+        "t": "\t",
+        "r": "\r",
+        "b": "\b",
+        "f": "\f",
+        "/": "/",
+        "\\": "\\",
+        "'": "'",
+        '"': '"',
+    }
     while index < len(body):
         char = body[index]
         if char != "\\":
@@ -172,7 +181,7 @@ def unquote(literal: str) -> str:
             continue
         code = body[index + 1]
         if code == "u":
-            out.append(chr(int(body[index + 2:index + 6], 16)))
+            out.append(chr(int(body[index + 2 : index + 6], 16)))
             index += 6
         elif code in escapes:
             out.append(escapes[code])

@@ -44,27 +44,32 @@ class Compiled:
     def run(self, documents: Iterable[Any]) -> list[Any]:
         rows = [d for d in documents if self.where is None or self.where(d) is True]
         for expression, descending in reversed(self.order):  # stable: the last key first
-            rows.sort(key=lambda d, e=expression: v.sort_key(e(d)),  # type: ignore[misc]
-                      reverse=descending)
+            rows.sort(
+                key=lambda d, e=expression: v.sort_key(e(d)),  # type: ignore[misc]
+                reverse=descending,
+            )
         end = None if self.take is None else self.skip + self.take
         if self.fold is not None:
             result = self.fold(rows)
-            return ([] if result is UNDEFINED else [result])[self.skip:end]
+            return ([] if result is UNDEFINED else [result])[self.skip : end]
         shape = self.shape
         assert shape is not None
-        return [r for r in (shape(d) for d in rows[self.skip:end]) if r is not UNDEFINED]
+        return [r for r in (shape(d) for d in rows[self.skip : end]) if r is not UNDEFINED]
 
 
-def run_query(sql: str, parameters: Mapping[str, Any], documents: Iterable[Any], *,
-              cross_partition: bool) -> list[Any]:
+def run_query(
+    sql: str, parameters: Mapping[str, Any], documents: Iterable[Any], *, cross_partition: bool
+) -> list[Any]:
     """The results of `sql` over `documents`, with `parameters` (by name, `@` included).
     QueryUnsupported names what is not served, or what Cosmos DB refuses
     (a cross-partition aggregate without VALUE, as its SDK does)."""
     compiled = compile_query(sql, parameters)
     if cross_partition and compiled.fields_aggregate:
-        raise QueryUnsupported("Cross partition query only supports 'VALUE <AggregateFunc>' "
-                               "for aggregates (Cosmos DB's SDK refuses it: write SELECT VALUE "
-                               "COUNT(1), or give a partition key)")
+        raise QueryUnsupported(
+            "Cross partition query only supports 'VALUE <AggregateFunc>' "
+            "for aggregates (Cosmos DB's SDK refuses it: write SELECT VALUE "
+            "COUNT(1), or give a partition key)"
+        )
     return compiled.run(documents)
 
 
@@ -94,12 +99,18 @@ def compile_query(sql: str, parameters: Mapping[str, Any]) -> Compiled:
         for sort in order.children:
             assert isinstance(sort, Tree)
             expression, direction = cast(list[Any], sort.children)
-            sorts.append((compiler.expression(expression),
-                          str(direction or "asc").lower() == "desc"))
+            sorts.append(
+                (compiler.expression(expression), str(direction or "asc").lower() == "desc")
+            )
     return Compiled(
         where=(compiler.expression(where.children[0]) if isinstance(where, Tree) else None),
-        order=tuple(sorts), skip=skip, take=take, shape=shape, fold=fold,
-        fields_aggregate=fields_aggregate)
+        order=tuple(sorts),
+        skip=skip,
+        take=take,
+        shape=shape,
+        fold=fold,
+        fields_aggregate=fields_aggregate,
+    )
 
 
 def _alias(source: Any) -> str | None:
@@ -118,15 +129,18 @@ class _Compiler:
     # -- clauses ----------------------------------------------------------------------------
 
     def count(self, node: Any, clause: str) -> int:
-        value = (int(node.children[0]) if node.data == "integer"
-                 else self.parameter(str(node.children[0])))
+        value = (
+            int(node.children[0])
+            if node.data == "integer"
+            else self.parameter(str(node.children[0]))
+        )
         if type(value) is not int or value < 0:
             raise QueryUnsupported(f"{clause} takes a number >= 0, not {value!r}")
         return value
 
-    def selection(self, node: Tree[Token], has_source: bool
-                  ) -> tuple[Callable[[Any], Any] | None, Callable[[list[Any]], Any] | None,
-                             bool]:
+    def selection(
+        self, node: Tree[Token], has_source: bool
+    ) -> tuple[Callable[[Any], Any] | None, Callable[[list[Any]], Any] | None, bool]:
         """(the shape of one result, or the aggregates' fold; whether it is aggregates
         without VALUE)."""
         if node.data == "select_all":
@@ -160,21 +174,41 @@ class _Compiler:
         folds = [self.aggregate(e) for e in expressions]
         if any(f is not None for f in folds):
             if not all(f is not None for f in folds):
-                raise QueryUnsupported("a SELECT list mixing aggregates and other values needs "
-                                       "GROUP BY, which is not served")
+                raise QueryUnsupported(
+                    "a SELECT list mixing aggregates and other values needs "
+                    "GROUP BY, which is not served"
+                )
             named_folds = list(zip(names, folds, strict=True))
-            return None, lambda rows: {
-                name: value for name, fold in named_folds
-                if fold is not None and (value := fold(rows)) is not UNDEFINED}, True
+            return (
+                None,
+                lambda rows: {
+                    name: value
+                    for name, fold in named_folds
+                    if fold is not None and (value := fold(rows)) is not UNDEFINED
+                },
+                True,
+            )
         compiled = list(zip(names, (self.expression(e) for e in expressions), strict=True))
-        return (lambda document: {name: value for name, expression in compiled
-                                  if (value := expression(document)) is not UNDEFINED}), None, False
+        return (
+            (
+                lambda document: {
+                    name: value
+                    for name, expression in compiled
+                    if (value := expression(document)) is not UNDEFINED
+                }
+            ),
+            None,
+            False,
+        )
 
     def aggregate(self, node: Any) -> Callable[[list[Any]], Any] | None:
         """The fold of an aggregate call (`COUNT(1)`, `SUM(c.n)`, ...), None for another
         expression."""
-        if not (isinstance(node, Tree) and node.data == "call"
-                and str(node.children[0]).upper() in v.AGGREGATES):
+        if not (
+            isinstance(node, Tree)
+            and node.data == "call"
+            and str(node.children[0]).upper() in v.AGGREGATES
+        ):
             return None
         name = str(node.children[0]).upper()
         arguments = [a for a in node.children[1:] if a is not None]
@@ -201,8 +235,10 @@ class _Compiler:
         if kind == "reference":
             name = str(children[0])
             if name != self.alias:
-                raise QueryUnsupported(f"the identifier {name!r} is not the FROM alias "
-                                       f"({self.alias or 'no FROM clause'})")
+                raise QueryUnsupported(
+                    f"the identifier {name!r} is not the FROM alias "
+                    f"({self.alias or 'no FROM clause'})"
+                )
             return lambda document: document
         if kind == "member":
             target, name = self.expression(children[0]), str(children[1])
@@ -214,8 +250,7 @@ class _Compiler:
             return self.call(node)
         if kind == "unary":  # + x: x, as it is for a number (undefined otherwise)
             operand = self.expression(children[-1])
-            return lambda document: (value if v.is_number(value := operand(document))
-                                     else UNDEFINED)
+            return lambda document: value if v.is_number(value := operand(document)) else UNDEFINED
         if kind == "negative":
             operand = self.expression(children[-1])
             return lambda document: v.negative(operand(document))
@@ -227,8 +262,9 @@ class _Compiler:
             combine = v.logical_and if kind == "and_" else v.logical_or
             return lambda document: combine(left(document), right(document))
         if kind == "compare":
-            return self.comparison(str(children[1]), self.expression(children[0]),
-                                   self.expression(children[2]))
+            return self.comparison(
+                str(children[1]), self.expression(children[0]), self.expression(children[2])
+            )
         if kind == "arithmetic":
             operator = str(children[1])
             left, right = self.expression(children[0]), self.expression(children[2])
@@ -242,16 +278,19 @@ class _Compiler:
             return self.between(children)
         if kind == "conditional":
             test, then, otherwise = (self.expression(c) for c in children)
-            return lambda document: (then(document) if test(document) is True
-                                     else otherwise(document))
+            return lambda document: (
+                then(document) if test(document) is True else otherwise(document)
+            )
         if kind == "coalesce":
             left, right = self.expression(children[0]), self.expression(children[1])
-            return lambda document: (value if (value := left(document)) is not UNDEFINED
-                                     else right(document))
+            return lambda document: (
+                value if (value := left(document)) is not UNDEFINED else right(document)
+            )
         if kind == "array":
             items = [self.expression(c) for c in children if c is not None]
-            return lambda document: [value for item in items
-                                     if (value := item(document)) is not UNDEFINED]
+            return lambda document: [
+                value for item in items if (value := item(document)) is not UNDEFINED
+            ]
         if kind == "object":
             pairs = []
             for pair in children:
@@ -259,10 +298,10 @@ class _Compiler:
                     continue
                 key, value = pair.children
                 text = str(key)
-                pairs.append((unquote(text) if text[0] in "'\"" else text,
-                              self.expression(value)))
-            return lambda document: {key: value for key, item in pairs
-                                     if (value := item(document)) is not UNDEFINED}
+                pairs.append((unquote(text) if text[0] in "'\"" else text, self.expression(value)))
+            return lambda document: {
+                key: value for key, item in pairs if (value := item(document)) is not UNDEFINED
+            }
         raise QueryUnsupported(f"{kind} is not served")
 
     def constant(self, node: Tree[Token]) -> Any:
@@ -305,8 +344,9 @@ class _Compiler:
 
         def test(document: Any) -> Any:
             value = target(document)
-            found = v.logical_and(v.compare(">=", value, low(document)),
-                                  v.compare("<=", value, high(document)))
+            found = v.logical_and(
+                v.compare(">=", value, low(document)), v.compare("<=", value, high(document))
+            )
             return v.logical_not(found) if negated else found
 
         return test
@@ -314,19 +354,23 @@ class _Compiler:
     def call(self, node: Tree[Token]) -> Expression:
         name = str(node.children[0]).upper()
         if name in v.AGGREGATES:
-            raise QueryUnsupported(f"the aggregate {name} inside an expression is not served "
-                                   "(only as a SELECT item or after VALUE)")
+            raise QueryUnsupported(
+                f"the aggregate {name} inside an expression is not served "
+                "(only as a SELECT item or after VALUE)"
+            )
         found = v.FUNCTIONS.get(name)
         if found is None:
             raise QueryUnsupported(
                 f"the function {node.children[0]!s} is not served (the test kit serves "
                 f"{', '.join(sorted(v.FUNCTIONS))} and the aggregates "
-                f"{', '.join(sorted(v.AGGREGATES))})")
+                f"{', '.join(sorted(v.AGGREGATES))})"
+            )
         least, most, function = found
         arguments = [self.expression(a) for a in node.children[1:] if a is not None]
         if not least <= len(arguments) <= most:
-            raise QueryUnsupported(f"{name} takes {least}" + (f" to {most}" if most > least
-                                                              else "") + " arguments")
+            raise QueryUnsupported(
+                f"{name} takes {least}" + (f" to {most}" if most > least else "") + " arguments"
+            )
         return functools.partial(_apply, function, arguments)
 
 

@@ -78,8 +78,9 @@ def _same(left: Any, right: Any) -> bool:
     if _kind(left) != _kind(right):
         return False
     if type(left) is list:
-        return len(left) == len(right) and all(_same(a, b) for a, b in zip(left, right,
-                                                                            strict=True))
+        return len(left) == len(right) and all(
+            _same(a, b) for a, b in zip(left, right, strict=True)
+        )
     if type(left) is dict:
         return left.keys() == right.keys() and all(_same(left[k], right[k]) for k in left)
     return bool(left == right)
@@ -197,6 +198,7 @@ def aggregate(name: str, values: Sequence[Any]) -> Any:
 
 # -- the system functions ------------------------------------------------------------------------
 
+
 def _text_test(test: Callable[[str, str], bool]) -> Callable[..., Any]:
     """STARTSWITH, ENDSWITH, CONTAINS: two strings and an optional ignore-case flag; else
     undefined."""
@@ -218,8 +220,10 @@ def _array_contains(array: Any, value: Any, partial: Any = False) -> Any:
     if type(array) is not list or type(partial) is not bool:
         return UNDEFINED
     if partial and type(value) is dict:
-        return any(type(item) is dict and all(k in item and _same(item[k], v)
-                                              for k, v in value.items()) for item in array)
+        return any(
+            type(item) is dict and all(k in item and _same(item[k], v) for k, v in value.items())
+            for item in array
+        )
     return any(_same(item, value) for item in array)
 
 

@@ -59,8 +59,9 @@ class BacklogEstimatorContract:
         leases = self.estimate(world)
         assert sum(lease.pending for lease in leases) == 3  # transactions, not events
         oldest = [lease.oldest_created_at for lease in leases if lease.pending]
-        assert oldest and all(at is not None and before - 5 <= at <= time.time() + 5
-                              for at in oldest)
+        assert oldest and all(
+            at is not None and before - 5 <= at <= time.time() + 5 for at in oldest
+        )
         assert len({lease.lease for lease in leases}) == len(leases)
 
     def test_a_change_that_carries_no_event_is_not_pending(self, world: BacklogWorld) -> None:

@@ -52,12 +52,16 @@ class IdempotencyContract:
         assert aggregate.id == claim.aggregate_id(0)  # derived from the key
         docs = world.documents(aggregate.id)
         assert sorted(d["type"] for d in docs) == sorted(
-            [aggregate.aggregate_type, EVENT_TYPE, IDEMPOTENCY_TYPE])
+            [aggregate.aggregate_type, EVENT_TYPE, IDEMPOTENCY_TYPE]
+        )
         [record] = [d for d in docs if d["type"] == IDEMPOTENCY_TYPE]
         assert record["id"] == claim.record_id and "create-1" not in str(record)
         assert record["ttl"] == world.idempotency_ttl_seconds > 0
-        assert record["answer"] == {"status": 201, "location": f"/contract/{aggregate.id}",
-                                    "body": {"id": aggregate.id, "version": 1}}
+        assert record["answer"] == {
+            "status": 201,
+            "location": f"/contract/{aggregate.id}",
+            "body": {"id": aggregate.id, "version": 1},
+        }
         stored = next(d for d in docs if d["type"] == aggregate.aggregate_type)
         if "_lsn" in stored:  # one transaction: the record adds none to the change feed
             assert {d["_lsn"] for d in docs} == {stored["_lsn"]}
@@ -65,7 +69,10 @@ class IdempotencyContract:
             read = uow.recorded(aggregate.id, claim.record_id)
         assert read is not None
         assert (read.fingerprint, read.version, read.answer) == (
-            claim.fingerprint, 1, claim.answer(aggregate))
+            claim.fingerprint,
+            1,
+            claim.answer(aggregate),
+        )
 
     def test_a_second_claim_of_a_key_fails_the_whole_batch(
         self, world: StoreWorld, example: AggregateExample
@@ -91,12 +98,15 @@ class IdempotencyContract:
         aggregate = saved(world, example.new())
         claim = claim_of_key("no-op")
         result = self.service(world, example).change_idempotent(
-            aggregate.id, lambda a: None, claim=claim)
+            aggregate.id, lambda a: None, claim=claim
+        )
         assert isinstance(result, Versioned)
         assert types_in(world, aggregate.id) == sorted(
-            [aggregate.aggregate_type, EVENT_TYPE, IDEMPOTENCY_TYPE])
+            [aggregate.aggregate_type, EVENT_TYPE, IDEMPOTENCY_TYPE]
+        )
         again = self.service(world, example).change_idempotent(
-            aggregate.id, lambda a: None, claim=claim)
+            aggregate.id, lambda a: None, claim=claim
+        )
         assert isinstance(again, Recorded)
         assert answered(claim, again) == answered(claim, result)
 
@@ -122,8 +132,9 @@ class IdempotencyContract:
         changed = service.change_idempotent(aggregate_id, example.change, claim=change)
         # the retry carries the If-Match of the first: it no longer matches, yet it answers
         stale = first.etag
-        again = service.change_idempotent(aggregate_id, example.change, claim=change,
-                                          precondition=lambda etag: etag == stale)
+        again = service.change_idempotent(
+            aggregate_id, example.change, claim=change, precondition=lambda etag: etag == stale
+        )
         assert isinstance(again, Recorded)
         assert answered(change, again) == answered(change, changed)
         assert [e["version"] for e in events_of(world, aggregate_id)] == [1, 2]
@@ -138,8 +149,9 @@ class IdempotencyContract:
         with pytest.raises(IdempotencyKeyReusedError):
             service.create_idempotent(example.new, claim=claim_of_key("k", request="B"))
         with pytest.raises(IdempotencyKeyReusedError):
-            service.change_idempotent(first.aggregate.id, example.change,
-                                      claim=claim_of_key("k", request="B"))
+            service.change_idempotent(
+                first.aggregate.id, example.change, claim=claim_of_key("k", request="B")
+            )
         assert world.documents(first.aggregate.id) == before
 
     def test_racing_creates_with_one_key_write_once_and_answer_alike(
@@ -157,13 +169,15 @@ class IdempotencyContract:
 
         service = self.service(world, example)
         with ThreadPoolExecutor(2) as pool:
-            results = list(pool.map(
-                lambda _: service.create_idempotent(build, claim=claim), range(2)))
+            results = list(
+                pool.map(lambda _: service.create_idempotent(build, claim=claim), range(2))
+            )
         assert sorted(type(r).__name__ for r in results) == ["Recorded", "Versioned"]
         assert answered(claim, results[0]) == answered(claim, results[1])
         aggregate_id = claim.aggregate_id(0)
         assert types_in(world, aggregate_id) == sorted(
-            [example.type().aggregate_type, EVENT_TYPE, IDEMPOTENCY_TYPE])
+            [example.type().aggregate_type, EVENT_TYPE, IDEMPOTENCY_TYPE]
+        )
 
     def test_racing_changes_with_one_key_write_once_and_answer_alike(
         self, world: StoreWorld, example: AggregateExample
@@ -181,9 +195,11 @@ class IdempotencyContract:
 
         service = self.service(world, example)
         with ThreadPoolExecutor(2) as pool:
-            results = list(pool.map(
-                lambda _: service.change_idempotent(aggregate.id, change, claim=claim),
-                range(2)))
+            results = list(
+                pool.map(
+                    lambda _: service.change_idempotent(aggregate.id, change, claim=claim), range(2)
+                )
+            )
         assert sorted(type(r).__name__ for r in results) == ["Recorded", "Versioned"]
         assert answered(claim, results[0]) == answered(claim, results[1])
         assert [e["version"] for e in events_of(world, aggregate.id)] == [1, 2]
@@ -208,5 +224,3 @@ class IdempotencyContract:
         world.expire(second.aggregate.id, change.record_id)
         again = service.change_idempotent(second.aggregate.id, lambda a: None, claim=change)
         assert isinstance(again, Versioned)  # evaluated afresh, as a new request
-
-

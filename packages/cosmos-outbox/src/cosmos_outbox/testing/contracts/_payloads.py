@@ -12,11 +12,18 @@ from cosmos_outbox.errors import PayloadNotFoundError, PayloadReferenceError, Pa
 from cosmos_outbox.testing.contracts._worlds import PayloadWorld
 
 
-def _payload_record(aggregate_type: str = "manuscript", aggregate_id: str | None = None,
-                    event_id: str | None = None) -> OutboxRecord:
-    return OutboxRecord(event_id=event_id or str(uuid.uuid4()), aggregate_type=aggregate_type,
-                        aggregate_id=aggregate_id or str(uuid.uuid4()), action="Revised",
-                        version=1, event_source="/manuscripts", body=b"{}")
+def _payload_record(
+    aggregate_type: str = "manuscript", aggregate_id: str | None = None, event_id: str | None = None
+) -> OutboxRecord:
+    return OutboxRecord(
+        event_id=event_id or str(uuid.uuid4()),
+        aggregate_type=aggregate_type,
+        aggregate_id=aggregate_id or str(uuid.uuid4()),
+        action="Revised",
+        version=1,
+        event_source="/manuscripts",
+        body=b"{}",
+    )
 
 
 class PayloadStoreContract:
@@ -29,7 +36,7 @@ class PayloadStoreContract:
 
     def test_a_body_comes_back_byte_for_byte_by_its_reference(self, world: PayloadWorld) -> None:
         name = payload_name(_payload_record())
-        body = (b'{"text":"' + bytes(range(32, 127)) * 16_000 + b'"}')  # ~1.5 MB
+        body = b'{"text":"' + bytes(range(32, 127)) * 16_000 + b'"}'  # ~1.5 MB
         reference = world.payloads.reference(name)
         world.payloads.put(name, body, content_type="application/json")
         assert world.payloads.get(reference) == body
@@ -52,8 +59,12 @@ class PayloadStoreContract:
         assert world.payloads.get(world.payloads.reference(name)) == b'{"a":2}'
 
     def test_each_event_has_a_name_of_its_own_whatever_its_ids(self, world: PayloadWorld) -> None:
-        records = [_payload_record("a", "b/c", "d"), _payload_record("a/b", "c", "d"),
-                   _payload_record("a", "b", "c/d"), _payload_record("a", "b c%2F", "d?x#y")]
+        records = [
+            _payload_record("a", "b/c", "d"),
+            _payload_record("a/b", "c", "d"),
+            _payload_record("a", "b", "c/d"),
+            _payload_record("a", "b c%2F", "d?x#y"),
+        ]
         names = [payload_name(r) for r in records]
         assert len(set(names)) == len(names)
         assert len({world.payloads.reference(n) for n in names}) == len(names)
@@ -62,12 +73,14 @@ class PayloadStoreContract:
         for i, name in enumerate(names):
             assert world.payloads.get(world.payloads.reference(name)) == b'{"i":%d}' % i
 
-    def test_a_reference_of_another_store_is_refused_not_fetched(
-        self, world: PayloadWorld
-    ) -> None:
-        for reference in (world.foreign_reference, "https://attacker.example/outbox/x",
-                          "not a url", world.payloads.reference("x") + "?sig=abc",
-                          world.payloads.reference("a/../../other-container/x")):
+    def test_a_reference_of_another_store_is_refused_not_fetched(self, world: PayloadWorld) -> None:
+        for reference in (
+            world.foreign_reference,
+            "https://attacker.example/outbox/x",
+            "not a url",
+            world.payloads.reference("x") + "?sig=abc",
+            world.payloads.reference("a/../../other-container/x"),
+        ):
             with pytest.raises(PayloadReferenceError):
                 world.payloads.get(reference)
 

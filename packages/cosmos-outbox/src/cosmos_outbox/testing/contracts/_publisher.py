@@ -16,15 +16,25 @@ from cosmos_outbox.ports import MessageBatch
 from cosmos_outbox.testing.contracts._worlds import PublisherWorld
 
 
-def message(session: str, version: int, body: bytes = b'{"n":1}', **options: Any
-            ) -> OutboxMessage:
+def message(session: str, version: int, body: bytes = b'{"n":1}', **options: Any) -> OutboxMessage:
     """An event's message in `session` (its aggregate), version `version`."""
     return OutboxMessage(
-        message_id=str(uuid.uuid4()), session_id=session, subject="TicketRetitled",
-        version=version, body=body, aggregate_type="ticket", source="/tickets",
-        application_properties={"aggregateType": "ticket", "ticketId": session,
-                                "version": version, "action": "TicketRetitled",
-                                "outboxFormat": 2}, **options)
+        message_id=str(uuid.uuid4()),
+        session_id=session,
+        subject="TicketRetitled",
+        version=version,
+        body=body,
+        aggregate_type="ticket",
+        source="/tickets",
+        application_properties={
+            "aggregateType": "ticket",
+            "ticketId": session,
+            "version": version,
+            "action": "TicketRetitled",
+            "outboxFormat": 2,
+        },
+        **options,
+    )
 
 
 class PublisherContract:
@@ -79,7 +89,10 @@ class PublisherContract:
         for each in sent:
             arrived = by_id[each.message_id]
             assert (arrived.session_id, arrived.subject, arrived.body) == (
-                each.session_id, each.subject, each.body)
+                each.session_id,
+                each.subject,
+                each.body,
+            )
             for name, value in each.application_properties.items():
                 assert arrived.properties.get(name) == value, name
 
@@ -109,4 +122,3 @@ class PublisherContract:
     ) -> None:
         self.call(world, "send", self.batch(world, message(f"s-{uuid.uuid4().hex[:8]}", 1)))
         assert self.call(world, "refresh") is False
-

@@ -15,8 +15,9 @@ from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.testing.contracts._worlds import AggregateExample, StoreWorld
 
 
-def _stored(example: AggregateExample, *, changed: bool = False,
-                  created: datetime | None = None) -> list[dict[str, Any]]:
+def _stored(
+    example: AggregateExample, *, changed: bool = False, created: datetime | None = None
+) -> list[dict[str, Any]]:
     """The event documents of a new aggregate, changed once if `changed` (creation time
     overridden when `created` is given)."""
     aggregate = example.new()
@@ -49,7 +50,11 @@ class QuarantineContract:
         world.quarantine.put(outbox_record(doc), reason="too large")
         entry = world.quarantine.get(doc["id"])
         assert (entry.event_id, entry.aggregate_id, entry.action, entry.version) == (
-            doc["id"], doc["partitionKey"], example.actions[1], 2)
+            doc["id"],
+            doc["partitionKey"],
+            example.actions[1],
+            2,
+        )
         assert entry.aggregate_type == example.type().aggregate_type
         assert (entry.reason, entry.replays, entry.resolved) == ("too large", 0, False)
         assert entry.quarantined_at is not None
@@ -96,8 +101,12 @@ class QuarantineContract:
         first, second = _stored(example)[0], _stored(example)[0]
         for doc in (first, second):
             world.quarantine.put(outbox_record(doc), reason="too large")
-        failed = world.quarantine.replayed(world.quarantine.get(first["id"]), resolved=False,
-                                           reason="still too large", ttl_seconds=60)
+        failed = world.quarantine.replayed(
+            world.quarantine.get(first["id"]),
+            resolved=False,
+            reason="still too large",
+            ttl_seconds=60,
+        )
         assert (failed.reason, failed.replays, failed.resolved) == ("still too large", 1, False)
         entry = world.quarantine.get(second["id"])
         done = world.quarantine.replayed(entry, resolved=True, reason="", ttl_seconds=60)
@@ -119,9 +128,7 @@ class QuarantineContract:
         assert again.quarantined_at == first.quarantined_at
         assert world.quarantine.count() == 1
 
-    def test_a_discarded_record_is_gone(
-        self, world: StoreWorld, example: AggregateExample
-    ) -> None:
+    def test_a_discarded_record_is_gone(self, world: StoreWorld, example: AggregateExample) -> None:
         doc = _stored(example)[0]
         world.quarantine.put(outbox_record(doc), reason="r")
         entry = world.quarantine.get(doc["id"])
@@ -149,5 +156,3 @@ class QuarantineContract:
         typed = world.events_since(t, aggregate_type=example.type().aggregate_type)
         assert {d["id"] for d in at_t + new} <= {e.event_id for e in typed}
         assert world.events_since(t, aggregate_type="noSuchType") == []
-
-

@@ -40,9 +40,16 @@ class _Loans:
         self.suite = uuid.uuid4().hex[:12]
         for member, loan_id, status, due, fine, tags in _LOANS:
             document: dict[str, Any] = {
-                "id": loan_id, "partitionKey": self.member(member), "type": "loan",
-                "suite": self.suite, "memberId": self.member(member), "status": status,
-                "dueAt": due, "tags": tags, "title": f"Title of {loan_id}"}
+                "id": loan_id,
+                "partitionKey": self.member(member),
+                "type": "loan",
+                "suite": self.suite,
+                "memberId": self.member(member),
+                "status": status,
+                "dueAt": due,
+                "tags": tags,
+                "title": f"Title of {loan_id}",
+            }
             if fine is not ...:
                 document["fine"] = fine
             world.plant(document)
@@ -50,19 +57,35 @@ class _Loans:
     def member(self, name: str) -> str:
         return f"{name}-{self.suite}"
 
-    def query(self, sql: str, parameters: QueryParameters = None, *,
-              partition_key: str | None = None) -> list[Any]:
+    def query(
+        self, sql: str, parameters: QueryParameters = None, *, partition_key: str | None = None
+    ) -> list[Any]:
         """The results of `sql` (`@suite` given: the test's own documents)."""
-        found: list[Any] = self.world.run(self.world.async_store.query(
-            sql, self.parameters(parameters), partition_key=partition_key))
+        found: list[Any] = self.world.run(
+            self.world.async_store.query(
+                sql, self.parameters(parameters), partition_key=partition_key
+            )
+        )
         return found
 
-    def page(self, sql: str, parameters: QueryParameters = None, *,
-             partition_key: str | None = None, page_size: int,
-             continuation: str | None = None) -> Page[Any]:
-        found: Page[Any] = self.world.run(self.world.async_store.query_page(
-            sql, self.parameters(parameters), partition_key=partition_key,
-            page_size=page_size, continuation=continuation))
+    def page(
+        self,
+        sql: str,
+        parameters: QueryParameters = None,
+        *,
+        partition_key: str | None = None,
+        page_size: int,
+        continuation: str | None = None,
+    ) -> Page[Any]:
+        found: Page[Any] = self.world.run(
+            self.world.async_store.query_page(
+                sql,
+                self.parameters(parameters),
+                partition_key=partition_key,
+                page_size=page_size,
+                continuation=continuation,
+            )
+        )
         return found
 
     def parameters(self, parameters: QueryParameters) -> QueryParameters:
@@ -72,8 +95,9 @@ class _Loans:
             return {"@suite": self.suite, **parameters}
         return [{"name": "@suite", "value": self.suite}, *parameters]
 
-    def ids(self, sql: str, parameters: QueryParameters = None, *,
-            partition_key: str | None = None) -> list[str]:
+    def ids(
+        self, sql: str, parameters: QueryParameters = None, *, partition_key: str | None = None
+    ) -> list[str]:
         return [str(r) for r in self.query(sql, parameters, partition_key=partition_key)]
 
 
@@ -102,16 +126,28 @@ class QueryContract:
         """The library's timer: open loans due before now, per member, parameters in the SDK's
         shape or as a mapping."""
         sql = "SELECT * FROM c WHERE c.status = 'open' AND c.dueAt < @now"
-        found = loans.query(sql, [{"name": "@now", "value": "2026-03-02T00:00:00Z"}],
-                            partition_key=loans.member("m1"))
+        found = loans.query(
+            sql,
+            [{"name": "@now", "value": "2026-03-02T00:00:00Z"}],
+            partition_key=loans.member("m1"),
+        )
         assert [_plain(d)["id"] for d in found] == ["l1"]
         assert _plain(found[0]) == {
-            "id": "l1", "partitionKey": loans.member("m1"), "type": "loan",
-            "suite": loans.suite, "memberId": loans.member("m1"), "status": "open",
-            "dueAt": "2026-03-01T10:00:00Z", "fine": 0, "tags": ["book"],
-            "title": "Title of l1"}
-        assert loans.query(sql, {"@now": "2026-03-02T00:00:00Z"},
-                           partition_key=loans.member("m3")) == []
+            "id": "l1",
+            "partitionKey": loans.member("m1"),
+            "type": "loan",
+            "suite": loans.suite,
+            "memberId": loans.member("m1"),
+            "status": "open",
+            "dueAt": "2026-03-01T10:00:00Z",
+            "fine": 0,
+            "tags": ["book"],
+            "title": "Title of l1",
+        }
+        assert (
+            loans.query(sql, {"@now": "2026-03-02T00:00:00Z"}, partition_key=loans.member("m3"))
+            == []
+        )
 
     def test_a_cross_partition_query_sees_every_partition(self, loans: _Loans) -> None:
         sql = f"SELECT VALUE c.id FROM c WHERE {_MINE} AND c.status = 'open' AND c.dueAt < @now"
@@ -122,23 +158,41 @@ class QueryContract:
     ) -> None:
         found = loans.query(
             "SELECT c.id, c.fine, c.status AS state, c.tags[0] AS firstTag, "
-            "{\"due\": c.dueAt, \"none\": c.missing} AS due, LENGTH(c.id) FROM c "
-            "WHERE c.id = 'l3'", partition_key=loans.member("m1"))
-        assert found == [{"id": "l3", "fine": None, "state": "returned", "firstTag": "dvd",
-                          "due": {"due": "2026-02-20T10:00:00Z"}, "$1": 2}]
-        assert loans.query("SELECT c.fine, c.id FROM c WHERE c.id = 'l6'",
-                           partition_key=loans.member("m3")) == [{"id": "l6"}]
-        assert loans.query("SELECT VALUE c.fine FROM c WHERE c.id = 'l6'",
-                           partition_key=loans.member("m3")) == []
+            '{"due": c.dueAt, "none": c.missing} AS due, LENGTH(c.id) FROM c '
+            "WHERE c.id = 'l3'",
+            partition_key=loans.member("m1"),
+        )
+        assert found == [
+            {
+                "id": "l3",
+                "fine": None,
+                "state": "returned",
+                "firstTag": "dvd",
+                "due": {"due": "2026-02-20T10:00:00Z"},
+                "$1": 2,
+            }
+        ]
+        assert loans.query(
+            "SELECT c.fine, c.id FROM c WHERE c.id = 'l6'", partition_key=loans.member("m3")
+        ) == [{"id": "l6"}]
+        assert (
+            loans.query(
+                "SELECT VALUE c.fine FROM c WHERE c.id = 'l6'", partition_key=loans.member("m3")
+            )
+            == []
+        )
 
     def test_order_by_top_and_offset_limit(self, loans: _Loans) -> None:
         mine = f"SELECT VALUE c.id FROM c WHERE {_MINE}"
         assert loans.ids(f"{mine} ORDER BY c.dueAt") == ["l5", "l3", "l4", "l1", "l2", "l6"]
         assert loans.ids(f"{mine} ORDER BY c.dueAt DESC OFFSET 1 LIMIT 2") == ["l2", "l1"]
-        assert loans.ids(f"SELECT TOP 2 VALUE c.id FROM c WHERE {_MINE} ORDER BY c.id DESC"
-                         ) == ["l6", "l5"]
-        assert loans.ids(f"{mine} ORDER BY c.id OFFSET @skip LIMIT @take",
-                         {"@skip": 4, "@take": 10}) == ["l5", "l6"]
+        assert loans.ids(f"SELECT TOP 2 VALUE c.id FROM c WHERE {_MINE} ORDER BY c.id DESC") == [
+            "l6",
+            "l5",
+        ]
+        assert loans.ids(
+            f"{mine} ORDER BY c.id OFFSET @skip LIMIT @take", {"@skip": 4, "@take": 10}
+        ) == ["l5", "l6"]
         in_m1 = "SELECT VALUE c.id FROM c ORDER BY c.dueAt DESC"
         assert loans.ids(in_m1, partition_key=loans.member("m1")) == ["l2", "l1", "l3"]
 
@@ -153,16 +207,19 @@ class QueryContract:
 
     def test_counts_and_aggregates(self, loans: _Loans) -> None:
         assert loans.query(f"SELECT VALUE COUNT(1) FROM c WHERE {_MINE}") == [6]
-        assert loans.query(f"SELECT VALUE COUNT(1) FROM c WHERE {_MINE} AND c.status = 'gone'"
-                           ) == [0]
+        assert loans.query(f"SELECT VALUE COUNT(1) FROM c WHERE {_MINE} AND c.status = 'gone'") == [
+            0
+        ]
         assert loans.query(f"SELECT VALUE COUNT(c.fine) FROM c WHERE {_MINE}") == [5]
-        assert loans.query("SELECT COUNT(1) AS loans FROM c",
-                           partition_key=loans.member("m1")) == [{"loans": 3}]
+        assert loans.query("SELECT COUNT(1) AS loans FROM c", partition_key=loans.member("m1")) == [
+            {"loans": 3}
+        ]
         numbers = f"FROM c WHERE {_MINE} AND IS_NUMBER(c.fine)"
         assert loans.query(f"SELECT VALUE SUM(c.fine) {numbers}") == [10]
         assert loans.query(f"SELECT VALUE MAX(c.fine) {numbers}") == [7]
         assert loans.query(f"SELECT VALUE MIN(c.dueAt) FROM c WHERE {_MINE}") == [
-            "2026-01-15T10:00:00Z"]
+            "2026-01-15T10:00:00Z"
+        ]
         [average] = loans.query(f"SELECT VALUE AVG(c.fine) {numbers}")
         assert average == pytest.approx(10 / 3)
 
@@ -181,15 +238,14 @@ class QueryContract:
         assert ids("ARRAY_LENGTH(c.tags) = 0") == ["l4"]
         assert ids("STARTSWITH(c.dueAt, '2026-03')") == ["l1", "l2"]
         assert ids("ENDSWITH(c.title, 'l6') OR CONTAINS(c.title, 'of l5')") == ["l5", "l6"]
-        assert ids("LOWER(c.tags[0]) = 'book' AND UPPER(c.status) = 'OPEN'") == [
-            "l1", "l2", "l6"]
+        assert ids("LOWER(c.tags[0]) = 'book' AND UPPER(c.status) = 'OPEN'") == ["l1", "l2", "l6"]
         assert ids("c.fine * 2 + 1 > 6 AND c.fine % 2 = 1") == ["l2", "l4"]
-        assert ids("CONCAT(c.status, '-', c.id) = 'lost-l5' OR c.id || '!' = 'l1!'") == [
-            "l1", "l5"]
+        assert ids("CONCAT(c.status, '-', c.id) = 'lost-l5' OR c.id || '!' = 'l1!'") == ["l1", "l5"]
 
     def test_comparisons_across_types_are_undefined_never_true(self, loans: _Loans) -> None:
         """`c.fine > 1` is undefined for the text fine, the null one and the missing one: the
         WHERE clause keeps none of them, and NOT of undefined is undefined too."""
+
         def ids(where: str) -> list[str]:
             return sorted(loans.ids(f"SELECT VALUE c.id FROM c WHERE {_MINE} AND ({where})"))
 
@@ -203,6 +259,7 @@ class QueryContract:
         """`=`, `!=`, IN and BETWEEN are undefined across types and for a missing value
         (Cosmos DB's table of them), so NOT of them is undefined too: the null, text and
         missing fines are neither "= 0" nor "!= 0"."""
+
         def ids(where: str) -> list[str]:
             return sorted(loans.ids(f"SELECT VALUE c.id FROM c WHERE {_MINE} AND ({where})"))
 
@@ -230,8 +287,7 @@ class QueryContract:
             pages: list[Any] = []
             token: str | None = None
             for _ in range(20):
-                page = loans.page(sql, partition_key=partition, page_size=2,
-                                  continuation=token)
+                page = loans.page(sql, partition_key=partition, page_size=2, continuation=token)
                 assert len(page.items) <= 2
                 pages += page.items
                 token = page.continuation_token
@@ -245,9 +301,11 @@ class QueryContract:
         with pytest.raises(InvalidQueryError):
             loans.query(f"SELECT COUNT(1) AS n FROM c WHERE {_MINE}")  # across partitions
 
-    def test_a_continuation_token_the_store_did_not_issue_is_refused(
-        self, loans: _Loans
-    ) -> None:
+    def test_a_continuation_token_the_store_did_not_issue_is_refused(self, loans: _Loans) -> None:
         with pytest.raises(InvalidContinuationError):
-            loans.page("SELECT VALUE c.id FROM c", partition_key=loans.member("m1"),
-                       page_size=2, continuation="not-a-token")
+            loans.page(
+                "SELECT VALUE c.id FROM c",
+                partition_key=loans.member("m1"),
+                page_size=2,
+                continuation="not-a-token",
+            )

@@ -33,13 +33,20 @@ def _partition() -> str:
 
 
 def _booking(partition: str, booking_id: str = "b1", **fields: Any) -> dict[str, Any]:
-    return {"id": booking_id, "partitionKey": partition, "type": "booking",
-            "status": "held", **fields}
+    return {
+        "id": booking_id,
+        "partitionKey": partition,
+        "type": "booking",
+        "status": "held",
+        **fields,
+    }
 
 
 def _events(world: StoreWorld, partition: str) -> list[dict[str, Any]]:
-    return sorted((d for d in world.documents(partition) if d.get("type") == EVENT_TYPE),
-                  key=lambda d: d["version"])
+    return sorted(
+        (d for d in world.documents(partition) if d.get("type") == EVENT_TYPE),
+        key=lambda d: d["version"],
+    )
 
 
 def _body(event: dict[str, Any]) -> dict[str, Any]:
@@ -91,19 +98,24 @@ class SessionContract:
         with world.session(partition, entity="customer") as session:
             session.create(_booking(partition))
             first = session.publish("BookingHeld", {"bookingId": "b1", "seats": 2})
-            second = session.publish("BookingNoted", {"note": "window"}, subject="b1",
-                                     properties={"channel": "web"})
+            second = session.publish(
+                "BookingNoted", {"note": "window"}, subject="b1", properties={"channel": "web"}
+            )
             committed = session.commit()
         assert committed.events == [first, second] and len(committed.etags) == 1
         assert _kinds(world, partition) == sorted(
-            ["booking", EVENT_TYPE, EVENT_TYPE, SEQUENCE_TYPE])
+            ["booking", EVENT_TYPE, EVENT_TYPE, SEQUENCE_TYPE]
+        )
         events = _events(world, partition)
         assert [e["version"] for e in events] == [1, 2]
         assert [e["action"] for e in events] == ["BookingHeld", "BookingNoted"]
         records = list(read_feed(events))
         assert all(isinstance(r, OutboxRecord) for r in records)
-        assert {(r.aggregate_type, r.aggregate_id, r.event_source) for r in records
-                if isinstance(r, OutboxRecord)} == {("customer", partition, "/customers")}
+        assert {
+            (r.aggregate_type, r.aggregate_id, r.event_source)
+            for r in records
+            if isinstance(r, OutboxRecord)
+        } == {("customer", partition, "/customers")}
         held, noted = records
         assert isinstance(held, OutboxRecord) and isinstance(noted, OutboxRecord)
         assert noted.properties == {"channel": "web"}
@@ -113,9 +125,7 @@ class SessionContract:
         if all("_lsn" in d for d in stored):  # one transaction: one change-feed position
             assert len({d["_lsn"] for d in stored}) == 1
 
-    def test_the_sequence_goes_on_across_sessions_and_processes(
-        self, world: StoreWorld
-    ) -> None:
+    def test_the_sequence_goes_on_across_sessions_and_processes(self, world: StoreWorld) -> None:
         partition = _partition()
         for process in ("a", "a", "b", "a"):
             with world.session(partition, process=process) as session:
@@ -136,8 +146,10 @@ class SessionContract:
             session.commit()
         [booking] = [d for d in world.documents(partition) if d.get("type") == "booking"]
         assert (booking["id"], booking["status"]) == ("b1", "held")
-        with world.session(partition, entity="customer") as session, pytest.raises(
-                ValueError, match="not in this session's partition"):
+        with (
+            world.session(partition, entity="customer") as session,
+            pytest.raises(ValueError, match="not in this session's partition"),
+        ):
             session.create(_booking("another-customer", "b2"))
 
     def test_every_operation_of_a_batch_on_your_documents(self, world: StoreWorld) -> None:
@@ -149,10 +161,16 @@ class SessionContract:
             created = session.commit()
         with world.session(partition) as session:
             session.upsert(_booking(partition, "b4"))
-            session.replace(_booking(partition, "b1", status="confirmed"),
-                            if_match=created.etags[0])
-            session.patch("b3", [{"op": "incr", "path": "/seats", "value": 2},
-                                 {"op": "set", "path": "/status", "value": "grown"}])
+            session.replace(
+                _booking(partition, "b1", status="confirmed"), if_match=created.etags[0]
+            )
+            session.patch(
+                "b3",
+                [
+                    {"op": "incr", "path": "/seats", "value": 2},
+                    {"op": "set", "path": "/status", "value": "grown"},
+                ],
+            )
             session.delete("b2")
             session.publish("BookingsChanged", {"count": 4})
             session.commit()
@@ -223,9 +241,7 @@ class SessionContract:
             mine = [body["n"] for body in map(_body, events) if body["racer"] == racer]
             assert mine == sorted(mine)
 
-    def test_the_batch_limits_are_refused_before_the_round_trip(
-        self, world: StoreWorld
-    ) -> None:
+    def test_the_batch_limits_are_refused_before_the_round_trip(self, world: StoreWorld) -> None:
         partition = _partition()
         with world.session(partition) as session:
             for n in range(98):
@@ -290,8 +306,7 @@ class SessionContract:
         that 201 by `replay`, though the quota check would now say 409; one loan, one event.
         Another key is checked afresh (409), and the key with another request is refused."""
         member = _partition()
-        world.plant({"id": "quota", "partitionKey": member, "type": "quota", "used": 0,
-                     "limit": 1})
+        world.plant({"id": "quota", "partitionKey": member, "type": "quota", "used": 0, "limit": 1})
         with world.session(member, entity="member") as session:
             first = _borrow(session, "key-1", "dune")
         with world.session(member, entity="member") as session:
@@ -299,13 +314,15 @@ class SessionContract:
         assert first == again == {"status": 201, "body": {"loan": "loan-dune", "attempt": 1}}
         with world.session(member, entity="member") as session:
             assert _borrow(session, "key-2", "emma")["status"] == 409
-        with world.session(member, entity="member") as session, pytest.raises(
-                IdempotencyKeyReusedError):
+        with (
+            world.session(member, entity="member") as session,
+            pytest.raises(IdempotencyKeyReusedError),
+        ):
             session.replay("key-1", request={"book": "emma"})
-        assert [e["action"] for e in _events(world, member)] == [
-            "BookBorrowed"]
+        assert [e["action"] for e in _events(world, member)] == ["BookBorrowed"]
         assert sorted(_kinds(world, member)) == sorted(
-            ["quota", "loan", "idempotencyRecord", EVENT_TYPE, SEQUENCE_TYPE])
+            ["quota", "loan", "idempotencyRecord", EVENT_TYPE, SEQUENCE_TYPE]
+        )
 
     def test_two_first_attempts_racing_with_one_key_end_with_one_effect(
         self, world: StoreWorld
@@ -314,16 +331,14 @@ class SessionContract:
         second's batch fails on the quota's etag and on the key's record, and its commit is
         answered from the first's record."""
         member = _partition()
-        world.plant({"id": "quota", "partitionKey": member, "type": "quota", "used": 0,
-                     "limit": 2})
+        world.plant({"id": "quota", "partitionKey": member, "type": "quota", "used": 0, "limit": 2})
         first = world.session(member, entity="member", process="a")
         second = world.session(member, entity="member", process="b")
         for attempt, session in ((1, first), (2, second)):
             assert session.replay("key-1", request={"book": "dune"}) is None
             quota = session.read("quota")
             assert quota is not None
-            session.replace({**_plain(quota), "used": quota["used"] + 1},
-                            if_match=quota["_etag"])
+            session.replace({**_plain(quota), "used": quota["used"] + 1}, if_match=quota["_etag"])
             session.publish("BookBorrowed", {"book": "dune"})
             session.claim("key-1", request={"book": "dune"}, answer={"attempt": attempt})
         assert first.commit().replayed is False
@@ -332,12 +347,14 @@ class SessionContract:
         [quota] = [d for d in world.documents(member) if d["id"] == "quota"]
         assert quota["used"] == 1
 
-    def test_an_empty_commit_writes_nothing_and_returns_no_events(
-        self, world: StoreWorld
-    ) -> None:
+    def test_an_empty_commit_writes_nothing_and_returns_no_events(self, world: StoreWorld) -> None:
         partition = _partition()
         with world.session(partition) as session:
             committed = session.commit()
-        assert (tuple(committed.etags), tuple(committed.events), committed.replayed,
-                committed.answer) == ((), (), False, None)
+        assert (
+            tuple(committed.etags),
+            tuple(committed.events),
+            committed.replayed,
+            committed.answer,
+        ) == ((), (), False, None)
         assert world.documents(partition) == []

@@ -114,7 +114,8 @@ class UnitOfWorkContract:
             second.commit()
         with world.uow() as uow:
             assert uow.repository(type(aggregate)).get(aggregate.id).model_dump() == (
-                a.model_dump())
+                a.model_dump()
+            )
         assert len(events_of(world, aggregate.id)) == 2  # created + the first writer's only
 
     def test_a_failing_operation_leaves_nothing_of_the_batch_written(
@@ -167,7 +168,9 @@ class UnitOfWorkContract:
             with pytest.raises(UnrecordedChangeError) as info:
                 uow.commit()
         assert (info.value.aggregate_type, info.value.aggregate_id) == (
-            aggregate.aggregate_type, aggregate.id)
+            aggregate.aggregate_type,
+            aggregate.id,
+        )
         assert info.value.fields
         assert sorted((d["id"], d["_etag"]) for d in world.documents(aggregate.id)) == before
 
@@ -187,9 +190,8 @@ class UnitOfWorkContract:
     ) -> None:
         aggregate = saved(world, example.new())
         event_id = events_of(world, aggregate.id)[0]["id"]
-        world.plant({"id": event_id, "partitionKey": event_id, "type": EVENT_TYPE, "data": {},
-                     "ttl": -1})
+        world.plant(
+            {"id": event_id, "partitionKey": event_id, "type": EVENT_TYPE, "data": {}, "ttl": -1}
+        )
         with world.uow() as uow, pytest.raises(NotFoundError):
             uow.repository(type(aggregate)).get(event_id)
-
-

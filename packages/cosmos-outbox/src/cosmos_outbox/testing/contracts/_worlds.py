@@ -105,23 +105,43 @@ class StoreWorld(abc.ABC):
         return as_async(self.store)
 
     def uow(self) -> _sync.UnitOfWork:
-        return _sync.UnitOfWork(_unit_of_work.UnitOfWork(
-            self.async_store, event_ttl_seconds=self.event_ttl_seconds,
-            idempotency_ttl_seconds=self.idempotency_ttl_seconds), run=self.run)
+        return _sync.UnitOfWork(
+            _unit_of_work.UnitOfWork(
+                self.async_store,
+                event_ttl_seconds=self.event_ttl_seconds,
+                idempotency_ttl_seconds=self.idempotency_ttl_seconds,
+            ),
+            run=self.run,
+        )
 
     def service(self, kind: type[A]) -> _sync.AggregateService[A]:
-        return _sync.AggregateService(_service.AggregateService(kind, lambda: self.uow().core),
-                                      run=self.run)
+        return _sync.AggregateService(
+            _service.AggregateService(kind, lambda: self.uow().core), run=self.run
+        )
 
-    def session(self, partition_key: str, *, entity: str = "customer",
-                process: object = None, **options: Any) -> _sync.Session:
+    def session(
+        self,
+        partition_key: str,
+        *,
+        entity: str = "customer",
+        process: object = None,
+        **options: Any,
+    ) -> _sync.Session:
         """A session on this store, run to its end by `run`; sessions of one `process` share
         what it knows of their sequences (another process, another `process`)."""
         sequences = self._sequences.setdefault(process, _session._Sequences())
-        return _sync.Session(_session.Session(
-            self.async_store, partition_key, entity=entity, sequences=sequences,
-            event_ttl_seconds=self.event_ttl_seconds,
-            idempotency_ttl_seconds=self.idempotency_ttl_seconds, **options), run=self.run)
+        return _sync.Session(
+            _session.Session(
+                self.async_store,
+                partition_key,
+                entity=entity,
+                sequences=sequences,
+                event_ttl_seconds=self.event_ttl_seconds,
+                idempotency_ttl_seconds=self.idempotency_ttl_seconds,
+                **options,
+            ),
+            run=self.run,
+        )
 
     @property
     def _sequences(self) -> dict[object, _session._Sequences]:
@@ -196,8 +216,9 @@ class EventLoop:
 
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
-        self._thread = threading.Thread(target=self.loop.run_forever, name="contract-loop",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self.loop.run_forever, name="contract-loop", daemon=True
+        )
         self._thread.start()
         self._closing: list[_Closable] = []
 
@@ -298,8 +319,9 @@ class InMemoryBacklogWorld(BacklogWorld):
     """The in-memory store and its estimator (`InMemoryBacklogEstimator`); `store_world` may
     drive it through the async API (`asynchronous`, on `loop`)."""
 
-    def __init__(self, store_world: InMemoryStoreWorld | None = None, *,
-                 asynchronous: bool = False) -> None:
+    def __init__(
+        self, store_world: InMemoryStoreWorld | None = None, *, asynchronous: bool = False
+    ) -> None:
         self.store_world = store_world or InMemoryStoreWorld()
         memory = self.store_world.memory
         self.fake = InMemoryBacklogEstimator(memory)
@@ -347,9 +369,11 @@ class FakePublisherWorld(PublisherWorld):
         self.publisher = as_async(self.fake) if asynchronous else self.fake
 
     def received(self, sessions: list[str], count: int) -> list[Received]:
-        found = [Received(m.message_id, m.session_id, m.subject, m.body,
-                          dict(m.application_properties))
-                 for m in self.fake.messages if m.session_id in sessions]
+        found = [
+            Received(m.message_id, m.session_id, m.subject, m.body, dict(m.application_properties))
+            for m in self.fake.messages
+            if m.session_id in sessions
+        ]
         assert len(found) >= count, f"{len(found)} of {count} messages sent"
         return found
 
@@ -371,12 +395,14 @@ def saved(world: StoreWorld, aggregate: Aggregate) -> Any:
     return aggregate
 
 
-def claim_of_key(key: str, *, request: str = "the same request",
-                 status: int = 200) -> Claim[Any]:
+def claim_of_key(key: str, *, request: str = "the same request", status: int = 200) -> Claim[Any]:
     """A claim of `key`, answering with the aggregate's id and version."""
-    return Claim(scope="POST contract", key=key, fingerprint=request,
-                 answer=lambda a: Answer(status, {"id": a.id, "version": a.version},
-                                         f"/contract/{a.id}"))
+    return Claim(
+        scope="POST contract",
+        key=key,
+        fingerprint=request,
+        answer=lambda a: Answer(status, {"id": a.id, "version": a.version}, f"/contract/{a.id}"),
+    )
 
 
 def answered(claim: Claim[Any], result: Versioned[Any] | Recorded) -> tuple[Answer, str]:
@@ -392,9 +418,6 @@ def types_in(world: StoreWorld, partition_key: str) -> list[str]:
 
 def events_of(world: StoreWorld, partition_key: str) -> list[dict[str, Any]]:
     return sorted(
-        (envelope_and_data(d) for d in world.documents(partition_key)
-         if d["type"] == EVENT_TYPE),
+        (envelope_and_data(d) for d in world.documents(partition_key) if d["type"] == EVENT_TYPE),
         key=lambda e: e["version"],
     )
-
-
