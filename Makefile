@@ -54,6 +54,7 @@ DEAD_CODE_NAMES := exc_type,tb,timer,timeout_millis,signum,format,frame
 # about half of a cold lint's CPU; mypy keys the cache by module and checks each file's hash).
 MYPY := $(CURDIR)/$(VENV)/bin/mypy --cache-dir $(CURDIR)/.mypy_cache
 lint: $(PY_STAMP)
+	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(MYPY)
 	$(MYPY) --python-version 3.11 $(OUTBOX)/src
