@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from funcstack.functions_host._cosmos_continuation import for_range, ranges
+from funcstack.functions_host._cosmos_trigger.continuation import for_range, ranges
 
 
 def rng(low: str, high: str) -> dict[str, Any]:

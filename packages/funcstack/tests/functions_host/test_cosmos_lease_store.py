@@ -17,9 +17,9 @@ import pytest
 from azure.cosmos import PartitionKey
 from azure.cosmos.aio import ContainerProxy, CosmosClient, DatabaseProxy
 
-from funcstack.functions_host import _cosmos_continuation as continuations
-from funcstack.functions_host._cosmos_lease_split import PartitionSynchronizer
-from funcstack.functions_host._cosmos_lease_store import LeaseLostError, LeaseStore
+from funcstack.functions_host._cosmos_trigger import continuation as continuations
+from funcstack.functions_host._cosmos_trigger.lease_split import PartitionSynchronizer
+from funcstack.functions_host._cosmos_trigger.lease_store import LeaseLostError, LeaseStore
 
 from .test_cosmos_trigger import Cosmos, cosmos
 

@@ -24,7 +24,7 @@ from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
 from funcstack.cosmos import PhysicalPartition, physical_partitions
-from funcstack.functions_host._cosmos_trigger import VERIFY_TLS_SETTING
+from funcstack.functions_host._cosmos_trigger.listener import VERIFY_TLS_SETTING
 from funcstack.scaleout import AppInstances
 from funcstack.stack import LocalStack, ServicePorts
 

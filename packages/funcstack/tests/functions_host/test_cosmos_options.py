@@ -11,10 +11,10 @@ from typing import Any, cast
 
 import pytest
 
-from funcstack.functions_host._cosmos_lease_balancer import leases_to_take
-from funcstack.functions_host._cosmos_lease_store import Lease
-from funcstack.functions_host._cosmos_options import CosmosTriggerOptions, shared_leases
-from funcstack.functions_host._cosmos_trigger import CosmosTriggerListener
+from funcstack.functions_host._cosmos_trigger.lease_balancer import leases_to_take
+from funcstack.functions_host._cosmos_trigger.lease_store import Lease
+from funcstack.functions_host._cosmos_trigger.listener import CosmosTriggerListener
+from funcstack.functions_host._cosmos_trigger.options import CosmosTriggerOptions, shared_leases
 from funcstack.functions_host._functions import FunctionSpec
 from funcstack.functions_host._language_worker import LanguageWorker
 

@@ -21,7 +21,7 @@ from azure.cosmos import ContainerProxy, CosmosClient, PartitionKey
 from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
 from funcstack.cosmos import split_partition
-from funcstack.functions_host._cosmos_trigger import VERIFY_TLS_SETTING
+from funcstack.functions_host._cosmos_trigger.listener import VERIFY_TLS_SETTING
 from funcstack.functions_host._launcher import RunningRunner, start_runner
 from funcstack.services import free_port
 from funcstack.stack import LocalStack, ServicePorts

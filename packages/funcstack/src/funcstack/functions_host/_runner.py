@@ -30,7 +30,7 @@ from aiohttp import web
 from funcstack.functions_host._config import HostJson, apply_settings, load_local_settings
 from funcstack.functions_host._console import set_levels as set_console_levels
 from funcstack.functions_host._cors import CorsPolicy, load_cors
-from funcstack.functions_host._cosmos_options import shared_leases
+from funcstack.functions_host._cosmos_trigger.options import shared_leases
 from funcstack.functions_host._functions import FunctionSpec, specs_from_metadata
 from funcstack.functions_host._http_host import HttpHost
 from funcstack.functions_host._http_server import HttpServer, KestrelLimits
@@ -64,7 +64,7 @@ class HostServices:
 
 
 def _cosmos_listener(spec: FunctionSpec, host: HostServices) -> Listener:
-    from funcstack.functions_host._cosmos_trigger import CosmosTriggerListener
+    from funcstack.functions_host._cosmos_trigger.listener import CosmosTriggerListener
 
     return CosmosTriggerListener(spec, host.worker, timeout=host.timeout)
 

@@ -5,7 +5,7 @@ Follows Azure/azure-cosmos-dotnet-v3 (3.41), ``ChangeFeedProcessor/``:
 
 * ``FeedProcessing/FeedProcessorCore``: a read answered 410 / 1002 ends the lease's processing
   with ``FeedRangeGoneException`` and the last continuation read
-  (``_cosmos_lease_processing.FeedRangeGoneError``; ``_cosmos_continuation`` for how the
+  (``lease_processing.FeedRangeGoneError``; ``continuation`` for how the
   Python SDK shows the 410).
 * ``Bootstrapping/PartitionSynchronizerCore.HandlePartitionGoneAsync`` for an EPK lease: the
   partition key ranges overlapping the lease's range, read afresh (``forceRefresh: true``);
@@ -31,8 +31,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from funcstack.functions_host import _cosmos_continuation as continuations
-from funcstack.functions_host._cosmos_lease_store import Lease, LeaseStore
+from funcstack.functions_host._cosmos_trigger import continuation as continuations
+from funcstack.functions_host._cosmos_trigger.lease_store import Lease, LeaseStore
 
 logger = logging.getLogger("funcstack.functions_host.cosmos")
 

@@ -16,10 +16,10 @@ in Azure/azure-cosmos-dotnet-v3, 3.41):
   change only by splits.
 * Leases are shared by equal-partitions balancing every ``leaseAcquireInterval``, renewed every
   ``leaseRenewInterval``, and expire after ``leaseExpirationInterval`` without renewal (13 s,
-  17 s, 60 s by default; milliseconds in the binding) (``_cosmos_lease_balancer``); each owned
+  17 s, 60 s by default; milliseconds in the binding) (``lease_balancer``); each owned
   lease is processed on its own and concurrently: a batch that keeps failing holds back only its
-  lease (``_cosmos_lease_processing``); every lease update is conditional (``If-Match``) and a
-  checkpoint after the lease was lost is refused (``_cosmos_lease_store``). A clean stop
+  lease (``lease_processing``); every lease update is conditional (``If-Match``) and a
+  checkpoint after the lease was lost is refused (``lease_store``). A clean stop
   releases the leases; a killed instance's leases are taken over once they expire.
 * A lease's continuation moves only after an invocation finished -- successfully, or
   unsuccessfully once the retry policy is exhausted (or when there is none): then the host logs
@@ -28,20 +28,20 @@ in Azure/azure-cosmos-dotnet-v3, 3.41):
   the retry count is kept in memory. On shutdown an unfinished batch is not checkpointed.
 * A lease without a checkpoint starts from "now" (at the first read after it is acquired),
   unless ``startFromBeginning`` or ``startFromTime`` says otherwise; "now" is never written
-  into the lease, so changes written while no instance ran are skipped (``_cosmos_options``
+  into the lease, so changes written while no instance ran are skipped (``options``
   reads the start options as the extension does; a listener that refuses to start says why).
 * Two Cosmos DB triggers of the app on the same monitored container, lease container and
   prefix compete for the same leases, as in Azure; the runner says so at start
-  (``_cosmos_options.shared_leases``).
+  (``options.shared_leases``).
 * The documents reach the worker as one JSON array (``TypedData.json``), written as the Azure
   host writes them: its Newtonsoft.Json reading re-formats date-like strings
   (``_newtonsoft``); the local-only app setting ``FUNCTIONS_HOST_COSMOS_VERBATIM_DOCUMENTS=true``
   hands them over verbatim instead.
 * A lease per physical partition of the monitored container when the store is initialised;
   when a partition splits, its lease is replaced by child leases that start where it was, its
-  owner acquires them and balancing spreads them (``_cosmos_lease_split``, as
+  owner acquires them and balancing spreads them (``lease_split``, as
   ``PartitionSynchronizerCore.HandlePartitionGoneAsync``); a read shows the split
-  (``_cosmos_continuation``).
+  (``continuation``).
 * Lease ids as the change feed processor forms them (``GetLeasePrefix``):
   ``<leaseContainerPrefix><account Uri.Host>_<database rid>_<container rid>..<lease token>``:
   no port, so a local endpoint restarted on another port (``--free-ports``) with its kept
@@ -69,17 +69,17 @@ from urllib.parse import urlsplit
 from azure.cosmos import PartitionKey
 from azure.cosmos.aio import ContainerProxy, CosmosClient, DatabaseProxy
 
-from funcstack.functions_host import _cosmos_continuation as continuations
 from funcstack.functions_host._config import SettingError, is_truthy, parse_connection_string
-from funcstack.functions_host._cosmos_lease_balancer import LoadBalancer
-from funcstack.functions_host._cosmos_lease_processing import (
+from funcstack.functions_host._cosmos_trigger import continuation as continuations
+from funcstack.functions_host._cosmos_trigger.lease_balancer import LoadBalancer
+from funcstack.functions_host._cosmos_trigger.lease_processing import (
     Page,
     PartitionController,
     ProcessingOptions,
 )
-from funcstack.functions_host._cosmos_lease_split import PartitionSynchronizer
-from funcstack.functions_host._cosmos_lease_store import Lease, LeaseStore, range_token
-from funcstack.functions_host._cosmos_options import CosmosTriggerOptions
+from funcstack.functions_host._cosmos_trigger.lease_split import PartitionSynchronizer
+from funcstack.functions_host._cosmos_trigger.lease_store import Lease, LeaseStore, range_token
+from funcstack.functions_host._cosmos_trigger.options import CosmosTriggerOptions
 from funcstack.functions_host._functions import FunctionSpec
 from funcstack.functions_host._language_worker import LanguageWorker
 from funcstack.functions_host._newtonsoft import host_documents, host_time_zone

@@ -21,7 +21,7 @@ import logging
 import math
 from collections.abc import Awaitable, Callable
 
-from funcstack.functions_host._cosmos_lease_store import Lease, LeaseLostError, LeaseStore
+from funcstack.functions_host._cosmos_trigger.lease_store import Lease, LeaseLostError, LeaseStore
 
 logger = logging.getLogger("funcstack.functions_host.cosmos")
 

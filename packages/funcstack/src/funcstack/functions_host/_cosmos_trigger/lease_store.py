@@ -27,10 +27,10 @@ Follows Azure/azure-cosmos-dotnet-v3, ``Microsoft.Azure.Cosmos/src/ChangeFeedPro
 * ``Bootstrapping/PartitionSynchronizerCore``: leases are created for the ranges that have
   none (an EPK lease sharing a range's min or max covers it); a lease whose partition split is
   replaced by child leases that start where it was, with its properties, then deleted
-  (``replace_with_children``; ``_cosmos_lease_split`` decides when).
+  (``replace_with_children``; ``lease_split`` decides when).
 
 LOCAL DIFFERENCE: the continuation is the Python SDK's change-feed continuation (a token that
-names its range; each child gets the parent's cut to its own range, ``_cosmos_continuation``)
+names its range; each child gets the parent's cut to its own range, ``continuation``)
 where .NET keeps the service's etag (each child gets the parent's as it is); leases are
 EPK-range leases (version 1, as .NET writes for an EPK lease's children) where .NET first
 writes one per partition key range id (version 0). The parent is deleted only if nobody wrote

@@ -22,10 +22,10 @@ Follows Azure/azure-cosmos-dotnet-v3 (3.41), ``ChangeFeedProcessor/``:
   start, as in Azure). A checkpoint refused (another owner) ends the processing of that lease:
   what was delivered and not checkpointed is read again by the new owner (at least once).
   A read that finds the lease's physical partition split (the .NET processor's 410 / 1002,
-  ``HandleFailedRequest``; see ``_cosmos_continuation`` for how the Python SDK shows it) ends
+  ``HandleFailedRequest``; see ``continuation`` for how the Python SDK shows it) ends
   the lease's processing with ``FeedRangeGoneError`` and the last continuation read.
 * ``PartitionControllerCore.HandlePartitionGoneAsync``: on ``FeedRangeGoneError`` the lease is
-  replaced by child leases (``_cosmos_lease_split``), which this instance then acquires and
+  replaced by child leases (``lease_split``), which this instance then acquires and
   processes as any lease it takes (the balancers spread them later); the parent is deleted,
   not released.
 
@@ -44,7 +44,7 @@ from typing import Any
 
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
-from funcstack.functions_host._cosmos_lease_store import Lease, LeaseLostError, LeaseStore
+from funcstack.functions_host._cosmos_trigger.lease_store import Lease, LeaseLostError, LeaseStore
 
 logger = logging.getLogger("funcstack.functions_host.cosmos")
 
