@@ -3,7 +3,7 @@ polls and settles, on the unmodified ``azure-storage-queue`` SDK (locally: Azuri
 
 * Connection: the binding's ``connection`` (default ``AzureWebJobsStorage``), read as the host
   reads it: the setting ``<name>`` (else ``AzureWebJobs<name>``) as a connection string, or
-  ``<name>__queueServiceUri`` with ``DefaultAzureCredential``. ``queueName`` may use
+  ``<name>__queueServiceUri`` with its identity (``_connections``). ``queueName`` may use
   ``%SETTING%``; it is lower-cased, as the extension normalizes it.
 * Polling (``QueueListener``): up to ``batchSize`` messages per receive, each received with a
   10-minute visibility timeout (renewed at half-time while the function runs); a receive that
@@ -49,6 +49,7 @@ from azure.storage.queue import QueueMessage
 from azure.storage.queue.aio import QueueClient, QueueServiceClient
 
 from funcstack.functions_host._config import SettingError, resolve
+from funcstack.functions_host._connections import queue_service_for as queue_service_for
 from funcstack.functions_host._functions import FunctionSpec
 from funcstack.functions_host._language_worker import LanguageWorker
 from funcstack.functions_host._retry import RetryPolicy, invoke_with_retries, parse_timespan
@@ -129,20 +130,6 @@ class QueueTriggerOptions:
             max_dequeue_count=max_dequeue,
             message_encoding=encoding,
         )
-
-
-def queue_service_for(connection: str) -> QueueServiceClient:
-    """The queue service of the connection ``connection``, as the host resolves it."""
-    for name in (connection, f"AzureWebJobs{connection}"):
-        value = os.environ.get(name)
-        if value:
-            return QueueServiceClient.from_connection_string(value)
-    uri = os.environ.get(f"{connection}__queueServiceUri")
-    if uri:
-        from azure.identity.aio import DefaultAzureCredential
-
-        return QueueServiceClient(uri, credential=DefaultAzureCredential())
-    raise SettingError(f"app setting {connection} (or {connection}__queueServiceUri) is not set")
 
 
 def _json_time(moment: dt.datetime | None) -> str | None:
@@ -235,6 +222,10 @@ class QueueTriggerListener:
                 await self._service.close()
             self._service = None
 
+    def poison_queue_name(self) -> str | None:
+        """Where messages that keep failing go (``poison_queue_name``)."""
+        return poison_queue_name(self.options.queue)
+
     def _delays(self) -> Any:
         policy = RetryPolicy(
             "exponential_backoff",
@@ -248,7 +239,7 @@ class QueueTriggerListener:
         assert self._service is not None
         opts = self.options
         queue = self._service.get_queue_client(opts.queue)
-        poison_name = poison_queue_name(opts.queue)
+        poison_name = self.poison_queue_name()
         poison = self._service.get_queue_client(poison_name) if poison_name else None
         backoff = self._delays()
         found_since_last_delay = False
