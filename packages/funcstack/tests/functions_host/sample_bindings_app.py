@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import hashlib
 import io
-import typing
 import json
+import typing
 
 import azure.functions as func
 
@@ -34,7 +34,9 @@ def put_blob_str(req: func.HttpRequest, file: func.Out[str]) -> str:
 
 
 @app.route(route="blob/str", methods=["GET"])
-@app.blob_input(arg_name="file", path="%BLOBS%/str.txt", data_type="STRING", connection=STORAGE)
+@app.blob_input(
+    arg_name="file", path="%BLOBS%/str.txt", data_type=func.DataType.STRING, connection=STORAGE
+)
 def get_blob_str(req: func.HttpRequest, file: str) -> str:
     assert isinstance(file, str)
     return file
@@ -48,7 +50,9 @@ def put_blob_bytes(req: func.HttpRequest, file: func.Out[bytes]) -> str:
 
 
 @app.route(route="blob/bytes", methods=["GET"])
-@app.blob_input(arg_name="file", path="%BLOBS%/bytes.bin", data_type="BINARY", connection=STORAGE)
+@app.blob_input(
+    arg_name="file", path="%BLOBS%/bytes.bin", data_type=func.DataType.BINARY, connection=STORAGE
+)
 def get_blob_bytes(req: func.HttpRequest, file: bytes) -> func.HttpResponse:
     assert isinstance(file, bytes)
     return func.HttpResponse(json.dumps({"size": len(file), "md5": _md5(file)}))
@@ -79,16 +83,24 @@ def put_blob_generic(req: func.HttpRequest) -> str:
 @app.route(route="blob/read/{name}", methods=["GET"])
 @app.blob_input(arg_name="file", path="%BLOBS%/{name}", connection=STORAGE)
 def read_blob(req: func.HttpRequest, file: func.InputStream) -> func.HttpResponse:
-    if file is None:
-        return func.HttpResponse("missing", status_code=404)
+    if file is None:  # a blob that does not exist
+        return func.HttpResponse("missing", status_code=404)  # type: ignore[unreachable]
     return func.HttpResponse(file.read())
 
 
 @app.route(route="blob/multiple", methods=["POST"])
-@app.blob_input(arg_name="in1", path="%BLOBS%/in-1.bin", data_type="BINARY", connection=STORAGE)
-@app.blob_input(arg_name="in2", path="%BLOBS%/in-2.bin", data_type="BINARY", connection=STORAGE)
-@app.blob_output(arg_name="out1", path="%BLOBS%/out-1.bin", data_type="BINARY", connection=STORAGE)
-@app.blob_output(arg_name="out2", path="%BLOBS%/out-2.bin", data_type="BINARY", connection=STORAGE)
+@app.blob_input(
+    arg_name="in1", path="%BLOBS%/in-1.bin", data_type=func.DataType.BINARY, connection=STORAGE
+)
+@app.blob_input(
+    arg_name="in2", path="%BLOBS%/in-2.bin", data_type=func.DataType.BINARY, connection=STORAGE
+)
+@app.blob_output(
+    arg_name="out1", path="%BLOBS%/out-1.bin", data_type=func.DataType.BINARY, connection=STORAGE
+)
+@app.blob_output(
+    arg_name="out2", path="%BLOBS%/out-2.bin", data_type=func.DataType.BINARY, connection=STORAGE
+)
 def multiple_blobs(
     req: func.HttpRequest,
     in1: bytes,
@@ -136,6 +148,12 @@ def on_queue(msg: func.QueueMessage) -> str:
     )
 
 
+@app.queue_trigger(arg_name="msg", queue_name="%QUEUE_PREFIX%-badout", connection=STORAGE)
+@app.blob_output(arg_name="$return", path="%BLOBS%/{queueTrigger}", connection=STORAGE)
+def on_queue_to_blob(msg: func.QueueMessage) -> str:
+    return "written to the blob the message names"
+
+
 @app.route(route="queue/return", methods=["POST"], binding_arg_name="resp")
 @app.queue_output(arg_name="$return", queue_name="%QUEUE_PREFIX%-return", connection=STORAGE)
 def put_queue_return(req: func.HttpRequest, resp: func.Out[str]) -> bytes:
@@ -166,7 +184,11 @@ def put_queue_and_answer(
 
 @app.route(route="queue/many", methods=["POST"], binding_arg_name="resp")
 @app.queue_output(arg_name="msgs", queue_name="%QUEUE_PREFIX%-many", connection=STORAGE)
-def put_queue_many(req: func.HttpRequest, resp: func.Out[str], msgs: func.Out[typing.List[str]]) -> None:  # noqa: UP006 (the library)
+def put_queue_many(
+    req: func.HttpRequest,
+    resp: func.Out[str],
+    msgs: func.Out[typing.List[str]],  # noqa: UP006 (the library refuses list[str])
+) -> None:
     msgs.set(["one", "two"])
 
 
@@ -222,7 +244,7 @@ def put_topic(req: func.HttpRequest, msg: func.Out[str]) -> str:
     connection=COSMOS,
 )
 def put_document(req: func.HttpRequest, doc: func.Out[func.Document]) -> str:
-    doc.set(func.Document.from_json(req.get_body()))
+    doc.set(func.Document.from_json(req.get_body().decode("utf-8")))
     return "OK"
 
 
@@ -240,7 +262,7 @@ def put_documents(req: func.HttpRequest, docs: func.Out[func.DocumentList]) -> s
     arg_name="doc", database_name="%DATABASE%", container_name="missing", connection=COSMOS
 )
 def put_document_nowhere(req: func.HttpRequest, doc: func.Out[func.Document]) -> str:
-    doc.set(func.Document.from_json(req.get_body()))
+    doc.set(func.Document.from_json(req.get_body().decode("utf-8")))
     return "OK"
 
 
@@ -271,12 +293,24 @@ def get_document_without_key(req: func.HttpRequest, docs: func.DocumentList) -> 
     return func.HttpResponse(docs[0].to_json(), mimetype="application/json")  # type: ignore[return-value]
 
 
+@app.route(route="cosmos/nowhere", methods=["GET"])
+@app.cosmos_db_input(
+    arg_name="docs",
+    database_name="%DATABASE%",
+    container_name="missing",
+    sql_query="SELECT * FROM c",
+    connection=COSMOS,
+)
+def query_nowhere(req: func.HttpRequest, docs: func.DocumentList) -> str:
+    return "unreachable: the input cannot be read"
+
+
 @app.route(route="cosmos/category/{category}", methods=["GET"])
 @app.cosmos_db_input(
     arg_name="docs",
     database_name="%DATABASE%",
     container_name="items",
-    sql_query="SELECT * FROM c WHERE c.category = {category} AND c.size >= {min}",
+    sql_query="SELECT * FROM c WHERE c.category = {category} AND c.tier = {tier}",
     connection=COSMOS,
 )
 def query_documents(req: func.HttpRequest, docs: func.DocumentList) -> func.HttpResponse:

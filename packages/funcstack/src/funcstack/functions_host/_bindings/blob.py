@@ -5,7 +5,9 @@ worker (Azure/azure-sdk-for-net, ``Microsoft.Azure.WebJobs.Extensions.Storage.Bl
 
 * ``path`` is ``<container>/<blob name>``, either part with ``{...}`` expressions resolved per
   invocation (``{name}`` of a blob trigger, ``{id}`` of a route...); a path naming only a
-  container binds a container client, which a Python worker cannot receive: refused.
+  container binds a container client, which a Python worker cannot receive: refused. A
+  container name that is not valid is refused at indexing (a literal one) or fails the
+  invocation (one an expression made), as ``BlobPath`` checks it.
 * ``connection``: a storage connection (``_connections``: a connection string, or
   ``<connection>__blobServiceUri`` / ``__serviceUri`` / ``__accountName``); empty means
   ``AzureWebJobsStorage``.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import logging
+import re
 
 from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFoundError
 
@@ -59,9 +62,28 @@ def blob_path(decl: BindingDecl) -> tuple[Template, Template]:
             "there, which a Python function cannot receive; give <container>/<blob name>"
         )
     try:
-        return Template.parse(container), Template.parse(name)
+        container_template, name_template = Template.parse(container), Template.parse(name)
     except ExpressionError as exc:
         raise BindingRefusedError(f"path: {exc}") from None
+    if container_template.is_literal:
+        problem = container_problem(container)
+        if problem is not None:
+            raise BindingRefusedError(problem)
+    return container_template, name_template
+
+
+_CONTAINER_NAME = re.compile(r"^(\$root|\$web|[a-z0-9](?!.*--)[a-z0-9-]{1,61}[a-z0-9])$")
+
+
+def container_problem(name: str) -> str | None:
+    """``BlobPath``'s check of a container name (3-63 lower-case letters, digits and single
+    dashes; ``$root``, ``$web``), or None."""
+    if _CONTAINER_NAME.match(name):
+        return None
+    return (
+        f"the container name {name!r} is not valid: 3-63 lower-case letters, digits and "
+        "single dashes, starting and ending with a letter or digit"
+    )
 
 
 def stream_text(content: bytes) -> str:
@@ -94,9 +116,13 @@ class _BlobBinding:
 
     def _where(self, data: BindingData) -> tuple[str, str]:
         try:
-            return self._container.bind(data), self._blob.bind(data)
+            container, blob = self._container.bind(data), self._blob.bind(data)
         except ExpressionError as exc:
             raise BindingError(f"Exception binding parameter '{self.name}': {exc}") from None
+        problem = container_problem(container)
+        if problem is not None:
+            raise BindingError(f"Exception binding parameter '{self.name}': {problem}")
+        return container, blob
 
 
 class BlobInput(_BlobBinding):
