@@ -21,7 +21,7 @@ def on_blob(blob: func.InputStream) -> None:
         "length": blob.length,
         "uri": blob.uri,
         "content": content,
-        "etag": (blob.blob_properties or {}).get("ETag"),
+        "etag": (getattr(blob, "blob_properties", None) or {}).get("ETag"),
         "pid": os.getpid(),
     }
     with Path(os.environ["BLOB_OUT"]).open("a", encoding="utf-8") as out:
