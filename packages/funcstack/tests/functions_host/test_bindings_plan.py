@@ -6,6 +6,8 @@ indexing and why (``_bindings/plan.py``)."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
 import pytest
@@ -38,6 +40,7 @@ from funcstack.functions_host._connections import (
     queue_service_for,
 )
 from funcstack.functions_host._functions import FunctionSpec
+from funcstack.functions_host._queue_trigger import _enqueued, notify_enqueued
 from funcstack.functions_host._rpc import protos
 
 SERVED = {"httpTrigger", "queueTrigger", "blobTrigger", "serviceBusTrigger", "timerTrigger"}
@@ -209,6 +212,23 @@ def test_the_http_output_is_the_return_value_or_the_named_output() -> None:
     assert response_value(None, answer) is None  # no HTTP output: OkResult
     unset = pb.InvocationResponse(return_value=pb.TypedData(string="x"))
     assert response_value("resp", unset) is None
+
+
+def test_a_message_the_host_adds_wakes_the_queues_listener_at_once() -> None:
+    """``SharedQueueWatcher``: the queue output notifies; the listener's back-off ends."""
+
+    async def scenario() -> tuple[bool, bool, float]:
+        other = asyncio.create_task(_enqueued("other", 0.2))
+        waiting = asyncio.create_task(_enqueued("jobs", 30.0))
+        await asyncio.sleep(0.01)
+        started = time.monotonic()
+        notify_enqueued("Jobs")  # queue names are lower-cased, as the extension does
+        woken = await asyncio.wait_for(waiting, 5)
+        return woken, await other, time.monotonic() - started
+
+    woken, other_woken, waited = asyncio.run(scenario())
+    assert (woken, other_woken) == (True, False)
+    assert waited < 1.0
 
 
 # -- connections -------------------------------------------------------------------------

@@ -12,7 +12,9 @@ polls and settles, on the unmodified ``azure-storage-queue`` SDK (locally: Azuri
   (``RandomizedExponentialBackoffStrategy``): 100 ms after a receive that found messages, then
   ``0.1 + r * 2^(k-1) * 0.1`` s (``r`` in 0.8..1.2) up to ``maxPollingInterval``. LOCAL
   DIFFERENCE: when host.json does not set ``maxPollingInterval`` the local cap is 1 s (Azure's
-  default is 1 minute), so a new message is picked up within about a second.
+  default is 1 minute), so a new message is picked up within about a second. A message the
+  host's own queue output adds wakes the queue's listener at once (``SharedQueueWatcher``:
+  ``notify_enqueued``).
 * Settling (``QueueProcessor``): success deletes the message; failure makes it visible again
   after ``visibilityTimeout`` (default 0: at once) with ``DequeueCount`` + 1 at the next
   receive; a failure at ``DequeueCount >= maxDequeueCount`` (default 5), or a message received
@@ -75,6 +77,35 @@ def poison_queue_name(queue: str) -> str | None:
         return None
     name = queue + POISON_SUFFIX
     return name if _QUEUE_NAME.match(name) else None
+
+
+#: The queue listeners of this host waiting for their next poll, by queue name: an output
+#: binding that adds a message wakes them (the host's ``SharedQueueWatcher``).
+_WAITING: dict[str, set[asyncio.Event]] = {}
+
+
+def notify_enqueued(queue: str) -> None:
+    """``IMessageEnqueuedWatcher.Notify``: a message was added to ``queue`` by this host; its
+    listeners poll at once instead of finishing their back-off."""
+    for event in _WAITING.get(queue.lower(), ()):
+        event.set()
+
+
+async def _enqueued(queue: str, delay: float) -> bool:
+    """Wait ``delay`` seconds, or less when this host adds a message to ``queue``: whether it
+    did."""
+    event = asyncio.Event()
+    waiting = _WAITING.setdefault(queue, set())
+    waiting.add(event)
+    try:
+        await asyncio.wait_for(event.wait(), delay)
+    except TimeoutError:
+        return False
+    finally:
+        waiting.discard(event)
+        if not waiting:
+            _WAITING.pop(queue, None)
+    return True
 
 
 @dataclass(frozen=True)
@@ -272,7 +303,8 @@ class QueueTriggerListener:
             if found_since_last_delay:
                 backoff = self._delays()  # GetNextDelay(executionSucceeded: true): the minimum
                 found_since_last_delay = False
-            await asyncio.sleep(backoff.next_delay())
+            if await _enqueued(opts.queue, backoff.next_delay()):
+                backoff = self._delays()  # a message added by this host: poll now
 
     async def _process(
         self, queue: QueueClient, poison: QueueClient | None, message: QueueMessage

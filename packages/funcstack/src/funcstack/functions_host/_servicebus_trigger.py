@@ -37,8 +37,8 @@ As the Functions host (Service Bus extension 5.x) does:
   lock ends the renewals; another failure is retried. For a session the limit counts from the
   accept, not per message, as in Azure (azure-sdk-for-net #35267): a session held longer loses
   its lock even while its messages keep coming.
-* LOCAL DIFFERENCE: ``cardinality: many`` (batches) is not supported (the function is not
-  started; a warning says so).
+* LOCAL DIFFERENCE: ``cardinality: many`` (batches) is not supported: an app with such a
+  function is refused when it is indexed (``_bindings.plan``).
 """
 
 from __future__ import annotations

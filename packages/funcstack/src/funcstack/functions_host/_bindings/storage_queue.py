@@ -14,8 +14,9 @@ adds each message with ``AddMessageAndCreateIfNotExistsAsync``):
   Newtonsoft writes ``JObject.ToString()`` (so ``func.QueueMessage(body=...)``, which the worker
   sends as ``{"id": ..., "body": ...}``, arrives as that JSON text); bytes as they are.
 * Each message encoded as host.json ``extensions.queues.messageEncoding`` says (``base64``, the
-  default, or ``none``); the queue created when it does not exist. A failed add fails the
-  invocation.
+  default, or ``none``); the queue created when it does not exist; the host's own listeners of
+  that queue woken (``QueueAsyncCollector`` notifies the ``IMessageEnqueuedWatcher``). A failed
+  add fails the invocation.
 * There is no Storage queue *input* binding for a script worker (the extension binds a
   ``QueueClient``): refused at indexing.
 """
@@ -39,7 +40,7 @@ from funcstack.functions_host._bindings.values import (
     HostValue,
     collector_bytes,
 )
-from funcstack.functions_host._queue_trigger import _QUEUE_NAME
+from funcstack.functions_host._queue_trigger import _QUEUE_NAME, notify_enqueued
 
 __all__ = ["QueueOutput"]
 
@@ -98,6 +99,7 @@ class QueueOutput:
                     with contextlib.suppress(ResourceExistsError):
                         await client.create_queue()
                     await client.send_message(text)
+                notify_enqueued(queue_name)  # the host's queue listeners poll at once
         except AzureError as exc:
             raise BindingError(
                 f"output '{self.name}' (queue {queue_name}): {type(exc).__name__}: {exc}"
