@@ -275,7 +275,7 @@ class BlobTriggerListener:
         latest = last_sweep
         failed: set[str] = set()
         try:
-            async for item in container.list_blobs(include=["metadata"]):
+            async for item in container.list_blobs():
                 modified = item.last_modified
                 if latest is None or modified > latest:
                     latest = modified
@@ -482,7 +482,15 @@ class SharedBlobQueue(QueueTriggerListener):
         return shared
 
     async def leave(self, listener: BlobTriggerListener) -> None:
+        """A function's listener stops (the host is stopping): no message is received any
+        more (one for a function that left would be deleted as no longer served), those being
+        run finish; the last to leave stops the queue."""
         self._functions.pop(listener.function_id, None)
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
         if self._functions:
             return
         self._shared.pop(self._key, None)
