@@ -6,6 +6,7 @@ wins over the file) and the host reads host.json (``_host_json.py``).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -87,6 +88,28 @@ def resolve(value: Any) -> Any:
     return _EXPRESSION.sub(_sub, value)
 
 
+#: The app setting that names the host id (the host's ``HostIdProvider`` reads
+#: ``AzureFunctionsWebHost:hostid``).
+HOST_ID_SETTING = "AzureFunctionsWebHost__hostid"
+_HOST_ID_CHARS = re.compile(r"[^a-z0-9-]+")
+
+
+def host_id(app_dir: Path, group: str | None = None) -> str:
+    """The host id: what keys the host's own state in the storage account (the blob trigger's
+    receipts and queue). ``AzureFunctionsWebHost__hostid`` when set; else, as Azure derives it
+    from the site name (lower case, letters, digits and dashes, at most 32 characters), from
+    the app folder's name. A host serving one function group (``function:<name>``) gets an id
+    of its own (a hash of the group added), so that the group's blob trigger queue carries its
+    functions' messages only."""
+    given = os.environ.get(HOST_ID_SETTING, "").strip().lower()
+    base = _HOST_ID_CHARS.sub("-", given or app_dir.resolve().name.lower()).strip("-")
+    base = (base or "funcstack")[:32].rstrip("-")
+    if group is None or given:
+        return base
+    digest = hashlib.sha1(group.encode("utf-8"), usedforsecurity=False).hexdigest()[:8]
+    return f"{base[:23].rstrip('-')}-{digest}"
+
+
 def is_truthy(value: str | None) -> bool:
     return value is not None and value.strip().lower() in {"1", "true", "yes"}
 
@@ -106,6 +129,8 @@ class HostJson:
     # extensions.queues (batchSize, newBatchThreshold, maxPollingInterval, visibilityTimeout,
     # maxDequeueCount, messageEncoding)
     queues: Mapping[str, Any] | None = None
+    # extensions.blobs (poisonBlobThreshold)
+    blobs: Mapping[str, Any] | None = None
     # "functions": the allow list (None: every function)
     functions: tuple[str, ...] | None = None
     # logging.logLevel: category -> level name
@@ -166,6 +191,7 @@ class HostJson:
             function_timeout=timeout,
             service_bus=section("extensions", "serviceBus"),
             queues=section("extensions", "queues"),
+            blobs=section("extensions", "blobs"),
             functions=tuple(functions) if functions is not None else None,
             log_levels={str(k): str(v) for k, v in levels.items()} if levels else None,
         )

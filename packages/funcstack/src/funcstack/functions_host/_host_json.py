@@ -104,6 +104,7 @@ RULES: dict[str, Rule] = {
     "extensions.queues.visibilityTimeout": _HONOURED,
     "extensions.queues.maxDequeueCount": _HONOURED,
     "extensions.queues.messageEncoding": _HONOURED,
+    "extensions.blobs.poisonBlobThreshold": _HONOURED,
     # -- no local counterpart ----------------------------------------------------------------
     "extensionBundle": Rule(
         "no local counterpart", "funcstack serves its triggers itself", section=True
@@ -136,6 +137,9 @@ RULES: dict[str, Rule] = {
         "not honoured", "no host health monitor: the host is never recycled", section=True
     ),
     "singleton": Rule("not honoured", "no singleton locks", section=True),
+    "extensions.blobs.maxDegreeOfParallelism": Rule(
+        "not honoured", "the blob trigger runs its blobs as the queue trigger runs messages"
+    ),
     "watchDirectories": Rule(
         "not honoured", "the host is not restarted when files change: restart it"
     ),
@@ -197,7 +201,7 @@ RULES: dict[str, Rule] = {
 #: An extension section funcstack has no rule for: its bindings are not served.
 _OTHER_EXTENSION = Rule(
     "not honoured",
-    "funcstack has no such extension (its triggers are logged as unsupported)",
+    "funcstack has no such extension (an app with its bindings is refused at start)",
     section=True,
 )
 

@@ -14,7 +14,11 @@ The mapping follows the Functions host (``GrpcMessageConversionExtensions.ToRpcH
   name, the first of names that differ only in case), ``content-type``, body, then one
   ``Set-Cookie`` line per ``RpcHttpCookie`` as ASP.NET Core's ``ResponseCookies.Append`` writes
   it;
-* a failed invocation -> 500 with no body; no route that takes the path and the method -> 404
+* the answer is the function's HTTP output (``$return``, or the output named by
+  ``binding_arg_name``; ``_bindings/http.py``); none set -> 200 with no body (``OkResult``), and
+  a ``$return`` bound to another output (a queue message) goes there, not to the caller;
+* a failed invocation (an output binding that could not be written included) -> 500 with no
+  body; no route that takes the path and the method -> 404
   with no body (the host has no 405); the routes tried in the order of the functions' names,
   the first that matches winning (a ``RouteCollection``, no precedence between templates);
 * the path matched as Kestrel hands it to routing: percent-escapes decoded except ``%2F``,
@@ -45,6 +49,7 @@ from urllib.parse import quote, unquote_to_bytes
 from aiohttp import web
 from multidict import CIMultiDict
 
+from funcstack.functions_host._bindings.http import http_output_name, response_value
 from funcstack.functions_host._config import resolve
 from funcstack.functions_host._cors import CorsPolicy, is_preflight
 from funcstack.functions_host._functions import FunctionSpec
@@ -104,6 +109,8 @@ class HttpHost:
         prefix = route_prefix.strip("/")
         self._prefix = f"/{prefix}" if prefix else ""
         self._table: RouteTable[FunctionSpec] = RouteTable()
+        #: each function's HTTP output (``$return`` or its own name; none: the host answers 200)
+        self._http_outputs = {f.name: http_output_name(f.bindings) for f in functions}
         # The host maps the routes in the order of the functions' names (FunctionMetadataManager:
         # OrderBy(Name, StringComparer.OrdinalIgnoreCase)) and the first that matches wins.
         for spec in sorted(functions, key=lambda f: f.name.upper()):
@@ -204,8 +211,11 @@ class HttpHost:
             return web.Response(status=500), spec
         if answer.result.status != pb.StatusResult.Success:
             return web.Response(status=500), spec
+        value = response_value(self._http_outputs.get(spec.name), answer)
+        if value is None:  # no HTTP output set: the host's OkResult
+            return web.Response(status=200), spec
         try:
-            return from_rpc_result(answer.return_value), spec
+            return from_rpc_result(value), spec
         except ValueError as exc:  # the host throws while writing the result: a 500
             logger.error("function %s: its answer cannot be written: %s", spec.name, exc)
             return web.Response(status=500), spec

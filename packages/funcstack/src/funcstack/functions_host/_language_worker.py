@@ -24,9 +24,10 @@ import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from funcstack._cache import RPC_WHEEL_ENV, rpc_wheel
+from funcstack.functions_host._bindings.base import BindingError
 from funcstack.functions_host._console import (
     console_active,
     log_invocation,
@@ -50,6 +51,16 @@ class WorkerCrashedError(RuntimeError):
 
 class FunctionTimeoutError(TimeoutError):
     """An invocation ran longer than the function timeout."""
+
+
+class BindingsHook(Protocol):
+    """The app's bindings around an invocation (``_bindings.plan.HostBindings``)."""
+
+    async def before(
+        self, function_id: str, input_data: list[Any], trigger_metadata: Mapping[str, Any]
+    ) -> tuple[list[Any], Any]: ...
+
+    async def after(self, function_id: str, answer: Any, data: Any) -> str | None: ...
 
 
 class LanguageWorker:
@@ -80,6 +91,8 @@ class LanguageWorker:
         #: invocation id -> function name, while it runs (the RpcLog messages name the id)
         self._running: dict[str, str] = {}
         self._printed: asyncio.Task[None] | None = None
+        #: The app's bindings, run around each invocation (set by the runner once indexed).
+        self.bindings: BindingsHook | None = None
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -238,7 +251,7 @@ class LanguageWorker:
         name, trigger = self._functions.get(function_id, (function_id, ""))
         self._running[invocation_id] = name
         try:
-            answer = await self._invoke(
+            answer = await self._invoke_bound(
                 invocation_id,
                 function_id,
                 input_data,
@@ -282,6 +295,46 @@ class LanguageWorker:
                 or "failed",
             )
         return answer
+
+    async def _invoke_bound(
+        self,
+        invocation_id: str,
+        function_id: str,
+        input_data: list[Any],
+        *,
+        trigger_metadata: Mapping[str, Any] | None,
+        **kwargs: Any,
+    ) -> Any:
+        """``_invoke`` with the function's bindings around it (``bindings``): its inputs read
+        first, its outputs written once it succeeded; a binding that fails makes the answer a
+        failure with the binding's message."""
+        bindings = self.bindings
+        if bindings is None:
+            return await self._invoke(
+                invocation_id, function_id, input_data, trigger_metadata=trigger_metadata, **kwargs
+            )
+        try:
+            extra, data = await bindings.before(function_id, input_data, trigger_metadata or {})
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            return _failed(invocation_id, _binding_message(exc))
+        answer = await self._invoke(
+            invocation_id,
+            function_id,
+            [*input_data, *extra],
+            trigger_metadata=trigger_metadata,
+            **kwargs,
+        )
+        if answer.result.status != protos().StatusResult.Success:
+            return answer
+        try:
+            error = await bindings.after(function_id, answer, data)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            error = _binding_message(exc)
+        return answer if error is None else _failed(invocation_id, error)
 
     async def _invoke(
         self,
@@ -401,6 +454,22 @@ async def _relay_printed(stdout: asyncio.StreamReader) -> None:
 _PRINTED_LINE = 64 * 1024
 
 
+def _binding_message(error: BaseException) -> str:
+    return str(error) if isinstance(error, BindingError) else f"{type(error).__name__}: {error}"
+
+
+def _failed(invocation_id: str, message: str) -> Any:
+    """A failed ``InvocationResponse`` for a binding's failure (the host's
+    ``FunctionInvocationException``)."""
+    pb = protos()
+    return pb.InvocationResponse(
+        invocation_id=invocation_id,
+        result=pb.StatusResult(
+            status=pb.StatusResult.Failure, exception=pb.RpcException(message=message)
+        ),
+    )
+
+
 def _trigger_type(metadata: Any) -> str:
     """The type of a function's trigger binding, from its metadata's raw bindings."""
     for raw in metadata.raw_bindings:
@@ -415,11 +484,12 @@ def _trigger_type(metadata: Any) -> str:
 
 
 def _http_status(answer: Any) -> str:
-    """The status of an HTTP function's answer (200 when it sets none), else ''."""
-    value = answer.return_value
-    if value.WhichOneof("data") != "http":
-        return ""
-    return str(value.http.status_code or "200")
+    """The status of an HTTP function's answer (its return value's, or a named HTTP output's;
+    200 when it sets none), else ''."""
+    for value in (answer.return_value, *(b.data for b in answer.output_data)):
+        if value.WhichOneof("data") == "http":
+            return str(value.http.status_code or "200")
+    return ""
 
 
 def _check(result: Any, what: str) -> None:

@@ -37,7 +37,11 @@ from collections.abc import Callable
 from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-__all__ = ["host_documents", "host_string", "host_time_zone"]
+__all__ = ["VERBATIM_SETTING", "host_documents", "host_string", "host_time_zone"]
+
+#: Local-only app setting: "true" hands Cosmos DB documents to the function verbatim (the
+#: trigger's and the input binding's), where the Azure host re-formats their date-like strings.
+VERBATIM_SETTING = "FUNCTIONS_HOST_COSMOS_VERBATIM_DOCUMENTS"
 
 #: .NET's ``DateTime.Ticks`` units: 100 ns; ``DateTime.MaxValue.Ticks``.
 _TICKS_PER_SECOND = 10_000_000

@@ -3,7 +3,7 @@ polls and settles, on the unmodified ``azure-storage-queue`` SDK (locally: Azuri
 
 * Connection: the binding's ``connection`` (default ``AzureWebJobsStorage``), read as the host
   reads it: the setting ``<name>`` (else ``AzureWebJobs<name>``) as a connection string, or
-  ``<name>__queueServiceUri`` with ``DefaultAzureCredential``. ``queueName`` may use
+  ``<name>__queueServiceUri`` with its identity (``_connections``). ``queueName`` may use
   ``%SETTING%``; it is lower-cased, as the extension normalizes it.
 * Polling (``QueueListener``): up to ``batchSize`` messages per receive, each received with a
   10-minute visibility timeout (renewed at half-time while the function runs); a receive that
@@ -12,7 +12,9 @@ polls and settles, on the unmodified ``azure-storage-queue`` SDK (locally: Azuri
   (``RandomizedExponentialBackoffStrategy``): 100 ms after a receive that found messages, then
   ``0.1 + r * 2^(k-1) * 0.1`` s (``r`` in 0.8..1.2) up to ``maxPollingInterval``. LOCAL
   DIFFERENCE: when host.json does not set ``maxPollingInterval`` the local cap is 1 s (Azure's
-  default is 1 minute), so a new message is picked up within about a second.
+  default is 1 minute), so a new message is picked up within about a second. A message the
+  host's own queue output adds wakes the queue's listener at once (``SharedQueueWatcher``:
+  ``notify_enqueued``).
 * Settling (``QueueProcessor``): success deletes the message; failure makes it visible again
   after ``visibilityTimeout`` (default 0: at once) with ``DequeueCount`` + 1 at the next
   receive; a failure at ``DequeueCount >= maxDequeueCount`` (default 5), or a message received
@@ -49,6 +51,7 @@ from azure.storage.queue import QueueMessage
 from azure.storage.queue.aio import QueueClient, QueueServiceClient
 
 from funcstack.functions_host._config import SettingError, resolve
+from funcstack.functions_host._connections import queue_service_for as queue_service_for
 from funcstack.functions_host._functions import FunctionSpec
 from funcstack.functions_host._language_worker import LanguageWorker
 from funcstack.functions_host._retry import RetryPolicy, invoke_with_retries, parse_timespan
@@ -74,6 +77,35 @@ def poison_queue_name(queue: str) -> str | None:
         return None
     name = queue + POISON_SUFFIX
     return name if _QUEUE_NAME.match(name) else None
+
+
+#: The queue listeners of this host waiting for their next poll, by queue name: an output
+#: binding that adds a message wakes them (the host's ``SharedQueueWatcher``).
+_WAITING: dict[str, set[asyncio.Event]] = {}
+
+
+def notify_enqueued(queue: str) -> None:
+    """``IMessageEnqueuedWatcher.Notify``: a message was added to ``queue`` by this host; its
+    listeners poll at once instead of finishing their back-off."""
+    for event in _WAITING.get(queue.lower(), ()):
+        event.set()
+
+
+async def _enqueued(queue: str, delay: float) -> bool:
+    """Wait ``delay`` seconds, or less when this host adds a message to ``queue``: whether it
+    did."""
+    event = asyncio.Event()
+    waiting = _WAITING.setdefault(queue, set())
+    waiting.add(event)
+    try:
+        await asyncio.wait_for(event.wait(), delay)
+    except TimeoutError:
+        return False
+    finally:
+        waiting.discard(event)
+        if not waiting:
+            _WAITING.pop(queue, None)
+    return True
 
 
 @dataclass(frozen=True)
@@ -129,20 +161,6 @@ class QueueTriggerOptions:
             max_dequeue_count=max_dequeue,
             message_encoding=encoding,
         )
-
-
-def queue_service_for(connection: str) -> QueueServiceClient:
-    """The queue service of the connection ``connection``, as the host resolves it."""
-    for name in (connection, f"AzureWebJobs{connection}"):
-        value = os.environ.get(name)
-        if value:
-            return QueueServiceClient.from_connection_string(value)
-    uri = os.environ.get(f"{connection}__queueServiceUri")
-    if uri:
-        from azure.identity.aio import DefaultAzureCredential
-
-        return QueueServiceClient(uri, credential=DefaultAzureCredential())
-    raise SettingError(f"app setting {connection} (or {connection}__queueServiceUri) is not set")
 
 
 def _json_time(moment: dt.datetime | None) -> str | None:
@@ -235,6 +253,10 @@ class QueueTriggerListener:
                 await self._service.close()
             self._service = None
 
+    def poison_queue_name(self) -> str | None:
+        """Where messages that keep failing go (``poison_queue_name``)."""
+        return poison_queue_name(self.options.queue)
+
     def _delays(self) -> Any:
         policy = RetryPolicy(
             "exponential_backoff",
@@ -248,7 +270,7 @@ class QueueTriggerListener:
         assert self._service is not None
         opts = self.options
         queue = self._service.get_queue_client(opts.queue)
-        poison_name = poison_queue_name(opts.queue)
+        poison_name = self.poison_queue_name()
         poison = self._service.get_queue_client(poison_name) if poison_name else None
         backoff = self._delays()
         found_since_last_delay = False
@@ -281,7 +303,8 @@ class QueueTriggerListener:
             if found_since_last_delay:
                 backoff = self._delays()  # GetNextDelay(executionSucceeded: true): the minimum
                 found_since_last_delay = False
-            await asyncio.sleep(backoff.next_delay())
+            if await _enqueued(opts.queue, backoff.next_delay()):
+                backoff = self._delays()  # a message added by this host: poll now
 
     async def _process(
         self, queue: QueueClient, poison: QueueClient | None, message: QueueMessage

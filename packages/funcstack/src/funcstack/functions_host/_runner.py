@@ -1,8 +1,8 @@
 """The local Functions host: serves a v2-programming-model app without Core Tools.
 
 It does the host's jobs -- settings, HTTP listening and the ``RpcHttp`` mapping, the Cosmos DB,
-timer, Service Bus and Storage queue triggers, retry policies, the function timeout,
-``AzureWebJobs.<fn>.Disabled`` --
+timer, Service Bus, Storage queue and blob triggers, the input and output bindings
+(``_bindings``), retry policies, the function timeout, ``AzureWebJobs.<fn>.Disabled`` --
 and leaves indexing, binding conversion and invocation to the real worker library
 (``azure_functions_runtime``) in a worker process, driven with the Functions RPC messages.
 
@@ -27,7 +27,13 @@ from typing import Protocol
 
 from aiohttp import web
 
-from funcstack.functions_host._config import HostJson, apply_settings, load_local_settings
+from funcstack.functions_host._bindings.plan import HostBindings, plan_bindings
+from funcstack.functions_host._config import (
+    HostJson,
+    apply_settings,
+    host_id,
+    load_local_settings,
+)
 from funcstack.functions_host._console import set_levels as set_console_levels
 from funcstack.functions_host._cors import CorsPolicy, load_cors
 from funcstack.functions_host._cosmos_trigger.options import shared_leases
@@ -56,11 +62,13 @@ class Listener(Protocol):
 
 @dataclass(frozen=True)
 class HostServices:
-    """What a listener gets from the host: the worker, the function timeout, host.json."""
+    """What a listener gets from the host: the worker, the function timeout, host.json, and the
+    host id (the blob trigger's receipts and queue are the host's)."""
 
     worker: LanguageWorker
     timeout: Callable[[], float | None]
     host_json: HostJson
+    host_id: str
 
 
 def _cosmos_listener(spec: FunctionSpec, host: HostServices) -> Listener:
@@ -83,6 +91,18 @@ def _servicebus_listener(spec: FunctionSpec, host: HostServices) -> Listener:
     )
 
 
+def _blob_listener(spec: FunctionSpec, host: HostServices) -> Listener:
+    from funcstack.functions_host._blob_trigger import BlobTriggerListener
+
+    return BlobTriggerListener(
+        spec,
+        host.worker,
+        host_id=host.host_id,
+        host_json=host.host_json,
+        timeout=host.timeout,
+    )
+
+
 def _queue_listener(spec: FunctionSpec, host: HostServices) -> Listener:
     from funcstack.functions_host._queue_trigger import QueueTriggerListener
 
@@ -100,6 +120,7 @@ TRIGGERS: dict[str, Callable[[FunctionSpec, HostServices], Listener]] = {
     "timerTrigger": _timer_listener,
     "serviceBusTrigger": _servicebus_listener,
     "queueTrigger": _queue_listener,
+    "blobTrigger": _blob_listener,
 }
 
 
@@ -198,6 +219,10 @@ class Runner:
         self.worker = LanguageWorker(self.app_dir, environment, python=self.python)
         metadata = await self.worker.start()
         self.functions = specs_from_metadata(metadata, self._host_json)
+        # every binding served or refused now, as the host indexes them (_bindings.plan)
+        self.worker.bindings = plan_bindings(
+            self.functions, self._host_json, {"httpTrigger", *TRIGGERS}
+        )
         return self.functions
 
     def _function_timeout(self) -> float | None:
@@ -247,11 +272,6 @@ class Runner:
                 opts.lease_container_prefix,
             )
         http_specs = [spec for spec in served if spec.trigger_type == "httpTrigger"]
-        for spec in served:
-            if spec.trigger_type != "httpTrigger" and spec.trigger_type not in TRIGGERS:
-                logger.warning(
-                    "function %s: trigger %s not supported", spec.name, spec.trigger_type
-                )
         limits = KestrelLimits.from_settings()
         http_host = HttpHost(
             http_specs,
@@ -279,7 +299,12 @@ class Runner:
         sockets = self._site_runner.addresses
         if sockets:
             self.port = int(sockets[0][1])
-        services = HostServices(worker, self._function_timeout, self._host_json)
+        services = HostServices(
+            worker,
+            self._function_timeout,
+            self._host_json,
+            host_id(self.app_dir, self.group),
+        )
         for spec in served:
             make = TRIGGERS.get(spec.trigger_type)
             if make is None:
@@ -299,6 +324,9 @@ class Runner:
         self._listeners.clear()
         if self.worker is not None:
             await self.worker.stop()
+            bindings = self.worker.bindings
+            if isinstance(bindings, HostBindings):
+                await bindings.close()
             self.worker = None
         logger.info("host stopped")
 

@@ -37,8 +37,8 @@ As the Functions host (Service Bus extension 5.x) does:
   lock ends the renewals; another failure is retried. For a session the limit counts from the
   accept, not per message, as in Azure (azure-sdk-for-net #35267): a session held longer loses
   its lock even while its messages keep coming.
-* LOCAL DIFFERENCE: ``cardinality: many`` (batches) is not supported (the function is not
-  started; a warning says so).
+* LOCAL DIFFERENCE: ``cardinality: many`` (batches) is not supported: an app with such a
+  function is refused when it is indexed (``_bindings.plan``).
 """
 
 from __future__ import annotations
@@ -50,12 +50,10 @@ import functools
 import json
 import logging
 import os
-import ssl
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import certifi
 from azure.servicebus import NEXT_AVAILABLE_SESSION, ServiceBusReceivedMessage
 from azure.servicebus.aio import ServiceBusClient, ServiceBusReceiver
 from azure.servicebus.exceptions import (
@@ -67,6 +65,7 @@ from azure.servicebus.exceptions import (
 )
 
 from funcstack.functions_host._config import SettingError, is_truthy, resolve
+from funcstack.functions_host._connections import servicebus_client_for
 from funcstack.functions_host._functions import FunctionSpec
 from funcstack.functions_host._language_worker import LanguageWorker
 from funcstack.functions_host._retry import invoke_with_retries, parse_timespan
@@ -204,31 +203,6 @@ class ServiceBusTriggerOptions:
     @property
     def entity(self) -> str:
         return self.queue or f"{self.topic}/Subscriptions/{self.subscription}"
-
-
-@functools.cache
-def _tls_context() -> ssl.SSLContext:
-    """One TLS context for every connection of this process, trusting what the SDK trusts by
-    default (certifi's bundle). Without it the SDK builds a context for each new connection,
-    loading the bundle each time (~30 ms of CPU, on the event loop), and every session the
-    trigger accepts is a new connection."""
-    return ssl.create_default_context(cafile=certifi.where())
-
-
-def servicebus_client_for(setting: str) -> ServiceBusClient:
-    """A client for the app setting ``setting``: a connection string, or
-    ``<setting>__fullyQualifiedNamespace`` with DefaultAzureCredential."""
-    value = os.environ.get(setting)
-    if value:
-        return ServiceBusClient.from_connection_string(value, ssl_context=_tls_context())
-    namespace = os.environ.get(f"{setting}__fullyQualifiedNamespace")
-    if namespace:
-        from azure.identity.aio import DefaultAzureCredential
-
-        return ServiceBusClient(
-            namespace, credential=DefaultAzureCredential(), ssl_context=_tls_context()
-        )
-    raise SettingError(f"app setting {setting} (or {setting}__fullyQualifiedNamespace) is not set")
 
 
 def _text(value: Any) -> Any:

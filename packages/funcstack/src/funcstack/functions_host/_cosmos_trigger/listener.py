@@ -69,7 +69,9 @@ from urllib.parse import urlsplit
 from azure.cosmos import PartitionKey
 from azure.cosmos.aio import ContainerProxy, CosmosClient, DatabaseProxy
 
-from funcstack.functions_host._config import SettingError, is_truthy, parse_connection_string
+from funcstack.functions_host._config import is_truthy
+from funcstack.functions_host._connections import VERIFY_TLS_SETTING as VERIFY_TLS_SETTING
+from funcstack.functions_host._connections import cosmos_client_for
 from funcstack.functions_host._cosmos_trigger import continuation as continuations
 from funcstack.functions_host._cosmos_trigger.lease_balancer import LoadBalancer
 from funcstack.functions_host._cosmos_trigger.lease_processing import (
@@ -82,17 +84,12 @@ from funcstack.functions_host._cosmos_trigger.lease_store import Lease, LeaseSto
 from funcstack.functions_host._cosmos_trigger.options import CosmosTriggerOptions
 from funcstack.functions_host._functions import FunctionSpec
 from funcstack.functions_host._language_worker import LanguageWorker
-from funcstack.functions_host._newtonsoft import host_documents, host_time_zone
+from funcstack.functions_host._newtonsoft import VERBATIM_SETTING, host_documents, host_time_zone
 from funcstack.functions_host._retry import invoke_with_retries
 from funcstack.functions_host._rpc import protos
 
 logger = logging.getLogger("funcstack.functions_host.cosmos")
 
-#: Local-only app setting: "false" accepts a local endpoint's self-signed certificate.
-VERIFY_TLS_SETTING = "FUNCTIONS_HOST_COSMOS_VERIFY_TLS"
-#: Local-only app setting: "true" hands documents to the function verbatim, where the Azure
-#: host re-formats their date-like strings (`_newtonsoft`).
-VERBATIM_SETTING = "FUNCTIONS_HOST_COSMOS_VERBATIM_DOCUMENTS"
 #: A local-only app setting that cut a one-partition feed into N leases, removed: physical
 #: partitions give the leases now; the host says so when it is still set.
 REMOVED_LEASES_SETTING = "FUNCTIONS_HOST_COSMOS_LEASES"
@@ -101,27 +98,6 @@ INIT_LOCK_SECONDS = 30.0
 INIT_SLEEP_SECONDS = 15.0
 _STARTUP_RETRY_SECONDS = 2.0
 _STARTUP_TIMEOUT_SECONDS = 30.0
-
-
-def cosmos_client_for(setting: str) -> CosmosClient:
-    """A client for the app setting ``setting``: a connection string, or
-    ``<setting>__accountEndpoint`` with DefaultAzureCredential. The local-only setting
-    ``FUNCTIONS_HOST_COSMOS_VERIFY_TLS=false`` turns TLS verification off (for a local endpoint
-    with a self-signed certificate; the host in Azure always verifies)."""
-    verify = os.environ.get(VERIFY_TLS_SETTING, "true").strip().lower() not in {"false", "0", "no"}
-    value = os.environ.get(setting)
-    if value:
-        parts = parse_connection_string(value)
-        endpoint, key = parts.get("accountendpoint"), parts.get("accountkey")
-        if not endpoint or not key:
-            raise SettingError(f"app setting {setting} lacks AccountEndpoint or AccountKey")
-        return CosmosClient(endpoint, credential=key, connection_verify=verify)
-    endpoint = os.environ.get(f"{setting}__accountEndpoint")
-    if endpoint:
-        from azure.identity.aio import DefaultAzureCredential
-
-        return CosmosClient(endpoint, credential=DefaultAzureCredential(), connection_verify=verify)
-    raise SettingError(f"app setting {setting} (or {setting}__accountEndpoint) is not set")
 
 
 def new_owner() -> str:
