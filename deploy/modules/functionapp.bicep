@@ -125,6 +125,9 @@ param corsAllowedOrigins array = []
 @description('Send Access-Control-Allow-Credentials: true (cookies, Authorization headers) to the allowed origins; needs exact origins, not \'*\' (Host.CORSCredentials locally).')
 param corsSupportCredentials bool = false
 
+@description('Client id of the Entra ID app registration operators sign in with (operators-signin.bicep): App Service Authentication is turned on for the operators\' console, in front of the host, without a client secret (the app\'s managed identity is its credential). Empty: no sign-in here (the app that does not serve the operators\' routes, or operatorsSignIn=false).')
+param operatorsSignInClientId string = ''
+
 // Functions as named in function_app.py. Disabled with the official
 // AzureWebJobs.<function name>.Disabled app setting, so one package serves every role.
 var contactHttpFunctions = [
@@ -150,20 +153,46 @@ var relayFunctions = [
 // split off, never in the api app.
 var adminHttpFunctions = [
   'outbox_status'
+  'backlog_history'
   'list_quarantine'
+  'show_quarantined'
   'replay_quarantined'
   'discard_quarantined'
   'redrive_events'
+]
+// The same routes for a signed-in operator (outbox/console/..., admitted by App Service
+// Authentication and the operator app role: operators-signin.bicep) and the console page.
+var consoleHttpFunctions = [
+  'console_outbox_status'
+  'console_backlog_history'
+  'console_list_quarantine'
+  'console_show_quarantined'
+  'console_replay_quarantined'
+  'console_discard_quarantined'
+  'console_redrive_events'
+  'console_page'
+  'console_static'
 ]
 // What the api app does not run: the relay's functions and the operators' routes.
 var relayAndAdminFunctions = [
   'relay_events'
   'outbox_backlog'
   'outbox_status'
+  'backlog_history'
   'list_quarantine'
+  'show_quarantined'
   'replay_quarantined'
   'discard_quarantined'
   'redrive_events'
+  'console_outbox_status'
+  'console_backlog_history'
+  'console_list_quarantine'
+  'console_show_quarantined'
+  'console_replay_quarantined'
+  'console_discard_quarantined'
+  'console_redrive_events'
+  'console_page'
+  'console_static'
 ]
 // The relay app keeps `health` so it still has a probe, and the operators' routes.
 var disabledByRole = {
@@ -176,6 +205,26 @@ var disabledFunctionSettings = [for functionName in disabledFunctions: {
   name: 'AzureWebJobs.${functionName}.Disabled'
   value: 'true'
 }]
+
+// App Service Authentication for the operators' console (operatorsSignInClientId): it signs
+// operators in with Entra ID and hands the app X-MS-CLIENT-PRINCIPAL (with their app roles), and
+// sets WEBSITE_AUTH_ENABLED=True, without which cosmos-outbox believes no such header. Requests
+// without a session pass through unauthenticated (AllowAnonymous): the contact API keeps its
+// function keys, the operators' routes their master key, and the console's routes refuse them
+// (401) -- the app decides, route by route. No client secret: App Service Authentication asserts
+// the user-assigned managed identity, which the registration trusts (federated credential).
+var operatorsSignIn = !empty(operatorsSignInClientId)
+var operatorsSignInSettings = [
+  {
+    name: 'OVERRIDE_USE_MI_FIC_ASSERTION_CLIENTID'
+    value: identityClientId
+  }
+  {
+    name: 'WEBSITE_AUTH_AAD_ALLOWED_TENANTS'
+    value: tenant().tenantId
+  }
+]
+var signInSettings = operatorsSignIn ? operatorsSignInSettings : []
 
 var deploymentContainerName = 'app-package-${take(toLower(name), 32)}-${take(uniqueString(name, resourceGroup().id), 7)}'
 
@@ -418,7 +467,7 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
       http20Enabled: true
       ftpsState: 'Disabled'
       linuxFxVersion: flexConsumption ? null : 'Python|${pythonVersion}'
-      appSettings: concat(appSettings, disabledFunctionSettings, flexConsumption ? [] : consumptionSettings)
+      appSettings: concat(appSettings, disabledFunctionSettings, signInSettings, flexConsumption ? [] : consumptionSettings)
       cors: {
         allowedOrigins: corsAllowedOrigins
         supportCredentials: corsSupportCredentials
@@ -430,6 +479,58 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
   ]
 }
 
+resource authSettings 'Microsoft.Web/sites/config@2024-04-01' = if (operatorsSignIn) {
+  // checkov reads this child of the site as a site of its own; the site's checks are the site's (above):
+  //checkov:skip=CKV_AZURE_13: this resource IS the App Service Authentication of the site; checkov reads a sites/config child as a site without it
+  //checkov:skip=CKV_AZURE_63: HTTP logging is a setting of the site's siteConfig, not of its authsettingsV2 child
+  //checkov:skip=CKV_AZURE_65: detailed error messages are a setting of the site's siteConfig, not of its authsettingsV2 child
+  //checkov:skip=CKV_AZURE_66: failed request tracing is a setting of the site's siteConfig, not of its authsettingsV2 child
+  //checkov:skip=CKV_AZURE_80: .NET Framework versions do not apply: a Python Functions app, and this is its authentication config
+  //checkov:skip=CKV_AZURE_88: Azure Files mounts are a property of the site, not of its authsettingsV2 child
+  //checkov:skip=CKV_AZURE_222: public network access is the site's (justified on the site above), not its authsettingsV2 child's
+  //checkov:skip=CKV_AZURE_70: HTTPS only is set on the site (httpsOnly) and here (httpSettings.requireHttps); checkov's check crashes reading this conditional child
+  parent: site
+  name: 'authsettingsV2'
+  properties: {
+    platform: {
+      enabled: true
+    }
+    globalValidation: {
+      requireAuthentication: false
+      unauthenticatedClientAction: 'AllowAnonymous'
+    }
+    httpSettings: {
+      requireHttps: true
+      forwardProxy: {
+        convention: 'NoProxy'
+      }
+    }
+    identityProviders: {
+      azureActiveDirectory: {
+        enabled: true
+        registration: {
+          clientId: operatorsSignInClientId
+          clientSecretSettingName: 'OVERRIDE_USE_MI_FIC_ASSERTION_CLIENTID'
+          openIdIssuer: '${environment().authentication.loginEndpoint}${tenant().tenantId}/v2.0'
+        }
+        validation: {
+          allowedAudiences: [
+            operatorsSignInClientId
+            'api://${operatorsSignInClientId}'
+          ]
+        }
+      }
+    }
+    login: {
+      tokenStore: {
+        enabled: true
+      }
+    }
+  }
+}
+
 output name string = site.name
 output defaultHostName string = site.properties.defaultHostName
 output url string = 'https://${site.properties.defaultHostName}'
+@description('The operators\' console (cosmos-outbox\'s page; sign-in with Entra ID when operatorsSignInClientId is set).')
+output consoleUrl string = 'https://${site.properties.defaultHostName}/api/outbox/console'

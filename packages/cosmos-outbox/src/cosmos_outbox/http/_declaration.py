@@ -165,3 +165,9 @@ def operation_of(user_function: object) -> HttpOperation | None:
     functions that are not declared operations)."""
     found = getattr(user_function, ATTRIBUTE, None)
     return found if isinstance(found, HttpOperation) else None
+
+
+def is_page(user_function: object) -> bool:
+    """Whether an indexed function serves a page or its files (the operators' console), not an
+    API operation: the OpenAPI document leaves it out."""
+    return bool(getattr(user_function, PAGE_ATTRIBUTE, False))

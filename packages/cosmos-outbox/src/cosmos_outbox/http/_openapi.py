@@ -25,8 +25,8 @@ from cosmos_outbox.http._conditional import TAG_LIST_PATTERN
 from cosmos_outbox.http._declaration import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
-    PAGE_ATTRIBUTE,
     HttpOperation,
+    is_page,
     operation_of,
 )
 from cosmos_outbox.http._idempotency_key import KEY_HEADER, KEY_MAX_LENGTH, KEY_PATTERN
@@ -84,7 +84,7 @@ def operations(functions: Iterable[Function]) -> list[HttpOperation]:
         trigger = json.loads(function.get_function_json())["bindings"][0]
         if "{*" in str(trigger.get("route") or ""):
             continue  # the fallback: not an operation
-        if getattr(function.get_user_function(), PAGE_ATTRIBUTE, False):
+        if is_page(function.get_user_function()):
             continue  # a page or its files (the operators' console): not an API operation
         operation = operation_of(function.get_user_function())
         if operation is None:
