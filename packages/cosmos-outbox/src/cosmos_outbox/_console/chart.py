@@ -79,19 +79,25 @@ def backlog_chart(readings: list[dict[str, Any]]) -> str:
         margin=8,
     )
     chart.add_xml_filter(_accessible)
-    chart.x_labels = [_clock(r.get("at")) for r in readings]
-    chart.add("Pending events", [r.get("pending") for r in readings])
-    chart.add(
-        "Oldest pending (s)",
-        [r.get("oldestPendingAgeSeconds") or 0 for r in readings],
-        secondary=True,
-    )
+    times = [_instant(r.get("at")) for r in readings]
+    known = [t for t in times if t is not None]
+    # minutes on the axis; seconds too when the readings are closer than a minute apart
+    shown = "%H:%M:%S" if known and (known[-1] - known[0]).total_seconds() < 300 else "%H:%M"
+    chart.x_labels = [t.strftime(shown) if t else "" for t in times]
+    pending = [int(r.get("pending") or 0) for r in readings]
+    ages = [float(r.get("oldestPendingAgeSeconds") or 0) for r in readings]
+    # whole numbers of events; an empty backlog drawn on a scale of 0-5, not of 0-1
+    chart.range = (0, max(5, *pending))
+    chart.secondary_range = (0, max(5.0, *ages))
+    chart.value_formatter = lambda v: f"{v:g}"
+    chart.add("Pending events", pending)
+    chart.add("Oldest pending (s)", ages, secondary=True)
     svg: str = chart.render(is_unicode=True)
     return svg
 
 
-def _clock(instant: object) -> str:
+def _instant(instant: object) -> datetime | None:
     try:
-        return datetime.fromisoformat(str(instant).replace("Z", "+00:00")).strftime("%H:%M")
+        return datetime.fromisoformat(str(instant).replace("Z", "+00:00"))
     except ValueError:
-        return ""
+        return None
