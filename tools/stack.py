@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from azure.cosmos import ContainerProxy
 
+from cosmos_outbox.operators import OPERATOR_ROLE
 from funcstack.config import CosmosSpec, StackConfig
 from funcstack.functions_host import VERIFY_TLS_SETTING, RunningRunner
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
@@ -431,6 +432,7 @@ def run_settings(otel_dir: Path) -> dict[str, str]:
     return {
         OTEL_ENV_VAR: str(otel_dir),
         "FUNCSTACK_SIGN_IN": "true",
+        "FUNCSTACK_SIGN_IN_ROLES": OPERATOR_ROLE,
         "FUNCSTACK_SIGN_IN_SECRET": secrets.token_urlsafe(24),
     }
 

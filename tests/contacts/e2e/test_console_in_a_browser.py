@@ -30,6 +30,7 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 
+from cosmos_outbox.operators import OPERATOR_ROLE
 from tests.contacts.e2e.browser import accessibility_violations, axe_source, chromium
 from tests.contacts.e2e.test_operating_the_outbox import plant_history
 from tools.httpclient import Client
@@ -110,6 +111,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             # funcstack's stand-in for App Service Authentication; its sessions outlive a
             # restart of the app (as App Service's do)
             "FUNCSTACK_SIGN_IN": "true",
+            "FUNCSTACK_SIGN_IN_ROLES": OPERATOR_ROLE,
             "FUNCSTACK_SIGN_IN_SECRET": secrets.token_urlsafe(16),
         },
     ) as started:
@@ -274,7 +276,7 @@ def test_an_action_posted_from_another_origin_is_refused(stack: Stack) -> None:
     """Signed in (the session cookie), with the page's own token, but from another site's
     page: refused, and nothing is re-driven."""
     root = stack.api_url.removesuffix("/api")
-    form = urllib.parse.urlencode({"name": OPERATOR, "roles": "Outbox.Operator"}).encode()
+    form = urllib.parse.urlencode({"name": OPERATOR, "roles": OPERATOR_ROLE}).encode()
     api = Client(root)
     try:
         signed = api.request(

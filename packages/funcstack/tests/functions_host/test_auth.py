@@ -17,7 +17,7 @@ import pytest
 
 from funcstack.functions_host._keys import FUNCTION_KEY_SETTING, MASTER_KEY_SETTING
 from funcstack.functions_host._launcher import RunningRunner, start_runner
-from funcstack.functions_host._sign_in import SECRET_SETTING, SIGN_IN_SETTING
+from funcstack.functions_host._sign_in import ROLES_SETTING, SECRET_SETTING, SIGN_IN_SETTING
 from funcstack.functions_host.testing import Reply, call
 
 from .conftest import make_app_dir
@@ -37,6 +37,7 @@ def enforcing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningRunne
             "FUNCTIONS_WORKER_RUNTIME": "python",
             SIGN_IN_SETTING: "true",
             SECRET_SETTING: "the-sign-in-secret",
+            ROLES_SETTING: "Operator",
         },
     )
     runner = start_runner(
@@ -204,6 +205,7 @@ def test_the_sign_in_stand_in_hands_the_app_the_principal_of_its_session(
     base = enforcing.url.removesuffix("/api")
     form = call(f"{base}/.auth/login/aad?post_login_redirect_uri=/api/whoami")
     assert form.status == 200 and b'name="post_login_redirect_uri" value="/api/whoami"' in form.body
+    assert b'name="roles" maxlength="200" value="Operator"' in form.body  # proposed
     signed = sign_in(enforcing, "ada@example.com", "Outbox.Operator Reader", "/api/whoami")
     assert (signed.status, signed.headers["location"]) == (302, "/api/whoami")
     cookie = signed.headers["set-cookie"].split(";")[0]

@@ -13,8 +13,9 @@ With the local-only app setting ``FUNCSTACK_SIGN_IN=true`` this host does the sa
 an app can tell: the worker's environment gets ``WEBSITE_AUTH_ENABLED=True``; client-sent
 principal and token headers are removed from every request; and
 
-* ``GET /.auth/login/aad?post_login_redirect_uri=/path`` answers a form (a user name, app roles)
-  -- no password, no identity provider: whoever runs the stack signs in as anyone;
+* ``GET /.auth/login/aad?post_login_redirect_uri=/path`` answers a form (a user name, app roles,
+  those of ``FUNCSTACK_SIGN_IN_ROLES`` proposed) -- no password, no identity provider: whoever
+  runs the stack signs in as anyone;
 * posting it sets the session cookie and redirects to the path (a path of this host only);
 * a request with the cookie reaches the app with the four ``X-MS-CLIENT-PRINCIPAL*`` headers, in
   the shape App Service writes for Entra ID (``auth_typ`` "aad", ``name_typ`` "name",
@@ -45,12 +46,14 @@ from urllib.parse import parse_qs
 from aiohttp import web
 from multidict import CIMultiDict
 
-__all__ = ["SECRET_SETTING", "SIGN_IN_SETTING", "SignIn"]
+__all__ = ["ROLES_SETTING", "SECRET_SETTING", "SIGN_IN_SETTING", "SignIn"]
 
 logger = logging.getLogger("funcstack.functions_host.sign_in")
 
 #: Local-only app setting: "true" turns the stand-in on.
 SIGN_IN_SETTING = "FUNCSTACK_SIGN_IN"
+#: Local-only app setting: the app roles the sign-in form proposes (separated by spaces).
+ROLES_SETTING = "FUNCSTACK_SIGN_IN_ROLES"
 #: Local-only app setting: what sessions are signed with (stable across restarts and instances).
 SECRET_SETTING = "FUNCSTACK_SIGN_IN_SECRET"  # noqa: S105  # a setting's name
 #: What App Service sets in the app's environment while its authentication is on.
@@ -80,8 +83,9 @@ def _local_path(value: str | None) -> str:
 class SignIn:
     """The stand-in of one host (see the module)."""
 
-    def __init__(self, secret: bytes) -> None:
+    def __init__(self, secret: bytes, *, roles: str = "") -> None:
         self._key = hashlib.sha256(b"funcstack-sign-in|" + secret).digest()
+        self._roles = roles
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str] | None = None) -> SignIn | None:
@@ -90,15 +94,15 @@ class SignIn:
         if source.get(SIGN_IN_SETTING, "").strip().lower() != "true":
             return None
         secret = source.get(SECRET_SETTING) or secrets.token_urlsafe(32)
-        return cls(secret.encode())
+        return cls(secret.encode(), roles=source.get(ROLES_SETTING, ""))
 
     @staticmethod
     def worker_environment(environment: dict[str, str]) -> None:
         """What App Service's environment holds while its authentication is on; the stand-in's
         own settings removed."""
         environment[AUTH_ENABLED] = "True"
-        environment.pop(SECRET_SETTING, None)
-        environment.pop(SIGN_IN_SETTING, None)
+        for name in (SECRET_SETTING, SIGN_IN_SETTING, ROLES_SETTING):
+            environment.pop(name, None)
 
     # -- the session ----------------------------------------------------------------------------
 
@@ -131,7 +135,9 @@ class SignIn:
         if not path.startswith("/.auth/"):
             return None
         if path == "/.auth/login/aad" and request.method == "GET":
-            return self._form(_local_path(request.query.get("post_login_redirect_uri")))
+            return self._form(
+                _local_path(request.query.get("post_login_redirect_uri")), self._roles
+            )
         if path == "/.auth/login/aad" and request.method == "POST":
             return await self._sign_in(request)
         if path == "/.auth/me" and request.method == "GET":
@@ -197,7 +203,7 @@ class SignIn:
         return response
 
     @staticmethod
-    def _form(target: str) -> web.Response:
+    def _form(target: str, roles: str) -> web.Response:
         page = f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>Sign in (funcstack)</title>
 <meta name="viewport" content="width=device-width, initial-scale=1"></head>
@@ -210,7 +216,7 @@ identity provider. Never in Azure.</p>
 <p><label for="name">User name</label><br>
 <input id="name" name="name" required maxlength="{_MAX_FIELD}" value="operator@localhost"></p>
 <p><label for="roles">App roles (separated by spaces or commas)</label><br>
-<input id="roles" name="roles" maxlength="{_MAX_FIELD}" value="Outbox.Operator"></p>
+<input id="roles" name="roles" maxlength="{_MAX_FIELD}" value="{html.escape(roles)}"></p>
 <p><button type="submit">Sign in</button></p>
 </form>
 </main></body></html>
