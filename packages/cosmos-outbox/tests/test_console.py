@@ -534,3 +534,30 @@ def test_principal_of_reads_the_platforms_header_and_nothing_else() -> None:
     assert principal_of({}) is None
     assert principal_of({PRINCIPAL_HEADER: "x" * 20000}) is None
     assert principal_of({PRINCIPAL_HEADER: base64.b64encode(b"[]").decode()}) is None
+
+
+def test_the_console_beside_a_fastapi_app_on_functions() -> None:
+    """An ASGI app (`func.AsgiFunctionApp`: one catch-all function, `http_app_func`) with the
+    operators' blueprint registered beside it: the host tries routes in the order of their
+    functions' names, and the console's (`console_...`) come before the catch-all."""
+    fastapi = pytest.importorskip("fastapi")
+    import azure.functions as func
+
+    api = fastapi.FastAPI()
+
+    @api.get("/hello")
+    def hello() -> dict[str, str]:
+        return {"hello": "world"}
+
+    memory = in_memory()
+    outbox = AsyncOutbox(services=lambda: memory.services)
+    app = func.AsgiFunctionApp(app=api, http_auth_level=func.AuthLevel.FUNCTION)
+    app.register_functions(outbox.operators_blueprint())
+    with FunctionClient(app, route_prefix="") as client:
+        assert body(client.request("GET", "hello")) == {"hello": "world"}
+        page = client.request("GET", "outbox/console", headers=signed_in())
+        assert page.status_code == 200
+        assert 'hx-get="/outbox/console/status"' in page.get_body().decode()
+        status = client.request("GET", "outbox/console/status", headers=signed_in())
+        assert body(status)["quarantined"] == 0
+        assert client.request("GET", "outbox/console/status").status_code == 401

@@ -147,8 +147,13 @@ def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: S
     container = stack.contacts_container()
     a, a_ids = plant_history(container, "Ada", 3, big_version=2)
     _, b_ids = plant_history(container, "Bob", 1, big_version=2)
-    poison_a, poison_b = a_ids[1], b_ids[1]
-    walk.wait("the poison events", lambda: walk.row(poison_a) and walk.row(poison_b), 60)
+    _, c_ids = plant_history(container, "Cy", 1, big_version=2)
+    poison_a, poison_b, poison_c = a_ids[1], b_ids[1], c_ids[1]
+    walk.wait(
+        "the poison events",
+        lambda: walk.row(poison_a) and walk.row(poison_b) and walk.row(poison_c),
+        60,
+    )
     row = walk.row(poison_a)
     assert row is not None and "larger than" in row.text and "v2" in row.text
     walk.shot("quarantine", "#quarantine")
@@ -204,6 +209,22 @@ def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: S
     assert poison_b in discarded.text and reason in discarded.text
     walk.wait("the discarded row gone", lambda: walk.row(poison_b) is None or None)
     walk.shot("discarded", "#quarantine")
+
+    # And one ticked in the list, discarded with the selection's reason.
+    row_c = walk.wait("the third row", lambda: walk.row(poison_c))
+    row_c.find_element(By.CSS_SELECTOR, "input.select").click()
+    driver.find_element(By.ID, "bulk-reason").send_keys("a duplicate of another event")
+    driver.find_element(By.CSS_SELECTOR, "button[data-bulk=discard]").click()
+    question = walk.confirm()
+    assert f"Event {poison_c}" in question and "Reason: a duplicate of another event" in question
+    walk.wait(
+        "the selection's discard",
+        lambda: (
+            (o := walk.find('#quarantine-result [data-outcome="discard"]')) is not None
+            and poison_c in o.text
+        ),
+    )
+    walk.wait("the ticked row gone", lambda: walk.row(poison_c) is None or None)
 
     # Re-drive one contact's events since an hour ago; read the report.
     driver.find_element(By.ID, "redrive-type").send_keys("contact")
