@@ -479,53 +479,12 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
   ]
 }
 
-resource authSettings 'Microsoft.Web/sites/config@2024-04-01' = if (operatorsSignIn) {
-  // checkov reads this child of the site as a site of its own; the site's checks are the site's (above):
-  //checkov:skip=CKV_AZURE_13: this resource IS the App Service Authentication of the site; checkov reads a sites/config child as a site without it
-  //checkov:skip=CKV_AZURE_63: HTTP logging is a setting of the site's siteConfig, not of its authsettingsV2 child
-  //checkov:skip=CKV_AZURE_65: detailed error messages are a setting of the site's siteConfig, not of its authsettingsV2 child
-  //checkov:skip=CKV_AZURE_66: failed request tracing is a setting of the site's siteConfig, not of its authsettingsV2 child
-  //checkov:skip=CKV_AZURE_80: .NET Framework versions do not apply: a Python Functions app, and this is its authentication config
-  //checkov:skip=CKV_AZURE_88: Azure Files mounts are a property of the site, not of its authsettingsV2 child
-  //checkov:skip=CKV_AZURE_222: public network access is the site's (justified on the site above), not its authsettingsV2 child's
-  //checkov:skip=CKV_AZURE_70: HTTPS only is set on the site (httpsOnly) and here (httpSettings.requireHttps); checkov's check crashes reading this conditional child
-  parent: site
-  name: 'authsettingsV2'
-  properties: {
-    platform: {
-      enabled: true
-    }
-    globalValidation: {
-      requireAuthentication: false
-      unauthenticatedClientAction: 'AllowAnonymous'
-    }
-    httpSettings: {
-      requireHttps: true
-      forwardProxy: {
-        convention: 'NoProxy'
-      }
-    }
-    identityProviders: {
-      azureActiveDirectory: {
-        enabled: true
-        registration: {
-          clientId: operatorsSignInClientId
-          clientSecretSettingName: 'OVERRIDE_USE_MI_FIC_ASSERTION_CLIENTID'
-          openIdIssuer: '${environment().authentication.loginEndpoint}${tenant().tenantId}/v2.0'
-        }
-        validation: {
-          allowedAudiences: [
-            operatorsSignInClientId
-            'api://${operatorsSignInClientId}'
-          ]
-        }
-      }
-    }
-    login: {
-      tokenStore: {
-        enabled: true
-      }
-    }
+// App Service Authentication itself: a module of its own, deployed only with a registration.
+module signIn 'appservice-auth.bicep' = if (operatorsSignIn) {
+  name: '${name}-appservice-auth'
+  params: {
+    siteName: site.name
+    clientId: operatorsSignInClientId
   }
 }
 

@@ -13,6 +13,7 @@ from tests.deploy import templates as t
 from tests.deploy.templates import DEPLOY, FUNCTION_APP_MODULE, MAIN
 
 SIGNIN = DEPLOY / "modules" / "operators-signin.bicep"
+AUTH = DEPLOY / "modules" / "appservice-auth.bicep"
 SECRETLESS = "OVERRIDE_USE_MI_FIC_ASSERTION_CLIENTID"
 
 
@@ -46,7 +47,7 @@ def test_sign_in_needs_no_secret_the_managed_identity_is_trusted() -> None:
     auth = t.one("Microsoft.Web/sites/config", "authSettings")
     aad = auth.properties["identityProviders"]["azureActiveDirectory"]
     assert aad["registration"]["clientSecretSettingName"] == SECRETLESS
-    assert aad["registration"]["clientId"] == "operatorsSignInClientId"
+    assert aad["registration"]["clientId"] == "clientId"
     assert set(settings) == {SECRETLESS, "WEBSITE_AUTH_AAD_ALLOWED_TENANTS"}  # no secret
 
 
@@ -54,7 +55,7 @@ def test_app_service_authentication_lets_the_app_decide_route_by_route() -> None
     """AllowAnonymous: the contact API's function keys and the operators' master key still
     reach the host; the app's signed-in door refuses requests without a principal."""
     auth = t.one("Microsoft.Web/sites/config", "authSettings")
-    assert auth.config["name"] == "authsettingsV2" and auth.config["parent"] == "site"
+    assert auth.config["name"] == "authsettingsV2" and auth.config["parent"] == "functionApp"
     assert auth.properties["platform"]["enabled"] is True
     assert auth.properties["globalValidation"] == {
         "requireAuthentication": False,
@@ -62,8 +63,10 @@ def test_app_service_authentication_lets_the_app_decide_route_by_route() -> None
     }
     assert auth.properties["httpSettings"]["requireHttps"] is True
     assert auth.properties["login"]["tokenStore"]["enabled"] is True
-    condition = t.parse(FUNCTION_APP_MODULE)["resources"]["authSettings"]["config"]["condition"]
-    assert condition == "operatorsSignIn"
+    module = t.modules(FUNCTION_APP_MODULE)["signIn"]
+    assert module["path"] == AUTH.resolve() and module["condition"] == "operatorsSignIn"
+    assert t.reference(module["params"]["siteName"]) == "site.name"
+    assert module["params"]["clientId"] == "operatorsSignInClientId"
     assert t.default(FUNCTION_APP_MODULE, "operatorsSignInClientId") == ""
 
 

@@ -543,11 +543,11 @@ def test_the_console_beside_a_fastapi_app_on_functions() -> None:
     fastapi = pytest.importorskip("fastapi")
     import azure.functions as func
 
-    api = fastapi.FastAPI()
-
-    @api.get("/hello")
     def hello() -> dict[str, str]:
         return {"hello": "world"}
+
+    api = fastapi.FastAPI()
+    api.add_api_route("/hello", hello, methods=["GET"])
 
     memory = in_memory()
     outbox = AsyncOutbox(services=lambda: memory.services)
