@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 from conftest import TicketWorld, body, problem
 
+from cosmos_outbox import Outbox
 from cosmos_outbox._console.identity import PRINCIPAL_HEADER, principal_of
 from cosmos_outbox._documents import EVENT_TYPE
 from cosmos_outbox._relay.backlog_history import KEPT_READINGS, BacklogHistory
@@ -561,3 +562,22 @@ def test_the_console_beside_a_fastapi_app_on_functions() -> None:
         status = client.request("GET", "outbox/console/status", headers=signed_in())
         assert body(status)["quarantined"] == 0
         assert client.request("GET", "outbox/console/status").status_code == 401
+
+
+def test_an_app_chooses_the_role_or_leaves_the_console_out() -> None:
+    memory = in_memory()
+    outbox = Outbox(services=lambda: memory.services)
+    import azure.functions as func
+
+    without = func.FunctionApp()
+    without.register_functions(outbox.operators_blueprint(console=False))
+    names = {str(f.get_function_name()) for f in without.get_functions()}
+    assert "outbox_status" in names and not {n for n in names if n.startswith("console_")}
+    ours = func.FunctionApp()
+    ours.register_functions(outbox.operators_blueprint(operator_role="Ops.OnCall"))
+    with FunctionClient(ours) as client:
+        assert (
+            client.request("GET", "outbox/console/status", headers=signed_in()).status_code == 403
+        )
+        on_call = {PRINCIPAL_HEADER: principal(roles=("Ops.OnCall",))}
+        assert client.request("GET", "outbox/console/status", headers=on_call).status_code == 200
