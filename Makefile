@@ -45,11 +45,12 @@ browser:
 	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then :; \
 	elif command -v apt-get >/dev/null 2>&1; then \
 	  echo "installing chromium and chromium-driver (apt) for the console's browser test"; \
-	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo -n"; fi; \
 	  $$SUDO apt-get install -y --no-install-recommends chromium chromium-driver >/dev/null \
 	    || { $$SUDO apt-get update >/dev/null && \
-	         $$SUDO apt-get install -y --no-install-recommends chromium chromium-driver >/dev/null; }; \
-	else echo "no apt-get: install Chromium and its chromedriver for the console's browser test (CHROMIUM, CHROMEDRIVER)"; fi
+	         $$SUDO apt-get install -y --no-install-recommends chromium chromium-driver >/dev/null; } \
+	    || echo "could not install chromium and chromium-driver (not root, no sudo without a password): install them, or the browser test is skipped"; \
+	else echo "no apt-get: install Chromium and its chromedriver for the console's browser test (CHROMIUM, CHROMEDRIVER), or it is skipped"; fi
 
 run: setup
 	$(PY) -m tools
