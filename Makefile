@@ -6,7 +6,7 @@ PY_STAMP := $(VENV)/.installed
 FUNCSTACK := packages/funcstack
 OUTBOX := packages/cosmos-outbox
 
-.PHONY: help setup venvs run test test-suite coverage test-funcstack test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast test-other-pythons
+.PHONY: help setup browser venvs run test test-suite coverage test-funcstack test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast test-other-pythons
 
 help:
 	@echo "make run    start Cosmos + Service Bus + Azurite + the Functions app (http://127.0.0.1:7071/api)"
@@ -35,8 +35,22 @@ $(PY_STAMP): requirements.txt requirements-dev.txt $(OUTBOX)/pyproject.toml $(FU
 # funcstack (packages/funcstack, installed editable by requirements-dev.txt) installs its Node
 # packages (npm ci) and the Functions RPC messages (a hash-pinned wheel) into its cache on first
 # use; `funcstack setup` does it now, so that no test pays for it.
-setup: $(PY_STAMP)
+setup: $(PY_STAMP) browser
 	$(VENV)/bin/funcstack setup
+
+# The browser the console's end-to-end test drives: Debian's Chromium and its chromedriver,
+# installed with apt when missing (as root, or with sudo). Elsewhere: install a Chromium and
+# its matching chromedriver, and set CHROMIUM and CHROMEDRIVER if they are not in /usr/bin.
+browser:
+	@if [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; then :; \
+	elif command -v apt-get >/dev/null 2>&1; then \
+	  echo "installing chromium and chromium-driver (apt) for the console's browser test"; \
+	  if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO="sudo -n"; fi; \
+	  $$SUDO apt-get install -y --no-install-recommends chromium chromium-driver >/dev/null \
+	    || { $$SUDO apt-get update >/dev/null && \
+	         $$SUDO apt-get install -y --no-install-recommends chromium chromium-driver >/dev/null; } \
+	    || echo "could not install chromium and chromium-driver (not root, no sudo without a password): install them, or the browser test is skipped"; \
+	else echo "no apt-get: install Chromium and its chromedriver for the console's browser test (CHROMIUM, CHROMEDRIVER), or it is skipped"; fi
 
 run: setup
 	$(PY) -m tools

@@ -33,5 +33,9 @@ fi
 
 cd "$ROOT"
 # --skip-download: no calls to the vendor platform (works offline and in CI).
+# operators-signin.bicep holds Microsoft Graph (Entra ID) resources only, which checkov has no
+# checks for, and its parser (pycep 0.5) predates Bicep's `extension` keyword that they need;
+# tests/deploy parses and checks that file (pycep 0.7).
 exec "$VENV/bin/checkov" --quiet --compact --skip-download \
+  --skip-path deploy/modules/operators-signin.bicep \
   --framework bicep secrets --directory deploy

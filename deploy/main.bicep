@@ -400,6 +400,23 @@ module serviceBus 'modules/servicebus.bicep' = {
 }
 
 // ---- compute ----
+@description('Sign-in for the operators\' console: an Entra ID app registration with the app role Outbox.Operator (given to principalId when it is a user), and App Service Authentication on the app that serves the operators\' routes (operators-signin.bicep). Needs the right to register applications in the tenant. false: none; the operators\' routes then take the admin key only, and the console page answers 401.')
+param operatorsSignIn bool = true
+
+// The console runs where the operators' routes do: in the relay app when it is split off.
+var consoleAppName = splitRelay ? relayAppName : appName
+
+module operatorsSignInRegistration 'modules/operators-signin.bicep' = if (operatorsSignIn) {
+  name: 'operators-signin'
+  params: {
+    registrationName: 'outbox-operators-${environmentName}-${token}'
+    consoleHostName: '${consoleAppName}.azurewebsites.net'
+    identityPrincipalId: identity.properties.principalId
+    operatorPrincipalId: principalType == 'User' ? principalId : ''
+  }
+}
+var operatorsClientId = operatorsSignIn ? operatorsSignInRegistration.outputs.clientId : ''
+
 module api 'modules/functionapp.bicep' = {
   name: 'functionapp-api'
   params: {
@@ -411,6 +428,7 @@ module api 'modules/functionapp.bicep' = {
     tags: tags
     azdServiceName: 'api'
     appRole: splitRelay ? 'api' : 'all'
+    operatorsSignInClientId: splitRelay ? '' : operatorsClientId
     corsAllowedOrigins: corsOrigins
     corsSupportCredentials: corsSupportCredentials
     maximumInstanceCount: maximumInstanceCount
@@ -455,6 +473,7 @@ module relay 'modules/functionapp.bicep' = if (splitRelay) {
     tags: tags
     azdServiceName: 'relay'
     appRole: 'relay'
+    operatorsSignInClientId: operatorsClientId
     maximumInstanceCount: maximumInstanceCount
     instanceMemoryMB: instanceMemoryMB
     storageAccountName: storage.name
@@ -533,6 +552,8 @@ output AZURE_LOCATION string = location
 output AZURE_FUNCTION_APP_NAME string = api.outputs.name
 output AZURE_FUNCTION_APP_URL string = api.outputs.url
 output AZURE_RELAY_FUNCTION_APP_NAME string = splitRelay ? relayAppName : api.outputs.name
+output OUTBOX_CONSOLE_URL string = 'https://${consoleAppName}.azurewebsites.net/api/outbox/console'
+output OUTBOX_OPERATORS_CLIENT_ID string = operatorsClientId
 output AZURE_MANAGED_IDENTITY_CLIENT_ID string = identity.properties.clientId
 output COSMOS_ENDPOINT string = cosmos.outputs.endpoint
 output COSMOS_DATABASE string = cosmos.outputs.databaseName

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import secrets
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -29,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from azure.cosmos import ContainerProxy
 
+from cosmos_outbox.operators import OPERATOR_ROLE
 from funcstack.config import CosmosSpec, StackConfig
 from funcstack.functions_host import VERIFY_TLS_SETTING, RunningRunner
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
@@ -415,11 +417,24 @@ def main() -> int:
         with_azurite=True,
         with_subscriber=True,
         state_dir=workdir / "state",
-        settings_overrides={OTEL_ENV_VAR: str(otel_dir)},
+        settings_overrides=run_settings(otel_dir),
         servicebus_max_message_size=int(size) if size else None,
         settings_copy=ROOT / "local.settings.json",
     )
     return serve(stack, PIDFILE)
+
+
+def run_settings(otel_dir: Path) -> dict[str, str]:
+    """`make run`'s settings over the sample's: telemetry to files, and the operators' console's
+    sign-in through funcstack's stand-in for App Service Authentication
+    (packages/funcstack/docs/functions-host.md, Signing in), its sessions kept across restarts
+    of the app while this stack runs."""
+    return {
+        OTEL_ENV_VAR: str(otel_dir),
+        "FUNCSTACK_SIGN_IN": "true",
+        "FUNCSTACK_SIGN_IN_ROLES": OPERATOR_ROLE,
+        "FUNCSTACK_SIGN_IN_SECRET": secrets.token_urlsafe(24),
+    }
 
 
 def serve(stack: Stack, pidfile: Path) -> int:
@@ -443,6 +458,8 @@ def banner(stack: Stack) -> str:
     projections = f"{stack.subscriber.url}/projections/contacts"
     return f"""
   API          {api}   (OpenAPI: {api}/openapi.json, health: {api}/health)
+  Console      {api}/outbox/console   the operators' console (sign in with any name and the
+               role Outbox.Operator: funcstack's stand-in for App Service Authentication)
   Cosmos DB    {stack.cosmos.endpoint if stack.cosmos else ""}  (well-known emulator key)
   Service Bus  amqp://127.0.0.1:{stack.ports.servicebus}  topic contact-events / all-events
   Subscriber   subscriber/ on port {stack.ports.subscriber}: contact-events / contact-projection

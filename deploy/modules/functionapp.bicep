@@ -125,6 +125,9 @@ param corsAllowedOrigins array = []
 @description('Send Access-Control-Allow-Credentials: true (cookies, Authorization headers) to the allowed origins; needs exact origins, not \'*\' (Host.CORSCredentials locally).')
 param corsSupportCredentials bool = false
 
+@description('Client id of the Entra ID app registration operators sign in with (operators-signin.bicep): App Service Authentication is turned on for the operators\' console, in front of the host, without a client secret (the app\'s managed identity is its credential). Empty: no sign-in here (the app that does not serve the operators\' routes, or operatorsSignIn=false).')
+param operatorsSignInClientId string = ''
+
 // Functions as named in function_app.py. Disabled with the official
 // AzureWebJobs.<function name>.Disabled app setting, so one package serves every role.
 var contactHttpFunctions = [
@@ -150,20 +153,46 @@ var relayFunctions = [
 // split off, never in the api app.
 var adminHttpFunctions = [
   'outbox_status'
+  'backlog_history'
   'list_quarantine'
+  'show_quarantined'
   'replay_quarantined'
   'discard_quarantined'
   'redrive_events'
+]
+// The same routes for a signed-in operator (outbox/console/..., admitted by App Service
+// Authentication and the operator app role: operators-signin.bicep) and the console page.
+var consoleHttpFunctions = [
+  'console_outbox_status'
+  'console_backlog_history'
+  'console_list_quarantine'
+  'console_show_quarantined'
+  'console_replay_quarantined'
+  'console_discard_quarantined'
+  'console_redrive_events'
+  'console_page'
+  'console_static'
 ]
 // What the api app does not run: the relay's functions and the operators' routes.
 var relayAndAdminFunctions = [
   'relay_events'
   'outbox_backlog'
   'outbox_status'
+  'backlog_history'
   'list_quarantine'
+  'show_quarantined'
   'replay_quarantined'
   'discard_quarantined'
   'redrive_events'
+  'console_outbox_status'
+  'console_backlog_history'
+  'console_list_quarantine'
+  'console_show_quarantined'
+  'console_replay_quarantined'
+  'console_discard_quarantined'
+  'console_redrive_events'
+  'console_page'
+  'console_static'
 ]
 // The relay app keeps `health` so it still has a probe, and the operators' routes.
 var disabledByRole = {
@@ -176,6 +205,26 @@ var disabledFunctionSettings = [for functionName in disabledFunctions: {
   name: 'AzureWebJobs.${functionName}.Disabled'
   value: 'true'
 }]
+
+// App Service Authentication for the operators' console (operatorsSignInClientId): it signs
+// operators in with Entra ID and hands the app X-MS-CLIENT-PRINCIPAL (with their app roles), and
+// sets WEBSITE_AUTH_ENABLED=True, without which cosmos-outbox believes no such header. Requests
+// without a session pass through unauthenticated (AllowAnonymous): the contact API keeps its
+// function keys, the operators' routes their master key, and the console's routes refuse them
+// (401) -- the app decides, route by route. No client secret: App Service Authentication asserts
+// the user-assigned managed identity, which the registration trusts (federated credential).
+var operatorsSignIn = !empty(operatorsSignInClientId)
+var operatorsSignInSettings = [
+  {
+    name: 'OVERRIDE_USE_MI_FIC_ASSERTION_CLIENTID'
+    value: identityClientId
+  }
+  {
+    name: 'WEBSITE_AUTH_AAD_ALLOWED_TENANTS'
+    value: tenant().tenantId
+  }
+]
+var signInSettings = operatorsSignIn ? operatorsSignInSettings : []
 
 var deploymentContainerName = 'app-package-${take(toLower(name), 32)}-${take(uniqueString(name, resourceGroup().id), 7)}'
 
@@ -418,7 +467,7 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
       http20Enabled: true
       ftpsState: 'Disabled'
       linuxFxVersion: flexConsumption ? null : 'Python|${pythonVersion}'
-      appSettings: concat(appSettings, disabledFunctionSettings, flexConsumption ? [] : consumptionSettings)
+      appSettings: concat(appSettings, disabledFunctionSettings, signInSettings, flexConsumption ? [] : consumptionSettings)
       cors: {
         allowedOrigins: corsAllowedOrigins
         supportCredentials: corsSupportCredentials
@@ -430,6 +479,17 @@ resource site 'Microsoft.Web/sites@2024-04-01' = {
   ]
 }
 
+// App Service Authentication itself: a module of its own, deployed only with a registration.
+module signIn 'appservice-auth.bicep' = if (operatorsSignIn) {
+  name: '${name}-appservice-auth'
+  params: {
+    siteName: site.name
+    clientId: operatorsSignInClientId
+  }
+}
+
 output name string = site.name
 output defaultHostName string = site.properties.defaultHostName
 output url string = 'https://${site.properties.defaultHostName}'
+@description('The operators\' console (cosmos-outbox\'s page; sign-in with Entra ID when operatorsSignInClientId is set).')
+output consoleUrl string = 'https://${site.properties.defaultHostName}/api/outbox/console'

@@ -40,6 +40,17 @@ def admin_functions() -> set[str]:
     }
 
 
+def console_functions() -> set[str]:
+    """The operators' routes for a signed-in operator and the console page (outbox/console...:
+    auth level ANONYMOUS for the host; the library admits a signed-in operator)."""
+    return {
+        n
+        for n, m in _indexed().items()
+        if _trigger(m)["type"] == "httpTrigger"
+        and str(_trigger(m).get("route", "")).startswith("outbox/console")
+    }
+
+
 def trigger_functions() -> set[str]:
     return set(_indexed()) - http_functions()
 

@@ -38,20 +38,28 @@ def test_role_lists_name_exactly_the_functions_of_function_app() -> None:
     admin = functions.admin_functions()
     assert admin == {
         "outbox_status",
+        "backlog_history",
         "list_quarantine",
+        "show_quarantined",
         "replay_quarantined",
         "discard_quarantined",
         "redrive_events",
     }
-    assert set(roles["api"]) == functions.trigger_functions() | admin
-    assert set(roles["relay"]) == functions.http_functions() - {"health"} - admin
+    console = functions.console_functions()
+    assert console == {f"console_{name}" for name in admin} | {"console_page", "console_static"}
+    assert set(roles["api"]) == functions.trigger_functions() | admin | console
+    assert set(roles["relay"]) == functions.http_functions() - {"health"} - admin - console
 
 
 def test_the_operators_routes_run_beside_the_relay_never_in_the_api_app() -> None:
     admin = t.string_list(FUNCTION_APP_MODULE, "adminHttpFunctions")
     assert set(admin) == functions.admin_functions()
+    console = t.string_list(FUNCTION_APP_MODULE, "consoleHttpFunctions")
+    assert set(console) == functions.console_functions()
     relay = set(t.string_list(FUNCTION_APP_MODULE, "relayFunctions"))
-    assert set(t.string_list(FUNCTION_APP_MODULE, "relayAndAdminFunctions")) == relay | set(admin)
+    assert set(t.string_list(FUNCTION_APP_MODULE, "relayAndAdminFunctions")) == relay | set(
+        admin
+    ) | set(console)
 
 
 def test_split_deploys_a_second_app_in_the_relay_role_only_when_asked() -> None:

@@ -183,3 +183,6 @@ def test_the_library_builds_from_what_is_uploaded(tmp_path: Path) -> None:
         "cosmos_outbox"
     }
     assert "cosmos_outbox/py.typed" in names
+    # the console's script library travels with the upload (fetched once from npm by the
+    # package's build hook; a remote build without npm needs it there)
+    assert "cosmos_outbox/_console/static/vendor/htmx.min.js" in names

@@ -48,3 +48,26 @@ def test_the_contacts_container_is_named_before_the_stack_starts(tmp_path: Path)
     assert Stack(workdir=tmp_path).contacts_container_name == "contacts"
     renamed = Stack(workdir=tmp_path, settings_overrides={"COSMOS_CONTAINER": "other"})
     assert renamed.contacts_container_name == "other"
+
+
+def test_make_run_prints_the_consoles_url_and_turns_its_sign_in_on(tmp_path: Path) -> None:
+    """`make run`'s banner names the operators' console, which its stack can sign in to
+    (funcstack's stand-in for App Service Authentication, with a secret of its own)."""
+    from types import SimpleNamespace
+
+    from tools.stack import Ports, banner, run_settings
+
+    running = SimpleNamespace(
+        api_url="http://127.0.0.1:7071/api",
+        subscriber=SimpleNamespace(url="http://127.0.0.1:7072/api"),
+        cosmos=None,
+        ports=Ports(),
+    )
+    assert "Console      http://127.0.0.1:7071/api/outbox/console" in banner(running)  # type: ignore[arg-type]
+    settings = run_settings(tmp_path / "otel")
+    assert settings["FUNCSTACK_SIGN_IN"] == "true"
+    assert settings["FUNCSTACK_SIGN_IN_ROLES"] == "Outbox.Operator"  # proposed by the form
+    assert len(settings["FUNCSTACK_SIGN_IN_SECRET"]) >= 24
+    assert (
+        run_settings(tmp_path)["FUNCSTACK_SIGN_IN_SECRET"] != settings["FUNCSTACK_SIGN_IN_SECRET"]
+    )

@@ -101,8 +101,13 @@ schema.config.generation.update(
     with_security_parameters=False,
 )
 schema.config.checks.update(excluded_check_names=LOCAL_EXCEPTIONS)
+# The operators' routes through the signed-in door (/outbox/console/...) are the same operations
+# as through the key's door, whose cases are generated here; without a signed-in operator they
+# answer 401 before parsing anything (packages/cosmos-outbox/tests/test_console.py holds both
+# doors equal): generating them again would cost a third more time for no new finding.
+generated = schema.exclude(path_regex=r"^/outbox/console/")
 #: The operations the document declares (one generated test each).
-OPERATIONS = sum(1 for _ in schema.get_all_operations())
+OPERATIONS = sum(1 for _ in generated.get_all_operations())
 
 
 def test_the_served_document_is_the_generated_one(client: Client) -> None:
@@ -111,7 +116,7 @@ def test_the_served_document_is_the_generated_one(client: Client) -> None:
     assert reply.json() == json.loads(json.dumps(openapi_document()))
 
 
-@schema.parametrize()
+@generated.parametrize()
 @settings(deadline=None, suppress_health_check=list(HealthCheck))
 def test_the_api_conforms_to_its_openapi_document(
     case: schemathesis.Case[Any], stack: Stack

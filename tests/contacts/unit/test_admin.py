@@ -402,13 +402,17 @@ def test_every_operator_operation_and_health_are_bounded(functions: dict[str, An
     operators = {
         name for name, op in declared.items() if op is not None and op.route.startswith("outbox/")
     }
-    assert operators == {
+    keyed = {
         "outbox_status",
+        "backlog_history",
         "list_quarantine",
+        "show_quarantined",
         "replay_quarantined",
         "discard_quarantined",
         "redrive_events",
     }
+    # each also through the signed-in door (outbox/console/...), bounded the same
+    assert operators == keyed | {f"console_{name}" for name in keyed}
     assert bounded == operators | {"health"}
 
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from application.contacts.commands import CreateContact
 from application.contacts.views import ContactView
-from cosmos_outbox.http import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, operation_of
+from cosmos_outbox.http import DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE, is_page, operation_of
 from tests.contacts.openapi import openapi_document
 
 
@@ -30,7 +30,7 @@ def test_the_document_is_openapi_3_1_with_every_http_function_of_the_app(
     }
     bound = set()
     for name, function in functions.items():
-        if function.is_http_function() and name != "zz_not_routed":
+        if function.is_http_function() and name != "zz_not_routed" and not page(function):
             trigger = json.loads(function.get_function_json())["bindings"][0]
             bound |= {(f"/{trigger['route']}", m.lower(), name) for m in trigger["methods"]}
     assert documented == bound
@@ -41,7 +41,14 @@ def test_every_http_function_but_the_fallback_is_a_declared_operation(
 ) -> None:
     declared = {n for n, f in functions.items() if operation_of(f.get_user_function())}
     http = {n for n, f in functions.items() if f.is_http_function()}
-    assert declared == http - {"zz_not_routed"}
+    pages = {n for n, f in functions.items() if page(f)}
+    assert pages == {"console_page", "console_static"}  # the operators' console: not the API
+    assert declared == http - {"zz_not_routed"} - pages
+
+
+def page(function: Any) -> bool:
+    """A function that serves a page or its files (the operators' console), not an operation."""
+    return is_page(function.get_user_function())
 
 
 def test_the_declaration_is_what_the_function_is_indexed_with(functions: dict[str, Any]) -> None:

@@ -33,6 +33,7 @@ import azure.functions as func
 from cosmos_outbox._blueprints.docs import docs_blueprint
 from cosmos_outbox._blueprints.operator_routes import OperatorModels, operators_blueprint
 from cosmos_outbox._blueprints.relay_functions import relay_blueprint
+from cosmos_outbox._console.identity import OPERATOR_ROLE
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._records import LegacyEvents
 from cosmos_outbox._service import AggregateService as AsyncAggregateService
@@ -160,15 +161,22 @@ class OutboxBase:
         models: OperatorModels = OperatorModels(),  # noqa: B008
         route_prefix: str = "outbox",
         auth_level: func.AuthLevel = func.AuthLevel.ADMIN,
+        console: bool = True,
+        operator_role: str = OPERATOR_ROLE,
     ) -> func.Blueprint:
-        """The operators' routes (status, quarantine, re-drive) under `route_prefix`, at
-        `auth_level` (ADMIN: the host's master key)."""
+        """The operators' routes (status, backlog, quarantine, re-drive) under `route_prefix`,
+        at `auth_level` (ADMIN: the host's master key); with `console`, also under
+        `route_prefix/console/` for a signed-in operator with the app role `operator_role`
+        (App Service Authentication), and the operators' console page at
+        `route_prefix/console` (README, "The operators' console")."""
         return operators_blueprint(
             self.wiring,
             asynchronous=self.asynchronous,
             models=models,
             route_prefix=route_prefix,
             auth_level=auth_level,
+            console=console,
+            operator_role=operator_role,
         )
 
     def docs_blueprint(

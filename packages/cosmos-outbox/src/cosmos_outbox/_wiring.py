@@ -2,7 +2,8 @@
 a document store, a publisher, a payload store, a backlog estimator, the paging tokens' secret,
 the TTLs), their factory from the app settings (`services_from_settings`), and `Wiring` (the
 unit of work, the session, the relay and its telemetry, the quarantine, the operators' use
-cases, the quarantine list's tokens), the same for the sync and the async outbox.
+cases, the backlog's last hour, the quarantine list's tokens), the same for the sync and the
+async outbox.
 
 Below the blueprints: the relay's and the operators' blueprints take a `Wiring` to build their
 functions on, and `_outbox` (the composition root an app holds) imports both, so nothing here
@@ -238,6 +239,7 @@ class Wiring:
 
     def __init__(self, services: Services, *, legacy: LegacyEvents | None = None) -> None:
         from cosmos_outbox._quarantine import Quarantine
+        from cosmos_outbox._relay.backlog_history import BacklogHistory
         from cosmos_outbox._relay.health import RelayHealth
         from cosmos_outbox._relay.telemetry import RelayTelemetry
 
@@ -247,6 +249,8 @@ class Wiring:
         self.telemetry: RelayTelemetry = RelayTelemetry(destination=services.topic)
         self.quarantine: Quarantine = Quarantine(self.store, legacy=legacy)
         self.relay_health = RelayHealth(self.store)
+        #: the backlog timer's last hour of readings (the console's chart)
+        self.backlog_history = BacklogHistory(self.store)
         self.quarantine_tokens = TokenCodec(services.token_key(QUARANTINE_TOKEN_PURPOSE))
         self.event_ttl_seconds = services.event_ttl_seconds
         self._lock = threading.Lock()

@@ -1,7 +1,8 @@
 """Sample v2 app with a route per auth level (copied into a temp dir as function_app.py).
 
 Each route answers what the function saw: its query (``req.params``), whether the key header
-reached it, and whether the keys' settings are in its environment."""
+reached it, and whether the keys' settings are in its environment; ``whoami`` the principal
+headers App Service Authentication (funcstack's sign-in stand-in) handed it."""
 
 from __future__ import annotations
 
@@ -39,3 +40,17 @@ def business(req: func.HttpRequest) -> func.HttpResponse:
 @app.route(route="operators/status", methods=["GET"], auth_level=func.AuthLevel.ADMIN)
 def operators(req: func.HttpRequest) -> func.HttpResponse:
     return _seen(req, "admin")
+
+
+@app.route(route="whoami", methods=["GET", "POST"], auth_level=func.AuthLevel.ANONYMOUS)
+def whoami(req: func.HttpRequest) -> func.HttpResponse:
+    payload = {
+        "principal": req.headers.get("x-ms-client-principal"),
+        "id": req.headers.get("x-ms-client-principal-id"),
+        "name": req.headers.get("x-ms-client-principal-name"),
+        "idp": req.headers.get("x-ms-client-principal-idp"),
+        "token": req.headers.get("x-ms-token-aad-access-token"),
+        "auth_enabled": os.environ.get("WEBSITE_AUTH_ENABLED"),
+        "funcstack_settings": sorted(k for k in os.environ if k.startswith("FUNCSTACK_SIGN_IN")),
+    }
+    return func.HttpResponse(json.dumps(payload), mimetype="application/json")

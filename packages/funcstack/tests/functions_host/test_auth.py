@@ -1,16 +1,23 @@
 """Keys enforced as the Azure host does, when asked (``enforce_keys``): by the function's auth
 level, from the ``x-functions-key`` header or the ``code`` query parameter, 401 with an empty
-body otherwise; by default nothing is checked, as with ``func start``."""
+body otherwise; by default nothing is checked, as with ``func start``. And App Service
+Authentication's local stand-in, when the settings turn it on (``FUNCSTACK_SIGN_IN``): a sign-in
+at ``/.auth/login/aad``, the principal headers of the session handed to the app, client-sent
+ones removed."""
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from urllib.parse import urlencode
 
 import pytest
 
 from funcstack.functions_host._keys import FUNCTION_KEY_SETTING, MASTER_KEY_SETTING
 from funcstack.functions_host._launcher import RunningRunner, start_runner
+from funcstack.functions_host._sign_in import ROLES_SETTING, SECRET_SETTING, SIGN_IN_SETTING
 from funcstack.functions_host.testing import Reply, call
 
 from .conftest import make_app_dir
@@ -23,7 +30,16 @@ ROUTES = {"anonymous": "open", "function": "orders", "admin": "operators/status"
 @pytest.fixture(scope="module")
 def enforcing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningRunner]:
     tmp = tmp_path_factory.mktemp("auth")
-    app_dir = make_app_dir(tmp, "sample_auth_app.py", {"FUNCTIONS_WORKER_RUNTIME": "python"})
+    app_dir = make_app_dir(
+        tmp,
+        "sample_auth_app.py",
+        {
+            "FUNCTIONS_WORKER_RUNTIME": "python",
+            SIGN_IN_SETTING: "true",
+            SECRET_SETTING: "the-sign-in-secret",
+            ROLES_SETTING: "Operator",
+        },
+    )
     runner = start_runner(
         app_dir=app_dir,
         settings_file=app_dir / "local.settings.json",
@@ -166,6 +182,80 @@ def test_keys_given_by_settings_are_the_keys(tmp_path: Path) -> None:
         runner.stop()
 
 
+def whoami(runner: RunningRunner, **headers: str) -> dict[str, object]:
+    seen = call(f"{runner.url}/whoami", headers=headers).json()
+    assert isinstance(seen, dict)
+    return seen
+
+
+def sign_in(runner: RunningRunner, name: str, roles: str, target: str) -> Reply:
+    base = runner.url.removesuffix("/api")
+    form = urlencode({"name": name, "roles": roles, "post_login_redirect_uri": target})
+    return call(
+        f"{base}/.auth/login/aad",
+        "POST",
+        body=form.encode(),
+        headers={"content-type": "application/x-www-form-urlencoded"},
+    )
+
+
+def test_the_sign_in_stand_in_hands_the_app_the_principal_of_its_session(
+    enforcing: RunningRunner,
+) -> None:
+    base = enforcing.url.removesuffix("/api")
+    form = call(f"{base}/.auth/login/aad?post_login_redirect_uri=/api/whoami")
+    assert form.status == 200 and b'name="post_login_redirect_uri" value="/api/whoami"' in form.body
+    assert b'name="roles" maxlength="200" value="Operator"' in form.body  # proposed
+    signed = sign_in(enforcing, "ada@example.com", "Outbox.Operator Reader", "/api/whoami")
+    assert (signed.status, signed.headers["location"]) == (302, "/api/whoami")
+    cookie = signed.headers["set-cookie"].split(";")[0]
+    assert (
+        cookie.startswith("AppServiceAuthSession=") and "HttpOnly" in signed.headers["set-cookie"]
+    )
+    seen = whoami(enforcing, cookie=cookie)
+    principal = json.loads(base64.b64decode(str(seen["principal"])))
+    assert (principal["auth_typ"], principal["role_typ"], principal["name_typ"]) == (
+        "aad",
+        "roles",
+        "name",
+    )
+    claims = {(c["typ"], c["val"]) for c in principal["claims"]}
+    assert {
+        ("roles", "Outbox.Operator"),
+        ("roles", "Reader"),
+        ("name", "ada@example.com"),
+    } <= claims
+    assert (seen["name"], seen["idp"]) == ("ada@example.com", "aad")
+    assert (
+        seen["id"] == dict(claims)["http://schemas.microsoft.com/identity/claims/objectidentifier"]
+    )
+    # App Service's environment: authentication on; funcstack's settings are the host's.
+    assert (seen["auth_enabled"], seen["funcstack_settings"]) == ("True", [])
+    me = call(f"{base}/.auth/me", headers={"cookie": cookie}).json()
+    assert isinstance(me, list) and me[0]["user_id"] == "ada@example.com"
+    assert call(f"{base}/.auth/me").status == 401
+    out = call(f"{base}/.auth/logout?post_logout_redirect_uri=/api/whoami")
+    assert out.status == 302 and "AppServiceAuthSession=" in out.headers["set-cookie"]
+
+
+def test_a_principal_a_client_sends_never_reaches_the_app(enforcing: RunningRunner) -> None:
+    forged = base64.b64encode(json.dumps({"claims": [{"typ": "roles", "val": "Admin"}]}).encode())
+    spoofed = {
+        "x-ms-client-principal": forged.decode(),
+        "x-ms-client-principal-name": "mallory",
+        "x-ms-token-aad-access-token": "t",
+    }
+    seen = whoami(enforcing, **spoofed)
+    assert (seen["principal"], seen["name"], seen["token"]) == (None, None, None)
+    cookie = sign_in(enforcing, "bo", "", "/").headers["set-cookie"].split(";")[0]
+    assert whoami(enforcing, cookie=cookie, **spoofed)["name"] == "bo"
+    tampered = cookie[:-3] + ("AAA" if not cookie.endswith("AAA") else "BBB")
+    assert whoami(enforcing, cookie=tampered)["principal"] is None
+    # back to this host's paths only, never elsewhere
+    for target in ("//evil.example/x", "https://evil.example/", "\\\\evil"):
+        assert sign_in(enforcing, "bo", "", target).headers["location"] == "/"
+
+
 def test_by_default_no_key_is_checked_as_with_func_start(tmp_path: Path) -> None:
     app_dir = make_app_dir(tmp_path, "sample_auth_app.py", {"FUNCTIONS_WORKER_RUNTIME": "python"})
     runner = start_runner(
@@ -176,5 +266,10 @@ def test_by_default_no_key_is_checked_as_with_func_start(tmp_path: Path) -> None
     try:
         assert (runner.function_key, runner.master_key) == (None, None)
         assert [ask(runner, level).status for level in ROUTES] == [200, 200, 200]
+        # no sign-in either: nothing removed, nothing added, no /.auth (as func start)
+        seen = whoami(runner, **{"x-ms-client-principal-name": "as sent"})
+        assert (seen["name"], seen["auth_enabled"]) == ("as sent", None)
+        base = runner.url.removesuffix("/api")
+        assert call(f"{base}/.auth/login/aad").status == 404
     finally:
         runner.stop()

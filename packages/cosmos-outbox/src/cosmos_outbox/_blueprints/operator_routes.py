@@ -1,6 +1,10 @@
 """The operators' routes (`/outbox/...` by default, auth level ADMIN: the host's master key) and
-their models: the outbox's status, the quarantine (list, replay, discard) and re-drive.
-Aggregate-neutral: a record names its aggregate by `aggregateType` + `aggregateId`, nothing else.
+their models: the outbox's status and the backlog's last hour, the quarantine (list, one record
+with its body, replay, discard) and re-drive. Aggregate-neutral: a record names its aggregate by
+`aggregateType` + `aggregateId`, nothing else.
+
+Each route is also served to a signed-in operator under `/outbox/console/...`, and the console
+page at `/outbox/console` shows them (`cosmos_outbox._console`: two doors, one implementation).
 
 Decision: the reason of a discard is the required query parameter `reason` (1-500 characters,
 the text rules of every field). DELETE bodies are dropped by some clients and proxies, and a
@@ -13,6 +17,7 @@ parsing and the OpenAPI document then read the app's models."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -29,9 +34,11 @@ from pydantic import (
     model_validator,
 )
 
+from cosmos_outbox._console.doors import OperatorDoors
+from cosmos_outbox._console.identity import OPERATOR_ROLE
 from cosmos_outbox._quarantine import QuarantinedEvent
+from cosmos_outbox._records import OutboxRecord
 from cosmos_outbox._text import Text
-from cosmos_outbox.http._api import HttpApi
 from cosmos_outbox.http._call import HttpCall, Reply
 from cosmos_outbox.http._declaration import PathParameter, QueryParameter
 from cosmos_outbox.http._models import (
@@ -50,6 +57,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AggregateType",
+    "BacklogHistoryView",
     "Instant",
     "LeaseStatusView",
     "OperatorModels",
@@ -57,6 +65,7 @@ __all__ = [
     "OutboxStatusView",
     "QuarantineItem",
     "QuarantineListPage",
+    "QuarantinedEventView",
     "RedriveRequest",
     "RedriveView",
     "parse_instant",
@@ -190,6 +199,18 @@ class OutboxStatusView(Model):
         )
 
 
+class BacklogReadingView(Model):
+    at: datetime
+    pending: int
+    oldest_pending_age_seconds: float | None
+
+
+class BacklogHistoryView(Model):
+    """The backlog timer's readings of the last hour, oldest first (the console's chart)."""
+
+    readings: list[BacklogReadingView]
+
+
 class QuarantineItem(Model):
     event_id: str
     aggregate_type: str | None
@@ -216,6 +237,39 @@ class QuarantineItem(Model):
     @classmethod
     def of(cls, entry: QuarantinedEvent) -> Self:
         return cls.model_validate(cls.fields_of(entry))
+
+
+class QuarantinedEventView(QuarantineItem):
+    """One quarantine record with the event it holds: its body (the JSON value the app
+    committed; its text when it is not JSON), the body's size, and its trace id (the W3C trace
+    the event was committed in: Application Insights' operation id)."""
+
+    trace_id: str | None
+    body: Any
+    body_bytes: int
+
+    @classmethod
+    def of_entry(cls, entry: QuarantinedEvent) -> QuarantinedEventView:
+        event = entry.event
+        if isinstance(event, OutboxRecord):
+            raw, traceparent = event.body, event.traceparent
+        else:
+            raw = json.dumps(dict(event.document), separators=(",", ":")).encode()
+            found = event.document.get("traceparent")
+            traceparent = found if isinstance(found, str) else None
+        try:
+            body: Any = json.loads(raw)
+        except ValueError:
+            body = raw.decode("utf-8", "replace")
+        parts = (traceparent or "").split("-")
+        return cls.model_validate(
+            {
+                **QuarantineItem.fields_of(entry),
+                "trace_id": parts[1] if len(parts) == 4 and len(parts[1]) == 32 else None,
+                "body": body,
+                "body_bytes": len(raw),
+            }
+        )
 
 
 class QuarantineListPage(PageView):
@@ -247,6 +301,12 @@ REASON = QueryParameter(
     required=True,
     missing="reason is required: say why the event is discarded",
 )
+WHOLE = QueryParameter(
+    "whole",
+    TypeAdapter(bool),
+    "The console page only: show the whole body (the page shortens a long one; JSON always "
+    "holds all of it)",
+)
 _ERRORS = (400, 429, 500, 503)
 
 
@@ -257,17 +317,27 @@ def operators_blueprint(
     models: OperatorModels = OperatorModels(),
     route_prefix: str = "outbox",
     auth_level: func.AuthLevel = func.AuthLevel.ADMIN,
+    console: bool = True,
+    operator_role: str = OPERATOR_ROLE,
 ) -> func.Blueprint:
     """The operators' routes under `route_prefix` (`outbox/status`, `outbox/quarantine`, ...),
     at `auth_level` (ADMIN: the host's master key), served by `wiring()`; `models` are the
     request and answer models (an app's subclasses). Bounded: a store or a broker that hangs
     makes an operator's call a 503 + Retry-After within BOUND_SECONDS, as /health, never a wait
-    on the SDKs' own timeouts and retries."""
+    on the SDKs' own timeouts and retries. With `console`, each route also under
+    `route_prefix/console/` for a signed-in operator with the app role `operator_role`, and the
+    console page at `route_prefix/console` (`cosmos_outbox._console`)."""
     prefix = route_prefix.strip("/")
-    api = HttpApi(parameters={"eventId": EVENT_ID}, auth_level=auth_level, bounded=True)
+    doors = OperatorDoors(
+        prefix=prefix,
+        parameters={"eventId": EVENT_ID},
+        auth_level=auth_level,
+        console=console,
+        role=operator_role,
+    )
 
     def operation(**declared: Any) -> Callable[[Any], Any]:
-        return api.operation(asynchronous=asynchronous, **declared)
+        return doors.operation(asynchronous=asynchronous, **declared)
 
     @operation(
         route=f"{prefix}/status",
@@ -279,6 +349,30 @@ def operators_blueprint(
     )
     async def outbox_status(call: HttpCall[None]) -> Reply:
         return Reply(OutboxStatusView.of(await wiring().operators().status()))
+
+    @operation(
+        route=f"{prefix}/backlog",
+        method="GET",
+        status=200,
+        summary="Operators: the backlog timer's readings of the last hour (pending events and "
+        "the oldest one's age), oldest first",
+        response=BacklogHistoryView,
+        errors=_ERRORS,
+    )
+    async def backlog_history(call: HttpCall[None]) -> Reply:
+        readings = await wiring().backlog_history.readings()
+        return Reply(
+            BacklogHistoryView(
+                readings=[
+                    BacklogReadingView(
+                        at=r.at,
+                        pending=r.pending,
+                        oldest_pending_age_seconds=r.oldest_pending_age_seconds,
+                    )
+                    for r in readings
+                ]
+            )
+        )
 
     @operation(
         route=f"{prefix}/quarantine",
@@ -299,6 +393,19 @@ def operators_blueprint(
         token = next_token(page.continuation_token, cursor, wired.quarantine_tokens)
         body = models.quarantine_page.of(Page(page.items, token), models.quarantine_item)
         return Reply(body, {"X-Continuation-Token": token} if token else {})
+
+    @operation(
+        route=f"{prefix}/quarantine/{{eventId}}",
+        method="GET",
+        status=200,
+        summary="Operators: one quarantine record with the event's body and trace id",
+        query=(WHOLE,),
+        response=QuarantinedEventView,
+        errors=(400, 404, 429, 500, 503),
+    )
+    async def show_quarantined(call: HttpCall[None]) -> Reply:
+        entry = await wiring().quarantine.get(call.path["eventId"])
+        return Reply(QuarantinedEventView.of_entry(entry))
 
     @operation(
         route=f"{prefix}/quarantine/{{eventId}}/replay",
@@ -349,4 +456,8 @@ def operators_blueprint(
             RedriveView(events=report.events, sent=report.sent, quarantined=report.quarantined)
         )
 
-    return api.blueprint
+    if console:
+        from cosmos_outbox._console.page import register_page
+
+        register_page(doors)
+    return doors.blueprint

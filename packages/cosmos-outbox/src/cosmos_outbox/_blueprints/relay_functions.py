@@ -79,7 +79,8 @@ def relay_blueprint(
         """One tick: until the relay has found what it needs (its topic, the claim check's
         container), check it, so that what is missing is said before any event; estimate the
         backlog (its lease container missing: said the same way), record the gauges, apply
-        the TTL guard; once all is found, clear what an earlier tick said."""
+        the TTL guard, keep the reading for the console's chart (`_relay.backlog_history`);
+        once all is found, clear what an earlier tick said."""
         wired = wiring()
         from cosmos_outbox._relay.backlog import report_backlog
         from cosmos_outbox.errors import RelayNotReadyError
@@ -87,12 +88,13 @@ def relay_blueprint(
         relay = wired.relay()
         problem = await relay.check()
         try:
-            await report_backlog(
+            backlog = await report_backlog(
                 wired.backlog(), wired.telemetry, event_ttl_seconds=wired.event_ttl_seconds
             )
         except RelayNotReadyError as exc:
             await relay.not_ready(exc)
             raise
+        await wired.backlog_history.record(backlog.pending, backlog.oldest_age_seconds)
         if problem is None:
             await relay.ready()
 

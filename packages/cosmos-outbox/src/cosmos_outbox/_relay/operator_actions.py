@@ -5,7 +5,9 @@ same session and version, the same quarantine rules. Aggregate-neutral: a re-dri
 narrowed to one aggregate type, and to one aggregate of it.
 
 Every action writes one audit log line with its values as fields (`extra`): `outbox.audit`
-(`quarantine.replay`, `quarantine.discard`, `redrive`), `outbox.event_id`, `outbox.reason`...
+(`quarantine.replay`, `quarantine.discard`, `redrive`), `outbox.event_id`, `outbox.reason`...,
+and who did it (`cosmos_outbox._actor`: "by <name> (id <object id>)" or "by admin key", and
+the fields `outbox.actor`, `outbox.actor_kind`, `outbox.actor_name`, `outbox.actor_id`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from cosmos_outbox._actor import current_actor
 from cosmos_outbox._documents import EVENT_TYPE, read_feed, selected
 from cosmos_outbox._quarantine import Quarantine, QuarantinedEvent
 from cosmos_outbox._records import LegacyEvents, NotAnEvent, OutboxRecord, Unreadable
@@ -189,14 +192,17 @@ class OutboxOperators:
             raise PublishFailedError(f"re-drive failed to send: {error_type(exc)}") from exc
         result = RedriveReport(len(events), report.sent, len(report.quarantined))
         scope = " ".join(p for p in (aggregate_type, aggregate_id) if p)
+        actor = current_actor()
         logger.warning(
-            "outbox audit: redrive since %s%s: %d events, %d sent, %d quarantined",
+            "outbox audit: redrive since %s%s by %s: %d events, %d sent, %d quarantined",
             since.isoformat(),
             f" of {scope}" if scope else "",
+            actor,
             result.events,
             result.sent,
             result.quarantined,
             extra={
+                **actor.log_fields(),
                 "outbox.audit": "redrive",
                 "outbox.since": since.isoformat(),
                 "outbox.aggregate_type": aggregate_type,
@@ -210,7 +216,9 @@ class OutboxOperators:
 
 
 def _audit(action: str, entry: QuarantinedEvent, reason: str) -> None:
+    actor = current_actor()
     fields: dict[str, Any] = {
+        **actor.log_fields(),
         "outbox.audit": action,
         "outbox.event_id": entry.event_id,
         "outbox.aggregate_type": entry.aggregate_type,
@@ -221,12 +229,13 @@ def _audit(action: str, entry: QuarantinedEvent, reason: str) -> None:
         "outbox.replays": entry.replays,
     }
     logger.warning(
-        "outbox audit: %s of event %s (%s %s v%s): %s",
+        "outbox audit: %s of event %s (%s %s v%s) by %s: %s",
         action,
         entry.event_id,
         entry.aggregate_type,
         entry.aggregate_id,
         entry.version,
+        actor,
         reason,
         extra=fields,
     )

@@ -18,6 +18,7 @@ from cosmos_outbox.http._declaration import (
     PathParameter,
     QueryParameter,
     ResponseHeader,
+    is_page,
     operation_of,
 )
 from cosmos_outbox.http._idempotency_key import KEY_PATTERN, parse_key
@@ -59,6 +60,7 @@ __all__ = [
     "ResponseHeader",
     "TokenCodec",
     "View",
+    "is_page",
     "next_token",
     "omit_null_defaults",
     "operation_of",

@@ -32,7 +32,12 @@ class HttpApi:
     the reference sample's `ETag` request header as If-Match (for older clients that send it).
 
     A handler is a plain function (served in a sync function: the worker's thread pool) or an
-    `async def` one (served in an async function, on the worker's event loop)."""
+    `async def` one (served in an async function, on the worker's event loop). `wrap`, when
+    given, wraps each function the worker indexes (the request pipeline's entry) before it is
+    registered: it takes the operation and the function and returns a function of the same
+    kind (sync or `async def`) and parameters (the operators' doors admit a request there,
+    `cosmos_outbox._console.doors`); `security` names the OpenAPI security schemes that admit
+    its requests when they are not its auth level's."""
 
     def __init__(
         self,
@@ -42,12 +47,16 @@ class HttpApi:
         auth_level: func.AuthLevel = func.AuthLevel.FUNCTION,
         bounded: bool = False,
         etag_request_header: bool = False,
+        wrap: Callable[[HttpOperation, Callable[..., Any]], Callable[..., Any]] | None = None,
+        security: tuple[str, ...] | None = None,
     ) -> None:
         self.blueprint = blueprint if blueprint is not None else func.Blueprint()  # type: ignore[no-untyped-call]
         self._parameters = dict(parameters or {})
         self._auth_level = auth_level
         self._bounded = bounded
         self._etag_request_header = etag_request_header
+        self._wrap = wrap
+        self._security = security
 
     def operation(
         self,
@@ -104,12 +113,15 @@ class HttpApi:
                 precondition_required=precondition_required,
                 idempotent=idempotent,
                 etag_request_header=self._etag_request_header,
+                security=self._security,
             )
             function = entry(
                 operation,
                 handler,
                 asynchronous=is_async(handler) if asynchronous is None else asynchronous,
             )
+            if self._wrap is not None:
+                function = self._wrap(operation, function)
             function.__name__ = function.__qualname__ = operation.name
             function.__module__ = getattr(handler, "__module__", __name__)
             function.__doc__ = operation.summary

@@ -25,6 +25,9 @@ DEFAULT_PAGE_SIZE = 10
 MAX_PAGE_SIZE = 100
 #: The attribute of an indexed function that holds its declaration.
 ATTRIBUTE = "__http_operation__"
+#: Set (True) on an HTTP function that serves a page or its files, not an API operation (the
+#: operators' console page): the OpenAPI document leaves it out; the fallback still knows it.
+PAGE_ATTRIBUTE = "__http_page__"
 
 
 @dataclass(frozen=True)
@@ -131,6 +134,9 @@ class HttpOperation:
     #: the reference sample's `ETag` request header is read as If-Match when there is none (an
     #: app whose older clients send it opts in: `HttpApi(etag_request_header=True)`)
     etag_request_header: bool = False
+    #: the OpenAPI security schemes that admit a request, when not the auth level's (the
+    #: operators' doors: the master key in its header only; a signed-in operator)
+    security: tuple[str, ...] | None = None
 
     @property
     def declared_errors(self) -> tuple[int, ...]:
@@ -159,3 +165,9 @@ def operation_of(user_function: object) -> HttpOperation | None:
     functions that are not declared operations)."""
     found = getattr(user_function, ATTRIBUTE, None)
     return found if isinstance(found, HttpOperation) else None
+
+
+def is_page(user_function: object) -> bool:
+    """Whether an indexed function serves a page or its files (the operators' console), not an
+    API operation: the OpenAPI document leaves it out."""
+    return bool(getattr(user_function, PAGE_ATTRIBUTE, False))

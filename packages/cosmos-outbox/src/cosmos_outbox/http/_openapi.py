@@ -26,6 +26,7 @@ from cosmos_outbox.http._declaration import (
     DEFAULT_PAGE_SIZE,
     MAX_PAGE_SIZE,
     HttpOperation,
+    is_page,
     operation_of,
 )
 from cosmos_outbox.http._idempotency_key import KEY_HEADER, KEY_MAX_LENGTH, KEY_PATTERN
@@ -41,6 +42,8 @@ _STATUS_TEXT = {
     204: "No Content",
     304: "Not Modified",
     400: "Bad Request",
+    401: "Unauthorized (no one signed in)",
+    403: "Forbidden (signed in without the operator role, or an action from another site)",
     404: "Not Found",
     409: "Conflict",
     412: "Precondition Failed",
@@ -81,6 +84,8 @@ def operations(functions: Iterable[Function]) -> list[HttpOperation]:
         trigger = json.loads(function.get_function_json())["bindings"][0]
         if "{*" in str(trigger.get("route") or ""):
             continue  # the fallback: not an operation
+        if is_page(function.get_user_function()):
+            continue  # a page or its files (the operators' console): not an API operation
         operation = operation_of(function.get_user_function())
         if operation is None:
             raise UndeclaredOperationError(
@@ -229,7 +234,11 @@ def _operation(op: HttpOperation) -> dict[str, Any]:
             "required": True,
             "content": {"application/json": {"schema": _ref(op.request)}},
         }
-    result["security"] = _SECURITY[op.auth_level]
+    result["security"] = (
+        _SECURITY[op.auth_level]
+        if op.security is None
+        else [{scheme: []} for scheme in op.security]
+    )
     return result
 
 
@@ -290,6 +299,15 @@ def openapi_document(
                     "in": "query",
                     "name": "code",
                     "description": "The host's master key (admin routes)",
+                },
+                "signedInOperator": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "A signed-in operator: App Service Authentication (Entra "
+                    "ID) admits the request, with its session cookie (/.auth/login/aad) or an "
+                    "Entra ID token, and the app checks the operator's app role; actions from "
+                    "a browser also need the console page's X-CSRF-Token (the operators' "
+                    "console, /outbox/console)",
                 },
             },
         },

@@ -30,7 +30,10 @@ The mapping follows the Functions host (``GrpcMessageConversionExtensions.ToRpcH
 * before routing, Kestrel's limits and timeouts (``http_server``) and, when configured, CORS as
   ``func start`` applies it (``cors``);
 * with ``keys`` (opt-in), after routing and before the body is read, the function's auth level
-  as the Azure host enforces it (``_keys``): 401 with no body without a key that grants it.
+  as the Azure host enforces it (``_keys``): 401 with no body without a key that grants it;
+* with ``sign_in`` (opt-in), in front of everything else as App Service Authentication is in
+  front of the host (``_sign_in``): ``/.auth/...`` answered, and the principal headers of the
+  request's session (client-sent ones removed).
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ from funcstack.functions_host._keys import HostKeys
 from funcstack.functions_host._language_worker import LanguageWorker
 from funcstack.functions_host._routing import RouteTable, RouteTemplateError
 from funcstack.functions_host._rpc import protos
+from funcstack.functions_host._sign_in import SignIn
 
 logger = logging.getLogger("funcstack.functions_host.http")
 
@@ -100,9 +104,11 @@ class HttpHost:
         limits: KestrelLimits | None = None,
         cors: CorsPolicy | None = None,
         keys: HostKeys | None = None,
+        sign_in: SignIn | None = None,
     ) -> None:
         self._worker = worker
         self._keys = keys
+        self._sign_in = sign_in
         self._timeout = timeout
         self._limits = limits or KestrelLimits()
         self._cors = cors
@@ -158,6 +164,11 @@ class HttpHost:
             # Kestrel decodes header values as UTF-8 and refuses anything else (or NUL) before
             # routing: 400, no body, connection closed ("Malformed request: invalid headers").
             return rejection(400), None
+        if self._sign_in is not None:  # App Service Authentication runs before the host
+            answered = await self._sign_in.answer(request)
+            if answered is not None:
+                return answered, None
+            request = self._sign_in.admitted(request)
         cors = self._cors
         if cors is None or "Origin" not in request.headers:
             return await self._dispatch(request)

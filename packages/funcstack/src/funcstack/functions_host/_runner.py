@@ -43,6 +43,7 @@ from funcstack.functions_host._http_server import HttpServer, KestrelLimits
 from funcstack.functions_host._keys import FUNCTION_KEY_SETTING, MASTER_KEY_SETTING, HostKeys
 from funcstack.functions_host._language_worker import LanguageWorker
 from funcstack.functions_host._python_version import python_version_notice
+from funcstack.functions_host._sign_in import SignIn
 
 logger = logging.getLogger("funcstack.functions_host")
 
@@ -181,6 +182,7 @@ class Runner:
         self._stop_event: asyncio.Event | None = None
         self._host_json = HostJson()
         self._cors: CorsPolicy | None = None
+        self._sign_in: SignIn | None = None
 
     def groups(self) -> dict[str, list[str]]:
         """The app's function groups (``function_group``) and their functions."""
@@ -216,6 +218,10 @@ class Runner:
             if k not in {FUNCTION_KEY_SETTING, MASTER_KEY_SETTING}
         }
         environment["PYTHON_SCRIPT_FILE_NAME"] = self.script
+        # App Service Authentication's local stand-in, when the settings turn it on
+        self._sign_in = SignIn.from_settings()
+        if self._sign_in is not None:
+            SignIn.worker_environment(environment)
         self.worker = LanguageWorker(self.app_dir, environment, python=self.python)
         metadata = await self.worker.start()
         self.functions = specs_from_metadata(metadata, self._host_json)
@@ -281,7 +287,12 @@ class Runner:
             limits=limits,
             cors=self._cors,
             keys=self.keys,
+            sign_in=self._sign_in,
         )
+        if self._sign_in is not None:
+            logger.info(
+                "sign-in: funcstack's stand-in for App Service Authentication at /.auth/login/aad"
+            )
         if self.keys is not None:
             logger.info("keys: enforced by auth level (function key and master key)")
         if self._cors is not None:

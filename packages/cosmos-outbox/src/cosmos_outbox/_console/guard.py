@@ -1,0 +1,109 @@
+"""Actions from the page, protected against cross-site requests.
+
+A signed-in operator's browser holds App Service Authentication's session cookie, and a browser
+attaches it to any request for the app -- a form another site posts, too. So an action (any
+method but GET and HEAD) through the signed-in door must show that the page itself sent it:
+
+1. **Same origin.** `Origin` (which browsers send with every POST and DELETE, fetch and form
+   alike) must name this app's host (the request's `Host`, or `X-Forwarded-Host` /
+   `X-Original-Host` behind a proxy that rewrites it); without `Origin`, `Sec-Fetch-Site`,
+   when sent, must be `same-origin` (`same-site` is refused: a sibling app on the same domain is
+   another origin). The scheme is not compared: the host sees plain HTTP behind App Service's
+   TLS front end.
+2. **A token, double-submitted.** The page sets a random token in a cookie (`HttpOnly`,
+   `SameSite=Strict`, scoped to the console's path, `Secure` over HTTPS) and writes the same
+   token into itself; its script sends it back in the `X-CSRF-Token` header. Another site can
+   neither read the cookie nor the page, so it cannot send the header; a header that is not
+   the cookie's is refused. Nothing is kept on the server: any instance checks any request.
+
+Why both: the origin check alone trusts every browser to send `Origin` (old ones and some
+proxies drop it); the token alone trusts that no one can plant a cookie (a sibling subdomain
+can, "cookie tossing"), which the origin check refuses. A request carrying
+`Authorization: Bearer` (a script with an Entra ID token that App Service Authentication
+validated) needs no token: a browser never attaches that header by itself.
+
+The admin key's door needs none of this: its key travels in the `x-functions-key` header, which
+no other site can make a browser send, and never in a URL (`?code=` is refused)."""
+
+from __future__ import annotations
+
+import hmac
+import secrets
+from collections.abc import Mapping
+from urllib.parse import urlsplit
+
+__all__ = [
+    "CSRF_COOKIE",
+    "CSRF_HEADER",
+    "CrossSiteError",
+    "check_action",
+    "new_token",
+    "token_cookie",
+]
+
+CSRF_COOKIE = "outbox-console-csrf"
+CSRF_HEADER = "x-csrf-token"
+SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+
+
+class CrossSiteError(Exception):
+    """An action the page did not send: why, in a sentence an operator can act on."""
+
+
+def new_token() -> str:
+    return secrets.token_urlsafe(32)
+
+
+def token_cookie(token: str, *, path: str, secure: bool) -> str:
+    """The `Set-Cookie` value that keeps `token` for the console under `path`."""
+    flags = f"; Path={path}; HttpOnly; SameSite=Strict; Max-Age=43200"
+    return f"{CSRF_COOKIE}={token}{flags}{'; Secure' if secure else ''}"
+
+
+def cookie_value(headers: Mapping[str, str], name: str) -> str | None:
+    """The value of cookie `name` in a request's `Cookie` header (the first, when repeated)."""
+    for part in headers.get("cookie", "").split(";"):
+        key, sep, value = part.strip().partition("=")
+        if sep and key == name:
+            return value
+    return None
+
+
+def check_action(method: str, headers: Mapping[str, str]) -> None:
+    """Refuse (`CrossSiteError`) an action that is not the page's own; reads pass."""
+    if method.upper() in SAFE_METHODS:
+        return
+    _same_origin(headers)
+    if headers.get("authorization", "").lower().startswith("bearer "):
+        return
+    sent = headers.get(CSRF_HEADER, "")
+    kept = cookie_value(headers, CSRF_COOKIE) or ""
+    if not sent or not kept or not hmac.compare_digest(sent.encode(), kept.encode()):
+        raise CrossSiteError(
+            "this action did not come from the console page (its X-CSRF-Token header does not "
+            "match the page's cookie): reload the page and try again"
+        )
+
+
+def _same_origin(headers: Mapping[str, str]) -> None:
+    hosts = {
+        h.strip().lower()
+        for name in ("host", "x-forwarded-host", "x-original-host")
+        for h in headers.get(name, "").split(",")[:1]
+        if h.strip()
+    }
+    origin = headers.get("origin")
+    if origin is not None:
+        netloc = urlsplit(origin.strip()).netloc.lower() if origin.strip() != "null" else ""
+        if not netloc or netloc not in hosts:
+            raise CrossSiteError(
+                f"this action was sent from another origin ({origin[:100]}): the console's "
+                "actions are taken from its own page only"
+            )
+        return
+    site = headers.get("sec-fetch-site")
+    if site is not None and site.strip().lower() != "same-origin":
+        raise CrossSiteError(
+            f"this action was sent from another site (Sec-Fetch-Site: {site[:40]}): the "
+            "console's actions are taken from its own page only"
+        )

@@ -1,0 +1,123 @@
+"""The console's HTML: Jinja2 templates (autoescaped: every value an operator or an event put
+there is text, never markup) and the backlog chart (pygal, server-side SVG). Imported on the
+first request that renders, never when the app is indexed: an app that registers the operators'
+blueprint starts as fast as before (packages/cosmos-outbox/tests/test_console.py measures it)."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from functools import cache
+from typing import Any
+from urllib.parse import quote
+
+import azure.functions as func
+import jinja2
+from markupsafe import Markup
+
+__all__ = ["TRACE_URL_SETTING", "fragment", "page"]
+
+#: An app setting: the link to open a trace in Application Insights, `{traceId}` replaced by the
+#: event's trace id (the Bicep sets it to the Logs of the app's Application Insights resource).
+TRACE_URL_SETTING = "OUTBOX_CONSOLE_TRACE_URL"
+#: A body longer than this is shortened on the page, with a way to show it whole.
+BODY_SHOWN_CHARACTERS = 4000
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    environment = jinja2.Environment(
+        loader=jinja2.PackageLoader("cosmos_outbox._console", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    environment.filters.update(
+        age=age,
+        since=since,
+        pretty=pretty,
+        kilobytes=lambda n: f"{n / 1024:.1f} KB",
+        urlpart=lambda s: quote(str(s), safe=""),
+    )
+    environment.globals.update(trace_url=trace_url, chart=chart)
+    return environment
+
+
+def fragment(
+    operation: str,
+    *,
+    answer: Any,
+    status: int,
+    request: func.HttpRequest,
+    base: str,
+) -> str:
+    """The HTML fragment of `operation`'s answer (`fragments/<operation>.html`, else the answer
+    shown as JSON)."""
+    environment = _environment()
+    try:
+        template = environment.get_template(f"fragments/{operation}.html")
+    except jinja2.TemplateNotFound:
+        template = environment.get_template("fragments/answer.html")
+    return template.render(
+        operation=operation,
+        answer=answer,
+        status=status,
+        route=dict(request.route_params),
+        query=dict(request.params),
+        base=base,
+        body_shown=BODY_SHOWN_CHARACTERS,
+    )
+
+
+def page(template: str, **values: Any) -> str:
+    return _environment().get_template(template).render(**values)
+
+
+def age(seconds: float | None) -> str:
+    """A duration as on call reads it: "42 s", "3 min 5 s", "2 h 10 min", "3 d 4 h"."""
+    if seconds is None:
+        return "-"
+    s = round(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    if s < 86400:
+        return f"{s // 3600} h {s % 3600 // 60} min"
+    return f"{s // 86400} d {s % 86400 // 3600} h"
+
+
+def since(instant: str | None) -> str:
+    """How long ago an RFC 3339 instant was ("-" when there is none)."""
+    if not instant:
+        return "-"
+    try:
+        at = datetime.fromisoformat(instant.replace("Z", "+00:00"))
+    except ValueError:
+        return instant
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    return age((datetime.now(UTC) - at).total_seconds())
+
+
+def pretty(value: Any) -> str:
+    """A JSON value, indented (a string body as it is)."""
+    return value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False)
+
+
+def trace_url(trace_id: str | None) -> str | None:
+    """The link to `trace_id` in Application Insights, when the app setting names one."""
+    template = os.environ.get(TRACE_URL_SETTING, "")
+    if not trace_id or "{traceId}" not in template:
+        return None
+    return template.replace("{traceId}", quote(trace_id, safe=""))
+
+
+def chart(readings: list[dict[str, Any]]) -> Markup:
+    """The backlog's last hour as an inline SVG chart: pending events (left axis) and the oldest
+    pending event's age in seconds (right axis), one point per reading."""
+    from cosmos_outbox._console.chart import backlog_chart
+
+    return Markup(backlog_chart(readings))  # noqa: S704  # SVG pygal built from numbers
