@@ -76,6 +76,22 @@ def test_unknown_route_and_wrong_method_are_404_with_no_body(http_runner: Runnin
     assert "allow" not in reply.headers
 
 
+def test_the_landing_page_answers_204_when_disabled_and_the_status_needs_no_key_unenforced(
+    http_runner: RunningRunner,
+) -> None:
+    """``AzureWebJobsDisableHomepage=true``: ``/`` answers 204 with no body, as the host's
+    ``HomepageMiddleware``; ``/admin/host/status`` without keys enforced needs none (as every
+    admin route with ``func start``)."""
+    root = f"http://127.0.0.1:{http_runner.port}"
+    reply = call(f"{root}/")
+    assert (reply.status, reply.body) == (204, b"")
+    status = call(f"{root}/admin/host/status")
+    assert status.status == 200
+    data = status.json()
+    assert isinstance(data, dict) and data["state"] == "Running"
+    assert data["instanceId"] == ""  # no WEBSITE_INSTANCE_ID: one host, not an instance
+
+
 def test_exception_becomes_500_with_no_body_as_the_host_answers(
     http_runner: RunningRunner,
 ) -> None:

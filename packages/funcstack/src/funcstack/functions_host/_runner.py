@@ -261,6 +261,7 @@ class Runner:
             limits=limits,
             cors=self._cors,
             keys=self.keys,
+            script_root=self.app_dir,
         )
         if self.keys is not None:
             logger.info("keys: enforced by auth level (function key and master key)")
