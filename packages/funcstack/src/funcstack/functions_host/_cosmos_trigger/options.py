@@ -236,6 +236,28 @@ def shared_leases(specs: Iterable[FunctionSpec]) -> list[tuple[str, str, CosmosT
     return found
 
 
+def lease_intervals(specs: Iterable[FunctionSpec]) -> dict[str, dict[str, Any]]:
+    """Each Cosmos DB trigger's container, lease container and lease intervals in force
+    (seconds), by function: what the host's ready line hands the banner of ``funcstack
+    run``. A binding the listener would refuse is left out (its start says why)."""
+    found: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        if spec.trigger_type != "cosmosDBTrigger":
+            continue
+        try:
+            opts = CosmosTriggerOptions.from_binding(spec.trigger)
+        except SettingError:
+            continue
+        found[spec.name] = {
+            "container": f"{opts.database_name}/{opts.container_name}",
+            "leases": f"{opts.lease_database_name}/{opts.lease_container_name}",
+            "acquire": opts.acquire_interval,
+            "renew": opts.renew_interval,
+            "expiration": opts.expiration_interval,
+        }
+    return found
+
+
 def _setting_value(name: str) -> str:
     """What a connection setting names (two settings holding one account are one account)."""
     return os.environ.get(name) or os.environ.get(f"{name}__accountEndpoint") or name
