@@ -8,10 +8,12 @@ functions and a timer only."""
 from __future__ import annotations
 
 import http.client
+import http.server
 import json
 import os
 import shutil
 import signal
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -20,8 +22,9 @@ from typing import Any
 
 import pytest
 
+from funcstack.front import HttpFront
 from funcstack.scaleout import AppInstances, InstanceError, RestartPolicy, parse_instances
-from funcstack.services import PartStartError
+from funcstack.services import PartStartError, free_port
 from funcstack.stack import LocalStack, ServicePorts
 
 pytestmark = pytest.mark.integration
@@ -298,3 +301,34 @@ def test_an_instance_that_dies_comes_back_and_one_that_keeps_failing_at_start_is
     (tmp_path / "broken.flag").unlink()
     assert app.add_instance().name == "app-3"
     assert {get(app.url + "/whoami")["instance"] for _ in range(4)} == {"app-2", "app-3"}
+
+
+def test_the_front_hands_a_refused_request_to_the_next_instance() -> None:
+    """An instance whose process is dying (killed, not yet seen as exited) refuses the
+    connection: the request never reached it, so the front hands it to the next instance
+    instead of answering 502; an instance that answers is never asked twice."""
+
+    class Live(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "4")
+            self.end_headers()
+            self.wfile.write(b"live")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    live = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Live)
+    threading.Thread(target=live.serve_forever, daemon=True).start()
+    refused = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    served = f"http://127.0.0.1:{live.server_address[1]}"
+    front = HttpFront(lambda: [refused, served]).start()
+    try:
+        for _ in range(4):
+            with urllib.request.urlopen(f"http://127.0.0.1:{front.port}/x", timeout=30) as reply:
+                assert (reply.status, reply.read()) == (200, b"live")
+        assert front.forwarded == {refused: 2, served: 4}
+    finally:
+        front.stop()
+        live.shutdown()
+        live.server_close()
