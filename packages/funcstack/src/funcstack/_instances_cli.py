@@ -110,10 +110,11 @@ def _table(apps: list[dict[str, Any]]) -> list[str]:
         scaled = "" if app.get("scaled") else ", one host (not scaled out)"
         lines.append(f"{app['app']}  {app['url']}  ({len(instances)} instance(s){scaled})")
         width = max([8, *(len(str(i["name"])) for i in instances)])
+        groups = max([9, *(len(str(i.get("group") or "")) for i in instances)])
         for inst in instances:
             last = f"  last exit: {inst['last_exit']}" if inst.get("last_exit") else ""
             lines.append(
-                f"  {inst['name']:<{width}}  {inst.get('group') or 'whole app':<16}"
+                f"  {inst['name']:<{width}}  {inst.get('group') or 'whole app':<{groups}}  "
                 f"{inst['state']:<11}pid {inst['pid']:<8}127.0.0.1:{inst['port']:<6} "
                 f"restarts {inst['restarts']}  log {inst['log']}{last}"
             )

@@ -285,10 +285,7 @@ class AppInstances:
     def stop(self) -> None:
         """Stop the supervisor (a restart under way is given up), the front and every instance
         (a paused one is resumed to stop cleanly)."""
-        self._stopping.set()
-        if self._supervisor is not None:
-            self._supervisor.join(10)
-            self._supervisor = None
+        self.stop_watching()
         if self.front is not None:
             self.front.stop()
             self.front = None
@@ -305,6 +302,14 @@ class AppInstances:
         )
         for inst in self.instances:
             self.stack.hosts.pop(inst.name, None)
+
+    def stop_watching(self) -> None:
+        """Stop restarting instances (a restart under way is given up): what a stop does first,
+        so that the instances it stops are not taken for crashed ones."""
+        self._stopping.set()
+        if self._supervisor is not None:
+            self._supervisor.join(10)
+            self._supervisor = None
 
     # -- the app's address --------------------------------------------------------------------
 

@@ -281,8 +281,9 @@ class LocalStack(LocalServices):
         return self.report
 
     def stop(self) -> None:
-        """Stop every part; the fronts of scaled apps first."""
+        """Stop every part; the scaled apps' supervisors and fronts first."""
         for app in list(self.scaled.values()):
+            app.stop_watching()
             if app.front is not None:
                 app.front.stop()
                 app.front = None
