@@ -496,10 +496,15 @@ class AppInstances:
         group's name), ready when this returns."""
         group = _group(group)
         if (group is None) != (None in self.plan):
-            raise ValueError(
+            raise InstanceError(
                 f"{self.name}: runs "
                 + ("the whole app per instance" if None in self.plan else "function groups apart")
                 + f"; no instance of {group!r}"
+                + ("" if group is not None else f" (give a group: {', '.join(self.groups)})")
+            )
+        if group is not None and self.groups and group not in self.groups:
+            raise InstanceError(
+                f"{self.name}: no function group {group!r} (its groups: {', '.join(self.groups)})"
             )
         with self._lock:
             number = self._numbers.get(group, 0) + 1

@@ -433,9 +433,13 @@ def _identity(pid: int) -> tuple[str, str] | None:
 
 
 def record_processes(pidfile: Path, pids: list[tuple[str, int]]) -> None:
+    """Write the processes' identities, whole: a reader never sees half a file (it is written
+    again while the stack runs, when an instance is restarted)."""
     own = [OwnProcess.of(name, pid) for name, pid in pids]
     pidfile.parent.mkdir(parents=True, exist_ok=True)
-    pidfile.write_text(json.dumps([p.__dict__ for p in own if p is not None]))
+    written = pidfile.with_name(f".{pidfile.name}.new")
+    written.write_text(json.dumps([p.__dict__ for p in own if p is not None]))
+    written.replace(pidfile)
 
 
 def running_stack(pidfile: Path) -> list[OwnProcess]:
