@@ -4,6 +4,7 @@ script that calls an ASGI app through it ends when it is done."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -95,3 +96,36 @@ def test_a_plain_script_on_an_asgi_app_ends(tmp_path: Path, script: str) -> None
     except subprocess.TimeoutExpired:
         pytest.fail("the script did not end within 60 s: it hangs at interpreter exit")
     assert (done.returncode, done.stdout.strip()) == (0, "hello"), done.stderr
+
+
+def _stock_app() -> func.FunctionApp:
+    app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+
+    @app.route(route="stock/{warehouseId}", methods=["GET"])
+    def stock(req: func.HttpRequest) -> func.HttpResponse:
+        seen = {"route": dict(req.route_params), "params": dict(req.params), "url": req.url}
+        return func.HttpResponse(json.dumps(seen))
+
+    return app
+
+
+def test_a_query_string_in_the_path_becomes_params_as_the_host_splits_it() -> None:
+    """The host routes the path only: `stock/wh-1?lowerThan=10` is `warehouseId` `wh-1` with
+    the query value in `params` (a repeated name's values joined with `,`, `+` a space, a name
+    without a value left out, as `RpcHttp.query`), merged with `params=`; the URL keeps it."""
+    with FunctionClient(_stock_app()) as client:
+        assert client.route("GET", "stock/wh-1?lowerThan=10") == (
+            "stock",
+            {"warehouseId": "wh-1"},
+        )
+        reply = client.request(
+            "GET", "stock/wh-1?lowerThan=10&tag=a&tag=b+c&empty=", params={"page": "2"}
+        )
+        seen = json.loads(reply.get_body())
+        assert seen == {
+            "route": {"warehouseId": "wh-1"},
+            "params": {"lowerThan": "10", "tag": "a,b c", "page": "2"},
+            "url": "http://localhost/api/stock/wh-1?lowerThan=10&tag=a&tag=b+c&empty=",
+        }
+        with pytest.raises(ValueError, match="lowerThan given both in the path's query string"):
+            client.request("GET", "stock/wh-1?lowerThan=10", params={"lowerThan": "5"})

@@ -22,6 +22,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import pytest
 from azure.servicebus import ServiceBusClient
@@ -41,6 +42,9 @@ class Cli:
     mark: str = field(default_factory=lambda: uuid.uuid4().hex)
     output: list[str] = field(default_factory=list)
     process: subprocess.Popen[str] | None = None
+    #: Keep stderr apart (in ``errors``) instead of with stdout in ``output``.
+    apart: bool = False
+    errors: list[str] = field(default_factory=list)
 
     def start(self) -> Cli:
         env = {**os.environ, **self.env, "FUNCSTACK_TEST_MARK": self.mark}
@@ -49,22 +53,29 @@ class Cli:
             cwd=self.cwd,
             env=env,
             stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.PIPE if self.apart else subprocess.STDOUT,
             text=True,
             process_group=0,
         )
-        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(
+            target=self._read, args=(self.process.stdout, self.output), daemon=True
+        ).start()
+        if self.apart:
+            threading.Thread(
+                target=self._read, args=(self.process.stderr, self.errors), daemon=True
+            ).start()
         return self
 
-    def _read(self) -> None:
-        assert self.process is not None and self.process.stdout is not None
-        for line in self.process.stdout:
-            self.output.append(line.rstrip("\n"))
+    @staticmethod
+    def _read(stream: IO[str] | None, into: list[str]) -> None:
+        for line in stream or ():
+            into.append(line.rstrip("\n"))
 
-    def wait_for(self, text: str, timeout: float = 180.0) -> str:
+    def wait_for(self, text: str, timeout: float = 180.0, *, errors: bool = False) -> str:
+        """The first line holding ``text`` (of stderr with ``errors``, when kept apart)."""
         deadline = time.monotonic() + timeout
         while True:
-            found = [line for line in self.output if text in line]
+            found = [line for line in (self.errors if errors else self.output) if text in line]
             if found:
                 return found[0]
             assert self.process is not None
@@ -85,7 +96,7 @@ class Cli:
 
     @property
     def text(self) -> str:
-        return "\n".join(self.output)
+        return "\n".join([*self.output, *self.errors])
 
     def leftovers(self) -> list[str]:
         found = []

@@ -109,10 +109,25 @@ def test_provisioning_is_idempotent_and_says_what_it_did(official: LocalStack) -
     )
     connection = official.cosmos_connection_string
     first = provision_cosmos(spec, connection)
-    assert first.lines() == [
+    assert [line.split(" (")[0] for line in first.lines()] == [
         f"cosmos database {name}: created",
         f"cosmos container {name}/items: created",
         f"cosmos container {name}/leases: created",
+    ]
+    # each container's physical partitions are said (the banner's line): as many as it has
+    assert [i.partitions for i in first.items] == [
+        None,
+        *(
+            len(
+                list(
+                    CosmosClient.from_connection_string(connection, connection_verify=False)
+                    .get_database_client(name)
+                    .get_container_client(c)
+                    .read_feed_ranges()
+                )
+            )
+            for c in ("items", "leases")
+        ),
     ]
     again = provision_cosmos(spec, connection)
     assert [i.outcome for i in again.items] == ["exists", "exists", "exists"]
@@ -147,17 +162,18 @@ def test_declared_physical_partitions_are_laid_out_split_and_kept_as_declared(
         )
 
     connection = official.cosmos_connection_string
-    assert [i.outcome for i in provision_cosmos(spec(4), connection).items] == [
-        "created",
-        "created",
-    ]
+    created = provision_cosmos(spec(4), connection)
+    assert [i.outcome for i in created.items] == ["created", "created"]
+    assert created.lines()[1] == f"cosmos container {name}/orders: created (4 physical partitions)"
     assert [p.id for p in official.physical_partitions(name, "orders")] == ["0", "1", "2", "3"]
     assert [i.outcome for i in provision_cosmos(spec(4), connection).items] == ["exists", "exists"]
     assert official.split(name, "orders", "1") == ["4", "5"]
     # more than declared (split since) is kept: physical partitions never merge
     assert [i.outcome for i in provision_cosmos(spec(4), connection).items] == ["exists", "exists"]
     # fewer than declared: split until there are as many
-    assert [i.outcome for i in provision_cosmos(spec(7), connection).items] == ["exists", "updated"]
+    updated = provision_cosmos(spec(7), connection)
+    assert [i.outcome for i in updated.items] == ["exists", "updated"]
+    assert updated.items[1].partitions == 7
     assert len(official.physical_partitions(name, "orders")) == 7
 
 
@@ -215,7 +231,7 @@ def test_the_services_start_with_the_declared_resources_of_an_app(tmp_path: Path
     ) as stack:
         assert stack.report.lines() == [
             "cosmos database hello: created",
-            "cosmos container hello/greetings: created",
+            "cosmos container hello/greetings: created (1 physical partition)",
         ]
         stack.container_client("hello", "greetings").create_item({"id": "1"})
 

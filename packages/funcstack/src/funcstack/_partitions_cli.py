@@ -27,7 +27,6 @@ from funcstack.cosmos._control import (
     physical_partitions,
     split_partition,
 )
-from funcstack.services import running_stack
 
 __all__ = [
     "PARTITION_COMMANDS",
@@ -81,6 +80,8 @@ def add_partition_commands(commands: Any, state_folder: str) -> None:
 
 def find_cosmos_endpoint(workdir: Path) -> str:
     """The URL of the Cosmos DB endpoint of the stack running from ``workdir``'s folder."""
+    from funcstack.services import running_stack  # (its launchers load the SDKs)
+
     running = {p.name: p for p in running_stack(workdir / "pids.json")}
     cosmos = running.get("cosmos")
     if cosmos is None:

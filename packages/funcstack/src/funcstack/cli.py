@@ -17,6 +17,12 @@ now (both happen on first use otherwise).
 ``funcstack split DATABASE CONTAINER [--range ID]``: split a physical partition of a container
 of the stack running from this folder (``run`` or ``up``), as Azure does on its own; ``funcstack
 partitions DATABASE CONTAINER`` lists them (``_partitions_cli.py``).
+``funcstack instances [list|kill|pause|resume|add]``: the instances of the apps ``run`` serves
+from this folder, through its control channel (``_instances_cli.py``, ``_stack_control.py``).
+Under ``run --instances``, an instance that exits is restarted as Azure replaces one
+(``scaleout.RestartPolicy``); each exit, restart and give-up is a line on stderr.
+``--json`` (``run`` and ``up``): stdout holds one JSON line once the stack is up (connection
+strings, URLs, ports, pids) and nothing else; every other line goes to stderr.
 
 State (Cosmos DB documents, Service Bus messages, Azurite's data) and logs are kept in
 ``.funcstack/`` under the current folder; ``--fresh`` forgets the state first.
@@ -27,15 +33,22 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import shutil
 import sys
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from funcstack._cache import SetupError, cache_root, setup
+from funcstack._instances_cli import (
+    INSTANCES_COMMAND,
+    InstancesCommandError,
+    add_instances_command,
+    run_instances,
+)
 from funcstack._partitions_cli import (
     PARTITION_COMMANDS,
     PartitionCommandError,
@@ -43,12 +56,11 @@ from funcstack._partitions_cli import (
     run_partition_command,
 )
 from funcstack.config import ConfigError, StackConfig, load_config
-from funcstack.functions_host import RunningRunner
-from funcstack.functions_host._console import render
-from funcstack.scaleout import AppInstances
-from funcstack.services import port_in_use, running_stack
-from funcstack.serving import serve
-from funcstack.stack import DEFAULT_HOST_PORT, SAMPLE_SETTINGS, SETTINGS, LocalStack, ServicePorts
+
+if TYPE_CHECKING:  # the stack's modules load the SDKs: imported by run and up only
+    from funcstack.functions_host import RunningRunner
+    from funcstack.scaleout import AppInstances
+    from funcstack.stack import LocalStack
 
 __all__ = ["CONFIG_FILE", "STATE_FOLDER", "main"]
 
@@ -133,18 +145,26 @@ def _parser() -> argparse.ArgumentParser:
         help="the interpreter the apps' workers run with (default: this one); "
         "it needs funcstack and the apps' requirements installed",
     )
+    run.add_argument(
+        "--json",
+        action="store_true",
+        help="once up, print one JSON line on stdout (connection strings, the apps' URLs, "
+        "ports, pids) and nothing else there: every other line goes to stderr",
+    )
     common(run)
     up = commands.add_parser("up", help="the services only (Cosmos DB, Service Bus, Azurite)")
     up.add_argument(
         "--json",
         action="store_true",
-        help="once up, print one JSON line with the connection strings",
+        help="once up, print one JSON line on stdout (connection strings, ports, pids) and "
+        "nothing else there: every other line goes to stderr",
     )
     common(up)
     commands.add_parser(
         "setup", help="install the Node packages and the Functions RPC messages into the cache now"
     )
     add_partition_commands(commands, STATE_FOLDER)
+    add_instances_command(commands, STATE_FOLDER)
     return parser
 
 
@@ -155,8 +175,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _setup()
         if args.command in PARTITION_COMMANDS:
             return run_partition_command(args, Path.cwd() / STATE_FOLDER)
+        if args.command == INSTANCES_COMMAND:
+            return run_instances(args, Path.cwd() / STATE_FOLDER)
         return _start(args)
-    except (UsageError, ConfigError, SetupError, PartitionCommandError) as exc:
+    except (
+        UsageError,
+        ConfigError,
+        SetupError,
+        PartitionCommandError,
+        InstancesCommandError,
+    ) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         return 1
 
@@ -180,6 +208,8 @@ def _config(explicit: Path | None, apps: Sequence[Path]) -> StackConfig | None:
 
 
 def _apps(dirs: Sequence[Path], free: bool) -> list[App]:
+    from funcstack.stack import DEFAULT_HOST_PORT
+
     apps: list[App] = []
     wanted: list[int | None] = []
     for given in dirs:
@@ -242,6 +272,8 @@ def _instances(given: list[str] | None, apps: list[App]) -> dict[str, str]:
 def _local_http_port(directory: Path) -> int | None:
     """``Host.LocalHttpPort`` of the app's ``local.settings.json`` (the user's, as ``func
     start`` reads it), else of its sample."""
+    from funcstack.stack import SAMPLE_SETTINGS, SETTINGS
+
     for name in (SETTINGS, SAMPLE_SETTINGS):
         path = directory / name
         if not path.is_file():
@@ -257,6 +289,11 @@ def _local_http_port(directory: Path) -> int | None:
 
 
 def _start(args: argparse.Namespace) -> int:
+    from funcstack._stack_control import ControlServer, StackControl
+    from funcstack.services import port_in_use, running_stack
+    from funcstack.serving import serve
+    from funcstack.stack import LocalStack, ServicePorts
+
     logging.basicConfig(
         level=logging.INFO,
         stream=sys.stderr,
@@ -302,6 +339,10 @@ def _start(args: argparse.Namespace) -> int:
     hosts: dict[str, RunningRunner | AppInstances] = {}
 
     quiet = getattr(args, "quiet", False)
+    as_json = getattr(args, "json", False)
+    # with --json, stdout holds the JSON line only: the terminal's lines go to stderr
+    terminal = sys.stderr if as_json else sys.stdout
+    control = ControlServer(workdir, StackControl(hosts, shown=_shown).handle)
 
     def start() -> None:
         stack.start()
@@ -313,11 +354,14 @@ def _start(args: argparse.Namespace) -> int:
                 python=getattr(args, "python", None),
                 enforce_keys=getattr(args, "enforce_keys", False),
                 instances=scale[app.name],
-                on_console=None if quiet else _printer(app.name),
+                on_console=None if quiet else _printer(app.name, terminal),
+                on_event=_say,
             )
+        if apps:
+            control.start()
 
     def banner() -> str:
-        return _banner(stack, apps, hosts, workdir, as_json=getattr(args, "json", False))
+        return _banner(stack, apps, hosts, workdir)
 
     what = "the services" + (" and " + ", ".join(a.name for a in apps) if apps else "")
     return serve(
@@ -327,23 +371,85 @@ def _start(args: argparse.Namespace) -> int:
         prog=PROG,
         start=start,
         starting=f"{PROG}: starting {what}...",
+        out=terminal,
+        ready=(lambda: _ready_line(stack, apps, hosts)) if as_json else None,
+        before_stop=control.stop,
     )
 
 
 _printing = threading.Lock()
 
 
-def _printer(app: str) -> Callable[[Mapping[str, Any]], None]:
+def _printer(app: str, out: TextIO) -> Callable[[Mapping[str, Any]], None]:
     """Print an app host's terminal records as they come (hosts print from threads of their
     own: a line is never cut by another's)."""
+    from funcstack.functions_host._console import render
 
     def show(entry: Mapping[str, Any]) -> None:
         line = render(entry, str(entry.get("instance") or app))
         with _printing:
-            sys.stdout.write(line + "\n")
-            sys.stdout.flush()
+            out.write(line + "\n")
+            out.flush()
 
     return show
+
+
+def _say(line: str) -> None:
+    """An instance's exit, restart or give-up, on stderr (the supervisor's thread)."""
+    with _printing:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+
+
+def _shown(path: Path) -> str:
+    """A path as the banner shows it: relative to the current folder when under it."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _ready_line(
+    stack: LocalStack, apps: list[App], hosts: dict[str, RunningRunner | AppInstances]
+) -> str:
+    """``--json``'s line: what a script needs to use the stack (``up``'s keys, kept)."""
+    from funcstack.scaleout import AppInstances
+
+    pids = {"funcstack": os.getpid(), **dict(stack.pids())}
+    ports: dict[str, Any] = {}
+    if stack.cosmos is not None:
+        ports["cosmos"] = stack.cosmos.port
+    if stack.servicebus is not None:
+        ports["servicebus"] = stack.servicebus.port
+    if stack.azurite is not None:
+        ports["azurite"] = list(stack.azurite.ports)
+    instances: dict[str, list[dict[str, Any]]] = {}
+    for app in apps:
+        host = hosts[app.name]
+        ports[app.name] = host.port
+        if isinstance(host, AppInstances):
+            instances[app.name] = [
+                {
+                    "name": inst.name,
+                    "group": inst.group,
+                    "pid": inst.pid,
+                    "port": inst.port,
+                    "log": _shown(inst.log_path),
+                }
+                for inst in host.instances
+            ]
+    document: dict[str, Any] = {
+        "ready": True,
+        **stack.connections(),
+        "apps": {a.name: hosts[a.name].url for a in apps},
+        "ports": ports,
+        "pids": pids,
+    }
+    if stack.cosmos is not None:
+        document["cosmos_endpoint"] = stack.cosmos.endpoint
+    if instances:
+        document["instances"] = instances
+    return json.dumps(document)
 
 
 def _banner(
@@ -351,17 +457,12 @@ def _banner(
     apps: list[App],
     hosts: dict[str, RunningRunner | AppInstances],
     workdir: Path,
-    *,
-    as_json: bool,
 ) -> str:
+    from funcstack.scaleout import AppInstances
+    from funcstack.stack import SETTINGS
+
     here = Path.cwd()
-
-    def shown(path: Path) -> str:
-        try:
-            return str(path.relative_to(here))
-        except ValueError:
-            return str(path)
-
+    shown = _shown
     lines = [""]
     width = max([11, *(len(a.name) for a in apps)]) + 2
     for app in apps:
@@ -389,6 +490,7 @@ def _banner(
                 f"  {'':<{width}}keys: function (default) {host.function_key}   "
                 f"master {host.master_key}"
             )
+        lines += [f"  {'':<{width}}{line}" for line in _lease_lines(host)]
     connections = stack.connections()
     labels = {"cosmos": "Cosmos DB", "servicebus": "Service Bus", "storage": "Storage"}
     for kind, label in labels.items():
@@ -404,14 +506,29 @@ def _banner(
         f"  {'State':<{width}}{shown(workdir / 'state')} (kept across runs; --fresh "
         f"forgets it)   Logs: {shown(workdir)}/*.log"
     )
-    lines += ["", "Ctrl-C stops everything."]
-    if as_json:
+    lines.append("")
+    if any(isinstance(host, AppInstances) for host in hosts.values()):
         lines.append(
-            json.dumps(
-                {"ready": True, **connections, "apps": {a.name: hosts[a.name].url for a in apps}}
-            )
+            "An instance that exits is restarted, as in Azure. From another terminal: "
+            "funcstack instances [list|kill|pause|resume|add]."
         )
+    lines.append("Ctrl-C stops everything.")
     return "\n".join(lines)
+
+
+def _lease_lines(host: RunningRunner | AppInstances) -> list[str]:
+    """A line per Cosmos DB trigger of the app: its containers and the lease intervals in
+    force, and how long a killed instance's leases wait (expiry + one acquire interval)."""
+    from funcstack.scaleout import AppInstances
+
+    runner = host.instances[0].runner if isinstance(host, AppInstances) else host
+    return [
+        f"Cosmos DB trigger {name}: {lease['container']}, leases in {lease['leases']}; "
+        f"acquire {lease['acquire']:g} s, renew {lease['renew']:g} s, expiry "
+        f"{lease['expiration']:g} s (a killed instance's leases move within "
+        f"{lease['expiration'] + lease['acquire']:g} s)"
+        for name, lease in sorted(runner.leases.items())
+    ]
 
 
 def _entry() -> None:  # pragma: no cover - `python -m funcstack`

@@ -9,8 +9,10 @@ so two requests on one kept-alive connection may reach two instances; the reques
 as sent (method, path, query, headers with its ``Host``, body streamed with its
 ``Content-Length``), and the answer comes back as the instance wrote it (status, headers,
 body streamed). Instances whose process has exited are skipped; with none left the front
-answers **503**. A paused instance keeps its turn (its requests wait, as they would on a hung
-instance in Azure until its health check took it out).
+answers **503**. An instance that refuses the connection (its process dying, not yet seen as
+exited) gets the request no further: it goes to the next instance, as it never reached this
+one; an answer cut short is not retried. A paused instance keeps its turn (its requests wait,
+as they would on a hung instance in Azure until its health check took it out).
 
 LOCAL DIFFERENCE: round robin, no affinity cookie (``ARRAffinity``: Functions apps have
 ``clientAffinityEnabled`` off), no health checks, no ``X-Forwarded-*`` / ``X-ARR-*`` headers
@@ -127,7 +129,18 @@ class HttpFront:
         backends = self._backends()
         if not backends:
             return web.Response(status=503, text="no instance of the app is running\n")
-        target = backends[next(self._turn) % len(backends)]
+        first = next(self._turn)
+        for attempt in range(len(backends)):
+            target = backends[(first + attempt) % len(backends)]
+            try:
+                return await self._forward(request, target)
+            except aiohttp.ClientConnectorError as exc:  # refused: the request never left
+                logger.warning("front: %s refused the connection (%s)", target, exc)
+        return web.Response(status=502, text="no instance took the connection\n")
+
+    async def _forward(self, request: web.BaseRequest, target: str) -> web.StreamResponse:
+        """Hand ``request`` to ``target``; ``aiohttp.ClientConnectorError`` when it refuses the
+        connection (nothing was sent)."""
         self.forwarded[target] = self.forwarded.get(target, 0) + 1
         headers = [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP_BY_HOP]
         has_body = request.body_exists
@@ -151,6 +164,8 @@ class HttpFront:
                     await out.write(chunk)
                 await out.write_eof()
                 return out
+        except aiohttp.ClientConnectorError:
+            raise
         except aiohttp.ClientError as exc:
             logger.warning(
                 "front: %s %s to %s failed: %s", request.method, request.path, target, exc

@@ -52,6 +52,8 @@ class Provisioned:
     name: str
     outcome: str
     service: str = "cosmos"
+    #: A container's physical partitions (partition key ranges) once provisioned.
+    partitions: int | None = None
 
 
 @dataclass
@@ -63,7 +65,15 @@ class ProvisionReport:
         return [i.name for i in self.items if i.outcome == "created"]
 
     def lines(self) -> list[str]:
-        return [f"{i.service} {i.kind} {i.name}: {i.outcome}" for i in self.items]
+        return [
+            f"{i.service} {i.kind} {i.name}: {i.outcome}"
+            + (
+                ""
+                if i.partitions is None
+                else f" ({i.partitions} physical partition{'s' if i.partitions != 1 else ''})"
+            )
+            for i in self.items
+        ]
 
 
 #: What the service adds to every indexing policy it returns.
@@ -174,11 +184,16 @@ def provision_cosmos(
             outcome = "exists"
         report.items.append(Provisioned("database", db.name, outcome))
         for container in db.containers:
+            outcome = _container(database, container, endpoint)
+            ranges = database.get_container_client(container.name).read_feed_ranges(
+                force_refresh=True
+            )
             report.items.append(
                 Provisioned(
                     "container",
                     f"{db.name}/{container.name}",
-                    _container(database, container, endpoint),
+                    outcome,
+                    partitions=len(list(ranges)),
                 )
             )
     return report

@@ -14,7 +14,8 @@ until a test requests one of them).
   as ``func start`` (and ``funcstack run``) do. ``instances=3`` (or function groups apart,
   ``instances="http=2,relay_events=3"``) scales it out as Azure does: ``url`` is the front that
   spreads requests over the HTTP instances, ``HostedApp.instances`` kills, pauses, resumes and
-  adds instances (``funcstack.scaleout.AppInstances``).
+  adds instances (``funcstack.scaleout.AppInstances``); an instance that exits is restarted as
+  in Azure (``restart=False``: it stays down; a ``RestartPolicy`` of your own: other delays).
 * ``funcstack_config`` (session): the declared-resources file, from the ``--funcstack-config``
   option or the ``funcstack_config`` ini setting (relative to the ini file); override the
   fixture in a ``conftest.py`` to choose it in code. None: no declared resources.
@@ -35,7 +36,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 if TYPE_CHECKING:
-    from funcstack.scaleout import AppInstances
+    from funcstack.scaleout import AppInstances, RestartPolicy
     from funcstack.stack import LocalStack
 
 __all__ = [
@@ -135,7 +136,11 @@ def funcstack_app(
         name: str | None = None,
         enforce_keys: bool = True,
         instances: int | str | Mapping[str, int] = 1,
+        restart: bool | RestartPolicy = True,
     ) -> HostedApp:
+        from funcstack.scaleout import RestartPolicy
+
+        policy = RestartPolicy() if restart is True else (restart or None)
         directory = Path(app_dir).resolve()
         host_name = name or f"{directory.name}-{next(_numbers)}"
         settings_file = tmp_path / f"{host_name}.local.settings.json"
@@ -148,6 +153,7 @@ def funcstack_app(
             settings_file=settings_file,
             enforce_keys=enforce_keys,
             instances=instances,
+            restart=policy,
         )
         scaled = funcstack_services.scaled.get(host_name)
         return HostedApp(

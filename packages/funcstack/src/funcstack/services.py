@@ -293,6 +293,7 @@ class LocalServices:
         enforce_keys: bool = False,
         group: str | None = None,
         on_console: Callable[[Mapping[str, Any]], None] | None = None,
+        cancel: threading.Event | None = None,
     ) -> RunningRunner:
         """A Functions host for the app in ``app_dir`` (one app per host, as in Azure);
         ``settings`` become its environment and win over ``settings_file``. The app's folder
@@ -301,6 +302,7 @@ class LocalServices:
         ``enforce_keys``: keys required by auth level, as in Azure (the result's
         ``function_key``/``master_key``). ``group``: the host serves that function group
         only (``http``, ``function:<name>``). ``on_console``: the terminal's records
+        (``start_runner``). ``cancel``: set, it gives up a start still waiting for the host
         (``start_runner``)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         previous = self.hosts.get(name)
@@ -316,6 +318,7 @@ class LocalServices:
                 enforce_keys=enforce_keys,
                 group=group,
                 on_console=on_console,
+                cancel=cancel,
             )
         return self.hosts[name]
 
@@ -430,9 +433,13 @@ def _identity(pid: int) -> tuple[str, str] | None:
 
 
 def record_processes(pidfile: Path, pids: list[tuple[str, int]]) -> None:
+    """Write the processes' identities, whole: a reader never sees half a file (it is written
+    again while the stack runs, when an instance is restarted)."""
     own = [OwnProcess.of(name, pid) for name, pid in pids]
     pidfile.parent.mkdir(parents=True, exist_ok=True)
-    pidfile.write_text(json.dumps([p.__dict__ for p in own if p is not None]))
+    written = pidfile.with_name(f".{pidfile.name}.new")
+    written.write_text(json.dumps([p.__dict__ for p in own if p is not None]))
+    written.replace(pidfile)
 
 
 def running_stack(pidfile: Path) -> list[OwnProcess]:

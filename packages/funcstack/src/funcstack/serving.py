@@ -2,10 +2,17 @@
 wiring, such as a ``make run``) do around ``start()`` and ``stop()``.
 
 Exit status: 0 after a stop asked for (Ctrl-C, SIGTERM, SIGHUP), 130 when interrupted while
-starting, 1 when a part did not start or died (the cause on stderr in a line or two). The
-processes are recorded in a pidfile while they run, so a second run from the same folder can
-refuse to start (``running_stack``) without ever signalling a stranger. The serving process's
-children are all the stack's: whatever still runs after the stop is stopped too.
+starting, 1 when a part did not start or died (the cause on stderr in a line or two). A part
+whose process exits stops the stack, except the instances of a scaled app that restarts them
+(``LocalStack.dead_part``, ``scaleout.RestartPolicy``): those come back while the stack goes on.
+The processes are recorded in a pidfile while they run (again whenever one is replaced), so a
+second run from the same folder can refuse to start (``running_stack``) without ever signalling
+a stranger. The serving process's children are all the stack's: whatever still runs after the
+stop is stopped too.
+
+``out``: where the lines for the terminal go (default stdout); ``ready``: a line for stdout once
+the banner is out (``--json``'s, so that stdout holds it alone when ``out`` is stderr);
+``before_stop``: what to close before the stack stops (its control channel).
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, TextIO
 
 from funcstack._cache import SetupError
 from funcstack._processes import describe_exit, stop_stray_children
@@ -45,6 +52,9 @@ def serve(
     prog: str,
     starting: str,
     start: Callable[[], object] | None = None,
+    out: TextIO | None = None,
+    ready: Callable[[], str] | None = None,
+    before_stop: Callable[[], None] | None = None,
 ) -> int:
     """Start (``start``, default ``stack.start``), print the banner, serve until a signal or a
     dead part; stop everything."""
@@ -71,8 +81,13 @@ def serve(
             prog=prog,
             starting=starting,
             start=start or stack.start,
+            out=out or sys.stdout,
+            ready=ready,
+            before_stop=before_stop or (lambda: None),
         )
     except KeyboardInterrupt:  # between the start's end and the serving loop
+        if before_stop is not None:
+            before_stop()
         stack.stop()
         stop_stray_children()
         pidfile.unlink(missing_ok=True)
@@ -89,26 +104,41 @@ def _serve(
     prog: str,
     starting: str,
     start: Callable[[], object],
+    out: TextIO,
+    ready: Callable[[], str] | None,
+    before_stop: Callable[[], None],
 ) -> int:
-    print(starting, flush=True)
+    print(starting, file=out, flush=True)
     try:
         start()
         in_start[0] = False
     except KeyboardInterrupt:
+        before_stop()
         stack.stop()  # what start() had started, if it did not stop it itself
         stop_stray_children()  # a child being created when the interrupt landed
-        print("interrupted while starting; everything started so far is stopped.", flush=True)
+        print(
+            "interrupted while starting; everything started so far is stopped.",
+            file=out,
+            flush=True,
+        )
         return 130
     except (PartStartError, SetupError) as exc:
+        before_stop()
         stack.stop()
         stop_stray_children()
         print(f"{prog}: {exc}", file=sys.stderr, flush=True)
         return 1
-    record_processes(pidfile, stack.pids())
-    print(banner(), flush=True)
+    recorded = stack.pids()
+    record_processes(pidfile, recorded)
+    print(banner(), file=out, flush=True)
+    if ready is not None:
+        print(ready(), flush=True)
     exit_code = 0
     try:
         while not stopping.is_set():
+            if stack.pids() != recorded:  # an instance restarted: its new pid
+                recorded = stack.pids()
+                record_processes(pidfile, recorded)
             dead = stack.dead_part()
             if dead is not None:
                 name, code = dead
@@ -126,11 +156,12 @@ def _serve(
             stopping.wait(0.5)
     finally:
         started = time.monotonic()
-        print("stopping...", flush=True)
+        print("stopping...", file=out, flush=True)
+        before_stop()
         stack.stop()
         stop_stray_children()
         for name, pid in stack.pids():
             logger.info("%s (pid %s) stopped", name, pid)
         pidfile.unlink(missing_ok=True)
-        print(f"stopped in {time.monotonic() - started:.1f} s.", flush=True)
+        print(f"stopped in {time.monotonic() - started:.1f} s.", file=out, flush=True)
     return exit_code

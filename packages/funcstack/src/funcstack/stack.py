@@ -38,7 +38,7 @@ from funcstack.config import ConfigError, StackConfig, read_json
 from funcstack.cosmos import PhysicalPartition
 from funcstack.functions_host import VERIFY_TLS_SETTING, RunningRunner
 from funcstack.provision import ProvisionReport, provision_cosmos, provision_storage
-from funcstack.scaleout import AppInstances, parse_instances
+from funcstack.scaleout import AppInstances, RestartPolicy, parse_instances
 from funcstack.servicebus import ServiceBusEndpoint
 from funcstack.services import LocalServices, PartStartError
 
@@ -281,13 +281,28 @@ class LocalStack(LocalServices):
         return self.report
 
     def stop(self) -> None:
-        """Stop every part; the fronts of scaled apps first."""
+        """Stop every part; the scaled apps' supervisors and fronts first."""
         for app in list(self.scaled.values()):
+            app.stop_watching()
             if app.front is not None:
                 app.front.stop()
                 app.front = None
         super().stop()
         self.scaled.clear()
+
+    def dead_part(self) -> tuple[str, int | None] | None:
+        """The first part whose process has exited, with its exit code; the instances of a
+        scaled app that restarts them are its own to watch (``AppInstances.watch``)."""
+        watched = {
+            inst.name
+            for app in list(self.scaled.values())
+            if app.restart is not None
+            for inst in list(app.instances)
+        }
+        for name, part in self._parts():
+            if name not in watched and part.process.poll() is not None:
+                return name, part.process.returncode
+        return None
 
     def stop_part(self, name: str) -> None:
         """Stop a part, or every instance of a scaled app and its front."""
@@ -391,6 +406,8 @@ class LocalStack(LocalServices):
         enforce_keys: bool = False,
         instances: int | str | Mapping[str, int] = 1,
         on_console: Callable[[Mapping[str, Any]], None] | None = None,
+        restart: RestartPolicy | None = RestartPolicy(),  # noqa: B008 - frozen: one value
+        on_event: Callable[[str], None] | None = None,
     ) -> RunningRunner | AppInstances:
         """Bring the app's settings file up to date and start a host for it, named ``name``
         (default: the folder's name), on ``port`` (default: the file's
@@ -408,7 +425,10 @@ class LocalStack(LocalServices):
         ``3``, or function groups apart such as ``"http=2,relay_events=3"``): an
         ``AppInstances`` with the front on ``port``, its hosts named ``<name>-<n>``.
         ``on_console``: the hosts' terminal records, as they come (``start_runner``; with
-        several instances each record names its instance under ``"instance"``)."""
+        several instances each record names its instance under ``"instance"``).
+        ``restart``: with several instances, how one that exits comes back, as in Azure
+        (``scaleout.RestartPolicy``; None: it stays down); ``on_event`` is given a line for
+        each exit, restart and give-up."""
         app_dir = Path(app_dir).resolve()
         plan = parse_instances(instances)
         name = name or app_dir.name
@@ -445,6 +465,8 @@ class LocalStack(LocalServices):
                 extra_import_paths=extra_import_paths,
                 enforce_keys=enforce_keys,
                 on_console=on_console,
+                restart=restart,
+                on_event=on_event,
             )
             self.scaled[name] = scaled
             try:

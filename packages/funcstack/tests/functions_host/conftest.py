@@ -34,6 +34,7 @@ def http_runner(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningRun
             "SAMPLE_SETTING": "from-local-settings",
             "SAMPLE_ROUTE": "by-setting",
             "AzureWebJobs.disabled_fn.Disabled": "true",
+            "AzureWebJobsDisableHomepage": "TRUE",  # any case: the landing page answers 204
         },
     )
     runner = start_runner(

@@ -4,7 +4,8 @@
 ``POST /api/remember?value=X``: kept in this process's memory; ``GET /api/recall``: what this
 process remembers. ``tick`` (a timer, every second) appends one JSON line to SAMPLE_OUT: its
 instance, pid and what its process remembers -- in an instance of its own (Flex Consumption's
-per-function scaling) it remembers nothing the HTTP functions were told.
+per-function scaling) it remembers nothing the HTTP functions were told. While the file
+SAMPLE_BROKEN names exists, the app fails to load (its host does not start).
 """
 
 from __future__ import annotations
@@ -14,6 +15,9 @@ import os
 from pathlib import Path
 
 import azure.functions as func
+
+if os.environ.get("SAMPLE_BROKEN") and Path(os.environ["SAMPLE_BROKEN"]).exists():
+    raise RuntimeError("broken on purpose (SAMPLE_BROKEN)")
 
 app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
 

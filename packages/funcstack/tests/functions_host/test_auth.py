@@ -15,6 +15,7 @@ from urllib.parse import urlencode
 
 import pytest
 
+from funcstack.functions_host._host_endpoints import default_host_id, stable_hash
 from funcstack.functions_host._keys import FUNCTION_KEY_SETTING, MASTER_KEY_SETTING
 from funcstack.functions_host._launcher import RunningRunner, start_runner
 from funcstack.functions_host._sign_in import ROLES_SETTING, SECRET_SETTING, SIGN_IN_SETTING
@@ -150,6 +151,75 @@ def test_routing_comes_first_and_keys_are_never_logged(enforcing: RunningRunner)
     for key in (key_of(enforcing, "function"), key_of(enforcing, "master")):
         assert key not in log
     assert "status=401" in log
+
+
+def test_the_host_endpoints_answer_as_the_azure_hosts(enforcing: RunningRunner) -> None:
+    """``/`` (the landing page: 200 HTML for any method, no key), ``/admin/host/ping``
+    (anonymous: what health probes call; GET and POST, uncached, no body) and
+    ``/admin/host/status`` (admin level: the master key only), outside the route prefix, as
+    ``HomepageMiddleware`` and ``HostController`` answer."""
+    root = f"http://127.0.0.1:{enforcing.port}"
+    for method in ("GET", "POST"):
+        page = call(f"{root}/", method)
+        assert page.status == 200, method
+        assert page.headers["content-type"] == "text/html"
+        assert b"<title>Your Azure Function App is up and running.</title>" in page.body
+    for method in ("GET", "POST"):
+        ping = call(f"{root}/admin/host/ping", method)
+        assert (ping.status, ping.body) == (200, b""), method
+        assert ping.headers["cache-control"] == "no-store,no-cache"
+        assert ping.headers["pragma"] == "no-cache"
+    assert call(f"{root}/Admin/Host/Ping/").status == 200  # routing ignores case and a last /
+    refused = call(f"{root}/admin/host/ping", "PUT")
+    assert (refused.status, refused.headers["allow"]) == (405, "GET, POST")
+    assert call(f"{enforcing.url}/admin/host/ping").status == 404  # not under the prefix
+    master = key_of(enforcing, "master")
+    for headers, query in (
+        ({}, ""),
+        ({"x-functions-key": key_of(enforcing, "function")}, ""),
+        ({"x-functions-key": "wrong"}, ""),
+    ):
+        status = call(f"{root}/admin/host/status{query}", headers=headers)
+        assert (status.status, status.body) == (401, b""), headers
+    for headers, query in (({"x-functions-key": master}, ""), ({}, f"?code={master}")):
+        status = call(f"{root}/admin/host/status{query}", headers=headers)
+        assert status.status == 200, headers
+        assert status.headers["content-type"] == "application/json; charset=utf-8"
+        data = status.json()
+        assert isinstance(data, dict)
+        assert set(data) == {
+            "id",
+            "state",
+            "version",
+            "versionDetails",
+            "platformVersion",
+            "instanceId",
+            "computerName",
+            "processUptime",
+            "functionAppContentEditingState",
+        }
+        assert data["state"] == "Running"
+        assert data["functionAppContentEditingState"] == "Unknown"
+        assert isinstance(data["processUptime"], int) and data["processUptime"] > 0
+        app_dir = Path(enforcing.log_path or "").parent / "app"
+        assert data["id"] == default_host_id(app_dir.resolve())
+        assert len(data["id"]) <= 32 and data["id"] == data["id"].lower()
+    assert call(
+        f"{root}/admin/host/status", "POST", headers={"x-functions-key": master}
+    ).status == (405)
+
+
+def test_the_host_id_is_the_hosts_outside_azure() -> None:
+    """``ScriptHostIdProvider.GetDefaultHostId``: the machine name's letters and digits, the
+    absolute value of ``GetStableHash`` of the script root (32-bit, UTF-16), cut to 32, lower
+    case, no trailing ``-``."""
+    assert stable_hash("") == 23
+    assert stable_hash("a") == 23 * 31 + 97
+    assert stable_hash("/home/site/wwwroot") == 2_137_340_777
+    assert stable_hash("/srv/app") == -251_135_983  # wrapped: its absolute value is used
+    assert default_host_id(Path("/srv/app"), "My-PC.corp") == "mypc-251135983"
+    assert default_host_id(Path("/x"), "a" * 40) == "a" * 32
+    assert default_host_id(Path("/x"), "b" * 31) == "b" * 31  # "bbb...-" trimmed
 
 
 def test_keys_given_by_settings_are_the_keys(tmp_path: Path) -> None:

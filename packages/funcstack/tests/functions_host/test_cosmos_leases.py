@@ -25,7 +25,7 @@ from azure.cosmos.exceptions import CosmosResourceNotFoundError
 
 from funcstack.cosmos import PhysicalPartition, physical_partitions
 from funcstack.functions_host._cosmos_trigger.listener import VERIFY_TLS_SETTING
-from funcstack.scaleout import AppInstances
+from funcstack.scaleout import AppInstances, RestartPolicy
 from funcstack.stack import LocalStack, ServicePorts
 
 from .test_cosmos_trigger import Cosmos, cosmos, wait_for, write_docs
@@ -63,7 +63,11 @@ class Scaled:
         """Each instance's log, by instance (``app-1``, ...)."""
         return {path.stem: path.read_text() for path in (self.tmp / "stack").glob("app*.log")}
 
-    def host(self, instances: int, **extra: str) -> AppInstances:
+    def host(
+        self, instances: int, *, restart: RestartPolicy | None = None, **extra: str
+    ) -> AppInstances:
+        """The app on ``instances`` instances; one that exits stays down unless ``restart``
+        says how it comes back."""
         app = self.stack.host_app(
             self.app_dir,
             name="app",
@@ -71,6 +75,7 @@ class Scaled:
             instances=instances,
             settings_file=self.tmp / "app.settings.json",
             overrides={**self.settings, **extra},
+            restart=restart,
         )
         assert isinstance(app, AppInstances)
         return app
@@ -219,26 +224,58 @@ def test_two_instances_share_the_leases_evenly_and_a_third_steals_its_share(
     assert "app-3" in {instance for instance, doc in scaled.delivered() if doc.startswith("q")}
 
 
+#: Lease intervals of the kill test (ms: acquire, renew, expiry), and the restart delay it
+#: gives the killed instance: past the expiry and an acquire pass, so that the survivor's
+#: takeover comes first, as when an instance takes longer to come back than its leases live.
+KILL_INTERVALS_MS = "1000,1000,5000"
+KILL_RESTART = RestartPolicy(delay=9.0)
+
+
 @FOUR_PARTITIONS
-def test_a_killed_instances_leases_are_taken_over_once_they_expire(scaled: Scaled) -> None:
+def test_a_killed_instance_comes_back_and_its_leases_move_as_documented(scaled: Scaled) -> None:
     """SIGKILL releases nothing: the survivor takes the leases at its first acquire after
-    their expiry (10 s + up to 1 s here); what the killed one had not checkpointed is delivered
-    again; nothing is lost."""
-    app = scaled.host(2, SAMPLE_SLEEP_SECONDS="0.3")
+    their expiry (5 s + up to 1 s here), and delivers what the killed one had not checkpointed
+    again (nothing lost); the killed instance is restarted (its name, a new pid, a new owner)
+    and takes its share back from the survivor, one steal per acquire pass, as the equal
+    partitions strategy balances (docs/functions-host.md, The lease protocol; Scaled out)."""
+    app = scaled.host(
+        2,
+        restart=KILL_RESTART,
+        SAMPLE_SLEEP_SECONDS="0.3",
+        SAMPLE_LEASE_INTERVALS_MS=KILL_INTERVALS_MS,
+    )
     wait_for(
         lambda: scaled.owners() == Counter({"app-1": 2, "app-2": 2}) and scaled.settled(),
         "two leases each",
     )
     docs = write_docs(scaled.container, PKS, per_pk=3)
     wait_for(lambda: {i for i, _ in scaled.delivered()} == {"app-1", "app-2"}, "both deliver")
+    victim = app.instance("app-1")
+    killed_pid = victim.pid
     killed_at = time.monotonic()
-    app.kill("app-1")
+    app.kill(victim)
     wait_for(lambda: scaled.owners() == Counter({"app-2": 4}), "the survivor owns every lease")
     takeover = time.monotonic() - killed_at
-    wait_for(lambda: set(scaled.delivered_ids()) >= {d["id"] for d in docs}, "every document")
+    assert victim.state == "restarting" and victim.last_exit == "killed by SIGKILL"
     log = app.instance("app-2").log_path.read_text()
-    assert log.count("expired, was app-1:") == 2  # taken once expired, not stolen
-    print(f"takeover after SIGKILL: {takeover:.1f} s (expiry 10 s, acquire 1 s)")
+    assert log.count(f"expired, was app-1:{killed_pid}:") == 2  # taken once expired, not stolen
+    wait_for(lambda: victim.state == "running", "app-1 back", timeout=60)
+    back = time.monotonic() - killed_at
+    assert victim.pid != killed_pid and victim.restarts == 1
+    wait_for(
+        lambda: scaled.owners() == Counter({"app-1": 2, "app-2": 2}) and scaled.settled(),
+        "two leases each again",
+    )
+    balanced = time.monotonic() - killed_at
+    assert victim.log_path.read_text().count("acquired (stolen from app-2:") >= 2
+    wait_for(lambda: set(scaled.delivered_ids()) >= {d["id"] for d in docs}, "every document")
+    more = write_docs(scaled.container, [f"r{i:02d}" for i in range(16)], per_pk=1)
+    wait_for(lambda: set(scaled.delivered_ids()) >= {d["id"] for d in more}, "later documents")
+    assert "app-1" in {inst for inst, doc in scaled.delivered() if doc.startswith("r")}
+    print(
+        f"after SIGKILL: takeover {takeover:.1f} s (expiry 5 s, acquire 1 s), back "
+        f"{back:.1f} s (restart delay 9 s), balanced {balanced:.1f} s"
+    )
 
 
 def test_an_instance_paused_past_the_expiry_loses_its_lease_and_its_checkpoint_is_refused(

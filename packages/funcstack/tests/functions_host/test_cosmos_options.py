@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -14,9 +15,14 @@ import pytest
 from funcstack.functions_host._cosmos_trigger.lease_balancer import leases_to_take
 from funcstack.functions_host._cosmos_trigger.lease_store import Lease
 from funcstack.functions_host._cosmos_trigger.listener import CosmosTriggerListener
-from funcstack.functions_host._cosmos_trigger.options import CosmosTriggerOptions, shared_leases
+from funcstack.functions_host._cosmos_trigger.options import (
+    CosmosTriggerOptions,
+    change_feed_mode_refusal,
+    shared_leases,
+)
 from funcstack.functions_host._functions import FunctionSpec
 from funcstack.functions_host._language_worker import LanguageWorker
+from funcstack.functions_host._launcher import RunnerStartError, start_runner
 
 BINDING = {
     "type": "cosmosDBTrigger",
@@ -179,3 +185,80 @@ def test_equal_partitions_balancing() -> None:
     # an expired owner does not count as an instance
     assert take([lease("a", "gone", age=61), lease("b", "me")]) == ["a"]
     assert take([]) == []
+
+
+@pytest.mark.parametrize(
+    ("mode", "refused"),
+    [
+        (None, None),
+        ("", None),
+        ("LatestVersion", None),
+        ("latestversion", None),  # an enum read from JSON: any case
+        ("AllVersionsAndDeletes", "keeps only the latest version"),
+        ("allVersionsAndDeletes", "keeps only the latest version"),
+        ("FullFidelity", "is not a change feed mode"),
+    ],
+)
+def test_the_change_feed_mode_latest_version_is_served_all_versions_and_deletes_refused(
+    mode: str | None, refused: str | None
+) -> None:
+    binding = dict(BINDING) if mode is None else {**BINDING, "changeFeedMode": mode}
+    reason = change_feed_mode_refusal("relay", binding)
+    if refused is None:
+        assert reason is None
+    else:
+        assert reason is not None
+        assert reason.startswith("function relay: the Cosmos DB trigger's change_feed_mode ")
+        assert "(changeFeedMode)" in reason and refused in reason
+
+
+ALL_VERSIONS_APP = """
+import azure.functions as func
+
+app = func.FunctionApp()
+
+
+@app.route(route="ping", auth_level=func.AuthLevel.ANONYMOUS)
+def ping(req: func.HttpRequest) -> func.HttpResponse:
+    return func.HttpResponse("pong")
+
+
+@app.cosmos_db_trigger(
+    arg_name="docs",
+    connection="CosmosDBConnection",
+    database_name="shop",
+    container_name="orders",
+    change_feed_mode=func.CosmosDBChangeFeedMode.ALL_VERSIONS_AND_DELETES,
+)
+def audit_deletes(docs: func.DocumentList) -> None:
+    pass
+"""
+
+
+@pytest.mark.integration
+def test_a_trigger_asking_for_all_versions_and_deletes_stops_the_hosts_start(
+    tmp_path: Path,
+) -> None:
+    """Refused when the app is indexed, naming the function, the setting and why: the host
+    does not start (no endpoint is needed: nothing is read), rather than serve a trigger that
+    would never see a delete."""
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "function_app.py").write_text(ALL_VERSIONS_APP)
+    try:
+        started = start_runner(
+            app_dir=app,
+            settings={"CosmosDBConnection": "AccountEndpoint=https://127.0.0.1:9/;AccountKey=k;"},
+            log_path=tmp_path / "host.log",
+        )
+    except RunnerStartError as refused:
+        reason = str(refused)
+    else:
+        started.stop()
+        pytest.fail("the host started")
+    assert reason.startswith(
+        "function audit_deletes: the Cosmos DB trigger's change_feed_mode (changeFeedMode) "
+        "'AllVersionsAndDeletes' is not served by funcstack"
+    ), reason
+    assert "\n" not in reason
+    assert "Traceback" not in (tmp_path / "host.log").read_text()

@@ -76,6 +76,22 @@ def test_unknown_route_and_wrong_method_are_404_with_no_body(http_runner: Runnin
     assert "allow" not in reply.headers
 
 
+def test_the_landing_page_answers_204_when_disabled_and_the_status_needs_no_key_unenforced(
+    http_runner: RunningRunner,
+) -> None:
+    """``AzureWebJobsDisableHomepage=true``: ``/`` answers 204 with no body, as the host's
+    ``HomepageMiddleware``; ``/admin/host/status`` without keys enforced needs none (as every
+    admin route with ``func start``)."""
+    root = f"http://127.0.0.1:{http_runner.port}"
+    reply = call(f"{root}/")
+    assert (reply.status, reply.body) == (204, b"")
+    status = call(f"{root}/admin/host/status")
+    assert status.status == 200
+    data = status.json()
+    assert isinstance(data, dict) and data["state"] == "Running"
+    assert data["instanceId"] == ""  # no WEBSITE_INSTANCE_ID: one host, not an instance
+
+
 def test_exception_becomes_500_with_no_body_as_the_host_answers(
     http_runner: RunningRunner,
 ) -> None:
@@ -136,3 +152,36 @@ def test_sigterm_stops_the_runner_cleanly(tmp_path: Path) -> None:
         runner.stop()
     assert runner.process.returncode == 0
     assert "host stopped" in (tmp_path / "runner.log").read_text()
+
+
+LEAKY_APP = """
+import aiohttp
+import azure.functions as func
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+_kept = []
+
+
+@app.route(route="open")
+async def open_session(req: func.HttpRequest) -> func.HttpResponse:
+    _kept.append(aiohttp.ClientSession())  # never closed, as an SDK client an app caches
+    return func.HttpResponse("opened")
+"""
+
+
+def test_a_stop_says_nothing_of_what_the_app_left_open(tmp_path: Path) -> None:
+    """The worker ends once it has stopped, as the Azure host ends its worker after
+    WorkerTerminate: the interpreter's teardown does not collect the app's open clients, which
+    logged `Unclosed client session` (and, in a bigger app, `TypeError: 'NoneType' object is
+    not iterable` from their `__del__`) at every stop, into the terminal too."""
+    app_dir = tmp_path / "app"
+    app_dir.mkdir()
+    (app_dir / "function_app.py").write_text(LEAKY_APP)
+    runner = start_runner(app_dir=app_dir, log_path=tmp_path / "runner.log")
+    try:
+        assert call(f"{runner.url}/open").body == b"opened"
+    finally:
+        runner.stop()
+    log = (tmp_path / "runner.log").read_text()
+    assert "host stopped" in log
+    assert "Unclosed" not in log and "Traceback" not in log and "Logging error" not in log

@@ -8,8 +8,12 @@ functions and a timer only."""
 from __future__ import annotations
 
 import http.client
+import http.server
 import json
+import os
 import shutil
+import signal
+import threading
 import time
 import urllib.request
 from collections.abc import Callable, Iterator
@@ -18,8 +22,9 @@ from typing import Any
 
 import pytest
 
-from funcstack.scaleout import AppInstances, parse_instances
-from funcstack.services import PartStartError
+from funcstack.front import HttpFront
+from funcstack.scaleout import AppInstances, InstanceError, RestartPolicy, parse_instances
+from funcstack.services import PartStartError, free_port
 from funcstack.stack import LocalStack, ServicePorts
 
 pytestmark = pytest.mark.integration
@@ -51,14 +56,27 @@ def stack(tmp_path: Path) -> Iterator[LocalStack]:
         local.stop()
 
 
-def host(stack: LocalStack, app_dir: Path, tmp_path: Path, instances: str) -> AppInstances:
+def host(
+    stack: LocalStack,
+    app_dir: Path,
+    tmp_path: Path,
+    instances: str,
+    *,
+    restart: RestartPolicy | None = RestartPolicy(),  # noqa: B008 - frozen: one value
+    on_event: Callable[[str], None] | None = None,
+) -> AppInstances:
     scaled = stack.host_app(
         app_dir,
         name="app",
         port=0,
         instances=instances,
         settings_file=tmp_path / "app.settings.json",
-        overrides={"SAMPLE_OUT": str(tmp_path / "ticks.jsonl")},
+        overrides={
+            "SAMPLE_OUT": str(tmp_path / "ticks.jsonl"),
+            "SAMPLE_BROKEN": str(tmp_path / "broken.flag"),
+        },
+        restart=restart,
+        on_event=on_event,
     )
     assert isinstance(scaled, AppInstances)
     return scaled
@@ -147,8 +165,9 @@ def test_requests_are_spread_over_two_instances_one_request_at_a_time(
     # a body goes through with its length, and the answer's headers come back
     reply = call(app.url + "/remember?value=x", method="POST", body=b"{}")
     assert reply.headers["content-type"].startswith("application/json")
-    # a killed instance gets no more requests
-    app.kill("app-1")
+    # a killed instance gets no more requests (asked not to come back)
+    app.kill("app-1", restart=False)
+    assert app.instance("app-1").state == "stopped"
     assert {get(app.url + "/whoami")["instance"] for _ in range(3)} == {"app-2"}
     added = app.add_instance()
     assert added.name == "app-3"
@@ -226,3 +245,90 @@ def test_a_group_the_app_does_not_have_is_named_with_the_apps_groups(
     ):
         host(stack, app_dir, tmp_path, "relay=2")
     assert not stack.scaled and not stack.hosts
+
+
+def test_an_instance_that_dies_comes_back_and_one_that_keeps_failing_at_start_is_given_up(
+    stack: LocalStack,
+    app_dir: Path,
+    tmp_path: Path,
+) -> None:
+    """As Azure brings a failed instance back: a host SIGKILLed from outside (a crash) is
+    restarted under its name, on its port, while the other serves every request. An exit
+    within ``settle`` (10 s) of being ready is a failure at start: the waits double (0.4, 0.8
+    s) and, the app no longer loading, the third failure in a row gives it up with one error
+    line while the stack goes on; once fixed, an instance added takes its place."""
+    events: list[str] = []
+    app = host(
+        stack,
+        app_dir,
+        tmp_path,
+        "2",
+        restart=RestartPolicy(delay=0.2, give_up_after=3),
+        on_event=events.append,
+    )
+    victim = app.instance("app-1")
+    first_pid, port = victim.pid, victim.port
+    os.killpg(first_pid, signal.SIGKILL)  # not through the API: a crash, 1-2 s after its start
+    assert {get(app.url + "/whoami")["instance"] for _ in range(3)} == {"app-2"}
+    assert stack.dead_part() is None  # the stack goes on: the app watches its instances
+    wait_for(lambda: victim.state == "running", "app-1 back")
+    assert (victim.restarts, victim.port, victim.failures) == (1, port, 1)
+    assert victim.pid != first_pid and victim.last_exit == "killed by SIGKILL"
+    assert {get(app.url + "/whoami")["instance"] for _ in range(4)} == {"app-1", "app-2"}
+    assert events[0].startswith(
+        "app-1 exited unexpectedly (killed by SIGKILL); restarting it in 0.4 s"
+    ), events
+    assert events[1] == f"app-1 restarted (pid {victim.pid}, 127.0.0.1:{port})"
+
+    (tmp_path / "broken.flag").write_text("")
+    os.killpg(victim.pid, signal.SIGKILL)
+    wait_for(lambda: victim.state == "failed", "app-1 given up")
+    assert events[2].startswith(
+        "app-1 exited unexpectedly (killed by SIGKILL); restarting it in 0.8 s"
+    )
+    given_up = [event for event in events if "not restarted again" in event]
+    assert given_up == events[3:], events
+    assert len(given_up) == 1 and "\n" not in given_up[0]
+    assert given_up[0].startswith("app-1 failed at start 3 times in a row (last: did not start:")
+    assert "broken on purpose (SAMPLE_BROKEN)" in given_up[0]
+    assert "app-1" not in stack.hosts and stack.dead_part() is None
+    time.sleep(1.0)
+    assert victim.state == "failed" and victim.restarts == 1  # no more tries
+    assert {get(app.url + "/whoami")["instance"] for _ in range(3)} == {"app-2"}
+    with pytest.raises(InstanceError, match=r"app-1 is not running \(failed\)"):
+        app.pause("app-1")
+
+    (tmp_path / "broken.flag").unlink()
+    assert app.add_instance().name == "app-3"
+    assert {get(app.url + "/whoami")["instance"] for _ in range(4)} == {"app-2", "app-3"}
+
+
+def test_the_front_hands_a_refused_request_to_the_next_instance() -> None:
+    """An instance whose process is dying (killed, not yet seen as exited) refuses the
+    connection: the request never reached it, so the front hands it to the next instance
+    instead of answering 502; an instance that answers is never asked twice."""
+
+    class Live(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200)
+            self.send_header("Content-Length", "4")
+            self.end_headers()
+            self.wfile.write(b"live")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    live = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Live)
+    threading.Thread(target=live.serve_forever, daemon=True).start()
+    refused = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    served = f"http://127.0.0.1:{live.server_address[1]}"
+    front = HttpFront(lambda: [refused, served]).start()
+    try:
+        for _ in range(4):
+            with urllib.request.urlopen(f"http://127.0.0.1:{front.port}/x", timeout=30) as reply:
+                assert (reply.status, reply.read()) == (200, b"live")
+        assert front.forwarded == {refused: 2, served: 4}
+    finally:
+        front.stop()
+        live.shutdown()
+        live.server_close()

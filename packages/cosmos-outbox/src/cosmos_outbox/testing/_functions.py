@@ -22,6 +22,7 @@ import threading
 import weakref
 from collections.abc import Awaitable, Iterable, Mapping
 from typing import Any
+from urllib.parse import parse_qsl
 
 import azure.functions as func
 from azure.functions._abc import RetryContext, TraceContext
@@ -176,14 +177,16 @@ class FunctionClient:
         trace_parent: str = "",
     ) -> func.HttpResponse:
         """Call HTTP function `name` directly (no routing) with a JSON `body` (or `raw`
-        bytes); `path` is the URL path after the route prefix."""
+        bytes); `path` is the URL path after the route prefix, with a query string if it has
+        one (`_query`: its values join `params`)."""
+        path, query, params = _query(path, params)
         if raw is None:
             raw = b"" if body is None else json.dumps(body).encode()
         sent = {"content-type": "application/json"} if body is not None else {}
         sent.update(headers or {})
         request = func.HttpRequest(
             method=method,
-            url=f"http://localhost{self._url_path(path)}",
+            url=f"http://localhost{self._url_path(path)}{'?' + query if query else ''}",
             headers=sent,
             params=dict(params or {}),
             route_params=dict(route_params or {}),
@@ -204,7 +207,10 @@ class FunctionClient:
         params: Mapping[str, str] | None = None,
         trace_parent: str = "",
     ) -> func.HttpResponse:
-        """`method` `/<route prefix>/<path>`, routed as the host routes it."""
+        """`method` `/<route prefix>/<path>`, routed as the host routes it: a query string in
+        `path` (`stock/wh-1?lowerThan=10`) is not part of the route; its values become the
+        request's `params`, with those of `params` (a name in both is a `ValueError`)."""
+        _query(path, params)  # a name given twice is refused before anything runs
         name, values = self.route(method, path)
         return self.call(
             name,
@@ -220,7 +226,8 @@ class FunctionClient:
 
     def route(self, method: str, path: str) -> tuple[str, dict[str, str]]:
         """The function the host would call for `method` `/<route prefix>/<path>`, and its route
-        values."""
+        values (a query string in `path` is not routed)."""
+        path = _query(path, None)[0]
         for route in self._routes:
             if method.upper() not in route.methods:
                 continue
@@ -240,6 +247,33 @@ class FunctionClient:
         self.invoke(
             "relay_events", func.DocumentList(func.Document.from_dict(dict(d)) for d in documents)
         )
+
+
+def _parsed(query: str) -> dict[str, str]:
+    """A query string's values as the host hands them to the worker (`RpcHttp.query`):
+    percent-escapes and `+` decoded (ASP.NET Core's `QueryHelpers`), a repeated name's values
+    joined with `,`, names without a value left out."""
+    found: dict[str, list[str]] = {}
+    for key, value in parse_qsl(query, keep_blank_values=True):
+        found.setdefault(key, []).append(value)
+    return {key: ",".join(values) for key, values in found.items() if ",".join(values)}
+
+
+def _query(path: str, params: Mapping[str, str] | None) -> tuple[str, str, dict[str, str]]:
+    """`path` without its query string (and fragment, which no client sends), the query string,
+    and `params` with the query's values. A name given both ways is refused: the host has one
+    query string, and a test that sets a value twice means one of them."""
+    path, _, query = path.split("#", 1)[0].partition("?")
+    merged = dict(params or {})
+    from_query = _parsed(query)
+    both = sorted(set(from_query) & set(merged))
+    if both:
+        raise ValueError(
+            f"query parameter(s) {', '.join(both)} given both in the path's query string and "
+            "in params=: give each once"
+        )
+    merged.update(from_query)
+    return path, query, merged
 
 
 #: How long an ASGI app's lifespan shutdown may take when a client closes.

@@ -3,7 +3,9 @@
 ``python -m funcstack.functions_host --app-dir . --settings local.settings.json``
 
 Prints one JSON line on stdout when ready: ``{"ready": true, "port": N, "url": "...",
-"groups": {"http": [...], "function:<name>": [...]}}`` (the app's function groups; with
+"groups": {"http": [...], "function:<name>": [...]}, "leases": {"<function>": {"container",
+"leases", "acquire", "renew", "expiration"}}}`` (the app's function groups, and each Cosmos DB
+trigger's containers and lease intervals in seconds; with
 ``--enforce-keys`` also ``"keys": {"function": "...", "master": "..."}``), or
 when it cannot start ``{"ready": false, "error": "..."}`` (the cause in one line, e.g. the
 worker's indexing error verbatim) and exits with 1; logs go to stderr. SIGINT/SIGTERM stop it
@@ -25,6 +27,7 @@ import signal
 import sys
 
 from funcstack.functions_host._console import install_console, not_console_only
+from funcstack.functions_host._cosmos_trigger.options import lease_intervals
 from funcstack.functions_host._runner import Runner
 
 
@@ -111,6 +114,7 @@ async def _main(args: argparse.Namespace) -> int:
             "port": runner.port,
             "url": runner.url,
             "groups": runner.groups(),
+            "leases": lease_intervals(runner.functions),
         }
         if runner.keys is not None:
             ready["keys"] = {"function": runner.keys.function_key, "master": runner.keys.master_key}

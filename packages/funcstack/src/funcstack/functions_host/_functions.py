@@ -14,6 +14,11 @@ from funcstack.functions_host._retry import RetryPolicy
 logger = logging.getLogger("funcstack.functions_host")
 
 
+class IndexingRefusedError(ValueError):
+    """A function declares what the host cannot honour: the host does not start (one line
+    naming the function, the setting and why), rather than run it without it."""
+
+
 @dataclass(frozen=True)
 class FunctionSpec:
     """One indexed function: its id in the worker, its trigger binding and retry policy."""
@@ -36,7 +41,9 @@ class FunctionSpec:
 def specs_from_metadata(metadata: list[Any], host: HostJson) -> list[FunctionSpec]:
     """``RpcFunctionMetadata`` -> specs; functions disabled by app setting, or left out of
     host.json's ``functions`` allow list (names compared ignoring case, as the host's
-    ``FunctionMetadataManager.ApplyAllowList`` does), are left out."""
+    ``FunctionMetadataManager.ApplyAllowList`` does), are left out. A binding setting the
+    host cannot honour (a Cosmos DB trigger's all-versions-and-deletes change feed) raises
+    ``IndexingRefusedError``."""
     specs: list[FunctionSpec] = []
     allowed = None if host.functions is None else {f.casefold() for f in host.functions}
     if host.functions is not None:
@@ -57,6 +64,12 @@ def specs_from_metadata(metadata: list[Any], host: HostJson) -> list[FunctionSpe
         if trigger is None:
             logger.warning("function %s has no trigger; skipped", name)
             continue
+        if trigger.get("type") == "cosmosDBTrigger":
+            from funcstack.functions_host._cosmos_trigger.options import change_feed_mode_refusal
+
+            refusal = change_feed_mode_refusal(name, trigger)
+            if refusal is not None:
+                raise IndexingRefusedError(refusal)
         retry = (
             RetryPolicy.from_rpc(item.retry_options)
             if item.HasField("retry_options")

@@ -34,6 +34,9 @@ The mapping follows the Functions host (``GrpcMessageConversionExtensions.ToRpcH
 * with ``sign_in`` (opt-in), in front of everything else as App Service Authentication is in
   front of the host (``_sign_in``): ``/.auth/...`` answered, and the principal headers of the
   request's session (client-sent ones removed).
+* the host's own endpoints (``_host_endpoints``): ``/admin/host/ping`` and
+  ``/admin/host/status`` before the functions' routes, the landing page for ``/`` when no
+  function takes it.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ import re
 import secrets
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, unquote_to_bytes
 
@@ -56,6 +60,7 @@ from funcstack.functions_host._bindings.http import http_output_name, response_v
 from funcstack.functions_host._config import resolve
 from funcstack.functions_host._cors import CorsPolicy, is_preflight
 from funcstack.functions_host._functions import FunctionSpec
+from funcstack.functions_host._host_endpoints import HostEndpoints
 from funcstack.functions_host._http_server import (
     KestrelLimits,
     RequestBodyTimeoutError,
@@ -105,10 +110,12 @@ class HttpHost:
         cors: CorsPolicy | None = None,
         keys: HostKeys | None = None,
         sign_in: SignIn | None = None,
+        script_root: Path | None = None,
     ) -> None:
         self._worker = worker
         self._keys = keys
         self._sign_in = sign_in
+        self._endpoints = HostEndpoints(script_root=script_root or Path.cwd(), keys=keys)
         self._timeout = timeout
         self._limits = limits or KestrelLimits()
         self._cors = cors
@@ -180,16 +187,20 @@ class HttpHost:
 
     async def _dispatch(self, request: web.BaseRequest) -> tuple[web.Response, FunctionSpec | None]:
         path = kestrel_path(request.raw_path)
+        admin = self._endpoints.answer(request, path)
+        if admin is not None:
+            return admin, None
+        whole = path
         prefix = self._prefix
         if prefix:
             n = len(prefix)
             if not (path.startswith(prefix) and (len(path) == n or path[n] == "/")):
-                return web.Response(status=404), None
+                return self._not_found(whole), None
             path = path[len(prefix) :]
         method = request.method.upper()
         resolved = self._table.resolve(path.removeprefix("/"), method)
         if resolved is None:  # also when routes match the path but not the method: 404
-            return web.Response(status=404), None
+            return self._not_found(whole), None
         spec, route_params = resolved
         if self._keys is not None and not self._keys.authorizes(
             spec.trigger.get("authLevel"), request
@@ -230,6 +241,11 @@ class HttpHost:
         except ValueError as exc:  # the host throws while writing the result: a 500
             logger.error("function %s: its answer cannot be written: %s", spec.name, exc)
             return web.Response(status=500), spec
+
+    def _not_found(self, path: str) -> web.Response:
+        """No function took the request: the landing page for ``/`` (``HomepageMiddleware``),
+        else 404 with no body."""
+        return self._endpoints.homepage() if path == "/" else web.Response(status=404)
 
 
 def _shown_path(path: str) -> str:

@@ -37,6 +37,9 @@ class RunningRunner:
     master_key: str | None = None
     #: The app's function groups and their functions (``http``, ``function:<name>``).
     groups: dict[str, list[str]] = field(default_factory=dict)
+    #: Each Cosmos DB trigger's containers and lease intervals in seconds, by function
+    #: (``container``, ``leases``, ``acquire``, ``renew``, ``expiration``).
+    leases: dict[str, dict[str, Any]] = field(default_factory=dict)
     _log: IO[bytes] | None = field(default=None, repr=False)
     _drain: threading.Thread | None = field(default=None, repr=False)
 
@@ -81,6 +84,7 @@ def start_runner(
     enforce_keys: bool = False,
     on_console: Callable[[Mapping[str, Any]], None] | None = None,
     group: str | None = None,
+    cancel: threading.Event | None = None,
 ) -> RunningRunner:
     """Start ``python -m funcstack.functions_host`` and wait for its ready line.
 
@@ -103,7 +107,9 @@ def start_runner(
     makes it a line), from a thread of its own, as it comes; so is each line the app prints
     (``{"category": "stdout", "message": ...}``), which also goes to the log as before.
     ``group``: the host serves that function group only (``http``, ``function:<name>``), as
-    an instance of a Flex Consumption app does.
+    an instance of a Flex Consumption app does. ``cancel``: once set, a start still waiting
+    for the ready line is given up (the child stopped, ``RunnerStartError``): a stack that
+    stops while an instance is being restarted does not wait for it.
     """
     app_dir = Path(app_dir).resolve()
     if not app_dir.is_dir():
@@ -215,6 +221,8 @@ def start_runner(
                 )
             if time.monotonic() > deadline:
                 raise RunnerStartError(f"the host did not become ready within {timeout:g} s")
+            if cancel is not None and cancel.is_set():
+                raise RunnerStartError("the start was cancelled (the stack is stopping)")
             time.sleep(0.02)
     except BaseException:  # not ready, timed out, or interrupted: the child does not outlive it
         stop_child(process)
@@ -224,7 +232,11 @@ def start_runner(
         raise
     keys = ready.get("keys")
     groups = ready.get("groups")
+    leases = ready.get("leases")
     return RunningRunner(
+        leases={str(k): dict(v) for k, v in leases.items() if isinstance(v, dict)}
+        if isinstance(leases, dict)
+        else {},
         groups={str(k): [str(n) for n in v] for k, v in groups.items() if isinstance(v, list)}
         if isinstance(groups, dict)
         else {},

@@ -288,6 +288,7 @@ class Runner:
             cors=self._cors,
             keys=self.keys,
             sign_in=self._sign_in,
+            script_root=self.app_dir,
         )
         if self._sign_in is not None:
             logger.info(

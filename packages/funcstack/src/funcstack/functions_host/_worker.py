@@ -224,6 +224,21 @@ def main(argv: list[str] | None = None) -> None:
         )
     finally:
         shutdown_telemetry()
+    _end_now()
+
+
+def _end_now() -> None:
+    """The worker has stopped as the host asked: its output flushed, the process ends now,
+    without the interpreter's teardown, as the Azure host ends its worker after
+    ``WorkerTerminate`` (``GrpcWorkerChannel.StopWorkerProcess``: the grace period, then the
+    process is killed). The teardown would collect what the app never closed (the aiohttp
+    session of an SDK client it caches) and log it at every stop, in the terminal too:
+    ``Unclosed client session``, or, with modules half torn down, ``TypeError: 'NoneType'
+    object is not iterable`` and ``sys.meta_path is None`` from their ``__del__``."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def _die_with_the_host(host_pid: int) -> None:

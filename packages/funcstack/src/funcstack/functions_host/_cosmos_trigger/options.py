@@ -11,6 +11,14 @@ and ``CosmosDBTriggerListener.InitializeBuilder`` (``startFromTime`` parsed as .
 ``DateTime.TryParse``, refused with ``startFromBeginning``; an interval of 0 keeps the
 default).
 
+``changeFeedMode`` (azure-functions 2.3's ``change_feed_mode``): ``LatestVersion`` (the default)
+is served; ``AllVersionsAndDeletes`` is refused when the app is indexed
+(``change_feed_mode_refusal``): the local endpoint keeps the latest version of each document
+only, and nothing of a delete or a TTL expiry, so it cannot give that feed (the full-fidelity
+change feed: ``current``, ``previous`` and ``metadata`` with ``operationType``, ``lsn``,
+``crts``, ``previousImageLSN``, ``timeToLiveExpired`` per change; "Change feed modes in Azure
+Cosmos DB"). A function that would run and miss every delete must not start.
+
 LOCAL ONLY: the app settings ``FUNCTIONS_HOST_COSMOS_LEASE_ACQUIRE_INTERVAL``,
 ``..._RENEW_INTERVAL`` and ``..._EXPIRATION_INTERVAL`` (ms) replace the processor's defaults for
 a binding that sets none of its own, so a test can kill a host whose app it cannot change and
@@ -123,6 +131,34 @@ class CosmosTriggerOptions:
         return start if isinstance(start, str) else start.isoformat()
 
 
+#: ``changeFeedMode``'s values (``CosmosDBChangeFeedMode`` of azure-functions 2.3).
+LATEST_VERSION = "LatestVersion"
+ALL_VERSIONS_AND_DELETES = "AllVersionsAndDeletes"
+
+
+def change_feed_mode_refusal(function: str, binding: dict[str, Any]) -> str | None:
+    """Why the host refuses to index a Cosmos DB trigger's ``changeFeedMode`` (None: served).
+    The mode's name is read as .NET reads an enum from JSON, ignoring case."""
+    raw = resolve(binding.get("changeFeedMode"))
+    if raw is None or str(raw).strip() == "" or str(raw).strip().lower() == "latestversion":
+        return None
+    mode = str(raw).strip()
+    if mode.lower() == ALL_VERSIONS_AND_DELETES.lower():
+        return (
+            f"function {function}: the Cosmos DB trigger's change_feed_mode (changeFeedMode) "
+            f"'{mode}' is not served by funcstack: its Cosmos DB endpoint keeps only the latest "
+            "version of each document and nothing of a delete or a TTL expiry, so it cannot "
+            "give the all-versions-and-deletes feed (deletes, TTL expirations, intermediate "
+            f"versions with their metadata). Use '{LATEST_VERSION}' (the default) locally, or "
+            "run this function against Azure Cosmos DB"
+        )
+    return (
+        f"function {function}: the Cosmos DB trigger's change_feed_mode (changeFeedMode) "
+        f"'{mode}' is not a change feed mode: '{LATEST_VERSION}' or "
+        f"'{ALL_VERSIONS_AND_DELETES}'"
+    )
+
+
 def start_position(from_beginning: Any, from_time: Any) -> tuple[dt.datetime | str, str | None]:
     """Where a lease without a checkpoint starts, as ``CosmosDBTriggerListener.InitializeBuilder``
     reads ``startFromBeginning`` / ``startFromTime``, and the error it stops at, if any.
@@ -197,6 +233,28 @@ def shared_leases(specs: Iterable[FunctionSpec]) -> list[tuple[str, str, CosmosT
             found.append((seen[key], spec.name, opts))
         else:
             seen[key] = spec.name
+    return found
+
+
+def lease_intervals(specs: Iterable[FunctionSpec]) -> dict[str, dict[str, Any]]:
+    """Each Cosmos DB trigger's container, lease container and lease intervals in force
+    (seconds), by function: what the host's ready line hands the banner of ``funcstack
+    run``. A binding the listener would refuse is left out (its start says why)."""
+    found: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        if spec.trigger_type != "cosmosDBTrigger":
+            continue
+        try:
+            opts = CosmosTriggerOptions.from_binding(spec.trigger)
+        except SettingError:
+            continue
+        found[spec.name] = {
+            "container": f"{opts.database_name}/{opts.container_name}",
+            "leases": f"{opts.lease_database_name}/{opts.lease_container_name}",
+            "acquire": opts.acquire_interval,
+            "renew": opts.renew_interval,
+            "expiration": opts.expiration_interval,
+        }
     return found
 
 
