@@ -19,6 +19,7 @@ import pytest
 
 import cosmos_outbox
 import cosmos_outbox.aio
+from cosmos_outbox.testing import in_memory
 
 SOURCE = Path(cosmos_outbox.__file__).parent
 
@@ -47,7 +48,7 @@ def test_importing_the_package_imports_nothing_more_until_a_name_is_used() -> No
     loaded = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
-    assert loaded == "['cosmos_outbox']"
+    assert loaded == "['cosmos_outbox', 'cosmos_outbox._lazy']"  # and the lazy names' helper
 
 
 @pytest.mark.parametrize("module", public_modules())
@@ -117,21 +118,30 @@ def test_every_public_class_and_function_has_one_public_name() -> None:
 
 
 def test_a_renamed_name_still_works_for_a_release_and_warns_naming_its_replacement() -> None:
+    """0.4's renames ("session" is Service Bus's word; the Idempotency-Key is remembered, the
+    claim check keeps "claim"): the old names work until 0.5 and warn, naming the new one. The
+    names 0.3 renamed are gone, as its CHANGELOG said."""
+    import cosmos_outbox.aio
     import cosmos_outbox.cosmos
-    import cosmos_outbox.cosmos.aio
-    import cosmos_outbox.subscriber.aio
+    import cosmos_outbox.testing.contracts
 
-    with pytest.warns(
-        DeprecationWarning,
-        match=r"use cosmos_outbox\.cosmos\.aio\."
-        r"CosmosDocumentStore",
-    ):
-        old = cosmos_outbox.cosmos.AsyncCosmosDocumentStore
-    assert old is cosmos_outbox.cosmos.aio.CosmosDocumentStore
-    with pytest.warns(DeprecationWarning, match="cosmos_outbox.subscriber.aio.Projector"):
-        assert cosmos_outbox.aio.Projector is cosmos_outbox.subscriber.aio.Projector
-    with pytest.raises(AttributeError):
-        cosmos_outbox.cosmos.NoSuchName  # noqa: B018
+    with pytest.warns(DeprecationWarning, match=r"use cosmos_outbox\.Transaction"):
+        assert cosmos_outbox.Session is cosmos_outbox.Transaction
+    with pytest.warns(DeprecationWarning, match=r"use cosmos_outbox\.aio\.Transaction"):
+        assert cosmos_outbox.aio.Session is cosmos_outbox.aio.Transaction
+    with pytest.warns(DeprecationWarning, match="TransactionContract"):
+        assert (
+            cosmos_outbox.testing.contracts.SessionContract
+            is cosmos_outbox.testing.contracts.TransactionContract
+        )
+    outbox = cosmos_outbox.Outbox()
+    with in_memory(outbox), pytest.warns(DeprecationWarning, match="Outbox.transaction"):
+        tx = outbox.session("c-1", entity="customer")
+    with pytest.warns(DeprecationWarning, match="Transaction.remember"):
+        tx.claim("k", request={"a": 1})
+    for gone in ("AsyncCosmosDocumentStore", "NoSuchName"):
+        with pytest.raises(AttributeError):
+            getattr(cosmos_outbox.cosmos, gone)
 
 
 def _top_level_imports(path: Path, module: str) -> set[str]:

@@ -30,7 +30,6 @@ from pydantic import (
 )
 
 from cosmos_outbox._quarantine import QuarantinedEvent
-from cosmos_outbox._text import Text
 from cosmos_outbox.http._api import HttpApi
 from cosmos_outbox.http._call import HttpCall, Reply
 from cosmos_outbox.http._declaration import PathParameter, QueryParameter
@@ -43,6 +42,7 @@ from cosmos_outbox.http._models import (
 )
 from cosmos_outbox.http._paging import next_token
 from cosmos_outbox.ports import Page
+from cosmos_outbox.text import Text
 
 if TYPE_CHECKING:
     from cosmos_outbox._relay.operator_actions import OutboxStatus

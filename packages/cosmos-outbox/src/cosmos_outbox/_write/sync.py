@@ -1,25 +1,26 @@
-"""The sync API's write path: thin shells that run the async one (`_unit_of_work`, `_service`)
-over sync adapters (`cosmos_outbox._sync_bridge.run_sync`). No logic here: each method calls its
-coroutine and runs it to its end in the caller's thread."""
+"""The sync API's write path: thin shells that run the async one (`unit_of_work`, `service`,
+`transaction`) over sync adapters (`cosmos_outbox._sync_bridge.run_sync`). No logic here: each
+method calls its coroutine and runs it to its end in the caller's thread."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from types import TracebackType
 from typing import Any, Generic, TypeAlias, TypeVar, cast
 
 from pydantic import BaseModel
 
-from cosmos_outbox import _service, _session, _unit_of_work
 from cosmos_outbox._callables import refuse_async
 from cosmos_outbox._domain import Aggregate
-from cosmos_outbox._idempotency import Claim, IdempotencyRecord, Recorded
-from cosmos_outbox._service import Versioned
+from cosmos_outbox._renamed import deprecated
 from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox._write import service, transaction, unit_of_work
+from cosmos_outbox._write.idempotency import IdempotencyKey, IdempotencyRecord, Recorded
+from cosmos_outbox._write.scope import Uncommitted
+from cosmos_outbox._write.service import Versioned
 
 A = TypeVar("A", bound="Aggregate")
 
-__all__ = ["AggregateService", "Repository", "Runner", "Session", "UnitOfWork"]
+__all__ = ["AggregateService", "Repository", "Runner", "Transaction", "UnitOfWork"]
 
 #: What runs a coroutine to its end: `run_sync` (the default: over sync adapters, in the
 #: caller's thread), or a test's runner on an event loop (to drive async adapters the same way).
@@ -29,7 +30,7 @@ Runner: TypeAlias = Callable[[Coroutine[Any, Any, Any]], Any]
 class Repository(Generic[A]):
     """Aggregates of one type in one unit of work (sync)."""
 
-    def __init__(self, core: _unit_of_work.Repository[A], *, run: Runner = run_sync) -> None:
+    def __init__(self, core: unit_of_work.Repository[A], *, run: Runner = run_sync) -> None:
         self._core = core
         self._run = run
 
@@ -50,7 +51,7 @@ class Repository(Generic[A]):
         return self._core.etag(aggregate_id)
 
 
-class UnitOfWork:
+class UnitOfWork(Uncommitted):
     """Nothing is written unless `commit()` runs; a commit writes each changed aggregate and the
     events it raised in one atomic transactional batch in its partition, conditioned on the
     etag it was read with. Used as `with`: leaving the block forgets what was not committed.
@@ -61,21 +62,10 @@ class UnitOfWork:
             uow.commit()
     """
 
-    def __init__(self, core: _unit_of_work.UnitOfWork, *, run: Runner = run_sync) -> None:
+    def __init__(self, core: unit_of_work.UnitOfWork, *, run: Runner = run_sync) -> None:
         self.core = core
         self._run = run
         self._repositories: dict[type[Aggregate], Repository[Any]] = {}
-
-    def __enter__(self) -> UnitOfWork:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.rollback()
 
     def repository(self, kind: type[A]) -> Repository[A]:
         """The repository of one aggregate type (the same one for the whole unit of work)."""
@@ -83,10 +73,15 @@ class UnitOfWork:
             self._repositories[kind] = Repository(self.core.repository(kind), run=self._run)
         return cast(Repository[A], self._repositories[kind])
 
-    def claim(self, record: IdempotencyRecord) -> None:
+    def remember(self, record: IdempotencyRecord) -> None:
         """Write an Idempotency-Key's record in the batch of its aggregate at the next commit
-        (`cosmos_outbox.aio.UnitOfWork.claim`)."""
-        self.core.claim(record)
+        (`cosmos_outbox.aio.UnitOfWork.remember`)."""
+        self.core.remember(record)
+
+    def claim(self, record: IdempotencyRecord) -> None:
+        """Deprecated (removed in 0.5): `remember`."""
+        deprecated("UnitOfWork.claim", "UnitOfWork.remember")
+        self.remember(record)
 
     def commit(self, *, traceparent: str | None = None) -> None:
         """Write the tracked changes, one transactional batch per aggregate
@@ -111,7 +106,7 @@ class AggregateService(Generic[A]):
     transactional batch (`cosmos_outbox.aio.AggregateService` says how). Its callables are plain
     functions: a coroutine function is refused when it is given (use the async API)."""
 
-    def __init__(self, core: _service.AggregateService[A], *, run: Runner = run_sync) -> None:
+    def __init__(self, core: service.AggregateService[A], *, run: Runner = run_sync) -> None:
         self._core = core
         self._run = run
 
@@ -144,12 +139,12 @@ class AggregateService(Generic[A]):
         )
 
     def create_idempotent(
-        self, build: Callable[[], A], *, claim: Claim[A], traceparent: str | None = None
+        self, build: Callable[[], A], *, key: IdempotencyKey[A], traceparent: str | None = None
     ) -> Versioned[A] | Recorded:
         refuse_async(build, "build")
         return cast(
             Versioned[A] | Recorded,
-            self._run(self._core.create_idempotent(build, claim=claim, traceparent=traceparent)),
+            self._run(self._core.create_idempotent(build, key=key, traceparent=traceparent)),
         )
 
     def change_idempotent(
@@ -157,7 +152,7 @@ class AggregateService(Generic[A]):
         aggregate_id: str,
         change: Callable[[A], object],
         *,
-        claim: Claim[A],
+        key: IdempotencyKey[A],
         precondition: Callable[[str], bool] | None = None,
         traceparent: str | None = None,
     ) -> Versioned[A] | Recorded:
@@ -168,7 +163,7 @@ class AggregateService(Generic[A]):
                 self._core.change_idempotent(
                     aggregate_id,
                     change,
-                    claim=claim,
+                    key=key,
                     precondition=precondition,
                     traceparent=traceparent,
                 )
@@ -176,31 +171,20 @@ class AggregateService(Generic[A]):
         )
 
 
-class Session:
-    """A transactional session on one partition of the outbox's container: your own documents
-    and the events you publish, committed in one transactional batch (`cosmos_outbox.aio.
-    Session` says how). Used as `with`: leaving the block forgets what was not committed.
+class Transaction(Uncommitted):
+    """A transaction on one partition of the outbox's container: your own documents and the
+    events you publish, committed in one transactional batch (`cosmos_outbox.aio.Transaction`
+    says how). Used as `with`: leaving the block forgets what was not committed.
 
-        with outbox.session(customer_id, entity="booking") as session:
-            session.upsert(booking)
-            session.publish("BookingConfirmed", {"bookingId": booking["id"]})
-            session.commit()
+        with outbox.transaction(customer_id, entity="booking") as tx:
+            tx.upsert(booking)
+            tx.publish("BookingConfirmed", {"bookingId": booking["id"]})
+            tx.commit()
     """
 
-    def __init__(self, core: _session.Session, *, run: Runner = run_sync) -> None:
+    def __init__(self, core: transaction.Transaction, *, run: Runner = run_sync) -> None:
         self.core = core
         self._run = run
-
-    def __enter__(self) -> Session:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.core.rollback()
 
     @property
     def partition_key(self) -> str:
@@ -246,30 +230,37 @@ class Session:
         subject: str | None = None,
         properties: Mapping[str, str | int] | None = None,
     ) -> str:
-        """Publish an event with the commit (`cosmos_outbox.aio.Session.publish`); its id."""
+        """Publish an event with the commit (`cosmos_outbox.aio.Transaction.publish`); its id."""
         return self.core.publish(event, data, subject=subject, properties=properties)
 
     def replay(
         self, key: str, *, request: Mapping[str, Any] | str, scope: str = ""
-    ) -> _session.Committed | None:
+    ) -> transaction.Committed | None:
         """The answer the first request with this Idempotency-Key recorded, or None for a new
-        key: call it before your own checks (`cosmos_outbox.aio.Session.replay`)."""
+        key: call it before your own checks (`cosmos_outbox.aio.Transaction.replay`)."""
         return cast(
-            _session.Committed | None,
+            transaction.Committed | None,
             self._run(self.core.replay(key, request=request, scope=scope)),
         )
+
+    def remember(
+        self, key: str, *, request: Mapping[str, Any] | str, answer: Any = None, scope: str = ""
+    ) -> None:
+        """Record this request's Idempotency-Key and its answer with the commit
+        (`cosmos_outbox.aio.Transaction.remember`)."""
+        self.core.remember(key, request=request, answer=answer, scope=scope)
 
     def claim(
         self, key: str, *, request: Mapping[str, Any] | str, answer: Any = None, scope: str = ""
     ) -> None:
-        """Record this request's Idempotency-Key with the commit (`cosmos_outbox.aio.Session.
-        claim`)."""
-        self.core.claim(key, request=request, answer=answer, scope=scope)
+        """Deprecated (removed in 0.5): `remember`."""
+        deprecated("Transaction.claim", "Transaction.remember")
+        self.remember(key, request=request, answer=answer, scope=scope)
 
-    def commit(self) -> _session.Committed:
-        """Write it all in one transactional batch (`cosmos_outbox.aio.Session.commit`); with
-        nothing staged, no round trip and an empty `Committed`."""
-        return cast(_session.Committed, self._run(self.core.commit()))
+    def commit(self) -> transaction.Committed:
+        """Write it all in one transactional batch (`cosmos_outbox.aio.Transaction.commit`);
+        with nothing staged, no round trip and an empty `Committed`."""
+        return cast(transaction.Committed, self._run(self.core.commit()))
 
     def rollback(self) -> None:
         """Forget what was staged and not committed."""
