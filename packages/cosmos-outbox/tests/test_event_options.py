@@ -2,29 +2,37 @@
 from where an app gives it to the message on the topic, through one file per step
 (docs/changing-the-event.md): each step missed fails a test here, by name.
 
-- `Transaction.publish` takes it and the sync shell takes it too (`_write/sync.py`): the sync and
-  async APIs take the same parameters;
+- `Transaction.publish` takes it (the sync API's is the same method, `_write/sync.py`: held
+  here);
 - the mapper writes it into the event document (`event_document`) and reads it back into the
   outbox record and the message (`outbox_record`, `to_message`): every parameter of
   `event_document` has a sample here, and where it shows on the message;
-- an aggregate's events (`Event`'s envelope, `_domain.py`) keep it out of the body
-  (`ENVELOPE_FIELDS` is `Event`'s own fields);
-- the Service Bus adapter puts it on the wire (`servicebus/_messages.py`:
-  tests/test_wire_bytes.py pins the bytes of what was there before).
+- an aggregate's events carry it in their envelope (a field of `Event`, `_domain.py`), written
+  into their document (`aggregate_event_document`);
+- the Service Bus adapter puts it on the wire (`servicebus/_messages.py`; tests/test_wire_bytes.py
+  pins the bytes of what was there before: an event without the option is sent as before).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from tickets import Ticket, TicketClosed
 
 from cosmos_outbox._domain import Event
-from cosmos_outbox._mapper import ENVELOPE_FIELDS, event_document, outbox_record, to_message
+from cosmos_outbox._mapper import (
+    aggregate_event_document,
+    event_document,
+    outbox_record,
+    to_message,
+)
 from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox._write import service, sync, transaction, unit_of_work
+from cosmos_outbox.servicebus import _cloudevents, _messages
 
 #: Each parameter of `event_document`: a value, and what the message shows of it (None: the
 #: document's own, not on the message: its place in the container). A new option without a
@@ -95,6 +103,48 @@ def test_the_sync_api_takes_what_the_async_api_takes(shell: type, core: type) ->
         assert [(n, p.kind) for n, p in found] == [(n, p.kind) for n, p in expected], name
 
 
-def test_an_aggregate_events_envelope_stays_out_of_its_body() -> None:
-    """`Event`'s own fields are its envelope (the message's properties), never its data."""
-    assert set(Event.model_fields) == ENVELOPE_FIELDS
+#: The message's fields the Service Bus adapter does not read itself: they travel in the
+#: application properties the mapper made (`to_message`).
+IN_THE_PROPERTIES = {"version", "aggregate_type"}
+
+
+def test_every_field_of_the_message_is_put_on_the_wire_by_the_service_bus_adapter() -> None:
+    """Each field of `OutboxMessage` is read by the adapter's mapping (`servicebus/_messages.py`
+    and `_cloudevents.py`): a field added and not sent fails here, naming it."""
+    source = inspect.getsource(_messages) + inspect.getsource(_cloudevents)
+    unread = [
+        f.name
+        for f in dataclasses.fields(OutboxMessage)
+        if f.name not in IN_THE_PROPERTIES and f"message.{f.name}" not in source
+    ]
+    assert unread == []
+
+
+#: Each field of an aggregate's event's envelope (`Event`'s own fields), and the option of the
+#: event document it is written as (`aggregate_event_document`).
+ENVELOPE = {
+    "id": "event_id",
+    "aggregate_id": "aggregate_id",
+    "version": "version",
+    "created_at": "created_at",
+    "traceparent": "traceparent",
+    "action": "action",
+}
+
+
+def test_every_envelope_field_of_an_aggregate_event_reaches_the_message() -> None:
+    """An option of an aggregate's events (a field of `Event`, its envelope) is written into
+    the event document and reaches the message; a field without its option here fails,
+    naming it."""
+    missing = sorted(set(Event.model_fields) - set(ENVELOPE))
+    assert missing == [], f"give Event's {missing} their event document option in ENVELOPE"
+    given = {field: SAMPLES[option][0] for field, option in ENVELOPE.items() if field != "action"}
+    event = TicketClosed.model_validate(given)
+    message = to_message(
+        outbox_record(aggregate_event_document(event, source=Ticket.source(), ttl_seconds=60))
+    )
+    for field, option in ENVELOPE.items():
+        shown = SAMPLES[option][1]
+        assert shown is not None
+        expected = event.action if field == "action" else READ_AS.get(option, given[field])
+        assert shown(message) == expected, field

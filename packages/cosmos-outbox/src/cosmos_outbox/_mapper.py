@@ -79,8 +79,9 @@ FORMAT = 2
 #: the envelope is in the properties); a message without it is of format 1 (the body holds the
 #: envelope too).
 FORMAT_PROPERTY = "outboxFormat"
-#: The fields of an event that are its envelope, not its data (the `Event` model's names).
-ENVELOPE_FIELDS: set[str] = {"id", "aggregate_id", "version", "created_at", "traceparent", "action"}
+#: The fields of an event that are its envelope, not its data: the `Event` model's own (an
+#: option added to it is in the envelope, never in an event's body).
+ENVELOPE_FIELDS: set[str] = set(Event.model_fields)
 #: The envelope's names in the data of a format 1 event (and `<aggregateType>Id`).
 _FORMAT_1_ENVELOPE = frozenset({"id", "version", "createdAt", "traceparent", "action"})
 #: JSON text of a body: compact, UTF-8 as is, no cycle check (a body is a tree). NaN and the

@@ -1,13 +1,15 @@
 """The sync API's write path: thin shells that run the async one (`unit_of_work`, `service`,
 `transaction`) over sync adapters (`cosmos_outbox._sync_bridge.run_sync`). No logic here: each
-method calls its coroutine and runs it to its end in the caller's thread."""
+method calls its coroutine and runs it to its end in the caller's thread. A shell's method is
+the async method itself where it can be (`_passed`: one that does no I/O; `_ran`: a coroutine,
+run to its end), so its parameters are written once, in the async API: an option added there is
+the sync API's too."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, Generic, TypeAlias, TypeVar, cast
-
-from pydantic import BaseModel
+import functools
+from collections.abc import Callable, Coroutine
+from typing import Any, Concatenate, Generic, ParamSpec, TypeAlias, TypeVar, cast
 
 from cosmos_outbox._callables import refuse_async
 from cosmos_outbox._domain import Aggregate
@@ -19,12 +21,40 @@ from cosmos_outbox._write.scope import Uncommitted
 from cosmos_outbox._write.service import Versioned
 
 A = TypeVar("A", bound="Aggregate")
+P = ParamSpec("P")
+R = TypeVar("R")
 
 __all__ = ["AggregateService", "Repository", "Runner", "Transaction", "UnitOfWork"]
 
 #: What runs a coroutine to its end: `run_sync` (the default: over sync adapters, in the
 #: caller's thread), or a test's runner on an event loop (to drive async adapters the same way).
 Runner: TypeAlias = Callable[[Coroutine[Any, Any, Any]], Any]
+
+
+def _passed(method: Callable[Concatenate[Any, P], R]) -> Callable[Concatenate[Any, P], R]:
+    """A shell's method that does no I/O: the async API's `method`, called on the shell's
+    `core` (its name, parameters and docstring)."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def passed(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return cast(R, getattr(self.core, name)(*args, **kwargs))
+
+    return passed
+
+
+def _ran(
+    method: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[Any, P], R]:
+    """A shell's method that does I/O: the async API's coroutine `method`, on the shell's
+    `core`, run to its end by the shell's runner."""
+    name = method.__name__
+
+    @functools.wraps(method)
+    def ran(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        return cast(R, self._run(getattr(self.core, name)(*args, **kwargs)))
+
+    return ran
 
 
 class Repository(Generic[A]):
@@ -73,32 +103,16 @@ class UnitOfWork(Uncommitted):
             self._repositories[kind] = Repository(self.core.repository(kind), run=self._run)
         return cast(Repository[A], self._repositories[kind])
 
-    def remember(self, record: IdempotencyRecord) -> None:
-        """Write an Idempotency-Key's record in the batch of its aggregate at the next commit
-        (`cosmos_outbox.aio.UnitOfWork.remember`)."""
-        self.core.remember(record)
+    remember = _passed(unit_of_work.UnitOfWork.remember)
+    commit = _ran(unit_of_work.UnitOfWork.commit)
+    recorded = _ran(unit_of_work.UnitOfWork.recorded)
+    rollback = _passed(unit_of_work.UnitOfWork.rollback)
+    ping = _ran(unit_of_work.UnitOfWork.ping)
 
     def claim(self, record: IdempotencyRecord) -> None:
         """Deprecated (removed in 0.5): `remember`."""
         deprecated("UnitOfWork.claim", "UnitOfWork.remember")
         self.remember(record)
-
-    def commit(self, *, traceparent: str | None = None) -> None:
-        """Write the tracked changes, one transactional batch per aggregate
-        (`cosmos_outbox.aio.UnitOfWork.commit`)."""
-        self._run(self.core.commit(traceparent=traceparent))
-
-    def recorded(self, aggregate_id: str, record_id: str) -> IdempotencyRecord | None:
-        return cast(
-            IdempotencyRecord | None, self._run(self.core.recorded(aggregate_id, record_id))
-        )
-
-    def rollback(self) -> None:
-        """Forget every uncommitted change."""
-        self.core.rollback()
-
-    def ping(self) -> None:
-        self._run(self.core.ping())
 
 
 class AggregateService(Generic[A]):
@@ -174,7 +188,8 @@ class AggregateService(Generic[A]):
 class Transaction(Uncommitted):
     """A transaction on one partition of the outbox's container: your own documents and the
     events you publish, committed in one transactional batch (`cosmos_outbox.aio.Transaction`
-    says how). Used as `with`: leaving the block forgets what was not committed.
+    says how; its methods are these, those that do I/O run to their end here). Used as
+    `with`: leaving the block forgets what was not committed.
 
         with outbox.transaction(customer_id, entity="booking") as tx:
             tx.upsert(booking)
@@ -190,78 +205,19 @@ class Transaction(Uncommitted):
     def partition_key(self) -> str:
         return self.core.partition_key
 
-    def create(self, document: Mapping[str, Any] | BaseModel) -> None:
-        """Create a document (the commit fails, AlreadyExistsError, if its id is taken)."""
-        self.core.create(document)
+    create = _passed(transaction.Transaction.create)
+    upsert = _passed(transaction.Transaction.upsert)
+    replace = _passed(transaction.Transaction.replace)
+    patch = _passed(transaction.Transaction.patch)
+    delete = _passed(transaction.Transaction.delete)
+    read = _ran(transaction.Transaction.read)
+    publish = _passed(transaction.Transaction.publish)
+    replay = _ran(transaction.Transaction.replay)
+    remember = _passed(transaction.Transaction.remember)
+    commit = _ran(transaction.Transaction.commit)
+    rollback = _passed(transaction.Transaction.rollback)
 
-    def upsert(self, document: Mapping[str, Any] | BaseModel) -> None:
-        """Create or replace a document."""
-        self.core.upsert(document)
-
-    def replace(
-        self, document: Mapping[str, Any] | BaseModel, *, if_match: str | None = None
-    ) -> None:
-        """Replace a document if its etag is still `if_match` (else the whole batch fails)."""
-        self.core.replace(document, if_match=if_match)
-
-    def patch(
-        self,
-        document_id: str,
-        operations: Sequence[Mapping[str, Any]],
-        *,
-        if_match: str | None = None,
-    ) -> None:
-        """Change parts of a document (Cosmos DB's patch operations)."""
-        self.core.patch(document_id, operations, if_match=if_match)
-
-    def delete(self, document_id: str, *, if_match: str | None = None) -> None:
-        """Delete a document (NotFoundError at the commit when missing)."""
-        self.core.delete(document_id, if_match=if_match)
-
-    def read(self, document_id: str) -> dict[str, Any] | None:
-        """A document of this partition as stored now (with its `_etag`), or None."""
-        return cast(dict[str, Any] | None, self._run(self.core.read(document_id)))
-
-    def publish(
-        self,
-        event: str | BaseModel,
-        data: Mapping[str, Any] | BaseModel | None = None,
-        *,
-        subject: str | None = None,
-        properties: Mapping[str, str | int] | None = None,
-    ) -> str:
-        """Publish an event with the commit (`cosmos_outbox.aio.Transaction.publish`); its id."""
-        return self.core.publish(event, data, subject=subject, properties=properties)
-
-    def replay(
-        self, key: str, *, request: Mapping[str, Any] | str, scope: str = ""
-    ) -> transaction.Committed | None:
-        """The answer the first request with this Idempotency-Key recorded, or None for a new
-        key: call it before your own checks (`cosmos_outbox.aio.Transaction.replay`)."""
-        return cast(
-            transaction.Committed | None,
-            self._run(self.core.replay(key, request=request, scope=scope)),
-        )
-
-    def remember(
-        self, key: str, *, request: Mapping[str, Any] | str, answer: Any = None, scope: str = ""
-    ) -> None:
-        """Record this request's Idempotency-Key and its answer with the commit
-        (`cosmos_outbox.aio.Transaction.remember`)."""
-        self.core.remember(key, request=request, answer=answer, scope=scope)
-
-    def claim(
-        self, key: str, *, request: Mapping[str, Any] | str, answer: Any = None, scope: str = ""
-    ) -> None:
+    def claim(self, key: str, *, request: Any, answer: Any = None, scope: str = "") -> None:
         """Deprecated (removed in 0.5): `remember`."""
         deprecated("Transaction.claim", "Transaction.remember")
         self.remember(key, request=request, answer=answer, scope=scope)
-
-    def commit(self) -> transaction.Committed:
-        """Write it all in one transactional batch (`cosmos_outbox.aio.Transaction.commit`);
-        with nothing staged, no round trip and an empty `Committed`."""
-        return cast(transaction.Committed, self._run(self.core.commit()))
-
-    def rollback(self) -> None:
-        """Forget what was staged and not committed."""
-        self.core.rollback()

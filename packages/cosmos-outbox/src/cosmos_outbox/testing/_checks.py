@@ -62,7 +62,7 @@ __all__ = [
 ]
 
 #: The fields every event has (not a change of the aggregate).
-ENVELOPE = frozenset({"id", "aggregate_id", "version", "created_at", "traceparent", "action"})
+ENVELOPE = frozenset(ENVELOPE_FIELDS)
 #: The fields every aggregate keeps itself.
 _BOOKKEEPING = frozenset({"id", "version"})
 _STRINGS = ("Ada", "A", "ada@example.com", "ABC", "1", "2026-01-02", "a-1")
