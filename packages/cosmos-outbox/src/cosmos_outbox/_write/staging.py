@@ -3,8 +3,8 @@ staging (a part of `cosmos_outbox._write.transaction.Transaction`, its base).
 
 - your document operations (`create`, `upsert`, `replace`, `patch`, `delete`: each checked
   when it is staged, its top level copied), in the order you staged them;
-- the events published (id and document: made when published; the commit gives each its number
-  and time);
+- the events published (their documents, made when published: the commit gives each its number
+  and time; and their ids, in the same order);
 - the Idempotency-Key remembered and the answer to record with it;
 - at most how many bytes the documents and the events add to the batch (`_bytes`; the key's
   record apart, `_key_bytes`), in the SDK's JSON (`cosmos_outbox._write.batch`): the limit is
@@ -36,7 +36,8 @@ class Staging:
 
     partition_key: str
     _operations: list[BatchOperation]
-    _events: list[tuple[str, dict[str, Any]]]
+    _events: list[dict[str, Any]]
+    _event_ids: list[str]
     #: The Idempotency-Key remembered, if any, and the answer recorded with it.
     _key: IdempotencyKey[Any] | None = None
     _answer: Any = None
@@ -52,7 +53,8 @@ class Staging:
         """Forget what was staged and not committed (leaving a transaction's block after its
         commit finds nothing to forget: no new lists then)."""
         if self._operations or self._events or self._key is not None:
-            self._operations, self._events, self._key, self._bytes = [], [], None, 0
+            self._operations, self._events, self._event_ids = [], [], []
+            self._key, self._bytes = None, 0
 
     def _document(self, document: Mapping[str, Any] | BaseModel) -> dict[str, Any]:
         """A document of yours as staged: a copy of its top level, in this partition, with a

@@ -141,6 +141,8 @@ class Transaction(Staging, Uncommitted):
         self._sequences = sequences
         self._operations = []
         self._events = []
+        self._event_ids = []
+        self._stream = (entity, session_id)
         #: At most how many bytes an outbox document of this transaction (an event, the
         #: sequence, the key's record) holds besides its own body, type and subject.
         # (`envelope_at_most` of them, written out: once per transaction, in a third of the time)
@@ -192,23 +194,21 @@ class Transaction(Staging, Uncommitted):
         )
         event_id = new_id()
         self._events.append(
-            (
-                event_id,
-                event_document(
-                    event_id=event_id,
-                    partition_key=self.partition_key,
-                    aggregate_type=self.entity,
-                    aggregate_id=self.session_id,
-                    source=self.source,
-                    action=action,
-                    body=text,
-                    ttl=self._event_ttl,
-                    traceparent=self.traceparent,
-                    subject=subject,
-                    properties=own_text,
-                ),
+            event_document(
+                event_id=event_id,
+                partition_key=self.partition_key,
+                aggregate_type=self.entity,
+                aggregate_id=self.session_id,
+                source=self.source,
+                action=action,
+                body=text,
+                ttl=self._event_ttl,
+                traceparent=self.traceparent,
+                subject=subject,
+                properties=own_text,
             )
         )
+        self._event_ids.append(event_id)
         return event_id
 
     def _own_properties(self, properties: Mapping[str, str | int]) -> str:
@@ -288,8 +288,7 @@ class Transaction(Staging, Uncommitted):
         operations, events, key = self._operations, self._events, self._key
         if not operations and not events and key is None:
             return Committed()
-        stream = (self.entity, self.session_id)
-        sequences = self._sequences
+        stream, sequences = self._stream, self._sequences
         known = sequences.get(stream) if events else None
         for _attempt in range(_ATTEMPTS):
             batch = self._batch(known)
@@ -307,11 +306,13 @@ class Transaction(Staging, Uncommitted):
                     raise
                 self.rollback()
                 return replayed
-            self._operations, self._events, self._key, self._bytes = [], [], None, 0
+            event_ids = self._event_ids
+            self._operations, self._events, self._event_ids = [], [], []
+            self._key, self._bytes = None, 0
             head = batch.head
             if head is not None and (etag := etags[head]) is not None:
                 sequences.put(stream, ((known[0] if known else 0) + len(events), etag))
-            return Committed(etags[: len(operations)], [event_id for event_id, _ in events])
+            return Committed(etags[: len(operations)], event_ids)
         raise PreconditionFailedError(
             f"the sequence of {self.entity} {self.session_id} kept moving: too many racing "
             "transactions; retry",
@@ -327,11 +328,9 @@ class Transaction(Staging, Uncommitted):
         bound = self._bytes
         if events:
             last = known[0] if known else 0
-            creates = numbered([document for _, document in events], last, utc_text())
+            creates = numbered(events, last, utc_text())
             head = head_operation(
-                sequence_document(
-                    self.partition_key, (self.entity, self.session_id), last, len(events)
-                ),
+                sequence_document(self.partition_key, self._stream, last, len(events)),
                 known[1] if known else None,
             )
             bound += self._envelope
