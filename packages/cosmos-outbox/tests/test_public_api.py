@@ -1,8 +1,9 @@
 """The public API is what it says: the root holds the outbox's names (at most 10: the other
 parts have namespaces of their own), lazily (importing the package imports nothing else); every
 module is `_private` or lists its public names in `__all__`, each of which exists; the async API
-mirrors the sync one's names; nothing in the library imports in a cycle, at import time or at all (type-only and
-deferred imports included: a circle of those still ties its modules into one room)."""
+mirrors the sync one's names; nothing in the library imports in a cycle, at import time or at
+all (type-only and deferred imports included: a circle of those still ties its modules into one
+room)."""
 
 from __future__ import annotations
 

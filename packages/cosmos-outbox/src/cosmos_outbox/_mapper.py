@@ -17,7 +17,7 @@ settings and the ports import them at a cold start). An aggregate's partition is
 The event document (format 2):
 
     {"id": <event id>, "partitionKey": <partition>, "type": "domainEvent",
-     "aggregateType": "order", "aggregateId": <aggregate or session id>, "source": "/orders",
+     "aggregateType": "order", "aggregateId": <aggregate id | session id>, "source": "/orders",
      "action": "OrderPlaced", "version": 3, "createdAt": "2026-11-24T21:47:02.123456+00:00",
      "traceparent": "00-...", "body": "{\"customerName\":\"Ada\",\"totalCents\":1200}",
      "subject"?: ..., "properties"?: "{\"tenant\":\"t1\"}", "dataschema"?: ..., "ttl": 864000}
@@ -124,7 +124,7 @@ def event_document(
     subject: str | None = None,
     properties: str | None = None,
 ) -> dict[str, Any]:
-    """One event's document. `body` and `properties` are JSON text (`body_text`). A session's
+    """One event's document. `body` and `properties` are JSON text (`body_text`). A transaction's
     event is written before its commit gives it its number and time (`stamp`)."""
     document = {
         "id": event_id,
@@ -148,7 +148,7 @@ def event_document(
 
 
 def stamp(document: dict[str, Any], version: int, created_at: str) -> None:
-    """A session's event given its number in the session's sequence and its time, at commit."""
+    """A transaction's event given its number in its sequence and its time, at commit."""
     document["version"], document["createdAt"] = version, created_at
 
 
@@ -483,7 +483,7 @@ def _checked(
 
 
 def _own_properties(value: object, aggregate_type: str) -> dict[str, str | int]:
-    """An event's application properties of the app's own (a session's event may carry some):
+    """An event's application properties of the app's own (a transaction's event may carry some):
     string names, string or integer values, none of the outbox's names."""
     if value is None:
         return {}

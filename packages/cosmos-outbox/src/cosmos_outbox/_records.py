@@ -62,9 +62,9 @@ class OutboxRecord:
     created_at: datetime | None = None
     traceparent: str | None = None
     dataschema: str | None = None
-    #: application properties of the message of the app's own (a session's event may set some)
+    #: application properties of the message of the app's own (a transaction's event may set some)
     properties: Mapping[str, str | int] = field(default_factory=dict)
-    #: the message's Subject when not the action (a session's event may set one)
+    #: the message's Subject when not the action (a transaction's event may set one)
     subject: str | None = None
     document: Mapping[str, Any] = field(default_factory=dict, repr=False)
     #: the message format: 2, the body the app's data and the envelope in properties; 1, the
