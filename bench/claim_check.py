@@ -39,14 +39,14 @@ def documents(n: int, size: int = MB) -> list[dict[str, Any]]:
     with in_memory() as world:
         outbox = Outbox(services=lambda: world.services)
         for _ in range(n):
-            with outbox.session(aggregate, entity="manuscript") as session:
-                session.publish("ManuscriptRevised", {"text": "x" * (size - 250)})
-                session.commit()
+            with outbox.transaction(aggregate, entity="manuscript") as tx:
+                tx.publish("ManuscriptRevised", {"text": "x" * (size - 250)})
+                tx.commit()
         return list(world.store.of_type(EVENT_TYPE))
 
 
 def measure(base: Path, events: int = 10, rounds: int = 3) -> dict[str, Any]:
-    logging.getLogger("application.relay").setLevel(logging.WARNING)
+    logging.getLogger("cosmos_outbox.relay").setLevel(logging.WARNING)
     logging.getLogger("cosmos_outbox").setLevel(logging.WARNING)
     services = LocalServices(workdir=base)
     try:

@@ -135,10 +135,10 @@ async def dual(req: func.HttpRequest) -> func.HttpResponse:
 async def with_outbox(req: func.HttpRequest) -> func.HttpResponse:
     customer = str(uuid.uuid4())
     booking = _booking(customer)
-    async with outbox.session(customer, entity="customer") as session:
-        session.create(booking)
-        session.publish("SeatsBooked", {"bookingId": booking["id"], "seats": 2})
-        await session.commit()
+    async with outbox.transaction(customer, entity="customer") as tx:
+        tx.create(booking)
+        tx.publish("SeatsBooked", {"bookingId": booking["id"], "seats": 2})
+        await tx.commit()
     return _created(booking)
 
 

@@ -161,7 +161,7 @@ def _cpu_us_per_event(fn: Callable[[], object], invocations: int) -> float:
 
 def measure(rounds: int = 9, invocations: int = 30) -> dict[str, Any]:
     """Relay CPU per event (telemetry on and off) and the SDK's floor, in alternating rounds."""
-    logging.getLogger("application.relay").setLevel(logging.WARNING)
+    logging.getLogger("cosmos_outbox.relay").setLevel(logging.WARNING)
     docs = documents()
     assert len(docs) == EVENTS_PER_INVOCATION
     records = [r for r in read_feed(docs) if isinstance(r, OutboxRecord)]

@@ -67,11 +67,11 @@ def _services(store: Any) -> Services:
 async def _aio_commit(outbox: AsyncOutbox) -> None:
     """The benchmark's commit, `aio`: a new customer's booking and the event of it."""
     customer = f"customer-{uuid.uuid4()}"
-    async with outbox.session(customer, entity="booking") as session:
+    async with outbox.transaction(customer, entity="booking") as tx:
         booking = _booking(customer)
-        session.create(booking)
-        session.publish("BookingConfirmed", {"reference": booking["id"], "seats": 2})
-        await session.commit()
+        tx.create(booking)
+        tx.publish("BookingConfirmed", {"reference": booking["id"], "seats": 2})
+        await tx.commit()
 
 
 def _floor_batch(
@@ -158,17 +158,17 @@ def measure(stack: Stack, *, n: int = 600) -> dict[str, Any]:
 
     def sync_session() -> None:
         customer = f"customer-{uuid.uuid4()}"
-        with outbox.session(customer, entity="booking") as session:
+        with outbox.transaction(customer, entity="booking") as tx:
             booking = _booking(customer)
-            session.create(booking)
-            session.publish("BookingConfirmed", {"reference": booking["id"], "seats": 2})
-            session.commit()
+            tx.create(booking)
+            tx.publish("BookingConfirmed", {"reference": booking["id"], "seats": 2})
+            tx.commit()
 
     first = f"customer-{uuid.uuid4()}"
-    with outbox.session(first, entity="booking") as session:
-        session.create(_booking(first))
-        session.publish("BookingConfirmed", {"reference": "b", "seats": 2})
-        session.commit()
+    with outbox.transaction(first, entity="booking") as tx:
+        tx.create(_booking(first))
+        tx.publish("BookingConfirmed", {"reference": "b", "seats": 2})
+        tx.commit()
     batch = _floor_batch(written_by(first))
     batch3 = _floor_batch(written_by(first), with_sequence=True)
 

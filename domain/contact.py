@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from cosmos_outbox import Aggregate, Event
+from cosmos_outbox.aggregates import Aggregate, Event
 from domain.errors import ContactDeletedError
 from domain.values import DESCRIPTION, EMAIL, Company, Description, EmailAddress, Name
 

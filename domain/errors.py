@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cosmos_outbox import DomainError
+from cosmos_outbox.aggregates import DomainError
 
 
 class ContactDeletedError(DomainError):

@@ -24,7 +24,7 @@ from pydantic.alias_generators import to_camel
 from pydantic.json_schema import JsonSchemaValue
 from pydantic.networks import import_email_validator, validate_email
 
-from cosmos_outbox import Text
+from cosmos_outbox.aggregates import Text
 
 #: The text rules, for a value checked before it is typed (the length is the type's).
 _TEXT_RULES = Text(max_length=254, required=False)

@@ -18,8 +18,15 @@ from typing import TYPE_CHECKING, Any
 from application.contacts.commands import CreateContact, PatchContact, patch_of, update_body
 from application.contacts.ports import ContactList
 from application.contacts.views import ContactPage, ContactView
-from cosmos_outbox import HttpCall, Outbox, PathParameter, Reply
-from cosmos_outbox.http import AggregateRoutes, TokenCodec, next_token
+from cosmos_outbox import Outbox
+from cosmos_outbox.http import (
+    AggregateRoutes,
+    HttpCall,
+    PathParameter,
+    Reply,
+    TokenCodec,
+    next_token,
+)
 from cosmos_outbox.ports import Page
 from domain.contact import Contact
 

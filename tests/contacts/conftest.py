@@ -13,7 +13,8 @@ import pytest
 from azure.functions.decorators.function_app import Function
 
 from application.contacts.ports import ContactList
-from cosmos_outbox import Outbox, UnitOfWork
+from cosmos_outbox import Outbox
+from cosmos_outbox.aggregates import UnitOfWork
 from cosmos_outbox.http import TokenCodec
 from cosmos_outbox.testing import FunctionClient, in_memory
 from domain.contact import Contact

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 
-from cosmos_outbox import Aggregate, Event
+from cosmos_outbox.aggregates import Aggregate, Event
 
 
 class Manuscript(Aggregate):

@@ -4,7 +4,8 @@ relayed from it (no publisher): the stack's Functions host relays."""
 
 from __future__ import annotations
 
-from cosmos_outbox import Aggregate, Outbox, Services
+from cosmos_outbox import Outbox, Services
+from cosmos_outbox.aggregates import Aggregate
 from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.ports import MessagePublisher
 from cosmos_outbox.settings import OutboxSettings

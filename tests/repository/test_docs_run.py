@@ -195,11 +195,15 @@ EXAMPLE_APPS = sorted(p.parent for p in ROOT.glob("examples/*/function_app.py"))
 
 @pytest.mark.parametrize("app", EXAMPLE_APPS, ids=lambda p: p.name)
 def test_an_example_imports_only_the_root_and_the_test_kit(app: Path) -> None:
-    """An example is written against the one-screen API: `cosmos_outbox`, its async twin
-    `cosmos_outbox.aio`, and `cosmos_outbox.testing` (its tests)."""
+    """An example is written against the namespaces an app learns (README "The package's
+    shape"): the outbox's (`cosmos_outbox`, its async twin `cosmos_outbox.aio`), the building
+    blocks' (`cosmos_outbox.aggregates`, `cosmos_outbox.http`) and the test kit
+    (`cosmos_outbox.testing`, its tests)."""
     allowed = {
         "cosmos_outbox",
         "cosmos_outbox.aio",
+        "cosmos_outbox.aggregates",
+        "cosmos_outbox.http",
         "cosmos_outbox.testing",
         "cosmos_outbox.testing.contracts",
     }

@@ -1,5 +1,5 @@
 """The Concerts HTTP API: a FastAPI app of the team's own, its documents (a concert, its tickets)
-kept in one partition per concert, written through the outbox's transactional session so that
+kept in one partition per concert, written through the outbox's transaction so that
 each change and the event that tells of it commit together.
 
 - `POST /api/concerts` `{name, capacity}`: 201, the concert; publishes `ConcertAnnounced`;
@@ -60,10 +60,10 @@ async def announce(body: NewConcert) -> dict[str, Any]:
         "capacity": body.capacity,
         "sold": 0,
     }
-    session = outbox.session(concert_id, entity="concert")
-    session.create(concert)
-    session.publish("ConcertAnnounced", {"name": body.name, "capacity": body.capacity})
-    await session.commit()
+    tx = outbox.transaction(concert_id, entity="concert")
+    tx.create(concert)
+    tx.publish("ConcertAnnounced", {"name": body.name, "capacity": body.capacity})
+    await tx.commit()
     return concert_view(concert)
 
 
@@ -95,14 +95,14 @@ async def buy(
             "status": "sold",
         }
         sold = [{"op": "incr", "path": "/sold", "value": order.quantity}]
-        session = outbox.session(concert_id, entity="concert")
-        session.patch(concert_id, sold, if_match=concert["_etag"])
-        session.create(ticket)
-        session.publish("TicketsSold", {"ticketId": ticket["id"], "quantity": order.quantity})
+        tx = outbox.transaction(concert_id, entity="concert")
+        tx.patch(concert_id, sold, if_match=concert["_etag"])
+        tx.create(ticket)
+        tx.publish("TicketsSold", {"ticketId": ticket["id"], "quantity": order.quantity})
         if idempotency_key:
-            session.claim(idempotency_key, request=order.model_dump(), answer=ticket_view(ticket))
+            tx.remember(idempotency_key, request=order.model_dump(), answer=ticket_view(ticket))
         try:
-            committed = await session.commit()
+            committed = await tx.commit()
         except PreconditionFailedError:
             continue  # another purchase changed the concert first: read it again
         return committed.answer if committed.replayed else ticket_view(ticket)

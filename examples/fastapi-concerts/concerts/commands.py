@@ -1,7 +1,7 @@
 """Commands from a Service Bus queue: `RefundTicket` `{concertId, ticketId}`. The queue has
 sessions, and a command's SessionId is its concert's id: the commands of one concert are handled
 one at a time, in the order they were sent (commands of other concerts in parallel), so two
-refunds of one concert never race. The outbox's session writes the refund and `TicketRefunded`
+refunds of one concert never race. The outbox's transaction writes the refund and `TicketRefunded`
 in one batch; a command that fails is retried, then dead-lettered."""
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ async def handle_command(message: func.ServiceBusMessage) -> None:
         return
     unsold = [{"op": "incr", "path": "/sold", "value": -ticket["quantity"]}]
     refunded = {**ticket, "status": "refunded"}
-    session = outbox.session(concert_id, entity="concert")
-    session.replace(refunded, if_match=ticket["_etag"])
-    session.patch(concert_id, unsold)
-    session.publish("TicketRefunded", {"ticketId": ticket_id, "quantity": ticket["quantity"]})
-    await session.commit()
+    tx = outbox.transaction(concert_id, entity="concert")
+    tx.replace(refunded, if_match=ticket["_etag"])
+    tx.patch(concert_id, unsold)
+    tx.publish("TicketRefunded", {"ticketId": ticket_id, "quantity": ticket["quantity"]})
+    await tx.commit()

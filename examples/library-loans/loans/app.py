@@ -55,9 +55,9 @@ async def borrow(
     member_id: str, body: Borrow, idempotency_key: Annotated[str | None, Header()] = None
 ) -> dict[str, Any]:
     for _ in range(ATTEMPTS):
-        session = outbox.session(member_id, entity="member")
+        tx = outbox.transaction(member_id, entity="member")
         if idempotency_key:  # first: a retry gets the first answer, whatever the quota says now
-            replayed = await session.replay(idempotency_key, request=body.model_dump())
+            replayed = await tx.replay(idempotency_key, request=body.model_dump())
             if replayed is not None:
                 first: dict[str, Any] = replayed.answer
                 return first
@@ -74,18 +74,18 @@ async def borrow(
         }
         counted = {"id": "quota", "memberId": member_id, "type": "quota", "open": 1}
         if quota is None:
-            session.create(counted)
+            tx.create(counted)
         else:
             counted = {**plain(quota), "open": quota["open"] + 1}
-            session.replace(counted, if_match=quota["_etag"])
-        session.create(loan)
-        session.publish(
+            tx.replace(counted, if_match=quota["_etag"])
+        tx.create(loan)
+        tx.publish(
             "BookBorrowed", {"loanId": loan["id"], "bookId": body.bookId, "dueAt": loan["dueAt"]}
         )
         if idempotency_key:
-            session.claim(idempotency_key, request=body.model_dump(), answer=loan_view(loan))
+            tx.remember(idempotency_key, request=body.model_dump(), answer=loan_view(loan))
         try:
-            committed = await session.commit()
+            committed = await tx.commit()
         except (PreconditionFailedError, AlreadyExistsError):
             continue  # another borrow changed the quota first: read it again
         return committed.answer if committed.replayed else loan_view(loan)

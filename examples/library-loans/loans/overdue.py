@@ -22,10 +22,10 @@ OVERDUE = "SELECT * FROM c WHERE c.status = 'open' AND c.dueAt < @now"
 async def mark_overdue(timer: func.TimerRequest) -> None:
     now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     for loan in await query(OVERDUE, [{"name": "@now", "value": now}]):
-        session = outbox.session(loan["memberId"], entity="member")
-        session.replace({**plain(loan), "status": "overdue"}, if_match=loan["_etag"])
-        session.publish("LoanOverdue", {"loanId": loan["id"], "dueAt": loan["dueAt"]})
+        tx = outbox.transaction(loan["memberId"], entity="member")
+        tx.replace({**plain(loan), "status": "overdue"}, if_match=loan["_etag"])
+        tx.publish("LoanOverdue", {"loanId": loan["id"], "dueAt": loan["dueAt"]})
         try:
-            await session.commit()
+            await tx.commit()
         except PreconditionFailedError:
             logger.info("loan %s changed since it was read: left as it is", loan["id"])

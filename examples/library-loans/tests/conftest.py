@@ -1,6 +1,6 @@
 """The app on cosmos-outbox's in-memory services, its functions called in-process as the host
 would (the FastAPI app through `func.AsgiFunctionApp`'s function, as in Azure): its writes
-through the session, its own SQL queries through the store, both served by the test kit."""
+through the transaction, its own SQL queries through the store, both served by the test kit."""
 
 from __future__ import annotations
 

@@ -8,7 +8,8 @@
 
 from __future__ import annotations
 
-from cosmos_outbox import AggregateRoutes, Outbox, RequestModel
+from cosmos_outbox import Outbox
+from cosmos_outbox.http import AggregateRoutes, RequestModel
 from orders.domain import Cents, CustomerName, Order
 
 

@@ -7,7 +7,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictInt
 
-from cosmos_outbox import Aggregate, DomainError, Event, Text
+from cosmos_outbox.aggregates import Aggregate, DomainError, Event, Text
 
 CustomerName = Annotated[str, Text(max_length=100)]
 #: Cents, a JSON integer (not a string of digits, not a boolean): 0 up to 10 billion.

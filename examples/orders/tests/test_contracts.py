@@ -7,11 +7,10 @@ import pytest
 
 from cosmos_outbox.testing.contracts import (
     AggregateExample,
-    IdempotencyContract,
     InMemoryStoreWorld,
     QuarantineContract,
     StoreWorld,
-    UnitOfWorkContract,
+    WritePathContract,
     examples,
 )
 from orders.domain import Order
@@ -24,15 +23,9 @@ ORDER = AggregateExample(
 )
 
 
-class TestInMemoryUnitOfWork(UnitOfWorkContract):
-    example = examples(ORDER)
+class TestInMemoryWritePath(WritePathContract):
+    """The write path's suite: the order's changes, and transactions, on the store."""
 
-    @pytest.fixture
-    def world(self) -> StoreWorld:
-        return InMemoryStoreWorld()
-
-
-class TestInMemoryIdempotency(IdempotencyContract):
     example = examples(ORDER)
 
     @pytest.fixture

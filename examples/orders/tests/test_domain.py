@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from cosmos_outbox import DomainError
+from cosmos_outbox.aggregates import DomainError
 from orders.domain import Order, OrderCancelled, OrderPlaced
 
 

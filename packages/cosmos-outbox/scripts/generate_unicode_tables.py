@@ -1,5 +1,5 @@
-"""Writes src/cosmos_outbox/_text/_unicode_tables.py: the Unicode data the text rules of
-`cosmos_outbox._text` need.
+"""Writes src/cosmos_outbox/text/_unicode_tables.py: the Unicode data the text rules of
+`cosmos_outbox.text` need.
 
     python packages/cosmos-outbox/scripts/generate_unicode_tables.py [--check]
 
@@ -25,9 +25,9 @@ import regex
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from cosmos_outbox._text._rules import CharClass, classify  # noqa: E402
+from cosmos_outbox.text._rules import CharClass, classify  # noqa: E402
 
-TARGET = ROOT / "src" / "cosmos_outbox" / "_text" / "_unicode_tables.py"
+TARGET = ROOT / "src" / "cosmos_outbox" / "text" / "_unicode_tables.py"
 
 _PROPERTIES = {
     "JOINING": r"[\p{Joining_Type=Dual_Joining}\p{Joining_Type=Left_Joining}"
@@ -90,7 +90,7 @@ def source() -> str:
     assert starts <= classes[CharClass.VISIBLE]
     assert virama <= classes[CharClass.MARK]
     assert not props["EXTENDED_PICTOGRAPHIC"] & (props["JOINING_TRANSPARENT"] | props["JOINING"])
-    header = f'''"""Unicode data for the text rules of `cosmos_outbox._text`. GENERATED: do not
+    header = f'''"""Unicode data for the text rules of `cosmos_outbox.text`. GENERATED: do not
 edit; run packages/cosmos-outbox/scripts/generate_unicode_tables.py.
 
 From this Python's `unicodedata` (Unicode {unicodedata.unidata_version}: categories, combining

@@ -18,13 +18,13 @@ from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage
 from tickets import Ticket
 
-from cosmos_outbox._documents import event_documents, read_feed
+from cosmos_outbox._mapper import event_documents, read_feed
 from cosmos_outbox._quarantine import Quarantine
-from cosmos_outbox._relay.relay import Relay, RelayReport
-from cosmos_outbox._relay.telemetry import RelayTelemetry
+from cosmos_outbox._relay.forwarding import Relay, RelayReport
 from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
+from cosmos_outbox.telemetry import RelayTelemetry
 from cosmos_outbox.testing import InMemoryStore
 from cosmos_outbox.testing.contracts import EventLoop, StoreWorld
 

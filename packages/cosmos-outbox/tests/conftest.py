@@ -30,8 +30,8 @@ from funcstack_external import FUNCSTACK_VARIABLE, external_services
 from tickets import Ticket, ticket_routes
 
 from cosmos_outbox import Outbox
-from cosmos_outbox._documents import read_feed
-from cosmos_outbox._relay.relay import RelayReport
+from cosmos_outbox._mapper import read_feed
+from cosmos_outbox._relay.forwarding import RelayReport
 from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox.testing import FunctionClient, InMemory, in_memory
 from cosmos_outbox.testing.contracts import EventLoop

@@ -39,15 +39,10 @@ from azure_stack import (
 )
 from tickets import TICKET
 
-from cosmos_outbox._documents import read_feed
+from cosmos_outbox._mapper import QUARANTINE_NOTICE_SUBJECT, notice_id, payload_name, read_feed
 from cosmos_outbox._quarantine import Quarantine
-from cosmos_outbox._records import (
-    QUARANTINE_NOTICE_SUBJECT,
-    OutboxRecord,
-    notice_id,
-    payload_name,
-)
-from cosmos_outbox._relay.relay import Relay
+from cosmos_outbox._records import OutboxRecord
+from cosmos_outbox._relay.forwarding import Relay
 from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox.blob import BlobPayloadStore
 from cosmos_outbox.blob.aio import BlobPayloadStore as AsyncBlobPayloadStore
@@ -62,7 +57,6 @@ from cosmos_outbox.testing.contracts import (
     BacklogEstimatorContract,
     BacklogWorld,
     EventLoop,
-    IdempotencyContract,
     PayloadStoreContract,
     PayloadWorld,
     PublisherContract,
@@ -70,8 +64,7 @@ from cosmos_outbox.testing.contracts import (
     QuarantineContract,
     QueryContract,
     Received,
-    SessionContract,
-    UnitOfWorkContract,
+    WritePathContract,
     examples,
 )
 
@@ -84,20 +77,12 @@ pytestmark = pytest.mark.integration
 # -- Cosmos DB ---------------------------------------------------------------------------------
 
 
-class TestCosmosUnitOfWork(OnCosmos, UnitOfWorkContract):
-    example = examples(TICKET)
-
-
-class TestCosmosIdempotency(OnCosmos, IdempotencyContract):
+class TestCosmosWritePath(OnCosmos, WritePathContract):
     example = examples(TICKET)
 
 
 class TestCosmosQuarantine(OnCosmos, QuarantineContract):
     example = examples(TICKET)
-
-
-class TestCosmosSession(OnCosmos, SessionContract):
-    pass
 
 
 #: Where funcstack's Cosmos DB endpoint (its query engine, @vercel/cosmosdb-server's) answers

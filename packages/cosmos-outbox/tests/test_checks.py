@@ -20,9 +20,8 @@ from tickets import (
     Title,
 )
 
-from cosmos_outbox import Aggregate, Event
 from cosmos_outbox._outbox import Outbox
-from cosmos_outbox._text import Text
+from cosmos_outbox.aggregates import Aggregate, Event
 from cosmos_outbox.http._models import RequestModel
 from cosmos_outbox.testing import (
     FunctionClient,
@@ -33,6 +32,7 @@ from cosmos_outbox.testing import (
     check_text_schemas,
     in_memory,
 )
+from cosmos_outbox.text import Text
 
 
 def openapi(world: TicketWorld) -> dict[str, Any]:

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from conftest import TicketWorld
 
-from cosmos_outbox._documents import EVENT_TYPE
-from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT, OutboxMessage
+from cosmos_outbox._mapper import EVENT_TYPE, QUARANTINE_NOTICE_SUBJECT
+from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox.errors import PayloadNotFoundError, PayloadStoreError
 from cosmos_outbox.servicebus._messages import application_properties
 from cosmos_outbox.subscriber import UnreadableEventError, from_message
@@ -157,7 +157,7 @@ def test_an_offloaded_event_is_logged_with_its_size_and_reference(
 ) -> None:
     world = TicketWorld(max_batch_bytes=LIMIT)
     _, docs = history(world, [0, 10_000])
-    with caplog.at_level(logging.INFO, logger="application.relay"):
+    with caplog.at_level(logging.INFO, logger="cosmos_outbox.relay"):
         relay(world, docs)
     [line] = [r for r in caplog.records if "offloaded event" in r.getMessage()]
     assert line.__dict__["outbox.event_id"] == docs[1]["id"]

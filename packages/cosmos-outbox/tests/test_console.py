@@ -24,10 +24,10 @@ from conftest import TicketWorld, body, problem
 
 from cosmos_outbox import Outbox
 from cosmos_outbox._console.identity import PRINCIPAL_HEADER, principal_of
-from cosmos_outbox._documents import EVENT_TYPE
 from cosmos_outbox._relay.backlog_history import KEPT_READINGS, BacklogHistory
 from cosmos_outbox._sync_bridge import as_async, run_sync
 from cosmos_outbox.aio import Outbox as AsyncOutbox
+from cosmos_outbox.documents import EVENT_TYPE
 from cosmos_outbox.http import operation_of
 from cosmos_outbox.testing import FunctionClient, InMemoryStore, in_memory
 
@@ -193,7 +193,7 @@ def test_every_action_is_audited_with_who_did_it(
     poison: tuple[TicketWorld, list[str]], caplog: pytest.LogCaptureFixture
 ) -> None:
     world, (first, second) = poison
-    caplog.set_level(logging.WARNING, logger="application.admin")
+    caplog.set_level(logging.WARNING, logger="cosmos_outbox.operators")
     world.client.request("POST", f"outbox/console/quarantine/{first}/replay", headers=signed_in())
     world.client.request(
         "DELETE",

@@ -1,6 +1,7 @@
 """The test kit's fakes held to the package's contract suites, through the sync API and through
 the async one on an event loop (the Cosmos DB, Blob Storage and Service Bus adapters are held
-to the same suites in test_azure_adapters.py): the store's suites, the payload store's, the
+to the same suites in test_azure_adapters.py): the store's suites (the write path's, the
+quarantine's, the queries'), the payload store's, the
 message publisher's (`FakePublisher`) and the backlog estimator's
 (`InMemoryBacklogEstimator`)."""
 
@@ -17,7 +18,6 @@ from cosmos_outbox.testing.contracts import (
     BacklogWorld,
     EventLoop,
     FakePublisherWorld,
-    IdempotencyContract,
     InMemoryBacklogWorld,
     InMemoryPayloadWorld,
     InMemoryStoreWorld,
@@ -27,9 +27,8 @@ from cosmos_outbox.testing.contracts import (
     PublisherWorld,
     QuarantineContract,
     QueryContract,
-    SessionContract,
     StoreWorld,
-    UnitOfWorkContract,
+    WritePathContract,
     examples,
 )
 
@@ -62,11 +61,7 @@ class InMemory:
         return InMemoryStoreWorld() if request.param == "sync" else AsyncInMemoryStoreWorld(loop)
 
 
-class TestInMemoryUnitOfWork(InMemory, UnitOfWorkContract):
-    example = examples(TICKET)
-
-
-class TestInMemoryIdempotency(InMemory, IdempotencyContract):
+class TestInMemoryWritePath(InMemory, WritePathContract):
     example = examples(TICKET)
 
 
@@ -78,10 +73,6 @@ class TestInMemoryPayloadStore(PayloadStoreContract):
     @pytest.fixture
     def world(self) -> PayloadWorld:
         return InMemoryPayloadWorld()
-
-
-class TestInMemorySession(InMemory, SessionContract):
-    pass
 
 
 class TestInMemoryQueries(InMemory, QueryContract):

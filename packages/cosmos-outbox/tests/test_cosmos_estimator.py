@@ -32,16 +32,16 @@ from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 from azure_stack import DATABASE, TOPIC, CosmosWorld
 from tickets import Ticket
 
-from cosmos_outbox._idempotency import Answer, Claim
 from cosmos_outbox._relay.backlog import Backlog, report_backlog
-from cosmos_outbox._relay.telemetry import RelayTelemetry
 from cosmos_outbox._sync_bridge import as_async, run_sync
+from cosmos_outbox._write.idempotency import Answer, IdempotencyKey
 from cosmos_outbox.cosmos import CosmosBacklogEstimator
 from cosmos_outbox.cosmos._client import client_options
 from cosmos_outbox.cosmos._estimator import latest_lsn
 from cosmos_outbox.cosmos.aio import CosmosBacklogEstimator as AsyncCosmosBacklogEstimator
 from cosmos_outbox.errors import StoreUnavailableError
 from cosmos_outbox.ports import LeaseBacklog
+from cosmos_outbox.telemetry import RelayTelemetry
 from cosmos_outbox.testing.contracts import EventLoop
 from funcstack import LocalStack
 from funcstack.pytest_plugin import HostedApp
@@ -212,14 +212,14 @@ def test_a_change_that_raised_no_event_is_not_pending(
     transaction of its own: it is no event to relay, and the backlog does not count it."""
     monitored = funcstack_services.container_client(DATABASE, fresh)
     service = CosmosWorld(monitored, ttl=TTL).service(Ticket)
-    claim = Claim[Ticket](
+    key = IdempotencyKey[Ticket](
         scope="PATCH tickets/{id}",
-        key="no-op",
+        value="no-op",
         fingerprint="f",
         answer=lambda t: Answer(200, {"version": t.version}),
     )
     created = service.create(Ticket.open("Printer on fire"))
-    service.change_idempotent(created.aggregate.id, lambda t: None, claim=claim)
+    service.change_idempotent(created.aggregate.id, lambda t: None, key=key)
     changes = list(monitored.query_items_change_feed(start_time="Beginning"))
     assert sorted(c["type"] for c in changes) == ["domainEvent", "idempotencyRecord", "ticket"]
     assert len({c["_lsn"] for c in changes}) == 2  # two transactions, one with an event

@@ -10,7 +10,7 @@ import pytest
 from azure_stack import OnCosmos
 from tickets import TICKET
 
-from cosmos_outbox.testing.contracts import QuarantineContract, SessionContract, examples
+from cosmos_outbox.testing.contracts import QuarantineContract, TransactionContract, examples
 
 pytestmark = pytest.mark.integration
 
@@ -21,7 +21,7 @@ def fresh(fresh_on_apps_own_key: str) -> str:
     return fresh_on_apps_own_key
 
 
-class TestCosmosSessionOnTheAppsOwnKey(OnCosmos, SessionContract):
+class TestCosmosTransactionOnTheAppsOwnKey(OnCosmos, TransactionContract):
     pass
 
 

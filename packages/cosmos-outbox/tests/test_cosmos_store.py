@@ -13,7 +13,7 @@ import pytest
 from azure_stack import DATABASE, cosmos_world
 from tickets import Ticket
 
-from cosmos_outbox._documents import EVENT_TYPE
+from cosmos_outbox._mapper import EVENT_TYPE
 from cosmos_outbox.cosmos import query_page
 from cosmos_outbox.testing.contracts import EventLoop
 from cosmos_outbox.testing.contracts._worlds import events_of, saved

@@ -14,7 +14,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tickets import Ticket, TicketClosed, TicketOpened, TicketRetitled
 
-from cosmos_outbox import Aggregate, Event
 from cosmos_outbox._domain import (
     AGGREGATES,
     EVENTS,
@@ -22,6 +21,7 @@ from cosmos_outbox._domain import (
     new_id,
     utc_text,
 )
+from cosmos_outbox.aggregates import Aggregate, Event
 
 
 def test_the_catalogue_holds_every_bound_event_class_by_its_aggregate_and_action() -> None:

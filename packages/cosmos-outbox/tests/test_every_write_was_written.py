@@ -23,9 +23,10 @@ import azure.functions as func
 import pytest
 from conftest import body, problem
 
-from cosmos_outbox import Aggregate, Event, Outbox, Services
-from cosmos_outbox._documents import EVENT_TYPE, IDEMPOTENCY_TYPE
-from cosmos_outbox._event_document import envelope_and_data
+from cosmos_outbox import Outbox, Services
+from cosmos_outbox._mapper import EVENT_TYPE, envelope_and_data
+from cosmos_outbox._write.idempotency import IDEMPOTENCY_TYPE
+from cosmos_outbox.aggregates import Aggregate, Event
 from cosmos_outbox.aio import Outbox as AsyncOutbox
 from cosmos_outbox.http import HttpApi, HttpCall, PathParameter, Reply
 from cosmos_outbox.http._models import RequestModel, view_of

@@ -51,7 +51,7 @@ DATA = {
 
 
 def _not_relaying() -> MessagePublisher:
-    raise AssertionError("the session only writes; the hosted relay sends")
+    raise AssertionError("the transaction only writes; the hosted relay sends")
 
 
 def test_a_body_with_date_like_strings_reaches_the_topic_byte_for_byte(
@@ -65,11 +65,11 @@ def test_a_body_with_date_like_strings_reaches_the_topic_byte_for_byte(
     store = CosmosDocumentStore(funcstack_services.container_client(DATABASE, fresh))
     with (
         outbox.override(Services(store=store, publisher=_not_relaying, token_secret="t")),
-        outbox.session(member, entity="member") as session,
+        outbox.transaction(member, entity="member") as tx,
     ):
-        session.publish("LoanDue", DATA, properties={"branch": "2019-01-01T00:00:01.000Z"})
+        tx.publish("LoanDue", DATA, properties={"branch": "2019-01-01T00:00:01.000Z"})
         committed_at = datetime.now().astimezone()
-        session.commit()
+        tx.commit()
     funcstack_app(RELAY_APP, settings={"COSMOS_CONTAINER": fresh, "COSMOS_LEASE_CONTAINER": leases})
     [message] = received(funcstack_services, {member}, 1)
     assert (
@@ -103,10 +103,10 @@ def test_a_relay_without_its_payload_container_refuses_to_start_and_says_why(
     store = CosmosDocumentStore(funcstack_services.container_client(DATABASE, fresh))
     with (
         outbox.override(Services(store=store, publisher=_not_relaying, token_secret="t")),
-        outbox.session(member, entity="member") as session,
+        outbox.transaction(member, entity="member") as tx,
     ):
-        session.publish("LoanDue", {"loanId": "small"})
-        session.commit()
+        tx.publish("LoanDue", {"loanId": "small"})
+        tx.commit()
     relay = funcstack_app(
         RELAY_APP,
         settings={
@@ -141,11 +141,11 @@ def test_an_apps_own_trigger_beside_the_relay_starves_neither(
     store = CosmosDocumentStore(funcstack_services.container_client(DATABASE, fresh))
     with (
         outbox.override(Services(store=store, publisher=_not_relaying, token_secret="t")),
-        outbox.session(member, entity="member") as session,
+        outbox.transaction(member, entity="member") as tx,
     ):
         for n in range(3):
-            session.publish("LoanDue", {"loanId": f"loan-{n}"})
-        committed = session.commit()
+            tx.publish("LoanDue", {"loanId": f"loan-{n}"})
+        committed = tx.commit()
     own = tmp_path / "own-trigger.txt"
     app = funcstack_app(
         RELAY_APP,

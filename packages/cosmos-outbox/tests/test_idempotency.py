@@ -17,15 +17,17 @@ from hypothesis import given
 from hypothesis import strategies as st
 from tickets import OpenTicket, Ticket, TicketView
 
-from cosmos_outbox._documents import (
-    EVENT_TYPE,
-    IDEMPOTENCY_TYPE,
-    idempotency_document,
-    idempotency_record,
-    read_feed,
-)
-from cosmos_outbox._idempotency import Answer, IdempotencyRecord, derived_id, record_id
+from cosmos_outbox._mapper import EVENT_TYPE, read_feed
 from cosmos_outbox._records import NotAnEvent
+from cosmos_outbox._write.idempotency import (
+    IDEMPOTENCY_TYPE,
+    Answer,
+    IdempotencyRecord,
+    derived_id,
+    idempotency_record,
+    record_document,
+    record_id,
+)
 from cosmos_outbox.errors import StoreUnavailableError
 from cosmos_outbox.http._idempotency_key import KEY_PATTERN, parse_key, request_fingerprint, scope
 from cosmos_outbox.http._problems import HttpProblemError
@@ -174,7 +176,7 @@ def test_a_record_round_trips_through_its_document_and_is_no_event() -> None:
         request="POST tickets",
         answer=Answer(201, {"id": "t1", "title": "Zoë"}, "/api/tickets/t1"),
     )
-    document = idempotency_document(record, ttl_seconds=86400)
+    document = record_document(record, ttl_seconds=86400)
     assert (document["type"], document["partitionKey"], document["ttl"]) == (
         IDEMPOTENCY_TYPE,
         "t1",

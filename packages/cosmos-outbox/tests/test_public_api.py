@@ -1,8 +1,9 @@
-"""The public API is what it says: the root re-exports what an app uses (one screen: at most 25
-names), lazily (importing the package imports nothing else); every module is `_private` or
-lists its public names in `__all__`, each of which exists; the async API mirrors the sync one's
-names; nothing in the library imports in a cycle, at import time or at all (type-only and
-deferred imports included: a circle of those still ties its modules into one room)."""
+"""The public API is what it says: the root holds the outbox's names (at most 10: the other
+parts have namespaces of their own), lazily (importing the package imports nothing else); every
+module is `_private` or lists its public names in `__all__`, each of which exists; the async API
+mirrors the sync one's names; nothing in the library imports in a cycle, at import time or at
+all (type-only and deferred imports included: a circle of those still ties its modules into one
+room)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pytest
 
 import cosmos_outbox
 import cosmos_outbox.aio
+from cosmos_outbox.testing import in_memory
 
 SOURCE = Path(cosmos_outbox.__file__).parent
 
@@ -31,8 +33,10 @@ def public_modules() -> list[str]:
     )
 
 
-def test_the_root_holds_one_screen_of_names_each_of_which_is_there() -> None:
-    assert len(cosmos_outbox.__all__) <= 25, cosmos_outbox.__all__
+def test_the_root_holds_the_outboxs_names_each_of_which_is_there() -> None:
+    """A team that writes its documents and relays their events learns `cosmos_outbox` alone
+    (README "The package's shape"): 10 names, 25 in 0.3."""
+    assert len(cosmos_outbox.__all__) <= 10, cosmos_outbox.__all__
     for name in cosmos_outbox.__all__:
         assert getattr(cosmos_outbox, name) is not None, name
     assert sorted(dir(cosmos_outbox)) == sorted(cosmos_outbox.__all__)
@@ -47,7 +51,7 @@ def test_importing_the_package_imports_nothing_more_until_a_name_is_used() -> No
     loaded = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout.strip()
-    assert loaded == "['cosmos_outbox']"
+    assert loaded == "['cosmos_outbox', 'cosmos_outbox._lazy']"  # and the lazy names' helper
 
 
 @pytest.mark.parametrize("module", public_modules())
@@ -117,21 +121,30 @@ def test_every_public_class_and_function_has_one_public_name() -> None:
 
 
 def test_a_renamed_name_still_works_for_a_release_and_warns_naming_its_replacement() -> None:
+    """0.4's renames ("session" is Service Bus's word; the Idempotency-Key is remembered, the
+    claim check keeps "claim"): the old names work until 0.5 and warn, naming the new one. The
+    names 0.3 renamed are gone, as its CHANGELOG said."""
+    import cosmos_outbox.aio
     import cosmos_outbox.cosmos
-    import cosmos_outbox.cosmos.aio
-    import cosmos_outbox.subscriber.aio
+    import cosmos_outbox.testing.contracts
 
-    with pytest.warns(
-        DeprecationWarning,
-        match=r"use cosmos_outbox\.cosmos\.aio\."
-        r"CosmosDocumentStore",
-    ):
-        old = cosmos_outbox.cosmos.AsyncCosmosDocumentStore
-    assert old is cosmos_outbox.cosmos.aio.CosmosDocumentStore
-    with pytest.warns(DeprecationWarning, match="cosmos_outbox.subscriber.aio.Projector"):
-        assert cosmos_outbox.aio.Projector is cosmos_outbox.subscriber.aio.Projector
-    with pytest.raises(AttributeError):
-        cosmos_outbox.cosmos.NoSuchName  # noqa: B018
+    with pytest.warns(DeprecationWarning, match=r"use cosmos_outbox\.Transaction"):
+        assert cosmos_outbox.Session is cosmos_outbox.Transaction
+    with pytest.warns(DeprecationWarning, match=r"use cosmos_outbox\.aio\.Transaction"):
+        assert cosmos_outbox.aio.Session is cosmos_outbox.aio.Transaction
+    with pytest.warns(DeprecationWarning, match="TransactionContract"):
+        assert (
+            cosmos_outbox.testing.contracts.SessionContract
+            is cosmos_outbox.testing.contracts.TransactionContract
+        )
+    outbox = cosmos_outbox.Outbox()
+    with in_memory(outbox), pytest.warns(DeprecationWarning, match="Outbox.transaction"):
+        tx = outbox.session("c-1", entity="customer")
+    with pytest.warns(DeprecationWarning, match="Transaction.remember"):
+        tx.claim("k", request={"a": 1})
+    for gone in ("AsyncCosmosDocumentStore", "NoSuchName"):
+        with pytest.raises(AttributeError):
+            getattr(cosmos_outbox.cosmos, gone)
 
 
 def _top_level_imports(path: Path, module: str) -> set[str]:

@@ -1,4 +1,4 @@
-"""A queue-triggered function on the outbox's transactional session, as an app writes one (the
+"""A queue-triggered function on the outbox's transaction, as an app writes one (the
 README's "From queue, Service Bus and timer triggers"), sync (`cosmos_outbox.Outbox`) and async
 (`cosmos_outbox.aio.Outbox`), called in-process with the test kit's `queue_message` through
 `FunctionClient.invoke`: the message's document and its event are committed together; a commit
@@ -52,12 +52,10 @@ sync_app = func.FunctionApp()
 )
 def import_booking(msg: func.QueueMessage) -> None:
     command = ImportBooking.model_validate_json(msg.get_body())
-    with sync_outbox.session(command.customer_id, entity="customer") as session:
-        session.create(booking(command, msg))
-        session.publish(
-            "BookingImported", {"bookingId": command.booking_id, "seats": command.seats}
-        )
-        session.commit()  # raises: the host retries the message, then poisons it
+    with sync_outbox.transaction(command.customer_id, entity="customer") as tx:
+        tx.create(booking(command, msg))
+        tx.publish("BookingImported", {"bookingId": command.booking_id, "seats": command.seats})
+        tx.commit()  # raises: the host retries the message, then poisons it
 
 
 async_outbox = AsyncOutbox()
@@ -69,12 +67,10 @@ async_app = func.FunctionApp()
 )
 async def import_booking_async(msg: func.QueueMessage) -> None:
     command = ImportBooking.model_validate_json(msg.get_body())
-    async with async_outbox.session(command.customer_id, entity="customer") as session:
-        session.create(booking(command, msg))
-        session.publish(
-            "BookingImported", {"bookingId": command.booking_id, "seats": command.seats}
-        )
-        await session.commit()
+    async with async_outbox.transaction(command.customer_id, entity="customer") as tx:
+        tx.create(booking(command, msg))
+        tx.publish("BookingImported", {"bookingId": command.booking_id, "seats": command.seats})
+        await tx.commit()
 
 
 class World:

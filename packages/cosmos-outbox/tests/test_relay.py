@@ -15,22 +15,20 @@ from pydantic import ValidationError
 from tickets import Ticket
 
 from cosmos_outbox._domain import Event, new_id
-from cosmos_outbox._event_document import (
+from cosmos_outbox._mapper import (
+    QUARANTINE_NOTICE_SUBJECT,
+    StoredFields,
     aggregate_event_document,
     document_created_at,
     envelope_and_data,
+    notice_id,
+    plain_fields,
     read_feed,
 )
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, Quarantine
-from cosmos_outbox._records import (
-    QUARANTINE_NOTICE_SUBJECT,
-    StoredFields,
-    notice_id,
-    plain_fields,
-)
-from cosmos_outbox._relay.relay import Relay, RelayReport
-from cosmos_outbox._relay.telemetry import RelayTelemetry
+from cosmos_outbox._relay.forwarding import Relay, RelayReport
 from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox.telemetry import RelayTelemetry
 from cosmos_outbox.testing import FakePublisher, InMemoryStore
 
 #: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
@@ -423,7 +421,7 @@ def test_the_relay_and_its_batch_builder_talk_through_a_small_interface() -> Non
     import ast
     import inspect
 
-    from cosmos_outbox._relay import relay
+    from cosmos_outbox._relay import forwarding as relay
 
     tree = ast.parse(inspect.getsource(relay))
     classes = {node.name: node for node in tree.body if isinstance(node, ast.ClassDef)}

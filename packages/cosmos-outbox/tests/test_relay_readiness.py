@@ -15,7 +15,7 @@ import pytest
 from conftest import TicketWorld, body
 from tickets import Ticket
 
-from cosmos_outbox._event_document import aggregate_event_document
+from cosmos_outbox._mapper import aggregate_event_document
 from cosmos_outbox.errors import RelayNotReadyError
 from cosmos_outbox.ports import MessageBatch
 from cosmos_outbox.testing import FakePublisher, timer_request
@@ -46,7 +46,7 @@ def test_a_relay_without_its_payload_container_refuses_to_start_and_says_why(
     world.memory.payloads.exists = False
     small = _stored(world)  # not even a small event goes before the relay can run
     with (
-        caplog.at_level(logging.ERROR, "application.relay"),
+        caplog.at_level(logging.ERROR, "cosmos_outbox.relay"),
         pytest.raises(RelayNotReadyError, match="payload container outbox-payloads"),
     ):
         world.relay(small)
@@ -115,7 +115,7 @@ def test_before_any_event_the_backlog_timer_says_what_the_relay_cannot_do(
     (`outbox_backlog`, every minute) checks what the relay needs until it is found."""
     world = TicketWorld()
     world.memory.payloads.exists = False
-    with caplog.at_level(logging.ERROR, "application.relay"):
+    with caplog.at_level(logging.ERROR, "cosmos_outbox.relay"):
         world.client.invoke("outbox_backlog", timer_request())
     [line] = [r.getMessage() for r in caplog.records if "relay not ready" in r.getMessage()]
     assert "payload container outbox-payloads does not exist" in line
@@ -129,7 +129,7 @@ def test_before_any_event_the_backlog_timer_says_what_the_relay_cannot_do(
     assert _status(world)["relayBlocked"] is None
     assert body(world.client.request("GET", "health")) == {"status": "healthy"}
     caplog.clear()
-    with caplog.at_level(logging.INFO, "application.relay"):
+    with caplog.at_level(logging.INFO, "cosmos_outbox.relay"):
         world.client.invoke("outbox_backlog", timer_request())  # ready: not asked again
     assert not [r for r in caplog.records if "payload container" in r.getMessage()]
 

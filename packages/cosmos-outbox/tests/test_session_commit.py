@@ -1,4 +1,4 @@
-"""A session's commit with nothing staged makes no round trip (the store is never called: a
+"""A transaction's commit with nothing staged makes no round trip (the store is never called: a
 failure armed for its next batch is still armed after it), sync and async."""
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ def test_an_empty_commit_makes_no_round_trip() -> None:
     outbox = Outbox()
     with in_memory(outbox) as memory:
         memory.store.fail_next = StoreUnavailableError("down")
-        with outbox.session("c-1", entity="customer") as session:
-            committed = session.commit()
+        with outbox.transaction("c-1", entity="customer") as tx:
+            committed = tx.commit()
         assert (tuple(committed.etags), tuple(committed.events)) == ((), ())
         assert memory.store.batches == 0 and memory.store.fail_next is not None
 
@@ -25,8 +25,8 @@ def test_an_empty_async_commit_makes_no_round_trip() -> None:
     outbox = AsyncOutbox()
 
     async def commit() -> None:
-        async with outbox.session("c-1", entity="customer") as session:
-            committed = await session.commit()
+        async with outbox.transaction("c-1", entity="customer") as tx:
+            committed = await tx.commit()
         assert (tuple(committed.etags), tuple(committed.events)) == ((), ())
 
     with in_memory(outbox) as memory:

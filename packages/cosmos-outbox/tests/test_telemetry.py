@@ -16,12 +16,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind
 from test_relay import TRACE, history
 
-from cosmos_outbox._documents import read_feed
+from cosmos_outbox import telemetry as names
+from cosmos_outbox._mapper import read_feed
 from cosmos_outbox._quarantine import Quarantine
-from cosmos_outbox._relay import telemetry as names
-from cosmos_outbox._relay.relay import Relay
-from cosmos_outbox._relay.telemetry import RelayTelemetry
+from cosmos_outbox._relay.forwarding import Relay
 from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox.telemetry import RelayTelemetry
 from cosmos_outbox.testing import FakePublisher, InMemoryStore
 
 TOPIC = "ticket-events"
@@ -152,7 +152,10 @@ def test_a_send_failure_counts_a_failure_sends_nothing_and_logs_the_lag(
     docs = history(3)
     publisher = FakePublisher(fail_on_send=1)
     relay = Relay(publisher, Quarantine(InMemoryStore()), otel.recorder)
-    with caplog.at_level(logging.INFO, logger="application.relay"), pytest.raises(ConnectionError):
+    with (
+        caplog.at_level(logging.INFO, logger="cosmos_outbox.relay"),
+        pytest.raises(ConnectionError),
+    ):
         run_sync(relay.relay(read_feed(docs)))
     [failure] = otel.points(names.RELAY_FAILURES)
     assert failure.value == 1
@@ -183,7 +186,7 @@ def test_a_quarantined_event_increments_its_counter(otel: Telemetry) -> None:
 def test_a_successful_invocation_logs_its_fields(
     otel: Telemetry, caplog: pytest.LogCaptureFixture
 ) -> None:
-    with caplog.at_level(logging.INFO, logger="application.relay"):
+    with caplog.at_level(logging.INFO, logger="cosmos_outbox.relay"):
         run_sync(relaying(FakePublisher(), otel).relay(read_feed(history(1))))
     [record] = [r for r in caplog.records if r.getMessage().startswith("relay invocation")]
     assert record.levelno == logging.INFO

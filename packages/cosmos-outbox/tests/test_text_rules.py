@@ -1,4 +1,4 @@
-"""The text rules of `cosmos_outbox._text`, against Unicode's own data: the generated tables are
+"""The text rules of `cosmos_outbox.text`, against Unicode's own data: the generated tables are
 what the
 generator makes; generated strings of each kind of character get the verdict the rules give
 that kind (the oracle here is the `regex` module's Unicode properties and `unicodedata`, not the
@@ -20,7 +20,7 @@ import regex
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from cosmos_outbox._text._rules import (
+from cosmos_outbox.text._rules import (
     BLANK_GRAPHICS,
     MARK,
     PLACEHOLDERS,
@@ -32,7 +32,7 @@ from cosmos_outbox._text._rules import (
     text_pattern,
     text_problem,
 )
-from cosmos_outbox._text._unicode_tables import UNICODE_VERSION
+from cosmos_outbox.text._unicode_tables import UNICODE_VERSION
 
 ROOT = Path(__file__).resolve().parents[1]  # the package
 

@@ -13,8 +13,7 @@ from conftest import TicketWorld, body, problem
 from pydantic import StringConstraints, ValidationError
 from tickets import Ticket, TicketView
 
-from cosmos_outbox._documents import EVENT_TYPE
-from cosmos_outbox._records import QUARANTINE_NOTICE_SUBJECT, notice_id
+from cosmos_outbox._mapper import EVENT_TYPE, QUARANTINE_NOTICE_SUBJECT, notice_id
 from cosmos_outbox.http import View
 
 

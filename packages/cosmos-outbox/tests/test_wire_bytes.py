@@ -37,14 +37,14 @@ from azure.servicebus._pyamqp._decode import decode_payload
 from azure.servicebus._pyamqp._encode import encode_payload
 from azure.servicebus._pyamqp.message import BatchMessage
 
-from cosmos_outbox._documents import read_feed
+from cosmos_outbox._mapper import read_feed
 from cosmos_outbox._quarantine import Quarantine
-from cosmos_outbox._relay.relay import Relay
-from cosmos_outbox._relay.telemetry import RelayTelemetry
+from cosmos_outbox._relay.forwarding import Relay
 from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox.ports import MessageBatch, MessagePublisher
 from cosmos_outbox.servicebus._messages import ServiceBusBatch
 from cosmos_outbox.settings import LegacyEvents
+from cosmos_outbox.telemetry import RelayTelemetry
 from cosmos_outbox.testing import InMemoryStore
 
 #: How the Contacts app (the library's first user) reads the events it stored before event

@@ -11,18 +11,9 @@ from typing import Annotated
 import azure.functions as func
 from pydantic import ConfigDict, StringConstraints
 
-from cosmos_outbox import (
-    Aggregate,
-    AggregateRoutes,
-    DomainError,
-    Event,
-    Outbox,
-    RequestModel,
-    Services,
-    Text,
-    view_of,
-)
-from cosmos_outbox.http import omit_null_defaults
+from cosmos_outbox import Outbox, Services
+from cosmos_outbox.aggregates import Aggregate, DomainError, Event, Text
+from cosmos_outbox.http import AggregateRoutes, RequestModel, omit_null_defaults, view_of
 from cosmos_outbox.testing.contracts import AggregateExample
 
 Title = Annotated[str, Text(max_length=80)]

@@ -218,7 +218,7 @@ def test_discard_needs_a_reason_deletes_the_record_and_writes_an_audit_line(
     assert problem(discard(api, ids[1]), 400)["errors"][0]["field"] == "reason"
     assert problem(discard(api, ids[1], reason="  "), 400)["errors"][0]["field"] == "reason"
     assert problem(discard(api, ids[1], reason="a\x00b"), 400)["errors"][0]["field"] == "reason"
-    with caplog.at_level(logging.INFO, logger="application.admin"):
+    with caplog.at_level(logging.INFO, logger="cosmos_outbox.operators"):
         reply = discard(api, ids[1], reason="customer asked; re-entered by hand")
     assert reply.status_code == 204
     assert body(listing(api))["items"] == []

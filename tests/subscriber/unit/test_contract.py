@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
-from cosmos_outbox import Event
+from cosmos_outbox.aggregates import Event
 from cosmos_outbox.testing import EVENTS
 from domain.contact import Contact
 

@@ -66,7 +66,7 @@ def utc_text(nanoseconds: int | None = None) -> str:
     """The instant `nanoseconds` after the epoch (now when not given) as `datetime.isoformat()`
     writes it in UTC (`2026-11-23T21:26:05.123456+00:00`; no fraction on a whole second), in
     under half its time: the text up to the second is made once a second. The time of every
-    event a session writes."""
+    event a transaction writes."""
     global _SECOND
     if nanoseconds is None:
         nanoseconds = time.time_ns()

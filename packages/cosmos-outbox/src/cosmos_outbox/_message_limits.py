@@ -1,5 +1,5 @@
 """Service Bus's limits on one message that no retry can change (the Service Bus quotas page;
-the same on the Standard and Premium tiers), held in one place: the session refuses at
+the same on the Standard and Premium tiers), held in one place: a transaction refuses at
 `publish` an event that could never be sent, and the relay sets aside (quarantines, with the
 reason) a stored event that breaks one, instead of failing its batch on every retry.
 
@@ -10,7 +10,7 @@ reason) a stored event that breaks one, instead of failing its batch on every re
 The message's whole size (256 KB on Standard, up to 100 MB on Premium) depends on the entity
 and is the publisher's to tell: an event too large for it goes by claim check.
 
-Pure: no I/O, no SDK import (the session imports it on the hot path).
+Pure: no I/O, no SDK import (a transaction imports it on the hot path).
 """
 
 from __future__ import annotations

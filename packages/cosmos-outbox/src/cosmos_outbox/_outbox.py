@@ -36,12 +36,13 @@ from cosmos_outbox._blueprints.relay_functions import relay_blueprint
 from cosmos_outbox._console.identity import OPERATOR_ROLE
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._records import LegacyEvents
-from cosmos_outbox._service import AggregateService as AsyncAggregateService
-from cosmos_outbox._session import Session as AsyncSession
-from cosmos_outbox._sync import AggregateService, Session, UnitOfWork
+from cosmos_outbox._renamed import deprecated
 from cosmos_outbox._sync_bridge import run_sync
-from cosmos_outbox._unit_of_work import UnitOfWork as AsyncUnitOfWork
 from cosmos_outbox._wiring import Services, Wiring, services_from_settings
+from cosmos_outbox._write.service import AggregateService as AsyncAggregateService
+from cosmos_outbox._write.sync import AggregateService, Transaction, UnitOfWork
+from cosmos_outbox._write.transaction import Transaction as AsyncTransaction
+from cosmos_outbox._write.unit_of_work import UnitOfWork as AsyncUnitOfWork
 from cosmos_outbox.http._aggregate_routes import AggregateRoutes
 from cosmos_outbox.http._api import HttpApi
 from cosmos_outbox.http._declaration import PathParameter
@@ -251,7 +252,7 @@ class Outbox(OutboxBase):
         """Create, read and change aggregates of `kind` (one of this outbox's aggregates)."""
         return AggregateService(self._core_service(kind))
 
-    def session(
+    def transaction(
         self,
         partition_key: str,
         *,
@@ -259,13 +260,13 @@ class Outbox(OutboxBase):
         session_id: str | None = None,
         source: str | None = None,
         traceparent: str | None = None,
-    ) -> Session:
-        """A transactional session on `partition_key` of the outbox's container: your own
-        documents and the events you publish (about `entity`: their `aggregateType`; their
+    ) -> Transaction:
+        """A transaction on `partition_key` of the outbox's container: your own documents and
+        the events you publish (about `entity`: their `aggregateType`; their Service Bus
         SessionId `session_id`, the partition key unless given; their CloudEvents source
         `source`, `/<entity>s` unless given), committed in one transactional batch."""
-        return Session(
-            self.wiring().session(
+        return Transaction(
+            self.wiring().transaction(
                 partition_key,
                 entity=entity,
                 session_id=session_id,
@@ -274,10 +275,15 @@ class Outbox(OutboxBase):
             )
         )
 
+    def session(self, partition_key: str, **options: Any) -> Transaction:
+        """Deprecated (removed in 0.5): `transaction`."""
+        deprecated("Outbox.session", "Outbox.transaction")
+        return self.transaction(partition_key, **options)
+
     @property
     def store(self) -> DocumentStore:
         """The outbox's container (`cosmos_outbox.ports.DocumentStore`: point reads, documents
-        of a type, a page at a time), for reads of your own that must see what your sessions
+        of a type, a page at a time), for reads of your own that must see what your transactions
         wrote, on Azure and on the test kit's fakes alike."""
         store = self.services().store
         if not isinstance(store, DocumentStore):
@@ -292,7 +298,7 @@ class Outbox(OutboxBase):
 class AsyncOutbox(OutboxBase):
     """`Outbox`, async (`cosmos_outbox.aio.Outbox`): its functions are `async def` ones on the
     worker's event loop, over the SDKs' `aio` clients (one client per process, one Service Bus
-    sender per running invocation, reused); its unit of work, services and sessions are awaited.
+    sender per running invocation, reused); its unit of work, services and transactions are awaited.
     The route helper's `build` / `apply` may be async."""
 
     asynchronous: ClassVar[bool] = True
@@ -304,7 +310,7 @@ class AsyncOutbox(OutboxBase):
     def service(self, kind: type[A]) -> AsyncAggregateService[A]:
         return self._core_service(kind)
 
-    def session(
+    def transaction(
         self,
         partition_key: str,
         *,
@@ -312,9 +318,9 @@ class AsyncOutbox(OutboxBase):
         session_id: str | None = None,
         source: str | None = None,
         traceparent: str | None = None,
-    ) -> AsyncSession:
-        """`async with outbox.session(...) as session:` (see `Outbox.session`)."""
-        return self.wiring().session(
+    ) -> AsyncTransaction:
+        """`async with outbox.transaction(...) as tx:` (see `Outbox.transaction`)."""
+        return self.wiring().transaction(
             partition_key,
             entity=entity,
             session_id=session_id,
@@ -322,10 +328,15 @@ class AsyncOutbox(OutboxBase):
             traceparent=traceparent,
         )
 
+    def session(self, partition_key: str, **options: Any) -> AsyncTransaction:
+        """Deprecated (removed in 0.5): `transaction`."""
+        deprecated("Outbox.session", "Outbox.transaction")
+        return self.transaction(partition_key, **options)
+
     @property
     def store(self) -> AsyncDocumentStore:
         """The outbox's container (`cosmos_outbox.ports.AsyncDocumentStore`), for reads of your
-        own that must see what your sessions wrote (see `Outbox.store`)."""
+        own that must see what your transactions wrote (see `Outbox.store`)."""
         return self.wiring().store
 
     async def ping(self) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from cosmos_outbox._documents import outbox_record, parse_time, unreadable, without_system_keys
+from cosmos_outbox._mapper import outbox_record, parse_time, unreadable, without_system_keys
 from cosmos_outbox._records import LegacyEvents, OutboxRecord, PoisonEventError, Unreadable
 from cosmos_outbox._sync_bridge import as_async
 from cosmos_outbox.errors import NotFoundError

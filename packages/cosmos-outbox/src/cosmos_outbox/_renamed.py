@@ -1,6 +1,7 @@
-"""Public names that were renamed, kept for one release: reading one warns (DeprecationWarning,
-naming its replacement) and gives the replacement. A public module lists its renamed names
-in a table and hands its module `__getattr__` to `renamed`."""
+"""Public names that were renamed, kept for one release: using one warns (DeprecationWarning,
+naming its replacement) and does what its replacement does. A public module lists its renamed
+names in a table and hands its module `__getattr__` to `renamed`; a renamed method calls
+`deprecated` and its replacement."""
 
 from __future__ import annotations
 
@@ -9,7 +10,20 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["renamed"]
+__all__ = ["REMOVED_IN", "deprecated", "renamed"]
+
+#: The release the names renamed in this one are removed in.
+REMOVED_IN = "0.5"
+
+
+def deprecated(old: str, new: str) -> None:
+    """Warn that `old` (a method, a parameter) is deprecated for `new` (DeprecationWarning, at
+    the caller of the deprecated name)."""
+    warnings.warn(
+        f"{old} is deprecated (removed in cosmos-outbox {REMOVED_IN}): use {new}",
+        DeprecationWarning,
+        stacklevel=3,
+    )
 
 
 def renamed(module: str, name: str, table: Mapping[str, str]) -> Any:
@@ -19,7 +33,7 @@ def renamed(module: str, name: str, table: Mapping[str, str]) -> Any:
     if replacement is None:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
     warnings.warn(
-        f"{module}.{name} is deprecated (removed in cosmos-outbox 0.4): use {replacement}",
+        f"{module}.{name} is deprecated (removed in cosmos-outbox {REMOVED_IN}): use {replacement}",
         DeprecationWarning,
         stacklevel=3,
     )

@@ -1,7 +1,7 @@
 """What an outbox runs on and what is built from it, once per process: `Services` (the leaves:
 a document store, a publisher, a payload store, a backlog estimator, the paging tokens' secret,
 the TTLs), their factory from the app settings (`services_from_settings`), and `Wiring` (the
-unit of work, the session, the relay and its telemetry, the quarantine, the operators' use
+unit of work, the transaction, the relay and its telemetry, the quarantine, the operators' use
 cases, the backlog's last hour, the quarantine list's tokens), the same for the sync and the
 async outbox.
 
@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cosmos_outbox._records import LegacyEvents
-from cosmos_outbox._session import Session as AsyncSession
-from cosmos_outbox._session import _Sequences
 from cosmos_outbox._sync_bridge import as_async
-from cosmos_outbox._unit_of_work import UnitOfWork as AsyncUnitOfWork
+from cosmos_outbox._write.streams import Sequences
+from cosmos_outbox._write.transaction import Transaction
+from cosmos_outbox._write.unit_of_work import UnitOfWork
 from cosmos_outbox.http._paging import TokenCodec, derive_key
 from cosmos_outbox.ports import (
     AsyncBacklogEstimator,
@@ -41,10 +41,10 @@ from cosmos_outbox.settings import (
 
 if TYPE_CHECKING:
     from cosmos_outbox._quarantine import Quarantine
+    from cosmos_outbox._relay.forwarding import Relay
     from cosmos_outbox._relay.operator_actions import OutboxOperators
-    from cosmos_outbox._relay.relay import Relay
-    from cosmos_outbox._relay.telemetry import RelayTelemetry
     from cosmos_outbox.settings import OutboxSettings
+    from cosmos_outbox.telemetry import RelayTelemetry
 
 logger = logging.getLogger("cosmos_outbox")
 #: Key-derivation purpose of the quarantine list's tokens (a label, not a secret).
@@ -241,7 +241,7 @@ class Wiring:
         from cosmos_outbox._quarantine import Quarantine
         from cosmos_outbox._relay.backlog_history import BacklogHistory
         from cosmos_outbox._relay.health import RelayHealth
-        from cosmos_outbox._relay.telemetry import RelayTelemetry
+        from cosmos_outbox.telemetry import RelayTelemetry
 
         self.services = services
         self.legacy = legacy
@@ -256,9 +256,9 @@ class Wiring:
         self._lock = threading.Lock()
         self._relay: Relay | None = None
         self._backlog: AsyncBacklogEstimator | None = None
-        self.sequences = _Sequences()
+        self.sequences = Sequences()
 
-    def session(
+    def transaction(
         self,
         partition_key: str,
         *,
@@ -266,8 +266,8 @@ class Wiring:
         session_id: str | None = None,
         source: str | None = None,
         traceparent: str | None = None,
-    ) -> AsyncSession:
-        return AsyncSession(
+    ) -> Transaction:
+        return Transaction(
             self.store,
             partition_key,
             entity=entity,
@@ -279,8 +279,8 @@ class Wiring:
             traceparent=traceparent,
         )
 
-    def unit_of_work(self) -> AsyncUnitOfWork:
-        return AsyncUnitOfWork(
+    def unit_of_work(self) -> UnitOfWork:
+        return UnitOfWork(
             self.store,
             event_ttl_seconds=self.services.event_ttl_seconds,
             idempotency_ttl_seconds=self.services.idempotency_ttl_seconds,
@@ -289,7 +289,7 @@ class Wiring:
     def relay(self) -> Relay:
         with self._lock:
             if self._relay is None:
-                from cosmos_outbox._relay.relay import Relay
+                from cosmos_outbox._relay.forwarding import Relay
 
                 payloads = self.services.payloads()
                 self._relay = Relay(

@@ -59,8 +59,8 @@ class UnrecordedChangeError(OutboxError):
 
 
 class BatchTooLargeError(OutboxError):
-    """A session's transactional batch would exceed Cosmos DB's limits (100 operations, 2 MB):
-    refused before the round trip, nothing written."""
+    """A transactional batch (a transaction's, an aggregate's change) would exceed Cosmos DB's
+    limits (100 operations, 2 MB): refused before the round trip, nothing written."""
 
 
 class AlreadyExistsError(OutboxError):

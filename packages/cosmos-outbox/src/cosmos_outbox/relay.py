@@ -9,19 +9,17 @@ with `Outbox.function_app` or `Outbox.relay_blueprint`."""
 
 from __future__ import annotations
 
-from cosmos_outbox._quarantine import Quarantine
-from cosmos_outbox._records import (
+from cosmos_outbox._mapper import (
     QUARANTINE_NOTICE_SUBJECT,
-    OutboxMessage,
-    OutboxRecord,
-    Unreadable,
     claim_check,
     notice_id,
     quarantine_notice,
     to_message,
 )
-from cosmos_outbox._relay.relay import Relay, RelayReport
-from cosmos_outbox._relay.telemetry import RelayTelemetry
+from cosmos_outbox._quarantine import Quarantine
+from cosmos_outbox._records import OutboxMessage, OutboxRecord, Unreadable
+from cosmos_outbox._relay.forwarding import Relay, RelayReport
+from cosmos_outbox.telemetry import RelayTelemetry
 
 __all__ = [
     "QUARANTINE_NOTICE_SUBJECT",

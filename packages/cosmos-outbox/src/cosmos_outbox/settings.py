@@ -1,16 +1,22 @@
 """The outbox's settings, validated once. Names are the app-setting names (the package README,
 "Settings"). No name of any app is a default: the container and the topic are the app's to
 name; the database defaults to `outbox` and the lease container to `leases` (the Cosmos DB
-trigger's documented default)."""
+trigger's documented default).
+
+Three modules for one idea, for a cold start: this one (public: what indexing needs, the
+trigger settings, and the defaults), `_settings_env` (the settings read from the environment
+with pydantic-settings, 80 ms to import: declared here, imported on first use,
+`cosmos_outbox._lazy`) and `_settings_base` (what both need: the defaults, the error, the trigger
+settings), so that neither of the two imports the other."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from cosmos_outbox._lazy import lazy_exports
 from cosmos_outbox._records import LegacyEvents
 
-# The defaults, the error and the trigger settings (public here; `_settings_base` holds them so
-# that `_settings_env` need not import this module).
+# public here, held by `_settings_base` (`X as X`: re-exported)
 from cosmos_outbox._settings_base import (
     DEFAULT_BACKLOG_ESTIMATE_SCHEDULE as DEFAULT_BACKLOG_ESTIMATE_SCHEDULE,
 )
@@ -51,17 +57,29 @@ from cosmos_outbox._settings_base import (
     load_trigger_settings as load_trigger_settings,
 )
 
-if TYPE_CHECKING:
-    from cosmos_outbox._settings_env import (
-        CosmosSettings,
-        OutboxSettings,
-        PayloadConnection,  # noqa: F401  # public, not in __all__
-        PayloadSettings,
-        load_payload_settings,  # noqa: F401  # public, not in __all__
-        load_settings,
-        read_settings,
-    )
+if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
+    from cosmos_outbox._settings_env import CosmosSettings as CosmosSettings
+    from cosmos_outbox._settings_env import OutboxSettings as OutboxSettings
+    from cosmos_outbox._settings_env import PayloadConnection as PayloadConnection
+    from cosmos_outbox._settings_env import PayloadSettings as PayloadSettings
+    from cosmos_outbox._settings_env import load_payload_settings as load_payload_settings
+    from cosmos_outbox._settings_env import load_settings as load_settings
+    from cosmos_outbox._settings_env import read_settings as read_settings
 
+#: Read from the environment by pydantic-settings, imported on first use: the worker's indexing
+#: of an app needs only the trigger settings, so `import function_app` does not pay for it.
+_EXPORTS = {
+    "CosmosSettings": "cosmos_outbox._settings_env",
+    "OutboxSettings": "cosmos_outbox._settings_env",
+    "PayloadConnection": "cosmos_outbox._settings_env",
+    "PayloadSettings": "cosmos_outbox._settings_env",
+    "load_payload_settings": "cosmos_outbox._settings_env",
+    "load_settings": "cosmos_outbox._settings_env",
+    "read_settings": "cosmos_outbox._settings_env",
+}
+
+#: The public names listed (the `DEFAULT_*` values, `RETIRED_SETTINGS`,
+#: `load_trigger_settings`, `PayloadConnection` and `load_payload_settings` are public too).
 __all__ = [
     "CosmosSettings",
     "LegacyEvents",
@@ -72,25 +90,4 @@ __all__ = [
     "load_settings",
     "read_settings",
 ]
-
-#: Read from the environment by pydantic-settings, imported on first use: the worker's indexing
-#: of an app needs only the trigger settings, so `import function_app` does not pay for it.
-_ON_FIRST_USE = frozenset(
-    {
-        "CosmosSettings",
-        "OutboxSettings",
-        "PayloadConnection",
-        "PayloadSettings",
-        "load_payload_settings",
-        "load_settings",
-        "read_settings",
-    }
-)
-
-
-def __getattr__(name: str) -> Any:
-    if name in _ON_FIRST_USE:
-        from cosmos_outbox import _settings_env
-
-        return getattr(_settings_env, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -1,4 +1,4 @@
-"""A queue-triggered function on the outbox's session, as an app writes one (async), with the
+"""A queue-triggered function on the outbox's transaction, as an app writes one (async), with the
 relay beside it, for the package's test that holds it to a local Functions host, a real Azurite
 queue and the Service Bus topic (test_queue_trigger_hosted.py, through funcstack): each command
 on the queue `%COMMANDS_QUEUE%` books seats and publishes `BookingImported` in one commit; a
@@ -28,8 +28,8 @@ class ImportBooking(BaseModel):
 @app.queue_trigger(arg_name="msg", queue_name="%COMMANDS_QUEUE%", connection="AzureWebJobsStorage")
 async def import_booking(msg: func.QueueMessage) -> None:
     command = ImportBooking.model_validate_json(msg.get_body())  # invalid: raises, retried
-    async with outbox.session(command.customer_id, entity="customer") as session:
-        session.create(
+    async with outbox.transaction(command.customer_id, entity="customer") as tx:
+        tx.create(
             {
                 "id": command.booking_id,
                 "partitionKey": command.customer_id,
@@ -37,7 +37,5 @@ async def import_booking(msg: func.QueueMessage) -> None:
                 "seats": command.seats,
             }
         )
-        session.publish(
-            "BookingImported", {"bookingId": command.booking_id, "seats": command.seats}
-        )
-        await session.commit()  # a failure raises: retried, then poisoned
+        tx.publish("BookingImported", {"bookingId": command.booking_id, "seats": command.seats})
+        await tx.commit()  # a failure raises: retried, then poisoned

@@ -38,7 +38,6 @@ from cosmos_outbox._console.doors import OperatorDoors
 from cosmos_outbox._console.identity import OPERATOR_ROLE
 from cosmos_outbox._quarantine import QuarantinedEvent
 from cosmos_outbox._records import OutboxRecord
-from cosmos_outbox._text import Text
 from cosmos_outbox.http._call import HttpCall, Reply
 from cosmos_outbox.http._declaration import PathParameter, QueryParameter
 from cosmos_outbox.http._models import (
@@ -50,6 +49,7 @@ from cosmos_outbox.http._models import (
 )
 from cosmos_outbox.http._paging import next_token
 from cosmos_outbox.ports import Page
+from cosmos_outbox.text import Text
 
 if TYPE_CHECKING:
     from cosmos_outbox._relay.operator_actions import OutboxStatus

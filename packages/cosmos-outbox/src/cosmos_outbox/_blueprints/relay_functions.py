@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING
 
 import azure.functions as func
 
-from cosmos_outbox._documents import read_feed
-from cosmos_outbox._functions import shell
+from cosmos_outbox._function_shell import shell
+from cosmos_outbox._mapper import read_feed
 from cosmos_outbox.settings import TriggerSettings, load_trigger_settings
 
 if TYPE_CHECKING:  # imported when a function first runs, not at indexing (cold start)

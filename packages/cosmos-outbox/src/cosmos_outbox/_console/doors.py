@@ -56,7 +56,7 @@ __all__ = [
     "login_path",
 ]
 
-logger = logging.getLogger("application.admin")
+logger = logging.getLogger("cosmos_outbox.operators")
 
 #: The route segment of the signed-in door, after the operators' prefix.
 CONSOLE_SEGMENT = "console"

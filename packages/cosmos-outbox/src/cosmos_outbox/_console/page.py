@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = ["CONTENT_SECURITY_POLICY", "STATIC_FILES", "register_page"]
 
-logger = logging.getLogger("application.admin")
+logger = logging.getLogger("cosmos_outbox.operators")
 
 CONTENT_SECURITY_POLICY = (
     "default-src 'none'; script-src 'self'; style-src 'self' 'unsafe-inline'; "

@@ -9,11 +9,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cosmos_outbox._relay.telemetry import RelayTelemetry
 from cosmos_outbox.ports import AsyncBacklogEstimator, LeaseBacklog
+from cosmos_outbox.telemetry import RelayTelemetry
 
 #: The log category operators filter on (kept across module moves).
-logger = logging.getLogger("application.backlog")
+logger = logging.getLogger("cosmos_outbox.relay.backlog")
 
 
 @dataclass(frozen=True)

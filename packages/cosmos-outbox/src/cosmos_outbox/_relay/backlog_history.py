@@ -20,10 +20,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from cosmos_outbox._event_document import parse_time
+from cosmos_outbox._mapper import parse_time
 from cosmos_outbox.ports import AsyncDocumentStore
 
-logger = logging.getLogger("application.backlog")
+logger = logging.getLogger("cosmos_outbox.relay.backlog")
 
 HISTORY_ID = "outbox-backlog-history"
 HISTORY_TYPE = "outboxBacklogHistory"

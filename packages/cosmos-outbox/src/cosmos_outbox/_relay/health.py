@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from cosmos_outbox._event_document import parse_time
+from cosmos_outbox._mapper import parse_time
 from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.ports import AsyncDocumentStore
 
-logger = logging.getLogger("application.relay")
+logger = logging.getLogger("cosmos_outbox.relay")
 
 STATUS_ID = "outbox-relay-status"
 STATUS_TYPE = "outboxRelayStatus"

@@ -20,18 +20,18 @@ from datetime import datetime
 from typing import Any
 
 from cosmos_outbox._actor import current_actor
-from cosmos_outbox._documents import EVENT_TYPE, read_feed, selected
+from cosmos_outbox._mapper import EVENT_TYPE, read_feed, selected
 from cosmos_outbox._quarantine import Quarantine, QuarantinedEvent
 from cosmos_outbox._records import LegacyEvents, NotAnEvent, OutboxRecord, Unreadable
 from cosmos_outbox._relay.backlog import age_seconds
+from cosmos_outbox._relay.forwarding import Relay
 from cosmos_outbox._relay.health import RelayBlocked, RelayHealth
-from cosmos_outbox._relay.relay import Relay
-from cosmos_outbox._relay.telemetry import error_type
 from cosmos_outbox.errors import PublishFailedError, RelayNotReadyError
 from cosmos_outbox.ports import AsyncBacklogEstimator, AsyncDocumentStore, LeaseBacklog, Page
+from cosmos_outbox.telemetry import error_type
 
 #: The log category operators filter on (kept across module moves).
-logger = logging.getLogger("application.admin")
+logger = logging.getLogger("cosmos_outbox.operators")
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ async def stored_events(
     legacy: LegacyEvents | None = None,
 ) -> list[OutboxRecord | Unreadable]:
     """Every event document still stored (not expired) created at or after `since` (by its
-    creation time, `cosmos_outbox._event_document.document_created_at`: not indexed, filtered
+    creation time, `cosmos_outbox._mapper.document_created_at`: not indexed, filtered
     here; no index is added for an operator's occasional re-drive), of one aggregate type and
     one aggregate (read in its partition) if given."""
     documents = [

@@ -4,20 +4,8 @@ reference is the blob's URL, and a URL outside the container is refused without 
 
 from __future__ import annotations
 
-from typing import Any
-
-from cosmos_outbox._renamed import renamed
 from cosmos_outbox.blob._payloads import BlobPayloadStore
 
 __all__ = [
     "BlobPayloadStore",
 ]
-
-#: Renamed in 0.3 (`cosmos_outbox.aio`-style namespaces): kept for a release, deprecated.
-_RENAMED = {
-    "AsyncBlobPayloadStore": "cosmos_outbox.blob.aio.BlobPayloadStore",
-}
-
-
-def __getattr__(name: str) -> Any:
-    return renamed(__name__, name, _RENAMED)

@@ -7,9 +7,6 @@ Failures are translated once into `cosmos_outbox.errors`."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from cosmos_outbox._renamed import renamed
 from cosmos_outbox.cosmos._client import client_options, cosmos_client
 from cosmos_outbox.cosmos._estimator import CosmosBacklogEstimator
 from cosmos_outbox.cosmos._store import CosmosDocumentStore, query_page
@@ -21,14 +18,3 @@ __all__ = [
     "cosmos_client",
     "query_page",
 ]
-
-#: Renamed in 0.3 (`cosmos_outbox.aio`-style namespaces): kept for a release, deprecated.
-_RENAMED = {
-    "AsyncCosmosDocumentStore": "cosmos_outbox.cosmos.aio.CosmosDocumentStore",
-    "AsyncCosmosBacklogEstimator": "cosmos_outbox.cosmos.aio.CosmosBacklogEstimator",
-    "async_query_page": "cosmos_outbox.cosmos.aio.query_page",
-}
-
-
-def __getattr__(name: str) -> Any:
-    return renamed(__name__, name, _RENAMED)

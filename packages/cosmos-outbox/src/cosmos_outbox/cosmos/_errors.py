@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from types import TracebackType
+from typing import NoReturn
 
 from azure.core.exceptions import ServiceRequestError, ServiceResponseError
 from azure.cosmos.exceptions import (
@@ -87,6 +88,16 @@ class cosmos_errors:  # noqa: N801 - a context manager used as a function: `with
             error = _translated(exc, self.aggregate_type, self.aggregate_id)
             if error is not None:
                 raise error from None
+
+
+def raise_translated(exc: BaseException, aggregate_type: str, aggregate_id: str) -> NoReturn:
+    """Raise `exc` translated as `cosmos_errors` translates it (or as it is, when it is not a
+    Cosmos failure): for the batch's call, where `try` costs nothing and `cosmos_errors`'
+    object is one more to make on every commit."""
+    error = _translated(exc, aggregate_type, aggregate_id)
+    if error is None:
+        raise exc
+    raise error from None
 
 
 class query_errors(cosmos_errors):  # noqa: N801 - used as a function, as cosmos_errors

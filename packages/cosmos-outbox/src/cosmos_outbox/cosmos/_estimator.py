@@ -12,7 +12,7 @@ transactions that carry events:
 
 The latest LSN comes from the session token (`x-ms-session-token`, `<range>:<ver>#<lsn>`),
 or the `lsn` header; the creation time from the first pending event (its `createdAt`, read by
-`cosmos_outbox._event_document`, else `_ts`). Counting is in LSNs, i.e. transactions: an
+`cosmos_outbox._mapper`, else `_ts`). Counting is in LSNs, i.e. transactions: an
 aggregate, its events and its idempotency record written in one batch are one change. Reads:
 the lease documents, then at most two pages per lease (the second only to learn that the feed
 ended).
@@ -37,7 +37,7 @@ from azure.cosmos import ContainerProxy
 from azure.cosmos.aio import ContainerProxy as AsyncContainerProxy
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
-from cosmos_outbox._documents import EVENT_TYPE, document_created_at
+from cosmos_outbox._mapper import EVENT_TYPE, document_created_at
 from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox.cosmos._errors import cosmos_errors
 from cosmos_outbox.errors import RelayNotReadyError

@@ -20,7 +20,7 @@ from azure.cosmos import ContainerProxy
 from azure.cosmos.aio import ContainerProxy as AsyncContainerProxy
 
 from cosmos_outbox._queries import QueryParameters, sdk_parameters
-from cosmos_outbox.cosmos._errors import cosmos_errors, query_errors
+from cosmos_outbox.cosmos._errors import cosmos_errors, query_errors, raise_translated
 from cosmos_outbox.errors import NotFoundError, OutboxError, StoreUnavailableError
 from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation, DocumentStore, Page
 
@@ -164,11 +164,13 @@ class CosmosDocumentStore(DocumentStore):
         self, partition_key: str, operations: Sequence[BatchOperation]
     ) -> list[str | None]:
         path = self._path or self.key_path()
-        with cosmos_errors("document", partition_key):
+        try:
             results = self.container.execute_item_batch(
                 batch_operations=sdk_operations(operations, path, partition_key),
                 partition_key=partition_key,
             )
+        except Exception as exc:
+            raise_translated(exc, "document", partition_key)
         return batch_etags(results)
 
     def read(self, partition_key: str, document_id: str) -> dict[str, Any] | None:
@@ -306,11 +308,13 @@ class AsyncCosmosDocumentStore(AsyncDocumentStore):
         self, partition_key: str, operations: Sequence[BatchOperation]
     ) -> list[str | None]:
         path = self._path or await self.key_path()
-        with cosmos_errors("document", partition_key):
+        try:
             results = await self.container.execute_item_batch(
                 batch_operations=sdk_operations(operations, path, partition_key),
                 partition_key=partition_key,
             )
+        except Exception as exc:
+            raise_translated(exc, "document", partition_key)
         return batch_etags(results)
 
     async def read(self, partition_key: str, document_id: str) -> dict[str, Any] | None:

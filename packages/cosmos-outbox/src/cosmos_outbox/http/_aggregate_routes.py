@@ -44,14 +44,14 @@ from pydantic import BaseModel
 
 from cosmos_outbox._callables import refuse_async
 from cosmos_outbox._domain import Aggregate
-from cosmos_outbox._idempotency import Answer, Claim, Recorded
-from cosmos_outbox._service import AggregateService, Versioned
 from cosmos_outbox._sync_bridge import resolved
+from cosmos_outbox._write.idempotency import Answer, IdempotencyKey, Recorded
+from cosmos_outbox._write.service import AggregateService, Versioned
 from cosmos_outbox.http._api import HttpApi
 from cosmos_outbox.http._call import HttpCall, Reply
 from cosmos_outbox.http._conditional import Outcome, Preconditions
 from cosmos_outbox.http._declaration import Command, ResponseHeader
-from cosmos_outbox.http._idempotency_key import claim_of
+from cosmos_outbox.http._idempotency_key import key_of
 from cosmos_outbox.http._models import View, view_of
 from cosmos_outbox.http._problems import HttpProblemError
 
@@ -146,12 +146,12 @@ class AggregateRoutes(Generic[A]):
             return f"/api/{route}/{aggregate.id}"
 
         async def create(call: HttpCall[B]) -> Reply | func.HttpResponse:
-            claim = claim_of(call, self._answer(201, body=True, location=location))
-            if claim is not None:
+            key = key_of(call, self._answer(201, body=True, location=location))
+            if key is not None:
                 return _answered(
-                    claim,
+                    key,
                     await self._service().create_idempotent(
-                        lambda: build(call.body), claim=claim, traceparent=call.traceparent
+                        lambda: build(call.body), key=key, traceparent=call.traceparent
                     ),
                 )
             aggregate = await resolved(build(call.body))
@@ -239,14 +239,14 @@ class AggregateRoutes(Generic[A]):
             kwargs: Mapping[str, Any] = (
                 await resolved(derive(call.body)) if request is not None else {}
             )
-            claim = claim_of(call, self._answer(status, body=status != 204))
-            if claim is not None:
+            key = key_of(call, self._answer(status, body=status != 204))
+            if key is not None:
                 return _answered(
-                    claim,
+                    key,
                     await self._service().change_idempotent(
                         self._id(call),
                         lambda aggregate: apply(aggregate, **kwargs),
-                        claim=claim,
+                        key=key,
                         precondition=_precondition(call.write_preconditions),
                         traceparent=call.traceparent,
                     ),
@@ -310,7 +310,7 @@ class AggregateRoutes(Generic[A]):
         return value
 
 
-def _answered(claim: Claim[A], result: Versioned[A] | Recorded) -> func.HttpResponse:
+def _answered(key: IdempotencyKey[A], result: Versioned[A] | Recorded) -> func.HttpResponse:
     """The answer of a write made with a key: made from the aggregate as written, or the one
     recorded by the earlier request with that key (marked `Idempotent-Replayed: true`). Both
     are built here, from an `Answer`, so a retry's answer is the first one's."""
@@ -318,7 +318,7 @@ def _answered(claim: Claim[A], result: Versioned[A] | Recorded) -> func.HttpResp
     if isinstance(result, Recorded):
         answer, headers["ETag"] = result.answer, result.etag
     else:
-        answer, headers["ETag"] = claim.answer_for(result.aggregate), result.etag
+        answer, headers["ETag"] = key.answer_for(result.aggregate), result.etag
     if answer.location is not None:
         headers["Location"] = answer.location
     if isinstance(result, Recorded):

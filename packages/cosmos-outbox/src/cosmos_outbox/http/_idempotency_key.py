@@ -1,6 +1,7 @@
 """The `Idempotency-Key` request header (IETF httpapi draft "The Idempotency-Key HTTP Header
-Field") on the write operations of the route helper: parsed and checked here, turned into a
-`Claim` (`cosmos_outbox._idempotency`) that the service writes in the same batch as the change.
+Field") on the write operations of the route helper: parsed and checked here, turned into an
+`IdempotencyKey` (`cosmos_outbox._write.idempotency`) whose record the service writes in the same
+batch as the change.
 
 - **The value.** The draft makes the key a Structured Field String: `Idempotency-Key:
   "8e03978e-40d5-43e8-bc93-6894a57f9324"` (quoted; visible ASCII and space inside, `"` and `\\`
@@ -28,7 +29,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel
 
 from cosmos_outbox._domain import Aggregate
-from cosmos_outbox._idempotency import Answer, Claim, fingerprint
+from cosmos_outbox._write.idempotency import Answer, IdempotencyKey, fingerprint
 from cosmos_outbox.http._call import HttpCall
 from cosmos_outbox.http._problems import bad_request
 
@@ -39,7 +40,7 @@ __all__ = [
     "KEY_MAX_LENGTH",
     "KEY_PATTERN",
     "PRINCIPAL_HEADERS",
-    "claim_of",
+    "key_of",
     "parse_key",
 ]
 
@@ -91,15 +92,15 @@ def request_fingerprint(method: str, route: str, path: Mapping[str, str], body: 
     return fingerprint({"method": method, "route": route, "path": dict(path), "body": data})
 
 
-def claim_of(call: HttpCall[Any], answer: Callable[[A], Answer]) -> Claim[A] | None:
-    """The claim of an `HttpCall` that carries a key (None without one)."""
+def key_of(call: HttpCall[Any], answer: Callable[[A], Answer]) -> IdempotencyKey[A] | None:
+    """The Idempotency-Key of an `HttpCall` that carries one (None without one)."""
     key = call.idempotency_key
     if key is None:
         return None
     operation = call.operation
-    return Claim(
+    return IdempotencyKey(
         scope=scope(operation.method, operation.route, call.request.headers),
-        key=key,
+        value=key,
         fingerprint=request_fingerprint(operation.method, operation.route, call.path, call.body),
         answer=answer,
         request=f"{operation.method} {operation.route}",

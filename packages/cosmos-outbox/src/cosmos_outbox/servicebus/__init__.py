@@ -5,9 +5,6 @@ indexing."""
 
 from __future__ import annotations
 
-from typing import Any
-
-from cosmos_outbox._renamed import renamed
 from cosmos_outbox.servicebus._messages import (
     ServiceBusBatch,
     application_properties,
@@ -27,12 +24,3 @@ __all__ = [
     "to_amqp_message",
     "to_servicebus_message",
 ]
-
-#: Renamed in 0.3 (`cosmos_outbox.aio`-style namespaces): kept for a release, deprecated.
-_RENAMED = {
-    "AsyncServiceBusPublisher": "cosmos_outbox.servicebus.aio.ServiceBusPublisher",
-}
-
-
-def __getattr__(name: str) -> Any:
-    return renamed(__name__, name, _RENAMED)

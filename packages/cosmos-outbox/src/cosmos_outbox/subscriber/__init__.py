@@ -13,9 +13,6 @@ tolerant dispatch that records and skips what a subscriber does not handle (`dis
 
 from __future__ import annotations
 
-from typing import Any
-
-from cosmos_outbox._renamed import renamed
 from cosmos_outbox.subscriber._events import (
     QUARANTINE_NOTICE,
     IncomingEvent,
@@ -52,13 +49,3 @@ __all__ = [
     "held_id",
     "inbox_id",
 ]
-
-#: Renamed in 0.3 (`cosmos_outbox.aio`-style namespaces): kept for a release, deprecated.
-_RENAMED = {
-    "AsyncProjector": "cosmos_outbox.subscriber.aio.Projector",
-    "AsyncDispatcher": "cosmos_outbox.subscriber.aio.Dispatcher",
-}
-
-
-def __getattr__(name: str) -> Any:
-    return renamed(__name__, name, _RENAMED)

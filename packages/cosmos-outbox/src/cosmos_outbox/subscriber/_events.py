@@ -17,7 +17,7 @@ from typing import Any
 from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
 
-from cosmos_outbox._records import FORMAT_PROPERTY, QUARANTINE_NOTICE_SUBJECT
+from cosmos_outbox._mapper import QUARANTINE_NOTICE_SUBJECT, message_envelope
 
 __all__ = [
     "QUARANTINE_NOTICE",
@@ -27,8 +27,6 @@ __all__ = [
     "from_message",
 ]
 
-#: The envelope's names in the data of a format 1 message (and `<aggregateType>Id`).
-_FORMAT_1_ENVELOPE = frozenset({"id", "version", "createdAt", "traceparent", "action"})
 #: The claim check's attribute, in the binding's two spellings.
 _DATAREF_KEYS = ("cloudEvents_dataref", "cloudEvents:dataref")
 
@@ -131,15 +129,9 @@ def from_message(
             raise UnreadableEventError("event data is not JSON") from None
     if not isinstance(data, Mapping):
         raise UnreadableEventError("event data is not a JSON object")
-    own = f"{aggregate_type}Id"
     subject = event.get_subject()
-    if str(properties.get(FORMAT_PROPERTY)) == "2":  # the envelope in the properties
-        version = _number(properties.get("version"))
-        aggregate_id = properties.get(own)
-        where = "properties"
-    else:  # format 1: the envelope in the data, with the app's fields
-        version, aggregate_id, where = data.get("version"), data.get(own), "data"
-        data = {k: v for k, v in data.items() if k not in _FORMAT_1_ENVELOPE and k != own}
+    # the envelope in the properties (format 2) or in the data, with the app's fields (format 1)
+    version, aggregate_id, own, where = message_envelope(properties, data, aggregate_type)
     if event.get_type() == QUARANTINE_NOTICE and version is None:
         version = 0  # a notice of an event whose version could not be read: nothing to mark
     if not isinstance(version, int) or isinstance(version, bool) or version < 0:
@@ -154,17 +146,10 @@ def from_message(
         aggregate_id=str(subject),
         type=str(event.get_type()),
         version=version,
-        data=data,
+        data=own,
         time=event.get_time(),
         source=str(event.get_source()),
         aggregate_type=aggregate_type,
         dataref=dataref,
         traceparent=traceparent if isinstance(traceparent, str) and traceparent else None,
     )
-
-
-def _number(value: Any) -> Any:
-    """An integer property as the SDK hands it (an int, or its text from another sender)."""
-    if isinstance(value, str) and value.isdigit():
-        return int(value)
-    return value

@@ -1,7 +1,6 @@
 """The subscriber's sync API: `Projector` and `Dispatcher` run the async ones' coroutines to
 their end in the caller's thread (`run_sync`), over the SDKs' sync clients: no logic here, as
-`cosmos_outbox._sync` is for the write path. The sync shells of every package live in its
-`_sync` module."""
+`cosmos_outbox._write.sync` is for the write path."""
 
 from __future__ import annotations
 

@@ -27,8 +27,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cosmos_outbox._domain import EVENTS
-from cosmos_outbox._event_document import EventFields
-from cosmos_outbox._event_document import fields as event_fields
+from cosmos_outbox._mapper import EventFields
+from cosmos_outbox._mapper import fields as event_fields
 from cosmos_outbox._outbox import OutboxBase
 from cosmos_outbox._sync_bridge import as_async, run_sync
 from cosmos_outbox._wiring import Services
@@ -45,7 +45,7 @@ from cosmos_outbox.testing._checks import (
     check_openapi_events,
     check_text_schemas,
 )
-from cosmos_outbox.testing._events import committed_events
+from cosmos_outbox.testing._committed import committed_events
 from cosmos_outbox.testing._fakes import (
     FakePublisher,
     FixedBacklog,

@@ -18,7 +18,7 @@ Each raises AssertionError naming what is missing.
 - `check_fields(aggregate, patch=..., kept=...)`: every field of the aggregate a client sets
   travels in its creation event, can be changed through the PATCH model, and has one change
   event of its own;
-- `check_text_schemas(models)`: every text field (`cosmos_outbox._text.Text`) of the models
+- `check_text_schemas(models)`: every text field (`cosmos_outbox.text.Text`) of the models
   publishes a schema (pattern, lengths) that accepts and refuses what its validation does.
 """
 
@@ -39,11 +39,16 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from cosmos_outbox._callables import is_async, name_of
 from cosmos_outbox._domain import Aggregate, DomainError, Event
-from cosmos_outbox._event_document import ENVELOPE_FIELDS, aggregate_event_document, read_feed
-from cosmos_outbox._records import OutboxRecord, to_message
+from cosmos_outbox._mapper import (
+    ENVELOPE_FIELDS,
+    aggregate_event_document,
+    read_feed,
+    to_message,
+)
+from cosmos_outbox._records import OutboxRecord
 from cosmos_outbox._sync_bridge import SuspendedError, resolved, run_sync
-from cosmos_outbox._text import Text
 from cosmos_outbox.http._declaration import Command, operation_of
+from cosmos_outbox.text import Text
 
 __all__ = [
     "ENVELOPE",
@@ -57,7 +62,7 @@ __all__ = [
 ]
 
 #: The fields every event has (not a change of the aggregate).
-ENVELOPE = frozenset({"id", "aggregate_id", "version", "created_at", "traceparent", "action"})
+ENVELOPE = frozenset(ENVELOPE_FIELDS)
 #: The fields every aggregate keeps itself.
 _BOOKKEEPING = frozenset({"id", "version"})
 _STRINGS = ("Ada", "A", "ada@example.com", "ABC", "1", "2026-01-02", "a-1")

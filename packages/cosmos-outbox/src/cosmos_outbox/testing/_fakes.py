@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from cosmos_outbox._event_document import EVENT_TYPE, document_created_at
+from cosmos_outbox._mapper import EVENT_TYPE, document_created_at
 from cosmos_outbox._queries import QueryParameters, named_parameters
 from cosmos_outbox.errors import (
     AlreadyExistsError,

@@ -3,12 +3,12 @@ in-memory fakes and on the Azure adapters, sync and async (or on an adapter of y
 both are held to one behaviour.
 
     from cosmos_outbox.testing.contracts import (
-        AggregateExample, InMemoryStoreWorld, StoreWorld, UnitOfWorkContract, examples)
+        AggregateExample, InMemoryStoreWorld, StoreWorld, WritePathContract, examples)
 
     ORDER = AggregateExample("order", new=lambda: Order.place(...), change=Order.cancel,
                              actions=("OrderPlaced", "OrderCancelled"))
 
-    class TestInMemoryUnitOfWork(UnitOfWorkContract):
+    class TestInMemoryWritePath(WritePathContract):
         example = examples(ORDER)
 
         @pytest.fixture
@@ -17,20 +17,23 @@ both are held to one behaviour.
 
 Each store suite needs a `world` fixture (a `StoreWorld`: the document store, sync or async,
 and how to read a partition and let a document expire) and an `example` fixture (the
-aggregates it drives, `examples(...)`). The unit of work, the service and the quarantine they
-drive are the outbox's own, over that store. Test classes here are not collected themselves
-(their names do not start with `Test`).
+aggregates it drives, `examples(...)`). The transaction, the unit of work, the service and the
+quarantine they drive are the outbox's own, over that store. The write path's suite
+(`WritePathContract`) is the transaction's, the unit of work's and the Idempotency-Key's parts
+in one (each can be run alone). Test classes here are not collected themselves (their names do
+not start with `Test`).
 """
 
 from __future__ import annotations
 
+from cosmos_outbox._lazy import lazy_exports
 from cosmos_outbox.testing.contracts._backlog import BacklogEstimatorContract
 from cosmos_outbox.testing.contracts._idempotency import IdempotencyContract
 from cosmos_outbox.testing.contracts._payloads import PayloadStoreContract
 from cosmos_outbox.testing.contracts._publisher import PublisherContract
 from cosmos_outbox.testing.contracts._quarantine import QuarantineContract
 from cosmos_outbox.testing.contracts._queries import QueryContract
-from cosmos_outbox.testing.contracts._session import SessionContract
+from cosmos_outbox.testing.contracts._transaction import TransactionContract
 from cosmos_outbox.testing.contracts._unit_of_work import UnitOfWorkContract
 from cosmos_outbox.testing.contracts._worlds import (
     AggregateExample,
@@ -48,6 +51,7 @@ from cosmos_outbox.testing.contracts._worlds import (
     examples,
     saved,
 )
+from cosmos_outbox.testing.contracts._write_path import WritePathContract
 
 __all__ = [
     "AggregateExample",
@@ -66,10 +70,18 @@ __all__ = [
     "QuarantineContract",
     "QueryContract",
     "Received",
-    "SessionContract",
     "StoreWorld",
+    "TransactionContract",
     "UnitOfWorkContract",
+    "WritePathContract",
     "events_of",
     "examples",
     "saved",
 ]
+
+#: Renamed in 0.4 ("session" is Service Bus's word): kept for a release, deprecated.
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {},
+    renamed={"SessionContract": "cosmos_outbox.testing.contracts.TransactionContract"},
+)

@@ -21,12 +21,12 @@ def _commit(world: BacklogWorld, *, events: int, document: bool = True) -> None:
     """One transaction in a partition of its own: a document of the app's own and `events`
     published events (none: a change that carries no event)."""
     partition = f"customer-{uuid.uuid4().hex[:12]}"
-    with world.store_world.session(partition, entity="customer") as session:
+    with world.store_world.transaction(partition, entity="customer") as tx:
         if document:
-            session.create({"id": f"booking-{partition}", "type": "booking", "seats": 2})
+            tx.create({"id": f"booking-{partition}", "type": "booking", "seats": 2})
         for number in range(events):
-            session.publish("BookingNoted", {"number": number})
-        session.commit()
+            tx.publish("BookingNoted", {"number": number})
+        tx.commit()
 
 
 class BacklogEstimatorContract:

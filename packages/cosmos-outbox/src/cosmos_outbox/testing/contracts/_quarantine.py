@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from cosmos_outbox._documents import event_documents, outbox_record, unreadable
+from cosmos_outbox._mapper import event_documents, outbox_record, unreadable
 from cosmos_outbox._records import OutboxRecord, Unreadable
 from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.testing.contracts._worlds import AggregateExample, StoreWorld

@@ -1,5 +1,6 @@
-"""The unit of work's suite: one atomic batch per aggregate (the aggregate and its events, in
-its partition), conditioned on the etag it was read with; every change has its event."""
+"""The unit of work's part of the write path's suite: one atomic batch per aggregate (the
+aggregate and its events, in its partition), conditioned on the etag it was read with, within
+Cosmos DB's limits before the round trip; every change has its event."""
 
 from __future__ import annotations
 
@@ -7,9 +8,10 @@ import abc
 
 import pytest
 
-from cosmos_outbox._event_document import EVENT_TYPE, envelope_and_data
+from cosmos_outbox._mapper import EVENT_TYPE, envelope_and_data
 from cosmos_outbox.errors import (
     AlreadyExistsError,
+    BatchTooLargeError,
     NotFoundError,
     PreconditionFailedError,
     UnrecordedChangeError,
@@ -118,7 +120,7 @@ class UnitOfWorkContract:
             )
         assert len(events_of(world, aggregate.id)) == 2  # created + the first writer's only
 
-    def test_a_failing_operation_leaves_nothing_of_the_batch_written(
+    def test_a_failing_operation_leaves_nothing_of_the_change_written(
         self, world: StoreWorld, example: AggregateExample
     ) -> None:
         aggregate = example.new()
@@ -195,3 +197,20 @@ class UnitOfWorkContract:
         )
         with world.uow() as uow, pytest.raises(NotFoundError):
             uow.repository(type(aggregate)).get(event_id)
+
+    def test_a_change_past_the_batch_limits_is_refused_before_the_round_trip(
+        self, world: StoreWorld, example: AggregateExample
+    ) -> None:
+        """100 events and the aggregate: 101 operations, one more than a transactional batch
+        takes. The write path refuses it, saying what to do, before Cosmos DB is asked; nothing
+        is written, and the aggregate keeps its events."""
+        aggregate = example.new()
+        recorded = type(aggregate.events[0])
+        for _ in range(99):
+            aggregate.record(recorded)
+        with world.uow() as uow:
+            uow.repository(type(aggregate)).add(aggregate)
+            with pytest.raises(BatchTooLargeError, match=r"101 operations \(the aggregate"):
+                uow.commit()
+            assert len(aggregate.events) == 100
+        assert world.documents(aggregate.id) == []

@@ -13,14 +13,15 @@ from typing import Any, Protocol, TypeVar, cast
 
 import pytest
 
-from cosmos_outbox import _service, _session, _sync, _unit_of_work
 from cosmos_outbox._domain import Aggregate
-from cosmos_outbox._event_document import EVENT_TYPE, envelope_and_data
-from cosmos_outbox._idempotency import Answer, Claim, Recorded
+from cosmos_outbox._mapper import EVENT_TYPE, envelope_and_data
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._relay.operator_actions import stored_events
-from cosmos_outbox._service import Versioned
 from cosmos_outbox._sync_bridge import as_async, run_sync
+from cosmos_outbox._write import service, sync, transaction, unit_of_work
+from cosmos_outbox._write.idempotency import Answer, IdempotencyKey, Recorded
+from cosmos_outbox._write.service import Versioned
+from cosmos_outbox._write.streams import Sequences
 from cosmos_outbox.ports import (
     AsyncBacklogEstimator,
     AsyncDocumentStore,
@@ -83,8 +84,8 @@ class _Blocking:
 class StoreWorld(abc.ABC):
     """What the store's suites need: the document store (sync, or async: then `run` drives
     coroutines on an event loop, `EventLoop`), a way to read a partition's documents and to let
-    one expire. The unit of work, the service and the quarantine the suites use are the
-    outbox's own, over this store, as the sync API runs them (`run`)."""
+    one expire. The transaction, the unit of work, the service and the quarantine the suites use
+    are the outbox's own, over this store, as the sync API runs them (`run`)."""
 
     store: DocumentStore | AsyncDocumentStore
     #: its coroutines run on an event loop (`run` hands them to it: an `EventLoop`)
@@ -104,9 +105,9 @@ class StoreWorld(abc.ABC):
     def async_store(self) -> AsyncDocumentStore:
         return as_async(self.store)
 
-    def uow(self) -> _sync.UnitOfWork:
-        return _sync.UnitOfWork(
-            _unit_of_work.UnitOfWork(
+    def uow(self) -> sync.UnitOfWork:
+        return sync.UnitOfWork(
+            unit_of_work.UnitOfWork(
                 self.async_store,
                 event_ttl_seconds=self.event_ttl_seconds,
                 idempotency_ttl_seconds=self.idempotency_ttl_seconds,
@@ -114,24 +115,25 @@ class StoreWorld(abc.ABC):
             run=self.run,
         )
 
-    def service(self, kind: type[A]) -> _sync.AggregateService[A]:
-        return _sync.AggregateService(
-            _service.AggregateService(kind, lambda: self.uow().core), run=self.run
+    def service(self, kind: type[A]) -> sync.AggregateService[A]:
+        return sync.AggregateService(
+            service.AggregateService(kind, lambda: self.uow().core), run=self.run
         )
 
-    def session(
+    def transaction(
         self,
         partition_key: str,
         *,
         entity: str = "customer",
         process: object = None,
         **options: Any,
-    ) -> _sync.Session:
-        """A session on this store, run to its end by `run`; sessions of one `process` share
-        what it knows of their sequences (another process, another `process`)."""
-        sequences = self._sequences.setdefault(process, _session._Sequences())
-        return _sync.Session(
-            _session.Session(
+    ) -> sync.Transaction:
+        """A transaction on this store, run to its end by `run`; transactions of one
+        `process` share what it knows of their sequences (another process, another
+        `process`)."""
+        sequences = self._sequences.setdefault(process, Sequences())
+        return sync.Transaction(
+            transaction.Transaction(
                 self.async_store,
                 partition_key,
                 entity=entity,
@@ -144,8 +146,8 @@ class StoreWorld(abc.ABC):
         )
 
     @property
-    def _sequences(self) -> dict[object, _session._Sequences]:
-        found: dict[object, _session._Sequences] | None = self.__dict__.get("_known")
+    def _sequences(self) -> dict[object, Sequences]:
+        found: dict[object, Sequences] | None = self.__dict__.get("_known")
         if found is None:
             found = self.__dict__["_known"] = {}
         return found
@@ -302,9 +304,9 @@ class InMemoryPayloadWorld(PayloadWorld):
 
 class BacklogWorld(abc.ABC):
     """What the backlog estimator's suite needs: a store world (the container the relay reads;
-    the suite writes to it through the store world's sessions), the estimator over it (sync, or
-    async: the store world's `run` awaits it), and a way to checkpoint the relay's leases at
-    the latest change, as the trigger does after an invocation."""
+    the suite writes to it through the store world's transactions), the estimator over it
+    (sync, or async: the store world's `run` awaits it), and a way to checkpoint the relay's
+    leases at the latest change, as the trigger does after an invocation."""
 
     store_world: StoreWorld
     estimator: BacklogEstimator | AsyncBacklogEstimator
@@ -395,21 +397,23 @@ def saved(world: StoreWorld, aggregate: Aggregate) -> Any:
     return aggregate
 
 
-def claim_of_key(key: str, *, request: str = "the same request", status: int = 200) -> Claim[Any]:
-    """A claim of `key`, answering with the aggregate's id and version."""
-    return Claim(
+def key_of(
+    key: str, *, request: str = "the same request", status: int = 200
+) -> IdempotencyKey[Any]:
+    """An Idempotency-Key `key` of a request, answering with the aggregate's id and version."""
+    return IdempotencyKey(
         scope="POST contract",
-        key=key,
+        value=key,
         fingerprint=request,
         answer=lambda a: Answer(status, {"id": a.id, "version": a.version}, f"/contract/{a.id}"),
     )
 
 
-def answered(claim: Claim[Any], result: Versioned[Any] | Recorded) -> tuple[Answer, str]:
+def answered(key: IdempotencyKey[Any], result: Versioned[Any] | Recorded) -> tuple[Answer, str]:
     """What the route helper answers from a write's result: the answer and the ETag."""
     if isinstance(result, Recorded):
         return result.answer, result.etag
-    return claim.answer_for(result.aggregate), result.etag
+    return key.answer_for(result.aggregate), result.etag
 
 
 def types_in(world: StoreWorld, partition_key: str) -> list[str]:

@@ -31,7 +31,7 @@ character (a value of spaces, marks and blank graphics only looks empty).
 Python's `unicodedata` (Unicode 15.1 on Python 3.13) decides categories, combining classes and
 what is assigned; joining types, Extended_Pictographic, Emoji_Modifier, Default_Ignorable and
 Variation_Selector come from the `regex` module's Unicode data, through the generated
-`cosmos_outbox._text._unicode_tables` (packages/cosmos-outbox/scripts/generate_unicode_tables.py;
+`cosmos_outbox.text._unicode_tables` (packages/cosmos-outbox/scripts/generate_unicode_tables.py;
 a test regenerates it). The check below and the OpenAPI `pattern` are built from the same
 tables, and a property test holds them to the same verdicts.
 """
@@ -45,7 +45,7 @@ from collections.abc import Iterable
 from enum import StrEnum
 from functools import cache
 
-from cosmos_outbox._text import _unicode_tables as tables
+from cosmos_outbox.text import _unicode_tables as tables
 
 ZWNJ = "\u200c"
 ZWJ = "\u200d"

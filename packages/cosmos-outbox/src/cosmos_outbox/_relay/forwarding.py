@@ -17,7 +17,7 @@ retries; the retry writes the same bytes to the same name). Quarantined instead:
 `max_payload_bytes` (0: no claim check), or a claim-check message that does not fit either.
 
 Every invocation writes one structured log line (fields in `extra`), on failure too, and
-records its metrics and a PRODUCER span per batch through `cosmos_outbox._relay.telemetry`.
+records its metrics and a PRODUCER span per batch through `cosmos_outbox.telemetry`.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
+from cosmos_outbox._mapper import claim_check, payload_name, quarantine_notice, to_message
 from cosmos_outbox._message_limits import unsendable
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._records import (
@@ -37,13 +38,8 @@ from cosmos_outbox._records import (
     OutboxMessage,
     OutboxRecord,
     Unreadable,
-    claim_check,
-    payload_name,
-    quarantine_notice,
-    to_message,
 )
 from cosmos_outbox._relay.health import RelayHealth
-from cosmos_outbox._relay.telemetry import RelayTelemetry, SentEvent, error_type
 from cosmos_outbox._sync_bridge import as_async
 from cosmos_outbox.errors import PayloadStoreError, RelayNotReadyError
 from cosmos_outbox.ports import (
@@ -54,9 +50,10 @@ from cosmos_outbox.ports import (
     PayloadStore,
 )
 from cosmos_outbox.settings import DEFAULT_PAYLOAD_MAX_BYTES
+from cosmos_outbox.telemetry import RelayTelemetry, SentEvent, error_type
 
 #: The log category operators filter on (kept across module moves).
-logger = logging.getLogger("application.relay")
+logger = logging.getLogger("cosmos_outbox.relay")
 
 
 @dataclass

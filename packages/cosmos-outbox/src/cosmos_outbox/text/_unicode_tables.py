@@ -1,4 +1,4 @@
-"""Unicode data for the text rules of `cosmos_outbox._text`. GENERATED: do not
+"""Unicode data for the text rules of `cosmos_outbox.text`. GENERATED: do not
 edit; run packages/cosmos-outbox/scripts/generate_unicode_tables.py.
 
 From this Python's `unicodedata` (Unicode 15.1.0: categories, combining

@@ -4,10 +4,10 @@ raised. A change is conditional on the etag the aggregate was read with, so two 
 never lose an update (one gets PreconditionFailedError), and may also be conditional on what
 the caller sent (`precondition`: the HTTP layer's If-Match / If-None-Match).
 
-With a `Claim` (an Idempotency-Key, `cosmos_outbox._idempotency`), `create_idempotent` and
-`change_idempotent` write the claim's record in the same batch, and answer a retry of an
-earlier request with the same key from its record (`Recorded`) instead of writing again; the
-record is read only when the write fails, never on the success path."""
+With an Idempotency-Key (`cosmos_outbox._write.idempotency`: the write path's one protocol),
+`create_idempotent` and `change_idempotent` write the key's record in the same batch, and
+answer a retry of an earlier request with the same key from its record (`Recorded`) instead of
+writing again; the record is read only when the write fails, never on the success path."""
 
 from __future__ import annotations
 
@@ -17,9 +17,16 @@ from dataclasses import dataclass
 from typing import Generic, TypeAlias, TypeVar
 
 from cosmos_outbox._domain import Aggregate, DomainError, assigned_id
-from cosmos_outbox._idempotency import MAX_GENERATIONS, Claim, Recorded, weak_etag
+from cosmos_outbox._mapper import aggregate_partition
 from cosmos_outbox._sync_bridge import resolved
-from cosmos_outbox._unit_of_work import UnitOfWork
+from cosmos_outbox._write.idempotency import (
+    MAX_GENERATIONS,
+    IdempotencyKey,
+    Recorded,
+    recorded,
+    weak_etag,
+)
+from cosmos_outbox._write.unit_of_work import UnitOfWork
 from cosmos_outbox.errors import (
     AlreadyExistsError,
     IdempotencyKeyReusedError,
@@ -51,7 +58,8 @@ Build: TypeAlias = Callable[[], A | Awaitable[A]]
 class AggregateService(Generic[A]):
     """Create, read and change aggregates of one type. An aggregate that is not `live` (a soft
     delete) reads as missing: NotFoundError, as for one that never existed. This is the async
-    API's (`cosmos_outbox.aio`); the sync API's runs it (`cosmos_outbox.AggregateService`)."""
+    API's (`cosmos_outbox.aggregates.aio`); the sync API's runs it
+    (`cosmos_outbox.aggregates.AggregateService`)."""
 
     def __init__(self, kind: type[A], unit_of_work: Callable[[], UnitOfWork]) -> None:
         self.kind = kind
@@ -96,9 +104,9 @@ class AggregateService(Generic[A]):
         *,
         precondition: Callable[[str], bool] | None,
         traceparent: str | None,
-        claim: Claim[A] | None = None,
+        key: IdempotencyKey[A] | None = None,
     ) -> Versioned[A]:
-        """`change`'s load, precondition, change and one conditioned batch; with `claim`, its
+        """`change`'s load, precondition, change and one conditioned batch; with `key`, its
         record in the same batch."""
         async with self._uow() as uow:
             aggregate = await self._live(uow, aggregate_id)
@@ -109,8 +117,8 @@ class AggregateService(Generic[A]):
                     aggregate_type=self.kind.aggregate_type,
                 )
             await resolved(change(aggregate))
-            if claim is not None:
-                uow.claim(claim.record(aggregate))
+            if key is not None:
+                uow.remember(key.record(aggregate))
             await uow.commit(traceparent=traceparent)
             return Versioned(aggregate, repository.etag(aggregate_id))
 
@@ -118,28 +126,28 @@ class AggregateService(Generic[A]):
         self,
         build: Build[A],
         *,
-        claim: Claim[A],
+        key: IdempotencyKey[A],
         traceparent: str | None = None,
     ) -> Versioned[A] | Recorded:
-        """Write the aggregate `build()` makes (its id derived from the claimed key: made
-        inside `assigned_id`), its events and the claim's record, in one batch. When the batch
-        conflicts (the id or the record is there: an earlier request with this key committed),
-        answer from that request's record; 422 (IdempotencyKeyReusedError) when it was another
-        request. An id whose record expired was taken by an earlier use of the key: the key then
-        behaves as new and takes the next derived id (up to MAX_GENERATIONS)."""
+        """Write the aggregate `build()` makes (its id derived from the key: made inside
+        `assigned_id`), its events and the key's record, in one batch. When the batch conflicts
+        (the id or the record is there: an earlier request with this key committed), answer
+        from that request's record; 422 (IdempotencyKeyReusedError) when it was another request.
+        An id whose record expired was taken by an earlier use of the key: the key then behaves
+        as new and takes the next derived id (up to MAX_GENERATIONS)."""
         for generation in range(MAX_GENERATIONS):
-            derived = claim.aggregate_id(generation)
+            derived = key.aggregate_id(generation)
             with assigned_id(derived):
                 aggregate = await resolved(build())
             try:
                 async with self._uow() as uow:
                     repository = uow.repository(self.kind)
                     repository.add(aggregate)
-                    uow.claim(claim.record(aggregate))
+                    uow.remember(key.record(aggregate))
                     await uow.commit(traceparent=traceparent)
                     return Versioned(aggregate, repository.etag(aggregate.id))
             except AlreadyExistsError:
-                found = await self._recorded(aggregate.id, claim)
+                found = await self._recorded(aggregate.id, key)
                 if found is not None:
                     return found
                 if aggregate.id != derived:
@@ -147,7 +155,7 @@ class AggregateService(Generic[A]):
                 logger.info(
                     "idempotency key reused after its record expired: next id",
                     extra={
-                        "idempotency.record": claim.record_id,
+                        "idempotency.record": key.record_id,
                         "idempotency.generation": generation + 1,
                     },
                 )
@@ -160,11 +168,11 @@ class AggregateService(Generic[A]):
         aggregate_id: str,
         change: Change[A],
         *,
-        claim: Claim[A],
+        key: IdempotencyKey[A],
         precondition: Callable[[str], bool] | None = None,
         traceparent: str | None = None,
     ) -> Versioned[A] | Recorded:
-        """`change`, with the claim's record written in the same batch (alone when the change
+        """`change`, with the key's record written in the same batch (alone when the change
         raises no event: the answer is recorded all the same). When the change is refused
         (missing, a failed precondition, a business rule, a racing writer, the record already
         there), an earlier request with the same key may have made it: its record answers
@@ -175,29 +183,31 @@ class AggregateService(Generic[A]):
                 change,
                 precondition=precondition,
                 traceparent=traceparent,
-                claim=claim,
+                key=key,
             )
         except (NotFoundError, PreconditionFailedError, AlreadyExistsError, DomainError):
-            found = await self._recorded(aggregate_id, claim)
+            found = await self._recorded(aggregate_id, key)
             if found is None:
                 raise
             return found
 
-    async def _recorded(self, aggregate_id: str, claim: Claim[A]) -> Recorded | None:
-        """The answer recorded for the claim's key in the aggregate's partition: None when there
-        is none; IdempotencyKeyReusedError when it was recorded for another request."""
+    async def _recorded(self, aggregate_id: str, key: IdempotencyKey[A]) -> Recorded | None:
+        """The answer recorded for `key` in the aggregate's partition (the write path's one
+        look-up, `recorded`): None when there is none; IdempotencyKeyReusedError when it was
+        recorded for another request."""
+        fields = {
+            "idempotency.record": key.record_id,
+            "aggregate.type": self.kind.aggregate_type,
+            "aggregate.id": aggregate_id,
+        }
         async with self._uow() as uow:
-            record = await uow.recorded(aggregate_id, claim.record_id)
+            try:
+                record = await recorded(uow.store, aggregate_partition(aggregate_id), key)
+            except IdempotencyKeyReusedError:
+                logger.info("idempotency key reused for another request: 422", extra=fields)
+                raise
             if record is None:
                 return None
-            fields = {
-                "idempotency.record": claim.record_id,
-                "aggregate.type": self.kind.aggregate_type,
-                "aggregate.id": aggregate_id,
-            }
-            if record.fingerprint != claim.fingerprint:
-                logger.info("idempotency key reused for another request: 422", extra=fields)
-                raise IdempotencyKeyReusedError("this Idempotency-Key was used for another request")
             repository = uow.repository(self.kind)
             try:
                 current = await repository.get(aggregate_id)

@@ -1,8 +1,23 @@
-"""The event document: how an outbox event is stored in the container, written and read here and
-nowhere else (the session's events, the aggregates' events, the relay's parser, the operators').
+"""The mapper: the one owner of an outbox event's forms, both directions, both formats.
+
+    event (an aggregate's `Event`, or what a transaction publishes)
+        -> event document (stored in the container)  -> outbox record (what the relay reads)
+        -> outbox message (what the relay sends)      -> envelope (what a subscriber reads)
+
+Written and read here and nowhere else: the write path makes event documents here
+(`event_document`, `aggregate_event_document`, `stamp`); the relay, the quarantine, the operators,
+the estimator and the test kit read them here (`read_feed`, `outbox_record`, `unreadable`,
+`fields`, `envelope_and_data`, `created_at_of`); the relay makes its messages here (`to_message`,
+`claim_check`, `quarantine_notice`); the subscriber reads a message's envelope here
+(`message_envelope`). The values it maps between (`OutboxRecord`, `Unreadable`, `NotAnEvent`,
+`OutboxMessage`, `LegacyEvents`) are `cosmos_outbox._records`' (a module without pydantic: the
+settings and the ports import them at a cold start). An aggregate's partition is named once
+(`aggregate_partition`).
+
+The event document (format 2):
 
     {"id": <event id>, "partitionKey": <partition>, "type": "domainEvent",
-     "aggregateType": "order", "aggregateId": <aggregate or session id>, "source": "/orders",
+     "aggregateType": "order", "aggregateId": <aggregate id | session id>, "source": "/orders",
      "action": "OrderPlaced", "version": 3, "createdAt": "2026-11-24T21:47:02.123456+00:00",
      "traceparent": "00-...", "body": "{\"customerName\":\"Ada\",\"totalCents\":1200}",
      "subject"?: ..., "properties"?: "{\"tenant\":\"t1\"}", "dataschema"?: ..., "ttl": 864000}
@@ -21,61 +36,76 @@ nowhere else (the session's events, the aggregates' events, the relay's parser, 
 Documents of the format before (format 1: `data` = the envelope and the app's fields in one
 object, `<aggregateType>Id` for the aggregate id; the message body was that object) are still
 read, and relayed as they were: `EventFields.format` tells them apart.
+
+The message (format 2, the `outboxFormat` application property): body = the app's data as it
+published it, MessageId = event id, SessionId = aggregate id, Subject = action (or the event's
+own subject), application properties `aggregateType`, `<aggregateType>Id` (`orderId`),
+`version`, `action`, `outboxFormat`, and `traceparent`/`Diagnostic-Id` when the event carries a
+trace context; the broker adapter adds the CloudEvents attributes (`cosmos_outbox.servicebus`).
+An event stored in format 1 is sent as it was: its data the body, no `outboxFormat`. The claim
+check: a message too large for the topic travels with an empty body and the CloudEvents
+`dataref` attribute, the reference of its body in the payload store, stored under
+`payload_name(record)`.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from _json import make_encoder
+import uuid
 from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime
-from json.encoder import encode_basestring, encode_basestring_ascii
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
+from urllib.parse import quote
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
-from cosmos_outbox._domain import AGGREGATES, Event
+from cosmos_outbox._domain import AGGREGATES, Aggregate, Event
 from cosmos_outbox._records import (
     FeedItem,
     LegacyEvents,
     NotAnEvent,
+    OutboxMessage,
     OutboxRecord,
     PoisonEventError,
-    StoredFields,
     Unreadable,
-    plain_fields,
-    reserved_property,
 )
 
 EVENT_TYPE = "domainEvent"
 #: The message format of an event stored in this module's format (the `outboxFormat`
 #: application property); format 1 is the one before, without the property.
 FORMAT = 2
-#: The fields of an event that are its envelope, not its data (the `Event` model's names).
-ENVELOPE_FIELDS: set[str] = {"id", "aggregate_id", "version", "created_at", "traceparent", "action"}
+#: The application property that tells a message's format (2: the body is the app's data and
+#: the envelope is in the properties); a message without it is of format 1 (the body holds the
+#: envelope too).
+FORMAT_PROPERTY = "outboxFormat"
+#: The fields of an event that are its envelope, not its data: the `Event` model's own (an
+#: option added to it is in the envelope, never in an event's body).
+ENVELOPE_FIELDS: set[str] = set(Event.model_fields)
 #: The envelope's names in the data of a format 1 event (and `<aggregateType>Id`).
 _FORMAT_1_ENVELOPE = frozenset({"id", "version", "createdAt", "traceparent", "action"})
-#: JSON text of a body: compact, UTF-8 as is; json's own C encoder, built once (`json.dumps`
-#: builds one, and a closure, per call). No cycle check: a body is a tree. NaN and the
+#: JSON text of a body: compact, UTF-8 as is, no cycle check (a body is a tree). NaN and the
 #: infinities are not JSON (Cosmos DB refuses them): refused.
-_BODY_JSON = make_encoder(
-    None, json.JSONEncoder().default, encode_basestring, None, ":", ",", False, False, False
+_BODY_JSON = json.JSONEncoder(
+    separators=(",", ":"), ensure_ascii=False, allow_nan=False, check_circular=False
 )
 #: The same for a format 1 event's data, as it was (its stored data: no NaN can be in it).
-_DATA_JSON = make_encoder(
-    None, json.JSONEncoder().default, encode_basestring, None, ":", ",", False, False, True
-)
+_DATA_JSON = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, check_circular=False)
+
+
+# -- the event, written -----------------------------------------------------------------------
+
+
+def aggregate_partition(aggregate_id: str) -> str:
+    """The partition of an aggregate, and of everything written with it (its events, the
+    Idempotency-Key records of its changes): its own id. Said here once; every reader and
+    writer of an aggregate's partition asks here."""
+    return aggregate_id
 
 
 def body_text(data: Any) -> str:
     """The JSON text of an event's body. TypeError or ValueError when it is not JSON."""
-    return "".join(_BODY_JSON(data, 0))
-
-
-def stored_size(text: str) -> int:
-    """How many bytes a string is in a document as the SDK sends it (JSON, ASCII: a character a
-    byte, quotes included)."""
-    return len(encode_basestring_ascii(text))
+    return _BODY_JSON.encode(data)
 
 
 def event_document(
@@ -94,7 +124,7 @@ def event_document(
     subject: str | None = None,
     properties: str | None = None,
 ) -> dict[str, Any]:
-    """One event's document. `body` and `properties` are JSON text (`body_text`). A session's
+    """One event's document. `body` and `properties` are JSON text (`body_text`). A transaction's
     event is written before its commit gives it its number and time (`stamp`)."""
     document = {
         "id": event_id,
@@ -118,7 +148,7 @@ def event_document(
 
 
 def stamp(document: dict[str, Any], version: int, created_at: str) -> None:
-    """A session's event given its number in the session's sequence and its time, at commit."""
+    """A transaction's event given its number in its sequence and its time, at commit."""
     document["version"], document["createdAt"] = version, created_at
 
 
@@ -128,7 +158,7 @@ def aggregate_event_document(event: Event, *, source: str, ttl_seconds: int) -> 
     created_at = event.model_dump(mode="json", by_alias=True, include={"created_at"})
     return event_document(
         event_id=event.id,
-        partition_key=event.aggregate_id,
+        partition_key=aggregate_partition(event.aggregate_id),
         aggregate_type=event.aggregate_type,
         aggregate_id=event.aggregate_id,
         source=source,
@@ -139,6 +169,82 @@ def aggregate_event_document(event: Event, *, source: str, ttl_seconds: int) -> 
         body=body_text(event.model_dump(mode="json", by_alias=True, exclude=ENVELOPE_FIELDS)),
         ttl=ttl_seconds,
     )
+
+
+def event_documents(aggregate: Aggregate, *, ttl_seconds: int) -> list[dict[str, Any]]:
+    """The documents of the events the aggregate recorded (collected: it forgets them)."""
+    return [
+        aggregate_event_document(e, source=aggregate.source(), ttl_seconds=ttl_seconds)
+        for e in aggregate.collect_events()
+    ]
+
+
+# -- what a stored event must be ---------------------------------------------------------------
+
+_MAX_ID = 128
+Identifier = Annotated[str, Field(min_length=1, max_length=_MAX_ID)]
+
+
+class StoredFields(BaseModel):
+    """The fields of an outbox record read from the stored data, and their rules: the reason a
+    stored event that breaks one is quarantined with (`outbox_record` names the field as
+    stored). `plain_fields` is the same verdict, checked cheaply first."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    event_id: Identifier
+    aggregate_type: Annotated[str, Field(min_length=1)]
+    aggregate_id: Identifier
+    action: Annotated[str, Field(min_length=1)]
+    version: Annotated[StrictInt, Field(ge=1)]
+    event_source: Annotated[str, Field(min_length=1)]
+
+
+def plain_fields(
+    event_id: object,
+    aggregate_type: str,
+    aggregate_id: object,
+    action: object,
+    version: object,
+    event_source: str,
+) -> tuple[str, str, str, int] | None:
+    """(event id, aggregate id, action, version) when `StoredFields` takes these values as they
+    are (plain strings of the allowed lengths, an integer version of at least 1): the parser's
+    check of every event, without building a model. None when `StoredFields` would reject one
+    or convert it: then it decides, and names the reason."""
+    if (
+        type(event_id) is str
+        and 0 < len(event_id) <= _MAX_ID
+        and type(aggregate_id) is str
+        and 0 < len(aggregate_id) <= _MAX_ID
+        and type(action) is str
+        and action
+        and type(version) is int
+        and version >= 1
+        and type(aggregate_type) is str
+        and aggregate_type
+        and type(event_source) is str
+        and event_source
+    ):
+        return event_id, aggregate_id, action, version
+    return None
+
+
+def reserved_property(name: str, aggregate_type: str) -> bool:
+    """Whether an application property name is the outbox's (an app's own may not take it)."""
+    return name in (
+        "aggregateType",
+        f"{aggregate_type}Id",
+        "version",
+        "action",
+        "traceparent",
+        "Diagnostic-Id",
+        "eventId",
+        FORMAT_PROPERTY,
+    ) or name.lower().startswith("cloudevents")
+
+
+# -- the stored event, read (either format) ----------------------------------------------------
 
 
 class EventFields(NamedTuple):
@@ -256,43 +362,9 @@ def _record(document: Mapping[str, Any], aggregate_type: str, body: str) -> Outb
         payload = body.encode()
     except UnicodeEncodeError as exc:
         raise PoisonEventError(f"event body is not UTF-8 text: {exc}") from None
-    get = document.get
-    properties = _own_properties(_properties_of(get("properties")), aggregate_type)
-    subject = get("subject")
-    if subject is not None and (not isinstance(subject, str) or not subject):
-        raise PoisonEventError("event subject must be a non-empty string")
-    traceparent, dataschema = get("traceparent"), get("dataschema")
-    plain = plain_fields(
-        get("id"), aggregate_type, get("aggregateId"), get("action"), get("version"), source
-    )
-    if plain is None:
-        checked = _checked(
-            get("id"),
-            aggregate_type,
-            get("aggregateId"),
-            get("action"),
-            get("version"),
-            source,
-            id_key="aggregateId",
-            prefix="",
-        )
-        plain = checked.event_id, checked.aggregate_id, checked.action, checked.version
-    event_id, aggregate_id, action, version = plain
-    return OutboxRecord(
-        event_id=event_id,
-        aggregate_id=aggregate_id,
-        action=action,
-        version=version,
-        aggregate_type=aggregate_type,
-        created_at=parse_time(get("createdAt")),
-        traceparent=traceparent if isinstance(traceparent, str) and traceparent else None,
-        event_source=source,
-        dataschema=dataschema if isinstance(dataschema, str) and dataschema else None,
-        body=payload,
-        properties=properties,
-        subject=subject,
-        document=document,
-        format=FORMAT,
+    properties = _own_properties(_properties_of(document.get("properties")), aggregate_type)
+    return _enveloped(
+        document, document, aggregate_type, source, payload, properties, "aggregateId", FORMAT
     )
 
 
@@ -319,32 +391,50 @@ def _format_1_record(
     if source is None:
         raise PoisonEventError("event source must be a non-empty string")
     try:
-        body = "".join(_DATA_JSON(data, 0)).encode()
+        body = _DATA_JSON.encode(data).encode()
     except (TypeError, ValueError) as exc:
         raise PoisonEventError(f"event data is not serialisable: {exc}") from None
-    get = data.get
-    traceparent, dataschema = get("traceparent"), document.get("dataschema")
     properties = _own_properties(document.get("properties"), aggregate_type)
+    return _enveloped(
+        document, data, aggregate_type, source, body, properties, f"{aggregate_type}Id", 1
+    )
+
+
+def _enveloped(
+    document: Mapping[str, Any],
+    envelope: Mapping[str, Any],
+    aggregate_type: str,
+    source: str,
+    body: bytes,
+    properties: dict[str, str | int],
+    id_key: str,
+    format: int,
+) -> OutboxRecord:
+    """The record of a stored event of either format, its envelope's fields read from
+    `envelope` (the document, or a format 1 event's `data`; `id_key` the aggregate id's name
+    there) and checked last: an event wrong in several ways is set aside for the first of the
+    others (its source, body, properties, subject)."""
     subject = document.get("subject")
     if subject is not None and (not isinstance(subject, str) or not subject):
         raise PoisonEventError("event subject must be a non-empty string")
-    # The stored fields last: an event wrong in several ways is set aside for the first above.
-    own = f"{aggregate_type}Id"
-    plain = plain_fields(get("id"), aggregate_type, get(own), get("action"), get("version"), source)
+    get = envelope.get
+    plain = plain_fields(
+        get("id"), aggregate_type, get(id_key), get("action"), get("version"), source
+    )
     if plain is None:
         checked = _checked(
             get("id"),
             aggregate_type,
-            get(own),
+            get(id_key),
             get("action"),
             get("version"),
             source,
-            id_key=own,
-            prefix="data.",
+            id_key=id_key,
+            prefix="" if envelope is document else "data.",
         )
         plain = checked.event_id, checked.aggregate_id, checked.action, checked.version
-        source = checked.event_source
     event_id, aggregate_id, action, version = plain
+    traceparent, dataschema = get("traceparent"), document.get("dataschema")
     return OutboxRecord(
         event_id=event_id,
         aggregate_id=aggregate_id,
@@ -359,7 +449,7 @@ def _format_1_record(
         properties=properties,
         subject=subject,
         document=document,
-        format=1,
+        format=format,
     )
 
 
@@ -393,7 +483,7 @@ def _checked(
 
 
 def _own_properties(value: object, aggregate_type: str) -> dict[str, str | int]:
-    """An event's application properties of the app's own (a session's event may carry some):
+    """An event's application properties of the app's own (a transaction's event may carry some):
     string names, string or integer values, none of the outbox's names."""
     if value is None:
         return {}
@@ -488,3 +578,143 @@ def parse_time(value: object) -> datetime | None:
         return datetime.fromisoformat(value)
     except ValueError:
         return None
+
+
+# -- the message -------------------------------------------------------------------------------
+
+
+def to_message(record: OutboxRecord) -> OutboxMessage:
+    """The message of a stored event (see the module): its format's."""
+    properties: dict[str, str | int] = {
+        "aggregateType": record.aggregate_type,
+        f"{record.aggregate_type}Id": record.aggregate_id,
+        "version": record.version,
+        "action": record.action,
+    }
+    if record.traceparent:
+        properties["traceparent"] = record.traceparent
+        properties["Diagnostic-Id"] = record.traceparent
+    if record.format != 1:
+        properties[FORMAT_PROPERTY] = record.format
+    if record.properties:
+        properties.update(record.properties)
+    return OutboxMessage(
+        message_id=record.event_id,
+        session_id=record.aggregate_id,
+        subject=record.subject or record.action,
+        version=record.version,
+        body=record.body,
+        application_properties=properties,
+        aggregate_type=record.aggregate_type,
+        source=record.event_source,
+        created_at=record.created_at,
+        dataschema=record.dataschema,
+    )
+
+
+def payload_name(record: OutboxRecord) -> str:
+    """Where the claim check stores an event's body: `<aggregateType>/<aggregateId>/<eventId>`,
+    each part percent-encoded (a `/` in an id cannot make two events share a name). The same
+    for every retry, so a retry overwrites the same blob with the same bytes."""
+    return "/".join(
+        quote(part, safe="")
+        for part in (record.aggregate_type, record.aggregate_id, record.event_id)
+    )
+
+
+def claim_check(message: OutboxMessage, reference: str) -> OutboxMessage:
+    """The message of an offloaded event: the same ids, subject, properties and content type,
+    no body, and `dataref` = the body's reference (CloudEvents: the data is found there)."""
+    return dataclasses.replace(message, body=b"", dataref=reference)
+
+
+#: The Subject of the notice the relay publishes when it sets an event aside.
+QUARANTINE_NOTICE_SUBJECT = "OutboxEventQuarantined"
+#: Namespace of the notices' MessageIds: uuid5(this, event id), the same for every relay.
+NOTICE_NAMESPACE = uuid.UUID("7c0f4a1e-2b8d-5e3a-9c61-0d5f3b2a9e47")
+
+
+def notice_id(event_id: str) -> str:
+    """The MessageId of the quarantine notice of an event: derived from the event id only, so
+    a notice sent again (relay retry, failed replay) is dropped by duplicate detection, and it
+    never collides with an event's own MessageId (event ids are uuid4, these uuid5)."""
+    return str(uuid.uuid5(NOTICE_NAMESPACE, event_id))
+
+
+def quarantine_notice(event: OutboxRecord | Unreadable, reason: str) -> OutboxMessage | None:
+    """The notice for an event set aside: same session as the event (its aggregate id), with
+    its version, so a subscriber sees it where the event would have been. None when the event's
+    aggregate cannot be read (there is no session to put the notice in)."""
+    if isinstance(event, OutboxRecord):
+        aggregate_type: str | None = event.aggregate_type
+        aggregate_id: str | None = event.aggregate_id
+        action: str | None = event.action
+        version: int | None = event.version
+        source = event.event_source
+    else:
+        aggregate_type, aggregate_id = event.aggregate_type, event.aggregate_id
+        action, version = event.action, event.version
+        source = event.event_source
+    if not aggregate_id or not aggregate_type:
+        return None
+    body = {
+        "eventId": event.event_id,
+        f"{aggregate_type}Id": aggregate_id,
+        "aggregateType": aggregate_type,
+        "aggregateId": aggregate_id,
+        "action": action,
+        "version": version,
+        "reason": reason,
+    }
+    properties: dict[str, str | int] = {
+        "aggregateType": aggregate_type,
+        f"{aggregate_type}Id": aggregate_id,
+        "action": QUARANTINE_NOTICE_SUBJECT,
+        "eventId": event.event_id,
+        FORMAT_PROPERTY: 2,
+    }
+    if version is not None:
+        properties["version"] = version
+    return OutboxMessage(
+        message_id=notice_id(event.event_id),
+        session_id=aggregate_id,
+        subject=QUARANTINE_NOTICE_SUBJECT,
+        version=version if version is not None else 0,
+        body=json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode(),
+        application_properties=properties,
+        aggregate_type=aggregate_type,
+        source=source,
+    )
+
+
+# -- the message, read (a subscriber's side) ---------------------------------------------------
+
+
+class MessageEnvelope(NamedTuple):
+    """What a message's envelope says, in either format: its version and aggregate id (None
+    when it has none), the app's data (for format 1, the body without the envelope's names),
+    and where the envelope was read (`properties` or `data`, for the reason it is refused)."""
+
+    version: object
+    aggregate_id: object
+    data: Mapping[str, Any]
+    where: str
+
+
+def message_envelope(
+    properties: Mapping[str, Any], data: Mapping[str, Any], aggregate_type: str
+) -> MessageEnvelope:
+    """A relayed message's envelope and data (see the module): format 2 (`outboxFormat` 2) has
+    its envelope in the application properties, format 1 in its body with the app's fields."""
+    own = f"{aggregate_type}Id"
+    if str(properties.get(FORMAT_PROPERTY)) == str(FORMAT):
+        version = properties.get("version")
+        if isinstance(version, str) and version.isdigit():  # an integer as another sender's text
+            version = int(version)
+        return MessageEnvelope(version, properties.get(own), data, "properties")
+    return MessageEnvelope(
+        data.get("version"),
+        data.get(own),
+        {k: v for k, v in data.items() if k not in _FORMAT_1_ENVELOPE and k != own},
+        "data",
+    )

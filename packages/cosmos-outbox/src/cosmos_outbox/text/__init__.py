@@ -1,9 +1,12 @@
-"""Text fields whose published JSON schema is what they validate.
+"""Text fields whose published JSON schema is what they validate: `Text`, and its rules
+(`text_problem` says what is wrong with a value, None when nothing is; `text_pattern` is the same
+rules as the JSON Schema `pattern` the OpenAPI document gives; `REFUSED_CATEGORIES` the Unicode
+general categories refused wherever they stand).
 
 `Text` is the metadata of a constrained string: ``Annotated[str, Text(max_length=100)]``. A
 value must follow the text rules (every script and emoji; no control, format, private-use,
 unassigned or default-ignorable characters; joiners only where a script or an emoji sequence
-needs them: `cosmos_outbox._text._rules` says which, from Unicode's own data); it is trimmed,
+needs them: `cosmos_outbox.text._rules` says which, from Unicode's own data); it is trimmed,
 and its length limit applies to the value as sent. A required text (the default) must hold a
 character that shows; an optional one may be empty.
 
@@ -22,9 +25,14 @@ from pydantic import GetCoreSchemaHandler, GetJsonSchemaHandler
 from pydantic.json_schema import JsonSchemaValue
 from pydantic_core import core_schema
 
-from cosmos_outbox._text._rules import TEXT_DESCRIPTION, text_pattern, text_problem
+from cosmos_outbox.text._rules import (
+    REFUSED_CATEGORIES,
+    TEXT_DESCRIPTION,
+    text_pattern,
+    text_problem,
+)
 
-__all__ = ["TEXT_DESCRIPTION", "Text", "text_pattern", "text_problem"]
+__all__ = ["REFUSED_CATEGORIES", "Text", "text_pattern", "text_problem"]
 
 
 @dataclass(frozen=True)
