@@ -89,7 +89,7 @@ example-tests: $(PY_STAMP)
 # for either long tier was slower (545 s against 503 s, the venvs built: more stacks at once,
 # more CPU in all) and made a lease-timing test flaky.
 TEST_WORKERS ?= 3
-GENERATIVE := tests/contacts/integration/test_api_generative.py
+GENERATIVE := tests/contacts/api/test_api_generative.py
 
 # Setting up .venv keeps one core busy: the venvs it does not need (the other Pythons', checkov's)
 # are built beside it.

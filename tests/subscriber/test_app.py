@@ -9,7 +9,7 @@ import json
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
 from cosmos_outbox.subscriber.aio import Projector
 from cosmos_outbox.testing import FunctionClient, InMemoryStore
-from tests.subscriber.unit.test_http import TOKENS, InMemoryReads
+from tests.subscriber.test_http import TOKENS, InMemoryReads
 
 from contacts_projection.bootstrap import Services, bootstrap  # isort: skip
 from contacts_projection.projection import ContactProjection  # isort: skip

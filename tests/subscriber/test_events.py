@@ -21,7 +21,7 @@ from entrypoints.bootstrap import LEGACY_EVENTS
 from contacts_projection.bootstrap import CONTACT  # isort: skip
 
 CASES: list[dict[str, Any]] = json.loads(
-    (Path(__file__).parents[2] / "contacts" / "fixtures" / "wire_format.json").read_text("utf-8")
+    (Path(__file__).parents[1] / "contacts" / "fixtures" / "wire_format.json").read_text("utf-8")
 )
 
 

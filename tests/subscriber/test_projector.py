@@ -48,7 +48,7 @@ from cosmos_outbox.testing import (
     as_async,
     service_bus_message,
 )
-from tests.subscriber.unit.test_http import TOKENS
+from tests.subscriber.test_http import TOKENS
 
 from contacts_projection.bootstrap import CONTACT, Services, bootstrap  # isort: skip
 from contacts_projection.projection import IGNORED_ACTIONS, ContactProjection  # isort: skip

@@ -31,7 +31,7 @@ from tools.stack import Ports, Stack
 from contacts_projection.projection import ContactProjection  # isort: skip
 
 pytestmark = pytest.mark.e2e
-REPORT = Path(__file__).resolve().parents[3] / ".stack" / "e2e-subscriber-report.json"
+REPORT = Path(__file__).resolve().parents[2] / ".stack" / "e2e-subscriber-report.json"
 DUPLICATE_WINDOW = 2.0
 _LINE = re.compile(
     r"event (?P<event>\S+) \(contact (?P<contact>\S+), version (?P<version>\d+), "

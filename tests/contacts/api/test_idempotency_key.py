@@ -15,7 +15,7 @@ from cosmos_outbox.documents import EVENT_TYPE, IDEMPOTENCY_TYPE
 from cosmos_outbox.http import KEY_PATTERN
 from tests.contacts.conftest import FakeWorld
 from tests.contacts.openapi import openapi_document
-from tests.contacts.unit.test_http_api import ADA, Api, body, created, problem
+from tests.contacts.api.test_http_api import ADA, Api, body, created, problem
 
 KEY = "Idempotency-Key"
 

@@ -24,7 +24,7 @@ from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.testing import event_fields
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.otel import METRICS_FILE
-from tests.contacts.e2e.test_outbox_guarantees import (
+from tests.contacts.outbox.test_outbox_guarantees import (
     FAST_TAKEOVER,
     kill_relay_mid_batch,
     write_large_history,

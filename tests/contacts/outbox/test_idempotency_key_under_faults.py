@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from cosmos_outbox.documents import IDEMPOTENCY_TYPE
-from tests.contacts.e2e.test_outbox_guarantees import (
+from tests.contacts.outbox.test_outbox_guarantees import (
     FAST_TAKEOVER,
     assert_exactly_once_in_order,
     stored_events,

@@ -1,5 +1,5 @@
 """Operators recover, on the local stack through the real SDKs: a too-large event is quarantined
-(this stack has no payload storage, so no claim check: tests/contacts/e2e/test_claim_check.py
+(this stack has no payload storage, so no claim check: tests/contacts/outbox/test_claim_check.py
 offloads) and its notice arrives in its session in order; the limit is raised (the Service Bus
 endpoint restarted with a larger maximum message size, as a namespace moved to Premium) and the
 event replayed; another is discarded with an audit line; a re-drive after the subscription was
@@ -24,7 +24,7 @@ from cosmos_outbox.documents import commit_operations
 from cosmos_outbox.relay import QUARANTINE_NOTICE_SUBJECT, notice_id
 from domain.contact import Contact
 from domain.values import Company, Name
-from tests.contacts.e2e.test_outbox_guarantees import record, stored_events, write_history
+from tests.contacts.outbox.test_outbox_guarantees import record, stored_events, write_history
 from tools.httpclient import Client
 from tools.receive import Received, count_at_least, drain
 from tools.stack import Ports, Stack

@@ -38,14 +38,14 @@ import pytest
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
 from funcstack.scaleout import AppInstances, Instance
 from tests.contacts.conftest import indexed_functions
-from tests.contacts.e2e.test_outbox_guarantees import (
+from tests.contacts.outbox.test_outbox_guarantees import (
     FAST_TAKEOVER,
     assert_exactly_once_in_order,
     record,
     stored_events,
 )
 from tests.deploy.templates import iso_duration_seconds
-from tests.subscriber.e2e.test_subscriber import invocations, projection
+from tests.subscriber.test_subscriber import invocations, projection
 from tools.httpclient import Client
 from tools.receive import count_at_least, drain
 from tools.stack import SERVICEBUS_CONFIG, Ports, Stack

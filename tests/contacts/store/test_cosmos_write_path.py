@@ -20,7 +20,7 @@ from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentS
 from cosmos_outbox.documents import EVENT_TYPE
 from cosmos_outbox.testing.contracts import EventLoop
 from infra.cosmos.contacts import CosmosContactList, SyncCosmosContactList
-from tests.contacts.contract.unit_of_work_contract import (
+from tests.contacts.store.unit_of_work_contract import (
     ContactsStoreContract,
     ContactsWorld,
 )

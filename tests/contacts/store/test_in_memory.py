@@ -1,6 +1,6 @@
 """cosmos-outbox's in-memory fakes and the app's in-memory contact list, held to the app's
 store contract (the Cosmos DB adapters are held to the same one in
-tests/contacts/integration)."""
+tests/contacts/store/test_cosmos_write_path.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 
 from application.contacts.ports import ContactList
 from cosmos_outbox.testing.contracts import InMemoryStoreWorld, StoreWorld
-from tests.contacts.contract.unit_of_work_contract import (
+from tests.contacts.store.unit_of_work_contract import (
     ContactsQuarantineContract,
     ContactsStoreContract,
     ContactsWorld,

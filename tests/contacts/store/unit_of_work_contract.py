@@ -1,8 +1,8 @@
 """The Contacts app's store contract: cosmos-outbox's unit-of-work and quarantine suites
 (`cosmos_outbox.testing.contracts`) driven with the contact, and what only the app has (several
 changes in one commit, the contact list). Subclassed for each implementation: the in-memory
-fakes (tests/contacts/contract/test_in_memory.py) and the Cosmos DB adapters on a real endpoint
-(tests/contacts/integration/test_cosmos_write_path.py). The idempotency
+fakes (tests/contacts/store/test_in_memory.py) and the Cosmos DB adapters on a real endpoint
+(tests/contacts/store/test_cosmos_write_path.py). The idempotency
 suite (Idempotency-Key records in the change's batch, racing retries, TTL) is part of it."""
 
 from __future__ import annotations

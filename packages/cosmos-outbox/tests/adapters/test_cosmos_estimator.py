@@ -47,7 +47,7 @@ from funcstack import LocalStack
 from funcstack.pytest_plugin import HostedApp
 
 pytestmark = pytest.mark.integration
-RELAY_APP = Path(__file__).parent / "relay_app"
+RELAY_APP = Path(__file__).parents[1] / "relay_app"
 TTL = 864000
 N = 5
 

@@ -34,7 +34,7 @@ from funcstack.pytest_plugin import HostedApp
 
 pytestmark = pytest.mark.integration
 
-RELAY_APP = Path(__file__).parent / "relay_app"
+RELAY_APP = Path(__file__).parents[1] / "relay_app"
 #: What a team's loan event holds: date-like strings of every form the host re-formats, and the
 #: names format 1 reserved (`id`, `version`, `memberId` for entity="member").
 DATA = {

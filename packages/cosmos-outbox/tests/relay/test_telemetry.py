@@ -14,7 +14,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
-from test_relay import TRACE, history
+from relay.test_relay import TRACE, history
 
 from cosmos_outbox._documents import read_feed
 from cosmos_outbox._quarantine import Quarantine

@@ -55,7 +55,7 @@ LEGACY_EVENTS = LegacyEvents(aggregate_type="contact", source="/contacts")
 #: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
 TELEMETRY = RelayTelemetry(destination="test-events")
 
-FIXTURE = Path(__file__).parent / "fixtures" / "wire_bytes.json"
+FIXTURE = Path(__file__).parents[1] / "fixtures" / "wire_bytes.json"
 
 
 class CapturingPublisher(MessagePublisher):
@@ -138,7 +138,7 @@ def test_the_fixture_covers_every_case() -> None:
 
 # -- format 2 (the body the app's data, the envelope in the properties) -------------------------
 
-FIXTURE_2 = Path(__file__).parent / "fixtures" / "wire_bytes_format_2.json"
+FIXTURE_2 = Path(__file__).parents[1] / "fixtures" / "wire_bytes_format_2.json"
 #: The envelope's names in a format 1 event's data (and `contactId`).
 _ENVELOPE_1 = ("id", "contactId", "version", "createdAt", "traceparent", "action")
 

@@ -37,7 +37,7 @@ from azure_stack import DATABASE, SUBSCRIPTION, TOPIC, received
 from funcstack import LocalStack
 
 pytestmark = pytest.mark.integration
-QUEUE_APP = Path(__file__).parent / "queue_app"
+QUEUE_APP = Path(__file__).parents[1] / "queue_app"
 #: fixtures/funcstack.json declares it (Storage.Queues); the host creates its poison queue.
 QUEUE = "outbox-commands"
 POISON = f"{QUEUE}-poison"

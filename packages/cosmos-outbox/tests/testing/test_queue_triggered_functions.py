@@ -3,7 +3,7 @@ README's "From queue, Service Bus and timer triggers"), sync (`cosmos_outbox.Out
 (`cosmos_outbox.aio.Outbox`), called in-process with the test kit's `queue_message` through
 `FunctionClient.invoke`: the message's document and its event are committed together; a commit
 that fails, or a command that is not valid, raises out of the function (the host retries the
-message, then moves it to `<queue>-poison`) and writes nothing. tests/test_queue_trigger_hosted.py
+message, then moves it to `<queue>-poison`) and writes nothing. testing/test_queue_trigger_hosted.py
 holds the same to the real host, queue and topic."""
 
 from __future__ import annotations
