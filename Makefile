@@ -59,8 +59,9 @@ lint: $(PY_STAMP)
 	$(MYPY)
 	$(MYPY) --python-version 3.11 $(OUTBOX)/src
 	$(MYPY) subscriber/function_app.py
-	cd $(OUTBOX)/tests && $(MYPY) --config-file ../../../pyproject.toml . --exclude queue_app
+	cd $(OUTBOX)/tests && $(MYPY) --config-file ../../../pyproject.toml . --exclude '(queue|operators)_app/'
 	cd $(OUTBOX)/tests && $(MYPY) --config-file ../../../pyproject.toml queue_app/function_app.py
+	cd $(OUTBOX)/tests && $(MYPY) --config-file ../../../pyproject.toml operators_app/function_app.py
 	cd examples/orders && $(MYPY) --config-file ../../pyproject.toml .
 	cd examples/fastapi-concerts && $(MYPY) --config-file ../../pyproject.toml .
 	cd examples/library-loans && $(MYPY) --config-file ../../pyproject.toml .
