@@ -18,7 +18,7 @@ from azure.servicebus._pyamqp import performatives as perf
 
 from .conftest import Target
 
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
 OPEN, BEGIN, ATTACH, DETACH, END, CLOSE = 0x10, 0x11, 0x12, 0x16, 0x17, 0x18

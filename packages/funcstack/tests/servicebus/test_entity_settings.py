@@ -27,7 +27,7 @@ from funcstack.servicebus._launcher import start_servicebus
 
 from .conftest import CONFIG
 
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 

@@ -21,7 +21,7 @@ from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
 
 from .conftest import CONFIG, QUEUE, SUBSCRIPTION, TOPIC
 
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
 
 @pytest.fixture

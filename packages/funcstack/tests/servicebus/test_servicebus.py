@@ -40,7 +40,7 @@ from .conftest import (
     Target,
 )
 
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
 # Client-side speed knobs only: with prefetch on and keep_alive=0 the SDK starts no keep-alive
 # thread, whose 1 s sleeps otherwise delay every receiver close.
