@@ -10,7 +10,9 @@ from pathlib import Path
 
 import azure.functions as func
 import pytest
+from conftest import TicketWorld
 
+from cosmos_outbox.documents import EVENT_TYPE
 from cosmos_outbox.testing import FunctionClient
 
 
@@ -95,3 +97,32 @@ def test_a_plain_script_on_an_asgi_app_ends(tmp_path: Path, script: str) -> None
     except subprocess.TimeoutExpired:
         pytest.fail("the script did not end within 60 s: it hangs at interpreter exit")
     assert (done.returncode, done.stdout.strip()) == (0, "hello"), done.stderr
+
+
+TRACE = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+
+
+def test_a_function_gets_the_invocation_context_the_host_passes() -> None:
+    """A parameter named `context` gets the invocation's context: its trace context (W3C
+    traceparent, as the host takes it from the request) and a first attempt's retry context."""
+    app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+
+    @app.route(route="traced", methods=["GET"])
+    def traced(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+        retry = context.retry_context
+        return func.HttpResponse(
+            f"{context.trace_context.trace_parent} {retry.retry_count}/{retry.max_retry_count}"
+        )
+
+    with FunctionClient(app) as client:
+        reply = client.request("GET", "traced", trace_parent=TRACE)
+    assert reply.get_body().decode() == f"{TRACE} 0/0"
+
+
+def test_the_events_a_route_writes_carry_the_invocations_trace_context(
+    world: TicketWorld,
+) -> None:
+    reply = world.client.request("POST", "tickets", body={"title": "T"}, trace_parent=TRACE)
+    assert reply.status_code == 201
+    [event] = world.memory.store.of_type(EVENT_TYPE)
+    assert event["traceparent"] == TRACE
