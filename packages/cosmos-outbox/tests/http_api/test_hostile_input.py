@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from tickets import ChangeTicket, OpenTicket
 
 from cosmos_outbox import RequestModel
+from cosmos_outbox.errors import OutboxError, StoreUnavailableError, ThrottledError
 from cosmos_outbox.http import MAX_DEPTH, HttpProblemError, parse_body, parse_json
 from cosmos_outbox.text import text_pattern
 
@@ -238,3 +239,30 @@ def test_unknown_query_parameters_are_refused_but_the_key_parameter_is_not(
     tid, _ = opened(world)
     problem(world.client.request("GET", f"tickets/{tid}", params={"page": "2"}), 400)
     assert world.client.request("GET", f"tickets/{tid}", params={"code": "k"}).status_code == 200
+
+
+def test_a_body_over_64_kib_is_a_413_and_writes_nothing(world: TicketWorld) -> None:
+    raw = json.dumps({"title": "T", "padding": "x" * 65_536}).encode()
+    doc = problem(world.client.request("POST", "tickets", raw=raw, headers=JSON), 413)
+    assert "larger than 65536 bytes" in doc["detail"]
+    assert world.memory.store.batches == 0
+
+
+@pytest.mark.parametrize(
+    ("fault", "status"),
+    [(ThrottledError("throttled", retry_after=2.0), 429), (StoreUnavailableError("down"), 503)],
+)
+def test_a_store_that_throttles_or_is_down_is_a_429_or_503_with_retry_after(
+    world: TicketWorld, fault: OutboxError, status: int
+) -> None:
+    """Never a 500 for what the store says: its throttling and its outages are the client's
+    cue to retry, with when (the store's Retry-After, else the HTTP layer's)."""
+    tid, etag = opened(world)
+    batches = world.memory.store.batches
+    world.memory.store.fail_next = fault
+    reply = world.client.request(
+        "PATCH", f"tickets/{tid}", body={"title": "Later"}, headers={"If-Match": etag}
+    )
+    problem(reply, status)
+    assert int(reply.headers["Retry-After"]) >= 1
+    assert world.memory.store.batches == batches
