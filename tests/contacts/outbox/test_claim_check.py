@@ -24,12 +24,12 @@ from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.testing import event_fields
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.otel import METRICS_FILE
+from tests.contacts.manuscripts import Manuscript, text_of
 from tests.contacts.outbox.test_outbox_guarantees import (
     FAST_TAKEOVER,
     kill_relay_mid_batch,
     write_large_history,
 )
-from tests.contacts.manuscripts import Manuscript, text_of
 from tests.contacts.outboxes import outbox_on
 from tools import status
 from tools.httpclient import Client

@@ -22,16 +22,16 @@ from typing import Any
 import pytest
 
 from cosmos_outbox.documents import IDEMPOTENCY_TYPE
-from tests.contacts.outbox.test_outbox_guarantees import (
-    FAST_TAKEOVER,
-    assert_exactly_once_in_order,
-    stored_events,
-)
 from tests.contacts.faults import (
     commit_then_kill_worker,
     frozen,
     kill_worker_with_answers_pending,
     wait_for,
+)
+from tests.contacts.outbox.test_outbox_guarantees import (
+    FAST_TAKEOVER,
+    assert_exactly_once_in_order,
+    stored_events,
 )
 from tools.httpclient import Client, Reply
 from tools.receive import count_at_least, drain

@@ -8,12 +8,12 @@ import pytest
 
 from application.contacts.ports import ContactList
 from cosmos_outbox.testing.contracts import InMemoryStoreWorld, StoreWorld
+from tests.contacts.fakes import InMemoryContactList
 from tests.contacts.store.unit_of_work_contract import (
     ContactsQuarantineContract,
     ContactsStoreContract,
     ContactsWorld,
 )
-from tests.contacts.fakes import InMemoryContactList
 
 
 class InMemoryWorld(InMemoryStoreWorld, ContactsWorld):

@@ -8,18 +8,18 @@ the length of one test (resumed whatever happens)."""
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import signal
 import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -70,14 +70,16 @@ class Reply:
 
 
 def call(app: HostedApp, method: str, path: str, payload: Any = None) -> Reply:
-    data = None if payload is None else json.dumps(payload).encode()
-    request = urllib.request.Request(f"{app.url}/{path}", data=data, method=method)
-    request.add_header("content-type", "application/json")
+    url = urlsplit(f"{app.url}/{path}")
+    connection = http.client.HTTPConnection(url.netloc, timeout=BOUND_SECONDS + 20)
     try:
-        with urllib.request.urlopen(request, timeout=BOUND_SECONDS + 20) as response:
-            return Reply(response.status, dict(response.headers), response.read())
-    except urllib.error.HTTPError as error:
-        return Reply(error.code, dict(error.headers), error.read())
+        body = None if payload is None else json.dumps(payload).encode()
+        target = f"{url.path}?{url.query}" if url.query else url.path
+        connection.request(method, target, body=body, headers={"content-type": "application/json"})
+        response = connection.getresponse()
+        return Reply(response.status, dict(response.getheaders()), response.read())
+    finally:
+        connection.close()
 
 
 def unavailable(reply: Reply, took: float) -> None:

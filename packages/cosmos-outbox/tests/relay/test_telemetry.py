@@ -14,7 +14,6 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
-from relay.test_relay import TRACE, history
 
 from cosmos_outbox._documents import read_feed
 from cosmos_outbox._quarantine import Quarantine
@@ -23,6 +22,7 @@ from cosmos_outbox._relay.relay import Relay
 from cosmos_outbox._relay.telemetry import RelayTelemetry
 from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox.testing import FakePublisher, InMemoryStore
+from relay.test_relay import TRACE, history
 
 TOPIC = "ticket-events"
 
