@@ -51,7 +51,12 @@ from cosmos_outbox._event_document import (
     stored_size,
 )
 from cosmos_outbox._idempotency import IdempotencyRecord, fingerprint, record_id
-from cosmos_outbox._message_limits import refused_id, refused_properties
+from cosmos_outbox._message_limits import (
+    MAX_ID_LENGTH,
+    refused_id,
+    refused_properties,
+    utf16_length,
+)
 from cosmos_outbox._records import reserved_property
 from cosmos_outbox.errors import (
     AlreadyExistsError,
@@ -59,6 +64,7 @@ from cosmos_outbox.errors import (
     IdempotencyKeyReusedError,
     NotFoundError,
     PreconditionFailedError,
+    SessionIdTooLongError,
 )
 from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation
 
@@ -213,7 +219,12 @@ class Session:
         self.session_id = session_id or partition_key
         refused = refused_id("SessionId", self.session_id)
         if refused is not None:
-            raise ValueError(f"{refused}: give the session a shorter session_id")
+            raise SessionIdTooLongError(
+                f"{refused}: a session's SessionId is its partition key unless it is given a "
+                "session_id; give it a shorter one",
+                length=utf16_length(self.session_id),
+                limit=MAX_ID_LENGTH,
+            )
         self.source = source or f"/{entity}s"
         self.traceparent = traceparent
         self._store = store

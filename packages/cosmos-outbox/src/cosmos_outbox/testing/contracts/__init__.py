@@ -25,6 +25,11 @@ drive are the outbox's own, over that store. Test classes here are not collected
 from __future__ import annotations
 
 from cosmos_outbox.testing.contracts._backlog import BacklogEstimatorContract
+from cosmos_outbox.testing.contracts._dead_letters import (
+    DeadLetterContract,
+    DeadLetterWorld,
+    InMemoryDeadLetterWorld,
+)
 from cosmos_outbox.testing.contracts._idempotency import IdempotencyContract
 from cosmos_outbox.testing.contracts._payloads import PayloadStoreContract
 from cosmos_outbox.testing.contracts._publisher import PublisherContract
@@ -53,10 +58,13 @@ __all__ = [
     "AggregateExample",
     "BacklogEstimatorContract",
     "BacklogWorld",
+    "DeadLetterContract",
+    "DeadLetterWorld",
     "EventLoop",
     "FakePublisherWorld",
     "IdempotencyContract",
     "InMemoryBacklogWorld",
+    "InMemoryDeadLetterWorld",
     "InMemoryPayloadWorld",
     "InMemoryStoreWorld",
     "PayloadStoreContract",
