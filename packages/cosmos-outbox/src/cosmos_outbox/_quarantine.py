@@ -187,9 +187,12 @@ class Quarantine:
 
     async def put(self, event: OutboxRecord | Unreadable, *, reason: str) -> None:
         """Keep the event with the reason (idempotent: the same event is one record; set aside
-        again, it keeps its history and is quarantined again with the new reason)."""
+        again, it keeps its history and is quarantined again with the new reason; a discarded
+        one stays discarded)."""
         fresh = quarantine_document(event.document, reason=reason, now=self._clock())
         previous = await self._store.read(fresh["partitionKey"], fresh["id"])
+        if previous is not None and previous.get("status") == "discarded":
+            return  # given up: it stays so (a re-drive or a lease read again sees it again)
         if previous is not None:
             fresh = quarantine_document(
                 event.document, reason=reason, now=self._clock(), previous=previous
@@ -227,9 +230,7 @@ class Quarantine:
             token = page.continuation_token
         probe = token
         while probe is not None:
-            ahead = await self._store.page_of_type(
-                QUARANTINE_TYPE, page_size=1, continuation=probe
-            )
+            ahead = await self._store.page_of_type(QUARANTINE_TYPE, page_size=1, continuation=probe)
             if ahead.items:
                 break
             probe = None if ahead.continuation_token == probe else ahead.continuation_token

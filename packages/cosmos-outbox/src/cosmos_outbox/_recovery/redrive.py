@@ -15,6 +15,8 @@ not applied yet; when the app knows a subscriber's projection container (OUTBOX_
 `name=container`) the report counts, per such subscriber, the events it applied already (it
 drops them), holds (dropped: applied when its gap closes) and will apply.
 
+An event an operator discarded (given up: its quarantine record says so) is not re-driven.
+
 Long re-drives go a page at a time (`page_size` events, per aggregate in version order across
 pages): the answer carries a continuation token with the totals so far; the command line
 follows it and shows the progress. Events go through the relay (`cosmos_outbox._relay.Relay`),
@@ -31,6 +33,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from cosmos_outbox._quarantine import QUARANTINE_TYPE
 from cosmos_outbox._records import (
     REDRIVE_PROPERTY,
     TARGET_PROPERTY,
@@ -176,13 +179,22 @@ class RedriveOperators:
             if continuation
             else RedriveState(redrive_id=str(uuid.uuid4()), scope=scope)
         )
+        discarded = {
+            str(d.get("eventId"))
+            for d in await self._store.of_type(QUARANTINE_TYPE, partition_key=aggregate_id)
+            if d.get("status") == "discarded"
+        }
         events = sorted(
-            await stored_events(
-                self._store,
-                since,
-                aggregate_type=aggregate_type,
-                aggregate_id=aggregate_id,
-                legacy=self._legacy,
+            (
+                e
+                for e in await stored_events(
+                    self._store,
+                    since,
+                    aggregate_type=aggregate_type,
+                    aggregate_id=aggregate_id,
+                    legacy=self._legacy,
+                )
+                if e.event_id not in discarded
             ),
             key=_key,
         )

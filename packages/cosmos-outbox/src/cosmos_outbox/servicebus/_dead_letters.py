@@ -3,7 +3,8 @@
 `DeadLetter`, an `Outgoing` as a `ServiceBusMessage`).
 
 - **Peek** reads a dead-letter queue's messages without locking them
-  (`peek_messages(sequence_number=...)`): a Listen operation, the same right as receiving. No
+  (`peek_messages(sequence_number=...)`, from 1 at the least: the SDK reads 0 as "after the
+  last message this receiver received"): a Listen operation, the same right as receiving. No
   Manage right is needed: counts are peeked too, never read from the management API.
 - **Move** receives (peek-lock) from the dead-letter queue until it has seen every message it
   was asked for, or the queue gives nothing more within a second; for each one asked for, it
@@ -13,6 +14,11 @@
   abandoned, so a receive never hands the same one back twice (Service Bus Explorer does the
   same; an abandoned dead letter's DeliveryCount goes up, nothing else changes).
 
+The links are kept (one receiver of each dead-letter queue and one sender to where its messages
+go back, per entity, made on first use: opening and closing a pair costs about two seconds on a
+local endpoint), used by one call at a time; a call that fails drops its entity's links, and the
+next opens new ones (the locks of a dropped receiver are released with it).
+
 The sub-queue is the SDK's (`ServiceBusSubQueue.DEAD_LETTER`: `<entity>/$DeadLetterQueue`); a
 dead-letter queue is never session-enabled, whatever its entity is (Azure's docs, "Service Bus
 dead-letter queues"). The app's identity needs Azure Service Bus Data Receiver on the watched
@@ -21,7 +27,9 @@ subscriptions (or queues) and Data Sender on the topic (or queues).
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -94,27 +102,50 @@ def message_of(outgoing: Outgoing) -> ServiceBusMessage:
     )
 
 
-class _Entities:
-    """Where an entity's dead letters are read from and sent back to."""
+class _Links:
+    """One entity's receiver (of its dead-letter queue, peek-lock) and sender (to the topic for
+    a subscription's, to the queue for a queue's)."""
 
-    def __init__(self, topic: str) -> None:
-        self.topic = topic
+    def __init__(self, receiver: Any, sender: Any) -> None:
+        self.receiver, self.sender = receiver, sender
 
-    def receiver_options(self, entity: DeadLetterEntity) -> dict[str, Any]:
-        return {"sub_queue": ServiceBusSubQueue.DEAD_LETTER}
 
-    def destination(self, entity: DeadLetterEntity) -> str:
-        return self.topic if entity.kind == "subscription" else entity.name
+def _receiver_of(client: Any, topic: str, entity: DeadLetterEntity) -> Any:
+    options = {
+        "sub_queue": ServiceBusSubQueue.DEAD_LETTER,
+        "receive_mode": ServiceBusReceiveMode.PEEK_LOCK,
+    }
+    if entity.kind == "subscription":
+        return client.get_subscription_receiver(topic, entity.name, **options)
+    return client.get_queue_receiver(entity.name, **options)
+
+
+def _sender_of(client: Any, topic: str, entity: DeadLetterEntity) -> Any:
+    if entity.kind == "subscription":
+        return client.get_topic_sender(topic)
+    return client.get_queue_sender(entity.name)
+
+
+def _peeked(messages: list[ServiceBusReceivedMessage], from_sequence: int) -> list[DeadLetter]:
+    return [dead_letter_of(m) for m in messages if int(m.sequence_number or 0) >= from_sequence]
+
+
+def _batch_size(wanted: Mapping[int, Any]) -> int:
+    """As many as are wanted (the receive returns once it has them), at most a batch."""
+    return max(1, min(_RECEIVE_BATCH, len(wanted)))
 
 
 class ServiceBusDeadLetters(DeadLetterQueues):
     """The dead-letter queues of `topic`'s subscriptions (and of queues) on the SDK's sync
-    client (made by `connect`, once, on first use)."""
+    client (made by `connect`, once, on first use). One call at a time (a lock): the sync
+    SDK's links are not to be shared between threads."""
 
     def __init__(self, connect: Any, topic: str) -> None:
         self._connect = connect
+        self._topic = topic
         self._client: ServiceBusClient | None = None
-        self._entities = _Entities(topic)
+        self._lock = threading.Lock()
+        self._links: dict[str, _Links] = {}
 
     @classmethod
     def from_connection_string(cls, connection_string: str, topic: str) -> ServiceBusDeadLetters:
@@ -130,32 +161,40 @@ class ServiceBusDeadLetters(DeadLetterQueues):
             lambda: ServiceBusClient(fully_qualified_namespace, credential=credential), topic
         )
 
-    def _sb(self) -> ServiceBusClient:
-        if self._client is None:
-            self._client = self._connect()
-        return self._client
+    def _links_of(self, entity: DeadLetterEntity) -> _Links:
+        links = self._links.get(entity.name)
+        if links is None:
+            if self._client is None:
+                self._client = self._connect()
+            receiver = _receiver_of(self._client, self._topic, entity)
+            sender = _sender_of(self._client, self._topic, entity)
+            receiver.__enter__()
+            try:
+                sender.__enter__()
+            except Exception:
+                _quietly(lambda: receiver.__exit__(None, None, None))
+                raise
+            links = self._links[entity.name] = _Links(receiver, sender)
+        return links
 
-    def _receiver(self, entity: DeadLetterEntity, **options: Any) -> Any:
-        sb = self._sb()
-        options |= self._entities.receiver_options(entity)
-        if entity.kind == "subscription":
-            return sb.get_subscription_receiver(self._entities.topic, entity.name, **options)
-        return sb.get_queue_receiver(entity.name, **options)
-
-    def _sender(self, entity: DeadLetterEntity) -> Any:
-        destination = self._entities.destination(entity)
-        if entity.kind == "subscription":
-            return self._sb().get_topic_sender(destination)
-        return self._sb().get_queue_sender(destination)
+    def _drop(self, entity: DeadLetterEntity) -> None:
+        links = self._links.pop(entity.name, None)
+        if links is not None:
+            _quietly(lambda: links.receiver.__exit__(None, None, None))
+            _quietly(lambda: links.sender.__exit__(None, None, None))
 
     def peek(
         self, entity: DeadLetterEntity, *, from_sequence: int, max_count: int
     ) -> list[DeadLetter]:
-        with self._receiver(entity) as receiver:
-            peeked = receiver.peek_messages(
-                max_message_count=max_count, sequence_number=max(from_sequence, 0)
-            )
-        return [dead_letter_of(m) for m in peeked if int(m.sequence_number or 0) >= from_sequence]
+        with self._lock:
+            try:
+                peeked = self._links_of(entity).receiver.peek_messages(
+                    max_message_count=max_count, sequence_number=max(from_sequence, 1)
+                )
+            except Exception:
+                self._drop(entity)
+                raise
+        return _peeked(peeked, from_sequence)
 
     def move(
         self, entity: DeadLetterEntity, moves: Mapping[int, Outgoing | None]
@@ -163,14 +202,14 @@ class ServiceBusDeadLetters(DeadLetterQueues):
         wanted = dict(moves)
         outcomes: dict[int, MoveOutcome] = {}
         held: list[ServiceBusReceivedMessage] = []
-        with (
-            self._receiver(entity, receive_mode=ServiceBusReceiveMode.PEEK_LOCK) as receiver,
-            self._sender(entity) as sender,
-        ):
+        with self._lock:
+            links = self._links_of(entity)
+            receiver, sender = links.receiver, links.sender
             try:
                 while wanted:
                     batch = receiver.receive_messages(
-                        max_message_count=_RECEIVE_BATCH, max_wait_time=_RECEIVE_WAIT_SECONDS
+                        max_message_count=_batch_size(wanted),
+                        max_wait_time=_RECEIVE_WAIT_SECONDS,
                     )
                     if not batch:
                         break
@@ -187,28 +226,39 @@ class ServiceBusDeadLetters(DeadLetterQueues):
                             outcomes[number] = _send_failed(entity, number, exc)
                             held.append(message)
                             continue
-                        outcomes[number] = _completed(
-                            entity, number, lambda m=message: receiver.complete_message(m)
-                        )
-            finally:
-                for message in held:
-                    _quietly(lambda m=message: receiver.abandon_message(m))
+                        try:
+                            receiver.complete_message(message)
+                        except Exception as exc:
+                            outcomes[number] = _not_completed(entity, number, exc)
+                        else:
+                            outcomes[number] = None
+            except Exception:
+                self._drop(entity)  # its locks are released with it
+                raise
+            for message in held:
+                _quietly(lambda m=message: receiver.abandon_message(m))
         for number in wanted:
             outcomes[number] = NOT_FOUND
         return outcomes
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        with self._lock:
+            for name in list(self._links):
+                self._drop(DeadLetterEntity(name))
+            if self._client is not None:
+                self._client.close()
+                self._client = None
 
 
 class AsyncServiceBusDeadLetters(AsyncDeadLetterQueues):
-    """`ServiceBusDeadLetters` on the SDK's `aio` client."""
+    """`ServiceBusDeadLetters` on the SDK's `aio` client: one call at a time per entity (an
+    `asyncio.Lock` each), the others' concurrent."""
 
     def __init__(self, client: AsyncServiceBusClient, topic: str) -> None:
         self._client = client
-        self._entities = _Entities(topic)
+        self._topic = topic
+        self._links: dict[str, _Links] = {}
+        self._locks: dict[str, asyncio.Lock] = {}
 
     @classmethod
     def from_connection_string(
@@ -228,28 +278,42 @@ class AsyncServiceBusDeadLetters(AsyncDeadLetterQueues):
             topic,
         )
 
-    def _receiver(self, entity: DeadLetterEntity, **options: Any) -> Any:
-        options |= self._entities.receiver_options(entity)
-        if entity.kind == "subscription":
-            return self._client.get_subscription_receiver(
-                self._entities.topic, entity.name, **options
-            )
-        return self._client.get_queue_receiver(entity.name, **options)
+    def _lock(self, entity: DeadLetterEntity) -> asyncio.Lock:
+        return self._locks.setdefault(entity.name, asyncio.Lock())
 
-    def _sender(self, entity: DeadLetterEntity) -> Any:
-        destination = self._entities.destination(entity)
-        if entity.kind == "subscription":
-            return self._client.get_topic_sender(destination)
-        return self._client.get_queue_sender(destination)
+    async def _links_of(self, entity: DeadLetterEntity) -> _Links:
+        links = self._links.get(entity.name)
+        if links is None:
+            receiver = _receiver_of(self._client, self._topic, entity)
+            sender = _sender_of(self._client, self._topic, entity)
+            await receiver.__aenter__()
+            try:
+                await sender.__aenter__()
+            except Exception:
+                await _aquietly(receiver.__aexit__(None, None, None))
+                raise
+            links = self._links[entity.name] = _Links(receiver, sender)
+        return links
+
+    async def _drop(self, entity: DeadLetterEntity) -> None:
+        links = self._links.pop(entity.name, None)
+        if links is not None:
+            await _aquietly(links.receiver.__aexit__(None, None, None))
+            await _aquietly(links.sender.__aexit__(None, None, None))
 
     async def peek(
         self, entity: DeadLetterEntity, *, from_sequence: int, max_count: int
     ) -> list[DeadLetter]:
-        async with self._receiver(entity) as receiver:
-            peeked = await receiver.peek_messages(
-                max_message_count=max_count, sequence_number=max(from_sequence, 0)
-            )
-        return [dead_letter_of(m) for m in peeked if int(m.sequence_number or 0) >= from_sequence]
+        async with self._lock(entity):
+            try:
+                links = await self._links_of(entity)
+                peeked = await links.receiver.peek_messages(
+                    max_message_count=max_count, sequence_number=max(from_sequence, 1)
+                )
+            except BaseException:
+                await self._drop(entity)
+                raise
+        return _peeked(peeked, from_sequence)
 
     async def move(
         self, entity: DeadLetterEntity, moves: Mapping[int, Outgoing | None]
@@ -257,14 +321,14 @@ class AsyncServiceBusDeadLetters(AsyncDeadLetterQueues):
         wanted = dict(moves)
         outcomes: dict[int, MoveOutcome] = {}
         held: list[ServiceBusReceivedMessage] = []
-        async with (
-            self._receiver(entity, receive_mode=ServiceBusReceiveMode.PEEK_LOCK) as receiver,
-            self._sender(entity) as sender,
-        ):
+        async with self._lock(entity):
+            links = await self._links_of(entity)
+            receiver, sender = links.receiver, links.sender
             try:
                 while wanted:
                     batch = await receiver.receive_messages(
-                        max_message_count=_RECEIVE_BATCH, max_wait_time=_RECEIVE_WAIT_SECONDS
+                        max_message_count=_batch_size(wanted),
+                        max_wait_time=_RECEIVE_WAIT_SECONDS,
                     )
                     if not batch:
                         break
@@ -287,17 +351,18 @@ class AsyncServiceBusDeadLetters(AsyncDeadLetterQueues):
                             outcomes[number] = _not_completed(entity, number, exc)
                         else:
                             outcomes[number] = None
-            finally:
-                for message in held:
-                    try:
-                        await receiver.abandon_message(message)
-                    except Exception:  # its lock runs out on its own
-                        logger.debug("abandoning a dead letter failed", exc_info=True)
+            except BaseException:  # cancelled (the operators' bound) included
+                await self._drop(entity)  # its locks are released with it
+                raise
+            for message in held:
+                await _aquietly(receiver.abandon_message(message))
         for number in wanted:
             outcomes[number] = NOT_FOUND
         return outcomes
 
     async def close(self) -> None:
+        for name in list(self._links):
+            await self._drop(DeadLetterEntity(name))
         await self._client.close()
 
 
@@ -330,16 +395,15 @@ def _not_completed(entity: DeadLetterEntity, number: int, exc: Exception) -> str
     )
 
 
-def _completed(entity: DeadLetterEntity, number: int, complete: Any) -> MoveOutcome:
-    try:
-        complete()
-    except Exception as exc:
-        return _not_completed(entity, number, exc)
-    return None
-
-
 def _quietly(call: Any) -> None:
     try:
         call()
     except Exception:  # its lock runs out on its own
         logger.debug("abandoning a dead letter failed", exc_info=True)
+
+
+async def _aquietly(call: Any) -> None:
+    try:
+        await call
+    except Exception:  # a broken link's close, an expired lock's abandon
+        logger.debug("closing a link or abandoning a dead letter failed", exc_info=True)

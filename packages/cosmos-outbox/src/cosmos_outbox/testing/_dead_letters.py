@@ -27,8 +27,10 @@ NOT_FOUND = "not found (removed already, or locked by another receiver)"
 class InMemoryDeadLetters(DeadLetterQueues):
     """Dead-letter queues by entity name; sequence numbers from 1, per queue, never reused."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_message_bytes: int = 1024 * 1024) -> None:
         self._lock = threading.Lock()
+        #: the largest message a send takes (a Premium namespace's); a larger one is refused
+        self.max_message_bytes = max_message_bytes
         self.queues: dict[str, dict[int, DeadLetter]] = {}
         self._numbers: dict[str, int] = {}
         #: what moves sent, in order: (the entity whose dead letter it was, the message)
@@ -125,8 +127,12 @@ class InMemoryDeadLetters(DeadLetterQueues):
                 continue
             if outgoing is not None:
                 if self.fail_sends:
+                    outcomes[number] = "the send was refused (ConnectionError); it stays"
+                    continue
+                if len(outgoing.body) > self.max_message_bytes:
                     outcomes[number] = (
-                        "the send was refused (ConnectionError: broker down); it stays"
+                        f"the send was refused (MessageSizeExceededError: {len(outgoing.body)} "
+                        f"bytes, at most {self.max_message_bytes}); it stays"
                     )
                     continue
                 with self._lock:
