@@ -96,6 +96,12 @@ param cosmosContainer string
 param cosmosLeaseContainer string
 param serviceBusTopic string
 
+@description('The topic\'s subscriptions whose dead letters the operators\' routes recover (OUTBOX_SUBSCRIPTIONS: name or name=projection container, comma-separated).')
+param watchedSubscriptions string = ''
+
+@description('Queues whose dead letters the operators\' routes recover too (OUTBOX_DEAD_LETTER_QUEUES, comma-separated).')
+param deadLetterQueues string = ''
+
 @description('Seconds an event document lives in Cosmos before TTL deletes it; must outlive any relay outage.')
 @minValue(3600)
 param eventTtlSeconds int = 864000
@@ -280,6 +286,14 @@ var appSettings = [
   {
     name: 'SERVICEBUS_TOPIC'
     value: serviceBusTopic
+  }
+  {
+    name: 'OUTBOX_SUBSCRIPTIONS'
+    value: watchedSubscriptions
+  }
+  {
+    name: 'OUTBOX_DEAD_LETTER_QUEUES'
+    value: deadLetterQueues
   }
   {
     name: 'EVENT_TTL_SECONDS'
