@@ -381,9 +381,7 @@ module payloads 'modules/payloads.bicep' = {
 
 // The subscriptions whose dead letters the operators' routes recover (OUTBOX_SUBSCRIPTIONS), the
 // subscriber's with its projection container (what it holds and applied: the journey).
-var watchedSubscriptions = deploySubscriber
-  ? '${subscriberSubscriptionName}=${projectionContainerName},${serviceBusSubscriptionName}'
-  : serviceBusSubscriptionName
+var watchedSubscriptions = deploySubscriber ? '${subscriberSubscriptionName}=${projectionContainerName},${serviceBusSubscriptionName}' : serviceBusSubscriptionName
 
 module serviceBus 'modules/servicebus.bicep' = {
   name: 'servicebus'

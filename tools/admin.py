@@ -1,7 +1,8 @@
 """``python -m tools.admin``: the package's operators' command line (``cosmos-outbox``,
 `cosmos_outbox.cli`) with this repository's names: the app's URL from ``OUTBOX_API`` (or
 ``COSMOS_OUTBOX_API``; default the local stack of ``make run``, http://127.0.0.1:7071/api), the
-admin key from ``OUTBOX_ADMIN_KEY`` (or ``COSMOS_OUTBOX_KEY``; not needed locally), and
+admin key from ``OUTBOX_ADMIN_KEY`` (or ``COSMOS_OUTBOX_KEY``; not needed locally), the
+timeout from ``OUTBOX_ADMIN_TIMEOUT`` (or ``COSMOS_OUTBOX_TIMEOUT``), and
 ``redrive --contact-id <id>`` for ``--aggregate-type contact --aggregate-id <id>``. Every
 command and option is the package's (``python -m tools.admin --help``)::
 
@@ -23,7 +24,11 @@ from cosmos_outbox.cli import main as package_main
 __all__ = ["DEFAULT_API", "OperatorsApi", "OperatorsApiError", "main"]
 
 #: This repository's names of the package's variables.
-ALIASES = {"OUTBOX_API": "COSMOS_OUTBOX_API", "OUTBOX_ADMIN_KEY": KEY_VARIABLE}
+ALIASES = {
+    "OUTBOX_API": "COSMOS_OUTBOX_API",
+    "OUTBOX_ADMIN_KEY": KEY_VARIABLE,
+    "OUTBOX_ADMIN_TIMEOUT": "COSMOS_OUTBOX_TIMEOUT",
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -153,13 +153,21 @@ var relayFunctions = [
 ]
 // The operators' routes (auth level ADMIN: the host's master key). They publish through the
 // relay path and read the leases, so they run where the relay runs: in the relay app when it is
-// split off, never in the api app.
+// split off, never in the api app. (`outbox_health`, anonymous, runs in both.)
 var adminHttpFunctions = [
   'outbox_status'
   'list_quarantine'
   'replay_quarantined'
   'discard_quarantined'
   'redrive_events'
+  'count_dead_letters'
+  'list_dead_letters'
+  'peek_dead_letter'
+  'resubmit_dead_letters'
+  'discard_dead_letters'
+  'event_journey'
+  'subscribers_status'
+  'release_held'
 ]
 // What the api app does not run: the relay's functions and the operators' routes.
 var relayAndAdminFunctions = [
@@ -170,6 +178,14 @@ var relayAndAdminFunctions = [
   'replay_quarantined'
   'discard_quarantined'
   'redrive_events'
+  'count_dead_letters'
+  'list_dead_letters'
+  'peek_dead_letter'
+  'resubmit_dead_letters'
+  'discard_dead_letters'
+  'event_journey'
+  'subscribers_status'
+  'release_held'
 ]
 // The relay app keeps `health` so it still has a probe, and the operators' routes.
 var disabledByRole = {

@@ -506,3 +506,33 @@ def test_a_session_id_over_the_limit_is_an_outbox_error_naming_it() -> None:
     assert isinstance(raised.value, OutboxError) and isinstance(raised.value, ValueError)
     assert (raised.value.limit, raised.value.length) == (128, 129)
     assert "at most 128" in str(raised.value)
+
+
+def test_the_watched_subscriptions_and_queues_are_read_from_the_settings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from cosmos_outbox._wiring import watched_from_settings
+    from cosmos_outbox.settings import OutboxSettings, SettingsError, read_settings
+
+    monkeypatch.setenv("CosmosDBConnection", "AccountEndpoint=https://x/;AccountKey=a2V5;")
+    monkeypatch.setenv("COSMOS_CONTAINER", "stock")
+    monkeypatch.setenv("OUTBOX_SUBSCRIPTIONS", " catalog=stock-projections, a b")
+    with pytest.raises(SettingsError, match="OUTBOX_SUBSCRIPTIONS"):
+        read_settings(OutboxSettings)
+    monkeypatch.setenv("OUTBOX_SUBSCRIPTIONS", "catalog=stock-projections, audit,x=db/c")
+    monkeypatch.setenv("OUTBOX_DEAD_LETTER_QUEUES", "commands")
+    settings = read_settings(OutboxSettings)
+    assert settings.subscriptions() == (
+        ("catalog", None, "stock-projections"),
+        ("audit", None, None),
+        ("x", "db", "c"),
+    )
+    assert watched_from_settings(settings) == (
+        DeadLetterEntity("catalog"),
+        DeadLetterEntity("audit"),
+        DeadLetterEntity("x"),
+        DeadLetterEntity("commands", "queue"),
+    )
+    monkeypatch.setenv("OUTBOX_DEAD_LETTER_QUEUES", "commands=c")
+    with pytest.raises(SettingsError, match="OUTBOX_DEAD_LETTER_QUEUES"):
+        read_settings(OutboxSettings)

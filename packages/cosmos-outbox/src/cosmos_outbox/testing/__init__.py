@@ -32,6 +32,7 @@ from cosmos_outbox._domain import EVENTS
 from cosmos_outbox._event_document import EventFields
 from cosmos_outbox._event_document import fields as event_fields
 from cosmos_outbox._outbox import OutboxBase
+from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox._sync_bridge import as_async, run_sync
 from cosmos_outbox._wiring import Services
 from cosmos_outbox.ports import DeadLetterEntity
@@ -111,6 +112,8 @@ class InMemory:
     dead_letters: InMemoryDeadLetters = field(default_factory=InMemoryDeadLetters)
     outbox: OutboxBase | None = None
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
+    #: the documents (and versions) `relay` handed over already
+    _relayed: set[Any] = field(default_factory=set, repr=False)
 
     def __enter__(self) -> InMemory:
         if self.outbox is not None:
@@ -123,6 +126,26 @@ class InMemory:
     def of_type(self, type_: str) -> list[dict[str, Any]]:
         """The stored documents of a type (`domainEvent`, `quarantinedEvent`, ...)."""
         return self.store.of_type(type_)
+
+    def relay(self) -> list[OutboxMessage]:
+        """Relay what was written since the last call, as the change-feed trigger hands it to
+        the relay (the outbox's own relay: `outbox`'s, else one on these services); the
+        messages it sent (`FakePublisher.messages`' new ones: notices included), each ready for
+        a subscriber's `Dispatcher` (`delivered`, `dispatch_all`)."""
+        from cosmos_outbox._documents import read_feed
+        from cosmos_outbox._wiring import Wiring
+
+        wiring = self.outbox.wiring() if self.outbox is not None else Wiring(self.services)
+        with self.store._lock:
+            changed = [
+                dict(d)
+                for key, d in self.store.documents.items()
+                if (key, d.get("_etag")) not in self._relayed
+            ]
+            self._relayed |= {(k, d.get("_etag")) for k, d in self.store.documents.items()}
+        before = len(self.publisher.messages)
+        run_sync(wiring.relay().relay(read_feed(changed, legacy=wiring.legacy)))
+        return self.publisher.messages[before:]
 
     def events(self, partition_key: str | None = None) -> list[IncomingEvent]:
         """The events committed so far (of one partition, when given), each as a subscriber
