@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from cosmos_outbox import telemetry as names
+from cosmos_outbox.cli import DEFAULT_API
 from funcstack.otel import METRICS_FILE
 from funcstack.services import running_stack
-from cosmos_outbox.cli import DEFAULT_API
 from tools.stack import PIDFILE, ROOT
 
 DEFAULT_DIR = ROOT / ".stack" / "otel"

@@ -21,6 +21,7 @@ from cosmos_outbox.subscriber import Dispatcher, IncomingEvent, Projection, Proj
 from cosmos_outbox.testing import (
     FunctionClient,
     InMemory,
+    InMemoryPayloadStore,
     InMemoryStore,
     delivered,
     in_memory,
@@ -38,8 +39,8 @@ class Stock(Projection):
         return action.startswith("Stock")
 
     def apply(self, projection: Mapping[str, Any] | None, event: IncomingEvent) -> dict[str, Any]:
-        base = (
-            dict(projection)
+        base: dict[str, Any] = (
+            {k: v for k, v in projection.items() if not k.startswith("_")}
             if projection is not None
             else {
                 "id": event.aggregate_id,
@@ -48,7 +49,6 @@ class Stock(Projection):
                 "applied": [],
             }
         )
-        base = {k: v for k, v in base.items() if not k.startswith("_")}
         if self.handles(event.type):
             base["applied"] = [*base["applied"], event.version]
         base["version"] = event.version
@@ -71,7 +71,10 @@ class RecoveryWorld:
         self.client = FunctionClient(app)
         self.projector = Projector(self.projections, Stock(), inbox_ttl_seconds=3600)
         self.subscriber = Dispatcher(
-            KIND, lambda: self.projector, payloads=lambda: None, subscription=SUBSCRIPTION
+            KIND,
+            lambda: self.projector,
+            payloads=InMemoryPayloadStore,
+            subscription=SUBSCRIPTION,
         )
         #: how many of the publisher's messages the subscriber was handed so far
         self.seen = 0

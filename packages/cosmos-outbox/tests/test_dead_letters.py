@@ -165,7 +165,7 @@ def test_a_targeted_resubmission_reaches_its_subscription_and_not_another(
             content_type=letter.content_type,
             application_properties={**letter.application_properties, "outboxTarget": DEAD_LETTERS},
         )
-        assert world.queues.move(world.entity, {letter.sequence_number: moved}) == {  # type: ignore[union-attr]
+        assert world.queues.move(world.entity, {letter.sequence_number: moved}) == {
             letter.sequence_number: None
         }
         [arrived] = world.received(session, 1)
