@@ -166,6 +166,7 @@ var adminHttpFunctions = [
   'resubmit_dead_letters'
   'discard_dead_letters'
   'event_journey'
+  'aggregate_journey'
   'subscribers_status'
   'release_held'
 ]
@@ -184,6 +185,7 @@ var relayAndAdminFunctions = [
   'resubmit_dead_letters'
   'discard_dead_letters'
   'event_journey'
+  'aggregate_journey'
   'subscribers_status'
   'release_held'
 ]

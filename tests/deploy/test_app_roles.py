@@ -48,6 +48,7 @@ def test_role_lists_name_exactly_the_functions_of_function_app() -> None:
         "resubmit_dead_letters",
         "discard_dead_letters",
         "event_journey",
+        "aggregate_journey",
         "subscribers_status",
         "release_held",
     }

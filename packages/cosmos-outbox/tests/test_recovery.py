@@ -375,7 +375,7 @@ def test_a_redrive_to_one_subscription_names_it_and_an_unknown_one_is_refused(
 def test_the_journey_of_an_event_and_of_its_aggregate(world: RecoveryWorld) -> None:
     ids = dead_lettered_v2(world)
     world.memory.backlog.leases = [LeaseBacklog("0", 0, None, pending_ids_complete=True)]
-    journey = body(world.call("GET", "outbox/journey", params={"eventId": ids[1]}))
+    journey = body(world.call("GET", f"outbox/journey/events/{ids[1]}"))
     assert (journey["stored"], journey["relay"], journey["version"]) == (True, "relayed", 2)
     [letter] = journey["deadLetters"]
     assert letter["entity"] == SUBSCRIPTION
@@ -386,31 +386,27 @@ def test_the_journey_of_an_event_and_of_its_aggregate(world: RecoveryWorld) -> N
         1,
     )
     assert "dead-lettered at projections" in journey["summary"]
-    held = body(world.call("GET", "outbox/journey", params={"eventId": ids[2]}))
+    held = body(world.call("GET", f"outbox/journey/events/{ids[2]}"))
     assert held["subscribers"][0]["state"] == "held" and held["subscribers"][0]["waitingFor"] == 2
 
     world.memory.backlog.leases = [
         LeaseBacklog("0", 1, None, pending_ids=(ids[2],), pending_ids_complete=True)
     ]
-    pending = body(world.call("GET", "outbox/journey", params={"eventId": ids[2]}))
+    pending = body(world.call("GET", f"outbox/journey/events/{ids[2]}"))
     assert pending["relay"] == "not relayed yet"
 
-    aggregate = body(
-        world.call("GET", "outbox/journey", params={"aggregateType": KIND, "aggregateId": "w1"})
-    )
+    aggregate = body(world.call("GET", f"outbox/journey/aggregates/{KIND}/w1"))
     assert [e["version"] for e in aggregate["events"]] == [1, 2, 3]
     [view] = aggregate["subscribers"]
     assert (view["projectionVersion"], view["heldVersions"], view["waitingFor"]) == (1, [3], 2)
-    problem(world.call("GET", "outbox/journey", params={"eventId": "no-such-event"}), 404)
-    problem(world.call("GET", "outbox/journey"), 400)
-    problem(
-        world.call("GET", "outbox/journey", params={"eventId": ids[0], "aggregateId": "w1"}), 400
-    )
+    problem(world.call("GET", "outbox/journey/events/no-such-event"), 404)
+    problem(world.call("GET", "outbox/journey/events/-bad"), 400)
+    problem(world.call("GET", "outbox/journey/aggregates/9bad/w1"), 400)
 
 
 def test_a_journey_says_when_the_relay_leases_cannot_tell(world: RecoveryWorld) -> None:
     [event] = world.publish("w1", "StockAdded")
-    journey = body(world.call("GET", "outbox/journey", params={"eventId": event}))
+    journey = body(world.call("GET", f"outbox/journey/events/{event}"))
     assert journey["relay"] == "unknown" and journey["stored"] is True
 
 
@@ -471,7 +467,7 @@ def test_a_plain_function_app_with_the_blueprints_has_the_outboxs_health() -> No
         assert (reply.status_code, body(reply)) == (200, {"status": "healthy"})
         health = client.functions["outbox_health"]
         [trigger] = [b for b in health.get_bindings() if b.type == "httpTrigger"]
-        assert trigger.get_dict_repr()["authLevel"] == "ANONYMOUS"
+        assert trigger.get_dict_repr()["authLevel"] == func.AuthLevel.ANONYMOUS
 
 
 class CosmosLikePages(InMemoryStore):

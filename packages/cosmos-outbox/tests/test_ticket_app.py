@@ -48,6 +48,7 @@ def test_the_app_is_its_routes_the_outbox_functions_and_the_docs(world: TicketWo
         "resubmit_dead_letters",
         "discard_dead_letters",
         "event_journey",
+        "aggregate_journey",
         "subscribers_status",
         "release_held",
         "health",

@@ -421,6 +421,7 @@ def test_every_operator_operation_and_health_are_bounded(functions: dict[str, An
         "resubmit_dead_letters",
         "discard_dead_letters",
         "event_journey",
+        "aggregate_journey",
         "subscribers_status",
         "release_held",
     }

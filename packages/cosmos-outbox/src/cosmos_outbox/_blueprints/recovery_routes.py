@@ -39,7 +39,6 @@ from cosmos_outbox.http._call import HttpCall, Reply
 from cosmos_outbox.http._declaration import PathParameter, QueryParameter
 from cosmos_outbox.http._models import Identifier, Model, PageView, RequestModel
 from cosmos_outbox.http._paging import next_token
-from cosmos_outbox.http._problems import HttpProblemError
 
 if TYPE_CHECKING:
     from cosmos_outbox._recovery.journey import AggregateJourney, EventJourney
@@ -60,7 +59,11 @@ SEQUENCE = PathParameter(
     "sequenceNumber", "the dead letter's sequence number", pattern=r"^[0-9]{1,19}$", max_length=19
 )
 SUBSCRIPTION = PathParameter("subscription", "the subscription")
-PARAMETERS = {p.name: p for p in (ENTITY, SEQUENCE, SUBSCRIPTION)}
+AGGREGATE_TYPE = PathParameter(
+    "aggregateType", "the aggregate type", pattern=r"^[A-Za-z][A-Za-z0-9]{0,63}$", max_length=64
+)
+AGGREGATE_ID = PathParameter("aggregateId", "the aggregate id")
+PARAMETERS = {p.name: p for p in (ENTITY, SEQUENCE, SUBSCRIPTION, AGGREGATE_TYPE, AGGREGATE_ID)}
 _ERRORS = (400, 404, 429, 500, 503)
 
 
@@ -503,14 +506,6 @@ class AggregateJourneyView(Model):
         )
 
 
-_JOURNEY_SCHEMA = {
-    "oneOf": [
-        {"$ref": "#/components/schemas/EventJourneyView"},
-        {"$ref": "#/components/schemas/AggregateJourneyView"},
-    ]
-}
-
-
 def _query(name: str, adapter: TypeAdapter[Any], description: str) -> QueryParameter:
     return QueryParameter(name, adapter, description)
 
@@ -679,33 +674,32 @@ def recovery_routes(
         return Reply(DeadLetterActionView.of(report))
 
     @operation(
-        route=f"{prefix}/journey",
+        route=f"{prefix}/journey/events/{{eventId}}",
         method="GET",
         status=200,
-        summary="Operators: where an event went (eventId), or each of an aggregate's events "
-        "(aggregateType and aggregateId): stored, relayed, quarantined or discarded, "
-        "dead-lettered where, applied by the subscribers the app knows",
-        response_schema=_JOURNEY_SCHEMA,
-        query=(
-            _query("eventId", identifier, "the event id"),
-            _query("aggregateType", kind, "the aggregate type (with aggregateId)"),
-            _query("aggregateId", identifier, "the aggregate id (with aggregateType)"),
-        ),
+        summary="Operators: where an event went: stored (or removed by its TTL), relayed, "
+        "quarantined or discarded, dead-lettered where, applied, held or given up by the "
+        "subscribers the app knows",
+        response=EventJourneyView,
         errors=_ERRORS,
     )
     async def event_journey(call: HttpCall[None]) -> Reply:
-        q = call.query
         journey = wiring().operators().journey
-        if "eventId" in q and not ({"aggregateType", "aggregateId"} & set(q)):
-            return Reply(EventJourneyView.of(await journey.of_event(q["eventId"])))
-        if {"aggregateType", "aggregateId"} <= set(q) and "eventId" not in q:
-            found = await journey.of_aggregate(q["aggregateType"], q["aggregateId"])
-            return Reply(AggregateJourneyView.of(found))
-        raise HttpProblemError(
-            400,
-            "Bad Request",
-            "give eventId, or aggregateType and aggregateId",
-        )
+        return Reply(EventJourneyView.of(await journey.of_event(call.path["eventId"])))
+
+    @operation(
+        route=f"{prefix}/journey/aggregates/{{aggregateType}}/{{aggregateId}}",
+        method="GET",
+        status=200,
+        summary="Operators: where each of an aggregate's events went, and each subscriber's "
+        "view of it (its version, what it holds, its gaps)",
+        response=AggregateJourneyView,
+        errors=_ERRORS,
+    )
+    async def aggregate_journey(call: HttpCall[None]) -> Reply:
+        journey = wiring().operators().journey
+        found = await journey.of_aggregate(call.path["aggregateType"], call.path["aggregateId"])
+        return Reply(AggregateJourneyView.of(found))
 
     @operation(
         route=f"{prefix}/subscribers",

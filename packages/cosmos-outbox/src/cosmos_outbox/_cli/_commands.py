@@ -115,10 +115,11 @@ def _health(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
 
 def _journey(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
     if args.event_id:
-        body = _ok(api, "GET", api.route("journey", eventId=args.event_id))
+        event = urllib.parse.quote(args.event_id, safe="")
+        body = _ok(api, "GET", api.route(f"journey/events/{event}"))
     else:
-        kind, aggregate = args.aggregate
-        body = _ok(api, "GET", api.route("journey", aggregateType=kind, aggregateId=aggregate))
+        kind, aggregate = (urllib.parse.quote(part, safe="") for part in args.aggregate)
+        body = _ok(api, "GET", api.route(f"journey/aggregates/{kind}/{aggregate}"))
 
     def lines(j: Any) -> Iterator[str]:
         yield j["summary"]
