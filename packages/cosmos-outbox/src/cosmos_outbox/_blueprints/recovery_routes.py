@@ -377,9 +377,9 @@ class SubscriberStatusView(Model):
         status = view.status
         return cls(
             subscription=view.subscription,
-            dead_letters=view.dead_letters.count if view.dead_letters else None,
-            dead_letters_at_least=bool(view.dead_letters and view.dead_letters.at_least),
-            dead_letters_error=view.dead_letters_error,
+            dead_letters=view.dead_letters.count,
+            dead_letters_at_least=view.dead_letters.at_least,
+            dead_letters_error=view.dead_letters.error,
             known=status is not None,
             held_events=status.held_events if status is not None else None,
             held=[HeldView.model_validate(h.__dict__) for h in (status.held if status else [])],
@@ -546,32 +546,21 @@ def recovery_routes(
         errors=(400, 429, 500, 503),
     )
     async def count_dead_letters(call: HttpCall[None]) -> Reply:
-        letters = wiring().operators().dead_letters
-        views = []
-        for entity in letters.watched:
-            try:
-                described, more = await letters.scan(entity)
-                views.append(
+        counts = await wiring().operators().dead_letters.counts()
+        return Reply(
+            DeadLetterCountsView(
+                entities=[
                     EntityCountView(
-                        name=entity.name,
-                        kind=entity.kind,
-                        dead_letters=len(described),
-                        at_least=more,
+                        name=c.entity.name,
+                        kind=c.entity.kind,
+                        dead_letters=c.count,
+                        at_least=c.at_least,
+                        error=c.error,
                     )
-                )
-            except Exception as exc:  # one entity's failure is said, the others counted
-                from cosmos_outbox._relay.telemetry import error_type
-
-                views.append(
-                    EntityCountView(
-                        name=entity.name,
-                        kind=entity.kind,
-                        dead_letters=None,
-                        at_least=False,
-                        error=f"{error_type(exc)}: {str(exc)[:200]}",
-                    )
-                )
-        return Reply(DeadLetterCountsView(entities=views))
+                    for c in counts
+                ]
+            )
+        )
 
     @operation(
         route=f"{prefix}/deadletters/{{entity}}",

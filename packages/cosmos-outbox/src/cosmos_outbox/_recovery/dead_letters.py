@@ -246,9 +246,11 @@ class Selection:
 @dataclass(frozen=True)
 class EntityCount:
     entity: DeadLetterEntity
-    count: int
+    #: None when its dead-letter queue could not be read (`error` says why)
+    count: int | None
     #: the count stopped at COUNT_LIMIT: there are at least that many
     at_least: bool
+    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -323,13 +325,20 @@ class DeadLetterOperators:
             start = page[-1].sequence_number + 1
         return found[:limit], True
 
-    async def counts(self) -> list[EntityCount]:
-        """How many dead letters each watched entity holds (peeked: Listen rights only)."""
-        counted = []
-        for entity in self.watched:
+    async def count(self, entity: DeadLetterEntity) -> EntityCount:
+        """How many dead letters `entity` holds (peeked: Listen rights only); a queue that
+        cannot be read says why, and does not fail the others' counts."""
+        try:
             letters, more = await self.scan(entity)
-            counted.append(EntityCount(entity, len(letters), more))
-        return counted
+        except Exception as exc:
+            from cosmos_outbox._relay.telemetry import error_type
+
+            return EntityCount(entity, None, False, f"{error_type(exc)}: {str(exc)[:200]}")
+        return EntityCount(entity, len(letters), more)
+
+    async def counts(self) -> list[EntityCount]:
+        """`count` of each watched entity."""
+        return [await self.count(entity) for entity in self.watched]
 
     async def page(
         self, entity: DeadLetterEntity, selected: LetterFilter, *, page_size: int, after: int

@@ -40,8 +40,7 @@ __all__ = ["Released", "SubscriberOperators", "SubscriberView"]
 @dataclass(frozen=True)
 class SubscriberView:
     subscription: str
-    dead_letters: EntityCount | None
-    dead_letters_error: str | None
+    dead_letters: EntityCount
     #: None: the app does not know this subscriber's projection container
     status: SubscriberStatus | None
 
@@ -75,16 +74,9 @@ class SubscriberOperators:
         for entity in self._letters.watched:
             if entity.kind != "subscription":
                 continue
-            count: EntityCount | None = None
-            error: str | None = None
-            try:
-                letters, more = await self._letters.scan(entity)
-                count = EntityCount(entity, len(letters), more)
-            except Exception as exc:  # the status says it, rather than failing whole
-                error = f"{error_type(exc)}: {str(exc)[:200]}"
             store = stores.get(entity.name)
             status = await subscriber_status(store) if store is not None else None
-            views.append(SubscriberView(entity.name, count, error, status))
+            views.append(SubscriberView(entity.name, await self._letters.count(entity), status))
         return views
 
     async def release(
