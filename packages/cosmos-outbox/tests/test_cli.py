@@ -104,7 +104,7 @@ def test_status_and_health_and_the_key_from_the_environment_only(
     _, api = served
     code, out, err = run(api, "status", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0 and out.startswith("pending 0 transaction(s); quarantined 0"), err
-    code, out, _ = run(api, "--json", "health", monkeypatch=monkeypatch, capsys=capsys)
+    code, out, _ = run(api, "health", "--json", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0 and json.loads(out) == {"status": "healthy"}
     code, out, err = run(api, "status", monkeypatch=monkeypatch, capsys=capsys, key=None)
     assert code == 1 and out == ""

@@ -400,7 +400,16 @@ def _filters(command: argparse.ArgumentParser) -> None:
     command.add_argument("--until", help="only those enqueued before (RFC 3339)")
 
 
+def _flags() -> argparse.ArgumentParser:
+    """--json and --quiet, taken after the command too (`cosmos-outbox status --json`)."""
+    flags = argparse.ArgumentParser(add_help=False)
+    flags.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    flags.add_argument("--quiet", action="store_true", default=argparse.SUPPRESS)
+    return flags
+
+
 def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
+    flags = _flags()
     top = argparse.ArgumentParser(
         prog=prog,
         description="Operate an app's outbox through its operators' routes. The admin key (the "
@@ -426,38 +435,52 @@ def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
     top.add_argument("--json", action="store_true", help="print the routes' JSON (for scripts)")
     top.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.add_parser("status", help="the relay's backlog per lease, the quarantine")
-    commands.add_parser("health", help="the outbox's health (the store, the relay)")
-    journey = commands.add_parser("journey", help="where an event (or an aggregate's) went")
+    commands.add_parser(
+        "status", parents=[flags], help="the relay's backlog per lease, the quarantine"
+    )
+    commands.add_parser(
+        "health", parents=[flags], help="the outbox's health (the store, the relay)"
+    )
+    journey = commands.add_parser(
+        "journey", parents=[flags], help="where an event (or an aggregate's) went"
+    )
     which = journey.add_mutually_exclusive_group(required=True)
     which.add_argument("--event-id", help="the event id")
     which.add_argument("--aggregate", nargs=2, metavar=("TYPE", "ID"), help="an aggregate")
 
     quarantine = commands.add_parser("quarantine", help="list, replay or discard")
     actions = quarantine.add_subparsers(dest="action", required=True)
-    listing = actions.add_parser("list", help="every quarantine record")
+    listing = actions.add_parser("list", parents=[flags], help="every quarantine record")
     listing.add_argument("--page-size", type=int, default=100)
-    replay = actions.add_parser("replay", help="send the event again")
+    replay = actions.add_parser("replay", parents=[flags], help="send the event again")
     replay.add_argument("event_id")
-    discard = actions.add_parser("discard", help="give the event up (subscribers are told)")
+    discard = actions.add_parser(
+        "discard", parents=[flags], help="give the event up (subscribers are told)"
+    )
     discard.add_argument("event_id")
     discard.add_argument("--reason", required=True, help="why (the audit line, the notice)")
 
-    letters = commands.add_parser("deadletters", help="the subscriptions' dead letters")
+    letters = commands.add_parser(
+        "deadletters", parents=[flags], help="the subscriptions' dead letters"
+    )
     verbs = letters.add_subparsers(dest="action")
-    verbs.add_parser("count", help="how many each watched subscription (and queue) holds")
-    listed = verbs.add_parser("list", help="one subscription's, matching the filters")
+    verbs.add_parser(
+        "count", parents=[flags], help="how many each watched subscription (and queue) holds"
+    )
+    listed = verbs.add_parser(
+        "list", parents=[flags], help="one subscription's, matching the filters"
+    )
     listed.add_argument("entity", help="the subscription (or queue)")
     listed.add_argument("--page-size", type=int, default=100)
     _filters(listed)
-    peek = verbs.add_parser("peek", help="one dead letter, whole")
+    peek = verbs.add_parser("peek", parents=[flags], help="one dead letter, whole")
     peek.add_argument("entity")
     peek.add_argument("sequence_number", type=int)
     for verb, text in (
         ("resubmit", "send them again (through duplicate detection), to that subscription"),
         ("discard", "give them up at that subscription (its subscriber is told)"),
     ):
-        acting = verbs.add_parser(verb, help=text)
+        acting = verbs.add_parser(verb, parents=[flags], help=text)
         acting.add_argument("entity")
         acting.add_argument(
             "sequence_numbers", nargs="*", type=int, help="the dead letters (or a filter)"
@@ -467,16 +490,20 @@ def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
         if verb == "discard":
             acting.add_argument("--reason", required=True, help="why (audit line, notices)")
 
-    subscribers = commands.add_parser("subscribers", help="what subscribers hold, and why")
+    subscribers = commands.add_parser(
+        "subscribers", parents=[flags], help="what subscribers hold, and why"
+    )
     subs = subscribers.add_subparsers(dest="action")
-    subs.add_parser("status", help="per watched subscription (the default)")
-    release = subs.add_parser("release", help="give a version up at one subscription")
+    subs.add_parser("status", parents=[flags], help="per watched subscription (the default)")
+    release = subs.add_parser(
+        "release", parents=[flags], help="give a version up at one subscription"
+    )
     release.add_argument("subscription")
     release.add_argument("aggregate", nargs=2, metavar=("TYPE", "ID"))
     release.add_argument("--version", type=int, required=True)
     release.add_argument("--reason", required=True)
 
-    redrive = commands.add_parser("redrive", help="send stored events again")
+    redrive = commands.add_parser("redrive", parents=[flags], help="send stored events again")
     redrive.add_argument("--since", required=True, help="RFC 3339, e.g. 2026-11-22T08:00:00Z")
     redrive.add_argument("--aggregate-type", help="only events of this aggregate type")
     redrive.add_argument("--aggregate-id", help="only this aggregate's (with the type)")

@@ -102,7 +102,7 @@ class OutboxOperators:
         dead_letters: Callable[[], AsyncDeadLetterQueues | None] = lambda: None,
         watched: tuple[DeadLetterEntity, ...] = (),
         subscribers: Callable[[], Mapping[str, AsyncDocumentStore]] = dict,
-        redrive_tokens: TokenCodec | None = None,
+        redrive_tokens: TokenCodec,
     ) -> None:
         self._health = health
         self.dead_letters = DeadLetterOperators(dead_letters, watched)
@@ -125,7 +125,7 @@ class OutboxOperators:
         self._redrive = RedriveOperators(
             store=store,
             relay=relay,
-            tokens=redrive_tokens or TokenCodec(b"redrive-tokens-of-these-operators"),
+            tokens=redrive_tokens,
             subscribers=subscribers,
             legacy=legacy,
         )
