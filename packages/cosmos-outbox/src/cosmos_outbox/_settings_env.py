@@ -19,6 +19,7 @@ from pydantic import (
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from cosmos_outbox._settings_base import (
+    DEFAULT_DATABASE,
     DEFAULT_EVENT_TTL_SECONDS,
     DEFAULT_IDEMPOTENCY_TTL_SECONDS,
     DEFAULT_PAYLOAD_CONTAINER,
@@ -167,7 +168,7 @@ class CosmosSettings(BaseSettings):
     cosmos_account_endpoint: str | None = Field(
         default=None, alias="CosmosDBConnection__accountEndpoint"
     )
-    cosmos_database: str = Field(default="outbox", alias="COSMOS_DATABASE", min_length=1)
+    cosmos_database: str = Field(default=DEFAULT_DATABASE, alias="COSMOS_DATABASE", min_length=1)
     cosmos_verify_tls: bool = Field(default=True, alias="COSMOS_VERIFY_TLS")
 
     @model_validator(mode="after")
@@ -190,9 +191,6 @@ class OutboxSettings(TriggerSettings, PayloadSettings, CosmosSettings):
     )
 
     cosmos_container: str = Field(alias="COSMOS_CONTAINER", min_length=1)
-    cosmos_lease_container: str = Field(
-        default="leases", alias="COSMOS_LEASE_CONTAINER", min_length=1
-    )
     servicebus_connection: SecretStr | None = Field(default=None, alias="ServiceBusConnection")
     servicebus_namespace: str | None = Field(
         default=None,
