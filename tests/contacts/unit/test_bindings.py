@@ -75,7 +75,7 @@ def test_the_relay_trigger_watches_the_contacts_container_with_leases(
     [trigger] = bindings(functions, "relay_events")
     # COSMOS_DATABASE and COSMOS_LEASE_CONTAINER are bound as their expressions where they are
     # set (the Bicep sets both), as their defaults' names where not (an expression of a missing
-    # setting fails the function in Azure): the package's tests/test_settings.py
+    # setting fails the function in Azure): packages/cosmos-outbox/tests/test_settings.py
     named = {n: f"%{n}%" if os.environ.get(n) else None for n in _DEFAULTED}
     assert trigger == {
         "direction": "IN",
