@@ -19,8 +19,9 @@ An event an operator discarded (given up: its quarantine record says so) is not 
 
 Long re-drives go a page at a time (`page_size` events, per aggregate in version order across
 pages): the answer carries a continuation token with the totals so far; the command line
-follows it and shows the progress. Events go through the relay (`cosmos_outbox._relay.Relay`),
-so they are sent as the change-feed trigger sends them (claim check, quarantine rules).
+follows it and shows the progress. Events go through the relay
+(`cosmos_outbox._relay.forwarding.Relay`), so they are sent as the change-feed trigger sends them
+(claim check, quarantine rules).
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
 """The operators' use cases: the outbox's status, the quarantine (list, replay, discard),
 re-drive, and the recovery beyond them (`cosmos_outbox._recovery`: dead letters, the journey of
 an event, the subscribers' holds and their release). Replay and re-drive send through the relay
-itself (`cosmos_outbox._relay.Relay`), so an event goes out exactly as the change-feed trigger
-would send it: same session and version, the same quarantine rules (a replay with its own
-MessageId, the event id; a re-drive with MessageIds of its own: `cosmos_outbox._recovery.
-redrive`). Aggregate-neutral: a re-drive may be narrowed to one aggregate type, and to one
-aggregate of it.
+itself (`cosmos_outbox._relay.forwarding.Relay`), so an event goes out exactly as the change-feed
+trigger would send it: same session and version, the same quarantine rules (a replay with its
+own MessageId, the event id; a re-drive with MessageIds of its own:
+`cosmos_outbox._recovery.redrive`). Aggregate-neutral: a re-drive may be narrowed to one
+aggregate type, and to one aggregate of it.
 
 **Discarding a quarantined event gives its version up**: its discard notice
 (`OutboxEventDiscarded`, with the version, action, reason and who discarded it) is sent in its
