@@ -16,10 +16,12 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 if TYPE_CHECKING:
     from cosmos_outbox.ports import (
         AsyncBacklogEstimator,
+        AsyncDeadLetterQueues,
         AsyncDocumentStore,
         AsyncMessagePublisher,
         AsyncPayloadStore,
         BacklogEstimator,
+        DeadLetterQueues,
         DocumentStore,
         MessagePublisher,
         PayloadStore,
@@ -116,6 +118,8 @@ def as_async(port: MessagePublisher | AsyncMessagePublisher) -> AsyncMessagePubl
 def as_async(port: PayloadStore | AsyncPayloadStore) -> AsyncPayloadStore: ...
 @overload
 def as_async(port: BacklogEstimator | AsyncBacklogEstimator) -> AsyncBacklogEstimator: ...
+@overload
+def as_async(port: DeadLetterQueues | AsyncDeadLetterQueues) -> AsyncDeadLetterQueues: ...
 
 
 def as_async(port: object) -> object:

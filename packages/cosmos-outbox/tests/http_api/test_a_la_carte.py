@@ -23,13 +23,29 @@ KEYED = {
     "replay_quarantined",
     "discard_quarantined",
     "redrive_events",
+    "count_dead_letters",
+    "list_dead_letters",
+    "peek_dead_letter",
+    "resubmit_dead_letters",
+    "discard_dead_letters",
+    "event_journey",
+    "aggregate_journey",
+    "subscribers_status",
+    "release_held",
 }
 #: The same operations through the signed-in operator's door (`outbox/console/...`).
 SIGNED_IN = {f"console_{name}" for name in KEYED}
+#: Anonymous (the host's ANONYMOUS level), no door: what a probe reads.
+HEALTH = {"outbox_health"}
 #: The console's page and its files.
 PAGES = {"console_page", "console_static"}
-OPERATORS = KEYED | SIGNED_IN | PAGES
+OPERATORS = KEYED | SIGNED_IN | PAGES | HEALTH
 RELAY = {"relay_events", "outbox_backlog"}
+
+
+def trigger_of(client: FunctionClient, name: str) -> dict[str, str]:
+    trigger: dict[str, str] = json.loads(client.functions[name].get_function_json())["bindings"][0]
+    return trigger
 
 
 def names(app: func.FunctionRegister) -> set[str]:
@@ -65,6 +81,7 @@ def test_an_app_of_its_own_mounts_the_operators_routes_under_its_prefix_and_auth
         # the signed-in door and the page are the host's ANONYMOUS: the package admits the
         # operator (tests/operators/test_console.py)
         assert trigger["authLevel"] == ("FUNCTION" if name in KEYED else "ANONYMOUS")
+    assert trigger_of(client, "outbox_health")["route"] == "ops/outbox/health"
     reply = client.request("GET", "ops/outbox/status")
     assert reply.status_code == 200
     default = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)

@@ -207,9 +207,10 @@ def test_every_action_is_audited_with_who_did_it(
         body={"since": "2000-01-01T00:00:00Z"},
     )
     replay, discard, redrive = audit_lines(caplog)
-    assert replay.getMessage().endswith(
-        f"by ada@example.com (id oid-ada): {replay.__dict__['outbox.reason']}"
-    )
+    assert (
+        f" by ada@example.com (id oid-ada): {replay.__dict__['outbox.reason']}; subscribers will "
+        "see: nothing new"
+    ) in replay.getMessage()
     assert (replay.__dict__["outbox.actor_name"], replay.__dict__["outbox.actor_id"]) == (
         "ada@example.com",
         "oid-ada",
@@ -219,21 +220,50 @@ def test_every_action_is_audited_with_who_did_it(
     assert " by ada@example.com (id oid-ada): " in redrive.getMessage()
 
 
+def test_a_discard_by_a_signed_in_operator_names_them_in_the_notice_subscribers_get(
+    poison: tuple[TicketWorld, list[str]], caplog: pytest.LogCaptureFixture
+) -> None:
+    """One mechanism says who acted: the console's door sets the actor, and the discard notice
+    (`discardedBy`, what the subscribers' accepted gap records), the kept record and the audit
+    line all name the signed-in operator, not "admin key"."""
+    world, (_, second) = poison
+    caplog.set_level(logging.WARNING, logger="cosmos_outbox.operators")
+    reply = world.client.request(
+        "DELETE",
+        f"outbox/console/quarantine/{second}",
+        params={"reason": "entered by hand"},
+        headers=signed_in(),
+    )
+    who = "ada@example.com (id oid-ada)"
+    assert (reply.status_code, body(reply)["discardedBy"]) == (200, who)
+    [notice] = [m for m in world.memory.publisher.messages if m.subject == "OutboxEventDiscarded"]
+    assert json.loads(notice.body)["discardedBy"] == who
+    [discard] = audit_lines(caplog)
+    assert discard.__dict__["outbox.actor"] == who
+
+
 # -- one implementation, two forms ----------------------------------------------------------
 
 
 def test_both_doors_are_the_same_operations(world: TicketWorld) -> None:
     """Every route of the admin key's door has its twin under /console with the same
-    declaration (method, request, answer, query, summary): the same handler serves both."""
+    declaration (method, request, answer, query, summary): the same handler serves both. The
+    outbox's health (`outbox/health`) is anonymous, through neither door: no twin."""
     declared = {
         name: operation_of(f.get_user_function()) for name, f in world.client.functions.items()
     }
     keyed = {
         n: op
         for n, op in declared.items()
-        if op is not None and op.route.startswith("outbox/") and not n.startswith("console_")
+        if op is not None
+        and op.route.startswith("outbox/")
+        and not n.startswith("console_")
+        and n != "outbox_health"
     }
-    assert set(keyed) >= {"outbox_status", "list_quarantine", "redrive_events"}
+    assert set(keyed) >= {"outbox_status", "list_quarantine", "redrive_events", "release_held"}
+    health = declared["outbox_health"]
+    assert health is not None and health.auth_level.value == "anonymous"
+    assert "console_outbox_health" not in declared
     same = [
         f.name
         for f in fields(next(iter(keyed.values())))
@@ -305,11 +335,13 @@ def test_each_action_answers_what_subscribers_will_see(
     gone = world.client.request(
         "DELETE", f"outbox/console/quarantine/{second}", params={"reason": "dup"}, headers=hx
     )
-    assert gone.status_code == 200 and "no message is ever sent" in gone.get_body().decode()
+    assert gone.status_code == 200 and 'data-status="discarded"' in gone.get_body().decode()
+    assert "records an accepted gap" in gone.get_body().decode()
     report = world.client.request(
         "POST", "outbox/console/redrive", headers=hx, body={"since": "2000-01-01T00:00:00Z"}
     )
-    assert "duplicate-detection window" in report.get_body().decode()
+    assert "accepted by the topic" in report.get_body().decode()
+    assert "MessageId of its own" in report.get_body().decode()
 
 
 def test_a_long_body_is_shortened_on_the_page_with_a_way_to_see_it_whole(

@@ -1,9 +1,12 @@
 """Service Bus, async: the same names as `cosmos_outbox.servicebus`, on the SDK's `aio` client
 (as `azure.servicebus.aio` mirrors `azure.servicebus`): the relay's publisher
-(`ServiceBusPublisher`: one sender, reused)."""
+(`ServiceBusPublisher`: one sender, reused) and the dead-letter queues (`ServiceBusDeadLetters`)."""
 
 from __future__ import annotations
 
+from cosmos_outbox.servicebus._dead_letters import (
+    AsyncServiceBusDeadLetters as ServiceBusDeadLetters,
+)
 from cosmos_outbox.servicebus._publisher import AsyncServiceBusPublisher as ServiceBusPublisher
 
-__all__ = ["ServiceBusPublisher"]
+__all__ = ["ServiceBusDeadLetters", "ServiceBusPublisher"]
