@@ -612,7 +612,7 @@ def recovery_routes(
         return Reply(body, {"X-Continuation-Token": token} if token else {})
 
     @operation(
-        route=f"{prefix}/deadletters/{{entity}}/{{sequenceNumber}}",
+        route=f"{prefix}/deadletters/{{entity}}/messages/{{sequenceNumber}}",
         method="GET",
         status=200,
         summary="Operators: one dead letter, whole (body, properties, reason, description, "
