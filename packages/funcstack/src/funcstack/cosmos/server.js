@@ -123,7 +123,7 @@ async function handleDocuments(account, req, res, segs) {
   if (segs.length === 5) {
     if (method === "GET") {
       if (header(req, "a-im")) handleChangeFeed(req, res, store);
-      else handleReadFeed(req, res, store);
+      else await handleReadFeed(req, res, store);
       return true;
     }
     if (method !== "POST") throw new CosmosError(405, "MethodNotAllowed", "Method not allowed");

@@ -1,0 +1,344 @@
+"use strict";
+/*
+ * Range indexes on document paths for the local Cosmos DB endpoint's queries (query.js), as a
+ * container's indexing policy declares them ("Indexing policies in Azure Cosmos DB",
+ * learn.microsoft.com):
+ *
+ *   - a path is indexed when the most precise of the policy's included and excluded paths that
+ *     matches it is an included one (`/*` everything, `/a/*` a and below, `/a/?` the value at
+ *     a, `/tags/[]/?` the elements of the array at tags); `id` and `_ts` are always indexed when
+ *     the mode is consistent; mode "none" (or automatic false) indexes nothing;
+ *   - a composite index (the policy's compositeIndexes) serves an ORDER BY of several paths in
+ *     its order or exactly reversed;
+ *   - an index holds (value, _rid) for every document, the value at the path (undefined where
+ *     there is none, so an ORDER BY can put those first and NOT IS_DEFINED is a range too);
+ *     an element index holds (element, _rid) for each element of the array at the path
+ *     (ARRAY_CONTAINS); the primary index holds every _rid in order (a scan that can resume).
+ *
+ * The service indexes every included path when a document is written. Here an index is built
+ * when a query first needs it (the service would have had it all along): in slices of
+ * SLICE_MS between requests, so the endpoint keeps answering, and the query that asked waits
+ * for it (query.js answers an empty page with a continuation if that takes longer than its
+ * budget). From then on store.js reports every version written or removed and each index of
+ * the container is changed in step (the previous version's entries out, the new one's in), so
+ * a query costs what it reads from the index, not what the container holds. A change of the
+ * policy (a container replace) drops the indexes it no longer declares; a restart builds them
+ * again when first needed (nothing of them is kept on disk).
+ */
+
+const { SortedKeys, MIN_RID, MAX_RID, below, above } = require("./sortedkeys");
+
+/** An index is built in slices of about this long between other requests. */
+const SLICE_MS = 2;
+/** Documents handled between two looks at the clock while building. */
+const BUILD_CHUNK = 256;
+
+/** The value at `segments` of a document (undefined when there is none). */
+function valueAt(doc, segments) {
+  let cur = doc;
+  for (const seg of segments) {
+    if (cur === null || typeof cur !== "object") return undefined;
+    cur = cur[seg];
+  }
+  return cur;
+}
+
+/** "/a/b" for the segments ["a", "b"] (a name other than [A-Za-z0-9_] quoted, as policies do). */
+function pathText(segments) {
+  return segments.map(s => (typeof s === "number" || /^[A-Za-z_][A-Za-z0-9_]*$/.test(s) ? `/${s}` : `/"${s}"`))
+    .join("") || "/";
+}
+
+/** A policy path (`/a/"b c"/[]/?`) as [segments, terminal]: terminal "?", "*" or null. */
+function parsePolicyPath(text) {
+  const raw = String(text || "");
+  const segs = [];
+  let i = 0;
+  let terminal = null;
+  while (i < raw.length) {
+    if (raw[i] !== "/") return null;
+    i += 1;
+    let seg;
+    if (raw[i] === '"') {
+      const end = raw.indexOf('"', i + 1);
+      if (end < 0) return null;
+      seg = raw.slice(i + 1, end);
+      i = end + 1;
+    } else {
+      const end = raw.indexOf("/", i);
+      seg = raw.slice(i, end < 0 ? raw.length : end);
+      i = end < 0 ? raw.length : end;
+      if (seg === "?" || seg === "*") {
+        terminal = seg;
+        if (i !== raw.length) return null;
+        break;
+      }
+    }
+    segs.push(seg);
+  }
+  return [segs, terminal];
+}
+
+/**
+ * Whether a pattern's segments match the start of a document path: `[]` matches an array
+ * position (a number), any other segment itself.
+ */
+function prefixMatches(pattern, segments) {
+  if (pattern.length > segments.length) return false;
+  for (let i = 0; i < pattern.length; i += 1) {
+    const p = pattern[i];
+    const s = segments[i];
+    if (p === "[]" ? typeof s !== "number" : String(s) !== p) return false;
+  }
+  return true;
+}
+
+/**
+ * What a container's indexing policy indexes: `indexes(segments)` for the value at a path,
+ * `composite(orders)` for an ORDER BY of several paths, and the declared composite indexes.
+ */
+class Policy {
+  constructor(policy) {
+    const p = policy || {};
+    this.text = JSON.stringify(p);
+    const mode = String(p.indexingMode || "consistent").toLowerCase();
+    this.on = mode !== "none" && p.automatic !== false;
+    this.rules = [];
+    for (const [list, included] of [[p.includedPaths, true], [p.excludedPaths, false]]) {
+      for (const entry of Array.isArray(list) ? list : []) {
+        const parsed = parsePolicyPath(entry && entry.path);
+        if (parsed) this.rules.push({ segs: parsed[0], terminal: parsed[1], included, path: entry.path });
+      }
+    }
+    this.composites = (Array.isArray(p.compositeIndexes) ? p.compositeIndexes : [])
+      .filter(c => Array.isArray(c) && c.length > 1)
+      .map(c => c.map(e => ({
+        segs: (parsePolicyPath(`${e.path}/?`) || [[]])[0],
+        path: e.path,
+        desc: String(e.order || "ascending").toLowerCase() === "descending"
+      })));
+  }
+
+  /** The most precise rule matching the value at `segments`, or null. */
+  rule(segments) {
+    let best = null;
+    for (const r of this.rules) {
+      const matches = r.terminal === "?"
+        ? r.segs.length === segments.length && prefixMatches(r.segs, segments)
+        : prefixMatches(r.segs, segments); // "*" (and a bare prefix): the path and below
+      if (!matches) continue;
+      if (best === null || r.segs.length > best.segs.length ||
+        (r.segs.length === best.segs.length && r.terminal === "?" && best.terminal !== "?") ||
+        (r.segs.length === best.segs.length && r.terminal === best.terminal && !r.included)) best = r;
+    }
+    return best;
+  }
+
+  /** Whether the value at `segments` has a range index. */
+  indexes(segments) {
+    if (!this.on) return false;
+    if (segments.length === 1 && (segments[0] === "id" || segments[0] === "_ts")) return true;
+    const r = this.rule(segments);
+    return r !== null && r.included;
+  }
+
+  /** Whether the elements of the array at `segments` are indexed (`/tags/[]/?`, `/tags/*`). */
+  indexesElements(segments) {
+    return this.indexes([...segments, 0]);
+  }
+
+  /**
+   * The composite index serving an ORDER BY of `orders` ([{segs, desc}], two or more): [index,
+   * reversed], or null when none does (the service then refuses the query).
+   */
+  composite(orders) {
+    if (!this.on) return null;
+    for (const c of this.composites) {
+      if (c.length !== orders.length) continue;
+      const same = c.every((e, i) => pathText(e.segs) === pathText(orders[i].segs));
+      if (!same) continue;
+      if (c.every((e, i) => e.desc === orders[i].desc)) return [c, false];
+      if (c.every((e, i) => e.desc !== orders[i].desc)) return [c, true];
+    }
+    return null;
+  }
+}
+
+/**
+ * One range index of a container: entries (key, _rid) for every document, in `SortedKeys`.
+ * `extract(doc)` gives a document's keys (one, or none, or several for an element index).
+ */
+class PathIndex {
+  constructor(name, extract, directions = null) {
+    this.name = name;
+    this.extract = extract;
+    this.keys = new SortedKeys(directions);
+    this.ready = false;
+    this.building = null; // the promise of the build under way
+  }
+
+  enter(doc) {
+    for (const key of this.extract(doc)) this.keys.add(key, doc._rid);
+  }
+
+  leave(doc) {
+    for (const key of this.extract(doc)) this.keys.delete(key, doc._rid);
+  }
+}
+
+const single = segments => doc => [valueAt(doc, segments)];
+
+function elements(segments) {
+  return doc => {
+    const v = valueAt(doc, segments);
+    return Array.isArray(v) ? v : [];
+  };
+}
+
+/** A composite key: the values at each path (the index's directions order them). */
+const tuple = paths => doc => [paths.map(segs => valueAt(doc, segs))];
+
+const NO_KEY = null;
+
+/** The path indexes of one container (the package's collection object). */
+class ContainerPathIndexes {
+  constructor(collection) {
+    this.collection = collection;
+    this.policy = new Policy((collection.read() || {}).indexingPolicy);
+    this.byName = new Map();
+  }
+
+  /** The policy now; the indexes it no longer declares are dropped. */
+  currentPolicy() {
+    const text = JSON.stringify(((this.collection.read() || {}).indexingPolicy) || {});
+    if (text !== this.policy.text) {
+      this.policy = new Policy(JSON.parse(text));
+      for (const name of [...this.byName.keys()]) if (name !== "primary") this.byName.delete(name);
+    }
+    return this.policy;
+  }
+
+  index(name, make) {
+    let index = this.byName.get(name);
+    if (!index) {
+      index = make();
+      this.byName.set(name, index);
+    }
+    return index;
+  }
+
+  /** Every _rid, in order (the order a query without ORDER BY answers in). */
+  primary() {
+    return this.index("primary", () => new PathIndex("primary", () => [NO_KEY]));
+  }
+
+  /** The range index of the value at `segments` (only for an indexed path). */
+  path(segments) {
+    return this.index(`v${JSON.stringify(segments)}`, () => new PathIndex(pathText(segments), single(segments)));
+  }
+
+  /** The index of the elements of the array at `segments`. */
+  elements(segments) {
+    return this.index(`e${JSON.stringify(segments)}`,
+      () => new PathIndex(`${pathText(segments)}/[]`, elements(segments)));
+  }
+
+  /** The composite index of the policy's `declared` ([{segs, desc}]). */
+  composite(declared) {
+    const name = `c${JSON.stringify(declared.map(e => [e.segs, e.desc]))}`;
+    return this.index(name, () => new PathIndex(
+      declared.map(e => `${pathText(e.segs)} ${e.desc ? "DESC" : "ASC"}`).join(", "),
+      tuple(declared.map(e => e.segs)), declared.map(e => (e.desc ? -1 : 1))));
+  }
+
+  /** A version of a document was written over `previous` (null for none). */
+  written(doc, previous) {
+    for (const index of this.byName.values()) {
+      if (previous) index.leave(previous);
+      index.enter(doc);
+    }
+  }
+
+  /** A document was removed. */
+  removed(doc) {
+    for (const index of this.byName.values()) index.leave(doc);
+  }
+
+  /**
+   * Resolves once `index` holds every document: built in slices of SLICE_MS, yielding to other
+   * requests between them. Versions written meanwhile are entered by `written` as well (an entry
+   * is added once), so the index is complete when the walk over the documents ends.
+   */
+  ready(index) {
+    if (index.ready) return Promise.resolve(index);
+    if (index.building) return index.building;
+    const items = this.collection.documents._data.values(); // a live iterator
+    index.building = new Promise((resolve, reject) => {
+      const slice = () => {
+        if (this.byName.get(nameOf(this, index)) !== index) {
+          reject(new Error("the container's indexing policy changed while an index was built"));
+          return;
+        }
+        const until = process.hrtime.bigint() + BigInt(SLICE_MS * 1e6);
+        try {
+          for (;;) {
+            for (let n = 0; n < BUILD_CHUNK; n += 1) {
+              const { value, done } = items.next();
+              if (done) {
+                index.ready = true;
+                index.building = null;
+                resolve(index);
+                return;
+              }
+              const doc = value.read();
+              if (doc) index.enter(doc);
+            }
+            if (process.hrtime.bigint() >= until) break;
+          }
+        } catch (err) {
+          reject(err);
+          return;
+        }
+        setImmediate(slice);
+      };
+      slice();
+    });
+    return index.building;
+  }
+}
+
+function nameOf(indexes, index) {
+  for (const [name, i] of indexes.byName) if (i === index) return name;
+  return null;
+}
+
+const byCollection = new WeakMap();
+
+/** The path indexes of a container (the package's collection object). */
+function pathIndexes(collection) {
+  let found = byCollection.get(collection);
+  if (!found) {
+    found = new ContainerPathIndexes(collection);
+    byCollection.set(collection, found);
+  }
+  return found;
+}
+
+/** The path indexes of a container if any were made, else null (writes skip the others). */
+function existingPathIndexes(collection) {
+  return byCollection.get(collection) || null;
+}
+
+module.exports = {
+  pathIndexes,
+  existingPathIndexes,
+  Policy,
+  valueAt,
+  pathText,
+  parsePolicyPath,
+  MIN_RID,
+  MAX_RID,
+  below,
+  above,
+  SLICE_MS
+};
