@@ -18,7 +18,7 @@
  * The service indexes every included path when a document is written. Here an index is built
  * when a query first needs it (the service would have had it all along): in slices of
  * SLICE_MS between requests, so the endpoint keeps answering, and the query that asked waits
- * for it (query.js answers an empty page with a continuation if that takes longer than its
+ * for it (queryrun.js answers an empty page with a continuation if that takes longer than its
  * budget). From then on store.js reports every version written or removed and each index of
  * the container is changed in step (the previous version's entries out, the new one's in), so
  * a query costs what it reads from the index, not what the container holds. A change of the
@@ -26,7 +26,7 @@
  * again when first needed (nothing of them is kept on disk).
  */
 
-const { SortedKeys, MIN_RID, MAX_RID, below, above } = require("./sortedkeys");
+const { SortedKeys, sortInSlices, MIN_RID, MAX_RID, below, above } = require("./sortedkeys");
 
 /** An index is built in slices of about this long between other requests. */
 const SLICE_MS = 2;
@@ -175,14 +175,17 @@ class PathIndex {
     this.keys = new SortedKeys(directions);
     this.ready = false;
     this.building = null; // the promise of the build under way
+    this.pending = null; // while it is built: the versions written and removed meanwhile
   }
 
   enter(doc) {
-    for (const key of this.extract(doc)) this.keys.add(key, doc._rid);
+    if (this.pending) this.pending.push([true, doc]);
+    else for (const key of this.extract(doc)) this.keys.add(key, doc._rid);
   }
 
   leave(doc) {
-    for (const key of this.extract(doc)) this.keys.delete(key, doc._rid);
+    if (this.pending) this.pending.push([false, doc]);
+    else for (const key of this.extract(doc)) this.keys.delete(key, doc._rid);
   }
 }
 
@@ -265,45 +268,65 @@ class ContainerPathIndexes {
   }
 
   /**
-   * Resolves once `index` holds every document: built in slices of SLICE_MS, yielding to other
-   * requests between them. Versions written meanwhile are entered by `written` as well (an entry
-   * is added once), so the index is complete when the walk over the documents ends.
+   * Resolves once `index` holds every document. Built in three steps, each cut into slices of
+   * SLICE_MS that yield to other requests between them: every document's entries are
+   * collected (a live walk of the documents), sorted (sortedkeys.js sortInSlices) and loaded;
+   * the versions written or removed meanwhile are kept aside (`pending`) and applied at the
+   * end, each in its turn (adding an entry twice, or removing one not there, changes nothing).
    */
   ready(index) {
     if (index.ready) return Promise.resolve(index);
     if (index.building) return index.building;
-    const items = this.collection.documents._data.values(); // a live iterator
-    index.building = new Promise((resolve, reject) => {
-      const slice = () => {
-        if (this.byName.get(nameOf(this, index)) !== index) {
-          reject(new Error("the container's indexing policy changed while an index was built"));
-          return;
-        }
-        const until = process.hrtime.bigint() + BigInt(SLICE_MS * 1e6);
-        try {
-          for (;;) {
-            for (let n = 0; n < BUILD_CHUNK; n += 1) {
-              const { value, done } = items.next();
-              if (done) {
-                index.ready = true;
-                index.building = null;
-                resolve(index);
-                return;
-              }
-              const doc = value.read();
-              if (doc) index.enter(doc);
-            }
-            if (process.hrtime.bigint() >= until) break;
-          }
-        } catch (err) {
-          reject(err);
-          return;
-        }
-        setImmediate(slice);
-      };
-      slice();
+    index.pending = [];
+    index.building = this.build(index).then(() => {
+      const pending = index.pending;
+      index.pending = null;
+      for (const [entered, doc] of pending) {
+        if (entered) index.enter(doc);
+        else index.leave(doc);
+      }
+      index.ready = true;
+      index.building = null;
+      return index;
+    }, err => {
+      index.pending = null;
+      index.building = null;
+      throw err;
     });
     return index.building;
+  }
+
+  async build(index) {
+    let slice = process.hrtime.bigint();
+    const tick = async () => {
+      if (process.hrtime.bigint() - slice < BigInt(SLICE_MS * 1e6)) return;
+      await new Promise(resolve => setImmediate(resolve));
+      if (this.byName.get(nameOf(this, index)) !== index) {
+        throw new Error("the container's indexing policy changed while an index was built");
+      }
+      slice = process.hrtime.bigint();
+    };
+    const keys = [];
+    const rids = [];
+    let n = 0;
+    for (const item of this.collection.documents._data.values()) { // a live walk
+      const doc = item.read();
+      if (doc) {
+        for (const key of index.extract(doc)) {
+          keys.push(key);
+          rids.push(doc._rid);
+        }
+      }
+      n += 1;
+      if ((n & (BUILD_CHUNK - 1)) === 0) await tick();
+    }
+    const compare = index.keys.compareKey;
+    const order = await sortInSlices(keys.length, (i, j) => {
+      const c = compare(keys[i], keys[j]);
+      if (c !== 0) return c;
+      return rids[i] < rids[j] ? -1 : rids[i] > rids[j] ? 1 : 0;
+    }, tick);
+    index.keys.load(keys, rids, order);
   }
 }
 

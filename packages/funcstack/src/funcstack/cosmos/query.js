@@ -28,7 +28,7 @@ const { CosmosError, CROSS_PARTITION_QUERY_NOT_SERVABLE, badRequest, send } = re
 const { readJson, header, isTrue, headerPartitionKey } = require("./requests");
 const { answerFor, requestScope } = require("./partitions");
 const { liveRanges } = require("./ranges");
-const { runPage, runAll, runAggregate, runWhole, prepare } = require("./queryrun");
+const { runPage, runAll, runAggregate, runWhole, prepare, setBudget, budget } = require("./queryrun");
 
 /** A continuation the client sent: ours (parsed), or null to start from the beginning. */
 function parseContinuation(raw) {
@@ -281,4 +281,22 @@ async function handleQueryPlan(req, res) {
   send(req, res, 200, queryPlan(body.query, body.parameters, badRequest));
 }
 
-module.exports = { handleQuery, handleQueryPlan, handleReadFeed };
+/**
+ * Local only: GET /_emulators/queries gives the page budget ({"budgetMs": 1000}); PUT sets it
+ * (tests make pages end sooner: a partial page, as when a query's budget runs out in Azure);
+ * DELETE puts the default back.
+ */
+async function handleQueryControl(req, res, segs) {
+  if (segs[0] !== "_emulators" || segs[1] !== "queries" || segs.length !== 2) return false;
+  if (req.method === "DELETE") setBudget(null);
+  else if (req.method === "PUT" || req.method === "POST") {
+    const body = (await readJson(req)) || {};
+    const ms = body.budgetMs;
+    if (ms !== null && !(Number.isInteger(ms) && ms >= 0)) throw badRequest("budgetMs: a number of milliseconds (>= 0) or null");
+    setBudget(ms);
+  } else if (req.method !== "GET") throw new CosmosError(405, "MethodNotAllowed", "Method not allowed");
+  send(req, res, 200, { budgetMs: budget() });
+  return true;
+}
+
+module.exports = { handleQuery, handleQueryPlan, handleReadFeed, handleQueryControl };

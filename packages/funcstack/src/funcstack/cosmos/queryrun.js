@@ -37,7 +37,7 @@ const { compareValues, MIN_RID, MAX_RID, below, above } = require("./sortedkeys"
 const { analyze, ranges } = require("./queryindex");
 const { withMarkers, serviceSemantics, FUNCTIONS } = require("./sqlsemantics");
 const { queryEngine } = require("./sqlparser");
-const { isExpired } = require("./store");
+const { isExpired, itemExpired } = require("./store");
 const { CosmosError, badRequest } = require("./responses");
 
 /** A page is answered once it has run this long (the rest follows with the continuation). */
@@ -45,9 +45,9 @@ const BUDGET_DEFAULT_MS = 1000;
 let budgetMs = BUDGET_DEFAULT_MS;
 /** Documents given to the engine at once (its FROM is quadratic in them). */
 const CHUNK = 128;
-/** Below this many documents a filter's selection is sorted for an ORDER BY, not walked. */
+/** Up to this many documents a filter's selection is sorted (into _rid or the ORDER BY's order). */
 const SORT_SELECTED_MAX = 20000;
-/** A selection of more than this share of the container is read by the scan in _rid order. */
+/** A selection of more than this share of a container (and SORT_SELECTED_MAX) is scanned in _rid order. */
 const SCAN_SHARE = 0.5;
 const PREPARED_MAX = 256;
 
@@ -294,6 +294,7 @@ async function candidates(t, ctx) {
   const found = [];
   for (const child of t.terms) found.push(await candidates(child, ctx));
   if (t.kind === "and") {
+    intersectSamePaths(found);
     const usable = found.filter(c => c && !c.all);
     if (usable.length === 0) return found.every(c => c) ? { all: true, exact: true } : null;
     const best = usable.reduce((a, b) => (b.estimate < a.estimate ? b : a));
@@ -308,6 +309,35 @@ async function candidates(t, ctx) {
     estimate: found.reduce((n, c) => n + c.estimate, 0),
     specs: found.flatMap(c => c.specs)
   };
+}
+
+/**
+ * Under an AND, two single ranges on one index are one range, their intersection (`c.n > 1
+ * AND c.n <= 5`): the first candidate gets it, the second selects nothing out any more.
+ */
+function intersectSamePaths(found) {
+  for (let i = 0; i < found.length; i += 1) {
+    const a = found[i];
+    if (!a || a.all || a.sets.length !== 1 || a.sets[0].ranges.length !== 1) continue;
+    for (let j = i + 1; j < found.length; j += 1) {
+      const b = found[j];
+      if (!b || b.all || b.sets.length !== 1 || b.sets[0].ranges.length !== 1 || b.sets[0].index !== a.sets[0].index) continue;
+      const { keys } = a.sets[0].index;
+      const [ra] = a.sets[0].ranges;
+      const [rb] = b.sets[0].ranges;
+      const lo = keys.compare(ra.lo[0], ra.lo[1], rb.lo[0], rb.lo[1]) >= 0 ? ra.lo : rb.lo;
+      const hi = keys.compare(ra.hi[0], ra.hi[1], rb.hi[0], rb.hi[1]) <= 0 ? ra.hi : rb.hi;
+      const empty = keys.compare(lo[0], lo[1], hi[0], hi[1]) >= 0;
+      const r = { lo, hi };
+      found[i] = {
+        sets: [{ index: a.sets[0].index, ranges: empty ? [] : [r] }],
+        exact: a.exact && b.exact,
+        estimate: empty ? 0 : keys.count(lo[0], lo[1], hi[0], hi[1]),
+        specs: a.specs
+      };
+      found[j] = { all: true, exact: true };
+    }
+  }
 }
 
 const refused = message => new CosmosError(400, "BadRequest", message);
@@ -408,7 +438,7 @@ async function plan(store, p, options, clock) {
         const w = indexWalk(index.keys, r.lo, r.hi, false, from ? [r.lo[0], from.rid] : null, from && from.after);
         return { next: w.next, last: () => ridPosition(w.last()) };
       };
-    } else if ((useFilter && estimate <= n * SCAN_SHARE) || (partition && !useFilter)) {
+    } else if ((useFilter && estimate <= Math.max(SORT_SELECTED_MAX, n * SCAN_SHARE)) || (partition && !useFilter)) {
       walk = async from => {
         const rids = await selected();
         clock.index(() => rids.sort(compareRid));
@@ -470,13 +500,17 @@ async function plan(store, p, options, clock) {
  * in the request's scope. `onChunk(docs)` returns true to stop; returns "done", "stopped" or
  * "budget" (a partial page's time ran out), and the walker (its `last()`).
  */
-async function eachChunk(store, pl, from, options, clock, onChunk) {
+async function eachChunk(store, pl, from, options, clock, onChunk, wanted = () => CHUNK) {
   const walker = await pl.walk(from);
   const colData = store.colData;
   const inScope = scopeTest(store, options.scope, options.span);
   const now = Date.now();
-  let size = 32;
+  let grown = 0;
   for (;;) {
+    // what the page still needs (an exact filter answers every document it selects), more
+    // each time a chunk falls short
+    const size = Math.max(1, Math.min(CHUNK, Math.max(wanted(), grown)));
+    grown = Math.min(CHUNK, size * 2);
     const rids = clock.index(() => walker.next(size));
     if (rids.length === 0) return { ended: "done", walker };
     const docs = [];
@@ -488,7 +522,35 @@ async function eachChunk(store, pl, from, options, clock, onChunk) {
       docs.push(doc);
     }
     if (await onChunk(docs)) return { ended: "stopped", walker };
-    size = Math.min(CHUNK, size * 2);
+    if (options.partial && clock.over()) return { ended: "budget", walker };
+    await clock.tick();
+  }
+}
+
+/**
+ * The entries of a plan's walk that are live and in scope, counted a slice at a time without
+ * reading the documents where it can (a COUNT the index answers): `counted(n)` per slice.
+ */
+async function countEntries(store, pl, from, options, clock, counted) {
+  const walker = await pl.walk(from);
+  const colData = store.colData;
+  const inScope = scopeTest(store, options.scope, options.span);
+  const now = Date.now();
+  const data = store.docs._data;
+  for (;;) {
+    const rids = clock.index(() => walker.next(1024));
+    if (rids.length === 0) return { ended: "done", walker };
+    let n = 0;
+    for (const rid of rids) {
+      const item = data.get(rid);
+      if (!item || itemExpired(colData, item, now)) continue;
+      if (inScope) {
+        const doc = item.read();
+        if (!doc || !inScope(doc)) continue;
+      }
+      n += 1;
+    }
+    counted(n);
     if (options.partial && clock.over()) return { ended: "budget", walker };
     await clock.tick();
   }
@@ -590,7 +652,7 @@ async function runPage(store, text, options) {
       return true;
     }
     return rows.length >= max || (top !== null && produced >= top);
-  });
+  }, () => Math.min(max - rows.length, top === null ? Infinity : top - produced));
   let continuation = null;
   const topDone = top !== null && produced >= top;
   if (!topDone && ended !== "done") {
@@ -687,25 +749,23 @@ async function runAggregate(store, parts, options) {
   metrics.indexOnly = prepared.length === 1 && first.name === "COUNT" && constant && pl.exact &&
     !a.joins && a.plain;
   const values = prepared.map(part => (part.name === "COUNT" || part.name === "SUM" ? 0 : undefined));
-  const { ended, walker } = await eachChunk(store, pl, resumeAt(c), options, clock, docs => {
-    if (docs.length === 0) return false;
-    if (metrics.indexOnly) {
-      values[0] += docs.length;
+  const { ended, walker } = metrics.indexOnly
+    ? await countEntries(store, pl, resumeAt(c), options, clock, n => { values[0] += n; })
+    : await eachChunk(store, pl, resumeAt(c), options, clock, docs => {
+      if (docs.length === 0) return false;
+      metrics.retrieved += docs.length;
+      if (options.measure) for (const d of docs) metrics.retrievedBytes += Buffer.byteLength(JSON.stringify(d));
+      prepared.forEach((part, i) => {
+        let r;
+        try {
+          r = part.p.query.exec(docs, { parameters: eo.parameters, udf: eo.udf, compositeIndexes: eo.compositeIndexes });
+        } catch (err) {
+          throw badRequest(err.message);
+        }
+        values[i] = combined(part.name, values[i], r.result.length ? r.result[0] : undefined);
+      });
       return false;
-    }
-    metrics.retrieved += docs.length;
-    if (options.measure) for (const d of docs) metrics.retrievedBytes += Buffer.byteLength(JSON.stringify(d));
-    prepared.forEach((part, i) => {
-      let r;
-      try {
-        r = part.p.query.exec(docs, { parameters: eo.parameters, udf: eo.udf, compositeIndexes: eo.compositeIndexes });
-      } catch (err) {
-        throw badRequest(err.message);
-      }
-      values[i] = combined(part.name, values[i], r.result.length ? r.result[0] : undefined);
     });
-    return false;
-  });
   let continuation = null;
   if (ended === "budget") {
     const last = walker.last();

@@ -15,7 +15,8 @@
  *   - incremental change feed (A-IM: Incremental feed) with etag (LSN) continuations,
  *     start from beginning / now / point in time, paging, partition-key and EPK scope;
  *   - TTL (container defaultTtl + item ttl), lazily on access plus a periodic sweep;
- *   - queries scoped to the x-ms-documentdb-partitionkey header;
+ *   - queries scoped to the x-ms-documentdb-partitionkey header, served from range indexes
+ *     as the indexing policy declares them, a slice at a time (never stalling the others);
  *   - resource ids in the service's encoding (base64 with '-' for '/');
  *   - offers (throughput: read, query, replace; manual and autoscale);
  *   - the service's default indexing policy, filled in when a container is created;
@@ -38,7 +39,12 @@
  *   splits.js       live splits on request (local only)
  *   documents.js    point operations (create, replace, upsert, read, delete, patch)
  *   batch.js        the transactional batch
- *   query.js        queries, query plans, the read feed
+ *   query.js        queries, query plans, the read feed (answered as the gateway answers)
+ *   queryrun.js     how a query runs: from the indexes, a slice at a time, pages that resume
+ *   queryindex.js   what a WHERE and an ORDER BY can take from the indexes
+ *   pathindexes.js  range indexes on document paths, as the indexing policy declares them
+ *   sortedkeys.js   the service's order of values across types; the indexes' sorted entries
+ *   sqlsemantics.js the service's SQL semantics where the package's engine differs
  *   changefeed.js   the incremental change feed
  *   settings.js     container settings completed as the service completes them
  *   resources.js    database / container create, replace, delete; delete by partition key
@@ -74,7 +80,7 @@ const { readBody, readJson, header, isTrue, headerPartitionKey, wantsMinimal, pa
 const { resolveStore, docPartitionComponents } = require("./store");
 const { opCreate, opReplace, opUpsert, opRead, opDelete, opPatch, documentIdOf, docHeaders } = require("./documents");
 const { handleBatch, MAX_BATCH_BYTES } = require("./batch");
-const { handleQuery, handleQueryPlan, handleReadFeed } = require("./query");
+const { handleQuery, handleQueryPlan, handleReadFeed, handleQueryControl } = require("./query");
 const { handleChangeFeed } = require("./changefeed");
 const { answerFor, rangeOfKey, requestScope } = require("./partitions");
 const { handlePartitionKeyRanges } = require("./ranges");
@@ -196,6 +202,7 @@ function createRequestListener(getAccount, opts) {
       const segs = pathSegments(req.url);
       try {
         if (await handleControl(req, res, segs)) return;
+        if (await handleQueryControl(req, res, segs)) return;
         if (await handleRangesControl(account, req, res, segs)) return;
         const fault = takeFault(req, segs);
         if (fault) {

@@ -94,7 +94,7 @@ function keyComparator(directions) {
   };
 }
 
-const BLOCK_MAX = 1024;
+const BLOCK_MAX = 256;
 const BLOCK_HALF = BLOCK_MAX >>> 1;
 
 class SortedKeys {
@@ -220,6 +220,31 @@ class SortedKeys {
     return out;
   }
 
+  /**
+   * Load entries already sorted: `order` (indexes into `keys` / `rids`, in this structure's
+   * order); the structure must be empty. Equal neighbours are kept once.
+   */
+  load(keys, rids, order) {
+    let block = null;
+    let lastKey;
+    let lastRid = null;
+    for (let j = 0; j < order.length; j += 1) {
+      const i = order[j];
+      const key = keys[i];
+      const rid = rids[i];
+      if (lastRid !== null && rid === lastRid && this.compareKey(key, lastKey) === 0) continue;
+      if (block === null || block.keys.length >= BLOCK_HALF) {
+        block = { keys: [], rids: [] };
+        this.blocks.push(block);
+      }
+      block.keys.push(key);
+      block.rids.push(rid);
+      this.size += 1;
+      lastKey = key;
+      lastRid = rid;
+    }
+  }
+
   /** The number of entries from (lo, loRid) (included) to (hi, hiRid) (excluded). */
   count(lo, loRid, hi, hiRid) {
     const { blocks } = this;
@@ -239,8 +264,53 @@ class SortedKeys {
   }
 }
 
+/** Entries sorted a run at a time before they are merged (well within a slice each). */
+const RUN = 512;
+/** Entries merged between two looks at the clock (`tick` yields once a slice is used up). */
+const MERGE_STEP = 512;
+
+/**
+ * The order of n entries by `cmp(i, j)` (of their indexes), as a Uint32Array: a merge sort
+ * whose runs and merges are cut into steps, `await tick()` between them (a slice of the
+ * event loop's time), so that sorting a million entries never holds the endpoint.
+ */
+async function sortInSlices(n, cmp, tick) {
+  let a = new Uint32Array(n);
+  for (let i = 0; i < n; i += 1) a[i] = i;
+  for (let s = 0; s < n; s += RUN) {
+    a.subarray(s, Math.min(s + RUN, n)).sort(cmp);
+    await tick();
+  }
+  let b = new Uint32Array(n);
+  for (let width = RUN; width < n; width *= 2) {
+    for (let lo = 0; lo < n; lo += 2 * width) {
+      const mid = Math.min(lo + width, n);
+      const hi = Math.min(lo + 2 * width, n);
+      let i = lo;
+      let j = mid;
+      let k = lo;
+      while (k < hi) {
+        const stop = Math.min(hi, k + MERGE_STEP);
+        for (; k < stop; k += 1) {
+          if (i < mid && (j >= hi || cmp(a[i], a[j]) <= 0)) {
+            b[k] = a[i];
+            i += 1;
+          } else {
+            b[k] = a[j];
+            j += 1;
+          }
+        }
+        await tick();
+      }
+    }
+    [a, b] = [b, a];
+  }
+  return a;
+}
+
 module.exports = {
   SortedKeys,
+  sortInSlices,
   Bound,
   below,
   above,

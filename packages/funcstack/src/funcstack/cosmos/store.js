@@ -96,6 +96,20 @@ function isExpired(colData, doc, now) {
   return now >= mtime + ttl * 1000;
 }
 
+/**
+ * Whether the version an item of the package's documents holds has expired by `now`, read
+ * without parsing a document kept across a restart (its head has its own ttl and time).
+ */
+function itemExpired(colData, item, now) {
+  if (colData.defaultTtl === undefined || colData.defaultTtl === null) return false;
+  if (item instanceof KeptDocument && !item.parsed) {
+    const ttl = ttlOf(colData, item.ttl);
+    return ttl !== null && now >= item.mtime + ttl * 1000;
+  }
+  const doc = item.read();
+  return !doc || isExpired(colData, doc, now);
+}
+
 /** Put a stored version's LSN and modification time back (a restored snapshot). */
 function stampAs(doc, lsn, mtime) {
   Object.defineProperty(doc, "__lsn", { value: lsn, enumerable: false, configurable: true, writable: true });
@@ -423,5 +437,6 @@ module.exports = {
   stampAs,
   lsnOf,
   effectiveTtl,
-  isExpired
+  isExpired,
+  itemExpired
 };
