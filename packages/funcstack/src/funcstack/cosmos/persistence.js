@@ -37,7 +37,7 @@ const { StateDir, StateError } = require("./journal");
 const { serviceRid } = require("./ids");
 const { withContainerDefaults } = require("./settings");
 const { DEFAULT_CONTAINER_THROUGHPUT } = require("./offers");
-const getValue = require("@vercel/cosmosdb-server/lib/utils/get-value").default;
+const { getValue } = require("./internals");
 const {
   KeptDocument, lsnOf, stampAs, observe, collections, indexes, docPartitionComponents
 } = require("./store");

@@ -58,6 +58,7 @@
  *   indexes.js      a container's LSN index (change feed) and expiry index (TTL sweep)
  *   epk.js, queryplan.js  effective partition keys; query plans as the service's gateway
  *   sqlparser.js    the package's SQL parser with a results cache (linear, not exponential)
+ *   internals.js    what is used of the packages beyond their public API, pinned, checked at start
  *
  *
  * CLI: node server.js [--host 127.0.0.1] [--port 0] [--no-ssl] [--log-requests]
@@ -71,9 +72,9 @@ const http = require("http");
 const https = require("https");
 const path = require("path");
 
-require("./sqlparser"); // before the package's query engine loads its parser
+const internals = require("./internals"); // first: the parser's cache, the packages' pins
 const PKG_DIR = path.dirname(require.resolve("@vercel/cosmosdb-server/package.json"));
-const Account = require("@vercel/cosmosdb-server/lib/account").default;
+const { Account } = internals;
 const { offerRid } = require("./ids");
 const { CosmosError, send, sendError, tooLarge, badRequest } = require("./responses");
 const { readBody, readJson, header, isTrue, headerPartitionKey, wantsMinimal, pathSegments } = require("./requests");
@@ -269,6 +270,7 @@ function parseArgs(argv) {
 }
 
 function createServer(opts = {}) {
+  internals.check(); // the packages' internals used here are where they were, or no start
   let account;
   const kept = persistence.open(opts);
   const listener = createRequestListener(() => account, opts);
@@ -310,7 +312,13 @@ function createServer(opts = {}) {
 
 if (require.main === module) {
   const args = parseArgs(process.argv.slice(2));
-  const server = createServer(args);
+  let server;
+  try {
+    server = createServer(args);
+  } catch (err) {
+    process.stderr.write(`cosmos local: ${err && err.message}\n`);
+    process.exit(1);
+  }
   server.on("error", err => {
     process.stderr.write(`cosmos local: ${err && err.message}\n`);
     process.exit(1);

@@ -19,7 +19,7 @@
  *     the answer).
  */
 
-const { patchOperation } = require("@vercel/cosmosdb-server/lib/handler/_patch-operations");
+const { patchOperation } = require("./internals");
 const { CosmosError, ownerNotFound } = require("./responses");
 const { indexOf } = require("./indexes");
 const { existingPathIndexes } = require("./pathindexes");
