@@ -31,7 +31,7 @@ const { SortedKeys, sortInSlices, MIN_RID, MAX_RID, below, above } = require("./
 /** An index is built in slices of about this long between other requests. */
 const SLICE_MS = 2;
 /** Documents handled between two looks at the clock while building. */
-const BUILD_CHUNK = 256;
+const BUILD_CHUNK = 64;
 
 /** The value at `segments` of a document (undefined when there is none). */
 function valueAt(doc, segments) {

@@ -89,11 +89,12 @@ function engineOptions(store, parameters, analysis) {
   let compositeIndexes;
   if (analysis.orderBy) {
     // the engine checks that a composite index serves an ORDER BY of several items: ours
-    // (the policy's, checked in `orderOf`) plus the hidden _rid order sqlsemantics.js adds
+    // (the policy's, checked in `orderOf`), with the hidden _rid order sqlsemantics.js adds
     const dir = analysis.orderBy[0].desc ? "descending" : "ascending";
-    compositeIndexes = [[...analysis.orderBy.map(o => ({
+    const items = analysis.orderBy.map(o => ({
       path: `/${(o.segs || []).join("/")}`, order: o.desc ? "descending" : "ascending"
-    })), { path: "/_rid", order: dir }]];
+    }));
+    compositeIndexes = [items, [...items, { path: "/_rid", order: dir }]];
   }
   return { parameters: parameters || [], params, udf, compositeIndexes };
 }
@@ -347,6 +348,9 @@ function orderOf(analysis, policy, paths) {
   if (!analysis.orderBy) return { order: null };
   const items = analysis.orderBy;
   const order = { items, dir: items[0].desc ? -1 : 1 };
+  if (items.some(o => !o.segs)) {
+    throw refused("Unsupported ORDER BY clause. ORDER BY item expression could not be mapped to a document path.");
+  }
   if (items.length === 1) {
     if (!policy.indexes(items[0].segs)) {
       throw refused("The index path corresponding to the specified order-by item is excluded.");
@@ -537,8 +541,9 @@ async function countEntries(store, pl, from, options, clock, counted) {
   const inScope = scopeTest(store, options.scope, options.span);
   const now = Date.now();
   const data = store.docs._data;
+  const step = inScope ? CHUNK : 1024; // a scope reads each document (its EPK)
   for (;;) {
-    const rids = clock.index(() => walker.next(1024));
+    const rids = clock.index(() => walker.next(step));
     if (rids.length === 0) return { ended: "done", walker };
     let n = 0;
     for (const rid of rids) {
