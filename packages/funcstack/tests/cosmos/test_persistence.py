@@ -568,3 +568,30 @@ def test_a_state_file_of_the_earlier_format_is_converted_once(tmp_path: Path) ->
         assert sorted(i["id"] for i in contacts.read_all_items()) == ["a", "b", "c", "d", "e"]
         assert contacts.read_item("d", "p1")["_rid"] == created_rid
         assert created_rid not in {v["_rid"] for v in old_docs.values()}
+
+
+def test_after_a_restart_the_indexes_are_built_again_from_the_kept_documents(
+    tmp_path: Path,
+) -> None:
+    """Indexes are not kept: the first query on a path after a restart builds its index from
+    the kept documents (and the journal's changes since the snapshot), then reads only what
+    the index selects."""
+    state = tmp_path / "state"
+    sql = "SELECT VALUE c.id FROM c WHERE c.n >= 2 AND c.n < 4"
+    with endpoint(state) as cosmos:
+        container = setup(client_of(cosmos))
+        for i in range(3, 8):
+            container.create_item({"id": f"d{i}", "pk": "p1", "n": i})
+        assert sorted(container.query_items(sql, enable_cross_partition_query=True)) == [
+            "b",
+            "d3",
+        ]
+        container.upsert_item({"id": "d3", "pk": "p1", "n": 9})  # in the journal only
+    with endpoint(state) as cosmos:
+        container = contacts_of(client_of(cosmos))
+        found = container.query_items(
+            sql, enable_cross_partition_query=True, populate_query_metrics=True
+        )
+        assert list(found) == ["b"]
+        metrics = container.client_connection.last_response_headers["x-ms-documentdb-query-metrics"]
+        assert "retrievedDocumentCount=1;" in metrics
