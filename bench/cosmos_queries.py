@@ -15,9 +15,10 @@ across partitions, as the Contacts app lists them):
   median of ROUNDS calls, after one call that builds the indexes (timed too: after a
   restart the endpoint builds an index when a query first needs it);
 - a point read's latency (p50, p99 of READS reads) idle, while another client (a process of
-  its own) runs that first page in a loop, and while another runs a query no index serves (a COUNT over LOWER(c.type):
-  it reads every document, a slice at a time, in pages its budget cuts); beside the reads, a
-  create's and a change feed poll's latency in the same two situations;
+  its own) runs that first page in a loop, and while another runs a query no index serves (a
+  COUNT over LOWER(c.type): it reads every document, a slice at a time, in pages its budget
+  cuts); beside the reads, a create's and a change feed poll's latency in the same two
+  situations;
 - the restart: from start to the ready line with them kept, and the first page after it.
 
 Ratios within one run: each size's query time ÷ the empty container's ("speed" = empty ÷
@@ -30,8 +31,8 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import multiprocessing
+import os
 import statistics
 import tempfile
 import time
@@ -102,7 +103,8 @@ def first_page(container: ContainerProxy) -> int:
 
 
 def count(container: ContainerProxy) -> int:
-    return int(list(container.query_items(COUNT, enable_cross_partition_query=True))[0])
+    found: Any = next(iter(container.query_items(COUNT, enable_cross_partition_query=True)))
+    return int(found)
 
 
 def timed(call: Callable[[], Any], rounds: int) -> dict[str, float]:
@@ -207,7 +209,7 @@ def measure_size(root: Path, n: int) -> dict[str, Any]:
         result["idle"] = others(container, "idle")
         result["during_first_pages"] = while_running(cosmos, container, LIST, True, "pages")
         started = time.perf_counter()
-        scanned = list(container.query_items(SCAN, enable_cross_partition_query=True))
+        scanned: list[Any] = list(container.query_items(SCAN, enable_cross_partition_query=True))
         result["scan_ms"] = (time.perf_counter() - started) * 1000
         assert scanned == [CONTACTS], scanned
         result["during_scan"] = while_running(cosmos, container, SCAN, False, "scan")
@@ -234,7 +236,7 @@ def measure(base: Path | None = None, sizes: list[int] = SIZES) -> dict[str, Any
             results["sizes"][n] = measure_size(Path(tmp), n)
     results["load_average_at_end"] = os.getloadavg()[0]
     empty = results["sizes"].get(0)
-    for n, r in results["sizes"].items():
+    for r in results["sizes"].values():
         if empty is not None:
             r["first_page_speed"] = empty["first_page"]["median_ms"] / r["first_page"]["median_ms"]
             r["count_speed"] = empty["count"]["median_ms"] / r["count"]["median_ms"]
@@ -251,23 +253,27 @@ def markdown(results: dict[str, Any]) -> str:
         "|---|---|---|---|---|---|---|---|",
     ]
     for n, r in results["sizes"].items():
+        during, scan = r["during_first_pages"], r["during_scan"]
         lines.append(
-            f"| {int(n):,} | {r['first_page']['median_ms']:.1f} ms | {r.get('first_page_speed', 1):.2f}x | "
+            f"| {int(n):,} | {r['first_page']['median_ms']:.1f} ms | "
+            f"{r.get('first_page_speed', 1):.2f}x | "
             f"{r['count']['median_ms']:.1f} ms | {r.get('count_speed', 1):.2f}x | "
             f"{r['idle']['read']['p50_ms']:.1f} / {r['idle']['read']['p99_ms']:.1f} ms | "
-            f"{r['during_first_pages']['read']['p99_ms']:.1f} ms ({r['read_p99_during_pages_to_idle']:.2f}x) | "
-            f"{r['during_scan']['read']['p99_ms']:.1f} ms ({r['read_p99_during_scan_to_idle']:.2f}x) |"
+            f"{during['read']['p99_ms']:.1f} ms ({r['read_p99_during_pages_to_idle']:.2f}x) | "
+            f"{scan['read']['p99_ms']:.1f} ms ({r['read_p99_during_scan_to_idle']:.2f}x) |"
         )
     for n, r in results["sizes"].items():
+        idle, during, scan = r["idle"], r["during_first_pages"], r["during_scan"]
         parts = [
             f"{int(n):,}: first query (builds the indexes) {r['first_query_ms']:.0f} ms",
             f"the scan (COUNT over LOWER(c.type), every document) {r['scan_ms']:.0f} ms",
             "create p99 idle / during pages / during the scan "
-            f"{r['idle']['create']['p99_ms']:.1f} / {r['during_first_pages']['create']['p99_ms']:.1f} / "
-            f"{r['during_scan']['create']['p99_ms']:.1f} ms",
+            f"{idle['create']['p99_ms']:.1f} / {during['create']['p99_ms']:.1f} / "
+            f"{scan['create']['p99_ms']:.1f} ms",
             "change feed poll p99 "
-            f"{r['idle']['change_feed_poll']['p99_ms']:.1f} / {r['during_first_pages']['change_feed_poll']['p99_ms']:.1f} / "
-            f"{r['during_scan']['change_feed_poll']['p99_ms']:.1f} ms",
+            f"{idle['change_feed_poll']['p99_ms']:.1f} / "
+            f"{during['change_feed_poll']['p99_ms']:.1f} / "
+            f"{scan['change_feed_poll']['p99_ms']:.1f} ms",
             f"ready after {r['ready_s']:.1f} s",
             f"RSS {r['memory_mb']['VmRSS']:.0f} MB",
         ]

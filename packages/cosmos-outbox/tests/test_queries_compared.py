@@ -73,17 +73,24 @@ def equalities() -> st.SearchStrategy[str]:
     """`=`, `!=`, IN, BETWEEN and their NOT forms: undefined across types in Cosmos DB (so NOT
     of them is undefined too)."""
     equal = st.builds(
-        lambda f, op, v: f"{f} {op} {literal(v)}", field(), st.sampled_from(["=", "!=", "<>"]), SCALARS
+        lambda f, op, v: f"{f} {op} {literal(v)}",
+        field(),
+        st.sampled_from(["=", "!=", "<>"]),
+        SCALARS,
     )
     parameter = st.builds(lambda f: f"{f} = @v", field())
     membership = st.builds(
-        lambda f, negated, vs: f"{f} {'NOT IN' if negated else 'IN'} ({', '.join(literal(v) for v in vs)})",
+        lambda f, negated, vs: (
+            f"{f} {'NOT IN' if negated else 'IN'} ({', '.join(literal(v) for v in vs)})"
+        ),
         field(),
         st.booleans(),
         st.lists(SCALARS, min_size=1, max_size=3),
     )
     between = st.builds(
-        lambda f, negated, a, b: f"{f} {'NOT BETWEEN' if negated else 'BETWEEN'} {literal(a)} AND {literal(b)}",
+        lambda f, negated, a, b: (
+            f"{f} {'NOT BETWEEN' if negated else 'BETWEEN'} {literal(a)} AND {literal(b)}"
+        ),
         st.sampled_from(["ARRAY_LENGTH(c.tags)", "LENGTH(c.s)", "c.n * 1", "c.n", "c.s", "c.flag"]),
         st.booleans(),
         SCALARS,
@@ -248,10 +255,7 @@ def test_the_in_memory_store_orders_and_cuts_as_cosmos_db_does(
         memory.put(document)
     # a projection, not VALUE: the SDK drops a VALUE of 0 (falsy) from a cross-partition
     # query's OFFSET LIMIT page (azure-cosmos 4.x's merge, against any endpoint)
-    sql = (
-        f"SELECT {by} AS v FROM c WHERE c.run = @run "
-        f"ORDER BY {by}{' DESC' if descending else ''}"
-    )
+    sql = f"SELECT {by} AS v FROM c WHERE c.run = @run ORDER BY {by}{' DESC' if descending else ''}"
     if window is not None:
         sql += f" OFFSET {window[0]} LIMIT {window[1]}"
     partition = None if scope is None else f"{scope}-{run}"

@@ -16,7 +16,7 @@ SQLPARSER = (COSMOS_DIR / "sqlparser.js").as_posix()
 
 
 def node(script: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(  # noqa: S603 - node with a script of this test's own
+    return subprocess.run(
         [node_executable(), "-e", script],
         env={**os.environ, "NODE_PATH": str(node_modules())},
         capture_output=True,
@@ -58,7 +58,8 @@ def test_a_syntax_tree_of_another_shape_is_refused_naming_the_node() -> None:
         f"const engine = require(require({SQLPARSER!r}).ENGINE);"
         "const original = engine.default;"
         "const strip = n => { if (n && typeof n === 'object') {"
-        " if (n.type === 'scalar_in_expression') delete n.list; Object.values(n).forEach(strip); } };"
+        " if (n.type === 'scalar_in_expression') delete n.list;"
+        " Object.values(n).forEach(strip); } };"
         "engine.default = text => { const q = original(text); strip(q.ast); return q; };"
         "internals.check();"
     )

@@ -582,16 +582,16 @@ def test_after_a_restart_the_indexes_are_built_again_from_the_kept_documents(
         container = setup(client_of(cosmos))
         for i in range(3, 8):
             container.create_item({"id": f"d{i}", "pk": "p1", "n": i})
-        assert sorted(container.query_items(sql, enable_cross_partition_query=True)) == [
-            "b",
-            "d3",
-        ]
+        found: list[Any] = list(container.query_items(sql, enable_cross_partition_query=True))
+        assert sorted(found) == ["b", "d3"]
         container.upsert_item({"id": "d3", "pk": "p1", "n": 9})  # in the journal only
     with endpoint(state) as cosmos:
         container = contacts_of(client_of(cosmos))
-        found = container.query_items(
-            sql, enable_cross_partition_query=True, populate_query_metrics=True
+        found = list(
+            container.query_items(
+                sql, enable_cross_partition_query=True, populate_query_metrics=True
+            )
         )
-        assert list(found) == ["b"]
+        assert found == ["b"]
         metrics = container.client_connection.last_response_headers["x-ms-documentdb-query-metrics"]
         assert "retrievedDocumentCount=1;" in metrics
