@@ -16,19 +16,19 @@
  *     filter selects), the documents without a value first, ties by _rid in the direction of
  *     the first item. An ORDER BY the index policy cannot serve is refused as the service
  *     refuses it (400: an excluded path; several paths without their composite index).
- *   - Pages: each answer ends at the page size or when its time budget (BUDGET_MS) runs
- *     out, with a continuation that names the next document's place in that order, so a
- *     page resumes where the last one stopped instead of walking again what it answered (the
- *     service answers a partial page with a continuation when a query's budget runs out:
- *     "Pagination in Azure Cosmos DB", learn.microsoft.com). An empty page with a
- *     continuation is an answer too; the SDKs ask for the next.
+ *   - Pages: each answer ends at the page size (or past 4 MB without one) or when its time
+ *     budget (budgetMs, 1 s) runs out, with a continuation that names the next document's
+ *     place in that order, so a page resumes where the last one stopped instead of walking
+ *     again what it answered (the service answers a partial page with a continuation when a
+ *     query's budget runs out: "Pagination in Azure Cosmos DB", learn.microsoft.com). An
+ *     empty page with a continuation is an answer too; the SDKs ask for the next.
  *   - Aggregates (`SELECT VALUE COUNT(1) ...`, the plan's per-range `[{"item": AGG(x)}]`)
  *     are combined from the slices; a COUNT whose filter the index answers exactly counts index
  *     entries and reads no document (retrievedDocumentCount 0, as the service's).
  *   - Never stall: between slices of SLICE_MS the query yields to the event loop, so point
  *     reads, writes and change feed polls of other clients are answered meanwhile.
  *
- * The engine is given documents SLICE at a time: its FROM builds its rows by spreading an
+ * The engine is given at most CHUNK documents at once: its FROM builds its rows by spreading an
  * array into a new one per document, quadratic in what it is given at once.
  */
 
@@ -50,6 +50,8 @@ const SORT_SELECTED_MAX = 20000;
 /** A selection of more than this share of a container (and SORT_SELECTED_MAX) is scanned in _rid order. */
 const SCAN_SHARE = 0.5;
 const PREPARED_MAX = 256;
+/** A page without a page size ends past this much JSON, as the service's pages do (4 MB). */
+const PAGE_BYTES = 4 * 1024 * 1024;
 
 const prepared = new Map();
 
@@ -627,6 +629,7 @@ async function runPage(store, text, options) {
   let token = c && c.t ? c.t : null;
   const max = options.maxItemCount > 0 ? options.maxItemCount : Infinity;
   const rows = [];
+  let bytes = 0;
   let cut = null;
   const { ended, walker } = await eachChunk(store, pl, resumeAt(c), options, clock, docs => {
     const left = Math.min(max - rows.length, top === null ? Infinity : top - produced);
@@ -649,6 +652,7 @@ async function runPage(store, text, options) {
     token = null;
     rows.push(...r.result);
     produced += r.result.length;
+    if (max > 100) bytes += JSON.stringify(r.result).length; // only pages that may grow large
     if (r.continuation) {
       // the engine stopped before a document (its _rid; SRC: how many of its rows were given)
       const engine = decodeEngineToken(r.continuation.token);
@@ -656,7 +660,7 @@ async function runPage(store, text, options) {
       cut = { pos: positionOf(pl.order, doc), t: engine.SRC ? r.continuation.token : null };
       return true;
     }
-    return rows.length >= max || (top !== null && produced >= top);
+    return rows.length >= max || (top !== null && produced >= top) || bytes >= PAGE_BYTES;
   }, () => Math.min(max - rows.length, top === null ? Infinity : top - produced));
   let continuation = null;
   const topDone = top !== null && produced >= top;
@@ -801,6 +805,15 @@ function combined(name, a, b) {
   }
 }
 
+/**
+ * `text` run by the engine over `docs` (a patch's condition on the document it patches), with
+ * the service's semantics: {result}.
+ */
+function evaluate(store, text, docs) {
+  const p = prepare(text);
+  return p.query.exec(docs, { parameters: [], udf: { ...(store.udfs() || {}), ...FUNCTIONS } });
+}
+
 /** Set the page budget (ms, local only: the control route); null puts the default back. */
 function setBudget(ms) {
   budgetMs = ms === null || ms === undefined ? BUDGET_DEFAULT_MS : ms;
@@ -817,6 +830,7 @@ module.exports = {
   runAll,
   runAggregate,
   runWhole,
+  evaluate,
   setBudget,
   budget,
   BUDGET_DEFAULT_MS

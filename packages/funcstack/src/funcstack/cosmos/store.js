@@ -390,19 +390,9 @@ class Store {
     return result;
   }
 
-  /** The package's SQL engine: a compiled query, run with `.exec(docs, options)`. */
-  compile(text) {
-    return this.docs._getQuery(text);
-  }
-
   /** The container's user-defined functions, for the engine's options. */
   udfs() {
     return this.docs._userDefinedFunctions();
-  }
-
-  /** A query over the given documents only (a patch's condition on the one it patches). */
-  selectFrom(docs, text) {
-    return this.compile(text).exec(docs, { udf: this.udfs() });
   }
 }
 
