@@ -19,7 +19,9 @@
  * when a query first needs it (the service would have had it all along): in slices of
  * SLICE_MS between requests, so the endpoint keeps answering, and the query that asked waits
  * for it (queryrun.js answers an empty page with a continuation if that takes longer than its
- * budget). From then on store.js reports every version written or removed and each index of
+ * budget); a document kept across a restart and not parsed yet gives its value from its JSON
+ * text (rawValueAt), so a build after a restart does not parse every document first. From
+ * then on store.js reports every version written or removed and each index of
  * the container is changed in step (the previous version's entries out, the new one's in), so
  * a query costs what it reads from the index, not what the container holds. A change of the
  * policy (a container replace) drops the indexes it no longer declares; a restart builds them
@@ -41,6 +43,125 @@ function valueAt(doc, segments) {
     cur = cur[seg];
   }
   return cur;
+}
+
+/** `rawValueAt` could not tell the value from the text alone: the document is to be parsed. */
+const UNKNOWN = Symbol("parse the document");
+
+/**
+ * The value at `segments` in a document's JSON text (a document kept across a restart, not
+ * parsed yet: store.js KeptDocument), reading only what leads to it: keys are compared, the
+ * values on the way skipped, the one found parsed alone. UNKNOWN where the text is not what
+ * JSON.stringify writes, or where the engine's member access could see something else (a
+ * name on an array, a position in an object): the caller parses the document then.
+ */
+function rawValueAt(text, segments) {
+  const n = text.length;
+  let i = 0;
+  const space = () => {
+    for (; i < n; i += 1) {
+      const c = text.charCodeAt(i);
+      if (c !== 32 && c !== 9 && c !== 10 && c !== 13) return;
+    }
+  };
+  const skipString = () => { // at '"': to the next quote not escaped
+    let from = i + 1;
+    for (;;) {
+      const q = text.indexOf('"', from);
+      if (q < 0) {
+        i = n;
+        return;
+      }
+      let slashes = 0;
+      for (let b = q - 1; b > i && text.charCodeAt(b) === 92; b -= 1) slashes += 1;
+      if (slashes % 2 === 0) {
+        i = q + 1;
+        return;
+      }
+      from = q + 1;
+    }
+  };
+  const skipValue = () => {
+    space();
+    const c = text.charCodeAt(i);
+    if (c === 34) {
+      skipString();
+      return;
+    }
+    if (c === 123 || c === 91) {
+      let depth = 0;
+      while (i < n) {
+        const d = text.charCodeAt(i);
+        if (d === 34) {
+          skipString();
+          continue;
+        }
+        if (d === 123 || d === 91) depth += 1;
+        else if (d === 125 || d === 93) {
+          depth -= 1;
+          if (depth === 0) {
+            i += 1;
+            return;
+          }
+        }
+        i += 1;
+      }
+      return;
+    }
+    for (; i < n; i += 1) {
+      const d = text.charCodeAt(i);
+      if (d === 44 || d === 125 || d === 93 || d === 32 || d === 9 || d === 10 || d === 13) return;
+    }
+  };
+  for (const seg of segments) {
+    space();
+    const c = text.charCodeAt(i);
+    if (typeof seg === "number") {
+      if (c === 123) return UNKNOWN; // a position in an object: its key "0"
+      if (c !== 91) return undefined;
+      i += 1;
+      space();
+      if (text.charCodeAt(i) === 93) return undefined;
+      for (let k = 0; k < seg; k += 1) {
+        skipValue();
+        space();
+        if (text.charCodeAt(i) !== 44) return undefined; // fewer elements
+        i += 1;
+      }
+      continue;
+    }
+    if (c === 91) return UNKNOWN; // a name on an array (length, ...)
+    if (c !== 123) return undefined;
+    i += 1;
+    for (;;) {
+      space();
+      const k = text.charCodeAt(i);
+      if (k === 125) return undefined; // no such key
+      if (k !== 34) return UNKNOWN;
+      const start = i;
+      skipString();
+      let key = text.slice(start + 1, i - 1);
+      if (key.includes("\\")) key = JSON.parse(text.slice(start, i));
+      space();
+      if (text.charCodeAt(i) !== 58) return UNKNOWN;
+      i += 1;
+      if (key === seg) break;
+      skipValue();
+      space();
+      const next = text.charCodeAt(i);
+      if (next === 44) i += 1;
+      else if (next === 125) return undefined;
+      else return UNKNOWN;
+    }
+  }
+  space();
+  const start = i;
+  skipValue();
+  try {
+    return JSON.parse(text.slice(start, i));
+  } catch (err) {
+    return UNKNOWN;
+  }
 }
 
 /** "/a/b" for the segments ["a", "b"] (a name other than [A-Za-z0-9_] quoted, as policies do). */
@@ -166,7 +287,8 @@ class Policy {
 
 /**
  * One range index of a container: entries (key, _rid) for every document, in `SortedKeys`.
- * `extract(doc)` gives a document's keys (one, or none, or several for an element index).
+ * `extract(get)` gives a document's keys (one, none, or several for an element index) from
+ * `get(segments)`, the value at a path of it.
  */
 class PathIndex {
   constructor(name, extract, directions = null) {
@@ -178,28 +300,51 @@ class PathIndex {
     this.pending = null; // while it is built: the versions written and removed meanwhile
   }
 
+  keysOf(doc) {
+    return this.extract(segs => valueAt(doc, segs));
+  }
+
   enter(doc) {
     if (this.pending) this.pending.push([true, doc]);
-    else for (const key of this.extract(doc)) this.keys.add(key, doc._rid);
+    else for (const key of this.keysOf(doc)) this.keys.add(key, doc._rid);
   }
 
   leave(doc) {
     if (this.pending) this.pending.push([false, doc]);
-    else for (const key of this.extract(doc)) this.keys.delete(key, doc._rid);
+    else for (const key of this.keysOf(doc)) this.keys.delete(key, doc._rid);
+  }
+
+  /**
+   * The keys of an item of the package's documents: a document kept across a restart and not
+   * parsed yet is read from its JSON text where that tells the value (rawValueAt), else parsed.
+   */
+  keysOfItem(item) {
+    if (item.parsed === false) {
+      const text = item.text();
+      let unknown = false;
+      const keys = this.extract(segs => {
+        const v = rawValueAt(text, segs);
+        if (v === UNKNOWN) unknown = true;
+        return v;
+      });
+      if (!unknown) return keys;
+    }
+    const doc = item.read();
+    return doc ? this.keysOf(doc) : [];
   }
 }
 
-const single = segments => doc => [valueAt(doc, segments)];
+const single = segments => get => [get(segments)];
 
 function elements(segments) {
-  return doc => {
-    const v = valueAt(doc, segments);
+  return get => {
+    const v = get(segments);
     return Array.isArray(v) ? v : [];
   };
 }
 
 /** A composite key: the values at each path (the index's directions order them). */
-const tuple = paths => doc => [paths.map(segs => valueAt(doc, segs))];
+const tuple = paths => get => [paths.map(segs => get(segs))];
 
 const NO_KEY = null;
 
@@ -309,13 +454,10 @@ class ContainerPathIndexes {
     const keys = [];
     const rids = [];
     let n = 0;
-    for (const item of this.collection.documents._data.values()) { // a live walk
-      const doc = item.read();
-      if (doc) {
-        for (const key of index.extract(doc)) {
-          keys.push(key);
-          rids.push(doc._rid);
-        }
+    for (const [rid, item] of this.collection.documents._data) { // a live walk
+      for (const key of index.keysOfItem(item)) {
+        keys.push(key);
+        rids.push(rid);
       }
       n += 1;
       if ((n & (BUILD_CHUNK - 1)) === 0) await tick();
@@ -354,6 +496,8 @@ function existingPathIndexes(collection) {
 
 module.exports = {
   pathIndexes,
+  rawValueAt,
+  UNKNOWN,
   existingPathIndexes,
   Policy,
   valueAt,
