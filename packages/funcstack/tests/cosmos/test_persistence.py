@@ -576,16 +576,23 @@ def test_after_a_restart_the_indexes_are_built_again_from_the_kept_documents(
     """Indexes are not kept: the first query on a path after a restart builds its index from
     the kept documents (and the journal's changes since the snapshot), then reads only what
     the index selects."""
-    state = tmp_path / "state"
+    state = tmp_path / "state" / "cosmos"
+    compact = ["--state-compact-bytes", "1"]  # a snapshot after each write: the documents kept
     sql = "SELECT VALUE c.id FROM c WHERE c.n >= 2 AND c.n < 4"
-    with endpoint(state) as cosmos:
+    with endpoint(state, extra_args=compact) as cosmos:
         container = setup(client_of(cosmos))
         for i in range(3, 8):
-            container.create_item({"id": f"d{i}", "pk": "p1", "n": i})
+            text = 'a "quoted" \\ text' * i  # skipped over in the kept JSON
+            data = {"note": text, "k": i % 2 == 0, "at": [i]}
+            container.create_item(
+                {"id": f"d{i}", "pk": "p1", "n": i, "data": data, "tags": [f"t{i}"]}
+            )
         found: list[Any] = list(container.query_items(sql, enable_cross_partition_query=True))
         assert sorted(found) == ["b", "d3"]
-        container.upsert_item({"id": "d3", "pk": "p1", "n": 9})  # in the journal only
-    with endpoint(state) as cosmos:
+        container.upsert_item({"id": "d3", "pk": "p1", "n": 9})
+        wait_for(lambda: settled(state))
+    # the kept documents unread (not parsed in the background): the index reads their text
+    with endpoint(state, extra_args=[*compact, "--state-keep-unread"]) as cosmos:
         container = contacts_of(client_of(cosmos))
         found = list(
             container.query_items(
@@ -595,3 +602,16 @@ def test_after_a_restart_the_indexes_are_built_again_from_the_kept_documents(
         assert found == ["b"]
         metrics = container.client_connection.last_response_headers["x-ms-documentdb-query-metrics"]
         assert "retrievedDocumentCount=1;" in metrics
+        # values deeper in the kept documents' JSON, read from its text while the index is built
+        for where, expected in (
+            ("c.data.k = true", ["d4", "d6"]),
+            ("ARRAY_CONTAINS(c.tags, 't5')", ["d5"]),
+            ("c.data.at[0] >= 6", ["d6", "d7"]),
+        ):
+            rows: list[Any] = list(
+                container.query_items(
+                    f"SELECT VALUE c.id FROM c WHERE {where}",  # noqa: S608 - the test's own
+                    enable_cross_partition_query=True,
+                )
+            )
+            assert sorted(rows) == expected, where
