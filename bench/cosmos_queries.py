@@ -11,15 +11,17 @@ across partitions, as the Contacts app lists them):
 
 - the first page (100) of `SELECT c.id, c.data.email, c.data.name FROM c WHERE
   c.type = 'contact' AND c.data.deleted = false` and the filtered `SELECT VALUE COUNT(1)`
-  (the SDK's plan: the gateway refuses it, the SDK queries the range and adds up): the
-  median of ROUNDS calls, after one call that builds the indexes (timed too: after a
-  restart the endpoint builds an index when a query first needs it);
+  (the SDK's plan: the gateway refuses it, the SDK queries the range and adds up): every
+  size's endpoint up at once, the calls made on each in turn, ROUNDS rounds: the median, and
+  the endpoint's own CPU per call; before them one call that builds the indexes (timed too:
+  the endpoint builds an index when a query first needs it);
 - a point read's latency (p50, p99 of READS reads) idle, while another client (a process of
-  its own) runs that first page in a loop, and while another runs a query no index serves (a
-  COUNT over LOWER(c.type): it reads every document, a slice at a time, in pages its budget
-  cuts); beside the reads, a create's and a change feed poll's latency in the same two
-  situations;
-- the restart: from start to the ready line with them kept, and the first page after it.
+  its own) asks for that first page about 20 times a second, and while another runs a query no
+  index serves (a COUNT over LOWER(c.type): it reads every document, a slice at a time, in
+  pages its budget cuts; with a million, seconds per query); beside the reads, a create's and a
+  change feed poll's latency in the same situations;
+- the restart of each endpoint with documents kept (the same state folder): from start to the
+  ready line, and the first page after it (its indexes built again).
 
 Ratios within one run: each size's query time ÷ the empty container's ("speed" = empty ÷
 size: ≥ 0.5x is the aim), the point read's p99 while querying ÷ idle (≤ 2x). `python -m
@@ -29,6 +31,7 @@ No assertions.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import multiprocessing
@@ -46,16 +49,20 @@ from azure.cosmos import ContainerProxy, CosmosClient
 from bench.cosmos_scale import (
     CONTAINER,
     DATABASE,
+    endpoint_cpu_s,
     memory_mb,
     running,
     sync_client,
     write_kept_state,
 )
+from funcstack.cosmos import CosmosEndpoint
 
 SIZES = [int(s) for s in os.environ.get("SIZES", "0,100000,1000000").split(",")]
 CONTACTS = 1000
 ROUNDS = int(os.environ.get("ROUNDS", "15"))
 READS = int(os.environ.get("READS", "400"))
+#: The other client's pause between two first pages (about 20 a second, an app's list in use).
+PAGES_PAUSE_S = 0.05
 POLICY = json.loads(
     (Path(__file__).resolve().parents[1] / "deploy" / "indexing-policy.json").read_text()
 )
@@ -107,15 +114,6 @@ def count(container: ContainerProxy) -> int:
     return int(found)
 
 
-def timed(call: Callable[[], Any], rounds: int) -> dict[str, float]:
-    times = []
-    for _ in range(rounds):
-        started = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - started) * 1000)
-    return {"median_ms": statistics.median(times), "best_ms": min(times)}
-
-
 def latencies(call: Callable[[int], Any], n: int) -> dict[str, float]:
     found = []
     for i in range(n):
@@ -147,9 +145,11 @@ def others(container: ContainerProxy, tag: str) -> dict[str, dict[str, float]]:
     }
 
 
-def _loop(endpoint: str, key: str, sql: str, pages: bool, stop: Any, runs: Any) -> None:
-    """Run `sql` (its first page only when `pages`) in a loop until `stop` is set: another
-    client, in a process of its own (the measuring client's GIL stays its own)."""
+def _loop(
+    endpoint: str, key: str, sql: str, pages: bool, pause_s: float, stop: Any, runs: Any
+) -> None:
+    """Run `sql` (its first page only when `pages`), then pause `pause_s`, until `stop` is set:
+    another client, in a process of its own (the measuring client's GIL stays its own)."""
     warnings.filterwarnings("ignore", message="Unverified HTTPS request")
     client = CosmosClient(endpoint, key, connection_verify=False)
     container = client.get_database_client(DATABASE).get_container_client(CONTAINER)
@@ -161,22 +161,27 @@ def _loop(endpoint: str, key: str, sql: str, pages: bool, stop: Any, runs: Any) 
             list(found)
         with runs.get_lock():
             runs.value += 1
+        stop.wait(pause_s)
 
 
 def while_running(
-    cosmos: Any, container: ContainerProxy, sql: str, pages: bool, tag: str
+    cosmos: CosmosEndpoint,
+    container: ContainerProxy,
+    sql: str,
+    *,
+    pages: bool,
+    pause_s: float,
+    tag: str,
 ) -> dict[str, Any]:
     """`others` while another client (a process of its own) runs `sql` in a loop."""
     context = multiprocessing.get_context("spawn")
     stop = context.Event()
     runs = context.Value("i", 0)
     process = context.Process(
-        target=_loop, args=(cosmos.endpoint, cosmos.key, sql, pages, stop, runs)
+        target=_loop, args=(cosmos.endpoint, cosmos.key, sql, pages, pause_s, stop, runs)
     )
     process.start()
-    deadline = time.monotonic() + 120
-    while runs.value == 0 and time.monotonic() < deadline:  # it has started querying
-        time.sleep(0.05)
+    time.sleep(1.0)  # the process started, its first query under way
     try:
         found: dict[str, Any] = others(container, tag)
     finally:
@@ -186,78 +191,124 @@ def while_running(
     return found
 
 
-def measure_size(root: Path, n: int) -> dict[str, Any]:
-    state = root / f"kept-{n}"
-    log = root / f"kept-{n}.log"
-    result: dict[str, Any] = {"unrelated": n}
-    written = write_kept_state(state, log, n, document_of=event, indexing_policy=POLICY)
-    result["written_s"] = written["write_s"]
-    started = time.perf_counter()
-    with running(state, log, timeout=600) as cosmos:
-        result["ready_s"] = time.perf_counter() - started
-        client = sync_client(cosmos)
-        container = client.get_database_client(DATABASE).get_container_client(CONTAINER)
-        for first in range(0, CONTACTS, 100):
-            for i in range(first, first + 100):
-                container.create_item(contact(i))
-        started = time.perf_counter()
-        assert first_page(container) == 100
-        result["first_query_ms"] = (time.perf_counter() - started) * 1000
-        assert count(container) == CONTACTS - CONTACTS // 10
-        result["first_page"] = timed(lambda: first_page(container), ROUNDS)
-        result["count"] = timed(lambda: count(container), ROUNDS)
-        result["idle"] = others(container, "idle")
-        result["during_first_pages"] = while_running(cosmos, container, LIST, True, "pages")
-        started = time.perf_counter()
-        scanned: list[Any] = list(container.query_items(SCAN, enable_cross_partition_query=True))
-        result["scan_ms"] = (time.perf_counter() - started) * 1000
-        assert scanned == [CONTACTS], scanned
-        result["during_scan"] = while_running(cosmos, container, SCAN, False, "scan")
-        result["memory_mb"] = memory_mb(cosmos)
-    if n:
-        started = time.perf_counter()
-        with running(state, log, timeout=600) as cosmos:
-            result["restart_ready_s"] = time.perf_counter() - started
-            container = (
-                sync_client(cosmos).get_database_client(DATABASE).get_container_client(CONTAINER)
-            )
+def container_of(cosmos: CosmosEndpoint) -> ContainerProxy:
+    return sync_client(cosmos).get_database_client(DATABASE).get_container_client(CONTAINER)
+
+
+def in_turns(
+    endpoints: dict[int, tuple[CosmosEndpoint, ContainerProxy]],
+    call: Callable[[ContainerProxy], Any],
+    rounds: int,
+) -> dict[int, dict[str, float]]:
+    """`call` on each endpoint in turn, `rounds` times: each one's median and best time, and
+    its endpoint's CPU per call (its process's user + system time over the rounds)."""
+    times: dict[int, list[float]] = {n: [] for n in endpoints}
+    cpu = dict.fromkeys(endpoints, 0.0)
+    for _ in range(rounds):
+        for n, (cosmos, container) in endpoints.items():
+            before = endpoint_cpu_s(cosmos)
             started = time.perf_counter()
-            first_page(container)
-            result["restart_first_page_ms"] = (time.perf_counter() - started) * 1000
-    return result
+            call(container)
+            times[n].append((time.perf_counter() - started) * 1000)
+            cpu[n] += endpoint_cpu_s(cosmos) - before
+    return {
+        n: {
+            "median_ms": statistics.median(times[n]),
+            "best_ms": min(times[n]),
+            "endpoint_cpu_ms": cpu[n] / rounds * 1000,
+        }
+        for n in endpoints
+    }
 
 
 def measure(base: Path | None = None, sizes: list[int] = SIZES) -> dict[str, Any]:
+    """Every size's endpoint up at once, the queries timed on each in turn (other processes on
+    the two cores change over minutes: a ratio of two figures taken in turns is steadier)."""
     warnings.filterwarnings("ignore", message="Unverified HTTPS request")
     logging.getLogger("azure").setLevel(logging.WARNING)
-    results: dict[str, Any] = {"load_average_at_start": os.getloadavg()[0], "sizes": {}}
-    with tempfile.TemporaryDirectory(dir=base) as tmp:
+    results: dict[str, Any] = {"load_average_at_start": os.getloadavg()[0]}
+    sized: dict[int, dict[str, Any]] = {n: {"unrelated": n} for n in sizes}
+    with tempfile.TemporaryDirectory(dir=base) as tmp, contextlib.ExitStack() as stack:
+        root = Path(tmp)
+        endpoints: dict[int, tuple[CosmosEndpoint, ContainerProxy]] = {}
         for n in sizes:
-            results["sizes"][n] = measure_size(Path(tmp), n)
+            state, log = root / f"kept-{n}", root / f"kept-{n}.log"
+            sized[n]["written_s"] = write_kept_state(
+                state, log, n, document_of=event, indexing_policy=POLICY
+            )["write_s"]
+            started = time.perf_counter()
+            cosmos = stack.enter_context(running(state, log, timeout=600))
+            sized[n]["ready_s"] = time.perf_counter() - started
+            container = container_of(cosmos)
+            for i in range(CONTACTS):
+                container.create_item(contact(i))
+            started = time.perf_counter()
+            # the first page may be partial (its budget ran out while the indexes were built)
+            sized[n]["first_query_rows"] = first_page(container)
+            sized[n]["first_query_ms"] = (time.perf_counter() - started) * 1000
+            assert first_page(container) == 100
+            assert count(container) == CONTACTS - CONTACTS // 10
+            endpoints[n] = (cosmos, container)
+        for n, row in in_turns(endpoints, first_page, ROUNDS).items():
+            sized[n]["first_page"] = row
+        for n, row in in_turns(endpoints, count, ROUNDS).items():
+            sized[n]["count"] = row
+        for n, (cosmos, container) in endpoints.items():
+            r = sized[n]
+            r["idle"] = others(container, "idle")
+            r["during_first_pages"] = while_running(
+                cosmos, container, LIST, pages=True, pause_s=PAGES_PAUSE_S, tag="pages"
+            )
+            started = time.perf_counter()
+            scanned: list[Any] = list(
+                container.query_items(SCAN, enable_cross_partition_query=True)
+            )
+            r["scan_ms"] = (time.perf_counter() - started) * 1000
+            assert scanned == [CONTACTS], scanned
+            r["during_scan"] = while_running(
+                cosmos, container, SCAN, pages=False, pause_s=0.0, tag="scan"
+            )
+            r["memory_mb"] = memory_mb(cosmos)
+        # the restart: the same state folder (the kept documents and the contacts' journal)
+        for n, (cosmos, _) in endpoints.items():
+            if not n:
+                continue
+            cosmos.stop(timeout=60)
+            state, log = root / f"kept-{n}", root / f"kept-{n}.log"
+            started = time.perf_counter()
+            with running(state, log, timeout=600) as again:
+                sized[n]["restart_ready_s"] = time.perf_counter() - started
+                started = time.perf_counter()
+                sized[n]["restart_first_rows"] = first_page(container_of(again))
+                sized[n]["restart_first_page_ms"] = (time.perf_counter() - started) * 1000
     results["load_average_at_end"] = os.getloadavg()[0]
-    empty = results["sizes"].get(0)
-    for r in results["sizes"].values():
+    empty = sized.get(0)
+    for r in sized.values():
         if empty is not None:
             r["first_page_speed"] = empty["first_page"]["median_ms"] / r["first_page"]["median_ms"]
             r["count_speed"] = empty["count"]["median_ms"] / r["count"]["median_ms"]
         idle = r["idle"]["read"]["p99_ms"]
         r["read_p99_during_pages_to_idle"] = r["during_first_pages"]["read"]["p99_ms"] / idle
         r["read_p99_during_scan_to_idle"] = r["during_scan"]["read"]["p99_ms"] / idle
+    results["sizes"] = sized
     return results
 
 
 def markdown(results: dict[str, Any]) -> str:
     lines = [
-        "| unrelated documents | first page (100) | speed ÷ none | filtered COUNT | speed ÷ none | "
+        "| unrelated documents | first page (100; the endpoint's CPU) | speed ÷ none | "
+        "filtered COUNT (CPU) | speed ÷ none | "
         "read p50 / p99 idle | p99 during pages | p99 during a scan |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for n, r in results["sizes"].items():
         during, scan = r["during_first_pages"], r["during_scan"]
         lines.append(
-            f"| {int(n):,} | {r['first_page']['median_ms']:.1f} ms | "
+            f"| {int(n):,} | {r['first_page']['median_ms']:.1f} ms "
+            f"(CPU {r['first_page']['endpoint_cpu_ms']:.1f}) | "
             f"{r.get('first_page_speed', 1):.2f}x | "
-            f"{r['count']['median_ms']:.1f} ms | {r.get('count_speed', 1):.2f}x | "
+            f"{r['count']['median_ms']:.1f} ms (CPU {r['count']['endpoint_cpu_ms']:.1f}) | "
+            f"{r.get('count_speed', 1):.2f}x | "
             f"{r['idle']['read']['p50_ms']:.1f} / {r['idle']['read']['p99_ms']:.1f} ms | "
             f"{during['read']['p99_ms']:.1f} ms ({r['read_p99_during_pages_to_idle']:.2f}x) | "
             f"{scan['read']['p99_ms']:.1f} ms ({r['read_p99_during_scan_to_idle']:.2f}x) |"
@@ -265,7 +316,8 @@ def markdown(results: dict[str, Any]) -> str:
     for n, r in results["sizes"].items():
         idle, during, scan = r["idle"], r["during_first_pages"], r["during_scan"]
         parts = [
-            f"{int(n):,}: first query (builds the indexes) {r['first_query_ms']:.0f} ms",
+            f"{int(n):,}: first query (builds the indexes) {r['first_query_ms']:.0f} ms "
+            f"({r['first_query_rows']} rows)",
             f"the scan (COUNT over LOWER(c.type), every document) {r['scan_ms']:.0f} ms",
             "create p99 idle / during pages / during the scan "
             f"{idle['create']['p99_ms']:.1f} / {during['create']['p99_ms']:.1f} / "
@@ -280,7 +332,7 @@ def markdown(results: dict[str, Any]) -> str:
         if "restart_ready_s" in r:
             parts.append(
                 f"restarted: ready after {r['restart_ready_s']:.1f} s, first page "
-                f"{r['restart_first_page_ms']:.0f} ms"
+                f"{r['restart_first_page_ms']:.0f} ms ({r['restart_first_rows']} rows)"
             )
         lines.append("- " + "; ".join(parts))
     lines.append(

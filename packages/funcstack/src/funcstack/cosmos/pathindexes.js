@@ -34,6 +34,8 @@ const { SortedKeys, sortInSlices, MIN_RID, MAX_RID, below, above } = require("./
 const SLICE_MS = 2;
 /** Documents handled between two looks at the clock while building. */
 const BUILD_CHUNK = 64;
+/** The primary index's key: every entry has it, so its entries are in _rid order. */
+const NO_KEY = null;
 
 /** The value at `segments` of a document (undefined when there is none). */
 function valueAt(doc, segments) {
@@ -346,8 +348,6 @@ function elements(segments) {
 /** A composite key: the values at each path (the index's directions order them). */
 const tuple = paths => get => [paths.map(segs => get(segs))];
 
-const NO_KEY = null;
-
 /** The path indexes of one container (the package's collection object). */
 class ContainerPathIndexes {
   constructor(collection) {
@@ -423,7 +423,9 @@ class ContainerPathIndexes {
     if (index.ready) return Promise.resolve(index);
     if (index.building) return index.building;
     index.pending = [];
+    building += 1;
     index.building = this.build(index).then(() => {
+      building -= 1;
       const pending = index.pending;
       index.pending = null;
       for (const [entered, doc] of pending) {
@@ -434,6 +436,7 @@ class ContainerPathIndexes {
       index.building = null;
       return index;
     }, err => {
+      building -= 1;
       index.pending = null;
       index.building = null;
       throw err;
@@ -451,25 +454,85 @@ class ContainerPathIndexes {
       }
       slice = process.hrtime.bigint();
     };
-    const keys = [];
-    const rids = [];
-    let n = 0;
-    for (const [rid, item] of this.collection.documents._data) { // a live walk
-      for (const key of index.keysOfItem(item)) {
-        keys.push(key);
-        rids.push(rid);
+    if (index === this.byName.get("primary")) {
+      await this.buildPrimary(index, tick);
+      return;
+    }
+    // the documents in _rid order (the primary index, built once per container), each value's
+    // _rids so in order already: entries of one value (a "bucket") need no sorting, only the
+    // values do (few, or cheap to compare); arrays, objects and composite keys sort whole
+    const primary = await this.ready(this.primary());
+    const data = this.collection.documents._data;
+    const buckets = new Map();
+    const otherKeys = [];
+    const otherRids = [];
+    let at = [NO_KEY, MIN_RID];
+    let after = false;
+    for (;;) {
+      const got = primary.keys.takeRids(at[0], at[1], after, BUILD_CHUNK);
+      if (got === null) break;
+      for (const rid of got[0]) {
+        const item = data.get(rid);
+        if (!item) continue;
+        for (const key of index.keysOfItem(item)) {
+          if (key !== null && typeof key === "object") {
+            otherKeys.push(key);
+            otherRids.push(rid);
+            continue;
+          }
+          const bucket = buckets.get(key);
+          if (bucket === undefined) buckets.set(key, [rid]);
+          else bucket.push(rid);
+        }
       }
-      n += 1;
-      if ((n & (BUILD_CHUNK - 1)) === 0) await tick();
+      at = [got[1], got[2]];
+      after = true;
+      await tick();
     }
     const compare = index.keys.compareKey;
-    const order = await sortInSlices(keys.length, (i, j) => {
-      const c = compare(keys[i], keys[j]);
-      if (c !== 0) return c;
-      return rids[i] < rids[j] ? -1 : rids[i] > rids[j] ? 1 : 0;
+    const values = [...buckets.keys()];
+    const valueOrder = await sortInSlices(values.length, (i, j) => compare(values[i], values[j]), tick);
+    const keys = [];
+    const rids = [];
+    for (let v = 0; v < valueOrder.length; v += 1) {
+      const value = values[valueOrder[v]];
+      for (const rid of buckets.get(value)) {
+        keys.push(value);
+        rids.push(rid);
+      }
+      if ((v & 255) === 255) await tick();
+    }
+    const otherOrder = await sortInSlices(otherKeys.length, (i, j) => {
+      const c = compare(otherKeys[i], otherKeys[j]);
+      return c !== 0 ? c : compareRid(otherRids[i], otherRids[j]);
     }, tick);
-    index.keys.load(keys, rids, order);
+    for (const i of otherOrder) { // arrays and objects sort after every other value
+      keys.push(otherKeys[i]);
+      rids.push(otherRids[i]);
+    }
+    await index.keys.load(keys, rids, identity(keys.length), tick);
   }
+
+  /** The primary index: every _rid, sorted (the order the path indexes are collected in). */
+  async buildPrimary(index, tick) {
+    const rids = [];
+    let n = 0;
+    for (const rid of this.collection.documents._data.keys()) { // a live walk
+      rids.push(rid);
+      n += 1;
+      if ((n & 1023) === 0) await tick();
+    }
+    const order = await sortInSlices(rids.length, (i, j) => compareRid(rids[i], rids[j]), tick);
+    await index.keys.load(rids.map(() => NO_KEY), rids, order, tick);
+  }
+}
+
+const compareRid = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
+
+function identity(n) {
+  const order = new Uint32Array(n);
+  for (let i = 0; i < n; i += 1) order[i] = i;
+  return order;
 }
 
 function nameOf(indexes, index) {
@@ -478,6 +541,14 @@ function nameOf(indexes, index) {
 }
 
 const byCollection = new WeakMap();
+
+/** Index builds under way, in every container (the background parse of kept documents waits). */
+let building = 0;
+
+/** Whether an index is being built (a query waits for it). */
+function buildsUnderWay() {
+  return building > 0;
+}
 
 /** The path indexes of a container (the package's collection object). */
 function pathIndexes(collection) {
@@ -496,6 +567,7 @@ function existingPathIndexes(collection) {
 
 module.exports = {
   pathIndexes,
+  buildsUnderWay,
   rawValueAt,
   UNKNOWN,
   existingPathIndexes,

@@ -44,7 +44,7 @@ const { CosmosError, badRequest } = require("./responses");
 const BUDGET_DEFAULT_MS = 1000;
 let budgetMs = BUDGET_DEFAULT_MS;
 /** Documents given to the engine at once (its FROM is quadratic in them). */
-const CHUNK = 64;
+const CHUNK = 32;
 /** Up to this many documents a filter's selection is sorted (into _rid or the ORDER BY's order). */
 const SORT_SELECTED_MAX = 20000;
 /** A selection of more than this share of a container (and SORT_SELECTED_MAX) is scanned in _rid order. */

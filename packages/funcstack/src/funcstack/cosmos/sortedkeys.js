@@ -222,9 +222,10 @@ class SortedKeys {
 
   /**
    * Load entries already sorted: `order` (indexes into `keys` / `rids`, in this structure's
-   * order); the structure must be empty. Equal neighbours are kept once.
+   * order); the structure must be empty. Equal neighbours are kept once. `await tick()` every
+   * LOAD_STEP entries (a slice of the event loop's time).
    */
-  load(keys, rids, order) {
+  async load(keys, rids, order, tick) {
     let block = null;
     let lastKey;
     let lastRid = null;
@@ -242,7 +243,38 @@ class SortedKeys {
       this.size += 1;
       lastKey = key;
       lastRid = rid;
+      if ((j & (LOAD_STEP - 1)) === LOAD_STEP - 1) await tick();
     }
+  }
+
+  /**
+   * Up to `max` _rids from the position (key, rid) on, forward (see `take`), without their
+   * keys: `[rids, lastKey, lastRid]` (the last entry given, for the next call), or null at the end.
+   */
+  takeRids(key, rid, after, max) {
+    const { blocks } = this;
+    if (blocks.length === 0) return null;
+    let bi = this.blockAt(key, rid);
+    if (bi === blocks.length) return null;
+    let i = this.within(blocks[bi], key, rid);
+    const b0 = blocks[bi];
+    if (after && i < b0.keys.length && this.compare(b0.keys[i], b0.rids[i], key, rid) === 0) i += 1;
+    const out = [];
+    let lastKey;
+    let lastRid = null;
+    while (bi < blocks.length && out.length < max) {
+      const b = blocks[bi];
+      for (; i < b.keys.length && out.length < max; i += 1) out.push(b.rids[i]);
+      if (i > 0 && out.length) {
+        lastKey = b.keys[i - 1];
+        lastRid = b.rids[i - 1];
+      }
+      if (i >= b.keys.length) {
+        bi += 1;
+        i = 0;
+      }
+    }
+    return out.length ? [out, lastKey, lastRid] : null;
   }
 
   /** The number of entries from (lo, loRid) (included) to (hi, hiRid) (excluded). */
@@ -264,6 +296,8 @@ class SortedKeys {
   }
 }
 
+/** Entries loaded between two looks at the clock. */
+const LOAD_STEP = 4096;
 /** Entries sorted a run at a time before they are merged (well within a slice each). */
 const RUN = 512;
 /** Entries merged between two looks at the clock (`tick` yields once a slice is used up). */
