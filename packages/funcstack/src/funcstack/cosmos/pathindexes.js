@@ -16,16 +16,18 @@
  *     (ARRAY_CONTAINS); the primary index holds every _rid in order (a scan that can resume).
  *
  * The service indexes every included path when a document is written. Here an index is built
- * when a query first needs it (the service would have had it all along): in slices of
- * SLICE_MS between requests, so the endpoint keeps answering, and the query that asked waits
- * for it (queryrun.js answers an empty page with a continuation if that takes longer than its
- * budget); a document kept across a restart and not parsed yet gives its value from its JSON
- * text (rawValueAt), so a build after a restart does not parse every document first. From
- * then on store.js reports every version written or removed and each index of
- * the container is changed in step (the previous version's entries out, the new one's in), so
- * a query costs what it reads from the index, not what the container holds. A change of the
- * policy (a container replace) drops the indexes it no longer declares; a restart builds them
- * again when first needed (nothing of them is kept on disk).
+ * when a query first needs it (the service would have had it all along), in slices of
+ * SLICE_MS between requests, so the endpoint keeps answering; the query that asked waits for
+ * it (queryrun.js answers an empty page with a continuation if that takes longer than its
+ * budget), and the background parse of kept documents waits too (persistence.js). A build
+ * walks the documents in _rid order (the primary index, sorted once per container) and puts
+ * each one's _rid in the bucket of its value, so only the distinct values are sorted; a
+ * document kept across a restart and not parsed yet gives its value from its JSON text
+ * (rawValueAt). From then on store.js reports every version written or removed and each index
+ * of the container is changed in step (the previous version's entries out, the new one's in),
+ * so a query costs what it reads from the index, not what the container holds. A change of
+ * the policy (a container replace) drops the indexes it no longer declares; a restart builds
+ * them again when first needed (nothing of them is kept on disk).
  */
 
 const { SortedKeys, sortInSlices, MIN_RID, MAX_RID, below, above } = require("./sortedkeys");
