@@ -33,7 +33,7 @@
  */
 
 const { pathIndexes, valueAt, pathText, SLICE_MS } = require("./pathindexes");
-const { compareValues, MIN_RID, MAX_RID, below, above } = require("./sortedkeys");
+const { compareValues, sortInSlices, MIN_RID, MAX_RID, below, above } = require("./sortedkeys");
 const { analyze, ranges } = require("./queryindex");
 const { withMarkers, serviceSemantics, FUNCTIONS } = require("./sqlsemantics");
 const { queryEngine } = require("./sqlparser");
@@ -45,10 +45,11 @@ const BUDGET_DEFAULT_MS = 1000;
 let budgetMs = BUDGET_DEFAULT_MS;
 /** Documents given to the engine at once (its FROM is quadratic in them). */
 const CHUNK = 32;
-/** Up to this many documents a filter's selection is sorted (into _rid or the ORDER BY's order). */
+/**
+ * Up to this many documents a filter's selection is sorted (into _rid or the ORDER BY's order,
+ * in slices); a larger one is read through the primary or the ORDER BY's index.
+ */
 const SORT_SELECTED_MAX = 20000;
-/** A selection of more than this share of a container (and SORT_SELECTED_MAX) is scanned in _rid order. */
-const SCAN_SHARE = 0.5;
 const PREPARED_MAX = 256;
 /** A page without a page size ends past this much JSON, as the service's pages do (4 MB). */
 const PAGE_BYTES = 4 * 1024 * 1024;
@@ -400,12 +401,11 @@ async function plan(store, p, options, clock) {
     const rids = clock.index(() => store.partitionRids(scope.pk));
     partition = { rids, estimate: rids.length };
   }
-  const n = store.docs._data.size;
   const useFilter = Boolean(filter && !filter.all && (!partition || filter.estimate < partition.estimate));
   if (useFilter) utilized.push(...filter.specs);
   if (partition && !useFilter) utilized.push(`${pkPaths[0] || "/id"}/?`);
   const exact = Boolean(filter && (filter.all || (useFilter && filter.exact)));
-  const estimate = useFilter ? filter.estimate : partition ? partition.estimate : n;
+  const estimate = useFilter ? filter.estimate : partition ? partition.estimate : store.docs._data.size;
 
   // the _rids a filter or a partition selects (in no order yet)
   const selected = async () => {
@@ -444,10 +444,11 @@ async function plan(store, p, options, clock) {
         const w = indexWalk(index.keys, r.lo, r.hi, false, from ? [r.lo[0], from.rid] : null, from && from.after);
         return { next: w.next, last: () => ridPosition(w.last()) };
       };
-    } else if ((useFilter && estimate <= Math.max(SORT_SELECTED_MAX, n * SCAN_SHARE)) || (partition && !useFilter)) {
+    } else if ((useFilter && estimate <= SORT_SELECTED_MAX) || (partition && !useFilter)) {
       walk = async from => {
-        const rids = await selected();
-        clock.index(() => rids.sort(compareRid));
+        const found = await selected();
+        const order = await sortInSlices(found.length, (i, j) => compareRid(found[i], found[j]), () => clock.tick());
+        const rids = Array.from(order, i => found[i]);
         const w = listWalk(rids, from ? bound(rids, from.rid, compareRid, from.after) : 0, rid => rid);
         return { next: w.next, last: () => (w.last() === null ? null : { vals: [], rid: w.last() }) };
       };
@@ -491,9 +492,11 @@ async function plan(store, p, options, clock) {
         if (doc) keyed.push(positionOf(order, doc));
         if ((keyed.length & 1023) === 0) await clock.tick();
       }
-      clock.index(() => keyed.sort((a, b) => compareAt(order, a, b)));
-      const start = from ? bound(keyed, from, (a, b) => compareAt(order, a, b), from.after) : 0;
-      return listWalk(keyed, start, k => k.rid);
+      const sorted = Array.from(
+        await sortInSlices(keyed.length, (i, j) => compareAt(order, keyed[i], keyed[j]), () => clock.tick()),
+        i => keyed[i]);
+      const start = from ? bound(sorted, from, (a, b) => compareAt(order, a, b), from.after) : 0;
+      return listWalk(sorted, start, k => k.rid);
     };
   }
   return { walk, order, exact, utilized, compositeUsed, potential: [...new Set(missed)] };
