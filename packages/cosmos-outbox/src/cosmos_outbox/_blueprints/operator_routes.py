@@ -457,7 +457,7 @@ def operators_blueprint(
         "the answer counts what the topic accepted and what subscribers will apply",
         request=models.redrive_request,
         response=RedriveView,
-        errors=(400, 413, 415, 429, 500, 503),
+        errors=(400, 404, 413, 415, 429, 500, 503),
     )
     async def redrive_events(call: HttpCall[Any]) -> Reply:
         body = call.body

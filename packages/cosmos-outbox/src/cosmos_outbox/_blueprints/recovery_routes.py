@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Self
 
-from pydantic import Field, TypeAdapter, model_validator
+from pydantic import ConfigDict, Field, TypeAdapter, model_validator
 
 from cosmos_outbox._blueprints.operator_types import (
     AggregateType,
@@ -37,7 +37,13 @@ from cosmos_outbox._recovery.dead_letters import (
 from cosmos_outbox.errors import InvalidContinuationError
 from cosmos_outbox.http._call import HttpCall, Reply
 from cosmos_outbox.http._declaration import PathParameter, QueryParameter
-from cosmos_outbox.http._models import Identifier, Model, PageView, RequestModel
+from cosmos_outbox.http._models import (
+    Identifier,
+    Model,
+    PageView,
+    RequestModel,
+    omit_null_defaults,
+)
 from cosmos_outbox.http._paging import next_token
 from cosmos_outbox.text import Text
 
@@ -269,10 +275,31 @@ class DeadLetterActionView(Model):
 FilterText = Annotated[str, Text(max_length=200)]
 
 
+_FILTER_FIELDS = ("aggregateType", "aggregateId", "action", "deadLetterReason", "since", "until")
+_NO_FILTER: dict[str, Any] = dict.fromkeys(_FILTER_FIELDS, False)
+#: The three ways to name dead letters, as JSON Schema: a field that must be left out is `false`.
+_ONE_WAY: list[dict[str, Any]] = [
+    {
+        "required": ["sequenceNumbers"],
+        "properties": {"sequenceNumbers": {"minItems": 1}, "all": {"const": False}, **_NO_FILTER},
+    },
+    {
+        "anyOf": [{"required": [name]} for name in _FILTER_FIELDS],
+        "properties": {"sequenceNumbers": {"maxItems": 0}, "all": {"const": False}},
+    },
+    {
+        "required": ["all"],
+        "properties": {"all": {"const": True}, "sequenceNumbers": {"maxItems": 0}, **_NO_FILTER},
+    },
+]
+
+
 class DeadLetterSelection(RequestModel):
     """Which dead letters: `sequenceNumbers` (at most 100), or those matching a filter (an
     aggregate type and id, an action, text in the dead-letter reason or description, enqueued
-    since / until), or `all: true`; exactly one of the three."""
+    since / until), or `all: true`; exactly one of the three (the schema says so too)."""
+
+    model_config = ConfigDict(json_schema_extra=omit_null_defaults({"oneOf": _ONE_WAY}))
 
     sequence_numbers: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=100)] = []
     aggregate_type: AggregateType | None = None
