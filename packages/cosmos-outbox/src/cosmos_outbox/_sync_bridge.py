@@ -19,10 +19,12 @@ if TYPE_CHECKING:
         AsyncDocumentStore,
         AsyncMessagePublisher,
         AsyncPayloadStore,
+        AsyncScheduleQueue,
         BacklogEstimator,
         DocumentStore,
         MessagePublisher,
         PayloadStore,
+        ScheduleQueue,
     )
 
 T = TypeVar("T")
@@ -116,6 +118,8 @@ def as_async(port: MessagePublisher | AsyncMessagePublisher) -> AsyncMessagePubl
 def as_async(port: PayloadStore | AsyncPayloadStore) -> AsyncPayloadStore: ...
 @overload
 def as_async(port: BacklogEstimator | AsyncBacklogEstimator) -> AsyncBacklogEstimator: ...
+@overload
+def as_async(port: ScheduleQueue | AsyncScheduleQueue) -> AsyncScheduleQueue: ...
 
 
 def as_async(port: object) -> object:

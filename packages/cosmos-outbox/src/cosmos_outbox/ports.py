@@ -9,7 +9,9 @@ the async API awaits as they are). The outbox's logic is written once over them.
   them, whole or a page at a time);
 - `MessagePublisher` and its `MessageBatch`: the topic;
 - `PayloadStore`: the claim check's bodies;
-- `BacklogEstimator`: how far the relay's change-feed leases are behind.
+- `BacklogEstimator`: how far the relay's change-feed leases are behind;
+- `ScheduleQueue`: where the relay schedules the release of a scheduled event for its due time
+  (a Service Bus queue: the release comes back to the relay's `release_due_events` then).
 
 A contract suite per port (`cosmos_outbox.testing.contracts`) holds every implementation to the
 same behaviour.
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from cosmos_outbox._queries import QueryParameters
-from cosmos_outbox._records import OutboxMessage
+from cosmos_outbox._records import OutboxMessage, Release
 
 T = TypeVar("T")
 
@@ -33,6 +35,7 @@ __all__ = [
     "AsyncDocumentStore",
     "AsyncMessagePublisher",
     "AsyncPayloadStore",
+    "AsyncScheduleQueue",
     "BacklogEstimator",
     "BatchOperation",
     "DocumentStore",
@@ -43,6 +46,8 @@ __all__ = [
     "Page",
     "PayloadStore",
     "QueryParameters",
+    "Release",
+    "ScheduleQueue",
     "stays_sync",
     "sync_methods",
 ]
@@ -75,6 +80,8 @@ def sync_methods() -> frozenset[str]:
             AsyncPayloadStore,
             BacklogEstimator,
             AsyncBacklogEstimator,
+            ScheduleQueue,
+            AsyncScheduleQueue,
         )
         for name, member in vars(port).items()
         if getattr(member, STAYS_SYNC, False)
@@ -363,3 +370,31 @@ class AsyncBacklogEstimator(abc.ABC):
 
     @abc.abstractmethod
     async def estimate(self) -> list[LeaseBacklog]: ...
+
+
+class ScheduleQueue(abc.ABC):
+    """Where the relay schedules the release of each scheduled event for its due time: the
+    release is handed back then (on Azure: a Service Bus queue, the message scheduled for
+    `Release.at`, received by the relay's `release_due_events` function), never earlier, and
+    at least once (a release handed back twice is harmless: the second finds the event
+    released). `schedule` either takes every release or raises."""
+
+    @abc.abstractmethod
+    def schedule(self, releases: Sequence[Release]) -> None:
+        """Schedule each release for its time (a time past: at once)."""
+
+    def check(self) -> None:
+        """Raise, saying what is missing (the queue) and how to fix it, when releases cannot be
+        scheduled here; the relay asks before it first relays. Nothing to check by default."""
+        return
+
+
+class AsyncScheduleQueue(abc.ABC):
+    """`ScheduleQueue`, async."""
+
+    @abc.abstractmethod
+    async def schedule(self, releases: Sequence[Release]) -> None: ...
+
+    async def check(self) -> None:
+        """`ScheduleQueue.check`."""
+        return

@@ -23,6 +23,12 @@ Per event version:
   dead-lettered, or is still on its way) -> the event is held until the missing one arrives,
   then applied with every held event that follows on without a gap.
 
+A scheduled event (`IncomingEvent.scheduled`: published with a due time, delivered then) takes no
+place in the aggregate's order: it is applied when it arrives, to the projection as it is then,
+which keeps its version; it is never held behind a missing version, and no version is ever held
+behind it (a reminder due tomorrow never holds today's events). Its inbox record makes a
+redelivery a duplicate.
+
 An event whose inbox record exists is acknowledged without effect; so is one whose version is
 not above the projection's (which also covers a redelivery after its inbox record expired).
 An event whose action the projection does not handle is applied as a version step only (its
@@ -209,6 +215,8 @@ class AsyncProjector:
         projection = await self._read(partition, partition)
         if event.type == QUARANTINE_NOTICE:
             return await self._record_gap(projection, event)
+        if event.scheduled:
+            return await self._apply_scheduled(projection, event)
         decision = decide(projection, event)
         if decision is Decision.DUPLICATE:
             return Result(Outcome.DUPLICATE)
@@ -248,6 +256,27 @@ class AsyncProjector:
         applied = await self._apply(projection, event, incoming=True)
         outcome = Outcome.APPLIED if self._projection.handles(event.type) else Outcome.IGNORED
         return Result(outcome, applied=applied)
+
+    async def _apply_scheduled(
+        self, projection: dict[str, Any] | None, event: IncomingEvent
+    ) -> Result:
+        """A scheduled event, applied as it arrives (see the module): its inbox record and the
+        projection after it (its version kept), in one batch; an action the projection does
+        not handle leaves the projection as it is (its inbox record says `ignored`)."""
+        partition = event.aggregate_id
+        operations = [BatchOperation("create", self._inbox_record(event, held=False))]
+        handled = self._projection.handles(event.type)
+        if handled:
+            updated = {
+                **self._projection.apply(projection, event),
+                "version": last_version(projection),
+            }
+            if projection is None:
+                operations.append(BatchOperation("create", updated))
+            else:
+                operations.append(BatchOperation("replace", updated, if_match=projection["_etag"]))
+        await self._batch(operations, partition, inbox_first=True)
+        return Result(Outcome.APPLIED if handled else Outcome.IGNORED)
 
     async def _write_with_inbox(
         self, event: IncomingEvent, record: dict[str, Any], *, held: bool
