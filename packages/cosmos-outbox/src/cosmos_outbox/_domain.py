@@ -274,6 +274,8 @@ class Aggregate(BaseModel):
     id: str = Field(default_factory=_aggregate_id, min_length=1, max_length=128)
     version: int = Field(default=1, ge=1)
     _events: list[Event] = PrivateAttr(default_factory=list)
+    #: the ids of the scheduled events this change cancels (`cancel_scheduled`)
+    _cancels: list[str] = PrivateAttr(default_factory=list)
     #: True until the first event is recorded, False for an aggregate read from the store.
     _new: bool = PrivateAttr(default=True)
 
@@ -354,9 +356,27 @@ class Aggregate(BaseModel):
         return list(self._events)
 
     def collect_events(self) -> list[Event]:
-        """Hand over the recorded events (in the order they happened) and forget them."""
-        drained, self._events = self._events, []
+        """Hand over the recorded events (in the order they happened) and forget them, and the
+        cancels (`cancel_scheduled`) with them."""
+        drained, self._events, self._cancels = self._events, [], []
         return drained
+
+    def cancel_scheduled(self, event_id: str) -> None:
+        """Cancel a scheduled event of this aggregate (one it recorded with `deliver_at` or
+        `deliver_after` in an earlier change: keep its id, `record`'s answer) with this change:
+        committed in the same batch, it is never sent. The unit of work reads the event when it
+        commits: NotFoundError (no such event: expired), ValueError (not scheduled),
+        TooLateToCancelError (its due time came and it was released) fail the commit, nothing
+        written. Cancelled already: nothing to do."""
+        if not isinstance(event_id, str) or not event_id:
+            raise ValueError("cancel_scheduled takes the id of a scheduled event")
+        if event_id not in self._cancels:
+            self._cancels.append(event_id)
+
+    @property
+    def cancels(self) -> list[str]:
+        """The ids of the scheduled events this change cancels, not yet committed."""
+        return list(self._cancels)
 
     def record(
         self,

@@ -49,13 +49,10 @@ from pydantic import BaseModel
 from cosmos_outbox import _clock as clock
 from cosmos_outbox._domain import due_time, new_id, utc_text
 from cosmos_outbox._mapper import (
-    EVENT_TYPE,
     body_text,
-    cancelled,
     due_text,
     event_document,
     reserved_property,
-    scheduled,
     scheduled_ttl,
 )
 from cosmos_outbox._message_limits import refused_id, refused_properties
@@ -68,6 +65,7 @@ from cosmos_outbox._write.batch import (
     json_bytes,
     text_at_most,
 )
+from cosmos_outbox._write.cancels import cancel_operation, cancel_refused
 from cosmos_outbox._write.idempotency import (
     Answer,
     IdempotencyKey,
@@ -88,7 +86,6 @@ from cosmos_outbox.errors import (
     NotFoundError,
     OutboxError,
     PreconditionFailedError,
-    TooLateToCancelError,
 )
 from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation
 
@@ -253,24 +250,15 @@ class Transaction(Staging, Uncommitted):
         id in this partition: never published here, or expired), ValueError (the event is not
         scheduled: it was relayed when committed), TooLateToCancelError (its due time came and
         it was released: it is being delivered). An event cancelled already: nothing to do."""
-        document = await self._store.read(self.partition_key, event_id)
-        if document is None or document.get("type") != EVENT_TYPE:
-            raise NotFoundError("scheduled event", event_id)
-        if not scheduled(document):
-            raise ValueError(
-                f"event {event_id} is not scheduled (it is relayed once committed): only an "
-                "event published with deliver_at or deliver_after can be cancelled"
-            )
-        if document.get("cancelledAt") is not None:
-            return
-        if document.get("releasedAt") is not None:
-            raise TooLateToCancelError(event_id, document.get("releasedAt"))
         cancels = self._cancels if self._cancels is not None else {}
         if event_id in cancels:
             return
-        rewritten = cancelled(document, utc_text())
-        size = json_bytes(rewritten, "scheduled event", event_id)
-        cancels[event_id] = BatchOperation("replace", rewritten, if_match=document["_etag"])
+        operation = await cancel_operation(self._store, self.partition_key, event_id)
+        if operation is None:
+            return  # cancelled already
+        assert operation.document is not None
+        size = json_bytes(operation.document, "scheduled event", event_id)
+        cancels[event_id] = operation
         self._cancels, self._bytes = cancels, self._bytes + size
 
     def _own_properties(self, properties: Mapping[str, str | int]) -> str:
@@ -394,12 +382,7 @@ class Transaction(Staging, Uncommitted):
         if not cancels or index is None or not operations <= index < operations + len(cancels):
             return False
         event_id = list(cancels)[index - operations]
-        document = await self._store.read(self.partition_key, event_id)
-        if document is None:
-            raise NotFoundError("scheduled event", event_id) from None
-        if document.get("releasedAt") is not None:
-            raise TooLateToCancelError(event_id, document.get("releasedAt")) from None
-        if document.get("cancelledAt") is None:
+        if not await cancel_refused(self._store, self.partition_key, event_id):
             return False
         del cancels[event_id]
         return True

@@ -1,7 +1,8 @@
 """Service Bus: the relay's publisher on azure-servicebus (`ServiceBusPublisher`; on its `aio`
 client: `cosmos_outbox.servicebus.aio`); each message carries the outbox's properties and the
-CloudEvents 1.0 attributes (AMQP binding, binary mode). Imported where the relay runs, never at
-indexing."""
+CloudEvents 1.0 attributes (AMQP binding, binary mode); the schedule queue, where the relay
+schedules scheduled events' releases (`ServiceBusScheduleQueue`). Imported where the relay runs,
+never at indexing."""
 
 from __future__ import annotations
 
@@ -15,11 +16,13 @@ from cosmos_outbox.servicebus._publisher import (
     DEFAULT_MAX_MESSAGE_BYTES,
     ServiceBusPublisher,
 )
+from cosmos_outbox.servicebus._schedule import ServiceBusScheduleQueue
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "ServiceBusBatch",
     "ServiceBusPublisher",
+    "ServiceBusScheduleQueue",
     "application_properties",
     "to_amqp_message",
     "to_servicebus_message",

@@ -8,10 +8,11 @@ is sent without one: visible at once. No sequence number is kept: a release is n
 (a cancelled event's release finds it cancelled, and does nothing).
 
 `ServiceBusScheduleQueue` (sync: a client and sender per thread, as the relay's publisher) and
-`AsyncServiceBusScheduleQueue` (`aio`: one client, a sender per call)."""
+`AsyncServiceBusScheduleQueue` (`aio`: one client and one sender, its sends one at a time)."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -114,12 +115,15 @@ class ServiceBusScheduleQueue(ScheduleQueue):
 
 
 class AsyncServiceBusScheduleQueue(AsyncScheduleQueue):
-    """One `aio` client; a sender per call (scheduled events are a small part of what the relay
-    sends, and a sender is not safe to share between coroutines)."""
+    """One `aio` client and one sender, kept (opening a link costs a round trip or more); a
+    sender is not safe to share between coroutines, so the sends take turns (scheduled events
+    are a small part of what the relay sends; a release is a small message)."""
 
     def __init__(self, client: AsyncServiceBusClient, queue: str) -> None:
         self.queue = queue
         self._client = client
+        self._sender: Any = None
+        self._turn: asyncio.Lock | None = None
 
     @classmethod
     def from_connection_string(
@@ -139,15 +143,37 @@ class AsyncServiceBusScheduleQueue(AsyncScheduleQueue):
             queue,
         )
 
+    async def _send(self, releases: Sequence[Release] | None) -> None:
+        """Send `releases` (None: open the link and ask its limit) on the kept sender; a sender
+        that failed is closed, the next call opens another."""
+        if self._turn is None:
+            self._turn = asyncio.Lock()
+        async with self._turn:
+            if self._sender is None:
+                self._sender = self._client.get_queue_sender(self.queue)
+            try:
+                if releases is None:
+                    await self._sender.create_message_batch()
+                else:
+                    await self._sender.send_messages([release_message(r) for r in releases])
+            except Exception:
+                sender, self._sender = self._sender, None
+                try:
+                    await sender.close()
+                except Exception:  # closing a broken sender may fail too
+                    logger.debug("closing a failed sender raised", exc_info=True)
+                raise
+
     async def schedule(self, releases: Sequence[Release]) -> None:
-        if not releases:
-            return
-        async with self._client.get_queue_sender(self.queue) as sender:
-            await sender.send_messages([release_message(r) for r in releases])
+        if releases:
+            await self._send(releases)
 
     async def check(self) -> None:
-        async with self._client.get_queue_sender(self.queue) as sender:
-            await sender.create_message_batch()
+        """The queue's link opens (a sender's batch asks the entity for its limit)."""
+        await self._send(None)
 
     async def close(self) -> None:
+        sender, self._sender = self._sender, None
+        if sender is not None:
+            await sender.close()
         await self._client.close()
