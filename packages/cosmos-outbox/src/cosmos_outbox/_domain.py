@@ -104,16 +104,19 @@ def utcnow() -> datetime:
     return _now()
 
 
-def due_time(deliver_at: datetime | None, deliver_after: timedelta | None) -> datetime | None:
+def due_time(
+    deliver_at: datetime | None, deliver_after: timedelta | None, *, now: datetime | None = None
+) -> datetime | None:
     """When a scheduled event is due: `deliver_at` (an aware datetime: a naive one says no
-    clock, ValueError), or `deliver_after` from now; None for an event sent once committed.
-    Both given: ValueError. A time in the past is allowed: the event is delivered at once."""
+    clock, ValueError), or `deliver_after` from `now` (now when not given); None for an event
+    sent once committed. Both given: ValueError. A time in the past is allowed: the event is
+    delivered at once."""
     if deliver_after is not None:
         if deliver_at is not None:
             raise ValueError("give deliver_at or deliver_after, not both")
         if not isinstance(deliver_after, timedelta):
             raise TypeError(f"deliver_after is a timedelta, not {type(deliver_after).__name__}")
-        return utcnow() + deliver_after
+        return (now or utcnow()) + deliver_after
     if deliver_at is None:
         return None
     if not isinstance(deliver_at, datetime):
@@ -399,7 +402,8 @@ class Aggregate(BaseModel):
         transaction of the aggregate's partition). It takes no place in the aggregate's order:
         version 0, and the aggregate's version does not move for it. A naive datetime, or
         both, is a ValueError here."""
-        due = due_time(deliver_at, deliver_after)
+        at = at or utcnow()
+        due = due_time(deliver_at, deliver_after, now=at)
         if due is not None:
             if self._new:
                 raise ValueError(
