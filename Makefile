@@ -73,8 +73,9 @@ lint: $(PY_STAMP)
 	$(MYPY)
 	$(MYPY) --python-version 3.11 $(OUTBOX)/src
 	$(MYPY) subscriber/function_app.py
-	cd $(OUTBOX)/tests && $(MYPY) --config-file ../../../pyproject.toml . --exclude queue_app
+	cd $(OUTBOX)/tests && $(MYPY) --config-file ../../../pyproject.toml . --exclude '(queue|operators)_app/'
 	cd $(OUTBOX)/tests && $(MYPY) --config-file ../../../pyproject.toml queue_app/function_app.py
+	cd $(OUTBOX)/tests && $(MYPY) --config-file ../../../pyproject.toml operators_app/function_app.py
 	cd examples/orders && $(MYPY) --config-file ../../pyproject.toml .
 	cd examples/fastapi-concerts && $(MYPY) --config-file ../../pyproject.toml .
 	cd examples/library-loans && $(MYPY) --config-file ../../pyproject.toml .
@@ -103,7 +104,7 @@ example-tests: $(PY_STAMP)
 # for either long tier was slower (545 s against 503 s, the venvs built: more stacks at once,
 # more CPU in all) and made a lease-timing test flaky.
 TEST_WORKERS ?= 3
-GENERATIVE := tests/contacts/integration/test_api_generative.py
+GENERATIVE := tests/contacts/api/test_api_generative.py
 
 # Setting up .venv keeps one core busy: the venvs it does not need (the other Pythons', checkov's)
 # are built beside it.

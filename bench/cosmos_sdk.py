@@ -16,7 +16,7 @@ import warnings
 from azure.cosmos import CosmosClient, PartitionKey
 
 from bench.stats import table, timed
-from funcstack.cosmos._launcher import start_cosmos
+from funcstack.cosmos import start_cosmos
 
 Figures = dict[str, dict[str, float]]
 

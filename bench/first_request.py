@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from funcstack.functions_host._launcher import RunningRunner, start_runner
+from funcstack.functions_host import RunningRunner, start_runner
 from tools.httpclient import Client
 from tools.stack import Ports, Stack
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSender
 
-from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
+from funcstack.servicebus import ServiceBusEndpoint, start_servicebus
 
 QUEUE = "scale"
 BODY = "x" * 1000

@@ -41,7 +41,7 @@ from pathlib import Path
 
 from conformance.identity import IdentityEndpoint
 from conformance.scope import Exclusions
-from funcstack.servicebus._control import request as servicebus_control
+from funcstack.servicebus import control_request as servicebus_control
 
 SAMPLE_SHIMS = Path(__file__).resolve().parent / "sample_shims"
 

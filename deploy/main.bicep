@@ -379,6 +379,10 @@ module payloads 'modules/payloads.bicep' = {
   }
 }
 
+// The subscriptions whose dead letters the operators' routes recover (OUTBOX_SUBSCRIPTIONS), the
+// subscriber's with its projection container (what it holds and applied: the journey).
+var watchedSubscriptions = deploySubscriber ? '${subscriberSubscriptionName}=${projectionContainerName},${serviceBusSubscriptionName}' : serviceBusSubscriptionName
+
 module serviceBus 'modules/servicebus.bicep' = {
   name: 'servicebus'
   params: {
@@ -396,6 +400,9 @@ module serviceBus 'modules/servicebus.bicep' = {
       appPrincipal
     ], developerPrincipals)
     receiverPrincipals: developerPrincipals
+    deadLetterPrincipals: [
+      appPrincipal
+    ]
   }
 }
 
@@ -453,6 +460,7 @@ module api 'modules/functionapp.bicep' = {
     payloadContainer: payloads.outputs.containerName
     payloadMaxBytes: payloadMaxBytes
     serviceBusMaxMessageBytes: serviceBusMaxMessageBytes
+    watchedSubscriptions: watchedSubscriptions
   }
   dependsOn: [
     storageBlobDataOwner
@@ -496,6 +504,7 @@ module relay 'modules/functionapp.bicep' = if (splitRelay) {
     payloadContainer: payloads.outputs.containerName
     payloadMaxBytes: payloadMaxBytes
     serviceBusMaxMessageBytes: serviceBusMaxMessageBytes
+    watchedSubscriptions: watchedSubscriptions
   }
   dependsOn: [
     storageBlobDataOwner

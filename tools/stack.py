@@ -471,7 +471,7 @@ def banner(stack: Stack) -> str:
   State        .stack/state (kept across restarts; `make reset` forgets it)
   Logs         .stack/*.log      Watch events: make tail
   Telemetry    .stack/otel/{{metrics,traces}}.jsonl (OTLP/JSON)   Summary: make status
-  Operators    python -m tools.admin status   (quarantine list|replay|discard, redrive)
+  Operators    .venv/bin/cosmos-outbox status   (journey, quarantine, deadletters, redrive, ...)
 
   curl -s -X POST {api}/contacts -H 'content-type: application/json' \\
        -d '{EXAMPLE}'

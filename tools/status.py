@@ -23,9 +23,9 @@ from pathlib import Path
 from typing import Any
 
 from cosmos_outbox import telemetry as names
+from cosmos_outbox.cli import DEFAULT_API
 from funcstack.otel import METRICS_FILE
 from funcstack.services import running_stack
-from tools.admin import DEFAULT_API
 from tools.stack import PIDFILE, ROOT
 
 DEFAULT_DIR = ROOT / ".stack" / "otel"
@@ -270,13 +270,13 @@ def render(
 
 def api_status(base: str = DEFAULT_API) -> tuple[dict[str, Any] | None, str | None]:
     """The app's GET /outbox/status (bounded by the app to 4 s), or why there is none."""
-    from tools.admin import AdminError, Api
+    from cosmos_outbox.cli import OperatorsApi, OperatorsApiError
 
     try:
-        status, body = Api(base, os.environ.get("OUTBOX_ADMIN_KEY"), timeout=10).call(
+        status, body = OperatorsApi(base, os.environ.get("OUTBOX_ADMIN_KEY"), timeout=10).call(
             "GET", "/outbox/status"
         )
-    except AdminError as exc:
+    except OperatorsApiError as exc:
         return None, str(exc)
     if status != 200 or not isinstance(body, dict):
         detail = body.get("detail") if isinstance(body, dict) else None

@@ -16,7 +16,7 @@ from typing import Any
 from devtools_testutils import AzureMgmtPreparer, FakeResource
 from devtools_testutils.resource_testcase import RESOURCE_GROUP_PARAM
 
-from funcstack.servicebus._control import request
+from funcstack.servicebus import control_request
 
 SERVICEBUS_DEFAULT_AUTH_RULE_NAME = "RootManageSharedAccessKey"
 SERVICEBUS_NAMESPACE_PARAM = "servicebus_namespace"
@@ -36,7 +36,7 @@ CONNECTION_STRING = (
 
 def _control(payload: dict[str, Any]) -> None:
     host, port = os.environ["CONFORMANCE_SERVICEBUS_CONTROL"].rsplit(":", 1)
-    request(host, int(port), payload)
+    control_request(host, int(port), payload)
 
 
 class ServiceBusResourceGroupPreparer(AzureMgmtPreparer):

@@ -96,6 +96,12 @@ param cosmosContainer string
 param cosmosLeaseContainer string
 param serviceBusTopic string
 
+@description('The topic\'s subscriptions whose dead letters the operators\' routes recover (OUTBOX_SUBSCRIPTIONS: name or name=projection container, comma-separated).')
+param watchedSubscriptions string = ''
+
+@description('Queues whose dead letters the operators\' routes recover too (OUTBOX_DEAD_LETTER_QUEUES, comma-separated).')
+param deadLetterQueues string = ''
+
 @description('Seconds an event document lives in Cosmos before TTL deletes it; must outlive any relay outage.')
 @minValue(3600)
 param eventTtlSeconds int = 864000
@@ -150,7 +156,7 @@ var relayFunctions = [
 ]
 // The operators' routes (auth level ADMIN: the host's master key). They publish through the
 // relay path and read the leases, so they run where the relay runs: in the relay app when it is
-// split off, never in the api app.
+// split off, never in the api app. (`outbox_health`, anonymous, runs in both.)
 var adminHttpFunctions = [
   'outbox_status'
   'backlog_history'
@@ -159,6 +165,15 @@ var adminHttpFunctions = [
   'replay_quarantined'
   'discard_quarantined'
   'redrive_events'
+  'count_dead_letters'
+  'list_dead_letters'
+  'peek_dead_letter'
+  'resubmit_dead_letters'
+  'discard_dead_letters'
+  'event_journey'
+  'aggregate_journey'
+  'subscribers_status'
+  'release_held'
 ]
 // The same routes for a signed-in operator (outbox/console/..., admitted by App Service
 // Authentication and the operator app role: operators-signin.bicep) and the console page.
@@ -170,6 +185,15 @@ var consoleHttpFunctions = [
   'console_replay_quarantined'
   'console_discard_quarantined'
   'console_redrive_events'
+  'console_count_dead_letters'
+  'console_list_dead_letters'
+  'console_peek_dead_letter'
+  'console_resubmit_dead_letters'
+  'console_discard_dead_letters'
+  'console_event_journey'
+  'console_aggregate_journey'
+  'console_subscribers_status'
+  'console_release_held'
   'console_page'
   'console_static'
 ]
@@ -184,6 +208,15 @@ var relayAndAdminFunctions = [
   'replay_quarantined'
   'discard_quarantined'
   'redrive_events'
+  'count_dead_letters'
+  'list_dead_letters'
+  'peek_dead_letter'
+  'resubmit_dead_letters'
+  'discard_dead_letters'
+  'event_journey'
+  'aggregate_journey'
+  'subscribers_status'
+  'release_held'
   'console_outbox_status'
   'console_backlog_history'
   'console_list_quarantine'
@@ -191,6 +224,15 @@ var relayAndAdminFunctions = [
   'console_replay_quarantined'
   'console_discard_quarantined'
   'console_redrive_events'
+  'console_count_dead_letters'
+  'console_list_dead_letters'
+  'console_peek_dead_letter'
+  'console_resubmit_dead_letters'
+  'console_discard_dead_letters'
+  'console_event_journey'
+  'console_aggregate_journey'
+  'console_subscribers_status'
+  'console_release_held'
   'console_page'
   'console_static'
 ]
@@ -329,6 +371,14 @@ var appSettings = [
   {
     name: 'SERVICEBUS_TOPIC'
     value: serviceBusTopic
+  }
+  {
+    name: 'OUTBOX_SUBSCRIPTIONS'
+    value: watchedSubscriptions
+  }
+  {
+    name: 'OUTBOX_DEAD_LETTER_QUEUES'
+    value: deadLetterQueues
   }
   {
     name: 'EVENT_TTL_SECONDS'

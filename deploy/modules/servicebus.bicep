@@ -55,6 +55,9 @@ param senderPrincipals array = []
 @description('Principals given Azure Service Bus Data Receiver on the subscription (consumers, developers): [{ id, type }].')
 param receiverPrincipals array = []
 
+@description('Principals that recover dead letters (the app\'s operators\' routes): Azure Service Bus Data Receiver on each subscription (to peek and receive its dead-letter queue: Azure RBAC scopes an entity, its dead-letter queue with it; no Manage right is needed, counts are peeked). Sending them back needs Data Sender on the topic (senderPrincipals).')
+param deadLetterPrincipals array = []
+
 var serviceBusDataSenderRoleId = '69a216fc-b8fb-44d8-bc22-1f3c2b7d47d5'
 var serviceBusDataReceiverRoleId = '4f6d3b9b-027b-4f4c-9142-0e5a2a2247e0'
 var serviceBusDataOwnerRoleId = '090c5cfd-751d-490a-894a-3ce6f1109419'
@@ -104,6 +107,19 @@ resource subscription 'Microsoft.ServiceBus/namespaces/topics/subscriptions@2022
   }
 }
 
+// Every subscription takes what names no target, or names it: a dead letter resubmitted to one
+// subscription (outboxTarget, cosmos-outbox's recovery) never reaches the others.
+resource subscriptionFilter 'Microsoft.ServiceBus/namespaces/topics/subscriptions/rules@2022-10-01-preview' = {
+  parent: subscription
+  name: '$Default'
+  properties: {
+    filterType: 'SqlFilter'
+    sqlFilter: {
+      sqlExpression: 'NOT EXISTS(outboxTarget) OR outboxTarget = \'${subscriptionName}\''
+    }
+  }
+}
+
 @description('The subscriber app\'s own session-enabled subscription; empty: not created.')
 param projectionSubscriptionName string = ''
 
@@ -143,7 +159,7 @@ resource projectionFilter 'Microsoft.ServiceBus/namespaces/topics/subscriptions/
   properties: {
     filterType: 'SqlFilter'
     sqlFilter: {
-      sqlExpression: 'aggregateType = \'${projectionAggregateType}\' OR NOT EXISTS(aggregateType)'
+      sqlExpression: '(aggregateType = \'${projectionAggregateType}\' OR NOT EXISTS(aggregateType)) AND (NOT EXISTS(outboxTarget) OR outboxTarget = \'${projectionSubscriptionName}\')'
     }
   }
 }
@@ -158,6 +174,27 @@ resource projectionReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01'
   scope: projectionSubscription
   properties: {
     roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', projectionRoleId)
+    principalId: principal.id
+    principalType: principal.type
+  }
+}]
+
+// Dead letters: Data Receiver on each subscription (its dead-letter queue is a part of it).
+resource deadLetterReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for principal in deadLetterPrincipals: {
+  name: guid(subscription.id, principal.id, serviceBusDataReceiverRoleId, 'dead-letters')
+  scope: subscription
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataReceiverRoleId)
+    principalId: principal.id
+    principalType: principal.type
+  }
+}]
+
+resource projectionDeadLetterReceiver 'Microsoft.Authorization/roleAssignments@2022-04-01' = [for principal in (empty(projectionSubscriptionName) ? [] : deadLetterPrincipals): {
+  name: guid(projectionSubscription.id, principal.id, serviceBusDataReceiverRoleId, 'dead-letters')
+  scope: projectionSubscription
+  properties: {
+    roleDefinitionId: subscriptionResourceId('Microsoft.Authorization/roleDefinitions', serviceBusDataReceiverRoleId)
     principalId: principal.id
     principalType: principal.type
   }

@@ -16,7 +16,7 @@ from cosmos_outbox.subscriber import IncomingEvent, Projection
 
 PROJECTION_TYPE = "contactProjection"
 #: The fields each action it handles sets, as named in the event data (camelCase, as on the
-#: wire). tests/subscriber/unit/test_contract.py holds it to the contacts app's event catalogue.
+#: wire). tests/subscriber/test_contract.py holds it to the contacts app's event catalogue.
 HANDLED: dict[str, tuple[str, ...]] = {
     "ContactCreatedEvent": ("name", "email", "description", "company"),
     "ContactNameUpdatedEvent": ("name",),

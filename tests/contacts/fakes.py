@@ -1,5 +1,5 @@
 """The in-memory fake of the Contacts app's own port (the contact list), held to the same
-contract as its Cosmos DB adapter (tests/contacts/contract/unit_of_work_contract.py). The fakes
+contract as its Cosmos DB adapter (tests/contacts/store/unit_of_work_contract.py). The fakes
 of the outbox's ports are cosmos-outbox's (`cosmos_outbox.testing`)."""
 
 from __future__ import annotations

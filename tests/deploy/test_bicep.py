@@ -390,7 +390,8 @@ def test_checkov_is_pinned_exactly() -> None:
 def test_the_subscribers_subscription_takes_only_its_aggregate_type() -> None:
     """Its default rule is replaced (another rule beside $Default would let everything
     through) by a filter on the messages' aggregateType property; messages from before the
-    property (all contact events) still match."""
+    property (all contact events) still match; and, as every subscription's, on the target of
+    a resubmission or a targeted notice (`outboxTarget`: none, or this subscription)."""
     from domain.contact import Contact
 
     rule = t.one("Microsoft.ServiceBus/namespaces/topics/subscriptions/rules", "projectionFilter")
@@ -402,8 +403,26 @@ def test_the_subscribers_subscription_takes_only_its_aggregate_type() -> None:
         .replace("${projectionAggregateType}", t.default(SERVICEBUS, "projectionAggregateType"))
     )
     assert expression == (
-        f"aggregateType = '{Contact.aggregate_type}' OR NOT EXISTS(aggregateType)"
+        f"(aggregateType = '{Contact.aggregate_type}' OR NOT EXISTS(aggregateType)) AND "
+        "(NOT EXISTS(outboxTarget) OR outboxTarget = '${projectionSubscriptionName}')"
     )
+
+
+def test_every_subscription_takes_only_what_names_no_target_or_names_it() -> None:
+    """A dead letter resubmitted to one subscription (cosmos-outbox: `outboxTarget`) reaches
+    that one only, in Azure as locally (tools/servicebus-config.json)."""
+    rule = t.one("Microsoft.ServiceBus/namespaces/topics/subscriptions/rules", "subscriptionFilter")
+    assert (rule.config["parent"], rule.config["name"]) == ("subscription", "$Default")
+    assert rule.properties["sqlFilter"]["sqlExpression"].replace("\\'", "'") == (
+        "NOT EXISTS(outboxTarget) OR outboxTarget = '${subscriptionName}'"
+    )
+    config = t.json_file(ROOT / "tools" / "servicebus-config.json")
+    for topic in (x for ns in config["UserConfig"]["Namespaces"] for x in ns["Topics"]):
+        for subscription in topic["Subscriptions"]:
+            [local] = subscription["Rules"]
+            expression = local["Properties"]["SqlFilter"]["SqlExpression"]
+            name = subscription["Name"]
+            assert f"NOT EXISTS(outboxTarget) OR outboxTarget = '{name}'" in expression, name
 
 
 def test_the_api_apps_cors_is_a_parameter_off_by_default_as_with_func_start() -> None:

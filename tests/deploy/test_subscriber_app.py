@@ -113,6 +113,7 @@ def test_its_subscription_filters_on_the_aggregate_type_locally_as_in_azure() ->
             "${projectionAggregateType}",
             t.default(DEPLOY / "modules" / "servicebus.bicep", "projectionAggregateType"),
         )
+        .replace("${projectionSubscriptionName}", t.default(MAIN, "subscriberSubscriptionName"))
     )
     config = t.json_file(ROOT / "tools" / "servicebus-config.json")
     [topic] = [

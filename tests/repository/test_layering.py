@@ -426,3 +426,100 @@ def test_a_private_import_is_found(tmp_path: Path) -> None:
         "cosmos_outbox.http._bounded",
         "cosmos_outbox._sync_bridge",
     ]
+
+
+#: The packages whose sources are the floors others stand on: a module of one imports the others'
+#: public names only, and a module outside them (the app, its tools, benchmarks, the conformance
+#: run, every test tree) imports no package's private module (issue 57).
+PACKAGE_SOURCES = {"cosmos_outbox": PACKAGE, "funcstack": FUNCSTACK_SRC}
+#: The packages' folders: their tests and scripts may use their own package's private modules.
+PACKAGE_FOLDERS = {"packages/cosmos-outbox": "cosmos_outbox", "packages/funcstack": "funcstack"}
+#: The only private imports outside a package, each a test that reads another project's
+#: internals on purpose and says so, and fails loudly (an ImportError, a changed byte) if they
+#: move: never a floor product code stands on.
+ALLOWED_PRIVATE_IMPORTS = {
+    # Pins the AMQP bytes the relay hands to the link: only the SDK's own encoder can say
+    # what `send_messages` transfers (its module docstring).
+    ("packages/cosmos-outbox/tests/relay/test_wire_bytes.py", "azure.servicebus._pyamqp"),
+    # Speed only: Hypothesis' regex strategies kept once built; if they move, nothing is
+    # patched and the tests run as they are (its module docstring).
+    ("tests/contacts/api/test_api_generative.py", "hypothesis.strategies._internal"),
+}
+
+
+def private_module_imports(path: Path) -> list[str]:
+    """Each absolute import in `path` (`module`, or `module.name` for a `from` import) with a
+    private part: a dotted part starting with `_` that is not a dunder (`__init__`)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [f"{node.module}.{alias.name}" for alias in node.names]
+        for name in names:
+            if any(p.startswith("_") and not p.endswith("__") for p in name.split(".")):
+                found.append(name)
+    return found
+
+
+def _own_top(relative: str) -> str:
+    """The top-level import name a file outside the packages' sources owns: its package's in a
+    package's folder (its tests, its scripts), else the repository folder it is in (bench,
+    tools, tests, ...)."""
+    for folder, package in PACKAGE_FOLDERS.items():
+        if relative.startswith(f"{folder}/"):
+            return package
+    return relative.split("/")[0].removesuffix(".py")
+
+
+def _python_files_outside_the_packages() -> list[Path]:
+    import subprocess
+
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    return [
+        ROOT / f
+        for f in tracked
+        if not any(f.startswith(f"{src}/") for src in PACKAGE_SOURCES.values())
+    ]
+
+
+def test_no_module_outside_a_package_imports_a_private_module_of_another_package() -> None:
+    """funcstack and cosmos_outbox stand on public floors (issue 57): bench/, conformance/, the
+    app, its tools and every test tree use the public names of funcstack, cosmos_outbox, the
+    Azure SDKs and any other library; a package's own tests may test its private modules."""
+    found: dict[str, list[str]] = {}
+    for path in _python_files_outside_the_packages():
+        relative = str(path.relative_to(ROOT))
+        own = _own_top(relative)
+        foreign = [
+            name
+            for name in private_module_imports(path)
+            if name.split(".")[0] != own
+            and not any(
+                relative == allowed and (name == module or name.startswith(f"{module}."))
+                for allowed, module in ALLOWED_PRIVATE_IMPORTS
+            )
+        ]
+        if foreign:
+            found[relative] = foreign
+    assert found == {}
+
+
+def test_a_private_module_of_another_package_is_found(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from funcstack.servicebus._launcher import start_servicebus\n"
+        "import azure.functions._abc\nfrom funcstack.servicebus import start_servicebus\n"
+        "from azure.servicebus import ServiceBusMessage\nimport os.path, __future__\n"
+        "def f() -> None:\n    from hypothesis.strategies._internal import regex\n"
+    )
+    assert private_module_imports(module) == [
+        "funcstack.servicebus._launcher.start_servicebus",
+        "azure.functions._abc",
+        "hypothesis.strategies._internal.regex",
+    ]
+    assert _own_top("packages/funcstack/tests/servicebus/test_channels.py") == "funcstack"
+    assert _own_top("bench/peers.py") == "bench"

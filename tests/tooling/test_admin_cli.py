@@ -1,6 +1,7 @@
-"""The operators' CLI (`python -m tools.admin`) when what it talks to is not the app: one line
-on stderr saying what happened, a non-zero exit, never a traceback; and its answer from the
-local app."""
+"""The operators' CLI as this repository runs it (`python -m tools.admin`: the package's
+`cosmos-outbox`, with OUTBOX_API / OUTBOX_ADMIN_KEY and `--contact-id`) when what it talks to is
+not the app: one line on stderr saying what happened, a non-zero exit, never a traceback; the
+key read from the environment, never an argument; and its answer from the local app."""
 
 from __future__ import annotations
 
@@ -111,7 +112,7 @@ def test_a_success_that_is_not_json_is_not_the_apps_answer(canned: CannedServer)
 @pytest.mark.parametrize(
     ("status", "key", "hint"),
     [
-        (401, None, "send the host's master key (--key or OUTBOX_ADMIN_KEY)"),
+        (401, None, "set COSMOS_OUTBOX_KEY to the app's admin key"),
         (403, "not-the-master-key", "the key was refused"),
     ],
 )
@@ -119,18 +120,19 @@ def test_unauthorised_says_what_key_to_send(
     canned: CannedServer, status: int, key: str | None, hint: str
 ) -> None:
     canned.status, canned.body = status, b""
+    env = {k: v for k, v in os.environ.items() if "OUTBOX" not in k}
+    if key:
+        env["OUTBOX_ADMIN_KEY"] = key  # this repository's name of the package's variable
     line = one_line_error(
-        admin(
-            "--api",
-            url(canned),
-            *(["--key", key] if key else []),
-            "redrive",
-            "--since",
-            "2026-11-22T08:00:00Z",
-        )
+        admin("--api", url(canned), "redrive", "--since", "2026-11-22T08:00:00Z", env=env)
     )
     assert f"{status} " in line and hint in line
     assert "not-the-master-key" not in line  # the key is never printed
+
+
+def test_the_key_is_never_an_argument(canned: CannedServer) -> None:
+    done = admin("--api", url(canned), "--key", "a-key", "status")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
 
 
 def test_tls_to_a_server_that_does_not_speak_it(canned: CannedServer) -> None:
@@ -161,7 +163,9 @@ def test_an_api_that_is_not_a_url() -> None:
 def test_the_local_apps_answer_is_printed_as_json(stack: Stack) -> None:
     done = admin("--api", stack.api_url, "--timeout", "30", "status")
     assert done.returncode == 0, done.stderr
-    assert {"pending", "quarantined", "leases"} <= set(json.loads(done.stdout))
+    assert done.stdout.startswith("pending ")
+    as_json = admin("--api", stack.api_url, "--json", "status")
+    assert {"pending", "quarantined", "leases"} <= set(json.loads(as_json.stdout))
 
 
 def test_a_redrive_is_scoped_by_aggregate_type_and_id(stack: Stack) -> None:
@@ -170,6 +174,7 @@ def test_a_redrive_is_scoped_by_aggregate_type_and_id(stack: Stack) -> None:
         stack.api_url,
         "--timeout",
         "30",
+        "--json",
         "redrive",
         "--since",
         "2999-01-01T00:00:00Z",
@@ -179,7 +184,19 @@ def test_a_redrive_is_scoped_by_aggregate_type_and_id(stack: Stack) -> None:
         "t-1",
     )
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout) == {"events": 0, "sent": 0, "quarantined": 0}
+    report = json.loads(done.stdout)
+    assert (report["events"], report["accepted"], report["quarantined"]) == (0, 0, 0)
+    by_alias = admin(
+        "--api",
+        stack.api_url,
+        "--json",
+        "redrive",
+        "--since",
+        "2999-01-01T00:00:00Z",
+        "--contact-id",
+        "t-1",
+    )
+    assert by_alias.returncode == 0 and json.loads(by_alias.stdout)["events"] == 0
     refused = admin(
         "--api",
         stack.api_url,

@@ -127,6 +127,8 @@ def test_setting_names_are_the_documented_app_settings() -> None:
         "IDEMPOTENCY_TTL_SECONDS",
         "OUTBOX_LEASE_PREFIX",
         "SERVICEBUS_SCHEDULE_QUEUE",
+        "OUTBOX_SUBSCRIPTIONS",
+        "OUTBOX_DEAD_LETTER_QUEUES",
     }
 
 
@@ -308,3 +310,20 @@ def test_the_relays_leases_have_a_prefix_of_their_own_and_can_keep_the_ones_befo
     assert "leaseContainerPrefix" not in _relay_trigger({"OUTBOX_LEASE_PREFIX": ""})
     with pytest.raises(SettingsError, match="OUTBOX_LEASE_PREFIX"):
         load_trigger_settings({"OUTBOX_LEASE_PREFIX": "a/b"})
+
+
+def test_the_relay_binds_the_default_database_and_leases_when_their_settings_are_not_set() -> None:
+    """A plain app without COSMOS_DATABASE / COSMOS_LEASE_CONTAINER (the README gives them
+    defaults: `outbox`, `leases`) must start: the host cannot resolve an expression whose app
+    setting is missing (Azure fails the function's indexing, funcstack's host refuses it the
+    same way), so the trigger binds the defaults' names; a setting that is set is bound as its
+    expression, which the host resolves. COSMOS_CONTAINER has no default: always its
+    expression (the settings say it is missing when the relay first runs)."""
+    bare = _relay_trigger({})
+    assert (bare["databaseName"], bare["leaseContainerName"]) == ("outbox", "leases")
+    assert bare["containerName"] == "%COSMOS_CONTAINER%"
+    named = _relay_trigger({"COSMOS_DATABASE": "stock", "COSMOS_LEASE_CONTAINER": "stock-leases"})
+    assert (named["databaseName"], named["leaseContainerName"]) == (
+        "%COSMOS_DATABASE%",
+        "%COSMOS_LEASE_CONTAINER%",
+    )

@@ -87,6 +87,17 @@ FORMAT = 2
 #: the envelope is in the properties); a message without it is of format 1 (the body holds the
 #: envelope too).
 FORMAT_PROPERTY = "outboxFormat"
+#: The application property naming the one subscription (or queue) a message is for: a dead
+#: letter's resubmission, a targeted re-drive, the notice that gives a version up at one
+#: subscriber. Each subscription's rule lets through what names no target or names it
+#: (`NOT EXISTS(outboxTarget) OR outboxTarget = '<subscription>'`); the library's `Dispatcher`
+#: skips what names another subscription when it is told its own (`subscription=`).
+TARGET_PROPERTY = "outboxTarget"
+#: The number of a dead letter's resubmission (1, 2, ...: one more each time it is resubmitted
+#: after it was dead-lettered again); part of the resubmission's MessageId.
+RESUBMISSION_PROPERTY = "outboxResubmission"
+#: The id of the re-drive a message was sent by (part of its MessageId).
+REDRIVE_PROPERTY = "outboxRedrive"
 #: The fields of an event that are its envelope, not its data: the `Event` model's own (an
 #: option added to it is in the envelope, never in an event's body).
 ENVELOPE_FIELDS: set[str] = set(Event.model_fields)
@@ -299,6 +310,9 @@ def reserved_property(name: str, aggregate_type: str) -> bool:
         "eventId",
         FORMAT_PROPERTY,
         DELIVER_AT_PROPERTY,
+        TARGET_PROPERTY,
+        RESUBMISSION_PROPERTY,
+        REDRIVE_PROPERTY,
     ) or name.lower().startswith("cloudevents")
 
 
@@ -810,6 +824,77 @@ def quarantine_notice(event: OutboxRecord | Unreadable, reason: str) -> OutboxMe
         application_properties=properties,
         aggregate_type=aggregate_type,
         source=source,
+    )
+
+
+#: The Subject of the notice that an event was given up (an operator discarded it): in its
+#: session, with its version, so a subscriber records an accepted gap and applies what follows.
+DISCARD_NOTICE_SUBJECT = "OutboxEventDiscarded"
+#: Namespace of the discard notices' MessageIds (uuid5 of what was given up, and where).
+DISCARD_NAMESPACE = uuid.UUID("3b9e2d71-5c4a-5f08-8e6d-1a7f0c9b4e52")
+
+
+def discard_notice_id(key: str, target: str | None = None) -> str:
+    """The MessageId of the discard notice of `key` (the event id; `<type>/<id>/v<version>` for
+    a version whose event is not known) for `target` (one subscription; None: all): the same
+    for every attempt, so an action repeated after a timeout is dropped by duplicate detection,
+    and never an event's own MessageId (event ids are uuid4, these uuid5)."""
+    return str(uuid.uuid5(DISCARD_NAMESPACE, key if target is None else f"{key}@{target}"))
+
+
+def discard_notice(
+    *,
+    aggregate_type: str,
+    aggregate_id: str,
+    version: int,
+    event_id: str | None,
+    action: str | None,
+    reason: str,
+    by: str,
+    at: datetime,
+    source: str,
+    target: str | None = None,
+) -> OutboxMessage:
+    """The notice that version `version` of an aggregate was given up by `by` (an operator),
+    in the aggregate's session, where the event was or would have been: the library's
+    subscriber records an accepted gap for that version and applies the versions held after
+    it. For every subscription (`target` None: a quarantined event discarded at the outbox) or
+    for one (`target`: a dead letter discarded there, or a held version released there, named
+    in the `outboxTarget` property its rule filters on). Built as the quarantine notice is."""
+    key = event_id if event_id else f"{aggregate_type}/{aggregate_id}/v{version}"
+    body = {
+        "eventId": event_id,
+        f"{aggregate_type}Id": aggregate_id,
+        "aggregateType": aggregate_type,
+        "aggregateId": aggregate_id,
+        "action": action,
+        "version": version,
+        "reason": reason,
+        "discardedBy": by,
+        "discardedAt": at.isoformat(),
+        "subscription": target,
+    }
+    properties: dict[str, str | int] = {
+        "aggregateType": aggregate_type,
+        f"{aggregate_type}Id": aggregate_id,
+        "action": DISCARD_NOTICE_SUBJECT,
+        "version": version,
+        FORMAT_PROPERTY: 2,
+    }
+    if event_id:
+        properties["eventId"] = event_id
+    if target is not None:
+        properties[TARGET_PROPERTY] = target
+    return OutboxMessage(
+        message_id=discard_notice_id(key, target),
+        session_id=aggregate_id,
+        subject=DISCARD_NOTICE_SUBJECT,
+        version=version,
+        body=json.dumps(body, separators=(",", ":"), ensure_ascii=False).encode(),
+        application_properties=properties,
+        aggregate_type=aggregate_type,
+        source=source,
+        created_at=at,
     )
 
 

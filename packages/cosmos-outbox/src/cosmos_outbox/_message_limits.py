@@ -57,10 +57,14 @@ def refused_properties(properties: Mapping[str, str | int]) -> str | None:
     return None
 
 
+def utf16_length(value: str) -> int:
+    """The length .NET gives `value`: UTF-16 units (a character outside the BMP is two)."""
+    return len(value) if value.isascii() else len(value.encode("utf-16-le")) // 2
+
+
 def refused_id(what: str, value: str) -> str | None:
     """Why `value` can never be a message's `what` (MessageId, SessionId), or None."""
-    # .NET counts UTF-16 units: a character outside the BMP is two
-    length = len(value) if value.isascii() else len(value.encode("utf-16-le")) // 2
+    length = utf16_length(value)
     if length > MAX_ID_LENGTH:
         return (
             f"{what} {value[:40]!r}... is {length} characters (UTF-16 units); Service Bus "

@@ -1,8 +1,10 @@
 """The quarantine: stored events that cannot become messages, kept in the outbox's container as
-`quarantinedEvent` documents (no TTL) in the event's own partition, which the relay skips; listed,
-replayed and discarded by the operators. Everything a quarantine record is, and how it is kept,
-is here: its document, the record read back (`QuarantinedEvent`) and the store's use of it (the
-async API's, over `cosmos_outbox.ports.AsyncDocumentStore`; the sync API runs it)."""
+`quarantinedEvent` documents (no TTL) in the event's own partition, which the relay skips;
+listed, replayed and discarded by the operators (a discarded record is kept, `discarded`, with
+who discarded it and why, until it expires: the journey of its event shows it). Everything a
+quarantine record is, and how it is kept, is here: its document, the record read back
+(`QuarantinedEvent`) and the store's use of it (the async API's, over
+`cosmos_outbox.ports.AsyncDocumentStore`; the sync API runs it)."""
 
 from __future__ import annotations
 
@@ -38,10 +40,25 @@ class QuarantinedEvent:
     replays: int
     resolved_at: datetime | None
     event: OutboxRecord | Unreadable = field(repr=False)
+    #: when an operator gave it up (the record is kept until it expires), who, and why
+    discarded_at: datetime | None = None
+    discarded_by: str | None = None
+    discard_reason: str | None = None
 
     @property
     def resolved(self) -> bool:
         return self.resolved_at is not None
+
+    @property
+    def discarded(self) -> bool:
+        return self.discarded_at is not None
+
+    @property
+    def status(self) -> str:
+        """`quarantined`, `resolved` (replayed and sent) or `discarded` (given up)."""
+        if self.discarded:
+            return "discarded"
+        return "resolved" if self.resolved else "quarantined"
 
 
 def quarantine_document(
@@ -115,7 +132,14 @@ def quarantined_event(
         replays=replays if type(replays) is int else 0,
         resolved_at=parse_time(document.get("resolvedAt")),
         event=event,
+        discarded_at=parse_time(document.get("discardedAt")),
+        discarded_by=_text_or_none(document.get("discardedBy")),
+        discard_reason=_text_or_none(document.get("discardReason")),
     )
+
+
+def _text_or_none(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def replayed_document(
@@ -163,9 +187,12 @@ class Quarantine:
 
     async def put(self, event: OutboxRecord | Unreadable, *, reason: str) -> None:
         """Keep the event with the reason (idempotent: the same event is one record; set aside
-        again, it keeps its history and is quarantined again with the new reason)."""
+        again, it keeps its history and is quarantined again with the new reason; a discarded
+        one stays discarded)."""
         fresh = quarantine_document(event.document, reason=reason, now=self._clock())
         previous = await self._store.read(fresh["partitionKey"], fresh["id"])
+        if previous is not None and previous.get("status") == "discarded":
+            return  # given up: it stays so (a re-drive or a lease read again sees it again)
         if previous is not None:
             fresh = quarantine_document(
                 event.document, reason=reason, now=self._clock(), previous=previous
@@ -185,18 +212,39 @@ class Quarantine:
     async def list_page(
         self, *, page_size: int, continuation: str | None
     ) -> Page[QuarantinedEvent]:
-        """One page of records (resolved ones too, until they expire), and the next token."""
-        page = await self._store.page_of_type(
-            QUARANTINE_TYPE, page_size=page_size, continuation=continuation
-        )
+        """One page of records (resolved and discarded ones too, until they expire), and the
+        next token: None when no record follows. Cosmos DB may answer a page with fewer
+        items than asked and a token (a cross-partition query moves on range by range), and a
+        full page with a token whose page is empty: the page is filled from the pages after,
+        and a token is given only when a record follows it (read once more, one item)."""
+        documents: list[dict[str, Any]] = []
+        token = continuation
+        while True:
+            page = await self._store.page_of_type(
+                QUARANTINE_TYPE, page_size=page_size - len(documents), continuation=token
+            )
+            documents += page.items
+            if page.continuation_token in (None, token) or len(documents) >= page_size:
+                token = None if page.continuation_token == token else page.continuation_token
+                break
+            token = page.continuation_token
+        probe = token
+        while probe is not None:
+            ahead = await self._store.page_of_type(QUARANTINE_TYPE, page_size=1, continuation=probe)
+            if ahead.items:
+                break
+            probe = None if ahead.continuation_token == probe else ahead.continuation_token
         return Page(
-            [quarantined_event(d, legacy=self._legacy) for d in page.items], page.continuation_token
+            [quarantined_event(d, legacy=self._legacy) for d in documents],
+            token if probe is not None else None,
         )
 
     async def count(self) -> int:
-        """How many records are not resolved."""
+        """How many records are neither resolved nor discarded."""
         return sum(
-            1 for d in await self._store.of_type(QUARANTINE_TYPE) if d.get("status") != "resolved"
+            1
+            for d in await self._store.of_type(QUARANTINE_TYPE)
+            if d.get("status") not in ("resolved", "discarded")
         )
 
     async def replayed(
@@ -218,6 +266,24 @@ class Quarantine:
         )
         return quarantined_event(await self._store.replace(updated), legacy=self._legacy)
 
-    async def discard(self, entry: QuarantinedEvent) -> None:
-        """Delete the record. Raises NotFoundError when it is gone already."""
-        await self._store.delete(entry.aggregate_id, quarantine_id(entry.event_id))
+    async def discard(
+        self, entry: QuarantinedEvent, *, by: str, reason: str, ttl_seconds: int
+    ) -> QuarantinedEvent:
+        """Mark the record discarded by `by` for `reason`: kept (no longer counted, never
+        replayed) until it expires after `ttl_seconds`. Raises NotFoundError when it is gone."""
+        key = quarantine_id(entry.event_id)
+        current = await self._store.read(entry.aggregate_id, key)
+        if current is None:
+            raise NotFoundError(QUARANTINED_EVENT, entry.event_id)
+        updated = without_system_keys(current)
+        updated.update(
+            {
+                "eventId": entry.event_id,
+                "status": "discarded",
+                "discardedAt": self._clock().isoformat(),
+                "discardedBy": by,
+                "discardReason": reason,
+                "ttl": ttl_seconds,
+            }
+        )
+        return quarantined_event(await self._store.replace(updated), legacy=self._legacy)

@@ -133,3 +133,7 @@ class OutboxMessage:
     dataschema: str | None = None
     #: the claim check: the reference of the body in the payload store (the body is empty)
     dataref: str | None = None
+    #: the event's id (CloudEvents `id`) when the MessageId is another: a re-drive's message
+    #: (a MessageId of its own, so the topic's duplicate detection cannot drop it). None: the
+    #: MessageId is the event id
+    event_id: str | None = None

@@ -21,6 +21,10 @@ DEFAULT_BACKLOG_ESTIMATE_SCHEDULE = "0 * * * * *"
 #: the app's own on the same container and lease container without this prefix does not share
 #: the relay's leases (in Azure two triggers sharing leases split the changes between them).
 DEFAULT_LEASE_PREFIX = "outbox."
+#: The database and the relay's lease container when COSMOS_DATABASE, COSMOS_LEASE_CONTAINER
+#: are not set.
+DEFAULT_DATABASE = "outbox"
+DEFAULT_LEASE_CONTAINER = "leases"
 
 #: Settings that were replaced: read only to refuse them with a word on what replaced them.
 RETIRED_SETTINGS = frozenset({"CLOUDEVENTS_SOURCE"})
@@ -78,10 +82,27 @@ class TriggerSettings(BaseModel):
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$",
     )
 
+    #: The relay trigger's database and lease container (`binding_name` says how it binds them).
+    cosmos_database: str = Field(default=DEFAULT_DATABASE, alias="COSMOS_DATABASE", min_length=1)
+    cosmos_lease_container: str = Field(
+        default=DEFAULT_LEASE_CONTAINER, alias="COSMOS_LEASE_CONTAINER", min_length=1
+    )
+
     @field_validator("schedule_queue", mode="before")
     @classmethod
     def _unset_when_empty(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
+
+    def binding_name(self, field: str) -> str:
+        """What the relay trigger binds the setting of `field` with: its `%NAME%` expression
+        when the app setting is set (the host resolves it, as for any binding), else the
+        default's name. An expression whose app setting is missing is an error in Azure (the
+        host cannot index the function: "'%COSMOS_LEASE_CONTAINER%' does not resolve to a
+        value"), so a setting the README gives a default must not be bound as one when it is
+        not set."""
+        if field in self.model_fields_set:
+            return f"%{type(self).model_fields[field].alias}%"
+        return str(getattr(self, field))
 
 
 def problems(exc: ValidationError) -> str:
@@ -94,7 +115,13 @@ def load_trigger_settings(environ: Mapping[str, str] | None = None) -> TriggerSe
     """The trigger settings from the environment (no I/O): defaults when unset; a bad value fails
     indexing with a message naming the setting."""
     env = os.environ if environ is None else environ
-    names = ("FEED_POLL_DELAY_MS", "MAX_ITEMS_PER_INVOCATION", "BACKLOG_ESTIMATE_SCHEDULE")
+    names = (
+        "FEED_POLL_DELAY_MS",
+        "MAX_ITEMS_PER_INVOCATION",
+        "BACKLOG_ESTIMATE_SCHEDULE",
+        "COSMOS_DATABASE",
+        "COSMOS_LEASE_CONTAINER",
+    )
     values = {n: env[n] for n in names if env.get(n)}
     if "OUTBOX_LEASE_PREFIX" in env:  # set to "" on purpose: a relay deployed before 0.3
         values["OUTBOX_LEASE_PREFIX"] = env["OUTBOX_LEASE_PREFIX"].strip()

@@ -16,11 +16,13 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 if TYPE_CHECKING:
     from cosmos_outbox.ports import (
         AsyncBacklogEstimator,
+        AsyncDeadLetterQueues,
         AsyncDocumentStore,
         AsyncMessagePublisher,
         AsyncPayloadStore,
         AsyncScheduleQueue,
         BacklogEstimator,
+        DeadLetterQueues,
         DocumentStore,
         MessagePublisher,
         PayloadStore,
@@ -120,6 +122,8 @@ def as_async(port: PayloadStore | AsyncPayloadStore) -> AsyncPayloadStore: ...
 def as_async(port: BacklogEstimator | AsyncBacklogEstimator) -> AsyncBacklogEstimator: ...
 @overload
 def as_async(port: ScheduleQueue | AsyncScheduleQueue) -> AsyncScheduleQueue: ...
+@overload
+def as_async(port: DeadLetterQueues | AsyncDeadLetterQueues) -> AsyncDeadLetterQueues: ...
 
 
 def as_async(port: object) -> object:

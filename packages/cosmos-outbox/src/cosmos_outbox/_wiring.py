@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -25,11 +25,14 @@ from cosmos_outbox._write.unit_of_work import UnitOfWork
 from cosmos_outbox.http._paging import TokenCodec, derive_key
 from cosmos_outbox.ports import (
     AsyncBacklogEstimator,
+    AsyncDeadLetterQueues,
     AsyncDocumentStore,
     AsyncMessagePublisher,
     AsyncPayloadStore,
     AsyncScheduleQueue,
     BacklogEstimator,
+    DeadLetterEntity,
+    DeadLetterQueues,
     DocumentStore,
     MessagePublisher,
     PayloadStore,
@@ -52,10 +55,21 @@ if TYPE_CHECKING:
 logger = logging.getLogger("cosmos_outbox")
 #: Key-derivation purpose of the quarantine list's tokens (a label, not a secret).
 QUARANTINE_TOKEN_PURPOSE = "outbox-admin/quarantine-token/v1"  # noqa: S105
+#: ... of the re-drive's and the dead letters' continuation tokens.
+REDRIVE_TOKEN_PURPOSE = "outbox-admin/redrive-token/v1"  # noqa: S105
+DEAD_LETTER_TOKEN_PURPOSE = "outbox-admin/dead-letter-token/v1"  # noqa: S105
 
 
 def _no_backlog() -> BacklogEstimator:
     raise NotImplementedError("these services estimate no backlog")
+
+
+def _no_dead_letters() -> DeadLetterQueues | AsyncDeadLetterQueues | None:
+    return None
+
+
+def _no_subscribers() -> Mapping[str, DocumentStore | AsyncDocumentStore]:
+    return {}
 
 
 @dataclass(frozen=True)
@@ -78,6 +92,15 @@ class Services:
     #: where the relay schedules scheduled events' releases (made on first use; None: no
     #: schedule queue, a scheduled event is quarantined)
     schedule: Callable[[], ScheduleQueue | AsyncScheduleQueue | None] = lambda: None
+    #: the dead-letter queues of `watched` (made on first use; None: none can be read)
+    dead_letters: Callable[[], DeadLetterQueues | AsyncDeadLetterQueues | None] = _no_dead_letters
+    #: the topic's subscriptions (and queues) whose dead letters the operators watch
+    watched: tuple[DeadLetterEntity, ...] = ()
+    #: the projection containers of the library's subscribers, by the subscription each reads
+    #: (made on first use): their inbox, held events and gaps, read by the operators' routes
+    subscriber_stores: Callable[[], Mapping[str, DocumentStore | AsyncDocumentStore]] = (
+        _no_subscribers
+    )
 
     def token_key(self, purpose: str) -> bytes:
         """A key for one purpose derived from the secret (never the secret itself)."""
@@ -161,6 +184,46 @@ def schedule_from_settings(
     )
 
 
+def dead_letters_from_settings(
+    settings: OutboxSettings, *, asynchronous: bool = False
+) -> DeadLetterQueues | AsyncDeadLetterQueues | None:
+    """The dead-letter queues of the watched subscriptions and queues (OUTBOX_SUBSCRIPTIONS,
+    OUTBOX_DEAD_LETTER_QUEUES) on the Service Bus connection the relay uses; None when none is
+    watched. No I/O."""
+    from cosmos_outbox.settings import SettingsError
+
+    if not settings.subscriptions() and not settings.queues():
+        return None
+    if settings.subscriptions() and not settings.servicebus_topic:
+        raise SettingsError(
+            "invalid settings: OUTBOX_SUBSCRIPTIONS names subscriptions of the topic: set "
+            "SERVICEBUS_TOPIC"
+        )
+    topic = settings.servicebus_topic or ""
+    if asynchronous:
+        from cosmos_outbox.servicebus.aio import ServiceBusDeadLetters as Queues
+    else:
+        from cosmos_outbox.servicebus import ServiceBusDeadLetters as Queues  # type: ignore[assignment]
+    if settings.servicebus_connection is not None:
+        return Queues.from_connection_string(
+            settings.servicebus_connection.get_secret_value(), topic
+        )
+    if settings.servicebus_namespace:
+        return Queues.from_namespace(settings.servicebus_namespace, topic)
+    raise SettingsError(
+        "invalid settings: OUTBOX_SUBSCRIPTIONS / OUTBOX_DEAD_LETTER_QUEUES need "
+        "ServiceBusConnection (or ServiceBusConnection__fullyQualifiedNamespace)"
+    )
+
+
+def watched_from_settings(settings: OutboxSettings) -> tuple[DeadLetterEntity, ...]:
+    """The entities whose dead letters the operators watch, from the settings."""
+    return tuple(
+        [DeadLetterEntity(name, "subscription") for name, _, _ in settings.subscriptions()]
+        + [DeadLetterEntity(name, "queue") for name in settings.queues()]
+    )
+
+
 def payloads_from_settings(
     settings: OutboxSettings, *, asynchronous: bool = False
 ) -> PayloadStore | AsyncPayloadStore | None:
@@ -210,37 +273,57 @@ def services_from_settings(
     leases = settings.cosmos_lease_container
     store: DocumentStore | AsyncDocumentStore
     backlog: Callable[[], BacklogEstimator | AsyncBacklogEstimator]
+    subscribers: Callable[[], Mapping[str, DocumentStore | AsyncDocumentStore]]
+    watched_containers = [
+        (name, db or database, projections)
+        for name, db, projections in settings.subscriptions()
+        if projections is not None
+    ]
     if asynchronous:
         from cosmos_outbox.cosmos._client import async_cosmos_client
         from cosmos_outbox.cosmos.aio import CosmosBacklogEstimator as AsyncCosmosBacklogEstimator
         from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
 
-        adatabase = async_cosmos_client(
+        aclient = async_cosmos_client(
             connection_string=connection,
             endpoint=settings.cosmos_account_endpoint,
             verify_tls=settings.cosmos_verify_tls,
-        ).get_database_client(database)
+        )
+        adatabase = aclient.get_database_client(database)
         store = AsyncCosmosDocumentStore(adatabase.get_container_client(container))
         backlog = lambda: AsyncCosmosBacklogEstimator(  # noqa: E731
             adatabase.get_container_client(container),
             adatabase.get_container_client(leases),
             lease_prefix=settings.lease_prefix,
         )
+        subscribers = lambda: {  # noqa: E731
+            name: AsyncCosmosDocumentStore(
+                aclient.get_database_client(db).get_container_client(projections)
+            )
+            for name, db, projections in watched_containers
+        }
     else:
         from cosmos_outbox.cosmos import CosmosBacklogEstimator, CosmosDocumentStore
         from cosmos_outbox.cosmos._client import cosmos_client
 
-        sdatabase = cosmos_client(
+        sclient = cosmos_client(
             connection_string=connection,
             endpoint=settings.cosmos_account_endpoint,
             verify_tls=settings.cosmos_verify_tls,
-        ).get_database_client(database)
+        )
+        sdatabase = sclient.get_database_client(database)
         store = CosmosDocumentStore(sdatabase.get_container_client(container))
         backlog = lambda: CosmosBacklogEstimator(  # noqa: E731
             sdatabase.get_container_client(container),
             sdatabase.get_container_client(leases),
             lease_prefix=settings.lease_prefix,
         )
+        subscribers = lambda: {  # noqa: E731
+            name: CosmosDocumentStore(
+                sclient.get_database_client(db).get_container_client(projections)
+            )
+            for name, db, projections in watched_containers
+        }
     logger.info(
         "outbox services built: database=%s container=%s topic=%s identity_cosmos=%s async=%s",
         database,
@@ -265,6 +348,9 @@ def services_from_settings(
         event_ttl_seconds=settings.event_ttl_seconds,
         idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
         max_payload_bytes=settings.payload_max_bytes,
+        dead_letters=lambda: dead_letters_from_settings(settings, asynchronous=asynchronous),
+        watched=watched_from_settings(settings),
+        subscriber_stores=subscribers,
     )
 
 
@@ -288,6 +374,10 @@ class Wiring:
         #: the backlog timer's last hour of readings (the console's chart)
         self.backlog_history = BacklogHistory(self.store)
         self.quarantine_tokens = TokenCodec(services.token_key(QUARANTINE_TOKEN_PURPOSE))
+        self.redrive_tokens = TokenCodec(services.token_key(REDRIVE_TOKEN_PURPOSE))
+        self.dead_letter_tokens = TokenCodec(services.token_key(DEAD_LETTER_TOKEN_PURPOSE))
+        self._dead_letters: AsyncDeadLetterQueues | None = None
+        self._subscriber_stores: dict[str, AsyncDocumentStore] | None = None
         self.event_ttl_seconds = services.event_ttl_seconds
         self._lock = threading.Lock()
         self._relay: Relay | None = None
@@ -370,6 +460,24 @@ class Wiring:
                 self._backlog = as_async(self.services.backlog())
             return self._backlog
 
+    def dead_letters(self) -> AsyncDeadLetterQueues | None:
+        """The watched entities' dead-letter queues (made once, on first use; None: none)."""
+        with self._lock:
+            if self._dead_letters is None:
+                made = self.services.dead_letters()
+                self._dead_letters = as_async(made) if made is not None else None
+            return self._dead_letters
+
+    def subscriber_stores(self) -> dict[str, AsyncDocumentStore]:
+        """The subscribers' projection containers the app knows, by subscription (made once)."""
+        with self._lock:
+            if self._subscriber_stores is None:
+                self._subscriber_stores = {
+                    name: as_async(store)
+                    for name, store in self.services.subscriber_stores().items()
+                }
+            return self._subscriber_stores
+
     def operators(self) -> OutboxOperators:
         from cosmos_outbox._relay.operator_actions import OutboxOperators
 
@@ -381,4 +489,8 @@ class Wiring:
             event_ttl_seconds=self.event_ttl_seconds,
             legacy=self.legacy,
             health=self.relay_health,
+            dead_letters=self.dead_letters,
+            watched=self.services.watched,
+            subscribers=self.subscriber_stores,
+            redrive_tokens=self.redrive_tokens,
         )

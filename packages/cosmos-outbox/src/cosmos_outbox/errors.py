@@ -16,6 +16,7 @@ __all__ = [
     "PayloadStoreError",
     "PreconditionFailedError",
     "PublishFailedError",
+    "SessionIdTooLongError",
     "StoreUnavailableError",
     "ThrottledError",
     "TooLateToCancelError",
@@ -62,6 +63,18 @@ class UnrecordedChangeError(OutboxError):
 class BatchTooLargeError(OutboxError):
     """A transactional batch (a transaction's, an aggregate's change) would exceed Cosmos DB's
     limits (100 operations, 2 MB): refused before the round trip, nothing written."""
+
+
+class SessionIdTooLongError(OutboxError, ValueError):
+    """A transaction's SessionId (its partition key, unless it names a `session_id` of its own)
+    is longer than a Service Bus SessionId may be (`limit`: 128 characters, counted in UTF-16
+    units as .NET counts them): refused when the transaction is opened, nothing written (its
+    events could never be sent). A ValueError too, as it was before 0.4."""
+
+    def __init__(self, message: str, *, length: int, limit: int) -> None:
+        super().__init__(message)
+        self.length = length
+        self.limit = limit
 
 
 class AlreadyExistsError(OutboxError):

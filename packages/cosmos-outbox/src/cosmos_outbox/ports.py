@@ -12,6 +12,8 @@ the async API awaits as they are). The outbox's logic is written once over them.
 - `BacklogEstimator`: how far the relay's change-feed leases are behind;
 - `ScheduleQueue`: where the relay schedules the release of a scheduled event for its due time
   (a Service Bus queue: the release comes back to the relay's `release_due_events` then).
+- `DeadLetterQueues`: the dead-letter queues of the topic's subscriptions (and of queues an app
+  names), peeked, and their messages moved out: sent again (or not), then removed.
 
 A contract suite per port (`cosmos_outbox.testing.contracts`) holds every implementation to the
 same behaviour.
@@ -32,17 +34,22 @@ T = TypeVar("T")
 __all__ = [
     "STAYS_SYNC",
     "AsyncBacklogEstimator",
+    "AsyncDeadLetterQueues",
     "AsyncDocumentStore",
     "AsyncMessagePublisher",
     "AsyncPayloadStore",
     "AsyncScheduleQueue",
     "BacklogEstimator",
     "BatchOperation",
+    "DeadLetter",
+    "DeadLetterEntity",
+    "DeadLetterQueues",
     "DocumentStore",
     "LeaseBacklog",
     "MessageBatch",
     "MessagePublisher",
     "OutboxMessage",
+    "Outgoing",
     "Page",
     "PayloadStore",
     "QueryParameters",
@@ -82,6 +89,8 @@ def sync_methods() -> frozenset[str]:
             AsyncBacklogEstimator,
             ScheduleQueue,
             AsyncScheduleQueue,
+            DeadLetterQueues,
+            AsyncDeadLetterQueues,
         )
         for name, member in vars(port).items()
         if getattr(member, STAYS_SYNC, False)
@@ -354,6 +363,11 @@ class LeaseBacklog:
     #: the instance holding the lease, and when it last wrote it (ISO 8601), when known
     owner: str | None = None
     checkpoint_at: str | None = None
+    #: the ids of the event documents read after its continuation (not relayed yet), and
+    #: whether that is all of them (the estimate read to the end of the feed); () and False
+    #: when an estimator does not say
+    pending_ids: tuple[str, ...] = ()
+    pending_ids_complete: bool = False
 
 
 class BacklogEstimator(abc.ABC):
@@ -398,3 +412,92 @@ class AsyncScheduleQueue(abc.ABC):
     async def check(self) -> None:
         """`ScheduleQueue.check`."""
         return
+
+
+DeadLetterKind = Literal["subscription", "queue"]
+
+
+@dataclass(frozen=True)
+class DeadLetterEntity:
+    """An entity whose dead-letter queue the operators watch: a subscription of the outbox's
+    topic (its dead letters are sent again to the topic) or a queue (sent again to it)."""
+
+    name: str
+    kind: DeadLetterKind = "subscription"
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """One message of a dead-letter queue, as peeked: what it was sent with (its properties
+    without the two the broker added), why it was dead-lettered, how often it was delivered,
+    when it was enqueued (epoch seconds). `sequence_number` is its number in the dead-letter
+    queue: what an operator names it by."""
+
+    sequence_number: int
+    body: bytes
+    message_id: str | None
+    session_id: str | None
+    subject: str | None
+    content_type: str | None
+    correlation_id: str | None
+    application_properties: Mapping[str, Any]
+    reason: str | None
+    description: str | None
+    delivery_count: int
+    enqueued_at: float | None
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A message sent as it is (nothing added): a dead letter's resubmission, or a notice."""
+
+    body: bytes
+    message_id: str
+    session_id: str | None
+    subject: str | None
+    content_type: str | None
+    application_properties: Mapping[str, Any]
+    correlation_id: str | None = None
+
+
+#: What `move` did with one dead letter: None, done (sent when there was something to send,
+#: then removed); else why not.
+MoveOutcome = str | None
+
+
+class DeadLetterQueues(abc.ABC):
+    """The dead-letter queues of entities (`DeadLetterEntity`): peek (needs Listen, as reading
+    any message does; no Manage right), and move a dead letter out: its message sent (to the
+    topic for a subscription's, to the queue for a queue's), and only once the send was
+    accepted, the dead letter removed. A crash between the two leaves it where it was (a
+    duplicate later, never a loss)."""
+
+    @abc.abstractmethod
+    def peek(
+        self, entity: DeadLetterEntity, *, from_sequence: int, max_count: int
+    ) -> list[DeadLetter]:
+        """Up to `max_count` dead letters from sequence number `from_sequence` on, in order;
+        fewer (or none) at the end."""
+
+    @abc.abstractmethod
+    def move(
+        self, entity: DeadLetterEntity, moves: Mapping[int, Outgoing | None]
+    ) -> dict[int, MoveOutcome]:
+        """For each dead letter named by its sequence number: its `Outgoing` sent (None: nothing
+        sent), then the dead letter removed. The outcome per sequence number: None when done;
+        else why not (not found: gone, or locked by another receiver; the send refused: the
+        dead letter stays)."""
+
+
+class AsyncDeadLetterQueues(abc.ABC):
+    """`DeadLetterQueues`, async."""
+
+    @abc.abstractmethod
+    async def peek(
+        self, entity: DeadLetterEntity, *, from_sequence: int, max_count: int
+    ) -> list[DeadLetter]: ...
+
+    @abc.abstractmethod
+    async def move(
+        self, entity: DeadLetterEntity, moves: Mapping[int, Outgoing | None]
+    ) -> dict[int, MoveOutcome]: ...

@@ -20,6 +20,7 @@ from azure.cosmos.partition_key import NonePartitionKeyValue
 from .conftest import PK_PATH, UNCHANGED, Target, doc, unique
 
 pytestmark = [
+    pytest.mark.integration,
     pytest.mark.conformance,
     pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
 ]

@@ -14,6 +14,7 @@ from azure.cosmos.aio import ContainerProxy, CosmosClient
 from .conftest import PK_PATH, UNCHANGED, Target, doc, unique
 
 pytestmark = [
+    pytest.mark.integration,
     pytest.mark.conformance,
     pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
 ]

@@ -30,6 +30,7 @@ from funcstack.cosmos import CosmosControlError, CosmosEndpoint, start_cosmos
 from .conftest import PK_PATH, Target, doc, unique
 
 pytestmark = [
+    pytest.mark.integration,
     pytest.mark.conformance,
     pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
 ]

@@ -20,6 +20,7 @@ from funcstack.cosmos import CosmosEndpoint
 from .conftest import PK_PATH, Target, doc, unique
 
 pytestmark = [
+    pytest.mark.integration,
     pytest.mark.conformance,
     pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
 ]

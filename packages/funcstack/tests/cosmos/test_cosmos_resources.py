@@ -25,6 +25,7 @@ from azure.cosmos import (
 from .conftest import PK_PATH, Target, doc, unique
 
 pytestmark = [
+    pytest.mark.integration,
     pytest.mark.conformance,
     pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
 ]

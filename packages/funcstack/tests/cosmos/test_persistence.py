@@ -35,7 +35,10 @@ from funcstack.cosmos import (
     start_cosmos,
 )
 
-pytestmark = [pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
+]
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -28,7 +28,7 @@ from azure.servicebus import (
 
 from funcstack.functions_host._launcher import RunningRunner, start_runner
 from funcstack.functions_host._servicebus_trigger import renew_delay
-from funcstack.servicebus._control import request
+from funcstack.servicebus import control_request
 from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
 
 from .conftest import make_app_dir
@@ -107,10 +107,10 @@ def _env(
 ) -> Iterator[Env]:
     topic = f"t-{uuid.uuid4().hex[:8]}"
     assert broker.control_port is not None
-    request(
+    control_request(
         broker.host, broker.control_port, {"op": "create-topic", "name": topic, "properties": {}}
     )
-    request(
+    control_request(
         broker.host,
         broker.control_port,
         {

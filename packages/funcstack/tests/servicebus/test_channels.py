@@ -3,7 +3,7 @@
 The service's AMQP stack (Microsoft.Azure.Amqp, AmqpConnection.OnReceiveSessionFrame) ignores a
 ``detach`` or an ``end`` on such a channel (a session that has ended, e.g. a late detach of an
 async client) and closes the connection with ``amqp:not-found`` on any other frame there. The
-frames are built with the SDK's own codec.
+frames are built with the endpoint's own codec (``_amqp``, on Apache Qpid Proton's).
 """
 
 from __future__ import annotations
@@ -12,13 +12,12 @@ import socket
 from typing import Any
 
 import pytest
-from azure.servicebus._pyamqp import _decode as amqp_decode
-from azure.servicebus._pyamqp import _encode as amqp_encode
-from azure.servicebus._pyamqp import performatives as perf
+
+from funcstack.servicebus._amqp import decode_frame_body, frame, performative, uint, ushort
 
 from .conftest import Target
 
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
 OPEN, BEGIN, ATTACH, DETACH, END, CLOSE = 0x10, 0x11, 0x12, 0x16, 0x17, 0x18
@@ -32,9 +31,8 @@ class Peer:
         self.sock.sendall(AMQP_HEADER)
         assert self._exactly(8) == AMQP_HEADER
 
-    def send(self, channel: int, frame: Any) -> None:
-        header, body = amqp_encode.encode_frame(frame)
-        self.sock.sendall(header + channel.to_bytes(2, "big") + (body or b""))
+    def send(self, channel: int, body: Any) -> None:
+        self.sock.sendall(frame(channel, body))
 
     def receive(self) -> tuple[int, int, list[Any]]:
         """(channel, performative code, fields) of the next frame that is not a heartbeat."""
@@ -43,7 +41,7 @@ class Peer:
             size, doff, channel = int.from_bytes(head[:4], "big"), head[4], head[6:8]
             body = memoryview(self._exactly(size - 8))[doff * 4 - 8 :]
             if len(body):
-                code, fields = amqp_decode.decode_frame(body)
+                code, fields, _ = decode_frame_body(body)
                 return int.from_bytes(channel, "big"), code, fields
 
     def closed_by_peer(self) -> bool:
@@ -63,50 +61,15 @@ class Peer:
 
 
 def _open() -> Any:
-    return perf.OpenFrame(
-        container_id="test",
-        hostname=None,
-        max_frame_size=65536,
-        channel_max=255,
-        idle_timeout=None,
-        outgoing_locales=None,
-        incoming_locales=None,
-        offered_capabilities=None,
-        desired_capabilities=None,
-        properties=None,
-    )
+    return performative(OPEN, "test", None, uint(65536), ushort(255))
 
 
 def _begin() -> Any:
-    return perf.BeginFrame(
-        remote_channel=None,
-        next_outgoing_id=0,
-        incoming_window=100,
-        outgoing_window=100,
-        handle_max=None,
-        offered_capabilities=None,
-        desired_capabilities=None,
-        properties=None,
-    )
+    return performative(BEGIN, None, uint(0), uint(100), uint(100))
 
 
 def _attach(handle: int) -> Any:
-    return perf.AttachFrame(
-        name="late",
-        handle=handle,
-        role=True,
-        send_settle_mode=None,
-        rcv_settle_mode=None,
-        source=None,
-        target=None,
-        unsettled=None,
-        incomplete_unsettled=None,
-        initial_delivery_count=None,
-        max_message_size=None,
-        offered_capabilities=None,
-        desired_capabilities=None,
-        properties=None,
-    )
+    return performative(ATTACH, "late", uint(handle), True)
 
 
 def _opened_peer(target: Target) -> Peer:
@@ -123,11 +86,11 @@ def test_a_detach_or_end_on_an_ended_session_is_ignored_and_the_connection_kept(
     peer = _opened_peer(fresh_servicebus)
     peer.send(3, _begin())
     assert peer.receive()[:2] == (3, BEGIN)
-    peer.send(3, perf.EndFrame(error=None))
+    peer.send(3, performative(END))
     assert peer.receive()[:2] == (3, END)
 
-    peer.send(3, perf.DetachFrame(handle=0, closed=True, error=None))  # after the end
-    peer.send(3, perf.EndFrame(error=None))  # a second end
+    peer.send(3, performative(DETACH, uint(0), True))  # after the end
+    peer.send(3, performative(END))  # a second end
     peer.send(4, _begin())  # the connection still serves new sessions
     assert peer.receive()[:2] == (4, BEGIN)  # and nothing came back for the ignored frames
     peer.sock.close()
@@ -140,6 +103,6 @@ def test_another_frame_on_a_channel_without_a_session_closes_the_connection_not_
     peer.send(7, _attach(0))
     channel, code, fields = peer.receive()
     assert (channel, code) == (0, CLOSE)
-    condition = fields[0][0]
-    assert condition == b"amqp:not-found"
+    condition = fields[0].value[0]
+    assert condition == "amqp:not-found"
     assert peer.closed_by_peer()

@@ -21,13 +21,13 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.management import QueueProperties, SubscriptionProperties, TopicProperties
 
-from funcstack.servicebus._control import request
+from funcstack.servicebus import control_request
 from funcstack.servicebus._entity_settings import HONOURED, NO_LOCAL_EFFECT, UNHONOURED
 from funcstack.servicebus._launcher import start_servicebus
 
 from .conftest import CONFIG
 
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
 
@@ -214,7 +214,7 @@ def test_an_entity_created_on_the_control_channel_is_warned_about_too(
     try:
         assert endpoint.control_port is not None
         with caplog.at_level(logging.WARNING, logger="funcstack.servicebus"):
-            request(
+            control_request(
                 endpoint.host,
                 endpoint.control_port,
                 {"op": "create-queue", "name": "q", "properties": {"ForwardTo": "elsewhere"}},

@@ -30,7 +30,7 @@ from funcstack.servicebus._limits import (
     MAX_PROPERTY_VALUE_BYTES,
 )
 
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
 KB = 1024
 QUEUE = "q"

@@ -13,15 +13,14 @@ from pathlib import Path
 
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
-from azure.servicebus._pyamqp import _encode as amqp_encode
-from azure.servicebus._pyamqp import message as amqp_message
 
+from funcstack.servicebus._amqp import described, encode
 from funcstack.servicebus._codec import parse_message
 from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
 
 from .conftest import CONFIG, QUEUE, SUBSCRIPTION, TOPIC
 
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
 
 @pytest.fixture
@@ -185,14 +184,7 @@ def test_a_state_file_of_the_earlier_format_is_read_once_and_converted(tmp_path:
     """The earlier format (one pickle of the broker) is restored, then the file is the
     database: the messages are there after a second restart too, and the old file is gone."""
     state = tmp_path / "servicebus.state"
-    payload = bytes(
-        amqp_encode.encode_payload(
-            bytearray(),
-            amqp_message.Message(
-                data=[b"from v1"], properties=amqp_message.Properties(message_id="v1-message")
-            ),
-        )
-    )
+    payload = encode(described(0x73, ["v1-message"])) + encode(described(0x75, b"from v1"))
     stored = parse_message(payload)
     stored.seq = 7
     state.write_bytes(

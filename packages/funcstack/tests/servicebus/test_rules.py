@@ -19,7 +19,7 @@ from funcstack.servicebus._config import load_config
 from funcstack.servicebus._filters import Facts, RuleError, SqlFilter, parse_rules
 from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
 
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
 TOPIC = "orders"
 

@@ -12,7 +12,7 @@ from azure.servicebus.aio import ServiceBusClient
 
 from .conftest import SUBSCRIPTION, TOPIC, Target
 
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
 
 async def _round_trip(connection_string: str) -> list[str]:

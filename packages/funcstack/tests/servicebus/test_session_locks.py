@@ -17,7 +17,7 @@ from azure.servicebus.exceptions import ServiceBusError, SessionCannotBeLockedEr
 
 from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
 
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
 QUEUE = "sessions"
 LOCK_SECONDS = 2

@@ -13,7 +13,7 @@ from funcstack.servicebus.tail import print_arrivals
 
 from .conftest import SUBSCRIPTION, TOPIC, Target
 
-pytestmark = pytest.mark.conformance
+pytestmark = [pytest.mark.integration, pytest.mark.conformance]
 
 
 def test_tail_prints_one_line_per_event(fresh_servicebus: Target) -> None:

@@ -42,6 +42,28 @@ _HEALTHY = {
 }
 
 
+async def health_answer(
+    ping: Callable[[], Awaitable[None]],
+    relay_blocked: Callable[[], Awaitable[RelayBlocked | None]] | None,
+) -> dict[str, Any]:
+    """The health's answer (this /health's, and the operators' `outbox/health` for an app that
+    registers the blueprints on a `func.FunctionApp` of its own): the store answers (else it
+    raises: 503), and "degraded", with what the relay is stuck on, when the relay says so."""
+    await ping()
+    blocked = await relay_blocked() if relay_blocked is not None else None
+    if blocked is None:
+        return {"status": "healthy"}
+    return {
+        "status": "degraded",
+        "relay": {
+            "eventId": blocked.event_id,
+            "reason": blocked.reason,
+            "since": blocked.since.isoformat() if blocked.since else None,
+            "attempts": blocked.attempts,
+        },
+    }
+
+
 def docs_blueprint(
     functions: Callable[[], Sequence[Function]],
     *,
@@ -79,21 +101,7 @@ def docs_blueprint(
         asynchronous=asynchronous,
     )
     async def health(call: HttpCall[None]) -> Reply:
-        await ping()
-        blocked = await relay_blocked() if relay_blocked is not None else None
-        if blocked is None:
-            return Reply({"status": "healthy"})
-        return Reply(
-            {
-                "status": "degraded",
-                "relay": {
-                    "eventId": blocked.event_id,
-                    "reason": blocked.reason,
-                    "since": blocked.since.isoformat() if blocked.since else None,
-                    "attempts": blocked.attempts,
-                },
-            }
-        )
+        return Reply(await health_answer(ping, relay_blocked))
 
     @api.operation(
         route="openapi.json",

@@ -1,14 +1,18 @@
 """The operators' routes (`/outbox/...` by default, auth level ADMIN: the host's master key) and
 their models: the outbox's status and the backlog's last hour, the quarantine (list, one record
-with its body, replay, discard) and re-drive. Aggregate-neutral: a record names its aggregate by
-`aggregateType` + `aggregateId`, nothing else.
+with its body, replay, discard) and re-drive; the recovery routes beside them
+(`recovery_routes`: health, dead letters, journey, subscribers). Aggregate-neutral: a record
+names its aggregate by `aggregateType` + `aggregateId`, nothing else.
 
-Each route is also served to a signed-in operator under `/outbox/console/...`, and the console
-page at `/outbox/console` shows them (`cosmos_outbox._console`: two doors, one implementation).
+Each route but `outbox/health` (anonymous) is also served to a signed-in operator under
+`/outbox/console/...`, and the console page at `/outbox/console` shows them
+(`cosmos_outbox._console`: two doors, one implementation); who acts is the operator a door
+admitted (`cosmos_outbox._actor.current_actor()`).
 
 Decision: the reason of a discard is the required query parameter `reason` (1-500 characters,
 the text rules of every field). DELETE bodies are dropped by some clients and proxies, and a
-query parameter shows in the host's request log next to the route.
+query parameter shows in the host's request log next to the route. The discard answers 200 with
+what was given up, the notice sent and what subscribers will see (it answered 204 before 0.4).
 
 An app whose clients know another spelling (an alias of one aggregate type's id) subclasses
 `RedriveRequest` (overriding `scope`), `QuarantineItem` (overriding `of`) and
@@ -18,26 +22,42 @@ parsing and the OpenAPI document then read the app's models."""
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING, Annotated, Any, Self
 
 import azure.functions as func
 from pydantic import (
-    BeforeValidator,
     ConfigDict,
     Field,
     TypeAdapter,
-    WithJsonSchema,
     model_validator,
 )
 
+from cosmos_outbox._blueprints.docs import health_answer
+from cosmos_outbox._blueprints.operator_types import (
+    AggregateType as AggregateType,
+)
+from cosmos_outbox._blueprints.operator_types import (
+    Instant as Instant,
+)
+from cosmos_outbox._blueprints.operator_types import (
+    OperatorReason as OperatorReason,
+)
+from cosmos_outbox._blueprints.operator_types import (
+    parse_instant as parse_instant,
+)
+from cosmos_outbox._blueprints.recovery_routes import (
+    PARAMETERS,
+    DiscardView,
+    recovery_routes,
+)
 from cosmos_outbox._console.doors import OperatorDoors
 from cosmos_outbox._console.identity import OPERATOR_ROLE
 from cosmos_outbox._quarantine import QuarantinedEvent
 from cosmos_outbox._records import OutboxRecord
+from cosmos_outbox.http._api import HttpApi
 from cosmos_outbox.http._call import HttpCall, Reply
 from cosmos_outbox.http._declaration import PathParameter, QueryParameter
 from cosmos_outbox.http._models import (
@@ -47,9 +67,8 @@ from cosmos_outbox.http._models import (
     RequestModel,
     omit_null_defaults,
 )
-from cosmos_outbox.http._paging import next_token
+from cosmos_outbox.http._paging import TOKEN_PATTERN, next_token
 from cosmos_outbox.ports import Page
-from cosmos_outbox.text import Text
 
 if TYPE_CHECKING:
     from cosmos_outbox._relay.operator_actions import OutboxStatus
@@ -71,48 +90,12 @@ __all__ = [
     "parse_instant",
 ]
 
-#: Free text an operator gives for an action (discarding a quarantined event): required, the
-#: same character rules as every text field.
-OperatorReason = Annotated[str, Text(max_length=500)]
-
-_RFC3339 = re.compile(
-    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?"
-    r"([Zz]|[+-][0-9]{2}:[0-9]{2})"
-)
-
-
-def parse_instant(value: object) -> datetime:
-    """An RFC 3339 date-time with its offset (no other form: no bare dates, no epoch numbers),
-    as an aware UTC datetime; times beyond the calendar's range clamp to its ends."""
-    m = _RFC3339.fullmatch(value) if isinstance(value, str) else None
-    if m is None:
-        raise ValueError("must be an RFC 3339 date-time with an offset, e.g. 2026-11-22T08:00:00Z")
-    fraction = (m.group(7) or ".0")[1:7].ljust(6, "0")
-    text = (
-        f"{m.group(1)}-{m.group(2)}-{m.group(3)}T{m.group(4)}:{m.group(5)}:{m.group(6)}"
-        f".{fraction}{'+00:00' if m.group(8) in 'Zz' else m.group(8)}"
-    )
-    try:
-        at = datetime.fromisoformat(text)
-    except ValueError:
-        raise ValueError("is not a valid date-time") from None
-    try:
-        return at.astimezone(UTC)
-    except OverflowError:
-        return (datetime.min if at.year == 1 else datetime.max).replace(tzinfo=UTC)
-
-
-Instant = Annotated[
-    datetime,
-    BeforeValidator(parse_instant),
-    WithJsonSchema({"type": "string", "format": "date-time"}),
-]
-AggregateType = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9]{0,63}$", max_length=64)]
-
 
 class RedriveRequest(RequestModel):
     """Body of POST /outbox/redrive: `since` (RFC 3339 with offset); optionally one aggregate
-    type, and one aggregate of it (`aggregateId`, which needs `aggregateType`)."""
+    type, and one aggregate of it (`aggregateId`, which needs `aggregateType`); one watched
+    subscription to send to (`subscription`; else every subscription); `pageSize` events per
+    call (default 100) and the `continuationToken` of the previous page."""
 
     model_config = ConfigDict(
         json_schema_extra=omit_null_defaults(
@@ -125,6 +108,9 @@ class RedriveRequest(RequestModel):
     since: Instant
     aggregate_type: AggregateType | None = None
     aggregate_id: Identifier | None = None
+    subscription: Identifier | None = None
+    page_size: Annotated[int, Field(ge=1, le=1000)] = 100
+    continuation_token: Annotated[str, Field(pattern=TOKEN_PATTERN)] | None = None
 
     @model_validator(mode="after")
     def _one_aggregate(self) -> Self:
@@ -138,10 +124,34 @@ class RedriveRequest(RequestModel):
         return self.aggregate_type, self.aggregate_id
 
 
+class SubscriberCountsView(Model):
+    """What one subscriber whose projection container the app knows does with the events
+    re-driven so far: applied already (dropped), held already (dropped), to apply."""
+
+    subscription: str
+    already_applied: int
+    held: int
+    to_apply: int
+
+
 class RedriveView(Model):
+    """A page of a re-drive: never a bare "sent". `accepted`: messages the topic accepted as
+    new messages (MessageIds of their own: none can be dropped as a duplicate), so far;
+    `quarantined`: events set aside again; what subscribers will apply, per subscriber the app
+    knows, and what subscribers will see."""
+
+    redrive_id: str
     events: int
-    sent: int
+    done: int
+    page_events: int
+    page_accepted: int
+    accepted: int
     quarantined: int
+    subscription: str | None
+    subscribers: list[SubscriberCountsView]
+    subscribers_will_see: str
+    continuation_token: str | None
+    has_more: bool
 
 
 class LeaseStatusView(Model):
@@ -220,7 +230,7 @@ class QuarantineItem(Model):
     reason: str
     quarantined_at: datetime | None
     replays: int
-    status: str = Field(json_schema_extra={"enum": ["quarantined", "resolved"]})
+    status: str = Field(json_schema_extra={"enum": ["quarantined", "resolved", "discarded"]})
     resolved_at: datetime | None
 
     @classmethod
@@ -232,7 +242,7 @@ class QuarantineItem(Model):
             for name in QuarantineItem.model_fields
             if hasattr(entry, name)
         }
-        return {**shown, "status": "resolved" if entry.resolved else "quarantined"}
+        return {**shown, "status": entry.status}
 
     @classmethod
     def of(cls, entry: QuarantinedEvent) -> Self:
@@ -330,7 +340,7 @@ def operators_blueprint(
     prefix = route_prefix.strip("/")
     doors = OperatorDoors(
         prefix=prefix,
-        parameters={"eventId": EVENT_ID},
+        parameters={"eventId": EVENT_ID, **PARAMETERS},
         auth_level=auth_level,
         console=console,
         role=operator_role,
@@ -424,37 +434,84 @@ def operators_blueprint(
     @operation(
         route=f"{prefix}/quarantine/{{eventId}}",
         method="DELETE",
-        status=204,
-        summary="Operators: delete a quarantine record for good, with the reason (audit log)",
+        status=200,
+        summary="Operators: give a quarantined event up, with the reason: its discard notice "
+        "(OutboxEventDiscarded) sent in its session to every subscription, then its record "
+        "kept as discarded; the answer and the audit line say what subscribers will see",
         query=(REASON,),
+        response=DiscardView,
         errors=(400, 404, 429, 500, 503),
     )
     async def discard_quarantined(call: HttpCall[None]) -> Reply:
-        await wiring().operators().discard(call.path["eventId"], call.query["reason"])
-        return Reply()
+        discarded = await wiring().operators().discard(call.path["eventId"], call.query["reason"])
+        return Reply(DiscardView.of(discarded))
 
     @operation(
         route=f"{prefix}/redrive",
         method="POST",
         status=202,
-        summary="Operators: publish again every stored event created at or after "
-        "`since` (of one aggregate type, and one aggregate, if given), per "
-        "aggregate in version order (duplicates inside the topic's detection "
-        "window are dropped)",
+        summary="Operators: publish again the stored events created at or after `since` (of "
+        "one aggregate type, and one aggregate, if given; to one subscription if given), per "
+        "aggregate in version order, a page at a time, each under a MessageId of its own that "
+        "the topic's duplicate detection cannot drop (the event id stays its CloudEvents id); "
+        "the answer counts what the topic accepted and what subscribers will apply",
         request=models.redrive_request,
         response=RedriveView,
         errors=(400, 413, 415, 429, 500, 503),
     )
     async def redrive_events(call: HttpCall[Any]) -> Reply:
-        aggregate_type, aggregate_id = call.body.scope
-        report = (
+        body = call.body
+        aggregate_type, aggregate_id = body.scope
+        page = (
             await wiring()
             .operators()
-            .redrive(call.body.since, aggregate_type=aggregate_type, aggregate_id=aggregate_id)
+            .redrive(
+                body.since,
+                aggregate_type=aggregate_type,
+                aggregate_id=aggregate_id,
+                subscription=body.subscription,
+                page_size=body.page_size,
+                continuation=body.continuation_token,
+            )
         )
         return Reply(
-            RedriveView(events=report.events, sent=report.sent, quarantined=report.quarantined)
+            RedriveView(
+                redrive_id=page.redrive_id,
+                events=page.events,
+                done=page.done,
+                page_events=page.page_events,
+                page_accepted=page.page_accepted,
+                accepted=page.accepted,
+                quarantined=page.quarantined,
+                subscription=page.subscription,
+                subscribers=[
+                    SubscriberCountsView(
+                        subscription=c.subscription,
+                        already_applied=c.already_applied,
+                        held=c.held,
+                        to_apply=c.to_apply,
+                    )
+                    for c in page.subscribers
+                ],
+                subscribers_will_see=page.subscribers_will_see,
+                continuation_token=page.continuation_token,
+                has_more=page.continuation_token is not None,
+            )
         )
+
+    async def health() -> dict[str, Any]:
+        wired = wiring()
+        return await health_answer(wired.store.ping, wired.relay_health.current)
+
+    # outbox/health is anonymous: through neither door (no key, no sign-in), bounded like them
+    anonymous = HttpApi(
+        doors.blueprint, parameters={}, auth_level=func.AuthLevel.ANONYMOUS, bounded=True
+    )
+
+    def anonymous_operation(**declared: Any) -> Callable[[Any], Any]:
+        return anonymous.operation(asynchronous=asynchronous, **declared)
+
+    recovery_routes(operation, wiring, prefix=prefix, anonymous=anonymous_operation, health=health)
 
     if console:
         from cosmos_outbox._console.page import register_page

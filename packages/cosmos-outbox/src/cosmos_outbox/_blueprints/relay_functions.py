@@ -6,11 +6,14 @@ aggregate:
 it relays every event document of the container, whatever its aggregate type. An app registers
 it beside its own functions (`Outbox.relay_blueprint()`, or `Outbox.function_app`).
 
-Container and database names are app-setting expressions (%COSMOS_DATABASE%, ...). The host
-cannot resolve %NAME% in int binding properties, but the worker indexes the app with the app
-settings in its environment, so the poll delay, batch size and backlog schedule are read (and
-validated) from FEED_POLL_DELAY_MS, MAX_ITEMS_PER_INVOCATION and BACKLOG_ESTIMATE_SCHEDULE when
-the blueprint is built, at indexing; nothing else is read or opened until a function runs.
+Container and database names are app-setting expressions (%COSMOS_CONTAINER%, ...), but for
+a setting with a default (COSMOS_DATABASE: `outbox`, COSMOS_LEASE_CONTAINER: `leases`) that is
+not set: the trigger then binds the default's name, since the host cannot resolve an expression
+whose setting is missing (`TriggerSettings.binding_name`). The host cannot resolve %NAME% in int
+binding properties either, but the worker indexes the app with the app settings in its
+environment, so these, the poll delay, batch size and backlog schedule are read (and validated)
+from the app settings when the blueprint is built, at indexing; nothing else is read or opened
+until a function runs.
 """
 
 from __future__ import annotations
@@ -51,9 +54,9 @@ def relay_blueprint(
     @bp.cosmos_db_trigger(
         arg_name="documents",
         connection="CosmosDBConnection",
-        database_name="%COSMOS_DATABASE%",
+        database_name=settings.binding_name("cosmos_database"),
         container_name="%COSMOS_CONTAINER%",
-        lease_container_name="%COSMOS_LEASE_CONTAINER%",
+        lease_container_name=settings.binding_name("cosmos_lease_container"),
         create_lease_container_if_not_exists=True,
         # The relay's leases apart from those of an app's own trigger on the same container.
         lease_container_prefix=settings.lease_prefix or None,

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
@@ -49,7 +49,7 @@ from cosmos_outbox._records import (
 from cosmos_outbox._relay.health import RelayHealth
 from cosmos_outbox._relay.releases import step
 from cosmos_outbox._sync_bridge import as_async
-from cosmos_outbox.errors import PayloadStoreError, RelayNotReadyError
+from cosmos_outbox.errors import PayloadStoreError, PublishFailedError, RelayNotReadyError
 from cosmos_outbox.ports import (
     AsyncMessagePublisher,
     AsyncPayloadStore,
@@ -122,13 +122,21 @@ class Relay:
         #: what it needs was found (`_preflight`): asked until it is, then not again
         self._ready = False
 
-    async def relay(self, items: Iterable[FeedItem]) -> RelayReport:
+    async def relay(
+        self,
+        items: Iterable[FeedItem],
+        *,
+        rewrite: Callable[[OutboxMessage], OutboxMessage] | None = None,
+    ) -> RelayReport:
+        """Relay the items (see the module). `rewrite` changes each event's message before it
+        is sent (a re-drive's: a MessageId of its own, the event id kept as its CloudEvents
+        id); notices are sent as they are."""
         report = RelayReport()
         listed = list(items)
         try:
             if not self._ready:
                 await self._preflight()
-            await self._relay(listed, report)
+            await self._relay(listed, report, rewrite)
         except Exception as exc:
             self._telemetry.failed(exc)
             _log(report, exc)
@@ -204,7 +212,32 @@ class Relay:
             )
         self._ready = True
 
-    async def _relay(self, items: Iterable[FeedItem], report: RelayReport) -> None:
+    async def send(self, messages: Sequence[OutboxMessage]) -> int:
+        """Send `messages` as they are (the notices of an operator's action), in order, in the
+        relay's batches, through its telemetry; how many were sent. Raises when the broker does
+        not take them (or one cannot fit a message: PublishFailedError)."""
+        report = RelayReport()
+
+        async def send(
+            batch: MessageBatch, events: list[SentEvent], notices: int, offloaded: list[int]
+        ) -> None:
+            await self._send(batch, events, report, notices, offloaded)
+
+        out = _Outgoing(self._publisher, send, report)
+        for message in messages:
+            if not await out.add(message, SentEvent(None, None), notice=True):
+                raise PublishFailedError(
+                    f"message {message.message_id} ({message.subject}) does not fit a message"
+                )
+        await out.flush()
+        return report.notices
+
+    async def _relay(
+        self,
+        items: Iterable[FeedItem],
+        report: RelayReport,
+        rewrite: Callable[[OutboxMessage], OutboxMessage] | None = None,
+    ) -> None:
         events: dict[str, OutboxRecord | Unreadable] = {}
         sent_events: dict[str, SentEvent] = {}
         waiting: list[OutboxRecord] = []  # scheduled, not released yet
@@ -242,6 +275,8 @@ class Relay:
                 await self._put_aside(event, event.reason, report, out)
                 continue
             message = to_message(event)
+            if rewrite is not None:
+                message = rewrite(message)
             never = unsendable(message)
             if never is not None:  # no retry can send it: its lease moves on without it
                 await self._put_aside(event, never, report, out)
@@ -418,7 +453,7 @@ class _Outgoing:
             return False
         self._events.append(event)
         if not notice:
-            self._ids.append(message.message_id)
+            self._ids.append(message.event_id or message.message_id)
         self._notices += notice
         if offloaded is not None:
             self._offloaded.append(offloaded)

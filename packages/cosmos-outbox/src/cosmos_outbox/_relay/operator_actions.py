@@ -1,33 +1,59 @@
-"""The operators' use cases: the outbox's status, the quarantine (list, replay, discard) and
-re-drive. Replay and re-drive send through the relay itself (`cosmos_outbox._relay.Relay`),
-so an event goes out exactly as the change-feed trigger would send it: same MessageId (its id),
-same session and version, the same quarantine rules. Aggregate-neutral: a re-drive may be
-narrowed to one aggregate type, and to one aggregate of it.
+"""The operators' use cases: the outbox's status, the quarantine (list, replay, discard),
+re-drive, and the recovery beyond them (`cosmos_outbox._recovery`: dead letters, the journey of
+an event, the subscribers' holds and their release). Replay and re-drive send through the relay
+itself (`cosmos_outbox._relay.forwarding.Relay`), so an event goes out exactly as the change-feed
+trigger would send it: same session and version, the same quarantine rules (a replay with its
+own MessageId, the event id; a re-drive with MessageIds of its own:
+`cosmos_outbox._recovery.redrive`). Aggregate-neutral: a re-drive may be narrowed to one
+aggregate type, and to one aggregate of it.
 
-Every action writes one audit log line with its values as fields (`extra`): `outbox.audit`
-(`quarantine.replay`, `quarantine.discard`, `redrive`), `outbox.event_id`, `outbox.reason`...,
-and who did it (`cosmos_outbox._actor`: "by <name> (id <object id>)" or "by admin key", and
-the fields `outbox.actor`, `outbox.actor_kind`, `outbox.actor_name`, `outbox.actor_id`).
+**Discarding a quarantined event gives its version up**: its discard notice
+(`OutboxEventDiscarded`, with the version, action, reason and who discarded it) is sent in its
+session, where the event would have been, to every subscription, and only then the record is
+marked discarded (kept, with who and why, until it expires): the library's subscriber records an
+accepted gap and applies the versions it held after it. A discarded event is not replayed.
+
+Every action writes one audit log line (`cosmos_outbox._recovery.audit`) with what subscribers
+will see, its values as fields (`extra`): `outbox.audit` (`quarantine.replay`,
+`quarantine.discard`, `redrive`, `deadletters.resubmit`, ...), `outbox.subscribers_will_see`,
+`outbox.event_id`, `outbox.reason`..., and who did it (`cosmos_outbox._actor`: "by <name> (id
+<object id>)" or "by admin key", and the fields `outbox.actor`, `outbox.actor_kind`,
+`outbox.actor_name`, `outbox.actor_id`); the discard notice names the same actor
+(`discardedBy`).
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from cosmos_outbox._actor import current_actor
-from cosmos_outbox._mapper import EVENT_TYPE, read_feed, selected
+from cosmos_outbox._domain import DomainError
 from cosmos_outbox._quarantine import Quarantine, QuarantinedEvent
-from cosmos_outbox._records import LegacyEvents, NotAnEvent, OutboxRecord, Unreadable
+from cosmos_outbox._records import LegacyEvents, OutboxMessage
+from cosmos_outbox._recovery.dead_letters import DeadLetterOperators
+from cosmos_outbox._recovery.giving_up import notice_of_event, will_see_notice
+from cosmos_outbox._recovery.journey import JourneyOperators
+from cosmos_outbox._recovery.redrive import RedriveOperators, RedrivePage
+from cosmos_outbox._recovery.stored import stored_events as stored_events
+from cosmos_outbox._recovery.subscribers import SubscriberOperators
 from cosmos_outbox._relay.backlog import age_seconds
 from cosmos_outbox._relay.forwarding import Relay
 from cosmos_outbox._relay.health import RelayBlocked, RelayHealth
 from cosmos_outbox.errors import PublishFailedError, RelayNotReadyError
-from cosmos_outbox.ports import AsyncBacklogEstimator, AsyncDocumentStore, LeaseBacklog, Page
+from cosmos_outbox.http._paging import TokenCodec
+from cosmos_outbox.ports import (
+    AsyncBacklogEstimator,
+    AsyncDeadLetterQueues,
+    AsyncDocumentStore,
+    DeadLetterEntity,
+    LeaseBacklog,
+    Page,
+)
 from cosmos_outbox.telemetry import error_type
 
 #: The log category operators filter on (kept across module moves).
@@ -51,32 +77,15 @@ class OutboxStatus:
 
 
 @dataclass(frozen=True)
-class RedriveReport:
-    events: int
-    sent: int
-    quarantined: int
+class Discarded:
+    """A quarantined event given up: its record (discarded), the notice sent (None when its
+    aggregate or version could not be read), and what subscribers will see."""
 
-
-async def stored_events(
-    store: AsyncDocumentStore,
-    since: datetime,
-    *,
-    aggregate_type: str | None = None,
-    aggregate_id: str | None = None,
-    legacy: LegacyEvents | None = None,
-) -> list[OutboxRecord | Unreadable]:
-    """Every event document still stored (not expired) created at or after `since` (by its
-    creation time, `cosmos_outbox._mapper.document_created_at`: not indexed, filtered
-    here; no index is added for an operator's occasional re-drive), of one aggregate type and
-    one aggregate (read in its partition) if given."""
-    documents = [
-        d
-        for d in await store.of_type(EVENT_TYPE, partition_key=aggregate_id)
-        if selected(d, since, aggregate_type, legacy=legacy)
-    ]
-    return [
-        item for item in read_feed(documents, legacy=legacy) if not isinstance(item, NotAnEvent)
-    ]
+    entry: QuarantinedEvent
+    notice: OutboxMessage | None
+    subscribers_will_see: str
+    #: it was discarded before: nothing was done again
+    already: bool = False
 
 
 class OutboxOperators:
@@ -94,8 +103,36 @@ class OutboxOperators:
         legacy: LegacyEvents | None = None,
         clock: Callable[[], float] = time.time,
         health: RelayHealth | None = None,
+        dead_letters: Callable[[], AsyncDeadLetterQueues | None] = lambda: None,
+        watched: tuple[DeadLetterEntity, ...] = (),
+        subscribers: Callable[[], Mapping[str, AsyncDocumentStore]] = dict,
+        redrive_tokens: TokenCodec,
     ) -> None:
         self._health = health
+        self.dead_letters = DeadLetterOperators(dead_letters, watched)
+        self.journey = JourneyOperators(
+            store=store,
+            quarantine=quarantine,
+            backlog=backlog,
+            dead_letters=self.dead_letters,
+            subscribers=subscribers,
+            event_ttl_seconds=event_ttl_seconds,
+            legacy=legacy,
+        )
+        self.subscribers = SubscriberOperators(
+            store=store,
+            relay=relay,
+            dead_letters=self.dead_letters,
+            subscribers=subscribers,
+            legacy=legacy,
+        )
+        self._redrive = RedriveOperators(
+            store=store,
+            relay=relay,
+            tokens=redrive_tokens,
+            subscribers=subscribers,
+            legacy=legacy,
+        )
         self._store = store
         self._quarantine = quarantine
         self._legacy = legacy
@@ -141,8 +178,15 @@ class OutboxOperators:
     async def replay(self, event_id: str) -> QuarantinedEvent:
         """Send the stored event through the relay again, with its own id. Sent: the record is
         resolved. Set aside again (or the send failed): it stays, with the new reason, and
-        replays + 1. A resolved record is not sent again (replaying twice is harmless)."""
+        replays + 1. A resolved record is not sent again (replaying twice is harmless); a
+        discarded one is refused (its version was given up: subscribers moved past it)."""
         entry = await self._quarantine.get(event_id)
+        if entry.discarded:
+            raise DomainError(
+                f"event {event_id} was discarded by {entry.discarded_by} "
+                f"({entry.discard_reason}): its version was given up and subscribers moved "
+                "past it; it is not sent again"
+            )
         if entry.resolved:
             _audit("quarantine.replay", entry, "already resolved; nothing sent")
             return entry
@@ -162,64 +206,80 @@ class OutboxOperators:
             "quarantine.replay",
             result,
             "resolved" if result.resolved else f"still quarantined: {result.reason}",
+            will_see=(
+                f"event {result.event_id} (version {result.version}) in its session, under its "
+                "own MessageId: a subscriber that received its quarantine notice applies it "
+                "and the versions it held after it"
+                if result.resolved
+                else "nothing new"
+            ),
         )
         return result
 
-    async def discard(self, event_id: str, reason: str) -> QuarantinedEvent:
-        """Delete the record for good; the audit line names the event and the reason."""
+    async def discard(self, event_id: str, reason: str) -> Discarded:
+        """Give the event up: its discard notice sent in its session (every subscription),
+        then the record marked discarded (kept until it expires). Discarding it again answers
+        what the first discard did, sending nothing. Who discarded it (the notice's
+        `discardedBy`, the record's) is the current actor."""
         entry = await self._quarantine.get(event_id)
-        await self._quarantine.discard(entry)
-        _audit("quarantine.discard", entry, reason)
-        return entry
+        if entry.discarded:
+            return Discarded(
+                entry,
+                None,
+                f"nothing new: it was discarded at {entry.discarded_at} by "
+                f"{entry.discarded_by}, and its notice sent then",
+                already=True,
+            )
+        by = str(current_actor())
+        notice = notice_of_event(entry.event, reason=reason, by=by)
+        if notice is not None:
+            try:
+                await self._relay().send([notice])
+            except Exception as exc:  # nothing changed: the record stays quarantined
+                raise PublishFailedError(
+                    f"the discard notice failed to send: {error_type(exc)}"
+                ) from exc
+        why = "the event's aggregate or version cannot be read from its document"
+        will_see = will_see_notice(notice, why_none=why)
+        discarded = await self._quarantine.discard(
+            entry, by=by, reason=reason, ttl_seconds=self._ttl
+        )
+        _audit("quarantine.discard", discarded, reason, will_see=will_see)
+        return Discarded(discarded, notice, will_see)
 
     async def redrive(
-        self, since: datetime, *, aggregate_type: str | None = None, aggregate_id: str | None = None
-    ) -> RedriveReport:
-        """Publish again every stored event created at or after `since` (of one aggregate type,
-        and one aggregate of it, if given), through the relay: per aggregate in version order,
-        MessageId = event id. The topic drops those still in its duplicate-detection window;
-        older ones are repeats."""
-        events = await stored_events(
-            self._store,
+        self,
+        since: datetime,
+        *,
+        aggregate_type: str | None = None,
+        aggregate_id: str | None = None,
+        subscription: str | None = None,
+        page_size: int = 100,
+        continuation: str | None = None,
+    ) -> RedrivePage:
+        """One page of a re-drive of the stored events created at or after `since` (of one
+        aggregate type, and one aggregate of it, if given; to one watched subscription if
+        given): see `cosmos_outbox._recovery.redrive`."""
+        if subscription is not None:
+            subscription = self.dead_letters.entity(subscription).name
+        return await self._redrive.redrive(
             since,
             aggregate_type=aggregate_type,
             aggregate_id=aggregate_id,
-            legacy=self._legacy,
+            subscription=subscription,
+            page_size=page_size,
+            continuation=continuation,
         )
-        try:
-            report = await self._relay().relay(events)
-        except Exception as exc:
-            raise PublishFailedError(f"re-drive failed to send: {error_type(exc)}") from exc
-        result = RedriveReport(len(events), report.sent, len(report.quarantined))
-        scope = " ".join(p for p in (aggregate_type, aggregate_id) if p)
-        actor = current_actor()
-        logger.warning(
-            "outbox audit: redrive since %s%s by %s: %d events, %d sent, %d quarantined",
-            since.isoformat(),
-            f" of {scope}" if scope else "",
-            actor,
-            result.events,
-            result.sent,
-            result.quarantined,
-            extra={
-                **actor.log_fields(),
-                "outbox.audit": "redrive",
-                "outbox.since": since.isoformat(),
-                "outbox.aggregate_type": aggregate_type,
-                "outbox.aggregate_id": aggregate_id,
-                "outbox.events": result.events,
-                "outbox.sent": result.sent,
-                "outbox.quarantined": result.quarantined,
-            },
-        )
-        return result
 
 
-def _audit(action: str, entry: QuarantinedEvent, reason: str) -> None:
+def _audit(
+    action: str, entry: QuarantinedEvent, reason: str, *, will_see: str = "nothing new"
+) -> None:
     actor = current_actor()
     fields: dict[str, Any] = {
         **actor.log_fields(),
         "outbox.audit": action,
+        "outbox.subscribers_will_see": will_see,
         "outbox.event_id": entry.event_id,
         "outbox.aggregate_type": entry.aggregate_type,
         "outbox.aggregate_id": entry.aggregate_id,
@@ -229,7 +289,7 @@ def _audit(action: str, entry: QuarantinedEvent, reason: str) -> None:
         "outbox.replays": entry.replays,
     }
     logger.warning(
-        "outbox audit: %s of event %s (%s %s v%s) by %s: %s",
+        "outbox audit: %s of event %s (%s %s v%s) by %s: %s; subscribers will see: %s",
         action,
         entry.event_id,
         entry.aggregate_type,
@@ -237,5 +297,6 @@ def _audit(action: str, entry: QuarantinedEvent, reason: str) -> None:
         entry.version,
         actor,
         reason,
+        will_see,
         extra=fields,
     )

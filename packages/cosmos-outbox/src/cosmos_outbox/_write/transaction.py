@@ -55,7 +55,12 @@ from cosmos_outbox._mapper import (
     reserved_property,
     scheduled_ttl,
 )
-from cosmos_outbox._message_limits import refused_id, refused_properties
+from cosmos_outbox._message_limits import (
+    MAX_ID_LENGTH,
+    refused_id,
+    refused_properties,
+    utf16_length,
+)
 from cosmos_outbox._renamed import deprecated
 from cosmos_outbox._write.batch import (
     CHARACTER_BYTES,
@@ -86,6 +91,7 @@ from cosmos_outbox.errors import (
     NotFoundError,
     OutboxError,
     PreconditionFailedError,
+    SessionIdTooLongError,
 )
 from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation
 
@@ -145,7 +151,12 @@ class Transaction(Staging, Uncommitted):
         self.session_id = session_id = session_id or partition_key
         # (a string of 64 characters is at most 128 UTF-16 units: Service Bus's limit)
         if len(session_id) > 64 and (refused := refused_id("SessionId", session_id)):
-            raise ValueError(f"{refused}: give the transaction a shorter session_id")
+            raise SessionIdTooLongError(
+                f"{refused}: a transaction's SessionId is its partition key unless it is given "
+                "a session_id; give it a shorter one",
+                length=utf16_length(session_id),
+                limit=MAX_ID_LENGTH,
+            )
         self.source = source = source or f"/{entity}s"
         self.traceparent = traceparent
         self._store = store

@@ -10,6 +10,10 @@ transactions that carry events:
 
       pending = latest LSN of the range - LSN of the first unprocessed event + 1
 
+The ids of the pending event documents read are kept (`pending_ids`; all of them when the feed
+ended within the read: `pending_ids_complete`): the journey of an event tells from them whether
+its lease's continuation is past it.
+
 The latest LSN comes from the session token (`x-ms-session-token`, `<range>:<ver>#<lsn>`),
 or the `lsn` header; the creation time from the first pending event (its `createdAt`, read by
 `cosmos_outbox._mapper`, else `_ts`). Counting is in LSNs, i.e. transactions: an
@@ -161,8 +165,9 @@ def backlog_of(
     within them, else from the range's latest LSN)."""
     owner, checkpoint = _lease_owner(lease)
     events = [c for c in changes if c.get("type") == EVENT_TYPE]
+    ids = tuple(str(c.get("id")) for c in events)
     if ended and not events:
-        return LeaseBacklog(name, 0, None, owner, checkpoint)
+        return LeaseBacklog(name, 0, None, owner, checkpoint, (), True)
     first = min(events or changes, key=lambda c: int(c.get("_lsn", 0)))
     if ended:
         pending = len({c.get("_lsn") for c in events})
@@ -173,7 +178,7 @@ def backlog_of(
     created = document_created_at(first)
     if created is None and isinstance(first.get("_ts"), int | float):
         created = float(first["_ts"])
-    return LeaseBacklog(name, pending, created, owner, checkpoint)
+    return LeaseBacklog(name, pending, created, owner, checkpoint, ids, ended)
 
 
 def _is_lease(doc: Mapping[str, Any], prefix: str) -> bool:

@@ -19,6 +19,7 @@ from cosmos_outbox.errors import (
     NotFoundError,
     PreconditionFailedError,
     PublishFailedError,
+    SessionIdTooLongError,
     TransientStoreError,
     UnrecordedChangeError,
 )
@@ -141,6 +142,8 @@ def from_exception(exc: Exception) -> HttpProblemError:
                 "new key",
                 errors=[FieldError(field="Idempotency-Key", message="used for another request")],
             )
+        case SessionIdTooLongError():
+            return HttpProblemError(400, "Bad Request", str(exc))
         case AlreadyExistsError():
             return HttpProblemError(409, "Conflict", "the resource already exists")
         case DomainError():

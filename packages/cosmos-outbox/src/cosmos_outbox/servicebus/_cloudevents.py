@@ -4,7 +4,8 @@ The body stays the event's data (the CloudEvent `data`), the AMQP `content-type`
 `datacontenttype`, and every other attribute is one application property named
 `cloudEvents_<attribute>`:
 
-- `specversion` `1.0`; `id` the event id (= MessageId); `source` the aggregate type's source
+- `specversion` `1.0`; `id` the event id (= MessageId, but for a re-drive's message, whose
+  MessageId is its own); `source` the aggregate type's source
   (`CLOUDEVENTS_SOURCE_BASE` + `/<collection>`: `/orders`); `type` the action (= Subject);
   `subject` the aggregate id (= SessionId); `time` the event's creation
   (RFC 3339, UTC), when known; `dataschema` when the stored event names one; `dataref`
@@ -45,7 +46,7 @@ def cloudevent_properties(
     AMQP content-type carries it); the source is `base` + the message's source path."""
     properties = {} if into is None else into
     properties["cloudEvents_specversion"] = SPECVERSION
-    properties["cloudEvents_id"] = message.message_id
+    properties["cloudEvents_id"] = message.event_id or message.message_id
     properties["cloudEvents_source"] = f"{base}{message.source}"
     properties["cloudEvents_type"] = message.subject
     properties["cloudEvents_subject"] = message.session_id

@@ -39,7 +39,7 @@ def to_servicebus_message(message: OutboxMessage, *, base: str = "") -> ServiceB
 def to_amqp_message(message: OutboxMessage, *, base: str = "") -> AmqpAnnotatedMessage:
     """The same message as `to_servicebus_message`, as the SDK's public AMQP message: what the
     relay adds to a batch. The SDK encodes the two alike (the package's
-    tests/test_wire_bytes.py pins the bytes), but a `ServiceBusMessage` fills its
+    tests/relay/test_wire_bytes.py pins the bytes), but a `ServiceBusMessage` fills its
     AMQP properties one setter at a time, each re-reading them, which cost the relay more than
     the rest of its mapping."""
     return AmqpAnnotatedMessage(

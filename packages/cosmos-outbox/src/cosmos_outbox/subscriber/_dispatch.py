@@ -11,6 +11,11 @@ subscription filter) never stalls a session.
   inbox record says `ignored`), logged (info when the app lists it in `ignored_actions`, a
   warning otherwise: an app deployed with a new event type before this subscriber knew it) and
   counted;
+- a message sent to another subscription (`outboxTarget`: a dead letter's resubmission, a
+  targeted re-drive or discard notice), when the dispatcher knows its own (`subscription=`):
+  acknowledged, logged and counted (reason `another subscription's`): its rule should have
+  kept it out (`NOT EXISTS(outboxTarget) OR outboxTarget = '<subscription>'`); without
+  `subscription=` the subscription's rule is trusted;
 - anything else: projected (`Projector.handle`), logged with its outcome.
 
 A claim-check message (`cloudEvents_dataref`) has its data fetched from the payload store
@@ -61,8 +66,11 @@ class AsyncDispatcher:
         ignored_actions: Iterable[str] = (),
         default_aggregate_type: str | None = None,
         payloads: Callable[[], AsyncPayloadStore | PayloadStore] | None = None,
+        subscription: str | None = None,
     ) -> None:
         self.aggregate_type = aggregate_type
+        #: the subscription (or queue) it reads: a message targeted at another is skipped
+        self.subscription = subscription
         self._projector = projector
         self._ignored = frozenset(ignored_actions)
         self._default_type = default_aggregate_type
@@ -111,6 +119,27 @@ class AsyncDispatcher:
                 event.aggregate_type,
                 event.aggregate_id,
                 self.aggregate_type,
+                extra={**fields, "outcome": "ignored", "reason": reason},
+            )
+            return None
+        if (
+            self.subscription is not None
+            and event.target is not None
+            and event.target != self.subscription
+        ):
+            reason = "another subscription's"
+            telemetry.ignored(event.type, reason, event.aggregate_type)
+            logger.warning(
+                "event %s (%s %s, version %d) was sent to subscription %s, not this one (%s): "
+                "skipped (add NOT EXISTS(outboxTarget) OR outboxTarget = '%s' to this "
+                "subscription's rule)",
+                event.event_id,
+                event.aggregate_type,
+                event.aggregate_id,
+                event.version,
+                event.target,
+                self.subscription,
+                self.subscription,
                 extra={**fields, "outcome": "ignored", "reason": reason},
             )
             return None

@@ -17,9 +17,16 @@ from typing import Any
 from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
 
-from cosmos_outbox._mapper import QUARANTINE_NOTICE_SUBJECT, message_envelope
+from cosmos_outbox._mapper import (
+    DISCARD_NOTICE_SUBJECT,
+    QUARANTINE_NOTICE_SUBJECT,
+    TARGET_PROPERTY,
+    message_envelope,
+)
 
 __all__ = [
+    "DISCARD_NOTICE",
+    "NOTICES",
     "QUARANTINE_NOTICE",
     "IncomingEvent",
     "UnreadableEventError",
@@ -33,6 +40,13 @@ _DATAREF_KEYS = ("cloudEvents_dataref", "cloudEvents:dataref")
 #: The type (Subject) of the notice the outbox publishes, in the aggregate's session, where an
 #: event it set aside (quarantined) would have been; `version` in its data is that event's.
 QUARANTINE_NOTICE = QUARANTINE_NOTICE_SUBJECT
+#: The type of the notice that an operator gave a version up (discarded its event at the outbox,
+#: discarded its dead letter at a subscription, or released the versions held behind it): in the
+#: aggregate's session, `version` in its data; the library's projector records an accepted gap
+#: and applies the versions held after it.
+DISCARD_NOTICE = DISCARD_NOTICE_SUBJECT
+#: The notices' types: what the outbox says of an event, not an event of the app.
+NOTICES = frozenset({QUARANTINE_NOTICE, DISCARD_NOTICE})
 
 
 class UnreadableEventError(ValueError):
@@ -63,6 +77,9 @@ class IncomingEvent:
     #: and sent then). It takes no place in its aggregate's order: its `version` is 0, it is
     #: never held behind a missing version and never holds the versions after it
     deliver_at: datetime | None = None
+    #: the one subscription (or queue) the message was sent to (`outboxTarget`: a dead
+    #: letter's resubmission, a targeted re-drive or discard notice); None: to every one
+    target: str | None = None
 
     @property
     def scheduled(self) -> bool:
@@ -144,7 +161,7 @@ def from_message(
     version, aggregate_id, own, where, deliver_at = message_envelope(
         properties, data, aggregate_type
     )
-    if event.get_type() == QUARANTINE_NOTICE and version is None:
+    if event.get_type() in NOTICES and version is None:
         version = 0  # a notice of an event whose version could not be read: nothing to mark
     if not isinstance(version, int) or isinstance(version, bool) or version < 0:
         raise UnreadableEventError(f"event {where} have no integer version")
@@ -152,11 +169,12 @@ def from_message(
         raise UnreadableEventError(
             "a scheduled event's deliverAt is not a time with its offset, or it has a version"
         )
-    if version == 0 and event.get_type() != QUARANTINE_NOTICE and deliver_at is None:
+    if version == 0 and event.get_type() not in NOTICES and deliver_at is None:
         raise UnreadableEventError(f"event {where} have no positive integer version")
     if not subject or aggregate_id != subject:
         raise UnreadableEventError(f"event subject is not the {aggregate_type} id of its {where}")
     traceparent = properties.get("traceparent")
+    target = properties.get(TARGET_PROPERTY)
     return IncomingEvent(
         event_id=str(event.get_id()),
         aggregate_id=str(subject),
@@ -169,4 +187,5 @@ def from_message(
         dataref=dataref,
         traceparent=traceparent if isinstance(traceparent, str) and traceparent else None,
         deliver_at=deliver_at,
+        target=target if isinstance(target, str) and target else None,
     )

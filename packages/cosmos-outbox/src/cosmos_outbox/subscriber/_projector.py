@@ -13,15 +13,24 @@ and `apply`); the rest is here. Documents, all partitioned by aggregate id (`/pa
 - one gap record per quarantine notice (the outbox set the event of that version aside), id
   `gap-<version>`, `type` `quarantinedGap`, with the event id, action and reason: the gap is a
   known one, not a loss. The events after it are held as for any gap; the record is deleted in
-  the batch that applies that version when the operator replays the event.
+  the batch that applies that version when the operator replays the event;
+- one accepted gap per version an operator gave up (`OutboxEventDiscarded`: a quarantined event
+  discarded at the outbox, a dead letter discarded at this subscription, or the version
+  released by an operator), id `gap-<version>`, `type` `acceptedGap`, with the event id, action,
+  reason, who gave it up and when, expiring with the inbox records: the notice is applied as
+  that version (a version step: `Projection.apply` is called with it, as for an action the
+  projection does not handle), and the events held after it are applied in the same batches.
 
 Per event version:
 
 - version <= last applied: a duplicate (already applied) -> acknowledged, no effect;
 - version == last + 1: applied;
 - version > last + 1: a gap (an earlier event has not arrived: it was quarantined by the relay,
-  dead-lettered, or is still on its way) -> the event is held until the missing one arrives,
-  then applied with every held event that follows on without a gap.
+  dead-lettered, or is still on its way) -> the event is held until the missing one arrives
+  (or an operator gives it up), then applied with every held event that follows on without a
+  gap. Every hold says why, where an operator reads it: a warning naming the missing version,
+  what is known of it (quarantined by the outbox, with the reason; else not received) and the
+  command that releases it; the `subscriber.events.held` metric; and `status()`.
 
 A scheduled event (`IncomingEvent.scheduled`: published with a due time, delivered then) takes no
 place in the aggregate's order: it is applied when it arrives, to the projection as it is then,
@@ -51,15 +60,40 @@ from typing import Any
 from cosmos_outbox._sync_bridge import as_async
 from cosmos_outbox.errors import AlreadyExistsError
 from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation, DocumentStore
-from cosmos_outbox.subscriber._events import QUARANTINE_NOTICE, IncomingEvent
+from cosmos_outbox.subscriber import _telemetry as telemetry
+from cosmos_outbox.subscriber._bookkeeping import (
+    ACCEPTED_GAP_TYPE,
+    GAP_TYPE,
+    HELD_TYPE,
+    INBOX_TYPE,
+    gap_id,
+    held_id,
+    hold_reason,
+    inbox_id,
+    last_version,
+)
+from cosmos_outbox.subscriber._events import (
+    DISCARD_NOTICE,
+    NOTICES,
+    QUARANTINE_NOTICE,
+    IncomingEvent,
+)
+from cosmos_outbox.subscriber._status import SubscriberStatus, subscriber_status
 
 __all__ = [
+    "ACCEPTED_GAP_TYPE",
+    "GAP_TYPE",
+    "HELD_TYPE",
+    "INBOX_TYPE",
     "AsyncProjector",
     "Decision",
     "Outcome",
     "Projection",
     "Result",
     "decide",
+    "gap_id",
+    "held_id",
+    "inbox_id",
     "last_version",
 ]
 
@@ -86,10 +120,6 @@ class Decision(Enum):
     HOLD = "hold"
 
 
-def last_version(projection: Mapping[str, Any] | None) -> int:
-    return int(projection["version"]) if projection is not None else 0
-
-
 def decide(projection: Mapping[str, Any] | None, event: IncomingEvent) -> Decision:
     last = last_version(projection)
     if event.version <= last:
@@ -99,9 +129,6 @@ def decide(projection: Mapping[str, Any] | None, event: IncomingEvent) -> Decisi
     return Decision.HOLD
 
 
-INBOX_TYPE = "inboxRecord"
-HELD_TYPE = "heldEvent"
-GAP_TYPE = "quarantinedGap"
 # Held events applied per batch (a batch holds at most 100 operations: the projection, the
 # inbox record and one delete per held event).
 MAX_HELD_PER_BATCH = 50
@@ -114,6 +141,9 @@ class Outcome(Enum):
     DUPLICATE = "duplicate"
     HELD = "held"
     GAP_RECORDED = "gap recorded"
+    #: an operator gave the version up: recorded as an accepted gap, the held versions after
+    #: it applied
+    GAP_ACCEPTED = "gap accepted"
 
 
 @dataclass
@@ -121,18 +151,6 @@ class Result:
     outcome: Outcome
     applied: list[int] = field(default_factory=list)
     missing: int | None = None
-
-
-def inbox_id(event_id: str) -> str:
-    return f"inbox-{event_id}"
-
-
-def held_id(version: int) -> str:
-    return f"held-{version:012d}"
-
-
-def gap_id(version: int) -> str:
-    return f"gap-{version:012d}"
 
 
 def _held_event(document: dict[str, Any], aggregate_type: str) -> IncomingEvent:
@@ -185,9 +203,7 @@ class AsyncProjector:
             "action": event.type,
             "version": event.version,
             "held": held,
-            "ignored": (
-                event.type != QUARANTINE_NOTICE and not self._projection.handles(event.type)
-            ),
+            "ignored": event.type in NOTICES or not self._projection.handles(event.type),
             "processedAt": datetime.now(UTC).isoformat(),
             "ttl": self._inbox_ttl,
         }
@@ -210,6 +226,11 @@ class AsyncProjector:
         except _AlreadyProcessedError:
             return Result(Outcome.DUPLICATE)
 
+    async def status(self, *, aggregate_id: str | None = None) -> SubscriberStatus:
+        """What this projector holds and why, and the gaps operators accepted (of one aggregate
+        when given): `cosmos_outbox.subscriber.subscriber_status` on its container."""
+        return await subscriber_status(self._store, aggregate_id=aggregate_id)
+
     async def _handle(self, event: IncomingEvent) -> Result:
         partition = event.aggregate_id
         projection = await self._read(partition, partition)
@@ -217,8 +238,24 @@ class AsyncProjector:
             return await self._record_gap(projection, event)
         if event.scheduled:
             return await self._apply_scheduled(projection, event)
+        if event.type == DISCARD_NOTICE and event.version == 0:
+            logger.warning(
+                "%s %s: a discard notice without a version (event %s): nothing to give up",
+                event.aggregate_type,
+                partition,
+                event.data.get("eventId"),
+            )
+            return Result(Outcome.DUPLICATE)
         decision = decide(projection, event)
         if decision is Decision.DUPLICATE:
+            if event.type == DISCARD_NOTICE:
+                logger.info(
+                    "%s %s: version %d was given up (%s), but it was applied already",
+                    event.aggregate_type,
+                    partition,
+                    event.version,
+                    event.data.get("reason"),
+                )
             return Result(Outcome.DUPLICATE)
         if decision is Decision.HOLD:
             missing = last_version(projection) + 1
@@ -234,7 +271,9 @@ class AsyncProjector:
                 "id": held_id(event.version),
                 "partitionKey": partition,
                 "type": HELD_TYPE,
+                "aggregateType": event.aggregate_type,
                 "missingVersion": missing,
+                "heldAt": datetime.now(UTC).isoformat(),
                 "event": {
                     "id": event.event_id,
                     "type": event.type,
@@ -244,17 +283,36 @@ class AsyncProjector:
                 "ttl": -1,
             }
             await self._write_with_inbox(event, held, held=True)
+            telemetry.held(event.aggregate_type)
+            known = await self._read(gap_id(missing), partition)
+            why, release = hold_reason(event.aggregate_type, partition, missing, known)
             logger.warning(
-                "%s %s: event %s version %d held, version %d missing",
+                "%s %s: event %s version %d held, version %d missing: %s; %s",
                 event.aggregate_type,
                 partition,
                 event.event_id,
                 event.version,
                 missing,
+                why,
+                release,
+                extra={
+                    "outcome": "held",
+                    "aggregateType": event.aggregate_type,
+                    "aggregateId": partition,
+                    "version": event.version,
+                    "missingVersion": missing,
+                    "reason": why,
+                    "release": release,
+                },
             )
             return Result(Outcome.HELD, missing=missing)
         applied = await self._apply(projection, event, incoming=True)
-        outcome = Outcome.APPLIED if self._projection.handles(event.type) else Outcome.IGNORED
+        if event.type == DISCARD_NOTICE:
+            outcome = Outcome.GAP_ACCEPTED
+        elif self._projection.handles(event.type):
+            outcome = Outcome.APPLIED
+        else:
+            outcome = Outcome.IGNORED
         return Result(outcome, applied=applied)
 
     async def _apply_scheduled(
@@ -292,6 +350,51 @@ class AsyncProjector:
             inbox_first=True,
         )
 
+    def _accepted_gap(self, notice: IncomingEvent) -> dict[str, Any]:
+        """The record of a version an operator gave up (the discard notice's data)."""
+        data = notice.data
+        return {
+            "id": gap_id(notice.version),
+            "partitionKey": notice.aggregate_id,
+            "type": ACCEPTED_GAP_TYPE,
+            "aggregateType": notice.aggregate_type,
+            "version": notice.version,
+            "eventId": data.get("eventId"),
+            "action": data.get("action"),
+            "reason": data.get("reason"),
+            "discardedBy": data.get("discardedBy"),
+            "discardedAt": data.get("discardedAt"),
+            "subscription": data.get("subscription"),
+            "noticeId": notice.event_id,
+            "acceptedAt": datetime.now(UTC).isoformat(),
+            "ttl": self._inbox_ttl,
+        }
+
+    def _accepted(self, notice: IncomingEvent, step: list[IncomingEvent]) -> None:
+        telemetry.gap_accepted(notice.aggregate_type)
+        after = [item.version for item in step if item.version > notice.version]
+        logger.warning(
+            "%s %s: version %d given up by %s (event %s, %s: %s): accepted gap; %s",
+            notice.aggregate_type,
+            notice.aggregate_id,
+            notice.version,
+            notice.data.get("discardedBy"),
+            notice.data.get("eventId"),
+            notice.data.get("action"),
+            notice.data.get("reason"),
+            f"versions {after} applied after it" if after else "nothing was held after it",
+            extra={
+                "outcome": Outcome.GAP_ACCEPTED.value,
+                "aggregateType": notice.aggregate_type,
+                "aggregateId": notice.aggregate_id,
+                "version": notice.version,
+                "eventId": notice.data.get("eventId"),
+                "reason": notice.data.get("reason"),
+                "discardedBy": notice.data.get("discardedBy"),
+                "applied": after,
+            },
+        )
+
     async def _record_gap(self, projection: dict[str, Any] | None, event: IncomingEvent) -> Result:
         """A quarantine notice: the event of `event.version` was set aside by the outbox. Its
         gap is recorded (with the notice's inbox record, in one batch) unless that version is
@@ -303,6 +406,7 @@ class AsyncProjector:
             "id": gap_id(event.version),
             "partitionKey": partition,
             "type": GAP_TYPE,
+            "aggregateType": event.aggregate_type,
             "version": event.version,
             "eventId": event.data.get("eventId"),
             "action": event.data.get("action"),
@@ -350,17 +454,18 @@ class AsyncProjector:
                 operations.append(BatchOperation("create", updated))
             else:
                 operations.append(BatchOperation("replace", updated, if_match=projection["_etag"]))
-            operations += [
-                BatchOperation("delete", id=held_id(item.version))
-                for item in step
-                if not (with_inbox and item is event)
-            ]
-            operations += [
-                BatchOperation("delete", id=gap_id(item.version))
-                for item in step
-                if await self._read(gap_id(item.version), partition) is not None
-            ]
+            released = [item for item in step if not (with_inbox and item is event)]
+            operations += [BatchOperation("delete", id=held_id(item.version)) for item in released]
+            for item in step:
+                if item.type == DISCARD_NOTICE:
+                    operations.append(BatchOperation("upsert", self._accepted_gap(item)))
+                elif await self._read(gap_id(item.version), partition) is not None:
+                    operations.append(BatchOperation("delete", id=gap_id(item.version)))
             await self._batch(operations, partition, inbox_first=with_inbox)
+            telemetry.released(event.aggregate_type, len(released))
+            for item in step:
+                if item.type == DISCARD_NOTICE:
+                    self._accepted(item, step)
             applied += [item.version for item in step]
             if following is None:
                 return applied

@@ -14,6 +14,7 @@ from cosmos_outbox.ports import DocumentStore, PayloadStore
 from cosmos_outbox.subscriber._dispatch import AsyncDispatcher, settings_payloads
 from cosmos_outbox.subscriber._events import IncomingEvent
 from cosmos_outbox.subscriber._projector import AsyncProjector, Projection, Result
+from cosmos_outbox.subscriber._status import SubscriberStatus
 
 __all__ = ["Dispatcher", "Projector"]
 
@@ -35,6 +36,10 @@ class Projector:
         """Apply one event (see `AsyncProjector`)."""
         return run_sync(self.core.handle(event))
 
+    def status(self, *, aggregate_id: str | None = None) -> SubscriberStatus:
+        """What it holds, why and what releases it; the gaps operators accepted."""
+        return run_sync(self.core.status(aggregate_id=aggregate_id))
+
 
 class Dispatcher:
     """`AsyncDispatcher`, sync: its projector a sync `Projector`, its payload store the
@@ -48,6 +53,7 @@ class Dispatcher:
         ignored_actions: Iterable[str] = (),
         default_aggregate_type: str | None = None,
         payloads: Callable[[], PayloadStore] | None = None,
+        subscription: str | None = None,
     ) -> None:
         self.aggregate_type = aggregate_type
         self.core = AsyncDispatcher(
@@ -56,6 +62,7 @@ class Dispatcher:
             ignored_actions=ignored_actions,
             default_aggregate_type=default_aggregate_type,
             payloads=payloads or settings_payloads(asynchronous=False),
+            subscription=subscription,
         )
 
     def handle(self, message: func.ServiceBusMessage) -> Result | None:

@@ -7,14 +7,29 @@ from functools import cache
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import Counter
+    from opentelemetry.metrics import Counter, UpDownCounter
 
-__all__ = ["IGNORED", "INSTRUMENTATION_SCOPE", "ignored"]
+__all__ = [
+    "GAPS_ACCEPTED",
+    "HELD",
+    "IGNORED",
+    "INSTRUMENTATION_SCOPE",
+    "gap_accepted",
+    "held",
+    "ignored",
+    "released",
+]
 
 INSTRUMENTATION_SCOPE: Final = "cosmos_outbox.subscriber"
 #: Events acknowledged without a projection change because this subscriber does not handle
 #: them, by `subscriber.ignore_reason` and `cloudevents.event_type`.
 IGNORED: Final = "subscriber.events.ignored"
+#: Events held behind a missing version (up when one is held, down when it is applied), by
+#: `outbox.aggregate_type`: a sum above 0 that does not come down is a subscriber waiting; its
+#: log line at each hold and its status say on what, and what releases it.
+HELD: Final = "subscriber.events.held"
+#: Versions given up by an operator that this subscriber moved past (an accepted gap).
+GAPS_ACCEPTED: Final = "subscriber.gaps.accepted"
 
 
 @cache
@@ -29,6 +44,29 @@ def _ignored() -> Counter:
     )
 
 
+@cache
+def _held() -> UpDownCounter:
+    from opentelemetry import metrics
+
+    return metrics.get_meter(INSTRUMENTATION_SCOPE).create_up_down_counter(
+        HELD,
+        unit="{event}",
+        description="Events held behind a missing version, waiting for it (or for an "
+        "operator to give it up)",
+    )
+
+
+@cache
+def _accepted() -> Counter:
+    from opentelemetry import metrics
+
+    return metrics.get_meter(INSTRUMENTATION_SCOPE).create_counter(
+        GAPS_ACCEPTED,
+        unit="{version}",
+        description="Versions an operator gave up that this subscriber moved past",
+    )
+
+
 def ignored(event_type: str, reason: str, aggregate_type: str) -> None:
     _ignored().add(
         1,
@@ -38,3 +76,16 @@ def ignored(event_type: str, reason: str, aggregate_type: str) -> None:
             "outbox.aggregate_type": aggregate_type,
         },
     )
+
+
+def held(aggregate_type: str) -> None:
+    _held().add(1, {"outbox.aggregate_type": aggregate_type})
+
+
+def released(aggregate_type: str, count: int) -> None:
+    if count:
+        _held().add(-count, {"outbox.aggregate_type": aggregate_type})
+
+
+def gap_accepted(aggregate_type: str) -> None:
+    _accepted().add(1, {"outbox.aggregate_type": aggregate_type})

@@ -13,7 +13,8 @@ test holds on Azure too.
 - `event_fields(document)`: what a stored event document says (its envelope, and `data`: what
   the app published), whatever format it was stored in;
 - trigger inputs for the functions of an app's own (`service_bus_message`, `queue_message`,
-  `timer_request`);
+  `timer_request`), and a relayed message as a subscriber receives it (`delivered`: one of
+  `FakePublisher.messages`, ready for a `Dispatcher`; `dispatch_all`);
 - checks driven by an app's aggregates and routes (`check_event_mappings`, `check_commands`,
   `check_fields`, `check_openapi_events`, `check_text_schemas`): a mapping left out fails by name;
 - `cosmos_outbox.testing.contracts`: the contract suites to subclass, for the fakes and for the
@@ -25,6 +26,7 @@ Needs pytest (`pip install cosmos-outbox[testing]`) for the contract suites.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
@@ -34,8 +36,10 @@ from cosmos_outbox._domain import EVENTS
 from cosmos_outbox._mapper import EVENT_TYPE, EventFields, parse_time, scheduled
 from cosmos_outbox._mapper import fields as event_fields
 from cosmos_outbox._outbox import OutboxBase
+from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox._sync_bridge import as_async, run_sync
 from cosmos_outbox._wiring import Services
+from cosmos_outbox.ports import DeadLetterEntity
 from cosmos_outbox.settings import (
     DEFAULT_EVENT_TTL_SECONDS,
     DEFAULT_IDEMPOTENCY_TTL_SECONDS,
@@ -50,6 +54,8 @@ from cosmos_outbox.testing._checks import (
     check_text_schemas,
 )
 from cosmos_outbox.testing._committed import committed_events
+from cosmos_outbox.testing._dead_letters import InMemoryDeadLetters
+from cosmos_outbox.testing._delivery import delivered, dispatch_all
 from cosmos_outbox.testing._fakes import (
     FakePublisher,
     FixedBacklog,
@@ -71,6 +77,7 @@ __all__ = [
     "FunctionClient",
     "InMemory",
     "InMemoryBacklogEstimator",
+    "InMemoryDeadLetters",
     "InMemoryPayloadStore",
     "InMemoryScheduleQueue",
     "InMemoryStore",
@@ -84,6 +91,8 @@ __all__ = [
     "check_fields",
     "check_openapi_events",
     "check_text_schemas",
+    "delivered",
+    "dispatch_all",
     "event_fields",
     "in_memory",
     "queue_message",
@@ -120,6 +129,9 @@ class InMemory:
     #: the claim check's payload store (bodies too large for the publisher's batches)
     payloads: InMemoryPayloadStore
     services: Services
+    #: the dead-letter queues of the watched subscriptions (`subscriptions=`): a test
+    #: dead-letters what the publisher sent there (`dead_letter_message`)
+    dead_letters: InMemoryDeadLetters = field(default_factory=InMemoryDeadLetters)
     outbox: OutboxBase | None = None
     #: the schedule queue: the releases the relay scheduled, each with its time
     schedule: InMemoryScheduleQueue = field(default_factory=InMemoryScheduleQueue)
@@ -127,6 +139,8 @@ class InMemory:
     #: meanwhile is released (`release_due`); the store's TTLs run by it
     clock: KitClock = field(default_factory=KitClock)
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
+    #: the documents (and versions) `relay` handed over already
+    _relayed: set[Any] = field(default_factory=set, repr=False)
 
     def __post_init__(self) -> None:
         self.clock.on_advance(self._moved)
@@ -191,6 +205,26 @@ class InMemory:
         """The stored documents of a type (`domainEvent`, `quarantinedEvent`, ...)."""
         return self.store.of_type(type_)
 
+    def relay(self) -> list[OutboxMessage]:
+        """Relay what was written since the last call, as the change-feed trigger hands it to
+        the relay (the outbox's own relay: `outbox`'s, else one on these services); the
+        messages it sent (`FakePublisher.messages`' new ones: notices included), each ready for
+        a subscriber's `Dispatcher` (`delivered`, `dispatch_all`)."""
+        from cosmos_outbox._mapper import read_feed
+        from cosmos_outbox._wiring import Wiring
+
+        wiring = self.outbox.wiring() if self.outbox is not None else Wiring(self.services)
+        with self.store._lock:
+            changed = [
+                dict(d)
+                for key, d in self.store.documents.items()
+                if (key, d.get("_etag")) not in self._relayed
+            ]
+            self._relayed |= {(k, d.get("_etag")) for k, d in self.store.documents.items()}
+        before = len(self.publisher.messages)
+        run_sync(wiring.relay().relay(read_feed(changed, legacy=wiring.legacy)))
+        return self.publisher.messages[before:]
+
     def events(self, partition_key: str | None = None) -> list[IncomingEvent]:
         """The events committed so far (of one partition, when given), each as a subscriber
         reads its message (`cosmos_outbox.subscriber.IncomingEvent`: its `type`, `version`,
@@ -208,17 +242,26 @@ def in_memory(
     max_batch_bytes: int = 4096,
     topic: str = "test-events",
     max_payload_bytes: int = DEFAULT_PAYLOAD_MAX_BYTES,
+    subscriptions: Mapping[str, InMemoryStore | None] | None = None,
+    queues: tuple[str, ...] = (),
 ) -> InMemory:
     """Services on fakes (`world.services`), which `outbox` runs on inside `with in_memory(
     outbox) as world:`. An event too large for `max_batch_bytes` is offloaded to `payloads`
     (the claim check), or quarantined when its body is above `max_payload_bytes` (0: no claim
-    check). The store's time can be moved on (`store.elapse(seconds)`) to let TTLs run out."""
+    check). The store's time can be moved on (`store.elapse(seconds)`) to let TTLs run out, as
+    the kit's clock moves it (`world.clock.advance`).
+    `subscriptions`: the watched subscriptions (OUTBOX_SUBSCRIPTIONS), each with the store of
+    its subscriber's projections when the test has one; `queues`: watched queues; their
+    dead-letter queues are `world.dead_letters`."""
     clock = KitClock()
     store = InMemoryStore()
     publisher = FakePublisher(max_batch_bytes=max_batch_bytes)
     backlog = FixedBacklog()
     payloads = InMemoryPayloadStore()
     schedule = InMemoryScheduleQueue()
+    dead_letters = InMemoryDeadLetters()
+    watched = dict(subscriptions or {})
+    projections = {name: s for name, s in watched.items() if s is not None}
     services = Services(
         store=store,
         publisher=lambda: publisher,
@@ -230,6 +273,10 @@ def in_memory(
         event_ttl_seconds=event_ttl_seconds,
         idempotency_ttl_seconds=idempotency_ttl_seconds,
         max_payload_bytes=max_payload_bytes,
+        dead_letters=lambda: dead_letters,
+        watched=tuple(DeadLetterEntity(name) for name in watched)
+        + tuple(DeadLetterEntity(name, "queue") for name in queues),
+        subscriber_stores=lambda: projections,
     )
     return InMemory(
         store=store,
@@ -240,4 +287,5 @@ def in_memory(
         outbox=outbox,
         schedule=schedule,
         clock=clock,
+        dead_letters=dead_letters,
     )

@@ -504,7 +504,21 @@ class InMemoryBacklogEstimator(BacklogEstimator):
             if pending:
                 first = next(d for d in pending[0] if d.get("type") == EVENT_TYPE)
                 oldest = document_created_at(first)
-            found.append(LeaseBacklog(lease=lease, pending=len(pending), oldest_created_at=oldest))
+            ids = tuple(
+                str(d.get("id"))
+                for change in pending
+                for d in change
+                if d.get("type") == EVENT_TYPE
+            )
+            found.append(
+                LeaseBacklog(
+                    lease=lease,
+                    pending=len(pending),
+                    oldest_created_at=oldest,
+                    pending_ids=ids,
+                    pending_ids_complete=True,
+                )
+            )
         return found
 
 

@@ -25,7 +25,6 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 import azure.functions as func
-from azure.functions._abc import RetryContext, TraceContext
 from azure.functions.decorators.function_app import Function
 
 from cosmos_outbox.http._routing import http_routes
@@ -33,7 +32,15 @@ from cosmos_outbox.http._routing import http_routes
 __all__ = ["FunctionClient", "InvocationContext"]
 
 
-class _TraceContext(TraceContext):
+# The trace and retry contexts a `func.Context` hands out: the Functions library declares their
+# types in a private module (azure.functions._abc) and exports neither, so these are classes of
+# their own with the same properties (what a function reads: `context.trace_context.trace_parent`,
+# `context.retry_context.retry_count`), and `InvocationContext` declares them as `Any`.
+
+
+class _TraceContext:
+    """The W3C trace context of the invocation."""
+
     def __init__(self, trace_parent: str = "", trace_state: str = "") -> None:
         self._parent, self._state = trace_parent, trace_state
 
@@ -50,7 +57,7 @@ class _TraceContext(TraceContext):
         return {}
 
 
-class _RetryContext(RetryContext):
+class _RetryContext:
     """A first attempt: no retry yet, none configured."""
 
     @property
@@ -91,11 +98,11 @@ class InvocationContext(func.Context):
         return ""
 
     @property
-    def trace_context(self) -> TraceContext:
+    def trace_context(self) -> Any:  # its type is not a public name of azure.functions
         return self._trace
 
     @property
-    def retry_context(self) -> RetryContext:
+    def retry_context(self) -> Any:  # its type is not a public name of azure.functions
         return _RetryContext()
 
 

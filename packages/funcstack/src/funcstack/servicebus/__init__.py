@@ -10,11 +10,13 @@ from funcstack._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from funcstack.servicebus._config import connection_string
+    from funcstack.servicebus._control import control_request
     from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
 
 __all__ = [
     "ServiceBusEndpoint",
     "connection_string",
+    "control_request",
     "start_servicebus",
 ]
 
@@ -26,5 +28,6 @@ __getattr__, __dir__ = lazy_exports(
         "ServiceBusEndpoint": "funcstack.servicebus._launcher",
         "start_servicebus": "funcstack.servicebus._launcher",
         "connection_string": "funcstack.servicebus._config",
+        "control_request": "funcstack.servicebus._control",
     },
 )

@@ -346,12 +346,12 @@ class ReceiverEntity:
         copy.delivery_count = m.delivery_count
         props = dict(copy.app_properties or {})
         if reason is not None:
-            props[b"DeadLetterReason"] = reason
+            props["DeadLetterReason"] = reason
         if description is not None:
-            props[b"DeadLetterErrorDescription"] = description
+            props["DeadLetterErrorDescription"] = description
         copy.app_properties = props
         copy.app_properties_raw = b""  # re-encoded on delivery
-        copy.annotations[b"x-opt-deadletter-source"] = self.path
+        copy.annotations["x-opt-deadletter-source"] = self.path
         target.enqueue(copy)
 
     def release_owner(self, owner: object) -> None:
@@ -384,7 +384,7 @@ class ReceiverEntity:
             self.release(m, count=True)
 
 
-SCHEDULED_ENQUEUE_TIME = b"x-opt-scheduled-enqueue-time"
+SCHEDULED_ENQUEUE_TIME = "x-opt-scheduled-enqueue-time"
 #: A sender entity's key among the sequence counters (a queue's receiver has the same name).
 SENDER_PREFIX = "sender:"
 

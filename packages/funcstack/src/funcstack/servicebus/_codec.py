@@ -5,33 +5,34 @@ annotations the broker's: sequence number, enqueued time, lock token, locked-unt
 
 Follows the AMQP 1.0 message format (part 3.2) and the annotations Service Bus adds ("AMQP 1.0 in
 Azure Service Bus: request-response and message annotations", learn.microsoft.com); the encoding
-itself is the SDK's own codec (``azure.servicebus._pyamqp``). Pure: no I/O.
+is ``_amqp``'s (Apache Qpid Proton's codec). A section the broker does not change is kept and
+delivered as its sender encoded it; the values it reads keep their AMQP types. Pure: no I/O.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from azure.servicebus._pyamqp import _decode as amqp_decode
-from azure.servicebus._pyamqp import _encode as amqp_encode
-from azure.servicebus._pyamqp import message as amqp_message
-from azure.servicebus._pyamqp.types import TYPE, VALUE, AMQPTypes
-
+from funcstack.servicebus._amqp import (
+    described,
+    int32,
+    sections,
+    symbol,
+    text,
+    timestamp,
+    uint,
+)
+from funcstack.servicebus._amqp import encode as encode_value
 from funcstack.servicebus._broker import SCHEDULED_ENQUEUE_TIME, StoredMessage, now_ms
 from funcstack.servicebus._limits import check_header, check_ids, check_properties
 
+__all__ = ["BATCH_FORMAT", "batch_messages", "encode_stored", "pad", "parse_message", "text"]
+
 BATCH_FORMAT = 0x80013700
-MESSAGE_STATE = b"x-opt-message-state"
-PARTITION_KEY = b"x-opt-partition-key"
-VIA_PARTITION_KEY = b"x-opt-via-partition-key"
-
-
-def text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bytes | bytearray | memoryview):
-        return bytes(value).decode("utf-8")
-    return str(value)
+MESSAGE_STATE = symbol("x-opt-message-state")
+PARTITION_KEY = "x-opt-partition-key"
+VIA_PARTITION_KEY = "x-opt-via-partition-key"
+LOCK_TOKEN = symbol("x-opt-lock-token")
 
 
 def pad(values: list[Any] | None, n: int) -> list[Any]:
@@ -39,20 +40,10 @@ def pad(values: list[Any] | None, n: int) -> list[Any]:
     return out + [None] * (n - len(out))
 
 
-def split_sections(payload: bytes) -> list[tuple[int, bytes, Any]]:
-    """The message sections of an encoded message: (descriptor code, raw bytes, decoded value)."""
-    buf = memoryview(payload)
-    out: list[tuple[int, bytes, Any]] = []
-    while len(buf):
-        if buf[1] == 0x53:
-            code, start = buf[2], 3
-        else:  # 0x80: ulong descriptor
-            code, start = int.from_bytes(buf[2:10], "big"), 10
-        rest, value = amqp_decode._DECODE_BY_CONSTRUCTOR[buf[start]](buf[start + 1 :])
-        used = len(buf) - len(rest)
-        out.append((code, bytes(buf[:used]), value))
-        buf = rest
-    return out
+def batch_messages(payload: bytes) -> list[bytes]:
+    """The messages of an SDK batch (message format ``BATCH_FORMAT``): each data section of the
+    batch's envelope holds one encoded message."""
+    return [bytes(value) for code, _, value in sections(payload, bodies=True) if code == 0x75]
 
 
 def parse_message(payload: bytes, *, label: str | None = None) -> StoredMessage:
@@ -70,7 +61,7 @@ def parse_message(payload: bytes, *, label: str | None = None) -> StoredMessage:
     annotations: dict[Any, Any] = {}
     delivery_annotations: dict[Any, Any] | None = None
     header: list[Any] = []
-    for code, raw, value in split_sections(payload):
+    for code, raw, value in sections(payload):
         if code == 0x70:
             header = pad(value, 5)
         elif code == 0x72:
@@ -115,66 +106,35 @@ def parse_message(payload: bytes, *, label: str | None = None) -> StoredMessage:
 def encode_stored(m: StoredMessage, *, locked: bool) -> bytes:
     """The message as delivered to a receiver: header and annotations are the broker's."""
     out = bytearray()
-    header = amqp_message.Header(
-        durable=m.header[0],
-        priority=m.header[1],
-        ttl=m.header[2],
-        first_acquirer=None,
-        delivery_count=m.delivery_count,
-    )
-    amqp_encode.encode_value(out, amqp_encode.describe_performative(header))
+    durable, priority, ttl = m.header[0], m.header[1], m.header[2]
+    out += encode_value(described(0x70, [durable, priority, ttl, None, uint(m.delivery_count)]))
     delivery: dict[Any, Any] = dict(getattr(m, "delivery_annotations", None) or {})
     if locked and m.lock_token is not None:
         # the service gives the lock token in the delivery annotations too
-        delivery[b"x-opt-lock-token"] = {TYPE: AMQPTypes.uuid, VALUE: m.lock_token}
+        delivery[LOCK_TOKEN] = m.lock_token
     if delivery:
-        amqp_encode.encode_value(
-            out,
-            {
-                TYPE: AMQPTypes.described,
-                VALUE: (
-                    {TYPE: AMQPTypes.ulong, VALUE: 0x71},
-                    amqp_encode.encode_annotations(delivery),
-                ),
-            },
-        )
+        out += encode_value(described(0x71, delivery))
     ann: dict[Any, Any] = {
-        k: v
+        symbol(text(k)): v
         for k, v in m.annotations.items()
-        if not (isinstance(k, bytes) and k.startswith(b"x-opt-lock"))
+        if not str(text(k)).startswith("x-opt-lock")
     }
-    ann[b"x-opt-sequence-number"] = {TYPE: AMQPTypes.long, VALUE: m.seq}
+    ann[symbol("x-opt-sequence-number")] = m.seq  # a long
     scheduled = m.annotations.get(SCHEDULED_ENQUEUE_TIME)
     if isinstance(scheduled, int):
-        ann[SCHEDULED_ENQUEUE_TIME] = {TYPE: AMQPTypes.timestamp, VALUE: scheduled}
+        ann[symbol(SCHEDULED_ENQUEUE_TIME)] = timestamp(scheduled)
     # 0 active, 1 deferred, 2 scheduled (ServiceBusMessageState)
-    state = 2 if m.scheduled_ms else 1 if m.deferred else 0
-    ann[MESSAGE_STATE] = {TYPE: AMQPTypes.int, VALUE: state}
-    ann[b"x-opt-enqueued-time"] = {TYPE: AMQPTypes.timestamp, VALUE: m.enqueued_ms}
+    ann[MESSAGE_STATE] = int32(2 if m.scheduled_ms else 1 if m.deferred else 0)
+    ann[symbol("x-opt-enqueued-time")] = timestamp(m.enqueued_ms)
     if locked and m.locked_until_ms:
-        ann[b"x-opt-locked-until"] = {TYPE: AMQPTypes.timestamp, VALUE: m.locked_until_ms}
+        ann[symbol("x-opt-locked-until")] = timestamp(m.locked_until_ms)
     if m.lock_token is not None:
-        ann[b"x-opt-lock-token"] = {TYPE: AMQPTypes.uuid, VALUE: m.lock_token}
-    amqp_encode.encode_value(
-        out,
-        {
-            TYPE: AMQPTypes.described,
-            VALUE: ({TYPE: AMQPTypes.ulong, VALUE: 0x72}, amqp_encode.encode_annotations(ann)),
-        },
-    )
+        ann[LOCK_TOKEN] = m.lock_token
+    out += encode_value(described(0x72, ann))
     out += m.properties_raw
     if m.app_properties_raw:
         out += m.app_properties_raw
     elif m.app_properties:
-        amqp_encode.encode_value(
-            out,
-            {
-                TYPE: AMQPTypes.described,
-                VALUE: (
-                    {TYPE: AMQPTypes.ulong, VALUE: 0x74},
-                    amqp_encode.encode_application_properties(m.app_properties),
-                ),
-            },
-        )
+        out += encode_value(described(0x74, {text(k): v for k, v in m.app_properties.items()}))
     out += m.body_raw
     return bytes(out)

@@ -7,7 +7,9 @@ the endpoint's (``Endpoint``, implemented by ``_server.Server``).
 Follows the OASIS AMQP 1.0 specification (parts 2.4-2.8: connections, sessions, links, flow
 control, delivery state) and "AMQP 1.0 in Azure Service Bus and Event Hubs protocol guide"
 (learn.microsoft.com) for what Service Bus adds: the session filter, locked-until on attach, the
-link timeout, refusals by detach with an error. Frames are encoded with the SDK's own codec.
+link timeout, refusals by detach with an error. Frames are encoded and decoded by ``_amqp``
+(Apache Qpid Proton's codec); the connection's state machine is this module's, to answer as the
+service does where it differs from a strict peer (an unmapped channel's detach, below).
 """
 
 from __future__ import annotations
@@ -19,15 +21,39 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from azure.servicebus._pyamqp import _decode as amqp_decode
-from azure.servicebus._pyamqp import _encode as amqp_encode
-from azure.servicebus._pyamqp import endpoints, outcomes
-from azure.servicebus._pyamqp import error as amqp_error
-from azure.servicebus._pyamqp import performatives as perf
-from azure.servicebus._pyamqp.types import TYPE, VALUE, AMQPTypes
+from proton import Data
 
+from funcstack.servicebus._amqp import (
+    ACCEPTED,
+    ATTACH,
+    BEGIN,
+    CLOSE,
+    DETACH,
+    DISPOSITION,
+    END,
+    FLOW,
+    OPEN,
+    REJECTED,
+    SASL_FRAME,
+    SASL_MECHANISMS,
+    SASL_OUTCOME,
+    SOURCE,
+    TARGET,
+    TRANSFER,
+    array_of,
+    decode_frame_body,
+    error,
+    fields,
+    frame,
+    performative,
+    symbol,
+    text,
+    ubyte,
+    uint,
+    ulong,
+    ushort,
+)
 from funcstack.servicebus._broker import Broker, ReceiverEntity, SenderEntity, now_ms
-from funcstack.servicebus._codec import pad, text
 from funcstack.servicebus._limits import RefusedError
 
 logger = logging.getLogger(__name__)
@@ -37,23 +63,24 @@ AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
 MAX_FRAME_SIZE = 65536
 BIG_WINDOW = 2**31 - 1
 SENDER_CREDIT = 1000
-SESSION_FILTER = b"com.microsoft:session-filter"
-LOCKED_UNTIL_UTC = b"com.microsoft:locked-until-utc"
-LINK_TIMEOUT = b"com.microsoft:timeout"
-MAX_BATCH_SIZE = b"com.microsoft:max-message-batch-size"
+SESSION_FILTER = symbol("com.microsoft:session-filter")
+LOCKED_UNTIL_UTC = symbol("com.microsoft:locked-until-utc")
+LINK_TIMEOUT = symbol("com.microsoft:timeout")
+MAX_BATCH_SIZE = symbol("com.microsoft:max-message-batch-size")
+SASL_MECHANISM_NAMES = ("MSSBCBS", "ANONYMOUS", "PLAIN", "EXTERNAL")
 DATETIMEOFFSET_EPOCH = 621355968000000000
 ROLE_SENDER = False
 ROLE_RECEIVER = True
 
-COND_NOT_FOUND = b"amqp:not-found"
-COND_NOT_ALLOWED = b"amqp:not-allowed"
-COND_LOCK_LOST = b"com.microsoft:message-lock-lost"
-COND_SESSION_LOCKED = b"com.microsoft:session-cannot-be-locked"
-COND_SESSION_LOCK_LOST = b"com.microsoft:session-lock-lost"
-COND_TIMEOUT = b"com.microsoft:timeout"
-COND_MESSAGE_NOT_FOUND = b"com.microsoft:message-not-found"
-COND_ARGUMENT_ERROR = b"com.microsoft:argument-error"
-COND_INVALID_FIELD = b"amqp:invalid-field"
+COND_NOT_FOUND = "amqp:not-found"
+COND_NOT_ALLOWED = "amqp:not-allowed"
+COND_LOCK_LOST = "com.microsoft:message-lock-lost"
+COND_SESSION_LOCKED = "com.microsoft:session-cannot-be-locked"
+COND_SESSION_LOCK_LOST = "com.microsoft:session-lock-lost"
+COND_TIMEOUT = "com.microsoft:timeout"
+COND_MESSAGE_NOT_FOUND = "com.microsoft:message-not-found"
+COND_ARGUMENT_ERROR = "com.microsoft:argument-error"
+COND_INVALID_FIELD = "amqp:invalid-field"
 
 
 def entity_path(address: str) -> str:
@@ -64,16 +91,12 @@ def entity_path(address: str) -> str:
     return address.strip("/")
 
 
-def source_terminus(address: str | None, filters: dict[bytes, Any] | None = None) -> Any:
-    return endpoints.Source(*([None] * 11))._replace(address=address, filters=filters)
+def source_terminus(address: str | None, filters: dict[Any, Any] | None = None) -> Any:
+    return performative(SOURCE, address, None, None, None, None, None, None, filters)
 
 
 def target_terminus(address: str | None) -> Any:
-    return endpoints.Target(*([None] * 7))._replace(address=address)
-
-
-def amqp_failure(condition: bytes, description: str) -> Any:
-    return amqp_error.AMQPError(condition=condition, description=description, info=None)
+    return performative(TARGET, address)
 
 
 @dataclass(eq=False)
@@ -95,6 +118,7 @@ class Link:
     pending_deadline: float | None = None
     attach_fields: list[Any] = field(default_factory=list)
     partial: bytearray = field(default_factory=bytearray)
+    #: The fields of the first transfer of a delivery still arriving (``more``).
     first_transfer: list[Any] | None = None
     received: int = 0
 
@@ -145,14 +169,11 @@ class Connection:
         self.closed = False
 
     # ---- framing -------------------------------------------------------------------------
-    def send(self, channel: int, frame: Any, frame_type: bytes = b"\x00") -> None:
+    def send(self, channel: int, body: Any, *, payload: bytes = b"", frame_type: int = 0) -> None:
+        """A frame of ``body`` (a performative) on ``channel``, then a transfer's payload."""
         if self.closed:
             return
-        header, body = amqp_encode.encode_frame(frame, frame_type=frame_type)
-        if body is None:
-            self.writer.write(header)
-        else:
-            self.writer.write(header + channel.to_bytes(2, "big") + body)
+        self.writer.write(frame(channel, body, payload=payload, frame_type=frame_type))
 
     async def read_frame(self) -> tuple[int, int, memoryview | None]:
         head = await self.reader.readexactly(8)
@@ -168,16 +189,15 @@ class Connection:
             header = await self.reader.readexactly(8)
             if header == SASL_HEADER:
                 self.writer.write(SASL_HEADER)
+                mechanisms = [symbol(name) for name in SASL_MECHANISM_NAMES]
                 self.send(
                     0,
-                    perf.SASLMechanism(
-                        sasl_server_mechanisms=[b"MSSBCBS", b"ANONYMOUS", b"PLAIN", b"EXTERNAL"]
-                    ),
-                    frame_type=b"\x01",
+                    performative(SASL_MECHANISMS, array_of(Data.SYMBOL, mechanisms)),
+                    frame_type=SASL_FRAME,
                 )
                 await self.writer.drain()
-                _, _, data = await self.read_frame()  # sasl-init
-                self.send(0, perf.SASLOutcome(code=0, additional_data=None), frame_type=b"\x01")
+                await self.read_frame()  # sasl-init: any mechanism and credentials will do
+                self.send(0, performative(SASL_OUTCOME, ubyte(0)), frame_type=SASL_FRAME)
                 await self.writer.drain()
                 header = await self.reader.readexactly(8)
             if header != AMQP_HEADER:
@@ -188,8 +208,8 @@ class Connection:
                 _, channel, data = await self.read_frame()
                 if data is None:
                     continue  # heartbeat
-                code, fields = amqp_decode.decode_frame(data)
-                self.handle(code, channel, fields)
+                code, values, payload = decode_frame_body(data)
+                self.handle(code, channel, values, payload)
                 await self.writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError, OSError):
             pass
@@ -208,54 +228,43 @@ class Connection:
         self.sessions.clear()
 
     # ---- performatives -------------------------------------------------------------------
-    def handle(self, code: int, channel: int, f: list[Any]) -> None:
-        if code == 0x10:  # open
+    def handle(self, code: int, channel: int, f: list[Any], payload: memoryview) -> None:
+        if code == OPEN:
             self.remote_max_frame = int(f[2] or 4294967295)
             self.send(
                 0,
-                perf.OpenFrame(
-                    container_id="funcstack-servicebus",
-                    hostname=None,
-                    max_frame_size=MAX_FRAME_SIZE,
-                    channel_max=65535,
-                    idle_timeout=None,
-                    outgoing_locales=None,
-                    incoming_locales=None,
-                    offered_capabilities=None,
-                    desired_capabilities=None,
-                    properties=None,
+                performative(
+                    OPEN, "funcstack-servicebus", None, uint(MAX_FRAME_SIZE), ushort(65535)
                 ),
             )
-        elif code == 0x11:  # begin
+        elif code == BEGIN:
             session = Session(conn=self, channel=channel, next_incoming_id=int(f[1] or 0))
             self.sessions[channel] = session
             self.send(
                 channel,
-                perf.BeginFrame(
-                    remote_channel=channel,
-                    next_outgoing_id=0,
-                    incoming_window=BIG_WINDOW,
-                    outgoing_window=BIG_WINDOW,
-                    handle_max=65535,
-                    offered_capabilities=None,
-                    desired_capabilities=None,
-                    properties=None,
+                performative(
+                    BEGIN,
+                    ushort(channel),
+                    uint(0),
+                    uint(BIG_WINDOW),
+                    uint(BIG_WINDOW),
+                    uint(65535),
                 ),
             )
-        elif code == 0x18:  # close
-            self.send(0, perf.CloseFrame(error=None))
+        elif code == CLOSE:
+            self.send(0, performative(CLOSE))
             self.closed = True
-        elif 0x12 <= code <= 0x17 and channel not in self.sessions:
+        elif ATTACH <= code <= END and channel not in self.sessions:
             self.on_unmapped_channel(code, channel)
-        elif code == 0x12:
+        elif code == ATTACH:
             self.on_attach(self.sessions[channel], f)
-        elif code == 0x13:
+        elif code == FLOW:
             self.on_flow(self.sessions[channel], f)
-        elif code == 0x14:
-            self.on_transfer(self.sessions[channel], f)
-        elif code == 0x15:
+        elif code == TRANSFER:
+            self.on_transfer(self.sessions[channel], f, payload)
+        elif code == DISPOSITION:
             self.on_disposition(self.sessions[channel], f)
-        elif code == 0x16:  # detach
+        elif code == DETACH:
             session = self.sessions[channel]
             if int(f[0]) in session.detached:  # the answer to our detach
                 session.detached.discard(int(f[0]))
@@ -263,12 +272,12 @@ class Connection:
             link = session.links.pop(int(f[0]), None)
             if link is not None:
                 self.server.unlink(link)
-            self.send(channel, perf.DetachFrame(handle=int(f[0]), closed=True, error=None))
-        elif code == 0x17:  # end
+            self.send(channel, performative(DETACH, uint(int(f[0])), True))
+        elif code == END:
             session = self.sessions.pop(channel)
             for link in list(session.links.values()):
                 self.server.unlink(link)
-            self.send(channel, perf.EndFrame(error=None))
+            self.send(channel, performative(END))
 
     def on_unmapped_channel(self, code: int, channel: int) -> None:
         """A frame on a channel with no session: one ended already, or never begun.
@@ -278,10 +287,10 @@ class Connection:
         and its links are gone, there is nothing to answer); any other frame is a
         ``amqp:not-found`` error that closes the connection.
         """
-        if code in (0x16, 0x17):
+        if code in (DETACH, END):
             logger.debug(
                 "ignored a %s on channel %s: no session there (ended already)",
-                "detach" if code == 0x16 else "end",
+                "detach" if code == DETACH else "end",
                 channel,
                 extra={"channel": channel},
             )
@@ -290,7 +299,7 @@ class Connection:
         logger.warning(
             "closing a connection: frame 0x%x on %s", code, description, extra={"channel": channel}
         )
-        self.send(0, perf.CloseFrame(error=amqp_failure(COND_NOT_FOUND, description)))
+        self.send(0, performative(CLOSE, error(COND_NOT_FOUND, description)))
         self.closed = True
 
     def send_attach(
@@ -302,42 +311,41 @@ class Connection:
             # the client's sender learns the entity's limits here (the SDK sizes its batches
             # by the batch limit, as Service Bus announces it)
             max_message_size, max_batch_size = self.server.limits(link.sender_entity)
-            props = {MAX_BATCH_SIZE: {TYPE: AMQPTypes.ulong, VALUE: max_batch_size}}
+            props = {MAX_BATCH_SIZE: ulong(max_batch_size)}
         self.send(
             link.session.channel,
-            perf.AttachFrame(
-                name=link.name,
-                handle=link.handle,
-                role=role,
-                send_settle_mode=f[3],
-                rcv_settle_mode=f[4],
-                source=source,
-                target=target,
-                unsettled=None,
-                incomplete_unsettled=None,
-                initial_delivery_count=0 if role == ROLE_SENDER else None,
-                max_message_size=max_message_size,
-                offered_capabilities=None,
-                desired_capabilities=None,
-                properties=props,
+            performative(
+                ATTACH,
+                link.name,
+                uint(link.handle),
+                role,
+                None if f[3] is None else ubyte(int(f[3])),  # send-settle-mode, the client's
+                None if f[4] is None else ubyte(int(f[4])),  # receive-settle-mode
+                source,
+                target,
+                None,  # unsettled
+                None,  # incomplete-unsettled
+                uint(0) if role == ROLE_SENDER else None,  # initial-delivery-count
+                None if max_message_size is None else ulong(max_message_size),
+                None,  # offered-capabilities
+                None,  # desired-capabilities
+                props,
             ),
         )
 
-    def refuse_attach(self, link: Link, *, role: bool, condition: bytes, description: str) -> None:
+    def refuse_attach(self, link: Link, *, role: bool, condition: str, description: str) -> None:
         """Attach then detach with an error, the way the service refuses a link."""
         # No source/target: the client's link fails at once with the detach's error, so the
         # receiver's open raises (it does not report a link that is about to go).
         self.send_attach(link, role=role, source=None, target=None)
         self.send(
             link.session.channel,
-            perf.DetachFrame(
-                handle=link.handle, closed=True, error=amqp_failure(condition, description)
-            ),
+            performative(DETACH, uint(link.handle), True, error(condition, description)),
         )
         link.session.links.pop(link.handle, None)
         link.active = False
 
-    def detach_with_error(self, link: Link, condition: bytes, description: str) -> None:
+    def detach_with_error(self, link: Link, condition: str, description: str) -> None:
         """The service ends a link (a lost session lock): a detach with the error; the
         client's answering detach is not answered again."""
         session = link.session
@@ -348,16 +356,14 @@ class Connection:
         self.server.unlink(link)
         self.send(
             session.channel,
-            perf.DetachFrame(
-                handle=link.handle, closed=True, error=amqp_failure(condition, description)
-            ),
+            performative(DETACH, uint(link.handle), True, error(condition, description)),
         )
 
     def on_attach(self, session: Session, f: list[Any]) -> None:
         handle = int(f[1])
         client_role = bool(f[2])
-        source = pad(f[5], 11) if f[5] is not None else pad(None, 11)
-        target = pad(f[6], 7) if f[6] is not None else pad(None, 7)
+        source = fields(f[5], 11)
+        target = fields(f[6], 7)
         if client_role == ROLE_SENDER:
             address = text(target[0]) or ""
             path = entity_path(address)
@@ -486,8 +492,8 @@ class Connection:
             assert link.entity is not None
             until = link.entity.session_locked_until.get(link.session_id) or now_ms()
             ticks = DATETIMEOFFSET_EPOCH + until * 10000
-            props = {LOCKED_UNTIL_UTC: {TYPE: AMQPTypes.long, VALUE: ticks}}
-        target = pad(link.attach_fields[6], 7)
+            props = {LOCKED_UNTIL_UTC: ticks}  # a long: .NET ticks
+        target = fields(link.attach_fields[6], 7)
         self.send_attach(
             link,
             role=ROLE_SENDER,
@@ -501,18 +507,17 @@ class Connection:
         session = link.session
         self.send(
             session.channel,
-            perf.FlowFrame(
-                next_incoming_id=session.next_incoming_id,
-                incoming_window=BIG_WINDOW,
-                next_outgoing_id=session.next_outgoing_id,
-                outgoing_window=BIG_WINDOW,
-                handle=link.handle,
-                delivery_count=link.delivery_count,
-                link_credit=link.credit,
-                available=None,
-                drain=drain,
-                echo=None,
-                properties=None,
+            performative(
+                FLOW,
+                uint(session.next_incoming_id % 2**32),
+                uint(BIG_WINDOW),
+                uint(session.next_outgoing_id % 2**32),
+                uint(BIG_WINDOW),
+                uint(link.handle),
+                uint(link.delivery_count % 2**32),
+                uint(link.credit),
+                None,  # available
+                drain,
             ),
         )
 
@@ -529,14 +534,14 @@ class Connection:
             self.send_link_flow(link)
         self.server.schedule_pump()
 
-    def on_transfer(self, session: Session, f: list[Any]) -> None:
+    def on_transfer(self, session: Session, f: list[Any], data: memoryview) -> None:
         session.next_incoming_id += 1
         link = session.links.get(int(f[0]))
         if link is None:
             return
         if link.first_transfer is None:
             link.first_transfer = f
-        link.partial += bytes(f[11])
+        link.partial += data
         if f[5]:  # more
             return
         first = link.first_transfer
@@ -545,23 +550,19 @@ class Connection:
         link.partial = bytearray()
         link.delivery_count += 1
         link.received += 1
-        state: Any = outcomes.Accepted()
+        state: Any = performative(ACCEPTED)
         if link.kind == "send":
             try:
                 self.server.accept_send(link, payload, int(first[3] or 0))
             except RefusedError as exc:
-                state = outcomes.Rejected(error=amqp_failure(exc.condition, exc.description))
+                state = performative(REJECTED, error(exc.condition, exc.description))
             self.server.persist()  # durable before the sender hears it was accepted
         elif link.kind in ("cbs-in", "mgmt-in"):
             self.server.management(link, payload)
         if not first[4]:
-            disposition = perf.DispositionFrame(
-                role=ROLE_RECEIVER,
-                first=first[1],
-                last=first[1],
-                settled=True,
-                state=state,
-                batchable=None,
+            delivery_id = uint(int(first[1]))
+            disposition = performative(
+                DISPOSITION, ROLE_RECEIVER, delivery_id, delivery_id, True, state
             )
             if link.kind == "send" and self.server.settle_delay > 0:
                 asyncio.get_running_loop().call_later(
@@ -595,16 +596,10 @@ class Connection:
         self.server.persist()  # durable before the receiver hears it was settled
         if not f[3]:
             for delivery_id, echo in echoes:
+                settled = uint(delivery_id)
                 self.send(
                     session.channel,
-                    perf.DispositionFrame(
-                        role=ROLE_SENDER,
-                        first=delivery_id,
-                        last=delivery_id,
-                        settled=True,
-                        state=echo,
-                        batchable=None,
-                    ),
+                    performative(DISPOSITION, ROLE_SENDER, settled, settled, True, echo),
                 )
         self.server.schedule_pump()
 
@@ -618,15 +613,16 @@ class Connection:
             first = index == 0
             self.send(
                 session.channel,
-                perf.TransferFrame(
-                    handle=link.handle,
-                    delivery_id=delivery_id if first else None,
-                    delivery_tag=tag if first else None,
-                    message_format=0 if first else None,
-                    settled=settled if first else None,
-                    more=index < len(pieces) - 1,
-                    payload=piece,
+                performative(
+                    TRANSFER,
+                    uint(link.handle),
+                    uint(delivery_id % 2**32) if first else None,
+                    tag if first else None,
+                    uint(0) if first else None,  # message-format
+                    settled if first else None,
+                    index < len(pieces) - 1,  # more
                 ),
+                payload=piece,
             )
         link.delivery_count += 1
         link.credit = max(0, link.credit - 1)

@@ -12,7 +12,7 @@ instead: one JSON request per line over TCP, one JSON reply per line::
     -> {"ok": true, "warnings": [...]} | {"ok": false, "error": "..."}
 
 ``warnings``: one line per property the endpoint does not honour (``_entity_settings``), logged
-by the endpoint and by ``request``.
+by the endpoint and by ``control_request``.
 
 Properties and rules use the keys of the emulator's Config.json (LockDuration,
 MaxDeliveryCount, ...; ``Rules`` as in funcstack/servicebus/_filters.py).
@@ -88,8 +88,10 @@ async def serve_control(broker: Broker, host: str, port: int) -> tuple[asyncio.S
     return server, int(server.sockets[0].getsockname()[1])
 
 
-def request(host: str, port: int, payload: dict[str, Any], timeout: float = 10.0) -> None:
-    """Client side: send one request, raise on an error reply."""
+def control_request(host: str, port: int, payload: dict[str, Any], timeout: float = 10.0) -> None:
+    """Client side (public: ``funcstack.servicebus.control_request``): send one request to an
+    endpoint's control channel (``--control-port``; ``ServiceBusEndpoint.control_port``), raise
+    RuntimeError on an error reply, log its warnings."""
     with socket.create_connection((host, port), timeout=timeout) as sock:
         sock.sendall(json.dumps(payload).encode() + b"\n")
         data = b""

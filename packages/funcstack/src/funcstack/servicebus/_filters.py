@@ -33,7 +33,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from azure.servicebus._pyamqp import _decode as amqp_decode
+from funcstack.servicebus._amqp import decode_value, fields
 
 logger = logging.getLogger(__name__)
 
@@ -67,8 +67,12 @@ CORRELATION_FIELDS = (
 
 
 def _plain(value: Any) -> Any:
+    """A property's value as filters compare it: text as ``str`` (a symbol or a char too, which
+    the codec types as subclasses of it), numbers and the rest as they are."""
     if isinstance(value, bytes | bytearray | memoryview):
         return bytes(value).decode("utf-8", "replace")
+    if isinstance(value, str):
+        return str(value)
     return value
 
 
@@ -82,11 +86,7 @@ class Facts:
 
     @classmethod
     def of(cls, properties_raw: bytes, app_properties: Mapping[Any, Any] | None) -> Facts:
-        section: list[Any] = []
-        if properties_raw:
-            decoded = amqp_decode.decode_payload(memoryview(properties_raw))
-            section = list(decoded.properties or [])
-        section += [None] * (13 - len(section))
+        section = fields(decode_value(properties_raw)[0] if properties_raw else None, 13)
         system = {
             name: None if section[i] is None else str(_plain(section[i]))
             for name, i in SYSTEM_FIELDS.items()

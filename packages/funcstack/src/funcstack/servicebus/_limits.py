@@ -41,9 +41,9 @@ MAX_HEADER_BYTES = 64 * KB
 MAX_ENTITY_PATH_LENGTH = 260
 MAX_ENTITY_NAME_LENGTH = 50
 
-COND_SIZE = b"amqp:link:message-size-exceeded"
-COND_INTERNAL = b"amqp:internal-error"
-COND_OUT_OF_RANGE = b"com.microsoft:argument-out-of-range"
+COND_SIZE = "amqp:link:message-size-exceeded"
+COND_INTERNAL = "amqp:internal-error"
+COND_OUT_OF_RANGE = "com.microsoft:argument-out-of-range"
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,7 @@ def utf16_length(value: str) -> int:
 class RefusedError(Exception):
     """Why a sent message is refused: the AMQP error condition and its description."""
 
-    def __init__(self, condition: bytes, description: str) -> None:
+    def __init__(self, condition: str, description: str) -> None:
         super().__init__(description)
         self.condition = condition
         self.description = description

@@ -17,13 +17,23 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from azure.servicebus._pyamqp import _decode as amqp_decode
-from azure.servicebus._pyamqp import _encode as amqp_encode
-from azure.servicebus._pyamqp import message as amqp_message
-from azure.servicebus._pyamqp.types import TYPE, VALUE, AMQPTypes
+from proton import Data
 
+from funcstack.servicebus._amqp import (
+    array_of,
+    described,
+    encode,
+    fields,
+    int32,
+    named,
+    performative,
+    sections,
+    symbol,
+    text,
+    timestamp,
+)
 from funcstack.servicebus._broker import SCHEDULED_ENQUEUE_TIME, Broker, now_ms
-from funcstack.servicebus._codec import encode_stored, parse_message, text
+from funcstack.servicebus._codec import encode_stored, parse_message
 from funcstack.servicebus._connection import (
     COND_ARGUMENT_ERROR,
     COND_LOCK_LOST,
@@ -51,28 +61,33 @@ class Management:
 
     def handle(self, link: Link, payload: bytes) -> None:
         """Answer one request that arrived on ``link`` (``$cbs`` or an entity's ``$management``)."""
-        request = amqp_decode.decode_payload(memoryview(payload))
-        app = request.application_properties or {}
-        message_id = request.properties.message_id if request.properties else None
+        app: dict[str, Any] = {}
+        message_id: Any = None
+        body: dict[str, Any] = {}
+        for code, _, value in sections(payload, bodies=True):
+            if code == 0x73:  # properties: the answer's correlation-id is the request's id
+                message_id = fields(value, 13)[0]
+            elif code == 0x74:
+                app = named(value)
+            elif code == 0x77:  # amqp-value: the request's map
+                body = named(value)
         if link.kind == "cbs-in":
             response_app: dict[str, Any] = self._put_token(app)
-            value: Any = None
+            answer: Any = None
         else:
             try:
-                status, description, value, condition = self._management_op(
-                    link, app, request.value or {}
-                )
+                status, description, answer, condition = self._management_op(link, app, body)
             except (AttributeError, KeyError, TypeError, ValueError) as exc:
                 # a request missing an entry or with one of the wrong type: the service answers
                 # 400; the link and the connection go on
-                status, value, condition = 400, None, COND_ARGUMENT_ERROR
+                status, answer, condition = 400, None, COND_ARGUMENT_ERROR
                 description = f"The management request is malformed: {type(exc).__name__} {exc}"
                 logger.warning(
                     "refused a malformed $management request on %s: %s", link.address, description
                 )
-            response_app = {"statusCode": status, "statusDescription": description}
+            response_app = {"statusCode": int32(status), "statusDescription": description}
             if condition is not None:
-                response_app["errorCondition"] = {TYPE: AMQPTypes.symbol, VALUE: condition}
+                response_app["errorCondition"] = symbol(condition)
         self._persist()  # durable before the answer goes
         reply_link = None
         for candidate in link.session.links.values():
@@ -82,45 +97,46 @@ class Management:
                 reply_link = candidate
         if reply_link is None:
             return
-        response = amqp_message.Message(
-            properties=amqp_message.Properties(correlation_id=message_id),
-            application_properties=response_app,
-            value=value,
+        response = encode(performative(0x73, None, None, None, None, None, message_id)) + encode(
+            described(0x74, response_app)
         )
-        body = bytes(amqp_encode.encode_payload(bytearray(), response))
-        link.session.conn.send_transfer(reply_link, body, tag=uuid.uuid4().bytes_le, settled=True)
+        if answer is not None:
+            response += encode(described(0x77, answer))
+        link.session.conn.send_transfer(
+            reply_link, response, tag=uuid.uuid4().bytes_le, settled=True
+        )
 
-    def _put_token(self, app: dict[Any, Any]) -> dict[str, Any]:
+    def _put_token(self, app: dict[str, Any]) -> dict[str, Any]:
         """$cbs put-token: any token is accepted (keys are not checked locally), but the
         service refuses a token whose audience names an entity that does not exist — the
         client's open fails with an authentication error before any link is attached."""
-        audience = text(app.get(b"name")) or ""
+        audience = text(app.get("name")) or ""
         path = audience.split("://", 1)[-1].partition("/")[2].strip("/")
         for suffix in ("$management", "$deadletterqueue"):
             if path.lower().endswith(suffix):
                 path = path[: -len(suffix)].rstrip("/")
         if path and self.broker.sender(path) is None and self.broker.receiver(path) is None:
             return {
-                "status-code": 404,
+                "status-code": int32(404),
                 "status-description": f"The messaging entity '{path}' could not be found.",
             }
-        return {"status-code": 202, "status-description": "Accepted"}
+        return {"status-code": int32(202), "status-description": "Accepted"}
 
     def _schedule_op(
-        self, op: str, path: str, body: dict[Any, Any]
-    ) -> tuple[int, str, Any, bytes | None]:
+        self, op: str, path: str, body: dict[str, Any]
+    ) -> tuple[int, str, Any, str | None]:
         """schedule-message / cancel-scheduled-message on a queue's or topic's $management."""
         sender = self.broker.sender(path)
         if sender is None:
             return 404, f"The messaging entity '{path}' could not be found.", None, COND_NOT_FOUND
         if op == "cancel-scheduled-message":
-            for seq in body.get(b"sequence-numbers") or []:
+            for seq in body.get("sequence-numbers") or []:
                 sender.cancel(int(seq))  # the service ignores numbers it does not know
             return 200, "OK", None, None
         messages = []
-        for n, entry in enumerate(body.get(b"messages") or [], 1):
+        for n, entry in enumerate(body.get("messages") or [], 1):
             try:
-                m = parse_message(bytes(entry[b"message"]), label=f"scheduled message {n}")
+                m = parse_message(bytes(named(entry)["message"]), label=f"scheduled message {n}")
             except RefusedError as refused:
                 status = 500 if refused.condition == COND_INTERNAL else 400
                 return status, refused.description, None, refused.condition
@@ -144,19 +160,14 @@ class Management:
         return (
             200,
             "OK",
-            {
-                "sequence-numbers": {
-                    TYPE: AMQPTypes.array,
-                    VALUE: [{TYPE: AMQPTypes.long, VALUE: n} for n in numbers],
-                }
-            },
+            {"sequence-numbers": array_of(Data.LONG, numbers)},
             None,
         )
 
     def _management_op(
-        self, link: Link, app: dict[Any, Any], body: dict[Any, Any]
-    ) -> tuple[int, str, Any, bytes | None]:
-        operation = text(app.get(b"operation")) or ""
+        self, link: Link, app: dict[str, Any], body: dict[str, Any]
+    ) -> tuple[int, str, Any, str | None]:
+        operation = text(app.get("operation")) or ""
         path = entity_path(link.address)
         path = path[: -len("$management")].rstrip("/")
         op = operation.removeprefix("com.microsoft:")
@@ -168,17 +179,17 @@ class Management:
         lock_ms = int(entity.config.lock_duration * 1000)
         if op == "renew-lock":
             expirations = []
-            for token in body.get(b"lock-tokens") or []:
+            for token in body.get("lock-tokens") or []:
                 m = entity.by_lock(token)
                 if m is None:
                     return 410, "The lock supplied is invalid.", None, COND_LOCK_LOST
                 m.locked_until_ms = now_ms() + lock_ms
                 self.broker.touch(entity, m.seq)
-                expirations.append({TYPE: AMQPTypes.timestamp, VALUE: m.locked_until_ms})
+                expirations.append(timestamp(m.locked_until_ms))
             return 200, "OK", {"expirations": expirations}, None
         if op == "update-disposition":
-            status = text(body.get(b"disposition-status"))
-            for token in body.get(b"lock-tokens") or []:
+            status = text(body.get("disposition-status"))
+            for token in body.get("lock-tokens") or []:
                 m = entity.by_lock(token)
                 if m is None:
                     return 410, "The lock supplied is invalid.", None, COND_LOCK_LOST
@@ -189,30 +200,30 @@ class Management:
                 elif status == "suspended":
                     entity.dead_letter_message(
                         m,
-                        reason=text(body.get(b"deadletter-reason")),
-                        description=text(body.get(b"deadletter-description")),
+                        reason=text(body.get("deadletter-reason")),
+                        description=text(body.get("deadletter-description")),
                     )
                 elif status == "defered":
                     entity.defer(m)
             return 200, "OK", None, None
         if op in ("renew-session-lock", "get-session-state", "set-session-state"):
-            sid = text(body.get(b"session-id")) or ""
+            sid = text(body.get("session-id")) or ""
             if entity.session_owners.get(sid) is None:
                 return 410, "The session lock was lost.", None, COND_SESSION_LOCK_LOST
             if op == "renew-session-lock":
                 expiry = entity.renew_session(sid) or now_ms()
-                return 200, "OK", {"expiration": {TYPE: AMQPTypes.timestamp, VALUE: expiry}}, None
+                return 200, "OK", {"expiration": timestamp(expiry)}, None
             if op == "get-session-state":
                 return 200, "OK", {"session-state": entity.session_state.get(sid)}, None
-            state = body.get(b"session-state")
+            state = body.get("session-state")
             entity.session_state[sid] = bytes(state) if state is not None else None
             entity.session_updated_ms[sid] = now_ms()
             self.broker.touch_session(entity, sid)
             return 200, "OK", None, None
         if op == "peek-message":
-            start = int(body.get(b"from-sequence-number") or 0)
-            count = int(body.get(b"message-count") or 1)
-            peek_sid = text(body.get(b"session-id"))
+            start = int(body.get("from-sequence-number") or 0)
+            count = int(body.get("message-count") or 1)
+            peek_sid = text(body.get("session-id"))
             found = [
                 m
                 for m in entity.messages.values()
@@ -229,8 +240,8 @@ class Management:
         if op == "receive-by-sequence-number":
             out: list[dict[str, Any]] = []
             # receiver-settle-mode 0: a receive-and-delete receiver, the messages go now
-            delete = body.get(b"receiver-settle-mode") == 0
-            for seq in body.get(b"sequence-numbers") or []:
+            delete = body.get("receiver-settle-mode") == 0
+            for seq in body.get("sequence-numbers") or []:
                 m = entity.messages.get(int(seq))
                 if m is None or not m.deferred:
                     return 404, f"Message {seq} not found.", None, COND_MESSAGE_NOT_FOUND
@@ -249,7 +260,7 @@ class Management:
                 out.append({"message": encode_stored(m, locked=True), "lock-token": m.lock_token})
             return 200, "OK", {"messages": out}, None
         if op == "get-message-sessions":
-            since = body.get(b"last-updated-time")
+            since = body.get("last-updated-time")
             if isinstance(since, int) and since < DATETIME_MAX_MS:
                 # a filter (DateTime.MaxValue means none): sessions whose state was set after
                 sessions = sorted(
@@ -262,5 +273,5 @@ class Management:
             501,
             f"Operation {operation} is not supported by the local endpoint.",
             None,
-            (b"amqp:not-implemented"),
+            "amqp:not-implemented",
         )

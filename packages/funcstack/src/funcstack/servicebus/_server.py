@@ -28,18 +28,26 @@ import logging
 import socket
 import ssl
 import uuid
-from typing import Any
+from typing import Any, cast
 
-from azure.servicebus._pyamqp import outcomes
-
+from funcstack.servicebus._amqp import (
+    ACCEPTED,
+    MODIFIED,
+    REJECTED,
+    RELEASED,
+    Described,
+    error,
+    fields,
+    named,
+    performative,
+    text,
+)
 from funcstack.servicebus._broker import Broker, ReceiverEntity, SenderEntity
 from funcstack.servicebus._codec import (
     BATCH_FORMAT,
+    batch_messages,
     encode_stored,
-    pad,
     parse_message,
-    split_sections,
-    text,
 )
 from funcstack.servicebus._connection import (
     COND_LOCK_LOST,
@@ -49,7 +57,6 @@ from funcstack.servicebus._connection import (
     ROLE_SENDER,
     Connection,
     Link,
-    amqp_failure,
 )
 from funcstack.servicebus._limits import RefusedError, check_size
 from funcstack.servicebus._management import Management
@@ -232,9 +239,8 @@ class Server:
         max_message, max_batch = self.limits(entity)
         if message_format == BATCH_FORMAT:
             check_size(len(payload), max_batch, what="batch")
-            inner = [bytes(value) for code, _, value in split_sections(payload) if code == 0x75]
             messages = []
-            for n, data in enumerate(inner, 1):
+            for n, data in enumerate(batch_messages(payload), 1):
                 check_size(len(data), max_message, what=f"message {n} of the batch")
                 messages.append(parse_message(data, label=f"message {n} of the batch"))
         else:
@@ -252,40 +258,41 @@ class Server:
 
     # ---- settlement ----------------------------------------------------------------------
     def settle(self, link: Link, token: uuid.UUID | None, state: Any) -> Any:
+        """A receiver's outcome for a delivery (a described outcome, part 3.4; none: accepted)
+        applied to its message; the outcome the endpoint answers with."""
         entity = link.entity
         m = entity.by_lock(token) if entity is not None and token is not None else None
         if entity is None or m is None:
-            return outcomes.Rejected(
-                error=amqp_failure(
+            return performative(
+                REJECTED,
+                error(
                     COND_LOCK_LOST,
                     "The lock supplied is invalid. Either the lock expired, or the message has "
                     "already been removed from the queue.",
-                )
+                ),
             )
-        state = state or {"accepted": []}
-        if "accepted" in state:
+        outcome = int(cast(int, state.descriptor)) if isinstance(state, Described) else ACCEPTED
+        if outcome == ACCEPTED:
             entity.complete(m)
-            return outcomes.Accepted()
-        if "modified" in state:
-            fields = pad(state["modified"], 3)
-            if fields[1]:
+            return performative(ACCEPTED)
+        if outcome == MODIFIED:
+            failed, undeliverable_here, _ = fields(state, 3)
+            if undeliverable_here:
                 entity.defer(m)
             else:
-                entity.release(m, count=bool(fields[0]))
-            return outcomes.Modified(
-                delivery_failed=fields[0], undeliverable_here=fields[1], message_annotations=None
-            )
-        if "rejected" in state:
-            err = pad(state["rejected"], 1)[0]
-            info = (pad(err, 3)[2] if err else None) or {}
+                entity.release(m, count=bool(failed))
+            return performative(MODIFIED, failed, undeliverable_here)
+        if outcome == REJECTED:
+            [err] = fields(state, 1)
+            info = named(fields(err, 3)[2])
             entity.dead_letter_message(
                 m,
-                reason=text(info.get(b"DeadLetterReason")),
-                description=text(info.get(b"DeadLetterErrorDescription")),
+                reason=text(info.get("DeadLetterReason")),
+                description=text(info.get("DeadLetterErrorDescription")),
             )
-            return outcomes.Rejected(error=None)
+            return performative(REJECTED)
         entity.release(m, count=False)
-        return outcomes.Released()
+        return performative(RELEASED)
 
     def management(self, link: Link, payload: bytes) -> None:
         self._management.handle(link, payload)

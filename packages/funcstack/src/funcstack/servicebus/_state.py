@@ -46,7 +46,10 @@ from funcstack.servicebus._broker import (
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 2  # the format before, a pickle of the whole broker, was 1
+#: 3: messages' annotations and properties as python-qpid-proton decodes them (symbols and
+#: strings as str, keeping their AMQP types); 2: as azure-servicebus' codec did (bytes); 1: a
+#: pickle of the whole broker. A file of another format is started empty, saying so.
+SCHEMA_VERSION = 3
 #: Seconds between two sweeps of expired duplicate-detection entries from the file.
 SEEN_SWEEP_SECONDS = 60.0
 _SQLITE_MAGIC = b"SQLite format 3\x00"

@@ -115,7 +115,7 @@
     }
     var question = replay
       ? "Replay these " + ids.length + " events? Each one that can be sent now reaches subscribers in its session, after the quarantine notice they already have."
-      : "Discard these " + ids.length + " events for good? No message is ever sent for them.";
+      : "Discard these " + ids.length + " events? Each one's version is given up: subscribers receive a discard notice in its place, record an accepted gap and apply the versions after it; the events themselves are never sent.";
     var more = ids.map(function (id) { return "Event " + id; });
     if (!replay) {
       more.unshift("Reason: " + reason.trim());

@@ -28,6 +28,11 @@ from __future__ import annotations
 
 from cosmos_outbox._lazy import lazy_exports
 from cosmos_outbox.testing.contracts._backlog import BacklogEstimatorContract
+from cosmos_outbox.testing.contracts._dead_letters import (
+    DeadLetterContract,
+    DeadLetterWorld,
+    InMemoryDeadLetterWorld,
+)
 from cosmos_outbox.testing.contracts._idempotency import IdempotencyContract
 from cosmos_outbox.testing.contracts._payloads import PayloadStoreContract
 from cosmos_outbox.testing.contracts._publisher import PublisherContract
@@ -64,11 +69,14 @@ __all__ = [
     "AggregateExample",
     "BacklogEstimatorContract",
     "BacklogWorld",
+    "DeadLetterContract",
+    "DeadLetterWorld",
     "Delivery",
     "EventLoop",
     "FakePublisherWorld",
     "IdempotencyContract",
     "InMemoryBacklogWorld",
+    "InMemoryDeadLetterWorld",
     "InMemoryPayloadWorld",
     "InMemoryScheduleWorld",
     "InMemoryStoreWorld",

@@ -17,16 +17,16 @@ from cosmos_outbox.ports import LeaseBacklog
 from cosmos_outbox.testing.contracts._worlds import BacklogWorld
 
 
-def _commit(world: BacklogWorld, *, events: int, document: bool = True) -> None:
+def _commit(world: BacklogWorld, *, events: int, document: bool = True) -> list[str]:
     """One transaction in a partition of its own: a document of the app's own and `events`
-    published events (none: a change that carries no event)."""
+    published events (none: a change that carries no event); the events' ids."""
     partition = f"customer-{uuid.uuid4().hex[:12]}"
     with world.store_world.transaction(partition, entity="customer") as tx:
         if document:
             tx.create({"id": f"booking-{partition}", "type": "booking", "seats": 2})
         for number in range(events):
             tx.publish("BookingNoted", {"number": number})
-        tx.commit()
+        return list(tx.commit().events)
 
 
 class BacklogEstimatorContract:
@@ -82,3 +82,17 @@ class BacklogEstimatorContract:
         assert sum(lease.pending for lease in leases) == 1
         [oldest] = [lease.oldest_created_at for lease in leases if lease.pending]
         assert oldest is not None and oldest >= after - 5  # the new change's, not the first's
+
+    def test_the_pending_events_are_named_until_the_relay_checkpointed_them(
+        self, world: BacklogWorld
+    ) -> None:
+        """What the journey of an event reads: an event among a lease's pending ids is not
+        relayed yet; a lease read to the end of its feed says its ids are all of them."""
+        first = _commit(world, events=2)
+        leases = self.estimate(world)
+        assert set(first) <= {i for lease in leases for i in lease.pending_ids}
+        assert all(lease.pending_ids_complete for lease in leases)  # a short backlog: all read
+        world.checkpoint()
+        later = _commit(world, events=1)
+        named = {i for lease in self.estimate(world) for i in lease.pending_ids}
+        assert set(later) <= named and not set(first) & named

@@ -128,16 +128,28 @@ class QuarantineContract:
         assert again.quarantined_at == first.quarantined_at
         assert world.quarantine.count() == 1
 
-    def test_a_discarded_record_is_gone(self, world: StoreWorld, example: AggregateExample) -> None:
+    def test_a_discarded_record_is_kept_as_discarded_and_no_longer_counted(
+        self, world: StoreWorld, example: AggregateExample
+    ) -> None:
         doc = _stored(example)[0]
         world.quarantine.put(outbox_record(doc), reason="r")
         entry = world.quarantine.get(doc["id"])
-        world.quarantine.discard(entry)
+        assert world.quarantine.count() == 1
+        gone = world.quarantine.discard(
+            entry, by="admin key", reason="typed by hand", ttl_seconds=60
+        )
+        assert (gone.status, gone.discarded_by, gone.discard_reason) == (
+            "discarded",
+            "admin key",
+            "typed by hand",
+        )
+        assert world.quarantine.get(doc["id"]).discarded
+        assert world.quarantine.count() == 0
+        world.expire(entry.aggregate_id, f"quarantine-{doc['id']}")
         with pytest.raises(NotFoundError):
             world.quarantine.get(doc["id"])
         with pytest.raises(NotFoundError):
-            world.quarantine.discard(entry)
-        assert world.quarantine.count() == 0
+            world.quarantine.discard(entry, by="admin key", reason="again", ttl_seconds=60)
 
     def test_events_since_selects_by_creation_time_and_aggregate(
         self, world: StoreWorld, example: AggregateExample

@@ -1,0 +1,730 @@
+"""The operators' recovery routes, on the operators' blueprint (`operator_routes`): the outbox's
+health for an app of its own (`outbox/health`, anonymous), the dead letters of the watched
+subscriptions and queues (count, list, peek, resubmit, discard), the journey of an event or an
+aggregate, and the subscribers (what they hold and why; releasing it). Their use cases are
+`cosmos_outbox._recovery`'s, run by the operators' (`OutboxOperators`); the command line
+(`cosmos-outbox`) and the console call these routes, and nothing else.
+
+Each route but `outbox/health` is declared with the operators' `operation` (both doors: the
+admin key's and the signed-in operator's, `cosmos_outbox._console.doors`); who acts is the
+operator the door admitted (`cosmos_outbox._actor.current_actor()`, read by the use cases).
+Every action's answer says what subscribers will see (`subscribersWillSee`), as its audit line
+does. `outbox/health` is anonymous, declared with `anonymous` (neither door).
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Annotated, Any, Self
+
+from pydantic import Field, TypeAdapter, model_validator
+
+from cosmos_outbox._blueprints.operator_types import (
+    AggregateType,
+    Instant,
+    OperatorReason,
+)
+from cosmos_outbox._records import OutboxMessage
+from cosmos_outbox._recovery.dead_letters import (
+    MAX_PER_CALL,
+    ActionReport,
+    Described,
+    LetterFilter,
+    Selection,
+)
+from cosmos_outbox.errors import InvalidContinuationError
+from cosmos_outbox.http._call import HttpCall, Reply
+from cosmos_outbox.http._declaration import PathParameter, QueryParameter
+from cosmos_outbox.http._models import Identifier, Model, PageView, RequestModel
+from cosmos_outbox.http._paging import next_token
+from cosmos_outbox.text import Text
+
+if TYPE_CHECKING:
+    from cosmos_outbox._recovery.journey import AggregateJourney, EventJourney
+    from cosmos_outbox._recovery.subscribers import Released, SubscriberView
+    from cosmos_outbox._relay.operator_actions import Discarded
+    from cosmos_outbox._wiring import Wiring
+
+__all__ = [
+    "DeadLetterSelection",
+    "DiscardView",
+    "NoticeView",
+    "ReleaseRequest",
+    "recovery_routes",
+]
+
+ENTITY = PathParameter("entity", "the subscription or queue")
+SEQUENCE = PathParameter(
+    "sequenceNumber", "the dead letter's sequence number", pattern=r"^[0-9]{1,19}$", max_length=19
+)
+SUBSCRIPTION = PathParameter("subscription", "the subscription")
+AGGREGATE_TYPE = PathParameter(
+    "aggregateType", "the aggregate type", pattern=r"^[A-Za-z][A-Za-z0-9]{0,63}$", max_length=64
+)
+AGGREGATE_ID = PathParameter("aggregateId", "the aggregate id")
+PARAMETERS = {p.name: p for p in (ENTITY, SEQUENCE, SUBSCRIPTION, AGGREGATE_TYPE, AGGREGATE_ID)}
+_ERRORS = (400, 404, 429, 500, 503)
+
+
+# -- views ---------------------------------------------------------------------------------------
+
+
+class NoticeView(Model):
+    """A notice an action sent: its MessageId and Subject, the session (aggregate) and version
+    it stands at, and the one subscription it was sent to (null: every one)."""
+
+    message_id: str
+    subject: str
+    aggregate_type: str
+    session_id: str
+    version: int
+    subscription: str | None
+
+    @classmethod
+    def of(cls, notice: OutboxMessage) -> NoticeView:
+        target = notice.application_properties.get("outboxTarget")
+        return cls(
+            message_id=notice.message_id,
+            subject=notice.subject,
+            aggregate_type=notice.aggregate_type,
+            session_id=notice.session_id,
+            version=notice.version,
+            subscription=str(target) if target is not None else None,
+        )
+
+
+class DiscardView(Model):
+    """The answer to a discard of a quarantined event: what was given up, by whom, the notice
+    sent, and what subscribers will see."""
+
+    event_id: str
+    aggregate_type: str | None
+    aggregate_id: str
+    action: str | None
+    version: int | None
+    status: str
+    reason: str
+    discarded_by: str | None
+    discarded_at: datetime | None
+    notice: NoticeView | None
+    subscribers_will_see: str
+
+    @classmethod
+    def of(cls, discarded: Discarded) -> DiscardView:
+        entry = discarded.entry
+        return cls(
+            event_id=entry.event_id,
+            aggregate_type=entry.aggregate_type,
+            aggregate_id=entry.aggregate_id,
+            action=entry.action,
+            version=entry.version,
+            status=entry.status,
+            reason=entry.discard_reason or "",
+            discarded_by=entry.discarded_by,
+            discarded_at=entry.discarded_at,
+            notice=NoticeView.of(discarded.notice) if discarded.notice is not None else None,
+            subscribers_will_see=discarded.subscribers_will_see,
+        )
+
+
+class EntityCountView(Model):
+    name: str
+    kind: str
+    dead_letters: int | None
+    #: the count stopped at its limit: there are at least that many
+    at_least: bool
+    error: str | None = None
+
+
+class DeadLetterCountsView(Model):
+    entities: list[EntityCountView]
+
+
+class DeadLetterItem(Model):
+    """A dead letter, summarised: what it is (the outbox's event or notice it carries, when it
+    is one), why it was dead-lettered, how often it was delivered, when it was enqueued."""
+
+    sequence_number: int
+    message_id: str | None
+    event_id: str | None
+    aggregate_type: str | None
+    aggregate_id: str | None
+    action: str | None
+    version: int | None
+    session_id: str | None
+    dead_letter_reason: str | None
+    dead_letter_description: str | None
+    delivery_count: int
+    enqueued_time: datetime | None
+    resubmissions: int
+
+    @classmethod
+    def of(cls, described: Described) -> DeadLetterItem:
+        letter = described.letter
+        return cls(
+            sequence_number=letter.sequence_number,
+            message_id=letter.message_id,
+            event_id=described.event_id,
+            aggregate_type=described.aggregate_type,
+            aggregate_id=described.aggregate_id,
+            action=described.action,
+            version=described.version,
+            session_id=letter.session_id,
+            dead_letter_reason=letter.reason,
+            dead_letter_description=letter.description,
+            delivery_count=letter.delivery_count,
+            enqueued_time=(
+                datetime.fromtimestamp(letter.enqueued_at, UTC)
+                if letter.enqueued_at is not None
+                else None
+            ),
+            resubmissions=described.resubmissions,
+        )
+
+
+class DeadLetterPage(PageView):
+    items: list[DeadLetterItem]
+
+
+class DeadLetterView(DeadLetterItem):
+    """One dead letter, whole: its body (text when it is UTF-8, else base64), content type,
+    subject and application properties besides the summary."""
+
+    content_type: str | None
+    subject: str | None
+    body: str
+    body_encoding: str
+    application_properties: dict[str, Any]
+
+    @classmethod
+    def whole(cls, described: Described) -> DeadLetterView:
+        letter = described.letter
+        try:
+            body, encoding = letter.body.decode("utf-8"), "utf-8"
+        except UnicodeDecodeError:
+            body, encoding = base64.b64encode(letter.body).decode("ascii"), "base64"
+        return cls(
+            **DeadLetterItem.of(described).model_dump(),
+            content_type=letter.content_type,
+            subject=letter.subject,
+            body=body,
+            body_encoding=encoding,
+            application_properties={
+                str(k): v if isinstance(v, str | int | float | bool) or v is None else str(v)
+                for k, v in letter.application_properties.items()
+            },
+        )
+
+
+class HandledView(Model):
+    sequence_number: int
+    event_id: str | None
+    aggregate_type: str | None
+    aggregate_id: str | None
+    version: int | None
+    #: the MessageId of what was sent for it (the resubmission, or the discard notice)
+    sent_message_id: str | None
+    #: null: done; else why not (it stays in the dead-letter queue)
+    failure: str | None
+
+
+class DeadLetterActionView(Model):
+    """What a resubmit or a discard did: the dead letters handled (done or not, and why), how
+    many matching ones remain (call again), and what subscribers will see."""
+
+    action: str
+    entity: str
+    done: int
+    failed: int
+    remaining: int
+    handled: list[HandledView]
+    subscribers_will_see: str
+
+    @classmethod
+    def of(cls, report: ActionReport) -> DeadLetterActionView:
+        return cls(
+            action=report.action,
+            entity=report.entity.name,
+            done=len(report.done),
+            failed=len(report.failed),
+            remaining=report.remaining,
+            handled=[
+                HandledView(
+                    sequence_number=h.described.letter.sequence_number,
+                    event_id=h.described.event_id,
+                    aggregate_type=h.described.aggregate_type,
+                    aggregate_id=h.described.aggregate_id,
+                    version=h.described.version,
+                    sent_message_id=h.sent.message_id if h.sent is not None else None,
+                    failure=h.outcome,
+                )
+                for h in report.handled
+            ],
+            subscribers_will_see=report.subscribers_will_see,
+        )
+
+
+FilterText = Annotated[str, Text(max_length=200)]
+
+
+class DeadLetterSelection(RequestModel):
+    """Which dead letters: `sequenceNumbers` (at most 100), or those matching a filter (an
+    aggregate type and id, an action, text in the dead-letter reason or description, enqueued
+    since / until), or `all: true`; exactly one of the three."""
+
+    sequence_numbers: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=100)] = []
+    aggregate_type: AggregateType | None = None
+    aggregate_id: Identifier | None = None
+    action: Identifier | None = None
+    dead_letter_reason: FilterText | None = None
+    since: Instant | None = None
+    until: Instant | None = None
+    all: bool = False
+
+    @model_validator(mode="after")
+    def _one_way(self) -> Self:
+        ways = [bool(self.sequence_numbers), not self.filter.empty, self.all]
+        if sum(ways) != 1:
+            raise ValueError(
+                "name the dead letters one way: sequenceNumbers, or a filter (aggregateType, "
+                "aggregateId, action, deadLetterReason, since, until), or all: true"
+            )
+        return self
+
+    @property
+    def filter(self) -> LetterFilter:
+        return LetterFilter(
+            aggregate_type=self.aggregate_type,
+            aggregate_id=self.aggregate_id,
+            action=self.action,
+            reason=self.dead_letter_reason,
+            since=self.since,
+            until=self.until,
+        )
+
+    @property
+    def selection(self) -> Selection:
+        return Selection(tuple(self.sequence_numbers), self.filter, self.all)
+
+
+class DeadLetterDiscard(DeadLetterSelection):
+    """A selection of dead letters to give up, and why (the audit line, the notices)."""
+
+    reason: OperatorReason
+
+
+class ReleaseRequest(RequestModel):
+    """Give one version of an aggregate up at one subscription, and why."""
+
+    aggregate_type: AggregateType
+    aggregate_id: Identifier
+    version: Annotated[int, Field(ge=1)]
+    reason: OperatorReason
+
+
+class ReleaseView(Model):
+    subscription: str
+    notice: NoticeView
+    subscribers_will_see: str
+
+    @classmethod
+    def of(cls, released: Released) -> ReleaseView:
+        return cls(
+            subscription=released.subscription,
+            notice=NoticeView.of(released.notice),
+            subscribers_will_see=released.subscribers_will_see,
+        )
+
+
+class HeldView(Model):
+    aggregate_type: str | None
+    aggregate_id: str
+    last_applied: int
+    missing_version: int
+    held_versions: list[int]
+    held_since: datetime | None
+    reason: str
+    release: str
+    quarantined_event_id: str | None
+
+
+class AcceptedGapView(Model):
+    aggregate_type: str | None
+    aggregate_id: str
+    version: int
+    event_id: str | None
+    action: str | None
+    reason: str | None
+    discarded_by: str | None
+    accepted_at: datetime | None
+    subscription: str | None
+
+
+class SubscriberStatusView(Model):
+    subscription: str
+    dead_letters: int | None
+    dead_letters_at_least: bool
+    dead_letters_error: str | None
+    #: whether the app knows this subscriber's projection container (OUTBOX_SUBSCRIPTIONS)
+    known: bool
+    held_events: int | None
+    held: list[HeldView]
+    accepted_gaps: list[AcceptedGapView]
+
+    @classmethod
+    def of(cls, view: SubscriberView) -> SubscriberStatusView:
+        status = view.status
+        return cls(
+            subscription=view.subscription,
+            dead_letters=view.dead_letters.count,
+            dead_letters_at_least=view.dead_letters.at_least,
+            dead_letters_error=view.dead_letters.error,
+            known=status is not None,
+            held_events=status.held_events if status is not None else None,
+            held=[HeldView.model_validate(h.__dict__) for h in (status.held if status else [])],
+            accepted_gaps=[
+                AcceptedGapView.model_validate(g.__dict__)
+                for g in (status.accepted_gaps if status else [])
+            ],
+        )
+
+
+class SubscribersView(Model):
+    subscribers: list[SubscriberStatusView]
+
+
+class QuarantineSight(Model):
+    status: str
+    reason: str
+    quarantined_at: datetime | None
+    replays: int
+    discarded_at: datetime | None
+    discarded_by: str | None
+    discard_reason: str | None
+
+
+class DeadLetterSight(Model):
+    entity: str
+    sequence_number: int
+    dead_letter_reason: str | None
+    dead_letter_description: str | None
+    delivery_count: int
+
+
+class SubscriberSightView(Model):
+    subscription: str
+    state: str
+    projection_version: int
+    applied_at: str | None
+    waiting_for: int | None
+    given_up_by: str | None
+
+
+class EventJourneyView(Model):
+    event_id: str
+    aggregate_type: str | None
+    aggregate_id: str | None
+    action: str | None
+    version: int | None
+    created_at: datetime | None
+    stored: bool
+    relay: str
+    relay_note: str
+    quarantine: QuarantineSight | None
+    dead_letters: list[DeadLetterSight]
+    subscribers: list[SubscriberSightView]
+    summary: str
+
+    @classmethod
+    def of(cls, journey: EventJourney) -> EventJourneyView:
+        q = journey.quarantine
+        return cls(
+            event_id=journey.event_id,
+            aggregate_type=journey.aggregate_type,
+            aggregate_id=journey.aggregate_id,
+            action=journey.action,
+            version=journey.version,
+            created_at=journey.created_at,
+            stored=journey.stored,
+            relay=journey.relay,
+            relay_note=journey.relay_note,
+            quarantine=None
+            if q is None
+            else QuarantineSight(
+                status=q.status,
+                reason=q.reason,
+                quarantined_at=q.quarantined_at,
+                replays=q.replays,
+                discarded_at=q.discarded_at,
+                discarded_by=q.discarded_by,
+                discard_reason=q.discard_reason,
+            ),
+            dead_letters=[
+                DeadLetterSight(
+                    entity=name,
+                    sequence_number=d.letter.sequence_number,
+                    dead_letter_reason=d.letter.reason,
+                    dead_letter_description=d.letter.description,
+                    delivery_count=d.letter.delivery_count,
+                )
+                for name, d in journey.dead_letters
+            ],
+            subscribers=[
+                SubscriberSightView.model_validate(s.__dict__) for s in journey.subscribers
+            ],
+            summary=journey.summary,
+        )
+
+
+class SubscriberAggregateView(Model):
+    subscription: str
+    projection_version: int
+    held_versions: list[int]
+    waiting_for: int | None
+    quarantined_gaps: list[int]
+    accepted_gaps: list[int]
+
+
+class AggregateJourneyView(Model):
+    aggregate_type: str
+    aggregate_id: str
+    events: list[EventJourneyView]
+    subscribers: list[SubscriberAggregateView]
+    summary: str
+
+    @classmethod
+    def of(cls, journey: AggregateJourney) -> AggregateJourneyView:
+        return cls(
+            aggregate_type=journey.aggregate_type,
+            aggregate_id=journey.aggregate_id,
+            events=[EventJourneyView.of(e) for e in journey.events],
+            subscribers=[
+                SubscriberAggregateView.model_validate(s.__dict__) for s in journey.subscribers
+            ],
+            summary=journey.summary,
+        )
+
+
+def _query(name: str, adapter: TypeAdapter[Any], description: str) -> QueryParameter:
+    return QueryParameter(name, adapter, description)
+
+
+def recovery_routes(
+    operation: Callable[..., Callable[[Any], Any]],
+    wiring: Callable[[], Wiring],
+    *,
+    prefix: str,
+    anonymous: Callable[..., Callable[[Any], Any]],
+    health: Callable[[], Any],
+) -> None:
+    """Declare the recovery routes under `prefix`: with `operation` (the operators' doors,
+    bounded), and the anonymous `outbox/health` with `anonymous`."""
+    identifier = TypeAdapter(Identifier)
+    instant = TypeAdapter(Instant)
+    text = TypeAdapter(FilterText)
+    kind = TypeAdapter(AggregateType)
+
+    @anonymous(
+        route=f"{prefix}/health",
+        method="GET",
+        status=200,
+        summary="The outbox's health for any app (anonymous): the store answers; degraded, with "
+        "what the relay is stuck on, when the relay says it is blocked",
+        response_schema={"type": "object"},
+        errors=(400, 500, 503),
+    )
+    async def outbox_health(call: HttpCall[None]) -> Reply:
+        return Reply(await health())
+
+    @operation(
+        route=f"{prefix}/deadletters",
+        method="GET",
+        status=200,
+        summary="Operators: how many dead letters each watched subscription (and queue) holds",
+        response=DeadLetterCountsView,
+        errors=(400, 429, 500, 503),
+    )
+    async def count_dead_letters(call: HttpCall[None]) -> Reply:
+        counts = await wiring().operators().dead_letters.counts()
+        return Reply(
+            DeadLetterCountsView(
+                entities=[
+                    EntityCountView(
+                        name=c.entity.name,
+                        kind=c.entity.kind,
+                        dead_letters=c.count,
+                        at_least=c.at_least,
+                        error=c.error,
+                    )
+                    for c in counts
+                ]
+            )
+        )
+
+    @operation(
+        route=f"{prefix}/deadletters/{{entity}}",
+        method="GET",
+        status=200,
+        paged=True,
+        summary="Operators: the dead letters of one watched subscription (or queue), a page at "
+        "a time, those matching the filter given",
+        response=DeadLetterPage,
+        query=(
+            _query("aggregateType", kind, "only dead letters of this aggregate type"),
+            _query("aggregateId", identifier, "only those of this aggregate"),
+            _query("action", identifier, "only those of this action"),
+            _query("deadLetterReason", text, "only those whose reason or description has this"),
+            _query("since", instant, "only those enqueued at or after this time"),
+            _query("until", instant, "only those enqueued before this time"),
+        ),
+        errors=_ERRORS,
+    )
+    async def list_dead_letters(call: HttpCall[None]) -> Reply:
+        wired = wiring()
+        letters = wired.operators().dead_letters
+        entity = letters.entity(call.path["entity"])
+        cursor = call.cursor(wired.dead_letter_tokens)
+        after = (
+            int(cursor.store_token) if cursor is not None and cursor.store_token.isdigit() else 0
+        )
+        if cursor is not None and not cursor.store_token.isdigit():
+            raise InvalidContinuationError("not a dead letters' token")
+        q = call.query
+        found, next_after = await letters.page(
+            entity,
+            LetterFilter(
+                aggregate_type=q.get("aggregateType"),
+                aggregate_id=q.get("aggregateId"),
+                action=q.get("action"),
+                reason=q.get("deadLetterReason"),
+                since=q.get("since"),
+                until=q.get("until"),
+            ),
+            page_size=call.page_size,
+            after=after,
+        )
+        token = next_token(
+            str(next_after) if next_after is not None else None, cursor, wired.dead_letter_tokens
+        )
+        body = DeadLetterPage.of_items([DeadLetterItem.of(d) for d in found], token)
+        return Reply(body, {"X-Continuation-Token": token} if token else {})
+
+    @operation(
+        route=f"{prefix}/deadletters/{{entity}}/{{sequenceNumber}}",
+        method="GET",
+        status=200,
+        summary="Operators: one dead letter, whole (body, properties, reason, description, "
+        "delivery count, enqueued time)",
+        response=DeadLetterView,
+        errors=_ERRORS,
+    )
+    async def peek_dead_letter(call: HttpCall[None]) -> Reply:
+        letters = wiring().operators().dead_letters
+        entity = letters.entity(call.path["entity"])
+        described = await letters.peek(entity, int(call.path["sequenceNumber"]))
+        return Reply(DeadLetterView.whole(described))
+
+    @operation(
+        route=f"{prefix}/deadletters/{{entity}}/resubmit",
+        method="POST",
+        status=200,
+        summary="Operators: send dead letters again, each with a MessageId of its own that the "
+        f"topic's duplicate detection cannot drop, to that subscription only (at most "
+        f"{MAX_PER_CALL} a call: `remaining` says how many more match); a dead letter leaves "
+        "its queue only once its resubmission was accepted",
+        request=DeadLetterSelection,
+        response=DeadLetterActionView,
+        errors=(400, 404, 413, 415, 429, 500, 503),
+    )
+    async def resubmit_dead_letters(call: HttpCall[Any]) -> Reply:
+        letters = wiring().operators().dead_letters
+        entity = letters.entity(call.path["entity"])
+        report = await letters.resubmit(entity, call.body.selection)
+        return Reply(DeadLetterActionView.of(report))
+
+    @operation(
+        route=f"{prefix}/deadletters/{{entity}}/discard",
+        method="POST",
+        status=200,
+        summary="Operators: give dead letters up at that subscription: each one's version "
+        "given up there by a discard notice in its session, then the dead letter removed (at "
+        f"most {MAX_PER_CALL} a call)",
+        request=DeadLetterDiscard,
+        response=DeadLetterActionView,
+        errors=(400, 404, 413, 415, 429, 500, 503),
+    )
+    async def discard_dead_letters(call: HttpCall[Any]) -> Reply:
+        letters = wiring().operators().dead_letters
+        entity = letters.entity(call.path["entity"])
+        report = await letters.discard(entity, call.body.selection, reason=call.body.reason)
+        return Reply(DeadLetterActionView.of(report))
+
+    @operation(
+        route=f"{prefix}/journey/events/{{eventId}}",
+        method="GET",
+        status=200,
+        summary="Operators: where an event went: stored (or removed by its TTL), relayed, "
+        "quarantined or discarded, dead-lettered where, applied, held or given up by the "
+        "subscribers the app knows",
+        response=EventJourneyView,
+        errors=_ERRORS,
+    )
+    async def event_journey(call: HttpCall[None]) -> Reply:
+        journey = wiring().operators().journey
+        return Reply(EventJourneyView.of(await journey.of_event(call.path["eventId"])))
+
+    @operation(
+        route=f"{prefix}/journey/aggregates/{{aggregateType}}/{{aggregateId}}",
+        method="GET",
+        status=200,
+        summary="Operators: where each of an aggregate's events went, and each subscriber's "
+        "view of it (its version, what it holds, its gaps)",
+        response=AggregateJourneyView,
+        errors=_ERRORS,
+    )
+    async def aggregate_journey(call: HttpCall[None]) -> Reply:
+        journey = wiring().operators().journey
+        found = await journey.of_aggregate(call.path["aggregateType"], call.path["aggregateId"])
+        return Reply(AggregateJourneyView.of(found))
+
+    @operation(
+        route=f"{prefix}/subscribers",
+        method="GET",
+        status=200,
+        summary="Operators: per watched subscription, its dead letters and, where the app "
+        "knows the subscriber's projection container, what it holds, why, and what releases it, "
+        "and the gaps it accepted",
+        response=SubscribersView,
+        errors=(400, 429, 500, 503),
+    )
+    async def subscribers_status(call: HttpCall[None]) -> Reply:
+        views = await wiring().operators().subscribers.status()
+        return Reply(SubscribersView(subscribers=[SubscriberStatusView.of(v) for v in views]))
+
+    @operation(
+        route=f"{prefix}/subscribers/{{subscription}}/release",
+        method="POST",
+        status=200,
+        summary="Operators: give one version of an aggregate up at one subscription (its "
+        "discard notice, to that subscription only): the subscriber records an accepted gap "
+        "and applies the versions it held after it",
+        request=ReleaseRequest,
+        response=ReleaseView,
+        errors=(400, 404, 413, 415, 429, 500, 503),
+    )
+    async def release_held(call: HttpCall[Any]) -> Reply:
+        body = call.body
+        released = (
+            await wiring()
+            .operators()
+            .subscribers.release(
+                call.path["subscription"],
+                aggregate_type=body.aggregate_type,
+                aggregate_id=body.aggregate_id,
+                version=body.version,
+                reason=body.reason,
+            )
+        )
+        return Reply(ReleaseView.of(released))

@@ -1,0 +1,63 @@
+"""Giving a version up: the notice (`OutboxEventDiscarded`, built by
+`cosmos_outbox._mapper.discard_notice` as the quarantine notice is) for a quarantined event an
+operator discards at the outbox (every subscription), a dead letter discarded at a subscription,
+or a version released at one (that subscription only: `outboxTarget`), and what subscribers
+will see of it, said in the operator's answer and the audit line."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from cosmos_outbox._mapper import DISCARD_NOTICE_SUBJECT, discard_notice
+from cosmos_outbox._records import OutboxMessage, OutboxRecord, Unreadable
+
+__all__ = ["notice_of_event", "will_see_notice"]
+
+
+def notice_of_event(
+    event: OutboxRecord | Unreadable,
+    *,
+    reason: str,
+    by: str,
+    at: datetime | None = None,
+    target: str | None = None,
+) -> OutboxMessage | None:
+    """The discard notice of a stored (or quarantined) event, in its session; None when its
+    aggregate or version cannot be read (there is no session, or no place in it, to tell)."""
+    version = event.version
+    if not event.aggregate_type or not event.aggregate_id or version is None or version < 1:
+        return None
+    return discard_notice(
+        aggregate_type=event.aggregate_type,
+        aggregate_id=event.aggregate_id,
+        version=version,
+        event_id=event.event_id,
+        action=event.action,
+        reason=reason,
+        by=by,
+        at=at or datetime.now(UTC),
+        source=event.event_source,
+        target=target,
+    )
+
+
+def will_see_notice(notice: OutboxMessage | None, *, why_none: str = "") -> str:
+    """What subscribers will see of a discard notice (or of none)."""
+    if notice is None:
+        return (
+            f"nothing: no {DISCARD_NOTICE_SUBJECT} notice could be sent ({why_none}); a "
+            "subscriber holding later versions of it keeps holding them until an operator "
+            "releases them there (cosmos-outbox subscribers release ...)"
+        )
+    where = (
+        f"subscription {notice.application_properties['outboxTarget']} only"
+        if "outboxTarget" in notice.application_properties
+        else "every subscription"
+    )
+    return (
+        f"{DISCARD_NOTICE_SUBJECT} for {notice.aggregate_type} {notice.session_id} version "
+        f"{notice.version} in its session (MessageId {notice.message_id}), at {where}: the "
+        "library's subscriber records an accepted gap for that version and applies the "
+        "versions it held after it; another subscriber sees the notice where that version "
+        "was, or would have been"
+    )

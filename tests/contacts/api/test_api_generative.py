@@ -1,0 +1,180 @@
+"""Generative tests of the whole HTTP API with schemathesis (its Python API, inside pytest):
+cases generated from the OpenAPI document the running app serves, positive and negative data,
+sent to the app hosted by the local Functions host on the local stack, every check on.
+
+Deliberate exceptions, each configured here and nowhere else:
+- `ignored_auth` is off: the local host does not enforce function keys (Azure does), so a
+  request without `x-functions-key` is served locally; that check would only test the host.
+  For the same reason no key header is generated (`with_security_parameters=False`).
+- `positive_data_acceptance` is skipped for a list request that carries a continuation token:
+  a token is valid only when this API issued it (it is sealed), which no schema can state, so
+  a schema-valid made-up token is rightly refused with 400. Negative tokens are still checked.
+- `positive_data_acceptance` is skipped for a write whose `Idempotency-Key` this run already
+  sent to the same operation (quoted or bare: one key): a key names one request, so the same
+  key with another (valid) body is rightly refused with 422, which no schema can state.
+  Hypothesis draws short keys (`"0"`) again and again; a fresh key is still checked.
+- `negative_data_rejection` is skipped when a query parameter reaches the app as nothing: sent
+  with no value (`?pageSize=`, also as a list of one empty string) or not written at all (an
+  empty list, `None`). The Functions host drops empty query values before the app sees them
+  (locally too), so the request is the one without that parameter, which may well be valid.
+- Header values are sent UTF-8 encoded (the HTTP client would send latin-1). The Functions host
+  (Kestrel) decodes header values as UTF-8 and refuses other bytes itself, with a bodyless 400,
+  before the app (the local host does the same:
+  packages/funcstack/tests/functions_host/test_parity.py), so only UTF-8 headers reach the app
+  and test it.
+
+Speed only (`_memoize_regex_strategies`): Hypothesis builds a regex's strategy anew each time it
+is asked, character class by character class, and schemathesis asks for the same few patterns
+hundreds of times (the text fields' patterns have classes of ~150,000 code points: ~0.5 s a
+build). The built strategy is a pure function of the pattern, its flags and the alphabet, so
+it is kept and handed out again; the cases generated are the same.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import pytest
+import requests
+import schemathesis
+from hypothesis import HealthCheck, settings
+from schemathesis.checks import CheckFunction
+from schemathesis.specs.openapi.checks import negative_data_rejection, positive_data_acceptance
+
+from cosmos_outbox.http import HttpProblemError, parse_key
+from tests.contacts.openapi import openapi_document
+from tools.httpclient import Client
+from tools.stack import Stack
+
+pytestmark = pytest.mark.integration
+
+
+def _memoize_regex_strategies() -> None:
+    """Keep each regex strategy Hypothesis builds (see the module's docstring). Hypothesis'
+    internals may move: then nothing is patched and the tests run as they are, only slower."""
+    from hypothesis.strategies._internal import regex as hypothesis_regex
+
+    build = getattr(hypothesis_regex, "base_regex_strategy", None)
+    if build is None or getattr(build, "memoized", False):
+        return
+
+    @functools.wraps(build)
+    def memoized(regex: Any, *, parsed: Any = None, alphabet: Any = None) -> Any:
+        key = (regex.pattern, regex.flags, repr(alphabet))
+        found = built.get(key)
+        if found is None:
+            found = built[key] = build(regex, parsed=parsed, alphabet=alphabet)
+        return found
+
+    built: dict[tuple[Any, ...], Any] = {}
+    memoized.memoized = True  # type: ignore[attr-defined]
+    hypothesis_regex.base_regex_strategy = memoized
+
+
+_memoize_regex_strategies()
+
+#: Examples per operation and generation mode; 16 operations x 2 modes x 50 > 1000 cases.
+MAX_EXAMPLES = 50
+MIN_CASES = 1000
+LOCAL_EXCEPTIONS = ["ignored_auth"]
+
+CASES: Counter[str] = Counter()
+STATUSES: Counter[int] = Counter()
+#: The Idempotency-Keys sent so far, per operation (see the module's docstring).
+KEYS_SENT: set[tuple[str, str, str]] = set()
+
+
+# The document the app serves (test_the_served_document_is_the_generated_one holds them equal);
+# loaded here, not through `schemathesis.pytest.from_fixture`, which pytest 9 breaks.
+schema = schemathesis.openapi.from_dict(openapi_document())
+schema.config.generation.update(
+    modes=list(schemathesis.GenerationMode),
+    max_examples=MAX_EXAMPLES,
+    database="none",
+    # Function keys are the host's business (see above): no key header is generated, and its
+    # absence is not negative data here.
+    with_security_parameters=False,
+)
+schema.config.checks.update(excluded_check_names=LOCAL_EXCEPTIONS)
+# The operators' routes through the signed-in door (/outbox/console/...) are the same operations
+# as through the key's door, whose cases are generated here; without a signed-in operator they
+# answer 401 before parsing anything (packages/cosmos-outbox/tests/operators/test_console.py
+# holds both doors equal): generating them again would cost a third more time for no new
+# finding.
+generated = schema.exclude(path_regex=r"^/outbox/console/")
+#: The operations the document declares (one generated test each).
+OPERATIONS = sum(1 for _ in generated.get_all_operations())
+
+
+def test_the_served_document_is_the_generated_one(client: Client) -> None:
+    reply = client.request("GET", "/openapi.json")
+    assert reply.status == 200
+    assert reply.json() == json.loads(json.dumps(openapi_document()))
+
+
+@generated.parametrize()
+@settings(deadline=None, suppress_health_check=list(HealthCheck))
+def test_the_api_conforms_to_its_openapi_document(
+    case: schemathesis.Case[Any], stack: Stack
+) -> None:
+    query: dict[str, Any] = case.query or {}
+    headers: dict[str, Any] = dict(case.headers or {})
+    token_given = "continuationToken" in query or any(
+        name.lower() == "x-continuation-token" for name in headers
+    )
+    if case.headers:
+        # The client writes str headers as latin-1: this str becomes the value's UTF-8 bytes.
+        for name, value in list(case.headers.items()):
+            if isinstance(value, str) and not value.isascii():
+                case.headers[name] = value.encode("utf-8").decode("latin-1")
+    key = _key(next((v for n, v in headers.items() if n.lower() == "idempotency-key"), None))
+    key_reused = key is not None and (case.method, case.path, key) in KEYS_SENT
+    if key is not None:
+        KEYS_SENT.add((case.method, case.path, key))
+    excluded: list[CheckFunction] = [positive_data_acceptance] if token_given or key_reused else []
+    if _a_parameter_reaches_the_app_as_nothing(case):
+        excluded.append(negative_data_rejection)
+    response = case.call_and_validate(base_url=stack.api_url, timeout=30, excluded_checks=excluded)
+    CASES[f"{case.method} {case.path}"] += 1
+    STATUSES[response.status_code] += 1
+
+
+def _key(value: Any) -> str | None:
+    """The key a header value names (`"abc"` and `abc` are one key); None if it names none."""
+    try:
+        return parse_key(value) if isinstance(value, str) else None
+    except HttpProblemError:
+        return None
+
+
+def _a_parameter_reaches_the_app_as_nothing(case: schemathesis.Case[Any]) -> bool:
+    """Whether the Functions host hands the app any of the case's query parameters as nothing.
+    The query is the one schemathesis' transport writes (a list once per item, `None` left out);
+    the host joins a repeated name's values with ',' and drops an empty result."""
+    wire = case.as_transport_kwargs(base_url="http://app")
+    url = requests.Request("GET", wire["url"], params=wire.get("params")).prepare().url or ""
+    written: dict[str, list[str]] = {}
+    for name, value in parse_qsl(urlsplit(url).query, keep_blank_values=True):
+        written.setdefault(name, []).append(value)
+    return any(not ",".join(written.get(name, [])) for name in case.query or {})
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _every_case_counted() -> Iterator[None]:
+    """After the module's tests, whichever of them ran and in whatever order (`-k`, `-x`,
+    `--lf`): none of the cases sent got a server error, and, when every operation was
+    generated, more than MIN_CASES cases ran in all (a failure here is reported as an error of
+    the module's last test)."""
+    yield
+    if not CASES:
+        return
+    total = sum(CASES.values())
+    print(f"\nschemathesis: {total} cases; statuses {dict(sorted(STATUSES.items()))}")
+    assert not [s for s in STATUSES if s >= 500], STATUSES
+    if len(CASES) == OPERATIONS:
+        assert total >= MIN_CASES, CASES

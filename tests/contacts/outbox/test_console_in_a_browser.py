@@ -1,0 +1,349 @@
+"""On call sets the outbox right from the operators' console, in a real browser (headless
+Chromium, tests/contacts/outbox/browser.py) against the Contacts app on the local stack, signed in
+through funcstack's stand-in for App Service Authentication: two poison events appear on the
+page by themselves (too large for the 256 KB the app is told it may send; the Service Bus
+endpoint already takes 1 MB, as a namespace moved to Premium), one is replayed once the app is
+told so (its setting changed: the app restarts, as in Azure), the other discarded with a
+reason, a re-drive's report is read, and the backlog chart drawn; axe-core finds no
+accessibility violation. Every action goes through the page's own buttons and dialog: a button
+whose wiring is broken fails the walk (seen: the replay button's hx-post renamed).
+
+One stack, one browser, one module. Screenshots of each state are kept under the module's
+temporary folder (the path is printed); with CONSOLE_SCREENSHOTS=<folder> they are also written
+there (docs/images holds the ones docs/operating.md shows)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import secrets
+import time
+import urllib.parse
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TypeVar
+
+import pytest
+from selenium import webdriver
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webelement import WebElement
+
+from cosmos_outbox.operators import OPERATOR_ROLE
+from tests.contacts.outbox.browser import accessibility_violations, axe_source, chromium
+from tests.contacts.outbox.test_operating_the_outbox import plant_history
+from tools.httpclient import Client
+from tools.stack import ROOT, Ports, Stack
+
+pytestmark = pytest.mark.e2e
+T = TypeVar("T")
+STANDARD = 256 * 1024
+PREMIUM = 1024 * 1024
+OPERATOR = "ada@example.com"
+
+
+class Walk:
+    """The browser, the stack, and where the screenshots go."""
+
+    def __init__(self, driver: webdriver.Chrome, stack: Stack, shots: Path) -> None:
+        self.driver = driver
+        self.stack = stack
+        self.shots = shots
+        self.root = stack.api_url.removesuffix("/api")
+        self.console = f"{self.root}/api/outbox/console"
+
+    def wait(self, what: str, check: Callable[[], T | None], timeout: float = 30.0) -> T:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                value = check()
+            except StaleElementReferenceException:  # the panel was swapped meanwhile
+                value = None
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                self.shot(f"timeout-{what.replace(' ', '-')}")
+                raise AssertionError(f"the page never showed {what} (screenshot kept)")
+            time.sleep(0.2)
+
+    def find(self, css: str) -> WebElement | None:
+        found = self.driver.find_elements(By.CSS_SELECTOR, css)
+        return found[0] if found and found[0].is_displayed() else None
+
+    def row(self, event_id: str) -> WebElement | None:
+        return self.find(f'#quarantine-panel tr[data-event-id="{event_id}"]')
+
+    def confirm(self) -> str:
+        """Accept the page's confirmation dialog; its text."""
+        dialog = self.wait("the confirmation dialog", lambda: self.find("dialog#confirm[open]"))
+        text = dialog.text
+        self.driver.find_element(By.ID, "confirm-ok").click()
+        return text
+
+    def shot(self, name: str, section: str | None = None) -> Path:
+        """The window, or one section of the page (`section`: its CSS selector), as a PNG."""
+        path = self.shots / f"{len(list(self.shots.glob('*.png'))):02d}-{name}.png"
+        element = self.find(section) if section else None
+        if element is not None:
+            self.driver.execute_script("arguments[0].scrollIntoView(true);", element)
+            element.screenshot(str(path))
+        else:
+            self.driver.save_screenshot(str(path))
+        docs = os.environ.get("CONSOLE_SCREENSHOTS")
+        if docs:
+            Path(docs).mkdir(parents=True, exist_ok=True)
+            (Path(docs) / f"console-{name}.png").write_bytes(path.read_bytes())
+        return path
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    with Stack(
+        workdir=tmp_path_factory.mktemp("console") / "stack",
+        ports=Ports.free(),
+        servicebus_max_message_size=PREMIUM,
+        settings_overrides={
+            "FEED_POLL_DELAY_MS": "100",
+            # the backlog timer every 5 s: the chart has readings within the walk
+            "BACKLOG_ESTIMATE_SCHEDULE": "*/5 * * * * *",
+            "SERVICEBUS_MAX_MESSAGE_BYTES": str(STANDARD),
+            # funcstack's stand-in for App Service Authentication; its sessions outlive a
+            # restart of the app (as App Service's do)
+            "FUNCSTACK_SIGN_IN": "true",
+            "FUNCSTACK_SIGN_IN_ROLES": OPERATOR_ROLE,
+            "FUNCSTACK_SIGN_IN_SECRET": secrets.token_urlsafe(16),
+        },
+    ) as started:
+        yield started
+
+
+@pytest.fixture(scope="module")
+def walk(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Walk]:
+    shots = tmp_path_factory.mktemp("console-screenshots")
+    print(f"\nconsole screenshots: {shots}")
+    with chromium(tmp_path_factory.mktemp("chromium-profile")) as driver:
+        yield Walk(driver, stack, shots)
+
+
+def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: Stack) -> None:
+    driver = walk.driver
+    started = time.monotonic()
+    # Not signed in: the console sends the browser to the sign-in, and back.
+    driver.get(walk.console)
+    walk.wait("the sign-in form", lambda: walk.find("form input#name"))
+    assert "/.auth/login/aad" in driver.current_url
+    name = driver.find_element(By.ID, "name")
+    name.clear()
+    name.send_keys(OPERATOR)
+    driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    walk.wait("the console", lambda: walk.find("#status-panel .status"))
+    assert driver.current_url == walk.console
+    assert f"Signed in as {OPERATOR}" in driver.find_element(By.CSS_SELECTOR, ".who").text
+    walk.wait("the relay ready", lambda: "The relay is ready" in driver.page_source or None)
+    walk.shot("relay", "#relay")
+
+    # Two poison events: they appear on the page by themselves.
+    container = stack.contacts_container()
+    a, a_ids = plant_history(container, "Ada", 3, big_version=2)
+    _, b_ids = plant_history(container, "Bob", 1, big_version=2)
+    _, c_ids = plant_history(container, "Cy", 1, big_version=2)
+    poison_a, poison_b, poison_c = a_ids[1], b_ids[1], c_ids[1]
+    walk.wait(
+        "the poison events",
+        lambda: walk.row(poison_a) and walk.row(poison_b) and walk.row(poison_c),
+        60,
+    )
+    row = walk.row(poison_a)
+    assert row is not None and "larger than" in row.text and "v2" in row.text
+    walk.shot("quarantine", "#quarantine")
+    # Its body and links, one click away.
+    row.find_element(By.CSS_SELECTOR, "details.body summary").click()
+    body = walk.wait(
+        "the event's body", lambda: walk.find(f'tr[data-event-id="{poison_a}"] pre.json')
+    )
+    assert '"description": "xxxx' in body.text and "Trace id" in row.text
+
+    # The fix: the app is told it may send 1 MB (a changed setting restarts it, as in Azure).
+    stack.stop_runner()
+    stack.start_runner(SERVICEBUS_MAX_MESSAGE_BYTES=str(PREMIUM))
+
+    # Replay it from its row: confirmed, then resolved, saying what subscribers see.
+    def replayed() -> WebElement | None:
+        outcome = walk.find('#quarantine-result [data-outcome="replay"]')
+        if outcome is not None:
+            return outcome
+        problem = walk.find("#quarantine-result .problem")
+        if problem is not None and "(503)" in problem.text:  # the first send took longer
+            click_replay()
+        return None
+
+    def click_replay() -> None:
+        button = walk.wait("the replay button", lambda: walk.row(poison_a)).find_element(
+            By.XPATH, ".//button[normalize-space()='Replay']"
+        )
+        button.click()
+        assert "Replay" in walk.confirm()
+
+    click_replay()
+    outcome = walk.wait("the replay's outcome", replayed, 60)
+    assert outcome.get_attribute("data-status") == "resolved", outcome.text
+    assert "What subscribers see" in outcome.text
+    walk.wait(
+        "the resolved row",
+        lambda: (r := walk.row(poison_a)) is not None and "resolved" in r.text,
+    )
+    walk.shot("replayed", "#quarantine")
+
+    # Discard the other, with a reason; the dialog repeats it.
+    reason = "superseded by a correction entered by hand"
+    row_b = walk.row(poison_b)
+    assert row_b is not None
+    row_b.find_element(By.CSS_SELECTOR, "details.discard summary").click()
+    row_b.find_element(By.CSS_SELECTOR, "details.discard input[name=reason]").send_keys(reason)
+    row_b.find_element(By.CSS_SELECTOR, "details.discard button[type=submit]").click()
+    assert f"Reason: {reason}" in walk.confirm()
+    discarded = walk.wait(
+        "the discard's outcome", lambda: walk.find('#quarantine-result [data-outcome="discard"]')
+    )
+    assert poison_b in discarded.text and reason in discarded.text
+    walk.wait("the discarded row, discarded", lambda: discarded_row(walk, poison_b))
+    walk.shot("discarded", "#quarantine")
+
+    # And one ticked in the list, discarded with the selection's reason.
+    row_c = walk.wait("the third row", lambda: walk.row(poison_c))
+    row_c.find_element(By.CSS_SELECTOR, "input.select").click()
+    driver.find_element(By.ID, "bulk-reason").send_keys("a duplicate of another event")
+    driver.find_element(By.CSS_SELECTOR, "button[data-bulk=discard]").click()
+    question = walk.confirm()
+    assert f"Event {poison_c}" in question and "Reason: a duplicate of another event" in question
+    walk.wait(
+        "the selection's discard",
+        lambda: (
+            (o := walk.find('#quarantine-result [data-outcome="discard"]')) is not None
+            and poison_c in o.text
+        ),
+    )
+    walk.wait("the ticked row, discarded", lambda: discarded_row(walk, poison_c))
+
+    # Re-drive one contact's events since an hour ago; read the report.
+    driver.find_element(By.ID, "redrive-type").send_keys("contact")
+    driver.find_element(By.ID, "redrive-id").send_keys(a)
+    driver.find_element(By.CSS_SELECTOR, "form.redrive button[type=submit]").click()
+    walk.confirm()
+    report = walk.wait(
+        "the re-drive's report", lambda: walk.find('#redrive-result [data-outcome="redrive"]')
+    )
+    assert "Re-drive done: 4 stored events sent of 4 found." in report.text, report.text
+    walk.shot("redrive", "#redrive")
+
+    # The backlog's last hour, drawn from the timer's readings.
+    driver.find_element(By.CSS_SELECTOR, "#backlog .section-head button").click()
+    walk.wait("the backlog chart", lambda: walk.find("#backlog-panel svg[role=img]"), 30)
+    walk.shot("backlog", "#backlog")
+
+    # What the routes say now is what the page said; the audit lines name the operator.
+    api = Client(stack.api_url)
+    try:
+        items = {
+            i["eventId"]: i["status"]
+            for i in api.request("GET", "/outbox/quarantine").json()["items"]
+        }
+    finally:
+        api.close()
+    assert items == {poison_a: "resolved", poison_b: "discarded", poison_c: "discarded"}
+    log = (stack.workdir / "runner.log").read_text(errors="replace")
+    audit = [line for line in log.splitlines() if "outbox audit" in line]
+    assert any("quarantine.replay" in line and f"by {OPERATOR}" in line for line in audit)
+    assert any(
+        "quarantine.discard" in line and f"by {OPERATOR}" in line and reason in line
+        for line in audit
+    )
+    assert any("redrive" in line and f"by {OPERATOR}" in line for line in audit)
+    print(f"console walk: {time.monotonic() - started:.1f} s")
+
+
+def discarded_row(walk: Walk, event_id: str) -> bool | None:
+    """Whether the quarantine's row of `event_id` says it is discarded (kept, listed until it
+    expires, with no actions left); None while it does not."""
+    row = walk.row(event_id)
+    return True if row is not None and "discarded" in (row.get_attribute("class") or "") else None
+
+
+def test_the_console_has_no_accessibility_violations(walk: Walk) -> None:
+    """axe-core (WCAG 2.1 A and AA, best practices) on the page as the walk left it: panels
+    loaded, a replay's outcome, a body shown, the chart drawn."""
+    axe = axe_source(ROOT / ".stack" / "browser")
+    violations = accessibility_violations(walk.driver, axe)
+    assert violations == [], json.dumps(violations, indent=2)
+    # The checker sees what it must: a field without a label is one.
+    walk.driver.execute_script(
+        "document.getElementById('redrive').appendChild(document.createElement('input'))"
+    )
+    assert "label" in {v["id"] for v in accessibility_violations(walk.driver, axe)}
+
+
+def principal(roles: tuple[str, ...]) -> str:
+    claims = [{"typ": "name", "val": "mallory"}, *({"typ": "roles", "val": r} for r in roles)]
+    document = {"auth_typ": "aad", "claims": claims, "name_typ": "name", "role_typ": "roles"}
+    return base64.b64encode(json.dumps(document).encode()).decode()
+
+
+def test_the_consoles_routes_refuse_anyone_not_signed_in_as_an_operator(stack: Stack) -> None:
+    api = Client(stack.api_url)
+    try:
+        for path in ("/outbox/console/status", "/outbox/console/quarantine"):
+            assert api.request("GET", path).status == 401
+            # a principal a client sends is removed by App Service Authentication (here its
+            # stand-in): the route sees no one
+            forged = {"x-ms-client-principal": principal(("Outbox.Operator",))}
+            assert api.request("GET", path, headers=forged).status == 401
+        page = api.request("GET", "/outbox/console")
+        assert page.status == 302
+        assert (page.header("location") or "").startswith("/.auth/login/aad")
+    finally:
+        api.close()
+
+
+def test_an_action_posted_from_another_origin_is_refused(stack: Stack) -> None:
+    """Signed in (the session cookie), with the page's own token, but from another site's
+    page: refused, and nothing is re-driven."""
+    root = stack.api_url.removesuffix("/api")
+    form = urllib.parse.urlencode({"name": OPERATOR, "roles": OPERATOR_ROLE}).encode()
+    api = Client(root)
+    try:
+        signed = api.request(
+            "POST",
+            "/.auth/login/aad",
+            raw=form,
+            headers={"content-type": "application/x-www-form-urlencoded"},
+        )
+        session = (signed.header("set-cookie") or "").split(";")[0]
+        page = api.request("GET", "/api/outbox/console", headers={"cookie": session})
+        token = (page.header("set-cookie") or "").split(";")[0]
+        headers = {
+            "cookie": f"{session}; {token}",
+            "x-csrf-token": token.split("=", 1)[1],
+            "content-type": "application/json",
+        }
+        body = json.dumps({"since": "2000-01-01T00:00:00Z"}).encode()
+        refused = api.request(
+            "POST",
+            "/api/outbox/console/redrive",
+            raw=body,
+            headers={**headers, "origin": "https://evil.example"},
+        )
+        assert refused.status == 403 and "another origin" in refused.json()["detail"]
+        same = api.request(
+            "POST", "/api/outbox/console/redrive", raw=body, headers={**headers, "origin": root}
+        )
+        assert same.status == 202, same.body
+    finally:
+        api.close()
+    log = (stack.workdir / "runner.log").read_text(errors="replace")
+    redrives = [
+        line
+        for line in log.splitlines()
+        if "outbox audit: redrive by" in line and " since 2000-01-01" in line
+    ]
+    assert len(redrives) == 1, redrives  # the refused one did nothing

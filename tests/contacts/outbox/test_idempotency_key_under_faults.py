@@ -1,0 +1,456 @@
+"""Idempotency-Key through the local Functions host, with the faults that make clients retry:
+a write whose change commits while its worker dies before answering, retried with its key, has
+one effect and one message on the topic; a key for another body is 422; a key past its TTL is
+new. And the chaos run: writers retrying every write on 5xx and timeouts with their keys while
+the worker is killed, the host restarted and the store paused: one contact per create key, each
+contact's events exactly its versions, each event once on the topic."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import threading
+import time
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cosmos_outbox.documents import IDEMPOTENCY_TYPE
+from tests.contacts.faults import (
+    commit_then_kill_worker,
+    frozen,
+    kill_worker_with_answers_pending,
+    wait_for,
+)
+from tests.contacts.outbox.test_outbox_guarantees import (
+    FAST_TAKEOVER,
+    assert_exactly_once_in_order,
+    stored_events,
+)
+from tools.httpclient import Client, Reply
+from tools.receive import count_at_least, drain
+from tools.stack import Ports, Stack
+
+pytestmark = pytest.mark.e2e
+
+KEY = "Idempotency-Key"
+#: No backlog timer during the faults: it would call the store from the worker on its own.
+#: FAST_TAKEOVER: the relay of a host started after a kill takes the killed host's lease in
+#: seconds (the change feed processor's expiry is 60 s).
+QUIET = {"FEED_POLL_DELAY_MS": "100", "BACKLOG_ESTIMATE_SCHEDULE": "0 0 0 1 1 *", **FAST_TAKEOVER}
+
+
+def contact(tag: str) -> dict[str, str]:
+    return {
+        "firstName": tag,
+        "lastName": "Retry",
+        "email": f"{tag.lower()}@example.com",
+        "companyName": "Idempotent",
+    }
+
+
+def documents(stack: Stack, kind: str) -> list[dict[str, Any]]:
+    return list(
+        stack.contacts_container().query_items(
+            "SELECT * FROM c WHERE c.type = @type",
+            parameters=[{"name": "@type", "value": kind}],
+            enable_cross_partition_query=True,
+        )
+    )
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    with Stack(
+        workdir=tmp_path_factory.mktemp("idempotency"), ports=Ports.free(), settings_overrides=QUIET
+    ) as s:
+        yield s
+
+
+def lose_the_answer(
+    stack: Stack,
+    method: str,
+    path: str,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    *,
+    committed: Any,
+) -> Reply | Exception:
+    """Send the request; its change commits and its worker is killed before it answers."""
+    assert stack.cosmos is not None and stack.runner is not None
+    outcome: list[Reply | Exception] = []
+
+    def request() -> None:
+        client = Client(stack.api_url, timeout=60)
+        try:
+            outcome.append(client.request(method, path, json_body=body, headers=headers))
+        except Exception as exc:  # what a client sees of a host that lost its worker
+            outcome.append(exc)
+        finally:
+            client.close()
+
+    thread = threading.Thread(target=request)
+    commit_then_kill_worker(
+        stack.cosmos.process,
+        stack.runner.process,
+        stack.cosmos.port,
+        send=thread.start,
+        committed=committed,
+    )
+    thread.join(90)
+    assert outcome, "the request never ended"
+    return outcome[0]
+
+
+def test_a_create_committed_before_its_worker_died_is_answered_on_retry_once(
+    stack: Stack,
+) -> None:
+    assert stack.servicebus is not None
+    client = Client(stack.api_url)
+    try:
+        assert client.request("POST", "/contacts", json_body=contact("Warm")).status == 201
+        body = contact("Lost")
+        lost = lose_the_answer(
+            stack,
+            "POST",
+            "/contacts",
+            body,
+            {KEY: '"create-lost-1"'},
+            committed=lambda: any(
+                d["data"]["name"]["firstName"] == "Lost" for d in documents(stack, "contact")
+            ),
+        )
+        assert isinstance(lost, Exception) or lost.status >= 500, lost
+        retry = client.request(
+            "POST", "/contacts", json_body=body, headers={KEY: '"create-lost-1"'}
+        )
+    finally:
+        client.close()
+    assert retry.status == 201, retry.body
+    assert retry.header("idempotent-replayed") == "true"
+    [stored] = [d for d in documents(stack, "contact") if d["data"]["name"]["firstName"] == "Lost"]
+    assert retry.header("location") == f"/api/contacts/{stored['id']}"
+    assert retry.json()["id"] == stored["id"] and retry.json()["version"] == 1
+    received = drain(stack.servicebus.connection_string, until=count_at_least(2), timeout=60)
+    received += drain(stack.servicebus.connection_string, until=lambda r: False, timeout=3)
+    created = [r for r in received if r.session_id == stored["id"]]
+    assert [r.subject for r in created] == ["ContactCreatedEvent"]
+
+
+def test_a_patch_committed_before_its_worker_died_is_one_event_and_the_same_answer(
+    stack: Stack,
+) -> None:
+    client = Client(stack.api_url)
+    try:
+        created = client.request("POST", "/contacts", json_body=contact("Patched"))
+        cid, etag = created.json()["id"], created.header("etag") or ""
+        change = {"description": "changed once"}
+        headers = {KEY: "patch-lost-1", "If-Match": etag}
+        lost = lose_the_answer(
+            stack,
+            "PATCH",
+            f"/contacts/{cid}",
+            change,
+            headers,
+            committed=lambda: (
+                stack.contacts_container().read_item(cid, partition_key=cid)["data"]["version"] == 2
+            ),
+        )
+        assert isinstance(lost, Exception) or lost.status >= 500, lost
+        retry = client.request("PATCH", f"/contacts/{cid}", json_body=change, headers=headers)
+        read = client.request("GET", f"/contacts/{cid}")
+    finally:
+        client.close()
+    assert retry.status == 200, retry.body  # not 412: the change the client sent landed
+    assert retry.json() == read.json() and retry.json()["description"] == "changed once"
+    assert retry.header("etag") == read.header("etag")
+    events = [e for e in stored_events(stack) if e["partitionKey"] == cid]
+    assert sorted(e["version"] for e in events) == [1, 2]
+
+
+def test_the_same_key_with_another_body_is_422_over_http(stack: Stack) -> None:
+    client = Client(stack.api_url)
+    try:
+        first = client.request(
+            "POST", "/contacts", json_body=contact("Once"), headers={KEY: "reused"}
+        )
+        other = client.request(
+            "POST", "/contacts", json_body=contact("Twice"), headers={KEY: "reused"}
+        )
+        malformed = client.request(
+            "POST", "/contacts", json_body=contact("Bad"), headers={KEY: '"no end'}
+        )
+    finally:
+        client.close()
+    assert first.status == 201
+    assert other.status == 422 and other.json()["title"] == "Unprocessable Content"
+    assert (other.header("content-type") or "").startswith("application/problem+json")
+    assert malformed.status == 400 and malformed.json()["errors"][0]["field"] == KEY
+    names = {d["data"]["name"]["firstName"] for d in documents(stack, "contact")}
+    assert "Once" in names and not {"Twice", "Bad"} & names
+
+
+def test_a_key_past_its_ttl_is_a_new_key_over_http(stack: Stack) -> None:
+    client = Client(stack.api_url)
+    container = stack.contacts_container()
+    try:
+        first = client.request(
+            "POST", "/contacts", json_body=contact("Expiring"), headers={KEY: "expiring"}
+        )
+        cid = first.json()["id"]
+        [record] = [d for d in documents(stack, IDEMPOTENCY_TYPE) if d["partitionKey"] == cid]
+        assert record["ttl"] == int(stack.settings()["IDEMPOTENCY_TTL_SECONDS"]) == 86400
+        # the store's own TTL, shortened: wait until it has deleted the record
+        container.replace_item(
+            record["id"], {k: v for k, v in record.items() if not k.startswith("_")} | {"ttl": 1}
+        )
+        wait_for(
+            lambda: not [d for d in documents(stack, IDEMPOTENCY_TYPE) if d["id"] == record["id"]],
+            "the record's expiry",
+        )
+        again = client.request(
+            "POST", "/contacts", json_body=contact("Expiring"), headers={KEY: "expiring"}
+        )
+        retry = client.request(
+            "POST", "/contacts", json_body=contact("Expiring"), headers={KEY: "expiring"}
+        )
+    finally:
+        client.close()
+    assert again.status == 201 and again.header("idempotent-replayed") is None
+    assert again.json()["id"] != cid  # a new contact: the key behaved as new
+    assert retry.status == 201 and retry.header("location") == again.header("location")
+    assert (
+        len(
+            [d for d in documents(stack, "contact") if d["data"]["name"]["firstName"] == "Expiring"]
+        )
+        == 2
+    )
+
+
+# -- chaos --------------------------------------------------------------------------------------
+
+
+@dataclass
+class Tally:
+    """What the writers did and saw."""
+
+    create_keys: dict[str, str] = field(default_factory=dict)  # key -> contact id answered
+    change_keys: dict[str, str] = field(default_factory=dict)  # key -> contact id
+    attempts: Counter[str] = field(default_factory=Counter)  # outcome of each attempt
+    replays: int = 0
+    unexpected: list[str] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def saw(self, outcome: str) -> None:
+        with self.lock:
+            self.attempts[outcome] += 1
+
+
+def send(
+    url: str,
+    method: str,
+    path: str,
+    body: dict[str, Any],
+    key: str,
+    tally: Tally,
+    deadline: float,
+    *,
+    if_match: str | None = None,
+) -> tuple[int, dict[str, str], bytes] | None:
+    """The request, retried with its key on 5xx, 429, timeouts and connection failures (as
+    HTTP client libraries and gateways do) until it gets a definitive answer."""
+    parts = url.split("://", 1)[1].split("/", 1)
+    host, port = parts[0].rsplit(":", 1)
+    prefix = "/" + parts[1].rstrip("/")
+    payload = json.dumps(body).encode()
+    while time.monotonic() < deadline:
+        connection = http.client.HTTPConnection(host, int(port), timeout=8)
+        try:
+            connection.request(
+                method,
+                prefix + path,
+                body=payload,
+                headers={
+                    "content-type": "application/json",
+                    KEY: f'"{key}"',
+                    **({"If-Match": if_match} if if_match else {}),
+                },
+            )
+            response = connection.getresponse()
+            data = response.read()
+            status = response.status
+            headers = {k.lower(): v for k, v in response.getheaders()}
+        except (OSError, http.client.HTTPException) as exc:
+            tally.saw(type(exc).__name__)
+            time.sleep(0.3)
+            continue
+        finally:
+            connection.close()
+        tally.saw(str(status))
+        if status >= 500 or status == 429:
+            time.sleep(0.3)
+            continue
+        if headers.get("idempotent-replayed") == "true":
+            with tally.lock:
+                tally.replays += 1
+        return status, headers, data
+    return None
+
+
+def writer(stack: Stack, n: int, tally: Tally, stop: threading.Event, deadline: float) -> None:
+    rng = random.Random(n)
+    mine: list[str] = []
+    etags: dict[str, str] = {}  # each change is conditional on the ETag of the last answer
+    while not stop.is_set() and time.monotonic() < deadline:
+        if not mine or rng.random() < 0.1:
+            key = f"w{n}-create-{uuid.uuid4()}"
+            answer = send(
+                stack.api_url,
+                "POST",
+                "/contacts",
+                contact(f"W{n}C{len(mine)}"),
+                key,
+                tally,
+                deadline,
+            )
+            if answer is None or answer[0] != 201:
+                tally.unexpected.append(f"create {key}: {answer and answer[:1]}")
+                continue
+            cid = json.loads(answer[2])["id"]
+            with tally.lock:
+                tally.create_keys[key] = cid
+            mine.append(cid)
+            etags[cid] = answer[1]["etag"]
+        else:
+            cid = rng.choice(mine)
+            key = f"w{n}-change-{uuid.uuid4()}"
+            method, path, body, status = rng.choice(
+                [
+                    ("PATCH", f"/contacts/{cid}", {"description": key}, 200),
+                    ("POST", f"/contacts/{cid}/update-description", {"description": key}, 204),
+                ]
+            )
+            answer = send(
+                stack.api_url, method, path, body, key, tally, deadline, if_match=etags[cid]
+            )
+            if answer is None or answer[0] != status:  # a 412 here: a lost answer's change
+                tally.unexpected.append(f"change {key}: {answer and answer[:1]}")
+                continue
+            with tally.lock:
+                tally.change_keys[key] = cid
+            etags[cid] = answer[1]["etag"]
+
+
+#: The faults, in this order, 1-2 s apart (a count, not a duration: the same run however busy
+#: the machine is).
+FAULTS = (
+    "kill worker",
+    "pause store",
+    "kill worker",
+    "kill worker",
+    "restart host",
+    "pause store",
+    "kill worker",
+    "kill worker",
+    "pause store",
+)
+
+
+def chaos(stack: Stack, stop: threading.Event, faults: Counter[str]) -> None:
+    """FAULTS, then `stop`. Killing the worker: with the store's answers to its calls waiting,
+    unread, in its sockets (the writes among them have committed, and their answers die with
+    it: what a client retries after a 500). Pausing the store: 2-8 s (past the store client's
+    5 s bound now and then: 503). Restarting the host: killed, started again."""
+    assert stack.cosmos is not None
+    rng = random.Random(31)
+    try:
+        for fault in FAULTS:
+            time.sleep(rng.uniform(1, 2))
+            runner = stack.runner
+            assert runner is not None
+            if fault == "kill worker":
+                if kill_worker_with_answers_pending(
+                    stack.cosmos.process, runner.process, stack.cosmos.port
+                ):
+                    faults["worker_killed_with_answers_pending"] += 1
+                else:
+                    faults["worker_killed"] += 1
+            elif fault == "pause store":
+                with frozen(stack.cosmos.process):
+                    time.sleep(rng.uniform(2, 8))
+                faults["store_paused"] += 1
+            else:
+                stack.kill_runner()
+                time.sleep(0.5)
+                stack.start_runner(**QUIET)
+                faults["host_killed_and_restarted"] += 1
+        time.sleep(2)
+    finally:
+        stop.set()
+
+
+def test_writers_retrying_with_keys_under_worker_kills_and_store_pauses_have_one_effect_each(
+    tmp_path: Path,
+) -> None:
+    writers = 6
+    with Stack(workdir=tmp_path / "stack", ports=Ports.free(), settings_overrides=QUIET) as stack:
+        assert stack.servicebus is not None
+        tally, faults, stop = Tally(), Counter[str](), threading.Event()
+        started = time.monotonic()
+        deadline = started + 600
+        threads = [
+            threading.Thread(target=writer, args=(stack, n, tally, stop, deadline))
+            for n in range(writers)
+        ]
+        threads.append(threading.Thread(target=chaos, args=(stack, stop, faults)))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(deadline - time.monotonic() + 30)
+        seconds = round(time.monotonic() - started, 1)
+        contacts = documents(stack, "contact")
+        events = stored_events(stack)
+        received = drain(
+            stack.servicebus.connection_string, until=count_at_least(len(events)), timeout=180
+        )
+        received += drain(stack.servicebus.connection_string, until=lambda r: False, timeout=3)
+    versions: dict[str, list[int]] = defaultdict(list)
+    for event in events:
+        versions[event["partitionKey"]].append(event["version"])
+    changes = Counter(tally.change_keys.values())
+    report = {
+        "writers": writers,
+        "seconds": seconds,
+        "faults": dict(faults),
+        "attempts": dict(tally.attempts),
+        "answers_replayed": tally.replays,
+        "create_keys": len(tally.create_keys),
+        "contacts": len(contacts),
+        "change_keys": len(tally.change_keys),
+        "events": len(events),
+        "messages_received": len(received),
+        "unexpected": tally.unexpected,
+        "contacts_whose_events_are_not_their_versions": sorted(
+            c["id"]
+            for c in contacts
+            if sorted(versions[c["id"]]) != list(range(1, c["data"]["version"] + 1))
+        ),
+    }
+    (tmp_path / "idempotency-chaos.json").write_text(json.dumps(report, indent=2))
+    print("idempotency chaos:", json.dumps(report))
+    assert not tally.unexpected
+    assert sum(faults.values()) == len(FAULTS)
+    assert len({c["id"] for c in contacts}) == len(contacts) == len(tally.create_keys)
+    assert {c["id"] for c in contacts} == set(tally.create_keys.values())
+    assert report["contacts_whose_events_are_not_their_versions"] == []
+    for c in contacts:  # created, then exactly one event per change key
+        assert c["data"]["version"] == 1 + changes[c["id"]], c["id"]
+    assert len(events) == len(tally.create_keys) + len(tally.change_keys)
+    assert_exactly_once_in_order(received, events)
+    assert tally.replays >= 1  # and the faults did lose answers of committed writes
