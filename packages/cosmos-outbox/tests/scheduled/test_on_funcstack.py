@@ -19,13 +19,10 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusReceiver
 from azure_stack import DATABASE, SUBSCRIPTION, TOPIC, CosmosWorld, cosmos_world
 
-from cosmos_outbox._relay.releases import release_of
-from cosmos_outbox.servicebus import ServiceBusPublisher
-from cosmos_outbox.servicebus._schedule import (
-    AsyncServiceBusScheduleQueue,
-    ServiceBusScheduleQueue,
-)
+from cosmos_outbox._relay.releases import release_of, waiting
+from cosmos_outbox.servicebus import ServiceBusPublisher, ServiceBusScheduleQueue
 from cosmos_outbox.servicebus.aio import ServiceBusPublisher as AsyncServiceBusPublisher
+from cosmos_outbox.servicebus.aio import ServiceBusScheduleQueue as AsyncServiceBusScheduleQueue
 from cosmos_outbox.subscriber import from_message
 from cosmos_outbox.testing.contracts import (
     Delivery,
@@ -212,3 +209,24 @@ class TestServiceBusScheduledEvents(ScheduledEventsContract):
             loop,
         )
         return ServiceBusScheduleWorld(store, bus)
+
+
+def test_the_scheduled_events_waiting_are_counted_on_cosmos_db(
+    fresh: str, funcstack_services: LocalStack, loop: EventLoop
+) -> None:
+    """The operators' status reads the waiting scheduled events with one query across
+    partitions (`IS_DEFINED` of their due time, release and cancel): Cosmos DB's answer."""
+    store = cosmos_world(
+        "sync", funcstack_services.container_client(DATABASE, fresh), funcstack_services, loop
+    )
+    due = datetime.now(UTC) + timedelta(hours=1)
+    for session in ("w1", "w2"):
+        with store.transaction(session, entity="reservation") as tx:
+            tx.publish("Held", {})
+            expiry = tx.publish("HoldExpired", {}, deliver_at=due)
+            tx.commit()
+    with store.transaction("w2", entity="reservation") as tx:
+        tx.cancel(expiry)
+        tx.commit()
+    found = store.run(waiting(store.async_store))
+    assert (found.waiting, found.overdue, found.next_due_at) == (1, 0, due)

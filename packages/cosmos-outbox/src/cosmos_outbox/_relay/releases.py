@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
@@ -49,12 +50,17 @@ from cosmos_outbox.ports import AsyncDocumentStore, AsyncScheduleQueue
 
 __all__ = [
     "HORIZON",
+    "OVERDUE_AFTER",
     "RELEASE_SUBJECT",
     "Released",
     "Releases",
+    "ScheduleState",
+    "Waiting",
     "release_body",
     "release_of",
+    "schedule_state",
     "step",
+    "waiting",
 ]
 
 #: The log category operators filter on: the relay's.
@@ -68,6 +74,71 @@ HORIZON = timedelta(days=1)
 RELEASE_SUBJECT = "OutboxRelease"
 #: How often a release reads and writes the event again when its write was refused on the etag.
 _ATTEMPTS = 5
+#: How long after its due time a scheduled event not released yet is overdue: its release has not
+#: come (the release trigger not running, or its release dead-lettered at the schedule queue).
+OVERDUE_AFTER = timedelta(minutes=1)
+#: The due times of the scheduled events not released and not cancelled, across partitions.
+_WAITING = (
+    "SELECT VALUE c.deliverAt FROM c WHERE c.type = @type AND IS_DEFINED(c.deliverAt) "
+    "AND NOT IS_DEFINED(c.releasedAt) AND NOT IS_DEFINED(c.cancelledAt)"
+)
+
+
+@dataclass(frozen=True)
+class ScheduleState:
+    """Where a scheduled event is: `waiting` (for its due time, or for its release: `overdue`
+    when that is more than `OVERDUE_AFTER` late), `released` (sent by the relay) or `cancelled`
+    (never sent), with the times the document keeps."""
+
+    due_at: datetime
+    state: str
+    overdue: bool = False
+    released_at: datetime | None = None
+    cancelled_at: datetime | None = None
+
+
+def schedule_state(
+    document: Mapping[str, Any], now: datetime | None = None
+) -> ScheduleState | None:
+    """A stored event's schedule (None: it is not a scheduled event, or its due time is not
+    a time)."""
+    due = parse_time(document.get("deliverAt"))
+    if due is None or due.tzinfo is None:
+        return None
+    released_at, cancelled_at = (
+        parse_time(document.get("releasedAt")),
+        parse_time(document.get("cancelledAt")),
+    )
+    if cancelled_at is not None:
+        return ScheduleState(due, "cancelled", cancelled_at=cancelled_at)
+    if released_at is not None:
+        return ScheduleState(due, "released", released_at=released_at)
+    late = (now or clock.now()) - due > OVERDUE_AFTER
+    return ScheduleState(due, "waiting", overdue=late)
+
+
+@dataclass(frozen=True)
+class Waiting:
+    """The scheduled events not released nor cancelled: how many, how many of them overdue, and
+    when the next one is due."""
+
+    waiting: int
+    overdue: int
+    next_due_at: datetime | None
+
+
+async def waiting(store: AsyncDocumentStore) -> Waiting:
+    """The scheduled events waiting in the outbox's container (one query across partitions:
+    their due times)."""
+    now = clock.now()
+    due = [
+        at
+        for value in await store.query(_WAITING, {"@type": EVENT_TYPE})
+        if (at := parse_time(value)) is not None and at.tzinfo is not None
+    ]
+    late = [at for at in due if now - at > OVERDUE_AFTER]
+    coming = [at for at in due if at >= now]
+    return Waiting(len(due), len(late), min(coming) if coming else None)
 
 
 class Released(Enum):

@@ -209,21 +209,26 @@ class InMemory:
         """Relay what was written since the last call, as the change-feed trigger hands it to
         the relay (the outbox's own relay: `outbox`'s, else one on these services); the
         messages it sent (`FakePublisher.messages`' new ones: notices included), each ready for
-        a subscriber's `Dispatcher` (`delivered`, `dispatch_all`)."""
+        a subscriber's `Dispatcher` (`delivered`, `dispatch_all`). A scheduled event is not
+        sent: its release is scheduled (`schedule`), and it is sent by the `relay()` after the
+        kit's clock came to its due time (`clock.advance`); one due already is released and sent
+        now, as the relay and its `release_due_events` would."""
         from cosmos_outbox._mapper import read_feed
         from cosmos_outbox._wiring import Wiring
 
         wiring = self.outbox.wiring() if self.outbox is not None else Wiring(self.services)
-        with self.store._lock:
-            changed = [
-                dict(d)
-                for key, d in self.store.documents.items()
-                if (key, d.get("_etag")) not in self._relayed
-            ]
-            self._relayed |= {(k, d.get("_etag")) for k, d in self.store.documents.items()}
         before = len(self.publisher.messages)
-        run_sync(wiring.relay().relay(read_feed(changed, legacy=wiring.legacy)))
-        return self.publisher.messages[before:]
+        while True:
+            with self.store._lock:
+                changed = [
+                    dict(d)
+                    for key, d in self.store.documents.items()
+                    if (key, d.get("_etag")) not in self._relayed
+                ]
+                self._relayed |= {(k, d.get("_etag")) for k, d in self.store.documents.items()}
+            run_sync(wiring.relay().relay(read_feed(changed, legacy=wiring.legacy)))
+            if not self.release_due():  # a scheduled event due already: released, relayed
+                return self.publisher.messages[before:]
 
     def events(self, partition_key: str | None = None) -> list[IncomingEvent]:
         """The events committed so far (of one partition, when given), each as a subscriber
