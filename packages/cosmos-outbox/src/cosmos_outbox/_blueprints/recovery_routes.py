@@ -449,6 +449,18 @@ class SubscriberSightView(Model):
     given_up_by: str | None
 
 
+class ScheduleSight(Model):
+    """A scheduled event: when it is due, and `waiting` (for its due time or its release;
+    `overdue`: due more than a minute ago and not released), `released` (sent as any event) or
+    `cancelled` (never sent)."""
+
+    due_at: datetime
+    state: str
+    overdue: bool
+    released_at: datetime | None
+    cancelled_at: datetime | None
+
+
 class EventJourneyView(Model):
     event_id: str
     aggregate_type: str | None
@@ -463,11 +475,23 @@ class EventJourneyView(Model):
     dead_letters: list[DeadLetterSight]
     subscribers: list[SubscriberSightView]
     summary: str
+    #: a scheduled event's due time and state (null: not a scheduled event)
+    schedule: ScheduleSight | None = None
 
     @classmethod
     def of(cls, journey: EventJourney) -> EventJourneyView:
         q = journey.quarantine
+        s = journey.schedule
         return cls(
+            schedule=None
+            if s is None
+            else ScheduleSight(
+                due_at=s.due_at,
+                state=s.state,
+                overdue=s.overdue,
+                released_at=s.released_at,
+                cancelled_at=s.cancelled_at,
+            ),
             event_id=journey.event_id,
             aggregate_type=journey.aggregate_type,
             aggregate_id=journey.aggregate_id,
