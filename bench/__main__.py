@@ -16,6 +16,7 @@ from bench import (
     breakdown,
     claim_check,
     cold_start,
+    cosmos_queries,
     cosmos_scale,
     cosmos_sdk,
     first_request,
@@ -55,6 +56,19 @@ def main() -> None:
         print(cosmos_scale.markdown(results["cosmos_scale"]))
         print(
             f"  (aim: kept ÷ fresh >= 0.9x, restart <= 10 s; {time.perf_counter() - started:.0f} s)"
+        )
+
+        print(
+            "\nCosmos DB queries with 100,000 and 1,000,000 unrelated documents kept beside "
+            "none; point reads while querying ...",
+            flush=True,
+        )
+        started = time.perf_counter()
+        results["cosmos_queries"] = cosmos_queries.measure(base)
+        print(cosmos_queries.markdown(results["cosmos_queries"]))
+        print(
+            "  (aim: speed ÷ none >= 0.5x with a million, a point read's p99 while querying "
+            f"<= 2x idle; {time.perf_counter() - started:.0f} s)"
         )
 
         print("\nHTTP API through the local Functions host ...", flush=True)
@@ -365,6 +379,29 @@ def summary(results: dict[str, Any]) -> str:
             scale["cpu_kept_to_fresh"],
         )
     )
+    queries = results["cosmos_queries"]["sizes"]
+    largest = max(queries)
+    empty, big = queries[0], queries[largest]
+    for key, label in (("first_page", "first page (100)"), ("count", "filtered COUNT")):
+        rows.append(
+            (
+                f"cosmos {label}, {largest:,} unrelated kept (ms; ratio: speed)",
+                big[key]["median_ms"],
+                "the same, none kept",
+                empty[key]["median_ms"],
+                empty[key]["median_ms"] / big[key]["median_ms"],
+            )
+        )
+    for key, label in (("during_first_pages", "first pages"), ("during_scan", "a scan")):
+        rows.append(
+            (
+                f"cosmos point read p99 during {label}, {largest:,} kept (ms)",
+                big[key]["read"]["p99_ms"],
+                "idle",
+                big["idle"]["read"]["p99_ms"],
+                big[key]["read"]["p99_ms"] / big["idle"]["read"]["p99_ms"],
+            )
+        )
     peer = results["peers"]
     for n in peer["clients"]:
         for variant, floor in (("outbox", "plain"), ("outbox", "dual"), ("dual", "plain")):

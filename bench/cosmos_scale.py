@@ -42,7 +42,7 @@ import tempfile
 import time
 import uuid
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -127,14 +127,24 @@ def sync_client(cosmos: CosmosEndpoint) -> CosmosClient:
     return CosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False)
 
 
-def write_kept_state(state: Path, log: Path, n: int) -> dict[str, float]:
-    """Create the database and container through the endpoint, then write `n` documents into
-    its state folder as a snapshot (the endpoint's format); returns timings."""
+def write_kept_state(
+    state: Path,
+    log: Path,
+    n: int,
+    document_of: Callable[[int], dict[str, Any]] = document,
+    indexing_policy: dict[str, Any] | None = None,
+) -> dict[str, float]:
+    """Create the database and container through the endpoint, then write `n` documents
+    (`document_of(i)`, each with its own `partitionKey`) into its state folder as a snapshot
+    (the endpoint's format); returns timings."""
     started = time.perf_counter()
     with running(state, log) as cosmos:
         database = sync_client(cosmos).create_database(DATABASE)
+        options: dict[str, Any] = (
+            {} if indexing_policy is None else {"indexing_policy": indexing_policy}
+        )
         container = database.create_container(
-            CONTAINER, PartitionKey("/partitionKey"), default_ttl=-1
+            CONTAINER, PartitionKey("/partitionKey"), default_ttl=-1, **options
         )
         probe = container.create_item(document(0, "probe"))
         container.delete_item(probe["id"], probe["partitionKey"])
@@ -164,7 +174,7 @@ def write_kept_state(state: Path, log: Path, n: int) -> dict[str, float]:
         for i in range(1, n + 1):
             rid = document_rid(coll_rid, i + 1)
             body = {
-                **document(i),
+                **document_of(i),
                 "_rid": rid,
                 "_self": f"{coll_self}/docs/{rid}/",
                 "_etag": f'"{uuid.UUID(int=i)}"',

@@ -102,6 +102,9 @@ param watchedSubscriptions string = ''
 @description('Queues whose dead letters the operators\' routes recover too (OUTBOX_DEAD_LETTER_QUEUES, comma-separated).')
 param deadLetterQueues string = ''
 
+@description('The queue the relay schedules scheduled events\' releases on (SERVICEBUS_SCHEDULE_QUEUE); empty: none (the Contacts app schedules no events; an app that does creates the queue and grants Data Sender and Data Receiver on it).')
+param scheduleQueue string = ''
+
 @description('Seconds an event document lives in Cosmos before TTL deletes it; must outlive any relay outage.')
 @minValue(3600)
 param eventTtlSeconds int = 864000
@@ -379,6 +382,10 @@ var appSettings = [
   {
     name: 'OUTBOX_DEAD_LETTER_QUEUES'
     value: deadLetterQueues
+  }
+  {
+    name: 'SERVICEBUS_SCHEDULE_QUEUE'
+    value: scheduleQueue
   }
   {
     name: 'EVENT_TTL_SECONDS'

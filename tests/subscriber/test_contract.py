@@ -16,7 +16,7 @@ from domain.contact import Contact
 from contacts_projection.bootstrap import CONTACT  # isort: skip
 from contacts_projection.projection import HANDLED, IGNORED_ACTIONS  # isort: skip
 
-ENVELOPE = {"id", "contactId", "version", "createdAt", "traceparent", "action"}
+ENVELOPE = {"id", "contactId", "version", "createdAt", "traceparent", "action", "deliverAt"}
 
 
 def emitted() -> dict[str, type[Event]]:

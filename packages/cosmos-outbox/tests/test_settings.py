@@ -126,6 +126,7 @@ def test_setting_names_are_the_documented_app_settings() -> None:
         "AzureWebJobsStorage__accountName",
         "IDEMPOTENCY_TTL_SECONDS",
         "OUTBOX_LEASE_PREFIX",
+        "SERVICEBUS_SCHEDULE_QUEUE",
         "OUTBOX_SUBSCRIPTIONS",
         "OUTBOX_DEAD_LETTER_QUEUES",
     }

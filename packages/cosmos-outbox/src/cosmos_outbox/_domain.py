@@ -29,11 +29,13 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
-from datetime import UTC, datetime
-from typing import Any, ClassVar, Literal, TypeVar, overload
+from datetime import datetime, timedelta
+from typing import Any, ClassVar, Literal, Self, TypeVar, overload
 
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, model_validator
 from pydantic.alias_generators import to_camel
+
+from cosmos_outbox._clock import now as _now
 
 A = TypeVar("A", bound="Aggregate")
 E = TypeVar("E", bound="Event")
@@ -98,7 +100,33 @@ def _aggregate_id() -> str:
 
 
 def utcnow() -> datetime:
-    return datetime.now(UTC)
+    """Now, UTC (the test kit's clock when one stands in: `cosmos_outbox._clock`)."""
+    return _now()
+
+
+def due_time(
+    deliver_at: datetime | None, deliver_after: timedelta | None, *, now: datetime | None = None
+) -> datetime | None:
+    """When a scheduled event is due: `deliver_at` (an aware datetime: a naive one says no
+    clock, ValueError), or `deliver_after` from `now` (now when not given); None for an event
+    sent once committed. Both given: ValueError. A time in the past is allowed: the event is
+    delivered at once."""
+    if deliver_after is not None:
+        if deliver_at is not None:
+            raise ValueError("give deliver_at or deliver_after, not both")
+        if not isinstance(deliver_after, timedelta):
+            raise TypeError(f"deliver_after is a timedelta, not {type(deliver_after).__name__}")
+        return (now or utcnow()) + deliver_after
+    if deliver_at is None:
+        return None
+    if not isinstance(deliver_at, datetime):
+        raise TypeError(f"deliver_at is a datetime, not {type(deliver_at).__name__}")
+    if deliver_at.tzinfo is None or deliver_at.utcoffset() is None:
+        raise ValueError(
+            f"deliver_at {deliver_at.isoformat()} is naive: give an aware datetime "
+            "(datetime.now(UTC) + ..., or with its tzinfo) so that it names one instant"
+        )
+    return deliver_at
 
 
 def event_aliases(aggregate_type: str) -> Callable[[str], str]:
@@ -169,7 +197,10 @@ class Event(BaseModel):
     """Something that happened to one aggregate: its id, the aggregate's id, the aggregate's
     `version` after it, when, the trace context of the request that caused it, and its
     `action`. Subclass it with the event's own fields and bind the class to its aggregate with
-    the aggregate's `event` decorator; `Aggregate.record` fills the rest."""
+    the aggregate's `event` decorator; `Aggregate.record` fills the rest.
+
+    A scheduled event (`deliver_at`: when it is due, recorded with `record(..., deliver_at=...)`
+    or `deliver_after=`) has `version` 0: it takes no place in the aggregate's order."""
 
     model_config = ConfigDict(
         frozen=True, extra="forbid", alias_generator=to_camel, populate_by_name=True
@@ -180,11 +211,29 @@ class Event(BaseModel):
 
     id: str = Field(default_factory=new_id)
     aggregate_id: str
-    version: int = Field(ge=1)
+    version: int = Field(ge=0)
     created_at: datetime = Field(default_factory=utcnow)
     traceparent: str | None = None
     #: What happened: the bound class's action (its class name unless the binding named it).
     action: str = ""
+    #: When a scheduled event is due (aware); None: sent as soon as it is committed.
+    deliver_at: datetime | None = None
+
+    @model_validator(mode="after")
+    def _scheduled_events_take_no_version(self) -> Self:
+        if self.deliver_at is None and self.version < 1:
+            raise ValueError("version: an event that is not scheduled has a version of at least 1")
+        if self.deliver_at is not None:
+            if self.version != 0:
+                raise ValueError(
+                    "version: a scheduled event (deliver_at) has version 0: it takes no place "
+                    "in its aggregate's order"
+                )
+            if self.deliver_at.tzinfo is None:
+                raise ValueError(
+                    "deliver_at: give an aware datetime (a naive one names no instant)"
+                )
+        return self
 
     @classmethod
     def action_name(cls) -> str:
@@ -228,6 +277,8 @@ class Aggregate(BaseModel):
     id: str = Field(default_factory=_aggregate_id, min_length=1, max_length=128)
     version: int = Field(default=1, ge=1)
     _events: list[Event] = PrivateAttr(default_factory=list)
+    #: the ids of the scheduled events this change cancels (`cancel_scheduled`)
+    _cancels: list[str] = PrivateAttr(default_factory=list)
     #: True until the first event is recorded, False for an aggregate read from the store.
     _new: bool = PrivateAttr(default=True)
 
@@ -308,19 +359,73 @@ class Aggregate(BaseModel):
         return list(self._events)
 
     def collect_events(self) -> list[Event]:
-        """Hand over the recorded events (in the order they happened) and forget them."""
-        drained, self._events = self._events, []
+        """Hand over the recorded events (in the order they happened) and forget them, and the
+        cancels (`cancel_scheduled`) with them."""
+        drained, self._events, self._cancels = self._events, [], []
         return drained
 
-    def record(self, event: type[Event], /, *, at: datetime | None = None, **fields: Any) -> None:
-        """Record that `event` happened (now, or `at`). The first event of a new aggregate is
-        at version 1; every other one takes the next version. The event's own fields are
-        `fields`, and for those not given, the aggregate's fields of the same name as they are
-        now. `on_recorded` runs after."""
+    def cancel_scheduled(self, event_id: str) -> None:
+        """Cancel a scheduled event of this aggregate (one it recorded with `deliver_at` or
+        `deliver_after` in an earlier change: keep its id, `record`'s answer) with this change:
+        committed in the same batch, it is never sent. The unit of work reads the event when it
+        commits: NotFoundError (no such event: expired), ValueError (not scheduled),
+        TooLateToCancelError (its due time came and it was released) fail the commit, nothing
+        written. Cancelled already: nothing to do."""
+        if not isinstance(event_id, str) or not event_id:
+            raise ValueError("cancel_scheduled takes the id of a scheduled event")
+        if event_id not in self._cancels:
+            self._cancels.append(event_id)
+
+    @property
+    def cancels(self) -> list[str]:
+        """The ids of the scheduled events this change cancels, not yet committed."""
+        return list(self._cancels)
+
+    def record(
+        self,
+        event: type[E],
+        /,
+        *,
+        at: datetime | None = None,
+        deliver_at: datetime | None = None,
+        deliver_after: timedelta | None = None,
+        **fields: Any,
+    ) -> E:
+        """Record that `event` happened (now, or `at`); the event recorded. The first event of a
+        new aggregate is at version 1; every other one takes the next version. The event's own
+        fields are `fields`, and for those not given, the aggregate's fields of the same name as
+        they are now. `on_recorded` runs after.
+
+        With `deliver_at` (an aware datetime) or `deliver_after` (a timedelta from now) the
+        event is **scheduled**: committed with the change, delivered when it is due (at once
+        when that is past), never once cancelled (`Transaction.cancel(event.id)` in a later
+        transaction of the aggregate's partition). It takes no place in the aggregate's order:
+        version 0, and the aggregate's version does not move for it. A naive datetime, or
+        both, is a ValueError here."""
+        at = at or utcnow()
+        due = due_time(deliver_at, deliver_after, now=at)
+        if due is not None:
+            if self._new:
+                raise ValueError(
+                    f"{type(self).__name__} {self.id} is new: record the event that creates it "
+                    f"(its version 1) before a scheduled one ({event.__name__})"
+                )
+            return self._recorded(event, fields, version=0, at=at, deliver_at=due)
         if self._new:
             self._new = False
         else:
             self.version += 1
+        return self._recorded(event, fields, version=self.version, at=at)
+
+    def _recorded(
+        self,
+        event: type[E],
+        fields: dict[str, Any],
+        *,
+        version: int,
+        at: datetime | None,
+        deliver_at: datetime | None = None,
+    ) -> E:
         own = type(self).model_fields
         values = {
             name: getattr(self, name)
@@ -332,12 +437,14 @@ class Aggregate(BaseModel):
                 **values,
                 **fields,
                 "aggregate_id": self.id,
-                "version": self.version,
+                "version": version,
                 "created_at": at or utcnow(),
+                "deliver_at": deliver_at,
             }
         )
         self._events.append(recorded)
         self.on_recorded(recorded)
+        return recorded
 
     def on_recorded(self, event: Event) -> None:
         """Runs after each event is recorded (an aggregate may keep its time as

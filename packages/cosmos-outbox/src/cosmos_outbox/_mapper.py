@@ -20,7 +20,8 @@ The event document (format 2):
      "aggregateType": "order", "aggregateId": <aggregate id | session id>, "source": "/orders",
      "action": "OrderPlaced", "version": 3, "createdAt": "2026-11-24T21:47:02.123456+00:00",
      "traceparent": "00-...", "body": "{\"customerName\":\"Ada\",\"totalCents\":1200}",
-     "subject"?: ..., "properties"?: "{\"tenant\":\"t1\"}", "dataschema"?: ..., "ttl": 864000}
+     "subject"?: ..., "properties"?: "{\"tenant\":\"t1\"}", "dataschema"?: ..., "ttl": 864000,
+     "deliverAt"?: "2026-11-24T22:02:02+00:00", "releasedAt"?: ..., "cancelledAt"?: ...}
 
 - `body` is the message body as JSON text (compact, UTF-8 as is): the app's data exactly as it
   published it, nothing added. It is kept as a string because the Azure Functions host hands
@@ -32,6 +33,11 @@ The event document (format 2):
   subject) is top-level; the relay sends it as application properties and CloudEvents
   attributes. It reads the time by parsing it (`createdAt`, which the Azure host may have
   re-formatted) and writes it in one form.
+- A **scheduled** event (`deliverAt`: when it is due, UTC) has `version` 0: it takes no place in
+  its stream's order (`cosmos_outbox._write.streams`), and its document is kept `ttl` = the
+  event TTL counted from its due time. It is sent once released (`releasedAt`, written at its due
+  time by `cosmos_outbox._relay.releases`), never once cancelled (`cancelledAt`, written by the
+  app's `Transaction.cancel`): the relay reads which from the document (`OutboxRecord`).
 
 Documents of the format before (format 1: `data` = the envelope and the app's fields in one
 object, `<aggregateType>Id` for the aggregate id; the message body was that object) are still
@@ -42,6 +48,7 @@ published it, MessageId = event id, SessionId = aggregate id, Subject = action (
 own subject), application properties `aggregateType`, `<aggregateType>Id` (`orderId`),
 `version`, `action`, `outboxFormat`, and `traceparent`/`Diagnostic-Id` when the event carries a
 trace context; the broker adapter adds the CloudEvents attributes (`cosmos_outbox.servicebus`).
+A scheduled event's message has `deliverAt` (when it was due, UTC, ISO 8601) and no `version`.
 An event stored in format 1 is sent as it was: its data the body, no `outboxFormat`. The claim
 check: a message too large for the topic travels with an empty body and the CloudEvents
 `dataref` attribute, the reference of its body in the payload store, stored under
@@ -60,6 +67,7 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, ValidationError
 
+from cosmos_outbox import _clock as clock
 from cosmos_outbox._domain import AGGREGATES, Aggregate, Event
 from cosmos_outbox._records import (
     FeedItem,
@@ -93,6 +101,10 @@ REDRIVE_PROPERTY = "outboxRedrive"
 #: The fields of an event that are its envelope, not its data: the `Event` model's own (an
 #: option added to it is in the envelope, never in an event's body).
 ENVELOPE_FIELDS: set[str] = set(Event.model_fields)
+#: The application property of a scheduled event's message: when it was due.
+DELIVER_AT_PROPERTY = "deliverAt"
+#: The most seconds Cosmos DB keeps a document for (`ttl` is a 32-bit integer).
+MAX_TTL_SECONDS = 2**31 - 1
 #: The envelope's names in the data of a format 1 event (and `<aggregateType>Id`).
 _FORMAT_1_ENVELOPE = frozenset({"id", "version", "createdAt", "traceparent", "action"})
 #: JSON text of a body: compact, UTF-8 as is, no cycle check (a body is a tree). NaN and the
@@ -134,8 +146,10 @@ def event_document(
     traceparent: str | None = None,
     subject: str | None = None,
     properties: str | None = None,
+    deliver_at: str | None = None,
 ) -> dict[str, Any]:
-    """One event's document. `body` and `properties` are JSON text (`body_text`). A transaction's
+    """One event's document. `body` and `properties` are JSON text (`body_text`); `deliver_at`
+    the due time of a scheduled event (`due_text`), whose `version` stays 0. A transaction's
     event is written before its commit gives it its number and time (`stamp`)."""
     document = {
         "id": event_id,
@@ -155,6 +169,8 @@ def event_document(
         document["subject"] = subject
     if properties is not None:
         document["properties"] = properties
+    if deliver_at is not None:
+        document["deliverAt"] = deliver_at
     return document
 
 
@@ -163,10 +179,50 @@ def stamp(document: dict[str, Any], version: int, created_at: str) -> None:
     document["version"], document["createdAt"] = version, created_at
 
 
+def scheduled(document: Mapping[str, Any]) -> bool:
+    """Whether an event document is a scheduled event's (it has a due time)."""
+    return "deliverAt" in document
+
+
+def due_text(at: datetime) -> str:
+    """A due time as an event document and a message keep it: ISO 8601 in UTC."""
+    return at.astimezone(UTC).isoformat()
+
+
+def scheduled_ttl(ttl_seconds: int, deliver_at: datetime, now: datetime) -> int:
+    """The `ttl` of a scheduled event's document: `ttl_seconds` counted from its due time (the
+    relay's allowance for an outage is the same as for any event). ValueError, naming Cosmos
+    DB's limit, when it is more than a document can be kept for."""
+    ahead = max(0.0, (deliver_at - now).total_seconds())
+    ttl = ttl_seconds + int(ahead) + (ahead % 1 > 0)
+    if ttl > MAX_TTL_SECONDS:
+        raise ValueError(
+            f"deliver_at {deliver_at.isoformat()} is too far ahead: its event document must be "
+            f"kept until then and the event TTL ({ttl_seconds} s) after it, and Cosmos DB keeps "
+            f"a document at most {MAX_TTL_SECONDS} s (about 68 years)"
+        )
+    return ttl
+
+
+def cancelled(document: Mapping[str, Any], at: str) -> dict[str, Any]:
+    """A scheduled event's document, cancelled at `at` (the relay never sends it)."""
+    return {**without_system_keys(document), "cancelledAt": at}
+
+
+def released(document: Mapping[str, Any], at: str, ttl_seconds: int) -> dict[str, Any]:
+    """A scheduled event's document, released at `at` (its due time came: the relay sends it),
+    kept `ttl_seconds` from now (its due time's allowance, counted from its release)."""
+    return {**without_system_keys(document), "releasedAt": at, "ttl": ttl_seconds}
+
+
 def aggregate_event_document(event: Event, *, source: str, ttl_seconds: int) -> dict[str, Any]:
     """The document of one event an aggregate recorded: in its aggregate's partition, its body
-    the event's own fields (camelCase), its envelope the rest; expiring after `ttl_seconds`."""
+    the event's own fields (camelCase), its envelope the rest; expiring after `ttl_seconds`
+    (counted from its due time for a scheduled event)."""
     created_at = event.model_dump(mode="json", by_alias=True, include={"created_at"})
+    deliver_at = event.deliver_at
+    if deliver_at is not None:
+        ttl_seconds = scheduled_ttl(ttl_seconds, deliver_at, clock.now())
     return event_document(
         event_id=event.id,
         partition_key=aggregate_partition(event.aggregate_id),
@@ -179,6 +235,7 @@ def aggregate_event_document(event: Event, *, source: str, ttl_seconds: int) -> 
         traceparent=event.traceparent,
         body=body_text(event.model_dump(mode="json", by_alias=True, exclude=ENVELOPE_FIELDS)),
         ttl=ttl_seconds,
+        deliver_at=None if deliver_at is None else due_text(deliver_at),
     )
 
 
@@ -252,6 +309,7 @@ def reserved_property(name: str, aggregate_type: str) -> bool:
         "Diagnostic-Id",
         "eventId",
         FORMAT_PROPERTY,
+        DELIVER_AT_PROPERTY,
         TARGET_PROPERTY,
         RESUBMISSION_PROPERTY,
         REDRIVE_PROPERTY,
@@ -277,6 +335,10 @@ class EventFields(NamedTuple):
     #: None when it cannot be read
     data: Mapping[str, Any] | None
     format: int
+    #: a scheduled event's due time, and when it was released or cancelled (as stored)
+    deliver_at: object = None
+    released_at: object = None
+    cancelled_at: object = None
 
 
 def fields(document: Mapping[str, Any], *, legacy: LegacyEvents | None = None) -> EventFields:
@@ -299,6 +361,9 @@ def fields(document: Mapping[str, Any], *, legacy: LegacyEvents | None = None) -
             get("traceparent"),
             data if isinstance(data, Mapping) else None,
             FORMAT,
+            get("deliverAt"),
+            get("releasedAt"),
+            get("cancelledAt"),
         )
     stored = document.get("data")
     if not isinstance(stored, Mapping):
@@ -334,6 +399,8 @@ def envelope_and_data(
         "traceparent": found.traceparent,
         "action": found.action,
     }
+    if found.deliver_at is not None:
+        envelope["deliverAt"] = found.deliver_at
     return {**envelope, **found.data}
 
 
@@ -432,8 +499,18 @@ def _enveloped(
     if subject is not None and (not isinstance(subject, str) or not subject):
         raise PoisonEventError("event subject must be a non-empty string")
     get = envelope.get
+    stored_version = get("version")
+    schedule: tuple[datetime, datetime | None, datetime | None] | None = None
+    if "deliverAt" in document:
+        schedule = _schedule(document)
+        if type(stored_version) is not int or stored_version != 0:
+            raise PoisonEventError(
+                "event version must be 0: a scheduled event (deliverAt) takes no place in its "
+                "stream's order"
+            )
+        stored_version = 1  # checked as any event's below; the record's version stays 0
     plain = plain_fields(
-        get("id"), aggregate_type, get(id_key), get("action"), get("version"), source
+        get("id"), aggregate_type, get(id_key), get("action"), stored_version, source
     )
     if plain is None:
         checked = _checked(
@@ -441,7 +518,7 @@ def _enveloped(
             aggregate_type,
             get(id_key),
             get("action"),
-            get("version"),
+            stored_version,
             source,
             id_key=id_key,
             prefix="" if envelope is document else "data.",
@@ -449,6 +526,27 @@ def _enveloped(
         plain = checked.event_id, checked.aggregate_id, checked.action, checked.version
     event_id, aggregate_id, action, version = plain
     traceparent, dataschema = get("traceparent"), document.get("dataschema")
+    if schedule is not None:
+        deliver_at, released_at, cancelled_at = schedule
+        return OutboxRecord(
+            event_id=event_id,
+            aggregate_id=aggregate_id,
+            action=action,
+            version=0,
+            aggregate_type=aggregate_type,
+            created_at=parse_time(get("createdAt")),
+            traceparent=traceparent if isinstance(traceparent, str) and traceparent else None,
+            event_source=source,
+            dataschema=dataschema if isinstance(dataschema, str) and dataschema else None,
+            body=body,
+            properties=properties,
+            subject=subject,
+            document=document,
+            format=format,
+            deliver_at=deliver_at,
+            released_at=released_at,
+            cancelled_at=cancelled_at,
+        )
     return OutboxRecord(
         event_id=event_id,
         aggregate_id=aggregate_id,
@@ -465,6 +563,24 @@ def _enveloped(
         document=document,
         format=format,
     )
+
+
+def _schedule(
+    document: Mapping[str, Any],
+) -> tuple[datetime, datetime | None, datetime | None]:
+    """A scheduled event's due time, release and cancellation, as stored (times with their
+    offset: the Azure host may have re-formatted them, as any date-like string of a trigger
+    document). PoisonEventError naming the field that is not such a time."""
+    found: list[datetime | None] = []
+    for name in ("deliverAt", "releasedAt", "cancelledAt"):
+        value = document.get(name)
+        at = parse_time(value)
+        if (value is not None or name == "deliverAt") and (at is None or at.tzinfo is None):
+            raise PoisonEventError(f"event {name} must be an ISO 8601 time with its UTC offset")
+        found.append(at)
+    deliver_at, released_at, cancelled_at = found
+    assert deliver_at is not None
+    return deliver_at, released_at, cancelled_at
 
 
 def _checked(
@@ -598,13 +714,23 @@ def parse_time(value: object) -> datetime | None:
 
 
 def to_message(record: OutboxRecord) -> OutboxMessage:
-    """The message of a stored event (see the module): its format's."""
-    properties: dict[str, str | int] = {
-        "aggregateType": record.aggregate_type,
-        f"{record.aggregate_type}Id": record.aggregate_id,
-        "version": record.version,
-        "action": record.action,
-    }
+    """The message of a stored event (see the module): its format's. A scheduled event's has
+    no `version` (it takes no place in its stream's order) and says when it was due."""
+    properties: dict[str, str | int]
+    if record.deliver_at is None:
+        properties = {
+            "aggregateType": record.aggregate_type,
+            f"{record.aggregate_type}Id": record.aggregate_id,
+            "version": record.version,
+            "action": record.action,
+        }
+    else:
+        properties = {
+            "aggregateType": record.aggregate_type,
+            f"{record.aggregate_type}Id": record.aggregate_id,
+            "action": record.action,
+            DELIVER_AT_PROPERTY: due_text(record.deliver_at),
+        }
     if record.traceparent:
         properties["traceparent"] = record.traceparent
         properties["Diagnostic-Id"] = record.traceparent
@@ -784,18 +910,28 @@ class MessageEnvelope(NamedTuple):
     aggregate_id: object
     data: Mapping[str, Any]
     where: str
+    #: a scheduled event's due time (its `deliverAt` property, parsed; None: none or unreadable)
+    deliver_at: datetime | None = None
 
 
 def message_envelope(
     properties: Mapping[str, Any], data: Mapping[str, Any], aggregate_type: str
 ) -> MessageEnvelope:
     """A relayed message's envelope and data (see the module): format 2 (`outboxFormat` 2) has
-    its envelope in the application properties, format 1 in its body with the app's fields."""
+    its envelope in the application properties, format 1 in its body with the app's fields. A
+    scheduled event's message has no version: read as 0 (no place in its stream's order)."""
     own = f"{aggregate_type}Id"
     if str(properties.get(FORMAT_PROPERTY)) == str(FORMAT):
         version = properties.get("version")
         if isinstance(version, str) and version.isdigit():  # an integer as another sender's text
             version = int(version)
+        due = properties.get(DELIVER_AT_PROPERTY)
+        if due is not None:
+            at = parse_time(due)
+            aware = at if at is not None and at.tzinfo is not None else None
+            return MessageEnvelope(
+                0 if version is None else version, properties.get(own), data, "properties", aware
+            )
         return MessageEnvelope(version, properties.get(own), data, "properties")
     return MessageEnvelope(
         data.get("version"),

@@ -20,6 +20,13 @@ from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.ports import AsyncDocumentStore, DocumentStore, Page
 
 QUARANTINE_TYPE = "quarantinedEvent"
+#: The records not resolved, counted by the store: the quarantine's records selected by the
+#: indexed `type` (nothing else is read), those without a status (written before the admin
+#: API) counted as quarantined.
+_UNRESOLVED = (
+    "SELECT VALUE COUNT(1) FROM c WHERE c.type = @type "
+    "AND (NOT IS_DEFINED(c.status) OR NOT (c.status IN ('resolved', 'discarded')))"
+)
 #: The kind named in a 404 for a quarantine record ("no such quarantined event").
 QUARANTINED_EVENT = "quarantined event"
 
@@ -240,12 +247,10 @@ class Quarantine:
         )
 
     async def count(self) -> int:
-        """How many records are neither resolved nor discarded."""
-        return sum(
-            1
-            for d in await self._store.of_type(QUARANTINE_TYPE)
-            if d.get("status") not in ("resolved", "discarded")
-        )
+        """How many records are neither resolved nor discarded: one COUNT query, answered by the
+        store (no record is sent back), which reads the quarantine's records only."""
+        found = await self._store.query(_UNRESOLVED, {"@type": QUARANTINE_TYPE})
+        return int(found[0]) if found else 0
 
     async def replayed(
         self, entry: QuarantinedEvent, *, resolved: bool, reason: str, ttl_seconds: int

@@ -70,6 +70,23 @@ class OutboxRecord:
     #: the message format: 2, the body the app's data and the envelope in properties; 1, the
     #: format before (the body the event's data with its envelope), kept for stored events
     format: int = 2
+    #: a scheduled event: when it is due (aware); None for an event relayed once committed
+    deliver_at: datetime | None = None
+    #: a scheduled event whose due time came: when it was released (the relay sends it now)
+    released_at: datetime | None = None
+    #: a scheduled event the app cancelled before its release: when (it is never sent)
+    cancelled_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class Release:
+    """A scheduled event's release, as the relay schedules it (on the schedule queue,
+    `cosmos_outbox.ports.ScheduleQueue`): the event's partition and id, and when to release it
+    (aware: its due time, or a step towards it)."""
+
+    partition_key: str
+    event_id: str
+    at: datetime
 
 
 def trace_id(traceparent: object) -> str | None:

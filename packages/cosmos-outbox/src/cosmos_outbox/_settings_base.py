@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 # The host cannot resolve %SETTING% in int binding properties, but the Python worker indexes the
 # app with the app settings in its environment: the trigger reads these at indexing time
@@ -71,11 +71,27 @@ class TriggerSettings(BaseModel):
         max_length=64,
         pattern=r"^[A-Za-z0-9._-]*$",
     )
+    #: The Service Bus queue (in the topic's namespace) the relay schedules scheduled events'
+    #: releases on; read at indexing: set, the relay's blueprint registers `release_due_events`
+    #: on it. None: no scheduled events relayed (one is quarantined, the reason naming this).
+    schedule_queue: str | None = Field(
+        default=None,
+        alias="SERVICEBUS_SCHEDULE_QUEUE",
+        min_length=1,
+        max_length=260,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$",
+    )
+
     #: The relay trigger's database and lease container (`binding_name` says how it binds them).
     cosmos_database: str = Field(default=DEFAULT_DATABASE, alias="COSMOS_DATABASE", min_length=1)
     cosmos_lease_container: str = Field(
         default=DEFAULT_LEASE_CONTAINER, alias="COSMOS_LEASE_CONTAINER", min_length=1
     )
+
+    @field_validator("schedule_queue", mode="before")
+    @classmethod
+    def _unset_when_empty(cls, value: object) -> object:
+        return None if isinstance(value, str) and not value.strip() else value
 
     def binding_name(self, field: str) -> str:
         """What the relay trigger binds the setting of `field` with: its `%NAME%` expression
@@ -109,6 +125,8 @@ def load_trigger_settings(environ: Mapping[str, str] | None = None) -> TriggerSe
     values = {n: env[n] for n in names if env.get(n)}
     if "OUTBOX_LEASE_PREFIX" in env:  # set to "" on purpose: a relay deployed before 0.3
         values["OUTBOX_LEASE_PREFIX"] = env["OUTBOX_LEASE_PREFIX"].strip()
+    if env.get("SERVICEBUS_SCHEDULE_QUEUE", "").strip():
+        values["SERVICEBUS_SCHEDULE_QUEUE"] = env["SERVICEBUS_SCHEDULE_QUEUE"].strip()
     try:
         return TriggerSettings.model_validate(values)
     except ValidationError as exc:

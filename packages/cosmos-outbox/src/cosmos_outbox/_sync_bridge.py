@@ -20,11 +20,13 @@ if TYPE_CHECKING:
         AsyncDocumentStore,
         AsyncMessagePublisher,
         AsyncPayloadStore,
+        AsyncScheduleQueue,
         BacklogEstimator,
         DeadLetterQueues,
         DocumentStore,
         MessagePublisher,
         PayloadStore,
+        ScheduleQueue,
     )
 
 T = TypeVar("T")
@@ -118,6 +120,8 @@ def as_async(port: MessagePublisher | AsyncMessagePublisher) -> AsyncMessagePubl
 def as_async(port: PayloadStore | AsyncPayloadStore) -> AsyncPayloadStore: ...
 @overload
 def as_async(port: BacklogEstimator | AsyncBacklogEstimator) -> AsyncBacklogEstimator: ...
+@overload
+def as_async(port: ScheduleQueue | AsyncScheduleQueue) -> AsyncScheduleQueue: ...
 @overload
 def as_async(port: DeadLetterQueues | AsyncDeadLetterQueues) -> AsyncDeadLetterQueues: ...
 

@@ -29,12 +29,14 @@ from cosmos_outbox.ports import (
     AsyncDocumentStore,
     AsyncMessagePublisher,
     AsyncPayloadStore,
+    AsyncScheduleQueue,
     BacklogEstimator,
     DeadLetterEntity,
     DeadLetterQueues,
     DocumentStore,
     MessagePublisher,
     PayloadStore,
+    ScheduleQueue,
 )
 from cosmos_outbox.settings import (
     DEFAULT_EVENT_TTL_SECONDS,
@@ -46,6 +48,7 @@ if TYPE_CHECKING:
     from cosmos_outbox._quarantine import Quarantine
     from cosmos_outbox._relay.forwarding import Relay
     from cosmos_outbox._relay.operator_actions import OutboxOperators
+    from cosmos_outbox._relay.releases import Releases
     from cosmos_outbox.settings import OutboxSettings
     from cosmos_outbox.telemetry import RelayTelemetry
 
@@ -88,6 +91,9 @@ class Services:
     event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS
     idempotency_ttl_seconds: int = DEFAULT_IDEMPOTENCY_TTL_SECONDS
     max_payload_bytes: int = DEFAULT_PAYLOAD_MAX_BYTES
+    #: where the relay schedules scheduled events' releases (made on first use; None: no
+    #: schedule queue, a scheduled event is quarantined)
+    schedule: Callable[[], ScheduleQueue | AsyncScheduleQueue | None] = lambda: None
     #: the dead-letter queues of `watched` (made on first use; None: none can be read)
     dead_letters: Callable[[], DeadLetterQueues | AsyncDeadLetterQueues | None] = _no_dead_letters
     #: the topic's subscriptions (and queues) whose dead letters the operators watch
@@ -148,6 +154,35 @@ def publisher_from_settings(
     raise SettingsError(
         "invalid settings: set ServiceBusConnection (connection string) or "
         "ServiceBusConnection__fullyQualifiedNamespace (managed identity) to relay events"
+    )
+
+
+def schedule_from_settings(
+    settings: OutboxSettings, *, asynchronous: bool = False
+) -> ScheduleQueue | AsyncScheduleQueue | None:
+    """The schedule queue the settings name (SERVICEBUS_SCHEDULE_QUEUE, on the topic's
+    connection); None when it is not set. No I/O: the relay's first check opens its link."""
+    queue = settings.schedule_queue
+    if queue is None:
+        return None
+    if asynchronous:
+        from cosmos_outbox.servicebus._schedule import AsyncServiceBusScheduleQueue as Queue
+    else:
+        from cosmos_outbox.servicebus._schedule import (  # type: ignore[assignment]
+            ServiceBusScheduleQueue as Queue,
+        )
+    if settings.servicebus_connection is not None:
+        return Queue.from_connection_string(
+            settings.servicebus_connection.get_secret_value(), queue
+        )
+    if settings.servicebus_namespace:
+        return Queue.from_namespace(settings.servicebus_namespace, queue)
+    from cosmos_outbox.settings import SettingsError
+
+    raise SettingsError(
+        "invalid settings: SERVICEBUS_SCHEDULE_QUEUE is set: set ServiceBusConnection "
+        "(connection string) or ServiceBusConnection__fullyQualifiedNamespace (managed identity) "
+        "too"
     )
 
 
@@ -309,6 +344,7 @@ def services_from_settings(
         backlog=backlog,
         publisher=lambda: publisher_from_settings(settings, asynchronous=asynchronous),
         payloads=lambda: payloads_from_settings(settings, asynchronous=asynchronous),
+        schedule=lambda: schedule_from_settings(settings, asynchronous=asynchronous),
         token_secret=token_secret(settings),
         topic=settings.servicebus_topic or "",
         event_ttl_seconds=settings.event_ttl_seconds,
@@ -348,6 +384,9 @@ class Wiring:
         self.event_ttl_seconds = services.event_ttl_seconds
         self._lock = threading.Lock()
         self._relay: Relay | None = None
+        self._releases: Releases | None = None
+        self._schedule_queue: AsyncScheduleQueue | None = None
+        self._schedule_made = False
         self._backlog: AsyncBacklogEstimator | None = None
         self.sequences = Sequences()
 
@@ -393,8 +432,30 @@ class Wiring:
                     max_payload_bytes=self.services.max_payload_bytes,
                     health=self.relay_health,
                     topic=self.services.topic,
+                    schedule=self._schedule(),
                 )
             return self._relay
+
+    def releases(self) -> Releases:
+        """Scheduled events' releases at their due time (`release_due_events`)."""
+        with self._lock:
+            if self._releases is None:
+                from cosmos_outbox._relay.releases import Releases
+
+                self._releases = Releases(
+                    self.store,
+                    self._schedule(),
+                    event_ttl_seconds=self.services.event_ttl_seconds,
+                )
+            return self._releases
+
+    def _schedule(self) -> AsyncScheduleQueue | None:
+        """The schedule queue, made once (the relay and the releases share it)."""
+        if not self._schedule_made:
+            made = self.services.schedule()
+            self._schedule_queue = as_async(made) if made is not None else None
+            self._schedule_made = True
+        return self._schedule_queue
 
     def backlog(self) -> AsyncBacklogEstimator:
         with self._lock:

@@ -19,6 +19,7 @@ __all__ = [
     "SessionIdTooLongError",
     "StoreUnavailableError",
     "ThrottledError",
+    "TooLateToCancelError",
     "TransientStoreError",
     "UnrecordedChangeError",
 ]
@@ -91,6 +92,20 @@ class PreconditionFailedError(OutboxError):
     def __init__(self, message: str, *, aggregate_type: str = "resource") -> None:
         super().__init__(message)
         self.aggregate_type = aggregate_type
+
+
+class TooLateToCancelError(OutboxError):
+    """A scheduled event's due time came and it was released before the cancel (409): it is
+    being delivered, and no cancel can stop it now. Nothing of the transaction was written; the
+    app decides what the change means now (a payment after the reservation expired)."""
+
+    def __init__(self, event_id: str, released_at: str | None) -> None:
+        super().__init__(
+            f"scheduled event {event_id} was released at {released_at} (its due time came): "
+            "it is being delivered, too late to cancel"
+        )
+        self.event_id = event_id
+        self.released_at = released_at
 
 
 class TransientStoreError(OutboxError):

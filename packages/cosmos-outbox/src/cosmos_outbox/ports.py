@@ -10,6 +10,8 @@ the async API awaits as they are). The outbox's logic is written once over them.
 - `MessagePublisher` and its `MessageBatch`: the topic;
 - `PayloadStore`: the claim check's bodies;
 - `BacklogEstimator`: how far the relay's change-feed leases are behind;
+- `ScheduleQueue`: where the relay schedules the release of a scheduled event for its due time
+  (a Service Bus queue: the release comes back to the relay's `release_due_events` then).
 - `DeadLetterQueues`: the dead-letter queues of the topic's subscriptions (and of queues an app
   names), peeked, and their messages moved out: sent again (or not), then removed.
 
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
 from cosmos_outbox._queries import QueryParameters
-from cosmos_outbox._records import OutboxMessage
+from cosmos_outbox._records import OutboxMessage, Release
 
 T = TypeVar("T")
 
@@ -36,6 +38,7 @@ __all__ = [
     "AsyncDocumentStore",
     "AsyncMessagePublisher",
     "AsyncPayloadStore",
+    "AsyncScheduleQueue",
     "BacklogEstimator",
     "BatchOperation",
     "DeadLetter",
@@ -50,6 +53,8 @@ __all__ = [
     "Page",
     "PayloadStore",
     "QueryParameters",
+    "Release",
+    "ScheduleQueue",
     "stays_sync",
     "sync_methods",
 ]
@@ -82,6 +87,8 @@ def sync_methods() -> frozenset[str]:
             AsyncPayloadStore,
             BacklogEstimator,
             AsyncBacklogEstimator,
+            ScheduleQueue,
+            AsyncScheduleQueue,
             DeadLetterQueues,
             AsyncDeadLetterQueues,
         )
@@ -377,6 +384,34 @@ class AsyncBacklogEstimator(abc.ABC):
 
     @abc.abstractmethod
     async def estimate(self) -> list[LeaseBacklog]: ...
+
+
+class ScheduleQueue(abc.ABC):
+    """Where the relay schedules the release of each scheduled event for its due time: the
+    release is handed back then (on Azure: a Service Bus queue, the message scheduled for
+    `Release.at`, received by the relay's `release_due_events` function), never earlier, and
+    at least once (a release handed back twice is harmless: the second finds the event
+    released). `schedule` either takes every release or raises."""
+
+    @abc.abstractmethod
+    def schedule(self, releases: Sequence[Release]) -> None:
+        """Schedule each release for its time (a time past: at once)."""
+
+    def check(self) -> None:
+        """Raise, saying what is missing (the queue) and how to fix it, when releases cannot be
+        scheduled here; the relay asks before it first relays. Nothing to check by default."""
+        return
+
+
+class AsyncScheduleQueue(abc.ABC):
+    """`ScheduleQueue`, async."""
+
+    @abc.abstractmethod
+    async def schedule(self, releases: Sequence[Release]) -> None: ...
+
+    async def check(self) -> None:
+        """`ScheduleQueue.check`."""
+        return
 
 
 DeadLetterKind = Literal["subscription", "queue"]

@@ -1,7 +1,8 @@
 """What an outbox runs on (`Services`, also `cosmos_outbox.Services`) and its factories from the
 validated app settings: all of it (`services_from_settings`: Cosmos DB, Service Bus and Blob
 Storage, sync or `aio`), the relay's publisher alone (`publisher_from_settings`), the claim
-check's payload store alone (`payloads_from_settings`). No I/O until first use."""
+check's payload store alone (`payloads_from_settings`), the schedule queue alone
+(`schedule_from_settings`). No I/O until first use."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from cosmos_outbox._wiring import (
     Services,
     payloads_from_settings,
     publisher_from_settings,
+    schedule_from_settings,
     services_from_settings,
 )
 
@@ -16,5 +18,6 @@ __all__ = [
     "Services",
     "payloads_from_settings",
     "publisher_from_settings",
+    "schedule_from_settings",
     "services_from_settings",
 ]

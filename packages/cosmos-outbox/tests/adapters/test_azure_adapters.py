@@ -85,43 +85,8 @@ class TestCosmosQuarantine(OnCosmos, QuarantineContract):
     example = examples(TICKET)
 
 
-#: Where funcstack's Cosmos DB endpoint (its query engine, @vercel/cosmosdb-server's) answers
-#: otherwise than Cosmos DB does: the suite's case is expected to fail there, and to pass once
-#: the endpoint follows the service (strict: a pass is reported).
-_ENDPOINT_GAP = "funcstack's Cosmos DB endpoint: {}; Cosmos DB (and the in-memory store) {}"
-
-
 class TestCosmosQueries(OnCosmos, QueryContract):
-    @pytest.mark.xfail(
-        strict=True,
-        reason=_ENDPOINT_GAP.format(
-            "ORDER BY leaves out the documents without the property",
-            "sorts them first (the default indexing policy indexes every path)",
-        ),
-    )
-    def test_order_by_puts_undefined_then_null_then_numbers_then_strings(self, loans: Any) -> None:
-        super().test_order_by_puts_undefined_then_null_then_numbers_then_strings(loans)
-
-    @pytest.mark.xfail(
-        strict=True,
-        reason=_ENDPOINT_GAP.format(
-            "=, !=, IN and BETWEEN across types (and IN, BETWEEN of a missing value) are false or "
-            "true",
-            "undefined (so NOT of them is undefined too)",
-        ),
-    )
-    def test_equality_across_types_is_undefined_under_not_too(self, loans: Any) -> None:
-        super().test_equality_across_types_is_undefined_under_not_too(loans)
-
-    @pytest.mark.xfail(
-        strict=True,
-        reason=_ENDPOINT_GAP.format(
-            "NOT IN, NOT BETWEEN and the ignore-case argument of STARTSWITH are refused (400)",
-            "serve them",
-        ),
-    )
-    def test_not_in_not_between_and_case_insensitive_text_tests(self, loans: Any) -> None:
-        super().test_not_in_not_between_and_case_insensitive_text_tests(loans)
+    pass
 
 
 def test_the_health_probe_passes_on_an_empty_container_and_fails_on_a_missing_one(

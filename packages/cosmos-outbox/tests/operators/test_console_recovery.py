@@ -167,9 +167,9 @@ def test_the_dead_letters_panel_is_the_routes_counts_list_and_peek(world: Recove
     none = page(world, f"deadletters/{SUBSCRIPTION}", params={"deadLetterReason": "timeout"})
     assert "No dead letters at projections match the filter" in none
 
-    [(peek, _)] = elements(listed, hx_get=f"{CONSOLE}/deadletters/{SUBSCRIPTION}/{seq}")
+    [(peek, _)] = elements(listed, hx_get=f"{CONSOLE}/deadletters/{SUBSCRIPTION}/messages/{seq}")
     assert peek["hx-trigger"] == "toggle once"
-    peeked = page(world, f"deadletters/{SUBSCRIPTION}/{seq}")
+    peeked = page(world, f"deadletters/{SUBSCRIPTION}/messages/{seq}")
     for shown in (
         "MaxDeliveryCountExceeded",
         "handler failed: KeyError &#39;sku&#39;",
@@ -391,3 +391,4 @@ def test_a_redrive_is_continued_from_the_page_with_its_running_totals(
     assert "Re-drive done: 3 stored events sent of 3 found." in text
     assert not elements(last, data_redrive_continue="")
     assert len(world.sent) == 3
+

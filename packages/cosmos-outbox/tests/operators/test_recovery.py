@@ -186,11 +186,13 @@ def test_dead_letters_are_counted_listed_with_a_filter_and_peeked(world: Recover
         )
     )
     assert none["items"] == [] and none["hasMore"] is False
-    whole = body(world.call("GET", f"outbox/deadletters/{SUBSCRIPTION}/{item['sequenceNumber']}"))
+    whole = body(
+        world.call("GET", f"outbox/deadletters/{SUBSCRIPTION}/messages/{item['sequenceNumber']}")
+    )
     assert json.loads(whole["body"]) == {"sku": "a", "action": "StockAdded"}
     assert whole["deadLetterDescription"] == "handler failed: KeyError 'sku'"
     assert whole["applicationProperties"]["cloudEvents_id"] == ids[1]
-    problem(world.call("GET", f"outbox/deadletters/{SUBSCRIPTION}/999"), 404)
+    problem(world.call("GET", f"outbox/deadletters/{SUBSCRIPTION}/messages/999"), 404)
     problem(world.call("GET", "outbox/deadletters/unknown-subscription"), 404)
 
 

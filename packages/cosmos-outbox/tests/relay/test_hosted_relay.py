@@ -2,7 +2,9 @@
 to end: what an app committed reaches the topic byte for byte. The host hands the relay its
 documents as the Azure host does, through Newtonsoft.Json's reading, which re-formats date-like
 strings (Azure/Azure-Functions#1399; funcstack does the same by default): the body, kept as JSON
-text in the event document, is left alone, and the event's time is read by parsing it."""
+text in the event document, is left alone, and the event's time is read by parsing it. Scheduled
+events go through the host's `release_due_events` too, with the host killed between scheduling
+their release and a cancel."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import json
 import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ pytest.importorskip(
     ),
 )
 
+from azure.servicebus import ServiceBusClient
 from azure_stack import DATABASE, received
 
 from cosmos_outbox import Outbox, Services
@@ -165,3 +168,60 @@ def test_an_apps_own_trigger_beside_the_relay_starves_neither(
         time.sleep(0.2)
     assert own.exists() and set(event_ids) <= set(own.read_text().split())  # and by the app's
     assert "compete for the same leases" not in app.log_path.read_text("utf-8", "replace")
+
+
+#: fixtures/funcstack.json's queue of releases (scheduled events).
+RELEASES = "outbox-releases"
+
+
+def _scheduled_releases(stack: LocalStack, event_ids: set[str]) -> set[str]:
+    """The events of `event_ids` whose release waits on the queue (peeked: scheduled too)."""
+    with (
+        ServiceBusClient.from_connection_string(stack.servicebus_connection_string) as client,
+        client.get_queue_receiver(RELEASES) as receiver,
+    ):
+        peeked = receiver.peek_messages(max_message_count=250, sequence_number=1)
+    return {str(m.message_id).split("@")[0] for m in peeked} & event_ids
+
+
+def test_a_scheduled_event_goes_at_its_due_time_and_a_cancelled_one_never_host_killed_between(
+    funcstack_services: LocalStack,
+    funcstack_app: Callable[..., HostedApp],
+    fresh: str,
+    leases: str,
+) -> None:
+    """issue 58, through the Functions host: the relay's `release_due_events` registered on
+    SERVICEBUS_SCHEDULE_QUEUE. The host schedules both events' releases and is killed; one event
+    is cancelled and their due time passes with no host running; a new host takes the releases
+    off the queue: the one not cancelled arrives (no earlier than due), the other never."""
+    kept, dropped = f"r-{uuid.uuid4().hex[:8]}", f"r-{uuid.uuid4().hex[:8]}"
+    settings = {
+        "COSMOS_CONTAINER": fresh,
+        "COSMOS_LEASE_CONTAINER": leases,
+        "SERVICEBUS_SCHEDULE_QUEUE": RELEASES,
+    }
+    first = funcstack_app(RELAY_APP, settings=settings)
+    outbox = Outbox()
+    store = CosmosDocumentStore(funcstack_services.container_client(DATABASE, fresh))
+    due = datetime.now(UTC) + timedelta(seconds=4)
+    ids = {}
+    with outbox.override(Services(store=store, publisher=_not_relaying, token_secret="t")):
+        for session in (kept, dropped):
+            with outbox.transaction(session, entity="reservation") as tx:
+                ids[session] = tx.publish("HoldExpired", {}, deliver_at=due)
+                tx.commit()
+        deadline = time.monotonic() + 30
+        while _scheduled_releases(funcstack_services, set(ids.values())) != set(ids.values()):
+            assert time.monotonic() < deadline, "the host did not schedule the releases"
+            time.sleep(0.2)
+        funcstack_services.stop_part(first.name)  # killed between schedule and cancel
+        with outbox.transaction(dropped, entity="reservation") as tx:
+            tx.cancel(ids[dropped])
+            tx.commit()
+    assert datetime.now(UTC) < due  # cancelled before its due time
+    time.sleep(max(0.0, (due - datetime.now(UTC)).total_seconds()) + 0.5)  # due: no host
+    funcstack_app(RELAY_APP, settings=settings)
+    [message] = received(funcstack_services, {kept, dropped}, 1, wait=30)
+    assert str(message.message_id) == ids[kept]
+    assert message.enqueued_time_utc is not None and message.enqueued_time_utc >= due
+    assert received(funcstack_services, {dropped}, 0, wait=2) == []

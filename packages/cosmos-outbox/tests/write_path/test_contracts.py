@@ -20,6 +20,7 @@ from cosmos_outbox.testing.contracts import (
     FakePublisherWorld,
     InMemoryBacklogWorld,
     InMemoryPayloadWorld,
+    InMemoryScheduleWorld,
     InMemoryStoreWorld,
     PayloadStoreContract,
     PayloadWorld,
@@ -27,6 +28,8 @@ from cosmos_outbox.testing.contracts import (
     PublisherWorld,
     QuarantineContract,
     QueryContract,
+    ScheduledEventsContract,
+    ScheduleWorld,
     StoreWorld,
     WritePathContract,
     examples,
@@ -91,3 +94,11 @@ class TestFakePublisher(PublisherContract):
     @pytest.fixture(params=["sync", "aio"])
     def world(self, request: pytest.FixtureRequest) -> PublisherWorld:
         return FakePublisherWorld(asynchronous=request.param == "aio")
+
+
+class TestInMemoryScheduledEvents(ScheduledEventsContract):
+    @pytest.fixture(params=["sync", "aio"])
+    def world(self, request: pytest.FixtureRequest, loop: EventLoop) -> ScheduleWorld:
+        if request.param == "sync":
+            return InMemoryScheduleWorld()
+        return InMemoryScheduleWorld(AsyncInMemoryStoreWorld(loop))

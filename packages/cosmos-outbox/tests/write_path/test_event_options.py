@@ -59,27 +59,51 @@ SAMPLES: dict[str, tuple[Any, Callable[[OutboxMessage], Any] | None]] = {
     "subject": ("b-1", lambda m: m.subject),
     "properties": ('{"channel":"web"}', lambda m: {"channel": m.application_properties["channel"]}),
 }
+#: The options that make a scheduled event: written with `version` 0 (it takes no place in its
+#: stream's order; its message has no version), a sample each and where the message shows it.
+SCHEDULED: dict[str, tuple[Any, Callable[[OutboxMessage], Any]]] = {
+    "deliver_at": (
+        "2026-11-26T10:15:00+00:00",
+        lambda m: m.application_properties["deliverAt"],
+    ),
+}
 #: How a sample reads on the message when it is not the value given (JSON text read back).
 READ_AS = {"properties": {"channel": "web"}}
+#: An option `publish` takes that it writes as another (`deliver_after`: from now, as the due
+#: time `deliver_at`).
+WRITTEN_AS = {"deliver_after": "deliver_at"}
 
 
 def test_every_option_of_the_event_document_reaches_the_message() -> None:
     options = list(inspect.signature(event_document).parameters)
-    missing = [name for name in options if name not in SAMPLES]
+    missing = [name for name in options if name not in SAMPLES and name not in SCHEDULED]
     assert missing == [], (
         f"event_document takes {missing}: give each a sample in SAMPLES and say where the "
         "message shows it (docs/changing-the-event.md)"
     )
-    message = to_message(outbox_record(event_document(**{k: v for k, (v, _) in SAMPLES.items()})))
+    samples = {k: v for k, (v, _) in SAMPLES.items()}
+    message = to_message(outbox_record(event_document(**samples)))
     for name, (value, shown) in SAMPLES.items():
         if shown is not None:
             assert shown(message) == READ_AS.get(name, value), name
+    scheduled = to_message(
+        outbox_record(
+            event_document(**{**samples, "version": 0}, **{k: v for k, (v, _) in SCHEDULED.items()})
+        )
+    )
+    for name, (value, shown) in SCHEDULED.items():
+        assert shown(scheduled) == value, name
+    assert "version" not in scheduled.application_properties  # no place in the order
 
 
 def test_every_option_publish_takes_is_written_into_the_event_document() -> None:
     """`publish`'s options are `event_document`'s, by name (the transaction hands them on)."""
     published = inspect.signature(transaction.Transaction.publish).parameters
-    options = [n for n, p in published.items() if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    options = [
+        WRITTEN_AS.get(n, n)
+        for n, p in published.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY
+    ]
     assert set(options) <= set(inspect.signature(event_document).parameters), options
 
 
@@ -130,7 +154,10 @@ ENVELOPE = {
     "created_at": "created_at",
     "traceparent": "traceparent",
     "action": "action",
+    "deliver_at": "deliver_at",
 }
+#: Every option's sample and where the message shows it.
+_SHOWN = {**SAMPLES, **SCHEDULED}
 
 
 def test_every_envelope_field_of_an_aggregate_event_reaches_the_message() -> None:
@@ -139,13 +166,17 @@ def test_every_envelope_field_of_an_aggregate_event_reaches_the_message() -> Non
     naming it."""
     missing = sorted(set(Event.model_fields) - set(ENVELOPE))
     assert missing == [], f"give Event's {missing} their event document option in ENVELOPE"
-    given = {field: SAMPLES[option][0] for field, option in ENVELOPE.items() if field != "action"}
-    event = TicketClosed.model_validate(given)
-    message = to_message(
-        outbox_record(aggregate_event_document(event, source=Ticket.source(), ttl_seconds=60))
-    )
-    for field, option in ENVELOPE.items():
-        shown = SAMPLES[option][1]
-        assert shown is not None
-        expected = event.action if field == "action" else READ_AS.get(option, given[field])
-        assert shown(message) == expected, field
+    every = {field: _SHOWN[option][0] for field, option in ENVELOPE.items() if field != "action"}
+    immediate = {k: v for k, v in every.items() if ENVELOPE[k] not in SCHEDULED}
+    for given in (immediate, {**every, "version": 0}):  # a scheduled event takes version 0
+        event = TicketClosed.model_validate(given)
+        message = to_message(
+            outbox_record(aggregate_event_document(event, source=Ticket.source(), ttl_seconds=60))
+        )
+        for field, option in ENVELOPE.items():
+            if field not in given and field != "action":
+                continue
+            shown = _SHOWN[option][1]
+            assert shown is not None
+            expected = event.action if field == "action" else READ_AS.get(option, given[field])
+            assert shown(message) == expected, field

@@ -516,11 +516,12 @@ def test_query_metrics_when_asked(container: ContainerProxy) -> None:
     )
     header = container.client_connection.last_response_headers["x-ms-documentdb-query-metrics"]
     metrics = dict(pair.split("=") for pair in header.split(";"))
-    assert metrics["retrievedDocumentCount"] == "2"
+    # id is always indexed: the document is found from the index, the other is never read
+    assert metrics["retrievedDocumentCount"] == "1"
     assert metrics["outputDocumentCount"] == "1"
     # the service writes every time as a decimal with two places ("0.47"), never a word or "-1"
     assert re.fullmatch(r"\d+\.\d{2}", metrics["totalExecutionTimeInMs"])
-    assert metrics["VMExecutionTimeInMs"] == metrics["totalExecutionTimeInMs"]
+    assert float(metrics["VMExecutionTimeInMs"]) <= float(metrics["totalExecutionTimeInMs"])
 
 
 def test_reads_carry_the_session_token_of_the_write_before(container: ContainerProxy) -> None:

@@ -90,6 +90,7 @@ __all__ = [
     "QuarantinedEventView",
     "RedriveRequest",
     "RedriveView",
+    "ScheduledStatusView",
     "parse_instant",
 ]
 
@@ -155,6 +156,10 @@ class RedriveView(Model):
     subscribers_will_see: str
     continuation_token: str | None
     has_more: bool
+    #: scheduled events not due yet (their release scheduled again for their due time) and
+    #: cancelled ones (not re-driven), so far
+    scheduled: int = 0
+    cancelled: int = 0
 
 
 class LeaseStatusView(Model):
@@ -175,6 +180,17 @@ class RelayBlockedView(Model):
     attempts: int
 
 
+class ScheduledStatusView(Model):
+    """The scheduled events not released nor cancelled: `waiting` (for their due time or their
+    release), of which `overdue` (due more than a minute ago: their release has not come: the
+    relay's `release_due_events` not running, or the release dead-lettered at the schedule
+    queue), and when the next one is due."""
+
+    waiting: int
+    overdue: int
+    next_due_at: datetime | None
+
+
 class OutboxStatusView(Model):
     pending: int
     oldest_pending_age_seconds: float | None
@@ -182,6 +198,8 @@ class OutboxStatusView(Model):
     leases: list[LeaseStatusView]
     #: null while the relay works; what it is stuck on otherwise
     relay_blocked: RelayBlockedView | None = None
+    #: the scheduled events waiting (null: not read)
+    scheduled: ScheduledStatusView | None = None
 
     @classmethod
     def of(cls, status: OutboxStatus) -> OutboxStatusView:
@@ -208,6 +226,13 @@ class OutboxStatusView(Model):
                 since=blocked.since.isoformat() if blocked.since else None,
                 last_attempt=blocked.last_attempt.isoformat() if blocked.last_attempt else None,
                 attempts=blocked.attempts,
+            ),
+            scheduled=None
+            if status.scheduled is None
+            else ScheduledStatusView(
+                waiting=status.scheduled.waiting,
+                overdue=status.scheduled.overdue,
+                next_due_at=status.scheduled.next_due_at,
             ),
         )
 
@@ -453,7 +478,7 @@ def operators_blueprint(
         "the answer counts what the topic accepted and what subscribers will apply",
         request=models.redrive_request,
         response=RedriveView,
-        errors=(400, 413, 415, 429, 500, 503),
+        errors=(400, 404, 413, 415, 429, 500, 503),
     )
     async def redrive_events(call: HttpCall[Any]) -> Reply:
         body = call.body
@@ -492,6 +517,8 @@ def operators_blueprint(
                 subscribers_will_see=page.subscribers_will_see,
                 continuation_token=page.continuation_token,
                 has_more=page.continuation_token is not None,
+                scheduled=page.scheduled,
+                cancelled=page.cancelled,
             )
         )
 

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Self
 
-from pydantic import Field, TypeAdapter, model_validator
+from pydantic import ConfigDict, Field, TypeAdapter, model_validator
 
 from cosmos_outbox._blueprints.operator_types import (
     WHOLE,
@@ -39,7 +39,13 @@ from cosmos_outbox._recovery.stored import partition_documents
 from cosmos_outbox.errors import InvalidContinuationError
 from cosmos_outbox.http._call import HttpCall, Reply
 from cosmos_outbox.http._declaration import PathParameter, QueryParameter
-from cosmos_outbox.http._models import Identifier, Model, PageView, RequestModel
+from cosmos_outbox.http._models import (
+    Identifier,
+    Model,
+    PageView,
+    RequestModel,
+    omit_null_defaults,
+)
 from cosmos_outbox.http._paging import next_token
 from cosmos_outbox.text import Text
 
@@ -271,10 +277,31 @@ class DeadLetterActionView(Model):
 FilterText = Annotated[str, Text(max_length=200)]
 
 
+_FILTER_FIELDS = ("aggregateType", "aggregateId", "action", "deadLetterReason", "since", "until")
+_NO_FILTER: dict[str, Any] = dict.fromkeys(_FILTER_FIELDS, False)
+#: The three ways to name dead letters, as JSON Schema: a field that must be left out is `false`.
+_ONE_WAY: list[dict[str, Any]] = [
+    {
+        "required": ["sequenceNumbers"],
+        "properties": {"sequenceNumbers": {"minItems": 1}, "all": {"const": False}, **_NO_FILTER},
+    },
+    {
+        "anyOf": [{"required": [name]} for name in _FILTER_FIELDS],
+        "properties": {"sequenceNumbers": {"maxItems": 0}, "all": {"const": False}},
+    },
+    {
+        "required": ["all"],
+        "properties": {"all": {"const": True}, "sequenceNumbers": {"maxItems": 0}, **_NO_FILTER},
+    },
+]
+
+
 class DeadLetterSelection(RequestModel):
     """Which dead letters: `sequenceNumbers` (at most 100), or those matching a filter (an
     aggregate type and id, an action, text in the dead-letter reason or description, enqueued
-    since / until), or `all: true`; exactly one of the three."""
+    since / until), or `all: true`; exactly one of the three (the schema says so too)."""
+
+    model_config = ConfigDict(json_schema_extra=omit_null_defaults({"oneOf": _ONE_WAY}))
 
     sequence_numbers: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=100)] = []
     aggregate_type: AggregateType | None = None
@@ -424,6 +451,18 @@ class SubscriberSightView(Model):
     given_up_by: str | None
 
 
+class ScheduleSight(Model):
+    """A scheduled event: when it is due, and `waiting` (for its due time or its release;
+    `overdue`: due more than a minute ago and not released), `released` (sent as any event) or
+    `cancelled` (never sent)."""
+
+    due_at: datetime
+    state: str
+    overdue: bool
+    released_at: datetime | None
+    cancelled_at: datetime | None
+
+
 class EventJourneyView(Model):
     event_id: str
     aggregate_type: str | None
@@ -440,11 +479,23 @@ class EventJourneyView(Model):
     summary: str
     #: the W3C trace the event was committed in: Application Insights' operation id
     trace_id: str | None
+    #: a scheduled event's due time and state (null: not a scheduled event)
+    schedule: ScheduleSight | None = None
 
     @classmethod
     def of(cls, journey: EventJourney) -> EventJourneyView:
         q = journey.quarantine
+        s = journey.schedule
         return cls(
+            schedule=None
+            if s is None
+            else ScheduleSight(
+                due_at=s.due_at,
+                state=s.state,
+                overdue=s.overdue,
+                released_at=s.released_at,
+                cancelled_at=s.cancelled_at,
+            ),
             event_id=journey.event_id,
             aggregate_type=journey.aggregate_type,
             aggregate_id=journey.aggregate_id,
@@ -623,7 +674,7 @@ def recovery_routes(
         return Reply(body, {"X-Continuation-Token": token} if token else {})
 
     @operation(
-        route=f"{prefix}/deadletters/{{entity}}/{{sequenceNumber}}",
+        route=f"{prefix}/deadletters/{{entity}}/messages/{{sequenceNumber}}",
         method="GET",
         status=200,
         summary="Operators: one dead letter, whole (body, properties, reason, description, "

@@ -1,5 +1,8 @@
 """The relay as a Functions blueprint, for any aggregate: the change-feed relay
-(`relay_events`) and the backlog estimate on a timer (`outbox_backlog`). It knows no aggregate:
+(`relay_events`), the backlog estimate on a timer (`outbox_backlog`), and, where a schedule queue
+is set (SERVICEBUS_SCHEDULE_QUEUE), the release of scheduled events at their due time
+(`release_due_events`, a Service Bus queue trigger: `cosmos_outbox._relay.releases`). It knows no
+aggregate:
 it relays every event document of the container, whatever its aggregate type. An app registers
 it beside its own functions (`Outbox.relay_blueprint()`, or `Outbox.function_app`).
 
@@ -34,10 +37,11 @@ def relay_blueprint(
     asynchronous: bool,
     triggers: TriggerSettings | None = None,
 ) -> func.Blueprint:
-    """The relay (`relay_events`) and the backlog timer (`outbox_backlog`), served by
-    `wiring()` (the outbox's objects, built once per process on first use). `asynchronous`:
-    `async def` functions on the worker's event loop (an `aio` outbox's adapters), else sync
-    ones. `triggers` default to the app settings (read now, at indexing)."""
+    """The relay (`relay_events`), the backlog timer (`outbox_backlog`) and, with a schedule
+    queue, the releases (`release_due_events`), served by `wiring()` (the outbox's objects,
+    built once per process on first use). `asynchronous`: `async def` functions on the worker's
+    event loop (an `aio` outbox's adapters), else sync ones. `triggers` default to the app
+    settings (read now, at indexing)."""
     settings = triggers if triggers is not None else load_trigger_settings()
     bp = func.Blueprint()  # type: ignore[no-untyped-call]  # untyped in azure-functions
 
@@ -100,5 +104,22 @@ def relay_blueprint(
         await wired.backlog_history.record(backlog.pending, backlog.oldest_age_seconds)
         if problem is None:
             await relay.ready()
+
+    if settings.schedule_queue is not None:
+
+        @bp.service_bus_queue_trigger(
+            arg_name="message",
+            queue_name="%SERVICEBUS_SCHEDULE_QUEUE%",
+            connection="ServiceBusConnection",
+        )
+        @shell(asynchronous)
+        async def release_due_events(message: func.ServiceBusMessage) -> None:
+            """A scheduled event's release, come at its due time: the event released (the
+            relay then sends it), unless it was cancelled or is not due yet by this clock
+            (scheduled again). Raises when the store fails: the message is retried, then
+            dead-lettered (the event waits: `/outbox/status` counts it overdue)."""
+            from cosmos_outbox._relay.releases import release_of
+
+            await wiring().releases().release(release_of(message.get_body()))
 
     return bp

@@ -11,6 +11,10 @@ projection version at or past the event's), holds it (and which version it waits
 up (an accepted gap), or has not received it. For an aggregate: the same for each of its
 events (stored, quarantined or dead-lettered), and each subscriber's projection version, held
 versions and gaps. A summary line says it in words, with the command that acts on it.
+
+A scheduled event's journey says its due time and where it is (`schedule`): waiting (for its due
+time, or overdue: its release has not come), released (then relayed as any event) or cancelled
+(never sent); a subscriber applied it when its inbox record says so (it has no version).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ from cosmos_outbox._records import (
     trace_id,
 )
 from cosmos_outbox._recovery.dead_letters import DeadLetterOperators, Described
+from cosmos_outbox._relay.releases import ScheduleState, schedule_state
 from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.ports import AsyncBacklogEstimator, AsyncDocumentStore, LeaseBacklog
 from cosmos_outbox.subscriber._bookkeeping import (
@@ -82,6 +87,8 @@ class EventJourney:
     #: the W3C trace the event was committed in (Application Insights' operation id): its stored
     #: document's, its quarantined copy's, or its dead letter's `traceparent`
     trace_id: str | None = None
+    #: a scheduled event's due time and where it is (None: not a scheduled event)
+    schedule: ScheduleState | None = None
 
 
 @dataclass(frozen=True)
@@ -163,7 +170,13 @@ class JourneyOperators:
             quarantined: QuarantinedEvent | None = await self._quarantine.get(event_id)
         except NotFoundError:
             quarantined = None
-        found = await self._journey(event_id, event, quarantined, context)
+        found = await self._journey(
+            event_id,
+            event,
+            quarantined,
+            context,
+            schedule_state(document) if document is not None else None,
+        )
         known = event is not None or quarantined is not None or found.dead_letters
         if not known and all(s.state == "not received" for s in found.subscribers):
             raise NotFoundError(EVENT, event_id)
@@ -173,10 +186,12 @@ class JourneyOperators:
         """Where each of an aggregate's events went, and each subscriber's view of it."""
         context = await self._context()
         stored: dict[str, OutboxRecord | Unreadable] = {}
+        schedules: dict[str, ScheduleState | None] = {}
         for document in await self._store.of_type(EVENT_TYPE, partition_key=aggregate_id):
             event = self._parse(document)
             if event is not None and event.aggregate_type in (aggregate_type, None):
                 stored[event.event_id] = event
+                schedules[event.event_id] = schedule_state(document)
         quarantined = {
             q.event_id: q
             for q in [
@@ -194,8 +209,11 @@ class JourneyOperators:
             if d.aggregate_type == aggregate_type and d.aggregate_id == aggregate_id
         }
         ids = set(stored) | set(quarantined) | {i for i in lettered if i}
-        journeys = [await self._journey(i, stored.get(i), quarantined.get(i), context) for i in ids]
-        journeys.sort(key=lambda j: (j.version or 0, j.event_id))
+        journeys = [
+            await self._journey(i, stored.get(i), quarantined.get(i), context, schedules.get(i))
+            for i in ids
+        ]
+        journeys.sort(key=lambda j: (j.schedule is not None, j.version or 0, _due(j), j.event_id))
         subscribers = [
             await _subscriber_aggregate(name, store, aggregate_id)
             for name, store in sorted(self._subscribers().items())
@@ -214,6 +232,7 @@ class JourneyOperators:
         event: OutboxRecord | Unreadable | None,
         quarantined: QuarantinedEvent | None,
         context: _Context,
+        schedule: ScheduleState | None = None,
     ) -> EventJourney:
         letters = [
             (name, d)
@@ -231,6 +250,8 @@ class JourneyOperators:
             aggregate_type, aggregate_id = first.aggregate_type, first.aggregate_id
             action, version = first.action, first.version
         relay, note = self._relayed(event_id, event, quarantined, context)
+        if schedule is not None and (relay != "quarantined" or schedule.state == "cancelled"):
+            relay, note = _scheduled_relay(schedule, relay, note)
         sights = [
             await _sight(name, store, event_id, aggregate_id, version)
             for name, store in sorted(self._subscribers().items())
@@ -250,6 +271,7 @@ class JourneyOperators:
             subscribers=sights,
             summary="",
             trace_id=_trace_of(source, letters),
+            schedule=schedule,
         )
         return _with_summary(journey, self._ttl)
 
@@ -310,7 +332,7 @@ async def _sight(
     projection = await store.read(aggregate_id, aggregate_id)
     last = last_version(projection)
     inbox = await store.read(aggregate_id, inbox_id(event_id))
-    if isinstance(version, int):
+    if isinstance(version, int) and version > 0:  # a scheduled event (0) has no place
         gap = await store.read(aggregate_id, gap_id(version))
         if gap is not None and gap.get("type") == ACCEPTED_GAP_TYPE:
             return SubscriberSight(
@@ -347,6 +369,29 @@ async def _subscriber_aggregate(
     )
 
 
+def _due(journey: EventJourney) -> float:
+    return journey.schedule.due_at.timestamp() if journey.schedule is not None else 0.0
+
+
+def _scheduled_relay(schedule: ScheduleState, relay: str, note: str) -> tuple[str, str]:
+    """What the relay did with a scheduled event (`relay`, `note`: what its leases say)."""
+    due = schedule.due_at.isoformat()
+    if schedule.state == "cancelled":
+        return "cancelled", f"cancelled at {schedule.cancelled_at}, before its release: never sent"
+    if schedule.state == "released":
+        return relay, f"released at {schedule.released_at} (due {due}); {note}"
+    if schedule.overdue:
+        return (
+            "overdue",
+            f"due {due} and not released: its release has not come (the relay's "
+            "release_due_events not running, or its release dead-lettered at the schedule "
+            "queue: resubmit it, or re-drive the event)",
+        )
+    if relay == "relayed":
+        return "scheduled", f"due {due}: the relay scheduled its release; sent then"
+    return "scheduled", f"due {due}; {note}"
+
+
 def _with_summary(journey: EventJourney, ttl: int) -> EventJourney:
     parts: list[str] = []
     what = (
@@ -355,12 +400,16 @@ def _with_summary(journey: EventJourney, ttl: int) -> EventJourney:
         else "aggregate unknown"
     )
     parts.append(f"event {journey.event_id} ({what})")
+    if journey.schedule is not None:
+        parts.append(f"scheduled for {journey.schedule.due_at.isoformat()}")
     parts.append(
         "stored"
         if journey.stored
         else f"not stored (removed by its TTL, {ttl} s after it was written, or never written)"
     )
-    parts.append(journey.relay)
+    parts.append(
+        journey.relay if journey.schedule is None else f"{journey.relay} ({journey.relay_note})"
+    )
     q = journey.quarantine
     if q is not None:
         if q.discarded:

@@ -15,7 +15,10 @@ not applied yet; when the app knows a subscriber's projection container (OUTBOX_
 `name=container`) the report counts, per such subscriber, the events it applied already (it
 drops them), holds (dropped: applied when its gap closes) and will apply.
 
-An event an operator discarded (given up: its quarantine record says so) is not re-driven.
+An event an operator discarded (given up: its quarantine record says so) is not re-driven. A
+scheduled event keeps its due time: one not released yet has its release scheduled again for its
+due time (it is sent then, once, under its own MessageId: `scheduled`), one released is sent
+again as any event, and one cancelled is not re-driven (`cancelled`): it is never sent.
 
 Long re-drives go a page at a time (`page_size` events, per aggregate in version order across
 pages): the answer carries a continuation token with the totals so far; the command line
@@ -97,6 +100,8 @@ class RedriveState:
     accepted: int = 0
     quarantined: int = 0
     subscribers: dict[str, list[int]] = field(default_factory=dict)
+    scheduled: int = 0
+    cancelled: int = 0
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,10 @@ class RedrivePage:
     subscribers: list[SubscriberCounts]
     subscribers_will_see: str
     continuation_token: str | None
+    #: so far: scheduled events not released yet (their release scheduled again for their due
+    #: time), and cancelled ones (not re-driven: never sent)
+    scheduled: int = 0
+    cancelled: int = 0
 
 
 def _key(event: OutboxRecord | Unreadable) -> tuple[str, int, str]:
@@ -205,6 +214,8 @@ class RedriveOperators:
         state.done += len(page)
         state.accepted += report.sent
         state.quarantined += len(report.quarantined)
+        state.scheduled += report.scheduled
+        state.cancelled += report.cancelled
         if page:
             state.after = list(_key(page[-1]))
         more = len(pending) > len(page)
@@ -231,6 +242,8 @@ class RedriveOperators:
             subscribers=counts,
             subscribers_will_see=_will_see(state, subscription, counts),
             continuation_token=token,
+            scheduled=state.scheduled,
+            cancelled=state.cancelled,
         )
         scope_text = " ".join(p for p in (aggregate_type, aggregate_id) if p)
         audit(
@@ -271,9 +284,13 @@ class RedriveOperators:
             totals = state.subscribers.setdefault(name, [0, 0, 0])
             versions: dict[str, int] = {}
             for event in page:
-                if not isinstance(event, OutboxRecord):
+                if not isinstance(event, OutboxRecord) or event.cancelled_at is not None:
                     continue
                 aggregate = event.aggregate_id
+                if event.deliver_at is not None:  # no version: its inbox record says
+                    seen = await store.read(aggregate, inbox_id(event.event_id)) is not None
+                    totals[0 if seen else 2] += 1
+                    continue
                 if aggregate not in versions:
                     versions[aggregate] = last_version(await store.read(aggregate, aggregate))
                 if event.version <= versions[aggregate]:
@@ -310,4 +327,11 @@ def _will_see(state: RedriveState, subscription: str | None, counts: list[Subscr
             f"; {state.quarantined} event(s) quarantined again, each with its "
             "OutboxEventQuarantined notice"
         )
+    if state.scheduled:
+        text += (
+            f"; {state.scheduled} scheduled event(s) not due yet: their release scheduled again "
+            "for their due time, sent then, once"
+        )
+    if state.cancelled:
+        text += f"; {state.cancelled} cancelled scheduled event(s) not re-driven: never sent"
     return text

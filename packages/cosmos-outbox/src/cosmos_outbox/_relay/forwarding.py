@@ -16,6 +16,11 @@ sent. A failed upload raises like a failed send (nothing of the batch is sent, t
 retries; the retry writes the same bytes to the same name). Quarantined instead: a body above
 `max_payload_bytes` (0: no claim check), or a claim-check message that does not fit either.
 
+Scheduled events (`cosmos_outbox._relay.releases` says how): one not released yet is not sent;
+its release is scheduled for its due time on the schedule queue (without one, it is quarantined,
+the reason naming SERVICEBUS_SCHEDULE_QUEUE); a cancelled one is skipped (never sent); a released
+one is sent as any event, without a version (it takes no place in its session's order).
+
 Every invocation writes one structured log line (fields in `extra`), on failure too, and
 records its metrics and a PRODUCER span per batch through `cosmos_outbox.telemetry`.
 """
@@ -29,6 +34,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Protocol
 
+from cosmos_outbox import _clock as clock
 from cosmos_outbox._mapper import claim_check, payload_name, quarantine_notice, to_message
 from cosmos_outbox._message_limits import unsendable
 from cosmos_outbox._quarantine import Quarantine
@@ -37,17 +43,21 @@ from cosmos_outbox._records import (
     NotAnEvent,
     OutboxMessage,
     OutboxRecord,
+    Release,
     Unreadable,
 )
 from cosmos_outbox._relay.health import RelayHealth
+from cosmos_outbox._relay.releases import step
 from cosmos_outbox._sync_bridge import as_async
 from cosmos_outbox.errors import PayloadStoreError, PublishFailedError, RelayNotReadyError
 from cosmos_outbox.ports import (
     AsyncMessagePublisher,
     AsyncPayloadStore,
+    AsyncScheduleQueue,
     MessageBatch,
     MessagePublisher,
     PayloadStore,
+    ScheduleQueue,
 )
 from cosmos_outbox.settings import DEFAULT_PAYLOAD_MAX_BYTES
 from cosmos_outbox.telemetry import RelayTelemetry, SentEvent, error_type
@@ -75,12 +85,17 @@ class RelayReport:
     offloaded: int = 0
     offloaded_bytes: int = 0
     max_lag_ms: float | None = None
+    #: scheduled events not due (released) yet whose release was scheduled, and cancelled ones
+    #: skipped (never sent)
+    scheduled: int = 0
+    cancelled: int = 0
 
 
 class Relay:
     """Relays outbox records to the publisher. With `payloads` (the claim check), an event too
     large for a message is offloaded when its body is at most `max_payload_bytes`; without, it
-    is quarantined. The async API's (the sync API runs it over sync adapters)."""
+    is quarantined. Scheduled events' releases go to `schedule` (without one, a scheduled event
+    is quarantined). The async API's (the sync API runs it over sync adapters)."""
 
     def __init__(
         self,
@@ -92,8 +107,10 @@ class Relay:
         max_payload_bytes: int = DEFAULT_PAYLOAD_MAX_BYTES,
         health: RelayHealth | None = None,
         topic: str = "",
+        schedule: AsyncScheduleQueue | ScheduleQueue | None = None,
     ) -> None:
         self._publisher = as_async(publisher)
+        self._schedule = as_async(schedule) if schedule is not None else None
         self._quarantine = quarantine
         self._telemetry = telemetry
         self._payloads = (
@@ -174,6 +191,16 @@ class Relay:
                 "SERVICEBUS_TOPIC names it, and that the app's identity may send to it "
                 "(Azure Service Bus Data Sender)"
             ) from exc
+        if self._schedule is not None:
+            try:
+                await self._schedule.check()
+            except Exception as exc:
+                raise RelayNotReadyError(
+                    f"the relay cannot open a sender to its schedule queue: {error_type(exc)}: "
+                    f"{str(exc)[:300]}. Check that the queue SERVICEBUS_SCHEDULE_QUEUE names "
+                    "exists and that the app's identity may send to it and receive from it "
+                    "(Azure Service Bus Data Sender and Data Receiver)"
+                ) from exc
         if self._payloads is not None:
             try:
                 await self._payloads.check()
@@ -213,6 +240,7 @@ class Relay:
     ) -> None:
         events: dict[str, OutboxRecord | Unreadable] = {}
         sent_events: dict[str, SentEvent] = {}
+        waiting: list[OutboxRecord] = []  # scheduled, not released yet
         oldest: float | None = None  # creation time of the oldest event, epoch seconds
         for item in items:
             report.received += 1
@@ -221,6 +249,11 @@ class Relay:
                     report.skipped += 1
                 case Unreadable():
                     events[item.event_id] = item
+                case OutboxRecord() if item.deliver_at is not None and item.released_at is None:
+                    if item.cancelled_at is not None:
+                        report.cancelled += 1
+                    else:
+                        waiting.append(item)
                 case OutboxRecord():
                     events[item.event_id] = item
                     sent = sent_events[item.event_id] = _sent_event(item)
@@ -235,6 +268,8 @@ class Relay:
             await self._send(batch, events, report, notices, offloaded)
 
         out = _Outgoing(self._publisher, send, report)
+        if waiting:
+            await self._schedule_releases(waiting, report, out)
         for event in _in_session_order(events.values()):
             if isinstance(event, Unreadable):
                 await self._put_aside(event, event.reason, report, out)
@@ -249,6 +284,33 @@ class Relay:
             if not await out.add(message, sent_events[event.event_id], notice=False):
                 await self._offload(event, message, sent_events[event.event_id], report, out)
         await out.flush()
+
+    async def _schedule_releases(
+        self, waiting: list[OutboxRecord], report: RelayReport, out: _Outgoing
+    ) -> None:
+        """Each scheduled event not released yet: its release scheduled for its due time (or a
+        step towards it), or, without a schedule queue, the event quarantined (no release can
+        ever come: the reason says what to set; a replay relays it again)."""
+        if self._schedule is None:
+            for event in waiting:
+                await self._put_aside(
+                    event,
+                    "a scheduled event (deliverAt) and no schedule queue where the relay runs: "
+                    "set SERVICEBUS_SCHEDULE_QUEUE to a Service Bus queue, then replay it",
+                    report,
+                    out,
+                )
+            return
+        now = clock.now()
+        releases = [
+            Release(str(event.document.get("partitionKey")), event.event_id, step(due, now))
+            for event in waiting
+            if (due := event.deliver_at) is not None
+        ]
+        report.stuck_on = releases[0].event_id
+        await self._schedule.schedule(releases)
+        report.stuck_on = None
+        report.scheduled += len(releases)
 
     async def _offload(
         self,
@@ -436,7 +498,12 @@ def _first_event(items: list[FeedItem]) -> str | None:
 
 
 def _sent_event(record: OutboxRecord) -> SentEvent:
+    """What telemetry knows of an event sent: its trace context, and since when it waited to be
+    sent (its creation; a scheduled event's due time, when that is later)."""
     created = None if record.created_at is None else _aware(record.created_at).timestamp()
+    if record.deliver_at is not None:
+        due = _aware(record.deliver_at).timestamp()
+        created = due if created is None else max(created, due)
     return SentEvent(record.traceparent, created)
 
 
@@ -453,6 +520,8 @@ def _log(report: RelayReport, exc: Exception | None) -> None:
         "outbox.quarantined": len(report.quarantined),
         "outbox.offloaded": report.offloaded,
         "outbox.max_lag_ms": lag,
+        "outbox.scheduled": report.scheduled,
+        "outbox.cancelled": report.cancelled,
     }
     if exc is not None:
         fields["error.type"] = error_type(exc)

@@ -44,6 +44,7 @@ from cosmos_outbox._recovery.subscribers import SubscriberOperators
 from cosmos_outbox._relay.backlog import age_seconds
 from cosmos_outbox._relay.forwarding import Relay
 from cosmos_outbox._relay.health import RelayBlocked, RelayHealth
+from cosmos_outbox._relay.releases import Waiting, waiting
 from cosmos_outbox.errors import PublishFailedError, RelayNotReadyError
 from cosmos_outbox.http._paging import TokenCodec
 from cosmos_outbox.ports import (
@@ -74,6 +75,8 @@ class OutboxStatus:
     leases: list[LeaseStatus]
     #: the relay cannot get past an event (or cannot start), when it says so
     blocked: RelayBlocked | None = None
+    #: the scheduled events waiting for their due time or their release (how many overdue)
+    scheduled: Waiting | None = None
 
 
 @dataclass(frozen=True)
@@ -168,6 +171,7 @@ class OutboxOperators:
             quarantined=await self._quarantine.count(),
             leases=leases,
             blocked=blocked,
+            scheduled=await waiting(self._store),
         )
 
     async def quarantine_page(

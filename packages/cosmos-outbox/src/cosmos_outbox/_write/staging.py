@@ -4,7 +4,9 @@ staging (a part of `cosmos_outbox._write.transaction.Transaction`, its base).
 - your document operations (`create`, `upsert`, `replace`, `patch`, `delete`: each checked
   when it is staged, its top level copied), in the order you staged them;
 - the events published (their documents, made when published: the commit gives each its number
-  and time; and their ids, in the same order);
+  and time; and their ids, in the same order), and how many of them are scheduled (they take no
+  number);
+- the scheduled events cancelled (the replace of each event's document, on the etag read);
 - the Idempotency-Key remembered and the answer to record with it;
 - at most how many bytes the documents and the events add to the batch (`_bytes`; the key's
   record apart, `_key_bytes`), in the SDK's JSON (`cosmos_outbox._write.batch`): the limit is
@@ -38,6 +40,9 @@ class Staging:
     _operations: list[BatchOperation]
     _events: list[dict[str, Any]]
     _event_ids: list[str]
+    #: How many of `_events` are scheduled (no number), and the cancels staged, by event id.
+    _scheduled = 0
+    _cancels: dict[str, BatchOperation] | None = None
     #: The Idempotency-Key remembered, if any, and the answer recorded with it.
     _key: IdempotencyKey[Any] | None = None
     _answer: Any = None
@@ -46,15 +51,15 @@ class Staging:
     _key_bytes = 0
 
     def _staged(self) -> bool:
-        """Whether anything is staged (a document operation, an event, a key)."""
-        return bool(self._operations or self._events or self._key is not None)
+        """Whether anything is staged (a document operation, an event, a key, a cancel)."""
+        return bool(self._operations or self._events or self._key is not None or self._cancels)
 
     def rollback(self) -> None:
         """Forget what was staged and not committed (leaving a transaction's block after its
         commit finds nothing to forget: no new lists then)."""
-        if self._operations or self._events or self._key is not None:
+        if self._operations or self._events or self._key is not None or self._cancels:
             self._operations, self._events, self._event_ids = [], [], []
-            self._key, self._bytes = None, 0
+            self._key, self._bytes, self._scheduled, self._cancels = None, 0, 0, None
 
     def _document(self, document: Mapping[str, Any] | BaseModel) -> dict[str, Any]:
         """A document of yours as staged: a copy of its top level, in this partition, with a

@@ -17,6 +17,11 @@ fails writes no number at all (no gap).
   wrote since, the batch is refused at the head, the sequence is read (`read_head`) and the same
   batch sent again: a stale head is the outbox's own concern, never the app's.
 
+**A scheduled event takes no number**: its `version` is 0 (`cosmos_outbox._mapper`: it has a
+due time), it is delivered when due, which may be long after the events numbered after it, and
+a subscriber must never hold those behind it. It moves no head: a transaction that publishes only
+scheduled events writes no sequence, and an aggregate's version does not move for one.
+
 Why two holders of one rule, and not one sequence for both: an aggregate's version is part of
 its state (the etag that guards a change guards its numbering with it, at no cost) and it is
 what subscribers order by; a transaction has no state of the outbox's to number from. The stored
@@ -28,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, TypeAlias
 
-from cosmos_outbox._mapper import stamp
+from cosmos_outbox._mapper import scheduled, stamp
 from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation
 
 __all__ = [
@@ -82,10 +87,15 @@ def sequence_document(partition_key: str, stream: Stream, last: int, events: int
 
 def numbered(events: Iterable[dict[str, Any]], after: int, at: str) -> list[BatchOperation]:
     """A transaction's events as the creates of its batch, each given its number, `after` + 1
-    on, and its time."""
+    on (a scheduled event none: 0), and its time."""
     creates = []
-    for version, event in enumerate(events, start=after + 1):
-        stamp(event, version, at)
+    version = after
+    for event in events:
+        if scheduled(event):
+            stamp(event, 0, at)
+        else:
+            version += 1
+            stamp(event, version, at)
         creates.append(BatchOperation("create", event))
     return creates
 

@@ -212,6 +212,7 @@ class Transaction(Uncommitted):
     delete = _passed(transaction.Transaction.delete)
     read = _ran(transaction.Transaction.read)
     publish = _passed(transaction.Transaction.publish)
+    cancel = _ran(transaction.Transaction.cancel)
     replay = _ran(transaction.Transaction.replay)
     remember = _passed(transaction.Transaction.remember)
     commit = _ran(transaction.Transaction.commit)

@@ -23,7 +23,14 @@ attributes, claim check, quarantine. Its parts, each with one job:
   the record, writes nothing); the key with another request raises IdempotencyKeyReusedError
   (`cosmos_outbox._write.idempotency`);
 - the commit (`Transaction.commit`, here): the batch sent; refused at the head of its stream
-  (another process numbered events since), the head read and the batch sent again.
+  (another process numbered events since), the head read and the batch sent again;
+- scheduled events: `publish(..., deliver_at=...)` or `deliver_after=` writes an event that is
+  delivered when due (it takes no number: `cosmos_outbox._write.streams`); `cancel(event_id)` in a
+  later transaction of its partition cancels it with that transaction's commit: the event
+  document is rewritten with `cancelledAt`, on the etag read, so that of the cancel and the
+  event's release at its due time (`cosmos_outbox._relay.releases`, on the same etag) exactly
+  one commits. A committed cancel means the event is never sent; a release first means
+  `TooLateToCancelError`, and nothing of the transaction is written.
 
 A commit with nothing staged (no document operation, no event, no key) writes nothing and makes
 no round trip: it returns an empty `Committed` (no etags, no events, not replayed).
@@ -34,15 +41,19 @@ This is the async API's (`cosmos_outbox.aio.Transaction`); the sync one runs it.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel
 
-from cosmos_outbox._domain import new_id, utc_text
+from cosmos_outbox import _clock as clock
+from cosmos_outbox._domain import due_time, new_id, utc_text
 from cosmos_outbox._mapper import (
     body_text,
+    due_text,
     event_document,
     reserved_property,
+    scheduled_ttl,
 )
 from cosmos_outbox._message_limits import (
     MAX_ID_LENGTH,
@@ -59,6 +70,7 @@ from cosmos_outbox._write.batch import (
     json_bytes,
     text_at_most,
 )
+from cosmos_outbox._write.cancels import cancel_operation, cancel_refused
 from cosmos_outbox._write.idempotency import (
     Answer,
     IdempotencyKey,
@@ -77,6 +89,7 @@ from cosmos_outbox._write.streams import (
 from cosmos_outbox.errors import (
     AlreadyExistsError,
     NotFoundError,
+    OutboxError,
     PreconditionFailedError,
     SessionIdTooLongError,
 )
@@ -179,6 +192,8 @@ class Transaction(Staging, Uncommitted):
         *,
         subject: str | None = None,
         properties: Mapping[str, str | int] | None = None,
+        deliver_at: datetime | None = None,
+        deliver_after: timedelta | None = None,
     ) -> str:
         """Publish an event with the commit: `event` is its type (the `action` property and
         CloudEvents type; the message's Subject unless `subject` is given) and `data` its body,
@@ -188,10 +203,22 @@ class Transaction(Staging, Uncommitted):
         that could never be sent). The event's id. The body is written as the message body's
         JSON text here, nothing added to it (the envelope travels as properties): change it
         after this call and the event does not change. A body that is not JSON raises
-        TypeError here."""
+        TypeError here.
+
+        `deliver_at` (an aware datetime) or `deliver_after` (a timedelta from now) schedules
+        the event: committed with the rest, delivered when it is due (at once when that is
+        past), never once a later transaction `cancel`s it. It takes no number in the
+        transaction's sequence (`version` 0) and holds no event published after it at a
+        subscriber. A naive datetime, both, or a time further than its event document can be
+        kept (the event TTL counts from the due time) is a ValueError here, nothing staged."""
         action, text = _published(event, data)
         if subject is not None and (not isinstance(subject, str) or not subject):
             raise ValueError("an event's subject is a non-empty string")
+        ttl, due = self._event_ttl, None
+        if deliver_at is not None or deliver_after is not None:
+            at = due_time(deliver_at, deliver_after)
+            assert at is not None
+            ttl, due = scheduled_ttl(self._event_ttl, at, clock.now()), due_text(at)
         size = text_at_most(text)
         own_text: str | None = None
         if properties:
@@ -213,14 +240,37 @@ class Transaction(Staging, Uncommitted):
                 source=self.source,
                 action=action,
                 body=text,
-                ttl=self._event_ttl,
+                ttl=ttl,
                 traceparent=self.traceparent,
                 subject=subject,
                 properties=own_text,
+                deliver_at=due,
             )
         )
         self._event_ids.append(event_id)
+        if due is not None:
+            self._scheduled += 1
         return event_id
+
+    async def cancel(self, event_id: str) -> None:
+        """Cancel a scheduled event of this partition with the commit: once it is committed,
+        the event is never sent (whether the relay is up, behind or down, and whether its due
+        time has passed). Its document is read now and rewritten at the commit on the condition
+        of the etag read: the event's release at its due time is conditioned the same way, so
+        exactly one of the two commits. Raises, nothing staged: NotFoundError (no event of this
+        id in this partition: never published here, or expired), ValueError (the event is not
+        scheduled: it was relayed when committed), TooLateToCancelError (its due time came and
+        it was released: it is being delivered). An event cancelled already: nothing to do."""
+        cancels = self._cancels if self._cancels is not None else {}
+        if event_id in cancels:
+            return
+        operation = await cancel_operation(self._store, self.partition_key, event_id)
+        if operation is None:
+            return  # cancelled already
+        assert operation.document is not None
+        size = json_bytes(operation.document, "scheduled event", event_id)
+        cancels[event_id] = operation
+        self._cancels, self._bytes = cancels, self._bytes + size
 
     def _own_properties(self, properties: Mapping[str, str | int]) -> str:
         """The JSON text of an event's own application properties, refused (ValueError,
@@ -297,12 +347,13 @@ class Transaction(Staging, Uncommitted):
         what was staged stays staged. With nothing staged it writes nothing and makes no round
         trip: an empty `Committed`."""
         operations, events, key = self._operations, self._events, self._key
-        if not operations and not events and key is None:
+        if not operations and not events and key is None and not self._cancels:
             return Committed()
         stream, sequences = self._stream, self._sequences
-        known = sequences.get(stream) if events else None
+        numbered_events = len(events) - self._scheduled
+        known = sequences.get(stream) if numbered_events else None
         for _attempt in range(_ATTEMPTS):
-            batch = self._batch(known)
+            batch = self._batch(known, numbered_events)
             batch.check()  # (`Batch.send`, without one more coroutine on a commit's path)
             try:
                 etags = await self._store.execute_batch(self.partition_key, batch.operations)
@@ -310,6 +361,8 @@ class Transaction(Staging, Uncommitted):
                 if batch.at_head(exc):  # another process numbered events since
                     known = await read_head(self._store, self.partition_key, stream, sequences)
                     continue
+                if await self._cancel_refused(exc, len(operations)):
+                    continue  # another transaction cancelled it first: the rest sent again
                 sequences.forget(stream)
                 # refused: an earlier request with the same key may have done this already
                 replayed = await self._replayed(key) if key is not None else None
@@ -319,10 +372,10 @@ class Transaction(Staging, Uncommitted):
                 return replayed
             event_ids = self._event_ids
             self._operations, self._events, self._event_ids = [], [], []
-            self._key, self._bytes = None, 0
+            self._key, self._bytes, self._scheduled, self._cancels = None, 0, 0, None
             head = batch.head
             if head is not None and (etag := etags[head]) is not None:
-                sequences.put(stream, ((known[0] if known else 0) + len(events), etag))
+                sequences.put(stream, ((known[0] if known else 0) + numbered_events, etag))
             return Committed(etags[: len(operations)], event_ids)
         raise PreconditionFailedError(
             f"the sequence of {self.entity} {self.session_id} kept moving: too many racing "
@@ -330,20 +383,39 @@ class Transaction(Staging, Uncommitted):
             aggregate_type=self.entity,
         )
 
-    def _batch(self, known: tuple[int, str] | None) -> Batch:
-        """The batch of what is staged: your operations, then the sequence and the events
-        (numbered after `known`, the sequence's head as last known), then the key's record."""
+    async def _cancel_refused(self, error: OutboxError, operations: int) -> bool:
+        """A batch refused at one of its cancels (they follow your operations): the event was
+        released (TooLateToCancelError) or is gone (NotFoundError) since it was read; True
+        when another transaction cancelled it first (the cancel is dropped: send the rest
+        again). False for a batch refused elsewhere."""
+        cancels = self._cancels
+        index = error.operation_index
+        if not cancels or index is None or not operations <= index < operations + len(cancels):
+            return False
+        event_id = list(cancels)[index - operations]
+        if not await cancel_refused(self._store, self.partition_key, event_id):
+            return False
+        del cancels[event_id]
+        return True
+
+    def _batch(self, known: tuple[int, str] | None, numbered_events: int | None = None) -> Batch:
+        """The batch of what is staged: your operations and the cancels, then the sequence and
+        the events (numbered after `known`, the sequence's head as last known; none when they
+        are all scheduled), then the key's record."""
         head: BatchOperation | None = None
         events = self._events
+        if numbered_events is None:
+            numbered_events = len(events) - self._scheduled
         creates: list[BatchOperation] = []
         bound = self._bytes
         if events:
             last = known[0] if known else 0
             creates = numbered(events, last, utc_text())
-            head = head_operation(
-                sequence_document(self.partition_key, self._stream, last, len(events)),
-                known[1] if known else None,
-            )
+            if numbered_events:
+                head = head_operation(
+                    sequence_document(self.partition_key, self._stream, last, numbered_events),
+                    known[1] if known else None,
+                )
             bound += self._envelope
         record: BatchOperation | None = None
         key = self._key
@@ -358,9 +430,10 @@ class Transaction(Staging, Uncommitted):
                 ttl_seconds=self._idempotency_ttl,
             )
             bound += self._key_bytes
-        return Batch.assemble(
-            self.partition_key, self._operations, head, creates, record, bound, _WHAT
-        )
+        operations = self._operations
+        if self._cancels:
+            operations = [*operations, *self._cancels.values()]
+        return Batch.assemble(self.partition_key, operations, head, creates, record, bound, _WHAT)
 
 
 def _published(

@@ -2,8 +2,9 @@
 aggregates it loaded or added, the etag of each, and the batches a commit writes: per changed
 aggregate, one transactional batch in its partition (`aggregate_partition`), assembled as every
 batch of the write path is (`cosmos_outbox._write.batch`): the aggregate's document (its stream's
-head, conditioned on the etag it was read with), its events, and the Idempotency-Key's record
-when one is remembered for it. Nothing is written unless `commit()` runs.
+head, conditioned on the etag it was read with), its events, the scheduled events its change
+cancels (`Aggregate.cancel_scheduled`: `cosmos_outbox._write.cancels`), and the Idempotency-Key's
+record when one is remembered for it. Nothing is written unless `commit()` runs.
 
 An aggregate's document (the aggregate's whole state: its fields, camelCase, minus the id;
 the etag and the other system properties stay here, never in the domain):
@@ -15,13 +16,14 @@ This is the async API's; the sync API runs it over a sync store (`cosmos_outbox.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Generic, TypeVar, cast
 
 from cosmos_outbox._domain import Aggregate, Event, read_back
 from cosmos_outbox._mapper import aggregate_event_document, aggregate_partition
 from cosmos_outbox._renamed import deprecated
 from cosmos_outbox._write.batch import Batch, envelope_at_most, json_bytes, text_at_most
+from cosmos_outbox._write.cancels import cancel_operation, cancel_refused
 from cosmos_outbox._write.idempotency import IdempotencyRecord, read_record, record_operation
 from cosmos_outbox._write.scope import Uncommitted
 from cosmos_outbox._write.streams import head_operation
@@ -73,11 +75,13 @@ def aggregate_batch(
     event_ttl_seconds: int,
     traceparent: str | None,
     record: BatchOperation | None = None,
+    cancels: Sequence[BatchOperation] = (),
 ) -> Batch:
     """What one change of an aggregate writes, as one batch in its partition: the aggregate
     (created when `etag` is None, else replaced on its condition: the head of its events'
     stream, `cosmos_outbox._write.streams`), a create per event (given the request's
-    `traceparent` when it has none), and the Idempotency-Key's `record`."""
+    `traceparent` when it has none), the `cancels` of scheduled events it cancels, and the
+    Idempotency-Key's `record`."""
     document = aggregate_document(aggregate)
     source = aggregate.source()
     documents = []
@@ -97,11 +101,13 @@ def aggregate_batch(
         )
     if record is not None:
         bound += json_bytes(record.document, "the idempotency record")
+    for cancel in cancels:
+        bound += json_bytes(cancel.document, "the cancel of", cancel.document_id)
     return Batch.assemble(
         aggregate_partition(aggregate.id),
         (),
         head_operation(document, etag),
-        [BatchOperation("create", event) for event in documents],
+        [*(BatchOperation("create", event) for event in documents), *cancels],
         record,
         bound,
         _WHAT,
@@ -172,7 +178,8 @@ class Repository(Generic[A]):
                 changed = [] if new else _changed(self.loaded[aggregate_id], _state(aggregate))
                 if new or changed:
                     raise UnrecordedChangeError(aggregate.aggregate_type, aggregate_id, changed)
-                continue
+                if not aggregate.cancels:
+                    continue  # unchanged: nothing to write (a change that only cancels writes)
             planned.append((aggregate, events, None if new else self.etags[aggregate_id]))
         return planned
 
@@ -229,14 +236,18 @@ class UnitOfWork(Uncommitted):
         change recorded no event, BatchTooLargeError (before any write of that aggregate) when
         its batch passes Cosmos DB's limits."""
         remembered, self._remembered = self._remembered, None
-        batches: list[tuple[Repository[Any], Aggregate, Batch]] = []
+        batches: list[tuple[Repository[Any], Aggregate, Batch, list[str]]] = []
         for repository in self._repositories.values():
             for aggregate, events, etag in repository.pending():
                 record = None
-                if remembered is not None and remembered.aggregate_id == aggregate_partition(
-                    aggregate.id
-                ):
+                partition = aggregate_partition(aggregate.id)
+                if remembered is not None and remembered.aggregate_id == partition:
                     record, remembered = self._record(remembered), None
+                cancels: list[BatchOperation] = []
+                for event_id in aggregate.cancels:
+                    cancel = await cancel_operation(self.store, partition, event_id)
+                    if cancel is not None:
+                        cancels.append(cancel)
                 batch = aggregate_batch(
                     aggregate,
                     events,
@@ -244,17 +255,38 @@ class UnitOfWork(Uncommitted):
                     event_ttl_seconds=self.event_ttl_seconds,
                     traceparent=traceparent,
                     record=record,
+                    cancels=cancels,
                 )
                 batch.check()
-                batches.append((repository, aggregate, batch))
+                batches.append((repository, aggregate, batch, [c.document_id for c in cancels]))
         # all checked (every change recorded its event, every batch within the limits), then
         # written
-        for repository, aggregate, batch in batches:
+        for repository, aggregate, batch, cancelled in batches:
             aggregate.collect_events()
-            etags = await batch.send(self.store)
+            etags = await self._send(batch, cancelled)
             repository.written(aggregate.id, _etag(etags))
         if remembered is not None:  # its aggregate has nothing to write: the record alone
             await self.store.execute_batch(remembered.aggregate_id, [self._record(remembered)])
+
+    async def _send(self, batch: Batch, cancels: list[str]) -> list[str | None]:
+        """Write `batch`; refused at one of its `cancels` because another batch cancelled that
+        event first, it is sent again without it (released since: TooLateToCancelError)."""
+        while True:
+            try:
+                return await batch.send(self.store)
+            except (PreconditionFailedError, NotFoundError) as exc:
+                index = exc.operation_index
+                refused = batch.operations[index] if index is not None else None
+                if refused is None or refused.kind != "replace":
+                    raise
+                event_id = refused.document_id
+                if event_id not in cancels or not await cancel_refused(
+                    self.store, batch.partition_key, event_id
+                ):
+                    raise
+                assert index is not None
+                del batch.operations[index]
+                cancels.remove(event_id)
 
     def _record(self, record: IdempotencyRecord) -> BatchOperation:
         return record_operation(record, ttl_seconds=self.idempotency_ttl_seconds)

@@ -262,7 +262,7 @@ def _dead_letters(api: OperatorsApi, args: argparse.Namespace, out: Output) -> i
         out.result({"items": items, "count": len(items)}, listed)
         return DONE
     if action == "peek":
-        body = _ok(api, "GET", api.route(f"deadletters/{entity}/{args.sequence_number}"))
+        body = _ok(api, "GET", api.route(f"deadletters/{entity}/messages/{args.sequence_number}"))
         out.result(body, lambda b: iter([json.dumps(b, indent=2, ensure_ascii=False)]))
         return DONE
     request = _selection(args)

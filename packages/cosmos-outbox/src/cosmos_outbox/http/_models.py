@@ -97,6 +97,8 @@ class RequestModel(Model):
     """A request body. Optional fields are left out, never sent as null (the schema says so
     too: their types have no null)."""
 
+    model_config = ConfigDict(json_schema_extra=omit_null_defaults({}))
+
     @field_validator("*", mode="before")
     @classmethod
     def _no_null(cls, value: Any) -> Any:

@@ -1,7 +1,8 @@
 """Service Bus: the relay's publisher on azure-servicebus (`ServiceBusPublisher`; on its `aio`
 client: `cosmos_outbox.servicebus.aio`); each message carries the outbox's properties and the
 CloudEvents 1.0 attributes (AMQP binding, binary mode); the dead-letter queues of its
-subscriptions (`ServiceBusDeadLetters`: peeked, and their messages sent again or given up).
+subscriptions (`ServiceBusDeadLetters`: peeked, and their messages sent again or given up); the
+schedule queue, where the relay schedules scheduled events' releases (`ServiceBusScheduleQueue`).
 Imported where the relay runs, never at indexing."""
 
 from __future__ import annotations
@@ -17,12 +18,14 @@ from cosmos_outbox.servicebus._publisher import (
     DEFAULT_MAX_MESSAGE_BYTES,
     ServiceBusPublisher,
 )
+from cosmos_outbox.servicebus._schedule import ServiceBusScheduleQueue
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
     "ServiceBusBatch",
     "ServiceBusDeadLetters",
     "ServiceBusPublisher",
+    "ServiceBusScheduleQueue",
     "application_properties",
     "to_amqp_message",
     "to_servicebus_message",

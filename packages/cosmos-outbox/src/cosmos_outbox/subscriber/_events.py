@@ -73,9 +73,18 @@ class IncomingEvent:
     dataref: str | None = None
     #: the W3C trace context of the request that caused it, when it carried one
     traceparent: str | None = None
+    #: a scheduled event: when it was due (it was published with `deliver_at`/`deliver_after`
+    #: and sent then). It takes no place in its aggregate's order: its `version` is 0, it is
+    #: never held behind a missing version and never holds the versions after it
+    deliver_at: datetime | None = None
     #: the one subscription (or queue) the message was sent to (`outboxTarget`: a dead
     #: letter's resubmission, a targeted re-drive or discard notice); None: to every one
     target: str | None = None
+
+    @property
+    def scheduled(self) -> bool:
+        """Whether it is a scheduled event (`deliver_at`)."""
+        return self.deliver_at is not None
 
     def envelope_and_data(self) -> dict[str, Any]:
         """The event's data with its envelope, camelCase, as `Aggregate.parse_event` reads an
@@ -88,6 +97,7 @@ class IncomingEvent:
             "action": self.type,
             **({"createdAt": self.time.isoformat()} if self.time is not None else {}),
             **({"traceparent": self.traceparent} if self.traceparent else {}),
+            **({"deliverAt": self.deliver_at.isoformat()} if self.deliver_at is not None else {}),
         }
 
 
@@ -148,12 +158,18 @@ def from_message(
         raise UnreadableEventError("event data is not a JSON object")
     subject = event.get_subject()
     # the envelope in the properties (format 2) or in the data, with the app's fields (format 1)
-    version, aggregate_id, own, where = message_envelope(properties, data, aggregate_type)
+    version, aggregate_id, own, where, deliver_at = message_envelope(
+        properties, data, aggregate_type
+    )
     if event.get_type() in NOTICES and version is None:
         version = 0  # a notice of an event whose version could not be read: nothing to mark
     if not isinstance(version, int) or isinstance(version, bool) or version < 0:
         raise UnreadableEventError(f"event {where} have no integer version")
-    if version == 0 and event.get_type() not in NOTICES:
+    if where == "properties" and "deliverAt" in properties and (deliver_at is None or version):
+        raise UnreadableEventError(
+            "a scheduled event's deliverAt is not a time with its offset, or it has a version"
+        )
+    if version == 0 and event.get_type() not in NOTICES and deliver_at is None:
         raise UnreadableEventError(f"event {where} have no positive integer version")
     if not subject or aggregate_id != subject:
         raise UnreadableEventError(f"event subject is not the {aggregate_type} id of its {where}")
@@ -170,5 +186,6 @@ def from_message(
         aggregate_type=aggregate_type,
         dataref=dataref,
         traceparent=traceparent if isinstance(traceparent, str) and traceparent else None,
+        deliver_at=deliver_at,
         target=target if isinstance(target, str) and target else None,
     )

@@ -32,6 +32,12 @@ Per event version:
   what is known of it (quarantined by the outbox, with the reason; else not received) and the
   command that releases it; the `subscriber.events.held` metric; and `status()`.
 
+A scheduled event (`IncomingEvent.scheduled`: published with a due time, delivered then) takes no
+place in the aggregate's order: it is applied when it arrives, to the projection as it is then,
+which keeps its version; it is never held behind a missing version, and no version is ever held
+behind it (a reminder due tomorrow never holds today's events). Its inbox record makes a
+redelivery a duplicate.
+
 An event whose inbox record exists is acknowledged without effect; so is one whose version is
 not above the projection's (which also covers a redelivery after its inbox record expired).
 An event whose action the projection does not handle is applied as a version step only (its
@@ -230,6 +236,8 @@ class AsyncProjector:
         projection = await self._read(partition, partition)
         if event.type == QUARANTINE_NOTICE:
             return await self._record_gap(projection, event)
+        if event.scheduled:
+            return await self._apply_scheduled(projection, event)
         if event.type == DISCARD_NOTICE and event.version == 0:
             logger.warning(
                 "%s %s: a discard notice without a version (event %s): nothing to give up",
@@ -306,6 +314,27 @@ class AsyncProjector:
         else:
             outcome = Outcome.IGNORED
         return Result(outcome, applied=applied)
+
+    async def _apply_scheduled(
+        self, projection: dict[str, Any] | None, event: IncomingEvent
+    ) -> Result:
+        """A scheduled event, applied as it arrives (see the module): its inbox record and the
+        projection after it (its version kept), in one batch; an action the projection does
+        not handle leaves the projection as it is (its inbox record says `ignored`)."""
+        partition = event.aggregate_id
+        operations = [BatchOperation("create", self._inbox_record(event, held=False))]
+        handled = self._projection.handles(event.type)
+        if handled:
+            updated = {
+                **self._projection.apply(projection, event),
+                "version": last_version(projection),
+            }
+            if projection is None:
+                operations.append(BatchOperation("create", updated))
+            else:
+                operations.append(BatchOperation("replace", updated, if_match=projection["_etag"]))
+        await self._batch(operations, partition, inbox_first=True)
+        return Result(Outcome.APPLIED if handled else Outcome.IGNORED)
 
     async def _write_with_inbox(
         self, event: IncomingEvent, record: dict[str, Any], *, held: bool

@@ -2,9 +2,11 @@
 test holds on Azure too.
 
 - `in_memory(outbox)`: the outbox's services on in-memory fakes (a store with atomic batches,
-  etags and TTLs, a size-limited publisher, the claim check's payload store, a backlog), for the
-  block of a `with`: `with in_memory(outbox) as world: ...`; `world` is there to arrange and
-  inspect (`world.events()`: what was committed, as a subscriber will read it);
+  etags and TTLs, a size-limited publisher, the claim check's payload store, a backlog, the
+  schedule queue), for the block of a `with`: `with in_memory(outbox) as world: ...`; `world` is
+  there to arrange and inspect (`world.events()`: what was committed, as a subscriber will read
+  it; `world.scheduled()`: the scheduled events, their due times, released or cancelled) and to
+  move time on (`world.clock.advance(timedelta(minutes=15))`: what is due is released);
 - `FunctionClient`: calls an app's indexed functions in-process as the Functions host would
   (routes matched as the host matches them, the invocation context, `async def` functions on an
   event loop of its own, the relay's documents);
@@ -26,10 +28,12 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, NamedTuple
 
+from cosmos_outbox import _clock
 from cosmos_outbox._domain import EVENTS
-from cosmos_outbox._mapper import EventFields
+from cosmos_outbox._mapper import EVENT_TYPE, EventFields, parse_time, scheduled
 from cosmos_outbox._mapper import fields as event_fields
 from cosmos_outbox._outbox import OutboxBase
 from cosmos_outbox._records import OutboxMessage
@@ -57,10 +61,12 @@ from cosmos_outbox.testing._fakes import (
     FixedBacklog,
     InMemoryBacklogEstimator,
     InMemoryPayloadStore,
+    InMemoryScheduleQueue,
     InMemoryStore,
     SizeLimitedBatch,
 )
 from cosmos_outbox.testing._functions import FunctionClient, InvocationContext
+from cosmos_outbox.testing._kit_clock import KitClock
 from cosmos_outbox.testing._triggers import queue_message, service_bus_message, timer_request
 
 __all__ = [
@@ -73,8 +79,11 @@ __all__ = [
     "InMemoryBacklogEstimator",
     "InMemoryDeadLetters",
     "InMemoryPayloadStore",
+    "InMemoryScheduleQueue",
     "InMemoryStore",
     "InvocationContext",
+    "KitClock",
+    "ScheduledEvent",
     "SizeLimitedBatch",
     "as_async",
     "check_commands",
@@ -96,6 +105,19 @@ __all__ = [
 TEST_SECRET = "cosmos-outbox-tests"  # noqa: S105
 
 
+class ScheduledEvent(NamedTuple):
+    """A scheduled event as committed: its id, type, aggregate (session) id, when it is due,
+    and where it is: `waiting` (its due time has not come, or its release has not been handed
+    back yet), `released` (sent, or sent by the relay's next run) or `cancelled` (never
+    sent)."""
+
+    event_id: str
+    type: str
+    aggregate_id: str
+    deliver_at: datetime
+    state: str
+
+
 @dataclass
 class InMemory:
     """In-memory services and the fakes behind them, for a test to arrange and inspect. Used as
@@ -111,14 +133,70 @@ class InMemory:
     #: dead-letters what the publisher sent there (`dead_letter_message`)
     dead_letters: InMemoryDeadLetters = field(default_factory=InMemoryDeadLetters)
     outbox: OutboxBase | None = None
+    #: the schedule queue: the releases the relay scheduled, each with its time
+    schedule: InMemoryScheduleQueue = field(default_factory=InMemoryScheduleQueue)
+    #: the outbox's time inside the block: `clock.advance(...)` moves it on, and what comes due
+    #: meanwhile is released (`release_due`); the store's TTLs run by it
+    clock: KitClock = field(default_factory=KitClock)
     _stack: contextlib.ExitStack = field(default_factory=contextlib.ExitStack, repr=False)
     #: the documents (and versions) `relay` handed over already
     _relayed: set[Any] = field(default_factory=set, repr=False)
 
+    def __post_init__(self) -> None:
+        self.clock.on_advance(self._moved)
+
     def __enter__(self) -> InMemory:
+        self._stack.enter_context(_clock.using(self.clock.now))
         if self.outbox is not None:
             self._stack.enter_context(self.outbox.override(self.services))
         return self
+
+    def _moved(self, step: timedelta) -> None:
+        self.store.elapse(step.total_seconds())
+        self.release_due()
+
+    def release_due(self) -> list[str]:
+        """Hand back the releases whose time has come by the kit's clock (as the schedule queue
+        does), each run as the relay's `release_due_events` runs it; the ids of the events
+        released (sent by the relay's next run). `clock.advance` calls it."""
+        from cosmos_outbox._relay.releases import Released
+        from cosmos_outbox._wiring import Wiring
+
+        wiring = self.outbox.wiring() if self.outbox is not None else Wiring(self.services)
+        releases = wiring.releases()
+        done = []
+        while due := self.schedule.due(self.clock.now()):
+            for release in due:
+                if run_sync(releases.release(release)) is Released.RELEASED:
+                    done.append(release.event_id)
+        return done
+
+    def scheduled(self, partition_key: str | None = None) -> list[ScheduledEvent]:
+        """The scheduled events committed (of one partition, when given), soonest due first."""
+        found = []
+        for document in self.store.of_type(EVENT_TYPE):
+            due = parse_time(document.get("deliverAt"))
+            if not scheduled(document) or due is None:
+                continue
+            if partition_key is not None and document.get("partitionKey") != partition_key:
+                continue
+            state = (
+                "cancelled"
+                if document.get("cancelledAt") is not None
+                else "released"
+                if document.get("releasedAt") is not None
+                else "waiting"
+            )
+            found.append(
+                ScheduledEvent(
+                    str(document["id"]),
+                    str(document.get("action")),
+                    str(document.get("aggregateId")),
+                    due,
+                    state,
+                )
+            )
+        return sorted(found, key=lambda e: e.deliver_at)
 
     def __exit__(self, *exc: object) -> None:
         self._stack.close()
@@ -131,21 +209,26 @@ class InMemory:
         """Relay what was written since the last call, as the change-feed trigger hands it to
         the relay (the outbox's own relay: `outbox`'s, else one on these services); the
         messages it sent (`FakePublisher.messages`' new ones: notices included), each ready for
-        a subscriber's `Dispatcher` (`delivered`, `dispatch_all`)."""
+        a subscriber's `Dispatcher` (`delivered`, `dispatch_all`). A scheduled event is not
+        sent: its release is scheduled (`schedule`), and it is sent by the `relay()` after the
+        kit's clock came to its due time (`clock.advance`); one due already is released and sent
+        now, as the relay and its `release_due_events` would."""
         from cosmos_outbox._mapper import read_feed
         from cosmos_outbox._wiring import Wiring
 
         wiring = self.outbox.wiring() if self.outbox is not None else Wiring(self.services)
-        with self.store._lock:
-            changed = [
-                dict(d)
-                for key, d in self.store.documents.items()
-                if (key, d.get("_etag")) not in self._relayed
-            ]
-            self._relayed |= {(k, d.get("_etag")) for k, d in self.store.documents.items()}
         before = len(self.publisher.messages)
-        run_sync(wiring.relay().relay(read_feed(changed, legacy=wiring.legacy)))
-        return self.publisher.messages[before:]
+        while True:
+            with self.store._lock:
+                changed = [
+                    dict(d)
+                    for key, d in self.store.documents.items()
+                    if (key, d.get("_etag")) not in self._relayed
+                ]
+                self._relayed |= {(k, d.get("_etag")) for k, d in self.store.documents.items()}
+            run_sync(wiring.relay().relay(read_feed(changed, legacy=wiring.legacy)))
+            if not self.release_due():  # a scheduled event due already: released, relayed
+                return self.publisher.messages[before:]
 
     def events(self, partition_key: str | None = None) -> list[IncomingEvent]:
         """The events committed so far (of one partition, when given), each as a subscriber
@@ -170,14 +253,17 @@ def in_memory(
     """Services on fakes (`world.services`), which `outbox` runs on inside `with in_memory(
     outbox) as world:`. An event too large for `max_batch_bytes` is offloaded to `payloads`
     (the claim check), or quarantined when its body is above `max_payload_bytes` (0: no claim
-    check). The store's time can be moved on (`store.elapse(seconds)`) to let TTLs run out.
+    check). The store's time can be moved on (`store.elapse(seconds)`) to let TTLs run out, as
+    the kit's clock moves it (`world.clock.advance`).
     `subscriptions`: the watched subscriptions (OUTBOX_SUBSCRIPTIONS), each with the store of
     its subscriber's projections when the test has one; `queues`: watched queues; their
     dead-letter queues are `world.dead_letters`."""
+    clock = KitClock()
     store = InMemoryStore()
     publisher = FakePublisher(max_batch_bytes=max_batch_bytes)
     backlog = FixedBacklog()
     payloads = InMemoryPayloadStore()
+    schedule = InMemoryScheduleQueue()
     dead_letters = InMemoryDeadLetters()
     watched = dict(subscriptions or {})
     projections = {name: s for name, s in watched.items() if s is not None}
@@ -186,6 +272,7 @@ def in_memory(
         publisher=lambda: publisher,
         payloads=lambda: payloads,
         backlog=lambda: backlog,
+        schedule=lambda: schedule,
         token_secret=TEST_SECRET,
         topic=topic,
         event_ttl_seconds=event_ttl_seconds,
@@ -203,5 +290,7 @@ def in_memory(
         payloads=payloads,
         services=services,
         outbox=outbox,
+        schedule=schedule,
+        clock=clock,
         dead_letters=dead_letters,
     )

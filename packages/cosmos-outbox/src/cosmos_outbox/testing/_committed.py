@@ -12,7 +12,9 @@ from cosmos_outbox.testing._fakes import InMemoryStore
 
 
 def committed_events(store: InMemoryStore, partition_key: str | None = None) -> list[IncomingEvent]:
-    """The events in `store` (of one partition, when given), per session by version."""
+    """The events in `store` (of one partition, when given), per session by version, then its
+    scheduled events by due time; a cancelled scheduled event is left out (it is never
+    sent)."""
     documents = [
         d
         for d in store.of_type(EVENT_TYPE)
@@ -20,8 +22,8 @@ def committed_events(store: InMemoryStore, partition_key: str | None = None) -> 
     ]
     events = []
     for record in read_feed(documents):
-        if not isinstance(record, OutboxRecord):
-            continue  # unreadable: the relay quarantines it; no subscriber reads it
+        if not isinstance(record, OutboxRecord) or record.cancelled_at is not None:
+            continue  # unreadable (the relay quarantines it) or cancelled: no subscriber reads it
         message = to_message(record)
         events.append(
             from_message(
@@ -30,4 +32,13 @@ def committed_events(store: InMemoryStore, partition_key: str | None = None) -> 
                 application_properties=application_properties(message),
             )
         )
-    return sorted(events, key=lambda e: (e.aggregate_type, e.aggregate_id, e.version))
+    return sorted(
+        events,
+        key=lambda e: (
+            e.aggregate_type,
+            e.aggregate_id,
+            e.deliver_at is not None,
+            e.version,
+            e.deliver_at.timestamp() if e.deliver_at is not None else 0.0,
+        ),
+    )

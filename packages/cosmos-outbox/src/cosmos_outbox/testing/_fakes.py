@@ -14,10 +14,12 @@ import json
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from cosmos_outbox._mapper import EVENT_TYPE, document_created_at
 from cosmos_outbox._queries import QueryParameters, named_parameters
+from cosmos_outbox._records import Release
 from cosmos_outbox.errors import (
     AlreadyExistsError,
     InvalidContinuationError,
@@ -39,6 +41,7 @@ from cosmos_outbox.ports import (
     OutboxMessage,
     Page,
     PayloadStore,
+    ScheduleQueue,
 )
 
 
@@ -527,3 +530,44 @@ class FixedBacklog(BacklogEstimator):
 
     def estimate(self) -> list[LeaseBacklog]:
         return list(self.leases)
+
+
+class InMemoryScheduleQueue(ScheduleQueue):
+    """The schedule queue, in memory: each release scheduled is handed back (`due(now)`) once
+    its time has come, never before, soonest first, once. A test reads what was scheduled and
+    for when (`scheduled`: every release, in the order scheduled; `waiting`: those not handed
+    back yet), and makes scheduling fail (`unavailable`: `schedule` raises while set)."""
+
+    def __init__(self) -> None:
+        self.scheduled: list[Release] = []
+        self.unavailable = False
+        self._waiting: list[tuple[datetime, int, Release]] = []
+        self._order = itertools.count()
+        self._lock = threading.Lock()
+
+    def schedule(self, releases: Sequence[Release]) -> None:
+        with self._lock:
+            if self.unavailable:
+                raise ConnectionError("schedule queue unavailable")
+            for release in releases:
+                self.scheduled.append(release)
+                heapq.heappush(self._waiting, (release.at, next(self._order), release))
+
+    def due(self, now: datetime) -> list[Release]:
+        """The releases whose time has come by `now` (handed back once: taken off the queue)."""
+        with self._lock:
+            found = []
+            while self._waiting and self._waiting[0][0] <= now:
+                found.append(heapq.heappop(self._waiting)[2])
+            return found
+
+    @property
+    def waiting(self) -> list[Release]:
+        """The releases not handed back yet, soonest first."""
+        with self._lock:
+            return [release for _, _, release in sorted(self._waiting)]
+
+    def next_at(self) -> datetime | None:
+        """When the soonest release waiting is due (None: none waits)."""
+        with self._lock:
+            return self._waiting[0][0] if self._waiting else None

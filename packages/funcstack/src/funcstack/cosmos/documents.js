@@ -15,6 +15,7 @@ const { CosmosError, notFound, conflict, preconditionFailed, badRequest } = requ
 const { unquote } = require("./requests");
 const { docPartitionComponents, sameComponents, storeKey } = require("./store");
 const { validTtl } = require("./ttl");
+const { evaluate } = require("./queryrun");
 
 function validateBody(body) {
   if (!body || typeof body !== "object" || Array.isArray(body)) throw badRequest("The input content is invalid.");
@@ -144,7 +145,7 @@ function patchConditionHolds(store, doc, condition) {
   const [, alias, predicate] = m;
   let result;
   try {
-    result = store.selectFrom([doc], `SELECT * FROM ${alias} WHERE ${predicate}`);
+    result = evaluate(store, `SELECT * FROM ${alias} WHERE ${predicate}`, [doc]);
   } catch (err) {
     throw badRequest(`Invalid condition in patch request: ${err && err.message}`);
   }

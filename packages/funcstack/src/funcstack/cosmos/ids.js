@@ -13,7 +13,7 @@
  * any account is built; offers get their 3-byte ids here too.
  */
 
-const ResourceId = require("@vercel/cosmosdb-server/lib/account/resource-id").default;
+const { ResourceId } = require("./internals");
 
 /** A resource id in the service's encoding (idempotent: also converts a 1.0.1 id). */
 const serviceRid = rid => String(rid).replace(/\//g, "-");

@@ -86,16 +86,6 @@ function inScope(colData, doc, scope) {
   return scope.epk === null || inEpkRange(e, scope.epk);
 }
 
-/** The live documents a request is scoped to. */
-function scopedDocs(req, store) {
-  const scope = requestScope(req, store);
-  const colData = store.colData;
-  // one partition key: its documents only, from the partition index (store.inPartition)
-  const docs = scope.pk !== null ? store.inPartition(scope.pk) : store.all();
-  if (scope.pk === null && scope.range === null && scope.epk === null) return docs;
-  return docs.filter(d => inScope(colData, d, scope));
-}
-
 /** The live range that holds a partition key (its components). */
 function rangeOfKey(store, components) {
   return rangeOfEpk(store.collection, keyEpk(store.colData, components));
@@ -117,7 +107,6 @@ module.exports = {
   inEpkRange,
   requestScope,
   inScope,
-  scopedDocs,
   rangeOfKey,
   answerFor
 };

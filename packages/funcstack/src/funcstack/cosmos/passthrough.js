@@ -7,7 +7,7 @@
  * them at /pkranges).
  */
 
-const packageRoutes = require("@vercel/cosmosdb-server/lib/routes").default;
+const { packageRoutes } = require("./internals");
 const { send } = require("./responses");
 const { publicContainer } = require("./ranges");
 

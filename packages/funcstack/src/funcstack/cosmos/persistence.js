@@ -37,11 +37,12 @@ const { StateDir, StateError } = require("./journal");
 const { serviceRid } = require("./ids");
 const { withContainerDefaults } = require("./settings");
 const { DEFAULT_CONTAINER_THROUGHPUT } = require("./offers");
-const getValue = require("@vercel/cosmosdb-server/lib/utils/get-value").default;
+const { getValue } = require("./internals");
 const {
   KeptDocument, lsnOf, stampAs, observe, collections, indexes, docPartitionComponents
 } = require("./store");
 const { pathSegments } = require("./requests");
+const { buildsUnderWay } = require("./pathindexes");
 const globalLsn = require("./lsn");
 
 /** The journal's size that starts a compaction (a snapshot), unless the snapshot's half is more. */
@@ -50,7 +51,7 @@ const COMPACT_MIN_BYTES = 64 * 1024 * 1024;
 const SNAPSHOT_SLICE_BYTES = 1024 * 1024;
 const LEGACY_VERSIONS = [1, 2];
 /** The kept documents are parsed in the background in slices of about this long. */
-const READ_SLICE_MS = 5;
+const READ_SLICE_MS = 2;
 
 // ---------------------------------------------------------------- the account's metadata
 
@@ -357,7 +358,8 @@ class Kept {
 
   /**
    * Parse the kept documents not read yet, a slice per turn of the event loop, so that a
-   * query soon after the start does not parse them all at once.
+   * query soon after the start does not parse them all at once; paused while an index is built
+   * (pathindexes.js: a query waits for it, and it reads what it needs from the documents' text).
    */
   readInBackground(account) {
     const started = Date.now();
@@ -371,6 +373,11 @@ class Kept {
     let count = 0;
     const slice = () => {
       if (this.closed) return;
+      if (buildsUnderWay()) {
+        // a query waits for an index: its build goes first (it reads what it needs itself)
+        setTimeout(slice, 10);
+        return;
+      }
       const until = Date.now() + READ_SLICE_MS;
       for (;;) {
         const { value, done } = pending.next();

@@ -1,7 +1,8 @@
 "use strict";
 /*
- * Queries and the read feed of the local Cosmos DB endpoint (server.js), on the package's
- * (@vercel/cosmosdb-server 1.0.1) SQL engine, answered as the service's gateway answers them:
+ * Queries and the read feed of the local Cosmos DB endpoint (server.js), answered as the
+ * service's gateway answers them; how a query runs (from the container's indexes, a slice
+ * at a time, pages that resume) is queryrun.js:
  *
  *   - scoped by the partition key header or a feed range (partitions.js);
  *   - a cross-partition query the gateway cannot serve (ORDER BY, TOP, OFFSET/LIMIT,
@@ -11,95 +12,110 @@
  *     one it can serve goes over several physical partitions one range per answer
  *     (acrossRanges), as the gateway does;
  *   - added to the engine: DISTINCT (by value), OFFSET/LIMIT, keyword-named properties,
- *     parameters of any name, composite indexes in reverse order, the plan's per-range
- *     aggregates, query metrics (x-ms-documentdb-populatequerymetrics);
- *   - pages of `x-ms-max-item-count` with `x-ms-continuation`; a service-format token (of
- *     another container) starts from the beginning.
+ *     parameters of any name, the plan's per-range aggregates (partial results a page at a
+ *     time, which the SDK combines);
+ *   - pages of `x-ms-max-item-count` with `x-ms-continuation` (queryrun.js's positions); a
+ *     page also ends when its time budget runs out, and a page may be empty: the SDKs follow
+ *     the continuation; a service-format token (of another container) starts from the
+ *     beginning;
+ *   - query metrics (x-ms-documentdb-populatequerymetrics: documents retrieved, the index
+ *     lookup's time and utilization) and index metrics (x-ms-cosmos-populateindexmetrics: the
+ *     indexes used and those the policy lacks, base64 JSON as the service sends them).
  */
 
-const { engineShape, needsPlan, queryPlan, rewrittenAggregate } = require("./queryplan");
+const { engineShape, needsPlan, queryPlan, rewrittenAggregate, valueAggregate } = require("./queryplan");
 const { CosmosError, CROSS_PARTITION_QUERY_NOT_SERVABLE, badRequest, send } = require("./responses");
 const { readJson, header, isTrue, headerPartitionKey } = require("./requests");
-const { answerFor, docEpk, requestScope, scopedDocs } = require("./partitions");
+const { answerFor, requestScope } = require("./partitions");
 const { liveRanges } = require("./ranges");
+const { runPage, runAll, runAggregate, runWhole, prepare, setBudget, budget } = require("./queryrun");
 
-function queryDocuments(store, docs, body, req, contRaw = header(req, "x-ms-continuation")) {
-  const maxItemCount = parseInt(header(req, "x-ms-max-item-count") || "-1", 10);
-  let continuation = null;
-  if (contRaw && /^-RID:/.test(contRaw)) {
+/** A continuation the client sent: ours (parsed), or null to start from the beginning. */
+function parseContinuation(raw) {
+  if (!raw || /^-RID:/.test(raw)) {
     // a service-format token (its resource id names another container's pages): the service
     // does not resume from a token that is not for this query, it starts from the beginning
-    continuation = null;
-  } else if (contRaw) {
-    try {
-      continuation = JSON.parse(contRaw);
-    } catch (e) {
-      throw badRequest("Invalid continuation token");
-    }
+    return null;
   }
-  const colData = store.colData;
-  // the service serves an ORDER BY from a composite index in its own order or exactly
-  // reversed; the package's engine accepts only the declared order
-  // (an order left out is ascending)
-  const declared = (((colData.indexingPolicy || {}).compositeIndexes) || []).map(paths =>
-    paths.map(index => ({ ...index, order: String(index.order || "ascending").toLowerCase() })));
-  const reversed = order => (order === "descending" ? "ascending" : "descending");
-  const compositeIndexes = declared.concat(
-    declared.map(paths => paths.map(index => ({ ...index, order: reversed(index.order) }))));
+  let parsed;
+  try {
+    parsed = JSON.parse(raw);
+  } catch (e) {
+    throw badRequest("Invalid continuation token");
+  }
+  if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) throw badRequest("Invalid continuation token");
+  return parsed;
+}
+
+/**
+ * One page of a query over the documents in scope (`scope`: partitions.js requestScope;
+ * `span`: an EPK range, acrossRanges) from the continuation `c` (parsed, or null):
+ * {result, continuation, metrics}.
+ */
+async function queryDocuments(store, body, req, scope, span, c) {
+  const maxItemCount = parseInt(header(req, "x-ms-max-item-count") || "-1", 10);
   const { query: text, parameters } = renameParameters(body.query, body.parameters || []);
-  const options = { parameters, udf: store.udfs(), compositeIndexes };
+  const measure = isTrue(req, "x-ms-documentdb-populatequerymetrics");
+  const base = { parameters, scope, span, measure, maxItemCount };
+  if (c && c.v !== 2 && !Number.isInteger(c.local)) throw badRequest("Invalid continuation token");
   const aggregate = rewrittenAggregate(text);
-  if (aggregate) return { result: [rangeAggregate(store, docs, aggregate, options)], continuation: null };
+  if (aggregate) {
+    // a range's part of a plan's aggregate (`SELECT VALUE [{"item": AGG(x)}] ...`):
+    // [{"item": value}] (AVG as its sum and count), for the SDK to combine across ranges and
+    // pages; a page that ran out of time answers the part it read
+    const parts = aggregate.name === "avg"
+      ? [{ name: "SUM" }, { name: "COUNT" }]
+      : [{ name: aggregate.name.toUpperCase() }];
+    for (const part of parts) part.text = `SELECT VALUE ${part.name}(${aggregate.argument}) ${aggregate.source}`;
+    const r = await runAggregate(store, parts, { ...base, continuation: c, partial: true });
+    const item = aggregate.name === "avg" ? { sum: r.values[0], count: r.values[1] } : r.values[0];
+    // one row: the value the rewritten query selects, [{"item": value}]
+    return { result: [[item === undefined ? {} : { item }]], continuation: r.continuation, metrics: r.metrics };
+  }
   const shape = engineShape(text, parameters, badRequest);
   if (headerPartitionKey(req) === null && shape.aggregateWithoutValue) {
     throw badRequest("Cross partition query only supports 'VALUE <AggregateFunc>' for aggregates.");
   }
-  const q = store.compile(shape.query);
-  try {
-    if (!shape.distinct && shape.offset === null) {
-      return q.exec(docs, {
-        ...options,
-        maxItemCount: maxItemCount > 0 ? maxItemCount : undefined,
-        continuation
-      });
-    }
-    // DISTINCT and OFFSET/LIMIT, which the package's engine does not parse, are applied to
-    // the whole (ordered) result here; pages are cut from it with a continuation of our own.
-    let rows = q.exec(docs, options).result;
-    if (shape.distinct) {
-      const seen = new Set();
-      rows = rows.filter(row => {
-        const key = canonicalJson(row);
-        if (seen.has(key)) return false;
-        seen.add(key);
-        return true;
-      });
-    }
-    if (shape.offset !== null) rows = rows.slice(shape.offset, shape.offset + shape.limit);
-    const start = continuation && Number.isInteger(continuation.local) ? continuation.local : 0;
-    const end = maxItemCount > 0 ? start + maxItemCount : rows.length;
-    return { result: rows.slice(start, end), continuation: end < rows.length ? { local: end } : null };
-  } catch (err) {
-    throw badRequest(err.message);
+  const value = shape.distinct || shape.offset !== null ? null : valueAggregate(shape.query, parameters, badRequest);
+  if (value) {
+    const name = value.name.toUpperCase();
+    const parts = name === "AVG" ? [{ name: "SUM" }, { name: "COUNT" }] : [{ name }];
+    for (const part of parts) part.text = `SELECT VALUE ${part.name}(${value.argument}) ${value.source}`;
+    const r = await runAggregate(store, parts, { ...base, continuation: null, partial: false });
+    let v = r.values[0];
+    if (name === "AVG") v = r.values[1] > 0 && typeof r.values[0] === "number" ? r.values[0] / r.values[1] : undefined;
+    const top = /^\s*select\s+top\s+(\d+)\s/i.exec(shape.query);
+    const rows = v === undefined || (top && parseInt(top[1], 10) === 0) ? [] : [v];
+    return { result: rows, continuation: null, metrics: { ...r.metrics, output: rows.length } };
   }
-}
-
-/**
- * One partition key range's part of a plan's aggregate (`SELECT VALUE [{"item": AGG(x)}] ...`):
- * `[{"item": value}]`, the value left out where the aggregate has none (MIN/MAX/AVG over no
- * documents), AVG as its sum and count, for the SDK to combine across ranges.
- */
-function rangeAggregate(store, docs, aggregate, options) {
-  const run = name => {
-    const text = `SELECT VALUE ${name}(${aggregate.argument}) ${aggregate.source}`;
-    try {
-      return store.compile(text).exec(docs, options).result[0];
-    } catch (err) {
-      throw badRequest(err.message);
+  if (!shape.distinct && shape.offset === null) {
+    if (prepare(shape.query).analysis.aggregates) {
+      const r = await runWhole(store, shape.query, base);
+      return { result: r.result, continuation: null, metrics: r.metrics };
     }
+    return runPage(store, shape.query, { ...base, continuation: c, partial: true });
+  }
+  // DISTINCT and OFFSET/LIMIT, which the package's engine does not parse, are applied to
+  // the whole (ordered) result here; pages are cut from it with a continuation of our own.
+  const all = await runAll(store, shape.query, base);
+  let rows = all.result;
+  if (shape.distinct) {
+    const seen = new Set();
+    rows = rows.filter(row => {
+      const key = canonicalJson(row);
+      if (seen.has(key)) return false;
+      seen.add(key);
+      return true;
+    });
+  }
+  if (shape.offset !== null) rows = rows.slice(shape.offset, shape.offset + shape.limit);
+  const start = c && Number.isInteger(c.local) ? c.local : 0;
+  const end = maxItemCount > 0 ? start + maxItemCount : rows.length;
+  return {
+    result: rows.slice(start, end),
+    continuation: end < rows.length ? { local: end } : null,
+    metrics: { ...all.metrics, output: Math.min(end, rows.length) - start }
   };
-  if (aggregate.name !== "avg") return [{ item: run(aggregate.name.toUpperCase()) }];
-  return [{ item: { sum: run("SUM"), count: run("COUNT") } }];
 }
 
 /**
@@ -144,7 +160,6 @@ async function handleQuery(req, res, store) {
   if (body.parameters !== undefined && body.parameters !== null && !Array.isArray(body.parameters)) {
     throw badRequest("The query's parameters must be an array of {name, value}.");
   }
-  let result;
   if (headerPartitionKey(req) === null && header(req, "x-ms-documentdb-partitionkeyrangeid") === undefined &&
       needsPlan(body.query, body.parameters, badRequest)) {
     // as the service's gateway: the SDK is to fetch the plan and query every range itself
@@ -154,95 +169,100 @@ async function handleQuery(req, res, store) {
     err.additionalErrorInfo = JSON.stringify(queryPlan(body.query, body.parameters, badRequest));
     throw err;
   }
-  const started = process.hrtime.bigint();
-  let docs;
+  let result;
   try {
-    const serial = acrossRanges(req, res, store, body);
-    if (serial) ({ docs, result } = serial);
-    else {
-      docs = scopedDocs(req, store);
-      result = queryDocuments(store, docs, body, req);
-    }
+    result = await acrossRanges(req, res, store, body);
   } catch (err) {
     if (err instanceof CosmosError) throw err;
     throw badRequest(err.message);
   }
   const extra = {};
   if (isTrue(req, "x-ms-documentdb-populatequerymetrics")) {
-    extra["x-ms-documentdb-query-metrics"] = queryMetrics(docs, result.result, started);
+    extra["x-ms-documentdb-query-metrics"] = queryMetrics(result.metrics);
+  }
+  if (isTrue(req, "x-ms-cosmos-populateindexmetrics")) {
+    extra["x-ms-cosmos-index-utilization"] = indexUtilization(result.metrics);
   }
   sendFeed(req, res, store, result, extra);
 }
 
 /**
- * x-ms-documentdb-query-metrics with this endpoint's own figures: it scans every document in
- * scope (no index: indexLookupTimeInMs 0, indexUtilizationRatio 0) and times the execution.
+ * x-ms-documentdb-query-metrics with this endpoint's own figures: the documents the query read
+ * (none for a COUNT the index answers), its time and the index lookup's, and the index
+ * utilization (rows kept of the documents read; 1 when the index answered the filter exactly).
  */
-function queryMetrics(scanned, output, started) {
-  const ms = Number(process.hrtime.bigint() - started) / 1e6;
-  const size = rows => rows.reduce((n, r) => n + Buffer.byteLength(JSON.stringify(r === undefined ? null : r)), 0);
+function queryMetrics(m) {
+  const ms = v => (v || 0).toFixed(2);
+  let ratio = m.retrieved > 0 ? Math.min(1, m.output / m.retrieved) : 1;
+  if (m.indexOnly || (m.exact && m.retrieved > 0)) ratio = 1;
   return [
-    `totalExecutionTimeInMs=${ms.toFixed(2)}`,
+    `totalExecutionTimeInMs=${ms(m.totalMs)}`,
     "queryCompileTimeInMs=0.00",
     "queryLogicalPlanBuildTimeInMs=0.00",
     "queryPhysicalPlanBuildTimeInMs=0.00",
     "queryOptimizationTimeInMs=0.00",
-    `VMExecutionTimeInMs=${ms.toFixed(2)}`,
-    "indexLookupTimeInMs=0.00",
+    `VMExecutionTimeInMs=${ms(m.totalMs - m.indexMs)}`,
+    `indexLookupTimeInMs=${ms(m.indexMs)}`,
     "documentLoadTimeInMs=0.00",
     "systemFunctionExecuteTimeInMs=0.00",
     "userFunctionExecuteTimeInMs=0.00",
-    `retrievedDocumentCount=${scanned.length}`,
-    `retrievedDocumentSize=${size(scanned)}`,
-    `outputDocumentCount=${output.length}`,
-    `outputDocumentSize=${size(output)}`,
+    `retrievedDocumentCount=${m.retrieved}`,
+    `retrievedDocumentSize=${m.retrievedBytes}`,
+    `outputDocumentCount=${m.output}`,
+    "outputDocumentSize=0",
     "writeOutputTimeInMs=0.00",
-    "indexUtilizationRatio=0.00"
+    `indexUtilizationRatio=${ratio.toFixed(2)}`
   ].join(";");
 }
 
-function handleReadFeed(req, res, store) {
-  const body = { query: "SELECT * FROM c" };
-  const serial = acrossRanges(req, res, store, body);
-  const result = serial ? serial.result : queryDocuments(store, scopedDocs(req, store), body, req);
+/**
+ * x-ms-cosmos-index-utilization: base64 of the service's JSON (the SDKs decode it): the
+ * single and composite indexes the query used, and the single indexes the policy excludes that
+ * its filter would have used (an index miss: the documents were read instead).
+ */
+function indexUtilization(m) {
+  const single = spec => ({
+    FilterExpression: "", IndexSpec: spec, FilterPreciseSet: true, IndexPreciseSet: true, IndexImpactScore: "High"
+  });
+  const info = {
+    UtilizedSingleIndexes: m.utilized.map(single),
+    PotentialSingleIndexes: m.potential.map(single),
+    UtilizedCompositeIndexes: m.compositeUsed.map(specs => ({ IndexSpecs: specs, IndexPreciseSet: true, IndexImpactScore: "High" })),
+    PotentialCompositeIndexes: []
+  };
+  return Buffer.from(JSON.stringify(info)).toString("base64");
+}
+
+async function handleReadFeed(req, res, store) {
+  const result = await acrossRanges(req, res, store, { query: "SELECT * FROM c" });
   sendFeed(req, res, store, result);
 }
 
 /**
- * As the gateway serves a query (or the read feed) over several physical partitions that
- * needs no merging: one range per answer, in EPK order, each answer's continuation naming the
- * EPK span it is in and the place in it, the next span once one is done (an empty range is an
- * empty answer that leads on). A span survives a split of its range: its documents are read
- * by EPK, whichever ranges hold them now. A continuation of the engine's own (a container that
- * had one range when it was taken) goes on over the whole container. Null when the request is
- * scoped (a partition key, a range, a feed range) or the container has one range.
+ * A query (or the read feed) over what the request is scoped to. As the gateway serves one
+ * over several physical partitions that needs no merging: one range per answer, in EPK
+ * order, each answer's continuation naming the EPK span it is in and the place in it, the
+ * next span once one is done (an empty range is an empty answer that leads on). A span
+ * survives a split of its range: its documents are read by EPK, whichever ranges hold them
+ * now. A continuation taken when the container had one range goes on over the whole
+ * container.
  */
-function acrossRanges(req, res, store, body) {
+async function acrossRanges(req, res, store, body) {
   const scope = requestScope(req, store);
   const owner = store.collection;
   let position = null;
-  const raw = header(req, "x-ms-continuation");
-  if (raw && !/^-RID:/.test(raw)) {
-    try {
-      const parsed = JSON.parse(raw);
-      if (parsed && parsed.span) position = parsed;
-      else if (scope.pk === null && scope.range === null && scope.epk === null) {
-        position = { span: ["", "FF"], inner: parsed }; // taken before the container had several
-      }
-    } catch (e) {
-      throw badRequest("Invalid continuation token");
-    }
+  const parsed = parseContinuation(header(req, "x-ms-continuation"));
+  const unscoped = scope.pk === null && scope.range === null && scope.epk === null;
+  if (parsed && parsed.span) position = parsed;
+  else if (parsed && unscoped && scope.ranges.length > 1) {
+    position = { span: ["", "FF"], inner: parsed }; // taken before the container had several
   }
-  if (position === null && (scope.pk !== null || scope.range !== null || scope.epk !== null ||
-      scope.ranges.length < 2)) return null;
+  if (position === null && (!unscoped || scope.ranges.length < 2)) {
+    return queryDocuments(store, body, req, scope, null, parsed);
+  }
   const live = liveRanges(owner);
   const [min, max] = position ? position.span : [live[0].minInclusive, live[0].maxExclusive];
-  const colData = store.colData;
-  const docs = store.all().filter(d => {
-    const e = docEpk(colData, d);
-    return e >= min && e < max;
-  });
-  const page = queryDocuments(store, docs, body, req, position && position.inner ? JSON.stringify(position.inner) : null);
+  const page = await queryDocuments(store, body, req, scope, [min, max], position ? position.inner || null : null);
   let continuation = null;
   if (page.continuation) continuation = { span: [min, max], inner: page.continuation };
   else {
@@ -250,7 +270,7 @@ function acrossRanges(req, res, store, body) {
     if (after) continuation = { span: [after.minInclusive, after.maxExclusive], inner: null };
   }
   answerFor(res, live.filter(r => r.minInclusive >= min && r.maxExclusive <= max));
-  return { docs, result: { result: page.result, continuation } };
+  return { ...page, continuation };
 }
 
 /** POST .../docs with x-ms-cosmos-is-query-plan-request: the query's plan (queryplan.js). */
@@ -261,4 +281,22 @@ async function handleQueryPlan(req, res) {
   send(req, res, 200, queryPlan(body.query, body.parameters, badRequest));
 }
 
-module.exports = { handleQuery, handleQueryPlan, handleReadFeed };
+/**
+ * Local only: GET /_emulators/queries gives the page budget ({"budgetMs": 1000}); PUT sets it
+ * (tests make pages end sooner: a partial page, as when a query's budget runs out in Azure);
+ * DELETE puts the default back.
+ */
+async function handleQueryControl(req, res, segs) {
+  if (segs[0] !== "_emulators" || segs[1] !== "queries" || segs.length !== 2) return false;
+  if (req.method === "DELETE") setBudget(null);
+  else if (req.method === "PUT" || req.method === "POST") {
+    const body = (await readJson(req)) || {};
+    const ms = body.budgetMs;
+    if (ms !== null && !(Number.isInteger(ms) && ms >= 0)) throw badRequest("budgetMs: a number of milliseconds (>= 0) or null");
+    setBudget(ms);
+  } else if (req.method !== "GET") throw new CosmosError(405, "MethodNotAllowed", "Method not allowed");
+  send(req, res, 200, { budgetMs: budget() });
+  return true;
+}
+
+module.exports = { handleQuery, handleQueryPlan, handleReadFeed, handleQueryControl };

@@ -181,6 +181,18 @@ function engineShape(text, parameters, badRequest) {
   };
 }
 
+/**
+ * `SELECT [TOP n] VALUE AGG(x) <source>` as {name, argument, source} (lower-case name), else null:
+ * what the endpoint computes from partial results (queryrun.js).
+ */
+function valueAggregate(text, parameters, badRequest) {
+  const s = parse(text, parameters, badRequest);
+  if (!s.value || s.aggregates.length !== 1 || s.composed || s.distinct || s.offset !== null || s.orderBy.length) {
+    return null;
+  }
+  return { name: s.aggregates[0].name, argument: s.aggregates[0].argument, source: s.source };
+}
+
 /** The alias the query's FROM gives the documents (`FROM c`, `FROM root r`, `FROM root AS r`). */
 function rootAlias(source) {
   const m = /^from\s+([\w$]+)(?:\s+(?:as\s+)?([\w$]+))?/i.exec(source);
@@ -296,4 +308,4 @@ function rewrittenAggregate(text) {
   };
 }
 
-module.exports = { engineShape, needsPlan, queryPlan, rewrittenAggregate };
+module.exports = { engineShape, needsPlan, queryPlan, rewrittenAggregate, valueAggregate };

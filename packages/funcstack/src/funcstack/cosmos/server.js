@@ -15,7 +15,8 @@
  *   - incremental change feed (A-IM: Incremental feed) with etag (LSN) continuations,
  *     start from beginning / now / point in time, paging, partition-key and EPK scope;
  *   - TTL (container defaultTtl + item ttl), lazily on access plus a periodic sweep;
- *   - queries scoped to the x-ms-documentdb-partitionkey header;
+ *   - queries scoped to the x-ms-documentdb-partitionkey header, served from range indexes
+ *     as the indexing policy declares them, a slice at a time (never stalling the others);
  *   - resource ids in the service's encoding (base64 with '-' for '/');
  *   - offers (throughput: read, query, replace; manual and autoscale);
  *   - the service's default indexing policy, filled in when a container is created;
@@ -38,7 +39,12 @@
  *   splits.js       live splits on request (local only)
  *   documents.js    point operations (create, replace, upsert, read, delete, patch)
  *   batch.js        the transactional batch
- *   query.js        queries, query plans, the read feed
+ *   query.js        queries, query plans, the read feed (answered as the gateway answers)
+ *   queryrun.js     how a query runs: from the indexes, a slice at a time, pages that resume
+ *   queryindex.js   what a WHERE and an ORDER BY can take from the indexes
+ *   pathindexes.js  range indexes on document paths, as the indexing policy declares them
+ *   sortedkeys.js   the service's order of values across types; the indexes' sorted entries
+ *   sqlsemantics.js the service's SQL semantics where the package's engine differs
  *   changefeed.js   the incremental change feed
  *   settings.js     container settings completed as the service completes them
  *   resources.js    database / container create, replace, delete; delete by partition key
@@ -52,6 +58,7 @@
  *   indexes.js      a container's LSN index (change feed) and expiry index (TTL sweep)
  *   epk.js, queryplan.js  effective partition keys; query plans as the service's gateway
  *   sqlparser.js    the package's SQL parser with a results cache (linear, not exponential)
+ *   internals.js    what is used of the packages beyond their public API, pinned, checked at start
  *
  *
  * CLI: node server.js [--host 127.0.0.1] [--port 0] [--no-ssl] [--log-requests]
@@ -65,16 +72,16 @@ const http = require("http");
 const https = require("https");
 const path = require("path");
 
-require("./sqlparser"); // before the package's query engine loads its parser
+const internals = require("./internals"); // first: the parser's cache, the packages' pins
 const PKG_DIR = path.dirname(require.resolve("@vercel/cosmosdb-server/package.json"));
-const Account = require("@vercel/cosmosdb-server/lib/account").default;
+const { Account } = internals;
 const { offerRid } = require("./ids");
 const { CosmosError, send, sendError, tooLarge, badRequest } = require("./responses");
 const { readBody, readJson, header, isTrue, headerPartitionKey, wantsMinimal, pathSegments } = require("./requests");
 const { resolveStore, docPartitionComponents } = require("./store");
 const { opCreate, opReplace, opUpsert, opRead, opDelete, opPatch, documentIdOf, docHeaders } = require("./documents");
 const { handleBatch, MAX_BATCH_BYTES } = require("./batch");
-const { handleQuery, handleQueryPlan, handleReadFeed } = require("./query");
+const { handleQuery, handleQueryPlan, handleReadFeed, handleQueryControl } = require("./query");
 const { handleChangeFeed } = require("./changefeed");
 const { answerFor, rangeOfKey, requestScope } = require("./partitions");
 const { handlePartitionKeyRanges } = require("./ranges");
@@ -123,7 +130,7 @@ async function handleDocuments(account, req, res, segs) {
   if (segs.length === 5) {
     if (method === "GET") {
       if (header(req, "a-im")) handleChangeFeed(req, res, store);
-      else handleReadFeed(req, res, store);
+      else await handleReadFeed(req, res, store);
       return true;
     }
     if (method !== "POST") throw new CosmosError(405, "MethodNotAllowed", "Method not allowed");
@@ -196,6 +203,7 @@ function createRequestListener(getAccount, opts) {
       const segs = pathSegments(req.url);
       try {
         if (await handleControl(req, res, segs)) return;
+        if (await handleQueryControl(req, res, segs)) return;
         if (await handleRangesControl(account, req, res, segs)) return;
         const fault = takeFault(req, segs);
         if (fault) {
@@ -262,6 +270,7 @@ function parseArgs(argv) {
 }
 
 function createServer(opts = {}) {
+  internals.check(); // the packages' internals used here are where they were, or no start
   let account;
   const kept = persistence.open(opts);
   const listener = createRequestListener(() => account, opts);
@@ -303,7 +312,13 @@ function createServer(opts = {}) {
 
 if (require.main === module) {
   const args = parseArgs(process.argv.slice(2));
-  const server = createServer(args);
+  let server;
+  try {
+    server = createServer(args);
+  } catch (err) {
+    process.stderr.write(`cosmos local: ${err && err.message}\n`);
+    process.exit(1);
+  }
   server.on("error", err => {
     process.stderr.write(`cosmos local: ${err && err.message}\n`);
     process.exit(1);

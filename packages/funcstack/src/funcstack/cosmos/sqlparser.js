@@ -68,4 +68,9 @@ function install() {
 
 install();
 
-module.exports = { withResultsCache };
+/** The package's query engine (its default export: `text => Query`), with this parser. */
+function queryEngine() {
+  return require(ENGINE).default; // eslint-disable-line global-require
+}
+
+module.exports = { withResultsCache, queryEngine, ENGINE, PARSER };

@@ -13,14 +13,16 @@
  *   - `resolveStore`: a document operation on a missing database or container answers 404
  *     with sub-status 1003, as the service does;
  *   - every version written, put back or removed is reported: to the container's indexes
- *     (indexes.js: the LSN index the change feed reads, the expiry index the TTL sweep pops)
- *     and to the one observer `observe` registers (persistence.js's journal, which writes it
- *     before the answer).
+ *     (indexes.js: the LSN index the change feed reads, the expiry index the TTL sweep pops;
+ *     pathindexes.js: the range indexes queries read, given the version replaced too) and to
+ *     the one observer `observe` registers (persistence.js's journal, which writes it before
+ *     the answer).
  */
 
-const { patchOperation } = require("@vercel/cosmosdb-server/lib/handler/_patch-operations");
+const { patchOperation } = require("./internals");
 const { CosmosError, ownerNotFound } = require("./responses");
 const { indexOf } = require("./indexes");
+const { existingPathIndexes } = require("./pathindexes");
 
 function getPath(obj, pathSegments) {
   let cur = obj;
@@ -92,6 +94,20 @@ function isExpired(colData, doc, now) {
   if (ttl === null) return false;
   const mtime = doc.__mtime || doc._ts * 1000;
   return now >= mtime + ttl * 1000;
+}
+
+/**
+ * Whether the version an item of the package's documents holds has expired by `now`, read
+ * without parsing a document kept across a restart (its head has its own ttl and time).
+ */
+function itemExpired(colData, item, now) {
+  if (colData.defaultTtl === undefined || colData.defaultTtl === null) return false;
+  if (item instanceof KeptDocument && !item.parsed) {
+    const ttl = ttlOf(colData, item.ttl);
+    return ttl !== null && now >= item.mtime + ttl * 1000;
+  }
+  const doc = item.read();
+  return !doc || isExpired(colData, doc, now);
 }
 
 /** Put a stored version's LSN and modification time back (a restored snapshot). */
@@ -197,15 +213,20 @@ function observe(fn) {
   observer = fn;
 }
 
-function written(collection, doc) {
+/** A version `doc` was written over `previous` (the version it replaced, or null for none). */
+function written(collection, doc, previous = null) {
   const colData = collection.read();
   indexes(collection).written(lsnOf(doc), doc._rid, expiresAt(colData, doc), docPartitionKey(colData, doc));
+  const paths = existingPathIndexes(collection);
+  if (paths) paths.written(doc, previous);
   if (observer) observer(collection, doc._rid);
   return doc;
 }
 
 function removed(collection, doc) {
   indexes(collection).removed(docPartitionKey(collection.read(), doc), doc._rid);
+  const paths = existingPathIndexes(collection);
+  if (paths) paths.removed(doc);
   if (observer) observer(collection, doc._rid);
 }
 
@@ -286,12 +307,20 @@ class Store {
     return out;
   }
 
+  /**
+   * The _rids under a partition key's first component in the partition index (documents of a
+   * hierarchical key that share it too, expired ones too: the caller checks them).
+   */
+  partitionRids(pk) {
+    return indexes(this.collection).inPartition(partitionKeyOf(pk[0]));
+  }
+
   insert(body, lsn) {
     return written(this.collection, stamp(uniqueKeysKept(() => this.docs.create(body)), lsn));
   }
 
   overwrite(body, old, lsn) {
-    return written(this.collection, stamp(uniqueKeysKept(() => this.docs.replace(body, old)), lsn));
+    return written(this.collection, stamp(uniqueKeysKept(() => this.docs.replace(body, old)), lsn), old);
   }
 
   /** Put a previous version (or absence) back: used to roll back a failed batch. */
@@ -348,6 +377,7 @@ class Store {
    * patched version (`doc`, on success) is stamped with `lsn`.
    */
   applyPatch(id, key, operations, lsn) {
+    const old = this.collection.document(id, key === undefined || key === null || key === "" ? id : key).read();
     const result = patchOperation(this.collection, {
       id,
       partitionKey: JSON.stringify([key === undefined ? {} : key]),
@@ -355,24 +385,14 @@ class Store {
     });
     if (result.statusCode < 400) {
       const doc = this.collection.document(id, key === undefined || key === null || key === "" ? id : key).read();
-      result.doc = written(this.collection, stamp(doc, lsn));
+      result.doc = written(this.collection, stamp(doc, lsn), old);
     }
     return result;
-  }
-
-  /** The package's SQL engine: a compiled query, run with `.exec(docs, options)`. */
-  compile(text) {
-    return this.docs._getQuery(text);
   }
 
   /** The container's user-defined functions, for the engine's options. */
   udfs() {
     return this.docs._userDefinedFunctions();
-  }
-
-  /** A query over the given documents only (a patch's condition on the one it patches). */
-  selectFrom(docs, text) {
-    return this.compile(text).exec(docs, { udf: this.udfs() });
   }
 }
 
@@ -407,5 +427,6 @@ module.exports = {
   stampAs,
   lsnOf,
   effectiveTtl,
-  isExpired
+  isExpired,
+  itemExpired
 };

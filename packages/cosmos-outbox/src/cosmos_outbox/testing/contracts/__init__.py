@@ -38,6 +38,13 @@ from cosmos_outbox.testing.contracts._payloads import PayloadStoreContract
 from cosmos_outbox.testing.contracts._publisher import PublisherContract
 from cosmos_outbox.testing.contracts._quarantine import QuarantineContract
 from cosmos_outbox.testing.contracts._queries import QueryContract
+from cosmos_outbox.testing.contracts._scheduled import (
+    Delivery,
+    InMemoryScheduleWorld,
+    RelayingWorld,
+    ScheduledEventsContract,
+    ScheduleWorld,
+)
 from cosmos_outbox.testing.contracts._transaction import TransactionContract
 from cosmos_outbox.testing.contracts._unit_of_work import UnitOfWorkContract
 from cosmos_outbox.testing.contracts._worlds import (
@@ -64,12 +71,14 @@ __all__ = [
     "BacklogWorld",
     "DeadLetterContract",
     "DeadLetterWorld",
+    "Delivery",
     "EventLoop",
     "FakePublisherWorld",
     "IdempotencyContract",
     "InMemoryBacklogWorld",
     "InMemoryDeadLetterWorld",
     "InMemoryPayloadWorld",
+    "InMemoryScheduleWorld",
     "InMemoryStoreWorld",
     "PayloadStoreContract",
     "PayloadWorld",
@@ -78,6 +87,9 @@ __all__ = [
     "QuarantineContract",
     "QueryContract",
     "Received",
+    "RelayingWorld",
+    "ScheduleWorld",
+    "ScheduledEventsContract",
     "StoreWorld",
     "TransactionContract",
     "UnitOfWorkContract",

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from cosmos_outbox._mapper import event_documents, outbox_record, unreadable
+from cosmos_outbox._quarantine import QUARANTINE_TYPE, quarantine_id
 from cosmos_outbox._records import OutboxRecord, Unreadable
 from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.testing.contracts._worlds import AggregateExample, StoreWorld
@@ -126,6 +127,26 @@ class QuarantineContract:
         again = world.quarantine.get(doc["id"])
         assert (again.reason, again.replays, again.resolved) == ("too large again", 1, False)
         assert again.quarantined_at == first.quarantined_at
+        assert world.quarantine.count() == 1
+
+    def test_the_count_is_of_the_records_neither_resolved_nor_discarded_with_or_without_a_status(
+        self, world: StoreWorld, example: AggregateExample
+    ) -> None:
+        """A record written before the operators' API has no status: it counts as quarantined;
+        a resolved or a discarded one does not."""
+        for doc, status in (
+            (_stored(example)[0], None),
+            (_stored(example)[0], "resolved"),
+            (_stored(example)[0], "discarded"),
+        ):
+            record = {
+                "id": quarantine_id(doc["id"]),
+                "partitionKey": doc["partitionKey"],
+                "type": QUARANTINE_TYPE,
+                "reason": "set aside before the operators' API",
+                "data": doc,
+            }
+            world.plant(record if status is None else {**record, "status": status})
         assert world.quarantine.count() == 1
 
     def test_a_discarded_record_is_kept_as_discarded_and_no_longer_counted(

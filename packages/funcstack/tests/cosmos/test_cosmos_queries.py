@@ -1,0 +1,304 @@
+"""Queries served from the container's indexes (cosmos/queryrun.js, queryindex.js,
+pathindexes.js): what a query reads, as its query metrics and index metrics say (the service's
+headers, the SDK's `populate_query_metrics` / `populate_index_metrics`), never how long it
+takes: equality, range and function filters on indexed paths read what they select; a filter
+on an excluded path reads every document and reports the index it misses; ORDER BY needs its
+range or composite index as in Azure; a COUNT the index answers reads nothing; the indexes
+follow every kind of write; pages resume where they stopped, also when their time budget ran
+out."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any, cast
+
+import pytest
+from azure.cosmos import ContainerProxy, DatabaseProxy, PartitionKey
+from azure.cosmos.exceptions import CosmosBatchOperationError, CosmosHttpResponseError
+
+from funcstack.cosmos._control import control
+
+from .conftest import PK_PATH, Target, doc, unique
+
+pytestmark = [pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")]
+
+CONTACTS = 6
+EVENTS = 14
+
+
+def metrics_of(container: ContainerProxy) -> dict[str, str]:
+    header = container.client_connection.last_response_headers["x-ms-documentdb-query-metrics"]
+    return dict(pair.split("=", 1) for pair in header.split(";"))
+
+
+def index_metrics_of(container: ContainerProxy) -> dict[str, Any]:
+    found: dict[str, Any] = container.client_connection.last_response_headers[
+        "x-ms-cosmos-index-utilization"
+    ]
+    return found
+
+
+def specs(entries: list[dict[str, Any]]) -> list[str]:
+    return [str(e["IndexSpec"]) for e in entries]
+
+
+def query(container: ContainerProxy, sql: str, **kwargs: Any) -> list[Any]:
+    kwargs.setdefault("partition_key", "p1")
+    return list(
+        container.query_items(
+            sql, populate_query_metrics=True, populate_index_metrics=True, **kwargs
+        )
+    )
+
+
+@pytest.fixture
+def app(container: ContainerProxy) -> ContainerProxy:
+    """The Contacts app's shape in one partition: contacts among more event documents."""
+    for i in range(CONTACTS):
+        container.create_item(
+            doc(f"c{i}", "p1", type="contact", n=i, tags=["vip"] if i % 2 else [], deleted=False)
+        )
+    for i in range(EVENTS):
+        container.create_item(doc(f"e{i}", "p1", type="event", n=100 + i, data={"seq": i}))
+    return container
+
+
+def test_a_filter_on_an_indexed_path_reads_only_what_it_selects(app: ContainerProxy) -> None:
+    found = query(app, "SELECT VALUE c.id FROM c WHERE c.type = 'contact' AND c.deleted = false")
+    assert sorted(found) == [f"c{i}" for i in range(CONTACTS)]
+    assert metrics_of(app)["retrievedDocumentCount"] == str(CONTACTS)
+    assert specs(index_metrics_of(app)["UtilizedSingleIndexes"]) in (["/type/?"], ["/deleted/?"])
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        ("c.n > 102 AND c.n <= 105", ["e3", "e4", "e5"]),
+        ("c.n BETWEEN 1 AND 2", ["c1", "c2"]),
+        ("c.id IN ('c0', 'e13', 'none')", ["c0", "e13"]),
+        ("STARTSWITH(c.id, 'c')", [f"c{i}" for i in range(CONTACTS)]),
+        ("ARRAY_CONTAINS(c.tags, 'vip')", ["c1", "c3", "c5"]),
+        ("IS_DEFINED(c.data)", [f"e{i}" for i in range(EVENTS)]),
+        ("NOT IS_DEFINED(c.data)", [f"c{i}" for i in range(CONTACTS)]),
+        ("c.data.seq = 3 OR c.n = 0", ["c0", "e3"]),
+    ],
+)
+def test_range_and_function_filters_are_index_seeks(
+    app: ContainerProxy, where: str, expected: list[str]
+) -> None:
+    """Each reads only the documents it answers (the index answers the filter exactly)."""
+    found = query(app, f"SELECT VALUE c.id FROM c WHERE {where}")  # noqa: S608 - the cases' own
+    assert sorted(found) == sorted(expected)
+    metrics = metrics_of(app)
+    assert metrics["retrievedDocumentCount"] == str(len(expected))
+    assert metrics["indexUtilizationRatio"] == "1.00"
+    assert index_metrics_of(app)["PotentialSingleIndexes"] == []
+
+
+def test_a_filter_no_index_serves_reads_every_document_and_still_answers(
+    app: ContainerProxy,
+) -> None:
+    found = query(app, "SELECT VALUE c.id FROM c WHERE LOWER(c.type) = 'contact'")
+    assert sorted(found) == [f"c{i}" for i in range(CONTACTS)]
+    assert metrics_of(app)["retrievedDocumentCount"] == str(CONTACTS + EVENTS)
+
+
+@pytest.fixture
+def excluding(database: DatabaseProxy) -> ContainerProxy:
+    """A container whose policy indexes /type only (as deploy/indexing-policy.json does)."""
+    container = database.create_container(
+        unique("x"),
+        partition_key=PartitionKey(path=PK_PATH),
+        indexing_policy={
+            "includedPaths": [{"path": "/type/?"}],
+            "excludedPaths": [{"path": "/*"}],
+            "compositeIndexes": [
+                [{"path": "/type", "order": "ascending"}, {"path": "/n", "order": "descending"}]
+            ],
+        },
+    )
+    for i in range(6):
+        container.create_item(doc(f"d{i}", "p1", type="a" if i < 2 else "b", n=i, secret=i % 3))
+    return container
+
+
+def test_a_filter_on_an_excluded_path_is_a_scan_reported_as_an_index_miss(
+    excluding: ContainerProxy,
+) -> None:
+    assert sorted(query(excluding, "SELECT VALUE c.id FROM c WHERE c.secret = 1")) == ["d1", "d4"]
+    assert metrics_of(excluding)["retrievedDocumentCount"] == "6"
+    utilization = index_metrics_of(excluding)
+    assert specs(utilization["PotentialSingleIndexes"]) == ["/secret/?"]
+    assert specs(utilization["UtilizedSingleIndexes"]) == ["/pk/?".replace("pk", PK_PATH[1:])]
+    # beside an indexed path: that index selects, the excluded one is evaluated on what it read
+    found = query(excluding, "SELECT VALUE c.id FROM c WHERE c.type = 'a' AND c.secret = 1")
+    assert found == ["d1"]
+    assert metrics_of(excluding)["retrievedDocumentCount"] == "2"
+
+
+def test_order_by_needs_its_index_as_in_azure(excluding: ContainerProxy) -> None:
+    with pytest.raises(CosmosHttpResponseError) as refused:
+        query(excluding, "SELECT VALUE c.id FROM c ORDER BY c.n")
+    assert refused.value.status_code == 400
+    assert "order-by item is excluded" in str(refused.value)
+    with pytest.raises(CosmosHttpResponseError) as missing:
+        query(excluding, "SELECT VALUE c.id FROM c ORDER BY c.type, c.n")
+    assert missing.value.status_code == 400
+    assert "composite index" in str(missing.value)
+    # the declared composite index, in its order and exactly reversed
+    assert query(excluding, "SELECT VALUE c.id FROM c ORDER BY c.type, c.n DESC") == [
+        "d1",
+        "d0",
+        "d5",
+        "d4",
+        "d3",
+        "d2",
+    ]
+    assert [c["IndexSpecs"] for c in index_metrics_of(excluding)["UtilizedCompositeIndexes"]] == [
+        ["/type ASC", "/n DESC"]
+    ]
+    assert query(excluding, "SELECT VALUE c.id FROM c ORDER BY c.type DESC, c.n") == [
+        "d2",
+        "d3",
+        "d4",
+        "d5",
+        "d0",
+        "d1",
+    ]
+    assert query(excluding, "SELECT VALUE c.id FROM c ORDER BY c.type DESC, c.n", max_item_count=4)
+
+
+def test_a_count_the_index_answers_reads_no_document(app: ContainerProxy) -> None:
+    """As the service's test_partition_scoped_count_is_index_only: the partition's COUNT, and
+    a COUNT over an exact filter, count index entries."""
+    assert query(app, "SELECT VALUE COUNT(1) FROM c") == [CONTACTS + EVENTS]
+    assert metrics_of(app)["retrievedDocumentCount"] == "0"
+    assert metrics_of(app)["indexUtilizationRatio"] == "1.00"
+    assert query(app, "SELECT VALUE COUNT(1) FROM c WHERE c.type = 'event'") == [EVENTS]
+    assert metrics_of(app)["retrievedDocumentCount"] == "0"
+    # not exact (a function the index does not answer): the documents are read
+    assert query(app, "SELECT VALUE COUNT(1) FROM c WHERE c.type = 'event' AND c.n % 2 = 0") == [
+        EVENTS // 2
+    ]
+    assert metrics_of(app)["retrievedDocumentCount"] == str(EVENTS)
+
+
+def test_the_indexes_follow_every_kind_of_write(container: ContainerProxy) -> None:
+    """Built by the first query, then kept in step: create, replace, upsert, patch, delete,
+    a transactional batch (and its rollback), expiry and a partition key's deletion."""
+    for i in range(4):
+        container.create_item(doc(f"d{i}", "p1", kind="x"))
+    container.create_item(doc("other", "p2", kind="x"))
+    selected = "SELECT VALUE c.id FROM c WHERE c.kind = 'x'"
+
+    def kind_x() -> list[str]:
+        found = sorted(
+            query(container, selected, partition_key=None, enable_cross_partition_query=True)
+        )
+        # exact: every document read is answered (none left behind in the index)
+        assert metrics_of(container)["retrievedDocumentCount"] == str(len(found))
+        return found
+
+    assert kind_x() == ["d0", "d1", "d2", "d3", "other"]
+    container.replace_item("d0", doc("d0", "p1", kind="y"))
+    container.upsert_item(doc("d1", "p1", kind="y"))
+    container.upsert_item(doc("n0", "p1", kind="x"))
+    container.patch_item("d2", "p1", [{"op": "set", "path": "/kind", "value": "z"}])
+    container.delete_item("d3", "p1")
+    container.execute_item_batch(
+        [("create", (doc("b0", "p1", kind="x"),)), ("upsert", (doc("n0", "p1", kind="w"),))],
+        partition_key="p1",
+    )
+    with pytest.raises(CosmosBatchOperationError):  # rolled back: b1 never was
+        container.execute_item_batch(
+            [("create", (doc("b1", "p1", kind="x"),)), ("create", (doc("b0", "p1", kind="x"),))],
+            partition_key="p1",
+        )
+    assert kind_x() == ["b0", "other"]
+    container.create_item(doc("gone", "p1", kind="x", ttl=1))
+    container.delete_all_items_by_partition_key("p2")
+    assert kind_x() == ["b0", "gone"]
+    time.sleep(1.5)  # past its time to live: expired, and swept
+    assert kind_x() == ["b0"]
+
+
+def test_a_policy_change_drops_what_it_no_longer_indexes(
+    database: DatabaseProxy, app: ContainerProxy
+) -> None:
+    assert len(query(app, "SELECT VALUE c.id FROM c WHERE c.type = 'contact'")) == CONTACTS
+    assert metrics_of(app)["retrievedDocumentCount"] == str(CONTACTS)
+    database.replace_container(
+        app,
+        partition_key=PartitionKey(path=PK_PATH),
+        default_ttl=-1,
+        indexing_policy={"excludedPaths": [{"path": "/type/?"}]},
+    )
+    assert len(query(app, "SELECT VALUE c.id FROM c WHERE c.type = 'contact'")) == CONTACTS
+    assert metrics_of(app)["retrievedDocumentCount"] == str(CONTACTS + EVENTS)
+    assert specs(index_metrics_of(app)["PotentialSingleIndexes"]) == ["/type/?"]
+
+
+def test_pages_resume_where_the_last_one_stopped(app: ContainerProxy) -> None:
+    """Each page reads on from the last one's place: across the pages the documents read add
+    up to what was answered plus at most one per page (where a page stopped), never the pages
+    times what the filter selects."""
+    for sql in (
+        "SELECT c.id FROM c WHERE c.type = 'event'",
+        "SELECT c.id FROM c WHERE c.n >= 0 ORDER BY c.n DESC",
+        "SELECT c.id FROM c",
+    ):
+        pages = app.query_items(
+            sql, partition_key="p1", max_item_count=3, populate_query_metrics=True
+        ).by_page()
+        answered: list[str] = []
+        read = 0
+        count = 0
+        for page in pages:
+            answered += [row["id"] for row in page]
+            read += int(metrics_of(app)["retrievedDocumentCount"])
+            count += 1
+        assert len(answered) == len(set(answered)), sql
+        assert read <= len(answered) + count, (sql, read, count)
+    ids = [
+        r["id"] for r in app.query_items("SELECT c.id FROM c ORDER BY c.n DESC", partition_key="p1")
+    ]
+    assert ids[0] == f"e{EVENTS - 1}" and ids[-1] == "c0"
+
+
+@pytest.fixture
+def small_budget(cosmos: Target) -> Iterator[None]:
+    """Pages end after their first slice: as a query whose budget runs out in Azure."""
+    if cosmos.local is None:
+        pytest.skip("the page budget is the local endpoint's")
+    control(cosmos.endpoint, "PUT", "_emulators/queries", {"budgetMs": 0})
+    try:
+        yield
+    finally:
+        control(cosmos.endpoint, "DELETE", "_emulators/queries")
+
+
+@pytest.mark.usefixtures("small_budget")
+def test_a_page_out_of_time_is_answered_in_part_and_the_sdk_reads_on(
+    container: ContainerProxy,
+) -> None:
+    """Every answer comes with what it read so far and a continuation; the SDK follows it:
+    rows, ORDER BY and aggregates across partitions (the plan's partial results) all whole."""
+    for first in (0, 100, 200, 300):
+        container.execute_item_batch(
+            [
+                ("create", (doc(f"a{i:03}", "p1" if i < 300 else "p2", n=i, type="t"),))
+                for i in range(first, first + 100)
+            ],
+            partition_key="p1" if first < 300 else "p2",
+        )
+    pages = list(container.query_items("SELECT VALUE c.n FROM c", partition_key="p1").by_page())
+    assert len(pages) > 1  # ended by the budget, not by a page size
+    assert sorted(cast(int, n) for page in pages for n in page) == list(range(300))
+
+    def values(sql: str) -> list[Any]:
+        return list(container.query_items(sql, enable_cross_partition_query=True))
+
+    assert values("SELECT VALUE c.n FROM c ORDER BY c.n DESC") == list(range(399, -1, -1))
+    assert values("SELECT VALUE COUNT(1) FROM c WHERE LOWER(c.type) = 't'") == [400]
+    assert values("SELECT VALUE SUM(c.n) FROM c") == [sum(range(400))]
