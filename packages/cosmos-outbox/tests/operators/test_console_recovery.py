@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from html.parser import HTMLParser
 from typing import Any
 
@@ -392,3 +393,47 @@ def test_a_redrive_is_continued_from_the_page_with_its_running_totals(
     assert not elements(last, data_redrive_continue="")
     assert len(world.sent) == 3
 
+
+# -- scheduled events -------------------------------------------------------------------------
+
+
+def test_the_journey_shows_a_scheduled_event_scheduled_overdue_released_or_cancelled(
+    world: RecoveryWorld,
+) -> None:
+    later = timedelta(minutes=15)
+
+    def scheduled(**due: Any) -> str:
+        with world.outbox.transaction("w5", entity=KIND) as tx:
+            event = tx.publish("StockCounted", {"sku": "a"}, **(due or {"deliver_after": later}))
+            tx.commit()
+        return event
+
+    with world.memory:  # the kit's clock is the outbox's
+        coming, dropped = scheduled(), scheduled()
+        overdue = scheduled(deliver_at=datetime.now(UTC) - timedelta(minutes=5))
+        world.relay()
+        with world.outbox.transaction("w5", entity=KIND) as tx:
+            tx.cancel(dropped)
+            tx.commit()
+
+        def step(event_id: str) -> tuple[str, str]:
+            shown = page(world, f"journey/events/{event_id}")
+            [(attrs, text)] = elements(shown, data_step="scheduled")
+            return attrs["data-schedule"], text
+
+        state, text = step(coming)
+        assert state == "scheduled" and "(in 1" in text and "can still be cancelled" in text
+        state, text = step(dropped)
+        assert state == "cancelled" and "never sent" in text
+        state, text = step(overdue)
+        assert state == "overdue" and "its release has not come" in text
+        status = page(world, "status")
+        [(figure, _)] = elements(status, data_scheduled="*")
+        assert (figure["data-scheduled"], figure["data-overdue"]) == ("2", "1")
+        world.memory.clock.advance(later)
+        world.relay()
+        state, text = step(coming)
+        assert state == "released" and "then relayed as any event" in text
+        aggregate = page(world, f"journey/aggregates/{KIND}/w5")
+        cells = [a["data-schedule"] for a, _ in elements(aggregate, data_schedule="*")]
+        assert sorted(cells) == ["cancelled", "released", "released"]

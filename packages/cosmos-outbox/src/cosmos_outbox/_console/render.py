@@ -40,6 +40,7 @@ def _environment() -> jinja2.Environment:
     environment.filters.update(
         age=age,
         since=since,
+        since_or_in=since_or_in,
         pretty=pretty,
         pretty_text=pretty_text,
         kilobytes=lambda n: f"{n / 1024:.1f} KB",
@@ -122,6 +123,21 @@ def since(instant: str | None) -> str:
     if at.tzinfo is None:
         at = at.replace(tzinfo=UTC)
     return age((datetime.now(UTC) - at).total_seconds())
+
+
+def since_or_in(instant: str | None) -> str:
+    """An instant that may be ahead (a scheduled event's due time): "in 4 min 10 s" or
+    "4 min 10 s ago" ("-" when there is none)."""
+    if not instant:
+        return "-"
+    try:
+        at = datetime.fromisoformat(instant.replace("Z", "+00:00"))
+    except ValueError:
+        return instant
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    seconds = (at - datetime.now(UTC)).total_seconds()
+    return f"in {age(seconds)}" if seconds > 0 else f"{age(-seconds)} ago"
 
 
 def pretty(value: Any) -> str:
