@@ -240,7 +240,9 @@
     var url = id
       ? base + "/journey/aggregates/" + encodeURIComponent(type) + "/" + encodeURIComponent(id)
       : base + "/journey/events/" + encodeURIComponent(event);
-    htmx.ajax("GET", url, { source: form, target: "#journey-panel" });
+    // the panel is the request's source: the form's fields are in the path, never in the query
+    // (the journey's routes refuse a query parameter they do not know)
+    htmx.ajax("GET", url, { source: "#journey-panel", target: "#journey-panel" });
   }
 
   document.addEventListener("submit", function (evt) {
