@@ -51,6 +51,7 @@ def test_role_lists_name_exactly_the_functions_of_function_app() -> None:
         "discard_dead_letters",
         "event_journey",
         "aggregate_journey",
+        "aggregate_documents",
         "subscribers_status",
         "release_held",
     }

@@ -4,9 +4,11 @@ through funcstack's stand-in for App Service Authentication: two poison events a
 page by themselves (too large for the 256 KB the app is told it may send; the Service Bus
 endpoint already takes 1 MB, as a namespace moved to Premium), one is replayed once the app is
 told so (its setting changed: the app restarts, as in Azure), the other discarded with a
-reason, a re-drive's report is read, and the backlog chart drawn; axe-core finds no
-accessibility violation. Every action goes through the page's own buttons and dialog: a button
-whose wiring is broken fails the walk (seen: the replay button's hx-post renamed).
+reason, a re-drive's report is read, a dead letter (one of Ada's messages, refused) is
+resubmitted from its row, the event's journey searched by its id, and the backlog chart drawn;
+axe-core finds no accessibility violation. Every action goes through the page's own buttons and
+dialog: a button whose wiring is broken fails the walk (seen: the replay button's hx-post
+renamed).
 
 One stack, one browser, one module. Screenshots of each state are kept under the module's
 temporary folder (the path is printed); with CONSOLE_SCREENSHOTS=<folder> they are also written
@@ -25,6 +27,7 @@ from pathlib import Path
 from typing import TypeVar
 
 import pytest
+from azure.servicebus import ServiceBusClient
 from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
@@ -237,6 +240,49 @@ def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: S
     assert "Re-drive done: 4 stored events sent of 4 found." in report.text, report.text
     walk.shot("redrive", "#redrive")
 
+    # A subscriber refused one of Ada's messages (dead-lettered at all-events with the real
+    # SDK): listed in the dead letters, resubmitted from its row.
+    event = dead_letter_one(stack, a)
+    driver.find_element(By.CSS_SELECTOR, "#dead-letters .section-head button").click()
+
+    def counted() -> WebElement | None:
+        row = walk.find('#dead-letters-panel tr[data-entity="all-events"]')
+        return row if row is not None and "1" in row.text.split() else None
+
+    walk.wait("the dead letter counted", counted).find_element(
+        By.XPATH, ".//button[normalize-space()='List']"
+    ).click()
+    letter = walk.wait(
+        "the dead letter listed",
+        lambda: walk.find(f'#dead-letter-list tr[data-event-id="{event}"]'),
+    )
+    assert "the walk's subscriber refused it" in letter.text
+    walk.shot("dead-letters", "#dead-letters")
+    letter.find_element(By.XPATH, ".//button[normalize-space()='Resubmit']").click()
+    assert "to all-events only" in walk.confirm()
+    resubmitted = walk.wait(
+        "the resubmission's outcome",
+        lambda: walk.find('#dead-letters-result [data-outcome="resubmit-letters"]'),
+    )
+    assert resubmitted.get_attribute("data-done") == "1", resubmitted.text
+    assert "What subscribers see" in resubmitted.text
+    walk.wait("the empty list", lambda: walk.find("#dead-letter-list p.ok") or None)
+
+    # The event's journey, searched by its id: no dead letter left, never quarantined.
+    driver.find_element(By.ID, "journey-event").send_keys(event)
+    driver.find_element(By.CSS_SELECTOR, "#journey-form button[type=submit]").click()
+    journey = walk.wait(
+        "the event's journey",
+        lambda: walk.find(f'#journey-panel [data-journey-of="event"][data-event-id="{event}"]'),
+    )
+    steps = {
+        li.get_attribute("data-step"): li.text
+        for li in journey.find_elements(By.CSS_SELECTOR, "li[data-step]")
+    }
+    assert steps["relayed"].startswith("Relayed: relayed"), steps
+    assert steps["dead-letters"] == "Dead letters: none at the watched subscriptions", steps
+    walk.shot("journey", "#journey")
+
     # The backlog's last hour, drawn from the timer's readings.
     driver.find_element(By.CSS_SELECTOR, "#backlog .section-head button").click()
     walk.wait("the backlog chart", lambda: walk.find("#backlog-panel svg[role=img]"), 30)
@@ -260,7 +306,30 @@ def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: S
         for line in audit
     )
     assert any("redrive" in line and f"by {OPERATOR}" in line for line in audit)
+    assert any(
+        "deadletters.resubmit by" in line and OPERATOR in line and "of all-events" in line
+        for line in audit
+    )
     print(f"console walk: {time.monotonic() - started:.1f} s")
+
+
+def dead_letter_one(stack: Stack, session: str) -> str:
+    """The first message of `session` at the all-events subscription, dead-lettered as a
+    subscriber refusing it would (the azure-servicebus SDK); its event id."""
+    assert stack.servicebus is not None
+    with (
+        ServiceBusClient.from_connection_string(stack.servicebus.connection_string) as client,
+        client.get_subscription_receiver(
+            "contact-events", "all-events", session_id=session, max_wait_time=10
+        ) as receiver,
+    ):
+        [message] = receiver.receive_messages(max_message_count=1, max_wait_time=10)
+        receiver.dead_letter_message(
+            message, reason="HandlerRefused", error_description="the walk's subscriber refused it"
+        )
+        properties = message.application_properties or {}
+        event = properties.get(b"cloudEvents_id", properties.get("cloudEvents_id"))
+        return event.decode() if isinstance(event, bytes) else str(event)
 
 
 def discarded_row(walk: Walk, event_id: str) -> bool | None:

@@ -89,6 +89,15 @@ class Release:
     at: datetime
 
 
+def trace_id(traceparent: object) -> str | None:
+    """The trace id of a W3C `traceparent` (`00-<trace id>-<span id>-<flags>`): Application
+    Insights' operation id. None when there is none, or it is not one."""
+    parts = traceparent.split("-") if isinstance(traceparent, str) else []
+    if len(parts) == 4 and len(parts[1]) == 32 and parts[1] != "0" * 32:
+        return parts[1]
+    return None
+
+
 @dataclass(frozen=True)
 class Unreadable:
     """A stored event that could not be parsed, and why; `document` kept for the quarantine.

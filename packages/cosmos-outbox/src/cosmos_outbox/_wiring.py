@@ -58,6 +58,8 @@ QUARANTINE_TOKEN_PURPOSE = "outbox-admin/quarantine-token/v1"  # noqa: S105
 #: ... of the re-drive's and the dead letters' continuation tokens.
 REDRIVE_TOKEN_PURPOSE = "outbox-admin/redrive-token/v1"  # noqa: S105
 DEAD_LETTER_TOKEN_PURPOSE = "outbox-admin/dead-letter-token/v1"  # noqa: S105
+#: ... of the pages of an aggregate's documents (the operators' `documents` route).
+DOCUMENT_TOKEN_PURPOSE = "outbox-admin/document-token/v1"  # noqa: S105
 
 
 def _no_backlog() -> BacklogEstimator:
@@ -376,6 +378,7 @@ class Wiring:
         self.quarantine_tokens = TokenCodec(services.token_key(QUARANTINE_TOKEN_PURPOSE))
         self.redrive_tokens = TokenCodec(services.token_key(REDRIVE_TOKEN_PURPOSE))
         self.dead_letter_tokens = TokenCodec(services.token_key(DEAD_LETTER_TOKEN_PURPOSE))
+        self.document_tokens = TokenCodec(services.token_key(DOCUMENT_TOKEN_PURPOSE))
         self._dead_letters: AsyncDeadLetterQueues | None = None
         self._subscriber_stores: dict[str, AsyncDocumentStore] | None = None
         self.event_ttl_seconds = services.event_ttl_seconds

@@ -30,6 +30,7 @@ KEYED = {
     "discard_dead_letters",
     "event_journey",
     "aggregate_journey",
+    "aggregate_documents",
     "subscribers_status",
     "release_held",
 }

@@ -50,6 +50,7 @@ def test_the_app_is_its_routes_the_outbox_functions_and_the_docs(world: TicketWo
         "discard_dead_letters",
         "event_journey",
         "aggregate_journey",
+        "aggregate_documents",
         "subscribers_status",
         "release_held",
         # the same operations through the signed-in door, and the console page (test_console.py)
@@ -67,6 +68,7 @@ def test_the_app_is_its_routes_the_outbox_functions_and_the_docs(world: TicketWo
         "console_discard_dead_letters",
         "console_event_journey",
         "console_aggregate_journey",
+        "console_aggregate_documents",
         "console_subscribers_status",
         "console_release_held",
         "console_page",

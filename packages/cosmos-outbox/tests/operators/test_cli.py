@@ -272,6 +272,22 @@ def test_journey_and_subscribers_from_the_command_line(
     assert code == 0 and "version 2 given up at projections" in out
 
 
+def test_an_aggregates_documents_from_the_command_line_every_page(
+    served: tuple[RecoveryWorld, str], monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    world, api = served
+    ids = world.publish("w1", "StockAdded", "StockAdded", "StockAdded")
+    code, out, err = run(
+        api, "documents", "w1", "--page-size", "2", monkeypatch=monkeypatch, capsys=capsys
+    )
+    stored = world.memory.store.query("SELECT * FROM c", partition_key="w1")
+    assert len(stored) > 2  # more than a page
+    assert code == 0 and out.splitlines()[0] == f"{len(stored)} document(s) in partition w1", err
+    assert f"  {ids[2]}  domainEvent v3" in out.splitlines()
+    code, out, _ = run(api, "documents", "w1", "--json", monkeypatch=monkeypatch, capsys=capsys)
+    assert code == 0 and {d["id"] for d in json.loads(out)["items"]} >= set(ids)
+
+
 def test_nothing_listening_is_one_line_and_exit_1() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "cosmos_outbox", "--api", "http://127.0.0.1:9/api", "status"],

@@ -125,6 +125,10 @@ def test_every_route_of_the_signed_in_door_refuses_a_request_without_an_operator
         ("POST", f"outbox/console/quarantine/{event}/replay"),
         ("DELETE", f"outbox/console/quarantine/{event}?reason=x"),
         ("POST", "outbox/console/redrive"),
+        ("GET", "outbox/console/deadletters"),
+        ("GET", "outbox/console/subscribers"),
+        ("GET", f"outbox/console/journey/events/{event}"),
+        ("GET", "outbox/console/documents/t1"),
         ("GET", "outbox/console"),
         ("GET", "outbox/console/static/console.js"),
     ]

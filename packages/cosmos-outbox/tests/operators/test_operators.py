@@ -476,6 +476,7 @@ def test_every_operator_operation_and_health_are_bounded(world: TicketWorld) -> 
         "discard_dead_letters",
         "event_journey",
         "aggregate_journey",
+        "aggregate_documents",
         "subscribers_status",
         "release_held",
     }

@@ -37,6 +37,9 @@ from pydantic import (
 
 from cosmos_outbox._blueprints.docs import health_answer
 from cosmos_outbox._blueprints.operator_types import (
+    WHOLE,
+)
+from cosmos_outbox._blueprints.operator_types import (
     AggregateType as AggregateType,
 )
 from cosmos_outbox._blueprints.operator_types import (
@@ -56,7 +59,7 @@ from cosmos_outbox._blueprints.recovery_routes import (
 from cosmos_outbox._console.doors import OperatorDoors
 from cosmos_outbox._console.identity import OPERATOR_ROLE
 from cosmos_outbox._quarantine import QuarantinedEvent
-from cosmos_outbox._records import OutboxRecord
+from cosmos_outbox._records import OutboxRecord, trace_id
 from cosmos_outbox.http._api import HttpApi
 from cosmos_outbox.http._call import HttpCall, Reply
 from cosmos_outbox.http._declaration import PathParameter, QueryParameter
@@ -296,11 +299,10 @@ class QuarantinedEventView(QuarantineItem):
             body: Any = json.loads(raw)
         except ValueError:
             body = raw.decode("utf-8", "replace")
-        parts = (traceparent or "").split("-")
         return cls.model_validate(
             {
                 **QuarantineItem.fields_of(entry),
-                "trace_id": parts[1] if len(parts) == 4 and len(parts[1]) == 32 else None,
+                "trace_id": trace_id(traceparent),
                 "body": body,
                 "body_bytes": len(raw),
             }
@@ -335,12 +337,6 @@ REASON = QueryParameter(
     "Why the event is discarded (written to the audit log)",
     required=True,
     missing="reason is required: say why the event is discarded",
-)
-WHOLE = QueryParameter(
-    "whole",
-    TypeAdapter(bool),
-    "The console page only: show the whole body (the page shortens a long one; JSON always "
-    "holds all of it)",
 )
 _ERRORS = (400, 429, 500, 503)
 

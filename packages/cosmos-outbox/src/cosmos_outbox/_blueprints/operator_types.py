@@ -1,5 +1,6 @@
 """The types the operators' routes parse (a reason, an instant, an aggregate type), shared by
-the routes of `operator_routes` and `recovery_routes` (`cosmos_outbox.operators` publishes them)."""
+the routes of `operator_routes` and `recovery_routes` (`cosmos_outbox.operators` publishes them),
+and the console's `whole` query parameter."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import re
 from datetime import UTC, datetime
 from typing import Annotated
 
-from pydantic import BeforeValidator, Field, WithJsonSchema
+from pydantic import BeforeValidator, Field, TypeAdapter, WithJsonSchema
 
+from cosmos_outbox.http._declaration import QueryParameter
 from cosmos_outbox.text import Text
 
-__all__ = ["AggregateType", "Instant", "OperatorReason", "parse_instant"]
+__all__ = ["WHOLE", "AggregateType", "Instant", "OperatorReason", "parse_instant"]
 
 #: Free text an operator gives for an action (discarding a quarantined event): required, the
 #: same character rules as every text field.
@@ -50,3 +52,12 @@ Instant = Annotated[
     WithJsonSchema({"type": "string", "format": "date-time"}),
 ]
 AggregateType = Annotated[str, Field(pattern=r"^[A-Za-z][A-Za-z0-9]{0,63}$", max_length=64)]
+
+#: A route whose answer the console shows with a body (a quarantined event's, a dead letter's):
+#: the page shortens a long body unless asked for the whole (the JSON always holds all of it).
+WHOLE = QueryParameter(
+    "whole",
+    TypeAdapter(bool),
+    "The console page only: show the whole body (the page shortens a long one; JSON always "
+    "holds all of it)",
+)

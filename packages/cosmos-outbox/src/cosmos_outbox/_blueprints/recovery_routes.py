@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Self
 from pydantic import ConfigDict, Field, TypeAdapter, model_validator
 
 from cosmos_outbox._blueprints.operator_types import (
+    WHOLE,
     AggregateType,
     Instant,
     OperatorReason,
@@ -34,6 +35,7 @@ from cosmos_outbox._recovery.dead_letters import (
     LetterFilter,
     Selection,
 )
+from cosmos_outbox._recovery.stored import partition_documents
 from cosmos_outbox.errors import InvalidContinuationError
 from cosmos_outbox.http._call import HttpCall, Reply
 from cosmos_outbox.http._declaration import PathParameter, QueryParameter
@@ -475,6 +477,8 @@ class EventJourneyView(Model):
     dead_letters: list[DeadLetterSight]
     subscribers: list[SubscriberSightView]
     summary: str
+    #: the W3C trace the event was committed in: Application Insights' operation id
+    trace_id: str | None
     #: a scheduled event's due time and state (null: not a scheduled event)
     schedule: ScheduleSight | None = None
 
@@ -526,6 +530,7 @@ class EventJourneyView(Model):
                 SubscriberSightView.model_validate(s.__dict__) for s in journey.subscribers
             ],
             summary=journey.summary,
+            trace_id=journey.trace_id,
         )
 
 
@@ -556,6 +561,12 @@ class AggregateJourneyView(Model):
             ],
             summary=journey.summary,
         )
+
+
+class DocumentPage(PageView):
+    """A page of an aggregate's documents, each as the store holds it."""
+
+    items: list[dict[str, Any]]
 
 
 def _query(name: str, adapter: TypeAdapter[Any], description: str) -> QueryParameter:
@@ -668,6 +679,7 @@ def recovery_routes(
         status=200,
         summary="Operators: one dead letter, whole (body, properties, reason, description, "
         "delivery count, enqueued time)",
+        query=(WHOLE,),
         response=DeadLetterView,
         errors=_ERRORS,
     )
@@ -739,6 +751,30 @@ def recovery_routes(
         journey = wiring().operators().journey
         found = await journey.of_aggregate(call.path["aggregateType"], call.path["aggregateId"])
         return Reply(AggregateJourneyView.of(found))
+
+    @operation(
+        route=f"{prefix}/documents/{{aggregateId}}",
+        method="GET",
+        status=200,
+        paged=True,
+        summary="Operators: the documents in an aggregate's partition of the outbox's container "
+        "(its state, its events not yet expired, its quarantine records, ...), as stored, a page "
+        "at a time; read only",
+        response=DocumentPage,
+        errors=_ERRORS,
+    )
+    async def aggregate_documents(call: HttpCall[None]) -> Reply:
+        wired = wiring()
+        cursor = call.cursor(wired.document_tokens)
+        page = await partition_documents(
+            wired.store,
+            call.path["aggregateId"],
+            page_size=call.page_size,
+            continuation=cursor.store_token if cursor is not None else None,
+        )
+        token = next_token(page.continuation_token, cursor, wired.document_tokens)
+        body = DocumentPage.of_items(page.items, token)
+        return Reply(body, {"X-Continuation-Token": token} if token else {})
 
     @operation(
         route=f"{prefix}/subscribers",

@@ -11,11 +11,13 @@ import os
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode
 
 import azure.functions as func
 import jinja2
 from markupsafe import Markup
+
+from cosmos_outbox._records import trace_id
 
 __all__ = ["TRACE_URL_SETTING", "fragment", "page"]
 
@@ -38,11 +40,17 @@ def _environment() -> jinja2.Environment:
     environment.filters.update(
         age=age,
         since=since,
+        since_or_in=since_or_in,
         pretty=pretty,
+        pretty_text=pretty_text,
         kilobytes=lambda n: f"{n / 1024:.1f} KB",
         urlpart=lambda s: quote(str(s), safe=""),
+        trace_id=trace_id,
+        epoch=lambda ts: datetime.fromtimestamp(float(ts), UTC).isoformat().replace("+00:00", "Z"),
     )
-    environment.globals.update(trace_url=trace_url, chart=chart)
+    environment.globals.update(
+        trace_url=trace_url, chart=chart, selection=selection, query_string=query_string
+    )
     return environment
 
 
@@ -67,9 +75,23 @@ def fragment(
         status=status,
         route=dict(request.route_params),
         query=dict(request.params),
+        sent=_sent(request),
         base=base,
         body_shown=BODY_SHOWN_CHARACTERS,
     )
+
+
+def _sent(request: func.HttpRequest) -> dict[str, Any]:
+    """The JSON object the request sent (the route parsed and accepted it: this fragment is its
+    answer), for an answer's "continue" to send again with the next token; {} when none."""
+    body = request.get_body()
+    if not body:
+        return {}
+    try:
+        value = json.loads(body)
+    except ValueError:
+        return {}
+    return value if isinstance(value, dict) else {}
 
 
 def page(template: str, **values: Any) -> str:
@@ -103,17 +125,57 @@ def since(instant: str | None) -> str:
     return age((datetime.now(UTC) - at).total_seconds())
 
 
+def since_or_in(instant: str | None) -> str:
+    """An instant that may be ahead (a scheduled event's due time): "in 4 min 10 s" or
+    "4 min 10 s ago" ("-" when there is none)."""
+    if not instant:
+        return "-"
+    try:
+        at = datetime.fromisoformat(instant.replace("Z", "+00:00"))
+    except ValueError:
+        return instant
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=UTC)
+    seconds = (at - datetime.now(UTC)).total_seconds()
+    return f"in {age(seconds)}" if seconds > 0 else f"{age(-seconds)} ago"
+
+
 def pretty(value: Any) -> str:
     """A JSON value, indented (a string body as it is)."""
     return value if isinstance(value, str) else json.dumps(value, indent=2, ensure_ascii=False)
 
 
-def trace_url(trace_id: str | None) -> str | None:
-    """The link to `trace_id` in Application Insights, when the app setting names one."""
+def pretty_text(text: str) -> str:
+    """A message's body: indented when it is JSON, else as it is."""
+    try:
+        return json.dumps(json.loads(text), indent=2, ensure_ascii=False)
+    except ValueError:
+        return text
+
+
+def trace_url(trace: str | None) -> str | None:
+    """The link to trace id `trace` in Application Insights, when the app setting names one."""
     template = os.environ.get(TRACE_URL_SETTING, "")
-    if not trace_id or "{traceId}" not in template:
+    if not trace or "{traceId}" not in template:
         return None
-    return template.replace("{traceId}", quote(trace_id, safe=""))
+    return template.replace("{traceId}", quote(trace, safe=""))
+
+
+#: The dead letters' filter: the list route's query parameters, the actions' body fields.
+LETTER_FILTER = ("aggregateType", "aggregateId", "action", "deadLetterReason", "since", "until")
+
+
+def selection(query: dict[str, str]) -> dict[str, Any]:
+    """The dead letters a listing shows, as the resubmit and discard routes name them: its
+    filter (the listing's query), or `all` when it has none."""
+    chosen = {k: query[k] for k in LETTER_FILTER if query.get(k)}
+    return chosen or {"all": True}
+
+
+def query_string(values: dict[str, Any]) -> str:
+    """`values` (those set) as a URL's query string, with its "?" ("" when none is set)."""
+    kept = {k: str(v) for k, v in values.items() if v not in (None, "")}
+    return f"?{urlencode(kept)}" if kept else ""
 
 
 def chart(readings: list[dict[str, Any]]) -> Markup:

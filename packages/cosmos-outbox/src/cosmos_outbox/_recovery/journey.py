@@ -27,7 +27,13 @@ from typing import Any
 
 from cosmos_outbox._mapper import EVENT_TYPE, read_feed
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, Quarantine, QuarantinedEvent
-from cosmos_outbox._records import LegacyEvents, NotAnEvent, OutboxRecord, Unreadable
+from cosmos_outbox._records import (
+    LegacyEvents,
+    NotAnEvent,
+    OutboxRecord,
+    Unreadable,
+    trace_id,
+)
 from cosmos_outbox._recovery.dead_letters import DeadLetterOperators, Described
 from cosmos_outbox._relay.releases import ScheduleState, schedule_state
 from cosmos_outbox.errors import NotFoundError
@@ -78,6 +84,9 @@ class EventJourney:
     dead_letters: list[tuple[str, Described]]
     subscribers: list[SubscriberSight]
     summary: str
+    #: the W3C trace the event was committed in (Application Insights' operation id): its stored
+    #: document's, its quarantined copy's, or its dead letter's `traceparent`
+    trace_id: str | None = None
     #: a scheduled event's due time and where it is (None: not a scheduled event)
     schedule: ScheduleState | None = None
 
@@ -261,6 +270,7 @@ class JourneyOperators:
             dead_letters=letters,
             subscribers=sights,
             summary="",
+            trace_id=_trace_of(source, letters),
             schedule=schedule,
         )
         return _with_summary(journey, self._ttl)
@@ -292,6 +302,15 @@ class JourneyOperators:
             "the backlog estimator did not read every lease's changes to the end (a long "
             "backlog, or no leases yet)",
         )
+
+
+def _trace_of(source: object, letters: Sequence[tuple[str, Described]]) -> str | None:
+    """The event's trace id: from its stored (or quarantined) copy, else from a dead letter's
+    `traceparent` property (the relay sets it on every message)."""
+    found = trace_id(getattr(source, "traceparent", None))
+    for _, letter in letters:
+        found = found or trace_id(letter.letter.application_properties.get("traceparent"))
+    return found
 
 
 async def _sight(

@@ -1,14 +1,22 @@
-"""The stored events a re-drive reads (and the quarantine's contract checks)."""
+"""The stored events a re-drive reads (and the quarantine's contract checks), and an aggregate's
+documents as the store holds them (the operators' `documents` route: the console's link from an
+event to its aggregate's documents)."""
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
+from typing import Any
 
 from cosmos_outbox._mapper import EVENT_TYPE, read_feed, selected
 from cosmos_outbox._records import LegacyEvents, NotAnEvent, OutboxRecord, Unreadable
-from cosmos_outbox.ports import AsyncDocumentStore
+from cosmos_outbox.errors import InvalidContinuationError
+from cosmos_outbox.ports import AsyncDocumentStore, Page
 
-__all__ = ["stored_events"]
+__all__ = ["partition_documents", "stored_events"]
+
+#: Every document of one partition, in the store's order (no index needed: one partition).
+PARTITION_QUERY = "SELECT * FROM c"
 
 
 async def stored_events(
@@ -31,3 +39,30 @@ async def stored_events(
     return [
         item for item in read_feed(documents, legacy=legacy) if not isinstance(item, NotAnEvent)
     ]
+
+
+async def partition_documents(
+    store: AsyncDocumentStore, partition_key: str, *, page_size: int, continuation: str | None
+) -> Page[dict[str, Any]]:
+    """One page of the documents in `partition_key`'s partition (an aggregate's: its state, its
+    events not yet expired, its quarantine records, its idempotency records...), as stored,
+    system properties included; read only. The page's token names its partition: passed back
+    with another partition, InvalidContinuationError."""
+    store_token = None
+    if continuation is not None:
+        try:
+            bound, store_token = json.loads(continuation)
+        except (ValueError, TypeError):
+            raise InvalidContinuationError(
+                "not a continuation of a partition's documents"
+            ) from None
+        if bound != partition_key or not isinstance(store_token, str):
+            raise InvalidContinuationError("this continuation is of another partition's documents")
+    page = await store.query_page(
+        PARTITION_QUERY, partition_key=partition_key, page_size=page_size, continuation=store_token
+    )
+    token = page.continuation_token
+    return Page(
+        [dict(d) for d in page.items],
+        json.dumps([partition_key, token], separators=(",", ":")) if token else None,
+    )

@@ -130,6 +130,20 @@ def _journey(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
     return DONE
 
 
+def _documents(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
+    aggregate = urllib.parse.quote(args.aggregate_id, safe="")
+    items = _pages(api, api.route(f"documents/{aggregate}"), args.page_size)
+
+    def listed(body: Any) -> Iterator[str]:
+        yield f"{body['count']} document(s) in partition {args.aggregate_id}"
+        for d in body["items"]:
+            version = f" v{d['version']}" if d.get("version") is not None else ""
+            yield f"  {d.get('id')}  {d.get('type', '-')}{version}"
+
+    out.result({"items": items, "count": len(items)}, listed)
+    return DONE
+
+
 def _pages(api: OperatorsApi, path: str, page_size: int) -> list[Any]:
     """Every item of a paged listing, its pages followed to the end."""
     items: list[Any] = []
@@ -448,6 +462,12 @@ def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
     which.add_argument("--event-id", help="the event id")
     which.add_argument("--aggregate", nargs=2, metavar=("TYPE", "ID"), help="an aggregate")
 
+    documents = commands.add_parser(
+        "documents", parents=[flags], help="an aggregate's documents, as stored (read only)"
+    )
+    documents.add_argument("aggregate_id", help="the aggregate id (its partition key)")
+    documents.add_argument("--page-size", type=int, default=100)
+
     quarantine = commands.add_parser("quarantine", help="list, replay or discard")
     actions = quarantine.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", parents=[flags], help="every quarantine record")
@@ -516,6 +536,7 @@ _RUN: dict[str, Callable[[OperatorsApi, argparse.Namespace, Output], int]] = {
     "status": _status,
     "health": _health,
     "journey": _journey,
+    "documents": _documents,
     "quarantine": _quarantine,
     "deadletters": _dead_letters,
     "subscribers": _subscribers,

@@ -1,11 +1,17 @@
 // The operators' console: what htmx does not do by itself. Every request the page makes is
 // htmx's, to the operators' routes (the signed-in door); this file only
 // - sends the page's token with every action (X-CSRF-Token: cosmos_outbox/_console/guard.py),
-// - sends a form to a route that reads JSON as JSON (the extension "outbox-json"),
+// - sends a form to a route that reads JSON as JSON (the extension "outbox-json"), with the
+//   fields an answer wrote into the button (`data-json`: a selection, a continuation token),
+// - leaves the empty fields of a search out of its URL,
 // - asks before an action, in a dialog that says what subscribers will see (htmx:confirm),
-// - acts on the selected quarantine records one by one, through the same routes,
-// - refreshes the quarantine when the relay's count of it changes, and pauses the periodic
-//   refresh of a panel while an operator is choosing in it.
+// - acts on the selected quarantine records one by one, and on the selected dead letters in
+//   one call, through the same routes,
+// - turns the journey's search (an event id, or an aggregate type and id) and the journey
+//   links of the other panels into the journey's route,
+// - follows a re-drive's pages to the end when asked,
+// - refreshes the lists when the relay's count of quarantined events changes or an action was
+//   taken, and pauses the periodic refresh of a panel while an operator is choosing in it.
 (function () {
   "use strict";
 
@@ -21,9 +27,13 @@
       }
       return true;
     },
-    encodeParameters: function (xhr, parameters) {
+    encodeParameters: function (xhr, parameters, elt) {
       xhr.overrideMimeType("text/json");
       var body = {};
+      var written = elt && elt.getAttribute && elt.getAttribute("data-json");
+      if (written) {
+        body = JSON.parse(written);
+      }
       parameters.forEach(function (value, key) {
         if (typeof value === "string" && value.trim() !== "") {
           body[key] = value.trim();
@@ -36,7 +46,18 @@
   document.addEventListener("htmx:configRequest", function (evt) {
     if (evt.detail.verb !== "get") {
       evt.detail.headers["X-CSRF-Token"] = token();
+      return;
     }
+    // a filter's empty fields are no filter: left out of the URL (a route refuses an empty value)
+    var empty = [];
+    evt.detail.parameters.forEach(function (value, key) {
+      if (typeof value === "string" && value.trim() === "") {
+        empty.push(key);
+      }
+    });
+    empty.forEach(function (key) {
+      delete evt.detail.parameters[key];
+    });
   });
 
   // -- confirmation -------------------------------------------------------------------------
@@ -83,34 +104,42 @@
     });
   });
 
-  // -- the selected quarantine records ------------------------------------------------------
-  function announce(text) {
-    var result = document.getElementById("quarantine-result");
+  // -- acting on a selection ----------------------------------------------------------------
+  function announce(where, text, field) {
+    var result = document.getElementById(where);
     var p = document.createElement("p");
     p.className = "problem";
     p.textContent = text;
     result.replaceChildren(p);
+    if (field) {
+      field.focus();
+    }
   }
 
-  document.addEventListener("click", function (evt) {
-    var button = evt.target.closest && evt.target.closest("[data-bulk]");
-    if (!button) {
-      return;
-    }
-    var panel = document.getElementById("quarantine-panel");
-    var base = panel.getAttribute("data-base");
-    var ids = Array.prototype.map.call(panel.querySelectorAll("input.select:checked"), function (box) {
+  function checked(panel, selector) {
+    return Array.prototype.map.call(panel.querySelectorAll(selector + ":checked"), function (box) {
       return box.value;
     });
+  }
+
+  // the selected quarantine records: one request each, in order, each answer appended
+  function quarantineBulk(button) {
+    var panel = document.getElementById("quarantine-panel");
+    var base = panel.getAttribute("data-base");
+    var ids = checked(panel, "input.select");
     if (ids.length === 0) {
-      announce("Select one or more quarantined events first.");
+      announce("quarantine-result", "Select one or more quarantined events first.");
       return;
     }
     var replay = button.getAttribute("data-bulk") === "replay";
-    var reason = (document.getElementById("bulk-reason") || {}).value || "";
-    if (!replay && reason.trim() === "") {
-      announce("Give the reason to discard the selected events (it is kept in the audit log).");
-      document.getElementById("bulk-reason").focus();
+    var field = document.getElementById("bulk-reason");
+    var reason = ((field || {}).value || "").trim();
+    if (!replay && reason === "") {
+      announce(
+        "quarantine-result",
+        "Give the reason to discard the selected events (it is kept in the audit log).",
+        field
+      );
       return;
     }
     var question = replay
@@ -118,7 +147,7 @@
       : "Discard these " + ids.length + " events? Each one's version is given up: subscribers receive a discard notice in its place, record an accepted gap and apply the versions after it; the events themselves are never sent.";
     var more = ids.map(function (id) { return "Event " + id; });
     if (!replay) {
-      more.unshift("Reason: " + reason.trim());
+      more.unshift("Reason: " + reason);
     }
     ask(question, more).then(function (ok) {
       if (!ok) {
@@ -126,32 +155,171 @@
       }
       var result = document.getElementById("quarantine-result");
       result.replaceChildren();
-      // one request at a time, in order: each answer is appended as it comes
       ids.reduce(function (previous, id) {
         return previous.then(function () {
           var url = base + "/quarantine/" + encodeURIComponent(id) + (replay ? "/replay" : "");
           return htmx.ajax(replay ? "POST" : "DELETE", url, {
             target: "#quarantine-result",
             swap: "beforeend",
-            values: replay ? {} : { reason: reason.trim() },
+            values: replay ? {} : { reason: reason },
           });
         });
-      }, Promise.resolve()).then(function () {
-        document.body.dispatchEvent(new Event("outbox-changed"));
+      }, Promise.resolve()).then(changed);
+    });
+  }
+
+  // the selected dead letters: one request, naming them by sequence number (at most 100)
+  function deadLetterBulk(button) {
+    var group = button.closest("[data-letters]");
+    var list = document.getElementById("dead-letter-list");
+    var numbers = checked(list, "input.select-letter").map(Number);
+    if (numbers.length === 0) {
+      announce("dead-letters-result", "Select one or more dead letters first.");
+      return;
+    }
+    var resubmit = button.getAttribute("data-bulk") === "resubmit-letters";
+    var field = document.getElementById("letters-bulk-reason");
+    var reason = ((field || {}).value || "").trim();
+    if (!resubmit && reason === "") {
+      announce(
+        "dead-letters-result",
+        "Give the reason to discard the selected dead letters (it is kept in the audit log).",
+        field
+      );
+      return;
+    }
+    var entity = group.getAttribute("data-entity");
+    var question = resubmit
+      ? "Resubmit these " + numbers.length + " dead letters to " + entity + "? Each is sent again to " + entity + " only, in its session, under a MessageId of its own with its event id unchanged: the library's subscriber applies each once, then the versions it held behind them; a subscriber that deduplicates on MessageId takes them for new messages."
+      : "Discard these " + numbers.length + " dead letters at " + entity + "? Each one's version is given up at " + entity + " only: its subscriber receives a discard notice in the aggregate's session, records an accepted gap and applies the versions it held after it; other subscriptions are not told.";
+    var more = numbers.map(function (n) { return "Dead letter " + n; });
+    var body = { sequenceNumbers: numbers };
+    if (!resubmit) {
+      more.unshift("Reason: " + reason);
+      body.reason = reason;
+    }
+    ask(question, more).then(function (ok) {
+      if (!ok) {
+        return;
+      }
+      group.setAttribute("data-json", JSON.stringify(body));
+      htmx.ajax("POST", group.getAttribute("data-letters") + (resubmit ? "/resubmit" : "/discard"), {
+        source: group,
+        target: "#dead-letters-result",
       });
     });
+  }
+
+  document.addEventListener("click", function (evt) {
+    var button = evt.target.closest && evt.target.closest("[data-bulk]");
+    if (!button) {
+      return;
+    }
+    if (/-letters$/.test(button.getAttribute("data-bulk"))) {
+      deadLetterBulk(button);
+    } else {
+      quarantineBulk(button);
+    }
+  });
+
+  // -- the journey ----------------------------------------------------------------------------
+  function journey(form) {
+    var base = form.getAttribute("data-base");
+    var value = function (name) { return (form.elements[name].value || "").trim(); };
+    var event = value("eventId");
+    var type = value("aggregateType");
+    var id = value("aggregateId");
+    if (id && !type) {
+      announce("journey-panel", "Give the aggregate's type with its id.", form.elements.aggregateType);
+      return;
+    }
+    if (!event && !id) {
+      announce("journey-panel", "Give an event id, or an aggregate type and id.", form.elements.eventId);
+      return;
+    }
+    var url = id
+      ? base + "/journey/aggregates/" + encodeURIComponent(type) + "/" + encodeURIComponent(id)
+      : base + "/journey/events/" + encodeURIComponent(event);
+    // the panel is the request's source: the form's fields are in the path, never in the query
+    // (the journey's routes refuse a query parameter they do not know)
+    htmx.ajax("GET", url, { source: "#journey-panel", target: "#journey-panel" });
+  }
+
+  document.addEventListener("submit", function (evt) {
+    if (evt.target.id === "journey-form") {
+      evt.preventDefault();
+      journey(evt.target);
+    }
+  });
+
+  // a journey link of another panel: fills the search, and searches
+  document.addEventListener("click", function (evt) {
+    var link = evt.target.closest && evt.target.closest("a[data-journey]");
+    if (!link) {
+      return;
+    }
+    var form = document.getElementById("journey-form");
+    var byEvent = link.getAttribute("data-journey") === "event";
+    form.elements.eventId.value = byEvent ? link.getAttribute("data-event-id") : "";
+    form.elements.aggregateType.value = byEvent ? "" : link.getAttribute("data-aggregate-type");
+    form.elements.aggregateId.value = byEvent ? "" : link.getAttribute("data-aggregate-id");
+    journey(form);
+  });
+
+  // a button that loads another panel (a journey's "Show in the dead letters") shows it
+  document.addEventListener("htmx:afterSwap", function (evt) {
+    var shown = evt.detail.requestConfig && evt.detail.requestConfig.elt;
+    var section = shown && shown.getAttribute && shown.getAttribute("data-show");
+    if (section) {
+      document.querySelector(section).scrollIntoView();
+    }
+  });
+
+  // -- a re-drive's pages ---------------------------------------------------------------------
+  var following = false;
+
+  document.addEventListener("click", function (evt) {
+    var button = evt.target.closest && evt.target.closest("[data-redrive-follow]");
+    if (!button) {
+      return;
+    }
+    following = !following;
+    var next = following && document.querySelector("#redrive-result [data-redrive-continue]");
+    if (next) {
+      button.textContent = "Stop after this page";
+      next.click();
+    }
+  });
+
+  document.addEventListener("htmx:afterSettle", function (evt) {
+    if (evt.target.id !== "redrive-result" || !following) {
+      return;
+    }
+    var next = document.querySelector("#redrive-result [data-redrive-continue]");
+    if (!next) {
+      following = false; // the last page, or a problem: said by the answer
+      return;
+    }
+    document.querySelector("#redrive-result [data-redrive-follow]").textContent = "Stop after this page";
+    next.click();
   });
 
   // -- refreshing ---------------------------------------------------------------------------
   var quarantined = null;
 
-  // the relay's count of quarantined events changed: the quarantine list is out of date
+  // an action was taken: every list may be out of date (refreshed even while choosing in it)
+  function changed() {
+    document.body.dispatchEvent(new CustomEvent("outbox-changed", { detail: { acted: true } }));
+  }
+
+  // the relay's count of quarantined events changed: the lists are out of date (refreshed,
+  // unless the operator is choosing in one: then at its next periodic refresh)
   document.addEventListener("htmx:afterSwap", function (evt) {
     var status = evt.detail.target.querySelector && evt.detail.target.querySelector("[data-quarantined]");
     if (status) {
       var count = status.getAttribute("data-quarantined");
       if (quarantined !== null && count !== quarantined) {
-        document.body.dispatchEvent(new Event("outbox-changed"));
+        document.body.dispatchEvent(new CustomEvent("outbox-changed", { detail: { acted: false } }));
       }
       quarantined = count;
     }
@@ -161,7 +329,7 @@
   document.addEventListener("htmx:afterRequest", function (evt) {
     var config = evt.detail.requestConfig;
     if (config && config.verb !== "get" && evt.detail.elt !== document.body) {
-      document.body.dispatchEvent(new Event("outbox-changed"));
+      changed();
     }
   });
 
@@ -169,17 +337,26 @@
     if (document.querySelector("dialog[open]")) {
       return true;
     }
-    if (panel.querySelector("input.select:checked, details[open], [data-page-token]")) {
+    if (panel.querySelector("input.select:checked, input.select-letter:checked, details[open], [data-page-token]")) {
       return true;
     }
     var active = document.activeElement;
     return !!(active && panel.contains(active) && /^(INPUT|TEXTAREA|SELECT)$/.test(active.tagName));
   }
 
+  // data-poll: refreshed periodically, paused while choosing in it (or in the panel its value
+  // names); an action's refresh always runs
   document.addEventListener("htmx:beforeRequest", function (evt) {
     var elt = evt.detail.elt;
-    var periodic = !evt.detail.requestConfig || !evt.detail.requestConfig.triggeringEvent;
-    if (periodic && elt.hasAttribute && elt.hasAttribute("data-poll") && choosing(elt)) {
+    if (!elt.hasAttribute || !elt.hasAttribute("data-poll")) {
+      return;
+    }
+    var trigger = evt.detail.requestConfig && evt.detail.requestConfig.triggeringEvent;
+    var acted = trigger && trigger.type === "outbox-changed" && trigger.detail && trigger.detail.acted;
+    var periodic = !trigger || (trigger.type === "outbox-changed" && !acted);
+    var named = elt.getAttribute("data-poll");
+    var panel = (named && document.querySelector(named)) || elt;
+    if (periodic && choosing(panel)) {
       evt.preventDefault();
     }
   });
