@@ -9,39 +9,11 @@ import json
 
 import azure.functions as func
 from conftest import TicketWorld
+from operator_functions import KEYED, OPERATORS, RELAY
 from tickets import Ticket, ticket_routes
 
 from cosmos_outbox import Outbox
 from cosmos_outbox.testing import FunctionClient
-
-#: The operators' routes through the admin key's door (`outbox/...`).
-KEYED = {
-    "outbox_status",
-    "backlog_history",
-    "list_quarantine",
-    "show_quarantined",
-    "replay_quarantined",
-    "discard_quarantined",
-    "redrive_events",
-    "count_dead_letters",
-    "list_dead_letters",
-    "peek_dead_letter",
-    "resubmit_dead_letters",
-    "discard_dead_letters",
-    "event_journey",
-    "aggregate_journey",
-    "aggregate_documents",
-    "subscribers_status",
-    "release_held",
-}
-#: The same operations through the signed-in operator's door (`outbox/console/...`).
-SIGNED_IN = {f"console_{name}" for name in KEYED}
-#: Anonymous (the host's ANONYMOUS level), no door: what a probe reads.
-HEALTH = {"outbox_health"}
-#: The console's page and its files.
-PAGES = {"console_page", "console_static"}
-OPERATORS = KEYED | SIGNED_IN | PAGES | HEALTH
-RELAY = {"relay_events", "outbox_backlog"}
 
 
 def trigger_of(client: FunctionClient, name: str) -> dict[str, str]:
