@@ -9,7 +9,8 @@
 #
 # Usage: deploy/checkov.sh      (from anywhere; non-zero exit when a check fails)
 #        deploy/checkov.sh --install-only   (its venv only: `make test` builds it beside .venv)
-# Env:   CHECKOV_VENV (default <repo>/.venv-checkov), CHECKOV_PYTHON (default python3.11)
+# Env:   UV (uv installs checkov when set: make sets it),
+#        CHECKOV_VENV (default <repo>/.venv-checkov), CHECKOV_PYTHON (default python3.11)
 set -euo pipefail
 
 CHECKOV_VERSION="3.3.30"
@@ -26,8 +27,12 @@ if [[ ! -x "$VENV/bin/checkov" || "$(installed_version)" != "$CHECKOV_VERSION" ]
   echo "checkov.sh: installing checkov==$CHECKOV_VERSION into $VENV" >&2
   "$PYTHON" -m venv "$VENV"
   # pip's warnings about unreachable extra index locations are noise here.
-  "$VENV/bin/pip" install --quiet --disable-pip-version-check "checkov==$CHECKOV_VERSION" \
-    2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
+  if [[ -n "${UV:-}" ]]; then  # make's uv (Makefile: UV), else the venv's pip
+    "$UV" pip install --quiet --python "$VENV/bin/python" "checkov==$CHECKOV_VERSION"
+  else
+    "$VENV/bin/pip" install --quiet --disable-pip-version-check "checkov==$CHECKOV_VERSION" \
+      2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
+  fi
 fi
 [[ "${1:-}" == "--install-only" ]] && exit 0
 
