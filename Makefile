@@ -30,7 +30,8 @@ export UV
 $(UV):
 	@interp=$$(PYTHON="$(PYTHON)" scripts/find-python) || exit 1; \
 	rm -rf $(UV_VENV) && "$$interp" -m venv $(UV_VENV) && \
-	$(UV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check "uv>=0.13.9,<0.14"
+	$(UV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check "uv>=0.13.9,<0.14" \
+	  2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
 
 # The venv is built from Python 3.13 (PYTHON=... overrides; scripts/find-python says what to
 # install when there is none). A venv of another version is rebuilt. requirements.txt installs
