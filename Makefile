@@ -20,6 +20,13 @@ help:
 	@echo "make reset  forget the local stack's kept state (Cosmos documents and leases, Service Bus messages, Azurite, telemetry)"
 	@echo "make conformance  the Azure SDKs' own test files and samples (installed versions) against the stack"
 
+# Python writes its bytecode caches (__pycache__, git-ignored) under make, whatever the
+# environment says: where PYTHONDONTWRITEBYTECODE is set (this project's CI machines set it),
+# each of the ~800 processes `make test` starts (hosts, workers, CLIs, pytest's) compiled every
+# module it imported again, and pytest rewrote every test module's assertions again in each
+# worker: about a third of the run's CPU (docs/testing.md).
+unexport PYTHONDONTWRITEBYTECODE
+
 # uv installs every venv's packages: .venv's, the other Pythons', checkov's. pip resolved them
 # one index request at a time and compiled every module it installed; with uv, setting up from a
 # fresh clone takes a third of the time (docs/testing.md). uv itself comes from PyPI with pip,
