@@ -21,10 +21,10 @@ help:
 	@echo "make conformance  the Azure SDKs' own test files and samples (installed versions) against the stack"
 
 # Python writes its bytecode caches (__pycache__, git-ignored) under make, whatever the
-# environment says: where PYTHONDONTWRITEBYTECODE is set (this project's CI machines set it),
-# each of the ~800 processes `make test` starts (hosts, workers, CLIs, pytest's) compiled every
-# module it imported again, and pytest rewrote every test module's assertions again in each
-# worker: about a third of the run's CPU (docs/testing.md).
+# environment says. uv, unlike pip, does not compile what it installs; where
+# PYTHONDONTWRITEBYTECODE is set (the 2-core machines CI runs on set it), no process would ever
+# write them, and each of the hundreds a run starts (hosts, workers, CLIs, pytest's) compiled
+# every module it imported: funcstack's tests took 13 min instead of 9 (docs/testing.md).
 unexport PYTHONDONTWRITEBYTECODE
 
 # uv installs every venv's packages: .venv's, the other Pythons', checkov's. pip resolved them

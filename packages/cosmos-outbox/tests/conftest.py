@@ -37,6 +37,8 @@ from cosmos_outbox.testing import FunctionClient, InMemory, in_memory
 from cosmos_outbox.testing.contracts import EventLoop
 
 if TYPE_CHECKING:
+    from azure.cosmos import DatabaseProxy
+
     from funcstack import LocalStack
 
 
@@ -99,30 +101,41 @@ if importlib.util.find_spec("funcstack") is None:
             yield ExternalStack(services)
 
 
-@pytest.fixture
-def fresh(funcstack_services: LocalStack) -> Iterator[str]:
-    """A container of its own for one test (as the outbox's: /partitionKey, per-item TTL on),
-    deleted after it: the suites count what a store holds."""
-    with _container(funcstack_services, "/partitionKey") as name:
-        yield name
+@pytest.fixture(scope="session")
+def admin_database(funcstack_services: LocalStack) -> Iterator[DatabaseProxy]:
+    """The stack's database through one SDK client for the session: it creates and deletes the
+    tests' own containers (a client made per test opened a TLS pool and read the account each
+    time)."""
+    from azure.cosmos import CosmosClient
 
-
-@pytest.fixture
-def leases(funcstack_services: LocalStack) -> Iterator[str]:
-    """A lease container of its own for one test (/id, as the trigger's), deleted after it."""
-    from azure.cosmos import CosmosClient, PartitionKey
-
-    name = f"leases-{uuid.uuid4().hex[:12]}"
     client = CosmosClient.from_connection_string(
         funcstack_services.cosmos_connection_string, connection_verify=False
     )
-    database = client.get_database_client(DATABASE)
-    database.create_container(id=name, partition_key=PartitionKey(path="/id"))
+    try:
+        yield client.get_database_client(DATABASE)
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def fresh(admin_database: DatabaseProxy) -> Iterator[str]:
+    """A container of its own for one test (as the outbox's: /partitionKey, per-item TTL on),
+    deleted after it: the suites count what a store holds."""
+    with _container(admin_database, "/partitionKey") as name:
+        yield name
+
+
+@pytest.fixture
+def leases(admin_database: DatabaseProxy) -> Iterator[str]:
+    """A lease container of its own for one test (/id, as the trigger's), deleted after it."""
+    from azure.cosmos import PartitionKey
+
+    name = f"leases-{uuid.uuid4().hex[:12]}"
+    admin_database.create_container(id=name, partition_key=PartitionKey(path="/id"))
     try:
         yield name
     finally:
-        database.delete_container(name)
-        client.close()
+        admin_database.delete_container(name)
 
 
 #: An app's own container's partition key path: another than the outbox's, nested.
@@ -130,21 +143,17 @@ APPS_OWN_KEY_PATH = "/tenant/id"
 
 
 @pytest.fixture
-def fresh_on_apps_own_key(funcstack_services: LocalStack) -> Iterator[str]:
+def fresh_on_apps_own_key(admin_database: DatabaseProxy) -> Iterator[str]:
     """`fresh`, partitioned by an app's own path (`APPS_OWN_KEY_PATH`), not `/partitionKey`."""
-    with _container(funcstack_services, APPS_OWN_KEY_PATH) as name:
+    with _container(admin_database, APPS_OWN_KEY_PATH) as name:
         yield name
 
 
 @contextlib.contextmanager
-def _container(stack: LocalStack, path: str) -> Iterator[str]:
-    from azure.cosmos import CosmosClient, PartitionKey
+def _container(database: DatabaseProxy, path: str) -> Iterator[str]:
+    from azure.cosmos import PartitionKey
 
     name = f"outbox-{uuid.uuid4().hex[:12]}"
-    client = CosmosClient.from_connection_string(
-        stack.cosmos_connection_string, connection_verify=False
-    )
-    database = client.get_database_client(DATABASE)
     database.create_container(id=name, partition_key=PartitionKey(path=path), default_ttl=-1)
     try:
         yield name

@@ -234,6 +234,10 @@ def test_the_services_start_with_the_declared_resources_of_an_app(tmp_path: Path
             "cosmos container hello/greetings: created (1 physical partition)",
         ]
         stack.container_client("hello", "greetings").create_item({"id": "1"})
+        # one SDK client per endpoint, whichever container and thread asks
+        again = stack.container_client("hello", "greetings")
+        assert again.client_connection is stack.container_client("hello", "other").client_connection
+        assert again.read_item("1", partition_key="1")["id"] == "1"
 
 
 def test_declared_blob_containers_are_created_private_in_azurite_and_kept(

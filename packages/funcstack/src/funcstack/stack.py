@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -239,6 +240,15 @@ class LocalStack(LocalServices):
     settings_changes: dict[str, str] = field(default_factory=dict)
     #: The apps hosted on several instances, by name (their hosts are in ``hosts`` too).
     scaled: dict[str, AppInstances] = field(default_factory=dict)
+    #: ``container_client``'s SDK clients, one per endpoint address: a client opens a TLS
+    #: connection pool and reads the account when made, which tests calling it in a loop paid
+    #: each time. Closed by ``stop()``.
+    _cosmos_clients: dict[tuple[str, bool], CosmosClient] = field(
+        default_factory=dict, init=False, repr=False
+    )
+    _cosmos_clients_lock: threading.Lock = field(
+        default_factory=threading.Lock, init=False, repr=False
+    )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -289,6 +299,11 @@ class LocalStack(LocalServices):
                 app.front = None
         super().stop()
         self.scaled.clear()
+        with self._cosmos_clients_lock:
+            clients = list(self._cosmos_clients.values())
+            self._cosmos_clients.clear()
+        for client in clients:
+            client.close()
 
     def dead_part(self) -> tuple[str, int | None] | None:
         """The first part whose process has exited, with its exit code; the instances of a
@@ -505,12 +520,18 @@ class LocalStack(LocalServices):
         return self.cosmos.split(database, container, range_id)
 
     def container_client(self, database: str, container: str) -> ContainerProxy:
-        """A container on this stack's Cosmos DB endpoint, through the SDK."""
+        """A container on this stack's Cosmos DB endpoint, through the SDK. Its client is made
+        once per endpoint address (again after a restart on another port), shared by the
+        threads that call this, and closed by ``stop()``."""
         assert self.cosmos is not None, "the stack is not started"
         warnings.filterwarnings("ignore", message="Unverified HTTPS request")
-        client = CosmosClient.from_connection_string(
-            self.cosmos.connection_string, connection_verify=self.cosmos.verify_tls
-        )
+        key = (self.cosmos.connection_string, self.cosmos.verify_tls)
+        with self._cosmos_clients_lock:
+            client = self._cosmos_clients.get(key)
+            if client is None:
+                client = self._cosmos_clients[key] = CosmosClient.from_connection_string(
+                    key[0], connection_verify=key[1]
+                )
         return client.get_database_client(database).get_container_client(container)
 
 
