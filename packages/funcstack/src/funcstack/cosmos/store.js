@@ -19,6 +19,7 @@
  *     the answer).
  */
 
+const globalLsn = require("./lsn");
 const { patchOperation } = require("./internals");
 const { CosmosError, ownerNotFound } = require("./responses");
 const { indexOf } = require("./indexes");
@@ -63,8 +64,10 @@ function sameStoreKey(a, b) {
 }
 
 function stamp(doc, lsn) {
+  const at = globalLsn.timeOf(lsn); // one write, one time: a batch's documents share their _ts
   Object.defineProperty(doc, "__lsn", { value: lsn, enumerable: false, configurable: true, writable: true });
-  Object.defineProperty(doc, "__mtime", { value: Date.now(), enumerable: false, configurable: true, writable: true });
+  Object.defineProperty(doc, "__mtime", { value: at, enumerable: false, configurable: true, writable: true });
+  doc._ts = Math.floor(at / 1000);
   // real Cosmos etags are quoted strings
   if (!String(doc._etag).startsWith('"')) doc._etag = `"${doc._etag}"`;
   return doc;
