@@ -49,6 +49,8 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
 
+from funcstack._otel_setting import ENV_VAR
+
 __all__ = [
     "ENV_VAR",
     "METRICS_FILE",
@@ -59,7 +61,6 @@ __all__ = [
     "otlp_json",
 ]
 
-ENV_VAR = "FUNCTIONS_HOST_OTEL_DIR"
 METRICS_FILE = "metrics.jsonl"
 TRACES_FILE = "traces.jsonl"
 _HEX_ID_FIELDS = {"traceId", "spanId", "parentSpanId"}

@@ -160,6 +160,9 @@ def start_azurite(
                 "--silent",
                 "--skipApiVersionCheck",
                 "--loose",
+                # Azurite sends usage data to Application Insights unless told not to; a local
+                # stand-in keeps to the machine (and this network does not reach it anyway).
+                "--disableTelemetry",
                 "--location",
                 str(data_dir),
                 "--blobHost",

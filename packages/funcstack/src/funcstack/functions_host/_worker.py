@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from funcstack._otel_setting import ENV_VAR as OTEL_ENV_VAR
 from funcstack.functions_host._rpc import frame, protos, read_message
-from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 
 logger = logging.getLogger("funcstack.functions_host._worker")
 
