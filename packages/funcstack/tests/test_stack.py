@@ -417,3 +417,21 @@ def test_an_unreadable_local_settings_file_is_named_and_left_as_it_is(
     with pytest.raises(Exception, match=r"local.settings.json: not valid JSON"):
         official.host_app(app, name="broken", port=0)
     assert (app / "local.settings.json").read_text() == '{"Values": {"A": "1",}}'
+
+
+def test_the_node_stand_ins_start_without_extra_ca_certificates_and_azurite_without_telemetry(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """They only listen: the CA bundle that Node would parse at each start is left out, and
+    Azurite is told not to send its usage data out of a local stack."""
+    monkeypatch.setenv("NODE_EXTRA_CA_CERTS", "/etc/ssl/certs/ca-certificates.crt")
+    with LocalStack(
+        workdir=tmp_path / "stack", ports=ServicePorts.free(), with_servicebus=False
+    ) as stack:
+        assert stack.cosmos is not None and stack.azurite is not None
+        for process in (stack.cosmos.process, stack.azurite.process):
+            environ = Path(f"/proc/{process.pid}/environ").read_bytes().split(b"\0")
+            assert not any(v.startswith(b"NODE_EXTRA_CA_CERTS=") for v in environ)
+            assert any(v.startswith(b"PATH=") for v in environ)  # the rest is passed on
+        cmdline = Path(f"/proc/{stack.azurite.process.pid}/cmdline").read_bytes().split(b"\0")
+        assert b"--disableTelemetry" in cmdline

@@ -29,6 +29,7 @@ from funcstack._processes import (
     OWN_PROCESS_GROUP,
     describe_exit,
     last_lines,
+    node_server_environment,
     note,
     stop_child,
 )
@@ -180,6 +181,7 @@ def start_azurite(
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
+            env=node_server_environment(),
             **OWN_PROCESS_GROUP,
         )
     deadline = time.monotonic() + 30

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import subprocess
 import threading
 import time
@@ -21,7 +20,14 @@ from types import TracebackType
 from typing import IO
 
 from funcstack._cache import SetupError, node_executable, node_modules
-from funcstack._processes import OWN_PROCESS_GROUP, describe_exit, last_lines, note, stop_child
+from funcstack._processes import (
+    OWN_PROCESS_GROUP,
+    describe_exit,
+    last_lines,
+    node_server_environment,
+    note,
+    stop_child,
+)
 from funcstack.cosmos._control import (
     PhysicalPartition,
     control,
@@ -187,7 +193,7 @@ def start_cosmos(
         stdin=subprocess.DEVNULL,
         cwd=str(COSMOS_DIR),
         # server.js requires the npm package from funcstack's cache
-        env={**os.environ, "NODE_NO_WARNINGS": "1", "NODE_PATH": str(modules)},
+        env=node_server_environment(NODE_NO_WARNINGS="1", NODE_PATH=str(modules)),
         **OWN_PROCESS_GROUP,
     )
     ready: dict[str, object] = {}
