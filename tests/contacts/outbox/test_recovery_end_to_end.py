@@ -98,6 +98,14 @@ def handled(stack: Stack, contact: str) -> list[dict[str, str]]:
     return [m.groupdict() for m in HANDLED.finditer(text) if m["contact"] == contact]
 
 
+def outcomes_once_logged_applied(
+    stack: Stack, contact: str, version: str
+) -> Counter[tuple[str, str]] | None:
+    """The subscriber's outcomes for the contact, once its log says the version was applied."""
+    outcomes = Counter((o["version"], o["outcome"]) for o in handled(stack, contact))
+    return outcomes if outcomes[(version, "applied")] else None
+
+
 def subscriber_view(stack: Stack) -> dict[str, Any]:
     [view] = [
         s for s in cli(stack, "subscribers")["subscribers"] if s["subscription"] == SUBSCRIPTION
@@ -195,7 +203,12 @@ def test_a_dead_letter_resubmitted_inside_the_duplicate_window_is_applied_once(
     [moved] = resubmitted["handled"]
     assert moved["eventId"] == event and moved["sentMessageId"] != event
     assert done["data"]["description"] == "v2"
-    outcomes = Counter((o["version"], o["outcome"]) for o in handled(stack, contact))
+    # the subscriber's log is written by its host after the projection (make test once read it
+    # a moment before the line came)
+    outcomes = wait_for(
+        lambda: outcomes_once_logged_applied(stack, contact, "1"),
+        "the subscriber's log to say version 1 was applied",
+    )
     assert outcomes[("1", "applied")] == 1  # once, by the event id
     assert cli(stack, "deadletters", "list", SUBSCRIPTION, "--aggregate-id", contact)["items"] == []
     # inside the window: the event's own MessageId was taken, the resubmission's was new
