@@ -223,7 +223,10 @@ class LocalServices:
     """The endpoints and Functions hosts started in ``workdir`` (a ``<part>.log`` each).
 
     Each ``run_*`` starts its part, or starts it again on the port it had (a restart after
-    ``stop_part``). Hosts are named by the caller; ``stop()`` stops every part at once.
+    ``stop_part``). Hosts are named by the caller; ``stop()`` stops every part at once. A part
+    asked for port 0 gets ``free_port()``'s, below the kernel's ephemeral range: bound by the
+    kernel's choice, it would sit in that range, and while the part is stopped an outgoing
+    connection could take it as its local port, so that the restart found it in use.
     """
 
     workdir: Path
@@ -245,7 +248,7 @@ class LocalServices:
         self.workdir.mkdir(parents=True, exist_ok=True)
         with _starting("cosmos"):
             self.cosmos = start_cosmos(
-                port=self.cosmos.port if self.cosmos else port,
+                port=self.cosmos.port if self.cosmos else port or free_port(),
                 log_path=self.log_path("cosmos"),
                 state_dir=self._state("cosmos"),
             )
@@ -265,7 +268,7 @@ class LocalServices:
         self.workdir.mkdir(parents=True, exist_ok=True)
         with _starting("servicebus"):
             self.servicebus = start_servicebus(
-                port=self.servicebus.port if self.servicebus else port,
+                port=self.servicebus.port if self.servicebus else port or free_port(),
                 config=config,
                 log_path=self.log_path("servicebus"),
                 duplicate_window_seconds=duplicate_window_seconds,
@@ -316,7 +319,7 @@ class LocalServices:
                 app_dir=app_dir,
                 settings_file=settings_file,
                 settings=settings,
-                port=previous.port if previous else port,
+                port=previous.port if previous else port or free_port(),
                 log_path=self.log_path(name),
                 python=python,
                 extra_import_paths=extra_import_paths,
