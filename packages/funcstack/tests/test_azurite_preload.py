@@ -1,8 +1,8 @@
 """funcstack/node/azurite_preload.js, run before Azurite: the Application Insights SDK that
 Azurite's telemetry module requires when it loads is loaded at its first use instead (funcstack
 starts Azurite with telemetry off, so never). What it stands on is Azurite's, pinned in
-funcstack's package.json (azurite ~3.37.0): its telemetry module at
-dist/src/common/Telemetry.js, which requires "applicationinsights" at load. The second test
+funcstack's package.json (azurite ~3.37.0): its telemetry module, Telemetry.js in its
+dist/src/common folder, which requires "applicationinsights" at load. The second test
 says when that moved; the preload is then harmless, and can go."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from funcstack.services import AZURITE_PRELOAD
 pytestmark = pytest.mark.integration
 
 #: Azurite's telemetry module, relative to its package.
-TELEMETRY = Path("dist/src/common/Telemetry.js")
+TELEMETRY = Path("dist", "src", "common", "Telemetry.js")
 
 #: Prints, as JSON: whether the SDK's files were loaded after Azurite's telemetry module loaded,
 #: and again after its first use (`appInsights.TelemetryClient`), and what that use gave.
