@@ -1,9 +1,10 @@
-"""funcstack/node/azurite_preload.js, run before Azurite: the Application Insights SDK that
-Azurite's telemetry module requires when it loads is loaded at its first use instead (funcstack
-starts Azurite with telemetry off, so never). What it stands on is Azurite's, pinned in
+"""How funcstack starts Azurite: ready when its three services listen, and with
+funcstack/node/azurite_preload.js run first, so that the Application Insights SDK that Azurite's
+telemetry module requires when it loads is loaded at its first use instead (funcstack starts
+Azurite with telemetry off, so never). What the preload stands on is Azurite's, pinned in
 funcstack's package.json (azurite ~3.37.0): its telemetry module, Telemetry.js in its
-dist/src/common folder, which requires "applicationinsights" at load. The second test
-says when that moved; the preload is then harmless, and can go."""
+dist/src/common folder, which requires "applicationinsights" at load. The second test says
+when that moved; the preload is then harmless, and can go."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from funcstack._cache import node_executable, node_modules
-from funcstack.services import AZURITE_PRELOAD
+from funcstack.services import AZURITE_PRELOAD, port_in_use, start_azurite
 
 pytestmark = pytest.mark.integration
 
@@ -61,3 +62,35 @@ def test_without_it_azurite_loads_the_sdk_with_its_telemetry_module() -> None:
     """The canary: if this fails, Azurite no longer requires the SDK when its telemetry module
     loads (or that module moved), and the preload stands in for nothing."""
     assert _probe() == {"before": True, "after": True, "client": "function"}
+
+
+#: Node preload for the test below: every server after the first listens half a second late (a
+#: loaded machine, made certain).
+SLOW_LISTEN = """
+const net = require("net");
+const listen = net.Server.prototype.listen;
+let servers = 0;
+net.Server.prototype.listen = function (...args) {
+  servers += 1;
+  if (servers === 1) return listen.apply(this, args);
+  setTimeout(() => listen.apply(this, args), 500);
+  return this;
+};
+"""
+
+
+def test_azurite_is_ready_when_all_three_services_listen(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Azurite listens on blob, then queue, then table; start_azurite returns once all three
+    do. It waited for blob only, and a queue client's first call could be refused and wait
+    out the SDK's retries (a funcstack test took 20 s instead of 1 in make test). Here the
+    queue and table services start half a second after blob."""
+    slow = tmp_path / "slow_listen.js"
+    slow.write_text(SLOW_LISTEN)
+    monkeypatch.setenv("NODE_OPTIONS", f'--require "{slow}"')
+    azurite = start_azurite(tmp_path / "data", tmp_path / "log")
+    try:
+        assert [port_in_use(port) for port in azurite.ports] == [True, True, True]
+    finally:
+        azurite.stop()

@@ -194,7 +194,10 @@ def start_azurite(
         )
     deadline = time.monotonic() + 30
     try:
-        while not port_in_use(blob):
+        # Azurite listens on blob, then queue, then table (azurite.js starts them one after
+        # the other): ready is all three, or a queue or table client's first call is refused
+        # and waits out the SDK's retries.
+        while not all(port_in_use(port) for port in (blob, queue, table)):
             if process.poll() is not None or time.monotonic() > deadline:
                 code = process.poll()
                 lines = last_lines(log_path)
