@@ -127,13 +127,13 @@ TEST_WORKERS ?= 3
 GENERATIVE := tests/contacts/api/test_api_generative.py
 
 # Setting up .venv keeps one core busy: the venvs it does not need (the other Pythons', checkov's)
-# are built beside it.
-# 3.12's job starts with the set-up: it runs in-process tests only (PYTEST_ARGS_3.12, below),
-# needs no .venv and builds its own venv, and so takes the core the set-up leaves idle while it
-# compiles python-qpid-proton's C extension (about 17 s of one core: PyPI has no wheel of it).
+# are built beside it. One make: each job starts when what it needs is there. 3.12's job runs in-process tests only
+# (PYTEST_ARGS_3.12, below), needs no .venv and builds its own venv, so it starts with the
+# set-up and takes the core the set-up leaves idle while it compiles python-qpid-proton's C
+# extension (about 17 s of one core: PyPI has no wheel of it); the others start when the
+# set-up is done, six at once, the last (3.11's) when a slot is free.
 test:
-	@$(MAKE) --no-print-directory -j4 --output-sync=target setup venvs $(EARLY_PYTHON_TESTS)
-	@$(MAKE) --no-print-directory -j6 --output-sync=target lint-behind test-suite test-funcstack test-generative conformance-fast example-tests $(LATE_PYTHON_TESTS)
+	@$(MAKE) --no-print-directory -j7 --output-sync=target setup venvs $(EARLY_PYTHON_TESTS) lint-behind test-suite test-funcstack test-generative conformance-fast example-tests $(LATE_PYTHON_TESTS)
 
 # Lint at a lower priority (nice 10) beside the tests: it starts no server and waits on nothing,
 # so it takes the CPU the others leave (their end waits on servers: about a core in five idle
