@@ -126,12 +126,12 @@ example-tests: $(PY_STAMP)
 TEST_WORKERS ?= 3
 GENERATIVE := tests/contacts/api/test_api_generative.py
 
-# Setting up .venv keeps one core busy: the venvs it does not need (the other Pythons', checkov's)
-# are built beside it. One make: each job starts when what it needs is there. 3.12's job runs in-process tests only
-# (PYTEST_ARGS_3.12, below), needs no .venv and builds its own venv, so it starts with the
-# set-up and takes the core the set-up leaves idle while it compiles python-qpid-proton's C
-# extension (about 17 s of one core: PyPI has no wheel of it); the others start when the
-# set-up is done, six at once, the last (3.11's) when a slot is free.
+# One make for the set-up and the jobs: each starts when what it needs is there. Setting up
+# .venv keeps one core busy: the venvs it does not need (the other Pythons', checkov's) are built
+# beside it, and 3.12's job, which runs in-process tests only (PYTEST_ARGS_3.12, below), needs no
+# .venv and builds its own venv, starts with it too: it takes the core the set-up leaves idle
+# while it compiles python-qpid-proton's C extension (about 17 s of one core: PyPI has no wheel
+# of it). The others start when the set-up is done, six at once, the last when a slot is free.
 test:
 	@$(MAKE) --no-print-directory -j7 --output-sync=target setup venvs $(EARLY_PYTHON_TESTS) lint-behind test-suite test-funcstack test-generative conformance-fast example-tests $(LATE_PYTHON_TESTS)
 
