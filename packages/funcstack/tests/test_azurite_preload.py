@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from funcstack._cache import node_executable, node_modules
-from funcstack.services import AZURITE_PRELOAD, port_in_use, start_azurite
+from funcstack.services import _AZURITE_PRELOAD, port_in_use, start_azurite
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +51,7 @@ def _probe(*node_args: str) -> dict[str, object]:
 
 
 def test_with_the_preload_the_sdk_is_loaded_at_its_first_use_not_before() -> None:
-    assert _probe("--require", str(AZURITE_PRELOAD)) == {
+    assert _probe("--require", str(_AZURITE_PRELOAD)) == {
         "before": False,
         "after": True,
         "client": "function",

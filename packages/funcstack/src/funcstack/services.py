@@ -66,7 +66,7 @@ AZURITE_KEY = (
 
 
 #: Run before Azurite's main script (`node --require`): see the file.
-AZURITE_PRELOAD = Path(__file__).parent / "node" / "azurite_preload.js"
+_AZURITE_PRELOAD = Path(__file__).parent / "node" / "azurite_preload.js"
 
 #: Where `free_port` looks first: above the ports this stack knows (Azurite's 10000-10002).
 _FREE_PORTS_FROM = 10100
@@ -164,7 +164,7 @@ def start_azurite(
                 # Azurite loads the Application Insights SDK at start even with telemetry off
                 # (0.85 s of its 1.4 s of CPU): the preload has it load at its first use instead.
                 "--require",
-                str(AZURITE_PRELOAD),
+                str(_AZURITE_PRELOAD),
                 str(exe.resolve()),
                 "--silent",
                 "--skipApiVersionCheck",
