@@ -54,6 +54,7 @@ from cosmos_outbox.ports import (
 )
 
 if TYPE_CHECKING:
+    from cosmos_outbox.operations import Operations
     from cosmos_outbox.settings import TriggerSettings
 
 A = TypeVar("A", bound="Aggregate")
@@ -171,7 +172,7 @@ class OutboxBase:
         (App Service Authentication), and the operators' console page at
         `route_prefix/console` (README, "The operators' console")."""
         return operators_blueprint(
-            self.wiring,
+            self.operations,
             asynchronous=self.asynchronous,
             models=models,
             route_prefix=route_prefix,
@@ -179,6 +180,11 @@ class OutboxBase:
             console=console,
             operator_role=operator_role,
         )
+
+    def operations(self) -> Operations:
+        """The operators' one API (`cosmos_outbox.operations`): status, quarantine, dead
+        letters, journey, subscribers' holds, re-drive, by role; what every way in calls."""
+        return self.wiring().operations()
 
     def docs_blueprint(
         self, functions: Callable[[], Sequence[Any]], *, title: str, description: str = ""
@@ -188,8 +194,7 @@ class OutboxBase:
         of this outbox's aggregates) and the 404/405 fallback."""
         return docs_blueprint(
             functions,
-            ping=lambda: self.wiring().store.ping(),
-            relay_blocked=lambda: self.wiring().relay_health.current(),
+            health_answer=lambda: self.operations().status.health(),
             title=title,
             description=description,
             aggregates=self.aggregates,

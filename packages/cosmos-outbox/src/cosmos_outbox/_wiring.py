@@ -47,8 +47,8 @@ from cosmos_outbox.settings import (
 if TYPE_CHECKING:
     from cosmos_outbox._quarantine import Quarantine
     from cosmos_outbox._relay.forwarding import Relay
-    from cosmos_outbox._relay.operator_actions import OutboxOperators
     from cosmos_outbox._relay.releases import Releases
+    from cosmos_outbox.operations._operations import Operations
     from cosmos_outbox.settings import OutboxSettings
     from cosmos_outbox.telemetry import RelayTelemetry
 
@@ -388,6 +388,7 @@ class Wiring:
         self._schedule_queue: AsyncScheduleQueue | None = None
         self._schedule_made = False
         self._backlog: AsyncBacklogEstimator | None = None
+        self._operations: Operations | None = None
         self.sequences = Sequences()
 
     def transaction(
@@ -481,19 +482,29 @@ class Wiring:
                 }
             return self._subscriber_stores
 
-    def operators(self) -> OutboxOperators:
-        from cosmos_outbox._relay.operator_actions import OutboxOperators
+    def operations(self) -> Operations:
+        """The operators' one API (`cosmos_outbox.operations`), made once, on first use."""
+        with self._lock:
+            if self._operations is None:
+                from cosmos_outbox.operations import _operations as made
 
-        return OutboxOperators(
-            store=self.store,
-            quarantine=self.quarantine,
-            relay=self.relay,
-            backlog=self.backlog,
-            event_ttl_seconds=self.event_ttl_seconds,
-            legacy=self.legacy,
-            health=self.relay_health,
-            dead_letters=self.dead_letters,
-            watched=self.services.watched,
-            subscribers=self.subscriber_stores,
-            redrive_tokens=self.redrive_tokens,
-        )
+                self._operations = made.Operations(
+                    store=self.store,
+                    quarantine=self.quarantine,
+                    relay=self.relay,
+                    backlog=self.backlog,
+                    history=self.backlog_history,
+                    event_ttl_seconds=self.event_ttl_seconds,
+                    tokens=made.PagingTokens(
+                        quarantine=self.quarantine_tokens,
+                        dead_letters=self.dead_letter_tokens,
+                        documents=self.document_tokens,
+                        redrive=self.redrive_tokens,
+                    ),
+                    legacy=self.legacy,
+                    health=self.relay_health,
+                    dead_letters=self.dead_letters,
+                    watched=self.services.watched,
+                    subscribers=self.subscriber_stores,
+                )
+            return self._operations

@@ -22,7 +22,7 @@ import pytest
 from conftest import body, problem
 from recovery_world import KIND, SUBSCRIPTION, RecoveryWorld
 
-from cosmos_outbox._recovery import dead_letters
+from cosmos_outbox.operations import _dead_letters as dead_letters
 from cosmos_outbox.ports import LeaseBacklog
 from cosmos_outbox.subscriber import Outcome
 from cosmos_outbox.testing import delivered

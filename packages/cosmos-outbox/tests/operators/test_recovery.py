@@ -20,8 +20,8 @@ from conftest import body, problem
 from recovery_world import KIND, OTHER, SUBSCRIPTION, RecoveryWorld, Stock
 
 from cosmos_outbox import Outbox
-from cosmos_outbox._recovery.dead_letters import describe, resubmission, resubmission_id
 from cosmos_outbox.errors import OutboxError, SessionIdTooLongError
+from cosmos_outbox.operations._dead_letters import describe, resubmission, resubmission_id
 from cosmos_outbox.ports import DeadLetterEntity, LeaseBacklog, Page
 from cosmos_outbox.subscriber import DISCARD_NOTICE, Dispatcher, Outcome, Projector
 from cosmos_outbox.testing import (

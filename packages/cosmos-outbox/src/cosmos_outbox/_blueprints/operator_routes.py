@@ -7,7 +7,7 @@ names its aggregate by `aggregateType` + `aggregateId`, nothing else.
 Each route but `outbox/health` (anonymous) is also served to a signed-in operator under
 `/outbox/console/...`, and the console page at `/outbox/console` shows them
 (`cosmos_outbox._console`: two doors, one implementation); who acts is the operator a door
-admitted (`cosmos_outbox._actor.current_actor()`).
+admitted (`cosmos_outbox.operations._actor.current_actor()`).
 
 Decision: the reason of a discard is the required query parameter `reason` (1-500 characters,
 the text rules of every field). DELETE bodies are dropped by some clients and proxies, and a
@@ -35,7 +35,6 @@ from pydantic import (
     model_validator,
 )
 
-from cosmos_outbox._blueprints.docs import health_answer
 from cosmos_outbox._blueprints.operator_types import (
     WHOLE,
 )
@@ -74,8 +73,7 @@ from cosmos_outbox.http._paging import TOKEN_PATTERN, next_token
 from cosmos_outbox.ports import Page
 
 if TYPE_CHECKING:
-    from cosmos_outbox._relay.operator_actions import OutboxStatus
-    from cosmos_outbox._wiring import Wiring
+    from cosmos_outbox.operations import Operations, OutboxStatus
 
 __all__ = [
     "AggregateType",
@@ -342,7 +340,7 @@ _ERRORS = (400, 429, 500, 503)
 
 
 def operators_blueprint(
-    wiring: Callable[[], Wiring],
+    operations: Callable[[], Operations],
     *,
     asynchronous: bool,
     models: OperatorModels = OperatorModels(),
@@ -352,7 +350,7 @@ def operators_blueprint(
     operator_role: str = OPERATOR_ROLE,
 ) -> func.Blueprint:
     """The operators' routes under `route_prefix` (`outbox/status`, `outbox/quarantine`, ...),
-    at `auth_level` (ADMIN: the host's master key), served by `wiring()`; `models` are the
+    at `auth_level` (ADMIN: the host's master key), served by `operations()`; `models` are the
     request and answer models (an app's subclasses). Bounded: a store or a broker that hangs
     makes an operator's call a 503 + Retry-After within BOUND_SECONDS, as /health, never a wait
     on the SDKs' own timeouts and retries. With `console`, each route also under
@@ -379,7 +377,7 @@ def operators_blueprint(
         errors=_ERRORS,
     )
     async def outbox_status(call: HttpCall[None]) -> Reply:
-        return Reply(OutboxStatusView.of(await wiring().operators().status()))
+        return Reply(OutboxStatusView.of(await operations().status.now()))
 
     @operation(
         route=f"{prefix}/backlog",
@@ -391,7 +389,7 @@ def operators_blueprint(
         errors=_ERRORS,
     )
     async def backlog_history(call: HttpCall[None]) -> Reply:
-        readings = await wiring().backlog_history.readings()
+        readings = await operations().status.backlog()
         return Reply(
             BacklogHistoryView(
                 readings=[
@@ -416,12 +414,12 @@ def operators_blueprint(
         errors=_ERRORS,
     )
     async def list_quarantine(call: HttpCall[None]) -> Reply:
-        wired = wiring()
-        cursor = call.cursor(wired.quarantine_tokens)
-        page = await wired.operators().quarantine_page(
+        ops = operations()
+        cursor = call.cursor(ops.tokens.quarantine)
+        page = await ops.quarantine.page(
             page_size=call.page_size, continuation=cursor.store_token if cursor else None
         )
-        token = next_token(page.continuation_token, cursor, wired.quarantine_tokens)
+        token = next_token(page.continuation_token, cursor, ops.tokens.quarantine)
         body = models.quarantine_page.of(Page(page.items, token), models.quarantine_item)
         return Reply(body, {"X-Continuation-Token": token} if token else {})
 
@@ -435,7 +433,7 @@ def operators_blueprint(
         errors=(400, 404, 429, 500, 503),
     )
     async def show_quarantined(call: HttpCall[None]) -> Reply:
-        entry = await wiring().quarantine.get(call.path["eventId"])
+        entry = await operations().quarantine.get(call.path["eventId"])
         return Reply(QuarantinedEventView.of_entry(entry))
 
     @operation(
@@ -449,7 +447,7 @@ def operators_blueprint(
         errors=(400, 404, 429, 500, 503),
     )
     async def replay_quarantined(call: HttpCall[None]) -> Reply:
-        replayed = await wiring().operators().replay(call.path["eventId"])
+        replayed = await operations().quarantine.replay(call.path["eventId"])
         return Reply(models.quarantine_item.of(replayed))
 
     @operation(
@@ -464,7 +462,9 @@ def operators_blueprint(
         errors=(400, 404, 429, 500, 503),
     )
     async def discard_quarantined(call: HttpCall[None]) -> Reply:
-        discarded = await wiring().operators().discard(call.path["eventId"], call.query["reason"])
+        discarded = await operations().quarantine.discard(
+            call.path["eventId"], call.query["reason"]
+        )
         return Reply(DiscardView.of(discarded))
 
     @operation(
@@ -483,17 +483,13 @@ def operators_blueprint(
     async def redrive_events(call: HttpCall[Any]) -> Reply:
         body = call.body
         aggregate_type, aggregate_id = body.scope
-        page = (
-            await wiring()
-            .operators()
-            .redrive(
-                body.since,
-                aggregate_type=aggregate_type,
-                aggregate_id=aggregate_id,
-                subscription=body.subscription,
-                page_size=body.page_size,
-                continuation=body.continuation_token,
-            )
+        page = await operations().redrive.page(
+            body.since,
+            aggregate_type=aggregate_type,
+            aggregate_id=aggregate_id,
+            subscription=body.subscription,
+            page_size=body.page_size,
+            continuation=body.continuation_token,
         )
         return Reply(
             RedriveView(
@@ -522,10 +518,6 @@ def operators_blueprint(
             )
         )
 
-    async def health() -> dict[str, Any]:
-        wired = wiring()
-        return await health_answer(wired.store.ping, wired.relay_health.current)
-
     # outbox/health is anonymous: through neither door (no key, no sign-in), bounded like them
     anonymous = HttpApi(
         doors.blueprint, parameters={}, auth_level=func.AuthLevel.ANONYMOUS, bounded=True
@@ -534,7 +526,7 @@ def operators_blueprint(
     def anonymous_operation(**declared: Any) -> Callable[[Any], Any]:
         return anonymous.operation(asynchronous=asynchronous, **declared)
 
-    recovery_routes(operation, wiring, prefix=prefix, anonymous=anonymous_operation, health=health)
+    recovery_routes(operation, operations, prefix=prefix, anonymous=anonymous_operation)
 
     if console:
         from cosmos_outbox._console.page import register_page

@@ -2,12 +2,12 @@
 health for an app of its own (`outbox/health`, anonymous), the dead letters of the watched
 subscriptions and queues (count, list, peek, resubmit, discard), the journey of an event or an
 aggregate, and the subscribers (what they hold and why; releasing it). Their use cases are
-`cosmos_outbox._recovery`'s, run by the operators' (`OutboxOperators`); the command line
+`cosmos_outbox.operations`'s, run by the operators' (`OutboxOperators`); the command line
 (`cosmos-outbox`) and the console call these routes, and nothing else.
 
 Each route but `outbox/health` is declared with the operators' `operation` (both doors: the
 admin key's and the signed-in operator's, `cosmos_outbox._console.doors`); who acts is the
-operator the door admitted (`cosmos_outbox._actor.current_actor()`, read by the use cases).
+operator the door admitted (`cosmos_outbox.operations.current_actor()`, read by the use cases).
 Every action's answer says what subscribers will see (`subscribersWillSee`), as its audit line
 does. `outbox/health` is anonymous, declared with `anonymous` (neither door).
 """
@@ -28,14 +28,6 @@ from cosmos_outbox._blueprints.operator_types import (
     OperatorReason,
 )
 from cosmos_outbox._records import OutboxMessage
-from cosmos_outbox._recovery.dead_letters import (
-    MAX_PER_CALL,
-    ActionReport,
-    Described,
-    LetterFilter,
-    Selection,
-)
-from cosmos_outbox._recovery.stored import partition_documents
 from cosmos_outbox.errors import InvalidContinuationError
 from cosmos_outbox.http._call import HttpCall, Reply
 from cosmos_outbox.http._declaration import PathParameter, QueryParameter
@@ -47,13 +39,19 @@ from cosmos_outbox.http._models import (
     omit_null_defaults,
 )
 from cosmos_outbox.http._paging import next_token
+from cosmos_outbox.operations._dead_letters import (
+    MAX_PER_CALL,
+    ActionReport,
+    Described,
+    LetterFilter,
+    Selection,
+)
 from cosmos_outbox.text import Text
 
 if TYPE_CHECKING:
-    from cosmos_outbox._recovery.journey import AggregateJourney, EventJourney
-    from cosmos_outbox._recovery.subscribers import Released, SubscriberView
-    from cosmos_outbox._relay.operator_actions import Discarded
-    from cosmos_outbox._wiring import Wiring
+    from cosmos_outbox.operations import Discarded, Operations
+    from cosmos_outbox.operations._journey import AggregateJourney, EventJourney
+    from cosmos_outbox.operations._subscribers import Released, SubscriberView
 
 __all__ = [
     "DeadLetterSelection",
@@ -575,11 +573,10 @@ def _query(name: str, adapter: TypeAdapter[Any], description: str) -> QueryParam
 
 def recovery_routes(
     operation: Callable[..., Callable[[Any], Any]],
-    wiring: Callable[[], Wiring],
+    operations: Callable[[], Operations],
     *,
     prefix: str,
     anonymous: Callable[..., Callable[[Any], Any]],
-    health: Callable[[], Any],
 ) -> None:
     """Declare the recovery routes under `prefix`: with `operation` (the operators' doors,
     bounded), and the anonymous `outbox/health` with `anonymous`."""
@@ -598,7 +595,7 @@ def recovery_routes(
         errors=(400, 500, 503),
     )
     async def outbox_health(call: HttpCall[None]) -> Reply:
-        return Reply(await health())
+        return Reply(await operations().status.health())
 
     @operation(
         route=f"{prefix}/deadletters",
@@ -609,7 +606,7 @@ def recovery_routes(
         errors=(400, 429, 500, 503),
     )
     async def count_dead_letters(call: HttpCall[None]) -> Reply:
-        counts = await wiring().operators().dead_letters.counts()
+        counts = await operations().dead_letters.counts()
         return Reply(
             DeadLetterCountsView(
                 entities=[
@@ -644,10 +641,10 @@ def recovery_routes(
         errors=_ERRORS,
     )
     async def list_dead_letters(call: HttpCall[None]) -> Reply:
-        wired = wiring()
-        letters = wired.operators().dead_letters
+        ops = operations()
+        letters = ops.dead_letters
         entity = letters.entity(call.path["entity"])
-        cursor = call.cursor(wired.dead_letter_tokens)
+        cursor = call.cursor(ops.tokens.dead_letters)
         after = (
             int(cursor.store_token) if cursor is not None and cursor.store_token.isdigit() else 0
         )
@@ -668,7 +665,7 @@ def recovery_routes(
             after=after,
         )
         token = next_token(
-            str(next_after) if next_after is not None else None, cursor, wired.dead_letter_tokens
+            str(next_after) if next_after is not None else None, cursor, ops.tokens.dead_letters
         )
         body = DeadLetterPage.of_items([DeadLetterItem.of(d) for d in found], token)
         return Reply(body, {"X-Continuation-Token": token} if token else {})
@@ -684,7 +681,7 @@ def recovery_routes(
         errors=_ERRORS,
     )
     async def peek_dead_letter(call: HttpCall[None]) -> Reply:
-        letters = wiring().operators().dead_letters
+        letters = operations().dead_letters
         entity = letters.entity(call.path["entity"])
         described = await letters.peek(entity, int(call.path["sequenceNumber"]))
         return Reply(DeadLetterView.whole(described))
@@ -702,7 +699,7 @@ def recovery_routes(
         errors=(400, 404, 413, 415, 429, 500, 503),
     )
     async def resubmit_dead_letters(call: HttpCall[Any]) -> Reply:
-        letters = wiring().operators().dead_letters
+        letters = operations().dead_letters
         entity = letters.entity(call.path["entity"])
         report = await letters.resubmit(entity, call.body.selection)
         return Reply(DeadLetterActionView.of(report))
@@ -719,7 +716,7 @@ def recovery_routes(
         errors=(400, 404, 413, 415, 429, 500, 503),
     )
     async def discard_dead_letters(call: HttpCall[Any]) -> Reply:
-        letters = wiring().operators().dead_letters
+        letters = operations().dead_letters
         entity = letters.entity(call.path["entity"])
         report = await letters.discard(entity, call.body.selection, reason=call.body.reason)
         return Reply(DeadLetterActionView.of(report))
@@ -735,7 +732,7 @@ def recovery_routes(
         errors=_ERRORS,
     )
     async def event_journey(call: HttpCall[None]) -> Reply:
-        journey = wiring().operators().journey
+        journey = operations().journey
         return Reply(EventJourneyView.of(await journey.of_event(call.path["eventId"])))
 
     @operation(
@@ -748,7 +745,7 @@ def recovery_routes(
         errors=_ERRORS,
     )
     async def aggregate_journey(call: HttpCall[None]) -> Reply:
-        journey = wiring().operators().journey
+        journey = operations().journey
         found = await journey.of_aggregate(call.path["aggregateType"], call.path["aggregateId"])
         return Reply(AggregateJourneyView.of(found))
 
@@ -764,15 +761,14 @@ def recovery_routes(
         errors=_ERRORS,
     )
     async def aggregate_documents(call: HttpCall[None]) -> Reply:
-        wired = wiring()
-        cursor = call.cursor(wired.document_tokens)
-        page = await partition_documents(
-            wired.store,
+        ops = operations()
+        cursor = call.cursor(ops.tokens.documents)
+        page = await ops.journey.documents(
             call.path["aggregateId"],
             page_size=call.page_size,
             continuation=cursor.store_token if cursor is not None else None,
         )
-        token = next_token(page.continuation_token, cursor, wired.document_tokens)
+        token = next_token(page.continuation_token, cursor, ops.tokens.documents)
         body = DocumentPage.of_items(page.items, token)
         return Reply(body, {"X-Continuation-Token": token} if token else {})
 
@@ -787,7 +783,7 @@ def recovery_routes(
         errors=(400, 429, 500, 503),
     )
     async def subscribers_status(call: HttpCall[None]) -> Reply:
-        views = await wiring().operators().subscribers.status()
+        views = await operations().subscribers.status()
         return Reply(SubscribersView(subscribers=[SubscriberStatusView.of(v) for v in views]))
 
     @operation(
@@ -803,15 +799,11 @@ def recovery_routes(
     )
     async def release_held(call: HttpCall[Any]) -> Reply:
         body = call.body
-        released = (
-            await wiring()
-            .operators()
-            .subscribers.release(
-                call.path["subscription"],
-                aggregate_type=body.aggregate_type,
-                aggregate_id=body.aggregate_id,
-                version=body.version,
-                reason=body.reason,
-            )
+        released = await operations().subscribers.release(
+            call.path["subscription"],
+            aggregate_type=body.aggregate_type,
+            aggregate_id=body.aggregate_id,
+            version=body.version,
+            reason=body.reason,
         )
         return Reply(ReleaseView.of(released))

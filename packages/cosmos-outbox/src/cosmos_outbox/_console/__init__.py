@@ -3,7 +3,7 @@
 doors.py      the operators' routes through two doors, one implementation: the admin key
               (auth level ADMIN: the Functions host checks the master key) and a signed-in
               operator (App Service Authentication names them; this package checks the
-              role); every action run as the operator admitted (`cosmos_outbox._actor`)
+              role); every action run as the operator admitted (`cosmos_outbox.operations._actor`)
 identity.py   the signed-in operator: App Service Authentication's X-MS-CLIENT-PRINCIPAL,
               trusted only where the platform sets it (WEBSITE_AUTH_ENABLED)
 guard.py      actions from the page protected against cross-site requests (same origin by

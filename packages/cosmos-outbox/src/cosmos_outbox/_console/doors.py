@@ -22,7 +22,7 @@ Python worker does not pass the host's verdict on). A key checked by the host an
 checked by the platform and the role here are each sound; a single route could have only one.
 Both doors run the same function body (the request pipeline with the operation's handler) and
 differ only in who they admit; every action runs `acting_as` the operator admitted, and its
-audit line names them (`cosmos_outbox._actor`)."""
+audit line names them (`cosmos_outbox.operations._actor`)."""
 
 from __future__ import annotations
 
@@ -34,7 +34,6 @@ from typing import Any, cast
 
 import azure.functions as func
 
-from cosmos_outbox._actor import ADMIN_KEY, Actor, acting_as
 from cosmos_outbox._console.guard import CrossSiteError, check_action
 from cosmos_outbox._console.identity import (
     AUTH_ENABLED_SETTING,
@@ -46,6 +45,7 @@ from cosmos_outbox._console.negotiation import negotiated
 from cosmos_outbox.http._api import HttpApi
 from cosmos_outbox.http._declaration import KEY_PARAMETER, HttpOperation, PathParameter
 from cosmos_outbox.http._problems import HttpProblemError
+from cosmos_outbox.operations._actor import ADMIN_KEY, Actor, acting_as
 
 __all__ = [
     "CONSOLE_SEGMENT",

@@ -62,6 +62,9 @@ check: a message too large for the topic travels with an empty body and the Clou
 
 from __future__ import annotations
 
+from cosmos_outbox._mapper.cloudevents import (
+    application_properties as application_properties,
+)
 from cosmos_outbox._mapper.document import (
     EVENT_TYPE as EVENT_TYPE,
 )

@@ -157,7 +157,7 @@ def _check_event_mapping(aggregate: type[Aggregate], kind: type[Event]) -> None:
     from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
     from cloudevents.core.formats.json import JSONFormat
 
-    from cosmos_outbox.servicebus._messages import application_properties
+    from cosmos_outbox._mapper import application_properties
     from cosmos_outbox.subscriber._events import from_message
 
     action = kind.action_name()

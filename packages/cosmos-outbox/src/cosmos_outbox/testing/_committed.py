@@ -4,9 +4,8 @@ asserts on is then what subscribers will get, whatever the stored form."""
 
 from __future__ import annotations
 
-from cosmos_outbox._mapper import EVENT_TYPE, read_feed, to_message
+from cosmos_outbox._mapper import EVENT_TYPE, application_properties, read_feed, to_message
 from cosmos_outbox._records import OutboxRecord
-from cosmos_outbox.servicebus._messages import application_properties
 from cosmos_outbox.subscriber._events import IncomingEvent, from_message
 from cosmos_outbox.testing._fakes import InMemoryStore
 

@@ -86,7 +86,7 @@ class InMemoryDeadLetters(DeadLetterQueues):
     ) -> DeadLetter:
         """Dead-letter a message the relay sent (`FakePublisher.messages`), with the properties
         it had on the wire (the outbox's and the CloudEvents attributes)."""
-        from cosmos_outbox.servicebus._messages import application_properties
+        from cosmos_outbox._mapper import application_properties
 
         return self.dead_letter(
             entity,

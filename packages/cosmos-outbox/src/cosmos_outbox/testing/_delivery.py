@@ -29,7 +29,7 @@ def delivered(
 ) -> func.ServiceBusMessage:
     """`message` as a session subscription's trigger receives it (its SessionId the aggregate
     id); `cloudevents_source_base` as the app's CLOUDEVENTS_SOURCE_BASE."""
-    from cosmos_outbox.servicebus._messages import application_properties
+    from cosmos_outbox._mapper import application_properties
 
     return service_bus_message(
         message.body,

@@ -31,14 +31,13 @@ from typing import Any
 import pytest
 
 from cosmos_outbox import _clock
-from cosmos_outbox._mapper import EVENT_TYPE, read_feed
+from cosmos_outbox._mapper import EVENT_TYPE, application_properties, read_feed
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._records import OutboxMessage, Release
 from cosmos_outbox._relay.forwarding import Relay
 from cosmos_outbox._relay.releases import Releases
 from cosmos_outbox._sync_bridge import as_async, run_sync
 from cosmos_outbox.errors import TooLateToCancelError
-from cosmos_outbox.servicebus._messages import application_properties
 from cosmos_outbox.subscriber._events import IncomingEvent, from_message
 from cosmos_outbox.subscriber._projector import AsyncProjector, Outcome, Projection
 from cosmos_outbox.telemetry import RelayTelemetry

@@ -16,12 +16,12 @@ import pytest
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._mapper import EVENT_TYPE, envelope_and_data
 from cosmos_outbox._quarantine import Quarantine
-from cosmos_outbox._relay.operator_actions import stored_events
 from cosmos_outbox._sync_bridge import as_async, run_sync
 from cosmos_outbox._write import service, sync, transaction, unit_of_work
 from cosmos_outbox._write.idempotency import Answer, IdempotencyKey, Recorded
 from cosmos_outbox._write.service import Versioned
 from cosmos_outbox._write.streams import Sequences
+from cosmos_outbox.operations._stored import stored_events
 from cosmos_outbox.ports import (
     AsyncBacklogEstimator,
     AsyncDocumentStore,
@@ -159,7 +159,7 @@ class StoreWorld(abc.ABC):
 
     def events_since(self, *args: Any, **kwargs: Any) -> Any:
         """The stored events a re-drive reads
-        (`cosmos_outbox._relay.operator_actions.stored_events`)."""
+        (`cosmos_outbox.operations._operators.stored_events`)."""
         return self.run(stored_events(self.async_store, *args, **kwargs))
 
     def plant(self, document: dict[str, Any]) -> None:

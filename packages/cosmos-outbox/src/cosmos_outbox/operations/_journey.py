@@ -34,10 +34,11 @@ from cosmos_outbox._records import (
     Unreadable,
     trace_id,
 )
-from cosmos_outbox._recovery.dead_letters import DeadLetterOperators, Described
 from cosmos_outbox._relay.releases import ScheduleState, schedule_state
 from cosmos_outbox.errors import NotFoundError
-from cosmos_outbox.ports import AsyncBacklogEstimator, AsyncDocumentStore, LeaseBacklog
+from cosmos_outbox.operations._dead_letters import DeadLetterOperators, Described
+from cosmos_outbox.operations._stored import partition_documents, partition_of
+from cosmos_outbox.ports import AsyncBacklogEstimator, AsyncDocumentStore, LeaseBacklog, Page
 from cosmos_outbox.subscriber._bookkeeping import (
     ACCEPTED_GAP_TYPE,
     GAP_TYPE,
@@ -161,6 +162,19 @@ class JourneyOperators:
         [item] = read_feed([document], legacy=self._legacy)
         return None if isinstance(item, NotAnEvent) else item
 
+    async def documents(
+        self, aggregate_id: str, *, page_size: int, continuation: str | None
+    ) -> Page[dict[str, Any]]:
+        """One page of the documents where the aggregate's live (its state, its events not yet
+        expired, its quarantine and idempotency records...), as stored, system properties
+        included; read only (the console's link from an event to its aggregate's documents)."""
+        return await partition_documents(
+            self._store,
+            partition_of(aggregate_id),
+            page_size=page_size,
+            continuation=continuation,
+        )
+
     async def of_event(self, event_id: str) -> EventJourney:
         """Where one event went. NotFoundError when nothing anywhere knows it."""
         context = await self._context()
@@ -187,7 +201,9 @@ class JourneyOperators:
         context = await self._context()
         stored: dict[str, OutboxRecord | Unreadable] = {}
         schedules: dict[str, ScheduleState | None] = {}
-        for document in await self._store.of_type(EVENT_TYPE, partition_key=aggregate_id):
+        for document in await self._store.of_type(
+            EVENT_TYPE, partition_key=partition_of(aggregate_id)
+        ):
             event = self._parse(document)
             if event is not None and event.aggregate_type in (aggregate_type, None):
                 stored[event.event_id] = event
@@ -198,7 +214,9 @@ class JourneyOperators:
                 await self._quarantine.get(
                     str(d.get("eventId") or d["id"]).removeprefix("quarantine-")
                 )
-                for d in await self._store.of_type(QUARANTINE_TYPE, partition_key=aggregate_id)
+                for d in await self._store.of_type(
+                    QUARANTINE_TYPE, partition_key=partition_of(aggregate_id)
+                )
             ]
             if q.aggregate_type in (aggregate_type, None)
         }
@@ -329,7 +347,7 @@ async def _sight(
             return SubscriberSight(name, "not received", 0)
         aggregate_id = str(found[0].get("partitionKey"))
         version = found[0].get("version") if version is None else version
-    projection = await store.read(aggregate_id, aggregate_id)
+    projection = await store.read(partition_of(aggregate_id), aggregate_id)
     last = last_version(projection)
     inbox = await store.read(aggregate_id, inbox_id(event_id))
     if isinstance(version, int) and version > 0:  # a scheduled event (0) has no place
@@ -352,13 +370,13 @@ async def _sight(
 async def _subscriber_aggregate(
     name: str, store: AsyncDocumentStore, aggregate_id: str
 ) -> SubscriberAggregate:
-    last = last_version(await store.read(aggregate_id, aggregate_id))
+    last = last_version(await store.read(partition_of(aggregate_id), aggregate_id))
     held = sorted(
         int(d.get("event", {}).get("version", 0))
-        for d in await store.of_type(HELD_TYPE, partition_key=aggregate_id)
+        for d in await store.of_type(HELD_TYPE, partition_key=partition_of(aggregate_id))
     )
-    gaps = await store.of_type(GAP_TYPE, partition_key=aggregate_id)
-    accepted = await store.of_type(ACCEPTED_GAP_TYPE, partition_key=aggregate_id)
+    gaps = await store.of_type(GAP_TYPE, partition_key=partition_of(aggregate_id))
+    accepted = await store.of_type(ACCEPTED_GAP_TYPE, partition_key=partition_of(aggregate_id))
     return SubscriberAggregate(
         subscription=name,
         projection_version=last,

@@ -46,15 +46,15 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from cosmos_outbox._actor import current_actor
 from cosmos_outbox._mapper import (
     DISCARD_NOTICE_SUBJECT,
     RESUBMISSION_PROPERTY,
     TARGET_PROPERTY,
     discard_notice,
 )
-from cosmos_outbox._recovery.audit import audit
 from cosmos_outbox.errors import NotFoundError
+from cosmos_outbox.operations._actor import current_actor
+from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.ports import (
     AsyncDeadLetterQueues,
     DeadLetter,
@@ -163,7 +163,7 @@ def discard_of(
     message, nothing to tell)."""
     if not described.is_outbox_message:
         return None
-    from cosmos_outbox.servicebus._messages import application_properties
+    from cosmos_outbox._mapper import application_properties
 
     assert described.aggregate_type and described.aggregate_id and described.version
     notice = discard_notice(

@@ -1,5 +1,5 @@
 """The audit line every recovery action writes: one warning on `cosmos_outbox.operators` (the
-category operators filter on), saying what was done, by whom (`cosmos_outbox._actor`: the
+category operators filter on), saying what was done, by whom (`cosmos_outbox.operations._actor`: the
 operator the operators' routes admitted, "admin key" or the signed-in operator's name and id),
 and what subscribers will see, with the same values as fields (`extra`: `outbox.audit`, the
 actor's `outbox.actor*`, `outbox.subscribers_will_see`, and the action's own `outbox.*`)."""
@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from cosmos_outbox._actor import current_actor
+from cosmos_outbox.operations._actor import current_actor
 
 __all__ = ["audit", "logger"]
 

@@ -1,4 +1,6 @@
-"""CloudEvents 1.0 on the wire: the AMQP protocol binding's binary content mode.
+"""The message's CloudEvents form, pure (the Service Bus adapter puts it on the wire; the
+operations' dead-letter notices and the test kit read it): CloudEvents 1.0 on the wire, the
+AMQP protocol binding's binary content mode.
 
 The body stays the event's data (the CloudEvent `data`), the AMQP `content-type` is its
 `datacontenttype`, and every other attribute is one application property named
@@ -57,3 +59,9 @@ def cloudevent_properties(
     if message.dataref is not None:
         properties[DATAREF] = message.dataref
     return properties
+
+
+def application_properties(message: OutboxMessage, *, base: str = "") -> dict[str, Any]:
+    """The outbox's application properties, then the CloudEvents attributes (this order is on
+    the wire)."""
+    return cloudevent_properties(message, base=base, into=dict(message.application_properties))

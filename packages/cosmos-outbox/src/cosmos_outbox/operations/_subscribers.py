@@ -23,14 +23,15 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from cosmos_outbox._actor import current_actor
 from cosmos_outbox._mapper import EVENT_TYPE, discard_notice, read_feed
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, quarantined_event
 from cosmos_outbox._records import LegacyEvents, OutboxMessage, OutboxRecord
-from cosmos_outbox._recovery.audit import audit
-from cosmos_outbox._recovery.dead_letters import WATCHED, DeadLetterOperators, EntityCount
-from cosmos_outbox._recovery.giving_up import will_see_notice
 from cosmos_outbox.errors import NotFoundError, PublishFailedError
+from cosmos_outbox.operations._actor import current_actor
+from cosmos_outbox.operations._audit import audit
+from cosmos_outbox.operations._dead_letters import WATCHED, DeadLetterOperators, EntityCount
+from cosmos_outbox.operations._giving_up import will_see_notice
+from cosmos_outbox.operations._stored import partition_of
 from cosmos_outbox.ports import AsyncDocumentStore
 from cosmos_outbox.subscriber._status import SubscriberStatus, subscriber_status
 from cosmos_outbox.telemetry import error_type
@@ -132,7 +133,7 @@ class SubscriberOperators:
     ) -> tuple[str | None, str | None, str]:
         """The event id, action and source of the aggregate's `version`, from its stored event
         or its quarantine record when the outbox still has one."""
-        documents = await self._store.of_type(EVENT_TYPE, partition_key=aggregate_id)
+        documents = await self._store.of_type(EVENT_TYPE, partition_key=partition_of(aggregate_id))
         for item in read_feed(documents, legacy=self._legacy):
             if (
                 isinstance(item, OutboxRecord)
@@ -140,7 +141,9 @@ class SubscriberOperators:
                 and item.aggregate_type == aggregate_type
             ):
                 return item.event_id, item.action, item.event_source
-        for document in await self._store.of_type(QUARANTINE_TYPE, partition_key=aggregate_id):
+        for document in await self._store.of_type(
+            QUARANTINE_TYPE, partition_key=partition_of(aggregate_id)
+        ):
             entry = quarantined_event(document, legacy=self._legacy)
             if entry.version == version:
                 return entry.event_id, entry.action, entry.event.event_source

@@ -40,10 +40,11 @@ from typing import Any
 from cosmos_outbox._mapper import REDRIVE_PROPERTY, TARGET_PROPERTY
 from cosmos_outbox._quarantine import QUARANTINE_TYPE
 from cosmos_outbox._records import LegacyEvents, OutboxMessage, OutboxRecord, Unreadable
-from cosmos_outbox._recovery.audit import audit
-from cosmos_outbox._recovery.stored import stored_events
 from cosmos_outbox.errors import InvalidContinuationError, PublishFailedError
 from cosmos_outbox.http._paging import Cursor, TokenCodec
+from cosmos_outbox.operations._audit import audit
+from cosmos_outbox.operations._dead_letters import DeadLetterOperators
+from cosmos_outbox.operations._stored import partition_of, stored_events
 from cosmos_outbox.ports import AsyncDocumentStore
 from cosmos_outbox.subscriber._bookkeeping import inbox_id, last_version
 from cosmos_outbox.telemetry import error_type
@@ -144,10 +145,12 @@ class RedriveOperators:
         relay: Callable[[], Any],
         tokens: TokenCodec,
         subscribers: Callable[[], Mapping[str, AsyncDocumentStore]],
+        dead_letters: DeadLetterOperators,
         legacy: LegacyEvents | None = None,
     ) -> None:
         self._store = store
         self._relay = relay
+        self._letters = dead_letters
         self._tokens = tokens
         self._subscribers = subscribers
         self._legacy = legacy
@@ -165,7 +168,7 @@ class RedriveOperators:
             )
         return state
 
-    async def redrive(
+    async def page(
         self,
         since: datetime,
         *,
@@ -175,7 +178,11 @@ class RedriveOperators:
         page_size: int = DEFAULT_PAGE_SIZE,
         continuation: str | None = None,
     ) -> RedrivePage:
-        """One page of the re-drive (the first, or the one `continuation` names)."""
+        """One page of a re-drive of the stored events created at or after `since` (of one
+        aggregate type, and one aggregate of it, if given; to one watched subscription if
+        given: NotFoundError for another), the first or the one `continuation` names."""
+        if subscription is not None:
+            subscription = self._letters.entity(subscription).name
         scope = [since.isoformat(), aggregate_type, aggregate_id, subscription]
         state = (
             self._open(continuation, scope)
@@ -184,7 +191,9 @@ class RedriveOperators:
         )
         discarded = {
             str(d.get("eventId"))
-            for d in await self._store.of_type(QUARANTINE_TYPE, partition_key=aggregate_id)
+            for d in await self._store.of_type(
+                QUARANTINE_TYPE, partition_key=partition_of(aggregate_id)
+            )
             if d.get("status") == "discarded"
         }
         events = sorted(

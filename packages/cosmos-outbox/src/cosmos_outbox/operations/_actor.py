@@ -2,7 +2,7 @@
 routes admit a request through one of their two doors (`cosmos_outbox._console.doors`: the admin
 key, which the Functions host checks, or a signed-in operator, whom App Service Authentication
 names) and run its action `acting_as` the `Actor` they admitted; the use cases
-(`cosmos_outbox._relay.operator_actions`) read `current_actor()` when they write their audit line.
+(`cosmos_outbox.operations._operators`) read `current_actor()` when they write their audit line.
 A context variable, so that it follows the request into the bounded thread or task that runs it
 (`cosmos_outbox.http.bounded` copies the context) and no use case's signature carries it."""
 

@@ -6,14 +6,27 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, overload
 
-from cosmos_outbox._mapper import EVENT_TYPE, read_feed, selected
+from cosmos_outbox._mapper import EVENT_TYPE, aggregate_partition, read_feed, selected
 from cosmos_outbox._records import LegacyEvents, NotAnEvent, OutboxRecord, Unreadable
 from cosmos_outbox.errors import InvalidContinuationError
 from cosmos_outbox.ports import AsyncDocumentStore, Page
 
-__all__ = ["partition_documents", "stored_events"]
+__all__ = ["partition_documents", "partition_of", "stored_events"]
+
+
+@overload
+def partition_of(aggregate_id: str) -> str: ...
+@overload
+def partition_of(aggregate_id: None) -> None: ...
+def partition_of(aggregate_id: str | None) -> str | None:
+    """Where an aggregate's documents live in the outbox's container (None: no aggregate, every
+    partition): the one rule every per-aggregate read of the operations asks (the journey, the
+    documents, the re-drive, the holds, the quarantine's records), the write path's own
+    (`cosmos_outbox._mapper.aggregate_partition`: an aggregate's id)."""
+    return None if aggregate_id is None else aggregate_partition(aggregate_id)
+
 
 #: Every document of one partition, in the store's order (no index needed: one partition).
 PARTITION_QUERY = "SELECT * FROM c"
@@ -33,7 +46,7 @@ async def stored_events(
     one aggregate (read in its partition) if given."""
     documents = [
         d
-        for d in await store.of_type(EVENT_TYPE, partition_key=aggregate_id)
+        for d in await store.of_type(EVENT_TYPE, partition_key=partition_of(aggregate_id))
         if selected(d, since, aggregate_type, legacy=legacy)
     ]
     return [
