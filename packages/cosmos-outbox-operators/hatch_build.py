@@ -1,12 +1,13 @@
-"""cosmos-outbox's build hook (hatchling): puts htmx -- the console page's hypermedia library --
-into the package, from npm, pinned by version and by the SHA-256 of the file shipped.
+"""cosmos-outbox-operators' build hook (hatchling): puts htmx -- the console page's hypermedia
+library -- into the package, from npm, pinned by version and by the SHA-256 of the file shipped.
 
-The console (`cosmos_outbox._console`) serves htmx itself, so that the page loads nothing from
-another origin and works in a closed network; htmx is not kept in this repository (no copy of
-another project's code): it is fetched from the npm registry when the package is built, with
-`npm pack` (npm checks the tarball against the registry's integrity hash), and checked again here
-against the hash below. It lands in `src/cosmos_outbox/_console/static/vendor/` (ignored by git)
-with its licence (0BSD), and ships in the wheel and in the sdist (`artifacts` in pyproject.toml).
+The console (`cosmos_outbox_operators._console`) serves htmx itself, so that the page loads
+nothing from another origin and works in a closed network; htmx is not kept in this repository
+(no copy of another project's code): it is fetched from the npm registry when the package is
+built, with `npm pack` (npm checks the tarball against the registry's integrity hash), and
+checked again here against the hash below. It lands in
+`src/cosmos_outbox_operators/_console/static/vendor/` (ignored by git) with its licence (0BSD),
+and ships in the wheel and in the sdist (`artifacts` in pyproject.toml).
 
 Built from the sdist, or from a tree where it was fetched once (`make setup`, `make wheels`), the
 file is there: no npm is needed. Otherwise the build needs npm on the PATH and the registry
@@ -26,7 +27,7 @@ from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 HTMX_VERSION = "2.0.11"
 HTMX_SHA256 = "d6fdc75f204e6bdefa99b69bf1e6d4ac69b8a364f77929f45c13476b4000f717"
-VENDOR = Path("src/cosmos_outbox/_console/static/vendor")
+VENDOR = Path("src/cosmos_outbox_operators/_console/static/vendor")
 #: what the package's tarball holds -> where it goes in VENDOR
 FILES = {"package/dist/htmx.min.js": "htmx.min.js", "package/LICENSE": "htmx.LICENSE"}
 
@@ -44,9 +45,9 @@ def vendor_htmx(root: Path) -> Path:
     npm = shutil.which("npm")
     if npm is None:
         raise RuntimeError(
-            f"cosmos-outbox's console needs htmx {HTMX_VERSION} from npm to build the package, "
-            "and npm is not on the PATH: install Node.js (with npm), or install cosmos-outbox "
-            "from its wheel or its sdist, which carry the file"
+            f"cosmos-outbox-operators' console needs htmx {HTMX_VERSION} from npm to build the "
+            "package, and npm is not on the PATH: install Node.js (with npm), or install "
+            "cosmos-outbox-operators from its wheel or its sdist, which carry the file"
         )
     with tempfile.TemporaryDirectory() as scratch:
         done = subprocess.run(  # noqa: S603  # npm from the PATH, fixed arguments

@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import azure.functions as func
+from cosmos_outbox_operators import operators_blueprint
 
 from cosmos_outbox import Outbox
-from cosmos_outbox._mapper import EVENT_TYPE, read_feed
-from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox.documents import EVENT_TYPE, read_feed
 from cosmos_outbox.ports import Outgoing
 from cosmos_outbox.relay import OutboxMessage
 from cosmos_outbox.subscriber import Dispatcher, IncomingEvent, Projection, Projector, Result
@@ -25,6 +25,7 @@ from cosmos_outbox.testing import (
     InMemoryStore,
     delivered,
     in_memory,
+    run_sync,
     service_bus_message,
 )
 
@@ -66,7 +67,7 @@ class RecoveryWorld:
         self.outbox = Outbox(services=lambda: self.memory.services)
         app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
         app.register_functions(self.outbox.relay_blueprint())
-        app.register_functions(self.outbox.operators_blueprint())
+        app.register_functions(operators_blueprint(self.outbox))
         self.app = app
         self.client = FunctionClient(app)
         self.projector = Projector(self.projections, Stock(), inbox_ttl_seconds=3600)

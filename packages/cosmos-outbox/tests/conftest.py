@@ -49,7 +49,9 @@ class TicketWorld:
         self.memory: InMemory = in_memory(**options)
         self.outbox = Outbox([Ticket], services=lambda: self.memory.services)
         self.app = self.outbox.function_app(
-            ticket_routes(self.outbox, etag_request_header=etag_request_header), title="Tickets"
+            ticket_routes(self.outbox, etag_request_header=etag_request_header),
+            title="Tickets",
+            operators=False,  # the operators' routes are cosmos-outbox-operators' (its tests)
         )
         self.client = FunctionClient(self.app)
 

@@ -6,7 +6,7 @@ aggregate, and the subscribers (what they hold and why; releasing it). Their use
 (`cosmos-outbox`) and the console call these routes, and nothing else.
 
 Each route but `outbox/health` is declared with the operators' `operation` (both doors: the
-admin key's and the signed-in operator's, `cosmos_outbox._console.doors`); who acts is the
+admin key's and the signed-in operator's, `cosmos_outbox_operators._console.doors`); who acts is the
 operator the door admitted (`cosmos_outbox.operations.current_actor()`, read by the use cases).
 Every action's answer says what subscribers will see (`subscribersWillSee`), as its audit line
 does. `outbox/health` is anonymous, declared with `anonymous` (neither door).
@@ -21,37 +21,44 @@ from typing import TYPE_CHECKING, Annotated, Any, Self
 
 from pydantic import ConfigDict, Field, TypeAdapter, model_validator
 
-from cosmos_outbox._blueprints.operator_types import (
-    WHOLE,
-    AggregateType,
-    Instant,
-    OperatorReason,
-)
-from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox.errors import InvalidContinuationError
-from cosmos_outbox.http._call import HttpCall, Reply
-from cosmos_outbox.http._declaration import PathParameter, QueryParameter
-from cosmos_outbox.http._models import (
+from cosmos_outbox.http import (
+    HttpCall,
     Identifier,
     Model,
     PageView,
+    PathParameter,
+    QueryParameter,
+    Reply,
     RequestModel,
+    next_token,
     omit_null_defaults,
 )
-from cosmos_outbox.http._paging import next_token
-from cosmos_outbox.operations._dead_letters import (
+from cosmos_outbox.operations import (
     MAX_PER_CALL,
     ActionReport,
     Described,
     LetterFilter,
     Selection,
 )
+from cosmos_outbox.relay import OutboxMessage
 from cosmos_outbox.text import Text
+from cosmos_outbox_operators._types import (
+    WHOLE,
+    AggregateType,
+    Instant,
+    OperatorReason,
+)
 
 if TYPE_CHECKING:
-    from cosmos_outbox.operations import Discarded, Operations
-    from cosmos_outbox.operations._journey import AggregateJourney, EventJourney
-    from cosmos_outbox.operations._subscribers import Released, SubscriberView
+    from cosmos_outbox.operations import (
+        AggregateJourney,
+        Discarded,
+        EventJourney,
+        Operations,
+        Released,
+        SubscriberView,
+    )
 
 __all__ = [
     "DeadLetterSelection",

@@ -6,7 +6,7 @@ names its aggregate by `aggregateType` + `aggregateId`, nothing else.
 
 Each route but `outbox/health` (anonymous) is also served to a signed-in operator under
 `/outbox/console/...`, and the console page at `/outbox/console` shows them
-(`cosmos_outbox._console`: two doors, one implementation); who acts is the operator a door
+(`cosmos_outbox_operators._console`: two doors, one implementation); who acts is the operator a door
 admitted (`cosmos_outbox.operations._actor.current_actor()`).
 
 Decision: the reason of a discard is the required query parameter `reason` (1-500 characters,
@@ -35,42 +35,45 @@ from pydantic import (
     model_validator,
 )
 
-from cosmos_outbox._blueprints.operator_types import (
-    WHOLE,
+from cosmos_outbox.http import (
+    TOKEN_PATTERN,
+    HttpApi,
+    HttpCall,
+    Identifier,
+    Model,
+    PageView,
+    PathParameter,
+    QueryParameter,
+    Reply,
+    RequestModel,
+    next_token,
+    omit_null_defaults,
 )
-from cosmos_outbox._blueprints.operator_types import (
-    AggregateType as AggregateType,
-)
-from cosmos_outbox._blueprints.operator_types import (
-    Instant as Instant,
-)
-from cosmos_outbox._blueprints.operator_types import (
-    OperatorReason as OperatorReason,
-)
-from cosmos_outbox._blueprints.operator_types import (
-    parse_instant as parse_instant,
-)
-from cosmos_outbox._blueprints.recovery_routes import (
+from cosmos_outbox.operations import QuarantinedEvent, trace_id
+from cosmos_outbox.ports import Page
+from cosmos_outbox.relay import OutboxRecord
+from cosmos_outbox_operators._console.doors import OperatorDoors
+from cosmos_outbox_operators._console.identity import OPERATOR_ROLE
+from cosmos_outbox_operators._recovery_routes import (
     PARAMETERS,
     DiscardView,
     recovery_routes,
 )
-from cosmos_outbox._console.doors import OperatorDoors
-from cosmos_outbox._console.identity import OPERATOR_ROLE
-from cosmos_outbox._quarantine import QuarantinedEvent
-from cosmos_outbox._records import OutboxRecord, trace_id
-from cosmos_outbox.http._api import HttpApi
-from cosmos_outbox.http._call import HttpCall, Reply
-from cosmos_outbox.http._declaration import PathParameter, QueryParameter
-from cosmos_outbox.http._models import (
-    Identifier,
-    Model,
-    PageView,
-    RequestModel,
-    omit_null_defaults,
+from cosmos_outbox_operators._types import (
+    WHOLE,
 )
-from cosmos_outbox.http._paging import TOKEN_PATTERN, next_token
-from cosmos_outbox.ports import Page
+from cosmos_outbox_operators._types import (
+    AggregateType as AggregateType,
+)
+from cosmos_outbox_operators._types import (
+    Instant as Instant,
+)
+from cosmos_outbox_operators._types import (
+    OperatorReason as OperatorReason,
+)
+from cosmos_outbox_operators._types import (
+    parse_instant as parse_instant,
+)
 
 if TYPE_CHECKING:
     from cosmos_outbox.operations import Operations, OutboxStatus
@@ -339,7 +342,7 @@ REASON = QueryParameter(
 _ERRORS = (400, 429, 500, 503)
 
 
-def operators_blueprint(
+def routes_blueprint(
     operations: Callable[[], Operations],
     *,
     asynchronous: bool,
@@ -355,7 +358,7 @@ def operators_blueprint(
     makes an operator's call a 503 + Retry-After within BOUND_SECONDS, as /health, never a wait
     on the SDKs' own timeouts and retries. With `console`, each route also under
     `route_prefix/console/` for a signed-in operator with the app role `operator_role`, and the
-    console page at `route_prefix/console` (`cosmos_outbox._console`)."""
+    console page at `route_prefix/console` (`cosmos_outbox_operators._console`)."""
     prefix = route_prefix.strip("/")
     doors = OperatorDoors(
         prefix=prefix,
@@ -529,7 +532,7 @@ def operators_blueprint(
     recovery_routes(operation, operations, prefix=prefix, anonymous=anonymous_operation)
 
     if console:
-        from cosmos_outbox._console.page import register_page
+        from cosmos_outbox_operators._console.page import register_page
 
         register_page(doors)
     return doors.blueprint

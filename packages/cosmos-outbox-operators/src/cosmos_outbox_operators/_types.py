@@ -10,7 +10,7 @@ from typing import Annotated
 
 from pydantic import BeforeValidator, Field, TypeAdapter, WithJsonSchema
 
-from cosmos_outbox.http._declaration import QueryParameter
+from cosmos_outbox.http import QueryParameter
 from cosmos_outbox.text import Text
 
 __all__ = ["WHOLE", "AggregateType", "Instant", "OperatorReason", "parse_instant"]

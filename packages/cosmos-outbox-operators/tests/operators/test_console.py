@@ -17,19 +17,17 @@ import textwrap
 from collections.abc import Iterator
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
 
 import pytest
 from conftest import TicketWorld, body, problem
+from cosmos_outbox_operators import Operators, operators_blueprint
+from cosmos_outbox_operators._console.identity import PRINCIPAL_HEADER, principal_of
 
 from cosmos_outbox import Outbox
-from cosmos_outbox._console.identity import PRINCIPAL_HEADER, principal_of
-from cosmos_outbox._relay.backlog_history import KEPT_READINGS, BacklogHistory
-from cosmos_outbox._sync_bridge import as_async, run_sync
 from cosmos_outbox.aio import Outbox as AsyncOutbox
 from cosmos_outbox.documents import EVENT_TYPE
 from cosmos_outbox.http import operation_of
-from cosmos_outbox.testing import FunctionClient, InMemoryStore, in_memory
+from cosmos_outbox.testing import FunctionClient, in_memory, run_sync
 
 PACKAGE = Path(__file__).resolve().parents[2]
 ORIGIN = "http://localhost"
@@ -417,7 +415,7 @@ def test_the_page_serves_its_own_files_and_htmx_with_its_licence(world: TicketWo
         reply = world.client.request("GET", f"outbox/console/static/{name}", headers=me)
         assert (reply.status_code, reply.mimetype) == (200, media), name
         assert reply.headers["X-Content-Type-Options"] == "nosniff"
-    licence = PACKAGE / "src/cosmos_outbox/_console/static/vendor/htmx.LICENSE"
+    licence = PACKAGE / "src/cosmos_outbox_operators/_console/static/vendor/htmx.LICENSE"
     assert "Zero-Clause BSD" in licence.read_text()
     for name in ("../templates/page.html", "htmx.LICENSE", "nope.js"):
         assert (
@@ -439,7 +437,7 @@ def test_the_openapi_document_has_the_signed_in_door_but_not_the_page(world: Tic
 def test_an_async_outbox_has_the_same_console() -> None:
     memory = in_memory()
     outbox = AsyncOutbox(services=lambda: memory.services)
-    with FunctionClient(outbox.function_app(title="async")) as client:
+    with FunctionClient(outbox.function_app(Operators(), title="async")) as client:
         assert client.request("GET", "outbox/console/status").status_code == 401
         reply = client.request(
             "GET", "outbox/console/quarantine", headers=signed_in(**{"hx-request": "true"})
@@ -449,37 +447,6 @@ def test_an_async_outbox_has_the_same_console() -> None:
 
 
 # -- the backlog's last hour ----------------------------------------------------------------
-
-
-def test_the_backlog_timer_keeps_the_last_hour_for_the_chart() -> None:
-    store = InMemoryStore()
-    now = [1_800_000_000.0]
-    history = BacklogHistory(as_async(store), clock=lambda: now[0])
-    for minute in range(KEPT_READINGS + 5):
-        run_sync(history.record(minute, float(minute) if minute else None))
-        now[0] += 60
-    readings = run_sync(history.readings())
-    assert len(readings) == KEPT_READINGS  # the last 60, an hour at one a minute
-    assert [r.pending for r in readings][-3:] == [
-        KEPT_READINGS + 2,
-        KEPT_READINGS + 3,
-        KEPT_READINGS + 4,
-    ]
-    now[0] += 30 * 60  # the timer stopped half an hour ago: half the hour is left
-    assert len(run_sync(history.readings())) == KEPT_READINGS - 30
-    [document] = store.of_type("outboxBacklogHistory")
-    assert len(document["readings"]) == KEPT_READINGS and document["ttl"] == 7200
-
-
-def test_a_backlog_reading_that_cannot_be_kept_never_fails_the_timer(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
-    class Broken(InMemoryStore):
-        def upsert(self, document: Any) -> dict[str, Any]:
-            raise OSError("the store is down")
-
-    run_sync(BacklogHistory(as_async(Broken())).record(3, 1.0))
-    assert "could not be kept" in caplog.text
 
 
 def test_the_backlog_route_answers_the_readings_and_the_page_a_chart(world: TicketWorld) -> None:
@@ -516,17 +483,19 @@ def test_nothing_of_the_console_is_imported_when_the_app_is_indexed(tmp_path: Pa
         started = time.perf_counter()
         from cosmos_outbox import Outbox
         from cosmos_outbox.testing import in_memory, FunctionClient
+        from cosmos_outbox_operators import Operators
         memory = in_memory()
-        app = Outbox(services=lambda: memory.services).function_app(title="t")
+        app = Outbox(services=lambda: memory.services).function_app(Operators(), title="t")
         client = FunctionClient(app)
         indexed = time.perf_counter() - started
-        before = sorted(m for m in ("jinja2", "pygal", "cosmos_outbox._console.render",
-                                    "cosmos_outbox._console.chart") if m in sys.modules)
+        before = sorted(m for m in ("jinja2", "pygal", "cosmos_outbox_operators._console.render",
+                                    "cosmos_outbox_operators._console.chart") if m in sys.modules)
         import os
         os.environ["WEBSITE_AUTH_ENABLED"] = "True"
         client.request("GET", "outbox/console/backlog", headers={"hx-request": "true",
                        "x-ms-client-principal": sys.argv[1]})
-        after = sorted(m for m in ("jinja2", "cosmos_outbox._console.render") if m in sys.modules)
+        after = sorted(m for m in ("jinja2", "cosmos_outbox_operators._console.render")
+                       if m in sys.modules)
         print(json.dumps({"before": before, "after": after, "indexed_s": indexed}))
         """
     )
@@ -540,7 +509,7 @@ def test_nothing_of_the_console_is_imported_when_the_app_is_indexed(tmp_path: Pa
     )
     seen = json.loads(done.stdout.splitlines()[-1])
     assert seen["before"] == []
-    assert seen["after"] == ["cosmos_outbox._console.render", "jinja2"]
+    assert seen["after"] == ["cosmos_outbox_operators._console.render", "jinja2"]
 
 
 def test_principal_of_reads_the_platforms_header_and_nothing_else() -> None:
@@ -589,7 +558,7 @@ def test_the_console_beside_a_fastapi_app_on_functions() -> None:
     memory = in_memory()
     outbox = AsyncOutbox(services=lambda: memory.services)
     app = func.AsgiFunctionApp(app=api, http_auth_level=func.AuthLevel.FUNCTION)
-    app.register_functions(outbox.operators_blueprint())
+    app.register_functions(operators_blueprint(outbox))
     with FunctionClient(app, route_prefix="") as client:
         assert body(client.request("GET", "hello")) == {"hello": "world"}
         page = client.request("GET", "outbox/console", headers=signed_in())
@@ -606,11 +575,11 @@ def test_an_app_chooses_the_role_or_leaves_the_console_out() -> None:
     import azure.functions as func
 
     without = func.FunctionApp()
-    without.register_functions(outbox.operators_blueprint(console=False))
+    without.register_functions(operators_blueprint(outbox, console=False))
     names = {str(f.get_function_name()) for f in without.get_functions()}
     assert "outbox_status" in names and not {n for n in names if n.startswith("console_")}
     ours = func.FunctionApp()
-    ours.register_functions(outbox.operators_blueprint(operator_role="Ops.OnCall"))
+    ours.register_functions(operators_blueprint(outbox, operator_role="Ops.OnCall"))
     with FunctionClient(ours) as client:
         assert (
             client.request("GET", "outbox/console/status", headers=signed_in()).status_code == 403

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2]
-VENDOR = "cosmos_outbox/_console/static/vendor"
+VENDOR = "cosmos_outbox_operators/_console/static/vendor"
 
 pytest.importorskip("hatchling")
 
@@ -39,7 +39,7 @@ def build(
 def test_the_sdist_carries_htmx_and_its_wheel_builds_without_npm(tmp_path: Path) -> None:
     done = build(PACKAGE, tmp_path / "dist", "sdist")
     assert done.returncode == 0, done.stderr
-    [sdist] = (tmp_path / "dist").glob("cosmos_outbox-*.tar.gz")
+    [sdist] = (tmp_path / "dist").glob("cosmos_outbox_operators-*.tar.gz")
     with tarfile.open(sdist) as archive:
         names = archive.getnames()
         archive.extractall(tmp_path / "unpacked", filter="data")
@@ -50,7 +50,7 @@ def test_the_sdist_carries_htmx_and_its_wheel_builds_without_npm(tmp_path: Path)
     assert shutil.which("npm", path=no_npm) is None
     done = build(unpacked, tmp_path / "wheel", "wheel", path=no_npm)
     assert done.returncode == 0, done.stderr
-    [wheel] = (tmp_path / "wheel").glob("cosmos_outbox-*.whl")
+    [wheel] = (tmp_path / "wheel").glob("cosmos_outbox_operators-*.whl")
     shipped = zipfile.ZipFile(wheel).namelist()
     assert f"{VENDOR}/htmx.min.js" in shipped and f"{VENDOR}/htmx.LICENSE" in shipped
 
@@ -66,4 +66,4 @@ def test_a_build_without_htmx_nor_npm_stops_saying_what_to_install(tmp_path: Pat
     done = build(tree, tmp_path / "dist", "wheel", path=no_npm)
     assert done.returncode != 0
     assert "npm is not on the PATH" in done.stderr
-    assert "install cosmos-outbox from its wheel or its sdist" in done.stderr
+    assert "install cosmos-outbox-operators from its wheel or its sdist" in done.stderr

@@ -18,6 +18,7 @@ from typing import Any
 import azure.functions as func
 import pytest
 from conftest import TicketWorld, body, problem
+from cosmos_outbox_operators import Operators, parse_instant
 from operator_functions import HEALTH, KEYED
 from tickets import Ticket, ticket_routes
 
@@ -26,7 +27,6 @@ from cosmos_outbox.documents import EVENT_TYPE, QUARANTINE_TYPE
 from cosmos_outbox.errors import StoreUnavailableError
 from cosmos_outbox.http import Cursor, TokenCodec, operation_of
 from cosmos_outbox.http import bounded as bounded
-from cosmos_outbox.operators import parse_instant
 from cosmos_outbox.ports import LeaseBacklog, Page
 from cosmos_outbox.relay import QUARANTINE_NOTICE_SUBJECT, notice_id
 from cosmos_outbox.testing import FakePublisher, FixedBacklog, FunctionClient, InMemoryStore
@@ -396,7 +396,7 @@ def bound(
     asynchronous = request.param == "aio"
     if asynchronous:
         outbox = AsyncOutbox([Ticket], services=lambda: world.memory.services)
-        app = outbox.function_app(ticket_routes(outbox), title="Tickets")  # type: ignore[arg-type]
+        app = outbox.function_app(ticket_routes(outbox), Operators(), title="Tickets")  # type: ignore[arg-type]
         world.client = FunctionClient(app)
     hanging = Hanging(monkeypatch, asynchronous=asynchronous)
     try:

@@ -31,7 +31,7 @@ pytest.importorskip(
     ),
 )
 
-from azure_stack import DATABASE
+from conftest import DATABASE
 
 from cosmos_outbox import Outbox, Services
 from cosmos_outbox.cosmos import CosmosDocumentStore

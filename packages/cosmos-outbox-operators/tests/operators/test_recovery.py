@@ -17,11 +17,12 @@ from typing import Any
 import azure.functions as func
 import pytest
 from conftest import body, problem
+from cosmos_outbox_operators import operators_blueprint
 from recovery_world import KIND, OTHER, SUBSCRIPTION, RecoveryWorld, Stock
 
 from cosmos_outbox import Outbox
 from cosmos_outbox.errors import OutboxError, SessionIdTooLongError
-from cosmos_outbox.operations._dead_letters import describe, resubmission, resubmission_id
+from cosmos_outbox.operations import describe, resubmission, resubmission_id
 from cosmos_outbox.ports import DeadLetterEntity, LeaseBacklog, Page
 from cosmos_outbox.subscriber import DISCARD_NOTICE, Dispatcher, Outcome, Projector
 from cosmos_outbox.testing import (
@@ -464,7 +465,7 @@ def test_a_plain_function_app_with_the_blueprints_has_the_outboxs_health() -> No
     outbox = Outbox(services=lambda: memory.services)
     app = func.FunctionApp(http_auth_level=func.AuthLevel.FUNCTION)
     app.register_functions(outbox.relay_blueprint())
-    app.register_functions(outbox.operators_blueprint())
+    app.register_functions(operators_blueprint(outbox))
     with FunctionClient(app) as client:
         reply = client.request("GET", "outbox/health")
         assert (reply.status_code, body(reply)) == (200, {"status": "healthy"})
@@ -516,7 +517,7 @@ def test_a_transactions_session_id_over_the_limit_is_an_outbox_error_naming_it()
 def test_the_watched_subscriptions_and_queues_are_read_from_the_settings(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from cosmos_outbox._wiring import watched_from_settings
+    from cosmos_outbox.services import watched_from_settings
     from cosmos_outbox.settings import OutboxSettings, SettingsError, read_settings
 
     monkeypatch.setenv("CosmosDBConnection", "AccountEndpoint=https://x/;AccountKey=a2V5;")

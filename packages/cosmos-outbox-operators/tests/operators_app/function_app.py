@@ -5,7 +5,9 @@ tests that need them in a local Functions host over the SDKs' `aio` clients
 
 from __future__ import annotations
 
+from cosmos_outbox_operators import Operators
+
 from cosmos_outbox.aio import Outbox
 
 outbox = Outbox()
-app = outbox.function_app(title="Operators", relay=False)
+app = outbox.function_app(Operators(), title="Operators", relay=False)

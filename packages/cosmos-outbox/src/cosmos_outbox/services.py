@@ -2,7 +2,8 @@
 validated app settings: all of it (`services_from_settings`: Cosmos DB, Service Bus and Blob
 Storage, sync or `aio`), the relay's publisher alone (`publisher_from_settings`), the claim
 check's payload store alone (`payloads_from_settings`), the schedule queue alone
-(`schedule_from_settings`). No I/O until first use."""
+(`schedule_from_settings`); the subscriptions and queues whose dead letters the operators watch
+(`watched_from_settings`). No I/O until first use."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from cosmos_outbox._wiring import (
     publisher_from_settings,
     schedule_from_settings,
     services_from_settings,
+    watched_from_settings,
 )
 
 __all__ = [
@@ -20,4 +22,5 @@ __all__ = [
     "publisher_from_settings",
     "schedule_from_settings",
     "services_from_settings",
+    "watched_from_settings",
 ]

@@ -34,18 +34,22 @@ from typing import Any, cast
 
 import azure.functions as func
 
-from cosmos_outbox._console.guard import CrossSiteError, check_action
-from cosmos_outbox._console.identity import (
+from cosmos_outbox.http import (
+    KEY_PARAMETER,
+    HttpApi,
+    HttpOperation,
+    HttpProblemError,
+    PathParameter,
+)
+from cosmos_outbox.operations import ADMIN_KEY, Actor, acting_as
+from cosmos_outbox_operators._console.guard import CrossSiteError, check_action
+from cosmos_outbox_operators._console.identity import (
     AUTH_ENABLED_SETTING,
     OPERATOR_ROLE,
     principal_of,
     sign_in_trusted,
 )
-from cosmos_outbox._console.negotiation import negotiated
-from cosmos_outbox.http._api import HttpApi
-from cosmos_outbox.http._declaration import KEY_PARAMETER, HttpOperation, PathParameter
-from cosmos_outbox.http._problems import HttpProblemError
-from cosmos_outbox.operations._actor import ADMIN_KEY, Actor, acting_as
+from cosmos_outbox_operators._console.negotiation import negotiated
 
 __all__ = [
     "CONSOLE_SEGMENT",

@@ -58,7 +58,7 @@ def negotiated(
     body = response.get_body() or b""
     if body and media not in _JSON_TYPES:
         return response  # not a JSON answer (already HTML, or bytes of its own): as it is
-    from cosmos_outbox._console.render import fragment
+    from cosmos_outbox_operators._console.render import fragment
 
     answer = json.loads(body) if body else None
     problem = media == "application/problem+json"

@@ -27,18 +27,23 @@ from urllib.parse import urlsplit
 
 import azure.functions as func
 
-from cosmos_outbox._console.doors import (
+from cosmos_outbox.http import PAGE_ATTRIBUTE
+from cosmos_outbox_operators._console.doors import (
     CONSOLE_SEGMENT,
     RefusedError,
     admit_signed_in,
     login_path,
 )
-from cosmos_outbox._console.guard import CSRF_COOKIE, cookie_value, new_token, token_cookie
-from cosmos_outbox._console.identity import principal_of, sign_in_trusted
-from cosmos_outbox.http._declaration import PAGE_ATTRIBUTE
+from cosmos_outbox_operators._console.guard import (
+    CSRF_COOKIE,
+    cookie_value,
+    new_token,
+    token_cookie,
+)
+from cosmos_outbox_operators._console.identity import principal_of, sign_in_trusted
 
 if TYPE_CHECKING:
-    from cosmos_outbox._console.doors import OperatorDoors
+    from cosmos_outbox_operators._console.doors import OperatorDoors
 
 __all__ = ["CONTENT_SECURITY_POLICY", "STATIC_FILES", "register_page"]
 
@@ -66,7 +71,7 @@ STATIC_FILES = {
 @cache
 def _static(name: str) -> bytes | None:
     path, _ = STATIC_FILES[name]
-    resource = importlib.resources.files("cosmos_outbox._console").joinpath(path)
+    resource = importlib.resources.files("cosmos_outbox_operators._console").joinpath(path)
     try:
         return resource.read_bytes()
     except FileNotFoundError:
@@ -111,7 +116,7 @@ def register_page(doors: OperatorDoors) -> None:
             return func.HttpResponse(
                 status_code=302, headers={"Location": login_path(path), "Cache-Control": "no-store"}
             )
-        from cosmos_outbox._console.render import page
+        from cosmos_outbox_operators._console.render import page
 
         return _html(
             page("refused.html", status=status, detail=refused.problem.detail, base=path), status
@@ -124,7 +129,7 @@ def register_page(doors: OperatorDoors) -> None:
             actor = admit_signed_in(req.headers, role=role, return_to=base)
         except RefusedError as refused:
             return refusal(req, refused)
-        from cosmos_outbox._console.render import page
+        from cosmos_outbox_operators._console.render import page
 
         token = cookie_value(req.headers, CSRF_COOKIE) or new_token()
         html = page(

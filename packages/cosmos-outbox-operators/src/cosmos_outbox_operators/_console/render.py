@@ -17,7 +17,7 @@ import azure.functions as func
 import jinja2
 from markupsafe import Markup
 
-from cosmos_outbox._records import trace_id
+from cosmos_outbox.operations import trace_id
 
 __all__ = ["TRACE_URL_SETTING", "fragment", "page"]
 
@@ -31,7 +31,7 @@ BODY_SHOWN_CHARACTERS = 4000
 @cache
 def _environment() -> jinja2.Environment:
     environment = jinja2.Environment(
-        loader=jinja2.PackageLoader("cosmos_outbox._console", "templates"),
+        loader=jinja2.PackageLoader("cosmos_outbox_operators._console", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -181,6 +181,6 @@ def query_string(values: dict[str, Any]) -> str:
 def chart(readings: list[dict[str, Any]]) -> Markup:
     """The backlog's last hour as an inline SVG chart: pending events (left axis) and the oldest
     pending event's age in seconds (right axis), one point per reading."""
-    from cosmos_outbox._console.chart import backlog_chart
+    from cosmos_outbox_operators._console.chart import backlog_chart
 
     return Markup(backlog_chart(readings))  # noqa: S704  # SVG pygal built from numbers

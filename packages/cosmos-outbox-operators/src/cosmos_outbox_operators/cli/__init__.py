@@ -17,12 +17,12 @@ each prints. Standard library only: nothing of the SDKs is imported."""
 
 from __future__ import annotations
 
-from cosmos_outbox.cli._client import (
+from cosmos_outbox_operators.cli._client import (
     DEFAULT_API,
     KEY_VARIABLE,
     OperatorsApi,
     OperatorsApiError,
 )
-from cosmos_outbox.cli._commands import main, parser
+from cosmos_outbox_operators.cli._commands import main, parser
 
 __all__ = ["DEFAULT_API", "KEY_VARIABLE", "OperatorsApi", "OperatorsApiError", "main", "parser"]

@@ -17,7 +17,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO
 
-from cosmos_outbox.cli._client import (
+from cosmos_outbox_operators.cli._client import (
     DEFAULT_API,
     DEFAULT_TIMEOUT,
     KEY_VARIABLE,

@@ -30,6 +30,7 @@ from cosmos_outbox._lazy import lazy_exports
 
 if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
     from cosmos_outbox._quarantine import QuarantinedEvent as QuarantinedEvent
+    from cosmos_outbox._records import trace_id as trace_id
     from cosmos_outbox._relay.backlog_history import Reading as Reading
     from cosmos_outbox._relay.health import RelayBlocked as RelayBlocked
     from cosmos_outbox._relay.releases import Waiting as Waiting
@@ -45,6 +46,9 @@ if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
     from cosmos_outbox.operations._dead_letters import Handled as Handled
     from cosmos_outbox.operations._dead_letters import LetterFilter as LetterFilter
     from cosmos_outbox.operations._dead_letters import Selection as Selection
+    from cosmos_outbox.operations._dead_letters import describe as describe
+    from cosmos_outbox.operations._dead_letters import resubmission as resubmission
+    from cosmos_outbox.operations._dead_letters import resubmission_id as resubmission_id
     from cosmos_outbox.operations._journey import AggregateJourney as AggregateJourney
     from cosmos_outbox.operations._journey import EventJourney as EventJourney
     from cosmos_outbox.operations._journey import SubscriberAggregate as SubscriberAggregate
@@ -99,6 +103,9 @@ _EXPORTS = {
     "LetterFilter": "cosmos_outbox.operations._dead_letters",
     "Selection": "cosmos_outbox.operations._dead_letters",
     "MAX_PER_CALL": "cosmos_outbox.operations._dead_letters",
+    "describe": "cosmos_outbox.operations._dead_letters",
+    "resubmission": "cosmos_outbox.operations._dead_letters",
+    "resubmission_id": "cosmos_outbox.operations._dead_letters",
     "EventJourney": "cosmos_outbox.operations._journey",
     "AggregateJourney": "cosmos_outbox.operations._journey",
     "SubscriberSight": "cosmos_outbox.operations._journey",
@@ -107,6 +114,8 @@ _EXPORTS = {
     "Released": "cosmos_outbox.operations._subscribers",
     "RedrivePage": "cosmos_outbox.operations._redrive",
     "SubscriberCounts": "cosmos_outbox.operations._redrive",
+    # an event's trace id (its traceparent's: Application Insights' operation id)
+    "trace_id": "cosmos_outbox._records",
     # where an aggregate's documents live; the stored events a re-drive reads
     "partition_of": "cosmos_outbox.operations._stored",
     "stored_events": "cosmos_outbox.operations._stored",

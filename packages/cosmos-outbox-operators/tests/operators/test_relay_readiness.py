@@ -15,7 +15,7 @@ import pytest
 from conftest import TicketWorld, body
 from tickets import Ticket
 
-from cosmos_outbox._mapper import aggregate_event_document
+from cosmos_outbox.documents import aggregate_event_document
 from cosmos_outbox.errors import RelayNotReadyError
 from cosmos_outbox.ports import MessageBatch
 from cosmos_outbox.testing import FakePublisher, timer_request
