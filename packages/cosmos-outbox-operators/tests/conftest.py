@@ -1,5 +1,5 @@
 """cosmos-outbox-operators' tests run the operators' routes, console and command line on the
-core's test kit (`cosmos_outbox.testing`'s in-memory services), with a small app of their own
+core's test kit (`cosmos_outbox_testing`'s in-memory services), with a small app of their own
 (tickets.py, the core's tests' own, on the public API); the bounded routes' tests host them on
 funcstack's Functions host against the local Azure stack (`funcstack_services`, funcstack's
 pytest plugin, Python 3.13+: the resources of fixtures/funcstack.json)."""
@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 import azure.functions as func
 import pytest
 from cosmos_outbox_operators import Operators
+from cosmos_outbox_testing import FunctionClient, InMemory, in_memory, run_sync
 from tickets import Ticket, ticket_routes
 
 from cosmos_outbox import Outbox
 from cosmos_outbox.documents import read_feed
 from cosmos_outbox.relay import RelayReport
-from cosmos_outbox.testing import FunctionClient, InMemory, in_memory, run_sync
 
 if TYPE_CHECKING:
     from azure.cosmos import DatabaseProxy

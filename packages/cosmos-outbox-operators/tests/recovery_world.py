@@ -12,13 +12,7 @@ from typing import Any
 
 import azure.functions as func
 from cosmos_outbox_operators import operators_blueprint
-
-from cosmos_outbox import Outbox
-from cosmos_outbox.documents import EVENT_TYPE, read_feed
-from cosmos_outbox.ports import Outgoing
-from cosmos_outbox.relay import OutboxMessage
-from cosmos_outbox.subscriber import Dispatcher, IncomingEvent, Projection, Projector, Result
-from cosmos_outbox.testing import (
+from cosmos_outbox_testing import (
     FunctionClient,
     InMemory,
     InMemoryPayloadStore,
@@ -28,6 +22,12 @@ from cosmos_outbox.testing import (
     run_sync,
     service_bus_message,
 )
+
+from cosmos_outbox import Outbox
+from cosmos_outbox.documents import EVENT_TYPE, read_feed
+from cosmos_outbox.ports import Outgoing
+from cosmos_outbox.relay import OutboxMessage
+from cosmos_outbox.subscriber import Dispatcher, IncomingEvent, Projection, Projector, Result
 
 SUBSCRIPTION, OTHER = "projections", "other"
 KIND = "warehouse"

@@ -1,4 +1,4 @@
-"""The package's tests run on the in-memory services of its test kit (`cosmos_outbox.testing`),
+"""The package's tests run on the in-memory services of its test kit (`cosmos_outbox_testing`),
 with a small app of their own (tickets.py) built on the public API. The integration modules
 (marked `integration`: the adapters through the SDKs) share one local Azure stack for the
 session, `funcstack_services`, with the resources of fixtures/funcstack.json; azure_stack.py
@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING, Any
 import azure.functions as func
 import pytest
 from azure_stack import DATABASE, ExternalStack
+from cosmos_outbox_testing import FunctionClient, InMemory, in_memory
+from cosmos_outbox_testing.contracts import EventLoop
 from funcstack_external import FUNCSTACK_VARIABLE, external_services
 from tickets import Ticket, ticket_routes
 
@@ -33,8 +35,6 @@ from cosmos_outbox import Outbox
 from cosmos_outbox._mapper import read_feed
 from cosmos_outbox._relay.forwarding import RelayReport
 from cosmos_outbox._sync_bridge import run_sync
-from cosmos_outbox.testing import FunctionClient, InMemory, in_memory
-from cosmos_outbox.testing.contracts import EventLoop
 
 if TYPE_CHECKING:
     from azure.cosmos import DatabaseProxy

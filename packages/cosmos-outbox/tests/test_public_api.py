@@ -17,10 +17,10 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from cosmos_outbox_testing import in_memory
 
 import cosmos_outbox
 import cosmos_outbox.aio
-from cosmos_outbox.testing import in_memory
 
 SOURCE = Path(cosmos_outbox.__file__).parent
 
@@ -124,9 +124,10 @@ def test_a_renamed_name_still_works_for_a_release_and_warns_naming_its_replaceme
     """0.4's renames ("session" is Service Bus's word; the Idempotency-Key is remembered, the
     claim check keeps "claim"): the old names work until 0.5 and warn, naming the new one. The
     names 0.3 renamed are gone, as its CHANGELOG said."""
+    import cosmos_outbox_testing.contracts
+
     import cosmos_outbox.aio
     import cosmos_outbox.cosmos
-    import cosmos_outbox.testing.contracts
 
     with pytest.warns(DeprecationWarning, match=r"use cosmos_outbox\.Transaction"):
         assert cosmos_outbox.Session is cosmos_outbox.Transaction
@@ -134,8 +135,8 @@ def test_a_renamed_name_still_works_for_a_release_and_warns_naming_its_replaceme
         assert cosmos_outbox.aio.Session is cosmos_outbox.aio.Transaction
     with pytest.warns(DeprecationWarning, match="TransactionContract"):
         assert (
-            cosmos_outbox.testing.contracts.SessionContract
-            is cosmos_outbox.testing.contracts.TransactionContract
+            cosmos_outbox_testing.contracts.SessionContract
+            is cosmos_outbox_testing.contracts.TransactionContract
         )
     outbox = cosmos_outbox.Outbox()
     with in_memory(outbox), pytest.warns(DeprecationWarning, match="Outbox.transaction"):

@@ -22,12 +22,12 @@ import pytest
 from conftest import TicketWorld, body, problem
 from cosmos_outbox_operators import Operators, operators_blueprint
 from cosmos_outbox_operators._console.identity import PRINCIPAL_HEADER, principal_of
+from cosmos_outbox_testing import FunctionClient, in_memory, run_sync
 
 from cosmos_outbox import Outbox
 from cosmos_outbox.aio import Outbox as AsyncOutbox
 from cosmos_outbox.documents import EVENT_TYPE
 from cosmos_outbox.http import operation_of
-from cosmos_outbox.testing import FunctionClient, in_memory, run_sync
 
 PACKAGE = Path(__file__).resolve().parents[2]
 ORIGIN = "http://localhost"
@@ -482,7 +482,7 @@ def test_nothing_of_the_console_is_imported_when_the_app_is_indexed(tmp_path: Pa
         import json, sys, time
         started = time.perf_counter()
         from cosmos_outbox import Outbox
-        from cosmos_outbox.testing import in_memory, FunctionClient
+        from cosmos_outbox_testing import in_memory, FunctionClient
         from cosmos_outbox_operators import Operators
         memory = in_memory()
         app = Outbox(services=lambda: memory.services).function_app(Operators(), title="t")

@@ -32,6 +32,7 @@ pytest.importorskip(
 )
 
 from conftest import DATABASE
+from cosmos_outbox_testing import run_sync
 
 from cosmos_outbox import Outbox, Services
 from cosmos_outbox.cosmos import CosmosDocumentStore
@@ -39,7 +40,6 @@ from cosmos_outbox.documents import EVENT_TYPE, read_feed
 from cosmos_outbox.http.bounded import BOUND_RETRY_AFTER_SECONDS, BOUND_SECONDS
 from cosmos_outbox.ports import MessagePublisher
 from cosmos_outbox.relay import Quarantine
-from cosmos_outbox.testing import run_sync
 from funcstack import LocalStack
 from funcstack.pytest_plugin import HostedApp
 

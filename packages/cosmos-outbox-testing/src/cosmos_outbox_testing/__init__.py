@@ -17,7 +17,7 @@ test holds on Azure too.
   `FakePublisher.messages`, ready for a `Dispatcher`; `dispatch_all`);
 - checks driven by an app's aggregates and routes (`check_event_mappings`, `check_commands`,
   `check_fields`, `check_openapi_events`, `check_text_schemas`): a mapping left out fails by name;
-- `cosmos_outbox.testing.contracts`: the contract suites to subclass, for the fakes and for the
+- `cosmos_outbox_testing.contracts`: the contract suites to subclass, for the fakes and for the
   Azure adapters or your own.
 
 Needs pytest (`pip install cosmos-outbox[testing]`) for the contract suites.
@@ -46,17 +46,17 @@ from cosmos_outbox.settings import (
     DEFAULT_PAYLOAD_MAX_BYTES,
 )
 from cosmos_outbox.subscriber import IncomingEvent
-from cosmos_outbox.testing._checks import (
+from cosmos_outbox_testing._checks import (
     check_commands,
     check_event_mappings,
     check_fields,
     check_openapi_events,
     check_text_schemas,
 )
-from cosmos_outbox.testing._committed import committed_events
-from cosmos_outbox.testing._dead_letters import InMemoryDeadLetters
-from cosmos_outbox.testing._delivery import delivered, dispatch_all
-from cosmos_outbox.testing._fakes import (
+from cosmos_outbox_testing._committed import committed_events
+from cosmos_outbox_testing._dead_letters import InMemoryDeadLetters
+from cosmos_outbox_testing._delivery import delivered, dispatch_all
+from cosmos_outbox_testing._fakes import (
     FakePublisher,
     FixedBacklog,
     InMemoryBacklogEstimator,
@@ -65,9 +65,9 @@ from cosmos_outbox.testing._fakes import (
     InMemoryStore,
     SizeLimitedBatch,
 )
-from cosmos_outbox.testing._functions import FunctionClient, InvocationContext
-from cosmos_outbox.testing._kit_clock import KitClock
-from cosmos_outbox.testing._triggers import queue_message, service_bus_message, timer_request
+from cosmos_outbox_testing._functions import FunctionClient, InvocationContext
+from cosmos_outbox_testing._kit_clock import KitClock
+from cosmos_outbox_testing._triggers import queue_message, service_bus_message, timer_request
 
 __all__ = [
     "EVENTS",

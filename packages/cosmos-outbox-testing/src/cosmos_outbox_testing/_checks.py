@@ -101,7 +101,7 @@ def example(annotation: Any, variant: int = 0) -> Any:
     if not accepted:
         raise AssertionError(
             f"no example value of {annotation!r}: give the field a default or "
-            "extend cosmos_outbox.testing._checks.example"
+            "extend cosmos_outbox_testing._checks.example"
         )
     return accepted[variant % len(accepted)]
 
@@ -239,7 +239,7 @@ def _commands(
 ) -> Iterator[tuple[str, Command, type[BaseModel] | None, bool]]:
     """Each command of the route helper: its name, what it does, its request model, and whether
     its function is an `async def` one (an `aio` outbox's: its callables may be async)."""
-    from cosmos_outbox.testing._functions import _indexed
+    from cosmos_outbox_testing._functions import _indexed
 
     for function in _indexed(app):
         user = function.get_user_function()

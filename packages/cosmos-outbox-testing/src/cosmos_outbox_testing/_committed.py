@@ -7,7 +7,7 @@ from __future__ import annotations
 from cosmos_outbox._mapper import EVENT_TYPE, application_properties, read_feed, to_message
 from cosmos_outbox._records import OutboxRecord
 from cosmos_outbox.subscriber._events import IncomingEvent, from_message
-from cosmos_outbox.testing._fakes import InMemoryStore
+from cosmos_outbox_testing._fakes import InMemoryStore
 
 
 def committed_events(store: InMemoryStore, partition_key: str | None = None) -> list[IncomingEvent]:

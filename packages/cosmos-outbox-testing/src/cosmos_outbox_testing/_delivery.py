@@ -15,7 +15,7 @@ import azure.functions as func
 
 from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox._sync_bridge import run_sync
-from cosmos_outbox.testing._triggers import service_bus_message
+from cosmos_outbox_testing._triggers import service_bus_message
 
 __all__ = ["delivered", "dispatch_all"]
 

@@ -1,9 +1,9 @@
 """In-memory fakes of the package's ports. Each is held to the same contract suite as the real
-adapter (`cosmos_outbox.testing.contracts`, run on both), so a test on a fake says something
+adapter (`cosmos_outbox_testing.contracts`, run on both), so a test on a fake says something
 true of production. The store keeps documents as Cosmos DB does (JSON, etags, per-item TTL,
 atomic batches, pages with continuation tokens); the async API awaits these sync fakes as they
 are. The store runs an app's Cosmos DB SQL queries with the test kit's query engine
-(`cosmos_outbox.testing._sql`), refusing by name what it does not serve."""
+(`cosmos_outbox_testing._sql`), refusing by name what it does not serve."""
 
 from __future__ import annotations
 
@@ -238,7 +238,7 @@ class InMemoryStore(DocumentStore):
         A part of the language the engine does not serve is refused (InvalidQueryError naming
         it), never answered another way; so is a cross-partition aggregate without VALUE, as
         Cosmos DB's SDK refuses it."""
-        from cosmos_outbox.testing._sql import QueryUnsupported, run_query
+        from cosmos_outbox_testing._sql import QueryUnsupported, run_query
 
         named = named_parameters(parameters)
         with self._lock:

@@ -3,7 +3,7 @@ routed by the app's own route table (literal segments case-insensitive, one trai
 ignored, catch-all routes last), its route values handed over as `route_params`, and the
 invocation context passed to a `context` parameter; the relay is handed change-feed documents.
 No host, no worker, no I/O: what the functions do is what the app's services do (the fakes of
-`cosmos_outbox.testing.in_memory`, typically).
+`cosmos_outbox_testing.in_memory`, typically).
 
 An ASGI app (`func.AsgiFunctionApp`, FastAPI's) starts its lifespan on the client's loop with its
 first request; the client shuts it down on that loop when it closes (or at interpreter exit, if

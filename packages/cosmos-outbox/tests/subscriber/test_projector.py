@@ -15,6 +15,12 @@ from typing import Any
 import azure.functions as func
 import pytest
 from conftest import TicketWorld, body
+from cosmos_outbox_testing import (
+    InMemoryPayloadStore,
+    InMemoryStore,
+    run_sync,
+    service_bus_message,
+)
 
 from cosmos_outbox.ports import OutboxMessage
 from cosmos_outbox.servicebus import to_servicebus_message
@@ -28,12 +34,6 @@ from cosmos_outbox.subscriber import (
     Result,
     UnreadableEventError,
     aio,
-)
-from cosmos_outbox.testing import (
-    InMemoryPayloadStore,
-    InMemoryStore,
-    run_sync,
-    service_bus_message,
 )
 
 INBOX_TTL = 3600

@@ -11,9 +11,7 @@ from collections.abc import Coroutine, Iterator
 from typing import Any
 
 import pytest
-from tickets import TICKET
-
-from cosmos_outbox.testing.contracts import (
+from cosmos_outbox_testing.contracts import (
     BacklogEstimatorContract,
     BacklogWorld,
     EventLoop,
@@ -34,6 +32,7 @@ from cosmos_outbox.testing.contracts import (
     WritePathContract,
     examples,
 )
+from tickets import TICKET
 
 
 class AsyncInMemoryStoreWorld(InMemoryStoreWorld):

@@ -5,7 +5,7 @@ what is refused, named), `_values` what values do, `_run` a query run over docum
 
 from __future__ import annotations
 
-from cosmos_outbox.testing._sql._run import run_query
-from cosmos_outbox.testing._sql._values import QueryUnsupported
+from cosmos_outbox_testing._sql._run import run_query
+from cosmos_outbox_testing._sql._values import QueryUnsupported
 
 __all__ = ["QueryUnsupported", "run_query"]

@@ -22,7 +22,7 @@ from typing import Final
 from lark import Lark, Token, Tree
 from lark.exceptions import UnexpectedInput
 
-from cosmos_outbox.testing._sql._values import QueryUnsupported
+from cosmos_outbox_testing._sql._values import QueryUnsupported
 
 GRAMMAR: Final = r"""
 start: _SELECT [top] selection [from_clause] [where_clause] [order_clause] [offset_limit]

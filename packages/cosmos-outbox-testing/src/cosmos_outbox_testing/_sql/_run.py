@@ -16,9 +16,9 @@ from typing import Any, cast
 
 from lark import Token, Tree
 
-from cosmos_outbox.testing._sql import _values as v
-from cosmos_outbox.testing._sql._grammar import parse, unquote
-from cosmos_outbox.testing._sql._values import UNDEFINED, QueryUnsupported
+from cosmos_outbox_testing._sql import _values as v
+from cosmos_outbox_testing._sql._grammar import parse, unquote
+from cosmos_outbox_testing._sql._values import UNDEFINED, QueryUnsupported
 
 #: An expression, compiled: the value it has for one document (the FROM alias's value).
 Expression = Callable[[Any], Any]

@@ -2,7 +2,7 @@
 in-memory fakes and on the Azure adapters, sync and async (or on an adapter of your own), and
 both are held to one behaviour.
 
-    from cosmos_outbox.testing.contracts import (
+    from cosmos_outbox_testing.contracts import (
         AggregateExample, InMemoryStoreWorld, StoreWorld, WritePathContract, examples)
 
     ORDER = AggregateExample("order", new=lambda: Order.place(...), change=Order.cancel,
@@ -27,27 +27,27 @@ not start with `Test`).
 from __future__ import annotations
 
 from cosmos_outbox._lazy import lazy_exports
-from cosmos_outbox.testing.contracts._backlog import BacklogEstimatorContract
-from cosmos_outbox.testing.contracts._dead_letters import (
+from cosmos_outbox_testing.contracts._backlog import BacklogEstimatorContract
+from cosmos_outbox_testing.contracts._dead_letters import (
     DeadLetterContract,
     DeadLetterWorld,
     InMemoryDeadLetterWorld,
 )
-from cosmos_outbox.testing.contracts._idempotency import IdempotencyContract
-from cosmos_outbox.testing.contracts._payloads import PayloadStoreContract
-from cosmos_outbox.testing.contracts._publisher import PublisherContract
-from cosmos_outbox.testing.contracts._quarantine import QuarantineContract
-from cosmos_outbox.testing.contracts._queries import QueryContract
-from cosmos_outbox.testing.contracts._scheduled import (
+from cosmos_outbox_testing.contracts._idempotency import IdempotencyContract
+from cosmos_outbox_testing.contracts._payloads import PayloadStoreContract
+from cosmos_outbox_testing.contracts._publisher import PublisherContract
+from cosmos_outbox_testing.contracts._quarantine import QuarantineContract
+from cosmos_outbox_testing.contracts._queries import QueryContract
+from cosmos_outbox_testing.contracts._scheduled import (
     Delivery,
     InMemoryScheduleWorld,
     RelayingWorld,
     ScheduledEventsContract,
     ScheduleWorld,
 )
-from cosmos_outbox.testing.contracts._transaction import TransactionContract
-from cosmos_outbox.testing.contracts._unit_of_work import UnitOfWorkContract
-from cosmos_outbox.testing.contracts._worlds import (
+from cosmos_outbox_testing.contracts._transaction import TransactionContract
+from cosmos_outbox_testing.contracts._unit_of_work import UnitOfWorkContract
+from cosmos_outbox_testing.contracts._worlds import (
     AggregateExample,
     BacklogWorld,
     EventLoop,
@@ -63,7 +63,7 @@ from cosmos_outbox.testing.contracts._worlds import (
     examples,
     saved,
 )
-from cosmos_outbox.testing.contracts._write_path import WritePathContract
+from cosmos_outbox_testing.contracts._write_path import WritePathContract
 
 __all__ = [
     "AggregateExample",
@@ -103,5 +103,5 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {},
-    renamed={"SessionContract": "cosmos_outbox.testing.contracts.TransactionContract"},
+    renamed={"SessionContract": "cosmos_outbox_testing.contracts.TransactionContract"},
 )

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from cosmos_outbox.ports import LeaseBacklog
-from cosmos_outbox.testing.contracts._worlds import BacklogWorld
+from cosmos_outbox_testing.contracts._worlds import BacklogWorld
 
 
 def _commit(world: BacklogWorld, *, events: int, document: bool = True) -> list[str]:

@@ -23,8 +23,8 @@ from cosmos_outbox.ports import (
     DeadLetterQueues,
     Outgoing,
 )
-from cosmos_outbox.testing._dead_letters import InMemoryDeadLetters
-from cosmos_outbox.testing.contracts._worlds import Received
+from cosmos_outbox_testing._dead_letters import InMemoryDeadLetters
+from cosmos_outbox_testing.contracts._worlds import Received
 
 __all__ = ["DeadLetterContract", "DeadLetterWorld", "InMemoryDeadLetterWorld"]
 

@@ -15,7 +15,7 @@ from cosmos_outbox._write.idempotency import IDEMPOTENCY_TYPE, Recorded
 from cosmos_outbox._write.service import Versioned
 from cosmos_outbox._write.sync import AggregateService
 from cosmos_outbox.errors import AlreadyExistsError, IdempotencyKeyReusedError
-from cosmos_outbox.testing.contracts._worlds import (
+from cosmos_outbox_testing.contracts._worlds import (
     AggregateExample,
     StoreWorld,
     answered,

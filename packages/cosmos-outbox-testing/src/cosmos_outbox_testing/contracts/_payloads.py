@@ -10,7 +10,7 @@ import pytest
 from cosmos_outbox._mapper import payload_name
 from cosmos_outbox._records import OutboxRecord
 from cosmos_outbox.errors import PayloadNotFoundError, PayloadReferenceError, PayloadStoreError
-from cosmos_outbox.testing.contracts._worlds import PayloadWorld
+from cosmos_outbox_testing.contracts._worlds import PayloadWorld
 
 
 def _payload_record(

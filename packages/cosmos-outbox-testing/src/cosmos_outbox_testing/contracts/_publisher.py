@@ -13,7 +13,7 @@ import pytest
 
 from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox.ports import MessageBatch
-from cosmos_outbox.testing.contracts._worlds import PublisherWorld
+from cosmos_outbox_testing.contracts._worlds import PublisherWorld
 
 
 def message(session: str, version: int, body: bytes = b'{"n":1}', **options: Any) -> OutboxMessage:

@@ -13,7 +13,7 @@ from cosmos_outbox._mapper import event_documents, outbox_record, unreadable
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, quarantine_id
 from cosmos_outbox._records import OutboxRecord, Unreadable
 from cosmos_outbox.errors import NotFoundError
-from cosmos_outbox.testing.contracts._worlds import AggregateExample, StoreWorld
+from cosmos_outbox_testing.contracts._worlds import AggregateExample, StoreWorld
 
 
 def _stored(

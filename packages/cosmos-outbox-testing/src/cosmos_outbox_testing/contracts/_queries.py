@@ -18,7 +18,7 @@ import pytest
 from cosmos_outbox._queries import QueryParameters
 from cosmos_outbox.errors import InvalidContinuationError, InvalidQueryError
 from cosmos_outbox.ports import Page
-from cosmos_outbox.testing.contracts._worlds import StoreWorld
+from cosmos_outbox_testing.contracts._worlds import StoreWorld
 
 #: What the loans of the tests hold: (member, id, status, dueAt, fine, tags); one loan has no
 #: fine (undefined), one a null fine, one a fine that is text.

@@ -41,9 +41,9 @@ from cosmos_outbox.errors import TooLateToCancelError
 from cosmos_outbox.subscriber._events import IncomingEvent, from_message
 from cosmos_outbox.subscriber._projector import AsyncProjector, Outcome, Projection
 from cosmos_outbox.telemetry import RelayTelemetry
-from cosmos_outbox.testing._fakes import FakePublisher, InMemoryScheduleQueue, InMemoryStore
-from cosmos_outbox.testing._kit_clock import KitClock
-from cosmos_outbox.testing.contracts._worlds import InMemoryStoreWorld, StoreWorld
+from cosmos_outbox_testing._fakes import FakePublisher, InMemoryScheduleQueue, InMemoryStore
+from cosmos_outbox_testing._kit_clock import KitClock
+from cosmos_outbox_testing.contracts._worlds import InMemoryStoreWorld, StoreWorld
 
 __all__ = [
     "Delivery",

@@ -25,7 +25,7 @@ from cosmos_outbox.errors import (
     NotFoundError,
     PreconditionFailedError,
 )
-from cosmos_outbox.testing.contracts._worlds import StoreWorld
+from cosmos_outbox_testing.contracts._worlds import StoreWorld
 
 
 def _partition() -> str:

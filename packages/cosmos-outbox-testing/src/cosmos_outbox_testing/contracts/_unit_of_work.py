@@ -16,7 +16,7 @@ from cosmos_outbox.errors import (
     PreconditionFailedError,
     UnrecordedChangeError,
 )
-from cosmos_outbox.testing.contracts._worlds import AggregateExample, StoreWorld, events_of, saved
+from cosmos_outbox_testing.contracts._worlds import AggregateExample, StoreWorld, events_of, saved
 
 
 class UnitOfWorkContract:

@@ -33,7 +33,7 @@ from cosmos_outbox.ports import (
     PayloadStore,
 )
 from cosmos_outbox.settings import DEFAULT_EVENT_TTL_SECONDS, DEFAULT_IDEMPOTENCY_TTL_SECONDS
-from cosmos_outbox.testing._fakes import (
+from cosmos_outbox_testing._fakes import (
     FakePublisher,
     InMemoryBacklogEstimator,
     InMemoryPayloadStore,

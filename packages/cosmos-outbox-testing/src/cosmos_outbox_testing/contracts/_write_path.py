@@ -6,9 +6,9 @@ proves itself by passing the whole of it."""
 
 from __future__ import annotations
 
-from cosmos_outbox.testing.contracts._idempotency import IdempotencyContract
-from cosmos_outbox.testing.contracts._transaction import TransactionContract
-from cosmos_outbox.testing.contracts._unit_of_work import UnitOfWorkContract
+from cosmos_outbox_testing.contracts._idempotency import IdempotencyContract
+from cosmos_outbox_testing.contracts._transaction import TransactionContract
+from cosmos_outbox_testing.contracts._unit_of_work import UnitOfWorkContract
 
 
 class WritePathContract(TransactionContract, UnitOfWorkContract, IdempotencyContract):

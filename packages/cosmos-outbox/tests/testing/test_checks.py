@@ -10,6 +10,15 @@ from typing import Annotated, Any
 
 import pytest
 from conftest import TicketWorld
+from cosmos_outbox_testing import (
+    FunctionClient,
+    check_commands,
+    check_event_mappings,
+    check_fields,
+    check_openapi_events,
+    check_text_schemas,
+    in_memory,
+)
 from pydantic import Field, StringConstraints
 from tickets import (
     ChangeTicket,
@@ -23,15 +32,6 @@ from tickets import (
 from cosmos_outbox._outbox import Outbox
 from cosmos_outbox.aggregates import Aggregate, Event
 from cosmos_outbox.http._models import RequestModel
-from cosmos_outbox.testing import (
-    FunctionClient,
-    check_commands,
-    check_event_mappings,
-    check_fields,
-    check_openapi_events,
-    check_text_schemas,
-    in_memory,
-)
 from cosmos_outbox.text import Text
 
 
