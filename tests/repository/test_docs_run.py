@@ -198,14 +198,14 @@ def test_an_example_imports_only_the_root_and_the_test_kit(app: Path) -> None:
     """An example is written against the namespaces an app learns (README "The package's
     shape"): the outbox's (`cosmos_outbox`, its async twin `cosmos_outbox.aio`), the building
     blocks' (`cosmos_outbox.aggregates`, `cosmos_outbox.http`) and the test kit
-    (`cosmos_outbox.testing`, its tests)."""
+    (`cosmos_outbox_testing`, its tests)."""
     allowed = {
         "cosmos_outbox",
         "cosmos_outbox.aio",
         "cosmos_outbox.aggregates",
         "cosmos_outbox.http",
-        "cosmos_outbox.testing",
-        "cosmos_outbox.testing.contracts",
+        "cosmos_outbox_testing",
+        "cosmos_outbox_testing.contracts",
     }
     for path in sorted(app.rglob("*.py")):
         if ".venv" in path.parts:

@@ -418,7 +418,7 @@ def test_a_private_import_is_found(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text(
         "from cosmos_outbox._documents import read_feed\n"
-        "from cosmos_outbox.http import _bounded\nimport cosmos_outbox.testing\n"
+        "from cosmos_outbox.http import _bounded\nimport cosmos_outbox_testing\n"
         "def f() -> None:\n    import cosmos_outbox._sync_bridge\n"
     )
     assert private_library_imports(module) == [

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import azure.functions as func
 import pytest
-from cosmos_outbox_operators import Operators
-from cosmos_outbox_testing import FunctionClient, InMemory, in_memory, run_sync
 from tickets import Ticket, ticket_routes
 
 from cosmos_outbox import Outbox
 from cosmos_outbox.documents import read_feed
 from cosmos_outbox.relay import RelayReport
+from cosmos_outbox_operators import Operators
+from cosmos_outbox_testing import FunctionClient, InMemory, in_memory, run_sync
 
 if TYPE_CHECKING:
     from azure.cosmos import DatabaseProxy

@@ -11,6 +11,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import azure.functions as func
+
+from cosmos_outbox import Outbox
+from cosmos_outbox.documents import EVENT_TYPE, read_feed
+from cosmos_outbox.ports import Outgoing
+from cosmos_outbox.relay import OutboxMessage
+from cosmos_outbox.subscriber import Dispatcher, IncomingEvent, Projection, Projector, Result
 from cosmos_outbox_operators import operators_blueprint
 from cosmos_outbox_testing import (
     FunctionClient,
@@ -22,12 +28,6 @@ from cosmos_outbox_testing import (
     run_sync,
     service_bus_message,
 )
-
-from cosmos_outbox import Outbox
-from cosmos_outbox.documents import EVENT_TYPE, read_feed
-from cosmos_outbox.ports import Outgoing
-from cosmos_outbox.relay import OutboxMessage
-from cosmos_outbox.subscriber import Dispatcher, IncomingEvent, Projection, Projector, Result
 
 SUBSCRIPTION, OTHER = "projections", "other"
 KIND = "warehouse"

@@ -16,8 +16,6 @@ import pytest
 from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 from azure.servicebus import ServiceBusClient, ServiceBusReceivedMessage
-from cosmos_outbox_testing import InMemoryStore
-from cosmos_outbox_testing.contracts import EventLoop, StoreWorld
 from tickets import Ticket
 
 from cosmos_outbox._mapper import event_documents, read_feed
@@ -27,6 +25,8 @@ from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
 from cosmos_outbox.telemetry import RelayTelemetry
+from cosmos_outbox_testing import InMemoryStore
+from cosmos_outbox_testing.contracts import EventLoop, StoreWorld
 
 if TYPE_CHECKING:
     from funcstack_external import ExternalServices

@@ -26,8 +26,6 @@ from typing import TYPE_CHECKING, Any
 import azure.functions as func
 import pytest
 from azure_stack import DATABASE, ExternalStack
-from cosmos_outbox_testing import FunctionClient, InMemory, in_memory
-from cosmos_outbox_testing.contracts import EventLoop
 from funcstack_external import FUNCSTACK_VARIABLE, external_services
 from tickets import Ticket, ticket_routes
 
@@ -35,6 +33,8 @@ from cosmos_outbox import Outbox
 from cosmos_outbox._mapper import read_feed
 from cosmos_outbox._relay.forwarding import RelayReport
 from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox_testing import FunctionClient, InMemory, in_memory
+from cosmos_outbox_testing.contracts import EventLoop
 
 if TYPE_CHECKING:
     from azure.cosmos import DatabaseProxy

@@ -17,10 +17,10 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
-from cosmos_outbox_testing import in_memory
 
 import cosmos_outbox
 import cosmos_outbox.aio
+from cosmos_outbox_testing import in_memory
 
 SOURCE = Path(cosmos_outbox.__file__).parent
 
@@ -124,10 +124,9 @@ def test_a_renamed_name_still_works_for_a_release_and_warns_naming_its_replaceme
     """0.4's renames ("session" is Service Bus's word; the Idempotency-Key is remembered, the
     claim check keeps "claim"): the old names work until 0.5 and warn, naming the new one. The
     names 0.3 renamed are gone, as its CHANGELOG said."""
-    import cosmos_outbox_testing.contracts
-
     import cosmos_outbox.aio
     import cosmos_outbox.cosmos
+    import cosmos_outbox_testing.contracts
 
     with pytest.warns(DeprecationWarning, match=r"use cosmos_outbox\.Transaction"):
         assert cosmos_outbox.Session is cosmos_outbox.Transaction

@@ -54,11 +54,8 @@ from cosmos_outbox.ports import Page
 from cosmos_outbox.relay import OutboxRecord
 from cosmos_outbox_operators._console.doors import OperatorDoors
 from cosmos_outbox_operators._console.identity import OPERATOR_ROLE
-from cosmos_outbox_operators._recovery_routes import (
-    PARAMETERS,
-    DiscardView,
-    recovery_routes,
-)
+from cosmos_outbox_operators._recovery_routes import recovery_routes
+from cosmos_outbox_operators._recovery_views import PARAMETERS, DiscardView
 from cosmos_outbox_operators._types import (
     WHOLE,
 )

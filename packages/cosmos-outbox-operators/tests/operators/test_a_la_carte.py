@@ -9,11 +9,11 @@ import json
 
 import azure.functions as func
 from conftest import TicketWorld
-from cosmos_outbox_testing import FunctionClient
 from operator_functions import KEYED, OPERATORS, RELAY
 from tickets import Ticket, ticket_routes
 
 from cosmos_outbox import Outbox
+from cosmos_outbox_testing import FunctionClient
 
 
 def trigger_of(client: FunctionClient, name: str) -> dict[str, str]:

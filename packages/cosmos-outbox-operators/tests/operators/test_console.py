@@ -20,14 +20,14 @@ from pathlib import Path
 
 import pytest
 from conftest import TicketWorld, body, problem
-from cosmos_outbox_operators import Operators, operators_blueprint
-from cosmos_outbox_operators._console.identity import PRINCIPAL_HEADER, principal_of
-from cosmos_outbox_testing import FunctionClient, in_memory, run_sync
 
 from cosmos_outbox import Outbox
 from cosmos_outbox.aio import Outbox as AsyncOutbox
 from cosmos_outbox.documents import EVENT_TYPE
 from cosmos_outbox.http import operation_of
+from cosmos_outbox_operators import Operators, operators_blueprint
+from cosmos_outbox_operators._console.identity import PRINCIPAL_HEADER, principal_of
+from cosmos_outbox_testing import FunctionClient, in_memory, run_sync
 
 PACKAGE = Path(__file__).resolve().parents[2]
 ORIGIN = "http://localhost"

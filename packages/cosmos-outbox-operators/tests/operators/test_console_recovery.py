@@ -20,12 +20,12 @@ from typing import Any
 
 import pytest
 from conftest import body, problem
-from cosmos_outbox_testing import delivered
 from recovery_world import KIND, SUBSCRIPTION, RecoveryWorld
 
 from cosmos_outbox.operations import _dead_letters as dead_letters
 from cosmos_outbox.ports import LeaseBacklog
 from cosmos_outbox.subscriber import Outcome
+from cosmos_outbox_testing import delivered
 
 CONSOLE = "/api/outbox/console"
 TRACE = "0af7651916cd43dd8448eb211c80319c"

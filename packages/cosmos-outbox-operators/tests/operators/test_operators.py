@@ -18,8 +18,6 @@ from typing import Any
 import azure.functions as func
 import pytest
 from conftest import TicketWorld, body, problem
-from cosmos_outbox_operators import Operators, parse_instant
-from cosmos_outbox_testing import FakePublisher, FixedBacklog, FunctionClient, InMemoryStore
 from operator_functions import HEALTH, KEYED
 from tickets import Ticket, ticket_routes
 
@@ -30,6 +28,8 @@ from cosmos_outbox.http import Cursor, TokenCodec, operation_of
 from cosmos_outbox.http import bounded as bounded
 from cosmos_outbox.ports import LeaseBacklog, Page
 from cosmos_outbox.relay import QUARANTINE_NOTICE_SUBJECT, notice_id
+from cosmos_outbox_operators import Operators, parse_instant
+from cosmos_outbox_testing import FakePublisher, FixedBacklog, FunctionClient, InMemoryStore
 
 #: The publisher's limit: an event whose title is 5,000 characters does not fit.
 LIMIT = 4096

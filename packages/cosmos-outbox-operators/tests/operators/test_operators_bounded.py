@@ -32,7 +32,6 @@ pytest.importorskip(
 )
 
 from conftest import DATABASE
-from cosmos_outbox_testing import run_sync
 
 from cosmos_outbox import Outbox, Services
 from cosmos_outbox.cosmos import CosmosDocumentStore
@@ -40,6 +39,7 @@ from cosmos_outbox.documents import EVENT_TYPE, read_feed
 from cosmos_outbox.http.bounded import BOUND_RETRY_AFTER_SECONDS, BOUND_SECONDS
 from cosmos_outbox.ports import MessagePublisher
 from cosmos_outbox.relay import Quarantine
+from cosmos_outbox_testing import run_sync
 from funcstack import LocalStack
 from funcstack.pytest_plugin import HostedApp
 
@@ -179,3 +179,33 @@ def test_replay_and_redrive_answer_503_within_the_bound_when_the_broker_hangs(
     )
     assert reply.status == 202, reply.body
     assert reply.json()["status"] == "resolved"
+
+
+def test_the_operators_routes_take_the_master_key_only(
+    funcstack_app: Callable[..., HostedApp], fresh: str
+) -> None:
+    """The operators' `/outbox/...` are admin: the master key only, as the README's table says
+    (moved from examples/orders' end-to-end test: the operators' routes are this package's)."""
+    app = funcstack_app(OPERATORS_APP, settings={"COSMOS_CONTAINER": fresh})  # keys enforced
+    assert app.function_key is not None and app.master_key is not None
+    function_key = {"x-functions-key": app.function_key}
+    master_key = {"x-functions-key": app.master_key}
+    assert call_keyed(app, "outbox/status") == 401
+    assert call_keyed(app, "outbox/status", function_key) == 401
+    deadline = time.monotonic() + 60
+    while (status := call_keyed(app, "outbox/status", master_key)) == 503:
+        if time.monotonic() > deadline:
+            break
+        time.sleep(1)
+    assert status == 200
+
+
+def call_keyed(app: HostedApp, path: str, headers: dict[str, str] | None = None) -> int:
+    """The status of a GET of `path` with `headers` (a key)."""
+    url = urlsplit(f"{app.url}/{path}")
+    connection = http.client.HTTPConnection(url.netloc, timeout=BOUND_SECONDS + 20)
+    try:
+        connection.request("GET", url.path, headers=headers or {})
+        return connection.getresponse().status
+    finally:
+        connection.close()

@@ -17,6 +17,13 @@ from typing import Any
 import azure.functions as func
 import pytest
 from conftest import body, problem
+from recovery_world import KIND, OTHER, SUBSCRIPTION, RecoveryWorld, Stock
+
+from cosmos_outbox import Outbox
+from cosmos_outbox.errors import OutboxError, SessionIdTooLongError
+from cosmos_outbox.operations import describe, resubmission, resubmission_id
+from cosmos_outbox.ports import DeadLetterEntity, LeaseBacklog, Page
+from cosmos_outbox.subscriber import DISCARD_NOTICE, Dispatcher, Outcome, Projector
 from cosmos_outbox_operators import operators_blueprint
 from cosmos_outbox_testing import (
     FunctionClient,
@@ -25,13 +32,6 @@ from cosmos_outbox_testing import (
     delivered,
     in_memory,
 )
-from recovery_world import KIND, OTHER, SUBSCRIPTION, RecoveryWorld, Stock
-
-from cosmos_outbox import Outbox
-from cosmos_outbox.errors import OutboxError, SessionIdTooLongError
-from cosmos_outbox.operations import describe, resubmission, resubmission_id
-from cosmos_outbox.ports import DeadLetterEntity, LeaseBacklog, Page
-from cosmos_outbox.subscriber import DISCARD_NOTICE, Dispatcher, Outcome, Projector
 
 
 @pytest.fixture

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 from conftest import TicketWorld, body
-from cosmos_outbox_testing import FakePublisher, timer_request
 from tickets import Ticket
 
 from cosmos_outbox.documents import aggregate_event_document
 from cosmos_outbox.errors import RelayNotReadyError
 from cosmos_outbox.ports import MessageBatch
+from cosmos_outbox_testing import FakePublisher, timer_request
 
 
 def _stored(world: TicketWorld, *, title: str = "Printer on fire") -> list[dict[str, Any]]:

@@ -5,9 +5,8 @@ tests that need them in a local Functions host over the SDKs' `aio` clients
 
 from __future__ import annotations
 
-from cosmos_outbox_operators import Operators
-
 from cosmos_outbox.aio import Outbox
+from cosmos_outbox_operators import Operators
 
 outbox = Outbox()
 app = outbox.function_app(Operators(), title="Operators", relay=False)

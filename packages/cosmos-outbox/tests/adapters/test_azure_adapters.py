@@ -37,21 +37,6 @@ from azure_stack import (
     relay_through,
     retitle,
 )
-from cosmos_outbox_testing import InMemoryStore
-from cosmos_outbox_testing.contracts import (
-    BacklogEstimatorContract,
-    BacklogWorld,
-    EventLoop,
-    PayloadStoreContract,
-    PayloadWorld,
-    PublisherContract,
-    PublisherWorld,
-    QuarantineContract,
-    QueryContract,
-    Received,
-    WritePathContract,
-    examples,
-)
 from tickets import TICKET
 
 from cosmos_outbox._mapper import QUARANTINE_NOTICE_SUBJECT, notice_id, payload_name, read_feed
@@ -67,6 +52,21 @@ from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentS
 from cosmos_outbox.errors import PayloadStoreError, RelayNotReadyError, StoreUnavailableError
 from cosmos_outbox.servicebus import ServiceBusPublisher
 from cosmos_outbox.servicebus.aio import ServiceBusPublisher as AsyncServiceBusPublisher
+from cosmos_outbox_testing import InMemoryStore
+from cosmos_outbox_testing.contracts import (
+    BacklogEstimatorContract,
+    BacklogWorld,
+    EventLoop,
+    PayloadStoreContract,
+    PayloadWorld,
+    PublisherContract,
+    PublisherWorld,
+    QuarantineContract,
+    QueryContract,
+    Received,
+    WritePathContract,
+    examples,
+)
 
 if TYPE_CHECKING:
     from funcstack import LocalStack

@@ -30,7 +30,6 @@ pytest.importorskip(
 from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 from azure_stack import DATABASE, TOPIC, CosmosWorld
-from cosmos_outbox_testing.contracts import EventLoop
 from tickets import Ticket
 
 from cosmos_outbox._relay.backlog import Backlog, report_backlog
@@ -43,6 +42,7 @@ from cosmos_outbox.cosmos.aio import CosmosBacklogEstimator as AsyncCosmosBacklo
 from cosmos_outbox.errors import StoreUnavailableError
 from cosmos_outbox.ports import LeaseBacklog
 from cosmos_outbox.telemetry import RelayTelemetry
+from cosmos_outbox_testing.contracts import EventLoop
 from funcstack import LocalStack
 from funcstack.pytest_plugin import HostedApp
 

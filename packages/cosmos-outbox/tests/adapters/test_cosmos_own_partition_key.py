@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import pytest
 from azure_stack import OnCosmos
-from cosmos_outbox_testing.contracts import QuarantineContract, TransactionContract, examples
 from tickets import TICKET
+
+from cosmos_outbox_testing.contracts import QuarantineContract, TransactionContract, examples
 
 pytestmark = pytest.mark.integration
 

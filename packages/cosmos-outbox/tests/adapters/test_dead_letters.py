@@ -13,6 +13,11 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure_stack import TOPIC, properties
+
+from cosmos_outbox._sync_bridge import as_async, run_sync
+from cosmos_outbox.ports import DeadLetterEntity, Outgoing
+from cosmos_outbox.servicebus import ServiceBusDeadLetters
+from cosmos_outbox.servicebus.aio import ServiceBusDeadLetters as AsyncServiceBusDeadLetters
 from cosmos_outbox_testing.contracts import (
     DeadLetterContract,
     DeadLetterWorld,
@@ -20,11 +25,6 @@ from cosmos_outbox_testing.contracts import (
     InMemoryDeadLetterWorld,
     Received,
 )
-
-from cosmos_outbox._sync_bridge import as_async, run_sync
-from cosmos_outbox.ports import DeadLetterEntity, Outgoing
-from cosmos_outbox.servicebus import ServiceBusDeadLetters
-from cosmos_outbox.servicebus.aio import ServiceBusDeadLetters as AsyncServiceBusDeadLetters
 
 if TYPE_CHECKING:
     from funcstack import LocalStack

@@ -39,8 +39,6 @@ from azure_stack import (
 )
 from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
 from cloudevents.core.formats.json import JSONFormat
-from cosmos_outbox_testing import InMemoryStore
-from cosmos_outbox_testing.contracts import EventLoop
 
 from cosmos_outbox._mapper import read_feed
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, Quarantine
@@ -50,6 +48,8 @@ from cosmos_outbox.blob import BlobPayloadStore
 from cosmos_outbox.blob.aio import BlobPayloadStore as AsyncBlobPayloadStore
 from cosmos_outbox.servicebus import ServiceBusPublisher
 from cosmos_outbox.servicebus.aio import ServiceBusPublisher as AsyncServiceBusPublisher
+from cosmos_outbox_testing import InMemoryStore
+from cosmos_outbox_testing.contracts import EventLoop
 from funcstack import LocalStack
 from funcstack.servicebus import ServiceBusEndpoint, start_servicebus
 

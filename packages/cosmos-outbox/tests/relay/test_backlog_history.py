@@ -7,10 +7,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from cosmos_outbox_testing import InMemoryStore
 
 from cosmos_outbox._relay.backlog_history import KEPT_READINGS, BacklogHistory
 from cosmos_outbox._sync_bridge import as_async, run_sync
+from cosmos_outbox_testing import InMemoryStore
 
 
 def test_the_backlog_timer_keeps_the_last_hour_for_the_chart() -> None:

@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from conftest import TicketWorld
-from cosmos_outbox_testing import FakePublisher, InMemoryStore
 from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
@@ -30,6 +29,7 @@ from cosmos_outbox._quarantine import QUARANTINE_TYPE, Quarantine
 from cosmos_outbox._relay.forwarding import Relay, RelayReport
 from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox.telemetry import RelayTelemetry
+from cosmos_outbox_testing import FakePublisher, InMemoryStore
 
 #: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
 TELEMETRY = RelayTelemetry(destination="test-events")

@@ -8,7 +8,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from cosmos_outbox_testing import FakePublisher, InMemoryStore
 from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import InMemoryMetricReader
 from opentelemetry.sdk.trace import TracerProvider
@@ -22,6 +21,7 @@ from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._relay.forwarding import Relay
 from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox.telemetry import RelayTelemetry
+from cosmos_outbox_testing import FakePublisher, InMemoryStore
 from relay.test_relay import TRACE, history
 
 TOPIC = "ticket-events"

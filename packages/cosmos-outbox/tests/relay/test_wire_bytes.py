@@ -36,7 +36,6 @@ from azure.servicebus import ServiceBusMessageBatch
 from azure.servicebus._pyamqp._decode import decode_payload
 from azure.servicebus._pyamqp._encode import encode_payload
 from azure.servicebus._pyamqp.message import BatchMessage
-from cosmos_outbox_testing import InMemoryStore
 
 from cosmos_outbox._mapper import read_feed
 from cosmos_outbox._quarantine import Quarantine
@@ -46,6 +45,7 @@ from cosmos_outbox.ports import MessageBatch, MessagePublisher
 from cosmos_outbox.servicebus._messages import ServiceBusBatch
 from cosmos_outbox.settings import LegacyEvents
 from cosmos_outbox.telemetry import RelayTelemetry
+from cosmos_outbox_testing import InMemoryStore
 
 #: How the Contacts app (the library's first user) reads the events it stored before event
 #: documents named their aggregate type and source: the pinned cases' first three documents are

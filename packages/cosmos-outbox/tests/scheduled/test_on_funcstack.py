@@ -18,6 +18,12 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusReceiver
 from azure_stack import DATABASE, SUBSCRIPTION, TOPIC, CosmosWorld, cosmos_world
+
+from cosmos_outbox._relay.releases import release_of, waiting
+from cosmos_outbox.servicebus import ServiceBusPublisher, ServiceBusScheduleQueue
+from cosmos_outbox.servicebus.aio import ServiceBusPublisher as AsyncServiceBusPublisher
+from cosmos_outbox.servicebus.aio import ServiceBusScheduleQueue as AsyncServiceBusScheduleQueue
+from cosmos_outbox.subscriber import from_message
 from cosmos_outbox_testing.contracts import (
     Delivery,
     EventLoop,
@@ -25,12 +31,6 @@ from cosmos_outbox_testing.contracts import (
     ScheduledEventsContract,
     ScheduleWorld,
 )
-
-from cosmos_outbox._relay.releases import release_of, waiting
-from cosmos_outbox.servicebus import ServiceBusPublisher, ServiceBusScheduleQueue
-from cosmos_outbox.servicebus.aio import ServiceBusPublisher as AsyncServiceBusPublisher
-from cosmos_outbox.servicebus.aio import ServiceBusScheduleQueue as AsyncServiceBusScheduleQueue
-from cosmos_outbox.subscriber import from_message
 
 if TYPE_CHECKING:
     from funcstack import LocalStack

@@ -15,15 +15,6 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from cosmos_outbox_testing import (
-    FakePublisher,
-    FunctionClient,
-    InMemory,
-    InMemoryScheduleQueue,
-    InMemoryStore,
-    in_memory,
-    service_bus_message,
-)
 from tickets import Ticket, TicketClosed, TicketRetitled
 
 from cosmos_outbox import Outbox, Services
@@ -52,6 +43,15 @@ from cosmos_outbox.subscriber import (
 )
 from cosmos_outbox.subscriber._projector import AsyncProjector
 from cosmos_outbox.telemetry import RelayTelemetry
+from cosmos_outbox_testing import (
+    FakePublisher,
+    FunctionClient,
+    InMemory,
+    InMemoryScheduleQueue,
+    InMemoryStore,
+    in_memory,
+    service_bus_message,
+)
 
 TELEMETRY = RelayTelemetry(destination="test-events")
 LATER = timedelta(minutes=15)

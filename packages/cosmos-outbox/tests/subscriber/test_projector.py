@@ -15,12 +15,6 @@ from typing import Any
 import azure.functions as func
 import pytest
 from conftest import TicketWorld, body
-from cosmos_outbox_testing import (
-    InMemoryPayloadStore,
-    InMemoryStore,
-    run_sync,
-    service_bus_message,
-)
 
 from cosmos_outbox.ports import OutboxMessage
 from cosmos_outbox.servicebus import to_servicebus_message
@@ -34,6 +28,12 @@ from cosmos_outbox.subscriber import (
     Result,
     UnreadableEventError,
     aio,
+)
+from cosmos_outbox_testing import (
+    InMemoryPayloadStore,
+    InMemoryStore,
+    run_sync,
+    service_bus_message,
 )
 
 INBOX_TTL = 3600

@@ -10,15 +10,6 @@ from typing import Annotated, Any
 
 import pytest
 from conftest import TicketWorld
-from cosmos_outbox_testing import (
-    FunctionClient,
-    check_commands,
-    check_event_mappings,
-    check_fields,
-    check_openapi_events,
-    check_text_schemas,
-    in_memory,
-)
 from pydantic import Field, StringConstraints
 from tickets import (
     ChangeTicket,
@@ -33,6 +24,15 @@ from cosmos_outbox._outbox import Outbox
 from cosmos_outbox.aggregates import Aggregate, Event
 from cosmos_outbox.http._models import RequestModel
 from cosmos_outbox.text import Text
+from cosmos_outbox_testing import (
+    FunctionClient,
+    check_commands,
+    check_event_mappings,
+    check_fields,
+    check_openapi_events,
+    check_text_schemas,
+    in_memory,
+)
 
 
 def openapi(world: TicketWorld) -> dict[str, Any]:

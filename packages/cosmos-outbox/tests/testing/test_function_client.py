@@ -12,9 +12,9 @@ from pathlib import Path
 import azure.functions as func
 import pytest
 from conftest import TicketWorld
-from cosmos_outbox_testing import FunctionClient
 
 from cosmos_outbox.documents import EVENT_TYPE
+from cosmos_outbox_testing import FunctionClient
 
 
 def _app() -> func.FunctionApp:

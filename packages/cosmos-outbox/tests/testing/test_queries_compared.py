@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from azure_stack import DATABASE
-from cosmos_outbox_testing import InMemoryStore
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.errors import InvalidQueryError
+from cosmos_outbox_testing import InMemoryStore
 
 if TYPE_CHECKING:
     from funcstack import LocalStack

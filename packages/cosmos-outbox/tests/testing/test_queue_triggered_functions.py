@@ -14,12 +14,12 @@ from typing import Any
 
 import azure.functions as func
 import pytest
-from cosmos_outbox_testing import FunctionClient, InMemory, in_memory, queue_message
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cosmos_outbox import Outbox
 from cosmos_outbox.aio import Outbox as AsyncOutbox
 from cosmos_outbox.errors import AlreadyExistsError
+from cosmos_outbox_testing import FunctionClient, InMemory, in_memory, queue_message
 
 
 class ImportBooking(BaseModel):

@@ -11,6 +11,8 @@ from collections.abc import Coroutine, Iterator
 from typing import Any
 
 import pytest
+from tickets import TICKET
+
 from cosmos_outbox_testing.contracts import (
     BacklogEstimatorContract,
     BacklogWorld,
@@ -32,7 +34,6 @@ from cosmos_outbox_testing.contracts import (
     WritePathContract,
     examples,
 )
-from tickets import TICKET
 
 
 class AsyncInMemoryStoreWorld(InMemoryStoreWorld):

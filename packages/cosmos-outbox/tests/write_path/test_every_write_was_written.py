@@ -22,8 +22,6 @@ from typing import Any
 import azure.functions as func
 import pytest
 from conftest import body, problem
-from cosmos_outbox_testing import FunctionClient, InMemory, check_commands, in_memory
-from cosmos_outbox_testing._fakes import InMemoryStore
 
 from cosmos_outbox import Outbox, Services
 from cosmos_outbox._mapper import EVENT_TYPE, envelope_and_data
@@ -32,6 +30,8 @@ from cosmos_outbox.aggregates import Aggregate, Event
 from cosmos_outbox.aio import Outbox as AsyncOutbox
 from cosmos_outbox.http import HttpApi, HttpCall, PathParameter, Reply
 from cosmos_outbox.http._models import RequestModel, view_of
+from cosmos_outbox_testing import FunctionClient, InMemory, check_commands, in_memory
+from cosmos_outbox_testing._fakes import InMemoryStore
 
 
 class Draft(Aggregate):

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import inspect
 
-from cosmos_outbox_testing import InMemoryPayloadStore, as_async, run_sync
-
 from cosmos_outbox.ports import (
     STAYS_SYNC,
     AsyncBacklogEstimator,
@@ -18,6 +16,7 @@ from cosmos_outbox.ports import (
     PayloadStore,
     sync_methods,
 )
+from cosmos_outbox_testing import InMemoryPayloadStore, as_async, run_sync
 
 ASYNC_PORTS = (AsyncDocumentStore, AsyncMessagePublisher, AsyncPayloadStore, AsyncBacklogEstimator)
 
