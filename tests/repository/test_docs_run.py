@@ -25,13 +25,26 @@ import pytest
 from pytest_examples import CodeExample, find_examples
 
 ROOT = Path(__file__).resolve().parents[2]
-#: The READMEs whose Python blocks must run: this repository's, the packages', the examples'.
+#: The guides of docs/ whose Python blocks run as the READMEs' do (the package README's long
+#: material, moved there in 0.5: one topic a page).
+GUIDES = (
+    "quick-start",
+    "your-own-app",
+    "building-blocks",
+    "scheduled-events",
+    "subscribers",
+    "operating-the-outbox",
+    "upgrading",
+)
+#: The READMEs whose Python blocks must run: this repository's, the packages', the examples',
+#: and the guides.
 READMES = sorted(
     str(p.relative_to(ROOT))
     for p in (
         ROOT / "README.md",
         *ROOT.glob("packages/*/README.md"),
         *ROOT.glob("examples/*/README.md"),
+        *(ROOT / "docs" / f"{guide}.md" for guide in GUIDES),
     )
 )
 MYPY_CONFIG = """[mypy]

@@ -117,7 +117,7 @@ def test_the_routes_answer_and_the_events_reach_the_topic_once_in_order(
 def test_each_route_takes_the_keys_of_its_auth_level(funcstack_app: Callable[..., Any]) -> None:
     """The business routes are `function` level, `/health` and `/openapi.json` anonymous, as the
     README's table says (the operators' `/outbox/...`, admin, are cosmos-outbox-operators': its
-    tests/operators/test_operators_bounded.py holds them to the master key)."""
+    hosted tests hold them to the master key)."""
     app = funcstack_app(APP)  # keys required by auth level, as in Azure
     order = {"customerName": "Ada", "totalCents": 1}
     assert call("POST", f"{app.url}/orders", order)[0] == 401

@@ -16,5 +16,5 @@ page.py       the page itself and its static files (htmx, shipped in the wheel; 
 templates/    page.html and one fragment per operation (fragments/<operation name>.html;
               an operation without one shows its JSON answer, so new routes show up)
 static/       console.css, console.js, vendor/ (htmx, fetched from npm when the wheel is
-              built: packages/cosmos-outbox/hatch_build.py; never in the repository)
+              built: packages/cosmos-outbox-operators/hatch_build.py; never in the repository)
 """

@@ -159,7 +159,7 @@ def register_page(doors: OperatorDoors) -> None:
                 logger.error(
                     "the console's htmx.min.js is not in this installation of cosmos-outbox: "
                     "install it from a wheel or an sdist (they carry it), or build it where npm "
-                    "is available (packages/cosmos-outbox/hatch_build.py)"
+                    "is available (packages/cosmos-outbox-operators/hatch_build.py)"
                 )
             return func.HttpResponse(status_code=404, headers={"Cache-Control": "no-store"})
         return func.HttpResponse(
