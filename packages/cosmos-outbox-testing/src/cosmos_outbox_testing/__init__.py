@@ -40,6 +40,7 @@ from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox._sync_bridge import as_async, run_sync
 from cosmos_outbox._wiring import Services
 from cosmos_outbox.ports import DeadLetterEntity
+from cosmos_outbox.services import leaves
 from cosmos_outbox.settings import (
     DEFAULT_EVENT_TTL_SECONDS,
     DEFAULT_IDEMPOTENCY_TTL_SECONDS,
@@ -239,6 +240,16 @@ class InMemory:
         return committed_events(self.store, partition_key)
 
 
+def _leaves_on(fakes: Mapping[str, object]) -> dict[str, Any]:
+    """The services' leaf adapters (`cosmos_outbox.services.leaves()`, each declared once in
+    the core) on the kit's fakes, by name: a leaf the kit has no fake for fails here, naming it
+    (an adapter added to the core needs its fake here, and nowhere else in the kit)."""
+    missing = [leaf for leaf in leaves() if leaf not in fakes]
+    if missing:
+        raise LookupError(f"the test kit has no fake for the services' {', '.join(missing)}")
+    return {leaf: (lambda fake=fakes[leaf]: fake) for leaf in leaves()}
+
+
 def in_memory(
     outbox: OutboxBase | None = None,
     *,
@@ -267,18 +278,21 @@ def in_memory(
     dead_letters = InMemoryDeadLetters()
     watched = dict(subscriptions or {})
     projections = {name: s for name, s in watched.items() if s is not None}
+    fakes: dict[str, object] = {
+        "publisher": publisher,
+        "payloads": payloads,
+        "backlog": backlog,
+        "schedule": schedule,
+        "dead_letters": dead_letters,
+    }
     services = Services(
         store=store,
-        publisher=lambda: publisher,
-        payloads=lambda: payloads,
-        backlog=lambda: backlog,
-        schedule=lambda: schedule,
+        **_leaves_on(fakes),
         token_secret=TEST_SECRET,
         topic=topic,
         event_ttl_seconds=event_ttl_seconds,
         idempotency_ttl_seconds=idempotency_ttl_seconds,
         max_payload_bytes=max_payload_bytes,
-        dead_letters=lambda: dead_letters,
         watched=tuple(DeadLetterEntity(name) for name in watched)
         + tuple(DeadLetterEntity(name, "queue") for name in queues),
         subscriber_stores=lambda: projections,
