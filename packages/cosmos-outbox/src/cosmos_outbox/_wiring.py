@@ -515,24 +515,27 @@ class Wiring:
         with self._lock:
             if self._operations is None:
                 from cosmos_outbox.operations import _operations as made
+                from cosmos_outbox.operations import _parts
 
                 self._operations = made.Operations(
-                    store=self.store,
-                    quarantine=self.quarantine,
-                    relay=self.relay,
-                    backlog=self.backlog,
-                    history=self.backlog_history,
-                    event_ttl_seconds=self.event_ttl_seconds,
-                    tokens=made.PagingTokens(
-                        quarantine=self.quarantine_tokens,
-                        dead_letters=self.dead_letter_tokens,
-                        documents=self.document_tokens,
-                        redrive=self.redrive_tokens,
-                    ),
-                    legacy=self.legacy,
-                    health=self.relay_health,
-                    dead_letters=self.dead_letters,
-                    watched=self.services.watched,
-                    subscribers=self.subscriber_stores,
+                    _parts.Parts(
+                        store=self.store,
+                        quarantine=self.quarantine,
+                        relay=self.relay,
+                        backlog=self.backlog,
+                        history=self.backlog_history,
+                        event_ttl_seconds=self.event_ttl_seconds,
+                        tokens=_parts.PagingTokens(
+                            quarantine=self.quarantine_tokens,
+                            dead_letters=self.dead_letter_tokens,
+                            documents=self.document_tokens,
+                            redrive=self.redrive_tokens,
+                        ),
+                        legacy=self.legacy,
+                        health=self.relay_health,
+                        dead_letters=self.dead_letters,
+                        watched=self.services.watched,
+                        subscribers=self.subscriber_stores,
+                    )
                 )
             return self._operations

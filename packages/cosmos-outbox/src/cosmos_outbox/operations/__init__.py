@@ -54,7 +54,7 @@ if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
     from cosmos_outbox.operations._journey import SubscriberAggregate as SubscriberAggregate
     from cosmos_outbox.operations._journey import SubscriberSight as SubscriberSight
     from cosmos_outbox.operations._operations import Operations as Operations
-    from cosmos_outbox.operations._operations import PagingTokens as PagingTokens
+    from cosmos_outbox.operations._parts import PagingTokens as PagingTokens
     from cosmos_outbox.operations._quarantined import Discarded as Discarded
     from cosmos_outbox.operations._redrive import RedrivePage as RedrivePage
     from cosmos_outbox.operations._redrive import SubscriberCounts as SubscriberCounts
@@ -75,7 +75,7 @@ if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
 _EXPORTS = {
     # the one API, by role
     "Operations": "cosmos_outbox.operations._operations",
-    "PagingTokens": "cosmos_outbox.operations._operations",
+    "PagingTokens": "cosmos_outbox.operations._parts",
     "StatusOperations": "cosmos_outbox.operations._roles",
     "QuarantineOperations": "cosmos_outbox.operations._roles",
     "DeadLetterOperations": "cosmos_outbox.operations._roles",

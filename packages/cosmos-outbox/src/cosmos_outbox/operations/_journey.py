@@ -20,15 +20,14 @@ time, or overdue: its release has not come), released (then relayed as any event
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from cosmos_outbox._mapper import EVENT_TYPE, read_feed
-from cosmos_outbox._quarantine import QUARANTINE_TYPE, Quarantine, QuarantinedEvent
+from cosmos_outbox._quarantine import QUARANTINE_TYPE, QuarantinedEvent
 from cosmos_outbox._records import (
-    LegacyEvents,
     NotAnEvent,
     OutboxRecord,
     Unreadable,
@@ -37,8 +36,9 @@ from cosmos_outbox._records import (
 from cosmos_outbox._relay.releases import ScheduleState, schedule_state
 from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators, Described
+from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._stored import partition_documents, partition_of
-from cosmos_outbox.ports import AsyncBacklogEstimator, AsyncDocumentStore, LeaseBacklog, Page
+from cosmos_outbox.ports import AsyncDocumentStore, LeaseBacklog, Page
 from cosmos_outbox.subscriber._bookkeeping import (
     ACCEPTED_GAP_TYPE,
     GAP_TYPE,
@@ -124,29 +124,14 @@ class _Context:
 
 
 class JourneyOperators:
-    def __init__(
-        self,
-        *,
-        store: AsyncDocumentStore,
-        quarantine: Quarantine,
-        backlog: Callable[[], AsyncBacklogEstimator],
-        dead_letters: DeadLetterOperators,
-        subscribers: Callable[[], Mapping[str, AsyncDocumentStore]],
-        event_ttl_seconds: int,
-        legacy: LegacyEvents | None = None,
-    ) -> None:
-        self._store = store
-        self._quarantine = quarantine
-        self._backlog = backlog
+    def __init__(self, parts: Parts, dead_letters: DeadLetterOperators) -> None:
+        self._parts = parts
         self._letters = dead_letters
-        self._subscribers = subscribers
-        self._ttl = event_ttl_seconds
-        self._legacy = legacy
 
     async def _context(self) -> _Context:
         leases: list[LeaseBacklog] | None
         try:
-            leases, why = await self._backlog().estimate(), None
+            leases, why = await self._parts.backlog().estimate(), None
         except Exception as exc:  # no estimator, no lease container: said, not raised
             leases, why = None, f"{error_type(exc)}: {str(exc)[:200]}"
         letters: dict[str, list[Described]] = {}
@@ -159,7 +144,7 @@ class JourneyOperators:
         return _Context(leases, why, letters)
 
     def _parse(self, document: Mapping[str, Any]) -> OutboxRecord | Unreadable | None:
-        [item] = read_feed([document], legacy=self._legacy)
+        [item] = read_feed([document], legacy=self._parts.legacy)
         return None if isinstance(item, NotAnEvent) else item
 
     async def documents(
@@ -169,7 +154,7 @@ class JourneyOperators:
         expired, its quarantine and idempotency records...), as stored, system properties
         included; read only (the console's link from an event to its aggregate's documents)."""
         return await partition_documents(
-            self._store,
+            self._parts.store,
             partition_of(aggregate_id),
             page_size=page_size,
             continuation=continuation,
@@ -178,10 +163,10 @@ class JourneyOperators:
     async def of_event(self, event_id: str) -> EventJourney:
         """Where one event went. NotFoundError when nothing anywhere knows it."""
         context = await self._context()
-        document = await self._store.find(EVENT_TYPE, event_id)
+        document = await self._parts.store.find(EVENT_TYPE, event_id)
         event = self._parse(document) if document is not None else None
         try:
-            quarantined: QuarantinedEvent | None = await self._quarantine.get(event_id)
+            quarantined: QuarantinedEvent | None = await self._parts.quarantine.get(event_id)
         except NotFoundError:
             quarantined = None
         found = await self._journey(
@@ -201,7 +186,7 @@ class JourneyOperators:
         context = await self._context()
         stored: dict[str, OutboxRecord | Unreadable] = {}
         schedules: dict[str, ScheduleState | None] = {}
-        for document in await self._store.of_type(
+        for document in await self._parts.store.of_type(
             EVENT_TYPE, partition_key=partition_of(aggregate_id)
         ):
             event = self._parse(document)
@@ -211,10 +196,10 @@ class JourneyOperators:
         quarantined = {
             q.event_id: q
             for q in [
-                await self._quarantine.get(
+                await self._parts.quarantine.get(
                     str(d.get("eventId") or d["id"]).removeprefix("quarantine-")
                 )
-                for d in await self._store.of_type(
+                for d in await self._parts.store.of_type(
                     QUARANTINE_TYPE, partition_key=partition_of(aggregate_id)
                 )
             ]
@@ -234,7 +219,7 @@ class JourneyOperators:
         journeys.sort(key=lambda j: (j.schedule is not None, j.version or 0, _due(j), j.event_id))
         subscribers = [
             await _subscriber_aggregate(name, store, aggregate_id)
-            for name, store in sorted(self._subscribers().items())
+            for name, store in sorted(self._parts.subscribers().items())
         ]
         return AggregateJourney(
             aggregate_type,
@@ -272,7 +257,7 @@ class JourneyOperators:
             relay, note = _scheduled_relay(schedule, relay, note)
         sights = [
             await _sight(name, store, event_id, aggregate_id, version)
-            for name, store in sorted(self._subscribers().items())
+            for name, store in sorted(self._parts.subscribers().items())
         ]
         journey = EventJourney(
             event_id=event_id,
@@ -291,7 +276,7 @@ class JourneyOperators:
             trace_id=_trace_of(source, letters),
             schedule=schedule,
         )
-        return _with_summary(journey, self._ttl)
+        return _with_summary(journey, self._parts.event_ttl_seconds)
 
     def _relayed(
         self,

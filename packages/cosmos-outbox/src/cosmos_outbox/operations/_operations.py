@@ -12,18 +12,10 @@ Aggregate-neutral: a re-drive may be narrowed to one aggregate type, and to one 
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-
-from cosmos_outbox._quarantine import Quarantine
-from cosmos_outbox._records import LegacyEvents
-from cosmos_outbox._relay.backlog_history import BacklogHistory
-from cosmos_outbox._relay.forwarding import Relay
-from cosmos_outbox._relay.health import RelayHealth
-from cosmos_outbox.http._paging import TokenCodec
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators
 from cosmos_outbox.operations._journey import JourneyOperators
+from cosmos_outbox.operations._parts import PagingTokens as PagingTokens
+from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._quarantined import QuarantineOperators
 from cosmos_outbox.operations._redrive import RedriveOperators
 from cosmos_outbox.operations._roles import (
@@ -36,23 +28,6 @@ from cosmos_outbox.operations._roles import (
 )
 from cosmos_outbox.operations._status import StatusOperators
 from cosmos_outbox.operations._subscribers import SubscriberOperators
-from cosmos_outbox.ports import (
-    AsyncBacklogEstimator,
-    AsyncDeadLetterQueues,
-    AsyncDocumentStore,
-    DeadLetterEntity,
-)
-
-
-@dataclass(frozen=True)
-class PagingTokens:
-    """The sealed continuation tokens of the operators' paged answers (a token of one kind is
-    refused by another: each has its own key)."""
-
-    quarantine: TokenCodec
-    dead_letters: TokenCodec
-    documents: TokenCodec
-    redrive: TokenCodec
 
 
 class Operations:
@@ -61,58 +36,12 @@ class Operations:
     the subscribers' containers it knows (`Outbox.operations()`); async (the sync API's routes
     run it on their event loop)."""
 
-    def __init__(
-        self,
-        *,
-        store: AsyncDocumentStore,
-        quarantine: Quarantine,
-        relay: Callable[[], Relay],
-        backlog: Callable[[], AsyncBacklogEstimator],
-        history: BacklogHistory,
-        event_ttl_seconds: int,
-        tokens: PagingTokens,
-        legacy: LegacyEvents | None = None,
-        clock: Callable[[], float] = time.time,
-        health: RelayHealth | None = None,
-        dead_letters: Callable[[], AsyncDeadLetterQueues | None] = lambda: None,
-        watched: tuple[DeadLetterEntity, ...] = (),
-        subscribers: Callable[[], Mapping[str, AsyncDocumentStore]] = dict,
-    ) -> None:
-        self.tokens = tokens
-        self.status: StatusOperations = StatusOperators(
-            store=store,
-            quarantine=quarantine,
-            backlog=backlog,
-            history=history,
-            health=health,
-            clock=clock,
-        )
-        self.quarantine: QuarantineOperations = QuarantineOperators(
-            quarantine=quarantine, relay=relay, event_ttl_seconds=event_ttl_seconds
-        )
-        letters = DeadLetterOperators(dead_letters, watched)
+    def __init__(self, parts: Parts) -> None:
+        self.tokens = parts.tokens
+        letters = DeadLetterOperators(parts.dead_letters, parts.watched)
+        self.status: StatusOperations = StatusOperators(parts)
+        self.quarantine: QuarantineOperations = QuarantineOperators(parts)
         self.dead_letters: DeadLetterOperations = letters
-        self.journey: JourneyOperations = JourneyOperators(
-            store=store,
-            quarantine=quarantine,
-            backlog=backlog,
-            dead_letters=letters,
-            subscribers=subscribers,
-            event_ttl_seconds=event_ttl_seconds,
-            legacy=legacy,
-        )
-        self.subscribers: SubscriberOperations = SubscriberOperators(
-            store=store,
-            relay=relay,
-            dead_letters=letters,
-            subscribers=subscribers,
-            legacy=legacy,
-        )
-        self.redrive: RedriveOperations = RedriveOperators(
-            store=store,
-            relay=relay,
-            tokens=tokens.redrive,
-            subscribers=subscribers,
-            dead_letters=letters,
-            legacy=legacy,
-        )
+        self.journey: JourneyOperations = JourneyOperators(parts, letters)
+        self.subscribers: SubscriberOperations = SubscriberOperators(parts, letters)
+        self.redrive: RedriveOperations = RedriveOperators(parts, letters)

@@ -18,17 +18,16 @@ will see, its values as fields (`extra`): `outbox.audit` (`quarantine.replay`,
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from cosmos_outbox._domain import DomainError
-from cosmos_outbox._quarantine import Quarantine, QuarantinedEvent
+from cosmos_outbox._quarantine import QuarantinedEvent
 from cosmos_outbox._records import OutboxMessage
-from cosmos_outbox._relay.forwarding import Relay
 from cosmos_outbox.errors import PublishFailedError
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._giving_up import notice_of_event, will_see_notice
+from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.ports import (
     Page,
 )
@@ -54,30 +53,24 @@ class QuarantineOperators:
     """The quarantine's use cases: its records a page at a time, one record, replay (through
     the relay) and discard (the event's version given up, with its notice)."""
 
-    def __init__(
-        self,
-        *,
-        quarantine: Quarantine,
-        relay: Callable[[], Relay],
-        event_ttl_seconds: int,
-    ) -> None:
-        self._quarantine = quarantine
-        self._relay = relay
-        self._ttl = event_ttl_seconds
+    def __init__(self, parts: Parts) -> None:
+        self._parts = parts
 
     async def page(self, *, page_size: int, continuation: str | None) -> Page[QuarantinedEvent]:
-        return await self._quarantine.list_page(page_size=page_size, continuation=continuation)
+        return await self._parts.quarantine.list_page(
+            page_size=page_size, continuation=continuation
+        )
 
     async def get(self, event_id: str) -> QuarantinedEvent:
         """One quarantine record (NotFoundError: none for that event)."""
-        return await self._quarantine.get(event_id)
+        return await self._parts.quarantine.get(event_id)
 
     async def replay(self, event_id: str) -> QuarantinedEvent:
         """Send the stored event through the relay again, with its own id. Sent: the record is
         resolved. Set aside again (or the send failed): it stays, with the new reason, and
         replays + 1. A resolved record is not sent again (replaying twice is harmless); a
         discarded one is refused (its version was given up: subscribers moved past it)."""
-        entry = await self._quarantine.get(event_id)
+        entry = await self._parts.quarantine.get(event_id)
         if entry.discarded:
             raise DomainError(
                 f"event {event_id} was discarded by {entry.discarded_by} "
@@ -88,16 +81,16 @@ class QuarantineOperators:
             _audit("quarantine.replay", entry, "already resolved; nothing sent")
             return entry
         try:
-            report = await self._relay().relay([entry.event])
+            report = await self._parts.relay().relay([entry.event])
         except Exception as exc:  # the broker failed: recorded, and the record stays
             reason = f"replay failed to send: {error_type(exc)}"
-            result = await self._quarantine.replayed(
-                entry, resolved=False, reason=reason, ttl_seconds=self._ttl
+            result = await self._parts.quarantine.replayed(
+                entry, resolved=False, reason=reason, ttl_seconds=self._parts.event_ttl_seconds
             )
         else:
             reason = report.reasons.get(entry.event_id, "")
-            result = await self._quarantine.replayed(
-                entry, resolved=not reason, reason=reason, ttl_seconds=self._ttl
+            result = await self._parts.quarantine.replayed(
+                entry, resolved=not reason, reason=reason, ttl_seconds=self._parts.event_ttl_seconds
             )
         _audit(
             "quarantine.replay",
@@ -118,7 +111,7 @@ class QuarantineOperators:
         then the record marked discarded (kept until it expires). Discarding it again answers
         what the first discard did, sending nothing. Who discarded it (the notice's
         `discardedBy`, the record's) is the current actor."""
-        entry = await self._quarantine.get(event_id)
+        entry = await self._parts.quarantine.get(event_id)
         if entry.discarded:
             return Discarded(
                 entry,
@@ -131,15 +124,15 @@ class QuarantineOperators:
         notice = notice_of_event(entry.event, reason=reason, by=by)
         if notice is not None:
             try:
-                await self._relay().send([notice])
+                await self._parts.relay().send([notice])
             except Exception as exc:  # nothing changed: the record stays quarantined
                 raise PublishFailedError(
                     f"the discard notice failed to send: {error_type(exc)}"
                 ) from exc
         why = "the event's aggregate or version cannot be read from its document"
         will_see = will_see_notice(notice, why_none=why)
-        discarded = await self._quarantine.discard(
-            entry, by=by, reason=reason, ttl_seconds=self._ttl
+        discarded = await self._parts.quarantine.discard(
+            entry, by=by, reason=reason, ttl_seconds=self._parts.event_ttl_seconds
         )
         _audit("quarantine.discard", discarded, reason, will_see=will_see)
         return Discarded(discarded, notice, will_see)

@@ -32,20 +32,20 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from cosmos_outbox._mapper import REDRIVE_PROPERTY, TARGET_PROPERTY
 from cosmos_outbox._quarantine import QUARANTINE_TYPE
-from cosmos_outbox._records import LegacyEvents, OutboxMessage, OutboxRecord, Unreadable
+from cosmos_outbox._records import OutboxMessage, OutboxRecord, Unreadable
 from cosmos_outbox.errors import InvalidContinuationError, PublishFailedError
-from cosmos_outbox.http._paging import Cursor, TokenCodec
+from cosmos_outbox.http._paging import Cursor
 from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators
+from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._stored import partition_of, stored_events
-from cosmos_outbox.ports import AsyncDocumentStore
 from cosmos_outbox.subscriber._bookkeeping import inbox_id, last_version
 from cosmos_outbox.telemetry import error_type
 
@@ -138,22 +138,10 @@ class RedriveOperators:
     its paging tokens (`tokens`), and the projection containers of the subscribers the app
     knows (`subscribers()`, by subscription)."""
 
-    def __init__(
-        self,
-        *,
-        store: AsyncDocumentStore,
-        relay: Callable[[], Any],
-        tokens: TokenCodec,
-        subscribers: Callable[[], Mapping[str, AsyncDocumentStore]],
-        dead_letters: DeadLetterOperators,
-        legacy: LegacyEvents | None = None,
-    ) -> None:
-        self._store = store
-        self._relay = relay
+    def __init__(self, parts: Parts, dead_letters: DeadLetterOperators) -> None:
+        self._parts = parts
         self._letters = dead_letters
-        self._tokens = tokens
-        self._subscribers = subscribers
-        self._legacy = legacy
+        self._tokens = parts.tokens.redrive
 
     def _open(self, token: str, scope: list[str | None]) -> RedriveState:
         cursor = self._tokens.decode(token)
@@ -191,7 +179,7 @@ class RedriveOperators:
         )
         discarded = {
             str(d.get("eventId"))
-            for d in await self._store.of_type(
+            for d in await self._parts.store.of_type(
                 QUARANTINE_TYPE, partition_key=partition_of(aggregate_id)
             )
             if d.get("status") == "discarded"
@@ -200,11 +188,11 @@ class RedriveOperators:
             (
                 e
                 for e in await stored_events(
-                    self._store,
+                    self._parts.store,
                     since,
                     aggregate_type=aggregate_type,
                     aggregate_id=aggregate_id,
-                    legacy=self._legacy,
+                    legacy=self._parts.legacy,
                 )
                 if e.event_id not in discarded
             ),
@@ -214,7 +202,7 @@ class RedriveOperators:
         pending = [e for e in events if after is None or _key(e) > after]
         page = pending[:page_size]
         try:
-            report = await self._relay().relay(
+            report = await self._parts.relay().relay(
                 page, rewrite=rewrite(state.redrive_id, subscription)
             )
         except Exception as exc:
@@ -286,7 +274,7 @@ class RedriveOperators:
         the page's events it applied already, holds, or will apply; added to the totals."""
         stores = {
             name: store
-            for name, store in self._subscribers().items()
+            for name, store in self._parts.subscribers().items()
             if subscription is None or name == subscription
         }
         for name, store in stores.items():

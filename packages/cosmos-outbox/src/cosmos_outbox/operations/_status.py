@@ -4,21 +4,17 @@ and health."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._relay.backlog import age_seconds
-from cosmos_outbox._relay.backlog_history import BacklogHistory, Reading
-from cosmos_outbox._relay.health import RelayBlocked, RelayHealth
+from cosmos_outbox._relay.backlog_history import Reading
+from cosmos_outbox._relay.health import RelayBlocked
 from cosmos_outbox._relay.releases import Waiting, waiting
 from cosmos_outbox.errors import RelayNotReadyError
 from cosmos_outbox.operations._health import health_answer
+from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.ports import (
-    AsyncBacklogEstimator,
-    AsyncDocumentStore,
     LeaseBacklog,
 )
 from cosmos_outbox.telemetry import error_type
@@ -46,36 +42,22 @@ class StatusOperators:
     """The relay as operators see it: its backlog per lease and the unresolved quarantine
     (`now`), the backlog timer's last hour (`backlog`), and health (`health`)."""
 
-    def __init__(
-        self,
-        *,
-        store: AsyncDocumentStore,
-        quarantine: Quarantine,
-        backlog: Callable[[], AsyncBacklogEstimator],
-        history: BacklogHistory,
-        health: RelayHealth | None = None,
-        clock: Callable[[], float] = time.time,
-    ) -> None:
-        self._store = store
-        self._quarantine = quarantine
-        self._backlog = backlog
-        self._history = history
-        self._health = health
-        self._clock = clock
+    def __init__(self, parts: Parts) -> None:
+        self._parts = parts
 
     async def now(self) -> OutboxStatus:
         """The change-feed backlog as the estimator sees it, and the unresolved quarantine.
         Without its lease container there is no backlog to read: no leases, and the relay
         blocked before any event, naming it (what the backlog timer records too)."""
-        now = self._clock()
+        now = self._parts.clock()
         missing: RelayNotReadyError | None = None
         try:
-            backlog = await self._backlog().estimate()
+            backlog = await self._parts.backlog().estimate()
         except RelayNotReadyError as exc:
             backlog, missing = [], exc
         leases = [LeaseStatus(b, age_seconds(b, now)) for b in backlog]
         ages = [s.oldest_age_seconds for s in leases if s.oldest_age_seconds is not None]
-        blocked = await self._health.current() if self._health is not None else None
+        blocked = await self._parts.health.current() if self._parts.health is not None else None
         if blocked is None and missing is not None:
             blocked = RelayBlocked(
                 event_id=None,
@@ -87,19 +69,20 @@ class StatusOperators:
         return OutboxStatus(
             pending=sum(s.lease.pending for s in leases),
             oldest_age_seconds=max(ages) if ages else None,
-            quarantined=await self._quarantine.count(),
+            quarantined=await self._parts.quarantine.count(),
             leases=leases,
             blocked=blocked,
-            scheduled=await waiting(self._store),
+            scheduled=await waiting(self._parts.store),
         )
 
     async def backlog(self) -> list[Reading]:
         """The backlog timer's readings of the last hour, oldest first (the console's chart)."""
-        return await self._history.readings()
+        return await self._parts.history.readings()
 
     async def health(self) -> dict[str, Any]:
         """/health's answer: the store answers (else it raises), and "degraded", with what
         the relay is stuck on, when the relay says so."""
         return await health_answer(
-            self._store.ping, self._health.current if self._health is not None else None
+            self._parts.store.ping,
+            self._parts.health.current if self._parts.health is not None else None,
         )

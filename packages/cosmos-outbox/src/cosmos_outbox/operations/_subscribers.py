@@ -18,21 +18,19 @@ subscription as every message does, so it is applied in order, by the subscriber
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
 
 from cosmos_outbox._mapper import EVENT_TYPE, discard_notice, read_feed
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, quarantined_event
-from cosmos_outbox._records import LegacyEvents, OutboxMessage, OutboxRecord
+from cosmos_outbox._records import OutboxMessage, OutboxRecord
 from cosmos_outbox.errors import NotFoundError, PublishFailedError
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.operations._dead_letters import WATCHED, DeadLetterOperators, EntityCount
 from cosmos_outbox.operations._giving_up import will_see_notice
+from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._stored import partition_of
-from cosmos_outbox.ports import AsyncDocumentStore
 from cosmos_outbox.subscriber._status import SubscriberStatus, subscriber_status
 from cosmos_outbox.telemetry import error_type
 
@@ -55,23 +53,12 @@ class Released:
 
 
 class SubscriberOperators:
-    def __init__(
-        self,
-        *,
-        store: AsyncDocumentStore,
-        relay: Callable[[], Any],
-        dead_letters: DeadLetterOperators,
-        subscribers: Callable[[], Mapping[str, AsyncDocumentStore]],
-        legacy: LegacyEvents | None = None,
-    ) -> None:
-        self._store = store
-        self._relay = relay
+    def __init__(self, parts: Parts, dead_letters: DeadLetterOperators) -> None:
+        self._parts = parts
         self._letters = dead_letters
-        self._subscribers = subscribers
-        self._legacy = legacy
 
     async def status(self) -> list[SubscriberView]:
-        stores = self._subscribers()
+        stores = self._parts.subscribers()
         views = []
         for entity in self._letters.watched:
             if entity.kind != "subscription":
@@ -109,7 +96,7 @@ class SubscriberOperators:
             target=entity.name,
         )
         try:
-            await self._relay().send([notice])
+            await self._parts.relay().send([notice])
         except Exception as exc:
             raise PublishFailedError(f"the release failed to send: {error_type(exc)}") from exc
         will_see = will_see_notice(notice)
@@ -133,18 +120,20 @@ class SubscriberOperators:
     ) -> tuple[str | None, str | None, str]:
         """The event id, action and source of the aggregate's `version`, from its stored event
         or its quarantine record when the outbox still has one."""
-        documents = await self._store.of_type(EVENT_TYPE, partition_key=partition_of(aggregate_id))
-        for item in read_feed(documents, legacy=self._legacy):
+        documents = await self._parts.store.of_type(
+            EVENT_TYPE, partition_key=partition_of(aggregate_id)
+        )
+        for item in read_feed(documents, legacy=self._parts.legacy):
             if (
                 isinstance(item, OutboxRecord)
                 and item.version == version
                 and item.aggregate_type == aggregate_type
             ):
                 return item.event_id, item.action, item.event_source
-        for document in await self._store.of_type(
+        for document in await self._parts.store.of_type(
             QUARANTINE_TYPE, partition_key=partition_of(aggregate_id)
         ):
-            entry = quarantined_event(document, legacy=self._legacy)
+            entry = quarantined_event(document, legacy=self._parts.legacy)
             if entry.version == version:
                 return entry.event_id, entry.action, entry.event.event_source
         return None, None, f"/{aggregate_type}s"
