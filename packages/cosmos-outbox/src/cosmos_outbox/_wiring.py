@@ -308,51 +308,31 @@ def services_from_settings(
         for name, db, projections in settings.subscriptions()
         if projections is not None
     ]
-    if asynchronous:
-        from cosmos_outbox.cosmos._client import async_cosmos_client
-        from cosmos_outbox.cosmos.aio import CosmosBacklogEstimator as AsyncCosmosBacklogEstimator
-        from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
-
-        aclient = async_cosmos_client(
-            connection_string=connection,
-            endpoint=settings.cosmos_account_endpoint,
-            verify_tls=settings.cosmos_verify_tls,
-        )
-        adatabase = aclient.get_database_client(database)
-        store = AsyncCosmosDocumentStore(adatabase.get_container_client(container))
-        backlog = lambda: AsyncCosmosBacklogEstimator(  # noqa: E731
-            adatabase.get_container_client(container),
-            adatabase.get_container_client(leases),
-            lease_prefix=settings.lease_prefix,
-        )
-        subscribers = lambda: {  # noqa: E731
-            name: AsyncCosmosDocumentStore(
-                aclient.get_database_client(db).get_container_client(projections)
-            )
-            for name, db, projections in watched_containers
-        }
+    make_client: Callable[..., Any]
+    if asynchronous:  # the same adapters' aio twins, on the SDK's aio client
+        from cosmos_outbox.cosmos._client import async_cosmos_client as make_client
+        from cosmos_outbox.cosmos.aio import CosmosBacklogEstimator as Estimator
+        from cosmos_outbox.cosmos.aio import CosmosDocumentStore as Store
     else:
-        from cosmos_outbox.cosmos import CosmosBacklogEstimator, CosmosDocumentStore
-        from cosmos_outbox.cosmos._client import cosmos_client
-
-        sclient = cosmos_client(
-            connection_string=connection,
-            endpoint=settings.cosmos_account_endpoint,
-            verify_tls=settings.cosmos_verify_tls,
-        )
-        sdatabase = sclient.get_database_client(database)
-        store = CosmosDocumentStore(sdatabase.get_container_client(container))
-        backlog = lambda: CosmosBacklogEstimator(  # noqa: E731
-            sdatabase.get_container_client(container),
-            sdatabase.get_container_client(leases),
-            lease_prefix=settings.lease_prefix,
-        )
-        subscribers = lambda: {  # noqa: E731
-            name: CosmosDocumentStore(
-                sclient.get_database_client(db).get_container_client(projections)
-            )
-            for name, db, projections in watched_containers
-        }
+        from cosmos_outbox.cosmos import CosmosBacklogEstimator as Estimator  # type: ignore[assignment]
+        from cosmos_outbox.cosmos import CosmosDocumentStore as Store  # type: ignore[assignment]
+        from cosmos_outbox.cosmos._client import cosmos_client as make_client
+    client = make_client(
+        connection_string=connection,
+        endpoint=settings.cosmos_account_endpoint,
+        verify_tls=settings.cosmos_verify_tls,
+    )
+    outbox_database = client.get_database_client(database)
+    store = Store(outbox_database.get_container_client(container))
+    backlog = lambda: Estimator(  # noqa: E731
+        outbox_database.get_container_client(container),
+        outbox_database.get_container_client(leases),
+        lease_prefix=settings.lease_prefix,
+    )
+    subscribers = lambda: {  # noqa: E731
+        name: Store(client.get_database_client(db).get_container_client(projections))
+        for name, db, projections in watched_containers
+    }
     logger.info(
         "outbox services built: database=%s container=%s topic=%s identity_cosmos=%s async=%s",
         database,
