@@ -62,8 +62,9 @@ class Lease:
     continuation: str | None = None
     properties: Mapping[str, str] = field(default_factory=dict)
     mode: str | None = INCREMENTAL_FEED
-    #: ``timestamp``: when an instance last updated it (None: never; ``_ts`` counts then).
-    timestamp: dt.datetime | None = None
+    #: ``timestamp`` as written: when an instance last updated it (None: never; ``_ts`` counts
+    #: then). Kept as text, so a lease read and written back keeps its seven fraction digits.
+    timestamp: str | None = None
     #: The service's ``_ts`` (seconds) and ``_etag`` of the stored version.
     ts: int = 0
     etag: str | None = None
@@ -71,6 +72,9 @@ class Lease:
     partition_key: str | None = None
     #: Read from a V2-library lease (``PartitionId``): written back with both names.
     legacy_partition_id: bool = False
+    #: A ``FeedRange`` that is not an EPK range (``{"PKRangeId": ...}``, ``{"PK": ...}``, which
+    #: .NET can read though its processor never writes one), kept as it was read.
+    other_feed_range: Mapping[str, Any] | None = None
 
     @classmethod
     def from_document(cls, doc: Mapping[str, Any]) -> Lease:
@@ -82,20 +86,27 @@ class Lease:
         if not epk and doc.get("PartitionId") is not None:
             token, legacy = doc["PartitionId"], True
         raw_range = doc.get("FeedRange")
+        epk_range = other = None
+        if isinstance(raw_range, Mapping):
+            if "Range" in raw_range:
+                epk_range = EpkRange.from_json(raw_range)
+            else:
+                other = dict(raw_range)
         return cls(
             id=str(doc["id"]),
             lease_token=str(token) if token is not None else "",
             version=EPK_RANGE_BASED if epk else PARTITION_KEY_RANGE_BASED,
-            feed_range=EpkRange.from_json(raw_range) if isinstance(raw_range, Mapping) else None,
+            feed_range=epk_range,
             owner=_text(doc.get("Owner")),
             continuation=_text(doc.get("ContinuationToken")),
             properties={str(k): str(v) for k, v in (doc.get("properties") or {}).items()},
             mode=_text(doc.get("Mode")),
-            timestamp=parse_time(doc.get("timestamp")),
+            timestamp=doc["timestamp"] if isinstance(doc.get("timestamp"), str) else None,
             ts=int(doc.get("_ts") or 0),
             etag=_text(doc.get("_etag")),
             partition_key=_text(doc.get("partitionKey")),
             legacy_partition_id=legacy,
+            other_feed_range=other,
         )
 
     def to_document(self) -> dict[str, Any]:
@@ -109,10 +120,12 @@ class Lease:
             doc["PartitionId"] = self.lease_token
         if self.feed_range is not None:
             doc["FeedRange"] = self.feed_range.to_lease_json()
+        elif self.other_feed_range is not None:
+            doc["FeedRange"] = dict(self.other_feed_range)
         doc["Owner"] = self.owner
         doc["ContinuationToken"] = self.continuation
         doc["properties"] = dict(self.properties)
-        stamp = format_time(self.timestamp) if self.timestamp is not None else None
+        stamp = self.timestamp
         if self.version == PARTITION_KEY_RANGE_BASED:
             doc["timestamp"] = stamp
             if self.mode is not None:
@@ -126,8 +139,9 @@ class Lease:
     @property
     def last_updated(self) -> dt.datetime:
         """``DocumentServiceLease.Timestamp``: the explicit ``timestamp``, else ``_ts``."""
-        if self.timestamp is not None:
-            return self.timestamp
+        explicit = parse_time(self.timestamp)
+        if explicit is not None:
+            return explicit
         return _UNIX + dt.timedelta(seconds=self.ts)
 
     def is_expired(self, expiration: float, now: dt.datetime) -> bool:
