@@ -52,3 +52,28 @@ def test_the_owner_to_steal_from_is_matched_ignoring_case() -> None:
     leases = [lease("0", "A"), lease("1", "a"), lease("2", "a")]
     # counts are by exact name: a holds 2, A 1; the lease taken is a's first, met ignoring case
     assert take(leases) == ["0"]
+
+
+def test_equal_partitions_balancing_case_by_case() -> None:
+    """The cases funcstack's trigger held its own balancer to, on the package's."""
+
+    def aged(token: str, owner: str | None, age: float = 0.0) -> Lease:
+        stamp = (NOW - dt.timedelta(seconds=age)).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return lease(token, owner, stamp)
+
+    # unowned and expired leases first, up to the target
+    assert take([aged("a", None), aged("b", None), aged("c", None)]) == ["a", "b", "c"]
+    assert take([aged("a", "x"), aged("b", "x", 61), aged("c", None), aged("d", "x")]) == ["b", "c"]
+    # nothing to take when at the target: 4 leases, 2 instances, 2 each
+    assert take([aged("a", "me"), aged("b", "me"), aged("c", "x"), aged("d", "x")]) == []
+    # none free: steal one from the instance with the most, when it has more than the target
+    assert take([aged("a", "x"), aged("b", "x"), aged("c", "x"), aged("d", "x")]) == ["a"]
+    # 3 instances, 4 leases: target 2; a newcomer needing 2 steals from one holding 2 (the
+    # last of those with the most, its first lease)
+    assert take([aged("a", "x"), aged("b", "y"), aged("c", "x"), aged("d", "y")]) == ["b"]
+    assert take([aged("a", "x"), aged("b", "x"), aged("c", "y"), aged("d", "y")]) == ["c"]
+    # ... but once it has one, it does not steal from one holding the target
+    assert take([aged("a", "x"), aged("b", "x"), aged("c", "y"), aged("d", "me")]) == []
+    # an expired owner does not count as an instance
+    assert take([aged("a", "gone", 61), aged("b", "me")]) == ["a"]
+    assert take([]) == []

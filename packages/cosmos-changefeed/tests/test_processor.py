@@ -16,11 +16,12 @@ from typing import Any, TypedDict
 
 import pytest
 import pytest_asyncio
-from azure.cosmos import ContainerProxy
+from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.aio import ContainerProxy as AsyncContainerProxy
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 
-from cosmos_changefeed import ChangeFeedProcessor, Lease, LeaseContext, StartFrom
+from cosmos_changefeed import ChangeFeedProcessor, Lease, LeaseContext, StartFrom, lease_prefix
+from cosmos_changefeed._ranges import EpkRange
 from cosmos_changefeed.aio import ChangeFeedProcessor as AsyncChangeFeedProcessor
 from funcstack.cosmos import CosmosEndpoint
 
@@ -349,3 +350,45 @@ def test_the_sync_processor_checkpoints_after_the_handler_and_releases_at_a_stop
     delivered.assert_in_order_per_partition_key()
     stored = leases_of(leases)
     assert all(lease.owner is None and lease.continuation for lease in stored)
+
+
+def test_an_instance_whose_routing_map_predates_a_split_takes_a_child_lease_as_it_is(
+    cosmos: CosmosEndpoint, make_container: MakeContainer
+) -> None:
+    """An instance paused through a split (its SDK's routing map still the parent's) steals a
+    child lease: the child is read, not taken for gone and "merged" into an EPK lease."""
+    monitored, leases = make_container(1), make_container(path="/id")
+    database = monitored.container_link.split("/")[1]
+    stale = CosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False)
+    stale_monitored = stale.get_database_client(database).get_container_client(monitored.id)
+    list(stale_monitored.read_feed_ranges())  # the routing map, cached before the split
+    write(monitored, keys=8, per_key=1)
+    children = cosmos.split(database, monitored.id, "0")
+    prefix = lease_prefix("p", cosmos.endpoint, monitored.read()["_rid"])
+    for child in cosmos.physical_partitions(database, monitored.id):
+        leases.create_item(
+            Lease(
+                id=f"{prefix}..{child.id}",
+                lease_token=child.id,
+                feed_range=EpkRange(child.min_inclusive, child.max_exclusive),
+            ).to_document()
+        )
+    leases.create_item({"id": f"{prefix}.info"})
+    delivered = Delivered()
+    with ChangeFeedProcessor(
+        stale_monitored,
+        leases,
+        processor_name="p",
+        instance_name="stale",
+        handler=delivered.sync_handler,
+        start_from="beginning",
+        **FAST,
+    ) as processor:
+        processor.wait_until_listening(10)
+        deadline = time.monotonic() + 10
+        while len(delivered.ids) < 8:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert processor.owned_leases == sorted(children)
+    assert sorted(lease.lease_token for lease in leases_of(leases)) == sorted(children)
+    assert all(lease.version == 0 for lease in leases_of(leases))

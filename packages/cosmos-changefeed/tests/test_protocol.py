@@ -5,7 +5,7 @@ lost lease never overwritten, a release that leaves another owner's lease alone.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 import pytest
@@ -13,8 +13,8 @@ import pytest
 from cosmos_changefeed import InMemoryLeaseStore, Lease, LeaseLostError
 from cosmos_changefeed._drive import drive
 from cosmos_changefeed._feed import FeedReader
-from cosmos_changefeed._protocol import RETRIES_ON_CONFLICT, Flow, LeaseManager
-from cosmos_changefeed._ranges import EpkRange
+from cosmos_changefeed._protocol import RETRIES_ON_CONFLICT, Flow, LeaseManager, ReadRanges, Sleep
+from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange
 from cosmos_changefeed._splits import ChildLease
 
 NO_READER = cast(FeedReader, None)  # these flows never read the monitored container
@@ -128,3 +128,46 @@ def test_an_updated_lease_keeps_the_fields_dotnet_keeps_and_drops_others() -> No
         "timestamp",
         "Mode",
     ]
+
+
+RANGES = [
+    PartitionKeyRange("0", EpkRange("", "80")),
+    PartitionKeyRange("1", EpkRange("80", "FF")),
+]
+
+
+def step(store: InMemoryLeaseStore, flow: Flow, on_sleep: Callable[[], None] = lambda: None) -> Any:
+    """Drive ``flow`` by hand: the store's operations on ``store``, the ranges given, a sleep
+    calling ``on_sleep`` (what another instance does meanwhile)."""
+    result: Any = None
+    while True:
+        try:
+            op = flow.send(result)
+        except StopIteration as done:
+            return done.value
+        if isinstance(op, ReadRanges):
+            result = RANGES
+        elif isinstance(op, Sleep):
+            on_sleep()
+            result = None
+        else:
+            result = drive(_once(op), store, NO_READER, lambda _s: None)
+
+
+def _once(op: Any) -> Flow:
+    return (yield op)
+
+
+def test_the_store_is_initialised_once_by_the_instance_holding_its_lock() -> None:
+    store = InMemoryLeaseStore()
+    one, two = manager("one"), manager("two")
+    store.create({"id": "proc.lock", "ttl": 30}, "proc.lock")  # one holds the lock
+
+    def one_finishes() -> None:
+        store.delete("proc.lock", "proc.lock")
+        assert step(store, one.initialize()) == 2  # creates the leases and .info
+
+    assert step(store, two.initialize(), on_sleep=one_finishes) == 0
+    ids = sorted(doc["id"] for doc in store.list_documents("proc"))
+    assert ids == ["proc..0", "proc..1", "proc.info"]  # the lock deleted, no lease twice
+    assert step(store, one.initialize()) == 0  # initialised: nothing more

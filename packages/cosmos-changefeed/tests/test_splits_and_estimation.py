@@ -78,3 +78,21 @@ def test_remaining_work_as_dotnet_estimates_it() -> None:
     assert remaining_work("0:-1#100", []) == 0  # 304: caught up
     assert remaining_work("0:-1#100", [{"id": "no lsn"}]) == 1  # below 0: counts 1
     assert remaining_work("0:-1#5", [{"_lsn": 9}]) == 0  # never below 0
+
+
+def test_a_continuation_an_older_writer_left_as_the_sdks_state_is_read_from_its_etag() -> None:
+    from cosmos_changefeed._continuation import raw_etag, sdk_continuation
+
+    one = sdk_continuation("rid", EpkRange(A, "FF"), '"17"', "LatestVersion")
+    assert raw_etag(one) == '"17"'
+    assert raw_etag('"17"') == '"17"' and raw_etag(None) is None
+    import base64
+    import json
+
+    state = json.loads(base64.b64decode(one))
+    state["continuation"]["continuation"] = [
+        {"token": '"30"', "range": {"min": A, "max": B}},
+        {"token": '"12"', "range": {"min": B, "max": "FF"}},
+    ]
+    several = base64.b64encode(json.dumps(state).encode()).decode()
+    assert raw_etag(several) == '"12"'  # the earliest: again rather than never

@@ -81,12 +81,19 @@ def etags(continuation: str) -> list[tuple[EpkRange, str]] | None:
 
 
 def raw_etag(continuation: str | None) -> str | None:
-    """A lease's position as a raw etag: ``continuation`` itself, or the single etag of an
-    azure-cosmos continuation written there by an older writer (None when it holds several:
-    a split such a writer met, whose position no single etag gives)."""
+    """A lease's position as a raw etag: ``continuation`` itself, or the etag of an azure-cosmos
+    continuation written there by an older writer -- its single one, or, when it holds several
+    (a split such a writer met), the earliest (the service's etags are LSNs: reading the whole
+    range from the earliest delivers some changes again and skips none)."""
     if not continuation:
         return None
     entries = etags(continuation)
     if entries is None:
         return continuation
-    return entries[0][1] if len(entries) == 1 else None
+    tokens = [token for _, token in entries]
+    if not tokens:
+        return None
+    try:
+        return min(tokens, key=lambda token: int(token.strip('"')))
+    except ValueError:
+        return tokens[0]

@@ -87,11 +87,18 @@ class FeedReader:
             raise RuntimeError(f"azure-cosmos named no partition key range for {rng}")
         return seen["id"]
 
+    def _gone(self, lease: Lease) -> bool:
+        """Whether ``lease``'s range is gone: so says the SDK's routing map, read afresh to be
+        sure (a map cached before a split does not have a child's id yet)."""
+        if not is_gone(lease, self.ranges()):
+            return False
+        return is_gone(lease, self.ranges(force_refresh=True))
+
     def read(self, lease: Lease, position: str | None, start: Start) -> Page:
         """One page of ``lease``'s range from ``position`` (or ``start``)."""
         if lease.feed_range is None:
             raise ValueError(f"lease {lease.lease_token} has no FeedRange")
-        if is_gone(lease, self.ranges()):
+        if self._gone(lease):
             return Page([], position, {}, gone=True)
         capture = ResponseCapture()
         kwargs = change_feed_kwargs(
@@ -107,6 +114,6 @@ class FeedReader:
         for page in pager:
             items = list(page)
             break
-        if is_gone(lease, self.ranges()):
+        if self._gone(lease):
             return Page([], position, {}, gone=True)
         return Page(items, capture.etag or position, capture.headers)

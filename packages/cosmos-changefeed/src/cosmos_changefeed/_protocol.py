@@ -49,6 +49,7 @@ from cosmos_changefeed._leases import (
     new_range_lease,
 )
 from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange, overlapping
+from cosmos_changefeed._reading import is_gone
 from cosmos_changefeed._splits import ChildLease, missing_ranges, plan_gone
 from cosmos_changefeed._store import (
     PARTITION_KEY_PATH,
@@ -362,6 +363,8 @@ class LeaseManager:
         if lease.feed_range is None:
             raise LeaseLostError(lease.lease_token, "has no FeedRange to split", gone=True)
         ranges = yield ReadRanges(force_refresh=True)
+        if not is_gone(parent, ranges):  # the range is live after all: nothing to replace
+            return [], parent.evolve(continuation=last_continuation or parent.continuation)
         plan = plan_gone(parent, overlapping(ranges, lease.feed_range))
         created: list[Lease] = []
         for child in plan.children:

@@ -341,18 +341,19 @@ def test_a_stuck_lease_does_not_hold_back_the_others(trigger_env: TriggerEnv) ->
 def test_a_lease_without_a_checkpoint_starts_from_now_at_each_start(
     trigger_env: TriggerEnv,
 ) -> None:
-    """The default start: a lease that never saw a change starts from "now" each time it is
-    acquired, and "now" is never written into it, so what was written while no host ran is
-    skipped, as in Azure (the extension's processor checkpoints only after changes)."""
+    """The default start: a lease that never saw a change starts from "now" -- the processor's
+    start, as .NET 3.60+ anchors it -- at each start, and "now" is never written into it, so
+    what was written while no host ran is skipped, as in Azure (the extension's processor
+    checkpoints only after changes)."""
     before = write_docs(trigger_env.container, ["old"], per_pk=3)
     runner = trigger_env.start(SAMPLE_FROM_BEGINNING="false")
     try:
         wait_for(
             lambda: (
                 trigger_env.log_path.exists()
-                and "lease -FF: read from Now" in trigger_env.log_path.read_text()
+                and "listening, lease(s) 0" in trigger_env.log_path.read_text()
             ),
-            "the first read from now",
+            "the trigger listening",
         )
     finally:
         runner.stop()  # a clean stop: the lease is released
@@ -363,8 +364,8 @@ def test_a_lease_without_a_checkpoint_starts_from_now_at_each_start(
     runner = trigger_env.start(SAMPLE_FROM_BEGINNING="false")
     try:
         wait_for(
-            lambda: trigger_env.log_path.read_text().count("lease -FF: read from Now") == 2,
-            "the second start's first read",
+            lambda: trigger_env.log_path.read_text().count("listening, lease(s) 0") == 2,
+            "the second start listening",
         )
         after = write_docs(trigger_env.container, ["new"], per_pk=3)
         wait_for(
@@ -529,7 +530,7 @@ def test_a_restart_on_other_ports_with_kept_state_delivers_nothing_again(
         assert sorted(kept.delivered_ids()) == sorted(d["id"] for d in docs), "re-delivered"
         leases = all_leases(stack)
         assert [lease["id"] for lease in leases] == first_run  # the same lease, still current
-        assert [lease["id"] for lease in leases] == [f"{azure_lease_prefix(stack)}-FF"]
+        assert [lease["id"] for lease in leases] == [f"{azure_lease_prefix(stack)}0"]
         marker = write_docs(container(stack, "contacts"), ["later"], per_pk=1)
         wait_for(lambda: "later-000" in kept.delivered_ids(), "a later document")
         # the log says where it started: from its lease, not "no checkpoint" (issue 48)
@@ -547,8 +548,9 @@ def test_leases_an_older_funcstack_wrote_with_the_port_are_adopted_then_deleted(
     kept: KeptState,
 ) -> None:
     """An upgrade: the lease of the previous run, with the endpoint's port in its id (the
-    format of older funcstack versions), gives its continuation to the new lease; it and the
-    stale lease of a run before it are deleted; nothing is delivered again."""
+    format of older funcstack versions), gives its continuation to the new lease -- an EPK
+    lease over its range, the form .NET gives a range it has no id for; it and the stale lease
+    of a run before it are deleted; nothing is delivered again."""
     stack = kept.start()
     try:
         leases = container(stack, "leases")
@@ -564,13 +566,14 @@ def test_leases_an_older_funcstack_wrote_with_the_port_are_adopted_then_deleted(
             {k: v for k, v in lease.items() if not k.startswith("_")} for lease in all_leases(stack)
         ]
         leases.delete_item(current["id"], partition_key=current["id"])
-        info = current["id"].removesuffix("..-FF") + ".info"  # older versions wrote no marker
+        info = current["id"].removesuffix("..0") + ".info"  # older versions wrote no marker
         leases.delete_item(info, partition_key=info)
         legacy = f"127.0.0.1:{stack.cosmos_endpoint.rsplit(':', 1)[1].strip('/')}"
-        leases.create_item({**current, "id": f"{legacy}_kept_contacts..-FF"})
+        older = {**current, "version": 1, "LeaseToken": "-FF"}  # as older versions wrote it
+        leases.create_item({**older, "id": f"{legacy}_kept_contacts..-FF"})
         leases.create_item(
             {
-                **current,
+                **older,
                 "id": "127.0.0.1:8081_kept_contacts..-FF",
                 "ContinuationToken": None,
                 "timestamp": "2020-01-01T00:00:00+00:00",
