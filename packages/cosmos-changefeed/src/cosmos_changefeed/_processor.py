@@ -10,9 +10,11 @@ after ``stop``'s timeout keeps its thread, and its lease expires.
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import threading
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from azure.cosmos import ContainerProxy
@@ -88,6 +90,8 @@ class ChangeFeedProcessor:
         self._lock = threading.Lock()
         self._workers: dict[str, _LeaseWorker] = {}
         self._acquiring: set[str] = set()
+        #: Checkpoints are written here while the next batch is read (one at a time per lease).
+        self._checkpoints = ThreadPoolExecutor(max_workers=4, thread_name_prefix="checkpoint")
 
     # -- what an application sees ------------------------------------------------------------
 
@@ -433,6 +437,7 @@ class _LeaseWorker:
         self._writing = threading.Lock()
         self._lost: LeaseLostError | None = None
         self._wake = threading.Event()
+        self._checkpointing: Future[None] | None = None
 
     def run(self) -> None:
         renewer = threading.Thread(
@@ -443,6 +448,8 @@ class _LeaseWorker:
             self._feed()
         finally:
             self.halt()
+            with contextlib.suppress(Exception):  # a batch handled is checkpointed if it can be
+                self._settle()
             renewer.join(5.0)
 
     def halt(self) -> None:
@@ -488,6 +495,7 @@ class _LeaseWorker:
             raise _StoppedError
 
     def _pause(self) -> None:
+        self._settle()
         self._wake.wait(self.processor.options.poll_delay)
         self._check()
 
@@ -514,6 +522,7 @@ class _LeaseWorker:
                 self._pause()
                 continue
             if page.gone:
+                self._settle()
                 raise FeedRangeGoneError(self.lease.lease_token, position)
             self.position_fixed.set()
             if not page.items:
@@ -546,11 +555,23 @@ class _LeaseWorker:
             if page.etag is None:
                 self._pause()
                 continue
-            with self._writing:
-                self.lease = drive(
-                    manager.checkpoint(self.lease, page.etag),
-                    processor._store,
-                    processor._reader,
-                    _no_sleep,
-                )
+            # the previous batch's checkpoint is written while this one was read and handled;
+            # this one's while the next is read: checkpoints in order, one at a time
+            self._settle()
+            self._checkpointing = processor._checkpoints.submit(self._checkpoint, page.etag)
             position = page.etag
+
+    def _checkpoint(self, etag: str) -> None:
+        processor = self.processor
+        manager = processor._manager
+        assert manager is not None
+        with self._writing:
+            self.lease = drive(
+                manager.checkpoint(self.lease, etag), processor._store, processor._reader, _no_sleep
+            )
+
+    def _settle(self) -> None:
+        """Wait for the checkpoint being written, if any (its lost lease raises here)."""
+        checkpointing, self._checkpointing = self._checkpointing, None
+        if checkpointing is not None:
+            checkpointing.result()

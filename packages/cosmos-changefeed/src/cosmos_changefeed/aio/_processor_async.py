@@ -447,6 +447,7 @@ class _LeaseWorker:
         self._writing = asyncio.Lock()
         self._lost: LeaseLostError | None = None
         self._lost_event = asyncio.Event()
+        self._checkpointing: asyncio.Task[None] | None = None
 
     async def run(self) -> None:
         renewer = asyncio.create_task(self._renew(), name=f"renew-{self.lease.lease_token}")
@@ -500,69 +501,89 @@ class _LeaseWorker:
         position = self.lease.continuation
         if position or self.start != "Now":
             self.position_fixed.set()
-        while True:
-            self._check_lost()
-            try:
-                page = await processor._reader.read(self.lease, position, self.start)
-            except Exception as exc:
-                logger.warning(
-                    "processor '%s': lease %s change feed read failed (%s); again in %gs",
-                    processor.processor_name,
-                    self.lease.lease_token,
-                    error_text(exc),
-                    opts.poll_delay,
-                )
-                await self._pause()
-                continue
-            if page.gone:
-                raise FeedRangeGoneError(self.lease.lease_token, position)
-            if not page.items:
-                position = page.etag or position
+        try:
+            while True:
+                self._check_lost()
+                try:
+                    page = await processor._reader.read(self.lease, position, self.start)
+                except Exception as exc:
+                    logger.warning(
+                        "processor '%s': lease %s change feed read failed (%s); again in %gs",
+                        processor.processor_name,
+                        self.lease.lease_token,
+                        error_text(exc),
+                        opts.poll_delay,
+                    )
+                    await self._pause()
+                    continue
+                if page.gone:
+                    await self._settle()
+                    raise FeedRangeGoneError(self.lease.lease_token, position)
                 self.position_fixed.set()
-                await self._pause()
-                continue
-            self.position_fixed.set()
-            context = LeaseContext(
-                lease_token=self.lease.lease_token,
-                feed_range=_feed_range_of(self.lease),
-                processor_name=opts.processor_name,
-                instance_name=opts.instance_name,
-                continuation=page.etag,
-                headers=page.headers,
-            )
-            try:
-                await processor._handler(context, page.items)
-            except Exception as exc:
-                logger.error(
-                    "processor '%s': lease %s: the handler failed on a batch of %d (%s); "
-                    "the batch is given again in %gs",
-                    processor.processor_name,
-                    self.lease.lease_token,
-                    len(page.items),
-                    error_text(exc),
-                    opts.poll_delay,
+                if not page.items:
+                    position = page.etag or position
+                    await self._pause()
+                    continue
+                context = LeaseContext(
+                    lease_token=self.lease.lease_token,
+                    feed_range=_feed_range_of(self.lease),
+                    processor_name=opts.processor_name,
+                    instance_name=opts.instance_name,
+                    continuation=page.etag,
+                    headers=page.headers,
                 )
-                processor._notify_error(self.lease.lease_token, exc)
-                await self._pause()
-                continue
-            if page.etag is None:
-                logger.error(
-                    "processor '%s': lease %s: the response had no etag to checkpoint",
-                    processor.processor_name,
-                    self.lease.lease_token,
-                )
-                await self._pause()
-                continue
-            async with self._writing:
-                self.lease = await processor._run(manager.checkpoint(self.lease, page.etag))
-            position = page.etag
+                try:
+                    await processor._handler(context, page.items)
+                except Exception as exc:
+                    logger.error(
+                        "processor '%s': lease %s: the handler failed on a batch of %d (%s); "
+                        "the batch is given again in %gs",
+                        processor.processor_name,
+                        self.lease.lease_token,
+                        len(page.items),
+                        error_text(exc),
+                        opts.poll_delay,
+                    )
+                    processor._notify_error(self.lease.lease_token, exc)
+                    await self._pause()
+                    continue
+                if page.etag is None:
+                    logger.error(
+                        "processor '%s': lease %s: the response had no etag to checkpoint",
+                        processor.processor_name,
+                        self.lease.lease_token,
+                    )
+                    await self._pause()
+                    continue
+                # the previous batch's checkpoint is written while this one was read and handled;
+                # this one's while the next is read: checkpoints in order, one at a time
+                await self._settle()
+                self._checkpointing = asyncio.create_task(self._checkpoint(page.etag))
+                position = page.etag
+        finally:
+            if self._checkpointing is not None and not self._checkpointing.done():
+                self._checkpointing.cancel()
+
+    async def _checkpoint(self, etag: str) -> None:
+        manager = self.processor._manager
+        assert manager is not None
+        async with self._writing:
+            self.lease = await self.processor._run(manager.checkpoint(self.lease, etag))
+
+    async def _settle(self) -> None:
+        """Wait for the checkpoint being written, if any (its lost lease raises here)."""
+        checkpointing, self._checkpointing = self._checkpointing, None
+        if checkpointing is not None:
+            await checkpointing
 
     def _check_lost(self) -> None:
         if self._lost is not None:
             raise self._lost
 
     async def _pause(self) -> None:
-        """The poll delay, cut short when the lease is lost on renewal."""
+        """The poll delay (once the checkpoint being written is), cut short when the lease is
+        lost on renewal."""
+        await self._settle()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._lost_event.wait(), self.processor.options.poll_delay)
         self._check_lost()
