@@ -14,7 +14,7 @@ through its own continuation, base64 of a JSON state (``_change_feed/change_feed
 
 with ``<range>`` ``{"min", "max", "isMinInclusive": true, "isMaxInclusive": false}``. So
 ``sdk_continuation`` builds that state for one range and one etag -- **an SDK format, not a
-public API**: ``tests/test_sdk_continuation.py`` reads through the SDK with it and fails if the
+public API**: ``tests/test_sdk_contract.py`` reads through the SDK with it and fails if the
 SDK stops taking it. ``startFrom`` is ``Beginning``, which adds no header: the etag alone
 (``If-None-Match``) says where to read from.
 

@@ -1,8 +1,8 @@
 """The Cosmos DB trigger's binding read as the extension reads it, without an endpoint: start
 options (and the listener's refusals, in the extension's words), the lease intervals (the
 processor's defaults, the binding's, the local-only settings), the triggers that would share one
-processor's leases. Which leases an instance takes is the package's (cosmos-changefeed's
-tests/test_balancing.py holds the cases this file held)."""
+processor's leases. Which leases an instance takes is the processor package's
+(packages/cosmos-changefeed/tests/test_balancing.py holds the cases this file held)."""
 
 from __future__ import annotations
 
