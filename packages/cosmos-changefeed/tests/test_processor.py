@@ -132,8 +132,11 @@ async def test_two_instances_deliver_every_change_in_order_per_key_and_checkpoin
             await processor.wait_until_listening()
         ids = write(monitored, keys=12, per_key=10)
         await eventually(lambda: delivered.ids >= set(ids))
-        await eventually(
-            lambda: sorted(p.owned_leases for p in processors) == [["0", "1"], ["2", "3"]]
+        await eventually(  # two each (equal partitions), every lease held
+            lambda: (
+                [len(p.owned_leases) for p in processors] == [2, 2]
+                and sorted(t for p in processors for t in p.owned_leases) == ["0", "1", "2", "3"]
+            )
         )
     finally:
         for processor in processors:

@@ -529,6 +529,9 @@ class _LeaseWorker:
                 position = page.etag or position
                 self._pause()
                 continue
+            # the previous batch's checkpoint was written while this one was read; it is done
+            # before this one is handed over: at most the batch in flight is given again
+            self._settle()
             context = LeaseContext(
                 lease_token=self.lease.lease_token,
                 feed_range=self.lease.feed_range.to_feed_range() if self.lease.feed_range else {},
@@ -555,9 +558,7 @@ class _LeaseWorker:
             if page.etag is None:
                 self._pause()
                 continue
-            # the previous batch's checkpoint is written while this one was read and handled;
-            # this one's while the next is read: checkpoints in order, one at a time
-            self._settle()
+            # this batch's checkpoint is written while the next one is read
             self._checkpointing = processor._checkpoints.submit(self._checkpoint, page.etag)
             position = page.etag
 

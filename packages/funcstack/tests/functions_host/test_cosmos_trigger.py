@@ -376,6 +376,27 @@ def test_a_lease_without_a_checkpoint_starts_from_now_at_each_start(
     assert not {d["id"] for d in [*before, *gap]} & set(trigger_env.delivered_ids())
 
 
+def test_a_document_written_as_soon_as_the_host_is_ready_is_delivered(
+    trigger_env: TriggerEnv,
+) -> None:
+    """Ready means listening (issue 67): the runner returns at the host's ready line, which
+    comes once the trigger's processor has taken its leases and fixed their start ("now");
+    a document written at once, on each of two physical partitions, is delivered."""
+    trigger_env.recreate_container(physical_partitions=2)
+    runner = trigger_env.start(SAMPLE_FROM_BEGINNING="false")
+    try:
+        docs = write_docs(trigger_env.container, [f"p{i:02d}" for i in range(8)], per_pk=1)
+        wait_for(
+            lambda: set(trigger_env.delivered_ids()) >= {d["id"] for d in docs},
+            "the documents written at the ready line",
+            timeout=20,
+        )
+    finally:
+        runner.stop()
+    log = trigger_env.log_path.read_text()
+    assert log.index("listening, lease(s) 0, 1") < log.index("host listening on")
+
+
 def test_shutdown_does_not_checkpoint_an_unfinished_batch(trigger_env: TriggerEnv) -> None:
     docs = write_docs(trigger_env.container, ["a"], per_pk=3)
     runner = trigger_env.start(SAMPLE_SLEEP_SECONDS="30")

@@ -524,6 +524,9 @@ class _LeaseWorker:
                     position = page.etag or position
                     await self._pause()
                     continue
+                # the previous batch's checkpoint was written while this one was read; it is
+                # done before this one is handed over: at most the batch in flight is given again
+                await self._settle()
                 context = LeaseContext(
                     lease_token=self.lease.lease_token,
                     feed_range=_feed_range_of(self.lease),
@@ -555,9 +558,7 @@ class _LeaseWorker:
                     )
                     await self._pause()
                     continue
-                # the previous batch's checkpoint is written while this one was read and handled;
-                # this one's while the next is read: checkpoints in order, one at a time
-                await self._settle()
+                # this batch's checkpoint is written while the next one is read
                 self._checkpointing = asyncio.create_task(self._checkpoint(page.etag))
                 position = page.etag
         finally:
