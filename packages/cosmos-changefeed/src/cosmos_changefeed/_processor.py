@@ -90,8 +90,9 @@ class ChangeFeedProcessor:
         self._lock = threading.Lock()
         self._workers: dict[str, _LeaseWorker] = {}
         self._acquiring: set[str] = set()
-        #: Checkpoints are written here while the next batch is read (one at a time per lease).
-        self._checkpoints = ThreadPoolExecutor(max_workers=4, thread_name_prefix="checkpoint")
+        #: Checkpoints are written here while the next batch is read (one at a time per
+        #: lease); made at each start.
+        self._checkpoints: ThreadPoolExecutor | None = None
 
     # -- what an application sees ------------------------------------------------------------
 
@@ -139,6 +140,7 @@ class ChangeFeedProcessor:
         opts = self.options
         self._stopping.clear()
         self._listening.clear()
+        self._checkpoints = ThreadPoolExecutor(max_workers=4, thread_name_prefix="checkpoint")
         rid = self._reader.container_rid()
         prefix = _names.store_prefix(opts.processor_name, self._reader.account_endpoint, rid)
         manager = LeaseManager(
@@ -187,6 +189,8 @@ class ChangeFeedProcessor:
             left = max((deadline - dt.datetime.now(dt.UTC)).total_seconds(), 0.0)
             if worker.thread is not None:
                 worker.thread.join(left)
+        if self._checkpoints is not None:
+            self._checkpoints.shutdown(wait=False)
         alive = [w for w in workers if w.thread is not None and w.thread.is_alive()]
         if alive:
             logger.warning(
@@ -559,6 +563,7 @@ class _LeaseWorker:
                 self._pause()
                 continue
             # this batch's checkpoint is written while the next one is read
+            assert processor._checkpoints is not None
             self._checkpointing = processor._checkpoints.submit(self._checkpoint, page.etag)
             position = page.etag
 
