@@ -49,8 +49,9 @@ logger = logging.getLogger("funcstack.functions_host")
 
 #: The function group of the HTTP functions (Flex Consumption's ``http``).
 HTTP_GROUP = "http"
-#: How long the host's start waits for its triggers to listen (seconds).
-LISTENING_TIMEOUT = 60.0
+#: How long the host's start waits for its triggers to listen (seconds): well within the 60 s
+#: the launcher gives a host to be ready, so a loaded machine gets a warning, not a failed start.
+LISTENING_TIMEOUT = 20.0
 
 
 class Listener(Protocol):
