@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -233,7 +234,7 @@ def settings_file(funcstack_services: LocalStack, fresh: str, leases: str, tmp_p
 
 
 @pytest.fixture
-def relay_command(settings_file: Path, tmp_path: Path) -> Iterator[list[subprocess.Popen[str]]]:
+def relay_command() -> Iterator[list[subprocess.Popen[str]]]:
     started: list[subprocess.Popen[str]] = []
     yield started
     for process in started:
@@ -337,3 +338,171 @@ def test_a_missing_setting_is_named_and_the_command_exits_2(tmp_path: Path) -> N
     )
     assert out.returncode == 2, out.stderr
     assert "COSMOS_CONTAINER" in out.stderr
+
+
+# -- a fleet: relay processes and a Functions trigger instance on one lease container ----------
+
+#: The Functions trigger's lease intervals as the processes' (funcstack's local-only settings, ms).
+FAST_TRIGGER = {
+    "FUNCTIONS_HOST_COSMOS_LEASE_ACQUIRE_INTERVAL": "500",
+    "FUNCTIONS_HOST_COSMOS_LEASE_RENEW_INTERVAL": "500",
+    "FUNCTIONS_HOST_COSMOS_LEASE_EXPIRATION_INTERVAL": "3000",
+}
+#: A takeover's bound: expiry (3 s) + an acquire interval (0.5 s) + this machine's margin.
+TAKEOVER_SECONDS = 3 + 0.5 + 6
+
+
+@pytest.fixture
+def four_partitions(admin_database: Any) -> Iterator[str]:
+    """A container of the outbox's shape on 4 physical partitions (4 leases)."""
+    from azure.cosmos import PartitionKey
+
+    from funcstack.provision import PARTITIONS_HEADER
+
+    name = f"outbox-{uuid.uuid4().hex[:12]}"
+    admin_database.create_container(
+        id=name,
+        partition_key=PartitionKey(path="/partitionKey"),
+        default_ttl=-1,
+        headers={PARTITIONS_HEADER: "4"},
+    )
+    try:
+        yield name
+    finally:
+        admin_database.delete_container(name)
+
+
+class Writers:
+    """`n` aggregates, each written by a thread of its own, one event a transaction (`n` its
+    step, 0, 1, 2, ...), until stopped: what each committed."""
+
+    def __init__(self, stack: LocalStack, container: str, n: int) -> None:
+        from cosmos_outbox import Services
+        from cosmos_outbox.cosmos import CosmosDocumentStore
+
+        self.outbox = Outbox()
+        self.store = CosmosDocumentStore(stack.container_client(DATABASE, container))
+        self.services = Services(store=self.store, publisher=_not_relaying, token_secret="t")
+        self.committed = {f"agg-{uuid.uuid4().hex[:8]}": 0 for _ in range(n)}
+        self.stopping = threading.Event()
+        self.threads = [
+            threading.Thread(target=self._write, args=(key,), daemon=True) for key in self.committed
+        ]
+
+    def _write(self, key: str) -> None:
+        with self.outbox.override(self.services):
+            while not self.stopping.is_set():
+                with self.outbox.transaction(key, entity="step") as tx:
+                    tx.publish("Stepped", {"n": self.committed[key]})
+                    tx.commit()
+                self.committed[key] += 1
+                time.sleep(0.05)
+
+    def __enter__(self) -> Writers:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(30)
+
+
+def _not_relaying() -> Any:
+    raise AssertionError("the writers only write; the relay sends")
+
+
+def owners(stack: LocalStack, leases: str) -> dict[str, str | None]:
+    return {d["LeaseToken"]: d.get("Owner") for d in lease_documents(stack, leases)}
+
+
+def until(condition: Any, within: float, what: str) -> float:
+    """Wait until `condition()`; the seconds it took (AssertionError naming `what` after
+    `within`)."""
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < within, f"{what} within {within} s"
+        time.sleep(0.1)
+    return time.monotonic() - start
+
+
+def test_a_mixed_fleet_hands_over_and_survives_a_kill_nothing_lost_twice_or_out_of_order(
+    funcstack_services: LocalStack,
+    funcstack_app: Any,
+    four_partitions: str,
+    leases: str,
+    tmp_path: Path,
+    relay_command: list[subprocess.Popen[str]],
+) -> None:
+    """Under writers on 4 partitions: the relay on a Functions trigger instance; two
+    `cosmos-outbox relay` processes join it on its leases (the fleet shares them); the trigger
+    stopped, the processes hold them all (hand-over to processes); one process SIGKILLed, the
+    other takes its leases within expiry + acquire + margin; a trigger instance started again
+    and the last process SIGTERMed (hand-over back). Every event reaches the subscription once,
+    in order per aggregate."""
+    stack, container = funcstack_services, four_partitions
+    values = app_settings(stack, container, leases)
+    settings_file = tmp_path / "local.settings.json"
+    settings_file.write_text(json.dumps({"IsEncrypted": False, "Values": values}), "utf-8")
+    host_settings = {
+        "COSMOS_CONTAINER": container,
+        "COSMOS_LEASE_CONTAINER": leases,
+        **FAST_TRIGGER,
+    }
+    with Writers(stack, container, 8) as writers:
+        first = funcstack_app(RELAY_APP, settings=host_settings, name="fleet-trigger-1")
+        until(
+            lambda: len(owners(stack, leases)) == 4 and all(owners(stack, leases).values()),
+            30,
+            "the trigger holding the 4 leases",
+        )
+        procs = [
+            start_command(
+                settings_file, tmp_path / f"p{i}.log", relay_command, "--instance-name", f"p{i}"
+            )[0]
+            for i in (1, 2)
+        ]
+        until(
+            lambda: {"p1", "p2"} <= set(owners(stack, leases).values()),
+            20,
+            "the processes taking their share of the trigger's leases",
+        )
+        stack.stop_part(first.name)  # graceful: the trigger releases its leases
+        took = until(
+            lambda: set(owners(stack, leases).values()) <= {"p1", "p2"},
+            TAKEOVER_SECONDS,
+            "the processes holding every lease after the trigger stopped",
+        )
+        procs[0].kill()  # SIGKILL: its leases expire
+        procs[0].wait(10)
+        took_after_kill = until(
+            lambda: set(owners(stack, leases).values()) == {"p2"},
+            TAKEOVER_SECONDS,
+            "p2 holding p1's leases after p1's SIGKILL",
+        )
+        funcstack_app(RELAY_APP, settings=host_settings, name="fleet-trigger-2")
+        procs[1].send_signal(signal.SIGTERM)
+        assert procs[1].wait(30) == 0
+        until(
+            lambda: (
+                "p2" not in owners(stack, leases).values() and all(owners(stack, leases).values())
+            ),
+            TAKEOVER_SECONDS,
+            "the trigger holding every lease after p2's SIGTERM",
+        )
+        time.sleep(1)  # the trigger relays while the writers still write
+    total = sum(writers.committed.values())
+    messages = received(stack, set(writers.committed), total, wait=60)
+    steps: dict[str, list[int]] = {}
+    for message in messages:
+        steps.setdefault(str(message.session_id), []).append(
+            json.loads(b"".join(message.body))["n"]
+        )
+    assert steps == {key: list(range(n)) for key, n in writers.committed.items()}, (
+        "lost, twice or out of order"
+    )
+    print(
+        f"fleet: {total} events; takeover after the trigger's stop {took:.1f} s, "
+        f"after a SIGKILL {took_after_kill:.1f} s"
+    )
