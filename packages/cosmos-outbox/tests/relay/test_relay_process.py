@@ -244,9 +244,14 @@ def relay_command() -> Iterator[list[subprocess.Popen[str]]]:
 
 
 def start_command(
-    settings_file: Path, log: Path, started: list[subprocess.Popen[str]], *args: str
+    settings_file: Path,
+    log: Path,
+    started: list[subprocess.Popen[str]],
+    *args: str,
+    wait: bool = True,
 ) -> tuple[subprocess.Popen[str], str]:
-    """`cosmos-outbox relay --settings <file> --port 0 ...`; it and its probes' URL (its log)."""
+    """`cosmos-outbox relay --settings <file> --port 0 ...`; it and its probes' URL (its log;
+    "" with `wait=False`: not waited for)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("COSMOS", "Cosmos"))}
     command = [
         sys.executable,
@@ -269,6 +274,8 @@ def start_command(
         command, stdout=subprocess.DEVNULL, stderr=log.open("w"), env=env, text=True
     )
     started.append(process)
+    if not wait:
+        return process, ""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         found = re.search(r"probes on (http://\S+) ", log.read_text("utf-8", "replace"))
@@ -396,7 +403,7 @@ class Writers:
                     tx.publish("Stepped", {"n": self.committed[key]})
                     tx.commit()
                 self.committed[key] += 1
-                time.sleep(0.05)
+                time.sleep(0.2)
 
     def __enter__(self) -> Writers:
         for thread in self.threads:
@@ -435,8 +442,8 @@ def test_a_mixed_fleet_hands_over_and_survives_a_kill_nothing_lost_twice_or_out_
     tmp_path: Path,
     relay_command: list[subprocess.Popen[str]],
 ) -> None:
-    """Under writers on 4 partitions: the relay on a Functions trigger instance; two
-    `cosmos-outbox relay` processes join it on its leases (the fleet shares them); the trigger
+    """Under writers on 4 partitions: the relay on a Functions trigger instance and two
+    `cosmos-outbox relay` processes sharing its leases (a mixed fleet); the trigger
     stopped, the processes hold them all (hand-over to processes); one process SIGKILLed, the
     other takes its leases within expiry + acquire + margin; a trigger instance started again
     and the last process SIGTERMed (hand-over back). Every event reaches the subscription once,
@@ -450,30 +457,38 @@ def test_a_mixed_fleet_hands_over_and_survives_a_kill_nothing_lost_twice_or_out_
         "COSMOS_LEASE_CONTAINER": leases,
         **FAST_TRIGGER,
     }
-    with Writers(stack, container, 8) as writers:
-        first = funcstack_app(RELAY_APP, settings=host_settings, name="fleet-trigger-1")
-        until(
-            lambda: len(owners(stack, leases)) == 4 and all(owners(stack, leases).values()),
-            30,
-            "the trigger holding the 4 leases",
-        )
-        procs = [
+    t0 = time.monotonic()
+    marks: list[tuple[str, float]] = []
+
+    def mark(what: str) -> None:
+        marks.append((what, round(time.monotonic() - t0, 1)))
+
+    with Writers(stack, container, 6) as writers:
+        procs = [  # started beside the trigger's host: each takes a share of the leases
             start_command(
-                settings_file, tmp_path / f"p{i}.log", relay_command, "--instance-name", f"p{i}"
+                settings_file,
+                tmp_path / f"p{i}.log",
+                relay_command,
+                "--instance-name",
+                f"p{i}",
+                wait=False,
             )[0]
             for i in (1, 2)
         ]
+        first = funcstack_app(RELAY_APP, settings=host_settings, name="fleet-trigger-1")
         until(
-            lambda: {"p1", "p2"} <= set(owners(stack, leases).values()),
-            20,
-            "the processes taking their share of the trigger's leases",
+            lambda: len(set(owners(stack, leases).values()) - {None}) == 3,
+            60,
+            "the trigger and the 2 processes sharing the 4 leases",
         )
+        mark("stack.stop_part(firs")
         stack.stop_part(first.name)  # graceful: the trigger releases its leases
         took = until(
             lambda: set(owners(stack, leases).values()) <= {"p1", "p2"},
             TAKEOVER_SECONDS,
             "the processes holding every lease after the trigger stopped",
         )
+        mark("procs[0].kill()")
         procs[0].kill()  # SIGKILL: its leases expire
         procs[0].wait(10)
         took_after_kill = until(
@@ -481,7 +496,9 @@ def test_a_mixed_fleet_hands_over_and_survives_a_kill_nothing_lost_twice_or_out_
             TAKEOVER_SECONDS,
             "p2 holding p1's leases after p1's SIGKILL",
         )
+        mark("funcstack_app(RELAY_")
         funcstack_app(RELAY_APP, settings=host_settings, name="fleet-trigger-2")
+        mark("procs[1].send_signal")
         procs[1].send_signal(signal.SIGTERM)
         assert procs[1].wait(30) == 0
         until(
@@ -491,9 +508,12 @@ def test_a_mixed_fleet_hands_over_and_survives_a_kill_nothing_lost_twice_or_out_
             TAKEOVER_SECONDS,
             "the trigger holding every lease after p2's SIGTERM",
         )
+        mark("time.sleep(1)  #")
         time.sleep(1)  # the trigger relays while the writers still write
     total = sum(writers.committed.values())
+    mark("writers stopped")
     messages = received(stack, set(writers.committed), total, wait=60)
+    mark("received")
     steps: dict[str, list[int]] = {}
     for message in messages:
         steps.setdefault(str(message.session_id), []).append(
@@ -504,5 +524,5 @@ def test_a_mixed_fleet_hands_over_and_survives_a_kill_nothing_lost_twice_or_out_
     )
     print(
         f"fleet: {total} events; takeover after the trigger's stop {took:.1f} s, "
-        f"after a SIGKILL {took_after_kill:.1f} s"
+        f"after a SIGKILL {took_after_kill:.1f} s; {marks}"
     )

@@ -74,6 +74,10 @@ def main(argv: list[str], *, prog: str = "cosmos-outbox") -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    if logging.getLogger().level > logging.DEBUG:
+        # the SDKs' INFO is a line per HTTP request and AMQP state change: kept for DEBUG
+        for noisy in ("azure", "uamqp"):
+            logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
         return _run(args)
     except SettingsError as exc:
