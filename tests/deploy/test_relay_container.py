@@ -6,6 +6,7 @@ platform's probes are the command's; a replica told to stop has time to release 
 
 from __future__ import annotations
 
+import inspect
 import re
 import tomllib
 from typing import Any
@@ -120,8 +121,9 @@ def test_its_settings_are_the_function_apps_that_the_code_reads() -> None:
 def test_the_platforms_probes_are_the_commands_and_a_stop_has_time_to_release_the_leases() -> None:
     from aiohttp import web
 
-    from cosmos_outbox._relay.process.runner import STOP_GRACE_SECONDS, RelayProcessor
-    from cosmos_outbox._relay.process.serve import probe_app
+    from cosmos_outbox.relay import RelayProcessor, probe_app
+
+    stop_grace = inspect.signature(RelayProcessor.stop).parameters["grace"].default
 
     container = relay_container()
     probes = {probe["type"]: probe["httpGet"] for probe in container["probes"]}
@@ -136,7 +138,7 @@ def test_the_platforms_probes_are_the_commands_and_a_stop_has_time_to_release_th
     assert args[:3] == ["relay", "--host", ANY_INTERFACE] and args[3] == "--port"
     assert t.references(args[4]) >= {"probesPort"}
     grace = int(container_app().properties["template"]["terminationGracePeriodSeconds"])
-    assert grace > STOP_GRACE_SECONDS
+    assert grace > stop_grace
     # no ingress: the relay takes no requests
     assert "ingress" not in container_app().properties["configuration"]
 

@@ -18,7 +18,8 @@ checkpoints:
 `RelayProcessor` (start / stop / `state()`), `RelayState` (per lease: `LeaseFacts`, its owner,
 continuation, last move, last error, the estimator's lag; configured, listening; `stalls`: the
 held leases that do not move) and `Stall`; `run_relay` (a process until SIGTERM: the relay and its
-probes, `/live`, `/ready`, `/health`) and `serve` (the same, awaited); `use_local_settings` (a
+probes, `/live`, `/ready`, `/health`) and `serve` (the same, awaited); `probe_app` (the probes as
+an aiohttp application, to serve them your own way); `use_local_settings` (a
 local.settings.json's Values into the environment, the environment winning), `read_local_settings`;
 `default_instance_name`.
 
@@ -59,6 +60,7 @@ if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
     from cosmos_outbox._relay.process.runner import (
         default_instance_name as default_instance_name,
     )
+    from cosmos_outbox._relay.process.serve import probe_app as probe_app
     from cosmos_outbox._relay.process.serve import run_relay as run_relay
     from cosmos_outbox._relay.process.serve import serve as serve
     from cosmos_outbox._relay.process.state import LeaseFacts as LeaseFacts
@@ -73,6 +75,7 @@ _EXPORTS = {
     "LeaseFacts": "cosmos_outbox._relay.process.state",
     "Stall": "cosmos_outbox._relay.process.state",
     "run_relay": "cosmos_outbox._relay.process.serve",
+    "probe_app": "cosmos_outbox._relay.process.serve",
     "serve": "cosmos_outbox._relay.process.serve",
     "read_local_settings": "cosmos_outbox._relay.process.local_settings",
     "use_local_settings": "cosmos_outbox._relay.process.local_settings",
