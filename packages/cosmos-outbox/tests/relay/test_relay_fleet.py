@@ -137,7 +137,8 @@ def test_a_mixed_fleet_hands_over_and_survives_a_kill_nothing_lost_twice_or_out_
 ) -> None:
     """Under writers on 4 partitions: the relay on a Functions trigger instance and two
     `cosmos-outbox relay` processes sharing its leases (a mixed fleet); the trigger
-    stopped, the processes hold them all (hand-over to processes); one process SIGKILLed, the
+    stopped, the processes hold them all (hand-over to processes); a partition split live (5
+    leases, the processes hold them all); one process SIGKILLed, the
     other takes its leases within expiry + acquire + margin; a trigger instance started again
     and the last process SIGTERMed (hand-over back). Every event reaches the subscription once,
     in order per aggregate."""
@@ -180,6 +181,16 @@ def test_a_mixed_fleet_hands_over_and_survives_a_kill_nothing_lost_twice_or_out_
             lambda: set(owners(stack, leases).values()) <= {"p1", "p2"},
             TAKEOVER_SECONDS,
             "the processes holding every lease after the trigger stopped",
+        )
+        mark("split")
+        stack.split(DATABASE, container)  # a live split, as Azure does on its own: 5 leases
+        until(
+            lambda: (
+                len(owners(stack, leases)) == 5
+                and set(owners(stack, leases).values()) <= {"p1", "p2"}
+            ),
+            TAKEOVER_SECONDS,
+            "the processes holding the split's 5 leases",
         )
         mark("procs[0].kill()")
         procs[0].kill()  # SIGKILL: its leases expire
