@@ -138,7 +138,8 @@ def test_a_mixed_fleet_hands_over_and_survives_a_kill_nothing_lost_twice_or_out_
     """Under writers on 4 partitions: the relay on a Functions trigger instance and two
     `cosmos-outbox relay` processes sharing its leases (a mixed fleet); the trigger
     stopped, the processes hold them all (hand-over to processes); a partition split live (5
-    leases, the processes hold them all); one process SIGKILLed, the
+    leases, the processes hold them all); one process paused past its leases' expiry (the other
+    takes them) and resumed; one process SIGKILLed, the
     other takes its leases within expiry + acquire + margin; a trigger instance started again
     and the last process SIGTERMed (hand-over back). Every event reaches the subscription once,
     in order per aggregate."""
@@ -192,6 +193,19 @@ def test_a_mixed_fleet_hands_over_and_survives_a_kill_nothing_lost_twice_or_out_
             TAKEOVER_SECONDS,
             "the processes holding the split's 5 leases",
         )
+        mark("pause")
+        procs[1].send_signal(signal.SIGSTOP)  # paused past its leases' expiry: p1 takes them
+        took_after_pause = until(
+            lambda: set(owners(stack, leases).values()) == {"p1"},
+            TAKEOVER_SECONDS,
+            "p1 holding p2's leases while p2 is paused",
+        )
+        procs[1].send_signal(signal.SIGCONT)  # back: its renewals refused, it takes its share
+        until(
+            lambda: {"p1", "p2"} <= set(owners(stack, leases).values()),
+            TAKEOVER_SECONDS,
+            "p2 taking its share again after its pause",
+        )
         mark("procs[0].kill()")
         procs[0].kill()  # SIGKILL: its leases expire
         procs[0].wait(10)
@@ -229,5 +243,5 @@ def test_a_mixed_fleet_hands_over_and_survives_a_kill_nothing_lost_twice_or_out_
     )
     print(
         f"fleet: {total} events; takeover after the trigger's stop {took:.1f} s, "
-        f"after a SIGKILL {took_after_kill:.1f} s; {marks}"
+        f"after a pause {took_after_pause:.1f} s, after a SIGKILL {took_after_kill:.1f} s; {marks}"
     )
