@@ -415,7 +415,15 @@ def test_the_cosmos_trigger_hands_its_documents_to_a_blob_output(stack: Stack) -
     """test_cosmosdb_trigger: the document with ``_etag``, ``_lsn``, ``_rid``, ``_self``,
     ``_ts``, through a ``$return`` blob named with ``{rand-guid}``. A lease without a
     checkpoint starts at "now", when it is first read: a document written before that is not
-    delivered (as in Azure), so a new one is written until one arrives."""
+    delivered (as in Azure), so a new one is written until one arrives. The monitored
+    container did not exist when the host started (the output creates it): the host was ready
+    all the same, saying that this trigger did not listen and why, as Azure's host starts with
+    a listener that could not start and retries it."""
+    assert list(stack.runner.not_listening) == ["on_documents"]
+    assert "NotFound" in stack.runner.not_listening["on_documents"]
+    assert "; not listening (each keeps trying, and says when it listens): on_documents (" in (
+        stack.log.read_text()
+    )
     blobs = BlobServiceClient.from_connection_string(stack.storage).get_container_client(BLOBS)
     written: set[str] = set()
 

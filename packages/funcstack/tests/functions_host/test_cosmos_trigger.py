@@ -343,36 +343,27 @@ def test_a_lease_without_a_checkpoint_starts_from_now_at_each_start(
 ) -> None:
     """The default start: a lease that never saw a change starts from "now" each time it is
     acquired, and "now" is never written into it, so what was written while no host ran is
-    skipped, as in Azure (the extension's processor checkpoints only after changes)."""
+    skipped, as in Azure (the extension's processor checkpoints only after changes). And the
+    host is ready only once its lease has been read from now: what is written at once after the
+    ready line is delivered (funcstack before: the ready line came before the lease was even
+    acquired, and such a document was never delivered)."""
     before = write_docs(trigger_env.container, ["old"], per_pk=3)
-    runner = trigger_env.start(SAMPLE_FROM_BEGINNING="false")
-    try:
-        wait_for(
-            lambda: (
-                trigger_env.log_path.exists()
-                and "lease -FF: read from Now" in trigger_env.log_path.read_text()
-            ),
-            "the first read from now",
-        )
-    finally:
-        runner.stop()  # a clean stop: the lease is released
+    trigger_env.start(SAMPLE_FROM_BEGINNING="false").stop()  # ready: its lease read from now
+    assert "lease -FF: read from Now" in trigger_env.log_path.read_text()
     [lease] = trigger_env.leases()
     assert not lease.get("ContinuationToken"), "'now' was pinned into the lease"
     assert lease.get("Owner") is None, "not released at the stop"
     gap = write_docs(trigger_env.container, ["gap"], per_pk=3)  # while no host runs
     runner = trigger_env.start(SAMPLE_FROM_BEGINNING="false")
     try:
-        wait_for(
-            lambda: trigger_env.log_path.read_text().count("lease -FF: read from Now") == 2,
-            "the second start's first read",
-        )
-        after = write_docs(trigger_env.container, ["new"], per_pk=3)
+        after = write_docs(trigger_env.container, ["new"], per_pk=3)  # at once
         wait_for(
             lambda: set(trigger_env.delivered_ids()) >= {d["id"] for d in after}, "new documents"
         )
     finally:
         runner.stop()
     assert not {d["id"] for d in [*before, *gap]} & set(trigger_env.delivered_ids())
+    assert trigger_env.log_path.read_text().count("lease -FF: read from Now") == 2
 
 
 def test_shutdown_does_not_checkpoint_an_unfinished_batch(trigger_env: TriggerEnv) -> None:
@@ -521,10 +512,9 @@ def test_a_restart_on_other_ports_with_kept_state_delivers_nothing_again(
 
     stack = kept.start()  # the same state, the endpoint and the host on other ports
     try:
-        runner = kept.host(stack)
-        assert runner.log_path is not None
-        log = runner.log_path
-        before = len(log.read_text("utf-8").splitlines())  # the log of both runs
+        log = stack.log_path("app")  # the log of both runs
+        before = len(log.read_text("utf-8").splitlines())
+        kept.host(stack)  # ready: its lease acquired and read
         wait_for_polls(kept, runs=2)
         assert sorted(kept.delivered_ids()) == sorted(d["id"] for d in docs), "re-delivered"
         leases = all_leases(stack)

@@ -2,14 +2,15 @@
 
 ``python -m funcstack.functions_host --app-dir . --settings local.settings.json``
 
-Prints one JSON line on stdout when ready: ``{"ready": true, "port": N, "url": "...",
-"groups": {"http": [...], "function:<name>": [...]}, "leases": {"<function>": {"container",
-"leases", "acquire", "renew", "expiration"}}}`` (the app's function groups, and each Cosmos DB
-trigger's containers and lease intervals in seconds; with
-``--enforce-keys`` also ``"keys": {"function": "...", "master": "..."}``), or
-when it cannot start ``{"ready": false, "error": "..."}`` (the cause in one line, e.g. the
-worker's indexing error verbatim) and exits with 1; logs go to stderr. SIGINT/SIGTERM stop it
-cleanly, during its start too.
+Prints one JSON line on stdout when ready -- HTTP and every trigger listening (``_runner``):
+``{"ready": true, "port": N, "url": "...", "groups": {"http": [...], "function:<name>": [...]},
+"leases": {"<function>": {"container", "leases", "acquire", "renew", "expiration"}}}`` (the
+app's function groups, and each Cosmos DB trigger's containers and lease intervals in seconds;
+``"not_listening": {"<function>": "<why>"}`` for a trigger that could not start, which keeps
+trying; with ``--enforce-keys`` also ``"keys": {"function": "...", "master": "..."}``), or when
+it cannot start ``{"ready": false, "error": "..."}`` (the cause in one line, e.g. the worker's
+indexing error verbatim) and exits with 1; logs go to stderr. SIGINT/SIGTERM stop it cleanly,
+during its start too.
 
 ``--console``: what ``func start`` shows in its terminal also goes to stdout, as JSON lines
 ``{"console": {"time", "level", "category", "message"}}`` (``_console.py``): a line per
@@ -116,6 +117,8 @@ async def _main(args: argparse.Namespace) -> int:
             "groups": runner.groups(),
             "leases": lease_intervals(runner.functions),
         }
+        if runner.not_listening:
+            ready["not_listening"] = runner.not_listening
         if runner.keys is not None:
             ready["keys"] = {"function": runner.keys.function_key, "master": runner.keys.master_key}
         _say(ready)

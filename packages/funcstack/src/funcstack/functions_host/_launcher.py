@@ -40,6 +40,9 @@ class RunningRunner:
     #: Each Cosmos DB trigger's containers and lease intervals in seconds, by function
     #: (``container``, ``leases``, ``acquire``, ``renew``, ``expiration``).
     leases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The triggers that could not start when the host was ready, by function: why (they
+    #: keep trying; every other trigger listened then).
+    not_listening: dict[str, str] = field(default_factory=dict)
     _log: IO[bytes] | None = field(default=None, repr=False)
     _drain: threading.Thread | None = field(default=None, repr=False)
 
@@ -233,7 +236,11 @@ def start_runner(
     keys = ready.get("keys")
     groups = ready.get("groups")
     leases = ready.get("leases")
+    not_listening = ready.get("not_listening")
     return RunningRunner(
+        not_listening={str(k): str(v) for k, v in not_listening.items()}
+        if isinstance(not_listening, dict)
+        else {},
         leases={str(k): dict(v) for k, v in leases.items() if isinstance(v, dict)}
         if isinstance(leases, dict)
         else {},

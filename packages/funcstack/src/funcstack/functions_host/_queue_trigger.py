@@ -54,7 +54,8 @@ from funcstack.functions_host._config import SettingError, resolve
 from funcstack.functions_host._connections import queue_service_for as queue_service_for
 from funcstack.functions_host._functions import FunctionSpec
 from funcstack.functions_host._language_worker import LanguageWorker
-from funcstack.functions_host._retry import RetryPolicy, invoke_with_retries, parse_timespan
+from funcstack.functions_host._listener import TriggerListener, first_line
+from funcstack.functions_host._retry import RetryPolicy, parse_timespan
 from funcstack.functions_host._rpc import protos
 
 logger = logging.getLogger("funcstack.functions_host.queue")
@@ -202,8 +203,11 @@ def trigger_metadata(message: QueueMessage, text: str) -> dict[str, Any]:
     return out
 
 
-class QueueTriggerListener:
-    """Feeds one function from its storage queue."""
+class QueueTriggerListener(TriggerListener):
+    """Feeds one function from its storage queue; listening once its first receive is answered
+    (a queue that does not exist yet answers too: its messages are picked up once it does)."""
+
+    kind = "queue trigger"
 
     def __init__(
         self,
@@ -213,18 +217,14 @@ class QueueTriggerListener:
         host_options: Mapping[str, Any] | None = None,
         timeout: Callable[[], float | None] = lambda: None,
     ) -> None:
-        self.spec = spec
+        super().__init__(spec, worker, timeout=timeout)
         self.options = QueueTriggerOptions.from_binding(spec.trigger, host_options)
-        self._worker = worker
-        self._timeout = timeout
         self._service: QueueServiceClient | None = None
-        self._task: asyncio.Task[None] | None = None
         self._processing: set[asyncio.Task[None]] = set()
-        self.invocations = 0
 
     def start(self) -> None:
         self._service = queue_service_for(self.options.connection)
-        self._task = asyncio.create_task(self._run(), name=f"queue-{self.spec.name}")
+        self.spawn(self._run(), name=f"queue-{self.spec.name}")
         opts = self.options
         logger.info(
             "queue trigger %s: %s (batchSize %d, newBatchThreshold %d, maxPollingInterval %.1fs,"
@@ -239,11 +239,7 @@ class QueueTriggerListener:
         )
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await super().stop()
         for task in list(self._processing):
             task.cancel()
         if self._processing:
@@ -287,10 +283,16 @@ class QueueTriggerListener:
             except asyncio.CancelledError:
                 raise
             except ResourceNotFoundError:
-                batch = []  # the queue does not exist (yet): back off, as the host does
+                # the queue does not exist (yet): back off, as the host does; a message sent
+                # once it does is received
+                batch = []
+                self.listening()
             except AzureError as exc:
                 logger.warning("queue trigger %s: %s", self.spec.name, exc)
+                self.unable_to_start(f"{type(exc).__name__}: {first_line(exc)}")
                 batch = []
+            else:
+                self.listening()
             for message in batch:
                 task = asyncio.create_task(self._process(queue, poison, message))
                 self._processing.add(task)
@@ -391,23 +393,12 @@ class QueueTriggerListener:
             if self.options.data_type == "binary"
             else pb.TypedData(string=text)
         )
-        binding = pb.ParameterBinding(name=self.spec.trigger_arg, data=data)
-        metadata = trigger_metadata(message, text)
-
-        async def attempt(retries: int, max_retries: int) -> str | None:
-            self.invocations += 1
-            return await self._worker.try_invoke(
-                self.spec.function_id,
-                [binding],
-                trigger_metadata=metadata,
-                retry_count=retries,
-                max_retry_count=max_retries,
-                time_limit=self._timeout(),
-            )
-
-        what = (
-            f"queue trigger {self.spec.name}: message {message.id} "
-            f"(dequeue {message.dequeue_count})"
+        ok, _ = await self.invoke(
+            data,
+            trigger_metadata=trigger_metadata(message, text),
+            what=(
+                f"queue trigger {self.spec.name}: message {message.id} "
+                f"(dequeue {message.dequeue_count})"
+            ),
         )
-        ok, _ = await invoke_with_retries(self.spec.retry, attempt, what=what)
         return ok

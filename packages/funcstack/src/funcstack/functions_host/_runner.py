@@ -6,12 +6,16 @@ timer, Service Bus, Storage queue and blob triggers, the input and output bindin
 and leaves indexing, binding conversion and invocation to the real worker library
 (``azure_functions_runtime``) in a worker process, driven with the Functions RPC messages.
 
-Every trigger but HTTP is served by a listener (``Listener``: ``start()``, ``await stop()``),
-made from the table ``TRIGGERS`` by trigger type, as the WebJobs host makes an ``IListener``
-per function from its binding provider. A host may serve one **function group** only, as an
-instance of a Flex Consumption app does (per-function scaling: the HTTP functions are the group
-``http``; each other function is ``function:<name>``; Azure's "Flex Consumption plan hosting"
-docs): its other functions are indexed by the worker but not triggered there.
+Every trigger but HTTP is served by a listener (``_listener.Listener``: ``start()``, ``await
+wait_listening()``, ``await stop()``), made from the table ``TRIGGERS`` by trigger type, as the
+WebJobs host makes an ``IListener`` per function from its binding provider. The host is started
+(``start_async`` returns, and ``python -m funcstack.functions_host`` prints its ready line) only
+once HTTP and every listener listen: a change made right after is delivered.
+
+A host may serve one **function group** only, as an instance of a Flex Consumption app does
+(per-function scaling: the HTTP functions are the group ``http``; each other function is
+``function:<name>``; Azure's "Flex Consumption plan hosting" docs): its other functions are
+indexed by the worker but not triggered there.
 """
 
 from __future__ import annotations
@@ -23,7 +27,6 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from aiohttp import web
 
@@ -42,6 +45,7 @@ from funcstack.functions_host._http_host import HttpHost
 from funcstack.functions_host._http_server import HttpServer, KestrelLimits
 from funcstack.functions_host._keys import FUNCTION_KEY_SETTING, MASTER_KEY_SETTING, HostKeys
 from funcstack.functions_host._language_worker import LanguageWorker
+from funcstack.functions_host._listener import Listener
 from funcstack.functions_host._python_version import python_version_notice
 from funcstack.functions_host._sign_in import SignIn
 
@@ -51,14 +55,8 @@ logger = logging.getLogger("funcstack.functions_host")
 HTTP_GROUP = "http"
 
 
-class Listener(Protocol):
-    """What the host runs for one triggered function (the WebJobs ``IListener``)."""
-
-    spec: FunctionSpec
-
-    def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
+#: How long the host waits for its listeners before it says which it still waits for.
+LISTEN_NOTICE_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -177,6 +175,8 @@ class Runner:
         self.worker: LanguageWorker | None = None
         self._site_runner: web.ServerRunner | None = None
         self._listeners: list[Listener] = []
+        #: The triggers that could not start, by function: why (they keep trying).
+        self.not_listening: dict[str, str] = {}
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_event: asyncio.Event | None = None
@@ -324,7 +324,45 @@ class Runner:
             listener = make(spec, services)
             listener.start()
             self._listeners.append(listener)
-        logger.info("host listening on %s (%d function(s))", self.url, len(served))
+        self.not_listening = await self._wait_listening()
+        if self.not_listening:
+            logger.warning(
+                "host listening on %s (%d function(s)); not listening (each keeps trying, and "
+                "says when it listens): %s",
+                self.url,
+                len(served),
+                "; ".join(f"{name} ({why})" for name, why in self.not_listening.items()),
+            )
+        else:
+            logger.info(
+                "host listening on %s (%d function(s); every trigger listening)",
+                self.url,
+                len(served),
+            )
+
+    async def _wait_listening(self) -> dict[str, str]:
+        """Until every listener listens or has said why it cannot (by function: why); after
+        ``LISTEN_NOTICE_SECONDS``, one line naming those still awaited."""
+        waits = {
+            asyncio.ensure_future(listener.wait_listening()): listener
+            for listener in self._listeners
+        }
+        if not waits:
+            return {}
+        try:
+            _, pending = await asyncio.wait(waits, timeout=LISTEN_NOTICE_SECONDS)
+            if pending:
+                logger.warning(
+                    "waiting for the trigger(s) of %s to listen; the host is ready once they do",
+                    ", ".join(sorted(waits[task].spec.name for task in pending)),
+                )
+                await asyncio.wait(pending)
+        finally:
+            for task in waits:
+                task.cancel()
+        return {
+            waits[task].spec.name: str(task.result()) for task in waits if task.result() is not None
+        }
 
     async def stop_async(self) -> None:
         """Stop accepting HTTP, cancel the trigger loops, stop the worker."""

@@ -75,12 +75,14 @@ class LoadBalancer:
         expiration: float,
         take: Callable[[Lease], Awaitable[None]],
         name: str,
+        after_round: Callable[[], None] = lambda: None,
     ) -> None:
         self._store = store
         self._acquire_interval = acquire_interval
         self._expiration = expiration
         self._take = take
         self._name = name
+        self._after_round = after_round  # the listener's readiness: the first round ended
 
     async def run(self) -> None:
         while True:
@@ -115,4 +117,6 @@ class LoadBalancer:
                     type(exc).__name__,
                     str(exc).splitlines()[0][:200] if str(exc) else "",
                 )
+            else:
+                self._after_round()
             await asyncio.sleep(self._acquire_interval)

@@ -133,6 +133,12 @@ class CosmosTriggerListener:
         self._monitored: ContainerProxy | None = None
         self._store: LeaseStore | None = None
         self._controller: PartitionController | None = None
+        # Ready (``wait_listening``): the first balancing round ended, and each lease held then
+        # read once (its start position fixed: a "now" lease takes it at its first read).
+        self._listening = asyncio.Event()  # listening, or unable to start (why: ``_unable``)
+        self._unable: str | None = None
+        self._read_once: set[str] = set()
+        self._positioning: asyncio.Task[None] | None = None
 
     @property
     def owned(self) -> list[str]:
@@ -148,6 +154,8 @@ class CosmosTriggerListener:
                 self.spec.name,
                 self.options.start_error,
             )
+            self._unable = self.options.start_error  # never listens; the host goes on
+            self._listening.set()
             return
         if os.environ.get(REMOVED_LEASES_SETTING):
             logger.warning(
@@ -162,6 +170,8 @@ class CosmosTriggerListener:
     async def stop(self) -> None:
         """Stop the balancer and every lease's processing (an unfinished batch is not
         checkpointed), release the leases, close the clients."""
+        if self._positioning is not None:
+            self._positioning.cancel()
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -190,6 +200,9 @@ class CosmosTriggerListener:
                     _STARTUP_RETRY_SECONDS,
                 )
                 logger.debug("start-up failure", exc_info=True)
+                if not self._listening.is_set():  # the host goes on, saying this one does not
+                    self._unable = f"{type(exc).__name__}: {(str(exc).splitlines() or [''])[0]}"
+                    self._listening.set()
                 await self._close_clients()
                 await asyncio.sleep(_STARTUP_RETRY_SECONDS)
         store = self._store
@@ -233,8 +246,31 @@ class CosmosTriggerListener:
             expiration=opts.expiration_interval,
             take=self._controller.add,
             name=self.spec.name,
+            after_round=self._balanced,
         )
         await balancer.run()
+
+    async def wait_listening(self) -> str | None:
+        """Return once a change made from now on is delivered (the host's readiness), or why
+        the listener could not start (it keeps trying)."""
+        await self._listening.wait()
+        return self._unable
+
+    def _balanced(self) -> None:
+        if self._positioning is None:
+            self._positioning = asyncio.create_task(self._positioned())
+
+    async def _positioned(self) -> None:
+        """Listening once each lease taken in the first round was read once (or lost)."""
+        while not set(self.owned) <= self._read_once:  # noqa: ASYNC110 - reads and losses
+            await asyncio.sleep(0.02)
+        self._unable = None
+        self._listening.set()
+        logger.info(
+            "cosmos trigger %s: listening (lease(s) %s)",
+            self.spec.name,
+            ", ".join(self.owned) or "none: other instances hold them",
+        )
 
     async def _close_clients(self) -> None:
         for client in self._clients:
@@ -388,6 +424,7 @@ class CosmosTriggerListener:
                 headers = monitored.client_connection.last_response_headers
                 token = headers.get("etag") if headers else None
             token = token if isinstance(token, str) else None
+            self._read_once.add(lease.token)
             # the SDK met the partition's split (410 / 1002) and reads on in its children
             return Page(items, token, split=len(continuations.ranges(token)) > 1)
 
