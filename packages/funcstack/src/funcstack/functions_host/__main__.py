@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 
@@ -41,6 +42,14 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="the app's script; default: the Python v2 model's file name",
     )
     parser.add_argument("--settings", default=None, help="local.settings.json (Values)")
+    parser.add_argument(
+        "--given",
+        default="",
+        metavar="NAME,...",
+        help="the names of the environment variables given to this host as app settings: "
+        "they win over local.settings.json; any other variable set and not empty wins over the "
+        "file's value too, as with func start",
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=7071, help="0 = a free port")
     parser.add_argument("--log-level", default="INFO")
@@ -78,8 +87,10 @@ def _say(line: dict[str, object]) -> None:
 
 
 async def _main(args: argparse.Namespace) -> int:
+    given = [name for name in str(args.given).split(",") if name]
     runner = Runner(
         args.app_dir,
+        {name: os.environ[name] for name in given if name in os.environ},
         script=args.script,
         settings_file=args.settings,
         host=args.host,
