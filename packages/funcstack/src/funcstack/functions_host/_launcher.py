@@ -32,9 +32,10 @@ class RunningRunner:
     port: int
     process: subprocess.Popen[bytes]
     log_path: Path | None = None
-    #: With ``enforce_keys``: the host's default function key and its master key.
-    function_key: str | None = None
-    master_key: str | None = None
+    #: With ``enforce_keys``: the host's default function key and its master key (not in the
+    #: repr, which ends up in test reports and logs).
+    function_key: str | None = field(default=None, repr=False)
+    master_key: str | None = field(default=None, repr=False)
     #: The app's function groups and their functions (``http``, ``function:<name>``).
     groups: dict[str, list[str]] = field(default_factory=dict)
     #: Each Cosmos DB trigger's containers and lease intervals in seconds, by function
@@ -43,6 +44,8 @@ class RunningRunner:
     #: The triggers that could not start when the host was ready, by function: why (they
     #: keep trying; every other trigger listened then).
     not_listening: dict[str, str] = field(default_factory=dict)
+    #: What it was started with (``LocalServices.start_host`` starts it again with them).
+    options: HostOptions | None = field(default=None, repr=False)
     _log: IO[bytes] | None = field(default=None, repr=False)
     _drain: threading.Thread | None = field(default=None, repr=False)
 
@@ -323,6 +326,7 @@ def launch_host(
         function_key=str(keys["function"]) if isinstance(keys, dict) else None,
         master_key=str(keys["master"]) if isinstance(keys, dict) else None,
         process=process,
+        options=options,
         log_path=Path(log_path) if log_path else None,
         _log=log,
         _drain=drain,
