@@ -21,6 +21,7 @@ indexed by the worker but not triggered there.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
@@ -177,6 +178,7 @@ class Runner:
         self._listeners: list[Listener] = []
         #: The triggers that could not start, by function: why (they keep trying).
         self.not_listening: dict[str, str] = {}
+        self._opening: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_event: asyncio.Event | None = None
@@ -229,6 +231,8 @@ class Runner:
         self.worker.bindings = plan_bindings(
             self.functions, self._host_json, {"httpTrigger", *TRIGGERS}
         )
+        # the bindings' clients made meanwhile (their SDKs imported in a thread): ready after
+        self._opening = asyncio.create_task(self.worker.bindings.open(), name="binding-clients")
         return self.functions
 
     def _function_timeout(self) -> float | None:
@@ -324,6 +328,8 @@ class Runner:
             listener = make(spec, services)
             listener.start()
             self._listeners.append(listener)
+        if self._opening is not None:
+            await self._opening
         self.not_listening = await self._wait_listening()
         if self.not_listening:
             logger.warning(
@@ -366,6 +372,10 @@ class Runner:
 
     async def stop_async(self) -> None:
         """Stop accepting HTTP, cancel the trigger loops, stop the worker."""
+        if self._opening is not None and not self._opening.done():
+            self._opening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._opening
         if self._site_runner is not None:
             await self._site_runner.cleanup()
             self._site_runner = None

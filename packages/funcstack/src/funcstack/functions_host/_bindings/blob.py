@@ -106,6 +106,7 @@ class _BlobBinding:
         self.name = decl.name
         self._env = env
         self._connection = decl.connection("blobs", DEFAULT_CONNECTION)
+        env.clients.want("blobs", self._connection)
         self._container, self._blob = blob_path(decl)
         self.data_type = decl.data_type
         if self.data_type == "stream":

@@ -76,6 +76,7 @@ class _CosmosBinding:
                     f"a v2 Python app gets the 4.x extension, which reads '{current}'"
                 )
         self._connection = decl.connection("cosmos", DEFAULT_CONNECTION)
+        env.clients.want("cosmos", self._connection)
         self._database = decl.template("databaseName")
         self._container = decl.template("containerName")
         if not self._database.source or not self._container.source:

@@ -305,5 +305,10 @@ class HostBindings:
         first = errors[0]
         return str(first) if isinstance(first, BindingError) else f"{type(first).__name__}: {first}"
 
+    async def open(self) -> None:
+        """Make the bindings' clients now (``Clients.open``): the host does before it is
+        ready."""
+        await self._clients.open()
+
     async def close(self) -> None:
         await self._clients.close()

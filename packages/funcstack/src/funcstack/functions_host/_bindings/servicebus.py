@@ -61,6 +61,7 @@ class ServiceBusOutput:
         self.name = decl.name
         self._env = env
         self._connection = decl.connection("servicebus", DEFAULT_CONNECTION)
+        env.clients.want("servicebus", self._connection)
         queue, topic = decl.text("queueName"), decl.text("topicName")
         if bool(queue) == bool(topic):
             raise BindingRefusedError(

@@ -66,6 +66,7 @@ class QueueOutput:
         self.name = decl.name
         self._env = env
         self._connection = decl.connection("queues", DEFAULT_CONNECTION)
+        env.clients.want("queues", self._connection)
         self._queue = decl.template("queueName")
         if not self._queue.source.strip():
             raise BindingRefusedError("a queue binding needs 'queueName'")
