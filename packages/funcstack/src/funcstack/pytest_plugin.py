@@ -214,10 +214,14 @@ class _Apps:
         self._started[key] = hosted
         return hosted
 
-    def stop(self) -> None:
-        for host_name in self._names:
-            self._services.stop_part(host_name)
-            self._services.hosts.pop(host_name, None)
+    def serve(self) -> Iterator[Callable[..., HostedApp]]:
+        """The fixture's value, ``host``; the apps stopped when the fixture ends."""
+        try:
+            yield self.host
+        finally:
+            for host_name in self._names:
+                self._services.stop_part(host_name)
+                self._services.hosts.pop(host_name, None)
 
 
 @pytest.fixture
@@ -231,11 +235,7 @@ def funcstack_app(
     over the file and the environment. The host requires keys by auth level, as in Azure
     (``.function_key``, ``.master_key``); ``enforce_keys=False``: none, as with ``func
     start``. Each call starts a host of its own."""
-    apps = _Apps(funcstack_services, tmp_path, shared=False)
-    try:
-        yield apps.host
-    finally:
-        apps.stop()
+    yield from _Apps(funcstack_services, tmp_path, shared=False).serve()
 
 
 @pytest.fixture(scope="module")
@@ -244,11 +244,7 @@ def funcstack_module_app(
 ) -> Iterator[Callable[..., HostedApp]]:
     """``funcstack_app`` for a test module: the same arguments give the same host to every
     test of the module (one start); it stops when the module's last test ends."""
-    apps = _Apps(funcstack_services, tmp_path_factory.mktemp("funcstack-apps"), shared=True)
-    try:
-        yield apps.host
-    finally:
-        apps.stop()
+    yield from _Apps(funcstack_services, tmp_path_factory.mktemp("apps"), shared=True).serve()
 
 
 @pytest.fixture(scope="session")
@@ -257,8 +253,4 @@ def funcstack_session_app(
 ) -> Iterator[Callable[..., HostedApp]]:
     """``funcstack_app`` for the session: the same arguments give the same host to every test
     (one start); it stops when the session ends."""
-    apps = _Apps(funcstack_services, tmp_path_factory.mktemp("funcstack-apps"), shared=True)
-    try:
-        yield apps.host
-    finally:
-        apps.stop()
+    yield from _Apps(funcstack_services, tmp_path_factory.mktemp("apps"), shared=True).serve()

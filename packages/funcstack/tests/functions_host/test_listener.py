@@ -10,11 +10,13 @@ from typing import Any, cast
 
 import pytest
 
+from funcstack.functions_host._config import HostJson
 from funcstack.functions_host._functions import FunctionSpec
 from funcstack.functions_host._language_worker import LanguageWorker
-from funcstack.functions_host._listener import TriggerListener, first_line
+from funcstack.functions_host._listener import HostServices, TriggerListener, first_line
 
 SPEC = FunctionSpec("jobs", "id-1", {"type": "queueTrigger", "name": "msg"}, (), None)
+HOST = HostServices(cast(LanguageWorker, None), lambda: None, HostJson(), "host")
 
 
 class Polling(TriggerListener):
@@ -23,7 +25,9 @@ class Polling(TriggerListener):
     kind = "test trigger"
 
     def __init__(self, failures: int) -> None:
-        super().__init__(SPEC, cast(LanguageWorker, None))
+        super().__init__(
+            SPEC, HostServices(cast(LanguageWorker, None), lambda: None, HostJson(), "h")
+        )
         self.failures = failures
         self.polls = 0
 

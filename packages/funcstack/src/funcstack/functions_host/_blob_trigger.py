@@ -50,7 +50,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,11 +66,15 @@ from azure.storage.blob.aio import BlobClient, BlobServiceClient, ContainerClien
 from azure.storage.queue import QueueMessage
 
 from funcstack.functions_host._bindings.blob import stream_text
-from funcstack.functions_host._config import HostJson, SettingError, resolve
+from funcstack.functions_host._config import SettingError, resolve
 from funcstack.functions_host._connections import blob_service_for
 from funcstack.functions_host._functions import FunctionSpec
-from funcstack.functions_host._language_worker import LanguageWorker
-from funcstack.functions_host._listener import TriggerListener, first_line
+from funcstack.functions_host._listener import (
+    HostServices,
+    TriggerListener,
+    close_quietly,
+    first_line,
+)
 from funcstack.functions_host._queue_trigger import QueueTriggerListener
 from funcstack.functions_host._rpc import protos
 
@@ -201,21 +205,12 @@ class BlobTriggerListener(TriggerListener):
 
     kind = "blob trigger"
 
-    def __init__(
-        self,
-        spec: FunctionSpec,
-        worker: LanguageWorker,
-        *,
-        host_id: str,
-        host_json: HostJson,
-        timeout: Callable[[], float | None] = lambda: None,
-    ) -> None:
-        super().__init__(spec, worker, timeout=timeout)
-        self.options = BlobTriggerOptions.from_binding(spec.trigger, host_json.blobs)
+    def __init__(self, spec: FunctionSpec, host: HostServices) -> None:
+        super().__init__(spec, host)
+        self.options = BlobTriggerOptions.from_binding(spec.trigger, host.host_json.blobs)
         self.pattern = BlobPattern(self.options.pattern)
         self.function_id = f"Host.Functions.{spec.name}"
-        self.host_id = host_id
-        self.host_json = host_json
+        self.host_id = host.host_id
         self._data: BlobServiceClient | None = None
         self._hosts: BlobServiceClient | None = None
         self._queue: SharedBlobQueue | None = None
@@ -247,10 +242,7 @@ class BlobTriggerListener(TriggerListener):
         if self._queue is not None:
             await self._queue.leave(self)
             self._queue = None
-        for client in (self._data, self._hosts):
-            if client is not None:
-                with contextlib.suppress(Exception):
-                    await client.close()
+        await close_quietly(self._data, self._hosts)
         self._data = self._hosts = None
 
     # -- the scan: find new blob versions, queue each once -----------------------------------
@@ -446,10 +438,8 @@ class SharedBlobQueue(QueueTriggerListener):
     _shared: dict[tuple[int, str], SharedBlobQueue] = {}
     kind = "the host's"
 
-    def __init__(
-        self, host_id: str, host_json: HostJson, threshold: int, worker: LanguageWorker
-    ) -> None:
-        queue = f"{QUEUE_PREFIX}{host_id}"
+    def __init__(self, host: HostServices, threshold: int) -> None:
+        queue = f"{QUEUE_PREFIX}{host.host_id}"
         spec = FunctionSpec(
             name=f"blob trigger queue {queue}",
             function_id="",
@@ -457,10 +447,10 @@ class SharedBlobQueue(QueueTriggerListener):
             bindings=(),
             retry=None,
         )
-        options = {**dict(host_json.queues or {}), "maxDequeueCount": threshold}
-        super().__init__(spec, worker, host_options=options)
+        extension = {**dict(host.host_json.queues or {}), "maxDequeueCount": threshold}
+        super().__init__(spec, host, extension=extension)
         self.queue_name = queue
-        self._key = (id(asyncio.get_running_loop()), host_id)
+        self._key = (id(asyncio.get_running_loop()), host.host_id)
         self._functions: dict[str, BlobTriggerListener] = {}
 
     @classmethod
@@ -468,12 +458,7 @@ class SharedBlobQueue(QueueTriggerListener):
         key = (id(asyncio.get_running_loop()), listener.host_id)
         shared = cls._shared.get(key)
         if shared is None:
-            shared = cls._shared[key] = cls(
-                listener.host_id,
-                listener.host_json,
-                listener.options.poison_threshold,
-                listener.worker,
-            )
+            shared = cls._shared[key] = cls(listener.host, listener.options.poison_threshold)
             shared.start()
         shared._functions[listener.function_id] = listener
         return shared

@@ -32,21 +32,49 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Callable, Coroutine, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
+from funcstack.functions_host._config import HostJson
 from funcstack.functions_host._functions import FunctionSpec
 from funcstack.functions_host._language_worker import LanguageWorker
 from funcstack.functions_host._retry import invoke_with_retries
 from funcstack.functions_host._rpc import protos
 
-__all__ = ["Listener", "TriggerListener", "first_line"]
+__all__ = [
+    "HostServices",
+    "Listener",
+    "TriggerListener",
+    "close_quietly",
+    "first_line",
+]
 
 logger = logging.getLogger("funcstack.functions_host")
+
+
+async def close_quietly(*clients: Any) -> None:
+    """Close a listener's SDK clients at its stop (None: not made); a failure is no concern
+    of a host that is stopping."""
+    for client in clients:
+        if client is not None:
+            with contextlib.suppress(Exception):
+                await client.close()
 
 
 def first_line(error: BaseException) -> str:
     """An error's message in one line (an SDK's can run over many)."""
     return (str(error).strip().splitlines() or [""])[0][:300]
+
+
+@dataclass(frozen=True)
+class HostServices:
+    """What a listener gets from the host: the worker, the function timeout, host.json, and the
+    host id (the blob trigger's receipts and queue are the host's)."""
+
+    worker: LanguageWorker
+    timeout: Callable[[], float | None]
+    host_json: HostJson
+    host_id: str
 
 
 class Listener(Protocol):
@@ -65,22 +93,17 @@ class Listener(Protocol):
 
 
 class TriggerListener:
-    """The base of the trigger listeners: one function, its worker and timeout, its tasks, its
-    readiness, its invocations."""
+    """The base of the trigger listeners: one function and the host's services (its worker,
+    timeout, host.json), its tasks, its readiness, its invocations."""
 
     #: How the listener names itself in the log (``queue trigger``, ``timer``...).
     kind = "trigger"
 
-    def __init__(
-        self,
-        spec: FunctionSpec,
-        worker: LanguageWorker,
-        *,
-        timeout: Callable[[], float | None] = lambda: None,
-    ) -> None:
+    def __init__(self, spec: FunctionSpec, host: HostServices) -> None:
         self.spec = spec
-        self.worker = worker
-        self._timeout = timeout
+        self.host = host
+        self.worker = host.worker
+        self._timeout = host.timeout
         #: Invocations made, retries included.
         self.invocations = 0
         self._tasks: list[asyncio.Task[None]] = []

@@ -37,12 +37,11 @@ import asyncio
 import base64
 import binascii
 import contextlib
-import datetime as dt
 import json
 import logging
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,8 +52,13 @@ from azure.storage.queue.aio import QueueClient, QueueServiceClient
 from funcstack.functions_host._config import SettingError, resolve
 from funcstack.functions_host._connections import queue_service_for as queue_service_for
 from funcstack.functions_host._functions import FunctionSpec
-from funcstack.functions_host._language_worker import LanguageWorker
-from funcstack.functions_host._listener import TriggerListener, first_line
+from funcstack.functions_host._listener import (
+    HostServices,
+    TriggerListener,
+    close_quietly,
+    first_line,
+)
+from funcstack.functions_host._metadata import json_times, utc
 from funcstack.functions_host._retry import RetryPolicy, parse_timespan
 from funcstack.functions_host._rpc import protos
 
@@ -164,14 +168,6 @@ class QueueTriggerOptions:
         )
 
 
-def _json_time(moment: dt.datetime | None) -> str | None:
-    if moment is None:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return json.dumps(moment.astimezone(dt.UTC).isoformat())  # DateTimeOffset, as Newtonsoft
-
-
 def decode_body(content: str, encoding: str) -> bytes | None:
     """The message's bytes as the host's client decodes them; None when base64 is expected
     and the text is not base64 (``Convert.FromBase64String`` skips white space)."""
@@ -192,15 +188,13 @@ def trigger_metadata(message: QueueMessage, text: str) -> dict[str, Any]:
         "PopReceipt": pb.TypedData(string=str(message.pop_receipt)),
         "DequeueCount": pb.TypedData(json=json.dumps(int(message.dequeue_count or 0))),
     }
-    for name, moment in (
-        ("InsertionTime", message.inserted_on),
-        ("ExpirationTime", message.expires_on),
-        ("NextVisibleTime", message.next_visible_on),
-    ):
-        stamp = _json_time(moment)
-        if stamp is not None:
-            out[name] = pb.TypedData(json=stamp)
-    return out
+    moments = {
+        "InsertionTime": message.inserted_on,
+        "ExpirationTime": message.expires_on,
+        "NextVisibleTime": message.next_visible_on,
+    }
+    # DateTimeOffsets, as Newtonsoft writes them
+    return {**out, **json_times(moments, lambda moment: utc(moment).isoformat())}
 
 
 class QueueTriggerListener(TriggerListener):
@@ -210,15 +204,11 @@ class QueueTriggerListener(TriggerListener):
     kind = "queue trigger"
 
     def __init__(
-        self,
-        spec: FunctionSpec,
-        worker: LanguageWorker,
-        *,
-        host_options: Mapping[str, Any] | None = None,
-        timeout: Callable[[], float | None] = lambda: None,
+        self, spec: FunctionSpec, host: HostServices, *, extension: Mapping[str, Any] | None = None
     ) -> None:
-        super().__init__(spec, worker, timeout=timeout)
-        self.options = QueueTriggerOptions.from_binding(spec.trigger, host_options)
+        super().__init__(spec, host)
+        queues = host.host_json.queues if extension is None else extension
+        self.options = QueueTriggerOptions.from_binding(spec.trigger, queues)
         self._service: QueueServiceClient | None = None
         self._processing: set[asyncio.Task[None]] = set()
 
@@ -244,10 +234,8 @@ class QueueTriggerListener(TriggerListener):
             task.cancel()
         if self._processing:
             await asyncio.wait(self._processing, timeout=5.0)
-        if self._service is not None:
-            with contextlib.suppress(Exception):
-                await self._service.close()
-            self._service = None
+        await close_quietly(self._service)
+        self._service = None
 
     def poison_queue_name(self) -> str | None:
         """Where messages that keep failing go (``poison_queue_name``)."""

@@ -26,11 +26,11 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 
 from aiohttp import web
 
+from funcstack._lazy import lazy_call
 from funcstack.functions_host._bindings.plan import HostBindings, plan_bindings
 from funcstack.functions_host._config import (
     HostJson,
@@ -46,7 +46,7 @@ from funcstack.functions_host._http_host import HttpHost
 from funcstack.functions_host._http_server import HttpServer, KestrelLimits
 from funcstack.functions_host._keys import FUNCTION_KEY_SETTING, MASTER_KEY_SETTING, HostKeys
 from funcstack.functions_host._language_worker import LanguageWorker
-from funcstack.functions_host._listener import Listener
+from funcstack.functions_host._listener import HostServices, Listener
 from funcstack.functions_host._python_version import python_version_notice
 from funcstack.functions_host._sign_in import SignIn
 
@@ -60,15 +60,7 @@ HTTP_GROUP = "http"
 LISTEN_NOTICE_SECONDS = 5.0
 
 
-@dataclass(frozen=True)
-class HostServices:
-    """What a listener gets from the host: the worker, the function timeout, host.json, and the
-    host id (the blob trigger's receipts and queue are the host's)."""
-
-    worker: LanguageWorker
-    timeout: Callable[[], float | None]
-    host_json: HostJson
-    host_id: str
+_HOST = "funcstack.functions_host"
 
 
 def _cosmos_listener(spec: FunctionSpec, host: HostServices) -> Listener:
@@ -77,50 +69,16 @@ def _cosmos_listener(spec: FunctionSpec, host: HostServices) -> Listener:
     return CosmosTriggerListener(spec, host.worker, timeout=host.timeout)
 
 
-def _timer_listener(spec: FunctionSpec, host: HostServices) -> Listener:
-    from funcstack.functions_host._timer_trigger import TimerListener
-
-    return TimerListener(spec, host.worker, timeout=host.timeout)
-
-
-def _servicebus_listener(spec: FunctionSpec, host: HostServices) -> Listener:
-    from funcstack.functions_host._servicebus_trigger import ServiceBusTriggerListener
-
-    return ServiceBusTriggerListener(
-        spec, host.worker, host_options=host.host_json.service_bus, timeout=host.timeout
-    )
-
-
-def _blob_listener(spec: FunctionSpec, host: HostServices) -> Listener:
-    from funcstack.functions_host._blob_trigger import BlobTriggerListener
-
-    return BlobTriggerListener(
-        spec,
-        host.worker,
-        host_id=host.host_id,
-        host_json=host.host_json,
-        timeout=host.timeout,
-    )
-
-
-def _queue_listener(spec: FunctionSpec, host: HostServices) -> Listener:
-    from funcstack.functions_host._queue_trigger import QueueTriggerListener
-
-    return QueueTriggerListener(
-        spec, host.worker, host_options=host.host_json.queues, timeout=host.timeout
-    )
-
-
 #: The listener of each trigger type the host serves besides HTTP. Each trigger's module (and
 #: the SDK it listens with) is imported when a function of its type is served: a host of an
 #: app without Service Bus or queue triggers, or of the ``http`` group only, starts without
 #: them (every host start paid about 0.2 s of CPU for them).
 TRIGGERS: dict[str, Callable[[FunctionSpec, HostServices], Listener]] = {
     "cosmosDBTrigger": _cosmos_listener,
-    "timerTrigger": _timer_listener,
-    "serviceBusTrigger": _servicebus_listener,
-    "queueTrigger": _queue_listener,
-    "blobTrigger": _blob_listener,
+    "timerTrigger": lazy_call(f"{_HOST}._timer_trigger", "TimerListener"),
+    "serviceBusTrigger": lazy_call(f"{_HOST}._servicebus_trigger", "ServiceBusTriggerListener"),
+    "queueTrigger": lazy_call(f"{_HOST}._queue_trigger", "QueueTriggerListener"),
+    "blobTrigger": lazy_call(f"{_HOST}._blob_trigger", "BlobTriggerListener"),
 }
 
 

@@ -67,8 +67,13 @@ from azure.servicebus.exceptions import (
 from funcstack.functions_host._config import SettingError, is_truthy, resolve
 from funcstack.functions_host._connections import servicebus_client_for
 from funcstack.functions_host._functions import FunctionSpec
-from funcstack.functions_host._language_worker import LanguageWorker
-from funcstack.functions_host._listener import TriggerListener, first_line
+from funcstack.functions_host._listener import (
+    HostServices,
+    TriggerListener,
+    close_quietly,
+    first_line,
+)
+from funcstack.functions_host._metadata import json_times, utc
 from funcstack.functions_host._retry import parse_timespan
 from funcstack.functions_host._rpc import protos
 
@@ -216,12 +221,8 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def _timestamp(value: dt.datetime | None) -> str | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)
-    return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+def _timestamp(value: dt.datetime) -> str:
+    return utc(value).isoformat().replace("+00:00", "Z")
 
 
 def body_data(message: ServiceBusReceivedMessage, data_type: str) -> Any:
@@ -274,14 +275,12 @@ def trigger_metadata(message: ServiceBusReceivedMessage) -> dict[str, Any]:
     out["DeliveryCount"] = pb.TypedData(json=json.dumps(int(message.delivery_count or 0) + 1))
     if message.sequence_number is not None:
         out["SequenceNumber"] = pb.TypedData(json=json.dumps(int(message.sequence_number)))
-    for name, moment in (
-        ("EnqueuedTimeUtc", message.enqueued_time_utc),
-        ("ExpiresAtUtc", message.expires_at_utc),
-        ("LockedUntil", message.locked_until_utc),
-    ):
-        stamp = _timestamp(moment)
-        if stamp is not None:
-            out[name] = pb.TypedData(json=json.dumps(stamp))
+    moments = {
+        "EnqueuedTimeUtc": message.enqueued_time_utc,
+        "ExpiresAtUtc": message.expires_at_utc,
+        "LockedUntil": message.locked_until_utc,
+    }
+    out.update(json_times(moments, _timestamp))
     out["ApplicationProperties"] = pb.TypedData(json=properties_json)
     out["UserProperties"] = pb.TypedData(json=properties_json)
     return out
@@ -294,16 +293,11 @@ class ServiceBusTriggerListener(TriggerListener):
 
     kind = "servicebus trigger"
 
-    def __init__(
-        self,
-        spec: FunctionSpec,
-        worker: LanguageWorker,
-        *,
-        host_options: Mapping[str, Any] | None = None,
-        timeout: Callable[[], float | None] = lambda: None,
-    ) -> None:
-        super().__init__(spec, worker, timeout=timeout)
-        self.options = ServiceBusTriggerOptions.from_binding(spec.trigger, host_options)
+    def __init__(self, spec: FunctionSpec, host: HostServices) -> None:
+        super().__init__(spec, host)
+        self.options = ServiceBusTriggerOptions.from_binding(
+            spec.trigger, host.host_json.service_bus
+        )
         self._client: ServiceBusClient | None = None
         #: work in the background: receivers of released sessions closing, lock renewals
         self._closing: set[asyncio.Task[None]] = set()
@@ -336,10 +330,8 @@ class ServiceBusTriggerListener(TriggerListener):
         await super().stop()
         if self._closing:
             await asyncio.wait(self._closing, timeout=5.0)
-        if self._client is not None:
-            with contextlib.suppress(Exception):
-                await self._client.close()
-            self._client = None
+        await close_quietly(self._client)
+        self._client = None
 
     def _receiver(self, **kwargs: Any) -> ServiceBusReceiver:
         client, opts = self._client, self.options

@@ -32,8 +32,7 @@ from croniter import croniter
 
 from funcstack.functions_host._config import resolve
 from funcstack.functions_host._functions import FunctionSpec
-from funcstack.functions_host._language_worker import LanguageWorker
-from funcstack.functions_host._listener import TriggerListener
+from funcstack.functions_host._listener import HostServices, TriggerListener
 from funcstack.functions_host._retry import parse_timespan
 from funcstack.functions_host._rpc import protos
 
@@ -79,12 +78,11 @@ class TimerListener(TriggerListener):
     def __init__(
         self,
         spec: FunctionSpec,
-        worker: LanguageWorker,
+        host: HostServices,
         *,
-        timeout: Callable[[], float | None] = lambda: None,
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
-        super().__init__(spec, worker, timeout=timeout)
+        super().__init__(spec, host)
         self.schedule = Schedule(str(resolve(spec.trigger.get("schedule", ""))))
         self.run_on_startup = bool(spec.trigger.get("runOnStartup", False))
         self._clock = clock
