@@ -65,6 +65,18 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalStack]:
         local.stop()
 
 
+def host(stack: LocalStack, tmp_path: Path, name: str, **options: Any) -> Any:
+    """The sample app hosted as ``name``; its records go to ``tmp_path / "out.jsonl"``."""
+    return stack.host_app(
+        make_app(tmp_path),
+        name=name,
+        port=0,
+        settings_file=tmp_path / "local.settings.json",
+        overrides={"READY_OUT": str(tmp_path / "out.jsonl")},
+        **options,
+    )
+
+
 def make_app(tmp_path: Path) -> Path:
     app_dir = tmp_path / "app"
     app_dir.mkdir()
@@ -106,13 +118,7 @@ def test_a_change_made_at_once_after_ready_reaches_every_trigger(
     stack: LocalStack, tmp_path: Path
 ) -> None:
     out = tmp_path / "out.jsonl"
-    app = stack.host_app(
-        make_app(tmp_path),
-        name="ready",
-        port=0,
-        settings_file=tmp_path / "local.settings.json",
-        overrides={"READY_OUT": str(out)},
-    )
+    app = host(stack, tmp_path, "ready")
     # at once: nothing waits for a log line or a first invocation
     ident = uuid.uuid4().hex
     stack.container_client("ready", "items").create_item({"id": ident})
@@ -138,15 +144,7 @@ def test_a_stack_of_two_instances_is_ready_once_both_listen(
     stack: LocalStack, tmp_path: Path
 ) -> None:
     out = tmp_path / "out.jsonl"
-    app = stack.host_app(
-        make_app(tmp_path),
-        name="twice",
-        port=0,
-        settings_file=tmp_path / "local.settings.json",
-        overrides={"READY_OUT": str(out)},
-        instances=2,
-        restart=None,
-    )
+    app = host(stack, tmp_path, "twice", instances=2, restart=None)
     assert isinstance(app, AppInstances)
     ident = uuid.uuid4().hex
     stack.container_client("ready", "items").create_item({"id": ident})
