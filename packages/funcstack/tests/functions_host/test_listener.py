@@ -10,6 +10,7 @@ from typing import Any, cast
 
 import pytest
 
+from funcstack.functions_host import _runner as runner_module
 from funcstack.functions_host._config import HostJson
 from funcstack.functions_host._functions import FunctionSpec
 from funcstack.functions_host._language_worker import LanguageWorker
@@ -87,3 +88,45 @@ def test_one_that_cannot_start_says_why_once_and_listens_later(
 def test_an_errors_first_line() -> None:
     assert first_line(RuntimeError("one\ntwo")) == "one"
     assert first_line(RuntimeError("")) == ""
+
+
+class Hung:
+    """A listener that neither listens nor fails (a connection that never answers)."""
+
+    spec = FunctionSpec("hung", "id-2", {"type": "queueTrigger", "name": "msg"}, (), None)
+
+    def start(self) -> None:
+        pass
+
+    async def wait_listening(self) -> str | None:
+        await asyncio.Event().wait()
+        return None
+
+    async def stop(self) -> None:
+        pass
+
+
+def test_the_host_waits_for_a_listener_a_bounded_time_then_names_it(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A listener that hangs does not hold the host's start past ``LISTEN_TIMEOUT_SECONDS``:
+    the host is ready without it, naming it (its ready line's ``not_listening``), as Azure's
+    host goes on with a listener that could not start; the others listen."""
+    monkeypatch.setattr(runner_module, "LISTEN_NOTICE_SECONDS", 0.05)
+    monkeypatch.setattr(runner_module, "LISTEN_TIMEOUT_SECONDS", 0.2)
+    host = runner_module.Runner(".")
+
+    async def scenario() -> dict[str, str]:
+        listening = Polling(failures=0)
+        host._listeners = [listening, Hung()]
+        listening.start()
+        try:
+            return await asyncio.wait_for(host._wait_listening(), 5)
+        finally:
+            await listening.stop()
+
+    with caplog.at_level(logging.WARNING, logger="funcstack.functions_host"):
+        assert asyncio.run(scenario()) == {
+            "hung": "not listening after 0.2 s (the lines above say why)"
+        }
+    assert "waiting for the trigger(s) of hung to listen" in caplog.text

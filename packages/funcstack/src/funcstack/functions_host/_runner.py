@@ -56,8 +56,12 @@ logger = logging.getLogger("funcstack.functions_host")
 HTTP_GROUP = "http"
 
 
-#: How long the host waits for its listeners before it says which it still waits for.
+#: How long the host waits for its listeners before it says which it still waits for, and at
+#: most: a listener neither listening nor failed by then (a hung connection, an endpoint
+#: answering nothing) is named as not listening, and the host is ready without it, as Azure's
+#: host goes on with a listener that could not start.
 LISTEN_NOTICE_SECONDS = 5.0
+LISTEN_TIMEOUT_SECONDS = 30.0
 
 
 _HOST = "funcstack.functions_host"
@@ -306,7 +310,8 @@ class Runner:
 
     async def _wait_listening(self) -> dict[str, str]:
         """Until every listener listens or has said why it cannot (by function: why); after
-        ``LISTEN_NOTICE_SECONDS``, one line naming those still awaited."""
+        ``LISTEN_NOTICE_SECONDS``, one line naming those still awaited; after
+        ``LISTEN_TIMEOUT_SECONDS``, those are not listening (they keep trying)."""
         waits = {
             asyncio.ensure_future(listener.wait_listening()): listener
             for listener in self._listeners
@@ -317,15 +322,21 @@ class Runner:
             _, pending = await asyncio.wait(waits, timeout=LISTEN_NOTICE_SECONDS)
             if pending:
                 logger.warning(
-                    "waiting for the trigger(s) of %s to listen; the host is ready once they do",
+                    "waiting for the trigger(s) of %s to listen; the host is ready once they do "
+                    "(%g s at most)",
                     ", ".join(sorted(waits[task].spec.name for task in pending)),
+                    LISTEN_TIMEOUT_SECONDS,
                 )
-                await asyncio.wait(pending)
+                left = LISTEN_TIMEOUT_SECONDS - LISTEN_NOTICE_SECONDS
+                _, pending = await asyncio.wait(pending, timeout=max(0.0, left))
         finally:
             for task in waits:
                 task.cancel()
+        late = f"not listening after {LISTEN_TIMEOUT_SECONDS:g} s (the lines above say why)"
         return {
-            waits[task].spec.name: str(task.result()) for task in waits if task.result() is not None
+            waits[task].spec.name: late if task in pending else str(task.result())
+            for task in waits
+            if task in pending or task.result() is not None
         }
 
     async def stop_async(self) -> None:
