@@ -349,12 +349,18 @@ def test_a_lease_without_a_checkpoint_starts_from_now_at_each_start(
     (funcstack before: the ready line came before the lease was even acquired, and such a
     document was never delivered)."""
     before = write_docs(trigger_env.container, ["old"], per_pk=3)
+    time.sleep(2.5)  # older than "now" can reach back (see the gap below)
     trigger_env.start(SAMPLE_FROM_BEGINNING="false").stop()  # ready: its processor listening
     assert "listening, lease(s) 0" in trigger_env.log_path.read_text()
     [lease] = trigger_env.leases()
     assert not lease.get("ContinuationToken"), "'now' was pinned into the lease"
     assert lease.get("Owner") is None, "not released at the stop"
     gap = write_docs(trigger_env.container, ["gap"], per_pk=3)  # while no host runs
+    # "now" is the processor's start less a second, read by the service at a second's
+    # granularity: what was written in the two seconds before a start may be in it. The gap
+    # is made older than that, so only the restart can deliver it (a fast host start on a
+    # loaded machine delivered it in CI).
+    time.sleep(2.5)
     runner = trigger_env.start(SAMPLE_FROM_BEGINNING="false")
     try:
         after = write_docs(trigger_env.container, ["new"], per_pk=3)  # at once
