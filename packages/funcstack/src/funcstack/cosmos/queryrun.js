@@ -38,7 +38,7 @@ const { compareValues } = require("./sortedkeys");
 const { analyze } = require("./queryindex");
 const { withMarkers, serviceSemantics, FUNCTIONS } = require("./sqlsemantics");
 const { queryEngine } = require("./sqlparser");
-const { isExpired, itemExpired } = require("./store");
+const { itemExpired } = require("./store");
 const { badRequest } = require("./responses");
 const {
   positionOf, encodeVals, decodeVals, Clock, scopeTest, NotBuilt, built, refused, orderOf, plan
@@ -50,6 +50,8 @@ let budgetMs = BUDGET_DEFAULT_MS;
 /** Documents given to the engine at once (its FROM is quadratic in them). */
 const CHUNK = 32;
 const PREPARED_MAX = 256;
+/** The syntax tree's constants (a COUNT of one counts documents). */
+const CONSTANTS = ["number_constant", "string_constant", "boolean_constant", "null_constant"];
 /** A page without a page size ends past this much JSON, as the service's pages do (4 MB). */
 const PAGE_BYTES = 4 * 1024 * 1024;
 
@@ -124,10 +126,9 @@ async function eachChunk(store, pl, from, options, clock, onChunk, wanted = () =
     const docs = [];
     for (const rid of rids) {
       const item = store.docs._data.get(rid);
-      const doc = item && item.read();
-      if (!doc || isExpired(colData, doc, now)) continue;
-      if (inScope && !inScope(doc)) continue;
-      docs.push(doc);
+      if (!item || itemExpired(colData, item, now)) continue;
+      if (inScope && !inScope(item)) continue;
+      docs.push(item.read());
     }
     if (await onChunk(docs)) return { ended: "stopped", walker };
     if (options.partial && clock.over()) return { ended: "budget", walker };
@@ -145,7 +146,7 @@ async function countEntries(store, pl, from, options, clock, counted) {
   const inScope = scopeTest(store, options.scope, options.span);
   const now = Date.now();
   const data = store.docs._data;
-  const step = inScope ? CHUNK : 1024; // a scope reads each document (its EPK)
+  const step = inScope ? 256 : 1024; // a scope reads each document's EPK (kept once computed)
   for (;;) {
     const rids = clock.index(() => walker.next(step));
     if (rids.length === 0) return { ended: "done", walker };
@@ -153,10 +154,7 @@ async function countEntries(store, pl, from, options, clock, counted) {
     for (const rid of rids) {
       const item = data.get(rid);
       if (!item || itemExpired(colData, item, now)) continue;
-      if (inScope) {
-        const doc = item.read();
-        if (!doc || !inScope(doc)) continue;
-      }
+      if (inScope && !inScope(item)) continue;
       n += 1;
     }
     counted(n);
@@ -342,6 +340,12 @@ async function runAggregate(store, parts, options) {
   const eo = engineOptions(store, options.parameters, first.p.analysis);
   const clock = new Clock(options.partial ? budgetMs : null);
   const c = options.continuation;
+  if (wholeContainerCount(prepared, options) && !c) {
+    // COUNT(1) of every document of a container: how many it holds, not a walk of them
+    const metrics = { ...newMetrics(null), indexOnly: true, exact: true, output: 1 };
+    const n = clock.index(() => store.count(Date.now()));
+    return { values: [n], continuation: null, metrics: finish(metrics, clock) };
+  }
   let pl;
   try {
     pl = await plan(store, first.p, { ...options, params: eo.params }, clock);
@@ -355,7 +359,7 @@ async function runAggregate(store, parts, options) {
   const metrics = newMetrics(pl);
   const a = first.p.analysis;
   const arg = a.aggregate && a.aggregate.argument;
-  const constant = arg && ["number_constant", "string_constant", "boolean_constant", "null_constant"].includes(arg.type);
+  const constant = arg && CONSTANTS.includes(arg.type);
   // a COUNT of every document the index selects: its entries, no document read
   metrics.indexOnly = prepared.length === 1 && first.name === "COUNT" && constant && pl.exact &&
     !a.joins && a.plain;
@@ -385,6 +389,20 @@ async function runAggregate(store, parts, options) {
   }
   metrics.output = 1;
   return { values, continuation, metrics: finish(metrics, clock) };
+}
+
+/**
+ * Whether `parts` is the COUNT of a constant over every document of a whole container (no
+ * filter, no JOIN, no order; not scoped by a partition key, a range or a feed range): what
+ * the container's count answers (store.js `count`).
+ */
+function wholeContainerCount(parts, options) {
+  if (parts.length !== 1 || parts[0].name !== "COUNT") return false;
+  const a = parts[0].p.analysis;
+  const arg = a.aggregate && a.aggregate.argument;
+  if (!arg || !CONSTANTS.includes(arg.type) || a.where.kind !== "all" || a.joins || !a.plain || a.orderBy) return false;
+  const scope = options.scope;
+  return !options.span && (!scope || (scope.pk === null && scope.range === null && scope.epk === null));
 }
 
 /** Two partial results of an aggregate, combined (MIN / MAX across types in the service's order). */

@@ -6,7 +6,7 @@
  * the fewest. See queryrun.js for the whole.
  */
 
-const { pathIndexes, valueAt, pathText, SLICE_MS } = require("./pathindexes");
+const { pathIndexes, valueAt, rawValueAt, UNKNOWN, pathText, SLICE_MS } = require("./pathindexes");
 const { compareValues, sortInSlices, MIN_RID, MAX_RID, below, above } = require("./sortedkeys");
 const { ranges } = require("./queryindex");
 const { CosmosError } = require("./responses");
@@ -143,20 +143,39 @@ function bound(sorted, target, cmp, after) {
 
 const compareRid = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
 
-/** Whether a document is in what a request is scoped to (partitions.js's scope, and a span). */
+/**
+ * Whether a stored document (store.js StoredDocument) is in what a request is scoped to
+ * (partitions.js's scope, and a span), told without parsing it; null when nothing is scoped.
+ */
 function scopeTest(store, scope, span) {
-  const { inScope, docEpk } = require("./partitions"); // eslint-disable-line global-require
+  const { itemInScope, itemEpk } = require("./partitions"); // eslint-disable-line global-require
   const colData = store.colData;
   const scoped = scope && (scope.pk !== null || scope.range !== null || scope.epk !== null);
   if (!scoped && !span) return null;
-  return doc => {
-    if (scoped && !inScope(colData, doc, scope)) return false;
+  return item => {
+    if (scoped && !itemInScope(colData, item, scope)) return false;
     if (span) {
-      const e = docEpk(colData, doc);
+      const e = itemEpk(colData, item);
       return e >= span[0] && e < span[1];
     }
     return true;
   };
+}
+
+/** A stored document's position in an order: its values read from its text where they can be. */
+function positionOfItem(order, item) {
+  if (!order) return { vals: [], rid: item.rid };
+  const text = item.text();
+  let doc = null;
+  const vals = order.items.map(o => {
+    if (doc === null) {
+      const v = rawValueAt(text, o.segs);
+      if (v !== UNKNOWN) return v;
+      doc = item.read();
+    }
+    return valueAt(doc, o.segs);
+  });
+  return { vals, rid: item.rid };
 }
 
 // ---------------------------------------------------------------- planning
@@ -403,8 +422,7 @@ async function plan(store, p, options, clock) {
       const keyed = [];
       for (const rid of rids) {
         const item = store.docs._data.get(rid);
-        const doc = item && item.read();
-        if (doc) keyed.push(positionOf(order, doc));
+        if (item) keyed.push(positionOfItem(order, item));
         if ((keyed.length & 1023) === 0) await clock.tick();
       }
       const sorted = Array.from(

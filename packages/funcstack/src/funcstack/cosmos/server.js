@@ -251,7 +251,6 @@ function parseArgs(argv) {
     else if (a === "--state-file") args.stateFile = argv[(i += 1)]; // the earlier name: DIR.json
     else if (a === "--state-fsync") args.fsync = true;
     else if (a === "--state-compact-bytes") args.compactBytes = parseInt(argv[(i += 1)], 10);
-    else if (a === "--state-keep-unread") args.readKept = false; // tests: parse kept documents on use only
     else if (a === "-h" || a === "--help") {
       process.stdout.write("usage: server.js [--host 127.0.0.1] [--port 0] [--no-ssl] [--log-requests] " +
         "[--state-dir DIR [--state-fsync] [--state-compact-bytes N]]\n");
