@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any, cast
@@ -361,6 +362,49 @@ def test_pages_resume_where_the_last_one_stopped(app: ContainerProxy) -> None:
         r["id"] for r in app.query_items("SELECT c.id FROM c ORDER BY c.n DESC", partition_key="p1")
     ]
     assert ids[0] == f"e{EVENTS - 1}" and ids[-1] == "c0"
+
+
+#: A UDF that holds the thread evaluating it for 100 ms a call, without using the CPU.
+SLOW = (
+    "function (x) {"
+    " Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 100); return true; }"
+)
+
+
+def test_a_point_read_is_answered_while_a_long_query_runs(
+    cosmos: Target, container: ContainerProxy
+) -> None:
+    """The engine evaluates a query in the endpoint's query threads, not in the one that
+    answers requests: a point read sent while a query spends two seconds in one chunk of its
+    documents (a UDF that waits) is answered before the query (in the main thread it would
+    wait for that chunk)."""
+    if cosmos.local is None:
+        pytest.skip("the UDF waits with Atomics, the local endpoint's JavaScript")
+    container.scripts.create_user_defined_function({"id": "slow", "body": SLOW})
+    for i in range(20):  # one chunk of the engine's (32 at most)
+        container.create_item(doc(f"s{i}", "p1"))
+    container.create_item(doc("target", "p2"))
+    database = container.container_link.split("/")[1]  # dbs/<database>/colls/<container>
+    other = cosmos.client().get_database_client(database).get_container_client(container.id)
+    answered: list[str] = []
+
+    def long_query() -> None:  # on a client of its own
+        found = list(
+            other.query_items(
+                "SELECT VALUE COUNT(1) FROM c WHERE udf.slow(c.id)", partition_key="p1"
+            )
+        )
+        answered.append(f"query {found}")
+
+    query_thread = threading.Thread(target=long_query)
+    query_thread.start()
+    try:
+        time.sleep(0.5)  # the query's request is under way (its chunk takes 2 s)
+        container.read_item("target", "p2")
+        answered.append("read")
+    finally:
+        query_thread.join(timeout=60)
+    assert answered == ["read", "query [20]"]
 
 
 @pytest.fixture

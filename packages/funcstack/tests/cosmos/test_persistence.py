@@ -475,7 +475,7 @@ def test_documents_read_back_from_a_snapshot_serve_every_operation(tmp_path: Pat
         counted: list[Any] = list(
             container.query_items("SELECT VALUE COUNT(1) FROM c", enable_cross_partition_query=True)
         )
-        assert counted == [len(before) - 1]  # "short" expired while the endpoint was down
+        assert counted == [len(before.keys() - {"short"})]  # "short" expired meanwhile
         assert system(container.read_item(before["d2"], "p0")) == system(before["d2"])  # _self
         assert sorted(
             i["id"]

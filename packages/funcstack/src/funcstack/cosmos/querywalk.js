@@ -34,10 +34,6 @@ function compareAt(order, a, b) {
   return order && order.dir < 0 ? -r : r;
 }
 
-function positionOf(order, doc) {
-  return { vals: order ? order.items.map(o => valueAt(doc, o.segs)) : [], rid: doc._rid };
-}
-
 /** A position in a continuation: undefined (no value) is [], a value [value]. */
 const encodeVals = vals => vals.map(v => (v === undefined ? [] : [v]));
 const decodeVals = vals => vals.map(v => (Array.isArray(v) && v.length ? v[0] : undefined));
@@ -61,8 +57,13 @@ class Clock {
     return this.budget !== null && this.elapsedMs() >= this.budget;
   }
 
+  /** Whether the current slice is used up. */
+  sliceOver() {
+    return Number(process.hrtime.bigint() - this.slice) / 1e6 >= SLICE_MS;
+  }
+
   async tick() {
-    if (Number(process.hrtime.bigint() - this.slice) / 1e6 < SLICE_MS) return;
+    if (!this.sliceOver()) return;
     await new Promise(resolve => setImmediate(resolve));
     this.slice = process.hrtime.bigint();
   }
@@ -93,22 +94,29 @@ function indexWalk(keys, lo, hi, reverse, from, after = false) {
   return {
     next(max) {
       if (done) return [];
-      const got = keys.take(at[0], at[1], { after: skip, reverse, max });
       const out = [];
-      for (const [key, rid] of got) {
+      let lastKey;
+      let lastRid = null;
+      const ended = keys.visit(at[0], at[1], { after: skip, reverse }, (key, rid) => {
+        if (out.length >= max) return false;
         const inside = reverse
           ? keys.compare(key, rid, lo[0], lo[1]) >= 0
           : keys.compare(key, rid, hi[0], hi[1]) < 0;
         if (!inside) {
           done = true;
-          break;
+          return false;
         }
         out.push(rid);
-        at = [key, rid];
+        lastKey = key;
+        lastRid = rid;
+        return true;
+      });
+      if (lastRid !== null) {
+        at = [lastKey, lastRid];
         last = at;
       }
       skip = true;
-      if (got.length < max) done = true;
+      if (ended) done = true;
       return out;
     },
     last: () => last
@@ -314,7 +322,7 @@ function isPoint(r) {
 
 /**
  * The plan of a query on one container for a request: {walk(from) -> walker, order, exact,
- * utilized, compositeUsed, potential}. A walker's `last()` and `from` are positions in the
+ * estimate (of the documents it walks), utilized, compositeUsed, potential}. A walker's `last()` and `from` are positions in the
  * order: {vals, rid, after}.
  */
 async function plan(store, p, options, clock) {
@@ -432,11 +440,10 @@ async function plan(store, p, options, clock) {
       return listWalk(sorted, start, k => k.rid);
     };
   }
-  return { walk, order, exact, utilized, compositeUsed, potential: [...new Set(missed)] };
+  return { walk, order, exact, estimate, utilized, compositeUsed, potential: [...new Set(missed)] };
 }
 
 module.exports = {
-  positionOf,
   encodeVals,
   decodeVals,
   Clock,

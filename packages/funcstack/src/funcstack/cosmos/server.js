@@ -41,6 +41,8 @@
  *   batch.js        the transactional batch
  *   query.js        queries, query plans, the read feed (answered as the gateway answers)
  *   queryrun.js     how a query runs: from the indexes, a slice at a time, pages that resume
+ *   queryengine.js  the engine's part of a query (evaluating it on the documents' text)
+ *   queryworker.js  the query threads the engine runs in (the main thread answers meanwhile)
  *   queryindex.js   what a WHERE and an ORDER BY can take from the indexes
  *   pathindexes.js  range indexes on document paths, as the indexing policy declares them
  *   sortedkeys.js   the service's order of values across types; the indexes' sorted entries
@@ -94,6 +96,7 @@ const { handleWithPackage } = require("./passthrough");
 const { refuseAadManagement } = require("./aad");
 const { takeFault, handleControl, sendFault } = require("./faults");
 const { startSweep } = require("./ttl");
+const queryThreads = require("./queryworker");
 const persistence = require("./persistence");
 const globalLsn = require("./lsn");
 
@@ -306,6 +309,7 @@ function createServer(opts = {}) {
   });
   persistence.attach(server, () => account, kept);
   startSweep(server, () => account, () => server.flush());
+  server.on("close", () => queryThreads.stop());
   return server;
 }
 

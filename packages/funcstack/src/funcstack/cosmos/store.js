@@ -136,22 +136,20 @@ function expiresAt(colData, doc) {
 const WIDE = /[^\u0000-\u00ff]/;
 
 /**
- * A document's JSON in the form that costs the least memory: the string itself when V8 keeps
- * it at one byte per character (Latin-1, which JSON of ASCII text is), else its UTF-8 bytes
- * when they are fewer than the two bytes per character V8 would keep (a document of mostly
- * ASCII text with an emoji or a curly quote in it).
+ * A document's JSON in the form that costs the least memory: the string itself where V8 keeps
+ * it at one byte a character (Latin-1 text, which JSON of ASCII text is), else its UTF-8 bytes
+ * (a document with an emoji or a curly quote in it, which V8 would keep at two bytes a
+ * character; CJK text costs three bytes a character either way in its JSON).
  */
 function compactJson(text) {
   if (Buffer.byteLength(text, "utf8") === text.length || !WIDE.test(text)) return text;
-  const bytes = Buffer.byteLength(text, "utf8");
-  return bytes < 2 * text.length ? Buffer.from(text, "utf8") : text;
+  return Buffer.from(text, "utf8");
 }
 
 /** The same, from UTF-8 bytes (a snapshot's line): buf[start..end). */
 function compactJsonOf(buf, start, end) {
   const text = buf.toString("utf8", start, end);
   if (text.length === end - start || !WIDE.test(text)) return text;
-  if (end - start >= 2 * text.length) return text;
   const copy = Buffer.allocUnsafe(end - start); // pooled when small; not a view of the chunk read
   buf.copy(copy, 0, start, end);
   return copy;
@@ -170,7 +168,7 @@ function compactJsonOf(buf, start, end) {
 class StoredDocument {
   constructor(rid, json, lsn, mtime, ttl, id, key, parts, unique) {
     this.rid = rid;
-    this.json = json; // a string, or UTF-8 bytes (compactJson)
+    this.json = json; // a string of Latin-1 text, or UTF-8 bytes (compactJson)
     this.lsn = lsn;
     this.mtime = mtime;
     this.ttl = ttl; // the document's own ttl, or null

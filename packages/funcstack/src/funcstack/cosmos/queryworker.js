@@ -1,0 +1,203 @@
+"use strict";
+/*
+ * The query threads of the local Cosmos DB endpoint: where the query engine evaluates a query
+ * on the documents queryrun.js selected (queryengine.js), so that the endpoint's main thread,
+ * which answers every request, is not held by it. A point read, a write or a change feed poll
+ * of another client waits at most for the main thread's share of a query (walking an index,
+ * handing over the documents' text: a fraction of a microsecond a document), not for the
+ * engine's (parsing each document and running the query on it: several microseconds). The
+ * service serves point reads beside queries the same way: a query's cost is its own.
+ *
+ * Two lanes, each a worker thread started when first needed: queries run in the first; one
+ * whose plan walks more than BACKGROUND_DOCUMENTS documents (a scan: no index serves its
+ * filter) in the second, whose thread runs at a lower priority (nice BACKGROUND_NICE, where
+ * the system lets a thread have its own), so that on a busy machine the main thread, and with
+ * it every other client, goes first, and a long query does not hold up the short ones. A task is
+ * plain data, what `evaluate` of queryengine.js takes (the query's text and parameters, the
+ * UDFs' source), its documents handed over as their JSON's bytes: copied into a shared buffer
+ * (one copy, a few tenths of a microsecond for 1 KB; a structured clone of the strings costs
+ * about three times that on the main thread) and read as text in the thread. A thread that
+ * cannot be started leaves the engine in the main thread (one line in the log says so); one
+ * that dies fails the tasks it had (the queries answer 500) and is started again for the next.
+ */
+
+const os = require("os");
+const { Worker, isMainThread, parentPort, workerData } = require("worker_threads");
+
+/** A query whose plan walks more documents than this runs in the background lane. */
+const BACKGROUND_DOCUMENTS = 10000;
+/** The background lane's niceness (Linux: per thread; 0..19, higher is lower priority). */
+const BACKGROUND_NICE = 10;
+const ROLE = "funcstack cosmos query thread";
+
+if (!isMainThread && workerData && workerData.role === ROLE) {
+  // a query thread: evaluate each task, answer with its result
+  if (workerData.nice) {
+    try {
+      os.setPriority(workerData.nice); // this thread only, on Linux
+    } catch (err) {
+      // a system that does not let the thread lower its priority: it runs as the others
+    }
+  }
+  const { evaluate } = require("./queryengine"); // eslint-disable-line global-require
+  parentPort.on("message", ({ id, task }) => {
+    let result;
+    try {
+      result = evaluate({ ...task, chunks: unpacked(task.packed) });
+    } catch (err) {
+      result = { failed: String((err && err.stack) || err) };
+    }
+    parentPort.postMessage({ id, result });
+  });
+}
+
+let inline = null; // the engine in this thread, once a worker could not be started
+
+/** Shared buffers a task's documents are copied into: this size, kept for the next task. */
+const BUFFER_BYTES = 1024 * 1024;
+const BUFFERS_KEPT = 8;
+const free = [];
+
+/**
+ * The documents of a task's chunks (stored documents: `json`, a string of Latin-1 text or
+ * UTF-8 bytes) in one shared buffer: {buffer, bounds (start, end of each), wide (1: UTF-8,
+ * 0: Latin-1), sizes (documents per chunk)}.
+ */
+function packed(chunks) {
+  let documents = 0;
+  let bytes = 0;
+  for (const chunk of chunks) {
+    for (const item of chunk) {
+      documents += 1;
+      bytes += item.json.length;
+    }
+  }
+  const buffer = bytes <= BUFFER_BYTES && free.length ? free.pop() : new SharedArrayBuffer(Math.max(bytes, BUFFER_BYTES));
+  const view = Buffer.from(buffer);
+  const bounds = new Int32Array(2 * documents);
+  const wide = new Uint8Array(documents);
+  let at = 0;
+  let k = 0;
+  for (const chunk of chunks) {
+    for (const item of chunk) {
+      const json = item.json;
+      bounds[2 * k] = at;
+      if (typeof json === "string") at += view.write(json, at, json.length, "latin1");
+      else {
+        at += json.copy(view, at);
+        wide[k] = 1;
+      }
+      bounds[2 * k + 1] = at;
+      k += 1;
+    }
+  }
+  return { buffer, bounds, wide, sizes: chunks.map(chunk => chunk.length) };
+}
+
+/** A buffer of `packed` back for the next task, once its thread has answered. */
+function release(buffer) {
+  if (buffer.byteLength === BUFFER_BYTES && free.length < BUFFERS_KEPT) free.push(buffer);
+}
+
+/** The chunks of JSON texts `packed` copied (in a query thread). */
+function unpacked({ buffer, bounds, wide, sizes }) {
+  const view = Buffer.from(buffer);
+  const chunks = [];
+  let k = 0;
+  for (const size of sizes) {
+    const texts = new Array(size);
+    for (let i = 0; i < size; i += 1, k += 1) {
+      texts[i] = view.toString(wide[k] ? "utf8" : "latin1", bounds[2 * k], bounds[2 * k + 1]);
+    }
+    chunks.push(texts);
+  }
+  return chunks;
+}
+
+class Lane {
+  constructor(name, nice) {
+    this.name = name;
+    this.nice = nice;
+    this.worker = null;
+    this.pending = new Map();
+    this.next = 1;
+  }
+
+  start() {
+    const worker = new Worker(__filename, { workerData: { role: ROLE, nice: this.nice } });
+    worker.unref(); // the server keeps the process alive, not its query threads
+    worker.on("message", ({ id, result }) => {
+      const waiting = this.pending.get(id);
+      this.pending.delete(id);
+      if (!waiting) return;
+      if (result && result.failed) waiting.reject(new Error(`the query thread failed: ${result.failed}`));
+      else waiting.resolve(result);
+    });
+    worker.on("error", err => this.lost(worker, err));
+    worker.on("exit", code => this.lost(worker, new Error(`the query thread exited (code ${code})`)));
+    this.worker = worker;
+  }
+
+  /** The thread is gone: its tasks fail, the next task starts another. */
+  lost(worker, err) {
+    if (this.worker !== worker) return;
+    this.worker = null;
+    const pending = this.pending;
+    this.pending = new Map();
+    for (const waiting of pending.values()) waiting.reject(err);
+  }
+
+  run(task) {
+    const id = this.next;
+    this.next += 1;
+    const { chunks, ...rest } = task;
+    const documents = packed(chunks);
+    return new Promise((resolve, reject) => {
+      this.pending.set(id, {
+        resolve: result => {
+          release(documents.buffer);
+          resolve(result);
+        },
+        reject
+      });
+      this.worker.postMessage({ id, task: { ...rest, packed: documents } });
+    });
+  }
+
+  stop() {
+    const worker = this.worker;
+    this.worker = null;
+    if (worker) worker.terminate();
+  }
+}
+
+const lanes = { first: new Lane("first", 0), background: new Lane("background", BACKGROUND_NICE) };
+
+/**
+ * The result of a task (queryengine.js `evaluate`, its `chunks` of stored documents: store.js
+ * StoredDocument), from a query thread: the first lane's, or the background lane's when
+ * `background`.
+ */
+function run(task, background = false) {
+  if (inline === null) {
+    const lane = background ? lanes.background : lanes.first;
+    if (lane.worker === null) {
+      try {
+        lane.start();
+      } catch (err) {
+        process.stderr.write(`cosmos local: no query thread (${err && err.message}): the engine runs in the ` +
+          "main thread\n");
+        inline = require("./queryengine"); // eslint-disable-line global-require
+      }
+    }
+    if (inline === null) return lane.run(task);
+  }
+  return Promise.resolve(inline.evaluate({ ...task, chunks: task.chunks.map(chunk => chunk.map(d => d.text())) }));
+}
+
+/** Stop the query threads (the server closed). */
+function stop() {
+  for (const lane of Object.values(lanes)) lane.stop();
+}
+
+module.exports = { run, stop, BACKGROUND_DOCUMENTS };
