@@ -364,6 +364,23 @@ def test_pages_resume_where_the_last_one_stopped(app: ContainerProxy) -> None:
     assert ids[0] == f"e{EVENTS - 1}" and ids[-1] == "c0"
 
 
+def test_the_memory_route_says_what_the_endpoint_holds(
+    cosmos: Target, database: DatabaseProxy
+) -> None:
+    """Local only: the process's memory and how many documents it keeps (after a full
+    collection when asked)."""
+    if cosmos.local is None:
+        pytest.skip("the memory route is the local endpoint's")
+    container = database.create_container(unique("m"), partition_key=PartitionKey(path=PK_PATH))
+    for i in range(5):
+        container.create_item(doc(f"m{i}", "p1", text="x" * 1000))
+    held = cosmos.local.memory(collect=True)
+    assert held["rss"] >= held["heapUsed"] > 0
+    assert {"heapTotal", "external", "arrayBuffers"} <= held.keys()
+    database.delete_container(container)
+    assert cosmos.local.memory()["documents"] == held["documents"] - 5
+
+
 #: A UDF that holds the thread evaluating it for 100 ms a call, without using the CPU.
 SLOW = (
     "function (x) {"

@@ -127,6 +127,16 @@ class CosmosEndpoint:
         their ``parents``. CosmosControlError names a missing container or range."""
         return split_partition(self.endpoint, database, container, range_id)
 
+    def memory(self, *, collect: bool = False) -> dict[str, int]:
+        """The endpoint's memory (local only): ``rss`` (its process's resident set, bytes),
+        ``heapUsed``, ``heapTotal``, ``external``, ``arrayBuffers`` (its main thread's, as
+        Node's ``process.memoryUsage()``) and ``documents`` (kept in every container). With
+        ``collect`` a full garbage collection runs first (it holds the endpoint for a moment:
+        up to a second with a million documents), so the heap is what is kept."""
+        path = "_emulators/memory?gc=1" if collect else "_emulators/memory"
+        answer = control(self.endpoint, "GET", path)
+        return {str(k): int(v) for k, v in answer.items()}
+
     def __enter__(self) -> CosmosEndpoint:
         return self
 
