@@ -136,7 +136,7 @@ def write_kept_state(
 ) -> dict[str, float]:
     """Create the database and container through the endpoint, then write `n` documents
     (`document_of(i)`, each with its own `partitionKey`) into its state folder as a snapshot
-    (the endpoint's format); returns timings."""
+    (the endpoint's format); returns timings and sizes."""
     started = time.perf_counter()
     with running(state, log) as cosmos:
         database = sync_client(cosmos).create_database(DATABASE)
@@ -161,6 +161,7 @@ def write_kept_state(
         raise RuntimeError(f"resource ids differ from the endpoint's: {probe['_rid']}")
     coll["ridCount"] = n + 1
     now = time.time()
+    json_bytes = 0
     snapshot = state / "snapshot-2.jsonl"
     with snapshot.open("w", encoding="utf-8") as out:
         out.write(
@@ -181,11 +182,9 @@ def write_kept_state(
                 "_ts": int(now),
             }
             head = [lsn + i, int(now * 1000), rid, body["ttl"], body["id"], [body["partitionKey"]]]
-            lines.append(
-                json.dumps(head, separators=(",", ":"))
-                + "\t"
-                + json.dumps(body, separators=(",", ":"))
-            )
+            text = json.dumps(body, separators=(",", ":"))
+            json_bytes += len(text.encode("utf-8"))
+            lines.append(json.dumps(head, separators=(",", ":")) + "\t" + text)
             if len(lines) == 10000:
                 out.write("\n".join(lines) + "\n")
                 lines = []
@@ -193,7 +192,11 @@ def write_kept_state(
             out.write("\n".join(lines) + "\n")
         out.write(json.dumps({"end": n}) + "\n")
     (state / "journal-1.jsonl").unlink()
-    return {"write_s": time.perf_counter() - started, "bytes": snapshot.stat().st_size}
+    return {
+        "write_s": time.perf_counter() - started,
+        "bytes": snapshot.stat().st_size,
+        "json_bytes": json_bytes,  # the documents' JSON, as the endpoint keeps and answers it
+    }
 
 
 def load_through_batches(state: Path, log: Path, n: int) -> dict[str, float]:
