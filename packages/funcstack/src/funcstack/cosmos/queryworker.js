@@ -3,9 +3,10 @@
  * The query threads of the local Cosmos DB endpoint: where the query engine evaluates a query
  * on the documents queryrun.js selected (queryengine.js), so that the endpoint's main thread,
  * which answers every request, is not held by it. A point read, a write or a change feed poll
- * of another client waits at most for the main thread's share of a query (walking an index,
- * handing over the documents' text: a fraction of a microsecond a document), not for the
- * engine's (parsing each document and running the query on it: several microseconds). The
+ * of another client waits at most for the main thread's share of a query, gathered in slices
+ * (walking an index, looking each document up, copying its text: about a microsecond a
+ * document of 1 KB), not for the engine's (parsing each document and running the query on
+ * it: a few microseconds more, in the thread, on another core where there is one). The
  * service serves point reads beside queries the same way: a query's cost is its own.
  *
  * Two lanes, each a worker thread started when first needed: queries run in the first; one
