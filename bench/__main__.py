@@ -440,6 +440,15 @@ def summary(results: dict[str, Any]) -> str:
                     f[f"{loop}_p95_to_idle"],
                 )
             )
+            rows.append(
+                (
+                    f"cosmos main thread late p99, {label}, {n:,} (ms)",
+                    f[f"{loop}_event_loop"]["p99_ms"],
+                    "idle",
+                    f["idle_event_loop"]["p99_ms"],
+                    f[f"{loop}_event_loop"]["p99_ms"] / f["idle_event_loop"]["p99_ms"],
+                )
+            )
     written = results["cosmos_queries"].get("written")
     if written:
         rows.append(

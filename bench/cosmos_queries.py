@@ -24,10 +24,12 @@ SDK (sync client, across partitions, as the Contacts app lists them):
   seconds a query). The windows alternate on the same endpoint (READS reads idle, READS while
   the loop runs, WINDOWS times for each loop; a window starts once the loop's query is under
   way, the next idle one once it has ended), so that what other processes do to the two cores
-  falls on both sides;
+  falls on both sides; beside it, how late the endpoint's main thread ran in each window (its
+  stats route: a 1 ms timer's lateness), what a request waited for it whatever the client's
+  own process was given of the cores;
 - memory: what the endpoint keeps a stored document in, per document beside the empty
   container's, ÷ the documents' JSON (as the endpoint keeps and answers them): its main
-  thread's heap after a full collection (the endpoint's local memory route), and its
+  thread's heap after a full collection (the endpoint's local stats route), and its
   process's resident set (VmRSS, the query threads' heaps and what
   V8 has not given back included), when ready and after the rounds (their indexes built);
   and once more for WRITTEN documents written through the endpoint (transactional batches)
@@ -237,27 +239,50 @@ def ended(loop: dict[str, Any]) -> bool:
     return not loop["busy"].value
 
 
+def lateness(windows: list[dict[str, float]]) -> dict[str, float]:
+    """The endpoint's main thread's lateness over windows (each its own p50 / p99 / max):
+    the median window's p50 and p99, the largest max."""
+    return {
+        "p50_ms": statistics.median(w["p50Ms"] for w in windows),
+        "p99_ms": statistics.median(w["p99Ms"] for w in windows),
+        "max_ms": max(w["maxMs"] for w in windows),
+    }
+
+
 def fairness(cosmos: CosmosEndpoint, container: ContainerProxy) -> dict[str, Any]:
-    """A point read's latency idle and during each loop, in alternating windows."""
+    """A point read's latency idle and during each loop, in alternating windows; beside it,
+    how late the endpoint's main thread ran in each window (its stats route), what a request
+    waited for it whatever the client's own process was given of the cores."""
     idle: list[float] = []
     during: dict[str, list[float]] = {name: [] for name in LOOPS}
+    late: dict[str, list[dict[str, float]]] = {name: [] for name in ("idle", *LOOPS)}
+
+    def window(name: str) -> list[float]:
+        cosmos.stats()  # the main thread's lateness from now on
+        found = reads(container, READS)
+        late[name].append(cosmos.stats()["eventLoop"])
+        return found
+
     reads(container, 50)  # warm
+    cosmos.stats()
     with loops(cosmos) as running_loops:
         for _ in range(WINDOWS):
             for name, loop in running_loops.items():
-                idle.extend(reads(container, READS))
+                idle.extend(window("idle"))
                 before = loop["runs"].value
                 loop["go"].set()
                 wait_until(partial(under_way, loop, before))
-                during[name].extend(reads(container, READS))
+                during[name].extend(window(name))
                 loop["go"].clear()
                 wait_until(partial(ended, loop))
         runs = {name: loop["runs"].value for name, loop in running_loops.items()}
     found: dict[str, Any] = {"idle": percentiles(idle), "runs": runs}
+    found["idle_event_loop"] = lateness(late["idle"])
     for name, latencies in during.items():
         found[name] = percentiles(latencies)
         found[f"{name}_p95_to_idle"] = found[name]["p95_ms"] / found["idle"]["p95_ms"]
         found[f"{name}_p99_to_idle"] = found[name]["p99_ms"] / found["idle"]["p99_ms"]
+        found[f"{name}_event_loop"] = lateness(late[name])
     return found
 
 
@@ -333,7 +358,7 @@ def written_memory(
             CONTAINER, PartitionKey("/partitionKey"), default_ttl=-1, indexing_policy=POLICY
         )
         found: dict[str, Any] = dict(asyncio.run(_write_through_batches(cosmos, WRITTEN)))
-        found["heap"] = cosmos.memory(collect=True)
+        found["heap"] = cosmos.stats(collect=True)["memory"]
         found["memory_mb"] = memory_mb(cosmos)
     json_per_doc = found["json_bytes"] / WRITTEN
     found["heap_per_document"] = (kept(found["heap"]) - kept(empty)) / WRITTEN
@@ -367,7 +392,7 @@ def measure(base: Path | None = None, sizes: list[int] = SIZES) -> dict[str, Any
             started = time.perf_counter()
             cosmos = stack.enter_context(running(state, log, timeout=600))
             sized[n]["ready_s"] = time.perf_counter() - started
-            sized[n]["heap_ready"] = cosmos.memory(collect=True)
+            sized[n]["heap_ready"] = cosmos.stats(collect=True)["memory"]
             sized[n]["memory_ready_mb"] = memory_mb(cosmos)
             container = container_of(cosmos)
             for i in range(CONTACTS):
@@ -385,7 +410,7 @@ def measure(base: Path | None = None, sizes: list[int] = SIZES) -> dict[str, Any
             results["written"] = written_memory(
                 root / "written",
                 root / "written.log",
-                smallest.memory(collect=True),
+                smallest.stats(collect=True)["memory"],
                 memory_mb(smallest)["VmRSS"],
             )
         for key, call in (("first_page", first_page), ("count", count), ("count_all", count_all)):
@@ -399,7 +424,7 @@ def measure(base: Path | None = None, sizes: list[int] = SIZES) -> dict[str, Any
             if n in FAIR_SIZES:
                 sized[n]["fairness"] = fairness(cosmos, container)
         for n, (cosmos, _) in endpoints.items():
-            sized[n]["heap"] = cosmos.memory(collect=True)
+            sized[n]["heap"] = cosmos.stats(collect=True)["memory"]
             sized[n]["memory_mb"] = memory_mb(cosmos)
         # the restart: the same state folder (the kept documents and the contacts' journal)
         for n, (cosmos, _) in endpoints.items():
@@ -478,8 +503,9 @@ def markdown(results: dict[str, Any]) -> str:
         "",
         "| unrelated documents | point read p50 / p95 / p99 idle | p95 during first pages "
         "(20/s) | p95 during first pages back to back | p95 during a scan loop | "
-        "queries run (pages / loop / scans) |",
-        "|---|---|---|---|---|---|",
+        "queries run (pages / loop / scans) | the main thread late, p99 (max): idle / pages / "
+        "loop / scan |",
+        "|---|---|---|---|---|---|---|",
     ]
     for n, r in sizes.items():
         if "fairness" not in r:
@@ -493,7 +519,14 @@ def markdown(results: dict[str, Any]) -> str:
         ]
         lines.append(
             f"| {int(n):,} | {idle['p50_ms']:.1f} / {idle['p95_ms']:.1f} / {idle['p99_ms']:.1f} ms"
-            f" | {' | '.join(cells)} | " + " / ".join(str(f["runs"][name]) for name in LOOPS) + " |"
+            f" | {' | '.join(cells)} | "
+            + " / ".join(str(f["runs"][name]) for name in LOOPS)
+            + " | "
+            + " / ".join(
+                f"{f[key]['p99_ms']:.1f} ({f[key]['max_ms']:.0f})"
+                for key in ("idle_event_loop", *(f"{name}_event_loop" for name in LOOPS))
+            )
+            + " ms |"
         )
     lines.append("")
     for n, r in sizes.items():

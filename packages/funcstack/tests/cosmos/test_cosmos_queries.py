@@ -364,21 +364,26 @@ def test_pages_resume_where_the_last_one_stopped(app: ContainerProxy) -> None:
     assert ids[0] == f"e{EVENTS - 1}" and ids[-1] == "c0"
 
 
-def test_the_memory_route_says_what_the_endpoint_holds(
+def test_the_stats_route_says_what_the_endpoint_holds(
     cosmos: Target, database: DatabaseProxy
 ) -> None:
-    """Local only: the process's memory and how many documents it keeps (after a full
-    collection when asked)."""
+    """Local only: the process's memory (after a full collection when asked), how many
+    documents it keeps, and how late its main thread ran since the last call."""
     if cosmos.local is None:
-        pytest.skip("the memory route is the local endpoint's")
+        pytest.skip("the stats route is the local endpoint's")
     container = database.create_container(unique("m"), partition_key=PartitionKey(path=PK_PATH))
     for i in range(5):
         container.create_item(doc(f"m{i}", "p1", text="x" * 1000))
-    held = cosmos.local.memory(collect=True)
-    assert held["rss"] >= held["heapUsed"] > 0
-    assert {"heapTotal", "external", "arrayBuffers"} <= held.keys()
+    cosmos.local.stats()  # the main thread's lateness measured from now on
+    container.read_item("m0", "p1")
+    held = cosmos.local.stats(collect=True)
+    memory = held["memory"]
+    assert memory["rss"] >= memory["heapUsed"] > 0
+    assert {"heapTotal", "external", "arrayBuffers"} <= memory.keys()
+    assert held["eventLoop"]["samples"] > 0
+    assert 0 <= held["eventLoop"]["p50Ms"] <= held["eventLoop"]["maxMs"]
     database.delete_container(container)
-    assert cosmos.local.memory()["documents"] == held["documents"] - 5
+    assert cosmos.local.stats()["documents"] == held["documents"] - 5
 
 
 #: A UDF that holds the thread evaluating it for 100 ms a call, without using the CPU.

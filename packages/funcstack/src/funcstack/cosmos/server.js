@@ -54,7 +54,7 @@
  *   passthrough.js  everything the package serves itself
  *   aad.js          Entra ID (AAD) tokens refused management operations
  *   faults.js       fault injection (local only)
- *   memory.js       the endpoint's memory and the documents it keeps (local only)
+ *   stats.js        the endpoint's memory, documents and main thread's lateness (local only)
  *   ttl.js          TTL validity and the periodic sweep
  *   persistence.js  --state-dir: what is kept, loaded, committed before each answer
  *   journal.js      the state directory's files: snapshot, journal, compaction
@@ -97,7 +97,7 @@ const { handleWithPackage } = require("./passthrough");
 const { refuseAadManagement } = require("./aad");
 const { takeFault, handleControl, sendFault } = require("./faults");
 const { startSweep } = require("./ttl");
-const { handleMemoryControl } = require("./memory");
+const { handleStatsControl } = require("./stats");
 const queryThreads = require("./queryworker");
 const persistence = require("./persistence");
 const globalLsn = require("./lsn");
@@ -210,7 +210,7 @@ function createRequestListener(getAccount, opts) {
         if (await handleControl(req, res, segs)) return;
         if (await handleQueryControl(req, res, segs)) return;
         if (await handleRangesControl(account, req, res, segs)) return;
-        if (handleMemoryControl(account, req, res, segs)) return;
+        if (handleStatsControl(account, req, res, segs)) return;
         const fault = takeFault(req, segs);
         if (fault) {
           sendFault(req, res, fault);
