@@ -118,6 +118,8 @@ async function main() {
   for (const [name, bytes] of Object.entries(parts)) {
     process.stdout.write(`| ${name} | ${bytes.toFixed(0)} | ${(bytes / (json / N)).toFixed(2)}x |\n`);
   }
+  process.stdout.write(`| the rest (not freed by any one step: what they shared) | ${result.unaccounted.toFixed(0)} | ` +
+    `${(result.unaccounted / (json / N)).toFixed(2)}x |\n`);
   process.stdout.write(`| **in all** (JSON ${(json / N).toFixed(0)} bytes) | ${total.toFixed(0)} | ` +
     `**${result.heap_to_json.toFixed(2)}x** |\n`);
 }

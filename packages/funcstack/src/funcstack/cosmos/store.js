@@ -18,7 +18,7 @@
  *     the one observer `observe` registers (persistence.js's journal, which writes it before
  *     the answer);
  *   - a document is kept as its JSON text (`StoredDocument`: the body the service answers,
- *     as one string, or its UTF-8 bytes where those are fewer), with what the rooms need to
+ *     Latin-1 text as one string, anything else as its UTF-8 bytes), with what the rooms need to
  *     find, scope and expire it without parsing it, and parsed into a new object when read: a
  *     stored document costs about its size in memory, where the objects JSON.parse makes of
  *     ~1 KB cost about twice that (docs/cosmos.md, "Memory").
@@ -182,11 +182,6 @@ class StoredDocument {
   /** The stored JSON. */
   text() {
     return typeof this.json === "string" ? this.json : this.json.toString("utf8");
-  }
-
-  /** Its size as the service counts a document's (UTF-8 bytes of its JSON). */
-  byteLength() {
-    return typeof this.json === "string" ? Buffer.byteLength(this.json, "utf8") : this.json.length;
   }
 
   /** The partition key's components (as docPartitionComponents gives them). */
