@@ -37,7 +37,6 @@ const { StateDir, StateError } = require("./journal");
 const { serviceRid } = require("./ids");
 const { withContainerDefaults } = require("./settings");
 const { DEFAULT_CONTAINER_THROUGHPUT } = require("./offers");
-const { getValue } = require("./internals");
 const {
   StoredDocument, storedOf, keepAsText, compactJsonOf, packageKeyOf, stampAs, observe, collections, indexes,
   docPartitionComponents
