@@ -94,14 +94,13 @@ async function evaluated(task, pl) {
  * what the engine is given at once; a batch: what a query thread is handed at once, gathered
  * within a slice). `onBatch(batch)` gets [{docs, last}] (`last`: the walk's position after
  * the chunk) and returns (a promise of) true to stop. Returns {ended: "done" | "stopped" |
- * "budget" (a partial page's time ran out), walker}. `wanted()` is how many documents the page
- * still needs (an exact filter answers every document it selects): the first chunks are that
- * small, then grow. `ahead`: batches handed over before the first is answered.
+ * "budget" (a partial page's time ran out), walker}. `target()` is how many documents the next
+ * batch walks (a page's: what it still needs at the rate its documents have given rows so
+ * far), BATCH_DOCUMENTS at most. `ahead`: batches handed over before the first is answered
+ * (where the answers do not decide what comes next).
  */
-async function eachBatch(store, pl, from, options, clock, onBatch, wanted = () => CHUNK, ahead = 1) {
+async function eachBatch(store, pl, from, options, clock, onBatch, { target = () => BATCH_DOCUMENTS, ahead = 1 } = {}) {
   const walker = await pl.walk(from);
-  // batches handed over and not answered yet (`ahead` at most: the next one is gathered while
-  // the thread works on the last, where the answers do not decide what comes next)
   const inflight = [];
   const settle = async all => {
     while (inflight.length > (all ? 0 : ahead - 1)) if (await inflight.shift()) return true;
@@ -111,17 +110,14 @@ async function eachBatch(store, pl, from, options, clock, onBatch, wanted = () =
   const inScope = scopeTest(store, options.scope, options.span);
   const now = Date.now();
   const data = store.docs._data;
-  let grown = 0;
   for (;;) {
     const batch = [];
     let documents = 0;
     let chars = 0;
     let done = false;
-    const need = wanted();
+    const walk = Math.max(1, Math.min(BATCH_DOCUMENTS, target()));
     do {
-      // what the page still needs, more each time a chunk falls short
-      const size = Math.max(1, Math.min(CHUNK, Math.max(need, grown)));
-      grown = Math.min(CHUNK, size * 2);
+      const size = Math.min(CHUNK, walk - documents);
       const rids = clock.index(() => walker.next(size));
       if (rids.length === 0) {
         done = true;
@@ -137,8 +133,8 @@ async function eachBatch(store, pl, from, options, clock, onBatch, wanted = () =
       }
       batch.push({ docs, last: walker.last() });
       documents += rids.length;
-    } while (documents < Math.max(need, CHUNK) * 4 && documents < BATCH_DOCUMENTS && chars < BATCH_CHARS &&
-      !clock.sliceOver() && !(options.partial && clock.over()));
+    } while (documents < walk && chars < BATCH_CHARS && !clock.sliceOver() &&
+      !(options.partial && clock.over()));
     if (batch.length) {
       const answered = Promise.resolve(onBatch(batch));
       answered.catch(() => {}); // awaited below: no rejection is left unhandled meanwhile
@@ -284,7 +280,15 @@ async function runPage(store, text, options) {
       return true;
     }
     return false;
-  }, () => Math.min(max - rows.length, top === null ? Infinity : top - produced));
+  }, {
+    target: () => {
+      // the rows the page still needs, at the rate its documents gave rows so far (one each,
+      // to begin with: an index that answers the filter gives no other)
+      const need = Math.min(max - rows.length, top === null ? BATCH_DOCUMENTS : top - produced);
+      const rate = metrics.retrieved ? Math.max(rows.length, 1) / metrics.retrieved : 1;
+      return Math.ceil(need / rate);
+    }
+  });
   let continuation = null;
   const topDone = top !== null && produced >= top;
   if (!topDone && ended !== "done") {
@@ -384,7 +388,7 @@ async function runAggregate(store, parts, options) {
       metrics.retrievedBytes += r.retrievedBytes;
       prepared.forEach((part, i) => { values[i] = combined(part.name, values[i], r.values[i]); });
       return false;
-    }, undefined, 2);
+    }, { ahead: 2 });
   let continuation = null;
   if (ended === "budget") {
     const last = walker.last();
