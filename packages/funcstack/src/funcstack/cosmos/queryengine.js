@@ -52,6 +52,9 @@ function prepare(text) {
     throw new Refused(err.message);
   }
   const analysis = analyze(query.ast);
+  // a UDF is user code: it may change the documents it is given (they are not shared then);
+  // read before serviceSemantics, whose own functions are called as UDFs
+  const udf = JSON.stringify(query.ast).includes('"udf":true');
   try {
     serviceSemantics(query.ast);
     query.ast.body.top = null; // TOP applies to the rows answered (here), not to the documents read
@@ -59,7 +62,7 @@ function prepare(text) {
   } catch (err) {
     throw new Refused(err.message);
   }
-  p = { query, analysis, text };
+  p = { query, analysis, text, udf };
   prepared.set(text, p);
   if (prepared.size > PREPARED_MAX) prepared.delete(prepared.keys().next().value);
   return p;
@@ -245,6 +248,12 @@ function whole(task) {
 
 const KINDS = { rows, aggregate, whole };
 
+/** Whether a task's query calls a UDF (user code, which may change the documents it gets). */
+function callsUdf(task) {
+  const texts = task.text !== undefined ? [task.text] : task.parts.map(part => part.text);
+  return texts.some(text => prepare(text).udf);
+}
+
 /** A task's result, or {error} when the engine refuses the query. */
 function evaluate(task) {
   try {
@@ -257,6 +266,7 @@ function evaluate(task) {
 
 module.exports = {
   prepare,
+  callsUdf,
   engineOptions,
   evaluate,
   combined,

@@ -217,11 +217,42 @@ function measured(key, us, documents) {
   if (costs.size > COSTS_KEPT) costs.delete(costs.keys().next().value);
 }
 
-/** The task evaluated in this thread (its stored documents' text parsed here), measured. */
+/**
+ * The documents the main thread parsed for the engine, kept for the next query that reads them
+ * (a page of an app's list, read again and again): by stored document (a write replaces it, so
+ * a version's object is never stale), the least recently read dropped past PARSED_CHARS of
+ * their JSON. Only the engine reads them, for queries that call no UDF (user code might change
+ * them).
+ */
+const parsed = new Map();
+const PARSED_CHARS = 8 * 1024 * 1024;
+let parsedChars = 0;
+
+function parsedOf(item) {
+  let doc = parsed.get(item);
+  if (doc !== undefined) {
+    parsed.delete(item);
+    parsed.set(item, doc);
+    return doc;
+  }
+  doc = JSON.parse(item.text());
+  parsed.set(item, doc);
+  parsedChars += item.json.length;
+  while (parsedChars > PARSED_CHARS) {
+    const [oldest] = parsed.keys();
+    parsedChars -= oldest.json.length;
+    parsed.delete(oldest);
+  }
+  return doc;
+}
+
+/** The task evaluated in this thread (its stored documents parsed here, or kept), measured. */
 function here(task, key, documents) {
   const engine = inline || require("./queryengine"); // eslint-disable-line global-require
   const started = process.hrtime.bigint();
-  const result = engine.evaluate({ ...task, chunks: task.chunks.map(chunk => chunk.map(d => d.text())) });
+  const shared = !engine.callsUdf(task);
+  const chunks = task.chunks.map(chunk => chunk.map(d => (shared ? parsedOf(d) : d.text())));
+  const result = engine.evaluate({ ...task, chunks });
   if (!inline) measured(key, Number(process.hrtime.bigint() - started) / 1e3, documents);
   return Promise.resolve(result);
 }
