@@ -238,17 +238,18 @@ def test_a_whole_containers_count_is_exactly_what_it_holds(container: ContainerP
 
 
 def in_process(script: str) -> Any:
-    """Run `script` in Node beside the endpoint's modules (`store`, `internals`, `lsn` bound);
-    its last expression's JSON is returned."""
+    """Run `script` (the body of an async function) in Node beside the endpoint's modules
+    (`store`, `internals`, `lsn`, `queryrun` bound); the JSON of what it returns."""
     prelude = "".join(
         f"const {name} = require({(COSMOS_DIR / f'{name}.js').as_posix()!r});"
-        for name in ("store", "internals", "lsn")
+        for name in ("store", "internals", "lsn", "queryrun")
     )
     ran = subprocess.run(
         [
             node_executable(),
             "-e",
-            f"{prelude}process.stdout.write(JSON.stringify((() => {{{script}}})()));",
+            f"{prelude}(async () => {{{script}}})()"
+            ".then(v => process.stdout.write(JSON.stringify(v)));",
         ],
         env={**os.environ, "NODE_PATH": str(node_modules())},
         capture_output=True,
@@ -280,6 +281,39 @@ def test_documents_past_their_time_to_live_are_not_counted_before_the_sweep() ->
     # now all 18; past 10 s the four short ones left (soon0 was rewritten to never expire);
     # past 60 s the container's default too; the documents themselves are all still held
     assert counts == [18, 14, 11, 18]
+
+
+def test_a_query_answers_the_same_each_time_and_its_rows_are_its_own() -> None:
+    """The documents the engine reads are parsed once and kept for the next query (in-process:
+    the main thread's, once the query's cost is known): each answer is the same, a row changed
+    after it was answered does not show in the next answer, and what a UDF (user code) does to
+    the documents it is given does not reach another query."""
+    answers = in_process(
+        "const account = new internals.Account('localhost', 0);"
+        "account.databases.create({ id: 'db' });"
+        "const db = account.database('db');"
+        "db.collections.create({ id: 'c', partitionKey: { paths: ['/pk'] } });"
+        "db.collection('c').userDefinedFunctions.create({ id: 'touch',"
+        " body: 'function (d) { d.touched = true; return true; }' });"
+        "const s = new store.Store(db.collection('c'));"
+        "for (let i = 0; i < 20; i += 1) {"
+        " const body = { id: `d${i}`, pk: 'p', n: i, tags: ['a', `t${i}`], o: { x: i } };"
+        " s.insert(body, lsn.next()); }"
+        "const scope = { pk: null, range: null, epk: null, ranges: [] };"
+        "const run = async q => (await queryrun.runAll(s, q, { parameters: [], scope })).result;"
+        "const out = [];"
+        "for (const q of ['SELECT * FROM c', 'SELECT c.id, t FROM c JOIN t IN c.tags',"
+        " 'SELECT VALUE c.id FROM c WHERE udf.touch(c)', 'SELECT * FROM c']) {"
+        " for (let r = 0; r < 3; r += 1) {"
+        "  const rows = await run(q); out.push(JSON.stringify(rows));"
+        "  for (const row of rows) if (row && typeof row === 'object') {"
+        "   row.changed = true; if (row.o) row.o.x = -1; } } }"
+        "return out;"
+    )
+    for query in range(4):
+        assert len(set(answers[3 * query : 3 * query + 3])) == 1, query
+    assert answers[-1] == answers[0]
+    assert all(marker not in answers[-1] for marker in ("changed", '"x":-1', "touched"))
 
 
 def test_the_indexes_follow_every_kind_of_write(container: ContainerProxy) -> None:

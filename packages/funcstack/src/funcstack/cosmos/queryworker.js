@@ -145,10 +145,10 @@ class Lane {
       // than the main thread's default keeps its memory down, at no cost measured
       resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB }
     });
-    worker.unref(); // the server keeps the process alive, not its query threads
     worker.on("message", ({ id, result }) => {
       const waiting = this.pending.get(id);
       this.pending.delete(id);
+      if (this.pending.size === 0) worker.unref();
       if (!waiting) return;
       if (result && result.failed) {
         waiting.reject(new Error(`the query thread failed: ${result.failed}`));
@@ -164,6 +164,7 @@ class Lane {
     });
     worker.on("error", err => this.lost(worker, err));
     worker.on("exit", code => this.lost(worker, new Error(`the query thread exited (code ${code})`)));
+    worker.unref(); // an idle thread does not keep the process alive (after `on`, which refs)
     this.worker = worker;
   }
 
@@ -181,6 +182,7 @@ class Lane {
     this.next += 1;
     const { chunks, ...rest } = task;
     const documents = packed(chunks);
+    if (this.pending.size === 0) this.worker.ref(); // a task under way keeps the process alive
     return new Promise((resolve, reject) => {
       this.pending.set(id, {
         resolve: result => {
