@@ -21,12 +21,13 @@ SDK (sync client, across partitions, as the Contacts app lists them):
 - a point read's latency (p50, p95, p99) idle and while another client (a process of its
   own) runs a query loop: the first page about 20 times a second (an app's list in use), the
   first page back to back, or the query no index serves back to back (with a million,
-  seconds a query). The windows alternate on the same endpoint (READS reads idle, READS while
-  the loop runs, WINDOWS times for each loop; a window starts once the loop's query is under
-  way, the next idle one once it has ended), so that what other processes do to the two cores
-  falls on both sides; beside it, how late the endpoint's main thread ran in each window (its
-  stats route: a 1 ms timer's lateness), what a request waited for it whatever the client's
-  own process was given of the cores;
+  seconds a query), its process at a lower priority (nice 10: its own CPU, a core back to
+  back, is not the endpoint's to share). The windows alternate on the same endpoint (READS
+  reads idle, READS while the loop runs, WINDOWS times for each loop; a window starts once the
+  loop's query is under way, the next idle one once it has ended), so that what other
+  processes do to the two cores falls on both sides; beside it, how late the endpoint's main
+  thread ran in each window (its stats route: a 1 ms timer's lateness), what a request waited
+  for it whatever the client's own process was given of the cores;
 - memory: what the endpoint keeps a stored document in, per document beside the empty
   container's, ÷ the documents' JSON (as the endpoint keeps and answers them): its main
   thread's heap after a full collection (the endpoint's local stats route), and its
@@ -97,6 +98,8 @@ COUNT = "SELECT VALUE COUNT(1) FROM c WHERE c.type = 'contact' AND c.data.delete
 COUNT_ALL = "SELECT VALUE COUNT(1) FROM c"
 SCAN = "SELECT VALUE COUNT(1) FROM c WHERE LOWER(c.type) = 'contact'"
 PAYLOAD = "The contact's address changed; the event carries the whole new address. " * 9
+#: The query loops' clients run at this niceness (their CPU is not the endpoint's to share).
+LOOP_NICE = 10
 #: The loops a point read is measured beside: (query, first page only, pause between queries).
 LOOPS: dict[str, tuple[str, bool, float]] = {
     "pages": (LIST, True, PAGES_PAUSE_S),
@@ -179,7 +182,12 @@ def _loop(
 ) -> None:
     """Run `sql` (its first page only when `pages`), then pause `pause_s`, while `go` is set,
     until `stop` is: another client, in a process of its own (the measuring client's GIL
-    stays its own). `busy` is 1 while a query is under way."""
+    stays its own), at a lower priority (nice LOOP_NICE): on two cores the SDK's own CPU for
+    a query loop (a core of its own, back to back) would otherwise be taken from the measuring
+    client and the endpoint, which another client, on another machine, does not take. `busy`
+    is 1 while a query is under way."""
+    with contextlib.suppress(OSError):
+        os.nice(LOOP_NICE)
     warnings.filterwarnings("ignore", message="Unverified HTTPS request")
     client = CosmosClient(endpoint, key, connection_verify=False)
     container = client.get_database_client(DATABASE).get_container_client(CONTAINER)
