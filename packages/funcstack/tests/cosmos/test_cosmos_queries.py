@@ -283,6 +283,44 @@ def test_documents_past_their_time_to_live_are_not_counted_before_the_sweep() ->
     assert counts == [18, 14, 11, 18]
 
 
+def test_a_document_is_kept_as_its_json_and_read_back_exactly() -> None:
+    """In-process: a document is kept as its JSON, Latin-1 text as one string (a byte a
+    character in V8), text beyond Latin-1 as its UTF-8 bytes (V8 would keep the string at two
+    bytes a character), from a write as from a snapshot's line; read back, each parses to what
+    was written, whatever the width of its characters."""
+    kept = in_process(
+        "const account = new internals.Account('localhost', 0);"
+        "account.databases.create({ id: 'db' });"
+        "const db = account.database('db');"
+        "db.collections.create({ id: 'c', partitionKey: { paths: ['/pk'] } });"
+        "const s = new store.Store(db.collection('c'));"
+        r"const texts = { ascii: 'plain', latin1: 'na\u00efve caf\u00e9 \u00ff\u0080',"
+        r" wide: '\u2018q\u2019 \u65e5\u672c', astral: '\ud83d\ude00',"
+        r" control: 'a\u0000b\n', lone: '\ud800 alone' };"
+        "const out = {};"
+        "for (const [name, text] of Object.entries(texts)) {"
+        " const body = { id: name, pk: name, text, nested: { [text]: [text] } };"
+        " s.insert(body, lsn.next());"
+        " const back = s.get(name, name);"
+        " const item = s.docs._data.get(back._rid);"
+        " const line = Buffer.from('x' + item.text() + 'y', 'utf8');"
+        " const again = store.compactJsonOf(line, 1, line.length - 1);"
+        " out[name] = { form: Buffer.isBuffer(item.json) ? 'bytes' : 'string',"
+        "  same: back.text === text && back.nested[text][0] === text,"
+        "  snapshot: (Buffer.isBuffer(again) ? 'bytes' : 'string')"
+        "   + (JSON.parse(again.toString('utf8')).text === text) }; }"
+        "return out;"
+    )
+    assert kept == {
+        name: {
+            "form": "bytes" if name in ("wide", "astral") else "string",
+            "same": True,
+            "snapshot": ("bytes" if name in ("wide", "astral") else "string") + "true",
+        }
+        for name in ("ascii", "latin1", "wide", "astral", "control", "lone")
+    }
+
+
 def test_a_query_answers_the_same_each_time_and_its_rows_are_its_own() -> None:
     """The documents the engine reads are parsed once and kept for the next query (in-process:
     the main thread's, once the query's cost is known): each answer is the same, a row changed
