@@ -5,13 +5,18 @@ PY := $(VENV)/bin/python
 PY_STAMP := $(VENV)/.installed
 FUNCSTACK := packages/funcstack
 OUTBOX := packages/cosmos-outbox
+# The core's ways in (routes, console, command line) and its test kit, distributions of their own.
+OPERATORS := packages/cosmos-outbox-operators
+TESTKIT := packages/cosmos-outbox-testing
+CHANGEFEED := packages/cosmos-changefeed
 
-.PHONY: help setup browser venvs run test test-suite coverage test-funcstack test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast test-other-pythons
+
+.PHONY: help setup browser venvs run test test-suite coverage test-funcstack test-operators test-changefeed test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast test-other-pythons
 
 help:
 	@echo "make run    start Cosmos + Service Bus + Azurite + the Functions app (http://127.0.0.1:7071/api)"
 	@echo "make test   lint + every test tier (unit, contract, conformance, integration, e2e, deploy)"
-	@echo "make test-py3.11 (test-py3.12)  cosmos-outbox's tests and examples/orders' on that Python"
+	@echo "make test-py3.11 (test-py3.12)  cosmos-outbox's and cosmos-outbox-operators' tests and examples/orders' on that Python"
 	@echo "make unit   every fast tier (unit, contract, subscriber, deploy, cosmos-outbox, examples/orders): no servers"
 	@echo "make coverage  the test suite with coverage (the hosted apps' processes too), its report"
 	@echo "make bench  benchmarks (figures, not assertions)"
@@ -42,14 +47,15 @@ $(UV):
 
 # The venv is built from Python 3.13 (PYTHON=... overrides; scripts/find-python says what to
 # install when there is none). A venv of another version is rebuilt. requirements.txt installs
-# cosmos-outbox from its folder (as Azure's remote build does); here it is then installed again
-# in editable mode, so a change to its source needs no reinstall. The venv keeps its own pip.
-$(PY_STAMP): requirements.txt requirements-dev.txt $(OUTBOX)/pyproject.toml $(FUNCSTACK)/pyproject.toml | $(UV)
+# cosmos-outbox (and cosmos-outbox-operators) from their folders (as Azure's remote build does);
+# here they are then installed again in editable mode, with the test kit, so a change to their
+# source needs no reinstall. The venv keeps its own pip.
+$(PY_STAMP): requirements.txt requirements-dev.txt $(OUTBOX)/pyproject.toml $(OPERATORS)/pyproject.toml $(TESTKIT)/pyproject.toml $(FUNCSTACK)/pyproject.toml $(CHANGEFEED)/pyproject.toml | $(UV)
 	@interp=$$(PYTHON="$(PYTHON)" scripts/find-python) || exit 1; \
 	if ! $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null; then \
 	  rm -rf $(VENV); echo "creating $(VENV) with $$interp"; "$$interp" -m venv $(VENV); fi
 	$(UV) pip install --quiet --python $(PY) -r requirements-dev.txt
-	$(UV) pip install --quiet --python $(PY) --no-deps -e $(OUTBOX)
+	$(UV) pip install --quiet --python $(PY) --no-deps -e $(OUTBOX) -e $(OPERATORS) -e $(TESTKIT)
 	touch $@
 
 # funcstack (packages/funcstack, installed editable by requirements-dev.txt) installs its Node
@@ -77,7 +83,7 @@ run: setup
 
 # Dead code (vulture) at high confidence in everything that ships or runs; the names it cannot
 # tell are required by an interface (a binding's parameter, __exit__'s, an SDK exporter's).
-DEAD_CODE_PATHS := $(OUTBOX)/src $(FUNCSTACK)/src domain application infra entrypoints \
+DEAD_CODE_PATHS := $(OUTBOX)/src $(OPERATORS)/src $(TESTKIT)/src $(FUNCSTACK)/src $(CHANGEFEED)/src domain application infra entrypoints \
   function_app.py subscriber tools bench examples/orders examples/fastapi-concerts \
   examples/library-loans conformance/*.py
 DEAD_CODE_NAMES := exc_type,tb,timer,timeout_millis,signum,format,frame
@@ -91,15 +97,17 @@ lint: $(PY_STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/ruff check .
 	$(MYPY)
-	$(MYPY) --python-version 3.11 $(OUTBOX)/src
+	$(MYPY) --python-version 3.11 $(OUTBOX)/src $(OPERATORS)/src $(TESTKIT)/src
 	$(MYPY) subscriber/function_app.py
-	cd $(OUTBOX)/tests && $(MYPY) --config-file ../../../pyproject.toml . --exclude '(queue|operators)_app/'
+	cd $(OUTBOX)/tests && $(MYPY) --config-file ../../../pyproject.toml . --exclude 'queue_app/'
 	cd $(OUTBOX)/tests && $(MYPY) --config-file ../../../pyproject.toml queue_app/function_app.py
-	cd $(OUTBOX)/tests && $(MYPY) --config-file ../../../pyproject.toml operators_app/function_app.py
+	cd $(OPERATORS)/tests && $(MYPY) --config-file ../../../pyproject.toml . --exclude 'operators_app/'
+	cd $(OPERATORS)/tests && $(MYPY) --config-file ../../../pyproject.toml operators_app/function_app.py
 	cd examples/orders && $(MYPY) --config-file ../../pyproject.toml .
 	cd examples/fastapi-concerts && $(MYPY) --config-file ../../pyproject.toml .
 	cd examples/library-loans && $(MYPY) --config-file ../../pyproject.toml .
 	cd $(FUNCSTACK) && $(MYPY)
+	cd $(CHANGEFEED) && $(MYPY)
 	$(VENV)/bin/vulture $(DEAD_CODE_PATHS) --min-confidence 90 --ignore-names $(DEAD_CODE_NAMES)
 	bash deploy/checkov.sh
 
@@ -107,6 +115,7 @@ lint: $(PY_STAMP)
 # that do are marked integration or e2e).
 unit: $(PY_STAMP)
 	$(PY) -m pytest tests $(OUTBOX)/tests -m "not integration and not e2e" -q
+	cd $(OPERATORS) && ../../$(PY) -m pytest -m "not integration and not e2e" -q
 	$(MAKE) --no-print-directory example-tests
 
 # Each example is an app of its own (its own function_app.py): its tests run in its folder, as
@@ -133,7 +142,7 @@ GENERATIVE := tests/contacts/api/test_api_generative.py
 # while it compiles python-qpid-proton's C extension (about 17 s of one core: PyPI has no wheel
 # of it). The others start when the set-up is done, six at once, the last when a slot is free.
 test:
-	@$(MAKE) --no-print-directory -j7 --output-sync=target setup venvs $(EARLY_PYTHON_TESTS) lint-behind test-suite test-funcstack test-generative conformance-fast example-tests $(LATE_PYTHON_TESTS)
+	@$(MAKE) --no-print-directory -j8 --output-sync=target setup venvs $(EARLY_PYTHON_TESTS) lint-behind test-suite test-funcstack test-operators test-changefeed test-generative conformance-fast example-tests $(LATE_PYTHON_TESTS)
 
 # Lint at a lower priority (nice 10) beside the tests: it starts no server and waits on nothing,
 # so it takes the CPU the others leave (their end waits on servers: about a core in five idle
@@ -161,6 +170,20 @@ FUNCSTACK_WORKERS ?= 2
 test-funcstack: setup
 	cd $(FUNCSTACK) && ../../$(PY) -m pytest -q -p no:cacheprovider -n $(FUNCSTACK_WORKERS) \
 	  --dist loadfile --durations=10
+
+# cosmos-outbox-operators' tests (its routes, console, command line, on the test kit; its bounded
+# routes hosted on funcstack), from its folder, as any package's: their conftest and helpers are
+# their own, so they run in a pytest of their own.
+OPERATORS_WORKERS ?= 2
+test-operators: setup
+	cd $(OPERATORS) && ../../$(PY) -m pytest -q -p no:cacheprovider -n $(OPERATORS_WORKERS) \
+	  --dist loadfile --durations=5
+
+# cosmos-changefeed's own tests (the processor against funcstack's Cosmos DB endpoint, in one
+# process, one endpoint), from its folder: about 30 s of one core, mostly waiting on lease
+# intervals of a second or two.
+test-changefeed: setup
+	cd $(CHANGEFEED) && ../../$(PY) -m pytest -q -p no:cacheprovider --durations=5
 
 test-generative: setup
 	$(PY) -m pytest -q -p no:cacheprovider $(GENERATIVE)
@@ -212,18 +235,20 @@ tail: setup
 status: $(PY_STAMP)
 	@$(PY) -m tools.status
 
-# Both packages, each as a wheel and an sdist, into dist/ (until they are on PyPI, an app installs
+# Every package, each as a wheel and an sdist, into dist/ (until they are on PyPI, an app installs
 # them from there: `pip install --find-links <dist> cosmos-outbox`); and cosmos-outbox's wheel
-# into the folders of the apps published on their own (deploy/README.md, "How cosmos-outbox
-# travels"): the subscriber and the examples, whose requirements.txt find it in ./wheels.
+# and its test kit's into the folders of the apps published on their own (deploy/README.md, "How
+# cosmos-outbox travels"): the subscriber and the examples, whose requirements find them in
+# ./wheels (the test kit is their tests' requirement, never deployed).
 WHEEL_APPS := subscriber examples/orders examples/fastapi-concerts examples/library-loans
 wheels: $(PY_STAMP)
 	rm -rf dist
-	cd $(OUTBOX) && ../../$(VENV)/bin/hatchling build -t wheel -t sdist -d ../../dist
-	cd $(FUNCSTACK) && ../../$(VENV)/bin/hatchling build -t wheel -t sdist -d ../../dist
+	for package in $(OUTBOX) $(OPERATORS) $(TESTKIT) $(FUNCSTACK) $(CHANGEFEED); do \
+	  (cd $$package && ../../$(VENV)/bin/hatchling build -t wheel -t sdist -d ../../dist) || exit 1; \
+	done
 	for app in $(WHEEL_APPS); do \
-	  mkdir -p $$app/wheels && rm -f $$app/wheels/cosmos_outbox-*.whl && \
-	  cp dist/cosmos_outbox-*.whl $$app/wheels/ || exit 1; \
+	  mkdir -p $$app/wheels && rm -f $$app/wheels/cosmos_outbox*.whl && \
+	  cp dist/cosmos_outbox-*.whl dist/cosmos_outbox_testing-*.whl $$app/wheels/ || exit 1; \
 	done
 	@ls dist
 

@@ -26,7 +26,7 @@ from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentS
 from cosmos_outbox.cosmos.aio import cosmos_client as async_cosmos_client
 from cosmos_outbox.documents import aggregate_document, event_documents
 from cosmos_outbox.ports import MessagePublisher
-from cosmos_outbox.testing import InvocationContext
+from cosmos_outbox_testing import InvocationContext
 from domain.contact import Contact
 from domain.values import Company, Name
 from tools.httpclient import Client

@@ -46,8 +46,8 @@ from cosmos_outbox.cosmos import CosmosDocumentStore, cosmos_client
 from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
 from cosmos_outbox.cosmos.aio import cosmos_client as async_cosmos_client
 from cosmos_outbox.ports import MessagePublisher
-from cosmos_outbox.testing import InvocationContext
-from cosmos_outbox.testing.contracts import EventLoop
+from cosmos_outbox_testing import InvocationContext
+from cosmos_outbox_testing.contracts import EventLoop
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from tools.httpclient import Client
 from tools.stack import Ports, Stack

@@ -22,7 +22,7 @@ from cosmos_outbox.blob import BlobPayloadStore
 from cosmos_outbox.documents import EVENT_TYPE, read_feed
 from cosmos_outbox.relay import Quarantine, Relay, RelayTelemetry
 from cosmos_outbox.servicebus import ServiceBusPublisher
-from cosmos_outbox.testing import InMemoryStore, in_memory, run_sync
+from cosmos_outbox_testing import InMemoryStore, in_memory, run_sync
 from funcstack.services import LocalServices
 from tools.stack import SERVICEBUS_CONFIG
 

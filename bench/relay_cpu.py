@@ -53,7 +53,7 @@ from cosmos_outbox.relay import (
     to_message,
 )
 from cosmos_outbox.servicebus import ServiceBusBatch, application_properties, to_amqp_message
-from cosmos_outbox.testing import InMemoryStore, run_sync
+from cosmos_outbox_testing import InMemoryStore, run_sync
 from domain.contact import Contact
 from domain.values import Company, Name
 

@@ -21,6 +21,7 @@ from cosmos_outbox import Outbox, Services
 from cosmos_outbox.aio import Outbox as AsyncOutbox
 from cosmos_outbox.http import TokenCodec
 from cosmos_outbox.settings import LegacyEvents
+from cosmos_outbox_operators import Operators
 from domain.contact import Contact
 from entrypoints.contacts import ContactsDependencies, contact_routes
 from entrypoints.operators import MODELS
@@ -73,5 +74,8 @@ def bootstrap(
         )
 
     return outbox.function_app(
-        contact_routes(outbox, dependencies), title=TITLE, description=DESCRIPTION, operators=MODELS
+        contact_routes(outbox, dependencies),
+        Operators(models=MODELS),
+        title=TITLE,
+        description=DESCRIPTION,
     )

@@ -1,5 +1,5 @@
-"""The operators' models of the Contacts app: cosmos-outbox's, with the `contactId` alias this
-app's operators and their scripts know. In a re-drive request `contactId` stands for
+"""The operators' models of the Contacts app: cosmos-outbox-operators', with the `contactId`
+alias this app's operators and their scripts know. In a re-drive request `contactId` stands for
 `aggregateType: "contact"` + `aggregateId`; in a quarantine item it is the aggregate id when
 the aggregate is a contact (null otherwise)."""
 
@@ -9,9 +9,9 @@ from typing import Self
 
 from pydantic import ConfigDict, Field, model_validator
 
-from cosmos_outbox import operators
+import cosmos_outbox_operators as operators
 from cosmos_outbox.http import Identifier, omit_null_defaults
-from cosmos_outbox.operators import QuarantinedEvent
+from cosmos_outbox.operations import QuarantinedEvent
 from domain.contact import Contact
 
 #: The aggregate type `contactId` stands for.

@@ -1,5 +1,6 @@
-"""``python -m tools.admin``: the package's operators' command line (``cosmos-outbox``,
-`cosmos_outbox.cli`) with this repository's names: the app's URL from ``OUTBOX_API`` (or
+"""``python -m tools.admin``: the operators' command line (``cosmos-outbox``'s operators'
+commands, `cosmos_outbox_operators.cli`, of cosmos-outbox-operators) with this repository's
+names: the app's URL from ``OUTBOX_API`` (or
 ``COSMOS_OUTBOX_API``; default the local stack of ``make run``, http://127.0.0.1:7071/api), the
 admin key from ``OUTBOX_ADMIN_KEY`` (or ``COSMOS_OUTBOX_KEY``; not needed locally), the
 timeout from ``OUTBOX_ADMIN_TIMEOUT`` (or ``COSMOS_OUTBOX_TIMEOUT``), and
@@ -18,8 +19,8 @@ from __future__ import annotations
 import os
 import sys
 
-from cosmos_outbox.cli import DEFAULT_API, KEY_VARIABLE, OperatorsApi, OperatorsApiError
-from cosmos_outbox.cli import main as package_main
+from cosmos_outbox_operators.cli import DEFAULT_API, KEY_VARIABLE, OperatorsApi, OperatorsApiError
+from cosmos_outbox_operators.cli import main as package_main
 
 __all__ = ["DEFAULT_API", "OperatorsApi", "OperatorsApiError", "main"]
 

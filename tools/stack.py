@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from azure.cosmos import ContainerProxy
 
-from cosmos_outbox.operators import OPERATOR_ROLE
+from cosmos_outbox_operators import OPERATOR_ROLE
 from funcstack.config import CosmosSpec, StackConfig
 from funcstack.functions_host import VERIFY_TLS_SETTING, RunningRunner
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
@@ -471,7 +471,8 @@ def banner(stack: Stack) -> str:
   State        .stack/state (kept across restarts; `make reset` forgets it)
   Logs         .stack/*.log      Watch events: make tail
   Telemetry    .stack/otel/{{metrics,traces}}.jsonl (OTLP/JSON)   Summary: make status
-  Operators    .venv/bin/cosmos-outbox status   (journey, quarantine, deadletters, redrive, ...)
+  Operators    .venv/bin/cosmos-outbox status   (journey, quarantine, deadletters, redrive, ...:
+               cosmos-outbox-operators' commands)
 
   curl -s -X POST {api}/contacts -H 'content-type: application/json' \\
        -d '{EXAMPLE}'

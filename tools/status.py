@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from cosmos_outbox import telemetry as names
-from cosmos_outbox.cli import DEFAULT_API
+from cosmos_outbox_operators.cli import DEFAULT_API
 from funcstack.otel import METRICS_FILE
 from funcstack.services import running_stack
 from tools.stack import PIDFILE, ROOT
@@ -270,7 +270,7 @@ def render(
 
 def api_status(base: str = DEFAULT_API) -> tuple[dict[str, Any] | None, str | None]:
     """The app's GET /outbox/status (bounded by the app to 4 s), or why there is none."""
-    from cosmos_outbox.cli import OperatorsApi, OperatorsApiError
+    from cosmos_outbox_operators.cli import OperatorsApi, OperatorsApiError
 
     try:
         status, body = OperatorsApi(base, os.environ.get("OUTBOX_ADMIN_KEY"), timeout=10).call(

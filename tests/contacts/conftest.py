@@ -1,5 +1,5 @@
 """Shared fixtures. `world`: the Contacts app built by its composition root on cosmos-outbox's
-in-memory services (`cosmos_outbox.testing.in_memory`) and the in-memory contact list; its
+in-memory services (`cosmos_outbox_testing.in_memory`) and the in-memory contact list; its
 functions are called in-process (`world.functions`, `world.client`). `functions`: the indexed
 functions of the app as deployed (`function_app.app`), for what is read without calling them
 (binding metadata, the OpenAPI document)."""
@@ -16,7 +16,7 @@ from application.contacts.ports import ContactList
 from cosmos_outbox import Outbox
 from cosmos_outbox.aggregates import UnitOfWork
 from cosmos_outbox.http import TokenCodec
-from cosmos_outbox.testing import FunctionClient, in_memory
+from cosmos_outbox_testing import FunctionClient, in_memory
 from domain.contact import Contact
 from entrypoints.bootstrap import CONTACTS_TOKEN_PURPOSE, LEGACY_EVENTS, bootstrap
 from tests.contacts.fakes import InMemoryContactList

@@ -1,13 +1,13 @@
 """The in-memory fake of the Contacts app's own port (the contact list), held to the same
 contract as its Cosmos DB adapter (tests/contacts/store/unit_of_work_contract.py). The fakes
-of the outbox's ports are cosmos-outbox's (`cosmos_outbox.testing`)."""
+of the outbox's ports are cosmos-outbox's (`cosmos_outbox_testing`)."""
 
 from __future__ import annotations
 
 from application.contacts.ports import ContactList, ContactSummary
 from cosmos_outbox.errors import InvalidContinuationError
 from cosmos_outbox.ports import Page
-from cosmos_outbox.testing import InMemoryStore
+from cosmos_outbox_testing import InMemoryStore
 from domain.contact import Contact
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import azure.functions as func
 
-from cosmos_outbox.testing import InvocationContext
+from cosmos_outbox_testing import InvocationContext
 from tests.contacts.conftest import indexed_functions
 
 

@@ -34,6 +34,9 @@ REQUIRED = [
     "packages/cosmos-outbox/pyproject.toml",
     "packages/cosmos-outbox/README.md",
     "packages/cosmos-outbox/src/cosmos_outbox/__init__.py",
+    "packages/cosmos-outbox-operators/pyproject.toml",
+    "packages/cosmos-outbox-operators/hatch_build.py",
+    "packages/cosmos-outbox-operators/src/cosmos_outbox_operators/__init__.py",
 ]
 REQUIRED_PACKAGES = ["domain", "infra"]
 # Must never ship: tests, the local stack, node_modules, templates, local settings, tooling.
@@ -55,6 +58,8 @@ FORBIDDEN_PREFIXES = [
     "examples/",
     "packages/cosmos-outbox/tests/",
     "packages/cosmos-outbox/scripts/",
+    "packages/cosmos-outbox-operators/tests/",
+    "packages/cosmos-outbox-testing/",
     "packages/funcstack/",
 ]
 FORBIDDEN_FILES = {
@@ -145,9 +150,10 @@ def test_funcignore_never_re_includes_files() -> None:
 
 
 def test_the_library_builds_from_what_is_uploaded(tmp_path: Path) -> None:
-    """The remote build installs requirements.txt, whose `./packages/cosmos-outbox` is built
-    from the uploaded files: built here from exactly those, it is one wheel with one top-level
-    package and its typing marker."""
+    """The remote build installs requirements.txt, whose `./packages/cosmos-outbox` (and
+    `./packages/cosmos-outbox-operators`) are built from the uploaded files: built here from
+    exactly those, the core is one wheel with one top-level package and its typing marker, and
+    the operators' carries the console's script library."""
     import subprocess
     import sys
     import zipfile
@@ -183,6 +189,29 @@ def test_the_library_builds_from_what_is_uploaded(tmp_path: Path) -> None:
         "cosmos_outbox"
     }
     assert "cosmos_outbox/py.typed" in names
-    # the console's script library travels with the upload (fetched once from npm by the
+    # cosmos-outbox-operators, the app's operators' routes and console, is built from the upload
+    # too; the console's script library travels with it (fetched once from npm by that
     # package's build hook; a remote build without npm needs it there)
-    assert "cosmos_outbox/_console/static/vendor/htmx.min.js" in names
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--disable-pip-version-check",
+            "-w",
+            str(tmp_path / "dist"),
+            str(tmp_path / "packages" / "cosmos-outbox-operators"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    [operators] = (tmp_path / "dist").glob("cosmos_outbox_operators-*.whl")
+    names = zipfile.ZipFile(operators).namelist()
+    assert "cosmos_outbox_operators/_console/static/vendor/htmx.min.js" in names

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cosmos_outbox.operators import OPERATOR_ROLE
+from cosmos_outbox_operators import OPERATOR_ROLE
 from tests.deploy import templates as t
 from tests.deploy.templates import DEPLOY, FUNCTION_APP_MODULE, MAIN
 

@@ -201,7 +201,7 @@ def test_its_package_has_the_app_and_nothing_local() -> None:
     assert not {f for f in files if "local.settings" in f or "__pycache__" in f}
     requirements = (SUBSCRIBER / "requirements.txt").read_text("utf-8").splitlines()
     # cosmos-outbox from the wheel built into ./wheels before publishing (deploy/README.md)
-    assert {"--find-links ./wheels", "cosmos-outbox>=0.4,<0.5"} <= set(requirements)
+    assert {"--find-links ./wheels", "cosmos-outbox>=0.5,<0.6"} <= set(requirements)
     # its functions are async, on the SDKs' aio clients: their transport (not a dependency of
     # cosmos-outbox) is installed with the app
     assert "aiohttp>=3.9,<4" in requirements

@@ -25,13 +25,26 @@ import pytest
 from pytest_examples import CodeExample, find_examples
 
 ROOT = Path(__file__).resolve().parents[2]
-#: The READMEs whose Python blocks must run: this repository's, the packages', the examples'.
+#: The guides of docs/ whose Python blocks run as the READMEs' do (the package README's long
+#: material, moved there in 0.5: one topic a page).
+GUIDES = (
+    "quick-start",
+    "your-own-app",
+    "building-blocks",
+    "scheduled-events",
+    "subscribers",
+    "operating-the-outbox",
+    "upgrading",
+)
+#: The READMEs whose Python blocks must run: this repository's, the packages', the examples',
+#: and the guides.
 READMES = sorted(
     str(p.relative_to(ROOT))
     for p in (
         ROOT / "README.md",
         *ROOT.glob("packages/*/README.md"),
         *ROOT.glob("examples/*/README.md"),
+        *(ROOT / "docs" / f"{guide}.md" for guide in GUIDES),
     )
 )
 MYPY_CONFIG = """[mypy]
@@ -198,14 +211,14 @@ def test_an_example_imports_only_the_root_and_the_test_kit(app: Path) -> None:
     """An example is written against the namespaces an app learns (README "The package's
     shape"): the outbox's (`cosmos_outbox`, its async twin `cosmos_outbox.aio`), the building
     blocks' (`cosmos_outbox.aggregates`, `cosmos_outbox.http`) and the test kit
-    (`cosmos_outbox.testing`, its tests)."""
+    (`cosmos_outbox_testing`, its tests)."""
     allowed = {
         "cosmos_outbox",
         "cosmos_outbox.aio",
         "cosmos_outbox.aggregates",
         "cosmos_outbox.http",
-        "cosmos_outbox.testing",
-        "cosmos_outbox.testing.contracts",
+        "cosmos_outbox_testing",
+        "cosmos_outbox_testing.contracts",
     }
     for path in sorted(app.rglob("*.py")):
         if ".venv" in path.parts:

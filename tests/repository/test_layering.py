@@ -25,6 +25,7 @@ ROOT_MODULE = "cosmos_outbox"
 DOMAIN_NAMESPACES = {ROOT_MODULE, "cosmos_outbox.aggregates"}
 FUNCSTACK_SRC = "packages/funcstack/src/funcstack"
 FUNCSTACK_TESTS = "packages/funcstack/tests"
+CHANGEFEED_SRC = "packages/cosmos-changefeed/src/cosmos_changefeed"
 
 
 def imported_modules(package: str) -> set[str]:
@@ -154,6 +155,13 @@ def test_the_package_imports_nothing_of_any_app_or_of_this_repository() -> None:
 )
 def test_packages_never_import_what_they_must_not(package: str, forbidden: set[str]) -> None:
     assert imported_roots(package) & forbidden == set()
+
+
+def test_the_change_feed_processor_knows_no_outbox_and_needs_only_the_cosmos_sdk() -> None:
+    """cosmos-changefeed (issue 64): no outbox concept, no funcstack; the standard library, the
+    Azure SDK (azure-cosmos, and azure-core under it) and pytest for its shipped contract suite."""
+    allowed = set(sys.stdlib_module_names) | {"azure", "cosmos_changefeed", "pytest"}
+    assert imported_roots(CHANGEFEED_SRC) - allowed == set()
 
 
 #: The Functions host's own settings (every app has them), not this app's.
@@ -301,7 +309,8 @@ def _modules() -> dict[str, Path]:
     """The app's modules and the library's, by dotted name."""
     found = {"function_app": ROOT / "function_app.py"}
     src = ROOT / "packages" / "cosmos-outbox" / "src"
-    roots = [(src, src / "cosmos_outbox")] + [
+    changefeed = ROOT / "packages" / "cosmos-changefeed" / "src"
+    roots = [(src, src / "cosmos_outbox"), (changefeed, changefeed / "cosmos_changefeed")] + [
         (ROOT, ROOT / p) for p in sorted(APP - {"function_app"})
     ]
     for base, folder in roots:
@@ -418,7 +427,7 @@ def test_a_private_import_is_found(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text(
         "from cosmos_outbox._documents import read_feed\n"
-        "from cosmos_outbox.http import _bounded\nimport cosmos_outbox.testing\n"
+        "from cosmos_outbox.http import _bounded\nimport cosmos_outbox_testing\n"
         "def f() -> None:\n    import cosmos_outbox._sync_bridge\n"
     )
     assert private_library_imports(module) == [
@@ -431,9 +440,21 @@ def test_a_private_import_is_found(tmp_path: Path) -> None:
 #: The packages whose sources are the floors others stand on: a module of one imports the others'
 #: public names only, and a module outside them (the app, its tools, benchmarks, the conformance
 #: run, every test tree) imports no package's private module (issue 57).
-PACKAGE_SOURCES = {"cosmos_outbox": PACKAGE, "funcstack": FUNCSTACK_SRC}
+PACKAGE_SOURCES = {
+    "cosmos_outbox": PACKAGE,
+    "cosmos_outbox_operators": "packages/cosmos-outbox-operators/src/cosmos_outbox_operators",
+    "cosmos_outbox_testing": "packages/cosmos-outbox-testing/src/cosmos_outbox_testing",
+    "funcstack": FUNCSTACK_SRC,
+    "cosmos_changefeed": CHANGEFEED_SRC,
+}
 #: The packages' folders: their tests and scripts may use their own package's private modules.
-PACKAGE_FOLDERS = {"packages/cosmos-outbox": "cosmos_outbox", "packages/funcstack": "funcstack"}
+PACKAGE_FOLDERS = {
+    "packages/cosmos-outbox/": "cosmos_outbox",
+    "packages/cosmos-outbox-operators/": "cosmos_outbox_operators",
+    "packages/cosmos-outbox-testing/": "cosmos_outbox_testing",
+    "packages/funcstack/": "funcstack",
+    "packages/cosmos-changefeed/": "cosmos_changefeed",
+}
 #: The only private imports outside a package, each a test that reads another project's
 #: internals on purpose and says so, and fails loudly (an ImportError, a changed byte) if they
 #: move: never a floor product code stands on.
@@ -444,6 +465,13 @@ ALLOWED_PRIVATE_IMPORTS = {
     # Speed only: Hypothesis' regex strategies kept once built; if they move, nothing is
     # patched and the tests run as they are (its module docstring).
     ("tests/contacts/api/test_api_generative.py", "hypothesis.strategies._internal"),
+    # Shrinks the dead-letter actions' per-call maximum to see the console continue a selection
+    # page by page (a constant of the core's operations, read where it is used); if it moves,
+    # the import fails loudly.
+    (
+        "packages/cosmos-outbox-operators/tests/operators/test_console_recovery.py",
+        "cosmos_outbox.operations._dead_letters",
+    ),
 }
 
 
@@ -468,7 +496,7 @@ def _own_top(relative: str) -> str:
     package's folder (its tests, its scripts), else the repository folder it is in (bench,
     tools, tests, ...)."""
     for folder, package in PACKAGE_FOLDERS.items():
-        if relative.startswith(f"{folder}/"):
+        if relative.startswith(folder):
             return package
     return relative.split("/")[0].removesuffix(".py")
 

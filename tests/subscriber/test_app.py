@@ -8,7 +8,7 @@ import json
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
 from cosmos_outbox.subscriber.aio import Projector
-from cosmos_outbox.testing import FunctionClient, InMemoryStore
+from cosmos_outbox_testing import FunctionClient, InMemoryStore
 from tests.subscriber.test_http import TOKENS, InMemoryReads
 
 from contacts_projection.bootstrap import Services, bootstrap  # isort: skip

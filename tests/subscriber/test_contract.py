@@ -10,7 +10,7 @@ import pytest
 
 import tests.subscriber  # noqa: F401  (puts subscriber/ on sys.path)
 from cosmos_outbox.aggregates import Event
-from cosmos_outbox.testing import EVENTS
+from cosmos_outbox_testing import EVENTS
 from domain.contact import Contact
 
 from contacts_projection.bootstrap import CONTACT  # isort: skip

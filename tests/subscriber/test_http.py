@@ -24,7 +24,7 @@ from cosmos_outbox.errors import (
 from cosmos_outbox.http import MAX_PAGE_SIZE, Cursor, TokenCodec
 from cosmos_outbox.ports import Page
 from cosmos_outbox.subscriber.aio import Projector
-from cosmos_outbox.testing import FunctionClient, InMemoryStore
+from cosmos_outbox_testing import FunctionClient, InMemoryStore
 from tests.subscriber import subscriber_functions
 
 from contacts_projection.bootstrap import Services, bootstrap  # isort: skip

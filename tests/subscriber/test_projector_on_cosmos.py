@@ -39,7 +39,7 @@ from cosmos_outbox.subscriber import (
     inbox_id,
 )
 from cosmos_outbox.subscriber.aio import Projector as AsyncProjector
-from cosmos_outbox.testing import run_sync
+from cosmos_outbox_testing import run_sync
 from funcstack.cosmos import CosmosEndpoint, start_cosmos
 from tools.provision import create_projection_container
 

@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from cosmos_outbox import telemetry as names
 from cosmos_outbox.documents import aggregate_event_document, read_feed
 from cosmos_outbox.relay import Quarantine, Relay, RelayTelemetry
-from cosmos_outbox.testing import FakePublisher, InMemoryStore, run_sync
+from cosmos_outbox_testing import FakePublisher, InMemoryStore, run_sync
 from domain.contact import Contact
 from domain.values import Company, Name
 from funcstack.otel import JsonLinesMetricExporter, JsonLinesSpanExporter

@@ -10,7 +10,7 @@ from cosmos_outbox import telemetry
 from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.documents import EVENT_TYPE, read_feed
 from cosmos_outbox.relay import Quarantine
-from cosmos_outbox.testing import run_sync
+from cosmos_outbox_testing import run_sync
 from entrypoints.bootstrap import LEGACY_EVENTS
 from tools.httpclient import Client
 from tools.stack import Stack

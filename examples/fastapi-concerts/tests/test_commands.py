@@ -7,7 +7,7 @@ from __future__ import annotations
 from conftest import World
 from test_api import announced
 
-from cosmos_outbox.testing import service_bus_message
+from cosmos_outbox_testing import service_bus_message
 
 
 def test_a_refund_command_refunds_the_ticket_with_its_event(world: World) -> None:

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from loans.outbox import outbox
 
-from cosmos_outbox.testing import FunctionClient, InMemory, in_memory
+from cosmos_outbox_testing import FunctionClient, InMemory, in_memory
 from function_app import app
 
 

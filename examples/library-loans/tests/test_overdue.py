@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from conftest import World
 
-from cosmos_outbox.testing import timer_request
+from cosmos_outbox_testing import timer_request
 
 
 def test_open_loans_past_due_are_marked_overdue_with_their_event(

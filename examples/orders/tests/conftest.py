@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from cosmos_outbox.testing import FunctionClient, InMemory, in_memory
+from cosmos_outbox_testing import FunctionClient, InMemory, in_memory
 from function_app import app, outbox
 
 

@@ -7,7 +7,7 @@ import json
 
 from conftest import World
 
-from cosmos_outbox.testing import (
+from cosmos_outbox_testing import (
     check_commands,
     check_event_mappings,
     check_fields,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from cosmos_outbox.testing.contracts import (
+from cosmos_outbox_testing.contracts import (
     AggregateExample,
     InMemoryStoreWorld,
     QuarantineContract,

@@ -25,8 +25,8 @@ from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
 from cosmos_outbox.telemetry import RelayTelemetry
-from cosmos_outbox.testing import InMemoryStore
-from cosmos_outbox.testing.contracts import EventLoop, StoreWorld
+from cosmos_outbox_testing import InMemoryStore
+from cosmos_outbox_testing.contracts import EventLoop, StoreWorld
 
 if TYPE_CHECKING:
     from funcstack_external import ExternalServices

@@ -1,4 +1,4 @@
-"""The package's tests run on the in-memory services of its test kit (`cosmos_outbox.testing`),
+"""The package's tests run on the in-memory services of its test kit (`cosmos_outbox_testing`),
 with a small app of their own (tickets.py) built on the public API. The integration modules
 (marked `integration`: the adapters through the SDKs) share one local Azure stack for the
 session, `funcstack_services`, with the resources of fixtures/funcstack.json; azure_stack.py
@@ -33,8 +33,8 @@ from cosmos_outbox import Outbox
 from cosmos_outbox._mapper import read_feed
 from cosmos_outbox._relay.forwarding import RelayReport
 from cosmos_outbox._sync_bridge import run_sync
-from cosmos_outbox.testing import FunctionClient, InMemory, in_memory
-from cosmos_outbox.testing.contracts import EventLoop
+from cosmos_outbox_testing import FunctionClient, InMemory, in_memory
+from cosmos_outbox_testing.contracts import EventLoop
 
 if TYPE_CHECKING:
     from azure.cosmos import DatabaseProxy
@@ -49,7 +49,9 @@ class TicketWorld:
         self.memory: InMemory = in_memory(**options)
         self.outbox = Outbox([Ticket], services=lambda: self.memory.services)
         self.app = self.outbox.function_app(
-            ticket_routes(self.outbox, etag_request_header=etag_request_header), title="Tickets"
+            ticket_routes(self.outbox, etag_request_header=etag_request_header),
+            title="Tickets",
+            operators=False,  # the operators' routes are cosmos-outbox-operators' (its tests)
         )
         self.client = FunctionClient(self.app)
 

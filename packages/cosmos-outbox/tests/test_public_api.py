@@ -20,7 +20,7 @@ import pytest
 
 import cosmos_outbox
 import cosmos_outbox.aio
-from cosmos_outbox.testing import in_memory
+from cosmos_outbox_testing import in_memory
 
 SOURCE = Path(cosmos_outbox.__file__).parent
 
@@ -126,7 +126,7 @@ def test_a_renamed_name_still_works_for_a_release_and_warns_naming_its_replaceme
     names 0.3 renamed are gone, as its CHANGELOG said."""
     import cosmos_outbox.aio
     import cosmos_outbox.cosmos
-    import cosmos_outbox.testing.contracts
+    import cosmos_outbox_testing.contracts
 
     with pytest.warns(DeprecationWarning, match=r"use cosmos_outbox\.Transaction"):
         assert cosmos_outbox.Session is cosmos_outbox.Transaction
@@ -134,8 +134,8 @@ def test_a_renamed_name_still_works_for_a_release_and_warns_naming_its_replaceme
         assert cosmos_outbox.aio.Session is cosmos_outbox.aio.Transaction
     with pytest.warns(DeprecationWarning, match="TransactionContract"):
         assert (
-            cosmos_outbox.testing.contracts.SessionContract
-            is cosmos_outbox.testing.contracts.TransactionContract
+            cosmos_outbox_testing.contracts.SessionContract
+            is cosmos_outbox_testing.contracts.TransactionContract
         )
     outbox = cosmos_outbox.Outbox()
     with in_memory(outbox), pytest.warns(DeprecationWarning, match="Outbox.transaction"):

@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 import azure.functions as func
 import pytest
 
+from cosmos_outbox._mapper import application_properties
 from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox._wiring import publisher_from_settings
-from cosmos_outbox.servicebus._messages import application_properties
 from cosmos_outbox.settings import (
     OutboxSettings,
     SettingsError,

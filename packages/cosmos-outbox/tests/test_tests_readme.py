@@ -8,10 +8,10 @@ import re
 from functools import cache
 from pathlib import Path
 
-import cosmos_outbox.testing.contracts
+import cosmos_outbox_testing.contracts
 
 HERE = Path(__file__).parent
-CONTRACTS = Path(cosmos_outbox.testing.contracts.__file__).parent
+CONTRACTS = Path(cosmos_outbox_testing.contracts.__file__).parent
 
 #: `folder/test_x.py` or `folder/test_x.py::name`; `SomeContract` or `SomeContract.test_x`.
 FILE_REF = re.compile(r"^(?P<path>[\w/]+\.py)(?:::(?P<name>\w+))?$")

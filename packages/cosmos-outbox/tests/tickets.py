@@ -14,7 +14,7 @@ from pydantic import ConfigDict, StringConstraints
 from cosmos_outbox import Outbox, Services
 from cosmos_outbox.aggregates import Aggregate, DomainError, Event, Text
 from cosmos_outbox.http import AggregateRoutes, RequestModel, omit_null_defaults, view_of
-from cosmos_outbox.testing.contracts import AggregateExample
+from cosmos_outbox_testing.contracts import AggregateExample
 
 Title = Annotated[str, Text(max_length=80)]
 #: A text type with a pattern of its own: three capitals.

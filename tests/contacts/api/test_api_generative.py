@@ -105,9 +105,9 @@ schema.config.generation.update(
 schema.config.checks.update(excluded_check_names=LOCAL_EXCEPTIONS)
 # The operators' routes through the signed-in door (/outbox/console/...) are the same operations
 # as through the key's door, whose cases are generated here; without a signed-in operator they
-# answer 401 before parsing anything (packages/cosmos-outbox/tests/operators/test_console.py
-# holds both doors equal): generating them again would cost a third more time for no new
-# finding.
+# answer 401 before parsing anything
+# (packages/cosmos-outbox-operators/tests/operators/test_console.py holds both doors equal):
+# generating them again would cost a third more time for no new finding.
 generated = schema.exclude(path_regex=r"^/outbox/console/")
 #: The operations the document declares (one generated test each).
 OPERATIONS = sum(1 for _ in generated.get_all_operations())

@@ -11,7 +11,7 @@ import pytest
 
 from cosmos_outbox.documents import envelope_and_data
 from cosmos_outbox.errors import StoreUnavailableError, ThrottledError
-from cosmos_outbox.testing import FunctionClient
+from cosmos_outbox_testing import FunctionClient
 from domain.contact import Contact
 from tests.contacts.conftest import FakeWorld
 

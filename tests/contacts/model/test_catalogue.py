@@ -1,4 +1,4 @@
-"""The Contacts app's mappings, held by cosmos-outbox's checks (`cosmos_outbox.testing`),
+"""The Contacts app's mappings, held by cosmos-outbox's checks (`cosmos_outbox_testing`),
 driven by what the app registers: its aggregates and its declared routes. A class, field or
 mapping left out fails here, by name: the steps of docs/changing-the-model.md ("Add a field to
 the contact")."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import function_app
 from application.contacts.commands import CreateContact, PatchContact, update_body
-from cosmos_outbox.testing import (
+from cosmos_outbox_testing import (
     check_commands,
     check_event_mappings,
     check_fields,

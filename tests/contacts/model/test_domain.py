@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from cosmos_outbox.testing import EVENTS
+from cosmos_outbox_testing import EVENTS
 from domain.contact import Contact, ContactCreated, ContactNameUpdated
 from domain.errors import ContactDeletedError
 from domain.values import Company, Name

@@ -17,8 +17,8 @@ from pydantic.alias_generators import to_camel
 from application.contacts.views import ContactView
 from cosmos_outbox import Outbox
 from cosmos_outbox.documents import aggregate_document
-from cosmos_outbox.testing import in_memory
 from cosmos_outbox.text import REFUSED_CATEGORIES, text_problem
+from cosmos_outbox_testing import in_memory
 from domain.contact import Contact
 from domain.values import Company, Name
 

@@ -25,7 +25,7 @@ from cloudevents.core.formats.json import JSONFormat
 from cosmos_outbox.documents import aggregate_event_document, read_feed
 from cosmos_outbox.relay import OutboxRecord, Quarantine, Relay, RelayTelemetry, to_message
 from cosmos_outbox.servicebus import to_servicebus_message
-from cosmos_outbox.testing import FakePublisher, InMemoryStore, run_sync
+from cosmos_outbox_testing import FakePublisher, InMemoryStore, run_sync
 from domain.contact import Contact
 from entrypoints.bootstrap import LEGACY_EVENTS
 

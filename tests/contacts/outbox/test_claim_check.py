@@ -21,7 +21,7 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusSubQ
 
 from cosmos_outbox.blob import BlobPayloadStore
 from cosmos_outbox.cosmos import CosmosDocumentStore
-from cosmos_outbox.testing import event_fields
+from cosmos_outbox_testing import event_fields
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.otel import METRICS_FILE
 from tests.contacts.manuscripts import Manuscript, text_of

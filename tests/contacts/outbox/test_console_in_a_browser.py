@@ -33,7 +33,7 @@ from selenium.common.exceptions import StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 
-from cosmos_outbox.operators import OPERATOR_ROLE
+from cosmos_outbox_operators import OPERATOR_ROLE
 from tests.contacts.outbox.browser import accessibility_violations, axe_source, chromium
 from tests.contacts.outbox.test_operating_the_outbox import plant_history
 from tools.httpclient import Client

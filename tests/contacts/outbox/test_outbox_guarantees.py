@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from cosmos_outbox.relay import QUARANTINE_NOTICE_SUBJECT, notice_id
-from cosmos_outbox.testing import event_fields
+from cosmos_outbox_testing import event_fields
 from domain.contact import Contact
 from tools.httpclient import Client
 from tools.receive import Received, count_at_least, drain

@@ -18,7 +18,7 @@ from application.contacts.ports import ContactList
 from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
 from cosmos_outbox.documents import EVENT_TYPE
-from cosmos_outbox.testing.contracts import EventLoop
+from cosmos_outbox_testing.contracts import EventLoop
 from infra.cosmos.contacts import CosmosContactList, SyncCosmosContactList
 from tests.contacts.store.unit_of_work_contract import (
     ContactsStoreContract,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from application.contacts.ports import ContactList
-from cosmos_outbox.testing.contracts import InMemoryStoreWorld, StoreWorld
+from cosmos_outbox_testing.contracts import InMemoryStoreWorld, StoreWorld
 from tests.contacts.fakes import InMemoryContactList
 from tests.contacts.store.unit_of_work_contract import (
     ContactsQuarantineContract,

@@ -1,5 +1,5 @@
 """The Contacts app's store contract: cosmos-outbox's unit-of-work and quarantine suites
-(`cosmos_outbox.testing.contracts`) driven with the contact, and what only the app has (several
+(`cosmos_outbox_testing.contracts`) driven with the contact, and what only the app has (several
 changes in one commit, the contact list). Subclassed for each implementation: the in-memory
 fakes (tests/contacts/store/test_in_memory.py) and the Cosmos DB adapters on a real endpoint
 (tests/contacts/store/test_cosmos_write_path.py). The idempotency
@@ -15,7 +15,7 @@ import pytest
 from application.contacts.ports import ContactList, ContactSummary
 from cosmos_outbox.errors import InvalidContinuationError
 from cosmos_outbox.ports import Page
-from cosmos_outbox.testing.contracts import (
+from cosmos_outbox_testing.contracts import (
     AggregateExample,
     IdempotencyContract,
     QuarantineContract,

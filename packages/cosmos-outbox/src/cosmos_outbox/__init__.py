@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
     from cosmos_outbox.errors import OutboxError as OutboxError
     from cosmos_outbox.errors import PreconditionFailedError as PreconditionFailedError
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 #: Each public name and the module that defines it.
 _EXPORTS = {

@@ -1,4 +1,4 @@
-"""`python -m cosmos_outbox`: the operators' command line (`cosmos_outbox.cli`)."""
+"""`python -m cosmos_outbox`: the package's command line (`cosmos_outbox.cli`)."""
 
 from __future__ import annotations
 

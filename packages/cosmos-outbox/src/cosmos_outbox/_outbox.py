@@ -26,15 +26,14 @@ import contextlib
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, TypeAlias, TypeVar, runtime_checkable
 
 import azure.functions as func
 
 from cosmos_outbox._blueprints.docs import docs_blueprint
-from cosmos_outbox._blueprints.operator_routes import OperatorModels, operators_blueprint
 from cosmos_outbox._blueprints.relay_functions import relay_blueprint
-from cosmos_outbox._console.identity import OPERATOR_ROLE
 from cosmos_outbox._domain import Aggregate
+from cosmos_outbox._moved import OPERATORS, installed, moved_name
 from cosmos_outbox._records import LegacyEvents
 from cosmos_outbox._renamed import deprecated
 from cosmos_outbox._sync_bridge import run_sync
@@ -54,13 +53,28 @@ from cosmos_outbox.ports import (
 )
 
 if TYPE_CHECKING:
+    from cosmos_outbox.operations import Operations
     from cosmos_outbox.settings import TriggerSettings
 
 A = TypeVar("A", bound="Aggregate")
 
 logger = logging.getLogger("cosmos_outbox")
-#: A part of an app: a blueprint, or what holds one.
-Functions: TypeAlias = func.Blueprint | HttpApi | AggregateRoutes[Any]
+
+
+@runtime_checkable
+class Part(Protocol):
+    """A part of an app that makes its blueprint for the outbox it is given (the operators' routes
+    and console: `cosmos_outbox_operators.Operators()`), at `Outbox.function_app`."""
+
+    def blueprint_for(self, outbox: Any) -> func.Blueprint:
+        """The part's functions, served by `outbox` (an `Outbox`, a `cosmos_outbox.aio.Outbox`)."""
+        ...
+
+
+#: A part of an app: a blueprint, what holds one, or what makes one for the outbox.
+Functions: TypeAlias = func.Blueprint | HttpApi | AggregateRoutes[Any] | Part
+#: `function_app(operators=...)` not given.
+_UNSET: Any = object()
 
 
 class OutboxBase:
@@ -156,29 +170,23 @@ class OutboxBase:
         indexing, unless given."""
         return relay_blueprint(self.wiring, asynchronous=self.asynchronous, triggers=triggers)
 
-    def operators_blueprint(
-        self,
-        *,
-        models: OperatorModels = OperatorModels(),  # noqa: B008
-        route_prefix: str = "outbox",
-        auth_level: func.AuthLevel = func.AuthLevel.ADMIN,
-        console: bool = True,
-        operator_role: str = OPERATOR_ROLE,
-    ) -> func.Blueprint:
-        """The operators' routes (status, backlog, quarantine, re-drive) under `route_prefix`,
-        at `auth_level` (ADMIN: the host's master key); with `console`, also under
-        `route_prefix/console/` for a signed-in operator with the app role `operator_role`
-        (App Service Authentication), and the operators' console page at
-        `route_prefix/console` (README, "The operators' console")."""
-        return operators_blueprint(
-            self.wiring,
-            asynchronous=self.asynchronous,
-            models=models,
-            route_prefix=route_prefix,
-            auth_level=auth_level,
-            console=console,
-            operator_role=operator_role,
+    def operators_blueprint(self, **options: Any) -> func.Blueprint:
+        """Deprecated (removed in 0.6): the operators' routes and console are
+        cosmos-outbox-operators': `cosmos_outbox_operators.operators_blueprint(outbox, ...)`, or
+        `Operators(...)` among `function_app`'s parts. Same options, same blueprint."""
+        deprecated(
+            "Outbox.operators_blueprint",
+            "cosmos_outbox_operators.operators_blueprint(outbox, ...) (pip install "
+            "cosmos-outbox-operators)",
         )
+        build = moved_name(f"{OPERATORS}.operators_blueprint")
+        blueprint: func.Blueprint = build(self, **options)
+        return blueprint
+
+    def operations(self) -> Operations:
+        """The operators' one API (`cosmos_outbox.operations`): status, quarantine, dead
+        letters, journey, subscribers' holds, re-drive, by role; what every way in calls."""
+        return self.wiring().operations()
 
     def docs_blueprint(
         self, functions: Callable[[], Sequence[Any]], *, title: str, description: str = ""
@@ -188,8 +196,7 @@ class OutboxBase:
         of this outbox's aggregates) and the 404/405 fallback."""
         return docs_blueprint(
             functions,
-            ping=lambda: self.wiring().store.ping(),
-            relay_blocked=lambda: self.wiring().relay_health.current(),
+            health_answer=lambda: self.operations().status.health(),
             title=title,
             description=description,
             aggregates=self.aggregates,
@@ -203,33 +210,57 @@ class OutboxBase:
         description: str = "",
         http_auth_level: func.AuthLevel = func.AuthLevel.FUNCTION,
         relay: bool = True,
-        operators: OperatorModels | bool = True,
+        operators: Any = _UNSET,
         **options: Any,
     ) -> func.FunctionApp:
-        """The app: `parts` (blueprints, or the route helper's routes), then the relay's (unless
-        `relay=False`: it runs in another app), the operators' (unless `operators=False`; their
-        models when given) and the docs' (health, the OpenAPI document of every route and of the
-        events of this outbox's aggregates, the 404/405 fallback)."""
+        """The app: `parts` (blueprints, the route helper's routes, or a part that makes its
+        blueprint for this outbox: the operators' routes and console,
+        `cosmos_outbox_operators.Operators()`), then the relay's (unless `relay=False`: it runs
+        in another app) and the docs' (health, the OpenAPI document of every route and of the
+        events of this outbox's aggregates, the 404/405 fallback).
+
+        `operators` is deprecated (removed in 0.6): `Operators(models=...)` among the parts says
+        it. Until then, `operators=True` or an `OperatorModels` registers the operators' routes as
+        0.4 did (cosmos-outbox-operators installed, else an error naming it), `operators=False`
+        none; left out, an app given no `Operators` part gets them as in 0.4 where
+        cosmos-outbox-operators is installed, with a DeprecationWarning (none where it is not:
+        an app on the core alone)."""
         app = IndexedFunctionApp(http_auth_level=http_auth_level, **options)
         for part in parts:
-            app.register_functions(_blueprint_of(part))
+            app.register_functions(self._blueprint_of(part))
         if relay:
             app.register_functions(self.relay_blueprint())
-        if operators is not False:
-            models = operators if isinstance(operators, OperatorModels) else OperatorModels()
-            app.register_functions(self.operators_blueprint(models=models))
+        if operators is not False and not any(_is_operators(part) for part in parts):
+            asked = operators is not _UNSET
+            if asked or installed(OPERATORS):
+                deprecated(
+                    "Outbox.function_app(operators=...)"
+                    if asked
+                    else "Outbox.function_app registering the operators' routes unasked",
+                    "cosmos_outbox_operators.Operators() among the parts, e.g. "
+                    "outbox.function_app(orders, Operators(), title=...)",
+                )
+                make = moved_name(f"{OPERATORS}.Operators")
+                models = {} if isinstance(operators, bool) or not asked else {"models": operators}
+                app.register_functions(make(**models).blueprint_for(self))
         app.register_functions(
             self.docs_blueprint(app.get_functions, title=title, description=description)
         )
         return app
 
+    def _blueprint_of(self, part: Functions) -> func.Blueprint:
+        if isinstance(part, AggregateRoutes):
+            part = part.api
+        if isinstance(part, HttpApi):
+            return part.blueprint
+        if isinstance(part, func.Blueprint):
+            return part
+        return part.blueprint_for(self)
 
-def _blueprint_of(part: Functions) -> func.Blueprint:
-    if isinstance(part, AggregateRoutes):
-        part = part.api
-    if isinstance(part, HttpApi):
-        return part.blueprint
-    return part
+
+def _is_operators(part: object) -> bool:
+    """Whether `part` is the operators' (a part of cosmos-outbox-operators')."""
+    return isinstance(part, Part) and type(part).__module__.startswith(OPERATORS)
 
 
 class Outbox(OutboxBase):

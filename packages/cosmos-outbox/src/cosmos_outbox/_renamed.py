@@ -12,23 +12,26 @@ from typing import Any
 
 __all__ = ["REMOVED_IN", "deprecated", "renamed"]
 
-#: The release the names renamed in this one are removed in.
-REMOVED_IN = "0.5"
+#: The release the names deprecated now are removed in (0.4's renames were kept one release
+#: more, beside 0.5's moves to cosmos-outbox-operators and cosmos-outbox-testing).
+REMOVED_IN = "0.6"
 
 
-def deprecated(old: str, new: str) -> None:
+def deprecated(old: str, new: str, *, stacklevel: int = 3) -> None:
     """Warn that `old` (a method, a parameter) is deprecated for `new` (DeprecationWarning, at
     the caller of the deprecated name)."""
     warnings.warn(
         f"{old} is deprecated (removed in cosmos-outbox {REMOVED_IN}): use {new}",
         DeprecationWarning,
-        stacklevel=3,
+        stacklevel=stacklevel,
     )
 
 
 def renamed(module: str, name: str, table: Mapping[str, str]) -> Any:
     """`module.name` as its replacement (`table[name]`, a dotted path), with a
-    DeprecationWarning; AttributeError for a name that is not in the table."""
+    DeprecationWarning; AttributeError for a name that is not in the table. A replacement in
+    another distribution (`cosmos_outbox_operators...`) is imported through `_moved`, which
+    says which package to install when it is not."""
     replacement = table.get(name)
     if replacement is None:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
@@ -37,5 +40,9 @@ def renamed(module: str, name: str, table: Mapping[str, str]) -> Any:
         DeprecationWarning,
         stacklevel=3,
     )
+    if not replacement.startswith("cosmos_outbox."):
+        from cosmos_outbox._moved import moved_name
+
+        return moved_name(replacement)
     path, _, attribute = replacement.rpartition(".")
     return getattr(importlib.import_module(path), attribute)

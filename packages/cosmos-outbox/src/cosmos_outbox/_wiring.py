@@ -11,10 +11,11 @@ imports back up."""
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from cosmos_outbox._records import LegacyEvents
@@ -47,8 +48,8 @@ from cosmos_outbox.settings import (
 if TYPE_CHECKING:
     from cosmos_outbox._quarantine import Quarantine
     from cosmos_outbox._relay.forwarding import Relay
-    from cosmos_outbox._relay.operator_actions import OutboxOperators
     from cosmos_outbox._relay.releases import Releases
+    from cosmos_outbox.operations._operations import Operations
     from cosmos_outbox.settings import OutboxSettings
     from cosmos_outbox.telemetry import RelayTelemetry
 
@@ -74,28 +75,48 @@ def _no_subscribers() -> Mapping[str, DocumentStore | AsyncDocumentStore]:
     return {}
 
 
+#: The metadata key of a `Services` field that is a leaf adapter made on first use: the name of
+#: its factory from the app settings in this module (None: built with the store's client, in
+#: `services_from_settings`). The one place an adapter is wired in: `services_from_settings`
+#: builds every leaf from it, `Wiring.made` makes each once (async), and the test kit gives each
+#: a fake by its name (`leaves()`).
+LEAF = "cosmos_outbox.leaf"
+
+
 @dataclass(frozen=True)
 class Services:
     """What an outbox runs on: its adapters (sync or async ones: the async API awaits sync
     ones as they are), the secret its paging tokens are sealed with (derive a key per purpose
-    with `token_key`), and its TTLs. `publisher`, `payloads` and `backlog` are made on first
-    use (where the relay runs; the claim check's store, None: no claim check)."""
+    with `token_key`), and its TTLs. The leaves (`leaves()`: the publisher, the claim check's
+    payload store, the backlog estimator, the schedule queue, the dead-letter queues) are made
+    on first use, where the relay or the operators run."""
 
     store: DocumentStore | AsyncDocumentStore
-    publisher: Callable[[], MessagePublisher | AsyncMessagePublisher]
+    publisher: Callable[[], MessagePublisher | AsyncMessagePublisher] = field(
+        metadata={LEAF: "publisher_from_settings"}
+    )
     token_secret: str
-    payloads: Callable[[], PayloadStore | AsyncPayloadStore | None] = lambda: None
-    backlog: Callable[[], BacklogEstimator | AsyncBacklogEstimator] = _no_backlog
+    #: the claim check's store (None: no claim check)
+    payloads: Callable[[], PayloadStore | AsyncPayloadStore | None] = field(
+        default=lambda: None, metadata={LEAF: "payloads_from_settings"}
+    )
+    backlog: Callable[[], BacklogEstimator | AsyncBacklogEstimator] = field(
+        default=_no_backlog, metadata={LEAF: None}
+    )
     #: the topic (the relay's telemetry names it)
     topic: str = ""
     event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS
     idempotency_ttl_seconds: int = DEFAULT_IDEMPOTENCY_TTL_SECONDS
     max_payload_bytes: int = DEFAULT_PAYLOAD_MAX_BYTES
-    #: where the relay schedules scheduled events' releases (made on first use; None: no
-    #: schedule queue, a scheduled event is quarantined)
-    schedule: Callable[[], ScheduleQueue | AsyncScheduleQueue | None] = lambda: None
-    #: the dead-letter queues of `watched` (made on first use; None: none can be read)
-    dead_letters: Callable[[], DeadLetterQueues | AsyncDeadLetterQueues | None] = _no_dead_letters
+    #: where the relay schedules scheduled events' releases (None: no schedule queue, a
+    #: scheduled event is quarantined)
+    schedule: Callable[[], ScheduleQueue | AsyncScheduleQueue | None] = field(
+        default=lambda: None, metadata={LEAF: "schedule_from_settings"}
+    )
+    #: the dead-letter queues of `watched` (None: none can be read)
+    dead_letters: Callable[[], DeadLetterQueues | AsyncDeadLetterQueues | None] = field(
+        default=_no_dead_letters, metadata={LEAF: "dead_letters_from_settings"}
+    )
     #: the topic's subscriptions (and queues) whose dead letters the operators watch
     watched: tuple[DeadLetterEntity, ...] = ()
     #: the projection containers of the library's subscribers, by the subscription each reads
@@ -107,6 +128,12 @@ class Services:
     def token_key(self, purpose: str) -> bytes:
         """A key for one purpose derived from the secret (never the secret itself)."""
         return derive_key(self.token_secret, purpose=purpose)
+
+
+def leaves() -> tuple[str, ...]:
+    """The names of the `Services` fields that are leaf adapters made on first use (each wired
+    in once, where it is declared): what a test kit gives a fake for."""
+    return tuple(f.name for f in fields(Services) if LEAF in f.metadata)
 
 
 def token_secret(settings: OutboxSettings) -> str:
@@ -281,51 +308,31 @@ def services_from_settings(
         for name, db, projections in settings.subscriptions()
         if projections is not None
     ]
-    if asynchronous:
-        from cosmos_outbox.cosmos._client import async_cosmos_client
-        from cosmos_outbox.cosmos.aio import CosmosBacklogEstimator as AsyncCosmosBacklogEstimator
-        from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
-
-        aclient = async_cosmos_client(
-            connection_string=connection,
-            endpoint=settings.cosmos_account_endpoint,
-            verify_tls=settings.cosmos_verify_tls,
-        )
-        adatabase = aclient.get_database_client(database)
-        store = AsyncCosmosDocumentStore(adatabase.get_container_client(container))
-        backlog = lambda: AsyncCosmosBacklogEstimator(  # noqa: E731
-            adatabase.get_container_client(container),
-            adatabase.get_container_client(leases),
-            lease_prefix=settings.lease_prefix,
-        )
-        subscribers = lambda: {  # noqa: E731
-            name: AsyncCosmosDocumentStore(
-                aclient.get_database_client(db).get_container_client(projections)
-            )
-            for name, db, projections in watched_containers
-        }
+    make_client: Callable[..., Any]
+    if asynchronous:  # the same adapters' aio twins, on the SDK's aio client
+        from cosmos_outbox.cosmos._client import async_cosmos_client as make_client
+        from cosmos_outbox.cosmos.aio import CosmosBacklogEstimator as Estimator
+        from cosmos_outbox.cosmos.aio import CosmosDocumentStore as Store
     else:
-        from cosmos_outbox.cosmos import CosmosBacklogEstimator, CosmosDocumentStore
-        from cosmos_outbox.cosmos._client import cosmos_client
-
-        sclient = cosmos_client(
-            connection_string=connection,
-            endpoint=settings.cosmos_account_endpoint,
-            verify_tls=settings.cosmos_verify_tls,
-        )
-        sdatabase = sclient.get_database_client(database)
-        store = CosmosDocumentStore(sdatabase.get_container_client(container))
-        backlog = lambda: CosmosBacklogEstimator(  # noqa: E731
-            sdatabase.get_container_client(container),
-            sdatabase.get_container_client(leases),
-            lease_prefix=settings.lease_prefix,
-        )
-        subscribers = lambda: {  # noqa: E731
-            name: CosmosDocumentStore(
-                sclient.get_database_client(db).get_container_client(projections)
-            )
-            for name, db, projections in watched_containers
-        }
+        from cosmos_outbox.cosmos import CosmosBacklogEstimator as Estimator  # type: ignore[assignment]
+        from cosmos_outbox.cosmos import CosmosDocumentStore as Store  # type: ignore[assignment]
+        from cosmos_outbox.cosmos._client import cosmos_client as make_client
+    client = make_client(
+        connection_string=connection,
+        endpoint=settings.cosmos_account_endpoint,
+        verify_tls=settings.cosmos_verify_tls,
+    )
+    outbox_database = client.get_database_client(database)
+    store = Store(outbox_database.get_container_client(container))
+    backlog = lambda: Estimator(  # noqa: E731
+        outbox_database.get_container_client(container),
+        outbox_database.get_container_client(leases),
+        lease_prefix=settings.lease_prefix,
+    )
+    subscribers = lambda: {  # noqa: E731
+        name: Store(client.get_database_client(db).get_container_client(projections))
+        for name, db, projections in watched_containers
+    }
     logger.info(
         "outbox services built: database=%s container=%s topic=%s identity_cosmos=%s async=%s",
         database,
@@ -342,15 +349,18 @@ def services_from_settings(
     return Services(
         store=store,
         backlog=backlog,
-        publisher=lambda: publisher_from_settings(settings, asynchronous=asynchronous),
-        payloads=lambda: payloads_from_settings(settings, asynchronous=asynchronous),
-        schedule=lambda: schedule_from_settings(settings, asynchronous=asynchronous),
         token_secret=token_secret(settings),
         topic=settings.servicebus_topic or "",
         event_ttl_seconds=settings.event_ttl_seconds,
         idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
         max_payload_bytes=settings.payload_max_bytes,
-        dead_letters=lambda: dead_letters_from_settings(settings, asynchronous=asynchronous),
+        **{
+            f.name: functools.partial(
+                globals()[f.metadata[LEAF]], settings, asynchronous=asynchronous
+            )
+            for f in fields(Services)
+            if f.metadata.get(LEAF) is not None
+        },
         watched=watched_from_settings(settings),
         subscriber_stores=subscribers,
     )
@@ -379,15 +389,13 @@ class Wiring:
         self.redrive_tokens = TokenCodec(services.token_key(REDRIVE_TOKEN_PURPOSE))
         self.dead_letter_tokens = TokenCodec(services.token_key(DEAD_LETTER_TOKEN_PURPOSE))
         self.document_tokens = TokenCodec(services.token_key(DOCUMENT_TOKEN_PURPOSE))
-        self._dead_letters: AsyncDeadLetterQueues | None = None
+        self._made: dict[str, Any] = {}
         self._subscriber_stores: dict[str, AsyncDocumentStore] | None = None
         self.event_ttl_seconds = services.event_ttl_seconds
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # `relay()` makes its leaves (`made`) under it
         self._relay: Relay | None = None
         self._releases: Releases | None = None
-        self._schedule_queue: AsyncScheduleQueue | None = None
-        self._schedule_made = False
-        self._backlog: AsyncBacklogEstimator | None = None
+        self._operations: Operations | None = None
         self.sequences = Sequences()
 
     def transaction(
@@ -449,27 +457,28 @@ class Wiring:
                 )
             return self._releases
 
+    def made(self, leaf: str) -> Any:
+        """The leaf adapter `leaf` of the services (`leaves()`), made once, on first use, as its
+        async port (a sync one wrapped); None where the services have none."""
+        with self._lock:
+            if leaf not in self._made:
+                made = getattr(self.services, leaf)()
+                self._made[leaf] = as_async(made) if made is not None else None
+            return self._made[leaf]
+
     def _schedule(self) -> AsyncScheduleQueue | None:
-        """The schedule queue, made once (the relay and the releases share it)."""
-        if not self._schedule_made:
-            made = self.services.schedule()
-            self._schedule_queue = as_async(made) if made is not None else None
-            self._schedule_made = True
-        return self._schedule_queue
+        """The schedule queue (the relay and the releases share it)."""
+        queue: AsyncScheduleQueue | None = self.made("schedule")
+        return queue
 
     def backlog(self) -> AsyncBacklogEstimator:
-        with self._lock:
-            if self._backlog is None:
-                self._backlog = as_async(self.services.backlog())
-            return self._backlog
+        estimator: AsyncBacklogEstimator = self.made("backlog")
+        return estimator
 
     def dead_letters(self) -> AsyncDeadLetterQueues | None:
         """The watched entities' dead-letter queues (made once, on first use; None: none)."""
-        with self._lock:
-            if self._dead_letters is None:
-                made = self.services.dead_letters()
-                self._dead_letters = as_async(made) if made is not None else None
-            return self._dead_letters
+        queues: AsyncDeadLetterQueues | None = self.made("dead_letters")
+        return queues
 
     def subscriber_stores(self) -> dict[str, AsyncDocumentStore]:
         """The subscribers' projection containers the app knows, by subscription (made once)."""
@@ -481,19 +490,32 @@ class Wiring:
                 }
             return self._subscriber_stores
 
-    def operators(self) -> OutboxOperators:
-        from cosmos_outbox._relay.operator_actions import OutboxOperators
+    def operations(self) -> Operations:
+        """The operators' one API (`cosmos_outbox.operations`), made once, on first use."""
+        with self._lock:
+            if self._operations is None:
+                from cosmos_outbox.operations import _operations as made
+                from cosmos_outbox.operations import _parts
 
-        return OutboxOperators(
-            store=self.store,
-            quarantine=self.quarantine,
-            relay=self.relay,
-            backlog=self.backlog,
-            event_ttl_seconds=self.event_ttl_seconds,
-            legacy=self.legacy,
-            health=self.relay_health,
-            dead_letters=self.dead_letters,
-            watched=self.services.watched,
-            subscribers=self.subscriber_stores,
-            redrive_tokens=self.redrive_tokens,
-        )
+                self._operations = made.Operations(
+                    _parts.Parts(
+                        store=self.store,
+                        quarantine=self.quarantine,
+                        relay=self.relay,
+                        backlog=self.backlog,
+                        history=self.backlog_history,
+                        event_ttl_seconds=self.event_ttl_seconds,
+                        tokens=_parts.PagingTokens(
+                            quarantine=self.quarantine_tokens,
+                            dead_letters=self.dead_letter_tokens,
+                            documents=self.document_tokens,
+                            redrive=self.redrive_tokens,
+                        ),
+                        legacy=self.legacy,
+                        health=self.relay_health,
+                        dead_letters=self.dead_letters,
+                        watched=self.services.watched,
+                        subscribers=self.subscriber_stores,
+                    )
+                )
+            return self._operations

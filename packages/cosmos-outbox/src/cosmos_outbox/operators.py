@@ -1,29 +1,29 @@
-"""The operators' routes' models, for an app that extends them (an alias of one aggregate type's
-id its operators know, say): subclass `RedriveRequest` (overriding `scope`), `QuarantineItem`
-(overriding `fields_of`) and `QuarantineListPage`, and give them to the outbox as
-`OperatorModels` (`Outbox.function_app(operators=...)`, `Outbox.operators_blueprint(models=
-...)`): the routes, their parsing and the OpenAPI document then read the app's models.
-`OPERATOR_ROLE` is the app role a signed-in operator needs for the operators' console (App
-Service Authentication, Entra ID: the package README, "The operators' console")."""
+"""Deprecated (removed in 0.6): the operators' routes' models moved with the routes to
+cosmos-outbox-operators (`pip install cosmos-outbox-operators`): `cosmos_outbox_operators`
+exports `OperatorModels`, `QuarantineItem`, `QuarantineListPage`, `RedriveRequest`,
+`parse_instant` and `OPERATOR_ROLE`; `QuarantinedEvent` is the core's
+`cosmos_outbox.operations.QuarantinedEvent`. Each name read here warns (DeprecationWarning)
+and gives its new one."""
 
 from __future__ import annotations
 
-from cosmos_outbox._blueprints.operator_routes import (
-    OperatorModels,
-    QuarantineItem,
-    QuarantineListPage,
-    RedriveRequest,
-    parse_instant,
-)
-from cosmos_outbox._console.identity import OPERATOR_ROLE
-from cosmos_outbox._quarantine import QuarantinedEvent
+from cosmos_outbox._lazy import lazy_exports
 
-__all__ = [
-    "OPERATOR_ROLE",
-    "OperatorModels",
-    "QuarantineItem",
-    "QuarantineListPage",
-    "QuarantinedEvent",
-    "RedriveRequest",
-    "parse_instant",
-]
+#: Each name of 0.4 and where it went.
+_MOVED = {
+    **{
+        name: f"cosmos_outbox_operators.{name}"
+        for name in (
+            "OPERATOR_ROLE",
+            "OperatorModels",
+            "QuarantineItem",
+            "QuarantineListPage",
+            "RedriveRequest",
+            "parse_instant",
+        )
+    },
+    "QuarantinedEvent": "cosmos_outbox.operations.QuarantinedEvent",
+}
+
+__all__: list[str] = []
+__getattr__, __dir__ = lazy_exports(__name__, {}, renamed=_MOVED)

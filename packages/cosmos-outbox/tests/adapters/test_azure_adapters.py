@@ -52,8 +52,8 @@ from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentS
 from cosmos_outbox.errors import PayloadStoreError, RelayNotReadyError, StoreUnavailableError
 from cosmos_outbox.servicebus import ServiceBusPublisher
 from cosmos_outbox.servicebus.aio import ServiceBusPublisher as AsyncServiceBusPublisher
-from cosmos_outbox.testing import InMemoryStore
-from cosmos_outbox.testing.contracts import (
+from cosmos_outbox_testing import InMemoryStore
+from cosmos_outbox_testing.contracts import (
     BacklogEstimatorContract,
     BacklogWorld,
     EventLoop,

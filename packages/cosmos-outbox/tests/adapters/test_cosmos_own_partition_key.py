@@ -10,7 +10,7 @@ import pytest
 from azure_stack import OnCosmos
 from tickets import TICKET
 
-from cosmos_outbox.testing.contracts import QuarantineContract, TransactionContract, examples
+from cosmos_outbox_testing.contracts import QuarantineContract, TransactionContract, examples
 
 pytestmark = pytest.mark.integration
 

@@ -15,8 +15,7 @@ from tickets import Ticket
 
 from cosmos_outbox._mapper import EVENT_TYPE
 from cosmos_outbox.cosmos import query_page
-from cosmos_outbox.testing.contracts import EventLoop
-from cosmos_outbox.testing.contracts._worlds import events_of, saved
+from cosmos_outbox_testing.contracts import EventLoop, events_of, saved
 
 if TYPE_CHECKING:
     from funcstack import LocalStack

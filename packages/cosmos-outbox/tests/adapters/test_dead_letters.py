@@ -18,7 +18,7 @@ from cosmos_outbox._sync_bridge import as_async, run_sync
 from cosmos_outbox.ports import DeadLetterEntity, Outgoing
 from cosmos_outbox.servicebus import ServiceBusDeadLetters
 from cosmos_outbox.servicebus.aio import ServiceBusDeadLetters as AsyncServiceBusDeadLetters
-from cosmos_outbox.testing.contracts import (
+from cosmos_outbox_testing.contracts import (
     DeadLetterContract,
     DeadLetterWorld,
     EventLoop,

@@ -48,8 +48,8 @@ from cosmos_outbox.blob import BlobPayloadStore
 from cosmos_outbox.blob.aio import BlobPayloadStore as AsyncBlobPayloadStore
 from cosmos_outbox.servicebus import ServiceBusPublisher
 from cosmos_outbox.servicebus.aio import ServiceBusPublisher as AsyncServiceBusPublisher
-from cosmos_outbox.testing import InMemoryStore
-from cosmos_outbox.testing.contracts import EventLoop
+from cosmos_outbox_testing import InMemoryStore
+from cosmos_outbox_testing.contracts import EventLoop
 from funcstack import LocalStack
 from funcstack.servicebus import ServiceBusEndpoint, start_servicebus
 

@@ -400,26 +400,6 @@ def test_a_key_is_scoped_to_its_route_and_its_caller(world: TicketWorld) -> None
     assert len(of_type(world, "ticket")) == 2
 
 
-def test_the_openapi_document_declares_the_header_and_422_on_writes_only(
-    world: TicketWorld,
-) -> None:
-    document = body(world.client.request("GET", "openapi.json"))
-    for path, method in (
-        ("/tickets", "post"),
-        ("/tickets/{id}", "patch"),
-        ("/tickets/{id}/close", "post"),
-    ):
-        operation = document["paths"][path][method]
-        [header] = [p for p in operation["parameters"] if p["name"] == KEY]
-        assert header["in"] == "header" and "required" not in header
-        assert header["schema"]["pattern"] == KEY_PATTERN
-        assert "422" in operation["responses"]
-    read = document["paths"]["/tickets/{id}"]["get"]
-    assert KEY not in {p["name"] for p in read.get("parameters", [])}
-    assert "422" not in read["responses"]
-    assert "422" not in document["paths"]["/outbox/redrive"]["post"]["responses"]
-
-
 def test_ids_derived_from_keys_are_ids_of_the_aggregate() -> None:
     assert Ticket.model_fields["id"].metadata  # a length-limited id: a uuid5 fits
     assert len(derived_id("POST tickets", "k" * 255)) == 36

@@ -12,10 +12,9 @@ from typing import Any
 import pytest
 from conftest import TicketWorld
 
-from cosmos_outbox._mapper import EVENT_TYPE, QUARANTINE_NOTICE_SUBJECT
+from cosmos_outbox._mapper import EVENT_TYPE, QUARANTINE_NOTICE_SUBJECT, application_properties
 from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox.errors import PayloadNotFoundError, PayloadStoreError
-from cosmos_outbox.servicebus._messages import application_properties
 from cosmos_outbox.subscriber import UnreadableEventError, from_message
 
 LIMIT = 4096  # the fake publisher's batch (and so message) limit

@@ -29,7 +29,7 @@ from cosmos_outbox._quarantine import QUARANTINE_TYPE, Quarantine
 from cosmos_outbox._relay.forwarding import Relay, RelayReport
 from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox.telemetry import RelayTelemetry
-from cosmos_outbox.testing import FakePublisher, InMemoryStore
+from cosmos_outbox_testing import FakePublisher, InMemoryStore
 
 #: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
 TELEMETRY = RelayTelemetry(destination="test-events")

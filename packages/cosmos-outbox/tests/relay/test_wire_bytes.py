@@ -45,7 +45,7 @@ from cosmos_outbox.ports import MessageBatch, MessagePublisher
 from cosmos_outbox.servicebus._messages import ServiceBusBatch
 from cosmos_outbox.settings import LegacyEvents
 from cosmos_outbox.telemetry import RelayTelemetry
-from cosmos_outbox.testing import InMemoryStore
+from cosmos_outbox_testing import InMemoryStore
 
 #: How the Contacts app (the library's first user) reads the events it stored before event
 #: documents named their aggregate type and source: the pinned cases' first three documents are

@@ -24,7 +24,7 @@ from cosmos_outbox.servicebus import ServiceBusPublisher, ServiceBusScheduleQueu
 from cosmos_outbox.servicebus.aio import ServiceBusPublisher as AsyncServiceBusPublisher
 from cosmos_outbox.servicebus.aio import ServiceBusScheduleQueue as AsyncServiceBusScheduleQueue
 from cosmos_outbox.subscriber import from_message
-from cosmos_outbox.testing.contracts import (
+from cosmos_outbox_testing.contracts import (
     Delivery,
     EventLoop,
     RelayingWorld,

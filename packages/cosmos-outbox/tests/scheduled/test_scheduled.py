@@ -43,7 +43,7 @@ from cosmos_outbox.subscriber import (
 )
 from cosmos_outbox.subscriber._projector import AsyncProjector
 from cosmos_outbox.telemetry import RelayTelemetry
-from cosmos_outbox.testing import (
+from cosmos_outbox_testing import (
     FakePublisher,
     FunctionClient,
     InMemory,

@@ -29,7 +29,7 @@ from cosmos_outbox.subscriber import (
     UnreadableEventError,
     aio,
 )
-from cosmos_outbox.testing import (
+from cosmos_outbox_testing import (
     InMemoryPayloadStore,
     InMemoryStore,
     run_sync,

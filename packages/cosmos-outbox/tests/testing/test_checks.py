@@ -23,7 +23,8 @@ from tickets import (
 from cosmos_outbox._outbox import Outbox
 from cosmos_outbox.aggregates import Aggregate, Event
 from cosmos_outbox.http._models import RequestModel
-from cosmos_outbox.testing import (
+from cosmos_outbox.text import Text
+from cosmos_outbox_testing import (
     FunctionClient,
     check_commands,
     check_event_mappings,
@@ -32,7 +33,6 @@ from cosmos_outbox.testing import (
     check_text_schemas,
     in_memory,
 )
-from cosmos_outbox.text import Text
 
 
 def openapi(world: TicketWorld) -> dict[str, Any]:

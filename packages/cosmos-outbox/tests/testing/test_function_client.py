@@ -14,7 +14,7 @@ import pytest
 from conftest import TicketWorld
 
 from cosmos_outbox.documents import EVENT_TYPE
-from cosmos_outbox.testing import FunctionClient
+from cosmos_outbox_testing import FunctionClient
 
 
 def _app() -> func.FunctionApp:
@@ -83,7 +83,7 @@ def test_a_plain_script_on_an_asgi_app_ends(tmp_path: Path, script: str) -> None
     at exit (it ran the shutdown on a new loop, which waited for ever)."""
     (tmp_path / "asgi_app.py").write_text(ASGI_APP)
     (tmp_path / "script.py").write_text(
-        "from cosmos_outbox.testing import FunctionClient\nfrom asgi_app import app\n"
+        "from cosmos_outbox_testing import FunctionClient\nfrom asgi_app import app\n"
         + SCRIPTS[script]
     )
     try:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 from cosmos_outbox.cosmos import CosmosDocumentStore
 from cosmos_outbox.errors import InvalidQueryError
-from cosmos_outbox.testing import InMemoryStore
+from cosmos_outbox_testing import InMemoryStore
 
 if TYPE_CHECKING:
     from funcstack import LocalStack

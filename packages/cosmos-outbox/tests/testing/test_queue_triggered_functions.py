@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from cosmos_outbox import Outbox
 from cosmos_outbox.aio import Outbox as AsyncOutbox
 from cosmos_outbox.errors import AlreadyExistsError
-from cosmos_outbox.testing import FunctionClient, InMemory, in_memory, queue_message
+from cosmos_outbox_testing import FunctionClient, InMemory, in_memory, queue_message
 
 
 class ImportBooking(BaseModel):

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from tickets import TICKET
 
-from cosmos_outbox.testing.contracts import (
+from cosmos_outbox_testing.contracts import (
     BacklogEstimatorContract,
     BacklogWorld,
     EventLoop,

@@ -31,9 +31,10 @@ from cosmos_outbox._mapper import (
     outbox_record,
     to_message,
 )
+from cosmos_outbox._mapper import cloudevents as _cloudevents
 from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox._write import service, sync, transaction, unit_of_work
-from cosmos_outbox.servicebus import _cloudevents, _messages
+from cosmos_outbox.servicebus import _messages
 
 #: Each parameter of `event_document`: a value, and what the message shows of it (None: the
 #: document's own, not on the message: its place in the container). A new option without a

@@ -30,8 +30,7 @@ from cosmos_outbox.aggregates import Aggregate, Event
 from cosmos_outbox.aio import Outbox as AsyncOutbox
 from cosmos_outbox.http import HttpApi, HttpCall, PathParameter, Reply
 from cosmos_outbox.http._models import RequestModel, view_of
-from cosmos_outbox.testing import FunctionClient, InMemory, check_commands, in_memory
-from cosmos_outbox.testing._fakes import InMemoryStore
+from cosmos_outbox_testing import FunctionClient, InMemory, InMemoryStore, check_commands, in_memory
 
 
 class Draft(Aggregate):

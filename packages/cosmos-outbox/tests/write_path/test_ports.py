@@ -16,7 +16,7 @@ from cosmos_outbox.ports import (
     PayloadStore,
     sync_methods,
 )
-from cosmos_outbox.testing import InMemoryPayloadStore, as_async, run_sync
+from cosmos_outbox_testing import InMemoryPayloadStore, as_async, run_sync
 
 ASYNC_PORTS = (AsyncDocumentStore, AsyncMessagePublisher, AsyncPayloadStore, AsyncBacklogEstimator)
 

@@ -8,7 +8,7 @@ import asyncio
 from cosmos_outbox import Outbox
 from cosmos_outbox.aio import Outbox as AsyncOutbox
 from cosmos_outbox.errors import StoreUnavailableError
-from cosmos_outbox.testing import in_memory
+from cosmos_outbox_testing import in_memory
 
 
 def test_an_empty_commit_makes_no_round_trip() -> None:

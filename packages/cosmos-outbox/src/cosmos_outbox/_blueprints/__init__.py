@@ -1,3 +1,4 @@
-"""The Functions blueprints the package serves, each registered à la carte: the relay's
-(`relay`: the change-feed relay and the backlog timer), the operators' (`operators`: their
-routes and models) and the docs' (`docs`: health, openapi.json, the 404/405 fallback)."""
+"""The Functions blueprints the core serves, each registered à la carte: the relay's
+(`relay_functions`: the change-feed relay, the backlog timer, the scheduled events' releases)
+and the docs' (`docs`: health, openapi.json, the 404/405 fallback). The operators' routes and
+console are cosmos-outbox-operators'."""

@@ -21,7 +21,7 @@ from cosmos_outbox.http._routing import fallback, http_routes
 from cosmos_outbox.http.bounded import BOUND_SECONDS
 
 if TYPE_CHECKING:
-    from cosmos_outbox._relay.health import RelayBlocked
+    pass
 
 _HEALTHY = {
     "type": "object",
@@ -42,43 +42,20 @@ _HEALTHY = {
 }
 
 
-async def health_answer(
-    ping: Callable[[], Awaitable[None]],
-    relay_blocked: Callable[[], Awaitable[RelayBlocked | None]] | None,
-) -> dict[str, Any]:
-    """The health's answer (this /health's, and the operators' `outbox/health` for an app that
-    registers the blueprints on a `func.FunctionApp` of its own): the store answers (else it
-    raises: 503), and "degraded", with what the relay is stuck on, when the relay says so."""
-    await ping()
-    blocked = await relay_blocked() if relay_blocked is not None else None
-    if blocked is None:
-        return {"status": "healthy"}
-    return {
-        "status": "degraded",
-        "relay": {
-            "eventId": blocked.event_id,
-            "reason": blocked.reason,
-            "since": blocked.since.isoformat() if blocked.since else None,
-            "attempts": blocked.attempts,
-        },
-    }
-
-
 def docs_blueprint(
     functions: Callable[[], Sequence[Function]],
     *,
-    ping: Callable[[], Awaitable[None]],
-    relay_blocked: Callable[[], Awaitable[RelayBlocked | None]] | None = None,
+    health_answer: Callable[[], Awaitable[dict[str, Any]]],
     title: str,
     description: str,
     aggregates: Iterable[type[Aggregate]] = (),
     asynchronous: bool = False,
 ) -> func.Blueprint:
     """Health, the OpenAPI document and the fallback of an app whose indexed functions
-    `functions()` gives; `ping` checks the store; `relay_blocked` tells whether the relay says
-    it is blocked (health then answers 200 "degraded" with what it is stuck on: the API works,
-    the events wait); the document describes the events of `aggregates`. `asynchronous`:
-    /health is an `async def` function."""
+    `functions()` gives; `health_answer` is /health's answer (the operations'
+    `status.health()`: the store answers, else 503; 200 "degraded" with what the relay is stuck
+    on when it says it is blocked: the API works, the events wait); the document describes the
+    events of `aggregates`. `asynchronous`: /health is an `async def` function."""
     api = HttpApi(auth_level=func.AuthLevel.ANONYMOUS)
     bp = api.blueprint
     documented = tuple(aggregates)
@@ -101,7 +78,7 @@ def docs_blueprint(
         asynchronous=asynchronous,
     )
     async def health(call: HttpCall[None]) -> Reply:
-        return Reply(await health_answer(ping, relay_blocked))
+        return Reply(await health_answer())
 
     @api.operation(
         route="openapi.json",

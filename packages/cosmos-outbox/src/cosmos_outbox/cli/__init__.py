@@ -1,28 +1,81 @@
-"""The operators' command line, `cosmos-outbox` (installed with the package; also
-`python -m cosmos_outbox`): the operators' routes of any app on cosmos-outbox (status, health,
-journey, quarantine list / replay / discard, dead letters count / list / peek / resubmit /
-discard, subscribers status / release, redrive), over HTTP with the admin key in the
-`x-functions-key` header, read from `COSMOS_OUTBOX_KEY` (or asked for, not echoed, when the app
-wants one and the terminal is interactive): never an argument, never in a URL.
+"""`cosmos-outbox`, the package's command line (also `python -m cosmos_outbox`): its commands
+are found by name in the entry-point group `cosmos_outbox.commands`, which the distributions
+on top of the core fill (cosmos-outbox-operators: `status`, `health`, `journey`, `documents`,
+`quarantine`, `deadletters`, `subscribers`, `redrive`, over the operators' routes of any app),
+beside the core's own (`CORE_COMMANDS`). The command named first on the line runs with the
+whole line (its options before it included); an operators' command without
+cosmos-outbox-operators installed says which package to install.
 
-    export COSMOS_OUTBOX_API=https://<app>.azurewebsites.net/api COSMOS_OUTBOX_KEY=<master key>
-    cosmos-outbox status
-    cosmos-outbox journey --event-id <id>
-    cosmos-outbox deadletters resubmit <subscription> --all
-
-`main(argv)` runs it; `OperatorsApi` is its HTTP client (one call of a route, its JSON answer,
-and one line, `OperatorsApiError`, when what answered is not the app). Its modules: `_client`,
-the HTTP calls and their one-line errors; `_commands`, the commands, their arguments and what
-each prints. Standard library only: nothing of the SDKs is imported."""
+`main(argv)` runs it. The operators' names that were here in 0.4 (`parser`, `OperatorsApi`,
+`OperatorsApiError`, `DEFAULT_API`, `KEY_VARIABLE`) are `cosmos_outbox_operators.cli`'s, read
+here with a DeprecationWarning until 0.6."""
 
 from __future__ import annotations
 
-from cosmos_outbox.cli._client import (
-    DEFAULT_API,
-    KEY_VARIABLE,
-    OperatorsApi,
-    OperatorsApiError,
-)
-from cosmos_outbox.cli._commands import main, parser
+import sys
+from collections.abc import Callable
+from importlib.metadata import entry_points
 
-__all__ = ["DEFAULT_API", "KEY_VARIABLE", "OperatorsApi", "OperatorsApiError", "main", "parser"]
+from cosmos_outbox._lazy import lazy_exports
+
+__all__ = ["COMMANDS_GROUP", "CORE_COMMANDS", "OPERATOR_COMMANDS", "main"]
+
+#: The entry-point group a distribution names its commands in: `name = "module:main"`, where
+#: `main(argv, prog=...)` runs the whole command line and returns its exit code.
+COMMANDS_GROUP = "cosmos_outbox.commands"
+#: The core's own commands (`relay` comes with the change feed processor's relay).
+CORE_COMMANDS: dict[str, Callable[..., int]] = {}
+#: The commands cosmos-outbox-operators brings, named when it is not installed.
+OPERATOR_COMMANDS = (
+    "status",
+    "health",
+    "journey",
+    "documents",
+    "quarantine",
+    "deadletters",
+    "subscribers",
+    "redrive",
+)
+USAGE = 2
+
+_MOVED = {
+    name: f"cosmos_outbox_operators.cli.{name}"
+    for name in ("parser", "OperatorsApi", "OperatorsApiError", "DEFAULT_API", "KEY_VARIABLE")
+}
+__getattr__, __dir__ = lazy_exports(__name__, {}, renamed=_MOVED)
+
+
+def _installed() -> dict[str, Callable[..., int]]:
+    """The commands the installed distributions name in `COMMANDS_GROUP`, loaded when run."""
+    found: dict[str, Callable[..., int]] = dict(CORE_COMMANDS)
+    for point in entry_points(group=COMMANDS_GROUP):
+        found.setdefault(point.name, lambda *a, _p=point, **k: _p.load()(*a, **k))
+    return found
+
+
+def main(argv: list[str] | None = None, *, prog: str = "cosmos-outbox") -> int:
+    """Run the command line `argv` (default: the process's): the command it names, or the list
+    of commands (exit 2) when it names none."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    commands = _installed()
+    named = next((a for a in args if a in commands or a in OPERATOR_COMMANDS), None)
+    if named is not None and named in commands:
+        return commands[named](args, prog=prog)
+    if named is not None:
+        print(
+            f"{prog} {named}: this command is cosmos-outbox-operators' (the operators' routes "
+            "from the command line): pip install cosmos-outbox-operators",
+            file=sys.stderr,
+        )
+        return USAGE
+    available = sorted(commands)
+    missing = [c for c in OPERATOR_COMMANDS if c not in commands]
+    lines = [f"usage: {prog} COMMAND [options]", ""]
+    lines.append("commands: " + (", ".join(available) if available else "none installed"))
+    if missing:
+        lines.append(
+            f"{', '.join(missing)}: pip install cosmos-outbox-operators (the operators' commands)"
+        )
+    stream = sys.stdout if any(a in ("-h", "--help") for a in args) else sys.stderr
+    print("\n".join(lines), file=stream)
+    return 0 if stream is sys.stdout else USAGE

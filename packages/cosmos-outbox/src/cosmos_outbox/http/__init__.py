@@ -13,7 +13,9 @@ from cosmos_outbox.http._call import HttpCall, Reply
 from cosmos_outbox.http._conditional import TAG_LIST_PATTERN
 from cosmos_outbox.http._declaration import (
     DEFAULT_PAGE_SIZE,
+    KEY_PARAMETER,
     MAX_PAGE_SIZE,
+    PAGE_ATTRIBUTE,
     HttpOperation,
     PathParameter,
     QueryParameter,
@@ -39,9 +41,11 @@ from cosmos_outbox.http._requests import MAX_DEPTH, parse_body, parse_json
 __all__ = [
     "DEFAULT_PAGE_SIZE",
     "ID_PATTERN",
+    "KEY_PARAMETER",
     "KEY_PATTERN",
     "MAX_DEPTH",
     "MAX_PAGE_SIZE",
+    "PAGE_ATTRIBUTE",
     "TAG_LIST_PATTERN",
     "TOKEN_PATTERN",
     "AggregateRoutes",

@@ -7,10 +7,10 @@ Imported where the relay runs, never at indexing."""
 
 from __future__ import annotations
 
+from cosmos_outbox._mapper.cloudevents import application_properties
 from cosmos_outbox.servicebus._dead_letters import ServiceBusDeadLetters
 from cosmos_outbox.servicebus._messages import (
     ServiceBusBatch,
-    application_properties,
     to_amqp_message,
     to_servicebus_message,
 )

@@ -1,5 +1,5 @@
 """Outbox messages as Service Bus messages: the outbox's properties and the CloudEvents
-attributes (`cosmos_outbox.servicebus._cloudevents`), and a batch of them. Pure: no I/O, the
+attributes (`cosmos_outbox._mapper.cloudevents`), and a batch of them. Pure: no I/O, the
 same for the sync and the `aio` publisher."""
 
 from __future__ import annotations
@@ -10,15 +10,9 @@ from azure.servicebus import ServiceBusMessage, ServiceBusMessageBatch
 from azure.servicebus.amqp import AmqpAnnotatedMessage
 from azure.servicebus.exceptions import MessageSizeExceededError
 
+from cosmos_outbox._mapper.cloudevents import application_properties
 from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox.ports import MessageBatch
-from cosmos_outbox.servicebus._cloudevents import cloudevent_properties
-
-
-def application_properties(message: OutboxMessage, *, base: str = "") -> dict[str, Any]:
-    """The outbox's application properties, then the CloudEvents attributes (this order is on
-    the wire)."""
-    return cloudevent_properties(message, base=base, into=dict(message.application_properties))
 
 
 def to_servicebus_message(message: OutboxMessage, *, base: str = "") -> ServiceBusMessage:

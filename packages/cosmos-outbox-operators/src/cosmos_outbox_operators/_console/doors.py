@@ -1,0 +1,313 @@
+"""The operators' routes through two doors, one implementation.
+
+Each operation of the operators' blueprint (status, quarantine, re-drive, ...) is declared once,
+with one handler over one use case, and registered twice:
+
+* **the admin key's door**, `<prefix>/<route>` (`outbox/status`, ...), at auth level ADMIN: the
+  Functions host admits a request only with the master key, in the `x-functions-key` header
+  (`?code=` is refused here: a key in a URL ends in logs and browser histories). For scripts,
+  automation and the command line. Answers JSON.
+* **the signed-in door**, `<prefix>/console/<route>` (`outbox/console/status`, ...), at auth
+  level ANONYMOUS for the host, admitted here: a signed-in operator with the operator role
+  (`identity`), their actions guarded against cross-site requests (`guard`). For the console
+  page (`page`) and for scripts holding an Entra ID token. Answers JSON, or the same answer as an
+  HTML fragment for the page (`negotiation`).
+
+Why two doors and not one route that takes either: in Azure the Functions host admits a key
+only on routes whose level needs one, and never admits a signed-in user there (it grants auth
+levels to keys alone: azure-functions-host `AuthenticationLevelHandler`, `AuthUtility.
+PrincipalHasAuthLevelClaim`); on a route it lets through (ANONYMOUS) the app cannot check a key,
+because the master key never reaches the app (the worker's environment holds no key, and the
+Python worker does not pass the host's verdict on). A key checked by the host and a sign-in
+checked by the platform and the role here are each sound; a single route could have only one.
+Both doors run the same function body (the request pipeline with the operation's handler) and
+differ only in who they admit; every action runs `acting_as` the operator admitted, and its
+audit line names them (`cosmos_outbox.operations._actor`)."""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, cast
+
+import azure.functions as func
+
+from cosmos_outbox.http import (
+    KEY_PARAMETER,
+    HttpApi,
+    HttpOperation,
+    HttpProblemError,
+    PathParameter,
+)
+from cosmos_outbox.operations import ADMIN_KEY, Actor, acting_as
+from cosmos_outbox_operators._console.guard import CrossSiteError, check_action
+from cosmos_outbox_operators._console.identity import (
+    AUTH_ENABLED_SETTING,
+    OPERATOR_ROLE,
+    principal_of,
+    sign_in_trusted,
+)
+from cosmos_outbox_operators._console.negotiation import negotiated
+
+__all__ = [
+    "CONSOLE_SEGMENT",
+    "OperatorDoors",
+    "RefusedError",
+    "admit_signed_in",
+    "console_route",
+    "login_path",
+]
+
+logger = logging.getLogger("cosmos_outbox.operators")
+
+#: The route segment of the signed-in door, after the operators' prefix.
+CONSOLE_SEGMENT = "console"
+#: Statuses the signed-in door adds to every operation's (no one signed in; not an operator,
+#: or a cross-site action).
+_DOOR_ERRORS = (401, 403)
+
+Function = Callable[..., func.HttpResponse | Awaitable[func.HttpResponse]]
+
+
+async def _awaited(call: Function, req: func.HttpRequest, context: func.Context) -> Any:
+    return await cast(Awaitable[func.HttpResponse], call(req, context))
+
+
+class RefusedError(HttpProblemError):
+    """A request the signed-in door does not admit (401: no one signed in; 403: signed in
+    without the operator role, or an action from another site)."""
+
+
+def console_route(prefix: str, route: str) -> str:
+    """The signed-in door's route of the key door's `route` (under `prefix`)."""
+    head = f"{prefix}/"
+    if not route.startswith(head):
+        raise ValueError(f"operators' route {route!r} is not under {prefix!r}")
+    return f"{prefix}/{CONSOLE_SEGMENT}/{route.removeprefix(head)}"
+
+
+def login_path(return_to: str) -> str:
+    """App Service Authentication's sign-in with Entra ID, back to `return_to` afterwards (a
+    path of this app: the platform refuses other hosts unless allowed)."""
+    from urllib.parse import quote
+
+    return f"/.auth/login/aad?post_login_redirect_uri={quote(return_to, safe='/')}"
+
+
+def admit_signed_in(
+    headers: Mapping[str, str], *, role: str = OPERATOR_ROLE, return_to: str = "/"
+) -> Actor:
+    """The operator a request through the signed-in door is from, or `RefusedError`."""
+    if not sign_in_trusted():
+        raise RefusedError(
+            401,
+            "Unauthorized",
+            "no one can be signed in here: App Service Authentication is not enabled on this app "
+            f"({AUTH_ENABLED_SETTING} is not true). Enable it with the operator role (the "
+            "package README, 'The operators' console'), or call the operators' routes without "
+            "/console with the admin key in the x-functions-key header",
+            headers={"WWW-Authenticate": 'Bearer realm="outbox-operators"'},
+        )
+    principal = principal_of(headers)
+    if principal is None:
+        raise RefusedError(
+            401,
+            "Unauthorized",
+            f"sign in first: {login_path(return_to)}",
+            headers={"WWW-Authenticate": 'Bearer realm="outbox-operators"'},
+        )
+    if role not in principal.roles:
+        logger.warning(
+            "operators' console refused %s (id %s): no role %s",
+            principal.name,
+            principal.id,
+            role,
+            extra={"outbox.actor_name": principal.name, "outbox.actor_id": principal.id},
+        )
+        raise RefusedError(
+            403,
+            "Forbidden",
+            f"you are signed in as {principal.name}, without the app role {role}: ask an owner "
+            "of the app's Entra ID registration to assign it to you",
+        )
+    return Actor("signed-in operator", name=principal.name, id=principal.id)
+
+
+def _key_in_url(req: func.HttpRequest) -> HttpProblemError | None:
+    if KEY_PARAMETER in req.params:
+        return HttpProblemError(
+            400,
+            "Bad Request",
+            "send the key in the x-functions-key header, never in the URL (?code=): a URL is "
+            "written to logs and histories",
+        )
+    return None
+
+
+def _same_kind(function: Function, door: Callable[..., Any]) -> Function:
+    """`door(req, context, call)` as a function of `function`'s kind: `async def` when it is,
+    with its parameters (the worker binds them by name)."""
+    if inspect.iscoroutinefunction(function):
+
+        @functools.wraps(function)
+        async def serve(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+            result: func.HttpResponse = await door(req, context, function)
+            return result
+
+        return serve
+
+    @functools.wraps(function)
+    def run(req: func.HttpRequest, context: func.Context) -> func.HttpResponse:
+        result: func.HttpResponse = door(req, context, function)
+        return result
+
+    return run
+
+
+def key_door(operation: HttpOperation, function: Function) -> Function:
+    """The admin key's door: the host checked the key; refuse it in the URL, act as it."""
+
+    if inspect.iscoroutinefunction(function):
+
+        async def door_async(
+            req: func.HttpRequest, context: func.Context, call: Function
+        ) -> func.HttpResponse:
+            refused = _key_in_url(req)
+            if refused is not None:
+                return refused.response()
+            with acting_as(ADMIN_KEY):
+                return cast(func.HttpResponse, await _awaited(call, req, context))
+
+        return _same_kind(function, door_async)
+
+    def door(req: func.HttpRequest, context: func.Context, call: Function) -> func.HttpResponse:
+        refused = _key_in_url(req)
+        if refused is not None:
+            return refused.response()
+        with acting_as(ADMIN_KEY):
+            return cast(func.HttpResponse, call(req, context))
+
+    return _same_kind(function, door)
+
+
+def console_base(req: func.HttpRequest, prefix: str) -> str:
+    """The console's path in `req`'s URL: `/<host's route prefix>/<prefix>/console`."""
+    from urllib.parse import urlsplit
+
+    path = urlsplit(req.url).path
+    mark = f"/{prefix}/{CONSOLE_SEGMENT}"
+    at = path.find(f"{mark}/")
+    if at < 0:
+        at = path.rfind(mark) if path.endswith(mark) else -1
+    return path[: at + len(mark)] if at >= 0 else f"/api{mark}"
+
+
+def signed_in_door(role: str, prefix: str) -> Callable[[HttpOperation, Function], Function]:
+    """The signed-in door: admit an operator with `role`, guard actions, act as them, answer in
+    the form asked for."""
+
+    def wrap(operation: HttpOperation, function: Function) -> Function:
+        name = operation.name.removeprefix(f"{CONSOLE_SEGMENT}_")
+
+        def answer(req: func.HttpRequest, response: func.HttpResponse) -> func.HttpResponse:
+            result: func.HttpResponse = negotiated(
+                req, name, response, base=console_base(req, prefix)
+            )
+            return result
+
+        def admitted(req: func.HttpRequest) -> Actor | func.HttpResponse:
+            try:
+                refused = _key_in_url(req)
+                if refused is not None:
+                    raise refused
+                actor = admit_signed_in(req.headers, role=role, return_to=console_base(req, prefix))
+                check_action(req.method, req.headers)
+            except CrossSiteError as exc:
+                logger.warning("operators' console refused an action: %s", exc)
+                return answer(req, RefusedError(403, "Forbidden", str(exc)).response())
+            except HttpProblemError as exc:
+                return answer(req, exc.response())
+            return actor
+
+        if inspect.iscoroutinefunction(function):
+
+            async def door_async(
+                req: func.HttpRequest, context: func.Context, call: Function
+            ) -> func.HttpResponse:
+                actor = admitted(req)
+                if isinstance(actor, func.HttpResponse):
+                    return actor
+                with acting_as(actor):
+                    response = await _awaited(call, req, context)
+                return answer(req, response)
+
+            return _same_kind(function, door_async)
+
+        def door(req: func.HttpRequest, context: func.Context, call: Function) -> func.HttpResponse:
+            actor = admitted(req)
+            if isinstance(actor, func.HttpResponse):
+                return actor
+            with acting_as(actor):
+                response = cast(func.HttpResponse, call(req, context))
+            return answer(req, response)
+
+        return _same_kind(function, door)
+
+    return wrap
+
+
+class OperatorDoors:
+    """The operators' operations on one blueprint, each through both doors (`console=False`:
+    the admin key's only). `operation(...)` takes `HttpApi.operation`'s declaration; the route
+    is the key door's, under `prefix`."""
+
+    def __init__(
+        self,
+        *,
+        prefix: str,
+        parameters: Mapping[str, PathParameter],
+        auth_level: func.AuthLevel,
+        console: bool,
+        role: str = OPERATOR_ROLE,
+    ) -> None:
+        self.prefix = prefix
+        self.key = HttpApi(
+            parameters=parameters,
+            auth_level=auth_level,
+            bounded=True,
+            wrap=key_door,
+            security=("masterKey",) if auth_level == func.AuthLevel.ADMIN else None,
+        )
+        self.blueprint = self.key.blueprint
+        self.signed_in = (
+            HttpApi(
+                self.blueprint,
+                parameters=parameters,
+                auth_level=func.AuthLevel.ANONYMOUS,
+                bounded=True,
+                wrap=signed_in_door(role, prefix),
+                security=("signedInOperator",),
+            )
+            if console
+            else None
+        )
+        self.role = role
+
+    def operation(self, **declared: Any) -> Callable[[Any], Any]:
+        def register(handler: Any) -> Any:
+            self.key.operation(**declared)(handler)
+            if self.signed_in is not None:
+                name = declared.get("name") or handler.__name__
+                self.signed_in.operation(
+                    **{
+                        **declared,
+                        "route": console_route(self.prefix, declared["route"]),
+                        "name": f"{CONSOLE_SEGMENT}_{name}",
+                        "errors": tuple(sorted({*declared["errors"], *_DOOR_ERRORS})),
+                    }
+                )(handler)
+            return handler
+
+        return register

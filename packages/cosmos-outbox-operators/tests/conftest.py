@@ -1,0 +1,110 @@
+"""cosmos-outbox-operators' tests run the operators' routes, console and command line on the
+core's test kit (`cosmos_outbox_testing`'s in-memory services), with a small app of their own
+(tickets.py, the core's tests' own, on the public API); the bounded routes' tests host them on
+funcstack's Functions host against the local Azure stack (`funcstack_services`, funcstack's
+pytest plugin, Python 3.13+: the resources of fixtures/funcstack.json)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import azure.functions as func
+import pytest
+from tickets import Ticket, ticket_routes
+
+from cosmos_outbox import Outbox
+from cosmos_outbox.documents import read_feed
+from cosmos_outbox.relay import RelayReport
+from cosmos_outbox_operators import Operators
+from cosmos_outbox_testing import FunctionClient, InMemory, in_memory, run_sync
+
+if TYPE_CHECKING:
+    from azure.cosmos import DatabaseProxy
+
+    from funcstack import LocalStack
+
+#: The database of fixtures/funcstack.json.
+DATABASE = "outbox-tests"
+
+
+class TicketWorld:
+    """The tickets app, with the operators' routes, on in-memory services (`options`:
+    `in_memory`'s)."""
+
+    def __init__(self, *, etag_request_header: bool = False, **options: Any) -> None:
+        self.memory: InMemory = in_memory(**options)
+        self.outbox = Outbox([Ticket], services=lambda: self.memory.services)
+        self.app = self.outbox.function_app(
+            ticket_routes(self.outbox, etag_request_header=etag_request_header),
+            Operators(),
+            title="Tickets",
+        )
+        self.client = FunctionClient(self.app)
+
+    def relay(self, documents: list[dict[str, Any]]) -> RelayReport:
+        """The stored documents relayed as the trigger relays them; the report."""
+        return run_sync(self.outbox.wiring().relay().relay(read_feed(documents)))
+
+
+@pytest.fixture
+def world() -> TicketWorld:
+    return TicketWorld()
+
+
+def body(response: func.HttpResponse) -> Any:
+    """A response's JSON body."""
+    return json.loads(response.get_body())
+
+
+def problem(response: func.HttpResponse, status: int) -> dict[str, Any]:
+    """A response's problem+json document, checked to be one with `status`."""
+    assert response.status_code == status, response.get_body()
+    assert response.mimetype == "application/problem+json"
+    document: dict[str, Any] = body(response)
+    assert document["status"] == status
+    return document
+
+
+# -- the local Azure stack (funcstack's pytest plugin) -------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def funcstack_config() -> Path:
+    """The resources `funcstack_services` provisions (one stack for the session)."""
+    return Path(__file__).parent / "fixtures" / "funcstack.json"
+
+
+@pytest.fixture(scope="session")
+def admin_database(funcstack_services: LocalStack) -> Iterator[DatabaseProxy]:
+    """The stack's database through one SDK client for the session."""
+    from azure.cosmos import CosmosClient
+
+    client = CosmosClient.from_connection_string(
+        funcstack_services.cosmos_connection_string, connection_verify=False
+    )
+    try:
+        yield client.get_database_client(DATABASE)
+    finally:
+        client.close()
+
+
+@pytest.fixture
+def fresh(admin_database: DatabaseProxy) -> Iterator[str]:
+    """A container of its own for one test (as the outbox's: /partitionKey, per-item TTL on),
+    deleted after it."""
+    from azure.cosmos import PartitionKey
+
+    name = f"outbox-{uuid.uuid4().hex[:12]}"
+    admin_database.create_container(
+        id=name, partition_key=PartitionKey(path="/partitionKey"), default_ttl=-1
+    )
+    try:
+        yield name
+    finally:
+        with contextlib.suppress(Exception):
+            admin_database.delete_container(name)

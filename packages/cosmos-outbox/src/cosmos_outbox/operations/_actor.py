@@ -1,0 +1,63 @@
+"""Who acts: the operator behind an operators' action, known to every audit line. The operators'
+routes admit a request through one of their two doors (`cosmos_outbox._console.doors`: the admin
+key, which the Functions host checks, or a signed-in operator, whom App Service Authentication
+names) and run its action `acting_as` the `Actor` they admitted; the use cases
+(`cosmos_outbox.operations._operators`) read `current_actor()` when they write their audit line.
+A context variable, so that it follows the request into the bounded thread or task that runs it
+(`cosmos_outbox.http.bounded` copies the context) and no use case's signature carries it."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, Literal
+
+__all__ = ["ADMIN_KEY", "UNKNOWN", "Actor", "acting_as", "current_actor"]
+
+
+@dataclass(frozen=True)
+class Actor:
+    """An operator: one signed in (`name`, the identity provider's display name, and `id`, its
+    object id), the holder of the admin key (the host checked it; which key it was, the app
+    cannot tell), or unknown (an action run outside the operators' routes: a test, a script of
+    the app's own)."""
+
+    kind: Literal["signed-in operator", "admin key", "unknown"]
+    name: str | None = None
+    id: str | None = None
+
+    def __str__(self) -> str:
+        if self.kind == "signed-in operator":
+            return f"{self.name} (id {self.id})"
+        return self.kind
+
+    def log_fields(self) -> dict[str, Any]:
+        """The audit line's fields naming the actor (never a secret: no key, no token)."""
+        return {
+            "outbox.actor": str(self),
+            "outbox.actor_kind": self.kind,
+            "outbox.actor_name": self.name,
+            "outbox.actor_id": self.id,
+        }
+
+
+ADMIN_KEY = Actor("admin key")
+UNKNOWN = Actor("unknown")
+_actor: ContextVar[Actor] = ContextVar("cosmos_outbox_actor", default=UNKNOWN)
+
+
+def current_actor() -> Actor:
+    """The operator the running action was admitted for (`UNKNOWN` outside the routes)."""
+    return _actor.get()
+
+
+@contextlib.contextmanager
+def acting_as(actor: Actor) -> Iterator[Actor]:
+    """Run the block as `actor` (then as whoever ran before)."""
+    token = _actor.set(actor)
+    try:
+        yield actor
+    finally:
+        _actor.reset(token)

@@ -1,0 +1,518 @@
+"""Dead letters at the subscribers, recoverable: the dead-letter queues of the topic's
+subscriptions (and of queues an app names: `cosmos_outbox.ports.DeadLetterEntity`) counted,
+listed with a filter, peeked, resubmitted and discarded, one message or all matching a filter.
+
+**Resubmission through duplicate detection.** A dead letter sent again with its own MessageId
+(the event id) is dropped by the topic inside its duplicate-detection window: it would leave
+the dead-letter queue and reach nobody. So a resubmission gets a MessageId of its own,
+`uuid5(namespace, "<event id>@<subscription>#<n>")`, `n` the resubmission's number (1, then one
+more each time the message is dead-lettered again and resubmitted: `outboxResubmission`), and
+keeps everything else: the body, the SessionId (per-aggregate order), the Subject and every
+application property, the event id in `cloudEvents_id` included. The id is derived, not drawn:
+the same resubmission sent twice (the action repeated after a timeout, or a crash between the
+send and the dead letter's removal) has the same MessageId, and inside the window the topic
+drops the second.
+
+**Only the subscription that dead-lettered it.** A message sent to the topic reaches every
+subscription whose rule takes it. A resubmission carries `outboxTarget` = the subscription,
+and each subscription's rule takes what names no target or names it (`NOT
+EXISTS(outboxTarget) OR outboxTarget = '<subscription>'`; the Bicep in deploy/ and the local
+Service Bus configuration declare it for every subscription). A subscription without that
+clause receives it too: the library's subscriber drops it (its inbox knows the event id, and
+its projection the version: `Dispatcher(subscription=...)` also skips a message targeted at
+another subscription); a subscriber of its own that deduplicates on MessageId would take it for
+a new message: give its subscription the clause. A queue's dead letter goes back to the queue.
+
+**Nothing leaves a dead-letter queue unless its resubmission was accepted**: the port's `move`
+sends, and only then completes.
+
+**Discard** gives the version up at that subscription: a discard notice (`OutboxEventDiscarded`,
+`outboxTarget` = the subscription) is sent in the message's session, then the dead letter is
+removed, so the library's subscriber there records an accepted gap and applies the versions it
+held after it. A dead letter that is not an outbox event (no aggregate, no version) is removed
+with no notice, and the answer says so.
+
+Each call handles at most MAX_PER_CALL dead letters, within about half the operators' bound
+(`cosmos_outbox.http.bounded.BOUND_SECONDS`): the answer says how many matching ones remain,
+and the command line calls again until none do.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from cosmos_outbox._mapper import (
+    DISCARD_NOTICE_SUBJECT,
+    RESUBMISSION_PROPERTY,
+    TARGET_PROPERTY,
+    discard_notice,
+)
+from cosmos_outbox.errors import NotFoundError
+from cosmos_outbox.operations._actor import current_actor
+from cosmos_outbox.operations._audit import audit
+from cosmos_outbox.ports import (
+    AsyncDeadLetterQueues,
+    DeadLetter,
+    DeadLetterEntity,
+    Outgoing,
+)
+
+__all__ = [
+    "COUNT_LIMIT",
+    "MAX_PER_CALL",
+    "DeadLetterOperators",
+    "Described",
+    "LetterFilter",
+    "Selection",
+    "describe",
+    "resubmission",
+    "resubmission_id",
+]
+
+#: Namespace of the resubmissions' MessageIds.
+RESUBMISSION_NAMESPACE = uuid.UUID("9d2c6e0b-7a14-5b3f-a8c9-4e1f0d7b6a25")
+#: Dead letters handled per call (the answer says how many remain).
+MAX_PER_CALL = 100
+#: Dead letters counted per queue: beyond, the count is "at least".
+COUNT_LIMIT = 1000
+#: Dead letters peeked per round trip.
+PEEK_BATCH = 100
+#: The kind named in a 404.
+DEAD_LETTER = "dead letter"
+WATCHED = "watched subscription or queue"
+
+
+@dataclass(frozen=True)
+class Described:
+    """What a dead letter is, read from its properties: the outbox's event (or notice) it
+    carries, when it is one."""
+
+    letter: DeadLetter
+    event_id: str | None
+    aggregate_type: str | None
+    aggregate_id: str | None
+    action: str | None
+    version: int | None
+    source: str | None
+    resubmissions: int
+    target: str | None
+
+    @property
+    def is_outbox_message(self) -> bool:
+        return bool(self.aggregate_type and self.aggregate_id and self.version)
+
+
+def describe(letter: DeadLetter) -> Described:
+    properties = letter.application_properties
+    kind = _text(properties.get("aggregateType"))
+    aggregate = _text(properties.get(f"{kind}Id")) if kind else None
+    version = properties.get("version")
+    if isinstance(version, str) and version.isdigit():
+        version = int(version)
+    resubmissions = properties.get(RESUBMISSION_PROPERTY)
+    return Described(
+        letter=letter,
+        event_id=_text(properties.get("cloudEvents_id")) or letter.message_id,
+        aggregate_type=kind,
+        aggregate_id=aggregate or _text(properties.get("cloudEvents_subject")) or letter.session_id,
+        action=_text(properties.get("cloudEvents_type"))
+        or _text(properties.get("action"))
+        or letter.subject,
+        version=version if type(version) is int else None,
+        source=_text(properties.get("cloudEvents_source")),
+        resubmissions=resubmissions if type(resubmissions) is int else 0,
+        target=_text(properties.get(TARGET_PROPERTY)),
+    )
+
+
+def resubmission_id(event_id: str, target: str, number: int) -> str:
+    """The MessageId of resubmission `number` of `event_id`'s dead letter at `target`."""
+    return str(uuid.uuid5(RESUBMISSION_NAMESPACE, f"{event_id}@{target}#{number}"))
+
+
+def resubmission(described: Described, entity: DeadLetterEntity) -> Outgoing:
+    """The dead letter as it was sent, with a MessageId of its own (see the module), its
+    resubmission's number and, for a subscription's, the subscription as its target."""
+    letter = described.letter
+    number = described.resubmissions + 1
+    properties = dict(letter.application_properties)
+    properties[RESUBMISSION_PROPERTY] = number
+    if entity.kind == "subscription":
+        properties[TARGET_PROPERTY] = entity.name
+    key = described.event_id or f"sequence-{letter.sequence_number}"
+    return Outgoing(
+        body=letter.body,
+        message_id=resubmission_id(key, entity.name, number),
+        session_id=letter.session_id,
+        subject=letter.subject,
+        content_type=letter.content_type,
+        correlation_id=letter.correlation_id,
+        application_properties=properties,
+    )
+
+
+def discard_of(
+    described: Described, entity: DeadLetterEntity, *, reason: str, by: str
+) -> Outgoing | None:
+    """The notice that gives the dead letter's version up at `entity` (None: not an outbox
+    message, nothing to tell)."""
+    if not described.is_outbox_message:
+        return None
+    from cosmos_outbox._mapper import application_properties
+
+    assert described.aggregate_type and described.aggregate_id and described.version
+    notice = discard_notice(
+        aggregate_type=described.aggregate_type,
+        aggregate_id=described.aggregate_id,
+        version=described.version,
+        event_id=described.event_id,
+        action=described.action,
+        reason=reason,
+        by=by,
+        at=datetime.now(UTC),
+        source=described.source or f"/{described.aggregate_type}s",
+        target=entity.name if entity.kind == "subscription" else None,
+    )
+    return Outgoing(
+        body=notice.body,
+        message_id=notice.message_id,
+        session_id=notice.session_id,
+        subject=notice.subject,
+        content_type=notice.content_type,
+        application_properties=application_properties(notice),
+    )
+
+
+@dataclass(frozen=True)
+class LetterFilter:
+    """Which dead letters: of an aggregate type (and one aggregate), an action, a reason
+    (found, ignoring case, in the dead-letter reason or its description), enqueued in a time
+    range. Nothing set: every one."""
+
+    aggregate_type: str | None = None
+    aggregate_id: str | None = None
+    action: str | None = None
+    reason: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+
+    def matches(self, described: Described) -> bool:
+        letter = described.letter
+        if self.aggregate_type is not None and described.aggregate_type != self.aggregate_type:
+            return False
+        if self.aggregate_id is not None and described.aggregate_id != self.aggregate_id:
+            return False
+        if self.action is not None and described.action != self.action:
+            return False
+        if self.reason is not None:
+            wanted = self.reason.casefold()
+            found = f"{letter.reason or ''}\n{letter.description or ''}".casefold()
+            if wanted not in found:
+                return False
+        at = letter.enqueued_at
+        if self.since is not None and (at is None or at < self.since.timestamp()):
+            return False
+        return not (self.until is not None and (at is None or at >= self.until.timestamp()))
+
+    @property
+    def empty(self) -> bool:
+        return all(
+            v is None
+            for v in (
+                self.aggregate_type,
+                self.aggregate_id,
+                self.action,
+                self.reason,
+                self.since,
+                self.until,
+            )
+        )
+
+
+@dataclass(frozen=True)
+class Selection:
+    """Dead letters named by their sequence numbers, or all matching a filter (`every`: all of
+    them, said explicitly)."""
+
+    sequence_numbers: tuple[int, ...] = ()
+    filter: LetterFilter = field(default_factory=LetterFilter)
+    every: bool = False
+
+
+@dataclass(frozen=True)
+class EntityCount:
+    entity: DeadLetterEntity
+    #: None when its dead-letter queue could not be read (`error` says why)
+    count: int | None
+    #: the count stopped at COUNT_LIMIT: there are at least that many
+    at_least: bool
+    error: str | None = None
+
+
+@dataclass(frozen=True)
+class Handled:
+    """One dead letter an action handled: what was sent for it (its MessageId, and for a
+    resubmission its number), and the outcome (None: done)."""
+
+    described: Described
+    sent: Outgoing | None
+    outcome: str | None
+
+
+@dataclass(frozen=True)
+class ActionReport:
+    action: str
+    entity: DeadLetterEntity
+    handled: list[Handled]
+    #: matching dead letters not handled by this call (call again)
+    remaining: int
+    subscribers_will_see: str
+
+    @property
+    def done(self) -> list[Handled]:
+        return [h for h in self.handled if h.outcome is None]
+
+    @property
+    def failed(self) -> list[Handled]:
+        return [h for h in self.handled if h.outcome is not None]
+
+
+class DeadLetterOperators:
+    """The dead letters' use cases over the port (`queues()`, made on first use; None: no
+    Service Bus to read them) and the watched entities."""
+
+    def __init__(
+        self,
+        queues: Callable[[], AsyncDeadLetterQueues | None],
+        watched: Sequence[DeadLetterEntity],
+        *,
+        budget_seconds: Callable[[], float] | None = None,
+    ) -> None:
+        self._queues = queues
+        self.watched = tuple(watched)
+        self._budget = budget_seconds or _half_the_bound
+
+    def entity(self, name: str) -> DeadLetterEntity:
+        """The watched entity of that name (NotFoundError: not watched)."""
+        for entity in self.watched:
+            if entity.name.casefold() == name.casefold():
+                return entity
+        raise NotFoundError(WATCHED, name)
+
+    def _port(self) -> AsyncDeadLetterQueues:
+        queues = self._queues()
+        if queues is None:
+            raise NotFoundError(WATCHED, "(none: set OUTBOX_SUBSCRIPTIONS)")
+        return queues
+
+    async def scan(
+        self, entity: DeadLetterEntity, *, after: int = 0, limit: int = COUNT_LIMIT
+    ) -> tuple[list[Described], bool]:
+        """The dead letters after sequence number `after`, in order, at most `limit`; and
+        whether there are more."""
+        port = self._port()
+        found: list[Described] = []
+        start = after + 1
+        while len(found) < limit:
+            page = await port.peek(entity, from_sequence=start, max_count=PEEK_BATCH)
+            found += [describe(m) for m in page]
+            if len(page) < PEEK_BATCH:
+                return found[:limit], len(found) > limit
+            start = page[-1].sequence_number + 1
+        return found[:limit], True
+
+    async def count(self, entity: DeadLetterEntity) -> EntityCount:
+        """How many dead letters `entity` holds (peeked: Listen rights only); a queue that
+        cannot be read says why, and does not fail the others' counts."""
+        try:
+            letters, more = await self.scan(entity)
+        except Exception as exc:
+            from cosmos_outbox.telemetry import error_type
+
+            return EntityCount(entity, None, False, f"{error_type(exc)}: {str(exc)[:200]}")
+        return EntityCount(entity, len(letters), more)
+
+    async def counts(self) -> list[EntityCount]:
+        """`count` of each watched entity."""
+        return [await self.count(entity) for entity in self.watched]
+
+    async def page(
+        self, entity: DeadLetterEntity, selected: LetterFilter, *, page_size: int, after: int
+    ) -> tuple[list[Described], int | None]:
+        """Up to `page_size` dead letters matching, after sequence number `after`; and the
+        sequence number to go on after (None: no more)."""
+        port = self._port()
+        found: list[Described] = []
+        start = after + 1
+        scanned = 0
+        while True:
+            page = await port.peek(entity, from_sequence=start, max_count=PEEK_BATCH)
+            for letter in page:
+                described = describe(letter)
+                if selected.matches(described):
+                    found.append(described)
+                    if len(found) == page_size:
+                        more, _ = await self.scan(entity, after=letter.sequence_number, limit=1)
+                        return found, letter.sequence_number if more else None
+            scanned += len(page)
+            if len(page) < PEEK_BATCH:
+                return found, None
+            start = page[-1].sequence_number + 1
+            if scanned >= COUNT_LIMIT:  # a page of fewer items, and a token to go on
+                return found, page[-1].sequence_number
+
+    async def peek(self, entity: DeadLetterEntity, sequence_number: int) -> Described:
+        [*found] = await self._port().peek(entity, from_sequence=sequence_number, max_count=1)
+        if not found or found[0].sequence_number != sequence_number:
+            raise NotFoundError(DEAD_LETTER, f"{entity.name} #{sequence_number}")
+        return describe(found[0])
+
+    async def _selected(
+        self, entity: DeadLetterEntity, selection: Selection
+    ) -> tuple[list[Described], int]:
+        """The dead letters a selection names (at most MAX_PER_CALL), and how many more match."""
+        if selection.sequence_numbers:
+            wanted = set(selection.sequence_numbers)
+            letters, _ = await self.scan(entity, after=min(wanted) - 1)
+            found = [d for d in letters if d.letter.sequence_number in wanted]
+            missing = wanted - {d.letter.sequence_number for d in found}
+            if missing:
+                raise NotFoundError(
+                    DEAD_LETTER, f"{entity.name} #{', #'.join(map(str, sorted(missing)))}"
+                )
+            return found[:MAX_PER_CALL], max(0, len(found) - MAX_PER_CALL)
+        letters, _ = await self.scan(entity)
+        found = [d for d in letters if selection.filter.matches(d)]
+        return found[:MAX_PER_CALL], max(0, len(found) - MAX_PER_CALL)
+
+    async def resubmit(self, entity: DeadLetterEntity, selection: Selection) -> ActionReport:
+        """Send the selected dead letters again (see the module), then remove each whose send
+        was accepted."""
+        letters, remaining = await self._selected(entity, selection)
+        plan: dict[int, tuple[Described, Outgoing | None]] = {
+            d.letter.sequence_number: (d, resubmission(d, entity)) for d in letters
+        }
+        handled = await self._move(entity, plan)
+        will_see = _will_see_resubmission(entity, handled)
+        report = ActionReport("resubmit", entity, handled, remaining, will_see)
+        _audit(report, reason=None)
+        return report
+
+    async def discard(
+        self, entity: DeadLetterEntity, selection: Selection, *, reason: str
+    ) -> ActionReport:
+        """Give the selected dead letters up at `entity`: the discard notice of each one's
+        version sent in its session, to that subscription only, then the dead letter removed.
+        The notices name who gave them up (`discardedBy`: the current actor)."""
+        letters, remaining = await self._selected(entity, selection)
+        by = str(current_actor())
+        plan = {
+            d.letter.sequence_number: (d, discard_of(d, entity, reason=reason, by=by))
+            for d in letters
+        }
+        handled = await self._move(entity, plan)
+        will_see = _will_see_discard(entity, handled)
+        report = ActionReport("discard", entity, handled, remaining, will_see)
+        _audit(report, reason=reason)
+        return report
+
+    async def _move(
+        self,
+        entity: DeadLetterEntity,
+        plan: dict[int, tuple[Described, Outgoing | None]],
+    ) -> list[Handled]:
+        """Move the planned dead letters, in chunks while the time budget lasts; those left
+        when it ran out are reported as not handled (call again)."""
+        port = self._port()
+        handled: list[Handled] = []
+        numbers = sorted(plan)
+        deadline = time.monotonic() + self._budget()
+        chunk = 10
+        for start in range(0, len(numbers), chunk):
+            part = numbers[start : start + chunk]
+            if start and time.monotonic() > deadline:
+                handled += [
+                    Handled(plan[n][0], None, "not handled in this call: call again")
+                    for n in numbers[start:]
+                ]
+                break
+            outcomes = await port.move(entity, {n: plan[n][1] for n in part})
+            handled += [Handled(plan[n][0], plan[n][1], outcomes.get(n)) for n in part]
+        return handled
+
+
+def _half_the_bound() -> float:
+    from cosmos_outbox.http import bounded
+
+    return bounded.BOUND_SECONDS / 2
+
+
+def _will_see_resubmission(entity: DeadLetterEntity, handled: list[Handled]) -> str:
+    done = [h for h in handled if h.outcome is None]
+    if not done:
+        return "nothing: no dead letter was resubmitted"
+    if entity.kind == "queue":
+        return (
+            f"{len(done)} message(s) back on queue {entity.name}, each with a MessageId of its "
+            "own (outboxResubmission = its number), everything else as it was sent"
+        )
+    return (
+        f"{len(done)} message(s) at subscription {entity.name} only (outboxTarget), each in its "
+        "session with a new MessageId that the topic's duplicate detection cannot drop and "
+        "the event id unchanged (cloudEvents_id): a subscriber that deduplicates on the event "
+        "id (the library's inbox) applies each once, and drops one it applied already; the "
+        "versions it held behind one are applied after it. A subscription whose rule lacks the "
+        "outboxTarget clause receives them too: the library's subscriber drops them, one that "
+        "deduplicates on MessageId would apply them again"
+    )
+
+
+def _will_see_discard(entity: DeadLetterEntity, handled: list[Handled]) -> str:
+    done = [h for h in handled if h.outcome is None]
+    notices = [h for h in done if h.sent is not None]
+    silent = len(done) - len(notices)
+    if not done:
+        return "nothing: no dead letter was discarded"
+    parts = []
+    if notices:
+        first = notices[0]
+        parts.append(
+            f"{len(notices)} {DISCARD_NOTICE_SUBJECT} notice(s), each in its aggregate's "
+            f"session at subscription {entity.name} only (the first: "
+            f"{first.described.aggregate_type} {first.described.aggregate_id} version "
+            f"{first.described.version}): the library's subscriber there records an accepted "
+            "gap for each version and applies the versions it held after it"
+        )
+    if silent:
+        parts.append(
+            f"{silent} dead letter(s) removed with no notice (not outbox events: no aggregate "
+            "or version to give up)"
+        )
+    return "; ".join(parts)
+
+
+def _audit(report: ActionReport, *, reason: str | None) -> None:
+    numbers = [h.described.letter.sequence_number for h in report.done]
+    audit(
+        f"deadletters.{report.action}",
+        f"{len(report.done)} of {len(report.handled)} dead letter(s) of {report.entity.name} "
+        f"{'resubmitted' if report.action == 'resubmit' else 'discarded'} "
+        f"(sequence numbers {numbers}), {len(report.failed)} not, {report.remaining} remaining"
+        + (f"; reason: {reason}" if reason else ""),
+        will_see=report.subscribers_will_see,
+        entity=report.entity.name,
+        sequence_numbers=numbers,
+        event_ids=[h.described.event_id for h in report.done],
+        failed=len(report.failed),
+        remaining=report.remaining,
+        reason=reason,
+    )
+
+
+def _text(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None

@@ -1,0 +1,62 @@
+"""What the operators' roles stand on, built once by the outbox's wiring: its store, quarantine,
+relay, backlog estimator and its last hour, the relay's health, the dead-letter queues of the
+watched entities, the subscribers' containers it knows, the paging tokens, the TTL and how to
+read older events. Each role takes the parts it needs from here (one list, not one per role)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from cosmos_outbox.http._paging import TokenCodec
+from cosmos_outbox.ports import (
+    AsyncBacklogEstimator,
+    AsyncDeadLetterQueues,
+    AsyncDocumentStore,
+    DeadLetterEntity,
+)
+
+if TYPE_CHECKING:
+    from cosmos_outbox._quarantine import Quarantine
+    from cosmos_outbox._records import LegacyEvents
+    from cosmos_outbox._relay.backlog_history import BacklogHistory
+    from cosmos_outbox._relay.forwarding import Relay
+    from cosmos_outbox._relay.health import RelayHealth
+
+__all__ = ["PagingTokens", "Parts"]
+
+
+@dataclass(frozen=True)
+class PagingTokens:
+    """The sealed continuation tokens of the operators' paged answers (a token of one kind is
+    refused by another: each has its own key)."""
+
+    quarantine: TokenCodec
+    dead_letters: TokenCodec
+    documents: TokenCodec
+    redrive: TokenCodec
+
+
+def _no_dead_letters() -> AsyncDeadLetterQueues | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Parts:
+    """What the operators' roles stand on (see the module)."""
+
+    store: AsyncDocumentStore
+    quarantine: Quarantine
+    relay: Callable[[], Relay]
+    backlog: Callable[[], AsyncBacklogEstimator]
+    history: BacklogHistory
+    event_ttl_seconds: int
+    tokens: PagingTokens
+    legacy: LegacyEvents | None = None
+    clock: Callable[[], float] = time.time
+    health: RelayHealth | None = None
+    dead_letters: Callable[[], AsyncDeadLetterQueues | None] = _no_dead_letters
+    watched: tuple[DeadLetterEntity, ...] = ()
+    subscribers: Callable[[], Mapping[str, AsyncDocumentStore]] = dict

@@ -1,0 +1,168 @@
+"""The quarantine's use cases: its records, replay through the relay, and discard.
+
+**Discarding a quarantined event gives its version up**: its discard notice
+(`OutboxEventDiscarded`, with the version, action, reason and who discarded it) is sent in its
+session, where the event would have been, to every subscription, and only then the record is
+marked discarded (kept, with who and why, until it expires): the library's subscriber records an
+accepted gap and applies the versions it held after it. A discarded event is not replayed.
+
+Every action writes one audit log line (`cosmos_outbox.operations._audit`) with what subscribers
+will see, its values as fields (`extra`): `outbox.audit` (`quarantine.replay`,
+`quarantine.discard`, `redrive`, `deadletters.resubmit`, ...), `outbox.subscribers_will_see`,
+`outbox.event_id`, `outbox.reason`..., and who did it (`cosmos_outbox.operations`: "by <name> (id
+<object id>)" or "by admin key", and the fields `outbox.actor`, `outbox.actor_kind`,
+`outbox.actor_name`, `outbox.actor_id`); the discard notice names the same actor
+(`discardedBy`).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from cosmos_outbox._domain import DomainError
+from cosmos_outbox._quarantine import QuarantinedEvent
+from cosmos_outbox._records import OutboxMessage
+from cosmos_outbox.errors import PublishFailedError
+from cosmos_outbox.operations._actor import current_actor
+from cosmos_outbox.operations._giving_up import notice_of_event, will_see_notice
+from cosmos_outbox.operations._parts import Parts
+from cosmos_outbox.ports import (
+    Page,
+)
+from cosmos_outbox.telemetry import error_type
+
+#: The log category operators filter on (kept across module moves).
+logger = logging.getLogger("cosmos_outbox.operators")
+
+
+@dataclass(frozen=True)
+class Discarded:
+    """A quarantined event given up: its record (discarded), the notice sent (None when its
+    aggregate or version could not be read), and what subscribers will see."""
+
+    entry: QuarantinedEvent
+    notice: OutboxMessage | None
+    subscribers_will_see: str
+    #: it was discarded before: nothing was done again
+    already: bool = False
+
+
+class QuarantineOperators:
+    """The quarantine's use cases: its records a page at a time, one record, replay (through
+    the relay) and discard (the event's version given up, with its notice)."""
+
+    def __init__(self, parts: Parts) -> None:
+        self._parts = parts
+
+    async def page(self, *, page_size: int, continuation: str | None) -> Page[QuarantinedEvent]:
+        return await self._parts.quarantine.list_page(
+            page_size=page_size, continuation=continuation
+        )
+
+    async def get(self, event_id: str) -> QuarantinedEvent:
+        """One quarantine record (NotFoundError: none for that event)."""
+        return await self._parts.quarantine.get(event_id)
+
+    async def replay(self, event_id: str) -> QuarantinedEvent:
+        """Send the stored event through the relay again, with its own id. Sent: the record is
+        resolved. Set aside again (or the send failed): it stays, with the new reason, and
+        replays + 1. A resolved record is not sent again (replaying twice is harmless); a
+        discarded one is refused (its version was given up: subscribers moved past it)."""
+        entry = await self._parts.quarantine.get(event_id)
+        if entry.discarded:
+            raise DomainError(
+                f"event {event_id} was discarded by {entry.discarded_by} "
+                f"({entry.discard_reason}): its version was given up and subscribers moved "
+                "past it; it is not sent again"
+            )
+        if entry.resolved:
+            _audit("quarantine.replay", entry, "already resolved; nothing sent")
+            return entry
+        try:
+            report = await self._parts.relay().relay([entry.event])
+        except Exception as exc:  # the broker failed: recorded, and the record stays
+            reason = f"replay failed to send: {error_type(exc)}"
+            result = await self._parts.quarantine.replayed(
+                entry, resolved=False, reason=reason, ttl_seconds=self._parts.event_ttl_seconds
+            )
+        else:
+            reason = report.reasons.get(entry.event_id, "")
+            result = await self._parts.quarantine.replayed(
+                entry, resolved=not reason, reason=reason, ttl_seconds=self._parts.event_ttl_seconds
+            )
+        _audit(
+            "quarantine.replay",
+            result,
+            "resolved" if result.resolved else f"still quarantined: {result.reason}",
+            will_see=(
+                f"event {result.event_id} (version {result.version}) in its session, under its "
+                "own MessageId: a subscriber that received its quarantine notice applies it "
+                "and the versions it held after it"
+                if result.resolved
+                else "nothing new"
+            ),
+        )
+        return result
+
+    async def discard(self, event_id: str, reason: str) -> Discarded:
+        """Give the event up: its discard notice sent in its session (every subscription),
+        then the record marked discarded (kept until it expires). Discarding it again answers
+        what the first discard did, sending nothing. Who discarded it (the notice's
+        `discardedBy`, the record's) is the current actor."""
+        entry = await self._parts.quarantine.get(event_id)
+        if entry.discarded:
+            return Discarded(
+                entry,
+                None,
+                f"nothing new: it was discarded at {entry.discarded_at} by "
+                f"{entry.discarded_by}, and its notice sent then",
+                already=True,
+            )
+        by = str(current_actor())
+        notice = notice_of_event(entry.event, reason=reason, by=by)
+        if notice is not None:
+            try:
+                await self._parts.relay().send([notice])
+            except Exception as exc:  # nothing changed: the record stays quarantined
+                raise PublishFailedError(
+                    f"the discard notice failed to send: {error_type(exc)}"
+                ) from exc
+        why = "the event's aggregate or version cannot be read from its document"
+        will_see = will_see_notice(notice, why_none=why)
+        discarded = await self._parts.quarantine.discard(
+            entry, by=by, reason=reason, ttl_seconds=self._parts.event_ttl_seconds
+        )
+        _audit("quarantine.discard", discarded, reason, will_see=will_see)
+        return Discarded(discarded, notice, will_see)
+
+
+def _audit(
+    action: str, entry: QuarantinedEvent, reason: str, *, will_see: str = "nothing new"
+) -> None:
+    actor = current_actor()
+    fields: dict[str, Any] = {
+        **actor.log_fields(),
+        "outbox.audit": action,
+        "outbox.subscribers_will_see": will_see,
+        "outbox.event_id": entry.event_id,
+        "outbox.aggregate_type": entry.aggregate_type,
+        "outbox.aggregate_id": entry.aggregate_id,
+        "outbox.action": entry.action,
+        "outbox.version": entry.version,
+        "outbox.reason": reason,
+        "outbox.replays": entry.replays,
+    }
+    logger.warning(
+        "outbox audit: %s of event %s (%s %s v%s) by %s: %s; subscribers will see: %s",
+        action,
+        entry.event_id,
+        entry.aggregate_type,
+        entry.aggregate_id,
+        entry.version,
+        actor,
+        reason,
+        will_see,
+        extra=fields,
+    )

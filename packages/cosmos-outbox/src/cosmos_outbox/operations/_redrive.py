@@ -1,0 +1,334 @@
+"""An honest re-drive: stored events sent again, and a report of what reached the topic and what
+subscribers will apply, never a bare "sent".
+
+Service Bus does not tell a sender that it dropped a message as a duplicate: a re-drive with the
+events' own MessageIds inside the topic's duplicate-detection window is accepted and dropped,
+and the sender cannot know. So a re-drive never reuses them: each event goes out under a
+MessageId of its own, `uuid5(namespace, "<event id>#<re-drive id>")` (the re-drive id drawn once
+per re-drive, carried by its continuation token from page to page), the event id unchanged as
+its CloudEvents id (`cloudEvents_id`) and `outboxRedrive` naming the re-drive. The topic cannot
+drop one as a duplicate: every message the relay reports sent reached the topic as a new
+message, and reached each subscription whose rule takes it — every subscription, or one
+(`subscription`: `outboxTarget`, as a dead letter's resubmission). A subscriber that
+deduplicates on the event id (the library's inbox and version check) applies only what it has
+not applied yet; when the app knows a subscriber's projection container (OUTBOX_SUBSCRIPTIONS
+`name=container`) the report counts, per such subscriber, the events it applied already (it
+drops them), holds (dropped: applied when its gap closes) and will apply.
+
+An event an operator discarded (given up: its quarantine record says so) is not re-driven. A
+scheduled event keeps its due time: one not released yet has its release scheduled again for its
+due time (it is sent then, once, under its own MessageId: `scheduled`), one released is sent
+again as any event, and one cancelled is not re-driven (`cancelled`): it is never sent.
+
+Long re-drives go a page at a time (`page_size` events, per aggregate in version order across
+pages): the answer carries a continuation token with the totals so far; the command line
+follows it and shows the progress. Events go through the relay
+(`cosmos_outbox._relay.forwarding.Relay`), so they are sent as the change-feed trigger sends them
+(claim check, quarantine rules).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from cosmos_outbox._mapper import REDRIVE_PROPERTY, TARGET_PROPERTY
+from cosmos_outbox._quarantine import QUARANTINE_TYPE
+from cosmos_outbox._records import OutboxMessage, OutboxRecord, Unreadable
+from cosmos_outbox.errors import InvalidContinuationError, PublishFailedError
+from cosmos_outbox.http._paging import Cursor
+from cosmos_outbox.operations._audit import audit
+from cosmos_outbox.operations._dead_letters import DeadLetterOperators
+from cosmos_outbox.operations._parts import Parts
+from cosmos_outbox.operations._stored import partition_of, stored_events
+from cosmos_outbox.subscriber._bookkeeping import inbox_id, last_version
+from cosmos_outbox.telemetry import error_type
+
+__all__ = ["RedriveOperators", "RedrivePage", "redrive_message_id"]
+
+#: Namespace of the re-driven messages' MessageIds.
+REDRIVE_NAMESPACE = uuid.UUID("5e8a1c3f-2d7b-5a96-b4e0-7c1f9a2d6b38")
+DEFAULT_PAGE_SIZE = 100
+
+
+def redrive_message_id(event_id: str, redrive_id: str) -> str:
+    """The MessageId of `event_id` in re-drive `redrive_id`."""
+    return str(uuid.uuid5(REDRIVE_NAMESPACE, f"{event_id}#{redrive_id}"))
+
+
+def rewrite(redrive_id: str, target: str | None) -> Callable[[OutboxMessage], OutboxMessage]:
+    """How the re-drive changes each event's message (see the module)."""
+
+    def rewritten(message: OutboxMessage) -> OutboxMessage:
+        properties = dict(message.application_properties)
+        properties[REDRIVE_PROPERTY] = redrive_id
+        if target is not None:
+            properties[TARGET_PROPERTY] = target
+        return dataclasses.replace(
+            message,
+            message_id=redrive_message_id(message.message_id, redrive_id),
+            event_id=message.event_id or message.message_id,
+            application_properties=properties,
+        )
+
+    return rewritten
+
+
+@dataclass
+class SubscriberCounts:
+    """What one subscriber (whose projection container the app knows) does with the events
+    re-driven so far."""
+
+    subscription: str
+    already_applied: int = 0
+    held: int = 0
+    to_apply: int = 0
+
+
+@dataclass
+class RedriveState:
+    """What the continuation token carries from page to page."""
+
+    redrive_id: str
+    scope: list[str | None]
+    after: list[Any] | None = None
+    done: int = 0
+    accepted: int = 0
+    quarantined: int = 0
+    subscribers: dict[str, list[int]] = field(default_factory=dict)
+    scheduled: int = 0
+    cancelled: int = 0
+
+
+@dataclass(frozen=True)
+class RedrivePage:
+    redrive_id: str
+    #: stored events in the re-drive's scope (every page)
+    events: int
+    #: handled so far (this page included)
+    done: int
+    #: this page: events handled, messages the topic accepted, events quarantined
+    page_events: int
+    page_accepted: int
+    page_quarantined: int
+    #: so far: messages the topic accepted (new MessageIds: none dropped as a duplicate)
+    accepted: int
+    quarantined: int
+    subscription: str | None
+    subscribers: list[SubscriberCounts]
+    subscribers_will_see: str
+    continuation_token: str | None
+    #: so far: scheduled events not released yet (their release scheduled again for their due
+    #: time), and cancelled ones (not re-driven: never sent)
+    scheduled: int = 0
+    cancelled: int = 0
+
+
+def _key(event: OutboxRecord | Unreadable) -> tuple[str, int, str]:
+    return (event.aggregate_id or "", event.version or 0, event.event_id)
+
+
+class RedriveOperators:
+    """Re-drive over the outbox's store and relay (`relay()`: its `relay(items, rewrite=...)`),
+    its paging tokens (`tokens`), and the projection containers of the subscribers the app
+    knows (`subscribers()`, by subscription)."""
+
+    def __init__(self, parts: Parts, dead_letters: DeadLetterOperators) -> None:
+        self._parts = parts
+        self._letters = dead_letters
+        self._tokens = parts.tokens.redrive
+
+    def _open(self, token: str, scope: list[str | None]) -> RedriveState:
+        cursor = self._tokens.decode(token)
+        try:
+            state = RedriveState(**json.loads(cursor.store_token))
+        except (TypeError, ValueError):
+            raise InvalidContinuationError("the re-drive token is damaged") from None
+        if state.scope != scope:
+            raise InvalidContinuationError(
+                "the continuation token is of another re-drive (since, aggregate or "
+                "subscription differ)"
+            )
+        return state
+
+    async def page(
+        self,
+        since: datetime,
+        *,
+        aggregate_type: str | None = None,
+        aggregate_id: str | None = None,
+        subscription: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+        continuation: str | None = None,
+    ) -> RedrivePage:
+        """One page of a re-drive of the stored events created at or after `since` (of one
+        aggregate type, and one aggregate of it, if given; to one watched subscription if
+        given: NotFoundError for another), the first or the one `continuation` names."""
+        if subscription is not None:
+            subscription = self._letters.entity(subscription).name
+        scope = [since.isoformat(), aggregate_type, aggregate_id, subscription]
+        state = (
+            self._open(continuation, scope)
+            if continuation
+            else RedriveState(redrive_id=str(uuid.uuid4()), scope=scope)
+        )
+        discarded = {
+            str(d.get("eventId"))
+            for d in await self._parts.store.of_type(
+                QUARANTINE_TYPE, partition_key=partition_of(aggregate_id)
+            )
+            if d.get("status") == "discarded"
+        }
+        events = sorted(
+            (
+                e
+                for e in await stored_events(
+                    self._parts.store,
+                    since,
+                    aggregate_type=aggregate_type,
+                    aggregate_id=aggregate_id,
+                    legacy=self._parts.legacy,
+                )
+                if e.event_id not in discarded
+            ),
+            key=_key,
+        )
+        after = tuple(state.after) if state.after is not None else None
+        pending = [e for e in events if after is None or _key(e) > after]
+        page = pending[:page_size]
+        try:
+            report = await self._parts.relay().relay(
+                page, rewrite=rewrite(state.redrive_id, subscription)
+            )
+        except Exception as exc:
+            raise PublishFailedError(f"re-drive failed to send: {error_type(exc)}") from exc
+        counts = await self._count_subscribers(page, subscription, state)
+        state.done += len(page)
+        state.accepted += report.sent
+        state.quarantined += len(report.quarantined)
+        state.scheduled += report.scheduled
+        state.cancelled += report.cancelled
+        if page:
+            state.after = list(_key(page[-1]))
+        more = len(pending) > len(page)
+        token = (
+            self._tokens.encode(
+                Cursor(
+                    store_token=json.dumps(dataclasses.asdict(state), separators=(",", ":")),
+                    page=max(1, state.done),
+                )
+            )
+            if more
+            else None
+        )
+        result = RedrivePage(
+            redrive_id=state.redrive_id,
+            events=state.done + len(pending) - len(page),
+            done=state.done,
+            page_events=len(page),
+            page_accepted=report.sent,
+            page_quarantined=len(report.quarantined),
+            accepted=state.accepted,
+            quarantined=state.quarantined,
+            subscription=subscription,
+            subscribers=counts,
+            subscribers_will_see=_will_see(state, subscription, counts),
+            continuation_token=token,
+            scheduled=state.scheduled,
+            cancelled=state.cancelled,
+        )
+        scope_text = " ".join(p for p in (aggregate_type, aggregate_id) if p)
+        audit(
+            "redrive",
+            f"re-drive {state.redrive_id} since {since.isoformat()}"
+            f"{f' of {scope_text}' if scope_text else ''}"
+            f"{f' to subscription {subscription}' if subscription else ''}: page of "
+            f"{len(page)} event(s), {report.sent} accepted by the topic as new messages, "
+            f"{len(report.quarantined)} quarantined; {state.done} of {result.events} done",
+            will_see=result.subscribers_will_see,
+            redrive_id=state.redrive_id,
+            since=since.isoformat(),
+            aggregate_type=aggregate_type,
+            aggregate_id=aggregate_id,
+            subscription=subscription,
+            events=len(page),
+            accepted=report.sent,
+            quarantined=len(report.quarantined),
+            done=state.done,
+            total=result.events,
+        )
+        return result
+
+    async def _count_subscribers(
+        self,
+        page: list[OutboxRecord | Unreadable],
+        subscription: str | None,
+        state: RedriveState,
+    ) -> list[SubscriberCounts]:
+        """Per subscriber whose container the app knows (only `subscription`'s when targeted):
+        the page's events it applied already, holds, or will apply; added to the totals."""
+        stores = {
+            name: store
+            for name, store in self._parts.subscribers().items()
+            if subscription is None or name == subscription
+        }
+        for name, store in stores.items():
+            totals = state.subscribers.setdefault(name, [0, 0, 0])
+            versions: dict[str, int] = {}
+            for event in page:
+                if not isinstance(event, OutboxRecord) or event.cancelled_at is not None:
+                    continue
+                aggregate = event.aggregate_id
+                if event.deliver_at is not None:  # no version: its inbox record says
+                    seen = await store.read(aggregate, inbox_id(event.event_id)) is not None
+                    totals[0 if seen else 2] += 1
+                    continue
+                if aggregate not in versions:
+                    versions[aggregate] = last_version(await store.read(aggregate, aggregate))
+                if event.version <= versions[aggregate]:
+                    totals[0] += 1
+                elif await store.read(aggregate, inbox_id(event.event_id)) is not None:
+                    totals[1] += 1
+                else:
+                    totals[2] += 1
+        return [
+            SubscriberCounts(name, *totals) for name, totals in sorted(state.subscribers.items())
+        ]
+
+
+def _will_see(state: RedriveState, subscription: str | None, counts: list[SubscriberCounts]) -> str:
+    where = (
+        f"subscription {subscription} only (outboxTarget)"
+        if subscription
+        else "every subscription whose rule takes them"
+    )
+    text = (
+        f"{state.accepted} new message(s) so far at {where}, in each aggregate's session in "
+        "version order, each with a MessageId of its own (outboxRedrive) and the event id "
+        "unchanged (cloudEvents_id): a subscriber that deduplicates on the event id applies "
+        "only what it has not applied yet; one that deduplicates on MessageId takes each for "
+        "a new message"
+    )
+    for c in counts:
+        text += (
+            f"; {c.subscription}: {c.already_applied} applied already (dropped), {c.held} held "
+            f"already (dropped, applied when its gap closes), {c.to_apply} to apply"
+        )
+    if state.quarantined:
+        text += (
+            f"; {state.quarantined} event(s) quarantined again, each with its "
+            "OutboxEventQuarantined notice"
+        )
+    if state.scheduled:
+        text += (
+            f"; {state.scheduled} scheduled event(s) not due yet: their release scheduled again "
+            "for their due time, sent then, once"
+        )
+    if state.cancelled:
+        text += f"; {state.cancelled} cancelled scheduled event(s) not re-driven: never sent"
+    return text

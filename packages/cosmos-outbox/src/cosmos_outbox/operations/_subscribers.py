@@ -1,0 +1,139 @@
+"""The subscribers, as the publishing app's operators see them: per watched subscription, its
+dead letters and, when the app knows the library's subscriber's projection container there
+(OUTBOX_SUBSCRIPTIONS `name=container`), what that subscriber holds, why, and what releases it,
+and the gaps it accepted (`cosmos_outbox.subscriber.subscriber_status`, the subscriber's own
+status, read from the same container).
+
+**Releasing held versions.** Every version a subscriber holds has an action that releases it:
+the missing version arrives (a replayed quarantined event, a resubmitted dead letter, a
+re-drive), or an operator gives it up. A quarantined event is given up at the outbox
+(`quarantine discard`: every subscription), a dead letter at its subscription (`deadletters
+discard`). A version that is neither (its dead letter discarded by another tool, its message
+expired on the subscription, its event gone) is given up here: `release` sends the discard
+notice of that version (`OutboxEventDiscarded`, what is known of its event from the outbox's
+store) in the aggregate's session, to that subscription only (`outboxTarget`); the subscriber
+records an accepted gap and applies the versions it held after it. The notice goes through the
+subscription as every message does, so it is applied in order, by the subscriber itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from cosmos_outbox._mapper import EVENT_TYPE, discard_notice, read_feed
+from cosmos_outbox._quarantine import QUARANTINE_TYPE, quarantined_event
+from cosmos_outbox._records import OutboxMessage, OutboxRecord
+from cosmos_outbox.errors import NotFoundError, PublishFailedError
+from cosmos_outbox.operations._actor import current_actor
+from cosmos_outbox.operations._audit import audit
+from cosmos_outbox.operations._dead_letters import WATCHED, DeadLetterOperators, EntityCount
+from cosmos_outbox.operations._giving_up import will_see_notice
+from cosmos_outbox.operations._parts import Parts
+from cosmos_outbox.operations._stored import partition_of
+from cosmos_outbox.subscriber._status import SubscriberStatus, subscriber_status
+from cosmos_outbox.telemetry import error_type
+
+__all__ = ["Released", "SubscriberOperators", "SubscriberView"]
+
+
+@dataclass(frozen=True)
+class SubscriberView:
+    subscription: str
+    dead_letters: EntityCount
+    #: None: the app does not know this subscriber's projection container
+    status: SubscriberStatus | None
+
+
+@dataclass(frozen=True)
+class Released:
+    subscription: str
+    notice: OutboxMessage
+    subscribers_will_see: str
+
+
+class SubscriberOperators:
+    def __init__(self, parts: Parts, dead_letters: DeadLetterOperators) -> None:
+        self._parts = parts
+        self._letters = dead_letters
+
+    async def status(self) -> list[SubscriberView]:
+        stores = self._parts.subscribers()
+        views = []
+        for entity in self._letters.watched:
+            if entity.kind != "subscription":
+                continue
+            store = stores.get(entity.name)
+            status = await subscriber_status(store) if store is not None else None
+            views.append(SubscriberView(entity.name, await self._letters.count(entity), status))
+        return views
+
+    async def release(
+        self,
+        subscription: str,
+        *,
+        aggregate_type: str,
+        aggregate_id: str,
+        version: int,
+        reason: str,
+    ) -> Released:
+        """Give `version` of the aggregate up at `subscription` (a watched one): its discard
+        notice, to that subscription only, naming who gave it up (the current actor)."""
+        entity = self._letters.entity(subscription)
+        if entity.kind != "subscription":
+            raise NotFoundError(WATCHED, f"{subscription} (a queue: nothing to release there)")
+        event_id, action, source = await self._known(aggregate_type, aggregate_id, version)
+        notice = discard_notice(
+            aggregate_type=aggregate_type,
+            aggregate_id=aggregate_id,
+            version=version,
+            event_id=event_id,
+            action=action,
+            reason=reason,
+            by=str(current_actor()),
+            at=datetime.now(UTC),
+            source=source,
+            target=entity.name,
+        )
+        try:
+            await self._parts.relay().send([notice])
+        except Exception as exc:
+            raise PublishFailedError(f"the release failed to send: {error_type(exc)}") from exc
+        will_see = will_see_notice(notice)
+        audit(
+            "subscribers.release",
+            f"{aggregate_type} {aggregate_id} version {version} given up at {entity.name} "
+            f"(event {event_id or 'unknown'}): {reason}",
+            will_see=will_see,
+            subscription=entity.name,
+            aggregate_type=aggregate_type,
+            aggregate_id=aggregate_id,
+            version=version,
+            event_id=event_id,
+            reason=reason,
+            message_id=notice.message_id,
+        )
+        return Released(entity.name, notice, will_see)
+
+    async def _known(
+        self, aggregate_type: str, aggregate_id: str, version: int
+    ) -> tuple[str | None, str | None, str]:
+        """The event id, action and source of the aggregate's `version`, from its stored event
+        or its quarantine record when the outbox still has one."""
+        documents = await self._parts.store.of_type(
+            EVENT_TYPE, partition_key=partition_of(aggregate_id)
+        )
+        for item in read_feed(documents, legacy=self._parts.legacy):
+            if (
+                isinstance(item, OutboxRecord)
+                and item.version == version
+                and item.aggregate_type == aggregate_type
+            ):
+                return item.event_id, item.action, item.event_source
+        for document in await self._parts.store.of_type(
+            QUARANTINE_TYPE, partition_key=partition_of(aggregate_id)
+        ):
+            entry = quarantined_event(document, legacy=self._parts.legacy)
+            if entry.version == version:
+                return entry.event_id, entry.action, entry.event.event_source
+        return None, None, f"/{aggregate_type}s"

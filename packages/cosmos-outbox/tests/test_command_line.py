@@ -1,0 +1,38 @@
+"""`cosmos-outbox`, the core's command: it runs the commands the installed distributions name in
+the entry-point group `cosmos_outbox.commands`; an operators' command without
+cosmos-outbox-operators says which package to install, and the list of commands says it too."""
+
+from __future__ import annotations
+
+import pytest
+
+import cosmos_outbox.cli as cli
+
+
+def test_an_operators_command_without_its_package_says_which_to_install(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(cli, "entry_points", lambda group: [])
+    assert cli.main(["--api", "http://127.0.0.1:9/api", "status"]) == 2
+    assert "pip install cosmos-outbox-operators" in capsys.readouterr().err
+    assert cli.main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "none installed" in out and "status" in out and "cosmos-outbox-operators" in out
+
+
+def test_a_command_runs_with_the_whole_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[tuple[list[str], str]] = []
+
+    def run(argv: list[str], *, prog: str) -> int:
+        seen.append((argv, prog))
+        return 0
+
+    class Point:
+        name = "status"
+
+        def load(self) -> object:
+            return run
+
+    monkeypatch.setattr(cli, "entry_points", lambda group: [Point()])
+    assert cli.main(["--api", "http://x/api", "status", "--json"], prog="cosmos-outbox") == 0
+    assert seen == [(["--api", "http://x/api", "status", "--json"], "cosmos-outbox")]

@@ -1,0 +1,244 @@
+"""The core a small wheel of its own (issue 65): cosmos-outbox imports neither of the
+distributions on top of it (cosmos-outbox-operators, the ways in; cosmos-outbox-testing, the test
+kit) but through the one module that names them for 0.5's deprecated paths; the ways in use the
+core's public names only; the test kit uses them and a declared set of the core's internals,
+each named here with why; the core's wheel carries no HTML, JavaScript, CSS, template or sign-in
+code; and no source file of a package is over 700 lines (funcstack's own cap, for every
+package)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CORE = ROOT / "packages/cosmos-outbox/src/cosmos_outbox"
+OPERATORS = ROOT / "packages/cosmos-outbox-operators/src/cosmos_outbox_operators"
+TESTKIT = ROOT / "packages/cosmos-outbox-testing/src/cosmos_outbox_testing"
+#: The distributions on top of the core, by import name.
+ON_TOP = {"cosmos_outbox_operators", "cosmos_outbox_testing"}
+#: The core's modules that name them, each for a path deprecated in 0.5 (removed in 0.6): the one
+#: that reaches them at run time (`_moved`: `Outbox.function_app(operators=...)`,
+#: `Outbox.operators_blueprint`), and the deprecated aliases whose names it resolves there.
+ALLOWED_TO_NAME_THEM = {
+    CORE / "_moved.py",
+    CORE / "operators.py",
+    CORE / "cli/__init__.py",
+    CORE / "testing/__init__.py",
+    CORE / "testing/contracts/__init__.py",
+}
+#: A string that is a module path of theirs (an `importlib.import_module` argument, a table of
+#: moved names); a sentence that mentions one is not.
+MODULE_PATH = re.compile(r"^cosmos_outbox_(?:operators|testing)(?:\.[A-Za-z_]\w*)*\.?$")
+#: Sign-in code: App Service Authentication's principal (the whole header, not the
+#: -idp / -id pair that scopes an Idempotency-Key per caller) and the platform's switch.
+SIGN_IN = re.compile(r"x-ms-client-principal(?![-\w])|WEBSITE_AUTH_ENABLED", re.IGNORECASE)
+#: The core's internals the test kit knows, each for a reason: the kit is the core's twin (its
+#: fakes write and read the core's stored format, its suites drive the core's write path over
+#: any store). A new one fails here: make the name public in the core, or add it with why.
+KIT_KNOWS = {
+    # the kit's clock stands in for the outbox's time (`memory.clock`)
+    "cosmos_outbox._clock",
+    # the catalogue of an app's events, and the domain's base classes the checks read
+    "cosmos_outbox._domain",
+    # the stored event's forms, both directions: what the fakes hold and the suites check
+    "cosmos_outbox._mapper",
+    # the relay's records and messages, a quarantine record, a release
+    "cosmos_outbox._records",
+    "cosmos_outbox._quarantine",
+    "cosmos_outbox._relay.forwarding",
+    "cosmos_outbox._relay.releases",
+    # the sync bridge: a sync fake run as an async port, a coroutine run to its end
+    "cosmos_outbox._sync_bridge",
+    # the outbox's wiring on the fakes (`in_memory`), an outbox of either flavour
+    "cosmos_outbox._wiring",
+    "cosmos_outbox._outbox",
+    # the write path the suites drive over a store (its transaction, unit of work, service, the
+    # Idempotency-Key's records, the sequences)
+    "cosmos_outbox._write",
+    "cosmos_outbox._write.idempotency",
+    "cosmos_outbox._write.service",
+    "cosmos_outbox._write.streams",
+    "cosmos_outbox._write.sync",
+    # the queries' parameters as the store takes them
+    "cosmos_outbox._queries",
+    # the checks: a declared command, the indexed routes, a callable's name
+    "cosmos_outbox._callables",
+    "cosmos_outbox.http._declaration",
+    "cosmos_outbox.http._routing",
+    # a message read back as a subscriber reads it; the projector the scheduled suite applies with
+    "cosmos_outbox.subscriber._events",
+    "cosmos_outbox.subscriber._projector",
+    # the suites' deprecated 0.4 name (SessionContract), read lazily as the core's are
+    "cosmos_outbox._lazy",
+    # the operations' stored events a suite reads back
+    "cosmos_outbox.operations._stored",
+}
+MAX_SOURCE_LINES = 700
+SOURCE_SUFFIXES = {".py", ".js", ".html", ".css"}
+
+
+def sources(folder: Path) -> list[Path]:
+    return sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def imports(path: Path) -> list[tuple[str, str | None]]:
+    """(module, name) of each absolute import in `path` (name None for `import module`), type-only
+    and deferred ones included."""
+    found: list[tuple[str, str | None]] = []
+    for node in ast.walk(ast.parse(path.read_text("utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found += [(node.module, alias.name) for alias in node.names]
+    return found
+
+
+def names_them(path: Path) -> list[str]:
+    """What in `path` names a distribution on top of the core: an import of it, or a string that
+    is its import name (an `importlib.import_module("cosmos_outbox_operators...")`)."""
+    tree = ast.parse(path.read_text("utf-8"), str(path))
+    found = [m for m, _ in imports(path) if m.split(".")[0] in ON_TOP]
+    found += [
+        node.value
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and MODULE_PATH.match(node.value)
+    ]
+    return found
+
+
+def private_core_names(path: Path) -> list[str]:
+    """Each import in `path` of a private module or name of the core (a part after
+    `cosmos_outbox` that starts with `_`)."""
+    found = []
+    for module, name in imports(path):
+        parts = module.split(".")
+        if parts[0] != "cosmos_outbox":
+            continue
+        dotted = module if name is None else f"{module}.{name}"
+        if any(p.startswith("_") and not p.endswith("__") for p in dotted.split(".")[1:]):
+            found.append(dotted)
+    return found
+
+
+def test_the_core_names_neither_the_ways_in_nor_the_test_kit() -> None:
+    assert len(sources(CORE)) > 100
+    found = {
+        str(p.relative_to(ROOT)): named
+        for p in sources(CORE)
+        if p not in ALLOWED_TO_NAME_THEM and (named := names_them(p))
+    }
+    assert found == {}
+
+
+def test_the_one_module_that_names_them_is_only_reached_by_the_deprecated_paths() -> None:
+    """`_moved` is imported where a 0.5 deprecation needs it, and by nothing else."""
+    users = {
+        str(p.relative_to(CORE))
+        for p in sources(CORE)
+        if any(m == "cosmos_outbox._moved" for m, _ in imports(p))
+    }
+    assert users == {"_outbox.py", "_renamed.py"}
+    # the aliases resolve their names there too (through `_renamed`), never by an import
+    for alias in ALLOWED_TO_NAME_THEM - {CORE / "_moved.py"}:
+        assert not [m for m, _ in imports(alias) if m.split(".")[0] in ON_TOP], alias
+
+
+def test_the_ways_in_use_the_cores_public_names_only() -> None:
+    assert len(sources(OPERATORS)) > 10
+    found = {
+        str(p.relative_to(ROOT)): n for p in sources(OPERATORS) if (n := private_core_names(p))
+    }
+    assert found == {}
+
+
+def test_the_test_kit_uses_the_cores_public_names_and_the_internals_it_declares() -> None:
+    assert len(sources(TESTKIT)) > 20
+    undeclared = {
+        str(p.relative_to(ROOT)): sorted(
+            {n for n in private_core_names(p) if not any(_within(n, k) for k in KIT_KNOWS)}
+        )
+        for p in sources(TESTKIT)
+    }
+    assert {k: v for k, v in undeclared.items() if v} == {}
+
+
+def _within(dotted: str, module: str) -> bool:
+    return dotted == module or dotted.startswith(f"{module}.")
+
+
+def test_a_private_import_or_a_name_of_a_distribution_on_top_is_found(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "from cosmos_outbox._mapper import read_feed\nfrom cosmos_outbox.http import _routing\n"
+        "from cosmos_outbox.operations import Operations\nimport importlib\n"
+        "def f() -> None:\n    import cosmos_outbox_operators\n"
+        "    importlib.import_module('cosmos_outbox_testing.contracts')\n"
+    )
+    assert private_core_names(module) == [
+        "cosmos_outbox._mapper.read_feed",
+        "cosmos_outbox.http._routing",
+    ]
+    assert names_them(module) == ["cosmos_outbox_operators", "cosmos_outbox_testing.contracts"]
+
+
+@pytest.mark.parametrize(
+    "package", sorted(p.name for p in (ROOT / "packages").iterdir() if (p / "src").is_dir())
+)
+def test_no_source_file_of_a_package_is_over_700_lines(package: str) -> None:
+    folder = ROOT / "packages" / package / "src"
+    files = [
+        p
+        for p in folder.rglob("*")
+        if p.suffix in SOURCE_SUFFIXES
+        and not {"node_modules", "vendor", "__pycache__"} & set(p.parts)
+        and p.is_file()
+    ]
+    assert files  # the package's sources were found
+    long = {
+        str(p.relative_to(folder)): n
+        for p in files
+        if (n := len(p.read_text("utf-8").splitlines())) > MAX_SOURCE_LINES
+    }
+    assert not long, f"split these into rooms of one idea each: {long}"
+
+
+@pytest.fixture(scope="module")
+def core_wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The core's wheel, built from its folder as `make wheels` and Azure's remote build do."""
+    out = tmp_path_factory.mktemp("dist")
+    pytest.importorskip("hatchling")
+    subprocess.run(
+        [sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(out)],
+        cwd=ROOT / "packages/cosmos-outbox",
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    [wheel] = out.glob("cosmos_outbox-*.whl")
+    return wheel
+
+
+def test_the_cores_wheel_carries_no_page_script_template_or_sign_in(core_wheel: Path) -> None:
+    with zipfile.ZipFile(core_wheel) as wheel:
+        names = wheel.namelist()
+        texts = {n: wheel.read(n).decode("utf-8", "replace") for n in names if n.endswith(".py")}
+    assert any(n == "cosmos_outbox/operations/__init__.py" for n in names)
+    assert [n for n in names if Path(n).suffix in {".html", ".js", ".css", ".jinja", ".j2"}] == []
+    assert [n for n in names if "/templates/" in n or "/static/" in n or "_console" in n] == []
+    # sign-in: App Service Authentication's principal header is read nowhere in the core
+    assert [n for n, text in texts.items() if SIGN_IN.search(text)] == []
+    # and nothing in it imports the ways in or the test kit but the one listed module
+    assert [
+        n
+        for n, text in texts.items()
+        if any(f"import {top}" in text or f"from {top}" in text for top in ON_TOP)
+    ] == []
