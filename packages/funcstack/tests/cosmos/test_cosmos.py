@@ -751,7 +751,7 @@ def test_text_of_every_width_round_trips_exactly(container: ContainerProxy) -> N
         )
     )
     assert [mine(i) for i in found] == [written]
-    values = list(
+    values: list[Any] = list(
         container.query_items(
             "SELECT VALUE [c.ascii, c.latin1, c.wide, c.astral, c.control, c.lone] FROM c "
             "WHERE c.id = 'texts'",
