@@ -11,6 +11,9 @@ hosts' warnings and errors; ``--quiet`` keeps it to the banner (the logs have ev
 ``--instances N`` (or function groups apart, ``--instances http=2,relay_events=3``): each app
 scaled out as in Azure (``funcstack.scaleout``), one log per instance, a front on the app's
 port; once for every app, or once per ``--app`` in their order.
+``--process NAME=COMMAND`` (``--process-instances NAME=N``, ``--process-ready NAME=URL``): a
+command run as instances of the stack beside the apps, with the first app's settings
+(``_process_instances``), driven by ``funcstack instances`` as an app's instances.
 ``funcstack up [--config FILE]``: the services only (for tests and other tools).
 ``funcstack setup``: install the Node packages and the Functions RPC messages into the cache
 now (both happen on first use otherwise).
