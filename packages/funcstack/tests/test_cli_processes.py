@@ -2,9 +2,9 @@
 gets the app's settings in its environment (the environment winning), a port and a name of its
 own, its log, its pid in ``run --json``'s line; ``funcstack instances`` kills (it comes back),
 pauses, resumes and adds them as an app's instances; the stack's stop sends each a SIGTERM,
-which it handles (a paused one too). The process is a tiny Python script, not a relay: what is
-tested is funcstack's part. One stack for the module; its tests run in order, each from where
-the last left it, the last stopping it."""
+which it handles (a paused one too) while the services still run. The process is a tiny Python
+script, not a relay: what is tested is funcstack's part. One stack for the module; its tests
+run in order, each from where the last left it, the last stopping it."""
 
 from __future__ import annotations
 
@@ -47,7 +47,7 @@ SETTINGS = {
 }
 #: The process: answers /ready with what it was given; on SIGTERM, says so in a file and exits.
 WORKER = """
-import json, os, signal, sys
+import json, os, signal, socket, sys, time
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
 name = sys.argv[sys.argv.index("--name") + 1]
@@ -56,8 +56,18 @@ said = {k: os.environ.get(k) for k in
 said.update(name=name, pid=os.getpid())
 
 def on_term(signum, frame):
+    # what a relay does on SIGTERM: release its leases, in Cosmos DB, which still runs (a
+    # while after the signal: stopped at once, Cosmos DB would be gone by then)
+    time.sleep(0.8)
+    endpoint = os.environ["CosmosConnection"].split("AccountEndpoint=")[1].split(";")[0]
+    host, port = endpoint.split("//")[1].rstrip("/").split(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=5).close()
+        cosmos = "cosmos-up"
+    except OSError:
+        cosmos = "cosmos-gone"
     with open(os.environ["WORKER_SIGTERMS"], "a") as out:
-        out.write(name + "\\n")
+        out.write(name + ":" + cosmos + "\\n")
     sys.exit(0)
 
 signal.signal(signal.SIGTERM, on_term)
@@ -224,7 +234,8 @@ def test_add_starts_one_more_ready_instance(running: Running) -> None:
 def test_stop_sends_each_running_instance_a_sigterm_even_a_paused_one(running: Running) -> None:
     assert running.instances("pause", "worker-3").returncode == 0
     assert running.cli.interrupt() == 0, running.cli.text
-    assert running.sigterms() == ["worker-1", "worker-3"]  # worker-2 was stopped before
+    # worker-2 was stopped before; each handled its SIGTERM while Cosmos DB still ran
+    assert running.sigterms() == ["worker-1:cosmos-up", "worker-3:cosmos-up"]
     assert running.cli.leftovers() == []
 
 

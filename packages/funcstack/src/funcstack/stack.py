@@ -43,7 +43,7 @@ from funcstack.functions_host import VERIFY_TLS_SETTING, HostOptions, RunningRun
 from funcstack.provision import ProvisionReport, provision_cosmos, provision_storage
 from funcstack.scaleout import AppInstances, RestartPolicy, parse_instances
 from funcstack.servicebus import ServiceBusEndpoint
-from funcstack.services import LocalServices, PartStartError
+from funcstack.services import LocalServices, PartStartError, stop_all
 
 __all__ = [
     "SAMPLE_SETTINGS",
@@ -293,7 +293,10 @@ class LocalStack(LocalServices):
         return self.report
 
     def stop(self) -> None:
-        """Stop every part; the scaled apps' supervisors and fronts first."""
+        """Stop every part; the scaled apps' supervisors and fronts first, then the declared
+        processes' instances (``host_process``), while the services they use still run: a
+        relay's SIGTERM releases its leases, which it cannot do once Cosmos DB is gone. Then
+        the rest at once."""
         for app in list(self.scaled.values()):
             app.stop_watching()
             for inst in list(app.instances):  # a paused one handles the SIGTERM it is sent
@@ -303,6 +306,8 @@ class LocalStack(LocalServices):
             if app.front is not None:
                 app.front.stop()
                 app.front = None
+        processes = [p for p in self.scaled.values() if isinstance(p, ProcessInstances)]
+        stop_all([(p.name, p.stop) for p in processes])
         super().stop()
         self.scaled.clear()
         with self._cosmos_clients_lock:
