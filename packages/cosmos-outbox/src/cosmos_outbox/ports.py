@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
-from cosmos_outbox._queries import QueryParameters
+from cosmos_outbox._queries import QueryParameters, named_parameters
 from cosmos_outbox._records import OutboxMessage, Release
 
 T = TypeVar("T")
@@ -64,6 +64,7 @@ __all__ = [
     "QueryParameters",
     "Release",
     "ScheduleQueue",
+    "named_parameters",
     "stays_sync",
     "sync_methods",
 ]
