@@ -19,7 +19,7 @@ T = TypeVar("T")
 
 __all__ = ["BOUND_RETRY_AFTER_SECONDS", "BOUND_SECONDS", "await_bounded", "run_bounded"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("cosmos_outbox.http")
 #: A bounded operation answers within this many seconds whatever the store or the broker does.
 BOUND_SECONDS = 4.0
 #: The Retry-After of a bounded operation that ran out of time.
