@@ -1,5 +1,5 @@
-"""Processes as instances of a stack: N copies of a command (a ``cosmos-outbox relay``, a
-worker of any kind) run beside the Functions apps, supervised as the apps' instances are
+"""Processes as instances of a stack: N copies of a command (a change feed relay, a worker of
+any kind) run beside the Functions apps, supervised as the apps' instances are
 (``scaleout.AppInstances``, whose supervisor, kill, pause, resume and add they reuse).
 
 Each instance of process ``<name>`` is named ``<name>-<n>``, and runs its command (split as a
@@ -11,7 +11,7 @@ a process group of its own, with:
   to date), a variable of funcstack's own environment that is set and not empty winning over a
   value of the file, as with ``func start``;
 * ``CONTAINER_APP_REPLICA_NAME``: the instance's name (what Azure Container Apps gives a
-  replica; ``cosmos-outbox relay`` names its leases' owner after it) and ``PORT``: a free port
+  replica; a change feed processor may name its leases' owner after it) and ``PORT``: a free port
   of its own, kept across its restarts; ``{port}`` and ``{instance}`` in the command and the
   readiness URL are replaced by them;
 * its stdout and stderr appended to ``<state folder>/<name>-<n>.log``.
@@ -26,13 +26,14 @@ first, so that the SIGTERM is handled (leases released) rather than pending unti
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import subprocess
 import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,7 +43,7 @@ from funcstack.functions_host._config import load_local_settings, settings_in_fo
 from funcstack.functions_host._launcher import RunningRunner
 from funcstack.scaleout import AppInstances
 
-__all__ = ["READY_TIMEOUT", "ProcessInstances", "ProcessSpec"]
+__all__ = ["READY_TIMEOUT", "ProcessInstances", "ProcessSpec", "parse_processes"]
 
 #: How long an instance with a readiness URL has to answer it 2xx (seconds).
 READY_TIMEOUT = 60.0
@@ -74,6 +75,60 @@ class ProcessSpec:
 
 def _fill(text: str, instance: str, port: int) -> str:
     return text.replace("{port}", str(port)).replace("{instance}", instance)
+
+
+_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
+
+
+def parse_processes(
+    commands: Sequence[str],
+    counts: Sequence[str] = (),
+    ready: Sequence[str] = (),
+    *,
+    taken: set[str] | frozenset[str] = frozenset(),
+) -> list[ProcessSpec]:
+    """``run``'s ``--process NAME=COMMAND``, ``--process-instances NAME=N`` and
+    ``--process-ready NAME=URL`` as specs; ``ValueError`` names the option and what is wrong
+    (``taken``: the names of the stack's other parts)."""
+
+    def pairs(option: str, given: Sequence[str]) -> dict[str, str]:
+        found: dict[str, str] = {}
+        for text in given:
+            name, eq, value = text.partition("=")
+            name, value = name.strip(), value.strip()
+            if not eq or not name or not value:
+                raise ValueError(f"{option} {text}: give NAME=VALUE")
+            if name in found:
+                raise ValueError(f"{option}: {name} given twice")
+            found[name] = value
+        return found
+
+    declared = pairs("--process", commands)
+    numbers = pairs("--process-instances", counts)
+    urls = pairs("--process-ready", ready)
+    specs: list[ProcessSpec] = []
+    for name, command in declared.items():
+        if not _NAME.match(name):
+            raise ValueError(
+                f"--process {name}=...: a name is a letter, then letters, digits, _ or -"
+            )
+        if name in taken:
+            raise ValueError(f"--process {name}=...: {name} is already the name of a part")
+        count = numbers.get(name, "1")
+        if not count.isdigit() or int(count) < 1:
+            raise ValueError(f"--process-instances {name}={count}: a count, 1 or more")
+        try:
+            shlex.split(command)
+        except ValueError as exc:
+            raise ValueError(f"--process {name}=...: {exc}") from None
+        specs.append(ProcessSpec(name, command, int(count), urls.get(name)))
+    for option, given in (("--process-instances", numbers), ("--process-ready", urls)):
+        unknown = sorted(set(given) - set(declared))
+        if unknown:
+            raise ValueError(
+                f"{option} {unknown[0]}=...: no --process {unknown[0]}=COMMAND declared"
+            )
+    return specs
 
 
 @dataclass

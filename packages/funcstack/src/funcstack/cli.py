@@ -37,8 +37,6 @@ import argparse
 import json
 import logging
 import os
-import re
-import shlex
 import shutil
 import sys
 import threading
@@ -149,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=None,
         metavar="NAME=COMMAND",
-        help="also run COMMAND (a cosmos-outbox relay, a worker) as instances NAME-1, ... "
+        help="also run COMMAND (a relay, a worker) as instances NAME-1, ... "
         "beside the apps, with the first app's settings in their environment (the environment "
         "winning), PORT and CONTAINER_APP_REPLICA_NAME their own ({port}, {instance} in "
         "COMMAND); supervised and driven as the apps' instances; repeat for more processes",
@@ -303,55 +301,20 @@ def _instances(given: list[str] | None, apps: list[App]) -> dict[str, str]:
     return {app.name: value for app, value in zip(apps, values, strict=True)}
 
 
-_PROCESS_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_-]*$")
-
-
 def _process_specs(args: argparse.Namespace, apps: list[App]) -> list[ProcessSpec]:
     """The processes ``--process`` declares, with their ``--process-instances`` and
     ``--process-ready`` (checked now: a mistake is one line before anything starts)."""
-    from funcstack._process_instances import ProcessSpec
+    from funcstack._process_instances import parse_processes
 
-    def pairs(option: str) -> dict[str, str]:
-        found: dict[str, str] = {}
-        for given in getattr(args, option.lstrip("-").replace("-", "_"), None) or []:
-            name, eq, value = given.partition("=")
-            name, value = name.strip(), value.strip()
-            if not eq or not name or not value:
-                raise UsageError(f"{option} {given}: give NAME=VALUE")
-            if name in found:
-                raise UsageError(f"{option}: {name} given twice")
-            found[name] = value
-        return found
-
-    commands = pairs("--process")
-    counts = pairs("--process-instances")
-    ready = pairs("--process-ready")
-    taken = {a.name for a in apps} | {"funcstack", "cosmos", "servicebus", "azurite"}
-    specs: list[ProcessSpec] = []
-    for name, command in commands.items():
-        if not _PROCESS_NAME.match(name):
-            raise UsageError(
-                f"--process {name}=...: a name is a letter, then letters, digits, _ or -"
-            )
-        if name in taken:
-            raise UsageError(f"--process {name}=...: {name} is already the name of a part")
-        count = counts.get(name, "1")
-        if not count.isdigit() or int(count) < 1:
-            raise UsageError(f"--process-instances {name}={count}: a count, 1 or more")
-        try:
-            shlex.split(command)
-        except ValueError as exc:
-            raise UsageError(f"--process {name}=...: {exc}") from None
-        if not command.strip():
-            raise UsageError(f"--process {name}=: an empty command")
-        specs.append(ProcessSpec(name, command, int(count), ready.get(name)))
-    for option, given in (("--process-instances", counts), ("--process-ready", ready)):
-        unknown = sorted(set(given) - set(commands))
-        if unknown:
-            raise UsageError(
-                f"{option} {unknown[0]}=...: no --process {unknown[0]}=COMMAND declared"
-            )
-    return specs
+    try:
+        return parse_processes(
+            args.process or [],
+            args.process_instances or [],
+            args.process_ready or [],
+            taken={a.name for a in apps} | {"funcstack", "cosmos", "servicebus", "azurite"},
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _local_http_port(directory: Path) -> int | None:
