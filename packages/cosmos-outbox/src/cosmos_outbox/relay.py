@@ -28,10 +28,10 @@ documents in, messages out through a publisher; `RelayReport` what one invocatio
 `Quarantine` (stored events that cannot become messages) and `RelayTelemetry`; the outbox record
 and message it sends (`OutboxRecord`, `OutboxMessage`, `to_message`; `Unreadable` a document it
 could not read; `claim_check` a message whose body went to blob storage, `payload_name` where its
-body is stored), scheduled events' releases at their due time (`Releases`; `ReleaseOutcome` what one did)
-and the quarantine notice that takes a set-aside event's place (`quarantine_notice`, `notice_id`,
-`QUARANTINE_NOTICE_SUBJECT`). An app registers the relay as Functions with `Outbox.function_app`
-or `Outbox.relay_blueprint`."""
+body is stored), scheduled events' releases at their due time (`Releases`; `ReleaseOutcome` what
+one did) and the quarantine notice that takes a set-aside event's place (`quarantine_notice`,
+`notice_id`, `QUARANTINE_NOTICE_SUBJECT`). An app registers the relay as Functions with
+`Outbox.function_app` or `Outbox.relay_blueprint`."""
 
 from __future__ import annotations
 
