@@ -38,7 +38,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from funcstack._processes import OWN_PROCESS_GROUP, last_lines, note
+from funcstack._processes import OWN_PROCESS_GROUP, describe_exit, last_lines, note
 from funcstack.functions_host._config import load_local_settings, settings_in_force
 from funcstack.functions_host._launcher import RunningRunner
 from funcstack.scaleout import AppInstances
@@ -232,7 +232,7 @@ class ProcessInstances(AppInstances):
                 lines = "; ".join(last_lines(runner.log_path))
                 raise PartStartError(
                     name,
-                    f"exited before {url} answered ({runner.process.returncode})"
+                    f"exited before {url} answered ({describe_exit(runner.process.returncode)})"
                     + (f": {lines}" if lines else ""),
                 )
             if _answers(url):
