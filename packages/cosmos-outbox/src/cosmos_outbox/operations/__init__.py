@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
     from cosmos_outbox._relay.health import RelayBlocked as RelayBlocked
     from cosmos_outbox._relay.releases import Waiting as Waiting
     from cosmos_outbox.operations._actor import ADMIN_KEY as ADMIN_KEY
+    from cosmos_outbox.operations._actor import NO_KEY as NO_KEY
     from cosmos_outbox.operations._actor import UNKNOWN as UNKNOWN
     from cosmos_outbox.operations._actor import Actor as Actor
     from cosmos_outbox.operations._actor import acting_as as acting_as
@@ -99,6 +100,7 @@ _EXPORTS = {
     "Actor": "cosmos_outbox.operations._actor",
     "ADMIN_KEY": "cosmos_outbox.operations._actor",
     "UNKNOWN": "cosmos_outbox.operations._actor",
+    "NO_KEY": "cosmos_outbox.operations._actor",
     "acting_as": "cosmos_outbox.operations._actor",
     "current_actor": "cosmos_outbox.operations._actor",
     # what they answer
