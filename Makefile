@@ -8,9 +8,10 @@ OUTBOX := packages/cosmos-outbox
 # The core's ways in (routes, console, command line) and its test kit, distributions of their own.
 OPERATORS := packages/cosmos-outbox-operators
 TESTKIT := packages/cosmos-outbox-testing
+CHANGEFEED := packages/cosmos-changefeed
 
 
-.PHONY: help setup browser venvs run test test-suite coverage test-funcstack test-operators test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast test-other-pythons
+.PHONY: help setup browser venvs run test test-suite coverage test-funcstack test-operators test-changefeed test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast test-other-pythons
 
 help:
 	@echo "make run    start Cosmos + Service Bus + Azurite + the Functions app (http://127.0.0.1:7071/api)"
@@ -49,7 +50,7 @@ $(UV):
 # cosmos-outbox (and cosmos-outbox-operators) from their folders (as Azure's remote build does);
 # here they are then installed again in editable mode, with the test kit, so a change to their
 # source needs no reinstall. The venv keeps its own pip.
-$(PY_STAMP): requirements.txt requirements-dev.txt $(OUTBOX)/pyproject.toml $(OPERATORS)/pyproject.toml $(TESTKIT)/pyproject.toml $(FUNCSTACK)/pyproject.toml | $(UV)
+$(PY_STAMP): requirements.txt requirements-dev.txt $(OUTBOX)/pyproject.toml $(OPERATORS)/pyproject.toml $(TESTKIT)/pyproject.toml $(FUNCSTACK)/pyproject.toml $(CHANGEFEED)/pyproject.toml | $(UV)
 	@interp=$$(PYTHON="$(PYTHON)" scripts/find-python) || exit 1; \
 	if ! $(PY) -c 'import sys; sys.exit(sys.version_info[:2] != (3, 13))' 2>/dev/null; then \
 	  rm -rf $(VENV); echo "creating $(VENV) with $$interp"; "$$interp" -m venv $(VENV); fi
@@ -82,7 +83,7 @@ run: setup
 
 # Dead code (vulture) at high confidence in everything that ships or runs; the names it cannot
 # tell are required by an interface (a binding's parameter, __exit__'s, an SDK exporter's).
-DEAD_CODE_PATHS := $(OUTBOX)/src $(OPERATORS)/src $(TESTKIT)/src $(FUNCSTACK)/src domain application infra entrypoints \
+DEAD_CODE_PATHS := $(OUTBOX)/src $(OPERATORS)/src $(TESTKIT)/src $(FUNCSTACK)/src $(CHANGEFEED)/src domain application infra entrypoints \
   function_app.py subscriber tools bench examples/orders examples/fastapi-concerts \
   examples/library-loans conformance/*.py
 DEAD_CODE_NAMES := exc_type,tb,timer,timeout_millis,signum,format,frame
@@ -106,6 +107,7 @@ lint: $(PY_STAMP)
 	cd examples/fastapi-concerts && $(MYPY) --config-file ../../pyproject.toml .
 	cd examples/library-loans && $(MYPY) --config-file ../../pyproject.toml .
 	cd $(FUNCSTACK) && $(MYPY)
+	cd $(CHANGEFEED) && $(MYPY)
 	$(VENV)/bin/vulture $(DEAD_CODE_PATHS) --min-confidence 90 --ignore-names $(DEAD_CODE_NAMES)
 	bash deploy/checkov.sh
 
@@ -140,7 +142,7 @@ GENERATIVE := tests/contacts/api/test_api_generative.py
 # while it compiles python-qpid-proton's C extension (about 17 s of one core: PyPI has no wheel
 # of it). The others start when the set-up is done, six at once, the last when a slot is free.
 test:
-	@$(MAKE) --no-print-directory -j7 --output-sync=target setup venvs $(EARLY_PYTHON_TESTS) lint-behind test-suite test-funcstack test-operators test-generative conformance-fast example-tests $(LATE_PYTHON_TESTS)
+	@$(MAKE) --no-print-directory -j8 --output-sync=target setup venvs $(EARLY_PYTHON_TESTS) lint-behind test-suite test-funcstack test-operators test-changefeed test-generative conformance-fast example-tests $(LATE_PYTHON_TESTS)
 
 # Lint at a lower priority (nice 10) beside the tests: it starts no server and waits on nothing,
 # so it takes the CPU the others leave (their end waits on servers: about a core in five idle
@@ -176,6 +178,12 @@ OPERATORS_WORKERS ?= 2
 test-operators: setup
 	cd $(OPERATORS) && ../../$(PY) -m pytest -q -p no:cacheprovider -n $(OPERATORS_WORKERS) \
 	  --dist loadfile --durations=5
+
+# cosmos-changefeed's own tests (the processor against funcstack's Cosmos DB endpoint, in one
+# process, one endpoint), from its folder: about 30 s of one core, mostly waiting on lease
+# intervals of a second or two.
+test-changefeed: setup
+	cd $(CHANGEFEED) && ../../$(PY) -m pytest -q -p no:cacheprovider --durations=5
 
 test-generative: setup
 	$(PY) -m pytest -q -p no:cacheprovider $(GENERATIVE)
@@ -235,7 +243,7 @@ status: $(PY_STAMP)
 WHEEL_APPS := subscriber examples/orders examples/fastapi-concerts examples/library-loans
 wheels: $(PY_STAMP)
 	rm -rf dist
-	for package in $(OUTBOX) $(OPERATORS) $(TESTKIT) $(FUNCSTACK); do \
+	for package in $(OUTBOX) $(OPERATORS) $(TESTKIT) $(FUNCSTACK) $(CHANGEFEED); do \
 	  (cd $$package && ../../$(VENV)/bin/hatchling build -t wheel -t sdist -d ../../dist) || exit 1; \
 	done
 	for app in $(WHEEL_APPS); do \

@@ -14,6 +14,7 @@ from typing import Any
 from bench import (
     api,
     breakdown,
+    changefeed,
     claim_check,
     cold_start,
     cosmos_queries,
@@ -46,6 +47,14 @@ def main() -> None:
         print("\nPhysical partitions: 1 against 4, and a live split ...", flush=True)
         results["partitions"] = partitions.measure()
         print(partitions.report(results["partitions"]))
+
+        print(
+            "\nThe change feed processor (cosmos-changefeed): throughput per lease beside a bare "
+            "change feed loop, takeover, memory per lease ...",
+            flush=True,
+        )
+        results["changefeed"] = changefeed.measure()
+        print(changefeed.report(results["changefeed"]))
         print(
             f"\nCosmos DB endpoint at scale: creates with {cosmos_scale.DOCS:,} documents kept "
             "beside a fresh endpoint, the restart, the memory ...",
@@ -355,6 +364,35 @@ def summary(results: dict[str, Any]) -> str:
                 row["ratio_to_three"],
             )
         )
+    feed = results["changefeed"]
+    for label, row in feed["throughput"].items():
+        rows.append(
+            (
+                f"change feed processor, per lease, {label} (docs/s)",
+                row["processor_per_s"],
+                "bare query_items_change_feed loop",
+                row["loop_per_s"],
+                row["ratio"],
+            )
+        )
+    rows.append(
+        (
+            "change feed takeover after a SIGKILL (s)",
+            feed["takeover_s"],
+            "lease expiry + acquire interval",
+            feed["takeover_bound_s"],
+            feed["takeover_ratio"],
+        )
+    )
+    rows.append(
+        (
+            "change feed processor memory per lease (KB)",
+            feed["kb_per_lease"],
+            "a bare poller's per range",
+            feed["kb_per_bare_range"],
+            feed["memory_ratio"],
+        )
+    )
     scale = results["cosmos_scale"]
     for name, label, floor, floor_label in (
         ("kept", "cosmos creates/s, 1M docs kept", "fresh", "fresh endpoint (state folder)"),

@@ -25,6 +25,7 @@ ROOT_MODULE = "cosmos_outbox"
 DOMAIN_NAMESPACES = {ROOT_MODULE, "cosmos_outbox.aggregates"}
 FUNCSTACK_SRC = "packages/funcstack/src/funcstack"
 FUNCSTACK_TESTS = "packages/funcstack/tests"
+CHANGEFEED_SRC = "packages/cosmos-changefeed/src/cosmos_changefeed"
 
 
 def imported_modules(package: str) -> set[str]:
@@ -154,6 +155,13 @@ def test_the_package_imports_nothing_of_any_app_or_of_this_repository() -> None:
 )
 def test_packages_never_import_what_they_must_not(package: str, forbidden: set[str]) -> None:
     assert imported_roots(package) & forbidden == set()
+
+
+def test_the_change_feed_processor_knows_no_outbox_and_needs_only_the_cosmos_sdk() -> None:
+    """cosmos-changefeed (issue 64): no outbox concept, no funcstack; the standard library, the
+    Azure SDK (azure-cosmos, and azure-core under it) and pytest for its shipped contract suite."""
+    allowed = set(sys.stdlib_module_names) | {"azure", "cosmos_changefeed", "pytest"}
+    assert imported_roots(CHANGEFEED_SRC) - allowed == set()
 
 
 #: The Functions host's own settings (every app has them), not this app's.
@@ -301,7 +309,8 @@ def _modules() -> dict[str, Path]:
     """The app's modules and the library's, by dotted name."""
     found = {"function_app": ROOT / "function_app.py"}
     src = ROOT / "packages" / "cosmos-outbox" / "src"
-    roots = [(src, src / "cosmos_outbox")] + [
+    changefeed = ROOT / "packages" / "cosmos-changefeed" / "src"
+    roots = [(src, src / "cosmos_outbox"), (changefeed, changefeed / "cosmos_changefeed")] + [
         (ROOT, ROOT / p) for p in sorted(APP - {"function_app"})
     ]
     for base, folder in roots:
@@ -436,6 +445,7 @@ PACKAGE_SOURCES = {
     "cosmos_outbox_operators": "packages/cosmos-outbox-operators/src/cosmos_outbox_operators",
     "cosmos_outbox_testing": "packages/cosmos-outbox-testing/src/cosmos_outbox_testing",
     "funcstack": FUNCSTACK_SRC,
+    "cosmos_changefeed": CHANGEFEED_SRC,
 }
 #: The packages' folders: their tests and scripts may use their own package's private modules.
 PACKAGE_FOLDERS = {
@@ -443,6 +453,7 @@ PACKAGE_FOLDERS = {
     "packages/cosmos-outbox-operators/": "cosmos_outbox_operators",
     "packages/cosmos-outbox-testing/": "cosmos_outbox_testing",
     "packages/funcstack/": "funcstack",
+    "packages/cosmos-changefeed/": "cosmos_changefeed",
 }
 #: The only private imports outside a package, each a test that reads another project's
 #: internals on purpose and says so, and fails loudly (an ImportError, a changed byte) if they

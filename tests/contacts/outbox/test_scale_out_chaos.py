@@ -262,9 +262,10 @@ def live_relays(app: AppInstances, relay: str) -> set[str]:
 
 
 def lost_leases(instance: Instance) -> int:
-    """The leases `instance` found taken over (its log's "lease ... lost" lines)."""
+    """The leases `instance` found taken over (its log's "lease ... lost" lines: the change
+    feed processor's, cosmos-changefeed's logger)."""
     text = instance.log_path.read_text("utf-8", "replace")
-    return len(re.findall(r"cosmos trigger \S+: lease \S+ lost ", text))
+    return len(re.findall(r"processor '[^']*': lease \S+ lost ", text))
 
 
 def relay_counts(app: AppInstances, relay: str) -> Counter[str]:

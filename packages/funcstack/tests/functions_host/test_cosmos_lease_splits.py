@@ -78,9 +78,9 @@ def writing(cosmos: Cosmos, database: str) -> Iterator[Writer]:
 
 
 def child_tokens(scaled: Scaled) -> list[str]:
-    """The lease tokens the container's partitions give (``<min>-<max>``, the first min ``""``
-    and the last max ``FF`` as the EPK space's bounds)."""
-    return [f"{p.min_inclusive}-{p.max_exclusive}" for p in scaled.physical_partitions()]
+    """The lease tokens the container's partitions give: their range ids (version-0 leases,
+    as the .NET processor writes a split's children), sorted."""
+    return sorted(p.id for p in scaled.physical_partitions())
 
 
 def takeovers(scaled: Scaled) -> int:
@@ -154,7 +154,7 @@ def test_a_live_split_replaces_the_lease_by_children_the_instances_share(
     # each child's documents from its own instance
     assert {instance for instance, doc in scaled.delivered() if doc in last} == {"app-1", "app-2"}
     log = app.instance(owner).log_path.read_text()
-    assert f"lease -FF split into {', '.join(children)}" in log
+    assert f"lease 0 split into {', '.join(children)}" in log
     assert "starts where the lease was (its continuation)" in log
     assert_every_document_once_but_for_takeovers(scaled, [*written, *last])
     assert not any("restarting this feed_range query" in log for log in scaled.logs().values())
@@ -180,7 +180,7 @@ def test_a_split_while_the_owner_is_paused_is_made_by_the_instance_that_takes_th
             wait_for(lambda: len(writer.written) >= before + 32, "writes after the split")
             log = app.instance(other).log_path
             wait_for(
-                lambda: "lease -FF split into" in log.read_text(),
+                lambda: "lease 0 split into" in log.read_text(),
                 f"{other} splits the lease it took",
             )
         finally:
@@ -200,7 +200,7 @@ def test_a_split_while_the_owner_is_paused_is_made_by_the_instance_that_takes_th
     assert f"expired, was {paused}:" in logs[other]
     assert "split into" not in logs[paused]
     wait_for(
-        lambda: "lease -FF lost" in app.instance(paused).log_path.read_text(),
+        lambda: "lease 0 lost" in app.instance(paused).log_path.read_text(),
         f"{paused} finds its lease gone",
     )
     assert_every_document_once_but_for_takeovers(scaled, written)

@@ -300,7 +300,7 @@ def test_an_instance_paused_past_the_expiry_loses_its_lease_and_its_checkpoint_i
     app.resume("app-1")
     log = app.instance("app-1").log_path
     wait_for(
-        lambda: "lease -FF lost (lease -FF: taken over by owner 'app-2:" in log.read_text(),
+        lambda: "lease 0 lost (lease 0: taken over by owner 'app-2:" in log.read_text(),
         "app-1's checkpoint refused",
     )
     by_app2 = [doc for instance, doc in scaled.delivered() if instance == "app-2"]

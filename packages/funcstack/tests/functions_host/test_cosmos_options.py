@@ -1,7 +1,8 @@
-"""The Cosmos DB trigger's binding read as the extension reads it, and the equal-partitions
-balancing, without an endpoint: start options (and the listener's refusals, in the extension's
-words), the lease intervals (the processor's defaults, the binding's, the local-only settings),
-the triggers that would share one processor's leases, which leases an instance takes."""
+"""The Cosmos DB trigger's binding read as the extension reads it, without an endpoint: start
+options (and the listener's refusals, in the extension's words), the lease intervals (the
+processor's defaults, the binding's, the local-only settings), the triggers that would share one
+processor's leases. Which leases an instance takes is the processor package's
+(packages/cosmos-changefeed/tests/test_balancing.py holds the cases this file held)."""
 
 from __future__ import annotations
 
@@ -12,14 +13,9 @@ from typing import Any, cast
 
 import pytest
 
-from funcstack.functions_host._cosmos_trigger.lease_balancer import leases_to_take
-from funcstack.functions_host._cosmos_trigger.lease_store import Lease
 from funcstack.functions_host._cosmos_trigger.listener import CosmosTriggerListener
-from funcstack.functions_host._cosmos_trigger.options import (
-    CosmosTriggerOptions,
-    change_feed_mode_refusal,
-    shared_leases,
-)
+from funcstack.functions_host._cosmos_trigger.mode import change_feed_mode_refusal
+from funcstack.functions_host._cosmos_trigger.options import CosmosTriggerOptions, shared_leases
 from funcstack.functions_host._functions import FunctionSpec
 from funcstack.functions_host._language_worker import LanguageWorker
 from funcstack.functions_host._launcher import RunnerStartError, start_runner
@@ -150,41 +146,6 @@ def test_triggers_sharing_one_processors_leases_are_found(
         ]
     )
     assert [(first, second) for first, second, _ in found] == [("relay", "audit")]
-
-
-def lease(token: str, owner: str | None, age: float = 0.0) -> Lease:
-    stamp = (NOW - dt.timedelta(seconds=age)).isoformat()
-    return Lease({"id": f"p..{token}", "LeaseToken": token, "Owner": owner, "timestamp": stamp})
-
-
-def tokens(taken: list[Lease]) -> list[str]:
-    return [item.token for item in taken]
-
-
-def test_equal_partitions_balancing() -> None:
-    """EqualPartitionsBalancingStrategy.SelectLeasesToTake, case by case."""
-
-    def take(leases: list[Lease], me: str = "me") -> list[str]:
-        return tokens(leases_to_take(leases, me, 60.0, now=NOW))
-
-    # unowned and expired leases first, up to the target
-    assert take([lease("a", None), lease("b", None), lease("c", None)]) == ["a", "b", "c"]
-    assert take(
-        [lease("a", "x"), lease("b", "x", age=61), lease("c", None), lease("d", "x")],
-    ) == ["b", "c"]
-    # nothing to take when at the target: 4 leases, 2 instances, 2 each
-    assert take([lease("a", "me"), lease("b", "me"), lease("c", "x"), lease("d", "x")]) == []
-    # none free: steal one from the instance with the most, when it has more than the target
-    assert take([lease("a", "x"), lease("b", "x"), lease("c", "x"), lease("d", "x")]) == ["a"]
-    # 3 instances, 4 leases: target 2; a newcomer needing 2 steals from one holding 2 (the
-    # last of those with the most, its first lease)
-    assert take([lease("a", "x"), lease("b", "y"), lease("c", "x"), lease("d", "y")]) == ["b"]
-    assert take([lease("a", "x"), lease("b", "x"), lease("c", "y"), lease("d", "y")]) == ["c"]
-    # ... but once it has one, it does not steal from one holding the target
-    assert take([lease("a", "x"), lease("b", "x"), lease("c", "y"), lease("d", "me")]) == []
-    # an expired owner does not count as an instance
-    assert take([lease("a", "gone", age=61), lease("b", "me")]) == ["a"]
-    assert take([]) == []
 
 
 @pytest.mark.parametrize(

@@ -21,9 +21,10 @@ aggregate, its events and its idempotency record written in one batch are one ch
 the lease documents, then at most two pages per lease (the second only to learn that the feed
 ended).
 
-Lease formats read: the local host's (the Python SDK's change-feed continuation token) and the
-Functions host's (.NET change feed processor: an etag `"<lsn>"` with a partition key range id as
-`LeaseToken`, or with an EPK `FeedRange`). A lease without continuation is read from the start
+Lease formats read: the .NET change feed processor's (Azure's Functions host, and funcstack's since
+it runs on cosmos-changefeed): an etag `"<lsn>"` with a partition key range id as `LeaseToken`, or
+with an EPK `FeedRange`; and funcstack's before that (the Python SDK's change-feed continuation
+token). A lease without continuation is read from the start
 of its range. With no lease at all (the relay never started), each feed range of the monitored
 container is estimated from its start, so a relay that never ran still shows its backlog.
 """
@@ -129,16 +130,14 @@ class _Estimate:
         if not isinstance(feed_range, Mapping):
             raise ValueError(f"lease {lease.get('id')} has neither a feed range nor a range id")
         if not token:
-            return {"feed_range": dict(feed_range), "start_time": "Beginning"}
+            return {"feed_range": _sdk_feed_range(feed_range), "start_time": "Beginning"}
         return {"continuation": await self._etag_continuation(str(token), feed_range)}
 
     async def _etag_continuation(self, etag: str, feed_range: Mapping[str, Any]) -> str:
         """The SDK's change-feed continuation for an etag on an EPK range (.NET EPK leases)."""
         if self._rid is None:
             self._rid = await self._feed.rid()
-        rng = dict(feed_range.get("Range", feed_range))
-        rng.setdefault("isMinInclusive", True)
-        rng.setdefault("isMaxInclusive", False)
+        rng = _sdk_feed_range(feed_range)["Range"]
         state = {
             "v": "v2",
             "containerRid": self._rid,
@@ -152,6 +151,16 @@ class _Estimate:
             },
         }
         return base64.b64encode(json.dumps(state).encode()).decode()
+
+
+def _sdk_feed_range(feed_range: Mapping[str, Any]) -> dict[str, Any]:
+    """A lease's ``FeedRange`` as azure-cosmos takes a feed range: .NET writes a lease's range
+    without the inclusive flags (``{"Range": {"min", "max"}}``: min-inclusive, max-exclusive
+    by default, ``RangeJsonConverter``), which the SDK requires."""
+    rng = dict(feed_range.get("Range", feed_range))
+    rng.setdefault("isMinInclusive", True)
+    rng.setdefault("isMaxInclusive", False)
+    return {"Range": rng}
 
 
 def backlog_of(

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from funcstack.functions_host._config import HostJson, is_truthy
+from funcstack.functions_host._cosmos_trigger.mode import change_feed_mode_refusal
 from funcstack.functions_host._retry import RetryPolicy
 
 logger = logging.getLogger("funcstack.functions_host")
@@ -65,8 +66,6 @@ def specs_from_metadata(metadata: list[Any], host: HostJson) -> list[FunctionSpe
             logger.warning("function %s has no trigger; skipped", name)
             continue
         if trigger.get("type") == "cosmosDBTrigger":
-            from funcstack.functions_host._cosmos_trigger.options import change_feed_mode_refusal
-
             refusal = change_feed_mode_refusal(name, trigger)
             if refusal is not None:
                 raise IndexingRefusedError(refusal)

@@ -49,6 +49,9 @@ logger = logging.getLogger("funcstack.functions_host")
 
 #: The function group of the HTTP functions (Flex Consumption's ``http``).
 HTTP_GROUP = "http"
+#: How long the host's start waits for its triggers to listen (seconds): well within the 60 s
+#: the launcher gives a host to be ready, so a loaded machine gets a warning, not a failed start.
+LISTENING_TIMEOUT = 20.0
 
 
 class Listener(Protocol):
@@ -324,7 +327,29 @@ class Runner:
             listener = make(spec, services)
             listener.start()
             self._listeners.append(listener)
+        await self._until_listening()
         logger.info("host listening on %s (%d function(s))", self.url, len(served))
+
+    async def _until_listening(self) -> None:
+        """Wait until each trigger that can tell is listening (a change made from now on is
+        seen; the Cosmos DB trigger: its processor's leases taken and their start fixed), for
+        ``LISTENING_TIMEOUT`` s at most: a trigger whose service is not up yet goes on trying,
+        and the host says so."""
+        waits = {
+            listener.spec.name: wait()
+            for listener in self._listeners
+            if (wait := getattr(listener, "wait_until_listening", None)) is not None
+        }
+        if not waits:
+            return
+        try:
+            await asyncio.wait_for(asyncio.gather(*waits.values()), LISTENING_TIMEOUT)
+        except TimeoutError:
+            logger.warning(
+                "trigger(s) of %s not listening after %gs: they go on trying",
+                ", ".join(waits),
+                LISTENING_TIMEOUT,
+            )
 
     async def stop_async(self) -> None:
         """Stop accepting HTTP, cancel the trigger loops, stop the worker."""

@@ -13,7 +13,7 @@ default).
 
 ``changeFeedMode`` (azure-functions 2.3's ``change_feed_mode``): ``LatestVersion`` (the default)
 is served; ``AllVersionsAndDeletes`` is refused when the app is indexed
-(``change_feed_mode_refusal``): the local endpoint keeps the latest version of each document
+(``mode.change_feed_mode_refusal``): the local endpoint keeps the latest version of each document
 only, and nothing of a delete or a TTL expiry, so it cannot give that feed (the full-fidelity
 change feed: ``current``, ``previous`` and ``metadata`` with ``operationType``, ``lsn``,
 ``crts``, ``previousImageLSN``, ``timeToLiveExpired`` per change; "Change feed modes in Azure
@@ -129,34 +129,6 @@ class CosmosTriggerOptions:
     def start_label(self) -> str:
         start = self.start_time
         return start if isinstance(start, str) else start.isoformat()
-
-
-#: ``changeFeedMode``'s values (``CosmosDBChangeFeedMode`` of azure-functions 2.3).
-LATEST_VERSION = "LatestVersion"
-ALL_VERSIONS_AND_DELETES = "AllVersionsAndDeletes"
-
-
-def change_feed_mode_refusal(function: str, binding: dict[str, Any]) -> str | None:
-    """Why the host refuses to index a Cosmos DB trigger's ``changeFeedMode`` (None: served).
-    The mode's name is read as .NET reads an enum from JSON, ignoring case."""
-    raw = resolve(binding.get("changeFeedMode"))
-    if raw is None or str(raw).strip() == "" or str(raw).strip().lower() == "latestversion":
-        return None
-    mode = str(raw).strip()
-    if mode.lower() == ALL_VERSIONS_AND_DELETES.lower():
-        return (
-            f"function {function}: the Cosmos DB trigger's change_feed_mode (changeFeedMode) "
-            f"'{mode}' is not served by funcstack: its Cosmos DB endpoint keeps only the latest "
-            "version of each document and nothing of a delete or a TTL expiry, so it cannot "
-            "give the all-versions-and-deletes feed (deletes, TTL expirations, intermediate "
-            f"versions with their metadata). Use '{LATEST_VERSION}' (the default) locally, or "
-            "run this function against Azure Cosmos DB"
-        )
-    return (
-        f"function {function}: the Cosmos DB trigger's change_feed_mode (changeFeedMode) "
-        f"'{mode}' is not a change feed mode: '{LATEST_VERSION}' or "
-        f"'{ALL_VERSIONS_AND_DELETES}'"
-    )
 
 
 def start_position(from_beginning: Any, from_time: Any) -> tuple[dt.datetime | str, str | None]:

@@ -1,0 +1,331 @@
+"""cosmos-changefeed's processor beside its floors, in one run against the local Cosmos DB
+endpoint (issue 64):
+
+* **Throughput per lease**: one physical partition (one lease), ``DOCS`` documents read from
+  the beginning by the sync processor (a checkpoint after each batch: the lease written once a
+  page) and by a bare ``query_items_change_feed`` loop over the same documents (nothing
+  written): documents per second from the first page to the last (the processor's start,
+  about 0.1 s, apart), each the median of ``ROUNDS`` alternated runs; in pages of 100 (the
+  Functions trigger's default batch) and of 1,000.
+  Aim: processor ÷ loop >= 0.9x. A checkpoint is a request: with pages of 100 it costs the
+  client about as much CPU as the read it follows, which bounds the ratio near 0.6x.
+* **Takeover**: an instance in a process of its own owns the leases of 4 partitions and is
+  SIGKILLed; the time until another instance owns them all, beside the protocol's bound (the
+  expiration interval plus one acquire interval: 2 s + 0.25 s here).
+* **Memory per lease**: the resident memory a process adds per lease it owns (the sync
+  processor: 2 threads per lease), 32 partitions against 1, beside a bare poller that keeps one
+  thread and one continuation per partition.
+
+``measure()`` returns the figures; ``python -m bench.changefeed`` prints them.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any
+
+from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionKey
+
+from cosmos_changefeed import ChangeFeedProcessor, Lease, LeaseContext
+from funcstack.cosmos import CosmosEndpoint, start_cosmos
+
+DOCS = 10_000
+ROUNDS = 3
+EXPIRATION, ACQUIRE = 2.0, 0.25
+PARTITIONS_HEADER = "x-funcstack-physical-partitions"
+
+
+def _container(database: DatabaseProxy, partitions: int, path: str = "/pk") -> ContainerProxy:
+    return database.create_container(
+        f"c{uuid.uuid4().hex[:8]}",
+        partition_key=PartitionKey(path=path),
+        headers={PARTITIONS_HEADER: str(partitions)},
+    )
+
+
+def _bare_loop(container: ContainerProxy, page_size: int | None) -> float:
+    """The floor: the whole (one-partition) feed read page by page, from the beginning;
+    documents per second from the first page to the last."""
+    (feed_range,) = list(container.read_feed_ranges())
+    read, continuation = 0, None
+    first: tuple[float, int] | None = None
+    last = 0.0
+    while True:
+        kwargs: dict[str, Any] = {} if page_size is None else {"max_item_count": page_size}
+        if continuation:
+            kwargs["continuation"] = continuation
+        else:
+            kwargs.update(feed_range=feed_range, start_time="Beginning")
+        pager = container.query_items_change_feed(**kwargs).by_page()
+        page = next(pager, None)
+        items = list(page) if page is not None else []
+        if not items:
+            break
+        read += len(items)
+        last = time.perf_counter()
+        first = first or (last, len(items))
+        continuation = pager.continuation_token  # type: ignore[attr-defined]
+    assert read == DOCS and first is not None, read
+    return _rate(first, last)
+
+
+def _rate(first: tuple[float, int], last: float) -> float:
+    """Documents per second after the first page (all of them when there was one page)."""
+    at, size = first
+    if size == DOCS:
+        return float("inf")
+    return (DOCS - size) / (last - at)
+
+
+def _processor(container: ContainerProxy, database: DatabaseProxy, page_size: int | None) -> float:
+    """The sync processor reading the same documents: documents per second from its first
+    batch to its last."""
+    leases = _container(database, 1, "/id")
+    done = threading.Event()
+    count = 0
+    first: tuple[float, int] | None = None
+    last = 0.0
+
+    def handler(_context: LeaseContext, changes: list[dict[str, Any]]) -> None:
+        nonlocal count, first, last
+        last = time.perf_counter()
+        first = first or (last, len(changes))
+        count += len(changes)
+        if count >= DOCS:
+            done.set()
+
+    processor = ChangeFeedProcessor(
+        container,
+        leases,
+        processor_name="bench",
+        instance_name="one",
+        handler=handler,
+        start_from="beginning",
+        max_items=page_size,
+        poll_delay=0.05,
+    )
+    processor.start()
+    try:
+        assert done.wait(120), f"{count} of {DOCS}"
+        assert first is not None
+        return _rate(first, last)
+    finally:
+        processor.stop()
+
+
+_INSTANCE = textwrap.dedent(
+    """
+    import os, time
+    from azure.cosmos import CosmosClient
+    from cosmos_changefeed import ChangeFeedProcessor
+
+    client = CosmosClient(os.environ["ENDPOINT"], os.environ["KEY"], connection_verify=False)
+    database = client.get_database_client(os.environ["DATABASE"])
+    processor = ChangeFeedProcessor(
+        database.get_container_client(os.environ["MONITORED"]),
+        database.get_container_client(os.environ["LEASES"]),
+        processor_name="bench", instance_name=os.environ["NAME"],
+        handler=lambda context, changes: None, poll_delay=0.2, lease_acquire_interval=0.25,
+        lease_renew_interval=0.5, lease_expiration_interval=2.0,
+    )
+    processor.start()
+    processor.wait_until_listening(60)
+    print(len(processor.owned_leases), flush=True)
+    while True:
+        time.sleep(1)
+    """
+)
+
+_BARE = textwrap.dedent(
+    """
+    import os, threading, time
+    from azure.cosmos import CosmosClient
+
+    client = CosmosClient(os.environ["ENDPOINT"], os.environ["KEY"], connection_verify=False)
+    container = client.get_database_client(os.environ["DATABASE"]).get_container_client(
+        os.environ["MONITORED"])
+    ready = threading.Barrier(int(os.environ["RANGES"]) + 1)
+
+    def poll(feed_range):
+        pager = container.query_items_change_feed(feed_range=feed_range, start_time="Now").by_page()
+        continuation = None
+        for page in pager:
+            list(page)
+            continuation = pager.continuation_token  # type: ignore[attr-defined]
+        ready.wait()
+        while True:
+            time.sleep(0.2)
+            kwargs = {"continuation": continuation} if continuation else {
+                "feed_range": feed_range, "start_time": "Now"}
+            pager = container.query_items_change_feed(**kwargs).by_page()
+            for page in pager:
+                list(page)
+                continuation = pager.continuation_token  # type: ignore[attr-defined]
+
+    for feed_range in container.read_feed_ranges():
+        threading.Thread(target=poll, args=(feed_range,), daemon=True).start()
+    ready.wait()
+    print(int(os.environ["RANGES"]), flush=True)
+    while True:
+        time.sleep(1)
+    """
+)
+
+
+def _spawn(code: str, env: dict[str, str]) -> tuple[subprocess.Popen[str], int]:
+    process = subprocess.Popen(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONWARNINGS": "ignore", **env},
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert process.stdout is not None
+    owned = int(process.stdout.readline())
+    return process, owned
+
+
+def _rss_kb(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text("ascii").splitlines()
+    return next(int(line.split()[1]) for line in status if line.startswith("VmRSS:"))
+
+
+def _env(
+    local: CosmosEndpoint, database: DatabaseProxy, monitored: ContainerProxy
+) -> dict[str, str]:
+    return {
+        "ENDPOINT": local.endpoint,
+        "KEY": local.key,
+        "DATABASE": database.id,
+        "MONITORED": monitored.id,
+    }
+
+
+def _memory_kb(local: CosmosEndpoint, database: DatabaseProxy, code: str) -> dict[int, int]:
+    found: dict[int, int] = {}
+    for partitions in (1, 32):
+        monitored = _container(database, partitions)
+        env = {
+            **_env(local, database, monitored),
+            "LEASES": _container(database, 1, "/id").id,
+            "NAME": "memory",
+            "RANGES": str(partitions),
+        }
+        process, owned = _spawn(code, env)
+        try:
+            assert owned == partitions, (owned, partitions)
+            time.sleep(1.0)  # a few polls each
+            found[partitions] = _rss_kb(process.pid)
+        finally:
+            process.kill()
+            process.wait()
+    return found
+
+
+def _takeover_s(local: CosmosEndpoint, database: DatabaseProxy) -> float:
+    monitored, leases = _container(database, 4), _container(database, 1, "/id")
+    env = {**_env(local, database, monitored), "LEASES": leases.id, "NAME": "doomed"}
+    process, owned = _spawn(_INSTANCE, env)
+    assert owned == 4
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    killed = time.perf_counter()
+    heir = ChangeFeedProcessor(
+        monitored,
+        leases,
+        processor_name="bench",
+        instance_name="heir",
+        handler=lambda _c, _d: None,
+        poll_delay=0.2,
+        lease_acquire_interval=ACQUIRE,
+        lease_renew_interval=0.5,
+        lease_expiration_interval=EXPIRATION,
+    )
+    heir.start()
+    try:
+        while len(heir.owned_leases) < 4:
+            assert time.perf_counter() - killed < 30
+            time.sleep(0.01)
+        return time.perf_counter() - killed
+    finally:
+        heir.stop()
+        assert all(
+            Lease.from_document(d).owner is None
+            for d in leases.read_all_items()
+            if "LeaseToken" in d
+        )
+
+
+def measure() -> dict[str, Any]:
+    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
+    logging.getLogger("azure").setLevel(logging.WARNING)
+    logging.getLogger("cosmos_changefeed").setLevel(logging.WARNING)
+    local = start_cosmos()
+    try:
+        client = CosmosClient(local.endpoint, local.key, connection_verify=False)
+        database = client.create_database(f"bench-{uuid.uuid4().hex[:8]}")
+        monitored = _container(database, 1)
+        for i in range(DOCS):
+            monitored.create_item({"id": f"d{i}", "pk": f"k{i % 100}", "n": i})
+        throughput: dict[str, dict[str, float]] = {}
+        for label, page_size in (("pages of 100", 100), ("pages of 1,000", 1000)):
+            loops, processors = [], []
+            for _ in range(ROUNDS):
+                loops.append(_bare_loop(monitored, page_size))
+                processors.append(_processor(monitored, database, page_size))
+            loop, processor = statistics.median(loops), statistics.median(processors)
+            throughput[label] = {
+                "loop_per_s": loop,
+                "processor_per_s": processor,
+                "ratio": processor / loop if loop != float("inf") else 1.0,
+            }
+        takeovers = [_takeover_s(local, database) for _ in range(2)]
+        processor_kb = _memory_kb(local, database, _INSTANCE)
+        bare_kb = _memory_kb(local, database, _BARE)
+        per_lease = (processor_kb[32] - processor_kb[1]) / 31
+        per_range = (bare_kb[32] - bare_kb[1]) / 31
+        return {
+            "docs": DOCS,
+            "throughput": throughput,
+            "takeover_s": statistics.median(takeovers),
+            "takeover_bound_s": EXPIRATION + ACQUIRE,
+            "takeover_ratio": statistics.median(takeovers) / (EXPIRATION + ACQUIRE),
+            "memory_kb": {"processor": processor_kb, "bare": bare_kb},
+            "kb_per_lease": per_lease,
+            "kb_per_bare_range": per_range,
+            "memory_ratio": per_lease / per_range if per_range > 0 else float("nan"),
+        }
+    finally:
+        local.stop()
+
+
+def report(figures: dict[str, Any]) -> str:
+    return "\n".join(
+        [
+            *(
+                f"  throughput per lease, {figures['docs']:,} documents in {label}: processor "
+                f"{row['processor_per_s']:,.0f}/s, bare query_items_change_feed loop "
+                f"{row['loop_per_s']:,.0f}/s: {row['ratio']:.2f}x (aim >= 0.9x)"
+                for label, row in figures["throughput"].items()
+            ),
+            f"  takeover after a SIGKILL (4 leases): {figures['takeover_s']:.2f} s, the bound "
+            f"(expiry + acquire) {figures['takeover_bound_s']:.2f} s: "
+            f"{figures['takeover_ratio']:.2f}x",
+            f"  memory per lease: {figures['kb_per_lease']:,.0f} KB, a bare poller's per range "
+            f"{figures['kb_per_bare_range']:,.0f} KB: {figures['memory_ratio']:.2f}x",
+        ]
+    )
+
+
+if __name__ == "__main__":
+    print(report(measure()))

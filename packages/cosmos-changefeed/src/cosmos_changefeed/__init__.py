@@ -1,0 +1,56 @@
+"""cosmos-changefeed: a change feed processor for Azure Cosmos DB.
+
+Instances of one processor share a container's change feed through leases in a lease
+container -- one per physical partition, in the .NET change feed processor's own schema, so
+.NET's estimator and KEDA's ``azure-cosmosdb`` scaler read them and a .NET processor can take
+over. Each batch of changes goes to a handler with its lease's context and is checkpointed once
+the handler returns (at least once). ``cosmos_changefeed.aio`` has the same names for asyncio.
+"""
+
+from __future__ import annotations
+
+from cosmos_changefeed._cosmos_store import CosmosLeaseStore
+from cosmos_changefeed._estimator import ChangeFeedEstimator
+from cosmos_changefeed._leases import Lease
+from cosmos_changefeed._names import store_prefix as lease_prefix
+from cosmos_changefeed._options import (
+    ChangeFeedProcessorState,
+    LeaseContext,
+    Mode,
+    StartFrom,
+)
+from cosmos_changefeed._processor import ChangeFeedProcessor, Handler
+from cosmos_changefeed._protocol import LeaseLostError
+from cosmos_changefeed._store import (
+    ConflictError,
+    InMemoryDocuments,
+    InMemoryLeaseStore,
+    LeaseStore,
+    LeaseStoreError,
+    NotFoundError,
+    PreconditionFailedError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ChangeFeedEstimator",
+    "ChangeFeedProcessor",
+    "ChangeFeedProcessorState",
+    "ConflictError",
+    "CosmosLeaseStore",
+    "Handler",
+    "InMemoryDocuments",
+    "InMemoryLeaseStore",
+    "Lease",
+    "LeaseContext",
+    "LeaseLostError",
+    "LeaseStore",
+    "LeaseStoreError",
+    "Mode",
+    "NotFoundError",
+    "PreconditionFailedError",
+    "StartFrom",
+    "__version__",
+    "lease_prefix",
+]

@@ -1,0 +1,59 @@
+"""Run a lease protocol flow (``_protocol``) against a sync store and reader: each operation the
+flow yields is done and its result sent back, or the store's refusal thrown into it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from cosmos_changefeed._feed import FeedReader
+from cosmos_changefeed._protocol import (
+    Create,
+    Delete,
+    Flow,
+    ListDocuments,
+    Op,
+    Read,
+    ReadRanges,
+    Replace,
+    Sleep,
+)
+from cosmos_changefeed._store import LeaseStore, LeaseStoreError
+
+
+def drive(
+    flow: Flow, store: LeaseStore, reader: FeedReader, sleep: Callable[[float], object]
+) -> Any:
+    """The flow's result (its return value)."""
+    send: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            op = flow.throw(error) if error is not None else flow.send(send)
+        except StopIteration as done:
+            return done.value
+        send, error = None, None
+        try:
+            send = _perform(op, store, reader, sleep)
+        except LeaseStoreError as exc:
+            error = exc
+
+
+def _perform(
+    op: Op, store: LeaseStore, reader: FeedReader, sleep: Callable[[float], object]
+) -> Any:
+    if isinstance(op, ListDocuments):
+        return store.list_documents(op.prefix)
+    if isinstance(op, Read):
+        return store.read(op.item_id, op.partition_key)
+    if isinstance(op, Create):
+        return store.create(op.document, op.partition_key)
+    if isinstance(op, Replace):
+        return store.replace(op.document, op.partition_key, op.etag)
+    if isinstance(op, Delete):
+        return store.delete(op.item_id, op.partition_key, op.etag)
+    if isinstance(op, ReadRanges):
+        return reader.ranges(force_refresh=op.force_refresh)
+    if isinstance(op, Sleep):
+        return sleep(op.seconds)
+    raise TypeError(f"not a lease store operation: {op!r}")

@@ -1,0 +1,119 @@
+"""The monitored container as the sync processor reads it (azure-cosmos ``ContainerProxy``):
+its resource id, its partition key ranges, and one page of a lease's range. The requests and
+what is kept of the answers are ``_reading``'s; this file only sends them.
+
+The ranges' ids: azure-cosmos lists a container's physical partitions as EPK ranges
+(``read_feed_ranges``) without their ids. A change feed read of one range names it: the SDK
+resolves the range in its routing map and sends the id in ``x-ms-documentdb-partitionkeyrangeid``,
+which azure-core's ``raw_request_hook`` shows. So each range's id is learnt once by a read from
+"now" (a 304: nothing is read) and kept while the SDK's map has that range.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from azure.cosmos import ContainerProxy
+
+from cosmos_changefeed._leases import Lease
+from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange
+from cosmos_changefeed._reading import (
+    RANGE_ID_HEADER,
+    Page,
+    ResponseCapture,
+    Start,
+    change_feed_kwargs,
+    is_gone,
+    merge_ranges,
+)
+
+
+class FeedReader:
+    """Reads the change feed of ``container`` lease by lease."""
+
+    def __init__(self, container: ContainerProxy, *, mode: str, max_items: int | None) -> None:
+        self.container = container
+        self.mode = mode
+        self.max_items = max_items
+        self._rid: str | None = None
+        self._ids: dict[EpkRange, str] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def account_endpoint(self) -> str:
+        return str(self.container.client_connection.url_connection)
+
+    def container_rid(self) -> str:
+        if self._rid is None:
+            self._rid = str(self.container.read()["_rid"])
+        return self._rid
+
+    def ranges(self, *, force_refresh: bool = False) -> list[PartitionKeyRange]:
+        """The live partition key ranges, in EPK order (``force_refresh``: the SDK's routing
+        map read again first)."""
+        feed = [
+            EpkRange.from_json(r)
+            for r in self.container.read_feed_ranges(force_refresh=force_refresh)
+        ]
+        with self._lock:
+            unknown, _ = merge_ranges(feed, self._ids)
+        for rng in unknown:
+            found = self._range_id(rng)
+            with self._lock:
+                self._ids[rng] = found
+        with self._lock:
+            _, known = merge_ranges(feed, self._ids)
+        return known
+
+    def _range_id(self, rng: EpkRange) -> str:
+        seen: dict[str, str] = {}
+
+        def hook(request: Any) -> None:
+            value = request.http_request.headers.get(RANGE_ID_HEADER)
+            if value is not None:
+                seen["id"] = str(value)
+
+        pager = self.container.query_items_change_feed(
+            feed_range=rng.to_feed_range(),
+            start_time="Now",
+            max_item_count=1,
+            raw_request_hook=hook,
+        ).by_page()
+        for page in pager:
+            list(page)
+            break
+        if "id" not in seen:
+            raise RuntimeError(f"azure-cosmos named no partition key range for {rng}")
+        return seen["id"]
+
+    def _gone(self, lease: Lease) -> bool:
+        """Whether ``lease``'s range is gone: so says the SDK's routing map, read afresh to be
+        sure (a map cached before a split does not have a child's id yet)."""
+        if not is_gone(lease, self.ranges()):
+            return False
+        return is_gone(lease, self.ranges(force_refresh=True))
+
+    def read(self, lease: Lease, position: str | None, start: Start) -> Page:
+        """One page of ``lease``'s range from ``position`` (or ``start``)."""
+        if lease.feed_range is None:
+            raise ValueError(f"lease {lease.lease_token} has no FeedRange")
+        if self._gone(lease):
+            return Page([], position, {}, gone=True)
+        capture = ResponseCapture()
+        kwargs = change_feed_kwargs(
+            self.container_rid(),
+            lease.feed_range,
+            position,
+            start,
+            mode=self.mode,
+            max_items=self.max_items,
+        )
+        pager = self.container.query_items_change_feed(**kwargs, response_hook=capture).by_page()
+        items: list[dict[str, Any]] = []
+        for page in pager:
+            items = list(page)
+            break
+        if self._gone(lease):
+            return Page([], position, {}, gone=True)
+        return Page(items, capture.etag or position, capture.headers)

@@ -1,0 +1,583 @@
+"""The change feed processor, sync: one thread balances the leases, one per owned lease reads
+its range and calls the handler, one more per lease renews it. The same protocol as the aio
+processor (``aio/_processor_async.py``, whose docstring lists the .NET sources), driven by
+threads: the decisions are the pure core's, this file is the threads.
+
+A stop cannot interrupt a handler that is running: the lease's thread releases the lease when
+the handler returns (and checkpoints that batch first, as it completed); a handler still running
+after ``stop``'s timeout keeps its thread, and its lease expires.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from azure.cosmos import ContainerProxy
+
+from cosmos_changefeed import _names
+from cosmos_changefeed._balancing import select_leases_to_take
+from cosmos_changefeed._cosmos_store import CosmosLeaseStore
+from cosmos_changefeed._drive import drive
+from cosmos_changefeed._events import Monitor, came_from, error_text, logger, where_it_starts
+from cosmos_changefeed._feed import FeedReader
+from cosmos_changefeed._leases import Lease
+from cosmos_changefeed._options import LeaseContext, Mode, ProcessorOptions, StartFrom
+from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError, LeaseManager
+from cosmos_changefeed._reading import Start, resolve_start
+from cosmos_changefeed._store import LeaseStore
+
+#: ``(context, changes)``: a batch of one lease's changes, in the order of its feed.
+Handler = Callable[[LeaseContext, list[dict[str, Any]]], object]
+
+
+class _StoppedError(Exception):
+    """The processor is stopping: the lease's thread ends and releases it."""
+
+
+class ChangeFeedProcessor:
+    """Processes the change feed of ``monitored_container`` with leases in ``lease_container``
+    (a container, or any ``LeaseStore``), sharing them with every other instance of the same
+    ``processor_name``. ``with processor:`` starts and stops it."""
+
+    def __init__(
+        self,
+        monitored_container: ContainerProxy,
+        lease_container: ContainerProxy | LeaseStore,
+        *,
+        processor_name: str,
+        instance_name: str,
+        handler: Handler,
+        start_from: StartFrom = "now",
+        mode: Mode = "LatestVersion",
+        poll_delay: float = 5.0,
+        max_items: int | None = None,
+        lease_renew_interval: float = 17.0,
+        lease_acquire_interval: float = 13.0,
+        lease_expiration_interval: float = 60.0,
+        on_lease_acquired: Callable[[str], object] | None = None,
+        on_lease_released: Callable[[str], object] | None = None,
+        on_error: Callable[[str, BaseException], object] | None = None,
+    ) -> None:
+        self.options = ProcessorOptions(
+            processor_name=processor_name,
+            instance_name=instance_name,
+            start_from=start_from,
+            mode=mode,
+            poll_delay=poll_delay,
+            max_items=max_items,
+            lease_renew_interval=lease_renew_interval,
+            lease_acquire_interval=lease_acquire_interval,
+            lease_expiration_interval=lease_expiration_interval,
+        )
+        self._handler = handler
+        self._monitor = Monitor(on_lease_acquired, on_lease_released, on_error)
+        self._store = (
+            lease_container
+            if isinstance(lease_container, LeaseStore)
+            else CosmosLeaseStore(lease_container)
+        )
+        self._reader = FeedReader(monitored_container, mode=mode, max_items=max_items)
+        self._manager: LeaseManager | None = None
+        self._start: Start | None = None
+        self._balancer: threading.Thread | None = None
+        self._stopping = threading.Event()
+        self._listening = threading.Event()
+        self._lock = threading.Lock()
+        self._workers: dict[str, _LeaseWorker] = {}
+        self._acquiring: set[str] = set()
+        #: Checkpoints are written here while the next batch is read (one at a time per
+        #: lease); made at each start.
+        self._checkpoints: ThreadPoolExecutor | None = None
+
+    # -- what an application sees ------------------------------------------------------------
+
+    @property
+    def processor_name(self) -> str:
+        return self.options.processor_name
+
+    @property
+    def instance_name(self) -> str:
+        return self.options.instance_name
+
+    @property
+    def lease_prefix(self) -> str | None:
+        return self._manager.prefix if self._manager is not None else None
+
+    @property
+    def start_position(self) -> Start | None:
+        return self._start
+
+    @property
+    def owned_leases(self) -> list[str]:
+        with self._lock:
+            return sorted(self._workers)
+
+    @property
+    def is_listening(self) -> bool:
+        return self._listening.is_set()
+
+    def wait_until_listening(self, timeout: float | None = None) -> None:
+        """Return once the processor is listening (``TimeoutError`` after ``timeout`` s); see
+        ``cosmos_changefeed.aio.ChangeFeedProcessor.wait_until_listening``."""
+        if self._balancer is None:
+            raise RuntimeError("the processor is not started")
+        if not self._listening.wait(timeout):
+            raise TimeoutError(f"not listening after {timeout}s")
+
+    # -- start and stop ------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Initialise the lease store and start balancing; returns once the store is
+        initialised."""
+        if self._balancer is not None:
+            return
+        started = dt.datetime.now(dt.UTC)
+        opts = self.options
+        self._stopping.clear()
+        self._listening.clear()
+        self._checkpoints = ThreadPoolExecutor(max_workers=4, thread_name_prefix="checkpoint")
+        rid = self._reader.container_rid()
+        prefix = _names.store_prefix(opts.processor_name, self._reader.account_endpoint, rid)
+        manager = LeaseManager(
+            prefix,
+            opts.instance_name,
+            partition_key_path=self._store.partition_key_path(),
+            mode=opts.mode,
+        )
+        manager.check_mode(self._run(manager.all_leases()))
+        created = self._run(manager.initialize())
+        self._manager = manager
+        self._start = resolve_start(opts.start_from, opts.mode, started)
+        logger.info(
+            "processor '%s' (instance %s): leases '%s..*'%s; acquire %gs, renew %gs, expiry %gs; "
+            "poll %gs; a lease without a checkpoint starts at %s",
+            opts.processor_name,
+            opts.instance_name,
+            prefix,
+            f" ({created} created)" if created else "",
+            opts.lease_acquire_interval,
+            opts.lease_renew_interval,
+            opts.lease_expiration_interval,
+            opts.poll_delay,
+            self._start if isinstance(self._start, str) else self._start.isoformat(),
+        )
+        self._balancer = threading.Thread(
+            target=self._balance,
+            name=f"cosmos-changefeed-balancer-{opts.processor_name}",
+            daemon=True,
+        )
+        self._balancer.start()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop balancing and every lease's processing, and release the leases (a handler
+        running is waited for, up to ``timeout`` s in all)."""
+        self._stopping.set()
+        deadline = dt.datetime.now(dt.UTC) + dt.timedelta(seconds=timeout)
+        if self._balancer is not None:
+            self._balancer.join(timeout)
+            self._balancer = None
+        with self._lock:
+            workers = list(self._workers.values())
+        for worker in workers:
+            worker.halt()
+        for worker in workers:
+            left = max((deadline - dt.datetime.now(dt.UTC)).total_seconds(), 0.0)
+            if worker.thread is not None:
+                worker.thread.join(left)
+        if self._checkpoints is not None:
+            self._checkpoints.shutdown(wait=False)
+        alive = [w for w in workers if w.thread is not None and w.thread.is_alive()]
+        if alive:
+            logger.warning(
+                "processor '%s': %d lease(s) not released in %gs; they expire after %gs",
+                self.processor_name,
+                len(alive),
+                timeout,
+                self.options.lease_expiration_interval,
+            )
+        self._listening.clear()
+
+    def __enter__(self) -> ChangeFeedProcessor:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    # -- balancing -----------------------------------------------------------------------------
+
+    def _balance(self) -> None:
+        manager = self._manager
+        assert manager is not None
+        opts = self.options
+        first = True
+        while not self._stopping.is_set():
+            try:
+                if first:
+                    for lease in self._run(manager.owned_leases()):
+                        self._try_add(lease)
+                leases = self._run(manager.all_leases())
+                for lease in select_leases_to_take(
+                    leases, opts.instance_name, opts.lease_expiration_interval, manager.now()
+                ):
+                    self._try_add(lease)
+                if first:
+                    first = False
+                    with self._lock:
+                        workers = list(self._workers.values())
+                    threading.Thread(
+                        target=self._listen_when_fixed, args=(workers,), daemon=True
+                    ).start()
+            except _StoppedError:
+                return
+            except Exception as exc:
+                logger.warning(
+                    "processor '%s': lease balancing failed (%s); again in %gs",
+                    opts.processor_name,
+                    error_text(exc),
+                    opts.lease_acquire_interval,
+                )
+            self._stopping.wait(opts.lease_acquire_interval)
+
+    def _listen_when_fixed(self, workers: list[_LeaseWorker]) -> None:
+        for worker in workers:
+            while not worker.position_fixed.wait(0.5):
+                if self._stopping.is_set():
+                    return
+        if not self._stopping.is_set():
+            self._listening.set()
+            logger.info(
+                "processor '%s' (instance %s): listening, lease(s) %s",
+                self.processor_name,
+                self.instance_name,
+                ", ".join(sorted(w.lease.lease_token for w in workers)) or "none yet",
+            )
+
+    def _try_add(self, lease: Lease) -> None:
+        try:
+            self._add(lease)
+        except LeaseLostError as exc:
+            logger.info("processor '%s': %s not acquired (%s)", self.processor_name, lease, exc)
+        except Exception as exc:
+            logger.warning(
+                "processor '%s': lease %s not acquired (%s)",
+                self.processor_name,
+                lease.lease_token,
+                error_text(exc),
+            )
+            self._notify_error(lease.lease_token, exc)
+
+    def _add(self, lease: Lease) -> None:
+        token = lease.lease_token
+        manager = self._manager
+        assert manager is not None and self._start is not None
+        with self._lock:
+            if self._stopping.is_set() or token in self._workers or token in self._acquiring:
+                return
+            self._acquiring.add(token)
+        try:
+            ranges = self._reader.ranges() if lease.feed_range is None else ()
+            acquired = self._run(manager.acquire(lease, ranges))
+        finally:
+            with self._lock:
+                self._acquiring.discard(token)
+        logger.info(
+            "processor '%s': lease %s acquired (%s); %s",
+            self.processor_name,
+            token,
+            came_from(lease, self.options.lease_expiration_interval, manager.now()),
+            where_it_starts(acquired, self._start),
+        )
+        self._notify(self._monitor.on_lease_acquired, token)
+        worker = _LeaseWorker(self, acquired, self._start)
+        with self._lock:
+            self._workers[token] = worker
+        worker.thread = threading.Thread(
+            target=self._supervise, args=(worker,), name=f"lease-{token}", daemon=True
+        )
+        worker.thread.start()
+
+    def _supervise(self, worker: _LeaseWorker) -> None:
+        token = worker.lease.lease_token
+        try:
+            worker.run()
+        except FeedRangeGoneError as gone:
+            self._forget(worker)
+            self._replace_gone(worker.lease, gone.last_continuation)
+            return
+        except LeaseLostError as exc:
+            self._forget(worker)
+            logger.info(
+                "processor '%s': lease %s lost (%s); its processing stopped, the new owner "
+                "reads again from its last checkpoint",
+                self.processor_name,
+                token,
+                exc,
+            )
+            self._notify(self._monitor.on_lease_released, token)
+            return
+        except _StoppedError:
+            pass
+        except Exception as exc:
+            logger.error(
+                "processor '%s': lease %s processing failed (%s)",
+                self.processor_name,
+                token,
+                error_text(exc),
+            )
+            self._notify_error(token, exc)
+        self._forget(worker)
+        self._release(worker.lease)
+
+    def _forget(self, worker: _LeaseWorker) -> None:
+        with self._lock:
+            if self._workers.get(worker.lease.lease_token) is worker:
+                del self._workers[worker.lease.lease_token]
+
+    def _release(self, lease: Lease) -> None:
+        manager = self._manager
+        assert manager is not None
+        try:
+            drive(manager.release(lease), self._store, self._reader, _no_sleep)
+        except LeaseLostError:
+            pass
+        except Exception as exc:
+            logger.warning(
+                "processor '%s': lease %s not released (%s); it expires after %gs",
+                self.processor_name,
+                lease.lease_token,
+                error_text(exc),
+                self.options.lease_expiration_interval,
+            )
+            return
+        logger.info("processor '%s': lease %s released", self.processor_name, lease.lease_token)
+        self._notify(self._monitor.on_lease_released, lease.lease_token)
+
+    def _replace_gone(self, lease: Lease, last_continuation: str | None) -> None:
+        manager = self._manager
+        assert manager is not None
+        try:
+            created, stays = self._run(manager.handle_gone(lease, last_continuation))
+        except LeaseLostError as exc:
+            logger.info(
+                "processor '%s': lease %s lost before its split (%s); its owner replaces it",
+                self.processor_name,
+                lease.lease_token,
+                exc,
+            )
+            return
+        except Exception as exc:
+            logger.error(
+                "processor '%s': lease %s: its range is gone but the lease could not be "
+                "replaced (%s); released, for the next instance that reads it",
+                self.processor_name,
+                lease.lease_token,
+                error_text(exc),
+            )
+            self._notify_error(lease.lease_token, exc)
+            self._release(lease)
+            return
+        if stays is not None:
+            self._release(stays)
+            return
+        logger.info(
+            "processor '%s': lease %s split into %s; each starts where the lease was (%s)",
+            self.processor_name,
+            lease.lease_token,
+            ", ".join(child.lease_token for child in created) or "leases another instance made",
+            "its continuation" if last_continuation else "no continuation yet",
+        )
+        self._notify(self._monitor.on_lease_released, lease.lease_token)
+        for child in created:
+            self._try_add(child)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _run(self, flow: Flow) -> Any:
+        return drive(flow, self._store, self._reader, self._sleep)
+
+    def _sleep(self, seconds: float) -> None:
+        if self._stopping.wait(seconds):
+            raise _StoppedError
+
+    def _notify(self, hook: Callable[[str], object] | None, token: str) -> None:
+        if hook is None:
+            return
+        try:
+            hook(token)
+        except Exception:
+            logger.exception("processor '%s': a lease notification failed", self.processor_name)
+
+    def _notify_error(self, token: str, exc: BaseException) -> None:
+        hook = self._monitor.on_error
+        if hook is None:
+            return
+        try:
+            hook(token, exc)
+        except Exception:
+            logger.exception("processor '%s': an error notification failed", self.processor_name)
+
+
+def _no_sleep(_seconds: float) -> None:
+    return None
+
+
+class _LeaseWorker:
+    """One lease's renewer thread and feed processor (the lease's own thread)."""
+
+    def __init__(self, processor: ChangeFeedProcessor, lease: Lease, start: Start) -> None:
+        self.processor = processor
+        self.lease = lease
+        self.start = start
+        self.thread: threading.Thread | None = None
+        self.position_fixed = threading.Event()
+        #: Set to end this lease's processing (the processor stops).
+        self.stop = threading.Event()
+        self._writing = threading.Lock()
+        self._lost: LeaseLostError | None = None
+        self._wake = threading.Event()
+        self._checkpointing: Future[None] | None = None
+
+    def run(self) -> None:
+        renewer = threading.Thread(
+            target=self._renew, name=f"renew-{self.lease.lease_token}", daemon=True
+        )
+        renewer.start()
+        try:
+            self._feed()
+        finally:
+            self.halt()
+            with contextlib.suppress(Exception):  # a batch handled is checkpointed if it can be
+                self._settle()
+            renewer.join(5.0)
+
+    def halt(self) -> None:
+        """End this lease's processing (at once when it waits, after the handler when one
+        runs)."""
+        self.stop.set()
+        self._wake.set()
+
+    def _renew(self) -> None:
+        processor = self.processor
+        manager = processor._manager
+        assert manager is not None
+        interval = processor.options.lease_renew_interval
+        if self.stop.wait(interval / 2):
+            return
+        while True:
+            try:
+                with self._writing:
+                    if self.stop.is_set():
+                        return
+                    self.lease = drive(
+                        manager.renew(self.lease), processor._store, processor._reader, _no_sleep
+                    )
+            except LeaseLostError as lost:
+                self._lost = lost
+                self._wake.set()
+                return
+            except Exception as exc:
+                logger.warning(
+                    "processor '%s': lease %s renewal failed (%s); again in %gs",
+                    processor.processor_name,
+                    self.lease.lease_token,
+                    error_text(exc),
+                    interval,
+                )
+            if self.stop.wait(interval):
+                return
+
+    def _check(self) -> None:
+        if self._lost is not None:
+            raise self._lost
+        if self.stop.is_set():
+            raise _StoppedError
+
+    def _pause(self) -> None:
+        self._settle()
+        self._wake.wait(self.processor.options.poll_delay)
+        self._check()
+
+    def _feed(self) -> None:
+        processor = self.processor
+        manager = processor._manager
+        assert manager is not None
+        opts = processor.options
+        position = self.lease.continuation
+        if position or self.start != "Now":
+            self.position_fixed.set()
+        while True:
+            self._check()
+            try:
+                page = processor._reader.read(self.lease, position, self.start)
+            except Exception as exc:
+                logger.warning(
+                    "processor '%s': lease %s change feed read failed (%s); again in %gs",
+                    processor.processor_name,
+                    self.lease.lease_token,
+                    error_text(exc),
+                    opts.poll_delay,
+                )
+                self._pause()
+                continue
+            if page.gone:
+                self._settle()
+                raise FeedRangeGoneError(self.lease.lease_token, position)
+            self.position_fixed.set()
+            if not page.items:
+                position = page.etag or position
+                self._pause()
+                continue
+            # the previous batch's checkpoint was written while this one was read; it is done
+            # before this one is handed over: at most the batch in flight is given again
+            self._settle()
+            context = LeaseContext(
+                lease_token=self.lease.lease_token,
+                feed_range=self.lease.feed_range.to_feed_range() if self.lease.feed_range else {},
+                processor_name=opts.processor_name,
+                instance_name=opts.instance_name,
+                continuation=page.etag,
+                headers=page.headers,
+            )
+            try:
+                processor._handler(context, page.items)
+            except Exception as exc:
+                logger.error(
+                    "processor '%s': lease %s: the handler failed on a batch of %d (%s); "
+                    "the batch is given again in %gs",
+                    processor.processor_name,
+                    self.lease.lease_token,
+                    len(page.items),
+                    error_text(exc),
+                    opts.poll_delay,
+                )
+                processor._notify_error(self.lease.lease_token, exc)
+                self._pause()
+                continue
+            if page.etag is None:
+                self._pause()
+                continue
+            # this batch's checkpoint is written while the next one is read
+            assert processor._checkpoints is not None
+            self._checkpointing = processor._checkpoints.submit(self._checkpoint, page.etag)
+            position = page.etag
+
+    def _checkpoint(self, etag: str) -> None:
+        processor = self.processor
+        manager = processor._manager
+        assert manager is not None
+        with self._writing:
+            self.lease = drive(
+                manager.checkpoint(self.lease, etag), processor._store, processor._reader, _no_sleep
+            )
+
+    def _settle(self) -> None:
+        """Wait for the checkpoint being written, if any (its lost lease raises here)."""
+        checkpointing, self._checkpointing = self._checkpointing, None
+        if checkpointing is not None:
+            checkpointing.result()

@@ -1,0 +1,137 @@
+"""How a lease's range is read through azure-cosmos: the request, what is kept of the response,
+and when the range is gone. Pure; ``_feed`` (sync) and ``aio/_feed_async`` do the I/O.
+
+* The request: ``query_items_change_feed`` with ``feed_range`` = the lease's EPK range and a
+  start (no position yet), or with ``continuation`` = azure-cosmos's own state holding the
+  lease's raw etag (``_continuation.sdk_continuation``); ``max_item_count``; ``mode`` for all
+  versions and deletes. The SDK resolves the range to its physical partition (the
+  ``x-ms-documentdb-partitionkeyrangeid`` header, with ``x-ms-start-epk`` / ``x-ms-end-epk`` for a
+  range smaller than its partition) and sends the etag as ``If-None-Match``: the request .NET's
+  ``ChangeFeedPartitionKeyResultSetIteratorCore`` sends for the lease.
+* Starts (``ChangeFeedStartFromRequestOptionPopulator``): the beginning (no header), a time
+  (``If-Modified-Since``, HTTP date: whole seconds), now (``If-None-Match: *``). As .NET 3.60+
+  (``ChangeFeedProcessorCore.StartAsync``, ``shouldAnchorStartTime``), "now" in the latest-version
+  mode is fixed once, when the processor starts: the time one second before its start, read as a
+  time start; so every lease an instance ever takes without a checkpoint starts there, whichever
+  instance takes it and whenever. In the all-versions-and-deletes mode, which takes no time start,
+  "now" is ``If-None-Match: *`` at the lease's first read.
+* The response: its ``etag`` is the position after it, the change feed's continuation, 304 or
+  200 (the ``response_hook``: azure-cosmos's pager has no continuation for a 304); the session
+  token and the request charge go to the handler's context and the estimator.
+* Gone: a version-0 lease reads one partition key range by its id, as .NET does; when that id is
+  no longer a live range (split or merged) the service would answer 410 / 1002, and
+  ``HandlePartitionGoneAsync`` replaces the lease. An EPK lease is gone when its range spans
+  several partitions (the SDK raises 410 / 1002 itself then, ``get_feed_range_gone_error``).
+  Both are decided here from the SDK's routing map before a read -- and again after it: a read
+  whose range split under it is answered by the SDK from the children (it handles the 410 itself
+  and refreshes its map), and such a page is dropped, unseen, for the children to read again.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeAlias
+
+from cosmos_changefeed._continuation import LATEST_VERSION, raw_etag, sdk_continuation
+from cosmos_changefeed._leases import EPK_RANGE_BASED, Lease
+from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange, overlapping
+
+#: Where a lease without a continuation starts, once resolved: the beginning, a time, or now.
+Start: TypeAlias = Literal["Beginning", "Now"] | dt.datetime
+#: The request header naming the physical partition a request reads (what the SDK resolved).
+RANGE_ID_HEADER = "x-ms-documentdb-partitionkeyrangeid"
+SESSION_TOKEN_HEADER = "x-ms-session-token"  # noqa: S105 - a header name
+REQUEST_CHARGE_HEADER = "x-ms-request-charge"
+
+
+def resolve_start(
+    start_from: Literal["now", "beginning"] | dt.datetime, mode: str, started: dt.datetime
+) -> Start:
+    """The start of a processor begun at ``started`` (.NET's anchoring of "now")."""
+    if isinstance(start_from, dt.datetime):
+        if start_from.tzinfo is None:
+            raise ValueError(
+                "start_from: a time needs a time zone (.NET refuses an unspecified kind)"
+            )
+        return start_from.astimezone(dt.UTC)
+    if start_from == "beginning":
+        return "Beginning"
+    if start_from != "now":
+        raise ValueError(f"start_from: 'now', 'beginning' or a datetime, not {start_from!r}")
+    if mode != LATEST_VERSION:
+        return "Now"
+    return started.astimezone(dt.UTC) - dt.timedelta(seconds=1)
+
+
+def change_feed_kwargs(
+    container_rid: str,
+    feed_range: EpkRange,
+    position: str | None,
+    start: Start,
+    *,
+    mode: str,
+    max_items: int | None,
+) -> dict[str, Any]:
+    """The keywords of ``query_items_change_feed`` that read ``feed_range`` from ``position``
+    (a raw etag), or from ``start`` when there is none."""
+    kwargs: dict[str, Any] = {}
+    if max_items is not None:
+        kwargs["max_item_count"] = max_items
+    etag = raw_etag(position)
+    if etag is not None:
+        kwargs["continuation"] = sdk_continuation(container_rid, feed_range, etag, mode)
+        return kwargs
+    kwargs["feed_range"] = feed_range.to_feed_range()
+    kwargs["start_time"] = start
+    if mode != LATEST_VERSION:
+        kwargs["mode"] = mode
+    return kwargs
+
+
+@dataclass
+class ResponseCapture:
+    """A ``response_hook``: the headers of the last response (copied as they come: the SDK
+    rewrites the ``etag`` of a page into its own continuation afterwards)."""
+
+    headers: dict[str, str] = field(default_factory=dict)
+    responses: int = 0
+
+    def __call__(self, headers: Mapping[str, Any], _result: Any) -> None:
+        self.headers = {str(k).lower(): str(v) for k, v in headers.items()}
+        self.responses += 1
+
+    @property
+    def etag(self) -> str | None:
+        return self.headers.get("etag")
+
+
+@dataclass(frozen=True)
+class Page:
+    """One read of a lease's range."""
+
+    items: list[dict[str, Any]]
+    #: The position after this page (its ``etag``): a checkpoint's continuation.
+    etag: str | None
+    headers: Mapping[str, str]
+    #: The range split (or, for a version-0 lease, merged) before or under the read: the page
+    #: holds nothing and the lease is to be replaced.
+    gone: bool = False
+
+
+def is_gone(lease: Lease, ranges: Sequence[PartitionKeyRange]) -> bool:
+    """Whether ``lease``'s range is gone given the live ``ranges`` (see the module)."""
+    if lease.version != EPK_RANGE_BASED:
+        return not any(r.id == lease.lease_token for r in ranges)
+    if lease.feed_range is None:
+        return False
+    return len(overlapping(ranges, lease.feed_range)) > 1
+
+
+def merge_ranges(
+    feed_ranges: Sequence[EpkRange], known: Mapping[EpkRange, str]
+) -> tuple[list[EpkRange], list[PartitionKeyRange]]:
+    """The SDK's feed ranges split into those whose id is not known yet and the known ones."""
+    unknown = [r for r in feed_ranges if r not in known]
+    return unknown, [PartitionKeyRange(known[r], r) for r in feed_ranges if r in known]

@@ -1,0 +1,202 @@
+"""The lease store port: the few document operations the processor needs of a lease container,
+with the service's concurrency rules, and an in-memory implementation.
+
+Shaped as azure-eventhub's ``CheckpointStore`` (a small interface the processor drives, an
+in-memory one beside it); what the processor does with the documents -- acquire, renew,
+checkpoint, release, split, with .NET's retry on a conflict -- is written once over this port
+(``_protocol``), so a store only has to keep documents as Cosmos DB keeps them: ``create`` refused
+for an existing id (409), ``replace`` only while the etag matches (412 otherwise), each write a
+new ``_etag`` and ``_ts``, a document with a ``ttl`` gone that many seconds after its last write,
+and ids listed by prefix. ``cosmos_changefeed.testing`` holds both stores to one contract suite;
+``CosmosLeaseStore`` is the real one (a Cosmos DB container, partitioned on ``/id`` or
+``/partitionKey``).
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import time
+import uuid
+from abc import ABC, abstractmethod
+from collections.abc import Mapping
+from typing import Any
+
+#: ``DocumentServiceLeaseStoreManagerBuilder``: the partition key paths a lease container may have.
+ID_PATH = "/id"
+PARTITION_KEY_PATH = "/partitionKey"
+
+
+class LeaseStoreError(Exception):
+    """A lease store operation the service refused."""
+
+
+class NotFoundError(LeaseStoreError):
+    """404: no such document."""
+
+
+class PreconditionFailedError(LeaseStoreError):
+    """412: the document changed since the etag the write was conditioned on."""
+
+
+class ConflictError(LeaseStoreError):
+    """409: a document with that id exists."""
+
+
+def check_partition_key_path(path: str) -> str:
+    """``path`` if a lease container may be partitioned on it, else the .NET builder's refusal."""
+    if path not in {ID_PATH, PARTITION_KEY_PATH}:
+        raise ValueError(
+            f"The lease container, if partitioned, must have partition key equal to "
+            f"{ID_PATH} or {PARTITION_KEY_PATH}."
+        )
+    return path
+
+
+class LeaseStore(ABC):
+    """Documents of a lease container (sync). Documents are JSON objects with an ``id``; what
+    is read back carries ``_etag`` and ``_ts`` as the service sets them."""
+
+    @abstractmethod
+    def partition_key_path(self) -> str:
+        """``/id`` or ``/partitionKey``."""
+
+    @abstractmethod
+    def list_documents(self, prefix: str) -> list[dict[str, Any]]:
+        """Every document whose id starts with ``prefix``."""
+
+    @abstractmethod
+    def read(self, item_id: str, partition_key: str) -> dict[str, Any] | None:
+        """The document, or None (404)."""
+
+    @abstractmethod
+    def create(self, document: Mapping[str, Any], partition_key: str) -> dict[str, Any] | None:
+        """Store a new document; None when one with its id exists (409)."""
+
+    @abstractmethod
+    def replace(
+        self, document: Mapping[str, Any], partition_key: str, etag: str | None
+    ) -> dict[str, Any]:
+        """Replace the document of ``document["id"]`` if its etag is still ``etag`` (any,
+        when None). ``PreconditionFailedError`` (412), ``NotFoundError`` (404)."""
+
+    @abstractmethod
+    def delete(self, item_id: str, partition_key: str, etag: str | None = None) -> bool:
+        """Delete the document (only while its etag is ``etag``, when given); False when it
+        is gone or changed."""
+
+    def close(self) -> None:  # noqa: B027 - nothing to close by default
+        """Release what the store holds (a client it made)."""
+
+
+class InMemoryDocuments:
+    """The documents of an in-memory lease container, shared by the sync and the aio store
+    (and by every processor given the same one); thread-safe."""
+
+    def __init__(self, partition_key_path: str = ID_PATH) -> None:
+        self.partition_key_path = check_partition_key_path(partition_key_path)
+        self._lock = threading.Lock()
+        self._docs: dict[tuple[str, str], dict[str, Any]] = {}
+
+    def list_documents(self, prefix: str) -> list[dict[str, Any]]:
+        with self._lock:
+            self._expire()
+            return [_copy(doc) for doc in self._docs.values() if str(doc["id"]).startswith(prefix)]
+
+    def read(self, item_id: str, partition_key: str) -> dict[str, Any] | None:
+        with self._lock:
+            self._expire()
+            found = self._docs.get((partition_key, item_id))
+            return _copy(found) if found is not None else None
+
+    def create(self, document: Mapping[str, Any], partition_key: str) -> dict[str, Any] | None:
+        key = self._key(document, partition_key)
+        with self._lock:
+            self._expire()
+            if key in self._docs:
+                return None
+            return self._write(key, document)
+
+    def replace(
+        self, document: Mapping[str, Any], partition_key: str, etag: str | None
+    ) -> dict[str, Any]:
+        key = self._key(document, partition_key)
+        with self._lock:
+            self._expire()
+            current = self._docs.get(key)
+            if current is None:
+                raise NotFoundError(f"no document {key[1]!r}")
+            if etag is not None and current["_etag"] != etag:
+                raise PreconditionFailedError(f"document {key[1]!r} changed since {etag}")
+            return self._write(key, document)
+
+    def delete(self, item_id: str, partition_key: str, etag: str | None = None) -> bool:
+        with self._lock:
+            self._expire()
+            current = self._docs.get((partition_key, item_id))
+            if current is None or (etag is not None and current["_etag"] != etag):
+                return False
+            del self._docs[(partition_key, item_id)]
+            return True
+
+    def _key(self, document: Mapping[str, Any], partition_key: str) -> tuple[str, str]:
+        item_id = str(document["id"])
+        field = "id" if self.partition_key_path == ID_PATH else "partitionKey"
+        if str(document.get(field)) != partition_key:
+            raise LeaseStoreError(
+                f"document {item_id!r}: partition key {partition_key!r} is not its "
+                f"{self.partition_key_path} ({document.get(field)!r})"
+            )
+        return partition_key, item_id
+
+    def _write(self, key: tuple[str, str], document: Mapping[str, Any]) -> dict[str, Any]:
+        stored = {k: copy.deepcopy(v) for k, v in document.items() if not k.startswith("_")}
+        stored["_etag"] = f'"{uuid.uuid4()}"'
+        stored["_ts"] = int(time.time())
+        ttl = stored.get("ttl")
+        stored["_expires"] = time.monotonic() + float(ttl) if isinstance(ttl, int | float) else None
+        self._docs[key] = stored
+        return _copy(stored)
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        gone = [
+            k for k, d in self._docs.items() if d["_expires"] is not None and d["_expires"] <= now
+        ]
+        for key in gone:
+            del self._docs[key]
+
+
+class InMemoryLeaseStore(LeaseStore):
+    """Leases in memory: one process's instances share them (tests, a single process that
+    needs no durable position). Not shared between processes."""
+
+    def __init__(
+        self, partition_key_path: str = ID_PATH, *, documents: InMemoryDocuments | None = None
+    ) -> None:
+        self.documents = documents or InMemoryDocuments(partition_key_path)
+
+    def partition_key_path(self) -> str:
+        return self.documents.partition_key_path
+
+    def list_documents(self, prefix: str) -> list[dict[str, Any]]:
+        return self.documents.list_documents(prefix)
+
+    def read(self, item_id: str, partition_key: str) -> dict[str, Any] | None:
+        return self.documents.read(item_id, partition_key)
+
+    def create(self, document: Mapping[str, Any], partition_key: str) -> dict[str, Any] | None:
+        return self.documents.create(document, partition_key)
+
+    def replace(
+        self, document: Mapping[str, Any], partition_key: str, etag: str | None
+    ) -> dict[str, Any]:
+        return self.documents.replace(document, partition_key, etag)
+
+    def delete(self, item_id: str, partition_key: str, etag: str | None = None) -> bool:
+        return self.documents.delete(item_id, partition_key, etag)
+
+
+def _copy(stored: dict[str, Any]) -> dict[str, Any]:
+    """A stored document as a reader sees it (without the store's own expiry)."""
+    return {k: copy.deepcopy(v) for k, v in stored.items() if k != "_expires"}

@@ -1,0 +1,92 @@
+"""Leases in a Cosmos DB container (aio): the lease store the processor uses in production,
+over azure-cosmos's ``ContainerProxy`` (its public API only).
+
+As .NET's ``DocumentServiceLeaseStoreManagerBuilder`` wants it: the container partitioned on
+``/id`` or ``/partitionKey`` (another path is refused when the processor starts); every update a
+``replace`` conditioned on the etag (``If-Match``), the service answering 412 when it changed;
+a listing by prefix is the query .NET's ``DocumentServiceLeaseContainerCosmos`` sends
+(``SELECT * FROM c WHERE STARTSWITH(c.id, ...)``, across partitions). A ``.lock`` document's
+``ttl`` expires it only in a container with TTL on (``default_ttl=-1``), as in .NET.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from azure.core import MatchConditions
+from azure.cosmos.aio import ContainerProxy
+from azure.cosmos.exceptions import CosmosHttpResponseError
+
+from cosmos_changefeed._cosmos_store import LIST_QUERY, translated_error
+from cosmos_changefeed._store import check_partition_key_path
+from cosmos_changefeed.aio._store_async import LeaseStore
+
+
+class CosmosLeaseStore(LeaseStore):
+    """The lease documents of ``container`` (a lease container any number of processors share,
+    each under its own prefix)."""
+
+    def __init__(self, container: ContainerProxy) -> None:
+        self.container = container
+        self._path: str | None = None
+
+    async def partition_key_path(self) -> str:
+        if self._path is None:
+            paths = list(
+                ((await self.container.read()).get("partitionKey") or {}).get("paths") or ["/id"]
+            )
+            self._path = check_partition_key_path(paths[0] if len(paths) == 1 else ",".join(paths))
+        return self._path
+
+    async def list_documents(self, prefix: str) -> list[dict[str, Any]]:
+        return [
+            dict(item)
+            async for item in self.container.query_items(
+                LIST_QUERY, parameters=[{"name": "@prefix", "value": prefix}]
+            )
+        ]
+
+    async def read(self, item_id: str, partition_key: str) -> dict[str, Any] | None:
+        try:
+            return dict(await self.container.read_item(item_id, partition_key=partition_key))
+        except CosmosHttpResponseError as exc:
+            if exc.status_code == 404:
+                return None
+            raise
+
+    async def create(
+        self, document: Mapping[str, Any], partition_key: str
+    ) -> dict[str, Any] | None:
+        try:
+            return dict(await self.container.create_item(dict(document)))
+        except CosmosHttpResponseError as exc:
+            if exc.status_code == 409:
+                return None
+            raise
+
+    async def replace(
+        self, document: Mapping[str, Any], partition_key: str, etag: str | None
+    ) -> dict[str, Any]:
+        conditions: dict[str, Any] = (
+            {"etag": etag, "match_condition": MatchConditions.IfNotModified} if etag else {}
+        )
+        try:
+            replaced = await self.container.replace_item(
+                str(document["id"]), dict(document), **conditions
+            )
+        except CosmosHttpResponseError as exc:
+            raise translated_error(exc) from None
+        return dict(replaced)
+
+    async def delete(self, item_id: str, partition_key: str, etag: str | None = None) -> bool:
+        conditions: dict[str, Any] = (
+            {"etag": etag, "match_condition": MatchConditions.IfNotModified} if etag else {}
+        )
+        try:
+            await self.container.delete_item(item_id, partition_key=partition_key, **conditions)
+        except CosmosHttpResponseError as exc:
+            if exc.status_code in {404, 412}:
+                return False
+            raise
+        return True

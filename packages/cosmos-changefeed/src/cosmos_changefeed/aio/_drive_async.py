@@ -1,0 +1,60 @@
+"""Run a lease protocol flow (``_protocol``) against an aio store and reader. See
+``cosmos_changefeed._drive``."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from cosmos_changefeed._protocol import (
+    Create,
+    Delete,
+    Flow,
+    ListDocuments,
+    Op,
+    Read,
+    ReadRanges,
+    Replace,
+    Sleep,
+)
+from cosmos_changefeed._store import LeaseStoreError
+from cosmos_changefeed.aio._feed_async import FeedReader
+from cosmos_changefeed.aio._store_async import LeaseStore
+
+
+async def drive(
+    flow: Flow, store: LeaseStore, reader: FeedReader, sleep: Callable[[float], Awaitable[object]]
+) -> Any:
+    """The flow's result (its return value)."""
+    send: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            op = flow.throw(error) if error is not None else flow.send(send)
+        except StopIteration as done:
+            return done.value
+        send, error = None, None
+        try:
+            send = await _perform(op, store, reader, sleep)
+        except LeaseStoreError as exc:
+            error = exc
+
+
+async def _perform(
+    op: Op, store: LeaseStore, reader: FeedReader, sleep: Callable[[float], Awaitable[object]]
+) -> Any:
+    if isinstance(op, ListDocuments):
+        return await store.list_documents(op.prefix)
+    if isinstance(op, Read):
+        return await store.read(op.item_id, op.partition_key)
+    if isinstance(op, Create):
+        return await store.create(op.document, op.partition_key)
+    if isinstance(op, Replace):
+        return await store.replace(op.document, op.partition_key, op.etag)
+    if isinstance(op, Delete):
+        return await store.delete(op.item_id, op.partition_key, op.etag)
+    if isinstance(op, ReadRanges):
+        return await reader.ranges(force_refresh=op.force_refresh)
+    if isinstance(op, Sleep):
+        return await sleep(op.seconds)
+    raise TypeError(f"not a lease store operation: {op!r}")

@@ -1,0 +1,108 @@
+"""The monitored container as the aio processor reads it (azure-cosmos ``aio.ContainerProxy``).
+See ``cosmos_changefeed._feed``: the same requests, awaited."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from azure.cosmos.aio import ContainerProxy
+
+from cosmos_changefeed._leases import Lease
+from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange
+from cosmos_changefeed._reading import (
+    RANGE_ID_HEADER,
+    Page,
+    ResponseCapture,
+    Start,
+    change_feed_kwargs,
+    is_gone,
+    merge_ranges,
+)
+
+
+class FeedReader:
+    """Reads the change feed of ``container`` lease by lease."""
+
+    def __init__(self, container: ContainerProxy, *, mode: str, max_items: int | None) -> None:
+        self.container = container
+        self.mode = mode
+        self.max_items = max_items
+        self._rid: str | None = None
+        self._ids: dict[EpkRange, str] = {}
+        self._learning = asyncio.Lock()
+
+    @property
+    def account_endpoint(self) -> str:
+        return str(self.container.client_connection.url_connection)
+
+    async def container_rid(self) -> str:
+        if self._rid is None:
+            self._rid = str((await self.container.read())["_rid"])
+        return self._rid
+
+    async def ranges(self, *, force_refresh: bool = False) -> list[PartitionKeyRange]:
+        """The live partition key ranges, in EPK order."""
+        feed = [
+            EpkRange.from_json(r)
+            async for r in self.container.read_feed_ranges(force_refresh=force_refresh)
+        ]
+        unknown, known = merge_ranges(feed, self._ids)
+        if not unknown:
+            return known
+        async with self._learning:
+            for rng in merge_ranges(feed, self._ids)[0]:
+                self._ids[rng] = await self._range_id(rng)
+        return merge_ranges(feed, self._ids)[1]
+
+    async def _range_id(self, rng: EpkRange) -> str:
+        seen: dict[str, str] = {}
+
+        def hook(request: Any) -> None:
+            value = request.http_request.headers.get(RANGE_ID_HEADER)
+            if value is not None:
+                seen["id"] = str(value)
+
+        pager = self.container.query_items_change_feed(
+            feed_range=rng.to_feed_range(),
+            start_time="Now",
+            max_item_count=1,
+            raw_request_hook=hook,
+        ).by_page()
+        async for page in pager:
+            _ = [item async for item in page]
+            break
+        if "id" not in seen:
+            raise RuntimeError(f"azure-cosmos named no partition key range for {rng}")
+        return seen["id"]
+
+    async def _gone(self, lease: Lease) -> bool:
+        """Whether ``lease``'s range is gone: so says the SDK's routing map, read afresh to be
+        sure (a map cached before a split does not have a child's id yet)."""
+        if not is_gone(lease, await self.ranges()):
+            return False
+        return is_gone(lease, await self.ranges(force_refresh=True))
+
+    async def read(self, lease: Lease, position: str | None, start: Start) -> Page:
+        """One page of ``lease``'s range from ``position`` (or ``start``)."""
+        if lease.feed_range is None:
+            raise ValueError(f"lease {lease.lease_token} has no FeedRange")
+        if await self._gone(lease):
+            return Page([], position, {}, gone=True)
+        capture = ResponseCapture()
+        kwargs = change_feed_kwargs(
+            await self.container_rid(),
+            lease.feed_range,
+            position,
+            start,
+            mode=self.mode,
+            max_items=self.max_items,
+        )
+        pager = self.container.query_items_change_feed(**kwargs, response_hook=capture).by_page()
+        items: list[dict[str, Any]] = []
+        async for page in pager:
+            items = [item async for item in page]
+            break
+        if await self._gone(lease):
+            return Page([], position, {}, gone=True)
+        return Page(items, capture.etag or position, capture.headers)

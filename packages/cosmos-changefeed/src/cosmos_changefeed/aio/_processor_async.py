@@ -1,0 +1,594 @@
+"""The change feed processor, aio: one task balances the leases, one per owned lease reads its
+range and hands each batch to the handler, one more per lease renews it. The decisions are the
+pure core's (``_protocol``, ``_balancing``, ``_reading``); this file is the tasks.
+
+Follows Azure/azure-cosmos-dotnet-v3, ``src/ChangeFeedProcessor/``:
+
+* ``ChangeFeedProcessorCore.StartAsync``: the lease store's prefix, the mode check, the store
+  initialised (``BootstrapperCore``), then the partition manager; "now" anchored at the start.
+* ``FeedManagement/PartitionLoadBalancerCore``: every acquire interval, all leases read, the
+  ones to take chosen (``EqualPartitionsBalancingStrategy``) and each acquired and started; a
+  failure is logged and the loop goes on. The first round also takes the leases this instance
+  already owns (``PartitionControllerCore.LoadLeasesAsync``: a restart under the same name).
+* ``FeedManagement/PartitionControllerCore`` / ``PartitionSupervisorCore`` /
+  ``LeaseRenewerCore``: per lease a processor and a renewer (the first renewal after half the
+  renew interval); a lost lease ends its processing; a gone one is replaced by its children,
+  which this instance acquires; any other end releases the lease (a stop releases every lease:
+  another instance takes them at its next acquire round, where a killed instance's wait for
+  their expiry).
+* ``FeedProcessing/FeedProcessorCore`` with ``Observers/AutoCheckpointer``: read, hand the batch
+  over, checkpoint the response's etag; read again at once after a page with changes, after the
+  poll delay after one without.
+
+Where this differs from .NET (README, "Differences from .NET"): a handler that raises keeps its
+lease -- the same batch is given again after the poll delay -- where .NET releases the lease; a
+lease lost on renewal lets the batch in flight finish (its checkpoint is then refused) rather
+than cancelling the handler; a stop cancels the handlers in flight (their batches are not
+checkpointed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from azure.cosmos.aio import ContainerProxy
+
+from cosmos_changefeed import _names
+from cosmos_changefeed._balancing import select_leases_to_take
+from cosmos_changefeed._events import Monitor, came_from, error_text, logger, where_it_starts
+from cosmos_changefeed._leases import Lease
+from cosmos_changefeed._options import LeaseContext, Mode, ProcessorOptions, StartFrom
+from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError, LeaseManager
+from cosmos_changefeed._reading import Start, resolve_start
+from cosmos_changefeed.aio._cosmos_store_async import CosmosLeaseStore
+from cosmos_changefeed.aio._drive_async import drive
+from cosmos_changefeed.aio._feed_async import FeedReader
+from cosmos_changefeed.aio._store_async import LeaseStore
+
+#: ``(context, changes)``: a batch of one lease's changes, in the order of its feed.
+Handler = Callable[[LeaseContext, list[dict[str, Any]]], Awaitable[None]]
+
+
+class ChangeFeedProcessor:
+    """Processes the change feed of ``monitored_container`` with leases in ``lease_container``
+    (a container, or any ``LeaseStore``), sharing them with every other instance of the same
+    ``processor_name``. ``async with processor:`` starts and stops it."""
+
+    def __init__(
+        self,
+        monitored_container: ContainerProxy,
+        lease_container: ContainerProxy | LeaseStore,
+        *,
+        processor_name: str,
+        instance_name: str,
+        handler: Handler,
+        start_from: StartFrom = "now",
+        mode: Mode = "LatestVersion",
+        poll_delay: float = 5.0,
+        max_items: int | None = None,
+        lease_renew_interval: float = 17.0,
+        lease_acquire_interval: float = 13.0,
+        lease_expiration_interval: float = 60.0,
+        on_lease_acquired: Callable[[str], object] | None = None,
+        on_lease_released: Callable[[str], object] | None = None,
+        on_error: Callable[[str, BaseException], object] | None = None,
+    ) -> None:
+        self.options = ProcessorOptions(
+            processor_name=processor_name,
+            instance_name=instance_name,
+            start_from=start_from,
+            mode=mode,
+            poll_delay=poll_delay,
+            max_items=max_items,
+            lease_renew_interval=lease_renew_interval,
+            lease_acquire_interval=lease_acquire_interval,
+            lease_expiration_interval=lease_expiration_interval,
+        )
+        self._handler = handler
+        self._monitor = Monitor(on_lease_acquired, on_lease_released, on_error)
+        self._store = (
+            lease_container
+            if isinstance(lease_container, LeaseStore)
+            else CosmosLeaseStore(lease_container)
+        )
+        self._reader = FeedReader(monitored_container, mode=mode, max_items=max_items)
+        self._manager: LeaseManager | None = None
+        self._start: Start | None = None
+        self._balancer: asyncio.Task[None] | None = None
+        self._workers: dict[str, _LeaseWorker] = {}
+        self._acquiring: set[str] = set()
+        self._closing = False
+        self._listening: asyncio.Event | None = None
+        self._listen_task: asyncio.Task[None] | None = None
+
+    # -- what an application sees ------------------------------------------------------------
+
+    @property
+    def processor_name(self) -> str:
+        return self.options.processor_name
+
+    @property
+    def instance_name(self) -> str:
+        return self.options.instance_name
+
+    @property
+    def lease_prefix(self) -> str | None:
+        """The prefix of this processor's documents in the lease container (once started)."""
+        return self._manager.prefix if self._manager is not None else None
+
+    @property
+    def start_position(self) -> Start | None:
+        """Where a lease without a checkpoint starts (once started): "Beginning", "Now" (at
+        its first read: the all-versions-and-deletes mode) or a time."""
+        return self._start
+
+    @property
+    def owned_leases(self) -> list[str]:
+        """The tokens of the leases this instance processes now."""
+        return sorted(self._workers)
+
+    @property
+    def is_listening(self) -> bool:
+        """Started, its first acquire round done, and the start of every lease it took in it
+        fixed: a change written from now on is delivered (see ``wait_until_listening``)."""
+        return self._listening is not None and self._listening.is_set()
+
+    async def wait_until_listening(self) -> None:
+        """Return once the processor is listening (bound the wait with ``asyncio.timeout``).
+
+        Listening means: the store is initialised, this instance's first acquire round is
+        done, and every lease it took in that round has its start fixed -- its checkpoint,
+        the processor's start time (a start from now or from a time), the beginning, or the
+        etag of its first read (the all-versions-and-deletes mode). A change written after
+        that, to a lease this instance holds, is delivered. In a stack of several instances,
+        a change to any lease is delivered once every lease has an owner that is listening
+        (``all_leases_owned``); a lease's next owner starts where its checkpoint is, or at
+        its own start -- which precedes the change when it too was listening before."""
+        if self._listening is None:
+            raise RuntimeError("the processor is not started")
+        await self._listening.wait()
+
+    # -- start and stop ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Initialise the lease store (create the leases, once for all instances) and start
+        balancing; returns once the store is initialised."""
+        if self._balancer is not None:
+            return
+        started = dt.datetime.now(dt.UTC)
+        opts = self.options
+        self._closing = False
+        self._listening = asyncio.Event()
+        rid = await self._reader.container_rid()
+        prefix = _names.store_prefix(opts.processor_name, self._reader.account_endpoint, rid)
+        manager = LeaseManager(
+            prefix,
+            opts.instance_name,
+            partition_key_path=await self._store.partition_key_path(),
+            mode=opts.mode,
+        )
+        manager.check_mode(await self._run(manager.all_leases()))
+        created = await self._run(manager.initialize())
+        self._manager = manager
+        self._start = resolve_start(opts.start_from, opts.mode, started)
+        logger.info(
+            "processor '%s' (instance %s): leases '%s..*'%s; acquire %gs, renew %gs, expiry %gs; "
+            "poll %gs; a lease without a checkpoint starts at %s",
+            opts.processor_name,
+            opts.instance_name,
+            prefix,
+            f" ({created} created)" if created else "",
+            opts.lease_acquire_interval,
+            opts.lease_renew_interval,
+            opts.lease_expiration_interval,
+            opts.poll_delay,
+            self._start if isinstance(self._start, str) else self._start.isoformat(),
+        )
+        self._balancer = asyncio.create_task(
+            self._balance(), name=f"cosmos-changefeed-balancer-{opts.processor_name}"
+        )
+
+    async def stop(self, grace: float = 10.0) -> None:
+        """Stop balancing and every lease's processing (a batch in flight is cancelled and not
+        checkpointed) and release the leases; a lease not released within ``grace`` seconds is
+        left to expire."""
+        self._closing = True
+        if self._balancer is not None:
+            self._balancer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._balancer
+            self._balancer = None
+        tasks = [worker.task for worker in self._workers.values() if worker.task is not None]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=grace)
+            if pending:
+                logger.warning(
+                    "processor '%s': %d lease(s) not released in %gs; they expire after %gs",
+                    self.processor_name,
+                    len(pending),
+                    grace,
+                    self.options.lease_expiration_interval,
+                )
+        self._workers.clear()
+        if self._listen_task is not None:
+            self._listen_task.cancel()
+            self._listen_task = None
+        if self._listening is not None:
+            self._listening.clear()
+
+    async def __aenter__(self) -> ChangeFeedProcessor:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    # -- balancing -----------------------------------------------------------------------------
+
+    async def _balance(self) -> None:
+        manager = self._manager
+        assert manager is not None
+        opts = self.options
+        first = True
+        while True:
+            try:
+                if first:
+                    for lease in await self._run(manager.owned_leases()):
+                        await self._try_add(lease)
+                leases = await self._run(manager.all_leases())
+                now = manager.now()
+                for lease in select_leases_to_take(
+                    leases, opts.instance_name, opts.lease_expiration_interval, now
+                ):
+                    await self._try_add(lease)
+                if first:
+                    first = False
+                    self._listen_task = asyncio.create_task(
+                        self._listen_when_fixed(list(self._workers.values()))
+                    )
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning(
+                    "processor '%s': lease balancing failed (%s); again in %gs",
+                    opts.processor_name,
+                    error_text(exc),
+                    opts.lease_acquire_interval,
+                )
+            await asyncio.sleep(opts.lease_acquire_interval)
+
+    async def _listen_when_fixed(self, workers: list[_LeaseWorker]) -> None:
+        await asyncio.gather(*(worker.position_fixed.wait() for worker in workers))
+        if self._listening is not None and not self._closing:
+            self._listening.set()
+            logger.info(
+                "processor '%s' (instance %s): listening, lease(s) %s",
+                self.processor_name,
+                self.instance_name,
+                ", ".join(sorted(w.lease.lease_token for w in workers)) or "none yet",
+            )
+
+    async def _try_add(self, lease: Lease) -> None:
+        try:
+            await self._add(lease)
+        except LeaseLostError as exc:
+            logger.info("processor '%s': %s not acquired (%s)", self.processor_name, lease, exc)
+        except Exception as exc:
+            logger.warning(
+                "processor '%s': lease %s not acquired (%s)",
+                self.processor_name,
+                lease.lease_token,
+                error_text(exc),
+            )
+            self._notify_error(lease.lease_token, exc)
+
+    async def _add(self, lease: Lease) -> None:
+        """Acquire ``lease`` and process it (``AddOrUpdateLeaseAsync``)."""
+        token = lease.lease_token
+        manager = self._manager
+        assert manager is not None and self._start is not None
+        if self._closing or token in self._workers or token in self._acquiring:
+            return
+        self._acquiring.add(token)
+        try:
+            ranges = await self._reader.ranges() if lease.feed_range is None else ()
+            acquired = await self._run(manager.acquire(lease, ranges))
+        finally:
+            self._acquiring.discard(token)
+        logger.info(
+            "processor '%s': lease %s acquired (%s); %s",
+            self.processor_name,
+            token,
+            came_from(lease, self.options.lease_expiration_interval, manager.now()),
+            where_it_starts(acquired, self._start),
+        )
+        self._notify(self._monitor.on_lease_acquired, token)
+        worker = _LeaseWorker(self, acquired, self._start)
+        self._workers[token] = worker
+        worker.task = asyncio.create_task(self._supervise(worker), name=f"lease-{token}")
+
+    async def _supervise(self, worker: _LeaseWorker) -> None:
+        """``ProcessPartitionAsync``: run the lease, then release it, replace it, or let go."""
+        token = worker.lease.lease_token
+        try:
+            await worker.run()
+        except FeedRangeGoneError as gone:
+            self._forget(worker)
+            await self._replace_gone(worker.lease, gone.last_continuation)
+            return
+        except LeaseLostError as exc:
+            self._forget(worker)
+            logger.info(
+                "processor '%s': lease %s lost (%s); its processing stopped, the new owner "
+                "reads again from its last checkpoint",
+                self.processor_name,
+                token,
+                exc,
+            )
+            self._notify(self._monitor.on_lease_released, token)
+            return
+        except asyncio.CancelledError:
+            await self._release(worker.lease)
+            self._forget(worker)
+            raise
+        except Exception as exc:
+            logger.error(
+                "processor '%s': lease %s processing failed (%s)",
+                self.processor_name,
+                token,
+                error_text(exc),
+            )
+            self._notify_error(token, exc)
+        self._forget(worker)
+        await self._release(worker.lease)
+
+    def _forget(self, worker: _LeaseWorker) -> None:
+        if self._workers.get(worker.lease.lease_token) is worker:
+            del self._workers[worker.lease.lease_token]
+
+    async def _release(self, lease: Lease) -> None:
+        manager = self._manager
+        assert manager is not None
+        try:
+            await self._run(manager.release(lease))
+        except LeaseLostError:
+            pass  # another instance took it meanwhile: theirs
+        except Exception as exc:
+            logger.warning(
+                "processor '%s': lease %s not released (%s); it expires after %gs",
+                self.processor_name,
+                lease.lease_token,
+                error_text(exc),
+                self.options.lease_expiration_interval,
+            )
+            return
+        logger.info("processor '%s': lease %s released", self.processor_name, lease.lease_token)
+        self._notify(self._monitor.on_lease_released, lease.lease_token)
+
+    async def _replace_gone(self, lease: Lease, last_continuation: str | None) -> None:
+        """``HandlePartitionGoneAsync``: the children created and taken, the parent deleted."""
+        manager = self._manager
+        assert manager is not None
+        try:
+            created, stays = await self._run(manager.handle_gone(lease, last_continuation))
+        except LeaseLostError as exc:
+            logger.info(
+                "processor '%s': lease %s lost before its split (%s); its owner replaces it",
+                self.processor_name,
+                lease.lease_token,
+                exc,
+            )
+            return
+        except Exception as exc:
+            logger.error(
+                "processor '%s': lease %s: its range is gone but the lease could not be "
+                "replaced (%s); released, for the next instance that reads it",
+                self.processor_name,
+                lease.lease_token,
+                error_text(exc),
+            )
+            self._notify_error(lease.lease_token, exc)
+            await self._release(lease)
+            return
+        if stays is not None:
+            await self._release(stays)
+            return
+        logger.info(
+            "processor '%s': lease %s split into %s; each starts where the lease was (%s)",
+            self.processor_name,
+            lease.lease_token,
+            ", ".join(child.lease_token for child in created) or "leases another instance made",
+            "its continuation" if last_continuation else "no continuation yet",
+        )
+        self._notify(self._monitor.on_lease_released, lease.lease_token)
+        for child in created:
+            await self._try_add(child)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    async def _run(self, flow: Flow) -> Any:
+        return await drive(flow, self._store, self._reader, asyncio.sleep)
+
+    def _notify(self, hook: Callable[[str], object] | None, token: str) -> None:
+        if hook is None:
+            return
+        try:
+            hook(token)
+        except Exception:
+            logger.exception("processor '%s': a lease notification failed", self.processor_name)
+
+    def _notify_error(self, token: str, exc: BaseException) -> None:
+        hook = self._monitor.on_error
+        if hook is None:
+            return
+        try:
+            hook(token, exc)
+        except Exception:
+            logger.exception("processor '%s': an error notification failed", self.processor_name)
+
+
+class _LeaseWorker:
+    """One lease's renewer and feed processor (``PartitionSupervisorCore``)."""
+
+    def __init__(self, processor: ChangeFeedProcessor, lease: Lease, start: Start) -> None:
+        self.processor = processor
+        #: The lease as this instance last wrote it (renewals and checkpoints replace it).
+        self.lease = lease
+        self.start = start
+        self.task: asyncio.Task[None] | None = None
+        #: Set once the lease's start is fixed (see ``wait_until_listening``).
+        self.position_fixed = asyncio.Event()
+        self._writing = asyncio.Lock()
+        self._lost: LeaseLostError | None = None
+        self._lost_event = asyncio.Event()
+        self._checkpointing: asyncio.Task[None] | None = None
+
+    async def run(self) -> None:
+        renewer = asyncio.create_task(self._renew(), name=f"renew-{self.lease.lease_token}")
+        feeder = asyncio.create_task(self._feed(), name=f"feed-{self.lease.lease_token}")
+        try:
+            await asyncio.wait({renewer, feeder}, return_when=asyncio.FIRST_COMPLETED)
+            if renewer.done() and not feeder.done():
+                error = renewer.exception()
+                if isinstance(error, LeaseLostError):
+                    # the batch in flight finishes; its checkpoint is refused, and no next read
+                    self._lost = error
+                    self._lost_event.set()
+                    with contextlib.suppress(LeaseLostError):
+                        await feeder
+                    raise error
+            await feeder
+        finally:
+            for task in (renewer, feeder):
+                task.cancel()
+            for task in (renewer, feeder):
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+
+    async def _renew(self) -> None:
+        processor = self.processor
+        manager = processor._manager
+        assert manager is not None
+        interval = processor.options.lease_renew_interval
+        await asyncio.sleep(interval / 2)
+        while True:
+            try:
+                async with self._writing:
+                    self.lease = await processor._run(manager.renew(self.lease))
+            except LeaseLostError:
+                raise
+            except Exception as exc:
+                logger.warning(
+                    "processor '%s': lease %s renewal failed (%s); again in %gs",
+                    processor.processor_name,
+                    self.lease.lease_token,
+                    error_text(exc),
+                    interval,
+                )
+            await asyncio.sleep(interval)
+
+    async def _feed(self) -> None:
+        processor = self.processor
+        manager = processor._manager
+        assert manager is not None
+        opts = processor.options
+        position = self.lease.continuation
+        if position or self.start != "Now":
+            self.position_fixed.set()
+        try:
+            while True:
+                self._check_lost()
+                try:
+                    page = await processor._reader.read(self.lease, position, self.start)
+                except Exception as exc:
+                    logger.warning(
+                        "processor '%s': lease %s change feed read failed (%s); again in %gs",
+                        processor.processor_name,
+                        self.lease.lease_token,
+                        error_text(exc),
+                        opts.poll_delay,
+                    )
+                    await self._pause()
+                    continue
+                if page.gone:
+                    await self._settle()
+                    raise FeedRangeGoneError(self.lease.lease_token, position)
+                self.position_fixed.set()
+                if not page.items:
+                    position = page.etag or position
+                    await self._pause()
+                    continue
+                # the previous batch's checkpoint was written while this one was read; it is
+                # done before this one is handed over: at most the batch in flight is given again
+                await self._settle()
+                context = LeaseContext(
+                    lease_token=self.lease.lease_token,
+                    feed_range=_feed_range_of(self.lease),
+                    processor_name=opts.processor_name,
+                    instance_name=opts.instance_name,
+                    continuation=page.etag,
+                    headers=page.headers,
+                )
+                try:
+                    await processor._handler(context, page.items)
+                except Exception as exc:
+                    logger.error(
+                        "processor '%s': lease %s: the handler failed on a batch of %d (%s); "
+                        "the batch is given again in %gs",
+                        processor.processor_name,
+                        self.lease.lease_token,
+                        len(page.items),
+                        error_text(exc),
+                        opts.poll_delay,
+                    )
+                    processor._notify_error(self.lease.lease_token, exc)
+                    await self._pause()
+                    continue
+                if page.etag is None:
+                    logger.error(
+                        "processor '%s': lease %s: the response had no etag to checkpoint",
+                        processor.processor_name,
+                        self.lease.lease_token,
+                    )
+                    await self._pause()
+                    continue
+                # this batch's checkpoint is written while the next one is read
+                self._checkpointing = asyncio.create_task(self._checkpoint(page.etag))
+                position = page.etag
+        finally:
+            if self._checkpointing is not None and not self._checkpointing.done():
+                self._checkpointing.cancel()
+
+    async def _checkpoint(self, etag: str) -> None:
+        manager = self.processor._manager
+        assert manager is not None
+        async with self._writing:
+            self.lease = await self.processor._run(manager.checkpoint(self.lease, etag))
+
+    async def _settle(self) -> None:
+        """Wait for the checkpoint being written, if any (its lost lease raises here)."""
+        checkpointing, self._checkpointing = self._checkpointing, None
+        if checkpointing is not None:
+            await checkpointing
+
+    def _check_lost(self) -> None:
+        if self._lost is not None:
+            raise self._lost
+
+    async def _pause(self) -> None:
+        """The poll delay (once the checkpoint being written is), cut short when the lease is
+        lost on renewal."""
+        await self._settle()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._lost_event.wait(), self.processor.options.poll_delay)
+        self._check_lost()
+
+
+def _feed_range_of(lease: Lease) -> dict[str, Any]:
+    return lease.feed_range.to_feed_range() if lease.feed_range is not None else {}

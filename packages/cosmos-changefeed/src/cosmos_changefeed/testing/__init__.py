@@ -1,0 +1,264 @@
+"""The lease store's contract suite, shipped with the package (eventsourcing's habit): a store
+proves itself by subclassing it. Both stores here pass it (the package's tests run it against
+``InMemoryLeaseStore`` and against ``CosmosLeaseStore`` on a container partitioned on ``/id``
+and on one on ``/partitionKey``); a store of your own does the same::
+
+    from cosmos_changefeed.testing import LeaseStoreContract
+
+    class TestMyStore(LeaseStoreContract):
+        @pytest.fixture
+        def store(self) -> LeaseStore:
+            return MyStore(...)          # an empty store
+
+``AsyncLeaseStoreContract`` is the same for a ``cosmos_changefeed.aio.LeaseStore`` (needs
+pytest-asyncio). What it holds a store to is what the processor relies on: Cosmos DB's
+semantics for documents -- an existing id refused, a replace only while the etag matches, a new
+etag at every write, deletes conditioned on it, listing by id prefix, and a ``ttl`` honoured
+(``supports_ttl = False`` for a store that keeps documents for ever, as a Cosmos DB container
+without TTL does).
+
+Needs pytest (``pip install cosmos-changefeed[testing]``).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from cosmos_changefeed._store import (
+    ID_PATH,
+    LeaseStore,
+    NotFoundError,
+    PreconditionFailedError,
+)
+from cosmos_changefeed.aio._store_async import LeaseStore as AsyncLeaseStore
+
+__all__ = ["AsyncLeaseStoreContract", "LeaseStoreContract"]
+
+
+class _Documents:
+    """Documents for a store partitioned on ``path``, each under a fresh prefix."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.prefix = f"contract-{uuid.uuid4().hex[:8]}"
+
+    def doc(self, name: str, **fields: Any) -> tuple[dict[str, Any], str]:
+        item_id = f"{self.prefix}..{name}"
+        body: dict[str, Any] = {"id": item_id, **fields}
+        if self.path != ID_PATH:
+            body["partitionKey"] = item_id
+        return body, item_id
+
+
+class LeaseStoreContract:
+    """What every (sync) ``LeaseStore`` does. Subclass it with a ``store`` fixture."""
+
+    supports_ttl = True
+
+    @pytest.fixture
+    def store(self) -> LeaseStore:
+        raise NotImplementedError("subclass LeaseStoreContract with a `store` fixture")
+
+    @pytest.fixture
+    def docs(self, store: LeaseStore) -> _Documents:
+        return _Documents(store.partition_key_path())
+
+    def test_a_lease_container_is_partitioned_on_id_or_partition_key(
+        self, store: LeaseStore
+    ) -> None:
+        assert store.partition_key_path() in {"/id", "/partitionKey"}
+
+    def test_a_created_document_is_read_back_with_an_etag_and_a_time(
+        self, store: LeaseStore, docs: _Documents
+    ) -> None:
+        body, key = docs.doc("a", Owner=None, properties={"k": "v"})
+        created = store.create(body, key)
+        assert created is not None
+        read = store.read(body["id"], key)
+        assert read is not None
+        assert {k: v for k, v in read.items() if not k.startswith("_")} == body
+        assert read["_etag"] == created["_etag"]
+        assert abs(int(read["_ts"]) - time.time()) < 60
+
+    def test_creating_an_existing_id_is_refused_and_leaves_it(
+        self, store: LeaseStore, docs: _Documents
+    ) -> None:
+        body, key = docs.doc("a", Owner="first")
+        assert store.create(body, key) is not None
+        assert store.create({**body, "Owner": "second"}, key) is None
+        read = store.read(body["id"], key)
+        assert read is not None and read["Owner"] == "first"
+
+    def test_reading_a_missing_document_gives_none(
+        self, store: LeaseStore, docs: _Documents
+    ) -> None:
+        _, key = docs.doc("missing")
+        assert store.read(key, key) is None
+
+    def test_a_replace_on_the_current_etag_writes_and_gives_a_new_etag(
+        self, store: LeaseStore, docs: _Documents
+    ) -> None:
+        body, key = docs.doc("a", Owner=None)
+        created = store.create(body, key)
+        assert created is not None
+        replaced = store.replace({**body, "Owner": "me"}, key, created["_etag"])
+        assert replaced["Owner"] == "me"
+        assert replaced["_etag"] != created["_etag"]
+        read = store.read(body["id"], key)
+        assert read is not None and read["_etag"] == replaced["_etag"]
+
+    def test_a_replace_on_a_stale_etag_is_refused_and_changes_nothing(
+        self, store: LeaseStore, docs: _Documents
+    ) -> None:
+        body, key = docs.doc("a", Owner=None)
+        created = store.create(body, key)
+        assert created is not None
+        store.replace({**body, "Owner": "first"}, key, created["_etag"])
+        with pytest.raises(PreconditionFailedError):
+            store.replace({**body, "Owner": "second"}, key, created["_etag"])
+        read = store.read(body["id"], key)
+        assert read is not None and read["Owner"] == "first"
+
+    def test_replacing_a_missing_document_is_not_found(
+        self, store: LeaseStore, docs: _Documents
+    ) -> None:
+        body, key = docs.doc("missing")
+        with pytest.raises(NotFoundError):
+            store.replace(body, key, None)
+
+    def test_a_delete_on_a_stale_etag_keeps_the_document(
+        self, store: LeaseStore, docs: _Documents
+    ) -> None:
+        body, key = docs.doc("a")
+        created = store.create(body, key)
+        assert created is not None
+        store.replace({**body, "x": 1}, key, None)
+        assert store.delete(body["id"], key, created["_etag"]) is False
+        assert store.read(body["id"], key) is not None
+
+    def test_a_delete_removes_the_document_and_a_second_finds_nothing(
+        self, store: LeaseStore, docs: _Documents
+    ) -> None:
+        body, key = docs.doc("a")
+        created = store.create(body, key)
+        assert created is not None
+        assert store.delete(body["id"], key, created["_etag"]) is True
+        assert store.read(body["id"], key) is None
+        assert store.delete(body["id"], key) is False
+
+    def test_documents_are_listed_by_the_prefix_of_their_id(
+        self, store: LeaseStore, docs: _Documents
+    ) -> None:
+        for name in ("1", "2"):
+            body, key = docs.doc(name)
+            store.create(body, key)
+        other = _Documents(docs.path)
+        body, key = other.doc("1")
+        store.create(body, key)
+        listed = sorted(d["id"] for d in store.list_documents(f"{docs.prefix}.."))
+        assert listed == [f"{docs.prefix}..1", f"{docs.prefix}..2"]
+        assert all("_etag" in d for d in store.list_documents(f"{docs.prefix}.."))
+
+    def test_a_document_with_a_ttl_is_gone_after_it(
+        self, store: LeaseStore, docs: _Documents
+    ) -> None:
+        if not self.supports_ttl:
+            pytest.skip("this store keeps documents for ever")
+        body, key = docs.doc("lock", ttl=1)
+        assert store.create(body, key) is not None
+        deadline = time.monotonic() + 10
+        while store.read(body["id"], key) is not None:
+            assert time.monotonic() < deadline, "the document outlived its ttl"
+            time.sleep(0.2)
+        assert store.create(body, key) is not None
+
+
+class AsyncLeaseStoreContract:
+    """What every ``cosmos_changefeed.aio.LeaseStore`` does. Subclass it with an async
+    ``store`` fixture (pytest-asyncio)."""
+
+    supports_ttl = True
+
+    @pytest.fixture
+    def store(self) -> AsyncLeaseStore:
+        raise NotImplementedError("subclass AsyncLeaseStoreContract with a `store` fixture")
+
+    async def _docs(self, store: AsyncLeaseStore) -> _Documents:
+        return _Documents(await store.partition_key_path())
+
+    @pytest.mark.asyncio
+    async def test_a_lease_container_is_partitioned_on_id_or_partition_key(
+        self, store: AsyncLeaseStore
+    ) -> None:
+        assert await store.partition_key_path() in {"/id", "/partitionKey"}
+
+    @pytest.mark.asyncio
+    async def test_a_created_document_is_read_back_with_an_etag_and_a_time(
+        self, store: AsyncLeaseStore
+    ) -> None:
+        body, key = (await self._docs(store)).doc("a", Owner=None, properties={"k": "v"})
+        created = await store.create(body, key)
+        assert created is not None
+        read = await store.read(body["id"], key)
+        assert read is not None
+        assert {k: v for k, v in read.items() if not k.startswith("_")} == body
+        assert read["_etag"] == created["_etag"]
+
+    @pytest.mark.asyncio
+    async def test_creating_an_existing_id_is_refused_and_leaves_it(
+        self, store: AsyncLeaseStore
+    ) -> None:
+        body, key = (await self._docs(store)).doc("a", Owner="first")
+        assert await store.create(body, key) is not None
+        assert await store.create({**body, "Owner": "second"}, key) is None
+        read = await store.read(body["id"], key)
+        assert read is not None and read["Owner"] == "first"
+
+    @pytest.mark.asyncio
+    async def test_a_replace_on_a_stale_etag_is_refused_and_changes_nothing(
+        self, store: AsyncLeaseStore
+    ) -> None:
+        body, key = (await self._docs(store)).doc("a", Owner=None)
+        created = await store.create(body, key)
+        assert created is not None
+        replaced = await store.replace({**body, "Owner": "first"}, key, created["_etag"])
+        assert replaced["_etag"] != created["_etag"]
+        with pytest.raises(PreconditionFailedError):
+            await store.replace({**body, "Owner": "second"}, key, created["_etag"])
+        read = await store.read(body["id"], key)
+        assert read is not None and read["Owner"] == "first"
+
+    @pytest.mark.asyncio
+    async def test_replacing_or_reading_a_missing_document(self, store: AsyncLeaseStore) -> None:
+        body, key = (await self._docs(store)).doc("missing")
+        assert await store.read(body["id"], key) is None
+        with pytest.raises(NotFoundError):
+            await store.replace(body, key, None)
+
+    @pytest.mark.asyncio
+    async def test_deletes_are_conditioned_on_the_etag(self, store: AsyncLeaseStore) -> None:
+        body, key = (await self._docs(store)).doc("a")
+        created = await store.create(body, key)
+        assert created is not None
+        await store.replace({**body, "x": 1}, key, None)
+        assert await store.delete(body["id"], key, created["_etag"]) is False
+        assert await store.delete(body["id"], key) is True
+        assert await store.read(body["id"], key) is None
+        assert await store.delete(body["id"], key) is False
+
+    @pytest.mark.asyncio
+    async def test_documents_are_listed_by_the_prefix_of_their_id(
+        self, store: AsyncLeaseStore
+    ) -> None:
+        docs = await self._docs(store)
+        for name in ("1", "2"):
+            body, key = docs.doc(name)
+            await store.create(body, key)
+        body, key = _Documents(docs.path).doc("1")
+        await store.create(body, key)
+        listed = sorted(d["id"] for d in await store.list_documents(f"{docs.prefix}.."))
+        assert listed == [f"{docs.prefix}..1", f"{docs.prefix}..2"]

@@ -1,0 +1,54 @@
+"""A local Cosmos DB endpoint for the tests that need one (funcstack's, started once per test
+process on a free port, stopped at the end), and containers made for each test: the tests run
+against the unmodified azure-cosmos SDK, as the package does in production."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+
+import pytest
+from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionKey
+
+from funcstack.cosmos import CosmosEndpoint, start_cosmos
+
+
+@pytest.fixture(scope="session")
+def cosmos() -> Iterator[CosmosEndpoint]:
+    with start_cosmos() as endpoint:
+        yield endpoint
+
+
+@pytest.fixture(scope="session")
+def client(cosmos: CosmosEndpoint) -> CosmosClient:
+    return CosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False)
+
+
+@pytest.fixture(scope="session")
+def database(client: CosmosClient) -> DatabaseProxy:
+    return client.create_database_if_not_exists("changefeed")
+
+
+#: ``make_container(partitions=1, *, path="/pk", ttl=False)``: a new container.
+MakeContainer = Callable[..., ContainerProxy]
+
+
+@pytest.fixture(scope="session")
+def make_container(database: DatabaseProxy) -> MakeContainer:
+    def make(partitions: int = 1, *, path: str = "/pk", ttl: bool = False) -> ContainerProxy:
+        return new_container(database, partitions, path=path, ttl=ttl)
+
+    return make
+
+
+def new_container(
+    database: DatabaseProxy, partitions: int = 1, *, path: str = "/pk", ttl: bool = False
+) -> ContainerProxy:
+    """A new container of ``partitions`` physical partitions (funcstack's local-only header)."""
+    name = f"c{uuid.uuid4().hex[:10]}"
+    return database.create_container(
+        name,
+        partition_key=PartitionKey(path=path),
+        default_ttl=-1 if ttl else None,
+        headers={"x-funcstack-physical-partitions": str(partitions)},
+    )

@@ -1,0 +1,397 @@
+"""The processor's guarantees, in Azure's shape (several instances, several physical partitions,
+funcstack's endpoint through the unmodified SDK): every change delivered at least once and in
+order per partition key; a checkpoint only after the handler returned; a failing handler retried
+on its lease without holding back the others; a stop that releases the leases; a live split that
+replaces a lease by its children without losing a change; "listening" meaning a change written
+next is delivered. Short lease intervals (a second or two) keep each test to seconds."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import time
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypedDict
+
+import pytest
+import pytest_asyncio
+from azure.cosmos import ContainerProxy, CosmosClient
+from azure.cosmos.aio import ContainerProxy as AsyncContainerProxy
+from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
+
+from cosmos_changefeed import ChangeFeedProcessor, Lease, LeaseContext, StartFrom, lease_prefix
+from cosmos_changefeed._ranges import EpkRange
+from cosmos_changefeed.aio import ChangeFeedProcessor as AsyncChangeFeedProcessor
+from funcstack.cosmos import CosmosEndpoint
+
+pytestmark = pytest.mark.integration
+
+MakeContainer = Callable[..., ContainerProxy]
+
+
+class Intervals(TypedDict):
+    poll_delay: float
+    lease_acquire_interval: float
+    lease_renew_interval: float
+    lease_expiration_interval: float
+
+
+FAST = Intervals(
+    poll_delay=0.1,
+    lease_acquire_interval=0.3,
+    lease_renew_interval=0.5,
+    lease_expiration_interval=2.0,
+)
+
+
+class Delivered:
+    """What the handlers were given, in the order they were given it."""
+
+    def __init__(self) -> None:
+        self.batches: list[tuple[LeaseContext, list[dict[str, Any]]]] = []
+
+    async def handler(self, context: LeaseContext, changes: list[dict[str, Any]]) -> None:
+        self.batches.append((context, changes))
+
+    def sync_handler(self, context: LeaseContext, changes: list[dict[str, Any]]) -> None:
+        self.batches.append((context, changes))
+
+    @property
+    def ids(self) -> set[str]:
+        return {doc["id"] for _, changes in self.batches for doc in changes}
+
+    def assert_in_order_per_partition_key(self) -> None:
+        """Per partition key, the first delivery of each change comes after the change before
+        it (a redelivery may repeat earlier ones: at least once)."""
+        seen: dict[str, int] = defaultdict(lambda: -1)
+        for _, changes in self.batches:
+            for doc in changes:
+                if doc["seq"] > seen[doc["pk"]]:
+                    assert doc["seq"] == seen[doc["pk"]] + 1, f"{doc['pk']}: a gap before {doc}"
+                    seen[doc["pk"]] = doc["seq"]
+
+
+async def eventually(condition: Callable[[], bool], within: float = 15.0) -> None:
+    deadline = time.monotonic() + within
+    while not condition():
+        assert time.monotonic() < deadline, "not within the time"
+        await asyncio.sleep(0.05)
+
+
+def leases_of(container: ContainerProxy) -> list[Lease]:
+    return [
+        Lease.from_document(doc)
+        for doc in container.query_items("SELECT * FROM c", enable_cross_partition_query=True)
+        if "LeaseToken" in doc
+    ]
+
+
+@pytest_asyncio.fixture
+async def aio(cosmos: CosmosEndpoint) -> AsyncIterator[AsyncCosmosClient]:
+    async with AsyncCosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False) as client:
+        yield client
+
+
+def aio_of(client: AsyncCosmosClient, container: ContainerProxy) -> AsyncContainerProxy:
+    database = container.container_link.split("/")[1]
+    return client.get_database_client(database).get_container_client(container.id)
+
+
+def write(container: ContainerProxy, keys: int, per_key: int, *, start: int = 0) -> list[str]:
+    ids: list[str] = []
+    for seq in range(start, start + per_key):
+        for key in range(keys):
+            ids.append(f"k{key}-{seq}")
+            container.create_item({"id": ids[-1], "pk": f"k{key}", "seq": seq})
+    return ids
+
+
+@pytest.mark.asyncio
+async def test_two_instances_deliver_every_change_in_order_per_key_and_checkpoint_it(
+    aio: AsyncCosmosClient, make_container: MakeContainer
+) -> None:
+    monitored, leases = make_container(4), make_container(path="/id")
+    delivered = Delivered()
+    processors = [
+        AsyncChangeFeedProcessor(
+            aio_of(aio, monitored),
+            aio_of(aio, leases),
+            processor_name="orders",
+            instance_name=f"instance-{i}",
+            handler=delivered.handler,
+            max_items=7,
+            **FAST,
+        )
+        for i in range(2)
+    ]
+    for processor in processors:
+        await processor.start()
+    try:
+        for processor in processors:
+            await processor.wait_until_listening()
+        ids = write(monitored, keys=12, per_key=10)
+        await eventually(lambda: delivered.ids >= set(ids))
+        await eventually(  # two each (equal partitions), every lease held
+            lambda: (
+                [len(p.owned_leases) for p in processors] == [2, 2]
+                and sorted(t for p in processors for t in p.owned_leases) == ["0", "1", "2", "3"]
+            )
+        )
+    finally:
+        for processor in processors:
+            await processor.stop()
+    delivered.assert_in_order_per_partition_key()
+    assert all(len(changes) <= 7 for _, changes in delivered.batches)
+    stored = sorted(leases_of(leases), key=lambda lease: lease.lease_token)
+    assert [lease.lease_token for lease in stored] == ["0", "1", "2", "3"]
+    assert all(lease.version == 0 and lease.owner is None for lease in stored), "not released"
+    # each lease's checkpoint is the etag of the last batch its handler was given
+    last = {ctx.lease_token: ctx.continuation for ctx, _ in delivered.batches}
+    assert {lease.lease_token: lease.continuation for lease in stored} == last
+
+
+@pytest.mark.asyncio
+async def test_a_failing_handler_is_retried_on_its_lease_and_does_not_hold_back_the_others(
+    aio: AsyncCosmosClient, make_container: MakeContainer
+) -> None:
+    monitored, leases = make_container(2), make_container(path="/id")
+    delivered = Delivered()
+    failures: list[str] = []
+
+    async def handler(context: LeaseContext, changes: list[dict[str, Any]]) -> None:
+        if context.lease_token == "0" and len(failures) < 5:
+            failures.append(context.lease_token)
+            raise RuntimeError("the downstream is away")
+        await delivered.handler(context, changes)
+
+    processor = AsyncChangeFeedProcessor(
+        aio_of(aio, monitored),
+        aio_of(aio, leases),
+        processor_name="p",
+        instance_name="only",
+        handler=handler,
+        **FAST,
+    )
+    async with processor:
+        await processor.wait_until_listening()
+        ids = write(monitored, keys=8, per_key=3)
+        await eventually(lambda: any(ctx.lease_token == "1" for ctx, _ in delivered.batches))
+        assert not any(ctx.lease_token == "0" for ctx, _ in delivered.batches)
+        lease_0 = next(lease for lease in leases_of(leases) if lease.lease_token == "0")
+        assert lease_0.continuation is None, "a failed batch was checkpointed"
+        await eventually(lambda: delivered.ids >= set(ids))
+    assert len(failures) == 5
+    delivered.assert_in_order_per_partition_key()
+
+
+@pytest.mark.asyncio
+async def test_a_stop_releases_the_leases_and_another_instance_takes_them_before_they_expire(
+    aio: AsyncCosmosClient, make_container: MakeContainer
+) -> None:
+    monitored, leases = make_container(2), make_container(path="/id")
+    delivered = Delivered()
+    slow = Intervals(**{**FAST, "lease_expiration_interval": 30.0})
+    first = AsyncChangeFeedProcessor(
+        aio_of(aio, monitored),
+        aio_of(aio, leases),
+        processor_name="p",
+        instance_name="first",
+        handler=delivered.handler,
+        **slow,
+    )
+    second = AsyncChangeFeedProcessor(
+        aio_of(aio, monitored),
+        aio_of(aio, leases),
+        processor_name="p",
+        instance_name="second",
+        handler=delivered.handler,
+        **slow,
+    )
+    await first.start()
+    await first.wait_until_listening()
+    await second.start()
+    try:
+        await eventually(lambda: len(first.owned_leases) == 1 and len(second.owned_leases) == 1)
+        await first.stop()
+        assert {lease.owner for lease in leases_of(leases)} == {"second", None}
+        stopped = time.monotonic()
+        await eventually(lambda: len(second.owned_leases) == 2)
+        assert time.monotonic() - stopped < 5, "taken only after expiry"
+        ids = write(monitored, keys=6, per_key=2)
+        await eventually(lambda: delivered.ids >= set(ids))
+    finally:
+        await second.stop()
+
+
+@pytest.mark.asyncio
+async def test_a_live_split_replaces_the_lease_by_version_0_children_that_start_where_it_was(
+    aio: AsyncCosmosClient, make_container: MakeContainer, cosmos: CosmosEndpoint
+) -> None:
+    monitored, leases = make_container(2), make_container(path="/id")
+    database = monitored.container_link.split("/")[1]
+    delivered = Delivered()
+    processor = AsyncChangeFeedProcessor(
+        aio_of(aio, monitored),
+        aio_of(aio, leases),
+        processor_name="p",
+        instance_name="only",
+        handler=delivered.handler,
+        max_items=5,
+        **FAST,
+    )
+    async with processor:
+        await processor.wait_until_listening()
+        before = write(monitored, keys=10, per_key=3)
+        await eventually(lambda: delivered.ids >= set(before))
+        children = cosmos.split(database, monitored.id, "0")
+        after = write(monitored, keys=10, per_key=3, start=3)
+        await eventually(lambda: delivered.ids >= set(before) | set(after))
+        await eventually(lambda: processor.owned_leases == sorted(["1", *children]))
+    delivered.assert_in_order_per_partition_key()
+    stored = {lease.lease_token: lease for lease in leases_of(leases)}
+    assert sorted(stored) == sorted(["1", *children])
+    ranges = {p.id: p for p in cosmos.physical_partitions(database, monitored.id)}
+    for child in children:
+        lease = stored[child]
+        assert lease.version == 0 and lease.continuation
+        assert lease.feed_range is not None
+        assert (lease.feed_range.min, lease.feed_range.max) == (
+            ranges[child].min_inclusive,
+            ranges[child].max_exclusive,
+        )
+
+
+@pytest.mark.asyncio
+async def test_a_change_written_as_soon_as_every_instance_listens_is_delivered(
+    aio: AsyncCosmosClient, make_container: MakeContainer
+) -> None:
+    monitored, leases = make_container(4), make_container(path="/id")
+    delivered = Delivered()
+    processors = [
+        AsyncChangeFeedProcessor(
+            aio_of(aio, monitored),
+            aio_of(aio, leases),
+            processor_name="p",
+            instance_name=f"i{i}",
+            handler=delivered.handler,
+            **FAST,
+        )
+        for i in range(3)
+    ]
+    await asyncio.gather(*(p.start() for p in processors))
+    try:
+        await asyncio.gather(*(p.wait_until_listening() for p in processors))
+        assert all(lease.owner for lease in leases_of(leases)), "a lease without an owner"
+        ids = write(monitored, keys=8, per_key=1)
+        await eventually(lambda: delivered.ids >= set(ids), within=10)
+    finally:
+        await asyncio.gather(*(p.stop() for p in processors))
+
+
+def test_the_sync_processor_starts_from_the_beginning_a_time_or_now(
+    make_container: MakeContainer,
+) -> None:
+    monitored = make_container(2)
+    old = write(monitored, keys=4, per_key=1)
+    time.sleep(1.2)  # "now" starts one second before the processor's start, in whole seconds
+    moment = dt.datetime.now(dt.UTC)
+    time.sleep(1.1)
+    recent = write(monitored, keys=4, per_key=1, start=1)
+    time.sleep(1.2)
+    runs: dict[str, set[str]] = {}
+    starts: list[tuple[str, StartFrom]] = [
+        ("beginning", "beginning"),
+        ("time", moment),
+        ("now", "now"),
+    ]
+    for label, start_from in starts:
+        delivered = Delivered()
+        processor = ChangeFeedProcessor(
+            monitored,
+            make_container(path="/partitionKey"),
+            processor_name=label,
+            instance_name="x",
+            handler=delivered.sync_handler,
+            start_from=start_from,
+            **FAST,
+        )
+        with processor:
+            processor.wait_until_listening(10)
+            late = write(monitored, keys=2, per_key=1, start=10 + len(runs))
+            deadline = time.monotonic() + 10
+            while not delivered.ids >= set(late):
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            time.sleep(0.3)
+        runs[label] = delivered.ids - set(late)
+    assert runs["beginning"] >= set(old) | set(recent)
+    assert runs["time"] >= set(recent) and not runs["time"] & set(old)
+    assert not runs["now"] & (set(old) | set(recent))
+
+
+def test_the_sync_processor_checkpoints_after_the_handler_and_releases_at_a_stop(
+    make_container: MakeContainer,
+) -> None:
+    monitored, leases = make_container(2), make_container(path="/id")
+    delivered = Delivered()
+    with ChangeFeedProcessor(
+        monitored,
+        leases,
+        processor_name="p",
+        instance_name="sync",
+        handler=delivered.sync_handler,
+        **FAST,
+    ) as processor:
+        processor.wait_until_listening(10)
+        ids = write(monitored, keys=6, per_key=4)
+        deadline = time.monotonic() + 10
+        while not delivered.ids >= set(ids):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert processor.owned_leases == ["0", "1"]
+    delivered.assert_in_order_per_partition_key()
+    stored = leases_of(leases)
+    assert all(lease.owner is None and lease.continuation for lease in stored)
+
+
+def test_an_instance_whose_routing_map_predates_a_split_takes_a_child_lease_as_it_is(
+    cosmos: CosmosEndpoint, make_container: MakeContainer
+) -> None:
+    """An instance paused through a split (its SDK's routing map still the parent's) steals a
+    child lease: the child is read, not taken for gone and "merged" into an EPK lease."""
+    monitored, leases = make_container(1), make_container(path="/id")
+    database = monitored.container_link.split("/")[1]
+    stale = CosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False)
+    stale_monitored = stale.get_database_client(database).get_container_client(monitored.id)
+    list(stale_monitored.read_feed_ranges())  # the routing map, cached before the split
+    write(monitored, keys=8, per_key=1)
+    children = cosmos.split(database, monitored.id, "0")
+    prefix = lease_prefix("p", cosmos.endpoint, monitored.read()["_rid"])
+    for child in cosmos.physical_partitions(database, monitored.id):
+        leases.create_item(
+            Lease(
+                id=f"{prefix}..{child.id}",
+                lease_token=child.id,
+                feed_range=EpkRange(child.min_inclusive, child.max_exclusive),
+            ).to_document()
+        )
+    leases.create_item({"id": f"{prefix}.info"})
+    delivered = Delivered()
+    with ChangeFeedProcessor(
+        stale_monitored,
+        leases,
+        processor_name="p",
+        instance_name="stale",
+        handler=delivered.sync_handler,
+        start_from="beginning",
+        **FAST,
+    ) as processor:
+        processor.wait_until_listening(10)
+        deadline = time.monotonic() + 10
+        while len(delivered.ids) < 8:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert processor.owned_leases == sorted(children)
+    assert sorted(lease.lease_token for lease in leases_of(leases)) == sorted(children)
+    assert all(lease.version == 0 for lease in leases_of(leases))

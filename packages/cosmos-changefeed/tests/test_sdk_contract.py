@@ -1,0 +1,161 @@
+"""What the package relies on in azure-cosmos beyond its documented API, pinned: if the SDK
+changes any of it, a test here fails (docs/dotnet-compatibility.md, "What we rely on in
+azure-cosmos").
+
+* Its change feed continuation, which the package builds to read a range from a raw etag.
+* The request it sends for a feed range: the range's id in ``x-ms-documentdb-partitionkeyrangeid``
+  (how the package learns ids), the etag as ``If-None-Match``, the mode's ``A-IM``.
+* The ``response_hook`` seeing each response's own ``etag`` (a 304's too).
+* That ``partition_key_range_id=`` does *not* scope a read to the range in 4.16-4.17 (why the
+  package does not use it): when the SDK mends that, this test says so.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from azure.cosmos import ContainerProxy
+from azure.cosmos.exceptions import CosmosHttpResponseError
+
+from cosmos_changefeed._continuation import etags, sdk_continuation
+from cosmos_changefeed._feed import FeedReader
+from cosmos_changefeed._ranges import EpkRange
+from cosmos_changefeed._reading import RANGE_ID_HEADER, ResponseCapture, change_feed_kwargs
+
+pytestmark = pytest.mark.integration
+
+MakeContainer = Callable[..., ContainerProxy]
+
+
+class Requests:
+    """A ``raw_request_hook``: the headers of each request sent."""
+
+    def __init__(self) -> None:
+        self.sent: list[dict[str, str]] = []
+
+    def __call__(self, request: Any) -> None:
+        self.sent.append({k.lower(): v for k, v in request.http_request.headers.items()})
+
+
+def first_page(container: ContainerProxy, **kwargs: Any) -> tuple[list[dict[str, Any]], Any]:
+    pager = container.query_items_change_feed(**kwargs).by_page()
+    for page in pager:
+        return list(page), pager
+    return [], pager
+
+
+def test_the_sdk_reads_a_range_from_the_continuation_the_package_builds(
+    make_container: MakeContainer,
+) -> None:
+    container = make_container(2)
+    reader = FeedReader(container, mode="LatestVersion", max_items=None)
+    first, second = reader.ranges()
+    for i in range(20):
+        container.create_item({"id": str(i), "pk": f"k{i}"})
+    capture = ResponseCapture()
+    items, pager = first_page(
+        container,
+        feed_range=first.range.to_feed_range(),
+        start_time="Beginning",
+        max_item_count=3,
+        response_hook=capture,
+    )
+    assert len(items) == 3 and capture.etag
+    # the SDK's own continuation: one entry, the response's raw etag, our layout
+    own = json.loads(base64.b64decode(pager.continuation_token))
+    built = json.loads(
+        base64.b64decode(
+            sdk_continuation(reader.container_rid(), first.range, capture.etag, "LatestVersion")
+        )
+    )
+    assert own["continuation"] == built["continuation"]
+    assert {k: own[k] for k in ("v", "containerRid", "mode")} == {
+        k: built[k] for k in ("v", "containerRid", "mode")
+    }
+    assert etags(pager.continuation_token) == [(first.range, capture.etag)]
+    # and reading on from the built one gives the rest of that range, and only that range
+    requests = Requests()
+    rest, _ = first_page(
+        container,
+        **change_feed_kwargs(
+            reader.container_rid(),
+            first.range,
+            capture.etag,
+            "Beginning",
+            mode="LatestVersion",
+            max_items=None,
+        ),
+        raw_request_hook=requests,
+    )
+    assert requests.sent[0]["if-none-match"] == capture.etag
+    assert requests.sent[0][RANGE_ID_HEADER] == first.id
+    every, _ = first_page(container, feed_range=first.range.to_feed_range(), start_time="Beginning")
+    assert [d["id"] for d in items + rest] == [d["id"] for d in every]
+    assert not {d["id"] for d in every} & {
+        d["id"]
+        for d in first_page(
+            container, feed_range=second.range.to_feed_range(), start_time="Beginning"
+        )[0]
+    }
+
+
+def test_a_304_s_etag_reaches_the_response_hook(make_container: MakeContainer) -> None:
+    container = make_container(1)
+    reader = FeedReader(container, mode="LatestVersion", max_items=None)
+    (only,) = reader.ranges()
+    container.create_item({"id": "a", "pk": "a"})
+    page = reader.read(_lease(only.id, only.range), None, "Beginning")
+    assert page.items and page.etag
+    empty = reader.read(_lease(only.id, only.range), page.etag, "Beginning")
+    assert empty.items == [] and empty.etag == page.etag
+
+
+def test_all_versions_and_deletes_is_asked_for_with_the_full_fidelity_headers(
+    make_container: MakeContainer,
+) -> None:
+    container = make_container(1)
+    reader = FeedReader(container, mode="AllVersionsAndDeletes", max_items=None)
+    (only,) = reader.ranges()
+    for position in (None, '"5"'):
+        requests = Requests()
+        kwargs = change_feed_kwargs(
+            reader.container_rid(),
+            only.range,
+            position,
+            "Now",
+            mode="AllVersionsAndDeletes",
+            max_items=None,
+        )
+        with pytest.raises(CosmosHttpResponseError):  # funcstack keeps no versions: it refuses
+            first_page(container, **kwargs, raw_request_hook=requests)
+        sent = requests.sent[0]
+        assert sent["a-im"] == "Full-Fidelity Feed"
+        assert sent["x-ms-cosmos-changefeed-wire-format-version"] == "2021-09-15"
+        assert sent["if-none-match"] == (position or "*")
+
+
+def test_partition_key_range_id_does_not_scope_the_read_in_this_sdk(
+    make_container: MakeContainer,
+) -> None:
+    container = make_container(2)
+    for i in range(6):
+        container.create_item({"id": str(i), "pk": f"k{i}"})
+    requests = Requests()
+    items, _ = first_page(
+        container, partition_key_range_id="0", start_time="Beginning", raw_request_hook=requests
+    )
+    assert RANGE_ID_HEADER not in requests.sent[0], (
+        "azure-cosmos now scopes partition_key_range_id reads: the legacy path could serve "
+        "version-0 leases (docs/dotnet-compatibility.md)"
+    )
+    assert len(items) == 6  # the whole container's
+
+
+def _lease(token: str, feed_range: EpkRange) -> Any:
+    from cosmos_changefeed import Lease
+
+    return Lease(id=f"x..{token}", lease_token=token, feed_range=feed_range)

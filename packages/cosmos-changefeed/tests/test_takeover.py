@@ -1,0 +1,208 @@
+"""An instance killed for real (SIGKILL of its process: no release, no last checkpoint): another
+instance takes its leases once they expire -- within the expiration interval plus an acquire
+interval -- and reads on from their checkpoints, so every change is delivered at least once."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from azure.cosmos import ContainerProxy
+
+from cosmos_changefeed import ChangeFeedProcessor, Lease, LeaseContext
+from funcstack.cosmos import CosmosEndpoint
+
+pytestmark = pytest.mark.integration
+
+MakeContainer = Callable[..., ContainerProxy]
+EXPIRATION, ACQUIRE = 2.0, 0.3
+
+INSTANCE = textwrap.dedent(
+    """
+    import os, sys, time
+    from azure.cosmos import CosmosClient
+    from cosmos_changefeed import ChangeFeedProcessor
+
+    client = CosmosClient(os.environ["ENDPOINT"], os.environ["KEY"], connection_verify=False)
+    database = client.get_database_client(os.environ["DATABASE"])
+    out = open(os.environ["OUT"], "a", encoding="utf-8")
+
+    def handler(context, changes):
+        out.write("".join(doc["id"] + "\\n" for doc in changes) + "--\\n")
+        out.flush()
+        time.sleep(float(os.environ.get("HANDLER_SECONDS", "0")))
+
+    processor = ChangeFeedProcessor(
+        database.get_container_client(os.environ["MONITORED"]),
+        database.get_container_client(os.environ["LEASES"]),
+        processor_name="p", instance_name="doomed", handler=handler, poll_delay=0.1,
+        max_items=int(os.environ.get("MAX_ITEMS", "100")),
+        lease_acquire_interval=0.3, lease_renew_interval=0.5, lease_expiration_interval=2.0,
+        start_from=os.environ.get("START", "now"),
+    )
+    processor.start()
+    processor.wait_until_listening(30)
+    print("listening", flush=True)
+    while True:
+        time.sleep(1)
+    """
+)
+
+
+def test_a_killed_instances_leases_are_taken_after_expiry_and_nothing_is_lost(
+    cosmos: CosmosEndpoint, make_container: MakeContainer, tmp_path: Path
+) -> None:
+    monitored, leases = make_container(3), make_container(path="/id")
+    out = tmp_path / "doomed.txt"
+    environment = {
+        **os.environ,
+        "ENDPOINT": cosmos.endpoint,
+        "KEY": cosmos.key,
+        "DATABASE": monitored.container_link.split("/")[1],
+        "MONITORED": monitored.id,
+        "LEASES": leases.id,
+        "OUT": str(out),
+        "PYTHONWARNINGS": "ignore",
+    }
+    doomed = subprocess.Popen(
+        [sys.executable, "-c", INSTANCE], env=environment, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert doomed.stdout is not None and doomed.stdout.readline().strip() == "listening"
+        first = {f"a{i}" for i in range(30)}
+        for doc_id in sorted(first):
+            monitored.create_item({"id": doc_id, "pk": doc_id})
+        deadline = time.monotonic() + 15
+        while not set(delivered_by(out)) >= first:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    finally:
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait()
+    killed = time.monotonic()
+    second = {f"b{i}" for i in range(30)}
+    for doc_id in sorted(second):
+        monitored.create_item({"id": doc_id, "pk": doc_id})
+    delivered: set[str] = set()
+
+    def handler(context: LeaseContext, changes: list[dict[str, Any]]) -> None:
+        delivered.update(doc["id"] for doc in changes)
+
+    with ChangeFeedProcessor(
+        monitored,
+        leases,
+        processor_name="p",
+        instance_name="heir",
+        handler=handler,
+        poll_delay=0.1,
+        lease_acquire_interval=ACQUIRE,
+        lease_renew_interval=0.5,
+        lease_expiration_interval=EXPIRATION,
+    ) as heir:
+        deadline = time.monotonic() + 20
+        while len(heir.owned_leases) < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        taken = time.monotonic() - killed
+        while not delivered >= second:
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    stored = [Lease.from_document(d) for d in leases.read_all_items() if "LeaseToken" in d]
+    assert {lease.owner for lease in stored} == {None}
+    assert taken < EXPIRATION + ACQUIRE + 2.0, f"taken over after {taken:.1f}s"
+    assert taken > EXPIRATION - 1.0, f"taken over after {taken:.1f}s: before the leases expired"
+    assert delivered | set(delivered_by(out)) >= first | second
+
+
+def delivered_by(out: Path) -> list[str]:
+    """The ids a process's handler was given (its batches end with "--")."""
+    return [line for line in out.read_text().split() if line != "--"] if out.exists() else []
+
+
+def batches_of(out: Path) -> list[list[str]]:
+    batches: list[list[str]] = []
+    batch: list[str] = []
+    for line in out.read_text().split():
+        if line == "--":
+            batches.append(batch)
+            batch = []
+        else:
+            batch.append(line)
+    return batches
+
+
+def test_a_kill_in_a_handler_gives_the_next_owner_that_batch_again_and_no_other(
+    cosmos: CosmosEndpoint, make_container: MakeContainer, tmp_path: Path
+) -> None:
+    """Checkpoint after the handler, at least once -- and no more than the batch in flight: a
+    batch's checkpoint is written (while the next batch is read) before the next batch is handed
+    over, so a kill in a handler leaves every earlier batch checkpointed."""
+    monitored, leases = make_container(1), make_container(path="/id")
+    docs = [f"d{i:02d}" for i in range(40)]
+    for doc_id in docs:
+        monitored.create_item({"id": doc_id, "pk": "one-key"})
+    out = tmp_path / "doomed.txt"
+    environment = {
+        **os.environ,
+        "ENDPOINT": cosmos.endpoint,
+        "KEY": cosmos.key,
+        "DATABASE": monitored.container_link.split("/")[1],
+        "MONITORED": monitored.id,
+        "LEASES": leases.id,
+        "OUT": str(out),
+        "PYTHONWARNINGS": "ignore",
+        "HANDLER_SECONDS": "0.3",
+        "MAX_ITEMS": "5",
+        "START": "beginning",
+    }
+    doomed = subprocess.Popen(
+        [sys.executable, "-c", INSTANCE], env=environment, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert doomed.stdout is not None and doomed.stdout.readline().strip() == "listening"
+        deadline = time.monotonic() + 15
+        while len(batches_of(out)) < 3:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        # the third batch's checkpoint, written after its handler, is slowed down (throttled
+        # twice, 0.4 s each): the fourth batch is handed over only once it is written
+        cosmos.inject_fault(429, count=2, retry_after_ms=400, methods=["PUT"])
+        while len(batches_of(out)) < 4:  # the fourth batch is in its handler
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait()
+        cosmos.clear_faults()
+    handed = batches_of(out)
+    delivered: list[str] = []
+
+    def handler(context: LeaseContext, changes: list[dict[str, Any]]) -> None:
+        delivered.extend(doc["id"] for doc in changes)
+
+    with ChangeFeedProcessor(
+        monitored,
+        leases,
+        processor_name="p",
+        instance_name="heir",
+        handler=handler,
+        start_from="beginning",
+        poll_delay=0.1,
+        lease_acquire_interval=ACQUIRE,
+        lease_renew_interval=0.5,
+        lease_expiration_interval=EXPIRATION,
+    ):
+        deadline = time.monotonic() + 20
+        while len(set(delivered) | set(delivered_by(out))) < len(docs):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    again = set(delivered) & set(delivered_by(out))
+    assert again <= set(handed[-1]), f"given again beyond the batch in flight: {sorted(again)}"
