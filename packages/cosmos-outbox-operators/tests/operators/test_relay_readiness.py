@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 import pytest
-from conftest import TicketWorld, body
+from conftest import TicketWorld, body, console_fragment
 from tickets import Ticket
 
 from cosmos_outbox.documents import aggregate_event_document
@@ -200,6 +200,9 @@ def test_a_hung_broker_is_stalled_not_ready_then_healthy_once_events_leave(
     assert relay["notAnswering"] == "Service Bus" and "TimeoutError" in relay["lastError"]
     assert "stalled" in relay["summary"] and "Service Bus does not answer" in relay["summary"]
     assert abs(_since(relay) - (created + allowed)) < 2
+    page = console_fragment(world.client, "status", monkeypatch)  # never green while stalled
+    assert 'data-relay-state="stalled"' in page and "The relay is stalled since" in page
+    assert "Not answering: Service Bus" in page and 'class="ok"' not in page
     with caplog.at_level(logging.ERROR, "cosmos_outbox.relay"):
         world.client.invoke("outbox_backlog", timer_request())
     assert any("relay stalled since" in r.getMessage() for r in caplog.records)
@@ -210,6 +213,7 @@ def test_a_hung_broker_is_stalled_not_ready_then_healthy_once_events_leave(
     world.relay(stored)
     world.memory.backlog.leases = [LeaseBacklog("0", 0, None, pending_ids_complete=True)]
     assert _status(world)["relay"]["state"] == "healthy"
+    assert "The relay is healthy" in console_fragment(world.client, "status", monkeypatch)
     world.client.invoke("outbox_backlog", timer_request())
     assert body(world.client.request("GET", "health")) == {"status": "healthy"}
 

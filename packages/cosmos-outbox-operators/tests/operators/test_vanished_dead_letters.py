@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import body
+from conftest import body, console_fragment
 from recovery_world import KIND, SUBSCRIPTION, RecoveryWorld
 
 from cosmos_outbox.operations import _watch
@@ -60,6 +60,8 @@ def test_a_dead_letter_resent_with_its_message_id_is_said_vanished_then_recovere
         1,
     )
     assert vanished["stored"] and f"--subscription {SUBSCRIPTION}" in vanished["recover"]
+    page = console_fragment(world.client, "status", monkeypatch)
+    assert 'data-vanished="1"' in page and ids[0] in page and "never by resending" in page
     journey = body(world.call("GET", f"outbox/journey/events/{ids[0]}"))
     sight = next(s for s in journey["subscribers"] if s["subscription"] == SUBSCRIPTION)
     assert sight["state"] == "vanished"
