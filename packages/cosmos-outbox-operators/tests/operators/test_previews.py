@@ -70,3 +70,36 @@ def test_a_redrive_is_previewed_per_subscription_and_sends_nothing(world: Recove
     assert counts[SUBSCRIPTION]["alreadyApplied"] == 2 and counts[SUBSCRIPTION]["toApply"] == 0
     problem(world.call("POST", "outbox/redrive/preview", body={"since": "yesterday"}), 400)
     assert len(world.sent) == sent
+
+
+def test_a_dead_letter_that_is_not_an_outbox_event_shows_no_version() -> None:
+    """Issue 66, item 3's display faults: a non-outbox dead letter's line said "vNone"."""
+    import azure.functions as func
+
+    from cosmos_outbox_operators._console.render import fragment
+
+    handled = {
+        "sequenceNumber": 7,
+        "eventId": "m-1",
+        "aggregateType": "order",
+        "aggregateId": "o-1",
+        "version": None,
+        "failure": None,
+        "sentMessageId": "m-2",
+    }
+    answer = {"action": "resubmit", "entity": "s", "done": 1, "failed": 0, "remaining": 0}
+    answer["subscribersWillSee"] = "it, once"
+    request = func.HttpRequest(
+        method="POST",
+        url="http://localhost/api/outbox/console/deadletters/s/resubmit",
+        route_params={"entity": "s"},
+        body=b"{}",
+    )
+    html = fragment(
+        "resubmit_dead_letters",
+        answer={**answer, "handled": [handled]},
+        status=200,
+        request=request,
+        base="/api/outbox/console",
+    )
+    assert "<code>o-1</code>" in html and "vNone" not in html
