@@ -125,7 +125,8 @@ def test_a_hold_of_the_session_is_released_with_its_events_id_and_action(
     data = json.loads(notice.body)
     assert (data["eventId"], data["action"]) == (ids[0], "StockAdded")
     world.deliver_new()
-    assert world.stock(SESSION) is not None and world.stock(SESSION)["version"] == 2
+    stock = world.stock(SESSION)
+    assert stock is not None and stock["version"] == 2
 
 
 def test_the_quarantine_of_a_session_is_read_replayed_and_discarded_where_it_lives(
