@@ -32,7 +32,7 @@ from azure.cosmos import ContainerProxy
 
 from cosmos_outbox_operators import OPERATOR_ROLE
 from funcstack.config import CosmosSpec, StackConfig
-from funcstack.functions_host import VERIFY_TLS_SETTING, RunningRunner
+from funcstack.functions_host import VERIFY_TLS_SETTING, HostOptions, RunningRunner
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.scaleout import AppInstances, parse_instances
 from funcstack.services import PartStartError, free_port, port_in_use, running_stack
@@ -175,11 +175,9 @@ class Stack(LocalStack):
         scaled = AppInstances(
             self,
             "runner",
-            ROOT,
-            {**self.settings(), **overrides},
+            HostOptions(ROOT, {**self.settings(), **overrides}, self.settings_file),
             parse_instances(self.runner_instances),
             port=self.ports.runner,
-            settings_file=self.settings_file,
         )
         self.scaled["runner"] = scaled
         try:

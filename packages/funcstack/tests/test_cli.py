@@ -264,6 +264,51 @@ def test_an_app_folder_without_function_app_py_is_one_line(project: Path) -> Non
     (project / "empty").mkdir()
     assert "no function_app.py in" in one_line(run_once(project, "run", "--app", "empty"))
     assert "--app nowhere: no such folder" in one_line(run_once(project, "run", "--app", "nowhere"))
+    # with --json, the one line a script reads from stdout says so too
+    done = run_once(project, "run", "--app", "nowhere", "--json")
+    assert "--app nowhere: no such folder" in one_line(done)
+    assert [json.loads(line) for line in done.stdout.splitlines()] == [
+        {"ready": False, "error": "--app nowhere: no such folder"}
+    ]
+
+
+REFUSED_APP = """
+import azure.functions as func
+
+app = func.FunctionApp(http_auth_level=func.AuthLevel.ANONYMOUS)
+
+
+@app.route(route="orders")
+def orders(req: func.HttpRequest) -> func.HttpResponse:
+    return func.HttpResponse("orders")
+
+
+@app.event_hub_message_trigger(arg_name="event", event_hub_name="clicks", connection="Hubs")
+def clicks(event: func.EventHubEvent) -> None:
+    pass
+"""
+
+
+def test_run_json_says_a_refused_app_in_one_line_on_stdout(project: Path) -> None:
+    """An app with a trigger funcstack cannot serve is refused at start; with --json, stdout
+    holds one line saying so, with the app and each refusal (it held nothing before: a script
+    waiting for the ready line waited for the exit instead)."""
+    app = project / "clicks"
+    app.mkdir()
+    (app / "function_app.py").write_text(REFUSED_APP)
+    done = run_once(project, "run", "--app", "clicks", "--free-ports", "--json")
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "funcstack: clicks did not start: the app's bindings cannot all be served" in (
+        done.stderr
+    )
+    [line] = done.stdout.splitlines()
+    refused = json.loads(line)
+    assert (refused["ready"], refused["part"]) == (False, "clicks")
+    assert refused["error"].startswith("clicks did not start: the app's bindings cannot all")
+    assert refused["refusals"] == [
+        "function 'clicks', binding 'event' (eventHubTrigger, in): the trigger type "
+        "eventHubTrigger is not served by funcstack"
+    ]
 
 
 def test_a_bad_config_file_is_one_line_naming_it(project: Path) -> None:
@@ -347,13 +392,19 @@ def test_run_with_enforce_keys_prints_each_apps_keys_and_requires_them(
     app = project / "keyed"
     app.mkdir()
     (app / "function_app.py").write_text(KEYED_APP)
-    cli = Cli(project, ["run", "--app", "keyed", "--free-ports", "--enforce-keys"]).start()
+    cli = Cli(
+        project, ["run", "--app", "keyed", "--free-ports", "--enforce-keys", "--json"], apart=True
+    ).start()
     clis.append(cli)
-    cli.wait_for("Ctrl-C stops everything.")
-    url = re.search(r"http://127\.0\.0\.1:\d+/api", cli.wait_for("  keyed ")).group(0)  # type: ignore[union-attr]
+    ready = json.loads(cli.wait_for('{"ready": true'))  # stdout: the one JSON line
+    cli.wait_for("Ctrl-C stops everything.", errors=True)  # the banner, on stderr
+    url = ready["apps"]["keyed"]
     found = re.search(r"keys: function \(default\) (\S+)   master (\S+)", cli.text)
     assert found, cli.text
     function_key, master_key = found.groups()
+    # the script's line carries the keys the terminal shows
+    assert ready["keys"] == {"keyed": {"function": function_key, "master": master_key}}
+    assert len(cli.output) == 1
 
     def status(target: str, headers: dict[str, str] | None = None) -> int:
         request = urllib.request.Request(target, headers=headers or {})  # noqa: S310

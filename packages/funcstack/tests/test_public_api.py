@@ -94,3 +94,13 @@ def test_no_source_file_is_over_700_lines() -> None:
         if (n := len(p.read_text("utf-8").splitlines())) > MAX_SOURCE_LINES
     }
     assert not long, f"split these into rooms of one idea each: {long}"
+
+
+def test_the_package_version_is_the_distributions() -> None:
+    """The host's status reads funcstack's version from the installed distribution (a module of
+    the package does not import the package above it): the two say the same."""
+    from importlib import metadata
+
+    import funcstack
+
+    assert metadata.version("funcstack") == funcstack.__version__

@@ -103,8 +103,8 @@ def test_an_app_requires_its_keys_by_default_as_in_azure(funcstack_app, tmp_path
     assert unchecked.function_key is None and status(unchecked.url + "/operators") == 200
 
 
-def test_an_app_on_two_instances(funcstack_app):
-    app = funcstack_app(HELLO, instances=2)
+def test_an_app_on_two_instances(funcstack_module_app):
+    app = funcstack_module_app(HELLO, instances=2)
     assert [inst.name for inst in app.instances.instances] == [app.name + "-1", app.name + "-2"]
     for i in range(4):
         request = urllib.request.Request(app.url + "/greetings", method="POST",
@@ -113,6 +113,50 @@ def test_an_app_on_two_instances(funcstack_app):
         with urllib.request.urlopen(request, timeout=30) as reply:
             assert reply.status == 201
     assert sorted(app.instances.front.forwarded.values()) == [2, 2]
+
+
+def test_one_host_per_module_a_first_test(funcstack_module_app, funcstack_services):
+    app = funcstack_module_app(HELLO)
+    FIRST.append(app)
+    assert status(app.url + "/greetings/none", app.function_key) in (200, 404)
+
+
+def test_one_host_per_module_the_same_host_and_stop_start(funcstack_module_app):
+    app = funcstack_module_app(HELLO)
+    assert app is FIRST[0]  # the same host: no second start
+    app.stop()  # one app taken down while the services run
+    try:
+        urllib.request.urlopen(app.url + "/greetings/none", timeout=5)
+        raise AssertionError("the stopped app answered")
+    except urllib.error.URLError as error:
+        assert not isinstance(error, urllib.error.HTTPError), error
+    app.start()  # back, on its port
+    assert status(app.url + "/greetings/none", app.function_key) in (200, 404)
+
+
+def test_no_key_in_a_repr_or_a_log_line(funcstack_module_app, funcstack_services):
+    apps = [funcstack_module_app(HELLO), funcstack_module_app(HELLO, instances=2)]
+    keys = {{key for app in apps for key in (app.function_key, app.master_key)}}
+    assert None not in keys and len(keys) == 4  # each app its own (its instances share them)
+    for app in apps:
+        status(app.url + "/greetings/none", app.function_key)
+        status(app.url + "/greetings/none?code=" + app.master_key)
+    shown = [repr(funcstack_services), *(repr(app) for app in apps)]
+    scaled = apps[1].instances
+    shown += [repr(scaled), *(repr(inst) for inst in scaled.instances), repr(scaled.options)]
+    shown += [repr(funcstack_services.hosts[name]) for name in funcstack_services.hosts]
+    lines = [
+        line
+        for log in funcstack_services.workdir.glob("*.log")
+        for line in log.read_text("utf-8", "replace").splitlines()
+    ]
+    assert lines, "no log"
+    for key in keys:
+        assert not [text for text in shown if key in text]
+        assert not [line for line in lines if key in line]
+
+
+FIRST = []
 
 
 def test_a_failing_test_still_stops_its_app(funcstack_app):
@@ -136,7 +180,7 @@ def test_a_test_file_with_only_the_plugins_fixtures(
     result = pytester.runpytest_subprocess(
         "-p", "no:cacheprovider", "-p", "no:xdist", "-p", "no:randomly", timeout=600
     )
-    result.assert_outcomes(passed=4, failed=1)
+    result.assert_outcomes(passed=7, failed=1)
     result.stdout.fnmatch_lines(["*fails on purpose*"])
     assert leftovers(mark) == []
 

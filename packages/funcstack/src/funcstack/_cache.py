@@ -125,25 +125,28 @@ def node_modules() -> Path:
         try:
             for name in ("package.json", "package-lock.json"):
                 shutil.copyfile(NODE_PROJECT / name, work / name)
-            done = subprocess.run(
+            _run(
                 [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+                f"npm ci failed in {work}",
                 cwd=work,
-                capture_output=True,
-                text=True,
-                check=False,
             )
-            if done.returncode != 0:
-                lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
-                raise SetupError(
-                    f"npm ci failed in {work} (exit code {done.returncode}): "
-                    + (lines[-1] if lines else "no output")
-                )
             (work / _STAMP).write_text("")
             shutil.rmtree(target, ignore_errors=True)
             work.rename(target)
         finally:
             shutil.rmtree(work, ignore_errors=True)
     return target / "node_modules"
+
+
+def _run(command: list[str], failed: str, *, cwd: Path | None = None) -> None:
+    """Run a set-up step; ``SetupError`` with ``failed``, its exit code and its last line of
+    output when it fails."""
+    done = subprocess.run(command, cwd=cwd, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
+        raise SetupError(
+            f"{failed} (exit code {done.returncode}): " + (lines[-1] if lines else "no output")
+        )
 
 
 # -- the Functions RPC messages -------------------------------------------------------------------
@@ -173,33 +176,12 @@ def rpc_wheel() -> Path:
         )
         work = Path(tempfile.mkdtemp(prefix=target.name + ".", dir=target.parent))
         try:
-            done = subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "pip",
-                    "download",
-                    "--quiet",
-                    "--disable-pip-version-check",
-                    "--no-deps",
-                    "--only-binary",
-                    ":all:",
-                    "--require-hashes",
-                    "-r",
-                    str(RPC_REQUIREMENTS),
-                    "-d",
-                    str(work),
-                ],
-                capture_output=True,
-                text=True,
-                check=False,
+            download = [sys.executable, "-m", "pip", "download", "--quiet", "-d", str(work)]
+            pinned = ["--no-deps", "--only-binary", ":all:", "--require-hashes"]
+            _run(
+                [*download, "--disable-pip-version-check", *pinned, "-r", str(RPC_REQUIREMENTS)],
+                "pip download of the Functions RPC messages failed",
             )
-            if done.returncode != 0:
-                lines = [line for line in (done.stderr or done.stdout).splitlines() if line.strip()]
-                raise SetupError(
-                    f"pip download of the Functions RPC messages failed (exit "
-                    f"code {done.returncode}): " + (lines[-1] if lines else "no output")
-                )
             (work / _STAMP).write_text("")
             shutil.rmtree(target, ignore_errors=True)
             work.rename(target)

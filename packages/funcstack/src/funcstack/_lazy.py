@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-__all__ = ["lazy_exports"]
+__all__ = ["lazy_call", "lazy_exports"]
 
 
 def lazy_exports(
@@ -44,3 +44,14 @@ def lazy_exports(
         return sorted(set(listed) | set(sys.modules[package].__dict__))
 
     return __getattr__, __dir__
+
+
+def lazy_call(module: str, name: str) -> Callable[..., Any]:
+    """A callable that calls ``module.name``, importing ``module`` at its first call: a
+    trigger's listener or a binding's class, whose SDK a host without one never loads."""
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        return getattr(importlib.import_module(module), name)(*args, **kwargs)
+
+    call.__qualname__ = call.__name__ = f"{name} (from {module})"
+    return call

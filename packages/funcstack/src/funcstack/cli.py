@@ -170,6 +170,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    as_json = bool(getattr(args, "json", False))
     try:
         if args.command == "setup":
             return _setup()
@@ -186,6 +187,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         InstancesCommandError,
     ) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
+        if as_json:  # a script reading stdout gets its one line
+            print(_refused_line(exc), flush=True)
         return 1
 
 
@@ -373,6 +376,7 @@ def _start(args: argparse.Namespace) -> int:
         starting=f"{PROG}: starting {what}...",
         out=terminal,
         ready=(lambda: _ready_line(stack, apps, hosts)) if as_json else None,
+        refused=_refused_line if as_json else None,
         before_stop=control.stop,
     )
 
@@ -407,6 +411,33 @@ def _shown(path: Path) -> str:
         return str(path.relative_to(Path.cwd()))
     except ValueError:
         return str(path)
+
+
+def _refused_line(error: Exception | None) -> str:
+    """``--json``'s line when the stack does not start: ``{"ready": false, "error": "<why in
+    one line>"}``, with ``"part"`` (an app's name, ``cosmos``, ``provisioning``...) when one
+    part did not start, and ``"refusals"`` (one per function and binding) when an app was
+    refused; ``"error": "interrupted"`` for a Ctrl-C during the start."""
+    from funcstack.services import PartStartError
+
+    if error is None:
+        return json.dumps({"ready": False, "error": "interrupted"})
+    document: dict[str, Any] = {"ready": False, "error": str(error)}
+    if isinstance(error, PartStartError):
+        document["part"] = error.part
+        refusals = _refusals(error.detail)
+        if refusals:
+            document["refusals"] = refusals
+    return json.dumps(document)
+
+
+def _refusals(detail: str) -> list[str]:
+    """An app's refusals, one per function and binding, from the host's error line (the host
+    process says them in one line, ``; `` between them)."""
+    head = "the app's bindings cannot all be served, so it is not started: "
+    if head not in detail:
+        return []
+    return detail.split(head, 1)[1].split("; ")
 
 
 def _ready_line(
@@ -449,7 +480,29 @@ def _ready_line(
         document["cosmos_endpoint"] = stack.cosmos.endpoint
     if instances:
         document["instances"] = instances
+    keys = {
+        a.name: {"function": hosts[a.name].function_key, "master": hosts[a.name].master_key}
+        for a in apps
+        if hosts[a.name].function_key is not None
+    }
+    if keys:  # --enforce-keys: a script needs them to call the apps (local keys, never logged)
+        document["keys"] = keys
+    not_listening: dict[str, dict[str, str]] = {}
+    for app in apps:
+        for host in _hosts_of(hosts[app.name]):
+            if host.not_listening:
+                not_listening.setdefault(app.name, {}).update(host.not_listening)
+    if not_listening:  # triggers that could not start yet (each keeps trying)
+        document["not_listening"] = not_listening
     return json.dumps(document)
+
+
+def _hosts_of(host: RunningRunner | AppInstances) -> list[RunningRunner]:
+    from funcstack.scaleout import AppInstances
+
+    if isinstance(host, AppInstances):
+        return [inst.runner for inst in host.instances]
+    return [host]
 
 
 def _banner(
@@ -485,6 +538,11 @@ def _banner(
             )
         if app.name in stack.settings_changes:
             lines.append(f"  {'':<{width}}{stack.settings_changes[app.name]}")
+        for runner in _hosts_of(host):
+            lines += [
+                f"  {'':<{width}}not listening: {function} ({why}); it keeps trying"
+                for function, why in runner.not_listening.items()
+            ]
         if host.function_key is not None:  # --enforce-keys: deliberately shown (local keys)
             lines.append(
                 f"  {'':<{width}}keys: function (default) {host.function_key}   "

@@ -52,17 +52,18 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from funcstack._processes import describe_exit, last_lines, note
 from funcstack.front import HttpFront
+from funcstack.functions_host._config import load_local_settings, settings_in_force
 from funcstack.functions_host._keys import FUNCTION_KEY_SETTING, MASTER_KEY_SETTING, HostKeys
 from funcstack.functions_host._timer_trigger import LOCKS_SETTING
 
 if TYPE_CHECKING:
-    from funcstack.functions_host import RunningRunner
+    from funcstack.functions_host import HostOptions, RunningRunner
     from funcstack.services import LocalServices
 
 __all__ = ["AppInstances", "Instance", "InstanceError", "RestartPolicy", "parse_instances"]
@@ -201,17 +202,12 @@ class AppInstances:
 
     stack: LocalServices
     name: str
-    app_dir: Path
-    settings: dict[str, str]
+    #: The app's host, as each instance runs it (``HostOptions``: its folder, the settings
+    #: given to it, its settings file, ...; ``on_console`` gets each record with the name of
+    #: the instance that wrote it, under ``"instance"``).
+    options: HostOptions
     plan: dict[str | None, int]
     port: int = 0
-    settings_file: Path | None = None
-    python: str | None = None
-    extra_import_paths: Sequence[str | Path] = ()
-    enforce_keys: bool = False
-    #: The hosts' terminal records (``start_runner``), each naming its instance
-    #: (``"instance"``).
-    on_console: Callable[[Mapping[str, Any]], None] | None = None
     #: How an instance that exits comes back (None: it stays down, as before).
     restart: RestartPolicy | None = field(default_factory=RestartPolicy)
     #: A line for each exit, restart and give-up (the terminal's, under ``funcstack run``);
@@ -221,8 +217,8 @@ class AppInstances:
     #: The app's function groups and their functions (as its hosts indexed it).
     groups: dict[str, list[str]] = field(default_factory=dict)
     front: HttpFront | None = None
-    function_key: str | None = None
-    master_key: str | None = None
+    function_key: str | None = field(default=None, repr=False)
+    master_key: str | None = field(default=None, repr=False)
     _prefix: str = ""
     _numbers: dict[str | None, int] = field(default_factory=dict)
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
@@ -235,17 +231,16 @@ class AppInstances:
         """Start the instances (each ready before the next), then the front on ``port``. On a
         failure, what started is stopped and the error raised."""
         # a timer runs on one instance at a time (the singleton listener lock's folder)
-        self.settings = {
-            **self.settings,
-            LOCKS_SETTING: str(self.stack.workdir / "locks" / self.name),
-        }
-        if self.enforce_keys:  # one set of keys for every instance, as one app has in Azure
-            keys = HostKeys.from_settings(self.settings)
-            self.settings = {
-                **self.settings,
-                FUNCTION_KEY_SETTING: keys.function_key,
-                MASTER_KEY_SETTING: keys.master_key,
-            }
+        self.options = self.options.given(
+            {LOCKS_SETTING: str(self.stack.workdir / "locks" / self.name)}
+        )
+        if self.options.enforce_keys:  # one set of keys for every instance, as one app has
+            file = self.options.settings_file
+            values = load_local_settings(file) if file is not None and file.is_file() else {}
+            keys = HostKeys.from_settings(settings_in_force(values, self.options.settings))
+            self.options = self.options.given(
+                {FUNCTION_KEY_SETTING: keys.function_key, MASTER_KEY_SETTING: keys.master_key}
+            )
         try:
             self._start_instances()
             if any(inst.serves_http for inst in self.instances) and self.groups.get(HTTP_GROUP):
@@ -528,19 +523,13 @@ class AppInstances:
 
     def _run_host(self, name: str, group: str | None, *, port: int) -> RunningRunner:
         """Start (or start again) the host of instance ``name``, ready when this returns."""
-        return self.stack.run_host(
-            name,
-            self.app_dir,
-            settings={**self.settings, "WEBSITE_INSTANCE_ID": name},
-            port=port,
-            settings_file=self.settings_file,
-            python=self.python,
-            extra_import_paths=self.extra_import_paths,
-            enforce_keys=self.enforce_keys,
+        show = self.options.on_console
+        options = replace(
+            self.options.given({"WEBSITE_INSTANCE_ID": name}),
             group=group,
-            on_console=None if self.on_console is None else _tagged(self.on_console, name),
-            cancel=self._stopping,
+            on_console=None if show is None else _tagged(show, name),
         )
+        return self.stack.start_host(name, options, port=port, cancel=self._stopping)
 
     def lines(self) -> list[str]:
         """One line per instance, for a banner."""

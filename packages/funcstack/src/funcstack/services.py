@@ -34,7 +34,12 @@ from funcstack._processes import (
     stop_child,
 )
 from funcstack.cosmos._launcher import CosmosEndpoint, CosmosStartError, start_cosmos
-from funcstack.functions_host._launcher import RunnerStartError, RunningRunner, start_runner
+from funcstack.functions_host._launcher import (
+    HostOptions,
+    RunnerStartError,
+    RunningRunner,
+    launch_host,
+)
 from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
 
 __all__ = [
@@ -315,28 +320,43 @@ class LocalServices:
         cancel: threading.Event | None = None,
     ) -> RunningRunner:
         """A Functions host for the app in ``app_dir`` (one app per host, as in Azure);
-        ``settings`` become its environment and win over ``settings_file``. The app's folder
-        is the only entry on its worker's import path, unless ``extra_import_paths`` opts
-        into more; ``python`` is the worker's interpreter (default: this one).
-        ``enforce_keys``: keys required by auth level, as in Azure (the result's
-        ``function_key``/``master_key``). ``group``: the host serves that function group
-        only (``http``, ``function:<name>``). ``on_console``: the terminal's records
-        (``start_runner``). ``cancel``: set, it gives up a start still waiting for the host
-        (``start_runner``)."""
+        ``settings`` are given to it and win over ``settings_file`` (whose values the rest of
+        the environment wins over, as with Core Tools). The app's folder is the only entry on
+        its worker's import path, unless ``extra_import_paths`` opts into more; ``python`` is
+        the worker's interpreter (default: this one). ``enforce_keys``: keys required by auth
+        level, as in Azure (the result's ``function_key``/``master_key``). ``group``: the host
+        serves that function group only (``http``, ``function:<name>``). ``on_console``: the
+        terminal's records (``start_runner``). ``cancel``: set, it gives up a start still
+        waiting for the host (``start_runner``). ``start_host`` with a ``HostOptions``."""
+        options = HostOptions(
+            Path(app_dir),
+            dict(settings),
+            settings_file,
+            python=python,
+            extra_import_paths=tuple(Path(p) for p in extra_import_paths),
+            enforce_keys=enforce_keys,
+            group=group,
+            on_console=on_console,
+        )
+        return self.start_host(name, options, port=port, cancel=cancel)
+
+    def start_host(
+        self,
+        name: str,
+        options: HostOptions,
+        *,
+        port: int = 0,
+        cancel: threading.Event | None = None,
+    ) -> RunningRunner:
+        """The host ``options`` describe, named ``name`` (its log ``<name>.log``), on ``port``
+        (0: a free one), or, started again, on the port it had; ready when this returns."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         previous = self.hosts.get(name)
         with _starting(name):
-            self.hosts[name] = start_runner(
-                app_dir=app_dir,
-                settings_file=settings_file,
-                settings=settings,
+            self.hosts[name] = launch_host(
+                options,
                 port=previous.port if previous else port or free_port(),
                 log_path=self.log_path(name),
-                python=python,
-                extra_import_paths=extra_import_paths,
-                enforce_keys=enforce_keys,
-                group=group,
-                on_console=on_console,
                 cancel=cancel,
             )
         return self.hosts[name]

@@ -12,7 +12,10 @@ stop is stopped too.
 
 ``out``: where the lines for the terminal go (default stdout); ``ready``: a line for stdout once
 the banner is out (``--json``'s, so that stdout holds it alone when ``out`` is stderr);
-``before_stop``: what to close before the stack stops (its control channel).
+``refused``: the line for stdout when the stack does not start (a part refused or failed, or
+the start was interrupted; ``--json``'s ``{"ready": false, ...}``): given the error, or None
+for an interruption; ``before_stop``: what to close before the stack stops (its control
+channel).
 """
 
 from __future__ import annotations
@@ -54,6 +57,7 @@ def serve(
     start: Callable[[], object] | None = None,
     out: TextIO | None = None,
     ready: Callable[[], str] | None = None,
+    refused: Callable[[Exception | None], str] | None = None,
     before_stop: Callable[[], None] | None = None,
 ) -> int:
     """Start (``start``, default ``stack.start``), print the banner, serve until a signal or a
@@ -83,6 +87,7 @@ def serve(
             start=start or stack.start,
             out=out or sys.stdout,
             ready=ready,
+            refused=refused,
             before_stop=before_stop or (lambda: None),
         )
     except KeyboardInterrupt:  # between the start's end and the serving loop
@@ -91,6 +96,8 @@ def serve(
         stack.stop()
         stop_stray_children()
         pidfile.unlink(missing_ok=True)
+        if refused is not None and in_start[0]:
+            print(refused(None), flush=True)
         return 130
 
 
@@ -106,6 +113,7 @@ def _serve(
     start: Callable[[], object],
     out: TextIO,
     ready: Callable[[], str] | None,
+    refused: Callable[[Exception | None], str] | None,
     before_stop: Callable[[], None],
 ) -> int:
     print(starting, file=out, flush=True)
@@ -121,12 +129,16 @@ def _serve(
             file=out,
             flush=True,
         )
+        if refused is not None:
+            print(refused(None), flush=True)
         return 130
     except (PartStartError, SetupError) as exc:
         before_stop()
         stack.stop()
         stop_stray_children()
         print(f"{prog}: {exc}", file=sys.stderr, flush=True)
+        if refused is not None:
+            print(refused(exc), flush=True)
         return 1
     recorded = stack.pids()
     record_processes(pidfile, recorded)

@@ -37,7 +37,7 @@ from azure.cosmos import ContainerProxy, CosmosClient
 
 from funcstack.config import ConfigError, StackConfig, read_json
 from funcstack.cosmos import PhysicalPartition
-from funcstack.functions_host import VERIFY_TLS_SETTING, RunningRunner
+from funcstack.functions_host import VERIFY_TLS_SETTING, HostOptions, RunningRunner
 from funcstack.provision import ProvisionReport, provision_cosmos, provision_storage
 from funcstack.scaleout import AppInstances, RestartPolicy, parse_instances
 from funcstack.servicebus import ServiceBusEndpoint
@@ -466,22 +466,20 @@ class LocalStack(LocalServices):
         self.settings_changes[name] = changes.line()
         if port is None:
             port = int((document.get("Host") or {}).get("LocalHttpPort") or DEFAULT_HOST_PORT)
-        settings = {str(k): _as_setting(v) for k, v in document["Values"].items()}
+        # the file's values reach the host through the file, where the environment wins over
+        # them as with func start; the overrides are given to it and win over both
+        options = HostOptions(
+            app_dir,
+            dict(overrides or {}),
+            target,
+            python=python,
+            extra_import_paths=tuple(Path(p) for p in extra_import_paths),
+            enforce_keys=enforce_keys,
+            on_console=on_console,
+        )
         if plan != {None: 1}:
             scaled = AppInstances(
-                self,
-                name,
-                app_dir,
-                {**settings, **(overrides or {})},
-                plan,
-                port=port,
-                settings_file=target,
-                python=python,
-                extra_import_paths=extra_import_paths,
-                enforce_keys=enforce_keys,
-                on_console=on_console,
-                restart=restart,
-                on_event=on_event,
+                self, name, options, plan, port=port, restart=restart, on_event=on_event
             )
             self.scaled[name] = scaled
             try:
@@ -492,17 +490,7 @@ class LocalStack(LocalServices):
             except BaseException:
                 self.scaled.pop(name, None)
                 raise
-        return self.run_host(
-            name,
-            app_dir,
-            settings={**settings, **(overrides or {})},
-            port=port,
-            settings_file=target,
-            python=python,
-            extra_import_paths=extra_import_paths,
-            enforce_keys=enforce_keys,
-            on_console=on_console,
-        )
+        return self.start_host(name, options, port=port)
 
     # -- Cosmos DB physical partitions -------------------------------------------------------
 
@@ -533,13 +521,6 @@ class LocalStack(LocalServices):
                     key[0], connection_verify=key[1]
                 )
         return client.get_database_client(database).get_container_client(container)
-
-
-def _as_setting(value: object) -> str:
-    """A ``Values`` entry as the host reads it (an environment variable)."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return "" if value is None else str(value)
 
 
 def forget_state(state_dir: Path) -> None:

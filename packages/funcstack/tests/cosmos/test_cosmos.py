@@ -707,3 +707,58 @@ def test_throttled_requests_are_retried_by_the_sdk(
     finally:
         cosmos.local.clear_faults()
     assert container.read_item("a", partition_key="p1")["id"] == "a"
+
+
+#: Text of every width JSON carries: ASCII, Latin-1 (kept by V8 at a byte a character),
+#: beyond it (curly quotes, CJK: two bytes a character in V8), beyond the BMP (an emoji, a
+#: surrogate pair), control characters, and a lone surrogate (valid JSON, escaped).
+TEXTS = {
+    "ascii": "plain",
+    "latin1": "naïve café ÿ \u0080\u00a0",
+    "wide": "\u2018quoted\u2019 \u65e5\u672c\u8a9e \u20ac",
+    "astral": "\U0001f600 \U0001d11e",
+    "control": "tab\tnew\nline\u0000nul \u001f \u007f",
+    "lone": "\ud800 alone",
+}
+
+
+def test_text_of_every_width_round_trips_exactly(container: ContainerProxy) -> None:
+    """A document's strings come back as written, by every way of writing and of reading
+    (the endpoint keeps a document as its JSON: Latin-1 text as a string, anything else as its
+    UTF-8 bytes): created, batched, patched; read, queried (also selected by a value beyond
+    Latin-1, through the index), and in the change feed."""
+    written = doc("texts", "p\u00e9", **TEXTS, nested={"keys": {"\u00e9\u2018\U0001f600": TEXTS}})
+    container.create_item(written)
+    latin = doc("latin-only", "p\u00e9", text=TEXTS["latin1"])
+    container.execute_item_batch([("create", (latin,))], partition_key="p\u00e9")
+    container.patch_item(
+        "latin-only", "p\u00e9", [{"op": "add", "path": "/added", "value": TEXTS["astral"]}]
+    )
+
+    def mine(item: dict[str, Any]) -> dict[str, Any]:
+        return {k: v for k, v in item.items() if not k.startswith("_")}
+
+    assert mine(container.read_item("texts", "p\u00e9")) == written
+    assert mine(container.read_item("latin-only", "p\u00e9")) == {
+        **latin,
+        "added": TEXTS["astral"],
+    }
+    found = list(
+        container.query_items(
+            "SELECT * FROM c WHERE c.wide = @wide",
+            parameters=[{"name": "@wide", "value": TEXTS["wide"]}],
+            enable_cross_partition_query=True,
+        )
+    )
+    assert [mine(i) for i in found] == [written]
+    values: list[Any] = list(
+        container.query_items(
+            "SELECT VALUE [c.ascii, c.latin1, c.wide, c.astral, c.control, c.lone] FROM c "
+            "WHERE c.id = 'texts'",
+            partition_key="p\u00e9",
+        )
+    )
+    assert values == [list(TEXTS.values())]
+    feed = {i["id"]: mine(i) for i in container.query_items_change_feed(start_time="Beginning")}
+    assert feed["texts"] == written
+    assert feed["latin-only"]["added"] == TEXTS["astral"]

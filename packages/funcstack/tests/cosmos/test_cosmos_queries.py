@@ -9,6 +9,10 @@ out."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any, cast
@@ -17,7 +21,9 @@ import pytest
 from azure.cosmos import ContainerProxy, DatabaseProxy, PartitionKey
 from azure.cosmos.exceptions import CosmosBatchOperationError, CosmosHttpResponseError
 
+from funcstack._cache import node_executable, node_modules
 from funcstack.cosmos._control import control
+from funcstack.cosmos._launcher import COSMOS_DIR
 
 from .conftest import PK_PATH, Target, doc, unique
 
@@ -184,6 +190,170 @@ def test_a_count_the_index_answers_reads_no_document(app: ContainerProxy) -> Non
     assert metrics_of(app)["retrievedDocumentCount"] == str(EVENTS)
 
 
+def count_all(container: ContainerProxy) -> int:
+    """`SELECT VALUE COUNT(1) FROM c` across partitions, as an app asks it (the SDK's plan)."""
+    found: list[Any] = list(
+        container.query_items(
+            "SELECT VALUE COUNT(1) FROM c",
+            enable_cross_partition_query=True,
+            populate_query_metrics=True,
+        )
+    )
+    assert metrics_of(container)["retrievedDocumentCount"] == "0"  # nothing read
+    return int(found[0])
+
+
+def test_a_whole_containers_count_is_exactly_what_it_holds(container: ContainerProxy) -> None:
+    """The unfiltered COUNT of a container is what it holds (the endpoint's own count, read no
+    document), after every kind of write: creates across partitions, a replace, an upsert of
+    a new id, a delete, a transactional batch and its rollback, a partition key's deletion, a
+    rename, and documents past their time to live (never answered, as the service answers no
+    expired item, whether or not the sweep has deleted them yet)."""
+    assert count_all(container) == 0
+    for p in range(4):
+        container.execute_item_batch(
+            [("create", (doc(f"d{p}-{i}", f"p{p}", n=i),)) for i in range(5)],
+            partition_key=f"p{p}",
+        )
+    assert count_all(container) == 20
+    container.replace_item("d0-0", doc("d0-0", "p0", n=99))
+    container.upsert_item(doc("d0-1", "p0", n=98))  # there already
+    container.upsert_item(doc("new", "p0"))
+    container.delete_item("d1-0", "p1")
+    assert count_all(container) == 20
+    with pytest.raises(CosmosBatchOperationError):  # rolled back: neither is there
+        container.execute_item_batch(
+            [("create", (doc("b1", "p2"),)), ("create", (doc("d2-0", "p2"),))],
+            partition_key="p2",
+        )
+    container.delete_all_items_by_partition_key("p3")
+    assert count_all(container) == 15
+    container.replace_item("d2-1", doc("renamed", "p2"))  # an id may change: still one
+    for i in range(3):
+        container.create_item(doc(f"short{i}", "p2", ttl=1))
+    assert count_all(container) == 18
+    time.sleep(1.2)  # past their time to live
+    assert count_all(container) == 15
+    assert query(container, "SELECT VALUE COUNT(1) FROM c", partition_key="p2") == [5]
+
+
+def in_process(script: str) -> Any:
+    """Run `script` (the body of an async function) in Node beside the endpoint's modules
+    (`store`, `internals`, `lsn`, `queryrun` bound); the JSON of what it returns."""
+    prelude = "".join(
+        f"const {name} = require({(COSMOS_DIR / f'{name}.js').as_posix()!r});"
+        for name in ("store", "internals", "lsn", "queryrun")
+    )
+    ran = subprocess.run(
+        [
+            node_executable(),
+            "-e",
+            f"{prelude}(async () => {{{script}}})()"
+            ".then(v => process.stdout.write(JSON.stringify(v)));",
+        ],
+        env={**os.environ, "NODE_PATH": str(node_modules())},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    return json.loads(ran.stdout)
+
+
+def test_documents_past_their_time_to_live_are_not_counted_before_the_sweep() -> None:
+    """The count leaves out what has expired and waits for the sweep (none runs here): told
+    from the expiry index, as of the time asked."""
+    counts = in_process(
+        "const account = new internals.Account('localhost', 0);"
+        "account.databases.create({ id: 'db' });"
+        "const db = account.database('db');"
+        "db.collections.create({ id: 'c', partitionKey: { paths: ['/pk'] }, defaultTtl: 60 });"
+        "const s = new store.Store(db.collection('c'));"
+        "const put = (id, pk, ttl) => s.insert({ id, pk, ttl }, lsn.next());"
+        "for (let i = 0; i < 10; i += 1) put(`keep${i}`, 'p', -1);"
+        "for (let i = 0; i < 5; i += 1) put(`soon${i}`, 'p', 10);"
+        "for (let i = 0; i < 3; i += 1) put(`later${i}`, 'q', undefined);"
+        "s.overwrite({ id: 'soon0', pk: 'p', ttl: -1 }, s.get('soon0', 'p'), lsn.next());"
+        "const now = Date.now();"
+        "return [s.count(now), s.count(now + 11000), s.count(now + 61000), s.docs._data.size];"
+    )
+    # now all 18; past 10 s the four short ones left (soon0 was rewritten to never expire);
+    # past 60 s the container's default too; the documents themselves are all still held
+    assert counts == [18, 14, 11, 18]
+
+
+def test_a_document_is_kept_as_its_json_and_read_back_exactly() -> None:
+    """In-process: a document is kept as its JSON, Latin-1 text as one string (a byte a
+    character in V8), text beyond Latin-1 as its UTF-8 bytes (V8 would keep the string at two
+    bytes a character), from a write as from a snapshot's line; read back, each parses to what
+    was written, whatever the width of its characters."""
+    kept = in_process(
+        "const account = new internals.Account('localhost', 0);"
+        "account.databases.create({ id: 'db' });"
+        "const db = account.database('db');"
+        "db.collections.create({ id: 'c', partitionKey: { paths: ['/pk'] } });"
+        "const s = new store.Store(db.collection('c'));"
+        r"const texts = { ascii: 'plain', latin1: 'na\u00efve caf\u00e9 \u00ff\u0080',"
+        r" wide: '\u2018q\u2019 \u65e5\u672c', astral: '\ud83d\ude00',"
+        r" control: 'a\u0000b\n', lone: '\ud800 alone' };"
+        "const out = {};"
+        "for (const [name, text] of Object.entries(texts)) {"
+        " const body = { id: name, pk: name, text, nested: { [text]: [text] } };"
+        " s.insert(body, lsn.next());"
+        " const back = s.get(name, name);"
+        " const item = s.docs._data.get(back._rid);"
+        " const line = Buffer.from('x' + item.text() + 'y', 'utf8');"
+        " const again = store.compactJsonOf(line, 1, line.length - 1);"
+        " out[name] = { form: Buffer.isBuffer(item.json) ? 'bytes' : 'string',"
+        "  same: back.text === text && back.nested[text][0] === text,"
+        "  snapshot: (Buffer.isBuffer(again) ? 'bytes' : 'string')"
+        "   + (JSON.parse(again.toString('utf8')).text === text) }; }"
+        "return out;"
+    )
+    assert kept == {
+        name: {
+            "form": "bytes" if name in ("wide", "astral") else "string",
+            "same": True,
+            "snapshot": ("bytes" if name in ("wide", "astral") else "string") + "true",
+        }
+        for name in ("ascii", "latin1", "wide", "astral", "control", "lone")
+    }
+
+
+def test_a_query_answers_the_same_each_time_and_its_rows_are_its_own() -> None:
+    """The documents the engine reads are parsed once and kept for the next query (in-process:
+    the main thread's, once the query's cost is known): each answer is the same, a row changed
+    after it was answered does not show in the next answer, and what a UDF (user code) does to
+    the documents it is given does not reach another query."""
+    answers = in_process(
+        "const account = new internals.Account('localhost', 0);"
+        "account.databases.create({ id: 'db' });"
+        "const db = account.database('db');"
+        "db.collections.create({ id: 'c', partitionKey: { paths: ['/pk'] } });"
+        "db.collection('c').userDefinedFunctions.create({ id: 'touch',"
+        " body: 'function (d) { d.touched = true; return true; }' });"
+        "const s = new store.Store(db.collection('c'));"
+        "for (let i = 0; i < 20; i += 1) {"
+        " const body = { id: `d${i}`, pk: 'p', n: i, tags: ['a', `t${i}`], o: { x: i } };"
+        " s.insert(body, lsn.next()); }"
+        "const scope = { pk: null, range: null, epk: null, ranges: [] };"
+        "const run = async q => (await queryrun.runAll(s, q, { parameters: [], scope })).result;"
+        "const out = [];"
+        "for (const q of ['SELECT * FROM c', 'SELECT c.id, t FROM c JOIN t IN c.tags',"
+        " 'SELECT VALUE c.id FROM c WHERE udf.touch(c)', 'SELECT * FROM c']) {"
+        " for (let r = 0; r < 3; r += 1) {"
+        "  const rows = await run(q); out.push(JSON.stringify(rows));"
+        "  for (const row of rows) if (row && typeof row === 'object') {"
+        "   row.changed = true; if (row.o) row.o.x = -1; } } }"
+        "return out;"
+    )
+    for query in range(4):
+        assert len(set(answers[3 * query : 3 * query + 3])) == 1, query
+    assert answers[-1] == answers[0]
+    assert all(marker not in answers[-1] for marker in ("changed", '"x":-1', "touched"))
+
+
 def test_the_indexes_follow_every_kind_of_write(container: ContainerProxy) -> None:
     """Built by the first query, then kept in step: create, replace, upsert, patch, delete,
     a transactional batch (and its rollback), expiry and a partition key's deletion."""
@@ -264,6 +434,71 @@ def test_pages_resume_where_the_last_one_stopped(app: ContainerProxy) -> None:
         r["id"] for r in app.query_items("SELECT c.id FROM c ORDER BY c.n DESC", partition_key="p1")
     ]
     assert ids[0] == f"e{EVENTS - 1}" and ids[-1] == "c0"
+
+
+def test_the_stats_route_says_what_the_endpoint_holds(
+    cosmos: Target, database: DatabaseProxy
+) -> None:
+    """Local only: the process's memory (after a full collection when asked), how many
+    documents it keeps, and how late its main thread ran since the last call."""
+    if cosmos.local is None:
+        pytest.skip("the stats route is the local endpoint's")
+    container = database.create_container(unique("m"), partition_key=PartitionKey(path=PK_PATH))
+    for i in range(5):
+        container.create_item(doc(f"m{i}", "p1", text="x" * 1000))
+    cosmos.local.stats()  # the main thread's lateness measured from now on
+    container.read_item("m0", "p1")
+    held = cosmos.local.stats(collect=True)
+    memory = held["memory"]
+    assert memory["rss"] >= memory["heapUsed"] > 0
+    assert {"heapTotal", "external", "arrayBuffers"} <= memory.keys()
+    assert held["eventLoop"]["samples"] > 0
+    assert 0 <= held["eventLoop"]["p50Ms"] <= held["eventLoop"]["maxMs"]
+    database.delete_container(container)
+    assert cosmos.local.stats()["documents"] == held["documents"] - 5
+
+
+#: A UDF that holds the thread evaluating it for 100 ms a call, without using the CPU.
+SLOW = (
+    "function (x) {"
+    " Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 100); return true; }"
+)
+
+
+def test_a_point_read_is_answered_while_a_long_query_runs(
+    cosmos: Target, container: ContainerProxy
+) -> None:
+    """The engine evaluates a query in the endpoint's query threads, not in the one that
+    answers requests: a point read sent while a query spends two seconds in one chunk of its
+    documents (a UDF that waits) is answered before the query (in the main thread it would
+    wait for that chunk)."""
+    if cosmos.local is None:
+        pytest.skip("the UDF waits with Atomics, the local endpoint's JavaScript")
+    container.scripts.create_user_defined_function({"id": "slow", "body": SLOW})
+    for i in range(20):  # one chunk of the engine's (32 at most)
+        container.create_item(doc(f"s{i}", "p1"))
+    container.create_item(doc("target", "p2"))
+    database = container.container_link.split("/")[1]  # dbs/<database>/colls/<container>
+    other = cosmos.client().get_database_client(database).get_container_client(container.id)
+    answered: list[str] = []
+
+    def long_query() -> None:  # on a client of its own
+        found = list(
+            other.query_items(
+                "SELECT VALUE COUNT(1) FROM c WHERE udf.slow(c.id)", partition_key="p1"
+            )
+        )
+        answered.append(f"query {found}")
+
+    query_thread = threading.Thread(target=long_query)
+    query_thread.start()
+    try:
+        time.sleep(0.5)  # the query's request is under way (its chunk takes 2 s)
+        container.read_item("target", "p2")
+        answered.append("read")
+    finally:
+        query_thread.join(timeout=60)
+    assert answered == ["read", "query [20]"]
 
 
 @pytest.fixture

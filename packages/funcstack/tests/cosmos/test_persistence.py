@@ -420,6 +420,10 @@ def settled(state: Path) -> bool:
     return g > 1 and journal.exists() and journal.stat().st_size == 0
 
 
+#: Text beyond Latin-1 (a curly quote, an emoji, CJK): V8 would keep it at two bytes a character.
+WIDE = "naïve café, \u2018quoted\u2019 \U0001f600 \u65e5\u672c\u8a9e " * 3
+
+
 def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -428,12 +432,12 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
 
 
 def test_documents_read_back_from_a_snapshot_serve_every_operation(tmp_path: Path) -> None:
-    """After a restart the documents of a snapshot are parsed when first used
-    (--state-keep-unread: none in the background); each operation works on them as on any:
-    reads (by id and by _self), queries (one partition, documents without a partition key
-    value apart from those whose value is null, across partitions), the change feed, a unique
-    key, TTL, writes; and a snapshot written while some are still unread keeps them as they
-    were."""
+    """After a restart the documents of a snapshot are kept as their text, as every document
+    is, and parsed when used; each operation works on them as on any: reads (by id and by
+    _self), queries (one partition, documents without a partition key value apart from those
+    whose value is null, across partitions, the container's COUNT), the change feed, a unique
+    key, TTL, writes; text beyond Latin-1 (kept as UTF-8 bytes) reads back as written; and a
+    snapshot written again keeps the documents as they were."""
     state = tmp_path / "state" / "cosmos"
     compact = ["--state-compact-bytes", "1"]
     with endpoint(state, extra_args=compact) as cosmos:
@@ -449,6 +453,7 @@ def test_documents_read_back_from_a_snapshot_serve_every_operation(tmp_path: Pat
         container.create_item({"id": "short", "pk": "p0", "email": "s@x", "ttl": 1})
         container.create_item({"id": "none", "email": "none@x"})  # no partition key value
         container.create_item({"id": "null", "pk": None, "email": "null@x"})
+        container.create_item({"id": "wide", "pk": "p2", "email": "w@x", "text": WIDE})
         assert scoped(container, NonePartitionKeyValue) == ["none"]
         before = {i["id"]: i for i in container.read_all_items()}
         feed = [i["id"] for i in container.query_items_change_feed(start_time="Beginning")]
@@ -456,9 +461,21 @@ def test_documents_read_back_from_a_snapshot_serve_every_operation(tmp_path: Pat
         cosmos.stop()
     time.sleep(1.1)  # "short" expires while the endpoint is down
 
-    with endpoint(state, extra_args=[*compact, "--state-keep-unread"]) as cosmos:
+    with endpoint(state, extra_args=compact) as cosmos:
         container = contacts_of(client_of(cosmos))
         assert system(container.read_item("d1", "p1")) == system(before["d1"])
+        assert container.read_item("wide", "p2") == before["wide"]
+        wide: list[Any] = list(
+            container.query_items(
+                "SELECT VALUE c.text FROM c WHERE c.email = 'w@x'",
+                enable_cross_partition_query=True,
+            )
+        )
+        assert wide == [WIDE]
+        counted: list[Any] = list(
+            container.query_items("SELECT VALUE COUNT(1) FROM c", enable_cross_partition_query=True)
+        )
+        assert counted == [len(before.keys() - {"short"})]  # "short" expired meanwhile
         assert system(container.read_item(before["d2"], "p0")) == system(before["d2"])  # _self
         assert sorted(
             i["id"]
@@ -480,7 +497,7 @@ def test_documents_read_back_from_a_snapshot_serve_every_operation(tmp_path: Pat
         container.replace_item("d0", {"id": "d0", "pk": "p0", "n": 100, "email": "0@x"})
         container.patch_item("d1", "p1", [{"op": "incr", "path": "/n", "value": 10}])
         container.delete_item("d2", "p0")
-        wait_for(lambda: settled(state))  # the snapshot has d3..d5 unread: written as read
+        wait_for(lambda: settled(state))  # a snapshot again: d3..d5 as they were read
         cosmos.stop()
 
     with endpoint(state) as cosmos:
@@ -493,7 +510,9 @@ def test_documents_read_back_from_a_snapshot_serve_every_operation(tmp_path: Pat
             "d5": 5,
             "none": None,
             "null": None,
+            "wide": None,
         }
+        assert kept["wide"] == before["wide"]
         assert scoped(contacts_of(client_of(cosmos)), NonePartitionKeyValue) == ["none"]
         assert {k: system(kept[k]) for k in ("d3", "d4", "d5")} == {
             k: system(before[k]) for k in ("d3", "d4", "d5")
@@ -594,8 +613,8 @@ def test_after_a_restart_the_indexes_are_built_again_from_the_kept_documents(
         assert sorted(found) == ["b", "d3"]
         container.upsert_item({"id": "d3", "pk": "p1", "n": 9})
         wait_for(lambda: settled(state))
-    # the kept documents unread (not parsed in the background): the index reads their text
-    with endpoint(state, extra_args=[*compact, "--state-keep-unread"]) as cosmos:
+    # the index reads the kept documents' text
+    with endpoint(state, extra_args=compact) as cosmos:
         container = contacts_of(client_of(cosmos))
         found = list(
             container.query_items(

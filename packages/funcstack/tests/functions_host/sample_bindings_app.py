@@ -58,6 +58,14 @@ def get_blob_bytes(req: func.HttpRequest, file: bytes) -> func.HttpResponse:
     return func.HttpResponse(json.dumps({"size": len(file), "md5": _md5(file)}))
 
 
+@app.route(route="blob/bytes/text", methods=["GET"])
+@app.blob_input(
+    arg_name="file", path="%BLOBS%/bytes.bin", data_type=func.DataType.BINARY, connection=STORAGE
+)
+def get_blob_bytes_as_text(req: func.HttpRequest, file: bytes) -> str:
+    return file.decode("utf-8")
+
+
 @app.route(route="blob/filelike", methods=["POST"])
 @app.blob_output(arg_name="file", path="%BLOBS%/filelike.txt", connection=STORAGE)
 def put_blob_filelike(req: func.HttpRequest, file: func.Out[io.StringIO]) -> str:

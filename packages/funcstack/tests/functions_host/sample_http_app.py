@@ -55,6 +55,11 @@ def files(req: func.HttpRequest) -> func.HttpResponse:
     return func.HttpResponse(req.route_params.get("rest", ""))
 
 
+@app.route(route="greeting", methods=["GET"])
+def greeting(req: func.HttpRequest) -> str:
+    return "Grüße, 世界 ✓"
+
+
 @app.route(route="boom")
 def boom(req: func.HttpRequest) -> func.HttpResponse:
     raise RuntimeError("secret internal detail")

@@ -6,6 +6,7 @@ processor's leases. Which leases an instance takes is the processor package's
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 from pathlib import Path
@@ -13,12 +14,14 @@ from typing import Any, cast
 
 import pytest
 
+from funcstack.functions_host._config import HostJson
 from funcstack.functions_host._cosmos_trigger.listener import CosmosTriggerListener
 from funcstack.functions_host._cosmos_trigger.mode import change_feed_mode_refusal
 from funcstack.functions_host._cosmos_trigger.options import CosmosTriggerOptions, shared_leases
 from funcstack.functions_host._functions import FunctionSpec
 from funcstack.functions_host._language_worker import LanguageWorker
 from funcstack.functions_host._launcher import RunnerStartError, start_runner
+from funcstack.functions_host._listener import HostServices
 
 BINDING = {
     "type": "cosmosDBTrigger",
@@ -93,13 +96,18 @@ def test_a_listener_that_refuses_to_start_says_why_and_the_host_goes_on(
         (),
         None,
     )
-    listener = CosmosTriggerListener(spec, cast(LanguageWorker, None))
+    host = HostServices(cast(LanguageWorker, None), lambda: None, HostJson(), "host")
+    listener = CosmosTriggerListener(spec, host)
     with caplog.at_level(logging.ERROR):
         listener.start()  # no task, no client: nothing runs
     assert caplog.messages == [
         "The listener for function 'Functions.relay' was unable to start: Only one of "
         "StartFromBeginning or StartFromTime can be used"
     ]
+    # the host is ready without it, naming it as not listening
+    why = asyncio.run(asyncio.wait_for(listener.wait_listening(), 5))
+    assert why == "Only one of StartFromBeginning or StartFromTime can be used"
+    assert not listener.is_listening
 
 
 def test_lease_intervals_the_processors_defaults_the_bindings_and_the_local_settings(

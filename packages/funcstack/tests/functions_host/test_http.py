@@ -62,6 +62,17 @@ def test_status_codes_are_mapped(http_runner: RunningRunner) -> None:
     assert reply.headers["content-type"] == "text/plain; charset=utf-8"
 
 
+def test_a_str_returned_is_utf_8_text_as_the_host_writes_it(http_runner: RunningRunner) -> None:
+    """A ``str`` answer goes through ASP.NET Core's ``StringOutputFormatter`` in the host
+    (``HttpBinding.CreateResult`` -> ``RawScriptResult``), which writes ``text/plain;
+    charset=utf-8``: a client reads non-ASCII text right (Microsoft's blob checks read it
+    so). funcstack wrote ``text/plain`` alone, which clients read as ISO-8859-1."""
+    reply = call(f"{http_runner.url}/greeting")
+    assert reply.status == 200
+    assert reply.headers["content-type"] == "text/plain; charset=utf-8"
+    assert reply.body.decode("utf-8") == "Grüße, 世界 ✓"
+
+
 def test_catch_all_parameter(http_runner: RunningRunner) -> None:
     assert call(f"{http_runner.url}/files/a/b/c.txt").body == b"a/b/c.txt"
 

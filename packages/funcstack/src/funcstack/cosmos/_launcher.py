@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
-from typing import IO
+from typing import IO, Any
 
 from funcstack._cache import SetupError, node_executable, node_modules
 from funcstack._processes import (
@@ -126,6 +126,20 @@ class CosmosEndpoint:
         sub-status 1002 from then on, and /pkranges lists the children with the parent in
         their ``parents``. CosmosControlError names a missing container or range."""
         return split_partition(self.endpoint, database, container, range_id)
+
+    def stats(self, *, collect: bool = False) -> dict[str, Any]:
+        """What the endpoint holds and how late its main thread runs (local only):
+        ``memory`` (``rss``, its process's resident set, and ``heapUsed``, ``heapTotal``,
+        ``external``, ``arrayBuffers``, its main thread's, in bytes, as Node's
+        ``process.memoryUsage()``), ``documents`` (kept in every container) and
+        ``eventLoop`` (``p50Ms``, ``p95Ms``, ``p99Ms``, ``maxMs``, ``samples``: how late the
+        main thread ran a 1 ms timer since the last call, what a request arriving meanwhile
+        waited; None at the first call, which starts measuring). With ``collect`` a full
+        garbage collection runs first (it holds the endpoint for a moment: up to a second with
+        a million documents), so the heap is what is kept."""
+        path = "_emulators/stats?gc=1" if collect else "_emulators/stats"
+        answer: dict[str, Any] = control(self.endpoint, "GET", path)
+        return answer
 
     def __enter__(self) -> CosmosEndpoint:
         return self

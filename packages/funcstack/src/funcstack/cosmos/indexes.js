@@ -144,6 +144,22 @@ class ExpiryHeap {
     return top;
   }
 
+  /**
+   * The distinct _rids of the entries due by `now` (at <= now) that `accept(rid, lsn)`
+   * accepts, without popping them: the due entries are the top of the heap (an entry's
+   * children are due no sooner), so the cost is what is due.
+   */
+  dueBy(now, accept) {
+    const found = new Set();
+    const stack = this.at.length && this.at[0] <= now ? [0] : [];
+    while (stack.length) {
+      const i = stack.pop();
+      if (accept(this.rids[i], this.lsns[i])) found.add(this.rids[i]);
+      for (const c of [2 * i + 1, 2 * i + 2]) if (c < this.at.length && this.at[c] <= now) stack.push(c);
+    }
+    return found;
+  }
+
   /** Keep only the entries `keep(rid, lsn)` accepts, as one heap again (O(n)). */
   filter(keep) {
     const at = [];
@@ -260,6 +276,17 @@ class ContainerIndex {
       const at = this.versions.expiresAt(item);
       if (at !== null) this.expiry.push(at, rid, this.versions.lsn(item));
     }
+  }
+
+  /**
+   * How many documents hold a version due to expire by `now` that `expired(item)` confirms
+   * (the sweep has not deleted them yet): the expiry index's due entries, not the container.
+   */
+  expiredBy(now, expired) {
+    return this.expiry.dueBy(now, (rid, lsn) => {
+      const item = this.live(rid, lsn);
+      return Boolean(item) && expired(item);
+    }).size;
   }
 
   /** The items of the live versions written after `sinceLsn`, in LSN order. */

@@ -13,11 +13,11 @@
  *   modules        lib/account (Account), lib/account/resource-id (ResourceId, patched by
  *                  ids.js), lib/routes (the package's own routes, passthrough.js),
  *                  lib/utils/get-value (the unique-key values the package indexes by,
- *                  persistence.js), lib/handler/_patch-operations (patchOperation, store.js),
+ *                  store.js), lib/handler/_patch-operations (patchOperation, store.js),
  *                  the engine's lib/parser.js source (sqlparser.js adds PEG.js's cache to it);
  *   the model      Items (documents, collections, databases): `_data` (Map _rid -> item,
  *                  each with read()), `_index`, `_ridCount`, `_set`, `_item`, `_getId`,
- *                  `_getPartition`, `_uniqueKeyPaths`, `_parent`, `_getQuery`,
+ *                  `_getPartition`, `_getPartitionKeyPath`, `_uniqueKeyPaths`, `_parent`, `_getQuery`,
  *                  `_userDefinedFunctions`; an Item's `_data` (a container's settings,
  *                  replaced by resources.js); a collection's `partitionKeyRanges._rid`;
  *   the engine     the syntax tree of `Query.ast` (declared, untyped: the node types and fields
@@ -78,13 +78,13 @@ function checkModules() {
     "fromBase64String" in ResourceId,
   `${SERVER}/lib/account/resource-id: ResourceId.parse / toBase64String / fromBase64String (ids.js)`);
   expect(isFn(packageRoutes), `${SERVER}/lib/routes: no routes function as its default export (passthrough.js)`);
-  expect(isFn(getValue), `${SERVER}/lib/utils/get-value: no getValue as its default export (persistence.js)`);
+  expect(isFn(getValue), `${SERVER}/lib/utils/get-value: no getValue as its default export (store.js)`);
   expect(isFn(patchOperation), `${SERVER}/lib/handler/_patch-operations: no patchOperation (store.js)`);
 }
 
 const ITEMS_FIELDS = ["_data", "_index", "_ridCount", "_uniqueKeyPaths", "_parent"];
-const ITEMS_METHODS = ["_set", "_item", "_getId", "_getPartition", "_getQuery", "_userDefinedFunctions",
-  "create", "replace", "delete"];
+const ITEMS_METHODS = ["_set", "_item", "_getId", "_getPartition", "_getPartitionKeyPath", "_getQuery",
+  "_userDefinedFunctions", "create", "replace", "delete"];
 
 function checkItems(items, name) {
   for (const f of ITEMS_FIELDS) expect(f in items, `${SERVER}'s ${name}: no ${f} (store.js, persistence.js)`);
@@ -123,6 +123,8 @@ function checkModel() {
     `${SERVER}'s documents: _uniqueKeyPaths does not end with /id (persistence.js)`);
   expect(docs._index.get(docs._getId("/id", "d", docs._getPartition(created))) === created._rid,
     `${SERVER}'s documents: _index / _getId / _getPartition do not key a document as persistence.js rebuilds them`);
+  expect(JSON.stringify(docs._getPartitionKeyPath()) === '["pk"]',
+    `${SERVER}'s documents: _getPartitionKeyPath() does not give the partition key's path (store.js packageKeyOf)`);
   expect(isFn(docs._getQuery("SELECT * FROM c").exec), `${SERVER}'s documents: _getQuery() gives no Query`);
 }
 

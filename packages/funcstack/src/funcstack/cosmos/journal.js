@@ -36,11 +36,10 @@ class StateError extends Error {}
 
 /**
  * Call `onLine(buf, start, end, lineNumber)` for each complete line of `file` (its bytes are
- * buf[start..end), without the newline); returns the byte length of the complete lines and
- * whether an unterminated tail follows them. With `retain`, a chunk read is never reused, so
- * `buf` may be kept (a kept document's bytes, parsed later).
+ * buf[start..end), without the newline, valid during the call: the chunk is reused); returns
+ * the byte length of the complete lines and whether an unterminated tail follows them.
  */
-function readLines(file, onLine, { retain = false } = {}) {
+function readLines(file, onLine) {
   const fd = fs.openSync(file, "r");
   let buf = Buffer.allocUnsafe(READ_CHUNK);
   let start = 0;
@@ -51,7 +50,7 @@ function readLines(file, onLine, { retain = false } = {}) {
     for (;;) {
       if (end === buf.length) {
         const size = start > 0 ? buf.length : buf.length * 2;
-        if (start > 0 && !retain) {
+        if (start > 0) {
           buf.copy(buf, 0, start, end);
         } else {
           const next = Buffer.allocUnsafe(size);
@@ -137,7 +136,7 @@ class StateDir {
    * Read the state: `onHeader(header)` once (null: the empty state); for each line of the
    * snapshot between its header and its end, `onDocument(head, buf, start, end)` for a
    * document line ("<head JSON>\t<document JSON>": the document's bytes are buf[start..end),
-   * which may be kept) and `onEntry(value)` for any other; `onCommit(record)` for each journal
+   * valid during the call) and `onEntry(value)` for any other; `onCommit(record)` for each journal
    * line in order. Leaves the journal of the current generation open for appending.
    */
   load({ onHeader, onDocument, onEntry, onCommit }) {
@@ -170,7 +169,7 @@ class StateDir {
         } else {
           onEntry(value);
         }
-      }, { retain: true });
+      });
       if (trailer === null || read.tail) throw new StateError(`${file}: the snapshot has no end line (cut short)`);
       this.snapshotBytes = read.length;
     } else {
@@ -231,7 +230,12 @@ class StateDir {
 
   /** Append one commit (a JSON-able record) before it is acknowledged. */
   append(record) {
-    const text = `${JSON.stringify(record)}\n`;
+    this.appendLine(JSON.stringify(record));
+  }
+
+  /** Append one commit given as its JSON text (one line) before it is acknowledged. */
+  appendLine(json) {
+    const text = `${json}\n`;
     try {
       this.journalBytes += writeAll(this.fd, text);
     } catch (err) {

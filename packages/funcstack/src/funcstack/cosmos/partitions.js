@@ -31,8 +31,18 @@ function keyEpk(colData, components) {
   return effectivePartitionKeyV2(comps);
 }
 
-/** A document's EPK, kept on the stored version (never sent) once computed. */
+/**
+ * A document's EPK, kept on the stored version (store.js StoredDocument) once computed: a
+ * version's partition key never changes, nor its container's hash version.
+ */
+function itemEpk(colData, item) {
+  if (item.epk === null) item.epk = keyEpk(colData, item.components());
+  return item.epk;
+}
+
+/** A document's EPK (an object read from the store: its stored version keeps it). */
 function docEpk(colData, doc) {
+  if (doc.__stored) return itemEpk(colData, doc.__stored);
   const components = docPartitionComponents(colData, doc);
   const key = `${(colData.partitionKey || {}).version === 1 ? 1 : 2}${JSON.stringify(components)}`;
   const cached = doc.__epk;
@@ -86,6 +96,18 @@ function inScope(colData, doc, scope) {
   return scope.epk === null || inEpkRange(e, scope.epk);
 }
 
+/**
+ * Whether a stored document (store.js StoredDocument) is in a request's scope, told from what
+ * is kept beside its text.
+ */
+function itemInScope(colData, item, scope) {
+  if (scope.pk !== null && !sameComponents(item.components(), scope.pk)) return false;
+  if (scope.range === null && scope.epk === null) return true;
+  const e = itemEpk(colData, item);
+  if (scope.range !== null && !(e >= scope.range.minInclusive && e < scope.range.maxExclusive)) return false;
+  return scope.epk === null || inEpkRange(e, scope.epk);
+}
+
 /** The live range that holds a partition key (its components). */
 function rangeOfKey(store, components) {
   return rangeOfEpk(store.collection, keyEpk(store.colData, components));
@@ -103,6 +125,8 @@ function answerFor(res, ranges) {
 
 module.exports = {
   docEpk,
+  itemEpk,
+  itemInScope,
   epkScope,
   inEpkRange,
   requestScope,

@@ -19,11 +19,10 @@
  * when a query first needs it (the service would have had it all along), in slices of
  * SLICE_MS between requests, so the endpoint keeps answering; the query that asked waits for
  * it (queryrun.js answers an empty page with a continuation if that takes longer than its
- * budget), and the background parse of kept documents waits too (persistence.js). A build
- * walks the documents in _rid order (the primary index, sorted once per container) and puts
- * each one's _rid in the bucket of its value, so only the distinct values are sorted; a
- * document kept across a restart and not parsed yet gives its value from its JSON text
- * (rawValueAt). From then on store.js reports every version written or removed and each index
+ * budget). A build walks the documents in _rid order (the primary index, sorted once per
+ * container) and puts each one's _rid in the bucket of its value, so only the distinct values
+ * are sorted; each document gives its value from its JSON text (rawValueAt: the store keeps
+ * documents as text), parsed only where that cannot tell. From then on store.js reports every version written or removed and each index
  * of the container is changed in step (the previous version's entries out, the new one's in),
  * so a query costs what it reads from the index, not what the container holds. A change of
  * the policy (a container replace) drops the indexes it no longer declares; a restart builds
@@ -53,8 +52,8 @@ function valueAt(doc, segments) {
 const UNKNOWN = Symbol("parse the document");
 
 /**
- * The value at `segments` in a document's JSON text (a document kept across a restart, not
- * parsed yet: store.js KeptDocument), reading only what leads to it: keys are compared, the
+ * The value at `segments` in a document's JSON text (as the store keeps it: store.js
+ * StoredDocument), reading only what leads to it: keys are compared, the
  * values on the way skipped, the one found parsed alone. UNKNOWN where the text is not what
  * JSON.stringify writes, or where the engine's member access could see something else (a
  * name on an array, a position in an object): the caller parses the document then.
@@ -319,11 +318,11 @@ class PathIndex {
   }
 
   /**
-   * The keys of an item of the package's documents: a document kept across a restart and not
-   * parsed yet is read from its JSON text where that tells the value (rawValueAt), else parsed.
+   * The keys of an item of the package's documents: a stored document's are read from its
+   * JSON text where that tells the value (rawValueAt), else it is parsed.
    */
   keysOfItem(item) {
-    if (item.parsed === false) {
+    if (typeof item.text === "function") {
       const text = item.text();
       let unknown = false;
       const keys = this.extract(segs => {
@@ -425,9 +424,7 @@ class ContainerPathIndexes {
     if (index.ready) return Promise.resolve(index);
     if (index.building) return index.building;
     index.pending = [];
-    building += 1;
     index.building = this.build(index).then(() => {
-      building -= 1;
       const pending = index.pending;
       index.pending = null;
       for (const [entered, doc] of pending) {
@@ -438,7 +435,6 @@ class ContainerPathIndexes {
       index.building = null;
       return index;
     }, err => {
-      building -= 1;
       index.pending = null;
       index.building = null;
       throw err;
@@ -544,14 +540,6 @@ function nameOf(indexes, index) {
 
 const byCollection = new WeakMap();
 
-/** Index builds under way, in every container (the background parse of kept documents waits). */
-let building = 0;
-
-/** Whether an index is being built (a query waits for it). */
-function buildsUnderWay() {
-  return building > 0;
-}
-
 /** The path indexes of a container (the package's collection object). */
 function pathIndexes(collection) {
   let found = byCollection.get(collection);
@@ -569,7 +557,6 @@ function existingPathIndexes(collection) {
 
 module.exports = {
   pathIndexes,
-  buildsUnderWay,
   rawValueAt,
   UNKNOWN,
   existingPathIndexes,

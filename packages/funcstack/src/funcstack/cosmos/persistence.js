@@ -22,7 +22,7 @@
  * written in slices between requests. With --state-fsync each answer also waits for an
  * fdatasync shared by the commits before it (group commit): durable across a power cut too.
  * A restart reads each snapshot line's head (what the indexes need) and keeps the document's
- * JSON as read (store.js KeptDocument), parsed when first used or in the background.
+ * JSON as read, as every document is kept (store.js StoredDocument): nothing is parsed.
  *
  * The earlier format, one JSON file rewritten whole every 0.5 s (versions 1 and 2, at
  * DIR.json: `.funcstack/state/cosmos.json` beside `.funcstack/state/cosmos/`), is read once,
@@ -37,12 +37,11 @@ const { StateDir, StateError } = require("./journal");
 const { serviceRid } = require("./ids");
 const { withContainerDefaults } = require("./settings");
 const { DEFAULT_CONTAINER_THROUGHPUT } = require("./offers");
-const { getValue } = require("./internals");
 const {
-  KeptDocument, lsnOf, stampAs, observe, collections, indexes, docPartitionComponents
+  StoredDocument, storedOf, keepAsText, compactJsonOf, packageKeyOf, stampAs, observe, collections, indexes,
+  docPartitionComponents
 } = require("./store");
 const { pathSegments } = require("./requests");
-const { buildsUnderWay } = require("./pathindexes");
 const globalLsn = require("./lsn");
 
 /** The journal's size that starts a compaction (a snapshot), unless the snapshot's half is more. */
@@ -50,8 +49,6 @@ const COMPACT_MIN_BYTES = 64 * 1024 * 1024;
 /** About this many bytes of document lines are written per turn of the event loop. */
 const SNAPSHOT_SLICE_BYTES = 1024 * 1024;
 const LEGACY_VERSIONS = [1, 2];
-/** The kept documents are parsed in the background in slices of about this long. */
-const READ_SLICE_MS = 2;
 
 // ---------------------------------------------------------------- the account's metadata
 
@@ -102,8 +99,10 @@ class Replay {
     for (const d of meta.dbs) {
       for (const c of d.colls) {
         const kept = this.cols.get(c.body._rid);
-        if (kept) kept.ridCount = Math.max(kept.ridCount, c.ridCount);
-        else this.cols.set(c.body._rid, { ridCount: c.ridCount, base: [], changed: new Map() });
+        if (kept) {
+          kept.ridCount = Math.max(kept.ridCount, c.ridCount);
+          kept.body = c.body;
+        } else this.cols.set(c.body._rid, { ridCount: c.ridCount, base: [], changed: new Map(), body: c.body });
       }
     }
     for (const rid of this.cols.keys()) if (!rids.has(rid)) this.cols.delete(rid);
@@ -119,13 +118,21 @@ class Replay {
    * A snapshot's document line of the current container: its head [lsn, mtime, _rid, own
    * ttl, id, [the value the package keys it by] ([] for none), values of the other unique keys
    * (or null), [its partition key's first component] (only where it is not the former)] and
-   * its JSON's bytes, kept as they are (parsed when first read).
+   * its JSON's bytes, kept as its text (a copy: the chunk read is not held).
    */
   document(head, bytes, start, end) {
     if (!this.current) return;
     const [lsn, mtime, rid, ttl, id, partition, unique, first] = head;
-    this.current.base.push(new KeptDocument(rid, bytes, start, end, lsn, mtime, ttl, id, partition,
-      unique || null, first || partition));
+    const f = first || partition;
+    const json = compactJsonOf(bytes, start, end);
+    let parts = null;
+    const paths = ((this.current.body.partitionKey || {}).paths) || [];
+    if (paths.length > 1) { // a hierarchical key: its other components are read from the JSON
+      const text = typeof json === "string" ? json : json.toString("utf8");
+      parts = docPartitionComponents(this.current.body, JSON.parse(text));
+    }
+    this.current.base.push(new StoredDocument(rid, json, lsn, mtime, ttl, id, f.length ? f[0] : undefined, parts,
+      unique || null));
   }
 
   commit(record) {
@@ -172,6 +179,7 @@ class Replay {
         kept.changed = null;
         for (const item of base) if (!changed.has(item.rid)) setKept(docs, item);
         for (const body of changed.values()) if (body) docs._set(body);
+        keepAsText(colItem); // the journals' versions too
         indexes(colItem); // built now rather than by the first request
       }
     }
@@ -187,32 +195,29 @@ class Replay {
  */
 function setKept(docs, item) {
   const paths = docs._uniqueKeyPaths;
+  const key = packageKeyOf(docs, item);
   for (let i = 0; i < paths.length; i += 1) {
     const value = i === paths.length - 1 ? item.id : (item.unique || [])[i];
-    docs._index.set(docs._getId(paths[i], value, item.partition.length ? item.partition[0] : undefined), item.rid);
+    docs._index.set(docs._getId(paths[i], value, key), item.rid);
   }
   docs._data.set(item.rid, item);
 }
 
 /** The head of a document's snapshot line (see Replay.document). */
 function headOf(docs, item) {
-  if (item instanceof KeptDocument && !item.parsed) {
-    const head = [item.lsn, item.mtime, item.rid, item.ttl, item.id, item.partition];
-    if (item.unique || item.first !== item.partition) head.push(item.unique);
-    if (item.first !== item.partition) head.push(item.first);
-    return head;
-  }
-  const doc = item.read();
-  const partition = docs._getPartition(doc);
-  const head = [lsnOf(doc), doc.__mtime || 0, doc._rid, typeof doc.ttl === "number" ? doc.ttl : null,
-    doc.id, partition === undefined ? [] : [partition]];
-  const paths = docs._uniqueKeyPaths;
-  const unique = paths.length > 1 ? paths.slice(0, -1).map(p => getValue(p.slice(1).split("/"), doc)) : null;
-  // the partition key's first component, where the package keys the document otherwise
-  const first = docPartitionComponents(docs._parent.read(), doc)[0];
-  if (unique || JSON.stringify(first) !== JSON.stringify(partition)) head.push(unique);
-  if (JSON.stringify(first) !== JSON.stringify(partition)) head.push(first === undefined ? [] : [first]);
+  const key = packageKeyOf(docs, item);
+  const head = [item.lsn, item.mtime, item.rid, item.ttl, item.id, key === undefined ? [] : [key]];
+  const firstDiffers = JSON.stringify(item.key) !== JSON.stringify(key);
+  if (item.unique || firstDiffers) head.push(item.unique);
+  if (firstDiffers) head.push(item.key === undefined ? [] : [item.key]);
   return head;
+}
+
+/** An item of the package's documents as a StoredDocument (null: none). */
+function storedItem(docs, item) {
+  if (item instanceof StoredDocument) return item;
+  const doc = item.read();
+  return doc ? storedOf(docs, docs._parent.read(), doc) : null;
 }
 
 // ---------------------------------------------------------------- the earlier format
@@ -267,9 +272,8 @@ function migratedIds(body, parent, kind) {
 
 /**
  * The lines of a snapshot of `containers` ([[_rid, collection], ...], taken when it starts):
- * for each, {"container": _rid} then "<head>\t<document JSON>" per document (a document not
- * read since the restart is written as it was read); strings of about SNAPSHOT_SLICE_BYTES;
- * `counted()` for each document.
+ * for each, {"container": _rid} then "<head>\t<document JSON>" per document (its text as
+ * kept); strings of about SNAPSHOT_SLICE_BYTES; `counted()` for each document.
  */
 function* snapshotLines(containers, counted) {
   let parts = [];
@@ -279,10 +283,9 @@ function* snapshotLines(containers, counted) {
     parts.push(JSON.stringify({ container: rid }));
     // a live iterator: documents written meanwhile may be seen (the journal has them too)
     for (const item of docs._data.values()) {
-      const kept = item instanceof KeptDocument && !item.parsed;
-      const doc = kept ? null : item.read();
-      if (!kept && !doc) continue;
-      const line = `${JSON.stringify(headOf(docs, item))}\t${kept ? item.text() : JSON.stringify(doc)}`;
+      const stored = storedItem(docs, item);
+      if (!stored) continue;
+      const line = `${JSON.stringify(headOf(docs, stored))}\t${stored.text()}`;
       parts.push(line);
       bytes += line.length;
       counted();
@@ -298,9 +301,8 @@ function* snapshotLines(containers, counted) {
 
 /** The state kept in one directory: what server.js holds while it runs. */
 class Kept {
-  constructor({ dir, legacyFile, fsync, compactBytes, readKept }) {
+  constructor({ dir, legacyFile, fsync, compactBytes }) {
     this.dir = new StateDir(dir, { fsync });
-    this.readKept = readKept;
     this.legacyFile = legacyFile;
     this.compactBytes = compactBytes;
     this.dirty = new Map(); // collection -> Set of document _rids changed since the last commit
@@ -332,6 +334,7 @@ class Kept {
     let documents;
     if (converting) {
       restore(account, JSON.parse(fs.readFileSync(this.legacyFile, "utf8")));
+      for (const colItem of collections(account)) keepAsText(colItem);
       let count = 0;
       this.dir.compactNow(this.header(account), snapshotLines(this.containers(account), () => { count += 1; }),
         () => ({ end: count }));
@@ -353,50 +356,6 @@ class Kept {
     process.stderr.write(`cosmos local state: ${documents} documents from ${this.dir.dir} in ` +
       `${Date.now() - started} ms (CPU ${Math.round((used.user + used.system) / 1000)} ms, heap ${heap} MB)\n`);
     this.maybeCompact(account);
-    if (this.readKept) this.readInBackground(account);
-  }
-
-  /**
-   * Parse the kept documents not read yet, a slice per turn of the event loop, so that a
-   * query soon after the start does not parse them all at once; paused while an index is built
-   * (pathindexes.js: a query waits for it, and it reads what it needs from the documents' text).
-   */
-  readInBackground(account) {
-    const started = Date.now();
-    const pending = (function* unread() {
-      for (const colItem of collections(account)) {
-        for (const item of colItem.documents._data.values()) {
-          if (item instanceof KeptDocument && !item.parsed) yield item;
-        }
-      }
-    }());
-    let count = 0;
-    const slice = () => {
-      if (this.closed) return;
-      if (buildsUnderWay()) {
-        // a query waits for an index: its build goes first (it reads what it needs itself)
-        setTimeout(slice, 10);
-        return;
-      }
-      const until = Date.now() + READ_SLICE_MS;
-      for (;;) {
-        const { value, done } = pending.next();
-        if (done) {
-          if (count) {
-            const m = process.memoryUsage();
-            const mb = n => Math.round(n / 1048576);
-            process.stderr.write(`cosmos local state: ${count} kept documents read in the background ` +
-              `in ${Date.now() - started} ms (heap ${mb(m.heapUsed)} MB, buffers ${mb(m.arrayBuffers)} MB)\n`);
-          }
-          return;
-        }
-        value.read();
-        count += 1;
-        if ((count & 255) === 0 && Date.now() >= until) break;
-      }
-      setImmediate(slice);
-    };
-    setImmediate(slice);
   }
 
   remember(meta) {
@@ -435,8 +394,9 @@ class Kept {
       counts[col._rid] = collection.documents._ridCount;
       for (const rid of rids) {
         const item = collection.documents._data.get(rid);
-        const doc = item && item.read();
-        if (doc) puts.push([col._rid, lsnOf(doc), doc.__mtime || 0, doc]);
+        const stored = item && storedItem(collection.documents, item);
+        // [container, lsn, mtime, document]: the document's JSON as kept, written as it is
+        if (stored) puts.push(`[${JSON.stringify(col._rid)},${stored.lsn},${stored.mtime},${stored.text()}]`);
         else dels.push([col._rid, rid]);
       }
     }
@@ -449,12 +409,13 @@ class Kept {
       this.dirty.clear();
       return;
     }
-    const record = { l: lsn };
-    if (meta !== null) record.m = meta;
-    if (puts.length || dels.length) record.c = counts;
-    if (puts.length) record.p = puts;
-    if (dels.length) record.d = dels;
-    this.dir.append(record); // throws: nothing is cleared, the next commit has it all
+    // {"l": lsn, "m": meta, "c": counts, "p": puts, "d": dels}, the absent ones left out
+    let line = `{"l":${lsn}`;
+    if (meta !== null) line += `,"m":${JSON.stringify(meta)}`;
+    if (puts.length || dels.length) line += `,"c":${JSON.stringify(counts)}`;
+    if (puts.length) line += `,"p":[${puts.join(",")}]`;
+    if (dels.length) line += `,"d":${JSON.stringify(dels)}`;
+    this.dir.appendLine(`${line}}`); // throws: nothing is cleared, the next commit has it all
     this.dirty.clear();
     this.lsn = lsn;
     if (meta !== null) this.remember(meta);
@@ -494,7 +455,7 @@ function open(opts) {
   if (dir) legacyFile = `${dir}.json`;
   if (!dir) return null;
   const compactBytes = opts.compactBytes === undefined ? null : opts.compactBytes;
-  return new Kept({ dir, legacyFile, fsync: Boolean(opts.fsync), compactBytes, readKept: opts.readKept !== false });
+  return new Kept({ dir, legacyFile, fsync: Boolean(opts.fsync), compactBytes });
 }
 
 /** Start the account from the kept state, if any. */

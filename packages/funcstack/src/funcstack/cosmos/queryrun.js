@@ -25,112 +25,126 @@
  *   - Aggregates (`SELECT VALUE COUNT(1) ...`, the plan's per-range `[{"item": AGG(x)}]`)
  *     are combined from the slices; a COUNT whose filter the index answers exactly counts index
  *     entries and reads no document (retrievedDocumentCount 0, as the service's).
- *   - Never stall: between slices of SLICE_MS the query yields to the event loop, so point
- *     reads, writes and change feed polls of other clients are answered meanwhile.
+ *   - Never stall: the engine runs in the endpoint's query threads (queryworker.js): the main
+ *     thread only walks the index and hands over the documents' text, a batch at a time,
+ *     between slices of SLICE_MS, so point reads, writes and change feed polls of other
+ *     clients are answered meanwhile and do not wait for the engine.
  *
- * Which documents a query reads, in which order, and its time slices: querywalk.js.
- *
- * The engine is given at most CHUNK documents at once: its FROM builds its rows by spreading an
- * array into a new one per document, quadratic in what it is given at once.
+ * Which documents a query reads, in which order, and its time slices: querywalk.js; the
+ * engine's part (parsing the documents, evaluating the query a chunk at a time):
+ * queryengine.js.
  */
 
-const { compareValues } = require("./sortedkeys");
-const { analyze } = require("./queryindex");
-const { withMarkers, serviceSemantics, FUNCTIONS } = require("./sqlsemantics");
-const { queryEngine } = require("./sqlparser");
-const { isExpired, itemExpired } = require("./store");
+const { itemExpired } = require("./store");
 const { badRequest } = require("./responses");
+const { prepare: prepareQuery, evaluate: evaluateHere, combined, Refused, CHUNK } = require("./queryengine");
+const queryThreads = require("./queryworker");
 const {
-  positionOf, encodeVals, decodeVals, Clock, scopeTest, NotBuilt, built, refused, orderOf, plan
+  encodeVals, decodeVals, Clock, scopeTest, NotBuilt, built, refused, orderOf, plan
 } = require("./querywalk");
 
 /** A page is answered once it has run this long (the rest follows with the continuation). */
 const BUDGET_DEFAULT_MS = 1000;
 let budgetMs = BUDGET_DEFAULT_MS;
-/** Documents given to the engine at once (its FROM is quadratic in them). */
-const CHUNK = 32;
-const PREPARED_MAX = 256;
-/** A page without a page size ends past this much JSON, as the service's pages do (4 MB). */
-const PAGE_BYTES = 4 * 1024 * 1024;
+/** The syntax tree's constants (a COUNT of one counts documents). */
+const CONSTANTS = ["number_constant", "string_constant", "boolean_constant", "null_constant"];
+/** Documents (and their JSON's characters) handed to a query thread at once, at most. */
+const BATCH_DOCUMENTS = 512;
+const BATCH_CHARS = 512 * 1024;
 
-const prepared = new Map();
-
-/** Parse, analyse and give the service's semantics to a query (kept, by text). */
+/** Parse, analyse and give the service's semantics to a query (kept, by text): a refusal is 400. */
 function prepare(text) {
-  let p = prepared.get(text);
-  if (p) {
-    prepared.delete(text);
-    prepared.set(text, p);
-    return p;
-  }
-  let query;
   try {
-    query = queryEngine()(withMarkers(text));
+    return prepareQuery(text);
   } catch (err) {
-    throw badRequest(err.message);
+    if (err instanceof Refused) throw badRequest(err.message);
+    throw err;
   }
-  const analysis = analyze(query.ast);
-  try {
-    serviceSemantics(query.ast);
-    query.ast.body.top = null; // TOP applies to the rows answered (here), not to the documents read
-    void query.code; // the engine's code now: its refusals are the query's 400
-  } catch (err) {
-    throw badRequest(err.message);
-  }
-  p = { query, analysis, text };
-  prepared.set(text, p);
-  if (prepared.size > PREPARED_MAX) prepared.delete(prepared.keys().next().value);
-  return p;
 }
 
-/** The SQL parameters as the engine takes them, with our functions beside the UDFs. */
-function engineOptions(store, parameters, analysis) {
+/** The SQL parameters by name (without "@"), for the plan's index lookups. */
+function paramsOf(parameters) {
   const params = {};
   for (const { name, value } of parameters || []) params[String(name).slice(1)] = value;
-  const udf = { ...(store.udfs() || {}), ...FUNCTIONS };
-  let compositeIndexes;
-  if (analysis.orderBy) {
-    // the engine checks that a composite index serves an ORDER BY of several items: ours
-    // (the policy's, checked in `orderOf`), with the hidden _rid order sqlsemantics.js adds
-    const dir = analysis.orderBy[0].desc ? "descending" : "ascending";
-    const items = analysis.orderBy.map(o => ({
-      path: `/${(o.segs || []).join("/")}`, order: o.desc ? "descending" : "ascending"
-    }));
-    compositeIndexes = [items, [...items, { path: "/_rid", order: dir }]];
-  }
-  return { parameters: parameters || [], params, udf, compositeIndexes };
+  return params;
+}
+
+/** The container's UDFs as their source (id -> source), for a query thread. */
+function udfSources(store) {
+  const out = {};
+  for (const [id, fn] of Object.entries(store.udfs() || {})) out[id] = String(fn);
+  return out;
+}
+
+/**
+ * A task's result from a query thread (queryengine.js), the background lane's for a plan that
+ * walks many documents; the engine's refusal is the 400.
+ */
+async function evaluated(task, pl) {
+  const result = await queryThreads.run(task, pl.estimate > queryThreads.BACKGROUND_DOCUMENTS);
+  if (result.error !== undefined) throw badRequest(result.error);
+  return result;
 }
 
 // ---------------------------------------------------------------- running
 
 /**
- * Documents in a plan's order from `from`, in chunks of at most CHUNK: live (not expired),
- * in the request's scope. `onChunk(docs)` returns true to stop; returns "done", "stopped" or
- * "budget" (a partial page's time ran out), and the walker (its `last()`).
+ * Documents in a plan's order from `from`, live (not expired) and in the request's scope (as
+ * stored: store.js StoredDocument), in batches of chunks (a chunk: at most CHUNK documents,
+ * what the engine is given at once; a batch: what a query thread is handed at once, gathered
+ * within a slice). `onBatch(batch)` gets [{docs, last}] (`last`: the walk's position after
+ * the chunk) and returns (a promise of) true to stop. Returns {ended: "done" | "stopped" |
+ * "budget" (a partial page's time ran out), walker}. `target()` is how many documents the next
+ * batch walks (a page's: what it still needs at the rate its documents have given rows so
+ * far), BATCH_DOCUMENTS at most. `ahead`: batches handed over before the first is answered
+ * (where the answers do not decide what comes next).
  */
-async function eachChunk(store, pl, from, options, clock, onChunk, wanted = () => CHUNK) {
+async function eachBatch(store, pl, from, options, clock, onBatch, { target = () => BATCH_DOCUMENTS, ahead = 1 } = {}) {
   const walker = await pl.walk(from);
+  const inflight = [];
+  const settle = async all => {
+    while (inflight.length > (all ? 0 : ahead - 1)) if (await inflight.shift()) return true;
+    return false;
+  };
   const colData = store.colData;
   const inScope = scopeTest(store, options.scope, options.span);
   const now = Date.now();
-  let grown = 0;
+  const data = store.docs._data;
   for (;;) {
-    // what the page still needs (an exact filter answers every document it selects), more
-    // each time a chunk falls short
-    const size = Math.max(1, Math.min(CHUNK, Math.max(wanted(), grown)));
-    grown = Math.min(CHUNK, size * 2);
-    const rids = clock.index(() => walker.next(size));
-    if (rids.length === 0) return { ended: "done", walker };
-    const docs = [];
-    for (const rid of rids) {
-      const item = store.docs._data.get(rid);
-      const doc = item && item.read();
-      if (!doc || isExpired(colData, doc, now)) continue;
-      if (inScope && !inScope(doc)) continue;
-      docs.push(doc);
+    const batch = [];
+    let documents = 0;
+    let chars = 0;
+    let done = false;
+    const walk = Math.max(1, Math.min(BATCH_DOCUMENTS, target()));
+    do {
+      const size = Math.min(CHUNK, walk - documents);
+      const rids = clock.index(() => walker.next(size));
+      if (rids.length === 0) {
+        done = true;
+        break;
+      }
+      const docs = [];
+      for (const rid of rids) {
+        const item = data.get(rid);
+        if (!item || itemExpired(colData, item, now)) continue;
+        if (inScope && !inScope(item)) continue;
+        docs.push(item);
+        chars += item.json.length;
+      }
+      batch.push({ docs, last: walker.last() });
+      documents += rids.length;
+    } while (documents < walk && chars < BATCH_CHARS && !clock.sliceOver() &&
+      !(options.partial && clock.over()));
+    if (batch.length) {
+      const answered = Promise.resolve(onBatch(batch));
+      answered.catch(() => {}); // awaited below: no rejection is left unhandled meanwhile
+      inflight.push(answered);
+      if (await settle(false)) return { ended: "stopped", walker };
     }
-    if (await onChunk(docs)) return { ended: "stopped", walker };
-    if (options.partial && clock.over()) return { ended: "budget", walker };
+    if (done || (options.partial && clock.over())) {
+      if (await settle(true)) return { ended: "stopped", walker };
+      return { ended: done ? "done" : "budget", walker };
+    }
     await clock.tick();
   }
 }
@@ -145,7 +159,7 @@ async function countEntries(store, pl, from, options, clock, counted) {
   const inScope = scopeTest(store, options.scope, options.span);
   const now = Date.now();
   const data = store.docs._data;
-  const step = inScope ? CHUNK : 1024; // a scope reads each document (its EPK)
+  const step = inScope ? 256 : 1024; // a scope reads each document's EPK (kept once computed)
   for (;;) {
     const rids = clock.index(() => walker.next(step));
     if (rids.length === 0) return { ended: "done", walker };
@@ -153,10 +167,7 @@ async function countEntries(store, pl, from, options, clock, counted) {
     for (const rid of rids) {
       const item = data.get(rid);
       if (!item || itemExpired(colData, item, now)) continue;
-      if (inScope) {
-        const doc = item.read();
-        if (!doc || !inScope(doc)) continue;
-      }
+      if (inScope && !inScope(item)) continue;
       n += 1;
     }
     counted(n);
@@ -215,61 +226,75 @@ function notBuiltPage(c, metrics) {
  */
 async function runPage(store, text, options) {
   const p = prepare(text);
-  const eo = engineOptions(store, options.parameters, p.analysis);
+  const params = paramsOf(options.parameters);
   const clock = new Clock(options.partial ? budgetMs : null);
   const c = options.continuation;
   let pl;
   try {
-    pl = await plan(store, p, { ...options, params: eo.params }, clock);
+    pl = await plan(store, p, { ...options, params }, clock);
   } catch (err) {
     if (err instanceof NotBuilt) return notBuiltPage(c, finish(newMetrics(null), clock));
     throw err;
   }
   const metrics = newMetrics(pl);
-  const top = p.analysis.top ? topOf(p.analysis.top, eo.params) : null;
+  const top = p.analysis.top ? topOf(p.analysis.top, params) : null;
   let produced = c && Number.isInteger(c.n) ? c.n : 0;
   let token = c && c.t ? c.t : null;
   const max = options.maxItemCount > 0 ? options.maxItemCount : Infinity;
   const rows = [];
   let bytes = 0;
   let cut = null;
-  const { ended, walker } = await eachChunk(store, pl, resumeAt(c), options, clock, docs => {
-    const left = Math.min(max - rows.length, top === null ? Infinity : top - produced);
-    if (left <= 0) return true;
-    if (docs.length === 0) return false;
-    metrics.retrieved += docs.length;
-    if (options.measure) for (const d of docs) metrics.retrievedBytes += Buffer.byteLength(JSON.stringify(d));
-    let r;
-    try {
-      r = p.query.exec(docs, {
-        parameters: eo.parameters,
-        udf: eo.udf,
-        compositeIndexes: eo.compositeIndexes,
-        maxItemCount: Number.isFinite(left) ? left : undefined,
-        continuation: token ? { token } : undefined
-      });
-    } catch (err) {
-      throw badRequest(err.message);
-    }
+  let stoppedAt = null;
+  const udfs = udfSources(store);
+  const order = pl.order ? { items: pl.order.items.map(o => ({ segs: o.segs })) } : null;
+  const { ended, walker } = await eachBatch(store, pl, resumeAt(c), options, clock, async batch => {
+    const r = await evaluated({
+      kind: "rows",
+      text: p.text,
+      parameters: options.parameters,
+      udfs,
+      chunks: batch.map(b => b.docs),
+      max,
+      top,
+      have: rows.length,
+      produced,
+      token,
+      bytes,
+      order,
+      measure: options.measure
+    }, pl);
     token = null;
-    rows.push(...r.result);
-    produced += r.result.length;
-    if (max > 100) bytes += JSON.stringify(r.result).length; // only pages that may grow large
-    if (r.continuation) {
-      // the engine stopped before a document (its _rid; SRC: how many of its rows were given)
-      const engine = decodeEngineToken(r.continuation.token);
-      const doc = docs.find(d => d._rid === engine.RID);
-      cut = { pos: positionOf(pl.order, doc), t: engine.SRC ? r.continuation.token : null };
+    for (const row of r.rows) rows.push(row);
+    produced = r.produced;
+    bytes = r.bytes;
+    metrics.retrieved += r.retrieved;
+    metrics.retrievedBytes += r.retrievedBytes;
+    if (r.cut) {
+      // the engine stopped before a document (its position; how many of its rows were given)
+      cut = r.cut;
       return true;
     }
-    return rows.length >= max || (top !== null && produced >= top) || bytes >= PAGE_BYTES;
-  }, () => Math.min(max - rows.length, top === null ? Infinity : top - produced));
+    if (r.stop) {
+      // the page is full: it resumes after the last chunk the engine was given in whole
+      stoppedAt = r.consumed > 0 ? batch[r.consumed - 1].last : null;
+      return true;
+    }
+    return false;
+  }, {
+    target: () => {
+      // the rows the page still needs, at the rate its documents gave rows so far (one each,
+      // to begin with: an index that answers the filter gives no other)
+      const need = Math.min(max - rows.length, top === null ? BATCH_DOCUMENTS : top - produced);
+      const rate = metrics.retrieved ? Math.max(rows.length, 1) / metrics.retrieved : 1;
+      return Math.ceil(need / rate);
+    }
+  });
   let continuation = null;
   const topDone = top !== null && produced >= top;
   if (!topDone && ended !== "done") {
     if (cut) continuation = continuationAt(cut.pos, { n: produced, ...(cut.t ? { t: cut.t } : {}) });
     else {
-      const last = walker.last();
+      const last = ended === "stopped" ? stoppedAt : walker.last();
       if (last) continuation = continuationAt({ ...last, after: true }, { n: produced });
       else if (c) continuation = { ...c, n: produced };
     }
@@ -282,17 +307,6 @@ function topOf(node, params) {
   const v = node.type === "parameter_name" ? params[node.name.slice(1)] : node.value;
   if (!Number.isInteger(v) || v < 0) throw badRequest("TOP must be a non-negative integer.");
   return v;
-}
-
-/** The parts of the engine's continuation token (`+RID:...#SRC:n#...`) used here. */
-function decodeEngineToken(token) {
-  const out = {};
-  for (const part of String(token).slice(1).split("#")) {
-    const i = part.indexOf(":");
-    out[part.slice(0, i)] = part.slice(i + 1);
-  }
-  out.SRC = parseInt(out.SRC || "0", 10) || 0;
-  return out;
 }
 
 /** Every row of a query (DISTINCT, OFFSET/LIMIT and aggregates of objects are cut from them). */
@@ -308,23 +322,20 @@ async function runAll(store, text, options) {
  */
 async function runWhole(store, text, options) {
   const p = prepare(text);
-  const eo = engineOptions(store, options.parameters, p.analysis);
   const clock = new Clock(null);
-  const pl = await plan(store, p, { ...options, params: eo.params }, clock);
+  const pl = await plan(store, p, { ...options, params: paramsOf(options.parameters) }, clock);
   const metrics = newMetrics(pl);
-  const docs = [];
-  await eachChunk(store, pl, null, { ...options, partial: false }, clock, chunk => {
-    docs.push(...chunk);
+  const chunks = [];
+  await eachBatch(store, pl, null, { ...options, partial: false }, clock, batch => {
+    for (const b of batch) chunks.push(b.docs);
     return false;
   });
-  metrics.retrieved = docs.length;
-  if (options.measure) for (const d of docs) metrics.retrievedBytes += Buffer.byteLength(JSON.stringify(d));
-  let r;
-  try {
-    r = p.query.exec(docs, { parameters: eo.parameters, udf: eo.udf, compositeIndexes: eo.compositeIndexes });
-  } catch (err) {
-    throw badRequest(err.message);
-  }
+  const r = await evaluated({
+    kind: "whole", text: p.text, parameters: options.parameters, udfs: udfSources(store), chunks,
+    measure: options.measure
+  }, pl);
+  metrics.retrieved = r.retrieved;
+  metrics.retrievedBytes = r.retrievedBytes;
   metrics.output = r.result.length;
   return { result: r.result, metrics: finish(metrics, clock) };
 }
@@ -339,12 +350,18 @@ async function runWhole(store, text, options) {
 async function runAggregate(store, parts, options) {
   const prepared = parts.map(part => ({ ...part, p: prepare(part.text) }));
   const [first] = prepared;
-  const eo = engineOptions(store, options.parameters, first.p.analysis);
+  const params = paramsOf(options.parameters);
   const clock = new Clock(options.partial ? budgetMs : null);
   const c = options.continuation;
+  if (wholeContainerCount(prepared, options) && !c) {
+    // COUNT(1) of every document of a container: how many it holds, not a walk of them
+    const metrics = { ...newMetrics(null), indexOnly: true, exact: true, output: 1 };
+    const n = clock.index(() => store.count(Date.now()));
+    return { values: [n], continuation: null, metrics: finish(metrics, clock) };
+  }
   let pl;
   try {
-    pl = await plan(store, first.p, { ...options, params: eo.params }, clock);
+    pl = await plan(store, first.p, { ...options, params }, clock);
   } catch (err) {
     if (err instanceof NotBuilt) {
       return { values: prepared.map(() => undefined), continuation: notBuiltPage(c, null).continuation,
@@ -355,28 +372,23 @@ async function runAggregate(store, parts, options) {
   const metrics = newMetrics(pl);
   const a = first.p.analysis;
   const arg = a.aggregate && a.aggregate.argument;
-  const constant = arg && ["number_constant", "string_constant", "boolean_constant", "null_constant"].includes(arg.type);
+  const constant = arg && CONSTANTS.includes(arg.type);
   // a COUNT of every document the index selects: its entries, no document read
   metrics.indexOnly = prepared.length === 1 && first.name === "COUNT" && constant && pl.exact &&
     !a.joins && a.plain;
   const values = prepared.map(part => (part.name === "COUNT" || part.name === "SUM" ? 0 : undefined));
+  const udfs = udfSources(store);
+  const task = { kind: "aggregate", parts: parts.map(({ name, text }) => ({ name, text })),
+    parameters: options.parameters, udfs, measure: options.measure };
   const { ended, walker } = metrics.indexOnly
     ? await countEntries(store, pl, resumeAt(c), options, clock, n => { values[0] += n; })
-    : await eachChunk(store, pl, resumeAt(c), options, clock, docs => {
-      if (docs.length === 0) return false;
-      metrics.retrieved += docs.length;
-      if (options.measure) for (const d of docs) metrics.retrievedBytes += Buffer.byteLength(JSON.stringify(d));
-      prepared.forEach((part, i) => {
-        let r;
-        try {
-          r = part.p.query.exec(docs, { parameters: eo.parameters, udf: eo.udf, compositeIndexes: eo.compositeIndexes });
-        } catch (err) {
-          throw badRequest(err.message);
-        }
-        values[i] = combined(part.name, values[i], r.result.length ? r.result[0] : undefined);
-      });
+    : await eachBatch(store, pl, resumeAt(c), options, clock, async batch => {
+      const r = await evaluated({ ...task, chunks: batch.map(b => b.docs) }, pl);
+      metrics.retrieved += r.retrieved;
+      metrics.retrievedBytes += r.retrievedBytes;
+      prepared.forEach((part, i) => { values[i] = combined(part.name, values[i], r.values[i]); });
       return false;
-    });
+    }, { ahead: 2 });
   let continuation = null;
   if (ended === "budget") {
     const last = walker.last();
@@ -387,33 +399,29 @@ async function runAggregate(store, parts, options) {
   return { values, continuation, metrics: finish(metrics, clock) };
 }
 
-/** Two partial results of an aggregate, combined (MIN / MAX across types in the service's order). */
-function combined(name, a, b) {
-  if (b === undefined) return name === "SUM" ? undefined : a; // a SUM over a non-number is undefined
-  switch (name) {
-    case "COUNT":
-      return a + b;
-    case "SUM":
-      return typeof a === "number" && typeof b === "number" ? a + b : undefined;
-    case "MIN":
-    case "MAX": {
-      if (a === undefined) return b;
-      const cmp = compareValues(a, b);
-      if (name === "MIN") return cmp <= 0 ? a : b;
-      return cmp >= 0 ? a : b;
-    }
-    default:
-      return undefined;
-  }
+/**
+ * Whether `parts` is the COUNT of a constant over every document of a whole container (no
+ * filter, no JOIN, no order; not scoped by a partition key, a range or a feed range): what
+ * the container's count answers (store.js `count`).
+ */
+function wholeContainerCount(parts, options) {
+  if (parts.length !== 1 || parts[0].name !== "COUNT") return false;
+  const a = parts[0].p.analysis;
+  const arg = a.aggregate && a.aggregate.argument;
+  if (!arg || !CONSTANTS.includes(arg.type) || a.where.kind !== "all" || a.joins || !a.plain || a.orderBy) return false;
+  const scope = options.scope;
+  return !options.span && (!scope || (scope.pk === null && scope.range === null && scope.epk === null));
 }
 
 /**
  * `text` run by the engine over `docs` (a patch's condition on the document it patches), with
- * the service's semantics: {result}.
+ * the service's semantics, in this thread: {result}.
  */
 function evaluate(store, text, docs) {
   const p = prepare(text);
-  return p.query.exec(docs, { parameters: [], udf: { ...(store.udfs() || {}), ...FUNCTIONS } });
+  const r = evaluateHere({ kind: "whole", text: p.text, parameters: [], udfs: udfSources(store), chunks: [docs] });
+  if (r.error !== undefined) throw badRequest(r.error);
+  return { result: r.result };
 }
 
 /** Set the page budget (ms, local only: the control route); null puts the default back. */

@@ -6,7 +6,7 @@
  * the fewest. See queryrun.js for the whole.
  */
 
-const { pathIndexes, valueAt, pathText, SLICE_MS } = require("./pathindexes");
+const { pathIndexes, valueAt, rawValueAt, UNKNOWN, pathText, SLICE_MS } = require("./pathindexes");
 const { compareValues, sortInSlices, MIN_RID, MAX_RID, below, above } = require("./sortedkeys");
 const { ranges } = require("./queryindex");
 const { CosmosError } = require("./responses");
@@ -34,10 +34,6 @@ function compareAt(order, a, b) {
   return order && order.dir < 0 ? -r : r;
 }
 
-function positionOf(order, doc) {
-  return { vals: order ? order.items.map(o => valueAt(doc, o.segs)) : [], rid: doc._rid };
-}
-
 /** A position in a continuation: undefined (no value) is [], a value [value]. */
 const encodeVals = vals => vals.map(v => (v === undefined ? [] : [v]));
 const decodeVals = vals => vals.map(v => (Array.isArray(v) && v.length ? v[0] : undefined));
@@ -61,8 +57,13 @@ class Clock {
     return this.budget !== null && this.elapsedMs() >= this.budget;
   }
 
+  /** Whether the current slice is used up. */
+  sliceOver() {
+    return Number(process.hrtime.bigint() - this.slice) / 1e6 >= SLICE_MS;
+  }
+
   async tick() {
-    if (Number(process.hrtime.bigint() - this.slice) / 1e6 < SLICE_MS) return;
+    if (!this.sliceOver()) return;
     await new Promise(resolve => setImmediate(resolve));
     this.slice = process.hrtime.bigint();
   }
@@ -93,22 +94,29 @@ function indexWalk(keys, lo, hi, reverse, from, after = false) {
   return {
     next(max) {
       if (done) return [];
-      const got = keys.take(at[0], at[1], { after: skip, reverse, max });
       const out = [];
-      for (const [key, rid] of got) {
+      let lastKey;
+      let lastRid = null;
+      const ended = keys.visit(at[0], at[1], { after: skip, reverse }, (key, rid) => {
+        if (out.length >= max) return false;
         const inside = reverse
           ? keys.compare(key, rid, lo[0], lo[1]) >= 0
           : keys.compare(key, rid, hi[0], hi[1]) < 0;
         if (!inside) {
           done = true;
-          break;
+          return false;
         }
         out.push(rid);
-        at = [key, rid];
+        lastKey = key;
+        lastRid = rid;
+        return true;
+      });
+      if (lastRid !== null) {
+        at = [lastKey, lastRid];
         last = at;
       }
       skip = true;
-      if (got.length < max) done = true;
+      if (ended) done = true;
       return out;
     },
     last: () => last
@@ -143,20 +151,39 @@ function bound(sorted, target, cmp, after) {
 
 const compareRid = (a, b) => (a < b ? -1 : a > b ? 1 : 0);
 
-/** Whether a document is in what a request is scoped to (partitions.js's scope, and a span). */
+/**
+ * Whether a stored document (store.js StoredDocument) is in what a request is scoped to
+ * (partitions.js's scope, and a span), told without parsing it; null when nothing is scoped.
+ */
 function scopeTest(store, scope, span) {
-  const { inScope, docEpk } = require("./partitions"); // eslint-disable-line global-require
+  const { itemInScope, itemEpk } = require("./partitions"); // eslint-disable-line global-require
   const colData = store.colData;
   const scoped = scope && (scope.pk !== null || scope.range !== null || scope.epk !== null);
   if (!scoped && !span) return null;
-  return doc => {
-    if (scoped && !inScope(colData, doc, scope)) return false;
+  return item => {
+    if (scoped && !itemInScope(colData, item, scope)) return false;
     if (span) {
-      const e = docEpk(colData, doc);
+      const e = itemEpk(colData, item);
       return e >= span[0] && e < span[1];
     }
     return true;
   };
+}
+
+/** A stored document's position in an order: its values read from its text where they can be. */
+function positionOfItem(order, item) {
+  if (!order) return { vals: [], rid: item.rid };
+  const text = item.text();
+  let doc = null;
+  const vals = order.items.map(o => {
+    if (doc === null) {
+      const v = rawValueAt(text, o.segs);
+      if (v !== UNKNOWN) return v;
+      doc = item.read();
+    }
+    return valueAt(doc, o.segs);
+  });
+  return { vals, rid: item.rid };
 }
 
 // ---------------------------------------------------------------- planning
@@ -295,7 +322,7 @@ function isPoint(r) {
 
 /**
  * The plan of a query on one container for a request: {walk(from) -> walker, order, exact,
- * utilized, compositeUsed, potential}. A walker's `last()` and `from` are positions in the
+ * estimate (of the documents it walks), utilized, compositeUsed, potential}. A walker's `last()` and `from` are positions in the
  * order: {vals, rid, after}.
  */
 async function plan(store, p, options, clock) {
@@ -403,8 +430,7 @@ async function plan(store, p, options, clock) {
       const keyed = [];
       for (const rid of rids) {
         const item = store.docs._data.get(rid);
-        const doc = item && item.read();
-        if (doc) keyed.push(positionOf(order, doc));
+        if (item) keyed.push(positionOfItem(order, item));
         if ((keyed.length & 1023) === 0) await clock.tick();
       }
       const sorted = Array.from(
@@ -414,11 +440,10 @@ async function plan(store, p, options, clock) {
       return listWalk(sorted, start, k => k.rid);
     };
   }
-  return { walk, order, exact, utilized, compositeUsed, potential: [...new Set(missed)] };
+  return { walk, order, exact, estimate, utilized, compositeUsed, potential: [...new Set(missed)] };
 }
 
 module.exports = {
-  positionOf,
   encodeVals,
   decodeVals,
   Clock,

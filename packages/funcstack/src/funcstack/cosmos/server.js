@@ -41,6 +41,8 @@
  *   batch.js        the transactional batch
  *   query.js        queries, query plans, the read feed (answered as the gateway answers)
  *   queryrun.js     how a query runs: from the indexes, a slice at a time, pages that resume
+ *   queryengine.js  the engine's part of a query (evaluating it on the documents' text)
+ *   queryworker.js  the query threads the engine runs in (the main thread answers meanwhile)
  *   queryindex.js   what a WHERE and an ORDER BY can take from the indexes
  *   pathindexes.js  range indexes on document paths, as the indexing policy declares them
  *   sortedkeys.js   the service's order of values across types; the indexes' sorted entries
@@ -52,6 +54,7 @@
  *   passthrough.js  everything the package serves itself
  *   aad.js          Entra ID (AAD) tokens refused management operations
  *   faults.js       fault injection (local only)
+ *   stats.js        the endpoint's memory, documents and main thread's lateness (local only)
  *   ttl.js          TTL validity and the periodic sweep
  *   persistence.js  --state-dir: what is kept, loaded, committed before each answer
  *   journal.js      the state directory's files: snapshot, journal, compaction
@@ -94,6 +97,8 @@ const { handleWithPackage } = require("./passthrough");
 const { refuseAadManagement } = require("./aad");
 const { takeFault, handleControl, sendFault } = require("./faults");
 const { startSweep } = require("./ttl");
+const { handleStatsControl } = require("./stats");
+const queryThreads = require("./queryworker");
 const persistence = require("./persistence");
 const globalLsn = require("./lsn");
 
@@ -205,6 +210,7 @@ function createRequestListener(getAccount, opts) {
         if (await handleControl(req, res, segs)) return;
         if (await handleQueryControl(req, res, segs)) return;
         if (await handleRangesControl(account, req, res, segs)) return;
+        if (handleStatsControl(account, req, res, segs)) return;
         const fault = takeFault(req, segs);
         if (fault) {
           sendFault(req, res, fault);
@@ -251,7 +257,6 @@ function parseArgs(argv) {
     else if (a === "--state-file") args.stateFile = argv[(i += 1)]; // the earlier name: DIR.json
     else if (a === "--state-fsync") args.fsync = true;
     else if (a === "--state-compact-bytes") args.compactBytes = parseInt(argv[(i += 1)], 10);
-    else if (a === "--state-keep-unread") args.readKept = false; // tests: parse kept documents on use only
     else if (a === "-h" || a === "--help") {
       process.stdout.write("usage: server.js [--host 127.0.0.1] [--port 0] [--no-ssl] [--log-requests] " +
         "[--state-dir DIR [--state-fsync] [--state-compact-bytes N]]\n");
@@ -307,6 +312,7 @@ function createServer(opts = {}) {
   });
   persistence.attach(server, () => account, kept);
   startSweep(server, () => account, () => server.flush());
+  server.on("close", () => queryThreads.stop());
   return server;
 }
 

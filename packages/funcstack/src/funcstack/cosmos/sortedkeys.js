@@ -181,14 +181,14 @@ class SortedKeys {
   }
 
   /**
-   * Up to `max` entries from the position (key, rid) on, as [[key, rid], ...]: forward, from
-   * the first entry >= (or > when `after`) it; backward (`reverse`), from the last entry
-   * <= (or <) it. Each call seeks again, so entries may change between calls.
+   * `fn(key, rid)` for each entry from the position (key, rid) on, until it returns false:
+   * forward, from the first entry >= (or > when `after`) it; backward (`reverse`), from the
+   * last entry <= (or < when `after`) it. True when the entries ended first. Nothing is
+   * allocated per entry; each call seeks again, so entries may change between calls.
    */
-  take(key, rid, { after = false, reverse = false, max = 256 } = {}) {
-    const out = [];
+  visit(key, rid, { after = false, reverse = false }, fn) {
     const { blocks } = this;
-    if (blocks.length === 0) return out;
+    if (blocks.length === 0) return true;
     let bi = this.blockAt(key, rid);
     let i;
     if (bi === blocks.length) {
@@ -200,24 +200,21 @@ class SortedKeys {
     const at = (b, j) => this.compare(blocks[b].keys[j], blocks[b].rids[j], key, rid);
     if (!reverse) {
       if (i < blocks[bi].keys.length && after && at(bi, i) === 0) i += 1;
-      while (bi < blocks.length && out.length < max) {
+      for (; bi < blocks.length; bi += 1, i = 0) {
         const b = blocks[bi];
-        for (; i < b.keys.length && out.length < max; i += 1) out.push([b.keys[i], b.rids[i]]);
-        bi += 1;
-        i = 0;
+        for (; i < b.keys.length; i += 1) if (fn(b.keys[i], b.rids[i]) === false) return false;
       }
-      return out;
+      return true;
     }
-    // backward: the entry before i, or i itself when it equals the position and is included
     if (!(i < blocks[bi].keys.length && !after && at(bi, i) === 0)) i -= 1;
-    while (bi >= 0 && out.length < max) {
+    while (bi >= 0) {
       const b = blocks[bi];
       if (i >= b.keys.length) i = b.keys.length - 1;
-      for (; i >= 0 && out.length < max; i -= 1) out.push([b.keys[i], b.rids[i]]);
+      for (; i >= 0; i -= 1) if (fn(b.keys[i], b.rids[i]) === false) return false;
       bi -= 1;
       if (bi >= 0) i = blocks[bi].keys.length - 1;
     }
-    return out;
+    return true;
   }
 
   /**
@@ -248,7 +245,7 @@ class SortedKeys {
   }
 
   /**
-   * Up to `max` _rids from the position (key, rid) on, forward (see `take`), without their
+   * Up to `max` _rids from the position (key, rid) on, forward (see `visit`), without their
    * keys: `[rids, lastKey, lastRid]` (the last entry given, for the next call), or null at the end.
    */
   takeRids(key, rid, after, max) {

@@ -19,16 +19,18 @@
 
 const { CosmosError, badRequest, send } = require("./responses");
 const { readJson } = require("./requests");
-const { docEpk } = require("./partitions");
+const { itemEpk } = require("./partitions");
 const { liveRanges, splitAt, cutPoint } = require("./ranges");
-const { Store, collections } = require("./store");
+const { Store, collections, itemExpired } = require("./store");
 
-/** The container's live ranges with the EPKs of their documents (sorted). */
+/** The container's live ranges with the EPKs of their live documents (sorted). */
 function rangesWithEpks(store) {
   const colData = store.colData;
+  const now = Date.now();
   const ranges = liveRanges(store.collection).map(range => ({ range, epks: [] }));
-  for (const doc of store.all()) {
-    const epk = docEpk(colData, doc);
+  for (const item of store.docs._data.values()) {
+    if (itemExpired(colData, item, now)) continue;
+    const epk = itemEpk(colData, item);
     const entry = ranges.find(e => epk >= e.range.minInclusive && epk < e.range.maxExclusive);
     if (entry) entry.epks.push(epk);
   }

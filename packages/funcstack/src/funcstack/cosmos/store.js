@@ -16,11 +16,16 @@
  *     (indexes.js: the LSN index the change feed reads, the expiry index the TTL sweep pops;
  *     pathindexes.js: the range indexes queries read, given the version replaced too) and to
  *     the one observer `observe` registers (persistence.js's journal, which writes it before
- *     the answer).
+ *     the answer);
+ *   - a document is kept as its JSON text (`StoredDocument`: the body the service answers,
+ *     Latin-1 text as one string, anything else as its UTF-8 bytes), with what the rooms need to
+ *     find, scope and expire it without parsing it, and parsed into a new object when read: a
+ *     stored document costs about its size in memory, where the objects JSON.parse makes of
+ *     ~1 KB cost about twice that (docs/cosmos.md, "Memory").
  */
 
 const globalLsn = require("./lsn");
-const { patchOperation } = require("./internals");
+const { patchOperation, getValue } = require("./internals");
 const { CosmosError, ownerNotFound } = require("./responses");
 const { indexOf } = require("./indexes");
 const { existingPathIndexes } = require("./pathindexes");
@@ -101,11 +106,11 @@ function isExpired(colData, doc, now) {
 
 /**
  * Whether the version an item of the package's documents holds has expired by `now`, read
- * without parsing a document kept across a restart (its head has its own ttl and time).
+ * without parsing a stored document (its own ttl and time are kept beside its text).
  */
 function itemExpired(colData, item, now) {
   if (colData.defaultTtl === undefined || colData.defaultTtl === null) return false;
-  if (item instanceof KeptDocument && !item.parsed) {
+  if (item instanceof StoredDocument) {
     const ttl = ttlOf(colData, item.ttl);
     return ttl !== null && now >= item.mtime + ttl * 1000;
   }
@@ -127,45 +132,101 @@ function expiresAt(colData, doc) {
   return (doc.__mtime || doc._ts * 1000) + ttl * 1000;
 }
 
+/** A character outside Latin-1: V8 then keeps the whole string at two bytes per character. */
+const WIDE = /[^\u0000-\u00ff]/;
+
 /**
- * A document kept across a restart, as the package's Document item is (`read()`), parsed
- * from its stored JSON (bytes of the snapshot file) when first read: the endpoint is ready
- * without turning every kept document into objects first (persistence.js then reads them in
- * the background). Its version's stamps and what the package indexes it by are known without
- * parsing; a write replaces the item, so they never change.
+ * A document's JSON in the form that costs the least memory: the string itself where V8 keeps
+ * it at one byte a character (Latin-1 text, which JSON of ASCII text is), else its UTF-8 bytes
+ * (a document with an emoji or a curly quote in it, which V8 would keep at two bytes a
+ * character; CJK text costs three bytes a character either way in its JSON).
  */
-class KeptDocument {
-  constructor(rid, bytes, start, end, lsn, mtime, ttl, id, partition, unique, first) {
+function compactJson(text) {
+  if (Buffer.byteLength(text, "utf8") === text.length || !WIDE.test(text)) return text;
+  return Buffer.from(text, "utf8");
+}
+
+/** The same, from UTF-8 bytes (a snapshot's line): buf[start..end). */
+function compactJsonOf(buf, start, end) {
+  const text = buf.toString("utf8", start, end);
+  if (text.length === end - start || !WIDE.test(text)) return text;
+  const copy = Buffer.allocUnsafe(end - start); // pooled when small; not a view of the chunk read
+  buf.copy(copy, 0, start, end);
+  return copy;
+}
+
+/**
+ * A document as the endpoint keeps it, in the place of the package's Document item (its
+ * `read()`): its JSON text, the version's stamps (LSN, modification time), and what the rooms
+ * need to find, scope and expire it without parsing it: its own ttl, id, the first component
+ * of its partition key (`key`; `parts` holds all of them where there are several, a
+ * hierarchical key), the values of the container's other unique key paths (or null) and its
+ * EPK once computed (partitions.js). `read()` parses a new object every time, stamped as the
+ * version it is: callers may change what they get. A write replaces the item (store.js
+ * `written`), so none of this ever changes.
+ */
+class StoredDocument {
+  constructor(rid, json, lsn, mtime, ttl, id, key, parts, unique) {
     this.rid = rid;
-    this.bytes = bytes;
-    this.start = start;
-    this.end = end;
+    this.json = json; // a string of Latin-1 text, or UTF-8 bytes (compactJson)
     this.lsn = lsn;
     this.mtime = mtime;
     this.ttl = ttl; // the document's own ttl, or null
     this.id = id;
-    this.partition = partition; // [the value the package keys it by], [] for none
+    this.key = key; // its partition key's first component (undefined: none)
+    this.parts = parts; // every component of a hierarchical key, else null
     this.unique = unique; // values of the container's unique key paths other than /id, or null
-    this.first = first; // [its partition key's first component], [] for none
-    this.doc = null;
+    this.epk = null; // its EPK, once a request scoped by ranges needed it
   }
 
-  get parsed() {
-    return this.bytes === null;
-  }
-
-  /** The stored JSON, while not parsed. */
+  /** The stored JSON. */
   text() {
-    return this.bytes.toString("utf8", this.start, this.end);
+    return typeof this.json === "string" ? this.json : this.json.toString("utf8");
+  }
+
+  /** The partition key's components (as docPartitionComponents gives them). */
+  components() {
+    return this.parts || [this.key];
   }
 
   read() {
-    if (this.bytes !== null) {
-      this.doc = stampAs(JSON.parse(this.text()), this.lsn, this.mtime);
-      this.bytes = null;
-    }
-    return this.doc;
+    const doc = stampAs(JSON.parse(this.text()), this.lsn, this.mtime);
+    Object.defineProperty(doc, "__stored", { value: this, enumerable: false, configurable: true, writable: true });
+    return doc;
   }
+}
+
+/**
+ * The StoredDocument of a version (`doc`, stamped) of a container's document: its JSON as
+ * it is answered, and what docPartitionComponents and the package's unique keys read of it.
+ */
+function storedOf(docs, colData, doc) {
+  const components = docPartitionComponents(colData, doc);
+  const paths = docs._uniqueKeyPaths;
+  const unique = paths.length > 1 ? paths.slice(0, -1).map(p => getValue(p.slice(1).split("/"), doc)) : null;
+  return new StoredDocument(doc._rid, compactJson(JSON.stringify(doc)), lsnOf(doc), doc.__mtime || 0,
+    typeof doc.ttl === "number" ? doc.ttl : null, doc.id, components[0],
+    components.length > 1 ? components : null, unique);
+}
+
+/** Keep every document of a container that is not yet a StoredDocument as one (after a load). */
+function keepAsText(collection) {
+  const docs = collection.documents;
+  const colData = collection.read();
+  for (const [rid, item] of docs._data) {
+    if (item instanceof StoredDocument) continue;
+    const doc = item.read();
+    if (doc) docs._data.set(rid, storedOf(docs, colData, doc));
+  }
+}
+
+/**
+ * The value the package keys a document by (its `_getPartition`): the value at the first
+ * partition key path, or the id where the package falls back to it (no path, `/_partitionKey`).
+ */
+function packageKeyOf(docs, item) {
+  const path = docs._getPartitionKeyPath();
+  return path.length === 1 && path[0] === "id" ? item.id : item.key;
 }
 
 /**
@@ -185,9 +246,9 @@ function docPartitionKey(colData, doc) {
   return partitionKeyOf(docPartitionComponents(colData, doc)[0]);
 }
 
-/** The LSN of the version an item of the package's documents holds (never parses a kept one). */
+/** The LSN of the version an item of the package's documents holds (never parses a stored one). */
 function itemLsn(item) {
-  return item instanceof KeptDocument ? item.lsn : lsnOf(item.read());
+  return item instanceof StoredDocument ? item.lsn : lsnOf(item.read());
 }
 
 /** The indexes (indexes.js) of a container: the package's collection object. */
@@ -195,11 +256,11 @@ function indexes(collection) {
   const colData = collection.read();
   return indexOf(collection, {
     lsn: itemLsn,
-    partition: item => (item instanceof KeptDocument
-      ? partitionKeyOf(item.first.length ? item.first[0] : undefined)
+    partition: item => (item instanceof StoredDocument
+      ? partitionKeyOf(item.key)
       : docPartitionKey(colData, item.read())),
     expiresAt: item => {
-      if (!(item instanceof KeptDocument)) return expiresAt(colData, item.read());
+      if (!(item instanceof StoredDocument)) return expiresAt(colData, item.read());
       const ttl = ttlOf(colData, item.ttl);
       return ttl === null ? null : item.mtime + ttl * 1000;
     }
@@ -216,9 +277,14 @@ function observe(fn) {
   observer = fn;
 }
 
-/** A version `doc` was written over `previous` (the version it replaced, or null for none). */
+/**
+ * A version `doc` was written over `previous` (the version it replaced, or null for a document
+ * that was not there): from now on the container keeps it as its JSON text.
+ */
 function written(collection, doc, previous = null) {
   const colData = collection.read();
+  const docs = collection.documents;
+  docs._data.set(doc._rid, storedOf(docs, colData, doc)); // the same place in the map
   indexes(collection).written(lsnOf(doc), doc._rid, expiresAt(colData, doc), docPartitionKey(colData, doc));
   const paths = existingPathIndexes(collection);
   if (paths) paths.written(doc, previous);
@@ -255,7 +321,16 @@ class Store {
 
   /** Live document by id + store key; expired documents are deleted on access. */
   get(id, key) {
-    const doc = this.collection.document(id, key === undefined || key === null || key === "" ? id : key).read();
+    const item = this.collection.document(id, key === undefined || key === null || key === "" ? id : key);
+    if (item instanceof StoredDocument) { // told from what is kept beside its text, then parsed
+      if (key !== undefined && !sameStoreKey(storeKey(item.components()), key)) return null;
+      if (itemExpired(this.colData, item, Date.now())) {
+        this.remove(item.read());
+        return null;
+      }
+      return item.read();
+    }
+    const doc = item.read();
     if (!doc) return null;
     if (key !== undefined && doc && !sameStoreKey(storeKey(docPartitionComponents(this.colData, doc)), key)) {
       return null;
@@ -271,22 +346,6 @@ class Store {
     const key = storeKey(docPartitionComponents(this.colData, doc));
     this.docs.delete(doc.id, key === undefined || key === null || key === "" ? doc.id : key);
     removed(this.collection, doc);
-  }
-
-  /** All live documents (expired ones are deleted on the way). */
-  all() {
-    const now = Date.now();
-    const colData = this.colData;
-    const out = [];
-    const expired = [];
-    for (const item of this.docs._data.values()) {
-      const doc = item.read();
-      if (!doc) continue;
-      if (isExpired(colData, doc, now)) expired.push(doc);
-      else out.push(doc);
-    }
-    expired.forEach(d => this.remove(d));
-    return out;
   }
 
   /**
@@ -344,8 +403,7 @@ class Store {
     const colData = this.colData;
     const now = Date.now();
     for (const item of indexes(this.collection).changedSince(sinceLsn)) {
-      const doc = item.read();
-      if (!isExpired(colData, doc, now)) yield doc;
+      if (!itemExpired(colData, item, now)) yield item.read();
     }
   }
 
@@ -360,13 +418,25 @@ class Store {
     while (deleted < max && index.expiry.peek() <= now) {
       const [, rid, lsn] = index.expiry.pop();
       const item = index.live(rid, lsn);
-      const doc = item && item.read();
-      if (doc && isExpired(colData, doc, now)) {
-        this.remove(doc);
+      if (item && itemExpired(colData, item, now)) {
+        this.remove(item.read());
         deleted += 1;
       }
     }
     return deleted;
+  }
+
+  /**
+   * How many live documents the container holds, from what it keeps (the package's map of
+   * them, the expiry index): those whose time to live has passed and that the sweep has not
+   * deleted yet are not counted, as the service answers no expired item. The cost is what has
+   * expired and waits for the sweep, not what the container holds.
+   */
+  count(now) {
+    const colData = this.colData;
+    const held = this.docs._data.size;
+    if (colData.defaultTtl === undefined || colData.defaultTtl === null) return held;
+    return held - indexes(this.collection).expiredBy(now, item => itemExpired(colData, item, now));
   }
 
   /** A document by its _rid (as stored: not checked for expiry), or null. */
@@ -417,7 +487,11 @@ function resolveStore(account, dbId, collId) {
 
 module.exports = {
   Store,
-  KeptDocument,
+  StoredDocument,
+  storedOf,
+  keepAsText,
+  compactJsonOf,
+  packageKeyOf,
   resolveStore,
   collections,
   indexes,

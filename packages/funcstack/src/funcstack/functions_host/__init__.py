@@ -9,11 +9,17 @@ from funcstack._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from funcstack.functions_host._cosmos_trigger.listener import VERIFY_TLS_SETTING
-    from funcstack.functions_host._launcher import RunnerStartError, RunningRunner, start_runner
+    from funcstack.functions_host._launcher import (
+        HostOptions,
+        RunnerStartError,
+        RunningRunner,
+        start_runner,
+    )
     from funcstack.functions_host._runner import Runner
 
 __all__ = [
     "VERIFY_TLS_SETTING",
+    "HostOptions",
     "Runner",
     "RunnerStartError",
     "RunningRunner",
@@ -25,6 +31,7 @@ __getattr__, __dir__ = lazy_exports(
     __name__,
     __all__,
     {
+        "HostOptions": "funcstack.functions_host._launcher",
         "Runner": "funcstack.functions_host._runner",
         "RunnerStartError": "funcstack.functions_host._launcher",
         "RunningRunner": "funcstack.functions_host._launcher",

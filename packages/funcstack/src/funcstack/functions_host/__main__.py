@@ -2,14 +2,15 @@
 
 ``python -m funcstack.functions_host --app-dir . --settings local.settings.json``
 
-Prints one JSON line on stdout when ready: ``{"ready": true, "port": N, "url": "...",
-"groups": {"http": [...], "function:<name>": [...]}, "leases": {"<function>": {"container",
-"leases", "acquire", "renew", "expiration"}}}`` (the app's function groups, and each Cosmos DB
-trigger's containers and lease intervals in seconds; with
-``--enforce-keys`` also ``"keys": {"function": "...", "master": "..."}``), or
-when it cannot start ``{"ready": false, "error": "..."}`` (the cause in one line, e.g. the
-worker's indexing error verbatim) and exits with 1; logs go to stderr. SIGINT/SIGTERM stop it
-cleanly, during its start too.
+Prints one JSON line on stdout when ready -- HTTP and every trigger listening (``_runner``):
+``{"ready": true, "port": N, "url": "...", "groups": {"http": [...], "function:<name>": [...]},
+"leases": {"<function>": {"container", "leases", "acquire", "renew", "expiration"}}}`` (the
+app's function groups, and each Cosmos DB trigger's containers and lease intervals in seconds;
+``"not_listening": {"<function>": "<why>"}`` for a trigger that could not start, which keeps
+trying; with ``--enforce-keys`` also ``"keys": {"function": "...", "master": "..."}``), or when
+it cannot start ``{"ready": false, "error": "..."}`` (the cause in one line, e.g. the worker's
+indexing error verbatim) and exits with 1; logs go to stderr. SIGINT/SIGTERM stop it cleanly,
+during its start too.
 
 ``--console``: what ``func start`` shows in its terminal also goes to stdout, as JSON lines
 ``{"console": {"time", "level", "category", "message"}}`` (``_console.py``): a line per
@@ -23,6 +24,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import signal
 import sys
 
@@ -40,6 +42,14 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         help="the app's script; default: the Python v2 model's file name",
     )
     parser.add_argument("--settings", default=None, help="local.settings.json (Values)")
+    parser.add_argument(
+        "--given",
+        default="",
+        metavar="NAME,...",
+        help="the names of the environment variables given to this host as app settings: "
+        "they win over local.settings.json; any other variable set and not empty wins over the "
+        "file's value too, as with func start",
+    )
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=7071, help="0 = a free port")
     parser.add_argument("--log-level", default="INFO")
@@ -77,8 +87,10 @@ def _say(line: dict[str, object]) -> None:
 
 
 async def _main(args: argparse.Namespace) -> int:
+    given = [name for name in str(args.given).split(",") if name]
     runner = Runner(
         args.app_dir,
+        {name: os.environ[name] for name in given if name in os.environ},
         script=args.script,
         settings_file=args.settings,
         host=args.host,
@@ -116,6 +128,8 @@ async def _main(args: argparse.Namespace) -> int:
             "groups": runner.groups(),
             "leases": lease_intervals(runner.functions),
         }
+        if runner.not_listening:
+            ready["not_listening"] = runner.not_listening
         if runner.keys is not None:
             ready["keys"] = {"function": runner.keys.function_key, "master": runner.keys.master_key}
         _say(ready)

@@ -50,7 +50,7 @@ import contextlib
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,12 +66,16 @@ from azure.storage.blob.aio import BlobClient, BlobServiceClient, ContainerClien
 from azure.storage.queue import QueueMessage
 
 from funcstack.functions_host._bindings.blob import stream_text
-from funcstack.functions_host._config import HostJson, SettingError, resolve
+from funcstack.functions_host._config import SettingError, resolve
 from funcstack.functions_host._connections import blob_service_for
 from funcstack.functions_host._functions import FunctionSpec
-from funcstack.functions_host._language_worker import LanguageWorker
+from funcstack.functions_host._listener import (
+    HostServices,
+    TriggerListener,
+    close_quietly,
+    first_line,
+)
 from funcstack.functions_host._queue_trigger import QueueTriggerListener
-from funcstack.functions_host._retry import invoke_with_retries
 from funcstack.functions_host._rpc import protos
 
 logger = logging.getLogger("funcstack.functions_host.blob")
@@ -194,38 +198,29 @@ def properties_json(props: BlobProperties) -> str:
     )
 
 
-class BlobTriggerListener:
-    """Feeds one function with the new blobs of its container."""
+class BlobTriggerListener(TriggerListener):
+    """Feeds one function with the new blobs of its container; listening once its first
+    listing is done (every blob there is a candidate then) and the host's blob trigger queue
+    has answered its first receive."""
 
-    def __init__(
-        self,
-        spec: FunctionSpec,
-        worker: LanguageWorker,
-        *,
-        host_id: str,
-        host_json: HostJson,
-        timeout: Callable[[], float | None] = lambda: None,
-    ) -> None:
-        self.spec = spec
-        self.options = BlobTriggerOptions.from_binding(spec.trigger, host_json.blobs)
+    kind = "blob trigger"
+
+    def __init__(self, spec: FunctionSpec, host: HostServices) -> None:
+        super().__init__(spec, host)
+        self.options = BlobTriggerOptions.from_binding(spec.trigger, host.host_json.blobs)
         self.pattern = BlobPattern(self.options.pattern)
         self.function_id = f"Host.Functions.{spec.name}"
-        self.host_id = host_id
-        self.host_json = host_json
-        self.worker = worker
-        self._timeout = timeout
+        self.host_id = host.host_id
         self._data: BlobServiceClient | None = None
         self._hosts: BlobServiceClient | None = None
         self._queue: SharedBlobQueue | None = None
-        self._task: asyncio.Task[None] | None = None
-        self.invocations = 0
 
     def start(self) -> None:
         opts = self.options
         self._data = blob_service_for(opts.connection)
         self._hosts = blob_service_for(HOST_CONNECTION)
         self._queue = SharedBlobQueue.join(self)
-        self._task = asyncio.create_task(self._scan_loop(), name=f"blob-{self.spec.name}")
+        self.spawn(self._scan_loop(), name=f"blob-{self.spec.name}")
         logger.info(
             "blob trigger %s: %s/%s (host id %s, queue %s, poisonBlobThreshold %d)",
             self.spec.name,
@@ -236,19 +231,18 @@ class BlobTriggerListener:
             opts.poison_threshold,
         )
 
+    async def wait_listening(self) -> str | None:
+        unable = await super().wait_listening()
+        if unable is None and self._queue is not None:
+            unable = await self._queue.wait_listening()
+        return unable
+
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await super().stop()
         if self._queue is not None:
             await self._queue.leave(self)
             self._queue = None
-        for client in (self._data, self._hosts):
-            if client is not None:
-                with contextlib.suppress(Exception):
-                    await client.close()
+        await close_quietly(self._data, self._hosts)
         self._data = self._hosts = None
 
     # -- the scan: find new blob versions, queue each once -----------------------------------
@@ -265,6 +259,9 @@ class BlobTriggerListener:
                 raise
             except AzureError as exc:
                 logger.warning("blob trigger %s: scan: %s", self.spec.name, exc)
+                self.unable_to_start(f"{type(exc).__name__}: {first_line(exc)}")
+            else:
+                self.listening()  # a blob written from now on is in a later listing
             await asyncio.sleep(SCAN_INTERVAL)
 
     async def _scan(
@@ -372,7 +369,6 @@ class BlobTriggerListener:
             if self.options.data_type == "binary"
             else pb.TypedData(string=stream_text(content))
         )
-        binding = pb.ParameterBinding(name=self.spec.trigger_arg, data=data)
         metadata: dict[str, Any] = {
             "BlobTrigger": pb.TypedData(string=f"{blob.container_name}/{blob.blob_name}"),
             "Uri": pb.TypedData(string=blob.url),
@@ -381,21 +377,13 @@ class BlobTriggerListener:
         }
         for key, value in captured.items():
             metadata[key] = pb.TypedData(string=value)
-
-        async def attempt(retries: int, max_retries: int) -> str | None:
-            self.invocations += 1
-            return await self.worker.try_invoke(
-                self.spec.function_id,
-                [binding],
-                trigger_metadata=metadata,
-                retry_count=retries,
-                max_retry_count=max_retries,
-                time_limit=self._timeout(),
-                detail=f"{blob.container_name}/{blob.blob_name}",
-            )
-
-        what = f"blob trigger {self.spec.name}: {blob.container_name}/{blob.blob_name}"
-        ok, _ = await invoke_with_retries(self.spec.retry, attempt, what=what)
+        where = f"{blob.container_name}/{blob.blob_name}"
+        ok, _ = await self.invoke(
+            data,
+            trigger_metadata=metadata,
+            what=f"blob trigger {self.spec.name}: {where}",
+            detail=where,
+        )
         return ok
 
 
@@ -448,11 +436,10 @@ class SharedBlobQueue(QueueTriggerListener):
     function they name (``SharedBlobQueueListener``)."""
 
     _shared: dict[tuple[int, str], SharedBlobQueue] = {}
+    kind = "the host's"
 
-    def __init__(
-        self, host_id: str, host_json: HostJson, threshold: int, worker: LanguageWorker
-    ) -> None:
-        queue = f"{QUEUE_PREFIX}{host_id}"
+    def __init__(self, host: HostServices, threshold: int) -> None:
+        queue = f"{QUEUE_PREFIX}{host.host_id}"
         spec = FunctionSpec(
             name=f"blob trigger queue {queue}",
             function_id="",
@@ -460,10 +447,10 @@ class SharedBlobQueue(QueueTriggerListener):
             bindings=(),
             retry=None,
         )
-        options = {**dict(host_json.queues or {}), "maxDequeueCount": threshold}
-        super().__init__(spec, worker, host_options=options)
+        extension = {**dict(host.host_json.queues or {}), "maxDequeueCount": threshold}
+        super().__init__(spec, host, extension=extension)
         self.queue_name = queue
-        self._key = (id(asyncio.get_running_loop()), host_id)
+        self._key = (id(asyncio.get_running_loop()), host.host_id)
         self._functions: dict[str, BlobTriggerListener] = {}
 
     @classmethod
@@ -471,12 +458,7 @@ class SharedBlobQueue(QueueTriggerListener):
         key = (id(asyncio.get_running_loop()), listener.host_id)
         shared = cls._shared.get(key)
         if shared is None:
-            shared = cls._shared[key] = cls(
-                listener.host_id,
-                listener.host_json,
-                listener.options.poison_threshold,
-                listener.worker,
-            )
+            shared = cls._shared[key] = cls(listener.host, listener.options.poison_threshold)
             shared.start()
         shared._functions[listener.function_id] = listener
         return shared
@@ -486,11 +468,7 @@ class SharedBlobQueue(QueueTriggerListener):
         more (one for a function that left would be deleted as no longer served), those being
         run finish; the last to leave stops the queue."""
         self._functions.pop(listener.function_id, None)
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self.stop_loops()
         if self._functions:
             return
         self._shared.pop(self._key, None)

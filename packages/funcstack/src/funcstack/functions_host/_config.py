@@ -40,27 +40,41 @@ def _as_setting(value: object) -> str:
     return "" if value is None else str(value)
 
 
+def settings_in_force(
+    file_values: Mapping[str, str],
+    explicit: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> dict[str, str]:
+    """The app settings the host will run with, as ``apply_settings`` makes them: the file's
+    values, each one replaced by the environment's when that is set and not empty (Core Tools'
+    ``StartHostAction.UpdateEnvironmentVariables``), and the explicit ones over both."""
+    env = os.environ if environ is None else environ
+    found = {name: env.get(name) or value for name, value in file_values.items()}
+    return {**found, **(explicit or {})}
+
+
 def apply_settings(
     file_values: Mapping[str, str], explicit: Mapping[str, str] | None = None
 ) -> None:
     """Put settings into ``os.environ`` before the app is imported.
 
-    Like Core Tools, a value from local.settings.json does not replace an environment variable
-    that is already set. Values passed explicitly (library API) always win. One log line says
-    where the settings came from: the names whose value is the environment's rather than the
-    file's (Core Tools says it once per name; a value the environment holds too, the same,
-    came from either)."""
+    As Core Tools does (``StartHostAction.UpdateEnvironmentVariables``), a value from
+    local.settings.json does not replace an environment variable that is set and not empty:
+    the environment wins. Values passed explicitly (the library API, ``--given``) win over both.
+    One log line says where the settings came from, by name, never by value (connection
+    strings and keys are secrets): the names whose value is the environment's rather than the
+    file's (Core Tools writes a line per name: "Skipping 'X' from local settings as it's
+    already defined in current environment variables."), and the names given explicitly."""
+    explicit = dict(explicit or {})
     from_environment = sorted(
         name
         for name, value in file_values.items()
-        if name in os.environ and os.environ[name] != value
+        if name not in explicit and os.environ.get(name) and os.environ[name] != value
     )
     for name, value in file_values.items():
-        os.environ.setdefault(name, value)
-    overridden = sorted(
-        name for name, value in (explicit or {}).items() if file_values.get(name) != value
-    )
-    for name, value in (explicit or {}).items():
+        if not os.environ.get(name):
+            os.environ[name] = value
+    for name, value in explicit.items():
         os.environ[name] = value
     parts = [f"{len(file_values)} from local.settings.json"]
     if from_environment:
@@ -68,8 +82,8 @@ def apply_settings(
             f"the environment's value kept over the file's, as with func start: "
             f"{', '.join(from_environment)}"
         )
-    if overridden:
-        parts.append(f"given to the host: {', '.join(overridden)}")
+    if explicit:
+        parts.append(f"given to the host: {', '.join(sorted(explicit))}")
     logger.info("app settings: %s", "; ".join(parts))
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 import os
 import ssl
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import certifi
 
@@ -173,17 +173,8 @@ def queue_service_for(connection: str) -> QueueServiceClient:
     ``<connection>__queueServiceUri`` / ``__accountName`` with its identity."""
     from azure.storage.queue.aio import QueueServiceClient
 
-    value = _value(connection)
-    if value:
-        return QueueServiceClient.from_connection_string(value)
-    found = _section(connection, "queueServiceUri")
-    if found:
-        return QueueServiceClient(found[1], credential=credential_for(found[0]))
-    account = _section(connection, "accountName")
-    if account:
-        uri = f"https://{account[1]}.queue.core.windows.net"
-        return QueueServiceClient(uri, credential=credential_for(account[0]))
-    raise SettingError(f"app setting {connection} (or {connection}__queueServiceUri) is not set")
+    service = _storage_service(QueueServiceClient, "queue", connection, ("queueServiceUri",))
+    return cast("QueueServiceClient", service)
 
 
 def blob_service_for(connection: str) -> BlobServiceClient:
@@ -191,17 +182,24 @@ def blob_service_for(connection: str) -> BlobServiceClient:
     ``<connection>__blobServiceUri`` (``__serviceUri``) / ``__accountName`` with its identity."""
     from azure.storage.blob.aio import BlobServiceClient
 
+    keys = ("blobServiceUri", "serviceUri")
+    return cast("BlobServiceClient", _storage_service(BlobServiceClient, "blob", connection, keys))
+
+
+def _storage_service(client: Any, service: str, connection: str, uri_keys: tuple[str, ...]) -> Any:
+    """A storage service client (``client``: its class) for ``connection``, as the Storage
+    extensions read it: the setting as a connection string, else the first ``uri_keys``
+    setting with the connection's identity, else ``__accountName`` (``https://<account>
+    .<service>.core.windows.net``)."""
     value = _value(connection)
     if value:
-        return BlobServiceClient.from_connection_string(value)
-    found = _section(connection, "blobServiceUri", "serviceUri")
+        return client.from_connection_string(value)
+    found = _section(connection, *uri_keys)
     if found:
-        return BlobServiceClient(found[1], credential=credential_for(found[0]))
+        return client(found[1], credential=credential_for(found[0]))
     account = _section(connection, "accountName")
     if account:
-        uri = f"https://{account[1]}.blob.core.windows.net"
-        return BlobServiceClient(uri, credential=credential_for(account[0]))
-    raise SettingError(
-        f"app setting {connection} (or {connection}__blobServiceUri, "
-        f"{connection}__serviceUri) is not set"
-    )
+        uri = f"https://{account[1]}.{service}.core.windows.net"
+        return client(uri, credential=credential_for(account[0]))
+    names = ", ".join(f"{connection}__{key}" for key in uri_keys)
+    raise SettingError(f"app setting {connection} (or {names}) is not set")

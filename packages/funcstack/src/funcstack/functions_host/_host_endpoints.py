@@ -105,10 +105,12 @@ def _process_uptime_ms() -> int:
 _IMPORTED = time.monotonic()
 
 
-def _runtime_version() -> str:
+def _version(distribution: str) -> str:
+    """An installed distribution's version (funcstack's own, read as any other: this module
+    does not import the package it is part of)."""
     try:
-        return metadata.version("azure-functions-runtime")
-    except metadata.PackageNotFoundError:  # pragma: no cover - a dependency of funcstack
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:  # pragma: no cover - installed with funcstack
         return "unknown"
 
 
@@ -142,15 +144,14 @@ class HostEndpoints:
 
     def status(self) -> dict[str, object]:
         """``HostStatus`` as the host serialises it (null values left out)."""
-        from funcstack import __version__
-
+        version = _version("funcstack")
         return {
             "id": os.environ.get(HOST_ID_SETTING) or default_host_id(self._script_root),
             "state": "Running",
-            "version": __version__,
+            "version": version,
             "versionDetails": (
-                f"funcstack {__version__}: a local Functions host on the Python worker "
-                f"library azure-functions-runtime {_runtime_version()}"
+                f"funcstack {version}: a local Functions host on the Python worker "
+                f"library azure-functions-runtime {_version('azure-functions-runtime')}"
             ),
             "platformVersion": "",
             "instanceId": os.environ.get("WEBSITE_INSTANCE_ID", ""),

@@ -372,16 +372,18 @@ def to_rpc_http(request: web.BaseRequest, route_params: dict[str, str], body: by
 
 
 def from_rpc_result(value: Any) -> web.Response:
-    """The HTTP response for the function's return value, as ``RawScriptResult`` writes it."""
+    """The HTTP response for the function's return value, as ``RawScriptResult`` writes it:
+    text (a ``str`` the function returned) through ASP.NET Core's ``StringOutputFormatter``,
+    ``text/plain; charset=utf-8``; bytes through its ``ByteArrayOutputFormatter``,
+    ``application/octet-stream``."""
     kind = value.WhichOneof("data")
     if kind != "http":
         content = _typed_bytes(value)
-        text_like = kind in {"string", "json"}
-        return web.Response(
-            status=200,
-            body=content,
-            content_type="text/plain" if text_like else "application/octet-stream",
-        )
+        if kind in {"string", "json"}:
+            return web.Response(
+                status=200, body=content, content_type="text/plain", charset="utf-8"
+            )
+        return web.Response(status=200, body=content, content_type="application/octet-stream")
     http = value.http
     status = int(http.status_code) if http.status_code.strip() else 200
     headers: CIMultiDict[str] = CIMultiDict()

@@ -28,7 +28,7 @@ import hmac
 import os
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from aiohttp import web
 
@@ -61,8 +61,8 @@ def _same(given: str, expected: str) -> bool:
 class HostKeys:
     """The default function key and the master key of one host."""
 
-    function_key: str
-    master_key: str
+    function_key: str = field(repr=False)
+    master_key: str = field(repr=False)
 
     @classmethod
     def from_settings(cls, settings: Mapping[str, str] | None = None) -> HostKeys:

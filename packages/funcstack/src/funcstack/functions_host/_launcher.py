@@ -10,7 +10,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
@@ -32,14 +32,20 @@ class RunningRunner:
     port: int
     process: subprocess.Popen[bytes]
     log_path: Path | None = None
-    #: With ``enforce_keys``: the host's default function key and its master key.
-    function_key: str | None = None
-    master_key: str | None = None
+    #: With ``enforce_keys``: the host's default function key and its master key (not in the
+    #: repr, which ends up in test reports and logs).
+    function_key: str | None = field(default=None, repr=False)
+    master_key: str | None = field(default=None, repr=False)
     #: The app's function groups and their functions (``http``, ``function:<name>``).
     groups: dict[str, list[str]] = field(default_factory=dict)
     #: Each Cosmos DB trigger's containers and lease intervals in seconds, by function
     #: (``container``, ``leases``, ``acquire``, ``renew``, ``expiration``).
     leases: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: The triggers that could not start when the host was ready, by function: why (they
+    #: keep trying; every other trigger listened then).
+    not_listening: dict[str, str] = field(default_factory=dict)
+    #: What it was started with (``LocalServices.start_host`` starts it again with them).
+    options: HostOptions | None = field(default=None, repr=False)
     _log: IO[bytes] | None = field(default=None, repr=False)
     _drain: threading.Thread | None = field(default=None, repr=False)
 
@@ -68,6 +74,40 @@ class RunningRunner:
             self._log = None
 
 
+@dataclass(frozen=True)
+class HostOptions:
+    """One app's host: what to run and how, as one value from ``LocalStack.host_app`` (or
+    ``LocalServices.run_host``, ``start_runner``) down to the process (``launch_host``);
+    where it listens and its log are the caller's. No value of ``settings`` is in its repr:
+    they may be keys or connection strings."""
+
+    app_dir: Path
+    #: App settings given to the host (environment variables of its process): they win over
+    #: ``settings_file`` and the rest of the environment.
+    settings: Mapping[str, str] = field(default_factory=dict, repr=False)
+    #: ``local.settings.json`` (its ``Values``; an environment variable set and not empty wins
+    #: over a value of the file, as with Core Tools).
+    settings_file: Path | None = None
+    script: str = "function_app.py"  # the Python v2 programming model's default file name
+    #: The worker's interpreter (None: this one).
+    python: str | None = None
+    #: Entries the worker's import path gets beside the app's folder (an inherited
+    #: ``PYTHONPATH`` is dropped).
+    extra_import_paths: tuple[Path, ...] = ()
+    #: Keys required by auth level, as in Azure (``RunningRunner.function_key``,
+    #: ``.master_key``).
+    enforce_keys: bool = False
+    #: The function group the host serves (``http``, ``function:<name>``; None: all).
+    group: str | None = None
+    #: Given each record of the terminal (``start_runner``), from a thread of its own.
+    on_console: Callable[[Mapping[str, Any]], None] | None = field(default=None, repr=False)
+    log_level: str = "INFO"
+
+    def given(self, settings: Mapping[str, str]) -> HostOptions:
+        """These options with more settings given (they win over the ones given before)."""
+        return replace(self, settings={**self.settings, **settings})
+
+
 def start_runner(
     *,
     app_dir: str | Path,
@@ -88,8 +128,10 @@ def start_runner(
 ) -> RunningRunner:
     """Start ``python -m funcstack.functions_host`` and wait for its ready line.
 
-    ``settings`` become environment variables of the child (they win over
-    ``settings_file`` values, as environment variables do with Core Tools).
+    ``settings`` become environment variables of the child, given to the host: they win over
+    ``settings_file``'s values and the rest of the environment, which wins over the file where
+    it has a non-empty value, as with Core Tools (the host's log says, by name, which came from
+    where).
     Output goes to ``log_path`` when given, else it is discarded.
 
     The app's folder is the only entry added to the worker's import path (an inherited
@@ -111,7 +153,39 @@ def start_runner(
     for the ready line is given up (the child stopped, ``RunnerStartError``): a stack that
     stops while an instance is being restarted does not wait for it.
     """
-    app_dir = Path(app_dir).resolve()
+    return launch_host(
+        HostOptions(
+            Path(app_dir),
+            dict(settings or {}),
+            Path(settings_file) if settings_file is not None else None,
+            script,
+            python,
+            tuple(Path(p) for p in extra_import_paths),
+            enforce_keys,
+            group,
+            on_console,
+            log_level,
+        ),
+        host=host,
+        port=port,
+        log_path=log_path,
+        timeout=timeout,
+        cancel=cancel,
+    )
+
+
+def launch_host(
+    options: HostOptions,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    log_path: str | Path | None = None,
+    timeout: float = 60.0,
+    cancel: threading.Event | None = None,
+) -> RunningRunner:
+    """Start the host ``options`` describe (``start_runner``), ready when this returns."""
+    app_dir = options.app_dir.resolve()
+    script = options.script
     if not app_dir.is_dir():
         raise RunnerStartError(f"the app folder {app_dir} does not exist")
     if not (app_dir / script).is_file():
@@ -122,30 +196,33 @@ def start_runner(
         wheel = rpc_wheel()  # downloaded on first use, said here rather than in the host's log
     except SetupError as exc:
         raise RunnerStartError(str(exc)) from None
-    if settings_file is not None:
-        settings_file = Path(settings_file).resolve()
+    settings_file = options.settings_file.resolve() if options.settings_file else None
+    settings = options.settings
     env = dict(os.environ)
-    env.update(settings or {})
+    env.update(settings)
     env.pop("PYTHONPATH", None)
-    if extra_import_paths:
-        env["PYTHONPATH"] = os.pathsep.join(str(Path(p).resolve()) for p in extra_import_paths)
+    if options.extra_import_paths:
+        env["PYTHONPATH"] = os.pathsep.join(str(p.resolve()) for p in options.extra_import_paths)
     env["PYTHONUNBUFFERED"] = "1"
     env[RPC_WHEEL_ENV] = str(wheel)
     cmd = [
         sys.executable, "-m", "funcstack.functions_host",
         "--app-dir", str(app_dir), "--script", script,
-        "--host", host, "--port", str(port), "--log-level", log_level,
+        "--host", host, "--port", str(port), "--log-level", options.log_level,
     ]  # fmt: skip
     if settings_file is not None:
         cmd += ["--settings", str(settings_file)]
-    if python is not None:
-        cmd += ["--python", python]
-    if enforce_keys:
+    if settings:  # their names only: the values are secrets, and a command line is public
+        cmd += ["--given", ",".join(sorted(settings))]
+    if options.python is not None:
+        cmd += ["--python", options.python]
+    if options.enforce_keys:
         cmd += ["--enforce-keys"]
+    on_console = options.on_console
     if on_console is not None:
         cmd += ["--console"]
-    if group is not None:
-        cmd += ["--group", group]
+    if options.group is not None:
+        cmd += ["--group", options.group]
     log: IO[bytes] | None = Path(log_path).open("ab") if log_path else None  # noqa: SIM115
     process = subprocess.Popen(
         cmd,
@@ -233,7 +310,11 @@ def start_runner(
     keys = ready.get("keys")
     groups = ready.get("groups")
     leases = ready.get("leases")
+    not_listening = ready.get("not_listening")
     return RunningRunner(
+        not_listening={str(k): str(v) for k, v in not_listening.items()}
+        if isinstance(not_listening, dict)
+        else {},
         leases={str(k): dict(v) for k, v in leases.items() if isinstance(v, dict)}
         if isinstance(leases, dict)
         else {},
@@ -245,6 +326,7 @@ def start_runner(
         function_key=str(keys["function"]) if isinstance(keys, dict) else None,
         master_key=str(keys["master"]) if isinstance(keys, dict) else None,
         process=process,
+        options=options,
         log_path=Path(log_path) if log_path else None,
         _log=log,
         _drain=drain,

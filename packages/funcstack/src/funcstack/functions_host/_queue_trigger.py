@@ -37,12 +37,11 @@ import asyncio
 import base64
 import binascii
 import contextlib
-import datetime as dt
 import json
 import logging
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,8 +52,14 @@ from azure.storage.queue.aio import QueueClient, QueueServiceClient
 from funcstack.functions_host._config import SettingError, resolve
 from funcstack.functions_host._connections import queue_service_for as queue_service_for
 from funcstack.functions_host._functions import FunctionSpec
-from funcstack.functions_host._language_worker import LanguageWorker
-from funcstack.functions_host._retry import RetryPolicy, invoke_with_retries, parse_timespan
+from funcstack.functions_host._listener import (
+    HostServices,
+    TriggerListener,
+    close_quietly,
+    first_line,
+)
+from funcstack.functions_host._metadata import json_times, utc
+from funcstack.functions_host._retry import RetryPolicy, parse_timespan
 from funcstack.functions_host._rpc import protos
 
 logger = logging.getLogger("funcstack.functions_host.queue")
@@ -163,14 +168,6 @@ class QueueTriggerOptions:
         )
 
 
-def _json_time(moment: dt.datetime | None) -> str | None:
-    if moment is None:
-        return None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=dt.UTC)
-    return json.dumps(moment.astimezone(dt.UTC).isoformat())  # DateTimeOffset, as Newtonsoft
-
-
 def decode_body(content: str, encoding: str) -> bytes | None:
     """The message's bytes as the host's client decodes them; None when base64 is expected
     and the text is not base64 (``Convert.FromBase64String`` skips white space)."""
@@ -191,40 +188,33 @@ def trigger_metadata(message: QueueMessage, text: str) -> dict[str, Any]:
         "PopReceipt": pb.TypedData(string=str(message.pop_receipt)),
         "DequeueCount": pb.TypedData(json=json.dumps(int(message.dequeue_count or 0))),
     }
-    for name, moment in (
-        ("InsertionTime", message.inserted_on),
-        ("ExpirationTime", message.expires_on),
-        ("NextVisibleTime", message.next_visible_on),
-    ):
-        stamp = _json_time(moment)
-        if stamp is not None:
-            out[name] = pb.TypedData(json=stamp)
-    return out
+    moments = {
+        "InsertionTime": message.inserted_on,
+        "ExpirationTime": message.expires_on,
+        "NextVisibleTime": message.next_visible_on,
+    }
+    # DateTimeOffsets, as Newtonsoft writes them
+    return {**out, **json_times(moments, lambda moment: utc(moment).isoformat())}
 
 
-class QueueTriggerListener:
-    """Feeds one function from its storage queue."""
+class QueueTriggerListener(TriggerListener):
+    """Feeds one function from its storage queue; listening once its first receive is answered
+    (a queue that does not exist yet answers too: its messages are picked up once it does)."""
+
+    kind = "queue trigger"
 
     def __init__(
-        self,
-        spec: FunctionSpec,
-        worker: LanguageWorker,
-        *,
-        host_options: Mapping[str, Any] | None = None,
-        timeout: Callable[[], float | None] = lambda: None,
+        self, spec: FunctionSpec, host: HostServices, *, extension: Mapping[str, Any] | None = None
     ) -> None:
-        self.spec = spec
-        self.options = QueueTriggerOptions.from_binding(spec.trigger, host_options)
-        self._worker = worker
-        self._timeout = timeout
+        super().__init__(spec, host)
+        queues = host.host_json.queues if extension is None else extension
+        self.options = QueueTriggerOptions.from_binding(spec.trigger, queues)
         self._service: QueueServiceClient | None = None
-        self._task: asyncio.Task[None] | None = None
         self._processing: set[asyncio.Task[None]] = set()
-        self.invocations = 0
 
     def start(self) -> None:
         self._service = queue_service_for(self.options.connection)
-        self._task = asyncio.create_task(self._run(), name=f"queue-{self.spec.name}")
+        self.spawn(self._run(), name=f"queue-{self.spec.name}")
         opts = self.options
         logger.info(
             "queue trigger %s: %s (batchSize %d, newBatchThreshold %d, maxPollingInterval %.1fs,"
@@ -239,19 +229,13 @@ class QueueTriggerListener:
         )
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await super().stop()
         for task in list(self._processing):
             task.cancel()
         if self._processing:
             await asyncio.wait(self._processing, timeout=5.0)
-        if self._service is not None:
-            with contextlib.suppress(Exception):
-                await self._service.close()
-            self._service = None
+        await close_quietly(self._service)
+        self._service = None
 
     def poison_queue_name(self) -> str | None:
         """Where messages that keep failing go (``poison_queue_name``)."""
@@ -287,10 +271,16 @@ class QueueTriggerListener:
             except asyncio.CancelledError:
                 raise
             except ResourceNotFoundError:
-                batch = []  # the queue does not exist (yet): back off, as the host does
+                # the queue does not exist (yet): back off, as the host does; a message sent
+                # once it does is received
+                batch = []
+                self.listening()
             except AzureError as exc:
                 logger.warning("queue trigger %s: %s", self.spec.name, exc)
+                self.unable_to_start(f"{type(exc).__name__}: {first_line(exc)}")
                 batch = []
+            else:
+                self.listening()
             for message in batch:
                 task = asyncio.create_task(self._process(queue, poison, message))
                 self._processing.add(task)
@@ -391,23 +381,12 @@ class QueueTriggerListener:
             if self.options.data_type == "binary"
             else pb.TypedData(string=text)
         )
-        binding = pb.ParameterBinding(name=self.spec.trigger_arg, data=data)
-        metadata = trigger_metadata(message, text)
-
-        async def attempt(retries: int, max_retries: int) -> str | None:
-            self.invocations += 1
-            return await self._worker.try_invoke(
-                self.spec.function_id,
-                [binding],
-                trigger_metadata=metadata,
-                retry_count=retries,
-                max_retry_count=max_retries,
-                time_limit=self._timeout(),
-            )
-
-        what = (
-            f"queue trigger {self.spec.name}: message {message.id} "
-            f"(dequeue {message.dequeue_count})"
+        ok, _ = await self.invoke(
+            data,
+            trigger_metadata=trigger_metadata(message, text),
+            what=(
+                f"queue trigger {self.spec.name}: message {message.id} "
+                f"(dequeue {message.dequeue_count})"
+            ),
         )
-        ok, _ = await invoke_with_retries(self.spec.retry, attempt, what=what)
         return ok

@@ -6,27 +6,31 @@ timer, Service Bus, Storage queue and blob triggers, the input and output bindin
 and leaves indexing, binding conversion and invocation to the real worker library
 (``azure_functions_runtime``) in a worker process, driven with the Functions RPC messages.
 
-Every trigger but HTTP is served by a listener (``Listener``: ``start()``, ``await stop()``),
-made from the table ``TRIGGERS`` by trigger type, as the WebJobs host makes an ``IListener``
-per function from its binding provider. A host may serve one **function group** only, as an
-instance of a Flex Consumption app does (per-function scaling: the HTTP functions are the group
-``http``; each other function is ``function:<name>``; Azure's "Flex Consumption plan hosting"
-docs): its other functions are indexed by the worker but not triggered there.
+Every trigger but HTTP is served by a listener (``_listener.Listener``: ``start()``, ``await
+wait_listening()``, ``await stop()``), made from the table ``TRIGGERS`` by trigger type, as the
+WebJobs host makes an ``IListener`` per function from its binding provider. The host is started
+(``start_async`` returns, and ``python -m funcstack.functions_host`` prints its ready line) only
+once HTTP and every listener listen: a change made right after is delivered.
+
+A host may serve one **function group** only, as an instance of a Flex Consumption app does
+(per-function scaling: the HTTP functions are the group ``http``; each other function is
+``function:<name>``; Azure's "Flex Consumption plan hosting" docs): its other functions are
+indexed by the worker but not triggered there.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
 
 from aiohttp import web
 
+from funcstack._lazy import lazy_call
 from funcstack.functions_host._bindings.plan import HostBindings, plan_bindings
 from funcstack.functions_host._config import (
     HostJson,
@@ -42,6 +46,7 @@ from funcstack.functions_host._http_host import HttpHost
 from funcstack.functions_host._http_server import HttpServer, KestrelLimits
 from funcstack.functions_host._keys import FUNCTION_KEY_SETTING, MASTER_KEY_SETTING, HostKeys
 from funcstack.functions_host._language_worker import LanguageWorker
+from funcstack.functions_host._listener import HostServices, Listener
 from funcstack.functions_host._python_version import python_version_notice
 from funcstack.functions_host._sign_in import SignIn
 
@@ -49,82 +54,29 @@ logger = logging.getLogger("funcstack.functions_host")
 
 #: The function group of the HTTP functions (Flex Consumption's ``http``).
 HTTP_GROUP = "http"
-#: How long the host's start waits for its triggers to listen (seconds): well within the 60 s
-#: the launcher gives a host to be ready, so a loaded machine gets a warning, not a failed start.
-LISTENING_TIMEOUT = 20.0
 
+#: How long the host waits for its listeners before it says which it still waits for, and at
+#: most: a listener neither listening nor failed by then (a hung connection, an endpoint
+#: answering nothing, a Cosmos DB trigger's processor still taking its leases on a starved
+#: machine) is named as not listening, and the host is ready without it, as Azure's host goes
+#: on with a listener that could not start. Well within the 60 s the launcher gives a host to
+#: be ready (worker start and indexing come first): a host waiting its triggers' 60 s failed
+#: to start at a load average of 130, where it should have warned.
+LISTEN_NOTICE_SECONDS = 5.0
+LISTEN_TIMEOUT_SECONDS = 20.0
 
-class Listener(Protocol):
-    """What the host runs for one triggered function (the WebJobs ``IListener``)."""
-
-    spec: FunctionSpec
-
-    def start(self) -> None: ...
-
-    async def stop(self) -> None: ...
-
-
-@dataclass(frozen=True)
-class HostServices:
-    """What a listener gets from the host: the worker, the function timeout, host.json, and the
-    host id (the blob trigger's receipts and queue are the host's)."""
-
-    worker: LanguageWorker
-    timeout: Callable[[], float | None]
-    host_json: HostJson
-    host_id: str
-
-
-def _cosmos_listener(spec: FunctionSpec, host: HostServices) -> Listener:
-    from funcstack.functions_host._cosmos_trigger.listener import CosmosTriggerListener
-
-    return CosmosTriggerListener(spec, host.worker, timeout=host.timeout)
-
-
-def _timer_listener(spec: FunctionSpec, host: HostServices) -> Listener:
-    from funcstack.functions_host._timer_trigger import TimerListener
-
-    return TimerListener(spec, host.worker, timeout=host.timeout)
-
-
-def _servicebus_listener(spec: FunctionSpec, host: HostServices) -> Listener:
-    from funcstack.functions_host._servicebus_trigger import ServiceBusTriggerListener
-
-    return ServiceBusTriggerListener(
-        spec, host.worker, host_options=host.host_json.service_bus, timeout=host.timeout
-    )
-
-
-def _blob_listener(spec: FunctionSpec, host: HostServices) -> Listener:
-    from funcstack.functions_host._blob_trigger import BlobTriggerListener
-
-    return BlobTriggerListener(
-        spec,
-        host.worker,
-        host_id=host.host_id,
-        host_json=host.host_json,
-        timeout=host.timeout,
-    )
-
-
-def _queue_listener(spec: FunctionSpec, host: HostServices) -> Listener:
-    from funcstack.functions_host._queue_trigger import QueueTriggerListener
-
-    return QueueTriggerListener(
-        spec, host.worker, host_options=host.host_json.queues, timeout=host.timeout
-    )
-
+_HOST = "funcstack.functions_host"
 
 #: The listener of each trigger type the host serves besides HTTP. Each trigger's module (and
 #: the SDK it listens with) is imported when a function of its type is served: a host of an
 #: app without Service Bus or queue triggers, or of the ``http`` group only, starts without
 #: them (every host start paid about 0.2 s of CPU for them).
 TRIGGERS: dict[str, Callable[[FunctionSpec, HostServices], Listener]] = {
-    "cosmosDBTrigger": _cosmos_listener,
-    "timerTrigger": _timer_listener,
-    "serviceBusTrigger": _servicebus_listener,
-    "queueTrigger": _queue_listener,
-    "blobTrigger": _blob_listener,
+    "cosmosDBTrigger": lazy_call(f"{_HOST}._cosmos_trigger.listener", "CosmosTriggerListener"),
+    "timerTrigger": lazy_call(f"{_HOST}._timer_trigger", "TimerListener"),
+    "serviceBusTrigger": lazy_call(f"{_HOST}._servicebus_trigger", "ServiceBusTriggerListener"),
+    "queueTrigger": lazy_call(f"{_HOST}._queue_trigger", "QueueTriggerListener"),
+    "blobTrigger": lazy_call(f"{_HOST}._blob_trigger", "BlobTriggerListener"),
 }
 
 
@@ -180,6 +132,9 @@ class Runner:
         self.worker: LanguageWorker | None = None
         self._site_runner: web.ServerRunner | None = None
         self._listeners: list[Listener] = []
+        #: The triggers that could not start, by function: why (they keep trying).
+        self.not_listening: dict[str, str] = {}
+        self._opening: asyncio.Task[None] | None = None
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_event: asyncio.Event | None = None
@@ -232,6 +187,8 @@ class Runner:
         self.worker.bindings = plan_bindings(
             self.functions, self._host_json, {"httpTrigger", *TRIGGERS}
         )
+        # the bindings' clients made meanwhile (their SDKs imported in a thread): ready after
+        self._opening = asyncio.create_task(self.worker.bindings.open(), name="binding-clients")
         return self.functions
 
     def _function_timeout(self) -> float | None:
@@ -327,32 +284,61 @@ class Runner:
             listener = make(spec, services)
             listener.start()
             self._listeners.append(listener)
-        await self._until_listening()
-        logger.info("host listening on %s (%d function(s))", self.url, len(served))
+        if self._opening is not None:
+            await self._opening
+        self.not_listening = await self._wait_listening()
+        if self.not_listening:
+            logger.warning(
+                "host listening on %s (%d function(s)); not listening (each keeps trying, and "
+                "says when it listens): %s",
+                self.url,
+                len(served),
+                "; ".join(f"{name} ({why})" for name, why in self.not_listening.items()),
+            )
+        else:
+            logger.info(
+                "host listening on %s (%d function(s); every trigger listening)",
+                self.url,
+                len(served),
+            )
 
-    async def _until_listening(self) -> None:
-        """Wait until each trigger that can tell is listening (a change made from now on is
-        seen; the Cosmos DB trigger: its processor's leases taken and their start fixed), for
-        ``LISTENING_TIMEOUT`` s at most: a trigger whose service is not up yet goes on trying,
-        and the host says so."""
+    async def _wait_listening(self) -> dict[str, str]:
+        """Until every listener listens or has said why it cannot (by function: why); after
+        ``LISTEN_NOTICE_SECONDS``, one line naming those still awaited; after
+        ``LISTEN_TIMEOUT_SECONDS``, those are not listening (they keep trying)."""
         waits = {
-            listener.spec.name: wait()
+            asyncio.ensure_future(listener.wait_listening()): listener
             for listener in self._listeners
-            if (wait := getattr(listener, "wait_until_listening", None)) is not None
         }
         if not waits:
-            return
+            return {}
         try:
-            await asyncio.wait_for(asyncio.gather(*waits.values()), LISTENING_TIMEOUT)
-        except TimeoutError:
-            logger.warning(
-                "trigger(s) of %s not listening after %gs: they go on trying",
-                ", ".join(waits),
-                LISTENING_TIMEOUT,
-            )
+            _, pending = await asyncio.wait(waits, timeout=LISTEN_NOTICE_SECONDS)
+            if pending:
+                logger.warning(
+                    "waiting for the trigger(s) of %s to listen; the host is ready once they do "
+                    "(%g s at most)",
+                    ", ".join(sorted(waits[task].spec.name for task in pending)),
+                    LISTEN_TIMEOUT_SECONDS,
+                )
+                left = LISTEN_TIMEOUT_SECONDS - LISTEN_NOTICE_SECONDS
+                _, pending = await asyncio.wait(pending, timeout=max(0.0, left))
+        finally:
+            for task in waits:
+                task.cancel()
+        late = f"not listening after {LISTEN_TIMEOUT_SECONDS:g} s (the lines above say why)"
+        return {
+            waits[task].spec.name: late if task in pending else str(task.result())
+            for task in waits
+            if task in pending or task.result() is not None
+        }
 
     async def stop_async(self) -> None:
         """Stop accepting HTTP, cancel the trigger loops, stop the worker."""
+        if self._opening is not None and not self._opening.done():
+            self._opening.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._opening
         if self._site_runner is not None:
             await self._site_runner.cleanup()
             self._site_runner = None

@@ -67,8 +67,14 @@ from azure.servicebus.exceptions import (
 from funcstack.functions_host._config import SettingError, is_truthy, resolve
 from funcstack.functions_host._connections import servicebus_client_for
 from funcstack.functions_host._functions import FunctionSpec
-from funcstack.functions_host._language_worker import LanguageWorker
-from funcstack.functions_host._retry import invoke_with_retries, parse_timespan
+from funcstack.functions_host._listener import (
+    HostServices,
+    TriggerListener,
+    close_quietly,
+    first_line,
+)
+from funcstack.functions_host._metadata import json_times, utc
+from funcstack.functions_host._retry import parse_timespan
 from funcstack.functions_host._rpc import protos
 
 logger = logging.getLogger("funcstack.functions_host.servicebus")
@@ -215,12 +221,8 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
-def _timestamp(value: dt.datetime | None) -> str | None:
-    if value is None:
-        return None
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=dt.UTC)
-    return value.astimezone(dt.UTC).isoformat().replace("+00:00", "Z")
+def _timestamp(value: dt.datetime) -> str:
+    return utc(value).isoformat().replace("+00:00", "Z")
 
 
 def body_data(message: ServiceBusReceivedMessage, data_type: str) -> Any:
@@ -273,50 +275,35 @@ def trigger_metadata(message: ServiceBusReceivedMessage) -> dict[str, Any]:
     out["DeliveryCount"] = pb.TypedData(json=json.dumps(int(message.delivery_count or 0) + 1))
     if message.sequence_number is not None:
         out["SequenceNumber"] = pb.TypedData(json=json.dumps(int(message.sequence_number)))
-    for name, moment in (
-        ("EnqueuedTimeUtc", message.enqueued_time_utc),
-        ("ExpiresAtUtc", message.expires_at_utc),
-        ("LockedUntil", message.locked_until_utc),
-    ):
-        stamp = _timestamp(moment)
-        if stamp is not None:
-            out[name] = pb.TypedData(json=json.dumps(stamp))
+    moments = {
+        "EnqueuedTimeUtc": message.enqueued_time_utc,
+        "ExpiresAtUtc": message.expires_at_utc,
+        "LockedUntil": message.locked_until_utc,
+    }
+    out.update(json_times(moments, _timestamp))
     out["ApplicationProperties"] = pb.TypedData(json=properties_json)
     out["UserProperties"] = pb.TypedData(json=properties_json)
     return out
 
 
-class ServiceBusTriggerListener:
-    """Feeds one function from its queue or subscription."""
+class ServiceBusTriggerListener(TriggerListener):
+    """Feeds one function from its queue or subscription; listening once a receiver link is
+    open (with sessions: once its session receivers wait for a session, the broker keeping
+    every message until one accepts its session)."""
 
-    def __init__(
-        self,
-        spec: FunctionSpec,
-        worker: LanguageWorker,
-        *,
-        host_options: Mapping[str, Any] | None = None,
-        timeout: Callable[[], float | None] = lambda: None,
-    ) -> None:
-        self.spec = spec
-        self.options = ServiceBusTriggerOptions.from_binding(spec.trigger, host_options)
-        self._worker = worker
-        self._timeout = timeout
+    kind = "servicebus trigger"
+
+    def __init__(self, spec: FunctionSpec, host: HostServices) -> None:
+        super().__init__(spec, host)
+        self.options = ServiceBusTriggerOptions.from_binding(
+            spec.trigger, host.host_json.service_bus
+        )
         self._client: ServiceBusClient | None = None
-        self._tasks: list[asyncio.Task[None]] = []
         #: work in the background: receivers of released sessions closing, lock renewals
         self._closing: set[asyncio.Task[None]] = set()
-        self.invocations = 0
 
     def start(self) -> None:
         opts = self.options
-        if opts.cardinality != "one":
-            logger.warning(
-                "function %s: serviceBusTrigger cardinality %r is not supported locally; "
-                "not started",
-                self.spec.name,
-                opts.cardinality,
-            )
-            return
         if self.spec.retry is not None:
             logger.warning(
                 "Soon retries will not be supported for function 'Functions.%s'. For more "
@@ -326,10 +313,8 @@ class ServiceBusTriggerListener:
         self._client = servicebus_client_for(opts.connection)
         count = opts.max_concurrent_sessions if opts.sessions else opts.max_concurrent_calls
         run = self._run_sessions if opts.sessions else self._run_messages
-        self._tasks = [
-            asyncio.create_task(run(), name=f"servicebus-{self.spec.name}-{i}")
-            for i in range(count)
-        ]
+        for i in range(count):
+            self.spawn(run(), name=f"servicebus-{self.spec.name}-{i}")
         logger.info(
             "servicebus trigger %s: %s (sessions %s, autoComplete %s, concurrency %d)",
             self.spec.name,
@@ -338,20 +323,15 @@ class ServiceBusTriggerListener:
             opts.auto_complete,
             count,
         )
+        if opts.sessions:
+            self.listening()
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks.clear()
+        await super().stop()
         if self._closing:
             await asyncio.wait(self._closing, timeout=5.0)
-        if self._client is not None:
-            with contextlib.suppress(Exception):
-                await self._client.close()
-            self._client = None
+        await close_quietly(self._client)
+        self._client = None
 
     def _receiver(self, **kwargs: Any) -> ServiceBusReceiver:
         client, opts = self._client, self.options
@@ -433,6 +413,7 @@ class ServiceBusTriggerListener:
         while True:
             try:
                 async with self._receiver(max_wait_time=None) as receiver:
+                    self.listening()  # the link is open: a message sent now comes to it
                     while True:
                         batch = await receiver.receive_messages(
                             max_message_count=1, max_wait_time=DEFAULT_SESSION_IDLE_TIMEOUT
@@ -443,6 +424,7 @@ class ServiceBusTriggerListener:
                 raise
             except Exception as exc:
                 logger.warning("servicebus trigger %s: %s", self.spec.name, exc)
+                self.unable_to_start(f"{type(exc).__name__}: {first_line(exc)}")
                 await asyncio.sleep(_RECONNECT_SECONDS)
 
     async def _process(
@@ -484,26 +466,12 @@ class ServiceBusTriggerListener:
 
     async def _invoke(self, message: ServiceBusReceivedMessage) -> bool:
         """Invoke the function with ``message``; retry per policy; whether it succeeded."""
-        pb = protos()
-        binding = pb.ParameterBinding(
-            name=self.spec.trigger_arg, data=body_data(message, self.options.data_type)
+        ok, _ = await self.invoke(
+            body_data(message, self.options.data_type),
+            trigger_metadata=trigger_metadata(message),
+            what=(
+                f"servicebus trigger {self.spec.name}: message {message.message_id} "
+                f"(delivery {(message.delivery_count or 0) + 1})"
+            ),
         )
-        metadata = trigger_metadata(message)
-
-        async def attempt(retries: int, max_retries: int) -> str | None:
-            self.invocations += 1
-            return await self._worker.try_invoke(
-                self.spec.function_id,
-                [binding],
-                trigger_metadata=metadata,
-                retry_count=retries,
-                max_retry_count=max_retries,
-                time_limit=self._timeout(),
-            )
-
-        what = (
-            f"servicebus trigger {self.spec.name}: message {message.message_id} "
-            f"(delivery {(message.delivery_count or 0) + 1})"
-        )
-        ok, _ = await invoke_with_retries(self.spec.retry, attempt, what=what)
         return ok

@@ -20,7 +20,6 @@ Azure takes a 60 s blob lease in the host's storage: a killed instance's lock is
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import datetime as dt
 import fcntl
 import json
@@ -33,8 +32,8 @@ from croniter import croniter
 
 from funcstack.functions_host._config import resolve
 from funcstack.functions_host._functions import FunctionSpec
-from funcstack.functions_host._language_worker import LanguageWorker
-from funcstack.functions_host._retry import invoke_with_retries, parse_timespan
+from funcstack.functions_host._listener import HostServices, TriggerListener
+from funcstack.functions_host._retry import parse_timespan
 from funcstack.functions_host._rpc import protos
 
 logger = logging.getLogger("funcstack.functions_host.timer")
@@ -69,37 +68,29 @@ class Schedule:
         return value
 
 
-class TimerListener:
-    """Invokes one timer-triggered function on its schedule."""
+class TimerListener(TriggerListener):
+    """Invokes one timer-triggered function on its schedule; listening once the schedule is
+    armed (after the ``runOnStartup`` invocation, which the host's ``StartAsync`` awaits), or,
+    on an instance that does not hold the singleton lock, once it has tried to take it."""
+
+    kind = "timer"
 
     def __init__(
         self,
         spec: FunctionSpec,
-        worker: LanguageWorker,
+        host: HostServices,
         *,
-        timeout: Callable[[], float | None] = lambda: None,
         clock: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
-        self.spec = spec
+        super().__init__(spec, host)
         self.schedule = Schedule(str(resolve(spec.trigger.get("schedule", ""))))
         self.run_on_startup = bool(spec.trigger.get("runOnStartup", False))
-        self._worker = worker
-        self._timeout = timeout
         self._clock = clock
-        self._task: asyncio.Task[None] | None = None
-        self.invocations = 0
 
     def start(self) -> None:
         locks = os.environ.get(LOCKS_SETTING)
         run = self._run() if not locks else self._run_singleton(Path(locks))
-        self._task = asyncio.create_task(run, name=f"timer-{self.spec.name}")
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        self.spawn(run, name=f"timer-{self.spec.name}")
 
     async def _run_singleton(self, folder: Path) -> None:
         """The schedule on the instance that holds ``<function>.Listener`` (``SingletonListener``:
@@ -113,6 +104,7 @@ class TimerListener:
                     fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
                     break
                 except BlockingIOError:
+                    self.listening()  # the SingletonListener started: it tries again later
                     if not said:
                         logger.info(
                             "timer %s: another instance holds its singleton listener "
@@ -136,6 +128,7 @@ class TimerListener:
         logger.info("timer %s: schedule %s", self.spec.name, self.schedule.expression)
         while True:
             due = self.schedule.next_after(self._clock())
+            self.listening()  # armed
             await asyncio.sleep(max(0.0, (due - self._clock()).total_seconds()))
             fired_at = self._clock()
             past_due = (fired_at - due).total_seconds() > 1.0
@@ -155,18 +148,4 @@ class TimerListener:
             },
             "IsPastDue": past_due,
         }
-        binding = pb.ParameterBinding(
-            name=self.spec.trigger_arg, data=pb.TypedData(json=json.dumps(payload))
-        )
-
-        async def attempt(retries: int, max_retries: int) -> str | None:
-            self.invocations += 1
-            return await self._worker.try_invoke(
-                self.spec.function_id,
-                [binding],
-                retry_count=retries,
-                max_retry_count=max_retries,
-                time_limit=self._timeout(),
-            )
-
-        await invoke_with_retries(self.spec.retry, attempt, what=f"timer {self.spec.name}")
+        await self.invoke(pb.TypedData(json=json.dumps(payload)), what=f"timer {self.spec.name}")

@@ -365,66 +365,29 @@ class Connection:
         source = fields(f[5], 11)
         target = fields(f[6], 7)
         if client_role == ROLE_SENDER:
-            address = text(target[0]) or ""
-            path = entity_path(address)
-            link = Link(
-                session=session,
-                handle=handle,
-                name=text(f[0]) or "",
-                kind="send",
-                address=address,
-                attach_fields=f,
-            )
-            session.links[handle] = link
-            if path.lower() == "$cbs":
-                link.kind = "cbs-in"
-            elif path.lower().endswith("$management"):
-                link.kind = "mgmt-in"
-            else:
+            link, path = self._open_link(session, handle, f, text(target[0]) or "", "in")
+            if link.kind == "send":
                 link.sender_entity = self.server.broker.sender(path)
                 if link.sender_entity is None:
-                    self.refuse_attach(
-                        link,
-                        role=ROLE_RECEIVER,
-                        condition=COND_NOT_FOUND,
-                        description=f"The messaging entity '{path}' could not be found.",
-                    )
+                    self._refuse_unknown_entity(link, path, ROLE_RECEIVER)
                     return
             self.send_attach(
                 link,
                 role=ROLE_RECEIVER,
                 source=source_terminus(text(source[0])),
-                target=target_terminus(address),
+                target=target_terminus(link.address),
             )
             link.delivery_count = int(f[9] or 0)
             link.credit = SENDER_CREDIT
             self.send_link_flow(link)
             return
-        address = text(source[0]) or ""
-        path = entity_path(address)
-        link = Link(
-            session=session,
-            handle=handle,
-            name=text(f[0]) or "",
-            kind="recv",
-            address=address,
-            attach_fields=f,
-            receive_and_delete=f[3] == 1,
+        link, path = self._open_link(
+            session, handle, f, text(source[0]) or "", "out", receive_and_delete=f[3] == 1
         )
-        session.links[handle] = link
-        if path.lower() == "$cbs":
-            link.kind = "cbs-out"
-        elif path.lower().endswith("$management"):
-            link.kind = "mgmt-out"
-        else:
+        if link.kind == "recv":
             link.entity = self.server.broker.receiver(path)
             if link.entity is None:
-                self.refuse_attach(
-                    link,
-                    role=ROLE_SENDER,
-                    condition=COND_NOT_FOUND,
-                    description=f"The messaging entity '{path}' could not be found.",
-                )
+                self._refuse_unknown_entity(link, path, ROLE_SENDER)
                 return
             filters = source[7] if isinstance(source[7], dict) else {}
             link.is_session = SESSION_FILTER in filters
@@ -481,6 +444,39 @@ class Connection:
                     self.server.schedule_pump()
                     return
         self.complete_receiver_attach(link)
+
+    def _open_link(
+        self, session: Session, handle: int, f: list[Any], address: str, way: str, **extra: Any
+    ) -> tuple[Link, str]:
+        """The link an attach opens (``way``: ``in`` for a client that sends, ``out`` for one
+        that receives), kept by its session, and the entity path it names: the CBS node's
+        (``cbs-in``/``cbs-out``), a management node's (``mgmt-...``), or an entity's (``send``,
+        ``recv``)."""
+        path = entity_path(address)
+        kind = "send" if way == "in" else "recv"
+        if path.lower() == "$cbs":
+            kind = f"cbs-{way}"
+        elif path.lower().endswith("$management"):
+            kind = f"mgmt-{way}"
+        link = Link(
+            session=session,
+            handle=handle,
+            name=text(f[0]) or "",
+            kind=kind,
+            address=address,
+            attach_fields=f,
+            **extra,
+        )
+        session.links[handle] = link
+        return link, path
+
+    def _refuse_unknown_entity(self, link: Link, path: str, role: bool) -> None:
+        self.refuse_attach(
+            link,
+            role=role,
+            condition=COND_NOT_FOUND,
+            description=f"The messaging entity '{path}' could not be found.",
+        )
 
     def complete_receiver_attach(self, link: Link) -> None:
         link.active = True

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from funcstack.functions_host._bindings.expressions import BindingData, ExpressionError, Template
 from funcstack.functions_host._config import SettingError, is_truthy, resolve
@@ -29,6 +29,7 @@ __all__ = [
     "BindingEnv",
     "BindingError",
     "BindingRefusedError",
+    "ClientBinding",
     "InputBinding",
     "OutputBinding",
 ]
@@ -129,6 +130,23 @@ class BindingDecl:
         flags = {str(k).casefold(): v for k, v in properties.items()}
         value = flags.get("supportsdeferredbinding")
         return value is True or is_truthy(str(value)) if value is not None else False
+
+
+class ClientBinding:
+    """A binding through a service's client: its name, the host's clients, and its connection
+    (the ``connection`` property, else ``default_connection``), whose client the host makes
+    when it starts (``Clients.want``)."""
+
+    #: The kind of client (``Clients``' method: ``cosmos``, ``blobs``, ``queues``,
+    #: ``servicebus``).
+    kind: ClassVar[str]
+    default_connection: ClassVar[str]
+
+    def __init__(self, decl: BindingDecl, env: BindingEnv) -> None:
+        self.name = decl.name
+        self._env = env
+        self._connection = decl.connection(self.kind, self.default_connection)
+        env.clients.want(self.kind, self._connection)
 
 
 class InputBinding(Protocol):

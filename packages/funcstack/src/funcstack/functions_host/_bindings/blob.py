@@ -26,22 +26,18 @@ import codecs
 import contextlib
 import logging
 import re
+from typing import TYPE_CHECKING
 
 from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFoundError
 
-from funcstack.functions_host._bindings.base import (
-    BindingDecl,
-    BindingEnv,
-    BindingError,
-    BindingRefusedError,
-)
-from funcstack.functions_host._bindings.expressions import BindingData, ExpressionError, Template
-from funcstack.functions_host._bindings.values import (
-    BindingValueError,
-    HostValue,
-    stream_bytes,
-    to_typed_data,
-)
+from funcstack.functions_host._bindings.base import BindingError, BindingRefusedError, ClientBinding
+from funcstack.functions_host._bindings.expressions import ExpressionError, Template
+from funcstack.functions_host._bindings.values import BindingValueError, stream_bytes, to_typed_data
+
+if TYPE_CHECKING:
+    from funcstack.functions_host._bindings.base import BindingDecl, BindingEnv
+    from funcstack.functions_host._bindings.expressions import BindingData
+    from funcstack.functions_host._bindings.values import HostValue
 
 logger = logging.getLogger("funcstack.functions_host.bindings")
 
@@ -101,11 +97,12 @@ def stream_text(content: bytes) -> str:
     return content.decode("utf-8", "replace")
 
 
-class _BlobBinding:
+class _BlobBinding(ClientBinding):
+    kind = "blobs"
+    default_connection = DEFAULT_CONNECTION
+
     def __init__(self, decl: BindingDecl, env: BindingEnv) -> None:
-        self.name = decl.name
-        self._env = env
-        self._connection = decl.connection("blobs", DEFAULT_CONNECTION)
+        super().__init__(decl, env)
         self._container, self._blob = blob_path(decl)
         self.data_type = decl.data_type
         if self.data_type == "stream":

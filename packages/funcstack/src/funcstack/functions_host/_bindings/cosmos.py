@@ -33,27 +33,26 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from azure.cosmos import PartitionKey
 from azure.cosmos.exceptions import CosmosHttpResponseError, CosmosResourceExistsError
 from azure.cosmos.partition_key import NonePartitionKeyValue
 
-from funcstack.functions_host._bindings.base import (
-    BindingDecl,
-    BindingEnv,
-    BindingError,
-    BindingRefusedError,
-)
-from funcstack.functions_host._bindings.expressions import BindingData, ExpressionError, Template
+from funcstack.functions_host._bindings.base import BindingError, BindingRefusedError, ClientBinding
+from funcstack.functions_host._bindings.expressions import ExpressionError, Template
 from funcstack.functions_host._bindings.values import (
     BindingValueError,
-    HostValue,
     collector_jobject,
     to_typed_data,
 )
 from funcstack.functions_host._config import is_truthy
 from funcstack.functions_host._newtonsoft import VERBATIM_SETTING, host_documents, host_time_zone
+
+if TYPE_CHECKING:
+    from funcstack.functions_host._bindings.base import BindingDecl, BindingEnv
+    from funcstack.functions_host._bindings.expressions import BindingData
+    from funcstack.functions_host._bindings.values import HostValue
 
 __all__ = ["CosmosInput", "CosmosOutput"]
 
@@ -65,17 +64,18 @@ _LEGACY = {
 }
 
 
-class _CosmosBinding:
+class _CosmosBinding(ClientBinding):
+    kind = "cosmos"
+    default_connection = DEFAULT_CONNECTION
+
     def __init__(self, decl: BindingDecl, env: BindingEnv) -> None:
-        self.name = decl.name
-        self._env = env
         for legacy, current in _LEGACY.items():
             if legacy in decl.props:
                 raise BindingRefusedError(
                     f"'{decl.raw.get(legacy, legacy)}' is the Cosmos DB extension 3.x's name; "
                     f"a v2 Python app gets the 4.x extension, which reads '{current}'"
                 )
-        self._connection = decl.connection("cosmos", DEFAULT_CONNECTION)
+        super().__init__(decl, env)
         self._database = decl.template("databaseName")
         self._container = decl.template("containerName")
         if not self._database.source or not self._container.source:

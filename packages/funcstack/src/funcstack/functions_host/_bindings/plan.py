@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from funcstack._lazy import lazy_call
 from funcstack.functions_host._bindings.base import (
     BindingDecl,
     BindingEnv,
@@ -61,53 +62,19 @@ class AppRefusedError(ValueError):
         self.refusals = refusals
 
 
-def _cosmos_input(decl: BindingDecl, env: BindingEnv) -> InputBinding:
-    from funcstack.functions_host._bindings.cosmos import CosmosInput
-
-    return CosmosInput(decl, env)
-
-
-def _cosmos_output(decl: BindingDecl, env: BindingEnv) -> OutputBinding:
-    from funcstack.functions_host._bindings.cosmos import CosmosOutput
-
-    return CosmosOutput(decl, env)
-
-
-def _blob_input(decl: BindingDecl, env: BindingEnv) -> InputBinding:
-    from funcstack.functions_host._bindings.blob import BlobInput
-
-    return BlobInput(decl, env)
-
-
-def _blob_output(decl: BindingDecl, env: BindingEnv) -> OutputBinding:
-    from funcstack.functions_host._bindings.blob import BlobOutput
-
-    return BlobOutput(decl, env)
-
-
-def _queue_output(decl: BindingDecl, env: BindingEnv) -> OutputBinding:
-    from funcstack.functions_host._bindings.storage_queue import QueueOutput
-
-    return QueueOutput(decl, env)
-
-
-def _servicebus_output(decl: BindingDecl, env: BindingEnv) -> OutputBinding:
-    from funcstack.functions_host._bindings.servicebus import ServiceBusOutput
-
-    return ServiceBusOutput(decl, env)
-
+_BINDINGS = "funcstack.functions_host._bindings"
 
 #: The served bindings by type (lower-cased) and direction; each binding's module (and its
 #: SDK) is imported when an app declares one.
 INPUTS: dict[str, Callable[[BindingDecl, BindingEnv], InputBinding]] = {
-    "cosmosdb": _cosmos_input,
-    "blob": _blob_input,
+    "cosmosdb": lazy_call(f"{_BINDINGS}.cosmos", "CosmosInput"),
+    "blob": lazy_call(f"{_BINDINGS}.blob", "BlobInput"),
 }
 OUTPUTS: dict[str, Callable[[BindingDecl, BindingEnv], OutputBinding]] = {
-    "cosmosdb": _cosmos_output,
-    "blob": _blob_output,
-    "queue": _queue_output,
-    "servicebus": _servicebus_output,
+    "cosmosdb": lazy_call(f"{_BINDINGS}.cosmos", "CosmosOutput"),
+    "blob": lazy_call(f"{_BINDINGS}.blob", "BlobOutput"),
+    "queue": lazy_call(f"{_BINDINGS}.storage_queue", "QueueOutput"),
+    "servicebus": lazy_call(f"{_BINDINGS}.servicebus", "ServiceBusOutput"),
 }
 
 #: Why a binding type funcstack knows of is not served.
@@ -304,6 +271,11 @@ class HostBindings:
             return None
         first = errors[0]
         return str(first) if isinstance(first, BindingError) else f"{type(first).__name__}: {first}"
+
+    async def open(self) -> None:
+        """Make the bindings' clients now (``Clients.open``): the host does before it is
+        ready."""
+        await self._clients.open()
 
     async def close(self) -> None:
         await self._clients.close()

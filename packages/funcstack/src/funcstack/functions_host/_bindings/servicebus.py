@@ -30,21 +30,16 @@ from typing import TYPE_CHECKING, Any
 from azure.servicebus import ServiceBusMessage
 from azure.servicebus.exceptions import ServiceBusError
 
-from funcstack.functions_host._bindings.base import (
-    BindingDecl,
-    BindingEnv,
-    BindingError,
-    BindingRefusedError,
-)
-from funcstack.functions_host._bindings.expressions import BindingData, ExpressionError, Template
-from funcstack.functions_host._bindings.values import (
-    BindingValueError,
-    HostValue,
-    collector_string,
-)
+from funcstack.functions_host._bindings.base import BindingError, BindingRefusedError, ClientBinding
+from funcstack.functions_host._bindings.expressions import ExpressionError, Template
+from funcstack.functions_host._bindings.values import BindingValueError, collector_string
 
 if TYPE_CHECKING:
     from azure.servicebus.aio import ServiceBusSender
+
+    from funcstack.functions_host._bindings.base import BindingDecl, BindingEnv
+    from funcstack.functions_host._bindings.expressions import BindingData
+    from funcstack.functions_host._bindings.values import HostValue
 
 logger = logging.getLogger("funcstack.functions_host.bindings")
 
@@ -54,13 +49,14 @@ DEFAULT_CONNECTION = "AzureWebJobsServiceBus"
 TEXT_PLAIN = "text/plain"
 
 
-class ServiceBusOutput:
+class ServiceBusOutput(ClientBinding):
     """``[ServiceBus(queueOrTopicName)]`` as ``IAsyncCollector<string>``."""
 
+    kind = "servicebus"
+    default_connection = DEFAULT_CONNECTION
+
     def __init__(self, decl: BindingDecl, env: BindingEnv) -> None:
-        self.name = decl.name
-        self._env = env
-        self._connection = decl.connection("servicebus", DEFAULT_CONNECTION)
+        super().__init__(decl, env)
         queue, topic = decl.text("queueName"), decl.text("topicName")
         if bool(queue) == bool(topic):
             raise BindingRefusedError(

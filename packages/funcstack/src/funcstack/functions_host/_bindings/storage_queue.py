@@ -25,22 +25,19 @@ from __future__ import annotations
 
 import base64
 import contextlib
+from typing import TYPE_CHECKING
 
 from azure.core.exceptions import AzureError, ResourceExistsError, ResourceNotFoundError
 
-from funcstack.functions_host._bindings.base import (
-    BindingDecl,
-    BindingEnv,
-    BindingError,
-    BindingRefusedError,
-)
-from funcstack.functions_host._bindings.expressions import BindingData, ExpressionError
-from funcstack.functions_host._bindings.values import (
-    BindingValueError,
-    HostValue,
-    collector_bytes,
-)
+from funcstack.functions_host._bindings.base import BindingError, BindingRefusedError, ClientBinding
+from funcstack.functions_host._bindings.expressions import ExpressionError
+from funcstack.functions_host._bindings.values import BindingValueError, collector_bytes
 from funcstack.functions_host._queue_trigger import _QUEUE_NAME, notify_enqueued
+
+if TYPE_CHECKING:
+    from funcstack.functions_host._bindings.base import BindingDecl, BindingEnv
+    from funcstack.functions_host._bindings.expressions import BindingData
+    from funcstack.functions_host._bindings.values import HostValue
 
 __all__ = ["QueueOutput"]
 
@@ -59,13 +56,14 @@ def _check_name(name: str) -> str | None:
     return None
 
 
-class QueueOutput:
+class QueueOutput(ClientBinding):
     """``[Queue(queueName)]`` as ``IAsyncCollector<byte[]>``."""
 
+    kind = "queues"
+    default_connection = DEFAULT_CONNECTION
+
     def __init__(self, decl: BindingDecl, env: BindingEnv) -> None:
-        self.name = decl.name
-        self._env = env
-        self._connection = decl.connection("queues", DEFAULT_CONNECTION)
+        super().__init__(decl, env)
         self._queue = decl.template("queueName")
         if not self._queue.source.strip():
             raise BindingRefusedError("a queue binding needs 'queueName'")

@@ -20,16 +20,22 @@ builds the .NET processor (``InitializeBuilder``) and runs it:
   host ran is skipped.
 * The processor does the rest (cosmos_changefeed: a lease per physical partition, equal
   balancing with stealing, renewals, checkpoints after the handler, splits, a release at a
-  stop). The handler is the invocation: the documents as one JSON array (``TypedData.json``),
-  written as the Azure host writes them (its Newtonsoft.Json re-formats date-like strings,
-  ``_newtonsoft``; ``FUNCTIONS_HOST_COSMOS_VERBATIM_DOCUMENTS=true`` hands them over verbatim);
-  a failed invocation is retried with the same batch per the function's retry policy (``-1``:
-  for ever), and once it succeeds, or fails for good, it returns: the batch is checkpointed
-  (the host's behaviour: an error logged, the lease moves on). A stop cancels the invocation
-  in flight; its batch is not checkpointed.
-* Ready means listening (issue 67): ``wait_until_listening`` returns once the processor's
-  first acquire round is done and its leases' start is fixed, so a change written after it is
-  delivered; the runner waits for it before it says the host listens.
+  stop). The handler is the invocation, the host's as for every trigger (``TriggerListener.
+  invoke``): the documents as one JSON array (``TypedData.json``), written as the Azure host
+  writes them (its Newtonsoft.Json re-formats date-like strings, ``_newtonsoft``;
+  ``FUNCTIONS_HOST_COSMOS_VERBATIM_DOCUMENTS=true`` hands them over verbatim); a failed
+  invocation is retried with the same batch per the function's retry policy (``-1``: for
+  ever), and once it succeeds, or fails for good, the handler returns: the batch is
+  checkpointed (the host's behaviour: an error logged, the lease moves on). So the handler
+  never raises, and the processor's own retry of a failing handler (the same batch after its
+  poll delay) is not what a function sees: the host's policy is. A stop cancels the
+  invocation in flight; its batch is not checkpointed.
+* Ready means listening (issue 67): the listener says it listens (``listening()``, the host's
+  readiness, ``_listener``) when its processor does (``is_listening``: its first acquire round
+  done and the start of each lease it took fixed), so a change written after the host's ready
+  line is delivered. A start that fails (the container missing, the endpoint down) is the
+  host's "unable to start", said once; the listener goes on trying every 2 s, as the Azure host
+  retries a listener that fails to start, and says when it listens.
 * Leases an older funcstack wrote with the endpoint's port in their ids
   (``<prefix><host>:<port>_<database>_<container>..``) are adopted before the processor
   starts: the latest written one's continuation goes to an EPK lease over its range (the form
@@ -49,7 +55,6 @@ import os
 import re
 import socket
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 from azure.cosmos import PartitionKey
@@ -62,9 +67,8 @@ from funcstack.functions_host._connections import VERIFY_TLS_SETTING as VERIFY_T
 from funcstack.functions_host._connections import cosmos_client_for
 from funcstack.functions_host._cosmos_trigger.options import CosmosTriggerOptions
 from funcstack.functions_host._functions import FunctionSpec
-from funcstack.functions_host._language_worker import LanguageWorker
+from funcstack.functions_host._listener import HostServices, TriggerListener, first_line
 from funcstack.functions_host._newtonsoft import VERBATIM_SETTING, host_documents, host_time_zone
-from funcstack.functions_host._retry import invoke_with_retries
 from funcstack.functions_host._rpc import protos
 
 logger = logging.getLogger("funcstack.functions_host.cosmos")
@@ -93,29 +97,20 @@ def start_from(options: CosmosTriggerOptions) -> StartFrom:
     return "beginning" if start == "Beginning" else "now"
 
 
-class CosmosTriggerListener:
-    """Feeds one function from the change feed of its monitored container."""
+class CosmosTriggerListener(TriggerListener):
+    """Feeds one function from the change feed of its monitored container; listening once its
+    processor is."""
 
-    def __init__(
-        self,
-        spec: FunctionSpec,
-        worker: LanguageWorker,
-        *,
-        timeout: Callable[[], float | None] = lambda: None,
-        owner: str | None = None,
-    ) -> None:
-        self.spec = spec
+    kind = "cosmos trigger"
+
+    def __init__(self, spec: FunctionSpec, host: HostServices, *, owner: str | None = None) -> None:
+        super().__init__(spec, host)
         self.options = CosmosTriggerOptions.from_binding(spec.trigger)
-        self._worker = worker
-        self._timeout = timeout
         self.owner = owner or new_owner()
         self._verbatim = is_truthy(os.environ.get(VERBATIM_SETTING, "false"))
         self._zone = host_time_zone(dict(os.environ))
         self._clients: list[CosmosClient] = []
-        self._task: asyncio.Task[None] | None = None
         self._processor: ChangeFeedProcessor | None = None
-        #: Set once the first start attempt is over, whether it started the processor or not.
-        self._attempted = asyncio.Event()
 
     @property
     def owned(self) -> list[str]:
@@ -125,12 +120,8 @@ class CosmosTriggerListener:
     def start(self) -> None:
         if self.options.start_error is not None:
             # the host keeps running; this function's listener does not (Azure: the listener
-            # fails in StartAsync and the host logs it)
-            logger.error(
-                "The listener for function 'Functions.%s' was unable to start: %s",
-                self.spec.name,
-                self.options.start_error,
-            )
+            # fails in StartAsync and the host logs it; its retries would fail the same way)
+            self.unable_to_start(self.options.start_error, retrying=False)
             return
         if os.environ.get(REMOVED_LEASES_SETTING):
             logger.warning(
@@ -140,27 +131,12 @@ class CosmosTriggerListener:
                 self.spec.name,
                 REMOVED_LEASES_SETTING,
             )
-        self._task = asyncio.create_task(self._run(), name=f"cosmos-trigger-{self.spec.name}")
-
-    async def wait_until_listening(self) -> None:
-        """Return once the trigger listens: its processor started, its first acquire round
-        done and its leases' start fixed. A listener that refused to start, or whose first
-        start failed (its container missing, its endpoint down: it goes on trying, as the
-        Azure host retries a listener that fails to start), returns at once: it cannot say."""
-        if self._task is None:
-            return
-        await self._attempted.wait()
-        if self._processor is not None:
-            await self._processor.wait_until_listening()
+        self.spawn(self._run(), name=f"cosmos-trigger-{self.spec.name}")
 
     async def stop(self) -> None:
         """Stop the processor (an unfinished batch is not checkpointed), release the leases,
         close the clients."""
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await super().stop()  # its start, or its wait for the processor to listen
         if self._processor is not None:
             await self._processor.stop(grace=_STOP_GRACE_SECONDS)
             self._processor = None
@@ -176,12 +152,12 @@ class CosmosTriggerListener:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                self._attempted.set()
+                self.unable_to_start(f"{type(exc).__name__}: {first_line(exc)}")
                 logger.warning(
                     "cosmos trigger %s: cannot start yet (%s: %s); retrying in %.0fs",
                     self.spec.name,
                     type(exc).__name__,
-                    str(exc).splitlines()[0][:200] if str(exc) else "",
+                    first_line(exc)[:200],
                     _STARTUP_RETRY_SECONDS,
                 )
                 logger.debug("start-up failure", exc_info=True)
@@ -206,7 +182,8 @@ class CosmosTriggerListener:
             opts.max_items,
             _label(processor),
         )
-        self._attempted.set()
+        await processor.wait_until_listening()  # the processor's signal: ours
+        self.listening()
 
     async def _prepare(self) -> ChangeFeedProcessor:
         """Clients, the lease container (created if asked), leases of older funcstack
@@ -299,30 +276,14 @@ class CosmosTriggerListener:
         )
 
     async def _deliver(self, context: LeaseContext, items: list[dict[str, Any]]) -> None:
-        """Invoke the function with ``items``; retry per policy; return when it may checkpoint."""
-        pb = protos()
-        policy = self.spec.retry
-        binding = pb.ParameterBinding(
-            name=self.spec.trigger_arg,
-            data=pb.TypedData(
-                json=json.dumps(
-                    items if self._verbatim else host_documents(items, self._zone),
-                    separators=(",", ":"),
-                )
-            ),
-        )
-
-        async def attempt(retries: int, max_retries: int) -> str | None:
-            return await self._worker.try_invoke(
-                self.spec.function_id,
-                [binding],
-                retry_count=retries,
-                max_retry_count=max_retries,
-                time_limit=self._timeout(),
-            )
-
+        """The processor's handler: invoke the function with ``items``, retried per its policy
+        (``invoke``); return when the batch may be checkpointed, whether it succeeded or failed
+        for good (never raises: the processor would give the batch again)."""
+        documents = items if self._verbatim else host_documents(items, self._zone)
+        data = protos().TypedData(json=json.dumps(documents, separators=(",", ":")))
         what = f"cosmos trigger {self.spec.name} (lease {context.lease_token})"
-        ok, retries = await invoke_with_retries(policy, attempt, what=what)
+        ok, retries = await self.invoke(data, what=what)
+        policy = self.spec.retry
         if ok:
             logger.info("%s: delivered %d document(s) (retry %d)", what, len(items), retries)
         elif policy is None:

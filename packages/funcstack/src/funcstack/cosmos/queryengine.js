@@ -1,0 +1,277 @@
+"use strict";
+/*
+ * The query engine's part of a query on the local Cosmos DB endpoint (queryrun.js decides
+ * which documents are read, from the indexes; this evaluates the query on them): the package's
+ * engine (@zeit/cosmosdb-query, its parser with a results cache: sqlparser.js) with the
+ * service's semantics (sqlsemantics.js), a chunk of at most CHUNK documents at a time (its FROM
+ * is quadratic in what it is given at once). Pure: a task in, its result out, no state but the
+ * prepared queries, so it runs in the endpoint's query threads (queryworker.js) as well as in
+ * its main thread; a task's documents are their JSON text, parsed here.
+ *
+ * A task (`evaluate`), one of:
+ *   - {kind: "rows", text, chunks, ...}: a page's rows, chunk after chunk, until the page is
+ *     full (its size `max`, TOP, 4 MB without a size) or the engine stopped inside a chunk
+ *     (its continuation: the document it stopped before, and how many of its rows it gave);
+ *   - {kind: "aggregate", parts: [{name, text}], chunks}: each `SELECT VALUE AGG(x) ...` of
+ *     `parts` over every chunk, the chunks' partial results combined;
+ *   - {kind: "whole", text, chunks}: the query over every document at once (aggregates in an
+ *     object).
+ * Every task has the query's `parameters` and the container's UDFs (`udfs`: id -> source). A
+ * refusal of the engine is the result {error: message} (the query's 400).
+ */
+
+const { queryEngine } = require("./sqlparser");
+const { analyze } = require("./queryindex");
+const { withMarkers, serviceSemantics, FUNCTIONS } = require("./sqlsemantics");
+const { compareValues } = require("./sortedkeys");
+const { valueAt } = require("./pathindexes");
+
+/** Documents given to the engine at once (its FROM is quadratic in them). */
+const CHUNK = 32;
+const PREPARED_MAX = 256;
+/** A page without a page size ends past this much JSON, as the service's pages do (4 MB). */
+const PAGE_BYTES = 4 * 1024 * 1024;
+
+/** A query the engine or the service refuses: its message is the answer's (400). */
+class Refused extends Error {}
+
+const prepared = new Map();
+
+/** Parse, analyse and give the service's semantics to a query (kept, by text). */
+function prepare(text) {
+  let p = prepared.get(text);
+  if (p) {
+    prepared.delete(text);
+    prepared.set(text, p);
+    return p;
+  }
+  let query;
+  try {
+    query = queryEngine()(withMarkers(text));
+  } catch (err) {
+    throw new Refused(err.message);
+  }
+  const analysis = analyze(query.ast);
+  // a UDF is user code: it may change the documents it is given (they are not shared then);
+  // read before serviceSemantics, whose own functions are called as UDFs
+  const udf = JSON.stringify(query.ast).includes('"udf":true');
+  try {
+    serviceSemantics(query.ast);
+    query.ast.body.top = null; // TOP applies to the rows answered (here), not to the documents read
+    void query.code; // the engine's code now: its refusals are the query's 400
+  } catch (err) {
+    throw new Refused(err.message);
+  }
+  p = { query, analysis, text, udf };
+  prepared.set(text, p);
+  if (prepared.size > PREPARED_MAX) prepared.delete(prepared.keys().next().value);
+  return p;
+}
+
+/**
+ * The engine's options: the parameters, our functions beside the container's UDFs, and the
+ * composite indexes the engine checks an ORDER BY of several items against (ours, the
+ * policy's, checked in querywalk.js `orderOf`, with the hidden _rid order sqlsemantics.js
+ * adds).
+ */
+function engineOptions(analysis, parameters, udf) {
+  let compositeIndexes;
+  if (analysis.orderBy) {
+    const dir = analysis.orderBy[0].desc ? "descending" : "ascending";
+    const items = analysis.orderBy.map(o => ({
+      path: `/${(o.segs || []).join("/")}`, order: o.desc ? "descending" : "ascending"
+    }));
+    compositeIndexes = [items, [...items, { path: "/_rid", order: dir }]];
+  }
+  return { parameters: parameters || [], udf: { ...udf, ...FUNCTIONS }, compositeIndexes };
+}
+
+const defined = new Map();
+
+/**
+ * The container's UDFs from their source (`udfs`: id -> source), as the package defines them
+ * (its user-defined-functions.js: the body evaluated as an expression in strict mode).
+ */
+function udfsOf(udfs) {
+  const out = {};
+  for (const [id, source] of Object.entries(udfs || {})) {
+    let fn = defined.get(source);
+    if (!fn) {
+      fn = new Function(`"use strict";return (${source})`)(); // eslint-disable-line no-new-func
+      defined.set(source, fn);
+      if (defined.size > PREPARED_MAX) defined.delete(defined.keys().next().value);
+    }
+    out[id] = fn;
+  }
+  return out;
+}
+
+/** A document's position in a query's order (querywalk.js): its values there, its _rid. */
+function positionOf(order, doc) {
+  return { vals: order ? order.items.map(o => valueAt(doc, o.segs)) : [], rid: doc._rid };
+}
+
+/** The parts of the engine's continuation token (`+RID:...#SRC:n#...`) used here. */
+function decodeEngineToken(token) {
+  const out = {};
+  for (const part of String(token).slice(1).split("#")) {
+    const i = part.indexOf(":");
+    out[part.slice(0, i)] = part.slice(i + 1);
+  }
+  out.SRC = parseInt(out.SRC || "0", 10) || 0;
+  return out;
+}
+
+/** Two partial results of an aggregate, combined (MIN / MAX across types in the service's order). */
+function combined(name, a, b) {
+  if (b === undefined) return name === "SUM" ? undefined : a; // a SUM over a non-number is undefined
+  switch (name) {
+    case "COUNT":
+      return a + b;
+    case "SUM":
+      return typeof a === "number" && typeof b === "number" ? a + b : undefined;
+    case "MIN":
+    case "MAX": {
+      if (a === undefined) return b;
+      const cmp = compareValues(a, b);
+      if (name === "MIN") return cmp <= 0 ? a : b;
+      return cmp >= 0 ? a : b;
+    }
+    default:
+      return undefined;
+  }
+}
+
+/** The documents of a chunk (their JSON text, or objects already) and their JSON's size. */
+function parsed(chunk, measure) {
+  let bytes = 0;
+  const docs = chunk.map(d => {
+    if (typeof d !== "string") {
+      if (measure) bytes += Buffer.byteLength(JSON.stringify(d));
+      return d;
+    }
+    if (measure) bytes += Buffer.byteLength(d);
+    return JSON.parse(d);
+  });
+  return { docs, bytes };
+}
+
+function exec(p, docs, options) {
+  try {
+    return p.query.exec(docs, options);
+  } catch (err) {
+    throw new Refused(err.message);
+  }
+}
+
+/**
+ * A page's rows from `chunks`, as queryrun.js's runPage takes them: `max` rows at most in the
+ * page (`have` of them already), `top` (or null) of the query at most (`produced` of them
+ * already, in earlier pages too), `token` the engine's continuation inside the first chunk's
+ * document, `bytes` of rows so far. {rows, produced, bytes, consumed (chunks evaluated in
+ * whole), stop (the page is full), cut ({pos, t}: the engine stopped inside chunk
+ * `consumed`), retrieved, retrievedBytes}.
+ */
+function rows(task) {
+  const p = prepare(task.text);
+  const options = engineOptions(p.analysis, task.parameters, udfsOf(task.udfs));
+  const { max, top, have, order } = task;
+  let { produced, token, bytes } = task;
+  const out = [];
+  let retrieved = 0;
+  let retrievedBytes = 0;
+  const result = (consumed, stop, cut = null) => ({
+    rows: out, produced, bytes, consumed, stop, cut, retrieved, retrievedBytes
+  });
+  for (let i = 0; i < task.chunks.length; i += 1) {
+    const left = Math.min(max - have - out.length, top === null ? Infinity : top - produced);
+    if (left <= 0) return result(i, true);
+    if (task.chunks[i].length === 0) continue;
+    const { docs, bytes: read } = parsed(task.chunks[i], task.measure);
+    retrieved += docs.length;
+    retrievedBytes += read;
+    const r = exec(p, docs, {
+      ...options,
+      maxItemCount: Number.isFinite(left) ? left : undefined,
+      continuation: token ? { token } : undefined
+    });
+    token = null;
+    for (const row of r.result) out.push(row);
+    produced += r.result.length;
+    if (max > 100) bytes += JSON.stringify(r.result).length; // only pages that may grow large
+    if (r.continuation) {
+      // the engine stopped before a document (its _rid; SRC: how many of its rows were given)
+      const engine = decodeEngineToken(r.continuation.token);
+      const doc = docs.find(d => d._rid === engine.RID);
+      return result(i, true, { pos: positionOf(order, doc), t: engine.SRC ? r.continuation.token : null });
+    }
+    if (have + out.length >= max || (top !== null && produced >= top) || bytes >= PAGE_BYTES) {
+      return result(i + 1, true);
+    }
+  }
+  return result(task.chunks.length, false);
+}
+
+/** The aggregates of `parts` over every chunk: {values, retrieved, retrievedBytes}. */
+function aggregate(task) {
+  const parts = task.parts.map(part => ({ ...part, p: prepare(part.text) }));
+  const options = engineOptions(parts[0].p.analysis, task.parameters, udfsOf(task.udfs));
+  const values = parts.map(part => (part.name === "COUNT" || part.name === "SUM" ? 0 : undefined));
+  let retrieved = 0;
+  let retrievedBytes = 0;
+  for (const chunk of task.chunks) {
+    if (chunk.length === 0) continue;
+    const { docs, bytes } = parsed(chunk, task.measure);
+    retrieved += docs.length;
+    retrievedBytes += bytes;
+    parts.forEach((part, i) => {
+      const r = exec(part.p, docs, options);
+      values[i] = combined(part.name, values[i], r.result.length ? r.result[0] : undefined);
+    });
+  }
+  return { values, retrieved, retrievedBytes };
+}
+
+/** The query over every document of every chunk at once: {result, retrieved, retrievedBytes}. */
+function whole(task) {
+  const p = prepare(task.text);
+  const docs = [];
+  let retrievedBytes = 0;
+  for (const chunk of task.chunks) {
+    const { docs: some, bytes } = parsed(chunk, task.measure);
+    for (const d of some) docs.push(d);
+    retrievedBytes += bytes;
+  }
+  const r = exec(p, docs, engineOptions(p.analysis, task.parameters, udfsOf(task.udfs)));
+  return { result: r.result, retrieved: docs.length, retrievedBytes };
+}
+
+const KINDS = { rows, aggregate, whole };
+
+/** Whether a task's query calls a UDF (user code, which may change the documents it gets). */
+function callsUdf(task) {
+  const texts = task.text !== undefined ? [task.text] : task.parts.map(part => part.text);
+  return texts.some(text => prepare(text).udf);
+}
+
+/** A task's result, or {error} when the engine refuses the query. */
+function evaluate(task) {
+  try {
+    return KINDS[task.kind](task);
+  } catch (err) {
+    if (err instanceof Refused) return { error: err.message };
+    throw err;
+  }
+}
+
+module.exports = {
+  prepare,
+  callsUdf,
+  engineOptions,
+  evaluate,
+  combined,
+  positionOf,
+  Refused,
+  CHUNK,
+  PAGE_BYTES
+};
