@@ -89,3 +89,34 @@ def test_a_dead_letter_resent_with_its_message_id_is_said_vanished_then_recovere
     stock = world.stock("w1")
     assert stock is not None and stock["version"] == 3
     assert tick(world) == []  # applied: resolved
+    history = [
+        s["what"] for s in body(world.call("GET", f"outbox/journey/events/{ids[0]}"))["history"]
+    ]
+    assert history[0].startswith("created") and history[1].startswith(
+        f"dead-lettered at {SUBSCRIPTION}"
+    )
+    assert f"applied by {SUBSCRIPTION}" in history
+
+
+def test_the_journey_keeps_the_history_of_a_resubmitted_dead_letter(world: RecoveryWorld) -> None:
+    """Issue 66, item 6: after a resubmission the journey said only "applied"."""
+    ids = world.publish("w1", "StockAdded", "StockAdded")
+    world.relay()
+    world.deliver_new(skip={ids[0]})
+    tick(world)
+    [letter] = world.memory.dead_letters.letters(SUBSCRIPTION)
+    done = world.call(
+        "POST",
+        f"outbox/deadletters/{SUBSCRIPTION}/resubmit",
+        body={"sequenceNumbers": [letter.sequence_number]},
+        headers={"x-functions-key": "the-master-key"},
+    )
+    assert body(done)["done"] == 1
+    [(_, resubmitted)] = world.memory.dead_letters.sent
+    world.deliver(resubmitted)
+    journey = body(world.call("GET", f"outbox/journey/events/{ids[0]}"))
+    history = [s["what"] for s in journey["history"]]
+    assert history[0].startswith("created")
+    assert history[1].startswith(f"dead-lettered at {SUBSCRIPTION}")
+    assert f"resubmitted to {SUBSCRIPTION} by admin key" in history
+    assert history[-1] == f"applied by {SUBSCRIPTION}"
