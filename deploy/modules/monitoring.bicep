@@ -138,7 +138,7 @@ resource relayStalled 'Microsoft.Insights/scheduledQueryRules@2023-03-15-preview
   kind: 'LogAlert'
   properties: {
     displayName: 'Outbox: relay stalled'
-    description: 'Events are pending and not moving (waiting longer than the poll delay and OUTBOX_RELAY_STALL_SECONDS), or the relay cannot start: the backlog timer says so each minute (outbox.relay.stalled = 1, outbox.relay.state names it). The operators\' status and console say since when and which dependency does not answer.'
+    description: 'Events are pending and not moving (waiting longer than the poll delay and OUTBOX_RELAY_STALL_SECONDS), or the relay cannot start: the backlog timer says so each minute (outbox.relay.stalled = 1; its log line names the state). The operators\' status and console say since when and which dependency does not answer.'
     severity: 1
     enabled: true
     scopes: [

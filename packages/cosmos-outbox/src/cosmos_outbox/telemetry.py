@@ -126,7 +126,8 @@ METRICS: Final[tuple[MetricSpec, ...]] = (
         "gauge",
         "{relay}",
         "1 while the relay does not move (pending events wait longer than the poll delay and "
-        "OUTBOX_RELAY_STALL_SECONDS, or it cannot start), else 0; outbox.relay.state names it",
+        "OUTBOX_RELAY_STALL_SECONDS, or it cannot start), else 0: one series, so that the value "
+        "after a recovery replaces the stalled one (the state is in the backlog timer's log line)",
     ),
     MetricSpec(
         VANISHED_DEAD_LETTERS,
@@ -365,10 +366,11 @@ class RelayTelemetry:
         self._failures.add(1, {**self._attrs, "error.type": error_type(exc)})
 
     def relay_state(self, state: str) -> None:
-        """The relay's state (`healthy`, `stalled`, `not ready`): 0 while it moves, else 1."""
-        self._stalled.set(
-            0 if state == "healthy" else 1, {**self._attrs, "outbox.relay.state": state}
-        )
+        """The relay's state (`healthy`, `stalled`, `not ready`): 0 while it moves, else 1. One
+        series (no state attribute): a gauge keeps exporting each attribute set's last value, so
+        a `stalled` series would stay at 1 after the relay moved again and its alert never
+        resolve."""
+        self._stalled.set(0 if state == "healthy" else 1, self._attrs)
 
     def vanished(self, count: int) -> None:
         """How many dead letters left their queue without being applied, unresolved."""
