@@ -236,8 +236,9 @@ status: $(PY_STAMP)
 	@$(PY) -m tools.status
 
 # Every package, each as a wheel and an sdist, into dist/ (until they are on PyPI, an app installs
-# them from there: `pip install --find-links <dist> cosmos-outbox`); and cosmos-outbox's wheel
-# and its test kit's into the folders of the apps published on their own (deploy/README.md, "How
+# them from there: `pip install --find-links <dist> cosmos-outbox`); and cosmos-outbox's wheel,
+# cosmos-changefeed's (its dependency) and its test kit's into the folders of the apps published on
+# their own (deploy/README.md, "How
 # cosmos-outbox travels"): the subscriber and the examples, whose requirements find them in
 # ./wheels (the test kit is their tests' requirement, never deployed).
 WHEEL_APPS := subscriber examples/orders examples/fastapi-concerts examples/library-loans
@@ -248,7 +249,8 @@ wheels: $(PY_STAMP)
 	done
 	for app in $(WHEEL_APPS); do \
 	  mkdir -p $$app/wheels && rm -f $$app/wheels/cosmos_outbox*.whl && \
-	  cp dist/cosmos_outbox-*.whl dist/cosmos_outbox_testing-*.whl $$app/wheels/ || exit 1; \
+	  rm -f $$app/wheels/cosmos_changefeed*.whl && \
+	  cp dist/cosmos_outbox-*.whl dist/cosmos_outbox_testing-*.whl dist/cosmos_changefeed-*.whl $$app/wheels/ || exit 1; \
 	done
 	@ls dist
 

@@ -23,6 +23,7 @@ from bench import (
     first_request,
     partitions,
     peers,
+    relay_anywhere,
     relay_cpu,
     relay_flow,
     servicebus_scale,
@@ -191,6 +192,13 @@ def main() -> None:
             f"{cpu['cpu_us_per_event_async_off']:.1f} "
             f"({cpu['async_off_to_floor_ratio']:.2f}x)"
         )
+        print(
+            "\nThe relay as a process (cosmos-outbox relay) beside the Functions trigger: CPU "
+            "per relayed event, alternated rounds ...",
+            flush=True,
+        )
+        results["relay_anywhere"] = relay_anywhere.measure(base / "relay-anywhere")
+        print(relay_anywhere.report(results["relay_anywhere"]))
 
         print(
             "\nClaim check: relaying events of 1 MB (bodies to Azurite, claim checks to a "
@@ -343,6 +351,13 @@ def summary(results: dict[str, Any]) -> str:
             "bare azure.functions app",
             first["bare_first_201_s"],
             first["app_to_bare_ratio"],
+        ),
+        (
+            "relay CPU/event as a process (us)",
+            results["relay_anywhere"]["best_us_per_event"]["process"],
+            "on the Functions trigger (host + worker)",
+            results["relay_anywhere"]["best_us_per_event"]["trigger"],
+            results["relay_anywhere"]["process_over_trigger"],
         ),
     ]
     for flavour in ("sync", "aio"):

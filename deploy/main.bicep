@@ -130,6 +130,23 @@ param pythonVersion string = '3.13'
 ])
 param hostingPlan string = 'FlexConsumption'
 
+@description('Where the relay runs: functions (the change-feed trigger in the Function App, the default) or containerApps (`cosmos-outbox relay` replicas on Azure Container Apps, scaled by KEDA on the leases\' lag: relayImage; the Function App\'s trigger and backlog timer then disabled). Both use the same leases: switching moves the relay on its checkpoints (docs/relay-anywhere.md).')
+@allowed([
+  'functions'
+  'containerApps'
+])
+param relayHosting string = 'functions'
+
+@description('relayHosting containerApps: the relay image (deploy/relay-container/Dockerfile), e.g. <registry>.azurecr.io/cosmos-outbox-relay:0.5.0.')
+param relayImage string = ''
+
+@description('relayHosting containerApps: an Azure Container Registry of this resource group holding relayImage (the identity gets AcrPull); empty: a public image.')
+param relayRegistryName string = ''
+
+@description('relayHosting containerApps: replicas at most (at most one per physical partition of the container holds a lease).')
+@minValue(1)
+param relayMaxReplicas int = 10
+
 @description('Deploy the relay as a second Function App (API app: trigger disabled; relay app: contact HTTP functions disabled) so they scale, deploy and fail separately.')
 param splitRelay bool = false
 
@@ -435,6 +452,7 @@ module api 'modules/functionapp.bicep' = {
     tags: tags
     azdServiceName: 'api'
     appRole: splitRelay ? 'api' : 'all'
+    relayHere: relayHosting == 'functions'
     operatorsSignInClientId: splitRelay ? '' : operatorsClientId
     corsAllowedOrigins: corsOrigins
     corsSupportCredentials: corsSupportCredentials
@@ -481,6 +499,7 @@ module relay 'modules/functionapp.bicep' = if (splitRelay) {
     tags: tags
     azdServiceName: 'relay'
     appRole: 'relay'
+    relayHere: relayHosting == 'functions'
     operatorsSignInClientId: operatorsClientId
     maximumInstanceCount: maximumInstanceCount
     instanceMemoryMB: instanceMemoryMB
@@ -543,6 +562,42 @@ module subscriber 'modules/subscriberapp.bicep' = if (deploySubscriber) {
   ]
 }
 
+// ---- the relay on Container Apps (relayHosting containerApps): same identity, settings, leases ----
+module relayContainer 'modules/relay-containerapp.bicep' = if (relayHosting == 'containerApps') {
+  name: 'relay-containerapp'
+  params: {
+    name: '${abbrs.appContainerApps}relay-${token}'
+    environmentName: '${abbrs.appManagedEnvironments}${token}'
+    location: location
+    tags: tags
+    image: relayImage
+    registryName: relayRegistryName
+    logAnalyticsId: logAnalytics.id
+    identityId: identity.id
+    identityClientId: identity.properties.clientId
+    applicationInsightsConnectionString: applicationInsights.properties.ConnectionString
+    cosmosEndpoint: cosmos.outputs.endpoint
+    serviceBusFullyQualifiedNamespace: serviceBus.outputs.fullyQualifiedNamespace
+    payloadBlobEndpoint: payloads.outputs.blobEndpoint
+    payloadContainer: payloads.outputs.containerName
+    payloadMaxBytes: payloadMaxBytes
+    serviceBusMaxMessageBytes: serviceBusMaxMessageBytes
+    cosmosDatabase: cosmos.outputs.databaseName
+    cosmosContainer: cosmos.outputs.containerName
+    cosmosLeaseContainer: cosmos.outputs.leaseContainerName
+    serviceBusTopic: serviceBus.outputs.topicName
+    eventTtlSeconds: eventTtlSeconds
+    cloudEventsSourceBase: cloudEventsSourceBase
+    feedPollDelayMs: feedPollDelayMs
+    maxItemsPerInvocation: maxItemsPerInvocation
+    backlogEstimateSchedule: backlogEstimateSchedule
+    maxReplicas: relayMaxReplicas
+  }
+  dependsOn: [
+    metricsPublisher
+  ]
+}
+
 // ---- monitoring: outbox alert rules and workbook ----
 module monitoring 'modules/monitoring.bicep' = {
   name: 'monitoring'
@@ -572,6 +627,7 @@ output SERVICEBUS_FULLY_QUALIFIED_NAMESPACE string = serviceBus.outputs.fullyQua
 output SERVICEBUS_TOPIC string = serviceBus.outputs.topicName
 output SERVICEBUS_SUBSCRIPTION string = serviceBus.outputs.subscriptionName
 output APPLICATIONINSIGHTS_NAME string = applicationInsights.name
+output AZURE_RELAY_CONTAINER_APP_NAME string = relayHosting == 'containerApps' ? relayContainer.outputs.name : ''
 output AZURE_SUBSCRIBER_FUNCTION_APP_NAME string = deploySubscriber ? subscriberAppName : ''
 output SUBSCRIBER_SUBSCRIPTION string = deploySubscriber ? subscriberSubscriptionName : ''
 output PROJECTION_CONTAINER string = deploySubscriber ? projectionContainerName : ''

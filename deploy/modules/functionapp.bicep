@@ -28,6 +28,9 @@ param planName string
 ])
 param appRole string = 'all'
 
+@description('The relay runs in this app (its change-feed trigger and backlog timer, by appRole); false: it runs elsewhere (relay-containerapp.bicep, on the same leases), both disabled here.')
+param relayHere bool = true
+
 @description('Hosting plan: FlexConsumption (the default: Python 3.11 - 3.14, function groups, identity-based deployment) or Consumption (Linux Consumption, Y1: Python 3.11 and 3.12 only, no new language versions; Microsoft retires it on 30 September 2028).')
 @allowed([
   'FlexConsumption'
@@ -265,7 +268,11 @@ var disabledByRole = {
   api: relayAndAdminFunctions
   relay: contactHttpFunctions
 }
-var disabledFunctions = disabledByRole[appRole]
+var relayElsewhere = [
+  'relay_events'
+  'outbox_backlog'
+]
+var disabledFunctions = relayHere ? disabledByRole[appRole] : union(disabledByRole[appRole], relayElsewhere)
 var disabledFunctionSettings = [for functionName in disabledFunctions: {
   name: 'AzureWebJobs.${functionName}.Disabled'
   value: 'true'

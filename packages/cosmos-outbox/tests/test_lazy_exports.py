@@ -84,6 +84,7 @@ def test_every_module_getattr_of_the_package_is_lazy_exports() -> None:
         "cosmos_outbox.cli",
         "cosmos_outbox.operations",
         "cosmos_outbox.operators",
+        "cosmos_outbox.relay",
         "cosmos_outbox.settings",
         "cosmos_outbox.testing",
         "cosmos_outbox.testing.contracts",

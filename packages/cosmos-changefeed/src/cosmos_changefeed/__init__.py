@@ -15,8 +15,10 @@ from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._names import store_prefix as lease_prefix
 from cosmos_changefeed._options import (
     ChangeFeedProcessorState,
+    EstimateFrom,
     LeaseContext,
     Mode,
+    PendingChanges,
     StartFrom,
 )
 from cosmos_changefeed._processor import ChangeFeedProcessor, Handler
@@ -39,6 +41,7 @@ __all__ = [
     "ChangeFeedProcessorState",
     "ConflictError",
     "CosmosLeaseStore",
+    "EstimateFrom",
     "Handler",
     "InMemoryDocuments",
     "InMemoryLeaseStore",
@@ -49,6 +52,7 @@ __all__ = [
     "LeaseStoreError",
     "Mode",
     "NotFoundError",
+    "PendingChanges",
     "PreconditionFailedError",
     "StartFrom",
     "__version__",

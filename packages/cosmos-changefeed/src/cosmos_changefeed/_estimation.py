@@ -9,12 +9,24 @@ token (``ExtractLsnFromSessionToken``: after the first ``:``, the segment after 
 is one); the last LSN processed is the first change's ``_lsn`` - 1, or that latest LSN when
 nothing is new (304); below 0 it counts 1; else the estimate is latest - last processed, never
 below 0. KEDA's scaler reads the same way (``estimatePartitionLag``: latest - first + 1).
+
+Beyond .NET (``ChangeFeedEstimator.get_pending``): the first pending changes themselves, read
+from the checkpoint page by page up to a number, and whether the feed ended within them; and,
+given where the processor starts a lease (``estimate_from``), a lease never checkpointed read
+from there instead of counted 1 -- and, before the processor ever ran (no lease at all), each
+live partition key range read from there.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from cosmos_changefeed._leases import Lease
+from cosmos_changefeed._options import EstimateFrom, PendingChanges
+from cosmos_changefeed._ranges import PartitionKeyRange
+from cosmos_changefeed._reading import SESSION_TOKEN_HEADER, Start
 
 
 def lsn_from_session_token(session_token: str | None) -> int:
@@ -43,3 +55,52 @@ def remaining_work(session_token: str | None, items: Sequence[Mapping[str, Any]]
     if last_processed < 0:
         return 1
     return max(latest - last_processed, 0)
+
+
+def estimate_start(lease: Lease, estimate_from: EstimateFrom) -> Start | None:
+    """Where an estimator reads ``lease`` from: its checkpoint (the etag it holds), else
+    ``estimate_from`` (a time as the processor anchors one, in UTC); None when it reads nothing
+    (no checkpoint and no ``estimate_from``: .NET's estimator counts it 1)."""
+    if lease.continuation:
+        return "Beginning"  # unused: the read starts at the continuation
+    if estimate_from is None:
+        return None
+    if isinstance(estimate_from, dt.datetime):
+        if estimate_from.tzinfo is None:
+            raise ValueError("estimate_from: a time needs a time zone")
+        return estimate_from.astimezone(dt.UTC)
+    if estimate_from != "beginning":
+        raise ValueError(f"estimate_from: 'beginning' or a datetime, not {estimate_from!r}")
+    return "Beginning"
+
+
+def lease_of_range(found: PartitionKeyRange) -> Lease:
+    """A range without a lease, as a lease of no checkpoint over it (what an estimator reads
+    for a processor that never started)."""
+    return Lease(id="", lease_token=found.id, feed_range=found.range, continuation=None)
+
+
+def pending(
+    lease: Lease,
+    *,
+    stored: bool,
+    headers: Mapping[str, str] | None,
+    changes: list[dict[str, Any]],
+    complete: bool,
+    read: bool,
+) -> PendingChanges:
+    """A lease's ``PendingChanges`` from what was read of it: nothing (``read`` False: counts 1,
+    as .NET's estimator counts a lease never checkpointed or whose range is gone), or its first
+    changes and the first response's headers (the estimate ``remaining_work``'s)."""
+    owner = lease.owner or None
+    if not read:
+        return PendingChanges(lease.lease_token, 1, owner, lease if stored else None)
+    session = (headers or {}).get(SESSION_TOKEN_HEADER)
+    return PendingChanges(
+        lease.lease_token,
+        remaining_work(session, changes[:1]),
+        owner,
+        lease if stored else None,
+        changes,
+        complete,
+    )

@@ -94,8 +94,11 @@ class FeedReader:
             return False
         return is_gone(lease, self.ranges(force_refresh=True))
 
-    def read(self, lease: Lease, position: str | None, start: Start) -> Page:
-        """One page of ``lease``'s range from ``position`` (or ``start``)."""
+    def read(
+        self, lease: Lease, position: str | None, start: Start, *, max_items: int | None = None
+    ) -> Page:
+        """One page of ``lease``'s range from ``position`` (or ``start``), of at most
+        ``max_items`` changes (default: the reader's)."""
         if lease.feed_range is None:
             raise ValueError(f"lease {lease.lease_token} has no FeedRange")
         if self._gone(lease):
@@ -107,7 +110,7 @@ class FeedReader:
             position,
             start,
             mode=self.mode,
-            max_items=self.max_items,
+            max_items=max_items or self.max_items,
         )
         pager = self.container.query_items_change_feed(**kwargs, response_hook=capture).by_page()
         items: list[dict[str, Any]] = []

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
 from cosmos_changefeed._continuation import ALL_VERSIONS_AND_DELETES, LATEST_VERSION
+from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._reading import REQUEST_CHARGE_HEADER, SESSION_TOKEN_HEADER
 
 #: Where a lease without a checkpoint starts: "now" (the processor's start), "beginning", or
@@ -109,3 +110,30 @@ class ChangeFeedProcessorState:
     estimated_lag: int
     #: The owner, None when no instance holds the lease.
     instance_name: str | None
+
+
+#: Where an estimator reads a lease that has no checkpoint yet from (the processor's
+#: ``start_from`` but "now", which only a running processor knows): None, as .NET's estimator,
+#: counts such a lease 1 and reads nothing.
+EstimateFrom: TypeAlias = Literal["beginning"] | dt.datetime | None
+
+
+@dataclass(frozen=True)
+class PendingChanges:
+    """One lease's changes not processed yet, as ``ChangeFeedEstimator.get_pending`` read them:
+    its estimate (``ChangeFeedProcessorState``'s fields) and the first of its pending changes
+    themselves, so a caller can tell what they are (their documents, their ``_lsn``)."""
+
+    lease_token: str
+    #: As ``ChangeFeedProcessorState.estimated_lag``.
+    estimated_lag: int
+    #: The owner, None when no instance holds the lease (or there is no lease yet).
+    instance_name: str | None
+    #: The lease as stored (its ``continuation``, ``timestamp``, ``owner``); None for a range
+    #: that has no lease yet (a processor that never started, estimated from ``estimate_from``).
+    lease: Lease | None
+    #: The first changes after the lease's checkpoint (or its start), in the order of its feed;
+    #: at most the ``max_changes`` asked for.
+    changes: list[dict[str, Any]] = field(default_factory=list)
+    #: Whether ``changes`` are all of them: the feed ended within the read.
+    complete: bool = False

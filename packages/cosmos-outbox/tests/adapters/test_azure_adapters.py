@@ -39,6 +39,7 @@ from azure_stack import (
 )
 from tickets import TICKET
 
+from cosmos_changefeed import lease_prefix
 from cosmos_outbox._mapper import QUARANTINE_NOTICE_SUBJECT, notice_id, payload_name, read_feed
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._records import OutboxRecord
@@ -319,6 +320,7 @@ class CosmosBacklogWorld(BacklogWorld):
         )
         self.monitored = stack.container_client(DATABASE, monitored)
         self.leases = stack.container_client(DATABASE, leases)
+        self.endpoint = stack.cosmos_endpoint
         if flavour == "sync":
             self.estimator = CosmosBacklogEstimator(
                 self.monitored, self.leases, lease_prefix="outbox."
@@ -344,9 +346,10 @@ class CosmosBacklogWorld(BacklogWorld):
         latest = max(
             int(d["_lsn"]) for d in self.monitored.query_items_change_feed(start_time="Beginning")
         )
+        prefix = lease_prefix("outbox.", self.endpoint, str(self.monitored.read()["_rid"]))
         self.leases.upsert_item(
             {
-                "id": "outbox.account_outbox..0",
+                "id": f"{prefix}..0",
                 "version": 1,
                 "LeaseToken": "0",
                 "ContinuationToken": f'"{latest}"',

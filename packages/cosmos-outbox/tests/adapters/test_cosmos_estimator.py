@@ -32,12 +32,12 @@ from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 from azure_stack import DATABASE, TOPIC, CosmosWorld
 from tickets import Ticket
 
+from cosmos_changefeed import lease_prefix
 from cosmos_outbox._relay.backlog import Backlog, report_backlog
 from cosmos_outbox._sync_bridge import as_async, run_sync
 from cosmos_outbox._write.idempotency import Answer, IdempotencyKey
 from cosmos_outbox.cosmos import CosmosBacklogEstimator
 from cosmos_outbox.cosmos._client import client_options
-from cosmos_outbox.cosmos._estimator import latest_lsn
 from cosmos_outbox.cosmos.aio import CosmosBacklogEstimator as AsyncCosmosBacklogEstimator
 from cosmos_outbox.errors import StoreUnavailableError
 from cosmos_outbox.ports import LeaseBacklog
@@ -130,6 +130,12 @@ class Estimators:
         return backlog
 
 
+def relay_lease_prefix(stack: LocalStack, monitored: ContainerProxy, name: str) -> str:
+    """The lease ids' prefix of the processor `name` over `monitored` (.NET's: the name, the
+    account's host, the database's and the container's resource ids)."""
+    return lease_prefix(name, stack.cosmos_endpoint, str(monitored.read()["_rid"]))
+
+
 def open_tickets(container: ContainerProxy, n: int) -> None:
     """`n` tickets opened, each in a transaction of its own (its event with it)."""
     service = CosmosWorld(container, ttl=TTL).service(Ticket)
@@ -146,7 +152,7 @@ def test_the_backlog_while_the_relay_is_off_then_zero_once_it_runs(
 ) -> None:
     before = time.time()
     open_tickets(funcstack_services.container_client(DATABASE, fresh), N)
-    estimators = Estimators(funcstack_services, loop, fresh, leases)
+    estimators = Estimators(funcstack_services, loop, fresh, leases, lease_prefix="outbox.")
 
     # no lease yet (the relay never ran): estimated from the start of each feed range
     first = estimators.tick()
@@ -170,8 +176,8 @@ def test_the_backlog_while_the_relay_is_off_then_zero_once_it_runs(
         assert drained.oldest_age_seconds == 0
         [relayed] = drained.leases
         # now from the relay's lease: the same range, named by the .NET processor's token for
-        # it (its partition key range id; before any lease, the estimate names it by its bounds)
-        assert (lease.lease, relayed.lease) == ("-FF", "0")
+        # it, its partition key range id (before any lease, the estimate names the range so)
+        assert (lease.lease, relayed.lease) == ("0", "0")
         assert relayed.owner is not None and relayed.checkpoint_at is not None
 
 
@@ -186,11 +192,16 @@ def test_functions_host_leases_with_etag_continuations_are_read(
         int(d["_lsn"]) for d in monitored.query_items_change_feed(start_time="Beginning")
     )
     lease_container = funcstack_services.container_client(DATABASE, leases)
-    lease_container.upsert_item({"id": "outbox.info", "LeaseToken": "info"})  # not a lease
-    lease_container.upsert_item({"id": "outbox.info.lock"})
+    prefix = relay_lease_prefix(funcstack_services, monitored, "account_")
+    lease_container.upsert_item({"id": f"{prefix}.info"})  # the store's, not a lease
+    lease_container.upsert_item({"id": f"{prefix}.lock"})
+    # another container's relay under the same prefix, in the same lease container: not this one's
+    lease_container.upsert_item(
+        {"id": "account_other.host_AAAAAA==_AAAAAAAAAAA=..0", "version": 1, "LeaseToken": "0"}
+    )
     lease_container.upsert_item(
         {
-            "id": "account_outbox_tickets..0",
+            "id": f"{prefix}..0",
             "version": 1,
             "LeaseToken": "0",
             "ContinuationToken": f'"{checkpoint}"',
@@ -264,10 +275,3 @@ def test_a_store_that_hangs_is_a_store_unavailable_error(
             estimators.sync.estimate()
         assert isinstance(aio.result(60), StoreUnavailableError)
     assert time.monotonic() - started < 30
-
-
-def test_latest_lsn_is_read_from_the_session_token_like_the_sdk_estimators() -> None:
-    assert latest_lsn({"x-ms-session-token": "0:-1#42"}) == 42
-    assert latest_lsn({"x-ms-session-token": "0:1#12#3=10,1:1#20#3=11"}) == 20
-    assert latest_lsn({"lsn": "7"}) == 7
-    assert latest_lsn({}) is None

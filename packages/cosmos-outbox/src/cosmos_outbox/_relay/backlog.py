@@ -32,8 +32,21 @@ async def report_backlog(
 ) -> Backlog:
     """Estimate, record the gauges, and log. The TTL guard: when the oldest pending change is
     older than half the event TTL, log an error every time (events expire unrelayed at TTL)."""
+    return record_backlog(
+        await estimator.estimate(), telemetry, event_ttl_seconds=event_ttl_seconds, clock=clock
+    )
+
+
+def record_backlog(
+    leases: list[LeaseBacklog],
+    telemetry: RelayTelemetry,
+    *,
+    event_ttl_seconds: int,
+    clock: Callable[[], float] = time.time,
+) -> Backlog:
+    """`report_backlog` for an estimate made already (a relay process reads the leases once for
+    its gauges and its facts)."""
     now = clock()
-    leases = await estimator.estimate()
     ages = [(b.lease, b.pending, age_seconds(b, now)) for b in leases]
     telemetry.backlog(ages)
     backlog = Backlog(

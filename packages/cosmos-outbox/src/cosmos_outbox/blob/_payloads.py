@@ -163,9 +163,13 @@ class BlobPayloadStore(PayloadStore):
 class AsyncBlobPayloadStore(AsyncPayloadStore):
     """`BlobPayloadStore` on the SDK's `aio` container client."""
 
-    def __init__(self, container: AsyncContainerClient) -> None:
+    def __init__(
+        self, container: AsyncContainerClient, *, service: AsyncBlobServiceClient | None = None
+    ) -> None:
         self._client = container
         self._container = _Container(container)
+        #: the service client whose connections the container client shares (closed by `close`)
+        self._service = service
 
     @classmethod
     def from_connection_string(
@@ -174,7 +178,7 @@ class AsyncBlobPayloadStore(AsyncPayloadStore):
         service = AsyncBlobServiceClient.from_connection_string(
             connection_string, **_client_options(asynchronous=True)
         )
-        return cls(service.get_container_client(container))
+        return cls(service.get_container_client(container), service=service)
 
     @classmethod
     def from_service_uri(cls, service_uri: str, container: str) -> AsyncBlobPayloadStore:
@@ -183,7 +187,7 @@ class AsyncBlobPayloadStore(AsyncPayloadStore):
         service = AsyncBlobServiceClient(
             service_uri, credential=DefaultAzureCredential(), **_client_options(asynchronous=True)
         )
-        return cls(service.get_container_client(container))
+        return cls(service.get_container_client(container), service=service)
 
     def reference(self, name: str) -> str:
         return self._container.reference(name)
@@ -208,6 +212,12 @@ class AsyncBlobPayloadStore(AsyncPayloadStore):
         with self._container.checking():
             found = await self._client.exists()
         self._container.found(found)
+
+    async def close(self) -> None:
+        """Close its client's connections (a process that ends: `cosmos-outbox relay`)."""
+        await self._client.close()
+        if self._service is not None:
+            await self._service.close()
 
 
 def _shown(reference: str) -> str:

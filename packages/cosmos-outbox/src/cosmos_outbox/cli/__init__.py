@@ -2,9 +2,9 @@
 are found by name in the entry-point group `cosmos_outbox.commands`, which the distributions
 on top of the core fill (cosmos-outbox-operators: `status`, `health`, `journey`, `documents`,
 `quarantine`, `deadletters`, `subscribers`, `redrive`, over the operators' routes of any app),
-beside the core's own (`CORE_COMMANDS`). The command named first on the line runs with the
-whole line (its options before it included); an operators' command without
-cosmos-outbox-operators installed says which package to install.
+beside the core's own (`CORE_COMMANDS`: `relay`, the relay as a process of its own). The command
+named first on the line runs with the whole line (its options before it included); an
+operators' command without cosmos-outbox-operators installed says which package to install.
 
 `main(argv)` runs it. The operators' names that were here in 0.4 (`parser`, `OperatorsApi`,
 `OperatorsApiError`, `DEFAULT_API`, `KEY_VARIABLE`) are `cosmos_outbox_operators.cli`'s, read
@@ -23,8 +23,18 @@ __all__ = ["COMMANDS_GROUP", "CORE_COMMANDS", "OPERATOR_COMMANDS", "main"]
 #: The entry-point group a distribution names its commands in: `name = "module:main"`, where
 #: `main(argv, prog=...)` runs the whole command line and returns its exit code.
 COMMANDS_GROUP = "cosmos_outbox.commands"
-#: The core's own commands (`relay` comes with the change feed processor's relay).
-CORE_COMMANDS: dict[str, Callable[..., int]] = {}
+
+
+def _relay(argv: list[str], *, prog: str = "cosmos-outbox") -> int:
+    """`relay`: the outbox's relay as a process (`cosmos_outbox.cli._relay`, imported when run)."""
+    from cosmos_outbox.cli._relay import main as relay_main
+
+    return relay_main(argv, prog=prog)
+
+
+#: The core's own commands: `relay`, the outbox's relay as a process on the change feed
+#: processor (`cosmos-outbox relay --help`).
+CORE_COMMANDS: dict[str, Callable[..., int]] = {"relay": _relay}
 #: The commands cosmos-outbox-operators brings, named when it is not installed.
 OPERATOR_COMMANDS = (
     "status",

@@ -1,0 +1,90 @@
+"""Scheduled events' releases in a relay process: the receiving end of the schedule queue
+(SERVICEBUS_SCHEDULE_QUEUE), what the Functions app's `release_due_events` (a Service Bus queue
+trigger) does, done by a receiver of the process's own: each release received at its due time
+is handed to `Releases.release` and completed once that returned; a release that fails is
+abandoned (the broker gives it again, then dead-letters it after the queue's
+maxDeliveryCount, as the trigger's message would be), and its body not a release is
+dead-lettered at once with the reason. Several processes receive as competing consumers, as
+the trigger's instances do; a release given twice is harmless (the second finds the event
+released)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from azure.servicebus.aio import ServiceBusClient
+
+from cosmos_outbox._relay.releases import Releases, release_of
+
+logger = logging.getLogger("cosmos_outbox.relay")
+
+#: Wait after a receiver that failed (the queue missing, the broker away) before another.
+RETRY_SECONDS = 5.0
+
+
+class ReleaseReceiver:
+    """Receives the schedule queue `queue` and releases what it gets (see the module)."""
+
+    def __init__(
+        self, connect: Callable[[], ServiceBusClient], queue: str, releases: Releases
+    ) -> None:
+        self._connect = connect
+        self.queue = queue
+        self._releases = releases
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"releases-{self.queue}")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                async with self._connect() as client:
+                    receiver = client.get_queue_receiver(self.queue, max_wait_time=None)
+                    async with receiver:
+                        logger.info("relay: receiving scheduled events' releases on %s", self.queue)
+                        async for message in receiver:
+                            await self._handle(receiver, message)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning(
+                    "relay: the schedule queue %s cannot be received (%s: %s); again in %gs",
+                    self.queue,
+                    type(exc).__name__,
+                    str(exc).splitlines()[0][:200] if str(exc) else "",
+                    RETRY_SECONDS,
+                )
+                await asyncio.sleep(RETRY_SECONDS)
+
+    async def _handle(self, receiver: Any, message: Any) -> None:
+        try:
+            release = release_of(b"".join(bytes(part) for part in message.body))
+        except ValueError as exc:
+            logger.error("relay: not a release on %s: %s", self.queue, exc)
+            await receiver.dead_letter_message(
+                message, reason="NotARelease", error_description=str(exc)[:1000]
+            )
+            return
+        try:
+            await self._releases.release(release)
+        except Exception:
+            logger.warning(
+                "relay: release of event %s failed; the queue gives it again",
+                release.event_id,
+                exc_info=True,
+            )
+            await receiver.abandon_message(message)
+            return
+        await receiver.complete_message(message)

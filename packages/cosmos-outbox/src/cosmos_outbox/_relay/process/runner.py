@@ -1,0 +1,443 @@
+"""The outbox's relay outside Functions: `RelayProcessor` runs the relay (`Relay`, the same
+object the Functions trigger invokes) on cosmos-changefeed's change feed processor (aio), with
+the app's settings as the Functions app reads them, and the leases the Functions trigger writes.
+
+As the relay's blueprint declares its trigger (`_blueprints/relay_functions.py`), so the
+processor is built:
+
+* the processor's name is the trigger's `leaseContainerPrefix` (OUTBOX_LEASE_PREFIX): the same
+  lease documents, so the relay moves between the Functions trigger and these processes on its
+  checkpoints (docs/relay-anywhere.md); the lease container COSMOS_LEASE_CONTAINER is created if
+  missing when the connection has the account's key (`createLeaseContainerIfNotExists`; an
+  identity cannot create one: the deploy templates do);
+* a lease without a checkpoint starts from the beginning (`startFromBeginning`), the poll delay
+  is FEED_POLL_DELAY_MS, a batch at most MAX_ITEMS_PER_INVOCATION documents;
+* a batch whose relay fails is given again, after the trigger's retry policy's back-off
+  (exponential, 1 s to 1 min, for ever) -- the processor keeps the lease and does not
+  checkpoint it: nothing is lost, the topic drops what was sent twice;
+* the backlog timer's work (`outbox_backlog`: the relay's check, the backlog's gauges and TTL
+  guard) on BACKLOG_ESTIMATE_SCHEDULE; the console's backlog history recorded by one instance
+  (the owner of the first lease), as the Functions timer runs on one instance at a time;
+* scheduled events' releases received from SERVICEBUS_SCHEDULE_QUEUE when it is set
+  (`release_due_events`'s work: `releases.ReleaseReceiver`).
+
+What it knows is `state()` (`RelayState`: per lease its owner, continuation, when it last moved,
+its last error, the estimator's lag; configured, listening). `stop()` stops the processor,
+which releases its leases (another instance takes them at its next acquire round); a batch in
+flight is cancelled and not checkpointed: its next owner sends it again (the topic's duplicate
+detection drops what was sent already) -- re-sent is at most the batch in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import datetime as dt
+import logging
+import os
+import socket
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from cosmos_outbox._mapper import read_feed
+from cosmos_outbox._relay.backlog import record_backlog
+from cosmos_outbox._relay.process.state import Facts, RelayState
+from cosmos_outbox.errors import RelayNotReadyError
+from cosmos_outbox.telemetry import RelayTelemetry, error_type
+
+if TYPE_CHECKING:
+    from azure.cosmos.aio import ContainerProxy, CosmosClient
+    from opentelemetry.metrics import MeterProvider
+    from opentelemetry.trace import TracerProvider
+
+    from cosmos_changefeed import LeaseContext
+    from cosmos_changefeed.aio import ChangeFeedProcessor
+    from cosmos_outbox._records import LegacyEvents
+    from cosmos_outbox._relay.process.releases import ReleaseReceiver
+    from cosmos_outbox._wiring import Services, Wiring
+    from cosmos_outbox.cosmos._estimator import AsyncCosmosBacklogEstimator
+    from cosmos_outbox.settings import OutboxSettings
+
+logger = logging.getLogger("cosmos_outbox.relay")
+
+#: The trigger's retry policy (`relay_blueprint`): exponential back-off from 1 s to 1 min.
+RETRY_MIN_SECONDS = 1.0
+RETRY_MAX_SECONDS = 60.0
+#: A processor that cannot start (its lease container missing, Cosmos DB away) tries again after.
+START_RETRY_SECONDS = 2.0
+#: How long a stop waits for the leases to be released (then they expire).
+STOP_GRACE_SECONDS = 10.0
+#: A lease that has not moved for this long while changes are pending is stalled (`/health`).
+DEFAULT_STALL_AFTER_SECONDS = 300.0
+
+
+def default_instance_name(environ: dict[str, str] | None = None) -> str:
+    """This process's name among the relay's instances (a lease's `Owner`): Container Apps'
+    replica name, else the host name and the process id (unique on one machine, where several
+    processes share a host name)."""
+    env = os.environ if environ is None else environ
+    replica = env.get("CONTAINER_APP_REPLICA_NAME", "").strip()
+    return replica or f"{socket.gethostname()}-{os.getpid()}"
+
+
+class RelayProcessor:
+    """The relay on the change feed processor (see the module). `settings`: the outbox's, read
+    from the environment when not given (`cosmos_outbox.settings.load_settings`). Lease
+    intervals in seconds (.NET's defaults: renew 17, acquire 13, expiry 60). `services` replaces
+    what the settings would build (an app's own, as `Outbox(services=...)`); `meter_provider`
+    and `tracer_provider` replace the global OpenTelemetry providers for the relay's telemetry.
+    `async with RelayProcessor() as relay:` starts it and stops it."""
+
+    def __init__(
+        self,
+        settings: OutboxSettings | None = None,
+        *,
+        instance_name: str | None = None,
+        legacy_events: LegacyEvents | None = None,
+        lease_renew_interval: float = 17.0,
+        lease_acquire_interval: float = 13.0,
+        lease_expiration_interval: float = 60.0,
+        stall_after: float = DEFAULT_STALL_AFTER_SECONDS,
+        services: Services | None = None,
+        meter_provider: MeterProvider | None = None,
+        tracer_provider: TracerProvider | None = None,
+    ) -> None:
+        from cosmos_outbox.settings import load_settings
+
+        self.settings = settings if settings is not None else load_settings()
+        self.instance_name = instance_name or default_instance_name()
+        self.processor_name = self.settings.lease_prefix
+        self.stall_after = stall_after
+        self._legacy = legacy_events
+        self._intervals = (lease_renew_interval, lease_acquire_interval, lease_expiration_interval)
+        self._services = services
+        self._meter_provider, self._tracer_provider = meter_provider, tracer_provider
+        self._facts = Facts(self.processor_name, self.instance_name, _now())
+        self._client: CosmosClient | None = None
+        self._wiring: Wiring | None = None
+        self._estimator: AsyncCosmosBacklogEstimator | None = None
+        self._processor: ChangeFeedProcessor | None = None
+        self._receiver: ReleaseReceiver | None = None
+        self._tasks: list[asyncio.Task[None]] = []
+        self._closing: list[Callable[[], Any]] = []
+        self._failures: dict[str, int] = {}
+        self._listening = asyncio.Event()
+
+    # -- what it knows -------------------------------------------------------------------------
+
+    def state(self) -> RelayState:
+        """A snapshot of what this process knows (`RelayState`)."""
+        return self._facts.state()
+
+    @property
+    def owned_leases(self) -> list[str]:
+        return self._processor.owned_leases if self._processor is not None else []
+
+    async def wait_until_listening(self) -> None:
+        """Return once the relay listens: its processor started (the lease store initialised),
+        its first acquire round done and its leases' start fixed (bound the wait with
+        `asyncio.timeout`)."""
+        await self._listening.wait()
+
+    # -- start and stop ------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Build the relay (a settings error raises here: SettingsError naming it) and start the
+        processor, the backlog timer and the releases' receiver; returns at once (the processor
+        starts, and retries, in the background: `wait_until_listening`)."""
+        from cosmos_outbox._wiring import Wiring
+
+        services = self._services if self._services is not None else self._services_from_settings()
+        self._wiring = Wiring(services, legacy=self._legacy)
+        if self._meter_provider is not None or self._tracer_provider is not None:
+            self._wiring.telemetry = RelayTelemetry(
+                destination=services.topic,
+                meter_provider=self._meter_provider,
+                tracer_provider=self._tracer_provider,
+            )
+        self._wiring.relay()  # the publisher the settings name, or SettingsError now
+        self._tasks.append(asyncio.create_task(self._run_processor(), name="relay-processor"))
+        self._tasks.append(asyncio.create_task(self._backlog_timer(), name="relay-backlog"))
+        queue = self.settings.schedule_queue
+        if queue is not None:
+            from cosmos_outbox._relay.process.releases import ReleaseReceiver
+
+            self._receiver = ReleaseReceiver(
+                self._servicebus_client, queue, self._wiring.releases()
+            )
+            self._receiver.start()
+        logger.info(
+            "relay process %s: processor '%s' over %s/%s, leases in %s; poll %gs, batch %d; "
+            "acquire %gs, renew %gs, expiry %gs",
+            self.instance_name,
+            self.processor_name,
+            self.settings.cosmos_database,
+            self.settings.cosmos_container,
+            self.settings.cosmos_lease_container,
+            self.settings.feed_poll_delay_ms / 1000,
+            self.settings.max_items_per_invocation,
+            self._intervals[1],
+            self._intervals[0],
+            self._intervals[2],
+            extra={"outbox.relay_instance": self.instance_name},
+        )
+
+    async def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
+        """Stop the processor, releasing its leases (a batch in flight is not checkpointed: its
+        next owner sends it again), then the timer and the receiver; close the clients."""
+        self._facts.listening = False
+        self._listening.clear()
+        processor, self._processor = self._processor, None
+        if processor is not None:
+            await processor.stop(grace=grace)
+            logger.info("relay process %s: stopped, its leases released", self.instance_name)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+        if self._receiver is not None:
+            await self._receiver.stop()
+        for close in reversed(self._closing):
+            with contextlib.suppress(Exception):
+                await close()
+        self._closing.clear()
+
+    async def __aenter__(self) -> RelayProcessor:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    # -- what it is built of ------------------------------------------------------------------
+
+    def _services_from_settings(self) -> Services:
+        """The settings' services, on this process's own Cosmos DB client (closed at the stop),
+        their publisher, schedule queue and payload store closed at the stop too."""
+        from cosmos_outbox._wiring import services_from_settings
+        from cosmos_outbox.cosmos.aio import CosmosDocumentStore
+
+        services = services_from_settings(self.settings, asynchronous=True)
+        database = self._cosmos().get_database_client(self.settings.cosmos_database)
+        return dataclasses.replace(
+            services,
+            store=CosmosDocumentStore(
+                database.get_container_client(self.settings.cosmos_container)
+            ),
+            publisher=self._closed_at_stop(services.publisher),
+            schedule=self._closed_at_stop(services.schedule),
+            payloads=self._closed_at_stop(services.payloads),
+        )
+
+    def _closed_at_stop(self, make: Callable[[], Any]) -> Callable[[], Any]:
+        def made() -> Any:
+            leaf = make()
+            if leaf is not None and hasattr(leaf, "close"):
+                self._closing.append(leaf.close)
+            return leaf
+
+        return made
+
+    def _cosmos(self) -> CosmosClient:
+        if self._client is None:
+            from cosmos_outbox.cosmos._client import async_cosmos_client
+
+            settings = self.settings
+            self._client = async_cosmos_client(
+                connection_string=(
+                    settings.cosmos_connection.get_secret_value()
+                    if settings.cosmos_connection is not None
+                    else None
+                ),
+                endpoint=settings.cosmos_account_endpoint,
+                verify_tls=settings.cosmos_verify_tls,
+            )
+            self._closing.append(self._client.close)
+        return self._client
+
+    def _servicebus_client(self) -> Any:
+        from azure.servicebus.aio import ServiceBusClient
+
+        settings = self.settings
+        if settings.servicebus_connection is not None:
+            return ServiceBusClient.from_connection_string(
+                settings.servicebus_connection.get_secret_value()
+            )
+        from azure.identity.aio import DefaultAzureCredential
+
+        return ServiceBusClient(
+            str(settings.servicebus_namespace), credential=DefaultAzureCredential()
+        )
+
+    async def _containers(self) -> tuple[ContainerProxy, ContainerProxy]:
+        """The outbox's container and the lease container (created if missing, with the
+        account's key, as the trigger's `createLeaseContainerIfNotExists`)."""
+        from azure.cosmos import PartitionKey
+
+        database = self._cosmos().get_database_client(self.settings.cosmos_database)
+        monitored = database.get_container_client(self.settings.cosmos_container)
+        name = self.settings.cosmos_lease_container
+        if self.settings.cosmos_connection is not None:
+            leases = await database.create_container_if_not_exists(
+                id=name, partition_key=PartitionKey(path="/id"), default_ttl=-1
+            )
+        else:
+            leases = database.get_container_client(name)
+        return monitored, leases
+
+    # -- the processor -----------------------------------------------------------------------
+
+    async def _run_processor(self) -> None:
+        from cosmos_changefeed.aio import ChangeFeedProcessor
+        from cosmos_outbox.cosmos._estimator import AsyncCosmosBacklogEstimator
+
+        settings = self.settings
+        while True:
+            try:
+                monitored, leases = await self._containers()
+                self._estimator = AsyncCosmosBacklogEstimator(
+                    monitored, leases, lease_prefix=self.processor_name
+                )
+                processor = ChangeFeedProcessor(
+                    monitored,
+                    leases,
+                    processor_name=self.processor_name,
+                    instance_name=self.instance_name,
+                    handler=self._handle,
+                    start_from="beginning",
+                    poll_delay=settings.feed_poll_delay_ms / 1000,
+                    max_items=settings.max_items_per_invocation,
+                    on_lease_acquired=lambda token: self._facts.acquired(token, _now()),
+                    on_lease_released=self._released,
+                    on_error=lambda token, exc: self._facts.failed(
+                        token, f"{error_type(exc)}: {exc}", _now()
+                    ),
+                    lease_renew_interval=self._intervals[0],
+                    lease_acquire_interval=self._intervals[1],
+                    lease_expiration_interval=self._intervals[2],
+                )
+                await processor.start()
+                self._processor = processor
+                self._facts.not_configured = None
+                break
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self._facts.not_configured = f"{error_type(exc)}: {_first_line(exc)}"
+                logger.warning(
+                    "relay process %s: the change feed processor cannot start yet (%s); "
+                    "again in %gs",
+                    self.instance_name,
+                    self._facts.not_configured,
+                    START_RETRY_SECONDS,
+                )
+                await asyncio.sleep(START_RETRY_SECONDS)
+        await processor.wait_until_listening()
+        self._facts.listening = True
+        self._listening.set()
+        logger.info(
+            "relay process %s: listening, lease(s) %s",
+            self.instance_name,
+            ", ".join(processor.owned_leases) or "none yet",
+        )
+
+    def _released(self, token: str) -> None:
+        self._facts.released(token)
+        self._failures.pop(token, None)
+
+    async def _handle(self, context: LeaseContext, changes: list[dict[str, Any]]) -> None:
+        """One batch of a lease: relayed, or raised after the retry policy's back-off (the
+        processor gives the same batch again and does not checkpoint it)."""
+        assert self._wiring is not None
+        token = context.lease_token
+        try:
+            await self._wiring.relay().relay(read_feed(changes, legacy=self._legacy))
+        except Exception:
+            failures = self._failures[token] = self._failures.get(token, 0) + 1
+            backoff = min(RETRY_MAX_SECONDS, RETRY_MIN_SECONDS * 2 ** (failures - 1))
+            # the processor waits its poll delay after a failed batch: the rest is waited here
+            await asyncio.sleep(max(0.0, backoff - self.settings.feed_poll_delay_ms / 1000))
+            raise
+        self._failures.pop(token, None)
+        self._facts.checkpointed(token, context.continuation, _now())
+
+    # -- the backlog timer ------------------------------------------------------------------
+
+    async def _backlog_timer(self) -> None:
+        """The backlog timer's ticks (`outbox_backlog`'s work), on BACKLOG_ESTIMATE_SCHEDULE
+        (NCRONTAB with seconds, as the Functions timer reads it); one at once, so the state has
+        the leases' figures from the start."""
+        from croniter import croniter
+
+        schedule = croniter(
+            self.settings.backlog_estimate_schedule,
+            dt.datetime.now(dt.UTC),
+            second_at_beginning=True,
+        )
+        while True:
+            try:
+                await self.tick()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.warning("relay process: the backlog tick failed", exc_info=True)
+            wait = (schedule.get_next(dt.datetime) - dt.datetime.now(dt.UTC)).total_seconds()
+            await asyncio.sleep(max(0.0, wait))
+
+    async def tick(self) -> None:
+        """One tick: the relay's check, the leases read (the state's owners, continuations and
+        lags; the backlog's gauges and TTL guard), the console's history when this instance
+        owns the first lease."""
+        wiring, estimator = self._wiring, self._estimator
+        if wiring is None:
+            return
+        relay = wiring.relay()
+        problem = await relay.check()
+        self._facts.not_ready = problem
+        if estimator is None:
+            return
+        from cosmos_outbox.cosmos._estimator import backlog_of
+
+        try:
+            found = await estimator.pending()
+        except RelayNotReadyError as exc:
+            await relay.not_ready(exc)
+            self._facts.not_ready = str(exc)
+            return
+        self._facts.estimated(
+            [
+                (
+                    p.lease_token,
+                    p.instance_name,
+                    p.lease.continuation if p.lease is not None else None,
+                    p.estimated_lag,
+                )
+                for p in found
+            ],
+            _now(),
+        )
+        backlog = record_backlog(
+            [backlog_of(p) for p in found],
+            wiring.telemetry,
+            event_ttl_seconds=wiring.event_ttl_seconds,
+        )
+        first = min(found, key=lambda p: _order(p.lease_token), default=None)
+        if first is not None and first.instance_name == self.instance_name:
+            await wiring.backlog_history.record(backlog.pending, backlog.oldest_age_seconds)
+        if problem is None:
+            await relay.ready()
+
+
+def _now() -> dt.datetime:
+    return dt.datetime.now(dt.UTC)
+
+
+def _order(token: str) -> tuple[int, str]:
+    return (int(token), "") if token.isdigit() else (1 << 62, token)
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0][:300] if str(exc) else ""

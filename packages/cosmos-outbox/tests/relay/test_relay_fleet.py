@@ -1,0 +1,247 @@
+"""The relay in a mixed fleet: a Functions trigger instance (funcstack's host, relay_app) and
+`cosmos-outbox relay` processes on one lease container, 4 physical partitions, writers running;
+hand-over from the trigger to the processes and back, a process SIGKILLed: every event received
+once, in order per aggregate (issue 64's hand-over and mixed-fleet chaos, kept short: a module
+of its own, so `--dist loadfile` runs it beside test_relay_process.py)."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip(
+    "funcstack",
+    reason="funcstack in this interpreter (Python 3.13+) runs these tests: its services",
+)
+
+from azure_stack import DATABASE, received
+
+from cosmos_outbox import Outbox
+from funcstack import LocalStack
+from relay.test_relay_process import RELAY_APP, app_settings, lease_documents, start_command
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def relay_command() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+
+#: The Functions trigger's lease intervals as the processes' (funcstack's local-only settings, ms).
+FAST_TRIGGER = {
+    "FUNCTIONS_HOST_COSMOS_LEASE_ACQUIRE_INTERVAL": "500",
+    "FUNCTIONS_HOST_COSMOS_LEASE_RENEW_INTERVAL": "500",
+    "FUNCTIONS_HOST_COSMOS_LEASE_EXPIRATION_INTERVAL": "3000",
+}
+#: A takeover's bound: expiry (3 s) + an acquire interval (0.5 s) + this machine's margin.
+TAKEOVER_SECONDS = 3 + 0.5 + 6
+
+
+@pytest.fixture
+def four_partitions(admin_database: Any) -> Iterator[str]:
+    """A container of the outbox's shape on 4 physical partitions (4 leases)."""
+    from azure.cosmos import PartitionKey
+
+    from funcstack.provision import PARTITIONS_HEADER
+
+    name = f"outbox-{uuid.uuid4().hex[:12]}"
+    admin_database.create_container(
+        id=name,
+        partition_key=PartitionKey(path="/partitionKey"),
+        default_ttl=-1,
+        headers={PARTITIONS_HEADER: "4"},
+    )
+    try:
+        yield name
+    finally:
+        admin_database.delete_container(name)
+
+
+class Writers:
+    """`n` aggregates, each written by a thread of its own, one event a transaction (`n` its
+    step, 0, 1, 2, ...), until stopped: what each committed."""
+
+    def __init__(self, stack: LocalStack, container: str, n: int) -> None:
+        from cosmos_outbox import Services
+        from cosmos_outbox.cosmos import CosmosDocumentStore
+
+        self.outbox = Outbox()
+        self.store = CosmosDocumentStore(stack.container_client(DATABASE, container))
+        self.services = Services(store=self.store, publisher=_not_relaying, token_secret="t")
+        self.committed = {f"agg-{uuid.uuid4().hex[:8]}": 0 for _ in range(n)}
+        self.stopping = threading.Event()
+        self.threads = [
+            threading.Thread(target=self._write, args=(key,), daemon=True) for key in self.committed
+        ]
+
+    def _write(self, key: str) -> None:
+        with self.outbox.override(self.services):
+            while not self.stopping.is_set():
+                with self.outbox.transaction(key, entity="step") as tx:
+                    tx.publish("Stepped", {"n": self.committed[key]})
+                    tx.commit()
+                self.committed[key] += 1
+                time.sleep(0.2)
+
+    def __enter__(self) -> Writers:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stopping.set()
+        for thread in self.threads:
+            thread.join(30)
+
+
+def _not_relaying() -> Any:
+    raise AssertionError("the writers only write; the relay sends")
+
+
+def owners(stack: LocalStack, leases: str) -> dict[str, str | None]:
+    return {d["LeaseToken"]: d.get("Owner") for d in lease_documents(stack, leases)}
+
+
+def until(condition: Any, within: float, what: str) -> float:
+    """Wait until `condition()`; the seconds it took (AssertionError naming `what` after
+    `within`)."""
+    start = time.monotonic()
+    while not condition():
+        assert time.monotonic() - start < within, f"{what} within {within} s"
+        time.sleep(0.1)
+    return time.monotonic() - start
+
+
+def test_a_mixed_fleet_hands_over_and_survives_a_kill_nothing_lost_twice_or_out_of_order(
+    funcstack_services: LocalStack,
+    funcstack_app: Any,
+    four_partitions: str,
+    leases: str,
+    tmp_path: Path,
+    relay_command: list[subprocess.Popen[str]],
+) -> None:
+    """Under writers on 4 partitions: the relay on a Functions trigger instance and two
+    `cosmos-outbox relay` processes sharing its leases (a mixed fleet); the trigger
+    stopped, the processes hold them all (hand-over to processes); a partition split live (5
+    leases, the processes hold them all); one process paused past its leases' expiry (the other
+    takes them) and resumed; one process SIGKILLed, the
+    other takes its leases within expiry + acquire + margin; a trigger instance started again
+    and the last process SIGTERMed (hand-over back). Every event reaches the subscription once,
+    in order per aggregate."""
+    stack, container = funcstack_services, four_partitions
+    values = app_settings(stack, container, leases)
+    settings_file = tmp_path / "local.settings.json"
+    settings_file.write_text(json.dumps({"IsEncrypted": False, "Values": values}), "utf-8")
+    host_settings = {
+        "COSMOS_CONTAINER": container,
+        "COSMOS_LEASE_CONTAINER": leases,
+        **FAST_TRIGGER,
+    }
+    t0 = time.monotonic()
+    marks: list[tuple[str, float]] = []
+
+    def mark(what: str) -> None:
+        marks.append((what, round(time.monotonic() - t0, 1)))
+
+    with Writers(stack, container, 6) as writers:
+        procs = [  # started beside the trigger's host: each takes a share of the leases
+            start_command(
+                settings_file,
+                tmp_path / f"p{i}.log",
+                relay_command,
+                "--instance-name",
+                f"p{i}",
+                wait=False,
+            )[0]
+            for i in (1, 2)
+        ]
+        first = funcstack_app(RELAY_APP, settings=host_settings, name="fleet-trigger-1")
+        until(
+            lambda: len(set(owners(stack, leases).values()) - {None}) == 3,
+            60,
+            "the trigger and the 2 processes sharing the 4 leases",
+        )
+        mark("stack.stop_part(firs")
+        stack.stop_part(first.name)  # graceful: the trigger releases its leases
+        took = until(
+            lambda: set(owners(stack, leases).values()) <= {"p1", "p2"},
+            TAKEOVER_SECONDS,
+            "the processes holding every lease after the trigger stopped",
+        )
+        mark("split")
+        stack.split(DATABASE, container)  # a live split, as Azure does on its own: 5 leases
+        until(
+            lambda: (
+                len(owners(stack, leases)) == 5
+                and set(owners(stack, leases).values()) <= {"p1", "p2"}
+            ),
+            TAKEOVER_SECONDS,
+            "the processes holding the split's 5 leases",
+        )
+        mark("pause")
+        procs[1].send_signal(signal.SIGSTOP)  # paused past its leases' expiry: p1 takes them
+        took_after_pause = until(
+            lambda: set(owners(stack, leases).values()) == {"p1"},
+            TAKEOVER_SECONDS,
+            "p1 holding p2's leases while p2 is paused",
+        )
+        procs[1].send_signal(signal.SIGCONT)  # back: its renewals refused, it takes its share
+        until(
+            lambda: {"p1", "p2"} <= set(owners(stack, leases).values()),
+            TAKEOVER_SECONDS,
+            "p2 taking its share again after its pause",
+        )
+        mark("procs[0].kill()")
+        procs[0].kill()  # SIGKILL: its leases expire
+        procs[0].wait(10)
+        took_after_kill = until(
+            lambda: set(owners(stack, leases).values()) == {"p2"},
+            TAKEOVER_SECONDS,
+            "p2 holding p1's leases after p1's SIGKILL",
+        )
+        mark("funcstack_app(RELAY_")
+        funcstack_app(RELAY_APP, settings=host_settings, name="fleet-trigger-2")
+        mark("procs[1].send_signal")
+        procs[1].send_signal(signal.SIGTERM)
+        assert procs[1].wait(30) == 0
+        until(
+            lambda: (
+                "p2" not in owners(stack, leases).values() and all(owners(stack, leases).values())
+            ),
+            TAKEOVER_SECONDS,
+            "the trigger holding every lease after p2's SIGTERM",
+        )
+        mark("time.sleep(1)  #")
+        time.sleep(1)  # the trigger relays while the writers still write
+    total = sum(writers.committed.values())
+    mark("writers stopped")
+    # within the sessions' lock (1 min): what is missing fails as a count, not a lost lock
+    messages = received(stack, set(writers.committed), total, wait=40)
+    mark("received")
+    steps: dict[str, list[int]] = {}
+    for message in messages:
+        steps.setdefault(str(message.session_id), []).append(
+            json.loads(b"".join(message.body))["n"]
+        )
+    assert steps == {key: list(range(n)) for key, n in writers.committed.items()}, (
+        "lost, twice or out of order"
+    )
+    print(
+        f"fleet: {total} events; takeover after the trigger's stop {took:.1f} s, "
+        f"after a pause {took_after_pause:.1f} s, after a SIGKILL {took_after_kill:.1f} s; {marks}"
+    )

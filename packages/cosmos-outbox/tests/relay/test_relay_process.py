@@ -1,0 +1,346 @@
+"""The relay outside Functions (`cosmos-outbox relay`, `cosmos_outbox.relay.RelayProcessor`) on
+funcstack's services: what was committed reaches the topic; the process says what it holds
+(its state, the operators' status naming it as the owner of the leases, the backlog's gauges
+per lease); its probes answer ready once it listens and healthy while it moves, stalled (503,
+naming the lease, since when and the error) when its sends fail; SIGTERM ends the command with
+its leases released; the settings are the Functions app's, read from a local.settings.json with
+the environment winning."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip(
+    "funcstack",
+    reason="funcstack in this interpreter (Python 3.13+) runs these tests: its services",
+)
+
+from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
+from azure_stack import DATABASE, CosmosWorld, received
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import InMemoryMetricReader
+from tickets import Ticket
+
+from cosmos_outbox import Outbox
+from cosmos_outbox._wiring import services_from_settings
+from cosmos_outbox.cosmos.aio import CosmosDocumentStore as AsyncCosmosDocumentStore
+from cosmos_outbox.ports import MessageBatch
+from cosmos_outbox.relay import RelayProcessor, serve, use_local_settings
+from cosmos_outbox.settings import OutboxSettings, SettingsError
+from cosmos_outbox.telemetry import PENDING
+from cosmos_outbox_testing import FakePublisher
+from funcstack import LocalStack
+
+pytestmark = pytest.mark.integration
+
+RELAY_APP = Path(__file__).parents[1] / "relay_app"
+#: Lease intervals short enough for a test (seconds): acquire, renew, expiry.
+FAST: dict[str, Any] = {
+    "lease_acquire_interval": 0.5,
+    "lease_renew_interval": 0.5,
+    "lease_expiration_interval": 3,
+}
+
+
+def app_settings(stack: LocalStack, fresh: str, leases: str) -> dict[str, str]:
+    """The relay app's settings on this stack (its local.settings.sample.json with the
+    services' connection strings): what its Functions host would read."""
+    values = stack.app_settings(
+        RELAY_APP, {"COSMOS_CONTAINER": fresh, "COSMOS_LEASE_CONTAINER": leases}
+    )["Values"]
+    return {str(k): str(v) for k, v in values.items()}
+
+
+def outbox_settings(values: dict[str, str]) -> OutboxSettings:
+    return OutboxSettings(**values)  # type: ignore[arg-type]  # by the settings' names
+
+
+def open_tickets(stack: LocalStack, container: str, n: int) -> set[str]:
+    """`n` tickets opened, each in a transaction of its own; their ids (their sessions)."""
+    service = CosmosWorld(stack.container_client(DATABASE, container), ttl=3600).service(Ticket)
+    return {service.create(Ticket.open(f"Printer {i}")).aggregate.id for i in range(n)}
+
+
+def lease_documents(stack: LocalStack, leases: str) -> list[dict[str, Any]]:
+    return [
+        d
+        for d in stack.container_client(DATABASE, leases).query_items(
+            "SELECT * FROM c", enable_cross_partition_query=True
+        )
+        if "LeaseToken" in d
+    ]
+
+
+def get(url: str) -> tuple[int, dict[str, Any]]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:  # noqa: S310 - a test's URL
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def metric_points(reader: InMemoryMetricReader, name: str) -> dict[str, Any]:
+    """The last value of gauge `name` per `outbox.lease`."""
+    found: dict[str, Any] = {}
+    data = reader.get_metrics_data()
+    for resource in data.resource_metrics if data else []:
+        for scope in resource.scope_metrics:
+            for metric in scope.metrics:
+                if metric.name == name:
+                    for point in metric.data.data_points:
+                        found[str((point.attributes or {}).get("outbox.lease"))] = getattr(
+                            point, "value", None
+                        )
+    return found
+
+
+def test_it_relays_what_was_committed_and_says_what_it_holds(
+    funcstack_services: LocalStack, fresh: str, leases: str
+) -> None:
+    settings = outbox_settings(app_settings(funcstack_services, fresh, leases))
+    sessions = open_tickets(funcstack_services, fresh, 6)
+    reader = InMemoryMetricReader()
+
+    async def run() -> None:
+        relay = RelayProcessor(
+            settings,
+            instance_name="relay-proc-1",
+            meter_provider=MeterProvider(metric_readers=[reader]),
+            **FAST,
+        )
+        probes_at: list[str] = []
+        stopping = asyncio.Event()
+
+        async def listening(url: str) -> None:
+            probes_at.append(url)
+
+        serving = asyncio.create_task(
+            serve(relay, port=0, stopping=stopping, on_listening=listening)
+        )
+        while not probes_at:  # noqa: ASYNC110 - polls what the callback appended
+            await asyncio.sleep(0.01)
+        url = probes_at[0]
+        async with asyncio.timeout(60):
+            await relay.wait_until_listening()
+        status, ready = await asyncio.to_thread(get, f"{url}/ready")
+        assert (status, ready["status"], ready["instance"]) == (200, "ready", "relay-proc-1")
+        messages = await asyncio.to_thread(received, funcstack_services, sessions, 6)
+        assert len(messages) == 6 and {m.session_id for m in messages} == sessions
+        await relay.tick()  # the backlog timer's work now (its first tick ran at the start)
+        state = relay.state()
+        assert state.ready and state.held == ("0",) and state.leases[0].owner == "relay-proc-1"
+        assert state.leases[0].continuation and state.leases[0].moved_at is not None
+        assert state.leases[0].estimated_lag == 0
+        status, health = await asyncio.to_thread(get, f"{url}/health")
+        assert (status, health["status"], health["stalled"]) == (200, "healthy", [])
+        assert health["leases"][0]["heldHere"] and health["leases"][0]["continuation"]
+        # the operators' status reads the lease owners: this process, as it shows the trigger
+        outbox = Outbox(services=lambda: services_from_settings(settings))
+        seen = await outbox.operations().status.now()
+        assert [lease.lease.owner for lease in seen.leases] == ["relay-proc-1"]
+        # the backlog's gauges, per lease and in all: the telemetry's names
+        assert metric_points(reader, PENDING) == {"0": 0, "all": 0}
+        stopping.set()
+        await serving
+
+    asyncio.run(run())
+    # stopped: its leases released (owner cleared), their checkpoints kept
+    [lease] = lease_documents(funcstack_services, leases)
+    assert lease["Owner"] is None and lease["ContinuationToken"]
+
+
+class RefusingPublisher(FakePublisher):
+    """A broker whose link opens and which refuses every send."""
+
+    def send(self, batch: MessageBatch) -> None:
+        raise ConnectionError("the broker refuses")
+
+
+def test_a_relay_that_cannot_send_is_ready_but_stalled_naming_the_lease_and_the_error(
+    funcstack_services: LocalStack, fresh: str, leases: str
+) -> None:
+    settings = outbox_settings(app_settings(funcstack_services, fresh, leases))
+    open_tickets(funcstack_services, fresh, 2)
+
+    async def run() -> None:
+        client = AsyncCosmosClient.from_connection_string(
+            funcstack_services.cosmos_connection_string, connection_verify=False
+        )
+        container = client.get_database_client(DATABASE).get_container_client(fresh)
+        services = dataclasses.replace(  # the app's services, its broker refusing
+            services_from_settings(settings, asynchronous=True),
+            store=AsyncCosmosDocumentStore(container),
+            publisher=RefusingPublisher,
+            payloads=lambda: None,
+        )
+        relay = RelayProcessor(settings, services=services, stall_after=1.0, **FAST)
+        probes_at: list[str] = []
+        stopping = asyncio.Event()
+
+        async def listening(url: str) -> None:
+            probes_at.append(url)
+
+        serving = asyncio.create_task(
+            serve(relay, port=0, stopping=stopping, on_listening=listening)
+        )
+        async with asyncio.timeout(60):
+            await relay.wait_until_listening()
+            while not relay.state().leases or relay.state().leases[0].failing_since is None:  # noqa: ASYNC110 - polls a snapshot
+                await asyncio.sleep(0.1)
+        status, _ready = await asyncio.to_thread(get, f"{probes_at[0]}/ready")
+        assert status == 200  # configured and listening: readiness is not health
+        await asyncio.sleep(1.5)
+        status, health = await asyncio.to_thread(get, f"{probes_at[0]}/health")
+        assert status == 503 and health["status"] == "stalled"
+        [stall] = health["stalled"]
+        assert stall["lease"] == "0" and "the broker refuses" in stall["reason"]
+        assert health["leases"][0]["lastError"].startswith("builtins.ConnectionError") or (
+            "ConnectionError" in health["leases"][0]["lastError"]
+        )
+        stopping.set()
+        await serving
+        await client.close()
+
+    asyncio.run(run())
+
+
+@pytest.fixture
+def settings_file(funcstack_services: LocalStack, fresh: str, leases: str, tmp_path: Path) -> Path:
+    path = tmp_path / "local.settings.json"
+    path.write_text(
+        json.dumps(
+            {"IsEncrypted": False, "Values": app_settings(funcstack_services, fresh, leases)}
+        ),
+        "utf-8",
+    )
+    return path
+
+
+@pytest.fixture
+def relay_command() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for process in started:
+        if process.poll() is None:
+            process.kill()
+            process.wait(10)
+
+
+def start_command(
+    settings_file: Path,
+    log: Path,
+    started: list[subprocess.Popen[str]],
+    *args: str,
+    wait: bool = True,
+) -> tuple[subprocess.Popen[str], str]:
+    """`cosmos-outbox relay --settings <file> --port 0 ...`; it and its probes' URL (its log;
+    "" with `wait=False`: not waited for)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COSMOS", "Cosmos"))}
+    command = [
+        sys.executable,
+        "-m",
+        "cosmos_outbox",
+        "relay",
+        "--settings",
+        str(settings_file),
+        "--port",
+        "0",
+        "--lease-acquire-interval",
+        "0.5",
+        "--lease-renew-interval",
+        "0.5",
+        "--lease-expiration-interval",
+        "3",
+        *args,
+    ]
+    process = subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=log.open("w"), env=env, text=True
+    )
+    started.append(process)
+    if not wait:
+        return process, ""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        found = re.search(r"probes on (http://\S+) ", log.read_text("utf-8", "replace"))
+        if found:
+            return process, found.group(1)
+        assert process.poll() is None, log.read_text("utf-8", "replace")
+        time.sleep(0.1)
+    raise AssertionError(f"no probes' line: {log.read_text('utf-8', 'replace')}")
+
+
+def test_sigterm_ends_the_command_with_its_leases_released(
+    funcstack_services: LocalStack,
+    fresh: str,
+    leases: str,
+    settings_file: Path,
+    relay_command: list[subprocess.Popen[str]],
+    tmp_path: Path,
+) -> None:
+    sessions = open_tickets(funcstack_services, fresh, 3)
+    log = tmp_path / "relay.log"
+    process, url = start_command(settings_file, log, relay_command, "--instance-name", "cli-1")
+    deadline = time.monotonic() + 60
+    while get(f"{url}/ready")[0] != 200:
+        assert time.monotonic() < deadline, log.read_text("utf-8", "replace")
+        time.sleep(0.1)
+    assert len(received(funcstack_services, sessions, 3)) == 3
+    assert [d["Owner"] for d in lease_documents(funcstack_services, leases)] == ["cli-1"]
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(30) == 0, log.read_text("utf-8", "replace")
+    [lease] = lease_documents(funcstack_services, leases)
+    assert lease["Owner"] is None, log.read_text("utf-8", "replace")
+    assert "SIGTERM received" in log.read_text("utf-8", "replace")
+
+
+def test_settings_come_from_the_file_the_environment_winning(tmp_path: Path) -> None:
+    path = tmp_path / "local.settings.json"
+    path.write_text(
+        json.dumps({"Values": {"COSMOS_CONTAINER": "from-file", "FEED_POLL_DELAY_MS": 250}}),
+        "utf-8",
+    )
+    environ = {"COSMOS_CONTAINER": "from-environment"}
+    assert use_local_settings(path, environ) == ["FEED_POLL_DELAY_MS"]
+    assert environ == {"COSMOS_CONTAINER": "from-environment", "FEED_POLL_DELAY_MS": "250"}
+    with pytest.raises(SettingsError, match="no such settings file"):
+        use_local_settings(tmp_path / "missing.json", {})
+    (tmp_path / "bad.json").write_text('{"Values": 3}', "utf-8")
+    with pytest.raises(SettingsError, match='no "Values" object'):
+        use_local_settings(tmp_path / "bad.json", {})
+
+
+def test_a_missing_setting_is_named_and_the_command_exits_2(tmp_path: Path) -> None:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("COSMOS", "Cosmos", "ServiceBus", "SERVICEBUS"))
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "cosmos_outbox", "relay", "--port", "0"],
+        env={
+            **env,
+            "CosmosDBConnection": f"AccountEndpoint=https://x/;AccountKey={uuid.uuid4().hex}",
+        },
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 2, out.stderr
+    assert "COSMOS_CONTAINER" in out.stderr

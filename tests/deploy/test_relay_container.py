@@ -1,0 +1,166 @@
+"""The relay on Azure Container Apps (deploy/modules/relay-containerapp.bicep, the image of
+deploy/relay-container/Dockerfile; main.bicep relayHosting=containerApps): the same settings,
+identity and leases as the Function App's trigger, so the relay moves between them on its
+checkpoints; KEDA's azure-cosmosdb scale rule reads those leases with that identity; the
+platform's probes are the command's; a replica told to stop has time to release its leases."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import tomllib
+from typing import Any
+
+from tests.deploy import templates as t
+from tests.deploy.templates import DEPLOY, FUNCTION_APP_MODULE, MAIN, ROOT
+from tests.deploy.test_settings_consistency import HOST_SETTING_PREFIXES, code_settings, family
+
+MODULE = DEPLOY / "modules" / "relay-containerapp.bicep"
+DOCKERFILE = DEPLOY / "relay-container" / "Dockerfile"
+#: In a container the probes listen on every interface: the platform's probes come from outside.
+ANY_INTERFACE = "0.0.0.0"  # noqa: S104
+
+
+def container_app() -> t.Resource:
+    return t.one("Microsoft.App/containerApps", "app")
+
+
+def relay_container() -> dict[str, Any]:
+    [container] = container_app().properties["template"]["containers"]
+    return dict(container)
+
+
+def env() -> dict[str, Any]:
+    return {entry["name"]: entry["value"] for entry in t.variable(MODULE, "relaySettings")}
+
+
+def test_main_deploys_it_only_for_relay_hosting_container_apps_with_the_apps_identity() -> None:
+    assert t.allowed(MAIN, "relayHosting") == ["functions", "containerApps"]
+    assert t.default(MAIN, "relayHosting") == "functions"
+    module = t.modules(MAIN)["relayContainer"]
+    assert module["path"] == MODULE.resolve()
+    assert t.references(module["condition"]) >= {"relayHosting"}
+    params = module["params"]
+    # the Function App's identity: its Cosmos DB data role, Service Bus sender, payload blobs
+    # and metrics publisher are this identity's (test_bicep.py holds those assignments)
+    assert t.reference(params["identityId"]) == "identity.id"
+    assert t.reference(params["identityClientId"]) == "identity.properties.clientId"
+    for name in ("cosmosContainer", "cosmosLeaseContainer", "cosmosDatabase"):
+        assert t.reference(params[name]) == t.reference(t.modules(MAIN)["api"]["params"][name])
+
+
+def test_the_function_apps_relay_is_off_when_the_relay_runs_in_containers() -> None:
+    for app in ("api", "relay"):
+        relay_here = t.modules(MAIN)[app]["params"]["relayHere"]
+        assert t.references(relay_here) >= {"relayHosting"}
+    assert t.default(FUNCTION_APP_MODULE, "relayHere") is True
+    disabled = t.variable(FUNCTION_APP_MODULE, "disabledFunctions")
+    assert t.references(disabled) >= {"relayHere", "relayElsewhere"}
+    assert t.string_list(FUNCTION_APP_MODULE, "relayElsewhere") == [
+        "relay_events",
+        "outbox_backlog",
+    ]
+
+
+def test_the_scale_rule_is_kedas_azure_cosmosdb_on_the_triggers_leases_with_the_identity() -> None:
+    scale = container_app().properties["template"]["scale"]
+    [rule] = scale["rules"]
+    custom = rule["custom"]
+    assert custom["type"] == "azure-cosmosdb"
+    assert custom["identity"] == "identityId"  # keys are disabled on the account
+    metadata = custom["metadata"]
+    named = {k: t.reference(v) for k, v in metadata.items() if isinstance(v, str)}
+    assert (
+        named.items()
+        >= {
+            "endpoint": "cosmosEndpoint",
+            "databaseId": "cosmosDatabase",
+            "containerId": "cosmosContainer",
+            "leaseDatabaseId": "cosmosDatabase",
+            "leaseContainerId": "cosmosLeaseContainer",
+            # KEDA matches lease ids starting with processorName: the processor's name, which is
+            # the trigger's leaseContainerPrefix (OUTBOX_LEASE_PREFIX)
+            "processorName": "leasePrefix",
+        }.items()
+    )
+    assert t.references(metadata["changeFeedLagThreshold"]) >= {"lagPerReplica"}
+    from cosmos_outbox.settings import DEFAULT_LEASE_PREFIX
+
+    trigger_prefix = t.app_settings()["OUTBOX_LEASE_PREFIX"]
+    assert t.default(MODULE, "leasePrefix") == trigger_prefix == DEFAULT_LEASE_PREFIX
+    assert env()["OUTBOX_LEASE_PREFIX"] == "leasePrefix"
+    assert t.reference(scale["maxReplicas"]) == "maxReplicas"
+
+
+def test_its_settings_are_the_function_apps_that_the_code_reads() -> None:
+    read = set().union(*code_settings())
+    families = {family(name) for name in read}
+    settings = env()
+    functions = t.app_settings()
+    for name, value in settings.items():
+        assert name in functions, f"{name}: not a setting of the Function App"
+        if name != "OUTBOX_LEASE_PREFIX":  # a parameter here, its default the app's (below)
+            assert value == functions[name], f"{name}: set otherwise than in the Function App"
+        assert name in read or family(name) in families or name.startswith(HOST_SETTING_PREFIXES)
+    # what the relay needs to find its feed, leases, topic and claim check
+    assert {
+        "CosmosDBConnection__accountEndpoint",
+        "ServiceBusConnection__fullyQualifiedNamespace",
+        "OutboxPayloadStorage__blobServiceUri",
+        "COSMOS_DATABASE",
+        "COSMOS_CONTAINER",
+        "COSMOS_LEASE_CONTAINER",
+        "SERVICEBUS_TOPIC",
+        "OUTBOX_LEASE_PREFIX",
+        "APPLICATIONINSIGHTS_CONNECTION_STRING",
+        "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",
+    } <= set(settings)
+    assert relay_container()["env"] == "relaySettings"  # those, and nothing else
+
+
+def test_the_platforms_probes_are_the_commands_and_a_stop_has_time_to_release_the_leases() -> None:
+    from aiohttp import web
+
+    from cosmos_outbox.relay import RelayProcessor, probe_app
+
+    stop_grace = inspect.signature(RelayProcessor.stop).parameters["grace"].default
+
+    container = relay_container()
+    probes = {probe["type"]: probe["httpGet"] for probe in container["probes"]}
+    assert probes["Liveness"]["path"] == "/live"
+    assert probes["Readiness"]["path"] == "/ready"  # ready means listening
+    assert {t.reference(p["port"]) for p in probes.values()} == {"probesPort"}
+    app = probe_app(RelayProcessor.__new__(RelayProcessor))
+    routes = {r.resource.canonical for r in app.router.routes() if r.method == "GET" and r.resource}
+    assert {p["path"] for p in probes.values()} <= routes
+    assert isinstance(app, web.Application)
+    args = container["args"]
+    assert args[:3] == ["relay", "--host", ANY_INTERFACE] and args[3] == "--port"
+    assert t.references(args[4]) >= {"probesPort"}
+    grace = int(container_app().properties["template"]["terminationGracePeriodSeconds"])
+    assert grace > stop_grace
+    # no ingress: the relay takes no requests
+    assert "ingress" not in container_app().properties["configuration"]
+
+
+def test_the_image_runs_the_relay_command_with_its_extras_on_the_probes_port() -> None:
+    text = DOCKERFILE.read_text("utf-8")
+    assert re.search(r'^ENTRYPOINT \["cosmos-outbox"\]$', text, re.M)
+    cmd = re.search(r"^CMD \[(.*)\]$", text, re.M)
+    assert cmd is not None
+    assert [a.strip().strip('"') for a in cmd.group(1).split(",")] == [
+        "relay",
+        "--host",
+        ANY_INTERFACE,
+        "--port",
+        str(t.default(MODULE, "probesPort")),
+    ]
+    installed = re.search(r'"cosmos-outbox\[([a-z,-]+)\]"', text)
+    assert installed is not None
+    pyproject = tomllib.loads(
+        (ROOT / "packages" / "cosmos-outbox" / "pyproject.toml").read_text("utf-8")
+    )
+    extras = pyproject["project"]["optional-dependencies"]
+    assert set(installed.group(1).split(",")) == {"relay", "azure-monitor"} <= set(extras)
+    assert re.search(r"^USER \d+$", text, re.M), "runs as a non-root user"
+    assert re.search(r"^STOPSIGNAL SIGTERM$", text, re.M)
