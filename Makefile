@@ -11,7 +11,7 @@ TESTKIT := packages/cosmos-outbox-testing
 CHANGEFEED := packages/cosmos-changefeed
 
 
-.PHONY: help setup browser venvs run test test-suite coverage test-funcstack test-operators test-changefeed test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast test-other-pythons
+.PHONY: help setup browser venvs run test docs docs-serve test-suite coverage test-funcstack test-operators test-changefeed test-generative unit example-tests wheels lint bench tail status clean reset conformance conformance-fast test-other-pythons
 
 help:
 	@echo "make run    start Cosmos + Service Bus + Azurite + the Functions app (http://127.0.0.1:7071/api)"
@@ -19,6 +19,7 @@ help:
 	@echo "make test-py3.11 (test-py3.12)  cosmos-outbox's and cosmos-outbox-operators' tests and examples/orders' on that Python"
 	@echo "make unit   every fast tier (unit, contract, subscriber, deploy, cosmos-outbox, examples/orders): no servers"
 	@echo "make coverage  the test suite with coverage (the hosted apps' processes too), its report"
+	@echo "make docs   the documentation site, strict (a broken link fails it), into .site/; make docs-serve to edit it live"
 	@echo "make bench  benchmarks (figures, not assertions)"
 	@echo "make tail   print events as they reach the topic, from now (ARGS=--from-start: what it kept too)"
 	@echo "make status one-screen outbox summary (backlog, lag, sent, failures) from .stack/otel"
@@ -142,14 +143,27 @@ GENERATIVE := tests/contacts/api/test_api_generative.py
 # while it compiles python-qpid-proton's C extension (about 17 s of one core: PyPI has no wheel
 # of it). The others start when the set-up is done, six at once, the last when a slot is free.
 test:
-	@$(MAKE) --no-print-directory -j8 --output-sync=target setup venvs $(EARLY_PYTHON_TESTS) lint-behind test-suite test-funcstack test-operators test-changefeed test-generative conformance-fast example-tests $(LATE_PYTHON_TESTS)
+	@$(MAKE) --no-print-directory -j8 --output-sync=target setup venvs $(EARLY_PYTHON_TESTS) lint-behind docs-behind test-suite test-funcstack test-operators test-changefeed test-generative conformance-fast example-tests $(LATE_PYTHON_TESTS)
 
 # Lint at a lower priority (nice 10) beside the tests: it starts no server and waits on nothing,
 # so it takes the CPU the others leave (their end waits on servers: about a core in five idle
 # in the last two minutes) instead of slowing the two longest jobs, which end the run.
-.PHONY: lint-behind
+.PHONY: lint-behind docs-behind
 lint-behind: $(PY_STAMP)
 	@nice -n 10 $(MAKE) --no-print-directory lint
+
+# The documentation site (mkdocs.yml): the guides in docs/ and the API reference generated from
+# the public modules' docstrings (mkdocstrings), built strict: a broken link or anchor, a page
+# left out of the navigation, an unresolved reference fails it. `make test` builds it beside the
+# tests, at a lower priority, as it does lint (about 7 s of CPU). Not --quiet: mkdocs counts
+# the warnings strict mode fails on only when it logs them.
+DOCS_ENV := NO_MKDOCS_2_WARNING=1
+docs: $(PY_STAMP)
+	$(DOCS_ENV) $(VENV)/bin/mkdocs build
+docs-serve: $(PY_STAMP)
+	$(DOCS_ENV) $(VENV)/bin/mkdocs serve
+docs-behind: $(PY_STAMP)
+	@nice -n 10 $(MAKE) --no-print-directory docs
 
 # Where apt is (setup installed the browser with it), the console's browser walk fails rather
 # than skips without one.

@@ -20,7 +20,8 @@ test holds on Azure too.
 - `cosmos_outbox_testing.contracts`: the contract suites to subclass, for the fakes and for the
   Azure adapters or your own.
 
-Needs pytest (`pip install cosmos-outbox[testing]`) for the contract suites.
+On cosmos-outbox's public names only (the repository's tests/repository/test_distributions.py
+holds it).
 """
 
 from __future__ import annotations
@@ -31,16 +32,21 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any, NamedTuple
 
-from cosmos_outbox import _clock
-from cosmos_outbox._domain import EVENTS
-from cosmos_outbox._mapper import EVENT_TYPE, EventFields, parse_time, scheduled
-from cosmos_outbox._mapper import fields as event_fields
-from cosmos_outbox._outbox import OutboxBase
-from cosmos_outbox._records import OutboxMessage
-from cosmos_outbox._sync_bridge import as_async, run_sync
-from cosmos_outbox._wiring import Services
-from cosmos_outbox.ports import DeadLetterEntity
-from cosmos_outbox.services import leaves
+from cosmos_outbox import Outbox, clock
+from cosmos_outbox import aio as outbox_aio
+from cosmos_outbox.aggregates import EVENTS
+from cosmos_outbox.bridge import as_async, run_sync
+from cosmos_outbox.documents import (
+    EVENT_TYPE,
+    EventFields,
+    event_fields,
+    parse_time,
+    read_feed,
+    scheduled,
+)
+from cosmos_outbox.ports import DeadLetterEntity, OutboxMessage
+from cosmos_outbox.relay import ReleaseOutcome
+from cosmos_outbox.services import Services, leaves
 from cosmos_outbox.settings import (
     DEFAULT_EVENT_TTL_SECONDS,
     DEFAULT_IDEMPOTENCY_TTL_SECONDS,
@@ -133,7 +139,7 @@ class InMemory:
     #: the dead-letter queues of the watched subscriptions (`subscriptions=`): a test
     #: dead-letters what the publisher sent there (`dead_letter_message`)
     dead_letters: InMemoryDeadLetters = field(default_factory=InMemoryDeadLetters)
-    outbox: OutboxBase | None = None
+    outbox: Outbox | outbox_aio.Outbox | None = None
     #: the schedule queue: the releases the relay scheduled, each with its time
     schedule: InMemoryScheduleQueue = field(default_factory=InMemoryScheduleQueue)
     #: the outbox's time inside the block: `clock.advance(...)` moves it on, and what comes due
@@ -147,7 +153,7 @@ class InMemory:
         self.clock.on_advance(self._moved)
 
     def __enter__(self) -> InMemory:
-        self._stack.enter_context(_clock.using(self.clock.now))
+        self._stack.enter_context(clock.using(self.clock.now))
         if self.outbox is not None:
             self._stack.enter_context(self.outbox.override(self.services))
         return self
@@ -160,17 +166,19 @@ class InMemory:
         """Hand back the releases whose time has come by the kit's clock (as the schedule queue
         does), each run as the relay's `release_due_events` runs it; the ids of the events
         released (sent by the relay's next run). `clock.advance` calls it."""
-        from cosmos_outbox._relay.releases import Released
-        from cosmos_outbox._wiring import Wiring
-
-        wiring = self.outbox.wiring() if self.outbox is not None else Wiring(self.services)
-        releases = wiring.releases()
+        releases = self._wiring().releases()
         done = []
         while due := self.schedule.due(self.clock.now()):
             for release in due:
-                if run_sync(releases.release(release)) is Released.RELEASED:
+                if run_sync(releases.release(release)) is ReleaseOutcome.RELEASED:
                     done.append(release.event_id)
         return done
+
+    def _wiring(self) -> Any:
+        """What the outbox built from its services (its relay, its releases): `outbox`'s, else
+        an outbox's on these services."""
+        outbox = self.outbox if self.outbox is not None else Outbox(services=lambda: self.services)
+        return outbox.wiring()
 
     def scheduled(self, partition_key: str | None = None) -> list[ScheduledEvent]:
         """The scheduled events committed (of one partition, when given), soonest due first."""
@@ -214,10 +222,7 @@ class InMemory:
         sent: its release is scheduled (`schedule`), and it is sent by the `relay()` after the
         kit's clock came to its due time (`clock.advance`); one due already is released and sent
         now, as the relay and its `release_due_events` would."""
-        from cosmos_outbox._mapper import read_feed
-        from cosmos_outbox._wiring import Wiring
-
-        wiring = self.outbox.wiring() if self.outbox is not None else Wiring(self.services)
+        wiring = self._wiring()
         before = len(self.publisher.messages)
         while True:
             with self.store._lock:
@@ -251,7 +256,7 @@ def _leaves_on(fakes: Mapping[str, object]) -> dict[str, Any]:
 
 
 def in_memory(
-    outbox: OutboxBase | None = None,
+    outbox: Outbox | outbox_aio.Outbox | None = None,
     *,
     event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS,
     idempotency_ttl_seconds: int = DEFAULT_IDEMPOTENCY_TTL_SECONDS,

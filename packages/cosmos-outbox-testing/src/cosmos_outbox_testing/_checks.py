@@ -37,17 +37,11 @@ from typing import Any, Literal
 import azure.functions as func
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from cosmos_outbox._callables import is_async, name_of
-from cosmos_outbox._domain import Aggregate, DomainError, Event
-from cosmos_outbox._mapper import (
-    ENVELOPE_FIELDS,
-    aggregate_event_document,
-    read_feed,
-    to_message,
-)
-from cosmos_outbox._records import OutboxRecord
-from cosmos_outbox._sync_bridge import SuspendedError, resolved, run_sync
-from cosmos_outbox.http._declaration import Command, operation_of
+from cosmos_outbox.aggregates import Aggregate, DomainError, Event
+from cosmos_outbox.bridge import SuspendedError, run_sync
+from cosmos_outbox.documents import aggregate_event_document, read_feed
+from cosmos_outbox.http import Command, operation_of
+from cosmos_outbox.relay import OutboxRecord, to_message
 from cosmos_outbox.text import Text
 
 __all__ = [
@@ -62,7 +56,8 @@ __all__ = [
 ]
 
 #: The fields every event has (not a change of the aggregate).
-ENVELOPE = frozenset(ENVELOPE_FIELDS)
+#: An event's envelope, not its data: the `Event` model's own fields.
+ENVELOPE = frozenset(Event.model_fields)
 #: The fields every aggregate keeps itself.
 _BOOKKEEPING = frozenset({"id", "version"})
 _STRINGS = ("Ada", "A", "ada@example.com", "ABC", "1", "2026-01-02", "a-1")
@@ -157,8 +152,8 @@ def _check_event_mapping(aggregate: type[Aggregate], kind: type[Event]) -> None:
     from cloudevents.core.bindings.amqp import AMQPMessage, from_binary
     from cloudevents.core.formats.json import JSONFormat
 
-    from cosmos_outbox._mapper import application_properties
-    from cosmos_outbox.subscriber._events import from_message
+    from cosmos_outbox.servicebus import application_properties
+    from cosmos_outbox.subscriber import from_message
 
     action = kind.action_name()
     event = example_event(kind)
@@ -195,7 +190,7 @@ def _check_event_mapping(aggregate: type[Aggregate], kind: type[Event]) -> None:
     ), f"{action}: CloudEvents attributes"
     data = cloudevent.get_data()
     assert isinstance(data, dict), f"{action}: CloudEvent data is not an object"
-    assert data == event.model_dump(mode="json", by_alias=True, exclude=ENVELOPE_FIELDS), (
+    assert data == event.model_dump(mode="json", by_alias=True, exclude=set(ENVELOPE)), (
         f"{action}: the CloudEvent's data is not the event's own fields"
     )
     incoming = from_message(
@@ -256,7 +251,24 @@ def _commands(
 def _run_sync(value: object) -> Any:
     """What a sync route does with what a callable returned: an awaitable that needs no I/O is
     awaited (SuspendedError if it waits on I/O)."""
-    return run_sync(resolved(value))
+    return run_sync(_resolved(value))
+
+
+async def _resolved(value: object) -> Any:
+    """`value`, awaited when it is awaitable (a user's callable may return either)."""
+    return await value if inspect.isawaitable(value) else value
+
+
+def is_async(fn: object) -> bool:
+    """Whether calling `fn` makes an awaitable (a coroutine function, or an object whose
+    `__call__` is one): what the sync API's route helper refuses."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004
+    )
+
+
+def name_of(fn: object) -> str:
+    return str(getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn))
 
 
 def _run_async(value: object) -> Any:

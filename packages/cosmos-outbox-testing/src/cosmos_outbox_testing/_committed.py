@@ -4,9 +4,9 @@ asserts on is then what subscribers will get, whatever the stored form."""
 
 from __future__ import annotations
 
-from cosmos_outbox._mapper import EVENT_TYPE, application_properties, read_feed, to_message
-from cosmos_outbox._records import OutboxRecord
-from cosmos_outbox.subscriber._events import IncomingEvent, from_message
+from cosmos_outbox.documents import EVENT_TYPE, read_feed
+from cosmos_outbox.relay import OutboxRecord, to_message
+from cosmos_outbox.subscriber import IncomingEvent, from_message
 from cosmos_outbox_testing._fakes import InMemoryStore
 
 
@@ -14,6 +14,8 @@ def committed_events(store: InMemoryStore, partition_key: str | None = None) -> 
     """The events in `store` (of one partition, when given), per session by version, then its
     scheduled events by due time; a cancelled scheduled event is left out (it is never
     sent)."""
+    from cosmos_outbox.servicebus import application_properties  # the SDK's, on first use
+
     documents = [
         d
         for d in store.of_type(EVENT_TYPE)

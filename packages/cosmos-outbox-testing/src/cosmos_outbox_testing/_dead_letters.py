@@ -10,12 +10,12 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox.ports import (
     DeadLetter,
     DeadLetterEntity,
     DeadLetterQueues,
     MoveOutcome,
+    OutboxMessage,
     Outgoing,
 )
 
@@ -86,7 +86,7 @@ class InMemoryDeadLetters(DeadLetterQueues):
     ) -> DeadLetter:
         """Dead-letter a message the relay sent (`FakePublisher.messages`), with the properties
         it had on the wire (the outbox's and the CloudEvents attributes)."""
-        from cosmos_outbox._mapper import application_properties
+        from cosmos_outbox.servicebus import application_properties
 
         return self.dead_letter(
             entity,

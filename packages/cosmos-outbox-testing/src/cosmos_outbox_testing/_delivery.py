@@ -13,8 +13,8 @@ from typing import Any
 
 import azure.functions as func
 
-from cosmos_outbox._records import OutboxMessage
-from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox.bridge import run_sync
+from cosmos_outbox.ports import OutboxMessage
 from cosmos_outbox_testing._triggers import service_bus_message
 
 __all__ = ["delivered", "dispatch_all"]
@@ -29,7 +29,7 @@ def delivered(
 ) -> func.ServiceBusMessage:
     """`message` as a session subscription's trigger receives it (its SessionId the aggregate
     id); `cloudevents_source_base` as the app's CLOUDEVENTS_SOURCE_BASE."""
-    from cosmos_outbox._mapper import application_properties
+    from cosmos_outbox.servicebus import application_properties
 
     return service_bus_message(
         message.body,

@@ -17,9 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from cosmos_outbox._mapper import EVENT_TYPE, document_created_at
-from cosmos_outbox._queries import QueryParameters, named_parameters
-from cosmos_outbox._records import Release
+from cosmos_outbox.documents import EVENT_TYPE, document_created_at
 from cosmos_outbox.errors import (
     AlreadyExistsError,
     InvalidContinuationError,
@@ -41,7 +39,10 @@ from cosmos_outbox.ports import (
     OutboxMessage,
     Page,
     PayloadStore,
+    QueryParameters,
+    Release,
     ScheduleQueue,
+    named_parameters,
 )
 
 

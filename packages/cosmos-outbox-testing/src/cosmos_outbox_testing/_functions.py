@@ -27,7 +27,7 @@ from urllib.parse import parse_qsl
 import azure.functions as func
 from azure.functions.decorators.function_app import Function
 
-from cosmos_outbox.http._routing import http_routes
+from cosmos_outbox.http import http_routes
 
 __all__ = ["FunctionClient", "InvocationContext"]
 

@@ -16,14 +16,20 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast, overload
 if TYPE_CHECKING:
     from cosmos_outbox.ports import (
         AsyncBacklogEstimator,
+        AsyncBatchStore,
         AsyncDeadLetterQueues,
+        AsyncDocumentQueries,
         AsyncDocumentStore,
+        AsyncDocumentWrites,
         AsyncMessagePublisher,
         AsyncPayloadStore,
         AsyncScheduleQueue,
         BacklogEstimator,
+        BatchStore,
         DeadLetterQueues,
+        DocumentQueries,
         DocumentStore,
+        DocumentWrites,
         MessagePublisher,
         PayloadStore,
         ScheduleQueue,
@@ -114,6 +120,12 @@ def _awaited(port: object) -> Any:
 
 @overload
 def as_async(port: DocumentStore | AsyncDocumentStore) -> AsyncDocumentStore: ...
+@overload
+def as_async(port: BatchStore | AsyncBatchStore) -> AsyncBatchStore: ...
+@overload
+def as_async(port: DocumentWrites | AsyncDocumentWrites) -> AsyncDocumentWrites: ...
+@overload
+def as_async(port: DocumentQueries | AsyncDocumentQueries) -> AsyncDocumentQueries: ...
 @overload
 def as_async(port: MessagePublisher | AsyncMessagePublisher) -> AsyncMessagePublisher: ...
 @overload

@@ -1,23 +1,34 @@
-"""The documents the outbox stores in the app's container, by kind (`EVENT_TYPE`,
-`SEQUENCE_TYPE`, `IDEMPOTENCY_TYPE`, `QUARANTINE_TYPE`: each document's `type`), and the
-functions that make and read them: an aggregate's document and its events' (`aggregate_document`,
+"""The documents the outbox stores in the app's container, by kind (`EVENT_TYPE`, `SEQUENCE_TYPE`,
+`IDEMPOTENCY_TYPE`, `QUARANTINE_TYPE`: each document's `type`), and the functions that make and
+read them: an aggregate's document and its events' (`aggregate_document`,
 `aggregate_event_document`, `event_documents`), the operations of one commit
 (`commit_operations`), and the change feed read back as the relay reads it (`read_feed`;
-`envelope_and_data` of one event document). For tools and tests that look at what the outbox
-wrote. An event's forms are the mapper's (`cosmos_outbox._mapper`), the other documents the
-write path's (`cosmos_outbox._write`): each shape is written and read in one module."""
+`outbox_record` of one event document, `unreadable` of one it cannot relay,
+`envelope_and_data`). What a stored event says, whatever its format (`event_fields`: an
+`EventFields`; `scheduled`, a scheduled event's; `parse_time`, a stored time;
+`document_created_at`, its creation time); where an event set aside is kept (`quarantine_id`).
+For tools, test kits and stores of your own that look at what the outbox wrote. An event's forms
+are the mapper's (`cosmos_outbox._mapper`), the other documents the write path's
+(`cosmos_outbox._write`): each shape is written and read in one module."""
 
 from __future__ import annotations
 
 from cosmos_outbox._domain import new_id, utc_text
 from cosmos_outbox._mapper import (
     EVENT_TYPE,
+    EventFields,
     aggregate_event_document,
+    document_created_at,
     envelope_and_data,
     event_documents,
+    outbox_record,
+    parse_time,
     read_feed,
+    scheduled,
+    unreadable,
 )
-from cosmos_outbox._quarantine import QUARANTINE_TYPE
+from cosmos_outbox._mapper import fields as event_fields
+from cosmos_outbox._quarantine import QUARANTINE_TYPE, quarantine_id
 from cosmos_outbox._write.idempotency import IDEMPOTENCY_TYPE
 from cosmos_outbox._write.streams import SEQUENCE_TYPE
 from cosmos_outbox._write.unit_of_work import aggregate_document, commit_operations
@@ -27,12 +38,20 @@ __all__ = [
     "IDEMPOTENCY_TYPE",
     "QUARANTINE_TYPE",
     "SEQUENCE_TYPE",
+    "EventFields",
     "aggregate_document",
     "aggregate_event_document",
     "commit_operations",
+    "document_created_at",
     "envelope_and_data",
     "event_documents",
+    "event_fields",
     "new_id",
+    "outbox_record",
+    "parse_time",
+    "quarantine_id",
     "read_feed",
+    "scheduled",
+    "unreadable",
     "utc_text",
 ]

@@ -3,10 +3,13 @@ abstract class (the adapters of `cosmos_outbox.cosmos`, `.servicebus` and `.blob
 on the Azure SDKs' sync and `aio` clients; the test kit's fakes implement the sync ones, which
 the async API awaits as they are). The outbox's logic is written once over them.
 
-- `DocumentStore`: the container holding aggregates, their events, idempotency records and the
-  quarantine: one transactional batch in one partition, point reads and writes, documents of a
-  type, and the app's own Cosmos DB SQL queries (with parameters, in one partition or across
-  them, whole or a page at a time);
+- the container holding aggregates, their events, idempotency records and the quarantine, by
+  role (Wolverine's habit: each user asks for the role it needs): `BatchStore`, the write side
+  (one transactional batch in one partition, point reads); `DocumentWrites`, one document at a
+  time (the relay's own records); `DocumentQueries`, the queries the operators and the releases
+  need and the app's own (documents of a type, Cosmos DB SQL with parameters, in one partition
+  or across them, whole or a page at a time); `DocumentStore`, all three, what an adapter of a
+  container implements;
 - `MessagePublisher` and its `MessageBatch`: the topic;
 - `PayloadStore`: the claim check's bodies;
 - `BacklogEstimator`: how far the relay's change-feed leases are behind;
@@ -15,8 +18,8 @@ the async API awaits as they are). The outbox's logic is written once over them.
 - `DeadLetterQueues`: the dead-letter queues of the topic's subscriptions (and of queues an app
   names), peeked, and their messages moved out: sent again (or not), then removed.
 
-A contract suite per port (`cosmos_outbox.testing.contracts`) holds every implementation to the
-same behaviour.
+A contract suite per port, and per role of the container (`cosmos_outbox_testing.contracts`),
+holds every implementation to the same behaviour.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Literal, NamedTuple, TypeVar
 
-from cosmos_outbox._queries import QueryParameters
+from cosmos_outbox._queries import QueryParameters, named_parameters
 from cosmos_outbox._records import OutboxMessage, Release
 
 T = TypeVar("T")
@@ -34,17 +37,23 @@ T = TypeVar("T")
 __all__ = [
     "STAYS_SYNC",
     "AsyncBacklogEstimator",
+    "AsyncBatchStore",
     "AsyncDeadLetterQueues",
+    "AsyncDocumentQueries",
     "AsyncDocumentStore",
+    "AsyncDocumentWrites",
     "AsyncMessagePublisher",
     "AsyncPayloadStore",
     "AsyncScheduleQueue",
     "BacklogEstimator",
     "BatchOperation",
+    "BatchStore",
     "DeadLetter",
     "DeadLetterEntity",
     "DeadLetterQueues",
+    "DocumentQueries",
     "DocumentStore",
+    "DocumentWrites",
     "LeaseBacklog",
     "MessageBatch",
     "MessagePublisher",
@@ -55,6 +64,7 @@ __all__ = [
     "QueryParameters",
     "Release",
     "ScheduleQueue",
+    "named_parameters",
     "stays_sync",
     "sync_methods",
 ]
@@ -78,8 +88,12 @@ def sync_methods() -> frozenset[str]:
     return frozenset(
         name
         for port in (
-            DocumentStore,
-            AsyncDocumentStore,
+            BatchStore,
+            AsyncBatchStore,
+            DocumentWrites,
+            AsyncDocumentWrites,
+            DocumentQueries,
+            AsyncDocumentQueries,
             MessageBatch,
             MessagePublisher,
             AsyncMessagePublisher,
@@ -123,10 +137,11 @@ class BatchOperation(NamedTuple):
         return str(self.document["id"]) if self.document is not None else self.id
 
 
-class DocumentStore(abc.ABC):
-    """The container of an outbox (one partition key path: the outbox's documents keep their
-    partition in `partitionKey`, and at the container's path when it is another; per-item TTL
-    on). Its errors are `cosmos_outbox.errors`' (NotFoundError, AlreadyExistsError,
+class BatchStore(abc.ABC):
+    """The write side of a container: one transactional batch in one partition, point reads,
+    and whether it answers. All the write path needs (a transaction, a unit of work, an
+    aggregate service, the Idempotency-Key's records, a stream's sequence), and all a store must
+    do to run it. Its errors are `cosmos_outbox.errors`' (NotFoundError, AlreadyExistsError,
     PreconditionFailedError, ThrottledError, StoreUnavailableError, ...)."""
 
     @abc.abstractmethod
@@ -141,6 +156,15 @@ class DocumentStore(abc.ABC):
         """A document (with its `_etag`), or None."""
 
     @abc.abstractmethod
+    def ping(self) -> None:
+        """The store answers and the container exists (TransientStoreError if not)."""
+
+
+class DocumentWrites(abc.ABC):
+    """One document at a time, outside a batch: what the relay keeps of its own (its status,
+    the backlog's last hour, the quarantine) and a scheduled event's release."""
+
+    @abc.abstractmethod
     def upsert(self, document: Mapping[str, Any]) -> dict[str, Any]:
         """Create or replace a document; what is stored."""
 
@@ -153,6 +177,12 @@ class DocumentStore(abc.ABC):
     @abc.abstractmethod
     def delete(self, partition_key: str, document_id: str) -> None:
         """Delete a document (NotFoundError when it is not there)."""
+
+
+class DocumentQueries(abc.ABC):
+    """The queries the operators and the releases need, and an app's own: a document by type
+    and id whatever its partition, the documents of a type (whole or a page at a time), and
+    Cosmos DB SQL with parameters."""
 
     @abc.abstractmethod
     def find(self, type_: str, document_id: str) -> dict[str, Any] | None:
@@ -195,13 +225,17 @@ class DocumentStore(abc.ABC):
         back with the same query, parameters and partition key. InvalidContinuationError for a
         token it did not issue."""
 
-    @abc.abstractmethod
-    def ping(self) -> None:
-        """The store answers and the container exists (TransientStoreError if not)."""
+
+class DocumentStore(BatchStore, DocumentWrites, DocumentQueries):
+    """The container of an outbox, every role in one: what an adapter of a container implements
+    (one partition key path: the outbox's documents keep their partition in `partitionKey`, and
+    at the container's path when it is another; per-item TTL on). Its users ask for the role
+    they need: the write path a `BatchStore`, the relay's records and the operators the whole
+    container."""
 
 
-class AsyncDocumentStore(abc.ABC):
-    """`DocumentStore`, async."""
+class AsyncBatchStore(abc.ABC):
+    """`BatchStore`, async."""
 
     @abc.abstractmethod
     async def execute_batch(
@@ -210,6 +244,13 @@ class AsyncDocumentStore(abc.ABC):
 
     @abc.abstractmethod
     async def read(self, partition_key: str, document_id: str) -> dict[str, Any] | None: ...
+
+    @abc.abstractmethod
+    async def ping(self) -> None: ...
+
+
+class AsyncDocumentWrites(abc.ABC):
+    """`DocumentWrites`, async."""
 
     @abc.abstractmethod
     async def upsert(self, document: Mapping[str, Any]) -> dict[str, Any]: ...
@@ -221,6 +262,10 @@ class AsyncDocumentStore(abc.ABC):
 
     @abc.abstractmethod
     async def delete(self, partition_key: str, document_id: str) -> None: ...
+
+
+class AsyncDocumentQueries(abc.ABC):
+    """`DocumentQueries`, async."""
 
     @abc.abstractmethod
     async def find(self, type_: str, document_id: str) -> dict[str, Any] | None: ...
@@ -251,8 +296,9 @@ class AsyncDocumentStore(abc.ABC):
         continuation: str | None = None,
     ) -> Page[Any]: ...
 
-    @abc.abstractmethod
-    async def ping(self) -> None: ...
+
+class AsyncDocumentStore(AsyncBatchStore, AsyncDocumentWrites, AsyncDocumentQueries):
+    """`DocumentStore`, async."""
 
 
 class MessageBatch(abc.ABC):

@@ -27,10 +27,11 @@ local.settings.json's Values into the environment, the environment winning), `re
 documents in, messages out through a publisher; `RelayReport` what one invocation did), its
 `Quarantine` (stored events that cannot become messages) and `RelayTelemetry`; the outbox record
 and message it sends (`OutboxRecord`, `OutboxMessage`, `to_message`; `Unreadable` a document it
-could not read; `claim_check` a message whose body went to blob storage) and the quarantine notice
-that takes a set-aside event's place (`quarantine_notice`, `notice_id`,
-`QUARANTINE_NOTICE_SUBJECT`). An app registers the relay as Functions with `Outbox.function_app`
-or `Outbox.relay_blueprint`."""
+could not read; `claim_check` a message whose body went to blob storage, `payload_name` where its
+body is stored), scheduled events' releases at their due time (`Releases`; `ReleaseOutcome` what
+one did) and the quarantine notice that takes a set-aside event's place (`quarantine_notice`,
+`notice_id`, `QUARANTINE_NOTICE_SUBJECT`). An app registers the relay as Functions with
+`Outbox.function_app` or `Outbox.relay_blueprint`."""
 
 from __future__ import annotations
 
@@ -41,12 +42,14 @@ from cosmos_outbox._mapper import (
     QUARANTINE_NOTICE_SUBJECT,
     claim_check,
     notice_id,
+    payload_name,
     quarantine_notice,
     to_message,
 )
 from cosmos_outbox._quarantine import Quarantine
 from cosmos_outbox._records import OutboxMessage, OutboxRecord, Unreadable
 from cosmos_outbox._relay.forwarding import Relay, RelayReport
+from cosmos_outbox._relay.releases import ReleaseOutcome, Releases
 from cosmos_outbox.telemetry import RelayTelemetry
 
 if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
@@ -90,9 +93,12 @@ __all__ = [
     "Relay",
     "RelayReport",
     "RelayTelemetry",
+    "ReleaseOutcome",
+    "Releases",
     "Unreadable",
     "claim_check",
     "notice_id",
+    "payload_name",
     "quarantine_notice",
     "to_message",
 ]

@@ -1,7 +1,9 @@
 """Outbox telemetry: the names of the relay's metrics and spans (the one source of truth the
 code, the Bicep alert rules and the workbook share: `METRICS`, `BICEP_NAMES`), and
 `RelayTelemetry`, the small recording facade over `opentelemetry-api` the relay records them
-with. For dashboards, alerts and tests that read what the relay reports.
+with; and its loggers (`LOGGERS`: each named for the public namespace whose work it logs, never
+a private module's path, so an app sets one level per part it knows). For dashboards, alerts and
+tests that read what the relay reports.
 
 The app never configures an exporter. In Azure the Python worker does (host.json
 `telemetryMode: OpenTelemetry` + `PYTHON_APPLICATIONINSIGHTS_ENABLE_TELEMETRY=true`); locally
@@ -31,6 +33,7 @@ __all__ = [
     "ALL_LEASES",
     "BICEP_NAMES",
     "INSTRUMENTATION_SCOPE",
+    "LOGGERS",
     "MESSAGING_SYSTEM",
     "METRICS",
     "OFFLOADED",
@@ -62,6 +65,23 @@ PENDING: Final = "outbox.events.pending"
 OLDEST_PENDING_AGE: Final = "outbox.events.oldest_pending_age"
 RELAY_STALLED: Final = "outbox.relay.stalled"
 VANISHED_DEAD_LETTERS: Final = "outbox.dead_letters.vanished"
+
+#: The outbox's loggers, each named for the public namespace whose work it logs (an app's
+#: `logging.getLogger(name).setLevel(...)`), and what it logs. Every logger of cosmos-outbox
+#: and cosmos-outbox-operators is one of these (tests/repository/test_loggers.py); a line's
+#: values travel as fields (`extra=`: Application Insights keeps them as custom dimensions).
+LOGGERS: Final[dict[str, str]] = {
+    "cosmos_outbox": "the outbox's wiring: settings read, adapters built",
+    "cosmos_outbox.aggregates": "the write path: an Idempotency-Key's retry answered or refused",
+    "cosmos_outbox.relay": "one line per relay invocation, quarantines, releases, health",
+    "cosmos_outbox.relay.backlog": "the backlog's estimate and its last hour",
+    "cosmos_outbox.cosmos": "the Cosmos DB adapters: throttling, the backlog estimator",
+    "cosmos_outbox.servicebus": "the Service Bus adapters: publisher, schedule queue, dead letters",
+    "cosmos_outbox.blob": "the claim check's payload store",
+    "cosmos_outbox.http": "the HTTP layer: unexpected errors, bounded calls over their time",
+    "cosmos_outbox.subscriber": "the subscriber: dispatch, versions held and gaps",
+    "cosmos_outbox.operators": "the operators' actions (the audit) and their ways in",
+}
 
 #: The `outbox.lease` attribute value of the total over all leases.
 ALL_LEASES: Final = "all"

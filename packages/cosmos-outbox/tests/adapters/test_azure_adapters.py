@@ -1,9 +1,9 @@
 """The library's own adapters, sync and `aio`, through the unmodified Azure SDKs against the local
 Azure stack (funcstack's pytest plugin: Cosmos DB, Service Bus and Azurite on free ports, the
 resources of fixtures/funcstack.json): each held to the same contract suites as the in-memory
-fakes (unit of work, Idempotency-Key, quarantine, session, queries; payload store; message
-publisher; backlog estimator), and the relay's publisher sending real batches that a receiver
-reads back, in order, with their ids."""
+fakes (the store's by role: the write path's, one document at a time, the queries'; the
+quarantine's; payload store; message publisher; backlog estimator), and the relay's publisher
+sending real batches that a receiver reads back, in order, with their ids."""
 
 from __future__ import annotations
 
@@ -57,6 +57,7 @@ from cosmos_outbox_testing import InMemoryStore
 from cosmos_outbox_testing.contracts import (
     BacklogEstimatorContract,
     BacklogWorld,
+    DocumentWritesContract,
     EventLoop,
     PayloadStoreContract,
     PayloadWorld,
@@ -87,6 +88,10 @@ class TestCosmosQuarantine(OnCosmos, QuarantineContract):
 
 
 class TestCosmosQueries(OnCosmos, QueryContract):
+    pass
+
+
+class TestCosmosDocumentWrites(OnCosmos, DocumentWritesContract):
     pass
 
 

@@ -28,7 +28,7 @@ from cosmos_outbox._mapper import (
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, Quarantine
 from cosmos_outbox._records import PoisonEventError, Release
 from cosmos_outbox._relay.forwarding import Relay
-from cosmos_outbox._relay.releases import HORIZON, Released, Releases, release_body
+from cosmos_outbox._relay.releases import HORIZON, ReleaseOutcome, Releases, release_body
 from cosmos_outbox._sync_bridge import as_async, run_sync
 from cosmos_outbox._write.streams import SEQUENCE_TYPE
 from cosmos_outbox.errors import NotFoundError, TooLateToCancelError
@@ -296,11 +296,11 @@ def test_a_release_that_comes_early_is_scheduled_again_and_one_of_a_gone_event_d
     expiry = _scheduled(outbox)
     releases = Releases(as_async(store), as_async(queue), event_ttl_seconds=60)
     early = Release("c-1", expiry, datetime.now(UTC))  # the broker's clock ahead of ours
-    assert run_sync(releases.release(early)) is Released.NOT_YET
+    assert run_sync(releases.release(early)) is ReleaseOutcome.NOT_YET
     [again] = queue.scheduled
     assert again.event_id == expiry and again.at > early.at
     with caplog.at_level(logging.WARNING, "cosmos_outbox.relay"):
-        assert run_sync(releases.release(Release("c-1", "gone", early.at))) is Released.GONE
+        assert run_sync(releases.release(Release("c-1", "gone", early.at))) is ReleaseOutcome.GONE
     assert "nothing to release" in caplog.text
 
 

@@ -1,7 +1,7 @@
 """The test kit's fakes held to the package's contract suites, through the sync API and through
 the async one on an event loop (the Cosmos DB, Blob Storage and Service Bus adapters are held
-to the same suites in test_azure_adapters.py): the store's suites (the write path's, the
-quarantine's, the queries'), the payload store's, the
+to the same suites in test_azure_adapters.py): the store's suites, by role (the write side's:
+the write path's; one document at a time; the queries'), the quarantine's, the payload store's, the
 message publisher's (`FakePublisher`) and the backlog estimator's
 (`InMemoryBacklogEstimator`)."""
 
@@ -16,6 +16,7 @@ from tickets import TICKET
 from cosmos_outbox_testing.contracts import (
     BacklogEstimatorContract,
     BacklogWorld,
+    DocumentWritesContract,
     EventLoop,
     FakePublisherWorld,
     InMemoryBacklogWorld,
@@ -79,6 +80,10 @@ class TestInMemoryPayloadStore(PayloadStoreContract):
 
 
 class TestInMemoryQueries(InMemory, QueryContract):
+    pass
+
+
+class TestInMemoryDocumentWrites(InMemory, DocumentWritesContract):
     pass
 
 

@@ -15,18 +15,24 @@ both are held to one behaviour.
         def world(self) -> StoreWorld:
             return InMemoryStoreWorld()  # or a world on your Cosmos DB container
 
-Each store suite needs a `world` fixture (a `StoreWorld`: the document store, sync or async,
-and how to read a partition and let a document expire) and an `example` fixture (the
-aggregates it drives, `examples(...)`). The transaction, the unit of work, the service and the
-quarantine they drive are the outbox's own, over that store. The write path's suite
-(`WritePathContract`) is the transaction's, the unit of work's and the Idempotency-Key's parts
-in one (each can be run alone). Test classes here are not collected themselves (their names do
-not start with `Test`).
+The container's suites follow its roles (`cosmos_outbox.ports`): the write side's
+(`BatchStore`) is the write path's suite, `WritePathContract` (the transaction's, the unit of
+work's and the Idempotency-Key's parts in one; each can be run alone), run over the store seen
+through that role alone (`WriteSide`); one document at a time (`DocumentWrites`):
+`DocumentWritesContract`; the queries (`DocumentQueries`): `QueryContract`; and the quarantine,
+which the relay keeps with all three, `QuarantineContract`. Each needs a `world` fixture (a
+`StoreWorld`: the document store, sync or async, and how to read a partition and let a document
+expire), and the aggregate suites an `example` fixture (the aggregates they drive,
+`examples(...)`). The transaction, the unit of work, the service and the quarantine they drive
+are the outbox's own, over that store. Test classes here are not collected themselves (their
+names do not start with `Test`).
 """
 
 from __future__ import annotations
 
-from cosmos_outbox._lazy import lazy_exports
+import warnings
+from typing import Any
+
 from cosmos_outbox_testing.contracts._backlog import BacklogEstimatorContract
 from cosmos_outbox_testing.contracts._dead_letters import (
     DeadLetterContract,
@@ -59,11 +65,13 @@ from cosmos_outbox_testing.contracts._worlds import (
     PublisherWorld,
     Received,
     StoreWorld,
+    WriteSide,
     events_of,
     examples,
     saved,
 )
 from cosmos_outbox_testing.contracts._write_path import WritePathContract
+from cosmos_outbox_testing.contracts._writes import DocumentWritesContract
 
 __all__ = [
     "AggregateExample",
@@ -72,6 +80,7 @@ __all__ = [
     "DeadLetterContract",
     "DeadLetterWorld",
     "Delivery",
+    "DocumentWritesContract",
     "EventLoop",
     "FakePublisherWorld",
     "IdempotencyContract",
@@ -94,14 +103,28 @@ __all__ = [
     "TransactionContract",
     "UnitOfWorkContract",
     "WritePathContract",
+    "WriteSide",
     "events_of",
     "examples",
     "saved",
 ]
 
 #: Renamed in 0.4 ("session" is Service Bus's word): kept for a release, deprecated.
-__getattr__, __dir__ = lazy_exports(
-    __name__,
-    {},
-    renamed={"SessionContract": "cosmos_outbox_testing.contracts.TransactionContract"},
-)
+_RENAMED = {"SessionContract": TransactionContract}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _RENAMED:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    replacement = _RENAMED[name]
+    warnings.warn(
+        f"{__name__}.{name} is deprecated (removed in cosmos-outbox 0.6): use "
+        f"{__name__}.{replacement.__name__}",
+        DeprecationWarning,
+        stacklevel=2,
+    )
+    return replacement
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox.bridge import run_sync
 from cosmos_outbox.ports import (
     AsyncDeadLetterQueues,
     DeadLetter,

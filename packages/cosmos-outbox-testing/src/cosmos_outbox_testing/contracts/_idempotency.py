@@ -10,10 +10,8 @@ from typing import Any
 
 import pytest
 
-from cosmos_outbox._mapper import EVENT_TYPE
-from cosmos_outbox._write.idempotency import IDEMPOTENCY_TYPE, Recorded
-from cosmos_outbox._write.service import Versioned
-from cosmos_outbox._write.sync import AggregateService
+from cosmos_outbox.aggregates import AggregateService, Recorded, Versioned
+from cosmos_outbox.documents import EVENT_TYPE, IDEMPOTENCY_TYPE
 from cosmos_outbox.errors import AlreadyExistsError, IdempotencyKeyReusedError
 from cosmos_outbox_testing.contracts._worlds import (
     AggregateExample,

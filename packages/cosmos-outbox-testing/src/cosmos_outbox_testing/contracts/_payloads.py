@@ -7,9 +7,8 @@ import uuid
 
 import pytest
 
-from cosmos_outbox._mapper import payload_name
-from cosmos_outbox._records import OutboxRecord
 from cosmos_outbox.errors import PayloadNotFoundError, PayloadReferenceError, PayloadStoreError
+from cosmos_outbox.relay import OutboxRecord, payload_name
 from cosmos_outbox_testing.contracts._worlds import PayloadWorld
 
 

@@ -11,8 +11,7 @@ from typing import Any
 
 import pytest
 
-from cosmos_outbox._records import OutboxMessage
-from cosmos_outbox.ports import MessageBatch
+from cosmos_outbox.ports import MessageBatch, OutboxMessage
 from cosmos_outbox_testing.contracts._worlds import PublisherWorld
 
 

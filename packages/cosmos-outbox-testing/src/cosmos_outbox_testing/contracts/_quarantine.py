@@ -9,10 +9,15 @@ from typing import Any
 
 import pytest
 
-from cosmos_outbox._mapper import event_documents, outbox_record, unreadable
-from cosmos_outbox._quarantine import QUARANTINE_TYPE, quarantine_id
-from cosmos_outbox._records import OutboxRecord, Unreadable
+from cosmos_outbox.documents import (
+    QUARANTINE_TYPE,
+    event_documents,
+    outbox_record,
+    quarantine_id,
+    unreadable,
+)
 from cosmos_outbox.errors import NotFoundError
+from cosmos_outbox.relay import OutboxRecord, Unreadable
 from cosmos_outbox_testing.contracts._worlds import AggregateExample, StoreWorld
 
 

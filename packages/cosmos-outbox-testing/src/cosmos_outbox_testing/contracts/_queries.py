@@ -1,5 +1,8 @@
-"""The store's query suite: an app's own Cosmos DB SQL with parameters, in one partition
-(`partition_key=`) or across partitions, whole (`query`) or a page at a time (`query_page`):
+"""The queries' suite (`cosmos_outbox.ports.DocumentQueries`: what the operators and the releases
+ask of the store, and an app's own queries): a document by type and id whatever its partition
+(`find`), the documents of a type (`of_type`, `page_of_type`), and Cosmos DB SQL with parameters,
+in one partition (`partition_key=`) or across partitions, whole (`query`) or a page at a time
+(`query_page`):
 projections, VALUE, ORDER BY, TOP, OFFSET LIMIT, aggregates, the operators and system functions
 apps use, undefined and types across comparisons, and the errors (a query refused, a token not
 the store's). Every cross-partition query is scoped to the test's own documents (a `suite`
@@ -15,9 +18,8 @@ from typing import Any
 
 import pytest
 
-from cosmos_outbox._queries import QueryParameters
 from cosmos_outbox.errors import InvalidContinuationError, InvalidQueryError
-from cosmos_outbox.ports import Page
+from cosmos_outbox.ports import Page, QueryParameters
 from cosmos_outbox_testing.contracts._worlds import StoreWorld
 
 #: What the loans of the tests hold: (member, id, status, dueAt, fine, tags); one loan has no
@@ -110,7 +112,8 @@ _MINE = "c.suite = @suite"
 
 
 class QueryContract:
-    """An app's own queries through the store, as Cosmos DB answers them."""
+    """The queries of the store (`DocumentQueries`), as Cosmos DB answers them: the typed
+    lookups the operators and the releases make, and an app's own queries."""
 
     @pytest.fixture
     @abc.abstractmethod
@@ -309,3 +312,59 @@ class QueryContract:
                 page_size=2,
                 continuation="not-a-token",
             )
+
+    def test_find_gets_a_document_by_type_and_id_whatever_its_partition(
+        self, world: StoreWorld
+    ) -> None:
+        kind = _kind()
+        _put(world, kind, "p1", "a")
+        _put(world, "other-" + kind, "p2", "a")
+        found = world.run(world.async_store.find(kind, "a"))
+        assert found is not None and (found["partitionKey"], found["type"]) == (f"p1-{kind}", kind)
+        assert found["_etag"]
+        assert world.run(world.async_store.find(kind, "missing")) is None
+
+    def test_of_type_lists_a_types_documents_in_one_partition_or_in_all(
+        self, world: StoreWorld
+    ) -> None:
+        kind = _kind()
+        for partition, document_id in (("p1", "a"), ("p1", "b"), ("p2", "c")):
+            _put(world, kind, partition, document_id)
+        _put(world, "other-" + kind, "p1", "d")
+        every = world.run(world.async_store.of_type(kind))
+        assert sorted(d["id"] for d in every) == ["a", "b", "c"]
+        one = world.run(world.async_store.of_type(kind, partition_key=f"p1-{kind}"))
+        assert sorted(d["id"] for d in one) == ["a", "b"]
+
+    def test_pages_of_a_type_list_each_document_once_then_end(self, world: StoreWorld) -> None:
+        kind = _kind()
+        for n in range(5):
+            _put(world, kind, f"p{n % 2}", f"d{n}")
+        seen: list[str] = []
+        token: str | None = None
+        for _ in range(10):
+            page = world.run(world.async_store.page_of_type(kind, page_size=2, continuation=token))
+            assert len(page.items) <= 2
+            seen += [d["id"] for d in page.items]
+            token = page.continuation_token
+            if token is None:
+                break
+        assert sorted(seen) == [f"d{n}" for n in range(5)]
+
+    def test_a_page_token_of_a_type_the_store_did_not_issue_is_refused(
+        self, world: StoreWorld
+    ) -> None:
+        with pytest.raises(InvalidContinuationError):
+            world.run(
+                world.async_store.page_of_type(_kind(), page_size=2, continuation="not-a-token")
+            )
+
+
+def _kind() -> str:
+    """A document type of one test's own (a world may share its container)."""
+    return f"note-{uuid.uuid4().hex[:12]}"
+
+
+def _put(world: StoreWorld, kind: str, partition: str, document_id: str) -> None:
+    """A document of type `kind` in partition `<partition>-<kind>`."""
+    world.plant({"id": document_id, "partitionKey": f"{partition}-{kind}", "type": kind})

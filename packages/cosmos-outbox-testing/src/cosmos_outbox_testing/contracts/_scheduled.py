@@ -30,16 +30,15 @@ from typing import Any
 
 import pytest
 
-from cosmos_outbox import _clock
-from cosmos_outbox._mapper import EVENT_TYPE, application_properties, read_feed
-from cosmos_outbox._quarantine import Quarantine
-from cosmos_outbox._records import OutboxMessage, Release
-from cosmos_outbox._relay.forwarding import Relay
-from cosmos_outbox._relay.releases import Releases
-from cosmos_outbox._sync_bridge import as_async, run_sync
+from cosmos_outbox import clock
+from cosmos_outbox.bridge import as_async, run_sync
+from cosmos_outbox.documents import EVENT_TYPE, read_feed
 from cosmos_outbox.errors import TooLateToCancelError
-from cosmos_outbox.subscriber._events import IncomingEvent, from_message
-from cosmos_outbox.subscriber._projector import AsyncProjector, Outcome, Projection
+from cosmos_outbox.ports import OutboxMessage, Release
+from cosmos_outbox.relay import Quarantine, Relay, Releases
+from cosmos_outbox.servicebus import application_properties
+from cosmos_outbox.subscriber import IncomingEvent, Outcome, Projection, from_message
+from cosmos_outbox.subscriber.aio import Projector as AsyncProjector
 from cosmos_outbox.telemetry import RelayTelemetry
 from cosmos_outbox_testing._fakes import FakePublisher, InMemoryScheduleQueue, InMemoryStore
 from cosmos_outbox_testing._kit_clock import KitClock
@@ -374,7 +373,7 @@ class InMemoryScheduleWorld(RelayingWorld):
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> InMemoryScheduleWorld:
-        self._stack.enter_context(_clock.using(self.clock.now))
+        self._stack.enter_context(clock.using(self.clock.now))
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -15,9 +15,8 @@ from typing import Any
 
 import pytest
 
-from cosmos_outbox._mapper import EVENT_TYPE, fields, read_feed, to_message
-from cosmos_outbox._records import OutboxRecord
-from cosmos_outbox._write.streams import SEQUENCE_TYPE
+from cosmos_outbox.documents import EVENT_TYPE, SEQUENCE_TYPE, read_feed
+from cosmos_outbox.documents import event_fields as fields
 from cosmos_outbox.errors import (
     AlreadyExistsError,
     BatchTooLargeError,
@@ -25,6 +24,7 @@ from cosmos_outbox.errors import (
     NotFoundError,
     PreconditionFailedError,
 )
+from cosmos_outbox.relay import OutboxRecord, to_message
 from cosmos_outbox_testing.contracts._worlds import StoreWorld
 
 

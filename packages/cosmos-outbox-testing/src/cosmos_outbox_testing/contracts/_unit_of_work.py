@@ -8,7 +8,7 @@ import abc
 
 import pytest
 
-from cosmos_outbox._mapper import EVENT_TYPE, envelope_and_data
+from cosmos_outbox.documents import EVENT_TYPE, envelope_and_data
 from cosmos_outbox.errors import (
     AlreadyExistsError,
     BatchTooLargeError,

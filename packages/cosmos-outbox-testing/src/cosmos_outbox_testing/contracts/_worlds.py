@@ -7,31 +7,39 @@ import abc
 import asyncio
 import contextlib
 import threading
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar, cast
 
 import pytest
 
-from cosmos_outbox._domain import Aggregate
-from cosmos_outbox._mapper import EVENT_TYPE, envelope_and_data
-from cosmos_outbox._quarantine import Quarantine
-from cosmos_outbox._sync_bridge import as_async, run_sync
-from cosmos_outbox._write import service, sync, transaction, unit_of_work
-from cosmos_outbox._write.idempotency import Answer, IdempotencyKey, Recorded
-from cosmos_outbox._write.service import Versioned
-from cosmos_outbox._write.streams import Sequences
-from cosmos_outbox.operations._stored import stored_events
+from cosmos_outbox import Transaction, aio
+from cosmos_outbox.aggregates import (
+    Aggregate,
+    AggregateService,
+    Answer,
+    IdempotencyKey,
+    Recorded,
+    UnitOfWork,
+    Versioned,
+)
+from cosmos_outbox.bridge import as_async, run_sync
+from cosmos_outbox.documents import EVENT_TYPE, envelope_and_data
+from cosmos_outbox.operations import stored_events
 from cosmos_outbox.ports import (
     AsyncBacklogEstimator,
+    AsyncBatchStore,
     AsyncDocumentStore,
     AsyncMessagePublisher,
     AsyncPayloadStore,
     BacklogEstimator,
+    BatchOperation,
     DocumentStore,
     MessagePublisher,
     PayloadStore,
 )
+from cosmos_outbox.relay import Quarantine
+from cosmos_outbox.services import Services
 from cosmos_outbox.settings import DEFAULT_EVENT_TTL_SECONDS, DEFAULT_IDEMPOTENCY_TTL_SECONDS
 from cosmos_outbox_testing._fakes import (
     FakePublisher,
@@ -85,7 +93,10 @@ class StoreWorld(abc.ABC):
     """What the store's suites need: the document store (sync, or async: then `run` drives
     coroutines on an event loop, `EventLoop`), a way to read a partition's documents and to let
     one expire. The transaction, the unit of work, the service and the quarantine the suites use
-    are the outbox's own, over this store, as the sync API runs them (`run`)."""
+    are the outbox's own, over this store, as the sync API runs them (`run`); the write path
+    (transactions, units of work, services) sees the store through its role alone, the write
+    side (`AsyncBatchStore`: `WriteSide`), so a write path that reached for another of the
+    store's methods fails its suite."""
 
     store: DocumentStore | AsyncDocumentStore
     #: its coroutines run on an event loop (`run` hands them to it: an `EventLoop`)
@@ -105,20 +116,30 @@ class StoreWorld(abc.ABC):
     def async_store(self) -> AsyncDocumentStore:
         return as_async(self.store)
 
-    def uow(self) -> sync.UnitOfWork:
-        return sync.UnitOfWork(
-            unit_of_work.UnitOfWork(
-                self.async_store,
+    def outbox(self, process: object = None, *, kind: type[Aggregate] | None = None) -> aio.Outbox:
+        """The async outbox of one `process` over the write side of this store, with the world's
+        TTLs (outboxes of one process share what it knows of their transactions' sequences;
+        another process, another `process`); `kind`: an aggregate it serves."""
+        known = self.__dict__.setdefault("_outboxes", {})
+        key = (process, kind)
+        if key not in known:
+            services = Services(
+                # the write path's services: the store's write side, nothing to relay to
+                store=cast(AsyncDocumentStore, WriteSide(self.async_store)),
+                publisher=_no_publisher,
+                token_secret="contract",  # noqa: S106 (no token is sealed here)
                 event_ttl_seconds=self.event_ttl_seconds,
                 idempotency_ttl_seconds=self.idempotency_ttl_seconds,
-            ),
-            run=self.run,
-        )
+            )
+            known[key] = aio.Outbox([kind] if kind else [], services=lambda: services)
+        outbox: aio.Outbox = known[key]
+        return outbox
 
-    def service(self, kind: type[A]) -> sync.AggregateService[A]:
-        return sync.AggregateService(
-            service.AggregateService(kind, lambda: self.uow().core), run=self.run
-        )
+    def uow(self) -> UnitOfWork:
+        return UnitOfWork(self.outbox().unit_of_work(), run=self.run)
+
+    def service(self, kind: type[A]) -> AggregateService[A]:
+        return AggregateService(self.outbox(kind=kind).service(kind), run=self.run)
 
     def transaction(
         self,
@@ -127,30 +148,14 @@ class StoreWorld(abc.ABC):
         entity: str = "customer",
         process: object = None,
         **options: Any,
-    ) -> sync.Transaction:
+    ) -> Transaction:
         """A transaction on this store, run to its end by `run`; transactions of one
         `process` share what it knows of their sequences (another process, another
         `process`)."""
-        sequences = self._sequences.setdefault(process, Sequences())
-        return sync.Transaction(
-            transaction.Transaction(
-                self.async_store,
-                partition_key,
-                entity=entity,
-                sequences=sequences,
-                event_ttl_seconds=self.event_ttl_seconds,
-                idempotency_ttl_seconds=self.idempotency_ttl_seconds,
-                **options,
-            ),
+        return Transaction(
+            self.outbox(process).transaction(partition_key, entity=entity, **options),
             run=self.run,
         )
-
-    @property
-    def _sequences(self) -> dict[object, Sequences]:
-        found: dict[object, Sequences] | None = self.__dict__.get("_known")
-        if found is None:
-            found = self.__dict__["_known"] = {}
-        return found
 
     @property
     def quarantine(self) -> Any:
@@ -158,13 +163,14 @@ class StoreWorld(abc.ABC):
         return _Blocking(Quarantine(self.async_store), self.run)
 
     def events_since(self, *args: Any, **kwargs: Any) -> Any:
-        """The stored events a re-drive reads
-        (`cosmos_outbox.operations._operators.stored_events`)."""
+        """The stored events a re-drive reads (`cosmos_outbox.operations.stored_events`)."""
         return self.run(stored_events(self.async_store, *args, **kwargs))
 
     def plant(self, document: dict[str, Any]) -> None:
-        """Write a raw document behind the unit of work's back (to inject a real failure)."""
-        self.run(self.async_store.upsert(document))
+        """Write a raw document behind the unit of work's back (to inject a real failure), in
+        its partition (`partitionKey`), through the write side."""
+        operation = BatchOperation("upsert", document)
+        self.run(self.async_store.execute_batch(str(document["partitionKey"]), [operation]))
 
     @abc.abstractmethod
     def documents(self, partition_key: str) -> list[dict[str, Any]]:
@@ -174,6 +180,30 @@ class StoreWorld(abc.ABC):
     def expire(self, partition_key: str, document_id: str) -> None:
         """Let the store's TTL delete one document now (shorten it, or move the store's time
         on, and wait until the document is gone)."""
+
+
+def _no_publisher() -> MessagePublisher:
+    raise NotImplementedError("the write path's suites relay nothing")
+
+
+class WriteSide(AsyncBatchStore):
+    """A store seen through the write side's role alone (`AsyncBatchStore`: a batch, a point
+    read, a ping): what the write path's suites run the outbox over, so that the write path
+    reaching for any other method of the store (an upsert, a query) fails them."""
+
+    def __init__(self, store: AsyncBatchStore) -> None:
+        self._store = store
+
+    async def execute_batch(
+        self, partition_key: str, operations: Sequence[BatchOperation]
+    ) -> list[str | None]:
+        return await self._store.execute_batch(partition_key, operations)
+
+    async def read(self, partition_key: str, document_id: str) -> dict[str, Any] | None:
+        return await self._store.read(partition_key, document_id)
+
+    async def ping(self) -> None:
+        await self._store.ping()
 
 
 class Gate:

@@ -52,7 +52,7 @@ __all__ = [
     "HORIZON",
     "OVERDUE_AFTER",
     "RELEASE_SUBJECT",
-    "Released",
+    "ReleaseOutcome",
     "Releases",
     "ScheduleState",
     "Waiting",
@@ -141,7 +141,7 @@ async def waiting(store: AsyncDocumentStore) -> Waiting:
     return Waiting(waiting=len(due), overdue=len(late), next_due_at=min(coming) if coming else None)
 
 
-class Released(Enum):
+class ReleaseOutcome(Enum):
     """What a release did."""
 
     #: the event is released: the relay sends it
@@ -205,7 +205,7 @@ class Releases:
         self._schedule = schedule
         self._event_ttl = event_ttl_seconds
 
-    async def release(self, release: Release) -> Released:
+    async def release(self, release: Release) -> ReleaseOutcome:
         """Release the event if it is due, cancelled by no one and released by no other
         release (see the module); what was done."""
         for _attempt in range(_ATTEMPTS):
@@ -224,16 +224,16 @@ class Releases:
                 "scheduled event %s released (due %s)",
                 release.event_id,
                 document.get("deliverAt"),
-                extra=_fields(release, Released.RELEASED),
+                extra=_fields(release, ReleaseOutcome.RELEASED),
             )
-            return Released.RELEASED
+            return ReleaseOutcome.RELEASED
         raise PreconditionFailedError(
             f"scheduled event {release.event_id} kept changing while it was released; retry"
         )
 
     async def _decide(
         self, release: Release, document: Mapping[str, Any] | None
-    ) -> Released | None:
+    ) -> ReleaseOutcome | None:
         """What a release does with the event as read (None: release it)."""
         if document is None or document.get("type") != EVENT_TYPE or not scheduled(document):
             logger.warning(
@@ -241,19 +241,19 @@ class Releases:
                 "(expired, or never scheduled): nothing to release",
                 release.event_id,
                 release.partition_key,
-                extra=_fields(release, Released.GONE),
+                extra=_fields(release, ReleaseOutcome.GONE),
             )
-            return Released.GONE
+            return ReleaseOutcome.GONE
         if document.get("cancelledAt") is not None:
             logger.info(
                 "scheduled event %s was cancelled at %s: not released, never sent",
                 release.event_id,
                 document.get("cancelledAt"),
-                extra=_fields(release, Released.CANCELLED),
+                extra=_fields(release, ReleaseOutcome.CANCELLED),
             )
-            return Released.CANCELLED
+            return ReleaseOutcome.CANCELLED
         if document.get("releasedAt") is not None:
-            return Released.ALREADY
+            return ReleaseOutcome.ALREADY
         due = parse_time(document.get("deliverAt"))
         now = clock.now()
         if due is not None and due.tzinfo is not None and due > now:
@@ -262,11 +262,11 @@ class Releases:
             await self._schedule.schedule(
                 [Release(release.partition_key, release.event_id, step(due, now))]
             )
-            return Released.NOT_YET
+            return ReleaseOutcome.NOT_YET
         return None
 
 
-def _fields(release: Release, outcome: Released) -> dict[str, object]:
+def _fields(release: Release, outcome: ReleaseOutcome) -> dict[str, object]:
     return {
         "outbox.event_id": release.event_id,
         "outbox.partition_key": release.partition_key,

@@ -23,7 +23,7 @@ from json.encoder import encode_basestring_ascii
 from typing import Any
 
 from cosmos_outbox.errors import BatchTooLargeError, OutboxError
-from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation
+from cosmos_outbox.ports import AsyncBatchStore, BatchOperation
 
 __all__ = [
     "CHARACTER_BYTES",
@@ -219,7 +219,7 @@ class Batch:
                 f"{MAX_BATCH_BYTES}: {advice}"
             )
 
-    async def send(self, store: AsyncDocumentStore) -> list[str | None]:
+    async def send(self, store: AsyncBatchStore) -> list[str | None]:
         """`check` the limits, then write the batch: all or nothing. The etag each operation
         left (None for a delete). Raises the store's errors (a conflict names its operation:
         `OutboxError.operation_index`)."""

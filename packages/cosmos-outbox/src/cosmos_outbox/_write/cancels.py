@@ -13,13 +13,13 @@ from __future__ import annotations
 from cosmos_outbox._domain import utc_text
 from cosmos_outbox._mapper import EVENT_TYPE, cancelled, scheduled
 from cosmos_outbox.errors import NotFoundError, TooLateToCancelError
-from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation
+from cosmos_outbox.ports import AsyncBatchStore, BatchOperation
 
 __all__ = ["cancel_operation", "cancel_refused"]
 
 
 async def cancel_operation(
-    store: AsyncDocumentStore, partition_key: str, event_id: str
+    store: AsyncBatchStore, partition_key: str, event_id: str
 ) -> BatchOperation | None:
     """The write that cancels scheduled event `event_id` of `partition_key`, read now; None for
     one cancelled already (nothing to do). NotFoundError (no event of this id there: never
@@ -40,7 +40,7 @@ async def cancel_operation(
     return BatchOperation("replace", cancelled(document, utc_text()), if_match=document["_etag"])
 
 
-async def cancel_refused(store: AsyncDocumentStore, partition_key: str, event_id: str) -> bool:
+async def cancel_refused(store: AsyncBatchStore, partition_key: str, event_id: str) -> bool:
     """A batch was refused at its cancel of `event_id` (the event changed since it was read):
     TooLateToCancelError when it was released since, NotFoundError when it is gone; True when
     another batch cancelled it first (drop this cancel and send the rest again); False when it

@@ -31,7 +31,7 @@ from typing import Any, Generic, TypeVar
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._mapper import aggregate_partition, parse_time
 from cosmos_outbox.errors import IdempotencyKeyReusedError
-from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation
+from cosmos_outbox.ports import AsyncBatchStore, BatchOperation
 
 A = TypeVar("A", bound="Aggregate")
 
@@ -269,7 +269,7 @@ def idempotency_record(document: Mapping[str, Any]) -> IdempotencyRecord | None:
 
 
 async def read_record(
-    store: AsyncDocumentStore, partition_key: str, record_id: str
+    store: AsyncBatchStore, partition_key: str, record_id: str
 ) -> IdempotencyRecord | None:
     """The record `record_id` in `partition_key`; None when there is none (never written, or
     expired)."""
@@ -278,7 +278,7 @@ async def read_record(
 
 
 async def recorded(
-    store: AsyncDocumentStore, partition_key: str, key: IdempotencyKey[Any]
+    store: AsyncBatchStore, partition_key: str, key: IdempotencyKey[Any]
 ) -> IdempotencyRecord | None:
     """What an earlier request with `key` recorded in `partition_key` (one point read): None
     for a key not used there (or expired); IdempotencyKeyReusedError when it was used for

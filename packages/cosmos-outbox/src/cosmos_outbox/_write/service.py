@@ -38,7 +38,7 @@ A = TypeVar("A", bound="Aggregate")
 
 __all__ = ["AggregateService", "Versioned"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("cosmos_outbox.aggregates")
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ from collections.abc import Iterable
 from typing import Any, TypeAlias
 
 from cosmos_outbox._mapper import scheduled, stamp
-from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation
+from cosmos_outbox.ports import AsyncBatchStore, BatchOperation
 
 __all__ = [
     "SEQUENCE_TYPE",
@@ -123,7 +123,7 @@ class Sequences:
 
 
 async def read_head(
-    store: AsyncDocumentStore, partition_key: str, stream: Stream, sequences: Sequences
+    store: AsyncBatchStore, partition_key: str, stream: Stream, sequences: Sequences
 ) -> Head | None:
     """A transaction's stream's head as stored now (remembered in `sequences`); None for a new
     stream."""

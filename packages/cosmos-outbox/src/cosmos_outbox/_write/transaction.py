@@ -93,7 +93,7 @@ from cosmos_outbox.errors import (
     PreconditionFailedError,
     SessionIdTooLongError,
 )
-from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation
+from cosmos_outbox.ports import AsyncBatchStore, BatchOperation
 
 __all__ = ["Committed", "Transaction"]
 
@@ -128,7 +128,7 @@ class Transaction(Staging, Uncommitted):
 
     def __init__(
         self,
-        store: AsyncDocumentStore,
+        store: AsyncBatchStore,
         partition_key: str,
         *,
         entity: str,

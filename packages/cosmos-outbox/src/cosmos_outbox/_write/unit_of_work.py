@@ -1,5 +1,5 @@
-"""The unit of work, over a document store (`cosmos_outbox.ports.AsyncDocumentStore`): which
-aggregates it loaded or added, the etag of each, and the batches a commit writes: per changed
+"""The unit of work, over the write side of a container (`cosmos_outbox.ports.AsyncBatchStore`):
+which aggregates it loaded or added, the etag of each, and the batches a commit writes: per changed
 aggregate, one transactional batch in its partition (`aggregate_partition`), assembled as every
 batch of the write path is (`cosmos_outbox._write.batch`): the aggregate's document (its stream's
 head, conditioned on the etag it was read with), its events, the scheduled events its change
@@ -28,7 +28,7 @@ from cosmos_outbox._write.idempotency import IdempotencyRecord, read_record, rec
 from cosmos_outbox._write.scope import Uncommitted
 from cosmos_outbox._write.streams import head_operation
 from cosmos_outbox.errors import NotFoundError, PreconditionFailedError, UnrecordedChangeError
-from cosmos_outbox.ports import AsyncDocumentStore, BatchOperation
+from cosmos_outbox.ports import AsyncBatchStore, BatchOperation
 
 A = TypeVar("A", bound="Aggregate")
 
@@ -136,7 +136,7 @@ class Repository(Generic[A]):
     """Aggregates of one type in one unit of work. Remembers the etag of each it loaded or
     wrote, and the state each was read with (a change must record its event)."""
 
-    def __init__(self, store: AsyncDocumentStore, kind: type[A]) -> None:
+    def __init__(self, store: AsyncBatchStore, kind: type[A]) -> None:
         self.kind = kind
         self._store = store
         self.tracked: dict[str, A] = {}
@@ -202,7 +202,7 @@ class UnitOfWork(Uncommitted):
     `async with`: leaving the block forgets what was not committed."""
 
     def __init__(
-        self, store: AsyncDocumentStore, *, event_ttl_seconds: int, idempotency_ttl_seconds: int
+        self, store: AsyncBatchStore, *, event_ttl_seconds: int, idempotency_ttl_seconds: int
     ) -> None:
         self.store = store
         self.event_ttl_seconds = event_ttl_seconds

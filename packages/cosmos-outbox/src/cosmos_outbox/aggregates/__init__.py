@@ -18,9 +18,14 @@ from typing import TYPE_CHECKING
 from cosmos_outbox._lazy import lazy_exports
 
 if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
+    from cosmos_outbox._domain import EVENTS as EVENTS
     from cosmos_outbox._domain import Aggregate as Aggregate
     from cosmos_outbox._domain import DomainError as DomainError
     from cosmos_outbox._domain import Event as Event
+    from cosmos_outbox._write.idempotency import Answer as Answer
+    from cosmos_outbox._write.idempotency import IdempotencyKey as IdempotencyKey
+    from cosmos_outbox._write.idempotency import Recorded as Recorded
+    from cosmos_outbox._write.service import Versioned as Versioned
     from cosmos_outbox._write.sync import AggregateService as AggregateService
     from cosmos_outbox._write.sync import UnitOfWork as UnitOfWork
     from cosmos_outbox.errors import UnrecordedChangeError as UnrecordedChangeError
@@ -34,6 +39,13 @@ _EXPORTS = {
     "UnitOfWork": "cosmos_outbox._write.sync",
     "AggregateService": "cosmos_outbox._write.sync",
     "UnrecordedChangeError": "cosmos_outbox.errors",
+    # the catalogue of every imported aggregate's events
+    "EVENTS": "cosmos_outbox._domain",
+    # what an idempotent write takes and gives (`AggregateService.create_idempotent`, ...)
+    "IdempotencyKey": "cosmos_outbox._write.idempotency",
+    "Answer": "cosmos_outbox._write.idempotency",
+    "Recorded": "cosmos_outbox._write.idempotency",
+    "Versioned": "cosmos_outbox._write.service",
 }
 
 __all__ = [*_EXPORTS]

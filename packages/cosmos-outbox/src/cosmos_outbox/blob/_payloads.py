@@ -25,7 +25,7 @@ from azure.storage.blob.aio import ExponentialRetry as AsyncExponentialRetry
 from cosmos_outbox.errors import PayloadNotFoundError, PayloadReferenceError, PayloadStoreError
 from cosmos_outbox.ports import AsyncPayloadStore, PayloadStore
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("cosmos_outbox.blob")
 
 #: Seconds to connect, and to wait for a read (a body of a few MB).
 CONNECTION_TIMEOUT = 5

@@ -46,7 +46,7 @@ from cosmos_outbox.cosmos._errors import cosmos_errors
 from cosmos_outbox.errors import RelayNotReadyError
 from cosmos_outbox.ports import AsyncBacklogEstimator, BacklogEstimator, LeaseBacklog
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("cosmos_outbox.cosmos")
 #: Changes read per lease for an exact count (beyond them, the backlog is estimated).
 SCAN = 100
 

@@ -3,7 +3,8 @@ route, method, auth level, models, status, headers, errors), the request pipelin
 under hostile input (problem documents, RFC 9457), conditional requests (RFC 9110 §13), sealed
 paging tokens, the request and view model bases, and the route helper (`AggregateRoutes`: an
 aggregate's create, read and change routes in a few lines each). The 404/405 fallback and the
-OpenAPI document are read from the declarations."""
+OpenAPI document are read from the declarations; an app's route table (`http_routes`: its
+`HttpRoute`s) is read from its indexed functions, as the host matches requests to them."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from cosmos_outbox.http._declaration import (
     KEY_PARAMETER,
     MAX_PAGE_SIZE,
     PAGE_ATTRIBUTE,
+    Command,
     HttpOperation,
     PathParameter,
     QueryParameter,
@@ -37,6 +39,7 @@ from cosmos_outbox.http._models import (
 from cosmos_outbox.http._paging import TOKEN_PATTERN, Cursor, TokenCodec, next_token
 from cosmos_outbox.http._problems import HttpProblemError
 from cosmos_outbox.http._requests import MAX_DEPTH, parse_body, parse_json
+from cosmos_outbox.http._routing import HttpRoute, http_routes
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -49,11 +52,13 @@ __all__ = [
     "TAG_LIST_PATTERN",
     "TOKEN_PATTERN",
     "AggregateRoutes",
+    "Command",
     "Cursor",
     "HttpApi",
     "HttpCall",
     "HttpOperation",
     "HttpProblemError",
+    "HttpRoute",
     "Identifier",
     "Model",
     "PageView",
@@ -64,6 +69,7 @@ __all__ = [
     "ResponseHeader",
     "TokenCodec",
     "View",
+    "http_routes",
     "is_page",
     "next_token",
     "omit_null_defaults",

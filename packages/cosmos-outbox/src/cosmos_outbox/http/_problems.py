@@ -26,7 +26,7 @@ from cosmos_outbox.errors import (
 )
 from cosmos_outbox.settings import SettingsError
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("cosmos_outbox.http")
 PROBLEM_JSON = "application/problem+json"
 
 

@@ -41,6 +41,9 @@ class IndexedFunctionApp(func.FunctionApp):
 
 @dataclass(frozen=True)
 class HttpRoute:
+    """One HTTP route of an app's indexed functions: the function, its route template (as
+    declared: `orders/{id}`), the methods it takes."""
+
     function: str
     template: str
     methods: frozenset[str]
@@ -70,6 +73,8 @@ class HttpRoute:
 
 
 def http_routes(functions: Iterable[Function]) -> list[HttpRoute]:
+    """The HTTP routes of indexed functions (`app.get_functions()`), in their order: what the
+    host matches a request against (`HttpRoute.matches`)."""
     routes = []
     for fn in functions:
         bindings = json.loads(fn.get_function_json()).get("bindings", [])

@@ -27,7 +27,7 @@ __all__ = [
     "waiting_on",
 ]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("cosmos_outbox.http")
 #: A bounded operation answers within this many seconds whatever the store or the broker does.
 BOUND_SECONDS = 4.0
 #: The Retry-After of a bounded operation that ran out of time.

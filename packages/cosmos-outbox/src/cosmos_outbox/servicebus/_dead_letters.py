@@ -53,7 +53,7 @@ from cosmos_outbox.ports import (
 
 __all__ = ["AsyncServiceBusDeadLetters", "ServiceBusDeadLetters", "dead_letter_of", "message_of"]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("cosmos_outbox.servicebus")
 #: The two application properties the broker adds when it dead-letters a message.
 BROKER_PROPERTIES = frozenset({"DeadLetterReason", "DeadLetterErrorDescription"})
 #: How long a move waits for more dead letters once a receive came back empty.

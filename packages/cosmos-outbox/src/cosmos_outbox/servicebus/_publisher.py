@@ -18,7 +18,7 @@ from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 from cosmos_outbox.ports import AsyncMessagePublisher, MessageBatch, MessagePublisher
 from cosmos_outbox.servicebus._messages import ServiceBusBatch
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("cosmos_outbox.servicebus")
 
 #: The Standard tier's message and batch size; 1048576 on Premium.
 DEFAULT_MAX_MESSAGE_BYTES = 256 * 1024

@@ -27,7 +27,7 @@ from cosmos_outbox._records import Release
 from cosmos_outbox._relay.releases import RELEASE_SUBJECT, release_body
 from cosmos_outbox.ports import AsyncScheduleQueue, ScheduleQueue
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("cosmos_outbox.servicebus")
 
 __all__ = ["AsyncServiceBusScheduleQueue", "ServiceBusScheduleQueue", "release_message"]
 

@@ -182,9 +182,9 @@ def settings_payloads(*, asynchronous: bool) -> Callable[[], AsyncPayloadStore |
     def payloads() -> AsyncPayloadStore | PayloadStore:
         with lock:
             if not built:
-                from cosmos_outbox._settings_env import load_payload_settings
                 from cosmos_outbox.blob import BlobPayloadStore
                 from cosmos_outbox.blob.aio import BlobPayloadStore as AsyncBlobPayloadStore
+                from cosmos_outbox.settings import load_payload_settings
 
                 connection = load_payload_settings().payload_storage()
                 if connection is None:

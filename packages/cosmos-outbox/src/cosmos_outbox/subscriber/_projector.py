@@ -97,7 +97,7 @@ __all__ = [
     "last_version",
 ]
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("cosmos_outbox.subscriber")
 
 
 class Projection(abc.ABC):

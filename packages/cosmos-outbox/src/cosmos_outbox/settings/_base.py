@@ -1,7 +1,7 @@
 """The settings' defaults, their error, and the trigger settings read at indexing: what both
-`cosmos_outbox.settings` (the public module, no pydantic-settings at import) and
-`_settings_env` (the settings read from the environment with pydantic-settings) need, so
-neither imports the other (`settings` loads `_settings_env` on first use)."""
+`cosmos_outbox.settings` (the public module, no pydantic-settings at import) and `_env` (the
+settings read from the environment with pydantic-settings) need, so neither imports the other
+(`cosmos_outbox.settings` loads `_env` on first use)."""
 
 from __future__ import annotations
 
