@@ -131,6 +131,10 @@ param maxItemsPerInvocation int = 100
 @description('NCRONTAB schedule of the backlog estimate timer (read at indexing time).')
 param backlogEstimateSchedule string = '0 * * * * *'
 
+@description('Seconds a pending event may wait after the poll delay before the relay is said to be stalled (OUTBOX_RELAY_STALL_SECONDS).')
+@minValue(1)
+param relayStallSeconds int = 60
+
 @description('Origins a browser may call the HTTP API from (App Service CORS: the platform answers preflights and adds Access-Control-Allow-Origin, as func start does with local.settings.json Host.CORS). Empty: no CORS. \'*\' allows any origin, but not with corsSupportCredentials.')
 param corsAllowedOrigins array = []
 
@@ -171,11 +175,14 @@ var adminHttpFunctions = [
   'replay_quarantined'
   'discard_quarantined'
   'redrive_events'
+  'preview_redrive'
   'count_dead_letters'
   'list_dead_letters'
   'peek_dead_letter'
   'resubmit_dead_letters'
   'discard_dead_letters'
+  'preview_resubmit_dead_letters'
+  'preview_discard_dead_letters'
   'event_journey'
   'aggregate_journey'
   'aggregate_documents'
@@ -192,11 +199,14 @@ var consoleHttpFunctions = [
   'console_replay_quarantined'
   'console_discard_quarantined'
   'console_redrive_events'
+  'console_preview_redrive'
   'console_count_dead_letters'
   'console_list_dead_letters'
   'console_peek_dead_letter'
   'console_resubmit_dead_letters'
   'console_discard_dead_letters'
+  'console_preview_resubmit_dead_letters'
+  'console_preview_discard_dead_letters'
   'console_event_journey'
   'console_aggregate_journey'
   'console_aggregate_documents'
@@ -216,11 +226,14 @@ var relayAndAdminFunctions = [
   'replay_quarantined'
   'discard_quarantined'
   'redrive_events'
+  'preview_redrive'
   'count_dead_letters'
   'list_dead_letters'
   'peek_dead_letter'
   'resubmit_dead_letters'
   'discard_dead_letters'
+  'preview_resubmit_dead_letters'
+  'preview_discard_dead_letters'
   'event_journey'
   'aggregate_journey'
   'aggregate_documents'
@@ -233,11 +246,14 @@ var relayAndAdminFunctions = [
   'console_replay_quarantined'
   'console_discard_quarantined'
   'console_redrive_events'
+  'console_preview_redrive'
   'console_count_dead_letters'
   'console_list_dead_letters'
   'console_peek_dead_letter'
   'console_resubmit_dead_letters'
   'console_discard_dead_letters'
+  'console_preview_resubmit_dead_letters'
+  'console_preview_discard_dead_letters'
   'console_event_journey'
   'console_aggregate_journey'
   'console_aggregate_documents'
@@ -421,6 +437,12 @@ var appSettings = [
   {
     name: 'BACKLOG_ESTIMATE_SCHEDULE'
     value: backlogEstimateSchedule
+  }
+  {
+    // Healthy means moving: a pending event may wait the poll delay and this long before the
+    // relay is said to be stalled (the status, the console, outbox.relay.stalled, /health).
+    name: 'OUTBOX_RELAY_STALL_SECONDS'
+    value: string(relayStallSeconds)
   }
   {
     // The relay's leases apart from any trigger of the app's own on the same lease container.

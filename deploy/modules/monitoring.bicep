@@ -131,6 +131,74 @@ resource relayFailures 'Microsoft.Insights/scheduledQueryRules@2023-03-15-previe
   }
 }
 
+resource relayStalled 'Microsoft.Insights/scheduledQueryRules@2023-03-15-preview' = {
+  name: '${namePrefix}-outbox-relay-stalled'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'Outbox: relay stalled'
+    description: 'Events are pending and not moving (waiting longer than the poll delay and OUTBOX_RELAY_STALL_SECONDS), or the relay cannot start: the backlog timer says so each minute (outbox.relay.stalled = 1; its log line names the state). The operators\' status and console say since when and which dependency does not answer.'
+    severity: 1
+    enabled: true
+    scopes: [
+      applicationInsightsId
+    ]
+    evaluationFrequency: 'PT1M'
+    windowSize: 'PT5M'
+    criteria: {
+      allOf: [
+        {
+          query: 'customMetrics | where name == "${metricNames.relayStalled}" | summarize stalled = max(valueMax)'
+          timeAggregation: 'Maximum'
+          metricMeasureColumn: 'stalled'
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: actions
+  }
+}
+
+resource vanishedDeadLetters 'Microsoft.Insights/scheduledQueryRules@2023-03-15-preview' = {
+  name: '${namePrefix}-outbox-vanished-dead-letters'
+  location: location
+  tags: tags
+  kind: 'LogAlert'
+  properties: {
+    displayName: 'Outbox: a dead letter left its queue without being applied'
+    description: 'A dead letter of a watched subscription is gone and its subscriber did not apply it (resent with the same MessageId inside the duplicate window, or deleted): re-drive it to that subscription, or release the version (the operators\' console says which).'
+    severity: 2
+    enabled: true
+    scopes: [
+      applicationInsightsId
+    ]
+    evaluationFrequency: 'PT5M'
+    windowSize: 'PT5M'
+    criteria: {
+      allOf: [
+        {
+          query: 'customMetrics | where name == "${metricNames.vanishedDeadLetters}" | summarize n = max(valueMax)'
+          timeAggregation: 'Maximum'
+          metricMeasureColumn: 'n'
+          operator: 'GreaterThan'
+          threshold: 0
+          failingPeriods: {
+            numberOfEvaluationPeriods: 1
+            minFailingPeriodsToAlert: 1
+          }
+        }
+      ]
+    }
+    actions: actions
+  }
+}
+
 var lagQuery = 'customMetrics | where name == "${metricNames.relayLag}" | summarize mean_s = sum(valueSum) / sum(valueCount), p50_of_max_s = percentile(valueMax, 50), p95_of_max_s = percentile(valueMax, 95), max_s = max(valueMax) by bin(timestamp, 5m) | render timechart'
 var throughputQuery = 'customMetrics | where name in ("${metricNames.sentMessages}", "${metricNames.offloaded}") | summarize n = sum(valueSum) by name, bin(timestamp, 5m) | render timechart'
 var backlogQuery = 'customMetrics | where name in ("${metricNames.pending}", "${metricNames.oldestPendingAge}") and tostring(customDimensions["outbox.lease"]) == "${metricNames.allLeases}" | summarize value = max(valueMax) by name, bin(timestamp, 5m) | render timechart'
@@ -215,5 +283,7 @@ output alertRuleIds array = [
   oldestPendingAge.id
   quarantine.id
   relayFailures.id
+  relayStalled.id
+  vanishedDeadLetters.id
 ]
 output workbookId string = workbook.id

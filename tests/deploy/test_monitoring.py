@@ -28,19 +28,39 @@ def test_host_and_worker_export_opentelemetry_to_application_insights() -> None:
     assert "opentelemetry-sdk" not in requirements  # the app never configures the SDK
 
 
-def test_three_alert_rules_on_the_outbox_metrics_notify_the_action_group() -> None:
+def test_five_alert_rules_on_the_outbox_metrics_notify_the_action_group() -> None:
     rules = [
         r for r in t.resources("Microsoft.Insights/scheduledQueryRules") if r.file == MONITORING
     ]
-    assert len(rules) == 3
+    assert len(rules) == 5
     text = MONITORING.read_text()
-    for key in ("oldestPendingAge", "quarantined", "relayFailures"):
+    for key in (
+        "oldestPendingAge",
+        "quarantined",
+        "relayFailures",
+        "relayStalled",
+        "vanishedDeadLetters",
+    ):
         assert f"metricNames.{key}" in text
     assert "loadJsonContent('metric-names.json')" in text
     assert "param actionGroupId string" in text
     assert "param oldestPendingAgeThresholdSeconds int = 300" in text
     # failures sustained for 5 minutes: five failing one-minute periods out of five
     assert "numberOfEvaluationPeriods: 5" in text and "minFailingPeriodsToAlert: 5" in text
+
+
+def test_the_relay_stalled_alert_fires_on_one_stalled_reading_and_names_what_to_read() -> None:
+    """Healthy means moving: the backlog timer's `outbox.relay.stalled` (1 while pending events
+    do not leave within the poll delay and the bound) alerts at its first reading, severity 1,
+    evaluated every minute."""
+    text = MONITORING.read_text()
+    start = text.index("resource relayStalled ")
+    rule = text[start : text.index("\nresource ", start + 1)]
+    assert 'name == "${metricNames.relayStalled}"' in rule
+    assert "operator: 'GreaterThan'" in rule and "threshold: 0" in rule
+    assert "severity: 1" in rule and "evaluationFrequency: 'PT1M'" in rule
+    assert "minFailingPeriodsToAlert: 1" in rule
+    assert "relayStalled.id" in text and "vanishedDeadLetters.id" in text
 
 
 def test_a_workbook_plots_lag_throughput_backlog_and_quarantines() -> None:

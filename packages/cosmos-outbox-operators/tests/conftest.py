@@ -108,3 +108,24 @@ def fresh(admin_database: DatabaseProxy) -> Iterator[str]:
     finally:
         with contextlib.suppress(Exception):
             admin_database.delete_container(name)
+
+
+def console_fragment(client: FunctionClient, route: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """The console's HTML fragment of `route` (`status`, ...) as a signed-in operator's page gets
+    it (App Service Authentication on: the platform sets WEBSITE_AUTH_ENABLED)."""
+    import base64
+
+    monkeypatch.setenv("WEBSITE_AUTH_ENABLED", "True")
+    claims = [
+        {"typ": "name", "val": "ada"},
+        {"typ": "roles", "val": "Outbox.Operator"},
+        {"typ": "http://schemas.microsoft.com/identity/claims/objectidentifier", "val": "oid"},
+    ]
+    principal = base64.b64encode(json.dumps({"auth_typ": "aad", "claims": claims}).encode())
+    reply = client.request(
+        "GET",
+        f"outbox/console/{route}",
+        headers={"x-ms-client-principal": principal.decode(), "hx-request": "true"},
+    )
+    assert reply.status_code == 200 and reply.mimetype == "text/html", reply.get_body()
+    return reply.get_body().decode()

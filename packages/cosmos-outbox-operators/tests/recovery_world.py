@@ -83,9 +83,10 @@ class RecoveryWorld:
 
     # -- the app --------------------------------------------------------------------------------
 
-    def publish(self, warehouse: str, *actions: str) -> list[str]:
-        """One commit of `actions` for `warehouse`; their event ids."""
-        with self.outbox.transaction(warehouse, entity=KIND) as tx:
+    def publish(self, warehouse: str, *actions: str, session_id: str | None = None) -> list[str]:
+        """One commit of `actions` for `warehouse` (in session `session_id` when given: a
+        transaction on that partition key with a session id of its own); their event ids."""
+        with self.outbox.transaction(warehouse, entity=KIND, session_id=session_id) as tx:
             for action in actions:
                 tx.publish(action, {"sku": "a", "action": action})
             committed = tx.commit()

@@ -129,6 +129,7 @@ def test_setting_names_are_the_documented_app_settings() -> None:
         "SERVICEBUS_SCHEDULE_QUEUE",
         "OUTBOX_SUBSCRIPTIONS",
         "OUTBOX_DEAD_LETTER_QUEUES",
+        "OUTBOX_RELAY_STALL_SECONDS",
     }
 
 

@@ -143,7 +143,7 @@ def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: S
     walk.wait("the console", lambda: walk.find("#status-panel .status"))
     assert driver.current_url == walk.console
     assert f"Signed in as {OPERATOR}" in driver.find_element(By.CSS_SELECTOR, ".who").text
-    walk.wait("the relay ready", lambda: "The relay is ready" in driver.page_source or None)
+    walk.wait("the relay ready", lambda: "The relay is healthy" in driver.page_source or None)
     walk.shot("relay", "#relay")
 
     # Two poison events: they appear on the page by themselves.

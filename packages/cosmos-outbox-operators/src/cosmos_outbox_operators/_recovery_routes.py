@@ -29,7 +29,11 @@ from cosmos_outbox.http import (
 )
 from cosmos_outbox.operations import (
     MAX_PER_CALL,
+    AggregateJourney,
+    EventJourney,
     LetterFilter,
+    LetterPreview,
+    Released,
 )
 from cosmos_outbox_operators._types import (
     WHOLE,
@@ -43,7 +47,6 @@ if TYPE_CHECKING:
     )
 from cosmos_outbox_operators._recovery_views import (
     _ERRORS,
-    AggregateJourneyView,
     DeadLetterActionView,
     DeadLetterCountsView,
     DeadLetterDiscard,
@@ -53,10 +56,8 @@ from cosmos_outbox_operators._recovery_views import (
     DeadLetterView,
     DocumentPage,
     EntityCountView,
-    EventJourneyView,
     FilterText,
     ReleaseRequest,
-    ReleaseView,
     SubscriberStatusView,
     SubscribersView,
 )
@@ -216,6 +217,38 @@ def recovery_routes(
         report = await letters.discard(entity, call.body.selection, reason=call.body.reason)
         return Reply(DeadLetterActionView.of(report))
 
+    async def _letters_preview(call: HttpCall[Any], action: str) -> Reply:
+        letters = operations().dead_letters
+        entity = letters.entity(call.path["entity"])
+        return Reply(await letters.preview(entity, call.body.selection, action=action))
+
+    @operation(
+        route=f"{prefix}/deadletters/{{entity}}/resubmit/preview",
+        method="POST",
+        status=200,
+        summary="Operators: what a resubmit of this selection would touch, before it is "
+        "confirmed: how many dead letters match, of how many aggregates, the first of them, and "
+        "what subscribers will see; nothing is sent or removed",
+        request=DeadLetterSelection,
+        response=LetterPreview,
+        errors=(400, 404, 413, 415, 429, 500, 503),
+    )
+    async def preview_resubmit_dead_letters(call: HttpCall[Any]) -> Reply:
+        return await _letters_preview(call, "resubmit")
+
+    @operation(
+        route=f"{prefix}/deadletters/{{entity}}/discard/preview",
+        method="POST",
+        status=200,
+        summary="Operators: what a discard of this selection would touch, before it is "
+        "confirmed (the reason is checked as the discard checks it); nothing is sent or removed",
+        request=DeadLetterDiscard,
+        response=LetterPreview,
+        errors=(400, 404, 413, 415, 429, 500, 503),
+    )
+    async def preview_discard_dead_letters(call: HttpCall[Any]) -> Reply:
+        return await _letters_preview(call, "discard")
+
     @operation(
         route=f"{prefix}/journey/events/{{eventId}}",
         method="GET",
@@ -223,12 +256,12 @@ def recovery_routes(
         summary="Operators: where an event went: stored (or removed by its TTL), relayed, "
         "quarantined or discarded, dead-lettered where, applied, held or given up by the "
         "subscribers the app knows",
-        response=EventJourneyView,
+        response=EventJourney,
         errors=_ERRORS,
     )
     async def event_journey(call: HttpCall[None]) -> Reply:
         journey = operations().journey
-        return Reply(EventJourneyView.of(await journey.of_event(call.path["eventId"])))
+        return Reply(await journey.of_event(call.path["eventId"]))
 
     @operation(
         route=f"{prefix}/journey/aggregates/{{aggregateType}}/{{aggregateId}}",
@@ -236,13 +269,13 @@ def recovery_routes(
         status=200,
         summary="Operators: where each of an aggregate's events went, and each subscriber's "
         "view of it (its version, what it holds, its gaps)",
-        response=AggregateJourneyView,
+        response=AggregateJourney,
         errors=_ERRORS,
     )
     async def aggregate_journey(call: HttpCall[None]) -> Reply:
         journey = operations().journey
         found = await journey.of_aggregate(call.path["aggregateType"], call.path["aggregateId"])
-        return Reply(AggregateJourneyView.of(found))
+        return Reply(found)
 
     @operation(
         route=f"{prefix}/documents/{{aggregateId}}",
@@ -289,7 +322,7 @@ def recovery_routes(
         "discard notice, to that subscription only): the subscriber records an accepted gap "
         "and applies the versions it held after it",
         request=ReleaseRequest,
-        response=ReleaseView,
+        response=Released,
         errors=(400, 404, 413, 415, 429, 500, 503),
     )
     async def release_held(call: HttpCall[Any]) -> Reply:
@@ -301,4 +334,4 @@ def recovery_routes(
             version=body.version,
             reason=body.reason,
         )
-        return Reply(ReleaseView.of(released))
+        return Reply(released)

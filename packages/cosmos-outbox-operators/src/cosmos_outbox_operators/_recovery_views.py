@@ -22,9 +22,9 @@ from cosmos_outbox.operations import (
     ActionReport,
     Described,
     LetterFilter,
+    Notice,
     Selection,
 )
-from cosmos_outbox.relay import OutboxMessage
 from cosmos_outbox.text import Text
 from cosmos_outbox_operators._types import (
     AggregateType,
@@ -34,10 +34,7 @@ from cosmos_outbox_operators._types import (
 
 if TYPE_CHECKING:
     from cosmos_outbox.operations import (
-        AggregateJourney,
         Discarded,
-        EventJourney,
-        Released,
         SubscriberView,
     )
 
@@ -58,28 +55,8 @@ _ERRORS = (400, 404, 429, 500, 503)
 # -- views ---------------------------------------------------------------------------------------
 
 
-class NoticeView(Model):
-    """A notice an action sent: its MessageId and Subject, the session (aggregate) and version
-    it stands at, and the one subscription it was sent to (null: every one)."""
-
-    message_id: str
-    subject: str
-    aggregate_type: str
-    session_id: str
-    version: int
-    subscription: str | None
-
-    @classmethod
-    def of(cls, notice: OutboxMessage) -> NoticeView:
-        target = notice.application_properties.get("outboxTarget")
-        return cls(
-            message_id=notice.message_id,
-            subject=notice.subject,
-            aggregate_type=notice.aggregate_type,
-            session_id=notice.session_id,
-            version=notice.version,
-            subscription=str(target) if target is not None else None,
-        )
+#: A notice an action sent (the core's `Notice`).
+NoticeView = Notice
 
 
 class DiscardView(Model):
@@ -95,7 +72,7 @@ class DiscardView(Model):
     reason: str
     discarded_by: str | None
     discarded_at: datetime | None
-    notice: NoticeView | None
+    notice: Notice | None
     subscribers_will_see: str
 
     @classmethod
@@ -111,7 +88,7 @@ class DiscardView(Model):
             reason=entry.discard_reason or "",
             discarded_by=entry.discarded_by,
             discarded_at=entry.discarded_at,
-            notice=NoticeView.of(discarded.notice) if discarded.notice is not None else None,
+            notice=Notice.of(discarded.notice) if discarded.notice is not None else None,
             subscribers_will_see=discarded.subscribers_will_see,
         )
 
@@ -332,20 +309,6 @@ class ReleaseRequest(RequestModel):
     reason: OperatorReason
 
 
-class ReleaseView(Model):
-    subscription: str
-    notice: NoticeView
-    subscribers_will_see: str
-
-    @classmethod
-    def of(cls, released: Released) -> ReleaseView:
-        return cls(
-            subscription=released.subscription,
-            notice=NoticeView.of(released.notice),
-            subscribers_will_see=released.subscribers_will_see,
-        )
-
-
 class HeldView(Model):
     aggregate_type: str | None
     aggregate_id: str
@@ -401,145 +364,6 @@ class SubscriberStatusView(Model):
 
 class SubscribersView(Model):
     subscribers: list[SubscriberStatusView]
-
-
-class QuarantineSight(Model):
-    status: str
-    reason: str
-    quarantined_at: datetime | None
-    replays: int
-    discarded_at: datetime | None
-    discarded_by: str | None
-    discard_reason: str | None
-
-
-class DeadLetterSight(Model):
-    entity: str
-    sequence_number: int
-    dead_letter_reason: str | None
-    dead_letter_description: str | None
-    delivery_count: int
-
-
-class SubscriberSightView(Model):
-    subscription: str
-    state: str
-    projection_version: int
-    applied_at: str | None
-    waiting_for: int | None
-    given_up_by: str | None
-
-
-class ScheduleSight(Model):
-    """A scheduled event: when it is due, and `waiting` (for its due time or its release;
-    `overdue`: due more than a minute ago and not released), `released` (sent as any event) or
-    `cancelled` (never sent)."""
-
-    due_at: datetime
-    state: str
-    overdue: bool
-    released_at: datetime | None
-    cancelled_at: datetime | None
-
-
-class EventJourneyView(Model):
-    event_id: str
-    aggregate_type: str | None
-    aggregate_id: str | None
-    action: str | None
-    version: int | None
-    created_at: datetime | None
-    stored: bool
-    relay: str
-    relay_note: str
-    quarantine: QuarantineSight | None
-    dead_letters: list[DeadLetterSight]
-    subscribers: list[SubscriberSightView]
-    summary: str
-    #: the W3C trace the event was committed in: Application Insights' operation id
-    trace_id: str | None
-    #: a scheduled event's due time and state (null: not a scheduled event)
-    schedule: ScheduleSight | None = None
-
-    @classmethod
-    def of(cls, journey: EventJourney) -> EventJourneyView:
-        q = journey.quarantine
-        s = journey.schedule
-        return cls(
-            schedule=None
-            if s is None
-            else ScheduleSight(
-                due_at=s.due_at,
-                state=s.state,
-                overdue=s.overdue,
-                released_at=s.released_at,
-                cancelled_at=s.cancelled_at,
-            ),
-            event_id=journey.event_id,
-            aggregate_type=journey.aggregate_type,
-            aggregate_id=journey.aggregate_id,
-            action=journey.action,
-            version=journey.version,
-            created_at=journey.created_at,
-            stored=journey.stored,
-            relay=journey.relay,
-            relay_note=journey.relay_note,
-            quarantine=None
-            if q is None
-            else QuarantineSight(
-                status=q.status,
-                reason=q.reason,
-                quarantined_at=q.quarantined_at,
-                replays=q.replays,
-                discarded_at=q.discarded_at,
-                discarded_by=q.discarded_by,
-                discard_reason=q.discard_reason,
-            ),
-            dead_letters=[
-                DeadLetterSight(
-                    entity=name,
-                    sequence_number=d.letter.sequence_number,
-                    dead_letter_reason=d.letter.reason,
-                    dead_letter_description=d.letter.description,
-                    delivery_count=d.letter.delivery_count,
-                )
-                for name, d in journey.dead_letters
-            ],
-            subscribers=[
-                SubscriberSightView.model_validate(s.__dict__) for s in journey.subscribers
-            ],
-            summary=journey.summary,
-            trace_id=journey.trace_id,
-        )
-
-
-class SubscriberAggregateView(Model):
-    subscription: str
-    projection_version: int
-    held_versions: list[int]
-    waiting_for: int | None
-    quarantined_gaps: list[int]
-    accepted_gaps: list[int]
-
-
-class AggregateJourneyView(Model):
-    aggregate_type: str
-    aggregate_id: str
-    events: list[EventJourneyView]
-    subscribers: list[SubscriberAggregateView]
-    summary: str
-
-    @classmethod
-    def of(cls, journey: AggregateJourney) -> AggregateJourneyView:
-        return cls(
-            aggregate_type=journey.aggregate_type,
-            aggregate_id=journey.aggregate_id,
-            events=[EventJourneyView.of(e) for e in journey.events],
-            subscribers=[
-                SubscriberAggregateView.model_validate(s.__dict__) for s in journey.subscribers
-            ],
-            summary=journey.summary,
-        )
 
 
 class DocumentPage(PageView):

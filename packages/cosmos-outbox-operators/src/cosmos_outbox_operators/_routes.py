@@ -49,7 +49,14 @@ from cosmos_outbox.http import (
     next_token,
     omit_null_defaults,
 )
-from cosmos_outbox.operations import QuarantinedEvent, trace_id
+from cosmos_outbox.operations import (
+    OutboxStatus,
+    QuarantinedEvent,
+    Reading,
+    RedrivePage,
+    RedrivePreview,
+    trace_id,
+)
 from cosmos_outbox.ports import Page
 from cosmos_outbox.relay import OutboxRecord
 from cosmos_outbox_operators._console.doors import OperatorDoors
@@ -73,31 +80,29 @@ from cosmos_outbox_operators._types import (
 )
 
 if TYPE_CHECKING:
-    from cosmos_outbox.operations import Operations, OutboxStatus
+    from cosmos_outbox.operations import Operations
 
 __all__ = [
     "AggregateType",
     "BacklogHistoryView",
     "Instant",
-    "LeaseStatusView",
     "OperatorModels",
     "OperatorReason",
-    "OutboxStatusView",
     "QuarantineItem",
     "QuarantineListPage",
     "QuarantinedEventView",
     "RedriveRequest",
-    "RedriveView",
-    "ScheduledStatusView",
     "parse_instant",
 ]
 
 
 class RedriveRequest(RequestModel):
-    """Body of POST /outbox/redrive: `since` (RFC 3339 with offset); optionally one aggregate
-    type, and one aggregate of it (`aggregateId`, which needs `aggregateType`); one watched
-    subscription to send to (`subscription`; else every subscription); `pageSize` events per
-    call (default 100) and the `continuationToken` of the previous page."""
+    """Body of POST /outbox/redrive (and of its preview, POST /outbox/redrive/preview, which
+    ignores the token): `since` (RFC 3339 with offset); optionally one aggregate type, and one
+    aggregate of it (`aggregateId`, the session id its messages carry, which needs
+    `aggregateType`); one watched subscription to send to (`subscription`; else every
+    subscription); `pageSize` events per call (default 100) and the `continuationToken` of the
+    previous page."""
 
     model_config = ConfigDict(
         json_schema_extra=omit_null_defaults(
@@ -126,125 +131,10 @@ class RedriveRequest(RequestModel):
         return self.aggregate_type, self.aggregate_id
 
 
-class SubscriberCountsView(Model):
-    """What one subscriber whose projection container the app knows does with the events
-    re-driven so far: applied already (dropped), held already (dropped), to apply."""
-
-    subscription: str
-    already_applied: int
-    held: int
-    to_apply: int
-
-
-class RedriveView(Model):
-    """A page of a re-drive: never a bare "sent". `accepted`: messages the topic accepted as
-    new messages (MessageIds of their own: none can be dropped as a duplicate), so far;
-    `quarantined`: events set aside again; what subscribers will apply, per subscriber the app
-    knows, and what subscribers will see."""
-
-    redrive_id: str
-    events: int
-    done: int
-    page_events: int
-    page_accepted: int
-    accepted: int
-    quarantined: int
-    subscription: str | None
-    subscribers: list[SubscriberCountsView]
-    subscribers_will_see: str
-    continuation_token: str | None
-    has_more: bool
-    #: scheduled events not due yet (their release scheduled again for their due time) and
-    #: cancelled ones (not re-driven), so far
-    scheduled: int = 0
-    cancelled: int = 0
-
-
-class LeaseStatusView(Model):
-    lease: str
-    pending: int
-    oldest_pending_age_seconds: float | None
-    owner: str | None
-    checkpoint_at: str | None
-
-
-class RelayBlockedView(Model):
-    """The relay cannot get past `event_id` (null: it cannot start), and why."""
-
-    event_id: str | None
-    reason: str
-    since: str | None
-    last_attempt: str | None
-    attempts: int
-
-
-class ScheduledStatusView(Model):
-    """The scheduled events not released nor cancelled: `waiting` (for their due time or their
-    release), of which `overdue` (due more than a minute ago: their release has not come: the
-    relay's `release_due_events` not running, or the release dead-lettered at the schedule
-    queue), and when the next one is due."""
-
-    waiting: int
-    overdue: int
-    next_due_at: datetime | None
-
-
-class OutboxStatusView(Model):
-    pending: int
-    oldest_pending_age_seconds: float | None
-    quarantined: int
-    leases: list[LeaseStatusView]
-    #: null while the relay works; what it is stuck on otherwise
-    relay_blocked: RelayBlockedView | None = None
-    #: the scheduled events waiting (null: not read)
-    scheduled: ScheduledStatusView | None = None
-
-    @classmethod
-    def of(cls, status: OutboxStatus) -> OutboxStatusView:
-        blocked = status.blocked
-        return cls(
-            pending=status.pending,
-            oldest_pending_age_seconds=_round(status.oldest_age_seconds),
-            quarantined=status.quarantined,
-            leases=[
-                LeaseStatusView(
-                    lease=s.lease.lease,
-                    pending=s.lease.pending,
-                    oldest_pending_age_seconds=_round(s.oldest_age_seconds),
-                    owner=s.lease.owner,
-                    checkpoint_at=s.lease.checkpoint_at,
-                )
-                for s in status.leases
-            ],
-            relay_blocked=None
-            if blocked is None
-            else RelayBlockedView(
-                event_id=blocked.event_id,
-                reason=blocked.reason,
-                since=blocked.since.isoformat() if blocked.since else None,
-                last_attempt=blocked.last_attempt.isoformat() if blocked.last_attempt else None,
-                attempts=blocked.attempts,
-            ),
-            scheduled=None
-            if status.scheduled is None
-            else ScheduledStatusView(
-                waiting=status.scheduled.waiting,
-                overdue=status.scheduled.overdue,
-                next_due_at=status.scheduled.next_due_at,
-            ),
-        )
-
-
-class BacklogReadingView(Model):
-    at: datetime
-    pending: int
-    oldest_pending_age_seconds: float | None
-
-
 class BacklogHistoryView(Model):
     """The backlog timer's readings of the last hour, oldest first (the console's chart)."""
 
-    readings: list[BacklogReadingView]
+    readings: list[Reading]
 
 
 class QuarantineItem(Model):
@@ -324,10 +214,6 @@ class OperatorModels:
     quarantine_page: type[QuarantineListPage] = QuarantineListPage
 
 
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 3)
-
-
 EVENT_ID = PathParameter("eventId", "the event id")
 REASON = QueryParameter(
     "reason",
@@ -372,12 +258,15 @@ def routes_blueprint(
         route=f"{prefix}/status",
         method="GET",
         status=200,
-        summary="Operators: the relay's backlog per lease and the number of quarantined events",
-        response=OutboxStatusView,
+        summary="Operators: the relay's state (healthy: moving; stalled: since when, which "
+        "dependency does not answer, the last error; not ready), its backlog per lease, the "
+        "quarantined events, the scheduled events waiting, and the dead letters that left "
+        "their queue without being applied",
+        response=OutboxStatus,
         errors=_ERRORS,
     )
     async def outbox_status(call: HttpCall[None]) -> Reply:
-        return Reply(OutboxStatusView.of(await operations().status.now()))
+        return Reply(await operations().status.now())
 
     @operation(
         route=f"{prefix}/backlog",
@@ -389,19 +278,7 @@ def routes_blueprint(
         errors=_ERRORS,
     )
     async def backlog_history(call: HttpCall[None]) -> Reply:
-        readings = await operations().status.backlog()
-        return Reply(
-            BacklogHistoryView(
-                readings=[
-                    BacklogReadingView(
-                        at=r.at,
-                        pending=r.pending,
-                        oldest_pending_age_seconds=r.oldest_pending_age_seconds,
-                    )
-                    for r in readings
-                ]
-            )
-        )
+        return Reply(BacklogHistoryView(readings=await operations().status.backlog()))
 
     @operation(
         route=f"{prefix}/quarantine",
@@ -477,7 +354,7 @@ def routes_blueprint(
         "the topic's duplicate detection cannot drop (the event id stays its CloudEvents id); "
         "the answer counts what the topic accepted and what subscribers will apply",
         request=models.redrive_request,
-        response=RedriveView,
+        response=RedrivePage,
         errors=(400, 404, 413, 415, 429, 500, 503),
     )
     async def redrive_events(call: HttpCall[Any]) -> Reply:
@@ -491,30 +368,31 @@ def routes_blueprint(
             page_size=body.page_size,
             continuation=body.continuation_token,
         )
+        return Reply(page)
+
+    @operation(
+        route=f"{prefix}/redrive/preview",
+        method="POST",
+        status=200,
+        summary="Operators: what a re-drive of this scope would send, before it is confirmed: "
+        "the stored events (how many, of how many aggregates, the first of them), those left "
+        "out (discarded, cancelled), the pages, and per subscription what it receives and what "
+        "its subscriber would apply; nothing is sent, and a scope the re-drive would refuse is "
+        "refused here",
+        request=models.redrive_request,
+        response=RedrivePreview,
+        errors=(400, 404, 413, 415, 429, 500, 503),
+    )
+    async def preview_redrive(call: HttpCall[Any]) -> Reply:
+        body = call.body
+        aggregate_type, aggregate_id = body.scope
         return Reply(
-            RedriveView(
-                redrive_id=page.redrive_id,
-                events=page.events,
-                done=page.done,
-                page_events=page.page_events,
-                page_accepted=page.page_accepted,
-                accepted=page.accepted,
-                quarantined=page.quarantined,
-                subscription=page.subscription,
-                subscribers=[
-                    SubscriberCountsView(
-                        subscription=c.subscription,
-                        already_applied=c.already_applied,
-                        held=c.held,
-                        to_apply=c.to_apply,
-                    )
-                    for c in page.subscribers
-                ],
-                subscribers_will_see=page.subscribers_will_see,
-                continuation_token=page.continuation_token,
-                has_more=page.continuation_token is not None,
-                scheduled=page.scheduled,
-                cancelled=page.cancelled,
+            await operations().redrive.preview(
+                body.since,
+                aggregate_type=aggregate_type,
+                aggregate_id=aggregate_id,
+                subscription=body.subscription,
+                page_size=body.page_size,
             )
         )
 

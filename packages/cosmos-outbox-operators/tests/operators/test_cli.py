@@ -44,7 +44,12 @@ class Bridge(BaseHTTPRequestHandler):
             path,
             raw=raw,
             params=params,
-            headers={k: v for k, v in self.headers.items() if k.lower() == "content-type"},
+            # what the host hands the worker: the key it checked too (the audit names its holder)
+            headers={
+                k: v
+                for k, v in self.headers.items()
+                if k.lower() in ("content-type", "x-functions-key")
+            },
         )
         payload = reply.get_body()
         self.send_response(reply.status_code)

@@ -201,6 +201,7 @@ def test_every_action_is_audited_with_who_did_it(
         "DELETE",
         f"outbox/quarantine/{second}",
         params={"reason": "entered by hand"},
+        headers={"x-functions-key": "the-master-key"},
     )
     world.client.request(
         "POST",
@@ -220,6 +221,73 @@ def test_every_action_is_audited_with_who_did_it(
     assert " by admin key: entered by hand" in discard.getMessage()
     assert discard.__dict__["outbox.actor_kind"] == "admin key"
     assert " by ada@example.com (id oid-ada): " in redrive.getMessage()
+
+
+KEY_DOOR_REFUSALS = {
+    "another origin": {"origin": "https://evil.example"},
+    "a null origin": {"origin": "null"},
+    "another site": {"sec-fetch-site": "cross-site"},
+    "a sibling site": {"sec-fetch-site": "same-site"},
+    # a client-sent forwarded host names the attacker's page: not trusted unless configured
+    "a forged forwarded host": {
+        "origin": "https://evil.example",
+        "x-forwarded-host": "evil.example",
+    },
+}
+
+
+def test_the_admin_keys_door_refuses_an_action_from_another_site_key_or_no_key(
+    poison: tuple[TicketWorld, list[str]], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 66, item 2: under `make run` the local host checks no key, and a bodyless POST from
+    another site's page (a simple request, no preflight) replayed a quarantined event, audited
+    "by admin key". Each hostile request is refused with or without a key; nothing is sent."""
+    world, (event, other) = poison
+    world.memory.publisher.max_batch_bytes = 1024 * 1024  # the fix: a replay would now send
+    caplog.set_level(logging.WARNING, logger="cosmos_outbox.operators")
+    sent = len(world.memory.publisher.messages)
+    replay = f"outbox/quarantine/{event}/replay"
+    for key in ({}, {"x-functions-key": "the-master-key"}):
+        for why, hostile in KEY_DOOR_REFUSALS.items():
+            headers = {"host": "localhost", **key, **hostile}
+            refused = problem(world.client.request("POST", replay, headers=headers), 403)
+            assert "another" in refused["detail"], why
+    assert len(world.memory.publisher.messages) == sent and audit_lines(caplog) == []
+    # reads pass from anywhere (the page's links); a script sends neither header
+    assert (
+        world.client.request(
+            "GET", "outbox/status", headers=KEY_DOOR_REFUSALS["another origin"]
+        ).status_code
+        == 200
+    )
+    same = world.client.request(
+        "POST",
+        replay,
+        headers={"host": "localhost", "origin": ORIGIN, "sec-fetch-site": "same-origin"},
+    )
+    assert body(same)["status"] == "resolved"
+    world.client.request("POST", f"outbox/quarantine/{other}/replay")
+    by_page, by_script = audit_lines(caplog)
+    # no key was sent: the audit says so rather than "by admin key"
+    for line in (by_page, by_script):
+        assert " by nobody: keys not enforced locally" in line.getMessage()
+        assert line.__dict__["outbox.actor_kind"] == "nobody"
+
+
+def test_forwarded_hosts_are_the_apps_only_where_it_says_a_proxy_sets_them(
+    poison: tuple[TicketWorld, list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    world, (event, _) = poison
+    world.memory.publisher.max_batch_bytes = 1024 * 1024
+    behind = {
+        "host": "app.internal",
+        "origin": "https://outbox.example",
+        "x-forwarded-host": "outbox.example",
+    }
+    replay = f"outbox/quarantine/{event}/replay"
+    problem(world.client.request("POST", replay, headers=behind), 403)
+    monkeypatch.setenv("OUTBOX_TRUST_FORWARDED_HOST", "true")
+    assert body(world.client.request("POST", replay, headers=behind))["status"] == "resolved"
 
 
 def test_a_discard_by_a_signed_in_operator_names_them_in_the_notice_subscribers_get(

@@ -87,7 +87,10 @@ def replay(world: TicketWorld, eid: str) -> func.HttpResponse:
 
 
 def discard(world: TicketWorld, eid: str, **params: str) -> func.HttpResponse:
-    return world.client.request("DELETE", f"outbox/quarantine/{eid}", params=params)
+    """A discard as a script sends it: the master key in its header (the audit names it)."""
+    return world.client.request(
+        "DELETE", f"outbox/quarantine/{eid}", params=params, headers={"x-functions-key": "k"}
+    )
 
 
 def listing(world: TicketWorld, **params: str) -> func.HttpResponse:

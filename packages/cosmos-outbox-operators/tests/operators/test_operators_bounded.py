@@ -87,7 +87,10 @@ def unavailable(reply: Reply, took: float) -> None:
     assert reply.headers["content-type"].startswith("application/problem+json")
     assert reply.headers["retry-after"] == str(BOUND_RETRY_AFTER_SECONDS)
     assert f"did not answer within {BOUND_SECONDS:g} s" in reply.json()["detail"]
-    assert took < BOUND_SECONDS + 3, took  # the bound, and what the host and the test add
+    # the bound, and what the host and the test add: requests sent at once to one worker on a
+    # loaded machine (make test at a load average of 14: 7.3 s); a hang would be the client's
+    # whole timeout, far beyond
+    assert took < 2 * BOUND_SECONDS + 4, took
 
 
 def at_once(app: HostedApp, requests: list[tuple[str, str, Any]]) -> list[tuple[Reply, float]]:

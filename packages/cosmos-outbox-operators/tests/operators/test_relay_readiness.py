@@ -12,7 +12,7 @@ import logging
 from typing import Any
 
 import pytest
-from conftest import TicketWorld, body
+from conftest import TicketWorld, body, console_fragment
 from tickets import Ticket
 
 from cosmos_outbox.documents import aggregate_event_document
@@ -158,3 +158,67 @@ def test_a_lease_container_created_after_the_timer_said_it_was_missing_clears_th
     world.client.invoke("outbox_backlog", timer_request())
     assert _status(world)["relayBlocked"] is None
     assert body(world.client.request("GET", "health")) == {"status": "healthy"}
+
+
+def test_a_hung_broker_is_stalled_not_ready_then_healthy_once_events_leave(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 66, item 1: with Service Bus frozen over two minutes the console said "The relay
+    is ready: nothing blocks it." in green while events waited 2 min 3 s (its lease row said
+    "Checkpoint: 1 s ago": a lease is renewed while its invocation hangs). Healthy means moving:
+    an event pending longer than the poll delay and the bound is stalled, since when the oldest
+    should have left, naming the dependency that does not answer; the backlog timer logs it each
+    tick and /health says degraded; once the events leave, healthy."""
+    import time
+
+    from cosmos_outbox.ports import LeaseBacklog
+
+    world = TicketWorld()
+    stored = _stored(world)
+    allowed = world.memory.services.stall_after_seconds
+    waited = allowed + 62.0
+    frozen = world.memory.publisher
+
+    def hangs() -> None:
+        raise TimeoutError("Service Bus did not answer: the connection timed out")
+
+    monkeypatch.setattr(frozen, "probe", hangs)
+    created = time.time() - waited
+    world.memory.backlog.leases = [
+        LeaseBacklog(
+            "0",
+            1,
+            created,
+            owner="instance-1",
+            checkpoint_at="2026-11-26T08:00:00Z",  # renewed: says nothing about movement
+            pending_ids=(stored[0]["id"],),
+            pending_ids_complete=True,
+        )
+    ]
+    relay = _status(world)["relay"]
+    assert (relay["state"], relay["ready"], relay["moving"]) == ("stalled", True, False)
+    assert relay["notAnswering"] == "Service Bus" and "TimeoutError" in relay["lastError"]
+    assert "stalled" in relay["summary"] and "Service Bus does not answer" in relay["summary"]
+    assert abs(_since(relay) - (created + allowed)) < 2
+    page = console_fragment(world.client, "status", monkeypatch)  # never green while stalled
+    assert 'data-relay-state="stalled"' in page and "The relay is stalled since" in page
+    assert "Not answering: Service Bus" in page and 'class="ok"' not in page
+    with caplog.at_level(logging.ERROR, "cosmos_outbox.relay"):
+        world.client.invoke("outbox_backlog", timer_request())
+    assert any("relay stalled since" in r.getMessage() for r in caplog.records)
+    health = body(world.client.request("GET", "health"))
+    assert health["status"] == "degraded" and health["relay"]["state"] == "stalled"
+
+    monkeypatch.undo()  # the broker answers again: the events leave
+    world.relay(stored)
+    world.memory.backlog.leases = [LeaseBacklog("0", 0, None, pending_ids_complete=True)]
+    assert _status(world)["relay"]["state"] == "healthy"
+    assert "The relay is healthy" in console_fragment(world.client, "status", monkeypatch)
+    world.client.invoke("outbox_backlog", timer_request())
+    assert body(world.client.request("GET", "health")) == {"status": "healthy"}
+
+
+def _since(relay: dict[str, Any]) -> float:
+    from datetime import datetime
+
+    return datetime.fromisoformat(relay["since"].replace("Z", "+00:00")).timestamp()

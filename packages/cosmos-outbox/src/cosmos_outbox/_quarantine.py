@@ -38,7 +38,7 @@ class QuarantinedEvent:
 
     event_id: str
     aggregate_type: str | None
-    #: the event's partition: its aggregate's id
+    #: the event's aggregate: its session id (its partition's key when unreadable)
     aggregate_id: str
     action: str | None
     version: int | None
@@ -51,6 +51,9 @@ class QuarantinedEvent:
     discarded_at: datetime | None = None
     discarded_by: str | None = None
     discard_reason: str | None = None
+    #: the partition the record (and its event) is kept in: the aggregate's own, or the
+    #: transaction's that published it with a session id of its own
+    partition_key: str = ""
 
     @property
     def resolved(self) -> bool:
@@ -99,6 +102,12 @@ def quarantine_document(
         "data": without_system_keys(document),
         "ttl": -1,
         **kept,
+        # where the aggregate's documents are found (cosmos_outbox.operations.partitions_of)
+        **(
+            {"aggregateId": document["aggregateId"]}
+            if isinstance(document.get("aggregateId"), str)
+            else {}
+        ),
     }
 
 
@@ -128,10 +137,11 @@ def quarantined_event(
         at = datetime.fromtimestamp(float(document["_ts"]), UTC)
     replays = document.get("replays")
     partition = document.get("partitionKey")
+    partition = partition if isinstance(partition, str) else "quarantine"
     return QuarantinedEvent(
         event_id=event_id,
         aggregate_type=event.aggregate_type,
-        aggregate_id=partition if isinstance(partition, str) else "quarantine",
+        aggregate_id=event.aggregate_id or partition,
         action=event.action,
         version=event.version,
         reason=str(document.get("reason", "")),
@@ -142,6 +152,7 @@ def quarantined_event(
         discarded_at=parse_time(document.get("discardedAt")),
         discarded_by=_text_or_none(document.get("discardedBy")),
         discard_reason=_text_or_none(document.get("discardReason")),
+        partition_key=partition,
     )
 
 
@@ -258,7 +269,7 @@ class Quarantine:
         """Record a replay of `entry` (as read before the replay): resolved (kept, expiring
         after `ttl_seconds`) or still quarantined with the new reason; replays + 1."""
         key = quarantine_id(entry.event_id)
-        current = await self._store.read(entry.aggregate_id, key)
+        current = await self._store.read(entry.partition_key, key)
         if current is None:
             raise NotFoundError(QUARANTINED_EVENT, entry.event_id)
         updated = replayed_document(
@@ -277,7 +288,7 @@ class Quarantine:
         """Mark the record discarded by `by` for `reason`: kept (no longer counted, never
         replayed) until it expires after `ttl_seconds`. Raises NotFoundError when it is gone."""
         key = quarantine_id(entry.event_id)
-        current = await self._store.read(entry.aggregate_id, key)
+        current = await self._store.read(entry.partition_key, key)
         if current is None:
             raise NotFoundError(QUARANTINED_EVENT, entry.event_id)
         updated = without_system_keys(current)

@@ -107,6 +107,9 @@ class Services:
     topic: str = ""
     event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS
     idempotency_ttl_seconds: int = DEFAULT_IDEMPOTENCY_TTL_SECONDS
+    #: how long a pending event may wait before the relay is stalled (the trigger's poll delay
+    #: and OUTBOX_RELAY_STALL_SECONDS)
+    stall_after_seconds: float = 61.0
     max_payload_bytes: int = DEFAULT_PAYLOAD_MAX_BYTES
     #: where the relay schedules scheduled events' releases (None: no schedule queue, a
     #: scheduled event is quarantined)
@@ -353,6 +356,7 @@ def services_from_settings(
         topic=settings.servicebus_topic or "",
         event_ttl_seconds=settings.event_ttl_seconds,
         idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
+        stall_after_seconds=settings.feed_poll_delay_ms / 1000 + settings.relay_stall_seconds,
         max_payload_bytes=settings.payload_max_bytes,
         **{
             f.name: functools.partial(
@@ -516,6 +520,7 @@ class Wiring:
                         dead_letters=self.dead_letters,
                         watched=self.services.watched,
                         subscribers=self.subscriber_stores,
+                        stall_after_seconds=self.services.stall_after_seconds,
                     )
                 )
             return self._operations

@@ -6,6 +6,7 @@ from __future__ import annotations
 __all__ = [
     "AlreadyExistsError",
     "BatchTooLargeError",
+    "DependencyUnavailableError",
     "IdempotencyKeyReusedError",
     "InvalidContinuationError",
     "InvalidQueryError",
@@ -142,6 +143,17 @@ class InvalidQueryError(OutboxError):
 class PublishFailedError(OutboxError):
     """The broker did not take the messages (503); nothing is lost, the action may be
     repeated (the topic drops what it already has, by MessageId)."""
+
+
+class DependencyUnavailableError(OutboxError):
+    """An operators' action or read could not be served because one dependency did not answer
+    (503): `dependency` names it ("Cosmos DB", "Service Bus", ...) and `detail` says what it
+    did (timed out, refused the connection...)."""
+
+    def __init__(self, dependency: str, detail: str) -> None:
+        super().__init__(f"{dependency} {detail}")
+        self.dependency = dependency
+        self.detail = detail
 
 
 class RelayNotReadyError(OutboxError):

@@ -336,6 +336,13 @@ class MessagePublisher(abc.ABC):
         default, for publishers with nothing to learn."""
         return False
 
+    def probe(self) -> None:
+        """One round trip to the broker that changes nothing, raising when it fails (the
+        operators' status asks when the relay does not move: does Service Bus answer?). The
+        default makes a batch (no round trip once a link is open); an adapter opens a fresh
+        link to the topic and closes it."""
+        self.create_batch()
+
 
 class AsyncMessagePublisher(abc.ABC):
     """`MessagePublisher`, async."""
@@ -348,6 +355,10 @@ class AsyncMessagePublisher(abc.ABC):
 
     async def refresh(self) -> bool:
         return False
+
+    async def probe(self) -> None:
+        """`MessagePublisher.probe`, async."""
+        await self.create_batch()
 
 
 class PayloadStore(abc.ABC):

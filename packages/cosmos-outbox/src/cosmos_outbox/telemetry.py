@@ -44,7 +44,9 @@ __all__ = [
     "QUARANTINED",
     "RELAY_FAILURES",
     "RELAY_LAG",
+    "RELAY_STALLED",
     "SENT_MESSAGES",
+    "VANISHED_DEAD_LETTERS",
     "MetricSpec",
     "RelayTelemetry",
 ]
@@ -61,6 +63,8 @@ OFFLOADED: Final = "outbox.events.offloaded"
 OFFLOADED_BYTES: Final = "outbox.events.offloaded.bytes"
 PENDING: Final = "outbox.events.pending"
 OLDEST_PENDING_AGE: Final = "outbox.events.oldest_pending_age"
+RELAY_STALLED: Final = "outbox.relay.stalled"
+VANISHED_DEAD_LETTERS: Final = "outbox.dead_letters.vanished"
 
 #: The outbox's loggers, each named for the public namespace whose work it logs (an app's
 #: `logging.getLogger(name).setLevel(...)`), and what it logs. Every logger of cosmos-outbox
@@ -137,6 +141,22 @@ METRICS: Final[tuple[MetricSpec, ...]] = (
         "s",
         "Age of the first unprocessed change, per lease and the oldest of all (all)",
     ),
+    MetricSpec(
+        RELAY_STALLED,
+        "gauge",
+        "{relay}",
+        "1 while the relay does not move (pending events wait longer than the poll delay and "
+        "OUTBOX_RELAY_STALL_SECONDS, or it cannot start), else 0: one series, so that the value "
+        "after a recovery replaces the stalled one (the state is in the backlog timer's log line)",
+    ),
+    MetricSpec(
+        VANISHED_DEAD_LETTERS,
+        "gauge",
+        "{message}",
+        "Dead letters that left their dead-letter queue without being applied by their "
+        "subscriber (resent with the same MessageId inside the duplicate window, deleted): "
+        "each waits for an operator's re-drive or release",
+    ),
 )
 
 #: The names as deploy/modules/metric-names.json gives them to the Bicep alert rules and the
@@ -151,6 +171,8 @@ BICEP_NAMES: Final[dict[str, str]] = {
     "offloadedBytes": OFFLOADED_BYTES,
     "pending": PENDING,
     "oldestPendingAge": OLDEST_PENDING_AGE,
+    "relayStalled": RELAY_STALLED,
+    "vanishedDeadLetters": VANISHED_DEAD_LETTERS,
     "allLeases": ALL_LEASES,
 }
 
@@ -299,6 +321,14 @@ class RelayTelemetry:
         self._oldest = meter.create_gauge(
             OLDEST_PENDING_AGE, unit="s", description=spec[OLDEST_PENDING_AGE].description
         )
+        self._stalled = meter.create_gauge(
+            RELAY_STALLED, unit="{relay}", description=spec[RELAY_STALLED].description
+        )
+        self._vanished = meter.create_gauge(
+            VANISHED_DEAD_LETTERS,
+            unit="{message}",
+            description=spec[VANISHED_DEAD_LETTERS].description,
+        )
 
     async def send(self, events: Sequence[SentEvent], send: Callable[[], Awaitable[None]]) -> None:
         """Run `send` (one batch) inside a PRODUCER span linked to each event's context, and
@@ -354,6 +384,17 @@ class RelayTelemetry:
 
     def failed(self, exc: BaseException) -> None:
         self._failures.add(1, {**self._attrs, "error.type": error_type(exc)})
+
+    def relay_state(self, state: str) -> None:
+        """The relay's state (`healthy`, `stalled`, `not ready`): 0 while it moves, else 1. One
+        series (no state attribute): a gauge keeps exporting each attribute set's last value, so
+        a `stalled` series would stay at 1 after the relay moved again and its alert never
+        resolve."""
+        self._stalled.set(0 if state == "healthy" else 1, self._attrs)
+
+    def vanished(self, count: int) -> None:
+        """How many dead letters left their queue without being applied, unresolved."""
+        self._vanished.set(count, self._attrs)
 
     def backlog(self, leases: Iterable[tuple[str, int, float | None]]) -> None:
         """Gauges per lease (`outbox.lease` = lease token) and in total (`outbox.lease` = all):

@@ -153,7 +153,7 @@ def test_it_relays_what_was_committed_and_says_what_it_holds(
         # the operators' status reads the lease owners: this process, as it shows the trigger
         outbox = Outbox(services=lambda: services_from_settings(settings))
         seen = await outbox.operations().status.now()
-        assert [lease.lease.owner for lease in seen.leases] == ["relay-proc-1"]
+        assert [lease.owner for lease in seen.leases] == ["relay-proc-1"]
         # the backlog's gauges, per lease and in all: the telemetry's names
         assert metric_points(reader, PENDING) == {"0": 0, "all": 0}
         stopping.set()

@@ -200,3 +200,16 @@ def test_backlog_gauges_per_lease_and_in_total(otel: Telemetry) -> None:
     oldest = {p.attributes["outbox.lease"]: p.value for p in otel.points(names.OLDEST_PENDING_AGE)}
     assert pending == {"0-7F": 3, "7F-FF": 2, "all": 5}
     assert oldest == {"0-7F": 12.5, "7F-FF": 40.0, "all": 40.0}
+
+
+def test_the_stalled_gauge_is_one_series_that_returns_to_0_when_the_relay_moves(
+    otel: Telemetry,
+) -> None:
+    """Issue 66, item 1: the alert on `outbox.relay.stalled` (its maximum) resolves once the relay
+    moves again: no series left at 1 under another attribute set."""
+    otel.recorder.relay_state("stalled")
+    assert [p.value for p in otel.points(names.RELAY_STALLED)] == [1]
+    otel.recorder.relay_state("healthy")
+    assert [p.value for p in otel.points(names.RELAY_STALLED)] == [0]
+    otel.recorder.relay_state("not ready")
+    assert [p.value for p in otel.points(names.RELAY_STALLED)] == [1]

@@ -165,12 +165,13 @@ def test_cancel_refuses_what_it_cannot_cancel_and_does_nothing_twice(memory: Any
             outbox.transaction("c-2", entity="customer").cancel(expiry)
         with pytest.raises(ValueError, match="not scheduled"):
             tx.cancel(held)
-        tx.cancel(expiry)
-        tx.cancel(expiry)  # staged once
+        assert tx.cancel(expiry) is True
+        assert tx.cancel(expiry) is True  # staged once
         tx.commit()
     assert events_in(world, "c-1")["HoldExpired"]["cancelledAt"]
     with outbox.transaction("c-1", entity="customer") as tx:
-        tx.cancel(expiry)  # cancelled already: nothing to do
+        # cancelled already: nothing to do, and the app is told (issue 66)
+        assert tx.cancel(expiry) is False
         assert tx.commit().events == ()
 
 

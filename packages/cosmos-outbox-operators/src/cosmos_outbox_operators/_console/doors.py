@@ -41,8 +41,8 @@ from cosmos_outbox.http import (
     HttpProblemError,
     PathParameter,
 )
-from cosmos_outbox.operations import ADMIN_KEY, Actor, acting_as
-from cosmos_outbox_operators._console.guard import CrossSiteError, check_action
+from cosmos_outbox.operations import ADMIN_KEY, NO_KEY, Actor, acting_as
+from cosmos_outbox_operators._console.guard import CrossSiteError, check_action, check_same_site
 from cosmos_outbox_operators._console.identity import (
     AUTH_ENABLED_SETTING,
     OPERATOR_ROLE,
@@ -166,27 +166,53 @@ def _same_kind(function: Function, door: Callable[..., Any]) -> Function:
     return run
 
 
+#: The header the admin key travels in (the host reads it; it reaches the app too).
+KEY_HEADER = "x-functions-key"
+
+
+def key_actor(req: func.HttpRequest) -> Actor:
+    """Who acts through the admin key's door, as it actually was: the key's holder when a key
+    was sent (the host checked it where keys are enforced), else nobody -- a host that admitted
+    a request without a key enforces none (the local host, funcstack)."""
+    return ADMIN_KEY if req.headers.get(KEY_HEADER) else NO_KEY
+
+
+def _key_refusal(req: func.HttpRequest) -> func.HttpResponse | None:
+    """A key in the URL, or an action from another site's page (whether or not keys are
+    enforced: `guard.check_same_site`), refused."""
+    refused = _key_in_url(req)
+    if refused is not None:
+        return refused.response()
+    try:
+        check_same_site(req.method, req.headers)
+    except CrossSiteError as exc:
+        logger.warning("operators' routes refused an action: %s", exc)
+        return RefusedError(403, "Forbidden", str(exc)).response()
+    return None
+
+
 def key_door(operation: HttpOperation, function: Function) -> Function:
-    """The admin key's door: the host checked the key; refuse it in the URL, act as it."""
+    """The admin key's door: the host checked the key; refuse it in the URL and an action from
+    another site, act as who sent it (`key_actor`)."""
 
     if inspect.iscoroutinefunction(function):
 
         async def door_async(
             req: func.HttpRequest, context: func.Context, call: Function
         ) -> func.HttpResponse:
-            refused = _key_in_url(req)
+            refused = _key_refusal(req)
             if refused is not None:
-                return refused.response()
-            with acting_as(ADMIN_KEY):
+                return refused
+            with acting_as(key_actor(req)):
                 return cast(func.HttpResponse, await _awaited(call, req, context))
 
         return _same_kind(function, door_async)
 
     def door(req: func.HttpRequest, context: func.Context, call: Function) -> func.HttpResponse:
-        refused = _key_in_url(req)
+        refused = _key_refusal(req)
         if refused is not None:
-            return refused.response()
-        with acting_as(ADMIN_KEY):
+            return refused
+        with acting_as(key_actor(req)):
             return cast(func.HttpResponse, call(req, context))
 
     return _same_kind(function, door)

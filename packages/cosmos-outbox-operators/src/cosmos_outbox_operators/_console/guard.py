@@ -5,8 +5,10 @@ attaches it to any request for the app -- a form another site posts, too. So an 
 method but GET and HEAD) through the signed-in door must show that the page itself sent it:
 
 1. **Same origin.** `Origin` (which browsers send with every POST and DELETE, fetch and form
-   alike) must name this app's host (the request's `Host`, or `X-Forwarded-Host` /
-   `X-Original-Host` behind a proxy that rewrites it); without `Origin`, `Sec-Fetch-Site`,
+   alike) must name this app's host (the request's `Host`; `X-Forwarded-Host` /
+   `X-Original-Host` only where the app says a proxy in front of it sets them,
+   `OUTBOX_TRUST_FORWARDED_HOST=true`: else any client could name the host it claims to come
+   from); without `Origin`, `Sec-Fetch-Site`,
    when sent, must be `same-origin` (`same-site` is refused: a sibling app on the same domain is
    another origin). The scheme is not compared: the host sees plain HTTP behind App Service's
    TLS front end.
@@ -22,12 +24,17 @@ can, "cookie tossing"), which the origin check refuses. A request carrying
 `Authorization: Bearer` (a script with an Entra ID token that App Service Authentication
 validated) needs no token: a browser never attaches that header by itself.
 
-The admin key's door needs none of this: its key travels in the `x-functions-key` header, which
-no other site can make a browser send, and never in a URL (`?code=` is refused)."""
+The admin key's door needs no token: its key travels in the `x-functions-key` header, which no
+other site can make a browser send, and never in a URL (`?code=` is refused). But where keys are
+not enforced (the local host checks none) a bodyless POST from another site's page (a "simple"
+request: no preflight) would reach it, so its actions are refused from another site as well
+(`check_same_site`: an `Origin` that is not this host's, a `Sec-Fetch-Site` of `cross-site` or
+`same-site`), whether or not keys are enforced; a script or the command line sends neither."""
 
 from __future__ import annotations
 
 import hmac
+import os
 import secrets
 from collections.abc import Mapping
 from urllib.parse import urlsplit
@@ -35,8 +42,10 @@ from urllib.parse import urlsplit
 __all__ = [
     "CSRF_COOKIE",
     "CSRF_HEADER",
+    "TRUST_FORWARDED_SETTING",
     "CrossSiteError",
     "check_action",
+    "check_same_site",
     "new_token",
     "token_cookie",
 ]
@@ -44,6 +53,9 @@ __all__ = [
 CSRF_COOKIE = "outbox-console-csrf"
 CSRF_HEADER = "x-csrf-token"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
+#: `true` where a proxy in front of the app (Front Door, Application Gateway) rewrites `Host` and
+#: sets `X-Forwarded-Host` / `X-Original-Host`: only then are they taken for this app's host.
+TRUST_FORWARDED_SETTING = "OUTBOX_TRUST_FORWARDED_HOST"
 
 
 class CrossSiteError(Exception):
@@ -85,13 +97,48 @@ def check_action(method: str, headers: Mapping[str, str]) -> None:
         )
 
 
-def _same_origin(headers: Mapping[str, str]) -> None:
-    hosts = {
+def check_same_site(
+    method: str, headers: Mapping[str, str], environment: Mapping[str, str] | None = None
+) -> None:
+    """Refuse (`CrossSiteError`) an action the admin key's door received from another site's
+    page: an `Origin` that is not this host's, or a `Sec-Fetch-Site` other than `same-origin`
+    or `none` (typed by the user). Reads pass; so does a request with neither header (a script,
+    the command line: no browser sends an action without one of them)."""
+    if method.upper() in SAFE_METHODS:
+        return
+    origin = headers.get("origin")
+    if origin is not None:
+        netloc = urlsplit(origin.strip()).netloc.lower() if origin.strip() != "null" else ""
+        if not netloc or netloc not in _hosts(headers, environment):
+            raise CrossSiteError(
+                f"this action was sent from another origin ({origin[:100]}): the operators' "
+                "actions are not taken from another site's page"
+            )
+        return
+    site = headers.get("sec-fetch-site")
+    if site is not None and site.strip().lower() not in ("same-origin", "none"):
+        raise CrossSiteError(
+            f"this action was sent from another site (Sec-Fetch-Site: {site[:40]}): the "
+            "operators' actions are not taken from another site's page"
+        )
+
+
+def _hosts(headers: Mapping[str, str], environment: Mapping[str, str] | None) -> set[str]:
+    """This app's host as the request names it: `Host`, and the forwarded ones only where the
+    app trusts them (`TRUST_FORWARDED_SETTING`)."""
+    env = os.environ if environment is None else environment
+    trusted = env.get(TRUST_FORWARDED_SETTING, "").strip().lower() == "true"
+    names = ("host", "x-forwarded-host", "x-original-host") if trusted else ("host",)
+    return {
         h.strip().lower()
-        for name in ("host", "x-forwarded-host", "x-original-host")
+        for name in names
         for h in headers.get(name, "").split(",")[:1]
         if h.strip()
     }
+
+
+def _same_origin(headers: Mapping[str, str]) -> None:
+    hosts = _hosts(headers, None)
     origin = headers.get("origin")
     if origin is not None:
         netloc = urlsplit(origin.strip()).netloc.lower() if origin.strip() != "null" else ""

@@ -87,7 +87,9 @@ def relay_blueprint(
         container), check it, so that what is missing is said before any event; estimate the
         backlog (its lease container missing: said the same way), record the gauges, apply
         the TTL guard, keep the reading for the console's chart (`_relay.backlog_history`);
-        once all is found, clear what an earlier tick said."""
+        once all is found, clear what an earlier tick said; record whether the relay moves
+        (`outbox.relay.stalled`), and look for dead letters that left their queue without
+        being applied (`outbox.dead_letters.vanished`)."""
         wired = wiring()
         from cosmos_outbox._relay.backlog import report_backlog
         from cosmos_outbox.errors import RelayNotReadyError
@@ -100,10 +102,31 @@ def relay_blueprint(
             )
         except RelayNotReadyError as exc:
             await relay.not_ready(exc)
+            wired.telemetry.relay_state("not ready")
             raise
         await wired.backlog_history.record(backlog.pending, backlog.oldest_age_seconds)
         if problem is None:
             await relay.ready()
+        # healthy means moving: the relay's state (stalled, with what does not answer) as a
+        # gauge and, while it does not move, a log line each tick (`operations._status`)
+        operations = wired.operations()
+        state = await operations.status.relay(backlog.leases, not_ready=problem)
+        wired.telemetry.relay_state(state.state)
+        if state.state == "stalled":  # not ready: said by `not_ready` already
+            import logging
+
+            logging.getLogger("cosmos_outbox.relay").error(
+                "relay %s since %s: %s",
+                state.state,
+                state.since.isoformat() if state.since else "-",
+                state.summary,
+                extra={
+                    "outbox.relay_state": state.state,
+                    "outbox.not_answering": state.not_answering,
+                },
+            )
+        # a dead letter that left its queue without being applied is said (`_watch`)
+        await operations.dead_letters.watch()
 
     if settings.schedule_queue is not None:
 

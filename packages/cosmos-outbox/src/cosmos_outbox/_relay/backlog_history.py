@@ -16,11 +16,11 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from cosmos_outbox._mapper import parse_time
+from cosmos_outbox.http._models import Model
 from cosmos_outbox.ports import AsyncDocumentStore
 
 logger = logging.getLogger("cosmos_outbox.relay.backlog")
@@ -32,8 +32,10 @@ KEPT_READINGS = 60
 HISTORY_TTL_SECONDS = 7200
 
 
-@dataclass(frozen=True)
-class Reading:
+class Reading(Model):
+    """One reading of the backlog timer: when, how many events were pending, and the oldest
+    pending one's age."""
+
     at: datetime
     pending: int
     #: None when nothing was pending
@@ -80,7 +82,13 @@ class BacklogHistory:
             age = entry.get("oldestPendingAgeSeconds")
             if at is None or type(pending) is not int or at.timestamp() < since:
                 continue
-            found.append(Reading(at, pending, float(age) if isinstance(age, int | float) else None))
+            found.append(
+                Reading(
+                    at=at,
+                    pending=pending,
+                    oldest_pending_age_seconds=float(age) if isinstance(age, int | float) else None,
+                )
+            )
         return sorted(found, key=lambda r: r.at)
 
     async def _stored(self) -> list[dict[str, Any]]:

@@ -164,6 +164,11 @@ class Relay:
             return str(exc)
         return None
 
+    async def probe(self) -> None:
+        """Does Service Bus answer? One round trip that changes nothing (the publisher's
+        `probe`): raises when it does not."""
+        await self._publisher.probe()
+
     async def ready(self) -> None:
         """Everything the relay needs was found (by `check` and the backlog's read of its
         lease container): a "not ready" record an earlier tick left is cleared. No round trip

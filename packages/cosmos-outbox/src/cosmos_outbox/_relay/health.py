@@ -10,12 +10,12 @@ per process, to clear what another instance left."""
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 from cosmos_outbox._mapper import parse_time
 from cosmos_outbox.errors import NotFoundError
+from cosmos_outbox.http._models import Model
 from cosmos_outbox.ports import AsyncDocumentStore
 
 logger = logging.getLogger("cosmos_outbox.relay")
@@ -26,8 +26,7 @@ STATUS_TYPE = "outboxRelayStatus"
 STATUS_TTL_SECONDS = 3600
 
 
-@dataclass(frozen=True)
-class RelayBlocked:
+class RelayBlocked(Model):
     """The relay cannot get past `event_id` (None: before any event, e.g. its topic or payload
     container missing) because of `reason`, since `since`, after `attempts` attempts."""
 

@@ -36,7 +36,6 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import Enum
 from typing import Any
@@ -46,6 +45,7 @@ from cosmos_outbox._domain import utc_text
 from cosmos_outbox._mapper import EVENT_TYPE, due_text, parse_time, released, scheduled
 from cosmos_outbox._records import Release
 from cosmos_outbox.errors import NotFoundError, PreconditionFailedError
+from cosmos_outbox.http._models import Model
 from cosmos_outbox.ports import AsyncDocumentStore, AsyncScheduleQueue
 
 __all__ = [
@@ -84,8 +84,7 @@ _WAITING = (
 )
 
 
-@dataclass(frozen=True)
-class ScheduleState:
+class ScheduleState(Model):
     """Where a scheduled event is: `waiting` (for its due time, or for its release: `overdue`
     when that is more than `OVERDUE_AFTER` late), `released` (sent by the relay) or `cancelled`
     (never sent), with the times the document keeps."""
@@ -110,17 +109,18 @@ def schedule_state(
         parse_time(document.get("cancelledAt")),
     )
     if cancelled_at is not None:
-        return ScheduleState(due, "cancelled", cancelled_at=cancelled_at)
+        return ScheduleState(due_at=due, state="cancelled", cancelled_at=cancelled_at)
     if released_at is not None:
-        return ScheduleState(due, "released", released_at=released_at)
+        return ScheduleState(due_at=due, state="released", released_at=released_at)
     late = (now or clock.now()) - due > OVERDUE_AFTER
-    return ScheduleState(due, "waiting", overdue=late)
+    return ScheduleState(due_at=due, state="waiting", overdue=late)
 
 
-@dataclass(frozen=True)
-class Waiting:
-    """The scheduled events not released nor cancelled: how many, how many of them overdue, and
-    when the next one is due."""
+class Waiting(Model):
+    """The scheduled events not released nor cancelled: `waiting` (for their due time or their
+    release), of which `overdue` (due more than a minute ago: their release has not come: the
+    relay's `release_due_events` not running, or the release dead-lettered at the schedule
+    queue), and when the next one is due."""
 
     waiting: int
     overdue: int
@@ -138,7 +138,7 @@ async def waiting(store: AsyncDocumentStore) -> Waiting:
     ]
     late = [at for at in due if now - at > OVERDUE_AFTER]
     coming = [at for at in due if at >= now]
-    return Waiting(len(due), len(late), min(coming) if coming else None)
+    return Waiting(waiting=len(due), overdue=len(late), next_due_at=min(coming) if coming else None)
 
 
 class ReleaseOutcome(Enum):

@@ -252,7 +252,7 @@ class Transaction(Staging, Uncommitted):
             self._scheduled += 1
         return event_id
 
-    async def cancel(self, event_id: str) -> None:
+    async def cancel(self, event_id: str) -> bool:
         """Cancel a scheduled event of this partition with the commit: once it is committed,
         the event is never sent (whether the relay is up, behind or down, and whether its due
         time has passed). Its document is read now and rewritten at the commit on the condition
@@ -260,17 +260,24 @@ class Transaction(Staging, Uncommitted):
         exactly one of the two commits. Raises, nothing staged: NotFoundError (no event of this
         id in this partition: never published here, or expired), ValueError (the event is not
         scheduled: it was relayed when committed), TooLateToCancelError (its due time came and
-        it was released: it is being delivered). An event cancelled already: nothing to do."""
+        it was released: it is being delivered). An event cancelled already: nothing to do.
+
+        Returns True when the commit cancels it (staged now, or earlier in this transaction),
+        False when it was cancelled already: nothing happens, so that the app can tell (issue 66:
+        an app that cancelled twice committed a second `HoldPaid` as if the cancel had done
+        something). A cancel another transaction commits between this read and this commit is
+        dropped from the batch at the commit (the rest commits)."""
         cancels = self._cancels if self._cancels is not None else {}
         if event_id in cancels:
-            return
+            return True
         operation = await cancel_operation(self._store, self.partition_key, event_id)
         if operation is None:
-            return  # cancelled already
+            return False  # cancelled already
         assert operation.document is not None
         size = json_bytes(operation.document, "scheduled event", event_id)
         cancels[event_id] = operation
         self._cancels, self._bytes = cancels, self._bytes + size
+        return True
 
     def _own_properties(self, properties: Mapping[str, str | int]) -> str:
         """The JSON text of an event's own application properties, refused (ValueError,

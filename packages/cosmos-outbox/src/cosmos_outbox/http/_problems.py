@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from cosmos_outbox._domain import DomainError
 from cosmos_outbox.errors import (
     AlreadyExistsError,
+    DependencyUnavailableError,
     IdempotencyKeyReusedError,
     InvalidContinuationError,
     NotFoundError,
@@ -123,8 +124,16 @@ def from_exception(exc: Exception) -> HttpProblemError:
             return HttpProblemError(
                 503,
                 "Service Unavailable",
-                "the message broker did not take the messages; retry later "
-                "(what was sent already is dropped as a duplicate)",
+                f"Service Bus (the message broker) did not take the messages ({exc}); retry "
+                "later (what was sent already is dropped as a duplicate)",
+                headers={"Retry-After": "5"},
+            )
+        case DependencyUnavailableError():
+            logger.warning("dependency unavailable: %s", exc)
+            return HttpProblemError(
+                503,
+                "Service Unavailable",
+                f"{exc}; retry later",
                 headers={"Retry-After": "5"},
             )
         case PreconditionFailedError():
@@ -160,7 +169,8 @@ def from_exception(exc: Exception) -> HttpProblemError:
             return HttpProblemError(
                 exc.status,
                 title,
-                "the store is busy or unavailable; retry later",
+                f"Cosmos DB (the store) is {'busy' if exc.status == 429 else 'unavailable'}; "
+                "retry later",
                 headers={"Retry-After": seconds},
             )
         case UnrecordedChangeError():

@@ -1,29 +1,58 @@
 """Bounded waits: an operation declared `bounded` (/health, the operators' routes) answers
-within BOUND_SECONDS whatever the store or the broker does: past it, 503 with Retry-After. A sync
-function's work runs on a thread of its own (`run_bounded`), an async one's under a timeout
-(`await_bounded`). Public: an app (or its tests) reads the bound here, and may set
-`BOUND_SECONDS` (read at each call)."""
+within BOUND_SECONDS whatever the store or the broker does: past it, 503 with Retry-After, naming
+the dependency it was waiting on when the work said so (`waiting_on`). A sync function's work
+runs on a thread of its own (`run_bounded`), an async one's under a timeout (`await_bounded`).
+Public: an app (or its tests) reads the bound here, and may set `BOUND_SECONDS` (read at each
+call)."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import contextvars
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, TypeVar, cast
 
 from cosmos_outbox.http._problems import HttpProblemError
 
 T = TypeVar("T")
 
-__all__ = ["BOUND_RETRY_AFTER_SECONDS", "BOUND_SECONDS", "await_bounded", "run_bounded"]
+__all__ = [
+    "BOUND_RETRY_AFTER_SECONDS",
+    "BOUND_SECONDS",
+    "await_bounded",
+    "run_bounded",
+    "waiting_on",
+]
 
 logger = logging.getLogger("cosmos_outbox.http")
 #: A bounded operation answers within this many seconds whatever the store or the broker does.
 BOUND_SECONDS = 4.0
 #: The Retry-After of a bounded operation that ran out of time.
 BOUND_RETRY_AFTER_SECONDS = 5
+#: What the bounded work of this call waits on now (the innermost last): shared by reference
+#: with the thread or task that runs it, so that the bound's answer can name it.
+_waiting: contextvars.ContextVar[list[str] | None] = contextvars.ContextVar(
+    "cosmos_outbox_waiting_on", default=None
+)
+
+
+@contextlib.contextmanager
+def waiting_on(dependency: str) -> Iterator[None]:
+    """The block waits on `dependency` ("Cosmos DB", "Service Bus"...): a bounded operation that
+    runs out of time meanwhile says so in its 503."""
+    holder = _waiting.get()
+    if holder is None:
+        yield
+        return
+    holder.append(dependency)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):
+            holder.remove(dependency)
 
 
 def run_bounded(work: Callable[[], T], *, what: str) -> T:
@@ -34,8 +63,10 @@ def run_bounded(work: Callable[[], T], *, what: str) -> T:
     resolved is not sent again; the topic drops a re-driven event it has)."""
     seconds = BOUND_SECONDS
     outcome: list[tuple[bool, Any]] = []
+    holder: list[str] = []
 
     def run() -> None:
+        _waiting.set(holder)
         try:
             outcome.append((True, work()))
         except BaseException as exc:  # handed to the request's thread
@@ -46,7 +77,7 @@ def run_bounded(work: Callable[[], T], *, what: str) -> T:
     thread.start()
     thread.join(seconds)
     if not outcome:
-        raise _out_of_time(what, seconds)
+        raise _out_of_time(what, seconds, holder)
     ok, value = outcome[0]
     if not ok:
         raise value
@@ -56,22 +87,29 @@ def run_bounded(work: Callable[[], T], *, what: str) -> T:
 async def await_bounded(work: Awaitable[T], *, what: str) -> T:
     """`await work`, if it ends within BOUND_SECONDS; else it is cancelled and 503 with
     Retry-After (HttpProblemError)."""
+    holder: list[str] = []
+    token = _waiting.set(holder)
     try:
         return await asyncio.wait_for(work, BOUND_SECONDS)
     except TimeoutError:
-        raise _out_of_time(what, BOUND_SECONDS) from None
+        raise _out_of_time(what, BOUND_SECONDS, holder) from None
+    finally:
+        _waiting.reset(token)
 
 
-def _out_of_time(what: str, seconds: float) -> HttpProblemError:
+def _out_of_time(what: str, seconds: float, waiting: list[str]) -> HttpProblemError:
+    dependency = waiting[-1] if waiting else None
     logger.warning(
-        "%s did not complete within %g s: 503",
+        "%s did not complete within %g s (waiting on %s): 503",
         what,
         seconds,
-        extra={"http.operation": what, "bound_seconds": seconds},
+        dependency or "an unnamed dependency",
+        extra={"http.operation": what, "bound_seconds": seconds, "dependency": dependency},
     )
+    who = dependency or "the store or the message broker"
     return HttpProblemError(
         503,
         "Service Unavailable",
-        f"the store or the message broker did not answer within {seconds:g} s; retry later",
+        f"{who} did not answer within {seconds:g} s; retry later",
         headers={"Retry-After": str(BOUND_RETRY_AFTER_SECONDS)},
     )

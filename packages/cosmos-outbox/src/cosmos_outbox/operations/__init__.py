@@ -19,7 +19,7 @@ sealed continuation tokens). Async: a sync caller runs it on an event loop (`asy
 Every action writes one audit line (`cosmos_outbox.operators`, `outbox audit: ...`) naming who
 did it (`current_actor()`: the `Actor` a way in admitted and runs the action `acting_as`) and
 what subscribers will see. Where an aggregate's documents live is asked of one function,
-`partition_of`.
+`partitions_of` (the aggregate id is the session id its messages carry).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
     from cosmos_outbox._relay.health import RelayBlocked as RelayBlocked
     from cosmos_outbox._relay.releases import Waiting as Waiting
     from cosmos_outbox.operations._actor import ADMIN_KEY as ADMIN_KEY
+    from cosmos_outbox.operations._actor import NO_KEY as NO_KEY
     from cosmos_outbox.operations._actor import UNKNOWN as UNKNOWN
     from cosmos_outbox.operations._actor import Actor as Actor
     from cosmos_outbox.operations._actor import acting_as as acting_as
@@ -45,18 +46,27 @@ if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
     from cosmos_outbox.operations._dead_letters import EntityCount as EntityCount
     from cosmos_outbox.operations._dead_letters import Handled as Handled
     from cosmos_outbox.operations._dead_letters import LetterFilter as LetterFilter
+    from cosmos_outbox.operations._dead_letters import LetterPreview as LetterPreview
+    from cosmos_outbox.operations._dead_letters import LetterSummary as LetterSummary
     from cosmos_outbox.operations._dead_letters import Selection as Selection
     from cosmos_outbox.operations._dead_letters import describe as describe
     from cosmos_outbox.operations._dead_letters import resubmission as resubmission
     from cosmos_outbox.operations._dead_letters import resubmission_id as resubmission_id
+    from cosmos_outbox.operations._dependencies import Unanswered as Unanswered
+    from cosmos_outbox.operations._giving_up import Notice as Notice
     from cosmos_outbox.operations._journey import AggregateJourney as AggregateJourney
+    from cosmos_outbox.operations._journey import DeadLetterSight as DeadLetterSight
     from cosmos_outbox.operations._journey import EventJourney as EventJourney
+    from cosmos_outbox.operations._journey import QuarantineSight as QuarantineSight
+    from cosmos_outbox.operations._journey import Step as Step
     from cosmos_outbox.operations._journey import SubscriberAggregate as SubscriberAggregate
     from cosmos_outbox.operations._journey import SubscriberSight as SubscriberSight
     from cosmos_outbox.operations._operations import Operations as Operations
     from cosmos_outbox.operations._parts import PagingTokens as PagingTokens
     from cosmos_outbox.operations._quarantined import Discarded as Discarded
+    from cosmos_outbox.operations._redrive import EventSummary as EventSummary
     from cosmos_outbox.operations._redrive import RedrivePage as RedrivePage
+    from cosmos_outbox.operations._redrive import RedrivePreview as RedrivePreview
     from cosmos_outbox.operations._redrive import SubscriberCounts as SubscriberCounts
     from cosmos_outbox.operations._roles import DeadLetterOperations as DeadLetterOperations
     from cosmos_outbox.operations._roles import JourneyOperations as JourneyOperations
@@ -64,12 +74,16 @@ if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
     from cosmos_outbox.operations._roles import RedriveOperations as RedriveOperations
     from cosmos_outbox.operations._roles import StatusOperations as StatusOperations
     from cosmos_outbox.operations._roles import SubscriberOperations as SubscriberOperations
+    from cosmos_outbox.operations._status import DependencyState as DependencyState
     from cosmos_outbox.operations._status import LeaseStatus as LeaseStatus
     from cosmos_outbox.operations._status import OutboxStatus as OutboxStatus
-    from cosmos_outbox.operations._stored import partition_of as partition_of
+    from cosmos_outbox.operations._status import RelayState as RelayState
+    from cosmos_outbox.operations._stored import partitions_of as partitions_of
     from cosmos_outbox.operations._stored import stored_events as stored_events
     from cosmos_outbox.operations._subscribers import Released as Released
     from cosmos_outbox.operations._subscribers import SubscriberView as SubscriberView
+    from cosmos_outbox.operations._watch import VanishedLetter as VanishedLetter
+    from cosmos_outbox.operations._watch import WatchRecord as WatchRecord
 
 #: Each public name and the module that defines it.
 _EXPORTS = {
@@ -86,10 +100,24 @@ _EXPORTS = {
     "Actor": "cosmos_outbox.operations._actor",
     "ADMIN_KEY": "cosmos_outbox.operations._actor",
     "UNKNOWN": "cosmos_outbox.operations._actor",
+    "NO_KEY": "cosmos_outbox.operations._actor",
     "acting_as": "cosmos_outbox.operations._actor",
     "current_actor": "cosmos_outbox.operations._actor",
     # what they answer
     "OutboxStatus": "cosmos_outbox.operations._status",
+    "RelayState": "cosmos_outbox.operations._status",
+    "DependencyState": "cosmos_outbox.operations._status",
+    "Unanswered": "cosmos_outbox.operations._dependencies",
+    "VanishedLetter": "cosmos_outbox.operations._watch",
+    "WatchRecord": "cosmos_outbox.operations._watch",
+    "LetterPreview": "cosmos_outbox.operations._dead_letters",
+    "LetterSummary": "cosmos_outbox.operations._dead_letters",
+    "Notice": "cosmos_outbox.operations._giving_up",
+    "QuarantineSight": "cosmos_outbox.operations._journey",
+    "DeadLetterSight": "cosmos_outbox.operations._journey",
+    "Step": "cosmos_outbox.operations._journey",
+    "RedrivePreview": "cosmos_outbox.operations._redrive",
+    "EventSummary": "cosmos_outbox.operations._redrive",
     "LeaseStatus": "cosmos_outbox.operations._status",
     "RelayBlocked": "cosmos_outbox._relay.health",
     "Waiting": "cosmos_outbox._relay.releases",
@@ -117,7 +145,7 @@ _EXPORTS = {
     # an event's trace id (its traceparent's: Application Insights' operation id)
     "trace_id": "cosmos_outbox._records",
     # where an aggregate's documents live; the stored events a re-drive reads
-    "partition_of": "cosmos_outbox.operations._stored",
+    "partitions_of": "cosmos_outbox.operations._stored",
     "stored_events": "cosmos_outbox.operations._stored",
 }
 

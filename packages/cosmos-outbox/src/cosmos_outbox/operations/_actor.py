@@ -14,23 +14,26 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["ADMIN_KEY", "UNKNOWN", "Actor", "acting_as", "current_actor"]
+__all__ = ["ADMIN_KEY", "NO_KEY", "UNKNOWN", "Actor", "acting_as", "current_actor"]
 
 
 @dataclass(frozen=True)
 class Actor:
     """An operator: one signed in (`name`, the identity provider's display name, and `id`, its
     object id), the holder of the admin key (the host checked it; which key it was, the app
-    cannot tell), or unknown (an action run outside the operators' routes: a test, a script of
-    the app's own)."""
+    cannot tell), nobody (the admin key's door admitted a request that sent no key: a local host,
+    which checks no key), or unknown (an action run outside the operators' routes: a test, a
+    script of the app's own)."""
 
-    kind: Literal["signed-in operator", "admin key", "unknown"]
+    kind: Literal["signed-in operator", "admin key", "nobody", "unknown"]
     name: str | None = None
     id: str | None = None
 
     def __str__(self) -> str:
         if self.kind == "signed-in operator":
             return f"{self.name} (id {self.id})"
+        if self.kind == "nobody":
+            return f"nobody: {self.name}"
         return self.kind
 
     def log_fields(self) -> dict[str, Any]:
@@ -44,6 +47,9 @@ class Actor:
 
 
 ADMIN_KEY = Actor("admin key")
+#: The admin key's door admitted a request without a key: the local host checks none (issue 66:
+#: the audit said "by admin key" though no key was sent).
+NO_KEY = Actor("nobody", name="keys not enforced locally")
 UNKNOWN = Actor("unknown")
 _actor: ContextVar[Actor] = ContextVar("cosmos_outbox_actor", default=UNKNOWN)
 

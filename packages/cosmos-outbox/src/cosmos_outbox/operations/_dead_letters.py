@@ -44,7 +44,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from cosmos_outbox._mapper import (
     DISCARD_NOTICE_SUBJECT,
@@ -53,8 +53,10 @@ from cosmos_outbox._mapper import (
     discard_notice,
 )
 from cosmos_outbox.errors import NotFoundError
+from cosmos_outbox.http._models import Model
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._audit import audit
+from cosmos_outbox.operations._dependencies import SERVICE_BUS, answered
 from cosmos_outbox.ports import (
     AsyncDeadLetterQueues,
     DeadLetter,
@@ -62,12 +64,17 @@ from cosmos_outbox.ports import (
     Outgoing,
 )
 
+if TYPE_CHECKING:
+    from cosmos_outbox.operations._watch import DeadLetterWatch, VanishedLetter, WatchRecord
+
 __all__ = [
     "COUNT_LIMIT",
     "MAX_PER_CALL",
     "DeadLetterOperators",
     "Described",
     "LetterFilter",
+    "LetterPreview",
+    "LetterSummary",
     "Selection",
     "describe",
     "resubmission",
@@ -282,9 +289,63 @@ class ActionReport:
         return [h for h in self.handled if h.outcome is not None]
 
 
+class LetterSummary(Model):
+    """A dead letter in a preview: what it is and why it was dead-lettered."""
+
+    sequence_number: int
+    event_id: str | None
+    aggregate_type: str | None
+    aggregate_id: str | None
+    action: str | None
+    version: int | None
+    dead_letter_reason: str | None
+    enqueued_time: datetime | None
+
+    @classmethod
+    def of(cls, described: Described) -> LetterSummary:
+        letter = described.letter
+        return cls(
+            sequence_number=letter.sequence_number,
+            event_id=described.event_id,
+            aggregate_type=described.aggregate_type,
+            aggregate_id=described.aggregate_id,
+            action=described.action,
+            version=described.version,
+            dead_letter_reason=letter.reason,
+            enqueued_time=datetime.fromtimestamp(letter.enqueued_at, UTC)
+            if letter.enqueued_at is not None
+            else None,
+        )
+
+
+#: Dead letters a preview shows one by one.
+PREVIEW_ITEMS = 10
+
+
+class LetterPreview(Model):
+    """What a resubmit or a discard of a selection would touch, before it is confirmed: how many
+    dead letters match at that subscription (or queue), how many one call handles (the rest
+    are handled by calling again), the first of them, their aggregates, and what subscribers
+    will see. Nothing is sent or removed."""
+
+    action: Literal["resubmit", "discard"]
+    entity: str
+    kind: str
+    matching: int
+    #: the count stopped at its limit: at least that many match
+    at_least: bool
+    per_call: int
+    aggregates: int
+    first: list[LetterSummary]
+    #: dead letters that are not outbox events (a discard removes them with no notice)
+    not_outbox_messages: int
+    subscribers_will_see: str
+
+
 class DeadLetterOperators:
     """The dead letters' use cases over the port (`queues()`, made on first use; None: no
-    Service Bus to read them) and the watched entities."""
+    Service Bus to read them) and the watched entities; `watch` remembers the dead letters so
+    that one that leaves without being applied is said (`cosmos_outbox.operations._watch`)."""
 
     def __init__(
         self,
@@ -292,10 +353,68 @@ class DeadLetterOperators:
         watched: Sequence[DeadLetterEntity],
         *,
         budget_seconds: Callable[[], float] | None = None,
+        watch: DeadLetterWatch | None = None,
     ) -> None:
         self._queues = queues
         self.watched = tuple(watched)
         self._budget = budget_seconds or _half_the_bound
+        self._watch = watch
+
+    async def watch(self) -> list[VanishedLetter]:
+        """One look for dead letters that left their queue without being applied (the backlog
+        timer's, each tick); the vanished ones, unresolved. Nothing when no watch is kept."""
+        if self._watch is None or self._queues() is None:
+            return []
+        return await self._watch.sweep(self.scan)
+
+    async def watched_records(self) -> list[WatchRecord]:
+        """Every dead letter the watch remembers, and its fate (the journey's history)."""
+        return await self._watch.records() if self._watch is not None else []
+
+    async def vanished(self) -> list[VanishedLetter]:
+        """The vanished dead letters the watch knows, unresolved (no Service Bus call)."""
+        return await self._watch.vanished() if self._watch is not None else []
+
+    async def preview(
+        self, entity: DeadLetterEntity, selection: Selection, *, action: str
+    ) -> LetterPreview:
+        """What `action` (resubmit or discard) on `selection` would touch (see LetterPreview);
+        NotFoundError for sequence numbers not there, as the action would say."""
+        if action not in ("resubmit", "discard"):
+            raise ValueError(f"no such action to preview: {action}")
+        if selection.sequence_numbers:
+            letters, _ = await self._selected(entity, selection)
+            more = False
+        else:
+            scanned, more = await self.scan(entity)
+            letters = [d for d in scanned if selection.filter.matches(d)]
+        aggregates = {(d.aggregate_type, d.aggregate_id) for d in letters if d.aggregate_id}
+        silent = sum(1 for d in letters if not d.is_outbox_message)
+        if action == "resubmit":
+            will_see = (
+                f"{len(letters)} message(s) again at {entity.name} only, each in its session "
+                "under a MessageId of its own and the event id unchanged: the library's "
+                "subscriber applies each once (and what it held behind it), drops one it has"
+            )
+        else:
+            will_see = (
+                f"{len(letters) - silent} discard notice(s) at {entity.name} only: its "
+                "subscriber records an accepted gap for each version and applies what it held "
+                "after it"
+                + (f"; {silent} removed with no notice (not outbox events)" if silent else "")
+            )
+        return LetterPreview(
+            action=cast(Literal["resubmit", "discard"], action),
+            entity=entity.name,
+            kind=entity.kind,
+            matching=len(letters),
+            at_least=more,
+            per_call=MAX_PER_CALL,
+            aggregates=len(aggregates),
+            first=[LetterSummary.of(d) for d in letters[:PREVIEW_ITEMS]],
+            not_outbox_messages=silent,
+            subscribers_will_see=will_see,
+        )
 
     def entity(self, name: str) -> DeadLetterEntity:
         """The watched entity of that name (NotFoundError: not watched)."""
@@ -319,7 +438,9 @@ class DeadLetterOperators:
         found: list[Described] = []
         start = after + 1
         while len(found) < limit:
-            page = await port.peek(entity, from_sequence=start, max_count=PEEK_BATCH)
+            page = await answered(
+                SERVICE_BUS, port.peek(entity, from_sequence=start, max_count=PEEK_BATCH)
+            )
             found += [describe(m) for m in page]
             if len(page) < PEEK_BATCH:
                 return found[:limit], len(found) > limit
@@ -351,7 +472,9 @@ class DeadLetterOperators:
         start = after + 1
         scanned = 0
         while True:
-            page = await port.peek(entity, from_sequence=start, max_count=PEEK_BATCH)
+            page = await answered(
+                SERVICE_BUS, port.peek(entity, from_sequence=start, max_count=PEEK_BATCH)
+            )
             for letter in page:
                 described = describe(letter)
                 if selected.matches(described):
@@ -367,7 +490,9 @@ class DeadLetterOperators:
                 return found, page[-1].sequence_number
 
     async def peek(self, entity: DeadLetterEntity, sequence_number: int) -> Described:
-        [*found] = await self._port().peek(entity, from_sequence=sequence_number, max_count=1)
+        [*found] = await answered(
+            SERVICE_BUS, self._port().peek(entity, from_sequence=sequence_number, max_count=1)
+        )
         if not found or found[0].sequence_number != sequence_number:
             raise NotFoundError(DEAD_LETTER, f"{entity.name} #{sequence_number}")
         return describe(found[0])
@@ -397,6 +522,7 @@ class DeadLetterOperators:
         plan: dict[int, tuple[Described, Outgoing | None]] = {
             d.letter.sequence_number: (d, resubmission(d, entity)) for d in letters
         }
+        await self._record(entity, letters, "resubmitted")
         handled = await self._move(entity, plan)
         will_see = _will_see_resubmission(entity, handled)
         report = ActionReport("resubmit", entity, handled, remaining, will_see)
@@ -415,11 +541,55 @@ class DeadLetterOperators:
             d.letter.sequence_number: (d, discard_of(d, entity, reason=reason, by=by))
             for d in letters
         }
+        await self._record(entity, letters, "discarded")
         handled = await self._move(entity, plan)
         will_see = _will_see_discard(entity, handled)
         report = ActionReport("discard", entity, handled, remaining, will_see)
         _audit(report, reason=reason)
         return report
+
+    async def _record(
+        self,
+        entity: DeadLetterEntity,
+        letters: list[Described],
+        fate: Literal["resubmitted", "discarded"],
+    ) -> None:
+        """Tell the watch these dead letters leave by an operator's hand (before they do: a
+        sweep meanwhile must not take them for vanished). A failure is logged, the action
+        goes on."""
+        if self._watch is None:
+            return
+        try:
+            await self._watch.handled(
+                entity,
+                [
+                    (
+                        d.letter.sequence_number,
+                        d.event_id,
+                        {
+                            "message_id": d.letter.message_id,
+                            "aggregate_type": d.aggregate_type,
+                            "aggregate_id": d.aggregate_id,
+                            "action": d.action,
+                            "version": d.version,
+                            "reason": d.letter.reason,
+                            "dead_lettered_at": datetime.fromtimestamp(d.letter.enqueued_at, UTC)
+                            if d.letter.enqueued_at is not None
+                            else None,
+                        },
+                    )
+                    for d in letters
+                    if d.is_outbox_message
+                ],
+                fate=fate,
+                by=str(current_actor()),
+            )
+        except Exception:
+            import logging
+
+            logging.getLogger("cosmos_outbox.operators").warning(
+                "the dead letters' watch could not record a %s", fate, exc_info=True
+            )
 
     async def _move(
         self,
@@ -441,7 +611,7 @@ class DeadLetterOperators:
                     for n in numbers[start:]
                 ]
                 break
-            outcomes = await port.move(entity, {n: plan[n][1] for n in part})
+            outcomes = await answered(SERVICE_BUS, port.move(entity, {n: plan[n][1] for n in part}))
             handled += [Handled(plan[n][0], plan[n][1], outcomes.get(n)) for n in part]
         return handled
 

@@ -8,10 +8,35 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from cosmos_outbox._mapper import DISCARD_NOTICE_SUBJECT, discard_notice
+from cosmos_outbox._mapper import DISCARD_NOTICE_SUBJECT, TARGET_PROPERTY, discard_notice
 from cosmos_outbox._records import OutboxMessage, OutboxRecord, Unreadable
+from cosmos_outbox.http._models import Model
 
-__all__ = ["notice_of_event", "will_see_notice"]
+__all__ = ["Notice", "notice_of_event", "will_see_notice"]
+
+
+class Notice(Model):
+    """A notice an action sent: its MessageId and Subject, the session (aggregate) and version
+    it stands at, and the one subscription it was sent to (null: every one)."""
+
+    message_id: str
+    subject: str
+    aggregate_type: str
+    session_id: str
+    version: int
+    subscription: str | None
+
+    @classmethod
+    def of(cls, notice: OutboxMessage) -> Notice:
+        target = notice.application_properties.get(TARGET_PROPERTY)
+        return cls(
+            message_id=notice.message_id,
+            subject=notice.subject,
+            aggregate_type=notice.aggregate_type,
+            session_id=notice.session_id,
+            version=notice.version,
+            subscription=str(target) if target is not None else None,
+        )
 
 
 def notice_of_event(

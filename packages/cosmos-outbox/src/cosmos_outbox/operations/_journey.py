@@ -5,12 +5,22 @@ or it never was), relayed or not (the backlog estimator's read of the relay's le
 among the changes after a lease's continuation is not relayed yet; when every lease's changes
 were read to the end and it is not among them, every continuation is past it), its quarantine
 record (quarantined, resolved or discarded: by whom and why), the watched subscriptions where it
-is dead-lettered (and why), and, for each subscriber whose projection container the app knows
-(OUTBOX_SUBSCRIPTIONS `name=container`), whether it applied it (its inbox record, or a
-projection version at or past the event's), holds it (and which version it waits for), gave it
-up (an accepted gap), or has not received it. For an aggregate: the same for each of its
-events (stored, quarantined or dead-lettered), and each subscriber's projection version, held
-versions and gaps. A summary line says it in words, with the command that acts on it.
+is dead-lettered (and why), and, for each watched subscription, what its subscriber did with it
+when the app knows its projection container (OUTBOX_SUBSCRIPTIONS `name=container`): applied
+(its inbox record, or a projection version at or past the event's), held (and which version it
+waits for), given up (an accepted gap), not received, or a dead letter of it vanished (it left
+its queue without being applied: `_watch`); a subscription whose subscriber the app does not
+know is listed as `unknown`. Its `history` lists what happened to it, in order: created,
+quarantined, replayed, discarded, dead-lettered where, resubmitted or discarded there and by
+whom, vanished, applied. For an aggregate: the same for each of its events (stored, quarantined
+or dead-lettered), and each subscriber's projection version, held versions and gaps. A summary
+line says it in words, with the command that acts on it.
+
+The aggregate is named by its session id, the id its subscribers see; its documents are where
+`partitions_of` says (a transaction's with a session id of its own are in the transaction's
+partition). **What it can when a dependency is down**: each part is read on its own, bounded
+(`_dependencies.answered`); a part that does not answer (the dead-letter queues with Service Bus
+down, the leases, a subscriber's container) is listed in `unanswered` and the rest is shown.
 
 A scheduled event's journey says its due time and where it is (`schedule`): waiting (for its due
 time, or overdue: its release has not come), released (then relayed as any event) or cancelled
@@ -19,25 +29,29 @@ time, or overdue: its release has not come), released (then relayed as any event
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from cosmos_outbox._mapper import EVENT_TYPE, read_feed
-from cosmos_outbox._quarantine import QUARANTINE_TYPE, QuarantinedEvent
-from cosmos_outbox._records import (
-    NotAnEvent,
-    OutboxRecord,
-    Unreadable,
-    trace_id,
-)
+from cosmos_outbox._quarantine import QUARANTINE_TYPE, QuarantinedEvent, quarantined_event
+from cosmos_outbox._records import NotAnEvent, OutboxRecord, Unreadable, trace_id
 from cosmos_outbox._relay.releases import ScheduleState, schedule_state
 from cosmos_outbox.errors import NotFoundError
+from cosmos_outbox.http._models import Model
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators, Described
+from cosmos_outbox.operations._dependencies import (
+    COSMOS_DB,
+    SERVICE_BUS,
+    Unanswered,
+    answered,
+    unanswered,
+)
+from cosmos_outbox.operations._history import Step, history
 from cosmos_outbox.operations._parts import Parts
-from cosmos_outbox.operations._stored import partition_documents, partition_of
+from cosmos_outbox.operations._stored import aggregate_documents, of_aggregate
+from cosmos_outbox.operations._watch import WatchRecord
 from cosmos_outbox.ports import AsyncDocumentStore, LeaseBacklog, Page
 from cosmos_outbox.subscriber._bookkeeping import (
     ACCEPTED_GAP_TYPE,
@@ -49,28 +63,56 @@ from cosmos_outbox.subscriber._bookkeeping import (
     inbox_id,
     last_version,
 )
-from cosmos_outbox.telemetry import error_type
 
-__all__ = ["AggregateJourney", "EventJourney", "JourneyOperators", "SubscriberSight"]
+__all__ = [
+    "AggregateJourney",
+    "DeadLetterSight",
+    "EventJourney",
+    "JourneyOperators",
+    "QuarantineSight",
+    "Step",
+    "SubscriberAggregate",
+    "SubscriberSight",
+]
 
 EVENT = "event"
 
 
-@dataclass(frozen=True)
-class SubscriberSight:
+class SubscriberSight(Model):
     """What one subscriber did with the event: `applied`, `held` (waiting for
-    `waiting_for`), `given up` (an accepted gap), or `not received`."""
+    `waiting_for`), `given up` (an accepted gap), `not received`, `vanished` (a dead letter of
+    it left its queue without being applied: `recover` says what to do), or `unknown` (the app
+    does not know this subscription's subscriber, or its container did not answer)."""
 
     subscription: str
     state: str
-    projection_version: int
+    #: None when unknown
+    projection_version: int | None
     applied_at: str | None = None
     waiting_for: int | None = None
     given_up_by: str | None = None
+    recover: str | None = None
 
 
-@dataclass(frozen=True)
-class EventJourney:
+class QuarantineSight(Model):
+    status: str
+    reason: str
+    quarantined_at: datetime | None
+    replays: int
+    discarded_at: datetime | None
+    discarded_by: str | None
+    discard_reason: str | None
+
+
+class DeadLetterSight(Model):
+    entity: str
+    sequence_number: int
+    dead_letter_reason: str | None
+    dead_letter_description: str | None
+    delivery_count: int
+
+
+class EventJourney(Model):
     event_id: str
     aggregate_type: str | None
     aggregate_id: str | None
@@ -81,8 +123,8 @@ class EventJourney:
     #: `relayed`, `not relayed yet`, `quarantined` or `unknown`, and why
     relay: str
     relay_note: str
-    quarantine: QuarantinedEvent | None
-    dead_letters: list[tuple[str, Described]]
+    quarantine: QuarantineSight | None
+    dead_letters: list[DeadLetterSight]
     subscribers: list[SubscriberSight]
     summary: str
     #: the W3C trace the event was committed in (Application Insights' operation id): its stored
@@ -90,28 +132,33 @@ class EventJourney:
     trace_id: str | None = None
     #: a scheduled event's due time and where it is (None: not a scheduled event)
     schedule: ScheduleState | None = None
+    #: what happened to it, oldest first
+    history: list[Step] = []
+    #: the parts that could not be read (the rest is shown)
+    unanswered: list[Unanswered] = []
 
 
-@dataclass(frozen=True)
-class SubscriberAggregate:
+class SubscriberAggregate(Model):
     """One subscriber's view of the aggregate: the last version it applied, what it holds and
-    waits for, and the gaps it knows (quarantined) or accepted (given up)."""
+    waits for, and the gaps it knows (quarantined) or accepted (given up); `known` False when
+    the app does not know its container (or it did not answer)."""
 
     subscription: str
-    projection_version: int
-    held_versions: list[int] = field(default_factory=list)
+    projection_version: int | None
+    held_versions: list[int] = []
     waiting_for: int | None = None
-    quarantined_gaps: list[int] = field(default_factory=list)
-    accepted_gaps: list[int] = field(default_factory=list)
+    quarantined_gaps: list[int] = []
+    accepted_gaps: list[int] = []
+    known: bool = True
 
 
-@dataclass(frozen=True)
-class AggregateJourney:
+class AggregateJourney(Model):
     aggregate_type: str
     aggregate_id: str
     events: list[EventJourney]
     subscribers: list[SubscriberAggregate]
     summary: str
+    unanswered: list[Unanswered] = []
 
 
 @dataclass
@@ -121,6 +168,8 @@ class _Context:
     leases: list[LeaseBacklog] | None
     leases_error: str | None
     letters: dict[str, list[Described]]
+    watch: list[WatchRecord]
+    unanswered: list[Unanswered]
 
 
 class JourneyOperators:
@@ -129,19 +178,29 @@ class JourneyOperators:
         self._letters = dead_letters
 
     async def _context(self) -> _Context:
+        missing: list[Unanswered] = []
         leases: list[LeaseBacklog] | None
         try:
-            leases, why = await self._parts.backlog().estimate(), None
+            leases, why = await answered(COSMOS_DB, self._parts.backlog().estimate()), None
         except Exception as exc:  # no estimator, no lease container: said, not raised
-            leases, why = None, f"{error_type(exc)}: {str(exc)[:200]}"
+            gap = unanswered(COSMOS_DB, "the relay's leases", exc)
+            leases, why = None, gap.error
+            if not isinstance(exc, NotImplementedError):
+                missing.append(gap)
         letters: dict[str, list[Described]] = {}
-        if self._letters.watched:
-            for entity in self._letters.watched:
-                try:
-                    letters[entity.name], _ = await self._letters.scan(entity)
-                except NotFoundError:
-                    letters[entity.name] = []
-        return _Context(leases, why, letters)
+        for entity in self._letters.watched:
+            try:
+                letters[entity.name], _ = await self._letters.scan(entity)
+            except NotFoundError:
+                letters[entity.name] = []
+            except Exception as exc:
+                missing.append(unanswered(SERVICE_BUS, f"the dead letters at {entity.name}", exc))
+        try:
+            watch = await self._letters.watched_records()
+        except Exception as exc:
+            watch = []
+            missing.append(unanswered(COSMOS_DB, "the dead letters' watch", exc))
+        return _Context(leases, why, letters, watch, missing)
 
     def _parse(self, document: Mapping[str, Any]) -> OutboxRecord | Unreadable | None:
         [item] = read_feed([document], legacy=self._parts.legacy)
@@ -151,24 +210,32 @@ class JourneyOperators:
         self, aggregate_id: str, *, page_size: int, continuation: str | None
     ) -> Page[dict[str, Any]]:
         """One page of the documents where the aggregate's live (its state, its events not yet
-        expired, its quarantine and idempotency records...), as stored, system properties
-        included; read only (the console's link from an event to its aggregate's documents)."""
-        return await partition_documents(
-            self._parts.store,
-            partition_of(aggregate_id),
-            page_size=page_size,
-            continuation=continuation,
+        expired, its quarantine and idempotency records...; a transaction's partition for an
+        aggregate named by its session id), as stored, system properties included; read only
+        (the console's link from an event to its aggregate's documents)."""
+        return await answered(
+            COSMOS_DB,
+            aggregate_documents(
+                self._parts.store, aggregate_id, page_size=page_size, continuation=continuation
+            ),
         )
 
     async def of_event(self, event_id: str) -> EventJourney:
         """Where one event went. NotFoundError when nothing anywhere knows it."""
         context = await self._context()
-        document = await self._parts.store.find(EVENT_TYPE, event_id)
-        event = self._parse(document) if document is not None else None
+        document: dict[str, Any] | None = None
+        quarantined: QuarantinedEvent | None = None
         try:
-            quarantined: QuarantinedEvent | None = await self._parts.quarantine.get(event_id)
-        except NotFoundError:
-            quarantined = None
+            document = await answered(COSMOS_DB, self._parts.store.find(EVENT_TYPE, event_id))
+            try:
+                quarantined = await answered(COSMOS_DB, self._parts.quarantine.get(event_id))
+            except NotFoundError:
+                quarantined = None
+        except Exception as exc:
+            if not context.letters and not context.watch:
+                raise
+            context.unanswered.append(unanswered(COSMOS_DB, "the event's document", exc))
+        event = self._parse(document) if document is not None else None
         found = await self._journey(
             event_id,
             event,
@@ -176,58 +243,94 @@ class JourneyOperators:
             context,
             schedule_state(document) if document is not None else None,
         )
-        known = event is not None or quarantined is not None or found.dead_letters
-        if not known and all(s.state == "not received" for s in found.subscribers):
+        known = (
+            event is not None
+            or quarantined is not None
+            or bool(found.dead_letters)
+            or any(r.event_id == event_id for r in context.watch)
+        )
+        if not known and all(s.state in ("not received", "unknown") for s in found.subscribers):
             raise NotFoundError(EVENT, event_id)
         return found
 
     async def of_aggregate(self, aggregate_type: str, aggregate_id: str) -> AggregateJourney:
-        """Where each of an aggregate's events went, and each subscriber's view of it."""
+        """Where each of an aggregate's events went (the aggregate named by its session id),
+        and each subscriber's view of it."""
         context = await self._context()
         stored: dict[str, OutboxRecord | Unreadable] = {}
         schedules: dict[str, ScheduleState | None] = {}
-        for document in await self._parts.store.of_type(
-            EVENT_TYPE, partition_key=partition_of(aggregate_id)
-        ):
-            event = self._parse(document)
-            if event is not None and event.aggregate_type in (aggregate_type, None):
-                stored[event.event_id] = event
-                schedules[event.event_id] = schedule_state(document)
-        quarantined = {
-            q.event_id: q
-            for q in [
-                await self._parts.quarantine.get(
-                    str(d.get("eventId") or d["id"]).removeprefix("quarantine-")
-                )
-                for d in await self._parts.store.of_type(
-                    QUARANTINE_TYPE, partition_key=partition_of(aggregate_id)
-                )
-            ]
-            if q.aggregate_type in (aggregate_type, None)
-        }
+        quarantined: dict[str, QuarantinedEvent] = {}
+        try:
+            for document in await answered(
+                COSMOS_DB, of_aggregate(self._parts.store, EVENT_TYPE, aggregate_id)
+            ):
+                event = self._parse(document)
+                if event is not None and event.aggregate_type in (aggregate_type, None):
+                    stored[event.event_id] = event
+                    schedules[event.event_id] = schedule_state(document)
+            for document in await answered(
+                COSMOS_DB, of_aggregate(self._parts.store, QUARANTINE_TYPE, aggregate_id)
+            ):
+                entry = quarantined_event(document, legacy=self._parts.legacy)
+                if entry.aggregate_type in (aggregate_type, None) and entry.aggregate_id in (
+                    aggregate_id,
+                    entry.partition_key,
+                ):
+                    quarantined[entry.event_id] = entry
+        except Exception as exc:
+            if not context.letters:
+                raise
+            context.unanswered.append(unanswered(COSMOS_DB, "the aggregate's documents", exc))
         lettered = {
             d.event_id
             for letters in context.letters.values()
             for d in letters
             if d.aggregate_type == aggregate_type and d.aggregate_id == aggregate_id
         }
-        ids = set(stored) | set(quarantined) | {i for i in lettered if i}
+        watched = {
+            r.event_id
+            for r in context.watch
+            if r.aggregate_type == aggregate_type and r.aggregate_id == aggregate_id
+        }
+        ids = set(stored) | set(quarantined) | {i for i in lettered | watched if i}
         journeys = [
             await self._journey(i, stored.get(i), quarantined.get(i), context, schedules.get(i))
             for i in ids
         ]
         journeys.sort(key=lambda j: (j.schedule is not None, j.version or 0, _due(j), j.event_id))
-        subscribers = [
-            await _subscriber_aggregate(name, store, aggregate_id)
-            for name, store in sorted(self._parts.subscribers().items())
-        ]
+        subscribers = []
+        stores = self._parts.subscribers()
+        for name in self._subscriptions():
+            store = stores.get(name)
+            if store is None:
+                subscribers.append(
+                    SubscriberAggregate(subscription=name, projection_version=None, known=False)
+                )
+                continue
+            try:
+                subscribers.append(
+                    await answered(COSMOS_DB, _subscriber_aggregate(name, store, aggregate_id))
+                )
+            except Exception as exc:
+                context.unanswered.append(
+                    unanswered(COSMOS_DB, f"subscriber {name}'s container", exc)
+                )
+                subscribers.append(
+                    SubscriberAggregate(subscription=name, projection_version=None, known=False)
+                )
         return AggregateJourney(
-            aggregate_type,
-            aggregate_id,
-            journeys,
-            subscribers,
-            _aggregate_summary(aggregate_type, aggregate_id, journeys, subscribers),
+            aggregate_type=aggregate_type,
+            aggregate_id=aggregate_id,
+            events=journeys,
+            subscribers=subscribers,
+            summary=_aggregate_summary(aggregate_type, aggregate_id, journeys, subscribers),
+            unanswered=context.unanswered,
         )
+
+    def _subscriptions(self) -> list[str]:
+        """Every watched subscription and every subscriber's the app knows, by name."""
+        names = {e.name for e in self._letters.watched if e.kind == "subscription"}
+        return sorted(names | set(self._parts.subscribers()))
 
     async def _journey(
         self,
@@ -243,6 +346,7 @@ class JourneyOperators:
             for d in found
             if d.event_id == event_id
         ]
+        watch = [r for r in context.watch if r.event_id == event_id]
         source: Any = event or (quarantined.event if quarantined else None)
         aggregate_type = getattr(source, "aggregate_type", None)
         aggregate_id = getattr(source, "aggregate_id", None)
@@ -252,13 +356,44 @@ class JourneyOperators:
             first = letters[0][1]
             aggregate_type, aggregate_id = first.aggregate_type, first.aggregate_id
             action, version = first.action, first.version
+        if watch and aggregate_id is None:
+            aggregate_type, aggregate_id = watch[0].aggregate_type, watch[0].aggregate_id
+            action, version = watch[0].action, watch[0].version
         relay, note = self._relayed(event_id, event, quarantined, context)
         if schedule is not None and (relay != "quarantined" or schedule.state == "cancelled"):
             relay, note = _scheduled_relay(schedule, relay, note)
-        sights = [
-            await _sight(name, store, event_id, aggregate_id, version)
-            for name, store in sorted(self._parts.subscribers().items())
-        ]
+        stores = self._parts.subscribers()
+        sights = []
+        for name in self._subscriptions():
+            store = stores.get(name)
+            vanished = next(
+                (r for r in watch if r.subscription == name and r.fate == "vanished"), None
+            )
+            if store is None:
+                sights.append(
+                    SubscriberSight(subscription=name, state="unknown", projection_version=None)
+                )
+                continue
+            try:
+                sight = await answered(
+                    COSMOS_DB, _sight(name, store, event_id, aggregate_id, version)
+                )
+            except Exception as exc:
+                context.unanswered.append(
+                    unanswered(COSMOS_DB, f"subscriber {name}'s container", exc)
+                )
+                sight = SubscriberSight(subscription=name, state="unknown", projection_version=None)
+            if vanished is not None and sight.state in ("not received", "held"):
+                sight = sight.model_copy(
+                    update={
+                        "state": "vanished",
+                        "recover": "its dead letter left the queue without being applied: "
+                        "re-drive its aggregate to this subscription (the status's vanished "
+                        "dead letters say how), or release the version",
+                    }
+                )
+            sights.append(sight)
+        q = quarantined
         journey = EventJourney(
             event_id=event_id,
             aggregate_type=aggregate_type,
@@ -269,14 +404,37 @@ class JourneyOperators:
             stored=event is not None,
             relay=relay,
             relay_note=note,
-            quarantine=quarantined,
-            dead_letters=letters,
+            quarantine=None
+            if q is None
+            else QuarantineSight(
+                status=q.status,
+                reason=q.reason,
+                quarantined_at=q.quarantined_at,
+                replays=q.replays,
+                discarded_at=q.discarded_at,
+                discarded_by=q.discarded_by,
+                discard_reason=q.discard_reason,
+            ),
+            dead_letters=[
+                DeadLetterSight(
+                    entity=name,
+                    sequence_number=d.letter.sequence_number,
+                    dead_letter_reason=d.letter.reason,
+                    dead_letter_description=d.letter.description,
+                    delivery_count=d.letter.delivery_count,
+                )
+                for name, d in letters
+            ],
             subscribers=sights,
             summary="",
             trace_id=_trace_of(source, letters),
             schedule=schedule,
+            history=history(event, q, letters, watch, sights),
+            unanswered=list(context.unanswered),
         )
-        return _with_summary(journey, self._parts.event_ttl_seconds)
+        return journey.model_copy(
+            update={"summary": _summary(journey, q, letters, self._parts.event_ttl_seconds)}
+        )
 
     def _relayed(
         self,
@@ -323,45 +481,62 @@ async def _sight(
     aggregate_id: str | None,
     version: int | None,
 ) -> SubscriberSight:
+    """What subscriber `name` (its projection container `store`, partitioned by the session id:
+    the aggregate id it sees) did with the event."""
     if aggregate_id is None:
         found = await store.query(
             "SELECT * FROM c WHERE c.type = @t AND c.eventId = @id",
             {"@t": INBOX_TYPE, "@id": event_id},
         )
         if not found:
-            return SubscriberSight(name, "not received", 0)
+            return SubscriberSight(subscription=name, state="not received", projection_version=0)
         aggregate_id = str(found[0].get("partitionKey"))
         version = found[0].get("version") if version is None else version
-    projection = await store.read(partition_of(aggregate_id), aggregate_id)
+    projection = await store.read(aggregate_id, aggregate_id)
     last = last_version(projection)
     inbox = await store.read(aggregate_id, inbox_id(event_id))
     if isinstance(version, int) and version > 0:  # a scheduled event (0) has no place
         gap = await store.read(aggregate_id, gap_id(version))
         if gap is not None and gap.get("type") == ACCEPTED_GAP_TYPE:
             return SubscriberSight(
-                name, "given up", last, given_up_by=str(gap.get("discardedBy") or "")
+                subscription=name,
+                state="given up",
+                projection_version=last,
+                given_up_by=str(gap.get("discardedBy") or ""),
             )
         if await store.read(aggregate_id, held_id(version)) is not None:
-            return SubscriberSight(name, "held", last, waiting_for=last + 1)
+            return SubscriberSight(
+                subscription=name, state="held", projection_version=last, waiting_for=last + 1
+            )
         if version <= last:
             return SubscriberSight(
-                name, "applied", last, applied_at=(inbox or {}).get("processedAt")
+                subscription=name,
+                state="applied",
+                projection_version=last,
+                applied_at=(inbox or {}).get("processedAt"),
             )
     if inbox is not None:
-        return SubscriberSight(name, "applied", last, applied_at=inbox.get("processedAt"))
-    return SubscriberSight(name, "not received", last)
+        return SubscriberSight(
+            subscription=name,
+            state="applied",
+            projection_version=last,
+            applied_at=inbox.get("processedAt"),
+        )
+    return SubscriberSight(subscription=name, state="not received", projection_version=last)
 
 
 async def _subscriber_aggregate(
     name: str, store: AsyncDocumentStore, aggregate_id: str
 ) -> SubscriberAggregate:
-    last = last_version(await store.read(partition_of(aggregate_id), aggregate_id))
+    """Subscriber `name`'s view of the aggregate (its container is partitioned by the session
+    id: the aggregate id it sees)."""
+    last = last_version(await store.read(aggregate_id, aggregate_id))
     held = sorted(
         int(d.get("event", {}).get("version", 0))
-        for d in await store.of_type(HELD_TYPE, partition_key=partition_of(aggregate_id))
+        for d in await store.of_type(HELD_TYPE, partition_key=aggregate_id)
     )
-    gaps = await store.of_type(GAP_TYPE, partition_key=partition_of(aggregate_id))
-    accepted = await store.of_type(ACCEPTED_GAP_TYPE, partition_key=partition_of(aggregate_id))
+    gaps = await store.of_type(GAP_TYPE, partition_key=aggregate_id)
+    accepted = await store.of_type(ACCEPTED_GAP_TYPE, partition_key=aggregate_id)
     return SubscriberAggregate(
         subscription=name,
         projection_version=last,
@@ -395,7 +570,12 @@ def _scheduled_relay(schedule: ScheduleState, relay: str, note: str) -> tuple[st
     return "scheduled", f"due {due}; {note}"
 
 
-def _with_summary(journey: EventJourney, ttl: int) -> EventJourney:
+def _summary(
+    journey: EventJourney,
+    q: QuarantinedEvent | None,
+    letters: Sequence[tuple[str, Described]],
+    ttl: int,
+) -> str:
     parts: list[str] = []
     what = (
         f"{journey.aggregate_type} {journey.aggregate_id} v{journey.version} {journey.action}"
@@ -413,7 +593,6 @@ def _with_summary(journey: EventJourney, ttl: int) -> EventJourney:
     parts.append(
         journey.relay if journey.schedule is None else f"{journey.relay} ({journey.relay_note})"
     )
-    q = journey.quarantine
     if q is not None:
         if q.discarded:
             parts.append(f"discarded by {q.discarded_by}: {q.discard_reason}")
@@ -424,7 +603,7 @@ def _with_summary(journey: EventJourney, ttl: int) -> EventJourney:
                 f"in the quarantine ({q.reason}): cosmos-outbox quarantine replay "
                 f"{q.event_id}, or discard it"
             )
-    for name, letter in journey.dead_letters:
+    for name, letter in letters:
         parts.append(
             f"dead-lettered at {name} (#{letter.letter.sequence_number}, "
             f"{letter.letter.reason}): cosmos-outbox deadletters resubmit {name} "
@@ -432,8 +611,12 @@ def _with_summary(journey: EventJourney, ttl: int) -> EventJourney:
         )
     for sight in journey.subscribers:
         extra = f", waiting for version {sight.waiting_for}" if sight.waiting_for else ""
+        if sight.state == "vanished" and sight.recover:
+            extra += f" ({sight.recover})"
         parts.append(f"{sight.subscription}: {sight.state}{extra}")
-    return dataclasses.replace(journey, summary="; ".join(parts))
+    for gap in journey.unanswered:
+        parts.append(f"{gap.part} not read ({gap.dependency} did not answer)")
+    return "; ".join(parts)
 
 
 def _aggregate_summary(
@@ -450,6 +633,9 @@ def _aggregate_summary(
     if lettered:
         parts.append(f"dead-lettered: versions {lettered}")
     for s in subscribers:
+        if not s.known:
+            parts.append(f"{s.subscription}: its subscriber unknown to this app")
+            continue
         text = f"{s.subscription} at version {s.projection_version}"
         if s.held_versions:
             text += f", holding {s.held_versions} waiting for version {s.waiting_for}"

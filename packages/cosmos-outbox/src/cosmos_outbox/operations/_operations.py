@@ -28,6 +28,7 @@ from cosmos_outbox.operations._roles import (
 )
 from cosmos_outbox.operations._status import StatusOperators
 from cosmos_outbox.operations._subscribers import SubscriberOperators
+from cosmos_outbox.operations._watch import DeadLetterWatch
 
 
 class Operations:
@@ -38,8 +39,10 @@ class Operations:
 
     def __init__(self, parts: Parts) -> None:
         self.tokens = parts.tokens
-        letters = DeadLetterOperators(parts.dead_letters, parts.watched)
-        self.status: StatusOperations = StatusOperators(parts)
+        letters = DeadLetterOperators(
+            parts.dead_letters, parts.watched, watch=DeadLetterWatch(parts)
+        )
+        self.status: StatusOperations = StatusOperators(parts, letters)
         self.quarantine: QuarantineOperations = QuarantineOperators(parts)
         self.dead_letters: DeadLetterOperations = letters
         self.journey: JourneyOperations = JourneyOperators(parts, letters)

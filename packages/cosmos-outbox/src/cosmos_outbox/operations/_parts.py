@@ -60,3 +60,6 @@ class Parts:
     dead_letters: Callable[[], AsyncDeadLetterQueues | None] = _no_dead_letters
     watched: tuple[DeadLetterEntity, ...] = ()
     subscribers: Callable[[], Mapping[str, AsyncDocumentStore]] = dict
+    #: how long a pending event may wait before the relay is stalled: the trigger's poll delay
+    #: and OUTBOX_RELAY_STALL_SECONDS (`cosmos_outbox.operations._status`)
+    stall_after_seconds: float = 61.0

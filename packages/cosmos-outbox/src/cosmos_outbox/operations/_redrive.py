@@ -41,15 +41,24 @@ from cosmos_outbox._mapper import REDRIVE_PROPERTY, TARGET_PROPERTY
 from cosmos_outbox._quarantine import QUARANTINE_TYPE
 from cosmos_outbox._records import OutboxMessage, OutboxRecord, Unreadable
 from cosmos_outbox.errors import InvalidContinuationError, PublishFailedError
+from cosmos_outbox.http._models import Model
 from cosmos_outbox.http._paging import Cursor
 from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators
+from cosmos_outbox.operations._dependencies import COSMOS_DB, SERVICE_BUS, answered
 from cosmos_outbox.operations._parts import Parts
-from cosmos_outbox.operations._stored import partition_of, stored_events
+from cosmos_outbox.operations._stored import of_aggregate, stored_events
 from cosmos_outbox.subscriber._bookkeeping import inbox_id, last_version
 from cosmos_outbox.telemetry import error_type
 
-__all__ = ["RedriveOperators", "RedrivePage", "redrive_message_id"]
+__all__ = [
+    "EventSummary",
+    "RedriveOperators",
+    "RedrivePage",
+    "RedrivePreview",
+    "SubscriberCounts",
+    "redrive_message_id",
+]
 
 #: Namespace of the re-driven messages' MessageIds.
 REDRIVE_NAMESPACE = uuid.UUID("5e8a1c3f-2d7b-5a96-b4e0-7c1f9a2d6b38")
@@ -79,15 +88,59 @@ def rewrite(redrive_id: str, target: str | None) -> Callable[[OutboxMessage], Ou
     return rewritten
 
 
-@dataclass
-class SubscriberCounts:
-    """What one subscriber (whose projection container the app knows) does with the events
-    re-driven so far."""
+class SubscriberCounts(Model):
+    """What one subscription receives of a re-drive and, when the app knows its subscriber's
+    projection container, what that subscriber does with it: applied already (dropped), held
+    already (dropped: applied when its gap closes), to apply. `known` False: a subscription
+    whose subscriber the app does not know (it receives the messages; what it does with them
+    is its own)."""
 
     subscription: str
     already_applied: int = 0
     held: int = 0
     to_apply: int = 0
+    known: bool = True
+    #: messages it receives (so far, or in all for a preview)
+    receives: int = 0
+
+
+class EventSummary(Model):
+    """A stored event in a re-drive's preview."""
+
+    event_id: str
+    aggregate_type: str | None
+    aggregate_id: str | None
+    version: int | None
+    action: str | None
+    created_at: datetime | None
+
+
+#: Events a preview shows one by one, and counts the subscribers' outcomes over at most.
+PREVIEW_ITEMS = 10
+PREVIEW_COUNTED = 1000
+
+
+class RedrivePreview(Model):
+    """What a re-drive would send, before it is confirmed: the stored events in its scope (how
+    many, of how many aggregates, the first of them), those it leaves out (discarded ones;
+    cancelled scheduled events), how many pages, and per subscription what it receives and what
+    its subscriber would do (over the first PREVIEW_COUNTED events). Nothing is sent."""
+
+    since: datetime
+    aggregate_type: str | None
+    aggregate_id: str | None
+    subscription: str | None
+    events: int
+    aggregates: int
+    pages: int
+    page_size: int
+    discarded: int
+    scheduled: int
+    cancelled: int
+    first: list[EventSummary]
+    subscriptions: list[SubscriberCounts]
+    counted_over: int
+    subscribers_will_see: str
 
 
 @dataclass
@@ -105,8 +158,12 @@ class RedriveState:
     cancelled: int = 0
 
 
-@dataclass(frozen=True)
-class RedrivePage:
+class RedrivePage(Model):
+    """A page of a re-drive: never a bare "sent". `accepted`: messages the topic accepted as
+    new messages (MessageIds of their own: none can be dropped as a duplicate), so far;
+    `quarantined`: events set aside again; what subscribers will apply, per subscriber the app
+    knows, and what subscribers will see."""
+
     redrive_id: str
     #: stored events in the re-drive's scope (every page)
     events: int
@@ -123,6 +180,7 @@ class RedrivePage:
     subscribers: list[SubscriberCounts]
     subscribers_will_see: str
     continuation_token: str | None
+    has_more: bool = False
     #: so far: scheduled events not released yet (their release scheduled again for their due
     #: time), and cancelled ones (not re-driven: never sent)
     scheduled: int = 0
@@ -156,6 +214,88 @@ class RedriveOperators:
             )
         return state
 
+    async def _scope(
+        self, since: datetime, aggregate_type: str | None, aggregate_id: str | None
+    ) -> tuple[list[OutboxRecord | Unreadable], int]:
+        """The stored events a re-drive of this scope sends, in its order, and how many
+        discarded ones it leaves out."""
+        discarded = {
+            str(d.get("eventId"))
+            for d in await answered(
+                COSMOS_DB, of_aggregate(self._parts.store, QUARANTINE_TYPE, aggregate_id)
+            )
+            if d.get("status") == "discarded"
+        }
+        found = await answered(
+            COSMOS_DB,
+            stored_events(
+                self._parts.store,
+                since,
+                aggregate_type=aggregate_type,
+                aggregate_id=aggregate_id,
+                legacy=self._parts.legacy,
+            ),
+        )
+        kept = sorted((e for e in found if e.event_id not in discarded), key=_key)
+        return kept, len(found) - len(kept)
+
+    async def preview(
+        self,
+        since: datetime,
+        *,
+        aggregate_type: str | None = None,
+        aggregate_id: str | None = None,
+        subscription: str | None = None,
+        page_size: int = DEFAULT_PAGE_SIZE,
+    ) -> RedrivePreview:
+        """What a re-drive of this scope would send (see RedrivePreview); nothing is sent.
+        Refused as the re-drive would be (NotFoundError: a subscription not watched)."""
+        if subscription is not None:
+            subscription = self._letters.entity(subscription).name
+        events, discarded = await self._scope(since, aggregate_type, aggregate_id)
+        cancelled = sum(
+            1 for e in events if isinstance(e, OutboxRecord) and e.cancelled_at is not None
+        )
+        scheduled = sum(
+            1
+            for e in events
+            if isinstance(e, OutboxRecord)
+            and e.deliver_at is not None
+            and e.cancelled_at is None
+            and e.released_at is None
+        )
+        sent = len(events) - cancelled
+        state = RedriveState(redrive_id="preview", scope=[])
+        counted = events[:PREVIEW_COUNTED]
+        counts = await self._count_subscribers(counted, subscription, state, receives=sent)
+        return RedrivePreview(
+            since=since,
+            aggregate_type=aggregate_type,
+            aggregate_id=aggregate_id,
+            subscription=subscription,
+            events=len(events),
+            aggregates=len({(e.aggregate_type, e.aggregate_id) for e in events}),
+            pages=-(-len(events) // page_size),
+            page_size=page_size,
+            discarded=discarded,
+            scheduled=scheduled,
+            cancelled=cancelled,
+            first=[
+                EventSummary(
+                    event_id=e.event_id,
+                    aggregate_type=e.aggregate_type,
+                    aggregate_id=e.aggregate_id,
+                    version=e.version,
+                    action=e.action,
+                    created_at=getattr(e, "created_at", None),
+                )
+                for e in events[:PREVIEW_ITEMS]
+            ],
+            subscriptions=counts,
+            counted_over=len(counted),
+            subscribers_will_see=_will_see_preview(sent, subscription, counts, len(counted)),
+        )
+
     async def page(
         self,
         since: datetime,
@@ -177,37 +317,22 @@ class RedriveOperators:
             if continuation
             else RedriveState(redrive_id=str(uuid.uuid4()), scope=scope)
         )
-        discarded = {
-            str(d.get("eventId"))
-            for d in await self._parts.store.of_type(
-                QUARANTINE_TYPE, partition_key=partition_of(aggregate_id)
-            )
-            if d.get("status") == "discarded"
-        }
-        events = sorted(
-            (
-                e
-                for e in await stored_events(
-                    self._parts.store,
-                    since,
-                    aggregate_type=aggregate_type,
-                    aggregate_id=aggregate_id,
-                    legacy=self._parts.legacy,
-                )
-                if e.event_id not in discarded
-            ),
-            key=_key,
-        )
+        events, _ = await self._scope(since, aggregate_type, aggregate_id)
         after = tuple(state.after) if state.after is not None else None
         pending = [e for e in events if after is None or _key(e) > after]
         page = pending[:page_size]
         try:
-            report = await self._parts.relay().relay(
-                page, rewrite=rewrite(state.redrive_id, subscription)
+            report = await answered(
+                SERVICE_BUS,
+                self._parts.relay().relay(page, rewrite=rewrite(state.redrive_id, subscription)),
+                seconds=max(1.0, bounded_seconds() * 0.9),
             )
         except Exception as exc:
             raise PublishFailedError(f"re-drive failed to send: {error_type(exc)}") from exc
-        counts = await self._count_subscribers(page, subscription, state)
+        sent = sum(
+            1 for e in page if not (isinstance(e, OutboxRecord) and e.cancelled_at is not None)
+        )
+        counts = await self._count_subscribers(page, subscription, state, receives=sent)
         state.done += len(page)
         state.accepted += report.sent
         state.quarantined += len(report.quarantined)
@@ -239,6 +364,7 @@ class RedriveOperators:
             subscribers=counts,
             subscribers_will_see=_will_see(state, subscription, counts),
             continuation_token=token,
+            has_more=token is not None,
             scheduled=state.scheduled,
             cancelled=state.cancelled,
         )
@@ -269,16 +395,24 @@ class RedriveOperators:
         page: list[OutboxRecord | Unreadable],
         subscription: str | None,
         state: RedriveState,
+        *,
+        receives: int,
     ) -> list[SubscriberCounts]:
-        """Per subscriber whose container the app knows (only `subscription`'s when targeted):
-        the page's events it applied already, holds, or will apply; added to the totals."""
-        stores = {
-            name: store
-            for name, store in self._parts.subscribers().items()
-            if subscription is None or name == subscription
-        }
-        for name, store in stores.items():
-            totals = state.subscribers.setdefault(name, [0, 0, 0])
+        """Per subscription receiving the re-drive (only `subscription` when targeted; every
+        watched one and every subscriber's the app knows): what it receives and, for a
+        subscriber whose container the app knows, the page's events it applied already, holds,
+        or will apply; added to the totals."""
+        stores = self._parts.subscribers()
+        names = {e.name for e in self._letters.watched if e.kind == "subscription"} | set(stores)
+        for name in sorted(names):
+            if subscription is not None and name != subscription:
+                continue
+            totals = state.subscribers.setdefault(name, [0, 0, 0, 0])
+            totals.extend([0] * (4 - len(totals)))
+            totals[3] += receives
+            store = stores.get(name)
+            if store is None:
+                continue
             versions: dict[str, int] = {}
             for event in page:
                 if not isinstance(event, OutboxRecord) or event.cancelled_at is not None:
@@ -297,8 +431,47 @@ class RedriveOperators:
                 else:
                     totals[2] += 1
         return [
-            SubscriberCounts(name, *totals) for name, totals in sorted(state.subscribers.items())
+            SubscriberCounts(
+                subscription=name,
+                already_applied=totals[0],
+                held=totals[1],
+                to_apply=totals[2],
+                known=name in stores,
+                receives=totals[3] if len(totals) > 3 else 0,
+            )
+            for name, totals in sorted(state.subscribers.items())
         ]
+
+
+def bounded_seconds() -> float:
+    from cosmos_outbox.http import bounded
+
+    return bounded.BOUND_SECONDS
+
+
+def _will_see_preview(
+    sent: int, subscription: str | None, counts: list[SubscriberCounts], counted: int
+) -> str:
+    where = (
+        f"subscription {subscription} only (outboxTarget)"
+        if subscription
+        else "every subscription whose rule takes them"
+    )
+    text = (
+        f"{sent} message(s) at {where}, in each aggregate's session in version order, each "
+        "with a MessageId of its own and the event id unchanged: a subscriber that "
+        "deduplicates on the event id applies only what it has not applied yet; one that "
+        "deduplicates on MessageId takes each for a new message"
+    )
+    for c in counts:
+        if c.known:
+            text += (
+                f"; {c.subscription} (of the first {counted}): {c.to_apply} to apply, "
+                f"{c.already_applied} applied already, {c.held} held already"
+            )
+        else:
+            text += f"; {c.subscription}: receives {c.receives}, its subscriber unknown to this app"
+    return text
 
 
 def _will_see(state: RedriveState, subscription: str | None, counts: list[SubscriberCounts]) -> str:
@@ -315,6 +488,9 @@ def _will_see(state: RedriveState, subscription: str | None, counts: list[Subscr
         "a new message"
     )
     for c in counts:
+        if not c.known:
+            text += f"; {c.subscription}: {c.receives} received, its subscriber unknown to this app"
+            continue
         text += (
             f"; {c.subscription}: {c.already_applied} applied already (dropped), {c.held} held "
             f"already (dropped, applied when its gap closes), {c.to_apply} to apply"

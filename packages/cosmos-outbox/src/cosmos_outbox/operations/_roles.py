@@ -15,14 +15,16 @@ if TYPE_CHECKING:
         Described,
         EntityCount,
         LetterFilter,
+        LetterPreview,
         Selection,
     )
     from cosmos_outbox.operations._journey import AggregateJourney, EventJourney
     from cosmos_outbox.operations._quarantined import Discarded
-    from cosmos_outbox.operations._redrive import RedrivePage
-    from cosmos_outbox.operations._status import OutboxStatus
+    from cosmos_outbox.operations._redrive import RedrivePage, RedrivePreview
+    from cosmos_outbox.operations._status import OutboxStatus, RelayState
     from cosmos_outbox.operations._subscribers import Released, SubscriberView
-    from cosmos_outbox.ports import DeadLetterEntity, Page
+    from cosmos_outbox.operations._watch import VanishedLetter
+    from cosmos_outbox.ports import DeadLetterEntity, LeaseBacklog, Page
 
 __all__ = [
     "DeadLetterOperations",
@@ -44,6 +46,12 @@ class StatusOperations(Protocol):
 
     async def backlog(self) -> list[Reading]:
         """The backlog timer's readings of the last hour, oldest first."""
+        ...
+
+    async def relay(
+        self, leases: list[LeaseBacklog], *, not_ready: str | None = None
+    ) -> RelayState:
+        """The relay's state (healthy, stalled, not ready) from leases the caller read."""
         ...
 
     async def health(self) -> dict[str, Any]:
@@ -94,6 +102,20 @@ class DeadLetterOperations(Protocol):
 
     async def peek(self, entity: DeadLetterEntity, sequence_number: int) -> Described:
         """One dead letter, whole."""
+        ...
+
+    async def preview(
+        self, entity: DeadLetterEntity, selection: Selection, *, action: str
+    ) -> LetterPreview:
+        """What a resubmit or a discard of the selection would touch; nothing sent."""
+        ...
+
+    async def watch(self) -> list[VanishedLetter]:
+        """One look for dead letters that left without being applied; the vanished ones."""
+        ...
+
+    async def vanished(self) -> list[VanishedLetter]:
+        """The vanished dead letters known, unresolved."""
         ...
 
     async def resubmit(self, entity: DeadLetterEntity, selection: Selection) -> ActionReport:
@@ -160,4 +182,17 @@ class RedriveOperations(Protocol):
         continuation: str | None = None,
     ) -> RedrivePage:
         """One page of a re-drive, and what subscribers will apply."""
+        ...
+
+    async def preview(
+        self,
+        since: datetime,
+        *,
+        aggregate_type: str | None = None,
+        aggregate_id: str | None = None,
+        subscription: str | None = None,
+        page_size: int = 100,
+    ) -> RedrivePreview:
+        """What a re-drive of this scope would send, and what subscribers would do; nothing
+        sent."""
         ...

@@ -1,63 +1,285 @@
-"""The relay as operators see it: its backlog per lease, what blocks it, the unresolved
-quarantine, the scheduled events waiting (`StatusOperators.now`), the backlog timer's last hour,
-and health."""
+"""The relay as operators see it: ready, healthy or stalled (`RelayState`), its backlog per
+lease, what blocks it, the unresolved quarantine, the scheduled events waiting
+(`StatusOperators.now`), the backlog timer's last hour, and health.
+
+**Healthy means moving.** Ready is configured: the relay found what it needs (its topic, its
+lease container, the claim check's container). Healthy is moving: every pending event leaves
+within the trigger's poll delay and a bound (`OUTBOX_RELAY_STALL_SECONDS`, 60 s by default:
+`Parts.stall_after_seconds` is both). Stalled is pending and not moving: an event waits longer
+than that, or the relay records failed attempts on one (its blocked record). A stalled relay
+says since when (the first failed attempt, or when the oldest waiting event should have left),
+which dependency does not answer (the status asks each: Cosmos DB answered the status's own
+reads; Service Bus is asked with one round trip that changes nothing, `Relay.probe`, at most
+once every `PROBE_EVERY_SECONDS`) and the last error it knows. The relay's own view
+(`checkpoint` times, an owner holding each lease) says nothing about movement: a lease is
+renewed while its invocation hangs on a broker that does not answer."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+import time
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
 
 from cosmos_outbox._relay.backlog import age_seconds
 from cosmos_outbox._relay.backlog_history import Reading
 from cosmos_outbox._relay.health import RelayBlocked
 from cosmos_outbox._relay.releases import Waiting, waiting
 from cosmos_outbox.errors import RelayNotReadyError
+from cosmos_outbox.http._models import Model
+from cosmos_outbox.operations._dependencies import COSMOS_DB, SERVICE_BUS, answered
 from cosmos_outbox.operations._health import health_answer
 from cosmos_outbox.operations._parts import Parts
-from cosmos_outbox.ports import (
-    LeaseBacklog,
-)
+from cosmos_outbox.operations._watch import VanishedLetter
+from cosmos_outbox.ports import LeaseBacklog
 from cosmos_outbox.telemetry import error_type
 
+if TYPE_CHECKING:
+    from cosmos_outbox.operations._dead_letters import DeadLetterOperators
 
-@dataclass(frozen=True)
-class LeaseStatus:
-    lease: LeaseBacklog
-    oldest_age_seconds: float | None
+__all__ = [
+    "PROBE_EVERY_SECONDS",
+    "DependencyState",
+    "LeaseStatus",
+    "OutboxStatus",
+    "RelayState",
+    "StatusOperators",
+    "relay_state",
+]
+
+#: The status asks Service Bus at most this often (a stalled relay's console polls every 10 s).
+PROBE_EVERY_SECONDS = 10.0
+#: How long the probe may take (a fresh connection: TLS, authentication, a link).
+PROBE_SECONDS = 2.0
 
 
-@dataclass(frozen=True)
-class OutboxStatus:
+class LeaseStatus(Model):
+    """One change-feed lease: who holds it, how many changes wait after its continuation, and
+    how old the first of them is."""
+
+    lease: str
     pending: int
-    oldest_age_seconds: float | None
+    oldest_pending_age_seconds: float | None
+    owner: str | None
+    #: when its holder last wrote it (a renewal too: not a sign of movement)
+    checkpoint_at: str | None
+
+
+class DependencyState(Model):
+    """Whether one dependency of the relay answered when the status asked (`answers`), and
+    the error when it did not."""
+
+    name: str
+    answers: bool
+    error: str | None = None
+
+
+class RelayState(Model):
+    """Ready, healthy or stalled (see the module). `state`: `healthy` (moving: nothing waits
+    longer than `allowed_seconds`), `stalled` (pending and not moving, `since` then), or `not
+    ready` (it cannot start: `last_error` says what is missing)."""
+
+    state: Literal["healthy", "stalled", "not ready"]
+    #: configured: it found what it needs
+    ready: bool
+    #: pending events leave within `allowed_seconds`
+    moving: bool
+    #: the trigger's poll delay and the bound: how long a pending event may wait
+    allowed_seconds: float
+    #: stalled (or not ready) since
+    since: datetime | None = None
+    #: the first dependency that does not answer (None: all that were asked answered)
+    not_answering: str | None = None
+    dependencies: list[DependencyState] = []
+    #: the last error the relay recorded, or the probe's
+    last_error: str | None = None
+    #: the state in a sentence on call can act on
+    summary: str
+
+
+class OutboxStatus(Model):
+    """The outbox as operators see it (see the module)."""
+
+    relay: RelayState
+    pending: int
+    oldest_pending_age_seconds: float | None
     quarantined: int
     leases: list[LeaseStatus]
-    #: the relay cannot get past an event (or cannot start), when it says so
-    blocked: RelayBlocked | None = None
-    #: the scheduled events waiting for their due time or their release (how many overdue)
+    #: null while the relay works; what it is stuck on otherwise
+    relay_blocked: RelayBlocked | None = None
+    #: the scheduled events waiting (null: not read)
     scheduled: Waiting | None = None
+    #: dead letters that left their queue without being applied, each with what recovers it
+    #: (`cosmos_outbox.operations._watch`)
+    dead_letters_vanished: list[VanishedLetter] = []
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def relay_state(
+    leases: list[LeaseBacklog],
+    *,
+    now: float,
+    allowed_seconds: float,
+    blocked: RelayBlocked | None,
+    not_ready: str | None = None,
+    dependencies: list[DependencyState] | None = None,
+) -> RelayState:
+    """The relay's state from the backlog's leases read at `now` (epoch seconds), its blocked
+    record, and why it cannot start (`not_ready`); `dependencies` as asked (see the module)."""
+    asked = dependencies or []
+    silent = next((d for d in asked if not d.answers), None)
+    if not_ready is not None or (blocked is not None and blocked.event_id is None):
+        reason = not_ready or (blocked.reason if blocked is not None else "")
+        return RelayState(
+            state="not ready",
+            ready=False,
+            moving=False,
+            allowed_seconds=allowed_seconds,
+            since=blocked.since if blocked is not None else None,
+            not_answering=silent.name if silent else None,
+            dependencies=asked,
+            last_error=reason,
+            summary=f"The relay is not ready: it cannot start ({reason})",
+        )
+    late = [
+        lease.oldest_created_at + allowed_seconds
+        for lease in leases
+        if lease.pending
+        and lease.oldest_created_at is not None
+        and now - lease.oldest_created_at > allowed_seconds
+    ]
+    if not late and blocked is None:
+        pending = sum(lease.pending for lease in leases)
+        return RelayState(
+            state="healthy",
+            ready=True,
+            moving=True,
+            allowed_seconds=allowed_seconds,
+            dependencies=asked,
+            summary=(
+                f"The relay is moving: {pending} event(s) pending, none waiting longer than "
+                f"{allowed_seconds:g} s"
+                if pending
+                else "The relay is moving: nothing is pending"
+            ),
+        )
+    starts = [datetime.fromtimestamp(at, UTC) for at in late]
+    if blocked is not None and blocked.since is not None:
+        starts.append(blocked.since)
+    since = min(starts) if starts else None
+    last_error = (
+        blocked.reason if blocked is not None else (silent.error if silent is not None else None)
+    )
+    why = (
+        f"{silent.name} does not answer"
+        if silent is not None
+        else f"the relay's last error: {last_error}"
+        if last_error
+        else "no dependency it asked failed (is the relay's function running?)"
+    )
+    waiting_for = (
+        f"events wait longer than {allowed_seconds:g} s"
+        if late
+        else f"it failed {blocked.attempts if blocked else 0} attempt(s) on event "
+        f"{blocked.event_id if blocked else '-'}"
+    )
+    return RelayState(
+        state="stalled",
+        ready=True,
+        moving=False,
+        allowed_seconds=allowed_seconds,
+        since=since,
+        not_answering=silent.name if silent else None,
+        dependencies=asked,
+        last_error=last_error,
+        summary=f"The relay is stalled: {waiting_for}; {why}",
+    )
 
 
 class StatusOperators:
-    """The relay as operators see it: its backlog per lease and the unresolved quarantine
-    (`now`), the backlog timer's last hour (`backlog`), and health (`health`)."""
+    """The relay as operators see it: its state, its backlog per lease and the unresolved
+    quarantine (`now`), the backlog timer's last hour (`backlog`), and health (`health`)."""
 
-    def __init__(self, parts: Parts) -> None:
+    def __init__(self, parts: Parts, dead_letters: DeadLetterOperators | None = None) -> None:
         self._parts = parts
+        self._letters = dead_letters
+        #: the last probe of Service Bus: when (monotonic), and what it found
+        self._probed: tuple[float, DependencyState] | None = None
+
+    async def _probe(self) -> DependencyState:
+        """Does Service Bus answer? Asked at most every PROBE_EVERY_SECONDS (see the module)."""
+        clock = time.monotonic()
+        if self._probed is not None and clock - self._probed[0] < PROBE_EVERY_SECONDS:
+            return self._probed[1]
+        try:
+            await answered(SERVICE_BUS, self._parts.relay().probe(), seconds=PROBE_SECONDS)
+            found = DependencyState(name=SERVICE_BUS, answers=True)
+        except Exception as exc:
+            found = DependencyState(
+                name=SERVICE_BUS, answers=False, error=f"{error_type(exc)}: {str(exc)[:300]}"
+            )
+        self._probed = (time.monotonic(), found)
+        return found
+
+    async def relay(
+        self, leases: list[LeaseBacklog], *, not_ready: str | None = None
+    ) -> RelayState:
+        """The relay's state from leases the caller read (the backlog timer's, the status's),
+        its blocked record, and, when it does not move, the dependencies asked."""
+        return await self._state(leases, await self._blocked(), not_ready)
+
+    async def _state(
+        self, leases: list[LeaseBacklog], blocked: RelayBlocked | None, not_ready: str | None
+    ) -> RelayState:
+        now = self._parts.clock()
+        allowed = self._parts.stall_after_seconds
+        state = relay_state(
+            leases, now=now, allowed_seconds=allowed, blocked=blocked, not_ready=not_ready
+        )
+        if state.moving:
+            return state
+        asked = [DependencyState(name=COSMOS_DB, answers=True), await self._probe()]
+        return relay_state(
+            leases,
+            now=now,
+            allowed_seconds=allowed,
+            blocked=blocked,
+            not_ready=not_ready,
+            dependencies=asked,
+        )
+
+    async def _blocked(self) -> RelayBlocked | None:
+        health = self._parts.health
+        return await answered(COSMOS_DB, health.current()) if health is not None else None
 
     async def now(self) -> OutboxStatus:
-        """The change-feed backlog as the estimator sees it, and the unresolved quarantine.
-        Without its lease container there is no backlog to read: no leases, and the relay
-        blocked before any event, naming it (what the backlog timer records too)."""
+        """The relay's state, the change-feed backlog as the estimator sees it, and the
+        unresolved quarantine. Without its lease container there is no backlog to read: no
+        leases, and the relay not ready, naming it (what the backlog timer records too)."""
         now = self._parts.clock()
         missing: RelayNotReadyError | None = None
         try:
-            backlog = await self._parts.backlog().estimate()
+            backlog = await answered(COSMOS_DB, self._parts.backlog().estimate())
         except RelayNotReadyError as exc:
             backlog, missing = [], exc
-        leases = [LeaseStatus(b, age_seconds(b, now)) for b in backlog]
-        ages = [s.oldest_age_seconds for s in leases if s.oldest_age_seconds is not None]
-        blocked = await self._parts.health.current() if self._parts.health is not None else None
+        leases = [
+            LeaseStatus(
+                lease=b.lease,
+                pending=b.pending,
+                oldest_pending_age_seconds=_round(age_seconds(b, now)),
+                owner=b.owner,
+                checkpoint_at=b.checkpoint_at,
+            )
+            for b in backlog
+        ]
+        ages = [s.oldest_pending_age_seconds for s in leases]
+        known = [a for a in ages if a is not None]
+        blocked = await self._blocked()
+        state = await self._state(
+            backlog, blocked, f"{error_type(missing)}: {missing}" if missing else None
+        )
         if blocked is None and missing is not None:
             blocked = RelayBlocked(
                 event_id=None,
@@ -67,22 +289,45 @@ class StatusOperators:
                 attempts=0,
             )
         return OutboxStatus(
-            pending=sum(s.lease.pending for s in leases),
-            oldest_age_seconds=max(ages) if ages else None,
-            quarantined=await self._parts.quarantine.count(),
+            relay=state,
+            pending=sum(s.pending for s in leases),
+            oldest_pending_age_seconds=max(known) if known else None,
+            quarantined=await answered(COSMOS_DB, self._parts.quarantine.count()),
             leases=leases,
-            blocked=blocked,
-            scheduled=await waiting(self._parts.store),
+            relay_blocked=blocked,
+            scheduled=await answered(COSMOS_DB, waiting(self._parts.store)),
+            dead_letters_vanished=await self._letters.vanished()
+            if self._letters is not None
+            else [],
         )
 
     async def backlog(self) -> list[Reading]:
         """The backlog timer's readings of the last hour, oldest first (the console's chart)."""
-        return await self._parts.history.readings()
+        return await answered(COSMOS_DB, self._parts.history.readings())
 
     async def health(self) -> dict[str, Any]:
         """/health's answer: the store answers (else it raises), and "degraded", with what
-        the relay is stuck on, when the relay says so."""
-        return await health_answer(
+        the relay is stuck on, when the relay says so, or when the backlog timer's last
+        reading (of the last two minutes: one point read, not an estimate per call) has an
+        event waiting longer than the relay is allowed (stalled)."""
+        answer = await health_answer(
             self._parts.store.ping,
             self._parts.health.current if self._parts.health is not None else None,
         )
+        if answer["status"] != "healthy":
+            return answer
+        readings = await self._parts.history.readings(within_seconds=120.0)
+        last = readings[-1] if readings else None
+        allowed = self._parts.stall_after_seconds
+        age = last.oldest_pending_age_seconds if last is not None else None
+        if last is None or not last.pending or age is None or age <= allowed:
+            return answer
+        return {
+            "status": "degraded",
+            "relay": {
+                "state": "stalled",
+                "reason": f"an event waits {age:.0f} s, longer than {allowed:g} s",
+                "since": last.at.isoformat(),
+                "pending": last.pending,
+            },
+        }

@@ -1,31 +1,76 @@
-"""The stored events a re-drive reads (and the quarantine's contract checks), and an aggregate's
-documents as the store holds them (the operators' `documents` route: the console's link from an
-event to its aggregate's documents)."""
+"""Where an aggregate's documents live (`partitions_of`, the one rule every per-aggregate read of
+the operations asks), the stored events a re-drive reads (and the quarantine's contract checks),
+and an aggregate's documents as the store holds them (the operators' `documents` route: the
+console's link from an event to its aggregate's documents).
+
+**The aggregate id is the session id.** Every per-aggregate way in (the journey, the documents,
+the re-drive, the holds and their release, the quarantine's records) names an aggregate by the
+id its messages carry as their session id -- the id a subscriber sees. An aggregate's events
+live in its own partition (`cosmos_outbox._mapper.aggregate_partition`: its id); a transaction
+with a session id of its own (`outbox.transaction("customer-7", session_id="order-42")`) stores
+its events in the transaction's partition (`customer-7`), each naming the session id as its
+`aggregateId`. So where an aggregate's documents live is asked of the store: its own partition,
+and every partition where an event (or a quarantine record) names it (`aggregateId`, an indexed
+path: deploy/indexing-policy.json)."""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, overload
+from typing import Any
 
 from cosmos_outbox._mapper import EVENT_TYPE, aggregate_partition, read_feed, selected
 from cosmos_outbox._records import LegacyEvents, NotAnEvent, OutboxRecord, Unreadable
 from cosmos_outbox.errors import InvalidContinuationError
 from cosmos_outbox.ports import AsyncDocumentStore, Page
 
-__all__ = ["partition_documents", "partition_of", "stored_events"]
+__all__ = ["aggregate_documents", "of_aggregate", "partitions_of", "stored_events"]
+
+#: The partitions where documents name an aggregate (its events; its quarantine records since
+#: 0.5): across partitions, on the indexed `aggregateId`.
+_PARTITIONS = "SELECT VALUE c.partitionKey FROM c WHERE c.aggregateId = @id"
 
 
-@overload
-def partition_of(aggregate_id: str) -> str: ...
-@overload
-def partition_of(aggregate_id: None) -> None: ...
-def partition_of(aggregate_id: str | None) -> str | None:
-    """Where an aggregate's documents live in the outbox's container (None: no aggregate, every
-    partition): the one rule every per-aggregate read of the operations asks (the journey, the
-    documents, the re-drive, the holds, the quarantine's records), the write path's own
-    (`cosmos_outbox._mapper.aggregate_partition`: an aggregate's id)."""
-    return None if aggregate_id is None else aggregate_partition(aggregate_id)
+async def partitions_of(store: AsyncDocumentStore, aggregate_id: str) -> list[str]:
+    """Where the documents of the aggregate whose id (its session id) is `aggregate_id` live in
+    the outbox's container: its own partition first (the write path's rule,
+    `cosmos_outbox._mapper.aggregate_partition`), then every other partition where an event or
+    a quarantine record names it (a transaction's with a session id of its own). The one rule
+    every per-aggregate read of the operations asks (see the module)."""
+    own = aggregate_partition(aggregate_id)
+    found = [own]
+    for value in await store.query(_PARTITIONS, {"@id": aggregate_id}):
+        if isinstance(value, str) and value not in found:
+            found.append(value)
+    return found
+
+
+async def of_aggregate(
+    store: AsyncDocumentStore, type_: str, aggregate_id: str | None
+) -> list[dict[str, Any]]:
+    """The documents of `type_` where the aggregate's live (`partitions_of`; every partition when
+    `aggregate_id` is None); in a partition shared with other aggregates (a transaction's),
+    those naming another aggregate are left out."""
+    if aggregate_id is None:
+        return await store.of_type(type_)
+    documents: list[dict[str, Any]] = []
+    for partition in await partitions_of(store, aggregate_id):
+        documents += [
+            d
+            for d in await store.of_type(type_, partition_key=partition)
+            if _names(d) in (None, aggregate_id)
+        ]
+    return documents
+
+
+def _names(document: Mapping[str, Any]) -> str | None:
+    """The aggregate a document of the outbox's container names (an event's `aggregateId`, a
+    quarantine record's, or its event's), None when it names none."""
+    named = document.get("aggregateId")
+    if named is None and isinstance(document.get("data"), Mapping):
+        named = document["data"].get("aggregateId")
+    return named if isinstance(named, str) else None
 
 
 #: Every document of one partition, in the store's order (no index needed: one partition).
@@ -46,7 +91,7 @@ async def stored_events(
     one aggregate (read in its partition) if given."""
     documents = [
         d
-        for d in await store.of_type(EVENT_TYPE, partition_key=partition_of(aggregate_id))
+        for d in await of_aggregate(store, EVENT_TYPE, aggregate_id)
         if selected(d, since, aggregate_type, legacy=legacy)
     ]
     return [
@@ -54,28 +99,42 @@ async def stored_events(
     ]
 
 
-async def partition_documents(
-    store: AsyncDocumentStore, partition_key: str, *, page_size: int, continuation: str | None
+async def aggregate_documents(
+    store: AsyncDocumentStore, aggregate_id: str, *, page_size: int, continuation: str | None
 ) -> Page[dict[str, Any]]:
-    """One page of the documents in `partition_key`'s partition (an aggregate's: its state, its
-    events not yet expired, its quarantine records, its idempotency records...), as stored,
-    system properties included; read only. The page's token names its partition: passed back
-    with another partition, InvalidContinuationError."""
-    store_token = None
+    """One page of the documents where the aggregate's live (`partitions_of`: its own partition,
+    then a transaction's that names it), each as stored, system properties included (its state,
+    its events not yet expired, its quarantine records, its idempotency records...; in a
+    transaction's partition, the other documents written with them too); read only. The page's
+    token names the partition it stopped in: passed back for another aggregate,
+    InvalidContinuationError."""
+    partitions = await partitions_of(store, aggregate_id)
+    at, store_token = 0, None
     if continuation is not None:
         try:
-            bound, store_token = json.loads(continuation)
+            bound, partition, store_token = json.loads(continuation)
         except (ValueError, TypeError):
             raise InvalidContinuationError(
-                "not a continuation of a partition's documents"
+                "not a continuation of an aggregate's documents"
             ) from None
-        if bound != partition_key or not isinstance(store_token, str):
-            raise InvalidContinuationError("this continuation is of another partition's documents")
-    page = await store.query_page(
-        PARTITION_QUERY, partition_key=partition_key, page_size=page_size, continuation=store_token
-    )
-    token = page.continuation_token
-    return Page(
-        [dict(d) for d in page.items],
-        json.dumps([partition_key, token], separators=(",", ":")) if token else None,
-    )
+        if bound != aggregate_id or partition not in partitions:
+            raise InvalidContinuationError("this continuation is of another aggregate's documents")
+        if store_token is not None and not isinstance(store_token, str):
+            raise InvalidContinuationError("not a continuation of an aggregate's documents")
+        at = partitions.index(partition)
+    items: list[dict[str, Any]] = []
+    while at < len(partitions) and len(items) < page_size:
+        page = await store.query_page(
+            PARTITION_QUERY,
+            partition_key=partitions[at],
+            page_size=page_size - len(items),
+            continuation=store_token,
+        )
+        items += [dict(d) for d in page.items]
+        store_token = page.continuation_token
+        if store_token is None:
+            at += 1
+    if at >= len(partitions):
+        return Page(items, None)
+    token = [aggregate_id, partitions[at], store_token]
+    return Page(items, json.dumps(token, separators=(",", ":")))

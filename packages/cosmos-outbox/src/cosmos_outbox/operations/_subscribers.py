@@ -23,14 +23,16 @@ from datetime import UTC, datetime
 
 from cosmos_outbox._mapper import EVENT_TYPE, discard_notice, read_feed
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, quarantined_event
-from cosmos_outbox._records import OutboxMessage, OutboxRecord
+from cosmos_outbox._records import OutboxRecord
 from cosmos_outbox.errors import NotFoundError, PublishFailedError
+from cosmos_outbox.http._models import Model
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.operations._dead_letters import WATCHED, DeadLetterOperators, EntityCount
-from cosmos_outbox.operations._giving_up import will_see_notice
+from cosmos_outbox.operations._dependencies import COSMOS_DB, SERVICE_BUS, answered
+from cosmos_outbox.operations._giving_up import Notice, will_see_notice
 from cosmos_outbox.operations._parts import Parts
-from cosmos_outbox.operations._stored import partition_of
+from cosmos_outbox.operations._stored import of_aggregate
 from cosmos_outbox.subscriber._status import SubscriberStatus, subscriber_status
 from cosmos_outbox.telemetry import error_type
 
@@ -45,10 +47,12 @@ class SubscriberView:
     status: SubscriberStatus | None
 
 
-@dataclass(frozen=True)
-class Released:
+class Released(Model):
+    """A version given up at one subscription: its discard notice, and what subscribers will
+    see."""
+
     subscription: str
-    notice: OutboxMessage
+    notice: Notice
     subscribers_will_see: str
 
 
@@ -96,7 +100,7 @@ class SubscriberOperators:
             target=entity.name,
         )
         try:
-            await self._parts.relay().send([notice])
+            await answered(SERVICE_BUS, self._parts.relay().send([notice]))
         except Exception as exc:
             raise PublishFailedError(f"the release failed to send: {error_type(exc)}") from exc
         will_see = will_see_notice(notice)
@@ -113,27 +117,30 @@ class SubscriberOperators:
             reason=reason,
             message_id=notice.message_id,
         )
-        return Released(entity.name, notice, will_see)
+        return Released(
+            subscription=entity.name, notice=Notice.of(notice), subscribers_will_see=will_see
+        )
 
     async def _known(
         self, aggregate_type: str, aggregate_id: str, version: int
     ) -> tuple[str | None, str | None, str]:
         """The event id, action and source of the aggregate's `version`, from its stored event
         or its quarantine record when the outbox still has one."""
-        documents = await self._parts.store.of_type(
-            EVENT_TYPE, partition_key=partition_of(aggregate_id)
+        documents = await answered(
+            COSMOS_DB, of_aggregate(self._parts.store, EVENT_TYPE, aggregate_id)
         )
         for item in read_feed(documents, legacy=self._parts.legacy):
             if (
                 isinstance(item, OutboxRecord)
                 and item.version == version
                 and item.aggregate_type == aggregate_type
+                and item.aggregate_id == aggregate_id
             ):
                 return item.event_id, item.action, item.event_source
-        for document in await self._parts.store.of_type(
-            QUARANTINE_TYPE, partition_key=partition_of(aggregate_id)
+        for document in await answered(
+            COSMOS_DB, of_aggregate(self._parts.store, QUARANTINE_TYPE, aggregate_id)
         ):
             entry = quarantined_event(document, legacy=self._parts.legacy)
-            if entry.version == version:
+            if entry.version == version and entry.aggregate_type in (aggregate_type, None):
                 return entry.event_id, entry.action, entry.event.event_source
         return None, None, f"/{aggregate_type}s"

@@ -131,6 +131,17 @@ class ServiceBusPublisher(MessagePublisher):
         self._reset()
         return True
 
+    def probe(self) -> None:
+        """A fresh client and sender to the topic, opened (the connection, its authentication
+        and the link: round trips to the namespace) and closed; the relay's own links are left
+        as they are."""
+        client = self._connect()
+        try:
+            with client.get_topic_sender(self.topic):
+                pass
+        finally:
+            client.close()
+
     def _reset(self) -> None:
         """This thread's sender is closed; its next batch opens a new one."""
         found: tuple[ServiceBusClient, _Link] | None = getattr(self._local, "link", None)
@@ -234,6 +245,13 @@ class AsyncServiceBusPublisher(AsyncMessagePublisher):
             return False
         await _aclose_sender(link)
         return True
+
+    async def probe(self) -> None:
+        """A fresh sender to the topic (its own connection, authentication and link: round
+        trips to the namespace), opened and closed; the relay's own links are left as they
+        are."""
+        async with self._client.get_topic_sender(self.topic):
+            pass
 
     async def close(self) -> None:
         links, self._idle = [*self._idle, *self._busy.values()], []

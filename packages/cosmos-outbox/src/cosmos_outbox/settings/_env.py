@@ -204,6 +204,11 @@ class OutboxSettings(TriggerSettings, PayloadSettings, CosmosSettings):
     event_ttl_seconds: int = Field(
         default=DEFAULT_EVENT_TTL_SECONDS, alias="EVENT_TTL_SECONDS", ge=60
     )
+    #: How long after the trigger's poll delay a pending event may still wait before the relay
+    #: is said to be stalled (the status, the console, `outbox.relay.stalled`, /health).
+    relay_stall_seconds: int = Field(
+        default=60, alias="OUTBOX_RELAY_STALL_SECONDS", ge=1, le=86_400
+    )
     #: The largest message (and batch) the relay sends; the link's own limit wins when smaller.
     #: A message above it is offloaded to the payload store (the claim check).
     servicebus_max_message_bytes: int = Field(

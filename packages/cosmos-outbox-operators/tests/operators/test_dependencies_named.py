@@ -1,0 +1,63 @@
+"""Errors name the dependency, and a read made of parts shows what it could read (issue 66, item
+3): a 503 said "the store or the message broker" without saying which, and the journey failed
+whole when only Service Bus was down."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from conftest import body, problem
+from recovery_world import SUBSCRIPTION, RecoveryWorld
+
+from cosmos_outbox.http import bounded
+from cosmos_outbox.ports import LeaseBacklog
+
+
+@pytest.fixture
+def world() -> Iterator[RecoveryWorld]:
+    world = RecoveryWorld()
+    try:
+        yield world
+    finally:
+        world.close()
+
+
+def test_with_service_bus_down_the_journey_shows_what_cosmos_db_holds_and_names_the_rest(
+    world: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ids = world.publish("w1", "StockAdded")
+    world.relay()
+    world.deliver_new()
+    world.memory.backlog.leases = [LeaseBacklog("0", 0, None, pending_ids_complete=True)]
+
+    def unreachable(*args: Any, **kwargs: Any) -> Any:
+        raise ConnectionError("Service Bus unreachable: connection refused")
+
+    monkeypatch.setattr(world.memory.dead_letters, "peek", unreachable)
+    journey = body(world.call("GET", f"outbox/journey/events/{ids[0]}"))
+    assert (journey["stored"], journey["relay"]) == (True, "relayed")
+    sight = next(s for s in journey["subscribers"] if s["subscription"] == SUBSCRIPTION)
+    assert sight["state"] == "applied"  # its subscriber's container answered
+    missing = [(u["dependency"], u["part"]) for u in journey["unanswered"]]
+    assert ("Service Bus", f"the dead letters at {SUBSCRIPTION}") in missing
+    aggregate = body(world.call("GET", "outbox/journey/aggregates/warehouse/w1"))
+    assert [e["eventId"] for e in aggregate["events"]] == ids
+    assert any(u["dependency"] == "Service Bus" for u in aggregate["unanswered"])
+
+
+def test_a_hung_broker_is_named_in_the_503(
+    world: RecoveryWorld, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(bounded, "BOUND_SECONDS", 0.4)  # public: read at each call
+
+    def hangs(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(2)
+        raise ConnectionError("gave up")
+
+    monkeypatch.setattr(world.memory.dead_letters, "peek", hangs)
+    refused = problem(world.call("GET", f"outbox/deadletters/{SUBSCRIPTION}"), 503)
+    assert refused["detail"].startswith("Service Bus did not answer within")
+    assert "the store or the message broker" not in refused["detail"]

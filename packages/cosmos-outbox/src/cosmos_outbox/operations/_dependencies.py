@@ -1,0 +1,93 @@
+"""The dependencies an operators' read or action waits on, named: each wait is bounded on its
+own (`answered`), so that an answer can say which dependency did not answer ("Service Bus did
+not answer within 3 s") instead of "the store or the message broker", and a read made of parts
+(the journey, the status) can show the parts that did answer (`Unanswered` says which did not).
+
+In the async API a wait is bounded with a timeout; in the sync API (its coroutines run without
+an event loop, over sync adapters) on a thread of its own, as the routes' own bound does
+(`cosmos_outbox.http.bounded`): past it the thread is left to finish, the clients bound each of
+their calls."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import threading
+from collections.abc import Coroutine
+from typing import Any, TypeVar, cast
+
+from cosmos_outbox._sync_bridge import run_sync
+from cosmos_outbox.errors import DependencyUnavailableError
+from cosmos_outbox.http import bounded
+from cosmos_outbox.http._models import Model
+from cosmos_outbox.telemetry import error_type
+
+__all__ = ["COSMOS_DB", "SERVICE_BUS", "Unanswered", "answered", "unanswered"]
+
+T = TypeVar("T")
+
+#: The outbox's container (its documents, the relay's leases through the estimator).
+COSMOS_DB = "Cosmos DB"
+#: The namespace: the topic, the watched subscriptions' dead-letter queues, the schedule queue.
+SERVICE_BUS = "Service Bus"
+
+
+class Unanswered(Model):
+    """A part of an answer that could not be read: which dependency did not answer, and how."""
+
+    dependency: str
+    #: what could not be read ("dead letters at all-events", "the relay's leases", ...)
+    part: str
+    error: str
+
+
+def wait_seconds() -> float:
+    """How long one wait may take: three quarters of the routes' bound (so that the route can
+    still answer what it has), read at each call."""
+    return max(0.2, bounded.BOUND_SECONDS * 0.75)
+
+
+async def answered(
+    dependency: str, work: Coroutine[Any, Any, T], *, seconds: float | None = None
+) -> T:
+    """`work`'s result, if `dependency` answers within `seconds` (default `wait_seconds()`);
+    else DependencyUnavailableError naming it. Errors of `work` are raised as they are."""
+    limit = wait_seconds() if seconds is None else seconds
+    with bounded.waiting_on(dependency):
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return _on_a_thread(dependency, work, limit)
+        try:
+            return await asyncio.wait_for(work, limit)
+        except TimeoutError:
+            raise DependencyUnavailableError(
+                dependency, f"did not answer within {limit:g} s"
+            ) from None
+
+
+def _on_a_thread(dependency: str, work: Coroutine[Any, Any, T], limit: float) -> T:
+    outcome: list[tuple[bool, Any]] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, run_sync(work)))
+        except BaseException as exc:  # handed to the caller's thread
+            outcome.append((False, exc))
+
+    context = contextvars.copy_context()
+    thread = threading.Thread(target=context.run, args=(run,), name="answered", daemon=True)
+    thread.start()
+    thread.join(limit)
+    if not outcome:
+        raise DependencyUnavailableError(dependency, f"did not answer within {limit:g} s")
+    ok, value = outcome[0]
+    if not ok:
+        raise value
+    return cast(T, value)
+
+
+def unanswered(dependency: str, part: str, exc: BaseException) -> Unanswered:
+    """What a part's failure says (never a secret: the error's type and its first words)."""
+    detail = exc.detail if isinstance(exc, DependencyUnavailableError) else str(exc)[:300]
+    return Unanswered(dependency=dependency, part=part, error=f"{error_type(exc)}: {detail}")

@@ -1,0 +1,117 @@
+"""An event's history, the journey's list of what happened to it, oldest first: created,
+quarantined, replayed, discarded, dead-lettered where, resubmitted or discarded there and by
+whom (the dead letters' watch remembers it: `_watch`), vanished, applied or given up by each
+subscriber the app knows. Read from what the journey read already; no call of its own."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Protocol
+
+from cosmos_outbox._mapper import parse_time
+from cosmos_outbox._quarantine import QuarantinedEvent
+from cosmos_outbox._records import OutboxRecord, Unreadable
+from cosmos_outbox.http._models import Model
+from cosmos_outbox.operations._dead_letters import Described
+from cosmos_outbox.operations._watch import WatchRecord
+
+
+class SubscriberSight(Protocol):
+    """What the history reads of the journey's `SubscriberSight` (no import of the journey:
+    it imports this module)."""
+
+    @property
+    def subscription(self) -> str: ...
+    @property
+    def state(self) -> str: ...
+    @property
+    def applied_at(self) -> str | None: ...
+    @property
+    def given_up_by(self) -> str | None: ...
+
+
+__all__ = ["Step", "history"]
+
+
+class Step(Model):
+    """One thing that happened to the event (its history), when it is known."""
+
+    at: datetime | None
+    what: str
+
+
+def history(
+    event: OutboxRecord | Unreadable | None,
+    quarantined: QuarantinedEvent | None,
+    letters: Sequence[tuple[str, Described]],
+    watch: Sequence[WatchRecord],
+    sights: Sequence[SubscriberSight],
+) -> list[Step]:
+    """What happened to the event, oldest first (unknown times last)."""
+    steps: list[Step] = []
+    created = getattr(event, "created_at", None)
+    if created is not None:
+        steps.append(Step(at=created, what="created (committed with its change)"))
+    q = quarantined
+    if q is not None:
+        steps.append(Step(at=q.quarantined_at, what=f"quarantined by the relay: {q.reason}"))
+        if q.replays:
+            steps.append(Step(at=q.resolved_at, what=f"replayed {q.replays} time(s), {q.status}"))
+        if q.discarded_at is not None:
+            steps.append(
+                Step(
+                    at=q.discarded_at,
+                    what=f"discarded by {q.discarded_by}: {q.discard_reason}",
+                )
+            )
+    for record in watch:
+        steps.append(
+            Step(
+                at=record.dead_lettered_at or record.seen_at,
+                what=f"dead-lettered at {record.subscription}: {record.reason or '-'}",
+            )
+        )
+        if record.fate == "resubmitted":
+            steps.append(
+                Step(at=record.fate_at, what=f"resubmitted to {record.subscription} by {record.by}")
+            )
+        elif record.fate == "discarded":
+            steps.append(
+                Step(at=record.fate_at, what=f"discarded at {record.subscription} by {record.by}")
+            )
+        elif record.fate == "vanished":
+            steps.append(
+                Step(
+                    at=record.fate_at,
+                    what=f"its dead letter left {record.subscription} without being applied",
+                )
+            )
+        elif record.fate in ("applied", "given up"):
+            steps.append(
+                Step(
+                    at=record.fate_at,
+                    what=f"{record.fate} at {record.subscription} after it left its "
+                    "dead-letter queue",
+                )
+            )
+    for name, described in letters:
+        if name in {r.subscription for r in watch}:
+            continue
+        at = described.letter.enqueued_at
+        steps.append(
+            Step(
+                at=datetime.fromtimestamp(at, UTC) if at is not None else None,
+                what=f"dead-lettered at {name}: {described.letter.reason or '-'}",
+            )
+        )
+    for sight in sights:
+        if sight.state == "applied":
+            steps.append(
+                Step(at=parse_time(sight.applied_at), what=f"applied by {sight.subscription}")
+            )
+        elif sight.state == "given up":
+            steps.append(
+                Step(at=None, what=f"given up at {sight.subscription} by {sight.given_up_by}")
+            )
+    return sorted(steps, key=lambda s: (s.at is None, s.at.timestamp() if s.at else 0.0))

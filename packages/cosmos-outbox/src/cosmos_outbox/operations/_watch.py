@@ -1,0 +1,296 @@
+"""No dead letter leaves without a word: the dead letters of the watched subscriptions whose
+subscriber the app knows (OUTBOX_SUBSCRIPTIONS `name=container`), remembered, so that one that
+leaves its dead-letter queue without being applied is noticed and said.
+
+A dead letter can leave its queue three ways: the operators resubmit it (a MessageId of its
+own: it arrives) or discard it (its version given up: a notice arrives), both through
+`cosmos_outbox.operations`, which record it here; or another tool removes it. Service Bus
+Explorer's "resend" sends a copy with the same MessageId and completes the dead letter: inside
+the topic's duplicate-detection window the copy is dropped as a duplicate, and the dead letter
+is gone while its subscriber never got it (it holds the versions after it, "not arrived").
+
+**The watch** (`DeadLetterWatch.sweep`, each backlog timer tick: once a minute by default) peeks
+each watched subscription's dead-letter queue and keeps one record per dead letter seen
+(`outboxDeadLetterWatch` documents in a partition of their own of the outbox's container,
+`outbox-dead-letter-watch`): its subscription, event, aggregate and version, when it was seen,
+and its fate. A dead letter no longer in its queue that nobody here resubmitted or discarded is
+checked at its subscriber: applied (its inbox record, or its projection at or past the
+version), given up there (an accepted gap), or not. Not applied a grace period
+(`GRACE_SECONDS`) after it left (a resubmission with a MessageId of its own may still be on its
+way), it has **vanished**: the status, the console, the metric `outbox.dead_letters.vanished`
+and the event's journey say so, with the action that recovers it (a re-drive of its aggregate
+to that subscription only while its event is stored; else releasing the version there). A
+later sweep that finds it applied (a re-drive, a resend with a new MessageId) resolves it.
+
+Cost: one peek of each watched dead-letter queue (up to COUNT_LIMIT letters) and one query of
+the records' partition per tick; a subscriber's point reads only for letters that left. A queue
+holding more than COUNT_LIMIT dead letters is judged up to the last one read (a letter beyond it
+is never taken for gone). Records of resolved letters expire after `KEPT_SECONDS` (they are the
+journey's history); a vanished one is kept until it is resolved."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal
+
+from cosmos_outbox._mapper import EVENT_TYPE, parse_time
+from cosmos_outbox.http._models import Model
+from cosmos_outbox.operations._dependencies import COSMOS_DB, SERVICE_BUS, answered
+from cosmos_outbox.operations._parts import Parts
+from cosmos_outbox.ports import AsyncDocumentStore, DeadLetterEntity
+from cosmos_outbox.subscriber._bookkeeping import ACCEPTED_GAP_TYPE, gap_id, inbox_id, last_version
+
+__all__ = ["WATCH_PARTITION", "WATCH_TYPE", "DeadLetterWatch", "VanishedLetter", "WatchRecord"]
+
+WATCH_TYPE = "outboxDeadLetterWatch"
+WATCH_PARTITION = "outbox-dead-letter-watch"
+#: How long a dead letter that left may take to be applied before it is said to have vanished.
+GRACE_SECONDS = 20.0
+#: How long a resolved record is kept (the journey's history of the dead letter).
+KEPT_SECONDS = 7 * 86_400
+Fate = Literal[
+    "dead-lettered", "left", "vanished", "resubmitted", "discarded", "applied", "given up"
+]
+#: The fates an operator need not act on.
+SETTLED = ("resubmitted", "discarded", "applied", "given up")
+
+
+class WatchRecord(Model):
+    """One dead letter the watch saw (or an operators' action handled) and its fate."""
+
+    subscription: str
+    event_id: str
+    sequence_number: int
+    message_id: str | None
+    aggregate_type: str | None
+    aggregate_id: str | None
+    action: str | None
+    version: int | None
+    #: when the watch (or an action) first saw it, and its enqueued time
+    seen_at: datetime
+    dead_lettered_at: datetime | None
+    reason: str | None
+    fate: Fate
+    #: when it reached this fate, and who took the action (resubmitted, discarded)
+    fate_at: datetime
+    by: str | None = None
+
+
+class VanishedLetter(Model):
+    """A dead letter that left its queue without being applied by its subscriber, and what
+    recovers it (see the module)."""
+
+    subscription: str
+    event_id: str
+    sequence_number: int
+    aggregate_type: str | None
+    aggregate_id: str | None
+    action: str | None
+    version: int | None
+    dead_lettered_at: datetime | None
+    left_at: datetime
+    #: whether its event is still stored (a re-drive can send it again)
+    stored: bool
+    #: when the event was created (the re-drive's `since`), when stored
+    created_at: datetime | None
+    #: the action that recovers it, in words (the console offers it as a button)
+    recover: str
+
+
+def _record_id(subscription: str, event_id: str) -> str:
+    digest = hashlib.sha256(f"{subscription}\n{event_id}".encode()).hexdigest()[:32]
+    return f"watch-{digest}"
+
+
+class DeadLetterWatch:
+    """The watch over the outbox's store (see the module)."""
+
+    def __init__(self, parts: Parts) -> None:
+        self._parts = parts
+
+    def _now(self) -> datetime:
+        return datetime.fromtimestamp(self._parts.clock(), UTC)
+
+    async def records(self) -> list[WatchRecord]:
+        """Every record kept (one partition)."""
+        documents = await answered(
+            COSMOS_DB, self._parts.store.of_type(WATCH_TYPE, partition_key=WATCH_PARTITION)
+        )
+        return [WatchRecord.model_validate(d["record"]) for d in documents if "record" in d]
+
+    async def of_event(self, event_id: str) -> list[WatchRecord]:
+        """The records of one event (at each subscription it was dead-lettered at)."""
+        return [r for r in await self.records() if r.event_id == event_id]
+
+    async def _keep(self, record: WatchRecord) -> None:
+        settled = record.fate in SETTLED
+        await answered(
+            COSMOS_DB,
+            self._parts.store.upsert(
+                {
+                    "id": _record_id(record.subscription, record.event_id),
+                    "partitionKey": WATCH_PARTITION,
+                    "type": WATCH_TYPE,
+                    "record": record.model_dump(mode="json"),
+                    "ttl": KEPT_SECONDS if settled else -1,
+                }
+            ),
+        )
+
+    async def handled(
+        self,
+        entity: DeadLetterEntity,
+        letters: list[tuple[int, str | None, Mapping[str, Any]]],
+        *,
+        fate: Literal["resubmitted", "discarded"],
+        by: str,
+    ) -> None:
+        """An operators' action took these dead letters out of `entity`'s queue: (sequence
+        number, event id, what is known of it) each. Recorded before the watch can take them
+        for gone (failures logged by the caller's audit, never raised here: the action is
+        done)."""
+        if entity.kind != "subscription":
+            return
+        now = self._now()
+        for number, event_id, known in letters:
+            if not event_id:
+                continue
+            await self._keep(
+                WatchRecord(
+                    subscription=entity.name,
+                    event_id=event_id,
+                    sequence_number=number,
+                    message_id=known.get("message_id"),
+                    aggregate_type=known.get("aggregate_type"),
+                    aggregate_id=known.get("aggregate_id"),
+                    action=known.get("action"),
+                    version=known.get("version"),
+                    seen_at=known.get("seen_at") or now,
+                    dead_lettered_at=known.get("dead_lettered_at"),
+                    reason=known.get("reason"),
+                    fate=fate,
+                    fate_at=now,
+                    by=by,
+                )
+            )
+
+    async def sweep(self, scan: Any) -> list[VanishedLetter]:
+        """One look at each watched subscription whose subscriber the app knows (`scan`:
+        `DeadLetterOperators.scan`); the vanished dead letters after it."""
+        stores = self._parts.subscribers()
+        kept = {(r.subscription, r.event_id): r for r in await self.records()}
+        now = self._now()
+        for entity in self._parts.watched:
+            store = stores.get(entity.name)
+            if entity.kind != "subscription" or store is None:
+                continue
+            letters, more = await answered(SERVICE_BUS, scan(entity))
+            present = {d.event_id: d for d in letters if d.event_id and d.is_outbox_message}
+            last_read = letters[-1].letter.sequence_number if letters else 0
+            for event_id, described in present.items():
+                known = kept.get((entity.name, event_id))
+                if known is None or known.fate not in ("dead-lettered", "left", "vanished"):
+                    letter = described.letter
+                    enqueued = letter.enqueued_at
+                    await self._keep(
+                        WatchRecord(
+                            subscription=entity.name,
+                            event_id=event_id,
+                            sequence_number=letter.sequence_number,
+                            message_id=letter.message_id,
+                            aggregate_type=described.aggregate_type,
+                            aggregate_id=described.aggregate_id,
+                            action=described.action,
+                            version=described.version,
+                            seen_at=now,
+                            dead_lettered_at=datetime.fromtimestamp(enqueued, UTC)
+                            if enqueued is not None
+                            else None,
+                            reason=letter.reason,
+                            fate="dead-lettered",
+                            fate_at=now,
+                        )
+                    )
+            for (name, event_id), record in kept.items():
+                if name != entity.name or event_id in present:
+                    continue
+                if record.fate not in ("dead-lettered", "left", "vanished", "resubmitted"):
+                    continue
+                if record.fate == "dead-lettered" and more and record.sequence_number > last_read:
+                    continue  # beyond what was read: not known to be gone
+                fate = await self._fate_at(store, record)
+                if fate is not None:
+                    await self._keep(record.model_copy(update={"fate": fate, "fate_at": now}))
+                elif record.fate == "dead-lettered":
+                    await self._keep(record.model_copy(update={"fate": "left", "fate_at": now}))
+                elif (
+                    record.fate == "left"
+                    and (now - record.fate_at).total_seconds() >= GRACE_SECONDS
+                ):
+                    await self._keep(record.model_copy(update={"fate": "vanished", "fate_at": now}))
+        return await self.vanished()
+
+    async def _fate_at(self, store: AsyncDocumentStore, record: WatchRecord) -> Fate | None:
+        """`applied` or `given up` when the subscriber says so; None while it does not."""
+        aggregate = record.aggregate_id
+        if not aggregate:
+            return None
+        if await answered(COSMOS_DB, store.read(aggregate, inbox_id(record.event_id))):
+            return "applied"
+        version = record.version
+        if version is not None and version > 0:
+            gap = await answered(COSMOS_DB, store.read(aggregate, gap_id(version)))
+            if gap is not None and gap.get("type") == ACCEPTED_GAP_TYPE:
+                return "given up"
+            projection = await answered(COSMOS_DB, store.read(aggregate, aggregate))
+            if last_version(projection) >= version:
+                return "applied"
+        return None
+
+    async def vanished(self) -> list[VanishedLetter]:
+        """The dead letters that vanished, unresolved, each with what recovers it."""
+        found = []
+        for record in await self.records():
+            if record.fate != "vanished":
+                continue
+            document = await answered(
+                COSMOS_DB, self._parts.store.find(EVENT_TYPE, record.event_id)
+            )
+            created = parse_time(document.get("createdAt")) if document else None
+            found.append(
+                VanishedLetter(
+                    subscription=record.subscription,
+                    event_id=record.event_id,
+                    sequence_number=record.sequence_number,
+                    aggregate_type=record.aggregate_type,
+                    aggregate_id=record.aggregate_id,
+                    action=record.action,
+                    version=record.version,
+                    dead_lettered_at=record.dead_lettered_at,
+                    left_at=record.fate_at,
+                    stored=document is not None,
+                    created_at=created,
+                    recover=_recover(record, stored=document is not None, created=created),
+                )
+            )
+        return sorted(found, key=lambda v: (v.subscription, v.left_at))
+
+
+def _recover(record: WatchRecord, *, stored: bool, created: datetime | None) -> str:
+    what = f"{record.aggregate_type} {record.aggregate_id} version {record.version}"
+    if stored and created is not None and record.aggregate_type and record.aggregate_id:
+        return (
+            f"re-drive {record.aggregate_type} {record.aggregate_id} since "
+            f"{created.isoformat()} to subscription {record.subscription} only: its subscriber "
+            f"applies {what} (a MessageId of its own: never dropped as a duplicate) and what it "
+            f"held after it, and drops what it has (cosmos-outbox redrive --since "
+            f"{created.isoformat()} --aggregate-type {record.aggregate_type} --aggregate-id "
+            f"{record.aggregate_id} --subscription {record.subscription})"
+        )
+    return (
+        f"its event is no longer stored: give {what} up at {record.subscription} (cosmos-outbox "
+        f"subscribers release {record.subscription} ...): its subscriber records an accepted "
+        "gap and applies what it held after it"
+    )
