@@ -15,7 +15,7 @@ checkpoints:
             print(relay.state().held)                  # the leases it processes
             await asyncio.Event().wait()               # until cancelled: the leases released
 
-`RelayProcessor` (start / stop / `state()`), `RelayState` (per lease: `LeaseFacts`, its owner,
+`RelayProcessor` (start / stop / `state()`), `ProcessState` (per lease: `LeaseFacts`, its owner,
 continuation, last move, last error, the estimator's lag; configured, listening; `stalls`: the
 held leases that do not move) and `Stall`; `run_relay` (a process until SIGTERM: the relay and its
 probes, `/live`, `/ready`, `/health`) and `serve` (the same, awaited); `probe_app` (the probes as
@@ -67,14 +67,14 @@ if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
     from cosmos_outbox._relay.process.serve import run_relay as run_relay
     from cosmos_outbox._relay.process.serve import serve as serve
     from cosmos_outbox._relay.process.state import LeaseFacts as LeaseFacts
-    from cosmos_outbox._relay.process.state import RelayState as RelayState
+    from cosmos_outbox._relay.process.state import ProcessState as ProcessState
     from cosmos_outbox._relay.process.state import Stall as Stall
 
 #: The relay anywhere, imported on first use (the change feed processor, aiohttp).
 _EXPORTS = {
     "RelayProcessor": "cosmos_outbox._relay.process.runner",
     "default_instance_name": "cosmos_outbox._relay.process.runner",
-    "RelayState": "cosmos_outbox._relay.process.state",
+    "ProcessState": "cosmos_outbox._relay.process.state",
     "LeaseFacts": "cosmos_outbox._relay.process.state",
     "Stall": "cosmos_outbox._relay.process.state",
     "run_relay": "cosmos_outbox._relay.process.serve",

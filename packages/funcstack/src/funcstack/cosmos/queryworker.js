@@ -15,9 +15,9 @@
  * thread could run at a lower priority (BACKGROUND_NICE, where the system lets a thread have
  * its own); it runs at the endpoint's: at nice 10 a scan's thread was starved by a loaded
  * machine's other processes, not only by the endpoint's main thread (in a make test run at a
- * load average of 14, the Contacts app's status, a scan of 30,000 documents, went past its 4 s
- * bound), and what a point read waits for beside a scan is the main thread's share anyway. A task is
- * plain data, what `evaluate` of queryengine.js takes (the query's text and parameters, the
+ * load average of 14, an app's bounded status route, a scan of 30,000 documents, went past
+ * its 4 s bound), and what a point read waits for beside a scan is the main thread's share
+ * anyway. A task is plain data, what `evaluate` of queryengine.js takes (the query's text and parameters, the
  * UDFs' source), its documents handed over as their JSON's bytes: copied into a shared buffer
  * (one copy, a few tenths of a microsecond for 1 KB; a structured clone of the strings costs
  * about three times that on the main thread) and read as text in the thread. A thread that

@@ -1,6 +1,6 @@
 """The relay as a process of its own, outside Functions (`cosmos-outbox relay`; the public names are
 `cosmos_outbox.relay`'s): `runner` (`RelayProcessor`: the relay on cosmos-changefeed's change feed
 processor, the backlog timer's work, scheduled events' releases), `state` (what it knows, as
-facts: `RelayState`), `serve` (its probes over HTTP, SIGTERM), `local_settings` (a
+facts: `ProcessState`), `serve` (its probes over HTTP, SIGTERM), `local_settings` (a
 local.settings.json read as `func start` reads it), `exporters` (its OpenTelemetry exporter, as the
 Functions worker configures one), `releases` (the schedule queue's receiver)."""

@@ -21,7 +21,7 @@ processor is built:
 * scheduled events' releases received from SERVICEBUS_SCHEDULE_QUEUE when it is set
   (`release_due_events`'s work: `releases.ReleaseReceiver`).
 
-What it knows is `state()` (`RelayState`: per lease its owner, continuation, when it last moved,
+What it knows is `state()` (`ProcessState`: per lease its owner, continuation, when it last moved,
 its last error, the estimator's lag; configured, listening). `stop()` stops the processor,
 which releases its leases (another instance takes them at its next acquire round); a batch in
 flight is cancelled and not checkpointed: its next owner sends it again (the topic's duplicate
@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 
 from cosmos_outbox._mapper import read_feed
 from cosmos_outbox._relay.backlog import record_backlog
-from cosmos_outbox._relay.process.state import Facts, RelayState
+from cosmos_outbox._relay.process.state import Facts, ProcessState
 from cosmos_outbox.errors import RelayNotReadyError
 from cosmos_outbox.telemetry import RelayTelemetry, error_type
 
@@ -126,8 +126,8 @@ class RelayProcessor:
 
     # -- what it knows -------------------------------------------------------------------------
 
-    def state(self) -> RelayState:
-        """A snapshot of what this process knows (`RelayState`)."""
+    def state(self) -> ProcessState:
+        """A snapshot of what this process knows (`ProcessState`)."""
         return self._facts.state()
 
     @property

@@ -10,9 +10,9 @@ The probes (JSON; anonymous, for the platform's probes: bind them where only it 
   topic and claim-check container found) and listening (its leases' start fixed: a change made
   now is relayed), else 503 with what it waits for -- ready means listening;
 - `GET /health`: 200 while it moves: every lease it holds with pending changes has moved within
-  `stall_after` seconds (`RelayState.stalls`), else 503 naming each stalled lease, since when
+  `stall_after` seconds (`ProcessState.stalls`), else 503 naming each stalled lease, since when
   and why (its last error); 503 too while it is not ready. The body is the relay's state
-  (`RelayState.as_json`: per lease its owner, continuation, when it last moved, its last error,
+  (`ProcessState.as_json`: per lease its owner, continuation, when it last moved, its last error,
   the estimator's lag)."""
 
 from __future__ import annotations

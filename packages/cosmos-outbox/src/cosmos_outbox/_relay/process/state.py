@@ -1,11 +1,11 @@
-"""What a relay process knows of the relay's leases, as facts anyone can read (`RelayState`, a
+"""What a relay process knows of the relay's leases, as facts anyone can read (`ProcessState`, a
 snapshot): per lease, its owner and continuation as stored, when it last moved, the last error
 this instance met on it, the change feed estimator's lag; and whether the process is
 configured and listening. Pure: `Facts` is what the process updates as things happen (the
 change feed processor's hooks, the handler, the backlog's reading), `Facts.state()` its
 snapshot.
 
-"Moving" (`RelayState.stalls`): a lease this instance holds is stalled when its changes have not
+"Moving" (`ProcessState.stalls`): a lease this instance holds is stalled when its changes have not
 moved for `bound` seconds while some are pending (the estimator's lag, or the handler failing
 on it). An idle lease (nothing pending) moves nowhere and is not stalled; a lease held by another
 instance is that instance's to judge (its own `/health`), the fleet's view is the operators'
@@ -55,7 +55,7 @@ class Stall:
 
 
 @dataclass(frozen=True)
-class RelayState:
+class ProcessState:
     """A snapshot of a relay process (`RelayProcessor.state()`)."""
 
     processor_name: str
@@ -210,8 +210,8 @@ class Facts:
                 del self.leases[token]
         self.estimated_at = now
 
-    def state(self) -> RelayState:
-        return RelayState(
+    def state(self) -> ProcessState:
+        return ProcessState(
             processor_name=self.processor_name,
             instance_name=self.instance_name,
             not_configured=self.not_configured,
