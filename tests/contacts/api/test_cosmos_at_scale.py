@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -106,7 +107,12 @@ def within_the_bound(client: Client, path: str) -> Any:
 def test_the_contact_list_answers_within_the_bound(kept: Stack, client: Client) -> None:
     page = within_the_bound(client, "/contacts?pageSize=100")
     assert len(page["items"]) == CONTACTS
-    assert page["continuationToken"] is None
+    if page["continuationToken"] is not None:
+        # the query's time budget ran out after the last contact (a loaded machine; Azure's
+        # pages end so too): the next page, within the bound as well, is empty and the last
+        token = page["continuationToken"]
+        rest = within_the_bound(client, f"/contacts?pageSize=100&continuationToken={quote(token)}")
+        assert (rest["items"], rest["continuationToken"]) == ([], None)
 
 
 def test_the_operators_status_answers_within_the_bound(kept: Stack, client: Client) -> None:
