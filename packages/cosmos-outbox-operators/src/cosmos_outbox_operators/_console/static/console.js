@@ -4,7 +4,9 @@
 // - sends a form to a route that reads JSON as JSON (the extension "outbox-json"), with the
 //   fields an answer wrote into the button (`data-json`: a selection, a continuation token),
 // - leaves the empty fields of a search out of its URL,
-// - asks before an action, in a dialog that says what subscribers will see (htmx:confirm),
+// - asks before an action, in a dialog that says what subscribers will see (htmx:confirm);
+//   a bulk action (a re-drive, a resubmit-all, a discard-all) shows its preview there first,
+//   the preview route's answer: bad input is refused before anything is confirmed,
 // - acts on the selected quarantine records one by one, and on the selected dead letters in
 //   one call, through the same routes,
 // - turns the journey's search (an event id, or an aggregate type and id) and the journey
@@ -63,7 +65,8 @@
   // -- confirmation -------------------------------------------------------------------------
   var dialog = null;
 
-  function ask(question, more) {
+  // `shown`: nodes of a preview (the preview route's answer as HTML), after the lines
+  function ask(question, more, shown) {
     dialog = dialog || document.getElementById("confirm");
     document.getElementById("confirm-text").textContent = question;
     var list = document.getElementById("confirm-more");
@@ -72,6 +75,9 @@
       var p = document.createElement("p");
       p.textContent = line;
       list.appendChild(p);
+    });
+    (shown || []).forEach(function (node) {
+      list.appendChild(node);
     });
     return new Promise(function (resolve) {
       dialog.addEventListener(
@@ -86,20 +92,87 @@
     });
   }
 
+  // the JSON body the extension "outbox-json" sends for `elt` (its data-json, then its form's
+  // fields that are not empty)
+  function bodyOf(elt) {
+    var written = elt.getAttribute("data-json");
+    var body = written ? JSON.parse(written) : {};
+    if (elt.tagName === "FORM") {
+      new FormData(elt).forEach(function (value, key) {
+        if (typeof value === "string" && value.trim() !== "") {
+          body[key] = value.trim();
+        }
+      });
+    }
+    return body;
+  }
+
+  // nodes of an HTML fragment the operators' routes answered (autoescaped by their templates)
+  function nodes(html) {
+    return Array.prototype.slice.call(
+      new DOMParser().parseFromString(html, "text/html").body.childNodes
+    );
+  }
+
+  // an action with a preview (`data-preview`: its route): the same body posted there first; a
+  // refusal (bad input, a dependency down) is shown where the action's answer goes, with no
+  // dialog; else the dialog shows what the action will touch
+  function preview(url, elt, target) {
+    return fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: {
+        "Content-Type": "application/json",
+        "HX-Request": "true",
+        "X-CSRF-Token": token(),
+      },
+      body: JSON.stringify(bodyOf(elt)),
+    }).then(
+      function (response) {
+        return response.text().then(function (html) {
+          if (response.ok) {
+            return nodes(html);
+          }
+          target.replaceChildren.apply(target, nodes(html));
+          return null;
+        });
+      },
+      function () {
+        announce(target.id, "The preview could not be asked for: the app did not answer. Try again.");
+        return null;
+      }
+    );
+  }
+
   document.addEventListener("htmx:confirm", function (evt) {
     var question = evt.detail.question;
     if (!question) {
       return;
     }
     evt.preventDefault();
+    var elt = evt.detail.elt;
     var more = [];
-    var reason = evt.detail.elt.querySelector && evt.detail.elt.querySelector('[name="reason"]');
+    var reason = elt.querySelector && elt.querySelector('[name="reason"]');
     if (reason) {
       more.push("Reason: " + reason.value);
     }
-    ask(question, more).then(function (ok) {
+    var confirmed = function (ok) {
       if (ok) {
         evt.detail.issueRequest(true);
+      }
+    };
+    var url = elt.getAttribute && elt.getAttribute("data-preview");
+    if (!url) {
+      ask(question, more).then(confirmed);
+      return;
+    }
+    // validation before the confirmation: the form's own constraints, then the route's
+    if (elt.tagName === "FORM" && !elt.reportValidity()) {
+      return;
+    }
+    preview(url, elt, evt.detail.target).then(function (shown) {
+      if (shown) {
+        ask(question, more, shown).then(confirmed);
       }
     });
   });
