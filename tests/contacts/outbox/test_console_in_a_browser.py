@@ -4,11 +4,12 @@ through funcstack's stand-in for App Service Authentication: two poison events a
 page by themselves (too large for the 256 KB the app is told it may send; the Service Bus
 endpoint already takes 1 MB, as a namespace moved to Premium), one is replayed once the app is
 told so (its setting changed: the app restarts, as in Azure), the other discarded with a
-reason, a re-drive's report is read, a dead letter (one of Ada's messages, refused) is
-resubmitted from its row, the event's journey searched by its id, and the backlog chart drawn;
-axe-core finds no accessibility violation. Every action goes through the page's own buttons and
-dialog: a button whose wiring is broken fails the walk (seen: the replay button's hx-post
-renamed).
+reason, a re-drive's preview (per subscription, the first events; a bad time refused before
+any dialog) then its report read, three dead letters (Ada's messages, refused) resubmitted, one
+from its row and two through the resubmit-all's preview, the event's journey searched by its
+id, and the backlog chart drawn; axe-core finds no accessibility violation. Every action goes
+through the page's own buttons and dialog: a button whose wiring is broken fails the walk (seen:
+the replay button's hx-post renamed; the re-drive form's preview disconnected).
 
 One stack, one browser, one module. Screenshots of each state are kept under the module's
 temporary folder (the path is printed); with CONSOLE_SCREENSHOTS=<folder> they are also written
@@ -83,6 +84,14 @@ class Walk:
         text = dialog.text
         self.driver.find_element(By.ID, "confirm-ok").click()
         return text
+
+    def previewed(self, kind: str) -> WebElement:
+        """The preview the confirmation dialog shows before a bulk action (`kind`: redrive,
+        resubmit, discard): the preview route's answer, asked with the action's own body."""
+        return self.wait(
+            f"the {kind} preview in the dialog",
+            lambda: self.find(f'dialog#confirm[open] #confirm-preview [data-preview="{kind}"]'),
+        )
 
     def shot(self, name: str, section: str | None = None) -> Path:
         """The window, or one section of the page (`section`: its CSS selector), as a PNG."""
@@ -229,10 +238,32 @@ def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: S
     )
     walk.wait("the ticked row, discarded", lambda: discarded_row(walk, poison_c))
 
-    # Re-drive one contact's events since an hour ago; read the report.
+    # Re-drive one contact's events since an hour ago, through its preview; read the report.
+    # A bad time first: refused by the preview, with no dialog to confirm.
+    since = driver.find_element(By.ID, "redrive-since")
+    an_hour_ago = since.get_attribute("value") or ""
+    since.clear()
+    since.send_keys("yesterday")
     driver.find_element(By.ID, "redrive-type").send_keys("contact")
     driver.find_element(By.ID, "redrive-id").send_keys(a)
     driver.find_element(By.CSS_SELECTOR, "form.redrive button[type=submit]").click()
+    refused = walk.wait("the refused time", lambda: walk.find("#redrive-result .problem"))
+    assert "(400)" in refused.text and "since" in refused.text, refused.text
+    assert walk.find("dialog#confirm[open]") is None
+    since.clear()
+    since.send_keys(an_hour_ago)
+    driver.find_element(By.CSS_SELECTOR, "form.redrive button[type=submit]").click()
+    preview = walk.previewed("redrive")
+    assert preview.get_attribute("data-events") == "4", preview.text
+    assert f"4 stored events of 1 aggregate created since {an_hour_ago}" in preview.text
+    counts = preview.find_element(By.CSS_SELECTOR, 'tr[data-subscription="all-events"]')
+    assert counts.text.split()[:2] == ["all-events", "4"], counts.text  # receives 4
+    firsts = [
+        row.get_attribute("data-event-id")
+        for row in preview.find_elements(By.CSS_SELECTOR, "tr[data-event-id]")
+    ]
+    assert set(a_ids) <= set(firsts) and len(firsts) == 4, firsts
+    walk.shot("redrive-preview", "dialog#confirm")
     walk.confirm()
     report = walk.wait(
         "the re-drive's report", lambda: walk.find('#redrive-result [data-outcome="redrive"]')
@@ -240,14 +271,15 @@ def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: S
     assert "Re-drive done: 4 stored events sent of 4 found." in report.text, report.text
     walk.shot("redrive", "#redrive")
 
-    # A subscriber refused one of Ada's messages (dead-lettered at all-events with the real
-    # SDK): listed in the dead letters, resubmitted from its row.
-    event = dead_letter_one(stack, a)
+    # A subscriber refused three of Ada's messages (dead-lettered at all-events with the real
+    # SDK): listed in the dead letters, the first resubmitted from its row, the other two all
+    # at once through the resubmit-all's preview.
+    event, *others = dead_letter(stack, a, 3)
     driver.find_element(By.CSS_SELECTOR, "#dead-letters .section-head button").click()
 
     def counted() -> WebElement | None:
         row = walk.find('#dead-letters-panel tr[data-entity="all-events"]')
-        return row if row is not None and "1" in row.text.split() else None
+        return row if row is not None and "3" in row.text.split() else None
 
     walk.wait("the dead letter counted", counted).find_element(
         By.XPATH, ".//button[normalize-space()='List']"
@@ -266,6 +298,32 @@ def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: S
     )
     assert resubmitted.get_attribute("data-done") == "1", resubmitted.text
     assert "What subscribers see" in resubmitted.text
+
+    def the_two_left() -> list[str] | None:
+        rows = driver.find_elements(By.CSS_SELECTOR, "#dead-letter-list tr[data-sequence-number]")
+        numbers = [r.get_attribute("data-sequence-number") or "" for r in rows]
+        return numbers if len(numbers) == 2 else None
+
+    left = walk.wait("the two dead letters left", the_two_left)
+    walk.wait(
+        "the resubmit-all button",
+        lambda: walk.find("#dead-letter-list .all-matching button[data-preview]"),
+    ).click()
+    preview = walk.previewed("resubmit")
+    assert preview.get_attribute("data-matching") == "2", preview.text
+    assert "2 dead letters at all-events of 1 aggregate" in preview.text, preview.text
+    shown = preview.find_elements(By.CSS_SELECTOR, "tr[data-sequence-number]")
+    assert [r.get_attribute("data-sequence-number") for r in shown] == left
+    assert [r.get_attribute("data-event-id") for r in shown] == others
+    walk.shot("resubmit-all-preview", "dialog#confirm")
+    assert "Resubmit every dead letter at all-events" in walk.confirm()
+    walk.wait(
+        "the resubmit-all's outcome",
+        lambda: (
+            (o := walk.find('#dead-letters-result [data-outcome="resubmit-letters"]')) is not None
+            and o.get_attribute("data-done") == "2"
+        ),
+    )
     walk.wait("the empty list", lambda: walk.find("#dead-letter-list p.ok") or None)
 
     # The event's journey, searched by its id: no dead letter left, never quarantined.
@@ -313,23 +371,32 @@ def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: S
     print(f"console walk: {time.monotonic() - started:.1f} s")
 
 
-def dead_letter_one(stack: Stack, session: str) -> str:
-    """The first message of `session` at the all-events subscription, dead-lettered as a
-    subscriber refusing it would (the azure-servicebus SDK); its event id."""
+def dead_letter(stack: Stack, session: str, count: int) -> list[str]:
+    """The first `count` messages of `session` at the all-events subscription, dead-lettered as
+    a subscriber refusing them would (the azure-servicebus SDK); their event ids, in order."""
     assert stack.servicebus is not None
+    events: list[str] = []
     with (
         ServiceBusClient.from_connection_string(stack.servicebus.connection_string) as client,
         client.get_subscription_receiver(
             "contact-events", "all-events", session_id=session, max_wait_time=10
         ) as receiver,
     ):
-        [message] = receiver.receive_messages(max_message_count=1, max_wait_time=10)
-        receiver.dead_letter_message(
-            message, reason="HandlerRefused", error_description="the walk's subscriber refused it"
-        )
-        properties = message.application_properties or {}
-        event = properties.get(b"cloudEvents_id", properties.get("cloudEvents_id"))
-        return event.decode() if isinstance(event, bytes) else str(event)
+        while len(events) < count:
+            received = receiver.receive_messages(
+                max_message_count=count - len(events), max_wait_time=10
+            )
+            assert received, f"only {len(events)} messages in session {session}"
+            for message in received:
+                receiver.dead_letter_message(
+                    message,
+                    reason="HandlerRefused",
+                    error_description="the walk's subscriber refused it",
+                )
+                properties = message.application_properties or {}
+                event = properties.get(b"cloudEvents_id", properties.get("cloudEvents_id"))
+                events.append(event.decode() if isinstance(event, bytes) else str(event))
+    return events
 
 
 def discarded_row(walk: Walk, event_id: str) -> bool | None:

@@ -76,9 +76,10 @@
       p.textContent = line;
       list.appendChild(p);
     });
-    (shown || []).forEach(function (node) {
-      list.appendChild(node);
-    });
+    document.getElementById("confirm-preview").replaceChildren.apply(
+      document.getElementById("confirm-preview"),
+      shown || []
+    );
     return new Promise(function (resolve) {
       dialog.addEventListener(
         "close",
