@@ -82,7 +82,10 @@ class Walk:
         """Accept the page's confirmation dialog; its text."""
         dialog = self.wait("the confirmation dialog", lambda: self.find("dialog#confirm[open]"))
         text = dialog.text
-        self.driver.find_element(By.ID, "confirm-ok").click()
+        ok = self.driver.find_element(By.ID, "confirm-ok")
+        ok.click()
+        # closed before the walk goes on (a loaded machine may take the click late)
+        self.wait("the dialog closed", lambda: self.find("dialog#confirm[open]") is None)
         return text
 
     def previewed(self, kind: str) -> WebElement:
@@ -187,6 +190,8 @@ def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: S
             return outcome
         problem = walk.find("#quarantine-result .problem")
         if problem is not None and "(503)" in problem.text:  # the first send took longer
+            # once per refusal: the problem stays shown while the retry is in flight
+            driver.execute_script("arguments[0].remove()", problem)
             click_replay()
         return None
 
@@ -223,8 +228,22 @@ def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: S
     walk.shot("discarded", "#quarantine")
 
     # And one ticked in the list, discarded with the selection's reason.
-    row_c = walk.wait("the third row", lambda: walk.row(poison_c))
-    row_c.find_element(By.CSS_SELECTOR, "input.select").click()
+    # (ticked once the panels are quiet: the discard's refresh of the status panel may refresh
+    # the list once more, and a list swapped in before the tick would drop it)
+    def ticked() -> bool | None:
+        if driver.find_elements(By.CSS_SELECTOR, ".htmx-request"):
+            return None
+        box = walk.row(poison_c)
+        if box is None:
+            return None
+        box = box.find_element(By.CSS_SELECTOR, "input.select")
+        if not box.is_selected():
+            box.click()
+        time.sleep(0.3)
+        row = walk.row(poison_c)
+        return row is not None and row.find_element(By.CSS_SELECTOR, "input.select").is_selected()
+
+    walk.wait("the third row ticked", ticked)
     driver.find_element(By.ID, "bulk-reason").send_keys("a duplicate of another event")
     driver.find_element(By.CSS_SELECTOR, "button[data-bulk=discard]").click()
     question = walk.confirm()
@@ -417,6 +436,32 @@ def test_the_console_has_no_accessibility_violations(walk: Walk) -> None:
         "document.getElementById('redrive').appendChild(document.createElement('input'))"
     )
     assert "label" in {v["id"] for v in accessibility_violations(walk.driver, axe)}
+
+
+def test_a_panel_whose_refresh_fails_keeps_its_last_state_marked_stale(walk: Walk) -> None:
+    """Issue 66 item 3: a failed refresh (here the session gone: the route answers 401) no
+    longer replaces the relay's panel with the problem: it keeps the state last shown, marked
+    stale (since when, and the problem), and a good refresh clears the mark."""
+    driver = walk.driver
+    walk.wait("the relay's state", lambda: walk.find("#status-panel .status"))
+    session = driver.get_cookie("AppServiceAuthSession")
+    assert session is not None
+    driver.delete_cookie("AppServiceAuthSession")
+    refresh = driver.find_element(By.CSS_SELECTOR, "#relay .section-head button")
+    refresh.click()
+    note = walk.wait("the stale mark", lambda: walk.find("#status-panel.stale > .stale-note"))
+    assert "Stale: this is the state of" in note.text and "(401)" in note.text, note.text
+    assert walk.find("#status-panel.stale .status") is not None  # the last good state, kept
+    walk.shot("stale", "#relay")
+    driver.add_cookie(session)
+    refresh.click()
+    walk.wait(
+        "the panel fresh again",
+        lambda: (
+            walk.find("#status-panel:not(.stale) .status")
+            and not driver.find_elements(By.CSS_SELECTOR, "#status-panel .stale-note")
+        ),
+    )
 
 
 def principal(roles: tuple[str, ...]) -> str:

@@ -13,7 +13,8 @@
 //   links of the other panels into the journey's route,
 // - follows a re-drive's pages to the end when asked,
 // - refreshes the lists when the relay's count of quarantined events changes or an action was
-//   taken, and pauses the periodic refresh of a panel while an operator is choosing in it.
+//   taken, and pauses the periodic refresh of a panel while an operator is choosing in it,
+// - keeps a panel's last good state, marked stale, when its refresh fails.
 (function () {
   "use strict";
 
@@ -376,6 +377,69 @@
     }
     document.querySelector("#redrive-result [data-redrive-follow]").textContent = "Stop after this page";
     next.click();
+  });
+
+  // -- a failed refresh keeps the last good state, marked stale ------------------------------
+  // A panel (`data-keep`) whose refresh fails (a problem answered, or no answer) keeps what it
+  // showed, marked stale: since when it is the state shown, and why the refresh failed (the
+  // problem names the dependency that did not answer). A different request into the panel (a
+  // list of another subscription) shows its problem instead: there is no last good state of it.
+  function requestPath(detail) {
+    return (detail.pathInfo && detail.pathInfo.requestPath) || "";
+  }
+
+  function clock(date) {
+    return date.toISOString().slice(11, 19) + " UTC";
+  }
+
+  function markStale(panel, why) {
+    panel.classList.add("stale");
+    panel.setAttribute("aria-busy", "false");
+    var note = panel.querySelector(":scope > .stale-note");
+    if (!note) {
+      note = document.createElement("div");
+      note.className = "stale-note";
+      panel.prepend(note);
+    }
+    var said = document.createElement("p");
+    said.textContent =
+      "Stale: this is the state of " + panel.getAttribute("data-loaded-at") +
+      "; the refresh at " + clock(new Date()) + " failed.";
+    note.replaceChildren.apply(note, [said].concat(why));
+  }
+
+  function keepsLast(detail) {
+    var panel = detail.target;
+    return !!(
+      panel && panel.hasAttribute && panel.hasAttribute("data-keep") &&
+      panel.getAttribute("data-loaded-from") === requestPath(detail)
+    );
+  }
+
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    if (!evt.detail.isError || !keepsLast(evt.detail)) {
+      return;
+    }
+    evt.detail.shouldSwap = false;
+    markStale(evt.detail.target, nodes(evt.detail.serverResponse || ""));
+  });
+
+  document.addEventListener("htmx:sendError", function (evt) {
+    if (keepsLast(evt.detail)) {
+      var p = document.createElement("p");
+      p.textContent = "The app did not answer (the network, or the app restarting).";
+      markStale(evt.detail.target, [p]);
+    }
+  });
+
+  document.addEventListener("htmx:afterSwap", function (evt) {
+    var panel = evt.detail.target;
+    var xhr = evt.detail.xhr;
+    if (panel && panel.hasAttribute && panel.hasAttribute("data-keep") && xhr && xhr.status < 400) {
+      panel.classList.remove("stale");
+      panel.setAttribute("data-loaded-from", requestPath(evt.detail));
+      panel.setAttribute("data-loaded-at", clock(new Date()));
+    }
   });
 
   // -- refreshing ---------------------------------------------------------------------------
