@@ -88,6 +88,16 @@ class Walk:
         self.wait("the dialog closed", lambda: self.find("dialog#confirm[open]") is None)
         return text
 
+    def quiet(self) -> None:
+        """Until the page has no request in flight for half a second (an action refreshes the
+        lists, and the status panel's changed count once more: a row found before that swap is
+        gone after it)."""
+        calm = 0
+        while calm < 3:
+            busy = self.driver.find_elements(By.CSS_SELECTOR, ".htmx-request")
+            calm = 0 if busy else calm + 1
+            time.sleep(0.2)
+
     def previewed(self, kind: str) -> WebElement:
         """The preview the confirmation dialog shows before a bulk action (`kind`: redrive,
         resubmit, discard): the preview route's answer, asked with the action's own body."""
@@ -214,6 +224,7 @@ def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: S
 
     # Discard the other, with a reason; the dialog repeats it.
     reason = "superseded by a correction entered by hand"
+    walk.quiet()
     row_b = walk.row(poison_b)
     assert row_b is not None
     row_b.find_element(By.CSS_SELECTOR, "details.discard summary").click()
@@ -462,6 +473,46 @@ def test_a_panel_whose_refresh_fails_keeps_its_last_state_marked_stale(walk: Wal
             and not driver.find_elements(By.CSS_SELECTOR, "#status-panel .stale-note")
         ),
     )
+
+
+def test_a_journey_has_a_link_to_share_and_back_returns_to_the_last(walk: Walk) -> None:
+    """Issue 66 item 3: a journey's search is in the page's URL (?event=<id>): Back returns to
+    the previous search, and the link opened by someone not signed in yet shows the journey
+    after the sign-in."""
+    driver = walk.driver
+    before = driver.current_url
+    row = walk.wait("a quarantined event", lambda: walk.find("#quarantine-panel tr[data-event-id]"))
+    event = row.get_attribute("data-event-id") or ""
+    for field in ("journey-event", "journey-type", "journey-id"):
+        driver.find_element(By.ID, field).clear()
+    driver.find_element(By.ID, "journey-event").send_keys(event)
+    driver.find_element(By.CSS_SELECTOR, "#journey-form button[type=submit]").click()
+    shown = f'#journey-panel [data-journey-of="event"][data-event-id="{event}"]'
+    walk.wait("the event's journey", lambda: walk.find(shown))
+    shared = driver.current_url
+    assert shared == f"{walk.console}?event={event}#journey", shared
+
+    driver.back()
+    assert driver.current_url == before
+    if "?event=" in before:  # the walk's own search: shown again
+        previous = urllib.parse.parse_qs(urllib.parse.urlsplit(before).query)["event"][0]
+        walk.wait(
+            "the previous journey",
+            lambda: walk.find(
+                f'#journey-panel [data-journey-of="event"][data-event-id="{previous}"]'
+            ),
+        )
+
+    # the link, opened before signing in: the sign-in, then the journey
+    driver.delete_cookie("AppServiceAuthSession")
+    driver.get(shared)
+    walk.wait("the sign-in form", lambda: walk.find("form input#name"))
+    name = driver.find_element(By.ID, "name")
+    name.clear()
+    name.send_keys(OPERATOR)
+    driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    walk.wait("the shared journey", lambda: walk.find(shown))
+    assert driver.current_url.split("#")[0] == shared.split("#")[0]
 
 
 def principal(roles: tuple[str, ...]) -> str:

@@ -10,7 +10,8 @@
 // - acts on the selected quarantine records one by one, and on the selected dead letters in
 //   one call, through the same routes,
 // - turns the journey's search (an event id, or an aggregate type and id) and the journey
-//   links of the other panels into the journey's route,
+//   links of the other panels into the journey's route, and into the page's URL (shareable;
+//   Back returns to the previous search),
 // - follows a re-drive's pages to the end when asked,
 // - refreshes the lists when the relay's count of quarantined events changes or an action was
 //   taken, and pauses the periodic refresh of a panel while an operator is choosing in it,
@@ -298,7 +299,30 @@
   });
 
   // -- the journey ----------------------------------------------------------------------------
-  function journey(form) {
+  // the journey's search in the page's URL (?event=<id>, or ?aggregateType=<t>&aggregateId=<id>),
+  // #journey: a link to share, and Back returns to the previous search
+  var JOURNEY_KEYS = { eventId: "event", aggregateType: "aggregateType", aggregateId: "aggregateId" };
+
+  function journeyQuery(form) {
+    var query = new URLSearchParams();
+    Object.keys(JOURNEY_KEYS).forEach(function (field) {
+      var value = (form.elements[field].value || "").trim();
+      if (value && !(field === "eventId" && form.elements.aggregateId.value.trim())) {
+        query.set(JOURNEY_KEYS[field], value);
+      }
+    });
+    return query.toString();
+  }
+
+  function journeyFromUrl(form) {
+    var query = new URLSearchParams(window.location.search);
+    Object.keys(JOURNEY_KEYS).forEach(function (field) {
+      form.elements[field].value = query.get(JOURNEY_KEYS[field]) || "";
+    });
+    return query.has("event") || query.has("aggregateId");
+  }
+
+  function journey(form, fromUrl) {
     var base = form.getAttribute("data-base");
     var value = function (name) { return (form.elements[name].value || "").trim(); };
     var event = value("eventId");
@@ -315,10 +339,33 @@
     var url = id
       ? base + "/journey/aggregates/" + encodeURIComponent(type) + "/" + encodeURIComponent(id)
       : base + "/journey/events/" + encodeURIComponent(event);
+    if (!fromUrl) {
+      var search = "?" + journeyQuery(form);
+      if (search !== window.location.search) {
+        history.pushState({ outboxJourney: true }, "", window.location.pathname + search + "#journey");
+      }
+    }
     // the panel is the request's source: the form's fields are in the path, never in the query
     // (the journey's routes refuse a query parameter they do not know)
     htmx.ajax("GET", url, { source: "#journey-panel", target: "#journey-panel" });
   }
+
+  function journeyOfUrl() {
+    var form = document.getElementById("journey-form");
+    if (form && journeyFromUrl(form)) {
+      journey(form, true);
+    } else if (form) {
+      document.getElementById("journey-panel").replaceChildren();
+    }
+  }
+
+  window.addEventListener("popstate", journeyOfUrl);
+  // a shared link: its journey, once htmx is ready (it starts on DOMContentLoaded before this)
+  document.addEventListener("DOMContentLoaded", function () {
+    if (new URLSearchParams(window.location.search).toString()) {
+      journeyOfUrl();
+    }
+  });
 
   document.addEventListener("submit", function (evt) {
     if (evt.target.id === "journey-form") {
