@@ -438,9 +438,16 @@ def discarded_row(walk: Walk, event_id: str) -> bool | None:
 
 def test_the_console_has_no_accessibility_violations(walk: Walk) -> None:
     """axe-core (WCAG 2.1 A and AA, best practices) on the page as the walk left it: panels
-    loaded, a replay's outcome, a body shown, the chart drawn."""
+    loaded, a replay's outcome, a body shown, the chart drawn; then with a re-drive's preview
+    in the confirmation dialog."""
     axe = axe_source(ROOT / ".stack" / "browser")
     violations = accessibility_violations(walk.driver, axe)
+    assert violations == [], json.dumps(violations, indent=2)
+    # and the confirmation dialog showing a re-drive's preview (the walk's scope is in the form)
+    walk.driver.find_element(By.CSS_SELECTOR, "form.redrive button[type=submit]").click()
+    walk.previewed("redrive")
+    violations = accessibility_violations(walk.driver, axe)
+    walk.driver.find_element(By.CSS_SELECTOR, "dialog#confirm button[value=cancel]").click()
     assert violations == [], json.dumps(violations, indent=2)
     # The checker sees what it must: a field without a label is one.
     walk.driver.execute_script(
