@@ -4,11 +4,12 @@ through funcstack's stand-in for App Service Authentication: two poison events a
 page by themselves (too large for the 256 KB the app is told it may send; the Service Bus
 endpoint already takes 1 MB, as a namespace moved to Premium), one is replayed once the app is
 told so (its setting changed: the app restarts, as in Azure), the other discarded with a
-reason, a re-drive's report is read, a dead letter (one of Ada's messages, refused) is
-resubmitted from its row, the event's journey searched by its id, and the backlog chart drawn;
-axe-core finds no accessibility violation. Every action goes through the page's own buttons and
-dialog: a button whose wiring is broken fails the walk (seen: the replay button's hx-post
-renamed).
+reason, a re-drive's preview (per subscription, the first events; a bad time refused before
+any dialog) then its report read, three dead letters (Ada's messages, refused) resubmitted, one
+from its row and two through the resubmit-all's preview, the event's journey searched by its
+id, and the backlog chart drawn; axe-core finds no accessibility violation. Every action goes
+through the page's own buttons and dialog: a button whose wiring is broken fails the walk (seen:
+the replay button's hx-post renamed; the re-drive form's preview disconnected).
 
 One stack, one browser, one module. Screenshots of each state are kept under the module's
 temporary folder (the path is printed); with CONSOLE_SCREENSHOTS=<folder> they are also written
@@ -81,8 +82,29 @@ class Walk:
         """Accept the page's confirmation dialog; its text."""
         dialog = self.wait("the confirmation dialog", lambda: self.find("dialog#confirm[open]"))
         text = dialog.text
-        self.driver.find_element(By.ID, "confirm-ok").click()
+        ok = self.driver.find_element(By.ID, "confirm-ok")
+        ok.click()
+        # closed before the walk goes on (a loaded machine may take the click late)
+        self.wait("the dialog closed", lambda: self.find("dialog#confirm[open]") is None)
         return text
+
+    def quiet(self) -> None:
+        """Until the page has no request in flight for half a second (an action refreshes the
+        lists, and the status panel's changed count once more: a row found before that swap is
+        gone after it)."""
+        calm = 0
+        while calm < 3:
+            busy = self.driver.find_elements(By.CSS_SELECTOR, ".htmx-request")
+            calm = 0 if busy else calm + 1
+            time.sleep(0.2)
+
+    def previewed(self, kind: str) -> WebElement:
+        """The preview the confirmation dialog shows before a bulk action (`kind`: redrive,
+        resubmit, discard): the preview route's answer, asked with the action's own body."""
+        return self.wait(
+            f"the {kind} preview in the dialog",
+            lambda: self.find(f'dialog#confirm[open] #confirm-preview [data-preview="{kind}"]'),
+        )
 
     def shot(self, name: str, section: str | None = None) -> Path:
         """The window, or one section of the page (`section`: its CSS selector), as a PNG."""
@@ -178,6 +200,8 @@ def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: S
             return outcome
         problem = walk.find("#quarantine-result .problem")
         if problem is not None and "(503)" in problem.text:  # the first send took longer
+            # once per refusal: the problem stays shown while the retry is in flight
+            driver.execute_script("arguments[0].remove()", problem)
             click_replay()
         return None
 
@@ -200,6 +224,7 @@ def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: S
 
     # Discard the other, with a reason; the dialog repeats it.
     reason = "superseded by a correction entered by hand"
+    walk.quiet()
     row_b = walk.row(poison_b)
     assert row_b is not None
     row_b.find_element(By.CSS_SELECTOR, "details.discard summary").click()
@@ -214,8 +239,22 @@ def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: S
     walk.shot("discarded", "#quarantine")
 
     # And one ticked in the list, discarded with the selection's reason.
-    row_c = walk.wait("the third row", lambda: walk.row(poison_c))
-    row_c.find_element(By.CSS_SELECTOR, "input.select").click()
+    # (ticked once the panels are quiet: the discard's refresh of the status panel may refresh
+    # the list once more, and a list swapped in before the tick would drop it)
+    def ticked() -> bool | None:
+        if driver.find_elements(By.CSS_SELECTOR, ".htmx-request"):
+            return None
+        box = walk.row(poison_c)
+        if box is None:
+            return None
+        box = box.find_element(By.CSS_SELECTOR, "input.select")
+        if not box.is_selected():
+            box.click()
+        time.sleep(0.3)
+        row = walk.row(poison_c)
+        return row is not None and row.find_element(By.CSS_SELECTOR, "input.select").is_selected()
+
+    walk.wait("the third row ticked", ticked)
     driver.find_element(By.ID, "bulk-reason").send_keys("a duplicate of another event")
     driver.find_element(By.CSS_SELECTOR, "button[data-bulk=discard]").click()
     question = walk.confirm()
@@ -229,10 +268,32 @@ def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: S
     )
     walk.wait("the ticked row, discarded", lambda: discarded_row(walk, poison_c))
 
-    # Re-drive one contact's events since an hour ago; read the report.
+    # Re-drive one contact's events since an hour ago, through its preview; read the report.
+    # A bad time first: refused by the preview, with no dialog to confirm.
+    since = driver.find_element(By.ID, "redrive-since")
+    an_hour_ago = since.get_attribute("value") or ""
+    since.clear()
+    since.send_keys("yesterday")
     driver.find_element(By.ID, "redrive-type").send_keys("contact")
     driver.find_element(By.ID, "redrive-id").send_keys(a)
     driver.find_element(By.CSS_SELECTOR, "form.redrive button[type=submit]").click()
+    refused = walk.wait("the refused time", lambda: walk.find("#redrive-result .problem"))
+    assert "(400)" in refused.text and "since" in refused.text, refused.text
+    assert walk.find("dialog#confirm[open]") is None
+    since.clear()
+    since.send_keys(an_hour_ago)
+    driver.find_element(By.CSS_SELECTOR, "form.redrive button[type=submit]").click()
+    preview = walk.previewed("redrive")
+    assert preview.get_attribute("data-events") == "4", preview.text
+    assert f"4 stored events of 1 aggregate created since {an_hour_ago}" in preview.text
+    counts = preview.find_element(By.CSS_SELECTOR, 'tr[data-subscription="all-events"]')
+    assert counts.text.split()[:2] == ["all-events", "4"], counts.text  # receives 4
+    firsts = [
+        row.get_attribute("data-event-id")
+        for row in preview.find_elements(By.CSS_SELECTOR, "tr[data-event-id]")
+    ]
+    assert set(a_ids) <= set(firsts) and len(firsts) == 4, firsts
+    walk.shot("redrive-preview", "dialog#confirm")
     walk.confirm()
     report = walk.wait(
         "the re-drive's report", lambda: walk.find('#redrive-result [data-outcome="redrive"]')
@@ -240,14 +301,15 @@ def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: S
     assert "Re-drive done: 4 stored events sent of 4 found." in report.text, report.text
     walk.shot("redrive", "#redrive")
 
-    # A subscriber refused one of Ada's messages (dead-lettered at all-events with the real
-    # SDK): listed in the dead letters, resubmitted from its row.
-    event = dead_letter_one(stack, a)
+    # A subscriber refused three of Ada's messages (dead-lettered at all-events with the real
+    # SDK): listed in the dead letters, the first resubmitted from its row, the other two all
+    # at once through the resubmit-all's preview.
+    event, *others = dead_letter(stack, a, 3)
     driver.find_element(By.CSS_SELECTOR, "#dead-letters .section-head button").click()
 
     def counted() -> WebElement | None:
         row = walk.find('#dead-letters-panel tr[data-entity="all-events"]')
-        return row if row is not None and "1" in row.text.split() else None
+        return row if row is not None and "3" in row.text.split() else None
 
     walk.wait("the dead letter counted", counted).find_element(
         By.XPATH, ".//button[normalize-space()='List']"
@@ -266,6 +328,32 @@ def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: S
     )
     assert resubmitted.get_attribute("data-done") == "1", resubmitted.text
     assert "What subscribers see" in resubmitted.text
+
+    def the_two_left() -> list[str] | None:
+        rows = driver.find_elements(By.CSS_SELECTOR, "#dead-letter-list tr[data-sequence-number]")
+        numbers = [r.get_attribute("data-sequence-number") or "" for r in rows]
+        return numbers if len(numbers) == 2 else None
+
+    left = walk.wait("the two dead letters left", the_two_left)
+    walk.wait(
+        "the resubmit-all button",
+        lambda: walk.find("#dead-letter-list .all-matching button[data-preview]"),
+    ).click()
+    preview = walk.previewed("resubmit")
+    assert preview.get_attribute("data-matching") == "2", preview.text
+    assert "2 dead letters at all-events of 1 aggregate" in preview.text, preview.text
+    shown = preview.find_elements(By.CSS_SELECTOR, "tr[data-sequence-number]")
+    assert [r.get_attribute("data-sequence-number") for r in shown] == left
+    assert [r.get_attribute("data-event-id") for r in shown] == others
+    walk.shot("resubmit-all-preview", "dialog#confirm")
+    assert "Resubmit every dead letter at all-events" in walk.confirm()
+    walk.wait(
+        "the resubmit-all's outcome",
+        lambda: (
+            (o := walk.find('#dead-letters-result [data-outcome="resubmit-letters"]')) is not None
+            and o.get_attribute("data-done") == "2"
+        ),
+    )
     walk.wait("the empty list", lambda: walk.find("#dead-letter-list p.ok") or None)
 
     # The event's journey, searched by its id: no dead letter left, never quarantined.
@@ -313,23 +401,32 @@ def test_an_operator_sets_the_outbox_right_from_the_console(walk: Walk, stack: S
     print(f"console walk: {time.monotonic() - started:.1f} s")
 
 
-def dead_letter_one(stack: Stack, session: str) -> str:
-    """The first message of `session` at the all-events subscription, dead-lettered as a
-    subscriber refusing it would (the azure-servicebus SDK); its event id."""
+def dead_letter(stack: Stack, session: str, count: int) -> list[str]:
+    """The first `count` messages of `session` at the all-events subscription, dead-lettered as
+    a subscriber refusing them would (the azure-servicebus SDK); their event ids, in order."""
     assert stack.servicebus is not None
+    events: list[str] = []
     with (
         ServiceBusClient.from_connection_string(stack.servicebus.connection_string) as client,
         client.get_subscription_receiver(
             "contact-events", "all-events", session_id=session, max_wait_time=10
         ) as receiver,
     ):
-        [message] = receiver.receive_messages(max_message_count=1, max_wait_time=10)
-        receiver.dead_letter_message(
-            message, reason="HandlerRefused", error_description="the walk's subscriber refused it"
-        )
-        properties = message.application_properties or {}
-        event = properties.get(b"cloudEvents_id", properties.get("cloudEvents_id"))
-        return event.decode() if isinstance(event, bytes) else str(event)
+        while len(events) < count:
+            received = receiver.receive_messages(
+                max_message_count=count - len(events), max_wait_time=10
+            )
+            assert received, f"only {len(events)} messages in session {session}"
+            for message in received:
+                receiver.dead_letter_message(
+                    message,
+                    reason="HandlerRefused",
+                    error_description="the walk's subscriber refused it",
+                )
+                properties = message.application_properties or {}
+                event = properties.get(b"cloudEvents_id", properties.get("cloudEvents_id"))
+                events.append(event.decode() if isinstance(event, bytes) else str(event))
+    return events
 
 
 def discarded_row(walk: Walk, event_id: str) -> bool | None:
@@ -341,15 +438,88 @@ def discarded_row(walk: Walk, event_id: str) -> bool | None:
 
 def test_the_console_has_no_accessibility_violations(walk: Walk) -> None:
     """axe-core (WCAG 2.1 A and AA, best practices) on the page as the walk left it: panels
-    loaded, a replay's outcome, a body shown, the chart drawn."""
+    loaded, a replay's outcome, a body shown, the chart drawn; then with a re-drive's preview
+    in the confirmation dialog."""
     axe = axe_source(ROOT / ".stack" / "browser")
     violations = accessibility_violations(walk.driver, axe)
+    assert violations == [], json.dumps(violations, indent=2)
+    # and the confirmation dialog showing a re-drive's preview (the walk's scope is in the form)
+    walk.driver.find_element(By.CSS_SELECTOR, "form.redrive button[type=submit]").click()
+    walk.previewed("redrive")
+    violations = accessibility_violations(walk.driver, axe)
+    walk.driver.find_element(By.CSS_SELECTOR, "dialog#confirm button[value=cancel]").click()
     assert violations == [], json.dumps(violations, indent=2)
     # The checker sees what it must: a field without a label is one.
     walk.driver.execute_script(
         "document.getElementById('redrive').appendChild(document.createElement('input'))"
     )
     assert "label" in {v["id"] for v in accessibility_violations(walk.driver, axe)}
+
+
+def test_a_panel_whose_refresh_fails_keeps_its_last_state_marked_stale(walk: Walk) -> None:
+    """Issue 66 item 3: a failed refresh (here the session gone: the route answers 401) no
+    longer replaces the relay's panel with the problem: it keeps the state last shown, marked
+    stale (since when, and the problem), and a good refresh clears the mark."""
+    driver = walk.driver
+    walk.wait("the relay's state", lambda: walk.find("#status-panel .status"))
+    session = driver.get_cookie("AppServiceAuthSession")
+    assert session is not None
+    driver.delete_cookie("AppServiceAuthSession")
+    refresh = driver.find_element(By.CSS_SELECTOR, "#relay .section-head button")
+    refresh.click()
+    note = walk.wait("the stale mark", lambda: walk.find("#status-panel.stale > .stale-note"))
+    assert "Stale: this is the state of" in note.text and "(401)" in note.text, note.text
+    assert walk.find("#status-panel.stale .status") is not None  # the last good state, kept
+    walk.shot("stale", "#relay")
+    driver.add_cookie(session)
+    refresh.click()
+    walk.wait(
+        "the panel fresh again",
+        lambda: (
+            walk.find("#status-panel:not(.stale) .status")
+            and not driver.find_elements(By.CSS_SELECTOR, "#status-panel .stale-note")
+        ),
+    )
+
+
+def test_a_journey_has_a_link_to_share_and_back_returns_to_the_last(walk: Walk) -> None:
+    """Issue 66 item 3: a journey's search is in the page's URL (?event=<id>): Back returns to
+    the previous search, and the link opened by someone not signed in yet shows the journey
+    after the sign-in."""
+    driver = walk.driver
+    before = driver.current_url
+    row = walk.wait("a quarantined event", lambda: walk.find("#quarantine-panel tr[data-event-id]"))
+    event = row.get_attribute("data-event-id") or ""
+    for field in ("journey-event", "journey-type", "journey-id"):
+        driver.find_element(By.ID, field).clear()
+    driver.find_element(By.ID, "journey-event").send_keys(event)
+    driver.find_element(By.CSS_SELECTOR, "#journey-form button[type=submit]").click()
+    shown = f'#journey-panel [data-journey-of="event"][data-event-id="{event}"]'
+    walk.wait("the event's journey", lambda: walk.find(shown))
+    shared = driver.current_url
+    assert shared == f"{walk.console}?event={event}#journey", shared
+
+    driver.back()
+    assert driver.current_url == before
+    if "?event=" in before:  # the walk's own search: shown again
+        previous = urllib.parse.parse_qs(urllib.parse.urlsplit(before).query)["event"][0]
+        walk.wait(
+            "the previous journey",
+            lambda: walk.find(
+                f'#journey-panel [data-journey-of="event"][data-event-id="{previous}"]'
+            ),
+        )
+
+    # the link, opened before signing in: the sign-in, then the journey
+    driver.delete_cookie("AppServiceAuthSession")
+    driver.get(shared)
+    walk.wait("the sign-in form", lambda: walk.find("form input#name"))
+    name = driver.find_element(By.ID, "name")
+    name.clear()
+    name.send_keys(OPERATOR)
+    driver.find_element(By.CSS_SELECTOR, "form button[type=submit]").click()
+    walk.wait("the shared journey", lambda: walk.find(shown))
+    assert driver.current_url.split("#")[0] == shared.split("#")[0]
 
 
 def principal(roles: tuple[str, ...]) -> str:

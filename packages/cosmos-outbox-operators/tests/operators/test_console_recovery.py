@@ -256,6 +256,71 @@ def test_a_selection_and_all_matching_the_filter_name_the_dead_letters_as_the_ro
     assert world.memory.dead_letters.letters(SUBSCRIPTION) == []
 
 
+def preview(world: RecoveryWorld, attrs: dict[str, str], **fields: Any) -> Any:
+    """What console.js asks before an action with a preview (`data-preview`): the action's own
+    body posted to that route, through the signed-in door, as HTML (the dialog shows it)."""
+    route = attrs["data-preview"]
+    assert route == f"{attrs['hx-post']}/preview", route
+    sent = {**json.loads(attrs.get("data-json") or "{}"), **fields}
+    return world.call("POST", route.removeprefix("/api/"), headers=PAGE, body=sent)
+
+
+def test_a_resubmit_all_and_a_discard_all_show_their_preview_first(world: RecoveryWorld) -> None:
+    """Issue 66 item 3: the buttons acting on every dead letter name their preview; its answer,
+    as the dialog shows it, says how many, of how many aggregates, and the first of them; a
+    discard without its reason is refused there, before any confirmation; nothing moves."""
+    a = dead_lettered(world, "w1")
+    b = dead_lettered(world, "w2")
+    listed = page(world, f"deadletters/{SUBSCRIPTION}")
+    [(every, _)] = elements(listed, hx_post=f"{CONSOLE}/deadletters/{SUBSCRIPTION}/resubmit")[-1:]
+    reply = preview(world, every)
+    assert reply.status_code == 200 and reply.mimetype == "text/html"
+    shown = reply.get_body().decode()
+    [(box, text)] = elements(shown, data_preview="resubmit")
+    assert (box["data-entity"], box["data-matching"]) == (SUBSCRIPTION, "2")
+    assert "2 dead letters at projections of 2 aggregates" in text
+    firsts = [attrs["data-event-id"] for attrs, _ in elements(shown, data_sequence_number="*")]
+    assert firsts == [a[1], b[1]]
+    assert "StockAdded v2 of warehouse w1" in text and "What subscribers see:" in text
+
+    [(discard_all, _)] = elements(listed, hx_post=f"{CONSOLE}/deadletters/{SUBSCRIPTION}/discard")[
+        -1:
+    ]
+    refused = preview(world, discard_all)  # no reason: refused at the preview
+    assert refused.status_code == 400
+    assert elements(refused.get_body().decode(), role="alert", data_status="400")
+    shown = preview(world, discard_all, reason="closed").get_body().decode()
+    [(box, _)] = elements(shown, data_preview="discard")
+    assert box["data-matching"] == "2"
+    assert (
+        len(world.memory.dead_letters.letters(SUBSCRIPTION)) == 2
+        and not world.memory.dead_letters.sent
+    )
+
+
+def test_a_redrive_shows_its_preview_per_subscription_first(world: RecoveryWorld) -> None:
+    ids = world.publish("w1", "StockAdded", "StockAdded")
+    world.relay()
+    world.deliver_new()
+    sent = len(world.sent)
+    html = world.call("GET", "outbox/console", headers=PAGE).get_body().decode()
+    [(form, _)] = elements(html, hx_post=f"{CONSOLE}/redrive")
+    shown = preview(world, form, since="2000-01-01T00:00:00Z", aggregateType=KIND)
+    [(box, text)] = elements(shown.get_body().decode(), data_preview="redrive")
+    assert box["data-events"] == "2" and "2 stored events of 1 aggregate" in text
+    [(_, counts)] = elements(shown.get_body().decode(), data_subscription=SUBSCRIPTION)
+    assert counts.split()[1:] == ["2", "0", "0", "2"]  # receives, to apply, held, applied
+    firsts = [
+        attrs["data-event-id"]
+        for attrs, _ in elements(shown.get_body().decode(), data_event_id="*")
+    ]
+    assert firsts == ids
+    # bad input: refused at the preview, as a problem the page shows in the result
+    refused = preview(world, form, since="yesterday")
+    assert refused.status_code == 400 and "since" in refused.get_body().decode()
+    assert len(world.sent) == sent
+
+
 # -- the journey and the documents ------------------------------------------------------------
 
 

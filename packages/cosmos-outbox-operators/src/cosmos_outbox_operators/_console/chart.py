@@ -71,7 +71,6 @@ def backlog_chart(readings: list[dict[str, Any]]) -> str:
         legend_at_bottom=True,
         legend_at_bottom_columns=2,
         show_minor_x_labels=False,
-        x_labels_major_every=max(1, len(readings) // 6),
         truncate_label=-1,
         min_scale=2,
         max_scale=6,
@@ -80,10 +79,7 @@ def backlog_chart(readings: list[dict[str, Any]]) -> str:
     )
     chart.add_xml_filter(_accessible)
     times = [_instant(r.get("at")) for r in readings]
-    known = [t for t in times if t is not None]
-    # minutes on the axis; seconds too when the readings are closer than a minute apart
-    shown = "%H:%M:%S" if known and (known[-1] - known[0]).total_seconds() < 300 else "%H:%M"
-    chart.x_labels = [t.strftime(shown) if t else "" for t in times]
+    chart.x_labels, chart.x_labels_major = x_labels(times)
     pending = [int(r.get("pending") or 0) for r in readings]
     ages = [float(r.get("oldestPendingAgeSeconds") or 0) for r in readings]
     # whole numbers of events; an empty backlog drawn on a scale of 0-5, not of 0-1
@@ -94,6 +90,31 @@ def backlog_chart(readings: list[dict[str, Any]]) -> str:
     chart.add("Oldest pending (s)", ages, secondary=True)
     svg: str = chart.render(is_unicode=True)
     return svg
+
+
+#: The plot's width in pixels (the chart's, less its margins and the two value axes), and a
+#: time label's width at the chart's 12 px font (about 0.6 em a digit) with a gap after it.
+PLOT_WIDTH = 620
+LABEL_WIDTH = {"%H:%M:%S": 8 * 7.2 + 14, "%H:%M": 5 * 7.2 + 14}
+
+
+def x_labels(times: list[datetime | None]) -> tuple[list[str], list[str]]:
+    """The time axis's labels, one per reading ("" where none is drawn), and those drawn: as
+    many as fit side by side, evenly spaced. pygal's own spacing (`x_labels_major_every`) takes
+    a label for major by its text, so every reading of a minute drew its "08:00" at the same
+    place, and a minute of readings every 5 s drew twelve labels of 8 characters 60 px apart:
+    they overlapped (issue 66 item 3)."""
+    known = [t for t in times if t is not None]
+    # minutes on the axis; seconds too over less than ten minutes (else labels a minute apart
+    # or less would repeat the same minute)
+    span = (known[-1] - known[0]).total_seconds() if known else 0.0
+    shown = "%H:%M:%S" if span < 600 else "%H:%M"
+    fit = max(2, int(PLOT_WIDTH // LABEL_WIDTH[shown]))
+    every = max(1, -(-len(times) // fit))
+    labels = [
+        t.strftime(shown) if t is not None and i % every == 0 else "" for i, t in enumerate(times)
+    ]
+    return labels, [label for label in labels if label]
 
 
 def _instant(instant: object) -> datetime | None:

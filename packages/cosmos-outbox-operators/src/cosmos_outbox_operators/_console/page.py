@@ -109,12 +109,15 @@ def register_page(doors: OperatorDoors) -> None:
     role = doors.role
 
     def refusal(req: func.HttpRequest, refused: RefusedError) -> func.HttpResponse:
-        path = urlsplit(req.url).path
+        url = urlsplit(req.url)
+        path = url.path
         status = refused.problem.status
         if status == 401 and sign_in_trusted() and principal_of(req.headers) is None:
-            # not signed in: to the platform's sign-in, then back here
+            # not signed in: to the platform's sign-in, then back here (with the query: a
+            # shared journey's link, ?event=<id>)
+            back = f"{path}?{url.query}" if url.query else path
             return func.HttpResponse(
-                status_code=302, headers={"Location": login_path(path), "Cache-Control": "no-store"}
+                status_code=302, headers={"Location": login_path(back), "Cache-Control": "no-store"}
             )
         from cosmos_outbox_operators._console.render import page
 

@@ -4,14 +4,18 @@
 // - sends a form to a route that reads JSON as JSON (the extension "outbox-json"), with the
 //   fields an answer wrote into the button (`data-json`: a selection, a continuation token),
 // - leaves the empty fields of a search out of its URL,
-// - asks before an action, in a dialog that says what subscribers will see (htmx:confirm),
+// - asks before an action, in a dialog that says what subscribers will see (htmx:confirm);
+//   a bulk action (a re-drive, a resubmit-all, a discard-all) shows its preview there first,
+//   the preview route's answer: bad input is refused before anything is confirmed,
 // - acts on the selected quarantine records one by one, and on the selected dead letters in
 //   one call, through the same routes,
 // - turns the journey's search (an event id, or an aggregate type and id) and the journey
-//   links of the other panels into the journey's route,
+//   links of the other panels into the journey's route, and into the page's URL (shareable;
+//   Back returns to the previous search),
 // - follows a re-drive's pages to the end when asked,
 // - refreshes the lists when the relay's count of quarantined events changes or an action was
-//   taken, and pauses the periodic refresh of a panel while an operator is choosing in it.
+//   taken, and pauses the periodic refresh of a panel while an operator is choosing in it,
+// - keeps a panel's last good state, marked stale, when its refresh fails.
 (function () {
   "use strict";
 
@@ -63,7 +67,8 @@
   // -- confirmation -------------------------------------------------------------------------
   var dialog = null;
 
-  function ask(question, more) {
+  // `shown`: nodes of a preview (the preview route's answer as HTML), after the lines
+  function ask(question, more, shown) {
     dialog = dialog || document.getElementById("confirm");
     document.getElementById("confirm-text").textContent = question;
     var list = document.getElementById("confirm-more");
@@ -73,6 +78,10 @@
       p.textContent = line;
       list.appendChild(p);
     });
+    document.getElementById("confirm-preview").replaceChildren.apply(
+      document.getElementById("confirm-preview"),
+      shown || []
+    );
     return new Promise(function (resolve) {
       dialog.addEventListener(
         "close",
@@ -86,20 +95,87 @@
     });
   }
 
+  // the JSON body the extension "outbox-json" sends for `elt` (its data-json, then its form's
+  // fields that are not empty)
+  function bodyOf(elt) {
+    var written = elt.getAttribute("data-json");
+    var body = written ? JSON.parse(written) : {};
+    if (elt.tagName === "FORM") {
+      new FormData(elt).forEach(function (value, key) {
+        if (typeof value === "string" && value.trim() !== "") {
+          body[key] = value.trim();
+        }
+      });
+    }
+    return body;
+  }
+
+  // nodes of an HTML fragment the operators' routes answered (autoescaped by their templates)
+  function nodes(html) {
+    return Array.prototype.slice.call(
+      new DOMParser().parseFromString(html, "text/html").body.childNodes
+    );
+  }
+
+  // an action with a preview (`data-preview`: its route): the same body posted there first; a
+  // refusal (bad input, a dependency down) is shown where the action's answer goes, with no
+  // dialog; else the dialog shows what the action will touch
+  function preview(url, elt, target) {
+    return fetch(url, {
+      method: "POST",
+      credentials: "same-origin",
+      headers: {
+        "Content-Type": "application/json",
+        "HX-Request": "true",
+        "X-CSRF-Token": token(),
+      },
+      body: JSON.stringify(bodyOf(elt)),
+    }).then(
+      function (response) {
+        return response.text().then(function (html) {
+          if (response.ok) {
+            return nodes(html);
+          }
+          target.replaceChildren.apply(target, nodes(html));
+          return null;
+        });
+      },
+      function () {
+        announce(target.id, "The preview could not be asked for: the app did not answer. Try again.");
+        return null;
+      }
+    );
+  }
+
   document.addEventListener("htmx:confirm", function (evt) {
     var question = evt.detail.question;
     if (!question) {
       return;
     }
     evt.preventDefault();
+    var elt = evt.detail.elt;
     var more = [];
-    var reason = evt.detail.elt.querySelector && evt.detail.elt.querySelector('[name="reason"]');
+    var reason = elt.querySelector && elt.querySelector('[name="reason"]');
     if (reason) {
       more.push("Reason: " + reason.value);
     }
-    ask(question, more).then(function (ok) {
+    var confirmed = function (ok) {
       if (ok) {
         evt.detail.issueRequest(true);
+      }
+    };
+    var url = elt.getAttribute && elt.getAttribute("data-preview");
+    if (!url) {
+      ask(question, more).then(confirmed);
+      return;
+    }
+    // validation before the confirmation: the form's own constraints, then the route's
+    if (elt.tagName === "FORM" && !elt.reportValidity()) {
+      return;
+    }
+    preview(url, elt, evt.detail.target).then(function (shown) {
+      if (shown) {
+        ask(question, more, shown).then(confirmed);
       }
     });
   });
@@ -223,7 +299,30 @@
   });
 
   // -- the journey ----------------------------------------------------------------------------
-  function journey(form) {
+  // the journey's search in the page's URL (?event=<id>, or ?aggregateType=<t>&aggregateId=<id>),
+  // #journey: a link to share, and Back returns to the previous search
+  var JOURNEY_KEYS = { eventId: "event", aggregateType: "aggregateType", aggregateId: "aggregateId" };
+
+  function journeyQuery(form) {
+    var query = new URLSearchParams();
+    Object.keys(JOURNEY_KEYS).forEach(function (field) {
+      var value = (form.elements[field].value || "").trim();
+      if (value && !(field === "eventId" && form.elements.aggregateId.value.trim())) {
+        query.set(JOURNEY_KEYS[field], value);
+      }
+    });
+    return query.toString();
+  }
+
+  function journeyFromUrl(form) {
+    var query = new URLSearchParams(window.location.search);
+    Object.keys(JOURNEY_KEYS).forEach(function (field) {
+      form.elements[field].value = query.get(JOURNEY_KEYS[field]) || "";
+    });
+    return query.has("event") || query.has("aggregateId");
+  }
+
+  function journey(form, fromUrl) {
     var base = form.getAttribute("data-base");
     var value = function (name) { return (form.elements[name].value || "").trim(); };
     var event = value("eventId");
@@ -240,10 +339,33 @@
     var url = id
       ? base + "/journey/aggregates/" + encodeURIComponent(type) + "/" + encodeURIComponent(id)
       : base + "/journey/events/" + encodeURIComponent(event);
+    if (!fromUrl) {
+      var search = "?" + journeyQuery(form);
+      if (search !== window.location.search) {
+        history.pushState({ outboxJourney: true }, "", window.location.pathname + search + "#journey");
+      }
+    }
     // the panel is the request's source: the form's fields are in the path, never in the query
     // (the journey's routes refuse a query parameter they do not know)
     htmx.ajax("GET", url, { source: "#journey-panel", target: "#journey-panel" });
   }
+
+  function journeyOfUrl() {
+    var form = document.getElementById("journey-form");
+    if (form && journeyFromUrl(form)) {
+      journey(form, true);
+    } else if (form) {
+      document.getElementById("journey-panel").replaceChildren();
+    }
+  }
+
+  window.addEventListener("popstate", journeyOfUrl);
+  // a shared link: its journey, once htmx is ready (it starts on DOMContentLoaded before this)
+  document.addEventListener("DOMContentLoaded", function () {
+    if (new URLSearchParams(window.location.search).toString()) {
+      journeyOfUrl();
+    }
+  });
 
   document.addEventListener("submit", function (evt) {
     if (evt.target.id === "journey-form") {
@@ -302,6 +424,69 @@
     }
     document.querySelector("#redrive-result [data-redrive-follow]").textContent = "Stop after this page";
     next.click();
+  });
+
+  // -- a failed refresh keeps the last good state, marked stale ------------------------------
+  // A panel (`data-keep`) whose refresh fails (a problem answered, or no answer) keeps what it
+  // showed, marked stale: since when it is the state shown, and why the refresh failed (the
+  // problem names the dependency that did not answer). A different request into the panel (a
+  // list of another subscription) shows its problem instead: there is no last good state of it.
+  function requestPath(detail) {
+    return (detail.pathInfo && detail.pathInfo.requestPath) || "";
+  }
+
+  function clock(date) {
+    return date.toISOString().slice(11, 19) + " UTC";
+  }
+
+  function markStale(panel, why) {
+    panel.classList.add("stale");
+    panel.setAttribute("aria-busy", "false");
+    var note = panel.querySelector(":scope > .stale-note");
+    if (!note) {
+      note = document.createElement("div");
+      note.className = "stale-note";
+      panel.prepend(note);
+    }
+    var said = document.createElement("p");
+    said.textContent =
+      "Stale: this is the state of " + panel.getAttribute("data-loaded-at") +
+      "; the refresh at " + clock(new Date()) + " failed.";
+    note.replaceChildren.apply(note, [said].concat(why));
+  }
+
+  function keepsLast(detail) {
+    var panel = detail.target;
+    return !!(
+      panel && panel.hasAttribute && panel.hasAttribute("data-keep") &&
+      panel.getAttribute("data-loaded-from") === requestPath(detail)
+    );
+  }
+
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    if (!evt.detail.isError || !keepsLast(evt.detail)) {
+      return;
+    }
+    evt.detail.shouldSwap = false;
+    markStale(evt.detail.target, nodes(evt.detail.serverResponse || ""));
+  });
+
+  document.addEventListener("htmx:sendError", function (evt) {
+    if (keepsLast(evt.detail)) {
+      var p = document.createElement("p");
+      p.textContent = "The app did not answer (the network, or the app restarting).";
+      markStale(evt.detail.target, [p]);
+    }
+  });
+
+  document.addEventListener("htmx:afterSwap", function (evt) {
+    var panel = evt.detail.target;
+    var xhr = evt.detail.xhr;
+    if (panel && panel.hasAttribute && panel.hasAttribute("data-keep") && xhr && xhr.status < 400) {
+      panel.classList.remove("stale");
+      panel.setAttribute("data-loaded-from", requestPath(evt.detail));
+      panel.setAttribute("data-loaded-at", clock(new Date()));
+    }
   });
 
   // -- refreshing ---------------------------------------------------------------------------
