@@ -57,6 +57,7 @@ if TYPE_CHECKING:
     from cosmos_outbox._relay.process.releases import ReleaseReceiver
     from cosmos_outbox._wiring import Services, Wiring
     from cosmos_outbox.cosmos._estimator import AsyncCosmosBacklogEstimator
+    from cosmos_outbox.servicebus._target_rules import TargetRuleCheck
     from cosmos_outbox.settings import OutboxSettings
 
 logger = logging.getLogger("cosmos_outbox.relay")
@@ -120,6 +121,8 @@ class RelayProcessor:
         self._processor: ChangeFeedProcessor | None = None
         self._receiver: ReleaseReceiver | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        #: The targeted-delivery rules' check at start (None until it ran: `_target_rules`).
+        self.target_rules: TargetRuleCheck | None = None
         self._closing: list[Callable[[], Any]] = []
         self._failures: dict[str, int] = {}
         self._listening = asyncio.Event()
@@ -159,6 +162,7 @@ class RelayProcessor:
         self._wiring.relay()  # the publisher the settings name, or SettingsError now
         self._tasks.append(asyncio.create_task(self._run_processor(), name="relay-processor"))
         self._tasks.append(asyncio.create_task(self._backlog_timer(), name="relay-backlog"))
+        self._tasks.append(asyncio.create_task(self._check_target_rules(), name="relay-rules"))
         queue = self.settings.schedule_queue
         if queue is not None:
             from cosmos_outbox._relay.process.releases import ReleaseReceiver
@@ -182,6 +186,14 @@ class RelayProcessor:
             self._intervals[2],
             extra={"outbox.relay_instance": self.instance_name},
         )
+
+    async def _check_target_rules(self) -> None:
+        """Whether each subscription of the topic carries the targeted-delivery rule, logged
+        once at start (a warning naming those lacking it, or why it was not checked);
+        `target_rules` keeps it."""
+        from cosmos_outbox.servicebus._target_rules import log_target_rules
+
+        self.target_rules = await asyncio.to_thread(log_target_rules, self.settings)
 
     async def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
         """Stop the processor, releasing its leases (a batch in flight is not checkpointed: its
