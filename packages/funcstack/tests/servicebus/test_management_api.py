@@ -31,10 +31,10 @@ TOPIC = "orders"
 TARGETED = "NOT EXISTS(outboxTarget) OR outboxTarget = 'plain'"
 
 
-class PlainHttp(RequestsTransport):
+class PlainHttp(RequestsTransport):  # type: ignore[misc]  # azure-core exports it lazily
     """The emulator's management API is plain HTTP (as the .NET SDK speaks it to the emulator)."""
 
-    def send(self, request: HttpRequest, **kwargs: Any) -> Any:  # type: ignore[override]
+    def send(self, request: HttpRequest, **kwargs: Any) -> Any:
         request.url = request.url.replace("https://", "http://", 1)
         return super().send(request, **kwargs)
 
