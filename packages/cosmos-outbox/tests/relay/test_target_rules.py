@@ -144,6 +144,23 @@ def test_the_relay_names_at_start_each_subscription_lacking_the_rule(
     assert "cosmos-outbox target-rules --yes" in line
 
 
+def test_the_functions_relay_checks_with_the_app_settings_of_its_environment(
+    funcstack_services: LocalStack,
+    fresh: str,
+    leases: str,
+    servicebus: ServiceBusEndpoint,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """What the Functions relay's first run starts in a thread (`log_target_rules_once_in_
+    background`): the settings from the environment, as the worker has them."""
+    values = app_settings(funcstack_services, fresh, leases)
+    values |= {"ServiceBusConnection": servicebus.connection_string, "SERVICEBUS_TOPIC": "at-start"}
+    for name, value in values.items():
+        monkeypatch.setenv(name, value)
+    check = log_target_rules()
+    assert [s.subscription for s in check.lacking] == ["plain", "legacy"]
+
+
 def test_the_command_lists_then_applies_the_rule_and_the_check_passes(
     funcstack_services: LocalStack,
     fresh: str,

@@ -37,6 +37,7 @@ import datetime as dt
 import logging
 import os
 import socket
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -193,7 +194,22 @@ class RelayProcessor:
         `target_rules` keeps it."""
         from cosmos_outbox.servicebus._target_rules import log_target_rules
 
-        self.target_rules = await asyncio.to_thread(log_target_rules, self.settings)
+        # a daemon thread of its own, not the loop's executor: a management API that hangs
+        # (a frozen endpoint: its timeouts, up to 30 s) holds neither the stop nor the exit
+        loop = asyncio.get_running_loop()
+        found: asyncio.Future[TargetRuleCheck] = loop.create_future()
+
+        def settle(result: TargetRuleCheck) -> None:
+            if not found.done():
+                found.set_result(result)
+
+        def check() -> None:
+            result = log_target_rules(self.settings)
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(settle, result)
+
+        threading.Thread(target=check, name="relay-target-rules", daemon=True).start()
+        self.target_rules = await found
 
     async def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
         """Stop the processor, releasing its leases (a batch in flight is not checkpointed: its
