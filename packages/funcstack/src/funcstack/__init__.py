@@ -13,6 +13,7 @@ from funcstack._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from funcstack._cache import SetupError
+    from funcstack._process_instances import ProcessInstances, ProcessSpec
     from funcstack.config import ConfigError, StackConfig, load_config
     from funcstack.provision import ProvisionReport, provision_cosmos
     from funcstack.services import LocalServices, PartStartError
@@ -31,6 +32,8 @@ __all__ = [
     "LocalServices",
     "LocalStack",
     "PartStartError",
+    "ProcessInstances",
+    "ProcessSpec",
     "ProvisionReport",
     "ServicePorts",
     "SettingsChanges",
@@ -61,5 +64,7 @@ __getattr__, __dir__ = lazy_exports(
         "LocalServices": "funcstack.services",
         "PartStartError": "funcstack.services",
         "SetupError": "funcstack._cache",
+        "ProcessSpec": "funcstack._process_instances",
+        "ProcessInstances": "funcstack._process_instances",
     },
 )

@@ -51,8 +51,10 @@ def add_instances_command(commands: Any, state_folder: str) -> None:
     for action, what in (("pause", "SIGSTOP"), ("resume", "SIGCONT")):
         sub = actions.add_parser(action, help=f"{what} an instance (its host and its worker)")
         sub.add_argument("instance", help="the instance's name")
-    add = actions.add_parser("add", help="start one more instance of an app, ready when it says")
-    add.add_argument("app", help="the app's name (as the banner lists it)")
+    add = actions.add_parser(
+        "add", help="start one more instance of an app or a process, ready when it says"
+    )
+    add.add_argument("app", help="the app's or the process's name (as the banner lists it)")
     add.add_argument(
         "--group",
         default=None,
@@ -111,10 +113,11 @@ def _table(apps: list[dict[str, Any]]) -> list[str]:
         lines.append(f"{app['app']}  {app['url']}  ({len(instances)} instance(s){scaled})")
         width = max([8, *(len(str(i["name"])) for i in instances)])
         groups = max([9, *(len(str(i.get("group") or "")) for i in instances)])
+        whole = "process" if app.get("kind") == "process" else "whole app"
         for inst in instances:
             last = f"  last exit: {inst['last_exit']}" if inst.get("last_exit") else ""
             lines.append(
-                f"  {inst['name']:<{width}}  {inst.get('group') or 'whole app':<{groups}}  "
+                f"  {inst['name']:<{width}}  {inst.get('group') or whole:<{groups}}  "
                 f"{inst['state']:<11}pid {inst['pid']:<8}127.0.0.1:{inst['port']:<6} "
                 f"restarts {inst['restarts']}  log {inst['log']}{last}"
             )

@@ -10,10 +10,11 @@ line back, ``{"ok": true, ...}`` or ``{"ok": false, "error": "<one line>"}``. Wh
 read the file cannot act on the stack (the token is compared in constant time); the file goes
 when the stack stops, and a file whose stack no longer answers is said to be stale.
 
-The commands (``StackControl``), against ``LocalStack.scaled`` and the hosts of ``run``:
+The commands (``StackControl``), against ``LocalStack.scaled`` and the hosts of ``run``; a
+process's instances (``_process_instances``) are an app's for all of them:
 
-* ``list``: each app with its URL and its instances (name, group, state, pid, port, restarts,
-  last exit, log);
+* ``list``: each app (and each process ``run --process`` declared, ``kind`` saying which)
+  with its URL and its instances (name, group, state, pid, port, restarts, last exit, log);
 * ``kill`` ``{"instance", "restart": true}``: SIGKILL, then back as after a crash unless
   ``restart`` is false (``AppInstances.kill``);
 * ``pause`` / ``resume`` ``{"instance"}``: SIGSTOP / SIGCONT;
@@ -138,10 +139,13 @@ class StackControl:
         from funcstack.scaleout import AppInstances
 
         if isinstance(hosted, AppInstances):
+            from funcstack._process_instances import ProcessInstances
+
             return {
                 "app": name,
                 "url": hosted.url,
                 "scaled": True,
+                "kind": "process" if isinstance(hosted, ProcessInstances) else "app",
                 "instances": [self._instance(inst) for inst in list(hosted.instances)],
             }
         alive = hosted.process.poll() is None
@@ -149,6 +153,7 @@ class StackControl:
             "app": name,
             "url": hosted.url,
             "scaled": False,
+            "kind": "app",
             "instances": [
                 {
                     "name": name,

@@ -11,6 +11,9 @@ hosts' warnings and errors; ``--quiet`` keeps it to the banner (the logs have ev
 ``--instances N`` (or function groups apart, ``--instances http=2,relay_events=3``): each app
 scaled out as in Azure (``funcstack.scaleout``), one log per instance, a front on the app's
 port; once for every app, or once per ``--app`` in their order.
+``--process NAME=COMMAND`` (``--process-instances NAME=N``, ``--process-ready NAME=URL``): a
+command run as instances of the stack beside the apps, with the first app's settings
+(``_process_instances``), driven by ``funcstack instances`` as an app's instances.
 ``funcstack up [--config FILE]``: the services only (for tests and other tools).
 ``funcstack setup``: install the Node packages and the Functions RPC messages into the cache
 now (both happen on first use otherwise).
@@ -58,6 +61,7 @@ from funcstack._partitions_cli import (
 from funcstack.config import ConfigError, StackConfig, load_config
 
 if TYPE_CHECKING:  # the stack's modules load the SDKs: imported by run and up only
+    from funcstack._process_instances import ProcessSpec
     from funcstack.functions_host import RunningRunner
     from funcstack.scaleout import AppInstances
     from funcstack.stack import LocalStack
@@ -137,6 +141,31 @@ def _parser() -> argparse.ArgumentParser:
         "on each), or function groups apart as on Flex Consumption "
         "(http=2,function:NAME=3; the groups not named get one); once for "
         "every app or once per --app. Default: 1",
+    )
+    run.add_argument(
+        "--process",
+        action="append",
+        default=None,
+        metavar="NAME=COMMAND",
+        help="also run COMMAND (a relay, a worker) as instances NAME-1, ... "
+        "beside the apps, with the first app's settings in their environment (the environment "
+        "winning), PORT and CONTAINER_APP_REPLICA_NAME their own ({port}, {instance} in "
+        "COMMAND); supervised and driven as the apps' instances; repeat for more processes",
+    )
+    run.add_argument(
+        "--process-instances",
+        action="append",
+        default=None,
+        metavar="NAME=N",
+        help="how many instances of process NAME (default: 1)",
+    )
+    run.add_argument(
+        "--process-ready",
+        action="append",
+        default=None,
+        metavar="NAME=URL",
+        help="an instance of process NAME is ready once URL answers 2xx ({port}, {instance} "
+        "replaced; e.g. http://127.0.0.1:{port}/ready); without it, once started",
     )
     run.add_argument(
         "--python",
@@ -272,6 +301,22 @@ def _instances(given: list[str] | None, apps: list[App]) -> dict[str, str]:
     return {app.name: value for app, value in zip(apps, values, strict=True)}
 
 
+def _process_specs(args: argparse.Namespace, apps: list[App]) -> list[ProcessSpec]:
+    """The processes ``--process`` declares, with their ``--process-instances`` and
+    ``--process-ready`` (checked now: a mistake is one line before anything starts)."""
+    from funcstack._process_instances import parse_processes
+
+    try:
+        return parse_processes(
+            args.process or [],
+            args.process_instances or [],
+            args.process_ready or [],
+            taken={a.name for a in apps} | {"funcstack", "cosmos", "servicebus", "azurite"},
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
 def _local_http_port(directory: Path) -> int | None:
     """``Host.LocalHttpPort`` of the app's ``local.settings.json`` (the user's, as ``func
     start`` reads it), else of its sample."""
@@ -295,7 +340,7 @@ def _start(args: argparse.Namespace) -> int:
     from funcstack._stack_control import ControlServer, StackControl
     from funcstack.services import port_in_use, running_stack
     from funcstack.serving import serve
-    from funcstack.stack import LocalStack, ServicePorts
+    from funcstack.stack import SETTINGS, LocalStack, ServicePorts
 
     logging.basicConfig(
         level=logging.INFO,
@@ -306,6 +351,7 @@ def _start(args: argparse.Namespace) -> int:
     app_dirs: list[Path] = list(getattr(args, "app", None) or [])
     apps = _apps(app_dirs, args.free_ports)
     scale = _instances(getattr(args, "instances", None), apps)
+    processes = _process_specs(args, apps)
     config = _config(args.config, [a.directory for a in apps])
     workdir = Path.cwd() / STATE_FOLDER
     pidfile = workdir / "pids.json"
@@ -360,13 +406,18 @@ def _start(args: argparse.Namespace) -> int:
                 on_console=None if quiet else _printer(app.name, terminal),
                 on_event=_say,
             )
+        for spec in processes:
+            hosts[spec.name] = stack.host_process(
+                spec, settings_file=apps[0].directory / SETTINGS, on_event=_say
+            )
         if apps:
             control.start()
 
     def banner() -> str:
-        return _banner(stack, apps, hosts, workdir)
+        return _banner(stack, apps, hosts, workdir, processes)
 
-    what = "the services" + (" and " + ", ".join(a.name for a in apps) if apps else "")
+    parts = [a.name for a in apps] + [p.name for p in processes]
+    what = "the services" + (" and " + ", ".join(parts) if parts else "")
     return serve(
         stack,
         pidfile,
@@ -375,7 +426,7 @@ def _start(args: argparse.Namespace) -> int:
         start=start,
         starting=f"{PROG}: starting {what}...",
         out=terminal,
-        ready=(lambda: _ready_line(stack, apps, hosts)) if as_json else None,
+        ready=(lambda: _ready_line(stack, apps, hosts, processes)) if as_json else None,
         refused=_refused_line if as_json else None,
         before_stop=control.stop,
     )
@@ -441,7 +492,10 @@ def _refusals(detail: str) -> list[str]:
 
 
 def _ready_line(
-    stack: LocalStack, apps: list[App], hosts: dict[str, RunningRunner | AppInstances]
+    stack: LocalStack,
+    apps: list[App],
+    hosts: dict[str, RunningRunner | AppInstances],
+    processes: Sequence[ProcessSpec] = (),
 ) -> str:
     """``--json``'s line: what a script needs to use the stack (``up``'s keys, kept)."""
     from funcstack.scaleout import AppInstances
@@ -469,6 +523,17 @@ def _ready_line(
                 }
                 for inst in host.instances
             ]
+    for spec in processes:  # their instances, as an app's (their pids are in pids too)
+        instances[spec.name] = [
+            {
+                "name": inst.name,
+                "group": None,
+                "pid": inst.pid,
+                "port": inst.port,
+                "log": _shown(inst.log_path),
+            }
+            for inst in _scaled(hosts[spec.name]).instances
+        ]
     document: dict[str, Any] = {
         "ready": True,
         **stack.connections(),
@@ -497,6 +562,13 @@ def _ready_line(
     return json.dumps(document)
 
 
+def _scaled(host: RunningRunner | AppInstances) -> AppInstances:
+    from funcstack.scaleout import AppInstances
+
+    assert isinstance(host, AppInstances)
+    return host
+
+
 def _hosts_of(host: RunningRunner | AppInstances) -> list[RunningRunner]:
     from funcstack.scaleout import AppInstances
 
@@ -510,6 +582,7 @@ def _banner(
     apps: list[App],
     hosts: dict[str, RunningRunner | AppInstances],
     workdir: Path,
+    processes: Sequence[ProcessSpec] = (),
 ) -> str:
     from funcstack.scaleout import AppInstances
     from funcstack.stack import SETTINGS
@@ -517,7 +590,7 @@ def _banner(
     here = Path.cwd()
     shown = _shown
     lines = [""]
-    width = max([11, *(len(a.name) for a in apps)]) + 2
+    width = max([11, *(len(a.name) for a in apps), *(len(p.name) for p in processes)]) + 2
     for app in apps:
         host = hosts[app.name]
         if isinstance(host, AppInstances):
@@ -549,6 +622,21 @@ def _banner(
                 f"master {host.master_key}"
             )
         lines += [f"  {'':<{width}}{line}" for line in _lease_lines(host)]
+    for spec in processes:
+        scaled = _scaled(hosts[spec.name])
+        ready = (
+            f"ready once {spec.ready_url} answers 2xx"
+            if spec.ready_url
+            else ("ready once started (no --process-ready)")
+        )
+        lines.append(
+            f"  {spec.name:<{width}}{spec.command}   ({len(scaled.instances)} instance(s); "
+            f"{ready}; the settings of {apps[0].name})"
+        )
+        lines += [
+            f"  {'':<{width}}instance {line}, log: {shown(inst.log_path)}"
+            for inst, line in zip(scaled.instances, scaled.lines(), strict=True)
+        ]
     connections = stack.connections()
     labels = {"cosmos": "Cosmos DB", "servicebus": "Service Bus", "storage": "Storage"}
     for kind, label in labels.items():

@@ -28,6 +28,7 @@ import shutil
 import threading
 import warnings
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,13 +36,14 @@ from urllib.parse import urlsplit
 
 from azure.cosmos import ContainerProxy, CosmosClient
 
+from funcstack._process_instances import ProcessInstances, ProcessSpec
 from funcstack.config import ConfigError, StackConfig, read_json
 from funcstack.cosmos import PhysicalPartition
 from funcstack.functions_host import VERIFY_TLS_SETTING, HostOptions, RunningRunner
 from funcstack.provision import ProvisionReport, provision_cosmos, provision_storage
 from funcstack.scaleout import AppInstances, RestartPolicy, parse_instances
 from funcstack.servicebus import ServiceBusEndpoint
-from funcstack.services import LocalServices, PartStartError
+from funcstack.services import LocalServices, PartStartError, stop_all
 
 __all__ = [
     "SAMPLE_SETTINGS",
@@ -291,12 +293,21 @@ class LocalStack(LocalServices):
         return self.report
 
     def stop(self) -> None:
-        """Stop every part; the scaled apps' supervisors and fronts first."""
+        """Stop every part; the scaled apps' supervisors and fronts first, then the declared
+        processes' instances (``host_process``), while the services they use still run: a
+        relay's SIGTERM releases its leases, which it cannot do once Cosmos DB is gone. Then
+        the rest at once."""
         for app in list(self.scaled.values()):
             app.stop_watching()
+            for inst in list(app.instances):  # a paused one handles the SIGTERM it is sent
+                if inst.paused:
+                    with suppress(Exception):
+                        app.resume(inst)
             if app.front is not None:
                 app.front.stop()
                 app.front = None
+        processes = [p for p in self.scaled.values() if isinstance(p, ProcessInstances)]
+        stop_all([(p.name, p.stop) for p in processes])
         super().stop()
         self.scaled.clear()
         with self._cosmos_clients_lock:
@@ -491,6 +502,42 @@ class LocalStack(LocalServices):
                 self.scaled.pop(name, None)
                 raise
         return self.start_host(name, options, port=port)
+
+    def host_process(
+        self,
+        spec: ProcessSpec,
+        *,
+        settings_file: Path | None = None,
+        overrides: Mapping[str, str] | None = None,
+        restart: RestartPolicy | None = RestartPolicy(),  # noqa: B008 - frozen: one value
+        on_event: Callable[[str], None] | None = None,
+    ) -> ProcessInstances:
+        """Start ``spec.instances`` instances of a process beside the apps, named
+        ``<spec.name>-<n>`` (``_process_instances``: their environment, port, log, readiness),
+        with the values of ``settings_file`` (an app's ``local.settings.json``, once
+        ``host_app`` has brought its local connection strings up to date) where funcstack's
+        environment has none; ``overrides`` win over both. Supervised as an app's instances
+        (``restart``, ``on_event``; kill, pause, resume, add)."""
+        if spec.name in self.scaled or spec.name in self.hosts:
+            raise PartStartError(spec.name, f"{spec.name}: the name of another part of the stack")
+        options = HostOptions(Path.cwd(), {}, settings_file)
+        processes = ProcessInstances(
+            self,
+            spec.name,
+            options,
+            {None: spec.instances},
+            restart=restart,
+            on_event=on_event,
+            spec=spec,
+            settings_file=settings_file,
+            given=dict(overrides or {}),
+        )
+        self.scaled[spec.name] = processes
+        try:
+            return processes.start()
+        except BaseException:
+            self.scaled.pop(spec.name, None)
+            raise
 
     # -- Cosmos DB physical partitions -------------------------------------------------------
 

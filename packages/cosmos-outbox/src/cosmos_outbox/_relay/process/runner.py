@@ -219,7 +219,16 @@ class RelayProcessor:
         processor, self._processor = self._processor, None
         if processor is not None:
             await processor.stop(grace=grace)
-            logger.info("relay process %s: stopped, its leases released", self.instance_name)
+            kept = self._facts.state().held  # a lease's release is what takes it off
+            if kept:
+                logger.warning(
+                    "relay process %s: stopped; lease(s) %s not released: another instance "
+                    "takes them once they expire",
+                    self.instance_name,
+                    ", ".join(kept),
+                )
+            else:
+                logger.info("relay process %s: stopped, its leases released", self.instance_name)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:

@@ -1,0 +1,127 @@
+"""`cosmos-outbox relay` as instances of a local stack (`funcstack run --process`), as
+docs/relay-anywhere.md (Locally, beside the app) shows it: two relay processes beside the
+relay app (its trigger and timer disabled), with the app's settings from funcstack, ready once
+their /ready answers; they share the leases under their instance names; Ctrl-C ends each with
+its leases released (the processes stop before Cosmos DB does). Killing, pausing and adding
+instances is funcstack's part, tested there with a tiny script (test_cli_processes.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+import warnings
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip(
+    "funcstack",
+    reason="funcstack in this interpreter (Python 3.13+) runs these tests: its services",
+)
+
+from azure.cosmos import CosmosClient
+
+pytestmark = pytest.mark.integration
+
+TESTS = Path(__file__).parents[1]
+RELAY = (
+    f"{sys.executable} -m cosmos_outbox relay --port {{port}} --lease-acquire-interval 0.5 "
+    "--lease-renew-interval 0.5 --lease-expiration-interval 3"
+)
+
+
+def wait_for(condition: Callable[[], bool], what: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+def test_relay_processes_in_a_local_stack_share_the_leases_and_release_them_at_the_stop(
+    tmp_path: Path,
+) -> None:
+    app = tmp_path / "orders"
+    app.mkdir()
+    for name in ("function_app.py", "host.json"):
+        (app / name).write_text((TESTS / "relay_app" / name).read_text())
+    sample = json.loads((TESTS / "relay_app" / "local.settings.sample.json").read_text())
+    sample["Values"].update(  # the relay runs in the processes only
+        {
+            "AzureWebJobs.relay_events.Disabled": "true",
+            "AzureWebJobs.outbox_backlog.Disabled": "true",
+        }
+    )
+    (app / "local.settings.sample.json").write_text(json.dumps(sample))
+    config = json.loads((TESTS / "fixtures" / "funcstack.json").read_text())
+    [outbox] = [c for c in config["Cosmos"]["Databases"][0]["Containers"] if c["Name"] == "outbox"]
+    outbox["PhysicalPartitions"] = 2  # two leases: one each
+    (tmp_path / "funcstack.json").write_text(json.dumps(config))
+    # the settings are the app's, from funcstack: none of this machine's
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("COSMOS", "Cosmos"))}
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "funcstack",
+            "run",
+            "--app",
+            "orders",
+            "--free-ports",
+            "--json",
+            "--process",
+            f"relay={RELAY}",
+            "--process-instances",
+            "relay=2",
+            "--process-ready",
+            "relay=http://127.0.0.1:{port}/ready",
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        process_group=0,
+    )
+    lines: list[str] = []
+    assert process.stdout is not None
+    reader = threading.Thread(target=lambda: lines.extend(process.stdout or ()), daemon=True)
+    reader.start()
+    try:
+        wait_for(lambda: bool(lines) or process.poll() is not None, "the ready line", 180)
+        ready: dict[str, Any] = json.loads(lines[0])
+        assert ready["ready"] is True, ready
+        assert [i["name"] for i in ready["instances"]["relay"]] == ["relay-1", "relay-2"]
+        warnings.filterwarnings("ignore", message="Unverified HTTPS request")
+        client = CosmosClient.from_connection_string(ready["cosmos"], connection_verify=False)
+        leases = client.get_database_client("outbox-tests").get_container_client("leases")
+
+        def owners() -> Counter[str]:
+            return Counter(
+                str(doc.get("Owner") or "-")
+                for doc in leases.query_items("SELECT * FROM c", enable_cross_partition_query=True)
+                if "LeaseToken" in doc
+            )
+
+        # the owners are the instances' names (CONTAINER_APP_REPLICA_NAME)
+        wait_for(lambda: owners() == Counter({"relay-1": 1, "relay-2": 1}), "a lease each")
+
+        os.killpg(process.pid, signal.SIGINT)  # Ctrl-C
+        assert process.wait(60) == 0
+    finally:
+        if process.poll() is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(30)
+    for name in ("relay-1", "relay-2"):
+        log = (tmp_path / ".funcstack" / f"{name}.log").read_text("utf-8", "replace")
+        tail = log[log.rindex("SIGTERM received") :]  # the last run's stop
+        assert re.search(r"processor 'outbox\.': lease \S+ released", tail), tail
+        assert "not released" not in tail, tail
