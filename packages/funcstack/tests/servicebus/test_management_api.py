@@ -28,7 +28,7 @@ from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
 pytestmark = [pytest.mark.integration]
 
 TOPIC = "orders"
-TARGETED = "NOT EXISTS(outboxTarget) OR outboxTarget = 'plain'"
+TARGETED = "NOT EXISTS(outboxTarget) OR outboxTarget = 'targeted'"
 
 
 class PlainHttp(RequestsTransport):  # type: ignore[misc]  # azure-core exports it lazily
@@ -44,6 +44,7 @@ def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceBusEnd
     directory = tmp_path_factory.mktemp("management")
     subscriptions = [
         {"Name": "plain", "Properties": {}},
+        {"Name": "targeted", "Properties": {}},  # the one whose rules a test changes
         {
             "Name": "urgent",
             "Rules": [
@@ -96,7 +97,8 @@ def admin(endpoint: ServiceBusEndpoint) -> Iterator[ServiceBusAdministrationClie
 
 
 def test_a_topics_subscriptions_and_their_rules(admin: ServiceBusAdministrationClient) -> None:
-    assert [s.name for s in admin.list_subscriptions(TOPIC)] == ["plain", "urgent", "high"]
+    names = ["plain", "targeted", "urgent", "high"]
+    assert [s.name for s in admin.list_subscriptions(TOPIC)] == names
     [default] = admin.list_rules(TOPIC, "plain")
     assert (default.name, type(default.filter)) == ("$Default", TrueRuleFilter)
     [high] = admin.list_rules(TOPIC, "high")
@@ -106,11 +108,7 @@ def test_a_topics_subscriptions_and_their_rules(admin: ServiceBusAdministrationC
     assert isinstance(urgent.filter, CorrelationRuleFilter)
     assert (urgent.filter.label, urgent.filter.properties) == ("urgent", {"kind": "a"})
     # paging as the SDK pages: $skip/$top and the feed's next link
-    assert [s.name for s in admin.list_subscriptions(TOPIC, max_page_size=1)] == [
-        "plain",
-        "urgent",
-        "high",
-    ]
+    assert [s.name for s in admin.list_subscriptions(TOPIC, max_page_size=1)] == names
 
 
 def test_what_it_does_not_have_is_an_error(admin: ServiceBusAdministrationClient) -> None:
@@ -139,13 +137,13 @@ def received(endpoint: ServiceBusEndpoint, subscription: str) -> set[str]:
 def test_a_created_rule_and_a_deleted_default_decide_the_next_message(
     endpoint: ServiceBusEndpoint, admin: ServiceBusAdministrationClient
 ) -> None:
-    created = admin.create_rule(TOPIC, "plain", "outbox-target", filter=SqlRuleFilter(TARGETED))
+    created = admin.create_rule(TOPIC, "targeted", "outbox-target", filter=SqlRuleFilter(TARGETED))
     assert isinstance(created.filter, SqlRuleFilter)
     assert created.filter.sql_expression == TARGETED
     with pytest.raises(ResourceExistsError):
-        admin.create_rule(TOPIC, "plain", "outbox-target", filter=SqlRuleFilter(TARGETED))
-    admin.delete_rule(TOPIC, "plain", "$Default")
-    assert [r.name for r in admin.list_rules(TOPIC, "plain")] == ["outbox-target"]
+        admin.create_rule(TOPIC, "targeted", "outbox-target", filter=SqlRuleFilter(TARGETED))
+    admin.delete_rule(TOPIC, "targeted", "$Default")
+    assert [r.name for r in admin.list_rules(TOPIC, "targeted")] == ["outbox-target"]
 
     with (
         ServiceBusClient.from_connection_string(endpoint.connection_string) as client,
@@ -155,22 +153,22 @@ def test_a_created_rule_and_a_deleted_default_decide_the_next_message(
             [
                 ServiceBusMessage("1", message_id="everyone"),
                 ServiceBusMessage(
-                    "2", message_id="mine", application_properties={"outboxTarget": "plain"}
+                    "2", message_id="mine", application_properties={"outboxTarget": "targeted"}
                 ),
                 ServiceBusMessage(
                     "3", message_id="theirs", application_properties={"outboxTarget": "high"}
                 ),
             ]
         )
-    assert received(endpoint, "plain") == {"everyone", "mine"}
+    assert received(endpoint, "targeted") == {"everyone", "mine"}
 
-    admin.delete_rule(TOPIC, "plain", "outbox-target")  # no rule left: it receives nothing
-    assert list(admin.list_rules(TOPIC, "plain")) == []
+    admin.delete_rule(TOPIC, "targeted", "outbox-target")  # no rule left: it receives nothing
+    assert list(admin.list_rules(TOPIC, "targeted")) == []
     with (
         ServiceBusClient.from_connection_string(endpoint.connection_string) as client,
         client.get_topic_sender(TOPIC) as sender,
     ):
         sender.send_messages(ServiceBusMessage("4", message_id="after"))
-    assert received(endpoint, "plain") == set()
+    assert received(endpoint, "targeted") == set()
     with pytest.raises(ResourceNotFoundError):
-        admin.delete_rule(TOPIC, "plain", "outbox-target")
+        admin.delete_rule(TOPIC, "targeted", "outbox-target")
