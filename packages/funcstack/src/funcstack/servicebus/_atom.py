@@ -31,6 +31,7 @@ import logging
 import urllib.parse
 import xml.etree.ElementTree as ET
 from datetime import UTC, datetime
+from http import HTTPStatus
 from typing import Any
 from xml.sax.saxutils import escape
 
@@ -311,10 +312,22 @@ class Management:
 async def serve(
     broker: Broker, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
 ) -> None:
-    """HTTP/1.1 (keep-alive) on a connection whose first bytes, ``head``, were an HTTP request's."""
+    """HTTP/1.1 (keep-alive) on a connection whose first bytes, ``head``, were an HTTP request's;
+    a request that is not HTTP/1.1 closes it."""
     conn = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_BODY)
     conn.receive_data(head)
-    management = Management(broker)
+    try:
+        await _serve(conn, Management(broker), reader, writer)
+    except h11.ProtocolError as error:
+        logger.info("management API: a request that is not HTTP/1.1 (%s): closed", error)
+
+
+async def _serve(
+    conn: h11.Connection,
+    management: Management,
+    reader: asyncio.StreamReader,
+    writer: asyncio.StreamWriter,
+) -> None:
     while True:
         request: h11.Request | None = None
         body = b""
@@ -363,6 +376,7 @@ async def serve(
             conn.send(
                 h11.Response(
                     status_code=status,
+                    reason=HTTPStatus(status).phrase,
                     headers=[("Content-Type", content_type), ("Content-Length", str(len(payload)))],
                 )
             )
