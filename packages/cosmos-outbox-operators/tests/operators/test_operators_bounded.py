@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import os
+import re
 import signal
 import time
 import uuid
@@ -86,7 +87,9 @@ def unavailable(reply: Reply, took: float) -> None:
     assert reply.status == 503, reply.body
     assert reply.headers["content-type"].startswith("application/problem+json")
     assert reply.headers["retry-after"] == str(BOUND_RETRY_AFTER_SECONDS)
-    assert f"did not answer within {BOUND_SECONDS:g} s" in reply.json()["detail"]
+    # the bound's words, or a dependency's own wait naming it ("Cosmos DB did not answer within
+    # 3 s": what a loaded machine reaches first)
+    assert re.search(r"did not answer within \d+ s", reply.json()["detail"]), reply.json()
     # the bound, and what the host and the test add: requests sent at once to one worker on a
     # loaded machine (make test at a load average of 14: 7.3 s); a hang would be the client's
     # whole timeout, far beyond
