@@ -73,8 +73,17 @@ def test_a_body_with_date_like_strings_reaches_the_topic_byte_for_byte(
         tx.publish("LoanDue", DATA, properties={"branch": "2019-01-01T00:00:01.000Z"})
         committed_at = datetime.now().astimezone()
         tx.commit()
-    funcstack_app(RELAY_APP, settings={"COSMOS_CONTAINER": fresh, "COSMOS_LEASE_CONTAINER": leases})
+    app = funcstack_app(
+        RELAY_APP, settings={"COSMOS_CONTAINER": fresh, "COSMOS_LEASE_CONTAINER": leases}
+    )
     [message] = received(funcstack_services, {member}, 1)
+    # its first run checked the subscriptions' targeted-delivery rule (issue 66 item 5), in
+    # the background, through the management API of funcstack's Service Bus
+    checked = "targeted-delivery rules: each of the 2 subscription(s) of topic 'outbox-events'"
+    deadline = time.monotonic() + 20
+    while checked not in (log := app.log_path.read_text("utf-8", "replace")):
+        assert time.monotonic() < deadline, log[-2000:]
+        time.sleep(0.1)
     assert (
         b"".join(message.body)
         == json.dumps(DATA, separators=(",", ":"), ensure_ascii=False).encode()

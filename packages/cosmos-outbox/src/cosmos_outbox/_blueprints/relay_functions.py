@@ -70,7 +70,11 @@ def relay_blueprint(
     async def relay_events(documents: func.DocumentList) -> None:
         """Relay one trigger invocation. Raises when a send fails, so the retry policy
         redelivers the same documents and the lease does not move."""
+        from cosmos_outbox.servicebus._target_rules import log_target_rules_once_in_background
+
         wired = wiring()
+        # once per process, in the background: does each subscription carry the rule?
+        log_target_rules_once_in_background()
         await wired.relay().relay(
             read_feed((doc.to_dict() for doc in documents), legacy=wired.legacy)
         )

@@ -2,7 +2,8 @@
 are found by name in the entry-point group `cosmos_outbox.commands`, which the distributions
 on top of the core fill (cosmos-outbox-operators: `status`, `health`, `journey`, `documents`,
 `quarantine`, `deadletters`, `subscribers`, `redrive`, over the operators' routes of any app),
-beside the core's own (`CORE_COMMANDS`: `relay`, the relay as a process of its own). The command
+beside the core's own (`CORE_COMMANDS`: `relay`, the relay as a process of its own;
+`target-rules`, the targeted-delivery rule of the topic's subscriptions). The command
 named first on the line runs with the whole line (its options before it included); an
 operators' command without cosmos-outbox-operators installed says which package to install.
 
@@ -32,9 +33,18 @@ def _relay(argv: list[str], *, prog: str = "cosmos-outbox") -> int:
     return relay_main(argv, prog=prog)
 
 
+def _target_rules(argv: list[str], *, prog: str = "cosmos-outbox") -> int:
+    """`target-rules`: the subscriptions lacking the targeted-delivery rule, and `--yes` to
+    give it them (`cosmos_outbox.cli._target_rules`, imported when run)."""
+    from cosmos_outbox.cli._target_rules import main as target_rules_main
+
+    return target_rules_main(argv, prog=prog)
+
+
 #: The core's own commands: `relay`, the outbox's relay as a process on the change feed
-#: processor (`cosmos-outbox relay --help`).
-CORE_COMMANDS: dict[str, Callable[..., int]] = {"relay": _relay}
+#: processor (`cosmos-outbox relay --help`); `target-rules`, the subscriptions of the topic
+#: lacking the targeted-delivery rule and `--yes` to apply it (docs/upgrading.md, step 6).
+CORE_COMMANDS: dict[str, Callable[..., int]] = {"relay": _relay, "target-rules": _target_rules}
 #: The commands cosmos-outbox-operators brings, named when it is not installed.
 OPERATOR_COMMANDS = (
     "status",

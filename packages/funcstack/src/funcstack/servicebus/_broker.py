@@ -468,6 +468,8 @@ class SenderEntity:
         """A copy to each subscription whose rules take it (any rule matches, or it has none)."""
         facts: Facts | None = None
         for target in self.targets:
+            if target.config.receives_nothing:
+                continue
             if target.config.rules:
                 facts = facts or Facts.of(m.properties_raw, m.app_properties)
                 if not accepts(target.config.rules, facts):

@@ -69,6 +69,9 @@ class ReceiverEntityConfig:
     dead_lettering_on_expiration: bool = False
     #: A subscription's rules: it receives a message when any matches (none: every message).
     rules: list[Rule] = field(default_factory=list)
+    #: Its last rule was deleted (the management API, ``_atom``): it receives nothing, as in
+    #: Azure (no rules declared means Azure's ``$Default``, every message).
+    receives_nothing: bool = False
 
 
 @dataclass

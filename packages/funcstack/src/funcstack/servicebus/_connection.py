@@ -53,6 +53,8 @@ from funcstack.servicebus._amqp import (
     ulong,
     ushort,
 )
+from funcstack.servicebus._atom import looks_like_http
+from funcstack.servicebus._atom import serve as serve_management
 from funcstack.servicebus._broker import Broker, ReceiverEntity, SenderEntity, now_ms
 from funcstack.servicebus._limits import RefusedError
 
@@ -187,6 +189,10 @@ class Connection:
     async def run(self) -> None:
         try:
             header = await self.reader.readexactly(8)
+            if looks_like_http(header):
+                # the management API (ServiceBusAdministrationClient) on the same port: _atom
+                await serve_management(self.server.broker, header, self.reader, self.writer)
+                return
             if header == SASL_HEADER:
                 self.writer.write(SASL_HEADER)
                 mechanisms = [symbol(name) for name in SASL_MECHANISM_NAMES]

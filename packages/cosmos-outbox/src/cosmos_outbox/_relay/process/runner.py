@@ -37,6 +37,7 @@ import datetime as dt
 import logging
 import os
 import socket
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from cosmos_outbox._relay.process.releases import ReleaseReceiver
     from cosmos_outbox._wiring import Services, Wiring
     from cosmos_outbox.cosmos._estimator import AsyncCosmosBacklogEstimator
+    from cosmos_outbox.servicebus._target_rules import TargetRuleCheck
     from cosmos_outbox.settings import OutboxSettings
 
 logger = logging.getLogger("cosmos_outbox.relay")
@@ -120,6 +122,8 @@ class RelayProcessor:
         self._processor: ChangeFeedProcessor | None = None
         self._receiver: ReleaseReceiver | None = None
         self._tasks: list[asyncio.Task[None]] = []
+        #: The targeted-delivery rules' check at start (None until it ran: `_target_rules`).
+        self.target_rules: TargetRuleCheck | None = None
         self._closing: list[Callable[[], Any]] = []
         self._failures: dict[str, int] = {}
         self._listening = asyncio.Event()
@@ -159,6 +163,7 @@ class RelayProcessor:
         self._wiring.relay()  # the publisher the settings name, or SettingsError now
         self._tasks.append(asyncio.create_task(self._run_processor(), name="relay-processor"))
         self._tasks.append(asyncio.create_task(self._backlog_timer(), name="relay-backlog"))
+        self._tasks.append(asyncio.create_task(self._check_target_rules(), name="relay-rules"))
         queue = self.settings.schedule_queue
         if queue is not None:
             from cosmos_outbox._relay.process.releases import ReleaseReceiver
@@ -182,6 +187,29 @@ class RelayProcessor:
             self._intervals[2],
             extra={"outbox.relay_instance": self.instance_name},
         )
+
+    async def _check_target_rules(self) -> None:
+        """Whether each subscription of the topic carries the targeted-delivery rule, logged
+        once at start (a warning naming those lacking it, or why it was not checked);
+        `target_rules` keeps it."""
+        from cosmos_outbox.servicebus._target_rules import log_target_rules
+
+        # a daemon thread of its own, not the loop's executor: a management API that hangs
+        # (a frozen endpoint: its timeouts, up to 30 s) holds neither the stop nor the exit
+        loop = asyncio.get_running_loop()
+        found: asyncio.Future[TargetRuleCheck] = loop.create_future()
+
+        def settle(result: TargetRuleCheck) -> None:
+            if not found.done():
+                found.set_result(result)
+
+        def check() -> None:
+            result = log_target_rules(self.settings)
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(settle, result)
+
+        threading.Thread(target=check, name="relay-target-rules", daemon=True).start()
+        self.target_rules = await found
 
     async def stop(self, grace: float = STOP_GRACE_SECONDS) -> None:
         """Stop the processor, releasing its leases (a batch in flight is not checkpointed: its

@@ -1,0 +1,323 @@
+"""The targeted-delivery rule every subscription of the topic needs (0.4, docs/upgrading.md
+step 6): a dead letter's resubmission, a targeted re-drive and a released version's notice carry
+`outboxTarget` = the one subscription they are for; a subscription whose rules do not keep the
+others' out receives them all. Its rule: `NOT EXISTS(outboxTarget) OR outboxTarget = '<sub>'`
+(with a filter of its own: `(<its filter>) AND (NOT EXISTS(outboxTarget) OR ...)`).
+
+`check_target_rules` reads the topic's subscriptions and their rules through the management API
+(`ServiceBusAdministrationClient`, Manage rights) and names each subscription one of whose rules
+lets another subscription's message in; `apply_target_rules` gives the ones holding only Azure's
+`$Default` (a TrueFilter) the rule `outbox-target` and deletes `$Default`; the others (a filter
+of their own) are named with the expression to give them. Where the management API does not
+answer or refuses (a Listen/Send-only SAS; the official emulator before 2.0), the check says
+"not checked" and why: it never fails the relay.
+
+For a development emulator's connection string (`UseDevelopmentEmulator=true`: funcstack) the
+admin client's requests go in plain HTTP to the connection string's host and port (azure-core's
+public transport; azure-servicebus 7.15 speaks HTTPS there even for the emulator, where the .NET
+SDK speaks HTTP)."""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from azure.core.exceptions import (
+    AzureError,
+    ClientAuthenticationError,
+    HttpResponseError,
+    ResourceNotFoundError,
+)
+from azure.core.pipeline.transport import HttpRequest, RequestsTransport
+
+if TYPE_CHECKING:
+    from azure.servicebus.management import RuleProperties, ServiceBusAdministrationClient
+
+    from cosmos_outbox.settings import OutboxSettings
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "TARGET_RULE",
+    "SubscriptionLacking",
+    "TargetRuleCheck",
+    "admin_client",
+    "apply_target_rules",
+    "check_target_rules",
+    "check_target_rules_from_settings",
+    "target_clause",
+]
+
+#: The name the command gives the rule (deploy/ gives it too).
+TARGET_RULE = "outbox-target"
+#: Azure's rule of a subscription created without one: every message.
+DEFAULT_RULE = "$Default"
+#: What the command to apply the rule is (named in the warnings).
+COMMAND = "cosmos-outbox target-rules --yes"
+
+
+def target_clause(subscription: str) -> str:
+    """The filter a subscription's rules need: messages for no one in particular, or for it."""
+    return f"NOT EXISTS(outboxTarget) OR outboxTarget = '{subscription}'"
+
+
+def _normal(expression: str) -> str:
+    """Case and spacing aside (`NOT EXISTS ( outboxTarget )` is the same filter)."""
+    collapsed = re.sub(r"\s+", " ", expression).strip().lower()
+    return re.sub(r" ?([()=]) ?", r"\1", collapsed)
+
+
+def keeps_others_out(rule: RuleProperties, subscription: str) -> bool:
+    """Whether `rule` lets no message targeted at another subscription in: a FalseFilter, the
+    clause itself, or `(<filter>) AND (<clause>)`."""
+    from azure.servicebus.management import FalseRuleFilter, SqlRuleFilter, TrueRuleFilter
+
+    f = rule.filter
+    if isinstance(f, FalseRuleFilter):
+        return True
+    if not isinstance(f, SqlRuleFilter) or isinstance(f, TrueRuleFilter):
+        return False
+    expression = _normal(f.sql_expression or "")
+    clause = _normal(target_clause(subscription))
+    return expression in (clause, f"({clause})") or (
+        expression.startswith("(") and expression.endswith(f")and({clause})")
+    )
+
+
+@dataclass(frozen=True)
+class SubscriptionLacking:
+    """A subscription one of whose rules lets another subscription's targeted message in."""
+
+    subscription: str
+    #: the rules that let them in, each with its filter (`$Default: TrueFilter`)
+    rules: tuple[str, ...]
+    #: only Azure's `$Default` lets them in: `apply_target_rules` replaces it with the rule
+    fixable: bool
+    #: the rule names it has (to know whether `outbox-target` exists already)
+    names: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        return f"{self.subscription} (rule {', '.join(self.rules)})"
+
+
+@dataclass(frozen=True)
+class TargetRuleCheck:
+    """What the check found: `checked` False with `reason` when it could not look."""
+
+    topic: str
+    checked: bool
+    subscriptions: tuple[str, ...] = ()
+    lacking: tuple[SubscriptionLacking, ...] = ()
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.checked and not self.lacking
+
+    def describe(self) -> str:
+        """One line: what an operator reads in the log and the status."""
+        if not self.checked:
+            return f"targeted-delivery rules of topic {self.topic!r} not checked: {self.reason}"
+        if not self.lacking:
+            return (
+                f"targeted-delivery rules: each of the {len(self.subscriptions)} subscription(s) "
+                f"of topic {self.topic!r} carries one"
+            )
+        return (
+            f"targeted-delivery rules: {len(self.lacking)} subscription(s) of topic "
+            f"{self.topic!r} lack one and receive what is meant for another subscription (a "
+            "dead letter's resubmission, a targeted re-drive, a released version's notice): "
+            f"{'; '.join(s.describe() for s in self.lacking)}; `{COMMAND}` adds it "
+            "(docs/upgrading.md, step 6)"
+        )
+
+
+class _EmulatorHttp(RequestsTransport):  # type: ignore[misc]  # azure-core exports it lazily
+    """A development emulator's management API is plain HTTP on its endpoint's port."""
+
+    def send(self, request: HttpRequest, **kwargs: Any) -> Any:
+        if request.url.startswith("https://"):
+            request.url = "http://" + request.url[len("https://") :]
+        return super().send(request, **kwargs)
+
+
+def _is_emulator(connection_string: str) -> bool:
+    return any(
+        part.strip().lower() == "usedevelopmentemulator=true"
+        for part in connection_string.split(";")
+    )
+
+
+#: Bounds on one management request: the check runs once at start, in the background.
+_TIMEOUTS: dict[str, Any] = {"connection_timeout": 5, "read_timeout": 15, "retry_total": 1}
+
+
+def admin_client(
+    *, connection_string: str | None = None, namespace: str | None = None
+) -> ServiceBusAdministrationClient:
+    """The management API's client for a connection string (Manage rights) or a namespace
+    (managed identity, DefaultAzureCredential: Azure Service Bus Data Owner)."""
+    from azure.servicebus.management import ServiceBusAdministrationClient
+
+    if connection_string is not None:
+        options = dict(_TIMEOUTS)
+        if _is_emulator(connection_string):
+            options["transport"] = _EmulatorHttp(connection_timeout=5, read_timeout=15)
+        return ServiceBusAdministrationClient.from_connection_string(connection_string, **options)
+    if namespace:
+        from azure.identity import DefaultAzureCredential
+
+        return ServiceBusAdministrationClient(namespace, DefaultAzureCredential(), **_TIMEOUTS)
+    raise ValueError("a connection string or a namespace")
+
+
+def _filter_text(rule: RuleProperties) -> str:
+    f = rule.filter
+    expression = getattr(f, "sql_expression", None)
+    kind = type(f).__name__.replace("RuleFilter", "Filter") if f is not None else "no filter"
+    return f"{rule.name}: {kind}" + (f" {expression}" if expression and kind == "SqlFilter" else "")
+
+
+def check_target_rules(admin: ServiceBusAdministrationClient, topic: str) -> TargetRuleCheck:
+    """List the topic's subscriptions and name each lacking the rule (see the module); an
+    unreachable or refusing management API: not checked, and why."""
+    from azure.servicebus.management import TrueRuleFilter
+
+    try:
+        names = tuple(s.name for s in admin.list_subscriptions(topic))
+        lacking = []
+        for name in names:
+            rules = list(admin.list_rules(topic, name))
+            letting_in = [r for r in rules if not keeps_others_out(r, name)]
+            if letting_in:
+                lacking.append(
+                    SubscriptionLacking(
+                        name,
+                        tuple(_filter_text(r) for r in letting_in),
+                        fixable=all(
+                            r.name == DEFAULT_RULE and isinstance(r.filter, TrueRuleFilter)
+                            for r in letting_in
+                        ),
+                        names=tuple(r.name for r in rules),
+                    )
+                )
+    except ClientAuthenticationError as exc:
+        return TargetRuleCheck(topic, False, reason=_refused(exc))
+    except ResourceNotFoundError:
+        return TargetRuleCheck(topic, False, reason="the management API has no such topic")
+    except HttpResponseError as exc:
+        if exc.status_code in (401, 403):
+            return TargetRuleCheck(topic, False, reason=_refused(exc))
+        return TargetRuleCheck(
+            topic,
+            False,
+            reason=f"the management API answered HTTP {exc.status_code}: {_first_line(exc)}",
+        )
+    except AzureError as exc:
+        return TargetRuleCheck(
+            topic,
+            False,
+            reason=f"the management API did not answer ({type(exc).__name__}: {_first_line(exc)};"
+            " the official emulator serves it from 2.0 only, on another port)",
+        )
+    return TargetRuleCheck(topic, True, names, tuple(lacking))
+
+
+def _refused(exc: Exception) -> str:
+    return (
+        "the management API refused the credentials (reading rules needs Manage rights, not a "
+        f"Listen or Send SAS, or the role Azure Service Bus Data Owner): {_first_line(exc)}"
+    )
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [""])[0][:200]
+
+
+def apply_target_rules(
+    admin: ServiceBusAdministrationClient, topic: str, check: TargetRuleCheck
+) -> list[str]:
+    """Give each fixable subscription of `check` the rule `outbox-target` (created first), then
+    delete its `$Default`; returns one line per change made. The others are left as they are."""
+    from azure.servicebus.management import SqlRuleFilter
+
+    done = []
+    for sub in check.lacking:
+        if not sub.fixable:
+            continue
+        if TARGET_RULE not in sub.names:
+            admin.create_rule(
+                topic,
+                sub.subscription,
+                TARGET_RULE,
+                filter=SqlRuleFilter(target_clause(sub.subscription)),
+            )
+            clause = target_clause(sub.subscription)
+            done.append(f"{sub.subscription}: rule {TARGET_RULE} created ({clause})")
+        admin.delete_rule(topic, sub.subscription, DEFAULT_RULE)
+        done.append(f"{sub.subscription}: rule {DEFAULT_RULE} (TrueFilter) deleted")
+    return done
+
+
+def by_hand(sub: SubscriptionLacking) -> str:
+    """What to do for a subscription the command leaves alone (a filter of its own)."""
+    return (
+        f"{sub.subscription}: give each of its rules the clause: (<its filter>) AND "
+        f"({target_clause(sub.subscription)}) -- now {'; '.join(sub.rules)}"
+    )
+
+
+def check_target_rules_from_settings(settings: OutboxSettings) -> TargetRuleCheck:
+    """The check with the relay's settings (its topic and Service Bus connection)."""
+    topic = settings.servicebus_topic or ""
+    if not topic:
+        return TargetRuleCheck(topic, False, reason="no SERVICEBUS_TOPIC")
+    connection = settings.servicebus_connection
+    if connection is None and not settings.servicebus_namespace:
+        return TargetRuleCheck(topic, False, reason="no Service Bus connection in the settings")
+    try:
+        admin = admin_client(
+            connection_string=connection.get_secret_value() if connection is not None else None,
+            namespace=settings.servicebus_namespace,
+        )
+    except (ValueError, ImportError) as exc:
+        return TargetRuleCheck(topic, False, reason=f"{type(exc).__name__}: {exc}")
+    with admin:
+        return check_target_rules(admin, topic)
+
+
+def log_target_rules(settings: OutboxSettings | None = None) -> TargetRuleCheck:
+    """Run the check (the settings from the environment when not given) and log it: a warning
+    naming the subscriptions lacking the rule, or why it was not checked."""
+    try:
+        if settings is None:
+            from cosmos_outbox.settings import load_settings
+
+            settings = load_settings()
+        check = check_target_rules_from_settings(settings)
+    except Exception as exc:  # the check never stops the relay: it says why it could not look
+        check = TargetRuleCheck("", False, reason=f"{type(exc).__name__}: {_first_line(exc)}")
+    extra = {
+        "outbox.target_rules.checked": check.checked,
+        "outbox.target_rules.lacking": ",".join(s.subscription for s in check.lacking),
+    }
+    if check.checked and not check.lacking:
+        logger.info(check.describe(), extra=extra)
+    else:
+        logger.warning(check.describe(), extra=extra)
+    return check
+
+
+_started = threading.Event()
+
+
+def log_target_rules_once_in_background() -> None:
+    """At the Functions relay's first run: the check in a thread of its own, once per process
+    (the management API is HTTP, a few round trips; the relay does not wait for it)."""
+    if _started.is_set():
+        return
+    _started.set()
+    threading.Thread(target=log_target_rules, name="outbox-target-rules", daemon=True).start()

@@ -1,0 +1,174 @@
+"""The management API (funcstack/servicebus/_atom.py) through the SDK's own
+``ServiceBusAdministrationClient``: a topic's subscriptions, a subscription's rules (Azure's
+implicit ``$Default`` included), creating and deleting a rule, which the next message obeys.
+
+The admin client speaks HTTPS to the connection string's host and port; the transport below (the
+public azure-core transport, as a client of the development emulator uses it) sends it in plain
+HTTP, which funcstack serves on its AMQP port."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from azure.core.exceptions import HttpResponseError, ResourceExistsError, ResourceNotFoundError
+from azure.core.pipeline.transport import HttpRequest, RequestsTransport
+from azure.servicebus import ServiceBusClient, ServiceBusMessage, ServiceBusReceiveMode
+from azure.servicebus.management import (
+    CorrelationRuleFilter,
+    ServiceBusAdministrationClient,
+    SqlRuleFilter,
+    TrueRuleFilter,
+)
+
+from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
+
+pytestmark = [pytest.mark.integration]
+
+TOPIC = "orders"
+TARGETED = "NOT EXISTS(outboxTarget) OR outboxTarget = 'targeted'"
+
+
+class PlainHttp(RequestsTransport):  # type: ignore[misc]  # azure-core exports it lazily
+    """The emulator's management API is plain HTTP (as the .NET SDK speaks it to the emulator)."""
+
+    def send(self, request: HttpRequest, **kwargs: Any) -> Any:
+        request.url = request.url.replace("https://", "http://", 1)
+        return super().send(request, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceBusEndpoint]:
+    directory = tmp_path_factory.mktemp("management")
+    subscriptions = [
+        {"Name": "plain", "Properties": {}},
+        {"Name": "targeted", "Properties": {}},  # the one whose rules a test changes
+        {
+            "Name": "urgent",
+            "Rules": [
+                {
+                    "Name": "by-subject",
+                    "Properties": {
+                        "FilterType": "Correlation",
+                        "CorrelationFilter": {"Label": "urgent", "Properties": {"kind": "a"}},
+                    },
+                }
+            ],
+        },
+        {
+            "Name": "high",
+            "Rules": [
+                {
+                    "Name": "high",
+                    "Properties": {"FilterType": "Sql", "SqlFilter": {"SqlExpression": "p > 5"}},
+                }
+            ],
+        },
+    ]
+    config = {
+        "UserConfig": {
+            "Namespaces": [
+                {
+                    "Name": "sbemulatorns",
+                    "Queues": [{"Name": "q", "Properties": {}}],
+                    "Topics": [{"Name": TOPIC, "Properties": {}, "Subscriptions": subscriptions}],
+                }
+            ]
+        }
+    }
+    path = directory / "config.json"
+    path.write_text(json.dumps(config))
+    sb = start_servicebus(config=path, log_path=directory / "servicebus.log")
+    try:
+        yield sb
+    finally:
+        sb.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(endpoint: ServiceBusEndpoint) -> Iterator[ServiceBusAdministrationClient]:
+    client = ServiceBusAdministrationClient.from_connection_string(
+        endpoint.connection_string, transport=PlainHttp(), retry_total=0
+    )
+    with client:
+        yield client
+
+
+def test_a_topics_subscriptions_and_their_rules(admin: ServiceBusAdministrationClient) -> None:
+    names = ["plain", "targeted", "urgent", "high"]
+    assert [s.name for s in admin.list_subscriptions(TOPIC)] == names
+    [default] = admin.list_rules(TOPIC, "plain")
+    assert (default.name, type(default.filter)) == ("$Default", TrueRuleFilter)
+    [high] = admin.list_rules(TOPIC, "high")
+    assert isinstance(high.filter, SqlRuleFilter)
+    assert (high.name, high.filter.sql_expression) == ("high", "p > 5")
+    [urgent] = admin.list_rules(TOPIC, "urgent")
+    assert isinstance(urgent.filter, CorrelationRuleFilter)
+    assert (urgent.filter.label, urgent.filter.properties) == ("urgent", {"kind": "a"})
+    # paging as the SDK pages: $skip/$top and the feed's next link
+    assert [s.name for s in admin.list_subscriptions(TOPIC, max_page_size=1)] == names
+
+
+def test_what_it_does_not_have_is_an_error(admin: ServiceBusAdministrationClient) -> None:
+    with pytest.raises(ResourceNotFoundError):
+        list(admin.list_subscriptions("no-such-topic"))
+    with pytest.raises(ResourceNotFoundError):
+        list(admin.list_rules(TOPIC, "no-such-subscription"))
+    with pytest.raises(HttpResponseError) as refused:
+        admin.get_queue("q")  # not served: 501, never a silent success
+    assert refused.value.status_code == 501
+
+
+def received(endpoint: ServiceBusEndpoint, subscription: str) -> set[str]:
+    with (
+        ServiceBusClient.from_connection_string(endpoint.connection_string) as client,
+        client.get_subscription_receiver(
+            TOPIC, subscription, receive_mode=ServiceBusReceiveMode.RECEIVE_AND_DELETE
+        ) as receiver,
+    ):
+        return {
+            str(m.message_id)
+            for m in receiver.receive_messages(max_message_count=50, max_wait_time=1)
+        }
+
+
+def test_a_created_rule_and_a_deleted_default_decide_the_next_message(
+    endpoint: ServiceBusEndpoint, admin: ServiceBusAdministrationClient
+) -> None:
+    created = admin.create_rule(TOPIC, "targeted", "outbox-target", filter=SqlRuleFilter(TARGETED))
+    assert isinstance(created.filter, SqlRuleFilter)
+    assert created.filter.sql_expression == TARGETED
+    with pytest.raises(ResourceExistsError):
+        admin.create_rule(TOPIC, "targeted", "outbox-target", filter=SqlRuleFilter(TARGETED))
+    admin.delete_rule(TOPIC, "targeted", "$Default")
+    assert [r.name for r in admin.list_rules(TOPIC, "targeted")] == ["outbox-target"]
+
+    with (
+        ServiceBusClient.from_connection_string(endpoint.connection_string) as client,
+        client.get_topic_sender(TOPIC) as sender,
+    ):
+        sender.send_messages(
+            [
+                ServiceBusMessage("1", message_id="everyone"),
+                ServiceBusMessage(
+                    "2", message_id="mine", application_properties={"outboxTarget": "targeted"}
+                ),
+                ServiceBusMessage(
+                    "3", message_id="theirs", application_properties={"outboxTarget": "high"}
+                ),
+            ]
+        )
+    assert received(endpoint, "targeted") == {"everyone", "mine"}
+
+    admin.delete_rule(TOPIC, "targeted", "outbox-target")  # no rule left: it receives nothing
+    assert list(admin.list_rules(TOPIC, "targeted")) == []
+    with (
+        ServiceBusClient.from_connection_string(endpoint.connection_string) as client,
+        client.get_topic_sender(TOPIC) as sender,
+    ):
+        sender.send_messages(ServiceBusMessage("4", message_id="after"))
+    assert received(endpoint, "targeted") == set()
+    with pytest.raises(ResourceNotFoundError):
+        admin.delete_rule(TOPIC, "targeted", "outbox-target")
