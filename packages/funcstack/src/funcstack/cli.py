@@ -307,10 +307,10 @@ def _process_specs(args: argparse.Namespace, apps: list[App]) -> list[ProcessSpe
     from funcstack._process_instances import parse_processes
 
     try:
-        return parse_processes(
-            args.process or [],
-            args.process_instances or [],
-            args.process_ready or [],
+        return parse_processes(  # `up` has none of these: the services only
+            getattr(args, "process", None) or [],
+            getattr(args, "process_instances", None) or [],
+            getattr(args, "process_ready", None) or [],
             taken={a.name for a in apps} | {"funcstack", "cosmos", "servicebus", "azurite"},
         )
     except ValueError as exc:
