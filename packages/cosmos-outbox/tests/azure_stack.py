@@ -56,6 +56,16 @@ class ExternalStack:
         self.servicebus_connection_string = services.servicebus_connection_string
         self.storage_connection_string = services.storage_connection_string
 
+    @property
+    def cosmos_endpoint(self) -> str:
+        """The Cosmos DB endpoint's URL (`AccountEndpoint` of its connection string), as
+        `LocalStack.cosmos_endpoint` gives it."""
+        for part in self.cosmos_connection_string.split(";"):
+            key, _, value = part.partition("=")
+            if key.strip().lower() == "accountendpoint":
+                return value.strip()
+        raise ValueError("the Cosmos DB connection string names no AccountEndpoint")
+
     def container_client(self, database: str, container: str) -> ContainerProxy:
         """A container on the stack's Cosmos DB endpoint, through the SDK (its certificate is
         the endpoint's own: not verified, as funcstack's `LocalStack` does)."""

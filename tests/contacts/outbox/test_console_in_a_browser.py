@@ -488,8 +488,12 @@ def test_a_journey_has_a_link_to_share_and_back_returns_to_the_last(walk: Walk) 
     after the sign-in."""
     driver = walk.driver
     before = driver.current_url
-    row = walk.wait("a quarantined event", lambda: walk.find("#quarantine-panel tr[data-event-id]"))
-    event = row.get_attribute("data-event-id") or ""
+
+    def first_event() -> str | None:  # read in the wait: a refresh may swap the row meanwhile
+        row = walk.find("#quarantine-panel tr[data-event-id]")
+        return row.get_attribute("data-event-id") if row is not None else None
+
+    event = walk.wait("a quarantined event", first_event)
     for field in ("journey-event", "journey-type", "journey-id"):
         driver.find_element(By.ID, field).clear()
     driver.find_element(By.ID, "journey-event").send_keys(event)

@@ -41,7 +41,7 @@ from cosmos_outbox.servicebus._target_rules import (
 )
 from cosmos_outbox.settings import OutboxSettings
 from funcstack import LocalStack
-from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
+from funcstack.servicebus import ServiceBusEndpoint, start_servicebus
 
 pytestmark = pytest.mark.integration
 

@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
     from cosmos_outbox.settings import OutboxSettings
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("cosmos_outbox.servicebus")
 
 __all__ = [
     "TARGET_RULE",

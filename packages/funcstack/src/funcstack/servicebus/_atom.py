@@ -1,4 +1,5 @@
-"""The management API's part the outbox needs, as Azure's ATOM/HTTP API answers it.
+"""A part of the management API (a topic's subscriptions, their rules), as Azure's ATOM/HTTP
+API answers it.
 
 Azure serves ``ServiceBusAdministrationClient`` over HTTPS on port 443 of the namespace; the
 SDK's admin client built from a connection string goes to the host *and port* of its
@@ -6,7 +7,7 @@ SDK's admin client built from a connection string goes to the host *and port* of
 funcstack serves this API in plain HTTP on the AMQP port itself: a connection whose first bytes
 are not an AMQP header is HTTP (``_connection.Connection.run``). A client reaches it with the
 connection string's endpoint and the azure-core transport rewriting ``https`` to ``http`` for a
-development emulator's connection string (cosmos-outbox's ``servicebus_admin``); see
+development emulator's connection string; see
 docs/servicebus.md, "The management API".
 
 Served (``api-version`` any; an ``Authorization`` header required, its key not checked, as on the
