@@ -16,7 +16,7 @@ import logging
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cosmos_outbox._records import LegacyEvents
 from cosmos_outbox._sync_bridge import as_async
@@ -54,6 +54,7 @@ if TYPE_CHECKING:
     from cosmos_outbox.telemetry import RelayTelemetry
 
 logger = logging.getLogger("cosmos_outbox")
+T = TypeVar("T")
 #: Key-derivation purpose of the quarantine list's tokens (a label, not a secret).
 QUARANTINE_TOKEN_PURPOSE = "outbox-admin/quarantine-token/v1"  # noqa: S105
 #: ... of the re-drive's and the dead letters' continuation tokens.
@@ -154,6 +155,37 @@ def token_secret(settings: OutboxSettings) -> str:
     )
 
 
+#: What each adapter's SettingsError says when neither Service Bus connection setting is set.
+_NO_CONNECTION: dict[str, str] = {
+    "publisher": "invalid settings: set ServiceBusConnection (connection string) or "
+    "ServiceBusConnection__fullyQualifiedNamespace (managed identity) to relay events",
+    "schedule": "invalid settings: SERVICEBUS_SCHEDULE_QUEUE is set: set ServiceBusConnection "
+    "(connection string) or ServiceBusConnection__fullyQualifiedNamespace (managed identity) "
+    "too",
+    "dead letters": "invalid settings: OUTBOX_SUBSCRIPTIONS / OUTBOX_DEAD_LETTER_QUEUES need "
+    "ServiceBusConnection (or ServiceBusConnection__fullyQualifiedNamespace)",
+}
+
+
+def _on_servicebus(
+    settings: OutboxSettings, kind: type[T], entity: str, missing: str, **options: Any
+) -> T:
+    """A `kind` (a Service Bus adapter) on `entity`, over the connection string when it is set,
+    else the namespace with the managed identity; SettingsError `missing` when neither is."""
+    from cosmos_outbox.settings import SettingsError
+
+    factory: Any = kind  # each adapter's from_connection_string / from_namespace
+    made: T
+    if settings.servicebus_connection is not None:
+        secret = settings.servicebus_connection.get_secret_value()
+        made = factory.from_connection_string(secret, entity, **options)
+    elif settings.servicebus_namespace:
+        made = factory.from_namespace(settings.servicebus_namespace, entity, **options)
+    else:
+        raise SettingsError(missing)
+    return made
+
+
 def publisher_from_settings(
     settings: OutboxSettings, *, asynchronous: bool = False
 ) -> MessagePublisher | AsyncMessagePublisher:
@@ -173,18 +205,8 @@ def publisher_from_settings(
         from cosmos_outbox.servicebus.aio import ServiceBusPublisher as Publisher
     else:
         from cosmos_outbox.servicebus import ServiceBusPublisher as Publisher  # type: ignore[assignment]
-    if settings.servicebus_connection is not None:
-        return Publisher.from_connection_string(
-            settings.servicebus_connection.get_secret_value(), settings.servicebus_topic, **options
-        )
-    if settings.servicebus_namespace:
-        return Publisher.from_namespace(
-            settings.servicebus_namespace, settings.servicebus_topic, **options
-        )
-    raise SettingsError(
-        "invalid settings: set ServiceBusConnection (connection string) or "
-        "ServiceBusConnection__fullyQualifiedNamespace (managed identity) to relay events"
-    )
+    topic, missing = settings.servicebus_topic, _NO_CONNECTION["publisher"]
+    return _on_servicebus(settings, Publisher, topic, missing, **options)
 
 
 def schedule_from_settings(
@@ -201,19 +223,7 @@ def schedule_from_settings(
         from cosmos_outbox.servicebus._schedule import (  # type: ignore[assignment]
             ServiceBusScheduleQueue as Queue,
         )
-    if settings.servicebus_connection is not None:
-        return Queue.from_connection_string(
-            settings.servicebus_connection.get_secret_value(), queue
-        )
-    if settings.servicebus_namespace:
-        return Queue.from_namespace(settings.servicebus_namespace, queue)
-    from cosmos_outbox.settings import SettingsError
-
-    raise SettingsError(
-        "invalid settings: SERVICEBUS_SCHEDULE_QUEUE is set: set ServiceBusConnection "
-        "(connection string) or ServiceBusConnection__fullyQualifiedNamespace (managed identity) "
-        "too"
-    )
+    return _on_servicebus(settings, Queue, queue, _NO_CONNECTION["schedule"])
 
 
 def dead_letters_from_settings(
@@ -236,16 +246,7 @@ def dead_letters_from_settings(
         from cosmos_outbox.servicebus.aio import ServiceBusDeadLetters as Queues
     else:
         from cosmos_outbox.servicebus import ServiceBusDeadLetters as Queues  # type: ignore[assignment]
-    if settings.servicebus_connection is not None:
-        return Queues.from_connection_string(
-            settings.servicebus_connection.get_secret_value(), topic
-        )
-    if settings.servicebus_namespace:
-        return Queues.from_namespace(settings.servicebus_namespace, topic)
-    raise SettingsError(
-        "invalid settings: OUTBOX_SUBSCRIPTIONS / OUTBOX_DEAD_LETTER_QUEUES need "
-        "ServiceBusConnection (or ServiceBusConnection__fullyQualifiedNamespace)"
-    )
+    return _on_servicebus(settings, Queues, topic, _NO_CONNECTION["dead letters"])
 
 
 def watched_from_settings(settings: OutboxSettings) -> tuple[DeadLetterEntity, ...]:

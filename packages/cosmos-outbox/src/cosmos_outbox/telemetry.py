@@ -21,12 +21,14 @@ import time
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from cosmos_outbox._records import per_event
 
 if TYPE_CHECKING:
     from opentelemetry import metrics, trace
+    from opentelemetry.metrics import Counter, Histogram
+    from opentelemetry.metrics import _Gauge as Gauge  # what `create_gauge` returns
     from opentelemetry.trace import Link, SpanContext, TraceFlags
 
 __all__ = [
@@ -176,19 +178,11 @@ BICEP_NAMES: Final[dict[str, str]] = {
     "allLeases": ALL_LEASES,
 }
 
+#: Seconds, 10 ms to 30 s: the buckets both histograms share.
+_SHARED_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 # Seconds: from a fast relay (tens of ms) to an outage of hours.
 LAG_BUCKETS: Final = (
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
+    *_SHARED_BUCKETS,
     60.0,
     120.0,
     300.0,
@@ -198,22 +192,7 @@ LAG_BUCKETS: Final = (
     21600.0,
     86400.0,
 )
-DURATION_BUCKETS: Final = (
-    0.001,
-    0.0025,
-    0.005,
-    0.01,
-    0.025,
-    0.05,
-    0.1,
-    0.25,
-    0.5,
-    1.0,
-    2.5,
-    5.0,
-    10.0,
-    30.0,
-)
+DURATION_BUCKETS: Final = (0.001, 0.0025, 0.005, *_SHARED_BUCKETS)
 
 _TRACEPARENT = re.compile(r"00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})")
 
@@ -288,47 +267,28 @@ class RelayTelemetry:
         }
         self._span_name = f"send {destination}"
         spec = {m.name: m for m in METRICS}
-        self._lag = meter.create_histogram(
-            RELAY_LAG,
-            unit="s",
-            description=spec[RELAY_LAG].description,
-            explicit_bucket_boundaries_advisory=list(LAG_BUCKETS),
+
+        def instrument(name: str, **kwargs: Any) -> Any:
+            """The instrument `METRICS` declares under `name`, with its kind, unit and text."""
+            m = spec[name]
+            create = getattr(meter, f"create_{m.kind}")
+            return create(name, unit=m.unit, description=m.description, **kwargs)
+
+        self._lag: Histogram = instrument(
+            RELAY_LAG, explicit_bucket_boundaries_advisory=list(LAG_BUCKETS)
         )
-        self._sent = meter.create_counter(
-            SENT_MESSAGES, unit="{message}", description=spec[SENT_MESSAGES].description
+        self._sent: Counter = instrument(SENT_MESSAGES)
+        self._duration: Histogram = instrument(
+            OPERATION_DURATION, explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS)
         )
-        self._duration = meter.create_histogram(
-            OPERATION_DURATION,
-            unit="s",
-            description=spec[OPERATION_DURATION].description,
-            explicit_bucket_boundaries_advisory=list(DURATION_BUCKETS),
-        )
-        self._failures = meter.create_counter(
-            RELAY_FAILURES, unit="{invocation}", description=spec[RELAY_FAILURES].description
-        )
-        self._quarantined = meter.create_counter(
-            QUARANTINED, unit="{event}", description=spec[QUARANTINED].description
-        )
-        self._offloaded = meter.create_counter(
-            OFFLOADED, unit="{event}", description=spec[OFFLOADED].description
-        )
-        self._offloaded_bytes = meter.create_counter(
-            OFFLOADED_BYTES, unit="By", description=spec[OFFLOADED_BYTES].description
-        )
-        self._pending = meter.create_gauge(
-            PENDING, unit="{change}", description=spec[PENDING].description
-        )
-        self._oldest = meter.create_gauge(
-            OLDEST_PENDING_AGE, unit="s", description=spec[OLDEST_PENDING_AGE].description
-        )
-        self._stalled = meter.create_gauge(
-            RELAY_STALLED, unit="{relay}", description=spec[RELAY_STALLED].description
-        )
-        self._vanished = meter.create_gauge(
-            VANISHED_DEAD_LETTERS,
-            unit="{message}",
-            description=spec[VANISHED_DEAD_LETTERS].description,
-        )
+        self._failures: Counter = instrument(RELAY_FAILURES)
+        self._quarantined: Counter = instrument(QUARANTINED)
+        self._offloaded: Counter = instrument(OFFLOADED)
+        self._offloaded_bytes: Counter = instrument(OFFLOADED_BYTES)
+        self._pending: Gauge = instrument(PENDING)
+        self._oldest: Gauge = instrument(OLDEST_PENDING_AGE)
+        self._stalled: Gauge = instrument(RELAY_STALLED)
+        self._vanished: Gauge = instrument(VANISHED_DEAD_LETTERS)
 
     async def send(self, events: Sequence[SentEvent], send: Callable[[], Awaitable[None]]) -> None:
         """Run `send` (one batch) inside a PRODUCER span linked to each event's context, and

@@ -316,32 +316,13 @@ def _enveloped(
         plain = checked.event_id, checked.aggregate_id, checked.action, checked.version
     event_id, aggregate_id, action, version = plain
     traceparent, dataschema = get("traceparent"), document.get("dataschema")
-    if schedule is not None:
-        deliver_at, released_at, cancelled_at = schedule
-        return OutboxRecord(
-            event_id=event_id,
-            aggregate_id=aggregate_id,
-            action=action,
-            version=0,
-            aggregate_type=aggregate_type,
-            created_at=parse_time(get("createdAt")),
-            traceparent=traceparent if isinstance(traceparent, str) and traceparent else None,
-            event_source=source,
-            dataschema=dataschema if isinstance(dataschema, str) and dataschema else None,
-            body=body,
-            properties=properties,
-            subject=subject,
-            document=document,
-            format=format,
-            deliver_at=deliver_at,
-            released_at=released_at,
-            cancelled_at=cancelled_at,
-        )
+    # a scheduled event has no version of its aggregate (0) and its three instants
+    deliver_at, released_at, cancelled_at = schedule if schedule is not None else (None,) * 3
     return OutboxRecord(
         event_id=event_id,
         aggregate_id=aggregate_id,
         action=action,
-        version=version,
+        version=0 if schedule is not None else version,
         aggregate_type=aggregate_type,
         created_at=parse_time(get("createdAt")),
         traceparent=traceparent if isinstance(traceparent, str) and traceparent else None,
@@ -352,6 +333,9 @@ def _enveloped(
         subject=subject,
         document=document,
         format=format,
+        deliver_at=deliver_at,
+        released_at=released_at,
+        cancelled_at=cancelled_at,
     )
 
 

@@ -28,6 +28,27 @@ def notice_id(event_id: str) -> str:
     return str(uuid.uuid5(NOTICE_NAMESPACE, event_id))
 
 
+def _body(
+    event_id: str | None,
+    aggregate_type: str,
+    aggregate_id: str,
+    action: str | None,
+    version: int | None,
+    reason: str,
+) -> dict[str, object]:
+    """What both notices' bodies say of the event they stand for (the discard notice adds
+    who gave it up, when, and where)."""
+    return {
+        "eventId": event_id,
+        f"{aggregate_type}Id": aggregate_id,
+        "aggregateType": aggregate_type,
+        "aggregateId": aggregate_id,
+        "action": action,
+        "version": version,
+        "reason": reason,
+    }
+
+
 def quarantine_notice(event: OutboxRecord | Unreadable, reason: str) -> OutboxMessage | None:
     """The notice for an event set aside: same session as the event (its aggregate id), with
     its version, so a subscriber sees it where the event would have been. None when the event's
@@ -44,15 +65,7 @@ def quarantine_notice(event: OutboxRecord | Unreadable, reason: str) -> OutboxMe
         source = event.event_source
     if not aggregate_id or not aggregate_type:
         return None
-    body = {
-        "eventId": event.event_id,
-        f"{aggregate_type}Id": aggregate_id,
-        "aggregateType": aggregate_type,
-        "aggregateId": aggregate_id,
-        "action": action,
-        "version": version,
-        "reason": reason,
-    }
+    body = _body(event.event_id, aggregate_type, aggregate_id, action, version, reason)
     properties: dict[str, str | int] = {
         "aggregateType": aggregate_type,
         f"{aggregate_type}Id": aggregate_id,
@@ -110,13 +123,7 @@ def discard_notice(
     in the `outboxTarget` property its rule filters on). Built as the quarantine notice is."""
     key = event_id if event_id else f"{aggregate_type}/{aggregate_id}/v{version}"
     body = {
-        "eventId": event_id,
-        f"{aggregate_type}Id": aggregate_id,
-        "aggregateType": aggregate_type,
-        "aggregateId": aggregate_id,
-        "action": action,
-        "version": version,
-        "reason": reason,
+        **_body(event_id, aggregate_type, aggregate_id, action, version, reason),
         "discardedBy": by,
         "discardedAt": at.isoformat(),
         "subscription": target,

@@ -220,13 +220,10 @@ class Releases:
                 )
             except (PreconditionFailedError, NotFoundError):
                 continue  # cancelled or released since it was read: decide again
-            logger.info(
-                "scheduled event %s released (due %s)",
-                release.event_id,
-                document.get("deliverAt"),
-                extra=_fields(release, ReleaseOutcome.RELEASED),
+            due = document.get("deliverAt")
+            return _told(
+                release, ReleaseOutcome.RELEASED, "scheduled event %s released (due %s)", due
             )
-            return ReleaseOutcome.RELEASED
         raise PreconditionFailedError(
             f"scheduled event {release.event_id} kept changing while it was released; retry"
         )
@@ -245,13 +242,8 @@ class Releases:
             )
             return ReleaseOutcome.GONE
         if document.get("cancelledAt") is not None:
-            logger.info(
-                "scheduled event %s was cancelled at %s: not released, never sent",
-                release.event_id,
-                document.get("cancelledAt"),
-                extra=_fields(release, ReleaseOutcome.CANCELLED),
-            )
-            return ReleaseOutcome.CANCELLED
+            message = "scheduled event %s was cancelled at %s: not released, never sent"
+            return _told(release, ReleaseOutcome.CANCELLED, message, document.get("cancelledAt"))
         if document.get("releasedAt") is not None:
             return ReleaseOutcome.ALREADY
         due = parse_time(document.get("deliverAt"))
@@ -264,6 +256,21 @@ class Releases:
             )
             return ReleaseOutcome.NOT_YET
         return None
+
+
+def _told(
+    release: Release, outcome: ReleaseOutcome, message: str, detail: object
+) -> ReleaseOutcome:
+    """`outcome`, logged at INFO: `message` with the event id and `detail`, and the release's
+    fields (the record names the caller's line)."""
+    logger.info(
+        message,
+        release.event_id,
+        detail,
+        extra=_fields(release, outcome),
+        stacklevel=2,
+    )
+    return outcome
 
 
 def _fields(release: Release, outcome: ReleaseOutcome) -> dict[str, object]:

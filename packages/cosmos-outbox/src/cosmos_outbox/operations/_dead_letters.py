@@ -522,12 +522,7 @@ class DeadLetterOperators:
         plan: dict[int, tuple[Described, Outgoing | None]] = {
             d.letter.sequence_number: (d, resubmission(d, entity)) for d in letters
         }
-        await self._record(entity, letters, "resubmitted")
-        handled = await self._move(entity, plan)
-        will_see = _will_see_resubmission(entity, handled)
-        report = ActionReport("resubmit", entity, handled, remaining, will_see)
-        _audit(report, reason=None)
-        return report
+        return await self._carry_out("resubmit", entity, letters, remaining, plan, reason=None)
 
     async def discard(
         self, entity: DeadLetterEntity, selection: Selection, *, reason: str
@@ -541,10 +536,24 @@ class DeadLetterOperators:
             d.letter.sequence_number: (d, discard_of(d, entity, reason=reason, by=by))
             for d in letters
         }
-        await self._record(entity, letters, "discarded")
+        return await self._carry_out("discard", entity, letters, remaining, plan, reason=reason)
+
+    async def _carry_out(
+        self,
+        action: Literal["resubmit", "discard"],
+        entity: DeadLetterEntity,
+        letters: list[Described],
+        remaining: int,
+        plan: dict[int, tuple[Described, Outgoing | None]],
+        *,
+        reason: str | None,
+    ) -> ActionReport:
+        """An action's common end: the watch told, `plan` moved, the report audited."""
+        resubmit = action == "resubmit"
+        await self._record(entity, letters, "resubmitted" if resubmit else "discarded")
         handled = await self._move(entity, plan)
-        will_see = _will_see_discard(entity, handled)
-        report = ActionReport("discard", entity, handled, remaining, will_see)
+        will_see = (_will_see_resubmission if resubmit else _will_see_discard)(entity, handled)
+        report = ActionReport(action, entity, handled, remaining, will_see)
         _audit(report, reason=reason)
         return report
 

@@ -7,7 +7,7 @@ from functools import cache
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from opentelemetry.metrics import Counter, UpDownCounter
+    from opentelemetry.metrics import Counter, Meter, UpDownCounter
 
 __all__ = [
     "GAPS_ACCEPTED",
@@ -32,43 +32,42 @@ HELD: Final = "subscriber.events.held"
 GAPS_ACCEPTED: Final = "subscriber.gaps.accepted"
 
 
-@cache
-def _ignored() -> Counter:
-    from opentelemetry import metrics
-
-    return metrics.get_meter(INSTRUMENTATION_SCOPE).create_counter(
-        IGNORED,
-        unit="{event}",
-        description="Events acknowledged without a projection change: an action this "
+#: Each instrument's unit and description, by name.
+_DECLARED: Final = {
+    IGNORED: (
+        "{event}",
+        "Events acknowledged without a projection change: an action this "
         "subscriber does not handle, or another aggregate type",
-    )
+    ),
+    HELD: (
+        "{event}",
+        "Events held behind a missing version, waiting for it (or for an operator to give it up)",
+    ),
+    GAPS_ACCEPTED: ("{version}", "Versions an operator gave up that this subscriber moved past"),
+}
 
 
 @cache
-def _held() -> UpDownCounter:
+def _meter() -> Meter:
     from opentelemetry import metrics
 
-    return metrics.get_meter(INSTRUMENTATION_SCOPE).create_up_down_counter(
-        HELD,
-        unit="{event}",
-        description="Events held behind a missing version, waiting for it (or for an "
-        "operator to give it up)",
-    )
+    return metrics.get_meter(INSTRUMENTATION_SCOPE)
 
 
 @cache
-def _accepted() -> Counter:
-    from opentelemetry import metrics
+def _counter(name: str) -> Counter:
+    unit, description = _DECLARED[name]
+    return _meter().create_counter(name, unit=unit, description=description)
 
-    return metrics.get_meter(INSTRUMENTATION_SCOPE).create_counter(
-        GAPS_ACCEPTED,
-        unit="{version}",
-        description="Versions an operator gave up that this subscriber moved past",
-    )
+
+@cache
+def _up_down_counter(name: str) -> UpDownCounter:
+    unit, description = _DECLARED[name]
+    return _meter().create_up_down_counter(name, unit=unit, description=description)
 
 
 def ignored(event_type: str, reason: str, aggregate_type: str) -> None:
-    _ignored().add(
+    _counter(IGNORED).add(
         1,
         {
             "cloudevents.event_type": event_type,
@@ -79,13 +78,13 @@ def ignored(event_type: str, reason: str, aggregate_type: str) -> None:
 
 
 def held(aggregate_type: str) -> None:
-    _held().add(1, {"outbox.aggregate_type": aggregate_type})
+    _up_down_counter(HELD).add(1, {"outbox.aggregate_type": aggregate_type})
 
 
 def released(aggregate_type: str, count: int) -> None:
     if count:
-        _held().add(-count, {"outbox.aggregate_type": aggregate_type})
+        _up_down_counter(HELD).add(-count, {"outbox.aggregate_type": aggregate_type})
 
 
 def gap_accepted(aggregate_type: str) -> None:
-    _accepted().add(1, {"outbox.aggregate_type": aggregate_type})
+    _counter(GAPS_ACCEPTED).add(1, {"outbox.aggregate_type": aggregate_type})
