@@ -134,9 +134,13 @@ def test_the_relay_names_at_start_each_subscription_lacking_the_rule(
                 ("legacy", ("$Default: TrueFilter",), True),
             ]
 
-    with caplog.at_level(logging.INFO, logger="cosmos_outbox.servicebus._target_rules"):
+    with caplog.at_level(logging.INFO, logger="cosmos_outbox.servicebus"):
         asyncio.run(run())
-    [warning] = [r for r in caplog.records if r.name.endswith("_target_rules")]
+    [warning] = [
+        r
+        for r in caplog.records
+        if r.name == "cosmos_outbox.servicebus" and "target-rules" in r.getMessage()
+    ]
     assert warning.levelno == logging.WARNING
     line = warning.getMessage()
     assert "2 subscription(s) of topic 'at-start' lack one" in line
