@@ -453,7 +453,7 @@ def test_every_held_version_says_why_and_release_gives_it_up_at_one_subscription
 ) -> None:
     ids = world.publish("w1", "StockAdded", "StockAdded", "StockAdded")
     world.relay()
-    with caplog.at_level(logging.WARNING, logger="cosmos_outbox.subscriber._projector"):
+    with caplog.at_level(logging.WARNING, logger="cosmos_outbox.subscriber"):
         # v2 never arrives (its message expired on the subscription, say)
         results = [world.subscriber.handle(delivered(m)) for m in (world.sent[0], world.sent[2])]
         world.seen = 3
