@@ -20,7 +20,6 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,25 +45,16 @@ from cosmos_outbox.settings import OutboxSettings, SettingsError
 from cosmos_outbox.telemetry import PENDING
 from cosmos_outbox_testing import FakePublisher
 from funcstack import LocalStack
+from relay.fleet import app_settings, lease_documents
 
 pytestmark = pytest.mark.integration
 
-RELAY_APP = Path(__file__).parents[1] / "relay_app"
 #: Lease intervals short enough for a test (seconds): acquire, renew, expiry.
 FAST: dict[str, Any] = {
     "lease_acquire_interval": 0.5,
     "lease_renew_interval": 0.5,
     "lease_expiration_interval": 3,
 }
-
-
-def app_settings(stack: LocalStack, fresh: str, leases: str) -> dict[str, str]:
-    """The relay app's settings on this stack (its local.settings.sample.json with the
-    services' connection strings): what its Functions host would read."""
-    values = stack.app_settings(
-        RELAY_APP, {"COSMOS_CONTAINER": fresh, "COSMOS_LEASE_CONTAINER": leases}
-    )["Values"]
-    return {str(k): str(v) for k, v in values.items()}
 
 
 def outbox_settings(values: dict[str, str]) -> OutboxSettings:
@@ -75,16 +65,6 @@ def open_tickets(stack: LocalStack, container: str, n: int) -> set[str]:
     """`n` tickets opened, each in a transaction of its own; their ids (their sessions)."""
     service = CosmosWorld(stack.container_client(DATABASE, container), ttl=3600).service(Ticket)
     return {service.create(Ticket.open(f"Printer {i}")).aggregate.id for i in range(n)}
-
-
-def lease_documents(stack: LocalStack, leases: str) -> list[dict[str, Any]]:
-    return [
-        d
-        for d in stack.container_client(DATABASE, leases).query_items(
-            "SELECT * FROM c", enable_cross_partition_query=True
-        )
-        if "LeaseToken" in d
-    ]
 
 
 def get(url: str) -> tuple[int, dict[str, Any]]:
@@ -230,16 +210,6 @@ def settings_file(funcstack_services: LocalStack, fresh: str, leases: str, tmp_p
         "utf-8",
     )
     return path
-
-
-@pytest.fixture
-def relay_command() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-            process.wait(10)
 
 
 def start_command(

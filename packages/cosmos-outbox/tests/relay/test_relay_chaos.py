@@ -1,0 +1,241 @@
+"""The relay anywhere under chaos (issue 64's "Done when"), in `make chaos`, not in `make test`
+(marked `chaos`: deselected unless `-m` names it; about 5 minutes of wall time for the three
+runs). Each run has writers committing one event a transaction on 6 aggregates for 60 s or
+more on a container of 4 physical partitions, the relay's instances sharing one lease
+container (lease expiry 3 s, acquire and renew 0.5 s: funcstack's local-only settings for the
+Functions trigger, the command's options for the processes), then counts what the test
+subscription received: 0 lost, 0 received twice, 0 out of order per aggregate.
+
+* Scale-out chaos with processes: 3 `cosmos-outbox relay` processes (funcstack's
+  `host_process`, what `funcstack run --process` starts), a live split (4 leases become 5), the
+  process holding most leases SIGKILLed, another SIGSTOPped past its leases' expiry and resumed,
+  one added; each takeover measured (from the fault until every lease is owned by a running
+  instance) and held to expiry + acquire + `MARGIN`.
+* The same with a mixed fleet: 2 Functions trigger instances (funcstack's host, relay_app) and
+  2 processes on the same leases: a trigger instance SIGKILLed, a process paused, a trigger
+  instance added.
+* The hand-over, under load: the relay on the Functions trigger (2 instances), processes
+  started and the trigger stopped, then the trigger started and the processes SIGTERMed; each
+  hand-over's leases taken within an acquire interval + `MARGIN` of the stop (a stop releases
+  them: no expiry waited for), and every event re-sent (its sends counted by the topic's
+  duplicate detection) is within the batches in flight: at most `BATCH` per lease that changed
+  owner in the window.
+
+The figures are printed (`-s`): `make chaos` shows them.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+pytest.importorskip(
+    "funcstack",
+    reason="funcstack in this interpreter (Python 3.13+) runs these tests: its services",
+)
+
+from azure_stack import DATABASE
+
+from funcstack import LocalStack
+from funcstack.scaleout import AppInstances, Instance
+from relay.fleet import (
+    ACQUIRE,
+    EXPIRY,
+    RELAY_APP,
+    LeaseWatch,
+    TopicLog,
+    Writers,
+    app_settings,
+    fast_trigger,
+    owners,
+    parts,
+    relay_processes,
+    tally,
+    until,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
+
+#: What a takeover may take beyond expiry + one acquire interval on this machine (2 cores
+#: shared): the balancing pass's reads and writes, this test's poll of the lease documents.
+MARGIN = 3.0
+#: Seconds the writers write in a chaos run (the faults land between 8 s and 44 s).
+WRITING = 62.0
+WRITERS = 6
+#: MAX_ITEMS_PER_INVOCATION of the hand-over run: the batch in flight, at most.
+BATCH = 5
+
+
+@dataclass
+class Fleet:
+    """The relay's instances on one lease container: groups of funcstack instances (a Functions
+    app's, a process's), each instance a lease owner under its name."""
+
+    stack: LocalStack
+    leases: str
+    groups: list[AppInstances]
+    takeovers: list[tuple[str, str, int, float]] = field(default_factory=list)
+
+    def instances(self) -> list[tuple[AppInstances, Instance]]:
+        return [(group, inst) for group in self.groups for inst in group.instances]
+
+    def running(self) -> set[str]:
+        return {
+            inst.name for _, inst in self.instances() if inst.down is None and inst.alive
+        } - self.paused()
+
+    def paused(self) -> set[str]:
+        return {inst.name for _, inst in self.instances() if inst.paused}
+
+    def held(self) -> Counter[str | None]:
+        return Counter(owners(self.stack, self.leases).values())
+
+    def all_held_by_running(self) -> bool:
+        found = owners(self.stack, self.leases)
+        return bool(found) and set(found.values()) <= self.running()
+
+    def holding(self, group: AppInstances, *, most: bool = True) -> Instance:
+        """The running instance of `group` holding the most (or fewest but one) leases."""
+        held = self.held()
+        candidates = [
+            inst for inst in group.instances if inst.name in self.running() and held[inst.name]
+        ]
+        assert candidates, f"no running instance of {group.name} holds a lease: {held}"
+        return sorted(candidates, key=lambda inst: -held[inst.name] if most else held[inst.name])[0]
+
+    def take_over(self, fault: str, victim: Instance, inflict: Callable[[], object]) -> float:
+        """Inflict `fault` on `victim`; the seconds until every lease is owned by a running
+        instance (recorded in `takeovers`)."""
+        leases_held = self.held()[victim.name]
+        struck = time.monotonic()
+        inflict()
+        took = until(self.all_held_by_running, EXPIRY + ACQUIRE + 60, f"takeover after {fault}")
+        took = time.monotonic() - struck
+        self.takeovers.append((fault, victim.name, leases_held, round(took, 2)))
+        return took
+
+
+def chaos_run(
+    stack: LocalStack,
+    container: str,
+    fleet: Fleet,
+    *,
+    kill_from: AppInstances,
+    pause_from: AppInstances,
+    add_to: AppInstances,
+) -> dict[str, Any]:
+    """Writers for `WRITING` s; meanwhile a live split, a SIGKILL, a pause past expiry, an
+    instance added. What it measured; asserts nothing lost, twice or out of order, and each
+    takeover within its bound."""
+    until(
+        lambda: len(owners(stack, fleet.leases)) == 4 and fleet.all_held_by_running(),
+        60,
+        "the 4 leases shared by the fleet",
+    )
+    marks: list[tuple[str, float]] = []
+    with Writers(stack, container, WRITERS) as writers:
+
+        def mark(what: str) -> None:
+            marks.append((what, round(time.monotonic() - writers.started, 1)))
+
+        writers.at(8)
+        mark("split")
+        children = stack.split(DATABASE, container)  # live, as Azure splits on its own
+        until(
+            lambda: len(owners(stack, fleet.leases)) == 5 and fleet.all_held_by_running(),
+            EXPIRY + ACQUIRE + 30,
+            "the split's 5 leases held",
+        )
+        writers.at(18)
+        mark("SIGKILL")
+        killed = fleet.holding(kill_from)
+        fleet.take_over("SIGKILL", killed, lambda: kill_from.kill(killed, restart=False))
+        writers.at(30)
+        mark("SIGSTOP")
+        paused = fleet.holding(pause_from)
+        took = fleet.take_over("SIGSTOP", paused, lambda: pause_from.pause(paused))
+        time.sleep(max(0.0, EXPIRY + ACQUIRE - took))  # kept paused past its leases' expiry
+        pause_from.resume(paused)
+        mark("SIGCONT")
+        until(
+            lambda: fleet.held()[paused.name] > 0,
+            EXPIRY + ACQUIRE + 30,
+            f"{paused.name} taking its share again",
+        )
+        writers.at(44)
+        mark("add")
+        adding = time.monotonic()
+        added = add_to.add_instance(None)  # ready: started, and (a process) listening
+        until(
+            lambda: fleet.held()[added.name] > 0,
+            EXPIRY + ACQUIRE + 30,
+            f"{added.name} taking its share",
+        )
+        took_added = time.monotonic() - adding
+        writers.at(WRITING)
+    mark("writers stopped")
+    counted = tally(stack, writers.committed)
+    mark("received")
+    held = fleet.held()
+    figures = {
+        "events": counted.events,
+        "received": counted.received,
+        "lost": counted.lost,
+        "twice": counted.twice,
+        "out_of_order": counted.out_of_order,
+        "split_into": children,
+        "takeovers_s": fleet.takeovers,
+        "added_took_share_s": round(took_added, 2),
+        "leases_at_end": dict(held),
+        "marks": marks,
+    }
+    print(f"\n{figures}")
+    assert (counted.lost, counted.twice, counted.out_of_order) == (0, 0, 0), counted.line()
+    assert len(owners(stack, fleet.leases)) == 5
+    for fault, victim, _, seconds in fleet.takeovers:
+        assert seconds <= EXPIRY + ACQUIRE + MARGIN, (fault, victim, seconds)
+    return figures
+
+
+def test_three_relay_processes_under_a_split_a_kill_a_pause_and_one_more(
+    funcstack_services: LocalStack, four_partitions: str, leases: str
+) -> None:
+    stack, container = funcstack_services, four_partitions
+    values = app_settings(stack, container, leases)
+    with parts(stack) as started:
+        started.append("relay")
+        processes = relay_processes(stack, "relay", 3, values)
+        fleet = Fleet(stack, leases, [processes])
+        chaos_run(
+            stack, container, fleet, kill_from=processes, pause_from=processes, add_to=processes
+        )
+
+
+def test_a_mixed_fleet_of_trigger_instances_and_processes_under_the_same_chaos(
+    funcstack_services: LocalStack, funcstack_app: Any, four_partitions: str, leases: str
+) -> None:
+    stack, container = funcstack_services, four_partitions
+    values = app_settings(stack, container, leases)
+    trigger = funcstack_app(
+        RELAY_APP,
+        settings={
+            "COSMOS_CONTAINER": container,
+            "COSMOS_LEASE_CONTAINER": leases,
+            **fast_trigger(),
+        },
+        name="mixed-fn",
+        instances=2,
+        restart=False,
+    ).instances
+    assert trigger is not None
+    with parts(stack) as started:
+        started.append("mixed")
+        processes = relay_processes(stack, "mixed", 2, values)
+        fleet = Fleet(stack, leases, [trigger, processes])
+        chaos_run(stack, container, fleet, kill_from=trigger, pause_from=processes, add_to=trigger)
