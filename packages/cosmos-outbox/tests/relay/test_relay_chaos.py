@@ -26,7 +26,6 @@ The figures are printed (`-s`): `make chaos` shows them.
 
 from __future__ import annotations
 
-import signal
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -239,3 +238,121 @@ def test_a_mixed_fleet_of_trigger_instances_and_processes_under_the_same_chaos(
         processes = relay_processes(stack, "mixed", 2, values)
         fleet = Fleet(stack, leases, [trigger, processes])
         chaos_run(stack, container, fleet, kill_from=trigger, pause_from=processes, add_to=trigger)
+
+
+#: The hand-over run's lease expiry: longer than a hand-over may take (`MARGIN` past an acquire
+#: interval), so a stop that did not release its leases (they wait for this expiry) fails it.
+HANDOVER_EXPIRY = 8.0
+
+
+def test_the_relay_hands_over_trigger_to_processes_and_back_resending_only_batches_in_flight(
+    funcstack_services: LocalStack, funcstack_app: Any, four_partitions: str, leases: str
+) -> None:
+    """docs/relay-anywhere.md's steps, under load: processes started beside the trigger's 2
+    instances, the trigger stopped (its leases released, the processes take them); the trigger
+    started again, the processes SIGTERMed (their leases released, the trigger takes them)."""
+    stack, container = funcstack_services, four_partitions
+    batch = {"MAX_ITEMS_PER_INVOCATION": str(BATCH)}
+    values = {**app_settings(stack, container, leases), **batch}
+    host_settings = {
+        "COSMOS_CONTAINER": container,
+        "COSMOS_LEASE_CONTAINER": leases,
+        **batch,
+        **fast_trigger(HANDOVER_EXPIRY),
+    }
+    topic = TopicLog(stack)
+
+    def trigger(name: str) -> AppInstances:
+        hosted = funcstack_app(
+            RELAY_APP, settings=host_settings, name=name, instances=2, restart=False
+        )
+        instances: AppInstances | None = hosted.instances
+        assert instances is not None
+        return instances
+
+    def held_by(group: AppInstances) -> Callable[[], bool]:
+        names = {inst.name for inst in group.instances}
+        return lambda: set(owners(stack, leases).values()) <= names
+
+    def shared_with(group: AppInstances) -> Callable[[], bool]:
+        names = {inst.name for inst in group.instances}
+        return lambda: names <= set(owners(stack, leases).values())
+
+    first = trigger("handover-fn-a")
+    until(
+        lambda: (
+            len(owners(stack, leases)) == 4
+            and held_by(first)()
+            and None not in owners(stack, leases).values()
+        ),
+        60,
+        "the trigger's 2 instances holding the 4 leases",
+    )
+    #: (what, when it began, the topic's log mark then)
+    windows: list[tuple[str, float, int]] = []
+    handovers: dict[str, dict[str, float]] = {}
+    with (
+        parts(stack) as started,
+        LeaseWatch(stack, leases) as watch,
+        Writers(stack, container, WRITERS) as writers,
+    ):
+        windows.append(("the trigger", time.monotonic(), topic.mark()))
+        writers.at(12)
+        # Functions -> processes: the processes started (they share the leases), the trigger off
+        windows.append(("trigger -> processes", time.monotonic(), topic.mark()))
+        started.append("handover")
+        processes = relay_processes(stack, "handover", 2, values, expiry=HANDOVER_EXPIRY)
+        until(shared_with(processes), HANDOVER_EXPIRY + 30, "the processes sharing the leases")
+        stopping = time.monotonic()
+        stack.stop_part(first.name)  # its instances stop (SIGTERM): their leases released
+        stopped = time.monotonic()
+        until(held_by(processes), HANDOVER_EXPIRY + 30, "the processes holding every lease")
+        handovers["trigger -> processes"] = {
+            "stop_s": round(stopped - stopping, 2),
+            "taken_s": round(time.monotonic() - stopping, 2),
+        }
+        writers.at(36)
+        # processes -> Functions: the trigger started again, the processes SIGTERMed
+        windows.append(("processes -> trigger", time.monotonic(), topic.mark()))
+        second = trigger("handover-fn-b")
+        until(shared_with(second), HANDOVER_EXPIRY + 30, "the trigger sharing the leases")
+        stopping = time.monotonic()
+        stack.stop_part("handover")  # SIGTERM each: their leases released
+        stopped = time.monotonic()
+        until(held_by(second), HANDOVER_EXPIRY + 30, "the trigger holding every lease")
+        handovers["processes -> trigger"] = {
+            "stop_s": round(stopped - stopping, 2),
+            "taken_s": round(time.monotonic() - stopping, 2),
+        }
+        writers.at(60)
+    ended, end_mark = time.monotonic(), topic.mark()
+    counted = tally(stack, writers.committed)
+    ids = set(counted.ids.values())
+    per_window = []
+    bounds = [*windows[1:], ("end", ended, end_mark)]
+    for (what, began, mark), (_, until_, until_mark) in zip(windows, bounds, strict=True):
+        resent = sum(topic.dropped(ids, mark, until_mark).values())
+        per_window.append((what, resent, watch.transfers(began, until_)))
+    sends = Counter(1 + n for n in [topic.dropped(ids).get(i, 0) for i in ids])
+    logs = {inst.name: inst.log_path.read_text("utf-8", "replace") for inst in processes.instances}
+    figures = {
+        "events": counted.events,
+        "received": counted.received,
+        "lost": counted.lost,
+        "twice": counted.twice,
+        "out_of_order": counted.out_of_order,
+        "handovers": handovers,
+        "resent_and_lease_transfers_per_window": per_window,
+        "events_by_sends": dict(sorted(sends.items())),
+        "batch": BATCH,
+    }
+    print(f"\n{figures}")
+    assert (counted.lost, counted.twice, counted.out_of_order) == (0, 0, 0), counted.line()
+    for what, resent, transfers in per_window:
+        # re-sent: only what was in flight, at most a batch per lease that changed owner
+        assert resent <= BATCH * transfers, (what, resent, transfers)
+    for name, log in logs.items():
+        assert "its leases released" in log and "not released" not in log, (name, log[-2000:])
+    for what, took in handovers.items():
+        # a stop released the leases: taken at the next acquire round, no expiry waited for
+        assert took["taken_s"] <= took["stop_s"] + ACQUIRE + MARGIN, (what, took)
