@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import os
 import re
 import signal
@@ -314,3 +315,42 @@ def test_a_missing_setting_is_named_and_the_command_exits_2(tmp_path: Path) -> N
     )
     assert out.returncode == 2, out.stderr
     assert "COSMOS_CONTAINER" in out.stderr
+
+
+def test_a_stop_whose_release_fails_names_the_leases_it_did_not_release(
+    funcstack_services: LocalStack, fresh: str, leases: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Cosmos DB refuses every replace (503) as the relay stops: the lease keeps its owner, and
+    the stop says so, naming it (never "its leases released")."""
+    settings = outbox_settings(app_settings(funcstack_services, fresh, leases))
+    assert funcstack_services.cosmos is not None
+    cosmos = funcstack_services.cosmos
+
+    async def run() -> None:
+        # no renewal during the test: the release is the only replace the fault meets
+        relay = RelayProcessor(
+            settings,
+            instance_name="relay-unreleased",
+            lease_acquire_interval=0.5,
+            lease_renew_interval=60,
+            lease_expiration_interval=120,
+        )
+        await relay.start()
+        async with asyncio.timeout(60):
+            await relay.wait_until_listening()
+        assert relay.state().held == ("0",)
+        cosmos.inject_fault(503, count=1000, methods=["PUT"])
+        try:
+            await relay.stop()
+        finally:
+            cosmos.clear_faults()
+
+    with caplog.at_level(logging.INFO, logger="cosmos_outbox.relay"):
+        asyncio.run(run())
+    [lease] = lease_documents(funcstack_services, leases)
+    assert lease["Owner"] == "relay-unreleased"
+    said = [r.getMessage() for r in caplog.records if r.name == "cosmos_outbox.relay"]
+    assert any(
+        "relay process relay-unreleased: stopped; lease(s) 0 not released" in line for line in said
+    ), said
+    assert not any("its leases released" in line for line in said), said
