@@ -223,9 +223,10 @@ class Tally:
         )
 
 
-def tally(stack: LocalStack, committed: Mapping[str, int], wait: float = 120) -> Tally:
+def tally(stack: LocalStack, committed: Mapping[str, int], wait: float = 50) -> Tally:
     """Receive the writers' events from the test subscription (each aggregate a session: the
-    order the topic keeps), and count them."""
+    order the topic keeps), and count them. `wait` stays within a session's lock (1 min): what
+    is missing is counted as lost, not raised as a lost lock."""
     total = sum(committed.values())
     messages: list[ServiceBusReceivedMessage] = []
     with contextlib.suppress(AssertionError):  # fewer than committed: counted as lost below
