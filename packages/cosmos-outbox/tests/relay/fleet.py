@@ -216,6 +216,15 @@ class Tally:
     #: The received messages' ids (the events' ids), by (aggregate, step).
     ids: dict[tuple[str, int], str]
 
+    def counts(self) -> dict[str, int]:
+        return {
+            "events": self.events,
+            "received": self.received,
+            "lost": self.lost,
+            "twice": self.twice,
+            "out_of_order": self.out_of_order,
+        }
+
     def line(self) -> str:
         return (
             f"{self.events} events, {self.received} received: {self.lost} lost, "

@@ -183,11 +183,7 @@ def chaos_run(
     mark("received")
     held = fleet.held()
     figures = {
-        "events": counted.events,
-        "received": counted.received,
-        "lost": counted.lost,
-        "twice": counted.twice,
-        "out_of_order": counted.out_of_order,
+        **counted.counts(),
         "split_into": children,
         "takeovers_s": fleet.takeovers,
         "added_took_share_s": round(took_added, 2),
@@ -291,6 +287,23 @@ def test_the_relay_hands_over_trigger_to_processes_and_back_resending_only_batch
     #: (what, when it began, the topic's log mark then)
     windows: list[tuple[str, float, int]] = []
     handovers: dict[str, dict[str, float]] = {}
+
+    def hand_over(what: str, start: Callable[[], AppInstances], stop: str) -> AppInstances:
+        """The new side started (it shares the leases), then the part `stop` stopped (SIGTERM:
+        its leases released) until the new side holds every lease; timed from the stop."""
+        windows.append((what, time.monotonic(), topic.mark()))
+        to = start()
+        until(shared_with(to), HANDOVER_EXPIRY + 30, f"{what}: the leases shared")
+        stopping = time.monotonic()
+        stack.stop_part(stop)
+        stopped = time.monotonic()
+        until(held_by(to), HANDOVER_EXPIRY + 30, f"{what}: every lease taken")
+        handovers[what] = {
+            "stop_s": round(stopped - stopping, 2),
+            "taken_s": round(time.monotonic() - stopping, 2),
+        }
+        return to
+
     with (
         parts(stack) as started,
         LeaseWatch(stack, leases) as watch,
@@ -298,32 +311,14 @@ def test_the_relay_hands_over_trigger_to_processes_and_back_resending_only_batch
     ):
         windows.append(("the trigger", time.monotonic(), topic.mark()))
         writers.at(12)
-        # Functions -> processes: the processes started (they share the leases), the trigger off
-        windows.append(("trigger -> processes", time.monotonic(), topic.mark()))
         started.append("handover")
-        processes = relay_processes(stack, "handover", 2, values, expiry=HANDOVER_EXPIRY)
-        until(shared_with(processes), HANDOVER_EXPIRY + 30, "the processes sharing the leases")
-        stopping = time.monotonic()
-        stack.stop_part(first.name)  # its instances stop (SIGTERM): their leases released
-        stopped = time.monotonic()
-        until(held_by(processes), HANDOVER_EXPIRY + 30, "the processes holding every lease")
-        handovers["trigger -> processes"] = {
-            "stop_s": round(stopped - stopping, 2),
-            "taken_s": round(time.monotonic() - stopping, 2),
-        }
+        processes = hand_over(
+            "trigger -> processes",
+            lambda: relay_processes(stack, "handover", 2, values, expiry=HANDOVER_EXPIRY),
+            first.name,
+        )
         writers.at(36)
-        # processes -> Functions: the trigger started again, the processes SIGTERMed
-        windows.append(("processes -> trigger", time.monotonic(), topic.mark()))
-        second = trigger("handover-fn-b")
-        until(shared_with(second), HANDOVER_EXPIRY + 30, "the trigger sharing the leases")
-        stopping = time.monotonic()
-        stack.stop_part("handover")  # SIGTERM each: their leases released
-        stopped = time.monotonic()
-        until(held_by(second), HANDOVER_EXPIRY + 30, "the trigger holding every lease")
-        handovers["processes -> trigger"] = {
-            "stop_s": round(stopped - stopping, 2),
-            "taken_s": round(time.monotonic() - stopping, 2),
-        }
+        hand_over("processes -> trigger", lambda: trigger("handover-fn-b"), "handover")
         writers.at(60)
     ended, end_mark = time.monotonic(), topic.mark()
     counted = tally(stack, writers.committed)
@@ -336,11 +331,7 @@ def test_the_relay_hands_over_trigger_to_processes_and_back_resending_only_batch
     sends = Counter(1 + n for n in [topic.dropped(ids).get(i, 0) for i in ids])
     logs = {inst.name: inst.log_path.read_text("utf-8", "replace") for inst in processes.instances}
     figures = {
-        "events": counted.events,
-        "received": counted.received,
-        "lost": counted.lost,
-        "twice": counted.twice,
-        "out_of_order": counted.out_of_order,
+        **counted.counts(),
         "handovers": handovers,
         "resent_and_lease_transfers_per_window": per_window,
         "events_by_sends": dict(sorted(sends.items())),
