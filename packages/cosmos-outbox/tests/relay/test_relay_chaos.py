@@ -69,6 +69,11 @@ WRITING = 62.0
 WRITERS = 6
 #: MAX_ITEMS_PER_INVOCATION of the hand-over run: the batch in flight, at most.
 BATCH = 5
+#: The hand-over run's poll delay (FEED_POLL_DELAY_MS): a lease's changes gather for a second
+#: (about 7 at the writers' pace), so its batches are full ones (`BATCH`); with the 0.1 s of
+#: the others, a batch held one or two changes, and a relay that checkpointed only every 10th
+#: batch re-sent no more than `BATCH` per lease that changed owner: the bound did not see it.
+HANDOVER_POLL_MS = 1000
 
 
 @dataclass
@@ -248,7 +253,7 @@ def test_the_relay_hands_over_trigger_to_processes_and_back_resending_only_batch
     instances, the trigger stopped (its leases released, the processes take them); the trigger
     started again, the processes SIGTERMed (their leases released, the trigger takes them)."""
     stack, container = funcstack_services, four_partitions
-    batch = {"MAX_ITEMS_PER_INVOCATION": str(BATCH)}
+    batch = {"MAX_ITEMS_PER_INVOCATION": str(BATCH), "FEED_POLL_DELAY_MS": str(HANDOVER_POLL_MS)}
     values = {**app_settings(stack, container, leases), **batch}
     host_settings = {
         "COSMOS_CONTAINER": container,
