@@ -340,6 +340,8 @@ def test_the_relay_hands_over_trigger_to_processes_and_back_resending_only_batch
         "handovers": handovers,
         "resent_and_lease_transfers_per_window": per_window,
         "events_by_sends": dict(sorted(sends.items())),
+        # 0: exited on its own after the SIGTERM; -9: funcstack's kill 1.5 s after it
+        "process_exit_codes": {i.name: i.runner.process.returncode for i in processes.instances},
         "batch": BATCH,
     }
     print(f"\n{figures}")
