@@ -17,7 +17,7 @@ help:
 	@echo "make run    start Cosmos + Service Bus + Azurite + the Functions app (http://127.0.0.1:7071/api)"
 	@echo "make test   lint + every test tier (unit, contract, conformance, integration, e2e, deploy)"
 	@echo "make test-py3.11 (test-py3.12)  cosmos-outbox's and cosmos-outbox-operators' tests and examples/orders' on that Python"
-	@echo "make chaos  the relay's long fault-injection runs, not in make test: processes, a mixed fleet, the hand-over (about 5 min)"
+	@echo "make chaos  the relay's long fault-injection runs, not in make test: processes, a mixed fleet, the hand-over (about 4 min)"
 	@echo "make unit   every fast tier (unit, contract, subscriber, deploy, cosmos-outbox, examples/orders): no servers"
 	@echo "make coverage  the test suite with coverage (the hosted apps' processes too), its report"
 	@echo "make docs   the documentation site, strict (a broken link fails it), into .site/; make docs-serve to edit it live"
@@ -178,7 +178,7 @@ test-suite: setup
 # processes, under writers for 60 s, a live split, a SIGKILL, a pause past expiry and an added
 # instance; then the hand-over from the trigger to processes and back. Marked `chaos`, which the
 # tests' conftest deselects unless -m names it: `make test` (over its time budget) runs none of
-# them. About 5 min of wall time and 2.5 min of CPU (docs/testing.md, "make chaos"); the
+# them. About 3.5 min of wall time and under 2 min of CPU (docs/testing.md, "make chaos"); the
 # figures (takeovers, counts, resends) are printed.
 chaos: setup
 	$(PY) -m pytest -q -s -p no:cacheprovider -m chaos --durations=5 \

@@ -1,5 +1,5 @@
 """The relay anywhere under chaos (issue 64's "Done when"), in `make chaos`, not in `make test`
-(marked `chaos`: deselected unless `-m` names it; about 5 minutes of wall time for the three
+(marked `chaos`: deselected unless `-m` names it; about 4 minutes of wall time for the three
 runs). Each run has writers committing one event a transaction on 6 aggregates for 60 s or
 more on a container of 4 physical partitions, the relay's instances sharing one lease
 container (lease expiry 3 s, acquire and renew 0.5 s: funcstack's local-only settings for the
