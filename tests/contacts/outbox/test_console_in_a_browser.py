@@ -138,6 +138,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             "FUNCSTACK_SIGN_IN": "true",
             "FUNCSTACK_SIGN_IN_ROLES": OPERATOR_ROLE,
             "FUNCSTACK_SIGN_IN_SECRET": secrets.token_urlsafe(16),
+            "OUTBOX_CONSOLE_SIGN_IN": "local-stand-in",
         },
     ) as started:
         yield started
