@@ -2,19 +2,16 @@
 topic lack the targeted-delivery rule, or "not checked" and why -- the status route, the console
 and the command line (tests/operators/test_cli.py) -- read through the core's `TargetRules` port
 (the test kit's fake here; the SDK's management client against funcstack in the core's
-tests/relay/test_target_rules.py, both held to one contract), and kept for minutes rather than
+relay tests, test_target_rules, both held to one contract), and kept for minutes rather than
 asked on every poll."""
 
 from __future__ import annotations
 
 import time
-import types
 from typing import Any
 
 import pytest
 from conftest import TicketWorld, body, console_fragment
-
-from cosmos_outbox.operations import _status
 
 
 def test_the_status_names_each_subscription_lacking_the_rule_and_reads_it_once(
@@ -44,8 +41,8 @@ def test_the_status_names_each_subscription_lacking_the_rule_and_reads_it_once(
     rules.give_rule("legacy")
     rules.give_rule("kinds")
     assert body(world.client.request("GET", "outbox/status"))["targetRules"]["lacking"] != []
-    later = types.SimpleNamespace(monotonic=lambda: time.monotonic() + 301)
-    monkeypatch.setattr(_status, "time", later)  # five minutes on, for the status only
+    # the answer's age past what the status keeps (five minutes by default)
+    monkeypatch.setattr(world.outbox.operations().status, "rules_every_seconds", 0.0)
     answer = body(world.client.request("GET", "outbox/status"))["targetRules"]
     assert answer["checked"] and answer["lacking"] == [] and rules.checks == 2
     assert 'data-target-rules="ok"' in console_fragment(world.client, "status", monkeypatch)
@@ -84,7 +81,7 @@ def test_a_management_api_that_hangs_does_not_hold_the_status(
         return answer_now()
 
     monkeypatch.setattr(rules, "check", hanging)
-    monkeypatch.setattr(_status, "TARGET_RULES_SECONDS", 0.2)
+    monkeypatch.setattr(world.outbox.operations().status, "rules_wait_seconds", 0.2)
     started = time.monotonic()
     try:
         answer = body(world.client.request("GET", "outbox/status"))

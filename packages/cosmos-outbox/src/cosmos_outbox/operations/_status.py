@@ -261,25 +261,35 @@ def relay_state(
 
 class StatusOperators:
     """The relay as operators see it: its state, its backlog per lease and the unresolved
-    quarantine (`now`), the backlog timer's last hour (`backlog`), and health (`health`)."""
+    quarantine (`now`), the backlog timer's last hour (`backlog`), health (`health`), and the
+    targeted-delivery rules (`target_rules`)."""
+
+    #: how long a read of the topic's rules is kept; how long the status waits for one; how
+    #: long a read that did not answer in time is kept (see the module)
+    rules_every_seconds: float = TARGET_RULES_EVERY_SECONDS
+    rules_wait_seconds: float = TARGET_RULES_SECONDS
+    rules_retry_seconds: float = TARGET_RULES_RETRY_SECONDS
 
     def __init__(self, parts: Parts, dead_letters: DeadLetterOperators | None = None) -> None:
         self._parts = parts
         self._letters = dead_letters
         #: the last probe of Service Bus: when (monotonic), and what it found
         self._probed: tuple[float, DependencyState] | None = None
-        #: the last read of the topic's rules: until when it is kept (monotonic), and what it
-        #: found
-        self._rules: tuple[float, TargetRulesState] | None = None
+        #: the last read of the topic's rules: when (monotonic), what it found, and whether the
+        #: management API answered in time
+        self._rules: tuple[float, TargetRulesState, bool] | None = None
 
     async def target_rules(self) -> TargetRulesState:
         """Which subscriptions of the topic lack the targeted-delivery rule, or not checked and
         why; the management API asked at most every TARGET_RULES_EVERY_SECONDS (see the
         module)."""
-        if self._rules is not None and time.monotonic() < self._rules[0]:
-            return self._rules[1]
+        if self._rules is not None:
+            read, kept, answered_in_time = self._rules
+            keep = self.rules_every_seconds if answered_in_time else self.rules_retry_seconds
+            if time.monotonic() - read < keep:
+                return kept
         port = self._parts.target_rules()
-        keep = TARGET_RULES_EVERY_SECONDS
+        in_time = True
         if port is None:
             check = TargetRuleCheck(
                 "", False, reason="these services read no topic's rules (no SERVICEBUS_TOPIC)"
@@ -287,20 +297,21 @@ class StatusOperators:
         else:
             topic = str(getattr(port, "topic", ""))
             try:
-                check = await answered(SERVICE_BUS, port.check(), seconds=TARGET_RULES_SECONDS)
+                check = await answered(SERVICE_BUS, port.check(), seconds=self.rules_wait_seconds)
             except DependencyUnavailableError:
-                keep = TARGET_RULES_RETRY_SECONDS
+                in_time = False
                 check = TargetRuleCheck(
                     topic,
                     False,
-                    reason=f"the management API did not answer within {TARGET_RULES_SECONDS:g} s"
-                    f" (asked again in {TARGET_RULES_RETRY_SECONDS:g} s)",
+                    reason="the management API did not answer within "
+                    f"{self.rules_wait_seconds:g} s (asked again in "
+                    f"{self.rules_retry_seconds:g} s)",
                 )
             except Exception as exc:  # the port never raises; a stand-in might: say why
                 check = TargetRuleCheck(topic, False, reason=f"{error_type(exc)}: {exc!s:.200}")
         read_at = datetime.fromtimestamp(self._parts.clock(), UTC)
         found = TargetRulesState.of(check, read_at=read_at)
-        self._rules = (time.monotonic() + keep, found)
+        self._rules = (time.monotonic(), found, in_time)
         return found
 
     async def _probe(self) -> DependencyState:
