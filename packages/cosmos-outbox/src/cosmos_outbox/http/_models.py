@@ -24,6 +24,13 @@ class Model(BaseModel):
         json_schema_serialization_defaults_required=True,
     )
 
+    @classmethod
+    def of_attributes(cls, source: object, **given: Any) -> Self:
+        """This model of `source`: each field its attribute of the same name, but the fields
+        `given` here (a result typed once, not copied into the model field by field)."""
+        values = {name: getattr(source, name) for name in cls.model_fields if name not in given}
+        return cls.model_validate({**values, **given})
+
 
 class PageView(Model):
     """One page of a listing as answered: the items, the API's token of the next page, and

@@ -304,13 +304,9 @@ class LetterSummary(Model):
     @classmethod
     def of(cls, described: Described) -> LetterSummary:
         letter = described.letter
-        return cls(
+        return cls.of_attributes(
+            described,
             sequence_number=letter.sequence_number,
-            event_id=described.event_id,
-            aggregate_type=described.aggregate_type,
-            aggregate_id=described.aggregate_id,
-            action=described.action,
-            version=described.version,
             dead_letter_reason=letter.reason,
             enqueued_time=datetime.fromtimestamp(letter.enqueued_at, UTC)
             if letter.enqueued_at is not None

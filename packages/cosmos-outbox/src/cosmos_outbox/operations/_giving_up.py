@@ -29,14 +29,7 @@ class Notice(Model):
     @classmethod
     def of(cls, notice: OutboxMessage) -> Notice:
         target = notice.application_properties.get(TARGET_PROPERTY)
-        return cls(
-            message_id=notice.message_id,
-            subject=notice.subject,
-            aggregate_type=notice.aggregate_type,
-            session_id=notice.session_id,
-            version=notice.version,
-            subscription=str(target) if target is not None else None,
-        )
+        return cls.of_attributes(notice, subscription=str(target) if target is not None else None)
 
 
 def notice_of_event(
