@@ -218,23 +218,20 @@ class ProcessorBase:
         )
 
     def _renewal_failed(self, token: str, exc: Exception) -> None:
-        logger.warning(
-            "processor '%s': lease %s renewal failed (%s); again in %gs",
-            self.processor_name,
-            token,
-            error_text(exc),
-            self.options.lease_renew_interval,
-            stacklevel=2,
-        )
+        self._again(token, "renewal", exc, self.options.lease_renew_interval)
 
     def _read_failed(self, token: str, exc: Exception) -> None:
+        self._again(token, "change feed read", exc, self.options.poll_delay)
+
+    def _again(self, token: str, what: str, exc: Exception, seconds: float) -> None:
         logger.warning(
-            "processor '%s': lease %s change feed read failed (%s); again in %gs",
+            "processor '%s': lease %s %s failed (%s); again in %gs",
             self.processor_name,
             token,
+            what,
             error_text(exc),
-            self.options.poll_delay,
-            stacklevel=2,
+            seconds,
+            stacklevel=3,
         )
 
     def _handler_failed(self, token: str, changes: int, exc: Exception) -> None:
