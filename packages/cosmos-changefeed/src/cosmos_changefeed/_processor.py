@@ -1,7 +1,8 @@
 """The change feed processor, sync: one thread balances the leases, one per owned lease reads
 its range and calls the handler, one more per lease renews it. The same protocol as the aio
 processor (``aio/_processor_async.py``, whose docstring lists the .NET sources), driven by
-threads: the decisions are the pure core's, this file is the threads.
+threads: the decisions are the pure core's, what neither waits nor runs is ``_processing``'s
+(shared with the aio processor), this file is the threads.
 
 A stop cannot interrupt a handler that is running: the lease's thread releases the lease when
 the handler returns (and checkpoints that batch first, as it completed); a handler still running

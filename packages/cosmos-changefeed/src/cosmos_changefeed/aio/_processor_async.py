@@ -1,6 +1,7 @@
 """The change feed processor, aio: one task balances the leases, one per owned lease reads its
 range and hands each batch to the handler, one more per lease renews it. The decisions are the
-pure core's (``_protocol``, ``_balancing``, ``_reading``); this file is the tasks.
+pure core's (``_protocol``, ``_balancing``, ``_reading``), what neither waits nor runs is
+``_processing``'s (shared with the sync processor); this file is the tasks.
 
 Follows Azure/azure-cosmos-dotnet-v3, ``src/ChangeFeedProcessor/``:
 
