@@ -39,7 +39,7 @@ from cosmos_outbox._quarantine import QUARANTINE_TYPE, QuarantinedEvent, quarant
 from cosmos_outbox._records import NotAnEvent, OutboxRecord, Unreadable, trace_id
 from cosmos_outbox._relay.releases import ScheduleState, schedule_state
 from cosmos_outbox.errors import NotFoundError
-from cosmos_outbox.http._models import Model
+from cosmos_outbox.http._models import Model, of_attributes
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators, Described
 from cosmos_outbox.operations._dependencies import (
     COSMOS_DB,
@@ -403,7 +403,7 @@ class JourneyOperators:
             stored=event is not None,
             relay=relay,
             relay_note=note,
-            quarantine=None if quarantined is None else QuarantineSight.of_attributes(quarantined),
+            quarantine=None if quarantined is None else of_attributes(QuarantineSight, quarantined),
             dead_letters=[
                 DeadLetterSight(
                     entity=name,
