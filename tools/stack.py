@@ -432,6 +432,9 @@ def run_settings(otel_dir: Path) -> dict[str, str]:
         "FUNCSTACK_SIGN_IN": "true",
         "FUNCSTACK_SIGN_IN_ROLES": OPERATOR_ROLE,
         "FUNCSTACK_SIGN_IN_SECRET": secrets.token_urlsafe(24),
+        # the console believes the stand-in's principal on this local host (funcstack strips
+        # client-sent ones): packages/cosmos-outbox-operators/README.md
+        "OUTBOX_CONSOLE_SIGN_IN": "local-stand-in",
     }
 
 

@@ -280,13 +280,20 @@ var disabledFunctionSettings = [for functionName in disabledFunctions: {
 
 // App Service Authentication for the operators' console (operatorsSignInClientId): it signs
 // operators in with Entra ID and hands the app X-MS-CLIENT-PRINCIPAL (with their app roles), and
-// sets WEBSITE_AUTH_ENABLED=True, without which cosmos-outbox believes no such header. Requests
+// sets WEBSITE_AUTH_ENABLED=True, without which (and OUTBOX_CONSOLE_SIGN_IN, below) cosmos-outbox
+// believes no such header. Requests
 // without a session pass through unauthenticated (AllowAnonymous): the contact API keeps its
 // function keys, the operators' routes their master key, and the console's routes refuse them
 // (401) -- the app decides, route by route. No client secret: App Service Authentication asserts
 // the user-assigned managed identity, which the registration trusts (federated credential).
 var operatorsSignIn = !empty(operatorsSignInClientId)
 var operatorsSignInSettings = [
+  // the owner's word that App Service Authentication signs operators in: cosmos-outbox believes
+  // X-MS-CLIENT-PRINCIPAL only with it, WEBSITE_AUTH_ENABLED=True and not on a local host
+  {
+    name: 'OUTBOX_CONSOLE_SIGN_IN'
+    value: 'app-service-authentication'
+  }
   {
     name: 'OVERRIDE_USE_MI_FIC_ASSERTION_CLIENTID'
     value: identityClientId

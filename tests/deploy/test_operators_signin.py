@@ -48,7 +48,14 @@ def test_sign_in_needs_no_secret_the_managed_identity_is_trusted() -> None:
     aad = auth.properties["identityProviders"]["azureActiveDirectory"]
     assert aad["registration"]["clientSecretSettingName"] == SECRETLESS
     assert aad["registration"]["clientId"] == "clientId"
-    assert set(settings) == {SECRETLESS, "WEBSITE_AUTH_AAD_ALLOWED_TENANTS"}  # no secret
+    # no secret; and the owner's word that App Service Authentication signs operators in (the
+    # package believes X-MS-CLIENT-PRINCIPAL only with it: cosmos_outbox_operators' identity)
+    assert set(settings) == {
+        SECRETLESS,
+        "WEBSITE_AUTH_AAD_ALLOWED_TENANTS",
+        "OUTBOX_CONSOLE_SIGN_IN",
+    }
+    assert settings["OUTBOX_CONSOLE_SIGN_IN"] == "app-service-authentication"
 
 
 def test_app_service_authentication_lets_the_app_decide_route_by_route() -> None:

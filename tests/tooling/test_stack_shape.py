@@ -67,6 +67,7 @@ def test_make_run_prints_the_consoles_url_and_turns_its_sign_in_on(tmp_path: Pat
     settings = run_settings(tmp_path / "otel")
     assert settings["FUNCSTACK_SIGN_IN"] == "true"
     assert settings["FUNCSTACK_SIGN_IN_ROLES"] == "Outbox.Operator"  # proposed by the form
+    assert settings["OUTBOX_CONSOLE_SIGN_IN"] == "local-stand-in"  # believed on a local host
     assert len(settings["FUNCSTACK_SIGN_IN_SECRET"]) >= 24
     assert (
         run_settings(tmp_path)["FUNCSTACK_SIGN_IN_SECRET"] != settings["FUNCSTACK_SIGN_IN_SECRET"]

@@ -112,10 +112,12 @@ def fresh(admin_database: DatabaseProxy) -> Iterator[str]:
 
 def console_fragment(client: FunctionClient, route: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """The console's HTML fragment of `route` (`status`, ...) as a signed-in operator's page gets
-    it (App Service Authentication on: the platform sets WEBSITE_AUTH_ENABLED)."""
+    it (App Service Authentication on: the platform sets WEBSITE_AUTH_ENABLED, the deployment
+    OUTBOX_CONSOLE_SIGN_IN)."""
     import base64
 
     monkeypatch.setenv("WEBSITE_AUTH_ENABLED", "True")
+    monkeypatch.setenv("OUTBOX_CONSOLE_SIGN_IN", "app-service-authentication")
     claims = [
         {"typ": "name", "val": "ada"},
         {"typ": "roles", "val": "Outbox.Operator"},

@@ -18,7 +18,14 @@ from cosmos_outbox_testing import in_memory
 
 
 def test_the_leaves_are_the_services_fields_that_declare_themselves() -> None:
-    assert leaves() == ("publisher", "payloads", "backlog", "schedule", "dead_letters")
+    assert leaves() == (
+        "publisher",
+        "payloads",
+        "backlog",
+        "schedule",
+        "dead_letters",
+        "target_rules",
+    )
     factories = {f.name: f.metadata[LEAF] for f in fields(Services) if LEAF in f.metadata}
     # each made from the settings by the factory it names (the backlog with the store's client)
     assert factories == {
@@ -27,6 +34,7 @@ def test_the_leaves_are_the_services_fields_that_declare_themselves() -> None:
         "backlog": None,
         "schedule": "schedule_from_settings",
         "dead_letters": "dead_letters_from_settings",
+        "target_rules": "target_rules_from_settings",
     }
 
 
@@ -56,6 +64,7 @@ def test_the_settings_services_build_every_leaf_from_its_declaration(
         "payloads": "NoneType",  # no payload storage named: no claim check
         "schedule": "AsyncServiceBusScheduleQueue",
         "dead_letters": "AsyncServiceBusDeadLetters",
+        "target_rules": "AsyncServiceBusTargetRules",
     }
 
 
@@ -91,6 +100,7 @@ def test_the_kit_gives_every_leaf_its_fake_and_names_one_it_has_none_for(
         "backlog": memory.backlog,
         "schedule": memory.schedule,
         "dead_letters": memory.dead_letters,
+        "target_rules": memory.target_rules,
     }
     monkeypatch.setattr(cosmos_outbox_testing, "leaves", lambda: (*leaves(), "notifications"))
     with pytest.raises(LookupError, match="no fake for the services' notifications"):

@@ -7,7 +7,9 @@ told so (its setting changed: the app restarts, as in Azure), the other discarde
 reason, a re-drive's preview (per subscription, the first events; a bad time refused before
 any dialog) then its report read, three dead letters (Ada's messages, refused) resubmitted, one
 from its row and two through the resubmit-all's preview, the event's journey searched by its
-id, and the backlog chart drawn; axe-core finds no accessibility violation. Every action goes
+id, and the backlog chart drawn; axe-core finds no accessibility violation. Then two more dead
+letters discarded through *Discard all*'s preview, and a refresh answered 503 while Service Bus
+is frozen kept as the last state, marked stale, naming Service Bus. Every action goes
 through the page's own buttons and dialog: a button whose wiring is broken fails the walk (seen:
 the replay button's hx-post renamed; the re-drive form's preview disconnected).
 
@@ -21,6 +23,7 @@ import base64
 import json
 import os
 import secrets
+import signal
 import time
 import urllib.parse
 from collections.abc import Callable, Iterator
@@ -88,6 +91,18 @@ class Walk:
         self.wait("the dialog closed", lambda: self.find("dialog#confirm[open]") is None)
         return text
 
+    def click(self, what: str, css: str) -> None:
+        """Click `css` once it shows (again, when a refresh swapped it before the click)."""
+
+        def clicked() -> bool | None:
+            element = self.find(css)
+            if element is None:
+                return None
+            element.click()  # stale: the wait finds it again
+            return True
+
+        self.wait(what, clicked)
+
     def quiet(self) -> None:
         """Until the page has no request in flight for half a second (an action refreshes the
         lists, and the status panel's changed count once more: a row found before that swap is
@@ -138,6 +153,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
             "FUNCSTACK_SIGN_IN": "true",
             "FUNCSTACK_SIGN_IN_ROLES": OPERATOR_ROLE,
             "FUNCSTACK_SIGN_IN_SECRET": secrets.token_urlsafe(16),
+            "OUTBOX_CONSOLE_SIGN_IN": "local-stand-in",
         },
     ) as started:
         yield started
@@ -479,6 +495,86 @@ def test_a_panel_whose_refresh_fails_keeps_its_last_state_marked_stale(walk: Wal
             walk.find("#status-panel:not(.stale) .status")
             and not driver.find_elements(By.CSS_SELECTOR, "#status-panel .stale-note")
         ),
+    )
+
+
+def test_a_refresh_answered_503_is_stale_and_names_the_dependency(walk: Walk, stack: Stack) -> None:
+    """Issue 66 item 3: with Service Bus frozen (its endpoint's process stopped, SIGSTOP) the
+    dead-letter list's refresh answers 503: the list keeps its last state, marked stale, and the
+    note names the dependency that did not answer; resumed, a refresh clears the mark."""
+    driver = walk.driver
+    assert stack.servicebus is not None
+    endpoint = stack.servicebus.process
+    listed = '#dead-letters-panel tr[data-entity="all-events"] button'
+    driver.find_element(By.CSS_SELECTOR, "#dead-letters .section-head button").click()
+    walk.click("the all-events row", listed)
+    walk.wait("the list", lambda: walk.find("#dead-letter-list:not(.stale) > *"))
+    walk.quiet()
+    endpoint.send_signal(signal.SIGSTOP)
+    try:
+        walk.click("the all-events row", listed)
+        note = walk.wait(
+            "the stale mark", lambda: walk.find("#dead-letter-list.stale > .stale-note"), 20
+        )
+        assert "Stale: this is the state of" in note.text and "(503)" in note.text, note.text
+        assert "Service Bus did not answer" in note.text, note.text
+        walk.shot("stale-503", "#dead-letters")
+    finally:
+        endpoint.send_signal(signal.SIGCONT)
+    walk.click("the all-events row", listed)
+    walk.wait(
+        "the list fresh again",
+        lambda: (
+            walk.find("#dead-letter-list:not(.stale) > *")
+            and not driver.find_elements(By.CSS_SELECTOR, "#dead-letter-list .stale-note")
+        ),
+    )
+
+
+def test_discard_all_goes_through_its_preview(walk: Walk, stack: Stack) -> None:
+    """Issue 66 item 3: *Discard all* posts its body to the preview route and shows what it
+    will touch in the dialog (how many match, the first ones) before anyone confirms; confirmed,
+    each is discarded at that subscription only."""
+    driver = walk.driver
+    d, _ = plant_history(stack.contacts_container(), "Di", 2)
+    letters = dead_letter(stack, d, 2)
+    driver.find_element(By.CSS_SELECTOR, "#dead-letters .section-head button").click()
+
+    def counted() -> WebElement | None:
+        row = walk.find('#dead-letters-panel tr[data-entity="all-events"]')
+        return row if row is not None and "2" in row.text.split() else None
+
+    walk.wait("the two dead letters counted", counted).find_element(
+        By.XPATH, ".//button[normalize-space()='List']"
+    ).click()
+    walk.wait(
+        "the two dead letters listed",
+        lambda: all(walk.find(f'#dead-letter-list tr[data-event-id="{e}"]') for e in letters),
+    )
+    reason = walk.wait("the discard-all reason", lambda: walk.find("#letters-all-reason"))
+    reason.send_keys("the walk gives them up")
+    driver.find_element(
+        By.XPATH,
+        "//div[@class='all-matching']//button[starts-with(normalize-space(), 'Discard all')]",
+    ).click()
+    preview = walk.previewed("discard")
+    assert preview.get_attribute("data-matching") == "2", preview.text
+    shown = preview.find_elements(By.CSS_SELECTOR, "tr[data-sequence-number]")
+    assert [r.get_attribute("data-event-id") for r in shown] == letters
+    walk.shot("discard-all-preview", "dialog#confirm")
+    assert "Discard every dead letter at all-events" in walk.confirm()
+    walk.wait(
+        "the discard-all's outcome",
+        lambda: (
+            (o := walk.find('#dead-letters-result [data-outcome="discard-letters"]')) is not None
+            and o.get_attribute("data-done") == "2"
+        ),
+    )
+    walk.wait("the empty list", lambda: walk.find("#dead-letter-list p.ok") or None)
+    log = (stack.workdir / "runner.log").read_text(errors="replace")
+    assert any(
+        "deadletters.discard by" in line and OPERATOR in line and "the walk gives them up" in line
+        for line in log.splitlines()
     )
 
 

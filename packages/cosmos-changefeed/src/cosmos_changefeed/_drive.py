@@ -14,6 +14,7 @@ from cosmos_changefeed._protocol import (
     ListDocuments,
     Op,
     Read,
+    ReadPage,
     ReadRanges,
     Replace,
     Sleep,
@@ -54,6 +55,8 @@ def _perform(
         return store.delete(op.item_id, op.partition_key, op.etag)
     if isinstance(op, ReadRanges):
         return reader.ranges(force_refresh=op.force_refresh)
+    if isinstance(op, ReadPage):
+        return reader.read(op.lease, op.position, op.start, max_items=op.max_items)
     if isinstance(op, Sleep):
         return sleep(op.seconds)
     raise TypeError(f"not a lease store operation: {op!r}")

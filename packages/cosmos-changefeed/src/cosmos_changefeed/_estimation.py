@@ -10,6 +10,10 @@ is one); the last LSN processed is the first change's ``_lsn`` - 1, or that late
 nothing is new (304); below 0 it counts 1; else the estimate is latest - last processed, never
 below 0. KEDA's scaler reads the same way (``estimatePartitionLag``: latest - first + 1).
 
+The reads are written once, as flows of ``_protocol`` operations (``estimate_flow``,
+``targets_flow``, ``pending_flow``) that the sync and the aio estimator drive as the processors
+drive the lease protocol.
+
 Beyond .NET (``ChangeFeedEstimator.get_pending``): the first pending changes themselves, read
 from the checkpoint page by page up to a number, and whether the feed ended within them; and,
 given where the processor starts a lease (``estimate_from``), a lease never checkpointed read
@@ -20,11 +24,12 @@ live partition key range read from there.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from typing import Any
 
 from cosmos_changefeed._leases import Lease
-from cosmos_changefeed._options import EstimateFrom, PendingChanges
+from cosmos_changefeed._options import ChangeFeedProcessorState, EstimateFrom, PendingChanges
+from cosmos_changefeed._protocol import ListDocuments, Op, ReadPage, ReadRanges
 from cosmos_changefeed._ranges import PartitionKeyRange
 from cosmos_changefeed._reading import SESSION_TOKEN_HEADER, Start
 
@@ -104,3 +109,75 @@ def pending(
         changes,
         complete,
     )
+
+
+# -- the estimator's reads, as flows (``_protocol``'s operations, driven by ``_drive``) -------
+
+
+def estimate_flow(lease: Lease) -> Generator[Op, Any, ChangeFeedProcessorState]:
+    """A lease's state (``ChangeFeedEstimator.get_estimates``): counted 1 without a checkpoint
+    or a live range, else ``remaining_work`` of one read of its continuation."""
+    unknown = ChangeFeedProcessorState(lease.lease_token, 1, lease.owner)
+    if not lease.continuation:
+        return unknown
+    ranged = yield from _ranged(lease)
+    if ranged is None:
+        return unknown
+    page = yield ReadPage(ranged, ranged.continuation, "Beginning")
+    if page.gone:
+        return unknown
+    lag = remaining_work(page.headers.get(SESSION_TOKEN_HEADER), page.items)
+    return ChangeFeedProcessorState(lease.lease_token, lag, lease.owner)
+
+
+def targets_flow(
+    prefix: str, estimate_from: EstimateFrom
+) -> Generator[Op, Any, list[tuple[Lease, bool]]]:
+    """What ``get_pending`` reads, each with whether it is a stored lease: the processor's
+    leases (the documents under ``prefix``), or, with ``estimate_from`` and no lease at all
+    (the processor never ran), each partition key range as a lease of no checkpoint."""
+    stored = [Lease.from_document(doc) for doc in (yield ListDocuments(prefix))]
+    if not stored and estimate_from is not None:
+        return [(lease_of_range(r), False) for r in (yield ReadRanges())]
+    return [(lease, True) for lease in stored]
+
+
+def pending_flow(
+    lease: Lease, stored: bool, max_changes: int, estimate_from: EstimateFrom
+) -> Generator[Op, Any, PendingChanges]:
+    """A lease's ``PendingChanges`` (``ChangeFeedEstimator.get_pending``): its first changes,
+    page by page from its checkpoint (or ``estimate_from``), at most ``max_changes``."""
+    start = estimate_start(lease, estimate_from)
+    if start is not None:
+        ranged = yield from _ranged(lease)
+        start = None if ranged is None else start
+        lease = ranged or lease
+    if start is None:
+        return pending(lease, stored=stored, headers=None, changes=[], complete=False, read=False)
+    position, headers, complete = lease.continuation, None, False
+    changes: list[dict[str, Any]] = []
+    while len(changes) < max_changes:
+        page = yield ReadPage(lease, position, start, max_changes - len(changes))
+        if page.gone:
+            return pending(
+                lease, stored=stored, headers=None, changes=[], complete=False, read=False
+            )
+        headers = page.headers if headers is None else headers
+        if not page.items:
+            complete = True
+            break
+        changes.extend(page.items)
+        position = page.etag
+    return pending(
+        lease, stored=stored, headers=headers, changes=changes, complete=complete, read=True
+    )
+
+
+def _ranged(lease: Lease) -> Generator[Op, Any, Lease | None]:
+    """``lease`` with its range: as it is, or (a version-0 lease written without one) with its
+    partition key range's; None when no live range has its token."""
+    if lease.feed_range is not None:
+        return lease
+    ranges = yield ReadRanges()
+    found = next((r for r in ranges if r.id == lease.lease_token), None)
+    return None if found is None else lease.evolve(feed_range=found.range)

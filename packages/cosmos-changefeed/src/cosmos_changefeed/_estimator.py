@@ -14,16 +14,12 @@ from azure.cosmos import ContainerProxy
 from cosmos_changefeed import _names
 from cosmos_changefeed._continuation import LATEST_VERSION
 from cosmos_changefeed._cosmos_store import CosmosLeaseStore
-from cosmos_changefeed._estimation import (
-    estimate_start,
-    lease_of_range,
-    pending,
-    remaining_work,
-)
+from cosmos_changefeed._drive import drive
+from cosmos_changefeed._estimation import estimate_flow, pending_flow, targets_flow
 from cosmos_changefeed._feed import FeedReader
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._options import ChangeFeedProcessorState, EstimateFrom, PendingChanges
-from cosmos_changefeed._reading import SESSION_TOKEN_HEADER
+from cosmos_changefeed._protocol import Flow
 from cosmos_changefeed._store import LeaseStore
 
 
@@ -63,7 +59,7 @@ class ChangeFeedEstimator:
         if not leases:
             return []
         with ThreadPoolExecutor(max_workers=min(len(leases), 8)) as pool:
-            return list(pool.map(self._estimate, leases))
+            return list(pool.map(lambda lease: self._run(estimate_flow(lease)), leases))
 
     def estimated_lag(self) -> int:
         """The sum over the leases."""
@@ -79,53 +75,19 @@ class ChangeFeedEstimator:
         if max_changes < 1:
             raise ValueError("max_changes must be positive")
         prefix = f"{self.lease_prefix()}{_names.LEASE_SEPARATOR}"
-        stored = [Lease.from_document(doc) for doc in self._store.list_documents(prefix)]
-        targets = [(lease, True) for lease in stored]
-        if not stored and self.estimate_from is not None:
-            targets = [(lease_of_range(r), False) for r in self._reader.ranges()]
+        targets = self._run(targets_flow(prefix, self.estimate_from))
         if not targets:
             return []
-        with ThreadPoolExecutor(max_workers=min(len(targets), 8)) as pool:
-            return list(pool.map(lambda t: self._pending(t[0], t[1], max_changes), targets))
+        flows = [
+            pending_flow(lease, stored, max_changes, self.estimate_from)
+            for lease, stored in targets
+        ]
+        with ThreadPoolExecutor(max_workers=min(len(flows), 8)) as pool:
+            return list(pool.map(self._run, flows))
 
-    def _pending(self, lease: Lease, stored: bool, max_changes: int) -> PendingChanges:
-        start = estimate_start(lease, self.estimate_from)
-        if start is not None and lease.feed_range is None:
-            found = next((r for r in self._reader.ranges() if r.id == lease.lease_token), None)
-            start = None if found is None else start
-            lease = lease if found is None else lease.evolve(feed_range=found.range)
-        if start is None:
-            return pending(
-                lease, stored=stored, headers=None, changes=[], complete=False, read=False
-            )
-        position, headers, complete = lease.continuation, None, False
-        changes: list[dict[str, Any]] = []
-        while len(changes) < max_changes:
-            page = self._reader.read(lease, position, start, max_items=max_changes - len(changes))
-            if page.gone:
-                return pending(
-                    lease, stored=stored, headers=None, changes=[], complete=False, read=False
-                )
-            headers = page.headers if headers is None else headers
-            if not page.items:
-                complete = True
-                break
-            changes.extend(page.items)
-            position = page.etag
-        return pending(
-            lease, stored=stored, headers=headers, changes=changes, complete=complete, read=True
-        )
+    def _run(self, flow: Flow) -> Any:
+        return drive(flow, self._store, self._reader, _no_sleep)
 
-    def _estimate(self, lease: Lease) -> ChangeFeedProcessorState:
-        if not lease.continuation:
-            return ChangeFeedProcessorState(lease.lease_token, 1, lease.owner)
-        if lease.feed_range is None:  # a version-0 lease written without one: its range's
-            found = next((r for r in self._reader.ranges() if r.id == lease.lease_token), None)
-            if found is None:
-                return ChangeFeedProcessorState(lease.lease_token, 1, lease.owner)
-            lease = lease.evolve(feed_range=found.range)
-        page = self._reader.read(lease, lease.continuation, "Beginning")
-        if page.gone:
-            return ChangeFeedProcessorState(lease.lease_token, 1, lease.owner)
-        lag = remaining_work(page.headers.get(SESSION_TOKEN_HEADER), page.items)
-        return ChangeFeedProcessorState(lease.lease_token, lag, lease.owner)
+
+def _no_sleep(_seconds: float) -> None:
+    return None

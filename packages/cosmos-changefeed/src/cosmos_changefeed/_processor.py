@@ -1,7 +1,8 @@
 """The change feed processor, sync: one thread balances the leases, one per owned lease reads
 its range and calls the handler, one more per lease renews it. The same protocol as the aio
 processor (``aio/_processor_async.py``, whose docstring lists the .NET sources), driven by
-threads: the decisions are the pure core's, this file is the threads.
+threads: the decisions are the pure core's, what neither waits nor runs is ``_processing``'s
+(shared with the aio processor), this file is the threads.
 
 A stop cannot interrupt a handler that is running: the lease's thread releases the lease when
 the handler returns (and checkpoints that batch first, as it completed); a handler still running
@@ -23,10 +24,11 @@ from cosmos_changefeed import _names
 from cosmos_changefeed._balancing import select_leases_to_take
 from cosmos_changefeed._cosmos_store import CosmosLeaseStore
 from cosmos_changefeed._drive import drive
-from cosmos_changefeed._events import Monitor, came_from, error_text, logger, where_it_starts
+from cosmos_changefeed._events import Monitor
 from cosmos_changefeed._feed import FeedReader
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._options import LeaseContext, Mode, ProcessorOptions, StartFrom
+from cosmos_changefeed._processing import ProcessorBase
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError, LeaseManager
 from cosmos_changefeed._reading import Start, resolve_start
 from cosmos_changefeed._store import LeaseStore
@@ -39,7 +41,7 @@ class _StoppedError(Exception):
     """The processor is stopping: the lease's thread ends and releases it."""
 
 
-class ChangeFeedProcessor:
+class ChangeFeedProcessor(ProcessorBase):
     """Processes the change feed of ``monitored_container`` with leases in ``lease_container``
     (a container, or any ``LeaseStore``), sharing them with every other instance of the same
     ``processor_name``. ``with processor:`` starts and stops it."""
@@ -63,7 +65,7 @@ class ChangeFeedProcessor:
         on_lease_released: Callable[[str], object] | None = None,
         on_error: Callable[[str, BaseException], object] | None = None,
     ) -> None:
-        self.options = ProcessorOptions(
+        options = ProcessorOptions(
             processor_name=processor_name,
             instance_name=instance_name,
             start_from=start_from,
@@ -74,43 +76,24 @@ class ChangeFeedProcessor:
             lease_acquire_interval=lease_acquire_interval,
             lease_expiration_interval=lease_expiration_interval,
         )
+        super().__init__(options, Monitor(on_lease_acquired, on_lease_released, on_error))
         self._handler = handler
-        self._monitor = Monitor(on_lease_acquired, on_lease_released, on_error)
         self._store = (
             lease_container
             if isinstance(lease_container, LeaseStore)
             else CosmosLeaseStore(lease_container)
         )
         self._reader = FeedReader(monitored_container, mode=mode, max_items=max_items)
-        self._manager: LeaseManager | None = None
-        self._start: Start | None = None
         self._balancer: threading.Thread | None = None
         self._stopping = threading.Event()
         self._listening = threading.Event()
         self._lock = threading.Lock()
         self._workers: dict[str, _LeaseWorker] = {}
-        self._acquiring: set[str] = set()
         #: Checkpoints are written here while the next batch is read (one at a time per
         #: lease); made at each start.
         self._checkpoints: ThreadPoolExecutor | None = None
 
     # -- what an application sees ------------------------------------------------------------
-
-    @property
-    def processor_name(self) -> str:
-        return self.options.processor_name
-
-    @property
-    def instance_name(self) -> str:
-        return self.options.instance_name
-
-    @property
-    def lease_prefix(self) -> str | None:
-        return self._manager.prefix if self._manager is not None else None
-
-    @property
-    def start_position(self) -> Start | None:
-        return self._start
 
     @property
     def owned_leases(self) -> list[str]:
@@ -153,19 +136,7 @@ class ChangeFeedProcessor:
         created = self._run(manager.initialize())
         self._manager = manager
         self._start = resolve_start(opts.start_from, opts.mode, started)
-        logger.info(
-            "processor '%s' (instance %s): leases '%s..*'%s; acquire %gs, renew %gs, expiry %gs; "
-            "poll %gs; a lease without a checkpoint starts at %s",
-            opts.processor_name,
-            opts.instance_name,
-            prefix,
-            f" ({created} created)" if created else "",
-            opts.lease_acquire_interval,
-            opts.lease_renew_interval,
-            opts.lease_expiration_interval,
-            opts.poll_delay,
-            self._start if isinstance(self._start, str) else self._start.isoformat(),
-        )
+        self._started(prefix, created, self._start)
         self._balancer = threading.Thread(
             target=self._balance,
             name=f"cosmos-changefeed-balancer-{opts.processor_name}",
@@ -193,13 +164,7 @@ class ChangeFeedProcessor:
             self._checkpoints.shutdown(wait=False)
         alive = [w for w in workers if w.thread is not None and w.thread.is_alive()]
         if alive:
-            logger.warning(
-                "processor '%s': %d lease(s) not released in %gs; they expire after %gs",
-                self.processor_name,
-                len(alive),
-                timeout,
-                self.options.lease_expiration_interval,
-            )
+            self._not_released_in(len(alive), timeout)
         self._listening.clear()
 
     def __enter__(self) -> ChangeFeedProcessor:
@@ -236,12 +201,7 @@ class ChangeFeedProcessor:
             except _StoppedError:
                 return
             except Exception as exc:
-                logger.warning(
-                    "processor '%s': lease balancing failed (%s); again in %gs",
-                    opts.processor_name,
-                    error_text(exc),
-                    opts.lease_acquire_interval,
-                )
+                self._balancing_failed(exc)
             self._stopping.wait(opts.lease_acquire_interval)
 
     def _listen_when_fixed(self, workers: list[_LeaseWorker]) -> None:
@@ -251,26 +211,13 @@ class ChangeFeedProcessor:
                     return
         if not self._stopping.is_set():
             self._listening.set()
-            logger.info(
-                "processor '%s' (instance %s): listening, lease(s) %s",
-                self.processor_name,
-                self.instance_name,
-                ", ".join(sorted(w.lease.lease_token for w in workers)) or "none yet",
-            )
+            self._listening_now(w.lease.lease_token for w in workers)
 
     def _try_add(self, lease: Lease) -> None:
         try:
             self._add(lease)
-        except LeaseLostError as exc:
-            logger.info("processor '%s': %s not acquired (%s)", self.processor_name, lease, exc)
         except Exception as exc:
-            logger.warning(
-                "processor '%s': lease %s not acquired (%s)",
-                self.processor_name,
-                lease.lease_token,
-                error_text(exc),
-            )
-            self._notify_error(lease.lease_token, exc)
+            self._not_acquired(lease, exc)
 
     def _add(self, lease: Lease) -> None:
         token = lease.lease_token
@@ -286,14 +233,7 @@ class ChangeFeedProcessor:
         finally:
             with self._lock:
                 self._acquiring.discard(token)
-        logger.info(
-            "processor '%s': lease %s acquired (%s); %s",
-            self.processor_name,
-            token,
-            came_from(lease, self.options.lease_expiration_interval, manager.now()),
-            where_it_starts(acquired, self._start),
-        )
-        self._notify(self._monitor.on_lease_acquired, token)
+        self._acquired(lease, acquired, manager, self._start)
         worker = _LeaseWorker(self, acquired, self._start)
         with self._lock:
             self._workers[token] = worker
@@ -312,25 +252,12 @@ class ChangeFeedProcessor:
             return
         except LeaseLostError as exc:
             self._forget(worker)
-            logger.info(
-                "processor '%s': lease %s lost (%s); its processing stopped, the new owner "
-                "reads again from its last checkpoint",
-                self.processor_name,
-                token,
-                exc,
-            )
-            self._notify(self._monitor.on_lease_released, token)
+            self._lost(token, exc)
             return
         except _StoppedError:
             pass
         except Exception as exc:
-            logger.error(
-                "processor '%s': lease %s processing failed (%s)",
-                self.processor_name,
-                token,
-                error_text(exc),
-            )
-            self._notify_error(token, exc)
+            self._processing_failed(token, exc)
         self._forget(worker)
         self._release(worker.lease)
 
@@ -342,57 +269,26 @@ class ChangeFeedProcessor:
     def _release(self, lease: Lease) -> None:
         manager = self._manager
         assert manager is not None
+        failure: Exception | None = None
         try:
             drive(manager.release(lease), self._store, self._reader, _no_sleep)
-        except LeaseLostError:
-            pass
         except Exception as exc:
-            logger.warning(
-                "processor '%s': lease %s not released (%s); it expires after %gs",
-                self.processor_name,
-                lease.lease_token,
-                error_text(exc),
-                self.options.lease_expiration_interval,
-            )
-            return
-        logger.info("processor '%s': lease %s released", self.processor_name, lease.lease_token)
-        self._notify(self._monitor.on_lease_released, lease.lease_token)
+            failure = exc
+        self._released(lease, failure)
 
     def _replace_gone(self, lease: Lease, last_continuation: str | None) -> None:
         manager = self._manager
         assert manager is not None
         try:
             created, stays = self._run(manager.handle_gone(lease, last_continuation))
-        except LeaseLostError as exc:
-            logger.info(
-                "processor '%s': lease %s lost before its split (%s); its owner replaces it",
-                self.processor_name,
-                lease.lease_token,
-                exc,
-            )
-            return
         except Exception as exc:
-            logger.error(
-                "processor '%s': lease %s: its range is gone but the lease could not be "
-                "replaced (%s); released, for the next instance that reads it",
-                self.processor_name,
-                lease.lease_token,
-                error_text(exc),
-            )
-            self._notify_error(lease.lease_token, exc)
-            self._release(lease)
+            if self._not_replaced(lease, exc):
+                self._release(lease)
             return
         if stays is not None:
             self._release(stays)
             return
-        logger.info(
-            "processor '%s': lease %s split into %s; each starts where the lease was (%s)",
-            self.processor_name,
-            lease.lease_token,
-            ", ".join(child.lease_token for child in created) or "leases another instance made",
-            "its continuation" if last_continuation else "no continuation yet",
-        )
-        self._notify(self._monitor.on_lease_released, lease.lease_token)
+        self._split(lease, created, last_continuation)
         for child in created:
             self._try_add(child)
 
@@ -404,23 +300,6 @@ class ChangeFeedProcessor:
     def _sleep(self, seconds: float) -> None:
         if self._stopping.wait(seconds):
             raise _StoppedError
-
-    def _notify(self, hook: Callable[[str], object] | None, token: str) -> None:
-        if hook is None:
-            return
-        try:
-            hook(token)
-        except Exception:
-            logger.exception("processor '%s': a lease notification failed", self.processor_name)
-
-    def _notify_error(self, token: str, exc: BaseException) -> None:
-        hook = self._monitor.on_error
-        if hook is None:
-            return
-        try:
-            hook(token, exc)
-        except Exception:
-            logger.exception("processor '%s': an error notification failed", self.processor_name)
 
 
 def _no_sleep(_seconds: float) -> None:
@@ -482,13 +361,7 @@ class _LeaseWorker:
                 self._wake.set()
                 return
             except Exception as exc:
-                logger.warning(
-                    "processor '%s': lease %s renewal failed (%s); again in %gs",
-                    processor.processor_name,
-                    self.lease.lease_token,
-                    error_text(exc),
-                    interval,
-                )
+                processor._renewal_failed(self.lease.lease_token, exc)
             if self.stop.wait(interval):
                 return
 
@@ -507,7 +380,6 @@ class _LeaseWorker:
         processor = self.processor
         manager = processor._manager
         assert manager is not None
-        opts = processor.options
         position = self.lease.continuation
         if position or self.start != "Now":
             self.position_fixed.set()
@@ -516,13 +388,7 @@ class _LeaseWorker:
             try:
                 page = processor._reader.read(self.lease, position, self.start)
             except Exception as exc:
-                logger.warning(
-                    "processor '%s': lease %s change feed read failed (%s); again in %gs",
-                    processor.processor_name,
-                    self.lease.lease_token,
-                    error_text(exc),
-                    opts.poll_delay,
-                )
+                processor._read_failed(self.lease.lease_token, exc)
                 self._pause()
                 continue
             if page.gone:
@@ -536,27 +402,10 @@ class _LeaseWorker:
             # the previous batch's checkpoint was written while this one was read; it is done
             # before this one is handed over: at most the batch in flight is given again
             self._settle()
-            context = LeaseContext(
-                lease_token=self.lease.lease_token,
-                feed_range=self.lease.feed_range.to_feed_range() if self.lease.feed_range else {},
-                processor_name=opts.processor_name,
-                instance_name=opts.instance_name,
-                continuation=page.etag,
-                headers=page.headers,
-            )
             try:
-                processor._handler(context, page.items)
+                processor._handler(processor._context(self.lease, page), page.items)
             except Exception as exc:
-                logger.error(
-                    "processor '%s': lease %s: the handler failed on a batch of %d (%s); "
-                    "the batch is given again in %gs",
-                    processor.processor_name,
-                    self.lease.lease_token,
-                    len(page.items),
-                    error_text(exc),
-                    opts.poll_delay,
-                )
-                processor._notify_error(self.lease.lease_token, exc)
+                processor._handler_failed(self.lease.lease_token, len(page.items), exc)
                 self._pause()
                 continue
             if page.etag is None:

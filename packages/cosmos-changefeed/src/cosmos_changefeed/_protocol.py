@@ -49,7 +49,7 @@ from cosmos_changefeed._leases import (
     new_range_lease,
 )
 from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange, overlapping
-from cosmos_changefeed._reading import is_gone
+from cosmos_changefeed._reading import Start, is_gone
 from cosmos_changefeed._splits import ChildLease, missing_ranges, plan_gone
 from cosmos_changefeed._store import (
     PARTITION_KEY_PATH,
@@ -130,11 +130,22 @@ class ReadRanges:
 
 
 @dataclass(frozen=True)
+class ReadPage:
+    """One page of ``lease``'s range of the monitored container, from ``position`` (or
+    ``start``), of at most ``max_items`` changes (None: the reader's): a ``_reading.Page``."""
+
+    lease: Lease
+    position: str | None
+    start: Start
+    max_items: int | None = None
+
+
+@dataclass(frozen=True)
 class Sleep:
     seconds: float
 
 
-Op: TypeAlias = ListDocuments | Read | Create | Replace | Delete | ReadRanges | Sleep
+Op: TypeAlias = ListDocuments | Read | Create | Replace | Delete | ReadRanges | ReadPage | Sleep
 Flow: TypeAlias = Generator[Op, Any, Any]
 
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypeAlias
+from typing import Any, Generic, Literal, Protocol, TypeAlias, TypeVar
 
 from cosmos_changefeed._continuation import LATEST_VERSION, raw_etag, sdk_continuation
 from cosmos_changefeed._leases import EPK_RANGE_BASED, Lease
@@ -106,6 +106,37 @@ class ResponseCapture:
     def etag(self) -> str | None:
         return self.headers.get("etag")
 
+    def page(self, items: list[dict[str, Any]], position: str | None) -> Page:
+        """The page read (its position: the response's etag, else where it was read from)."""
+        return Page(items, self.etag or position, self.headers)
+
+
+@dataclass
+class RangeIdCapture:
+    """A ``raw_request_hook``: the partition key range id the SDK resolved for a read of one
+    feed range (``RANGE_ID_HEADER``). ``kwargs``: such a read, from now (nothing is read)."""
+
+    found: str | None = None
+
+    def __call__(self, request: Any) -> None:
+        value = request.http_request.headers.get(RANGE_ID_HEADER)
+        if value is not None:
+            self.found = str(value)
+
+    def kwargs(self, rng: EpkRange) -> dict[str, Any]:
+        """``query_items_change_feed``'s keywords."""
+        return {
+            "feed_range": rng.to_feed_range(),
+            "start_time": "Now",
+            "max_item_count": 1,
+            "raw_request_hook": self,
+        }
+
+    def range_id(self, rng: EpkRange) -> str:
+        if self.found is None:
+            raise RuntimeError(f"azure-cosmos named no partition key range for {rng}")
+        return self.found
+
 
 @dataclass(frozen=True)
 class Page:
@@ -118,6 +149,52 @@ class Page:
     #: The range split (or, for a version-0 lease, merged) before or under the read: the page
     #: holds nothing and the lease is to be replaced.
     gone: bool = False
+
+    @classmethod
+    def gone_at(cls, position: str | None) -> Page:
+        return cls([], position, {}, gone=True)
+
+
+class _Container(Protocol):
+    @property
+    def client_connection(self) -> Any: ...
+
+
+C = TypeVar("C", bound=_Container)
+
+
+class Reader(Generic[C]):
+    """What the sync and the aio feed reader keep of the monitored container ``C``: its
+    resource id once read, and each partition key range's id once learnt (``_ids``)."""
+
+    def __init__(self, container: C, *, mode: str, max_items: int | None) -> None:
+        self.container = container
+        self.mode = mode
+        self.max_items = max_items
+        self._rid: str | None = None
+        self._ids: dict[EpkRange, str] = {}
+
+    @property
+    def account_endpoint(self) -> str:
+        return str(self.container.client_connection.url_connection)
+
+    def _read_kwargs(
+        self,
+        rid: str,
+        feed_range: EpkRange,
+        position: str | None,
+        start: Start,
+        max_items: int | None,
+    ) -> dict[str, Any]:
+        """``change_feed_kwargs`` of one page (``max_items``: the reader's when None)."""
+        return change_feed_kwargs(
+            rid,
+            feed_range,
+            position,
+            start,
+            mode=self.mode,
+            max_items=max_items or self.max_items,
+        )
 
 
 def is_gone(lease: Lease, ranges: Sequence[PartitionKeyRange]) -> bool:
@@ -135,3 +212,10 @@ def merge_ranges(
     """The SDK's feed ranges split into those whose id is not known yet and the known ones."""
     unknown = [r for r in feed_ranges if r not in known]
     return unknown, [PartitionKeyRange(known[r], r) for r in feed_ranges if r in known]
+
+
+def range_of(lease: Lease) -> EpkRange:
+    """The range a feed reader reads for ``lease`` (ValueError: it has none)."""
+    if lease.feed_range is None:
+        raise ValueError(f"lease {lease.lease_token} has no FeedRange")
+    return lease.feed_range

@@ -106,9 +106,11 @@ def run(
 def test_status_and_health_and_the_key_from_the_environment_only(
     served: tuple[RecoveryWorld, str], monkeypatch: pytest.MonkeyPatch, capsys: Any
 ) -> None:
-    _, api = served
+    world, api = served
+    world.memory.target_rules.lacking("legacy")  # a subscription without the rule: named
     code, out, err = run(api, "status", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0 and out.startswith("pending 0 transaction(s); quarantined 0"), err
+    assert "1 subscription(s) of topic" in out and "legacy (rule $Default: TrueFilter)" in out
     code, out, _ = run(api, "health", "--json", monkeypatch=monkeypatch, capsys=capsys)
     assert code == 0 and json.loads(out) == {"status": "healthy"}
     code, out, err = run(api, "status", monkeypatch=monkeypatch, capsys=capsys, key=None)

@@ -63,8 +63,11 @@ def signed_in(**extra: str) -> dict[str, str]:
 
 @pytest.fixture(autouse=True)
 def sign_in_enabled(monkeypatch: pytest.MonkeyPatch) -> None:
-    """App Service Authentication on (the platform sets WEBSITE_AUTH_ENABLED=True)."""
+    """App Service Authentication on (the platform sets WEBSITE_AUTH_ENABLED=True, the deployment
+    that turns it on OUTBOX_CONSOLE_SIGN_IN), in Azure (not a local host)."""
     monkeypatch.setenv("WEBSITE_AUTH_ENABLED", "True")
+    monkeypatch.setenv("OUTBOX_CONSOLE_SIGN_IN", "app-service-authentication")
+    monkeypatch.delenv("FUNCTIONS_CORETOOLS_ENVIRONMENT", raising=False)
 
 
 def poisoned(world: TicketWorld, count: int = 1) -> list[str]:
@@ -560,6 +563,7 @@ def test_nothing_of_the_console_is_imported_when_the_app_is_indexed(tmp_path: Pa
                                     "cosmos_outbox_operators._console.chart") if m in sys.modules)
         import os
         os.environ["WEBSITE_AUTH_ENABLED"] = "True"
+        os.environ["OUTBOX_CONSOLE_SIGN_IN"] = "app-service-authentication"
         client.request("GET", "outbox/console/backlog", headers={"hx-request": "true",
                        "x-ms-client-principal": sys.argv[1]})
         after = sorted(m for m in ("jinja2", "cosmos_outbox_operators._console.render")

@@ -56,6 +56,7 @@ PAGE = {
 @pytest.fixture(autouse=True)
 def sign_in_enabled(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("WEBSITE_AUTH_ENABLED", "True")
+    monkeypatch.setenv("OUTBOX_CONSOLE_SIGN_IN", "app-service-authentication")
 
 
 @pytest.fixture

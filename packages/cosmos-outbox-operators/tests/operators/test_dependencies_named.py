@@ -61,3 +61,38 @@ def test_a_hung_broker_is_named_in_the_503(
     refused = problem(world.call("GET", f"outbox/deadletters/{SUBSCRIPTION}"), 503)
     assert refused["detail"].startswith("Service Bus did not answer within")
     assert "the store or the message broker" not in refused["detail"]
+
+
+def test_a_hung_broker_is_named_in_the_async_outboxs_503_even_when_it_hangs_on_cancel(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Found walking the console with Service Bus frozen (SIGSTOP, the browser test's stale
+    panel): the async outbox answered "the store or the message broker did not answer", since
+    its bounded wait waited on for the cancelled call to end -- and the SDK, cancelled, closes
+    its links with a peer that does not answer. The wait gives up at its bound, naming it."""
+    import asyncio
+
+    from cosmos_outbox.aio import Outbox as AsyncOutbox
+    from cosmos_outbox_operators import Operators
+    from cosmos_outbox_testing import FunctionClient, in_memory
+
+    monkeypatch.setattr(bounded, "BOUND_SECONDS", 0.4)
+    memory = in_memory(subscriptions={SUBSCRIPTION: None})
+    app = AsyncOutbox(services=lambda: memory.services).function_app(Operators(), title="t")
+
+    async def frozen(*args: Any, **kwargs: Any) -> Any:
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:
+            await asyncio.sleep(1.5)  # closing a link: the frozen peer never answers the detach
+            raise
+
+    monkeypatch.setattr(memory.dead_letters, "peek", frozen)
+    client = FunctionClient(app)
+    try:
+        started = time.monotonic()
+        refused = problem(client.request("GET", f"outbox/deadletters/{SUBSCRIPTION}"), 503)
+    finally:
+        client.close()
+    assert refused["detail"].startswith("Service Bus did not answer within"), refused["detail"]
+    assert time.monotonic() - started < 1.2

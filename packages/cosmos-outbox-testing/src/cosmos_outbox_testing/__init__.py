@@ -74,12 +74,14 @@ from cosmos_outbox_testing._fakes import (
 )
 from cosmos_outbox_testing._functions import FunctionClient, InvocationContext
 from cosmos_outbox_testing._kit_clock import KitClock
+from cosmos_outbox_testing._target_rules import FakeTargetRules
 from cosmos_outbox_testing._triggers import queue_message, service_bus_message, timer_request
 
 __all__ = [
     "EVENTS",
     "EventFields",
     "FakePublisher",
+    "FakeTargetRules",
     "FixedBacklog",
     "FunctionClient",
     "InMemory",
@@ -142,6 +144,9 @@ class InMemory:
     outbox: Outbox | outbox_aio.Outbox | None = None
     #: the schedule queue: the releases the relay scheduled, each with its time
     schedule: InMemoryScheduleQueue = field(default_factory=InMemoryScheduleQueue)
+    #: the topic's subscriptions and their targeted-delivery rules (the operators' status
+    #: reads them): `target_rules.lacking("plain")` to see a subscription named
+    target_rules: FakeTargetRules = field(default_factory=FakeTargetRules)
     #: the outbox's time inside the block: `clock.advance(...)` moves it on, and what comes due
     #: meanwhile is released (`release_due`); the store's TTLs run by it
     clock: KitClock = field(default_factory=KitClock)
@@ -282,6 +287,8 @@ def in_memory(
     schedule = InMemoryScheduleQueue()
     dead_letters = InMemoryDeadLetters()
     watched = dict(subscriptions or {})
+    # the watched subscriptions, each carrying the targeted-delivery rule
+    target_rules = FakeTargetRules(topic, dict.fromkeys(watched, ()))
     projections = {name: s for name, s in watched.items() if s is not None}
     fakes: dict[str, object] = {
         "publisher": publisher,
@@ -289,6 +296,7 @@ def in_memory(
         "backlog": backlog,
         "schedule": schedule,
         "dead_letters": dead_letters,
+        "target_rules": target_rules,
     }
     services = Services(
         store=store,
@@ -312,4 +320,5 @@ def in_memory(
         schedule=schedule,
         clock=clock,
         dead_letters=dead_letters,
+        target_rules=target_rules,
     )

@@ -1,9 +1,9 @@
 """What an outbox runs on and what is built from it, once per process: `Services` (the leaves:
 a document store, a publisher, a payload store, a backlog estimator, the paging tokens' secret,
-the TTLs), their factory from the app settings (`services_from_settings`), and `Wiring` (the
-unit of work, the transaction, the relay and its telemetry, the quarantine, the operators' use
-cases, the backlog's last hour, the quarantine list's tokens), the same for the sync and the
-async outbox.
+the TTLs, the targeted-delivery rule check), their factory from the app settings
+(`services_from_settings`), and `Wiring` (the unit of work, the transaction, the relay and its
+telemetry, the quarantine, the operators' use cases, the backlog's last hour, the quarantine
+list's tokens), the same for the sync and the async outbox.
 
 Below the blueprints: the relay's and the operators' blueprints take a `Wiring` to build their
 functions on, and `_outbox` (the composition root an app holds) imports both, so nothing here
@@ -31,6 +31,7 @@ from cosmos_outbox.ports import (
     AsyncMessagePublisher,
     AsyncPayloadStore,
     AsyncScheduleQueue,
+    AsyncTargetRules,
     BacklogEstimator,
     DeadLetterEntity,
     DeadLetterQueues,
@@ -38,6 +39,7 @@ from cosmos_outbox.ports import (
     MessagePublisher,
     PayloadStore,
     ScheduleQueue,
+    TargetRules,
 )
 from cosmos_outbox.settings import (
     DEFAULT_EVENT_TTL_SECONDS,
@@ -123,6 +125,11 @@ class Services:
     )
     #: the topic's subscriptions (and queues) whose dead letters the operators watch
     watched: tuple[DeadLetterEntity, ...] = ()
+    #: whether each subscription of the topic carries the targeted-delivery rule, read through
+    #: the management API (None: nothing can read it; the operators' status says so)
+    target_rules: Callable[[], TargetRules | AsyncTargetRules | None] = field(
+        default=lambda: None, metadata={LEAF: "target_rules_from_settings"}
+    )
     #: the projection containers of the library's subscribers, by the subscription each reads
     #: (made on first use): their inbox, held events and gaps, read by the operators' routes
     subscriber_stores: Callable[[], Mapping[str, DocumentStore | AsyncDocumentStore]] = (
@@ -247,6 +254,26 @@ def dead_letters_from_settings(
     else:
         from cosmos_outbox.servicebus import ServiceBusDeadLetters as Queues  # type: ignore[assignment]
     return _on_servicebus(settings, Queues, topic, _NO_CONNECTION["dead letters"])
+
+
+def target_rules_from_settings(
+    settings: OutboxSettings, *, asynchronous: bool = False
+) -> TargetRules | AsyncTargetRules | None:
+    """The targeted-delivery rule check on the relay's topic and Service Bus connection (the
+    management API: Manage rights, or the role Azure Service Bus Data Owner); None without a
+    topic. No I/O: each `check()` asks."""
+    if not settings.servicebus_topic:
+        return None
+    if asynchronous:
+        from cosmos_outbox.servicebus.aio import ServiceBusTargetRules as Rules
+    else:
+        from cosmos_outbox.servicebus import ServiceBusTargetRules as Rules  # type: ignore[assignment]
+    connection = settings.servicebus_connection
+    return Rules(
+        settings.servicebus_topic,
+        connection_string=connection.get_secret_value() if connection is not None else None,
+        namespace=settings.servicebus_namespace,
+    )
 
 
 def watched_from_settings(settings: OutboxSettings) -> tuple[DeadLetterEntity, ...]:
@@ -485,6 +512,11 @@ class Wiring:
         queues: AsyncDeadLetterQueues | None = self.made("dead_letters")
         return queues
 
+    def target_rules(self) -> AsyncTargetRules | None:
+        """The targeted-delivery rule check (made once, on first use; None: none)."""
+        rules: AsyncTargetRules | None = self.made("target_rules")
+        return rules
+
     def subscriber_stores(self) -> dict[str, AsyncDocumentStore]:
         """The subscribers' projection containers the app knows, by subscription (made once)."""
         with self._lock:
@@ -521,6 +553,7 @@ class Wiring:
                         dead_letters=self.dead_letters,
                         watched=self.services.watched,
                         subscribers=self.subscriber_stores,
+                        target_rules=self.target_rules,
                         stall_after_seconds=self.services.stall_after_seconds,
                     )
                 )

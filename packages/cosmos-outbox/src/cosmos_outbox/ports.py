@@ -17,6 +17,9 @@ the async API awaits as they are). The outbox's logic is written once over them.
   (a Service Bus queue: the release comes back to the relay's `release_due_events` then).
 - `DeadLetterQueues`: the dead-letter queues of the topic's subscriptions (and of queues an app
   names), peeked, and their messages moved out: sent again (or not), then removed.
+- `TargetRules`: whether each subscription of the topic carries the targeted-delivery rule
+  (`TargetRuleCheck`: the ones lacking it, or "not checked" and why), read through the
+  management API.
 
 A contract suite per port, and per role of the container (`cosmos_outbox_testing.contracts`),
 holds every implementation to the same behaviour.
@@ -45,6 +48,7 @@ __all__ = [
     "AsyncMessagePublisher",
     "AsyncPayloadStore",
     "AsyncScheduleQueue",
+    "AsyncTargetRules",
     "BacklogEstimator",
     "BatchOperation",
     "BatchStore",
@@ -64,6 +68,9 @@ __all__ = [
     "QueryParameters",
     "Release",
     "ScheduleQueue",
+    "SubscriptionLacking",
+    "TargetRuleCheck",
+    "TargetRules",
     "named_parameters",
     "stays_sync",
     "sync_methods",
@@ -558,3 +565,75 @@ class AsyncDeadLetterQueues(abc.ABC):
     async def move(
         self, entity: DeadLetterEntity, moves: Mapping[int, Outgoing | None]
     ) -> dict[int, MoveOutcome]: ...
+
+
+#: The command that gives the subscriptions holding only `$Default` the rule (named in the
+#: check's sentence).
+TARGET_RULES_COMMAND = "cosmos-outbox target-rules --yes"
+
+
+@dataclass(frozen=True)
+class SubscriptionLacking:
+    """A subscription one of whose rules lets another subscription's targeted message in."""
+
+    subscription: str
+    #: the rules that let them in, each with its filter (`$Default: TrueFilter`)
+    rules: tuple[str, ...]
+    #: only Azure's `$Default` lets them in: the command replaces it with the rule
+    fixable: bool
+    #: the rule names it has (to know whether `outbox-target` exists already)
+    names: tuple[str, ...] = ()
+
+    def describe(self) -> str:
+        return f"{self.subscription} (rule {', '.join(self.rules)})"
+
+
+@dataclass(frozen=True)
+class TargetRuleCheck:
+    """What the targeted-delivery rule check found: `checked` False with `reason` when it could
+    not look; else the topic's subscriptions and those lacking the rule."""
+
+    topic: str
+    checked: bool
+    subscriptions: tuple[str, ...] = ()
+    lacking: tuple[SubscriptionLacking, ...] = ()
+    reason: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.checked and not self.lacking
+
+    def describe(self) -> str:
+        """One line: what an operator reads in the log and the status."""
+        if not self.checked:
+            return f"targeted-delivery rules of topic {self.topic!r} not checked: {self.reason}"
+        if not self.lacking:
+            return (
+                f"targeted-delivery rules: each of the {len(self.subscriptions)} subscription(s) "
+                f"of topic {self.topic!r} carries one"
+            )
+        return (
+            f"targeted-delivery rules: {len(self.lacking)} subscription(s) of topic "
+            f"{self.topic!r} lack one and receive what is meant for another subscription (a "
+            "dead letter's resubmission, a targeted re-drive, a released version's notice): "
+            f"{'; '.join(s.describe() for s in self.lacking)}; `{TARGET_RULES_COMMAND}` adds it "
+            "(docs/upgrading.md, step 6)"
+        )
+
+
+class TargetRules(abc.ABC):
+    """The topic's subscriptions and whether each carries the targeted-delivery rule
+    (`NOT EXISTS(outboxTarget) OR outboxTarget = '<subscription>'`, alone or AND-ed to a filter
+    of its own), read through the management API (Manage rights). Never raises: a management
+    API that does not answer or refuses is a check `not checked`, with why."""
+
+    @abc.abstractmethod
+    def check(self) -> TargetRuleCheck:
+        """Read the topic's subscriptions and their rules now; what was found."""
+
+
+class AsyncTargetRules(abc.ABC):
+    """`TargetRules`, async."""
+
+    @abc.abstractmethod
+    async def check(self) -> TargetRuleCheck: ...

@@ -29,7 +29,7 @@ from cosmos_outbox._quarantine import QUARANTINE_TYPE, Quarantine
 from cosmos_outbox._relay.forwarding import Relay, RelayReport
 from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox.telemetry import RelayTelemetry
-from cosmos_outbox_testing import FakePublisher, InMemoryStore
+from cosmos_outbox_testing import FakePublisher, InMemoryScheduleQueue, InMemoryStore
 
 #: The relay's telemetry (the global providers: a no-op unless a test installs an SDK).
 TELEMETRY = RelayTelemetry(destination="test-events")
@@ -438,3 +438,34 @@ def test_the_relay_and_its_batch_builder_talk_through_a_small_interface() -> Non
 
     assert foreign_private(classes["_Outgoing"]) == []
     assert foreign_private(classes["Relay"]) == []
+
+
+def test_a_relay_that_cannot_open_a_sender_says_to_what_why_and_how_to_fix_it() -> None:
+    """Its preflight, before it first relays: the topic's sender, then the schedule queue's.
+    The relay's status and its one log line carry what `check` answers."""
+
+    class NoTopic(FakePublisher):
+        def create_batch(self) -> Any:
+            raise RuntimeError("no such topic\nsecond line")
+
+    class NoQueue(InMemoryScheduleQueue):
+        def check(self) -> None:
+            raise LookupError("no such queue")
+
+    topicless = Relay(NoTopic(), Quarantine(InMemoryStore()), TELEMETRY, topic="events")
+    assert run_sync(topicless.check()) == (
+        "the relay cannot open a sender to its topic 'events': RuntimeError: no such topic\n"
+        "second line. Check that the topic exists (the deploy templates and funcstack.json's "
+        "UserConfig declare it), that SERVICEBUS_TOPIC names it, and that the app's identity "
+        "may send to it (Azure Service Bus Data Sender)"
+    )
+    queueless = Relay(
+        FakePublisher(), Quarantine(InMemoryStore()), TELEMETRY, topic="events", schedule=NoQueue()
+    )
+    assert run_sync(queueless.check()) == (
+        "the relay cannot open a sender to its schedule queue: LookupError: no such queue. "
+        "Check that the queue SERVICEBUS_SCHEDULE_QUEUE names exists and that the app's "
+        "identity may send to it and receive from it (Azure Service Bus Data Sender and Data "
+        "Receiver)"
+    )
+    assert run_sync(Relay(FakePublisher(), Quarantine(InMemoryStore()), TELEMETRY).check()) is None

@@ -34,12 +34,18 @@ from azure.servicebus.management import (
 
 from cosmos_outbox.cli import main as command_line
 from cosmos_outbox.relay import RelayProcessor
+from cosmos_outbox.servicebus import ServiceBusTargetRules
 from cosmos_outbox.servicebus._target_rules import (
     check_target_rules_from_settings,
     keeps_others_out,
     log_target_rules,
 )
 from cosmos_outbox.settings import OutboxSettings
+from cosmos_outbox_testing.contracts import (
+    TARGET_RULES_LAYOUT,
+    TargetRulesContract,
+    TargetRulesWorld,
+)
 from funcstack import LocalStack
 from funcstack.servicebus import ServiceBusEndpoint, start_servicebus
 
@@ -87,6 +93,17 @@ def topic(name: str, *, own_filter: bool = False) -> dict[str, Any]:
     return {"Name": name, "Properties": {}, "Subscriptions": subscriptions}
 
 
+def contract_topic() -> dict[str, Any]:
+    """The contract suite's topic, as `TARGET_RULES_LAYOUT` lays it out."""
+    subscriptions: list[dict[str, Any]] = []
+    for name, rules in TARGET_RULES_LAYOUT.items():
+        declared: dict[str, Any] = {"Name": name}
+        if rules is not None:
+            declared["Rules"] = [sql(rule, expression) for rule, expression in rules]
+        subscriptions.append(declared)
+    return {"Name": "contract", "Properties": {}, "Subscriptions": subscriptions}
+
+
 @pytest.fixture(scope="module")
 def servicebus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceBusEndpoint]:
     """A namespace of its own (the session's topic carries the rule everywhere): one topic per
@@ -97,7 +114,11 @@ def servicebus(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServiceBusE
             "Namespaces": [
                 {
                     "Name": "sbemulatorns",
-                    "Topics": [topic("at-start"), topic("upgraded", own_filter=True)],
+                    "Topics": [
+                        topic("at-start"),
+                        topic("upgraded", own_filter=True),
+                        contract_topic(),
+                    ],
                 }
             ]
         }
@@ -301,3 +322,25 @@ def test_the_check_accepts_each_filter_deploy_gives_a_subscription() -> None:
             "$Default", filter=SqlRuleFilter(sql_text), action=None, created_at_utc=None
         )
         assert keeps_others_out(rule, "s"), sql_text
+
+
+class TestServiceBusTargetRules(TargetRulesContract):
+    """The port's adapter on the SDK's management client (funcstack's Service Bus answers it),
+    sync and async, held to the suite the test kit's fake is held to
+    (tests/write_path/test_contracts.py)."""
+
+    @pytest.fixture(params=["sync", "aio"])
+    def world(
+        self, request: pytest.FixtureRequest, servicebus: ServiceBusEndpoint
+    ) -> TargetRulesWorld:
+        from cosmos_outbox.servicebus import aio
+
+        kind: Any = ServiceBusTargetRules if request.param == "sync" else aio.ServiceBusTargetRules
+        nothing = (
+            f"Endpoint=sb://127.0.0.1:{_free_port()};SharedAccessKeyName=k;SharedAccessKey=v;"
+            "UseDevelopmentEmulator=true"
+        )
+        return TargetRulesWorld(
+            rules=kind("contract", connection_string=servicebus.connection_string),
+            refusing=kind("contract", connection_string=nothing),
+        )

@@ -23,6 +23,7 @@ from cosmos_outbox_testing.contracts import (
     InMemoryPayloadWorld,
     InMemoryScheduleWorld,
     InMemoryStoreWorld,
+    InMemoryTargetRulesWorld,
     PayloadStoreContract,
     PayloadWorld,
     PublisherContract,
@@ -32,6 +33,8 @@ from cosmos_outbox_testing.contracts import (
     ScheduledEventsContract,
     ScheduleWorld,
     StoreWorld,
+    TargetRulesContract,
+    TargetRulesWorld,
     WritePathContract,
     examples,
 )
@@ -93,6 +96,12 @@ class TestInMemoryBacklogEstimator(BacklogEstimatorContract):
         if request.param == "sync":
             return InMemoryBacklogWorld()
         return InMemoryBacklogWorld(AsyncInMemoryStoreWorld(loop), asynchronous=True)
+
+
+class TestFakeTargetRules(TargetRulesContract):
+    @pytest.fixture
+    def world(self) -> TargetRulesWorld:
+        return InMemoryTargetRulesWorld()
 
 
 class TestFakePublisher(PublisherContract):

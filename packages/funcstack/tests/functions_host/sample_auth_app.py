@@ -51,6 +51,7 @@ def whoami(req: func.HttpRequest) -> func.HttpResponse:
         "idp": req.headers.get("x-ms-client-principal-idp"),
         "token": req.headers.get("x-ms-token-aad-access-token"),
         "auth_enabled": os.environ.get("WEBSITE_AUTH_ENABLED"),
+        "local_host": os.environ.get("FUNCTIONS_CORETOOLS_ENVIRONMENT"),
         "funcstack_settings": sorted(k for k in os.environ if k.startswith("FUNCSTACK_SIGN_IN")),
     }
     return func.HttpResponse(json.dumps(payload), mimetype="application/json")

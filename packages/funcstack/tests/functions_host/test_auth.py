@@ -299,8 +299,11 @@ def test_the_sign_in_stand_in_hands_the_app_the_principal_of_its_session(
     assert (
         seen["id"] == dict(claims)["http://schemas.microsoft.com/identity/claims/objectidentifier"]
     )
-    # App Service's environment: authentication on; funcstack's settings are the host's.
+    # App Service's environment: authentication on; funcstack's settings are the host's; a
+    # local host, as Core Tools says (an app believes no principal from a local host unless it
+    # says a stand-in signs in: cosmos-outbox's OUTBOX_CONSOLE_SIGN_IN=local-stand-in)
     assert (seen["auth_enabled"], seen["funcstack_settings"]) == ("True", [])
+    assert seen["local_host"] == "true"
     me = call(f"{base}/.auth/me", headers={"cookie": cookie}).json()
     assert isinstance(me, list) and me[0]["user_id"] == "ada@example.com"
     assert call(f"{base}/.auth/me").status == 401
@@ -327,7 +330,13 @@ def test_a_principal_a_client_sends_never_reaches_the_app(enforcing: RunningRunn
 
 
 def test_by_default_no_key_is_checked_as_with_func_start(tmp_path: Path) -> None:
-    app_dir = make_app_dir(tmp_path, "sample_auth_app.py", {"FUNCTIONS_WORKER_RUNTIME": "python"})
+    app_dir = make_app_dir(
+        tmp_path,
+        "sample_auth_app.py",
+        # App Service's variable as a plain setting: nothing here strips a client's principal,
+        # so the host removes it (and says so) rather than let the app believe the header
+        {"FUNCTIONS_WORKER_RUNTIME": "python", "WEBSITE_AUTH_ENABLED": "True"},
+    )
     runner = start_runner(
         app_dir=app_dir,
         settings_file=app_dir / "local.settings.json",
@@ -338,7 +347,10 @@ def test_by_default_no_key_is_checked_as_with_func_start(tmp_path: Path) -> None
         assert [ask(runner, level).status for level in ROUTES] == [200, 200, 200]
         # no sign-in either: nothing removed, nothing added, no /.auth (as func start)
         seen = whoami(runner, **{"x-ms-client-principal-name": "as sent"})
-        assert (seen["name"], seen["auth_enabled"]) == ("as sent", None)
+        assert (seen["name"], seen["auth_enabled"], seen["local_host"]) == ("as sent", None, "true")
+        assert (
+            "WEBSITE_AUTH_ENABLED is App Service's to set" in (tmp_path / "runner.log").read_text()
+        )
         base = runner.url.removesuffix("/api")
         assert call(f"{base}/.auth/login/aad").status == 404
     finally:

@@ -1,13 +1,5 @@
-"""Leases in a Cosmos DB container (aio): the lease store the processor uses in production,
-over azure-cosmos's ``ContainerProxy`` (its public API only).
-
-As .NET's ``DocumentServiceLeaseStoreManagerBuilder`` wants it: the container partitioned on
-``/id`` or ``/partitionKey`` (another path is refused when the processor starts); every update a
-``replace`` conditioned on the etag (``If-Match``), the service answering 412 when it changed;
-a listing by prefix is the query .NET's ``DocumentServiceLeaseContainerCosmos`` sends
-(``SELECT * FROM c WHERE STARTSWITH(c.id, ...)``, across partitions). A ``.lock`` document's
-``ttl`` expires it only in a container with TTL on (``default_ttl=-1``), as in .NET.
-"""
+"""Leases in a Cosmos DB container (aio), over azure-cosmos's ``aio.ContainerProxy`` (its
+public API only). See ``cosmos_changefeed._cosmos_store``: the same requests, awaited."""
 
 from __future__ import annotations
 

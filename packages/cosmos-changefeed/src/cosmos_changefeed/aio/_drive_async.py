@@ -13,6 +13,7 @@ from cosmos_changefeed._protocol import (
     ListDocuments,
     Op,
     Read,
+    ReadPage,
     ReadRanges,
     Replace,
     Sleep,
@@ -55,6 +56,8 @@ async def _perform(
         return await store.delete(op.item_id, op.partition_key, op.etag)
     if isinstance(op, ReadRanges):
         return await reader.ranges(force_refresh=op.force_refresh)
+    if isinstance(op, ReadPage):
+        return await reader.read(op.lease, op.position, op.start, max_items=op.max_items)
     if isinstance(op, Sleep):
         return await sleep(op.seconds)
     raise TypeError(f"not a lease store operation: {op!r}")

@@ -11,16 +11,12 @@ from azure.cosmos.aio import ContainerProxy
 
 from cosmos_changefeed import _names
 from cosmos_changefeed._continuation import LATEST_VERSION
-from cosmos_changefeed._estimation import (
-    estimate_start,
-    lease_of_range,
-    pending,
-    remaining_work,
-)
+from cosmos_changefeed._estimation import estimate_flow, pending_flow, targets_flow
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._options import ChangeFeedProcessorState, EstimateFrom, PendingChanges
-from cosmos_changefeed._reading import SESSION_TOKEN_HEADER
+from cosmos_changefeed._protocol import Flow
 from cosmos_changefeed.aio._cosmos_store_async import CosmosLeaseStore
+from cosmos_changefeed.aio._drive_async import drive
 from cosmos_changefeed.aio._feed_async import FeedReader
 from cosmos_changefeed.aio._store_async import LeaseStore
 
@@ -55,7 +51,7 @@ class ChangeFeedEstimator:
         """One state per lease, in the store's order (.NET's ``GetCurrentStateIterator``)."""
         prefix = f"{await self.lease_prefix()}{_names.LEASE_SEPARATOR}"
         leases = [Lease.from_document(doc) for doc in await self._store.list_documents(prefix)]
-        return list(await asyncio.gather(*(self._estimate(lease) for lease in leases)))
+        return list(await asyncio.gather(*(self._run(estimate_flow(lease)) for lease in leases)))
 
     async def estimated_lag(self) -> int:
         """The sum over the leases (.NET's ``ChangeFeedEstimatorRunner`` total)."""
@@ -66,54 +62,12 @@ class ChangeFeedEstimator:
         if max_changes < 1:
             raise ValueError("max_changes must be positive")
         prefix = f"{await self.lease_prefix()}{_names.LEASE_SEPARATOR}"
-        stored = [Lease.from_document(doc) for doc in await self._store.list_documents(prefix)]
-        targets = [(lease, True) for lease in stored]
-        if not stored and self.estimate_from is not None:
-            targets = [(lease_of_range(r), False) for r in await self._reader.ranges()]
-        return list(await asyncio.gather(*(self._pending(*t, max_changes) for t in targets)))
+        targets = await self._run(targets_flow(prefix, self.estimate_from))
+        flows = [
+            pending_flow(lease, stored, max_changes, self.estimate_from)
+            for lease, stored in targets
+        ]
+        return list(await asyncio.gather(*(self._run(flow) for flow in flows)))
 
-    async def _pending(self, lease: Lease, stored: bool, max_changes: int) -> PendingChanges:
-        start = estimate_start(lease, self.estimate_from)
-        if start is not None and lease.feed_range is None:
-            ranges = await self._reader.ranges()
-            found = next((r for r in ranges if r.id == lease.lease_token), None)
-            start = None if found is None else start
-            lease = lease if found is None else lease.evolve(feed_range=found.range)
-        if start is None:
-            return pending(
-                lease, stored=stored, headers=None, changes=[], complete=False, read=False
-            )
-        position, headers, complete = lease.continuation, None, False
-        changes: list[dict[str, Any]] = []
-        while len(changes) < max_changes:
-            page = await self._reader.read(
-                lease, position, start, max_items=max_changes - len(changes)
-            )
-            if page.gone:
-                return pending(
-                    lease, stored=stored, headers=None, changes=[], complete=False, read=False
-                )
-            headers = page.headers if headers is None else headers
-            if not page.items:
-                complete = True
-                break
-            changes.extend(page.items)
-            position = page.etag
-        return pending(
-            lease, stored=stored, headers=headers, changes=changes, complete=complete, read=True
-        )
-
-    async def _estimate(self, lease: Lease) -> ChangeFeedProcessorState:
-        if not lease.continuation:
-            return ChangeFeedProcessorState(lease.lease_token, 1, lease.owner)
-        if lease.feed_range is None:  # a version-0 lease written without one: its range's
-            ranges = await self._reader.ranges()
-            found = next((r for r in ranges if r.id == lease.lease_token), None)
-            if found is None:
-                return ChangeFeedProcessorState(lease.lease_token, 1, lease.owner)
-            lease = lease.evolve(feed_range=found.range)
-        page = await self._reader.read(lease, lease.continuation, "Beginning")
-        if page.gone:
-            return ChangeFeedProcessorState(lease.lease_token, 1, lease.owner)
-        lag = remaining_work(page.headers.get(SESSION_TOKEN_HEADER), page.items)
-        return ChangeFeedProcessorState(lease.lease_token, lag, lease.owner)
+    async def _run(self, flow: Flow) -> Any:
+        return await drive(flow, self._store, self._reader, asyncio.sleep)

@@ -11,30 +11,23 @@ from azure.cosmos.aio import ContainerProxy
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange
 from cosmos_changefeed._reading import (
-    RANGE_ID_HEADER,
     Page,
+    RangeIdCapture,
+    Reader,
     ResponseCapture,
     Start,
-    change_feed_kwargs,
     is_gone,
     merge_ranges,
+    range_of,
 )
 
 
-class FeedReader:
+class FeedReader(Reader[ContainerProxy]):
     """Reads the change feed of ``container`` lease by lease."""
 
     def __init__(self, container: ContainerProxy, *, mode: str, max_items: int | None) -> None:
-        self.container = container
-        self.mode = mode
-        self.max_items = max_items
-        self._rid: str | None = None
-        self._ids: dict[EpkRange, str] = {}
+        super().__init__(container, mode=mode, max_items=max_items)
         self._learning = asyncio.Lock()
-
-    @property
-    def account_endpoint(self) -> str:
-        return str(self.container.client_connection.url_connection)
 
     async def container_rid(self) -> str:
         if self._rid is None:
@@ -56,25 +49,11 @@ class FeedReader:
         return merge_ranges(feed, self._ids)[1]
 
     async def _range_id(self, rng: EpkRange) -> str:
-        seen: dict[str, str] = {}
-
-        def hook(request: Any) -> None:
-            value = request.http_request.headers.get(RANGE_ID_HEADER)
-            if value is not None:
-                seen["id"] = str(value)
-
-        pager = self.container.query_items_change_feed(
-            feed_range=rng.to_feed_range(),
-            start_time="Now",
-            max_item_count=1,
-            raw_request_hook=hook,
-        ).by_page()
-        async for page in pager:
+        capture = RangeIdCapture()
+        async for page in self.container.query_items_change_feed(**capture.kwargs(rng)).by_page():
             _ = [item async for item in page]
             break
-        if "id" not in seen:
-            raise RuntimeError(f"azure-cosmos named no partition key range for {rng}")
-        return seen["id"]
+        return capture.range_id(rng)
 
     async def _gone(self, lease: Lease) -> bool:
         """Whether ``lease``'s range is gone: so says the SDK's routing map, read afresh to be
@@ -88,24 +67,17 @@ class FeedReader:
     ) -> Page:
         """One page of ``lease``'s range from ``position`` (or ``start``), of at most
         ``max_items`` changes (default: the reader's)."""
-        if lease.feed_range is None:
-            raise ValueError(f"lease {lease.lease_token} has no FeedRange")
+        feed_range = range_of(lease)
         if await self._gone(lease):
-            return Page([], position, {}, gone=True)
+            return Page.gone_at(position)
         capture = ResponseCapture()
-        kwargs = change_feed_kwargs(
-            await self.container_rid(),
-            lease.feed_range,
-            position,
-            start,
-            mode=self.mode,
-            max_items=max_items or self.max_items,
-        )
+        rid = await self.container_rid()
+        kwargs = self._read_kwargs(rid, feed_range, position, start, max_items)
         pager = self.container.query_items_change_feed(**kwargs, response_hook=capture).by_page()
         items: list[dict[str, Any]] = []
         async for page in pager:
             items = [item async for item in page]
             break
         if await self._gone(lease):
-            return Page([], position, {}, gone=True)
-        return Page(items, capture.etag or position, capture.headers)
+            return Page.gone_at(position)
+        return capture.page(items, position)

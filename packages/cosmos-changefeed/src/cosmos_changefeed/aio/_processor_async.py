@@ -1,6 +1,7 @@
 """The change feed processor, aio: one task balances the leases, one per owned lease reads its
 range and hands each batch to the handler, one more per lease renews it. The decisions are the
-pure core's (``_protocol``, ``_balancing``, ``_reading``); this file is the tasks.
+pure core's (``_protocol``, ``_balancing``, ``_reading``), what neither waits nor runs is
+``_processing``'s (shared with the sync processor); this file is the tasks.
 
 Follows Azure/azure-cosmos-dotnet-v3, ``src/ChangeFeedProcessor/``:
 
@@ -39,9 +40,10 @@ from azure.cosmos.aio import ContainerProxy
 
 from cosmos_changefeed import _names
 from cosmos_changefeed._balancing import select_leases_to_take
-from cosmos_changefeed._events import Monitor, came_from, error_text, logger, where_it_starts
+from cosmos_changefeed._events import Monitor
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._options import LeaseContext, Mode, ProcessorOptions, StartFrom
+from cosmos_changefeed._processing import ProcessorBase
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError, LeaseManager
 from cosmos_changefeed._reading import Start, resolve_start
 from cosmos_changefeed.aio._cosmos_store_async import CosmosLeaseStore
@@ -53,7 +55,7 @@ from cosmos_changefeed.aio._store_async import LeaseStore
 Handler = Callable[[LeaseContext, list[dict[str, Any]]], Awaitable[None]]
 
 
-class ChangeFeedProcessor:
+class ChangeFeedProcessor(ProcessorBase):
     """Processes the change feed of ``monitored_container`` with leases in ``lease_container``
     (a container, or any ``LeaseStore``), sharing them with every other instance of the same
     ``processor_name``. ``async with processor:`` starts and stops it."""
@@ -77,7 +79,7 @@ class ChangeFeedProcessor:
         on_lease_released: Callable[[str], object] | None = None,
         on_error: Callable[[str, BaseException], object] | None = None,
     ) -> None:
-        self.options = ProcessorOptions(
+        options = ProcessorOptions(
             processor_name=processor_name,
             instance_name=instance_name,
             start_from=start_from,
@@ -88,43 +90,21 @@ class ChangeFeedProcessor:
             lease_acquire_interval=lease_acquire_interval,
             lease_expiration_interval=lease_expiration_interval,
         )
+        super().__init__(options, Monitor(on_lease_acquired, on_lease_released, on_error))
         self._handler = handler
-        self._monitor = Monitor(on_lease_acquired, on_lease_released, on_error)
         self._store = (
             lease_container
             if isinstance(lease_container, LeaseStore)
             else CosmosLeaseStore(lease_container)
         )
         self._reader = FeedReader(monitored_container, mode=mode, max_items=max_items)
-        self._manager: LeaseManager | None = None
-        self._start: Start | None = None
         self._balancer: asyncio.Task[None] | None = None
         self._workers: dict[str, _LeaseWorker] = {}
-        self._acquiring: set[str] = set()
         self._closing = False
         self._listening: asyncio.Event | None = None
         self._listen_task: asyncio.Task[None] | None = None
 
     # -- what an application sees ------------------------------------------------------------
-
-    @property
-    def processor_name(self) -> str:
-        return self.options.processor_name
-
-    @property
-    def instance_name(self) -> str:
-        return self.options.instance_name
-
-    @property
-    def lease_prefix(self) -> str | None:
-        """The prefix of this processor's documents in the lease container (once started)."""
-        return self._manager.prefix if self._manager is not None else None
-
-    @property
-    def start_position(self) -> Start | None:
-        """Where a lease without a checkpoint starts (once started): "Beginning", "Now" (at
-        its first read: the all-versions-and-deletes mode) or a time."""
-        return self._start
 
     @property
     def owned_leases(self) -> list[str]:
@@ -175,19 +155,7 @@ class ChangeFeedProcessor:
         created = await self._run(manager.initialize())
         self._manager = manager
         self._start = resolve_start(opts.start_from, opts.mode, started)
-        logger.info(
-            "processor '%s' (instance %s): leases '%s..*'%s; acquire %gs, renew %gs, expiry %gs; "
-            "poll %gs; a lease without a checkpoint starts at %s",
-            opts.processor_name,
-            opts.instance_name,
-            prefix,
-            f" ({created} created)" if created else "",
-            opts.lease_acquire_interval,
-            opts.lease_renew_interval,
-            opts.lease_expiration_interval,
-            opts.poll_delay,
-            self._start if isinstance(self._start, str) else self._start.isoformat(),
-        )
+        self._started(prefix, created, self._start)
         self._balancer = asyncio.create_task(
             self._balance(), name=f"cosmos-changefeed-balancer-{opts.processor_name}"
         )
@@ -208,13 +176,7 @@ class ChangeFeedProcessor:
         if tasks:
             _, pending = await asyncio.wait(tasks, timeout=grace)
             if pending:
-                logger.warning(
-                    "processor '%s': %d lease(s) not released in %gs; they expire after %gs",
-                    self.processor_name,
-                    len(pending),
-                    grace,
-                    self.options.lease_expiration_interval,
-                )
+                self._not_released_in(len(pending), grace)
         self._workers.clear()
         if self._listen_task is not None:
             self._listen_task.cancel()
@@ -255,38 +217,20 @@ class ChangeFeedProcessor:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                logger.warning(
-                    "processor '%s': lease balancing failed (%s); again in %gs",
-                    opts.processor_name,
-                    error_text(exc),
-                    opts.lease_acquire_interval,
-                )
+                self._balancing_failed(exc)
             await asyncio.sleep(opts.lease_acquire_interval)
 
     async def _listen_when_fixed(self, workers: list[_LeaseWorker]) -> None:
         await asyncio.gather(*(worker.position_fixed.wait() for worker in workers))
         if self._listening is not None and not self._closing:
             self._listening.set()
-            logger.info(
-                "processor '%s' (instance %s): listening, lease(s) %s",
-                self.processor_name,
-                self.instance_name,
-                ", ".join(sorted(w.lease.lease_token for w in workers)) or "none yet",
-            )
+            self._listening_now(w.lease.lease_token for w in workers)
 
     async def _try_add(self, lease: Lease) -> None:
         try:
             await self._add(lease)
-        except LeaseLostError as exc:
-            logger.info("processor '%s': %s not acquired (%s)", self.processor_name, lease, exc)
         except Exception as exc:
-            logger.warning(
-                "processor '%s': lease %s not acquired (%s)",
-                self.processor_name,
-                lease.lease_token,
-                error_text(exc),
-            )
-            self._notify_error(lease.lease_token, exc)
+            self._not_acquired(lease, exc)
 
     async def _add(self, lease: Lease) -> None:
         """Acquire ``lease`` and process it (``AddOrUpdateLeaseAsync``)."""
@@ -301,14 +245,7 @@ class ChangeFeedProcessor:
             acquired = await self._run(manager.acquire(lease, ranges))
         finally:
             self._acquiring.discard(token)
-        logger.info(
-            "processor '%s': lease %s acquired (%s); %s",
-            self.processor_name,
-            token,
-            came_from(lease, self.options.lease_expiration_interval, manager.now()),
-            where_it_starts(acquired, self._start),
-        )
-        self._notify(self._monitor.on_lease_acquired, token)
+        self._acquired(lease, acquired, manager, self._start)
         worker = _LeaseWorker(self, acquired, self._start)
         self._workers[token] = worker
         worker.task = asyncio.create_task(self._supervise(worker), name=f"lease-{token}")
@@ -324,27 +261,14 @@ class ChangeFeedProcessor:
             return
         except LeaseLostError as exc:
             self._forget(worker)
-            logger.info(
-                "processor '%s': lease %s lost (%s); its processing stopped, the new owner "
-                "reads again from its last checkpoint",
-                self.processor_name,
-                token,
-                exc,
-            )
-            self._notify(self._monitor.on_lease_released, token)
+            self._lost(token, exc)
             return
         except asyncio.CancelledError:
             await self._release(worker.lease)
             self._forget(worker)
             raise
         except Exception as exc:
-            logger.error(
-                "processor '%s': lease %s processing failed (%s)",
-                self.processor_name,
-                token,
-                error_text(exc),
-            )
-            self._notify_error(token, exc)
+            self._processing_failed(token, exc)
         self._forget(worker)
         await self._release(worker.lease)
 
@@ -355,21 +279,12 @@ class ChangeFeedProcessor:
     async def _release(self, lease: Lease) -> None:
         manager = self._manager
         assert manager is not None
+        failure: Exception | None = None
         try:
             await self._run(manager.release(lease))
-        except LeaseLostError:
-            pass  # another instance took it meanwhile: theirs
         except Exception as exc:
-            logger.warning(
-                "processor '%s': lease %s not released (%s); it expires after %gs",
-                self.processor_name,
-                lease.lease_token,
-                error_text(exc),
-                self.options.lease_expiration_interval,
-            )
-            return
-        logger.info("processor '%s': lease %s released", self.processor_name, lease.lease_token)
-        self._notify(self._monitor.on_lease_released, lease.lease_token)
+            failure = exc
+        self._released(lease, failure)
 
     async def _replace_gone(self, lease: Lease, last_continuation: str | None) -> None:
         """``HandlePartitionGoneAsync``: the children created and taken, the parent deleted."""
@@ -377,36 +292,14 @@ class ChangeFeedProcessor:
         assert manager is not None
         try:
             created, stays = await self._run(manager.handle_gone(lease, last_continuation))
-        except LeaseLostError as exc:
-            logger.info(
-                "processor '%s': lease %s lost before its split (%s); its owner replaces it",
-                self.processor_name,
-                lease.lease_token,
-                exc,
-            )
-            return
         except Exception as exc:
-            logger.error(
-                "processor '%s': lease %s: its range is gone but the lease could not be "
-                "replaced (%s); released, for the next instance that reads it",
-                self.processor_name,
-                lease.lease_token,
-                error_text(exc),
-            )
-            self._notify_error(lease.lease_token, exc)
-            await self._release(lease)
+            if self._not_replaced(lease, exc):
+                await self._release(lease)
             return
         if stays is not None:
             await self._release(stays)
             return
-        logger.info(
-            "processor '%s': lease %s split into %s; each starts where the lease was (%s)",
-            self.processor_name,
-            lease.lease_token,
-            ", ".join(child.lease_token for child in created) or "leases another instance made",
-            "its continuation" if last_continuation else "no continuation yet",
-        )
-        self._notify(self._monitor.on_lease_released, lease.lease_token)
+        self._split(lease, created, last_continuation)
         for child in created:
             await self._try_add(child)
 
@@ -414,23 +307,6 @@ class ChangeFeedProcessor:
 
     async def _run(self, flow: Flow) -> Any:
         return await drive(flow, self._store, self._reader, asyncio.sleep)
-
-    def _notify(self, hook: Callable[[str], object] | None, token: str) -> None:
-        if hook is None:
-            return
-        try:
-            hook(token)
-        except Exception:
-            logger.exception("processor '%s': a lease notification failed", self.processor_name)
-
-    def _notify_error(self, token: str, exc: BaseException) -> None:
-        hook = self._monitor.on_error
-        if hook is None:
-            return
-        try:
-            hook(token, exc)
-        except Exception:
-            logger.exception("processor '%s': an error notification failed", self.processor_name)
 
 
 class _LeaseWorker:
@@ -484,20 +360,13 @@ class _LeaseWorker:
             except LeaseLostError:
                 raise
             except Exception as exc:
-                logger.warning(
-                    "processor '%s': lease %s renewal failed (%s); again in %gs",
-                    processor.processor_name,
-                    self.lease.lease_token,
-                    error_text(exc),
-                    interval,
-                )
+                processor._renewal_failed(self.lease.lease_token, exc)
             await asyncio.sleep(interval)
 
     async def _feed(self) -> None:
         processor = self.processor
         manager = processor._manager
         assert manager is not None
-        opts = processor.options
         position = self.lease.continuation
         if position or self.start != "Now":
             self.position_fixed.set()
@@ -507,13 +376,7 @@ class _LeaseWorker:
                 try:
                     page = await processor._reader.read(self.lease, position, self.start)
                 except Exception as exc:
-                    logger.warning(
-                        "processor '%s': lease %s change feed read failed (%s); again in %gs",
-                        processor.processor_name,
-                        self.lease.lease_token,
-                        error_text(exc),
-                        opts.poll_delay,
-                    )
+                    processor._read_failed(self.lease.lease_token, exc)
                     await self._pause()
                     continue
                 if page.gone:
@@ -527,35 +390,14 @@ class _LeaseWorker:
                 # the previous batch's checkpoint was written while this one was read; it is
                 # done before this one is handed over: at most the batch in flight is given again
                 await self._settle()
-                context = LeaseContext(
-                    lease_token=self.lease.lease_token,
-                    feed_range=_feed_range_of(self.lease),
-                    processor_name=opts.processor_name,
-                    instance_name=opts.instance_name,
-                    continuation=page.etag,
-                    headers=page.headers,
-                )
                 try:
-                    await processor._handler(context, page.items)
+                    await processor._handler(processor._context(self.lease, page), page.items)
                 except Exception as exc:
-                    logger.error(
-                        "processor '%s': lease %s: the handler failed on a batch of %d (%s); "
-                        "the batch is given again in %gs",
-                        processor.processor_name,
-                        self.lease.lease_token,
-                        len(page.items),
-                        error_text(exc),
-                        opts.poll_delay,
-                    )
-                    processor._notify_error(self.lease.lease_token, exc)
+                    processor._handler_failed(self.lease.lease_token, len(page.items), exc)
                     await self._pause()
                     continue
                 if page.etag is None:
-                    logger.error(
-                        "processor '%s': lease %s: the response had no etag to checkpoint",
-                        processor.processor_name,
-                        self.lease.lease_token,
-                    )
+                    processor._no_etag(self.lease.lease_token)
                     await self._pause()
                     continue
                 # this batch's checkpoint is written while the next one is read
@@ -588,7 +430,3 @@ class _LeaseWorker:
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._lost_event.wait(), self.processor.options.poll_delay)
         self._check_lost()
-
-
-def _feed_range_of(lease: Lease) -> dict[str, Any]:
-    return lease.feed_range.to_feed_range() if lease.feed_range is not None else {}

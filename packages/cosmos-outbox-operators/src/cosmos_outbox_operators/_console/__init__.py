@@ -5,7 +5,9 @@ doors.py      the operators' routes through two doors, one implementation: the a
               operator (App Service Authentication names them; this package checks the
               role); every action run as the operator admitted (`cosmos_outbox.operations._actor`)
 identity.py   the signed-in operator: App Service Authentication's X-MS-CLIENT-PRINCIPAL,
-              trusted only where the platform sets it (WEBSITE_AUTH_ENABLED)
+              believed only where the owner names what signs operators in
+              (OUTBOX_CONSOLE_SIGN_IN), the platform says so (WEBSITE_AUTH_ENABLED) and
+              the host is not a local one (FUNCTIONS_CORETOOLS_ENVIRONMENT)
 guard.py      actions from the page protected against cross-site requests (same origin by
               Origin / Sec-Fetch-Site, and a double-submit token)
 negotiation.py  one answer, two forms: JSON for scripts, an HTML fragment for the page

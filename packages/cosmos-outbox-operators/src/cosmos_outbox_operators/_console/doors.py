@@ -44,10 +44,12 @@ from cosmos_outbox.http import (
 from cosmos_outbox.operations import ADMIN_KEY, NO_KEY, Actor, acting_as
 from cosmos_outbox_operators._console.guard import CrossSiteError, check_action, check_same_site
 from cosmos_outbox_operators._console.identity import (
-    AUTH_ENABLED_SETTING,
     OPERATOR_ROLE,
+    PRINCIPAL_HEADER,
+    SignInTrust,
+    bearer_validated,
     principal_of,
-    sign_in_trusted,
+    sign_in_trust,
 )
 from cosmos_outbox_operators._console.negotiation import negotiated
 
@@ -97,17 +99,27 @@ def login_path(return_to: str) -> str:
 
 
 def admit_signed_in(
-    headers: Mapping[str, str], *, role: str = OPERATOR_ROLE, return_to: str = "/"
+    headers: Mapping[str, str],
+    *,
+    role: str = OPERATOR_ROLE,
+    return_to: str = "/",
+    trust: SignInTrust | None = None,
 ) -> Actor:
-    """The operator a request through the signed-in door is from, or `RefusedError`."""
-    if not sign_in_trusted():
+    """The operator a request through the signed-in door is from, or `RefusedError`. A principal
+    header where none is believed (`identity.sign_in_trust`) is refused and logged, never acted
+    on."""
+    trust = sign_in_trust() if trust is None else trust
+    if not trust.trusted:
+        if headers.get(PRINCIPAL_HEADER):
+            logger.warning(
+                "operators' console refused a principal it cannot believe here: %s", trust.why
+            )
         raise RefusedError(
             401,
             "Unauthorized",
-            "no one can be signed in here: App Service Authentication is not enabled on this app "
-            f"({AUTH_ENABLED_SETTING} is not true). Enable it with the operator role (the "
-            "package README, 'The operators' console'), or call the operators' routes without "
-            "/console with the admin key in the x-functions-key header",
+            f"no one can be signed in here: {trust.why}. Enable App Service Authentication with "
+            "the operator role (the package README, 'The operators' console'), or call the "
+            "operators' routes without /console with the admin key in the x-functions-key header",
             headers={"WWW-Authenticate": 'Bearer realm="outbox-operators"'},
         )
     principal = principal_of(headers)
@@ -248,8 +260,13 @@ def signed_in_door(role: str, prefix: str) -> Callable[[HttpOperation, Function]
                 refused = _key_in_url(req)
                 if refused is not None:
                     raise refused
-                actor = admit_signed_in(req.headers, role=role, return_to=console_base(req, prefix))
-                check_action(req.method, req.headers)
+                trust = sign_in_trust()
+                actor = admit_signed_in(
+                    req.headers, role=role, return_to=console_base(req, prefix), trust=trust
+                )
+                check_action(
+                    req.method, req.headers, bearer_validated=bearer_validated(req.headers, trust)
+                )
             except CrossSiteError as exc:
                 logger.warning("operators' console refused an action: %s", exc)
                 return answer(req, RefusedError(403, "Forbidden", str(exc)).response())

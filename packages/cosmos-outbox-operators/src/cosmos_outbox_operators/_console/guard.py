@@ -20,9 +20,11 @@ method but GET and HEAD) through the signed-in door must show that the page itse
 
 Why both: the origin check alone trusts every browser to send `Origin` (old ones and some
 proxies drop it); the token alone trusts that no one can plant a cookie (a sibling subdomain
-can, "cookie tossing"), which the origin check refuses. A request carrying
-`Authorization: Bearer` (a script with an Entra ID token that App Service Authentication
-validated) needs no token: a browser never attaches that header by itself.
+can, "cookie tossing"), which the origin check refuses. A script whose Entra ID token App
+Service Authentication validated needs no token (`identity.bearer_validated`: authentication
+believed here, in Azure, and no session cookie with the request, so the principal is the
+token's); any other `Authorization: Bearer` value counts for nothing -- locally nothing validates
+one, and a header anyone can write is no proof that the page sent the request.
 
 The admin key's door needs no token: its key travels in the `x-functions-key` header, which no
 other site can make a browser send, and never in a URL (`?code=` is refused). But where keys are
@@ -81,12 +83,16 @@ def cookie_value(headers: Mapping[str, str], name: str) -> str | None:
     return None
 
 
-def check_action(method: str, headers: Mapping[str, str]) -> None:
-    """Refuse (`CrossSiteError`) an action that is not the page's own; reads pass."""
+def check_action(
+    method: str, headers: Mapping[str, str], *, bearer_validated: bool = False
+) -> None:
+    """Refuse (`CrossSiteError`) an action that is not the page's own; reads pass. The page's
+    token is not asked of a script whose bearer token App Service Authentication validated
+    (`bearer_validated`, from `identity.bearer_validated`)."""
     if method.upper() in SAFE_METHODS:
         return
     _same_origin(headers)
-    if headers.get("authorization", "").lower().startswith("bearer "):
+    if bearer_validated:
         return
     sent = headers.get(CSRF_HEADER, "")
     kept = cookie_value(headers, CSRF_COOKIE) or ""

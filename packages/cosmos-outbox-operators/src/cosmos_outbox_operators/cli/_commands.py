@@ -102,6 +102,9 @@ def _status(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
                 f"  lease {lease['lease']}: {lease['pending']} pending, owner "
                 f"{lease.get('owner') or '-'}, checkpoint {lease.get('checkpointAt') or '-'}"
             )
+        rules = s.get("targetRules")
+        if rules:
+            yield rules["summary"]
 
     out.result(body, lines)
     return DONE

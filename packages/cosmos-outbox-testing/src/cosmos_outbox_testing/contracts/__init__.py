@@ -51,6 +51,12 @@ from cosmos_outbox_testing.contracts._scheduled import (
     ScheduledEventsContract,
     ScheduleWorld,
 )
+from cosmos_outbox_testing.contracts._target_rules import (
+    TARGET_RULES_LAYOUT,
+    InMemoryTargetRulesWorld,
+    TargetRulesContract,
+    TargetRulesWorld,
+)
 from cosmos_outbox_testing.contracts._transaction import TransactionContract
 from cosmos_outbox_testing.contracts._unit_of_work import UnitOfWorkContract
 from cosmos_outbox_testing.contracts._worlds import (
@@ -74,6 +80,7 @@ from cosmos_outbox_testing.contracts._write_path import WritePathContract
 from cosmos_outbox_testing.contracts._writes import DocumentWritesContract
 
 __all__ = [
+    "TARGET_RULES_LAYOUT",
     "AggregateExample",
     "BacklogEstimatorContract",
     "BacklogWorld",
@@ -89,6 +96,7 @@ __all__ = [
     "InMemoryPayloadWorld",
     "InMemoryScheduleWorld",
     "InMemoryStoreWorld",
+    "InMemoryTargetRulesWorld",
     "PayloadStoreContract",
     "PayloadWorld",
     "PublisherContract",
@@ -100,6 +108,8 @@ __all__ = [
     "ScheduleWorld",
     "ScheduledEventsContract",
     "StoreWorld",
+    "TargetRulesContract",
+    "TargetRulesWorld",
     "TransactionContract",
     "UnitOfWorkContract",
     "WritePathContract",

@@ -186,26 +186,21 @@ class Relay:
         """What the relay needs, checked before it first relays (RelayNotReadyError naming
         what is missing and the fix, in the log and in the relay's status): the topic (a
         sender's link opens), and the claim check's payload container when there is one."""
-        try:
-            await self._publisher.create_batch()
-        except Exception as exc:
-            raise RelayNotReadyError(
-                f"the relay cannot open a sender to its topic {self._topic!r}: "
-                f"{error_type(exc)}: {str(exc)[:300]}. Check that the topic exists (the "
-                "deploy templates and funcstack.json's UserConfig declare it), that "
-                "SERVICEBUS_TOPIC names it, and that the app's identity may send to it "
-                "(Azure Service Bus Data Sender)"
-            ) from exc
+        await _sender_opens(
+            self._publisher.create_batch,
+            f"topic {self._topic!r}",
+            "Check that the topic exists (the deploy templates and funcstack.json's UserConfig "
+            "declare it), that SERVICEBUS_TOPIC names it, and that the app's identity may send "
+            "to it (Azure Service Bus Data Sender)",
+        )
         if self._schedule is not None:
-            try:
-                await self._schedule.check()
-            except Exception as exc:
-                raise RelayNotReadyError(
-                    f"the relay cannot open a sender to its schedule queue: {error_type(exc)}: "
-                    f"{str(exc)[:300]}. Check that the queue SERVICEBUS_SCHEDULE_QUEUE names "
-                    "exists and that the app's identity may send to it and receive from it "
-                    "(Azure Service Bus Data Sender and Data Receiver)"
-                ) from exc
+            await _sender_opens(
+                self._schedule.check,
+                "schedule queue",
+                "Check that the queue SERVICEBUS_SCHEDULE_QUEUE names exists and that the app's "
+                "identity may send to it and receive from it (Azure Service Bus Data Sender and "
+                "Data Receiver)",
+            )
         if self._payloads is not None:
             try:
                 await self._payloads.check()
@@ -572,3 +567,15 @@ def _version(event: OutboxRecord | Unreadable) -> int:
 
 def _aware(at: datetime) -> datetime:
     return at if at.tzinfo is not None else at.replace(tzinfo=UTC)
+
+
+async def _sender_opens(open_: Callable[[], Awaitable[object]], entity: str, fix: str) -> None:
+    """`open_` opens a sender's link to `entity` (RelayNotReadyError if not: what failed, and
+    `fix`)."""
+    try:
+        await open_()
+    except Exception as exc:
+        raise RelayNotReadyError(
+            f"the relay cannot open a sender to its {entity}: {error_type(exc)}: "
+            f"{str(exc)[:300]}. {fix}"
+        ) from exc

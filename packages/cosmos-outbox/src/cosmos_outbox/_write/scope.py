@@ -4,7 +4,6 @@ committed (`rollback`); an exception in the block propagates."""
 
 from __future__ import annotations
 
-from types import TracebackType
 from typing import Self
 
 __all__ = ["Uncommitted"]
@@ -23,12 +22,7 @@ class Uncommitted:
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.rollback()
 
     async def __aenter__(self) -> Self:

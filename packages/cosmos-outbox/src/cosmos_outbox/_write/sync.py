@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Coroutine
-from typing import Any, Concatenate, Generic, ParamSpec, TypeAlias, TypeVar, cast
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeAlias, TypeVar, cast
 
 from cosmos_outbox._callables import refuse_async
 from cosmos_outbox._domain import Aggregate
@@ -57,16 +57,28 @@ def _ran(
     return ran
 
 
-class Repository(Generic[A]):
-    """Aggregates of one type in one unit of work (sync)."""
+class _OfKind(Protocol):
+    kind: type[Any]
 
-    def __init__(self, core: unit_of_work.Repository[A], *, run: Runner = run_sync) -> None:
+
+C = TypeVar("C", bound=_OfKind)
+
+
+class _Shell(Generic[A, C]):
+    """A shell over an async core `C` of aggregates of one type (`kind`), and what runs the
+    core's coroutines."""
+
+    def __init__(self, core: C, *, run: Runner = run_sync) -> None:
         self._core = core
         self._run = run
 
     @property
     def kind(self) -> type[A]:
-        return self._core.kind
+        return cast("type[A]", self._core.kind)
+
+
+class Repository(_Shell[A, unit_of_work.Repository[A]]):
+    """Aggregates of one type in one unit of work (sync)."""
 
     def add(self, aggregate: A) -> None:
         """Track a new aggregate: it is created at the commit."""
@@ -115,18 +127,10 @@ class UnitOfWork(Uncommitted):
         self.remember(record)
 
 
-class AggregateService(Generic[A]):
+class AggregateService(_Shell[A, service.AggregateService[A]]):
     """Create, read and change aggregates of one type, each in one unit of work and at most one
     transactional batch (`cosmos_outbox.aio.AggregateService` says how). Its callables are plain
     functions: a coroutine function is refused when it is given (use the async API)."""
-
-    def __init__(self, core: service.AggregateService[A], *, run: Runner = run_sync) -> None:
-        self._core = core
-        self._run = run
-
-    @property
-    def kind(self) -> type[A]:
-        return self._core.kind
 
     def create(self, aggregate: A, *, traceparent: str | None = None) -> Versioned[A]:
         return cast(Versioned[A], self._run(self._core.create(aggregate, traceparent=traceparent)))

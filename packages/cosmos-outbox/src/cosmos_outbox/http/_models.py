@@ -4,7 +4,7 @@ limits validates both; the OpenAPI document is generated from these models."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Self, cast
+from typing import Annotated, Any, Self, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from pydantic.alias_generators import to_camel
@@ -23,6 +23,16 @@ class Model(BaseModel):
         populate_by_name=True,
         json_schema_serialization_defaults_required=True,
     )
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def of_attributes(model: type[M], source: object, **given: Any) -> M:
+    """A `model` of `source`: each field its attribute of the same name, but the fields
+    `given` here (a result typed once, not copied into the model field by field)."""
+    values = {name: getattr(source, name) for name in model.model_fields if name not in given}
+    return model.model_validate({**values, **given})
 
 
 class PageView(Model):

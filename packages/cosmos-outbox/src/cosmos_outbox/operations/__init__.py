@@ -78,6 +78,7 @@ if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
     from cosmos_outbox.operations._status import LeaseStatus as LeaseStatus
     from cosmos_outbox.operations._status import OutboxStatus as OutboxStatus
     from cosmos_outbox.operations._status import RelayState as RelayState
+    from cosmos_outbox.operations._status import TargetRulesState as TargetRulesState
     from cosmos_outbox.operations._stored import partitions_of as partitions_of
     from cosmos_outbox.operations._stored import stored_events as stored_events
     from cosmos_outbox.operations._subscribers import Released as Released
@@ -106,6 +107,7 @@ _EXPORTS = {
     # what they answer
     "OutboxStatus": "cosmos_outbox.operations._status",
     "RelayState": "cosmos_outbox.operations._status",
+    "TargetRulesState": "cosmos_outbox.operations._status",
     "DependencyState": "cosmos_outbox.operations._status",
     "Unanswered": "cosmos_outbox.operations._dependencies",
     "VanishedLetter": "cosmos_outbox.operations._watch",

@@ -53,7 +53,7 @@ from cosmos_outbox._mapper import (
     discard_notice,
 )
 from cosmos_outbox.errors import NotFoundError
-from cosmos_outbox.http._models import Model
+from cosmos_outbox.http._models import Model, of_attributes
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.operations._dependencies import SERVICE_BUS, answered
@@ -304,13 +304,10 @@ class LetterSummary(Model):
     @classmethod
     def of(cls, described: Described) -> LetterSummary:
         letter = described.letter
-        return cls(
+        return of_attributes(
+            cls,
+            described,
             sequence_number=letter.sequence_number,
-            event_id=described.event_id,
-            aggregate_type=described.aggregate_type,
-            aggregate_id=described.aggregate_id,
-            action=described.action,
-            version=described.version,
             dead_letter_reason=letter.reason,
             enqueued_time=datetime.fromtimestamp(letter.enqueued_at, UTC)
             if letter.enqueued_at is not None

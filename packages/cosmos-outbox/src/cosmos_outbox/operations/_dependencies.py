@@ -58,12 +58,30 @@ async def answered(
             asyncio.get_running_loop()
         except RuntimeError:
             return _on_a_thread(dependency, work, limit)
+        # not `asyncio.wait_for`: past its timeout it waits for the cancelled call to end, and
+        # a client cancelled while its peer is frozen may take that long closing its links
+        # (azure-servicebus's aio receiver, its endpoint stopped: the route's own bound came
+        # first and its 503 named no dependency). Past the bound, the call is cancelled and
+        # left to end on its own.
+        task = asyncio.ensure_future(work)
         try:
-            return await asyncio.wait_for(work, limit)
-        except TimeoutError:
-            raise DependencyUnavailableError(
-                dependency, f"did not answer within {limit:g} s"
-            ) from None
+            done, _ = await asyncio.wait({task}, timeout=limit)
+        except BaseException:  # the caller was cancelled: so is the call
+            task.cancel()
+            task.add_done_callback(_retrieved)
+            raise
+        if not done:
+            task.cancel()
+            task.add_done_callback(_retrieved)
+            raise DependencyUnavailableError(dependency, f"did not answer within {limit:g} s")
+        return task.result()
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """A call left behind past its bound ends unread: its outcome is dropped, not reported as
+    never retrieved."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _on_a_thread(dependency: str, work: Coroutine[Any, Any, T], limit: float) -> T:

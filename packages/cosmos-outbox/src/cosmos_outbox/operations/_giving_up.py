@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 
 from cosmos_outbox._mapper import DISCARD_NOTICE_SUBJECT, TARGET_PROPERTY, discard_notice
 from cosmos_outbox._records import OutboxMessage, OutboxRecord, Unreadable
-from cosmos_outbox.http._models import Model
+from cosmos_outbox.http._models import Model, of_attributes
 
 __all__ = ["Notice", "notice_of_event", "will_see_notice"]
 
@@ -29,14 +29,7 @@ class Notice(Model):
     @classmethod
     def of(cls, notice: OutboxMessage) -> Notice:
         target = notice.application_properties.get(TARGET_PROPERTY)
-        return cls(
-            message_id=notice.message_id,
-            subject=notice.subject,
-            aggregate_type=notice.aggregate_type,
-            session_id=notice.session_id,
-            version=notice.version,
-            subscription=str(target) if target is not None else None,
-        )
+        return of_attributes(cls, notice, subscription=str(target) if target is not None else None)
 
 
 def notice_of_event(

@@ -39,7 +39,7 @@ from cosmos_outbox._quarantine import QUARANTINE_TYPE, QuarantinedEvent, quarant
 from cosmos_outbox._records import NotAnEvent, OutboxRecord, Unreadable, trace_id
 from cosmos_outbox._relay.releases import ScheduleState, schedule_state
 from cosmos_outbox.errors import NotFoundError
-from cosmos_outbox.http._models import Model
+from cosmos_outbox.http._models import Model, of_attributes
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators, Described
 from cosmos_outbox.operations._dependencies import (
     COSMOS_DB,
@@ -393,7 +393,6 @@ class JourneyOperators:
                     }
                 )
             sights.append(sight)
-        q = quarantined
         journey = EventJourney(
             event_id=event_id,
             aggregate_type=aggregate_type,
@@ -404,17 +403,7 @@ class JourneyOperators:
             stored=event is not None,
             relay=relay,
             relay_note=note,
-            quarantine=None
-            if q is None
-            else QuarantineSight(
-                status=q.status,
-                reason=q.reason,
-                quarantined_at=q.quarantined_at,
-                replays=q.replays,
-                discarded_at=q.discarded_at,
-                discarded_by=q.discarded_by,
-                discard_reason=q.discard_reason,
-            ),
+            quarantine=None if quarantined is None else of_attributes(QuarantineSight, quarantined),
             dead_letters=[
                 DeadLetterSight(
                     entity=name,
@@ -429,11 +418,13 @@ class JourneyOperators:
             summary="",
             trace_id=_trace_of(source, letters),
             schedule=schedule,
-            history=history(event, q, letters, watch, sights),
+            history=history(event, quarantined, letters, watch, sights),
             unanswered=list(context.unanswered),
         )
         return journey.model_copy(
-            update={"summary": _summary(journey, q, letters, self._parts.event_ttl_seconds)}
+            update={
+                "summary": _summary(journey, quarantined, letters, self._parts.event_ttl_seconds)
+            }
         )
 
     def _relayed(

@@ -1,7 +1,8 @@
 """What the operators' roles stand on, built once by the outbox's wiring: its store, quarantine,
 relay, backlog estimator and its last hour, the relay's health, the dead-letter queues of the
-watched entities, the subscribers' containers it knows, the paging tokens, the TTL and how to
-read older events. Each role takes the parts it needs from here (one list, not one per role)."""
+watched entities, the subscribers' containers it knows, the paging tokens, the TTL, how to
+read older events and the targeted-delivery rule check. Each role takes the parts it needs from
+here (one list, not one per role)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from cosmos_outbox.ports import (
     AsyncBacklogEstimator,
     AsyncDeadLetterQueues,
     AsyncDocumentStore,
+    AsyncTargetRules,
     DeadLetterEntity,
 )
 
@@ -43,6 +45,10 @@ def _no_dead_letters() -> AsyncDeadLetterQueues | None:
     return None
 
 
+def _no_target_rules() -> AsyncTargetRules | None:
+    return None
+
+
 @dataclass(frozen=True)
 class Parts:
     """What the operators' roles stand on (see the module)."""
@@ -63,3 +69,5 @@ class Parts:
     #: how long a pending event may wait before the relay is stalled: the trigger's poll delay
     #: and OUTBOX_RELAY_STALL_SECONDS (`cosmos_outbox.operations._status`)
     stall_after_seconds: float = 61.0
+    #: the targeted-delivery rule check (None: nothing can read the topic's rules)
+    target_rules: Callable[[], AsyncTargetRules | None] = _no_target_rules

@@ -41,7 +41,7 @@ from cosmos_outbox._mapper import REDRIVE_PROPERTY, TARGET_PROPERTY
 from cosmos_outbox._quarantine import QUARANTINE_TYPE
 from cosmos_outbox._records import OutboxMessage, OutboxRecord, Unreadable
 from cosmos_outbox.errors import InvalidContinuationError, PublishFailedError
-from cosmos_outbox.http._models import Model
+from cosmos_outbox.http._models import Model, of_attributes
 from cosmos_outbox.http._paging import Cursor
 from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators
@@ -281,14 +281,7 @@ class RedriveOperators:
             scheduled=scheduled,
             cancelled=cancelled,
             first=[
-                EventSummary(
-                    event_id=e.event_id,
-                    aggregate_type=e.aggregate_type,
-                    aggregate_id=e.aggregate_id,
-                    version=e.version,
-                    action=e.action,
-                    created_at=getattr(e, "created_at", None),
-                )
+                of_attributes(EventSummary, e, created_at=getattr(e, "created_at", None))
                 for e in events[:PREVIEW_ITEMS]
             ],
             subscriptions=counts,

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from cosmos_outbox.operations._journey import AggregateJourney, EventJourney
     from cosmos_outbox.operations._quarantined import Discarded
     from cosmos_outbox.operations._redrive import RedrivePage, RedrivePreview
-    from cosmos_outbox.operations._status import OutboxStatus, RelayState
+    from cosmos_outbox.operations._status import OutboxStatus, RelayState, TargetRulesState
     from cosmos_outbox.operations._subscribers import Released, SubscriberView
     from cosmos_outbox.operations._watch import VanishedLetter
     from cosmos_outbox.ports import DeadLetterEntity, LeaseBacklog, Page
@@ -57,6 +57,11 @@ class StatusOperations(Protocol):
     async def health(self) -> dict[str, Any]:
         """/health's answer (the store answers, else it raises; degraded when the relay is
         stuck)."""
+        ...
+
+    async def target_rules(self) -> TargetRulesState:
+        """Which subscriptions of the topic lack the targeted-delivery rule, or not checked and
+        why (the management API read at most every few minutes)."""
         ...
 
 

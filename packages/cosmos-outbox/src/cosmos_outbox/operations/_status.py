@@ -12,7 +12,14 @@ which dependency does not answer (the status asks each: Cosmos DB answered the s
 reads; Service Bus is asked with one round trip that changes nothing, `Relay.probe`, at most
 once every `PROBE_EVERY_SECONDS`) and the last error it knows. The relay's own view
 (`checkpoint` times, an owner holding each lease) says nothing about movement: a lease is
-renewed while its invocation hangs on a broker that does not answer."""
+renewed while its invocation hangs on a broker that does not answer.
+
+**The targeted-delivery rules** (issue 66 item 5): the status says which subscriptions of the
+topic lack the rule targeted deliveries need, or "not checked" and why (no management
+connection, credentials without Manage rights, no answer). The management API is asked at most
+every `TARGET_RULES_EVERY_SECONDS` (rules change at an upgrade, not between two polls of the
+console; a read that does not answer within `TARGET_RULES_SECONDS` is "not checked", asked
+again a minute later); the answer says when it was read."""
 
 from __future__ import annotations
 
@@ -24,13 +31,13 @@ from cosmos_outbox._relay.backlog import age_seconds
 from cosmos_outbox._relay.backlog_history import Reading
 from cosmos_outbox._relay.health import RelayBlocked
 from cosmos_outbox._relay.releases import Waiting, waiting
-from cosmos_outbox.errors import RelayNotReadyError
+from cosmos_outbox.errors import DependencyUnavailableError, RelayNotReadyError
 from cosmos_outbox.http._models import Model
 from cosmos_outbox.operations._dependencies import COSMOS_DB, SERVICE_BUS, answered
 from cosmos_outbox.operations._health import health_answer
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._watch import VanishedLetter
-from cosmos_outbox.ports import LeaseBacklog
+from cosmos_outbox.ports import LeaseBacklog, TargetRuleCheck
 from cosmos_outbox.telemetry import error_type
 
 if TYPE_CHECKING:
@@ -38,11 +45,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PROBE_EVERY_SECONDS",
+    "TARGET_RULES_EVERY_SECONDS",
     "DependencyState",
     "LeaseStatus",
     "OutboxStatus",
     "RelayState",
     "StatusOperators",
+    "TargetRulesState",
     "relay_state",
 ]
 
@@ -50,6 +59,12 @@ __all__ = [
 PROBE_EVERY_SECONDS = 10.0
 #: How long the probe may take (a fresh connection: TLS, authentication, a link).
 PROBE_SECONDS = 2.0
+#: The status reads the topic's rules (the management API) at most this often.
+TARGET_RULES_EVERY_SECONDS = 300.0
+#: How long the status waits for them (a few round trips); past it, "not checked", asked again
+#: after `TARGET_RULES_RETRY_SECONDS`.
+TARGET_RULES_SECONDS = 2.0
+TARGET_RULES_RETRY_SECONDS = 60.0
 
 
 class LeaseStatus(Model):
@@ -96,6 +111,49 @@ class RelayState(Model):
     summary: str
 
 
+class SubscriptionLackingRule(Model):
+    """A subscription of the topic lacking the targeted-delivery rule: the rules that let
+    another subscription's messages in, and whether `cosmos-outbox target-rules --yes` can give
+    it the rule (only Azure's `$Default` lets them in)."""
+
+    subscription: str
+    rules: list[str]
+    fixable: bool
+
+
+class TargetRulesState(Model):
+    """Whether each subscription of the topic carries the targeted-delivery rule (see the
+    module): `checked` False with `reason` when the status could not look."""
+
+    topic: str
+    checked: bool
+    #: the topic's subscriptions (when checked)
+    subscriptions: list[str] = []
+    lacking: list[SubscriptionLackingRule] = []
+    reason: str | None = None
+    #: when the management API was read (the answer is kept `TARGET_RULES_EVERY_SECONDS`)
+    read_at: datetime
+    #: the check in a sentence on call can act on
+    summary: str
+
+    @classmethod
+    def of(cls, check: TargetRuleCheck, *, read_at: datetime) -> TargetRulesState:
+        return cls(
+            topic=check.topic,
+            checked=check.checked,
+            subscriptions=list(check.subscriptions),
+            lacking=[
+                SubscriptionLackingRule(
+                    subscription=s.subscription, rules=list(s.rules), fixable=s.fixable
+                )
+                for s in check.lacking
+            ],
+            reason=check.reason or None,
+            read_at=read_at,
+            summary=check.describe(),
+        )
+
+
 class OutboxStatus(Model):
     """The outbox as operators see it (see the module)."""
 
@@ -111,6 +169,9 @@ class OutboxStatus(Model):
     #: dead letters that left their queue without being applied, each with what recovers it
     #: (`cosmos_outbox.operations._watch`)
     dead_letters_vanished: list[VanishedLetter] = []
+    #: whether each subscription of the topic carries the targeted-delivery rule (see the
+    #: module)
+    target_rules: TargetRulesState | None = None
 
 
 def _round(value: float | None) -> float | None:
@@ -200,13 +261,58 @@ def relay_state(
 
 class StatusOperators:
     """The relay as operators see it: its state, its backlog per lease and the unresolved
-    quarantine (`now`), the backlog timer's last hour (`backlog`), and health (`health`)."""
+    quarantine (`now`), the backlog timer's last hour (`backlog`), health (`health`), and the
+    targeted-delivery rules (`target_rules`)."""
+
+    #: how long a read of the topic's rules is kept; how long the status waits for one; how
+    #: long a read that did not answer in time is kept (see the module)
+    rules_every_seconds: float = TARGET_RULES_EVERY_SECONDS
+    rules_wait_seconds: float = TARGET_RULES_SECONDS
+    rules_retry_seconds: float = TARGET_RULES_RETRY_SECONDS
 
     def __init__(self, parts: Parts, dead_letters: DeadLetterOperators | None = None) -> None:
         self._parts = parts
         self._letters = dead_letters
         #: the last probe of Service Bus: when (monotonic), and what it found
         self._probed: tuple[float, DependencyState] | None = None
+        #: the last read of the topic's rules: when (monotonic), what it found, and whether the
+        #: management API answered in time
+        self._rules: tuple[float, TargetRulesState, bool] | None = None
+
+    async def target_rules(self) -> TargetRulesState:
+        """Which subscriptions of the topic lack the targeted-delivery rule, or not checked and
+        why; the management API asked at most every TARGET_RULES_EVERY_SECONDS (see the
+        module)."""
+        if self._rules is not None:
+            read, kept, answered_in_time = self._rules
+            keep = self.rules_every_seconds if answered_in_time else self.rules_retry_seconds
+            if time.monotonic() - read < keep:
+                return kept
+        port = self._parts.target_rules()
+        in_time = True
+        if port is None:
+            check = TargetRuleCheck(
+                "", False, reason="these services read no topic's rules (no SERVICEBUS_TOPIC)"
+            )
+        else:
+            topic = str(getattr(port, "topic", ""))
+            try:
+                check = await answered(SERVICE_BUS, port.check(), seconds=self.rules_wait_seconds)
+            except DependencyUnavailableError:
+                in_time = False
+                check = TargetRuleCheck(
+                    topic,
+                    False,
+                    reason="the management API did not answer within "
+                    f"{self.rules_wait_seconds:g} s (asked again in "
+                    f"{self.rules_retry_seconds:g} s)",
+                )
+            except Exception as exc:  # the port never raises; a stand-in might: say why
+                check = TargetRuleCheck(topic, False, reason=f"{error_type(exc)}: {exc!s:.200}")
+        read_at = datetime.fromtimestamp(self._parts.clock(), UTC)
+        found = TargetRulesState.of(check, read_at=read_at)
+        self._rules = (time.monotonic(), found, in_time)
+        return found
 
     async def _probe(self) -> DependencyState:
         """Does Service Bus answer? Asked at most every PROBE_EVERY_SECONDS (see the module)."""
@@ -299,6 +405,7 @@ class StatusOperators:
             dead_letters_vanished=await self._letters.vanished()
             if self._letters is not None
             else [],
+            target_rules=await self.target_rules(),
         )
 
     async def backlog(self) -> list[Reading]:

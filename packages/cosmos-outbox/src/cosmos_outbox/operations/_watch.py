@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from cosmos_outbox._mapper import EVENT_TYPE, parse_time
-from cosmos_outbox.http._models import Model
+from cosmos_outbox.http._models import Model, of_attributes
 from cosmos_outbox.operations._dependencies import COSMOS_DB, SERVICE_BUS, answered
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.ports import AsyncDocumentStore, DeadLetterEntity
@@ -260,15 +260,9 @@ class DeadLetterWatch:
             )
             created = parse_time(document.get("createdAt")) if document else None
             found.append(
-                VanishedLetter(
-                    subscription=record.subscription,
-                    event_id=record.event_id,
-                    sequence_number=record.sequence_number,
-                    aggregate_type=record.aggregate_type,
-                    aggregate_id=record.aggregate_id,
-                    action=record.action,
-                    version=record.version,
-                    dead_lettered_at=record.dead_lettered_at,
+                of_attributes(
+                    VanishedLetter,
+                    record,
                     left_at=record.fate_at,
                     stored=document is not None,
                     created_at=created,

@@ -2,7 +2,8 @@
 client: `cosmos_outbox.servicebus.aio`); each message carries the outbox's properties and the
 CloudEvents 1.0 attributes (AMQP binding, binary mode); the dead-letter queues of its
 subscriptions (`ServiceBusDeadLetters`: peeked, and their messages sent again or given up); the
-schedule queue, where the relay schedules scheduled events' releases (`ServiceBusScheduleQueue`).
+schedule queue, where the relay schedules scheduled events' releases (`ServiceBusScheduleQueue`);
+the targeted-delivery rule check on the management API (`ServiceBusTargetRules`).
 Imported where the relay runs, never at indexing."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from cosmos_outbox.servicebus._publisher import (
     ServiceBusPublisher,
 )
 from cosmos_outbox.servicebus._schedule import ServiceBusScheduleQueue
+from cosmos_outbox.servicebus._target_rules import ServiceBusTargetRules
 
 __all__ = [
     "DEFAULT_MAX_MESSAGE_BYTES",
@@ -26,6 +28,7 @@ __all__ = [
     "ServiceBusDeadLetters",
     "ServiceBusPublisher",
     "ServiceBusScheduleQueue",
+    "ServiceBusTargetRules",
     "application_properties",
     "to_amqp_message",
     "to_servicebus_message",

@@ -42,6 +42,7 @@ from azure.servicebus import (
 )
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 
+from cosmos_outbox._sync_bridge import _Awaitable, run_sync
 from cosmos_outbox.ports import (
     AsyncDeadLetterQueues,
     DeadLetter,
@@ -199,46 +200,16 @@ class ServiceBusDeadLetters(DeadLetterQueues):
     def move(
         self, entity: DeadLetterEntity, moves: Mapping[int, Outgoing | None]
     ) -> dict[int, MoveOutcome]:
-        wanted = dict(moves)
-        outcomes: dict[int, MoveOutcome] = {}
-        held: list[ServiceBusReceivedMessage] = []
         with self._lock:
             links = self._links_of(entity)
-            receiver, sender = links.receiver, links.sender
+            receiver, sender = _Awaitable(links.receiver), _Awaitable(links.sender)
             try:
-                while wanted:
-                    batch = receiver.receive_messages(
-                        max_message_count=_batch_size(wanted),
-                        max_wait_time=_RECEIVE_WAIT_SECONDS,
-                    )
-                    if not batch:
-                        break
-                    for message in batch:
-                        number = int(message.sequence_number or 0)
-                        if number not in wanted:
-                            held.append(message)
-                            continue
-                        outgoing = wanted.pop(number)
-                        try:
-                            if outgoing is not None:
-                                sender.send_messages(message_of(outgoing))
-                        except Exception as exc:
-                            outcomes[number] = _send_failed(entity, number, exc)
-                            held.append(message)
-                            continue
-                        try:
-                            receiver.complete_message(message)
-                        except Exception as exc:
-                            outcomes[number] = _not_completed(entity, number, exc)
-                        else:
-                            outcomes[number] = None
+                outcomes, held = run_sync(_moved(entity, moves, receiver, sender))
             except Exception:
                 self._drop(entity)  # its locks are released with it
                 raise
             for message in held:
-                _quietly(lambda m=message: receiver.abandon_message(m))
-        for number in wanted:
-            outcomes[number] = NOT_FOUND
+                _quietly(lambda m=message: links.receiver.abandon_message(m))
         return outcomes
 
     def close(self) -> None:
@@ -318,46 +289,15 @@ class AsyncServiceBusDeadLetters(AsyncDeadLetterQueues):
     async def move(
         self, entity: DeadLetterEntity, moves: Mapping[int, Outgoing | None]
     ) -> dict[int, MoveOutcome]:
-        wanted = dict(moves)
-        outcomes: dict[int, MoveOutcome] = {}
-        held: list[ServiceBusReceivedMessage] = []
         async with self._lock(entity):
             links = await self._links_of(entity)
-            receiver, sender = links.receiver, links.sender
             try:
-                while wanted:
-                    batch = await receiver.receive_messages(
-                        max_message_count=_batch_size(wanted),
-                        max_wait_time=_RECEIVE_WAIT_SECONDS,
-                    )
-                    if not batch:
-                        break
-                    for message in batch:
-                        number = int(message.sequence_number or 0)
-                        if number not in wanted:
-                            held.append(message)
-                            continue
-                        outgoing = wanted.pop(number)
-                        try:
-                            if outgoing is not None:
-                                await sender.send_messages(message_of(outgoing))
-                        except Exception as exc:
-                            outcomes[number] = _send_failed(entity, number, exc)
-                            held.append(message)
-                            continue
-                        try:
-                            await receiver.complete_message(message)
-                        except Exception as exc:
-                            outcomes[number] = _not_completed(entity, number, exc)
-                        else:
-                            outcomes[number] = None
+                outcomes, held = await _moved(entity, moves, links.receiver, links.sender)
             except BaseException:  # cancelled (the operators' bound) included
                 await self._drop(entity)  # its locks are released with it
                 raise
             for message in held:
-                await _aquietly(receiver.abandon_message(message))
-        for number in wanted:
-            outcomes[number] = NOT_FOUND
+                await _aquietly(links.receiver.abandon_message(message))
         return outcomes
 
     async def close(self) -> None:
@@ -368,6 +308,46 @@ class AsyncServiceBusDeadLetters(AsyncDeadLetterQueues):
 
 #: The outcome of a dead letter that was not received: gone, or locked by another receiver.
 NOT_FOUND = "not found (removed already, or locked by another receiver)"
+
+
+async def _moved(
+    entity: DeadLetterEntity, moves: Mapping[int, Outgoing | None], receiver: Any, sender: Any
+) -> tuple[dict[int, MoveOutcome], list[ServiceBusReceivedMessage]]:
+    """A move, written once for both clients (the sync one's receiver and sender made
+    awaitable, run with `run_sync`): what became of each dead letter asked for, and the others
+    received, held locked for the caller to abandon. A receive that fails raises (the caller
+    drops the links, and their locks with them)."""
+    wanted = dict(moves)
+    outcomes: dict[int, MoveOutcome] = {}
+    held: list[ServiceBusReceivedMessage] = []
+    while wanted:
+        batch = await receiver.receive_messages(
+            max_message_count=_batch_size(wanted), max_wait_time=_RECEIVE_WAIT_SECONDS
+        )
+        if not batch:
+            break
+        for message in batch:
+            number = int(message.sequence_number or 0)
+            if number not in wanted:
+                held.append(message)
+                continue
+            outgoing = wanted.pop(number)
+            try:
+                if outgoing is not None:
+                    await sender.send_messages(message_of(outgoing))
+            except Exception as exc:
+                outcomes[number] = _send_failed(entity, number, exc)
+                held.append(message)
+                continue
+            try:
+                await receiver.complete_message(message)
+            except Exception as exc:
+                outcomes[number] = _not_completed(entity, number, exc)
+            else:
+                outcomes[number] = None
+    for number in wanted:
+        outcomes[number] = NOT_FOUND
+    return outcomes, held
 
 
 def _send_failed(entity: DeadLetterEntity, number: int, exc: Exception) -> str:

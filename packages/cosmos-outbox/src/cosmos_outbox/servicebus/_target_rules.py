@@ -22,7 +22,6 @@ from __future__ import annotations
 import logging
 import re
 import threading
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from azure.core.exceptions import (
@@ -33,6 +32,14 @@ from azure.core.exceptions import (
 )
 from azure.core.pipeline.transport import HttpRequest, RequestsTransport
 
+from cosmos_outbox.ports import (
+    TARGET_RULES_COMMAND,
+    AsyncTargetRules,
+    SubscriptionLacking,
+    TargetRuleCheck,
+    TargetRules,
+)
+
 if TYPE_CHECKING:
     from azure.servicebus.management import RuleProperties, ServiceBusAdministrationClient
 
@@ -42,6 +49,8 @@ logger = logging.getLogger("cosmos_outbox.servicebus")
 
 __all__ = [
     "TARGET_RULE",
+    "AsyncServiceBusTargetRules",
+    "ServiceBusTargetRules",
     "SubscriptionLacking",
     "TargetRuleCheck",
     "admin_client",
@@ -56,7 +65,7 @@ TARGET_RULE = "outbox-target"
 #: Azure's rule of a subscription created without one: every message.
 DEFAULT_RULE = "$Default"
 #: What the command to apply the rule is (named in the warnings).
-COMMAND = "cosmos-outbox target-rules --yes"
+COMMAND = TARGET_RULES_COMMAND
 
 
 def target_clause(subscription: str) -> str:
@@ -85,54 +94,6 @@ def keeps_others_out(rule: RuleProperties, subscription: str) -> bool:
     return expression in (clause, f"({clause})") or (
         expression.startswith("(") and expression.endswith(f")and({clause})")
     )
-
-
-@dataclass(frozen=True)
-class SubscriptionLacking:
-    """A subscription one of whose rules lets another subscription's targeted message in."""
-
-    subscription: str
-    #: the rules that let them in, each with its filter (`$Default: TrueFilter`)
-    rules: tuple[str, ...]
-    #: only Azure's `$Default` lets them in: `apply_target_rules` replaces it with the rule
-    fixable: bool
-    #: the rule names it has (to know whether `outbox-target` exists already)
-    names: tuple[str, ...] = ()
-
-    def describe(self) -> str:
-        return f"{self.subscription} (rule {', '.join(self.rules)})"
-
-
-@dataclass(frozen=True)
-class TargetRuleCheck:
-    """What the check found: `checked` False with `reason` when it could not look."""
-
-    topic: str
-    checked: bool
-    subscriptions: tuple[str, ...] = ()
-    lacking: tuple[SubscriptionLacking, ...] = ()
-    reason: str = ""
-
-    @property
-    def ok(self) -> bool:
-        return self.checked and not self.lacking
-
-    def describe(self) -> str:
-        """One line: what an operator reads in the log and the status."""
-        if not self.checked:
-            return f"targeted-delivery rules of topic {self.topic!r} not checked: {self.reason}"
-        if not self.lacking:
-            return (
-                f"targeted-delivery rules: each of the {len(self.subscriptions)} subscription(s) "
-                f"of topic {self.topic!r} carries one"
-            )
-        return (
-            f"targeted-delivery rules: {len(self.lacking)} subscription(s) of topic "
-            f"{self.topic!r} lack one and receive what is meant for another subscription (a "
-            "dead letter's resubmission, a targeted re-drive, a released version's notice): "
-            f"{'; '.join(s.describe() for s in self.lacking)}; `{COMMAND}` adds it "
-            "(docs/upgrading.md, step 6)"
-        )
 
 
 class _EmulatorHttp(RequestsTransport):  # type: ignore[misc]  # azure-core exports it lazily
@@ -270,23 +231,72 @@ def by_hand(sub: SubscriptionLacking) -> str:
     )
 
 
+class ServiceBusTargetRules(TargetRules):
+    """The `TargetRules` port on the management API (`ServiceBusAdministrationClient`): a
+    client made per check (a check is rare: at a relay's start, and the operators' status keeps
+    its answer for minutes), over a connection string (Manage rights) or a namespace (managed
+    identity)."""
+
+    def __init__(
+        self, topic: str, *, connection_string: str | None = None, namespace: str | None = None
+    ) -> None:
+        self.topic = topic
+        self._connection_string = connection_string
+        self._namespace = namespace
+
+    def check(self) -> TargetRuleCheck:
+        if not self.topic:
+            return TargetRuleCheck(self.topic, False, reason="no SERVICEBUS_TOPIC")
+        if self._connection_string is None and not self._namespace:
+            return TargetRuleCheck(
+                self.topic, False, reason="no Service Bus connection in the settings"
+            )
+        try:
+            admin = admin_client(
+                connection_string=self._connection_string, namespace=self._namespace
+            )
+        except (ValueError, ImportError) as exc:
+            return TargetRuleCheck(self.topic, False, reason=f"{type(exc).__name__}: {exc}")
+        try:
+            with admin:
+                return check_target_rules(admin, self.topic)
+        except Exception as exc:  # never raises: says why it could not look
+            return TargetRuleCheck(
+                self.topic, False, reason=f"{type(exc).__name__}: {_first_line(exc)}"
+            )
+
+
+class AsyncServiceBusTargetRules(AsyncTargetRules):
+    """`ServiceBusTargetRules` for the async outbox: the SDK's management client is sync (HTTP,
+    a few round trips), so each check runs in a worker thread, never on the event loop."""
+
+    def __init__(
+        self, topic: str, *, connection_string: str | None = None, namespace: str | None = None
+    ) -> None:
+        self._rules = ServiceBusTargetRules(
+            topic, connection_string=connection_string, namespace=namespace
+        )
+        self.topic = topic
+
+    async def check(self) -> TargetRuleCheck:
+        import asyncio
+
+        return await asyncio.to_thread(self._rules.check)
+
+
+def target_rules_of(settings: OutboxSettings) -> ServiceBusTargetRules:
+    """The port on the relay's settings (its topic and Service Bus connection)."""
+    connection = settings.servicebus_connection
+    return ServiceBusTargetRules(
+        settings.servicebus_topic or "",
+        connection_string=connection.get_secret_value() if connection is not None else None,
+        namespace=settings.servicebus_namespace,
+    )
+
+
 def check_target_rules_from_settings(settings: OutboxSettings) -> TargetRuleCheck:
     """The check with the relay's settings (its topic and Service Bus connection)."""
-    topic = settings.servicebus_topic or ""
-    if not topic:
-        return TargetRuleCheck(topic, False, reason="no SERVICEBUS_TOPIC")
-    connection = settings.servicebus_connection
-    if connection is None and not settings.servicebus_namespace:
-        return TargetRuleCheck(topic, False, reason="no Service Bus connection in the settings")
-    try:
-        admin = admin_client(
-            connection_string=connection.get_secret_value() if connection is not None else None,
-            namespace=settings.servicebus_namespace,
-        )
-    except (ValueError, ImportError) as exc:
-        return TargetRuleCheck(topic, False, reason=f"{type(exc).__name__}: {exc}")
-    with admin:
-        return check_target_rules(admin, topic)
+    return target_rules_of(settings).check()
 
 
 def log_target_rules(settings: OutboxSettings | None = None) -> TargetRuleCheck:

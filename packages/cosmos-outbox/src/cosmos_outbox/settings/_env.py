@@ -122,33 +122,27 @@ class PayloadSettings(BaseSettings):
     def payload_storage(self) -> PayloadConnection | None:
         """The claim check's storage, OutboxPayloadStorage first, then the host's; None when
         neither is set."""
-        container = self.payload_container
-        if self.payload_connection is not None:
-            return PayloadConnection(
-                container, connection_string=self.payload_connection, setting="OutboxPayloadStorage"
-            )
-        if self.payload_service_uri:
-            return PayloadConnection(
-                container,
-                service_uri=self.payload_service_uri,
-                setting="OutboxPayloadStorage__blobServiceUri",
-            )
-        if self.host_storage is not None:
-            return PayloadConnection(
-                container, connection_string=self.host_storage, setting="AzureWebJobsStorage"
-            )
-        if self.host_storage_service_uri:
-            return PayloadConnection(
-                container,
-                service_uri=self.host_storage_service_uri,
-                setting="AzureWebJobsStorage__blobServiceUri",
-            )
-        if self.host_storage_account:
-            return PayloadConnection(
-                container,
-                service_uri=f"https://{self.host_storage_account}.blob.core.windows.net",
-                setting="AzureWebJobsStorage__accountName",
-            )
+        account = self.host_storage_account
+        # In order: a connection string (its secret) or a blob service URI, from the setting.
+        found: tuple[tuple[SecretStr | None, str | None, str], ...] = (
+            (self.payload_connection, None, "OutboxPayloadStorage"),
+            (None, self.payload_service_uri, "OutboxPayloadStorage__blobServiceUri"),
+            (self.host_storage, None, "AzureWebJobsStorage"),
+            (None, self.host_storage_service_uri, "AzureWebJobsStorage__blobServiceUri"),
+            (
+                None,
+                f"https://{account}.blob.core.windows.net" if account else None,
+                "AzureWebJobsStorage__accountName",
+            ),
+        )
+        for secret, uri, setting in found:
+            if secret is not None or uri:
+                return PayloadConnection(
+                    self.payload_container,
+                    connection_string=secret,
+                    service_uri=uri,
+                    setting=setting,
+                )
         return None
 
 

@@ -110,16 +110,17 @@ class AsyncDispatcher:
             raise
         fields = _fields(event, message.delivery_count)
         if event.aggregate_type != self.aggregate_type:
-            reason = "other aggregate type"
-            telemetry.ignored(event.type, reason, event.aggregate_type)
-            logger.warning(
+            _ignored(
+                event,
+                fields,
+                "other aggregate type",
+                logging.WARNING,
                 "event %s of %s %s ignored: this subscriber projects %s (is the "
                 "subscription's aggregateType filter missing?)",
                 event.event_id,
                 event.aggregate_type,
                 event.aggregate_id,
                 self.aggregate_type,
-                extra={**fields, "outcome": "ignored", "reason": reason},
             )
             return None
         if (
@@ -127,9 +128,11 @@ class AsyncDispatcher:
             and event.target is not None
             and event.target != self.subscription
         ):
-            reason = "another subscription's"
-            telemetry.ignored(event.type, reason, event.aggregate_type)
-            logger.warning(
+            _ignored(
+                event,
+                fields,
+                "another subscription's",
+                logging.WARNING,
                 "event %s (%s %s, version %d) was sent to subscription %s, not this one (%s): "
                 "skipped (add NOT EXISTS(outboxTarget) OR outboxTarget = '%s' to this "
                 "subscription's rule)",
@@ -140,14 +143,15 @@ class AsyncDispatcher:
                 event.target,
                 self.subscription,
                 self.subscription,
-                extra={**fields, "outcome": "ignored", "reason": reason},
             )
             return None
         result = await self._projector().handle(event)
         if result.outcome is Outcome.IGNORED:
             reason = "ignored action" if event.type in self._ignored else "unknown action"
-            telemetry.ignored(event.type, reason, event.aggregate_type)
-            logger.log(
+            _ignored(
+                event,
+                {**fields, "outcome": result.outcome.value},
+                reason,
                 logging.INFO if reason == "ignored action" else logging.WARNING,
                 "event %s (%s %s, version %d): action %s is not projected (%s); its version "
                 "is taken as applied",
@@ -157,7 +161,6 @@ class AsyncDispatcher:
                 event.version,
                 event.type,
                 reason,
-                extra={**fields, "outcome": result.outcome.value, "reason": reason},
             )
             return result
         logger.info(
@@ -208,6 +211,26 @@ def settings_payloads(*, asynchronous: bool) -> Callable[[], AsyncPayloadStore |
             return built[0]
 
     return payloads
+
+
+def _ignored(
+    event: IncomingEvent,
+    fields: dict[str, Any],
+    reason: str,
+    level: int,
+    message: str,
+    *args: object,
+) -> None:
+    """An event acknowledged without a projection change: counted by `reason`, and logged
+    (`message`, `args`) as its caller's line, its fields `fields` with the outcome and reason."""
+    telemetry.ignored(event.type, reason, event.aggregate_type)
+    logger.log(
+        level,
+        message,
+        *args,
+        extra={"outcome": "ignored", **fields, "reason": reason},
+        stacklevel=2,
+    )
 
 
 def _fields(event: IncomingEvent, delivery_count: int | None) -> dict[str, Any]:

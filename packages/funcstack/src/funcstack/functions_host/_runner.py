@@ -48,7 +48,7 @@ from funcstack.functions_host._keys import FUNCTION_KEY_SETTING, MASTER_KEY_SETT
 from funcstack.functions_host._language_worker import LanguageWorker
 from funcstack.functions_host._listener import HostServices, Listener
 from funcstack.functions_host._python_version import python_version_notice
-from funcstack.functions_host._sign_in import SignIn
+from funcstack.functions_host._sign_in import CORE_TOOLS_ENVIRONMENT, SignIn
 
 logger = logging.getLogger("funcstack.functions_host")
 
@@ -176,10 +176,13 @@ class Runner:
             if k not in {FUNCTION_KEY_SETTING, MASTER_KEY_SETTING}
         }
         environment["PYTHON_SCRIPT_FILE_NAME"] = self.script
-        # App Service Authentication's local stand-in, when the settings turn it on
+        # a local host, as Core Tools says to its host and workers (its Program.cs sets it at
+        # start): an app can tell it runs without App Service's front end
+        environment[CORE_TOOLS_ENVIRONMENT] = "true"
+        # App Service Authentication's local stand-in, when the settings turn it on; its
+        # WEBSITE_AUTH_ENABLED is the host's to set, never a setting's (SignIn.worker_environment)
         self._sign_in = SignIn.from_settings()
-        if self._sign_in is not None:
-            SignIn.worker_environment(environment)
+        SignIn.worker_environment(environment, on=self._sign_in is not None)
         self.worker = LanguageWorker(self.app_dir, environment, python=self.python)
         metadata = await self.worker.start()
         self.functions = specs_from_metadata(metadata, self._host_json)

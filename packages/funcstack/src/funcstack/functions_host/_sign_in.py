@@ -46,7 +46,13 @@ from urllib.parse import parse_qs
 from aiohttp import web
 from multidict import CIMultiDict
 
-__all__ = ["ROLES_SETTING", "SECRET_SETTING", "SIGN_IN_SETTING", "SignIn"]
+__all__ = [
+    "CORE_TOOLS_ENVIRONMENT",
+    "ROLES_SETTING",
+    "SECRET_SETTING",
+    "SIGN_IN_SETTING",
+    "SignIn",
+]
 
 logger = logging.getLogger("funcstack.functions_host.sign_in")
 
@@ -58,6 +64,8 @@ ROLES_SETTING = "FUNCSTACK_SIGN_IN_ROLES"
 SECRET_SETTING = "FUNCSTACK_SIGN_IN_SECRET"  # noqa: S105  # a setting's name
 #: What App Service sets in the app's environment while its authentication is on.
 AUTH_ENABLED = "WEBSITE_AUTH_ENABLED"
+#: What Core Tools sets on its host and workers ("true"): a local host (funcstack sets it too).
+CORE_TOOLS_ENVIRONMENT = "FUNCTIONS_CORETOOLS_ENVIRONMENT"
 SESSION_COOKIE = "AppServiceAuthSession"
 _PLATFORM_HEADERS = ("x-ms-client-principal", "x-ms-token-")
 _OID = "http://schemas.microsoft.com/identity/claims/objectidentifier"
@@ -97,10 +105,23 @@ class SignIn:
         return cls(secret.encode(), roles=source.get(ROLES_SETTING, ""))
 
     @staticmethod
-    def worker_environment(environment: dict[str, str]) -> None:
-        """What App Service's environment holds while its authentication is on; the stand-in's
-        own settings removed."""
-        environment[AUTH_ENABLED] = "True"
+    def worker_environment(environment: dict[str, str], *, on: bool = True) -> None:
+        """What App Service's environment holds: ``WEBSITE_AUTH_ENABLED=True`` while its
+        authentication is on (`on`: the stand-in is), else nothing -- a value of the settings or
+        the shell is removed, with a warning naming it: the platform sets that variable, and
+        without the stand-in nothing here removes a principal header a client sends, so an app
+        believing the variable would believe a forged one. The stand-in's own settings are
+        removed too (they are the host's)."""
+        if on:
+            environment[AUTH_ENABLED] = "True"
+        elif environment.pop(AUTH_ENABLED, None) is not None:
+            logger.warning(
+                "%s is App Service's to set, not a setting's: removed from the app's environment "
+                "(nothing here removes a client's X-MS-CLIENT-PRINCIPAL header); set %s=true for "
+                "the local stand-in of App Service Authentication",
+                AUTH_ENABLED,
+                SIGN_IN_SETTING,
+            )
         for name in (SECRET_SETTING, SIGN_IN_SETTING, ROLES_SETTING):
             environment.pop(name, None)
 
