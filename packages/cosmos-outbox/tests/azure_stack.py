@@ -220,14 +220,15 @@ def relay_through(
 
 
 def received(
-    stack: LocalStack, sessions: set[str], count: int, wait: float = 60
+    stack: LocalStack, sessions: set[str], count: int, wait: float = 60, *, exact: bool = True
 ) -> list[ServiceBusReceivedMessage]:
-    """`count` messages of the sessions of the test subscription, in order per session."""
-    return received_from(stack.servicebus_connection_string, sessions, count, wait)
+    """`count` messages of the sessions of the test subscription, in order per session
+    (`exact=False`: what arrived by the deadline, however many)."""
+    return received_from(stack.servicebus_connection_string, sessions, count, wait, exact=exact)
 
 
 def received_from(
-    connection: str, sessions: set[str], count: int, wait: float = 60
+    connection: str, sessions: set[str], count: int, wait: float = 60, *, exact: bool = True
 ) -> list[ServiceBusReceivedMessage]:
     """`received` from the endpoint of `connection`: each session read on a thread of its own
     (opening a session receiver costs the sync SDK about half a second) until `count` messages
@@ -256,7 +257,7 @@ def received_from(
 
     with ThreadPoolExecutor(max_workers=min(16, len(sessions) or 1)) as pool:
         list(pool.map(read, sorted(sessions)))
-    assert len(found) >= count, f"{len(found)} of {count} messages within {wait} s"
+    assert len(found) >= count or not exact, f"{len(found)} of {count} messages within {wait} s"
     return found
 
 

@@ -42,6 +42,17 @@ if TYPE_CHECKING:
     from funcstack import LocalStack
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The `chaos` runs (minutes each: `make chaos`) are deselected unless the `-m` expression
+    names them (`-m chaos`): `make test` and a bare `pytest` leave them out."""
+    if "chaos" in (config.option.markexpr or ""):
+        return
+    chaos = [item for item in items if item.get_closest_marker("chaos") is not None]
+    if chaos:
+        config.hook.pytest_deselected(items=chaos)
+        items[:] = [item for item in items if item.get_closest_marker("chaos") is None]
+
+
 class TicketWorld:
     """The tickets app on in-memory services (`options`: `in_memory`'s)."""
 

@@ -9,10 +9,7 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import threading
 import time
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,106 +22,14 @@ pytest.importorskip(
 
 from azure_stack import DATABASE, received
 
-from cosmos_outbox import Outbox
 from funcstack import LocalStack
-from relay.test_relay_process import RELAY_APP, app_settings, lease_documents, start_command
+from relay.fleet import RELAY_APP, Writers, app_settings, fast_trigger, owners, until
+from relay.test_relay_process import start_command
 
 pytestmark = pytest.mark.integration
 
-
-@pytest.fixture
-def relay_command() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-            process.wait(10)
-
-
-#: The Functions trigger's lease intervals as the processes' (funcstack's local-only settings, ms).
-FAST_TRIGGER = {
-    "FUNCTIONS_HOST_COSMOS_LEASE_ACQUIRE_INTERVAL": "500",
-    "FUNCTIONS_HOST_COSMOS_LEASE_RENEW_INTERVAL": "500",
-    "FUNCTIONS_HOST_COSMOS_LEASE_EXPIRATION_INTERVAL": "3000",
-}
 #: A takeover's bound: expiry (3 s) + an acquire interval (0.5 s) + this machine's margin.
 TAKEOVER_SECONDS = 3 + 0.5 + 6
-
-
-@pytest.fixture
-def four_partitions(admin_database: Any) -> Iterator[str]:
-    """A container of the outbox's shape on 4 physical partitions (4 leases)."""
-    from azure.cosmos import PartitionKey
-
-    from funcstack.provision import PARTITIONS_HEADER
-
-    name = f"outbox-{uuid.uuid4().hex[:12]}"
-    admin_database.create_container(
-        id=name,
-        partition_key=PartitionKey(path="/partitionKey"),
-        default_ttl=-1,
-        headers={PARTITIONS_HEADER: "4"},
-    )
-    try:
-        yield name
-    finally:
-        admin_database.delete_container(name)
-
-
-class Writers:
-    """`n` aggregates, each written by a thread of its own, one event a transaction (`n` its
-    step, 0, 1, 2, ...), until stopped: what each committed."""
-
-    def __init__(self, stack: LocalStack, container: str, n: int) -> None:
-        from cosmos_outbox import Services
-        from cosmos_outbox.cosmos import CosmosDocumentStore
-
-        self.outbox = Outbox()
-        self.store = CosmosDocumentStore(stack.container_client(DATABASE, container))
-        self.services = Services(store=self.store, publisher=_not_relaying, token_secret="t")
-        self.committed = {f"agg-{uuid.uuid4().hex[:8]}": 0 for _ in range(n)}
-        self.stopping = threading.Event()
-        self.threads = [
-            threading.Thread(target=self._write, args=(key,), daemon=True) for key in self.committed
-        ]
-
-    def _write(self, key: str) -> None:
-        with self.outbox.override(self.services):
-            while not self.stopping.is_set():
-                with self.outbox.transaction(key, entity="step") as tx:
-                    tx.publish("Stepped", {"n": self.committed[key]})
-                    tx.commit()
-                self.committed[key] += 1
-                time.sleep(0.2)
-
-    def __enter__(self) -> Writers:
-        for thread in self.threads:
-            thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        for thread in self.threads:
-            thread.join(30)
-
-
-def _not_relaying() -> Any:
-    raise AssertionError("the writers only write; the relay sends")
-
-
-def owners(stack: LocalStack, leases: str) -> dict[str, str | None]:
-    return {d["LeaseToken"]: d.get("Owner") for d in lease_documents(stack, leases)}
-
-
-def until(condition: Any, within: float, what: str) -> float:
-    """Wait until `condition()`; the seconds it took (AssertionError naming `what` after
-    `within`)."""
-    start = time.monotonic()
-    while not condition():
-        assert time.monotonic() - start < within, f"{what} within {within} s"
-        time.sleep(0.1)
-    return time.monotonic() - start
 
 
 def test_a_mixed_fleet_hands_over_and_survives_a_kill_nothing_lost_twice_or_out_of_order(
@@ -150,7 +55,7 @@ def test_a_mixed_fleet_hands_over_and_survives_a_kill_nothing_lost_twice_or_out_
     host_settings = {
         "COSMOS_CONTAINER": container,
         "COSMOS_LEASE_CONTAINER": leases,
-        **FAST_TRIGGER,
+        **fast_trigger(),
     }
     t0 = time.monotonic()
     marks: list[tuple[str, float]] = []

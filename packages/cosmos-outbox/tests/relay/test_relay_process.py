@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import os
 import re
 import signal
@@ -20,7 +21,6 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,25 +46,16 @@ from cosmos_outbox.settings import OutboxSettings, SettingsError
 from cosmos_outbox.telemetry import PENDING
 from cosmos_outbox_testing import FakePublisher
 from funcstack import LocalStack
+from relay.fleet import app_settings, lease_documents
 
 pytestmark = pytest.mark.integration
 
-RELAY_APP = Path(__file__).parents[1] / "relay_app"
 #: Lease intervals short enough for a test (seconds): acquire, renew, expiry.
 FAST: dict[str, Any] = {
     "lease_acquire_interval": 0.5,
     "lease_renew_interval": 0.5,
     "lease_expiration_interval": 3,
 }
-
-
-def app_settings(stack: LocalStack, fresh: str, leases: str) -> dict[str, str]:
-    """The relay app's settings on this stack (its local.settings.sample.json with the
-    services' connection strings): what its Functions host would read."""
-    values = stack.app_settings(
-        RELAY_APP, {"COSMOS_CONTAINER": fresh, "COSMOS_LEASE_CONTAINER": leases}
-    )["Values"]
-    return {str(k): str(v) for k, v in values.items()}
 
 
 def outbox_settings(values: dict[str, str]) -> OutboxSettings:
@@ -75,16 +66,6 @@ def open_tickets(stack: LocalStack, container: str, n: int) -> set[str]:
     """`n` tickets opened, each in a transaction of its own; their ids (their sessions)."""
     service = CosmosWorld(stack.container_client(DATABASE, container), ttl=3600).service(Ticket)
     return {service.create(Ticket.open(f"Printer {i}")).aggregate.id for i in range(n)}
-
-
-def lease_documents(stack: LocalStack, leases: str) -> list[dict[str, Any]]:
-    return [
-        d
-        for d in stack.container_client(DATABASE, leases).query_items(
-            "SELECT * FROM c", enable_cross_partition_query=True
-        )
-        if "LeaseToken" in d
-    ]
 
 
 def get(url: str) -> tuple[int, dict[str, Any]]:
@@ -232,16 +213,6 @@ def settings_file(funcstack_services: LocalStack, fresh: str, leases: str, tmp_p
     return path
 
 
-@pytest.fixture
-def relay_command() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for process in started:
-        if process.poll() is None:
-            process.kill()
-            process.wait(10)
-
-
 def start_command(
     settings_file: Path,
     log: Path,
@@ -344,3 +315,42 @@ def test_a_missing_setting_is_named_and_the_command_exits_2(tmp_path: Path) -> N
     )
     assert out.returncode == 2, out.stderr
     assert "COSMOS_CONTAINER" in out.stderr
+
+
+def test_a_stop_whose_release_fails_names_the_leases_it_did_not_release(
+    funcstack_services: LocalStack, fresh: str, leases: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Cosmos DB refuses every replace (503) as the relay stops: the lease keeps its owner, and
+    the stop says so, naming it (never "its leases released")."""
+    settings = outbox_settings(app_settings(funcstack_services, fresh, leases))
+    assert funcstack_services.cosmos is not None
+    cosmos = funcstack_services.cosmos
+
+    async def run() -> None:
+        # no renewal during the test: the release is the only replace the fault meets
+        relay = RelayProcessor(
+            settings,
+            instance_name="relay-unreleased",
+            lease_acquire_interval=0.5,
+            lease_renew_interval=60,
+            lease_expiration_interval=120,
+        )
+        await relay.start()
+        async with asyncio.timeout(60):
+            await relay.wait_until_listening()
+        assert relay.state().held == ("0",)
+        cosmos.inject_fault(503, count=1000, methods=["PUT"])
+        try:
+            await relay.stop()
+        finally:
+            cosmos.clear_faults()
+
+    with caplog.at_level(logging.INFO, logger="cosmos_outbox.relay"):
+        asyncio.run(run())
+    [lease] = lease_documents(funcstack_services, leases)
+    assert lease["Owner"] == "relay-unreleased"
+    said = [r.getMessage() for r in caplog.records if r.name == "cosmos_outbox.relay"]
+    assert any(
+        "relay process relay-unreleased: stopped; lease(s) 0 not released" in line for line in said
+    ), said
+    assert not any("its leases released" in line for line in said), said
