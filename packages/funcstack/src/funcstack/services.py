@@ -239,10 +239,11 @@ class LocalServices:
     """The endpoints and Functions hosts started in ``workdir`` (a ``<part>.log`` each).
 
     Each ``run_*`` starts its part, or starts it again on the port it had (a restart after
-    ``stop_part``). Hosts are named by the caller; ``stop()`` stops every part at once. A part
-    asked for port 0 gets ``free_port()``'s, below the kernel's ephemeral range: bound by the
-    kernel's choice, it would sit in that range, and while the part is stopped an outgoing
-    connection could take it as its local port, so that the restart found it in use.
+    ``stop_part``). Hosts are named by the caller; ``stop()`` stops the hosts, then the
+    endpoints. A part asked for port 0 gets ``free_port()``'s, below the kernel's ephemeral
+    range: bound by the kernel's choice, it would sit in that range, and while the part is
+    stopped an outgoing connection could take it as its local port, so that the restart found
+    it in use.
     """
 
     workdir: Path
@@ -381,13 +382,18 @@ class LocalServices:
             self.hosts[name].kill()
 
     def stop(self) -> None:
-        """Stop every part at once; each is killed if it has not exited within 1.5 s."""
-        stop_all(
-            [
-                (name, functools.partial(part.stop, timeout=STOP_TIMEOUT))
-                for name, part in self._parts()
-            ]
-        )
+        """Stop the hosts at once, then the endpoints at once; each part is killed if it has
+        not exited within 1.5 s. The hosts first, while the endpoints still answer: a Cosmos DB
+        trigger releases its leases as it stops (the Azure host does at shutdown), which it
+        cannot do once Cosmos DB is gone; its next start would wait out their expiry."""
+        hosts = set(self.hosts)
+        for group in (
+            [(name, part) for name, part in self._parts() if name in hosts],
+            [(name, part) for name, part in self._parts() if name not in hosts],
+        ):
+            stop_all(
+                [(name, functools.partial(part.stop, timeout=STOP_TIMEOUT)) for name, part in group]
+            )
 
     def pids(self) -> list[tuple[str, int]]:
         return [(name, part.process.pid) for name, part in self._parts()]

@@ -226,7 +226,8 @@ class LocalStack(LocalServices):
     and Azurite, then provisions the config's Cosmos part and, when Azurite runs, its Storage
     part (``report`` says what it did).
     ``host_app()`` writes an app's ``local.settings.json`` and starts a host for it.
-    ``stop()`` stops everything; each part is killed if it has not exited within 1.5 s.
+    ``stop()`` stops everything, the hosts before the endpoints; each part is killed if it
+    has not exited within 1.5 s.
     """
 
     config: StackConfig | None = None
@@ -296,7 +297,7 @@ class LocalStack(LocalServices):
         """Stop every part; the scaled apps' supervisors and fronts first, then the declared
         processes' instances (``host_process``), while the services they use still run: a
         relay's SIGTERM releases its leases, which it cannot do once Cosmos DB is gone. Then
-        the rest at once."""
+        the hosts, then the endpoints (``LocalServices.stop``)."""
         for app in list(self.scaled.values()):
             app.stop_watching()
             for inst in list(app.instances):  # a paused one handles the SIGTERM it is sent

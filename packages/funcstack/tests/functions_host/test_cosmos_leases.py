@@ -355,3 +355,57 @@ def test_two_triggers_on_one_lease_container_split_the_changes_between_them(
         "each function, every change",
     )
     assert scaled.stack.log_path("app").read_text().count("compete for the same leases") == 1
+
+
+def test_a_stacks_stop_lets_the_trigger_release_its_leases_before_cosmos_db_stops(
+    tmp_path: Path,
+) -> None:
+    """``stop()`` stops the hosts, then the endpoints: the trigger's processor releases each
+    lease it holds (its owner cleared, as the Azure host does at shutdown), which it could not
+    do with the stack's Cosmos DB stopping beside it; a next start would wait out the
+    leases' expiry."""
+    stack = LocalStack(
+        workdir=tmp_path / "stack",
+        ports=ServicePorts.free(),
+        with_servicebus=False,
+        with_azurite=False,
+    ).start()
+    try:
+        assert stack.cosmos is not None
+        app_dir = tmp_path / "app"
+        app_dir.mkdir()
+        (app_dir / "function_app.py").write_text((HERE / "sample_cosmos_app.py").read_text())
+        (app_dir / "host.json").write_text(json.dumps({"version": "2.0"}))
+        client = CosmosClient(
+            stack.cosmos.endpoint, credential=stack.cosmos.key, connection_verify=False
+        )
+        database = client.create_database(f"stop-{uuid.uuid4().hex[:8]}")
+        database.create_container(
+            "contacts",
+            partition_key=PartitionKey(path="/partitionKey"),
+            headers={PARTITIONS_HEADER: "2"},
+        )
+        stack.host_app(
+            app_dir,
+            name="app",
+            port=0,
+            settings_file=tmp_path / "app.settings.json",
+            overrides={
+                "FUNCTIONS_WORKER_RUNTIME": "python",
+                "CosmosDBConnection": stack.cosmos.connection_string,
+                VERIFY_TLS_SETTING: "true" if stack.cosmos.verify_tls else "false",
+                "COSMOS_DATABASE": database.id,
+                "COSMOS_CONTAINER": "contacts",
+                "COSMOS_LEASE_CONTAINER": "leases",
+                "SAMPLE_OUT": str(tmp_path / "out.jsonl"),
+                "SAMPLE_FAIL_FLAG": str(tmp_path / "fail.flag"),
+            },
+        )
+        log = stack.log_path("app")
+        wait_for(lambda: log.read_text().count(" acquired (") >= 2, "the host holding both leases")
+        client.close()
+    finally:
+        stack.stop()
+    text = log.read_text()
+    assert "not released" not in text, text[-2000:]
+    assert text.count(" released") == 2, text[-2000:]
