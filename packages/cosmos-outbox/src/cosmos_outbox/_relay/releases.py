@@ -42,9 +42,9 @@ from typing import Any
 from cosmos_outbox import _clock as clock
 from cosmos_outbox._domain import utc_text
 from cosmos_outbox._mapper import EVENT_TYPE, parse_time, released, scheduled
+from cosmos_outbox._model import Model
 from cosmos_outbox._records import Release
 from cosmos_outbox.errors import NotFoundError, PreconditionFailedError
-from cosmos_outbox.http._models import Model
 from cosmos_outbox.ports import AsyncDocumentStore, AsyncScheduleQueue
 
 __all__ = [
