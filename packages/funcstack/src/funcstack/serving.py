@@ -47,6 +47,13 @@ class Servable(Protocol):
     def log_path(self, name: str) -> Path: ...
 
 
+#: A part found ended while a signal to the terminal's process group is being handled: Ctrl-C
+#: reaches every process of the group at once, and a part may end before this process has run
+#: its handler; one that ended so is the stop, not an unexpected exit (which says "exited
+#: unexpectedly" and exits 1).
+_SIGNAL_GRACE_SECONDS = 0.3
+
+
 def serve(
     stack: Servable,
     pidfile: Path,
@@ -152,6 +159,8 @@ def _serve(
                 recorded = stack.pids()
                 record_processes(pidfile, recorded)
             dead = stack.dead_part()
+            if dead is not None and stopping.wait(_SIGNAL_GRACE_SECONDS):
+                break  # the part ended of the Ctrl-C sent to the whole process group
             if dead is not None:
                 name, code = dead
                 lines = stack.record_exit(name, code)
