@@ -164,6 +164,38 @@ def test_the_change_feed_processor_knows_no_outbox_and_needs_only_the_cosmos_sdk
     assert imported_roots(CHANGEFEED_SRC) - allowed == set()
 
 
+#: The core's rooms that compose: the relay as a process (`_relay_process`), the faces and the
+#: blueprints that build or serve the relay, and the wiring they build it with. Under them the
+#: operators' one API (`operations`), under that the relay (`_relay`); each room imports only
+#: rooms below it (farm-studio look: no arrow runs back up).
+COMPOSERS = ("_relay_process", "_blueprints", "_outbox", "relay", "services", "_wiring")
+#: The rooms under the relay (the adapters, the mapper, the write path, the subscriber, the
+#: quarantine) import none of those, nor the HTTP layer.
+UNDER_THE_RELAY = ("servicebus", "cosmos", "blob", "_mapper", "_write", "subscriber")
+
+
+ROOMS_AND_ABOVE = [
+    ("_wiring.py", set(COMPOSERS) - {"_wiring"}),
+    ("operations", set(COMPOSERS)),
+    ("_relay", {*COMPOSERS, "operations", "http"}),
+    *[
+        (room, {*COMPOSERS, "operations", "_relay", "http"})
+        for room in (*UNDER_THE_RELAY, "_quarantine.py")
+    ],
+]
+
+
+@pytest.mark.parametrize(("room", "above"), ROOMS_AND_ABOVE, ids=[r for r, _ in ROOMS_AND_ABOVE])
+def test_the_cores_rooms_import_no_room_above_them(room: str, above: set[str]) -> None:
+    taken = {
+        module
+        for module in imported_modules(f"{PACKAGE}/{room}")
+        for name in above
+        if module == f"{ROOT_MODULE}.{name}" or module.startswith(f"{ROOT_MODULE}.{name}.")
+    }
+    assert taken == set()
+
+
 #: The Functions host's own settings (every app has them), not this app's.
 HOST_SETTINGS = {"FUNCTIONS_WORKER_RUNTIME", "AzureWebJobsStorage"}
 SAMPLES = ("local.settings.sample.json", "subscriber/local.settings.sample.json")

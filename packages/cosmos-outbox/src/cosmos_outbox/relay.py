@@ -53,35 +53,35 @@ from cosmos_outbox._relay.releases import ReleaseOutcome, Releases
 from cosmos_outbox.telemetry import RelayTelemetry
 
 if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
-    from cosmos_outbox._relay.process.local_settings import (
+    from cosmos_outbox._relay_process.local_settings import (
         read_local_settings as read_local_settings,
     )
-    from cosmos_outbox._relay.process.local_settings import (
+    from cosmos_outbox._relay_process.local_settings import (
         use_local_settings as use_local_settings,
     )
-    from cosmos_outbox._relay.process.runner import RelayProcessor as RelayProcessor
-    from cosmos_outbox._relay.process.runner import (
+    from cosmos_outbox._relay_process.runner import RelayProcessor as RelayProcessor
+    from cosmos_outbox._relay_process.runner import (
         default_instance_name as default_instance_name,
     )
-    from cosmos_outbox._relay.process.serve import probe_app as probe_app
-    from cosmos_outbox._relay.process.serve import run_relay as run_relay
-    from cosmos_outbox._relay.process.serve import serve as serve
-    from cosmos_outbox._relay.process.state import LeaseFacts as LeaseFacts
-    from cosmos_outbox._relay.process.state import ProcessState as ProcessState
-    from cosmos_outbox._relay.process.state import Stall as Stall
+    from cosmos_outbox._relay_process.serve import probe_app as probe_app
+    from cosmos_outbox._relay_process.serve import run_relay as run_relay
+    from cosmos_outbox._relay_process.serve import serve as serve
+    from cosmos_outbox._relay_process.state import LeaseFacts as LeaseFacts
+    from cosmos_outbox._relay_process.state import ProcessState as ProcessState
+    from cosmos_outbox._relay_process.state import Stall as Stall
 
 #: The relay anywhere, imported on first use (the change feed processor, aiohttp).
 _EXPORTS = {
-    "RelayProcessor": "cosmos_outbox._relay.process.runner",
-    "default_instance_name": "cosmos_outbox._relay.process.runner",
-    "ProcessState": "cosmos_outbox._relay.process.state",
-    "LeaseFacts": "cosmos_outbox._relay.process.state",
-    "Stall": "cosmos_outbox._relay.process.state",
-    "run_relay": "cosmos_outbox._relay.process.serve",
-    "probe_app": "cosmos_outbox._relay.process.serve",
-    "serve": "cosmos_outbox._relay.process.serve",
-    "read_local_settings": "cosmos_outbox._relay.process.local_settings",
-    "use_local_settings": "cosmos_outbox._relay.process.local_settings",
+    "RelayProcessor": "cosmos_outbox._relay_process.runner",
+    "default_instance_name": "cosmos_outbox._relay_process.runner",
+    "ProcessState": "cosmos_outbox._relay_process.state",
+    "LeaseFacts": "cosmos_outbox._relay_process.state",
+    "Stall": "cosmos_outbox._relay_process.state",
+    "run_relay": "cosmos_outbox._relay_process.serve",
+    "probe_app": "cosmos_outbox._relay_process.serve",
+    "serve": "cosmos_outbox._relay_process.serve",
+    "read_local_settings": "cosmos_outbox._relay_process.local_settings",
+    "use_local_settings": "cosmos_outbox._relay_process.local_settings",
 }
 
 __all__ = [

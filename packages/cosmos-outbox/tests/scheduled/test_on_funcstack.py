@@ -19,7 +19,8 @@ import pytest
 from azure.servicebus import ServiceBusClient, ServiceBusReceiver
 from azure_stack import DATABASE, SUBSCRIPTION, TOPIC, CosmosWorld, cosmos_world
 
-from cosmos_outbox._relay.releases import release_of, waiting
+from cosmos_outbox._mapper import release_of
+from cosmos_outbox._relay.releases import waiting
 from cosmos_outbox.servicebus import ServiceBusPublisher, ServiceBusScheduleQueue
 from cosmos_outbox.servicebus.aio import ServiceBusPublisher as AsyncServiceBusPublisher
 from cosmos_outbox.servicebus.aio import ServiceBusScheduleQueue as AsyncServiceBusScheduleQueue

@@ -23,12 +23,13 @@ from cosmos_outbox._mapper import (
     aggregate_event_document,
     outbox_record,
     read_feed,
+    release_body,
     to_message,
 )
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, Quarantine
 from cosmos_outbox._records import PoisonEventError, Release
 from cosmos_outbox._relay.forwarding import Relay
-from cosmos_outbox._relay.releases import HORIZON, ReleaseOutcome, Releases, release_body
+from cosmos_outbox._relay.releases import HORIZON, ReleaseOutcome, Releases
 from cosmos_outbox._sync_bridge import as_async, run_sync
 from cosmos_outbox._write.streams import SEQUENCE_TYPE
 from cosmos_outbox.errors import NotFoundError, TooLateToCancelError

@@ -145,7 +145,7 @@ def relay_blueprint(
             relay then sends it), unless it was cancelled or is not due yet by this clock
             (scheduled again). Raises when the store fails: the message is retried, then
             dead-lettered (the event waits: `/outbox/status` counts it overdue)."""
-            from cosmos_outbox._relay.releases import release_of
+            from cosmos_outbox._mapper import release_of
 
             await wiring().releases().release(release_of(message.get_body()))
 

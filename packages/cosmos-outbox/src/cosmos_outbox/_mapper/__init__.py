@@ -6,8 +6,9 @@
 
 One module per form (issue 65): `event` (the event, written: event -> event document),
 `document` (the stored event document, read: -> outbox record), `message` (record -> message,
-and a message's envelope read back), `notices` (the quarantine and discard notices), and
-`properties` (the names a message carries beside its body). This package's face re-exports them.
+and a message's envelope read back), `notices` (the quarantine and discard notices), `release`
+(a scheduled event's release on the schedule queue), and `properties` (the names a message
+carries beside its body). This package's face re-exports them.
 
 Written and read here and nowhere else: the write path makes event documents here
 (`event_document`, `aggregate_event_document`, `stamp`); the relay, the quarantine, the operators,
@@ -208,4 +209,13 @@ from cosmos_outbox._mapper.properties import (
 )
 from cosmos_outbox._mapper.properties import (
     TARGET_PROPERTY as TARGET_PROPERTY,
+)
+from cosmos_outbox._mapper.release import (
+    RELEASE_SUBJECT as RELEASE_SUBJECT,
+)
+from cosmos_outbox._mapper.release import (
+    release_body as release_body,
+)
+from cosmos_outbox._mapper.release import (
+    release_of as release_of,
 )

@@ -14,8 +14,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cosmos_outbox._mapper import parse_time
+from cosmos_outbox._model import Model
 from cosmos_outbox.errors import NotFoundError
-from cosmos_outbox.http._models import Model
 from cosmos_outbox.ports import AsyncDocumentStore
 
 logger = logging.getLogger("cosmos_outbox.relay")

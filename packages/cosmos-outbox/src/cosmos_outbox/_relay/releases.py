@@ -33,7 +33,6 @@ This is the async API's; the sync API runs it over sync adapters.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Mapping
 from datetime import datetime, timedelta
@@ -42,22 +41,19 @@ from typing import Any
 
 from cosmos_outbox import _clock as clock
 from cosmos_outbox._domain import utc_text
-from cosmos_outbox._mapper import EVENT_TYPE, due_text, parse_time, released, scheduled
+from cosmos_outbox._mapper import EVENT_TYPE, parse_time, released, scheduled
+from cosmos_outbox._model import Model
 from cosmos_outbox._records import Release
 from cosmos_outbox.errors import NotFoundError, PreconditionFailedError
-from cosmos_outbox.http._models import Model
 from cosmos_outbox.ports import AsyncDocumentStore, AsyncScheduleQueue
 
 __all__ = [
     "HORIZON",
     "OVERDUE_AFTER",
-    "RELEASE_SUBJECT",
     "ReleaseOutcome",
     "Releases",
     "ScheduleState",
     "Waiting",
-    "release_body",
-    "release_of",
     "schedule_state",
     "step",
     "waiting",
@@ -70,8 +66,6 @@ logger = logging.getLogger("cosmos_outbox.relay")
 #: (each release not yet due schedules itself again), so a release never waits on the queue
 #: longer than this (the queue's message time to live must be longer).
 HORIZON = timedelta(days=1)
-#: The Subject of a release message on the schedule queue.
-RELEASE_SUBJECT = "OutboxRelease"
 #: How often a release reads and writes the event again when its write was refused on the etag.
 _ATTEMPTS = 5
 #: How long after its due time a scheduled event not released yet is overdue: its release has not
@@ -159,34 +153,6 @@ class ReleaseOutcome(Enum):
 def step(due: datetime, now: datetime) -> datetime:
     """When to schedule the release of an event due at `due`: then, or `HORIZON` from now."""
     return min(due, now + HORIZON)
-
-
-def release_body(release: Release) -> bytes:
-    """A release on the queue (its message's body): the event's partition and id, and when the
-    release was scheduled for."""
-    return json.dumps(
-        {
-            "partitionKey": release.partition_key,
-            "eventId": release.event_id,
-            "at": due_text(release.at),
-        },
-        separators=(",", ":"),
-    ).encode()
-
-
-def release_of(body: bytes | str) -> Release:
-    """A release read back from its message's body. ValueError when it is not one."""
-    try:
-        found: Any = json.loads(body)
-    except ValueError:
-        raise ValueError("a release's body is JSON") from None
-    if not isinstance(found, Mapping):
-        raise ValueError("a release's body is a JSON object")
-    partition, event_id, at = found.get("partitionKey"), found.get("eventId"), found.get("at")
-    when = parse_time(at)
-    if not isinstance(partition, str) or not isinstance(event_id, str) or when is None:
-        raise ValueError("a release names its event's partitionKey, eventId and its time")
-    return Release(partition, event_id, when)
 
 
 class Releases:

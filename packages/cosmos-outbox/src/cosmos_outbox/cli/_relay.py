@@ -104,7 +104,7 @@ def _run(args: argparse.Namespace) -> int:
         raise SettingsError("--legacy-aggregate-type and --legacy-source go together")
     import os
 
-    from cosmos_outbox._relay.process.exporters import configure_exporters
+    from cosmos_outbox._relay_process.exporters import configure_exporters
 
     settings = load_settings()
     shutdown = configure_exporters(os.environ, service_name="cosmos-outbox-relay")

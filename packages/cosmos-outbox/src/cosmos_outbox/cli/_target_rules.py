@@ -55,7 +55,7 @@ def main(argv: list[str], *, prog: str = "cosmos-outbox") -> int:
     args = parser(prog).parse_args(args_after)
     name = f"{prog} target-rules"
     if args.settings:
-        from cosmos_outbox._relay.process.local_settings import use_local_settings
+        from cosmos_outbox._relay_process.local_settings import use_local_settings
 
         use_local_settings(args.settings)
     topic = args.topic or os.environ.get("SERVICEBUS_TOPIC", "").strip()

@@ -1,38 +1,20 @@
-"""The bases of the API's request and response models, and the identifier rule of every id in a
-route or a body. Built from the domain's constrained types where there is one, so one set of
-limits validates both; the OpenAPI document is generated from these models."""
+"""The bases of the API's request and response models (`Model` is the core's:
+`cosmos_outbox._model`), and the identifier rule of every id in a route or a body. Built from
+the domain's constrained types where there is one, so one set of limits validates both; the
+OpenAPI document is generated from these models."""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Self, TypeVar, cast
+from typing import Annotated, Any, Self, cast
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
-from pydantic.alias_generators import to_camel
+
+from cosmos_outbox._model import Model as Model
 
 #: An aggregate or event id in a route or a body (also the OpenAPI pattern).
 ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 ID_MAX_LENGTH = 128
 Identifier = Annotated[str, Field(pattern=ID_PATTERN, max_length=ID_MAX_LENGTH)]
-
-
-class Model(BaseModel):
-    model_config = ConfigDict(
-        frozen=True,
-        extra="forbid",
-        alias_generator=to_camel,
-        populate_by_name=True,
-        json_schema_serialization_defaults_required=True,
-    )
-
-
-M = TypeVar("M", bound=BaseModel)
-
-
-def of_attributes(model: type[M], source: object, **given: Any) -> M:
-    """A `model` of `source`: each field its attribute of the same name, but the fields
-    `given` here (a result typed once, not copied into the model field by field)."""
-    values = {name: getattr(source, name) for name in model.model_fields if name not in given}
-    return model.model_validate({**values, **given})
 
 
 class PageView(Model):

@@ -52,8 +52,8 @@ from cosmos_outbox._mapper import (
     TARGET_PROPERTY,
     discard_notice,
 )
+from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox.errors import NotFoundError
-from cosmos_outbox.http._models import Model, of_attributes
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.operations._dependencies import SERVICE_BUS, answered

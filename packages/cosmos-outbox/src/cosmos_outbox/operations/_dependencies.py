@@ -16,10 +16,10 @@ import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar, cast
 
+from cosmos_outbox._model import Model
 from cosmos_outbox._sync_bridge import run_sync
 from cosmos_outbox.errors import DependencyUnavailableError
 from cosmos_outbox.http import bounded
-from cosmos_outbox.http._models import Model
 from cosmos_outbox.telemetry import error_type
 
 __all__ = ["COSMOS_DB", "SERVICE_BUS", "Unanswered", "answered", "unanswered"]

@@ -9,8 +9,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from cosmos_outbox._mapper import DISCARD_NOTICE_SUBJECT, TARGET_PROPERTY, discard_notice
+from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox._records import OutboxMessage, OutboxRecord, Unreadable
-from cosmos_outbox.http._models import Model, of_attributes
 
 __all__ = ["Notice", "notice_of_event", "will_see_notice"]
 

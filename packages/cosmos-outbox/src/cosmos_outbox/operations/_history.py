@@ -10,9 +10,9 @@ from datetime import UTC, datetime
 from typing import Protocol
 
 from cosmos_outbox._mapper import parse_time
+from cosmos_outbox._model import Model
 from cosmos_outbox._quarantine import QuarantinedEvent
 from cosmos_outbox._records import OutboxRecord, Unreadable
-from cosmos_outbox.http._models import Model
 from cosmos_outbox.operations._dead_letters import Described
 from cosmos_outbox.operations._watch import WatchRecord
 

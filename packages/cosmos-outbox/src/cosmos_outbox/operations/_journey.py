@@ -35,11 +35,11 @@ from datetime import datetime
 from typing import Any
 
 from cosmos_outbox._mapper import EVENT_TYPE, read_feed
+from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, QuarantinedEvent, quarantined_event
 from cosmos_outbox._records import NotAnEvent, OutboxRecord, Unreadable, trace_id
 from cosmos_outbox._relay.releases import ScheduleState, schedule_state
 from cosmos_outbox.errors import NotFoundError
-from cosmos_outbox.http._models import Model, of_attributes
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators, Described
 from cosmos_outbox.operations._dependencies import (
     COSMOS_DB,

@@ -38,10 +38,10 @@ from datetime import datetime
 from typing import Any
 
 from cosmos_outbox._mapper import REDRIVE_PROPERTY, TARGET_PROPERTY
+from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox._quarantine import QUARANTINE_TYPE
 from cosmos_outbox._records import OutboxMessage, OutboxRecord, Unreadable
 from cosmos_outbox.errors import InvalidContinuationError, PublishFailedError
-from cosmos_outbox.http._models import Model, of_attributes
 from cosmos_outbox.http._paging import Cursor
 from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators

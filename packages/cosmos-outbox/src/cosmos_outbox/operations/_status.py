@@ -27,12 +27,12 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
+from cosmos_outbox._model import Model
 from cosmos_outbox._relay.backlog import age_seconds
 from cosmos_outbox._relay.backlog_history import Reading
 from cosmos_outbox._relay.health import RelayBlocked
 from cosmos_outbox._relay.releases import Waiting, waiting
 from cosmos_outbox.errors import DependencyUnavailableError, RelayNotReadyError
-from cosmos_outbox.http._models import Model
 from cosmos_outbox.operations._dependencies import COSMOS_DB, SERVICE_BUS, answered
 from cosmos_outbox.operations._health import health_answer
 from cosmos_outbox.operations._parts import Parts

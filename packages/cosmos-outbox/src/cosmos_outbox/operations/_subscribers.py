@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from cosmos_outbox._mapper import EVENT_TYPE, discard_notice, read_feed
+from cosmos_outbox._model import Model
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, quarantined_event
 from cosmos_outbox._records import OutboxRecord
 from cosmos_outbox.errors import NotFoundError, PublishFailedError
-from cosmos_outbox.http._models import Model
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.operations._dead_letters import WATCHED, DeadLetterOperators, EntityCount

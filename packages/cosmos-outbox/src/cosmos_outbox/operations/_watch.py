@@ -36,7 +36,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from cosmos_outbox._mapper import EVENT_TYPE, parse_time
-from cosmos_outbox.http._models import Model, of_attributes
+from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox.operations._dependencies import COSMOS_DB, SERVICE_BUS, answered
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.ports import AsyncDocumentStore, DeadLetterEntity

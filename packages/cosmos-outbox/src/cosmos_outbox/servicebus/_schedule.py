@@ -22,9 +22,8 @@ from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.servicebus.aio import ServiceBusClient as AsyncServiceBusClient
 
 from cosmos_outbox import _clock as clock
-from cosmos_outbox._mapper import due_text
+from cosmos_outbox._mapper import RELEASE_SUBJECT, due_text, release_body
 from cosmos_outbox._records import Release
-from cosmos_outbox._relay.releases import RELEASE_SUBJECT, release_body
 from cosmos_outbox.ports import AsyncScheduleQueue, ScheduleQueue
 
 logger = logging.getLogger("cosmos_outbox.servicebus")

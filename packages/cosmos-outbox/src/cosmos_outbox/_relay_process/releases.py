@@ -18,7 +18,8 @@ from typing import Any
 
 from azure.servicebus.aio import ServiceBusClient
 
-from cosmos_outbox._relay.releases import Releases, release_of
+from cosmos_outbox._mapper import release_of
+from cosmos_outbox._relay.releases import Releases
 
 logger = logging.getLogger("cosmos_outbox.relay")
 

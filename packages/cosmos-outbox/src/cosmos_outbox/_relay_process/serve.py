@@ -25,7 +25,7 @@ import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from cosmos_outbox._relay.process.runner import RelayProcessor
+from cosmos_outbox._relay_process.runner import RelayProcessor
 
 logger = logging.getLogger("cosmos_outbox.relay")
 

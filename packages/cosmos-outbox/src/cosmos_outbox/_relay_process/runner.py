@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from cosmos_outbox._mapper import read_feed
 from cosmos_outbox._relay.backlog import record_backlog
-from cosmos_outbox._relay.process.state import Facts, ProcessState
+from cosmos_outbox._relay_process.state import Facts, ProcessState
 from cosmos_outbox.errors import RelayNotReadyError
 from cosmos_outbox.telemetry import RelayTelemetry, error_type
 
@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from cosmos_changefeed import LeaseContext
     from cosmos_changefeed.aio import ChangeFeedProcessor
     from cosmos_outbox._records import LegacyEvents
-    from cosmos_outbox._relay.process.releases import ReleaseReceiver
+    from cosmos_outbox._relay_process.releases import ReleaseReceiver
     from cosmos_outbox._wiring import Services, Wiring
     from cosmos_outbox.cosmos._estimator import AsyncCosmosBacklogEstimator
     from cosmos_outbox.servicebus._target_rules import TargetRuleCheck
@@ -166,7 +166,7 @@ class RelayProcessor:
         self._tasks.append(asyncio.create_task(self._check_target_rules(), name="relay-rules"))
         queue = self.settings.schedule_queue
         if queue is not None:
-            from cosmos_outbox._relay.process.releases import ReleaseReceiver
+            from cosmos_outbox._relay_process.releases import ReleaseReceiver
 
             self._receiver = ReleaseReceiver(
                 self._servicebus_client, queue, self._wiring.releases()
