@@ -74,7 +74,7 @@ def relay_blueprint(
 
         wired = wiring()
         # once per process, in the background: does each subscription carry the rule?
-        log_target_rules_once_in_background()
+        log_target_rules_once_in_background(wired.target_rules())
         await wired.relay().relay(
             read_feed((doc.to_dict() for doc in documents), legacy=wired.legacy)
         )

@@ -310,6 +310,12 @@ def log_target_rules(settings: OutboxSettings | None = None) -> TargetRuleCheck:
         check = check_target_rules_from_settings(settings)
     except Exception as exc:  # the check never stops the relay: it says why it could not look
         check = TargetRuleCheck("", False, reason=f"{type(exc).__name__}: {_first_line(exc)}")
+    return log_check(check)
+
+
+def log_check(check: TargetRuleCheck) -> TargetRuleCheck:
+    """Log a check's result: a warning naming the subscriptions lacking the rule, or why it
+    was not checked; one line at INFO when every subscription carries it."""
     extra = {
         "outbox.target_rules.checked": check.checked,
         "outbox.target_rules.lacking": ",".join(s.subscription for s in check.lacking),
@@ -324,10 +330,22 @@ def log_target_rules(settings: OutboxSettings | None = None) -> TargetRuleCheck:
 _started = threading.Event()
 
 
-def log_target_rules_once_in_background() -> None:
-    """At the Functions relay's first run: the check in a thread of its own, once per process
-    (the management API is HTTP, a few round trips; the relay does not wait for it)."""
-    if _started.is_set():
+def log_target_rules_once_in_background(rules: AsyncTargetRules | None) -> None:
+    """At the Functions relay's first run: the check through the outbox's own port (the
+    wiring's: Service Bus's management API, or the test kit's fake), in a thread of its own,
+    once per process (the management API is HTTP, a few round trips; the relay does not wait
+    for it). None: nothing to check."""
+    if rules is None or _started.is_set():
         return
     _started.set()
-    threading.Thread(target=log_target_rules, name="outbox-target-rules", daemon=True).start()
+
+    def run() -> None:
+        import asyncio
+
+        try:
+            check = asyncio.run(rules.check())
+        except Exception as exc:  # the port's check never raises; its absence is said so
+            check = TargetRuleCheck("", False, reason=f"{type(exc).__name__}: {_first_line(exc)}")
+        log_check(check)
+
+    threading.Thread(target=run, name="outbox-target-rules", daemon=True).start()
