@@ -254,10 +254,12 @@ class AsyncServiceBusPublisher(AsyncMessagePublisher):
             pass
 
     async def close(self) -> None:
+        """Close the senders at once, then the client: the SDK's close of a sender waits for its
+        link's keep-alive to end (about 0.5 s each, against Azure too), so one after the other
+        a relay with three open senders took 1.5 s to stop, past a stack's stop grace."""
         links, self._idle = [*self._idle, *self._busy.values()], []
         self._busy.clear()
-        for link in links:
-            await _aclose_sender(link)
+        await asyncio.gather(*(_aclose_sender(link) for link in links))
         await self._client.close()
 
 
