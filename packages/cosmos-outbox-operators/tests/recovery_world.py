@@ -7,7 +7,7 @@ called as the host calls them."""
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import azure.functions as func
@@ -149,3 +149,17 @@ class RecoveryWorld:
 
     def close(self) -> None:
         self.client.close()
+
+    @classmethod
+    def running(cls) -> Iterator[RecoveryWorld]:
+        """A world for a test's fixture (`yield from RecoveryWorld.running()`), closed after."""
+        world = cls()
+        try:
+            yield world
+        finally:
+            world.close()
+
+
+def outcomes(results: list[Any]) -> list[str]:
+    """Each result's outcome, "skipped" where the subscriber returned none."""
+    return [r.outcome.value if r is not None else "skipped" for r in results]

@@ -18,11 +18,7 @@ from cosmos_outbox.ports import LeaseBacklog
 
 @pytest.fixture
 def world() -> Iterator[RecoveryWorld]:
-    world = RecoveryWorld()
-    try:
-        yield world
-    finally:
-        world.close()
+    yield from RecoveryWorld.running()
 
 
 def test_with_service_bus_down_the_journey_shows_what_cosmos_db_holds_and_names_the_rest(

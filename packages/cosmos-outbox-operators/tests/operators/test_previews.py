@@ -14,11 +14,7 @@ from recovery_world import KIND, SUBSCRIPTION, RecoveryWorld
 
 @pytest.fixture
 def world() -> Iterator[RecoveryWorld]:
-    world = RecoveryWorld()
-    try:
-        yield world
-    finally:
-        world.close()
+    yield from RecoveryWorld.running()
 
 
 def dead_lettered(world: RecoveryWorld) -> list[str]:

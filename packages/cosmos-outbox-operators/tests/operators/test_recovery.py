@@ -17,7 +17,7 @@ from typing import Any
 import azure.functions as func
 import pytest
 from conftest import body, problem
-from recovery_world import KIND, OTHER, SUBSCRIPTION, RecoveryWorld, Stock
+from recovery_world import KIND, OTHER, SUBSCRIPTION, RecoveryWorld, Stock, outcomes
 
 from cosmos_outbox import Outbox
 from cosmos_outbox.errors import OutboxError, SessionIdTooLongError
@@ -36,15 +36,7 @@ from cosmos_outbox_testing import (
 
 @pytest.fixture
 def world() -> Iterator[RecoveryWorld]:
-    world = RecoveryWorld()
-    try:
-        yield world
-    finally:
-        world.close()
-
-
-def outcomes(results: list[Any]) -> list[str]:
-    return [r.outcome.value if r is not None else "skipped" for r in results]
+    yield from RecoveryWorld.running()
 
 
 # -- giving up a quarantined event ------------------------------------------------------------

@@ -12,11 +12,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from conftest import body
-from recovery_world import KIND, SUBSCRIPTION, RecoveryWorld
+from recovery_world import KIND, SUBSCRIPTION, RecoveryWorld, outcomes
 
 from cosmos_outbox.ports import LeaseBacklog
 from cosmos_outbox.subscriber import DISCARD_NOTICE
@@ -27,15 +26,7 @@ SINCE = "2000-01-01T00:00:00Z"
 
 @pytest.fixture
 def world() -> Iterator[RecoveryWorld]:
-    world = RecoveryWorld()
-    try:
-        yield world
-    finally:
-        world.close()
-
-
-def outcomes(results: list[Any]) -> list[str]:
-    return [r.outcome.value if r is not None else "skipped" for r in results]
+    yield from RecoveryWorld.running()
 
 
 def ordered(world: RecoveryWorld) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from conftest import body, console_fragment
-from recovery_world import KIND, SUBSCRIPTION, RecoveryWorld
+from recovery_world import KIND, SUBSCRIPTION, RecoveryWorld, outcomes
 
 from cosmos_outbox.operations import _watch
 from cosmos_outbox_testing import timer_request
@@ -20,15 +20,7 @@ from cosmos_outbox_testing import timer_request
 
 @pytest.fixture
 def world() -> Iterator[RecoveryWorld]:
-    world = RecoveryWorld()
-    try:
-        yield world
-    finally:
-        world.close()
-
-
-def outcomes(results: list[Any]) -> list[str]:
-    return [r.outcome.value if r is not None else "skipped" for r in results]
+    yield from RecoveryWorld.running()
 
 
 def tick(world: RecoveryWorld) -> list[dict[str, Any]]:
