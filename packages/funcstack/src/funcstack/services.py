@@ -41,6 +41,7 @@ from funcstack.functions_host._launcher import (
     launch_host,
 )
 from funcstack.servicebus._launcher import ServiceBusEndpoint, start_servicebus
+from funcstack.starts import record_start
 
 __all__ = [
     "AZURITE_ACCOUNT",
@@ -197,6 +198,7 @@ def start_azurite(
             env=node_server_environment(),
             **OWN_PROCESS_GROUP,
         )
+    record_start("azurite", process.pid)
     deadline = time.monotonic() + 30
     try:
         # Azurite listens on blob, then queue, then table (azurite.js starts them one after

@@ -34,6 +34,7 @@ from funcstack.cosmos._control import (
     physical_partitions,
     split_partition,
 )
+from funcstack.starts import record_start
 
 logger = logging.getLogger(__name__)
 
@@ -210,6 +211,7 @@ def start_cosmos(
         env=node_server_environment(NODE_NO_WARNINGS="1", NODE_PATH=str(modules)),
         **OWN_PROCESS_GROUP,
     )
+    record_start("cosmos", process.pid)
     ready: dict[str, object] = {}
     assert process.stdout is not None
     stdout = process.stdout

@@ -17,6 +17,7 @@ from typing import IO, Any
 
 from funcstack._cache import RPC_WHEEL_ENV, SetupError, rpc_wheel
 from funcstack._processes import OWN_PROCESS_GROUP, describe_exit, last_lines, stop_child
+from funcstack.starts import record_start
 
 
 class RunnerStartError(RuntimeError):
@@ -232,6 +233,7 @@ def launch_host(
         stderr=log if log is not None else subprocess.DEVNULL,
         **OWN_PROCESS_GROUP,
     )
+    record_start("host", process.pid)
     assert process.stdout is not None
     stdout = process.stdout
     ready: dict[str, object] = {}

@@ -15,6 +15,7 @@ from typing import IO
 
 from funcstack._processes import OWN_PROCESS_GROUP, describe_exit, last_lines, stop_child
 from funcstack.servicebus._config import connection_string
+from funcstack.starts import record_start
 
 logger = logging.getLogger("funcstack.servicebus")
 
@@ -107,6 +108,7 @@ def start_servicebus(
         text=True,
         **OWN_PROCESS_GROUP,
     )
+    record_start("servicebus", process.pid)
     assert process.stdout is not None
     deadline = time.monotonic() + timeout
     selector = selectors.DefaultSelector()
