@@ -54,7 +54,7 @@ for n in range(200):
 def test_lines_written_at_once_by_several_processes_stay_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    starts = tmp_path / "starts.jsonl"
+    starts = tmp_path / "run" / "starts.jsonl"  # its folder made by the first
     monkeypatch.setenv(ENV_VAR, str(starts))
     monkeypatch.delenv("PYTEST_CURRENT_TEST")
     writers = [

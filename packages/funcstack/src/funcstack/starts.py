@@ -51,6 +51,7 @@ def record_start(kind: Kind, pid: int) -> None:
         return
     line = {"kind": kind, "pid": pid, "test": os.environ.get("PYTEST_CURRENT_TEST")}
     data = (json.dumps(line) + "\n").encode()
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     # one write(2) on an O_APPEND descriptor: concurrent writers' lines do not interleave
     fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
