@@ -24,11 +24,11 @@ def run(tmp_path: Path) -> Path:
     write(
         tmp_path,
         "test-suite",
-        ("cosmos", "tests/a/test_x.py::test_one (setup)"),
-        ("servicebus", "tests/a/test_x.py::test_one (setup)"),
-        ("cosmos", "tests/a/test_x.py::test_two (call)"),
-        ("host", "tests/a/test_x.py::test_one (setup)"),
-        ("worker", "tests/a/test_x.py::test_one (setup)"),
+        ("cosmos", "tests/tooling/test_server_starts.py::test_one (setup)"),
+        ("servicebus", "tests/tooling/test_server_starts.py::test_one (setup)"),
+        ("cosmos", "tests/tooling/test_server_starts.py::test_two (call)"),
+        ("host", "tests/tooling/test_server_starts.py::test_one (setup)"),
+        ("worker", "tests/tooling/test_server_starts.py::test_one (setup)"),
     )
     write(tmp_path, "test-py3.11", ("azurite", None), ("cosmos", None))
     return tmp_path
@@ -39,7 +39,7 @@ def test_the_starts_are_tallied_by_job_kind_and_module(run: Path) -> None:
     assert counted.servers == 5  # the stand-ins; hosts and workers are not budgeted
     assert counted.by_job["test-suite"] == {"cosmos": 2, "servicebus": 1, "host": 1, "worker": 1}
     assert counted.by_module.most_common() == [
-        (("test-suite", "tests/a/test_x.py"), 3),
+        (("test-suite", "tests/tooling/test_server_starts.py"), 3),
         (("test-py3.11", "(outside a test)"), 2),
     ]
 
@@ -74,7 +74,7 @@ def test_within_the_budget_or_with_none_it_passes_and_prints_the_table(
     assert lines[2].split() == ["test-py3.11", "1", "0", "1", "0", "0", "0"]
     assert lines[3].split() == ["test-suite", "2", "1", "0", "1", "1", "0"]
     assert lines[4].split() == ["total", "3", "1", "1", "1", "1", "0"]
-    assert "     3  test-suite: tests/a/test_x.py" in lines
+    assert "     3  test-suite: tests/tooling/test_server_starts.py" in lines
 
 
 def test_no_files_count_nothing(tmp_path: Path) -> None:

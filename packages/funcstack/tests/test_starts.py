@@ -81,6 +81,6 @@ def test_nothing_is_written_when_the_variable_is_unset_or_empty(
 
 def test_a_start_outside_a_test_has_no_module() -> None:
     assert Start(kind="cosmos", pid=1).module is None
-    assert Start(kind="cosmos", pid=1, test="tests/a/test_b.py::test_c (setup)").module == (
-        "tests/a/test_b.py"
+    assert Start(kind="cosmos", pid=1, test="tests/test_starts.py::test_c (setup)").module == (
+        "tests/test_starts.py"
     )
