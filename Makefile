@@ -147,7 +147,7 @@ test:
 	@rm -rf $(STARTS) && mkdir -p $(STARTS)
 	@$(MAKE) --no-print-directory -j8 --output-sync=target COUNT_STARTS=1 setup venvs $(EARLY_PYTHON_TESTS) lint-behind docs-behind test-suite test-funcstack test-operators test-changefeed test-generative conformance-fast example-tests $(LATE_PYTHON_TESTS); \
 	  jobs=$$?; counted=0; \
-	  if [ -x $(PY) ]; then $(PY) -m tools.server_starts $(STARTS) --budget $(SERVER_BUDGET) || counted=1; fi; \
+	  if [ -x $(PY) ]; then $(PY) -m tools.server_starts $(STARTS) --budget $(SERVER_BUDGET) --restart-budget $(RESTART_BUDGET) || counted=1; fi; \
 	  if [ $$jobs -ne 0 ]; then exit $$jobs; fi; exit $$counted
 
 # The servers a run starts, counted and held to a budget (docs/testing.md, "Servers started"):
@@ -155,9 +155,12 @@ test:
 # Service Bus or Azurite endpoint, a Functions host, a worker, a process) to a file of the
 # job's own (FUNCSTACK_STARTS, funcstack.starts); the run then prints them by kind, job and test
 # module, and fails when more Cosmos DB, Service Bus and Azurite endpoints started than
-# SERVER_BUDGET. A job run on its own counts nothing (COUNT_STARTS=1 turns it on).
+# SERVER_BUDGET, or more were started again on their state or port (a test's restart, the fault
+# or the persistence it checks) than RESTART_BUDGET. A job run on its own counts nothing
+# (COUNT_STARTS=1 turns it on).
 STARTS := .stack/starts
 SERVER_BUDGET := 80
+RESTART_BUDGET := 80
 export FUNCSTACK_STARTS = $(if $(COUNT_STARTS),$(CURDIR)/$(STARTS)/$@.jsonl)
 
 # Lint at a lower priority (nice 10) beside the tests: it starts no server and waits on nothing,

@@ -32,6 +32,11 @@ def test_each_server_a_stack_starts_and_restarts_is_counted_with_its_test(
         pids = dict(stack.pids())
     kinds = Counter(start.kind for start in recorded)
     assert kinds == {"cosmos": 1, "servicebus": 2, "azurite": 1, "host": 1, "worker": 1}
+    # the endpoint started again on its port is a restart; nothing else is
+    assert [(s.kind, s.restart) for s in recorded if s.restart or s.kind == "servicebus"] == [
+        ("servicebus", False),
+        ("servicebus", True),
+    ]
     assert {s.pid for s in recorded if s.kind != "worker"} >= {
         pids["cosmos"],
         pids["servicebus"],
@@ -77,6 +82,24 @@ def test_nothing_is_written_when_the_variable_is_unset_or_empty(
     record_start("host", 2)
     assert list(tmp_path.iterdir()) == []
     assert read_starts(tmp_path / "none.jsonl") == []
+
+
+def test_a_restart_is_the_same_kind_and_id_again_in_the_same_module(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    starts = tmp_path / "starts.jsonl"
+    monkeypatch.setenv(ENV_VAR, str(starts))
+    for kind, identity, test in [
+        ("cosmos", "state/a", "tests/test_starts.py::one (call)"),
+        ("cosmos", "state/a", "tests/test_starts.py::two (call)"),  # the same, again
+        ("servicebus", "state/a", "tests/test_starts.py::two (call)"),  # another kind
+        ("cosmos", "state/a", "tests/test_stack.py::one (call)"),  # another module
+        ("cosmos", None, "tests/test_starts.py::two (call)"),  # a port of the kernel's
+        ("cosmos", None, "tests/test_starts.py::two (call)"),
+    ]:
+        monkeypatch.setenv("PYTEST_CURRENT_TEST", test)
+        record_start(kind, 1, identity=identity)  # type: ignore[arg-type]
+    assert [s.restart for s in read_starts(starts)] == [False, True, False, False, False, False]
 
 
 def test_a_start_outside_a_test_has_no_module() -> None:

@@ -211,7 +211,7 @@ class ProcessInstances(AppInstances):
         except OSError as exc:
             log.close()
             raise PartStartError(name, f"{argv[0]}: {exc.strerror or exc}") from None
-        record_start("process", process.pid)
+        record_start("process", process.pid, identity=log_path)
         ready = self.spec.ready(name, port)
         runner = RunningRunner(
             url=ready or "", port=port, process=process, log_path=log_path, _log=log

@@ -198,7 +198,7 @@ def start_azurite(
             env=node_server_environment(),
             **OWN_PROCESS_GROUP,
         )
-    record_start("azurite", process.pid)
+    record_start("azurite", process.pid, identity=data_dir)
     deadline = time.monotonic() + 30
     try:
         # Azurite listens on blob, then queue, then table (azurite.js starts them one after

@@ -211,7 +211,7 @@ def start_cosmos(
         env=node_server_environment(NODE_NO_WARNINGS="1", NODE_PATH=str(modules)),
         **OWN_PROCESS_GROUP,
     )
-    record_start("cosmos", process.pid)
+    record_start("cosmos", process.pid, identity=state_dir or port or None)
     ready: dict[str, object] = {}
     assert process.stdout is not None
     stdout = process.stdout

@@ -123,7 +123,7 @@ class LanguageWorker:
             # what the app prints: the host's stdout, else read line by line for the terminal
             stdout=asyncio.subprocess.PIPE if console else None,
         )  # fmt: skip
-        record_start("worker", self._process.pid)
+        record_start("worker", self._process.pid, identity=f"host {os.getpid()}")
         if self._process.stdout is not None:
             self._printed = asyncio.create_task(
                 _relay_printed(self._process.stdout), name="worker-stdout"

@@ -233,7 +233,7 @@ def launch_host(
         stderr=log if log is not None else subprocess.DEVNULL,
         **OWN_PROCESS_GROUP,
     )
-    record_start("host", process.pid)
+    record_start("host", process.pid, identity=log_path or port or None)
     assert process.stdout is not None
     stdout = process.stdout
     ready: dict[str, object] = {}

@@ -108,7 +108,7 @@ def start_servicebus(
         text=True,
         **OWN_PROCESS_GROUP,
     )
-    record_start("servicebus", process.pid)
+    record_start("servicebus", process.pid, identity=state_file or port or None)
     assert process.stdout is not None
     deadline = time.monotonic() + timeout
     selector = selectors.DefaultSelector()
