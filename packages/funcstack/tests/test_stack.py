@@ -429,9 +429,10 @@ def test_the_node_stand_ins_start_without_extra_ca_certificates_and_azurite_with
         workdir=tmp_path / "stack", ports=ServicePorts.free(), with_servicebus=False
     ) as stack:
         assert stack.cosmos is not None and stack.azurite is not None
-        for process in (stack.cosmos.process, stack.azurite.process):
+        azurite = stack.azurite.started()  # else at its first connection
+        for process in (stack.cosmos.process, azurite):
             environ = Path(f"/proc/{process.pid}/environ").read_bytes().split(b"\0")
             assert not any(v.startswith(b"NODE_EXTRA_CA_CERTS=") for v in environ)
             assert any(v.startswith(b"PATH=") for v in environ)  # the rest is passed on
-        cmdline = Path(f"/proc/{stack.azurite.process.pid}/cmdline").read_bytes().split(b"\0")
+        cmdline = Path(f"/proc/{azurite.pid}/cmdline").read_bytes().split(b"\0")
         assert b"--disableTelemetry" in cmdline

@@ -26,6 +26,9 @@ def test_each_server_a_stack_starts_and_restarts_is_counted_with_its_test(
     monkeypatch.setenv(ENV_VAR, str(starts))
     with LocalStack(workdir=tmp_path / "stack", ports=ServicePorts.free()) as stack:
         stack.host_app(HERE / "apps" / "hello", name="hello", settings_file=tmp_path / "s.json")
+        assert stack.azurite is not None
+        assert "azurite" not in {s.kind for s in read_starts(starts)}  # at its first connection
+        stack.azurite.started()
         stack.stop_servicebus()
         stack.start_servicebus()
         recorded = read_starts(starts)

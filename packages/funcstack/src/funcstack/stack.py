@@ -327,8 +327,9 @@ class LocalStack(LocalServices):
             for inst in list(app.instances)
         }
         for name, part in self._parts():
-            if name not in watched and part.process.poll() is not None:
-                return name, part.process.returncode
+            process = part.process  # None: a part waiting for its first connection
+            if name not in watched and process is not None and process.poll() is not None:
+                return name, process.returncode
         return None
 
     def stop_part(self, name: str) -> None:
