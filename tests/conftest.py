@@ -27,9 +27,9 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     from tools.stack import Ports, Stack
 
     # The app's own feed poll delay (1 s), not the 100 ms of the stacks whose tests wait for
-    # the relay: no test of this stack does (they have their module's stack or one of their own), and
-    # it lives through a worker's whole run, polling each lease: idle, the host and the Cosmos
-    # DB endpoint took 4.4 % of a core at 100 ms, 1 % at 1 s (docs/testing.md).
+    # the relay: no test of this stack does (they have their module's stack or one of their
+    # own), and it lives through a worker's whole run, polling each lease: idle, the host and
+    # the Cosmos DB endpoint took 4.4 % of a core at 100 ms, 1 % at 1 s (docs/testing.md).
     with Stack(workdir=Path(tmp_path_factory.mktemp("stack")), ports=Ports.free()) as s:
         yield s
 
