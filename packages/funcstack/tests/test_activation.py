@@ -1,8 +1,7 @@
-"""Azurite started at its first connection (``start_azurite(lazy=True)``, what a stack does):
-its three ports listen at once and nothing runs; a first call through the SDK is answered (the
-connection that woke it waits for it, it is never refused) by the one Azurite then started,
-and counted once; queue and table answer too; a stop leaves nothing listening, whether it
-started or not."""
+"""Azurite and the Service Bus endpoint started at their first connection (``lazy=True``, what a
+stack does): their ports listen at once and nothing runs; a first call through the SDK is
+answered (the connection that woke it waits for it, it is never refused) by the one process
+then started, and counted once; a stop leaves nothing listening, whether it started or not."""
 
 from __future__ import annotations
 
@@ -11,13 +10,17 @@ import time
 from pathlib import Path
 
 import pytest
+from azure.servicebus import ServiceBusClient, ServiceBusMessage
 from azure.storage.blob import BlobServiceClient
 from azure.storage.queue import QueueServiceClient
 
+from funcstack.servicebus._launcher import start_servicebus
 from funcstack.services import Azurite, port_in_use, start_azurite
 from funcstack.starts import ENV_VAR, read_starts
 
 pytestmark = pytest.mark.integration
+CONFIG = Path(__file__).resolve().parent / "servicebus" / "config.json"
+QUEUE = "conformance-queue"
 
 
 def listening(port: int) -> bool:
@@ -74,3 +77,34 @@ def test_a_lazy_azurite_nothing_connected_to_stops_without_starting(
         assert [port_in_use(port) for port in again.ports] == [True, True, True]
     finally:
         again.stop()
+
+
+def test_a_lazy_service_bus_endpoint_starts_at_its_first_connection_and_answers_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its config is read when it is asked for (a mistake refused then, its warnings logged),
+    its port listens, and the first client's send and receive are answered by the endpoint
+    started for it, counted once."""
+    starts = tmp_path / "starts.jsonl"
+    monkeypatch.setenv(ENV_VAR, str(starts))
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"UserConfig": {"Namespaces": []}}')
+    with pytest.raises(RuntimeError):
+        start_servicebus(config=bad, lazy=True)
+    endpoint = start_servicebus(config=CONFIG, log_path=tmp_path / "sb.log", lazy=True)
+    try:
+        assert (listening(endpoint.port), endpoint.stopped) == (True, False)
+        time.sleep(0.3)
+        assert endpoint.process is None and read_starts(starts) == []
+        with ServiceBusClient.from_connection_string(endpoint.connection_string) as client:
+            with client.get_queue_sender(QUEUE) as sender:
+                sender.send_messages(ServiceBusMessage("first", message_id="m-1"))
+            with client.get_queue_receiver(QUEUE, max_wait_time=5) as receiver:
+                [got] = receiver.receive_messages(max_wait_time=5)
+                receiver.complete_message(got)
+        assert str(got) == "first"
+        pid = endpoint.started().pid
+        assert [(s.kind, s.pid) for s in read_starts(starts)] == [("servicebus", pid)]
+    finally:
+        endpoint.stop()
+    assert endpoint.stopped and not listening(endpoint.port)

@@ -26,11 +26,14 @@ def test_each_server_a_stack_starts_and_restarts_is_counted_with_its_test(
     monkeypatch.setenv(ENV_VAR, str(starts))
     with LocalStack(workdir=tmp_path / "stack", ports=ServicePorts.free()) as stack:
         stack.host_app(HERE / "apps" / "hello", name="hello", settings_file=tmp_path / "s.json")
-        assert stack.azurite is not None
-        assert "azurite" not in {s.kind for s in read_starts(starts)}  # at its first connection
+        assert stack.azurite is not None and stack.servicebus is not None
+        # Azurite and Service Bus start at their first connection: none yet
+        assert {s.kind for s in read_starts(starts)} == {"cosmos", "host", "worker"}
         stack.azurite.started()
+        stack.servicebus.started()
         stack.stop_servicebus()
         stack.start_servicebus()
+        stack.servicebus.started()
         recorded = read_starts(starts)
         pids = dict(stack.pids())
     kinds = Counter(start.kind for start in recorded)

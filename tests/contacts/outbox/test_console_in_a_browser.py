@@ -504,7 +504,7 @@ def test_a_refresh_answered_503_is_stale_and_names_the_dependency(walk: Walk, st
     note names the dependency that did not answer; resumed, a refresh clears the mark."""
     driver = walk.driver
     assert stack.servicebus is not None
-    endpoint = stack.servicebus.process
+    endpoint = stack.servicebus.started()
     listed = '#dead-letters-panel tr[data-entity="all-events"] button'
     driver.find_element(By.CSS_SELECTOR, "#dead-letters .section-head button").click()
     walk.click("the all-events row", listed)

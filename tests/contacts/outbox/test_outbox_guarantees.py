@@ -42,7 +42,7 @@ def stack(shared_stack: Stack) -> Iterator[Stack]:
     """The module's stack; a test that stopped its Service Bus endpoint or the app's host
     leaves them started again (on their ports) for the next."""
     yield shared_stack
-    if shared_stack.servicebus is None or shared_stack.servicebus.process.poll() is not None:
+    if shared_stack.servicebus is None or shared_stack.servicebus.stopped:
         shared_stack.start_servicebus()
     if shared_stack.runner is None or shared_stack.runner.process.poll() is not None:
         shared_stack.start_runner()

@@ -48,6 +48,7 @@ class Activation:
         self._start = start
         self._lock = threading.Lock()
         self._done = False
+        self._closed = False
         self.sockets: list[socket.socket] = []
         try:
             for port in ports:
@@ -68,8 +69,9 @@ class Activation:
         self._thread.start()
 
     @property
-    def fired(self) -> bool:
-        return self._done
+    def closed(self) -> bool:
+        """``close()`` was called before anything started the server."""
+        return self._closed
 
     def _wait(self) -> None:
         with contextlib.suppress(OSError, ValueError):  # closed meanwhile
@@ -102,6 +104,7 @@ class Activation:
     def close(self) -> None:
         """Give up listening; a server started already is left to its owner."""
         with self._lock:
+            self._closed = not self._done
             self._done = True
             self._close_sockets()
             self._wake()

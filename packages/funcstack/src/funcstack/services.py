@@ -143,6 +143,14 @@ class Azurite:
     def connection_string(self) -> str:
         return azurite_connection_string(*self.ports)
 
+    @property
+    def stopped(self) -> bool:
+        """Stopped (``stop()``), or its process ended; not while it waits for a first
+        connection."""
+        if self.process is None:
+            return self._activation is None or self._activation.closed
+        return self.process.poll() is not None
+
     def started(self, timeout: float = 30.0) -> subprocess.Popen[bytes]:
         """Its process, started now if it waited for a first connection, once it listens on
         its three ports."""
@@ -347,6 +355,7 @@ class LocalServices:
         Config.json shape; None: an empty namespace)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         with _starting("servicebus"):
+            # at its first connection: a stack whose apps use no Service Bus never starts it
             self.servicebus = start_servicebus(
                 port=self.servicebus.port if self.servicebus else port or free_port(),
                 config=config,
@@ -355,6 +364,7 @@ class LocalServices:
                 settle_delay_ms=settle_delay_ms,
                 state_file=self._state("servicebus.state"),
                 max_message_size=max_message_size,
+                lazy=True,
             )
         return self.servicebus
 
