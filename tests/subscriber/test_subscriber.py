@@ -25,6 +25,7 @@ from cosmos_outbox.relay import OutboxRecord, to_message
 from cosmos_outbox.servicebus import to_servicebus_message
 from cosmos_outbox.subscriber import INBOX_TYPE, Outcome, Projector, from_message
 from entrypoints.bootstrap import LEGACY_EVENTS
+from funcstack.cosmos import CosmosEndpoint
 from tools.httpclient import Client
 from tools.stack import Ports, Stack
 
@@ -40,10 +41,13 @@ _LINE = re.compile(
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def shared(
+    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+) -> Iterator[Stack]:
     """One stack for the module's tests: each works on contacts of its own and counts only
     their events (the subscriber's log and projections hold every test's)."""
     with Stack(
+        shared_cosmos=shared_cosmos,
         workdir=tmp_path_factory.mktemp("stack"),
         ports=Ports.free(),
         with_subscriber=True,

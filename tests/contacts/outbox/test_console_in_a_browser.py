@@ -38,6 +38,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webelement import WebElement
 
 from cosmos_outbox_operators import OPERATOR_ROLE
+from funcstack.cosmos import CosmosEndpoint
 from tests.contacts.outbox.browser import accessibility_violations, axe_source, chromium
 from tests.contacts.outbox.test_operating_the_outbox import plant_history
 from tools.httpclient import Client
@@ -138,8 +139,11 @@ class Walk:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+) -> Iterator[Stack]:
     with Stack(
+        shared_cosmos=shared_cosmos,
         workdir=tmp_path_factory.mktemp("console") / "stack",
         ports=Ports.free(),
         servicebus_max_message_size=PREMIUM,

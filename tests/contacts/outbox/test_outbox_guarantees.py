@@ -17,6 +17,7 @@ import pytest
 from cosmos_outbox.relay import QUARANTINE_NOTICE_SUBJECT, notice_id
 from cosmos_outbox_testing import event_fields
 from domain.contact import Contact
+from funcstack.cosmos import CosmosEndpoint
 from tools.httpclient import Client
 from tools.receive import Received, count_at_least, drain
 from tools.stack import Ports, Stack
@@ -26,10 +27,13 @@ REPORT = Path(__file__).resolve().parents[3] / ".stack" / "e2e-report.json"
 
 
 @pytest.fixture(scope="module")
-def shared_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def shared_stack(
+    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+) -> Iterator[Stack]:
     """One stack for the module's tests that need no settings of their own: each writes
     contacts of its own and counts only their events and messages."""
     with Stack(
+        shared_cosmos=shared_cosmos,
         workdir=tmp_path_factory.mktemp("stack"),
         ports=Ports.free(),
         settings_overrides={"FEED_POLL_DELAY_MS": "100"},
@@ -269,8 +273,11 @@ FAST_TAKEOVER = {
 RELAY_SETTINGS = {"FEED_POLL_DELAY_MS": "100", "MAX_ITEMS_PER_INVOCATION": "1000", **FAST_TAKEOVER}
 
 
-def test_relay_killed_mid_batch_resends_and_the_topic_drops_duplicates(tmp_path: Path) -> None:
+def test_relay_killed_mid_batch_resends_and_the_topic_drops_duplicates(
+    tmp_path: Path, shared_cosmos: CosmosEndpoint
+) -> None:
     with Stack(
+        shared_cosmos=shared_cosmos,  # its Service Bus endpoint is its own (it answers late)
         workdir=tmp_path / "stack",
         ports=Ports.free(),
         with_runner=False,

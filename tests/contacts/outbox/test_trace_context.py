@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cosmos_outbox import telemetry as names
+from funcstack.cosmos import CosmosEndpoint
 from funcstack.otel import ENV_VAR as OTEL_ENV_VAR
 from funcstack.otel import METRICS_FILE, TRACES_FILE
 from tools.httpclient import Client
@@ -46,11 +47,14 @@ def post_and_receive_one(stack: Stack) -> Received:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+def stack(
+    tmp_path_factory: pytest.TempPathFactory, shared_cosmos: CosmosEndpoint
+) -> Iterator[Stack]:
     """The module's stack, its worker exporting to files (`make run`'s telemetry path): the
     second test reads them once it has stopped it."""
     folder = tmp_path_factory.mktemp("traced")
     with Stack(
+        shared_cosmos=shared_cosmos,
         workdir=folder / "stack",
         ports=Ports.free(),
         settings_overrides={"FEED_POLL_DELAY_MS": "100", OTEL_ENV_VAR: str(folder / "otel")},
