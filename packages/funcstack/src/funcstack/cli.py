@@ -19,7 +19,8 @@ command run as instances of the stack beside the apps, with the first app's sett
 now (both happen on first use otherwise).
 ``funcstack split DATABASE CONTAINER [--range ID]``: split a physical partition of a container
 of the stack running from this folder (``run`` or ``up``), as Azure does on its own; ``funcstack
-partitions DATABASE CONTAINER`` lists them (``_partitions_cli.py``).
+merge DATABASE CONTAINER [--range ID ...]`` merges adjacent ones, as Azure's partition merge;
+``funcstack partitions DATABASE CONTAINER`` lists them (``_partitions_cli.py``).
 ``funcstack instances [list|kill|pause|resume|add]``: the instances of the apps ``run`` serves
 from this folder, through its control channel (``_instances_cli.py``, ``_stack_control.py``).
 Under ``run --instances``, an instance that exits is restarted as Azure replaces one

@@ -555,6 +555,13 @@ class LocalStack(LocalServices):
         assert self.cosmos is not None, "the stack is not started"
         return self.cosmos.split(database, container, range_id)
 
+    def merge(self, database: str, container: str, range_ids: list[str] | None = None) -> str:
+        """Merge adjacent physical partitions of a container into one now, as Azure's merge
+        does (``range_ids``; None: the two adjacent ranges holding the fewest documents
+        together); the merged range's id. See ``CosmosEndpoint.merge``."""
+        assert self.cosmos is not None, "the stack is not started"
+        return self.cosmos.merge(database, container, range_ids)
+
     def container_client(self, database: str, container: str) -> ContainerProxy:
         """A container on this stack's Cosmos DB endpoint, through the SDK. Its client is made
         once per endpoint address (again after a restart on another port), shared by the

@@ -30,6 +30,7 @@ from azure.cosmos.partition_key import NonePartitionKeyValue
 from funcstack.cosmos import (
     CosmosEndpoint,
     CosmosStartError,
+    merge_partitions,
     physical_partitions,
     split_partition,
     start_cosmos,
@@ -272,6 +273,20 @@ def split(client: CosmosClient) -> Check:
     return check
 
 
+def merge(client: CosmosClient) -> Check:
+    endpoint = str(client.client_connection.url_connection)
+    children = split_partition(endpoint, "db", "c")
+    merged = merge_partitions(endpoint, "db", "c", children)
+
+    def check(client: CosmosClient) -> None:
+        here = str(client.client_connection.url_connection)
+        [kept] = physical_partitions(here, "db", "c")
+        assert kept.id == merged and set(children) <= set(kept.parents)
+        assert sorted(items_of(client)) == ["a", "b"]
+
+    return check
+
+
 def split_by_throughput(client: CosmosClient) -> Check:
     container = contacts_of(client)
     container.replace_throughput(12_000)  # two partitions' worth: the service splits
@@ -299,6 +314,7 @@ WRITES = [
     delete_database,
     replace_throughput,
     split,
+    merge,
     split_by_throughput,
 ]
 

@@ -11,6 +11,7 @@ if TYPE_CHECKING:
     from funcstack.cosmos._control import (
         CosmosControlError,
         PhysicalPartition,
+        merge_partitions,
         physical_partitions,
         split_partition,
     )
@@ -27,6 +28,7 @@ __all__ = [
     "CosmosEndpoint",
     "CosmosStartError",
     "PhysicalPartition",
+    "merge_partitions",
     "physical_partitions",
     "split_partition",
     "start_cosmos",
@@ -43,6 +45,7 @@ __getattr__, __dir__ = lazy_exports(
         "start_cosmos": "funcstack.cosmos._launcher",
         "CosmosControlError": "funcstack.cosmos._control",
         "PhysicalPartition": "funcstack.cosmos._control",
+        "merge_partitions": "funcstack.cosmos._control",
         "physical_partitions": "funcstack.cosmos._control",
         "split_partition": "funcstack.cosmos._control",
     },

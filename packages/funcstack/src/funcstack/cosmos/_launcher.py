@@ -31,6 +31,7 @@ from funcstack._processes import (
 from funcstack.cosmos._control import (
     PhysicalPartition,
     control,
+    merge_partitions,
     physical_partitions,
     split_partition,
 )
@@ -126,6 +127,15 @@ class CosmosEndpoint:
         sub-status 1002 from then on, and /pkranges lists the children with the parent in
         their ``parents``. CosmosControlError names a missing container or range."""
         return split_partition(self.endpoint, database, container, range_id)
+
+    def merge(self, database: str, container: str, range_ids: list[str] | None = None) -> str:
+        """Merge adjacent physical partitions of a container into one now, as Azure's merge
+        does (``range_ids``: two or more adjacent ranges; None: the two adjacent ranges holding
+        the fewest documents together); returns the merged range's id. Requests naming a
+        merged range answer 410 with sub-status 1002 from then on, and /pkranges lists the
+        merged range with them in its ``parents``; its LSN goes on from the highest of theirs.
+        CosmosControlError names a missing container or range, or ranges not adjacent."""
+        return merge_partitions(self.endpoint, database, container, range_ids)
 
     def stats(self, *, collect: bool = False) -> dict[str, Any]:
         """What the endpoint holds and how late its main thread runs (local only):
