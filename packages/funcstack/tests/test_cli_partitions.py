@@ -1,7 +1,7 @@
 """``funcstack split`` / ``merge`` / ``partitions`` as a user meets them: against the stack
 ``funcstack up`` runs from the same folder (found through what it keeps in ``.funcstack/``),
-a container's physical partition is split, then merged, while the stack runs; what a user can get wrong is
-one line naming the cause, exit status 1, no traceback."""
+a container's physical partition is split, then merged, while the stack runs; what a user can
+get wrong is one line naming the cause, exit status 1, no traceback."""
 
 from __future__ import annotations
 
