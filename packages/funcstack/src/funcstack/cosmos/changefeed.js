@@ -18,8 +18,8 @@
  * beginning (no If-None-Match), now (If-None-Match: *) or a point in time
  * (If-Modified-Since); pages of x-ms-max-item-count that never split one transaction (one
  * LSN); scoped to a partition key range, a feed range or a partition key (partitions.js), one
- * range at a time (a request over several ranges is refused, as each range has its own
- * LSNs); 304 with an unchanged etag when nothing is new. The answer's session token, `lsn` and
+ * range at a time (a request over several ranges reads the first, `rangeRead`); 304 with an
+ * unchanged etag when nothing is new. The answer's session token, `lsn` and
  * `x-ms-global-committed-lsn` are the range's latest LSN, what the estimators subtract from.
  * The latest version is read from the range's LSN index (store.changedSince, indexes.js), as
  * the service reads its log from a position: a poll costs what was written since its
@@ -29,7 +29,7 @@
 const { badRequest, send } = require("./responses");
 const { header, unquote } = require("./requests");
 const { lsnOf, sameComponents } = require("./store");
-const { requestScope, inScope, inEpkRange } = require("./partitions");
+const { requestScope, inScope, inEpkRange, answerFor } = require("./partitions");
 const { rangeLsn, liveRanges } = require("./ranges");
 const allVersions = require("./allversions");
 
@@ -54,12 +54,16 @@ function startOf(req, current) {
   return { sinceLsn: 0, sinceMs: null, from: "beginning" };
 }
 
-/** The one live range a change feed request reads (its scope's), or 400. */
-function rangeRead(store, scope) {
-  if (scope.ranges.length === 1) return scope.ranges[0];
-  throw badRequest(`The change feed of container '${store.colData.id}' (${liveRanges(store.collection).length} ` +
-    "physical partitions) is read one partition key range at a time: name it " +
-    "(x-ms-documentdb-partitionkeyrangeid), as the SDKs do, or scope the read to a partition key.");
+/**
+ * The one live range a change feed request reads: its scope's; of a scope over several (no
+ * range named: the SDKs always name one, but azure-cosmos's `partition_key_range_id=` path
+ * sends none), the first in EPK order, as the service's gateway answers it: the changes of the
+ * first partition only (azure-sdk-for-python#34922, "query_items_change_feed only processes
+ * first partition then stops").
+ */
+function rangeRead(res, store, scope) {
+  if (scope.ranges.length > 1) answerFor(res, store.collection, [scope.ranges[0]]);
+  return scope.ranges[0];
 }
 
 /**
@@ -88,7 +92,7 @@ function handleChangeFeed(req, res, store) {
       "'Full-Fidelity Feed' (all versions and deletes).");
   }
   const scope = requestScope(req, store);
-  const range = rangeRead(store, scope);
+  const range = rangeRead(res, store, scope);
   const current = rangeLsn(store.collection, range.id);
   const start = startOf(req, current);
   const maxItemCount = parseInt(header(req, "x-ms-max-item-count") || "-1", 10);
