@@ -47,12 +47,16 @@ def test_the_sdk_reads_on_across_a_merge_with_nothing_lost_or_repeated(
     container = four_ranges(database)
     path = f"dbs/{database.id}/colls/{container.id}"
     holder = {key: write(container, key, 0) for key in KEYS}
+    busy = next(key for key in KEYS if holder[key] == "2")
+    for extra in range(5):  # range 2 ahead of range 1: the merged range goes on from 2's LSN
+        container.upsert_item(doc(f"{busy}-0000", busy, seq=0, extra=extra))
     assert list(container.query_items_change_feed(mode=ALL)) == []
     everything = handed(container)
     _, _, routing_etag = pkranges(local.endpoint, path)
     seen, token = read_change_feed(container, None)
     assert len(seen) == len(KEYS)
     lsn_before = {r: sum(1 for k in KEYS if holder[k] == r) for r in set(holder.values())}
+    lsn_before["2"] += 5
 
     merged = local.merge(database.id, container.id, ["1", "2"])
     assert merged == "4"
