@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from cosmos_changefeed._cosmos_store import CosmosLeaseStore
 from cosmos_changefeed._estimator import ChangeFeedEstimator
+from cosmos_changefeed._feed import CosmosFeedSource
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._names import store_prefix as lease_prefix
 from cosmos_changefeed._options import (
@@ -23,6 +24,7 @@ from cosmos_changefeed._options import (
 )
 from cosmos_changefeed._processor import ChangeFeedProcessor, Handler
 from cosmos_changefeed._protocol import LeaseLostError
+from cosmos_changefeed._source import FeedSource
 from cosmos_changefeed._store import (
     ConflictError,
     InMemoryDocuments,
@@ -40,8 +42,10 @@ __all__ = [
     "ChangeFeedProcessor",
     "ChangeFeedProcessorState",
     "ConflictError",
+    "CosmosFeedSource",
     "CosmosLeaseStore",
     "EstimateFrom",
+    "FeedSource",
     "Handler",
     "InMemoryDocuments",
     "InMemoryLeaseStore",

@@ -123,7 +123,7 @@ def estimate_flow(lease: Lease) -> Generator[Op, Any, ChangeFeedProcessorState]:
     ranged = yield from _ranged(lease)
     if ranged is None:
         return unknown
-    page = yield ReadPage(ranged, ranged.continuation, "Beginning")
+    page = yield ReadPage(ranged, ranged.continuation, "Beginning", max_items=1)
     if page.gone:
         return unknown
     lag = remaining_work(page.headers.get(SESSION_TOKEN_HEADER), page.items)

@@ -25,12 +25,13 @@ from cosmos_changefeed._balancing import select_leases_to_take
 from cosmos_changefeed._cosmos_store import CosmosLeaseStore
 from cosmos_changefeed._drive import drive
 from cosmos_changefeed._events import Monitor
-from cosmos_changefeed._feed import FeedReader
+from cosmos_changefeed._feed import CosmosFeedSource
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._options import LeaseContext, Mode, ProcessorOptions, StartFrom
 from cosmos_changefeed._processing import ProcessorBase
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError, LeaseManager
 from cosmos_changefeed._reading import Start, resolve_start
+from cosmos_changefeed._source import FeedSource
 from cosmos_changefeed._store import LeaseStore
 
 #: ``(context, changes)``: a batch of one lease's changes, in the order of its feed.
@@ -48,7 +49,7 @@ class ChangeFeedProcessor(ProcessorBase):
 
     def __init__(
         self,
-        monitored_container: ContainerProxy,
+        monitored_container: ContainerProxy | FeedSource,
         lease_container: ContainerProxy | LeaseStore,
         *,
         processor_name: str,
@@ -83,7 +84,11 @@ class ChangeFeedProcessor(ProcessorBase):
             if isinstance(lease_container, LeaseStore)
             else CosmosLeaseStore(lease_container)
         )
-        self._reader = FeedReader(monitored_container, mode=mode, max_items=max_items)
+        self._reader = (
+            monitored_container
+            if isinstance(monitored_container, FeedSource)
+            else CosmosFeedSource(monitored_container)
+        )
         self._balancer: threading.Thread | None = None
         self._stopping = threading.Event()
         self._listening = threading.Event()
@@ -380,13 +385,16 @@ class _LeaseWorker:
         processor = self.processor
         manager = processor._manager
         assert manager is not None
+        opts = processor.options
         position = self.lease.continuation
         if position or self.start != "Now":
             self.position_fixed.set()
         while True:
             self._check()
             try:
-                page = processor._reader.read(self.lease, position, self.start)
+                page = processor._reader.read(
+                    self.lease, position, self.start, mode=opts.mode, max_items=opts.max_items
+                )
             except Exception as exc:
                 processor._read_failed(self.lease.lease_token, exc)
                 self._pause()

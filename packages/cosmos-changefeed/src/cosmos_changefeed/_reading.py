@@ -164,37 +164,17 @@ C = TypeVar("C", bound=_Container)
 
 
 class Reader(Generic[C]):
-    """What the sync and the aio feed reader keep of the monitored container ``C``: its
-    resource id once read, and each partition key range's id once learnt (``_ids``)."""
+    """What the sync and the aio Cosmos DB feed source keep of the monitored container ``C``:
+    its resource id once read, and each partition key range's id once learnt (``_ids``)."""
 
-    def __init__(self, container: C, *, mode: str, max_items: int | None) -> None:
+    def __init__(self, container: C) -> None:
         self.container = container
-        self.mode = mode
-        self.max_items = max_items
         self._rid: str | None = None
         self._ids: dict[EpkRange, str] = {}
 
     @property
     def account_endpoint(self) -> str:
         return str(self.container.client_connection.url_connection)
-
-    def _read_kwargs(
-        self,
-        rid: str,
-        feed_range: EpkRange,
-        position: str | None,
-        start: Start,
-        max_items: int | None,
-    ) -> dict[str, Any]:
-        """``change_feed_kwargs`` of one page (``max_items``: the reader's when None)."""
-        return change_feed_kwargs(
-            rid,
-            feed_range,
-            position,
-            start,
-            mode=self.mode,
-            max_items=max_items or self.max_items,
-        )
 
 
 def is_gone(lease: Lease, ranges: Sequence[PartitionKeyRange]) -> bool:

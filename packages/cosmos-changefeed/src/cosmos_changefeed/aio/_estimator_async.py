@@ -10,14 +10,13 @@ from typing import Any
 from azure.cosmos.aio import ContainerProxy
 
 from cosmos_changefeed import _names
-from cosmos_changefeed._continuation import LATEST_VERSION
 from cosmos_changefeed._estimation import estimate_flow, pending_flow, targets_flow
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._options import ChangeFeedProcessorState, EstimateFrom, PendingChanges
 from cosmos_changefeed._protocol import Flow
 from cosmos_changefeed.aio._cosmos_store_async import CosmosLeaseStore
 from cosmos_changefeed.aio._drive_async import drive
-from cosmos_changefeed.aio._feed_async import FeedReader
+from cosmos_changefeed.aio._feed_async import CosmosFeedSource, FeedSource
 from cosmos_changefeed.aio._store_async import LeaseStore
 
 
@@ -28,7 +27,7 @@ class ChangeFeedEstimator:
 
     def __init__(
         self,
-        monitored_container: ContainerProxy,
+        monitored_container: ContainerProxy | FeedSource,
         lease_container: ContainerProxy | LeaseStore,
         *,
         processor_name: str,
@@ -41,7 +40,11 @@ class ChangeFeedEstimator:
             if isinstance(lease_container, LeaseStore)
             else CosmosLeaseStore(lease_container)
         )
-        self._reader = FeedReader(monitored_container, mode=LATEST_VERSION, max_items=1)
+        self._reader = (
+            monitored_container
+            if isinstance(monitored_container, FeedSource)
+            else CosmosFeedSource(monitored_container)
+        )
 
     async def lease_prefix(self) -> str:
         rid = await self._reader.container_rid()

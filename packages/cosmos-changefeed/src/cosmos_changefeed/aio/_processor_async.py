@@ -48,7 +48,7 @@ from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
 from cosmos_changefeed._reading import Start, resolve_start
 from cosmos_changefeed.aio._cosmos_store_async import CosmosLeaseStore
 from cosmos_changefeed.aio._drive_async import drive
-from cosmos_changefeed.aio._feed_async import FeedReader
+from cosmos_changefeed.aio._feed_async import CosmosFeedSource, FeedSource
 from cosmos_changefeed.aio._store_async import LeaseStore
 
 #: ``(context, changes)``: a batch of one lease's changes, in the order of its feed.
@@ -62,7 +62,7 @@ class ChangeFeedProcessor(ProcessorBase):
 
     def __init__(
         self,
-        monitored_container: ContainerProxy,
+        monitored_container: ContainerProxy | FeedSource,
         lease_container: ContainerProxy | LeaseStore,
         *,
         processor_name: str,
@@ -97,7 +97,11 @@ class ChangeFeedProcessor(ProcessorBase):
             if isinstance(lease_container, LeaseStore)
             else CosmosLeaseStore(lease_container)
         )
-        self._reader = FeedReader(monitored_container, mode=mode, max_items=max_items)
+        self._reader = (
+            monitored_container
+            if isinstance(monitored_container, FeedSource)
+            else CosmosFeedSource(monitored_container)
+        )
         self._balancer: asyncio.Task[None] | None = None
         self._workers: dict[str, _LeaseWorker] = {}
         self._closing = False
@@ -367,6 +371,7 @@ class _LeaseWorker:
         processor = self.processor
         manager = processor._manager
         assert manager is not None
+        opts = processor.options
         position = self.lease.continuation
         if position or self.start != "Now":
             self.position_fixed.set()
@@ -374,7 +379,9 @@ class _LeaseWorker:
             while True:
                 self._check_lost()
                 try:
-                    page = await processor._reader.read(self.lease, position, self.start)
+                    page = await processor._reader.read(
+                        self.lease, position, self.start, mode=opts.mode, max_items=opts.max_items
+                    )
                 except Exception as exc:
                     processor._read_failed(self.lease.lease_token, exc)
                     await self._pause()
