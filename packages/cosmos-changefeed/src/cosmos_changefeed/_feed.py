@@ -28,6 +28,7 @@ from cosmos_changefeed._reading import (
     merge_ranges,
     range_of,
 )
+from cosmos_changefeed._resources import read_properties
 
 
 class FeedReader(Reader[ContainerProxy]):
@@ -39,7 +40,7 @@ class FeedReader(Reader[ContainerProxy]):
 
     def container_rid(self) -> str:
         if self._rid is None:
-            self._rid = str(self.container.read()["_rid"])
+            self._rid = str(read_properties(self.container, "monitored container")["_rid"])
         return self._rid
 
     def ranges(self, *, force_refresh: bool = False) -> list[PartitionKeyRange]:

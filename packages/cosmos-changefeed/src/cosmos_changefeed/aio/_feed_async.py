@@ -20,6 +20,7 @@ from cosmos_changefeed._reading import (
     merge_ranges,
     range_of,
 )
+from cosmos_changefeed.aio._resources_async import read_properties
 
 
 class FeedReader(Reader[ContainerProxy]):
@@ -31,7 +32,8 @@ class FeedReader(Reader[ContainerProxy]):
 
     async def container_rid(self) -> str:
         if self._rid is None:
-            self._rid = str((await self.container.read())["_rid"])
+            properties = await read_properties(self.container, "monitored container")
+            self._rid = str(properties["_rid"])
         return self._rid
 
     async def ranges(self, *, force_refresh: bool = False) -> list[PartitionKeyRange]:
