@@ -15,7 +15,13 @@ from typing import Any
 import pytest
 from inprocess import FLAVOURS, Delivered, Flavour, eventually, fleet, write
 
-from cosmos_changefeed import ChangeFeedEstimator, InMemoryLeaseStore, LeaseContext, StartFrom
+from cosmos_changefeed import (
+    ChangeFeedEstimator,
+    Failure,
+    InMemoryLeaseStore,
+    LeaseContext,
+    StartFrom,
+)
 from cosmos_changefeed.testing import InMemoryFeed, InMemoryFeedSource
 
 pytestmark = pytest.mark.parametrize("flavour", FLAVOURS)
@@ -65,7 +71,7 @@ def test_a_joining_instance_steals_a_lease_and_nothing_is_lost(flavour: Flavour)
 def test_a_failing_handler_is_retried_on_its_lease_while_the_others_flow(flavour: Flavour) -> None:
     feed, delivered = InMemoryFeed(2), Delivered()
     failures: list[str] = []
-    errors: list[tuple[str, BaseException]] = []
+    errors: list[Failure] = []
 
     def handle(context: LeaseContext, changes: list[dict[str, Any]]) -> None:
         if context.lease_token == "0" and len(failures) < 5:
@@ -74,7 +80,7 @@ def test_a_failing_handler_is_retried_on_its_lease_while_the_others_flow(flavour
         delivered(context, changes)
 
     with fleet(flavour, feed) as f:
-        member = f.processor("only", handle, on_error=lambda t, e: errors.append((t, e))).start()
+        member = f.processor("only", handle, on_error=errors.append).start()
         member.wait_until_listening()
         ids = write(feed, keys=8, per_key=3)
         eventually(lambda: "1" in delivered.tokens())
@@ -83,7 +89,7 @@ def test_a_failing_handler_is_retried_on_its_lease_while_the_others_flow(flavour
         assert f.stored()["0"].continuation is None, "a failed batch was checkpointed"
         eventually(lambda: delivered.ids >= set(ids))
     assert len(failures) == 5
-    assert [token for token, _ in errors] == ["0"] * 5
+    assert [(e.lease_token, e.attempt) for e in errors] == [("0", n) for n in range(1, 6)]
     delivered.assert_in_order_per_partition_key()
 
 

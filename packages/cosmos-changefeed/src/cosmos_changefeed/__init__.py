@@ -9,6 +9,7 @@ the handler returns (at least once). ``cosmos_changefeed.aio`` has the same name
 
 from __future__ import annotations
 
+from cosmos_changefeed._continuation import Continuation
 from cosmos_changefeed._cosmos_store import CosmosLeaseStore
 from cosmos_changefeed._estimator import ChangeFeedEstimator
 from cosmos_changefeed._feed import CosmosFeedSource
@@ -16,7 +17,10 @@ from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._names import store_prefix as lease_prefix
 from cosmos_changefeed._options import (
     ChangeFeedProcessorState,
+    During,
     EstimateFrom,
+    FailedBatch,
+    Failure,
     LeaseContext,
     Mode,
     PendingChanges,
@@ -24,6 +28,7 @@ from cosmos_changefeed._options import (
 )
 from cosmos_changefeed._processor import ChangeFeedProcessor, Handler
 from cosmos_changefeed._protocol import LeaseLostError
+from cosmos_changefeed._resources import MissingResourceError
 from cosmos_changefeed._source import FeedSource
 from cosmos_changefeed._store import (
     ConflictError,
@@ -42,9 +47,13 @@ __all__ = [
     "ChangeFeedProcessor",
     "ChangeFeedProcessorState",
     "ConflictError",
+    "Continuation",
     "CosmosFeedSource",
     "CosmosLeaseStore",
+    "During",
     "EstimateFrom",
+    "FailedBatch",
+    "Failure",
     "FeedSource",
     "Handler",
     "InMemoryDocuments",
@@ -54,6 +63,7 @@ __all__ = [
     "LeaseLostError",
     "LeaseStore",
     "LeaseStoreError",
+    "MissingResourceError",
     "Mode",
     "NotFoundError",
     "PendingChanges",

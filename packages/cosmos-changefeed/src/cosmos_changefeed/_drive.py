@@ -14,10 +14,12 @@ from cosmos_changefeed._protocol import (
     ListDocuments,
     Op,
     Read,
+    ReadContainerRid,
     ReadPage,
     ReadRanges,
     Replace,
     Sleep,
+    StoreFacts,
 )
 from cosmos_changefeed._source import FeedSource
 from cosmos_changefeed._store import LeaseStore, LeaseStoreError
@@ -60,4 +62,8 @@ def _perform(
         return reader.read(op.lease, op.position, op.start, mode=op.mode, max_items=op.max_items)
     if isinstance(op, Sleep):
         return sleep(op.seconds)
+    if isinstance(op, ReadContainerRid):
+        return reader.container_rid()
+    if isinstance(op, StoreFacts):
+        return store.partition_key_path(), store.expires_documents()
     raise TypeError(f"not a lease store operation: {op!r}")

@@ -31,6 +31,7 @@ from cosmos_changefeed._reading import (
     merge_ranges,
     range_of,
 )
+from cosmos_changefeed._resources import read_properties
 from cosmos_changefeed._source import FeedSource
 
 
@@ -44,7 +45,7 @@ class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
 
     def container_rid(self) -> str:
         if self._rid is None:
-            self._rid = str(self.container.read()["_rid"])
+            self._rid = str(read_properties(self.container, "monitored container")["_rid"])
         return self._rid
 
     def ranges(self, *, force_refresh: bool = False) -> list[PartitionKeyRange]:

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cosmos_changefeed._continuation import ALL_VERSIONS_AND_DELETES, LATEST_VERSION, raw_etag
+from cosmos_changefeed._continuation import ALL_VERSIONS_AND_DELETES, LATEST_VERSION
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._ranges import MAX_EPK, MIN_EPK, EpkRange, PartitionKeyRange, overlapping
 from cosmos_changefeed._reading import (
@@ -56,6 +56,7 @@ from cosmos_changefeed._reading import (
     Page,
     Start,
     is_gone,
+    position_etag,
     range_of,
 )
 from cosmos_changefeed._source import FeedSource
@@ -298,7 +299,9 @@ class InMemoryFeed:
             if not holders:
                 return Page.gone_at(position)
             partition = self._live(holders[0].id)
-            since, not_before = self._since(partition, position, start, mode)
+            since, not_before = self._since(
+                partition, position_etag(position, start, scope), start, mode
+            )
             changes = self._changes(scope, since, not_before, latest=mode == LATEST_VERSION)
             size = max_items or DEFAULT_PAGE
             page, full = changes[:size], len(changes) > size
@@ -313,10 +316,9 @@ class InMemoryFeed:
             return Page(items, headers["etag"], headers)
 
     def _since(
-        self, partition: _Partition, position: str | None, start: Start, mode: str
+        self, partition: _Partition, etag: str | None, start: Start, mode: str
     ) -> tuple[int, dt.datetime | None]:
         """The LSN after which a read starts, and the time no change before which is read."""
-        etag = raw_etag(position)
         if etag is not None:
             try:
                 return int(etag.strip('"')), None
@@ -326,7 +328,7 @@ class InMemoryFeed:
             return partition.lsn, None
         if start == "Beginning":
             return 0, None
-        if mode != LATEST_VERSION:
+        if mode != LATEST_VERSION or not isinstance(start, dt.datetime):
             raise ValueError("AllVersionsAndDeletes reads from now or a continuation only")
         return 0, start.astimezone(dt.UTC).replace(microsecond=0)
 

@@ -20,18 +20,30 @@ from typing import Any
 
 from azure.cosmos import ContainerProxy
 
-from cosmos_changefeed import _names
 from cosmos_changefeed._balancing import select_leases_to_take
+from cosmos_changefeed._checks import awaited_nothing
 from cosmos_changefeed._cosmos_store import CosmosLeaseStore
 from cosmos_changefeed._drive import drive
-from cosmos_changefeed._events import Monitor
 from cosmos_changefeed._feed import CosmosFeedSource
 from cosmos_changefeed._leases import Lease
-from cosmos_changefeed._options import LeaseContext, Mode, ProcessorOptions, StartFrom
+from cosmos_changefeed._options import (
+    DEFAULT_ACQUIRE_INTERVAL,
+    DEFAULT_EXPIRATION_INTERVAL,
+    DEFAULT_MAX_RETRY_DELAY,
+    DEFAULT_POLL_DELAY,
+    DEFAULT_RENEW_INTERVAL,
+    FailedBatch,
+    Failure,
+    LeaseContext,
+    Mode,
+    StartFrom,
+)
 from cosmos_changefeed._processing import ProcessorBase
-from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError, LeaseManager
-from cosmos_changefeed._reading import Start, resolve_start
+from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
+from cosmos_changefeed._reading import Page, Start
+from cosmos_changefeed._retries import Attempts
 from cosmos_changefeed._source import FeedSource
+from cosmos_changefeed._starting import start_flow
 from cosmos_changefeed._store import LeaseStore
 
 #: ``(context, changes)``: a batch of one lease's changes, in the order of its feed.
@@ -47,6 +59,10 @@ class ChangeFeedProcessor(ProcessorBase):
     (a container, or any ``LeaseStore``), sharing them with every other instance of the same
     ``processor_name``. ``with processor:`` starts and stops it."""
 
+    flavour = "sync"
+    lease_ports = (LeaseStore,)
+    feed_ports = (FeedSource,)
+
     def __init__(
         self,
         monitored_container: ContainerProxy | FeedSource,
@@ -57,16 +73,28 @@ class ChangeFeedProcessor(ProcessorBase):
         handler: Handler,
         start_from: StartFrom = "now",
         mode: Mode = "LatestVersion",
-        poll_delay: float = 5.0,
+        poll_delay: float = DEFAULT_POLL_DELAY,
         max_items: int | None = None,
-        lease_renew_interval: float = 17.0,
-        lease_acquire_interval: float = 13.0,
-        lease_expiration_interval: float = 60.0,
+        lease_renew_interval: float = DEFAULT_RENEW_INTERVAL,
+        lease_acquire_interval: float = DEFAULT_ACQUIRE_INTERVAL,
+        lease_expiration_interval: float = DEFAULT_EXPIRATION_INTERVAL,
+        min_retry_delay: float | None = None,
+        max_retry_delay: float = DEFAULT_MAX_RETRY_DELAY,
+        set_aside: Callable[[FailedBatch], object] | None = None,
+        set_aside_after: int | None = None,
         on_lease_acquired: Callable[[str], object] | None = None,
         on_lease_released: Callable[[str], object] | None = None,
-        on_error: Callable[[str, BaseException], object] | None = None,
+        on_error: Callable[[Failure], object] | None = None,
     ) -> None:
-        options = ProcessorOptions(
+        super().__init__(
+            monitored_container,
+            lease_container,
+            handler=handler,
+            on_lease_acquired=on_lease_acquired,
+            on_lease_released=on_lease_released,
+            on_error=on_error,
+            set_aside=set_aside,
+            set_aside_after=set_aside_after,
             processor_name=processor_name,
             instance_name=instance_name,
             start_from=start_from,
@@ -76,8 +104,9 @@ class ChangeFeedProcessor(ProcessorBase):
             lease_renew_interval=lease_renew_interval,
             lease_acquire_interval=lease_acquire_interval,
             lease_expiration_interval=lease_expiration_interval,
+            min_retry_delay=min_retry_delay,
+            max_retry_delay=max_retry_delay,
         )
-        super().__init__(options, Monitor(on_lease_acquired, on_lease_released, on_error))
         self._handler = handler
         self._store = (
             lease_container
@@ -128,20 +157,8 @@ class ChangeFeedProcessor(ProcessorBase):
         opts = self.options
         self._stopping.clear()
         self._listening.clear()
+        self._started(self._run(start_flow(opts, self._reader.account_endpoint, started)))
         self._checkpoints = ThreadPoolExecutor(max_workers=4, thread_name_prefix="checkpoint")
-        rid = self._reader.container_rid()
-        prefix = _names.store_prefix(opts.processor_name, self._reader.account_endpoint, rid)
-        manager = LeaseManager(
-            prefix,
-            opts.instance_name,
-            partition_key_path=self._store.partition_key_path(),
-            mode=opts.mode,
-        )
-        manager.check_mode(self._run(manager.all_leases()))
-        created = self._run(manager.initialize())
-        self._manager = manager
-        self._start = resolve_start(opts.start_from, opts.mode, started)
-        self._started(prefix, created, self._start)
         self._balancer = threading.Thread(
             target=self._balance,
             name=f"cosmos-changefeed-balancer-{opts.processor_name}",
@@ -326,6 +343,7 @@ class _LeaseWorker:
         self._lost: LeaseLostError | None = None
         self._wake = threading.Event()
         self._checkpointing: Future[None] | None = None
+        self.attempts = Attempts()
 
     def run(self) -> None:
         renewer = threading.Thread(
@@ -376,9 +394,11 @@ class _LeaseWorker:
         if self.stop.is_set():
             raise _StoppedError
 
-    def _pause(self) -> None:
+    def _pause(self, seconds: float | None = None) -> None:
+        """The poll delay (or ``seconds``), once the checkpoint being written is; cut short
+        when the lease is lost or the processor stops."""
         self._settle()
-        self._wake.wait(self.processor.options.poll_delay)
+        self._wake.wait(self.processor.options.poll_delay if seconds is None else seconds)
         self._check()
 
     def _feed(self) -> None:
@@ -410,11 +430,7 @@ class _LeaseWorker:
             # the previous batch's checkpoint was written while this one was read; it is done
             # before this one is handed over: at most the batch in flight is given again
             self._settle()
-            try:
-                processor._handler(processor._context(self.lease, page), page.items)
-            except Exception as exc:
-                processor._handler_failed(self.lease.lease_token, len(page.items), exc)
-                self._pause()
+            if not self._handle(page, position):
                 continue
             if page.etag is None:
                 self._pause()
@@ -423,6 +439,31 @@ class _LeaseWorker:
             assert processor._checkpoints is not None
             self._checkpointing = processor._checkpoints.submit(self._checkpoint, page.etag)
             position = page.etag
+
+    def _handle(self, page: Page, position: str | None) -> bool:
+        """Hand ``page`` to the handler: True when it is done with (handled, or set aside),
+        False when it failed (and its retry delay is waited)."""
+        processor = self.processor
+        context = processor._context(self.lease, page)
+        try:
+            awaited_nothing(processor._handler(context, page.items))
+        except Exception as exc:
+            batch = FailedBatch(context, page.items, self.attempts.failed(position), exc)
+            delay = processor._handler_failed(batch)
+            if processor._to_set_aside(batch):
+                assert processor._set_aside is not None
+                try:
+                    processor._set_aside(batch)
+                except Exception as failed:
+                    processor._set_aside_failed(batch, failed)
+                else:
+                    processor._set_aside_done(batch)
+                    self.attempts.passed()
+                    return True
+            self._pause(delay)
+            return False
+        self.attempts.passed()
+        return True
 
     def _checkpoint(self, etag: str) -> None:
         processor = self.processor

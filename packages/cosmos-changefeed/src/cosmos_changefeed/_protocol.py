@@ -148,7 +148,30 @@ class Sleep:
     seconds: float
 
 
-Op: TypeAlias = ListDocuments | Read | Create | Replace | Delete | ReadRanges | ReadPage | Sleep
+@dataclass(frozen=True)
+class ReadContainerRid:
+    """The monitored container's resource id (its properties read: ``MissingResourceError``
+    when it or its database does not exist)."""
+
+
+@dataclass(frozen=True)
+class StoreFacts:
+    """What a lease store says of itself: ``partition_key_path()`` and ``expires_documents()``
+    (a Cosmos DB store reads its container's properties: ``MissingResourceError``)."""
+
+
+Op: TypeAlias = (
+    ListDocuments
+    | Read
+    | Create
+    | Replace
+    | Delete
+    | ReadRanges
+    | ReadPage
+    | Sleep
+    | ReadContainerRid
+    | StoreFacts
+)
 Flow: TypeAlias = Generator[Op, Any, Any]
 
 

@@ -13,10 +13,12 @@ from cosmos_changefeed._protocol import (
     ListDocuments,
     Op,
     Read,
+    ReadContainerRid,
     ReadPage,
     ReadRanges,
     Replace,
     Sleep,
+    StoreFacts,
 )
 from cosmos_changefeed._store import LeaseStoreError
 from cosmos_changefeed.aio._feed_async import FeedSource
@@ -62,4 +64,8 @@ async def _perform(
         )
     if isinstance(op, Sleep):
         return await sleep(op.seconds)
+    if isinstance(op, ReadContainerRid):
+        return await reader.container_rid()
+    if isinstance(op, StoreFacts):
+        return await store.partition_key_path(), await store.expires_documents()
     raise TypeError(f"not a lease store operation: {op!r}")

@@ -24,6 +24,7 @@ from cosmos_changefeed._reading import (
     merge_ranges,
     range_of,
 )
+from cosmos_changefeed.aio._resources_async import read_properties
 
 
 class FeedSource(ABC):
@@ -68,7 +69,8 @@ class CosmosFeedSource(Reader[ContainerProxy], FeedSource):
 
     async def container_rid(self) -> str:
         if self._rid is None:
-            self._rid = str((await self.container.read())["_rid"])
+            properties = await read_properties(self.container, "monitored container")
+            self._rid = str(properties["_rid"])
         return self._rid
 
     async def ranges(self, *, force_refresh: bool = False) -> list[PartitionKeyRange]:
