@@ -13,10 +13,11 @@
   lease replaced by its children after a split, lose nothing: the stop checkpoints what was
   handled before it releases the lease, the children start where the parent was read to.
 * **Manual** (``checkpoint="manual"``, .NET's
-  ``GetChangeFeedProcessorBuilderWithManualCheckpoint``): the handler's context has ``checkpoint()`` (awaited in aio), which stores that batch's
-  position; nothing else checkpoints the lease -- a stop releases it as it is, and the next
-  owner is given again every batch since the handler's last ``checkpoint()``. A context's
-  ``checkpoint()`` called after a later batch's was is a no-op (a lease never moves back).
+  ``GetChangeFeedProcessorBuilderWithManualCheckpoint``): the handler's context has
+  ``checkpoint()`` (awaited in aio), which stores that batch's position; nothing else
+  checkpoints the lease -- a stop releases it as it is, and the next owner is given again
+  every batch since the handler's last ``checkpoint()``. A context's ``checkpoint()`` called
+  after a later batch's was is a no-op (a lease never moves back).
 
 ``CheckpointPlan`` is one lease's count; the shells ask it after each batch handled
 (``handled``) and each read that found nothing new (``caught_up``), and write what it returns.
