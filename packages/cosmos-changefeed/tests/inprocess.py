@@ -24,10 +24,12 @@ from cosmos_changefeed import (
     InMemoryLeaseStore,
     Lease,
     LeaseContext,
+    ManualCheckpointContext,
 )
 from cosmos_changefeed._ranges import PartitionKeyRange
 from cosmos_changefeed.aio import ChangeFeedProcessor as AsyncChangeFeedProcessor
 from cosmos_changefeed.aio import InMemoryLeaseStore as AsyncInMemoryLeaseStore
+from cosmos_changefeed.aio import ManualCheckpointContext as AsyncManualCheckpointContext
 from cosmos_changefeed.testing import AsyncInMemoryFeedSource, InMemoryFeed, InMemoryFeedSource
 
 Flavour = Literal["sync", "aio"]
@@ -35,6 +37,9 @@ FLAVOURS: tuple[Flavour, ...] = ("sync", "aio")
 T = TypeVar("T")
 #: ``(context, changes)``, called as it is by the sync processor and from a coroutine by aio.
 Handle = Callable[[LeaseContext, list[dict[str, Any]]], object]
+#: What a handle returns, under manual checkpoints, to have the batch checkpointed: the
+#: context's ``checkpoint()`` is then called (sync) or awaited (aio) before the handler returns.
+CHECKPOINT = "checkpoint"
 
 #: Lease intervals of a tenth of a second: each scenario takes a fraction of one.
 FAST: dict[str, float] = {
@@ -177,17 +182,25 @@ class Fleet:
         feed, documents = _FrozenFeed(self.feed, switch), _FrozenDocuments(self.leases, switch)
         processor: ChangeFeedProcessor | AsyncChangeFeedProcessor
         if self.flavour == "sync":
+
+            def sync_handler(context: LeaseContext, changes: list[dict[str, Any]]) -> None:
+                if handle(context, changes) == CHECKPOINT:
+                    assert isinstance(context, ManualCheckpointContext)
+                    context.checkpoint()
+
             processor = ChangeFeedProcessor(
                 InMemoryFeedSource(feed),
                 InMemoryLeaseStore(documents=documents),
                 instance_name=instance,
-                handler=handle,
+                handler=sync_handler,
                 **options,
             )
         else:
 
             async def handler(context: LeaseContext, changes: list[dict[str, Any]]) -> None:
-                handle(context, changes)
+                if handle(context, changes) == CHECKPOINT:
+                    assert isinstance(context, AsyncManualCheckpointContext)
+                    await context.checkpoint()
 
             processor = AsyncChangeFeedProcessor(
                 AsyncInMemoryFeedSource(feed),
