@@ -12,13 +12,15 @@ import textwrap
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from azure.cosmos import ContainerProxy
 
 from cosmos_changefeed import ChangeFeedProcessor, Lease, LeaseContext
-from funcstack.cosmos import CosmosEndpoint
+
+if TYPE_CHECKING:
+    from funcstack.cosmos import CosmosEndpoint
 
 pytestmark = pytest.mark.integration
 
@@ -29,7 +31,7 @@ INSTANCE = textwrap.dedent(
     """
     import os, sys, time
     from azure.cosmos import CosmosClient
-    from cosmos_changefeed import ChangeFeedProcessor
+    from cosmos_changefeed import ChangeFeedProcessor, CheckpointPolicy
 
     client = CosmosClient(os.environ["ENDPOINT"], os.environ["KEY"], connection_verify=False)
     database = client.get_database_client(os.environ["DATABASE"])
@@ -47,6 +49,7 @@ INSTANCE = textwrap.dedent(
         max_items=int(os.environ.get("MAX_ITEMS", "100")),
         lease_acquire_interval=0.3, lease_renew_interval=0.5, lease_expiration_interval=2.0,
         start_from=os.environ.get("START", "now"),
+        checkpoint=CheckpointPolicy(batches=int(os.environ.get("CHECKPOINT_BATCHES", "1"))),
     )
     processor.start()
     processor.wait_until_listening(30)
@@ -206,3 +209,68 @@ def test_a_kill_in_a_handler_gives_the_next_owner_that_batch_again_and_no_other(
             time.sleep(0.05)
     again = set(delivered) & set(delivered_by(out))
     assert again <= set(handed[-1]), f"given again beyond the batch in flight: {sorted(again)}"
+
+
+def test_a_kill_between_checkpoints_gives_the_next_owner_the_batches_since_the_last_one(
+    cosmos: CosmosEndpoint, make_container: MakeContainer, tmp_path: Path
+) -> None:
+    """The resend bound of ``CheckpointPolicy(batches=5)``, against a real crash: a process
+    SIGKILLed in a handler, between two checkpoints; its heir is given again the batches it
+    handled since its last checkpoint (fewer than 5) and the one in flight -- and no other."""
+    monitored, leases = make_container(1), make_container(path="/id")
+    docs = [f"d{i:02d}" for i in range(40)]
+    for doc_id in docs:
+        monitored.create_item({"id": doc_id, "pk": "one-key"})
+    out = tmp_path / "doomed.txt"
+    environment = {
+        **os.environ,
+        "ENDPOINT": cosmos.endpoint,
+        "KEY": cosmos.key,
+        "DATABASE": monitored.container_link.split("/")[1],
+        "MONITORED": monitored.id,
+        "LEASES": leases.id,
+        "OUT": str(out),
+        "PYTHONWARNINGS": "ignore",
+        "HANDLER_SECONDS": "0.3",
+        "MAX_ITEMS": "2",
+        "START": "beginning",
+        "CHECKPOINT_BATCHES": "5",
+    }
+    doomed = subprocess.Popen(
+        [sys.executable, "-c", INSTANCE], env=environment, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert doomed.stdout is not None and doomed.stdout.readline().strip() == "listening"
+        deadline = time.monotonic() + 20
+        while len(batches_of(out)) < 8:  # the 8th is in its handler: 3 past the checkpoint
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+    finally:
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait()
+    handed = batches_of(out)
+    delivered: list[str] = []
+
+    def handler(context: LeaseContext, changes: list[dict[str, Any]]) -> None:
+        delivered.extend(doc["id"] for doc in changes)
+
+    with ChangeFeedProcessor(
+        monitored,
+        leases,
+        processor_name="p",
+        instance_name="heir",
+        handler=handler,
+        start_from="beginning",
+        poll_delay=0.1,
+        lease_acquire_interval=ACQUIRE,
+        lease_renew_interval=0.5,
+        lease_expiration_interval=EXPIRATION,
+    ):
+        deadline = time.monotonic() + 20
+        while len(set(delivered) | set(delivered_by(out))) < len(docs):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    checkpointed = (len(handed) - 1) // 5 * 5  # the batches up to the last checkpoint
+    since = [doc for batch in handed[checkpointed:] for doc in batch]
+    assert 1 <= len(handed) - checkpointed <= 5
+    assert sorted(set(delivered) & set(delivered_by(out))) == sorted(since)

@@ -9,7 +9,9 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from cosmos_changefeed._continuation import Continuation
 from cosmos_changefeed._leases import Lease
+from cosmos_changefeed._options import Failure
 from cosmos_changefeed._reading import Start
 
 logger = logging.getLogger("cosmos_changefeed")
@@ -19,17 +21,19 @@ logger = logging.getLogger("cosmos_changefeed")
 class Monitor:
     """An application's hooks (.NET's ``WithLeaseAcquireNotification``,
     ``WithLeaseReleaseNotification``, ``WithErrorNotification``): each is called with the lease
-    token (and the error), from the processor's own thread or task; what they raise is logged
-    and ignored."""
+    token (``on_error``: with a ``Failure``), from the processor's own thread or task; what
+    they raise is logged and ignored."""
 
     on_lease_acquired: Callable[[str], object] | None = None
     on_lease_released: Callable[[str], object] | None = None
-    on_error: Callable[[str, BaseException], object] | None = None
+    on_error: Callable[[Failure], object] | None = None
 
 
 def start_label(start: Start) -> str:
     if isinstance(start, dt.datetime):
         return start.isoformat()
+    if isinstance(start, Continuation):
+        return "its position in the continuation given"
     return start
 
 

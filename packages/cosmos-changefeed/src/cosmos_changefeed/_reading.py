@@ -34,12 +34,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, Protocol, TypeAlias, TypeVar
 
-from cosmos_changefeed._continuation import LATEST_VERSION, raw_etag, sdk_continuation
+from cosmos_changefeed._continuation import (
+    LATEST_VERSION,
+    Continuation,
+    raw_etag,
+    sdk_continuation,
+)
 from cosmos_changefeed._leases import EPK_RANGE_BASED, Lease
 from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange, overlapping
 
-#: Where a lease without a continuation starts, once resolved: the beginning, a time, or now.
-Start: TypeAlias = Literal["Beginning", "Now"] | dt.datetime
+#: Where a lease without a continuation starts, once resolved: the beginning, a time, now, or
+#: its range's position in a pull-model reader's continuation.
+Start: TypeAlias = Literal["Beginning", "Now"] | dt.datetime | Continuation
 #: The request header naming the physical partition a request reads (what the SDK resolved).
 RANGE_ID_HEADER = "x-ms-documentdb-partitionkeyrangeid"
 SESSION_TOKEN_HEADER = "x-ms-session-token"  # noqa: S105 - a header name
@@ -47,9 +53,13 @@ REQUEST_CHARGE_HEADER = "x-ms-request-charge"
 
 
 def resolve_start(
-    start_from: Literal["now", "beginning"] | dt.datetime, mode: str, started: dt.datetime
+    start_from: Literal["now", "beginning"] | dt.datetime | Continuation,
+    mode: str,
+    started: dt.datetime,
 ) -> Start:
     """The start of a processor begun at ``started`` (.NET's anchoring of "now")."""
+    if isinstance(start_from, Continuation):
+        return start_from
     if isinstance(start_from, dt.datetime):
         if start_from.tzinfo is None:
             raise ValueError(
@@ -79,7 +89,7 @@ def change_feed_kwargs(
     kwargs: dict[str, Any] = {}
     if max_items is not None:
         kwargs["max_item_count"] = max_items
-    etag = raw_etag(position)
+    etag = position_etag(position, start, feed_range)
     if etag is not None:
         kwargs["continuation"] = sdk_continuation(container_rid, feed_range, etag, mode)
         return kwargs
@@ -88,6 +98,15 @@ def change_feed_kwargs(
     if mode != LATEST_VERSION:
         kwargs["mode"] = mode
     return kwargs
+
+
+def position_etag(position: str | None, start: Start, feed_range: EpkRange) -> str | None:
+    """The raw etag a read of ``feed_range`` starts after: ``position``'s (a lease's
+    continuation), else a ``Continuation`` start's for the range; None: from ``start``."""
+    etag = raw_etag(position)
+    if etag is None and isinstance(start, Continuation):
+        etag = start.etag_for(feed_range)
+    return etag
 
 
 @dataclass
@@ -164,37 +183,17 @@ C = TypeVar("C", bound=_Container)
 
 
 class Reader(Generic[C]):
-    """What the sync and the aio feed reader keep of the monitored container ``C``: its
-    resource id once read, and each partition key range's id once learnt (``_ids``)."""
+    """What the sync and the aio Cosmos DB feed source keep of the monitored container ``C``:
+    its resource id once read, and each partition key range's id once learnt (``_ids``)."""
 
-    def __init__(self, container: C, *, mode: str, max_items: int | None) -> None:
+    def __init__(self, container: C) -> None:
         self.container = container
-        self.mode = mode
-        self.max_items = max_items
         self._rid: str | None = None
         self._ids: dict[EpkRange, str] = {}
 
     @property
     def account_endpoint(self) -> str:
         return str(self.container.client_connection.url_connection)
-
-    def _read_kwargs(
-        self,
-        rid: str,
-        feed_range: EpkRange,
-        position: str | None,
-        start: Start,
-        max_items: int | None,
-    ) -> dict[str, Any]:
-        """``change_feed_kwargs`` of one page (``max_items``: the reader's when None)."""
-        return change_feed_kwargs(
-            rid,
-            feed_range,
-            position,
-            start,
-            mode=self.mode,
-            max_items=max_items or self.max_items,
-        )
 
 
 def is_gone(lease: Lease, ranges: Sequence[PartitionKeyRange]) -> bool:

@@ -85,6 +85,12 @@ class LeaseStore(ABC):
         """Delete the document (only while its etag is ``etag``, when given); False when it
         is gone or changed."""
 
+    def expires_documents(self) -> bool | None:
+        """Whether a document's ``ttl`` is honoured (a Cosmos DB container with TTL on); None:
+        not known. A processor warns when it is False: a ``.lock`` left by an instance that
+        died initialising the store would then stay, and every instance would wait for it."""
+        return None
+
     def close(self) -> None:  # noqa: B027 - nothing to close by default
         """Release what the store holds (a client it made)."""
 
@@ -178,6 +184,9 @@ class InMemoryLeaseStore(LeaseStore):
 
     def partition_key_path(self) -> str:
         return self.documents.partition_key_path
+
+    def expires_documents(self) -> bool:
+        return True
 
     def list_documents(self, prefix: str) -> list[dict[str, Any]]:
         return self.documents.list_documents(prefix)

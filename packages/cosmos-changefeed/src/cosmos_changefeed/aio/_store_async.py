@@ -42,6 +42,11 @@ class LeaseStore(ABC):
     async def delete(self, item_id: str, partition_key: str, etag: str | None = None) -> bool:
         """Delete (while the etag is ``etag``, when given); False when gone or changed."""
 
+    async def expires_documents(self) -> bool | None:
+        """Whether a document's ``ttl`` is honoured; None: not known. See
+        ``cosmos_changefeed.LeaseStore.expires_documents``."""
+        return None
+
     async def close(self) -> None:  # noqa: B027 - nothing to close by default
         """Release what the store holds."""
 
@@ -56,6 +61,9 @@ class InMemoryLeaseStore(LeaseStore):
 
     async def partition_key_path(self) -> str:
         return self.documents.partition_key_path
+
+    async def expires_documents(self) -> bool:
+        return True
 
     async def list_documents(self, prefix: str) -> list[dict[str, Any]]:
         return self.documents.list_documents(prefix)

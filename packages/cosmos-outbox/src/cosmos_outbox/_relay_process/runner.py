@@ -218,7 +218,7 @@ class RelayProcessor:
         self._listening.clear()
         processor, self._processor = self._processor, None
         if processor is not None:
-            await processor.stop(grace=grace)
+            await processor.stop(timeout=grace)
             kept = self._facts.state().held  # a lease's release is what takes it off
             if kept:
                 logger.warning(
@@ -349,8 +349,10 @@ class RelayProcessor:
                     max_items=settings.max_items_per_invocation,
                     on_lease_acquired=lambda token: self._facts.acquired(token, _now()),
                     on_lease_released=self._released,
-                    on_error=lambda token, exc: self._facts.failed(
-                        token, f"{error_type(exc)}: {exc}", _now()
+                    on_error=lambda failure: self._facts.failed(
+                        failure.lease_token,
+                        f"{error_type(failure.error)}: {failure.error}",
+                        _now(),
                     ),
                     lease_renew_interval=self._intervals[0],
                     lease_acquire_interval=self._intervals[1],
