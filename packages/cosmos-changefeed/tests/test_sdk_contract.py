@@ -152,7 +152,7 @@ def test_partition_key_range_id_does_not_scope_the_read_in_this_sdk(
     )
     # answered as the service's gateway answers a read naming no range: the first partition's
     # changes only, whichever range was asked for (azure-sdk-for-python#34922)
-    first, _ = FeedReader(container, mode="LatestVersion", max_items=None).ranges()
+    first, _ = CosmosFeedSource(container).ranges()
     firsts, _ = first_page(
         container, feed_range=first.range.to_feed_range(), start_time="Beginning"
     )
