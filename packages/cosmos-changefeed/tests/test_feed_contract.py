@@ -123,7 +123,7 @@ class TestAsyncCosmosFeedSource(TestCosmosFeedSource):
         self, cosmos: CosmosEndpoint, make_container: MakeContainer, database: DatabaseProxy
     ) -> Iterator[Callable[[int], FeedHarness]]:
         loop = asyncio.new_event_loop()
-        client = AsyncCosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False)
+        client = AsyncCosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options())
         try:
             yield lambda partitions: CosmosHarness(
                 cosmos, make_container(partitions), (loop, client)

@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -282,7 +281,9 @@ class LocalStack(LocalServices):
             return self.report
         try:
             self.report = provision_cosmos(
-                self.config.cosmos, self.cosmos.connection_string, verify_tls=self.cosmos.verify_tls
+                self.config.cosmos,
+                self.cosmos.connection_string,
+                client_options=self.cosmos.client_options(),
             )
             if self.azurite is not None:
                 self.report.items += provision_storage(
@@ -567,13 +568,12 @@ class LocalStack(LocalServices):
         once per endpoint address (again after a restart on another port), shared by the
         threads that call this, and closed by ``stop()``."""
         assert self.cosmos is not None, "the stack is not started"
-        warnings.filterwarnings("ignore", message="Unverified HTTPS request")
         key = (self.cosmos.connection_string, self.cosmos.verify_tls)
         with self._cosmos_clients_lock:
             client = self._cosmos_clients.get(key)
-            if client is None:
+            if client is None:  # verifying the endpoint's certificate
                 client = self._cosmos_clients[key] = CosmosClient.from_connection_string(
-                    key[0], connection_verify=key[1]
+                    key[0], **self.cosmos.client_options()
                 )
         return client.get_database_client(database).get_container_client(container)
 

@@ -23,7 +23,6 @@ from .test_cosmos_partitions import four_ranges, raw, wait_until
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.conformance,
-    pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
 ]
 
 ALL: Final = "AllVersionsAndDeletes"

@@ -26,7 +26,6 @@ from .test_persistence import FIXTURES, client_of, endpoint, kill
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.conformance,
-    pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
 ]
 
 

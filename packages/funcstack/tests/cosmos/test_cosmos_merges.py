@@ -24,7 +24,6 @@ from .test_cosmos_partitions import four_ranges, pkranges, ranges, raw, read_cha
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.conformance,
-    pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
 ]
 
 KEYS = [f"key-{i}" for i in range(16)]

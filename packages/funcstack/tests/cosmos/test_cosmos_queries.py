@@ -27,8 +27,6 @@ from funcstack.cosmos._launcher import COSMOS_DIR
 
 from .conftest import PK_PATH, Target, doc, unique
 
-pytestmark = [pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning")]
-
 CONTACTS = 6
 EVENTS = 14
 

@@ -38,7 +38,6 @@ from funcstack.cosmos import (
 
 pytestmark = [
     pytest.mark.integration,
-    pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
 ]
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -73,7 +72,7 @@ def kill(cosmos: CosmosEndpoint) -> None:
 
 
 def client_of(cosmos: CosmosEndpoint) -> CosmosClient:
-    return CosmosClient(cosmos.endpoint, cosmos.key, connection_verify=cosmos.verify_tls)
+    return CosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options())
 
 
 def lsn_of(proxy: ContainerProxy | DatabaseProxy) -> int:
@@ -370,7 +369,7 @@ def test_nothing_acknowledged_is_lost_while_compactions_run(tmp_path: Path) -> N
         container = setup(client_of(cosmos))
 
         def writer(w: int) -> None:
-            own = CosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False)
+            own = CosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options())
             mine = own.get_database_client("db").get_container_client("c")
             i = 0
             while not enough.is_set():

@@ -50,10 +50,10 @@ class PhysicalPartition:
 
 
 def _tls_context() -> ssl.SSLContext:
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE  # the endpoint's self-signed certificate
-    return context
+    """Verifying the endpoint's certificate: signed by funcstack's local authority (_tls.py)."""
+    from funcstack.cosmos._tls import local_tls
+
+    return ssl.create_default_context(cafile=str(local_tls().bundle_file))
 
 
 def control(
