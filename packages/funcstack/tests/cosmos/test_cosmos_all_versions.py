@@ -2,7 +2,8 @@
 Full-Fidelity Feed`) through the unmodified azure-cosmos SDK, as Azure serves it ("Change feed
 modes in Azure Cosmos DB", Parse the response object): every create, replace and delete in the
 order they were written, each with its metadata (`operationType`, `lsn`, `crts`,
-`previousImageLSN`; a delete's `id`, `partitionKey` and `timeToLiveExpired`, no `current`); a
+`previousImageLSN`; a delete's `id`, `partitionKey` and `timeToLiveExpired`, an empty
+`current`); a
 time-to-live expiry as a delete; one transaction's changes at one LSN; only from "now" or a
 continuation; nothing of a failed batch; across a split of a range."""
 
@@ -55,8 +56,10 @@ def since(container: ContainerProxy, token: str) -> tuple[list[dict[str, Any]], 
 
 def summary(change: dict[str, Any]) -> tuple[str, str]:
     metadata = change["metadata"]
-    name = change["current"]["id"] if "current" in change else metadata["id"]
-    return str(metadata["operationType"]), str(name)
+    deleted = metadata["operationType"] == "delete"
+    return str(metadata["operationType"]), str(
+        metadata["id"] if deleted else change["current"]["id"]
+    )
 
 
 def test_creates_replaces_and_deletes_come_with_their_metadata(
@@ -79,8 +82,13 @@ def test_creates_replaces_and_deletes_come_with_their_metadata(
     changes, _ = since(container, token)
     by_key: dict[str, list[dict[str, Any]]] = {}
     for change in changes:
-        key = change["current"]["partitionKey"] if "current" in change else None
-        key = key or change["metadata"]["partitionKey"]["partitionKey"]
+        metadata = change["metadata"]
+        deleted = metadata["operationType"] == "delete"
+        key = (
+            metadata["partitionKey"]["partitionKey"]
+            if deleted
+            else change["current"]["partitionKey"]
+        )
         by_key.setdefault(str(key), []).append(change)
     # each partition key's changes in the order they were written, every version of each
     assert [summary(c) for c in by_key["p"]] == [
@@ -109,7 +117,7 @@ def test_creates_replaces_and_deletes_come_with_their_metadata(
         "partitionKey": {"partitionKey": "p"},
         "timeToLiveExpired": False,
     }
-    assert "current" not in p[6] and "previous" not in p[6]
+    assert p[6]["current"] == {} and "previous" not in p[6]  # an empty current, no previous
     assert all(isinstance(c["metadata"]["crts"], int) for c in changes)
     assert "_lsn" not in p[0]["current"] and p[0]["current"]["_rid"]
     # a feed range of one partition key: its changes only

@@ -21,13 +21,16 @@ if TYPE_CHECKING:
         CosmosStartError,
         start_cosmos,
     )
+    from funcstack.cosmos._tls import LocalTls, local_tls
 
 __all__ = [
     "EMULATOR_KEY",
     "CosmosControlError",
     "CosmosEndpoint",
     "CosmosStartError",
+    "LocalTls",
     "PhysicalPartition",
+    "local_tls",
     "merge_partitions",
     "physical_partitions",
     "split_partition",
@@ -46,6 +49,8 @@ __getattr__, __dir__ = lazy_exports(
         "CosmosControlError": "funcstack.cosmos._control",
         "PhysicalPartition": "funcstack.cosmos._control",
         "merge_partitions": "funcstack.cosmos._control",
+        "LocalTls": "funcstack.cosmos._tls",
+        "local_tls": "funcstack.cosmos._tls",
         "physical_partitions": "funcstack.cosmos._control",
         "split_partition": "funcstack.cosmos._control",
     },

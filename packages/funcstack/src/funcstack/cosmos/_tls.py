@@ -77,10 +77,12 @@ class LocalTls:
         return {"REQUESTS_CA_BUNDLE": str(self.bundle_file), "SSL_CERT_FILE": str(self.bundle_file)}
 
 
-def local_tls(hosts: Iterable[str] = ()) -> LocalTls:
+def local_tls(hosts: Iterable[str] = (), *, folder: Path | None = None) -> LocalTls:
     """The local authority and a certificate of the endpoint for ``hosts`` (besides localhost,
-    127.0.0.1 and ::1; a wildcard address adds nothing), made or issued again when needed."""
-    folder = cache_root() / "tls"
+    127.0.0.1 and ::1; a wildcard address adds nothing), made or issued again when needed, in
+    ``folder`` (default: ``<cache>/tls``; another folder: an authority of its own, such as a
+    conformance run's throw-away one)."""
+    folder = folder if folder is not None else cache_root() / "tls"
     wildcards = ("0.0.0.0", "::")
     wanted = sorted({*DEFAULT_HOSTS, *(h for h in hosts if h and h not in wildcards)})
     tls = LocalTls(

@@ -10,13 +10,16 @@
  *   create  {"current": <the item>, "metadata": {"operationType": "create", "lsn", "crts"}}
  *   replace {"current": <the item>, "metadata": {"operationType": "replace", "lsn", "crts",
  *            "previousImageLSN"}}
- *   delete  {"metadata": {"operationType": "delete", "lsn", "crts", "previousImageLSN",
- *            "id", "partitionKey": {"<key property>": <value>}, "timeToLiveExpired"}}
+ *   delete  {"current": {}, "metadata": {"operationType": "delete", "lsn", "crts",
+ *            "previousImageLSN", "id", "partitionKey": {"<key property>": <value>},
+ *            "timeToLiveExpired"}}
  *
  * (the field names are .NET's ChangeFeedMetadataFields, Azure/azure-cosmos-dotnet-v3
  * Microsoft.Azure.Cosmos/src/Resource/FullFidelity; `timeToLiveExpired` true for an expiry,
- * "Deletes from TTL expirations are also captured"); no previous image, which the service
- * does not give either ("There is currently no way to get the previous version of items").
+ * "Deletes from TTL expirations are also captured"; a delete's empty `current`, as
+ * azure-cosmos's own test_change_feed_all_versions.py expects of the service, which the page's
+ * example leaves out); no previous image, which the service does not give either ("There is
+ * currently no way to get the previous version of items").
  *
  * The service keeps these changes for its continuous-backup retention and reads them only
  * from "now" or from a continuation (never from the beginning or a time). The endpoint keeps
@@ -98,7 +101,7 @@ function answered(entry) {
     metadata.id = entry.deleted.id;
     metadata.partitionKey = entry.deleted.key;
     metadata.timeToLiveExpired = entry.deleted.ttlExpired;
-    return { metadata };
+    return { current: {}, metadata };
   }
   const text = typeof entry.text === "string" ? entry.text : entry.text.toString("utf8");
   return { current: JSON.parse(text), metadata };
