@@ -12,7 +12,7 @@ import datetime as dt
 import time
 from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
-from typing import Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict
 
 import pytest
 import pytest_asyncio
@@ -23,7 +23,9 @@ from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
 from cosmos_changefeed import ChangeFeedProcessor, Lease, LeaseContext, StartFrom, lease_prefix
 from cosmos_changefeed._ranges import EpkRange
 from cosmos_changefeed.aio import ChangeFeedProcessor as AsyncChangeFeedProcessor
-from funcstack.cosmos import CosmosEndpoint
+
+if TYPE_CHECKING:
+    from funcstack.cosmos import CosmosEndpoint
 
 pytestmark = pytest.mark.integration
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from cosmos_changefeed._continuation import Continuation
 from cosmos_changefeed._cosmos_store import CosmosLeaseStore
 from cosmos_changefeed._estimator import ChangeFeedEstimator
+from cosmos_changefeed._feed import CosmosFeedSource
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._names import store_prefix as lease_prefix
 from cosmos_changefeed._options import (
@@ -28,6 +29,7 @@ from cosmos_changefeed._options import (
 from cosmos_changefeed._processor import ChangeFeedProcessor, Handler
 from cosmos_changefeed._protocol import LeaseLostError
 from cosmos_changefeed._resources import MissingResourceError
+from cosmos_changefeed._source import FeedSource
 from cosmos_changefeed._store import (
     ConflictError,
     InMemoryDocuments,
@@ -46,11 +48,13 @@ __all__ = [
     "ChangeFeedProcessorState",
     "ConflictError",
     "Continuation",
+    "CosmosFeedSource",
     "CosmosLeaseStore",
     "During",
     "EstimateFrom",
     "FailedBatch",
     "Failure",
+    "FeedSource",
     "Handler",
     "InMemoryDocuments",
     "InMemoryLeaseStore",

@@ -15,14 +15,14 @@ from typing import Any
 
 from azure.cosmos import ContainerProxy
 
-from cosmos_changefeed._continuation import LATEST_VERSION
 from cosmos_changefeed._cosmos_store import CosmosLeaseStore
 from cosmos_changefeed._drive import drive
 from cosmos_changefeed._estimating import DEFAULT_ESTIMATION_INTERVAL, EstimatorBase
 from cosmos_changefeed._estimation import estimate, pending_flow, prefix_flow, targets_flow
-from cosmos_changefeed._feed import FeedReader
+from cosmos_changefeed._feed import CosmosFeedSource
 from cosmos_changefeed._options import ChangeFeedProcessorState, EstimateFrom, PendingChanges
 from cosmos_changefeed._protocol import Flow
+from cosmos_changefeed._source import FeedSource
 from cosmos_changefeed._store import LeaseStore
 
 
@@ -36,10 +36,11 @@ class ChangeFeedEstimator(EstimatorBase):
 
     flavour = "sync"
     lease_ports = (LeaseStore,)
+    feed_ports = (FeedSource,)
 
     def __init__(
         self,
-        monitored_container: ContainerProxy,
+        monitored_container: ContainerProxy | FeedSource,
         lease_container: ContainerProxy | LeaseStore,
         *,
         processor_name: str,
@@ -60,7 +61,11 @@ class ChangeFeedEstimator(EstimatorBase):
             if isinstance(lease_container, LeaseStore)
             else CosmosLeaseStore(lease_container)
         )
-        self._reader = FeedReader(monitored_container, mode=LATEST_VERSION, max_items=1)
+        self._reader = (
+            monitored_container
+            if isinstance(monitored_container, FeedSource)
+            else CosmosFeedSource(monitored_container)
+        )
         self._runner: threading.Thread | None = None
         self._stopping = threading.Event()
 

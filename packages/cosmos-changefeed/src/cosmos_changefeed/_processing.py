@@ -32,7 +32,7 @@ from cosmos_changefeed._options import (
     ProcessorOptions,
 )
 from cosmos_changefeed._protocol import LeaseLostError, LeaseManager
-from cosmos_changefeed._reading import Page, Start
+from cosmos_changefeed._reading import Page, ProcessorStart
 from cosmos_changefeed._retries import retry_delay, to_set_aside
 from cosmos_changefeed._starting import Started
 
@@ -101,7 +101,7 @@ class ProcessorBase:
         self._monitor = Monitor(on_lease_acquired, on_lease_released, on_error)
         self._set_aside = set_aside
         self._manager: LeaseManager | None = None
-        self._start: Start | None = None
+        self._start: ProcessorStart | None = None
         self._acquiring: set[str] = set()
         self._set_aside_count = 0
 
@@ -126,7 +126,7 @@ class ProcessorBase:
         return self._set_aside_count
 
     @property
-    def start_position(self) -> Start | None:
+    def start_position(self) -> ProcessorStart | None:
         """Where a lease without a checkpoint starts (once started): "Beginning", "Now" (at
         its first read: the all-versions-and-deletes mode) or a time."""
         return self._start
@@ -204,7 +204,9 @@ class ProcessorBase:
         )
         self._notify_error(lease.lease_token, exc, "acquire")
 
-    def _acquired(self, seen: Lease, acquired: Lease, manager: LeaseManager, start: Start) -> None:
+    def _acquired(
+        self, seen: Lease, acquired: Lease, manager: LeaseManager, start: ProcessorStart
+    ) -> None:
         logger.info(
             "processor '%s': lease %s acquired (%s); %s",
             self.processor_name,

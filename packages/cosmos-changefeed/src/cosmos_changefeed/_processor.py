@@ -24,7 +24,7 @@ from cosmos_changefeed._balancing import select_leases_to_take
 from cosmos_changefeed._checks import awaited_nothing
 from cosmos_changefeed._cosmos_store import CosmosLeaseStore
 from cosmos_changefeed._drive import drive
-from cosmos_changefeed._feed import FeedReader
+from cosmos_changefeed._feed import CosmosFeedSource
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._options import (
     DEFAULT_ACQUIRE_INTERVAL,
@@ -40,8 +40,9 @@ from cosmos_changefeed._options import (
 )
 from cosmos_changefeed._processing import ProcessorBase
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
-from cosmos_changefeed._reading import Page, Start
+from cosmos_changefeed._reading import Page, ProcessorStart, first_read
 from cosmos_changefeed._retries import Attempts
+from cosmos_changefeed._source import FeedSource
 from cosmos_changefeed._starting import start_flow
 from cosmos_changefeed._store import LeaseStore
 
@@ -60,10 +61,11 @@ class ChangeFeedProcessor(ProcessorBase):
 
     flavour = "sync"
     lease_ports = (LeaseStore,)
+    feed_ports = (FeedSource,)
 
     def __init__(
         self,
-        monitored_container: ContainerProxy,
+        monitored_container: ContainerProxy | FeedSource,
         lease_container: ContainerProxy | LeaseStore,
         *,
         processor_name: str,
@@ -111,7 +113,11 @@ class ChangeFeedProcessor(ProcessorBase):
             if isinstance(lease_container, LeaseStore)
             else CosmosLeaseStore(lease_container)
         )
-        self._reader = FeedReader(monitored_container, mode=mode, max_items=max_items)
+        self._reader = (
+            monitored_container
+            if isinstance(monitored_container, FeedSource)
+            else CosmosFeedSource(monitored_container)
+        )
         self._balancer: threading.Thread | None = None
         self._stopping = threading.Event()
         self._listening = threading.Event()
@@ -325,7 +331,7 @@ def _no_sleep(_seconds: float) -> None:
 class _LeaseWorker:
     """One lease's renewer thread and feed processor (the lease's own thread)."""
 
-    def __init__(self, processor: ChangeFeedProcessor, lease: Lease, start: Start) -> None:
+    def __init__(self, processor: ChangeFeedProcessor, lease: Lease, start: ProcessorStart) -> None:
         self.processor = processor
         self.lease = lease
         self.start = start
@@ -399,13 +405,16 @@ class _LeaseWorker:
         processor = self.processor
         manager = processor._manager
         assert manager is not None
-        position = self.lease.continuation
-        if position or self.start != "Now":
+        opts = processor.options
+        position, start = first_read(self.lease, self.start)
+        if position or start != "Now":
             self.position_fixed.set()
         while True:
             self._check()
             try:
-                page = processor._reader.read(self.lease, position, self.start)
+                page = processor._reader.read(
+                    self.lease, position, start, mode=opts.mode, max_items=opts.max_items
+                )
             except Exception as exc:
                 processor._read_failed(self.lease.lease_token, exc)
                 self._pause()

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias
 
 from cosmos_changefeed import _names
+from cosmos_changefeed._continuation import LATEST_VERSION
 from cosmos_changefeed._leases import (
     FULL_FIDELITY_FEED,
     INCREMENTAL_FEED,
@@ -132,12 +133,14 @@ class ReadRanges:
 @dataclass(frozen=True)
 class ReadPage:
     """One page of ``lease``'s range of the monitored container, from ``position`` (or
-    ``start``), of at most ``max_items`` changes (None: the reader's): a ``_reading.Page``."""
+    ``start``), of at most ``max_items`` changes (None: the source's page), in ``mode``: a
+    ``_reading.Page``."""
 
     lease: Lease
     position: str | None
     start: Start
     max_items: int | None = None
+    mode: str = LATEST_VERSION
 
 
 @dataclass(frozen=True)

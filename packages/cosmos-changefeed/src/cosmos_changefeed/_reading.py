@@ -43,9 +43,11 @@ from cosmos_changefeed._continuation import (
 from cosmos_changefeed._leases import EPK_RANGE_BASED, Lease
 from cosmos_changefeed._ranges import EpkRange, PartitionKeyRange, overlapping
 
-#: Where a lease without a continuation starts, once resolved: the beginning, a time, now, or
-#: its range's position in a pull-model reader's continuation.
-Start: TypeAlias = Literal["Beginning", "Now"] | dt.datetime | Continuation
+#: Where a read without a position starts: the beginning, a time, or now.
+Start: TypeAlias = Literal["Beginning", "Now"] | dt.datetime
+#: Where a processor starts a lease without a checkpoint, once resolved: a ``Start``, or its
+#: range's position in a pull-model reader's continuation (``first_read``).
+ProcessorStart: TypeAlias = Start | Continuation
 #: The request header naming the physical partition a request reads (what the SDK resolved).
 RANGE_ID_HEADER = "x-ms-documentdb-partitionkeyrangeid"
 SESSION_TOKEN_HEADER = "x-ms-session-token"  # noqa: S105 - a header name
@@ -56,7 +58,7 @@ def resolve_start(
     start_from: Literal["now", "beginning"] | dt.datetime | Continuation,
     mode: str,
     started: dt.datetime,
-) -> Start:
+) -> ProcessorStart:
     """The start of a processor begun at ``started`` (.NET's anchoring of "now")."""
     if isinstance(start_from, Continuation):
         return start_from
@@ -75,6 +77,14 @@ def resolve_start(
     return started.astimezone(dt.UTC) - dt.timedelta(seconds=1)
 
 
+def first_read(lease: Lease, start: ProcessorStart) -> tuple[str | None, Start]:
+    """Where a lease's processing reads first: its checkpoint; without one, ``start`` -- or,
+    for a start from a ``Continuation``, the position it holds for the lease's range."""
+    if lease.continuation or not isinstance(start, Continuation):
+        return lease.continuation, "Beginning" if isinstance(start, Continuation) else start
+    return start.etag_for(range_of(lease)), "Beginning"
+
+
 def change_feed_kwargs(
     container_rid: str,
     feed_range: EpkRange,
@@ -90,8 +100,6 @@ def change_feed_kwargs(
     if max_items is not None:
         kwargs["max_item_count"] = max_items
     etag = raw_etag(position)
-    if etag is None and isinstance(start, Continuation):
-        etag = start.etag_for(feed_range)
     if etag is not None:
         kwargs["continuation"] = sdk_continuation(container_rid, feed_range, etag, mode)
         return kwargs
@@ -176,37 +184,17 @@ C = TypeVar("C", bound=_Container)
 
 
 class Reader(Generic[C]):
-    """What the sync and the aio feed reader keep of the monitored container ``C``: its
-    resource id once read, and each partition key range's id once learnt (``_ids``)."""
+    """What the sync and the aio Cosmos DB feed source keep of the monitored container ``C``:
+    its resource id once read, and each partition key range's id once learnt (``_ids``)."""
 
-    def __init__(self, container: C, *, mode: str, max_items: int | None) -> None:
+    def __init__(self, container: C) -> None:
         self.container = container
-        self.mode = mode
-        self.max_items = max_items
         self._rid: str | None = None
         self._ids: dict[EpkRange, str] = {}
 
     @property
     def account_endpoint(self) -> str:
         return str(self.container.client_connection.url_connection)
-
-    def _read_kwargs(
-        self,
-        rid: str,
-        feed_range: EpkRange,
-        position: str | None,
-        start: Start,
-        max_items: int | None,
-    ) -> dict[str, Any]:
-        """``change_feed_kwargs`` of one page (``max_items``: the reader's when None)."""
-        return change_feed_kwargs(
-            rid,
-            feed_range,
-            position,
-            start,
-            mode=self.mode,
-            max_items=max_items or self.max_items,
-        )
 
 
 def is_gone(lease: Lease, ranges: Sequence[PartitionKeyRange]) -> bool:

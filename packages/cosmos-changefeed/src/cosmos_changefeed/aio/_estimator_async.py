@@ -11,14 +11,13 @@ from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
 
-from cosmos_changefeed._continuation import LATEST_VERSION
 from cosmos_changefeed._estimating import DEFAULT_ESTIMATION_INTERVAL, EstimatorBase
 from cosmos_changefeed._estimation import estimate, pending_flow, prefix_flow, targets_flow
 from cosmos_changefeed._options import ChangeFeedProcessorState, EstimateFrom, PendingChanges
 from cosmos_changefeed._protocol import Flow
 from cosmos_changefeed.aio._cosmos_store_async import CosmosLeaseStore
 from cosmos_changefeed.aio._drive_async import drive
-from cosmos_changefeed.aio._feed_async import FeedReader
+from cosmos_changefeed.aio._feed_async import CosmosFeedSource, FeedSource
 from cosmos_changefeed.aio._store_async import LeaseStore
 
 
@@ -29,10 +28,11 @@ class ChangeFeedEstimator(EstimatorBase):
 
     flavour = "aio"
     lease_ports = (LeaseStore,)
+    feed_ports = (FeedSource,)
 
     def __init__(
         self,
-        monitored_container: ContainerProxy,
+        monitored_container: ContainerProxy | FeedSource,
         lease_container: ContainerProxy | LeaseStore,
         *,
         processor_name: str,
@@ -53,7 +53,11 @@ class ChangeFeedEstimator(EstimatorBase):
             if isinstance(lease_container, LeaseStore)
             else CosmosLeaseStore(lease_container)
         )
-        self._reader = FeedReader(monitored_container, mode=LATEST_VERSION, max_items=1)
+        self._reader = (
+            monitored_container
+            if isinstance(monitored_container, FeedSource)
+            else CosmosFeedSource(monitored_container)
+        )
         self._runner: asyncio.Task[None] | None = None
 
     async def lease_prefix(self) -> str:

@@ -55,12 +55,12 @@ from cosmos_changefeed._options import (
 )
 from cosmos_changefeed._processing import ProcessorBase
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
-from cosmos_changefeed._reading import Page, Start
+from cosmos_changefeed._reading import Page, ProcessorStart, first_read
 from cosmos_changefeed._retries import Attempts
 from cosmos_changefeed._starting import start_flow
 from cosmos_changefeed.aio._cosmos_store_async import CosmosLeaseStore
 from cosmos_changefeed.aio._drive_async import drive
-from cosmos_changefeed.aio._feed_async import FeedReader
+from cosmos_changefeed.aio._feed_async import CosmosFeedSource, FeedSource
 from cosmos_changefeed.aio._store_async import LeaseStore
 
 #: ``(context, changes)``: a batch of one lease's changes, in the order of its feed.
@@ -74,10 +74,11 @@ class ChangeFeedProcessor(ProcessorBase):
 
     flavour = "aio"
     lease_ports = (LeaseStore,)
+    feed_ports = (FeedSource,)
 
     def __init__(
         self,
-        monitored_container: ContainerProxy,
+        monitored_container: ContainerProxy | FeedSource,
         lease_container: ContainerProxy | LeaseStore,
         *,
         processor_name: str,
@@ -125,7 +126,11 @@ class ChangeFeedProcessor(ProcessorBase):
             if isinstance(lease_container, LeaseStore)
             else CosmosLeaseStore(lease_container)
         )
-        self._reader = FeedReader(monitored_container, mode=mode, max_items=max_items)
+        self._reader = (
+            monitored_container
+            if isinstance(monitored_container, FeedSource)
+            else CosmosFeedSource(monitored_container)
+        )
         self._balancer: asyncio.Task[None] | None = None
         self._workers: dict[str, _LeaseWorker] = {}
         self._closing = False
@@ -331,7 +336,7 @@ class ChangeFeedProcessor(ProcessorBase):
 class _LeaseWorker:
     """One lease's renewer and feed processor (``PartitionSupervisorCore``)."""
 
-    def __init__(self, processor: ChangeFeedProcessor, lease: Lease, start: Start) -> None:
+    def __init__(self, processor: ChangeFeedProcessor, lease: Lease, start: ProcessorStart) -> None:
         self.processor = processor
         #: The lease as this instance last wrote it (renewals and checkpoints replace it).
         self.lease = lease
@@ -387,14 +392,17 @@ class _LeaseWorker:
         processor = self.processor
         manager = processor._manager
         assert manager is not None
-        position = self.lease.continuation
-        if position or self.start != "Now":
+        opts = processor.options
+        position, start = first_read(self.lease, self.start)
+        if position or start != "Now":
             self.position_fixed.set()
         try:
             while True:
                 self._check_lost()
                 try:
-                    page = await processor._reader.read(self.lease, position, self.start)
+                    page = await processor._reader.read(
+                        self.lease, position, start, mode=opts.mode, max_items=opts.max_items
+                    )
                 except Exception as exc:
                     processor._read_failed(self.lease.lease_token, exc)
                     await self._pause()
