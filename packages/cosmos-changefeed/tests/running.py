@@ -18,7 +18,7 @@ from cosmos_changefeed.testing import AsyncInMemoryFeedSource, InMemoryFeed, InM
 Flavour = Literal["sync", "aio"]
 FLAVOURS: tuple[Flavour, ...] = ("sync", "aio")
 #: Lease intervals of a tenth of a second: a scenario takes a fraction of one.
-FAST: dict[str, float] = {
+FAST: dict[str, Any] = {
     "poll_delay": 0.01,
     "lease_acquire_interval": 0.05,
     "lease_renew_interval": 0.1,

@@ -131,6 +131,13 @@ class ProcessorBase:
         its first read: the all-versions-and-deletes mode) or a time."""
         return self._start
 
+    def _refuse_while_started(self, what: str, started: bool) -> None:
+        if started:
+            raise RuntimeError(
+                f"{what}: processor '{self.processor_name}' is running; stop it first (its "
+                "leases would change under the restore)"
+            )
+
     # -- what a handler is given ---------------------------------------------------------------
 
     def _context(self, lease: Lease, page: Page) -> LeaseContext:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -25,6 +25,7 @@ from cosmos_changefeed._checks import awaited_nothing
 from cosmos_changefeed._cosmos_store import CosmosLeaseStore
 from cosmos_changefeed._drive import drive
 from cosmos_changefeed._feed import CosmosFeedSource
+from cosmos_changefeed._lease_state import LeaseState, export_flow, restore_flow
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._options import (
     DEFAULT_ACQUIRE_INTERVAL,
@@ -145,6 +146,23 @@ class ChangeFeedProcessor(ProcessorBase):
             raise RuntimeError("the processor is not started")
         if not self._listening.wait(timeout):
             raise TimeoutError(f"not listening after {timeout}s")
+
+    # -- the lease state -------------------------------------------------------------------------
+
+    def export_leases(self) -> LeaseState:
+        """This processor's lease state: its leases and ``.info`` as stored, without the
+        service's fields -- a JSON-ready list (``json.dumps`` it) that ``restore_leases``
+        takes back, here or in another lease store (.NET's in-memory leases with a stream)."""
+        endpoint = self._reader.account_endpoint
+        return list(self._run(export_flow(self.processor_name, endpoint)))
+
+    def restore_leases(self, state: Sequence[Mapping[str, Any]]) -> int:
+        """Put an exported lease state in this processor's lease store, before it starts: the
+        number of documents created. Refused while started, when a document is not this
+        processor's on this container, or when the store holds its leases already."""
+        self._refuse_while_started("restore_leases", self._balancer is not None)
+        endpoint = self._reader.account_endpoint
+        return int(self._run(restore_flow(self.processor_name, endpoint, state)))
 
     # -- start and stop ------------------------------------------------------------------------
 

@@ -33,13 +33,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
 
 from cosmos_changefeed._balancing import select_leases_to_take
 from cosmos_changefeed._checks import not_awaitable
+from cosmos_changefeed._lease_state import LeaseState, export_flow, restore_flow
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._options import (
     DEFAULT_ACQUIRE_INTERVAL,
@@ -167,6 +168,23 @@ class ChangeFeedProcessor(ProcessorBase):
             await asyncio.wait_for(self._listening.wait(), timeout)
         except TimeoutError:
             raise TimeoutError(f"not listening after {timeout}s") from None
+
+    # -- the lease state -------------------------------------------------------------------------
+
+    async def export_leases(self) -> LeaseState:
+        """This processor's lease state: its leases and ``.info`` as stored, without the
+        service's fields -- a JSON-ready list (``json.dumps`` it) that ``restore_leases``
+        takes back, here or in another lease store (.NET's in-memory leases with a stream)."""
+        endpoint = self._reader.account_endpoint
+        return list(await self._run(export_flow(self.processor_name, endpoint)))
+
+    async def restore_leases(self, state: Sequence[Mapping[str, Any]]) -> int:
+        """Put an exported lease state in this processor's lease store, before it starts: the
+        number of documents created. Refused while started, when a document is not this
+        processor's on this container, or when the store holds its leases already."""
+        self._refuse_while_started("restore_leases", self._balancer is not None)
+        endpoint = self._reader.account_endpoint
+        return int(await self._run(restore_flow(self.processor_name, endpoint, state)))
 
     # -- start and stop ------------------------------------------------------------------------
 
