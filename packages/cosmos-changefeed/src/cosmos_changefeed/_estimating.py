@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from cosmos_changefeed._checks import Flavour, check_apart, check_callable, check_container
+from cosmos_changefeed._checks import Flavour, check_callable, check_containers
 from cosmos_changefeed._events import error_text, logger
 from cosmos_changefeed._options import ChangeFeedProcessorState, EstimateFrom, check_processor_name
 
@@ -82,13 +82,9 @@ class EstimatorBase:
                 f"estimation_interval must be a finite number of seconds > 0, not "
                 f"{estimation_interval!r}"
             )
-        check_container(
-            monitored_container, "monitored container", flavour=self.flavour, ports=self.feed_ports
+        check_containers(
+            monitored_container, lease_container, self.flavour, self.feed_ports, self.lease_ports
         )
-        check_container(
-            lease_container, "lease container", flavour=self.flavour, ports=self.lease_ports
-        )
-        check_apart(monitored_container, lease_container)
         self.processor_name = processor_name
         self.estimate_from = estimate_from
         self.estimation_interval = float(estimation_interval)

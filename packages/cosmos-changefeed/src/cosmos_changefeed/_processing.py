@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
-from cosmos_changefeed._checks import Flavour, check_apart, check_callable, check_container
+from cosmos_changefeed._checks import Flavour, check_callable, check_containers
 from cosmos_changefeed._events import (
     Monitor,
     came_from,
@@ -93,11 +93,9 @@ class ProcessorBase:
         if set_aside is not None and set_aside_after is None:
             set_aside_after = DEFAULT_SET_ASIDE_AFTER
         self.options = ProcessorOptions(set_aside_after=set_aside_after, **options)
-        check_container(
-            monitored_container, "monitored container", flavour=flavour, ports=self.feed_ports
+        check_containers(
+            monitored_container, lease_container, flavour, self.feed_ports, self.lease_ports
         )
-        check_container(lease_container, "lease container", flavour=flavour, ports=self.lease_ports)
-        check_apart(monitored_container, lease_container)
         self._monitor = Monitor(on_lease_acquired, on_lease_released, on_error)
         self._set_aside = set_aside
         self._manager: LeaseManager | None = None
