@@ -9,11 +9,13 @@ the handler returns (at least once). ``cosmos_changefeed.aio`` has the same name
 
 from __future__ import annotations
 
+from cosmos_changefeed._checkpoints import CheckpointPolicy
 from cosmos_changefeed._continuation import Continuation
 from cosmos_changefeed._cosmos_store import CosmosLeaseStore
 from cosmos_changefeed._estimator import ChangeFeedEstimator
 from cosmos_changefeed._feed import CosmosFeedSource
 from cosmos_changefeed._leases import Lease
+from cosmos_changefeed._manual import ManualCheckpointContext
 from cosmos_changefeed._names import store_prefix as lease_prefix
 from cosmos_changefeed._options import (
     ChangeFeedProcessorState,
@@ -26,7 +28,7 @@ from cosmos_changefeed._options import (
     PendingChanges,
     StartFrom,
 )
-from cosmos_changefeed._processor import ChangeFeedProcessor, Handler
+from cosmos_changefeed._processor import ChangeFeedProcessor, Handler, ManualCheckpointHandler
 from cosmos_changefeed._protocol import LeaseLostError
 from cosmos_changefeed._resources import MissingResourceError
 from cosmos_changefeed._source import FeedSource
@@ -46,6 +48,7 @@ __all__ = [
     "ChangeFeedEstimator",
     "ChangeFeedProcessor",
     "ChangeFeedProcessorState",
+    "CheckpointPolicy",
     "ConflictError",
     "Continuation",
     "CosmosFeedSource",
@@ -63,6 +66,8 @@ __all__ = [
     "LeaseLostError",
     "LeaseStore",
     "LeaseStoreError",
+    "ManualCheckpointContext",
+    "ManualCheckpointHandler",
     "MissingResourceError",
     "Mode",
     "NotFoundError",

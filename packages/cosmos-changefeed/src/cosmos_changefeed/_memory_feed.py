@@ -223,19 +223,22 @@ class InMemoryFeed:
 
     # -- reshaping ------------------------------------------------------------------------------
 
-    def split(self, range_id: str) -> tuple[str, str]:
-        """Split a live range into its lower and upper halves; the children's ids."""
+    def split(self, range_id: str, *, at: str | None = None) -> tuple[str, str]:
+        """Split a live range into its lower and upper halves (or at the EPK ``at``); the
+        children's ids."""
         with self._lock:
             parent = self._live(range_id)
             low, high = _bound(parent.range.min), _bound(parent.range.max)
-            middle = _epk((low + high) // 2)
+            middle = _epk((low + high) // 2) if at is None else at
+            if not parent.range.min < middle < parent.range.max:
+                raise ValueError(f"{middle!r} is not inside range {range_id}'s {parent.range}")
             children = [
                 _Partition(str(self._next_id), EpkRange(parent.range.min, middle), parent.lsn),
                 _Partition(str(self._next_id + 1), EpkRange(middle, parent.range.max), parent.lsn),
             ]
             self._next_id += 2
-            at = self._partitions.index(parent)
-            self._partitions[at : at + 1] = children
+            place = self._partitions.index(parent)
+            self._partitions[place : place + 1] = children
             return children[0].id, children[1].id
 
     def merge(self, first_id: str, second_id: str) -> str:
@@ -252,8 +255,8 @@ class InMemoryFeed:
                 max(first.lsn, second.lsn),
             )
             self._next_id += 1
-            at = self._partitions.index(first)
-            self._partitions[at : at + 2] = [merged]
+            place = self._partitions.index(first)
+            self._partitions[place : place + 2] = [merged]
             return merged.id
 
     def _live(self, range_id: str) -> _Partition:
@@ -295,7 +298,7 @@ class InMemoryFeed:
             if not holders:
                 return Page.gone_at(position)
             partition = self._live(holders[0].id)
-            since, not_before = self._since(partition, position, start, mode)
+            since, not_before = self._since(partition, raw_etag(position), start, mode)
             changes = self._changes(scope, since, not_before, latest=mode == LATEST_VERSION)
             size = max_items or DEFAULT_PAGE
             page, full = changes[:size], len(changes) > size
@@ -310,10 +313,9 @@ class InMemoryFeed:
             return Page(items, headers["etag"], headers)
 
     def _since(
-        self, partition: _Partition, position: str | None, start: Start, mode: str
+        self, partition: _Partition, etag: str | None, start: Start, mode: str
     ) -> tuple[int, dt.datetime | None]:
         """The LSN after which a read starts, and the time no change before which is read."""
-        etag = raw_etag(position)
         if etag is not None:
             try:
                 return int(etag.strip('"')), None

@@ -17,6 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
 
+from cosmos_changefeed._checkpoints import PER_BATCH, Checkpointing, check_checkpointing
 from cosmos_changefeed._continuation import (
     ALL_VERSIONS_AND_DELETES,
     LATEST_VERSION,
@@ -65,9 +66,12 @@ class ProcessorOptions:
     max_retry_delay: float = DEFAULT_MAX_RETRY_DELAY
     #: The attempts after which a failing batch goes to ``set_aside``; None: never set aside.
     set_aside_after: int | None = None
+    #: When a lease is checkpointed (``_checkpoints``): a policy, or "manual".
+    checkpoint: Checkpointing = PER_BATCH
 
     def __post_init__(self) -> None:
         check_processor_name(self.processor_name)
+        check_checkpointing(self.checkpoint)
         if not isinstance(self.instance_name, str) or not self.instance_name.strip():
             raise ValueError(
                 "instance_name is required for the processor to initialize: a name unique among "

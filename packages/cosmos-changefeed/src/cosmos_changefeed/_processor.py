@@ -21,12 +21,14 @@ from typing import Any
 from azure.cosmos import ContainerProxy
 
 from cosmos_changefeed._balancing import select_leases_to_take
+from cosmos_changefeed._checkpoints import PER_BATCH, Checkpointing, CheckpointPlan
 from cosmos_changefeed._checks import awaited_nothing
 from cosmos_changefeed._cosmos_store import CosmosLeaseStore
 from cosmos_changefeed._drive import drive
 from cosmos_changefeed._feed import CosmosFeedSource
 from cosmos_changefeed._lease_state import LeaseState, export_flow, restore_flow
 from cosmos_changefeed._leases import Lease
+from cosmos_changefeed._manual import ManualCheckpointContext, with_checkpoint
 from cosmos_changefeed._options import (
     DEFAULT_ACQUIRE_INTERVAL,
     DEFAULT_EXPIRATION_INTERVAL,
@@ -49,6 +51,9 @@ from cosmos_changefeed._store import LeaseStore
 
 #: ``(context, changes)``: a batch of one lease's changes, in the order of its feed.
 Handler = Callable[[LeaseContext, list[dict[str, Any]]], object]
+#: A handler under manual checkpoints (``checkpoint="manual"``), which calls
+#: ``context.checkpoint()``.
+ManualCheckpointHandler = Callable[[ManualCheckpointContext, list[dict[str, Any]]], object]
 
 
 class _StoppedError(Exception):
@@ -71,7 +76,7 @@ class ChangeFeedProcessor(ProcessorBase):
         *,
         processor_name: str,
         instance_name: str,
-        handler: Handler,
+        handler: Handler | ManualCheckpointHandler,
         start_from: StartFrom = "now",
         mode: Mode = "LatestVersion",
         poll_delay: float = DEFAULT_POLL_DELAY,
@@ -83,6 +88,7 @@ class ChangeFeedProcessor(ProcessorBase):
         max_retry_delay: float = DEFAULT_MAX_RETRY_DELAY,
         set_aside: Callable[[FailedBatch], object] | None = None,
         set_aside_after: int | None = None,
+        checkpoint: Checkpointing = PER_BATCH,
         on_lease_acquired: Callable[[str], object] | None = None,
         on_lease_released: Callable[[str], object] | None = None,
         on_error: Callable[[Failure], object] | None = None,
@@ -107,8 +113,9 @@ class ChangeFeedProcessor(ProcessorBase):
             lease_expiration_interval=lease_expiration_interval,
             min_retry_delay=min_retry_delay,
             max_retry_delay=max_retry_delay,
+            checkpoint=checkpoint,
         )
-        self._handler = handler
+        self._handler: Callable[[Any, list[dict[str, Any]]], Any] = handler
         self._store = (
             lease_container
             if isinstance(lease_container, LeaseStore)
@@ -362,6 +369,7 @@ class _LeaseWorker:
         self._wake = threading.Event()
         self._checkpointing: Future[None] | None = None
         self.attempts = Attempts()
+        self.plan = CheckpointPlan(processor.options.checkpoint)
 
     def run(self) -> None:
         renewer = threading.Thread(
@@ -374,6 +382,9 @@ class _LeaseWorker:
             self.halt()
             with contextlib.suppress(Exception):  # a batch handled is checkpointed if it can be
                 self._settle()
+                due = self.plan.stopping()
+                if due is not None:
+                    self._checkpoint(due)
             renewer.join(5.0)
 
     def halt(self) -> None:
@@ -443,6 +454,10 @@ class _LeaseWorker:
             self.position_fixed.set()
             if not page.items:
                 position = page.etag or position
+                due = self.plan.caught_up()
+                if due is not None:
+                    self._settle()
+                    self._checkpoint(due)
                 self._pause()
                 continue
             # the previous batch's checkpoint was written while this one was read; it is done
@@ -453,19 +468,27 @@ class _LeaseWorker:
             if page.etag is None:
                 self._pause()
                 continue
-            # this batch's checkpoint is written while the next one is read
-            assert processor._checkpoints is not None
-            self._checkpointing = processor._checkpoints.submit(self._checkpoint, page.etag)
+            due = self.plan.handled(page.etag)
+            if due is not None:  # written while the next batch is read
+                assert processor._checkpoints is not None
+                self._checkpointing = processor._checkpoints.submit(self._checkpoint, due)
             position = page.etag
 
     def _handle(self, page: Page, position: str | None) -> bool:
         """Hand ``page`` to the handler: True when it is done with (handled, or set aside),
         False when it failed (and its retry delay is waited)."""
         processor = self.processor
-        context = processor._context(self.lease, page)
+        context: LeaseContext = processor._context(self.lease, page)
+        if self.plan.manual:
+            number, etag = self.plan.handed(), page.etag
+            context = with_checkpoint(
+                context, ManualCheckpointContext, lambda: self._manual_checkpoint(number, etag)
+            )
         try:
             awaited_nothing(processor._handler(context, page.items))
         except Exception as exc:
+            if exc is self._lost:  # the handler's checkpoint() found the lease lost
+                raise
             batch = FailedBatch(context, page.items, self.attempts.failed(position), exc)
             delay = processor._handler_failed(batch)
             if processor._to_set_aside(batch):
@@ -488,9 +511,22 @@ class _LeaseWorker:
         manager = processor._manager
         assert manager is not None
         with self._writing:
-            self.lease = drive(
-                manager.checkpoint(self.lease, etag), processor._store, processor._reader, _no_sleep
-            )
+            try:
+                self.lease = drive(
+                    manager.checkpoint(self.lease, etag),
+                    processor._store,
+                    processor._reader,
+                    _no_sleep,
+                )
+            except LeaseLostError as lost:
+                self._lost = lost
+                raise
+        self.plan.written(etag)
+
+    def _manual_checkpoint(self, batch: int, etag: str | None) -> None:
+        """A handler's ``context.checkpoint()`` of batch ``batch``, read up to ``etag``."""
+        if etag is not None and self.plan.manual_checkpoint(batch):
+            self._checkpoint(etag)
 
     def _settle(self) -> None:
         """Wait for the checkpoint being written, if any (its lost lease raises here)."""

@@ -39,9 +39,11 @@ from typing import Any
 from azure.cosmos.aio import ContainerProxy
 
 from cosmos_changefeed._balancing import select_leases_to_take
+from cosmos_changefeed._checkpoints import PER_BATCH, Checkpointing, CheckpointPlan
 from cosmos_changefeed._checks import not_awaitable
 from cosmos_changefeed._lease_state import LeaseState, export_flow, restore_flow
 from cosmos_changefeed._leases import Lease
+from cosmos_changefeed._manual import AsyncManualCheckpointContext, with_checkpoint
 from cosmos_changefeed._options import (
     DEFAULT_ACQUIRE_INTERVAL,
     DEFAULT_EXPIRATION_INTERVAL,
@@ -66,6 +68,11 @@ from cosmos_changefeed.aio._store_async import LeaseStore
 
 #: ``(context, changes)``: a batch of one lease's changes, in the order of its feed.
 Handler = Callable[[LeaseContext, list[dict[str, Any]]], Awaitable[None]]
+#: A handler under manual checkpoints (``checkpoint="manual"``), which awaits
+#: ``context.checkpoint()``.
+ManualCheckpointHandler = Callable[
+    [AsyncManualCheckpointContext, list[dict[str, Any]]], Awaitable[None]
+]
 
 
 class ChangeFeedProcessor(ProcessorBase):
@@ -84,7 +91,7 @@ class ChangeFeedProcessor(ProcessorBase):
         *,
         processor_name: str,
         instance_name: str,
-        handler: Handler,
+        handler: Handler | ManualCheckpointHandler,
         start_from: StartFrom = "now",
         mode: Mode = "LatestVersion",
         poll_delay: float = DEFAULT_POLL_DELAY,
@@ -96,6 +103,7 @@ class ChangeFeedProcessor(ProcessorBase):
         max_retry_delay: float = DEFAULT_MAX_RETRY_DELAY,
         set_aside: Callable[[FailedBatch], Awaitable[object]] | None = None,
         set_aside_after: int | None = None,
+        checkpoint: Checkpointing = PER_BATCH,
         on_lease_acquired: Callable[[str], object] | None = None,
         on_lease_released: Callable[[str], object] | None = None,
         on_error: Callable[[Failure], object] | None = None,
@@ -120,8 +128,9 @@ class ChangeFeedProcessor(ProcessorBase):
             lease_expiration_interval=lease_expiration_interval,
             min_retry_delay=min_retry_delay,
             max_retry_delay=max_retry_delay,
+            checkpoint=checkpoint,
         )
-        self._handler = handler
+        self._handler: Callable[[Any, list[dict[str, Any]]], Any] = handler
         self._store = (
             lease_container
             if isinstance(lease_container, LeaseStore)
@@ -306,12 +315,14 @@ class ChangeFeedProcessor(ProcessorBase):
             self._lost(token, exc)
             return
         except asyncio.CancelledError:
+            await worker.flush()
             await self._release(worker.lease)
             self._forget(worker)
             raise
         except Exception as exc:
             self._processing_failed(token, exc)
         self._forget(worker)
+        await worker.flush()
         await self._release(worker.lease)
 
     def _forget(self, worker: _LeaseWorker) -> None:
@@ -367,6 +378,7 @@ class _LeaseWorker:
         self._lost_event = asyncio.Event()
         self._checkpointing: asyncio.Task[None] | None = None
         self.attempts = Attempts()
+        self.plan = CheckpointPlan(processor.options.checkpoint)
 
     async def run(self) -> None:
         renewer = asyncio.create_task(self._renew(), name=f"renew-{self.lease.lease_token}")
@@ -431,6 +443,10 @@ class _LeaseWorker:
                 self.position_fixed.set()
                 if not page.items:
                     position = page.etag or position
+                    due = self.plan.caught_up()
+                    if due is not None:
+                        await self._settle()
+                        await self._checkpoint(due)
                     await self._pause()
                     continue
                 # the previous batch's checkpoint was written while this one was read; it is
@@ -442,8 +458,9 @@ class _LeaseWorker:
                     processor._no_etag(self.lease.lease_token)
                     await self._pause()
                     continue
-                # this batch's checkpoint is written while the next one is read
-                self._checkpointing = asyncio.create_task(self._checkpoint(page.etag))
+                due = self.plan.handled(page.etag)
+                if due is not None:  # written while the next batch is read
+                    self._checkpointing = asyncio.create_task(self._checkpoint(due))
                 position = page.etag
         finally:
             if self._checkpointing is not None and not self._checkpointing.done():
@@ -453,12 +470,19 @@ class _LeaseWorker:
         """Hand ``page`` to the handler: True when it is done with (handled, or set aside),
         False when it failed (and its retry delay is waited)."""
         processor = self.processor
-        context = processor._context(self.lease, page)
+        context: LeaseContext = processor._context(self.lease, page)
+        if self.plan.manual:
+            number, etag = self.plan.handed(), page.etag
+            context = with_checkpoint(
+                context, AsyncManualCheckpointContext, lambda: self._manual_checkpoint(number, etag)
+            )
         try:
             result = processor._handler(context, page.items)
             not_awaitable(result)
             await result
         except Exception as exc:
+            if exc is self._lost:  # the handler's checkpoint() found the lease lost
+                raise
             batch = FailedBatch(context, page.items, self.attempts.failed(position), exc)
             delay = processor._handler_failed(batch)
             if processor._to_set_aside(batch):
@@ -480,7 +504,25 @@ class _LeaseWorker:
         manager = self.processor._manager
         assert manager is not None
         async with self._writing:
-            self.lease = await self.processor._run(manager.checkpoint(self.lease, etag))
+            try:
+                self.lease = await self.processor._run(manager.checkpoint(self.lease, etag))
+            except LeaseLostError as lost:
+                self._lost = lost
+                raise
+        self.plan.written(etag)
+
+    async def _manual_checkpoint(self, batch: int, etag: str | None) -> None:
+        """A handler's ``await context.checkpoint()`` of batch ``batch``, read up to ``etag``."""
+        if etag is not None and self.plan.manual_checkpoint(batch):
+            await self._checkpoint(etag)
+
+    async def flush(self) -> None:
+        """Before the lease is released: what was handled and not checkpointed (a policy's
+        batches, a write cut short by the stop), written if it can be."""
+        due = self.plan.stopping()
+        if due is not None and self._lost is None:
+            with contextlib.suppress(Exception):
+                await self._checkpoint(due)
 
     async def _settle(self) -> None:
         """Wait for the checkpoint being written, if any (its lost lease raises here)."""
