@@ -47,9 +47,9 @@ def check_estimate_from(estimate_from: object) -> None:
 class EstimatorBase:
     """The part of an estimator that neither reads nor waits."""
 
-    flavour: ClassVar[Flavour]
-    lease_ports: ClassVar[tuple[type, ...]]
-    feed_ports: ClassVar[tuple[type, ...]] = ()
+    _flavour: ClassVar[Flavour]
+    _lease_ports: ClassVar[tuple[type, ...]]
+    _feed_ports: ClassVar[tuple[type, ...]] = ()
 
     def __init__(
         self,
@@ -67,7 +67,7 @@ class EstimatorBase:
             check_callable(
                 on_estimate,
                 "on_estimate",
-                flavour=self.flavour,
+                flavour=self._flavour,
                 takes="(states)",
                 arity=1,
                 awaited=True,
@@ -83,7 +83,7 @@ class EstimatorBase:
                 f"{estimation_interval!r}"
             )
         check_containers(
-            monitored_container, lease_container, self.flavour, self.feed_ports, self.lease_ports
+            monitored_container, lease_container, self._flavour, self._feed_ports, self._lease_ports
         )
         self.processor_name = processor_name
         self.estimate_from = estimate_from

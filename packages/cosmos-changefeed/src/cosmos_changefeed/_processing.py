@@ -41,9 +41,9 @@ class ProcessorBase:
     """The part of a processor that neither waits nor runs anything."""
 
     #: The shell's flavour, and the ports it takes in place of a container.
-    flavour: ClassVar[Flavour]
-    lease_ports: ClassVar[tuple[type, ...]]
-    feed_ports: ClassVar[tuple[type, ...]] = ()
+    _flavour: ClassVar[Flavour]
+    _lease_ports: ClassVar[tuple[type, ...]]
+    _feed_ports: ClassVar[tuple[type, ...]] = ()
 
     def __init__(
         self,
@@ -60,7 +60,7 @@ class ProcessorBase:
     ) -> None:
         """Every check a processor makes when it is made (``_checks``, ``ProcessorOptions``):
         a mistake is refused here, naming the option and the fix, never met at run time."""
-        flavour = self.flavour
+        flavour = self._flavour
         check_callable(
             handler, "handler", flavour=flavour, takes="(context, changes)", arity=2, awaited=True
         )
@@ -94,7 +94,7 @@ class ProcessorBase:
             set_aside_after = DEFAULT_SET_ASIDE_AFTER
         self.options = ProcessorOptions(set_aside_after=set_aside_after, **options)
         check_containers(
-            monitored_container, lease_container, flavour, self.feed_ports, self.lease_ports
+            monitored_container, lease_container, flavour, self._feed_ports, self._lease_ports
         )
         self._monitor = Monitor(on_lease_acquired, on_lease_released, on_error)
         self._set_aside = set_aside
@@ -361,7 +361,8 @@ class ProcessorBase:
         self._set_aside_count += 1
         logger.warning(
             "processor '%s': lease %s: a batch of %d set aside after %d attempt(s) (%s); the "
-            "application's set_aside took it, the lease is checkpointed past it (%s)",
+            "application's set_aside took it; the lease moves past it, checkpointed as any "
+            "handled batch (%s)",
             self.processor_name,
             batch.context.lease_token,
             len(batch.changes),

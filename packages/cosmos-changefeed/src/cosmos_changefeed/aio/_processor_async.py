@@ -80,9 +80,9 @@ class ChangeFeedProcessor(ProcessorBase):
     (a container, or any ``LeaseStore``), sharing them with every other instance of the same
     ``processor_name``. ``async with processor:`` starts and stops it."""
 
-    flavour = "aio"
-    lease_ports = (LeaseStore,)
-    feed_ports = (FeedSource,)
+    _flavour = "aio"
+    _lease_ports = (LeaseStore,)
+    _feed_ports = (FeedSource,)
 
     def __init__(
         self,
