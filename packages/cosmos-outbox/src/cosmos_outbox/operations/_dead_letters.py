@@ -44,13 +44,14 @@ import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 from cosmos_outbox._mapper import (
     DISCARD_NOTICE_SUBJECT,
     RESUBMISSION_PROPERTY,
     TARGET_PROPERTY,
     discard_notice,
+    sent_fields,
 )
 from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox.errors import NotFoundError
@@ -115,26 +116,14 @@ class Described:
 
 
 def describe(letter: DeadLetter) -> Described:
-    properties = letter.application_properties
-    kind = _text(properties.get("aggregateType"))
-    aggregate = _text(properties.get(f"{kind}Id")) if kind else None
-    version = properties.get("version")
-    if isinstance(version, str) and version.isdigit():
-        version = int(version)
-    resubmissions = properties.get(RESUBMISSION_PROPERTY)
-    return Described(
-        letter=letter,
-        event_id=_text(properties.get("cloudEvents_id")) or letter.message_id,
-        aggregate_type=kind,
-        aggregate_id=aggregate or _text(properties.get("cloudEvents_subject")) or letter.session_id,
-        action=_text(properties.get("cloudEvents_type"))
-        or _text(properties.get("action"))
-        or letter.subject,
-        version=version if type(version) is int else None,
-        source=_text(properties.get("cloudEvents_source")),
-        resubmissions=resubmissions if type(resubmissions) is int else 0,
-        target=_text(properties.get(TARGET_PROPERTY)),
+    """What a dead letter is (the mapper reads its properties: `sent_fields`)."""
+    found = sent_fields(
+        letter.application_properties,
+        message_id=letter.message_id,
+        session_id=letter.session_id,
+        subject=letter.subject,
     )
+    return Described(letter, *found)
 
 
 def resubmission_id(event_id: str, target: str, number: int) -> str:
@@ -688,7 +677,3 @@ def _audit(report: ActionReport, *, reason: str | None) -> None:
         remaining=report.remaining,
         reason=reason,
     )
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None
