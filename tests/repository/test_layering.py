@@ -516,6 +516,12 @@ ALLOWED_PRIVATE_IMPORTS = {
     # only the mapper reads them): only the mapper can say what it writes.
     ("tests/repository/test_layering.py", "cosmos_outbox._mapper"),
     ("tests/repository/test_layering.py", "cosmos_outbox._records"),
+    # A dead letter's reading and its resubmission's MessageId, unit-tested beside the routes
+    # that resubmit (the core's own functions, which no way in calls by name).
+    (
+        "packages/cosmos-outbox-operators/tests/operators/test_recovery.py",
+        "cosmos_outbox.operations._dead_letters",
+    ),
     # Ends the dead letters' watch's grace period (20 s: a resubmission may still be on its
     # way) to see a dead letter that left unapplied said vanished without waiting (a constant
     # of the core's operations, read where it is used); if it moves, the import fails loudly.
@@ -765,3 +771,27 @@ def test_only_the_mapper_reads_the_stored_documents_and_messages_fields() -> Non
     """The scheduled state, a dead letter's properties, a release's form: each read in
     `cosmos_outbox._mapper` and nowhere else (issue 74)."""
     assert stored_field_literals() == []
+
+
+def test_each_name_the_operators_api_exports_is_used_outside_it() -> None:
+    """`cosmos_outbox.operations` exports only what a way in or an app uses (issue 74): each of
+    its names is imported somewhere outside it (the ways in, the kit, an app, their tests)."""
+    import subprocess
+
+    import cosmos_outbox.operations
+
+    room = f"{PACKAGE}/operations/"
+    tracked = subprocess.run(
+        ["git", "ls-files", "*.py"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.split()
+    used: set[str] = set()
+    for relative in tracked:
+        if relative.startswith(room):
+            continue
+        text = (ROOT / relative).read_text("utf-8")
+        if "cosmos_outbox.operations" not in text:
+            continue
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ImportFrom) and node.module == "cosmos_outbox.operations":
+                used |= {alias.name for alias in node.names}
+    assert set(cosmos_outbox.operations.__all__) - used == set()

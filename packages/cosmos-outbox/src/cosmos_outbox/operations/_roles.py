@@ -10,19 +10,20 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from cosmos_outbox._quarantine import QuarantinedEvent
     from cosmos_outbox._relay.backlog_history import Reading
-    from cosmos_outbox.operations._dead_letters import (
+    from cosmos_outbox.operations._journey import AggregateJourney, EventJourney
+    from cosmos_outbox.operations._letters import (
         ActionReport,
-        Described,
-        EntityCount,
+        DeadLetterCounts,
+        DeadLetterMessage,
         LetterFilter,
         LetterPreview,
+        LetterSummary,
         Selection,
     )
-    from cosmos_outbox.operations._journey import AggregateJourney, EventJourney
     from cosmos_outbox.operations._quarantined import Discarded
     from cosmos_outbox.operations._redrive import RedrivePage, RedrivePreview
     from cosmos_outbox.operations._status import OutboxStatus, RelayState, TargetRulesState
-    from cosmos_outbox.operations._subscribers import Released, SubscriberView
+    from cosmos_outbox.operations._subscribers import Released, Subscribers
     from cosmos_outbox.operations._watch import VanishedLetter
     from cosmos_outbox.ports import DeadLetterEntity, LeaseBacklog, Page
 
@@ -94,18 +95,18 @@ class DeadLetterOperations(Protocol):
         """The watched entity of that name (NotFoundError: not watched)."""
         ...
 
-    async def counts(self) -> list[EntityCount]:
+    async def counts(self) -> DeadLetterCounts:
         """How many dead letters each watched entity holds."""
         ...
 
     async def page(
         self, entity: DeadLetterEntity, selected: LetterFilter, *, page_size: int, after: int
-    ) -> tuple[list[Described], int | None]:
+    ) -> tuple[list[LetterSummary], int | None]:
         """Up to `page_size` matching dead letters after sequence number `after`, and where
         to go on (None: no more)."""
         ...
 
-    async def peek(self, entity: DeadLetterEntity, sequence_number: int) -> Described:
+    async def peek(self, entity: DeadLetterEntity, sequence_number: int) -> DeadLetterMessage:
         """One dead letter, whole."""
         ...
 
@@ -156,7 +157,7 @@ class JourneyOperations(Protocol):
 class SubscriberOperations(Protocol):
     """What the library's subscribers hold, and releasing it."""
 
-    async def status(self) -> list[SubscriberView]:
+    async def status(self) -> Subscribers:
         """Per watched subscription: its dead letters, what it holds and why."""
         ...
 
