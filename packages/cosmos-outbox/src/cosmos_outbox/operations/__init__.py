@@ -2,8 +2,9 @@
 cosmos-outbox-operators; the command line, through the routes; an app's own tool) calls to see
 and recover the outbox. An outbox gives it: `outbox.operations()` -> `Operations`, by role
 (Wolverine's habit): `status`, `quarantine`, `dead_letters`, `journey`, `subscribers`,
-`redrive` (each a protocol here: `StatusOperations`, ...), and `tokens` (the paged answers'
-sealed continuation tokens). Async: a sync caller runs it on an event loop (`asyncio.run`).
+`redrive` (each an object of one role's use cases), and `tokens` (the paged answers' sealed
+continuation tokens). Each answers models a way in renders as they are. Async: a sync caller
+runs it on an event loop (`asyncio.run`).
 
 - status: the backlog per lease, what blocks the relay, the scheduled events waiting, the
   backlog's last hour, health;
@@ -17,7 +18,7 @@ sealed continuation tokens). Async: a sync caller runs it on an event loop (`asy
   subscribers will apply.
 
 Every action writes one audit line (`cosmos_outbox.operators`, `outbox audit: ...`) naming who
-did it (`current_actor()`: the `Actor` a way in admitted and runs the action `acting_as`) and
+did it (the `Actor` a way in admitted and runs the action `acting_as`) and
 what subscribers will see. Where an aggregate's documents live is asked of one function,
 `partitions_of` (the aggregate id is the session id its messages carry).
 """
