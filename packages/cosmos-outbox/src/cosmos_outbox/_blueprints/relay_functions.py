@@ -151,8 +151,9 @@ def feed_trigger(settings: TriggerSettings) -> dict[str, Any]:
         "container_name": "%COSMOS_CONTAINER%",
         "lease_container_name": settings.binding_name("cosmos_lease_container"),
         "create_lease_container_if_not_exists": True,
-        # The relay's leases apart from those of an app's own trigger on the same container.
-        "lease_container_prefix": settings.lease_prefix or None,
+        # The relay's processor (its leases apart from those of an app's own trigger on the same
+        # container): the host names the processor by the lease container prefix.
+        "lease_container_prefix": settings.processor_name or None,
         # A new lease (first deployment, lease container reset) starts from the oldest event
         # still stored, not from "now": events written before the relay first ran are not lost.
         "start_from_beginning": True,  # azure-functions 2.3 types it `time`
