@@ -452,8 +452,9 @@ var appSettings = [
     value: string(relayStallSeconds)
   }
   {
-    // The relay's leases apart from any trigger of the app's own on the same lease container.
-    name: 'OUTBOX_LEASE_PREFIX'
+    // The relay's processor (its leases apart from any trigger of the app's own on the same
+    // lease container): the trigger's leaseContainerPrefix.
+    name: 'OUTBOX_PROCESSOR_NAME'
     value: 'outbox.'
   }
 ]

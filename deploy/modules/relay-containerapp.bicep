@@ -2,7 +2,7 @@
 // Container Apps, beside the Functions deployment: the same settings the Function App reads, the
 // same user-assigned identity (its Cosmos DB data role, Service Bus sender, payload blobs and
 // Monitoring Metrics Publisher are assigned in main.bicep and the modules), and the same lease
-// container and prefix (OUTBOX_LEASE_PREFIX) as the Functions trigger: the relay moves between
+// container and processor name (OUTBOX_PROCESSOR_NAME) as the Functions trigger: the relay moves between
 // the trigger and these replicas on its checkpoints (docs/relay-anywhere.md).
 //
 // Scaling: KEDA's `azure-cosmosdb` scaler reads the leases (.NET's schema, which
@@ -60,8 +60,8 @@ param feedPollDelayMs int = 1000
 param maxItemsPerInvocation int = 100
 param backlogEstimateSchedule string = '0 * * * * *'
 
-@description('The relay\'s lease prefix: the Functions trigger\'s (functionapp.bicep), so both share the leases.')
-param leasePrefix string = 'outbox.'
+@description('The relay\'s processor\'s name (its leases\' prefix): the Functions trigger\'s (functionapp.bicep), so both share the leases.')
+param processorName string = 'outbox.'
 
 @description('Replicas kept when nothing is pending (0: scale to zero; events then wait for KEDA\'s next poll, 30 s).')
 @minValue(0)
@@ -97,7 +97,7 @@ var changeFeedLagRule = {
       containerId: cosmosContainer
       leaseDatabaseId: cosmosDatabase
       leaseContainerId: cosmosLeaseContainer
-      processorName: leasePrefix
+      processorName: processorName
       changeFeedLagThreshold: string(lagPerReplica)
       activationChangeFeedLagThreshold: '0'
     }
@@ -251,8 +251,8 @@ var relaySettings = [
     value: backlogEstimateSchedule
   }
   {
-    name: 'OUTBOX_LEASE_PREFIX'
-    value: leasePrefix
+    name: 'OUTBOX_PROCESSOR_NAME'
+    value: processorName
   }
 ]
 

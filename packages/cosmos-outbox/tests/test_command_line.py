@@ -37,3 +37,25 @@ def test_a_command_runs_with_the_whole_line(monkeypatch: pytest.MonkeyPatch) -> 
     monkeypatch.setattr(cli, "entry_points", lambda group: [Point()])
     assert cli.main(["--api", "http://x/api", "status", "--json"], prog="cosmos-outbox") == 0
     assert seen == [(["--api", "http://x/api", "status", "--json"], "cosmos-outbox")]
+
+
+def test_the_relays_lease_intervals_are_the_processors_own_unless_given() -> None:
+    """The relay process restates no default of cosmos-changefeed's (issue 74): an interval not
+    given is the processor's, read from it; one given wins; `--help` prints the processor's."""
+    import inspect
+    import io
+    from contextlib import redirect_stdout
+
+    from cosmos_changefeed.aio import ChangeFeedProcessor
+    from cosmos_outbox._relay_process.runner import lease_intervals
+    from cosmos_outbox.cli._relay import parser
+
+    own = inspect.signature(ChangeFeedProcessor).parameters
+    names = ("lease_renew_interval", "lease_acquire_interval", "lease_expiration_interval")
+    assert lease_intervals(**dict.fromkeys(names)) == {n: own[n].default for n in names}
+    assert lease_intervals(lease_renew_interval=2.5)["lease_renew_interval"] == 2.5
+    shown = io.StringIO()
+    with redirect_stdout(shown), pytest.raises(SystemExit):
+        parser().parse_args(["--help"])
+    assert f"[the processor's, {own['lease_renew_interval'].default:g}]" in shown.getvalue()
+    assert parser().parse_args([]).lease_renew_interval is None

@@ -17,17 +17,19 @@ DEFAULT_FEED_POLL_DELAY_MS = 1000
 DEFAULT_MAX_ITEMS_PER_INVOCATION = 100
 # NCRONTAB with seconds, as the timer trigger wants it: every minute.
 DEFAULT_BACKLOG_ESTIMATE_SCHEDULE = "0 * * * * *"
-#: The relay's lease documents' prefix (the trigger's `lease_container_prefix`): a trigger of
-#: the app's own on the same container and lease container without this prefix does not share
-#: the relay's leases (in Azure two triggers sharing leases split the changes between them).
-DEFAULT_LEASE_PREFIX = "outbox."
+#: The relay's change feed processor's name (OUTBOX_PROCESSOR_NAME): what its lease documents
+#: start with (the Functions trigger's `leaseContainerPrefix`, which the host passes to the
+#: processor as its name; cosmos-changefeed's `processor_name`). A trigger of the app's own on
+#: the same container and lease container, of another name, does not share the relay's leases
+#: (in Azure two triggers sharing leases split the changes between them).
+DEFAULT_PROCESSOR_NAME = "outbox."
 #: The database and the relay's lease container when COSMOS_DATABASE, COSMOS_LEASE_CONTAINER
 #: are not set.
 DEFAULT_DATABASE = "outbox"
 DEFAULT_LEASE_CONTAINER = "leases"
 
 #: Settings that were replaced: read only to refuse them with a word on what replaced them.
-RETIRED_SETTINGS = frozenset({"CLOUDEVENTS_SOURCE"})
+RETIRED_SETTINGS = frozenset({"CLOUDEVENTS_SOURCE", "OUTBOX_LEASE_PREFIX"})
 #: Ten days: event documents must outlive any relay outage, or they expire unrelayed.
 DEFAULT_EVENT_TTL_SECONDS = 864000
 #: The largest message (and batch) the relay sends: 256 KB, Service Bus Standard's limit. A link
@@ -64,13 +66,16 @@ class TriggerSettings(BaseModel):
         alias="BACKLOG_ESTIMATE_SCHEDULE",
         pattern=r"^\s*\S+(\s+\S+){5}\s*$",  # six NCRONTAB fields
     )
-    #: "" keeps the leases a relay deployed before 0.3 wrote (they have no prefix).
-    lease_prefix: str = Field(
-        default=DEFAULT_LEASE_PREFIX,
-        alias="OUTBOX_LEASE_PREFIX",
+    #: The relay's processor's name (`DEFAULT_PROCESSOR_NAME` says what it is); "" keeps the
+    #: leases a relay deployed before 0.3 wrote (they have no prefix).
+    processor_name: str = Field(
+        default=DEFAULT_PROCESSOR_NAME,
+        alias="OUTBOX_PROCESSOR_NAME",
         max_length=64,
         pattern=r"^[A-Za-z0-9._-]*$",
     )
+    #: OUTBOX_LEASE_PREFIX, renamed OUTBOX_PROCESSOR_NAME in 0.5: read only to be refused.
+    lease_prefix_renamed: str | None = Field(default=None, alias="OUTBOX_LEASE_PREFIX")
     #: The Service Bus queue (in the topic's namespace) the relay schedules scheduled events'
     #: releases on; read at indexing: set, the relay's blueprint registers `release_due_events`
     #: on it. None: no scheduled events relayed (one is quarantined, the reason naming this).
@@ -87,6 +92,16 @@ class TriggerSettings(BaseModel):
     cosmos_lease_container: str = Field(
         default=DEFAULT_LEASE_CONTAINER, alias="COSMOS_LEASE_CONTAINER", min_length=1
     )
+
+    @field_validator("lease_prefix_renamed")
+    @classmethod
+    def _renamed(cls, value: str | None) -> None:
+        if value is not None:
+            raise ValueError(
+                "is renamed OUTBOX_PROCESSOR_NAME (the relay's processor's name, as the change "
+                "feed processor calls it): set OUTBOX_PROCESSOR_NAME to the same value (the "
+                "leases stay the relay's) and remove OUTBOX_LEASE_PREFIX"
+            )
 
     @field_validator("schedule_queue", mode="before")
     @classmethod
@@ -123,8 +138,9 @@ def load_trigger_settings(environ: Mapping[str, str] | None = None) -> TriggerSe
         "COSMOS_LEASE_CONTAINER",
     )
     values = {n: env[n] for n in names if env.get(n)}
-    if "OUTBOX_LEASE_PREFIX" in env:  # set to "" on purpose: a relay deployed before 0.3
-        values["OUTBOX_LEASE_PREFIX"] = env["OUTBOX_LEASE_PREFIX"].strip()
+    for name in ("OUTBOX_PROCESSOR_NAME", "OUTBOX_LEASE_PREFIX"):  # "" on purpose: before 0.3
+        if name in env:
+            values[name] = env[name].strip()
     if env.get("SERVICEBUS_SCHEDULE_QUEUE", "").strip():
         values["SERVICEBUS_SCHEDULE_QUEUE"] = env["SERVICEBUS_SCHEDULE_QUEUE"].strip()
     try:
