@@ -57,6 +57,14 @@ param serviceBusTopic string
 param eventTtlSeconds int = 864000
 param cloudEventsSourceBase string = ''
 param feedPollDelayMs int = 1000
+@description('The relay\'s lease intervals in milliseconds (LEASE_*_INTERVAL_MS, the trigger\'s binding properties of those names); 0: the change feed processor\'s own.')
+@minValue(0)
+param leaseAcquireIntervalMs int = 0
+@minValue(0)
+param leaseExpirationIntervalMs int = 0
+@minValue(0)
+param leaseRenewIntervalMs int = 0
+
 param maxItemsPerInvocation int = 100
 param backlogEstimateSchedule string = '0 * * * * *'
 
@@ -245,6 +253,18 @@ var relaySettings = [
   {
     name: 'MAX_ITEMS_PER_INVOCATION'
     value: string(maxItemsPerInvocation)
+  }
+  {
+    name: 'LEASE_ACQUIRE_INTERVAL_MS'
+    value: string(leaseAcquireIntervalMs)
+  }
+  {
+    name: 'LEASE_EXPIRATION_INTERVAL_MS'
+    value: string(leaseExpirationIntervalMs)
+  }
+  {
+    name: 'LEASE_RENEW_INTERVAL_MS'
+    value: string(leaseRenewIntervalMs)
   }
   {
     name: 'BACKLOG_ESTIMATE_SCHEDULE'

@@ -35,12 +35,11 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime as dt
-import inspect
 import logging
 import os
 import socket
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from cosmos_outbox._mapper import read_feed
@@ -88,13 +87,60 @@ def default_instance_name(environ: dict[str, str] | None = None) -> str:
 def lease_intervals(**given: float | None) -> dict[str, float]:
     """The processor's lease intervals (seconds), by keyword: those `given`, else the change
     feed processor's own defaults, read from its signature (cosmos-changefeed says them once)."""
-    from cosmos_changefeed.aio import ChangeFeedProcessor
+    from cosmos_outbox.settings._base import lease_intervals_of
 
-    parameters = inspect.signature(ChangeFeedProcessor).parameters
-    return {
-        name: float(value if value is not None else parameters[name].default)
-        for name, value in given.items()
-    }
+    return lease_intervals_of(given)
+
+
+def relay_lease_intervals(
+    settings: OutboxSettings, environ: Mapping[str, str], **given: float | None
+) -> dict[str, float]:
+    """The relay's lease intervals (seconds), each from the first of: `given` (the command's
+    flags), the app settings the Functions trigger's binding reads (LEASE_*_INTERVAL_MS), the
+    local host's (FUNCTIONS_HOST_COSMOS_LEASE_*_INTERVAL, ms), the processor's own default;
+    SettingsError naming where they came from when the renew interval is not under the
+    expiration interval."""
+    from cosmos_outbox.settings import SettingsError
+    from cosmos_outbox.settings._base import (
+        LEASE_INTERVAL_SETTINGS,
+        LOCAL_HOST_INTERVAL_SETTINGS,
+        check_renewal,
+    )
+
+    found: dict[str, float | None] = {}
+    sources: dict[str, str] = {}
+    for name, setting in LEASE_INTERVAL_SETTINGS.items():
+        local = LOCAL_HOST_INTERVAL_SETTINGS[name]
+        candidates = (
+            (given.get(name), f"--{name.replace('_', '-')}"),
+            (settings.lease_interval(name), setting),
+            (_milliseconds(environ.get(local), local), local),
+        )
+        value, source = next(
+            ((v, s) for v, s in candidates if v is not None), (None, "the processor's default")
+        )
+        found[name], sources[name] = value, source
+    intervals = lease_intervals(**found)
+    try:
+        check_renewal(intervals, sources)
+    except ValueError as exc:
+        raise SettingsError(str(exc)) from None
+    return intervals
+
+
+def _milliseconds(raw: str | None, name: str) -> float | None:
+    """A local host's interval setting (ms) in seconds; None when unset or 0."""
+    if raw is None or not raw.strip():
+        return None
+    from cosmos_outbox.settings import SettingsError
+
+    try:
+        value = int(raw)
+    except ValueError:
+        raise SettingsError(f"{name}: milliseconds, a whole number, not {raw!r}") from None
+    if value < 0:
+        raise SettingsError(f"{name}: milliseconds, 0 or more, not {value}")
+    return value / 1000 if value else None
 
 
 class RelayProcessor:
@@ -127,7 +173,9 @@ class RelayProcessor:
         self.processor_name = self.settings.processor_name
         self.stall_after = stall_after
         self._legacy = legacy_events
-        self._intervals = lease_intervals(
+        self._intervals = relay_lease_intervals(
+            self.settings,
+            os.environ,
             lease_renew_interval=lease_renew_interval,
             lease_acquire_interval=lease_acquire_interval,
             lease_expiration_interval=lease_expiration_interval,
