@@ -147,6 +147,13 @@ param relayRegistryName string = ''
 @minValue(1)
 param relayMaxReplicas int = 10
 
+@description('relayHosting containerApps: keda scales the replicas on the leases\' lag (KEDA\'s azure-cosmosdb scaler, KEDA 2.21+); fixed runs relayMaxReplicas replicas, no scale rule (where the managed KEDA lacks the scaler: docs/changefeed-deploying.md).')
+@allowed([
+  'keda'
+  'fixed'
+])
+param relayScaling string = 'keda'
+
 @description('Deploy the relay as a second Function App (API app: trigger disabled; relay app: contact HTTP functions disabled) so they scale, deploy and fail separately.')
 param splitRelay bool = false
 
@@ -592,6 +599,7 @@ module relayContainer 'modules/relay-containerapp.bicep' = if (relayHosting == '
     maxItemsPerInvocation: maxItemsPerInvocation
     backlogEstimateSchedule: backlogEstimateSchedule
     maxReplicas: relayMaxReplicas
+    scaleOnLag: relayScaling == 'keda'
   }
   dependsOn: [
     metricsPublisher
