@@ -13,8 +13,9 @@ processor is built:
 * a lease without a checkpoint starts from the beginning (`startFromBeginning`), the poll delay
   is FEED_POLL_DELAY_MS, a batch at most MAX_ITEMS_PER_INVOCATION documents;
 * a batch whose relay fails is given again, after the trigger's retry policy's back-off
-  (exponential, 1 s to 1 min, for ever) -- the processor keeps the lease and does not
-  checkpoint it: nothing is lost, the topic drops what was sent twice;
+  (exponential, 1 s to 1 min, for ever: the processor's `min_retry_delay` / `max_retry_delay`)
+  -- the processor keeps the lease and does not checkpoint it: nothing is lost, the topic
+  drops what was sent twice;
 * the backlog timer's work (`outbox_backlog`: the relay's check, the backlog's gauges and TTL
   guard) on BACKLOG_ESTIMATE_SCHEDULE; the console's backlog history recorded by one instance
   (the owner of the first lease), as the Functions timer runs on one instance at a time;
@@ -125,7 +126,6 @@ class RelayProcessor:
         #: The targeted-delivery rules' check at start (None until it ran: `_target_rules`).
         self.target_rules: TargetRuleCheck | None = None
         self._closing: list[Callable[[], Any]] = []
-        self._failures: dict[str, int] = {}
         self._listening = asyncio.Event()
 
     # -- what it knows -------------------------------------------------------------------------
@@ -354,6 +354,8 @@ class RelayProcessor:
                         f"{error_type(failure.error)}: {failure.error}",
                         _now(),
                     ),
+                    min_retry_delay=RETRY_MIN_SECONDS,
+                    max_retry_delay=RETRY_MAX_SECONDS,
                     lease_renew_interval=self._intervals[0],
                     lease_acquire_interval=self._intervals[1],
                     lease_expiration_interval=self._intervals[2],
@@ -385,22 +387,13 @@ class RelayProcessor:
 
     def _released(self, token: str) -> None:
         self._facts.released(token)
-        self._failures.pop(token, None)
 
     async def _handle(self, context: LeaseContext, changes: list[dict[str, Any]]) -> None:
-        """One batch of a lease: relayed, or raised after the retry policy's back-off (the
-        processor gives the same batch again and does not checkpoint it)."""
+        """One batch of a lease: relayed, or raised (the processor gives the same batch again
+        after the retry policy's back-off, and does not checkpoint it)."""
         assert self._wiring is not None
         token = context.lease_token
-        try:
-            await self._wiring.relay().relay(read_feed(changes, legacy=self._legacy))
-        except Exception:
-            failures = self._failures[token] = self._failures.get(token, 0) + 1
-            backoff = min(RETRY_MAX_SECONDS, RETRY_MIN_SECONDS * 2 ** (failures - 1))
-            # the processor waits its poll delay after a failed batch: the rest is waited here
-            await asyncio.sleep(max(0.0, backoff - self.settings.feed_poll_delay_ms / 1000))
-            raise
-        self._failures.pop(token, None)
+        await self._wiring.relay().relay(read_feed(changes, legacy=self._legacy))
         self._facts.checkpointed(token, context.continuation, _now())
 
     # -- the backlog timer ------------------------------------------------------------------
