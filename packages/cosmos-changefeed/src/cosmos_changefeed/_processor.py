@@ -230,10 +230,10 @@ class ChangeFeedProcessor(ProcessorBase):
         first = True
         while not self._stopping.is_set():
             try:
-                if first:
-                    for lease in self._run(manager.owned_leases()):
-                        self._try_add(lease)
                 leases = self._run(manager.all_leases())
+                if first:  # a restart under the same name: its own leases first, one listing
+                    for lease in manager.mine(leases):
+                        self._try_add(lease)
                 for lease in select_leases_to_take(
                     leases, opts.instance_name, opts.lease_expiration_interval, manager.now()
                 ):

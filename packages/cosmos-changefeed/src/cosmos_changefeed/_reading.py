@@ -22,9 +22,11 @@ and when the range is gone. Pure; ``_feed`` (sync) and ``aio/_feed_async`` do th
   no longer a live range (split or merged) the service would answer 410 / 1002, and
   ``HandlePartitionGoneAsync`` replaces the lease. An EPK lease is gone when its range spans
   several partitions (the SDK raises 410 / 1002 itself then, ``get_feed_range_gone_error``).
-  Both are decided here from the SDK's routing map before a read -- and again after it: a read
-  whose range split under it is answered by the SDK from the children (it handles the 410 itself
+  Both are decided here from the SDK's routing map after each read: a read of a range that split
+  (before it or under it) is answered by the SDK from the children (it handles the 410 itself
   and refreshes its map), and such a page is dropped, unseen, for the children to read again.
+  (The map is not asked before the read too: once per page it cost about 2 % of the client's
+  CPU, to spare one read per split.)
 """
 
 from __future__ import annotations

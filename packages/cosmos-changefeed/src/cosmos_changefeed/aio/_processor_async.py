@@ -251,10 +251,10 @@ class ChangeFeedProcessor(ProcessorBase):
         first = True
         while True:
             try:
-                if first:
-                    for lease in await self._run(manager.owned_leases()):
-                        await self._try_add(lease)
                 leases = await self._run(manager.all_leases())
+                if first:  # a restart under the same name: its own leases first, one listing
+                    for lease in manager.mine(leases):
+                        await self._try_add(lease)
                 now = manager.now()
                 for lease in select_leases_to_take(
                     leases, opts.instance_name, opts.lease_expiration_interval, now
