@@ -1,14 +1,15 @@
 """cosmos-changefeed's processor beside its floors, in one run against the local Cosmos DB
 endpoint (issues 64 and 71):
 
-* **Throughput per lease**: one physical partition (one lease) holding ``DOCS`` documents, read
-  from the beginning to the end by the sync processor and by a bare ``query_items_change_feed``
+* **Throughput per lease**: one physical partition (one lease) holding a backlog, read from
+  the beginning to the end by the sync processor and by a bare ``query_items_change_feed``
   loop over the same documents (nothing written), alternated, ``ROUNDS`` times each: documents
   per second **from start to end** -- the processor's from the call to ``start()`` (its lease
-  store initialised, its lease acquired: a dozen requests) to its last batch, the loop's from
-  its ``read_feed_ranges`` to its last page -- the median of the rounds. A backlog of ``DOCS``
-  makes the processor's start-up a few hundredths of the figure, not the figure. Rows (each
-  with its own aim, ``ROWS``):
+  store initialised, its lease acquired: about fifteen requests, a few tenths of a second on a
+  loaded machine) to its last batch, the loop's from its ``read_feed_ranges`` to its last page
+  -- the median of the rounds. The backlog (``LARGE`` documents in pages of 1,000, ``DOCS`` in
+  pages of 100: each about five seconds of reading) makes the start-up a few hundredths of the
+  figure, not the figure. Rows (each with its own aim, ``ROWS``):
 
   - pages of 1,000, a checkpoint per batch (the default): aim 0.9x;
   - pages of 100 with the opt-in ``CheckpointPolicy(batches=100, seconds=1.0)``: aim 0.9x;
@@ -56,6 +57,7 @@ from cosmos_changefeed import ChangeFeedProcessor, CheckpointPolicy, Lease, Leas
 from funcstack.cosmos import CosmosEndpoint, start_cosmos
 
 DOCS = 60_000
+LARGE = 200_000
 ROUNDS = 3
 #: The round trip the Azure-shaped row adds to every request (seconds).
 ROUND_TRIP = 0.004
@@ -101,7 +103,7 @@ def _warm(database: DatabaseProxy) -> None:
     assert list(container.query_items("SELECT * FROM c", enable_cross_partition_query=True))
 
 
-def _bare_loop(container: ContainerProxy, page_size: int) -> float:
+def _bare_loop(container: ContainerProxy, page_size: int, docs: int) -> float:
     """The floor: the whole (one-partition) feed read page by page, from the beginning;
     documents per second from its first request to its last page."""
     started = time.perf_counter()
@@ -122,8 +124,8 @@ def _bare_loop(container: ContainerProxy, page_size: int) -> float:
         read += len(items)
         last = time.perf_counter()
         continuation = pager.continuation_token  # type: ignore[attr-defined]
-    assert read == DOCS, read
-    return DOCS / (last - started)
+    assert read == docs, read
+    return docs / (last - started)
 
 
 def _processor(
@@ -131,6 +133,7 @@ def _processor(
     database: DatabaseProxy,
     page_size: int,
     checkpoint: CheckpointPolicy,
+    docs: int,
 ) -> float:
     """The sync processor reading the same documents: documents per second from its
     ``start()`` to its last batch."""
@@ -145,7 +148,7 @@ def _processor(
         nonlocal count, last
         last = time.perf_counter()
         count += len(changes)
-        if count >= DOCS:
+        if count >= docs:
             done.set()
 
     processor = ChangeFeedProcessor(
@@ -162,14 +165,14 @@ def _processor(
     started = time.perf_counter()
     processor.start()
     try:
-        assert done.wait(300), f"{count} of {DOCS}"
-        return DOCS / (last - started)
+        assert done.wait(300), f"{count} of {docs}"
+        return docs / (last - started)
     finally:
         processor.stop()
 
 
 def _throughput(
-    local: CosmosEndpoint, database: DatabaseProxy, monitored: ContainerProxy
+    local: CosmosEndpoint, database: DatabaseProxy, backlogs: dict[int, ContainerProxy]
 ) -> dict[str, dict[str, Any]]:
     """Each row of ``ROWS``: the loop and the processor, alternated, their medians."""
     far = CosmosClient(
@@ -181,16 +184,18 @@ def _throughput(
     rows: dict[str, dict[str, Any]] = {}
     for label, page_size, checkpoint, round_trip, aim in ROWS:
         db = far if round_trip else database
-        container = db.get_container_client(monitored.id)
+        docs = LARGE if page_size == 1000 else DOCS
+        container = db.get_container_client(backlogs[docs].id)
         loops, processors = [], []
         for _ in range(ROUNDS):
-            loops.append(_bare_loop(container, page_size))
-            processors.append(_processor(container, db, page_size, checkpoint))
+            loops.append(_bare_loop(container, page_size, docs))
+            processors.append(_processor(container, db, page_size, checkpoint, docs))
         loop, processor = statistics.median(loops), statistics.median(processors)
         rows[label] = {
             "loop_per_s": loop,
             "processor_per_s": processor,
             "ratio": processor / loop,
+            "docs": docs,
             "aim": aim,
             "rounds": {"loop": loops, "processor": processors},
         }
@@ -348,9 +353,10 @@ def measure() -> dict[str, Any]:
         client = CosmosClient(local.endpoint, local.key, connection_verify=False)
         database = client.create_database(f"bench-{uuid.uuid4().hex[:8]}")
         _warm(database)
-        monitored = _container(database, 1)
-        _load(monitored, DOCS)
-        throughput = _throughput(local, database, monitored)
+        backlogs = {docs: _container(database, 1) for docs in (DOCS, LARGE)}
+        for docs, container in backlogs.items():
+            _load(container, docs)
+        throughput = _throughput(local, database, backlogs)
         takeovers = [_takeover_s(local, database) for _ in range(2)]
         processor_kb = _memory_kb(local, database, _INSTANCE)
         bare_kb = _memory_kb(local, database, _BARE)
@@ -375,7 +381,7 @@ def report(figures: dict[str, Any]) -> str:
     return "\n".join(
         [
             *(
-                f"  throughput per lease, {figures['docs']:,} documents start to end, {label}: "
+                f"  throughput per lease, {row['docs']:,} documents start to end, {label}: "
                 f"processor {row['processor_per_s']:,.0f}/s, bare query_items_change_feed loop "
                 f"{row['loop_per_s']:,.0f}/s: {row['ratio']:.2f}x "
                 f"({'aim >= ' + format(row['aim'], 'g') + 'x' if row['aim'] else 'no aim'})"

@@ -212,7 +212,6 @@ def test_set_aside_is_of_the_flavours_kind_and_its_count_needs_it(
         ({"poll_delay": -0.5}, "poll_delay must be a finite"),
         ({"max_items": 0}, "max_items must be positive"),
         ({"max_items": 2**31}, "at most 2147483647"),
-        ({"processor_name": ""}, "processor_name is required"),
         ({"processor_name": "orders/mailer"}, "which a Cosmos DB id cannot"),
         ({"instance_name": " "}, "instance_name is required"),
         ({"mode": "Incremental"}, "mode: 'LatestVersion' or 'AllVersionsAndDeletes'"),
@@ -242,6 +241,14 @@ def test_an_impossible_option_is_refused_naming_it(
         sync_processor(orders, leases, **options)
     with pytest.raises(ValueError, match=message):
         aio_processor(aio_orders, aio_leases, **options)
+
+
+def test_an_empty_processor_name_is_the_functions_triggers_without_a_prefix(
+    orders: ContainerProxy, leases: ContainerProxy
+) -> None:
+    """.NET refuses only a null name; the Functions trigger's processor without a
+    leaseContainerPrefix is named "" -- its leases are this processor's."""
+    assert sync_processor(orders, leases, processor_name="").processor_name == ""
 
 
 @pytest.mark.parametrize(
@@ -321,8 +328,8 @@ def test_the_estimator_refuses_what_the_processor_refuses(
     aio_orders: AsyncContainerProxy,
     aio_leases: AsyncContainerProxy,
 ) -> None:
-    with pytest.raises(ValueError, match="processor_name is required"):
-        ChangeFeedEstimator(orders, leases, processor_name="")
+    with pytest.raises(ValueError, match="which a Cosmos DB id cannot"):
+        ChangeFeedEstimator(orders, leases, processor_name="a#b")
     with pytest.raises(TypeError, match=r"monitored container is azure\.cosmos\.aio"):
         ChangeFeedEstimator(aio_orders, leases, processor_name="mailer")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match=r"monitored container is azure\.cosmos \(sync\)"):

@@ -146,17 +146,16 @@ def batches_of(out: Path) -> list[list[str]]:
     return batches
 
 
-def test_a_kill_in_a_handler_gives_the_next_owner_that_batch_again_and_no_other(
-    cosmos: CosmosEndpoint, make_container: MakeContainer, tmp_path: Path
-) -> None:
-    """Checkpoint after the handler, at least once -- and no more than the batch in flight: a
-    batch's checkpoint is written (while the next batch is read) before the next batch is handed
-    over, so a kill in a handler leaves every earlier batch checkpointed."""
+def one_key_backlog(
+    cosmos: CosmosEndpoint, make_container: MakeContainer, out: Path, **settings: str
+) -> tuple[ContainerProxy, ContainerProxy, list[str], subprocess.Popen[str]]:
+    """40 changes of one partition key, and a process reading them from the beginning (its
+    handler 0.3 s a batch) with ``settings`` (``MAX_ITEMS``, ``CHECKPOINT_BATCHES``): the
+    monitored and lease containers, the changes, the process (listening)."""
     monitored, leases = make_container(1), make_container(path="/id")
     docs = [f"d{i:02d}" for i in range(40)]
     for doc_id in docs:
         monitored.create_item({"id": doc_id, "pk": "one-key"})
-    out = tmp_path / "doomed.txt"
     environment = {
         **os.environ,
         "ENDPOINT": cosmos.endpoint,
@@ -168,14 +167,54 @@ def test_a_kill_in_a_handler_gives_the_next_owner_that_batch_again_and_no_other(
         "OUT": str(out),
         "PYTHONWARNINGS": "ignore",
         "HANDLER_SECONDS": "0.3",
-        "MAX_ITEMS": "5",
         "START": "beginning",
+        **settings,
     }
     doomed = subprocess.Popen(
         [sys.executable, "-c", INSTANCE], env=environment, stdout=subprocess.PIPE, text=True
     )
+    assert doomed.stdout is not None and doomed.stdout.readline().strip() == "listening"
+    return monitored, leases, docs, doomed
+
+
+def given_again(
+    monitored: ContainerProxy, leases: ContainerProxy, docs: list[str], out: Path
+) -> set[str]:
+    """An heir reads the lease on until every change is delivered: what it was given that the
+    killed process had been given."""
+    delivered: list[str] = []
+
+    def handler(context: LeaseContext, changes: list[dict[str, Any]]) -> None:
+        delivered.extend(doc["id"] for doc in changes)
+
+    with ChangeFeedProcessor(
+        monitored,
+        leases,
+        processor_name="p",
+        instance_name="heir",
+        handler=handler,
+        start_from="beginning",
+        poll_delay=0.1,
+        lease_acquire_interval=ACQUIRE,
+        lease_renew_interval=0.5,
+        lease_expiration_interval=EXPIRATION,
+    ):
+        deadline = time.monotonic() + 20
+        while len(set(delivered) | set(delivered_by(out))) < len(docs):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    return set(delivered) & set(delivered_by(out))
+
+
+def test_a_kill_in_a_handler_gives_the_next_owner_that_batch_again_and_no_other(
+    cosmos: CosmosEndpoint, make_container: MakeContainer, tmp_path: Path
+) -> None:
+    """Checkpoint after the handler, at least once -- and no more than the batch in flight: a
+    batch's checkpoint is written (while the next batch is read) before the next batch is handed
+    over, so a kill in a handler leaves every earlier batch checkpointed."""
+    out = tmp_path / "doomed.txt"
+    monitored, leases, docs, doomed = one_key_backlog(cosmos, make_container, out, MAX_ITEMS="5")
     try:
-        assert doomed.stdout is not None and doomed.stdout.readline().strip() == "listening"
         deadline = time.monotonic() + 15
         while len(batches_of(out)) < 3:
             assert time.monotonic() < deadline
@@ -191,28 +230,7 @@ def test_a_kill_in_a_handler_gives_the_next_owner_that_batch_again_and_no_other(
         doomed.wait()
         cosmos.clear_faults()
     handed = batches_of(out)
-    delivered: list[str] = []
-
-    def handler(context: LeaseContext, changes: list[dict[str, Any]]) -> None:
-        delivered.extend(doc["id"] for doc in changes)
-
-    with ChangeFeedProcessor(
-        monitored,
-        leases,
-        processor_name="p",
-        instance_name="heir",
-        handler=handler,
-        start_from="beginning",
-        poll_delay=0.1,
-        lease_acquire_interval=ACQUIRE,
-        lease_renew_interval=0.5,
-        lease_expiration_interval=EXPIRATION,
-    ):
-        deadline = time.monotonic() + 20
-        while len(set(delivered) | set(delivered_by(out))) < len(docs):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
-    again = set(delivered) & set(delivered_by(out))
+    again = given_again(monitored, leases, docs, out)
     assert again <= set(handed[-1]), f"given again beyond the batch in flight: {sorted(again)}"
 
 
@@ -222,31 +240,11 @@ def test_a_kill_between_checkpoints_gives_the_next_owner_the_batches_since_the_l
     """The resend bound of ``CheckpointPolicy(batches=5)``, against a real crash: a process
     SIGKILLed in a handler, between two checkpoints; its heir is given again the batches it
     handled since its last checkpoint (fewer than 5) and the one in flight -- and no other."""
-    monitored, leases = make_container(1), make_container(path="/id")
-    docs = [f"d{i:02d}" for i in range(40)]
-    for doc_id in docs:
-        monitored.create_item({"id": doc_id, "pk": "one-key"})
     out = tmp_path / "doomed.txt"
-    environment = {
-        **os.environ,
-        "ENDPOINT": cosmos.endpoint,
-        "KEY": cosmos.key,
-        "CA": str(cosmos.client_options()["connection_verify"]),
-        "DATABASE": monitored.container_link.split("/")[1],
-        "MONITORED": monitored.id,
-        "LEASES": leases.id,
-        "OUT": str(out),
-        "PYTHONWARNINGS": "ignore",
-        "HANDLER_SECONDS": "0.3",
-        "MAX_ITEMS": "2",
-        "START": "beginning",
-        "CHECKPOINT_BATCHES": "5",
-    }
-    doomed = subprocess.Popen(
-        [sys.executable, "-c", INSTANCE], env=environment, stdout=subprocess.PIPE, text=True
+    monitored, leases, docs, doomed = one_key_backlog(
+        cosmos, make_container, out, MAX_ITEMS="2", CHECKPOINT_BATCHES="5"
     )
     try:
-        assert doomed.stdout is not None and doomed.stdout.readline().strip() == "listening"
         deadline = time.monotonic() + 20
         while len(batches_of(out)) < 8:  # the 8th is in its handler: 3 past the checkpoint
             assert time.monotonic() < deadline
@@ -255,28 +253,8 @@ def test_a_kill_between_checkpoints_gives_the_next_owner_the_batches_since_the_l
         doomed.send_signal(signal.SIGKILL)
         doomed.wait()
     handed = batches_of(out)
-    delivered: list[str] = []
-
-    def handler(context: LeaseContext, changes: list[dict[str, Any]]) -> None:
-        delivered.extend(doc["id"] for doc in changes)
-
-    with ChangeFeedProcessor(
-        monitored,
-        leases,
-        processor_name="p",
-        instance_name="heir",
-        handler=handler,
-        start_from="beginning",
-        poll_delay=0.1,
-        lease_acquire_interval=ACQUIRE,
-        lease_renew_interval=0.5,
-        lease_expiration_interval=EXPIRATION,
-    ):
-        deadline = time.monotonic() + 20
-        while len(set(delivered) | set(delivered_by(out))) < len(docs):
-            assert time.monotonic() < deadline
-            time.sleep(0.05)
+    again = given_again(monitored, leases, docs, out)
     checkpointed = (len(handed) - 1) // 5 * 5  # the batches up to the last checkpoint
     since = [doc for batch in handed[checkpointed:] for doc in batch]
     assert 1 <= len(handed) - checkpointed <= 5
-    assert sorted(set(delivered) & set(delivered_by(out))) == sorted(since)
+    assert sorted(again) == sorted(since)

@@ -10,6 +10,7 @@ the handler returns (at least once). ``cosmos_changefeed.aio`` has the same name
 from __future__ import annotations
 
 from cosmos_changefeed._checkpoints import CheckpointPolicy
+from cosmos_changefeed._checks import HandlerKindError
 from cosmos_changefeed._continuation import Continuation
 from cosmos_changefeed._cosmos_store import CosmosLeaseStore
 from cosmos_changefeed._estimator import ChangeFeedEstimator
@@ -59,6 +60,7 @@ __all__ = [
     "Failure",
     "FeedSource",
     "Handler",
+    "HandlerKindError",
     "InMemoryDocuments",
     "InMemoryLeaseStore",
     "Lease",

@@ -151,6 +151,20 @@ def check_container(
     raise TypeError(f"the {role} must be {kinds}, not {type(container).__name__}")
 
 
+def check_containers(
+    monitored: object,
+    leases: object,
+    flavour: Flavour,
+    feed_ports: tuple[type, ...],
+    lease_ports: tuple[type, ...],
+) -> None:
+    """Both containers of a processor or an estimator: each of the flavour's kind (or one of
+    its ports), and not the same container."""
+    check_container(monitored, "monitored container", flavour=flavour, ports=feed_ports)
+    check_container(leases, "lease container", flavour=flavour, ports=lease_ports)
+    check_apart(monitored, leases)
+
+
 def _other_store(container: object, flavour: Flavour) -> str | None:
     """What a lease store of the other flavour is, in a message; None when it is not one."""
     for cls in type(container).__mro__:

@@ -16,7 +16,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from cosmos_changefeed._checks import Flavour, check_apart, check_callable, check_container
+from cosmos_changefeed._checks import Flavour, check_callable, check_containers
 from cosmos_changefeed._events import error_text, logger
 from cosmos_changefeed._options import ChangeFeedProcessorState, EstimateFrom, check_processor_name
 
@@ -47,9 +47,9 @@ def check_estimate_from(estimate_from: object) -> None:
 class EstimatorBase:
     """The part of an estimator that neither reads nor waits."""
 
-    flavour: ClassVar[Flavour]
-    lease_ports: ClassVar[tuple[type, ...]]
-    feed_ports: ClassVar[tuple[type, ...]] = ()
+    _flavour: ClassVar[Flavour]
+    _lease_ports: ClassVar[tuple[type, ...]]
+    _feed_ports: ClassVar[tuple[type, ...]] = ()
 
     def __init__(
         self,
@@ -67,7 +67,7 @@ class EstimatorBase:
             check_callable(
                 on_estimate,
                 "on_estimate",
-                flavour=self.flavour,
+                flavour=self._flavour,
                 takes="(states)",
                 arity=1,
                 awaited=True,
@@ -82,13 +82,9 @@ class EstimatorBase:
                 f"estimation_interval must be a finite number of seconds > 0, not "
                 f"{estimation_interval!r}"
             )
-        check_container(
-            monitored_container, "monitored container", flavour=self.flavour, ports=self.feed_ports
+        check_containers(
+            monitored_container, lease_container, self._flavour, self._feed_ports, self._lease_ports
         )
-        check_container(
-            lease_container, "lease container", flavour=self.flavour, ports=self.lease_ports
-        )
-        check_apart(monitored_container, lease_container)
         self.processor_name = processor_name
         self.estimate_from = estimate_from
         self.estimation_interval = float(estimation_interval)

@@ -34,9 +34,9 @@ class ChangeFeedEstimator(EstimatorBase):
     default), as .NET: such a lease counts 1. ``on_estimate``: called with every lease's state
     each ``estimation_interval`` seconds once started (``start()``/``stop()``, or ``with``)."""
 
-    flavour = "sync"
-    lease_ports = (LeaseStore,)
-    feed_ports = (FeedSource,)
+    _flavour = "sync"
+    _lease_ports = (LeaseStore,)
+    _feed_ports = (FeedSource,)
 
     def __init__(
         self,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from cosmos_changefeed._continuation import Continuation
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._options import Failure
-from cosmos_changefeed._reading import Start
+from cosmos_changefeed._reading import ProcessorStart
 
 logger = logging.getLogger("cosmos_changefeed")
 
@@ -29,7 +29,7 @@ class Monitor:
     on_error: Callable[[Failure], object] | None = None
 
 
-def start_label(start: Start) -> str:
+def start_label(start: ProcessorStart) -> str:
     if isinstance(start, dt.datetime):
         return start.isoformat()
     if isinstance(start, Continuation):
@@ -46,7 +46,7 @@ def came_from(seen: Lease, expiration: float, now: dt.datetime) -> str:
     return f"stolen from {seen.owner}"
 
 
-def where_it_starts(lease: Lease, start: Start) -> str:
+def where_it_starts(lease: Lease, start: ProcessorStart) -> str:
     if lease.continuation:
         return "resumed from its lease"
     return f"no checkpoint: starts at {start_label(start)}"

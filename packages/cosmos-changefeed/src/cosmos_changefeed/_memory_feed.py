@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cosmos_changefeed._continuation import ALL_VERSIONS_AND_DELETES, LATEST_VERSION
+from cosmos_changefeed._continuation import ALL_VERSIONS_AND_DELETES, LATEST_VERSION, raw_etag
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._ranges import MAX_EPK, MIN_EPK, EpkRange, PartitionKeyRange, overlapping
 from cosmos_changefeed._reading import (
@@ -56,7 +56,6 @@ from cosmos_changefeed._reading import (
     Page,
     Start,
     is_gone,
-    position_etag,
     range_of,
 )
 from cosmos_changefeed._source import FeedSource
@@ -299,9 +298,7 @@ class InMemoryFeed:
             if not holders:
                 return Page.gone_at(position)
             partition = self._live(holders[0].id)
-            since, not_before = self._since(
-                partition, position_etag(position, start, scope), start, mode
-            )
+            since, not_before = self._since(partition, raw_etag(position), start, mode)
             changes = self._changes(scope, since, not_before, latest=mode == LATEST_VERSION)
             size = max_items or DEFAULT_PAGE
             page, full = changes[:size], len(changes) > size
@@ -328,7 +325,7 @@ class InMemoryFeed:
             return partition.lsn, None
         if start == "Beginning":
             return 0, None
-        if mode != LATEST_VERSION or not isinstance(start, dt.datetime):
+        if mode != LATEST_VERSION:
             raise ValueError("AllVersionsAndDeletes reads from now or a continuation only")
         return 0, start.astimezone(dt.UTC).replace(microsecond=0)
 

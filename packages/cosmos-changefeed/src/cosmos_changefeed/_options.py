@@ -139,14 +139,11 @@ class ProcessorOptions:
 
 
 def check_processor_name(name: object) -> None:
-    """A processor's name: a non-empty string a Cosmos DB id can start with."""
+    """A processor's name: a string a Cosmos DB id can start with. It may be empty: the
+    Functions trigger's processor, without a ``leaseContainerPrefix``, is named "" (.NET
+    refuses only null)."""
     if not isinstance(name, str):
         raise TypeError(f"processor_name must be a string, not {type(name).__name__}")
-    if not name.strip():
-        raise ValueError(
-            "processor_name is required: every instance of one processor has the same (it is "
-            "the start of its leases' ids; the Functions trigger's leaseContainerPrefix)"
-        )
     bad = sorted({c for c in name if c in ID_FORBIDDEN})
     if bad:
         raise ValueError(

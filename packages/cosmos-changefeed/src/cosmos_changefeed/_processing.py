@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, ClassVar
 
-from cosmos_changefeed._checks import Flavour, check_apart, check_callable, check_container
+from cosmos_changefeed._checks import Flavour, check_callable, check_containers
 from cosmos_changefeed._events import (
     Monitor,
     came_from,
@@ -32,7 +32,7 @@ from cosmos_changefeed._options import (
     ProcessorOptions,
 )
 from cosmos_changefeed._protocol import LeaseLostError, LeaseManager
-from cosmos_changefeed._reading import Page, Start
+from cosmos_changefeed._reading import Page, ProcessorStart
 from cosmos_changefeed._retries import retry_delay, to_set_aside
 from cosmos_changefeed._starting import Started
 
@@ -41,9 +41,9 @@ class ProcessorBase:
     """The part of a processor that neither waits nor runs anything."""
 
     #: The shell's flavour, and the ports it takes in place of a container.
-    flavour: ClassVar[Flavour]
-    lease_ports: ClassVar[tuple[type, ...]]
-    feed_ports: ClassVar[tuple[type, ...]] = ()
+    _flavour: ClassVar[Flavour]
+    _lease_ports: ClassVar[tuple[type, ...]]
+    _feed_ports: ClassVar[tuple[type, ...]] = ()
 
     def __init__(
         self,
@@ -60,7 +60,7 @@ class ProcessorBase:
     ) -> None:
         """Every check a processor makes when it is made (``_checks``, ``ProcessorOptions``):
         a mistake is refused here, naming the option and the fix, never met at run time."""
-        flavour = self.flavour
+        flavour = self._flavour
         check_callable(
             handler, "handler", flavour=flavour, takes="(context, changes)", arity=2, awaited=True
         )
@@ -93,15 +93,13 @@ class ProcessorBase:
         if set_aside is not None and set_aside_after is None:
             set_aside_after = DEFAULT_SET_ASIDE_AFTER
         self.options = ProcessorOptions(set_aside_after=set_aside_after, **options)
-        check_container(
-            monitored_container, "monitored container", flavour=flavour, ports=self.feed_ports
+        check_containers(
+            monitored_container, lease_container, flavour, self._feed_ports, self._lease_ports
         )
-        check_container(lease_container, "lease container", flavour=flavour, ports=self.lease_ports)
-        check_apart(monitored_container, lease_container)
         self._monitor = Monitor(on_lease_acquired, on_lease_released, on_error)
         self._set_aside = set_aside
         self._manager: LeaseManager | None = None
-        self._start: Start | None = None
+        self._start: ProcessorStart | None = None
         self._acquiring: set[str] = set()
         self._set_aside_count = 0
 
@@ -126,10 +124,17 @@ class ProcessorBase:
         return self._set_aside_count
 
     @property
-    def start_position(self) -> Start | None:
+    def start_position(self) -> ProcessorStart | None:
         """Where a lease without a checkpoint starts (once started): "Beginning", "Now" (at
         its first read: the all-versions-and-deletes mode) or a time."""
         return self._start
+
+    def _refuse_while_started(self, what: str, started: bool) -> None:
+        if started:
+            raise RuntimeError(
+                f"{what}: processor '{self.processor_name}' is running; stop it first (its "
+                "leases would change under the restore)"
+            )
 
     # -- what a handler is given ---------------------------------------------------------------
 
@@ -204,7 +209,9 @@ class ProcessorBase:
         )
         self._notify_error(lease.lease_token, exc, "acquire")
 
-    def _acquired(self, seen: Lease, acquired: Lease, manager: LeaseManager, start: Start) -> None:
+    def _acquired(
+        self, seen: Lease, acquired: Lease, manager: LeaseManager, start: ProcessorStart
+    ) -> None:
         logger.info(
             "processor '%s': lease %s acquired (%s); %s",
             self.processor_name,
@@ -354,7 +361,8 @@ class ProcessorBase:
         self._set_aside_count += 1
         logger.warning(
             "processor '%s': lease %s: a batch of %d set aside after %d attempt(s) (%s); the "
-            "application's set_aside took it, the lease is checkpointed past it (%s)",
+            "application's set_aside took it; the lease moves past it, checkpointed as any "
+            "handled batch (%s)",
             self.processor_name,
             batch.context.lease_token,
             len(batch.changes),

@@ -14,7 +14,7 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -26,6 +26,7 @@ from cosmos_changefeed._checks import awaited_nothing
 from cosmos_changefeed._cosmos_store import CosmosLeaseStore
 from cosmos_changefeed._drive import drive
 from cosmos_changefeed._feed import CosmosFeedSource
+from cosmos_changefeed._lease_state import LeaseState, export_flow, restore_flow
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._manual import ManualCheckpointContext, with_checkpoint
 from cosmos_changefeed._options import (
@@ -42,7 +43,7 @@ from cosmos_changefeed._options import (
 )
 from cosmos_changefeed._processing import ProcessorBase
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
-from cosmos_changefeed._reading import Page, Start
+from cosmos_changefeed._reading import Page, ProcessorStart, first_read
 from cosmos_changefeed._retries import Attempts
 from cosmos_changefeed._source import FeedSource
 from cosmos_changefeed._starting import start_flow
@@ -64,9 +65,9 @@ class ChangeFeedProcessor(ProcessorBase):
     (a container, or any ``LeaseStore``), sharing them with every other instance of the same
     ``processor_name``. ``with processor:`` starts and stops it."""
 
-    flavour = "sync"
-    lease_ports = (LeaseStore,)
-    feed_ports = (FeedSource,)
+    _flavour = "sync"
+    _lease_ports = (LeaseStore,)
+    _feed_ports = (FeedSource,)
 
     def __init__(
         self,
@@ -153,6 +154,23 @@ class ChangeFeedProcessor(ProcessorBase):
         if not self._listening.wait(timeout):
             raise TimeoutError(f"not listening after {timeout}s")
 
+    # -- the lease state -------------------------------------------------------------------------
+
+    def export_leases(self) -> LeaseState:
+        """This processor's lease state: its leases and ``.info`` as stored, without the
+        service's fields -- a JSON-ready list (``json.dumps`` it) that ``restore_leases``
+        takes back, here or in another lease store (.NET's in-memory leases with a stream)."""
+        endpoint = self._reader.account_endpoint
+        return list(self._run(export_flow(self.processor_name, endpoint)))
+
+    def restore_leases(self, state: Sequence[Mapping[str, Any]]) -> int:
+        """Put an exported lease state in this processor's lease store, before it starts: the
+        number of documents created. Refused while started, when a document is not this
+        processor's on this container, or when the store holds its leases already."""
+        self._refuse_while_started("restore_leases", self._balancer is not None)
+        endpoint = self._reader.account_endpoint
+        return int(self._run(restore_flow(self.processor_name, endpoint, state)))
+
     # -- start and stop ------------------------------------------------------------------------
 
     def start(self) -> None:
@@ -212,10 +230,10 @@ class ChangeFeedProcessor(ProcessorBase):
         first = True
         while not self._stopping.is_set():
             try:
-                if first:
-                    for lease in self._run(manager.owned_leases()):
-                        self._try_add(lease)
                 leases = self._run(manager.all_leases())
+                if first:  # a restart under the same name: its own leases first, one listing
+                    for lease in manager.mine(leases):
+                        self._try_add(lease)
                 for lease in select_leases_to_take(
                     leases, opts.instance_name, opts.lease_expiration_interval, manager.now()
                 ):
@@ -338,7 +356,7 @@ def _no_sleep(_seconds: float) -> None:
 class _LeaseWorker:
     """One lease's renewer thread and feed processor (the lease's own thread)."""
 
-    def __init__(self, processor: ChangeFeedProcessor, lease: Lease, start: Start) -> None:
+    def __init__(self, processor: ChangeFeedProcessor, lease: Lease, start: ProcessorStart) -> None:
         self.processor = processor
         self.lease = lease
         self.start = start
@@ -417,14 +435,14 @@ class _LeaseWorker:
         manager = processor._manager
         assert manager is not None
         opts = processor.options
-        position = self.lease.continuation
-        if position or self.start != "Now":
+        position, start = first_read(self.lease, self.start)
+        if position or start != "Now":
             self.position_fixed.set()
         while True:
             self._check()
             try:
                 page = processor._reader.read(
-                    self.lease, position, self.start, mode=opts.mode, max_items=opts.max_items
+                    self.lease, position, start, mode=opts.mode, max_items=opts.max_items
                 )
             except Exception as exc:
                 processor._read_failed(self.lease.lease_token, exc)

@@ -215,9 +215,12 @@ class LeaseManager:
 
     def owned_leases(self) -> Flow:
         """``GetOwnedLeasesAsync``."""
-        leases = yield from self.all_leases()
-        mine = self.instance_name.lower()
-        return [lease for lease in leases if (lease.owner or "").lower() == mine]
+        return self.mine((yield from self.all_leases()))
+
+    def mine(self, leases: Sequence[Lease]) -> list[Lease]:
+        """The leases this instance owns (its name, ignoring case), in their order."""
+        name = self.instance_name.lower()
+        return [lease for lease in leases if (lease.owner or "").lower() == name]
 
     def check_mode(self, leases: Sequence[Lease]) -> None:
         """``ChangeFeedModeSwitchingCheck``: ValueError when the leases are of the other mode."""

@@ -28,7 +28,7 @@ from cosmos_changefeed._protocol import (
     ReadContainerRid,
     StoreFacts,
 )
-from cosmos_changefeed._reading import Start, resolve_start
+from cosmos_changefeed._reading import ProcessorStart, resolve_start
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class Started:
 
     manager: LeaseManager
     created: int
-    start: Start
+    start: ProcessorStart
     #: Whether the lease store honours a ``ttl`` (None: not known).
     expires_documents: bool | None
     #: The prefix KEDA's scaler finds this processor's leases by; None when it finds none (the

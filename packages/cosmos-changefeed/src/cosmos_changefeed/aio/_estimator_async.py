@@ -26,9 +26,9 @@ class ChangeFeedEstimator(EstimatorBase):
     whose leases are in ``lease_container``. Its options are the sync estimator's;
     ``on_estimate`` is a coroutine function (awaited every ``estimation_interval``)."""
 
-    flavour = "aio"
-    lease_ports = (LeaseStore,)
-    feed_ports = (FeedSource,)
+    _flavour = "aio"
+    _lease_ports = (LeaseStore,)
+    _feed_ports = (FeedSource,)
 
     def __init__(
         self,

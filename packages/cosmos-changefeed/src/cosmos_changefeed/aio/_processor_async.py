@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from azure.cosmos.aio import ContainerProxy
@@ -41,6 +41,7 @@ from azure.cosmos.aio import ContainerProxy
 from cosmos_changefeed._balancing import select_leases_to_take
 from cosmos_changefeed._checkpoints import PER_BATCH, Checkpointing, CheckpointPlan
 from cosmos_changefeed._checks import not_awaitable
+from cosmos_changefeed._lease_state import LeaseState, export_flow, restore_flow
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._manual import AsyncManualCheckpointContext, with_checkpoint
 from cosmos_changefeed._options import (
@@ -57,7 +58,7 @@ from cosmos_changefeed._options import (
 )
 from cosmos_changefeed._processing import ProcessorBase
 from cosmos_changefeed._protocol import FeedRangeGoneError, Flow, LeaseLostError
-from cosmos_changefeed._reading import Page, Start
+from cosmos_changefeed._reading import Page, ProcessorStart, first_read
 from cosmos_changefeed._retries import Attempts
 from cosmos_changefeed._starting import start_flow
 from cosmos_changefeed.aio._cosmos_store_async import CosmosLeaseStore
@@ -79,9 +80,9 @@ class ChangeFeedProcessor(ProcessorBase):
     (a container, or any ``LeaseStore``), sharing them with every other instance of the same
     ``processor_name``. ``async with processor:`` starts and stops it."""
 
-    flavour = "aio"
-    lease_ports = (LeaseStore,)
-    feed_ports = (FeedSource,)
+    _flavour = "aio"
+    _lease_ports = (LeaseStore,)
+    _feed_ports = (FeedSource,)
 
     def __init__(
         self,
@@ -177,6 +178,23 @@ class ChangeFeedProcessor(ProcessorBase):
         except TimeoutError:
             raise TimeoutError(f"not listening after {timeout}s") from None
 
+    # -- the lease state -------------------------------------------------------------------------
+
+    async def export_leases(self) -> LeaseState:
+        """This processor's lease state: its leases and ``.info`` as stored, without the
+        service's fields -- a JSON-ready list (``json.dumps`` it) that ``restore_leases``
+        takes back, here or in another lease store (.NET's in-memory leases with a stream)."""
+        endpoint = self._reader.account_endpoint
+        return list(await self._run(export_flow(self.processor_name, endpoint)))
+
+    async def restore_leases(self, state: Sequence[Mapping[str, Any]]) -> int:
+        """Put an exported lease state in this processor's lease store, before it starts: the
+        number of documents created. Refused while started, when a document is not this
+        processor's on this container, or when the store holds its leases already."""
+        self._refuse_while_started("restore_leases", self._balancer is not None)
+        endpoint = self._reader.account_endpoint
+        return int(await self._run(restore_flow(self.processor_name, endpoint, state)))
+
     # -- start and stop ------------------------------------------------------------------------
 
     async def start(self) -> None:
@@ -233,10 +251,10 @@ class ChangeFeedProcessor(ProcessorBase):
         first = True
         while True:
             try:
-                if first:
-                    for lease in await self._run(manager.owned_leases()):
-                        await self._try_add(lease)
                 leases = await self._run(manager.all_leases())
+                if first:  # a restart under the same name: its own leases first, one listing
+                    for lease in manager.mine(leases):
+                        await self._try_add(lease)
                 now = manager.now()
                 for lease in select_leases_to_take(
                     leases, opts.instance_name, opts.lease_expiration_interval, now
@@ -347,7 +365,7 @@ class ChangeFeedProcessor(ProcessorBase):
 class _LeaseWorker:
     """One lease's renewer and feed processor (``PartitionSupervisorCore``)."""
 
-    def __init__(self, processor: ChangeFeedProcessor, lease: Lease, start: Start) -> None:
+    def __init__(self, processor: ChangeFeedProcessor, lease: Lease, start: ProcessorStart) -> None:
         self.processor = processor
         #: The lease as this instance last wrote it (renewals and checkpoints replace it).
         self.lease = lease
@@ -405,15 +423,15 @@ class _LeaseWorker:
         manager = processor._manager
         assert manager is not None
         opts = processor.options
-        position = self.lease.continuation
-        if position or self.start != "Now":
+        position, start = first_read(self.lease, self.start)
+        if position or start != "Now":
             self.position_fixed.set()
         try:
             while True:
                 self._check_lost()
                 try:
                     page = await processor._reader.read(
-                        self.lease, position, self.start, mode=opts.mode, max_items=opts.max_items
+                        self.lease, position, start, mode=opts.mode, max_items=opts.max_items
                     )
                 except Exception as exc:
                     processor._read_failed(self.lease.lease_token, exc)

@@ -4,11 +4,12 @@ store may share)."""
 
 from __future__ import annotations
 
+import os
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from typing import Any
 
-from cosmos_changefeed._store import ID_PATH, InMemoryDocuments
+from cosmos_changefeed._store import ID_PATH, InMemoryDocuments, in_memory_documents
 
 
 class LeaseStore(ABC):
@@ -55,9 +56,13 @@ class InMemoryLeaseStore(LeaseStore):
     """Leases in memory (aio). See ``cosmos_changefeed.InMemoryLeaseStore``."""
 
     def __init__(
-        self, partition_key_path: str = ID_PATH, *, documents: InMemoryDocuments | None = None
+        self,
+        partition_key_path: str = ID_PATH,
+        *,
+        documents: InMemoryDocuments | None = None,
+        state_file: str | os.PathLike[str] | None = None,
     ) -> None:
-        self.documents = documents or InMemoryDocuments(partition_key_path)
+        self.documents = in_memory_documents(partition_key_path, documents, state_file)
 
     async def partition_key_path(self) -> str:
         return self.documents.partition_key_path
