@@ -2,7 +2,7 @@
 // Container Apps, beside the Functions deployment: the same settings the Function App reads, the
 // same user-assigned identity (its Cosmos DB data role, Service Bus sender, payload blobs and
 // Monitoring Metrics Publisher are assigned in main.bicep and the modules), and the same lease
-// container and prefix (OUTBOX_LEASE_PREFIX) as the Functions trigger: the relay moves between
+// container and processor name (OUTBOX_PROCESSOR_NAME) as the Functions trigger: the relay moves between
 // the trigger and these replicas on its checkpoints (docs/relay-anywhere.md).
 //
 // Scaling: KEDA's `azure-cosmosdb` scaler reads the leases (.NET's schema, which
@@ -57,11 +57,19 @@ param serviceBusTopic string
 param eventTtlSeconds int = 864000
 param cloudEventsSourceBase string = ''
 param feedPollDelayMs int = 1000
+@description('The relay\'s lease intervals in milliseconds (LEASE_*_INTERVAL_MS, the trigger\'s binding properties of those names); 0: the change feed processor\'s own.')
+@minValue(0)
+param leaseAcquireIntervalMs int = 0
+@minValue(0)
+param leaseExpirationIntervalMs int = 0
+@minValue(0)
+param leaseRenewIntervalMs int = 0
+
 param maxItemsPerInvocation int = 100
 param backlogEstimateSchedule string = '0 * * * * *'
 
-@description('The relay\'s lease prefix: the Functions trigger\'s (functionapp.bicep), so both share the leases.')
-param leasePrefix string = 'outbox.'
+@description('The relay\'s processor\'s name (its leases\' prefix): the Functions trigger\'s (functionapp.bicep), so both share the leases.')
+param processorName string = 'outbox.'
 
 @description('Replicas kept when nothing is pending (0: scale to zero; events then wait for KEDA\'s next poll, 30 s).')
 @minValue(0)
@@ -97,7 +105,7 @@ var changeFeedLagRule = {
       containerId: cosmosContainer
       leaseDatabaseId: cosmosDatabase
       leaseContainerId: cosmosLeaseContainer
-      processorName: leasePrefix
+      processorName: processorName
       changeFeedLagThreshold: string(lagPerReplica)
       activationChangeFeedLagThreshold: '0'
     }
@@ -247,12 +255,24 @@ var relaySettings = [
     value: string(maxItemsPerInvocation)
   }
   {
+    name: 'LEASE_ACQUIRE_INTERVAL_MS'
+    value: string(leaseAcquireIntervalMs)
+  }
+  {
+    name: 'LEASE_EXPIRATION_INTERVAL_MS'
+    value: string(leaseExpirationIntervalMs)
+  }
+  {
+    name: 'LEASE_RENEW_INTERVAL_MS'
+    value: string(leaseRenewIntervalMs)
+  }
+  {
     name: 'BACKLOG_ESTIMATE_SCHEDULE'
     value: backlogEstimateSchedule
   }
   {
-    name: 'OUTBOX_LEASE_PREFIX'
-    value: leasePrefix
+    name: 'OUTBOX_PROCESSOR_NAME'
+    value: processorName
   }
 ]
 

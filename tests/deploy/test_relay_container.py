@@ -89,16 +89,16 @@ def test_the_scale_rule_is_kedas_azure_cosmosdb_on_the_triggers_leases_with_the_
             "leaseDatabaseId": "cosmosDatabase",
             "leaseContainerId": "cosmosLeaseContainer",
             # KEDA matches lease ids starting with processorName: the processor's name, which is
-            # the trigger's leaseContainerPrefix (OUTBOX_LEASE_PREFIX)
-            "processorName": "leasePrefix",
+            # the trigger's leaseContainerPrefix (OUTBOX_PROCESSOR_NAME)
+            "processorName": "processorName",
         }.items()
     )
     assert t.references(metadata["changeFeedLagThreshold"]) >= {"lagPerReplica"}
-    from cosmos_outbox.settings import DEFAULT_LEASE_PREFIX
+    from cosmos_outbox.settings import DEFAULT_PROCESSOR_NAME
 
-    trigger_prefix = t.app_settings()["OUTBOX_LEASE_PREFIX"]
-    assert t.default(MODULE, "leasePrefix") == trigger_prefix == DEFAULT_LEASE_PREFIX
-    assert env()["OUTBOX_LEASE_PREFIX"] == "leasePrefix"
+    trigger_name = t.app_settings()["OUTBOX_PROCESSOR_NAME"]
+    assert t.default(MODULE, "processorName") == trigger_name == DEFAULT_PROCESSOR_NAME
+    assert env()["OUTBOX_PROCESSOR_NAME"] == "processorName"
     assert t.reference(scale["maxReplicas"]) == "maxReplicas"
 
 
@@ -123,7 +123,7 @@ def test_its_settings_are_the_function_apps_that_the_code_reads() -> None:
     functions = t.app_settings()
     for name, value in settings.items():
         assert name in functions, f"{name}: not a setting of the Function App"
-        if name != "OUTBOX_LEASE_PREFIX":  # a parameter here, its default the app's (below)
+        if name != "OUTBOX_PROCESSOR_NAME":  # a parameter here, its default the app's (below)
             assert value == functions[name], f"{name}: set otherwise than in the Function App"
         assert name in read or family(name) in families or name.startswith(HOST_SETTING_PREFIXES)
     # what the relay needs to find its feed, leases, topic and claim check
@@ -135,7 +135,7 @@ def test_its_settings_are_the_function_apps_that_the_code_reads() -> None:
         "COSMOS_CONTAINER",
         "COSMOS_LEASE_CONTAINER",
         "SERVICEBUS_TOPIC",
-        "OUTBOX_LEASE_PREFIX",
+        "OUTBOX_PROCESSOR_NAME",
         "APPLICATIONINSIGHTS_CONNECTION_STRING",
         "APPLICATIONINSIGHTS_AUTHENTICATION_STRING",
     } <= set(settings)
