@@ -17,6 +17,7 @@ from inprocess import FLAVOURS, Delivered, Flavour, eventually, fleet, write
 
 from cosmos_changefeed import (
     ChangeFeedEstimator,
+    Continuation,
     Failure,
     InMemoryLeaseStore,
     LeaseContext,
@@ -315,3 +316,16 @@ def test_the_estimated_lag_of_each_lease_is_what_is_pending(flavour: Flavour) ->
     assert {p.lease_token: p.estimated_lag for p in previews} == {
         p.lease_token: len(p.changes) for p in previews
     }
+
+
+def test_a_processor_started_from_the_feeds_pull_model_continuation_reads_what_follows(
+    flavour: Flavour,
+) -> None:
+    feed, delivered = InMemoryFeed(3), Delivered()
+    before = write(feed, keys=9, per_key=2)
+    saved = Continuation(feed.continuation_token())  # as azure-cosmos's pull model leaves it
+    after = write(feed, keys=9, per_key=2, start=2)
+    with fleet(flavour, feed) as f:
+        f.processor("p", delivered, start_from=saved).start()
+        eventually(lambda: delivered.ids >= set(after))
+    assert not delivered.ids & set(before)
