@@ -20,36 +20,22 @@ if TYPE_CHECKING:
 __all__ = ["Operators", "operators_blueprint"]
 
 
-def operators_blueprint(
-    outbox: Outbox | AsyncOutbox,
-    *,
-    models: OperatorModels = OperatorModels(),  # noqa: B008  # frozen: one shared value
-    route_prefix: str = "outbox",
-    auth_level: func.AuthLevel = func.AuthLevel.ADMIN,
-    console: bool = True,
-    operator_role: str = OPERATOR_ROLE,
-) -> func.Blueprint:
+def operators_blueprint(outbox: Outbox | AsyncOutbox, **options: Any) -> func.Blueprint:
     """The operators' routes (status, backlog, quarantine, dead letters, journey, subscribers,
     re-drive) under `route_prefix`, at `auth_level` (ADMIN: the host's master key); with
     `console`, also under `route_prefix/console/` for a signed-in operator with the app role
     `operator_role` (App Service Authentication), and the console page at
-    `route_prefix/console`. Served by `outbox.operations()`, sync or async as the outbox is."""
-    return routes_blueprint(
-        outbox.operations,
-        asynchronous=outbox.asynchronous,
-        models=models,
-        route_prefix=route_prefix,
-        auth_level=auth_level,
-        console=console,
-        operator_role=operator_role,
-    )
+    `route_prefix/console`. Served by `outbox.operations()`, sync or async as the outbox is.
+    `options` are `Operators`' fields."""
+    return Operators(**options).blueprint_for(outbox)
 
 
 @dataclass(frozen=True)
 class Operators:
     """The operators' routes and console, as a part of `Outbox.function_app`:
-    `outbox.function_app(orders, Operators(), title="Orders")`. Its options are
-    `operators_blueprint`'s."""
+    `outbox.function_app(orders, Operators(), title="Orders")`, or à la carte,
+    `operators_blueprint(outbox, ...)`: the models the routes parse and answer with (an app's
+    subclasses), their prefix, their auth level, the console, the operator's app role."""
 
     models: OperatorModels = field(default_factory=OperatorModels)
     route_prefix: str = "outbox"
@@ -59,11 +45,4 @@ class Operators:
 
     def blueprint_for(self, outbox: Any) -> func.Blueprint:
         """The blueprint of these routes served by `outbox` (what `function_app` calls)."""
-        return operators_blueprint(
-            outbox,
-            models=self.models,
-            route_prefix=self.route_prefix,
-            auth_level=self.auth_level,
-            console=self.console,
-            operator_role=self.operator_role,
-        )
+        return routes_blueprint(outbox.operations, asynchronous=outbox.asynchronous, options=self)

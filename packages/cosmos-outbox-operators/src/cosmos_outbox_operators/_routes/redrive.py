@@ -8,6 +8,7 @@ from typing import Any
 from cosmos_outbox.http import HttpCall, Reply
 from cosmos_outbox.operations import RedrivePage, RedrivePreview
 from cosmos_outbox_operators._routes._context import Routes
+from cosmos_outbox_operators._routes.models import RedriveRequest
 from cosmos_outbox_operators._types import BODY_ERRORS
 
 
@@ -30,16 +31,8 @@ def declare(routes: Routes) -> None:
     )
     async def redrive_events(call: HttpCall[Any]) -> Reply:
         body = call.body
-        aggregate_type, aggregate_id = body.scope
-        page = await operations().redrive.page(
-            body.since,
-            aggregate_type=aggregate_type,
-            aggregate_id=aggregate_id,
-            subscription=body.subscription,
-            page_size=body.page_size,
-            continuation=body.continuation_token,
-        )
-        return Reply(page)
+        redrive = operations().redrive
+        return Reply(await redrive.page(**_scope(body), continuation=body.continuation_token))
 
     @operation(
         route=f"{prefix}/redrive/preview",
@@ -55,13 +48,16 @@ def declare(routes: Routes) -> None:
         errors=BODY_ERRORS,
     )
     async def preview_redrive(call: HttpCall[Any]) -> Reply:
-        body = call.body
-        aggregate_type, aggregate_id = body.scope
-        preview = await operations().redrive.preview(
-            body.since,
-            aggregate_type=aggregate_type,
-            aggregate_id=aggregate_id,
-            subscription=body.subscription,
-            page_size=body.page_size,
-        )
-        return Reply(preview)
+        return Reply(await operations().redrive.preview(**_scope(call.body)))
+
+
+def _scope(body: RedriveRequest) -> dict[str, Any]:
+    """What a re-drive request names (the app's model says its aggregate: `scope`)."""
+    aggregate_type, aggregate_id = body.scope
+    return {
+        "since": body.since,
+        "aggregate_type": aggregate_type,
+        "aggregate_id": aggregate_id,
+        "subscription": body.subscription,
+        "page_size": body.page_size,
+    }
