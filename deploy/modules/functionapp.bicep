@@ -123,6 +123,14 @@ param cloudEventsSourceBase string = ''
 @minValue(100)
 param feedPollDelayMs int = 1000
 
+@description('The relay\'s lease intervals in milliseconds (LEASE_*_INTERVAL_MS, the trigger\'s binding properties of those names); 0: the change feed processor\'s own.')
+@minValue(0)
+param leaseAcquireIntervalMs int = 0
+@minValue(0)
+param leaseExpirationIntervalMs int = 0
+@minValue(0)
+param leaseRenewIntervalMs int = 0
+
 @description('Maximum documents per relay invocation.')
 @minValue(1)
 @maxValue(1000)
@@ -440,6 +448,18 @@ var appSettings = [
   {
     name: 'MAX_ITEMS_PER_INVOCATION'
     value: string(maxItemsPerInvocation)
+  }
+  {
+    name: 'LEASE_ACQUIRE_INTERVAL_MS'
+    value: string(leaseAcquireIntervalMs)
+  }
+  {
+    name: 'LEASE_EXPIRATION_INTERVAL_MS'
+    value: string(leaseExpirationIntervalMs)
+  }
+  {
+    name: 'LEASE_RENEW_INTERVAL_MS'
+    value: string(leaseRenewIntervalMs)
   }
   {
     name: 'BACKLOG_ESTIMATE_SCHEDULE'

@@ -57,6 +57,14 @@ param serviceBusTopic string
 param eventTtlSeconds int = 864000
 param cloudEventsSourceBase string = ''
 param feedPollDelayMs int = 1000
+@description('The relay\'s lease intervals in milliseconds (LEASE_*_INTERVAL_MS, the trigger\'s binding properties of those names); 0: the change feed processor\'s own.')
+@minValue(0)
+param leaseAcquireIntervalMs int = 0
+@minValue(0)
+param leaseExpirationIntervalMs int = 0
+@minValue(0)
+param leaseRenewIntervalMs int = 0
+
 param maxItemsPerInvocation int = 100
 param backlogEstimateSchedule string = '0 * * * * *'
 
@@ -75,10 +83,35 @@ param maxReplicas int = 10
 @minValue(1)
 param lagPerReplica int = 100
 
+@description('Scale on the leases\' lag with KEDA\'s azure-cosmosdb scaler (KEDA 2.21+); false: maxReplicas replicas, no rule (the fallback where the managed KEDA lacks the scaler).')
+param scaleOnLag bool = true
+
 @description('The probes\' port (cosmos-outbox relay --port).')
 param probesPort int = 8080
 
 var acrPullRoleId = '7f951dda-4ed3-4680-a7ca-be7a7ee4d3a5'
+
+// KEDA's azure-cosmosdb rule on the leases' lag (scaleOnLag): it reads the lease documents whose
+// ids start with processorName + the account's host up to its first dot + '.' (a host without a
+// dot, localhost, matches none: docs/changefeed-deploying.md), and each lease's change feed past
+// its checkpoint. KEDA 2.21+ only; without it, scaleOnLag false runs maxReplicas replicas.
+var changeFeedLagRule = {
+  name: 'change-feed-lag'
+  custom: {
+    type: 'azure-cosmosdb'
+    metadata: {
+      endpoint: cosmosEndpoint
+      databaseId: cosmosDatabase
+      containerId: cosmosContainer
+      leaseDatabaseId: cosmosDatabase
+      leaseContainerId: cosmosLeaseContainer
+      processorName: processorName
+      changeFeedLagThreshold: string(lagPerReplica)
+      activationChangeFeedLagThreshold: '0'
+    }
+    identity: identityId
+  }
+}
 
 resource registry 'Microsoft.ContainerRegistry/registries@2023-07-01' existing = if (!empty(registryName)) {
   name: empty(registryName) ? 'none' : registryName
@@ -222,6 +255,18 @@ var relaySettings = [
     value: string(maxItemsPerInvocation)
   }
   {
+    name: 'LEASE_ACQUIRE_INTERVAL_MS'
+    value: string(leaseAcquireIntervalMs)
+  }
+  {
+    name: 'LEASE_EXPIRATION_INTERVAL_MS'
+    value: string(leaseExpirationIntervalMs)
+  }
+  {
+    name: 'LEASE_RENEW_INTERVAL_MS'
+    value: string(leaseRenewIntervalMs)
+  }
+  {
     name: 'BACKLOG_ESTIMATE_SCHEDULE'
     value: backlogEstimateSchedule
   }
@@ -305,29 +350,9 @@ resource app 'Microsoft.App/containerApps@2025-01-01' = {
         }
       ]
       scale: {
-        minReplicas: minReplicas
+        minReplicas: scaleOnLag ? minReplicas : maxReplicas
         maxReplicas: maxReplicas
-        rules: [
-          {
-            name: 'change-feed-lag'
-            custom: {
-              type: 'azure-cosmosdb'
-              // KEDA reads the lease documents whose ids start with processorName (+ the
-              // account's host), and each lease's change feed past its checkpoint.
-              metadata: {
-                endpoint: cosmosEndpoint
-                databaseId: cosmosDatabase
-                containerId: cosmosContainer
-                leaseDatabaseId: cosmosDatabase
-                leaseContainerId: cosmosLeaseContainer
-                processorName: processorName
-                changeFeedLagThreshold: string(lagPerReplica)
-                activationChangeFeedLagThreshold: '0'
-              }
-              identity: identityId
-            }
-          }
-        ]
+        rules: scaleOnLag ? [changeFeedLagRule] : []
       }
     }
   }

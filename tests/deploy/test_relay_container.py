@@ -62,9 +62,19 @@ def test_the_function_apps_relay_is_off_when_the_relay_runs_in_containers() -> N
     ]
 
 
+def scale_operands(node: Any) -> dict[str, Any]:
+    """A `scaleOnLag ? a : b` expression's operands."""
+    operator = node["operator"]
+    assert operator["type"] == "conditional"
+    operands = dict(operator["operands"])
+    assert operands["condition"] == "scaleOnLag"
+    return operands
+
+
 def test_the_scale_rule_is_kedas_azure_cosmosdb_on_the_triggers_leases_with_the_identity() -> None:
     scale = container_app().properties["template"]["scale"]
-    [rule] = scale["rules"]
+    assert scale_operands(scale["rules"])["true_value"] == ["changeFeedLagRule"]
+    rule = t.variable(MODULE, "changeFeedLagRule")
     custom = rule["custom"]
     assert custom["type"] == "azure-cosmosdb"
     assert custom["identity"] == "identityId"  # keys are disabled on the account
@@ -90,6 +100,20 @@ def test_the_scale_rule_is_kedas_azure_cosmosdb_on_the_triggers_leases_with_the_
     assert t.default(MODULE, "processorName") == trigger_name == DEFAULT_PROCESSOR_NAME
     assert env()["OUTBOX_PROCESSOR_NAME"] == "processorName"
     assert t.reference(scale["maxReplicas"]) == "maxReplicas"
+
+
+def test_without_kedas_scaler_a_fixed_number_of_replicas_runs_and_no_rule() -> None:
+    """KEDA's azure-cosmosdb scaler ships in KEDA 2.21; where the platform's KEDA lacks it,
+    relayScaling=fixed runs relayMaxReplicas replicas (docs/changefeed-deploying.md)."""
+    assert t.allowed(MAIN, "relayScaling") == ["keda", "fixed"]
+    assert t.default(MAIN, "relayScaling") == "keda"
+    scale_on_lag = t.modules(MAIN)["relayContainer"]["params"]["scaleOnLag"]
+    assert t.references(scale_on_lag) >= {"relayScaling"}
+    assert t.default(MODULE, "scaleOnLag") is True
+    scale = container_app().properties["template"]["scale"]
+    assert scale_operands(scale["rules"])["false_value"] == []
+    minimum = scale_operands(scale["minReplicas"])
+    assert (minimum["true_value"], minimum["false_value"]) == ("minReplicas", "maxReplicas")
 
 
 def test_its_settings_are_the_function_apps_that_the_code_reads() -> None:

@@ -113,6 +113,9 @@ def test_setting_names_are_the_documented_app_settings() -> None:
         "EVENT_TTL_SECONDS",
         "FEED_POLL_DELAY_MS",
         "MAX_ITEMS_PER_INVOCATION",
+        "LEASE_ACQUIRE_INTERVAL_MS",
+        "LEASE_EXPIRATION_INTERVAL_MS",
+        "LEASE_RENEW_INTERVAL_MS",
         "BACKLOG_ESTIMATE_SCHEDULE",
         "CLOUDEVENTS_SOURCE_BASE",
         "CLOUDEVENTS_SOURCE",
@@ -313,6 +316,38 @@ def test_the_relays_processor_has_a_name_of_its_own_and_can_keep_the_leases_befo
     assert "leaseContainerPrefix" not in _relay_trigger({"OUTBOX_PROCESSOR_NAME": ""})
     with pytest.raises(SettingsError, match="OUTBOX_PROCESSOR_NAME"):
         load_trigger_settings({"OUTBOX_PROCESSOR_NAME": "a/b"})
+
+
+def test_the_relays_lease_intervals_are_its_triggers_binding_properties() -> None:
+    """LEASE_*_INTERVAL_MS are the Cosmos DB trigger's leaseAcquireInterval /
+    leaseExpirationInterval / leaseRenewInterval (ms); unset or 0 they are left out (the
+    host's processor keeps its own); a renew interval not under the expiration interval --
+    given, or the processor's default -- is refused at indexing, naming both."""
+    plain = _relay_trigger({})
+    assert not {"leaseAcquireInterval", "leaseExpirationInterval", "leaseRenewInterval"} & set(
+        plain
+    )
+    given = _relay_trigger(
+        {
+            "LEASE_ACQUIRE_INTERVAL_MS": "500",
+            "LEASE_EXPIRATION_INTERVAL_MS": "3000",
+            "LEASE_RENEW_INTERVAL_MS": "1000",
+        }
+    )
+    assert (
+        given["leaseAcquireInterval"],
+        given["leaseExpirationInterval"],
+        given["leaseRenewInterval"],
+    ) == (500, 3000, 1000)
+    assert "leaseRenewInterval" not in _relay_trigger({"LEASE_RENEW_INTERVAL_MS": "0"})
+    with pytest.raises(
+        SettingsError, match=r"renew interval \(5 s, LEASE_RENEW_INTERVAL_MS\).*LEASE_EXPIRATION"
+    ):
+        load_trigger_settings(
+            {"LEASE_RENEW_INTERVAL_MS": "5000", "LEASE_EXPIRATION_INTERVAL_MS": "5000"}
+        )
+    with pytest.raises(SettingsError, match=r"\(60 s, the processor's default\)"):
+        load_trigger_settings({"LEASE_RENEW_INTERVAL_MS": "90000"})
 
 
 @pytest.mark.parametrize("value", ["orders.", ""])

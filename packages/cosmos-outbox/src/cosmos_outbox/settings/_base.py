@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 # The host cannot resolve %SETTING% in int binding properties, but the Python worker indexes the
 # app with the app settings in its environment: the trigger reads these at indexing time
@@ -27,6 +27,26 @@ DEFAULT_PROCESSOR_NAME = "outbox."
 #: are not set.
 DEFAULT_DATABASE = "outbox"
 DEFAULT_LEASE_CONTAINER = "leases"
+
+#: The relay's lease intervals, by the change feed processor's keyword: the Cosmos DB trigger's
+#: binding properties of those names (`leaseAcquireInterval`, `leaseExpirationInterval`,
+#: `leaseRenewInterval`, milliseconds), which the trigger's binding and `cosmos-outbox relay` both
+#: read from these app settings; 0 (their default) keeps the processor's own, as the trigger
+#: does for a 0 (cosmos-changefeed's, .NET's: 13 s, 60 s, 17 s).
+LEASE_INTERVAL_SETTINGS = {
+    "lease_acquire_interval": "LEASE_ACQUIRE_INTERVAL_MS",
+    "lease_expiration_interval": "LEASE_EXPIRATION_INTERVAL_MS",
+    "lease_renew_interval": "LEASE_RENEW_INTERVAL_MS",
+}
+#: The same, as the local stack's Functions host (funcstack) takes them for a trigger that sets
+#: none (milliseconds; local only: Azure's host has no such setting): `cosmos-outbox relay` reads
+#: them when the settings above are 0, so a relay process beside a local trigger keeps its
+#: intervals.
+LOCAL_HOST_INTERVAL_SETTINGS = {
+    "lease_acquire_interval": "FUNCTIONS_HOST_COSMOS_LEASE_ACQUIRE_INTERVAL",
+    "lease_expiration_interval": "FUNCTIONS_HOST_COSMOS_LEASE_EXPIRATION_INTERVAL",
+    "lease_renew_interval": "FUNCTIONS_HOST_COSMOS_LEASE_RENEW_INTERVAL",
+}
 
 #: Settings that were replaced: read only to refuse them with a word on what replaced them.
 RETIRED_SETTINGS = frozenset({"CLOUDEVENTS_SOURCE", "OUTBOX_LEASE_PREFIX"})
@@ -87,6 +107,17 @@ class TriggerSettings(BaseModel):
         pattern=r"^[A-Za-z0-9][A-Za-z0-9._/-]*$",
     )
 
+    #: The relay's lease intervals in ms (`LEASE_INTERVAL_SETTINGS`); 0: the processor's own.
+    lease_acquire_interval_ms: int = Field(
+        default=0, alias="LEASE_ACQUIRE_INTERVAL_MS", ge=0, le=86_400_000
+    )
+    lease_expiration_interval_ms: int = Field(
+        default=0, alias="LEASE_EXPIRATION_INTERVAL_MS", ge=0, le=86_400_000
+    )
+    lease_renew_interval_ms: int = Field(
+        default=0, alias="LEASE_RENEW_INTERVAL_MS", ge=0, le=86_400_000
+    )
+
     #: The relay trigger's database and lease container (`binding_name` says how it binds them).
     cosmos_database: str = Field(default=DEFAULT_DATABASE, alias="COSMOS_DATABASE", min_length=1)
     cosmos_lease_container: str = Field(
@@ -108,6 +139,22 @@ class TriggerSettings(BaseModel):
     def _unset_when_empty(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
 
+    @model_validator(mode="after")
+    def _renewed_before_it_expires(self) -> TriggerSettings:
+        given = {name: self.lease_interval(name) for name in LEASE_INTERVAL_SETTINGS}
+        if any(value is not None for value in given.values()):  # else the processor's own
+            sources = {
+                name: setting if given[name] is not None else "the processor's default"
+                for name, setting in LEASE_INTERVAL_SETTINGS.items()
+            }
+            check_renewal(lease_intervals_of(given), sources)
+        return self
+
+    def lease_interval(self, name: str) -> float | None:
+        """A lease interval in seconds (`name`: the processor's keyword), None when 0 (unset)."""
+        milliseconds = int(getattr(self, f"{name}_ms"))
+        return milliseconds / 1000 if milliseconds else None
+
     def binding_name(self, field: str) -> str:
         """What the relay trigger binds the setting of `field` with: its `%NAME%` expression
         when the app setting is set (the host resolves it, as for any binding), else the
@@ -118,6 +165,36 @@ class TriggerSettings(BaseModel):
         if field in self.model_fields_set:
             return f"%{type(self).model_fields[field].alias}%"
         return str(getattr(self, field))
+
+
+def lease_intervals_of(given: Mapping[str, float | None]) -> dict[str, float]:
+    """Lease intervals in seconds, by the processor's keyword: those `given`, else the change
+    feed processor's own defaults, read from its signature (cosmos-changefeed says them once)."""
+    import inspect
+
+    from cosmos_changefeed.aio import ChangeFeedProcessor
+
+    parameters = inspect.signature(ChangeFeedProcessor).parameters
+    return {
+        name: float(value if value is not None else parameters[name].default)
+        for name, value in given.items()
+    }
+
+
+def check_renewal(intervals: Mapping[str, float], sources: Mapping[str, str]) -> None:
+    """Refuse a renew interval at or over the expiration interval (the change feed processor
+    would refuse it, for ever, at each start): `sources` names where each came from."""
+    renew, expiry = (
+        intervals.get("lease_renew_interval"),
+        intervals.get("lease_expiration_interval"),
+    )
+    if renew is not None and expiry is not None and renew >= expiry:
+        raise ValueError(
+            f"the lease renew interval ({renew:g} s, {sources['lease_renew_interval']}) must be "
+            f"shorter than the expiration interval ({expiry:g} s, "
+            f"{sources['lease_expiration_interval']}): a lease renewed less often than it expires "
+            "is taken by another instance between two renewals"
+        )
 
 
 def problems(exc: ValidationError) -> str:
@@ -136,6 +213,7 @@ def load_trigger_settings(environ: Mapping[str, str] | None = None) -> TriggerSe
         "BACKLOG_ESTIMATE_SCHEDULE",
         "COSMOS_DATABASE",
         "COSMOS_LEASE_CONTAINER",
+        *LEASE_INTERVAL_SETTINGS.values(),
     )
     values = {n: env[n] for n in names if env.get(n)}
     for name in ("OUTBOX_PROCESSOR_NAME", "OUTBOX_LEASE_PREFIX"):  # "" on purpose: before 0.3
