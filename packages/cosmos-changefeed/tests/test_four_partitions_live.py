@@ -19,7 +19,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from azure.cosmos import ContainerProxy
@@ -33,7 +33,9 @@ from cosmos_changefeed import (
     StartFrom,
 )
 from cosmos_changefeed._ranges import EpkRange
-from funcstack.cosmos import CosmosEndpoint
+
+if TYPE_CHECKING:
+    from funcstack.cosmos import CosmosEndpoint
 
 pytestmark = pytest.mark.integration
 
