@@ -1,0 +1,134 @@
+"""`python -m tools.release` (`make release-check`): build, check, serve, try. Exit 1 on any
+problem, each named; the last line says what ran and how long it took.
+
+Options: `--python 3.11` (repeatable: only those Pythons), `--build-only` (build and check, no
+venvs), `--tag <name>-v<version>` (the release workflow: the tag must name a distribution at
+its version, its CHANGELOG heading dated), `--keep` (keep the scratch folder and print it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from tools.release import build, index, requirements
+from tools.release.dists import ROOT, Distribution, distributions
+from tools.release.trial import GUIDES, OWN_TESTS, Outcome, Trial
+
+DIST = ROOT / "dist"
+
+
+def interpreters(wanted: list[str]) -> dict[str, str]:
+    """The Pythons found (scripts/find-python); each missing one named in a line."""
+    found = {}
+    for version in wanted:
+        done = subprocess.run(
+            [str(ROOT / "scripts" / "find-python"), version],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode == 0:
+            found[version] = done.stdout.strip()
+        else:
+            print(f"release-check: no Python {version}, its trials skipped: {done.stderr.strip()}")
+    return found
+
+
+def build_and_check(dists: list[Distribution], scratch: Path, tag: str | None) -> list[str]:
+    """dist/ built anew; what the checks found."""
+    shutil.rmtree(DIST, ignore_errors=True)
+    DIST.mkdir()
+    problems = build.Problems()
+    for dist in dists:
+        build.build(dist, DIST, scratch / "build" / dist.name)
+        build.compare_wheels(dist, DIST, scratch / "build" / dist.name, problems)
+        build.check_sdist_files(dist, DIST, problems)
+        build.check_metadata(dist, DIST, problems)
+        build.check_changelog(dist, problems, released=tag is not None)
+    build.run_tools(DIST, problems)
+    requirements.check_between(dists, problems)
+    requirements.check_docs(dists, problems)
+    if tag is not None:
+        named = [d for d in dists if tag == f"{d.name}-v{d.version}"]
+        if not named:
+            versions = ", ".join(f"{d.name}-v{d.version}" for d in dists)
+            problems.add(tag, f"names no distribution at its version (they are {versions})")
+    return problems.found
+
+
+def plan(dists: list[Distribution], found: dict[str, str], url: str) -> list[Trial]:
+    """A trial per README and supported Python found, and per guide; the longest first."""
+    trials = []
+    for dist in dists:
+        readme = str((dist.folder / "README.md").relative_to(ROOT))
+        tests = (dist,) if dist.name in OWN_TESTS else ()
+        for python in dist.pythons:
+            if python in found:
+                trials.append(Trial(readme, python, found[python], url, DIST, tests))
+    for guide, python in GUIDES.items():
+        if python in found:
+            trials.append(Trial(guide, python, found[python], url, DIST))
+    return sorted(trials, key=lambda t: (-len(t.tests), t.python != "3.11"))
+
+
+def report(outcomes: list[Outcome]) -> bool:
+    for outcome in sorted(outcomes, key=lambda o: (o.python, o.name)):
+        state = "ok" if not outcome.failures else "FAILED"
+        print(f"  {outcome.python}  {outcome.name}: {state} in {outcome.seconds:.0f} s")
+        for line in outcome.steps:
+            print(f"      {line}")
+        for failure in outcome.failures:
+            print("      " + failure.replace("\n", "\n        "))
+    return all(not o.failures for o in outcomes)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.release")
+    parser.add_argument("--python", action="append", dest="pythons")
+    parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--tag")
+    parser.add_argument("--keep", action="store_true")
+    args = parser.parse_args()
+    started = time.monotonic()
+    dists = distributions()
+    scratch = Path(tempfile.mkdtemp(prefix="release-check-"))
+    try:
+        problems = build_and_check(dists, scratch, args.tag)
+        built = time.monotonic() - started
+        print(f"release-check: {len(dists)} sdists and {len(dists)} wheels built and checked "
+              f"into dist/ in {built:.0f} s")
+        if problems:
+            print("release-check: FAILED\n  " + "\n  ".join(problems))
+            return 1
+        if args.build_only:
+            return 0
+        found = interpreters(args.pythons or ["3.11", "3.12", "3.13", "3.14"])
+        index.write(dists, DIST, scratch / "index")
+        with index.serving(scratch / "index") as url:
+            trials = plan(dists, found, url)
+            with ThreadPoolExecutor(max_workers=3) as pool:
+                outcomes = list(pool.map(lambda t: t.run(scratch / "trials"), trials))
+        ok = report(outcomes)
+        counts = ", ".join(
+            f"{p}: {sum(o.passed for o in outcomes if o.python == p)} tests"
+            for p in sorted(found)
+        )
+        print(f"release-check: {'passed' if ok else 'FAILED'}: {len(outcomes)} trials ({counts}) "
+              f"in {time.monotonic() - started:.0f} s")
+        return 0 if ok else 1
+    finally:
+        if args.keep:
+            print(f"release-check: scratch kept in {scratch}")
+        else:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,226 @@
+"""The distributions tried as a stranger tries them: for each README (and each guide that installs
+something), on each Python its distribution supports, a clean venv in an empty folder, with
+pip seeing only the local index and PyPI behind it (no machine configuration, no path, no
+clone), and in it:
+
+1. the document's `pip install` lines, run verbatim by bash (a line that cannot run as written,
+   a `<placeholder>` say, fails here: that is a doc bug);
+2. its first example (the Python blocks of the section its first Python block is in), through
+   the harness that runs the docs' blocks (tools/docblocks.py): modules imported, apps indexed,
+   scripts run, test files run by pytest;
+3. the distribution's own tests, from its sdist (`OWN_TESTS`): `pip install "<name>[<extra>]"`,
+   the sdist unpacked, pytest in its folder.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import tarfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tools.docblocks import DRIVER, install_lines, python_blocks, write_project
+from tools.release.build import uv
+from tools.release.dists import ROOT, Distribution
+
+PYPI = "https://pypi.org/simple/"
+#: The guides a user installs from (besides the READMEs), and the Python they are tried on: they
+#: run on funcstack, which is 3.13.
+GUIDES = {"docs/quick-start.md": "3.13", "docs/your-own-app.md": "3.13"}
+#: What is left of the environment in a trial: what the machine needs (certificates, locale),
+#: never a PIP_, UV_ or PYTHON variable or a venv of the caller's.
+KEPT = re.compile(r"^(HOME|LANG|LC_\w+|TERM|TMPDIR|SSL_CERT_\w+|REQUESTS_CA_BUNDLE|USER)$")
+
+
+@dataclass(frozen=True)
+class OwnTests:
+    """What a distribution's own tests are, from its sdist: the extras that install what they
+    need, and pytest's arguments (by Python; "*" for the others)."""
+
+    extras: str
+    args: dict[str, tuple[str, ...]]
+    #: The Python on which the adapter suites also run, through its SDKs, against funcstack's
+    #: services started from the repository's 3.13 venv (FUNCSTACK, as make test-py3.11 did).
+    adapters_on: str | None = None
+
+    def arguments(self, python: str) -> tuple[str, ...]:
+        return self.args.get(python, self.args["*"])
+
+
+IN_PROCESS = ("-m", "not integration and not e2e")
+#: Each distribution's own tests from its sdist. The in-process ones (no server) run on every
+#: Python it supports; cosmos-outbox's adapter suites on the oldest too. funcstack's 675 tests
+#: nearly all start servers: from the sdist its in-process ones run (the config, the CLI's
+#: parsing, the plugin's options, the SQL and ranges) and the rest are collected (every module
+#: imports from the installed wheel); the whole suite runs from the tree in `make test`
+#: (test-funcstack), on the same source. cosmos-outbox-testing ships no tests: the core's
+#: tests/testing hold the kit, and run here with it installed from the index.
+OWN_TESTS = {
+    "cosmos-changefeed": OwnTests("testing,aio", {"*": ("-m", "not integration")}),
+    "cosmos-outbox": OwnTests("test", {"*": IN_PROCESS, "3.11": ("-m", "not e2e")}, "3.11"),
+    "cosmos-outbox-operators": OwnTests("test", {"*": IN_PROCESS}),
+    "funcstack": OwnTests("test", {"*": IN_PROCESS}),
+}
+#: The example app's in-process tests, on the Pythons other than 3.13 (make test runs them on
+#: 3.13: example-tests), in cosmos-outbox's trial.
+EXAMPLE = ROOT / "examples" / "orders"
+
+
+@dataclass
+class Outcome:
+    """What one trial did: each step, its result, and the tests counted."""
+
+    name: str
+    python: str
+    steps: list[str] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    passed: int = 0
+    seconds: float = 0.0
+
+    def step(self, what: str, done: subprocess.CompletedProcess[str]) -> bool:
+        counted = re.search(r"(\d+) passed", done.stdout.splitlines()[-1] if done.stdout else "")
+        if counted:
+            self.passed += int(counted[1])
+        if done.returncode == 0:
+            self.steps.append(f"{what}: ok" + (f" ({counted[1]} passed)" if counted else ""))
+            return True
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-40:])
+        self.failures.append(f"{what}: exit {done.returncode}\n{tail}")
+        return False
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One document on one Python: its install lines, first example and own tests."""
+
+    doc: str
+    python: str
+    interpreter: str
+    index: str
+    out: Path
+    tests: tuple[Distribution, ...] = ()
+
+    def environment(self, venv: Path, home: Path) -> dict[str, str]:
+        kept = {k: v for k, v in os.environ.items() if KEPT.match(k)}
+        return {
+            **kept,
+            "PATH": f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
+            "VIRTUAL_ENV": str(venv),
+            "HOME": os.environ.get("HOME", str(home)),
+            "PIP_CONFIG_FILE": os.devnull,
+            "PIP_INDEX_URL": self.index,
+            "PIP_EXTRA_INDEX_URL": PYPI,
+            "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+            "PIP_NO_INPUT": "1",
+        }
+
+    def run(self, scratch: Path) -> Outcome:
+        started = time.monotonic()
+        outcome = Outcome(self.doc, self.python)
+        folder = scratch / f"{self.python}-{self.doc.replace('/', '_').removesuffix('.md')}"
+        folder.mkdir(parents=True)
+        venv = folder / ".venv"
+        subprocess.run(
+            [uv(), "venv", "--quiet", "--no-config", "--seed", "-p", self.interpreter, venv],
+            check=True,
+        )
+        env = self.environment(venv, folder)
+        if self._install(folder, env, outcome) and self._example(folder, env, outcome):
+            for dist in self.tests:
+                self._own_tests(dist, folder, env, outcome)
+        outcome.seconds = time.monotonic() - started
+        return outcome
+
+    def _shell(self, line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", "-euo", "pipefail", "-c", line],
+            cwd=cwd,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
+
+    def _install(self, folder: Path, env: dict[str, str], outcome: Outcome) -> bool:
+        lines = install_lines(ROOT / self.doc, self.doc)
+        if not lines:
+            outcome.failures.append(f"{self.doc} shows no `pip install` line")
+            return False
+        for line in lines:
+            if not outcome.step(f"{self.doc}:{line.line} `{line.text}`", self._shell(line.text, folder, env)):
+                return False
+        return True
+
+    def _example(self, folder: Path, env: dict[str, str], outcome: Outcome) -> bool:
+        examples = first_example(ROOT / self.doc)
+        project = folder / "example"
+        project.mkdir()
+        steps = list(write_project(self.doc, project, examples))
+        if not steps:
+            outcome.steps.append("first example: type-checked only (it needs Azure)")
+            return True
+        done = subprocess.run(
+            [str(folder / ".venv" / "bin" / "python"), "-c", DRIVER, str(project), *steps],
+            cwd=project,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            check=False,
+        )
+        return outcome.step(f"first example (line {examples[0].start_line})", done)
+
+    def _own_tests(
+        self, dist: Distribution, folder: Path, env: dict[str, str], outcome: Outcome
+    ) -> None:
+        spec = OWN_TESTS[dist.name]
+        line = f'pip install "{dist.name}[{spec.extras}]"'
+        if not outcome.step(line, self._shell(line, folder, env)):
+            return
+        with tarfile.open(self.out / dist.sdist) as sdist:
+            sdist.extractall(folder, filter="data")
+        unpacked = folder / f"{dist.module}-{dist.version}"
+        python = str(folder / ".venv" / "bin" / "python")
+        run_env = dict(env)
+        funcstack = ROOT / ".venv" / "bin" / "funcstack"
+        if spec.adapters_on == self.python and funcstack.exists():
+            run_env["FUNCSTACK"] = str(funcstack)
+        pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *spec.arguments(self.python)]
+        done = subprocess.run(
+            pytest, cwd=unpacked, env=run_env, capture_output=True, text=True, timeout=1200, check=False
+        )
+        outcome.step(f"{dist.sdist}'s tests ({' '.join(spec.arguments(self.python))})", done)
+        if dist.name == "funcstack":
+            collected = subprocess.run(
+                [python, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider"],
+                cwd=unpacked, env=run_env, capture_output=True, text=True, timeout=600, check=False,
+            )
+            outcome.step(f"{dist.sdist}'s whole suite collected", collected)
+        if dist.name == "cosmos-outbox" and self.python != "3.13":
+            done = subprocess.run(
+                [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not e2e"],
+                cwd=EXAMPLE, env=run_env, capture_output=True, text=True, timeout=600, check=False,
+            )
+            outcome.step("examples/orders' in-process tests", done)
+
+
+def first_example(doc: Path) -> list:  # type: ignore[type-arg]
+    """The Python blocks of the section (a `##` heading) the document's first Python block is in."""
+    blocks = python_blocks(doc)
+    if not blocks:
+        return []
+    headings = [
+        number
+        for number, line in enumerate(doc.read_text("utf-8").splitlines(), start=1)
+        if line.startswith("## ")
+    ]
+
+    def section(line: int) -> int:
+        return max((h for h in headings if h < line), default=0)
+
+    first = section(blocks[0].start_line)
+    return [b for b in blocks if section(b.start_line) == first]
