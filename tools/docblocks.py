@@ -120,7 +120,7 @@ def shell_lines(doc: Path, name: str) -> list[ShellLine]:
         if not pending:
             start = number
         if text.endswith("\\"):
-            pending += text[:-1] + " "
+            pending += text[:-1].rstrip() + " "
             continue
         command, pending = (pending + text).strip(), ""
         if command and not command.startswith("#"):
@@ -131,3 +131,38 @@ def shell_lines(doc: Path, name: str) -> list[ShellLine]:
 def install_lines(doc: Path, name: str) -> list[ShellLine]:
     """The lines of the document's shell blocks under its "Install" heading."""
     return [s for s in shell_lines(doc, name) if s.heading == "Install"]
+
+
+#: The paragraph before a JSON block that names the file it is starts with its name:
+#: "`funcstack.json`, what the app needs ...".
+JSON_NAME = re.compile(r"^`(?P<name>[\w.-]+\.json)`")
+
+
+def json_files(doc: Path) -> dict[str, str]:
+    """The document's JSON blocks that the paragraph before names as a file (it starts with the
+    file's name in backticks): name -> text."""
+    found: dict[str, str] = {}
+    lines = doc.read_text("utf-8").splitlines()
+    number = 0
+    while number < len(lines):
+        opened = FENCE.match(lines[number])
+        if not opened:
+            number += 1
+            continue
+        closing = next(i for i in range(number + 1, len(lines)) if FENCE.match(lines[i]))
+        named = JSON_NAME.match(_paragraph_before(lines, number))
+        if opened["info"].strip() == "json" and named:
+            found[named["name"]] = "\n".join(lines[number + 1 : closing]) + "\n"
+        number = closing + 1
+    return found
+
+
+def _paragraph_before(lines: list[str], number: int) -> str:
+    """The first line of the paragraph that ends right before line `number`."""
+    end = number - 1
+    while end >= 0 and not lines[end].strip():
+        end -= 1
+    start = end
+    while start > 0 and lines[start - 1].strip():
+        start -= 1
+    return lines[start] if start >= 0 else ""

@@ -112,7 +112,9 @@ def test_the_checker_sees_links_and_headings() -> None:
 
 #: This repository on GitHub: a package's README (its PyPI page, where a relative link leads
 #: nowhere) links into the repository with this prefix; the link is checked as a relative one.
-REPOSITORY = re.compile(r"^https://github\.com/cosmos-outbox/cosmos-outbox/(?:blob|tree)/main/(.+)$")
+REPOSITORY = re.compile(
+    r"^https://github\.com/cosmos-outbox/cosmos-outbox/(?:blob|tree)/main/(.+)$"
+)
 
 
 def repository_links(path: Path) -> list[str]:

@@ -102,8 +102,10 @@ def main() -> int:
     try:
         problems = build_and_check(dists, scratch, args.tag)
         built = time.monotonic() - started
-        print(f"release-check: {len(dists)} sdists and {len(dists)} wheels built and checked "
-              f"into dist/ in {built:.0f} s")
+        print(
+            f"release-check: {len(dists)} sdists and {len(dists)} wheels built and checked "
+            f"into dist/ in {built:.0f} s"
+        )
         if problems:
             print("release-check: FAILED\n  " + "\n  ".join(problems))
             return 1
@@ -117,11 +119,12 @@ def main() -> int:
                 outcomes = list(pool.map(lambda t: t.run(scratch / "trials"), trials))
         ok = report(outcomes)
         counts = ", ".join(
-            f"{p}: {sum(o.passed for o in outcomes if o.python == p)} tests"
-            for p in sorted(found)
+            f"{p}: {sum(o.passed for o in outcomes if o.python == p)} tests" for p in sorted(found)
         )
-        print(f"release-check: {'passed' if ok else 'FAILED'}: {len(outcomes)} trials ({counts}) "
-              f"in {time.monotonic() - started:.0f} s")
+        print(
+            f"release-check: {'passed' if ok else 'FAILED'}: {len(outcomes)} trials ({counts}) "
+            f"in {time.monotonic() - started:.0f} s"
+        )
         return 0 if ok else 1
     finally:
         if args.keep:

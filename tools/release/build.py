@@ -70,13 +70,18 @@ def build(dist: Distribution, out: Path, scratch: Path) -> None:
 
 def compare_wheels(dist: Distribution, out: Path, scratch: Path, problems: Problems) -> None:
     """The wheel built from the sdist holds what the tree's holds, byte for byte."""
-    with zipfile.ZipFile(out / dist.wheel) as shipped, zipfile.ZipFile(
-        scratch / "tree" / dist.wheel
-    ) as tree:
+    with (
+        zipfile.ZipFile(out / dist.wheel) as shipped,
+        zipfile.ZipFile(scratch / "tree" / dist.wheel) as tree,
+    ):
         ours = {n: shipped.read(n) for n in shipped.namelist()}
         theirs = {n: tree.read(n) for n in tree.namelist()}
     for name in sorted(set(ours) ^ set(theirs)):
-        where = "only the sdist's wheel" if name in ours else "only the tree's wheel (the sdist lacks it)"
+        where = (
+            "only the sdist's wheel"
+            if name in ours
+            else "only the tree's wheel (the sdist lacks it)"
+        )
         problems.add(dist.wheel, f"{name} in {where}")
     for name in sorted(n for n in set(ours) & set(theirs) if ours[n] != theirs[n]):
         problems.add(dist.wheel, f"{name} differs between the sdist's wheel and the tree's")

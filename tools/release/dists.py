@@ -46,9 +46,7 @@ class Distribution:
 def read(folder: Path) -> Distribution:
     project = tomllib.loads((folder / "pyproject.toml").read_text("utf-8"))["project"]
     classifiers = project.get("classifiers", [])
-    pythons = tuple(
-        p for p in PYTHONS if f"Programming Language :: Python :: {p}" in classifiers
-    )
+    pythons = tuple(p for p in PYTHONS if f"Programming Language :: Python :: {p}" in classifiers)
     return Distribution(
         folder=folder,
         name=project["name"],
@@ -80,9 +78,7 @@ def distributions() -> list[Distribution]:
     return ordered
 
 
-def requirements_among(
-    dist: Distribution, names: set[str], *, extras: bool = False
-) -> list[str]:
+def requirements_among(dist: Distribution, names: set[str], *, extras: bool = False) -> list[str]:
     """The names of `names` that `dist` requires (with `extras`, its extras' requirements too;
     never itself). The release order follows the requirements without extras: an extra
     (cosmos-outbox's `test`, which names its test kit) is installed after both are out."""

@@ -18,7 +18,14 @@ from tools.release.dists import ROOT, Distribution, normalise
 
 #: A requirement of one of ours written in prose or a requirements file: the name, extras, then a
 #: version specifier (a bare name is met by any version).
-DOC_REQUIREMENT = r"(?<![\w/.-])(?P<req>{names}(\[[\w,\s-]+\])?\s*(?P<spec>[<>=!~]=?[^\s`'\"),;]*(,\s*[<>=!~]=?[^\s`'\"),;]*)*))"
+_CLAUSE = r"[<>=!~]=?[^\s`'\"),;]*"
+DOC_REQUIREMENT = (
+    r"(?<![\w/.-])(?P<req>{names}(\[[\w,\s-]+\])?\s*(?P<spec>"
+    + _CLAUSE
+    + r"(,\s*"
+    + _CLAUSE
+    + r")*))"
+)
 
 
 def check_between(dists: list[Distribution], problems: Problems) -> None:
@@ -54,19 +61,26 @@ def documents() -> list[Path]:
 
 def check_docs(dists: list[Distribution], problems: Problems) -> None:
     """Every `cosmos-outbox>=0.5,<0.6`-like line in the docs is met by the version built."""
+    for path in documents():
+        for where, what in unmet(path.read_text("utf-8"), dists):
+            problems.add(f"{path.relative_to(ROOT)}:{where}", what)
+
+
+def unmet(text: str, dists: list[Distribution]) -> list[tuple[int, str]]:
+    """(line, why) for each requirement of one of `dists` in `text` its version does not meet."""
     built = {normalise(d.name): Version(d.version) for d in dists}
     names = "|".join(sorted((re.escape(d.name) for d in dists), key=len, reverse=True))
     pattern = re.compile(DOC_REQUIREMENT.format(names=f"(?:{names})"), re.IGNORECASE)
-    for path in documents():
-        for number, line in enumerate(path.read_text("utf-8").splitlines(), start=1):
-            for found in pattern.finditer(line):
-                try:
-                    requirement = Requirement(found["req"].strip().rstrip(".,"))
-                except InvalidRequirement:
-                    continue
-                version = built[normalise(requirement.name)]
-                if not requirement.specifier.contains(version, prereleases=True):
-                    problems.add(
-                        f"{path.relative_to(ROOT)}:{number}",
-                        f"{found['req'].strip()} is not met by {requirement.name} {version}",
-                    )
+    found = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        for match in pattern.finditer(line):
+            try:
+                requirement = Requirement(match["req"].strip().rstrip(".,"))
+            except InvalidRequirement:
+                continue
+            version = built[normalise(requirement.name)]
+            if not requirement.specifier.contains(version, prereleases=True):
+                found.append(
+                    (number, f"{match['req'].strip()} is not met by {requirement.name} {version}")
+                )
+    return found

@@ -14,22 +14,35 @@ clone), and in it:
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import signal
 import subprocess
 import tarfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from tools.docblocks import DRIVER, install_lines, python_blocks, write_project
+from pytest_examples import CodeExample
+
+from tools.docblocks import (
+    DRIVER,
+    install_lines,
+    json_files,
+    python_blocks,
+    shell_lines,
+    write_project,
+)
 from tools.release.build import uv
 from tools.release.dists import ROOT, Distribution
 
 PYPI = "https://pypi.org/simple/"
 #: The guides a user installs from (besides the READMEs), and the Python they are tried on: they
 #: run on funcstack, which is 3.13.
-GUIDES = {"docs/quick-start.md": "3.13", "docs/your-own-app.md": "3.13"}
+GUIDES = {"README.md": "3.12", "docs/quick-start.md": "3.13", "docs/your-own-app.md": "3.13"}
 #: What is left of the environment in a trial: what the machine needs (certificates, locale),
 #: never a PIP_, UV_ or PYTHON variable or a venv of the caller's.
 KEPT = re.compile(r"^(HOME|LANG|LC_\w+|TERM|TMPDIR|SSL_CERT_\w+|REQUESTS_CA_BUNDLE|USER)$")
@@ -131,6 +144,8 @@ class Trial:
         if self._install(folder, env, outcome) and self._example(folder, env, outcome):
             for dist in self.tests:
                 self._own_tests(dist, folder, env, outcome)
+            if self.doc in GUIDES and self.doc != "README.md":
+                self._guide(folder / "example", env, outcome)
         outcome.seconds = time.monotonic() - started
         return outcome
 
@@ -151,9 +166,14 @@ class Trial:
             outcome.failures.append(f"{self.doc} shows no `pip install` line")
             return False
         for line in lines:
-            if not outcome.step(f"{self.doc}:{line.line} `{line.text}`", self._shell(line.text, folder, env)):
+            if not outcome.step(
+                f"{self.doc}:{line.line} `{line.text}`", self._shell(line.text, folder, env)
+            ):
                 return False
         return True
+
+    def _guide(self, project: Path, env: dict[str, str], outcome: Outcome) -> None:
+        _guide_steps(self, project, env, outcome)
 
     def _example(self, folder: Path, env: dict[str, str], outcome: Outcome) -> bool:
         examples = first_example(ROOT / self.doc)
@@ -189,26 +209,125 @@ class Trial:
         funcstack = ROOT / ".venv" / "bin" / "funcstack"
         if spec.adapters_on == self.python and funcstack.exists():
             run_env["FUNCSTACK"] = str(funcstack)
-        pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *spec.arguments(self.python)]
+        pytest = [
+            python,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            *spec.arguments(self.python),
+        ]
         done = subprocess.run(
-            pytest, cwd=unpacked, env=run_env, capture_output=True, text=True, timeout=1200, check=False
+            pytest,
+            cwd=unpacked,
+            env=run_env,
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            check=False,
         )
         outcome.step(f"{dist.sdist}'s tests ({' '.join(spec.arguments(self.python))})", done)
         if dist.name == "funcstack":
             collected = subprocess.run(
                 [python, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider"],
-                cwd=unpacked, env=run_env, capture_output=True, text=True, timeout=600, check=False,
+                cwd=unpacked,
+                env=run_env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
             )
             outcome.step(f"{dist.sdist}'s whole suite collected", collected)
         if dist.name == "cosmos-outbox" and self.python != "3.13":
             done = subprocess.run(
                 [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not e2e"],
-                cwd=EXAMPLE, env=run_env, capture_output=True, text=True, timeout=600, check=False,
+                cwd=EXAMPLE,
+                env=run_env,
+                capture_output=True,
+                text=True,
+                timeout=600,
+                check=False,
             )
             outcome.step("examples/orders' in-process tests", done)
 
 
-def first_example(doc: Path) -> list:  # type: ignore[type-arg]
+#: How long a `funcstack run` of a guide may take to say it is ready.
+READY_SECONDS = 240
+
+
+def _guide_steps(trial: Trial, project: Path, env: dict[str, str], outcome: Outcome) -> None:
+    """A guide's shell lines after its install section, verbatim, in the app's folder (its
+    files: the Python blocks, and the JSON blocks it names), in order. A `funcstack run` line
+    runs in the background (as in a terminal of its own) with `--free-ports --json` added, since
+    other stacks run on this machine's well-known ports; the lines after it see the app's port
+    where they say 7071, and it is stopped (Ctrl-C: SIGINT) when they are done."""
+    for name, text in json_files(ROOT / trial.doc).items():
+        (project / name).write_text(text, "utf-8")
+    lines = [s for s in shell_lines(ROOT / trial.doc, trial.doc) if s.heading != "Install"]
+    stack: subprocess.Popen[str] | None = None
+    port = "7071"
+    try:
+        for line in lines:
+            text = line.text.replace("127.0.0.1:7071", f"127.0.0.1:{port}")
+            what = f"{trial.doc}:{line.line} `{line.text}`"
+            if line.text.startswith("funcstack run"):
+                stack, port = _start_stack(line.text, project, env, outcome, what)
+                if stack is None:
+                    return
+                continue
+            if not outcome.step(what, trial._shell(text, project, env)):
+                return
+    finally:
+        if stack is not None:
+            _stop_stack(stack, outcome)
+
+
+def _start_stack(
+    line: str, project: Path, env: dict[str, str], outcome: Outcome, what: str
+) -> tuple[subprocess.Popen[str] | None, str]:
+    stack = subprocess.Popen(  # bash with the guide's line
+        ["bash", "-c", f"exec {line.split('#', 1)[0].strip()} --free-ports --json"],
+        cwd=project,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    ready: list[str] = []
+    reader = threading.Thread(
+        target=lambda: ready.append(stack.stdout.readline() if stack.stdout else "")
+    )
+    reader.start()
+    reader.join(READY_SECONDS)
+    answer: dict[str, Any] = (
+        json.loads(ready[0])
+        if ready and ready[0].strip()
+        else {"ready": False, "error": "no ready line"}
+    )
+    if not answer.get("ready"):
+        _stop_stack(stack, outcome)
+        outcome.failures.append(f"{what}: not ready within {READY_SECONDS} s: {answer}")
+        return None, ""
+    outcome.steps.append(f"{what}: ready (--free-ports --json)")
+    return stack, str(answer["ports"][project.name])
+
+
+def _stop_stack(stack: subprocess.Popen[str], outcome: Outcome) -> None:
+    """Ctrl-C, as a terminal sends it; killed if it has not ended within 30 s."""
+    if stack.poll() is None:
+        os.killpg(stack.pid, signal.SIGINT)
+        try:
+            stack.wait(30)
+        except subprocess.TimeoutExpired:
+            os.killpg(stack.pid, signal.SIGKILL)
+            stack.wait()
+            outcome.failures.append("funcstack run did not stop within 30 s of a Ctrl-C: killed")
+    stack.communicate()
+
+
+def first_example(doc: Path) -> list[CodeExample]:
     """The Python blocks of the section (a `##` heading) the document's first Python block is in."""
     blocks = python_blocks(doc)
     if not blocks:
