@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = (
     "README.md",
+    "RELEASING.md",
     "docs/*.md",
     "packages/*/README.md",
     "packages/*/docs/*.md",

@@ -2,8 +2,10 @@
 problem, each named; the last line says what ran and how long it took.
 
 Options: `--python 3.11` (repeatable: only those Pythons), `--build-only` (build and check, no
-venvs), `--tag <name>-v<version>` (the release workflow: the tag must name a distribution at
-its version, its CHANGELOG heading dated), `--keep` (keep the scratch folder and print it).
+venvs), `--full` (pip itself on every Python, every distribution's own tests on every Python
+it supports: `plan`), `--tag <name>-v<version>` (the release workflow: the tag must name a
+distribution at its version, its CHANGELOG heading dated; implies `--full`), `--keep` (keep
+the scratch folder and print it), `--doc README.md` (repeatable: only those documents' trials).
 """
 
 from __future__ import annotations
@@ -63,18 +65,29 @@ def build_and_check(dists: list[Distribution], scratch: Path, tag: str | None) -
     return problems.found
 
 
-def plan(dists: list[Distribution], found: dict[str, str], url: str) -> list[Trial]:
-    """A trial per README and supported Python found, and per guide; the longest first."""
+def plan(dists: list[Distribution], found: dict[str, str], url: str, *, full: bool) -> list[Trial]:
+    """A trial per README and supported Python found, and per guide; the longest first.
+
+    `full` (the release workflow): pip itself runs every document's lines, and each
+    distribution's own tests run from its sdist on every Python it supports. Otherwise (`make
+    test`, where CPU is what the run waits for): pip runs each README's lines on the oldest
+    Python its distribution supports, uv's pip interface the same lines on the others and the
+    guides' (the package READMEs' lines again); the own tests run on that oldest Python (3.11;
+    funcstack 3.13): on 3.13 `make test` runs them from the tree (test-suite, test-operators,
+    test-changefeed), and 3.12 tries every install and first example."""
     trials = []
     for dist in dists:
         readme = str((dist.folder / "README.md").relative_to(ROOT))
-        tests = (dist,) if dist.name in OWN_TESTS else ()
-        for python in dist.pythons:
-            if python in found:
-                trials.append(Trial(readme, python, found[python], url, DIST, tests))
+        pythons = [p for p in dist.pythons if p in found]
+        for python in pythons:
+            oldest = python == pythons[0]
+            tests = (dist,) if dist.name in OWN_TESTS and (full or oldest) else ()
+            trials.append(
+                Trial(readme, python, found[python], url, DIST, tests, pip=full or oldest)
+            )
     for guide, python in GUIDES.items():
         if python in found:
-            trials.append(Trial(guide, python, found[python], url, DIST))
+            trials.append(Trial(guide, python, found[python], url, DIST, pip=full))
     return sorted(trials, key=lambda t: (-len(t.tests), t.python != "3.11"))
 
 
@@ -95,6 +108,8 @@ def main() -> int:
     parser.add_argument("--build-only", action="store_true")
     parser.add_argument("--tag")
     parser.add_argument("--keep", action="store_true")
+    parser.add_argument("--full", action="store_true")
+    parser.add_argument("--doc", action="append", dest="docs")
     args = parser.parse_args()
     started = time.monotonic()
     dists = distributions()
@@ -114,7 +129,8 @@ def main() -> int:
         found = interpreters(args.pythons or ["3.11", "3.12", "3.13", "3.14"])
         index.write(dists, DIST, scratch / "index")
         with index.serving(scratch / "index") as url:
-            trials = plan(dists, found, url)
+            trials = plan(dists, found, url, full=args.full or args.tag is not None)
+            trials = [t for t in trials if not args.docs or t.doc in args.docs]
             with ThreadPoolExecutor(max_workers=3) as pool:
                 outcomes = list(pool.map(lambda t: t.run(scratch / "trials"), trials))
         ok = report(outcomes)
