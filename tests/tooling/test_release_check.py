@@ -53,14 +53,14 @@ def sdist(path: Path, prefix: str, files: dict[str, bytes]) -> None:
 def test_a_file_git_tracks_and_the_sdist_lacks_is_named(tmp_path: Path) -> None:
     dist = distribution(tmp_path, "shop", "1.0.0")
     (dist.folder / "src").mkdir()
-    (dist.folder / "src" / "shop.py").write_text("x = 1\n")
+    (dist.folder / "src" / "shop.txt").write_text("x = 1\n")
     (dist.folder / "stray.pyc").write_bytes(b"\0")
     subprocess.run(["git", "init", "-q"], cwd=dist.folder, check=True)
-    subprocess.run(["git", "add", "pyproject.toml", "src/shop.py"], cwd=dist.folder, check=True)
+    subprocess.run(["git", "add", "pyproject.toml", "src/shop.txt"], cwd=dist.folder, check=True)
     out = tmp_path / "dist"
     out.mkdir()
     prefix = f"{dist.module}-{dist.version}"
-    whole = {"pyproject.toml": b"", "src/shop.py": b"x = 1\n", "PKG-INFO": b""}
+    whole = {"pyproject.toml": b"", "src/shop.txt": b"x = 1\n", "PKG-INFO": b""}
     sdist(out / dist.sdist, prefix, whole)
     problems = build.Problems()
     build.check_sdist_files(dist, out, problems)
@@ -69,7 +69,7 @@ def test_a_file_git_tracks_and_the_sdist_lacks_is_named(tmp_path: Path) -> None:
     sdist(out / dist.sdist, prefix, {"pyproject.toml": b"", "stray.pyc": b"\0"})
     build.check_sdist_files(dist, out, problems)
     assert problems.found == [
-        "shop-1.0.0.tar.gz: src/shop.py is tracked by git and missing from the sdist",
+        "shop-1.0.0.tar.gz: src/shop.txt is tracked by git and missing from the sdist",
         "shop-1.0.0.tar.gz: stray.pyc is in the sdist and not tracked by git",
     ]
 
