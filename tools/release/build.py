@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import sys
 import tarfile
 import zipfile
 from dataclasses import dataclass, field
@@ -57,7 +58,9 @@ def uv() -> str:
 def build(dist: Distribution, out: Path, scratch: Path) -> None:
     """The sdist into `out`, the wheel built from it into `out`, and the tree's wheel into
     `scratch/tree` (for `compare_wheels`)."""
-    quiet = ["--quiet", "--no-config"]
+    # The interpreter running the check builds (uv would otherwise look for one, and fetch one
+    # where it finds no venv).
+    quiet = ["--quiet", "--no-config", "--no-python-downloads", "--python", sys.executable]
     subprocess.run([uv(), "build", *quiet, "--sdist", "-o", out, dist.folder], check=True)
     # No npm registry, and no repository around: the sdist is unpacked in uv's scratch folder.
     closed = {**os.environ, "NPM_CONFIG_REGISTRY": "http://127.0.0.1:9/", "NPM_CONFIG_OFFLINE": "1"}
