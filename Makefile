@@ -224,11 +224,14 @@ test-generative: setup
 # renders them, the wheel's files, the wheel from the sdist equal to the tree's, every tracked file
 # in the sdist, every requirement between them and in the docs met), dist/ served as a simple index
 # on 127.0.0.1 with PyPI behind it, and in clean venvs on Python 3.11, 3.12 and 3.13: each README's
-# and guide's install lines run verbatim, its first example, each distribution's own tests from
-# its sdist (the in-process ones on every Python it supports; cosmos-outbox's adapter suites on
-# 3.11 too, against funcstack's services started from .venv, as the job it replaced did). A
-# missing interpreter is one line, and the rest runs. PYTHONS=3.11 (or "3.11 3.12") tries only
-# those; RELEASE_TAG=<name>-v<version> is the release workflow's (that tag's checks too).
+# and guide's install lines run verbatim (by pip on the oldest Python a distribution supports, by
+# uv's pip interface on the others), its first example, a guide's other steps (its tests, its app
+# on funcstack), and each distribution's own tests from its sdist on the oldest Python it
+# supports (cosmos-outbox's adapter suites too, against funcstack's services started from .venv,
+# as the 3.11 job it replaced did; on 3.13 the jobs above run them from the tree). A missing
+# interpreter is one line, and the rest runs. PYTHONS=3.11 (or "3.11 3.12") tries only those;
+# RELEASE_TAG=<name>-v<version> is the release workflow's (that tag's checks, and pip and the own
+# tests on every Python: --full).
 PYTHONS ?=
 RELEASE_TAG ?=
 release-check: setup

@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from tools.release import build, index, requirements
@@ -24,6 +25,9 @@ from tools.release.dists import ROOT, Distribution, distributions
 from tools.release.trial import GUIDES, OWN_TESTS, Outcome, Trial
 
 DIST = ROOT / "dist"
+#: The Python of the repository's venv: `make test` runs every distribution's tests on it from
+#: the tree (test-suite, test-funcstack, test-operators, test-changefeed).
+TREE_PYTHON = "3.13"
 
 
 def interpreters(wanted: list[str]) -> dict[str, str]:
@@ -72,23 +76,26 @@ def plan(dists: list[Distribution], found: dict[str, str], url: str, *, full: bo
     distribution's own tests run from its sdist on every Python it supports. Otherwise (`make
     test`, where CPU is what the run waits for): pip runs each README's lines on the oldest
     Python its distribution supports, uv's pip interface the same lines on the others and the
-    guides' (the package READMEs' lines again); the own tests run on that oldest Python (3.11;
-    funcstack 3.13): on 3.13 `make test` runs them from the tree (test-suite, test-operators,
-    test-changefeed), and 3.12 tries every install and first example."""
+    guides' (the package READMEs' lines again); the own tests run on that oldest Python (3.11),
+    in a trial of their own; on 3.13 `make test` runs them from the tree (test-suite,
+    test-funcstack, test-operators, test-changefeed): funcstack's, 3.13 only, are collected
+    from its sdist; 3.12 tries every install and first example."""
     trials = []
     for dist in dists:
         readme = str((dist.folder / "README.md").relative_to(ROOT))
         pythons = [p for p in dist.pythons if p in found]
         for python in pythons:
             oldest = python == pythons[0]
-            tests = (dist,) if dist.name in OWN_TESTS and (full or oldest) else ()
-            trials.append(
-                Trial(readme, python, found[python], url, DIST, tests, pip=full or oldest)
-            )
+            trial = Trial(readme, python, found[python], url, DIST, pip=full or oldest)
+            trials.append(trial)
+            if dist.name in OWN_TESTS and (full or oldest):
+                collect_only = not full and python == TREE_PYTHON
+                trials.append(replace(trial, tests=(dist,), lines=False, collect_only=collect_only))
     for guide, python in GUIDES.items():
         if python in found:
             trials.append(Trial(guide, python, found[python], url, DIST, pip=full))
-    return sorted(trials, key=lambda t: (-len(t.tests), t.python != "3.11"))
+    # The longest first: the sdists' tests (3.11's cosmos-outbox's the longest), then the rest.
+    return sorted(trials, key=lambda t: (t.lines, t.python != "3.11"))
 
 
 def report(outcomes: list[Outcome]) -> bool:

@@ -118,6 +118,12 @@ class Trial:
     #: The document's lines run by pip itself (else by uv's pip interface, standing in for it
     #: on the venv's PATH: the same lines, the same index, about a tenth of pip's CPU).
     pip: bool = True
+    #: Its install lines, first example and a guide's steps (else only the own tests, in a venv
+    #: of their own: they then start at once, beside the lines' trial).
+    lines: bool = True
+    #: The own tests only collected (every module imports from the installed wheel): where
+    #: `make test` runs them from the tree.
+    collect_only: bool = False
 
     def environment(self, venv: Path, home: Path) -> dict[str, str]:
         kept = {k: v for k, v in os.environ.items() if KEPT.match(k)}
@@ -139,8 +145,9 @@ class Trial:
 
     def run(self, scratch: Path) -> Outcome:
         started = time.monotonic()
-        outcome = Outcome(self.doc, self.python)
-        folder = scratch / f"{self.python}-{self.doc.replace('/', '_').removesuffix('.md')}"
+        outcome = Outcome(self.doc if self.lines else f"{self.doc} (own tests)", self.python)
+        name = f"{self.python}-{self.doc.replace('/', '_').removesuffix('.md')}"
+        folder = scratch / (name if self.lines else f"{name}-tests")
         folder.mkdir(parents=True)
         venv = folder / ".venv"
         subprocess.run(
@@ -150,11 +157,15 @@ class Trial:
         env = self.environment(venv, folder)
         if not self.pip:
             (venv / "bin" / "pip").write_text(PIP_BY_UV)
-        if self._install(folder, env, outcome) and self._example(folder, env, outcome):
+        if not self.lines:
             for dist in self.tests:
                 self._own_tests(dist, folder, env, outcome)
-            if self.doc in GUIDES and self.doc != "README.md":
-                self._guide(folder / "example", env, outcome)
+        elif (
+            self._install(folder, env, outcome)
+            and self._example(folder, env, outcome)
+            and self.doc.startswith("docs/")
+        ):
+            self._guide(folder / "example", env, outcome)
         outcome.seconds = time.monotonic() - started
         return outcome
 
@@ -228,47 +239,32 @@ class Trial:
         funcstack = ROOT / ".venv" / "bin" / "funcstack"
         if spec.adapters_on == self.python and funcstack.exists():
             run_env["FUNCSTACK"] = str(funcstack)
-        pytest = [
-            python,
-            "-m",
-            "pytest",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            *spec.arguments(self.python),
-        ]
-        done = subprocess.run(
-            pytest,
-            cwd=unpacked,
-            env=run_env,
-            capture_output=True,
-            text=True,
-            timeout=1200,
-            check=False,
-        )
-        outcome.step(f"{dist.sdist}'s tests ({' '.join(spec.arguments(self.python))})", done)
-        if dist.name == "funcstack":
-            collected = subprocess.run(
-                [python, "-m", "pytest", "-q", "--collect-only", "-p", "no:cacheprovider"],
-                cwd=unpacked,
-                env=run_env,
-                capture_output=True,
-                text=True,
-                timeout=600,
-                check=False,
+        collect = ("--collect-only",)
+        if self.collect_only or dist.name == "funcstack":  # every module imports from the wheel
+            outcome.step(
+                f"{dist.sdist}'s whole suite collected", _pytest(python, collect, unpacked, run_env)
             )
-            outcome.step(f"{dist.sdist}'s whole suite collected", collected)
-        if dist.name == "cosmos-outbox":
-            done = subprocess.run(
-                [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not e2e"],
-                cwd=EXAMPLE,
-                env=run_env,
-                capture_output=True,
-                text=True,
-                timeout=600,
-                check=False,
-            )
+        if not self.collect_only:
+            arguments = spec.arguments(self.python)
+            done = _pytest(python, arguments, unpacked, run_env)
+            outcome.step(f"{dist.sdist}'s tests ({' '.join(arguments)})", done)
+        if dist.name == "cosmos-outbox" and not self.collect_only:
+            done = _pytest(python, ("-m", "not e2e"), EXAMPLE, run_env)
             outcome.step("examples/orders' in-process tests", done)
+
+
+def _pytest(
+    python: str, arguments: tuple[str, ...], cwd: Path, env: dict[str, str]
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *arguments],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+    )
 
 
 #: `pip` in a trial whose lines uv runs: `pip install ...` as `uv pip install ...` into the venv.
