@@ -1,16 +1,13 @@
-"""A local Cosmos DB endpoint for the tests that need one (funcstack's, started once per test
-process on a free port, stopped at the end), and containers made for each test: the tests run
-against the unmodified azure-cosmos SDK, as the package does in production. funcstack (Python
-3.13) is imported by the fixture that starts the endpoint, so that the in-process tests run
-without it (from the sdist, on 3.11 and 3.12: the release check); where it is not installed, the
-modules that import it (each marked integration) are not collected, and the header says so."""
+"""A local Cosmos DB endpoint for the tests that need one (marked integration: funcstack's,
+started once per test process on a free port, the first time a test asks for it, stopped at the
+end), and containers made for each test: those tests run against the unmodified azure-cosmos
+SDK, as the package does in production. funcstack is imported only then: the other tests run
+where only ``cosmos-changefeed[aio,testing]`` is installed."""
 
 from __future__ import annotations
 
-import importlib.util
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
@@ -18,27 +15,6 @@ from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionK
 
 if TYPE_CHECKING:
     from funcstack.cosmos import CosmosEndpoint
-
-#: Without funcstack, the test modules that import it (its endpoint's, marked integration).
-WITHOUT_FUNCSTACK = (
-    sorted(
-        p.name
-        for p in Path(__file__).parent.glob("test_*.py")
-        if "from funcstack" in p.read_text("utf-8")
-    )
-    if importlib.util.find_spec("funcstack") is None
-    else []
-)
-collect_ignore = WITHOUT_FUNCSTACK
-
-
-def pytest_report_header() -> str | None:
-    if not WITHOUT_FUNCSTACK:
-        return None
-    return (
-        "funcstack is not installed (pip install funcstack, Python 3.13): not collected, the "
-        f"modules that start its Cosmos DB endpoint: {', '.join(WITHOUT_FUNCSTACK)}"
-    )
 
 
 @pytest.fixture(scope="session")
