@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
 
+from tools.docblocks import install_lines
 from tools.release import build, index, requirements
 from tools.release.dists import ROOT, Distribution, distributions
 from tools.release.trial import GUIDES, OWN_TESTS, Outcome, Trial
@@ -75,18 +76,25 @@ def plan(dists: list[Distribution], found: dict[str, str], url: str, *, full: bo
     `full` (the release workflow): pip itself runs every document's lines, and each
     distribution's own tests run from its sdist on every Python it supports. Otherwise (`make
     test`, where CPU is what the run waits for): pip runs each README's lines on the oldest
-    Python its distribution supports, uv's pip interface the same lines on the others and the
-    guides' (the package READMEs' lines again); the own tests run on that oldest Python (3.11),
+    Python its distribution supports (once: a README whose lines an earlier one ran with pip
+    gets uv), uv's pip interface the same lines on the others and the guides' (the package
+    READMEs' lines again); the own tests run on that oldest Python (3.11),
     in a trial of their own; on 3.13 `make test` runs them from the tree (test-suite,
     test-funcstack, test-operators, test-changefeed): funcstack's, 3.13 only, are collected
     from its sdist; 3.12 tries every install and first example."""
     trials = []
+    by_pip: set[str] = set()  # the lines pip itself runs in make test's trials
     for dist in dists:
         readme = str((dist.folder / "README.md").relative_to(ROOT))
         pythons = [p for p in dist.pythons if p in found]
+        lines = {command(line.text) for line in install_lines(ROOT / readme, readme)}
         for python in pythons:
             oldest = python == pythons[0]
-            trial = Trial(readme, python, found[python], url, DIST, pip=full or oldest)
+            # pip on the oldest Python, unless an earlier README's trial ran each line with pip
+            # (the test kit's and the operators' lines are cosmos-outbox's README's too)
+            pip = full or (oldest and not lines <= by_pip)
+            by_pip |= lines if pip else set()
+            trial = Trial(readme, python, found[python], url, DIST, pip=pip)
             trials.append(trial)
             if dist.name in OWN_TESTS and (full or oldest):
                 collect_only = not full and python == TREE_PYTHON
@@ -96,6 +104,11 @@ def plan(dists: list[Distribution], found: dict[str, str], url: str, *, full: bo
             trials.append(Trial(guide, python, found[python], url, DIST, pip=full))
     # The longest first: the sdists' tests (3.11's cosmos-outbox's the longest), then the rest.
     return sorted(trials, key=lambda t: (t.lines, t.python != "3.11"))
+
+
+def command(line: str) -> str:
+    """A shell line without its comment and extra spaces."""
+    return " ".join(line.split("#", 1)[0].split())
 
 
 def report(outcomes: list[Outcome]) -> bool:
