@@ -170,15 +170,7 @@ class Trial:
         return outcome
 
     def _shell(self, line: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["bash", "-euo", "pipefail", "-c", line],
-            cwd=cwd,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=900,
-            check=False,
-        )
+        return _run(["bash", "-euo", "pipefail", "-c", line], cwd, env)
 
     def _install(self, folder: Path, env: dict[str, str], outcome: Outcome) -> bool:
         lines = install_lines(ROOT / self.doc, self.doc)
@@ -206,15 +198,8 @@ class Trial:
         if not steps:
             outcome.steps.append("first example: type-checked only (it needs Azure)")
             return True
-        done = subprocess.run(
-            [str(folder / ".venv" / "bin" / "python"), "-c", DRIVER, str(project), *steps],
-            cwd=project,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-            check=False,
-        )
+        python = str(folder / ".venv" / "bin" / "python")
+        done = _run([python, "-c", DRIVER, str(project), *steps], project, env)
         return outcome.step(f"first example (line {examples[0].start_line})", done)
 
     def _own_tests(
@@ -223,12 +208,8 @@ class Trial:
         spec = OWN_TESTS[dist.name]
         python = str(folder / ".venv" / "bin" / "python")
         extra = f"{dist.name}[{spec.extras}]"
-        installed = subprocess.run(
-            [uv(), "pip", "install", "--quiet", "--python", python, extra],
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
+        installed = _run(
+            [uv(), "pip", "install", "--quiet", "--python", python, extra], folder, env
         )
         if not outcome.step(f"uv pip install {extra}", installed):
             return
@@ -256,14 +237,13 @@ class Trial:
 def _pytest(
     python: str, arguments: tuple[str, ...], cwd: Path, env: dict[str, str]
 ) -> subprocess.CompletedProcess[str]:
+    return _run([python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *arguments], cwd, env)
+
+
+def _run(command: list[str], cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """A step of a trial: its output kept (shown when it fails), 20 minutes at most."""
     return subprocess.run(
-        [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", *arguments],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=1200,
-        check=False,
+        command, cwd=cwd, env=env, capture_output=True, text=True, timeout=1200, check=False
     )
 
 
