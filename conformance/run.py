@@ -35,8 +35,7 @@ from conformance import samples as sample_suite
 from conformance.identity import start_identity_endpoint
 from conformance.scope import FAST, KNOWN_FAILURES, SCOPE, Exclusions, load_exclusions
 from conformance.tls import make_tls
-from funcstack.cosmos import EMULATOR_KEY, start_cosmos
-from funcstack.cosmos._tls import ADDRESS
+from funcstack.cosmos import ADDRESS, EMULATOR_KEY, start_cosmos
 from funcstack.servicebus import ServiceBusEndpoint, start_servicebus
 
 ROOT = Path(__file__).resolve().parents[1]
