@@ -9,6 +9,7 @@ also talks to Azure), and a process that trusts the authority already is its own
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import sys
@@ -18,7 +19,9 @@ from urllib.parse import urlsplit
 import certifi
 import pytest
 
+from funcstack.cosmos._launcher import _named
 from funcstack.cosmos._tls import ADDRESS, local_tls, trusting_environment
+from funcstack.services import free_port
 
 from .conftest import Target
 
@@ -85,3 +88,17 @@ def test_the_bundle_keeps_what_the_environment_trusted(tmp_path: Path) -> None:
     # a process funcstack started trusts the authority already: its bundle is its own
     given = trusting_environment({"SSL_CERT_FILE": certifi.where()})
     assert trusting_environment(given) == given
+
+
+def test_where_the_address_cannot_be_reached_the_endpoint_keeps_its_own_and_says_why(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """No IPv6 in the kernel (here: nothing listening there): the endpoint is named by the
+    address it listens on, and the log says azure-cosmos will not verify it."""
+    port = free_port()  # nothing listens there
+    listening = f"https://127.0.0.1:{port}/"
+    with caplog.at_level(logging.WARNING, logger="funcstack.cosmos._launcher"):
+        assert _named(listening, "127.0.0.1", port) == listening
+    assert "azure-cosmos turns TLS verification off" in caplog.text
+    lan = f"https://10.1.2.3:{port}/"  # a host the SDK verifies: named as it listens
+    assert _named(lan, "10.1.2.3", port) == lan
