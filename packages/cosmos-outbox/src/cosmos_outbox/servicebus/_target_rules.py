@@ -39,6 +39,15 @@ from cosmos_outbox.ports import (
     TargetRuleCheck,
     TargetRules,
 )
+from cosmos_outbox.servicebus._rules import (
+    CorrelationFilter,
+    FalseFilter,
+    Rule,
+    RuleFilter,
+    SqlFilter,
+    TrueFilter,
+    UnreadableFilter,
+)
 
 if TYPE_CHECKING:
     from azure.servicebus.management import RuleProperties, ServiceBusAdministrationClient
@@ -133,6 +142,52 @@ def admin_client(
 
         return ServiceBusAdministrationClient(namespace, DefaultAzureCredential(), **_TIMEOUTS)
     raise ValueError("a connection string or a namespace")
+
+
+#: The correlation filter's fields as the SDK names them, each the system property it compares.
+_CORRELATION_ATTRIBUTES = (
+    "correlation_id",
+    "message_id",
+    "to",
+    "reply_to",
+    "label",
+    "session_id",
+    "reply_to_session_id",
+    "content_type",
+)
+
+
+def rule_of(rule: RuleProperties) -> Rule:
+    """The management API's rule as `cosmos_outbox.servicebus._rules` evaluates it: its filter
+    and its action's text (a `SqlRuleAction`'s; None: no action)."""
+    from azure.servicebus.management import (
+        CorrelationRuleFilter,
+        FalseRuleFilter,
+        SqlRuleFilter,
+        TrueRuleFilter,
+    )
+
+    f = rule.filter
+    found: RuleFilter
+    if isinstance(f, TrueRuleFilter):
+        found = TrueFilter()
+    elif isinstance(f, FalseRuleFilter):
+        found = FalseFilter()
+    elif isinstance(f, SqlRuleFilter):
+        parameters = sorted((f.parameters or {}).items(), key=lambda item: item[0])
+        found = SqlFilter(f.sql_expression or "", tuple(parameters))
+    elif isinstance(f, CorrelationRuleFilter):
+        system = tuple(
+            (name.replace("_", ""), str(value))
+            for name in _CORRELATION_ATTRIBUTES
+            if (value := getattr(f, name, None)) not in (None, "")
+        )
+        found = CorrelationFilter(system, tuple((f.properties or {}).items()))
+    else:
+        found = UnreadableFilter(f"a filter of type {type(f).__name__}")
+    action = getattr(rule.action, "sql_expression", None)
+    text = action.strip() if isinstance(action, str) else ""
+    return Rule(rule.name, found, text or None)
 
 
 def _filter_text(rule: RuleProperties) -> str:
