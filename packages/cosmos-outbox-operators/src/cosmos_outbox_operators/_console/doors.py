@@ -29,6 +29,7 @@ from __future__ import annotations
 import functools
 import inspect
 import logging
+import os
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, cast
 
@@ -40,6 +41,7 @@ from cosmos_outbox.http import (
     HttpOperation,
     HttpProblemError,
     PathParameter,
+    is_local_host,
 )
 from cosmos_outbox.operations import ADMIN_KEY, NO_KEY, Actor, acting_as
 from cosmos_outbox_operators._console.guard import CrossSiteError, check_action, check_same_site
@@ -180,13 +182,32 @@ def _same_kind(function: Function, door: Callable[..., Any]) -> Function:
 
 #: The header the admin key travels in (the host reads it; it reaches the app too).
 KEY_HEADER = "x-functions-key"
+#: funcstack's word to its workers that its host checks keys (`funcstack run --enforce-keys`;
+#: the host sets it, "true" or "false", whatever the settings say).
+KEYS_ENFORCED_SETTING = "FUNCSTACK_KEYS_ENFORCED"
+#: A key was sent to a host that checked none (issue 72: audited "admin key" though any text
+#: would have done).
+SENT_UNCHECKED = Actor("nobody", name="keys not enforced locally (a key was sent, not checked)")
+
+
+def keys_checked(environment: Mapping[str, str] | None = None) -> bool:
+    """Whether the host checked the key a request sent: in Azure (not a local host) the host
+    admits an ADMIN route's request only with the master key; a local host checks none unless it
+    says it does (funcstack's `--enforce-keys`: `FUNCSTACK_KEYS_ENFORCED=true`; Core Tools says
+    nothing, so its keys count as not checked)."""
+    env = os.environ if environment is None else environment
+    if not is_local_host(env):
+        return True
+    return env.get(KEYS_ENFORCED_SETTING, "").strip().lower() == "true"
 
 
 def key_actor(req: func.HttpRequest) -> Actor:
     """Who acts through the admin key's door, as it actually was: the key's holder when a key
-    was sent (the host checked it where keys are enforced), else nobody -- a host that admitted
-    a request without a key enforces none (the local host, funcstack)."""
-    return ADMIN_KEY if req.headers.get(KEY_HEADER) else NO_KEY
+    was sent and the host checked it (`keys_checked`); nobody when none was sent (a host that
+    admitted a request without a key enforces none) or when the host checked none."""
+    if not req.headers.get(KEY_HEADER):
+        return NO_KEY
+    return ADMIN_KEY if keys_checked() else SENT_UNCHECKED
 
 
 def _key_refusal(req: func.HttpRequest) -> func.HttpResponse | None:

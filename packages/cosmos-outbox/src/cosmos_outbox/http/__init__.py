@@ -40,6 +40,7 @@ from cosmos_outbox.http._paging import TOKEN_PATTERN, Cursor, TokenCodec, next_t
 from cosmos_outbox.http._problems import HttpProblemError
 from cosmos_outbox.http._requests import MAX_DEPTH, parse_body, parse_json
 from cosmos_outbox.http._routing import HttpRoute, http_routes
+from cosmos_outbox.http._sign_in import SignInTrust, is_local_host, sign_in_trust
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",
@@ -67,9 +68,11 @@ __all__ = [
     "Reply",
     "RequestModel",
     "ResponseHeader",
+    "SignInTrust",
     "TokenCodec",
     "View",
     "http_routes",
+    "is_local_host",
     "is_page",
     "next_token",
     "omit_null_defaults",
@@ -77,5 +80,6 @@ __all__ = [
     "parse_body",
     "parse_json",
     "parse_key",
+    "sign_in_trust",
     "view_of",
 ]
