@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from cosmos_outbox.ports import SubscriptionLacking, TargetRuleCheck, TargetRules
+from cosmos_outbox.ports import Rule, SubscriptionLacking, TargetRuleCheck, TargetRules
 
 __all__ = ["FakeTargetRules"]
 
@@ -19,7 +19,9 @@ class FakeTargetRules(TargetRules):
     """A topic's subscriptions and their rules, in memory. `subscriptions`: each name with the
     rules letting others in, as the check names them (`"$Default: TrueFilter"`, `"kinds:
     SqlFilter kind = 'a'"`; empty: it carries the rule). `refused`: the management API refuses
-    or does not answer, and why (the check is then not checked). `checks` counts the reads."""
+    or does not answer, and why (the check is then not checked). `rules`: each subscription's
+    rules as the check reads them (`TargetRuleCheck.rules`: what the operators' previews
+    evaluate). `checks` counts the reads."""
 
     def __init__(
         self,
@@ -27,12 +29,16 @@ class FakeTargetRules(TargetRules):
         subscriptions: Mapping[str, Sequence[str]] | None = None,
         *,
         refused: str | None = None,
+        rules: Mapping[str, Sequence[Rule]] | None = None,
     ) -> None:
         self.topic = topic
         self.subscriptions: dict[str, tuple[str, ...]] = {
             name: tuple(rules) for name, rules in (subscriptions or {}).items()
         }
         self.refused = refused
+        self.rules: dict[str, tuple[Rule, ...]] = {
+            name: tuple(found) for name, found in (rules or {}).items()
+        }
         self.checks = 0
 
     def lacking(self, subscription: str, *rules: str) -> None:
@@ -57,4 +63,5 @@ class FakeTargetRules(TargetRules):
             for name, rules in self.subscriptions.items()
             if rules
         )
-        return TargetRuleCheck(self.topic, True, tuple(self.subscriptions), lacking)
+        names = tuple(dict.fromkeys([*self.subscriptions, *self.rules]))
+        return TargetRuleCheck(self.topic, True, names, lacking, rules=dict(self.rules))

@@ -1,5 +1,5 @@
 """The two evaluators of Service Bus subscription rules held equal: the core's
-(`cosmos_outbox.servicebus._rules`: the operators' previews) and funcstack's endpoint's
+(`cosmos_outbox._subscription_rules`: the operators' previews) and funcstack's endpoint's
 (`funcstack.servicebus._filters`: what a local subscription receives). Neither package may depend
 on the other, so each keeps its own; Hypothesis draws messages and rules (correlation filters and
 the SQL that funcstack takes: comparisons, IN, IS NULL, EXISTS, AND/OR/NOT over `sys.` and
@@ -17,10 +17,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cosmos_outbox.servicebus._rules import CORRELATION_FIELDS, Facts, delivery
-from cosmos_outbox.servicebus._rules import CorrelationFilter as CoreCorrelation
-from cosmos_outbox.servicebus._rules import Rule as CoreRule
-from cosmos_outbox.servicebus._rules import SqlFilter as CoreSql
+from cosmos_outbox._subscription_rules import CORRELATION_FIELDS, Facts, delivery
+from cosmos_outbox._subscription_rules import CorrelationFilter as CoreCorrelation
+from cosmos_outbox._subscription_rules import Rule as CoreRule
+from cosmos_outbox._subscription_rules import SqlFilter as CoreSql
 
 filters = pytest.importorskip("funcstack.servicebus._filters")
 

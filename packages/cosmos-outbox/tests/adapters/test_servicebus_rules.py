@@ -1,5 +1,5 @@
 """Which subscriptions receive a message, as Service Bus decides it
-(`cosmos_outbox.servicebus._rules`): the filters the outbox writes, the SQL forms a team writes,
+(`cosmos_outbox._subscription_rules`): the filters the outbox writes, the SQL forms a team writes,
 correlation filters field by field, several rules, and "unknown" wherever Service Bus's
 documentation does not settle the answer. In-process: no server."""
 
@@ -20,8 +20,7 @@ from azure.servicebus.management import (
 
 from cosmos_outbox._mapper import TARGET_PROPERTY, to_message
 from cosmos_outbox._records import OutboxRecord
-from cosmos_outbox.servicebus._messages import facts_of, to_amqp_message
-from cosmos_outbox.servicebus._rules import (
+from cosmos_outbox._subscription_rules import (
     CorrelationFilter,
     Delivery,
     Facts,
@@ -33,6 +32,7 @@ from cosmos_outbox.servicebus._rules import (
     UnreadableFilter,
     delivery,
 )
+from cosmos_outbox.servicebus._messages import facts_of, to_amqp_message
 from cosmos_outbox.servicebus._target_rules import rule_of, target_clause
 
 SYSTEM = {

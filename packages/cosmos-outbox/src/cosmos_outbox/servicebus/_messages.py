@@ -12,8 +12,8 @@ from azure.servicebus.exceptions import MessageSizeExceededError
 
 from cosmos_outbox._mapper.cloudevents import application_properties
 from cosmos_outbox._records import OutboxMessage
+from cosmos_outbox._subscription_rules import Facts
 from cosmos_outbox.ports import MessageBatch
-from cosmos_outbox.servicebus._rules import Facts
 
 
 def to_servicebus_message(message: OutboxMessage, *, base: str = "") -> ServiceBusMessage:

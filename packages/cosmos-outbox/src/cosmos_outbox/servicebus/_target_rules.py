@@ -32,14 +32,7 @@ from azure.core.exceptions import (
 )
 from azure.core.pipeline.transport import HttpRequest, RequestsTransport
 
-from cosmos_outbox.ports import (
-    TARGET_RULES_COMMAND,
-    AsyncTargetRules,
-    SubscriptionLacking,
-    TargetRuleCheck,
-    TargetRules,
-)
-from cosmos_outbox.servicebus._rules import (
+from cosmos_outbox._subscription_rules import (
     CorrelationFilter,
     FalseFilter,
     Rule,
@@ -47,6 +40,13 @@ from cosmos_outbox.servicebus._rules import (
     SqlFilter,
     TrueFilter,
     UnreadableFilter,
+)
+from cosmos_outbox.ports import (
+    TARGET_RULES_COMMAND,
+    AsyncTargetRules,
+    SubscriptionLacking,
+    TargetRuleCheck,
+    TargetRules,
 )
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ _CORRELATION_ATTRIBUTES = (
 
 
 def rule_of(rule: RuleProperties) -> Rule:
-    """The management API's rule as `cosmos_outbox.servicebus._rules` evaluates it: its filter
+    """The management API's rule as `cosmos_outbox._subscription_rules` evaluates it: its filter
     and its action's text (a `SqlRuleAction`'s; None: no action)."""
     from azure.servicebus.management import (
         CorrelationRuleFilter,
@@ -205,8 +205,10 @@ def check_target_rules(admin: ServiceBusAdministrationClient, topic: str) -> Tar
     try:
         names = tuple(s.name for s in admin.list_subscriptions(topic))
         lacking = []
+        read: dict[str, tuple[Rule, ...]] = {}
         for name in names:
             rules = list(admin.list_rules(topic, name))
+            read[name] = tuple(rule_of(r) for r in rules)
             letting_in = [r for r in rules if not keeps_others_out(r, name)]
             if letting_in:
                 lacking.append(
@@ -239,7 +241,7 @@ def check_target_rules(admin: ServiceBusAdministrationClient, topic: str) -> Tar
             reason=f"the management API did not answer ({type(exc).__name__}: {_first_line(exc)};"
             " the official emulator serves it from 2.0 only, on another port)",
         )
-    return TargetRuleCheck(topic, True, names, tuple(lacking))
+    return TargetRuleCheck(topic, True, names, tuple(lacking), rules=read)
 
 
 def _refused(exc: Exception) -> str:

@@ -1,6 +1,6 @@
 """Which subscriptions of a topic receive a message, as Service Bus decides it: each
-subscription's rules evaluated on the message's properties. Pure: no I/O; the previews and
-reports of the operators' actions ask it what each subscription receives.
+subscription's rules evaluated on the message's properties. Pure: no I/O, no SDK; the previews
+and reports of the operators' actions ask it what each subscription receives.
 
 What Service Bus does (Microsoft Learn: "Topic filters and actions", "Subscription Rule SQL
 Filter Syntax", "Set subscription filters"):
@@ -31,8 +31,10 @@ correlation property named with another case, a malformed expression. `LIKE` com
 case-sensitively, as `=` does (a decision: the documentation is silent).
 
 funcstack's Service Bus endpoint evaluates filters with its own code (funcstack is a
-distribution of its own: neither depends on the other); the suite's property test
-(tests/servicebus/test_rules_agree.py) holds the two equal wherever this one decides.
+distribution of its own: neither depends on the other); a property test (the package's
+tests/adapters/test_rules_agree_with_funcstack.py) holds the two equal wherever this one
+decides. The rules' types are public as `cosmos_outbox.ports`' (what `TargetRuleCheck.rules`
+holds).
 """
 
 from __future__ import annotations
