@@ -40,7 +40,7 @@ from cosmos_outbox.http._paging import TOKEN_PATTERN, Cursor, TokenCodec, next_t
 from cosmos_outbox.http._problems import HttpProblemError
 from cosmos_outbox.http._requests import MAX_DEPTH, parse_body, parse_json
 from cosmos_outbox.http._routing import HttpRoute, http_routes
-from cosmos_outbox.http._sign_in import SignInTrust, is_local_host, sign_in_trust
+from cosmos_outbox.http._callers import SignInTrust, is_local_host, sign_in_trust
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",

@@ -13,7 +13,7 @@ batch as the change.
   where the platform names the caller, per caller: App Service Authentication (Easy Auth) sets
   `X-MS-CLIENT-PRINCIPAL-IDP` and `-ID` and strips them from what clients send, and they are
   read only where it is believed to (`cosmos_outbox.http.sign_in_trust`: the owner's
-  `OUTBOX_CONSOLE_SIGN_IN`, the platform's `WEBSITE_AUTH_ENABLED`, not a local host); elsewhere
+  `OUTBOX_CONSOLE_SIGN_IN`, the platform's word, not a local host); elsewhere
   they are anyone's writing and count for nothing (issue 72: naming oneself another caller made
   a used key new). With function keys the app cannot tell callers apart: callers sharing a key
   share key scopes. A change's record lives in the changed aggregate's partition, so on a
@@ -35,7 +35,7 @@ from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._write.idempotency import Answer, IdempotencyKey, fingerprint
 from cosmos_outbox.http._call import HttpCall
 from cosmos_outbox.http._problems import bad_request
-from cosmos_outbox.http._sign_in import sign_in_trust
+from cosmos_outbox.http._callers import sign_in_trust
 
 A = TypeVar("A", bound="Aggregate")
 

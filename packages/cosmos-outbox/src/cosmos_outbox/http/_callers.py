@@ -1,6 +1,6 @@
-"""Whether the platform's principal headers are believed here: App Service Authentication
-("Easy Auth") names the caller of every request it authenticated (`X-MS-CLIENT-PRINCIPAL`, `-ID`,
-`-NAME`, `-IDP`), and
+"""Whether the caller the platform names is believed here. App Service Authentication ("Easy
+Auth") names the caller of every request it authenticated in headers of its own (the operators'
+console reads the claims; the route helper's Idempotency-Key the `-IDP` and `-ID` ones), and
 
 "External requests aren't allowed to set these headers, so they're present only if set by App
 Service" -- while authentication is enabled on the app, which the platform says by setting the
@@ -32,7 +32,8 @@ checked, it would prove nothing.
 
 Who reads it: the operators' console (`cosmos_outbox_operators`: a signed-in operator) and the
 route helper's Idempotency-Key, scoped per caller only where the caller is believed
-(`cosmos_outbox.http._idempotency_key`)."""
+(`cosmos_outbox.http._idempotency_key`). The rule is the core's, one for both; signing in (the
+claims, the roles, the session) stays with the console."""
 
 from __future__ import annotations
 
