@@ -11,6 +11,7 @@ from __future__ import annotations
 from cosmos_outbox.http._aggregate_routes import AggregateRoutes
 from cosmos_outbox.http._api import HttpApi
 from cosmos_outbox.http._call import HttpCall, Reply
+from cosmos_outbox.http._callers import SignInTrust, is_local_host, sign_in_trust
 from cosmos_outbox.http._conditional import TAG_LIST_PATTERN
 from cosmos_outbox.http._declaration import (
     DEFAULT_PAGE_SIZE,
@@ -40,7 +41,6 @@ from cosmos_outbox.http._paging import TOKEN_PATTERN, Cursor, TokenCodec, next_t
 from cosmos_outbox.http._problems import HttpProblemError
 from cosmos_outbox.http._requests import MAX_DEPTH, parse_body, parse_json
 from cosmos_outbox.http._routing import HttpRoute, http_routes
-from cosmos_outbox.http._callers import SignInTrust, is_local_host, sign_in_trust
 
 __all__ = [
     "DEFAULT_PAGE_SIZE",

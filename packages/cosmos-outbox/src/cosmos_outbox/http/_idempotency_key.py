@@ -34,8 +34,8 @@ from pydantic import BaseModel
 from cosmos_outbox._domain import Aggregate
 from cosmos_outbox._write.idempotency import Answer, IdempotencyKey, fingerprint
 from cosmos_outbox.http._call import HttpCall
-from cosmos_outbox.http._problems import bad_request
 from cosmos_outbox.http._callers import sign_in_trust
+from cosmos_outbox.http._problems import bad_request
 
 A = TypeVar("A", bound="Aggregate")
 
