@@ -7,7 +7,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from cosmos_outbox.ports import Rule, SubscriptionLacking, TargetRuleCheck, TargetRules
+from cosmos_outbox.ports import (
+    FalseFilter,
+    Rule,
+    RuleFilter,
+    SqlFilter,
+    SubscriptionLacking,
+    TargetRuleCheck,
+    TargetRules,
+    TrueFilter,
+    UnreadableFilter,
+)
 
 __all__ = ["FakeTargetRules"]
 
@@ -49,6 +59,17 @@ class FakeTargetRules(TargetRules):
         """The subscription carries the rule now (as `cosmos-outbox target-rules --yes` does)."""
         self.subscriptions[subscription] = ()
 
+    def rules_of(self, name: str) -> tuple[Rule, ...]:
+        """A subscription's rules: as given (`rules=`), else as its description says (none
+        letting others in: the outbox's own rule, `outbox-target`)."""
+        if name in self.rules:
+            return self.rules[name]
+        described = self.subscriptions.get(name, ())
+        if not described:
+            clause = f"NOT EXISTS(outboxTarget) OR outboxTarget = '{name}'"
+            return (Rule("outbox-target", SqlFilter(clause)),)
+        return tuple(_read(text) for text in described)
+
     def check(self) -> TargetRuleCheck:
         self.checks += 1
         if self.refused is not None:
@@ -64,4 +85,18 @@ class FakeTargetRules(TargetRules):
             if rules
         )
         names = tuple(dict.fromkeys([*self.subscriptions, *self.rules]))
-        return TargetRuleCheck(self.topic, True, names, lacking, rules=dict(self.rules))
+        rules = {name: self.rules_of(name) for name in names}
+        return TargetRuleCheck(self.topic, True, names, lacking, rules=rules)
+
+
+def _read(text: str) -> Rule:
+    """A rule from the check's description of it (`"$Default: TrueFilter"`, `"kinds: SqlFilter
+    kind = 'a'"`)."""
+    name, _, described = text.partition(": ")
+    kind, _, expression = described.partition(" ")
+    found: RuleFilter = UnreadableFilter(described)
+    if kind in ("TrueFilter", "FalseFilter"):
+        found = TrueFilter() if kind == "TrueFilter" else FalseFilter()
+    elif kind == "SqlFilter":
+        found = SqlFilter(expression)
+    return Rule(name, found)

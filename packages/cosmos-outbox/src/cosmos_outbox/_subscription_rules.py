@@ -122,6 +122,28 @@ class Facts:
             folded.setdefault(name.lower(), []).append(name)
         object.__setattr__(self, "_folded", folded)
 
+    @classmethod
+    def sent(
+        cls,
+        *,
+        message_id: str,
+        properties: Mapping[str, Any],
+        subject: str | None = None,
+        session_id: str | None = None,
+        content_type: str | None = None,
+        correlation_id: str | None = None,
+    ) -> Facts:
+        """The facts of a message as a sender sets it (the rest of the system properties
+        unset)."""
+        system = {
+            "messageid": message_id,
+            "label": subject,
+            "sessionid": session_id,
+            "contenttype": content_type,
+            "correlationid": correlation_id,
+        }
+        return cls(system=system, user=dict(properties))
+
     def user_value(self, name: str) -> tuple[bool, Any]:
         """(present, value) of application property `name`, its case aside."""
         names = self._folded.get(name.lower(), [])

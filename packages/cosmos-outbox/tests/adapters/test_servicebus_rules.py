@@ -18,7 +18,7 @@ from azure.servicebus.management import (
     TrueRuleFilter,
 )
 
-from cosmos_outbox._mapper import TARGET_PROPERTY, to_message
+from cosmos_outbox._mapper import TARGET_PROPERTY, message_facts, to_message
 from cosmos_outbox._records import OutboxRecord
 from cosmos_outbox._subscription_rules import (
     CorrelationFilter,
@@ -32,7 +32,7 @@ from cosmos_outbox._subscription_rules import (
     UnreadableFilter,
     delivery,
 )
-from cosmos_outbox.servicebus._messages import facts_of, to_amqp_message
+from cosmos_outbox.servicebus._messages import to_amqp_message
 from cosmos_outbox.servicebus._target_rules import rule_of, target_clause
 
 SYSTEM = {
@@ -337,7 +337,7 @@ def test_the_facts_of_a_message_are_what_the_relay_sends() -> None:
     )
     message = to_message(record)
     sent = to_amqp_message(message, base="https://app")
-    seen = facts_of(message, base="https://app")
+    seen = message_facts(message, base="https://app")
     assert seen.user == dict(sent.application_properties or {})
     properties = sent.properties
     assert properties is not None

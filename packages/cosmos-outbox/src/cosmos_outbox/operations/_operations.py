@@ -32,11 +32,14 @@ class Operations:
     def __init__(self, parts: Parts) -> None:
         self.tokens = parts.tokens
         letters = DeadLetterOperators(
-            parts.dead_letters, parts.watched, watch=DeadLetterWatch(parts)
+            parts.dead_letters,
+            parts.watched,
+            watch=DeadLetterWatch(parts),
+            rules=lambda: self.status.rule_check(),
         )
         self.status = StatusOperators(parts, letters)
         self.quarantine = QuarantineOperators(parts)
         self.dead_letters = letters
-        self.journey = JourneyOperators(parts, letters)
+        self.journey = JourneyOperators(parts, letters, self.status.rule_check)
         self.subscribers = SubscriberOperators(parts, letters)
-        self.redrive = RedriveOperators(parts, letters)
+        self.redrive = RedriveOperators(parts, letters, self.status.rule_check)

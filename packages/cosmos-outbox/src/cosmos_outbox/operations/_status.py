@@ -278,6 +278,13 @@ class StatusOperators:
         #: the last read of the topic's rules: when (monotonic), what it found, and whether the
         #: management API answered in time
         self._rules: tuple[float, TargetRulesState, bool] | None = None
+        self._check = TargetRuleCheck("", False, reason="not read yet")
+
+    async def rule_check(self) -> TargetRuleCheck:
+        """The topic's subscriptions and their rules as last read (`target_rules`' read, kept
+        as long): what the previews evaluate (`_deliveries`)."""
+        await self.target_rules()
+        return self._check
 
     async def target_rules(self) -> TargetRulesState:
         """Which subscriptions of the topic lack the targeted-delivery rule, or not checked and
@@ -311,7 +318,7 @@ class StatusOperators:
                 check = TargetRuleCheck(topic, False, reason=f"{error_type(exc)}: {exc!s:.200}")
         read_at = datetime.fromtimestamp(self._parts.clock(), UTC)
         found = TargetRulesState.of(check, read_at=read_at)
-        self._rules = (time.monotonic(), found, in_time)
+        self._rules, self._check = (time.monotonic(), found, in_time), check
         return found
 
     async def _probe(self) -> DependencyState:

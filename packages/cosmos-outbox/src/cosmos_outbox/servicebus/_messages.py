@@ -12,7 +12,6 @@ from azure.servicebus.exceptions import MessageSizeExceededError
 
 from cosmos_outbox._mapper.cloudevents import application_properties
 from cosmos_outbox._records import OutboxMessage
-from cosmos_outbox._subscription_rules import Facts
 from cosmos_outbox.ports import MessageBatch
 
 
@@ -47,20 +46,6 @@ def to_amqp_message(message: OutboxMessage, *, base: str = "") -> AmqpAnnotatedM
             "group_id": message.session_id,
         },
         application_properties=application_properties(message, base=base),
-    )
-
-
-def facts_of(message: OutboxMessage, *, base: str = "") -> Facts:
-    """What a subscription's rules see of `message` as the relay sends it (`to_amqp_message`):
-    its system properties and its application properties."""
-    return Facts(
-        system={
-            "messageid": message.message_id,
-            "label": message.subject,
-            "contenttype": message.content_type,
-            "sessionid": message.session_id,
-        },
-        user=application_properties(message, base=base),
     )
 
 
