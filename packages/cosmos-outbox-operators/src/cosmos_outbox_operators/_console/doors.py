@@ -224,9 +224,15 @@ def _key_refusal(req: func.HttpRequest) -> func.HttpResponse | None:
     return None
 
 
-def key_door(operation: HttpOperation, function: Function) -> Function:
+def key_door(
+    operation: HttpOperation, function: Function, *, actor: Actor | None = None
+) -> Function:
     """The admin key's door: the host checked the key; refuse it in the URL and an action from
-    another site, act as who sent it (`key_actor`)."""
+    another site, act as who sent it (`key_actor`), or as `actor` when the routes are served
+    in-process to one (the command line on the stores: no host, no key)."""
+
+    def acting(req: func.HttpRequest) -> Actor:
+        return actor if actor is not None else key_actor(req)
 
     if inspect.iscoroutinefunction(function):
 
@@ -236,7 +242,7 @@ def key_door(operation: HttpOperation, function: Function) -> Function:
             refused = _key_refusal(req)
             if refused is not None:
                 return refused
-            with acting_as(key_actor(req)):
+            with acting_as(acting(req)):
                 return cast(func.HttpResponse, await _awaited(call, req, context))
 
         return _same_kind(function, door_async)
@@ -245,7 +251,7 @@ def key_door(operation: HttpOperation, function: Function) -> Function:
         refused = _key_refusal(req)
         if refused is not None:
             return refused
-        with acting_as(key_actor(req)):
+        with acting_as(acting(req)):
             return cast(func.HttpResponse, call(req, context))
 
     return _same_kind(function, door)
@@ -324,7 +330,8 @@ def signed_in_door(role: str, prefix: str) -> Callable[[HttpOperation, Function]
 
 class OperatorDoors:
     """The operators' operations on one blueprint, each through both doors (`console=False`:
-    the admin key's only). `operation(...)` takes `HttpApi.operation`'s declaration; the route
+    the admin key's only; `actor`: served in-process to that actor, through no door).
+    `operation(...)` takes `HttpApi.operation`'s declaration; the route
     is the key door's, under `prefix`."""
 
     def __init__(
@@ -335,13 +342,14 @@ class OperatorDoors:
         auth_level: func.AuthLevel,
         console: bool,
         role: str = OPERATOR_ROLE,
+        actor: Actor | None = None,
     ) -> None:
         self.prefix = prefix
         self.key = HttpApi(
             parameters=parameters,
             auth_level=auth_level,
             bounded=True,
-            wrap=key_door,
+            wrap=functools.partial(key_door, actor=actor) if actor is not None else key_door,
             security=("masterKey",) if auth_level == func.AuthLevel.ADMIN else None,
         )
         self.blueprint = self.key.blueprint

@@ -2,7 +2,8 @@
 module per resource, each declaring its routes over the core's one operators' API
 (`cosmos_outbox.operations`) and answering with its results: `status` (the relay's state, the
 backlog's last hour, the anonymous `outbox/health`), `quarantine`, `redrive`, `dead_letters`,
-`journey` (and an aggregate's documents), `subscribers`; the models an app extends are `models`'.
+`groups` (failures by cause), `journey` (and an aggregate's documents), `subscribers`; the
+models an app extends are `models`'.
 
 Each route but `outbox/health` (anonymous) is also served to a signed-in operator under
 `/outbox/console/...`, and the console page at `/outbox/console` shows them
@@ -23,6 +24,7 @@ from cosmos_outbox_operators._console.doors import OperatorDoors
 from cosmos_outbox_operators._console.identity import OPERATOR_ROLE
 from cosmos_outbox_operators._routes import (
     dead_letters,
+    groups,
     journey,
     quarantine,
     redrive,
@@ -39,7 +41,7 @@ from cosmos_outbox_operators._routes.models import (
 from cosmos_outbox_operators._types import PARAMETERS, parse_instant
 
 if TYPE_CHECKING:
-    from cosmos_outbox.operations import Operations
+    from cosmos_outbox.operations import Actor, Operations
 
 __all__ = [
     "OperatorModels",
@@ -51,7 +53,7 @@ __all__ = [
 ]
 
 #: The route modules, in the order their routes are declared.
-RESOURCES = (status, quarantine, redrive, dead_letters, journey, subscribers)
+RESOURCES = (status, quarantine, redrive, dead_letters, groups, journey, subscribers)
 
 
 def routes_blueprint(
@@ -63,6 +65,7 @@ def routes_blueprint(
     auth_level: func.AuthLevel = func.AuthLevel.ADMIN,
     console: bool = True,
     operator_role: str = OPERATOR_ROLE,
+    actor: Actor | None = None,
 ) -> func.Blueprint:
     """The operators' routes under `route_prefix` (`outbox/status`, `outbox/quarantine`, ...),
     at `auth_level` (ADMIN: the host's master key), served by `operations()`; `models` are the
@@ -70,7 +73,8 @@ def routes_blueprint(
     makes an operator's call a 503 + Retry-After within BOUND_SECONDS, as /health, never a wait
     on the SDKs' own timeouts and retries. With `console`, each route also under
     `route_prefix/console/` for a signed-in operator with the app role `operator_role`, and the
-    console page at `route_prefix/console` (`cosmos_outbox_operators._console`)."""
+    console page at `route_prefix/console` (`cosmos_outbox_operators._console`). `actor`: the
+    routes served in-process to that actor (the command line on the stores: no host, no key)."""
     prefix = route_prefix.strip("/")
     doors = OperatorDoors(
         prefix=prefix,
@@ -78,6 +82,7 @@ def routes_blueprint(
         auth_level=auth_level,
         console=console,
         role=operator_role,
+        actor=actor,
     )
     # outbox/health is anonymous: through neither door (no key, no sign-in), bounded like them
     anonymous = HttpApi(
