@@ -297,7 +297,22 @@ class StatusOperators:
                 return kept
         port = self._parts.target_rules()
         in_time = True
-        if port is None:
+        probed = self._probed
+        silent = (
+            probed is not None
+            and not probed[1].answers
+            and time.monotonic() - probed[0] < PROBE_EVERY_SECONDS
+        )
+        if silent and self._rules is not None:  # Service Bus is away: what it last said stands
+            return self._rules[1]
+        if silent:
+            in_time = False
+            check = TargetRuleCheck(
+                str(getattr(port, "topic", "")),
+                False,
+                reason="Service Bus does not answer the status's probe (asked again once it does)",
+            )
+        elif port is None:
             check = TargetRuleCheck(
                 "", False, reason="these services read no topic's rules (no SERVICEBUS_TOPIC)"
             )
