@@ -674,7 +674,7 @@ def main(argv: list[str] | None = None, *, prog: str = "cosmos-outbox") -> int:
     out = Output(as_json=args.json, quiet=args.quiet, out=sys.stdout, err=sys.stderr)
     try:
         api: Api = (
-            DirectApi(settings_file=args.settings, prefix=args.route_prefix)
+            DirectApi(settings_file=args.settings, prefix=args.route_prefix, timeout=args.timeout)
             if args.direct or args.settings
             else OperatorsApi(
                 args.api,

@@ -6,9 +6,11 @@ no operators' routes (issue 72 item 7).
 The operators' routes themselves are served in-process (`DirectApi` answers `call()` as
 `OperatorsApi` does over HTTP): the same handlers over the same core operations
 (`cosmos_outbox.operations`), built from the settings as the app builds them; so every command
-prints what it prints through the app, and no command exists only here. No host and no key:
-the actions are audited as "the command line: <user>@<machine>", and can do what the settings'
-credentials allow."""
+prints what it prints through the app, and no command exists only here. Their bound is the
+command line's `--timeout` (`cosmos_outbox.http.bounded.BOUND_SECONDS`, in this process only):
+a person at a terminal waits for the stores' first answer, which a host's caller would not.
+No host and no key: the actions are audited as "the command line as <user>@<machine>", and can
+do what the settings' credentials allow."""
 
 from __future__ import annotations
 
@@ -39,14 +41,18 @@ def command_line_actor() -> Actor:
 class DirectApi:
     """The operators' routes of the app the settings describe, served in-process."""
 
-    def __init__(self, *, settings_file: str | None = None, prefix: str = "outbox") -> None:
+    def __init__(
+        self, *, settings_file: str | None = None, prefix: str = "outbox", timeout: float = 60.0
+    ) -> None:
         from cosmos_outbox import Outbox
+        from cosmos_outbox.http import bounded
         from cosmos_outbox.relay import use_local_settings
         from cosmos_outbox_operators._routes import routes_blueprint
 
         if settings_file:
             use_local_settings(settings_file)
         self.prefix = prefix.strip("/")
+        bounded.BOUND_SECONDS = timeout
         outbox = Outbox()
         app = func.FunctionApp()
         app.register_functions(

@@ -33,8 +33,10 @@ class Actor:
     def __str__(self) -> str:
         if self.kind == "signed-in operator":
             return f"{self.name} (id {self.id})"
-        if self.kind in ("nobody", "command line"):
-            return f"{self.kind}: {self.name}"
+        if self.kind == "nobody":
+            return f"nobody: {self.name}"
+        if self.kind == "command line":
+            return f"the command line as {self.name}"
         return self.kind
 
     def log_fields(self) -> dict[str, Any]:
