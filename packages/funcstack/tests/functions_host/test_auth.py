@@ -309,8 +309,13 @@ def test_the_sign_in_stand_in_hands_the_app_the_principal_of_its_session(
     me = call(f"{base}/.auth/me", headers={"cookie": cookie}).json()
     assert isinstance(me, list) and me[0]["user_id"] == "ada@example.com"
     assert call(f"{base}/.auth/me").status == 401
-    out = call(f"{base}/.auth/logout?post_logout_redirect_uri=/api/whoami")
+    out = call(
+        f"{base}/.auth/logout?post_logout_redirect_uri=/api/whoami", headers={"cookie": cookie}
+    )
     assert out.status == 302 and "AppServiceAuthSession=" in out.headers["set-cookie"]
+    # signed out: the session's cookie, sent again (a copy a script kept), is nobody's now
+    assert call(f"{base}/.auth/me", headers={"cookie": cookie}).status == 401
+    assert whoami(enforcing, cookie=cookie)["principal"] is None
 
 
 def test_a_principal_a_client_sends_never_reaches_the_app(enforcing: RunningRunner) -> None:

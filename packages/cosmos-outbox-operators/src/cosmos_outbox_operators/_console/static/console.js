@@ -135,6 +135,8 @@
       function (response) {
         return response.text().then(function (html) {
           if (response.ok) {
+            // a refusal shown before (this form's last preview) is not this one's
+            target.querySelectorAll(".problem").forEach(function (old) { old.remove(); });
             return nodes(html);
           }
           target.replaceChildren.apply(target, nodes(html));
