@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from azure.cosmos import ContainerProxy
@@ -21,7 +21,9 @@ from cosmos_changefeed import (
     PendingChanges,
 )
 from cosmos_changefeed.aio import ChangeFeedEstimator as AsyncChangeFeedEstimator
-from funcstack.cosmos import CosmosEndpoint
+
+if TYPE_CHECKING:
+    from funcstack.cosmos import CosmosEndpoint
 
 pytestmark = pytest.mark.integration
 

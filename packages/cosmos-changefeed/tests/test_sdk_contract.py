@@ -22,7 +22,7 @@ from azure.cosmos import ContainerProxy
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
 from cosmos_changefeed._continuation import etags, sdk_continuation
-from cosmos_changefeed._feed import FeedReader
+from cosmos_changefeed._feed import CosmosFeedSource
 from cosmos_changefeed._ranges import EpkRange
 from cosmos_changefeed._reading import RANGE_ID_HEADER, ResponseCapture, change_feed_kwargs
 
@@ -52,7 +52,7 @@ def test_the_sdk_reads_a_range_from_the_continuation_the_package_builds(
     make_container: MakeContainer,
 ) -> None:
     container = make_container(2)
-    reader = FeedReader(container, mode="LatestVersion", max_items=None)
+    reader = CosmosFeedSource(container)
     first, second = reader.ranges()
     for i in range(20):
         container.create_item({"id": str(i), "pk": f"k{i}"})
@@ -105,7 +105,7 @@ def test_the_sdk_reads_a_range_from_the_continuation_the_package_builds(
 
 def test_a_304_s_etag_reaches_the_response_hook(make_container: MakeContainer) -> None:
     container = make_container(1)
-    reader = FeedReader(container, mode="LatestVersion", max_items=None)
+    reader = CosmosFeedSource(container)
     (only,) = reader.ranges()
     container.create_item({"id": "a", "pk": "a"})
     page = reader.read(_lease(only.id, only.range), None, "Beginning")
@@ -118,7 +118,7 @@ def test_all_versions_and_deletes_is_asked_for_with_the_full_fidelity_headers(
     make_container: MakeContainer,
 ) -> None:
     container = make_container(1)
-    reader = FeedReader(container, mode="AllVersionsAndDeletes", max_items=None)
+    reader = CosmosFeedSource(container)
     (only,) = reader.ranges()
     for position in (None, '"5"'):
         requests = Requests()

@@ -360,7 +360,7 @@ def services_from_settings(
     backlog = lambda: Estimator(  # noqa: E731
         outbox_database.get_container_client(container),
         outbox_database.get_container_client(leases),
-        lease_prefix=settings.lease_prefix,
+        processor_name=settings.processor_name,
     )
     subscribers = lambda: {  # noqa: E731
         name: Store(client.get_database_client(db).get_container_client(projections))

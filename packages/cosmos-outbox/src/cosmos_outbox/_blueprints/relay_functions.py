@@ -26,6 +26,7 @@ import azure.functions as func
 from cosmos_outbox._function_shell import shell
 from cosmos_outbox._mapper import read_feed
 from cosmos_outbox.settings import TriggerSettings, load_trigger_settings
+from cosmos_outbox.settings._base import LEASE_INTERVAL_SETTINGS
 
 if TYPE_CHECKING:  # imported when a function first runs, not at indexing (cold start)
     from cosmos_outbox._wiring import Wiring
@@ -151,11 +152,19 @@ def feed_trigger(settings: TriggerSettings) -> dict[str, Any]:
         "container_name": "%COSMOS_CONTAINER%",
         "lease_container_name": settings.binding_name("cosmos_lease_container"),
         "create_lease_container_if_not_exists": True,
-        # The relay's leases apart from those of an app's own trigger on the same container.
-        "lease_container_prefix": settings.lease_prefix or None,
+        # The relay's processor (its leases apart from those of an app's own trigger on the same
+        # container): the host names the processor by the lease container prefix.
+        "lease_container_prefix": settings.processor_name or None,
         # A new lease (first deployment, lease container reset) starts from the oldest event
         # still stored, not from "now": events written before the relay first ran are not lost.
         "start_from_beginning": True,  # azure-functions 2.3 types it `time`
         "feed_poll_delay": settings.feed_poll_delay_ms,
         "max_items_per_invocation": settings.max_items_per_invocation,
+        # LEASE_*_INTERVAL_MS, the settings `cosmos-outbox relay` reads too; unset (0): the
+        # property is left out and the host's processor keeps its own
+        **{
+            name: getattr(settings, f"{name}_ms")
+            for name in LEASE_INTERVAL_SETTINGS
+            if getattr(settings, f"{name}_ms")
+        },
     }
