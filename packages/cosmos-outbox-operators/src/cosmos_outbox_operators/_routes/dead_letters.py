@@ -32,8 +32,6 @@ from cosmos_outbox.operations import (
 )
 from cosmos_outbox_operators._routes._context import Routes
 from cosmos_outbox_operators._types import (
-    BODY_ERRORS,
-    ERRORS,
     WHOLE,
     AggregateType,
     FilterText,
@@ -128,45 +126,26 @@ _FILTER_QUERY = tuple(
 
 
 def declare(routes: Routes) -> None:
-    _reads(routes)
-    _actions(routes)
+    operations = routes.operations
+    counted = {"MAX_PER_CALL": MAX_PER_CALL}
 
-
-def _reads(routes: Routes) -> None:
-    prefix, operations, operation = routes.prefix, routes.operations, routes.operation
-
-    @operation(
-        route=f"{prefix}/deadletters",
-        method="GET",
-        status=200,
-        summary="Operators: how many dead letters each watched subscription (and queue) holds",
-        response=DeadLetterCounts,
-        errors=(400, 429, 500, 503),
-    )
+    @routes.get("deadletters", DeadLetterCounts, errors=(400, 429, 500, 503))
     async def count_dead_letters(call: HttpCall[None]) -> Reply:
+        """Operators: how many dead letters each watched subscription (and queue) holds"""
         return Reply(await operations().dead_letters.counts())
 
-    @operation(
-        route=f"{prefix}/deadletters/{{entity}}",
-        method="GET",
-        status=200,
-        paged=True,
-        summary="Operators: the dead letters of one watched subscription (or queue), a page at "
-        "a time, those matching the filter given",
-        response=DeadLetterPage,
-        query=_FILTER_QUERY,
-        errors=ERRORS,
-    )
+    @routes.get("deadletters/{entity}", DeadLetterPage, paged=True, query=_FILTER_QUERY)
     async def list_dead_letters(call: HttpCall[None]) -> Reply:
+        """Operators: the dead letters of one watched subscription (or queue), a page at a time,
+        those matching the filter given"""
         ops = operations()
         letters = ops.dead_letters
         cursor = call.cursor(ops.tokens.dead_letters)
         if cursor is not None and not cursor.store_token.isdigit():
             raise InvalidContinuationError("not a dead letters' token")
-        q = call.query
         found, next_after = await letters.page(
             letters.entity(call.path["entity"]),
-            LetterFilter(*(q.get(name) for name in FILTER_FIELDS)),
+            LetterFilter(*(call.query.get(name) for name in FILTER_FIELDS)),
             page_size=call.page_size,
             after=int(cursor.store_token) if cursor is not None else 0,
         )
@@ -176,54 +155,39 @@ def _reads(routes: Routes) -> None:
         body = DeadLetterPage.of_items(found, token)
         return Reply(body, {"X-Continuation-Token": token} if token else {})
 
-    @operation(
-        route=f"{prefix}/deadletters/{{entity}}/messages/{{sequenceNumber}}",
-        method="GET",
-        status=200,
-        summary="Operators: one dead letter, whole (body, properties, reason, description, "
-        "delivery count, enqueued time)",
-        query=(WHOLE,),
-        response=DeadLetterMessage,
-        errors=ERRORS,
-    )
+    @routes.get("deadletters/{entity}/messages/{sequenceNumber}", DeadLetterMessage, query=(WHOLE,))
     async def peek_dead_letter(call: HttpCall[None]) -> Reply:
+        """Operators: one dead letter, whole (body, properties, reason, description, delivery
+        count, enqueued time)"""
         letters = operations().dead_letters
         entity = letters.entity(call.path["entity"])
         return Reply(await letters.peek(entity, int(call.path["sequenceNumber"])))
 
-
-def _actions(routes: Routes) -> None:
-    prefix, operations, operation = routes.prefix, routes.operations, routes.operation
-
-    @operation(
-        route=f"{prefix}/deadletters/{{entity}}/resubmit",
-        method="POST",
-        status=200,
-        summary="Operators: send dead letters again, each with a MessageId of its own that the "
-        f"topic's duplicate detection cannot drop, to that subscription only (at most "
-        f"{MAX_PER_CALL} a call: `remaining` says how many more match); a dead letter leaves "
-        "its queue only once its resubmission was accepted",
+    @routes.post(
+        "deadletters/{entity}/resubmit",
+        ActionReport,
         request=DeadLetterSelection,
-        response=ActionReport,
-        errors=BODY_ERRORS,
+        summary_values=counted,
     )
     async def resubmit_dead_letters(call: HttpCall[Any]) -> Reply:
+        """Operators: send dead letters again, each with a MessageId of its own that the topic's
+        duplicate detection cannot drop, to that subscription only (at most {MAX_PER_CALL} a
+        call: `remaining` says how many more match); a dead letter leaves its queue only once
+        its resubmission was accepted"""
         letters = operations().dead_letters
         entity = letters.entity(call.path["entity"])
         return Reply(await letters.resubmit(entity, call.body.selection))
 
-    @operation(
-        route=f"{prefix}/deadletters/{{entity}}/discard",
-        method="POST",
-        status=200,
-        summary="Operators: give dead letters up at that subscription: each one's version "
-        "given up there by a discard notice in its session, then the dead letter removed (at "
-        f"most {MAX_PER_CALL} a call)",
+    @routes.post(
+        "deadletters/{entity}/discard",
+        ActionReport,
         request=DeadLetterDiscard,
-        response=ActionReport,
-        errors=BODY_ERRORS,
+        summary_values=counted,
     )
     async def discard_dead_letters(call: HttpCall[Any]) -> Reply:
+        """Operators: give dead letters up at that subscription: each one's version given up
+        there by a discard notice in its session, then the dead letter removed (at most
+        {MAX_PER_CALL} a call)"""
         letters = operations().dead_letters
         entity = letters.entity(call.path["entity"])
         return Reply(await letters.discard(entity, call.body.selection, reason=call.body.reason))
@@ -232,36 +196,24 @@ def _actions(routes: Routes) -> None:
 
 
 def _previews(routes: Routes) -> None:
-    prefix, operations, operation = routes.prefix, routes.operations, routes.operation
+    operations = routes.operations
 
     async def preview(call: HttpCall[Any], action: str) -> Reply:
         letters = operations().dead_letters
         entity = letters.entity(call.path["entity"])
         return Reply(await letters.preview(entity, call.body.selection, action=action))
 
-    @operation(
-        route=f"{prefix}/deadletters/{{entity}}/resubmit/preview",
-        method="POST",
-        status=200,
-        summary="Operators: what a resubmit of this selection would touch, before it is "
-        "confirmed: how many dead letters match, of how many aggregates, the first of them, and "
-        "what subscribers will see; nothing is sent or removed",
-        request=DeadLetterSelection,
-        response=LetterPreview,
-        errors=BODY_ERRORS,
+    @routes.post(
+        "deadletters/{entity}/resubmit/preview", LetterPreview, request=DeadLetterSelection
     )
     async def preview_resubmit_dead_letters(call: HttpCall[Any]) -> Reply:
+        """Operators: what a resubmit of this selection would touch, before it is confirmed: how
+        many dead letters match, of how many aggregates, the first of them, and what subscribers
+        will see; nothing is sent or removed"""
         return await preview(call, "resubmit")
 
-    @operation(
-        route=f"{prefix}/deadletters/{{entity}}/discard/preview",
-        method="POST",
-        status=200,
-        summary="Operators: what a discard of this selection would touch, before it is "
-        "confirmed (the reason is checked as the discard checks it); nothing is sent or removed",
-        request=DeadLetterDiscard,
-        response=LetterPreview,
-        errors=BODY_ERRORS,
-    )
+    @routes.post("deadletters/{entity}/discard/preview", LetterPreview, request=DeadLetterDiscard)
     async def preview_discard_dead_letters(call: HttpCall[Any]) -> Reply:
+        """Operators: what a discard of this selection would touch, before it is confirmed (the
+        reason is checked as the discard checks it); nothing is sent or removed"""
         return await preview(call, "discard")

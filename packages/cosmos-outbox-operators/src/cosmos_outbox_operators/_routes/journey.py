@@ -8,7 +8,6 @@ from typing import Any
 from cosmos_outbox.http import HttpCall, PageView, Reply, next_token
 from cosmos_outbox.operations import AggregateJourney, EventJourney
 from cosmos_outbox_operators._routes._context import Routes
-from cosmos_outbox_operators._types import ERRORS
 
 
 class DocumentPage(PageView):
@@ -18,47 +17,28 @@ class DocumentPage(PageView):
 
 
 def declare(routes: Routes) -> None:
-    prefix, operations, operation = routes.prefix, routes.operations, routes.operation
+    operations = routes.operations
 
-    @operation(
-        route=f"{prefix}/journey/events/{{eventId}}",
-        method="GET",
-        status=200,
-        summary="Operators: where an event went: stored (or removed by its TTL), relayed, "
-        "quarantined or discarded, dead-lettered where, applied, held or given up by the "
-        "subscribers the app knows",
-        response=EventJourney,
-        errors=ERRORS,
-    )
+    @routes.get("journey/events/{eventId}", EventJourney)
     async def event_journey(call: HttpCall[None]) -> Reply:
+        """Operators: where an event went: stored (or removed by its TTL), relayed, quarantined
+        or discarded, dead-lettered where, applied, held or given up by the subscribers the app
+        knows"""
         return Reply(await operations().journey.of_event(call.path["eventId"]))
 
-    @operation(
-        route=f"{prefix}/journey/aggregates/{{aggregateType}}/{{aggregateId}}",
-        method="GET",
-        status=200,
-        summary="Operators: where each of an aggregate's events went, and each subscriber's "
-        "view of it (its version, what it holds, its gaps)",
-        response=AggregateJourney,
-        errors=ERRORS,
-    )
+    @routes.get("journey/aggregates/{aggregateType}/{aggregateId}", AggregateJourney)
     async def aggregate_journey(call: HttpCall[None]) -> Reply:
+        """Operators: where each of an aggregate's events went, and each subscriber's view of it
+        (its version, what it holds, its gaps)"""
         path = call.path
         found = await operations().journey.of_aggregate(path["aggregateType"], path["aggregateId"])
         return Reply(found)
 
-    @operation(
-        route=f"{prefix}/documents/{{aggregateId}}",
-        method="GET",
-        status=200,
-        paged=True,
-        summary="Operators: the documents in an aggregate's partition of the outbox's container "
-        "(its state, its events not yet expired, its quarantine records, ...), as stored, a page "
-        "at a time; read only",
-        response=DocumentPage,
-        errors=ERRORS,
-    )
+    @routes.get("documents/{aggregateId}", DocumentPage, paged=True)
     async def aggregate_documents(call: HttpCall[None]) -> Reply:
+        """Operators: the documents in an aggregate's partition of the outbox's container (its
+        state, its events not yet expired, its quarantine records, ...), as stored, a page at a
+        time; read only"""
         ops = operations()
         cursor = call.cursor(ops.tokens.documents)
         page = await ops.journey.documents(

@@ -15,7 +15,7 @@ from cosmos_outbox.operations import Discarded
 from cosmos_outbox.ports import Page
 from cosmos_outbox_operators._routes._context import Routes
 from cosmos_outbox_operators._routes.models import QuarantinedEventView
-from cosmos_outbox_operators._types import ERRORS, WHOLE, OperatorReason
+from cosmos_outbox_operators._types import WHOLE, OperatorReason
 
 REASON = QueryParameter(
     "reason",
@@ -27,24 +27,12 @@ REASON = QueryParameter(
 
 
 def declare(routes: Routes) -> None:
-    prefix, operations, operation, models = (
-        routes.prefix,
-        routes.operations,
-        routes.operation,
-        routes.models,
-    )
+    operations, models = routes.operations, routes.models
 
-    @operation(
-        route=f"{prefix}/quarantine",
-        method="GET",
-        status=200,
-        paged=True,
-        summary="Operators: the quarantined events (resolved ones too, until they "
-        "expire), one page at a time",
-        response=models.quarantine_page,
-        errors=(400, 429, 500, 503),
-    )
+    @routes.get("quarantine", models.quarantine_page, paged=True, errors=(400, 429, 500, 503))
     async def list_quarantine(call: HttpCall[None]) -> Reply:
+        """Operators: the quarantined events (resolved ones too, until they expire), one page
+        at a time"""
         ops = operations()
         cursor = call.cursor(ops.tokens.quarantine)
         page = await ops.quarantine.page(
@@ -54,44 +42,23 @@ def declare(routes: Routes) -> None:
         body = models.quarantine_page.of(Page(page.items, token), models.quarantine_item)
         return Reply(body, {"X-Continuation-Token": token} if token else {})
 
-    @operation(
-        route=f"{prefix}/quarantine/{{eventId}}",
-        method="GET",
-        status=200,
-        summary="Operators: one quarantine record with the event's body and trace id",
-        query=(WHOLE,),
-        response=QuarantinedEventView,
-        errors=ERRORS,
-    )
+    @routes.get("quarantine/{eventId}", QuarantinedEventView, query=(WHOLE,))
     async def show_quarantined(call: HttpCall[None]) -> Reply:
+        """Operators: one quarantine record with the event's body and trace id"""
         entry = await operations().quarantine.get(call.path["eventId"])
         return Reply(QuarantinedEventView.of_entry(entry))
 
-    @operation(
-        route=f"{prefix}/quarantine/{{eventId}}/replay",
-        method="POST",
-        status=202,
-        summary="Operators: send a quarantined event through the relay again with its "
-        "own id; the record answered is resolved, or still quarantined with "
-        "the new reason",
-        response=models.quarantine_item,
-        errors=ERRORS,
-    )
+    @routes.post("quarantine/{eventId}/replay", models.quarantine_item, status=202)
     async def replay_quarantined(call: HttpCall[None]) -> Reply:
+        """Operators: send a quarantined event through the relay again with its own id; the
+        record answered is resolved, or still quarantined with the new reason"""
         replayed = await operations().quarantine.replay(call.path["eventId"])
         return Reply(models.quarantine_item.of(replayed))
 
-    @operation(
-        route=f"{prefix}/quarantine/{{eventId}}",
-        method="DELETE",
-        status=200,
-        summary="Operators: give a quarantined event up, with the reason: its discard notice "
-        "(OutboxEventDiscarded) sent in its session to every subscription, then its record "
-        "kept as discarded; the answer and the audit line say what subscribers will see",
-        query=(REASON,),
-        response=Discarded,
-        errors=ERRORS,
-    )
+    @routes.delete("quarantine/{eventId}", Discarded, query=(REASON,))
     async def discard_quarantined(call: HttpCall[None]) -> Reply:
+        """Operators: give a quarantined event up, with the reason: its discard notice
+        (OutboxEventDiscarded) sent in its session to every subscription, then its record kept
+        as discarded; the answer and the audit line say what subscribers will see"""
         event_id, reason = call.path["eventId"], call.query["reason"]
         return Reply(await operations().quarantine.discard(event_id, reason))

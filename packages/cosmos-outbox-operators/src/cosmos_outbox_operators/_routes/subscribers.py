@@ -10,7 +10,7 @@ from pydantic import Field
 from cosmos_outbox.http import HttpCall, Identifier, Reply, RequestModel
 from cosmos_outbox.operations import Released, Subscribers
 from cosmos_outbox_operators._routes._context import Routes
-from cosmos_outbox_operators._types import BODY_ERRORS, AggregateType, OperatorReason
+from cosmos_outbox_operators._types import AggregateType, OperatorReason
 
 
 class ReleaseRequest(RequestModel):
@@ -23,33 +23,20 @@ class ReleaseRequest(RequestModel):
 
 
 def declare(routes: Routes) -> None:
-    prefix, operations, operation = routes.prefix, routes.operations, routes.operation
+    operations = routes.operations
 
-    @operation(
-        route=f"{prefix}/subscribers",
-        method="GET",
-        status=200,
-        summary="Operators: per watched subscription, its dead letters and, where the app "
-        "knows the subscriber's projection container, what it holds, why, and what releases it, "
-        "and the gaps it accepted",
-        response=Subscribers,
-        errors=(400, 429, 500, 503),
-    )
+    @routes.get("subscribers", Subscribers, errors=(400, 429, 500, 503))
     async def subscribers_status(call: HttpCall[None]) -> Reply:
+        """Operators: per watched subscription, its dead letters and, where the app knows the
+        subscriber's projection container, what it holds, why, and what releases it, and the
+        gaps it accepted"""
         return Reply(await operations().subscribers.status())
 
-    @operation(
-        route=f"{prefix}/subscribers/{{subscription}}/release",
-        method="POST",
-        status=200,
-        summary="Operators: give one version of an aggregate up at one subscription (its "
-        "discard notice, to that subscription only): the subscriber records an accepted gap "
-        "and applies the versions it held after it",
-        request=ReleaseRequest,
-        response=Released,
-        errors=BODY_ERRORS,
-    )
+    @routes.post("subscribers/{subscription}/release", Released, request=ReleaseRequest)
     async def release_held(call: HttpCall[Any]) -> Reply:
+        """Operators: give one version of an aggregate up at one subscription (its discard
+        notice, to that subscription only): the subscriber records an accepted gap and applies
+        the versions it held after it"""
         body = call.body
         released = await operations().subscribers.release(
             call.path["subscription"],

@@ -47,7 +47,7 @@ class DirectApi:
         from cosmos_outbox import Outbox
         from cosmos_outbox.http import bounded
         from cosmos_outbox.relay import use_local_settings
-        from cosmos_outbox_operators._routes import routes_blueprint
+        from cosmos_outbox_operators._part import Operators, routes_blueprint
 
         if settings_file:
             use_local_settings(settings_file)
@@ -59,8 +59,7 @@ class DirectApi:
             routes_blueprint(
                 outbox.operations,
                 asynchronous=False,
-                route_prefix=self.prefix,
-                console=False,
+                options=Operators(route_prefix=self.prefix, console=False),
                 actor=command_line_actor(),
             )
         )

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, NamedTuple
 from urllib.parse import quote
@@ -126,7 +127,8 @@ def message_envelope(
     )
 
 
-class SentFields(NamedTuple):
+@dataclass(frozen=True)
+class SentFields:
     """What a message received back (a dead letter) says of the outbox's event or notice it
     carries, from its application properties and CloudEvents attributes, each None when it
     does not say (a message that is not the outbox's says nothing)."""

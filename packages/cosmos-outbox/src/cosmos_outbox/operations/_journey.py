@@ -40,7 +40,7 @@ from cosmos_outbox._quarantine import QUARANTINE_TYPE, QuarantinedEvent, quarant
 from cosmos_outbox._records import NotAnEvent, OutboxRecord, Unreadable, trace_id
 from cosmos_outbox._relay.releases import ScheduleState, schedule_state
 from cosmos_outbox.errors import NotFoundError
-from cosmos_outbox.operations._dead_letters import DeadLetterOperators, Described
+from cosmos_outbox.operations._dead_letters import DeadLetterOperators
 from cosmos_outbox.operations._deliveries import verdicts
 from cosmos_outbox.operations._dependencies import (
     COSMOS_DB,
@@ -50,6 +50,7 @@ from cosmos_outbox.operations._dependencies import (
     unanswered,
 )
 from cosmos_outbox.operations._history import Step, history
+from cosmos_outbox.operations._letters import Described
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._stored import aggregate_documents, of_aggregate
 from cosmos_outbox.operations._watch import WatchRecord

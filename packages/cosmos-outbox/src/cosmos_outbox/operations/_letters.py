@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Literal, Self
 
-from cosmos_outbox._mapper import sent_fields
+from cosmos_outbox._mapper import SentFields, sent_fields
 from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox.operations._deliveries import Received
 from cosmos_outbox.ports import DeadLetter, Outgoing
@@ -32,20 +32,12 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class Described:
-    """What a dead letter is, read from its properties: the outbox's event (or notice) it
-    carries, when it is one."""
+@dataclass(frozen=True, kw_only=True)
+class Described(SentFields):
+    """What a dead letter is, read from its properties (`SentFields`: the outbox's event, or
+    notice, it carries, when it is one), and the dead letter."""
 
     letter: DeadLetter
-    event_id: str | None
-    aggregate_type: str | None
-    aggregate_id: str | None
-    action: str | None
-    version: int | None
-    source: str | None
-    resubmissions: int
-    target: str | None
 
     @property
     def is_outbox_message(self) -> bool:
@@ -60,7 +52,7 @@ def describe(letter: DeadLetter) -> Described:
         session_id=letter.session_id,
         subject=letter.subject,
     )
-    return Described(letter, *found)
+    return Described(**vars(found), letter=letter)
 
 
 @dataclass(frozen=True)

@@ -27,9 +27,10 @@ from cosmos_outbox._records import OutboxRecord
 from cosmos_outbox.errors import NotFoundError, PublishFailedError
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._audit import audit
-from cosmos_outbox.operations._dead_letters import WATCHED, DeadLetterOperators, EntityCount
+from cosmos_outbox.operations._dead_letters import WATCHED, DeadLetterOperators
 from cosmos_outbox.operations._dependencies import COSMOS_DB, SERVICE_BUS, answered
 from cosmos_outbox.operations._giving_up import Notice, will_see_notice
+from cosmos_outbox.operations._letters import EntityCount
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._stored import of_aggregate
 from cosmos_outbox.subscriber._status import (
