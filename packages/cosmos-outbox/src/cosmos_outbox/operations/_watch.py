@@ -21,7 +21,8 @@ may still be on its way), it has **vanished**, said by the first sweep past the 
 a tick later), its time still the one it was found gone: the status, the console, the metric
 `outbox.dead_letters.vanished` and the event's journey say so, with the action that recovers
 it (a re-drive of its aggregate to that subscription only while its event is stored; else
-releasing the version there). A later sweep that finds it applied (a re-drive, a resend with a new MessageId) resolves it.
+releasing the version there). A later sweep that finds it applied (a re-drive, a resend with a
+new MessageId) resolves it.
 
 Cost: one peek of each watched dead-letter queue (up to COUNT_LIMIT letters) and one query of
 the records' partition per tick; a subscriber's point reads only for letters that left. A queue
