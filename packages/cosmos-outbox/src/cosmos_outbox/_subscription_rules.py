@@ -59,6 +59,7 @@ __all__ = [
     "TrueFilter",
     "UnreadableFilter",
     "delivery",
+    "fates",
 ]
 
 #: The system properties a correlation filter compares (lower-case: names are case-insensitive).
@@ -252,6 +253,25 @@ def delivery(rules: Sequence[Rule], facts: Facts) -> Delivery:
     if unknown:
         return Delivery("unknown", why="; ".join(unknown))
     return Delivery("drops")
+
+
+def fates(
+    rules: Mapping[str, Sequence[Rule]] | None,
+    messages: Sequence[Facts],
+    names: Sequence[str] = (),
+    *,
+    unread: str = "",
+) -> dict[str, list[Delivery]]:
+    """Per subscription (those of `rules`, and `names`), what it does with each of `messages`;
+    `rules` None: they could not be read (`unread` says why), every fate unknown."""
+    found = {}
+    for name in sorted({*(rules or {}), *names}):
+        if rules is None or name not in rules:
+            why = f"its rules were not read: {unread}" if rules is None else "no such subscription"
+            found[name] = [Delivery("unknown", why=why)] * len(messages)
+        else:
+            found[name] = [delivery(rules[name], m) for m in messages]
+    return found
 
 
 def matches(rule_filter: RuleFilter, facts: Facts) -> bool:

@@ -24,7 +24,7 @@ import azure.functions as func
 
 from cosmos_outbox.http import http_routes
 from cosmos_outbox.operations import Actor
-from cosmos_outbox_operators.cli._client import OperatorsApiError
+from cosmos_outbox_operators.cli._client import OperatorsApi, OperatorsApiError
 
 __all__ = ["DirectApi", "command_line_actor"]
 
@@ -67,10 +67,7 @@ class DirectApi:
         self._routes = [(r, functions[r.function]) for r in http_routes(functions.values())]
 
     def route(self, path: str, **query: Any) -> str:
-        given = {k: str(v) for k, v in query.items() if v is not None}
-        return f"/{self.prefix}/{path.lstrip('/')}" + (
-            f"?{urllib.parse.urlencode(given)}" if given else ""
-        )
+        return OperatorsApi.route(self, path, **query)  # type: ignore[arg-type]  # its prefix
 
     def call(self, method: str, path: str, body: Any = None) -> tuple[int, Any]:
         """The route's status and JSON answer, as the app would answer it."""

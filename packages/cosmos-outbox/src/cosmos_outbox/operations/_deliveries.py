@@ -1,15 +1,15 @@
 """What each subscription of the topic receives of the messages an action sends, as Service Bus
-decides it: each subscription's rules (as the targeted-delivery check last read them, kept by
-the status) evaluated on each message (`cosmos_outbox._subscription_rules`). Never a count of
-subscriptions assumed to take everything: a rule it cannot evaluate, or rules it could not
-read, is said ("unknown", and why), never counted as received (issue 72)."""
+decides it: each subscription's rules as the targeted-delivery check last read them (the status
+keeps them), evaluated on each message (`cosmos_outbox._subscription_rules.fates`). Never a count
+of subscriptions assumed to take everything: what the rules leave unsettled, or rules not read,
+is said ("unknown", and why), never counted as received (issue 72)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from cosmos_outbox._model import Model
-from cosmos_outbox._subscription_rules import Facts, delivery
+from cosmos_outbox._subscription_rules import Delivery, Facts, fates
 from cosmos_outbox.ports import TargetRuleCheck
 
 __all__ = ["Received", "received", "verdicts"]
@@ -30,35 +30,23 @@ class Received(Model):
 
 
 def verdicts(
-    check: TargetRuleCheck, messages: Sequence[Facts], names: Iterable[str] = ()
-) -> dict[str, list[tuple[str, str]]]:
-    """Per subscription (the topic's, and `names`), each message's verdict and why:
-    receives, drops or unknown."""
-    found: dict[str, list[tuple[str, str]]] = {}
-    for name in sorted({*check.subscriptions, *names}):
-        rules = check.rules.get(name)
-        if not check.checked or rules is None:
-            why = (
-                f"its rules were not read: {check.reason}"
-                if not check.checked
-                else f"the topic {check.topic} has no subscription {name}"
-            )
-            found[name] = [("unknown", why)] * len(messages)
-            continue
-        found[name] = [(d.verdict, d.why) for d in (delivery(rules, m) for m in messages)]
-    return found
+    check: TargetRuleCheck, messages: Sequence[Facts], names: Sequence[str] = ()
+) -> dict[str, list[Delivery]]:
+    """Per subscription (the topic's, and `names`), each message's fate."""
+    rules = check.rules if check.checked else None
+    return fates(rules, messages, names, unread=check.reason)
 
 
 def received(
-    check: TargetRuleCheck, messages: Sequence[Facts], names: Iterable[str] = ()
+    check: TargetRuleCheck, messages: Sequence[Facts], names: Sequence[str] = ()
 ) -> list[Received]:
     """Per subscription, how many of `messages` it receives and how many are unknown."""
     return [
         Received(
             subscription=name,
-            receives=sum(1 for v, _ in seen if v == "receives"),
-            unknown=sum(1 for v, _ in seen if v == "unknown"),
-            why=next((why for v, why in seen if v == "unknown"), None),
+            receives=sum(1 for d in seen if d.verdict == "receives"),
+            unknown=sum(1 for d in seen if d.verdict == "unknown"),
+            why=next((d.why for d in seen if d.verdict == "unknown"), None),
         )
         for name, seen in verdicts(check, messages, names).items()
     ]

@@ -39,6 +39,7 @@ from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, QuarantinedEvent, quarantined_event
 from cosmos_outbox._records import NotAnEvent, OutboxRecord, Unreadable, trace_id
 from cosmos_outbox._relay.releases import ScheduleState, schedule_state
+from cosmos_outbox._subscription_rules import Delivery
 from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators
 from cosmos_outbox.operations._deliveries import verdicts
@@ -78,8 +79,8 @@ __all__ = [
 ]
 
 EVENT = "event"
-#: Per subscription, what its rules do with one event's message: (verdict, why).
-_Fates = dict[str, tuple[str, str]]
+#: Per subscription, what its rules do with one event's message.
+_Fates = dict[str, Delivery]
 
 
 class SubscriberSight(Model):
@@ -386,9 +387,11 @@ class JourneyOperators:
         relay, note = self._relayed(event_id, event, quarantined, context)
         if schedule is not None and (relay != "quarantined" or schedule.state == "cancelled"):
             relay, note = _scheduled_relay(schedule, relay, note)
-        sights = await self._sights(
-            event_id, aggregate_id, version, watch, context, self._fates(event, context)
-        )
+        fates = self._fates(event, context)
+        sights = [
+            _ruled(sight, fates.get(sight.subscription))
+            for sight in await self._sights(event_id, aggregate_id, version, watch, context)
+        ]
         journey = EventJourney(
             event_id=event_id,
             aggregate_type=aggregate_type,
@@ -430,24 +433,9 @@ class JourneyOperators:
         version: int | None,
         watch: list[WatchRecord],
         context: _Context,
-        fates: _Fates,
     ) -> list[SubscriberSight]:
         """What each watched subscription's subscriber did with the event (unknown where the
-        app does not know its container, or it did not answer), and what its rules do with
-        the event's message (`fates`)."""
-        return [
-            _ruled(sight, fates.get(sight.subscription))
-            for sight in await self._seen(event_id, aggregate_id, version, watch, context)
-        ]
-
-    async def _seen(
-        self,
-        event_id: str,
-        aggregate_id: str | None,
-        version: int | None,
-        watch: list[WatchRecord],
-        context: _Context,
-    ) -> list[SubscriberSight]:
+        app does not know its container, or it did not answer)."""
         stores = self._parts.subscribers()
         sights = []
         for name in self._subscriptions():
@@ -510,13 +498,12 @@ class JourneyOperators:
         )
 
 
-def _ruled(sight: SubscriberSight, fate: tuple[str, str] | None) -> SubscriberSight:
+def _ruled(sight: SubscriberSight, fate: Delivery | None) -> SubscriberSight:
     """`sight` with what the subscription's rules do with the event's message."""
     if fate is None:
         return sight
-    verdict, why = fate
-    update = {"rules": f"unknown: {why}" if verdict == "unknown" else verdict}
-    if verdict == "drops" and sight.state in ("not received", "unknown"):
+    update = {"rules": f"unknown: {fate.why}" if fate.verdict == "unknown" else fate.verdict}
+    if fate.verdict == "drops" and sight.state in ("not received", "unknown"):
         update["state"] = "not for it"
     return sight.model_copy(update=update)
 

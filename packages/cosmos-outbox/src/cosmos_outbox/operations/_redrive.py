@@ -400,17 +400,15 @@ class RedriveOperators:
             message_facts(message(to_message(e)), base=self._parts.source_base) for e in sendable
         ]
         names = {e.name for e in self._letters.watched if e.kind == "subscription"} | set(stores)
-        for name, fates in verdicts(await self._rules(), facts, names).items():
+        for name, fates in verdicts(await self._rules(), facts, sorted(names)).items():
             totals = state.subscribers.setdefault(name, [0] * 5)
             totals.extend([0] * (5 - len(totals)))
-            totals[3] += sum(1 for verdict, _ in fates if verdict == "receives")
-            totals[4] += sum(1 for verdict, _ in fates if verdict == "unknown")
-            why = next((why for verdict, why in fates if verdict == "unknown"), None)
-            if why is not None:
-                state.unknown_why.setdefault(name, why)
-            store = stores.get(name)
-            if store is not None:
-                taken = [e for e, f in zip(sendable, fates, strict=True) if f[0] == "receives"]
+            taken = [e for e, f in zip(sendable, fates, strict=True) if f.verdict == "receives"]
+            unsure = [f.why for f in fates if f.verdict == "unknown"]
+            totals[3], totals[4] = totals[3] + len(taken), totals[4] + len(unsure)
+            if unsure:
+                state.unknown_why.setdefault(name, unsure[0])
+            if (store := stores.get(name)) is not None:
                 await _count_applied(store, taken[:read] if read else taken, totals)
         return [
             SubscriberCounts(
