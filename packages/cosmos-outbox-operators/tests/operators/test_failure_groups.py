@@ -14,7 +14,6 @@ from conftest import TicketWorld, body, problem
 from recovery_world import SUBSCRIPTION, RecoveryWorld
 
 from cosmos_outbox.documents import EVENT_TYPE
-from cosmos_outbox.operations._groups import cause_of
 
 
 def two_causes(world: TicketWorld, count: int) -> dict[str, list[str]]:
@@ -37,14 +36,6 @@ def two_causes(world: TicketWorld, count: int) -> dict[str, list[str]]:
 
 def audit_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
     return [r.getMessage() for r in caplog.records if getattr(r, "outbox.audit", None)]
-
-
-def test_a_cause_keeps_its_words_and_loses_what_varies() -> None:
-    assert cause_of("message of 5029 bytes is larger than the entity's limit") == (
-        "message of <n> bytes is larger than the entity's limit"
-    )
-    assert cause_of("KeyError: 'sku'  at  row 12") == "KeyError: '…' at row <n>"
-    assert cause_of("lock 0f8fad5b-d9cb-469f-a165-70867728950e lost") == "lock <id> lost"
 
 
 def test_quarantined_events_are_grouped_by_cause_and_acted_on_a_group_at_a_time(
@@ -122,7 +113,9 @@ def test_dead_letters_are_grouped_per_subscription_and_resubmitted_by_group() ->
             SUBSCRIPTION,
             2,
         )
-        assert group["cause"] == "handler failed: KeyError '…'" or "KeyError" in group["cause"]
+        # what varies from one event to the next (a quoted value, numbers, ids) is a placeholder
+        assert group["cause"] == "MaxDeliveryCountExceeded: handler failed: KeyError '…'"
+        assert group["errorType"] == "MaxDeliveryCountExceeded"
         done = body(
             world.call("POST", f"outbox/groups/{group['id']}/act", body={"action": "retry"})
         )
