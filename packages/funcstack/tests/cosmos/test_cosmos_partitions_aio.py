@@ -22,7 +22,6 @@ from .conftest import PK_PATH, Target, doc, unique
 pytestmark = [
     pytest.mark.integration,
     pytest.mark.conformance,
-    pytest.mark.filterwarnings("ignore::urllib3.exceptions.InsecureRequestWarning"),
 ]
 
 KEYS = [f"key-{i}" for i in range(8)]
@@ -39,7 +38,7 @@ def local(cosmos: Target) -> CosmosEndpoint:
 @asynccontextmanager
 async def four_ranges(local: CosmosEndpoint) -> AsyncIterator[tuple[str, ContainerProxy]]:
     """A database's name and its container of 4 physical partitions."""
-    async with CosmosClient(local.endpoint, local.key, connection_verify=False) as client:
+    async with CosmosClient(local.endpoint, local.key, **local.client_options()) as client:
         name = unique("db")
         database = await client.create_database(name)
         try:
