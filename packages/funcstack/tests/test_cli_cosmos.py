@@ -60,6 +60,17 @@ def endpoint(folder: Path) -> Iterator[dict[str, Any]]:
             process.wait(60)
 
 
+def funcstack(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "funcstack", *args],
+        cwd=folder,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
 def tls(ready: dict[str, Any], ca: str | None = None) -> SSLConfiguration:
     config = SSLConfiguration()
     config.SSLCaCerts = ca or ready["caFile"]
@@ -88,23 +99,9 @@ def test_the_endpoint_alone_is_verified_and_keeps_its_state(tmp_path: Path) -> N
             CosmosClient(
                 ready["endpoint"], key, ssl_config=tls(ready, certifi.where()), retry_total=0
             )
-        listed = subprocess.run(
-            [sys.executable, "-m", "funcstack", "partitions", "shop", "orders"],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        listed = funcstack(tmp_path, "partitions", "shop", "orders")
         assert listed.stdout.splitlines()[0] == "shop/orders: 2 physical partition(s)"
-        again = subprocess.run(
-            [sys.executable, "-m", "funcstack", "cosmos", "--port", "0"],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        again = funcstack(tmp_path, "cosmos", "--port", "0")
         assert again.returncode == 1 and "already running from this folder" in again.stderr
     with endpoint(tmp_path) as ready:
         key = ready["connectionString"].split("AccountKey=")[1].rstrip(";")

@@ -94,32 +94,24 @@ class _Alone:
 
 def run_cosmos_command(args: argparse.Namespace, workdir: Path, prog: str) -> int:
     """Serve the endpoint until Ctrl-C; print how to reach and trust it."""
-    from funcstack.services import port_in_use, running_stack
+    from funcstack.services import already_running, own_workdir, port_in_use
     from funcstack.serving import serve
 
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
     pidfile = workdir / "pids.json"
-    running = running_stack(pidfile)
-    if running:
-        listed = ", ".join(f"{p.name} (pid {p.pid})" for p in running)
-        raise CosmosCommandError(
-            f"a stack is already running from this folder: {listed}; stop it first "
-            "(Ctrl-C in its terminal), or run this one from another folder"
-        )
+    refusal = already_running(pidfile)
+    if refusal:
+        raise CosmosCommandError(f"{refusal}, or run this one from another folder")
     if not 0 <= args.port <= 65535:
         raise CosmosCommandError(f"--port {args.port}: a port number from 0 to 65535")
     if args.port and port_in_use(args.port):
         raise CosmosCommandError(
             f"port {args.port} is in use: another endpoint or emulator? Stop it, or use --port 0"
         )
-    pidfile.unlink(missing_ok=True)
     state_dir = None if args.in_memory else workdir / "state"
     if args.fresh:
         shutil.rmtree(workdir / "state" / "cosmos", ignore_errors=True)
-    workdir.mkdir(parents=True, exist_ok=True)
-    ignore = workdir / ".gitignore"
-    if not ignore.exists():
-        ignore.write_text("# made by funcstack: its state and logs\n*\n")
+    own_workdir(workdir)
     alone = _Alone(workdir, state_dir, args.port)
     out = sys.stderr if args.json else sys.stdout
     kept = "nothing kept" if state_dir is None else f"state in {state_dir / 'cosmos'}"

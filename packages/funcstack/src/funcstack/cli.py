@@ -351,7 +351,7 @@ def _local_http_port(directory: Path) -> int | None:
 
 def _start(args: argparse.Namespace) -> int:
     from funcstack._stack_control import ControlServer, StackControl
-    from funcstack.services import port_in_use, running_stack
+    from funcstack.services import already_running, own_workdir, port_in_use
     from funcstack.serving import serve
     from funcstack.stack import SETTINGS, LocalStack, ServicePorts
 
@@ -368,14 +368,9 @@ def _start(args: argparse.Namespace) -> int:
     config = _config(args.config, [a.directory for a in apps])
     workdir = Path.cwd() / STATE_FOLDER
     pidfile = workdir / "pids.json"
-    running = running_stack(pidfile)
-    if running:
-        listed = ", ".join(f"{p.name} (pid {p.pid})" for p in running)
-        raise UsageError(
-            f"a stack is already running from this folder: {listed}; stop it "
-            "first (Ctrl-C in its terminal)"
-        )
-    pidfile.unlink(missing_ok=True)
+    refusal = already_running(pidfile)
+    if refusal:
+        raise UsageError(refusal)
     ports = ServicePorts.free() if args.free_ports else ServicePorts()
     if not args.free_ports:
         wanted = [
@@ -393,10 +388,7 @@ def _start(args: argparse.Namespace) -> int:
     if args.fresh:
         shutil.rmtree(workdir / "state", ignore_errors=True)
         shutil.rmtree(workdir / "azurite", ignore_errors=True)
-    workdir.mkdir(parents=True, exist_ok=True)
-    ignore = workdir / ".gitignore"
-    if not ignore.exists():
-        ignore.write_text("# made by funcstack: its state and logs\n*\n")
+    own_workdir(workdir)
     stack = LocalStack(workdir=workdir, state_dir=workdir / "state", config=config, ports=ports)
     hosts: dict[str, RunningRunner | AppInstances] = {}
 

@@ -65,6 +65,17 @@ def cosmos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Target]:
         local.stop()
 
 
+@pytest.fixture
+def local(cosmos: Target) -> CosmosEndpoint:
+    """The local endpoint, for what only its own calls do (a split, a merge, a layout of
+    physical partitions) or only it serves as tested here: skipped against another endpoint."""
+    if cosmos.local is None:
+        pytest.skip(
+            "this needs the local endpoint's own calls (Azure splits and merges on its own)"
+        )
+    return cosmos.local
+
+
 @pytest.fixture(scope="session")
 def client(cosmos: Target) -> CosmosClient:
     return cosmos.client()

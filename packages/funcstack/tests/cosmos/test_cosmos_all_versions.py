@@ -18,7 +18,7 @@ from azure.cosmos.exceptions import CosmosBatchOperationError
 
 from funcstack.cosmos import CosmosEndpoint
 
-from .conftest import PK_PATH, Target, doc, unique
+from .conftest import PK_PATH, doc, unique
 from .test_cosmos_partitions import four_ranges, raw, wait_until
 
 pytestmark = [
@@ -27,13 +27,6 @@ pytestmark = [
 ]
 
 ALL: Final = "AllVersionsAndDeletes"
-
-
-@pytest.fixture
-def local(cosmos: Target) -> CosmosEndpoint:
-    if cosmos.local is None:
-        pytest.skip("the all-versions feed needs continuous backups on an Azure account")
-    return cosmos.local
 
 
 def handed(container: ContainerProxy) -> str:

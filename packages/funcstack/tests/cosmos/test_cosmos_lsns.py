@@ -19,7 +19,7 @@ from azure.cosmos.exceptions import CosmosBatchOperationError
 
 from funcstack.cosmos import CosmosEndpoint
 
-from .conftest import Target, doc
+from .conftest import doc
 from .test_cosmos_partitions import four_ranges, raw, read_change_feed, write
 from .test_persistence import FIXTURES, client_of, endpoint, kill
 
@@ -27,13 +27,6 @@ pytestmark = [
     pytest.mark.integration,
     pytest.mark.conformance,
 ]
-
-
-@pytest.fixture
-def local(cosmos: Target) -> CosmosEndpoint:
-    if cosmos.local is None:
-        pytest.skip("ranges are laid out and split by the local endpoint's own calls")
-    return cosmos.local
 
 
 def token_lsn(container: ContainerProxy) -> tuple[str, int]:

@@ -16,7 +16,7 @@ from azure.cosmos import ContainerProxy, DatabaseProxy
 
 from funcstack.cosmos import CosmosControlError, CosmosEndpoint
 
-from .conftest import Target, doc
+from .conftest import doc
 from .test_cosmos_all_versions import ALL, handed
 from .test_cosmos_lsns import token_lsn
 from .test_cosmos_partitions import four_ranges, pkranges, ranges, raw, read_change_feed, write
@@ -27,13 +27,6 @@ pytestmark = [
 ]
 
 KEYS = [f"key-{i}" for i in range(16)]
-
-
-@pytest.fixture
-def local(cosmos: Target) -> CosmosEndpoint:
-    if cosmos.local is None:
-        pytest.skip("merges are asked of the local endpoint only (Azure: its control plane)")
-    return cosmos.local
 
 
 def all_versions_since(container: ContainerProxy, token: str) -> list[dict[str, Any]]:

@@ -28,7 +28,7 @@ from azure.cosmos import ContainerProxy, CosmosClient, DatabaseProxy, PartitionK
 from funcstack.cosmos import CosmosControlError, CosmosEndpoint, start_cosmos
 from funcstack.cosmos._tls import local_tls
 
-from .conftest import PK_PATH, Target, doc, unique
+from .conftest import PK_PATH, doc, unique
 
 pytestmark = [
     pytest.mark.integration,
@@ -37,13 +37,6 @@ pytestmark = [
 
 PARTITIONS_HEADER = "x-funcstack-physical-partitions"
 KEYS = [f"key-{i}" for i in range(8)]
-
-
-@pytest.fixture
-def local(cosmos: Target) -> CosmosEndpoint:
-    if cosmos.local is None:
-        pytest.skip("splits are asked of the local endpoint only (Azure splits on its own)")
-    return cosmos.local
 
 
 def four_ranges(database: DatabaseProxy) -> ContainerProxy:

@@ -17,7 +17,7 @@ from azure.cosmos.aio import ContainerProxy, CosmosClient
 
 from funcstack.cosmos import CosmosEndpoint
 
-from .conftest import PK_PATH, Target, doc, unique
+from .conftest import PK_PATH, doc, unique
 
 pytestmark = [
     pytest.mark.integration,
@@ -26,13 +26,6 @@ pytestmark = [
 
 KEYS = [f"key-{i}" for i in range(8)]
 WHOLE = {"Range": {"min": "", "max": "FF", "isMinInclusive": True, "isMaxInclusive": False}}
-
-
-@pytest.fixture
-def local(cosmos: Target) -> CosmosEndpoint:
-    if cosmos.local is None:
-        pytest.skip("splits are asked of the local endpoint only (Azure splits on its own)")
-    return cosmos.local
 
 
 @asynccontextmanager

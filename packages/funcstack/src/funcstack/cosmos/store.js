@@ -338,6 +338,7 @@ function written(collection, doc, previous = null) {
   const colData = collection.read();
   const docs = collection.documents;
   const stored = storedOf(docs, colData, doc);
+  if (doc.__epk) stored.epk = doc.__epk.epk; // placed by its EPK already (stamped): not again
   docs._data.set(doc._rid, stored); // the same place in the map
   indexes(collection).written(lsnOf(doc), doc._rid, expiresAt(colData, doc), docPartitionKey(colData, doc),
     itemRangeId(collection, stored));
