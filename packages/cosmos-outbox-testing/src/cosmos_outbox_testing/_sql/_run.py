@@ -51,10 +51,17 @@ class Compiled:
         end = None if self.take is None else self.skip + self.take
         if self.fold is not None:
             result = self.fold(rows)
-            return ([] if result is UNDEFINED else [result])[self.skip : end]
-        shape = self.shape
-        assert shape is not None
-        return [r for r in (shape(d) for d in rows[self.skip : end]) if r is not UNDEFINED]
+            found = ([] if result is UNDEFINED else [result])[self.skip : end]
+        else:
+            shape = self.shape
+            assert shape is not None
+            found = [r for r in (shape(d) for d in rows[self.skip : end]) if r is not UNDEFINED]
+        if not v.finite(found):
+            raise QueryUnsupported(
+                "a result holds a number JSON cannot carry (an infinity or NaN, as a division "
+                "by zero makes): Cosmos DB answers such a query 400"
+            )
+        return found
 
 
 def run_query(
@@ -113,6 +120,17 @@ def compile_query(sql: str, parameters: Mapping[str, Any]) -> Compiled:
     )
 
 
+def _string_index(expression: Any) -> bool:
+    """Whether an expression is a property named by a string (`c["name"]`): named so in a
+    SELECT list, as `c.name` is."""
+    return (
+        isinstance(expression, Tree)
+        and expression.data == "index"
+        and isinstance(expression.children[1], Tree)
+        and expression.children[1].data == "string"
+    )
+
+
 def _alias(source: Any) -> str | None:
     if source is None:
         return None
@@ -162,6 +180,8 @@ class _Compiler:
                 name = str(alias)
             elif isinstance(expression, Tree) and expression.data == "member":
                 name = str(expression.children[1])
+            elif _string_index(expression):
+                name = unquote(str(expression.children[1].children[0]))
             elif isinstance(expression, Tree) and expression.data == "reference":
                 name = str(expression.children[0])
             else:

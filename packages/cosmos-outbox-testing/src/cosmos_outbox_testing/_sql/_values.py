@@ -136,27 +136,52 @@ def logical_not(value: Any) -> Any:
 
 
 def arithmetic(operator: str, left: Any, right: Any) -> Any:
-    """`+ - * / %` on two numbers; undefined for anything else, and for a division by zero."""
+    """`+ - * / %` on two numbers, as doubles (a division by zero is an infinity, or NaN: a
+    number to the operators; a result that holds one is refused, see `finite`); undefined for
+    anything else."""
     if not (is_number(left) and is_number(right)):
         return UNDEFINED
+    a, b = float(left), float(right)
     match operator:
         case "+":
-            return left + right
+            return _number(a + b)
         case "-":
-            return left - right
+            return _number(a - b)
         case "*":
-            return left * right
-    if right == 0:
-        return UNDEFINED
-    if operator == "/":
-        quotient = left / right
-        return int(quotient) if quotient.is_integer() and abs(quotient) < 2**53 else quotient
-    remainder = math.fmod(left, right)  # the sign of the dividend, as JavaScript's %
-    return int(remainder) if type(left) is int and type(right) is int else remainder
+            return _number(a * b)
+        case "/":
+            if b == 0:
+                return math.nan if a == 0 or math.isnan(a) else math.copysign(math.inf, a) * math.copysign(1.0, b)
+            return _number(a / b)
+    if b == 0 or not math.isfinite(a):
+        return math.nan
+    return _number(math.fmod(a, b))  # the sign of the dividend, as JavaScript's %
+
+
+def _number(value: float) -> Any:
+    """A double as the query's number: an integer where it is one (2, not 2.0), but -0.0, an
+    infinity and NaN as they are."""
+    if math.isfinite(value) and value.is_integer() and abs(value) < 2**53:
+        if value == 0 and math.copysign(1.0, value) < 0:
+            return value
+        return int(value)
+    return value
 
 
 def negative(value: Any) -> Any:
-    return -value if is_number(value) else UNDEFINED
+    return _number(-float(value)) if is_number(value) else UNDEFINED
+
+
+def finite(value: Any) -> bool:
+    """Whether a result can be answered: a number JSON cannot carry (an infinity or NaN, made
+    by a division by zero) cannot, and Cosmos DB answers such a query 400."""
+    if type(value) is float:
+        return math.isfinite(value)
+    if type(value) is list:
+        return all(finite(item) for item in value)
+    if type(value) is dict:
+        return all(finite(item) for item in value.values())
+    return True
 
 
 def member(value: Any, name: Any) -> Any:
@@ -187,9 +212,12 @@ def aggregate(name: str, values: Sequence[Any]) -> Any:
     if name in ("SUM", "AVG"):
         if not all(is_number(v) for v in defined):
             return UNDEFINED
+        total = 0.0
+        for value in defined:  # as doubles, in order
+            total += value
         if name == "SUM":
-            return sum(defined)
-        return sum(defined) / len(defined) if defined else UNDEFINED
+            return _number(total)
+        return _number(total / len(defined)) if defined else UNDEFINED
     scalars = [v for v in defined if _kind(v) < 5]
     if not scalars or len(scalars) != len(defined):
         return UNDEFINED

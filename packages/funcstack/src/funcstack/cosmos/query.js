@@ -84,14 +84,15 @@ async function queryDocuments(store, body, req, scope, span, c) {
     const r = await runAggregate(store, parts, { ...base, continuation: null, partial: false });
     let v = r.values[0];
     if (name === "AVG") v = r.values[1] > 0 && typeof r.values[0] === "number" ? r.values[0] / r.values[1] : undefined;
-    const top = /^\s*select\s+top\s+(\d+)\s/i.exec(shape.query);
-    const rows = v === undefined || (top && parseInt(top[1], 10) === 0) ? [] : [v];
+    const rows = v === undefined || shape.top === 0 ? [] : [v];
     return { result: rows, continuation: null, metrics: { ...r.metrics, output: rows.length } };
   }
   if (!shape.distinct && shape.offset === null) {
     if (prepare(shape.query).analysis.aggregates) {
+      // one row, the aggregates' object, which TOP 0 cuts (the engine runs the query without
+      // its TOP, queryengine.js: TOP is applied to the rows answered)
       const r = await runWhole(store, shape.query, base);
-      return { result: r.result, continuation: null, metrics: r.metrics };
+      return { result: shape.top === 0 ? [] : r.result, continuation: null, metrics: r.metrics };
     }
     return runPage(store, shape.query, { ...base, continuation: c, partial: true });
   }

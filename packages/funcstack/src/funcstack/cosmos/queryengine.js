@@ -254,14 +254,35 @@ function callsUdf(task) {
   return texts.some(text => prepare(text).udf);
 }
 
+/** Whether a value holds no number JSON cannot carry (an infinity or NaN). */
+function finite(value) {
+  if (typeof value === "number") return Number.isFinite(value);
+  if (Array.isArray(value)) return value.every(finite);
+  if (value !== null && typeof value === "object") {
+    for (const key in value) if (!finite(value[key])) return false;
+  }
+  return true;
+}
+
+/**
+ * A result the service cannot answer: an infinity or NaN (a division by zero) in a row or an
+ * aggregate, which JSON cannot carry (JSON.stringify would make it null). The service answers
+ * such a query 400 (sub-status 4001), and so does this endpoint.
+ */
+const NOT_JSON = "The response content contains a numeric value that cannot be represented in JSON " +
+  "(e.g. Infinity and NaN).";
+
 /** A task's result, or {error} when the engine refuses the query. */
 function evaluate(task) {
+  let result;
   try {
-    return KINDS[task.kind](task);
+    result = KINDS[task.kind](task);
   } catch (err) {
     if (err instanceof Refused) return { error: err.message };
     throw err;
   }
+  if (!finite(result.rows) || !finite(result.result) || !finite(result.values)) return { error: NOT_JSON };
+  return result;
 }
 
 module.exports = {

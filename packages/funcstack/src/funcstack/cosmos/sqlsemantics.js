@@ -12,6 +12,9 @@
  *   - `x NOT IN (...)` and `x NOT BETWEEN a AND b`, which the engine's parser refuses, are
  *     written for it as IN / BETWEEN with a marker and turned into NOT of them after parsing;
  *   - STARTSWITH, ENDSWITH and CONTAINS with their third argument (ignore case);
+ *   - an item of a SELECT list without a name of its own is named as the service names it:
+ *     a property by its name (`c.n`: "n", `c["n"]`: "n"), anything else `$1`, `$2`, ... in
+ *     the list's order (the engine names `c.a[0]` "0" and cannot compile `c.a[@i]`);
  *   - ORDER BY one path keeps the documents without a value there (undefined sorts first, as
  *     the service's default indexing policy indexes every path): the engine drops them when it
  *     sorts by one path and keeps them by two, so `_rid` is added as a last, hidden order, in
@@ -73,7 +76,9 @@ function or(a, b) {
 function textTest(test) {
   return (a, b, ignoreCase) => {
     if (typeof a !== "string" || typeof b !== "string") return undefined;
-    if (ignoreCase !== undefined && typeof ignoreCase !== "boolean") return undefined;
+    // only the calls with three arguments come here: an ignore-case flag that is not a
+    // boolean (undefined included: a missing property) makes the call undefined
+    if (typeof ignoreCase !== "boolean") return undefined;
     return ignoreCase ? test(a.toLowerCase(), b.toLowerCase()) : test(a, b);
   };
 }
@@ -217,12 +222,29 @@ function rootAlias(select) {
 }
 
 /**
+ * The SELECT list's items without a name of their own named as the service names them: a
+ * property by its name (the engine's own for `c.n`; `c["n"]`), anything else `$1`, `$2`, ...
+ */
+function nameSelectItems(select) {
+  const list = select && select.properties;
+  if (!list || !Array.isArray(list.properties)) return;
+  let unnamed = 0;
+  for (const item of list.properties) {
+    const e = item.property;
+    if (item.alias || e.type === "identifier" || (e.type === "scalar_member_expression" && !e.computed)) continue;
+    const named = e.type === "scalar_member_expression" && e.property.type === "string_constant";
+    item.alias = { type: "identifier", name: named ? e.property.value : `$${(unnamed += 1)}` };
+  }
+}
+
+/**
  * The engine's syntax tree of a query (`Query.ast`) with the service's semantics (see the
  * header); changed in place, before the engine's code is made from it.
  */
 function serviceSemantics(ast) {
   const body = ast.body;
   const rewritten = rewrite(body);
+  nameSelectItems(rewritten.select);
   const orderBy = rewritten.orderBy;
   const alias = rootAlias(rewritten);
   if (orderBy && alias) {
@@ -242,4 +264,6 @@ function serviceSemantics(ast) {
   return ast;
 }
 
-module.exports = { withMarkers, serviceSemantics, rootAlias, FUNCTIONS, equal, compare, MARK_NOT_IN, MARK_NOT_BETWEEN };
+module.exports = {
+  withMarkers, serviceSemantics, notBetweens, rootAlias, FUNCTIONS, equal, compare, MARK_NOT_IN, MARK_NOT_BETWEEN
+};

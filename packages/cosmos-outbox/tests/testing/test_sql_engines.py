@@ -1,0 +1,402 @@
+"""The test kit's SQL engine and funcstack's held equal: hypothesis makes documents and queries
+over the whole subset the kit declares (`cosmos_outbox_testing._sql._grammar`), each query runs
+through both engines (the kit's `run_query`, and funcstack's query handler in one Node process
+for the module: funcstack_sql.js), and the answers are the same: the same rows (in the same
+order where ORDER BY decides it; undefined left out where null stays), or a refusal by both.
+The kit may refuse what funcstack answers (loudly, naming what it does not serve), never answer
+what funcstack refuses. docs/cosmos-sql.md says why the engines are two and held equal, and
+lists what differs on purpose."""
+
+# ruff: noqa: S608 - the queries are built from the strategies' own constants
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from cosmos_outbox_testing._sql import QueryUnsupported, run_query
+
+pytestmark = pytest.mark.integration
+
+DRIVER = Path(__file__).with_name("funcstack_sql.js")
+#: How many documents and queries hypothesis makes (each example: one set of documents, a few
+#: queries over it); SQL_ENGINES_EXAMPLES raises it for a longer search.
+EXAMPLES = int(os.environ.get("SQL_ENGINES_EXAMPLES", "150"))
+#: What the endpoint adds to every document it stores, left out of what is compared.
+SYSTEM = frozenset({"_rid", "_self", "_etag", "_ts", "_attachments", "_lsn"})
+
+
+class FuncstackSql:
+    """funcstack's query handler in one Node process (funcstack_sql.js): a task in, its answers
+    out."""
+
+    def __init__(self) -> None:
+        from funcstack._cache import node_executable, node_modules
+        from funcstack.cosmos._launcher import COSMOS_DIR
+
+        self.process = subprocess.Popen(
+            [node_executable(), str(DRIVER), str(COSMOS_DIR)],
+            env={**os.environ, "NODE_PATH": str(node_modules())},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def answers(
+        self, documents: list[dict[str, Any]], queries: list[dict[str, Any]]
+    ) -> list[dict[str, Any]]:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        task = {"documents": documents, "queries": queries, "indexingPolicy": INDEXING_POLICY}
+        self.process.stdin.write(json.dumps(task) + "\n")
+        self.process.stdin.flush()
+        line = self.process.stdout.readline()
+        assert line, f"funcstack_sql.js ended (exit {self.process.wait()})"
+        answers: list[dict[str, Any]] = json.loads(line)["answers"]
+        return answers
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture(scope="module")
+def funcstack_sql() -> Iterator[FuncstackSql]:
+    pytest.importorskip("funcstack", reason="funcstack runs the other engine (Python 3.13+)")
+    engine = FuncstackSql()
+    yield engine
+    engine.close()
+
+
+# -- documents ----------------------------------------------------------------------------------
+
+#: A few values of each JSON type, so that comparisons meet equal values, neighbours and other
+#: types.
+NUMBERS = st.one_of(st.integers(-3, 3), st.sampled_from([0.5, -1.5, 2.0, 10]))
+TEXTS = st.sampled_from(["", "a", "ab", "B", "b", "ba", "A b"])
+SCALARS = st.one_of(NUMBERS, TEXTS, st.booleans(), st.none())
+VALUES = st.one_of(
+    SCALARS,
+    st.lists(SCALARS, max_size=3),
+    st.dictionaries(st.sampled_from(["k", "m"]), SCALARS, max_size=2),
+)
+#: Each field's values: mostly of one type, any type now and then.
+FIELD_VALUES = {
+    "n": st.one_of(NUMBERS, NUMBERS, VALUES),
+    "s": st.one_of(TEXTS, TEXTS, VALUES),
+    "b": st.one_of(st.booleans(), st.booleans(), VALUES),
+    "x": VALUES,
+    "o": st.one_of(st.fixed_dictionaries({}, optional={"k": SCALARS, "m": VALUES}), VALUES),
+    "a": st.one_of(
+        st.lists(st.one_of(SCALARS, st.fixed_dictionaries({"k": SCALARS})), max_size=3), VALUES
+    ),
+}
+
+
+@st.composite
+def documents(draw: st.DrawFn) -> list[dict[str, Any]]:
+    found = []
+    for number in range(draw(st.integers(0, 7))):
+        document: dict[str, Any] = {"id": f"d{number}", "pk": "p"}
+        for name, values in FIELD_VALUES.items():
+            if draw(st.integers(0, 4)) > 0:
+                document[name] = draw(values)
+        found.append(document)
+    return found
+
+
+# -- expressions -------------------------------------------------------------------------------
+#
+# Expressions of four kinds, each mostly of its type so that a filter is often true and a
+# function meets the arguments it takes, and now and then of any other (a property of another
+# type, undefined, null): numbers, texts, conditions (booleans) and any value.
+
+
+def literal(value: Any) -> str:
+    """A value as a literal of the query's text (JSON's, which the language takes)."""
+    return json.dumps(value)
+
+
+#: The parameters a query may name (every example gives each a value of any type).
+PARAMETERS = ("@p0", "@p1")
+#: Properties of the document (the FROM alias is `c`), defined or not, of each kind.
+NUMBER_PATHS = ("c.n", "c.o.k", "c.a[0]", "c.a[1]")
+TEXT_PATHS = ("c.s", 'c["s"]', "c.id", 'c.o["m"]')
+CONDITION_PATHS = ("c.b",)
+ANY_PATHS = ("c.x", "c.o", "c.a", 'c["x"]', "c.missing", "c.a[0].k", "c")
+PATHS = NUMBER_PATHS + TEXT_PATHS + CONDITION_PATHS + ANY_PATHS
+ANY_LEAVES = st.one_of(
+    st.sampled_from(PATHS),
+    SCALARS.map(literal),
+    st.sampled_from(PARAMETERS),
+    st.sampled_from(["undefined", "null", "[]", "{}", '[1, "a"]', '{"k": 1}']),
+)
+LEAVES = {
+    "number": st.one_of(st.sampled_from(NUMBER_PATHS), NUMBERS.map(literal)),
+    "text": st.one_of(st.sampled_from(TEXT_PATHS), TEXTS.map(literal)),
+    "condition": st.one_of(st.sampled_from(CONDITION_PATHS), st.sampled_from(["true", "false"])),
+    "any": ANY_LEAVES,
+}
+COMPARISONS = ("=", "!=", "<>", "<", "<=", ">", ">=")
+IS_TYPE = ("IS_DEFINED", "IS_NULL", "IS_BOOL", "IS_NUMBER", "IS_STRING", "IS_ARRAY", "IS_OBJECT")
+
+
+def _forms(kind: str, e: dict[str, st.SearchStrategy[str]]) -> list[st.SearchStrategy[str]]:
+    """The compound expressions of a kind, over the expressions `e` of each kind one level
+    down."""
+    n, t, b, a = e["number"], e["text"], e["condition"], e["any"]
+
+    def f(template: str, *parts: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+        return st.tuples(*parts).map(lambda p: template.format(*p))
+
+    def choice(*options: str) -> st.SearchStrategy[str]:
+        return st.sampled_from(options)
+
+    either = {"number": n, "text": t, "condition": b, "any": a}[kind]
+    shared = [
+        f("({} ? {} : {})", b, either, either),
+        f("({} ?? {})", either, either),
+    ]
+    if kind == "number":
+        return [
+            *shared,
+            f("({} {} {})", n, choice("+", "-", "*", "/", "%"), n),
+            f("(-({}))", n),
+            f("LENGTH({})", t),
+            f("ARRAY_LENGTH({})", choice("c.a", "c.x", "[]", '[1, "a"]')),
+        ]
+    if kind == "text":
+        return [
+            *shared,
+            f("({} || {})", t, t),
+            f("{}({})", choice("LOWER", "UPPER"), t),
+            f("CONCAT({}, {})", t, t),
+            f("CONCAT({}, {}, {})", t, t, t),
+        ]
+    if kind == "condition":
+        return [
+            f("({} {} {})", n, choice(*COMPARISONS), n),
+            f("({} {} {})", t, choice(*COMPARISONS), t),
+            f("({} {} {})", a, choice(*COMPARISONS), a),
+            f("({} {} {})", b, choice("AND", "OR"), b),
+            f("(NOT {})", b),
+            f("{}({})", choice(*IS_TYPE), a),
+            f("{}({}, {})", choice("STARTSWITH", "ENDSWITH", "CONTAINS"), t, t),
+            f("{}({}, {}, {})", choice("STARTSWITH", "ENDSWITH", "CONTAINS"), t, t, b),
+            f("ARRAY_CONTAINS({}, {})", choice("c.a", "c.x", '[1, "a"]'), a),
+            f("ARRAY_CONTAINS({}, {}, {})", choice("c.a", "c.x"), a, b),
+            f("({} {}IN ({}))", n, choice("", "NOT "), n),
+            f("({} {}IN ({}, {}))", a, choice("", "NOT "), a, a),
+            f("({} {}BETWEEN {} AND {})", n, choice("", "NOT "), n, n),
+            f("({} {}BETWEEN {} AND {})", t, choice("", "NOT "), t, t),
+            *shared,
+        ]
+    return [
+        *shared,
+        n,
+        t,
+        b,
+        f("[{}, {}]", a, a),
+        f('{{"k": {}, "m": {}}}', a, a),
+        f("({} {} {})", a, choice("+", "-", "*", "/", "%", "||"), a),
+        f("(-({}))", a),
+        f("{}({})", choice("LOWER", "UPPER", "LENGTH", "ARRAY_LENGTH", *IS_TYPE), a),
+        f("{}({}, {})", choice("STARTSWITH", "ENDSWITH", "CONTAINS", "CONCAT"), a, a),
+        f("(NOT {})", a),
+        f("({} {} {})", a, choice("AND", "OR"), a),
+        f("({} {}BETWEEN {} AND {})", a, choice("", "NOT "), a, a),
+    ]
+
+
+def _expressions(depth: int) -> dict[str, st.SearchStrategy[str]]:
+    """The expressions of each kind, nested at most `depth` deep."""
+    levels = [dict(LEAVES)]
+    for _ in range(depth):
+        below = levels[-1]
+        levels.append(
+            {
+                kind: st.one_of(LEAVES[kind], *_forms(kind, below), *_forms(kind, below))
+                for kind in LEAVES
+            }
+        )
+    # now and then a value of any kind where a kind is expected
+    top = levels[-1]
+    return {k: st.one_of(v, v, v, top["any"]) if k != "any" else v for k, v in top.items()}
+
+
+EXPRESSIONS_OF = _expressions(2)
+EXPRESSIONS = EXPRESSIONS_OF["any"]
+CONDITIONS = EXPRESSIONS_OF["condition"]
+
+
+# -- queries ------------------------------------------------------------------------------------
+
+#: Where ORDER BY may sort (the service orders by a document's path, never by an expression),
+#: each with c.id last so that no two documents tie; the container has the composite indexes
+#: the service needs for them (INDEXING_POLICY).
+ORDER_PATHS = ("c.n", "c.s", "c.x", "c.o.k")
+AGGREGATES = ("COUNT", "SUM", "AVG", "MIN", "MAX")
+
+
+def _order_items() -> list[tuple[str, ...]]:
+    """Each ORDER BY's paths: one or two of ORDER_PATHS, then c.id."""
+    single = [(p, "c.id") for p in ORDER_PATHS]
+    double = [(p, q, "c.id") for p in ORDER_PATHS for q in ORDER_PATHS if p != q]
+    return [*single, *double]
+
+
+def _composite(paths: tuple[str, ...], directions: tuple[str, ...]) -> list[dict[str, str]]:
+    return [
+        {"path": "/" + p.removeprefix("c.").replace(".", "/"), "order": d}
+        for p, d in zip(paths, directions, strict=True)
+    ]
+
+
+ORDERS = _order_items()
+INDEXING_POLICY = {
+    "compositeIndexes": [
+        _composite(paths, directions)
+        for paths in ORDERS
+        for directions in itertools.product(("ascending", "descending"), repeat=len(paths))
+    ]
+}
+
+
+def _projection(draw: st.DrawFn, names: set[str]) -> str:
+    """One item of a SELECT list: a property under its own name, or an expression under a
+    name given (`AS v0`) or made (`$1`, `$2`, ...)."""
+    expression = draw(st.one_of(st.sampled_from(PATHS), EXPRESSIONS))
+    if expression in PATHS and draw(st.booleans()):
+        name = _own_name(expression)
+        if name is None or name not in names:
+            names.add(name or "$")
+            return expression
+    if draw(st.integers(0, 3)) == 0 and expression not in PATHS:
+        return expression  # unnamed: $1, $2, ...
+    name = f"v{len(names)}"
+    names.add(name)
+    return f"{expression} AS {name}"
+
+
+def _own_name(path: str) -> str | None:
+    """The name a property's value gets in a SELECT list: its last property's (None: `$1`,
+    ...)."""
+    last = path.rsplit(".", 1)[-1]
+    if last.endswith('"]'):
+        return last[last.index('["') + 2 : -2]
+    return None if "[" in last or last == "c" else last
+
+
+@st.composite
+def queries(draw: st.DrawFn) -> str:
+    """A query of the kit's subset: its SELECT (*, VALUE, a list, aggregates), FROM, WHERE,
+    ORDER BY, TOP or OFFSET LIMIT."""
+    form = draw(st.sampled_from(["*", "value", "list", "list", "aggregate", "aggregates"]))
+    if form == "*":
+        selection = "*"
+    elif form == "value":
+        selection = f"VALUE {draw(EXPRESSIONS)}"
+    elif form == "list":
+        names: set[str] = set()
+        selection = ", ".join(_projection(draw, names) for _ in range(draw(st.integers(1, 3))))
+    elif form == "aggregate":
+        selection = f"VALUE {draw(st.sampled_from(AGGREGATES))}({draw(EXPRESSIONS)})"
+    else:
+        count = draw(st.integers(1, 2))
+        selection = ", ".join(
+            f"{draw(st.sampled_from(AGGREGATES))}({draw(EXPRESSIONS)}) AS v{i}"
+            for i in range(count)
+        )
+    cut = draw(st.sampled_from(["", "", "top", "offset"]))
+    top = f"TOP {draw(st.sampled_from(['0', '1', '2', '3', '@top']))} " if cut == "top" else ""
+    source = draw(st.sampled_from(["c", "root c", "items c", "c AS c"]))
+    sql = f"SELECT {top}{selection} FROM {source}"
+    if draw(st.integers(0, 3)) > 0:
+        sql += f" WHERE {draw(CONDITIONS)}"
+    if form not in ("aggregate", "aggregates") and draw(st.booleans()):
+        paths = draw(st.sampled_from(ORDERS))
+        sql += " ORDER BY " + ", ".join(
+            f"{p}{draw(st.sampled_from(['', ' ASC', ' DESC']))}" for p in paths
+        )
+    if cut == "offset":
+        sql += f" OFFSET {draw(st.integers(0, 3))} LIMIT {draw(st.sampled_from(['0', '1', '2', '4', '@top']))}"
+    return sql
+
+
+# -- the comparison -----------------------------------------------------------------------------
+
+
+def canonical(value: Any) -> Any:
+    """A result as compared: JSON's types kept apart (true is not 1), numbers by value (2 is
+    2.0), an object's fields in any order, the endpoint's system properties left out."""
+    if type(value) is bool:
+        return ("bool", value)
+    if type(value) in (int, float):
+        return ("number", float(value))
+    if type(value) is str:
+        return ("string", value)
+    if value is None:
+        return ("null",)
+    if type(value) is list:
+        return ("array", tuple(canonical(item) for item in value))
+    assert type(value) is dict, value
+    return ("object", tuple(sorted((k, canonical(v)) for k, v in value.items() if k not in SYSTEM)))
+
+
+def _ordered(sql: str) -> bool:
+    """Whether the query's text fixes the order of its rows (ORDER BY ..., c.id), or cuts them
+    from the order both engines read documents in (the order they were written)."""
+    return " ORDER BY " in sql or " TOP " in sql or " OFFSET " in sql
+
+
+def compared(sql: str, rows: list[Any]) -> list[Any]:
+    found = [canonical(row) for row in rows]
+    return found if _ordered(sql) else sorted(found, key=repr)
+
+
+@settings(
+    max_examples=EXAMPLES,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(
+    stored=documents(),
+    sqls=st.lists(queries(), min_size=1, max_size=3),
+    p0=VALUES,
+    p1=VALUES,
+    top=st.integers(0, 3),
+)
+def test_the_kit_and_funcstack_answer_a_query_alike(
+    funcstack_sql: FuncstackSql,
+    stored: list[dict[str, Any]],
+    sqls: list[str],
+    p0: Any,
+    p1: Any,
+    top: int,
+) -> None:
+    parameters = {"@p0": p0, "@p1": p1, "@top": top}
+    answers = funcstack_sql.answers(
+        stored,
+        [
+            {"query": sql, "parameters": [{"name": k, "value": v} for k, v in parameters.items()]}
+            for sql in sqls
+        ],
+    )
+    for sql, answer in zip(sqls, answers, strict=True):
+        try:
+            kit = run_query(sql, parameters, json.loads(json.dumps(stored)), cross_partition=False)
+        except QueryUnsupported as refused:
+            event(f"the kit refuses: {str(refused)[:60]}")
+            continue
+        assert "error" not in answer, f"{sql}\nthe kit answers {kit}, funcstack refuses: {answer}"
+        event("rows" if kit else "no rows")
+        assert compared(sql, kit) == compared(sql, answer["rows"]), f"{sql}\n{parameters}"
