@@ -82,7 +82,7 @@ def funcstack_sql() -> Iterator[FuncstackSql]:
 #: A few values of each JSON type, so that comparisons meet equal values, neighbours and other
 #: types.
 NUMBERS = st.one_of(st.integers(-3, 3), st.sampled_from([0.5, -1.5, 2.0, 10]))
-TEXTS = st.sampled_from(["", "a", "ab", "B", "b", "ba", "A b"])
+TEXTS = st.sampled_from(["", "a", "ab", "B", "b", "ba", "A b", "é", "É", "😀", "a😀"])
 SCALARS = st.one_of(NUMBERS, TEXTS, st.booleans(), st.none())
 VALUES = st.one_of(
     SCALARS,
@@ -104,14 +104,18 @@ FIELD_VALUES = {
 
 @st.composite
 def documents(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Up to 7 documents; now and then as many again repeated past 32 (the engine is given 32
+    documents at a time: funcstack's queryengine.js CHUNK)."""
     found = []
-    for number in range(draw(st.integers(0, 7))):
-        document: dict[str, Any] = {"id": f"d{number}", "pk": "p"}
+    for _ in range(draw(st.integers(0, 7))):
+        document: dict[str, Any] = {}
         for name, values in FIELD_VALUES.items():
             if draw(st.integers(0, 4)) > 0:
                 document[name] = draw(values)
         found.append(document)
-    return found
+    if found and draw(st.integers(0, 9)) == 0:
+        found = found * (40 // len(found) + 1)
+    return [{"id": f"d{i}", "pk": "p", **d} for i, d in enumerate(found)]
 
 
 # -- expressions -------------------------------------------------------------------------------
@@ -134,26 +138,39 @@ TEXT_PATHS = ("c.s", 'c["s"]', "c.id", 'c.o["m"]')
 CONDITION_PATHS = ("c.b",)
 ANY_PATHS = ("c.x", "c.o", "c.a", 'c["x"]', "c.missing", "c.a[0].k", "c")
 PATHS = NUMBER_PATHS + TEXT_PATHS + CONDITION_PATHS + ANY_PATHS
-ANY_LEAVES = st.one_of(
-    st.sampled_from(PATHS),
-    SCALARS.map(literal),
-    st.sampled_from(PARAMETERS),
-    st.sampled_from(["undefined", "null", "[]", "{}", '[1, "a"]', '{"k": 1}']),
-)
-LEAVES = {
-    "number": st.one_of(st.sampled_from(NUMBER_PATHS), NUMBERS.map(literal)),
-    "text": st.one_of(st.sampled_from(TEXT_PATHS), TEXTS.map(literal)),
-    "condition": st.one_of(st.sampled_from(CONDITION_PATHS), st.sampled_from(["true", "false"])),
-    "any": ANY_LEAVES,
-}
+
+
+def _leaves(paths: bool) -> dict[str, st.SearchStrategy[str]]:
+    """The leaves of each kind: literals, parameters and (with `paths`) the document's
+    properties."""
+
+    def of(names: tuple[str, ...], *others: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
+        return st.one_of(st.sampled_from(names), *others) if paths else st.one_of(*others)
+
+    return {
+        "number": of(NUMBER_PATHS, NUMBERS.map(literal)),
+        "text": of(TEXT_PATHS, TEXTS.map(literal)),
+        "condition": of(CONDITION_PATHS, st.sampled_from(["true", "false"])),
+        "any": of(
+            PATHS,
+            SCALARS.map(literal),
+            st.sampled_from(PARAMETERS),
+            st.sampled_from(["undefined", "null", "[]", "{}", '[1, "a"]', '{"k": 1}']),
+        ),
+    }
+
+
 COMPARISONS = ("=", "!=", "<>", "<", "<=", ">", ">=")
 IS_TYPE = ("IS_DEFINED", "IS_NULL", "IS_BOOL", "IS_NUMBER", "IS_STRING", "IS_ARRAY", "IS_OBJECT")
 
 
-def _forms(kind: str, e: dict[str, st.SearchStrategy[str]]) -> list[st.SearchStrategy[str]]:
+def _forms(
+    kind: str, e: dict[str, st.SearchStrategy[str]], paths: bool
+) -> list[st.SearchStrategy[str]]:
     """The compound expressions of a kind, over the expressions `e` of each kind one level
     down."""
     n, t, b, a = e["number"], e["text"], e["condition"], e["any"]
+    arrays = ("c.a", "c.x", "[]", '[1, "a"]') if paths else ("[]", '[1, "a"]', "[[1], {}]")
 
     def f(template: str, *parts: st.SearchStrategy[str]) -> st.SearchStrategy[str]:
         return st.tuples(*parts).map(lambda p: template.format(*p))
@@ -172,7 +189,7 @@ def _forms(kind: str, e: dict[str, st.SearchStrategy[str]]) -> list[st.SearchStr
             f("({} {} {})", n, choice("+", "-", "*", "/", "%"), n),
             f("(-({}))", n),
             f("LENGTH({})", t),
-            f("ARRAY_LENGTH({})", choice("c.a", "c.x", "[]", '[1, "a"]')),
+            f("ARRAY_LENGTH({})", choice(*arrays)),
         ]
     if kind == "text":
         return [
@@ -192,8 +209,8 @@ def _forms(kind: str, e: dict[str, st.SearchStrategy[str]]) -> list[st.SearchStr
             f("{}({})", choice(*IS_TYPE), a),
             f("{}({}, {})", choice("STARTSWITH", "ENDSWITH", "CONTAINS"), t, t),
             f("{}({}, {}, {})", choice("STARTSWITH", "ENDSWITH", "CONTAINS"), t, t, b),
-            f("ARRAY_CONTAINS({}, {})", choice("c.a", "c.x", '[1, "a"]'), a),
-            f("ARRAY_CONTAINS({}, {}, {})", choice("c.a", "c.x"), a, b),
+            f("ARRAY_CONTAINS({}, {})", choice(*arrays), a),
+            f("ARRAY_CONTAINS({}, {}, {})", choice(*arrays), a, b),
             f("({} {}IN ({}))", n, choice("", "NOT "), n),
             f("({} {}IN ({}, {}))", a, choice("", "NOT "), a, a),
             f("({} {}BETWEEN {} AND {})", n, choice("", "NOT "), n, n),
@@ -217,15 +234,19 @@ def _forms(kind: str, e: dict[str, st.SearchStrategy[str]]) -> list[st.SearchStr
     ]
 
 
-def _expressions(depth: int) -> dict[str, st.SearchStrategy[str]]:
-    """The expressions of each kind, nested at most `depth` deep."""
-    levels = [dict(LEAVES)]
+def _expressions(depth: int, *, paths: bool = True) -> dict[str, st.SearchStrategy[str]]:
+    """The expressions of each kind, nested at most `depth` deep (without the document's
+    properties unless `paths`: for a query without FROM)."""
+    leaves = _leaves(paths)
+    levels = [leaves]
     for _ in range(depth):
         below = levels[-1]
         levels.append(
             {
-                kind: st.one_of(LEAVES[kind], *_forms(kind, below), *_forms(kind, below))
-                for kind in LEAVES
+                kind: st.one_of(
+                    leaves[kind], *_forms(kind, below, paths), *_forms(kind, below, paths)
+                )
+                for kind in leaves
             }
         )
     # now and then a value of any kind where a kind is expected
@@ -236,6 +257,8 @@ def _expressions(depth: int) -> dict[str, st.SearchStrategy[str]]:
 EXPRESSIONS_OF = _expressions(2)
 EXPRESSIONS = EXPRESSIONS_OF["any"]
 CONDITIONS = EXPRESSIONS_OF["condition"]
+#: For a query without FROM: literals and parameters only.
+SOURCELESS = _expressions(2, paths=False)["any"]
 
 
 # -- queries ------------------------------------------------------------------------------------
@@ -271,10 +294,14 @@ INDEXING_POLICY = {
 }
 
 
-def _projection(draw: st.DrawFn, names: set[str]) -> str:
+def _projection(draw: st.DrawFn, names: set[str], expressions: st.SearchStrategy[str]) -> str:
     """One item of a SELECT list: a property under its own name, or an expression under a
     name given (`AS v0`) or made (`$1`, `$2`, ...)."""
-    expression = draw(st.one_of(st.sampled_from(PATHS), EXPRESSIONS))
+    expression = draw(
+        st.one_of(st.sampled_from(PATHS), expressions)
+        if expressions is EXPRESSIONS
+        else expressions
+    )
     if expression in PATHS and draw(st.booleans()):
         name = _own_name(expression)
         if name is None or name not in names:
@@ -296,40 +323,65 @@ def _own_name(path: str) -> str | None:
     return None if "[" in last or last == "c" else last
 
 
+def _selection(draw: st.DrawFn, form: str, expressions: st.SearchStrategy[str]) -> str:
+    if form == "*":
+        return "*"
+    if form == "value":
+        return f"VALUE {draw(expressions)}"
+    if form == "list":
+        names: set[str] = set()
+        return ", ".join(
+            _projection(draw, names, expressions) for _ in range(draw(st.integers(1, 3)))
+        )
+    if form == "aggregate":
+        return f"VALUE {draw(st.sampled_from(AGGREGATES))}({draw(expressions)})"
+    return ", ".join(
+        f"{draw(st.sampled_from(AGGREGATES))}({draw(expressions)}) AS v{i}"
+        for i in range(draw(st.integers(1, 2)))
+    )
+
+
+#: What a single ORDER BY sorts by where the row is the value sorted by (ties are equal rows).
+SORTED_VALUES = (*ORDER_PATHS, "c.b", "c.id", 'c["s"]', "c.a[0]", "c.o")
+DIRECTIONS = st.sampled_from(["", " ASC", " DESC"])
+
+
 @st.composite
 def queries(draw: st.DrawFn) -> str:
-    """A query of the kit's subset: its SELECT (*, VALUE, a list, aggregates), FROM, WHERE,
-    ORDER BY, TOP or OFFSET LIMIT."""
-    form = draw(st.sampled_from(["*", "value", "list", "list", "aggregate", "aggregates"]))
-    if form == "*":
-        selection = "*"
-    elif form == "value":
-        selection = f"VALUE {draw(EXPRESSIONS)}"
-    elif form == "list":
-        names: set[str] = set()
-        selection = ", ".join(_projection(draw, names) for _ in range(draw(st.integers(1, 3))))
-    elif form == "aggregate":
-        selection = f"VALUE {draw(st.sampled_from(AGGREGATES))}({draw(EXPRESSIONS)})"
-    else:
-        count = draw(st.integers(1, 2))
-        selection = ", ".join(
-            f"{draw(st.sampled_from(AGGREGATES))}({draw(EXPRESSIONS)}) AS v{i}"
-            for i in range(count)
-        )
+    """A query of the kit's subset: its SELECT (*, VALUE, a list, aggregates), FROM (or none),
+    WHERE, ORDER BY (properties, then c.id so that no two rows tie; one property, the row being
+    its value; or an expression, which the service refuses), TOP or OFFSET LIMIT."""
+    form = draw(
+        st.sampled_from(["*", "value", "list", "list", "aggregate", "aggregates", "sorted", "bare"])
+    )
     cut = draw(st.sampled_from(["", "", "top", "offset"]))
     top = f"TOP {draw(st.sampled_from(['0', '1', '2', '3', '@top']))} " if cut == "top" else ""
+    window = f" OFFSET {draw(st.integers(0, 3))} LIMIT {draw(st.sampled_from(['0', '1', '2', '4', '@top']))}"
+    if form == "bare":  # no FROM: evaluated once
+        selection = _selection(
+            draw, draw(st.sampled_from(["value", "list", "aggregate"])), SOURCELESS
+        )
+        where = f" WHERE {draw(SOURCELESS)}" if draw(st.booleans()) else ""
+        return f"SELECT {top}{selection}{where}" + (window if cut == "offset" else "")
     source = draw(st.sampled_from(["c", "root c", "items c", "c AS c"]))
+    if form == "sorted":
+        value = draw(st.sampled_from(SORTED_VALUES))
+        selection = f"VALUE {value}" if draw(st.booleans()) else f"{value} AS v"
+        order = f" ORDER BY {value}{draw(DIRECTIONS)}"
+    else:
+        selection = _selection(draw, form, EXPRESSIONS)
+        order = ""
+        if form not in ("aggregate", "aggregates") and draw(st.integers(0, 9)) < 5:
+            if draw(st.integers(0, 9)) == 0:  # not a property: refused
+                expression = draw(EXPRESSIONS.filter(lambda e: e not in PATHS))
+                order = f" ORDER BY {expression}{draw(DIRECTIONS)}"
+            else:
+                paths = draw(st.sampled_from(ORDERS))
+                order = " ORDER BY " + ", ".join(f"{p}{draw(DIRECTIONS)}" for p in paths)
     sql = f"SELECT {top}{selection} FROM {source}"
     if draw(st.integers(0, 3)) > 0:
         sql += f" WHERE {draw(CONDITIONS)}"
-    if form not in ("aggregate", "aggregates") and draw(st.booleans()):
-        paths = draw(st.sampled_from(ORDERS))
-        sql += " ORDER BY " + ", ".join(
-            f"{p}{draw(st.sampled_from(['', ' ASC', ' DESC']))}" for p in paths
-        )
-    if cut == "offset":
-        sql += f" OFFSET {draw(st.integers(0, 3))} LIMIT {draw(st.sampled_from(['0', '1', '2', '4', '@top']))}"
-    return sql
+    return sql + order + (window if cut == "offset" else "")
 
 
 # -- the comparison -----------------------------------------------------------------------------
@@ -374,6 +426,7 @@ def compared(sql: str, rows: list[Any]) -> list[Any]:
     p0=VALUES,
     p1=VALUES,
     top=st.integers(0, 3),
+    page=st.sampled_from([-1, -1, 1, 3]),
 )
 def test_the_kit_and_funcstack_answer_a_query_alike(
     funcstack_sql: FuncstackSql,
@@ -382,12 +435,17 @@ def test_the_kit_and_funcstack_answer_a_query_alike(
     p0: Any,
     p1: Any,
     top: int,
+    page: int,
 ) -> None:
     parameters = {"@p0": p0, "@p1": p1, "@top": top}
     answers = funcstack_sql.answers(
         stored,
         [
-            {"query": sql, "parameters": [{"name": k, "value": v} for k, v in parameters.items()]}
+            {
+                "query": sql,
+                "parameters": [{"name": k, "value": v} for k, v in parameters.items()],
+                "pageSize": page,
+            }
             for sql in sqls
         ],
     )

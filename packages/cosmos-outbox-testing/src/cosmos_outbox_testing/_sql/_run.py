@@ -40,9 +40,12 @@ class Compiled:
     fold: Callable[[list[Any]], Any] | None
     #: whether the SELECT clause is made of aggregates without VALUE (refused across partitions)
     fields_aggregate: bool
+    #: whether the query has a FROM clause (without one it is evaluated once, on nothing)
+    has_source: bool = True
 
     def run(self, documents: Iterable[Any]) -> list[Any]:
-        rows = [d for d in documents if self.where is None or self.where(d) is True]
+        inputs = documents if self.has_source else [UNDEFINED]
+        rows = [d for d in inputs if self.where is None or self.where(d) is True]
         for expression, descending in reversed(self.order):  # stable: the last key first
             rows.sort(
                 key=lambda d, e=expression: v.sort_key(e(d)),  # type: ignore[misc]
@@ -55,7 +58,8 @@ class Compiled:
         else:
             shape = self.shape
             assert shape is not None
-            found = [r for r in (shape(d) for d in rows[self.skip : end]) if r is not UNDEFINED]
+            # TOP and OFFSET LIMIT count results: a VALUE that is undefined is none
+            found = [r for r in (shape(d) for d in rows) if r is not UNDEFINED][self.skip : end]
         if not v.finite(found):
             raise QueryUnsupported(
                 "a result holds a number JSON cannot carry (an infinity or NaN, as a division "
@@ -106,6 +110,11 @@ def compile_query(sql: str, parameters: Mapping[str, Any]) -> Compiled:
         for sort in order.children:
             assert isinstance(sort, Tree)
             expression, direction = cast(list[Any], sort.children)
+            if not _is_path(expression, alias):
+                raise QueryUnsupported(
+                    "ORDER BY sorts by a property of the document (c.a, c[\"a\"], c.a[0]): Cosmos "
+                    "DB refuses another expression (it could not be mapped to a document path)"
+                )
             sorts.append(
                 (compiler.expression(expression), str(direction or "asc").lower() == "desc")
             )
@@ -117,6 +126,27 @@ def compile_query(sql: str, parameters: Mapping[str, Any]) -> Compiled:
         shape=shape,
         fold=fold,
         fields_aggregate=fields_aggregate,
+        has_source=source is not None,
+    )
+
+
+def _is_path(expression: Any, alias: str | None) -> bool:
+    """Whether an expression is a property of the document: the FROM alias, then names and
+    constant indices (`c.a.b`, `c["a"]`, `c.items[0]`), at least one."""
+    steps = 0
+    while isinstance(expression, Tree) and expression.data in ("member", "index"):
+        if expression.data == "index":
+            index = expression.children[1]
+            if not (isinstance(index, Tree) and index.data in ("string", "number")):
+                return False
+            if index.data == "number" and not str(index.children[0]).isdigit():
+                return False
+        expression, steps = expression.children[0], steps + 1
+    return (
+        steps > 0
+        and isinstance(expression, Tree)
+        and expression.data == "reference"
+        and str(expression.children[0]) == alias
     )
 
 

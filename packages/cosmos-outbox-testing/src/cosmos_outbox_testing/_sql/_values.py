@@ -96,6 +96,8 @@ def compare(operator: str, left: Any, right: Any) -> Any:
         return left != right
     if kind == 1:  # null against null: equal, neither less nor greater
         return operator in ("<=", ">=")
+    if kind == 4 and not (_bmp(left) and _bmp(right)):
+        left, right = _utf16(left), _utf16(right)
     match operator:
         case "<":
             return bool(left < right)
@@ -105,6 +107,17 @@ def compare(operator: str, left: Any, right: Any) -> Any:
             return bool(left > right)
         case _:
             return bool(left >= right)
+
+
+def _bmp(text: str) -> bool:
+    """Whether a string's characters are each one UTF-16 code unit (none past U+FFFF)."""
+    return text.isascii() or max(text) < "\U00010000"
+
+
+def _utf16(text: str) -> bytes:
+    """A string as Cosmos DB orders and counts it: by its UTF-16 code units (a character past
+    U+FFFF is two, which sort below U+E000)."""
+    return text.encode("utf-16-be", "surrogatepass")
 
 
 def truth(value: Any) -> Any:
@@ -201,7 +214,7 @@ def sort_key(value: Any) -> tuple[int, Any]:
     kind = _kind(value)
     if kind >= 5:
         raise QueryUnsupported("ORDER BY on an array or an object value is not served")
-    return (kind, value if kind >= 2 else 0)
+    return (kind, _utf16(value) if kind == 4 else value if kind >= 2 else 0)
 
 
 def aggregate(name: str, values: Sequence[Any]) -> Any:
@@ -279,7 +292,7 @@ FUNCTIONS: Final[dict[str, tuple[int, int, Callable[..., Any]]]] = {
     "CONTAINS": (2, 3, _text_test(str.__contains__)),
     "LOWER": (1, 1, _on_text(str.lower)),
     "UPPER": (1, 1, _on_text(str.upper)),
-    "LENGTH": (1, 1, _on_text(len)),
+    "LENGTH": (1, 1, _on_text(lambda text: len(text) if _bmp(text) else len(_utf16(text)) // 2)),
     "CONCAT": (2, 64, _concat),
 }
 #: The aggregate functions (in a SELECT list or after VALUE, never inside an expression).

@@ -21,7 +21,7 @@
  */
 
 const { below, above, rankOf, MIN_RID, MAX_RID } = require("./sortedkeys");
-const { MARK_NOT_IN, MARK_NOT_BETWEEN, notBetweens } = require("./sqlsemantics");
+const { MARK_NOT_IN, notBetween } = require("./sqlsemantics");
 
 const AGGREGATES = new Set(["COUNT", "SUM", "MIN", "MAX", "AVG"]);
 
@@ -111,17 +111,6 @@ function condition(node, alias) {
     }
     case "scalar_binary_expression": {
       const op = node.operator;
-      if (op === "AND") {
-        // `x NOT BETWEEN a AND b` reaches the parser as `x BETWEEN <mark> AND a AND b`: its
-        // `AND b` is the upper bound, not a condition (sqlsemantics.js pairs them)
-        let paired;
-        try {
-          paired = notBetweens(node);
-        } catch (err) {
-          return NONE; // refused when the query is prepared
-        }
-        if (paired !== node) return condition(paired, alias);
-      }
       if (op === "AND" || op === "OR") {
         const terms = [condition(node.left, alias), condition(node.right, alias)];
         return { kind: op === "AND" ? "and" : "or", terms };
@@ -158,7 +147,7 @@ function condition(node, alias) {
         { exact: "primitive" });
     }
     case "scalar_between_expression": {
-      if (node.negated || (node.begin.type === "parameter_name" && node.begin.name === MARK_NOT_BETWEEN)) return NONE;
+      if (notBetween(node)) return NONE;
       const segs = memberPath(node.value, alias);
       const low = valueOf(node.begin);
       const high = valueOf(node.end);

@@ -414,6 +414,19 @@ function wholeContainerCount(parts, options) {
 }
 
 /**
+ * A query without FROM, evaluated once, in this thread (it reads no document): the engine is
+ * given one empty document, which the query cannot name. {result, metrics}.
+ */
+function runSourceless(store, text, options) {
+  const p = prepare(text);
+  const r = evaluateHere({
+    kind: "whole", text: p.text, parameters: options.parameters, udfs: udfSources(store), chunks: [[{}]]
+  });
+  if (r.error !== undefined) throw badRequest(r.error);
+  return { result: r.result, metrics: { ...newMetrics(null), retrieved: 0 } };
+}
+
+/**
  * `text` run by the engine over `docs` (a patch's condition on the document it patches), with
  * the service's semantics, in this thread: {result}.
  */
@@ -440,6 +453,7 @@ module.exports = {
   runAll,
   runAggregate,
   runWhole,
+  runSourceless,
   evaluate,
   setBudget,
   budget,
