@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -91,9 +92,9 @@ VALUES = st.one_of(
 )
 #: Each field's values: mostly of one type, any type now and then.
 FIELD_VALUES = {
-    "n": st.one_of(NUMBERS, NUMBERS, VALUES),
-    "s": st.one_of(TEXTS, TEXTS, VALUES),
-    "b": st.one_of(st.booleans(), st.booleans(), VALUES),
+    "n": st.one_of(NUMBERS, NUMBERS, NUMBERS, SCALARS, VALUES),
+    "s": st.one_of(TEXTS, TEXTS, TEXTS, SCALARS, VALUES),
+    "b": st.one_of(st.booleans(), st.booleans(), st.booleans(), SCALARS, VALUES),
     "x": VALUES,
     "o": st.one_of(st.fixed_dictionaries({}, optional={"k": SCALARS, "m": VALUES}), VALUES),
     "a": st.one_of(
@@ -187,6 +188,9 @@ def _forms(
         return [
             *shared,
             f("({} {} {})", n, choice("+", "-", "*", "/", "%"), n),
+            # precedence and associativity, unbracketed
+            f("({} {} {} {} {})", n, choice("+", "-"), n, choice("*", "/", "%", "-"), n),
+            f("({} {} {} {} {})", n, choice("*", "/", "%"), n, choice("+", "-", "/"), n),
             f("(-({}))", n),
             f("LENGTH({})", t),
             f("ARRAY_LENGTH({})", choice(*arrays)),
@@ -206,6 +210,12 @@ def _forms(
             f("({} {} {})", a, choice(*COMPARISONS), a),
             f("({} {} {})", b, choice("AND", "OR"), b),
             f("(NOT {})", b),
+            # precedence, unbracketed
+            f("({} {} {} {} {})", b, choice("AND", "OR"), b, choice("AND", "OR"), b),
+            f("(NOT {} {} {})", b, choice("AND", "OR"), b),
+            f("({} {} {} AND {})", n, choice(*COMPARISONS), n, b),
+            f("({} || {} {} {})", t, t, choice(*COMPARISONS), t),
+            f("({} + {} BETWEEN {} AND {} - {})", n, n, n, n, n),
             f("{}({})", choice(*IS_TYPE), a),
             f("{}({}, {})", choice("STARTSWITH", "ENDSWITH", "CONTAINS"), t, t),
             f("{}({}, {}, {})", choice("STARTSWITH", "ENDSWITH", "CONTAINS"), t, t, b),
@@ -266,7 +276,7 @@ SOURCELESS = _expressions(2, paths=False)["any"]
 #: Where ORDER BY may sort (the service orders by a document's path, never by an expression),
 #: each with c.id last so that no two documents tie; the container has the composite indexes
 #: the service needs for them (INDEXING_POLICY).
-ORDER_PATHS = ("c.n", "c.s", "c.x", "c.o.k")
+ORDER_PATHS = ("c.n", "c.s", "c.b", "c.o.k")
 AGGREGATES = ("COUNT", "SUM", "AVG", "MIN", "MAX")
 
 
@@ -341,8 +351,11 @@ def _selection(draw: st.DrawFn, form: str, expressions: st.SearchStrategy[str]) 
     )
 
 
-#: What a single ORDER BY sorts by where the row is the value sorted by (ties are equal rows).
-SORTED_VALUES = (*ORDER_PATHS, "c.b", "c.id", 'c["s"]', "c.a[0]", "c.o")
+#: What a single ORDER BY sorts by where the row is the value sorted by (ties are equal rows);
+#: c.x is now and then an array or an object, which the kit refuses to sort.
+SORTED_VALUES = (*ORDER_PATHS, "c.id", 'c["s"]', "c.a[0]", "c.x")
+#: What ORDER BY cannot sort by: not a property of the document (refused).
+NOT_PATHS = ("c.n + 1", "LOWER(c.s)", "1", "c", "c.a[@p0]", "(c.n ?? 0)")
 DIRECTIONS = st.sampled_from(["", " ASC", " DESC"])
 
 
@@ -372,9 +385,8 @@ def queries(draw: st.DrawFn) -> str:
         selection = _selection(draw, form, EXPRESSIONS)
         order = ""
         if form not in ("aggregate", "aggregates") and draw(st.integers(0, 9)) < 5:
-            if draw(st.integers(0, 9)) == 0:  # not a property: refused
-                expression = draw(EXPRESSIONS.filter(lambda e: e not in PATHS))
-                order = f" ORDER BY {expression}{draw(DIRECTIONS)}"
+            if draw(st.sampled_from(range(10))) == 5:  # not a property: refused
+                order = f" ORDER BY {draw(st.sampled_from(NOT_PATHS))}{draw(DIRECTIONS)}"
             else:
                 paths = draw(st.sampled_from(ORDERS))
                 order = " ORDER BY " + ", ".join(f"{p}{draw(DIRECTIONS)}" for p in paths)
@@ -385,6 +397,10 @@ def queries(draw: st.DrawFn) -> str:
 
 
 # -- the comparison -----------------------------------------------------------------------------
+
+#: What the kit refuses and funcstack answers, on purpose (docs/cosmos-sql.md): ORDER BY of an
+#: array or an object (Cosmos DB orders them by a hash the kit cannot know).
+KIT_ONLY = re.compile(r"ORDER BY on an array or an object value")
 
 
 def canonical(value: Any) -> Any:
@@ -453,7 +469,13 @@ def test_the_kit_and_funcstack_answer_a_query_alike(
         try:
             kit = run_query(sql, parameters, json.loads(json.dumps(stored)), cross_partition=False)
         except QueryUnsupported as refused:
-            event(f"the kit refuses: {str(refused)[:60]}")
+            # the kit may refuse more than funcstack, naming it, and only what it declares
+            assert "error" in answer or KIT_ONLY.search(str(refused)), (
+                f"{sql}\nthe kit refuses ({refused}), funcstack answers {answer}"
+            )
+            event(
+                f"the kit refuses: {str(refused)[:50]}, funcstack {'too' if 'error' in answer else 'answers'}"
+            )
             continue
         assert "error" not in answer, f"{sql}\nthe kit answers {kit}, funcstack refuses: {answer}"
         event("rows" if kit else "no rows")

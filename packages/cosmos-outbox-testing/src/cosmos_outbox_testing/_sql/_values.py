@@ -258,7 +258,12 @@ def _on_text(function: Callable[[str], Any]) -> Callable[[Any], Any]:
 
 
 def _array_contains(array: Any, value: Any, partial: Any = False) -> Any:
-    if type(array) is not list or type(partial) is not bool:
+    """Whether an array holds the value (an item equal to it; with `partial`, an object with
+    each of its properties equal); undefined unless `array` is an array, `value` is defined
+    and `partial` a boolean (undefined: false)."""
+    if partial is UNDEFINED:
+        partial = False
+    if type(array) is not list or value is UNDEFINED or type(partial) is not bool:
         return UNDEFINED
     if partial and type(value) is dict:
         return any(

@@ -14,6 +14,7 @@
  *     written for it as IN / BETWEEN with a marker (`x IN (<mark>, ...)`, `x BETWEEN [<mark>,
  *     a] AND b`) and turned into NOT of them after parsing;
  *   - STARTSWITH, ENDSWITH and CONTAINS with their third argument (ignore case);
+ *     ARRAY_CONTAINS of an undefined value, and its partial match (`arrayContains`);
  *   - an item of a SELECT list without a name of its own is named as the service names it:
  *     a property by its name (`c.n`: "n", `c["n"]`: "n"), anything else `$1`, `$2`, ... in
  *     the list's order (the engine names `c.a[0]` "0" and cannot compile `c.a[@i]`);
@@ -90,6 +91,22 @@ function textTest(test) {
   };
 }
 
+/**
+ * ARRAY_CONTAINS(array, value[, partial]) as the service answers it: undefined unless `array`
+ * is an array, `value` is defined and `partial` a boolean (undefined: false); a partial match
+ * of an object is an item with each of its properties equal (the engine's also matches
+ * nested objects partially, and finds an undefined value nowhere: false).
+ */
+function arrayContains(array, value, partial = false) {
+  if (!Array.isArray(array) || value === undefined || typeof partial !== "boolean") return undefined;
+  if (partial && typeOf(value) === "object") {
+    const entries = Object.entries(value);
+    return array.some(item => typeOf(item) === "object" &&
+      entries.every(([k, v]) => Object.prototype.hasOwnProperty.call(item, k) && deepEqual(item[k], v)));
+  }
+  return array.some(item => deepEqual(item, value));
+}
+
 /** The functions the rewritten queries call (as UDFs; their names cannot clash with an id). */
 const FUNCTIONS = {
   __funcstack_eq: equal,
@@ -103,6 +120,7 @@ const FUNCTIONS = {
   },
   __funcstack_in: (value, list) => list.reduce((found, item) => or(found, equal(value, item)), false),
   __funcstack_between: (value, low, high) => and(compare(">=", value, low), compare("<=", value, high)),
+  __funcstack_array_contains: arrayContains,
   __funcstack_startswith: textTest((a, b) => a.startsWith(b)),
   __funcstack_endswith: textTest((a, b) => a.endsWith(b)),
   __funcstack_contains: textTest((a, b) => a.includes(b))
@@ -231,6 +249,9 @@ function rewrite(node) {
       const name = n.udf ? null : String(n.name.name).toUpperCase();
       const fn = { STARTSWITH: "__funcstack_startswith", ENDSWITH: "__funcstack_endswith", CONTAINS: "__funcstack_contains" };
       if (name && fn[name] && n.arguments.length === 3) return call(fn[name], n.arguments);
+      if (name === "ARRAY_CONTAINS" && (n.arguments.length === 2 || n.arguments.length === 3)) {
+        return call("__funcstack_array_contains", n.arguments);
+      }
       return n;
     }
     default:
