@@ -46,10 +46,8 @@ offset_limit: _OFFSET count _LIMIT count
      | coalesce "??" or_expr                  -> coalesce
 ?or_expr: and_expr
      | or_expr _OR and_expr                   -> or_
-?and_expr: not_expr
-     | and_expr _AND not_expr                 -> and_
-?not_expr: predicate
-     | NOT not_expr                           -> not_
+?and_expr: predicate
+     | and_expr _AND predicate                -> and_
 ?predicate: comparison
      | comparison [NOT] _IN "(" expr ("," expr)* ")"     -> in_
      | comparison [NOT] _BETWEEN concat _AND concat      -> between
@@ -67,6 +65,7 @@ offset_limit: _OFFSET count _LIMIT count
 ?unary: postfix
      | MINUS unary                            -> negative
      | PLUS unary
+     | NOT unary                              -> not_
 ?postfix: primary
      | postfix "." NAME                       -> member
      | postfix "[" expr "]"                   -> index

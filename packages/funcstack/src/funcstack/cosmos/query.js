@@ -29,6 +29,7 @@ const { readJson, header, isTrue, headerPartitionKey } = require("./requests");
 const { answerFor, requestScope } = require("./partitions");
 const { liveRanges } = require("./ranges");
 const { runPage, runAll, runAggregate, runWhole, runSourceless, prepare, setBudget, budget } = require("./queryrun");
+const { NOT_JSON, holdsNotJson } = require("./queryengine");
 
 /** A continuation the client sent: ours (parsed), or null to start from the beginning. */
 function parseContinuation(raw) {
@@ -68,6 +69,7 @@ async function queryDocuments(store, body, req, scope, span, c) {
       : [{ name: aggregate.name.toUpperCase() }];
     for (const part of parts) part.text = `SELECT VALUE ${part.name}(${aggregate.argument}) ${aggregate.source}`;
     const r = await runAggregate(store, parts, { ...base, continuation: c, partial: true });
+    if (holdsNotJson(r.values)) throw badRequest(NOT_JSON);
     const item = aggregate.name === "avg" ? { sum: r.values[0], count: r.values[1] } : r.values[0];
     // one row: the value the rewritten query selects, [{"item": value}]
     return { result: [[item === undefined ? {} : { item }]], continuation: r.continuation, metrics: r.metrics };
@@ -79,10 +81,13 @@ async function queryDocuments(store, body, req, scope, span, c) {
   const once = await answeredAtOnce(store, shape, parameters, base);
   if (once) {
     const rows = cut(once.result, shape);
+    if (holdsNotJson(rows)) throw badRequest(NOT_JSON);
     return { result: rows, continuation: null, metrics: { ...once.metrics, output: rows.length } };
   }
   if (!shape.distinct && shape.offset === null) {
-    return runPage(store, shape.query, { ...base, continuation: c, partial: true });
+    const page = await runPage(store, shape.query, { ...base, continuation: c, partial: true });
+    if (page.notJson && holdsNotJson(page.result)) throw badRequest(NOT_JSON);
+    return page;
   }
   // DISTINCT and OFFSET/LIMIT, which the package's engine does not parse, are applied to
   // the whole (ordered) result here; pages are cut from it with a continuation of our own.
@@ -90,6 +95,7 @@ async function queryDocuments(store, body, req, scope, span, c) {
   let rows = all.result;
   if (shape.distinct) rows = distinct(rows);
   if (shape.offset !== null) rows = rows.slice(shape.offset, shape.offset + shape.limit);
+  if (all.notJson && holdsNotJson(rows)) throw badRequest(NOT_JSON);
   const start = c && Number.isInteger(c.local) ? c.local : 0;
   const end = maxItemCount > 0 ? start + maxItemCount : rows.length;
   return {
@@ -104,7 +110,8 @@ async function queryDocuments(store, body, req, scope, span, c) {
  * once, on nothing, as the service evaluates it: not once per document read), a `SELECT VALUE
  * AGG(x)` (from partial results, queryrun.js) and aggregates in an object (over every document
  * at once). Their TOP, DISTINCT and OFFSET LIMIT are applied to these rows (`cut`), not to the
- * documents read. {result, metrics}.
+ * documents read. {result, metrics}: a row that held an infinity or NaN is the value itself (an
+ * aggregate's) or queryengine.js's mark for it, which `holdsNotJson` finds.
  */
 async function answeredAtOnce(store, shape, parameters, base) {
   if (!prepare(shape.query).query.ast.body.from) return runSourceless(store, shape.query, base);

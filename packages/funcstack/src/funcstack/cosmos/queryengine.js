@@ -265,14 +265,26 @@ function finite(value) {
 }
 
 /**
- * A result the service cannot answer: an infinity or NaN (a division by zero) in a row or an
- * aggregate, which JSON cannot carry (JSON.stringify would make it null). The service answers
- * such a query 400 (sub-status 4001), and so does this endpoint.
+ * What the service answers (400, sub-status 4001) to a query whose results hold an infinity or
+ * NaN (a division by zero), which JSON cannot carry (JSON.stringify would make it null).
  */
 const NOT_JSON = "The response content contains a numeric value that cannot be represented in JSON " +
   "(e.g. Infinity and NaN).";
+/** A row that held an infinity or NaN, in its place (rows cross threads as JSON). */
+const NOT_JSON_ROW = Object.freeze({ __funcstack_not_json__: true });
 
-/** A task's result, or {error} when the engine refuses the query. */
+/** Whether rows answered hold an infinity or NaN (or a row marked for one): the query's 400. */
+function holdsNotJson(rows) {
+  return rows.some(r => !finite(r) || (r !== null && typeof r === "object" && r.__funcstack_not_json__ === true));
+}
+
+/**
+ * A task's result, or {error} when the engine refuses the query. A row holding an infinity or
+ * NaN is answered as NOT_JSON_ROW, with `notJson` set: the query is refused (query.js) if such
+ * a row is among those answered once TOP, DISTINCT and OFFSET LIMIT have cut them (the service
+ * refuses what it would send). An aggregate's partial values keep theirs (they are cloned, not
+ * sent as JSON).
+ */
 function evaluate(task) {
   let result;
   try {
@@ -281,7 +293,12 @@ function evaluate(task) {
     if (err instanceof Refused) return { error: err.message };
     throw err;
   }
-  if (!finite(result.rows) || !finite(result.result) || !finite(result.values)) return { error: NOT_JSON };
+  for (const key of ["rows", "result"]) {
+    if (Array.isArray(result[key]) && !finite(result[key])) {
+      result[key] = result[key].map(row => (finite(row) ? row : NOT_JSON_ROW));
+      result.notJson = true;
+    }
+  }
   return result;
 }
 
@@ -293,6 +310,8 @@ module.exports = {
   combined,
   positionOf,
   Refused,
+  NOT_JSON,
+  holdsNotJson,
   CHUNK,
   PAGE_BYTES
 };
