@@ -123,6 +123,14 @@ param cloudEventsSourceBase string = ''
 @minValue(100)
 param feedPollDelayMs int = 1000
 
+@description('The relay\'s lease intervals in milliseconds (LEASE_*_INTERVAL_MS, the trigger\'s binding properties of those names); 0: the change feed processor\'s own.')
+@minValue(0)
+param leaseAcquireIntervalMs int = 0
+@minValue(0)
+param leaseExpirationIntervalMs int = 0
+@minValue(0)
+param leaseRenewIntervalMs int = 0
+
 @description('Maximum documents per relay invocation.')
 @minValue(1)
 @maxValue(1000)
@@ -442,6 +450,18 @@ var appSettings = [
     value: string(maxItemsPerInvocation)
   }
   {
+    name: 'LEASE_ACQUIRE_INTERVAL_MS'
+    value: string(leaseAcquireIntervalMs)
+  }
+  {
+    name: 'LEASE_EXPIRATION_INTERVAL_MS'
+    value: string(leaseExpirationIntervalMs)
+  }
+  {
+    name: 'LEASE_RENEW_INTERVAL_MS'
+    value: string(leaseRenewIntervalMs)
+  }
+  {
     name: 'BACKLOG_ESTIMATE_SCHEDULE'
     value: backlogEstimateSchedule
   }
@@ -452,8 +472,9 @@ var appSettings = [
     value: string(relayStallSeconds)
   }
   {
-    // The relay's leases apart from any trigger of the app's own on the same lease container.
-    name: 'OUTBOX_LEASE_PREFIX'
+    // The relay's processor (its leases apart from any trigger of the app's own on the same
+    // lease container): the trigger's leaseContainerPrefix.
+    name: 'OUTBOX_PROCESSOR_NAME'
     value: 'outbox.'
   }
 ]

@@ -20,13 +20,15 @@ import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
 from email.utils import formatdate
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from azure.cosmos import ContainerProxy
 
 from cosmos_changefeed import ChangeFeedEstimator, ChangeFeedProcessor, LeaseContext
-from funcstack.cosmos import CosmosEndpoint
+
+if TYPE_CHECKING:
+    from funcstack.cosmos import CosmosEndpoint
 
 pytestmark = pytest.mark.integration
 

@@ -21,7 +21,7 @@ from recovery_world import KIND, OTHER, SUBSCRIPTION, RecoveryWorld, Stock, outc
 
 from cosmos_outbox import Outbox
 from cosmos_outbox.errors import OutboxError, SessionIdTooLongError
-from cosmos_outbox.operations import describe, resubmission, resubmission_id
+from cosmos_outbox.operations._dead_letters import describe, resubmission, resubmission_id
 from cosmos_outbox.ports import DeadLetterEntity, LeaseBacklog, Page
 from cosmos_outbox.subscriber import DISCARD_NOTICE, Dispatcher, Outcome, Projector
 from cosmos_outbox_operators import operators_blueprint

@@ -358,25 +358,13 @@ def services_from_settings(
     backlog = lambda: Estimator(  # noqa: E731
         outbox_database.get_container_client(container),
         outbox_database.get_container_client(leases),
-        lease_prefix=settings.lease_prefix,
+        processor_name=settings.processor_name,
     )
     subscribers = lambda: {  # noqa: E731
         name: Store(client.get_database_client(db).get_container_client(projections))
         for name, db, projections in watched_containers
     }
-    logger.info(
-        "outbox services built: database=%s container=%s topic=%s identity_cosmos=%s async=%s",
-        database,
-        container,
-        settings.servicebus_topic,
-        connection is None,
-        asynchronous,
-        extra={
-            "outbox.database": database,
-            "outbox.container": container,
-            "outbox.topic": settings.servicebus_topic,
-        },
-    )
+    _log_built(settings, identity=connection is None, asynchronous=asynchronous)
     return Services(
         store=store,
         backlog=backlog,
@@ -395,6 +383,23 @@ def services_from_settings(
         },
         watched=watched_from_settings(settings),
         subscriber_stores=subscribers,
+    )
+
+
+def _log_built(settings: OutboxSettings, *, identity: bool, asynchronous: bool) -> None:
+    database, container = settings.cosmos_database, settings.cosmos_container
+    logger.info(
+        "outbox services built: database=%s container=%s topic=%s identity_cosmos=%s async=%s",
+        database,
+        container,
+        settings.servicebus_topic,
+        identity,
+        asynchronous,
+        extra={
+            "outbox.database": database,
+            "outbox.container": container,
+            "outbox.topic": settings.servicebus_topic,
+        },
     )
 
 

@@ -328,7 +328,7 @@ class CosmosBacklogWorld(BacklogWorld):
         self.endpoint = stack.cosmos_endpoint
         if flavour == "sync":
             self.estimator = CosmosBacklogEstimator(
-                self.monitored, self.leases, lease_prefix="outbox."
+                self.monitored, self.leases, processor_name="outbox."
             )
         else:
 
@@ -342,7 +342,7 @@ class CosmosBacklogWorld(BacklogWorld):
                 return AsyncCosmosBacklogEstimator(
                     database.get_container_client(monitored),
                     database.get_container_client(leases),
-                    lease_prefix="outbox.",
+                    processor_name="outbox.",
                 )
 
             self.estimator = loop.run(connect())

@@ -15,7 +15,7 @@ import os
 import sys
 import urllib.parse
 from collections.abc import Callable, Iterator
-from typing import Any, TextIO
+from typing import Any, TextIO, TypeAlias
 
 from cosmos_outbox_operators.cli._client import (
     DEFAULT_API,
@@ -268,6 +268,13 @@ def _dead_letters(api: OperatorsApi, args: argparse.Namespace, out: Output) -> i
         body = _ok(api, "GET", api.route(f"deadletters/{entity}/messages/{args.sequence_number}"))
         out.result(body, lambda b: iter([json.dumps(b, indent=2, ensure_ascii=False)]))
         return DONE
+    return _letters_acted(api, args, out, action, entity)
+
+
+def _letters_acted(
+    api: OperatorsApi, args: argparse.Namespace, out: Output, action: str, entity: str
+) -> int:
+    """A resubmit or a discard, called again while matching dead letters remain."""
     request = _selection(args)
     if action == "discard":
         request["reason"] = args.reason
@@ -452,6 +459,22 @@ def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
     top.add_argument("--json", action="store_true", help="print the routes' JSON (for scripts)")
     top.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for add in (_readings, _quarantine_commands, _dead_letter_commands, _subscriber_commands):
+        add(commands, flags)
+    redrive = commands.add_parser("redrive", parents=[flags], help="send stored events again")
+    redrive.add_argument("--since", required=True, help="RFC 3339, e.g. 2026-11-22T08:00:00Z")
+    redrive.add_argument("--aggregate-type", help="only events of this aggregate type")
+    redrive.add_argument("--aggregate-id", help="only this aggregate's (with the type)")
+    redrive.add_argument("--subscription", help="to this subscription only (else to all)")
+    redrive.add_argument("--page-size", type=int, default=100, help="events per call")
+    return top
+
+
+#: The top parser's commands, each added by one of the functions below.
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _readings(commands: Commands, flags: argparse.ArgumentParser) -> None:
     commands.add_parser(
         "status", parents=[flags], help="the relay's backlog per lease, the quarantine"
     )
@@ -471,6 +494,8 @@ def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
     documents.add_argument("aggregate_id", help="the aggregate id (its partition key)")
     documents.add_argument("--page-size", type=int, default=100)
 
+
+def _quarantine_commands(commands: Commands, flags: argparse.ArgumentParser) -> None:
     quarantine = commands.add_parser("quarantine", help="list, replay or discard")
     actions = quarantine.add_subparsers(dest="action", required=True)
     listing = actions.add_parser("list", parents=[flags], help="every quarantine record")
@@ -483,6 +508,8 @@ def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
     discard.add_argument("event_id")
     discard.add_argument("--reason", required=True, help="why (the audit line, the notice)")
 
+
+def _dead_letter_commands(commands: Commands, flags: argparse.ArgumentParser) -> None:
     letters = commands.add_parser(
         "deadletters", parents=[flags], help="the subscriptions' dead letters"
     )
@@ -513,6 +540,8 @@ def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
         if verb == "discard":
             acting.add_argument("--reason", required=True, help="why (audit line, notices)")
 
+
+def _subscriber_commands(commands: Commands, flags: argparse.ArgumentParser) -> None:
     subscribers = commands.add_parser(
         "subscribers", parents=[flags], help="what subscribers hold, and why"
     )
@@ -525,14 +554,6 @@ def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
     release.add_argument("aggregate", nargs=2, metavar=("TYPE", "ID"))
     release.add_argument("--version", type=int, required=True)
     release.add_argument("--reason", required=True)
-
-    redrive = commands.add_parser("redrive", parents=[flags], help="send stored events again")
-    redrive.add_argument("--since", required=True, help="RFC 3339, e.g. 2026-11-22T08:00:00Z")
-    redrive.add_argument("--aggregate-type", help="only events of this aggregate type")
-    redrive.add_argument("--aggregate-id", help="only this aggregate's (with the type)")
-    redrive.add_argument("--subscription", help="to this subscription only (else to all)")
-    redrive.add_argument("--page-size", type=int, default=100, help="events per call")
-    return top
 
 
 _RUN: dict[str, Callable[[OperatorsApi, argparse.Namespace, Output], int]] = {

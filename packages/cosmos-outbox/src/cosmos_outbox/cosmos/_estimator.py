@@ -1,7 +1,7 @@
 """The backlog estimator on Cosmos DB, on cosmos-changefeed's estimator (the one implementation
 of finding a processor's leases and reading what follows their checkpoints; the relay's leases
 are that processor's whether the Functions trigger or `cosmos-outbox relay` writes them): for
-each lease of the relay (the processor named by its lease prefix, OUTBOX_LEASE_PREFIX, over the
+each lease of the relay (the processor named OUTBOX_PROCESSOR_NAME, over the
 outbox's container), its first pending changes, of which the transactions that carry events
 are counted:
 
@@ -95,16 +95,16 @@ def _lease_container_missing(exc: CosmosHttpResponseError, name: str) -> RelayNo
 
 
 class CosmosBacklogEstimator(BacklogEstimator):
-    """Estimates from the relay's leases (the processor `lease_prefix`) over the monitored
+    """Estimates from the relay's leases (the processor `processor_name`) over the monitored
     container (sync SDK). Raises RelayNotReadyError when the lease container does not exist,
     StoreUnavailableError/ThrottledError when the store fails."""
 
     def __init__(
-        self, monitored: ContainerProxy, leases: ContainerProxy, *, lease_prefix: str = ""
+        self, monitored: ContainerProxy, leases: ContainerProxy, *, processor_name: str = ""
     ) -> None:
         self._lease_container = str(leases.id)
         self._estimator = ChangeFeedEstimator(
-            monitored, leases, processor_name=lease_prefix, estimate_from="beginning"
+            monitored, leases, processor_name=processor_name, estimate_from="beginning"
         )
 
     def pending(self) -> list[PendingChanges]:
@@ -126,11 +126,15 @@ class AsyncCosmosBacklogEstimator(AsyncBacklogEstimator):
     """`CosmosBacklogEstimator` on the SDK's `aio` client."""
 
     def __init__(
-        self, monitored: AsyncContainerProxy, leases: AsyncContainerProxy, *, lease_prefix: str = ""
+        self,
+        monitored: AsyncContainerProxy,
+        leases: AsyncContainerProxy,
+        *,
+        processor_name: str = "",
     ) -> None:
         self._lease_container = str(leases.id)
         self._estimator = AsyncChangeFeedEstimator(
-            monitored, leases, processor_name=lease_prefix, estimate_from="beginning"
+            monitored, leases, processor_name=processor_name, estimate_from="beginning"
         )
 
     async def pending(self) -> list[PendingChanges]:

@@ -42,9 +42,8 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import TYPE_CHECKING, Literal, cast
 
 from cosmos_outbox._mapper import (
     DISCARD_NOTICE_SUBJECT,
@@ -52,14 +51,28 @@ from cosmos_outbox._mapper import (
     TARGET_PROPERTY,
     discard_notice,
 )
-from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.operations._dependencies import SERVICE_BUS, answered
+from cosmos_outbox.operations._letters import (
+    PREVIEW_ITEMS,
+    ActionReport,
+    DeadLetterCounts,
+    DeadLetterMessage,
+    Described,
+    EntityCount,
+    Handled,
+    HandledLetter,
+    LetterFilter,
+    LetterPreview,
+    LetterSummary,
+    Selection,
+    describe,
+    enqueued,
+)
 from cosmos_outbox.ports import (
     AsyncDeadLetterQueues,
-    DeadLetter,
     DeadLetterEntity,
     Outgoing,
 )
@@ -71,11 +84,6 @@ __all__ = [
     "COUNT_LIMIT",
     "MAX_PER_CALL",
     "DeadLetterOperators",
-    "Described",
-    "LetterFilter",
-    "LetterPreview",
-    "LetterSummary",
-    "Selection",
     "describe",
     "resubmission",
     "resubmission_id",
@@ -92,49 +100,6 @@ PEEK_BATCH = 100
 #: The kind named in a 404.
 DEAD_LETTER = "dead letter"
 WATCHED = "watched subscription or queue"
-
-
-@dataclass(frozen=True)
-class Described:
-    """What a dead letter is, read from its properties: the outbox's event (or notice) it
-    carries, when it is one."""
-
-    letter: DeadLetter
-    event_id: str | None
-    aggregate_type: str | None
-    aggregate_id: str | None
-    action: str | None
-    version: int | None
-    source: str | None
-    resubmissions: int
-    target: str | None
-
-    @property
-    def is_outbox_message(self) -> bool:
-        return bool(self.aggregate_type and self.aggregate_id and self.version)
-
-
-def describe(letter: DeadLetter) -> Described:
-    properties = letter.application_properties
-    kind = _text(properties.get("aggregateType"))
-    aggregate = _text(properties.get(f"{kind}Id")) if kind else None
-    version = properties.get("version")
-    if isinstance(version, str) and version.isdigit():
-        version = int(version)
-    resubmissions = properties.get(RESUBMISSION_PROPERTY)
-    return Described(
-        letter=letter,
-        event_id=_text(properties.get("cloudEvents_id")) or letter.message_id,
-        aggregate_type=kind,
-        aggregate_id=aggregate or _text(properties.get("cloudEvents_subject")) or letter.session_id,
-        action=_text(properties.get("cloudEvents_type"))
-        or _text(properties.get("action"))
-        or letter.subject,
-        version=version if type(version) is int else None,
-        source=_text(properties.get("cloudEvents_source")),
-        resubmissions=resubmissions if type(resubmissions) is int else 0,
-        target=_text(properties.get(TARGET_PROPERTY)),
-    )
 
 
 def resubmission_id(event_id: str, target: str, number: int) -> str:
@@ -193,150 +158,6 @@ def discard_of(
         content_type=notice.content_type,
         application_properties=application_properties(notice),
     )
-
-
-@dataclass(frozen=True)
-class LetterFilter:
-    """Which dead letters: of an aggregate type (and one aggregate), an action, a reason
-    (found, ignoring case, in the dead-letter reason or its description), enqueued in a time
-    range. Nothing set: every one."""
-
-    aggregate_type: str | None = None
-    aggregate_id: str | None = None
-    action: str | None = None
-    reason: str | None = None
-    since: datetime | None = None
-    until: datetime | None = None
-
-    def matches(self, described: Described) -> bool:
-        letter = described.letter
-        if self.aggregate_type is not None and described.aggregate_type != self.aggregate_type:
-            return False
-        if self.aggregate_id is not None and described.aggregate_id != self.aggregate_id:
-            return False
-        if self.action is not None and described.action != self.action:
-            return False
-        if self.reason is not None:
-            wanted = self.reason.casefold()
-            found = f"{letter.reason or ''}\n{letter.description or ''}".casefold()
-            if wanted not in found:
-                return False
-        at = letter.enqueued_at
-        if self.since is not None and (at is None or at < self.since.timestamp()):
-            return False
-        return not (self.until is not None and (at is None or at >= self.until.timestamp()))
-
-    @property
-    def empty(self) -> bool:
-        return all(
-            v is None
-            for v in (
-                self.aggregate_type,
-                self.aggregate_id,
-                self.action,
-                self.reason,
-                self.since,
-                self.until,
-            )
-        )
-
-
-@dataclass(frozen=True)
-class Selection:
-    """Dead letters named by their sequence numbers, or all matching a filter (`every`: all of
-    them, said explicitly)."""
-
-    sequence_numbers: tuple[int, ...] = ()
-    filter: LetterFilter = field(default_factory=LetterFilter)
-    every: bool = False
-
-
-@dataclass(frozen=True)
-class EntityCount:
-    entity: DeadLetterEntity
-    #: None when its dead-letter queue could not be read (`error` says why)
-    count: int | None
-    #: the count stopped at COUNT_LIMIT: there are at least that many
-    at_least: bool
-    error: str | None = None
-
-
-@dataclass(frozen=True)
-class Handled:
-    """One dead letter an action handled: what was sent for it (its MessageId, and for a
-    resubmission its number), and the outcome (None: done)."""
-
-    described: Described
-    sent: Outgoing | None
-    outcome: str | None
-
-
-@dataclass(frozen=True)
-class ActionReport:
-    action: str
-    entity: DeadLetterEntity
-    handled: list[Handled]
-    #: matching dead letters not handled by this call (call again)
-    remaining: int
-    subscribers_will_see: str
-
-    @property
-    def done(self) -> list[Handled]:
-        return [h for h in self.handled if h.outcome is None]
-
-    @property
-    def failed(self) -> list[Handled]:
-        return [h for h in self.handled if h.outcome is not None]
-
-
-class LetterSummary(Model):
-    """A dead letter in a preview: what it is and why it was dead-lettered."""
-
-    sequence_number: int
-    event_id: str | None
-    aggregate_type: str | None
-    aggregate_id: str | None
-    action: str | None
-    version: int | None
-    dead_letter_reason: str | None
-    enqueued_time: datetime | None
-
-    @classmethod
-    def of(cls, described: Described) -> LetterSummary:
-        letter = described.letter
-        return of_attributes(
-            cls,
-            described,
-            sequence_number=letter.sequence_number,
-            dead_letter_reason=letter.reason,
-            enqueued_time=datetime.fromtimestamp(letter.enqueued_at, UTC)
-            if letter.enqueued_at is not None
-            else None,
-        )
-
-
-#: Dead letters a preview shows one by one.
-PREVIEW_ITEMS = 10
-
-
-class LetterPreview(Model):
-    """What a resubmit or a discard of a selection would touch, before it is confirmed: how many
-    dead letters match at that subscription (or queue), how many one call handles (the rest
-    are handled by calling again), the first of them, their aggregates, and what subscribers
-    will see. Nothing is sent or removed."""
-
-    action: Literal["resubmit", "discard"]
-    entity: str
-    kind: str
-    matching: int
-    #: the count stopped at its limit: at least that many match
-    at_least: bool
-    per_call: int
-    aggregates: int
-    first: list[LetterSummary]
-    #: dead letters that are not outbox events (a discard removes them with no notice)
-    not_outbox_messages: int
-    subscribers_will_see: str
 
 
 class DeadLetterOperators:
@@ -452,18 +273,29 @@ class DeadLetterOperators:
         except Exception as exc:
             from cosmos_outbox.telemetry import error_type
 
-            return EntityCount(entity, None, False, f"{error_type(exc)}: {str(exc)[:200]}")
-        return EntityCount(entity, len(letters), more)
+            error = f"{error_type(exc)}: {str(exc)[:200]}"
+            return EntityCount(
+                name=entity.name, kind=entity.kind, dead_letters=None, at_least=False, error=error
+            )
+        return EntityCount(
+            name=entity.name, kind=entity.kind, dead_letters=len(letters), at_least=more
+        )
 
-    async def counts(self) -> list[EntityCount]:
+    async def counts(self) -> DeadLetterCounts:
         """`count` of each watched entity."""
-        return [await self.count(entity) for entity in self.watched]
+        return DeadLetterCounts(entities=[await self.count(entity) for entity in self.watched])
 
     async def page(
         self, entity: DeadLetterEntity, selected: LetterFilter, *, page_size: int, after: int
-    ) -> tuple[list[Described], int | None]:
+    ) -> tuple[list[LetterSummary], int | None]:
         """Up to `page_size` dead letters matching, after sequence number `after`; and the
         sequence number to go on after (None: no more)."""
+        found, more = await self._page(entity, selected, page_size=page_size, after=after)
+        return [LetterSummary.of(d) for d in found], more
+
+    async def _page(
+        self, entity: DeadLetterEntity, selected: LetterFilter, *, page_size: int, after: int
+    ) -> tuple[list[Described], int | None]:
         port = self._port()
         found: list[Described] = []
         start = after + 1
@@ -486,13 +318,13 @@ class DeadLetterOperators:
             if scanned >= COUNT_LIMIT:  # a page of fewer items, and a token to go on
                 return found, page[-1].sequence_number
 
-    async def peek(self, entity: DeadLetterEntity, sequence_number: int) -> Described:
+    async def peek(self, entity: DeadLetterEntity, sequence_number: int) -> DeadLetterMessage:
         [*found] = await answered(
             SERVICE_BUS, self._port().peek(entity, from_sequence=sequence_number, max_count=1)
         )
         if not found or found[0].sequence_number != sequence_number:
             raise NotFoundError(DEAD_LETTER, f"{entity.name} #{sequence_number}")
-        return describe(found[0])
+        return DeadLetterMessage.of(describe(found[0]))
 
     async def _selected(
         self, entity: DeadLetterEntity, selection: Selection
@@ -550,9 +382,16 @@ class DeadLetterOperators:
         await self._record(entity, letters, "resubmitted" if resubmit else "discarded")
         handled = await self._move(entity, plan)
         will_see = (_will_see_resubmission if resubmit else _will_see_discard)(entity, handled)
-        report = ActionReport(action, entity, handled, remaining, will_see)
-        _audit(report, reason=reason)
-        return report
+        _audit(action, entity, handled, remaining, will_see, reason=reason)
+        return ActionReport(
+            action=action,
+            entity=entity.name,
+            done=sum(1 for h in handled if h.outcome is None),
+            failed=sum(1 for h in handled if h.outcome is not None),
+            remaining=remaining,
+            handled=[HandledLetter.of(h) for h in handled],
+            subscribers_will_see=will_see,
+        )
 
     async def _record(
         self,
@@ -579,9 +418,7 @@ class DeadLetterOperators:
                             "action": d.action,
                             "version": d.version,
                             "reason": d.letter.reason,
-                            "dead_lettered_at": datetime.fromtimestamp(d.letter.enqueued_at, UTC)
-                            if d.letter.enqueued_at is not None
-                            else None,
+                            "dead_lettered_at": enqueued(d.letter),
                         },
                     )
                     for d in letters
@@ -672,23 +509,29 @@ def _will_see_discard(entity: DeadLetterEntity, handled: list[Handled]) -> str:
     return "; ".join(parts)
 
 
-def _audit(report: ActionReport, *, reason: str | None) -> None:
-    numbers = [h.described.letter.sequence_number for h in report.done]
+def _audit(
+    action: str,
+    entity: DeadLetterEntity,
+    handled: list[Handled],
+    remaining: int,
+    will_see: str,
+    *,
+    reason: str | None,
+) -> None:
+    done = [h for h in handled if h.outcome is None]
+    numbers = [h.described.letter.sequence_number for h in done]
+    failed = len(handled) - len(done)
     audit(
-        f"deadletters.{report.action}",
-        f"{len(report.done)} of {len(report.handled)} dead letter(s) of {report.entity.name} "
-        f"{'resubmitted' if report.action == 'resubmit' else 'discarded'} "
-        f"(sequence numbers {numbers}), {len(report.failed)} not, {report.remaining} remaining"
+        f"deadletters.{action}",
+        f"{len(done)} of {len(handled)} dead letter(s) of {entity.name} "
+        f"{'resubmitted' if action == 'resubmit' else 'discarded'} "
+        f"(sequence numbers {numbers}), {failed} not, {remaining} remaining"
         + (f"; reason: {reason}" if reason else ""),
-        will_see=report.subscribers_will_see,
-        entity=report.entity.name,
+        will_see=will_see,
+        entity=entity.name,
         sequence_numbers=numbers,
-        event_ids=[h.described.event_id for h in report.done],
-        failed=len(report.failed),
-        remaining=report.remaining,
+        event_ids=[h.described.event_id for h in done],
+        failed=failed,
+        remaining=remaining,
         reason=reason,
     )
-
-
-def _text(value: Any) -> str | None:
-    return value if isinstance(value, str) and value else None

@@ -68,8 +68,8 @@ def will_see_notice(notice: OutboxMessage | None, *, why_none: str = "") -> str:
             "releases them there (cosmos-outbox subscribers release ...)"
         )
     where = (
-        f"subscription {notice.application_properties['outboxTarget']} only"
-        if "outboxTarget" in notice.application_properties
+        f"subscription {notice.application_properties[TARGET_PROPERTY]} only"
+        if TARGET_PROPERTY in notice.application_properties
         else "every subscription"
     )
     return (

@@ -40,7 +40,7 @@ from cosmos_outbox._quarantine import QUARANTINE_TYPE, QuarantinedEvent, quarant
 from cosmos_outbox._records import NotAnEvent, OutboxRecord, Unreadable, trace_id
 from cosmos_outbox._relay.releases import ScheduleState, schedule_state
 from cosmos_outbox.errors import NotFoundError
-from cosmos_outbox.operations._dead_letters import DeadLetterOperators, Described
+from cosmos_outbox.operations._dead_letters import DeadLetterOperators
 from cosmos_outbox.operations._dependencies import (
     COSMOS_DB,
     SERVICE_BUS,
@@ -49,6 +49,7 @@ from cosmos_outbox.operations._dependencies import (
     unanswered,
 )
 from cosmos_outbox.operations._history import Step, history
+from cosmos_outbox.operations._letters import Described
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._stored import aggregate_documents, of_aggregate
 from cosmos_outbox.operations._watch import WatchRecord
@@ -362,37 +363,7 @@ class JourneyOperators:
         relay, note = self._relayed(event_id, event, quarantined, context)
         if schedule is not None and (relay != "quarantined" or schedule.state == "cancelled"):
             relay, note = _scheduled_relay(schedule, relay, note)
-        stores = self._parts.subscribers()
-        sights = []
-        for name in self._subscriptions():
-            store = stores.get(name)
-            vanished = next(
-                (r for r in watch if r.subscription == name and r.fate == "vanished"), None
-            )
-            if store is None:
-                sights.append(
-                    SubscriberSight(subscription=name, state="unknown", projection_version=None)
-                )
-                continue
-            try:
-                sight = await answered(
-                    COSMOS_DB, _sight(name, store, event_id, aggregate_id, version)
-                )
-            except Exception as exc:
-                context.unanswered.append(
-                    unanswered(COSMOS_DB, f"subscriber {name}'s container", exc)
-                )
-                sight = SubscriberSight(subscription=name, state="unknown", projection_version=None)
-            if vanished is not None and sight.state in ("not received", "held"):
-                sight = sight.model_copy(
-                    update={
-                        "state": "vanished",
-                        "recover": "its dead letter left the queue without being applied: "
-                        "re-drive its aggregate to this subscription (the status's vanished "
-                        "dead letters say how), or release the version",
-                    }
-                )
-            sights.append(sight)
+        sights = await self._sights(event_id, aggregate_id, version, watch, context)
         journey = EventJourney(
             event_id=event_id,
             aggregate_type=aggregate_type,
@@ -426,6 +397,49 @@ class JourneyOperators:
                 "summary": _summary(journey, quarantined, letters, self._parts.event_ttl_seconds)
             }
         )
+
+    async def _sights(
+        self,
+        event_id: str,
+        aggregate_id: str | None,
+        version: int | None,
+        watch: list[WatchRecord],
+        context: _Context,
+    ) -> list[SubscriberSight]:
+        """What each watched subscription's subscriber did with the event (unknown where the
+        app does not know its container, or it did not answer)."""
+        stores = self._parts.subscribers()
+        sights = []
+        for name in self._subscriptions():
+            store = stores.get(name)
+            vanished = next(
+                (r for r in watch if r.subscription == name and r.fate == "vanished"), None
+            )
+            if store is None:
+                sights.append(
+                    SubscriberSight(subscription=name, state="unknown", projection_version=None)
+                )
+                continue
+            try:
+                sight = await answered(
+                    COSMOS_DB, _sight(name, store, event_id, aggregate_id, version)
+                )
+            except Exception as exc:
+                context.unanswered.append(
+                    unanswered(COSMOS_DB, f"subscriber {name}'s container", exc)
+                )
+                sight = SubscriberSight(subscription=name, state="unknown", projection_version=None)
+            if vanished is not None and sight.state in ("not received", "held"):
+                sight = sight.model_copy(
+                    update={
+                        "state": "vanished",
+                        "recover": "its dead letter left the queue without being applied: "
+                        "re-drive its aggregate to this subscription (the status's vanished "
+                        "dead letters say how), or release the version",
+                    }
+                )
+            sights.append(sight)
+        return sights
 
     def _relayed(
         self,

@@ -18,14 +18,6 @@ from cosmos_outbox.operations._parts import PagingTokens as PagingTokens
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._quarantined import QuarantineOperators
 from cosmos_outbox.operations._redrive import RedriveOperators
-from cosmos_outbox.operations._roles import (
-    DeadLetterOperations,
-    JourneyOperations,
-    QuarantineOperations,
-    RedriveOperations,
-    StatusOperations,
-    SubscriberOperations,
-)
 from cosmos_outbox.operations._status import StatusOperators
 from cosmos_outbox.operations._subscribers import SubscriberOperators
 from cosmos_outbox.operations._watch import DeadLetterWatch
@@ -42,9 +34,9 @@ class Operations:
         letters = DeadLetterOperators(
             parts.dead_letters, parts.watched, watch=DeadLetterWatch(parts)
         )
-        self.status: StatusOperations = StatusOperators(parts, letters)
-        self.quarantine: QuarantineOperations = QuarantineOperators(parts)
-        self.dead_letters: DeadLetterOperations = letters
-        self.journey: JourneyOperations = JourneyOperators(parts, letters)
-        self.subscribers: SubscriberOperations = SubscriberOperators(parts, letters)
-        self.redrive: RedriveOperations = RedriveOperators(parts, letters)
+        self.status = StatusOperators(parts, letters)
+        self.quarantine = QuarantineOperators(parts)
+        self.dead_letters = letters
+        self.journey = JourneyOperators(parts, letters)
+        self.subscribers = SubscriberOperators(parts, letters)
+        self.redrive = RedriveOperators(parts, letters)

@@ -18,15 +18,16 @@ will see, its values as fields (`extra`): `outbox.audit` (`quarantine.replay`,
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 from cosmos_outbox._domain import DomainError
+from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox._quarantine import QuarantinedEvent
 from cosmos_outbox._records import OutboxMessage
 from cosmos_outbox.errors import PublishFailedError
 from cosmos_outbox.operations._actor import current_actor
-from cosmos_outbox.operations._giving_up import notice_of_event, will_see_notice
+from cosmos_outbox.operations._giving_up import Notice, notice_of_event, will_see_notice
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.ports import (
     Page,
@@ -37,16 +38,33 @@ from cosmos_outbox.telemetry import error_type
 logger = logging.getLogger("cosmos_outbox.operators")
 
 
-@dataclass(frozen=True)
-class Discarded:
-    """A quarantined event given up: its record (discarded), the notice sent (None when its
-    aggregate or version could not be read), and what subscribers will see."""
+class Discarded(Model):
+    """A quarantined event given up: what was given up, by whom and why, the notice sent (null
+    when its aggregate or version could not be read), and what subscribers will see."""
 
-    entry: QuarantinedEvent
-    notice: OutboxMessage | None
+    event_id: str
+    aggregate_type: str | None
+    aggregate_id: str
+    action: str | None
+    version: int | None
+    status: str
+    reason: str
+    discarded_by: str | None
+    discarded_at: datetime | None
+    notice: Notice | None
     subscribers_will_see: str
-    #: it was discarded before: nothing was done again
-    already: bool = False
+
+    @classmethod
+    def of(
+        cls, entry: QuarantinedEvent, notice: OutboxMessage | None, subscribers_will_see: str
+    ) -> Discarded:
+        return of_attributes(
+            cls,
+            entry,
+            reason=entry.discard_reason or "",
+            notice=Notice.of(notice) if notice is not None else None,
+            subscribers_will_see=subscribers_will_see,
+        )
 
 
 class QuarantineOperators:
@@ -113,12 +131,11 @@ class QuarantineOperators:
         `discardedBy`, the record's) is the current actor."""
         entry = await self._parts.quarantine.get(event_id)
         if entry.discarded:
-            return Discarded(
+            return Discarded.of(
                 entry,
                 None,
                 f"nothing new: it was discarded at {entry.discarded_at} by "
                 f"{entry.discarded_by}, and its notice sent then",
-                already=True,
             )
         by = str(current_actor())
         notice = notice_of_event(entry.event, reason=reason, by=by)
@@ -135,7 +152,7 @@ class QuarantineOperators:
             entry, by=by, reason=reason, ttl_seconds=self._parts.event_ttl_seconds
         )
         _audit("quarantine.discard", discarded, reason, will_see=will_see)
-        return Discarded(discarded, notice, will_see)
+        return Discarded.of(discarded, notice, will_see)
 
 
 def _audit(

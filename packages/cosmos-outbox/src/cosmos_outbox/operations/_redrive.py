@@ -32,10 +32,10 @@ from __future__ import annotations
 import dataclasses
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cosmos_outbox._mapper import REDRIVE_PROPERTY, TARGET_PROPERTY
 from cosmos_outbox._model import Model, of_attributes
@@ -50,6 +50,9 @@ from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._stored import of_aggregate, stored_events
 from cosmos_outbox.subscriber._bookkeeping import inbox_id, last_version
 from cosmos_outbox.telemetry import error_type
+
+if TYPE_CHECKING:
+    from cosmos_outbox._relay.forwarding import RelayReport
 
 __all__ = [
     "EventSummary",
@@ -361,25 +364,8 @@ class RedriveOperators:
             scheduled=state.scheduled,
             cancelled=state.cancelled,
         )
-        scope_text = " ".join(p for p in (aggregate_type, aggregate_id) if p)
-        audit(
-            "redrive",
-            f"re-drive {state.redrive_id} since {since.isoformat()}"
-            f"{f' of {scope_text}' if scope_text else ''}"
-            f"{f' to subscription {subscription}' if subscription else ''}: page of "
-            f"{len(page)} event(s), {report.sent} accepted by the topic as new messages, "
-            f"{len(report.quarantined)} quarantined; {state.done} of {result.events} done",
-            will_see=result.subscribers_will_see,
-            redrive_id=state.redrive_id,
-            since=since.isoformat(),
-            aggregate_type=aggregate_type,
-            aggregate_id=aggregate_id,
-            subscription=subscription,
-            events=len(page),
-            accepted=report.sent,
-            quarantined=len(report.quarantined),
-            done=state.done,
-            total=result.events,
+        _audit_page(
+            state, since, (aggregate_type, aggregate_id, subscription), page, report, result
         )
         return result
 
@@ -501,3 +487,35 @@ def _will_see(state: RedriveState, subscription: str | None, counts: list[Subscr
     if state.cancelled:
         text += f"; {state.cancelled} cancelled scheduled event(s) not re-driven: never sent"
     return text
+
+
+def _audit_page(
+    state: RedriveState,
+    since: datetime,
+    scope: tuple[str | None, str | None, str | None],
+    page: Sequence[object],
+    report: RelayReport,
+    result: RedrivePage,
+) -> None:
+    """The audit line of one page of a re-drive (what was sent, what subscribers will see)."""
+    aggregate_type, aggregate_id, subscription = scope
+    scope_text = " ".join(p for p in (aggregate_type, aggregate_id) if p)
+    audit(
+        "redrive",
+        f"re-drive {state.redrive_id} since {since.isoformat()}"
+        f"{f' of {scope_text}' if scope_text else ''}"
+        f"{f' to subscription {subscription}' if subscription else ''}: page of "
+        f"{len(page)} event(s), {report.sent} accepted by the topic as new messages, "
+        f"{len(report.quarantined)} quarantined; {state.done} of {result.events} done",
+        will_see=result.subscribers_will_see,
+        redrive_id=state.redrive_id,
+        since=since.isoformat(),
+        aggregate_type=aggregate_type,
+        aggregate_id=aggregate_id,
+        subscription=subscription,
+        events=len(page),
+        accepted=report.sent,
+        quarantined=len(report.quarantined),
+        done=state.done,
+        total=result.events,
+    )

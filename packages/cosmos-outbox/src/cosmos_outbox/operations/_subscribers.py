@@ -18,7 +18,6 @@ subscription as every message does, so it is applied in order, by the subscriber
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from cosmos_outbox._mapper import EVENT_TYPE, discard_notice, read_feed
@@ -28,23 +27,55 @@ from cosmos_outbox._records import OutboxRecord
 from cosmos_outbox.errors import NotFoundError, PublishFailedError
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._audit import audit
-from cosmos_outbox.operations._dead_letters import WATCHED, DeadLetterOperators, EntityCount
+from cosmos_outbox.operations._dead_letters import WATCHED, DeadLetterOperators
 from cosmos_outbox.operations._dependencies import COSMOS_DB, SERVICE_BUS, answered
 from cosmos_outbox.operations._giving_up import Notice, will_see_notice
+from cosmos_outbox.operations._letters import EntityCount
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._stored import of_aggregate
-from cosmos_outbox.subscriber._status import SubscriberStatus, subscriber_status
+from cosmos_outbox.subscriber._status import (
+    AcceptedGap,
+    HeldAggregate,
+    SubscriberStatus,
+    subscriber_status,
+)
 from cosmos_outbox.telemetry import error_type
 
-__all__ = ["Released", "SubscriberOperators", "SubscriberView"]
+__all__ = ["Released", "SubscriberOperators", "SubscriberView", "Subscribers"]
 
 
-@dataclass(frozen=True)
-class SubscriberView:
+class SubscriberView(Model):
+    """One watched subscription: its dead letters and, where the app knows the subscriber's
+    projection container (OUTBOX_SUBSCRIPTIONS), what it holds, why, and the gaps it accepted."""
+
     subscription: str
-    dead_letters: EntityCount
-    #: None: the app does not know this subscriber's projection container
-    status: SubscriberStatus | None
+    dead_letters: int | None
+    dead_letters_at_least: bool
+    dead_letters_error: str | None
+    #: whether the app knows this subscriber's projection container (OUTBOX_SUBSCRIPTIONS)
+    known: bool
+    held_events: int | None
+    held: list[HeldAggregate]
+    accepted_gaps: list[AcceptedGap]
+
+    @classmethod
+    def of(cls, count: EntityCount, status: SubscriberStatus | None) -> SubscriberView:
+        return cls(
+            subscription=count.name,
+            dead_letters=count.dead_letters,
+            dead_letters_at_least=count.at_least,
+            dead_letters_error=count.error,
+            known=status is not None,
+            held_events=status.held_events if status is not None else None,
+            held=status.held if status is not None else [],
+            accepted_gaps=status.accepted_gaps if status is not None else [],
+        )
+
+
+class Subscribers(Model):
+    """The watched subscriptions, as the publishing app's operators see their subscribers."""
+
+    subscribers: list[SubscriberView]
 
 
 class Released(Model):
@@ -61,7 +92,7 @@ class SubscriberOperators:
         self._parts = parts
         self._letters = dead_letters
 
-    async def status(self) -> list[SubscriberView]:
+    async def status(self) -> Subscribers:
         stores = self._parts.subscribers()
         views = []
         for entity in self._letters.watched:
@@ -69,8 +100,8 @@ class SubscriberOperators:
                 continue
             store = stores.get(entity.name)
             status = await subscriber_status(store) if store is not None else None
-            views.append(SubscriberView(entity.name, await self._letters.count(entity), status))
-        return views
+            views.append(SubscriberView.of(await self._letters.count(entity), status))
+        return Subscribers(subscribers=views)
 
     async def release(
         self,
