@@ -25,7 +25,7 @@ const room = name => require(path.join(COSMOS, `${name}.js`)); // eslint-disable
 const internals = room("internals"); // first: the parser's results cache
 internals.check();
 const { Store } = room("store");
-const lsn = room("lsn");
+const { Write } = room("lsn");
 const { withContainerDefaults } = room("settings");
 const { layOut } = room("ranges");
 const { opUpsert } = room("documents");
@@ -96,7 +96,7 @@ async function run(task) {
   const { id, store } = container(task.indexingPolicy);
   try {
     for (const document of task.documents) {
-      opUpsert(store, { ...document, pk: PARTITION }, null, undefined, lsn.next());
+      opUpsert(store, { ...document, pk: PARTITION }, null, undefined, new Write(store.collection));
     }
     const answers = [];
     for (const query of task.queries) answers.push(await answer(store, query));
