@@ -9,6 +9,12 @@ parameters (`@name`), properties (`c.a.b`, `c["a"]`, `c.items[0]`), `= != <> < <
 `AND OR NOT`, `[NOT] IN (...)`, `[NOT] BETWEEN a AND b`, `+ - * / %`, `||`, `? :`, `??`,
 system functions (`_values.FUNCTIONS`) and the aggregates `COUNT SUM AVG MIN MAX`.
 
+Precedence, from the tightest: `.` and `[]`; unary `-`, `+` and NOT (`NOT c.a = 1` is `(NOT
+c.a) = 1`); `* / %`; `+ -`; `||`; `< <= > >=`; `= != <>`; IN and BETWEEN; AND; OR; `??`;
+`? :`. As the service parses them (the .NET SDK's grammar of it, sql.g4, and funcstack's engine
+agree), but for `||`, which that grammar puts below the comparisons and this one, as funcstack's,
+above (docs/cosmos-sql.md).
+
 Refused: JOIN, GROUP BY, DISTINCT, subqueries and EXISTS, LIKE, `FROM x IN ...`, user-defined
 functions (`udf.`), and any function not in `_values.FUNCTIONS`.
 """
@@ -51,8 +57,10 @@ offset_limit: _OFFSET count _LIMIT count
 ?predicate: comparison
      | comparison [NOT] _IN "(" expr ("," expr)* ")"     -> in_
      | comparison [NOT] _BETWEEN concat _AND concat      -> between
-?comparison: concat
-     | comparison COMPARISON concat          -> compare
+?comparison: relation
+     | comparison EQUALITY relation           -> compare
+?relation: concat
+     | relation RELATION concat               -> compare
 ?concat: additive
      | concat "||" additive                   -> text_concat
 ?additive: multiplicative
@@ -103,7 +111,8 @@ _FALSE.2: /false\b/i
 _NULL.2: /null\b/i
 _UNDEFINED.2: /undefined\b/i
 DIRECTION.2: /(asc|desc)\b/i
-COMPARISON: "=" | "!=" | "<>" | "<=" | ">=" | "<" | ">"
+EQUALITY: "=" | "!=" | "<>"
+RELATION: /<=|>=|<(?!>)|>/
 PLUS: "+"
 MINUS: "-"
 STAR: "*"

@@ -112,7 +112,7 @@ def compile_query(sql: str, parameters: Mapping[str, Any]) -> Compiled:
             expression, direction = cast(list[Any], sort.children)
             if not _is_path(expression, alias):
                 raise QueryUnsupported(
-                    "ORDER BY sorts by a property of the document (c.a, c[\"a\"], c.a[0]): Cosmos "
+                    'ORDER BY sorts by a property of the document (c.a, c["a"], c.a[0]): Cosmos '
                     "DB refuses another expression (it could not be mapped to a document path)"
                 )
             sorts.append(

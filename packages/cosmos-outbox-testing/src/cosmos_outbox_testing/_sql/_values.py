@@ -164,7 +164,11 @@ def arithmetic(operator: str, left: Any, right: Any) -> Any:
             return _number(a * b)
         case "/":
             if b == 0:
-                return math.nan if a == 0 or math.isnan(a) else math.copysign(math.inf, a) * math.copysign(1.0, b)
+                return (
+                    math.nan
+                    if a == 0 or math.isnan(a)
+                    else math.copysign(math.inf, a) * math.copysign(1.0, b)
+                )
             return _number(a / b)
     if b == 0 or not math.isfinite(a):
         return math.nan
