@@ -12,7 +12,7 @@
  *   {"documents": [...], "indexingPolicy": {...}, "queries": [{"query", "parameters", "pageSize"}]}
  *   -> {"answers": [{"rows": [...]} | {"error": {"status", "message"}}, ...]}
  * Each task gets a container of its own (dropped after it); every document is written in the
- * partition "p" (its `pk`), and each query is sent as the SDK sends one scoped to it
+ * partition "p" (its `partitionKey`), and each query is sent as the SDK sends one scoped to it
  * (x-ms-documentdb-partitionkey), its pages followed to the last.
  */
 
@@ -41,7 +41,7 @@ let containers = 0;
 function container(indexingPolicy) {
   const id = `c${(containers += 1)}`;
   database.collections.create(withContainerDefaults({
-    id, partitionKey: { paths: ["/pk"], kind: "Hash", version: 2 }, indexingPolicy
+    id, partitionKey: { paths: ["/partitionKey"], kind: "Hash", version: 2 }, indexingPolicy
   }));
   const owner = database.collection(id);
   layOut(owner, 1);
@@ -96,7 +96,7 @@ async function run(task) {
   const { id, store } = container(task.indexingPolicy);
   try {
     for (const document of task.documents) {
-      opUpsert(store, { ...document, pk: PARTITION }, null, undefined, new Write(store.collection));
+      opUpsert(store, { ...document, partitionKey: PARTITION }, null, undefined, new Write(store.collection));
     }
     const answers = [];
     for (const query of task.queries) answers.push(await answer(store, query));

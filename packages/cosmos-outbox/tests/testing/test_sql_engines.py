@@ -1,11 +1,11 @@
 """The test kit's SQL engine and funcstack's held equal: hypothesis makes documents and queries
 over the whole subset the kit declares (`cosmos_outbox_testing._sql._grammar`), each query runs
-through both engines (the kit's `run_query`, and funcstack's query handler in one Node process
-for the module: funcstack_sql.js), and the answers are the same: the same rows (in the same
-order where ORDER BY decides it; undefined left out where null stays), or a refusal by both.
-The kit may refuse what funcstack answers (loudly, naming what it does not serve), never answer
-what funcstack refuses. docs/cosmos-sql.md says why the engines are two and held equal, and
-lists what differs on purpose."""
+through both engines (the kit's in-memory store, `InMemoryStore.query`, and funcstack's query
+handler in one Node process for the module: funcstack_sql.js), and the answers are the same:
+the same rows (in the same order where ORDER BY decides it; undefined left out where null
+stays), or a refusal by both. The kit may refuse what funcstack answers (loudly, naming what it
+does not serve) only where docs/cosmos-sql.md says so, never answer what funcstack refuses; that
+page says why the engines are two and held equal."""
 
 # ruff: noqa: S608 - the queries are built from the strategies' own constants
 
@@ -24,7 +24,8 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from cosmos_outbox_testing._sql import QueryUnsupported, run_query
+from cosmos_outbox.errors import InvalidQueryError
+from cosmos_outbox_testing import InMemoryStore
 
 pytestmark = pytest.mark.integration
 
@@ -116,7 +117,7 @@ def documents(draw: st.DrawFn) -> list[dict[str, Any]]:
         found.append(document)
     if found and draw(st.integers(0, 9)) == 0:
         found = found * (40 // len(found) + 1)
-    return [{"id": f"d{i}", "pk": "p", **d} for i, d in enumerate(found)]
+    return [{"id": f"d{i}", "partitionKey": "p", **d} for i, d in enumerate(found)]
 
 
 # -- expressions -------------------------------------------------------------------------------
@@ -485,10 +486,13 @@ def test_the_kit_and_funcstack_answer_a_query_alike(
             for sql in sqls
         ],
     )
+    memory = InMemoryStore()
+    for document in stored:
+        memory.put(document)
     for sql, answer in zip(sqls, answers, strict=True):
         try:
-            kit = run_query(sql, parameters, json.loads(json.dumps(stored)), cross_partition=False)
-        except QueryUnsupported as refused:
+            kit = memory.query(sql, parameters, partition_key="p")
+        except InvalidQueryError as refused:
             # the kit may refuse more than funcstack, naming it, and only what it declares
             assert "error" in answer or KIT_ONLY.search(str(refused)), (
                 f"{sql}\nthe kit refuses ({refused}), funcstack answers {answer}"
