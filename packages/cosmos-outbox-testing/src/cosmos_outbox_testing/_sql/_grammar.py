@@ -3,7 +3,8 @@
 answered another way.
 
 Served: `SELECT [TOP n] * | VALUE <expr> | <expr> [AS name], ...`, `FROM <container> [[AS]
-alias]`, `WHERE`, `ORDER BY <expr> [ASC|DESC], ...`, `OFFSET m LIMIT n`; expressions: literals
+alias]` (or none: evaluated once), `WHERE`, `ORDER BY <property> [ASC|DESC], ...`, `OFFSET m
+LIMIT n`; expressions: literals
 (strings in single or double quotes, numbers, true, false, null, undefined, arrays, objects),
 parameters (`@name`), properties (`c.a.b`, `c["a"]`, `c.items[0]`), `= != <> < <= > >=`,
 `AND OR NOT`, `[NOT] IN (...)`, `[NOT] BETWEEN a AND b`, `+ - * / %`, `||`, `? :`, `??`,
@@ -16,7 +17,8 @@ agree), but for `||`, which that grammar puts below the comparisons and this one
 above (docs/cosmos-sql.md).
 
 Refused: JOIN, GROUP BY, DISTINCT, subqueries and EXISTS, LIKE, `FROM x IN ...`, user-defined
-functions (`udf.`), and any function not in `_values.FUNCTIONS`.
+functions (`udf.`), any function not in `_values.FUNCTIONS`, and ORDER BY of anything but a
+property of the document (Cosmos DB refuses it too).
 """
 
 from __future__ import annotations

@@ -8,8 +8,14 @@ clause treats as not true.
   across types; `!=`, `<`, `<=`, `>`, `>=` the same, and undefined between two objects or two
   arrays;
 - AND, OR, NOT on three values (true, false, undefined; anything not a boolean is undefined);
-- arithmetic on numbers only (a boolean is not a number), `||` on strings only;
+- arithmetic on numbers only (a boolean is not a number), as doubles: a division by zero is an
+  infinity or NaN, a number to the other operators, and a result holding one is refused
+  (`finite`: Cosmos DB answers the query 400); `||` on strings only;
+- strings are counted and ordered by their UTF-16 code units;
 - ORDER BY sorts across types: undefined, null, booleans (false first), numbers, strings.
+
+Where the docs are silent, Microsoft's own code is the reference (docs/cosmos-sql.md):
+funcstack's engine is held to the same answers by a property test.
 
 Pure functions over the JSON a document holds (`dict`, `list`, `str`, `int`/`float`, `bool`,
 None) and `UNDEFINED`.
