@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cosmos_outbox._records import OutboxMessage
+from cosmos_outbox._subscription_rules import Facts
 
 SPECVERSION = "1.0"
 #: The application property of the claim check's reference (the `dataref` extension).
@@ -65,3 +66,16 @@ def application_properties(message: OutboxMessage, *, base: str = "") -> dict[st
     """The outbox's application properties, then the CloudEvents attributes (this order is on
     the wire)."""
     return cloudevent_properties(message, base=base, into=dict(message.application_properties))
+
+
+def message_facts(message: OutboxMessage, *, base: str = "") -> Facts:
+    """What a subscription's rules see of `message` as the relay sends it
+    (`cosmos_outbox.servicebus.to_amqp_message`): its system properties and its application
+    properties, the CloudEvents attributes included."""
+    return Facts.sent(
+        message_id=message.message_id,
+        subject=message.subject,
+        session_id=message.session_id,
+        content_type=message.content_type,
+        properties=application_properties(message, base=base),
+    )
