@@ -47,7 +47,6 @@ import textwrap
 import threading
 import time
 import uuid
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -178,7 +177,6 @@ def _throughput(
     far = CosmosClient(
         local.endpoint,
         local.key,
-        connection_verify=False,
         raw_response_hook=lambda _response: time.sleep(ROUND_TRIP),
     ).get_database_client(database.id)
     rows: dict[str, dict[str, Any]] = {}
@@ -208,7 +206,7 @@ _INSTANCE = textwrap.dedent(
     from azure.cosmos import CosmosClient
     from cosmos_changefeed import ChangeFeedProcessor
 
-    client = CosmosClient(os.environ["ENDPOINT"], os.environ["KEY"], connection_verify=False)
+    client = CosmosClient(os.environ["ENDPOINT"], os.environ["KEY"])
     database = client.get_database_client(os.environ["DATABASE"])
     processor = ChangeFeedProcessor(
         database.get_container_client(os.environ["MONITORED"]),
@@ -230,7 +228,7 @@ _BARE = textwrap.dedent(
     import os, threading, time
     from azure.cosmos import CosmosClient
 
-    client = CosmosClient(os.environ["ENDPOINT"], os.environ["KEY"], connection_verify=False)
+    client = CosmosClient(os.environ["ENDPOINT"], os.environ["KEY"])
     container = client.get_database_client(os.environ["DATABASE"]).get_container_client(
         os.environ["MONITORED"])
     ready = threading.Barrier(int(os.environ["RANGES"]) + 1)
@@ -264,7 +262,7 @@ _BARE = textwrap.dedent(
 def _spawn(code: str, env: dict[str, str]) -> tuple[subprocess.Popen[str], int]:
     process = subprocess.Popen(
         [sys.executable, "-c", code],
-        env={**os.environ, "PYTHONWARNINGS": "ignore", **env},
+        env={**os.environ, **env},
         stdout=subprocess.PIPE,
         text=True,
     )
@@ -345,12 +343,11 @@ def _takeover_s(local: CosmosEndpoint, database: DatabaseProxy) -> float:
 
 
 def measure() -> dict[str, Any]:
-    warnings.filterwarnings("ignore", message="Unverified HTTPS request")
     logging.getLogger("azure").setLevel(logging.WARNING)
     logging.getLogger("cosmos_changefeed").setLevel(logging.WARNING)
     local = start_cosmos()
     try:
-        client = CosmosClient(local.endpoint, local.key, connection_verify=False)
+        client = CosmosClient(local.endpoint, local.key)
         database = client.create_database(f"bench-{uuid.uuid4().hex[:8]}")
         _warm(database)
         backlogs = {docs: _container(database, 1) for docs in (DOCS, LARGE)}

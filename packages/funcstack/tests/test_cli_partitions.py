@@ -18,6 +18,8 @@ from pathlib import Path
 import pytest
 from azure.cosmos import CosmosClient
 
+from funcstack.cosmos import local_tls
+
 pytestmark = pytest.mark.integration
 CONFIG = """{
   "Cosmos": {"Databases": [{"Name": "shop", "Containers": [
@@ -84,7 +86,7 @@ def test_split_a_physical_partition_of_the_stack_running_from_this_folder(
 
     [ready] = [line for line in output if line.startswith('{"ready": true')]
     connection = json.loads(ready)["cosmos"]
-    with CosmosClient.from_connection_string(connection, connection_verify=False) as client:
+    with CosmosClient.from_connection_string(connection, **local_tls().client_options()) as client:
         orders = client.get_database_client("shop").get_container_client("orders")
         for i in range(20):
             orders.create_item({"id": str(i), "customerId": f"c{i}"})

@@ -29,7 +29,7 @@ pytest.importorskip(
 
 from azure.cosmos import ContainerProxy, CosmosClient
 from azure.cosmos.aio import CosmosClient as AsyncCosmosClient
-from azure_stack import DATABASE, TOPIC, CosmosWorld
+from azure_stack import DATABASE, TOPIC, CosmosWorld, verified
 from tickets import Ticket
 
 from cosmos_changefeed import lease_prefix
@@ -54,7 +54,7 @@ N = 5
 
 def cosmos(stack: LocalStack, **options: Any) -> CosmosClient:
     return CosmosClient.from_connection_string(
-        stack.cosmos_connection_string, connection_verify=False, **options
+        stack.cosmos_connection_string, **verified(stack), **options
     )
 
 
@@ -83,7 +83,7 @@ class Estimators:
         async def connect() -> AsyncCosmosBacklogEstimator:
             client = loop.closing(
                 AsyncCosmosClient.from_connection_string(
-                    stack.cosmos_connection_string, connection_verify=False, **options
+                    stack.cosmos_connection_string, **verified(stack), **options
                 )
             )
             aio = client.get_database_client(DATABASE)

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from azure_stack import DATABASE
+from azure_stack import DATABASE, verified
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -173,7 +173,7 @@ def container(funcstack_services: LocalStack) -> Iterator[Any]:
 
     name = f"compared-{uuid.uuid4().hex[:8]}"
     client = CosmosClient.from_connection_string(
-        funcstack_services.cosmos_connection_string, connection_verify=False
+        funcstack_services.cosmos_connection_string, **verified(funcstack_services)
     )
     database = client.get_database_client(DATABASE)
     yield database.create_container(id=name, partition_key=PartitionKey(path="/partitionKey"))

@@ -6,11 +6,11 @@ The endpoint keeps its state in ``.funcstack/state/cosmos/`` under the current f
 folder ``funcstack run`` and ``up`` keep it in; ``--in-memory`` keeps nothing, ``--fresh``
 forgets it first) and is recorded as the folder's running stack, so ``funcstack split``,
 ``merge`` and ``partitions`` find it. Its certificate is signed by funcstack's local
-authority (``cosmos/_tls.py``): the banner says how a client trusts it, so that the client
-verifies every request (azure-cosmos's ``ssl_config``; ``REQUESTS_CA_BUNDLE`` /
-``SSL_CERT_FILE`` for other clients). ``--json``: one line on stdout once it is up
-(``{"ready": true, "endpoint", "connectionString", "caFile", "caBundle", "clientCertFile",
-"clientKeyFile", "pid"}``), every other line on stderr.
+authority (``cosmos/_tls.py``) and its address ``https://[::ffff:127.0.0.1]:<port>/``: the
+banner says how a client trusts it (``SSL_CERT_FILE`` / ``REQUESTS_CA_BUNDLE``, or
+azure-cosmos's ``ssl_config``), so that the client verifies every request. ``--json``: one
+line on stdout once it is up (``{"ready": true, "endpoint", "connectionString", "caFile",
+"caBundle", "clientCertFile", "clientKeyFile", "pid"}``), every other line on stderr.
 """
 
 from __future__ import annotations
@@ -155,7 +155,10 @@ def _banner(alone: _Alone, kept: str) -> str:
             f"Cosmos DB endpoint at {cosmos.endpoint} ({kept}; log: {alone.log_path('cosmos')})",
             f"  connection string   {cosmos.connection_string}",
             f"  certificate         signed by funcstack's local authority {tls.ca_file}",
-            "  azure-cosmos        verifies it given an ssl_config naming that authority "
+            f"  trust it            export {env}",
+            f"{pad}(the authorities this shell trusts, and funcstack's): a client, azure-cosmos",
+            f"{pad}sync or aio, then verifies every request as it verifies Azure's, unchanged",
+            "  or in code          an ssl_config naming the authority "
             "(funcstack: CosmosEndpoint.client_options()):",
             f"{pad}from azure.cosmos.documents import SSLConfiguration",
             f"{pad}tls = SSLConfiguration()",
@@ -163,7 +166,6 @@ def _banner(alone: _Alone, kept: str) -> str:
             f"{pad}tls.SSLCertFile = {str(tls.client_cert_file)!r}  # aio: a pair",
             f"{pad}tls.SSLKeyFile = {str(tls.client_key_file)!r}",
             f"{pad}CosmosClient(endpoint, key, ssl_config=tls)",
-            f"  other clients       {env}",
             "  split, merge        funcstack split|merge|partitions DATABASE CONTAINER "
             "(from this folder)",
             "Ctrl-C stops it.",

@@ -548,6 +548,10 @@ def _ready_line(
     }
     if stack.cosmos is not None:
         document["cosmos_endpoint"] = stack.cosmos.endpoint
+    if stack.cosmos is not None and stack.cosmos.tls is not None:  # what a client trusts
+        tls = stack.cosmos.tls
+        files = ("ca_file", "bundle_file", "client_cert_file", "client_key_file")
+        document["cosmos_tls"] = {name: str(getattr(tls, name)) for name in files}
     if instances:
         document["instances"] = instances
     keys = {

@@ -164,12 +164,13 @@ def provision_cosmos(
     spec: CosmosSpec,
     connection_string: str,
     *,
-    verify_tls: bool = False,
+    verify_tls: bool = True,
     client_options: Mapping[str, Any] | None = None,
 ) -> ProvisionReport:
     """Create what ``spec`` declares on the endpoint of ``connection_string``, through a client
     made with ``client_options`` (the local endpoint's: ``CosmosEndpoint.client_options()``,
-    which verify its certificate), else with ``connection_verify=verify_tls``."""
+    which verify its certificate), else with ``connection_verify=verify_tls`` (the process's
+    trust store)."""
     report = ProvisionReport()
     if not spec.databases:
         return report

@@ -38,6 +38,7 @@ from azure.cosmos import ContainerProxy, CosmosClient
 from funcstack._process_instances import ProcessInstances, ProcessSpec
 from funcstack.config import ConfigError, StackConfig, read_json
 from funcstack.cosmos import PhysicalPartition
+from funcstack.cosmos._tls import ADDRESS
 from funcstack.functions_host import VERIFY_TLS_SETTING, HostOptions, RunningRunner
 from funcstack.provision import ProvisionReport, provision_cosmos, provision_storage
 from funcstack.scaleout import AppInstances, RestartPolicy, parse_instances
@@ -89,7 +90,7 @@ def _kind(value: str) -> str | None:
 
 
 #: Hosts a connection string names when it points at this machine.
-_LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+_LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1", ADDRESS})
 
 
 def _points_here(value: str) -> bool:
@@ -122,10 +123,13 @@ class SettingsChanges:
     added: list[str] = field(default_factory=list)
     #: connection strings of a service funcstack runs that point elsewhere: left as they are
     kept: list[str] = field(default_factory=list)
+    #: what funcstack wrote once and no longer needs (the host's TLS opt-out, for the local
+    #: endpoint, whose certificate it verifies now)
+    removed: list[str] = field(default_factory=list)
 
     @property
     def changed(self) -> bool:
-        return self.created or bool(self.updated or self.added)
+        return self.created or bool(self.updated or self.added or self.removed)
 
     def line(self) -> str:
         """One line: ``local.settings.json: updated A (the local endpoint); added B (missing);
@@ -141,6 +145,8 @@ class SettingsChanges:
             )
         if self.added:
             parts.append(f"added {', '.join(self.added)} (missing)")
+        if self.removed:
+            parts.append(f"removed {', '.join(self.removed)} (the local endpoint is verified)")
         if not parts:
             parts.append("unchanged")
         if self.kept:
@@ -158,9 +164,11 @@ def update_local_settings(
       local endpoint (``_points_here``) becomes the current local one (``updated``);
     * one that points elsewhere (their own Azure resource) is kept (``kept``);
     * keys of the sample's ``Values`` missing from the file are added, localised as when the
-      file is created (``added``), and so are funcstack's defaults (``local_settings``; the
-      local-only TLS setting only when a value is the local Cosmos DB endpoint's connection
-      string), and sections of the sample the file lacks (``Host``, ...);
+      file is created (``added``), and so are funcstack's defaults (``local_settings``), and
+      sections of the sample the file lacks (``Host``, ...);
+    * ``FUNCTIONS_HOST_COSMOS_VERIFY_TLS``, which funcstack wrote (``false``) before its
+      endpoint's certificate could be verified, goes when a value is that endpoint's
+      connection string (``removed``);
     * everything else -- other values, their types, ``Host``, ``IsEncrypted`` -- verbatim."""
     document: dict[str, Any] = json.loads(json.dumps(dict(existing)))  # a deep copy
     values: dict[str, Any] = dict(document.get("Values") or {})
@@ -175,9 +183,10 @@ def update_local_settings(
             values[key] = connections[kind]
             changes.updated.append(key)
     fresh = local_settings(sample, connections)
-    if connections.get("cosmos") not in values.values():
-        # their Cosmos DB is not the local endpoint: its certificate is verified
-        fresh["Values"].pop(VERIFY_TLS_SETTING, None)
+    if connections.get("cosmos") in values.values() and VERIFY_TLS_SETTING in values:
+        # written by funcstack before its endpoint's certificate could be verified
+        del values[VERIFY_TLS_SETTING]
+        changes.removed.append(VERIFY_TLS_SETTING)
     for key, value in fresh["Values"].items():
         if key not in values:
             values[key] = value
@@ -198,8 +207,8 @@ def local_settings(
     """A ``local.settings.json`` document from a sample: each value that is a connection string
     of a running service (``connections``: ``cosmos``, ``servicebus``, ``storage``) replaced by
     the local one; ``FUNCTIONS_WORKER_RUNTIME`` python and ``AzureWebJobsStorage`` set when
-    absent; the local host's Cosmos DB trigger told to accept the endpoint's self-signed
-    certificate; ``overrides`` last."""
+    absent; ``overrides`` last. (The hosts verify the local Cosmos DB endpoint's certificate:
+    no setting turns that off.)"""
     document = json.loads(json.dumps(dict(sample)))  # a deep copy
     values: dict[str, Any] = dict(document.get("Values") or {})
     for key, value in values.items():
@@ -209,8 +218,6 @@ def local_settings(
     values.setdefault("FUNCTIONS_WORKER_RUNTIME", "python")
     if "storage" in connections:
         values.setdefault("AzureWebJobsStorage", connections["storage"])
-    if "cosmos" in connections:
-        values.setdefault(VERIFY_TLS_SETTING, "false")
     values.update(overrides or {})
     document["IsEncrypted"] = False
     document["Values"] = values

@@ -21,9 +21,10 @@ if TYPE_CHECKING:
         CosmosStartError,
         start_cosmos,
     )
-    from funcstack.cosmos._tls import LocalTls, local_tls
+    from funcstack.cosmos._tls import ADDRESS, LocalTls, local_tls
 
 __all__ = [
+    "ADDRESS",
     "EMULATOR_KEY",
     "CosmosControlError",
     "CosmosEndpoint",
@@ -49,6 +50,7 @@ __getattr__, __dir__ = lazy_exports(
         "CosmosControlError": "funcstack.cosmos._control",
         "PhysicalPartition": "funcstack.cosmos._control",
         "merge_partitions": "funcstack.cosmos._control",
+        "ADDRESS": "funcstack.cosmos._tls",
         "LocalTls": "funcstack.cosmos._tls",
         "local_tls": "funcstack.cosmos._tls",
         "physical_partitions": "funcstack.cosmos._control",

@@ -53,7 +53,7 @@ def _tls_context() -> ssl.SSLContext:
     """Verifying the endpoint's certificate: signed by funcstack's local authority (_tls.py)."""
     from funcstack.cosmos._tls import local_tls
 
-    return ssl.create_default_context(cafile=str(local_tls().bundle_file))
+    return ssl.create_default_context(cafile=str(local_tls().ca_file))
 
 
 def control(

@@ -3,16 +3,19 @@
 The endpoint is the npm package ``@vercel/cosmosdb-server`` 1.0.1 extended at start-up
 (atomic batch, the change feed in both modes, TTL, 404/409/412, physical partitions, their
 splits and merges, keep-alive); the unmodified ``azure-cosmos`` SDK talks to it over HTTPS,
-verifying its certificate: one signed by funcstack's local certificate authority (``_tls.py``;
-``CosmosEndpoint.client_options()`` is what to give the SDK). ``CosmosEndpoint`` also reaches
-its local-only routes (fault injection, a container's physical partitions, a live split or
-merge: ``_control.py``).
+verifying its certificate: one signed by funcstack's local certificate authority (``_tls.py``),
+trusted through the environment funcstack gives what it starts (``LocalTls.environment()``) or
+``CosmosEndpoint.client_options()``. Its address is ``https://[::ffff:127.0.0.1]:<port>/``
+(127.0.0.1, IPv4-mapped), which azure-cosmos verifies where it would not verify 127.0.0.1.
+``CosmosEndpoint`` also reaches its local-only routes (fault injection, a container's
+physical partitions, a live split or merge: ``_control.py``).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import socket
 import subprocess
 import threading
 import time
@@ -37,7 +40,7 @@ from funcstack.cosmos._control import (
     physical_partitions,
     split_partition,
 )
-from funcstack.cosmos._tls import LocalTls, local_tls
+from funcstack.cosmos._tls import ADDRESS, LocalTls, local_tls
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +68,9 @@ class CosmosEndpoint:
     ``stop()`` loses it.
 
     ``verify_tls``: whether a client's default trust store verifies its certificate (False:
-    it is signed by funcstack's local authority, ``tls``, which azure-cosmos trusts through
-    ``client_options()`` and other clients through ``tls.ca_file`` or ``tls.environment()``)."""
+    it is signed by funcstack's local authority, ``tls``, which a process trusts through
+    ``tls.environment()``, an azure-cosmos client through ``client_options()``, any other
+    client through ``tls.ca_file``)."""
 
     endpoint: str
     key: str
@@ -84,20 +88,16 @@ class CosmosEndpoint:
 
     def client_options(self) -> dict[str, Any]:
         """The keyword arguments that make an azure-cosmos client (sync or aio) verify the
-        endpoint's certificate: ``CosmosClient(endpoint.endpoint, endpoint.key,
-        **endpoint.client_options())``. An ``ssl_config`` naming funcstack's local authority
-        (azure-cosmos ignores ``connection_verify`` for localhost and 127.0.0.1 without one,
-        ``_tls.py`` says why); ``connection_verify=verify_tls`` when the endpoint has no
-        certificate of funcstack's."""
-        from azure.cosmos.documents import SSLConfiguration  # the SDK's, loaded when asked for
-
+        endpoint's certificate in a process whose environment does not trust funcstack's
+        authority (``tls.environment()`` is that trust: what funcstack gives the hosts and
+        processes it starts): ``CosmosClient(endpoint.endpoint, endpoint.key,
+        **endpoint.client_options())``. An ``ssl_config`` naming the authority (it verifies
+        the endpoint under any of its names, 127.0.0.1 and localhost too; the aio client then
+        opens a connection per request: ``_tls.py``); ``connection_verify=verify_tls`` when
+        the endpoint has no certificate of funcstack's."""
         if self.tls is None:
             return {"connection_verify": self.verify_tls}
-        config = SSLConfiguration()
-        config.SSLCaCerts = str(self.tls.ca_file)
-        config.SSLCertFile = str(self.tls.client_cert_file)
-        config.SSLKeyFile = str(self.tls.client_key_file)
-        return {"connection_verify": str(self.tls.ca_file), "ssl_config": config}
+        return self.tls.client_options()
 
     def stop(self, timeout: float = 10.0) -> None:
         """Terminate (SIGTERM), wait, kill on timeout. Idempotent."""
@@ -188,6 +188,29 @@ class CosmosEndpoint:
         tb: TracebackType | None,
     ) -> None:
         self.stop()
+
+
+#: The hosts azure-cosmos does not verify (it turns verification off for them, per request).
+UNVERIFIED_HOSTS = frozenset({"127.0.0.1", "localhost"})
+
+
+def _named(endpoint: str, host: str, port: int) -> str:
+    """The address the endpoint is given as: ``https://[::ffff:127.0.0.1]:<port>/`` when it
+    listens on 127.0.0.1 (or localhost), which azure-cosmos verifies (``_tls.py``); the one it
+    listens on when that address cannot be reached (no IPv6 in this kernel), said in the log."""
+    if host not in UNVERIFIED_HOSTS:
+        return endpoint
+    try:
+        with socket.create_connection((ADDRESS, port), timeout=2.0):
+            pass
+    except OSError as exc:
+        logger.warning(
+            "the cosmos endpoint cannot be reached at [%s]:%s (%s): it is named %s, for which "
+            "azure-cosmos turns TLS verification off (docs/cosmos.md, Certificate)",
+            ADDRESS, port, exc, endpoint,
+        )  # fmt: skip
+        return endpoint
+    return f"https://[{ADDRESS}]:{port}/"
 
 
 def start_cosmos(
@@ -288,8 +311,9 @@ def start_cosmos(
             + ")"
             + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else "")
         )
+    address = str(ready["endpoint"])
     endpoint = CosmosEndpoint(
-        endpoint=str(ready["endpoint"]),
+        endpoint=_named(address, host, int(str(ready["port"]))) if local else address,
         key=EMULATOR_KEY,
         verify_tls=False,
         process=process,

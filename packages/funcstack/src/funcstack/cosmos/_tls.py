@@ -8,26 +8,32 @@ certificate, which a client can only accept by turning verification off
 problem and the same answer: trust its certificate ("Export the Azure Cosmos DB emulator
 certificate", learn.microsoft.com: import it, or point the SDK at it).
 
-Why every request warned: azure-cosmos turns verification off by itself for the hosts
-``localhost`` and ``127.0.0.1`` ("disabling the SSL verification for local emulator",
-``_synchronized_request.py`` and ``aio/_asynchronous_request.py`` of 4.17), whatever
-``connection_verify`` says, unless the client has an ``ssl_config``; and funcstack's clients
-passed ``connection_verify=False`` besides.
-
 So funcstack makes a certificate authority of its own, once per machine (per cache folder:
 ``<cache>/tls/``, see ``funcstack._cache``), and the endpoint serves a certificate it signed
-for ``localhost``, ``127.0.0.1``, ``::1`` and the host it listens on. A client trusts that
-authority, and then verifies every request as it would against Azure:
+for ``localhost``, ``127.0.0.1``, ``::1``, ``::ffff:127.0.0.1`` and the host it listens on.
+A client trusts that authority, and then verifies every request as it would against Azure.
 
-* azure-cosmos (sync and aio): ``ssl_config`` naming the authority's certificate
-  (``CosmosEndpoint.client_options()``: ``CosmosClient(url, key, **options)``). The aio
-  client also loads the ``ssl_config``'s client certificate pair unconditionally (azure-core's
-  ``_build_ssl_config`` calls ``load_cert_chain(None, None)`` otherwise), so the options name
-  one this authority signed, which the endpoint never asks for;
-* any other client: the authority's certificate (``ca.pem``), or the bundle of certifi's
-  authorities and this one (``ca-bundle.pem``) as ``REQUESTS_CA_BUNDLE`` (requests) and
-  ``SSL_CERT_FILE`` (Python's ``ssl``, aiohttp), so the same process still verifies Azure's
-  public endpoints (``funcstack cosmos`` prints them).
+azure-cosmos (sync and aio, 4.17: ``_synchronized_request.py``, ``aio/_asynchronous_request.py``)
+turns verification off by itself, per request, for the hosts ``localhost`` and ``127.0.0.1``
+("disabling the SSL verification for local emulator"), whatever the client was given, unless
+it has an ``ssl_config``. So the endpoint is named ``https://[::ffff:127.0.0.1]:<port>/``
+(``ADDRESS``: 127.0.0.1, written as IPv6 writes an IPv4 address; the same socket): the SDK
+takes the path it takes for Azure, and verifies with the process's default trust store. A
+client trusts the authority by one of:
+
+* the environment: ``SSL_CERT_FILE`` (Python's ``ssl``, so aiohttp) and ``REQUESTS_CA_BUNDLE``
+  (requests) naming the bundle of the authorities the environment trusted already and this
+  one (``bundle_file``, ``LocalTls.environment()``), so the same process still verifies Azure's
+  public endpoints. funcstack gives it to every host and process it starts
+  (``trusting_environment``): an app verifies the endpoint as it verifies Azure, unchanged;
+* ``CosmosEndpoint.client_options()`` for one azure-cosmos client (``CosmosClient(url, key,
+  **options)``): an ``ssl_config`` naming this authority, which also verifies an endpoint named
+  ``127.0.0.1`` or ``localhost``. The aio client then loads the ``ssl_config``'s client
+  certificate pair unconditionally (azure-core's ``_build_ssl_config`` calls
+  ``load_cert_chain(None, None)`` otherwise), so the options name one this authority signed,
+  which the endpoint never asks for; and it makes an SSL context and a connection per request
+  (azure-core builds one from a file path each time): fine for a test, not for an app;
+* the authority's certificate (``ca.pem``) for any other client.
 
 The authority's key stays in the cache folder (mode 0600) and signs nothing else; its
 certificate is valid for 10 years, the endpoint's for 2 (issued again when it expires or
@@ -37,11 +43,14 @@ lacks a host asked for). Made under a file lock: test workers starting at once m
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import ipaddress
 import os
-from collections.abc import Iterable
-from dataclasses import dataclass
+import ssl
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import certifi
 from cryptography import x509
@@ -51,10 +60,14 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from funcstack._cache import _locked, cache_root
 
-__all__ = ["LocalTls", "local_tls"]
+__all__ = ["ADDRESS", "LocalTls", "local_tls", "trusting_environment"]
 
 CA_NAME = "funcstack local Cosmos DB CA"
-DEFAULT_HOSTS = ("localhost", "127.0.0.1", "::1")
+#: 127.0.0.1 as the endpoint is named: IPv4-mapped, an address azure-cosmos verifies (above).
+ADDRESS = "::ffff:127.0.0.1"
+DEFAULT_HOSTS = ("localhost", "127.0.0.1", "::1", ADDRESS)
+#: What names a process's trust store, in the order Python's ssl and requests read them.
+TRUST_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE")
 CA_YEARS = 10
 SERVER_YEARS = 2
 #: A certificate expiring sooner than this is issued again.
@@ -66,28 +79,73 @@ class LocalTls:
     """The files of the local certificate authority and of the endpoint's certificate."""
 
     ca_file: Path  # the authority's certificate: what a client trusts
-    bundle_file: Path  # certifi's authorities and this one (REQUESTS_CA_BUNDLE, SSL_CERT_FILE)
+    #: The authorities this process's environment trusts (``trusted_base``) and this one
+    #: (SSL_CERT_FILE, REQUESTS_CA_BUNDLE)
+    bundle_file: Path
     cert_file: Path  # the endpoint's certificate (and the authority's, as its chain)
     key_file: Path  # the endpoint's key
     client_cert_file: Path  # a client certificate (azure-cosmos aio's ssl_config needs a pair)
     client_key_file: Path
 
     def environment(self) -> dict[str, str]:
-        """The variables that make Python clients trust the endpoint (and the public ones)."""
+        """The variables that make Python clients trust the endpoint (and what the environment
+        trusted already): ``SSL_CERT_FILE`` and ``REQUESTS_CA_BUNDLE``, naming the bundle."""
         return {"REQUESTS_CA_BUNDLE": str(self.bundle_file), "SSL_CERT_FILE": str(self.bundle_file)}
 
+    def client_options(self) -> dict[str, Any]:
+        """The keyword arguments that make one azure-cosmos client (sync or aio) verify an
+        endpoint this authority signed, under any of its names, in a process whose environment
+        does not trust it: ``CosmosClient(url, key, **tls.client_options())``. An
+        ``ssl_config`` naming the authority and the client pair the aio client needs (above)."""
+        from azure.cosmos.documents import SSLConfiguration  # the SDK's, loaded when asked for
 
-def local_tls(hosts: Iterable[str] = (), *, folder: Path | None = None) -> LocalTls:
-    """The local authority and a certificate of the endpoint for ``hosts`` (besides localhost,
-    127.0.0.1 and ::1; a wildcard address adds nothing), made or issued again when needed, in
+        config = SSLConfiguration()
+        config.SSLCaCerts = str(self.ca_file)
+        config.SSLCertFile = str(self.client_cert_file)
+        config.SSLKeyFile = str(self.client_key_file)
+        return {"connection_verify": str(self.ca_file), "ssl_config": config}
+
+
+def trusting_environment(environment: dict[str, str]) -> dict[str, str]:
+    """``environment`` (a child process's) with funcstack's local authority trusted besides
+    what it trusted already (``LocalTls.environment()``, its bundle made from ``environment``'s
+    trust store): what every host and process funcstack starts is given."""
+    return {**environment, **local_tls(environment=environment).environment()}
+
+
+def trusted_base(environment: Mapping[str, str]) -> Path:
+    """The file of authorities a process with ``environment`` trusts: the first of
+    ``TRUST_VARIABLES`` naming a file, else OpenSSL's default file, else certifi's (what
+    requests trusts by default). A folder of certificates (``SSL_CERT_DIR``) is not read."""
+    for name in TRUST_VARIABLES:
+        value = environment.get(name)
+        if value and Path(value).is_file():
+            return Path(value)
+    default = ssl.get_default_verify_paths().cafile
+    if default and Path(default).is_file():
+        return Path(default)
+    return Path(certifi.where())
+
+
+def local_tls(
+    hosts: Iterable[str] = (),
+    *,
+    folder: Path | None = None,
+    environment: Mapping[str, str] | None = None,
+) -> LocalTls:
+    """The local authority and a certificate of the endpoint for ``hosts`` (besides
+    ``DEFAULT_HOSTS``; a wildcard address adds nothing), made or issued again when needed, in
     ``folder`` (default: ``<cache>/tls``; another folder: an authority of its own, such as a
-    conformance run's throw-away one)."""
+    conformance run's throw-away one). ``bundle_file`` holds the authorities ``environment``
+    (default: this process's) trusts and this one; a trust store that holds this authority
+    already (a process funcstack started) is its own bundle."""
     folder = folder if folder is not None else cache_root() / "tls"
+    base = trusted_base(os.environ if environment is None else environment)
     wildcards = ("0.0.0.0", "::")
     wanted = sorted({*DEFAULT_HOSTS, *(h for h in hosts if h and h not in wildcards)})
     tls = LocalTls(
         ca_file=folder / "ca.pem",
-        bundle_file=folder / "ca-bundle.pem",
+        bundle_file=_bundle_name(folder, base),
         cert_file=folder / "server.pem",
         key_file=folder / "server-key.pem",
         client_cert_file=folder / "client.pem",
@@ -103,10 +161,23 @@ def local_tls(hosts: Iterable[str] = (), *, folder: Path | None = None) -> Local
             _issue(tls, ca_key_file, tls.cert_file, tls.key_file, wanted)
         if not _valid(tls.client_cert_file, ()):
             _issue(tls, ca_key_file, tls.client_cert_file, tls.client_key_file, [])
-        bundle = certifi.contents() + "\n" + tls.ca_file.read_text(encoding="ascii")
-        if not tls.bundle_file.exists() or tls.bundle_file.read_text(encoding="ascii") != bundle:
-            _write(tls.bundle_file, bundle.encode("ascii"), private=False)
+        authority = tls.ca_file.read_text(encoding="ascii")
+        trusted = base.read_text(encoding="utf-8", errors="replace")
+        if authority.strip() in trusted:
+            return replace(tls, bundle_file=base)
+        bundle = trusted.rstrip("\n") + "\n" + authority
+        if not tls.bundle_file.exists() or tls.bundle_file.read_text(encoding="utf-8") != bundle:
+            _write(tls.bundle_file, bundle.encode("utf-8"), private=False)
     return tls
+
+
+def _bundle_name(folder: Path, base: Path) -> Path:
+    """``ca-bundle.pem`` on certifi's authorities; one per other trust store (processes whose
+    environments name different ones never rewrite each other's)."""
+    if base == Path(certifi.where()):
+        return folder / "ca-bundle.pem"
+    digest = hashlib.sha256(str(base.resolve()).encode()).hexdigest()[:12]
+    return folder / f"ca-bundle-{digest}.pem"
 
 
 def _valid(cert_file: Path, hosts: Iterable[str]) -> bool:

@@ -199,6 +199,28 @@ async function handleDocuments(account, req, res, segs) {
   throw new CosmosError(405, "MethodNotAllowed", "Method not allowed");
 }
 
+/**
+ * The account read (GET /): the package's account, its regional endpoints named by the address
+ * the client reached it at (its Host header). The SDK sends every request after this read to
+ * the regional endpoint it names (enable_endpoint_discovery), so a client keeps the address
+ * it was given: azure-cosmos verifies the certificate of https://[::ffff:127.0.0.1]:<port>/
+ * but not of https://127.0.0.1:<port>/ (docs/cosmos.md, "Certificate"), and a client of
+ * another name (a LAN address) is not sent to the one the endpoint listens on.
+ */
+function readAccount(account, req, res, opts) {
+  const meta = account.read();
+  const scheme = opts.ssl === false ? "http" : "https";
+  const { localAddress, localPort } = req.socket;
+  const listening = localAddress.includes(":") ? `[${localAddress}]:${localPort}` : `${localAddress}:${localPort}`;
+  const here = `${scheme}://${req.headers.host || listening}/`;
+  const located = locations => locations.map(loc => ({ ...loc, databaseAccountEndpoint: here }));
+  send(req, res, 200, {
+    ...meta,
+    writableLocations: located(meta.writableLocations),
+    readableLocations: located(meta.readableLocations),
+  });
+}
+
 function createRequestListener(getAccount, opts) {
   return (req, res) => {
     if (opts.logRequests) {
@@ -221,6 +243,10 @@ function createRequestListener(getAccount, opts) {
         if (refused) {
           req.resume();
           throw refused;
+        }
+        if (req.method === "GET" && segs.length === 0) {
+          readAccount(account, req, res, opts);
+          return;
         }
         if (await handleDocuments(account, req, res, segs)) return;
         if (await handleOffers(account, req, res, segs)) return;
@@ -303,12 +329,6 @@ function createServer(opts = {}) {
       server.close();
       server.emit("error", err);
       return;
-    }
-    if (opts.ssl === false) {
-      const meta = account.read();
-      for (const loc of [...meta.writableLocations, ...meta.readableLocations]) {
-        loc.databaseAccountEndpoint = `http://${host}:${port}/`;
-      }
     }
   });
   persistence.attach(server, () => account, kept);

@@ -17,6 +17,7 @@ from typing import IO, Any
 
 from funcstack._cache import RPC_WHEEL_ENV, SetupError, rpc_wheel
 from funcstack._processes import OWN_PROCESS_GROUP, describe_exit, last_lines, stop_child
+from funcstack.cosmos._tls import trusting_environment
 
 
 class RunnerStartError(RuntimeError):
@@ -198,7 +199,7 @@ def launch_host(
         raise RunnerStartError(str(exc)) from None
     settings_file = options.settings_file.resolve() if options.settings_file else None
     settings = options.settings
-    env = dict(os.environ)
+    env = trusting_environment(dict(os.environ))  # + funcstack's authority (cosmos/_tls.py)
     env.update(settings)
     env.pop("PYTHONPATH", None)
     if options.extra_import_paths:
