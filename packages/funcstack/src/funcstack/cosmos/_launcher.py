@@ -210,6 +210,26 @@ def start_cosmos(
         env=node_server_environment(NODE_NO_WARNINGS="1", NODE_PATH=str(modules)),
         **OWN_PROCESS_GROUP,
     )
+    ready = _await_ready(process, log, log_path, timeout)
+    endpoint = CosmosEndpoint(
+        endpoint=str(ready["endpoint"]),
+        key=EMULATOR_KEY,
+        verify_tls=False,
+        process=process,
+        port=int(str(ready["port"])),
+        _log=log,
+    )
+    logger.info("cosmos endpoint ready at %s (pid %s)", endpoint.endpoint, process.pid)
+    note(log_path, f"cosmos endpoint ready at {endpoint.endpoint} (pid {process.pid})")
+    return endpoint
+
+
+def _await_ready(
+    process: subprocess.Popen[bytes], log: IO[bytes] | None, log_path: Path | None, timeout: float
+) -> dict[str, object]:
+    """The endpoint's ready line; CosmosStartError (the endpoint stopped, its log closed) when
+    it is not ready within ``timeout``, saying how it exited, what it wrote instead and the
+    last lines of its log."""
     ready: dict[str, object] = {}
     assert process.stdout is not None
     stdout = process.stdout
@@ -247,14 +267,4 @@ def start_cosmos(
             + ")"
             + (f"; last lines of {log_path}: " + " | ".join(lines) if lines else "")
         )
-    endpoint = CosmosEndpoint(
-        endpoint=str(ready["endpoint"]),
-        key=EMULATOR_KEY,
-        verify_tls=False,
-        process=process,
-        port=int(str(ready["port"])),
-        _log=log,
-    )
-    logger.info("cosmos endpoint ready at %s (pid %s)", endpoint.endpoint, process.pid)
-    note(log_path, f"cosmos endpoint ready at {endpoint.endpoint} (pid {process.pid})")
-    return endpoint
+    return ready
