@@ -66,6 +66,9 @@ from __future__ import annotations
 from cosmos_outbox._mapper.cloudevents import (
     application_properties as application_properties,
 )
+from cosmos_outbox._mapper.cloudevents import (
+    outgoing as outgoing,
+)
 from cosmos_outbox._mapper.document import (
     EVENT_TYPE as EVENT_TYPE,
 )

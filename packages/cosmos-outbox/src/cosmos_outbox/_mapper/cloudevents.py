@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cosmos_outbox._records import OutboxMessage
+from cosmos_outbox.ports import Outgoing
 
 SPECVERSION = "1.0"
 #: The application property of the claim check's reference (the `dataref` extension).
@@ -65,3 +66,16 @@ def application_properties(message: OutboxMessage, *, base: str = "") -> dict[st
     """The outbox's application properties, then the CloudEvents attributes (this order is on
     the wire)."""
     return cloudevent_properties(message, base=base, into=dict(message.application_properties))
+
+
+def outgoing(message: OutboxMessage, *, base: str = "") -> Outgoing:
+    """`message` as it goes on the wire, nothing left to add: its fields and its application
+    properties (`application_properties`)."""
+    return Outgoing(
+        body=message.body,
+        message_id=message.message_id,
+        session_id=message.session_id,
+        subject=message.subject,
+        content_type=message.content_type,
+        application_properties=application_properties(message, base=base),
+    )

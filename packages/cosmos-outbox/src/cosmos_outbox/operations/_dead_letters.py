@@ -135,7 +135,7 @@ def discard_of(
     message, nothing to tell)."""
     if not described.is_outbox_message:
         return None
-    from cosmos_outbox._mapper import application_properties
+    from cosmos_outbox._mapper import outgoing
 
     assert described.aggregate_type and described.aggregate_id and described.version
     notice = discard_notice(
@@ -150,14 +150,7 @@ def discard_of(
         source=described.source or f"/{described.aggregate_type}s",
         target=entity.name if entity.kind == "subscription" else None,
     )
-    return Outgoing(
-        body=notice.body,
-        message_id=notice.message_id,
-        session_id=notice.session_id,
-        subject=notice.subject,
-        content_type=notice.content_type,
-        application_properties=application_properties(notice),
-    )
+    return outgoing(notice)
 
 
 class DeadLetterOperators:

@@ -35,7 +35,6 @@ from typing import Any
 
 from azure.servicebus import (
     ServiceBusClient,
-    ServiceBusMessage,
     ServiceBusReceivedMessage,
     ServiceBusReceiveMode,
     ServiceBusSubQueue,
@@ -52,8 +51,9 @@ from cosmos_outbox.ports import (
     Outgoing,
 )
 
-__all__ = ["AsyncServiceBusDeadLetters", "ServiceBusDeadLetters", "dead_letter_of", "message_of"]
+__all__ = ["AsyncServiceBusDeadLetters", "ServiceBusDeadLetters", "dead_letter_of"]
 from cosmos_outbox.servicebus._clients import AsyncClientAdapter, ConnectedAdapter
+from cosmos_outbox.servicebus._messages import message_of
 
 logger = logging.getLogger("cosmos_outbox.servicebus")
 #: The two application properties the broker adds when it dead-letters a message.
@@ -88,19 +88,6 @@ def dead_letter_of(message: ServiceBusReceivedMessage) -> DeadLetter:
         description=message.dead_letter_error_description,
         delivery_count=int(message.delivery_count or 0),
         enqueued_at=enqueued.timestamp() if enqueued is not None else None,
-    )
-
-
-def message_of(outgoing: Outgoing) -> ServiceBusMessage:
-    """An `Outgoing` as the SDK's message: its fields as they are, nothing added."""
-    return ServiceBusMessage(
-        outgoing.body,
-        message_id=outgoing.message_id,
-        session_id=outgoing.session_id,
-        subject=outgoing.subject,
-        content_type=outgoing.content_type,
-        correlation_id=outgoing.correlation_id,
-        application_properties=dict(outgoing.application_properties),  # type: ignore[arg-type]
     )
 
 
