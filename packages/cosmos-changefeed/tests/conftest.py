@@ -27,7 +27,7 @@ def cosmos() -> Iterator[CosmosEndpoint]:
 
 @pytest.fixture(scope="session")
 def client(cosmos: CosmosEndpoint) -> CosmosClient:
-    return CosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False)
+    return CosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options())
 
 
 @pytest.fixture(scope="session")

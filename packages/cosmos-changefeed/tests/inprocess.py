@@ -222,6 +222,10 @@ class Fleet:
             if lease.lease_token
         }
 
+    def positions(self) -> dict[str, str | None]:
+        """Each stored lease's checkpoint, by token."""
+        return {token: lease.continuation for token, lease in self.stored().items()}
+
     def close(self) -> None:
         for member in self.members:
             member.stop()  # a frozen one's release fails: its leases expire
@@ -257,6 +261,11 @@ class Delivered:
     def count(self, item_id: str) -> int:
         with self._lock:
             return sum(1 for _, changes in self.batches for doc in changes if doc["id"] == item_id)
+
+    def last_positions(self) -> dict[str, str | None]:
+        """Each lease's continuation after the last batch it was given."""
+        with self._lock:
+            return {context.lease_token: context.continuation for context, _ in self.batches}
 
     def tokens(self) -> set[str]:
         with self._lock:

@@ -90,7 +90,7 @@ def test_every_t_seconds_an_idle_lease_is_checkpointed_once_its_time_has_passed(
 ) -> None:
     feed, delivered = InMemoryFeed(1), Delivered()
     with fleet(flavour, feed) as f:
-        policy = CheckpointPolicy(batches=1_000, seconds=0.3)
+        policy = CheckpointPolicy(batches=1_000, seconds=1.0)
         member = f.processor("p", delivered, max_items=3, checkpoint=policy).start()
         member.wait_until_listening()
         ids = one_key(feed, 9)

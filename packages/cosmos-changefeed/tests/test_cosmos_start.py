@@ -50,7 +50,7 @@ def both_fail(
     """The processor and the estimator, sync and aio, started on those names: their errors."""
     from azure.cosmos import CosmosClient
 
-    client = CosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False)
+    client = CosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options())
     db = client.get_database_client(database)
     errors: list[MissingResourceError] = []
     sync = ChangeFeedProcessor(
@@ -71,7 +71,7 @@ def both_fail(
     errors.append(raised.value)
 
     async def aio() -> None:
-        async with AsyncCosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False) as c:
+        async with AsyncCosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options()) as c:
             adb = c.get_database_client(database)
             processor = AsyncChangeFeedProcessor(
                 adb.get_container_client(monitored),

@@ -40,10 +40,12 @@ def test_epk_leases_left_by_a_merge_are_read_in_their_range_and_split_into_epk_c
     first, second = reader.ranges()
     prefix = lease_prefix("merged", reader.account_endpoint, reader.container_rid())
     monitored.create_item({"id": "before", "pk": "before"})
-    etag = reader.read(
-        Lease(id="x", lease_token=first.id, feed_range=first.range), None, "Now"
-    ).etag
-    assert etag
+    # each range's own "now" (each physical partition has its own LSNs)
+    etag, etag_second = (
+        reader.read(Lease(id="x", lease_token=r.id, feed_range=r.range), None, "Now").etag
+        for r in (first, second)
+    )
+    assert etag and etag_second
     # what .NET leaves when ranges [min, MID) and [MID, max) of the first partition merged into it
     halves = [EpkRange(first.range.min, MID), EpkRange(MID, first.range.max)]
     for half in halves:
@@ -67,7 +69,7 @@ def test_epk_leases_left_by_a_merge_are_read_in_their_range_and_split_into_epk_c
             "LeaseToken": second.id,
             "FeedRange": second.range.to_lease_json(),
             "Owner": None,
-            "ContinuationToken": etag,
+            "ContinuationToken": etag_second,
             "properties": {},
             "timestamp": None,
             "Mode": "Incremental Feed",

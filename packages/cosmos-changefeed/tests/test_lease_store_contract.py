@@ -61,7 +61,7 @@ class TestAsyncCosmosLeaseStore(AsyncLeaseStoreContract):
     ) -> AsyncIterator[AsyncLeaseStore]:
         leases = make_container(path="/id")
         async with AsyncCosmosClient(
-            cosmos.endpoint, cosmos.key, connection_verify=False
+            cosmos.endpoint, cosmos.key, **cosmos.client_options()
         ) as client:
             container = client.get_database_client(database.id).get_container_client(leases.id)
             yield AsyncCosmosLeaseStore(container)

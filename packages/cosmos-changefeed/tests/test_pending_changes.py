@@ -73,7 +73,7 @@ def both(
     found = ChangeFeedEstimator(monitored, leases, **options).get_pending(max_changes)
 
     async def aio() -> list[PendingChanges]:
-        async with AsyncCosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False) as c:
+        async with AsyncCosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options()) as c:
             database = c.get_database_client(monitored.container_link.split("/")[1])
             return await AsyncChangeFeedEstimator(
                 database.get_container_client(monitored.id),

@@ -17,6 +17,7 @@ from inprocess import FLAVOURS, Delivered, Flavour, eventually, fleet, write
 
 from cosmos_changefeed import (
     ChangeFeedEstimator,
+    Continuation,
     Failure,
     InMemoryLeaseStore,
     LeaseContext,
@@ -119,7 +120,7 @@ def test_a_dead_instances_leases_are_taken_after_expiry_from_their_checkpoints(
         doomed.wait_until_listening()
         first = write(feed, keys=30, per_key=2)  # to every partition: each lease checkpoints
         eventually(lambda: delivered.ids >= set(first))
-        eventually(lambda: all(lease.continuation for lease in f.stored().values()))
+        eventually(lambda: delivered.last_positions() == f.positions())  # all checkpointed
         doomed.switch.freeze()  # its process is gone: no renewal, no release, no checkpoint
         frozen_at = time.monotonic()
         heir = f.processor("heir", delivered).start()
@@ -221,7 +222,7 @@ def test_an_instance_whose_ranges_predate_a_split_takes_a_child_lease_as_it_is(
         ids = write(feed, keys=8, per_key=1)
         stale.start()
         eventually(lambda: delivered.ids >= set(ids))
-        assert stale.owned_leases == sorted(children)
+        eventually(lambda: stale.owned_leases == sorted(children))
         assert sorted(f.stored()) == sorted(children)
         assert all(lease.version == 0 for lease in f.stored().values())
 
@@ -315,3 +316,16 @@ def test_the_estimated_lag_of_each_lease_is_what_is_pending(flavour: Flavour) ->
     assert {p.lease_token: p.estimated_lag for p in previews} == {
         p.lease_token: len(p.changes) for p in previews
     }
+
+
+def test_a_processor_started_from_the_feeds_pull_model_continuation_reads_what_follows(
+    flavour: Flavour,
+) -> None:
+    feed, delivered = InMemoryFeed(3), Delivered()
+    before = write(feed, keys=9, per_key=2)
+    saved = Continuation(feed.continuation_token())  # as azure-cosmos's pull model leaves it
+    after = write(feed, keys=9, per_key=2, start=2)
+    with fleet(flavour, feed) as f:
+        f.processor("p", delivered, start_from=saved).start()
+        eventually(lambda: delivered.ids >= set(after))
+    assert not delivered.ids & set(before)

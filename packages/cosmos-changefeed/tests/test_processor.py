@@ -90,7 +90,7 @@ def leases_of(container: ContainerProxy) -> list[Lease]:
 
 @pytest_asyncio.fixture
 async def aio(cosmos: CosmosEndpoint) -> AsyncIterator[AsyncCosmosClient]:
-    async with AsyncCosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False) as client:
+    async with AsyncCosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options()) as client:
         yield client
 
 
@@ -222,7 +222,7 @@ def test_an_instance_whose_routing_map_predates_a_split_takes_a_child_lease_as_i
     child lease: the child is read, not taken for gone and "merged" into an EPK lease."""
     monitored, leases = make_container(1), make_container(path="/id")
     database = monitored.container_link.split("/")[1]
-    stale = CosmosClient(cosmos.endpoint, cosmos.key, connection_verify=False)
+    stale = CosmosClient(cosmos.endpoint, cosmos.key, **cosmos.client_options())
     stale_monitored = stale.get_database_client(database).get_container_client(monitored.id)
     list(stale_monitored.read_feed_ranges())  # the routing map, cached before the split
     write(monitored, keys=8, per_key=1)

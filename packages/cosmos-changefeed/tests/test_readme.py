@@ -1,13 +1,12 @@
 """The README's first example runs as it is written: its first Python block, unchanged, in a
 fresh interpreter, against funcstack's local Cosmos DB endpoint -- with ``COSMOS_ENDPOINT`` and
-``COSMOS_KEY`` set as the README says, and a certificate the client trusts (made here, and
-named by ``REQUESTS_CA_BUNDLE``, which azure-core's transport reads): the block creates its
-database and containers, starts the processor, writes an order and sees it handled."""
+``COSMOS_KEY`` set as the README says, and the endpoint's certificate trusted (funcstack's local
+authority, in the bundle ``REQUESTS_CA_BUNDLE`` names, which azure-core's transport reads): the
+block creates its database and containers, starts the processor, writes an order and sees it
+handled."""
 
 from __future__ import annotations
 
-import datetime as dt
-import ipaddress
 import os
 import re
 import subprocess
@@ -33,52 +32,15 @@ def first_block() -> str:
     return found["source"]
 
 
-def trusted_certificate(folder: Path) -> tuple[Path, Path]:
-    """A self-signed certificate for 127.0.0.1 and localhost, and its key."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")])
-    now = dt.datetime.now(dt.UTC)
-    certificate = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]
-            ),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert, key_file = folder / "cert.pem", folder / "key.pem"
-    cert.write_bytes(certificate.public_bytes(serialization.Encoding.PEM))
-    key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return cert, key_file
-
-
 @pytest.fixture(scope="module")
-def trusted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[CosmosEndpoint, Path]]:
+def trusted() -> Iterator[tuple[CosmosEndpoint, Path]]:
+    """funcstack's endpoint, and the bundle that trusts its certificate (funcstack's local
+    authority and certifi's)."""
     from funcstack.cosmos import start_cosmos
 
-    cert, key = trusted_certificate(tmp_path_factory.mktemp("tls"))
-    with start_cosmos(tls=(cert, key)) as endpoint:
-        yield endpoint, cert
+    with start_cosmos() as endpoint:
+        assert endpoint.tls is not None
+        yield endpoint, endpoint.tls.bundle_file
 
 
 def test_the_readmes_first_example_runs_as_written(

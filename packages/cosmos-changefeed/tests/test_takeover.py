@@ -31,9 +31,12 @@ INSTANCE = textwrap.dedent(
     """
     import os, sys, time
     from azure.cosmos import CosmosClient
+    from azure.cosmos.documents import SSLConfiguration
     from cosmos_changefeed import ChangeFeedProcessor, CheckpointPolicy
 
-    client = CosmosClient(os.environ["ENDPOINT"], os.environ["KEY"], connection_verify=False)
+    tls = SSLConfiguration()
+    tls.SSLCaCerts = os.environ["CA"]  # funcstack's local authority: the endpoint verified
+    client = CosmosClient(os.environ["ENDPOINT"], os.environ["KEY"], ssl_config=tls)
     database = client.get_database_client(os.environ["DATABASE"])
     out = open(os.environ["OUT"], "a", encoding="utf-8")
 
@@ -69,6 +72,7 @@ def test_a_killed_instances_leases_are_taken_after_expiry_and_nothing_is_lost(
         **os.environ,
         "ENDPOINT": cosmos.endpoint,
         "KEY": cosmos.key,
+        "CA": str(cosmos.client_options()["connection_verify"]),
         "DATABASE": monitored.container_link.split("/")[1],
         "MONITORED": monitored.id,
         "LEASES": leases.id,
@@ -156,6 +160,7 @@ def one_key_backlog(
         **os.environ,
         "ENDPOINT": cosmos.endpoint,
         "KEY": cosmos.key,
+        "CA": str(cosmos.client_options()["connection_verify"]),
         "DATABASE": monitored.container_link.split("/")[1],
         "MONITORED": monitored.id,
         "LEASES": leases.id,

@@ -43,12 +43,19 @@ ALL_VERSIONS_AND_DELETES = "AllVersionsAndDeletes"
 
 def sdk_continuation(container_rid: str, feed_range: EpkRange, etag: str, mode: str) -> str:
     """azure-cosmos's continuation that reads ``feed_range`` from ``etag``."""
-    rng = {
-        "min": feed_range.min,
-        "max": feed_range.max,
-        "isMinInclusive": True,
-        "isMaxInclusive": False,
-    }
+    return sdk_token(container_rid, [(feed_range, etag)], feed_range, mode)
+
+
+def sdk_token(
+    container_rid: str, entries: list[tuple[EpkRange, str]], scope: EpkRange, mode: str
+) -> str:
+    """azure-cosmos's continuation of a read of ``scope`` that is at ``entries`` (per range,
+    its etag): one entry for a lease's range, one per physical partition for the whole
+    container (what its pull model leaves)."""
+
+    def bounds(rng: EpkRange) -> dict[str, object]:
+        return {"min": rng.min, "max": rng.max, "isMinInclusive": True, "isMaxInclusive": False}
+
     state = {
         "v": "v2",
         "containerRid": container_rid,
@@ -57,8 +64,8 @@ def sdk_continuation(container_rid: str, feed_range: EpkRange, etag: str, mode: 
         "continuation": {
             "v": "v2",
             "rid": container_rid,
-            "continuation": [{"token": etag, "range": rng}],
-            "Range": rng,
+            "continuation": [{"token": etag, "range": bounds(rng)} for rng, etag in entries],
+            "Range": bounds(scope),
         },
     }
     return base64.b64encode(json.dumps(state).encode("utf-8")).decode("ascii")

@@ -47,7 +47,12 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from cosmos_changefeed._continuation import ALL_VERSIONS_AND_DELETES, LATEST_VERSION, raw_etag
+from cosmos_changefeed._continuation import (
+    ALL_VERSIONS_AND_DELETES,
+    LATEST_VERSION,
+    raw_etag,
+    sdk_token,
+)
 from cosmos_changefeed._leases import Lease
 from cosmos_changefeed._ranges import MAX_EPK, MIN_EPK, EpkRange, PartitionKeyRange, overlapping
 from cosmos_changefeed._reading import (
@@ -276,6 +281,14 @@ class InMemoryFeed:
         """A live range's latest LSN."""
         with self._lock:
             return self._live(range_id).lsn
+
+    def continuation_token(self, mode: str = LATEST_VERSION) -> str:
+        """What azure-cosmos's pull model leaves as its continuation once it has read the whole
+        container to now (``query_items_change_feed``'s ``continuation_token``): each live
+        range at its latest LSN -- a ``Continuation`` to start a processor from."""
+        with self._lock:
+            entries = [(p.range, f'"{p.lsn}"') for p in self._partitions]
+        return sdk_token(self.container_rid, entries, EpkRange.full(), mode)
 
     def read(
         self,

@@ -383,7 +383,7 @@ class _LeaseWorker:
             with contextlib.suppress(Exception):  # a batch handled is checkpointed if it can be
                 self._settle()
                 due = self.plan.stopping()
-                if due is not None:
+                if due is not None and self._lost is None:
                     self._checkpoint(due)
             renewer.join(5.0)
 

@@ -17,9 +17,12 @@ command run as instances of the stack beside the apps, with the first app's sett
 ``funcstack up [--config FILE]``: the services only (for tests and other tools).
 ``funcstack setup``: install the Node packages and the Functions RPC messages into the cache
 now (both happen on first use otherwise).
+``funcstack cosmos [--port N] [--in-memory] [--fresh] [--json]``: the Cosmos DB endpoint alone,
+until Ctrl-C, with a certificate a client verifies (``_cosmos_cli.py``).
 ``funcstack split DATABASE CONTAINER [--range ID]``: split a physical partition of a container
 of the stack running from this folder (``run`` or ``up``), as Azure does on its own; ``funcstack
-partitions DATABASE CONTAINER`` lists them (``_partitions_cli.py``).
+merge DATABASE CONTAINER [--range ID ...]`` merges adjacent ones, as Azure's partition merge;
+``funcstack partitions DATABASE CONTAINER`` lists them (``_partitions_cli.py``).
 ``funcstack instances [list|kill|pause|resume|add]``: the instances of the apps ``run`` serves
 from this folder, through its control channel (``_instances_cli.py``, ``_stack_control.py``).
 Under ``run --instances``, an instance that exits is restarted as Azure replaces one
@@ -46,6 +49,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 from funcstack._banner import banner, ready_line, shown
 from funcstack._cache import SetupError, cache_root, setup
+from funcstack._cosmos_cli import (
+    COSMOS_COMMAND,
+    CosmosCommandError,
+    add_cosmos_command,
+    run_cosmos_command,
+)
 from funcstack._instances_cli import (
     INSTANCES_COMMAND,
     InstancesCommandError,
@@ -103,6 +112,7 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser(
         "setup", help="install the Node packages and the Functions RPC messages into the cache now"
     )
+    add_cosmos_command(commands, STATE_FOLDER)
     add_partition_commands(commands, STATE_FOLDER)
     add_instances_command(commands, STATE_FOLDER)
     return parser
@@ -209,6 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "setup":
             return _setup()
+        if args.command == COSMOS_COMMAND:
+            return run_cosmos_command(args, Path.cwd() / STATE_FOLDER, PROG)
         if args.command in PARTITION_COMMANDS:
             return run_partition_command(args, Path.cwd() / STATE_FOLDER)
         if args.command == INSTANCES_COMMAND:
@@ -220,6 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         SetupError,
         PartitionCommandError,
         InstancesCommandError,
+        CosmosCommandError,
     ) as exc:
         print(f"{PROG}: {exc}", file=sys.stderr, flush=True)
         if as_json:  # a script reading stdout gets its one line
@@ -410,17 +423,12 @@ def _start(args: argparse.Namespace) -> int:
 def _claim(pidfile: Path, apps: list[App], *, free: bool) -> ServicePorts:
     """The ports the stack will listen on, once no stack runs from this folder (its pid file,
     a stale one removed) and, unless ``free``, the well-known ports are not in use."""
-    from funcstack.services import port_in_use, running_stack
+    from funcstack.services import already_running, port_in_use
     from funcstack.stack import ServicePorts
 
-    running = running_stack(pidfile)
-    if running:
-        listed = ", ".join(f"{p.name} (pid {p.pid})" for p in running)
-        raise UsageError(
-            f"a stack is already running from this folder: {listed}; stop it "
-            "first (Ctrl-C in its terminal)"
-        )
-    pidfile.unlink(missing_ok=True)
+    refusal = already_running(pidfile)
+    if refusal:
+        raise UsageError(refusal)
     if free:
         return ServicePorts.free()
     ports = ServicePorts()
@@ -441,13 +449,12 @@ def _claim(pidfile: Path, apps: list[App], *, free: bool) -> ServicePorts:
 
 def _prepare(workdir: Path, *, fresh: bool) -> None:
     """The stack's folder, its state forgotten first when ``fresh``, ignored by git."""
+    from funcstack.services import own_workdir
+
     if fresh:
         shutil.rmtree(workdir / "state", ignore_errors=True)
         shutil.rmtree(workdir / "azurite", ignore_errors=True)
-    workdir.mkdir(parents=True, exist_ok=True)
-    ignore = workdir / ".gitignore"
-    if not ignore.exists():
-        ignore.write_text("# made by funcstack: its state and logs\n*\n")
+    own_workdir(workdir)
 
 
 _printing = threading.Lock()

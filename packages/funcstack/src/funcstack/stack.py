@@ -26,7 +26,6 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-import warnings
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import suppress
 from dataclasses import dataclass, field
@@ -282,7 +281,9 @@ class LocalStack(LocalServices):
             return self.report
         try:
             self.report = provision_cosmos(
-                self.config.cosmos, self.cosmos.connection_string, verify_tls=self.cosmos.verify_tls
+                self.config.cosmos,
+                self.cosmos.connection_string,
+                client_options=self.cosmos.client_options(),
             )
             if self.azurite is not None:
                 self.report.items += provision_storage(
@@ -561,18 +562,24 @@ class LocalStack(LocalServices):
         assert self.cosmos is not None, "the stack is not started"
         return self.cosmos.split(database, container, range_id)
 
+    def merge(self, database: str, container: str, range_ids: list[str] | None = None) -> str:
+        """Merge adjacent physical partitions of a container into one now, as Azure's merge
+        does (``range_ids``; None: the two adjacent ranges holding the fewest documents
+        together); the merged range's id. See ``CosmosEndpoint.merge``."""
+        assert self.cosmos is not None, "the stack is not started"
+        return self.cosmos.merge(database, container, range_ids)
+
     def container_client(self, database: str, container: str) -> ContainerProxy:
         """A container on this stack's Cosmos DB endpoint, through the SDK. Its client is made
         once per endpoint address (again after a restart on another port), shared by the
         threads that call this, and closed by ``stop()``."""
         assert self.cosmos is not None, "the stack is not started"
-        warnings.filterwarnings("ignore", message="Unverified HTTPS request")
         key = (self.cosmos.connection_string, self.cosmos.verify_tls)
         with self._cosmos_clients_lock:
             client = self._cosmos_clients.get(key)
-            if client is None:
+            if client is None:  # verifying the endpoint's certificate
                 client = self._cosmos_clients[key] = CosmosClient.from_connection_string(
-                    key[0], connection_verify=key[1]
+                    key[0], **self.cosmos.client_options()
                 )
         return client.get_database_client(database).get_container_client(container)
 

@@ -1,10 +1,12 @@
 """Start / stop the local Cosmos DB endpoint (``node funcstack/cosmos/server.js``).
 
 The endpoint is the npm package ``@vercel/cosmosdb-server`` 1.0.1 extended at start-up
-(atomic batch, incremental change feed, TTL, 404/409/412, physical partitions and their
-splits, keep-alive); the unmodified ``azure-cosmos`` SDK talks to it over HTTPS with
-``connection_verify=False``. ``CosmosEndpoint`` also reaches its local-only routes (fault
-injection, a container's physical partitions and a live split: ``_control.py``).
+(atomic batch, the change feed in both modes, TTL, 404/409/412, physical partitions, their
+splits and merges, keep-alive); the unmodified ``azure-cosmos`` SDK talks to it over HTTPS,
+verifying its certificate: one signed by funcstack's local certificate authority (``_tls.py``;
+``CosmosEndpoint.client_options()`` is what to give the SDK). ``CosmosEndpoint`` also reaches
+its local-only routes (fault injection, a container's physical partitions, a live split or
+merge: ``_control.py``).
 """
 
 from __future__ import annotations
@@ -31,9 +33,11 @@ from funcstack._processes import (
 from funcstack.cosmos._control import (
     PhysicalPartition,
     control,
+    merge_partitions,
     physical_partitions,
     split_partition,
 )
+from funcstack.cosmos._tls import LocalTls, local_tls
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +62,11 @@ class CosmosStartError(RuntimeError):
 @dataclass(frozen=True)
 class CosmosEndpoint:
     """A running local endpoint process. Without a state directory, state is in memory only:
-    ``stop()`` loses it."""
+    ``stop()`` loses it.
+
+    ``verify_tls``: whether a client's default trust store verifies its certificate (False:
+    it is signed by funcstack's local authority, ``tls``, which azure-cosmos trusts through
+    ``client_options()`` and other clients through ``tls.ca_file`` or ``tls.environment()``)."""
 
     endpoint: str
     key: str
@@ -66,10 +74,30 @@ class CosmosEndpoint:
     process: subprocess.Popen[bytes]
     port: int = 0
     _log: IO[bytes] | None = field(default=None, repr=False, compare=False)
+    #: funcstack's local certificate authority and the endpoint's certificate (None: plain
+    #: HTTP, or a certificate given to ``start_cosmos``).
+    tls: LocalTls | None = None
 
     @property
     def connection_string(self) -> str:
         return f"AccountEndpoint={self.endpoint};AccountKey={self.key};"
+
+    def client_options(self) -> dict[str, Any]:
+        """The keyword arguments that make an azure-cosmos client (sync or aio) verify the
+        endpoint's certificate: ``CosmosClient(endpoint.endpoint, endpoint.key,
+        **endpoint.client_options())``. An ``ssl_config`` naming funcstack's local authority
+        (azure-cosmos ignores ``connection_verify`` for localhost and 127.0.0.1 without one,
+        ``_tls.py`` says why); ``connection_verify=verify_tls`` when the endpoint has no
+        certificate of funcstack's."""
+        from azure.cosmos.documents import SSLConfiguration  # the SDK's, loaded when asked for
+
+        if self.tls is None:
+            return {"connection_verify": self.verify_tls}
+        config = SSLConfiguration()
+        config.SSLCaCerts = str(self.tls.ca_file)
+        config.SSLCertFile = str(self.tls.client_cert_file)
+        config.SSLKeyFile = str(self.tls.client_key_file)
+        return {"connection_verify": str(self.tls.ca_file), "ssl_config": config}
 
     def stop(self, timeout: float = 10.0) -> None:
         """Terminate (SIGTERM), wait, kill on timeout. Idempotent."""
@@ -126,6 +154,15 @@ class CosmosEndpoint:
         sub-status 1002 from then on, and /pkranges lists the children with the parent in
         their ``parents``. CosmosControlError names a missing container or range."""
         return split_partition(self.endpoint, database, container, range_id)
+
+    def merge(self, database: str, container: str, range_ids: list[str] | None = None) -> str:
+        """Merge adjacent physical partitions of a container into one now, as Azure's merge
+        does (``range_ids``: two or more adjacent ranges; None: the two adjacent ranges holding
+        the fewest documents together); returns the merged range's id. Requests naming a
+        merged range answer 410 with sub-status 1002 from then on, and /pkranges lists the
+        merged range with them in its ``parents``; its LSN goes on from the highest of theirs.
+        CosmosControlError names a missing container or range, or ranges not adjacent."""
+        return merge_partitions(self.endpoint, database, container, range_ids)
 
     def stats(self, *, collect: bool = False) -> dict[str, Any]:
         """What the endpoint holds and how late its main thread runs (local only):
@@ -189,8 +226,12 @@ def start_cosmos(
         str(port),
         *(extra_args or []),
     ]
+    local: LocalTls | None = None
     if tls is not None:
         cmd += ["--cert", str(tls[0]), "--key", str(tls[1])]
+    elif "--no-ssl" not in (extra_args or []):
+        local = local_tls([host])  # a certificate a client can trust and verify
+        cmd += ["--cert", str(local.cert_file), "--key", str(local.key_file)]
     if state_dir is None and state_file is not None:
         state_dir = state_file.with_suffix("") if state_file.suffix == ".json" else state_file
     if state_dir is not None:
@@ -218,6 +259,7 @@ def start_cosmos(
         process=process,
         port=int(str(ready["port"])),
         _log=log,
+        tls=local,
     )
     logger.info("cosmos endpoint ready at %s (pid %s)", endpoint.endpoint, process.pid)
     note(log_path, f"cosmos endpoint ready at {endpoint.endpoint} (pid {process.pid})")

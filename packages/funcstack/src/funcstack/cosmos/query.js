@@ -269,7 +269,7 @@ async function acrossRanges(req, res, store, body) {
     const after = live.find(r => r.minInclusive === max);
     if (after) continuation = { span: [after.minInclusive, after.maxExclusive], inner: null };
   }
-  answerFor(res, live.filter(r => r.minInclusive >= min && r.maxExclusive <= max));
+  answerFor(res, owner, live.filter(r => r.minInclusive >= min && r.maxExclusive <= max));
   return { ...page, continuation };
 }
 
