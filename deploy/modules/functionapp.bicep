@@ -196,6 +196,9 @@ var adminHttpFunctions = [
   'aggregate_documents'
   'subscribers_status'
   'release_held'
+  'list_groups'
+  'preview_group'
+  'act_on_group'
 ]
 // The same routes for a signed-in operator (outbox/console/..., admitted by App Service
 // Authentication and the operator app role: operators-signin.bicep) and the console page.
@@ -220,6 +223,9 @@ var consoleHttpFunctions = [
   'console_aggregate_documents'
   'console_subscribers_status'
   'console_release_held'
+  'console_list_groups'
+  'console_preview_group'
+  'console_act_on_group'
   'console_page'
   'console_static'
 ]
@@ -247,6 +253,9 @@ var relayAndAdminFunctions = [
   'aggregate_documents'
   'subscribers_status'
   'release_held'
+  'list_groups'
+  'preview_group'
+  'act_on_group'
   'console_outbox_status'
   'console_backlog_history'
   'console_list_quarantine'
@@ -267,6 +276,9 @@ var relayAndAdminFunctions = [
   'console_aggregate_documents'
   'console_subscribers_status'
   'console_release_held'
+  'console_list_groups'
+  'console_preview_group'
+  'console_act_on_group'
   'console_page'
   'console_static'
 ]

@@ -39,6 +39,11 @@ MODULE_PATH = re.compile(r"^cosmos_outbox_(?:operators|testing)(?:\.[A-Za-z_]\w*
 #: Sign-in code: App Service Authentication's principal (the whole header, not the
 #: -idp / -id pair that scopes an Idempotency-Key per caller) and the platform's switch.
 SIGN_IN = re.compile(r"x-ms-client-principal(?![-\w])|WEBSITE_AUTH_ENABLED", re.IGNORECASE)
+#: The one core module that reads the platform's word that authentication is on: whether the
+#: caller the platform names is believed, one rule for the console's sign-in and the route
+#: helper's per-caller Idempotency-Key scope (issue 72 item 8); the claims, roles and session
+#: stay with the console.
+CALLER_TRUST = "cosmos_outbox/http/_callers.py"
 #: The core's private names the test kit may import, each with why. None: the kit is on the
 #: core's public names, as a kit of someone else's would be (its fakes implement the public
 #: ports, its suites drive the outbox through `cosmos_outbox.aio.Outbox`, the stored forms are
@@ -232,7 +237,9 @@ def test_the_cores_wheel_carries_no_page_script_template_or_sign_in(core_wheel: 
     assert [n for n in names if Path(n).suffix in {".html", ".js", ".css", ".jinja", ".j2"}] == []
     assert [n for n in names if "/templates/" in n or "/static/" in n or "_console" in n] == []
     # sign-in: App Service Authentication's principal header is read nowhere in the core
-    assert [n for n, text in texts.items() if SIGN_IN.search(text)] == []
+    assert [n for n, text in texts.items() if SIGN_IN.search(text) and n != CALLER_TRUST] == []
+    principal_header = re.compile(r"x-ms-client-principal(?![-\w])", re.IGNORECASE)
+    assert not principal_header.search(texts[CALLER_TRUST])
     # and nothing in it imports the ways in or the test kit but the one listed module
     assert [
         n

@@ -323,6 +323,8 @@ OPERATIONS_EXPORTS = {
     "Released",
     "RedrivePage",
     "RedrivePreview",
+    "FailureGroups",
+    "GroupOutcome",
     "LetterFilter",
     "Selection",
     "MAX_PER_CALL",

@@ -21,7 +21,7 @@ from cosmos_outbox_operators._types import PARAMETERS
 if TYPE_CHECKING:
     from cosmos_outbox import Outbox
     from cosmos_outbox.aio import Outbox as AsyncOutbox
-    from cosmos_outbox.operations import Operations
+    from cosmos_outbox.operations import Actor, Operations
 
 __all__ = ["Operators", "operators_blueprint", "routes_blueprint"]
 
@@ -55,7 +55,11 @@ class Operators:
 
 
 def routes_blueprint(
-    operations: Callable[[], Operations], *, asynchronous: bool, options: Operators
+    operations: Callable[[], Operations],
+    *,
+    asynchronous: bool,
+    options: Operators,
+    actor: Actor | None = None,
 ) -> func.Blueprint:
     """The operators' routes under `options.route_prefix` (`outbox/status`, ...), at
     `options.auth_level` (ADMIN: the host's master key), served by `operations()`;
@@ -63,7 +67,8 @@ def routes_blueprint(
     a broker that hangs makes an operator's call a 503 + Retry-After within BOUND_SECONDS, as
     /health, never a wait on the SDKs' own timeouts and retries. With `options.console`, each
     route also under `route_prefix/console/` for a signed-in operator with the app role
-    `options.operator_role`, and the console page at `route_prefix/console`."""
+    `options.operator_role`, and the console page at `route_prefix/console`. `actor`: served
+    in-process to that actor (the command line on the stores: no host, no key)."""
     prefix = options.route_prefix.strip("/")
     doors = OperatorDoors(
         prefix=prefix,
@@ -71,6 +76,7 @@ def routes_blueprint(
         auth_level=options.auth_level,
         console=options.console,
         role=options.operator_role,
+        actor=actor,
     )
     # outbox/health is anonymous: through neither door (no key, no sign-in), bounded like them
     anonymous = HttpApi(

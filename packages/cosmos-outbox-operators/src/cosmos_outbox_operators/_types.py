@@ -93,6 +93,9 @@ PARAMETERS = {
             max_length=64,
         ),
         PathParameter("aggregateId", "the aggregate id"),
+        PathParameter(
+            "groupId", "the failure group's id", pattern=r"^[0-9a-f]{12}$", max_length=12
+        ),
     )
 }
 #: The problems an operation over one named thing may answer with.

@@ -460,6 +460,9 @@ def test_the_page_is_an_operators_with_a_strict_policy_and_the_pages_token(
         assert f'hx-get="/api/outbox/console/{panel}"' in html
     assert 'hx-post="/api/outbox/console/redrive"' in html
     assert 'id="dead-letters"' in html and 'id="journey"' in html  # part 2's panels
+    assert 'hx-get="/api/outbox/console/groups"' in html  # failure groups (issue 72)
+    # its icon is in the page: no request for /favicon.ico, a 404 on every page (issue 72)
+    assert '<link rel="icon" href="data:,">' in html
     assert "https://" not in html.replace("https://", "", 0).split("<body")[0]  # no CDN
     # Not signed in: to the sign-in, and back; signed in without the role: said so.
     away = world.client.request("GET", "outbox/console")

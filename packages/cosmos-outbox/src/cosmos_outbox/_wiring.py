@@ -108,6 +108,8 @@ class Services:
     )
     #: the topic (the relay's telemetry names it)
     topic: str = ""
+    #: what the publisher puts before each CloudEvents source path (the previews' messages too)
+    source_base: str = ""
     event_ttl_seconds: int = DEFAULT_EVENT_TTL_SECONDS
     idempotency_ttl_seconds: int = DEFAULT_IDEMPOTENCY_TTL_SECONDS
     #: how long a pending event may wait before the relay is stalled (the trigger's poll delay
@@ -370,6 +372,7 @@ def services_from_settings(
         backlog=backlog,
         token_secret=token_secret(settings),
         topic=settings.servicebus_topic or "",
+        source_base=settings.cloudevents_source_base,
         event_ttl_seconds=settings.event_ttl_seconds,
         idempotency_ttl_seconds=settings.idempotency_ttl_seconds,
         stall_after_seconds=settings.feed_poll_delay_ms / 1000 + settings.relay_stall_seconds,
@@ -560,6 +563,7 @@ class Wiring:
                         subscribers=self.subscriber_stores,
                         target_rules=self.target_rules,
                         stall_after_seconds=self.services.stall_after_seconds,
+                        source_base=self.services.source_base,
                     )
                 )
             return self._operations

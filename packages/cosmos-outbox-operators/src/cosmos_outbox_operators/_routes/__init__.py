@@ -2,7 +2,8 @@
 module per resource, each declaring its routes over the core's one operators' API
 (`cosmos_outbox.operations`) and answering with its results: `status` (the relay's state, the
 backlog's last hour, the anonymous `outbox/health`), `quarantine`, `redrive`, `dead_letters`,
-`journey` (and an aggregate's documents), `subscribers`; the models an app extends are `models`'.
+`groups` (failures by cause), `journey` (and an aggregate's documents), `subscribers`; the
+models an app extends are `models`'.
 
 Each route but `outbox/health` (anonymous) is also served to a signed-in operator under
 `/outbox/console/...`, and the console page at `/outbox/console` shows them
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from cosmos_outbox_operators._routes import (
     dead_letters,
+    groups,
     journey,
     quarantine,
     redrive,
@@ -39,4 +41,4 @@ __all__ = [
 ]
 
 #: The route modules, in the order their routes are declared.
-RESOURCES = (status, quarantine, redrive, dead_letters, journey, subscribers)
+RESOURCES = (status, quarantine, redrive, dead_letters, groups, journey, subscribers)

@@ -1,5 +1,8 @@
 """The commands of `cosmos-outbox`, each one or more calls of the app's operators' routes, and
 what each prints: a few lines for a person, or the routes' JSON with `--json` (for scripts).
+The routes are the app's over HTTP, or, with `--direct` (or `--settings FILE`), the same routes
+served in-process on the stores with the app's settings (`_direct`): for an app whose relay
+runs as `cosmos-outbox relay` processes, or that serves no operators' routes.
 
 Exit codes: 0 done; 1 the app answered an error (its problem in one line on stderr; with
 `--json`, the problem document, on one line) or could not be reached; 2 the command line is
@@ -17,6 +20,7 @@ import urllib.parse
 from collections.abc import Callable, Iterator
 from typing import Any, TextIO, TypeAlias
 
+from cosmos_outbox.settings import SettingsError
 from cosmos_outbox_operators.cli._client import (
     DEFAULT_API,
     DEFAULT_TIMEOUT,
@@ -24,6 +28,10 @@ from cosmos_outbox_operators.cli._client import (
     OperatorsApi,
     OperatorsApiError,
 )
+from cosmos_outbox_operators.cli._direct import DirectApi
+
+#: The operators' routes: the app's over HTTP, or served in-process on the stores.
+Api: TypeAlias = OperatorsApi | DirectApi
 
 __all__ = ["main", "parser"]
 
@@ -31,6 +39,8 @@ API_VARIABLE = "COSMOS_OUTBOX_API"
 TIMEOUT_VARIABLE = "COSMOS_OUTBOX_TIMEOUT"
 PREFIX_VARIABLE = "COSMOS_OUTBOX_ROUTE_PREFIX"
 DONE, FAILED, USAGE, PARTLY = 0, 1, 2, 3
+DIRECT_HELP = "run on the stores with the app's settings, not through its routes"
+SETTINGS_HELP = "a local.settings.json whose Values are read too (the environment wins)"
 
 
 class AppProblemError(Exception):
@@ -70,7 +80,7 @@ class Output:
             print(text, file=self.err, flush=True)
 
 
-def _ok(api: OperatorsApi, method: str, path: str, body: Any = None) -> Any:
+def _ok(api: Api, method: str, path: str, body: Any = None) -> Any:
     status, answer = api.call(method, path, body)
     if status >= 400:
         raise AppProblemError(status, answer)
@@ -80,13 +90,13 @@ def _ok(api: OperatorsApi, method: str, path: str, body: Any = None) -> Any:
 # -- the commands ---------------------------------------------------------------------------
 
 
-def _status(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
+def _status(api: Api, args: argparse.Namespace, out: Output) -> int:
     body = _ok(api, "GET", api.route("status"))
 
     def lines(s: Any) -> Iterator[str]:
         age = s.get("oldestPendingAgeSeconds")
         yield (
-            f"pending {s['pending']} transaction(s)"
+            f"pending {s['pending']} event(s)"
             + (f", the oldest {age:g} s old" if age is not None else "")
             + f"; quarantined {s['quarantined']}"
         )
@@ -110,13 +120,13 @@ def _status(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
     return DONE
 
 
-def _health(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
+def _health(api: Api, args: argparse.Namespace, out: Output) -> int:
     body = _ok(api, "GET", api.route("health"))
     out.result(body, lambda b: iter([json.dumps(b, ensure_ascii=False)]))
     return DONE
 
 
-def _journey(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
+def _journey(api: Api, args: argparse.Namespace, out: Output) -> int:
     if args.event_id:
         event = urllib.parse.quote(args.event_id, safe="")
         body = _ok(api, "GET", api.route(f"journey/events/{event}"))
@@ -133,7 +143,7 @@ def _journey(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
     return DONE
 
 
-def _documents(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
+def _documents(api: Api, args: argparse.Namespace, out: Output) -> int:
     aggregate = urllib.parse.quote(args.aggregate_id, safe="")
     items = _pages(api, api.route(f"documents/{aggregate}"), args.page_size)
 
@@ -147,7 +157,7 @@ def _documents(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
     return DONE
 
 
-def _pages(api: OperatorsApi, path: str, page_size: int) -> list[Any]:
+def _pages(api: Api, path: str, page_size: int) -> list[Any]:
     """Every item of a paged listing, its pages followed to the end."""
     items: list[Any] = []
     token: str | None = None
@@ -163,7 +173,7 @@ def _pages(api: OperatorsApi, path: str, page_size: int) -> list[Any]:
             return items
 
 
-def _quarantine(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
+def _quarantine(api: Api, args: argparse.Namespace, out: Output) -> int:
     if args.action == "list":
         items = _pages(api, api.route("quarantine"), args.page_size)
 
@@ -224,7 +234,7 @@ def _selection(args: argparse.Namespace) -> dict[str, Any]:
     return body
 
 
-def _dead_letters(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
+def _dead_letters(api: Api, args: argparse.Namespace, out: Output) -> int:
     action = args.action or "count"
     if action == "count":
         body = _ok(api, "GET", api.route("deadletters"))
@@ -272,7 +282,7 @@ def _dead_letters(api: OperatorsApi, args: argparse.Namespace, out: Output) -> i
 
 
 def _letters_acted(
-    api: OperatorsApi, args: argparse.Namespace, out: Output, action: str, entity: str
+    api: Api, args: argparse.Namespace, out: Output, action: str, entity: str
 ) -> int:
     """A resubmit or a discard, called again while matching dead letters remain."""
     request = _selection(args)
@@ -313,7 +323,7 @@ def _letters_acted(
     return PARTLY if failed else DONE
 
 
-def _subscribers(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
+def _subscribers(api: Api, args: argparse.Namespace, out: Output) -> int:
     if args.action == "release":
         kind, aggregate = args.aggregate
         body = _ok(
@@ -368,7 +378,7 @@ def _subscribers(api: OperatorsApi, args: argparse.Namespace, out: Output) -> in
     return DONE
 
 
-def _redrive(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
+def _redrive(api: Api, args: argparse.Namespace, out: Output) -> int:
     request: dict[str, Any] = {"since": args.since, "pageSize": args.page_size}
     for name, key in (
         ("aggregate_type", "aggregateType"),
@@ -398,6 +408,48 @@ def _redrive(api: OperatorsApi, args: argparse.Namespace, out: Output) -> int:
 
     out.result(page, lines)
     return PARTLY if page["quarantined"] else DONE
+
+
+def _groups(api: Api, args: argparse.Namespace, out: Output) -> int:
+    if not args.action:
+        body = _ok(api, "GET", api.route("groups"))
+
+        def listed(b: Any) -> Iterator[str]:
+            yield f"{len(b['groups'])} failure group(s){' (at least)' if b['atLeast'] else ''}"
+            for g in b["groups"]:
+                where = g["entity"] or "quarantine"
+                yield (
+                    f"  {g['id']}  {g['count']:>5}  {where}  {g.get('aggregateType') or '-'} "
+                    f"{g.get('action') or '-'}  {g['cause']}  (first {g.get('firstSeen')}, "
+                    f"last {g.get('lastSeen')})"
+                )
+            for gap in b.get("unanswered", []):
+                yield f"  not grouped: {gap['part']} ({gap['dependency']}: {gap['error']})"
+
+        out.result(body, listed)
+        return DONE
+    preview = args.action == "preview"
+    request = {"action": args.verb if preview else args.action}
+    if args.reason:
+        request["reason"] = args.reason
+    path = api.route(f"groups/{urllib.parse.quote(args.group_id, safe='')}/")
+    answers = []
+    while True:
+        answer = _ok(api, "POST", path + ("preview" if preview else "act"), request)
+        answers.append(answer)
+        out.progress(f"{request['action']}: {answer['done']} done, {answer['remaining']} left")
+        if preview or not answer["remaining"] or not answer["done"]:
+            break
+
+    def acted(b: Any) -> Iterator[str]:
+        count, verb = (b["matching"], "would touch") if b["previewed"] else (b["done"], "done")
+        yield f"group {b['group']['id']} ({b['group']['cause']}): {count} {verb}"
+        yield from (f"  failed: {f}" for f in b["failed"])
+        yield f"subscribers will see: {b['subscribersWillSee']}"
+
+    failed = [f for a in answers for f in a["failed"]]
+    out.result(dict(answers[-1], done=sum(a["done"] for a in answers), failed=failed), acted)
+    return PARTLY if failed else DONE
 
 
 # -- the command line -------------------------------------------------------------------------
@@ -456,10 +508,18 @@ def parser(prog: str = "cosmos-outbox") -> argparse.ArgumentParser:
         default=os.environ.get(TIMEOUT_VARIABLE, str(DEFAULT_TIMEOUT)),
         help=f"seconds to wait for each answer ({TIMEOUT_VARIABLE}; default 60)",
     )
+    top.add_argument("--direct", action="store_true", help=DIRECT_HELP)
+    top.add_argument("--settings", metavar="FILE", help=f"{SETTINGS_HELP}; implies --direct")
     top.add_argument("--json", action="store_true", help="print the routes' JSON (for scripts)")
     top.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
     commands = top.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for add in (_readings, _quarantine_commands, _dead_letter_commands, _subscriber_commands):
+    for add in (
+        _readings,
+        _quarantine_commands,
+        _dead_letter_commands,
+        _subscriber_commands,
+        _group_commands,
+    ):
         add(commands, flags)
     redrive = commands.add_parser("redrive", parents=[flags], help="send stored events again")
     redrive.add_argument("--since", required=True, help="RFC 3339, e.g. 2026-11-22T08:00:00Z")
@@ -556,7 +616,25 @@ def _subscriber_commands(commands: Commands, flags: argparse.ArgumentParser) -> 
     release.add_argument("--reason", required=True)
 
 
-_RUN: dict[str, Callable[[OperatorsApi, argparse.Namespace, Output], int]] = {
+def _group_commands(commands: Commands, flags: argparse.ArgumentParser) -> None:
+    groups = commands.add_parser(
+        "groups", parents=[flags], help="failures grouped by cause; retry or discard a group"
+    )
+    verbs = groups.add_subparsers(dest="action")
+    preview = verbs.add_parser("preview", parents=[flags], help="what an action would do")
+    preview.add_argument("group_id")
+    preview.add_argument("verb", choices=("retry", "discard"))
+    preview.add_argument("--reason", help="why (a discard needs one)")
+    for verb, text in (
+        ("retry", "replay its quarantined events, or resubmit its dead letters"),
+        ("discard", "give its events up (subscribers are told)"),
+    ):
+        acting = verbs.add_parser(verb, parents=[flags], help=text)
+        acting.add_argument("group_id")
+        acting.add_argument("--reason", required=verb == "discard", help="why (audit line)")
+
+
+_RUN: dict[str, Callable[[Api, argparse.Namespace, Output], int]] = {
     "status": _status,
     "health": _health,
     "journey": _journey,
@@ -565,6 +643,7 @@ _RUN: dict[str, Callable[[OperatorsApi, argparse.Namespace, Output], int]] = {
     "deadletters": _dead_letters,
     "subscribers": _subscribers,
     "redrive": _redrive,
+    "groups": _groups,
 }
 
 
@@ -594,15 +673,19 @@ def main(argv: list[str] | None = None, *, prog: str = "cosmos-outbox") -> int:
         return USAGE
     out = Output(as_json=args.json, quiet=args.quiet, out=sys.stdout, err=sys.stderr)
     try:
-        api = OperatorsApi(
-            args.api,
-            os.environ.get(KEY_VARIABLE),
-            args.timeout,
-            prefix=args.route_prefix,
-            ask_key=True,
+        api: Api = (
+            DirectApi(settings_file=args.settings, prefix=args.route_prefix, timeout=args.timeout)
+            if args.direct or args.settings
+            else OperatorsApi(
+                args.api,
+                os.environ.get(KEY_VARIABLE),
+                args.timeout,
+                prefix=args.route_prefix,
+                ask_key=True,
+            )
         )
         return _RUN[args.command](api, args, out)
-    except OperatorsApiError as error:
+    except (OperatorsApiError, SettingsError) as error:
         print(f"error: {error}", file=sys.stderr)
         return FAILED
     except AppProblemError as problem:

@@ -67,7 +67,13 @@ from cosmos_outbox._mapper.cloudevents import (
     application_properties as application_properties,
 )
 from cosmos_outbox._mapper.cloudevents import (
+    message_facts as message_facts,
+)
+from cosmos_outbox._mapper.cloudevents import (
     outgoing as outgoing,
+)
+from cosmos_outbox._mapper.cloudevents import (
+    sent_facts as sent_facts,
 )
 from cosmos_outbox._mapper.document import (
     EVENT_TYPE as EVENT_TYPE,

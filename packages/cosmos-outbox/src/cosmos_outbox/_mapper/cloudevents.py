@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from cosmos_outbox._records import OutboxMessage
+from cosmos_outbox._subscription_rules import Facts
 from cosmos_outbox.ports import Outgoing
 
 SPECVERSION = "1.0"
@@ -78,4 +79,23 @@ def outgoing(message: OutboxMessage, *, base: str = "") -> Outgoing:
         subject=message.subject,
         content_type=message.content_type,
         application_properties=application_properties(message, base=base),
+    )
+
+
+def message_facts(message: OutboxMessage, *, base: str = "") -> Facts:
+    """What a subscription's rules see of `message` as the relay sends it
+    (`cosmos_outbox.servicebus.to_amqp_message`): its system properties and its application
+    properties, the CloudEvents attributes included."""
+    return sent_facts(outgoing(message, base=base))
+
+
+def sent_facts(sent: Outgoing) -> Facts:
+    """What a subscription's rules see of a message sent as it is."""
+    return Facts.sent(
+        message_id=sent.message_id,
+        subject=sent.subject,
+        session_id=sent.session_id,
+        content_type=sent.content_type,
+        correlation_id=sent.correlation_id,
+        properties=sent.application_properties,
     )

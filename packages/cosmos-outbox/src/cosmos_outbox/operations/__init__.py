@@ -15,7 +15,9 @@ runs it on an event loop (`asyncio.run`).
 - journey: where one event (or an aggregate's events) went, and an aggregate's documents;
 - subscribers: what the library's subscribers hold and why, and releasing it;
 - re-drive: stored events sent again under MessageIds of their own, a page at a time, with what
-  subscribers will apply.
+  subscribers will apply;
+- groups: the quarantined events and dead letters grouped by cause (exception type and message,
+  subscription, event type), each group retried or discarded through the same use cases.
 
 Every action writes one audit line (`cosmos_outbox.operators`, `outbox audit: ...`) naming who
 did it (the `Actor` a way in admitted and runs the action `acting_as`) and
@@ -38,6 +40,8 @@ if TYPE_CHECKING:  # what type checkers read; at run time: `_EXPORTS`
     from cosmos_outbox.operations._actor import Actor as Actor
     from cosmos_outbox.operations._actor import acting_as as acting_as
     from cosmos_outbox.operations._dead_letters import MAX_PER_CALL as MAX_PER_CALL
+    from cosmos_outbox.operations._groups import FailureGroups as FailureGroups
+    from cosmos_outbox.operations._groups import GroupOutcome as GroupOutcome
     from cosmos_outbox.operations._journey import AggregateJourney as AggregateJourney
     from cosmos_outbox.operations._journey import EventJourney as EventJourney
     from cosmos_outbox.operations._letters import ActionReport as ActionReport
@@ -82,6 +86,8 @@ _EXPORTS = {
     "Released": "cosmos_outbox.operations._subscribers",
     "RedrivePage": "cosmos_outbox.operations._redrive",
     "RedrivePreview": "cosmos_outbox.operations._redrive",
+    "FailureGroups": "cosmos_outbox.operations._groups",
+    "GroupOutcome": "cosmos_outbox.operations._groups",
     # what a way in asks (which dead letters; how many one call handles)
     "LetterFilter": "cosmos_outbox.operations._letters",
     "Selection": "cosmos_outbox.operations._letters",

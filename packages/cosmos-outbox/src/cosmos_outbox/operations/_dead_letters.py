@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal, cast
 
@@ -50,10 +50,12 @@ from cosmos_outbox._mapper import (
     RESUBMISSION_PROPERTY,
     TARGET_PROPERTY,
     discard_notice,
+    sent_facts,
 )
 from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._audit import audit
+from cosmos_outbox.operations._deliveries import Received, received
 from cosmos_outbox.operations._dependencies import SERVICE_BUS, answered
 from cosmos_outbox.operations._letters import (
     PREVIEW_ITEMS,
@@ -75,6 +77,7 @@ from cosmos_outbox.ports import (
     AsyncDeadLetterQueues,
     DeadLetterEntity,
     Outgoing,
+    TargetRuleCheck,
 )
 
 if TYPE_CHECKING:
@@ -165,11 +168,25 @@ class DeadLetterOperators:
         *,
         budget_seconds: Callable[[], float] | None = None,
         watch: DeadLetterWatch | None = None,
+        rules: Callable[[], Awaitable[TargetRuleCheck]] | None = None,
     ) -> None:
         self._queues = queues
         self.watched = tuple(watched)
         self._budget = budget_seconds or _half_the_bound
         self._watch = watch
+        #: the topic's subscriptions and their rules as last read (the status keeps them)
+        self._rules = rules
+
+    async def deliveries(
+        self, entity: DeadLetterEntity, sent: Sequence[Outgoing | None]
+    ) -> list[Received]:
+        """What each subscription of the topic receives of `sent` (a subscription's dead
+        letters go to the topic: its rules decide, `_deliveries`); nothing for a queue's."""
+        if entity.kind != "subscription" or self._rules is None:
+            return []
+        facts = [sent_facts(o) for o in sent if o is not None]
+        names = [e.name for e in self.watched if e.kind == "subscription"]
+        return received(await self._rules(), facts, names)
 
     async def watch(self) -> list[VanishedLetter]:
         """One look for dead letters that left their queue without being applied (the backlog
@@ -201,6 +218,16 @@ class DeadLetterOperators:
             letters = [d for d in scanned if selection.filter.matches(d)]
         aggregates = {(d.aggregate_type, d.aggregate_id) for d in letters if d.aggregate_id}
         silent = sum(1 for d in letters if not d.is_outbox_message)
+        by = str(current_actor())
+        deliveries = await self.deliveries(
+            entity,
+            [
+                resubmission(d, entity)
+                if action == "resubmit"
+                else discard_of(d, entity, reason="", by=by)
+                for d in letters
+            ],
+        )
         if action == "resubmit":
             will_see = (
                 f"{len(letters)} message(s) again at {entity.name} only, each in its session "
@@ -224,7 +251,8 @@ class DeadLetterOperators:
             aggregates=len(aggregates),
             first=[LetterSummary.of(d) for d in letters[:PREVIEW_ITEMS]],
             not_outbox_messages=silent,
-            subscribers_will_see=will_see,
+            subscribers_will_see=will_see + _as_rules_decide(deliveries),
+            deliveries=deliveries,
         )
 
     def entity(self, name: str) -> DeadLetterEntity:
@@ -374,7 +402,9 @@ class DeadLetterOperators:
         resubmit = action == "resubmit"
         await self._record(entity, letters, "resubmitted" if resubmit else "discarded")
         handled = await self._move(entity, plan)
+        deliveries = await self.deliveries(entity, [h.sent for h in handled if h.outcome is None])
         will_see = (_will_see_resubmission if resubmit else _will_see_discard)(entity, handled)
+        will_see += _as_rules_decide(deliveries)
         _audit(action, entity, handled, remaining, will_see, reason=reason)
         return ActionReport(
             action=action,
@@ -384,6 +414,7 @@ class DeadLetterOperators:
             remaining=remaining,
             handled=[HandledLetter.of(h) for h in handled],
             subscribers_will_see=will_see,
+            deliveries=deliveries,
         )
 
     async def _record(
@@ -450,6 +481,12 @@ class DeadLetterOperators:
             outcomes = await answered(SERVICE_BUS, port.move(entity, {n: plan[n][1] for n in part}))
             handled += [Handled(plan[n][0], plan[n][1], outcomes.get(n)) for n in part]
         return handled
+
+
+def _as_rules_decide(deliveries: list[Received]) -> str:
+    if not deliveries:
+        return ""
+    return ". As each subscription's rules decide: " + "; ".join(d.text() for d in deliveries)
 
 
 def _half_the_bound() -> float:

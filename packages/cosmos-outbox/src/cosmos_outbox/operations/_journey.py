@@ -29,18 +29,20 @@ time, or overdue: its release has not come), released (then relayed as any event
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from cosmos_outbox._mapper import EVENT_TYPE, read_feed
+from cosmos_outbox._mapper import EVENT_TYPE, message_facts, read_feed, to_message
 from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox._quarantine import QUARANTINE_TYPE, QuarantinedEvent, quarantined_event
 from cosmos_outbox._records import NotAnEvent, OutboxRecord, Unreadable, trace_id
 from cosmos_outbox._relay.releases import ScheduleState, schedule_state
+from cosmos_outbox._subscription_rules import Delivery
 from cosmos_outbox.errors import NotFoundError
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators
+from cosmos_outbox.operations._deliveries import verdicts
 from cosmos_outbox.operations._dependencies import (
     COSMOS_DB,
     SERVICE_BUS,
@@ -53,7 +55,7 @@ from cosmos_outbox.operations._letters import Described
 from cosmos_outbox.operations._parts import Parts
 from cosmos_outbox.operations._stored import aggregate_documents, of_aggregate
 from cosmos_outbox.operations._watch import WatchRecord
-from cosmos_outbox.ports import AsyncDocumentStore, LeaseBacklog, Page
+from cosmos_outbox.ports import AsyncDocumentStore, LeaseBacklog, Page, TargetRuleCheck
 from cosmos_outbox.subscriber._bookkeeping import (
     ACCEPTED_GAP_TYPE,
     GAP_TYPE,
@@ -77,16 +79,21 @@ __all__ = [
 ]
 
 EVENT = "event"
+#: Per subscription, what its rules do with one event's message.
+_Fates = dict[str, Delivery]
 
 
 class SubscriberSight(Model):
     """What one subscriber did with the event: `applied`, `held` (waiting for
-    `waiting_for`), `given up` (an accepted gap), `not received`, `vanished` (a dead letter of
+    `waiting_for`), `given up` (an accepted gap), `not received`, `not for it` (its rules drop
+    the event's message: a re-drive would not reach it either), `vanished` (a dead letter of
     it left its queue without being applied: `recover` says what to do), or `unknown` (the app
-    does not know this subscription's subscriber, or its container did not answer)."""
+    does not know this subscription's subscriber, or its container did not answer). `rules`:
+    what its rules do with the event's message (receives, drops, or unknown and why)."""
 
     subscription: str
     state: str
+    rules: str | None = None
     #: None when unknown
     projection_version: int | None
     applied_at: str | None = None
@@ -171,12 +178,20 @@ class _Context:
     letters: dict[str, list[Described]]
     watch: list[WatchRecord]
     unanswered: list[Unanswered]
+    #: the topic's subscriptions and their rules as last read
+    rules: TargetRuleCheck | None = None
 
 
 class JourneyOperators:
-    def __init__(self, parts: Parts, dead_letters: DeadLetterOperators) -> None:
+    def __init__(
+        self,
+        parts: Parts,
+        dead_letters: DeadLetterOperators,
+        rules: Callable[[], Awaitable[TargetRuleCheck]] | None = None,
+    ) -> None:
         self._parts = parts
         self._letters = dead_letters
+        self._rules = rules
 
     async def _context(self) -> _Context:
         missing: list[Unanswered] = []
@@ -201,7 +216,16 @@ class JourneyOperators:
         except Exception as exc:
             watch = []
             missing.append(unanswered(COSMOS_DB, "the dead letters' watch", exc))
-        return _Context(leases, why, letters, watch, missing)
+        check = await self._rules() if self._rules is not None else None
+        return _Context(leases, why, letters, watch, missing, check)
+
+    def _fates(self, event: OutboxRecord | Unreadable | None, context: _Context) -> _Fates:
+        """What each subscription's rules do with the event's message (none: not stored)."""
+        if not isinstance(event, OutboxRecord) or context.rules is None:
+            return {}
+        facts = message_facts(to_message(event), base=self._parts.source_base)
+        found = verdicts(context.rules, [facts], self._subscriptions())
+        return {name: fates[0] for name, fates in found.items()}
 
     def _parse(self, document: Mapping[str, Any]) -> OutboxRecord | Unreadable | None:
         [item] = read_feed([document], legacy=self._parts.legacy)
@@ -363,7 +387,11 @@ class JourneyOperators:
         relay, note = self._relayed(event_id, event, quarantined, context)
         if schedule is not None and (relay != "quarantined" or schedule.state == "cancelled"):
             relay, note = _scheduled_relay(schedule, relay, note)
-        sights = await self._sights(event_id, aggregate_id, version, watch, context)
+        fates = self._fates(event, context)
+        sights = [
+            _ruled(sight, fates.get(sight.subscription))
+            for sight in await self._sights(event_id, aggregate_id, version, watch, context)
+        ]
         journey = EventJourney(
             event_id=event_id,
             aggregate_type=aggregate_type,
@@ -468,6 +496,16 @@ class JourneyOperators:
             "the backlog estimator did not read every lease's changes to the end (a long "
             "backlog, or no leases yet)",
         )
+
+
+def _ruled(sight: SubscriberSight, fate: Delivery | None) -> SubscriberSight:
+    """`sight` with what the subscription's rules do with the event's message."""
+    if fate is None:
+        return sight
+    update = {"rules": f"unknown: {fate.why}" if fate.verdict == "unknown" else fate.verdict}
+    if fate.verdict == "drops" and sight.state in ("not received", "unknown"):
+        update["state"] = "not for it"
+    return sight.model_copy(update=update)
 
 
 def _trace_of(source: object, letters: Sequence[tuple[str, Described]]) -> str | None:

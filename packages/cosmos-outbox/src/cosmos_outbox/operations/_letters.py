@@ -12,6 +12,7 @@ from typing import Any, Literal, Self
 
 from cosmos_outbox._mapper import SentFields, sent_fields
 from cosmos_outbox._model import Model, of_attributes
+from cosmos_outbox.operations._deliveries import Received
 from cosmos_outbox.ports import DeadLetter, Outgoing
 
 __all__ = [
@@ -171,6 +172,8 @@ class ActionReport(Model):
     remaining: int
     handled: list[HandledLetter]
     subscribers_will_see: str
+    #: what each subscription of the topic received of what was sent, as its rules decide
+    deliveries: list[Received] = []
 
 
 class LetterSummary(Model):
@@ -273,3 +276,5 @@ class LetterPreview(Model):
     #: dead letters that are not outbox events (a discard removes them with no notice)
     not_outbox_messages: int
     subscribers_will_see: str
+    #: what each subscription of the topic would receive, as its rules decide
+    deliveries: list[Received] = []

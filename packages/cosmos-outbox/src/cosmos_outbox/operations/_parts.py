@@ -71,3 +71,5 @@ class Parts:
     stall_after_seconds: float = 61.0
     #: the targeted-delivery rule check (None: nothing can read the topic's rules)
     target_rules: Callable[[], AsyncTargetRules | None] = _no_target_rules
+    #: the CloudEvents source base the publisher adds (the previews' messages carry it too)
+    source_base: str = ""

@@ -278,6 +278,13 @@ class StatusOperators:
         #: the last read of the topic's rules: when (monotonic), what it found, and whether the
         #: management API answered in time
         self._rules: tuple[float, TargetRulesState, bool] | None = None
+        self._check = TargetRuleCheck("", False, reason="not read yet")
+
+    async def rule_check(self) -> TargetRuleCheck:
+        """The topic's subscriptions and their rules as last read (`target_rules`' read, kept
+        as long): what the previews evaluate (`_deliveries`)."""
+        await self.target_rules()
+        return self._check
 
     async def target_rules(self) -> TargetRulesState:
         """Which subscriptions of the topic lack the targeted-delivery rule, or not checked and
@@ -290,7 +297,22 @@ class StatusOperators:
                 return kept
         port = self._parts.target_rules()
         in_time = True
-        if port is None:
+        probed = self._probed
+        silent = (
+            probed is not None
+            and not probed[1].answers
+            and time.monotonic() - probed[0] < PROBE_EVERY_SECONDS
+        )
+        if silent and self._rules is not None:  # Service Bus is away: what it last said stands
+            return self._rules[1]
+        if silent:
+            in_time = False
+            check = TargetRuleCheck(
+                str(getattr(port, "topic", "")),
+                False,
+                reason="Service Bus does not answer the status's probe (asked again once it does)",
+            )
+        elif port is None:
             check = TargetRuleCheck(
                 "", False, reason="these services read no topic's rules (no SERVICEBUS_TOPIC)"
             )
@@ -311,7 +333,7 @@ class StatusOperators:
                 check = TargetRuleCheck(topic, False, reason=f"{error_type(exc)}: {exc!s:.200}")
         read_at = datetime.fromtimestamp(self._parts.clock(), UTC)
         found = TargetRulesState.of(check, read_at=read_at)
-        self._rules = (time.monotonic(), found, in_time)
+        self._rules, self._check = (time.monotonic(), found, in_time), check
         return found
 
     async def _probe(self) -> DependencyState:

@@ -16,11 +16,13 @@ each watched subscription's dead-letter queue and keeps one record per dead lett
 and its fate. A dead letter no longer in its queue that nobody here resubmitted or discarded is
 checked at its subscriber: applied (its inbox record, or its projection at or past the
 version), given up there (an accepted gap), or not. Not applied a grace period
-(`GRACE_SECONDS`) after it left (a resubmission with a MessageId of its own may still be on its
-way), it has **vanished**: the status, the console, the metric `outbox.dead_letters.vanished`
-and the event's journey say so, with the action that recovers it (a re-drive of its aggregate
-to that subscription only while its event is stored; else releasing the version there). A
-later sweep that finds it applied (a re-drive, a resend with a new MessageId) resolves it.
+(`GRACE_SECONDS`) after the sweep that found it gone (a resubmission with a MessageId of its own
+may still be on its way), it has **vanished**, said by the first sweep past the grace (so up to
+a tick later), its time still the one it was found gone: the status, the console, the metric
+`outbox.dead_letters.vanished` and the event's journey say so, with the action that recovers
+it (a re-drive of its aggregate to that subscription only while its event is stored; else
+releasing the version there). A later sweep that finds it applied (a re-drive, a resend with a
+new MessageId) resolves it.
 
 Cost: one peek of each watched dead-letter queue (up to COUNT_LIMIT letters) and one query of
 the records' partition per tick; a subscriber's point reads only for letters that left. A queue
@@ -228,8 +230,8 @@ class DeadLetterWatch:
                 elif (
                     record.fate == "left"
                     and (now - record.fate_at).total_seconds() >= GRACE_SECONDS
-                ):
-                    await self._keep(record.model_copy(update={"fate": "vanished", "fate_at": now}))
+                ):  # its fate's time stays when it was found gone ("gone 33 s ago": issue 72)
+                    await self._keep(record.model_copy(update={"fate": "vanished"}))
         return await self.vanished()
 
     async def _fate_at(self, store: AsyncDocumentStore, record: WatchRecord) -> Fate | None:

@@ -50,6 +50,9 @@ from funcstack.functions_host._listener import HostServices, Listener
 from funcstack.functions_host._python_version import python_version_notice
 from funcstack.functions_host._sign_in import CORE_TOOLS_ENVIRONMENT, SignIn
 
+#: Set on the worker: "true" when this host checks keys by auth level (``enforce_keys``).
+KEYS_ENFORCED_ENVIRONMENT = "FUNCSTACK_KEYS_ENFORCED"
+
 logger = logging.getLogger("funcstack.functions_host")
 
 #: The function group of the HTTP functions (Flex Consumption's ``http``).
@@ -179,6 +182,9 @@ class Runner:
         # a local host, as Core Tools says to its host and workers (its Program.cs sets it at
         # start): an app can tell it runs without App Service's front end
         environment[CORE_TOOLS_ENVIRONMENT] = "true"
+        # whether this host checks keys, the host's word (never a setting's): an app can tell a
+        # key it was sent was checked (docs/functions-host.md, "Keys")
+        environment[KEYS_ENFORCED_ENVIRONMENT] = "true" if self.enforce_keys else "false"
         # App Service Authentication's local stand-in, when the settings turn it on; its
         # WEBSITE_AUTH_ENABLED is the host's to set, never a setting's (SignIn.worker_environment)
         self._sign_in = SignIn.from_settings()

@@ -15,7 +15,8 @@
 // - follows a re-drive's pages to the end when asked,
 // - refreshes the lists when the relay's count of quarantined events changes or an action was
 //   taken, and pauses the periodic refresh of a panel while an operator is choosing in it,
-// - keeps a panel's last good state, marked stale, when its refresh fails.
+// - keeps a panel's last good state, marked stale, when its refresh fails, and asks again each
+//   time the relay's state answers (every 10 s) until the mark clears.
 (function () {
   "use strict";
 
@@ -134,6 +135,8 @@
       function (response) {
         return response.text().then(function (html) {
           if (response.ok) {
+            // a refusal shown before (this form's last preview) is not this one's
+            target.querySelectorAll(".problem").forEach(function (old) { old.remove(); });
             return nodes(html);
           }
           target.replaceChildren.apply(target, nodes(html));
@@ -486,8 +489,22 @@
       panel.classList.remove("stale");
       panel.setAttribute("data-loaded-from", requestPath(evt.detail));
       panel.setAttribute("data-loaded-at", clock(new Date()));
+      if (panel.id === "status-panel") {
+        retryStale();
+      }
     }
   });
+
+  // the relay's state answered again (every 10 s): each stale panel asks again now, rather
+  // than at its own next refresh (a minute later), so a mark clears soon after a recovery
+  function retryStale() {
+    document.querySelectorAll("[data-keep].stale").forEach(function (stale) {
+      var path = stale.getAttribute("data-loaded-from");
+      if (path && stale.id !== "status-panel" && !choosing(stale)) {
+        htmx.ajax("GET", path, { source: stale, target: stale });
+      }
+    });
+  }
 
   // -- refreshing ---------------------------------------------------------------------------
   var quarantined = null;
