@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal, cast
 
@@ -71,7 +71,6 @@ from cosmos_outbox.operations._letters import (
     LetterSummary,
     Selection,
     describe,
-    enqueued,
 )
 from cosmos_outbox.ports import (
     AsyncDeadLetterQueues,
@@ -268,23 +267,31 @@ class DeadLetterOperators:
             raise NotFoundError(WATCHED, "(none: set OUTBOX_SUBSCRIPTIONS)")
         return queues
 
+    async def _peeks(self, entity: DeadLetterEntity, after: int) -> AsyncIterator[list[Described]]:
+        """The dead letters after sequence number `after`, in order, a peek (PEEK_BATCH) at a
+        time, until one comes back short."""
+        port = self._port()
+        start = after + 1
+        while True:
+            page = await answered(
+                SERVICE_BUS, port.peek(entity, from_sequence=start, max_count=PEEK_BATCH)
+            )
+            yield [describe(m) for m in page]
+            if len(page) < PEEK_BATCH:
+                return
+            start = page[-1].sequence_number + 1
+
     async def scan(
         self, entity: DeadLetterEntity, *, after: int = 0, limit: int = COUNT_LIMIT
     ) -> tuple[list[Described], bool]:
         """The dead letters after sequence number `after`, in order, at most `limit`; and
         whether there are more."""
-        port = self._port()
         found: list[Described] = []
-        start = after + 1
-        while len(found) < limit:
-            page = await answered(
-                SERVICE_BUS, port.peek(entity, from_sequence=start, max_count=PEEK_BATCH)
-            )
-            found += [describe(m) for m in page]
-            if len(page) < PEEK_BATCH:
-                return found[:limit], len(found) > limit
-            start = page[-1].sequence_number + 1
-        return found[:limit], True
+        async for page in self._peeks(entity, after):
+            found += page
+            if len(found) >= limit and len(page) == PEEK_BATCH:
+                return found[:limit], True
+        return found[:limit], len(found) > limit
 
     async def count(self, entity: DeadLetterEntity) -> EntityCount:
         """How many dead letters `entity` holds (peeked: Listen rights only); a queue that
@@ -317,27 +324,20 @@ class DeadLetterOperators:
     async def _page(
         self, entity: DeadLetterEntity, selected: LetterFilter, *, page_size: int, after: int
     ) -> tuple[list[Described], int | None]:
-        port = self._port()
         found: list[Described] = []
-        start = after + 1
         scanned = 0
-        while True:
-            page = await answered(
-                SERVICE_BUS, port.peek(entity, from_sequence=start, max_count=PEEK_BATCH)
-            )
-            for letter in page:
-                described = describe(letter)
+        async for page in self._peeks(entity, after):
+            for described in page:
                 if selected.matches(described):
                     found.append(described)
                     if len(found) == page_size:
-                        more, _ = await self.scan(entity, after=letter.sequence_number, limit=1)
-                        return found, letter.sequence_number if more else None
+                        number = described.letter.sequence_number
+                        more, _ = await self.scan(entity, after=number, limit=1)
+                        return found, number if more else None
             scanned += len(page)
-            if len(page) < PEEK_BATCH:
-                return found, None
-            start = page[-1].sequence_number + 1
-            if scanned >= COUNT_LIMIT:  # a page of fewer items, and a token to go on
-                return found, page[-1].sequence_number
+            if scanned >= COUNT_LIMIT and len(page) == PEEK_BATCH:  # a page of fewer items,
+                return found, page[-1].letter.sequence_number  # and a token to go on
+        return found, None
 
     async def peek(self, entity: DeadLetterEntity, sequence_number: int) -> DeadLetterMessage:
         [*found] = await answered(
@@ -429,28 +429,7 @@ class DeadLetterOperators:
         if self._watch is None:
             return
         try:
-            await self._watch.handled(
-                entity,
-                [
-                    (
-                        d.letter.sequence_number,
-                        d.event_id,
-                        {
-                            "message_id": d.letter.message_id,
-                            "aggregate_type": d.aggregate_type,
-                            "aggregate_id": d.aggregate_id,
-                            "action": d.action,
-                            "version": d.version,
-                            "reason": d.letter.reason,
-                            "dead_lettered_at": enqueued(d.letter),
-                        },
-                    )
-                    for d in letters
-                    if d.is_outbox_message
-                ],
-                fate=fate,
-                by=str(current_actor()),
-            )
+            await self._watch.handled(entity, letters, fate=fate, by=str(current_actor()))
         except Exception:
             import logging
 

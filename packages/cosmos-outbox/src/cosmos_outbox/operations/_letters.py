@@ -88,17 +88,7 @@ class LetterFilter:
 
     @property
     def empty(self) -> bool:
-        return all(
-            v is None
-            for v in (
-                self.aggregate_type,
-                self.aggregate_id,
-                self.action,
-                self.reason,
-                self.since,
-                self.until,
-            )
-        )
+        return self == LetterFilter()
 
 
 @dataclass(frozen=True)
