@@ -42,14 +42,13 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Literal, cast
 
 from cosmos_outbox._mapper import (
     DISCARD_NOTICE_SUBJECT,
     RESUBMISSION_PROPERTY,
     TARGET_PROPERTY,
-    discard_notice,
+    outgoing,
     sent_facts,
 )
 from cosmos_outbox.errors import NotFoundError
@@ -57,6 +56,7 @@ from cosmos_outbox.operations._actor import current_actor
 from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.operations._deliveries import Received, received
 from cosmos_outbox.operations._dependencies import SERVICE_BUS, answered
+from cosmos_outbox.operations._giving_up import notice_of_event
 from cosmos_outbox.operations._letters import (
     PREVIEW_ITEMS,
     ActionReport,
@@ -135,24 +135,9 @@ def discard_of(
 ) -> Outgoing | None:
     """The notice that gives the dead letter's version up at `entity` (None: not an outbox
     message, nothing to tell)."""
-    if not described.is_outbox_message:
-        return None
-    from cosmos_outbox._mapper import outgoing
-
-    assert described.aggregate_type and described.aggregate_id and described.version
-    notice = discard_notice(
-        aggregate_type=described.aggregate_type,
-        aggregate_id=described.aggregate_id,
-        version=described.version,
-        event_id=described.event_id,
-        action=described.action,
-        reason=reason,
-        by=by,
-        at=datetime.now(UTC),
-        source=described.source or f"/{described.aggregate_type}s",
-        target=entity.name if entity.kind == "subscription" else None,
-    )
-    return outgoing(notice)
+    target = entity.name if entity.kind == "subscription" else None
+    notice = notice_of_event(described, reason=reason, by=by, target=target)
+    return outgoing(notice) if notice is not None else None
 
 
 class DeadLetterOperators:
