@@ -2,40 +2,15 @@
 subscriptions (and of queues an app names: `cosmos_outbox.ports.DeadLetterEntity`) counted,
 listed with a filter, peeked, resubmitted and discarded, one message or all matching a filter.
 
-**Resubmission through duplicate detection.** A dead letter sent again with its own MessageId
-(the event id) is dropped by the topic inside its duplicate-detection window: it would leave
-the dead-letter queue and reach nobody. So a resubmission gets a MessageId of its own,
-`uuid5(namespace, "<event id>@<subscription>#<n>")`, `n` the resubmission's number (1, then one
-more each time the message is dead-lettered again and resubmitted: `outboxResubmission`), and
-keeps everything else: the body, the SessionId (per-aggregate order), the Subject and every
-application property, the event id in `cloudEvents_id` included. The id is derived, not drawn:
-the same resubmission sent twice (the action repeated after a timeout, or a crash between the
-send and the dead letter's removal) has the same MessageId, and inside the window the topic
-drops the second.
-
-**Only the subscription that dead-lettered it.** A message sent to the topic reaches every
-subscription whose rule takes it. A resubmission carries `outboxTarget` = the subscription,
-and each subscription's rule takes what names no target or names it (`NOT
-EXISTS(outboxTarget) OR outboxTarget = '<subscription>'`; the Bicep in deploy/ and the local
-Service Bus configuration declare it for every subscription). A subscription without that
-clause receives it too: the library's subscriber drops it (its inbox knows the event id, and
-its projection the version: `Dispatcher(subscription=...)` also skips a message targeted at
-another subscription); a subscriber of its own that deduplicates on MessageId would take it for
-a new message: give its subscription the clause. A queue's dead letter goes back to the queue.
-
-**Nothing leaves a dead-letter queue unless its resubmission was accepted**: the port's `move`
-sends, and only then completes.
-
-**Discard** gives the version up at that subscription: a discard notice (`OutboxEventDiscarded`,
-`outboxTarget` = the subscription) is sent in the message's session, then the dead letter is
-removed, so the library's subscriber there records an accepted gap and applies the versions it
-held after it. A dead letter that is not an outbox event (no aggregate, no version) is removed
-with no notice, and the answer says so.
-
-Each call handles at most MAX_PER_CALL dead letters, within about half the operators' bound
-(`cosmos_outbox.http.bounded.BOUND_SECONDS`): the answer says how many matching ones remain,
-and the command line calls again until none do.
-"""
+docs/operating-the-outbox.md ("Resubmissions and re-drives through duplicate detection") says
+what a resubmission is and why: a MessageId of its own, derived (`resubmission_id`: the same
+resubmission sent twice is dropped by the topic), everything else as it was sent, to the
+subscription that dead-lettered it only (`outboxTarget`; a queue's goes back to the queue), and
+nothing leaves a dead-letter queue unless its resubmission was accepted (the port's `move`
+sends, then completes). A discard gives the version up at that subscription: a discard notice
+in the message's session (`_giving_up`), then the dead letter removed; one that is not an outbox
+event is removed with no notice, and the answer says so. Each call handles at most MAX_PER_CALL
+dead letters, within about half the operators' bound: the answer says how many remain."""
 
 from __future__ import annotations
 

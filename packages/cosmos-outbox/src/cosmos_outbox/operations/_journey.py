@@ -1,31 +1,16 @@
-"""The journey of one event (or of one aggregate's events): the first question on call.
+"""The journey of one event (or of one aggregate's events): the first question on call
+(docs/operating.md, "The first question: where did event X go?").
 
-For an event: its document (or that it is not stored: TTL removed it after EVENT_TTL_SECONDS,
-or it never was), relayed or not (the backlog estimator's read of the relay's leases: an event
-among the changes after a lease's continuation is not relayed yet; when every lease's changes
-were read to the end and it is not among them, every continuation is past it), its quarantine
-record (quarantined, resolved or discarded: by whom and why), the watched subscriptions where it
-is dead-lettered (and why), and, for each watched subscription, what its subscriber did with it
-when the app knows its projection container (OUTBOX_SUBSCRIPTIONS `name=container`): applied
-(its inbox record, or a projection version at or past the event's), held (and which version it
-waits for), given up (an accepted gap), not received, or a dead letter of it vanished (it left
-its queue without being applied: `_watch`); a subscription whose subscriber the app does not
-know is listed as `unknown`. Its `history` lists what happened to it, in order: created,
-quarantined, replayed, discarded, dead-lettered where, resubmitted or discarded there and by
-whom, vanished, applied. For an aggregate: the same for each of its events (stored, quarantined
-or dead-lettered), and each subscriber's projection version, held versions and gaps. A summary
-line says it in words, with the command that acts on it.
-
-The aggregate is named by its session id, the id its subscribers see; its documents are where
-`partitions_of` says (a transaction's with a session id of its own are in the transaction's
-partition). **What it can when a dependency is down**: each part is read on its own, bounded
-(`_dependencies.answered`); a part that does not answer (the dead-letter queues with Service Bus
-down, the leases, a subscriber's container) is listed in `unanswered` and the rest is shown.
-
-A scheduled event's journey says its due time and where it is (`schedule`): waiting (for its due
-time, or overdue: its release has not come), released (then relayed as any event) or cancelled
-(never sent); a subscriber applied it when its inbox record says so (it has no version).
-"""
+For an event: its document (or that it is not stored), relayed or not (the backlog estimator's
+read of the relay's leases: among a lease's pending changes, or every lease read to the end
+without it), its quarantine record, the watched subscriptions where it is dead-lettered, and
+what each subscriber the app knows did with it (applied, held, given up, not received, not for
+it, vanished; `unknown` where the app does not know it), its history in order, and a summary
+line with the command that acts on it. For an aggregate (named by its session id, its documents
+where `partitions_of` says): the same for each of its events, and each subscriber's view. Each
+part is read on its own, bounded (`_dependencies.answered`): one that does not answer is listed
+in `unanswered` and the rest is shown. A scheduled event's journey says its due time and where
+it is (`schedule`: waiting, overdue, released or cancelled)."""
 
 from __future__ import annotations
 

@@ -1,19 +1,8 @@
-"""The quarantine's use cases: its records, replay through the relay, and discard.
-
-**Discarding a quarantined event gives its version up**: its discard notice
-(`OutboxEventDiscarded`, with the version, action, reason and who discarded it) is sent in its
-session, where the event would have been, to every subscription, and only then the record is
-marked discarded (kept, with who and why, until it expires): the library's subscriber records an
-accepted gap and applies the versions it held after it. A discarded event is not replayed.
-
-Every action writes one audit log line (`cosmos_outbox.operations._audit`) with what subscribers
-will see, its values as fields (`extra`): `outbox.audit` (`quarantine.replay`,
-`quarantine.discard`, `redrive`, `deadletters.resubmit`, ...), `outbox.subscribers_will_see`,
-`outbox.event_id`, `outbox.reason`..., and who did it (`cosmos_outbox.operations`: "by <name> (id
-<object id>)" or "by admin key", and the fields `outbox.actor`, `outbox.actor_kind`,
-`outbox.actor_name`, `outbox.actor_id`); the discard notice names the same actor
-(`discardedBy`).
-"""
+"""The quarantine's use cases: its records, replay through the relay, and discard
+(docs/operating-the-outbox.md, "Recovery"). A discard gives the event's version up: its discard
+notice is sent in its session to every subscription, and only then the record is marked
+discarded (kept, with who and why, until it expires); a discarded event is not replayed. Every
+action writes one audit line (`_audit`) naming who did it and what subscribers will see."""
 
 from __future__ import annotations
 

@@ -1,20 +1,13 @@
 """The subscribers, as the publishing app's operators see them: per watched subscription, its
 dead letters and, when the app knows the library's subscriber's projection container there
-(OUTBOX_SUBSCRIPTIONS `name=container`), what that subscriber holds, why, and what releases it,
-and the gaps it accepted (`cosmos_outbox.subscriber.subscriber_status`, the subscriber's own
-status, read from the same container).
+(OUTBOX_SUBSCRIPTIONS `name=container`), what it holds, why, what releases it, and the gaps it
+accepted (`cosmos_outbox.subscriber.subscriber_status`, read from the same container).
 
-**Releasing held versions.** Every version a subscriber holds has an action that releases it:
-the missing version arrives (a replayed quarantined event, a resubmitted dead letter, a
-re-drive), or an operator gives it up. A quarantined event is given up at the outbox
-(`quarantine discard`: every subscription), a dead letter at its subscription (`deadletters
-discard`). A version that is neither (its dead letter discarded by another tool, its message
-expired on the subscription, its event gone) is given up here: `release` sends the discard
-notice of that version (`OutboxEventDiscarded`, what is known of its event from the outbox's
-store) in the aggregate's session, to that subscription only (`outboxTarget`); the subscriber
-records an accepted gap and applies the versions it held after it. The notice goes through the
-subscription as every message does, so it is applied in order, by the subscriber itself.
-"""
+`release` gives a version up at one subscription when nothing else will bring it (its dead
+letter discarded by another tool, its message expired, its event gone): its discard notice,
+what the outbox's store still knows of its event, in the aggregate's session to that
+subscription only (`outboxTarget`), applied in order by the subscriber itself (docs/operating.md,
+"A subscriber holds versions")."""
 
 from __future__ import annotations
 

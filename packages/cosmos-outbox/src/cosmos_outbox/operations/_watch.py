@@ -1,34 +1,17 @@
 """No dead letter leaves without a word: the dead letters of the watched subscriptions whose
 subscriber the app knows (OUTBOX_SUBSCRIPTIONS `name=container`), remembered, so that one that
-leaves its dead-letter queue without being applied is noticed and said.
+leaves its dead-letter queue without being applied is noticed and said (how, when, and with
+which recovery: docs/operating-the-outbox.md, "Never resend a dead letter with its own
+MessageId").
 
-A dead letter can leave its queue three ways: the operators resubmit it (a MessageId of its
-own: it arrives) or discard it (its version given up: a notice arrives), both through
-`cosmos_outbox.operations`, which record it here; or another tool removes it. Service Bus
-Explorer's "resend" sends a copy with the same MessageId and completes the dead letter: inside
-the topic's duplicate-detection window the copy is dropped as a duplicate, and the dead letter
-is gone while its subscriber never got it (it holds the versions after it, "not arrived").
-
-**The watch** (`DeadLetterWatch.sweep`, each backlog timer tick: once a minute by default) peeks
-each watched subscription's dead-letter queue and keeps one record per dead letter seen
-(`outboxDeadLetterWatch` documents in a partition of their own of the outbox's container,
-`outbox-dead-letter-watch`): its subscription, event, aggregate and version, when it was seen,
-and its fate. A dead letter no longer in its queue that nobody here resubmitted or discarded is
-checked at its subscriber: applied (its inbox record, or its projection at or past the
-version), given up there (an accepted gap), or not. Not applied a grace period
-(`GRACE_SECONDS`) after the sweep that found it gone (a resubmission with a MessageId of its own
-may still be on its way), it has **vanished**, said by the first sweep past the grace (so up to
-a tick later), its time still the one it was found gone: the status, the console, the metric
-`outbox.dead_letters.vanished` and the event's journey say so, with the action that recovers
-it (a re-drive of its aggregate to that subscription only while its event is stored; else
-releasing the version there). A later sweep that finds it applied (a re-drive, a resend with a
-new MessageId) resolves it.
-
-Cost: one peek of each watched dead-letter queue (up to COUNT_LIMIT letters) and one query of
-the records' partition per tick; a subscriber's point reads only for letters that left. A queue
-holding more than COUNT_LIMIT dead letters is judged up to the last one read (a letter beyond it
-is never taken for gone). Records of resolved letters expire after `KEPT_SECONDS` (they are the
-journey's history); a vanished one is kept until it is resolved."""
+`DeadLetterWatch.sweep` (each backlog timer tick) peeks each watched subscription's dead-letter
+queue and keeps one record per dead letter seen (`outboxDeadLetterWatch` documents in a
+partition of their own of the outbox's container, `outbox-dead-letter-watch`) and its fate; the
+operators' own resubmissions and discards are recorded before they happen (`handled`). One that
+left unhandled is checked at its subscriber (applied, given up there, or not); not applied
+GRACE_SECONDS after the sweep that found it gone, it has vanished. A queue holding more than
+COUNT_LIMIT dead letters is judged up to the last one read. Records of resolved letters expire
+after KEPT_SECONDS (the journey's history); a vanished one is kept until it is resolved."""
 
 from __future__ import annotations
 
