@@ -58,6 +58,7 @@ def async_cosmos_client(
 ) -> AsyncCosmosClient:
     """`cosmos_client` on the SDK's `aio` client: one per process and event loop (it reads the
     account on its first request)."""
+    require_aiohttp()
     options = _options(verify_tls)
     if not environment_settings(requests=False):
         from azure.core.pipeline.transport import AioHttpTransport
@@ -69,6 +70,20 @@ def async_cosmos_client(
 
     assert endpoint is not None, "a connection string or an account endpoint"
     return AsyncCosmosClient(endpoint, credential=DefaultAzureCredential(), **options)
+
+
+def require_aiohttp() -> None:
+    """The SDKs' `aio` clients send with aiohttp, which the `aio` extra brings: without it, an
+    ImportError that names the extra (the SDK's own says only that aiohttp is missing, at the
+    first request)."""
+    try:
+        import aiohttp  # noqa: F401
+    except ImportError:
+        raise ImportError(
+            "cosmos-outbox's async API (cosmos_outbox.aio) sends with aiohttp, which is not "
+            'installed: pip install "cosmos-outbox[aio]"',
+            name="aiohttp",
+        ) from None
 
 
 def _options(verify_tls: bool) -> dict[str, Any]:

@@ -39,7 +39,7 @@ from azure.cosmos import ContainerProxy
 from azure.cosmos.aio import ContainerProxy as AsyncContainerProxy
 from azure.cosmos.exceptions import CosmosHttpResponseError
 
-from cosmos_changefeed import ChangeFeedEstimator, PendingChanges
+from cosmos_changefeed import ChangeFeedEstimator, MissingResourceError, PendingChanges
 from cosmos_changefeed.aio import ChangeFeedEstimator as AsyncChangeFeedEstimator
 from cosmos_outbox._mapper import EVENT_TYPE, document_created_at
 from cosmos_outbox.cosmos._errors import cosmos_errors
@@ -85,13 +85,20 @@ def _lsn(change: Mapping[str, Any]) -> int:
         return 0
 
 
-def _lease_container_missing(exc: CosmosHttpResponseError, name: str) -> RelayNotReadyError:
+def _lease_container_missing(name: str) -> RelayNotReadyError:
     return RelayNotReadyError(
         f"the relay's lease container {name!r} does not exist: its trigger cannot start. "
         "Create it (partition key /id; the deploy templates create it), or let the trigger "
         "create it (create_lease_container_if_not_exists, which needs the account's key: an "
         "identity cannot create containers), and check COSMOS_LEASE_CONTAINER"
     )
+
+
+def _when_leases(exc: MissingResourceError, name: str) -> None:
+    """RelayNotReadyError when the container cosmos-changefeed found missing is the lease
+    container; the monitored one's MissingResourceError (naming it and the fix) goes on."""
+    if exc.role == "lease container":
+        raise _lease_container_missing(name) from exc
 
 
 class CosmosBacklogEstimator(BacklogEstimator):
@@ -110,12 +117,19 @@ class CosmosBacklogEstimator(BacklogEstimator):
     def pending(self) -> list[PendingChanges]:
         """The leases' pending changes as cosmos-changefeed reads them (`estimate`'s input)."""
         with cosmos_errors():
-            self._estimator.lease_prefix()  # the monitored container's 404 is not the leases'
+            try:  # cosmos-changefeed names a missing container (the monitored one: NotFound)
+                self._estimator.lease_prefix()
+            except MissingResourceError as exc:
+                _when_leases(exc, self._lease_container)
+                raise
             try:
                 return self._estimator.get_pending(SCAN)
+            except MissingResourceError as exc:
+                _when_leases(exc, self._lease_container)
+                raise
             except CosmosHttpResponseError as exc:
                 if exc.status_code == 404:
-                    raise _lease_container_missing(exc, self._lease_container) from exc
+                    raise _lease_container_missing(self._lease_container) from exc
                 raise
 
     def estimate(self) -> list[LeaseBacklog]:
@@ -140,12 +154,19 @@ class AsyncCosmosBacklogEstimator(AsyncBacklogEstimator):
     async def pending(self) -> list[PendingChanges]:
         """The leases' pending changes as cosmos-changefeed reads them (`estimate`'s input)."""
         with cosmos_errors():
-            await self._estimator.lease_prefix()
+            try:  # cosmos-changefeed names a missing container (the monitored one: NotFound)
+                await self._estimator.lease_prefix()
+            except MissingResourceError as exc:
+                _when_leases(exc, self._lease_container)
+                raise
             try:
                 return await self._estimator.get_pending(SCAN)
+            except MissingResourceError as exc:
+                _when_leases(exc, self._lease_container)
+                raise
             except CosmosHttpResponseError as exc:
                 if exc.status_code == 404:
-                    raise _lease_container_missing(exc, self._lease_container) from exc
+                    raise _lease_container_missing(self._lease_container) from exc
                 raise
 
     async def estimate(self) -> list[LeaseBacklog]:
