@@ -39,7 +39,7 @@ APP = Path(__file__).parents[1] / "operators_app"
 def settings(funcstack_services: LocalStack, fresh: str, tmp_path: Path) -> dict[str, str]:
     """The app's settings on this stack: its own container, its own leases (a prefix)."""
     values = funcstack_services.app_settings(
-        APP, {"COSMOS_CONTAINER": fresh, "OUTBOX_LEASE_PREFIX": f"direct-{fresh[-8:]}."}
+        APP, {"COSMOS_CONTAINER": fresh, "OUTBOX_PROCESSOR_NAME": f"direct-{fresh[-8:]}."}
     )["Values"]
     return {str(k): str(v) for k, v in values.items()}
 

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from cosmos_outbox._subscription_rules import INT64, Facts, UnknowableError, kind_of
+from cosmos_outbox._subscription_facts import INT64, Facts, UnknowableError, kind_of
 
 __all__ = ["compiled"]
 
