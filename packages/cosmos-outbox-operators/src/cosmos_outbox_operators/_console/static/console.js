@@ -74,8 +74,9 @@
   // -- confirmation -------------------------------------------------------------------------
   var dialog = null;
 
-  // `shown`: nodes of a preview (the preview route's answer as HTML), after the lines
-  function ask(question, more, shown) {
+  // the dialog asks `question` (its `more` lines, then `shown`: nodes of a preview, the preview
+  // route's answer as HTML); `act` once the operator confirms
+  function ask(question, more, shown, act) {
     dialog = dialog || document.getElementById("confirm");
     document.getElementById("confirm-text").textContent = question;
     var list = document.getElementById("confirm-more");
@@ -89,17 +90,17 @@
       document.getElementById("confirm-preview"),
       shown || []
     );
-    return new Promise(function (resolve) {
-      dialog.addEventListener(
-        "close",
-        function () {
-          resolve(dialog.returnValue === "ok");
-        },
-        { once: true }
-      );
-      dialog.returnValue = "";
-      dialog.showModal();
-    });
+    dialog.addEventListener(
+      "close",
+      function () {
+        if (dialog.returnValue === "ok") {
+          act();
+        }
+      },
+      { once: true }
+    );
+    dialog.returnValue = "";
+    dialog.showModal();
   }
 
   // the JSON body the extension "outbox-json" sends for `elt` (its data-json, then its form's
@@ -159,14 +160,12 @@
     if (reason) {
       more.push("Reason: " + reason.value);
     }
-    var confirmed = function (ok) {
-      if (ok) {
-        evt.detail.issueRequest(true);
-      }
+    var confirmed = function () {
+      evt.detail.issueRequest(true);
     };
     var url = elt.getAttribute && elt.getAttribute("data-preview");
     if (!url) {
-      ask(question, more).then(confirmed);
+      ask(question, more, null, confirmed);
       return;
     }
     // validation before the confirmation: the form's own constraints, then the route's
@@ -175,7 +174,7 @@
     }
     preview(url, elt, evt.detail.target).then(function (shown) {
       if (shown) {
-        ask(question, more, shown).then(confirmed);
+        ask(question, more, shown, confirmed);
       }
     });
   });
@@ -228,10 +227,7 @@
     var question = replay
       ? "Replay these " + ids.length + " events? Each one that can be sent now reaches subscribers in its session, after the quarantine notice they already have."
       : "Discard these " + ids.length + " events? Each one's version is given up: subscribers receive a discard notice in its place, record an accepted gap and apply the versions after it; the events themselves are never sent.";
-    ask(question, picked.more.concat(ids.map(function (id) { return "Event " + id; }))).then(function (ok) {
-      if (!ok) {
-        return;
-      }
+    ask(question, picked.more.concat(ids.map(function (id) { return "Event " + id; })), null, function () {
       var result = document.getElementById("quarantine-result");
       result.replaceChildren();
       ids.reduce(function (previous, id) {
@@ -262,10 +258,7 @@
       ? "Resubmit these " + numbers.length + " dead letters to " + entity + "? Each is sent again to " + entity + " only, in its session, under a MessageId of its own with its event id unchanged: the library's subscriber applies each once, then the versions it held behind them; a subscriber that deduplicates on MessageId takes them for new messages."
       : "Discard these " + numbers.length + " dead letters at " + entity + "? Each one's version is given up at " + entity + " only: its subscriber receives a discard notice in the aggregate's session, records an accepted gap and applies the versions it held after it; other subscriptions are not told.";
     var body = resubmit ? { sequenceNumbers: numbers } : { sequenceNumbers: numbers, reason: picked.reason };
-    ask(question, picked.more.concat(numbers.map(function (n) { return "Dead letter " + n; }))).then(function (ok) {
-      if (!ok) {
-        return;
-      }
+    ask(question, picked.more.concat(numbers.map(function (n) { return "Dead letter " + n; })), null, function () {
       group.setAttribute("data-json", JSON.stringify(body));
       htmx.ajax("POST", group.getAttribute("data-letters") + (resubmit ? "/resubmit" : "/discard"), {
         source: group,
