@@ -467,24 +467,11 @@ def _where(subscription: str | None) -> str:
 def _will_see_preview(
     sent: int, subscription: str | None, counts: list[SubscriberCounts], counted: int
 ) -> str:
-    return (
-        f"{sent} message(s) {_where(subscription)}, in each aggregate's session in version "
-        "order, each with a MessageId of its own and the event id unchanged: a subscriber that "
-        "deduplicates on the event id applies only what it has not applied yet; one that "
-        "deduplicates on MessageId takes each for a new message. As each subscription's rules "
-        f"decide: {_per_subscription(counts, counted) or 'no subscription known'}"
-    )
+    return _sent_as(f"{sent} message(s) {_where(subscription)}", counts, counted)
 
 
 def _will_see(state: RedriveState, subscription: str | None, counts: list[SubscriberCounts]) -> str:
-    text = (
-        f"{state.accepted} new message(s) so far {_where(subscription)}, in each aggregate's "
-        "session in version order, each with a MessageId of its own (outboxRedrive) and the "
-        "event id unchanged (cloudEvents_id): a subscriber that deduplicates on the event id "
-        "applies only what it has not applied yet; one that deduplicates on MessageId takes "
-        "each for a new message. As each subscription's rules decide: "
-        f"{_per_subscription(counts) or 'no subscription known'}"
-    )
+    text = _sent_as(f"{state.accepted} new message(s) so far {_where(subscription)}", counts)
     if state.quarantined:
         text += (
             f"; {state.quarantined} event(s) quarantined again, each with its "
@@ -498,6 +485,18 @@ def _will_see(state: RedriveState, subscription: str | None, counts: list[Subscr
     if state.cancelled:
         text += f"; {state.cancelled} cancelled scheduled event(s) not re-driven: never sent"
     return text
+
+
+def _sent_as(what: str, counts: list[SubscriberCounts], counted: int | None = None) -> str:
+    """What subscribers will see of `what` a re-drive sends, as each subscription's rules
+    decide."""
+    return (
+        f"{what}, in each aggregate's session in version order, each with a MessageId of its "
+        "own (outboxRedrive) and the event id unchanged (cloudEvents_id): a subscriber that "
+        "deduplicates on the event id applies only what it has not applied yet; one that "
+        "deduplicates on MessageId takes each for a new message. As each subscription's rules "
+        f"decide: {_per_subscription(counts, counted) or 'no subscription known'}"
+    )
 
 
 def _audit_page(
