@@ -282,12 +282,19 @@ class ChangeFeedProcessor(ProcessorBase):
                 self._acquiring.discard(token)
         self._acquired(lease, acquired, manager, self._start)
         worker = _LeaseWorker(self, acquired, self._start)
-        with self._lock:
-            self._workers[token] = worker
         worker.thread = threading.Thread(
             target=self._supervise, args=(worker,), name=f"lease-{token}", daemon=True
         )
-        worker.thread.start()
+        # Registered and started under the lock ``stop`` lists the workers under: a worker it
+        # lists has a running thread to join, and one acquired as it stops (a split's child,
+        # added from a lease's thread) is released here instead of running unseen.
+        with self._lock:
+            stopping = self._stopping.is_set()
+            if not stopping:
+                self._workers[token] = worker
+                worker.thread.start()
+        if stopping:
+            self._release(acquired)
 
     def _supervise(self, worker: _LeaseWorker) -> None:
         token = worker.lease.lease_token

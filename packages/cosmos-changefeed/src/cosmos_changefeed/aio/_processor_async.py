@@ -297,9 +297,16 @@ class ChangeFeedProcessor(ProcessorBase):
         finally:
             self._acquiring.discard(token)
         self._acquired(lease, acquired, manager, self._start)
+        if self._is_closing():  # acquired while it stopped (a split's child): not run unseen
+            await self._release(acquired)
+            return
         worker = _LeaseWorker(self, acquired, self._start)
         self._workers[token] = worker
         worker.task = asyncio.create_task(self._supervise(worker), name=f"lease-{token}")
+
+    def _is_closing(self) -> bool:
+        """Whether ``stop`` has begun (read afresh after an await)."""
+        return self._closing
 
     async def _supervise(self, worker: _LeaseWorker) -> None:
         """``ProcessPartitionAsync``: run the lease, then release it, replace it, or let go."""

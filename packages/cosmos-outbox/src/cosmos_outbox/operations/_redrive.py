@@ -25,7 +25,11 @@ from cosmos_outbox._mapper import REDRIVE_PROPERTY, TARGET_PROPERTY, message_fac
 from cosmos_outbox._model import Model, of_attributes
 from cosmos_outbox._quarantine import QUARANTINE_TYPE
 from cosmos_outbox._records import OutboxMessage, OutboxRecord, Unreadable
-from cosmos_outbox.errors import InvalidContinuationError, PublishFailedError
+from cosmos_outbox.errors import (
+    DependencyUnavailableError,
+    InvalidContinuationError,
+    PublishFailedError,
+)
 from cosmos_outbox.http._paging import Cursor
 from cosmos_outbox.operations._audit import audit
 from cosmos_outbox.operations._dead_letters import DeadLetterOperators
@@ -321,6 +325,8 @@ class RedriveOperators:
                 self._parts.relay().relay(page, rewrite=rewrite(state.redrive_id, subscription)),
                 seconds=max(1.0, bounded_seconds() * 0.9),
             )
+        except DependencyUnavailableError:
+            raise  # its own wait, naming Service Bus: a 503 that says so, not a failed send
         except Exception as exc:
             raise PublishFailedError(f"re-drive failed to send: {error_type(exc)}") from exc
         counts = await self._count_subscribers(page, subscription, state)
